@@ -1,0 +1,171 @@
+// libtensorjit: base types shared by every part of the public API.
+//
+// Version, export macro, status objects, the injected allocator, dtypes and
+// the context. Include <tensorjit.h> rather than this file directly.
+
+#ifndef TENSORJIT_TJ_BASE_H_
+#define TENSORJIT_TJ_BASE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===----------------------------------------------------------------------===//
+// Export and version
+//===----------------------------------------------------------------------===//
+
+#if defined(TJ_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TJ_API __attribute__((visibility("default")))
+#else
+#define TJ_API
+#endif
+
+#define TJ_VERSION_MAJOR 0
+#define TJ_VERSION_MINOR 1
+#define TJ_VERSION_PATCH 0
+// MAJOR * 10000 + MINOR * 100 + PATCH, as compiled into the caller.
+#define TJ_VERSION_NUMBER \
+  (TJ_VERSION_MAJOR * 10000 + TJ_VERSION_MINOR * 100 + TJ_VERSION_PATCH)
+
+// The version of the library actually loaded, in TJ_VERSION_NUMBER form.
+// Compare with TJ_VERSION_NUMBER to detect a header/library mismatch.
+TJ_API uint32_t tj_version_number(void);
+
+// "MAJOR.MINOR.PATCH". Static storage; never free it.
+TJ_API const char* tj_version_string(void);
+
+//===----------------------------------------------------------------------===//
+// tj_status_t
+//===----------------------------------------------------------------------===//
+
+// The result of every fallible call. NULL means success. A non-NULL status is
+// owned by the caller and must be freed with tj_status_free.
+typedef struct tj_status_s* tj_status_t;
+
+// Keep this list short. When to use each code:
+typedef enum tj_status_code_e {
+  TJ_STATUS_OK = 0,
+  // The caller's input is wrong: shapes, dtypes, symbol values, malformed
+  // .tj text, a corrupt cache file. Fix the input.
+  TJ_STATUS_INVALID_ARGUMENT = 1,
+  // A host or device allocation failed. Nothing was leaked; retrying with
+  // more memory may succeed.
+  TJ_STATUS_OUT_OF_MEMORY = 2,
+  // The request is valid but this build, backend or machine cannot do it.
+  TJ_STATUS_UNSUPPORTED = 3,
+  // LLVM, the CUDA driver or libffi refused; the message says which and why.
+  TJ_STATUS_BACKEND_FAILURE = 4,
+  // A libtensorjit bug. Please report it with the message.
+  TJ_STATUS_INTERNAL = 5,
+} tj_status_code_t;
+
+// The code of |status|; TJ_STATUS_OK for NULL.
+TJ_API tj_status_code_t tj_status_code(tj_status_t status);
+
+// The message of |status|. Borrowed: valid until tj_status_free(status).
+// "" for NULL.
+TJ_API const char* tj_status_message(tj_status_t status);
+
+// A static name for |code|, e.g. "INVALID_ARGUMENT".
+TJ_API const char* tj_status_code_name(tj_status_code_t code);
+
+// Frees |status|. NULL is a no-op.
+TJ_API void tj_status_free(tj_status_t status);
+
+//===----------------------------------------------------------------------===//
+// tj_allocator_t
+//===----------------------------------------------------------------------===//
+
+// One function does all host allocation (Lua's lua_Alloc): it allocates when
+// |ptr| is NULL, frees when |new_size| is 0 (returning NULL), and otherwise
+// resizes. It must return NULL on failure and leave |ptr| untouched. Results
+// must be aligned for any C object (as malloc). May be called from any thread
+// that uses the objects created with it.
+typedef void* (*tj_alloc_fn)(void* user_data, void* ptr, size_t old_size,
+                             size_t new_size);
+
+typedef struct tj_allocator_t {
+  tj_alloc_fn fn;
+  void* user_data;
+} tj_allocator_t;
+
+// The C library's malloc/realloc/free.
+TJ_API tj_allocator_t tj_allocator_system(void);
+
+//===----------------------------------------------------------------------===//
+// tj_dtype_t
+//===----------------------------------------------------------------------===//
+
+typedef enum tj_dtype_e {
+  TJ_DTYPE_F32 = 0,
+  TJ_DTYPE_F16 = 1,   // IEEE binary16
+  TJ_DTYPE_BF16 = 2,  // bfloat16: the upper half of an f32
+  TJ_DTYPE_F64 = 3,
+  TJ_DTYPE_I8 = 4,
+  TJ_DTYPE_I32 = 5,
+  TJ_DTYPE_I64 = 6,
+  TJ_DTYPE_BOOL = 7,  // one byte, 0 or 1
+  TJ_DTYPE_COUNT_ = 8,
+} tj_dtype_t;
+
+// "f32", "f16", ...; "?" for an out-of-range value. Static storage.
+TJ_API const char* tj_dtype_name(tj_dtype_t dtype);
+
+// Size of one element in bytes; 0 for an out-of-range value.
+TJ_API size_t tj_dtype_size(tj_dtype_t dtype);
+
+//===----------------------------------------------------------------------===//
+// tj_context_t
+//===----------------------------------------------------------------------===//
+
+// Severity of a message on the diagnostic channel.
+typedef enum tj_severity_e {
+  TJ_SEVERITY_REMARK = 0,
+  TJ_SEVERITY_WARNING = 1,
+} tj_severity_t;
+
+// Receives remarks and warnings (recompiles, graph breaks, pass timings when
+// TJ_LOG asks for them). May be called on any thread; must not call back into
+// libtensorjit. |message| is borrowed for the duration of the call and is not
+// NUL-terminated necessarily: use |length|.
+typedef void (*tj_diagnostic_fn)(tj_severity_t severity, const char* message,
+                                 size_t length, void* user_data);
+
+typedef struct tj_context_options_t {
+  // Host memory for everything created in the context. {NULL, NULL} means
+  // tj_allocator_system().
+  tj_allocator_t allocator;
+  // NULL means: write diagnostics to stderr.
+  tj_diagnostic_fn diagnostic_fn;
+  void* diagnostic_user_data;
+} tj_context_options_t;
+
+// Fills |options| with the defaults.
+TJ_API void tj_context_options_initialize(tj_context_options_t* options);
+
+// Everything shared by the graphs and executables of one host: allocator,
+// diagnostics. Must outlive every object created from it. Thread-safe.
+typedef struct tj_context_t tj_context_t;
+
+// Creates a context. |options| may be NULL for the defaults; it is copied.
+// On success |*out_context| is owned by the caller (tj_context_destroy); on
+// failure it is NULL.
+TJ_API tj_status_t tj_context_create(const tj_context_options_t* options,
+                                     tj_context_t** out_context);
+
+// Destroys |context|. NULL is a no-op.
+TJ_API void tj_context_destroy(tj_context_t* context);
+
+// Frees a NUL-terminated string that a tj_* call returned as "owned by the
+// caller" (e.g. tj_graph_print). NULL is a no-op.
+TJ_API void tj_context_free_string(tj_context_t* context, char* string);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TENSORJIT_TJ_BASE_H_

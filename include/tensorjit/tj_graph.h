@@ -1,0 +1,333 @@
+// libtensorjit: building tensor graphs node by node.
+//
+// Include <tensorjit.h> rather than this file directly.
+
+#ifndef TENSORJIT_TJ_GRAPH_H_
+#define TENSORJIT_TJ_GRAPH_H_
+
+#include "tensorjit/tj_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===----------------------------------------------------------------------===//
+// Dims
+//===----------------------------------------------------------------------===//
+
+// The most dimensions a tensor may have.
+#define TJ_MAX_RANK 8
+
+// A dimension is an int64_t:
+//   >= 0       a constant size;
+//   <= -2      a symbolic size made by tj_graph_symbol, tj_graph_dim_add or
+//              tj_graph_dim_mul on the same graph (e.g. B, or B*4+1);
+//   -1         TJ_DIM_INFER, allowed only in tj_graph_reshape's shape.
+// Two symbolic dims of one graph are equal iff their int64_t values are equal:
+// each expression is kept in one canonical form (a sum of products of symbols
+// with integer coefficients). Symbols are positive integers at run time.
+#define TJ_DIM_INFER ((int64_t)-1)
+// Returned by the dim functions after an error has been recorded on a graph.
+#define TJ_DIM_INVALID INT64_MIN
+
+//===----------------------------------------------------------------------===//
+// tj_graph_t
+//===----------------------------------------------------------------------===//
+
+// A tensor graph under construction: a DAG of nodes in SSA form.
+//
+// The graph owns every node, name, symbol and copied constant created through
+// it; none of them is freed individually. Thread-compatible: one thread at a
+// time may build a graph. After tj_graph_finalize succeeds the graph is
+// immutable and may be read, printed, run and compiled from several threads
+// at once.
+//
+// Errors are sticky: a builder call that fails records the first error on
+// the graph (with the op, the node and the shapes in its message) and returns
+// the none value; later calls that receive a none value, or that are made
+// after an error, do nothing and return none. tj_graph_finalize returns the
+// recorded error.
+typedef struct tj_graph_t tj_graph_t;
+
+// A value produced by a node. Plain data: copy it freely. It is meaningful
+// only together with the graph that made it. id 0 is never a valid value;
+// builder calls return it after an error.
+typedef struct tj_value_t {
+  uint32_t id;
+} tj_value_t;
+
+static inline bool tj_value_is_none(tj_value_t value) { return value.id == 0; }
+static inline tj_value_t tj_value_none(void) {
+  tj_value_t none = {0};
+  return none;
+}
+
+// Creates an empty graph named |name| (copied; NULL means "main") whose
+// memory comes from |context|'s allocator. |context| must outlive it. On
+// success |*out_graph| is owned by the caller (tj_graph_destroy); on failure
+// it is NULL.
+TJ_API tj_status_t tj_graph_create(tj_context_t* context, const char* name,
+                                   tj_graph_t** out_graph);
+
+// Destroys |graph| and everything it owns. NULL is a no-op.
+TJ_API void tj_graph_destroy(tj_graph_t* graph);
+
+// The context |graph| was created in.
+TJ_API tj_context_t* tj_graph_context(const tj_graph_t* graph);
+
+// Finishes building: returns the first recorded error, or verifies the graph
+// (at least one output, every node well typed) and freezes it. Returns a new
+// status each call; calling it again on a finalized graph returns NULL.
+TJ_API tj_status_t tj_graph_finalize(tj_graph_t* graph);
+
+// A copy of the first recorded error, or NULL. Owned by the caller.
+TJ_API tj_status_t tj_graph_status(const tj_graph_t* graph);
+
+//===--- symbolic dims ---===//
+
+// The symbol named |name| (copied), created on first use: calling it twice
+// with the same name gives the same dim. Names are C identifiers.
+TJ_API int64_t tj_graph_symbol(tj_graph_t* graph, const char* name);
+// |a| + |b| and |a| * |b| over dims (constants or symbolic).
+TJ_API int64_t tj_graph_dim_add(tj_graph_t* graph, int64_t a, int64_t b);
+TJ_API int64_t tj_graph_dim_mul(tj_graph_t* graph, int64_t a, int64_t b);
+
+//===--- leaves ---===//
+
+// Declares the next graph input: |rank| dims from |dims| (copied; each a
+// constant or a symbolic dim of this graph). |name| is copied and must be a
+// C identifier unique among the inputs.
+TJ_API tj_value_t tj_graph_input(tj_graph_t* graph, tj_dtype_t dtype,
+                                 int32_t rank, const int64_t* dims,
+                                 const char* name);
+
+// A constant tensor, dense row-major, |rank| constant dims. The bytes at
+// |data| are copied into the graph.
+TJ_API tj_value_t tj_graph_constant(tj_graph_t* graph, tj_dtype_t dtype,
+                                    int32_t rank, const int64_t* dims,
+                                    const void* data);
+
+// As tj_graph_constant, but |data| is borrowed, not copied: it must stay
+// valid and unchanged until the graph and every executable compiled from it
+// are destroyed. For large weights.
+TJ_API tj_value_t tj_graph_constant_borrowed(tj_graph_t* graph,
+                                             tj_dtype_t dtype, int32_t rank,
+                                             const int64_t* dims,
+                                             const void* data);
+
+// A rank-0 constant of |dtype| holding |value| converted to |dtype|.
+TJ_API tj_value_t tj_graph_scalar(tj_graph_t* graph, tj_dtype_t dtype,
+                                  double value);
+
+// A tensor of |dtype| and shape |dims| filled with |value|. Dims may be
+// symbolic.
+TJ_API tj_value_t tj_graph_full(tj_graph_t* graph, tj_dtype_t dtype,
+                                int32_t rank, const int64_t* dims,
+                                double value);
+
+// A tensor of |dtype| and shape |dims| whose element is its index along
+// |axis| (arange along one axis, broadcast along the others).
+TJ_API tj_value_t tj_graph_iota(tj_graph_t* graph, tj_dtype_t dtype,
+                                int32_t rank, const int64_t* dims,
+                                int32_t axis);
+
+// Marks |value| as the next graph output, named |name| (copied, a C
+// identifier unique among outputs).
+TJ_API void tj_graph_output(tj_graph_t* graph, tj_value_t value,
+                            const char* name);
+
+//===--- elementwise unary: y[i] = f(a[i]), same dtype unless stated ---===//
+
+TJ_API tj_value_t tj_graph_neg(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_abs(tj_graph_t* graph, tj_value_t a);
+// Float dtypes only:
+TJ_API tj_value_t tj_graph_exp(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_log(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_sqrt(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_rsqrt(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_tanh(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_sigmoid(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_erf(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_sin(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_cos(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_floor(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_ceil(tj_graph_t* graph, tj_value_t a);
+// Rounds half to even, as numpy.round.
+TJ_API tj_value_t tj_graph_round(tj_graph_t* graph, tj_value_t a);
+// Numeric dtypes:
+TJ_API tj_value_t tj_graph_relu(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_sign(tj_graph_t* graph, tj_value_t a);
+// bool -> bool:
+TJ_API tj_value_t tj_graph_logical_not(tj_graph_t* graph, tj_value_t a);
+// float -> bool:
+TJ_API tj_value_t tj_graph_isnan(tj_graph_t* graph, tj_value_t a);
+
+//===--- elementwise binary, numpy broadcasting, equal dtypes ---===//
+
+TJ_API tj_value_t tj_graph_add(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_sub(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_mul(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+// Integer division truncates toward zero (C semantics); division by zero of
+// integers gives 0.
+TJ_API tj_value_t tj_graph_div(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+// Float dtypes only.
+TJ_API tj_value_t tj_graph_pow(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_maximum(tj_graph_t* graph, tj_value_t a,
+                                   tj_value_t b);
+TJ_API tj_value_t tj_graph_minimum(tj_graph_t* graph, tj_value_t a,
+                                   tj_value_t b);
+// Comparisons give bool.
+TJ_API tj_value_t tj_graph_eq(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_ne(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_lt(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_le(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_gt(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_ge(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+// bool only.
+TJ_API tj_value_t tj_graph_logical_and(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+TJ_API tj_value_t tj_graph_logical_or(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
+
+// cond ? a : b elementwise; |cond| is bool; all three broadcast together.
+TJ_API tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond,
+                                 tj_value_t a, tj_value_t b);
+
+// Converts to |dtype|. Float to int truncates toward zero (NaN and out of
+// range give 0); anything to bool is (x != 0); bool to number is 0 or 1.
+TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
+                                tj_dtype_t dtype);
+
+//===--- reductions over a set of axes ---===//
+
+// |axes| has |num_axes| distinct entries in [-rank, rank); negative counts
+// from the end. num_axes == 0 reduces over every axis. With |keepdims| the
+// reduced axes stay with size 1.
+TJ_API tj_value_t tj_graph_sum(tj_graph_t* graph, tj_value_t a,
+                               int32_t num_axes, const int32_t* axes,
+                               bool keepdims);
+// Float dtypes only.
+TJ_API tj_value_t tj_graph_mean(tj_graph_t* graph, tj_value_t a,
+                                int32_t num_axes, const int32_t* axes,
+                                bool keepdims);
+TJ_API tj_value_t tj_graph_max(tj_graph_t* graph, tj_value_t a,
+                               int32_t num_axes, const int32_t* axes,
+                               bool keepdims);
+TJ_API tj_value_t tj_graph_min(tj_graph_t* graph, tj_value_t a,
+                               int32_t num_axes, const int32_t* axes,
+                               bool keepdims);
+TJ_API tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a,
+                                int32_t num_axes, const int32_t* axes,
+                                bool keepdims);
+// Index (i64) of the first maximum along |axis|.
+TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a,
+                                  int32_t axis, bool keepdims);
+
+//===--- contraction ---===//
+
+// Matrix product with numpy.matmul semantics: rank >= 2 operands multiply
+// their last two dims and broadcast the leading (batch) dims; a rank-1
+// operand is promoted to a matrix and the added dim removed afterwards.
+TJ_API tj_value_t tj_graph_matmul(tj_graph_t* graph, tj_value_t a,
+                                  tj_value_t b);
+
+//===--- data movement ---===//
+
+// Same elements, new shape of |rank| dims. At most one dim may be
+// TJ_DIM_INFER; it is solved from the element count (also when symbolic).
+TJ_API tj_value_t tj_graph_reshape(tj_graph_t* graph, tj_value_t a,
+                                   int32_t rank, const int64_t* dims);
+// y's axis i is a's axis |perm|[i]; |perm| has rank(a) entries.
+TJ_API tj_value_t tj_graph_transpose(tj_graph_t* graph, tj_value_t a,
+                                     const int32_t* perm);
+// Broadcasts |a| to |dims| with numpy rules.
+TJ_API tj_value_t tj_graph_broadcast_to(tj_graph_t* graph, tj_value_t a,
+                                        int32_t rank, const int64_t* dims);
+// Per axis i: elements start[i], start[i]+step[i], ... before stop[i], with
+// numpy's clamping of start and stop and negative indices counting from the
+// end; step > 0. |steps| may be NULL for all 1. INT64_MAX as stop means "to
+// the end". A symbolic axis may only be sliced whole.
+TJ_API tj_value_t tj_graph_slice(tj_graph_t* graph, tj_value_t a,
+                                 const int64_t* starts, const int64_t* stops,
+                                 const int64_t* steps);
+// Joins |count| values of equal dtype and rank along |axis|.
+TJ_API tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
+                                  const tj_value_t* values, int32_t axis);
+// Pads axis i with |low|[i] elements before and |high|[i] after (each >= 0),
+// filled with |value|.
+TJ_API tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a,
+                               const int64_t* low, const int64_t* high,
+                               double value);
+// numpy.take(a, indices, axis): y has shape a.shape[:axis] + indices.shape +
+// a.shape[axis+1:]. |indices| is i32 or i64; negative indices count from the
+// end; an index out of range is an INVALID_ARGUMENT error at run time.
+TJ_API tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a,
+                                  tj_value_t indices, int32_t axis);
+
+//===--- composites (decomposed into the ops above by the compiler) ---===//
+
+// x * Phi(x): erf form (approximate == false) or tanh form (true):
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+TJ_API tj_value_t tj_graph_gelu(tj_graph_t* graph, tj_value_t x,
+                                bool approximate);
+// x * sigmoid(x).
+TJ_API tj_value_t tj_graph_silu(tj_graph_t* graph, tj_value_t x);
+// exp(x - max) / sum(exp(x - max)) along |axis|.
+TJ_API tj_value_t tj_graph_softmax(tj_graph_t* graph, tj_value_t x,
+                                   int32_t axis);
+TJ_API tj_value_t tj_graph_log_softmax(tj_graph_t* graph, tj_value_t x,
+                                       int32_t axis);
+// (x - mean) / sqrt(var + eps) * gamma + beta over the last axis; |gamma| and
+// |beta| are [N] or none (then 1 and 0).
+TJ_API tj_value_t tj_graph_layer_norm(tj_graph_t* graph, tj_value_t x,
+                                      tj_value_t gamma, tj_value_t beta,
+                                      double eps);
+// x / sqrt(mean(x^2) + eps) * gamma over the last axis; |gamma| [N] or none.
+TJ_API tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x,
+                                    tj_value_t gamma, double eps);
+// x @ w + b; |b| may be none.
+TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x,
+                                  tj_value_t w, tj_value_t b);
+
+//===--- reading a graph ---===//
+
+// Number of inputs and outputs declared so far.
+TJ_API int32_t tj_graph_num_inputs(const tj_graph_t* graph);
+TJ_API int32_t tj_graph_num_outputs(const tj_graph_t* graph);
+// The |index|th input or output value; none when out of range.
+TJ_API tj_value_t tj_graph_input_value(const tj_graph_t* graph, int32_t index);
+TJ_API tj_value_t tj_graph_output_value(const tj_graph_t* graph,
+                                        int32_t index);
+// Name of the |index|th input/output; borrowed, valid as long as the graph.
+TJ_API const char* tj_graph_input_name(const tj_graph_t* graph, int32_t index);
+TJ_API const char* tj_graph_output_name(const tj_graph_t* graph,
+                                        int32_t index);
+// dtype and rank of |value|; -1 for rank of an invalid value.
+TJ_API tj_dtype_t tj_graph_value_dtype(const tj_graph_t* graph,
+                                       tj_value_t value);
+TJ_API int32_t tj_graph_value_rank(const tj_graph_t* graph, tj_value_t value);
+// Copies |value|'s dims (constants or symbolic dims) into |out_dims|, which
+// has room for TJ_MAX_RANK entries.
+TJ_API void tj_graph_value_dims(const tj_graph_t* graph, tj_value_t value,
+                                int64_t* out_dims);
+
+//===--- text form ---===//
+
+// Prints |graph| in the .tj text form (grammar: docs/tj-text-format.md).
+// On success |*out_text| is a NUL-terminated string owned by the caller
+// (tj_context_free_string); on failure it is NULL.
+TJ_API tj_status_t tj_graph_print(const tj_graph_t* graph, char** out_text);
+
+// Parses one function of .tj text (|length| bytes; need not be
+// NUL-terminated) into a new finalized graph. |filename| (may be NULL) is
+// used in error messages, which give line:column. On success |*out_graph| is
+// owned by the caller; on failure it is NULL.
+TJ_API tj_status_t tj_graph_parse(tj_context_t* context, const char* text,
+                                  size_t length, const char* filename,
+                                  tj_graph_t** out_graph);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TENSORJIT_TJ_GRAPH_H_

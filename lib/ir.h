@@ -1,0 +1,190 @@
+// The typed SSA IR: a graph is a dense array of nodes in topological order;
+// each node produces one value whose id (public tj_value_t.id) is its index
+// plus one. Operands are node indices. Node payloads (dims, attribute
+// arrays, names, copied constants) live in the graph's arena.
+
+#ifndef TJ_LIB_IR_H_
+#define TJ_LIB_IR_H_
+
+#include "lib/arena.h"
+#include "lib/base.h"
+#include "lib/shape.h"
+
+//===--- the op table ---===//
+
+typedef enum tj_op_e {
+#define TJ_OP(name, text, arity, kind, attrs) TJ_OP_##name,
+#include "lib/ops.def"
+#undef TJ_OP
+  TJ_OP_COUNT_,
+} tj_op_t;
+
+typedef enum tj_op_kind_e {
+  TJ_OP_KIND_LEAF,
+  TJ_OP_KIND_UNARY,
+  TJ_OP_KIND_BINARY,
+  TJ_OP_KIND_TERNARY,
+  TJ_OP_KIND_REDUCTION,
+  TJ_OP_KIND_CONTRACTION,
+  TJ_OP_KIND_MOVEMENT,
+  TJ_OP_KIND_COMPOSITE,
+} tj_op_kind_t;
+
+// How an op's attributes are spelled in .tj text and which tj_attrs_t
+// fields they use.
+typedef enum tj_attr_kind_e {
+  TJ_ATTR_KIND_NONE,    // none
+  TJ_ATTR_KIND_NAME,    // input: name (the signature carries it)
+  TJ_ATTR_KIND_DATA,    // constant: data (+ borrowed)
+  TJ_ATTR_KIND_VALUE,   // full: value
+  TJ_ATTR_KIND_AXIS,    // axis
+  TJ_ATTR_KIND_AXES,    // ints = sorted normalized axes, keepdims
+  TJ_ATTR_KIND_PERM,    // ints = permutation (rank entries)
+  TJ_ATTR_KIND_SLICE,   // ints = starts[rank], stops[rank], steps[rank]
+  TJ_ATTR_KIND_PAD,     // ints = low[rank], high[rank]; value
+  TJ_ATTR_KIND_APPROX,  // approximate
+  TJ_ATTR_KIND_EPS,     // value = eps
+} tj_attr_kind_t;
+
+typedef struct tj_op_info_t {
+  const char* name;  // .tj spelling
+  int32_t arity;     // -1 variadic
+  tj_op_kind_t kind;
+  tj_attr_kind_t attr_kind;
+} tj_op_info_t;
+
+extern const tj_op_info_t tj_op_infos[TJ_OP_COUNT_];
+
+static inline const tj_op_info_t* tj_op_info(tj_op_t op) {
+  return &tj_op_infos[op];
+}
+// The op spelled |name|; false if none.
+bool tj_op_from_name(const char* name, size_t length, tj_op_t* out_op);
+
+//===--- nodes ---===//
+
+// An absent optional operand (layer_norm without gamma, linear without b).
+#define TJ_NODE_NONE UINT32_MAX
+
+// Attributes; which fields an op uses is given by its tj_attr_kind_t.
+typedef struct tj_attrs_t {
+  int64_t* ints;  // arena
+  uint32_t num_ints;
+  int64_t axis;      // normalized (>= 0)
+  bool keepdims;
+  bool approximate;
+  bool borrowed;     // constant data is the caller's, not the arena's
+  double value;      // full / pad value, eps
+  const char* name;  // input name (arena)
+  const void* data;  // constant bytes, row-major, dense
+} tj_attrs_t;
+
+typedef struct tj_node_t {
+  tj_op_t op;
+  tj_dtype_t dtype;
+  int32_t rank;
+  uint32_t num_operands;
+  uint32_t* operands;  // arena; TJ_NODE_NONE for absent optional operands
+  int64_t* dims;       // arena; |rank| dims (constants or symbolic)
+  tj_attrs_t attrs;
+} tj_node_t;
+
+typedef struct tj_output_t {
+  uint32_t node;
+  const char* name;  // arena
+} tj_output_t;
+
+// a == b must hold at run time (recorded when shape inference could not
+// decide it, e.g. broadcasting symbol B against symbol C).
+typedef struct tj_guard_t {
+  int64_t a, b;
+  uint32_t node;  // the node whose inference recorded it
+} tj_guard_t;
+
+struct tj_graph_t {
+  tj_context_t* context;
+  tj_allocator_t allocator;
+  tj_arena_t arena;
+  const char* name;  // arena
+  tj_node_t* nodes;
+  uint32_t num_nodes, node_capacity;
+  uint32_t* inputs;  // node indices of the INPUT nodes, in order
+  uint32_t num_inputs, input_capacity;
+  tj_output_t* outputs;
+  uint32_t num_outputs, output_capacity;
+  tj_guard_t* guards;
+  uint32_t num_guards, guard_capacity;
+  tj_dimtab_t dims;
+  tj_status_t error;  // first recorded error (sticky); owned
+  bool finalized;
+};
+
+//===--- internal builder ---===//
+
+// Everything a node is built from, before inference. The generic entry
+// point used by the public builder, the parser and (later) the passes.
+typedef struct tj_node_desc_t {
+  tj_op_t op;
+  uint32_t num_operands;
+  const uint32_t* operands;  // node indices or TJ_NODE_NONE
+  // For ops whose result type is not implied by the operands (leaves, cast,
+  // reshape, broadcast_to): the requested dtype and shape. reshape may use
+  // TJ_DIM_INFER once.
+  tj_dtype_t dtype;
+  int32_t rank;
+  const int64_t* dims;
+  // Raw attributes as the caller gave them (axes may be negative and
+  // unsorted; slice bounds unnormalized); inference normalizes them.
+  tj_attrs_t attrs;
+} tj_node_desc_t;
+
+// Infers the result type of |desc|, normalizes its attributes, copies its
+// payloads into the arena and appends the node. On failure returns an
+// INVALID_ARGUMENT / UNSUPPORTED / OUT_OF_MEMORY status naming the op, the
+// node number it would have had and the operand shapes; the graph is
+// unchanged (nothing appended, except that new dim expressions may remain in
+// the table). Does NOT record the error on the graph: the public builder
+// does that (tj_graph_record_error).
+tj_status_t tj_graph_append(tj_graph_t* graph, const tj_node_desc_t* desc,
+                            uint32_t* out_node);
+
+// Records |status| as the graph's sticky error if it has none (consuming
+// it); otherwise frees it.
+void tj_graph_record_error(tj_graph_t* graph, tj_status_t status);
+
+// Appends an output (name copied). Fails on duplicate names.
+tj_status_t tj_graph_append_output(tj_graph_t* graph, uint32_t node,
+                                   const char* name);
+
+// Records a run-time guard a == b.
+tj_status_t tj_graph_add_guard(tj_graph_t* graph, int64_t a, int64_t b,
+                               uint32_t node);
+
+// Checks every invariant of a graph: operand indices precede their users,
+// types agree with inference, attributes are normalized, outputs exist.
+// Returns INTERNAL for a malformed graph built by a pass.
+tj_status_t tj_ir_verify(const tj_graph_t* graph);
+
+// Formats node |index|'s type, e.g. "f32[B,4096]", into |buf|.
+int tj_ir_format_type(const tj_graph_t* graph, uint32_t index, char* buf,
+                      size_t size);
+
+// Number of elements/bytes of a node's result as a dim (maybe symbolic).
+tj_status_t tj_ir_node_numel(tj_graph_t* graph, uint32_t index,
+                             int64_t* out_numel);
+
+// Binds symbol values from concrete input tensors (see tj_graph_output_shape)
+// into |symbol_values| (TJ_MAX_SYMBOLS entries, 0 = unbound) and checks
+// inputs and guards.
+tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
+                               const tj_tensor_t* inputs, int32_t num_inputs,
+                               int64_t* symbol_values);
+// The concrete shape of node |index| under |symbol_values|.
+tj_status_t tj_ir_concrete_dims(const tj_graph_t* graph, uint32_t index,
+                                const int64_t* symbol_values,
+                                int64_t* out_dims);
+
+// Element-count limit for any one tensor: byte sizes must fit in int64.
+#define TJ_MAX_TENSOR_BYTES ((int64_t)1 << 48)
+
+#endif  // TJ_LIB_IR_H_

@@ -1,0 +1,177 @@
+// A tiny test harness (chibicc's ASSERT, TAP-like output). A test file
+// defines TEST(name) functions and lists them in main with RUN_TEST; the
+// process exits non-zero if any check failed.
+
+#ifndef TJ_TESTS_UNIT_TEST_H_
+#define TJ_TESTS_UNIT_TEST_H_
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorjit.h"
+
+static int g_test_failures;
+static int g_test_checks;
+static const char* g_test_current;
+
+#define TEST(name) static void test_##name(void)
+
+#define RUN_TEST(name)                                          \
+  do {                                                          \
+    int before_ = g_test_failures;                              \
+    g_test_current = #name;                                     \
+    test_##name();                                              \
+    printf("%s - %s\n", g_test_failures == before_ ? "ok" : "not ok", #name); \
+  } while (0)
+
+#define TEST_MAIN_END()                                                  \
+  do {                                                                   \
+    printf("# %d checks, %d failed\n", g_test_checks, g_test_failures);  \
+    return g_test_failures ? 1 : 0;                                      \
+  } while (0)
+
+#define CHECK(cond)                                                     \
+  do {                                                                  \
+    ++g_test_checks;                                                    \
+    if (!(cond)) {                                                      \
+      ++g_test_failures;                                                \
+      fprintf(stderr, "%s:%d: %s: CHECK failed: %s\n", __FILE__, __LINE__, \
+              g_test_current, #cond);                                   \
+    }                                                                   \
+  } while (0)
+
+#define CHECK_EQ_INT(expected, actual)                                   \
+  do {                                                                   \
+    long long e_ = (long long)(expected), a_ = (long long)(actual);      \
+    ++g_test_checks;                                                     \
+    if (e_ != a_) {                                                      \
+      ++g_test_failures;                                                 \
+      fprintf(stderr, "%s:%d: %s: expected %s == %lld, got %lld\n",      \
+              __FILE__, __LINE__, g_test_current, #actual, e_, a_);      \
+    }                                                                    \
+  } while (0)
+
+#define CHECK_STREQ(expected, actual)                                    \
+  do {                                                                   \
+    const char* e_ = (expected);                                         \
+    const char* a_ = (actual);                                           \
+    ++g_test_checks;                                                     \
+    if (!a_ || strcmp(e_, a_) != 0) {                                    \
+      ++g_test_failures;                                                 \
+      fprintf(stderr, "%s:%d: %s: expected %s == \"%s\", got \"%s\"\n",  \
+              __FILE__, __LINE__, g_test_current, #actual, e_,           \
+              a_ ? a_ : "(null)");                                       \
+    }                                                                    \
+  } while (0)
+
+// |needle| must occur in |haystack|.
+#define CHECK_CONTAINS(haystack, needle)                                 \
+  do {                                                                   \
+    const char* h_ = (haystack);                                         \
+    ++g_test_checks;                                                     \
+    if (!h_ || !strstr(h_, (needle))) {                                  \
+      ++g_test_failures;                                                 \
+      fprintf(stderr, "%s:%d: %s: \"%s\" does not contain \"%s\"\n",     \
+              __FILE__, __LINE__, g_test_current, h_ ? h_ : "(null)",    \
+              (needle));                                                 \
+    }                                                                    \
+  } while (0)
+
+// The call must succeed; prints the status message otherwise (and frees it).
+#define CHECK_OK(expr)                                                   \
+  do {                                                                   \
+    tj_status_t s_ = (expr);                                             \
+    ++g_test_checks;                                                     \
+    if (s_) {                                                            \
+      ++g_test_failures;                                                 \
+      fprintf(stderr, "%s:%d: %s: %s failed: %s: %s\n", __FILE__,        \
+              __LINE__, g_test_current, #expr,                           \
+              tj_status_code_name(tj_status_code(s_)),                   \
+              tj_status_message(s_));                                    \
+      tj_status_free(s_);                                                \
+    }                                                                    \
+  } while (0)
+
+// The status must have |code| and its message contain |needle|; frees it.
+#define CHECK_STATUS(code, needle, expr)                                 \
+  do {                                                                   \
+    tj_status_t s_ = (expr);                                             \
+    ++g_test_checks;                                                     \
+    if (tj_status_code(s_) != (code) ||                                  \
+        !strstr(tj_status_message(s_), (needle))) {                      \
+      ++g_test_failures;                                                 \
+      fprintf(stderr, "%s:%d: %s: %s: expected %s containing \"%s\", got %s: \"%s\"\n", \
+              __FILE__, __LINE__, g_test_current, #expr,                 \
+              tj_status_code_name(code), (needle),                       \
+              tj_status_code_name(tj_status_code(s_)),                   \
+              tj_status_message(s_));                                    \
+    }                                                                    \
+    tj_status_free(s_);                                                  \
+  } while (0)
+
+//===--- a counting allocator that can fail the Nth allocation ---===//
+
+typedef struct tj_test_allocator_t {
+  long live_blocks;
+  long long live_bytes;
+  long allocations;  // successful allocations and growing reallocs so far
+  long fail_at;      // the allocation number that fails; -1 never
+  int bad_frees;     // frees whose old_size disagreed with the block
+} tj_test_allocator_t;
+
+// Each block carries a header with its size so a wrong old_size is caught.
+static void* tj_test_alloc_fn(void* user_data, void* ptr, size_t old_size,
+                              size_t new_size) {
+  tj_test_allocator_t* t = (tj_test_allocator_t*)user_data;
+  const size_t header = 16;
+  if (new_size == 0) {
+    if (ptr) {
+      unsigned char* base = (unsigned char*)ptr - header;
+      size_t recorded;
+      memcpy(&recorded, base, sizeof(recorded));
+      if (recorded != old_size) ++t->bad_frees;
+      --t->live_blocks;
+      t->live_bytes -= (long long)recorded;
+      free(base);
+    }
+    return NULL;
+  }
+  if (t->fail_at >= 0 && t->allocations == t->fail_at) {
+    ++t->allocations;
+    return NULL;
+  }
+  ++t->allocations;
+  unsigned char* base = NULL;
+  if (ptr) {
+    unsigned char* old_base = (unsigned char*)ptr - header;
+    size_t recorded;
+    memcpy(&recorded, old_base, sizeof(recorded));
+    if (recorded != old_size) ++t->bad_frees;
+    base = (unsigned char*)realloc(old_base, new_size + header);
+    if (!base) return NULL;
+    t->live_bytes += (long long)new_size - (long long)recorded;
+  } else {
+    base = (unsigned char*)malloc(new_size + header);
+    if (!base) return NULL;
+    ++t->live_blocks;
+    t->live_bytes += (long long)new_size;
+  }
+  memcpy(base, &new_size, sizeof(new_size));
+  return base + header;
+}
+
+static inline void tj_test_allocator_initialize(tj_test_allocator_t* t,
+                                                long fail_at) {
+  memset(t, 0, sizeof(*t));
+  t->fail_at = fail_at;
+}
+
+static inline tj_allocator_t tj_test_allocator_get(tj_test_allocator_t* t) {
+  tj_allocator_t a = {tj_test_alloc_fn, t};
+  return a;
+}
+
+#endif  // TJ_TESTS_UNIT_TEST_H_
