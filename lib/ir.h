@@ -39,8 +39,11 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_VALUE,   // full: value
   TJ_ATTR_KIND_AXIS,    // axis
   TJ_ATTR_KIND_AXES,    // ints = sorted normalized axes, keepdims
+                        // (reduce-all is stored as every axis listed)
   TJ_ATTR_KIND_PERM,    // ints = permutation (rank entries)
   TJ_ATTR_KIND_SLICE,   // ints = starts[rank], stops[rank], steps[rank]
+                        // (clamped into [0, dim]; a symbolic axis is
+                        // whole: 0, INT64_MAX, 1)
   TJ_ATTR_KIND_PAD,     // ints = low[rank], high[rank]; value
   TJ_ATTR_KIND_APPROX,  // approximate
   TJ_ATTR_KIND_EPS,     // value = eps
@@ -174,7 +177,7 @@ tj_status_t tj_ir_node_numel(tj_graph_t* graph, uint32_t index,
                              int64_t* out_numel);
 
 // Binds symbol values from concrete input tensors (see tj_graph_output_shape)
-// into |symbol_values| (TJ_MAX_SYMBOLS entries, 0 = unbound) and checks
+// into |symbol_values| (TJ_MAX_SYMBOLS entries, -1 = unbound) and checks
 // inputs and guards.
 tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
                                const tj_tensor_t* inputs, int32_t num_inputs,

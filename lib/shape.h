@@ -34,7 +34,15 @@ typedef struct tj_dimtab_t {
   uint32_t num_symbols, symbol_capacity;
   tj_dim_expr_t* exprs;
   uint32_t num_exprs, expr_capacity;
+  // Open-addressing hash index over |exprs| for hash-consing: slot holds
+  // expression number + 1, 0 = empty; |index_capacity| is 0 or a power of 2.
+  uint32_t* index;
+  uint32_t index_capacity;
 } tj_dimtab_t;
+
+// True if |s| is a C identifier ([A-Za-z_][A-Za-z0-9_]*): the rule for
+// symbol, input, output and graph names, so that .tj text can spell them.
+bool tj_is_c_identifier(const char* s);
 
 static inline bool tj_dim_is_const(int64_t dim) { return dim >= 0; }
 static inline bool tj_dim_is_symbolic(int64_t dim) { return dim <= -2; }
@@ -60,14 +68,17 @@ tj_status_t tj_dim_mul(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out);
 // Product of |rank| dims (1 for rank 0).
 tj_status_t tj_dim_product(tj_dimtab_t* tab, int32_t rank, const int64_t* dims,
                            int64_t* out);
-// a / b when b divides a exactly as a polynomial (b a nonzero constant or a
-// single term, or b == a); *out_ok = false (and NULL returned) otherwise.
+// a / b when b divides a exactly as a polynomial (b a nonzero constant, a
+// single term, or any polynomial: exact multivariate division) and the
+// quotient has only positive coefficients, like every dim; *out_ok = false
+// (and NULL returned) otherwise.
 tj_status_t tj_dim_div_exact(tj_dimtab_t* tab, int64_t a, int64_t b,
                              int64_t* out, bool* out_ok);
 
-// The value of |dim| when symbol i has value |symbol_values|[i] (> 0; a
-// symbol with value <= 0 means unbound and gives INVALID_ARGUMENT naming
-// it). Overflow gives INVALID_ARGUMENT.
+// The value of |dim| when symbol i has value |symbol_values|[i] (>= 0:
+// symbols may be 0 at run time, size-0 batches are legal; a NEGATIVE value,
+// by convention -1, means unbound and gives INVALID_ARGUMENT naming the
+// symbol). Overflow, or a negative result, gives INVALID_ARGUMENT.
 tj_status_t tj_dim_eval(const tj_dimtab_t* tab, int64_t dim,
                         const int64_t* symbol_values, int64_t* out);
 

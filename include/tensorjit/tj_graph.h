@@ -25,7 +25,7 @@ extern "C" {
 //   -1         TJ_DIM_INFER, allowed only in tj_graph_reshape's shape.
 // Two symbolic dims of one graph are equal iff their int64_t values are equal:
 // each expression is kept in one canonical form (a sum of products of symbols
-// with integer coefficients). Symbols are positive integers at run time.
+// with integer coefficients). Symbols are integers >= 0 at run time.
 #define TJ_DIM_INFER ((int64_t)-1)
 // Returned by the dim functions after an error has been recorded on a graph.
 #define TJ_DIM_INVALID INT64_MIN
@@ -45,8 +45,10 @@ extern "C" {
 // Errors are sticky: a builder call that fails records the first error on
 // the graph (with the op, the node and the shapes in its message) and returns
 // the none value; later calls that receive a none value, or that are made
-// after an error, do nothing and return none. tj_graph_finalize returns the
-// recorded error.
+// after an error, do nothing and return none. (A none value passed where an
+// operand is required while no error is recorded, e.g. one from another
+// graph's failure, is itself recorded as an error, so a partial graph never
+// finalizes.) tj_graph_finalize returns the recorded error.
 typedef struct tj_graph_t tj_graph_t;
 
 // A value produced by a node. Plain data: copy it freely. It is meaningful

@@ -1,0 +1,106 @@
+// The subset of the CUDA Driver API's types and constants that libtensorjit
+// uses, spelled with a tj_ prefix.
+//
+// Why not the toolkit's cuda.h: the library must build on machines without a
+// CUDA toolkit (CI, CPU-only packagers) and still run on a GPU machine whose
+// driver it finds at run time. A build that only had the CUDA backend where
+// cuda.h happened to be installed would make the GPU path depend on how the
+// library was built, and the no-toolkit configuration would be the untested
+// one. The Driver API's ABI is stable (NVIDIA keeps old entry points and
+// values forever and adds _v2 names for changed signatures), so these few
+// declarations are safe to carry. tests/cuda/cuda_abi_test.c checks every
+// value and every function pointer type below against cuda.h wherever a
+// toolkit is installed, so a typo cannot survive CI.
+//
+// The handle types use cuda.h's own struct tags, so a CUstream or CUcontext
+// from the host (PyTorch, a game engine) converts without a cast.
+
+#ifndef TJ_BACKENDS_CUDA_CUDA_ABI_H_
+#define TJ_BACKENDS_CUDA_CUDA_ABI_H_
+
+#include <stddef.h>
+
+// cuda.h's enums have no negative values, so the C compiler gives them the
+// type unsigned int; these typedefs keep our function pointer types
+// compatible with the real prototypes.
+typedef unsigned int tj_cu_result_t;           // CUresult
+typedef int tj_cu_device_t;                    // CUdevice
+typedef unsigned long long tj_cu_deviceptr_t;  // CUdeviceptr (64-bit)
+typedef struct CUctx_st* tj_cu_context_t;      // CUcontext
+typedef struct CUmod_st* tj_cu_module_t;       // CUmodule
+typedef struct CUfunc_st* tj_cu_function_t;    // CUfunction
+typedef struct CUstream_st* tj_cu_stream_t;    // CUstream
+typedef struct CUevent_st* tj_cu_event_t;      // CUevent
+typedef unsigned int tj_cu_device_attribute_t;    // CUdevice_attribute
+typedef unsigned int tj_cu_function_attribute_t;  // CUfunction_attribute
+typedef unsigned int tj_cu_jit_option_t;          // CUjit_option
+
+// CUresult values that libtensorjit treats specially (every other value is
+// reported through cuGetErrorName/cuGetErrorString).
+enum {
+  TJ_CUDA_SUCCESS = 0,
+  TJ_CUDA_ERROR_INVALID_VALUE = 1,
+  TJ_CUDA_ERROR_OUT_OF_MEMORY = 2,
+  TJ_CUDA_ERROR_NOT_INITIALIZED = 3,
+  TJ_CUDA_ERROR_DEINITIALIZED = 4,
+  TJ_CUDA_ERROR_STUB_LIBRARY = 34,
+  TJ_CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
+  TJ_CUDA_ERROR_NO_DEVICE = 100,
+  TJ_CUDA_ERROR_INVALID_DEVICE = 101,
+  TJ_CUDA_ERROR_INVALID_CONTEXT = 201,
+  TJ_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  TJ_CUDA_ERROR_INVALID_PTX = 218,
+  TJ_CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
+  TJ_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  TJ_CUDA_ERROR_INVALID_HANDLE = 400,
+  TJ_CUDA_ERROR_NOT_FOUND = 500,
+  TJ_CUDA_ERROR_NOT_READY = 600,
+  TJ_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  TJ_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+  TJ_CUDA_ERROR_NOT_SUPPORTED = 801,
+  TJ_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
+  TJ_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+  TJ_CUDA_ERROR_UNKNOWN = 999,
+};
+
+// CUdevice_attribute values.
+enum {
+  TJ_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
+  TJ_CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+  TJ_CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
+  TJ_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  TJ_CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+  TJ_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  TJ_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  TJ_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+// CUfunction_attribute values.
+enum {
+  TJ_CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+  TJ_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+  TJ_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
+  TJ_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+  TJ_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+};
+
+// CUjit_option values (cuModuleLoadDataEx).
+enum {
+  TJ_CU_JIT_WALL_TIME = 2,
+  TJ_CU_JIT_INFO_LOG_BUFFER = 3,
+  TJ_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  TJ_CU_JIT_ERROR_LOG_BUFFER = 5,
+  TJ_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  TJ_CU_JIT_OPTIMIZATION_LEVEL = 7,
+  TJ_CU_JIT_LOG_VERBOSE = 12,
+};
+
+// Stream and event creation flags.
+enum {
+  TJ_CU_STREAM_DEFAULT = 0x0,
+  TJ_CU_STREAM_NON_BLOCKING = 0x1,
+  TJ_CU_EVENT_DEFAULT = 0x0,
+  TJ_CU_EVENT_DISABLE_TIMING = 0x2,
+};
+
+#endif  // TJ_BACKENDS_CUDA_CUDA_ABI_H_

@@ -1,0 +1,1574 @@
+// The reference interpreter: runs a finalized graph one node at a time on
+// the CPU. It is the oracle every compiled backend is checked against and the
+// eager baseline, so it favours being obviously right over being fast (the
+// one exception is the matmul loop, which must handle the capstone's
+// 2048x1024x4096 product in seconds).
+//
+// Semantics, per node (the eager semantics):
+//   - every node's result is a dense row-major buffer of the node's dtype;
+//     operands are read through strides, so caller inputs may be strided and
+//     are never copied;
+//   - float math is done in double and rounded to the node's dtype once per
+//     node; composites (gelu, softmax, layer_norm, linear, ...) are one node
+//     and so are computed from their definitions in double and rounded once;
+//   - integer math is exact in int64 (never through double) and wraps to the
+//     dtype's width;
+//   - sums and products accumulate in double (floats) or int64 (ints).
+// A buffer is freed right after the last node that reads it, so peak memory
+// is the live set, not the whole graph.
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/base.h"
+#include "lib/dtype.h"
+#include "lib/ir.h"
+
+//===----------------------------------------------------------------------===//
+// Views and iteration
+//===----------------------------------------------------------------------===//
+
+// A strided view of elements: element (i0, ..., ik) lives at
+// data + (sum i_d * strides[d]) * elem_size. Strides may be 0 (broadcast) or
+// negative (caller tensors).
+typedef struct view_t {
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  int64_t strides[TJ_MAX_RANK];  // in elements
+  unsigned char* data;           // element (0, ..., 0); NULL if empty
+} view_t;
+
+// A row-major iteration over |dims| that carries the element offsets of up
+// to kMaxIterOperands views along (an N-d counter, as numpy's nditer).
+enum { kMaxIterOperands = 4 };
+
+typedef struct iter_t {
+  int32_t rank;
+  int32_t num_operands;
+  int64_t dims[TJ_MAX_RANK];
+  int64_t index[TJ_MAX_RANK];
+  int64_t strides[kMaxIterOperands][TJ_MAX_RANK];
+  int64_t offsets[kMaxIterOperands];
+} iter_t;
+
+static void iter_initialize(iter_t* it, int32_t rank, const int64_t* dims) {
+  memset(it, 0, sizeof(*it));
+  it->rank = rank;
+  for (int32_t d = 0; d < rank; ++d) it->dims[d] = dims[d];
+}
+
+// Adds an operand whose strides (|rank| of them, aligned with the iteration
+// dims) are |strides|.
+static void iter_add_operand(iter_t* it, const int64_t* strides) {
+  int32_t k = it->num_operands++;
+  for (int32_t d = 0; d < it->rank; ++d) it->strides[k][d] = strides[d];
+}
+
+// Steps to the next index in row-major order. Call it numel - 1 times (or
+// numel times; the last call wraps around to the origin).
+static void iter_next(iter_t* it) {
+  for (int32_t d = it->rank - 1; d >= 0; --d) {
+    ++it->index[d];
+    for (int32_t k = 0; k < it->num_operands; ++k) {
+      it->offsets[k] += it->strides[k][d];
+    }
+    if (it->index[d] < it->dims[d]) return;
+    for (int32_t k = 0; k < it->num_operands; ++k) {
+      it->offsets[k] -= it->strides[k][d] * it->dims[d];
+    }
+    it->index[d] = 0;
+  }
+}
+
+static int64_t dims_numel(int32_t rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < rank; ++d) n *= dims[d];
+  return n;
+}
+
+static void row_major_strides(int32_t rank, const int64_t* dims,
+                              int64_t* strides) {
+  int64_t s = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= dims[d] > 0 ? dims[d] : 1;
+  }
+}
+
+static int64_t view_numel(const view_t* v) {
+  return dims_numel(v->rank, v->dims);
+}
+
+// The strides that read |v| broadcast (numpy rules, aligned at the right) to
+// the |rank| dims |dims|: a size-1 axis stretched to more gets stride 0.
+static void broadcast_strides(const view_t* v, int32_t rank,
+                              const int64_t* dims, int64_t* out_strides) {
+  int32_t lead = rank - v->rank;
+  for (int32_t d = 0; d < rank; ++d) {
+    int32_t vd = d - lead;
+    if (vd < 0 || (v->dims[vd] == 1 && dims[d] != 1)) {
+      out_strides[d] = 0;
+    } else {
+      out_strides[d] = v->strides[vd];
+    }
+  }
+}
+
+static unsigned char* elem_ptr(const view_t* v, int64_t offset) {
+  return v->data + offset * (int64_t)tj_dtype_size(v->dtype);
+}
+
+// Copies |src| element by element (raw bytes, same dtype) into the dense
+// row-major buffer |dst| in |src|'s logical row-major order.
+static void copy_to_dense(const view_t* src, unsigned char* dst) {
+  int64_t n = view_numel(src);
+  if (n == 0) return;
+  size_t es = tj_dtype_size(src->dtype);
+  iter_t it;
+  iter_initialize(&it, src->rank, src->dims);
+  iter_add_operand(&it, src->strides);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    memcpy(dst + (size_t)i * es, elem_ptr(src, it.offsets[0]), es);
+  }
+}
+
+// Copies |src| into |dst|: same dtype and dims, both strided.
+static void copy_view(const view_t* src, const view_t* dst) {
+  int64_t n = view_numel(src);
+  if (n == 0) return;
+  size_t es = tj_dtype_size(src->dtype);
+  iter_t it;
+  iter_initialize(&it, src->rank, src->dims);
+  iter_add_operand(&it, src->strides);
+  iter_add_operand(&it, dst->strides);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    memcpy(elem_ptr(dst, it.offsets[1]), elem_ptr(src, it.offsets[0]), es);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The run
+//===----------------------------------------------------------------------===//
+
+typedef struct value_t {
+  view_t view;
+  void* owned;  // the dense buffer of a computed node, or NULL
+  size_t owned_bytes;
+} value_t;
+
+typedef struct run_t {
+  const tj_graph_t* graph;
+  tj_allocator_t allocator;
+  const tj_tensor_t* inputs;
+  int64_t symbols[TJ_MAX_SYMBOLS];
+  value_t* values;     // one per node
+  uint32_t* last_use;  // the last node reading each node (itself if none)
+} run_t;
+
+static const tj_node_t* node_at(const run_t* run, uint32_t index) {
+  return &run->graph->nodes[index];
+}
+
+static const char* op_name(tj_op_t op) { return tj_op_info(op)->name; }
+
+// "f32[3,4]" for a concrete shape.
+static void format_shape(tj_dtype_t dtype, int32_t rank, const int64_t* dims,
+                         char* buf, size_t size) {
+  int n = snprintf(buf, size, "%s[", tj_dtype_name(dtype));
+  for (int32_t d = 0; d < rank && n >= 0 && (size_t)n < size; ++d) {
+    n += snprintf(buf + n, size - (size_t)n, "%s%lld", d ? "," : "",
+                  (long long)dims[d]);
+  }
+  if (n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "]");
+}
+
+static void* scratch_alloc(run_t* run, size_t bytes) {
+  return tj_alloc(run->allocator, bytes);
+}
+
+static void scratch_free(run_t* run, void* ptr, size_t bytes) {
+  tj_free(run->allocator, ptr, bytes);
+}
+
+// Scratch arrays of |count| elements of |elem_size|: NULL with |*out_bytes|
+// == 0 for an empty array; OUT_OF_MEMORY on failure or size overflow.
+static tj_status_t scratch_array(run_t* run, int64_t count, size_t elem_size,
+                                 void** out_ptr, size_t* out_bytes) {
+  *out_ptr = NULL;
+  *out_bytes = 0;
+  if (count <= 0) return NULL;
+  size_t bytes;
+  if ((uint64_t)count > SIZE_MAX ||
+      __builtin_mul_overflow((size_t)count, elem_size, &bytes)) {
+    return tj_status_oom();
+  }
+  void* p = scratch_alloc(run, bytes);
+  if (!p) return tj_status_oom();
+  *out_ptr = p;
+  *out_bytes = bytes;
+  return NULL;
+}
+
+// Allocates node |index|'s dense result buffer and fills in its view.
+static tj_status_t allocate_result(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  value_t* value = &run->values[index];
+  view_t* v = &value->view;
+  memset(v, 0, sizeof(*v));
+  v->dtype = node->dtype;
+  v->rank = node->rank;
+  TJ_RETURN_IF_ERROR(
+      tj_ir_concrete_dims(run->graph, index, run->symbols, v->dims));
+  row_major_strides(v->rank, v->dims, v->strides);
+  int64_t numel = 1;
+  int64_t bytes = 0;
+  bool too_big = false;
+  for (int32_t d = 0; d < v->rank; ++d) {
+    if (v->dims[d] < 0 || tj_mul_overflow_i64(numel, v->dims[d], &numel)) {
+      too_big = true;
+    }
+  }
+  if (!too_big &&
+      tj_mul_overflow_i64(numel, (int64_t)tj_dtype_size(v->dtype), &bytes)) {
+    too_big = true;
+  }
+  if (too_big || bytes > TJ_MAX_TENSOR_BYTES) {
+    char shape[160];
+    format_shape(v->dtype, v->rank, v->dims, shape, sizeof(shape));
+    return tj_invalid("%s (node %%%u): result %s is too large",
+                      op_name(node->op), index, shape);
+  }
+  if (bytes == 0) return NULL;
+  void* p = scratch_alloc(run, (size_t)bytes);
+  if (!p) return tj_status_oom();
+  value->owned = p;
+  value->owned_bytes = (size_t)bytes;
+  v->data = p;
+  return NULL;
+}
+
+static void release_value(run_t* run, uint32_t index) {
+  value_t* value = &run->values[index];
+  if (value->owned) scratch_free(run, value->owned, value->owned_bytes);
+  value->owned = NULL;
+  value->owned_bytes = 0;
+  value->view.data = NULL;
+}
+
+static const view_t* operand_view(const run_t* run, uint32_t index,
+                                  uint32_t slot) {
+  uint32_t operand = node_at(run, index)->operands[slot];
+  if (operand == TJ_NODE_NONE) return NULL;
+  return &run->values[operand].view;
+}
+
+// A view of caller tensor |t| (shape already checked against the node).
+static void tensor_view(const tj_tensor_t* t, view_t* v) {
+  memset(v, 0, sizeof(*v));
+  v->dtype = t->dtype;
+  v->rank = t->rank;
+  for (int32_t d = 0; d < t->rank; ++d) v->dims[d] = t->shape[d];
+  if (t->strides) {
+    for (int32_t d = 0; d < t->rank; ++d) v->strides[d] = t->strides[d];
+  } else {
+    row_major_strides(v->rank, v->dims, v->strides);
+  }
+  v->data = t->data ? (unsigned char*)t->data + t->byte_offset : NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Scalar semantics
+//===----------------------------------------------------------------------===//
+
+static const double kSqrt2OverPi = 0.79788456080286535587989211986876;
+static const double kSqrtHalf = 0.70710678118654752440084436210485;
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+// Ties to even, independent of the floating-point environment.
+static double round_half_even(double x) {
+  double r = floor(x);
+  double diff = x - r;
+  if (diff > 0.5 || (diff == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
+  return r == 0.0 ? copysign(0.0, x) : r;
+}
+
+static double gelu(double x, bool approximate) {
+  if (approximate) {
+    return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + erf(x * kSqrtHalf));
+}
+
+// Float elementwise unary ops (also the fallback for any dtype).
+static double unary_f64(const tj_node_t* node, double x) {
+  switch (node->op) {
+    case TJ_OP_NEG:
+      return -x;
+    case TJ_OP_ABS:
+      return fabs(x);
+    case TJ_OP_EXP:
+      return exp(x);
+    case TJ_OP_LOG:
+      return log(x);
+    case TJ_OP_SQRT:
+      return sqrt(x);
+    case TJ_OP_RSQRT:
+      return 1.0 / sqrt(x);
+    case TJ_OP_TANH:
+      return tanh(x);
+    case TJ_OP_SIGMOID:
+      return sigmoid(x);
+    case TJ_OP_ERF:
+      return erf(x);
+    case TJ_OP_SIN:
+      return sin(x);
+    case TJ_OP_COS:
+      return cos(x);
+    case TJ_OP_RELU:
+      return x > 0.0 ? x : (isnan(x) ? x : 0.0);
+    case TJ_OP_FLOOR:
+      return floor(x);
+    case TJ_OP_CEIL:
+      return ceil(x);
+    case TJ_OP_ROUND:
+      return round_half_even(x);
+    case TJ_OP_SIGN:
+      return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x;  // 0, NaN
+    case TJ_OP_NOT:
+      return x == 0.0 ? 1.0 : 0.0;
+    case TJ_OP_GELU:
+      return gelu(x, node->attrs.approximate);
+    case TJ_OP_SILU:
+      return x * sigmoid(x);
+    default:
+      return NAN;
+  }
+}
+
+// Whether |op| has an exact integer form; the others compute in double.
+static bool unary_has_int_form(tj_op_t op) {
+  return op == TJ_OP_NEG || op == TJ_OP_ABS || op == TJ_OP_RELU ||
+         op == TJ_OP_SIGN || op == TJ_OP_NOT;
+}
+
+static int64_t unary_i64(tj_op_t op, int64_t x) {
+  switch (op) {
+    case TJ_OP_NEG:
+      return (int64_t)(0 - (uint64_t)x);  // wraps
+    case TJ_OP_ABS:
+      return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+    case TJ_OP_RELU:
+      return x > 0 ? x : 0;
+    case TJ_OP_SIGN:
+      return (x > 0) - (x < 0);
+    case TJ_OP_NOT:
+      return x == 0;
+    default:
+      return 0;
+  }
+}
+
+static bool is_comparison(tj_op_t op) {
+  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
+         op == TJ_OP_GT || op == TJ_OP_GE;
+}
+
+static bool compare_f64(tj_op_t op, double a, double b) {
+  switch (op) {
+    case TJ_OP_EQ:
+      return a == b;
+    case TJ_OP_NE:
+      return a != b;
+    case TJ_OP_LT:
+      return a < b;
+    case TJ_OP_LE:
+      return a <= b;
+    case TJ_OP_GT:
+      return a > b;
+    case TJ_OP_GE:
+      return a >= b;
+    default:
+      return false;
+  }
+}
+
+static bool compare_i64(tj_op_t op, int64_t a, int64_t b) {
+  switch (op) {
+    case TJ_OP_EQ:
+      return a == b;
+    case TJ_OP_NE:
+      return a != b;
+    case TJ_OP_LT:
+      return a < b;
+    case TJ_OP_LE:
+      return a <= b;
+    case TJ_OP_GT:
+      return a > b;
+    case TJ_OP_GE:
+      return a >= b;
+    default:
+      return false;
+  }
+}
+
+static double binary_f64(tj_op_t op, double a, double b) {
+  switch (op) {
+    case TJ_OP_ADD:
+      return a + b;
+    case TJ_OP_SUB:
+      return a - b;
+    case TJ_OP_MUL:
+      return a * b;
+    case TJ_OP_DIV:
+      return a / b;
+    case TJ_OP_POW:
+      return pow(a, b);
+    case TJ_OP_MAXIMUM:
+      if (isnan(a) || isnan(b)) return a + b;  // NaN propagates
+      return a > b ? a : b;
+    case TJ_OP_MINIMUM:
+      if (isnan(a) || isnan(b)) return a + b;
+      return a < b ? a : b;
+    case TJ_OP_AND:
+      return (a != 0.0 && b != 0.0) ? 1.0 : 0.0;
+    case TJ_OP_OR:
+      return (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
+    default:
+      return NAN;
+  }
+}
+
+// Integer arithmetic through uint64_t so that overflow wraps instead of
+// being undefined; the store then wraps to the dtype's width.
+static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
+  switch (op) {
+    case TJ_OP_ADD:
+      return (int64_t)((uint64_t)a + (uint64_t)b);
+    case TJ_OP_SUB:
+      return (int64_t)((uint64_t)a - (uint64_t)b);
+    case TJ_OP_MUL:
+      return (int64_t)((uint64_t)a * (uint64_t)b);
+    case TJ_OP_DIV:
+      if (b == 0) return 0;
+      if (a == INT64_MIN && b == -1) return INT64_MIN;  // wraps
+      return a / b;  // C truncates toward zero
+    case TJ_OP_MAXIMUM:
+      return a > b ? a : b;
+    case TJ_OP_MINIMUM:
+      return a < b ? a : b;
+    case TJ_OP_AND:
+      return a != 0 && b != 0;
+    case TJ_OP_OR:
+      return a != 0 || b != 0;
+    default:
+      return 0;
+  }
+}
+
+// Integer ops with no integer form (pow) compute in double.
+static bool binary_has_int_form(tj_op_t op) { return op != TJ_OP_POW; }
+
+//===----------------------------------------------------------------------===//
+// Elementwise nodes
+//===----------------------------------------------------------------------===//
+
+static tj_status_t eval_unary(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  iter_t it;
+  iter_initialize(&it, a->rank, a->dims);
+  iter_add_operand(&it, a->strides);
+  const tj_dtype_t in = a->dtype, res = out->dtype;
+  if (node->op == TJ_OP_CAST) {
+    for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+      if (tj_dtype_is_float(in)) {
+        tj_store_f64(res, out->data, i,
+                     tj_load_f64(in, a->data, it.offsets[0]));
+      } else {
+        tj_store_i64(res, out->data, i,
+                     tj_load_i64(in, a->data, it.offsets[0]));
+      }
+    }
+  } else if (node->op == TJ_OP_ISNAN) {
+    for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+      bool nan = tj_dtype_is_float(in) &&
+                 isnan(tj_load_f64(in, a->data, it.offsets[0]));
+      tj_store_i64(res, out->data, i, nan);
+    }
+  } else if (!tj_dtype_is_float(in) && unary_has_int_form(node->op)) {
+    for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+      int64_t x = tj_load_i64(in, a->data, it.offsets[0]);
+      tj_store_i64(res, out->data, i, unary_i64(node->op, x));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+      double x = tj_load_f64(in, a->data, it.offsets[0]);
+      tj_store_f64(res, out->data, i, unary_f64(node, x));
+    }
+  }
+  return NULL;
+}
+
+static tj_status_t eval_binary(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* b = operand_view(run, index, 1);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  int64_t sa[TJ_MAX_RANK], sb[TJ_MAX_RANK];
+  broadcast_strides(a, out->rank, out->dims, sa);
+  broadcast_strides(b, out->rank, out->dims, sb);
+  iter_t it;
+  iter_initialize(&it, out->rank, out->dims);
+  iter_add_operand(&it, sa);
+  iter_add_operand(&it, sb);
+  const tj_op_t op = node->op;
+  const tj_dtype_t in = a->dtype, res = out->dtype;
+  const bool exact =
+      !tj_dtype_is_float(in) && (is_comparison(op) || binary_has_int_form(op));
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    if (exact) {
+      int64_t x = tj_load_i64(in, a->data, it.offsets[0]);
+      int64_t y = tj_load_i64(in, b->data, it.offsets[1]);
+      int64_t r =
+          is_comparison(op) ? compare_i64(op, x, y) : binary_i64(op, x, y);
+      tj_store_i64(res, out->data, i, r);
+    } else {
+      double x = tj_load_f64(in, a->data, it.offsets[0]);
+      double y = tj_load_f64(in, b->data, it.offsets[1]);
+      if (is_comparison(op)) {
+        tj_store_i64(res, out->data, i, compare_f64(op, x, y));
+      } else {
+        tj_store_f64(res, out->data, i, binary_f64(op, x, y));
+      }
+    }
+  }
+  return NULL;
+}
+
+static tj_status_t eval_where(run_t* run, uint32_t index) {
+  const view_t* cond = operand_view(run, index, 0);
+  const view_t* a = operand_view(run, index, 1);
+  const view_t* b = operand_view(run, index, 2);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  int64_t sc[TJ_MAX_RANK], sa[TJ_MAX_RANK], sb[TJ_MAX_RANK];
+  broadcast_strides(cond, out->rank, out->dims, sc);
+  broadcast_strides(a, out->rank, out->dims, sa);
+  broadcast_strides(b, out->rank, out->dims, sb);
+  iter_t it;
+  iter_initialize(&it, out->rank, out->dims);
+  iter_add_operand(&it, sc);
+  iter_add_operand(&it, sa);
+  iter_add_operand(&it, sb);
+  size_t es = tj_dtype_size(out->dtype);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    bool c = tj_load_i64(cond->dtype, cond->data, it.offsets[0]) != 0;
+    // Raw bytes: exact for every dtype, i64 included.
+    const unsigned char* src =
+        c ? elem_ptr(a, it.offsets[1]) : elem_ptr(b, it.offsets[2]);
+    memcpy(out->data + (size_t)i * es, src, es);
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Leaves
+//===----------------------------------------------------------------------===//
+
+static tj_status_t eval_input(run_t* run, uint32_t index) {
+  const tj_graph_t* g = run->graph;
+  for (uint32_t k = 0; k < g->num_inputs; ++k) {
+    if (g->inputs[k] == index) {
+      tensor_view(&run->inputs[k], &run->values[index].view);
+      return NULL;
+    }
+  }
+  return tj_internal("input (node %%%u) is not in the graph's input list",
+                     index);
+}
+
+static tj_status_t eval_constant(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  view_t* v = &run->values[index].view;
+  memset(v, 0, sizeof(*v));
+  v->dtype = node->dtype;
+  v->rank = node->rank;
+  TJ_RETURN_IF_ERROR(
+      tj_ir_concrete_dims(run->graph, index, run->symbols, v->dims));
+  row_major_strides(v->rank, v->dims, v->strides);
+  // Read-only: no node writes through an operand view.
+  v->data = view_numel(v) ? (unsigned char*)node->attrs.data : NULL;
+  return NULL;
+}
+
+static tj_status_t eval_full(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  int64_t n = view_numel(out);
+  for (int64_t i = 0; i < n; ++i) {
+    tj_store_f64(out->dtype, out->data, i, node->attrs.value);
+  }
+  return NULL;
+}
+
+static tj_status_t eval_iota(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  int32_t axis = (int32_t)node->attrs.axis;
+  iter_t it;
+  iter_initialize(&it, out->rank, out->dims);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    tj_store_i64(out->dtype, out->data, i, it.index[axis]);
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+// The initial value of max/min over no elements (and before the first one).
+static int64_t int_lowest(tj_dtype_t dtype) {
+  switch (dtype) {
+    case TJ_DTYPE_I8:
+      return INT8_MIN;
+    case TJ_DTYPE_I32:
+      return INT32_MIN;
+    case TJ_DTYPE_BOOL:
+      return 0;
+    default:
+      return INT64_MIN;
+  }
+}
+
+static int64_t int_highest(tj_dtype_t dtype) {
+  switch (dtype) {
+    case TJ_DTYPE_I8:
+      return INT8_MAX;
+    case TJ_DTYPE_I32:
+      return INT32_MAX;
+    case TJ_DTYPE_BOOL:
+      return 1;
+    default:
+      return INT64_MAX;
+  }
+}
+
+static tj_status_t eval_reduce(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const tj_op_t op = node->op;
+  const view_t* a = operand_view(run, index, 0);
+  bool reduced[TJ_MAX_RANK] = {false};
+  int32_t argmax_axis = -1;
+  if (op == TJ_OP_ARGMAX) {
+    argmax_axis = (int32_t)node->attrs.axis;
+    reduced[argmax_axis] = true;
+    if (a->dims[argmax_axis] == 0) {
+      char shape[160];
+      format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
+      return tj_invalid("argmax (node %%%u): axis %d of %s is empty", index,
+                        argmax_axis, shape);
+    }
+  } else {
+    for (uint32_t k = 0; k < node->attrs.num_ints; ++k) {
+      reduced[node->attrs.ints[k]] = true;
+    }
+  }
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int64_t out_n = view_numel(out);
+  if (out_n == 0) return NULL;
+
+  // Accumulator k for the output element whose row-major index is k: the
+  // accumulator strides are the output's with 0 on reduced axes.
+  int64_t acc_strides[TJ_MAX_RANK];
+  int64_t count = 1;  // elements reduced into each output
+  {
+    int64_t s = 1;
+    for (int32_t d = a->rank - 1; d >= 0; --d) {
+      if (reduced[d]) {
+        acc_strides[d] = 0;
+        count *= a->dims[d];
+      } else {
+        acc_strides[d] = s;
+        s *= a->dims[d];
+      }
+    }
+  }
+  const bool exact = !tj_dtype_is_float(a->dtype);
+  void* acc = NULL;
+  size_t acc_bytes = 0;
+  int64_t* arg = NULL;
+  size_t arg_bytes = 0;
+  TJ_RETURN_IF_ERROR(scratch_array(run, out_n, 8, &acc, &acc_bytes));
+  if (op == TJ_OP_ARGMAX) {
+    tj_status_t s = scratch_array(run, out_n, 8, (void**)&arg, &arg_bytes);
+    if (s) {
+      scratch_free(run, acc, acc_bytes);
+      return s;
+    }
+  }
+  double* accd = (double*)acc;
+  int64_t* acci = (int64_t*)acc;
+  for (int64_t k = 0; k < out_n; ++k) {
+    switch (op) {
+      case TJ_OP_PROD:
+        if (exact)
+          acci[k] = 1;
+        else
+          accd[k] = 1.0;
+        break;
+      case TJ_OP_MAX:
+        if (exact)
+          acci[k] = int_lowest(a->dtype);
+        else
+          accd[k] = -INFINITY;
+        break;
+      case TJ_OP_MIN:
+        if (exact)
+          acci[k] = int_highest(a->dtype);
+        else
+          accd[k] = INFINITY;
+        break;
+      default:
+        if (exact)
+          acci[k] = 0;
+        else
+          accd[k] = 0.0;
+        break;
+    }
+  }
+
+  const int64_t n = view_numel(a);
+  iter_t it;
+  iter_initialize(&it, a->rank, a->dims);
+  iter_add_operand(&it, a->strides);
+  iter_add_operand(&it, acc_strides);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+    const int64_t k = it.offsets[1];
+    if (exact) {
+      int64_t x = tj_load_i64(a->dtype, a->data, it.offsets[0]);
+      switch (op) {
+        case TJ_OP_SUM:
+        case TJ_OP_MEAN:
+          acci[k] = (int64_t)((uint64_t)acci[k] + (uint64_t)x);
+          break;
+        case TJ_OP_PROD:
+          acci[k] = (int64_t)((uint64_t)acci[k] * (uint64_t)x);
+          break;
+        case TJ_OP_MAX:
+          if (x > acci[k]) acci[k] = x;
+          break;
+        case TJ_OP_MIN:
+          if (x < acci[k]) acci[k] = x;
+          break;
+        case TJ_OP_ARGMAX:
+          // The first element along the axis starts the search, so the
+          // first maximum wins.
+          if (it.index[argmax_axis] == 0 || x > acci[k]) {
+            acci[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
+        default:
+          break;
+      }
+    } else {
+      double x = tj_load_f64(a->dtype, a->data, it.offsets[0]);
+      switch (op) {
+        case TJ_OP_SUM:
+        case TJ_OP_MEAN:
+          accd[k] += x;
+          break;
+        case TJ_OP_PROD:
+          accd[k] *= x;
+          break;
+        case TJ_OP_MAX:  // a NaN, once in, stays: NaN > y and y > NaN fail
+          if (isnan(x) || x > accd[k]) accd[k] = x;
+          break;
+        case TJ_OP_MIN:
+          if (isnan(x) || x < accd[k]) accd[k] = x;
+          break;
+        case TJ_OP_ARGMAX:
+          // The first NaN wins; otherwise the first maximum.
+          if (it.index[argmax_axis] == 0 ||
+              (!isnan(accd[k]) && (isnan(x) || x > accd[k]))) {
+            accd[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  for (int64_t k = 0; k < out_n; ++k) {
+    if (op == TJ_OP_ARGMAX) {
+      tj_store_i64(out->dtype, out->data, k, arg[k]);
+    } else if (exact) {
+      int64_t r = acci[k];
+      if (op == TJ_OP_MEAN) r = count ? r / count : 0;
+      tj_store_i64(out->dtype, out->data, k, r);
+    } else {
+      double r = accd[k];
+      if (op == TJ_OP_MEAN) r /= (double)count;  // 0 / 0 = NaN when empty
+      tj_store_f64(out->dtype, out->data, k, r);
+    }
+  }
+  scratch_free(run, arg, arg_bytes);
+  scratch_free(run, acc, acc_bytes);
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and linear
+//===----------------------------------------------------------------------===//
+
+// Rows of a processed together (each row of b is then reused that many times)
+// and the width of the column blocks (a block of an accumulator row stays in
+// L1 across the k loop).
+enum { kMatmulRows = 8, kMatmulCols = 512 };
+
+// acc[r][j] += sum_k a[r][k] * b[k][j] over |rows| rows, all dense row-major
+// doubles. The innermost loop runs along a row of b and of acc, contiguous
+// and unaliased; its fixed-width chunks are what gcc's -O2 ("very cheap")
+// vectorizer accepts, as a loop of unknown trip count would need peeling.
+// The sum over k for each output is still taken in k order, like the naive
+// loop, so the result does not depend on the blocking.
+enum { kMatmulChunk = 8 };
+
+static void matmul_block_f64(int64_t rows, int64_t k_dim, int64_t n_dim,
+                             const double* restrict a, const double* restrict b,
+                             double* restrict acc) {
+  for (int64_t j0 = 0; j0 < n_dim; j0 += kMatmulCols) {
+    const int64_t j1 = j0 + kMatmulCols < n_dim ? j0 + kMatmulCols : n_dim;
+    for (int64_t k = 0; k < k_dim; ++k) {
+      const double* restrict brow = b + k * n_dim;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double av = a[r * k_dim + k];
+        double* restrict arow = acc + r * n_dim;
+        int64_t j = j0;
+        for (; j + kMatmulChunk <= j1; j += kMatmulChunk) {
+          for (int t = 0; t < kMatmulChunk; ++t)
+            arow[j + t] += av * brow[j + t];
+        }
+        for (; j < j1; ++j) arow[j] += av * brow[j];
+      }
+    }
+  }
+}
+
+// The integer form: exact, wrapping.
+static void matmul_block_i64(int64_t rows, int64_t k_dim, int64_t n_dim,
+                             const int64_t* restrict a,
+                             const int64_t* restrict b, int64_t* restrict acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < k_dim; ++k) {
+      const uint64_t av = (uint64_t)a[r * k_dim + k];
+      const int64_t* restrict brow = b + k * n_dim;
+      int64_t* restrict arow = acc + r * n_dim;
+      for (int64_t j = 0; j < n_dim; ++j) {
+        arow[j] = (int64_t)((uint64_t)arow[j] + av * (uint64_t)brow[j]);
+      }
+    }
+  }
+}
+
+// numpy.matmul(a, b) (+ bias broadcast to the result when |bias| is not
+// NULL), summed in double (int64 for integers) and rounded once. Operands
+// are first put in the "full form" [batch..., M, K] x [batch..., K, N] ->
+// [batch..., M, N], where a rank-1 a is one row (M = 1) and a rank-1 b one
+// column (N = 1); the result's dense layout is the same either way.
+static tj_status_t eval_matmul(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* b = operand_view(run, index, 1);
+  const view_t* bias =
+      node->num_operands > 2 ? operand_view(run, index, 2) : NULL;
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+
+  const bool a_mat = a->rank >= 2, b_mat = b->rank >= 2;
+  const int64_t m_dim = a_mat ? a->dims[a->rank - 2] : 1;
+  const int64_t k_dim = a->dims[a->rank - 1];
+  const int64_t a_sm = a_mat ? a->strides[a->rank - 2] : 0;
+  const int64_t a_sk = a->strides[a->rank - 1];
+  const int64_t kb_dim = b_mat ? b->dims[b->rank - 2] : b->dims[0];
+  const int64_t n_dim = b_mat ? b->dims[b->rank - 1] : 1;
+  const int64_t b_sk = b_mat ? b->strides[b->rank - 2] : b->strides[0];
+  const int64_t b_sn = b_mat ? b->strides[b->rank - 1] : 0;
+  const int32_t batch_rank = out->rank - (a_mat ? 1 : 0) - (b_mat ? 1 : 0);
+  if (k_dim != kb_dim || batch_rank < 0) {
+    return tj_internal("matmul (node %%%u): operand shapes do not contract",
+                       index);
+  }
+  if (view_numel(out) == 0) return NULL;
+
+  // Batch strides of a and b (broadcast over the result's batch dims), and
+  // the bias's full-form strides.
+  int64_t batch_strides[3][TJ_MAX_RANK];
+  const view_t* sides[2] = {a, b};
+  for (int s = 0; s < 2; ++s) {
+    view_t batch = *sides[s];
+    batch.rank = sides[s]->rank >= 2 ? sides[s]->rank - 2 : 0;
+    broadcast_strides(&batch, batch_rank, out->dims, batch_strides[s]);
+  }
+  int64_t bias_sm = 0, bias_sn = 0;
+  if (bias) {
+    int64_t full[TJ_MAX_RANK];
+    broadcast_strides(bias, out->rank, out->dims, full);
+    for (int32_t d = 0; d < batch_rank; ++d) batch_strides[2][d] = full[d];
+    if (a_mat) bias_sm = full[batch_rank];
+    if (b_mat) bias_sn = full[out->rank - 1];
+  } else {
+    for (int32_t d = 0; d < batch_rank; ++d) batch_strides[2][d] = 0;
+  }
+
+  const bool exact = !tj_dtype_is_float(out->dtype);
+  void *bmat = NULL, *amat = NULL, *acc = NULL;
+  size_t bmat_bytes = 0, amat_bytes = 0, acc_bytes = 0;
+  tj_status_t status = scratch_array(run, k_dim * n_dim, 8, &bmat, &bmat_bytes);
+  if (!status) {
+    status = scratch_array(run, kMatmulRows * k_dim, 8, &amat, &amat_bytes);
+  }
+  if (!status) {
+    status = scratch_array(run, kMatmulRows * n_dim, 8, &acc, &acc_bytes);
+  }
+  if (status) {
+    scratch_free(run, bmat, bmat_bytes);
+    scratch_free(run, amat, amat_bytes);
+    return status;
+  }
+
+  iter_t it;
+  iter_initialize(&it, batch_rank, out->dims);
+  for (int s = 0; s < 3; ++s) iter_add_operand(&it, batch_strides[s]);
+  const int64_t batches = dims_numel(batch_rank, out->dims);
+  bool have_b = false;      // whether |bmat| holds a converted matrix
+  int64_t converted_b = 0;  // and the offset of that matrix in b
+  for (int64_t batch = 0; batch < batches; ++batch, iter_next(&it)) {
+    const int64_t a_off = it.offsets[0], b_off = it.offsets[1];
+    const int64_t bias_off = it.offsets[2];
+    // b is converted once per distinct matrix (once in all for a broadcast
+    // weight).
+    if (!have_b || b_off != converted_b) {
+      for (int64_t k = 0; k < k_dim; ++k) {
+        for (int64_t j = 0; j < n_dim; ++j) {
+          int64_t off = b_off + k * b_sk + j * b_sn;
+          if (exact) {
+            ((int64_t*)bmat)[k * n_dim + j] =
+                tj_load_i64(b->dtype, b->data, off);
+          } else {
+            ((double*)bmat)[k * n_dim + j] =
+                tj_load_f64(b->dtype, b->data, off);
+          }
+        }
+      }
+      have_b = true;
+      converted_b = b_off;
+    }
+    for (int64_t m0 = 0; m0 < m_dim; m0 += kMatmulRows) {
+      const int64_t rows = m_dim - m0 < kMatmulRows ? m_dim - m0 : kMatmulRows;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t k = 0; k < k_dim; ++k) {
+          int64_t off = a_off + (m0 + r) * a_sm + k * a_sk;
+          if (exact) {
+            ((int64_t*)amat)[r * k_dim + k] =
+                tj_load_i64(a->dtype, a->data, off);
+          } else {
+            ((double*)amat)[r * k_dim + k] =
+                tj_load_f64(a->dtype, a->data, off);
+          }
+        }
+      }
+      memset(acc, 0, (size_t)(rows * n_dim) * 8);
+      if (exact) {
+        matmul_block_i64(rows, k_dim, n_dim, amat, bmat, acc);
+      } else {
+        matmul_block_f64(rows, k_dim, n_dim, amat, bmat, acc);
+      }
+      const int64_t out_row0 = (batch * m_dim + m0) * n_dim;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < n_dim; ++j) {
+          const int64_t o = out_row0 + r * n_dim + j;
+          const int64_t bo = bias_off + (m0 + r) * bias_sm + j * bias_sn;
+          if (exact) {
+            int64_t v = ((int64_t*)acc)[r * n_dim + j];
+            if (bias) {
+              v = (int64_t)((uint64_t)v +
+                            (uint64_t)tj_load_i64(bias->dtype, bias->data, bo));
+            }
+            tj_store_i64(out->dtype, out->data, o, v);
+          } else {
+            double v = ((double*)acc)[r * n_dim + j];
+            if (bias) v += tj_load_f64(bias->dtype, bias->data, bo);
+            tj_store_f64(out->dtype, out->data, o, v);
+          }
+        }
+      }
+    }
+  }
+  scratch_free(run, acc, acc_bytes);
+  scratch_free(run, amat, amat_bytes);
+  scratch_free(run, bmat, bmat_bytes);
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Lane ops: softmax, log_softmax (attr.axis), layer_norm, rms_norm (last)
+//===----------------------------------------------------------------------===//
+
+static tj_status_t eval_lanes(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const tj_op_t op = node->op;
+  const view_t* x = operand_view(run, index, 0);
+  // gamma, beta: absent operands stay NULL (then 1 and 0).
+  const view_t* gamma =
+      node->num_operands > 1 ? operand_view(run, index, 1) : NULL;
+  const view_t* beta =
+      node->num_operands > 2 ? operand_view(run, index, 2) : NULL;
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  if (view_numel(out) == 0) return NULL;
+  int32_t axis = (op == TJ_OP_SOFTMAX || op == TJ_OP_LOG_SOFTMAX)
+                     ? (int32_t)node->attrs.axis
+                     : x->rank - 1;
+  // A rank-0 tensor is one lane of one element.
+  view_t x1, out1;
+  if (x->rank == 0) {
+    x1 = *x;
+    out1 = *out;
+    x1.rank = out1.rank = 1;
+    x1.dims[0] = out1.dims[0] = 1;
+    x1.strides[0] = out1.strides[0] = 0;
+    x = &x1;
+    out = &out1;
+    axis = 0;
+  }
+  const int64_t len = x->dims[axis];
+  int64_t sg[TJ_MAX_RANK] = {0}, sb[TJ_MAX_RANK] = {0};
+  if (gamma) broadcast_strides(gamma, x->rank, x->dims, sg);
+  if (beta) broadcast_strides(beta, x->rank, x->dims, sb);
+  // Iterate over the lanes' starts: the shape with the axis collapsed.
+  int64_t lane_dims[TJ_MAX_RANK];
+  for (int32_t d = 0; d < x->rank; ++d) lane_dims[d] = x->dims[d];
+  lane_dims[axis] = 1;
+  iter_t it;
+  iter_initialize(&it, x->rank, lane_dims);
+  iter_add_operand(&it, x->strides);
+  iter_add_operand(&it, out->strides);
+  iter_add_operand(&it, sg);
+  iter_add_operand(&it, sb);
+  const int64_t lanes = dims_numel(x->rank, lane_dims);
+  const int64_t xs = x->strides[axis], os = out->strides[axis];
+  const double eps = node->attrs.value;
+  for (int64_t lane = 0; lane < lanes; ++lane, iter_next(&it)) {
+    const int64_t x0 = it.offsets[0], o0 = it.offsets[1];
+    const int64_t g0 = it.offsets[2], b0 = it.offsets[3];
+#define X(t) tj_load_f64(x->dtype, x->data, x0 + (t)*xs)
+    if (op == TJ_OP_SOFTMAX || op == TJ_OP_LOG_SOFTMAX) {
+      double max = -INFINITY;
+      for (int64_t t = 0; t < len; ++t) {
+        double v = X(t);
+        if (isnan(v) || v > max) max = isnan(max) ? max : v;
+      }
+      double sum = 0.0;
+      for (int64_t t = 0; t < len; ++t) sum += exp(X(t) - max);
+      const double log_sum = log(sum);
+      for (int64_t t = 0; t < len; ++t) {
+        double r =
+            op == TJ_OP_SOFTMAX ? exp(X(t) - max) / sum : X(t) - max - log_sum;
+        tj_store_f64(out->dtype, out->data, o0 + t * os, r);
+      }
+    } else {
+      double scale;
+      double mean = 0.0;
+      if (op == TJ_OP_LAYER_NORM) {
+        for (int64_t t = 0; t < len; ++t) mean += X(t);
+        mean /= (double)len;
+        double var = 0.0;
+        for (int64_t t = 0; t < len; ++t) {
+          double c = X(t) - mean;
+          var += c * c;
+        }
+        var /= (double)len;
+        scale = 1.0 / sqrt(var + eps);
+      } else {  // rms_norm: no centring
+        double sq = 0.0;
+        for (int64_t t = 0; t < len; ++t) sq += X(t) * X(t);
+        scale = 1.0 / sqrt(sq / (double)len + eps);
+      }
+      for (int64_t t = 0; t < len; ++t) {
+        double r = (X(t) - mean) * scale;
+        if (gamma) {
+          r *= tj_load_f64(gamma->dtype, gamma->data, g0 + t * sg[axis]);
+        }
+        if (beta) {
+          r += tj_load_f64(beta->dtype, beta->data, b0 + t * sb[axis]);
+        }
+        tj_store_f64(out->dtype, out->data, o0 + t * os, r);
+      }
+    }
+#undef X
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+// reshape, transpose, broadcast_to and slice: a view of the operand, copied
+// into the dense result.
+static tj_status_t eval_view_op(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  view_t src = *a;
+  switch (node->op) {
+    case TJ_OP_RESHAPE:
+      break;  // a's row-major order is the result's
+    case TJ_OP_TRANSPOSE:
+      for (int32_t d = 0; d < out->rank; ++d) {
+        int64_t from = node->attrs.ints[d];
+        src.dims[d] = a->dims[from];
+        src.strides[d] = a->strides[from];
+      }
+      break;
+    case TJ_OP_BROADCAST_TO:
+      src.rank = out->rank;
+      broadcast_strides(a, out->rank, out->dims, src.strides);
+      for (int32_t d = 0; d < out->rank; ++d) src.dims[d] = out->dims[d];
+      break;
+    case TJ_OP_SLICE: {
+      // ints = starts, stops, steps, already normalized (start in [0, dim]);
+      // the result's dims are the element counts.
+      const int64_t* starts = node->attrs.ints;
+      const int64_t* steps = node->attrs.ints + 2 * a->rank;
+      int64_t offset = 0;
+      for (int32_t d = 0; d < a->rank; ++d) {
+        src.dims[d] = out->dims[d];
+        src.strides[d] = a->strides[d] * steps[d];
+        offset += starts[d] * a->strides[d];
+      }
+      // An empty result reads nothing (and its start may be one past the
+      // end).
+      if (view_numel(out) > 0) src.data = elem_ptr(a, offset);
+      break;
+    }
+    default:
+      return tj_internal("%s (node %%%u) is not a view op", op_name(node->op),
+                         index);
+  }
+  copy_to_dense(&src, out->data);
+  return NULL;
+}
+
+static tj_status_t eval_concat(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int32_t axis = (int32_t)node->attrs.axis;
+  int64_t start = 0;
+  for (uint32_t k = 0; k < node->num_operands; ++k) {
+    const view_t* part = operand_view(run, index, k);
+    view_t dst = *out;
+    dst.dims[axis] = part->dims[axis];
+    if (view_numel(part) > 0) {
+      dst.data = elem_ptr(out, start * out->strides[axis]);
+      copy_view(part, &dst);
+    }
+    start += part->dims[axis];
+  }
+  return NULL;
+}
+
+static tj_status_t eval_pad(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int64_t n = view_numel(out);
+  for (int64_t i = 0; i < n; ++i) {
+    tj_store_f64(out->dtype, out->data, i, node->attrs.value);
+  }
+  if (view_numel(a) == 0) return NULL;
+  const int64_t* low = node->attrs.ints;  // then high[rank]
+  view_t dst = *out;
+  int64_t offset = 0;
+  for (int32_t d = 0; d < a->rank; ++d) {
+    dst.dims[d] = a->dims[d];
+    offset += low[d] * out->strides[d];
+  }
+  dst.data = elem_ptr(out, offset);
+  copy_view(a, &dst);
+  return NULL;
+}
+
+// numpy.take(a, indices, axis): out = a.shape[:axis] + indices.shape +
+// a.shape[axis+1:]. Every index is checked first, so an error leaves no
+// partial work to undo.
+static tj_status_t eval_gather(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* idx = operand_view(run, index, 1);
+  const int32_t axis = (int32_t)node->attrs.axis;
+  const int64_t axis_len = a->dims[axis];
+  const int64_t num_idx = view_numel(idx);
+
+  int64_t* picks = NULL;
+  size_t picks_bytes = 0;
+  TJ_RETURN_IF_ERROR(scratch_array(run, num_idx, sizeof(int64_t),
+                                   (void**)&picks, &picks_bytes));
+  if (num_idx > 0) {
+    iter_t it;
+    iter_initialize(&it, idx->rank, idx->dims);
+    iter_add_operand(&it, idx->strides);
+    for (int64_t j = 0; j < num_idx; ++j, iter_next(&it)) {
+      int64_t v = tj_load_i64(idx->dtype, idx->data, it.offsets[0]);
+      int64_t p = v < 0 ? v + axis_len : v;
+      if (p < 0 || p >= axis_len) {
+        scratch_free(run, picks, picks_bytes);
+        char shape[160];
+        format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
+        return tj_invalid(
+            "gather (node %%%u): index %lld (at position %lld of the indices) "
+            "is out of range for axis %d of size %lld of %s",
+            index, (long long)v, (long long)j, axis, (long long)axis_len,
+            shape);
+      }
+      picks[j] = p;
+    }
+  }
+  tj_status_t status = allocate_result(run, index);
+  if (status || view_numel(&run->values[index].view) == 0) {
+    scratch_free(run, picks, picks_bytes);
+    return status;
+  }
+  view_t* out = &run->values[index].view;
+  const size_t es = tj_dtype_size(a->dtype);
+  const int64_t outer = dims_numel(axis, a->dims);
+  const int32_t inner_rank = a->rank - axis - 1;
+  const int64_t inner = dims_numel(inner_rank, a->dims + axis + 1);
+  iter_t outer_it;
+  iter_initialize(&outer_it, axis, a->dims);
+  iter_add_operand(&outer_it, a->strides);
+  int64_t o = 0;  // next output element (dense)
+  for (int64_t i = 0; i < outer; ++i, iter_next(&outer_it)) {
+    for (int64_t j = 0; j < num_idx; ++j) {
+      const int64_t base = outer_it.offsets[0] + picks[j] * a->strides[axis];
+      iter_t in_it;
+      iter_initialize(&in_it, inner_rank, a->dims + axis + 1);
+      iter_add_operand(&in_it, a->strides + axis + 1);
+      for (int64_t t = 0; t < inner; ++t, iter_next(&in_it)) {
+        memcpy(out->data + (size_t)o * es, elem_ptr(a, base + in_it.offsets[0]),
+               es);
+        ++o;
+      }
+    }
+  }
+  scratch_free(run, picks, picks_bytes);
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+static tj_status_t eval_node(run_t* run, uint32_t index) {
+  switch (node_at(run, index)->op) {
+    case TJ_OP_INPUT:
+      return eval_input(run, index);
+    case TJ_OP_CONSTANT:
+      return eval_constant(run, index);
+    case TJ_OP_FULL:
+      return eval_full(run, index);
+    case TJ_OP_IOTA:
+      return eval_iota(run, index);
+    case TJ_OP_NEG:
+    case TJ_OP_ABS:
+    case TJ_OP_EXP:
+    case TJ_OP_LOG:
+    case TJ_OP_SQRT:
+    case TJ_OP_RSQRT:
+    case TJ_OP_TANH:
+    case TJ_OP_SIGMOID:
+    case TJ_OP_ERF:
+    case TJ_OP_SIN:
+    case TJ_OP_COS:
+    case TJ_OP_RELU:
+    case TJ_OP_FLOOR:
+    case TJ_OP_CEIL:
+    case TJ_OP_ROUND:
+    case TJ_OP_SIGN:
+    case TJ_OP_NOT:
+    case TJ_OP_ISNAN:
+    case TJ_OP_CAST:
+    case TJ_OP_GELU:
+    case TJ_OP_SILU:
+      return eval_unary(run, index);
+    case TJ_OP_ADD:
+    case TJ_OP_SUB:
+    case TJ_OP_MUL:
+    case TJ_OP_DIV:
+    case TJ_OP_POW:
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM:
+    case TJ_OP_EQ:
+    case TJ_OP_NE:
+    case TJ_OP_LT:
+    case TJ_OP_LE:
+    case TJ_OP_GT:
+    case TJ_OP_GE:
+    case TJ_OP_AND:
+    case TJ_OP_OR:
+      return eval_binary(run, index);
+    case TJ_OP_WHERE:
+      return eval_where(run, index);
+    case TJ_OP_SUM:
+    case TJ_OP_MEAN:
+    case TJ_OP_MAX:
+    case TJ_OP_MIN:
+    case TJ_OP_PROD:
+    case TJ_OP_ARGMAX:
+      return eval_reduce(run, index);
+    case TJ_OP_MATMUL:
+    case TJ_OP_LINEAR:
+      return eval_matmul(run, index);
+    case TJ_OP_RESHAPE:
+    case TJ_OP_TRANSPOSE:
+    case TJ_OP_BROADCAST_TO:
+    case TJ_OP_SLICE:
+      return eval_view_op(run, index);
+    case TJ_OP_CONCAT:
+      return eval_concat(run, index);
+    case TJ_OP_PAD:
+      return eval_pad(run, index);
+    case TJ_OP_GATHER:
+      return eval_gather(run, index);
+    case TJ_OP_SOFTMAX:
+    case TJ_OP_LOG_SOFTMAX:
+    case TJ_OP_LAYER_NORM:
+    case TJ_OP_RMS_NORM:
+      return eval_lanes(run, index);
+    default:
+      break;
+  }
+  return tj_internal("reference: no implementation for op %d (node %%%u)",
+                     (int)node_at(run, index)->op, index);
+}
+
+// The byte range [lo, hi) that a strided tensor of |numel| > 0 elements can
+// touch.
+static void tensor_extent(const tj_tensor_t* t, uintptr_t* lo, uintptr_t* hi) {
+  int64_t strides[TJ_MAX_RANK];
+  if (t->strides) {
+    for (int32_t d = 0; d < t->rank; ++d) strides[d] = t->strides[d];
+  } else {
+    row_major_strides(t->rank, t->shape, strides);
+  }
+  int64_t min_off = 0, max_off = 0;
+  for (int32_t d = 0; d < t->rank; ++d) {
+    int64_t span = (t->shape[d] - 1) * strides[d];
+    if (span < 0)
+      min_off += span;
+    else
+      max_off += span;
+  }
+  const int64_t es = (int64_t)tj_dtype_size(t->dtype);
+  uintptr_t base = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  *lo = base + (uintptr_t)(min_off * es);
+  *hi = base + (uintptr_t)((max_off + 1) * es);
+}
+
+static bool tensor_is_empty(const tj_tensor_t* t) {
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (t->shape[d] == 0) return true;
+  }
+  return false;
+}
+
+// Checks the caller's tensors beyond what tj_ir_bind_symbols checks: CPU,
+// data present, outputs of the right dtype and shape, and no output sharing
+// memory with an input (the interpreter may still read an input after
+// writing an output).
+static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
+                                 int32_t num_outputs) {
+  const tj_graph_t* g = run->graph;
+  for (uint32_t k = 0; k < g->num_inputs; ++k) {
+    const tj_tensor_t* t = &run->inputs[k];
+    const char* name = node_at(run, g->inputs[k])->attrs.name;
+    if (t->device_type != TJ_DEVICE_CPU) {
+      return tj_invalid(
+          "tj_reference_run: input %u \"%s\" is not a CPU "
+          "tensor (device type %d)",
+          k, name ? name : "?", (int)t->device_type);
+    }
+    if (!t->data && !tensor_is_empty(t)) {
+      return tj_invalid("tj_reference_run: input %u \"%s\" has NULL data", k,
+                        name ? name : "?");
+    }
+  }
+  for (int32_t k = 0; k < num_outputs; ++k) {
+    const tj_tensor_t* t = &outputs[k];
+    const uint32_t node_index = g->outputs[k].node;
+    const tj_node_t* node = node_at(run, node_index);
+    const char* name = g->outputs[k].name ? g->outputs[k].name : "?";
+    int64_t dims[TJ_MAX_RANK];
+    TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node_index, run->symbols, dims));
+    char want[160], got[160];
+    format_shape(node->dtype, node->rank, dims, want, sizeof(want));
+    if (t->device_type != TJ_DEVICE_CPU) {
+      return tj_invalid(
+          "tj_reference_run: output %d \"%s\" is not a CPU "
+          "tensor (device type %d)",
+          k, name, (int)t->device_type);
+    }
+    bool shape_ok = t->rank == node->rank && (t->rank == 0 || t->shape);
+    for (int32_t d = 0; shape_ok && d < t->rank; ++d) {
+      shape_ok = t->shape[d] == dims[d];
+    }
+    if (t->dtype != node->dtype || !shape_ok) {
+      if (t->rank >= 0 && t->rank <= TJ_MAX_RANK && (t->shape || !t->rank)) {
+        format_shape(t->dtype, t->rank, t->shape, got, sizeof(got));
+      } else {
+        snprintf(got, sizeof(got), "%s with rank %d", tj_dtype_name(t->dtype),
+                 (int)t->rank);
+      }
+      return tj_invalid(
+          "tj_reference_run: output %d \"%s\" is %s but the "
+          "graph computes %s",
+          k, name, got, want);
+    }
+    if (tensor_is_empty(t)) continue;
+    if (!t->data) {
+      return tj_invalid("tj_reference_run: output %d \"%s\" has NULL data", k,
+                        name);
+    }
+    uintptr_t olo, ohi;
+    tensor_extent(t, &olo, &ohi);
+    for (uint32_t i = 0; i < g->num_inputs; ++i) {
+      const tj_tensor_t* in = &run->inputs[i];
+      if (tensor_is_empty(in)) continue;
+      uintptr_t ilo, ihi;
+      tensor_extent(in, &ilo, &ihi);
+      if (olo < ihi && ilo < ohi) {
+        const char* in_name = node_at(run, g->inputs[i])->attrs.name;
+        return tj_invalid(
+            "tj_reference_run: output %d \"%s\" overlaps the "
+            "memory of input %u \"%s\"",
+            k, name, i, in_name ? in_name : "?");
+      }
+    }
+  }
+  return NULL;
+}
+
+// Writes node |index|'s value to every output that names it.
+static void write_outputs(const run_t* run, uint32_t index,
+                          const tj_tensor_t* outputs) {
+  const tj_graph_t* g = run->graph;
+  for (uint32_t k = 0; k < g->num_outputs; ++k) {
+    if (g->outputs[k].node != index) continue;
+    view_t dst;
+    tensor_view(&outputs[k], &dst);
+    copy_view(&run->values[index].view, &dst);
+  }
+}
+
+static tj_status_t run_nodes(run_t* run, const tj_tensor_t* outputs) {
+  const tj_graph_t* g = run->graph;
+  for (uint32_t i = 0; i < g->num_nodes; ++i) {
+    TJ_RETURN_IF_ERROR(eval_node(run, i));
+    write_outputs(run, i, outputs);
+    const tj_node_t* node = node_at(run, i);
+    for (uint32_t k = 0; k < node->num_operands; ++k) {
+      uint32_t operand = node->operands[k];
+      if (operand != TJ_NODE_NONE && run->last_use[operand] == i) {
+        release_value(run, operand);
+      }
+    }
+    if (run->last_use[i] == i) release_value(run, i);
+  }
+  return NULL;
+}
+
+tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
+                             int32_t num_inputs, const tj_tensor_t* outputs,
+                             int32_t num_outputs) {
+  if (!graph) return tj_invalid("tj_reference_run: graph is NULL");
+  if (!graph->finalized) {
+    return tj_invalid(
+        "tj_reference_run: graph '%s' is not finalized (call "
+        "tj_graph_finalize first)",
+        graph->name ? graph->name : "?");
+  }
+  if (num_inputs != (int32_t)graph->num_inputs || (num_inputs > 0 && !inputs)) {
+    return tj_invalid(
+        "tj_reference_run: graph '%s' has %u inputs but %d "
+        "were given",
+        graph->name ? graph->name : "?", graph->num_inputs,
+        inputs ? (int)num_inputs : 0);
+  }
+  if (num_outputs != (int32_t)graph->num_outputs ||
+      (num_outputs > 0 && !outputs)) {
+    return tj_invalid(
+        "tj_reference_run: graph '%s' has %u outputs but %d "
+        "were given",
+        graph->name ? graph->name : "?", graph->num_outputs,
+        outputs ? (int)num_outputs : 0);
+  }
+
+  run_t run;
+  memset(&run, 0, sizeof(run));
+  run.graph = graph;
+  run.allocator = graph->allocator;
+  run.inputs = inputs;
+  TJ_RETURN_IF_ERROR(
+      tj_ir_bind_symbols(graph, inputs, num_inputs, run.symbols));
+  TJ_RETURN_IF_ERROR(check_tensors(&run, outputs, num_outputs));
+  if (graph->num_nodes == 0) return NULL;
+
+  const size_t values_bytes = sizeof(value_t) * graph->num_nodes;
+  const size_t uses_bytes = sizeof(uint32_t) * graph->num_nodes;
+  run.values = tj_calloc(run.allocator, graph->num_nodes, sizeof(value_t));
+  if (!run.values) return tj_status_oom();
+  run.last_use = tj_alloc(run.allocator, uses_bytes);
+  if (!run.last_use) {
+    tj_free(run.allocator, run.values, values_bytes);
+    return tj_status_oom();
+  }
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+    run.last_use[i] = i;
+    const tj_node_t* node = &graph->nodes[i];
+    for (uint32_t k = 0; k < node->num_operands; ++k) {
+      if (node->operands[k] != TJ_NODE_NONE) {
+        run.last_use[node->operands[k]] = i;
+      }
+    }
+  }
+
+  tj_status_t status = run_nodes(&run, outputs);
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) release_value(&run, i);
+  tj_free(run.allocator, run.last_use, uses_bytes);
+  tj_free(run.allocator, run.values, values_bytes);
+  return status;
+}

@@ -1,0 +1,281 @@
+// Element conversions between every dtype and double / int64_t.
+//
+// f16 and bf16 are produced by one correctly rounded step from the double
+// (round to nearest, ties to even), never through f32: converting through f32
+// would round twice and could land one ulp off at a tie. f32 -> f16/bf16 goes
+// through the same routine, which is exact because every f32 is a double.
+
+#include "lib/dtype.h"
+
+#include <math.h>
+#include <string.h>
+
+//===--- small IEEE formats ---===//
+
+// Rounds |value| to a binary format with |mant_bits| stored mantissa bits
+// and |exp_bits| exponent bits (f16: 10, 5; bf16: 7, 8) and returns its bit
+// pattern. Subnormal results, overflow to infinity and signed zeros follow
+// IEEE 754; NaN becomes the quiet NaN of the same sign.
+static uint32_t round_to_small_float(double value, int mant_bits,
+                                     int exp_bits) {
+  uint64_t bits;
+  memcpy(&bits, &value, sizeof(bits));
+  const uint32_t sign = (uint32_t)(bits >> 63) << (mant_bits + exp_bits);
+  const int exp_field = (int)((bits >> 52) & 0x7FF);
+  const uint64_t frac = bits & ((UINT64_C(1) << 52) - 1);
+  const uint32_t exp_all_ones = (UINT32_C(1) << exp_bits) - 1;
+  const uint32_t inf = exp_all_ones << mant_bits;
+  if (exp_field == 0x7FF) {
+    if (frac != 0) return sign | inf | (UINT32_C(1) << (mant_bits - 1));
+    return sign | inf;
+  }
+  if (exp_field == 0 && frac == 0) return sign;  // signed zero
+
+  // value = sig * 2^lsb_exp exactly.
+  uint64_t sig;
+  int lsb_exp;
+  if (exp_field == 0) {
+    sig = frac;
+    lsb_exp = -1074;
+  } else {
+    sig = frac | (UINT64_C(1) << 52);
+    lsb_exp = exp_field - 1075;
+  }
+  const int lead_bit = 63 - __builtin_clzll(sig);
+  const int lead_exp = lsb_exp + lead_bit;  // value in [2^lead_exp, 2^(+1))
+  const int bias = (int)(exp_all_ones >> 1);
+  const int min_normal_exp = 1 - bias;
+  if (lead_exp > bias) return sign | inf;  // >= 2^(bias+1): overflow
+
+  // The result's exponent; below the normal range the quantum stays fixed
+  // (subnormals). The result is r * 2^(exp - mant_bits), r an integer.
+  const int exp = lead_exp > min_normal_exp ? lead_exp : min_normal_exp;
+  const int shift = exp - mant_bits - lsb_exp;  // >= 1 for every double input
+  uint64_t r;
+  if (shift > 53) {
+    r = 0;  // below half the smallest subnormal: rounds to zero
+  } else {
+    r = sig >> shift;
+    const uint64_t rem = sig & ((UINT64_C(1) << shift) - 1);
+    const uint64_t half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+  }
+  // For a normal result r is in [2^m, 2^(m+1)] and the implicit bit adds one
+  // to the exponent field; for a subnormal one the field is 0 and r < 2^m,
+  // and r == 2^m after rounding up is exactly the smallest normal. A carry
+  // out of the largest finite value lands on the infinity pattern.
+  const uint64_t field = (uint64_t)(exp - min_normal_exp) << mant_bits;
+  uint64_t out = field + r;
+  if (out > inf) out = inf;
+  return sign | (uint32_t)out;
+}
+
+// The double value of a small-format bit pattern (exact).
+static double small_float_to_double(uint32_t bits, int mant_bits,
+                                    int exp_bits) {
+  const uint32_t exp_all_ones = (UINT32_C(1) << exp_bits) - 1;
+  const int bias = (int)(exp_all_ones >> 1);
+  const bool negative = (bits >> (mant_bits + exp_bits)) & 1;
+  const uint32_t exp_field = (bits >> mant_bits) & exp_all_ones;
+  const uint32_t mant = bits & ((UINT32_C(1) << mant_bits) - 1);
+  double magnitude;
+  if (exp_field == exp_all_ones) {
+    magnitude = mant ? (double)NAN : (double)INFINITY;
+  } else if (exp_field == 0) {
+    magnitude = ldexp((double)mant, 1 - bias - mant_bits);
+  } else {
+    magnitude = ldexp((double)(mant | (UINT32_C(1) << mant_bits)),
+                      (int)exp_field - bias - mant_bits);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+float tj_f16_to_f32(uint16_t bits) {
+  return (float)small_float_to_double(bits, 10, 5);
+}
+
+uint16_t tj_f32_to_f16(float value) { return tj_f64_to_f16((double)value); }
+
+float tj_bf16_to_f32(uint16_t bits) {
+  // bf16 is the upper half of an f32; this also keeps NaN payloads.
+  uint32_t wide = (uint32_t)bits << 16;
+  float value;
+  memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+uint16_t tj_f32_to_bf16(float value) { return tj_f64_to_bf16((double)value); }
+
+uint16_t tj_f64_to_f16(double value) {
+  return (uint16_t)round_to_small_float(value, 10, 5);
+}
+
+uint16_t tj_f64_to_bf16(double value) {
+  return (uint16_t)round_to_small_float(value, 7, 8);
+}
+
+//===--- casts ---===//
+
+// Float -> integer as tj_graph_cast defines it: truncate toward zero; NaN
+// and values whose truncation does not fit in [lo, hi] give 0. The bounds
+// are compared as exclusive doubles (lo - 1, hi + 1) so that e.g. 127.9
+// still fits an i8; for i64 the upper bound 2^63 is exact in a double.
+static int64_t f64_to_int_checked(double value, double below, double above) {
+  if (!(value > below && value < above)) return 0;  // NaN fails too
+  return (int64_t)value;
+}
+
+static int64_t f64_to_i64(double value) {
+  // -2^63 is representable and in range; 2^63 is the first value out.
+  if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) {
+    return 0;
+  }
+  return (int64_t)value;
+}
+
+double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index) {
+  const unsigned char* p = (const unsigned char*)data;
+  switch (dtype) {
+    case TJ_DTYPE_F32: {
+      float v;
+      memcpy(&v, p + index * 4, 4);
+      return v;
+    }
+    case TJ_DTYPE_F16: {
+      uint16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return small_float_to_double(v, 10, 5);
+    }
+    case TJ_DTYPE_BF16: {
+      uint16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return tj_bf16_to_f32(v);
+    }
+    case TJ_DTYPE_F64: {
+      double v;
+      memcpy(&v, p + index * 8, 8);
+      return v;
+    }
+    case TJ_DTYPE_I8:
+      return (double)(int8_t)p[index];
+    case TJ_DTYPE_I32: {
+      int32_t v;
+      memcpy(&v, p + index * 4, 4);
+      return v;
+    }
+    case TJ_DTYPE_I64: {
+      int64_t v;
+      memcpy(&v, p + index * 8, 8);
+      return (double)v;
+    }
+    case TJ_DTYPE_BOOL:
+      return p[index] != 0 ? 1.0 : 0.0;
+    default:
+      return 0.0;
+  }
+}
+
+void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value) {
+  unsigned char* p = (unsigned char*)data;
+  switch (dtype) {
+    case TJ_DTYPE_F32: {
+      float v = (float)value;  // round to nearest even; overflow -> inf
+      memcpy(p + index * 4, &v, 4);
+      return;
+    }
+    case TJ_DTYPE_F16: {
+      uint16_t v = tj_f64_to_f16(value);
+      memcpy(p + index * 2, &v, 2);
+      return;
+    }
+    case TJ_DTYPE_BF16: {
+      uint16_t v = tj_f64_to_bf16(value);
+      memcpy(p + index * 2, &v, 2);
+      return;
+    }
+    case TJ_DTYPE_F64:
+      memcpy(p + index * 8, &value, 8);
+      return;
+    case TJ_DTYPE_I8:
+      p[index] =
+          (unsigned char)(uint8_t)f64_to_int_checked(value, -129.0, 128.0);
+      return;
+    case TJ_DTYPE_I32: {
+      int32_t v =
+          (int32_t)f64_to_int_checked(value, -2147483649.0, 2147483648.0);
+      memcpy(p + index * 4, &v, 4);
+      return;
+    }
+    case TJ_DTYPE_I64: {
+      int64_t v = f64_to_i64(value);
+      memcpy(p + index * 8, &v, 8);
+      return;
+    }
+    case TJ_DTYPE_BOOL:
+      p[index] = value != 0.0;  // NaN != 0, as numpy's astype(bool)
+      return;
+    default:
+      return;
+  }
+}
+
+int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index) {
+  const unsigned char* p = (const unsigned char*)data;
+  switch (dtype) {
+    case TJ_DTYPE_I8:
+      return (int8_t)p[index];
+    case TJ_DTYPE_I32: {
+      int32_t v;
+      memcpy(&v, p + index * 4, 4);
+      return v;
+    }
+    case TJ_DTYPE_I64: {
+      int64_t v;
+      memcpy(&v, p + index * 8, 8);
+      return v;
+    }
+    case TJ_DTYPE_BOOL:
+      return p[index] != 0;
+    default:
+      return f64_to_i64(tj_load_f64(dtype, data, index));
+  }
+}
+
+void tj_store_i64(tj_dtype_t dtype, void* data, int64_t index, int64_t value) {
+  unsigned char* p = (unsigned char*)data;
+  // Integers wrap to the dtype's width (two's complement), through unsigned
+  // types so that no conversion is implementation-defined.
+  switch (dtype) {
+    case TJ_DTYPE_I8:
+      p[index] = (unsigned char)(uint8_t)(uint64_t)value;
+      return;
+    case TJ_DTYPE_I32: {
+      uint32_t v = (uint32_t)(uint64_t)value;
+      memcpy(p + index * 4, &v, 4);
+      return;
+    }
+    case TJ_DTYPE_I64:
+      memcpy(p + index * 8, &value, 8);
+      return;
+    case TJ_DTYPE_BOOL:
+      p[index] = value != 0;
+      return;
+    default:
+      // int64 -> double rounds once; double -> f32/f16/bf16 then rounds
+      // again, which is harmless: 53 bits >= 2 * 24 + 2 make the second
+      // rounding innocuous.
+      tj_store_f64(dtype, data, index, (double)value);
+      return;
+  }
+}
+
+bool tj_dtype_from_name(const char* name, size_t length, tj_dtype_t* out) {
+  for (int d = 0; d < TJ_DTYPE_COUNT_; ++d) {
+    const char* candidate = tj_dtype_name((tj_dtype_t)d);
+    if (strlen(candidate) == length && memcmp(candidate, name, length) == 0) {
+      *out = (tj_dtype_t)d;
+      return true;
+    }
+  }
+  return false;
+}

@@ -1,0 +1,650 @@
+// The public graph builder (include/tensorjit/tj_graph.h).
+//
+// Every builder call packs its arguments into a tj_node_desc_t and hands it
+// to tj_graph_append (lib/infer.c), which owns all checking and inference;
+// this file only adds the sticky-error discipline of the public API: the
+// first failure is recorded on the graph, and every later call (after an
+// error or after finalize) does nothing and returns the none value.
+//
+// A none operand where an operand is required is recorded as an error when
+// the graph has none yet: such a value can only come from a failure on
+// another graph or from the caller, and ignoring it silently would let a
+// partial graph finalize.
+
+#include <string.h>
+
+#include "lib/dtype.h"
+#include "lib/infer.h"
+
+//===--- lifecycle ---===//
+
+tj_status_t tj_graph_create(tj_context_t* context, const char* name,
+                            tj_graph_t** out_graph) {
+  if (!out_graph) return tj_invalid("tj_graph_create: out_graph is NULL");
+  *out_graph = NULL;
+  if (!context) return tj_invalid("tj_graph_create: context is NULL");
+  if (!name) name = "main";
+  if (!tj_is_c_identifier(name))
+    return tj_invalid(
+        "tj_graph_create: graph name \"%s\" is not a C identifier", name);
+  tj_allocator_t allocator = tj_context_allocator(context);
+  tj_graph_t* graph = tj_calloc(allocator, 1, sizeof(*graph));
+  if (!graph) return tj_status_oom();
+  graph->context = context;
+  graph->allocator = allocator;
+  tj_arena_initialize(&graph->arena, allocator);
+  tj_dimtab_initialize(&graph->dims, allocator);
+  graph->name = tj_arena_strdup(&graph->arena, name);
+  if (!graph->name) {
+    tj_graph_destroy(graph);
+    return tj_status_oom();
+  }
+  *out_graph = graph;
+  return NULL;
+}
+
+void tj_graph_destroy(tj_graph_t* graph) {
+  if (!graph) return;
+  tj_allocator_t a = graph->allocator;
+  tj_free(a, graph->nodes, (size_t)graph->node_capacity * sizeof(tj_node_t));
+  tj_free(a, graph->inputs, (size_t)graph->input_capacity * sizeof(uint32_t));
+  tj_free(a, graph->outputs,
+          (size_t)graph->output_capacity * sizeof(tj_output_t));
+  tj_free(a, graph->guards, (size_t)graph->guard_capacity * sizeof(tj_guard_t));
+  tj_dimtab_deinitialize(&graph->dims);
+  tj_arena_deinitialize(&graph->arena);
+  tj_status_free(graph->error);
+  tj_free(a, graph, sizeof(*graph));
+}
+
+tj_context_t* tj_graph_context(const tj_graph_t* graph) {
+  return graph ? graph->context : NULL;
+}
+
+tj_status_t tj_graph_finalize(tj_graph_t* graph) {
+  if (!graph) return tj_invalid("tj_graph_finalize: graph is NULL");
+  if (graph->finalized) return NULL;
+  // A copy: the original stays recorded, so the error remains sticky.
+  if (graph->error) return tj_status_clone(graph->error);
+  if (graph->num_outputs == 0)
+    return tj_invalid("graph @%s has no outputs: mark one with tj_graph_output",
+                      graph->name);
+  TJ_RETURN_IF_ERROR(tj_ir_verify(graph));
+  graph->finalized = true;
+  return NULL;
+}
+
+tj_status_t tj_graph_status(const tj_graph_t* graph) {
+  return graph ? tj_status_clone(graph->error) : NULL;
+}
+
+//===--- internal builder entry points ---===//
+
+void tj_graph_record_error(tj_graph_t* graph, tj_status_t status) {
+  if (!status) return;
+  if (graph->error) {
+    tj_status_free(status);
+  } else {
+    graph->error = status;
+  }
+}
+
+tj_status_t tj_graph_append_output(tj_graph_t* graph, uint32_t node,
+                                   const char* name) {
+  const char* shown = name ? name : "(null)";
+  if (graph->finalized)
+    return tj_invalid("output \"%s\": the graph is finalized", shown);
+  if (node >= graph->num_nodes)
+    return tj_invalid("output \"%s\": node %%%u is not in this graph", shown,
+                      node);
+  if (!tj_is_c_identifier(name))
+    return tj_invalid("output \"%s\": name is not a C identifier", shown);
+  for (uint32_t i = 0; i < graph->num_outputs; ++i) {
+    if (strcmp(graph->outputs[i].name, name) == 0)
+      return tj_invalid("output \"%s\": name is already used by output %u",
+                        name, i);
+  }
+  TJ_RETURN_IF_ERROR(tj_array_reserve(
+      graph->allocator, (void**)&graph->outputs, &graph->output_capacity,
+      graph->num_outputs + 1, sizeof(tj_output_t)));
+  const char* copy = tj_arena_strdup(&graph->arena, name);
+  if (!copy) return tj_status_oom();
+  tj_output_t* out = &graph->outputs[graph->num_outputs++];
+  out->node = node;
+  out->name = copy;
+  return NULL;
+}
+
+tj_status_t tj_graph_add_guard(tj_graph_t* graph, int64_t a, int64_t b,
+                               uint32_t node) {
+  if (a == b) return NULL;
+  // One guard per pair: broadcasting the same symbols again adds nothing.
+  for (uint32_t i = 0; i < graph->num_guards; ++i) {
+    const tj_guard_t* g = &graph->guards[i];
+    if ((g->a == a && g->b == b) || (g->a == b && g->b == a)) return NULL;
+  }
+  TJ_RETURN_IF_ERROR(tj_array_reserve(
+      graph->allocator, (void**)&graph->guards, &graph->guard_capacity,
+      graph->num_guards + 1, sizeof(tj_guard_t)));
+  tj_guard_t* g = &graph->guards[graph->num_guards++];
+  g->a = a;
+  g->b = b;
+  g->node = node;
+  return NULL;
+}
+
+//===--- builder plumbing ---===//
+
+// False once the graph can take no more nodes (error recorded or final).
+static bool building(const tj_graph_t* graph) {
+  return graph && !graph->error && !graph->finalized;
+}
+
+static uint32_t operand(tj_value_t value) {
+  return value.id == 0 ? TJ_NODE_NONE : value.id - 1;
+}
+
+static tj_node_desc_t make_desc(tj_op_t op, uint32_t num_operands,
+                                const uint32_t* operands) {
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = op;
+  desc.num_operands = num_operands;
+  desc.operands = operands;
+  return desc;
+}
+
+static tj_value_t append(tj_graph_t* graph, const tj_node_desc_t* desc) {
+  uint32_t node = 0;
+  tj_status_t status = tj_graph_append(graph, desc, &node);
+  if (status) {
+    tj_graph_record_error(graph, status);
+    return tj_value_none();
+  }
+  tj_value_t value = {node + 1};
+  return value;
+}
+
+// Records an error worded like an inference error for |desc|.
+static tj_value_t reject(tj_graph_t* graph, const tj_node_desc_t* desc,
+                         const char* problem) {
+  tj_graph_record_error(
+      graph,
+      tj_ir_node_error(graph, desc, TJ_STATUS_INVALID_ARGUMENT, "%s", problem));
+  return tj_value_none();
+}
+
+// The node behind |value|, or NULL when it is none or foreign.
+static const tj_node_t* node_of(const tj_graph_t* graph, tj_value_t value) {
+  if (!graph || value.id == 0 || value.id > graph->num_nodes) return NULL;
+  return &graph->nodes[value.id - 1];
+}
+
+static tj_value_t unary(tj_graph_t* graph, tj_op_t op, tj_value_t a) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(op, 1, ops);
+  return append(graph, &desc);
+}
+
+static tj_value_t binary(tj_graph_t* graph, tj_op_t op, tj_value_t a,
+                         tj_value_t b) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[2] = {operand(a), operand(b)};
+  tj_node_desc_t desc = make_desc(op, 2, ops);
+  return append(graph, &desc);
+}
+
+//===--- symbolic dims ---===//
+
+int64_t tj_graph_symbol(tj_graph_t* graph, const char* name) {
+  if (!graph) return TJ_DIM_INVALID;
+  int64_t dim = TJ_DIM_INVALID;
+  if (!building(graph)) {
+    // Looking up an existing symbol changes nothing, so it stays allowed
+    // on a finalized graph.
+    uint32_t id;
+    if (name && tj_dim_find_symbol(&graph->dims, name, &id) &&
+        tj_dim_symbol(&graph->dims, name, &dim) == NULL)
+      return dim;
+    return TJ_DIM_INVALID;
+  }
+  tj_status_t status = tj_dim_symbol(&graph->dims, name, &dim);
+  if (status) {
+    tj_graph_record_error(graph, status);
+    return TJ_DIM_INVALID;
+  }
+  return dim;
+}
+
+static int64_t dim_op(tj_graph_t* graph, bool multiply, int64_t a, int64_t b) {
+  if (!building(graph)) return TJ_DIM_INVALID;
+  int64_t dim = TJ_DIM_INVALID;
+  tj_status_t status = multiply ? tj_dim_mul(&graph->dims, a, b, &dim)
+                                : tj_dim_add(&graph->dims, a, b, &dim);
+  if (status) {
+    tj_graph_record_error(
+        graph, tj_status_annotate(status, multiply ? "dim_mul" : "dim_add"));
+    return TJ_DIM_INVALID;
+  }
+  return dim;
+}
+
+int64_t tj_graph_dim_add(tj_graph_t* graph, int64_t a, int64_t b) {
+  return dim_op(graph, false, a, b);
+}
+
+int64_t tj_graph_dim_mul(tj_graph_t* graph, int64_t a, int64_t b) {
+  return dim_op(graph, true, a, b);
+}
+
+//===--- leaves ---===//
+
+static tj_value_t leaf(tj_graph_t* graph, tj_op_t op, tj_dtype_t dtype,
+                       int32_t rank, const int64_t* dims, tj_attrs_t attrs) {
+  if (!building(graph)) return tj_value_none();
+  tj_node_desc_t desc = make_desc(op, 0, NULL);
+  desc.dtype = dtype;
+  desc.rank = rank;
+  desc.dims = dims;
+  desc.attrs = attrs;
+  return append(graph, &desc);
+}
+
+static tj_attrs_t no_attrs(void) {
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  return attrs;
+}
+
+tj_value_t tj_graph_input(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
+                          const int64_t* dims, const char* name) {
+  tj_attrs_t attrs = no_attrs();
+  attrs.name = name;
+  return leaf(graph, TJ_OP_INPUT, dtype, rank, dims, attrs);
+}
+
+tj_value_t tj_graph_constant(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
+                             const int64_t* dims, const void* data) {
+  tj_attrs_t attrs = no_attrs();
+  attrs.data = data;
+  return leaf(graph, TJ_OP_CONSTANT, dtype, rank, dims, attrs);
+}
+
+tj_value_t tj_graph_constant_borrowed(tj_graph_t* graph, tj_dtype_t dtype,
+                                      int32_t rank, const int64_t* dims,
+                                      const void* data) {
+  tj_attrs_t attrs = no_attrs();
+  attrs.data = data;
+  attrs.borrowed = true;
+  return leaf(graph, TJ_OP_CONSTANT, dtype, rank, dims, attrs);
+}
+
+tj_value_t tj_graph_scalar(tj_graph_t* graph, tj_dtype_t dtype, double value) {
+  // The element is converted here and copied into the arena by the append.
+  uint64_t storage = 0;
+  if (tj_dtype_is_valid(dtype)) tj_store_f64(dtype, &storage, 0, value);
+  return tj_graph_constant(graph, dtype, 0, NULL, &storage);
+}
+
+tj_value_t tj_graph_full(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
+                         const int64_t* dims, double value) {
+  tj_attrs_t attrs = no_attrs();
+  attrs.value = value;
+  return leaf(graph, TJ_OP_FULL, dtype, rank, dims, attrs);
+}
+
+tj_value_t tj_graph_iota(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
+                         const int64_t* dims, int32_t axis) {
+  tj_attrs_t attrs = no_attrs();
+  attrs.axis = axis;
+  return leaf(graph, TJ_OP_IOTA, dtype, rank, dims, attrs);
+}
+
+void tj_graph_output(tj_graph_t* graph, tj_value_t value, const char* name) {
+  if (!building(graph)) return;
+  if (value.id == 0) {
+    tj_graph_record_error(graph, tj_invalid("output \"%s\": the value is none",
+                                            name ? name : "(null)"));
+    return;
+  }
+  tj_graph_record_error(graph,
+                        tj_graph_append_output(graph, value.id - 1, name));
+}
+
+//===--- elementwise ---===//
+
+#define TJ_DEFINE_UNARY(fn, OP)                               \
+  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a) { \
+    return unary(graph, TJ_OP_##OP, a);                       \
+  }
+#define TJ_DEFINE_BINARY(fn, OP)                                            \
+  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a, tj_value_t b) { \
+    return binary(graph, TJ_OP_##OP, a, b);                                 \
+  }
+
+TJ_DEFINE_UNARY(neg, NEG)
+TJ_DEFINE_UNARY(abs, ABS)
+TJ_DEFINE_UNARY(exp, EXP)
+TJ_DEFINE_UNARY(log, LOG)
+TJ_DEFINE_UNARY(sqrt, SQRT)
+TJ_DEFINE_UNARY(rsqrt, RSQRT)
+TJ_DEFINE_UNARY(tanh, TANH)
+TJ_DEFINE_UNARY(sigmoid, SIGMOID)
+TJ_DEFINE_UNARY(erf, ERF)
+TJ_DEFINE_UNARY(sin, SIN)
+TJ_DEFINE_UNARY(cos, COS)
+TJ_DEFINE_UNARY(floor, FLOOR)
+TJ_DEFINE_UNARY(ceil, CEIL)
+TJ_DEFINE_UNARY(round, ROUND)
+TJ_DEFINE_UNARY(relu, RELU)
+TJ_DEFINE_UNARY(sign, SIGN)
+TJ_DEFINE_UNARY(logical_not, NOT)
+TJ_DEFINE_UNARY(isnan, ISNAN)
+TJ_DEFINE_UNARY(silu, SILU)
+
+TJ_DEFINE_BINARY(add, ADD)
+TJ_DEFINE_BINARY(sub, SUB)
+TJ_DEFINE_BINARY(mul, MUL)
+TJ_DEFINE_BINARY(div, DIV)
+TJ_DEFINE_BINARY(pow, POW)
+TJ_DEFINE_BINARY(maximum, MAXIMUM)
+TJ_DEFINE_BINARY(minimum, MINIMUM)
+TJ_DEFINE_BINARY(eq, EQ)
+TJ_DEFINE_BINARY(ne, NE)
+TJ_DEFINE_BINARY(lt, LT)
+TJ_DEFINE_BINARY(le, LE)
+TJ_DEFINE_BINARY(gt, GT)
+TJ_DEFINE_BINARY(ge, GE)
+TJ_DEFINE_BINARY(logical_and, AND)
+TJ_DEFINE_BINARY(logical_or, OR)
+TJ_DEFINE_BINARY(matmul, MATMUL)
+
+#undef TJ_DEFINE_UNARY
+#undef TJ_DEFINE_BINARY
+
+tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond, tj_value_t a,
+                          tj_value_t b) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[3] = {operand(cond), operand(a), operand(b)};
+  tj_node_desc_t desc = make_desc(TJ_OP_WHERE, 3, ops);
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a, tj_dtype_t dtype) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_CAST, 1, ops);
+  desc.dtype = dtype;
+  return append(graph, &desc);
+}
+
+//===--- reductions ---===//
+
+static tj_value_t reduce(tj_graph_t* graph, tj_op_t op, tj_value_t a,
+                         int32_t num_axes, const int32_t* axes, bool keepdims) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(op, 1, ops);
+  if (num_axes < 0 || num_axes > TJ_MAX_RANK)
+    return reject(graph, &desc, "num_axes is out of range [0, 8]");
+  if (num_axes > 0 && !axes) return reject(graph, &desc, "axes is NULL");
+  int64_t ints[TJ_MAX_RANK];
+  for (int32_t i = 0; i < num_axes; ++i) ints[i] = axes[i];
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = (uint32_t)num_axes;
+  desc.attrs.keepdims = keepdims;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_sum(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
+                        const int32_t* axes, bool keepdims) {
+  return reduce(graph, TJ_OP_SUM, a, num_axes, axes, keepdims);
+}
+
+tj_value_t tj_graph_mean(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
+                         const int32_t* axes, bool keepdims) {
+  return reduce(graph, TJ_OP_MEAN, a, num_axes, axes, keepdims);
+}
+
+tj_value_t tj_graph_max(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
+                        const int32_t* axes, bool keepdims) {
+  return reduce(graph, TJ_OP_MAX, a, num_axes, axes, keepdims);
+}
+
+tj_value_t tj_graph_min(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
+                        const int32_t* axes, bool keepdims) {
+  return reduce(graph, TJ_OP_MIN, a, num_axes, axes, keepdims);
+}
+
+tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
+                         const int32_t* axes, bool keepdims) {
+  return reduce(graph, TJ_OP_PROD, a, num_axes, axes, keepdims);
+}
+
+tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                           bool keepdims) {
+  return reduce(graph, TJ_OP_ARGMAX, a, 1, &axis, keepdims);
+}
+
+//===--- data movement ---===//
+
+tj_value_t tj_graph_reshape(tj_graph_t* graph, tj_value_t a, int32_t rank,
+                            const int64_t* dims) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_RESHAPE, 1, ops);
+  desc.rank = rank;
+  desc.dims = dims;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_transpose(tj_graph_t* graph, tj_value_t a,
+                              const int32_t* perm) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_TRANSPOSE, 1, ops);
+  const tj_node_t* node = node_of(graph, a);
+  int64_t ints[TJ_MAX_RANK];
+  // Without a valid operand the append reports the operand, not the perm.
+  if (node) {
+    if (node->rank > 0 && !perm) return reject(graph, &desc, "perm is NULL");
+    for (int32_t i = 0; i < node->rank; ++i) ints[i] = perm[i];
+    desc.attrs.ints = ints;
+    desc.attrs.num_ints = (uint32_t)node->rank;
+  }
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_broadcast_to(tj_graph_t* graph, tj_value_t a, int32_t rank,
+                                 const int64_t* dims) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_BROADCAST_TO, 1, ops);
+  desc.rank = rank;
+  desc.dims = dims;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_slice(tj_graph_t* graph, tj_value_t a,
+                          const int64_t* starts, const int64_t* stops,
+                          const int64_t* steps) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_SLICE, 1, ops);
+  const tj_node_t* node = node_of(graph, a);
+  int64_t ints[3 * TJ_MAX_RANK];
+  if (node) {
+    int32_t rank = node->rank;
+    if (rank > 0 && (!starts || !stops))
+      return reject(graph, &desc, "starts and stops must not be NULL");
+    for (int32_t i = 0; i < rank; ++i) {
+      ints[i] = starts[i];
+      ints[rank + i] = stops[i];
+      ints[2 * rank + i] = steps ? steps[i] : 1;
+    }
+    desc.attrs.ints = ints;
+    desc.attrs.num_ints = (uint32_t)(3 * rank);
+  }
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
+                           const tj_value_t* values, int32_t axis) {
+  if (!building(graph)) return tj_value_none();
+  tj_node_desc_t desc = make_desc(TJ_OP_CONCAT, 0, NULL);
+  desc.attrs.axis = axis;
+  if (count < 0) return reject(graph, &desc, "count is negative");
+  if (count > 0 && !values) return reject(graph, &desc, "values is NULL");
+  uint32_t small[16];
+  uint32_t* ops = small;
+  size_t bytes = (size_t)count * sizeof(uint32_t);
+  if ((size_t)count > TJ_ARRAY_SIZE(small)) {
+    ops = tj_alloc(graph->allocator, bytes);
+    if (!ops) {
+      tj_graph_record_error(graph, tj_status_oom());
+      return tj_value_none();
+    }
+  }
+  for (int32_t i = 0; i < count; ++i) ops[i] = operand(values[i]);
+  desc.num_operands = (uint32_t)count;
+  desc.operands = ops;
+  tj_value_t result = append(graph, &desc);
+  if (ops != small) tj_free(graph->allocator, ops, bytes);
+  return result;
+}
+
+tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a, const int64_t* low,
+                        const int64_t* high, double value) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_PAD, 1, ops);
+  desc.attrs.value = value;
+  const tj_node_t* node = node_of(graph, a);
+  int64_t ints[2 * TJ_MAX_RANK];
+  if (node) {
+    int32_t rank = node->rank;
+    if (rank > 0 && (!low || !high))
+      return reject(graph, &desc, "low and high must not be NULL");
+    for (int32_t i = 0; i < rank; ++i) {
+      ints[i] = low[i];
+      ints[rank + i] = high[i];
+    }
+    desc.attrs.ints = ints;
+    desc.attrs.num_ints = (uint32_t)(2 * rank);
+  }
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a, tj_value_t indices,
+                           int32_t axis) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[2] = {operand(a), operand(indices)};
+  tj_node_desc_t desc = make_desc(TJ_OP_GATHER, 2, ops);
+  desc.attrs.axis = axis;
+  return append(graph, &desc);
+}
+
+//===--- composites ---===//
+
+tj_value_t tj_graph_gelu(tj_graph_t* graph, tj_value_t x, bool approximate) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(x)};
+  tj_node_desc_t desc = make_desc(TJ_OP_GELU, 1, ops);
+  desc.attrs.approximate = approximate;
+  return append(graph, &desc);
+}
+
+static tj_value_t softmax_like(tj_graph_t* graph, tj_op_t op, tj_value_t x,
+                               int32_t axis) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[1] = {operand(x)};
+  tj_node_desc_t desc = make_desc(op, 1, ops);
+  desc.attrs.axis = axis;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_softmax(tj_graph_t* graph, tj_value_t x, int32_t axis) {
+  return softmax_like(graph, TJ_OP_SOFTMAX, x, axis);
+}
+
+tj_value_t tj_graph_log_softmax(tj_graph_t* graph, tj_value_t x, int32_t axis) {
+  return softmax_like(graph, TJ_OP_LOG_SOFTMAX, x, axis);
+}
+
+tj_value_t tj_graph_layer_norm(tj_graph_t* graph, tj_value_t x,
+                               tj_value_t gamma, tj_value_t beta, double eps) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[3] = {operand(x), operand(gamma), operand(beta)};
+  tj_node_desc_t desc = make_desc(TJ_OP_LAYER_NORM, 3, ops);
+  desc.attrs.value = eps;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x, tj_value_t gamma,
+                             double eps) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[2] = {operand(x), operand(gamma)};
+  tj_node_desc_t desc = make_desc(TJ_OP_RMS_NORM, 2, ops);
+  desc.attrs.value = eps;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
+                           tj_value_t b) {
+  if (!building(graph)) return tj_value_none();
+  uint32_t ops[3] = {operand(x), operand(w), operand(b)};
+  tj_node_desc_t desc = make_desc(TJ_OP_LINEAR, 3, ops);
+  return append(graph, &desc);
+}
+
+//===--- reading a graph ---===//
+
+int32_t tj_graph_num_inputs(const tj_graph_t* graph) {
+  return graph ? (int32_t)graph->num_inputs : 0;
+}
+
+int32_t tj_graph_num_outputs(const tj_graph_t* graph) {
+  return graph ? (int32_t)graph->num_outputs : 0;
+}
+
+tj_value_t tj_graph_input_value(const tj_graph_t* graph, int32_t index) {
+  if (!graph || index < 0 || (uint32_t)index >= graph->num_inputs)
+    return tj_value_none();
+  tj_value_t value = {graph->inputs[index] + 1};
+  return value;
+}
+
+tj_value_t tj_graph_output_value(const tj_graph_t* graph, int32_t index) {
+  if (!graph || index < 0 || (uint32_t)index >= graph->num_outputs)
+    return tj_value_none();
+  tj_value_t value = {graph->outputs[index].node + 1};
+  return value;
+}
+
+const char* tj_graph_input_name(const tj_graph_t* graph, int32_t index) {
+  if (!graph || index < 0 || (uint32_t)index >= graph->num_inputs) return NULL;
+  return graph->nodes[graph->inputs[index]].attrs.name;
+}
+
+const char* tj_graph_output_name(const tj_graph_t* graph, int32_t index) {
+  if (!graph || index < 0 || (uint32_t)index >= graph->num_outputs) return NULL;
+  return graph->outputs[index].name;
+}
+
+tj_dtype_t tj_graph_value_dtype(const tj_graph_t* graph, tj_value_t value) {
+  const tj_node_t* node = node_of(graph, value);
+  return node ? node->dtype : TJ_DTYPE_COUNT_;
+}
+
+int32_t tj_graph_value_rank(const tj_graph_t* graph, tj_value_t value) {
+  const tj_node_t* node = node_of(graph, value);
+  return node ? node->rank : -1;
+}
+
+void tj_graph_value_dims(const tj_graph_t* graph, tj_value_t value,
+                         int64_t* out_dims) {
+  const tj_node_t* node = node_of(graph, value);
+  if (!node || !out_dims) return;
+  for (int32_t i = 0; i < node->rank; ++i) out_dims[i] = node->dims[i];
+}

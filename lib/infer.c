@@ -1,0 +1,1108 @@
+// Type inference and attribute normalization for every op in lib/ops.def,
+// and tj_graph_append, the one door through which nodes enter a graph.
+//
+// Rules that apply to every op:
+//   - No implicit dtype promotion: operands that combine must have equal
+//     dtypes; each op accepts a class of dtypes (see operand_class).
+//   - Broadcasting is numpy's, right-aligned. When two dims cannot be
+//     compared now because one is symbolic (B vs C, B vs 7), inference
+//     assumes them equal, records a run-time guard a == b and continues with
+//     the constant if there is one, else with the first operand's dim. Two
+//     different constants are an error. The same rule joins matmul's inner
+//     dims, concat's non-axis dims and the [N] parameters of composites.
+//   - Attributes are stored normalized (axes >= 0 and sorted, slice bounds
+//     clamped), so that equal nodes have equal attributes and re-inferring a
+//     stored node reproduces it exactly (what tj_ir_verify checks).
+//   - Every result must have a byte size (constant dims only) that fits in
+//     TJ_MAX_TENSOR_BYTES.
+//   - On failure nothing is appended; only interned dim expressions and
+//     grown (empty) capacity may remain.
+
+#include "lib/infer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+
+typedef struct infer_t {
+  tj_graph_t* graph;
+  const tj_node_desc_t* desc;
+  uint32_t index;  // the node's index (the one it would get, when new)
+  bool existing;
+  tj_ir_inferred_t* out;
+} infer_t;
+
+//===--- error messages ---===//
+
+// Appends printf-style text to a fixed buffer, truncating quietly.
+static void append_text(char* buf, size_t size, size_t* len, const char* format,
+                        ...) TJ_PRINTF_LIKE(4, 5);
+static void append_text(char* buf, size_t size, size_t* len, const char* format,
+                        ...) {
+  if (*len + 1 >= size) return;
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(buf + *len, size - *len, format, args);
+  va_end(args);
+  if (n < 0) return;
+  *len += (size_t)n < size - *len ? (size_t)n : size - *len - 1;
+}
+
+static void format_operand(const tj_graph_t* graph, uint32_t operand,
+                           uint32_t limit, char* buf, size_t size) {
+  if (operand == TJ_NODE_NONE) {
+    snprintf(buf, size, "none");
+  } else if (operand >= limit || operand >= graph->num_nodes) {
+    snprintf(buf, size, "?");
+  } else {
+    tj_ir_format_type(graph, operand, buf, size);
+  }
+}
+
+// "<op> (node %<index>): <problem>; operands <type>, <type>".
+static tj_status_t node_errorv(const tj_graph_t* graph,
+                               const tj_node_desc_t* desc, uint32_t index,
+                               tj_status_code_t code, const char* format,
+                               va_list args) {
+  if (code == TJ_STATUS_OUT_OF_MEMORY) return tj_status_oom();
+  char message[2048];
+  size_t len = 0;
+  if ((unsigned)desc->op < TJ_OP_COUNT_) {
+    append_text(message, sizeof(message), &len, "%s",
+                tj_op_info(desc->op)->name);
+  } else {
+    append_text(message, sizeof(message), &len, "op %d", (int)desc->op);
+  }
+  append_text(message, sizeof(message), &len, " (node %%%u): ", index);
+  if (len + 1 < sizeof(message)) {
+    int n = vsnprintf(message + len, sizeof(message) - len, format, args);
+    if (n > 0)
+      len += (size_t)n < sizeof(message) - len ? (size_t)n
+                                               : sizeof(message) - len - 1;
+  }
+  uint32_t shown = desc->operands ? desc->num_operands : 0;
+  for (uint32_t i = 0; i < shown; ++i) {
+    if (i == 8) {
+      append_text(message, sizeof(message), &len, ", ...");
+      break;
+    }
+    char type[160];
+    format_operand(graph, desc->operands[i], index, type, sizeof(type));
+    append_text(message, sizeof(message), &len, "%s%s",
+                i == 0 ? "; operands " : ", ", type);
+  }
+  return tj_status_make(code, "%s", message);
+}
+
+tj_status_t tj_ir_node_error(const tj_graph_t* graph,
+                             const tj_node_desc_t* desc, tj_status_code_t code,
+                             const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  tj_status_t status =
+      node_errorv(graph, desc, graph->num_nodes, code, format, args);
+  va_end(args);
+  return status;
+}
+
+static tj_status_t fail(infer_t* c, tj_status_code_t code, const char* format,
+                        ...) TJ_PRINTF_LIKE(3, 4);
+static tj_status_t fail(infer_t* c, tj_status_code_t code, const char* format,
+                        ...) {
+  va_list args;
+  va_start(args, format);
+  tj_status_t status =
+      node_errorv(c->graph, c->desc, c->index, code, format, args);
+  va_end(args);
+  return status;
+}
+
+#define INVALID TJ_STATUS_INVALID_ARGUMENT
+
+// Re-words a status from the dim table (e.g. an overflowing sum) as an error
+// of this node; OUT_OF_MEMORY passes through unchanged.
+static tj_status_t wrap(infer_t* c, tj_status_t status) {
+  if (!status || tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY)
+    return status;
+  tj_status_t wrapped =
+      fail(c, tj_status_code(status), "%s", tj_status_message(status));
+  tj_status_free(status);
+  return wrapped;
+}
+
+// Small rotating buffers so one message can show several dims.
+typedef struct dimtext_t {
+  char text[4][96];
+  int next;
+} dimtext_t;
+
+static const char* dimstr(infer_t* c, dimtext_t* t, int64_t dim) {
+  char* buf = t->text[t->next++ % 4];
+  tj_dim_format(&c->graph->dims, dim, buf, sizeof(t->text[0]));
+  return buf;
+}
+
+//===--- operands and dtypes ---===//
+
+static const tj_node_t* in(infer_t* c, uint32_t i) {
+  uint32_t operand = c->desc->operands[i];
+  return operand == TJ_NODE_NONE ? NULL : &c->graph->nodes[operand];
+}
+
+// Optional operands: gamma/beta of the norms and the bias of linear.
+static bool is_optional(tj_op_t op, uint32_t slot) {
+  switch (op) {
+    case TJ_OP_LAYER_NORM:
+      return slot == 1 || slot == 2;
+    case TJ_OP_RMS_NORM:
+      return slot == 1;
+    case TJ_OP_LINEAR:
+      return slot == 2;
+    default:
+      return false;
+  }
+}
+
+static tj_status_t check_operands(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  int32_t arity = tj_op_info(d->op)->arity;
+  if (arity >= 0 && d->num_operands != (uint32_t)arity)
+    return fail(c, INVALID, "takes %d operands, got %u", arity,
+                d->num_operands);
+  if (arity < 0 && d->num_operands == 0)
+    return fail(c, INVALID, "needs at least one operand");
+  if (d->num_operands > 0 && !d->operands)
+    return fail(c, INVALID, "operands is NULL");
+  for (uint32_t i = 0; i < d->num_operands; ++i) {
+    uint32_t operand = d->operands[i];
+    if (operand == TJ_NODE_NONE) {
+      if (!is_optional(d->op, i))
+        return fail(c, INVALID, "operand %u is none", i);
+    } else if (operand >= c->index) {
+      return fail(c, INVALID,
+                  "operand %u (value id %llu) is not an earlier value of "
+                  "this graph",
+                  i, (unsigned long long)operand + 1);
+    }
+  }
+  return NULL;
+}
+
+typedef enum dclass_e {
+  DCLASS_ANY,
+  DCLASS_NUMERIC,  // everything but bool
+  DCLASS_FLOAT,
+  DCLASS_BOOL,
+} dclass_t;
+
+// Which dtypes an op's (main) operands may have.
+static dclass_t operand_class(tj_op_t op) {
+  switch (op) {
+    case TJ_OP_IOTA:
+    case TJ_OP_NEG:
+    case TJ_OP_ABS:
+    case TJ_OP_RELU:
+    case TJ_OP_SIGN:
+    case TJ_OP_ADD:
+    case TJ_OP_SUB:
+    case TJ_OP_MUL:
+    case TJ_OP_DIV:
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM:
+    case TJ_OP_LT:
+    case TJ_OP_LE:
+    case TJ_OP_GT:
+    case TJ_OP_GE:
+    case TJ_OP_SUM:
+    case TJ_OP_PROD:
+    case TJ_OP_MAX:
+    case TJ_OP_MIN:
+    case TJ_OP_ARGMAX:
+    case TJ_OP_MATMUL:
+      return DCLASS_NUMERIC;
+    case TJ_OP_EXP:
+    case TJ_OP_LOG:
+    case TJ_OP_SQRT:
+    case TJ_OP_RSQRT:
+    case TJ_OP_TANH:
+    case TJ_OP_SIGMOID:
+    case TJ_OP_ERF:
+    case TJ_OP_SIN:
+    case TJ_OP_COS:
+    case TJ_OP_FLOOR:
+    case TJ_OP_CEIL:
+    case TJ_OP_ROUND:
+    case TJ_OP_ISNAN:
+    case TJ_OP_POW:
+    case TJ_OP_MEAN:
+    case TJ_OP_GELU:
+    case TJ_OP_SILU:
+    case TJ_OP_SOFTMAX:
+    case TJ_OP_LOG_SOFTMAX:
+    case TJ_OP_LAYER_NORM:
+    case TJ_OP_RMS_NORM:
+    case TJ_OP_LINEAR:
+      return DCLASS_FLOAT;
+    case TJ_OP_NOT:
+    case TJ_OP_AND:
+    case TJ_OP_OR:
+      return DCLASS_BOOL;
+    default:
+      return DCLASS_ANY;
+  }
+}
+
+static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
+  switch (operand_class(c->desc->op)) {
+    case DCLASS_NUMERIC:
+      if (dtype == TJ_DTYPE_BOOL)
+        return fail(c, INVALID, "needs a numeric dtype, got bool");
+      break;
+    case DCLASS_FLOAT:
+      if (!tj_dtype_is_float(dtype))
+        return fail(c, INVALID, "needs a float dtype, got %s",
+                    tj_dtype_name(dtype));
+      break;
+    case DCLASS_BOOL:
+      if (dtype != TJ_DTYPE_BOOL)
+        return fail(c, INVALID, "needs bool, got %s", tj_dtype_name(dtype));
+      break;
+    case DCLASS_ANY:
+      break;
+  }
+  return NULL;
+}
+
+static tj_status_t check_dtype_valid(infer_t* c, tj_dtype_t dtype) {
+  if (!tj_dtype_is_valid(dtype))
+    return fail(c, INVALID, "dtype %d is not a dtype", (int)dtype);
+  return NULL;
+}
+
+static tj_status_t check_same_dtype(infer_t* c, tj_dtype_t a, tj_dtype_t b) {
+  if (a != b)
+    return fail(c, INVALID, "dtype mismatch %s vs %s", tj_dtype_name(a),
+                tj_dtype_name(b));
+  return NULL;
+}
+
+//===--- dims and shapes ---===//
+
+typedef enum dims_rule_e {
+  DIMS_ANY,       // constants or symbolic dims of this graph
+  DIMS_CONSTANT,  // constants only
+  DIMS_RESHAPE,   // DIMS_ANY plus TJ_DIM_INFER
+} dims_rule_t;
+
+static tj_status_t check_dims(infer_t* c, int32_t rank, const int64_t* dims,
+                              dims_rule_t rule) {
+  if (rank < 0 || rank > TJ_MAX_RANK)
+    return fail(c, INVALID, "rank %d is out of range [0, %d]", (int)rank,
+                TJ_MAX_RANK);
+  if (rank > 0 && !dims) return fail(c, INVALID, "dims is NULL");
+  for (int32_t i = 0; i < rank; ++i) {
+    int64_t d = dims[i];
+    if (d >= 0) continue;
+    if (d == TJ_DIM_INFER && rule == DIMS_RESHAPE) continue;
+    if (tj_dim_expr(&c->graph->dims, d)) {
+      if (rule != DIMS_CONSTANT) continue;
+      dimtext_t t = {0};
+      return fail(c, INVALID, "dim %d is %s; constants need constant dims",
+                  (int)i, dimstr(c, &t, d));
+    }
+    return fail(c, INVALID,
+                "dim %d is %lld, which is neither a size nor a symbolic dim "
+                "of this graph",
+                (int)i, (long long)d);
+  }
+  return NULL;
+}
+
+// Normalizes |axis| (negative counts from the end) for |rank| axes.
+static tj_status_t normalize_axis(infer_t* c, int64_t axis, int32_t rank,
+                                  int64_t* out) {
+  if (axis < -(int64_t)rank || axis >= rank)
+    return fail(c, INVALID, "axis %lld is out of range for rank %d",
+                (long long)axis, (int)rank);
+  *out = axis < 0 ? axis + rank : axis;
+  return NULL;
+}
+
+static bool guard_recorded(const tj_graph_t* graph, int64_t a, int64_t b) {
+  for (uint32_t i = 0; i < graph->num_guards; ++i) {
+    const tj_guard_t* g = &graph->guards[i];
+    if ((g->a == a && g->b == b) || (g->a == b && g->b == a)) return true;
+  }
+  return false;
+}
+
+static tj_status_t guard(infer_t* c, int64_t a, int64_t b) {
+  if (!c->existing) return tj_graph_add_guard(c->graph, a, b, c->index);
+  if (guard_recorded(c->graph, a, b)) return NULL;
+  dimtext_t t = {0};
+  return fail(c, INVALID, "needs the guard %s == %s, which is not recorded",
+              dimstr(c, &t, a), dimstr(c, &t, b));
+}
+
+// Two dims that must be equal: the dim they agree on, guarding what cannot
+// be decided now. |*conflict| for two different constants.
+static tj_status_t unify(infer_t* c, int64_t x, int64_t y, int64_t* out,
+                         bool* conflict) {
+  *conflict = false;
+  if (x == y) {
+    *out = x;
+    return NULL;
+  }
+  if (x >= 0 && y >= 0) {
+    *conflict = true;
+    return NULL;
+  }
+  TJ_RETURN_IF_ERROR(guard(c, x, y));
+  *out = y >= 0 ? y : x;
+  return NULL;
+}
+
+// One axis of numpy broadcasting: a constant 1 yields to the other dim.
+static tj_status_t broadcast_dim(infer_t* c, int64_t x, int64_t y, int64_t* out,
+                                 bool* conflict) {
+  *conflict = false;
+  if (x == 1 || y == 1) {
+    *out = x == 1 ? y : x;
+    return NULL;
+  }
+  return unify(c, x, y, out, conflict);
+}
+
+// Broadcasts shape (ra, a) with (rb, b) into (*out_rank, out).
+static tj_status_t broadcast_shapes(infer_t* c, int32_t ra, const int64_t* a,
+                                    int32_t rb, const int64_t* b,
+                                    int32_t* out_rank, int64_t* out) {
+  int32_t rank = ra > rb ? ra : rb;
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    int32_t ia = i - (rank - ra), ib = i - (rank - rb);
+    int64_t x = ia >= 0 ? a[ia] : 1;
+    int64_t y = ib >= 0 ? b[ib] : 1;
+    bool conflict;
+    TJ_RETURN_IF_ERROR(broadcast_dim(c, x, y, &dims[i], &conflict));
+    if (conflict)
+      return fail(c, INVALID,
+                  "cannot broadcast %lld against %lld (result "
+                  "axis %d)",
+                  (long long)x, (long long)y, (int)i);
+  }
+  *out_rank = rank;
+  memcpy(out, dims, (size_t)rank * sizeof(int64_t));
+  return NULL;
+}
+
+static void set_result(infer_t* c, tj_dtype_t dtype, int32_t rank,
+                       const int64_t* dims) {
+  c->out->dtype = dtype;
+  c->out->rank = rank;
+  if (rank > 0) memcpy(c->out->dims, dims, (size_t)rank * sizeof(int64_t));
+}
+
+// Bytes of the constant part of a shape; false if it exceeds the limit.
+static bool byte_size_fits(tj_dtype_t dtype, int32_t rank, const int64_t* dims,
+                           int64_t* out_bytes) {
+  int64_t bytes = (int64_t)tj_dtype_size(dtype);
+  bool too_big = false;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (dims[i] == 0) {
+      *out_bytes = 0;  // an empty tensor fits whatever its other dims
+      return true;
+    }
+    if (dims[i] > 0 && (tj_mul_overflow_i64(bytes, dims[i], &bytes) ||
+                        bytes > TJ_MAX_TENSOR_BYTES))
+      too_big = true;
+    if (too_big) bytes = TJ_MAX_TENSOR_BYTES;  // keep later steps defined
+  }
+  *out_bytes = bytes;
+  return !too_big;
+}
+
+static tj_status_t check_size(infer_t* c, tj_dtype_t dtype, int32_t rank,
+                              const int64_t* dims) {
+  int64_t bytes;
+  if (byte_size_fits(dtype, rank, dims, &bytes)) return NULL;
+  char shape[512];
+  tj_shape_format(&c->graph->dims, rank, dims, shape, sizeof(shape));
+  return fail(c, INVALID, "tensor size overflows: %s%s is more than 2^48 bytes",
+              tj_dtype_name(dtype), shape);
+}
+
+//===--- leaves ---===//
+
+static tj_status_t infer_input(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  TJ_RETURN_IF_ERROR(check_dtype_valid(c, d->dtype));
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_ANY));
+  const char* name = d->attrs.name;
+  if (!tj_is_c_identifier(name))
+    return fail(c, INVALID, "input name \"%s\" is not a C identifier",
+                name ? name : "(null)");
+  // A stored input is in graph->inputs already; the verifier checks names.
+  if (!c->existing) {
+    for (uint32_t i = 0; i < c->graph->num_inputs; ++i) {
+      uint32_t other = c->graph->inputs[i];
+      if (strcmp(c->graph->nodes[other].attrs.name, name) == 0)
+        return fail(c, INVALID,
+                    "input name \"%s\" is already used by node %%%u", name,
+                    other);
+    }
+  }
+  set_result(c, d->dtype, d->rank, d->dims);
+  c->out->attrs.name = name;
+  return NULL;
+}
+
+static tj_status_t infer_constant(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  TJ_RETURN_IF_ERROR(check_dtype_valid(c, d->dtype));
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_CONSTANT));
+  TJ_RETURN_IF_ERROR(check_size(c, d->dtype, d->rank, d->dims));
+  int64_t bytes = 0;
+  byte_size_fits(d->dtype, d->rank, d->dims, &bytes);
+  if (!d->attrs.data && bytes > 0)
+    return fail(c, INVALID, "data is NULL for %lld bytes", (long long)bytes);
+  set_result(c, d->dtype, d->rank, d->dims);
+  c->out->attrs.data = d->attrs.data;
+  c->out->attrs.borrowed = d->attrs.borrowed;
+  return NULL;
+}
+
+static tj_status_t infer_full(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  TJ_RETURN_IF_ERROR(check_dtype_valid(c, d->dtype));
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_ANY));
+  set_result(c, d->dtype, d->rank, d->dims);
+  c->out->attrs.value = d->attrs.value;
+  return NULL;
+}
+
+static tj_status_t infer_iota(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  TJ_RETURN_IF_ERROR(check_dtype_valid(c, d->dtype));
+  TJ_RETURN_IF_ERROR(check_class(c, d->dtype));
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_ANY));
+  TJ_RETURN_IF_ERROR(
+      normalize_axis(c, d->attrs.axis, d->rank, &c->out->attrs.axis));
+  set_result(c, d->dtype, d->rank, d->dims);
+  return NULL;
+}
+
+//===--- elementwise ---===//
+
+static tj_status_t infer_unary(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  tj_dtype_t dtype = a->dtype;
+  if (c->desc->op == TJ_OP_CAST) {
+    dtype = c->desc->dtype;
+    TJ_RETURN_IF_ERROR(check_dtype_valid(c, dtype));
+  } else {
+    TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+    if (c->desc->op == TJ_OP_ISNAN) dtype = TJ_DTYPE_BOOL;
+  }
+  set_result(c, dtype, a->rank, a->dims);
+  return NULL;
+}
+
+static bool is_comparison(tj_op_t op) {
+  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
+         op == TJ_OP_GT || op == TJ_OP_GE;
+}
+
+static tj_status_t infer_binary(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* b = in(c, 1);
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, a->dtype, b->dtype));
+  TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      broadcast_shapes(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
+  set_result(c, is_comparison(c->desc->op) ? TJ_DTYPE_BOOL : a->dtype, rank,
+             dims);
+  return NULL;
+}
+
+static tj_status_t infer_where(infer_t* c) {
+  const tj_node_t* cond = in(c, 0);
+  const tj_node_t* a = in(c, 1);
+  const tj_node_t* b = in(c, 2);
+  if (cond->dtype != TJ_DTYPE_BOOL)
+    return fail(c, INVALID, "cond must be bool, got %s",
+                tj_dtype_name(cond->dtype));
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, a->dtype, b->dtype));
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(broadcast_shapes(c, cond->rank, cond->dims, a->rank,
+                                      a->dims, &rank, dims));
+  TJ_RETURN_IF_ERROR(
+      broadcast_shapes(c, rank, dims, b->rank, b->dims, &rank, dims));
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+//===--- reductions ---===//
+
+static tj_status_t infer_reduction(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+  bool reduced[TJ_MAX_RANK] = {false};
+  uint32_t n = d->attrs.num_ints;
+  if (n > 0 && !d->attrs.ints) return fail(c, INVALID, "axes is NULL");
+  if (d->op == TJ_OP_ARGMAX) {
+    if (n > 1) return fail(c, INVALID, "takes one axis, got %u", n);
+    int64_t axis = 0;
+    TJ_RETURN_IF_ERROR(normalize_axis(
+        c, n == 1 ? d->attrs.ints[0] : d->attrs.axis, a->rank, &axis));
+    if (a->dims[axis] == 0)
+      return fail(c, INVALID, "axis %lld is empty", (long long)axis);
+    reduced[axis] = true;
+    c->out->attrs.axis = axis;
+  } else if (n == 0) {
+    for (int32_t i = 0; i < a->rank; ++i) reduced[i] = true;
+  } else {
+    for (uint32_t i = 0; i < n; ++i) {
+      int64_t axis = 0;
+      TJ_RETURN_IF_ERROR(normalize_axis(c, d->attrs.ints[i], a->rank, &axis));
+      if (reduced[axis])
+        return fail(c, INVALID, "axis %lld is repeated",
+                    (long long)d->attrs.ints[i]);
+      reduced[axis] = true;
+    }
+  }
+  int64_t dims[TJ_MAX_RANK];
+  int32_t rank = 0;
+  for (int32_t i = 0; i < a->rank; ++i) {
+    if (reduced[i]) {
+      c->out->ints[c->out->attrs.num_ints++] = i;
+      if (d->attrs.keepdims) dims[rank++] = 1;
+    } else {
+      dims[rank++] = a->dims[i];
+    }
+  }
+  c->out->attrs.keepdims = d->attrs.keepdims;
+  set_result(c, d->op == TJ_OP_ARGMAX ? TJ_DTYPE_I64 : a->dtype, rank, dims);
+  return NULL;
+}
+
+//===--- contraction ---===//
+
+// numpy.matmul of shapes (ra, a) x (rb, b) into (*out_rank, out).
+static tj_status_t matmul_shape(infer_t* c, int32_t ra, const int64_t* a,
+                                int32_t rb, const int64_t* b, int32_t* out_rank,
+                                int64_t* out) {
+  if (ra < 1 || rb < 1) return fail(c, INVALID, "operands must have rank >= 1");
+  // Rank-1 operands are promoted to [1, K] and [K, 1]; the added dim is
+  // dropped from the result again.
+  int64_t k_a = a[ra - 1];
+  int64_t k_b = rb == 1 ? b[0] : b[rb - 2];
+  int64_t k;
+  bool conflict;
+  TJ_RETURN_IF_ERROR(unify(c, k_a, k_b, &k, &conflict));
+  if (conflict)
+    return fail(c, INVALID, "inner dims differ: %lld vs %lld", (long long)k_a,
+                (long long)k_b);
+  int32_t batch_a = ra > 2 ? ra - 2 : 0;
+  int32_t batch_b = rb > 2 ? rb - 2 : 0;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(broadcast_shapes(c, batch_a, a, batch_b, b, &rank, dims));
+  if (ra >= 2) dims[rank++] = a[ra - 2];
+  if (rb >= 2) dims[rank++] = b[rb - 1];
+  *out_rank = rank;
+  memcpy(out, dims, (size_t)rank * sizeof(int64_t));
+  return NULL;
+}
+
+static tj_status_t infer_matmul(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* b = in(c, 1);
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, a->dtype, b->dtype));
+  TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      matmul_shape(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+//===--- data movement ---===//
+
+static tj_status_t infer_reshape(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_RESHAPE));
+  tj_dimtab_t* tab = &c->graph->dims;
+  int32_t infer_at = -1;
+  int64_t known = 1;
+  for (int32_t i = 0; i < d->rank; ++i) {
+    if (d->dims[i] == TJ_DIM_INFER) {
+      if (infer_at >= 0) return fail(c, INVALID, "more than one dim is -1");
+      infer_at = i;
+      continue;
+    }
+    TJ_RETURN_IF_ERROR(wrap(c, tj_dim_mul(tab, known, d->dims[i], &known)));
+  }
+  int64_t numel;
+  TJ_RETURN_IF_ERROR(wrap(c, tj_dim_product(tab, a->rank, a->dims, &numel)));
+  int64_t dims[TJ_MAX_RANK];
+  if (d->rank > 0) memcpy(dims, d->dims, (size_t)d->rank * sizeof(int64_t));
+  dimtext_t t = {0};
+  if (infer_at >= 0) {
+    bool ok = false;
+    TJ_RETURN_IF_ERROR(
+        wrap(c, tj_dim_div_exact(tab, numel, known, &dims[infer_at], &ok)));
+    if (!ok)
+      return fail(c, INVALID,
+                  "cannot infer dim %d: %s elements are not a multiple of %s",
+                  (int)infer_at, dimstr(c, &t, numel), dimstr(c, &t, known));
+  } else if (numel != known) {
+    return fail(c, INVALID, "element count differs: %s vs %s",
+                dimstr(c, &t, numel), dimstr(c, &t, known));
+  }
+  set_result(c, a->dtype, d->rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_transpose(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  if (d->attrs.num_ints != (uint32_t)a->rank)
+    return fail(c, INVALID, "perm has %u entries for rank %d",
+                d->attrs.num_ints, (int)a->rank);
+  if (a->rank > 0 && !d->attrs.ints) return fail(c, INVALID, "perm is NULL");
+  bool used[TJ_MAX_RANK] = {false};
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < a->rank; ++i) {
+    int64_t axis = 0;
+    TJ_RETURN_IF_ERROR(normalize_axis(c, d->attrs.ints[i], a->rank, &axis));
+    if (used[axis])
+      return fail(c, INVALID, "perm repeats axis %lld", (long long)axis);
+    used[axis] = true;
+    c->out->ints[i] = axis;
+    dims[i] = a->dims[axis];
+  }
+  c->out->attrs.num_ints = (uint32_t)a->rank;
+  set_result(c, a->dtype, a->rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_broadcast_to(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_ANY));
+  if (d->rank < a->rank)
+    return fail(c, INVALID, "cannot broadcast rank %d to rank %d", (int)a->rank,
+                (int)d->rank);
+  int32_t lead = d->rank - a->rank;
+  for (int32_t i = 0; i < a->rank; ++i) {
+    int64_t x = a->dims[i], y = d->dims[lead + i];
+    if (x == y || x == 1) continue;
+    int64_t unused;
+    bool conflict;
+    TJ_RETURN_IF_ERROR(unify(c, x, y, &unused, &conflict));
+    if (conflict) {
+      dimtext_t t = {0};
+      return fail(c, INVALID, "cannot broadcast dim %d (%s) to %s", (int)i,
+                  dimstr(c, &t, x), dimstr(c, &t, y));
+    }
+  }
+  set_result(c, a->dtype, d->rank, d->dims);
+  return NULL;
+}
+
+// Any start at or below -TJ_MAX_TENSOR_BYTES (and stop at or above it) lies
+// beyond every possible dim, so it clamps to the edge whatever B turns out
+// to be: that is what lets a symbolic axis be sliced "whole".
+static bool slice_is_whole(int64_t start, int64_t stop, int64_t step) {
+  return (start == 0 || start <= -TJ_MAX_TENSOR_BYTES) &&
+         stop >= TJ_MAX_TENSOR_BYTES && step == 1;
+}
+
+// numpy's normalization of one bound for a positive step.
+static int64_t clamp_bound(int64_t bound, int64_t n) {
+  if (bound < 0) {
+    bound += n;  // no overflow: bound < 0 <= n
+    if (bound < 0) bound = 0;
+  }
+  return bound > n ? n : bound;
+}
+
+static tj_status_t infer_slice(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  int32_t rank = a->rank;
+  if (d->attrs.num_ints != (uint32_t)(3 * rank))
+    return fail(c, INVALID,
+                "needs %d starts, stops and steps for rank %d, got %u ints",
+                (int)(3 * rank), (int)rank, d->attrs.num_ints);
+  if (rank > 0 && !d->attrs.ints)
+    return fail(c, INVALID, "starts/stops/steps is NULL");
+  const int64_t* starts = d->attrs.ints;
+  const int64_t* stops = starts + rank;
+  const int64_t* steps = starts + 2 * rank;
+  int64_t* out = c->out->ints;
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    int64_t n = a->dims[i];
+    int64_t start = starts[i], stop = stops[i], step = steps[i];
+    if (step <= 0)
+      return fail(c, INVALID, "step %lld on axis %d must be > 0",
+                  (long long)step, (int)i);
+    if (n < 0) {
+      if (!slice_is_whole(start, stop, step)) {
+        dimtext_t t = {0};
+        return fail(
+            c, TJ_STATUS_UNSUPPORTED,
+            "axis %d has symbolic size %s and can only be sliced "
+            "whole (start 0, stop INT64_MAX, step 1), got %lld:%lld:%lld",
+            (int)i, dimstr(c, &t, n), (long long)start, (long long)stop,
+            (long long)step);
+      }
+      out[i] = 0;
+      out[rank + i] = INT64_MAX;
+      out[2 * rank + i] = 1;
+      dims[i] = n;
+      continue;
+    }
+    start = clamp_bound(start, n);
+    stop = clamp_bound(stop, n);
+    out[i] = start;
+    out[rank + i] = stop;
+    out[2 * rank + i] = step;
+    // ceil((stop - start) / step) without overflowing for a huge step.
+    dims[i] = stop > start ? (stop - start - 1) / step + 1 : 0;
+  }
+  c->out->attrs.num_ints = (uint32_t)(3 * rank);
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_concat(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* first = in(c, 0);
+  int32_t rank = first->rank;
+  if (rank < 1) return fail(c, INVALID, "operands must have rank >= 1");
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, d->attrs.axis, rank, &axis));
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, first->dims, (size_t)rank * sizeof(int64_t));
+  for (uint32_t k = 1; k < d->num_operands; ++k) {
+    const tj_node_t* v = in(c, k);
+    if (v->dtype != first->dtype)
+      return fail(c, INVALID, "dtype mismatch %s vs %s (operand %u)",
+                  tj_dtype_name(first->dtype), tj_dtype_name(v->dtype), k);
+    if (v->rank != rank)
+      return fail(c, INVALID, "rank mismatch %d vs %d (operand %u)", (int)rank,
+                  (int)v->rank, k);
+    for (int32_t i = 0; i < rank; ++i) {
+      if (i == axis) {
+        TJ_RETURN_IF_ERROR(wrap(
+            c, tj_dim_add(&c->graph->dims, dims[i], v->dims[i], &dims[i])));
+        continue;
+      }
+      bool conflict;
+      int64_t before = dims[i];
+      TJ_RETURN_IF_ERROR(unify(c, before, v->dims[i], &dims[i], &conflict));
+      if (conflict)
+        return fail(c, INVALID, "dim %d differs: %lld vs %lld (operand %u)",
+                    (int)i, (long long)before, (long long)v->dims[i], k);
+    }
+  }
+  c->out->attrs.axis = axis;
+  set_result(c, first->dtype, rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_pad(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* a = in(c, 0);
+  int32_t rank = a->rank;
+  if (d->attrs.num_ints != (uint32_t)(2 * rank))
+    return fail(c, INVALID, "needs %d low and high pads for rank %d, got %u",
+                (int)(2 * rank), (int)rank, d->attrs.num_ints);
+  if (rank > 0 && !d->attrs.ints) return fail(c, INVALID, "low/high is NULL");
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    int64_t low = d->attrs.ints[i], high = d->attrs.ints[rank + i];
+    if (low < 0 || high < 0)
+      return fail(c, INVALID, "padding of axis %d is %lld, %lld; must be >= 0",
+                  (int)i, (long long)low, (long long)high);
+    tj_dimtab_t* tab = &c->graph->dims;
+    TJ_RETURN_IF_ERROR(wrap(c, tj_dim_add(tab, a->dims[i], low, &dims[i])));
+    TJ_RETURN_IF_ERROR(wrap(c, tj_dim_add(tab, dims[i], high, &dims[i])));
+    c->out->ints[i] = low;
+    c->out->ints[rank + i] = high;
+  }
+  c->out->attrs.num_ints = (uint32_t)(2 * rank);
+  c->out->attrs.value = d->attrs.value;
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_gather(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* indices = in(c, 1);
+  if (indices->dtype != TJ_DTYPE_I32 && indices->dtype != TJ_DTYPE_I64)
+    return fail(c, INVALID, "indices must be i32 or i64, got %s",
+                tj_dtype_name(indices->dtype));
+  if (a->rank < 1) return fail(c, INVALID, "a must have rank >= 1");
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, c->desc->attrs.axis, a->rank, &axis));
+  int32_t rank = a->rank - 1 + indices->rank;
+  if (rank > TJ_MAX_RANK)
+    return fail(c, INVALID, "result rank %d exceeds %d", (int)rank,
+                TJ_MAX_RANK);
+  int64_t dims[TJ_MAX_RANK];
+  int32_t n = 0;
+  for (int32_t i = 0; i < axis; ++i) dims[n++] = a->dims[i];
+  for (int32_t i = 0; i < indices->rank; ++i) dims[n++] = indices->dims[i];
+  for (int32_t i = (int32_t)axis + 1; i < a->rank; ++i) dims[n++] = a->dims[i];
+  c->out->attrs.axis = axis;
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+//===--- composites ---===//
+
+static tj_status_t infer_pointwise_composite(infer_t* c) {
+  const tj_node_t* x = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
+  if (c->desc->op == TJ_OP_GELU)
+    c->out->attrs.approximate = c->desc->attrs.approximate;
+  set_result(c, x->dtype, x->rank, x->dims);
+  return NULL;
+}
+
+static tj_status_t infer_softmax(infer_t* c) {
+  const tj_node_t* x = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
+  if (x->rank < 1) return fail(c, INVALID, "x must have rank >= 1");
+  TJ_RETURN_IF_ERROR(
+      normalize_axis(c, c->desc->attrs.axis, x->rank, &c->out->attrs.axis));
+  set_result(c, x->dtype, x->rank, x->dims);
+  return NULL;
+}
+
+// A [N] parameter (gamma, beta, bias) of a composite: |x_dtype| and one dim
+// that must equal |n| (guarded when symbolic). Returns the agreed N.
+static tj_status_t check_vector(infer_t* c, uint32_t slot, const char* what,
+                                tj_dtype_t x_dtype, int64_t n, int64_t* out_n) {
+  *out_n = n;
+  const tj_node_t* v = in(c, slot);
+  if (!v) return NULL;
+  if (v->dtype != x_dtype)
+    return fail(c, INVALID, "dtype mismatch %s vs %s (%s)",
+                tj_dtype_name(x_dtype), tj_dtype_name(v->dtype), what);
+  dimtext_t t = {0};
+  if (v->rank != 1)
+    return fail(c, INVALID, "%s must have shape [%s], got rank %d", what,
+                dimstr(c, &t, n), (int)v->rank);
+  bool conflict;
+  TJ_RETURN_IF_ERROR(unify(c, n, v->dims[0], out_n, &conflict));
+  if (conflict)
+    return fail(c, INVALID, "%s must have shape [%s], got [%s]", what,
+                dimstr(c, &t, n), dimstr(c, &t, v->dims[0]));
+  return NULL;
+}
+
+static tj_status_t infer_norm(infer_t* c) {
+  const tj_node_t* x = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
+  if (x->rank < 1) return fail(c, INVALID, "x must have rank >= 1");
+  double eps = c->desc->attrs.value;
+  if (!isfinite(eps) || eps < 0)
+    return fail(c, INVALID, "eps %g must be finite and >= 0", eps);
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof(int64_t));
+  int64_t* n = &dims[x->rank - 1];
+  TJ_RETURN_IF_ERROR(check_vector(c, 1, "gamma", x->dtype, *n, n));
+  if (c->desc->op == TJ_OP_LAYER_NORM)
+    TJ_RETURN_IF_ERROR(check_vector(c, 2, "beta", x->dtype, *n, n));
+  c->out->attrs.value = eps;
+  set_result(c, x->dtype, x->rank, dims);
+  return NULL;
+}
+
+static tj_status_t infer_linear(infer_t* c) {
+  const tj_node_t* x = in(c, 0);
+  const tj_node_t* w = in(c, 1);
+  TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, x->dtype, w->dtype));
+  if (w->rank != 2) return fail(c, INVALID, "w must have rank 2");
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      matmul_shape(c, x->rank, x->dims, w->rank, w->dims, &rank, dims));
+  TJ_RETURN_IF_ERROR(
+      check_vector(c, 2, "b", x->dtype, dims[rank - 1], &dims[rank - 1]));
+  set_result(c, x->dtype, rank, dims);
+  return NULL;
+}
+
+//===--- entry points ---===//
+
+tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
+                        uint32_t index, bool existing, tj_ir_inferred_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->attrs.ints = out->ints;
+  infer_t c = {graph, desc, index, existing, out};
+  if ((unsigned)desc->op >= TJ_OP_COUNT_)
+    return fail(&c, INVALID, "unknown op");
+  TJ_RETURN_IF_ERROR(check_operands(&c));
+  tj_status_t status = NULL;
+  switch (desc->op) {
+    case TJ_OP_INPUT:
+      status = infer_input(&c);
+      break;
+    case TJ_OP_CONSTANT:
+      status = infer_constant(&c);
+      break;
+    case TJ_OP_FULL:
+      status = infer_full(&c);
+      break;
+    case TJ_OP_IOTA:
+      status = infer_iota(&c);
+      break;
+    case TJ_OP_WHERE:
+      status = infer_where(&c);
+      break;
+    case TJ_OP_MATMUL:
+      status = infer_matmul(&c);
+      break;
+    case TJ_OP_RESHAPE:
+      status = infer_reshape(&c);
+      break;
+    case TJ_OP_TRANSPOSE:
+      status = infer_transpose(&c);
+      break;
+    case TJ_OP_BROADCAST_TO:
+      status = infer_broadcast_to(&c);
+      break;
+    case TJ_OP_SLICE:
+      status = infer_slice(&c);
+      break;
+    case TJ_OP_CONCAT:
+      status = infer_concat(&c);
+      break;
+    case TJ_OP_PAD:
+      status = infer_pad(&c);
+      break;
+    case TJ_OP_GATHER:
+      status = infer_gather(&c);
+      break;
+    case TJ_OP_GELU:
+    case TJ_OP_SILU:
+      status = infer_pointwise_composite(&c);
+      break;
+    case TJ_OP_SOFTMAX:
+    case TJ_OP_LOG_SOFTMAX:
+      status = infer_softmax(&c);
+      break;
+    case TJ_OP_LAYER_NORM:
+    case TJ_OP_RMS_NORM:
+      status = infer_norm(&c);
+      break;
+    case TJ_OP_LINEAR:
+      status = infer_linear(&c);
+      break;
+    default:
+      switch (tj_op_info(desc->op)->kind) {
+        case TJ_OP_KIND_UNARY:
+          status = infer_unary(&c);
+          break;
+        case TJ_OP_KIND_BINARY:
+          status = infer_binary(&c);
+          break;
+        case TJ_OP_KIND_REDUCTION:
+          status = infer_reduction(&c);
+          break;
+        default:
+          status = fail(&c, TJ_STATUS_INTERNAL, "no inference rule");
+          break;
+      }
+      break;
+  }
+  TJ_RETURN_IF_ERROR(status);
+  return check_size(&c, out->dtype, out->rank, out->dims);
+}
+
+// Copies the node's payloads into the arena and appends it. Capacity is
+// reserved before anything is published, so failure leaves no trace but
+// unused arena bytes (freed with the graph).
+static tj_status_t commit(tj_graph_t* graph, const tj_node_desc_t* desc,
+                          const tj_ir_inferred_t* r, uint32_t* out_node) {
+  TJ_RETURN_IF_ERROR(tj_array_reserve(graph->allocator, (void**)&graph->nodes,
+                                      &graph->node_capacity,
+                                      graph->num_nodes + 1, sizeof(tj_node_t)));
+  if (desc->op == TJ_OP_INPUT) {
+    TJ_RETURN_IF_ERROR(tj_array_reserve(
+        graph->allocator, (void**)&graph->inputs, &graph->input_capacity,
+        graph->num_inputs + 1, sizeof(uint32_t)));
+  }
+  tj_arena_t* arena = &graph->arena;
+  tj_node_t node;
+  memset(&node, 0, sizeof(node));
+  node.op = desc->op;
+  node.dtype = r->dtype;
+  node.rank = r->rank;
+  node.num_operands = desc->num_operands;
+  node.attrs = r->attrs;
+  node.attrs.ints = NULL;
+  if (desc->num_operands > 0) {
+    node.operands = tj_arena_memdup(
+        arena, desc->operands, (size_t)desc->num_operands * sizeof(uint32_t));
+    if (!node.operands) return tj_status_oom();
+  }
+  if (r->rank > 0) {
+    node.dims =
+        tj_arena_memdup(arena, r->dims, (size_t)r->rank * sizeof(int64_t));
+    if (!node.dims) return tj_status_oom();
+  }
+  if (r->attrs.num_ints > 0) {
+    node.attrs.ints = tj_arena_memdup(
+        arena, r->ints, (size_t)r->attrs.num_ints * sizeof(int64_t));
+    if (!node.attrs.ints) return tj_status_oom();
+  }
+  if (r->attrs.name) {
+    node.attrs.name = tj_arena_strdup(arena, r->attrs.name);
+    if (!node.attrs.name) return tj_status_oom();
+  }
+  if (desc->op == TJ_OP_CONSTANT && !r->attrs.borrowed) {
+    int64_t bytes = 0;
+    byte_size_fits(r->dtype, r->rank, r->dims, &bytes);
+    node.attrs.data = bytes > 0
+                          ? tj_arena_memdup(arena, r->attrs.data, (size_t)bytes)
+                          : tj_arena_alloc(arena, 0);
+    if (!node.attrs.data) return tj_status_oom();
+  }
+  uint32_t index = graph->num_nodes++;
+  graph->nodes[index] = node;
+  if (desc->op == TJ_OP_INPUT) graph->inputs[graph->num_inputs++] = index;
+  *out_node = index;
+  return NULL;
+}
+
+tj_status_t tj_graph_append(tj_graph_t* graph, const tj_node_desc_t* desc,
+                            uint32_t* out_node) {
+  if (graph->finalized)
+    return tj_ir_node_error(graph, desc, INVALID, "the graph is finalized");
+  // Value ids are index + 1 and TJ_NODE_NONE is reserved.
+  if (graph->num_nodes >= UINT32_MAX - 2)
+    return tj_ir_node_error(graph, desc, INVALID, "too many nodes");
+  uint32_t guards_before = graph->num_guards;
+  tj_ir_inferred_t result;
+  tj_status_t status =
+      tj_ir_infer(graph, desc, graph->num_nodes, false, &result);
+  if (!status) status = commit(graph, desc, &result, out_node);
+  if (status) graph->num_guards = guards_before;
+  return status;
+}

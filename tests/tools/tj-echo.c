@@ -1,0 +1,372 @@
+// tj-echo: parses a .tj file, rebuilds every node through the PUBLIC
+// tj_graph_* builder (one call per op, as a host program would make them)
+// into a second graph, and prints that. Comparing its output with tj-opt's
+// proves that the parser and the public builder agree on every op, attribute
+// and type (llvm-c-test --echo in spirit).
+//
+//   tj-echo [--split-input-file] [FILE|-]
+//
+// The source graph is read through internal structs only for what the
+// public API does not expose (op and attributes); everything built goes
+// through tensorjit.h.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+#include "lib/ir.h"
+#include "tensorjit.h"
+
+//===--- rebuilding ---===//
+
+// The dim |d| of |src| rebuilt in |dst| from symbols, sums and products.
+static int64_t echo_dim(const tj_graph_t* src, tj_graph_t* dst, int64_t d) {
+  if (d >= 0) return d;
+  const tj_dim_expr_t* e = tj_dim_expr(&src->dims, d);
+  if (!e) return TJ_DIM_INVALID;
+  int64_t sum = 0;
+  for (uint32_t t = 0; t < e->num_terms; ++t) {
+    const tj_dim_term_t* term = &e->terms[t];
+    int64_t product = term->coeff;
+    for (uint32_t f = 0; f < term->num_factors; ++f) {
+      const char* name = tj_dim_symbol_name(&src->dims, term->factors[f]);
+      product = tj_graph_dim_mul(dst, product, tj_graph_symbol(dst, name));
+    }
+    sum = tj_graph_dim_add(dst, sum, product);
+  }
+  return sum;
+}
+
+// The shape of |value| in |src|, through the public readers, rebuilt.
+static int32_t echo_shape(const tj_graph_t* src, tj_graph_t* dst,
+                          tj_value_t value, int64_t* dims) {
+  int32_t rank = tj_graph_value_rank(src, value);
+  tj_graph_value_dims(src, value, dims);
+  for (int32_t i = 0; i < rank; ++i) dims[i] = echo_dim(src, dst, dims[i]);
+  return rank;
+}
+
+static void to_i32(const int64_t* in, uint32_t n, int32_t* out) {
+  for (uint32_t i = 0; i < n; ++i) out[i] = (int32_t)in[i];
+}
+
+// Constant data is rebuilt three ways, to exercise each public entry point:
+// exact rank-0 values through tj_graph_scalar, then alternately copied and
+// borrowed (|src| outlives |dst|'s use of it).
+static tj_value_t echo_constant(const tj_graph_t* src, tj_graph_t* dst,
+                                const tj_node_t* node, tj_value_t self,
+                                const int64_t* dims) {
+  static unsigned count;
+  tj_dtype_t dtype = tj_graph_value_dtype(src, self);
+  const void* data = node->attrs.data;
+  if (node->rank == 0) {
+    // Every value of every dtype but i64 is exact as a double.
+    int64_t as_int = tj_load_i64(dtype, data, 0);
+    if (dtype != TJ_DTYPE_I64 ||
+        (as_int >= -(1LL << 53) && as_int <= (1LL << 53)))
+      return tj_graph_scalar(dst, dtype, tj_load_f64(dtype, data, 0));
+  }
+  if (count++ % 2)
+    return tj_graph_constant_borrowed(dst, dtype, node->rank, dims, data);
+  return tj_graph_constant(dst, dtype, node->rank, dims, data);
+}
+
+static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
+                            uint32_t index, const tj_value_t* map) {
+  const tj_node_t* node = &src->nodes[index];
+  const tj_attrs_t* at = &node->attrs;
+  tj_value_t self = {index + 1};
+  tj_value_t x[3] = {tj_value_none(), tj_value_none(), tj_value_none()};
+  for (uint32_t i = 0; i < node->num_operands && i < 3; ++i) {
+    uint32_t operand = node->operands[i];
+    if (operand != TJ_NODE_NONE) x[i] = map[operand];
+  }
+  int64_t dims[TJ_MAX_RANK];
+  int32_t rank = echo_shape(src, dst, self, dims);
+  tj_dtype_t dtype = tj_graph_value_dtype(src, self);
+  int32_t i32[TJ_MAX_RANK];
+  uint32_t n = at->num_ints;
+  switch (node->op) {
+    case TJ_OP_INPUT:
+      return tj_graph_input(dst, dtype, rank, dims, at->name);
+    case TJ_OP_CONSTANT:
+      return echo_constant(src, dst, node, self, dims);
+    case TJ_OP_FULL:
+      return tj_graph_full(dst, dtype, rank, dims, at->value);
+    case TJ_OP_IOTA:
+      return tj_graph_iota(dst, dtype, rank, dims, (int32_t)at->axis);
+    case TJ_OP_NEG:
+      return tj_graph_neg(dst, x[0]);
+    case TJ_OP_ABS:
+      return tj_graph_abs(dst, x[0]);
+    case TJ_OP_EXP:
+      return tj_graph_exp(dst, x[0]);
+    case TJ_OP_LOG:
+      return tj_graph_log(dst, x[0]);
+    case TJ_OP_SQRT:
+      return tj_graph_sqrt(dst, x[0]);
+    case TJ_OP_RSQRT:
+      return tj_graph_rsqrt(dst, x[0]);
+    case TJ_OP_TANH:
+      return tj_graph_tanh(dst, x[0]);
+    case TJ_OP_SIGMOID:
+      return tj_graph_sigmoid(dst, x[0]);
+    case TJ_OP_ERF:
+      return tj_graph_erf(dst, x[0]);
+    case TJ_OP_SIN:
+      return tj_graph_sin(dst, x[0]);
+    case TJ_OP_COS:
+      return tj_graph_cos(dst, x[0]);
+    case TJ_OP_RELU:
+      return tj_graph_relu(dst, x[0]);
+    case TJ_OP_FLOOR:
+      return tj_graph_floor(dst, x[0]);
+    case TJ_OP_CEIL:
+      return tj_graph_ceil(dst, x[0]);
+    case TJ_OP_ROUND:
+      return tj_graph_round(dst, x[0]);
+    case TJ_OP_SIGN:
+      return tj_graph_sign(dst, x[0]);
+    case TJ_OP_NOT:
+      return tj_graph_logical_not(dst, x[0]);
+    case TJ_OP_ISNAN:
+      return tj_graph_isnan(dst, x[0]);
+    case TJ_OP_CAST:
+      return tj_graph_cast(dst, x[0], dtype);
+    case TJ_OP_ADD:
+      return tj_graph_add(dst, x[0], x[1]);
+    case TJ_OP_SUB:
+      return tj_graph_sub(dst, x[0], x[1]);
+    case TJ_OP_MUL:
+      return tj_graph_mul(dst, x[0], x[1]);
+    case TJ_OP_DIV:
+      return tj_graph_div(dst, x[0], x[1]);
+    case TJ_OP_POW:
+      return tj_graph_pow(dst, x[0], x[1]);
+    case TJ_OP_MAXIMUM:
+      return tj_graph_maximum(dst, x[0], x[1]);
+    case TJ_OP_MINIMUM:
+      return tj_graph_minimum(dst, x[0], x[1]);
+    case TJ_OP_EQ:
+      return tj_graph_eq(dst, x[0], x[1]);
+    case TJ_OP_NE:
+      return tj_graph_ne(dst, x[0], x[1]);
+    case TJ_OP_LT:
+      return tj_graph_lt(dst, x[0], x[1]);
+    case TJ_OP_LE:
+      return tj_graph_le(dst, x[0], x[1]);
+    case TJ_OP_GT:
+      return tj_graph_gt(dst, x[0], x[1]);
+    case TJ_OP_GE:
+      return tj_graph_ge(dst, x[0], x[1]);
+    case TJ_OP_AND:
+      return tj_graph_logical_and(dst, x[0], x[1]);
+    case TJ_OP_OR:
+      return tj_graph_logical_or(dst, x[0], x[1]);
+    case TJ_OP_WHERE:
+      return tj_graph_where(dst, x[0], x[1], x[2]);
+    case TJ_OP_SUM:
+    case TJ_OP_MEAN:
+    case TJ_OP_MAX:
+    case TJ_OP_MIN:
+    case TJ_OP_PROD: {
+      tj_value_t (*reduce)(tj_graph_t*, tj_value_t, int32_t, const int32_t*,
+                           bool) = node->op == TJ_OP_SUM    ? tj_graph_sum
+                                   : node->op == TJ_OP_MEAN ? tj_graph_mean
+                                   : node->op == TJ_OP_MAX  ? tj_graph_max
+                                   : node->op == TJ_OP_MIN  ? tj_graph_min
+                                                            : tj_graph_prod;
+      if (n > TJ_MAX_RANK) return tj_value_none();
+      to_i32(at->ints, n, i32);
+      return reduce(dst, x[0], (int32_t)n, i32, at->keepdims);
+    }
+    case TJ_OP_ARGMAX:
+      return tj_graph_argmax(dst, x[0], n ? (int32_t)at->ints[0] : 0,
+                             at->keepdims);
+    case TJ_OP_MATMUL:
+      return tj_graph_matmul(dst, x[0], x[1]);
+    case TJ_OP_RESHAPE:
+      return tj_graph_reshape(dst, x[0], rank, dims);
+    case TJ_OP_TRANSPOSE:
+      if (n > TJ_MAX_RANK) return tj_value_none();
+      to_i32(at->ints, n, i32);
+      return tj_graph_transpose(dst, x[0], i32);
+    case TJ_OP_BROADCAST_TO:
+      return tj_graph_broadcast_to(dst, x[0], rank, dims);
+    case TJ_OP_SLICE:
+      return tj_graph_slice(dst, x[0], at->ints, at->ints + n / 3,
+                            at->ints + 2 * (n / 3));
+    case TJ_OP_CONCAT: {
+      tj_value_t* values = malloc((node->num_operands + 1) * sizeof(*values));
+      if (!values) return tj_value_none();
+      for (uint32_t i = 0; i < node->num_operands; ++i)
+        values[i] = map[node->operands[i]];
+      tj_value_t y = tj_graph_concat(dst, (int32_t)node->num_operands, values,
+                                     (int32_t)at->axis);
+      free(values);
+      return y;
+    }
+    case TJ_OP_PAD:
+      return tj_graph_pad(dst, x[0], at->ints, at->ints + n / 2, at->value);
+    case TJ_OP_GATHER:
+      return tj_graph_gather(dst, x[0], x[1], (int32_t)at->axis);
+    case TJ_OP_GELU:
+      return tj_graph_gelu(dst, x[0], at->approximate);
+    case TJ_OP_SILU:
+      return tj_graph_silu(dst, x[0]);
+    case TJ_OP_SOFTMAX:
+      return tj_graph_softmax(dst, x[0], (int32_t)at->axis);
+    case TJ_OP_LOG_SOFTMAX:
+      return tj_graph_log_softmax(dst, x[0], (int32_t)at->axis);
+    case TJ_OP_LAYER_NORM:
+      return tj_graph_layer_norm(dst, x[0], x[1], x[2], at->value);
+    case TJ_OP_RMS_NORM:
+      return tj_graph_rms_norm(dst, x[0], x[1], at->value);
+    case TJ_OP_LINEAR:
+      return tj_graph_linear(dst, x[0], x[1], x[2]);
+    case TJ_OP_COUNT_:
+      break;
+  }
+  return tj_value_none();
+}
+
+// Builds |src| again in a new graph through the public API.
+static tj_status_t echo_graph(tj_context_t* context, const tj_graph_t* src,
+                              tj_graph_t** out) {
+  *out = NULL;
+  tj_graph_t* dst = NULL;
+  tj_status_t status = tj_graph_create(context, src->name, &dst);
+  if (status) return status;
+  // Symbols first, in their order, so the signatures print alike.
+  for (uint32_t i = 0; i < tj_dim_num_symbols(&src->dims); ++i)
+    tj_graph_symbol(dst, tj_dim_symbol_name(&src->dims, i));
+  tj_value_t* map = calloc(src->num_nodes + 1, sizeof(*map));
+  if (!map) {
+    tj_graph_destroy(dst);
+    return tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "out of memory");
+  }
+  for (uint32_t i = 0; i < src->num_nodes; ++i)
+    map[i] = echo_node(src, dst, i, map);
+  for (int32_t i = 0; i < tj_graph_num_outputs(src); ++i) {
+    tj_value_t value = tj_graph_output_value(src, i);
+    tj_graph_output(dst, map[value.id - 1], tj_graph_output_name(src, i));
+  }
+  free(map);
+  status = tj_graph_finalize(dst);
+  if (status) {
+    tj_graph_destroy(dst);
+    return status;
+  }
+  *out = dst;
+  return NULL;
+}
+
+//===--- driver ---===//
+
+static char* read_input(const char* path, size_t* out_length) {
+  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) return NULL;
+  size_t length = 0, capacity = 4096;
+  char* data = malloc(capacity);
+  while (data) {
+    if (length == capacity) {
+      char* grown = realloc(data, capacity * 2);
+      if (!grown) {
+        free(data);
+        data = NULL;
+        break;
+      }
+      data = grown;
+      capacity *= 2;
+    }
+    size_t n = fread(data + length, 1, capacity - length, f);
+    length += n;
+    if (n == 0) break;
+  }
+  if (f != stdin) fclose(f);
+  *out_length = length;
+  return data;
+}
+
+static int g_printed;
+
+static bool echo_text(tj_context_t* context, const char* text, size_t length,
+                      const char* filename) {
+  tj_graph_t* src = NULL;
+  tj_graph_t* dst = NULL;
+  char* printed = NULL;
+  tj_status_t status = tj_graph_parse(context, text, length, filename, &src);
+  if (!status) status = echo_graph(context, src, &dst);
+  if (!status) status = tj_graph_print(dst, &printed);
+  tj_graph_destroy(dst);
+  tj_graph_destroy(src);
+  if (status) {
+    fprintf(stderr, "tj-echo: %s\n", tj_status_message(status));
+    tj_status_free(status);
+    return false;
+  }
+  if (g_printed++) fputs("// -----\n", stdout);
+  fputs(printed, stdout);
+  tj_context_free_string(context, printed);
+  return true;
+}
+
+static bool is_split_line(const char* s, size_t n) {
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
+  return n == 8 && memcmp(s, "// -----", 8) == 0;
+}
+
+int main(int argc, char** argv) {
+  bool split = false;
+  const char* path = "-";
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--split-input-file") == 0) {
+      split = true;
+    } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+      fprintf(stderr, "usage: tj-echo [--split-input-file] [FILE|-]\n");
+      return 1;
+    } else {
+      path = argv[i];
+    }
+  }
+  size_t length = 0;
+  char* text = read_input(path, &length);
+  if (!text) {
+    fprintf(stderr, "tj-echo: cannot read '%s'\n", path);
+    return 1;
+  }
+  tj_context_t* context = NULL;
+  tj_status_t status = tj_context_create(NULL, &context);
+  if (status) {
+    fprintf(stderr, "tj-echo: %s\n", tj_status_message(status));
+    tj_status_free(status);
+    free(text);
+    return 1;
+  }
+  bool ok = true;
+  size_t start = 0, line_start = 0, newlines = 0, lines_before = 0;
+  for (size_t i = 0; i <= length; ++i) {
+    if (i < length && text[i] != '\n') continue;
+    bool at_split = split && is_split_line(text + line_start, i - line_start);
+    if (at_split || i == length) {
+      size_t end = at_split ? line_start : length;
+      char* buf = malloc(lines_before + (end - start) + 1);
+      if (!buf) {
+        ok = false;
+        break;
+      }
+      memset(buf, '\n', lines_before);
+      memcpy(buf + lines_before, text + start, end - start);
+      ok &= echo_text(context, buf, lines_before + (end - start), path);
+      free(buf);
+      start = i < length ? i + 1 : length;
+      lines_before = newlines + 1;
+    }
+    ++newlines;
+    line_start = i + 1;
+  }
+  tj_context_destroy(context);
+  free(text);
+  return ok ? 0 : 1;
+}

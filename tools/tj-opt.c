@@ -1,0 +1,210 @@
+// tj-opt: reads .tj text, parses and verifies it, (later) runs passes on it,
+// and prints it back.
+//
+//   tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]
+//
+// With --split-input-file the input is cut at lines "// -----" and every
+// piece is handled on its own (errors in one do not stop the others; line
+// numbers stay those of the whole file); the printed functions are joined
+// by "// -----" lines. Any error goes to stderr and makes the exit status 1.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/ir.h"
+#include "tensorjit.h"
+
+typedef struct options_t {
+  bool split_input_file;
+  const char* passes;  // NULL: none given
+  const char* path;    // "-" is stdin
+} options_t;
+
+//===----------------------------------------------------------------------===//
+// Pass pipeline: the one place that knows about --passes.
+// TODO(passes): look names up in lib/passes/passes.def and run them through
+// the pipeline (verify after each) once the pass manager exists. Until then
+// every pass name is unknown.
+//===----------------------------------------------------------------------===//
+
+// Checks the comma-separated pass list |spec| before any input is read.
+// Returns false after printing the error.
+static bool check_pass_pipeline(const char* spec) {
+  const char* s = spec;
+  while (*s) {
+    const char* end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    if (n == 0) {
+      fprintf(stderr, "tj-opt: empty pass name in --passes=%s\n", spec);
+      return false;
+    }
+    fprintf(stderr, "tj-opt: unknown pass '%.*s' in --passes=%s\n", (int)n, s,
+            spec);
+    return false;
+  }
+  return true;
+}
+
+// Runs the passes of |spec| (already checked) on |graph|.
+static tj_status_t run_pass_pipeline(const char* spec, tj_graph_t* graph) {
+  (void)graph;
+  if (spec && *spec) return tj_invalid("unknown pass pipeline '%s'", spec);
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+static void usage(FILE* out) {
+  fprintf(out,
+          "usage: tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]\n"
+          "Parses and verifies a .tj graph, runs passes, prints it.\n");
+}
+
+static bool parse_args(int argc, char** argv, options_t* o) {
+  memset(o, 0, sizeof(*o));
+  o->path = "-";
+  bool have_path = false;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (strcmp(a, "--split-input-file") == 0) {
+      o->split_input_file = true;
+    } else if (strncmp(a, "--passes=", 9) == 0) {
+      o->passes = a + 9;
+      if (!check_pass_pipeline(o->passes)) return false;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "tj-opt: unknown option '%s'\n", a);
+      usage(stderr);
+      return false;
+    } else if (have_path) {
+      fprintf(stderr, "tj-opt: more than one input file\n");
+      return false;
+    } else {
+      o->path = a;
+      have_path = true;
+    }
+  }
+  return true;
+}
+
+// Reads all of |path| (or stdin) into a malloc'd buffer.
+static char* read_input(const char* path, size_t* out_length) {
+  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "tj-opt: cannot open '%s'\n", path);
+    return NULL;
+  }
+  size_t length = 0, capacity = 4096;
+  char* data = malloc(capacity);
+  while (data) {
+    if (length == capacity) {
+      char* grown = realloc(data, capacity * 2);
+      if (!grown) {
+        free(data);
+        data = NULL;
+        break;
+      }
+      data = grown;
+      capacity *= 2;
+    }
+    size_t n = fread(data + length, 1, capacity - length, f);
+    length += n;
+    if (n == 0) break;
+  }
+  bool error = ferror(f);
+  if (f != stdin) fclose(f);
+  if (!data || error) {
+    fprintf(stderr, "tj-opt: cannot read '%s'\n", path);
+    free(data);
+    return NULL;
+  }
+  *out_length = length;
+  return data;
+}
+
+// Whether the line at |s| (|n| bytes, no newline) is a split marker.
+static bool is_split_line(const char* s, size_t n) {
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
+  return n == 8 && memcmp(s, "// -----", 8) == 0;
+}
+
+static int g_printed;
+
+// Parses, verifies, transforms and prints one function. |text| starts with
+// |skip_lines| newlines standing in for the file before this piece.
+static bool process(tj_context_t* context, const options_t* o, const char* text,
+                    size_t length, const char* filename) {
+  tj_graph_t* graph = NULL;
+  tj_status_t status = tj_graph_parse(context, text, length, filename, &graph);
+  if (!status) status = tj_ir_verify(graph);
+  if (!status) status = run_pass_pipeline(o->passes, graph);
+  char* printed = NULL;
+  if (!status) status = tj_graph_print(graph, &printed);
+  if (status) {
+    fprintf(stderr, "%s\n", tj_status_message(status));
+    tj_status_free(status);
+    tj_graph_destroy(graph);
+    return false;
+  }
+  if (g_printed++) fputs("// -----\n", stdout);
+  fputs(printed, stdout);
+  tj_context_free_string(context, printed);
+  tj_graph_destroy(graph);
+  return true;
+}
+
+int main(int argc, char** argv) {
+  options_t o;
+  if (!parse_args(argc, argv, &o)) return 1;
+  size_t length = 0;
+  char* text = read_input(o.path, &length);
+  if (!text) return 1;
+  const char* filename = strcmp(o.path, "-") == 0 ? "<stdin>" : o.path;
+  tj_context_t* context = NULL;
+  tj_status_t status = tj_context_create(NULL, &context);
+  if (status) {
+    fprintf(stderr, "tj-opt: %s\n", tj_status_message(status));
+    tj_status_free(status);
+    free(text);
+    return 1;
+  }
+  bool ok = true;
+  if (!o.split_input_file) {
+    ok = process(context, &o, text, length, filename);
+  } else {
+    // Each piece is parsed behind as many newlines as precede it, so that
+    // errors carry the line numbers of the whole file.
+    size_t start = 0, lines_before = 0, line_start = 0, newlines = 0;
+    for (size_t i = 0; i <= length; ++i) {
+      if (i < length && text[i] != '\n') continue;
+      bool split = is_split_line(text + line_start, i - line_start);
+      if (split || i == length) {
+        size_t end = split ? line_start : length;
+        size_t piece = end - start;
+        char* buf = malloc(lines_before + piece + 1);
+        if (!buf) {
+          fprintf(stderr, "tj-opt: out of memory\n");
+          ok = false;
+          break;
+        }
+        memset(buf, '\n', lines_before);
+        memcpy(buf + lines_before, text + start, piece);
+        ok &= process(context, &o, buf, lines_before + piece, filename);
+        free(buf);
+        start = i < length ? i + 1 : length;
+        lines_before = newlines + 1;
+      }
+      ++newlines;
+      line_start = i + 1;
+    }
+  }
+  tj_context_destroy(context);
+  free(text);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
