@@ -381,7 +381,7 @@ static void print_graph(printer_t* p) {
   sbuf_puts(&p->out, "\n}\n");
 }
 
-TJ_API tj_status_t tj_graph_print(const tj_graph_t* graph, char** out_text) {
+tj_status_t tj_graph_print(const tj_graph_t* graph, char** out_text) {
   *out_text = NULL;
   if (!graph) return tj_invalid("tj_graph_print: graph is NULL");
   if (graph->error) {
