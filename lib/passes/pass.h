@@ -1,0 +1,259 @@
+// The middle end's internal interface: the pass context, the plan the passes
+// transform, the pass registry (passes.def) and the pipeline, and the one
+// helper every rewriting pass builds its output graph with.
+//
+// Passes are graph -> new graph rewrites. A rewriting pass reads
+// |plan->graph|, builds a fresh graph through tj_rewriter_t (which appends
+// every node through tj_graph_append, so each output node is re-inferred and
+// normalized exactly as the public builder would make it) and swaps it in
+// with tj_plan_set_graph, which drops the now stale fusion groups and memory
+// plan. Analyses that a backend consumes (fuse: lib/passes/fusion.h, memplan:
+// lib/passes/memplan.h) are attached to the plan instead of changing the
+// graph.
+//
+// Nothing here includes an LLVM, CUDA or libffi header (tests/unit checks).
+
+#ifndef TJ_LIB_PASSES_PASS_H_
+#define TJ_LIB_PASSES_PASS_H_
+
+#include "lib/ir.h"
+
+typedef struct tj_fusion_t tj_fusion_t;    // lib/passes/fusion.h
+typedef struct tj_memplan_t tj_memplan_t;  // lib/passes/memplan.h
+
+//===--- the constant evaluator hook ---===//
+
+// Runs finalized |graph|, which has no inputs (only constants and ops on
+// them), and writes each output densely, row-major, into |outputs|[i]
+// (sized by the caller from the output's type). Constant folding calls it so
+// that folding can never disagree with the reference interpreter: lib/ does
+// not depend on backends/, so the drivers install
+// tj_pass_reference_evaluator (lib/passes/reference_eval.c, built only on
+// the public tj_reference_run).
+typedef tj_status_t (*tj_pass_eval_fn)(void* user_data, const tj_graph_t* graph,
+                                       void* const* outputs);
+
+// The evaluator built on the public tj_reference_run.
+tj_status_t tj_pass_reference_evaluator(void* user_data,
+                                        const tj_graph_t* graph,
+                                        void* const* outputs);
+
+//===--- tj_pass_ctx_t ---===//
+
+typedef struct tj_pass_ctx_t {
+  tj_context_t* context;
+  // Run tj_ir_verify (and the fusion / memory plan checks once those exist)
+  // after every pass. On in tests; cheap next to the passes themselves.
+  bool verify_each;
+  // Print the IR to stderr after the pass of this pipeline name ("all" for
+  // every pass); TJ_PRINT_AFTER. NULL: never.
+  const char* print_after;
+  // TJ_LOG=passes: per pass time and node counts on the diagnostic channel.
+  bool log_passes;
+  // TJ_LOG=fusion: every fusion refusal with its reason.
+  bool log_fusion;
+  // TJ_DUMP_DIR: where `fuse` writes <graph>.fused.dot. NULL: nowhere.
+  const char* dump_dir;
+  // Constant folding; NULL evaluate disables folding (fold then changes
+  // nothing and says so under TJ_LOG=passes).
+  tj_pass_eval_fn evaluate;
+  void* evaluate_user_data;
+  // Folding never creates a constant larger than this (XLA refuses to fold
+  // what would bloat the graph; ours is deliberately small).
+  int64_t fold_max_bytes;
+  // decompose: compute f16/bf16 composites in f32 (cast in, cast out). On
+  // by default; the scoreboard's op-by-op model turns it off, since an eager
+  // framework upcasts inside each op's kernel rather than with cast kernels.
+  bool decompose_upcast_half;
+  // Fusion: the most nodes in one group (Inductor's max_fusion_size).
+  uint32_t fuse_max_nodes;
+  // Byte estimates (fusion's recompute-vs-materialize rule) evaluate
+  // symbolic sizes at these values, by symbol id; 0 means "unknown", taken
+  // as TJ_PASS_DEFAULT_SYMBOL_HINT. The scoreboard sets the caller's values.
+  int64_t symbol_hints[TJ_MAX_SYMBOLS];
+} tj_pass_ctx_t;
+
+#define TJ_PASS_DEFAULT_SYMBOL_HINT 1024
+
+// Bytes of node |index|'s result with symbols at |ctx|'s hints (saturating
+// at INT64_MAX / 4 instead of overflowing).
+int64_t tj_pass_node_bytes(const tj_pass_ctx_t* ctx, const tj_graph_t* graph,
+                           uint32_t index);
+
+// Fills |ctx| with the defaults for |context| and then applies the
+// environment: TJ_PRINT_AFTER, TJ_LOG (comma list; "passes", "fusion",
+// "all"), TJ_DUMP_DIR. verify_each starts false; evaluate starts NULL (the
+// driver installs one). The environment strings are borrowed from getenv.
+void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context);
+
+//===--- tj_plan_t ---===//
+
+// What the pipeline transforms and a backend consumes: a graph, plus its
+// fusion groups and memory plan once `fuse` and `memplan` have run. Owns all
+// three.
+typedef struct tj_plan_t {
+  tj_context_t* context;
+  tj_graph_t* graph;
+  tj_fusion_t* fusion;    // NULL until fuse runs; indexes |graph|'s nodes
+  tj_memplan_t* memplan;  // NULL until memplan runs; indexes |fusion|
+} tj_plan_t;
+
+// Takes ownership of finalized |graph|.
+void tj_plan_initialize(tj_plan_t* plan, tj_graph_t* graph);
+// Destroys what |plan| owns and clears it.
+void tj_plan_deinitialize(tj_plan_t* plan);
+// Replaces the graph by |graph| (ownership taken), destroying the old one
+// and the fusion groups and memory plan that referred to it.
+void tj_plan_set_graph(tj_plan_t* plan, tj_graph_t* graph);
+// Replaces the fusion groups (ownership taken), dropping the memory plan.
+void tj_plan_set_fusion(tj_plan_t* plan, tj_fusion_t* fusion);
+void tj_plan_set_memplan(tj_plan_t* plan, tj_memplan_t* memplan);
+
+//===--- the registry ---===//
+
+typedef tj_status_t (*tj_pass_fn)(tj_pass_ctx_t* ctx, tj_plan_t* plan);
+
+typedef struct tj_pass_info_t {
+  const char* name;  // pipeline spelling, as in --passes=
+  const char* summary;
+  tj_pass_fn run;
+} tj_pass_info_t;
+
+#define TJ_PASS(c_name, name, summary)                               \
+  tj_status_t tj_pass_##c_name(tj_pass_ctx_t* ctx, tj_plan_t* plan); \
+  extern const tj_pass_info_t tj_pass_info_##c_name;
+#include "lib/passes/passes.def"
+#undef TJ_PASS
+
+// Every registered pass, in passes.def order.
+extern const tj_pass_info_t* const tj_pass_registry[];
+extern const uint32_t tj_pass_registry_size;
+
+// The pass spelled |name| (|length| bytes); NULL if none.
+const tj_pass_info_t* tj_pass_find(const char* name, size_t length);
+
+//===--- the pipeline ---===//
+
+// Runs one pass; then, per |ctx|, verifies, logs and prints. A pass error
+// comes back annotated with the pass name.
+tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                const tj_pass_info_t* pass);
+
+// The default pipeline (straight-line code in pipeline.c): cleanup,
+// decomposition, cleanup again, fusion, memory planning.
+tj_status_t tj_pipeline_default(tj_pass_ctx_t* ctx, tj_plan_t* plan);
+
+// The prefix of the default pipeline up to and including the stage
+// |stage_pass| (its last pass name: "canonicalize", "decompose", "fuse",
+// "memplan"). Used by the scoreboard to measure each stage.
+tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                      const char* stage_pass);
+
+// Checks a comma-separated pass list ("default" names the default
+// pipeline); INVALID_ARGUMENT naming the first unknown or empty name.
+tj_status_t tj_pipeline_check(const char* spec);
+// Runs a checked pass list.
+tj_status_t tj_pipeline_run_list(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                 const char* spec);
+
+// Prints |plan| to an owned string (tj_context_free_string): the graph as
+// tj_graph_print does, or, once fusion groups exist, the grouped form with
+// each fused region inline (lib/passes/fusion_print.c).
+tj_status_t tj_plan_print(const tj_plan_t* plan, char** out_text);
+
+//===--- tj_rewriter_t: the graph -> graph builder every pass uses ---===//
+
+// Builds a new graph from |src|: same name, the same symbols created in the
+// same order (so symbol ids agree), the same inputs in the same order with
+// the same names and types, then whatever nodes the pass appends, and at
+// finish the outputs of |src| (names kept) mapped through |map| and its
+// guards translated.
+typedef struct tj_rewriter_t {
+  const tj_graph_t* src;
+  tj_graph_t* dst;
+  tj_allocator_t allocator;
+  uint32_t* map;       // src node -> dst node; TJ_NODE_NONE until mapped
+  int64_t* dim_cache;  // src expression index -> dst dim; INT64_MIN unknown
+  uint32_t num_dim_cache;
+} tj_rewriter_t;
+
+// Starts a rewrite of finalized |src|. The inputs are mapped already.
+tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src);
+// Frees everything, including the unfinished graph. Safe after a failed
+// begin and after finish.
+void tj_rewriter_abandon(tj_rewriter_t* rw);
+// Appends the output nodes, the guards, finalizes (which verifies) and
+// hands the graph over; |rw| is abandoned either way.
+tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph);
+
+// |src_dim| (a dim of |src|) as a dim of the new graph.
+tj_status_t tj_rewriter_dim(tj_rewriter_t* rw, int64_t src_dim,
+                            int64_t* out_dim);
+tj_status_t tj_rewriter_dims(tj_rewriter_t* rw, int32_t rank,
+                             const int64_t* src_dims, int64_t* out_dims);
+
+// Appends |desc| (already in terms of the new graph's nodes and dims).
+tj_status_t tj_rewriter_append(tj_rewriter_t* rw, const tj_node_desc_t* desc,
+                               uint32_t* out_node);
+// Appends a copy of |src|'s node |src_node| whose operands are |operands|
+// (new-graph nodes; NULL means "each operand through |map|", which must be
+// mapped). Does not touch |map|.
+tj_status_t tj_rewriter_copy(tj_rewriter_t* rw, uint32_t src_node,
+                             const uint32_t* operands, uint32_t* out_node);
+// tj_rewriter_copy through |map|, then map[src_node] = the copy.
+tj_status_t tj_rewriter_clone(tj_rewriter_t* rw, uint32_t src_node);
+
+// Small constants in the new graph: a rank-0 constant of |dtype| holding
+// |value| converted to |dtype|.
+tj_status_t tj_rewriter_scalar(tj_rewriter_t* rw, tj_dtype_t dtype,
+                               double value, uint32_t* out_node);
+
+//===--- constant folding (lib/passes/fold.c) ---===//
+
+// Evaluates |desc|, a node about to be appended to |dst| whose operands are
+// all CONSTANT nodes of |dst|, through ctx->evaluate, and appends the result
+// as a CONSTANT: *out_node is that constant. *out_node is TJ_NODE_NONE when
+// folding declines: no evaluator, a leaf op, a symbolic shape, a result over
+// ctx->fold_max_bytes or larger than its operands (broadcast-like bloat), or
+// an evaluation that failed with INVALID_ARGUMENT (e.g. a gather index out of
+// range: that stays a run-time error of the graph). Other failures return.
+tj_status_t tj_fold_node(tj_pass_ctx_t* ctx, tj_graph_t* dst,
+                         const tj_node_desc_t* desc, uint32_t* out_node);
+
+// A copy of finalized |src| (same nodes, inputs, outputs, symbols,
+// guards), finalized, owned by the caller.
+tj_status_t tj_graph_clone(const tj_graph_t* src, tj_graph_t** out_graph);
+
+//===--- small shared facts about nodes ---===//
+
+// Users of every node of |graph|: users of node i are
+// users[offsets[i] .. offsets[i+1]), ascending, a user appearing once per
+// operand slot that reads i. Owned by |allocator|; free with
+// tj_uses_deinitialize.
+typedef struct tj_uses_t {
+  tj_allocator_t allocator;
+  uint32_t num_nodes;
+  uint32_t* offsets;  // num_nodes + 1
+  uint32_t* users;
+  bool* is_output;  // the node is a graph output
+} tj_uses_t;
+tj_status_t tj_uses_initialize(tj_uses_t* uses, const tj_graph_t* graph);
+void tj_uses_deinitialize(tj_uses_t* uses);
+static inline uint32_t tj_uses_count(const tj_uses_t* uses, uint32_t node) {
+  return uses->offsets[node + 1] - uses->offsets[node];
+}
+
+// Whether node |index|'s result has only constant dims; |*out_numel| is its
+// element count then.
+bool tj_node_static_numel(const tj_graph_t* graph, uint32_t index,
+                          int64_t* out_numel);
+
+// Elementwise ops (unary, binary, ternary incl. cast): y[i] depends only on
+// the operands' elements at i (after broadcasting).
+static inline bool tj_op_is_elementwise(tj_op_t op) {
+  tj_op_kind_t k = tj_op_info(op)->kind;
+  return k == TJ_OP_KIND_UNARY || k == TJ_OP_KIND_BINARY ||
+         k == TJ_OP_KIND_TERNARY;
+}
+
+#endif  // TJ_LIB_PASSES_PASS_H_

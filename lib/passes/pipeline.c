@@ -1,0 +1,223 @@
+// The pass manager: the registry generated from passes.def, the pass
+// context, tj_plan_t, running one pass with its checks, and the default
+// pipeline as straight-line code (QBE's main.c).
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/passes/memplan.h"
+
+//===--- the registry ---===//
+
+#define TJ_PASS(c_name, name, summary)                         \
+  const tj_pass_info_t tj_pass_info_##c_name = {name, summary, \
+                                                tj_pass_##c_name};
+#include "lib/passes/passes.def"
+#undef TJ_PASS
+
+const tj_pass_info_t* const tj_pass_registry[] = {
+#define TJ_PASS(c_name, name, summary) &tj_pass_info_##c_name,
+#include "lib/passes/passes.def"
+#undef TJ_PASS
+};
+const uint32_t tj_pass_registry_size =
+    (uint32_t)TJ_ARRAY_SIZE(tj_pass_registry);
+
+const tj_pass_info_t* tj_pass_find(const char* name, size_t length) {
+  for (uint32_t i = 0; i < tj_pass_registry_size; ++i) {
+    const char* n = tj_pass_registry[i]->name;
+    if (strlen(n) == length && memcmp(n, name, length) == 0) {
+      return tj_pass_registry[i];
+    }
+  }
+  return NULL;
+}
+
+//===--- the context ---===//
+
+// Whether the comma list |list| names |word| (or "all").
+static bool list_has(const char* list, const char* word) {
+  size_t n = strlen(word);
+  for (const char* s = list; s && *s;) {
+    const char* end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    if ((len == n && memcmp(s, word, n) == 0) ||
+        (len == 3 && memcmp(s, "all", 3) == 0)) {
+      return true;
+    }
+    s = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
+  memset(ctx, 0, sizeof(*ctx));
+  ctx->context = context;
+  ctx->fold_max_bytes = 64 * 1024;
+  ctx->fuse_max_nodes = 128;
+  ctx->decompose_upcast_half = true;
+  const char* print_after = getenv("TJ_PRINT_AFTER");
+  if (print_after && *print_after) ctx->print_after = print_after;
+  const char* log = getenv("TJ_LOG");
+  ctx->log_passes = list_has(log, "passes");
+  ctx->log_fusion = list_has(log, "fusion");
+  const char* dump = getenv("TJ_DUMP_DIR");
+  if (dump && *dump) ctx->dump_dir = dump;
+}
+
+//===--- tj_plan_t ---===//
+
+void tj_plan_initialize(tj_plan_t* plan, tj_graph_t* graph) {
+  memset(plan, 0, sizeof(*plan));
+  plan->context = graph ? tj_graph_context(graph) : NULL;
+  plan->graph = graph;
+}
+
+void tj_plan_deinitialize(tj_plan_t* plan) {
+  tj_memplan_destroy(plan->memplan);
+  tj_fusion_destroy(plan->fusion);
+  tj_graph_destroy(plan->graph);
+  memset(plan, 0, sizeof(*plan));
+}
+
+void tj_plan_set_graph(tj_plan_t* plan, tj_graph_t* graph) {
+  tj_memplan_destroy(plan->memplan);
+  tj_fusion_destroy(plan->fusion);
+  tj_graph_destroy(plan->graph);
+  plan->memplan = NULL;
+  plan->fusion = NULL;
+  plan->graph = graph;
+}
+
+void tj_plan_set_fusion(tj_plan_t* plan, tj_fusion_t* fusion) {
+  tj_memplan_destroy(plan->memplan);
+  tj_fusion_destroy(plan->fusion);
+  plan->memplan = NULL;
+  plan->fusion = fusion;
+}
+
+void tj_plan_set_memplan(tj_plan_t* plan, tj_memplan_t* memplan) {
+  tj_memplan_destroy(plan->memplan);
+  plan->memplan = memplan;
+}
+
+//===--- running passes ---===//
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static tj_status_t verify_plan(const tj_plan_t* plan) {
+  TJ_RETURN_IF_ERROR(tj_ir_verify(plan->graph));
+  if (plan->fusion) {
+    TJ_RETURN_IF_ERROR(tj_fusion_verify(plan->fusion, plan->graph));
+  }
+  if (plan->memplan) {
+    TJ_RETURN_IF_ERROR(
+        tj_memplan_verify(plan->memplan, plan->graph, plan->fusion));
+  }
+  return NULL;
+}
+
+tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                const tj_pass_info_t* pass) {
+  uint32_t before = plan->graph->num_nodes;
+  double start = ctx->log_passes ? now_ms() : 0.0;
+  tj_status_t status = pass->run(ctx, plan);
+  if (status) return tj_status_annotate(status, "pass %s", pass->name);
+  if (ctx->verify_each) {
+    status = verify_plan(plan);
+    if (status) {
+      return tj_status_annotate(status, "verification after pass %s",
+                                pass->name);
+    }
+  }
+  if (ctx->log_passes) {
+    double ms = now_ms() - start;
+    if (plan->fusion) {
+      tj_context_diagnostic(ctx->context, TJ_SEVERITY_REMARK,
+                            "pass %s: %.3f ms, %u -> %u nodes, %u groups",
+                            pass->name, ms, before, plan->graph->num_nodes,
+                            plan->fusion->num_groups);
+    } else {
+      tj_context_diagnostic(ctx->context, TJ_SEVERITY_REMARK,
+                            "pass %s: %.3f ms, %u -> %u nodes", pass->name, ms,
+                            before, plan->graph->num_nodes);
+    }
+  }
+  if (ctx->print_after && (strcmp(ctx->print_after, pass->name) == 0 ||
+                           strcmp(ctx->print_after, "all") == 0)) {
+    // A debugging aid like LLVM's -print-after: stderr, never stdout.
+    char* text = NULL;
+    TJ_RETURN_IF_ERROR(tj_plan_print(plan, &text));
+    fprintf(stderr, "// ----- IR after %s -----\n%s", pass->name, text);
+    tj_context_free_string(plan->context, text);
+  }
+  return NULL;
+}
+
+// Runs one pass; verifies, logs and prints per the context.
+#define TJ_RUN_PASS(ctx, plan, name) \
+  TJ_RETURN_IF_ERROR(tj_pipeline_run_one((ctx), (plan), &tj_pass_info_##name))
+
+// Stages end where the scoreboard measures them.
+#define TJ_STAGE_END(stage, name) \
+  if (stage && strcmp(stage, name) == 0) return NULL
+
+tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                      const char* stage) {
+  // Cleanup first, so that decomposition and fusion see one normal form.
+  TJ_RUN_PASS(ctx, plan, canonicalize);
+  TJ_RUN_PASS(ctx, plan, cse);
+  TJ_RUN_PASS(ctx, plan, dce);
+  TJ_STAGE_END(stage, "canonicalize");
+  // Composites into core ops, then clean up what the expansion exposes
+  // (constants it folds, shared subexpressions).
+  TJ_RUN_PASS(ctx, plan, decompose);
+  TJ_RUN_PASS(ctx, plan, canonicalize);
+  TJ_RUN_PASS(ctx, plan, cse);
+  TJ_RUN_PASS(ctx, plan, dce);
+  TJ_STAGE_END(stage, "decompose");
+  TJ_RUN_PASS(ctx, plan, fuse);
+  TJ_STAGE_END(stage, "fuse");
+  TJ_RUN_PASS(ctx, plan, memplan);
+  return NULL;
+}
+
+tj_status_t tj_pipeline_default(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
+  return tj_pipeline_default_until(ctx, plan, NULL);
+}
+
+tj_status_t tj_pipeline_check(const char* spec) {
+  if (!spec || !*spec) return tj_invalid("empty pass pipeline");
+  for (const char* s = spec;;) {
+    const char* end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    if (n == 0) return tj_invalid("empty pass name in '%s'", spec);
+    if (!(n == 7 && memcmp(s, "default", 7) == 0) && !tj_pass_find(s, n)) {
+      return tj_invalid("unknown pass '%.*s' in '%s'", (int)n, s, spec);
+    }
+    if (!end) return NULL;
+    s = end + 1;
+  }
+}
+
+tj_status_t tj_pipeline_run_list(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                                 const char* spec) {
+  TJ_RETURN_IF_ERROR(tj_pipeline_check(spec));
+  for (const char* s = spec;;) {
+    const char* end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    if (n == 7 && memcmp(s, "default", 7) == 0) {
+      TJ_RETURN_IF_ERROR(tj_pipeline_default(ctx, plan));
+    } else {
+      TJ_RETURN_IF_ERROR(tj_pipeline_run_one(ctx, plan, tj_pass_find(s, n)));
+    }
+    if (!end) return NULL;
+    s = end + 1;
+  }
+}

@@ -1,0 +1,109 @@
+// Every allocation the middle end makes may fail: the default pipeline (and
+// the scoreboard, which runs it per stage) must then return OUT_OF_MEMORY
+// and leak nothing, for every N of "fail the Nth allocation" until it
+// succeeds (Lua's memerr.lua).
+
+#include "tests/unit/test.h"
+
+#include "lib/passes/pass.h"
+
+// A graph that exercises every pass: composites, foldable constants,
+// duplicates, dead code, a matmul epilogue, reductions, views, in place.
+static const char kText[] =
+    "func @mix[B](%x: bf16[B,16], %w: bf16[16,16], %b: bf16[16], "
+    "%z: f32[B,16], %v: f32[16,16]) {\n"
+    "  %h = linear %x, %w, %b : bf16[B,16]\n"
+    "  %g = gelu %h {approximate} : bf16[B,16]\n"
+    "  %s = softmax %g {axis=1} : bf16[B,16]\n"
+    "  %c1 = constant [1, 2] : f32[2]\n"
+    "  %c2 = exp %c1 : f32[2]\n"
+    "  %dead = neg %z : f32[B,16]\n"
+    "  %n = layer_norm %z, none, none {eps=1e-05} : f32[B,16]\n"
+    "  %m1 = matmul %n, %v : f32[B,16]\n"
+    "  %m2 = matmul %z, %v : f32[B,16]\n"
+    "  %a = add %m1, %m2 : f32[B,16]\n"
+    "  %r = reshape %a : f32[B*16]\n"
+    "  %o = sum %a {axes=[1]} : f32[B]\n"
+    "  return %s as \"s\", %o as \"o\", %c2 as \"c\", %r as \"r\"\n"
+    "}\n";
+
+static tj_status_t run_pipeline(tj_graph_t* g) {
+  tj_graph_t* copy = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_clone(g, &copy));
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, copy);
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, tj_graph_context(g));
+  ctx.verify_each = true;
+  ctx.evaluate = tj_pass_reference_evaluator;
+  tj_status_t status = tj_pipeline_default(&ctx, &plan);
+  char* text = NULL;
+  if (!status) status = tj_plan_print(&plan, &text);
+  tj_context_free_string(tj_graph_context(g), text);
+  tj_plan_deinitialize(&plan);
+  return status;
+}
+
+static tj_status_t run_scoreboard(tj_graph_t* g) {
+  const char* names[] = {"B"};
+  const int64_t values[] = {3};
+  tj_scoreboard_t sb;
+  return tj_graph_scoreboard(g, 1, names, values, &sb);
+}
+
+static void sweep(tj_status_t (*fn)(tj_graph_t*), const char* what) {
+  long succeeded_at = -1;
+  for (long n = 0; n < 100000 && succeeded_at < 0; ++n) {
+    tj_test_allocator_t t;
+    tj_test_allocator_initialize(&t, -1);
+    tj_context_options_t options;
+    tj_context_options_initialize(&options);
+    options.allocator = tj_test_allocator_get(&t);
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&options, &ctx));
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_parse(ctx, kText, sizeof(kText) - 1, "mix.tj", &g));
+    if (!g) {
+      tj_context_destroy(ctx);
+      return;
+    }
+    t.fail_at = t.allocations + n;  // only the passes' allocations fail
+    tj_status_t status = fn(g);
+    if (!status) {
+      succeeded_at = n;
+    } else if (tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
+      fprintf(stderr, "%s: failing allocation %ld gave %s: %s\n", what, n,
+              tj_status_code_name(tj_status_code(status)),
+              tj_status_message(status));
+      CHECK(false);
+    }
+    tj_status_free(status);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    if (t.live_blocks != 0 || t.bad_frees != 0) {
+      fprintf(stderr,
+              "%s: failing allocation %ld leaked %ld blocks (%d bad "
+              "frees)\n",
+              what, n, t.live_blocks, t.bad_frees);
+      CHECK(false);
+      return;
+    }
+  }
+  printf("# %s succeeded once %ld allocations could succeed\n", what,
+         succeeded_at);
+  CHECK(succeeded_at > 0);
+}
+
+TEST(pipeline_reports_every_allocation_failure) {
+  sweep(run_pipeline, "pipeline");
+}
+
+TEST(scoreboard_reports_every_allocation_failure) {
+  sweep(run_scoreboard, "scoreboard");
+}
+
+int main(void) {
+  RUN_TEST(pipeline_reports_every_allocation_failure);
+  RUN_TEST(scoreboard_reports_every_allocation_failure);
+  TEST_MAIN_END();
+}
