@@ -33,7 +33,9 @@
 #define TENSORJIT_H_
 
 #include "tensorjit/tj_base.h"
+#include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
+#include "tensorjit/tj_optimize.h"
 #include "tensorjit/tj_tensor.h"
 
 #endif  // TENSORJIT_H_

@@ -23,14 +23,14 @@
 // cuda.h's enums have no negative values, so the C compiler gives them the
 // type unsigned int; these typedefs keep our function pointer types
 // compatible with the real prototypes.
-typedef unsigned int tj_cu_result_t;           // CUresult
-typedef int tj_cu_device_t;                    // CUdevice
-typedef unsigned long long tj_cu_deviceptr_t;  // CUdeviceptr (64-bit)
-typedef struct CUctx_st* tj_cu_context_t;      // CUcontext
-typedef struct CUmod_st* tj_cu_module_t;       // CUmodule
-typedef struct CUfunc_st* tj_cu_function_t;    // CUfunction
-typedef struct CUstream_st* tj_cu_stream_t;    // CUstream
-typedef struct CUevent_st* tj_cu_event_t;      // CUevent
+typedef unsigned int tj_cu_result_t;              // CUresult
+typedef int tj_cu_device_t;                       // CUdevice
+typedef unsigned long long tj_cu_deviceptr_t;     // CUdeviceptr (64-bit)
+typedef struct CUctx_st* tj_cu_context_t;         // CUcontext
+typedef struct CUmod_st* tj_cu_module_t;          // CUmodule
+typedef struct CUfunc_st* tj_cu_function_t;       // CUfunction
+typedef struct CUstream_st* tj_cu_stream_t;       // CUstream
+typedef struct CUevent_st* tj_cu_event_t;         // CUevent
 typedef unsigned int tj_cu_device_attribute_t;    // CUdevice_attribute
 typedef unsigned int tj_cu_function_attribute_t;  // CUfunction_attribute
 typedef unsigned int tj_cu_jit_option_t;          // CUjit_option

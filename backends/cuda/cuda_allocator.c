@@ -13,8 +13,8 @@
 
 typedef struct block_t {
   tj_cu_deviceptr_t ptr;
-  size_t size;       // the class size: what the driver allocated
-  size_t requested;  // what the current owner asked for
+  size_t size;            // the class size: what the driver allocated
+  size_t requested;       // what the current owner asked for
   tj_cu_stream_t stream;  // the stream of the last (or current) use
   uint32_t class_index;
   bool in_use;
@@ -51,8 +51,7 @@ uint32_t tj_cuda_size_class(size_t bytes, size_t* out_class_bytes) {
 
 //===--- the pointer table ---===//
 
-static uint32_t bucket_of(const tj_cuda_allocator_t* a,
-                          tj_cu_deviceptr_t ptr) {
+static uint32_t bucket_of(const tj_cuda_allocator_t* a, tj_cu_deviceptr_t ptr) {
   // Blocks are at least 512-byte aligned: drop the always-zero bits, then
   // Fibonacci hashing spreads the rest.
   uint64_t h = (uint64_t)(ptr >> 9) * 0x9E3779B97F4A7C15ull;

@@ -41,18 +41,18 @@ typedef struct tj_cuda_memory_ops_t {
 } tj_cuda_memory_ops_t;
 
 typedef struct tj_cuda_allocator_stats_t {
-  uint64_t bytes_requested;    // sum of the sizes asked for, blocks in use
-  uint64_t bytes_in_use;       // class-rounded bytes of blocks in use
-  uint64_t bytes_reserved;     // in use + cached: what the driver gave us
+  uint64_t bytes_requested;  // sum of the sizes asked for, blocks in use
+  uint64_t bytes_in_use;     // class-rounded bytes of blocks in use
+  uint64_t bytes_reserved;   // in use + cached: what the driver gave us
   uint64_t peak_bytes_in_use;
   uint64_t peak_bytes_reserved;
-  uint64_t num_allocs;         // successful tj_cuda_allocator_alloc calls
+  uint64_t num_allocs;  // successful tj_cuda_allocator_alloc calls
   uint64_t num_frees;
-  uint64_t num_cache_hits;     // allocations served from the cache
+  uint64_t num_cache_hits;           // allocations served from the cache
   uint64_t num_cross_stream_reuses;  // hits that needed a stream wait
   uint64_t num_driver_allocs;
   uint64_t num_driver_frees;
-  uint64_t num_oom_releases;   // cache flushes forced by device OOM
+  uint64_t num_oom_releases;  // cache flushes forced by device OOM
 } tj_cuda_allocator_stats_t;
 
 typedef struct tj_cuda_allocator_t tj_cuda_allocator_t;

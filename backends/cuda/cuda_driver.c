@@ -33,14 +33,14 @@ tj_status_t tj_cuda_symbols_initialize(const char* library_path,
   tj_cuda_symbols_t symbols;
   memset(&symbols, 0, sizeof(symbols));
   symbols.library = library;
-#define TJ_CU_SYM(name, exported_name, params)                            \
-  if (!resolve(library, #exported_name, &symbols.name,                    \
-               sizeof(symbols.name))) {                                   \
-    dlclose(library);                                                     \
-    return tj_unsupported(                                                \
+#define TJ_CU_SYM(name, exported_name, params)                              \
+  if (!resolve(library, #exported_name, &symbols.name,                      \
+               sizeof(symbols.name))) {                                     \
+    dlclose(library);                                                       \
+    return tj_unsupported(                                                  \
         "CUDA backend unavailable: the driver \"%s\" is too old: it lacks " \
-        "%s",                                                             \
-        path, #exported_name);                                            \
+        "%s",                                                               \
+        path, #exported_name);                                              \
   }
 #include "backends/cuda/cuda_symbols.def"
 #undef TJ_CU_SYM

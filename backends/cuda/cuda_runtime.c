@@ -23,27 +23,40 @@ void tj_cuda_device_leave(tj_cuda_device_t* device) {
   (void)device->cu.cuCtxPopCurrent(&popped);
 }
 
-//===--- the allocator's view of the device (context already pushed) ---===//
+//===--- the allocator's view of the device ---===//
+
+// Each op makes the device's context current itself: the allocator may be
+// called (release_cached, destroy) from a thread where it is not.
 
 static tj_status_t ops_alloc(void* self, size_t bytes,
                              tj_cu_deviceptr_t* out_ptr) {
   tj_cuda_device_t* d = self;
-  return TJ_CU_STATUS(&d->cu, cuMemAlloc, (out_ptr, bytes));
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
+  tj_status_t status = TJ_CU_STATUS(&d->cu, cuMemAlloc, (out_ptr, bytes));
+  tj_cuda_device_leave(d);
+  return status;
 }
 
 static tj_status_t ops_free(void* self, tj_cu_deviceptr_t ptr) {
   tj_cuda_device_t* d = self;
-  return TJ_CU_STATUS(&d->cu, cuMemFree, (ptr));
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
+  tj_status_t status = TJ_CU_STATUS(&d->cu, cuMemFree, (ptr));
+  tj_cuda_device_leave(d);
+  return status;
 }
 
 static tj_status_t ops_synchronize(void* self) {
   tj_cuda_device_t* d = self;
-  return TJ_CU_STATUS(&d->cu, cuCtxSynchronize, ());
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
+  tj_status_t status = TJ_CU_STATUS(&d->cu, cuCtxSynchronize, ());
+  tj_cuda_device_leave(d);
+  return status;
 }
 
 static tj_status_t ops_stream_wait(void* self, tj_cu_stream_t stream,
                                    tj_cu_stream_t prior) {
   tj_cuda_device_t* d = self;
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
   // One event serves every wait: cuStreamWaitEvent captures the event's
   // most recent record at the time of the call, so it may be re-recorded
   // right after.
@@ -51,9 +64,10 @@ static tj_status_t ops_stream_wait(void* self, tj_cu_stream_t stream,
   tj_status_t status =
       TJ_CU_STATUS(&d->cu, cuEventRecord, (d->order_event, prior));
   if (!status)
-    status = TJ_CU_STATUS(&d->cu, cuStreamWaitEvent,
-                          (stream, d->order_event, 0));
+    status =
+        TJ_CU_STATUS(&d->cu, cuStreamWaitEvent, (stream, d->order_event, 0));
   pthread_mutex_unlock(&d->order_mutex);
+  tj_cuda_device_leave(d);
   return status;
 }
 
@@ -103,8 +117,7 @@ static tj_status_t choose_context(tj_cuda_device_t* d,
     return tj_invalid("cuda device: ordinal %d requested; %d device%s found",
                       (int)options->ordinal, count, count == 1 ? "" : "s");
   TJ_CU_RETURN_IF_ERROR(cu, cuDeviceGet, (&d->device, options->ordinal));
-  TJ_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain,
-                        (&d->context, d->device));
+  TJ_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain, (&d->context, d->device));
   d->owns_primary_context = true;
   return NULL;
 }
@@ -220,12 +233,10 @@ tj_status_t tj_cuda_device_synchronize(tj_cuda_device_t* device) {
 
 tj_status_t tj_cuda_device_alloc(tj_cuda_device_t* device, size_t bytes,
                                  tj_cu_deviceptr_t* out_ptr) {
-  *out_ptr = 0;
-  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
-  tj_status_t status = tj_cuda_allocator_alloc(device->allocator, bytes,
-                                               device->stream, out_ptr);
-  tj_cuda_device_leave(device);
-  return status;
+  // The allocator's device ops make the context current when they call
+  // the driver; a cache hit needs no driver call at all.
+  return tj_cuda_allocator_alloc(device->allocator, bytes, device->stream,
+                                 out_ptr);
 }
 
 tj_status_t tj_cuda_device_free(tj_cuda_device_t* device,
@@ -274,8 +285,8 @@ tj_status_t tj_cuda_copy_to_host(tj_cuda_device_t* device, void* dst,
 }
 
 tj_status_t tj_cuda_copy_on_device(tj_cuda_device_t* device,
-                                   tj_cu_deviceptr_t dst,
-                                   tj_cu_deviceptr_t src, size_t bytes) {
+                                   tj_cu_deviceptr_t dst, tj_cu_deviceptr_t src,
+                                   size_t bytes) {
   if (bytes == 0) return NULL;
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_status_t status = TJ_CU_STATUS(&device->cu, cuMemcpyDtoDAsync,
@@ -284,9 +295,8 @@ tj_status_t tj_cuda_copy_on_device(tj_cuda_device_t* device,
   return status;
 }
 
-tj_status_t tj_cuda_fill_bytes(tj_cuda_device_t* device,
-                               tj_cu_deviceptr_t dst, uint8_t value,
-                               size_t bytes) {
+tj_status_t tj_cuda_fill_bytes(tj_cuda_device_t* device, tj_cu_deviceptr_t dst,
+                               uint8_t value, size_t bytes) {
   if (bytes == 0) return NULL;
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_status_t status = TJ_CU_STATUS(&device->cu, cuMemsetD8Async,
@@ -322,8 +332,10 @@ tj_status_t tj_cuda_module_load(tj_cuda_device_t* device, const char* ptx,
   };
   // Sizes travel as pointer-sized integers in the value array.
   void* values[] = {
-      error_log, (void*)(uintptr_t)kJitLogBytes,
-      info_log,  (void*)(uintptr_t)kJitLogBytes,
+      error_log,
+      (void*)(uintptr_t)kJitLogBytes,
+      info_log,
+      (void*)(uintptr_t)kJitLogBytes,
       (void*)(uintptr_t)1,
   };
   tj_status_t status = tj_cuda_device_enter(device);
@@ -381,8 +393,8 @@ tj_status_t tj_cuda_kernel_get(tj_cuda_module_t* module, const char* name,
         (int)device->max_shared_bytes_optin);
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_cuda_kernel_t k = {.module = module};
-  tj_status_t status =
-      TJ_CU_STATUS(cu, cuModuleGetFunction, (&k.function, module->module, name));
+  tj_status_t status = TJ_CU_STATUS(cu, cuModuleGetFunction,
+                                    (&k.function, module->module, name));
   struct {
     tj_cu_function_attribute_t attribute;
     int32_t* value;
@@ -411,8 +423,7 @@ tj_status_t tj_cuda_kernel_get(tj_cuda_module_t* module, const char* name,
 }
 
 tj_status_t tj_cuda_kernel_launch(const tj_cuda_kernel_t* kernel,
-                                  const tj_cuda_launch_t* launch,
-                                  void** args) {
+                                  const tj_cuda_launch_t* launch, void** args) {
   tj_cuda_device_t* device = kernel->module->device;
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_status_t status = TJ_CU_STATUS(

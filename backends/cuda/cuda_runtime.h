@@ -115,11 +115,10 @@ tj_status_t tj_cuda_copy_to_device(tj_cuda_device_t* device,
 tj_status_t tj_cuda_copy_to_host(tj_cuda_device_t* device, void* dst,
                                  tj_cu_deviceptr_t src, size_t bytes);
 tj_status_t tj_cuda_copy_on_device(tj_cuda_device_t* device,
-                                   tj_cu_deviceptr_t dst,
-                                   tj_cu_deviceptr_t src, size_t bytes);
-tj_status_t tj_cuda_fill_bytes(tj_cuda_device_t* device,
-                               tj_cu_deviceptr_t dst, uint8_t value,
-                               size_t bytes);
+                                   tj_cu_deviceptr_t dst, tj_cu_deviceptr_t src,
+                                   size_t bytes);
+tj_status_t tj_cuda_fill_bytes(tj_cuda_device_t* device, tj_cu_deviceptr_t dst,
+                               uint8_t value, size_t bytes);
 
 //===--- modules and launches ---===//
 
@@ -145,7 +144,7 @@ typedef struct tj_cuda_kernel_t {
   tj_cuda_module_t* module;  // borrowed
   tj_cu_function_t function;
   int32_t num_regs;
-  int32_t local_bytes;   // spills: should be 0
+  int32_t local_bytes;  // spills: should be 0
   int32_t static_shared_bytes;
   int32_t max_threads;
 } tj_cuda_kernel_t;
@@ -165,7 +164,6 @@ typedef struct tj_cuda_launch_t {
 // Enqueues |kernel| on the device's stream; |args| holds a pointer to each
 // parameter's value, as cuLaunchKernel takes them.
 tj_status_t tj_cuda_kernel_launch(const tj_cuda_kernel_t* kernel,
-                                  const tj_cuda_launch_t* launch,
-                                  void** args);
+                                  const tj_cuda_launch_t* launch, void** args);
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_RUNTIME_H_

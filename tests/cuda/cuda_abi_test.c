@@ -80,10 +80,10 @@ SAME_VALUE(CU_EVENT_DISABLE_TIMING);
 // The symbol we dlsym has exactly the parameter list in the table. cuda.h
 // maps some names to versioned ones with macros; &exported_name below is
 // the real exported symbol's prototype either way.
-#define TJ_CU_SYM(name, exported_name, params)                          \
-  _Static_assert(SAME_TYPE(__typeof__(&exported_name),                  \
-                           tj_cu_result_t(*) params),                   \
-                 #exported_name " does not match cuda_symbols.def");
+#define TJ_CU_SYM(name, exported_name, params)                         \
+  _Static_assert(                                                      \
+      SAME_TYPE(__typeof__(&exported_name), tj_cu_result_t(*) params), \
+      #exported_name " does not match cuda_symbols.def");
 #include "backends/cuda/cuda_symbols.def"
 #undef TJ_CU_SYM
 

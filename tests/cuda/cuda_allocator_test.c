@@ -12,8 +12,8 @@
 
 typedef struct fake_device_t {
   tj_cu_deviceptr_t next;
-  size_t capacity;      // bytes the device holds
-  size_t outstanding;   // bytes allocated and not freed
+  size_t capacity;     // bytes the device holds
+  size_t outstanding;  // bytes allocated and not freed
   tj_cu_deviceptr_t live[kMaxLive];
   size_t live_size[kMaxLive];
   int num_live;
@@ -94,9 +94,16 @@ TEST(size_classes) {
   struct {
     size_t bytes, class_bytes;
   } cases[] = {
-      {0, 512},         {1, 512},          {512, 512},   {513, 1024},
-      {4096, 4096},     {4097, 4608},      {8192, 8192}, {8193, 9216},
-      {1 << 20, 1 << 20}, {(1 << 20) + 1, (1 << 20) + (1 << 17)},
+      {0, 512},
+      {1, 512},
+      {512, 512},
+      {513, 1024},
+      {4096, 4096},
+      {4097, 4608},
+      {8192, 8192},
+      {8193, 9216},
+      {1 << 20, 1 << 20},
+      {(1 << 20) + 1, (1 << 20) + (1 << 17)},
       {TJ_CUDA_ALLOCATOR_MAX_BYTES, TJ_CUDA_ALLOCATOR_MAX_BYTES},
   };
   for (size_t i = 0; i < TJ_ARRAY_SIZE(cases); ++i) {
@@ -115,8 +122,8 @@ TEST(size_classes) {
     uint32_t index = tj_cuda_size_class(bytes, &c);
     if (c < bytes || c % 512 != 0) ++bad;
     if (bytes > 4096 && (c - bytes) * 8 > bytes) ++bad;
-    if (index < prev_index || (index == prev_index && c != prev_bytes &&
-                               prev_bytes != 0))
+    if (index < prev_index ||
+        (index == prev_index && c != prev_bytes && prev_bytes != 0))
       ++bad;
     if (index > prev_index && c <= prev_bytes) ++bad;
     if (index >= 8 + 34 * 8) ++bad;
@@ -200,9 +207,9 @@ TEST(bad_frees_change_nothing) {
   CHECK_EQ_INT(0, s.bytes_in_use);
   CHECK_EQ_INT(512, s.bytes_reserved);
   tj_cu_deviceptr_t big = 1;
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "limit",
-               tj_cuda_allocator_alloc(a, TJ_CUDA_ALLOCATOR_MAX_BYTES + 1, S1,
-                                       &big));
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "limit",
+      tj_cuda_allocator_alloc(a, TJ_CUDA_ALLOCATOR_MAX_BYTES + 1, S1, &big));
   CHECK_EQ_INT(0, big);
   tj_cuda_allocator_destroy(a);
   CHECK_EQ_INT(0, f.outstanding);
@@ -243,8 +250,7 @@ TEST(release_cached_on_demand) {
   tj_cuda_allocator_t* a = make(&f, 1 << 30);
   tj_cu_deviceptr_t ptrs[10];
   for (int i = 0; i < 10; ++i)
-    CHECK_OK(tj_cuda_allocator_alloc(a, (size_t)(i + 1) * 10000, S1,
-                                     &ptrs[i]));
+    CHECK_OK(tj_cuda_allocator_alloc(a, (size_t)(i + 1) * 10000, S1, &ptrs[i]));
   for (int i = 0; i < 10; i += 2)
     CHECK_OK(tj_cuda_allocator_free(a, ptrs[i], S1));
   tj_cuda_allocator_stats_t s;
@@ -273,8 +279,8 @@ static tj_status_t churn(tj_allocator_t host, fake_device_t* f) {
   tj_status_t status = NULL;
   int n = 0;
   for (; n < 300 && !status; ++n)
-    status = tj_cuda_allocator_alloc(a, (size_t)(n % 7 + 1) * 3000, S1,
-                                     &ptrs[n]);
+    status =
+        tj_cuda_allocator_alloc(a, (size_t)(n % 7 + 1) * 3000, S1, &ptrs[n]);
   if (status) --n;
   for (int i = 0; i < n && !status; i += 3)
     status = tj_cuda_allocator_free(a, ptrs[i], S1);

@@ -13,10 +13,10 @@ static const char* g_stub_path;
 TEST(missing_library_is_unsupported) {
   tj_cuda_symbols_t symbols;
   memset(&symbols, 0xab, sizeof(symbols));
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "no CUDA driver: dlopen(\"libtj-no-such-driver.so.1\")",
-               tj_cuda_symbols_initialize("libtj-no-such-driver.so.1",
-                                          &symbols));
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED,
+      "no CUDA driver: dlopen(\"libtj-no-such-driver.so.1\")",
+      tj_cuda_symbols_initialize("libtj-no-such-driver.so.1", &symbols));
   CHECK(symbols.library == NULL && symbols.cuInit == NULL);
   // Deinitializing a zeroed table is a no-op.
   tj_cuda_symbols_deinitialize(&symbols);
@@ -44,10 +44,18 @@ TEST(stub_library_is_unsupported) {
 
 static tj_cu_result_t fake_name(tj_cu_result_t error, const char** name) {
   switch (error) {
-    case TJ_CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return 0;
-    case TJ_CUDA_ERROR_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; return 0;
-    case TJ_CUDA_ERROR_INVALID_PTX: *name = "CUDA_ERROR_INVALID_PTX"; return 0;
-    default: *name = NULL; return TJ_CUDA_ERROR_INVALID_VALUE;
+    case TJ_CUDA_ERROR_NOT_FOUND:
+      *name = "CUDA_ERROR_NOT_FOUND";
+      return 0;
+    case TJ_CUDA_ERROR_NO_DEVICE:
+      *name = "CUDA_ERROR_NO_DEVICE";
+      return 0;
+    case TJ_CUDA_ERROR_INVALID_PTX:
+      *name = "CUDA_ERROR_INVALID_PTX";
+      return 0;
+    default:
+      *name = NULL;
+      return TJ_CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -71,9 +79,9 @@ TEST(result_to_status) {
                "found)",
                tj_cuda_result_status(&symbols, TJ_CUDA_ERROR_NOT_FOUND,
                                      "cuModuleGetFunction"));
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "cuInit: CUDA_ERROR_NO_DEVICE",
-               tj_cuda_result_status(&symbols, TJ_CUDA_ERROR_NO_DEVICE,
-                                     "cuInit"));
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "cuInit: CUDA_ERROR_NO_DEVICE",
+      tj_cuda_result_status(&symbols, TJ_CUDA_ERROR_NO_DEVICE, "cuInit"));
   CHECK_STATUS(TJ_STATUS_BACKEND_FAILURE, "cuLaunchKernel: CUresult 12345",
                tj_cuda_result_status(&symbols, 12345, "cuLaunchKernel"));
   // Without a driver to ask, known results are still named.
@@ -87,8 +95,8 @@ TEST(result_to_status) {
                tj_cuda_result_code(TJ_CUDA_ERROR_ILLEGAL_ADDRESS));
   // The macro form names the call.
   const char* ignored;
-  tj_status_t status = TJ_CU_STATUS(&symbols, cuGetErrorName,
-                                    (TJ_CUDA_ERROR_UNKNOWN, &ignored));
+  tj_status_t status =
+      TJ_CU_STATUS(&symbols, cuGetErrorName, (TJ_CUDA_ERROR_UNKNOWN, &ignored));
   CHECK_CONTAINS(tj_status_message(status),
                  "cuGetErrorName: CUDA_ERROR_INVALID_VALUE (1)");
   tj_status_free(status);

@@ -87,9 +87,9 @@ TEST(allocator_on_the_device) {
   CHECK_EQ_INT(0, s.bytes_reserved);
   // More than the device has is OUT_OF_MEMORY, not a crash.
   tj_cu_deviceptr_t huge = 1;
-  CHECK_STATUS(TJ_STATUS_OUT_OF_MEMORY, "",
-               tj_cuda_device_alloc(g_device, g_device->total_bytes * 2,
-                                    &huge));
+  CHECK_STATUS(
+      TJ_STATUS_OUT_OF_MEMORY, "",
+      tj_cuda_device_alloc(g_device, g_device->total_bytes * 2, &huge));
   CHECK_EQ_INT(0, huge);
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "did not allocate",
                tj_cuda_device_free(g_device, 0x1234000));
@@ -178,15 +178,15 @@ TEST(sharing_the_host_context_and_stream) {
   // Without a current context, use_current_context is an error.
   g_device->cu.cuCtxGetCurrent(&still);
   if (!still) {
-    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "no CUDA context is current",
-                 tj_cuda_device_create(tj_allocator_system(), &options,
-                                       &current));
+    CHECK_STATUS(
+        TJ_STATUS_INVALID_ARGUMENT, "no CUDA context is current",
+        tj_cuda_device_create(tj_allocator_system(), &options, &current));
   }
   tj_cuda_device_options_initialize(&options);
   options.ordinal = 1000;
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "ordinal 1000",
-               tj_cuda_device_create(tj_allocator_system(), &options,
-                                     &current));
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "ordinal 1000",
+      tj_cuda_device_create(tj_allocator_system(), &options, &current));
   CHECK(current == NULL);
 }
 

@@ -29,8 +29,7 @@ static inline tj_cuda_device_t* tj_test_open_device_or_skip(void) {
   }
   printf("# device %d: %s, sm_%d%d, %d SMs, %zu MiB, driver %d\n",
          device->ordinal, device->name, device->sm_major, device->sm_minor,
-         device->num_sms, device->total_bytes >> 20,
-         device->cu.driver_version);
+         device->num_sms, device->total_bytes >> 20, device->cu.driver_version);
   return device;
 }
 

@@ -1,0 +1,44 @@
+// Kernel IR kernels on a CUDA device: lower (jit/emit_nvptx.h), compile to
+// PTX (jit/nvptx.h), load, and launch with the grid the template needs for
+// the run's sizes. The seed of the CUDA executable: a compiled graph holds
+// one of these per fused group.
+
+#ifndef TJ_BACKENDS_CUDA_CUDA_KIR_H_
+#define TJ_BACKENDS_CUDA_CUDA_KIR_H_
+
+#include "backends/cuda/cuda_runtime.h"
+#include "jit/emit_nvptx.h"
+
+typedef struct tj_cuda_kir_kernel_t {
+  tj_cuda_device_t* device;  // borrowed
+  const tj_kir_t* kernel;    // borrowed: must outlive this object
+  tj_nvptx_kernel_t info;
+  tj_cuda_module_t* module;
+  tj_cuda_kernel_t function;
+  double compile_ms;  // lowering + LLVM + PTX, without the driver's load
+  double load_ms;     // cuModuleLoadDataEx (the driver's ptxas)
+} tj_cuda_kir_kernel_t;
+
+// Compiles |kernel| for |device| with |target| (whose arch must suit the
+// device: tj_cuda_device_arch_name) and loads it. |kernel| is borrowed and
+// must outlive the result. On success |*out| is owned by the caller
+// (tj_cuda_kir_destroy); on failure it is NULL. When |out_ptx| is not NULL
+// it receives the PTX (free with tj_free_string(device->host, ...)).
+// |options| may be NULL for the defaults.
+tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
+                                const tj_nvptx_target_t* target,
+                                const tj_kir_t* kernel,
+                                const tj_nvptx_options_t* options,
+                                tj_cuda_kir_kernel_t** out, char** out_ptx);
+
+// NULL is a no-op.
+void tj_cuda_kir_destroy(tj_cuda_kir_kernel_t* kernel);
+
+// Enqueues |kernel| on its device's stream: |buffers| holds a device
+// pointer per buffer (declaration order), |scalars| the params. Sizes that
+// leave no work launch nothing.
+tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
+                               const tj_cu_deviceptr_t* buffers,
+                               const int64_t* scalars);
+
+#endif  // TJ_BACKENDS_CUDA_CUDA_KIR_H_

@@ -1,0 +1,368 @@
+// GPU benchmark of the NVPTX kernels beside cuBLAS and the copy engine,
+// measured in one process on one stream with CUDA events (mean of N runs
+// after warm-up). Prints a table; never a pass/fail.
+//
+//   cuda_bench [--quick]
+//
+// cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
+// our numbers are printed.
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_kir.h"
+#include "lib/dtype.h"
+#include "tests/cuda/nvptx_samples.h"
+
+static tj_cuda_device_t* g_dev;
+static tj_nvptx_target_t* g_target;
+static int g_iters = 20;
+
+static void die(tj_status_t s, const char* what) {
+  if (!s) return;
+  fprintf(stderr, "%s: %s: %s\n", what, tj_status_code_name(tj_status_code(s)),
+          tj_status_message(s));
+  exit(1);
+}
+
+//===--- timing ---===//
+
+typedef void (*work_fn)(void* ctx);
+
+static double time_ms(work_fn fn, void* ctx, int iters) {
+  const tj_cuda_symbols_t* cu = &g_dev->cu;
+  die(tj_cuda_device_enter(g_dev), "enter");
+  tj_cu_event_t start, stop;
+  die(TJ_CU_STATUS(cu, cuEventCreate, (&start, 0)), "event");
+  die(TJ_CU_STATUS(cu, cuEventCreate, (&stop, 0)), "event");
+  for (int i = 0; i < 3; ++i) fn(ctx);
+  die(TJ_CU_STATUS(cu, cuEventRecord, (start, g_dev->stream)), "record");
+  for (int i = 0; i < iters; ++i) fn(ctx);
+  die(TJ_CU_STATUS(cu, cuEventRecord, (stop, g_dev->stream)), "record");
+  die(TJ_CU_STATUS(cu, cuEventSynchronize, (stop)), "sync");
+  float ms = 0;
+  die(TJ_CU_STATUS(cu, cuEventElapsedTime, (&ms, start, stop)), "elapsed");
+  cu->cuEventDestroy(start);
+  cu->cuEventDestroy(stop);
+  tj_cuda_device_leave(g_dev);
+  return ms / iters;
+}
+
+typedef struct kir_run_t {
+  tj_cuda_kir_kernel_t* k;
+  tj_cu_deviceptr_t buffers[8];
+  int64_t scalars[8];
+} kir_run_t;
+
+static void run_kir(void* ctx) {
+  kir_run_t* r = ctx;
+  die(tj_cuda_kir_launch(r->k, r->buffers, r->scalars), "launch");
+}
+
+static tj_cu_deviceptr_t dev_random_bf16(int64_t n, float scale) {
+  uint16_t* h = malloc((size_t)n * 2);
+  uint64_t s = 88172645463325252ull;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    h[i] = tj_f32_to_bf16(scale * ((float)(s >> 40) / 16777216.0f - 0.5f));
+  }
+  tj_cu_deviceptr_t p;
+  die(tj_cuda_device_alloc(g_dev, (size_t)n * 2, &p), "alloc");
+  die(tj_cuda_copy_to_device(g_dev, p, h, (size_t)n * 2), "copy");
+  die(tj_cuda_device_synchronize(g_dev), "sync");
+  free(h);
+  return p;
+}
+
+static tj_cu_deviceptr_t dev_zeros(size_t bytes) {
+  tj_cu_deviceptr_t p;
+  die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
+  die(tj_cuda_fill_bytes(g_dev, p, 0, bytes), "fill");
+  return p;
+}
+
+//===--- cuBLAS through dlopen ---===//
+
+typedef int (*cublas_create_fn)(void** handle);
+typedef int (*cublas_set_stream_fn)(void* handle, tj_cu_stream_t stream);
+typedef int (*cublas_gemm_ex_fn)(void* handle, int transa, int transb, int m,
+                                 int n, int k, const void* alpha, const void* a,
+                                 int atype, int lda, const void* b, int btype,
+                                 int ldb, const void* beta, void* c, int ctype,
+                                 int ldc, int compute, int algo);
+
+static struct {
+  void* handle;
+  cublas_gemm_ex_fn gemm_ex;
+  char version[64];
+} g_blas;
+
+static void open_cublas(void) {
+  const char* names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  void* lib = NULL;
+  for (size_t i = 0; i < 3 && !lib; ++i) {
+    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib) snprintf(g_blas.version, sizeof(g_blas.version), "%s", names[i]);
+  }
+  if (!lib) {
+    printf("# cuBLAS not found: %s\n", dlerror());
+    return;
+  }
+  cublas_create_fn create;
+  cublas_set_stream_fn set_stream;
+  void* sym = dlsym(lib, "cublasCreate_v2");
+  memcpy(&create, &sym, sizeof(sym));
+  sym = dlsym(lib, "cublasSetStream_v2");
+  memcpy(&set_stream, &sym, sizeof(sym));
+  sym = dlsym(lib, "cublasGemmEx");
+  memcpy(&g_blas.gemm_ex, &sym, sizeof(sym));
+  if (!create || !set_stream || !g_blas.gemm_ex) return;
+  die(tj_cuda_device_enter(g_dev), "enter");
+  if (create(&g_blas.handle) != 0 ||
+      set_stream(g_blas.handle, g_dev->stream) != 0) {
+    printf("# cublasCreate failed\n");
+    g_blas.handle = NULL;
+  }
+  tj_cuda_device_leave(g_dev);
+}
+
+typedef struct blas_run_t {
+  int m, n, k, dtype, out_dtype;
+  tj_cu_deviceptr_t a, b, c;
+} blas_run_t;
+
+// Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T = B^T A^T.
+static void run_blas(void* ctx) {
+  blas_run_t* r = ctx;
+  float one = 1.0f, zero = 0.0f;
+  int status = g_blas.gemm_ex(g_blas.handle, 0, 0, r->n, r->m, r->k, &one,
+                              (void*)(uintptr_t)r->b, r->dtype, r->n,
+                              (void*)(uintptr_t)r->a, r->dtype, r->k, &zero,
+                              (void*)(uintptr_t)r->c, r->out_dtype, r->n,
+                              68 /* CUBLAS_COMPUTE_32F */, -1);
+  if (status != 0) {
+    fprintf(stderr, "cublasGemmEx: status %d\n", status);
+    exit(1);
+  }
+}
+
+//===--- kernels ---===//
+
+static tj_cuda_kir_kernel_t* compile(const tj_kir_t* k, const char* what,
+                                     const tj_nvptx_options_t* options) {
+  tj_cuda_kir_kernel_t* ck = NULL;
+  die(tj_cuda_kir_compile(g_dev, g_target, k, options, &ck, NULL), what);
+  printf(
+      "# %-22s %3d regs, %d local bytes, LLVM->PTX %.1f ms, driver "
+      "load %.1f ms\n",
+      what, ck->function.num_regs, ck->function.local_bytes, ck->compile_ms,
+      ck->load_ms);
+  return ck;
+}
+
+// A plain matmul: y = cast(acc), operands and output of |dt|.
+static tj_kir_t* plain_gemm(tj_dtype_t dt) {
+  tj_kir_t* k = NULL;
+  die(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM,
+                    dt == TJ_DTYPE_F32 ? "mm_f32" : "mm_bf16", &k),
+      "kir");
+  tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  tj_kir_ival_t dims[2] = {m, n};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_ival_t c1 = tj_kir_constant(1);
+  tj_kir_ival_t sa[2] = {kk, c1}, sb[2] = {n, c1};
+  tj_kir_add_buffer(k, "x", dt, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", dt, TJ_KIR_GEMM_B, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, sb);
+  uint32_t acc = tj_kir_acc(k);
+  tj_kir_store(k, y, dt == TJ_DTYPE_F32 ? acc : tj_kir_cast(k, dt, acc));
+  if (k->error) die(tj_status_clone(k->error), "kir");
+  return k;
+}
+
+// y = 2 x + 1 over a flat f32 vector of N elements: the memory path alone.
+static tj_kir_t* affine_map(void) {
+  tj_kir_t* k = NULL;
+  die(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "affine", &k),
+      "kir");
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_set_space(k, 1, &n);
+  tj_kir_ival_t s1 = tj_kir_constant(1);
+  uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, &s1);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, &s1);
+  uint32_t v = tj_kir_binary(k, TJ_OP_MUL, tj_kir_load(k, x),
+                             tj_kir_const_float(k, TJ_DTYPE_F32, 2.0));
+  tj_kir_store(
+      k, y,
+      tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_const_float(k, TJ_DTYPE_F32, 1.0)));
+  die(tj_kir_finalize(k), "kir");
+  return k;
+}
+
+static void bench_gemm_bf16(int64_t m, int64_t n, int64_t kk,
+                            tj_cuda_kir_kernel_t* fused,
+                            tj_cuda_kir_kernel_t* plain) {
+  tj_cu_deviceptr_t x = dev_random_bf16(m * kk, 2.0f);
+  tj_cu_deviceptr_t w = dev_random_bf16(kk * n, 0.2f);
+  tj_cu_deviceptr_t b = dev_random_bf16(n, 1.0f);
+  tj_cu_deviceptr_t y = dev_zeros((size_t)(m * n) * 2);
+  double flop = 2.0 * (double)m * (double)n * (double)kk;
+  kir_run_t f = {fused, {x, w, b, y}, {m, n, kk}};
+  kir_run_t p = {plain, {x, w, y}, {m, n, kk}};
+  double t_fused = time_ms(run_kir, &f, g_iters);
+  double t_plain = time_ms(run_kir, &p, g_iters);
+  printf(
+      "| bf16 M=%lld N=%lld K=%lld | ours gelu(x@w+b) %.3f ms (%.0f TFLOP/s) "
+      "| ours x@w %.3f ms (%.0f) ",
+      (long long)m, (long long)n, (long long)kk, t_fused, flop / t_fused * 1e-9,
+      t_plain, flop / t_plain * 1e-9);
+  if (g_blas.handle) {
+    blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y};
+    double t_blas = time_ms(run_blas, &r, g_iters);
+    printf(
+        "| cuBLAS x@w %.3f ms (%.0f) | fused/cuBLAS %.2fx, plain/cuBLAS "
+        "%.2fx |\n",
+        t_blas, flop / t_blas * 1e-9, t_fused / t_blas, t_plain / t_blas);
+  } else {
+    printf("|\n");
+  }
+  tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, w);
+  tj_cuda_device_free(g_dev, b), tj_cuda_device_free(g_dev, y);
+}
+
+static void bench_gemm_f32(int64_t s, tj_cuda_kir_kernel_t* k) {
+  tj_cu_deviceptr_t a = dev_zeros((size_t)(s * s) * 4);
+  tj_cu_deviceptr_t b = dev_zeros((size_t)(s * s) * 4);
+  tj_cu_deviceptr_t c = dev_zeros((size_t)(s * s) * 4);
+  double flop = 2.0 * (double)s * (double)s * (double)s;
+  kir_run_t r = {k, {a, b, c}, {s, s, s}};
+  double t = time_ms(run_kir, &r, g_iters / 4 + 1);
+  printf("| f32 %lld^3 | ours %.3f ms (%.1f TFLOP/s) ", (long long)s, t,
+         flop / t * 1e-9);
+  if (g_blas.handle) {
+    blas_run_t br = {(int)s, (int)s, (int)s, 0, 0, a, b, c};
+    double tb = time_ms(run_blas, &br, g_iters / 4 + 1);
+    printf("| cuBLAS %.3f ms (%.1f) | ours/cuBLAS %.2fx |\n", tb,
+           flop / tb * 1e-9, t / tb);
+  } else {
+    printf("|\n");
+  }
+  tj_cuda_device_free(g_dev, a), tj_cuda_device_free(g_dev, b);
+  tj_cuda_device_free(g_dev, c);
+}
+
+typedef struct copy_run_t {
+  tj_cu_deviceptr_t dst, src;
+  size_t bytes;
+} copy_run_t;
+
+static void run_copy(void* ctx) {
+  copy_run_t* c = ctx;
+  die(tj_cuda_copy_on_device(g_dev, c->dst, c->src, c->bytes), "copy");
+}
+
+static void bench_memory(tj_cuda_kir_kernel_t* gelu,
+                         tj_cuda_kir_kernel_t* softmax,
+                         tj_cuda_kir_kernel_t* affine, int64_t rows,
+                         int64_t cols) {
+  int64_t n = rows * cols;
+  size_t bytes = (size_t)n * 4;
+  tj_cu_deviceptr_t x = dev_zeros(bytes), y = dev_zeros(bytes);
+  tj_cu_deviceptr_t b = dev_zeros((size_t)cols * 4);
+  copy_run_t c = {y, x, bytes};
+  double t_copy = time_ms(run_copy, &c, g_iters);
+  kir_run_t g = {gelu, {x, b, y}, {rows, cols}};
+  double t_gelu = time_ms(run_kir, &g, g_iters);
+  kir_run_t s = {softmax, {x, y}, {rows, cols}};
+  double t_soft = time_ms(run_kir, &s, g_iters);
+  int64_t total = rows * cols;
+  kir_run_t a = {affine, {x, y}, {total}};
+  double t_affine = time_ms(run_kir, &a, g_iters);
+  double gb = 2.0 * (double)bytes * 1e-9;
+  printf(
+      "| f32 [%lld, %lld] | copy %.0f GB/s | 2x+1 %.0f GB/s (%.2fx) "
+      "| gelu(x+b) %.0f GB/s (%.2fx) | softmax %.0f GB/s (%.2fx) |\n",
+      (long long)rows, (long long)cols, gb / t_copy * 1e3, gb / t_affine * 1e3,
+      t_copy / t_affine, gb / t_gelu * 1e3, t_copy / t_gelu, gb / t_soft * 1e3,
+      t_copy / t_soft);
+  tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, y);
+  tj_cuda_device_free(g_dev, b);
+}
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  if (quick) g_iters = 5;
+  tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
+  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
+    printf("# no GPU: %s\n", tj_status_message(s));
+    return 0;
+  }
+  die(s, "device");
+  const char* arch_name = tj_cuda_device_arch_name(g_dev);
+  tj_nvptx_arch_t arch;
+  if (!arch_name || !tj_nvptx_arch_from_name(arch_name, &arch)) {
+    printf("# %s is older than sm_80\n", g_dev->name);
+    return 0;
+  }
+  die(tj_nvptx_target_create(tj_allocator_system(), arch, &g_target), "target");
+  printf("# %s, sm_%d%d (%s), %d SMs, driver %d\n", g_dev->name,
+         g_dev->sm_major, g_dev->sm_minor, arch_name, g_dev->num_sms,
+         g_dev->cu.driver_version);
+  open_cublas();
+  if (g_blas.handle) printf("# cuBLAS: %s\n", g_blas.version);
+
+  tj_kir_t *k_fused, *k_gelu, *k_soft;
+  die(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k_fused), "kir");
+  die(sample_build(tj_allocator_system(), SAMPLE_GELU_BIAS, &k_gelu), "kir");
+  die(sample_build(tj_allocator_system(), SAMPLE_SOFTMAX, &k_soft), "kir");
+  tj_kir_t* k_plain = plain_gemm(TJ_DTYPE_BF16);
+  tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
+  tj_kir_t* k_affine = affine_map();
+  tj_cuda_kir_kernel_t* fused = compile(k_fused, "gelu(x@w+b) bf16", NULL);
+  tj_cuda_kir_kernel_t* plain = compile(k_plain, "x@w bf16", NULL);
+  tj_cuda_kir_kernel_t* f32 = compile(k_f32, "x@w f32", NULL);
+  tj_cuda_kir_kernel_t* gelu = compile(k_gelu, "gelu(x+b) f32", NULL);
+  tj_cuda_kir_kernel_t* soft = compile(k_soft, "softmax f32", NULL);
+  tj_cuda_kir_kernel_t* affine = compile(k_affine, "2x+1 f32", NULL);
+
+  printf("\n| shape | ours | ours | cuBLAS | ratios |\n");
+  bench_gemm_bf16(16384, 4096, 1024, fused, plain);
+  bench_gemm_bf16(2048, 4096, 1024, fused, plain);
+  if (!quick) {
+    bench_gemm_bf16(4096, 4096, 4096, fused, plain);
+    bench_gemm_bf16(8192, 8192, 8192, fused, plain);
+    // The tensor-core schedule space: k-tile x ring depth.
+    static const tj_nvptx_options_t variants[] = {
+        {32, 3}, {32, 5}, {64, 3}, {64, 4}};
+    for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
+      char name[64];
+      snprintf(name, sizeof(name), "bk=%d stages=%d", variants[v].gemm_tile_k,
+               variants[v].gemm_stages);
+      tj_cuda_kir_kernel_t* vf = compile(k_fused, name, &variants[v]);
+      tj_cuda_kir_kernel_t* vp = compile(k_plain, name, &variants[v]);
+      printf("# %s\n", name);
+      bench_gemm_bf16(16384, 4096, 1024, vf, vp);
+      bench_gemm_bf16(8192, 8192, 8192, vf, vp);
+      tj_cuda_kir_destroy(vf), tj_cuda_kir_destroy(vp);
+    }
+  }
+  bench_gemm_f32(quick ? 2048 : 4096, f32);
+  printf("\n");
+  bench_memory(gelu, soft, affine, quick ? 4096 : 65536, 4096);
+
+  tj_cuda_kir_destroy(fused), tj_cuda_kir_destroy(plain);
+  tj_cuda_kir_destroy(f32), tj_cuda_kir_destroy(gelu);
+  tj_cuda_kir_destroy(soft), tj_cuda_kir_destroy(affine);
+  tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
+  tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
+  tj_nvptx_target_destroy(g_target);
+  tj_cuda_device_destroy(g_dev);
+  return 0;
+}

@@ -1,0 +1,872 @@
+// Kernel IR -> LLVM IR: module entry point, types, control flow helpers,
+// loads and stores with dtype conversion, and the per-op semantics of
+// kernel bodies. The templates live in emit_pointwise.c, emit_reduce.c and
+// emit_gemm.c; transcendentals in vecmath.c.
+
+#include "jit/emit_llvm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/vecmath.h"
+#include "lib/dtype.h"
+
+//===--- types and constants ---===//
+
+LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype) {
+  switch (dtype) {
+    case TJ_DTYPE_F32: case TJ_DTYPE_F16: case TJ_DTYPE_BF16: return em->t_f32;
+    case TJ_DTYPE_F64: return em->t_f64;
+    case TJ_DTYPE_I8: return em->t_i8;
+    case TJ_DTYPE_I32: return em->t_i32;
+    case TJ_DTYPE_I64: return em->t_i64;
+    case TJ_DTYPE_BOOL: return em->t_i1;
+    default: return em->t_f32;
+  }
+}
+
+LLVMTypeRef tj_emit_memory_type(tj_emit_t* em, tj_dtype_t dtype) {
+  switch (dtype) {
+    case TJ_DTYPE_F16: return em->target.has_f16c ? em->t_f16 : em->t_i16;
+    case TJ_DTYPE_BF16: return em->t_i16;
+    case TJ_DTYPE_BOOL: return em->t_i8;
+    default: return tj_emit_compute_type(em, dtype);
+  }
+}
+
+LLVMTypeRef tj_emit_vec(tj_emit_t* em, LLVMTypeRef scalar, int32_t lanes) {
+  (void)em;
+  return lanes == 1 ? scalar : LLVMVectorType(scalar, (unsigned)lanes);
+}
+
+int32_t tj_emit_lanes_of(LLVMTypeRef type) {
+  return LLVMGetTypeKind(type) == LLVMVectorTypeKind
+             ? (int32_t)LLVMGetVectorSize(type)
+             : 1;
+}
+
+static LLVMTypeRef elem_of(LLVMTypeRef type) {
+  return LLVMGetTypeKind(type) == LLVMVectorTypeKind ? LLVMGetElementType(type)
+                                                     : type;
+}
+
+LLVMTypeRef tj_emit_int_like(tj_emit_t* em, LLVMTypeRef type) {
+  LLVMTypeRef e = elem_of(type);
+  LLVMTypeRef i = LLVMGetTypeKind(e) == LLVMDoubleTypeKind ? em->t_i64
+                                                           : em->t_i32;
+  return tj_emit_vec(em, i, tj_emit_lanes_of(type));
+}
+
+static LLVMValueRef splat_const(LLVMTypeRef type, LLVMValueRef c) {
+  int32_t lanes = tj_emit_lanes_of(type);
+  if (lanes == 1) return c;
+  LLVMValueRef elems[64];
+  for (int32_t i = 0; i < lanes && i < 64; ++i) elems[i] = c;
+  return LLVMConstVector(elems, (unsigned)lanes);
+}
+
+LLVMValueRef tj_emit_fconst(LLVMTypeRef type, double value) {
+  return splat_const(type, LLVMConstReal(elem_of(type), value));
+}
+
+LLVMValueRef tj_emit_iconst(LLVMTypeRef type, int64_t value) {
+  return splat_const(type,
+                     LLVMConstInt(elem_of(type), (unsigned long long)value, 1));
+}
+
+LLVMValueRef tj_emit_splat(tj_emit_t* em, LLVMValueRef value, int32_t lanes) {
+  if (lanes == 1) return value;
+  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(value), (unsigned)lanes);
+  if (LLVMIsConstant(value)) return splat_const(vt, value);
+  LLVMValueRef zero = LLVMConstInt(em->t_i32, 0, 0);
+  LLVMValueRef v =
+      LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), value, zero, "");
+  LLVMValueRef mask =
+      LLVMConstNull(LLVMVectorType(em->t_i32, (unsigned)lanes));
+  return LLVMBuildShuffleVector(em->b, v, LLVMGetPoison(vt), mask, "splat");
+}
+
+LLVMValueRef tj_emit_iota(tj_emit_t* em, LLVMTypeRef elem, int32_t lanes) {
+  (void)em;
+  LLVMValueRef elems[64];
+  for (int32_t i = 0; i < lanes && i < 64; ++i) {
+    elems[i] = LLVMConstInt(elem, (unsigned long long)i, 0);
+  }
+  return lanes == 1 ? elems[0] : LLVMConstVector(elems, (unsigned)lanes);
+}
+
+//===--- instructions ---===//
+
+LLVMValueRef tj_emit_intrinsic(tj_emit_t* em, const char* name,
+                               LLVMTypeRef* types, unsigned num_types,
+                               LLVMValueRef* args, unsigned num_args) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (id == 0) {
+    if (!em->error) em->error = tj_internal("unknown LLVM intrinsic %s", name);
+    return LLVMGetUndef(num_args ? LLVMTypeOf(args[0]) : em->t_i32);
+  }
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, types, num_types);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, types, num_types);
+  return LLVMBuildCall2(em->b, fty, fn, args, num_args, "");
+}
+
+LLVMValueRef tj_emit_fmuladd(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
+                             LLVMValueRef c) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef args[3] = {a, b, c};
+  return tj_emit_intrinsic(em, "llvm.fmuladd", &t, 1, args, 3);
+}
+
+LLVMValueRef tj_emit_poly(tj_emit_t* em, LLVMValueRef x, const double* c,
+                          int n) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef acc = tj_emit_fconst(t, c[0]);
+  for (int i = 1; i < n; ++i) {
+    acc = tj_emit_fmuladd(em, acc, x, tj_emit_fconst(t, c[i]));
+  }
+  return acc;
+}
+
+LLVMValueRef tj_emit_select(tj_emit_t* em, LLVMValueRef cond, LLVMValueRef a,
+                            LLVMValueRef b) {
+  return LLVMBuildSelect(em->b, cond, a, b, "");
+}
+
+LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, a, b, ""), a,
+                         b, "");
+}
+
+LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type,
+                            const char* name) {
+  LLVMBuilderRef tmp = LLVMCreateBuilderInContext(em->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(em->entry);
+  if (first) {
+    LLVMPositionBuilderBefore(tmp, first);
+  } else {
+    LLVMPositionBuilderAtEnd(tmp, em->entry);
+  }
+  LLVMValueRef slot = LLVMBuildAlloca(tmp, type, name);
+  LLVMDisposeBuilder(tmp);
+  return slot;
+}
+
+LLVMValueRef tj_emit_loop_begin(tj_emit_t* em, tj_emit_loop_t* loop,
+                                LLVMValueRef start, LLVMValueRef limit,
+                                LLVMValueRef step, const char* name) {
+  loop->var = tj_emit_alloca(em, em->t_i64, name);
+  loop->limit = limit;
+  loop->step = step;
+  LLVMBuildStore(em->b, start, loop->var);
+  loop->cond = LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
+  loop->body = LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
+  loop->done = LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
+  LLVMBuildBr(em->b, loop->cond);
+  LLVMPositionBuilderAtEnd(em->b, loop->cond);
+  LLVMValueRef i = LLVMBuildLoad2(em->b, em->t_i64, loop->var, "");
+  LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, i, limit, ""),
+                  loop->body, loop->done);
+  LLVMPositionBuilderAtEnd(em->b, loop->body);
+  return LLVMBuildLoad2(em->b, em->t_i64, loop->var, name);
+}
+
+void tj_emit_loop_end(tj_emit_t* em, tj_emit_loop_t* loop) {
+  LLVMValueRef i = LLVMBuildLoad2(em->b, em->t_i64, loop->var, "");
+  LLVMBuildStore(em->b, LLVMBuildAdd(em->b, i, loop->step, ""), loop->var);
+  LLVMBuildBr(em->b, loop->cond);
+  LLVMPositionBuilderAtEnd(em->b, loop->done);
+}
+
+void tj_emit_if_begin(tj_emit_t* em, tj_emit_if_t* branch, LLVMValueRef cond,
+                      const char* name) {
+  branch->then_block = LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
+  branch->done = LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
+  LLVMBuildCondBr(em->b, cond, branch->then_block, branch->done);
+  LLVMPositionBuilderAtEnd(em->b, branch->then_block);
+}
+
+void tj_emit_if_end(tj_emit_t* em, tj_emit_if_t* branch) {
+  LLVMBuildBr(em->b, branch->done);
+  LLVMPositionBuilderAtEnd(em->b, branch->done);
+}
+
+//===--- memory ---===//
+
+LLVMValueRef tj_emit_ival(tj_emit_t* em, tj_kir_ival_t v) {
+  if (v.param >= 0) return em->scalar[v.param];
+  return LLVMConstInt(em->t_i64, (unsigned long long)v.value, 1);
+}
+
+LLVMValueRef tj_emit_stride(tj_emit_t* em, uint32_t b, int32_t d) {
+  return tj_emit_ival(em, em->k->buffers[b].strides[d]);
+}
+
+LLVMValueRef tj_emit_advance(tj_emit_t* em, uint32_t b, LLVMValueRef ptr,
+                             LLVMValueRef count) {
+  LLVMTypeRef t = tj_emit_memory_type(em, em->k->buffers[b].dtype);
+  return LLVMBuildGEP2(em->b, t, ptr, &count, 1, "");
+}
+
+LLVMValueRef tj_emit_lane_mask(tj_emit_t* em, LLVMValueRef count,
+                               int32_t lanes) {
+  LLVMValueRef n = tj_emit_min_i64(
+      em, count, LLVMConstInt(em->t_i64, (unsigned long long)lanes, 0));
+  n = LLVMBuildTrunc(em->b, n, em->t_i32, "");
+  return LLVMBuildICmp(em->b, LLVMIntSLT, tj_emit_iota(em, em->t_i32, lanes),
+                       tj_emit_splat(em, n, lanes), "mask");
+}
+
+static unsigned elem_bytes(tj_dtype_t dtype) {
+  return (unsigned)tj_dtype_size(dtype);
+}
+
+// f16 bits (i32 lanes holding 16 bits) -> f32, for targets without F16C
+// (F. Giesen's half_to_float: exact, subnormals renormalized by a float
+// subtraction).
+static LLVMValueRef half_bits_to_float(tj_emit_t* em, LLVMValueRef h) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef it = LLVMTypeOf(h);
+  LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, tj_emit_lanes_of(it));
+  LLVMValueRef o = LLVMBuildShl(
+      b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x7fff), ""),
+      tj_emit_iconst(it, 13), "");
+  LLVMValueRef exp = LLVMBuildAnd(b, o, tj_emit_iconst(it, 0x7c00 << 13), "");
+  o = LLVMBuildAdd(b, o, tj_emit_iconst(it, (127 - 15) << 23), "");
+  LLVMValueRef is_special = LLVMBuildICmp(
+      b, LLVMIntEQ, exp, tj_emit_iconst(it, 0x7c00 << 13), "");
+  LLVMValueRef is_small =
+      LLVMBuildICmp(b, LLVMIntEQ, exp, tj_emit_iconst(it, 0), "");
+  LLVMValueRef special =
+      LLVMBuildAdd(b, o, tj_emit_iconst(it, (128 - 16) << 23), "");
+  LLVMValueRef small_f = LLVMBuildFSub(
+      b,
+      LLVMBuildBitCast(b, LLVMBuildAdd(b, o, tj_emit_iconst(it, 1 << 23), ""),
+                       ft, ""),
+      tj_emit_fconst(ft, 6.103515625e-05), "");  // 2^-14 = float(113 << 23)
+  LLVMValueRef small = LLVMBuildBitCast(b, small_f, it, "");
+  o = tj_emit_select(em, is_special, special, o);
+  o = tj_emit_select(em, is_small, small, o);
+  LLVMValueRef sign = LLVMBuildShl(
+      b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x8000), ""),
+      tj_emit_iconst(it, 16), "");
+  return LLVMBuildBitCast(b, LLVMBuildOr(b, o, sign, ""), ft, "");
+}
+
+// f32 -> f16 bits (in i32 lanes), round to nearest even, for targets
+// without F16C (F. Giesen's float_to_half_fast3_rtne).
+static LLVMValueRef float_to_half_bits(tj_emit_t* em, LLVMValueRef x) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef ft = LLVMTypeOf(x);
+  LLVMTypeRef it = tj_emit_int_like(em, ft);
+  LLVMValueRef f = LLVMBuildBitCast(b, x, it, "");
+  LLVMValueRef sign =
+      LLVMBuildAnd(b, f, tj_emit_iconst(it, (int64_t)0x80000000u), "");
+  f = LLVMBuildXor(b, f, sign, "");
+  const int64_t f32_inf = 255 << 23, f16_max = (127 + 16) << 23;
+  const int64_t denorm_magic = ((127 - 15) + (23 - 10) + 1) << 23;
+  LLVMValueRef inf_nan = tj_emit_select(
+      em, LLVMBuildICmp(b, LLVMIntUGT, f, tj_emit_iconst(it, f32_inf), ""),
+      tj_emit_iconst(it, 0x7e00), tj_emit_iconst(it, 0x7c00));
+  LLVMValueRef sub_f = LLVMBuildFAdd(
+      b, LLVMBuildBitCast(b, f, ft, ""),
+      LLVMBuildBitCast(b, tj_emit_iconst(it, denorm_magic), ft, ""), "");
+  LLVMValueRef sub = LLVMBuildSub(b, LLVMBuildBitCast(b, sub_f, it, ""),
+                                  tj_emit_iconst(it, denorm_magic), "");
+  LLVMValueRef odd = LLVMBuildAnd(
+      b, LLVMBuildLShr(b, f, tj_emit_iconst(it, 13), ""),
+      tj_emit_iconst(it, 1), "");
+  LLVMValueRef norm = LLVMBuildAdd(
+      b, f, tj_emit_iconst(it, (int64_t)((15 - 127) * (1 << 23)) + 0xfff), "");
+  norm = LLVMBuildLShr(b, LLVMBuildAdd(b, norm, odd, ""),
+                       tj_emit_iconst(it, 13), "");
+  LLVMValueRef o = tj_emit_select(
+      em, LLVMBuildICmp(b, LLVMIntULT, f, tj_emit_iconst(it, 113 << 23), ""),
+      sub, norm);
+  o = tj_emit_select(
+      em, LLVMBuildICmp(b, LLVMIntUGE, f, tj_emit_iconst(it, f16_max), ""),
+      inf_nan, o);
+  return LLVMBuildOr(b, o, LLVMBuildLShr(b, sign, tj_emit_iconst(it, 16), ""),
+                     "");
+}
+
+// bf16 bits (i32 lanes) -> f32: the upper half of the f32 bit pattern.
+static LLVMValueRef bf16_bits_to_float(tj_emit_t* em, LLVMValueRef h) {
+  LLVMTypeRef it = LLVMTypeOf(h);
+  LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, tj_emit_lanes_of(it));
+  return LLVMBuildBitCast(em->b,
+                          LLVMBuildShl(em->b, h, tj_emit_iconst(it, 16), ""),
+                          ft, "");
+}
+
+// f32 -> bf16 bits (i32 lanes), round to nearest even; NaN stays a quiet
+// NaN.
+static LLVMValueRef float_to_bf16_bits(tj_emit_t* em, LLVMValueRef x) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
+  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "");
+  LLVMValueRef hi = LLVMBuildLShr(b, u, tj_emit_iconst(it, 16), "");
+  LLVMValueRef odd = LLVMBuildAnd(b, hi, tj_emit_iconst(it, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(
+      b, LLVMBuildAdd(b, u, tj_emit_iconst(it, 0x7fff), ""), odd, "");
+  r = LLVMBuildLShr(b, r, tj_emit_iconst(it, 16), "");
+  LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  return tj_emit_select(
+      em, nan, LLVMBuildOr(b, hi, tj_emit_iconst(it, 0x40), ""), r);
+}
+
+// Memory value -> compute value.
+static LLVMValueRef widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
+  LLVMTypeRef i32v = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMTypeRef f32v = tj_emit_vec(em, em->t_f32, lanes);
+  switch (dtype) {
+    case TJ_DTYPE_F16:
+      if (em->target.has_f16c) return LLVMBuildFPExt(b, v, f32v, "");
+      return half_bits_to_float(em, LLVMBuildZExt(b, v, i32v, ""));
+    case TJ_DTYPE_BF16:
+      return bf16_bits_to_float(em, LLVMBuildZExt(b, v, i32v, ""));
+    case TJ_DTYPE_BOOL:
+      return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    default:
+      return v;
+  }
+}
+
+// Compute value -> memory value.
+static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
+  LLVMTypeRef i16v = tj_emit_vec(em, em->t_i16, lanes);
+  switch (dtype) {
+    case TJ_DTYPE_F16:
+      if (em->target.has_f16c) {
+        return LLVMBuildFPTrunc(b, v, tj_emit_vec(em, em->t_f16, lanes), "");
+      }
+      return LLVMBuildTrunc(b, float_to_half_bits(em, v), i16v, "");
+    case TJ_DTYPE_BF16:
+      return LLVMBuildTrunc(b, float_to_bf16_bits(em, v), i16v, "");
+    case TJ_DTYPE_BOOL:
+      return LLVMBuildZExt(b, v, tj_emit_vec(em, em->t_i8, lanes), "");
+    default:
+      return v;
+  }
+}
+
+typedef enum stride_kind_e { STRIDE_UNIT, STRIDE_ZERO, STRIDE_OTHER } stride_kind_t;
+
+static stride_kind_t vector_stride_kind(tj_emit_t* em,
+                                        const tj_emit_point_t* point,
+                                        uint32_t b) {
+  tj_kir_ival_t s = em->k->buffers[b].strides[point->vdim];
+  if (tj_kir_ival_is_const(s, 1)) return STRIDE_UNIT;
+  if (tj_kir_ival_is_const(s, 0)) return STRIDE_ZERO;
+  return STRIDE_OTHER;
+}
+
+// The addresses of the lanes of a strided access.
+static LLVMValueRef lane_pointers(tj_emit_t* em, const tj_emit_point_t* point,
+                                  uint32_t b) {
+  LLVMValueRef offs = LLVMBuildMul(
+      em->b, tj_emit_iota(em, em->t_i64, point->lanes),
+      tj_emit_splat(em, tj_emit_stride(em, b, point->vdim), point->lanes), "");
+  LLVMTypeRef t = tj_emit_memory_type(em, em->k->buffers[b].dtype);
+  return LLVMBuildGEP2(em->b, t, point->ptr[b], &offs, 1, "lanes");
+}
+
+static LLVMValueRef all_true(tj_emit_t* em, int32_t lanes) {
+  return tj_emit_iconst(tj_emit_vec(em, em->t_i1, lanes), 1);
+}
+
+LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
+                          uint32_t b) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  unsigned align = elem_bytes(buf->dtype);
+  int32_t lanes = point->lanes;
+  LLVMValueRef v;
+  stride_kind_t kind = lanes == 1 ? STRIDE_ZERO
+                                  : vector_stride_kind(em, point, b);
+  if (kind == STRIDE_ZERO) {
+    v = LLVMBuildLoad2(em->b, mt, point->ptr[b], buf->name);
+    LLVMSetAlignment(v, align);
+    return tj_emit_splat(em, widen(em, buf->dtype, v), lanes);
+  }
+  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+  LLVMValueRef align_v = LLVMConstInt(em->t_i32, align, 0);
+  if (kind == STRIDE_UNIT) {
+    if (point->mask) {
+      LLVMTypeRef types[2] = {vt, em->t_ptr};
+      LLVMValueRef args[4] = {point->ptr[b], align_v, point->mask,
+                              LLVMConstNull(vt)};
+      v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+    } else {
+      v = LLVMBuildLoad2(em->b, vt, point->ptr[b], buf->name);
+      LLVMSetAlignment(v, align);
+    }
+  } else {
+    LLVMValueRef ptrs = lane_pointers(em, point, b);
+    LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
+    LLVMValueRef args[4] = {ptrs, align_v,
+                            point->mask ? point->mask : all_true(em, lanes),
+                            LLVMConstNull(vt)};
+    v = tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4);
+  }
+  return widen(em, buf->dtype, v);
+}
+
+void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
+                   LLVMValueRef value) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  unsigned align = elem_bytes(buf->dtype);
+  int32_t lanes = point->lanes;
+  LLVMValueRef v = narrow(em, buf->dtype, value);
+  stride_kind_t kind = lanes == 1 ? STRIDE_UNIT
+                                  : vector_stride_kind(em, point, b);
+  LLVMValueRef align_v = LLVMConstInt(em->t_i32, align, 0);
+  if (kind == STRIDE_ZERO) {
+    // Every lane writes the same element (only the verifier's size-1 dims
+    // allow it): the last active lane's value wins, as in a serial loop.
+    // Stores lane by lane keep that order.
+    for (int32_t l = 0; l < lanes; ++l) {
+      LLVMValueRef lane = LLVMConstInt(em->t_i32, (unsigned long long)l, 0);
+      LLVMValueRef e = LLVMBuildExtractElement(em->b, v, lane, "");
+      if (point->mask) {
+        tj_emit_if_t branch;
+        tj_emit_if_begin(
+            em, &branch,
+            LLVMBuildExtractElement(em->b, point->mask, lane, ""), "lane");
+        LLVMSetAlignment(LLVMBuildStore(em->b, e, point->ptr[b]), align);
+        tj_emit_if_end(em, &branch);
+      } else {
+        LLVMSetAlignment(LLVMBuildStore(em->b, e, point->ptr[b]), align);
+      }
+    }
+    return;
+  }
+  if (kind == STRIDE_UNIT) {
+    if (point->mask) {
+      LLVMTypeRef types[2] = {LLVMTypeOf(v), em->t_ptr};
+      LLVMValueRef args[4] = {v, point->ptr[b], align_v, point->mask};
+      tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+    } else {
+      LLVMSetAlignment(LLVMBuildStore(em->b, v, point->ptr[b]), align);
+    }
+    return;
+  }
+  LLVMValueRef ptrs = lane_pointers(em, point, b);
+  LLVMTypeRef types[2] = {LLVMTypeOf(v), LLVMTypeOf(ptrs)};
+  LLVMValueRef args[4] = {v, ptrs, align_v,
+                          point->mask ? point->mask : all_true(em, lanes)};
+  tj_emit_intrinsic(em, "llvm.masked.scatter", types, 2, args, 4);
+}
+
+//===--- casts ---===//
+
+// Rounds an f32 compute value to f16 or bf16 precision (kept in f32).
+static LLVMValueRef round_to_half(tj_emit_t* em, LLVMValueRef v,
+                                  tj_dtype_t to) {
+  return widen(em, to, narrow(em, to, v));
+}
+
+LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
+                          tj_dtype_t to) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
+  LLVMTypeRef tt = tj_emit_vec(em, tj_emit_compute_type(em, to), lanes);
+  bool half_to = to == TJ_DTYPE_F16 || to == TJ_DTYPE_BF16;
+  if (from == to) return v;
+  if (from == TJ_DTYPE_BOOL) {
+    return tj_dtype_is_float(to) ? LLVMBuildUIToFP(b, v, tt, "")
+                                 : LLVMBuildZExt(b, v, tt, "");
+  }
+  if (to == TJ_DTYPE_BOOL) {
+    LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(v));
+    return tj_dtype_is_float(from) ? LLVMBuildFCmp(b, LLVMRealUNE, v, zero, "")
+                                   : LLVMBuildICmp(b, LLVMIntNE, v, zero, "");
+  }
+  if (tj_dtype_is_float(from) && tj_dtype_is_float(to)) {
+    LLVMValueRef r = v;
+    if (LLVMTypeOf(v) != tt) {
+      r = from == TJ_DTYPE_F64 ? LLVMBuildFPTrunc(b, v, tt, "")
+                               : LLVMBuildFPExt(b, v, tt, "");
+    }
+    // f32-held values are already exact in any wider format; only a
+    // narrowing to f16/bf16 needs rounding (bf16 -> f16 and back too).
+    return half_to ? round_to_half(em, r, to) : r;
+  }
+  if (tj_dtype_is_int(from) && tj_dtype_is_float(to)) {
+    LLVMValueRef r = LLVMBuildSIToFP(b, v, tt, "");
+    return half_to ? round_to_half(em, r, to) : r;
+  }
+  if (tj_dtype_is_int(from) && tj_dtype_is_int(to)) {
+    unsigned fw = LLVMGetIntTypeWidth(LLVMGetTypeKind(LLVMTypeOf(v)) ==
+                                              LLVMVectorTypeKind
+                                          ? LLVMGetElementType(LLVMTypeOf(v))
+                                          : LLVMTypeOf(v));
+    unsigned tw = (unsigned)tj_dtype_size(to) * 8;
+    return fw < tw ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildTrunc(b, v, tt, "");
+  }
+  // float -> int: truncate toward zero; NaN and out-of-range give 0. The
+  // range test runs in double with the reference's bounds, and the
+  // conversion only ever sees in-range values (fptosi of others is poison).
+  LLVMTypeRef dt = tj_emit_vec(em, em->t_f64, lanes);
+  LLVMValueRef d = from == TJ_DTYPE_F64 ? v : LLVMBuildFPExt(b, v, dt, "");
+  LLVMValueRef in_range;
+  if (to == TJ_DTYPE_I64) {
+    in_range = LLVMBuildAnd(
+        b,
+        LLVMBuildFCmp(b, LLVMRealOGE, d,
+                      tj_emit_fconst(dt, -9223372036854775808.0), ""),
+        LLVMBuildFCmp(b, LLVMRealOLT, d,
+                      tj_emit_fconst(dt, 9223372036854775808.0), ""),
+        "");
+  } else {
+    double hi = to == TJ_DTYPE_I8 ? 128.0 : 2147483648.0;
+    in_range = LLVMBuildAnd(
+        b, LLVMBuildFCmp(b, LLVMRealOGT, d, tj_emit_fconst(dt, -hi - 1.0), ""),
+        LLVMBuildFCmp(b, LLVMRealOLT, d, tj_emit_fconst(dt, hi), ""), "");
+  }
+  d = tj_emit_select(em, in_range, d, tj_emit_fconst(dt, 0.0));
+  return LLVMBuildFPToSI(b, d, tt, "");
+}
+
+//===--- op semantics ---===//
+
+static LLVMValueRef unary_intrinsic(tj_emit_t* em, const char* name,
+                                    LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return tj_emit_intrinsic(em, name, &t, 1, &x, 1);
+}
+
+static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
+                               LLVMValueRef x) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef t = LLVMTypeOf(x);
+  bool fl = tj_dtype_is_float(dt);
+  switch (op) {
+    case TJ_OP_NEG:
+      return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
+    case TJ_OP_ABS: {
+      if (fl) return unary_intrinsic(em, "llvm.fabs", x);
+      LLVMValueRef args[2] = {x, LLVMConstInt(em->t_i1, 0, 0)};
+      return tj_emit_intrinsic(em, "llvm.abs", &t, 1, args, 2);
+    }
+    case TJ_OP_EXP: return tj_vm_exp(em, x);
+    case TJ_OP_LOG: return tj_vm_log(em, x);
+    case TJ_OP_SQRT: return unary_intrinsic(em, "llvm.sqrt", x);
+    case TJ_OP_RSQRT:
+      return LLVMBuildFDiv(b, tj_emit_fconst(t, 1.0),
+                           unary_intrinsic(em, "llvm.sqrt", x), "");
+    case TJ_OP_TANH: return tj_vm_tanh(em, x);
+    case TJ_OP_SIGMOID: return tj_vm_sigmoid(em, x);
+    case TJ_OP_ERF: return tj_vm_erf(em, x);
+    case TJ_OP_SIN: return tj_vm_sin(em, x);
+    case TJ_OP_COS: return tj_vm_cos(em, x);
+    case TJ_OP_RELU:
+      if (fl) {
+        // x > 0 or NaN: x; else +0 (the reference's rule).
+        LLVMValueRef zero = tj_emit_fconst(t, 0.0);
+        return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUGT, x, zero, ""),
+                              x, zero);
+      }
+      return tj_emit_select(
+          em, LLVMBuildICmp(b, LLVMIntSGT, x, LLVMConstNull(t), ""), x,
+          LLVMConstNull(t));
+    case TJ_OP_FLOOR: return unary_intrinsic(em, "llvm.floor", x);
+    case TJ_OP_CEIL: return unary_intrinsic(em, "llvm.ceil", x);
+    case TJ_OP_ROUND: return unary_intrinsic(em, "llvm.roundeven", x);
+    case TJ_OP_SIGN:
+      if (fl) {
+        LLVMValueRef zero = tj_emit_fconst(t, 0.0);
+        LLVMValueRef neg = tj_emit_select(
+            em, LLVMBuildFCmp(b, LLVMRealOLT, x, zero, ""),
+            tj_emit_fconst(t, -1.0), x);
+        return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOGT, x, zero, ""),
+                              tj_emit_fconst(t, 1.0), neg);
+      } else {
+        LLVMValueRef zero = LLVMConstNull(t);
+        LLVMValueRef pos = LLVMBuildZExt(
+            b, LLVMBuildICmp(b, LLVMIntSGT, x, zero, ""), t, "");
+        LLVMValueRef neg = LLVMBuildZExt(
+            b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, "");
+        return LLVMBuildSub(b, pos, neg, "");
+      }
+    case TJ_OP_NOT: return LLVMBuildNot(b, x, "");
+    case TJ_OP_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+    default:
+      if (!em->error) {
+        em->error = tj_internal("kernel @%s: no lowering for unary %s",
+                                em->k->name, tj_op_info(op)->name);
+      }
+      return x;
+  }
+}
+
+static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
+                                LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef t = LLVMTypeOf(x);
+  bool fl = tj_dtype_is_float(dt);
+  bool is_bool = dt == TJ_DTYPE_BOOL;
+  switch (op) {
+    case TJ_OP_ADD: return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+    case TJ_OP_SUB: return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+    case TJ_OP_MUL: return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+    case TJ_OP_DIV: {
+      if (fl) return LLVMBuildFDiv(b, x, y, "");
+      // x / 0 = 0 and x / -1 = -x (wrapping); sdiv never sees either.
+      LLVMValueRef zero = LLVMConstNull(t);
+      LLVMValueRef one = tj_emit_iconst(t, 1);
+      LLVMValueRef is_zero = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
+      LLVMValueRef is_m1 =
+          LLVMBuildICmp(b, LLVMIntEQ, y, tj_emit_iconst(t, -1), "");
+      LLVMValueRef safe = tj_emit_select(
+          em, LLVMBuildOr(b, is_zero, is_m1, ""), one, y);
+      LLVMValueRef q = LLVMBuildSDiv(b, x, safe, "");
+      q = tj_emit_select(em, is_m1, LLVMBuildNeg(b, x, ""), q);
+      return tj_emit_select(em, is_zero, zero, q);
+    }
+    case TJ_OP_POW: return tj_vm_pow(em, x, y);
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM: {
+      bool max = op == TJ_OP_MAXIMUM;
+      if (is_bool) return max ? LLVMBuildOr(b, x, y, "") : LLVMBuildAnd(b, x, y, "");
+      if (!fl) {
+        return tj_emit_select(
+            em, LLVMBuildICmp(b, max ? LLVMIntSGT : LLVMIntSLT, x, y, ""), x,
+            y);
+      }
+      // As the reference: NaN if either is NaN, else the larger (smaller).
+      LLVMValueRef r = tj_emit_select(
+          em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, x, y, ""), x,
+          y);
+      return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUNO, x, y, ""),
+                            LLVMBuildFAdd(b, x, y, ""), r);
+    }
+    case TJ_OP_EQ: case TJ_OP_NE: case TJ_OP_LT: case TJ_OP_LE:
+    case TJ_OP_GT: case TJ_OP_GE: {
+      static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE,
+                                             LLVMRealOLT, LLVMRealOLE,
+                                             LLVMRealOGT, LLVMRealOGE};
+      static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,
+                                            LLVMIntSLT, LLVMIntSLE,
+                                            LLVMIntSGT, LLVMIntSGE};
+      static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,
+                                            LLVMIntULT, LLVMIntULE,
+                                            LLVMIntUGT, LLVMIntUGE};
+      int i = (int)op - (int)TJ_OP_EQ;
+      if (fl) return LLVMBuildFCmp(b, fp[i], x, y, "");
+      return LLVMBuildICmp(b, is_bool ? up[i] : sp[i], x, y, "");
+    }
+    case TJ_OP_AND: return LLVMBuildAnd(b, x, y, "");
+    case TJ_OP_OR: return LLVMBuildOr(b, x, y, "");
+    default:
+      if (!em->error) {
+        em->error = tj_internal("kernel @%s: no lowering for binary %s",
+                                em->k->name, tj_op_info(op)->name);
+      }
+      return x;
+  }
+}
+
+// A float constant of |dtype| as the f32/f64 value it holds.
+static double round_const(tj_dtype_t dtype, double v) {
+  switch (dtype) {
+    case TJ_DTYPE_F32: return (double)(float)v;
+    case TJ_DTYPE_F16: return (double)tj_f16_to_f32(tj_f64_to_f16(v));
+    case TJ_DTYPE_BF16: return (double)tj_bf16_to_f32(tj_f64_to_bf16(v));
+    default: return v;
+  }
+}
+
+tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
+                         const tj_emit_point_t* point,
+                         LLVMValueRef* out_yield) {
+  if (out_yield) *out_yield = NULL;
+  if (phase->num_insts == 0) return NULL;
+  tj_allocator_t a = em->k->allocator;
+  LLVMValueRef* vals = tj_calloc(a, phase->num_insts, sizeof(LLVMValueRef));
+  if (!vals) return tj_status_oom();
+  int32_t lanes = point->lanes;
+  for (uint32_t i = 0; i < phase->num_insts && !em->error; ++i) {
+    const tj_kir_inst_t* in = &phase->insts[i];
+    LLVMTypeRef ct = tj_emit_vec(em, tj_emit_compute_type(em, in->dtype),
+                                 lanes);
+    switch (in->kind) {
+      case TJ_KIR_LOAD:
+        vals[i] = tj_emit_load(em, point, in->ref);
+        break;
+      case TJ_KIR_CONST:
+        vals[i] = tj_dtype_is_float(in->dtype)
+                      ? tj_emit_fconst(ct, round_const(in->dtype, in->fvalue))
+                      : tj_emit_iconst(ct, in->ivalue);
+        break;
+      case TJ_KIR_PARAM:
+        vals[i] = tj_emit_splat(em, em->scalar[in->ref], lanes);
+        break;
+      case TJ_KIR_INDEX: {
+        LLVMValueRef base = tj_emit_splat(em, point->index[in->ref], lanes);
+        if (lanes > 1 && (int32_t)in->ref == point->vdim) {
+          base = LLVMBuildAdd(em->b, base,
+                              tj_emit_iota(em, em->t_i64, lanes), "");
+        }
+        vals[i] = base;
+        break;
+      }
+      case TJ_KIR_ACC:
+        vals[i] = point->acc;
+        break;
+      case TJ_KIR_ROW:
+        vals[i] = tj_emit_splat(em, point->rows[in->ref], lanes);
+        break;
+      case TJ_KIR_OP: {
+        tj_dtype_t dt = phase->insts[in->args[0]].dtype;
+        LLVMValueRef x = vals[in->args[0]];
+        if (in->op == TJ_OP_CAST) {
+          vals[i] = tj_emit_cast(em, x, dt, in->dtype);
+        } else if (in->op == TJ_OP_WHERE) {
+          vals[i] = tj_emit_select(em, x, vals[in->args[1]],
+                                   vals[in->args[2]]);
+        } else if (in->num_args == 1) {
+          vals[i] = emit_unary(em, in->op, dt, x);
+        } else {
+          vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
+        }
+        break;
+      }
+      case TJ_KIR_STORE:
+        tj_emit_store(em, point, in->ref, vals[in->args[0]]);
+        break;
+      case TJ_KIR_YIELD:
+        if (out_yield) *out_yield = vals[in->args[0]];
+        break;
+    }
+  }
+  tj_free(a, vals, phase->num_insts * sizeof(LLVMValueRef));
+  return NULL;
+}
+
+//===--- decomposition of a linear index ---===//
+
+void tj_emit_decompose(tj_emit_t* em, LLVMValueRef linear, int32_t ndims,
+                       tj_emit_point_t* point) {
+  const tj_kir_t* k = em->k;
+  LLVMValueRef offs[TJ_KIR_MAX_BUFFERS];
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    offs[b] = LLVMConstInt(em->t_i64, 0, 0);
+  }
+  LLVMValueRef rest = linear;
+  for (int32_t d = ndims - 1; d >= 0; --d) {
+    LLVMValueRef idx = rest;
+    if (d > 0) {
+      idx = LLVMBuildURem(em->b, rest, em->dim[d], "");
+      rest = LLVMBuildUDiv(em->b, rest, em->dim[d], "");
+    }
+    point->index[d] = idx;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (tj_kir_ival_is_const(k->buffers[b].strides[d], 0)) continue;
+      offs[b] = LLVMBuildAdd(
+          em->b, offs[b], LLVMBuildMul(em->b, idx, tj_emit_stride(em, b, d), ""),
+          "");
+    }
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    point->ptr[b] = tj_emit_advance(em, b, em->base[b], offs[b]);
+  }
+}
+
+//===--- the module ---===//
+
+static void add_fn_attr(tj_emit_t* em, LLVMValueRef fn, const char* name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(em->ctx, kind, 0));
+}
+
+static tj_status_t emit_kernel(tj_emit_t* em, const tj_kir_t* k) {
+  em->k = k;
+  if (!k->finalized) {
+    return tj_invalid("kernel @%s is not finalized", k->name);
+  }
+  char name[256];
+  snprintf(name, sizeof(name), "tj_kernel_%s", k->name);
+  if (LLVMGetNamedFunction(em->mod, name)) {
+    return tj_invalid("kernel @%s: two kernels with this name in one module",
+                      k->name);
+  }
+  LLVMTypeRef params[5] = {em->t_ptr, em->t_ptr, em->t_ptr, em->t_i64,
+                           em->t_i64};
+  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 5, 0);
+  em->fn = LLVMAddFunction(em->mod, name, fty);
+  add_fn_attr(em, em->fn, "nounwind");
+  char width[16];
+  snprintf(width, sizeof(width), "%d", em->target.lanes * 32);
+  LLVMAddAttributeAtIndex(
+      em->fn, LLVMAttributeFunctionIndex,
+      LLVMCreateStringAttribute(em->ctx, "prefer-vector-width", 19, width,
+                                (unsigned)strlen(width)));
+  em->arg_buffers = LLVMGetParam(em->fn, 0);
+  em->arg_scalars = LLVMGetParam(em->fn, 1);
+  em->arg_scratch = LLVMGetParam(em->fn, 2);
+  em->arg_begin = LLVMGetParam(em->fn, 3);
+  em->arg_end = LLVMGetParam(em->fn, 4);
+  em->entry = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "entry");
+  LLVMPositionBuilderAtEnd(em->b, em->entry);
+  for (uint32_t p = 0; p < k->num_params; ++p) {
+    LLVMValueRef idx = LLVMConstInt(em->t_i64, p, 0);
+    LLVMValueRef ptr =
+        LLVMBuildGEP2(em->b, em->t_i64, em->arg_scalars, &idx, 1, "");
+    em->scalar[p] = LLVMBuildLoad2(em->b, em->t_i64, ptr, k->param_names[p]);
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    LLVMValueRef idx = LLVMConstInt(em->t_i64, b, 0);
+    LLVMValueRef ptr =
+        LLVMBuildGEP2(em->b, em->t_ptr, em->arg_buffers, &idx, 1, "");
+    em->base[b] = LLVMBuildLoad2(em->b, em->t_ptr, ptr, k->buffers[b].name);
+  }
+  for (int32_t d = 0; d < k->rank; ++d) em->dim[d] = tj_emit_ival(em, k->dims[d]);
+  em->gemm_k = tj_emit_ival(em, k->gemm_k);
+  tj_status_t s = NULL;
+  switch (k->kind) {
+    case TJ_KIR_POINTWISE: s = tj_emit_pointwise(em); break;
+    case TJ_KIR_ROW_REDUCE: s = tj_emit_row_reduce(em); break;
+    case TJ_KIR_GEMM: s = tj_emit_gemm(em); break;
+  }
+  if (!s && em->error) {
+    s = em->error;
+    em->error = NULL;
+  }
+  if (s) return s;
+  LLVMBuildRetVoid(em->b);
+  return NULL;
+}
+
+tj_status_t tj_emit_kernels(LLVMModuleRef module,
+                            const tj_emit_target_t* target,
+                            const tj_kir_t* const* kernels,
+                            uint32_t num_kernels) {
+  tj_emit_t em;
+  memset(&em, 0, sizeof(em));
+  em.mod = module;
+  em.ctx = LLVMGetModuleContext(module);
+  em.target = *target;
+  em.b = LLVMCreateBuilderInContext(em.ctx);
+  em.t_void = LLVMVoidTypeInContext(em.ctx);
+  em.t_i1 = LLVMInt1TypeInContext(em.ctx);
+  em.t_i8 = LLVMInt8TypeInContext(em.ctx);
+  em.t_i16 = LLVMInt16TypeInContext(em.ctx);
+  em.t_i32 = LLVMInt32TypeInContext(em.ctx);
+  em.t_i64 = LLVMInt64TypeInContext(em.ctx);
+  em.t_f16 = LLVMHalfTypeInContext(em.ctx);
+  em.t_f32 = LLVMFloatTypeInContext(em.ctx);
+  em.t_f64 = LLVMDoubleTypeInContext(em.ctx);
+  em.t_ptr = LLVMPointerTypeInContext(em.ctx, 0);
+  tj_status_t s = NULL;
+  for (uint32_t i = 0; i < num_kernels && !s; ++i) {
+    s = emit_kernel(&em, kernels[i]);
+  }
+  tj_status_free(em.error);
+  LLVMDisposeBuilder(em.b);
+  return s;
+}

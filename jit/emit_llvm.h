@@ -1,0 +1,188 @@
+// Kernel IR -> LLVM IR: the internal interface shared by emit_llvm.c (the
+// module entry point, types, loads/stores, the op semantics), vecmath.c
+// (transcendentals), and the three template emitters emit_pointwise.c,
+// emit_reduce.c and emit_gemm.c.
+//
+// Code is written with explicit vector types of |lanes| f32 lanes (16 for
+// AVX-512, 8 for AVX2, 4 for SSE2): f64 and i64 values use the same lane
+// count and LLVM splits them over two registers. Only target-independent
+// intrinsics are used, so one emitter serves every x86 level; the target
+// only picks widths and whether FMA / F16C instructions may be assumed.
+
+#ifndef TJ_JIT_EMIT_LLVM_H_
+#define TJ_JIT_EMIT_LLVM_H_
+
+#include <llvm-c/Core.h>
+
+#include "jit/kernel_ir.h"
+
+// What the emitter may assume about the CPU that runs the code.
+typedef struct tj_emit_target_t {
+  int32_t lanes;  // f32 lanes per vector: 16, 8 or 4
+  bool has_fma;   // llvm.fma is one instruction (else fmuladd: mul + add)
+  bool has_f16c;  // f16 <-> f32 in hardware (else integer emulation)
+  bool avx512;    // 32 vector registers, masked loads for every width
+} tj_emit_target_t;
+
+// Emits one function "tj_kernel_<name>" (a tj_kir_fn_t) per finalized
+// kernel into |module|, which must be empty of those names.
+tj_status_t tj_emit_kernels(LLVMModuleRef module,
+                            const tj_emit_target_t* target,
+                            const tj_kir_t* const* kernels,
+                            uint32_t num_kernels);
+
+//===--- shared emitter state ---===//
+
+typedef struct tj_emit_t {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  tj_emit_target_t target;
+  const tj_kir_t* k;
+  LLVMValueRef fn;
+  LLVMBasicBlockRef entry;
+  LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f16, t_f32, t_f64,
+      t_ptr;
+  // The kernel's arguments.
+  LLVMValueRef arg_buffers, arg_scalars, arg_scratch, arg_begin, arg_end;
+  // Loaded in the entry block.
+  LLVMValueRef base[TJ_KIR_MAX_BUFFERS];  // buffer base pointers
+  LLVMValueRef scalar[TJ_KIR_MAX_PARAMS]; // i64 scalar params
+  LLVMValueRef dim[TJ_KIR_MAX_RANK];      // i64 space dims
+  LLVMValueRef gemm_k;                    // i64
+  tj_status_t error;  // first emission error; emission stops adding code
+} tj_emit_t;
+
+// A point (or a vector of |lanes| consecutive points along dim |vdim|) at
+// which a body is evaluated.
+typedef struct tj_emit_point_t {
+  int32_t lanes;      // 1, or the target's lane count
+  int32_t vdim;       // dim the lanes walk along (when lanes > 1)
+  LLVMValueRef mask;  // <lanes x i1> of active lanes; NULL: all active
+  // Address of lane 0's element per buffer (NULL: not addressable here).
+  LLVMValueRef ptr[TJ_KIR_MAX_BUFFERS];
+  LLVMValueRef index[TJ_KIR_MAX_RANK];  // i64 index of lane 0 per dim
+  LLVMValueRef acc;                     // GEMM: the accumulator vector
+  const LLVMValueRef* rows;             // ROW_REDUCE: row results (scalars)
+} tj_emit_point_t;
+
+//===--- types and constants ---===//
+
+// The in-register type of a dtype's values: f32 for f32/f16/bf16, f64,
+// i8/i32/i64, i1 for bool.
+LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype);
+// The in-memory element type: half (F16C) or i16 for f16, i16 for bf16,
+// i8 for bool.
+LLVMTypeRef tj_emit_memory_type(tj_emit_t* em, tj_dtype_t dtype);
+// |scalar| as a vector of |lanes| (unchanged when lanes == 1).
+LLVMTypeRef tj_emit_vec(tj_emit_t* em, LLVMTypeRef scalar, int32_t lanes);
+// Lanes of a value type (1 for scalars).
+int32_t tj_emit_lanes_of(LLVMTypeRef type);
+// The integer type with the element width and lane count of float |type|.
+LLVMTypeRef tj_emit_int_like(tj_emit_t* em, LLVMTypeRef type);
+// Constants shaped like |type| (scalar or vector).
+LLVMValueRef tj_emit_fconst(LLVMTypeRef type, double value);
+LLVMValueRef tj_emit_iconst(LLVMTypeRef type, int64_t value);
+// |value| (a scalar) broadcast to |lanes| lanes.
+LLVMValueRef tj_emit_splat(tj_emit_t* em, LLVMValueRef value, int32_t lanes);
+// <0, 1, .., lanes-1> as i64 (or i32) lanes.
+LLVMValueRef tj_emit_iota(tj_emit_t* em, LLVMTypeRef elem, int32_t lanes);
+
+//===--- instructions ---===//
+
+// Calls the overloaded intrinsic |name| with |num_types| overload types.
+LLVMValueRef tj_emit_intrinsic(tj_emit_t* em, const char* name,
+                               LLVMTypeRef* types, unsigned num_types,
+                               LLVMValueRef* args, unsigned num_args);
+// a * b + c, fused when the target has FMA (llvm.fmuladd).
+LLVMValueRef tj_emit_fmuladd(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
+                             LLVMValueRef c);
+// Horner: c[0] * x^(n-1) + ... + c[n-1].
+LLVMValueRef tj_emit_poly(tj_emit_t* em, LLVMValueRef x, const double* c,
+                          int n);
+LLVMValueRef tj_emit_select(tj_emit_t* em, LLVMValueRef cond, LLVMValueRef a,
+                            LLVMValueRef b);
+// Element-wise min/max of two i64 scalars.
+LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b);
+
+// An i64 slot in the entry block (for loop counters and accumulators that
+// SROA turns back into SSA values).
+LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type,
+                            const char* name);
+
+// A counted loop: for (i = start; i < limit; i += step). The body is emitted
+// between loop_begin (which returns i) and loop_end.
+typedef struct tj_emit_loop_t {
+  LLVMValueRef var, limit, step;
+  LLVMBasicBlockRef cond, body, done;
+} tj_emit_loop_t;
+LLVMValueRef tj_emit_loop_begin(tj_emit_t* em, tj_emit_loop_t* loop,
+                                LLVMValueRef start, LLVMValueRef limit,
+                                LLVMValueRef step, const char* name);
+void tj_emit_loop_end(tj_emit_t* em, tj_emit_loop_t* loop);
+
+// Runs the code emitted between if_begin and if_end when |cond| holds.
+typedef struct tj_emit_if_t {
+  LLVMBasicBlockRef then_block, done;
+} tj_emit_if_t;
+void tj_emit_if_begin(tj_emit_t* em, tj_emit_if_t* branch, LLVMValueRef cond,
+                      const char* name);
+void tj_emit_if_end(tj_emit_t* em, tj_emit_if_t* branch);
+
+//===--- memory ---===//
+
+// The i64 value of stride |d| of buffer |b| (constant or loaded param).
+LLVMValueRef tj_emit_stride(tj_emit_t* em, uint32_t b, int32_t d);
+// The i64 value of |v|.
+LLVMValueRef tj_emit_ival(tj_emit_t* em, tj_kir_ival_t v);
+// |ptr| advanced by |count| elements of buffer |b|'s memory type.
+LLVMValueRef tj_emit_advance(tj_emit_t* em, uint32_t b, LLVMValueRef ptr,
+                             LLVMValueRef count);
+// Lane mask <lanes x i1>: lane < |count| (an i64 scalar).
+LLVMValueRef tj_emit_lane_mask(tj_emit_t* em, LLVMValueRef count,
+                               int32_t lanes);
+// Loads buffer |b| at |point| as its compute type (vector or scalar).
+LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
+                          uint32_t b);
+// Stores compute-type |value| to buffer |b| at |point|.
+void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
+                   LLVMValueRef value);
+
+// Converts a value of |from| (compute type) to dtype |to| (compute type),
+// with the rounding and saturation rules of kernel_ir.h.
+LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef value, tj_dtype_t from,
+                          tj_dtype_t to);
+
+//===--- bodies ---===//
+
+// Emits |phase|'s instructions at |point|. Returns the yielded value in
+// |*out_yield| (REDUCE phases; may be NULL otherwise).
+tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
+                         const tj_emit_point_t* point,
+                         LLVMValueRef* out_yield);
+
+//===--- templates ---===//
+
+tj_status_t tj_emit_pointwise(tj_emit_t* em);
+// The point |offset| elements into a line along the last space dim whose
+// element 0 is at |line| (with index |index0| along that dim).
+void tj_emit_line_point(tj_emit_t* em, const tj_emit_point_t* line,
+                        LLVMValueRef offset, LLVMValueRef index0,
+                        tj_emit_point_t* out);
+// Emits |phase| over elements [0, len) of a line along the last space dim
+// (|line| points at its element 0, whose index along that dim is |index0|):
+// full vectors, then a masked tail. Shared by POINTWISE and the MAP phases
+// of ROW_REDUCE.
+tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
+                             const tj_emit_point_t* line, LLVMValueRef index0,
+                             LLVMValueRef len);
+tj_status_t tj_emit_row_reduce(tj_emit_t* em);
+tj_status_t tj_emit_gemm(tj_emit_t* em);
+
+// Pointers for every buffer at the point whose multi-index over dims
+// [0, ndims) is derived from |linear| (row-major over those dims); sets
+// point->ptr and point->index for those dims.
+void tj_emit_decompose(tj_emit_t* em, LLVMValueRef linear, int32_t ndims,
+                       tj_emit_point_t* point);
+
+#endif  // TJ_JIT_EMIT_LLVM_H_

@@ -1,0 +1,923 @@
+// Kernel IR -> NVPTX LLVM IR: kernel entry, the POINTWISE and ROW_REDUCE
+// templates and their launch configuration. See emit_nvptx.h.
+
+#include "jit/emit_nvptx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define kThreads 256
+#define kMaxGridY 65535u
+#define kMaxGridX 2147483647u
+// Steps per iteration of a row-reduce REDUCE loop.
+#define kUnroll 4
+
+//===--- helpers shared with emit_nvptx_gemm.c ---===//
+
+LLVMValueRef tj_nvptx_call(tj_nvptx_emit_t* nv, const char* name,
+                           LLVMValueRef* args, unsigned num_args) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(nv->em.mod, id, NULL, 0);
+  LLVMTypeRef type = LLVMIntrinsicGetType(nv->em.ctx, id, NULL, 0);
+  return LLVMBuildCall2(nv->em.b, type, fn, args, num_args, "");
+}
+
+LLVMValueRef tj_nvptx_sreg(tj_nvptx_emit_t* nv, const char* name) {
+  char full[64];
+  snprintf(full, sizeof(full), "llvm.nvvm.read.ptx.sreg.%s", name);
+  return tj_nvptx_call(nv, full, NULL, 0);
+}
+
+LLVMValueRef tj_nvptx_sreg64(tj_nvptx_emit_t* nv, const char* name) {
+  return LLVMBuildZExt(nv->em.b, tj_nvptx_sreg(nv, name), nv->em.t_i64, name);
+}
+
+void tj_nvptx_barrier(tj_nvptx_emit_t* nv) {
+  tj_nvptx_call(nv, "llvm.nvvm.barrier0", NULL, 0);
+}
+
+LLVMValueRef tj_nvptx_shared_array(tj_nvptx_emit_t* nv, const char* name,
+                                   uint32_t bytes) {
+  LLVMTypeRef t = LLVMArrayType2(nv->em.t_i8, bytes);
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(nv->em.mod, t, name, 3);
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  LLVMSetInitializer(g, LLVMGetUndef(t));
+  LLVMSetAlignment(g, 16);
+  return g;
+}
+
+LLVMValueRef tj_nvptx_dynamic_shared(tj_nvptx_emit_t* nv) {
+  const char* name = "tj_dynamic_shared";
+  LLVMValueRef g = LLVMGetNamedGlobal(nv->em.mod, name);
+  if (g) return g;
+  LLVMTypeRef t = LLVMArrayType2(nv->em.t_i8, 0);
+  g = LLVMAddGlobalInAddressSpace(nv->em.mod, t, name, 3);
+  LLVMSetLinkage(g, LLVMExternalLinkage);
+  LLVMSetAlignment(g, 128);
+  return g;
+}
+
+// The memory type's size in bytes.
+static int32_t elem_size(tj_dtype_t dtype) {
+  return (int32_t)tj_dtype_size(dtype);
+}
+
+void tj_nvptx_align_accesses(tj_nvptx_emit_t* nv, const tj_emit_point_t* point,
+                             int32_t lanes) {
+  const tj_kir_t* k = nv->em.k;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(nv->em.fn); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
+         in = LLVMGetNextInstruction(in)) {
+      LLVMOpcode op = LLVMGetInstructionOpcode(in);
+      if (op != LLVMLoad && op != LLVMStore) continue;
+      LLVMValueRef ptr = LLVMGetOperand(in, op == LLVMLoad ? 0 : 1);
+      LLVMTypeRef vt =
+          op == LLVMLoad ? LLVMTypeOf(in) : LLVMTypeOf(LLVMGetOperand(in, 0));
+      if (LLVMGetTypeKind(vt) != LLVMVectorTypeKind) continue;
+      for (uint32_t b = 0; b < k->num_buffers; ++b) {
+        if (point->ptr[b] == ptr &&
+            tj_kir_ival_is_const(k->buffers[b].strides[point->vdim], 1)) {
+          LLVMSetAlignment(in,
+                           (unsigned)(lanes * elem_size(k->buffers[b].dtype)));
+        }
+      }
+    }
+  }
+}
+
+// i64 helpers.
+static LLVMValueRef i64c(tj_nvptx_emit_t* nv, int64_t v) {
+  return LLVMConstInt(nv->em.t_i64, (unsigned long long)v, 1);
+}
+
+// A loop over [start, limit) in steps of |step| whose counter lives in an
+// entry-block slot (SROA makes it a phi).
+static LLVMValueRef loop_begin(tj_nvptx_emit_t* nv, tj_emit_loop_t* loop,
+                               LLVMValueRef start, LLVMValueRef limit,
+                               LLVMValueRef step, const char* name) {
+  return tj_emit_loop_begin(&nv->em, loop, start, limit, step, name);
+}
+
+//===--- checks before emission ---===//
+
+// Ops the x86 path takes from libm in f64: there is no libm on the GPU.
+static tj_status_t check_bodies(const tj_kir_t* k) {
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      const tj_kir_inst_t* in = &ph->insts[i];
+      if (in->kind != TJ_KIR_OP || in->dtype != TJ_DTYPE_F64) continue;
+      switch (in->op) {
+        case TJ_OP_TANH:
+        case TJ_OP_ERF:
+        case TJ_OP_SIN:
+        case TJ_OP_COS:
+        case TJ_OP_POW:
+          return tj_unsupported(
+              "kernel @%s: phase %u instruction %%%u: f64 %s is not "
+              "implemented on the GPU yet",
+              k->name, p, i, tj_op_info(in->op)->name);
+        default:
+          break;
+      }
+    }
+  }
+  return NULL;
+}
+
+// No call may remain but to intrinsics: an external function would only
+// fail later, in the driver's linker.
+static tj_status_t check_no_calls(LLVMModuleRef module, const char* kernel) {
+  for (LLVMValueRef f = LLVMGetFirstFunction(module); f;
+       f = LLVMGetNextFunction(f)) {
+    size_t n;
+    const char* name = LLVMGetValueName2(f, &n);
+    if (LLVMIsDeclaration(f) && LLVMGetIntrinsicID(f) == 0)
+      return tj_internal("kernel @%s: the NVPTX lowering calls %.*s", kernel,
+                         (int)n, name);
+  }
+  return NULL;
+}
+
+//===--- POINTWISE ---===//
+
+// Lanes of the vector path: 16 bytes of the widest buffer that is
+// contiguous along the innermost dim; 1 if none is.
+static int32_t vector_lanes(const tj_kir_t* k) {
+  int32_t widest = 0;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT) continue;
+    if (!tj_kir_ival_is_const(buf->strides[k->rank - 1], 1)) continue;
+    if (elem_size(buf->dtype) > widest) widest = elem_size(buf->dtype);
+  }
+  if (widest == 0) return 1;
+  int32_t lanes = 16 / widest;
+  return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
+}
+
+// Whether the vector path may run: the innermost size is a multiple of
+// |lanes|, and every buffer contiguous along it starts |lanes| elements
+// aligned in each row.
+static LLVMValueRef vector_ok(tj_nvptx_emit_t* nv, int32_t lanes) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  int32_t inner = k->rank - 1;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef ok = LLVMBuildICmp(
+      b, LLVMIntEQ, LLVMBuildSRem(b, em->dim[inner], i64c(nv, lanes), ""),
+      i64c(nv, 0), "");
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (!tj_kir_ival_is_const(buf->strides[inner], 1)) continue;
+    int64_t bytes = (int64_t)lanes * elem_size(buf->dtype);
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, em->base[i], em->t_i64, "");
+    ok = LLVMBuildAnd(
+        b, ok,
+        LLVMBuildICmp(b, LLVMIntEQ,
+                      LLVMBuildAnd(b, addr, i64c(nv, bytes - 1), ""),
+                      i64c(nv, 0), ""),
+        "");
+    for (int32_t d = 0; d < inner; ++d) {
+      tj_kir_ival_t s = buf->strides[d];
+      if (s.param < 0) {
+        if (s.value % lanes != 0) return LLVMConstInt(em->t_i1, 0, 0);
+        continue;
+      }
+      ok = LLVMBuildAnd(b, ok,
+                        LLVMBuildICmp(b, LLVMIntEQ,
+                                      LLVMBuildSRem(b, em->scalar[s.param],
+                                                    i64c(nv, lanes), ""),
+                                      i64c(nv, 0), ""),
+                        "");
+    }
+  }
+  return ok;
+}
+
+// The product of dims [0, n).
+static LLVMValueRef outer_size(tj_nvptx_emit_t* nv, int32_t n) {
+  LLVMValueRef size = i64c(nv, 1);
+  for (int32_t d = 0; d < n; ++d)
+    size = LLVMBuildMul(nv->em.b, size, nv->em.dim[d], "");
+  return size;
+}
+
+// |point| at (row start already in point->ptr) + |col| along the innermost
+// dim.
+static void at_column(tj_nvptx_emit_t* nv, const tj_emit_point_t* row,
+                      LLVMValueRef col, tj_emit_point_t* point) {
+  const tj_kir_t* k = nv->em.k;
+  int32_t inner = k->rank - 1;
+  *point = *row;
+  point->index[inner] = col;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (tj_kir_ival_is_const(k->buffers[b].strides[inner], 0)) continue;
+    LLVMValueRef off =
+        LLVMBuildMul(nv->em.b, col, tj_emit_stride(&nv->em, b, inner), "");
+    point->ptr[b] = tj_emit_advance(&nv->em, b, row->ptr[b], off);
+  }
+}
+
+static tj_status_t emit_pointwise_path(tj_nvptx_emit_t* nv, int32_t lanes) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  int32_t inner = k->rank - 1;
+  LLVMValueRef rows = outer_size(nv, inner);
+  LLVMValueRef items =
+      LLVMBuildSDiv(b, em->dim[inner], i64c(nv, lanes), "items");
+  LLVMValueRef row0 =
+      LLVMBuildAdd(b,
+                   LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"),
+                                tj_nvptx_sreg64(nv, "ntid.y"), ""),
+                   tj_nvptx_sreg64(nv, "tid.y"), "");
+  LLVMValueRef row_step = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "nctaid.y"),
+                                       tj_nvptx_sreg64(nv, "ntid.y"), "");
+  LLVMValueRef col0 =
+      LLVMBuildAdd(b,
+                   LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"),
+                                tj_nvptx_sreg64(nv, "ntid.x"), ""),
+                   tj_nvptx_sreg64(nv, "tid.x"), "");
+  LLVMValueRef col_step = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "nctaid.x"),
+                                       tj_nvptx_sreg64(nv, "ntid.x"), "");
+  tj_emit_loop_t row_loop, col_loop;
+  LLVMValueRef row = loop_begin(nv, &row_loop, row0, rows, row_step, "row");
+  tj_emit_point_t row_point;
+  memset(&row_point, 0, sizeof(row_point));
+  row_point.lanes = lanes;
+  row_point.vdim = inner;
+  tj_emit_decompose(em, row, inner, &row_point);
+  LLVMValueRef item = loop_begin(nv, &col_loop, col0, items, col_step, "col");
+  tj_emit_point_t point;
+  at_column(nv, &row_point, LLVMBuildMul(b, item, i64c(nv, lanes), "col"),
+            &point);
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &point, NULL));
+  if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
+  tj_emit_loop_end(em, &col_loop);
+  tj_emit_loop_end(em, &row_loop);
+  return NULL;
+}
+
+static tj_status_t emit_pointwise(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  if (em->k->num_phases != 1 || em->k->phases[0].kind != TJ_KIR_PHASE_MAP)
+    return tj_invalid("kernel @%s: a pointwise kernel has one map phase",
+                      em->k->name);
+  int32_t lanes = vector_lanes(em->k);
+  nv->info->vector_lanes = lanes;
+  if (lanes == 1) return emit_pointwise_path(nv, 1);
+  tj_emit_if_t vec, scalar;
+  LLVMValueRef ok = vector_ok(nv, lanes);
+  tj_emit_if_begin(em, &vec, ok, "vector");
+  TJ_RETURN_IF_ERROR(emit_pointwise_path(nv, lanes));
+  tj_emit_if_end(em, &vec);
+  tj_emit_if_begin(em, &scalar, LLVMBuildNot(em->b, ok, ""), "scalar");
+  TJ_RETURN_IF_ERROR(emit_pointwise_path(nv, 1));
+  tj_emit_if_end(em, &scalar);
+  return NULL;
+}
+
+//===--- ROW_REDUCE ---===//
+
+// Reductions combine compute-type values: f32 (also for f16/bf16), f64,
+// integers, or i1 (bool max/min).
+typedef struct reducer_t {
+  tj_kir_reduce_t kind;
+  tj_dtype_t dtype;  // of the yielded values
+  LLVMTypeRef type;  // scalar compute type
+} reducer_t;
+
+static tj_status_t make_reducer(tj_nvptx_emit_t* nv, uint32_t phase,
+                                reducer_t* out) {
+  const tj_kir_t* k = nv->em.k;
+  const tj_kir_phase_t* ph = &k->phases[phase];
+  if (ph->num_insts == 0 || ph->insts[ph->num_insts - 1].kind != TJ_KIR_YIELD)
+    return tj_invalid("kernel @%s: reduce phase %u does not end in a yield",
+                      k->name, phase);
+  out->kind = ph->reduce;
+  out->dtype = ph->insts[ph->num_insts - 1].dtype;
+  out->type = tj_emit_compute_type(&nv->em, out->dtype);
+  if (out->dtype == TJ_DTYPE_BOOL && out->kind != TJ_KIR_REDUCE_MAX &&
+      out->kind != TJ_KIR_REDUCE_MIN)
+    return tj_unsupported("kernel @%s: phase %u: %s of bool values", k->name,
+                          phase, tj_kir_reduce_name(out->kind));
+  return NULL;
+}
+
+static bool is_float_type(LLVMTypeRef t) {
+  LLVMTypeKind kind = LLVMGetTypeKind(t);
+  return kind == LLVMFloatTypeKind || kind == LLVMDoubleTypeKind;
+}
+
+static LLVMValueRef identity(tj_nvptx_emit_t* nv, const reducer_t* r,
+                             int32_t lanes) {
+  LLVMTypeRef t = tj_emit_vec(&nv->em, r->type, lanes);
+  bool fl = is_float_type(r->type);
+  unsigned bits = fl ? 0 : LLVMGetIntTypeWidth(r->type);
+  switch (r->kind) {
+    case TJ_KIR_REDUCE_SUM:
+      return LLVMConstNull(t);
+    case TJ_KIR_REDUCE_PROD:
+      return fl ? tj_emit_fconst(t, 1.0) : tj_emit_iconst(t, 1);
+    case TJ_KIR_REDUCE_MAX:
+    case TJ_KIR_REDUCE_ARGMAX:
+      if (fl) return tj_emit_fconst(t, -__builtin_inf());
+      if (bits == 1) return tj_emit_iconst(t, 0);
+      return tj_emit_iconst(t, (int64_t)(~0ull << (bits - 1)));  // INT_MIN
+    case TJ_KIR_REDUCE_MIN:
+      if (fl) return tj_emit_fconst(t, __builtin_inf());
+      if (bits == 1) return tj_emit_iconst(t, 1);
+      return tj_emit_iconst(t, (int64_t)((1ull << (bits - 1)) - 1));
+  }
+  return LLVMConstNull(t);
+}
+
+// a <op> b, lane-wise; max/min propagate NaN as the reference does.
+static LLVMValueRef combine(tj_nvptx_emit_t* nv, const reducer_t* r,
+                            LLVMValueRef a, LLVMValueRef x) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  bool fl = is_float_type(r->type);
+  bool is_bool = !fl && LLVMGetIntTypeWidth(r->type) == 1;
+  switch (r->kind) {
+    case TJ_KIR_REDUCE_SUM:
+      return fl ? LLVMBuildFAdd(b, a, x, "") : LLVMBuildAdd(b, a, x, "");
+    case TJ_KIR_REDUCE_PROD:
+      return fl ? LLVMBuildFMul(b, a, x, "") : LLVMBuildMul(b, a, x, "");
+    case TJ_KIR_REDUCE_MAX:
+    case TJ_KIR_REDUCE_MIN:
+    case TJ_KIR_REDUCE_ARGMAX: {
+      bool max = r->kind != TJ_KIR_REDUCE_MIN;
+      if (is_bool)
+        return max ? LLVMBuildOr(b, a, x, "") : LLVMBuildAnd(b, a, x, "");
+      if (!fl)
+        return tj_emit_select(
+            em, LLVMBuildICmp(b, max ? LLVMIntSGT : LLVMIntSLT, a, x, ""), a,
+            x);
+      LLVMValueRef pick = tj_emit_select(
+          em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, x, ""), a,
+          x);
+      return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUNO, a, x, ""),
+                            LLVMBuildFAdd(b, a, x, ""), pick);
+    }
+  }
+  return a;
+}
+
+// Argmax: whether candidate (x, xi) beats the current (a, ai): a larger
+// value, or the first NaN, or an equal value at a smaller index. Order
+// independent, so any combination tree gives the first maximum.
+static LLVMValueRef argmax_takes(tj_nvptx_emit_t* nv, const reducer_t* r,
+                                 LLVMValueRef a, LLVMValueRef ai,
+                                 LLVMValueRef x, LLVMValueRef xi) {
+  LLVMBuilderRef b = nv->em.b;
+  LLVMValueRef earlier = LLVMBuildICmp(b, LLVMIntSLT, xi, ai, "");
+  if (!is_float_type(r->type)) {
+    if (LLVMGetIntTypeWidth(r->type) == 1) {
+      LLVMValueRef gt = LLVMBuildAnd(b, x, LLVMBuildNot(b, a, ""), "");
+      LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, x, a, "");
+      return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
+    }
+    LLVMValueRef gt = LLVMBuildICmp(b, LLVMIntSGT, x, a, "");
+    LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, x, a, "");
+    return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
+  }
+  LLVMValueRef a_nan = LLVMBuildFCmp(b, LLVMRealUNO, a, a, "");
+  LLVMValueRef x_nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  LLVMValueRef gt = LLVMBuildFCmp(b, LLVMRealOGT, x, a, "");
+  LLVMValueRef eq = LLVMBuildOr(b, LLVMBuildFCmp(b, LLVMRealOEQ, x, a, ""),
+                                LLVMBuildAnd(b, a_nan, x_nan, ""), "");
+  LLVMValueRef nan_wins =
+      LLVMBuildAnd(b, x_nan, LLVMBuildNot(b, a_nan, ""), "");
+  return LLVMBuildOr(b, LLVMBuildOr(b, nan_wins, gt, ""),
+                     LLVMBuildAnd(b, eq, earlier, ""), "");
+}
+
+// Butterfly exchange of a scalar of any compute type across the warp.
+static LLVMValueRef shuffle_xor(tj_nvptx_emit_t* nv, LLVMValueRef v,
+                                int32_t offset) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef t = LLVMTypeOf(v);
+  LLVMValueRef mask = LLVMConstInt(em->t_i32, 0xffffffffu, 0);
+  LLVMValueRef off = LLVMConstInt(em->t_i32, (unsigned)offset, 0);
+  LLVMValueRef clamp = LLVMConstInt(em->t_i32, 0x1f, 0);
+  if (LLVMGetTypeKind(t) == LLVMFloatTypeKind) {
+    LLVMValueRef args[4] = {mask, v, off, clamp};
+    return tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.f32", args, 4);
+  }
+  unsigned bits =
+      LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : LLVMGetIntTypeWidth(t);
+  LLVMValueRef bits_v = LLVMGetTypeKind(t) == LLVMDoubleTypeKind
+                            ? LLVMBuildBitCast(b, v, em->t_i64, "")
+                            : v;
+  if (bits <= 32) {
+    LLVMValueRef w =
+        bits < 32 ? LLVMBuildZExt(b, bits_v, em->t_i32, "") : bits_v;
+    LLVMValueRef args[4] = {mask, w, off, clamp};
+    LLVMValueRef r = tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.i32", args, 4);
+    return bits < 32 ? LLVMBuildTrunc(b, r, t, "") : r;
+  }
+  LLVMValueRef lo = LLVMBuildTrunc(b, bits_v, em->t_i32, "");
+  LLVMValueRef hi = LLVMBuildTrunc(
+      b, LLVMBuildLShr(b, bits_v, i64c(nv, 32), ""), em->t_i32, "");
+  LLVMValueRef args_lo[4] = {mask, lo, off, clamp};
+  LLVMValueRef args_hi[4] = {mask, hi, off, clamp};
+  lo = tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.i32", args_lo, 4);
+  hi = tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.i32", args_hi, 4);
+  LLVMValueRef r = LLVMBuildOr(
+      b, LLVMBuildZExt(b, lo, em->t_i64, ""),
+      LLVMBuildShl(b, LLVMBuildZExt(b, hi, em->t_i64, ""), i64c(nv, 32), ""),
+      "");
+  return LLVMGetTypeKind(t) == LLVMDoubleTypeKind
+             ? LLVMBuildBitCast(b, r, t, "")
+             : r;
+}
+
+// State of one row-reduce path (vector or scalar).
+typedef struct row_ctx_t {
+  int32_t lanes;
+  LLVMValueRef active;              // i1: this thread's row exists
+  LLVMValueRef limit;               // L, or 0 for inactive rows
+  LLVMValueRef j0, j_step;          // this thread's first element and step
+  tj_emit_point_t row;              // pointers at the row start
+  LLVMValueRef rows[64];            // results of the phases so far
+  LLVMValueRef smem_val, smem_idx;  // [32] x i64 slots
+  LLVMValueRef warp_slot;           // i64: this warp's slot
+  LLVMValueRef lane;                // i32 lane id
+  LLVMValueRef first_slot;          // i64: the row's first warp slot
+  LLVMValueRef warps;               // i64: warps per row
+} row_ctx_t;
+
+// Reduces |v| (and argmax index |vi|) over the warp, then over the row's
+// warps through shared memory; every thread of the row gets the result.
+static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
+                                  row_ctx_t* c, LLVMValueRef* v,
+                                  LLVMValueRef* vi) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  bool arg = r->kind == TJ_KIR_REDUCE_ARGMAX;
+  for (int32_t off = 16; off >= 1; off /= 2) {
+    LLVMValueRef o = shuffle_xor(nv, *v, off);
+    if (arg) {
+      LLVMValueRef oi = shuffle_xor(nv, *vi, off);
+      LLVMValueRef take = argmax_takes(nv, r, *v, *vi, o, oi);
+      *v = tj_emit_select(em, take, o, *v);
+      *vi = tj_emit_select(em, take, oi, *vi);
+    } else {
+      *v = combine(nv, r, *v, o);
+    }
+  }
+  // Across warps: lane 0 of each publishes; all read their row's slots.
+  LLVMValueRef slot_v =
+      LLVMBuildGEP2(b, em->t_i64, c->smem_val, &c->warp_slot, 1, "");
+  LLVMValueRef slot_i =
+      LLVMBuildGEP2(b, em->t_i64, c->smem_idx, &c->warp_slot, 1, "");
+  tj_emit_if_t lane0;
+  tj_emit_if_begin(
+      em, &lane0,
+      LLVMBuildICmp(b, LLVMIntEQ, c->lane, LLVMConstInt(em->t_i32, 0, 0), ""),
+      "publish");
+  LLVMBuildStore(b, *v, slot_v);
+  if (arg) LLVMBuildStore(b, *vi, slot_i);
+  tj_emit_if_end(em, &lane0);
+  tj_nvptx_barrier(nv);
+  LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
+  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
+  LLVMBuildStore(b, identity(nv, r, 1), acc);
+  LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
+  tj_emit_loop_t w;
+  LLVMValueRef wi = loop_begin(nv, &w, i64c(nv, 0), c->warps, i64c(nv, 1), "w");
+  LLVMValueRef s = LLVMBuildAdd(b, c->first_slot, wi, "");
+  LLVMValueRef x = LLVMBuildLoad2(
+      b, r->type, LLVMBuildGEP2(b, em->t_i64, c->smem_val, &s, 1, ""), "");
+  LLVMValueRef cur = LLVMBuildLoad2(b, r->type, acc, "");
+  if (arg) {
+    LLVMValueRef xi = LLVMBuildLoad2(
+        b, em->t_i64, LLVMBuildGEP2(b, em->t_i64, c->smem_idx, &s, 1, ""), "");
+    LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+    LLVMValueRef take = argmax_takes(nv, r, cur, cur_i, x, xi);
+    LLVMBuildStore(b, tj_emit_select(em, take, x, cur), acc);
+    LLVMBuildStore(b, tj_emit_select(em, take, xi, cur_i), acc_i);
+  } else {
+    LLVMBuildStore(b, combine(nv, r, cur, x), acc);
+  }
+  tj_emit_loop_end(em, &w);
+  *v = LLVMBuildLoad2(b, r->type, acc, "");
+  if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  // The slots are reused by the next phase.
+  tj_nvptx_barrier(nv);
+}
+
+static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
+                                     row_ctx_t* c) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_phase_t* ph = &em->k->phases[p];
+  reducer_t r;
+  TJ_RETURN_IF_ERROR(make_reducer(nv, p, &r));
+  bool arg = r.kind == TJ_KIR_REDUCE_ARGMAX;
+  int32_t lanes = c->lanes;
+  LLVMTypeRef vt = tj_emit_vec(em, r.type, lanes);
+  LLVMValueRef acc = tj_emit_alloca(em, vt, "partial");
+  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "partial_i");
+  LLVMBuildStore(b, identity(nv, &r, lanes), acc);
+  LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
+  // Argmax walks one element at a time. Other reductions take kUnroll
+  // steps per iteration while they fit: the loads of all steps are issued
+  // before the first is combined, so each thread keeps several 16-byte
+  // loads in flight (a row-reduce block has few threads per row element).
+  int32_t unroll = arg ? 1 : kUnroll;
+  LLVMValueRef j_var = tj_emit_alloca(em, em->t_i64, "j");
+  LLVMBuildStore(b, c->j0, j_var);
+  for (int32_t pass = 0; pass < 2; ++pass) {
+    int32_t steps = pass == 0 ? unroll : 1;
+    if (pass == 0 && steps == 1) continue;
+    LLVMBasicBlockRef cond =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBasicBlockRef body =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBasicBlockRef done =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, cond);
+    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+    LLVMValueRef last = LLVMBuildAdd(
+        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
+                    done);
+    LLVMPositionBuilderAtEnd(b, body);
+    LLVMValueRef ys[kUnroll], js[kUnroll];
+    for (int32_t u = 0; u < steps; ++u) {
+      js[u] =
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+      tj_emit_point_t point;
+      at_column(nv, &c->row, js[u], &point);
+      point.rows = c->rows;
+      TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &ys[u]));
+      if (!ys[u])
+        return tj_invalid("kernel @%s: phase %u yields nothing", em->k->name,
+                          p);
+      if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
+    }
+    for (int32_t u = 0; u < steps; ++u) {
+      LLVMValueRef cur = LLVMBuildLoad2(b, vt, acc, "");
+      if (arg) {
+        LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+        LLVMValueRef take = argmax_takes(nv, &r, cur, cur_i, ys[u], js[u]);
+        LLVMBuildStore(b, tj_emit_select(em, take, ys[u], cur), acc);
+        LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
+      } else {
+        LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
+      }
+    }
+    LLVMBuildStore(
+        b,
+        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
+        j_var);
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, done);
+  }
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, acc, "");
+  LLVMValueRef vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  if (lanes > 1) {
+    LLVMValueRef s =
+        LLVMBuildExtractElement(b, v, LLVMConstInt(em->t_i32, 0, 0), "");
+    for (int32_t l = 1; l < lanes; ++l)
+      s = combine(nv, &r, s,
+                  LLVMBuildExtractElement(
+                      b, v, LLVMConstInt(em->t_i32, (unsigned)l, 0), ""));
+    v = s;
+  }
+  reduce_across_threads(nv, &r, c, &v, &vi);
+  if (arg) {
+    // An empty row has no first maximum; report index 0.
+    v = tj_emit_select(em,
+                       LLVMBuildICmp(b, LLVMIntEQ, vi, i64c(nv, INT64_MAX), ""),
+                       i64c(nv, 0), vi);
+  }
+  c->rows[p] = v;
+  return NULL;
+}
+
+static tj_status_t emit_map_phase(tj_nvptx_emit_t* nv, uint32_t p,
+                                  row_ctx_t* c) {
+  tj_emit_t* em = &nv->em;
+  tj_emit_loop_t loop;
+  LLVMValueRef j = loop_begin(nv, &loop, c->j0, c->limit, c->j_step, "j");
+  tj_emit_point_t point;
+  at_column(nv, &c->row, j, &point);
+  point.rows = c->rows;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &em->k->phases[p], &point, NULL));
+  if (c->lanes > 1) tj_nvptx_align_accesses(nv, &point, c->lanes);
+  tj_emit_loop_end(em, &loop);
+  return NULL;
+}
+
+static tj_status_t emit_row_phase(tj_nvptx_emit_t* nv, uint32_t p,
+                                  row_ctx_t* c) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  tj_emit_if_t once;
+  LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, tj_nvptx_sreg(nv, "tid.x"),
+                                     LLVMConstInt(em->t_i32, 0, 0), "");
+  tj_emit_if_begin(em, &once, LLVMBuildAnd(b, first, c->active, ""), "row");
+  tj_emit_point_t point;
+  at_column(nv, &c->row, i64c(nv, 0), &point);
+  point.lanes = 1;
+  point.rows = c->rows;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &em->k->phases[p], &point, NULL));
+  tj_emit_if_end(em, &once);
+  return NULL;
+}
+
+static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
+                                    LLVMValueRef smem_val,
+                                    LLVMValueRef smem_idx) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  int32_t inner = k->rank - 1;
+  row_ctx_t c;
+  memset(&c, 0, sizeof(c));
+  c.lanes = lanes;
+  c.smem_val = smem_val;
+  c.smem_idx = smem_idx;
+  LLVMValueRef tid_x = tj_nvptx_sreg64(nv, "tid.x");
+  LLVMValueRef tid_y = tj_nvptx_sreg64(nv, "tid.y");
+  LLVMValueRef ntid_x = tj_nvptx_sreg64(nv, "ntid.x");
+  LLVMValueRef ntid_y = tj_nvptx_sreg64(nv, "ntid.y");
+  c.lane = tj_nvptx_sreg(nv, "laneid");
+  c.warps = LLVMBuildUDiv(b, ntid_x, i64c(nv, 32), "warps");
+  c.first_slot = LLVMBuildMul(b, tid_y, c.warps, "");
+  c.warp_slot = LLVMBuildAdd(b, c.first_slot,
+                             LLVMBuildUDiv(b, tid_x, i64c(nv, 32), ""), "slot");
+  c.j0 = LLVMBuildMul(b, tid_x, i64c(nv, lanes), "");
+  c.j_step = LLVMBuildMul(b, ntid_x, i64c(nv, lanes), "");
+  LLVMValueRef rows = outer_size(nv, inner);
+  // Every thread runs every group iteration (barriers inside); a thread
+  // whose row is past the end just has an empty element range.
+  tj_emit_loop_t groups;
+  LLVMValueRef group0 =
+      LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), ntid_y, "");
+  LLVMValueRef group_step =
+      LLVMBuildMul(b, tj_nvptx_sreg64(nv, "nctaid.x"), ntid_y, "");
+  LLVMValueRef group =
+      loop_begin(nv, &groups, group0, rows, group_step, "rows");
+  LLVMValueRef row = LLVMBuildAdd(b, group, tid_y, "row");
+  c.active = LLVMBuildICmp(b, LLVMIntSLT, row, rows, "active");
+  c.limit = tj_emit_select(em, c.active, em->dim[inner], i64c(nv, 0));
+  c.row.lanes = lanes;
+  c.row.vdim = inner;
+  tj_emit_decompose(em, tj_emit_select(em, c.active, row, i64c(nv, 0)), inner,
+                    &c.row);
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    switch (k->phases[p].kind) {
+      case TJ_KIR_PHASE_REDUCE:
+        TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, &c));
+        break;
+      case TJ_KIR_PHASE_MAP:
+        TJ_RETURN_IF_ERROR(emit_map_phase(nv, p, &c));
+        break;
+      case TJ_KIR_PHASE_ROW:
+        TJ_RETURN_IF_ERROR(emit_row_phase(nv, p, &c));
+        break;
+    }
+  }
+  tj_emit_loop_end(em, &groups);
+  return NULL;
+}
+
+static tj_status_t emit_row_reduce(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  if (k->num_phases > 64)
+    return tj_unsupported("kernel @%s: %u phases; the GPU path takes 64",
+                          k->name, k->num_phases);
+  bool any_argmax = false;
+  for (uint32_t p = 0; p < k->num_phases; ++p)
+    any_argmax |= k->phases[p].kind == TJ_KIR_PHASE_REDUCE &&
+                  k->phases[p].reduce == TJ_KIR_REDUCE_ARGMAX;
+  LLVMValueRef smem_val = tj_nvptx_shared_array(nv, "tj_row_partials", 32 * 8);
+  LLVMValueRef smem_idx = tj_nvptx_shared_array(nv, "tj_row_indices", 32 * 8);
+  // Argmax tracks one index per thread: scalar elements only.
+  int32_t lanes = any_argmax ? 1 : vector_lanes(k);
+  nv->info->vector_lanes = lanes;
+  if (lanes == 1) return emit_reduce_path(nv, 1, smem_val, smem_idx);
+  LLVMValueRef ok = vector_ok(nv, lanes);
+  tj_emit_if_t vec, scalar;
+  tj_emit_if_begin(em, &vec, ok, "vector");
+  TJ_RETURN_IF_ERROR(emit_reduce_path(nv, lanes, smem_val, smem_idx));
+  tj_emit_if_end(em, &vec);
+  tj_emit_if_begin(em, &scalar, LLVMBuildNot(em->b, ok, ""), "scalar");
+  TJ_RETURN_IF_ERROR(emit_reduce_path(nv, 1, smem_val, smem_idx));
+  tj_emit_if_end(em, &scalar);
+  return NULL;
+}
+
+//===--- the kernel function ---===//
+
+static void annotate(tj_nvptx_emit_t* nv, const char* key, int32_t value) {
+  tj_emit_t* em = &nv->em;
+  LLVMMetadataRef md[3] = {
+      LLVMValueAsMetadata(em->fn),
+      LLVMMDStringInContext2(em->ctx, key, strlen(key)),
+      LLVMValueAsMetadata(LLVMConstInt(em->t_i32, (unsigned)value, 0)),
+  };
+  LLVMAddNamedMetadataOperand(
+      em->mod, "nvvm.annotations",
+      LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
+}
+
+static void init_types(tj_emit_t* em, LLVMModuleRef module) {
+  em->mod = module;
+  em->ctx = LLVMGetModuleContext(module);
+  em->t_void = LLVMVoidTypeInContext(em->ctx);
+  em->t_i1 = LLVMInt1TypeInContext(em->ctx);
+  em->t_i8 = LLVMInt8TypeInContext(em->ctx);
+  em->t_i16 = LLVMInt16TypeInContext(em->ctx);
+  em->t_i32 = LLVMInt32TypeInContext(em->ctx);
+  em->t_i64 = LLVMInt64TypeInContext(em->ctx);
+  em->t_f16 = LLVMHalfTypeInContext(em->ctx);
+  em->t_f32 = LLVMFloatTypeInContext(em->ctx);
+  em->t_f64 = LLVMDoubleTypeInContext(em->ctx);
+  em->t_ptr = LLVMPointerTypeInContext(em->ctx, 0);
+}
+
+static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  tj_nvptx_kernel_t* info = nv->info;
+  if (k->rank < 1 || k->rank > TJ_KIR_MAX_RANK || k->num_phases < 1)
+    return tj_invalid("kernel @%s: no iteration space or no phases", k->name);
+  if (LLVMGetNamedFunction(em->mod, info->entry))
+    return tj_invalid("kernel @%s: two kernels with this name in one module",
+                      k->name);
+  uint32_t n = k->num_buffers + k->num_params;
+  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  for (uint32_t i = 0; i < k->num_buffers; ++i) params[i] = em->t_ptr;
+  for (uint32_t i = 0; i < k->num_params; ++i)
+    params[k->num_buffers + i] = em->t_i64;
+  em->fn = LLVMAddFunction(em->mod, info->entry,
+                           LLVMFunctionType(em->t_void, params, n, 0));
+  LLVMSetFunctionCallConv(em->fn, LLVMPTXKernelCallConv);
+  const char* nounwind = "nounwind";
+  LLVMAddAttributeAtIndex(
+      em->fn, LLVMAttributeFunctionIndex,
+      LLVMCreateEnumAttribute(
+          em->ctx, LLVMGetEnumAttributeKindForName(nounwind, strlen(nounwind)),
+          0));
+  em->entry = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "entry");
+  LLVMPositionBuilderAtEnd(em->b, em->entry);
+  for (uint32_t i = 0; i < k->num_buffers; ++i)
+    em->base[i] = LLVMGetParam(em->fn, i);
+  for (uint32_t i = 0; i < k->num_params; ++i)
+    em->scalar[i] = LLVMGetParam(em->fn, k->num_buffers + i);
+  for (int32_t d = 0; d < k->rank; ++d)
+    em->dim[d] = tj_emit_ival(em, k->dims[d]);
+  em->gemm_k = tj_emit_ival(em, k->gemm_k);
+  tj_status_t s = NULL;
+  switch (k->kind) {
+    case TJ_KIR_POINTWISE:
+      info->threads = kThreads;
+      s = emit_pointwise(nv);
+      break;
+    case TJ_KIR_ROW_REDUCE:
+      info->threads = kThreads;
+      s = emit_row_reduce(nv);
+      break;
+    case TJ_KIR_GEMM:
+      s = tj_nvptx_emit_gemm(nv);
+      break;
+    default:
+      s = tj_invalid("kernel @%s: unknown template %d", k->name, (int)k->kind);
+  }
+  if (!s && em->error) {
+    s = em->error;
+    em->error = NULL;
+  }
+  if (s) return s;
+  LLVMBuildRetVoid(em->b);
+  annotate(nv, "maxntidx", info->threads);
+  // GEMM blocks are sized so that two share an SM (one's epilogue then
+  // overlaps the other's main loop): ask ptxas for registers that allow it.
+  if (info->min_blocks_per_sm > 0)
+    annotate(nv, "minctasm", info->min_blocks_per_sm);
+  return NULL;
+}
+
+tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
+                                 const tj_kir_t* kernel,
+                                 const tj_nvptx_options_t* options,
+                                 tj_nvptx_kernel_t* out_kernel) {
+  memset(out_kernel, 0, sizeof(*out_kernel));
+  if (kernel->num_buffers > TJ_KIR_MAX_BUFFERS ||
+      kernel->num_params > TJ_KIR_MAX_PARAMS)
+    return tj_invalid("kernel @%s: too many buffers or params", kernel->name);
+  TJ_RETURN_IF_ERROR(check_bodies(kernel));
+  int n = snprintf(out_kernel->entry, sizeof(out_kernel->entry), "tj_kernel_%s",
+                   kernel->name);
+  if (n < 0 || (size_t)n >= sizeof(out_kernel->entry))
+    return tj_invalid("kernel @%s: name too long", kernel->name);
+  out_kernel->kind = kernel->kind;
+  out_kernel->num_buffers = kernel->num_buffers;
+  out_kernel->num_params = kernel->num_params;
+  tj_nvptx_emit_t nv;
+  memset(&nv, 0, sizeof(nv));
+  init_types(&nv.em, module);
+  nv.em.k = kernel;
+  // The GPU has FMA and f16 conversions (cvt.f32.f16) in every target.
+  nv.em.target.lanes = 4;
+  nv.em.target.has_fma = true;
+  nv.em.target.has_f16c = true;
+  nv.em.b = LLVMCreateBuilderInContext(nv.em.ctx);
+  nv.arch = arch;
+  if (options) nv.options = *options;
+  nv.t_ptr_shared = LLVMPointerTypeInContext(nv.em.ctx, 3);
+  nv.t_ptr_global = LLVMPointerTypeInContext(nv.em.ctx, 1);
+  nv.info = out_kernel;
+  tj_status_t s = emit_function(&nv);
+  tj_status_free(nv.em.error);
+  LLVMDisposeBuilder(nv.em.b);
+  if (!s) s = check_no_calls(module, kernel->name);
+  if (s && nv.em.fn) LLVMDeleteFunction(nv.em.fn);
+  return s;
+}
+
+//===--- launch configuration ---===//
+
+static uint32_t next_pow2(int64_t v) {
+  uint32_t p = 1;
+  while ((int64_t)p < v && p < (1u << 30)) p <<= 1;
+  return p;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static tj_status_t eval_dims(const tj_kir_t* k, const int64_t* scalars,
+                             int64_t* dims, int64_t* out_outer) {
+  int64_t outer = 1;
+  for (int32_t d = 0; d < k->rank; ++d) {
+    dims[d] = tj_kir_ival_eval(k->dims[d], scalars);
+    if (dims[d] < 0)
+      return tj_invalid("kernel @%s: dim %d is %lld", k->name, (int)d,
+                        (long long)dims[d]);
+  }
+  for (int32_t d = 0; d + 1 < k->rank; ++d) {
+    if (tj_mul_overflow_i64(outer, dims[d], &outer))
+      return tj_invalid("kernel @%s: the iteration space overflows int64",
+                        k->name);
+  }
+  *out_outer = outer;
+  return NULL;
+}
+
+tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
+                                   const tj_nvptx_kernel_t* info,
+                                   const int64_t* scalars, int32_t num_sms,
+                                   tj_nvptx_launch_t* out_launch) {
+  memset(out_launch, 0, sizeof(*out_launch));
+  if (kernel->kind == TJ_KIR_GEMM)
+    return tj_nvptx_gemm_launch(kernel, info, scalars, num_sms, out_launch);
+  int64_t dims[TJ_KIR_MAX_RANK];
+  int64_t rows = 0;
+  TJ_RETURN_IF_ERROR(eval_dims(kernel, scalars, dims, &rows));
+  int64_t length = dims[kernel->rank - 1];
+  int64_t items = ceil_div(length, info->vector_lanes);
+  out_launch->block[2] = out_launch->grid[2] = 1;
+  if (kernel->kind == TJ_KIR_POINTWISE) {
+    if (rows == 0 || length == 0) {
+      out_launch->empty = true;
+      return NULL;
+    }
+    uint32_t tx = next_pow2(items);
+    if (tx > (uint32_t)info->threads) tx = (uint32_t)info->threads;
+    uint32_t ty = (uint32_t)info->threads / tx;
+    int64_t gx = ceil_div(items, tx), gy = ceil_div(rows, ty);
+    out_launch->block[0] = tx;
+    out_launch->block[1] = ty;
+    out_launch->grid[0] = (uint32_t)(gx < kMaxGridX ? gx : kMaxGridX);
+    out_launch->grid[1] = (uint32_t)(gy < kMaxGridY ? gy : kMaxGridY);
+    return NULL;
+  }
+  // ROW_REDUCE: a row per ntid.x threads, at least a warp (the template's
+  // warp reduction assumes whole warps per row).
+  if (rows == 0) {
+    out_launch->empty = true;
+    return NULL;
+  }
+  uint32_t tx = next_pow2(items);
+  if (tx < 32) tx = 32;
+  if (tx > (uint32_t)info->threads) tx = (uint32_t)info->threads;
+  uint32_t ty = (uint32_t)info->threads / tx;
+  int64_t g = ceil_div(rows, ty);
+  // Enough resident blocks to fill the GPU; more only add loop overhead.
+  int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 1) * 32;
+  out_launch->block[0] = tx;
+  out_launch->block[1] = ty;
+  out_launch->grid[0] = (uint32_t)(g < cap ? g : cap);
+  out_launch->grid[1] = 1;
+  return NULL;
+}

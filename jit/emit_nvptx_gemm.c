@@ -1,0 +1,966 @@
+// The GEMM template for NVPTX: C[.., m, n] = epilogue(sum_k A[.., m, k] *
+// B[.., k, n]) for one 128x128 tile of C per block of 256 threads.
+//
+// Tensor cores (f16/bf16 A and B, f32 accumulators; sm_80 and later):
+//   - A (row-major, k contiguous) and B (row-major, n contiguous) k-tiles of
+//     bk = 32 (or 64) are copied global -> shared with 16-byte cp.async.cg
+//     into a ring of stages (4 by default), stages - 1 tiles ahead of the
+//     math (zero-filled past M, N and K, so edges need no masks in the main
+//     loop); two blocks share an SM (<= 128 registers a thread);
+//   - 8 warps as 2 (m) x 4 (n), each a 64x32 warp tile: 4 x 4 mma.sync
+//     m16n8k16 per 16 of k, fragments loaded with ldmatrix (.trans for B);
+//   - shared tiles are XOR-swizzled by 16-byte chunk, so that the 8 rows one
+//     ldmatrix phase reads hit 32 distinct banks:
+//       A row r (128 bytes, bk 64): chunk c at c ^ (r & 7)
+//       A row r (64 bytes, bk 32):  chunk c at c ^ ((r >> 1) & 3)
+//       B row k (256 bytes):         chunk c at c ^ (k & 7)
+// CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
+// (A stored transposed), each thread an 8x8 register tile of FMAs.
+//
+// Epilogue: the accumulator tile goes through shared memory (row stride
+// 136 floats against bank conflicts) so that every thread then walks whole
+// rows of C: the kernel IR's epilogue phase (bias, gelu, residual, casts,
+// stores) runs on 8 or 4 consecutive columns per step with vector loads
+// and stores when sizes and alignment allow, else column by column.
+//
+// Blocks are rastered in groups of kGroupM tile rows so that the blocks
+// running together share B columns and A rows in L2.
+
+#include <string.h>
+
+#include "jit/emit_nvptx.h"
+
+#define kBM 128
+#define kBN 128
+#define kThreads 256
+#define kGroupM 8
+#define kCStride (kBN + 8)  // floats per row of the staged C tile
+#define kCBytes (kBM * kCStride * 4)
+
+// Tensor-core path: k-tiles of 32 or 64 (tj_nvptx_options_t).
+#define kTcDefaultBK 32
+#define kTcDefaultStages 4
+#define kTcMaxCopies 4  // 16-byte chunks per thread per operand and k-tile
+
+// CUDA-core path.
+#define kF32BK 8
+#define kF32Stages 4
+#define kF32ABytes (kF32BK * kBM * 4)  // 4 KiB, stored [k][m]
+#define kF32BBytes (kF32BK * kBN * 4)  // 4 KiB
+#define kF32StageBytes (kF32ABytes + kF32BBytes)
+
+static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+typedef struct gemm_t {
+  tj_nvptx_emit_t* nv;
+  tj_emit_t* em;
+  LLVMBuilderRef b;
+  const tj_kir_t* k;
+  uint32_t a, bb;  // the A and B buffers
+  tj_dtype_t in_dtype;
+  int32_t rank;
+  LLVMValueRef m, n, kdim;  // i64 sizes
+  LLVMValueRef m0, n0;      // i64 tile origin
+  LLVMValueRef tid;         // i32
+  LLVMValueRef smem;        // ptr addrspace(3): the dynamic shared memory
+  tj_emit_point_t batch;    // pointers at the batch entry's origin
+  LLVMValueRef acc;         // alloca [64 x float]
+  // Tensor cores: the k-tile and what it implies.
+  int32_t bk;           // 32 or 64
+  int32_t a_bytes;      // one stage's A tile: kBM x bk halves
+  int32_t stage_bytes;  // A and B tiles
+  int32_t copies;       // 16-byte chunks per thread per operand
+} gemm_t;
+
+static LLVMValueRef c32(gemm_t* g, int64_t v) {
+  return LLVMConstInt(g->em->t_i32, (unsigned long long)v, 1);
+}
+static LLVMValueRef c64(gemm_t* g, int64_t v) {
+  return LLVMConstInt(g->em->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef smem_at(gemm_t* g, LLVMValueRef base, LLVMValueRef off) {
+  return LLVMBuildGEP2(g->b, g->em->t_i8, base, &off, 1, "");
+}
+
+static LLVMValueRef to_global(gemm_t* g, LLVMValueRef ptr) {
+  return LLVMBuildAddrSpaceCast(g->b, ptr, g->nv->t_ptr_global, "");
+}
+
+static LLVMValueRef call(gemm_t* g, const char* name, LLVMValueRef* args,
+                         unsigned n) {
+  return tj_emit_intrinsic(g->em, name, NULL, 0, args, n);
+}
+
+static LLVMValueRef acc_slot(gemm_t* g, int32_t i) {
+  LLVMValueRef idx[2] = {c32(g, 0), c32(g, i)};
+  return LLVMBuildGEP2(g->b, LLVMArrayType2(g->em->t_f32, 64), g->acc, idx, 2,
+                       "");
+}
+
+static void commit(gemm_t* g) {
+  call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+}
+
+static void wait_groups(gemm_t* g, int32_t pending) {
+  LLVMValueRef n = c32(g, pending);
+  call(g, "llvm.nvvm.cp.async.wait.group", &n, 1);
+}
+
+// min(max(v, 0), hi) for i64 |v|.
+static LLVMValueRef clamp0(gemm_t* g, LLVMValueRef v, int64_t hi) {
+  LLVMValueRef lo = tj_emit_select(
+      g->em, LLVMBuildICmp(g->b, LLVMIntSLT, v, c64(g, 0), ""), c64(g, 0), v);
+  return tj_emit_min_i64(g->em, lo, c64(g, hi));
+}
+
+//===--- tile origin and batch ---===//
+
+static void tile_origin(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef tiles_m = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->m, c64(g, kBM - 1), ""), c64(g, kBM), "");
+  LLVMValueRef tiles_n = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->n, c64(g, kBN - 1), ""), c64(g, kBN), "");
+  LLVMValueRef pid = tj_nvptx_sreg64(g->nv, "ctaid.x");
+  LLVMValueRef per_group = LLVMBuildMul(b, tiles_n, c64(g, kGroupM), "");
+  LLVMValueRef group = LLVMBuildSDiv(b, pid, per_group, "");
+  LLVMValueRef first_m = LLVMBuildMul(b, group, c64(g, kGroupM), "");
+  LLVMValueRef size = tj_emit_min_i64(
+      g->em, LLVMBuildSub(b, tiles_m, first_m, ""), c64(g, kGroupM));
+  LLVMValueRef in_group = LLVMBuildSRem(b, pid, per_group, "");
+  LLVMValueRef tm =
+      LLVMBuildAdd(b, first_m, LLVMBuildSRem(b, in_group, size, ""), "tm");
+  LLVMValueRef tn = LLVMBuildSDiv(b, in_group, size, "tn");
+  g->m0 = LLVMBuildMul(b, tm, c64(g, kBM), "m0");
+  g->n0 = LLVMBuildMul(b, tn, c64(g, kBN), "n0");
+  memset(&g->batch, 0, sizeof(g->batch));
+  g->batch.lanes = 1;
+  tj_emit_decompose(g->em, tj_nvptx_sreg64(g->nv, "ctaid.z"), g->rank - 2,
+                    &g->batch);
+}
+
+//===--- tensor-core main loop ---===//
+
+typedef struct tc_copy_t {
+  LLVMValueRef src;       // generic pointer of this thread's chunk at k = 0
+  LLVMValueRef step;      // i64 elements to advance per k-tile
+  LLVMValueRef dst;       // i32 byte offset inside the stage
+  LLVMValueRef limit;     // i64: elements left along the contiguous dim at k0
+  LLVMValueRef outer_ok;  // i1 (A: row < M), or NULL (B: checked per tile)
+  LLVMValueRef krow;      // B: this chunk's k within the tile (i64)
+  LLVMValueRef col;       // B: first n of the chunk (i64)
+} tc_copy_t;
+
+// The 16-byte chunk |ch| of A row |row| in the swizzled tile (i32 bytes).
+static LLVMValueRef a_chunk_offset(gemm_t* g, LLVMValueRef row,
+                                   LLVMValueRef ch) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef key = g->bk == 64
+                         ? LLVMBuildAnd(b, row, c32(g, 7), "")
+                         : LLVMBuildAnd(b, LLVMBuildLShr(b, row, c32(g, 1), ""),
+                                        c32(g, 3), "");
+  return LLVMBuildAdd(
+      b, LLVMBuildMul(b, row, c32(g, g->bk * 2), ""),
+      LLVMBuildShl(b, LLVMBuildXor(b, ch, key, ""), c32(g, 4), ""), "");
+}
+
+static void tc_copy_setup(gemm_t* g, tc_copy_t* a_copy, tc_copy_t* b_copy) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  int32_t a_chunks = g->bk / 8;  // per A row
+  int32_t a_shift = a_chunks == 8 ? 3 : 2;
+  LLVMValueRef sa_m = tj_emit_stride(em, g->a, r - 2);
+  LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
+  for (int32_t i = 0; i < g->copies; ++i) {
+    // A: chunk c = tid + 256 i: row c / chunks, chunk c % chunks.
+    LLVMValueRef c = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef row = LLVMBuildLShr(b, c, c32(g, a_shift), "");
+    LLVMValueRef ch = LLVMBuildAnd(b, c, c32(g, a_chunks - 1), "");
+    a_copy[i].dst = a_chunk_offset(g, row, ch);
+    LLVMValueRef row64 = LLVMBuildZExt(b, row, em->t_i64, "");
+    LLVMValueRef ch64 = LLVMBuildZExt(b, ch, em->t_i64, "");
+    LLVMValueRef gm = LLVMBuildAdd(b, g->m0, row64, "");
+    a_copy[i].outer_ok = LLVMBuildICmp(b, LLVMIntSLT, gm, g->m, "");
+    // Rows past M read row m0 (never used: src-size 0).
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, a_copy[i].outer_ok, gm, g->m0), sa_m,
+                     ""),
+        LLVMBuildMul(b, ch64, c64(g, 8), ""), "");
+    a_copy[i].src = tj_emit_advance(em, g->a, g->batch.ptr[g->a], off);
+    a_copy[i].step = c64(g, g->bk);
+    a_copy[i].limit =
+        LLVMBuildSub(g->b, g->kdim, LLVMBuildMul(b, ch64, c64(g, 8), ""), "");
+    // B: chunk c: k row c / 16, chunk c % 16.
+    LLVMValueRef krow = LLVMBuildLShr(b, c, c32(g, 4), "");
+    LLVMValueRef bch = LLVMBuildAnd(b, c, c32(g, 15), "");
+    LLVMValueRef bsw =
+        LLVMBuildXor(b, bch, LLVMBuildAnd(b, krow, c32(g, 7), ""), "");
+    b_copy[i].dst =
+        LLVMBuildAdd(b, c32(g, g->a_bytes),
+                     LLVMBuildAdd(b, LLVMBuildMul(b, krow, c32(g, 256), ""),
+                                  LLVMBuildShl(b, bsw, c32(g, 4), ""), ""),
+                     "");
+    b_copy[i].krow = LLVMBuildZExt(b, krow, em->t_i64, "");
+    b_copy[i].col = LLVMBuildAdd(
+        b, g->n0,
+        LLVMBuildMul(b, LLVMBuildZExt(b, bch, em->t_i64, ""), c64(g, 8), ""),
+        "");
+    b_copy[i].step = LLVMBuildMul(b, sb_k, c64(g, g->bk), "");
+    b_copy[i].limit = LLVMBuildSub(b, g->n, b_copy[i].col, "");
+    b_copy[i].outer_ok = NULL;
+    // Columns past N start at n0 (src-size 0 then).
+    LLVMValueRef col = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntSLT, b_copy[i].col, g->n, ""),
+        b_copy[i].col, g->n0);
+    b_copy[i].src = tj_emit_advance(
+        em, g->bb, g->batch.ptr[g->bb],
+        LLVMBuildAdd(b, LLVMBuildMul(b, b_copy[i].krow, sb_k, ""), col, ""));
+  }
+}
+
+static void cp_async16(gemm_t* g, LLVMValueRef stage_base, LLVMValueRef dst,
+                       LLVMValueRef src, LLVMValueRef bytes) {
+  LLVMValueRef args[3] = {smem_at(g, stage_base, dst), to_global(g, src),
+                          LLVMBuildTrunc(g->b, bytes, g->em->t_i32, "")};
+  call(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
+}
+
+// Issues the copies of k-tile |kt| into stage |stage| (both i64).
+static void tc_load(gemm_t* g, const tc_copy_t* a_copy, const tc_copy_t* b_copy,
+                    LLVMValueRef stage, LLVMValueRef kt) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, g->bk), "k0");
+  for (int32_t i = 0; i < g->copies; ++i) {
+    // A: the chunk's elements left before K, as bytes, 0 past M.
+    LLVMValueRef left = clamp0(g, LLVMBuildSub(b, a_copy[i].limit, k0, ""), 8);
+    LLVMValueRef bytes =
+        tj_emit_select(em, a_copy[i].outer_ok,
+                       LLVMBuildMul(b, left, c64(g, 2), ""), c64(g, 0));
+    LLVMValueRef src = tj_emit_advance(
+        em, g->a, a_copy[i].src,
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), ""),
+                       LLVMBuildMul(b, kt, a_copy[i].step, ""), c64(g, 0)));
+    cp_async16(g, base, a_copy[i].dst, src, bytes);
+    // B: rows past K and columns past N read nothing.
+    LLVMValueRef krow_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, b_copy[i].krow, ""), g->kdim, "");
+    LLVMValueRef bleft = clamp0(g, b_copy[i].limit, 8);
+    LLVMValueRef bbytes = tj_emit_select(
+        em, krow_ok, LLVMBuildMul(b, bleft, c64(g, 2), ""), c64(g, 0));
+    LLVMValueRef bsrc = tj_emit_advance(
+        em, g->bb, b_copy[i].src,
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bbytes, c64(g, 0), ""),
+                       LLVMBuildMul(b, kt, b_copy[i].step, ""), c64(g, 0)));
+    cp_async16(g, base, b_copy[i].dst, bsrc, bbytes);
+  }
+}
+
+static LLVMValueRef ldmatrix(gemm_t* g, bool trans, LLVMValueRef ptr,
+                             LLVMValueRef out[4]) {
+  LLVMTypeRef pt = g->nv->t_ptr_shared;
+  LLVMValueRef r = tj_emit_intrinsic(
+      g->em,
+      trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+            : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16",
+      &pt, 1, &ptr, 1);
+  for (unsigned i = 0; i < 4; ++i)
+    out[i] = LLVMBuildExtractValue(g->b, r, i, "");
+  return r;
+}
+
+// One mma.sync m16n8k16 on accumulators acc[base .. base+3].
+static void mma(gemm_t* g, LLVMValueRef a[4], LLVMValueRef bf[2],
+                int32_t base) {
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef args[10];
+  bool f16 = g->in_dtype == TJ_DTYPE_F16;
+  LLVMTypeRef h2 = LLVMVectorType(em->t_f16, 2);
+  for (int i = 0; i < 4; ++i)
+    args[i] = f16 ? LLVMBuildBitCast(b, a[i], h2, "") : a[i];
+  for (int i = 0; i < 2; ++i)
+    args[4 + i] = f16 ? LLVMBuildBitCast(b, bf[i], h2, "") : bf[i];
+  LLVMValueRef slots[4];
+  for (int i = 0; i < 4; ++i) {
+    slots[i] = acc_slot(g, base + i);
+    args[6 + i] = LLVMBuildLoad2(b, em->t_f32, slots[i], "");
+  }
+  LLVMValueRef d = call(g,
+                        f16 ? "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
+                            : "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+                        args, 10);
+  for (unsigned i = 0; i < 4; ++i)
+    LLVMBuildStore(b, LLVMBuildExtractValue(b, d, i, ""), slots[i]);
+}
+
+// Accumulator index of (mi, ni, e): 16 values per m16 row block.
+static int32_t tc_acc_index(int32_t mi, int32_t ni, int32_t e) {
+  return (mi * 4 + ni) * 4 + e;
+}
+
+static void tc_compute(gemm_t* g, LLVMValueRef stage, LLVMValueRef a_off[4][4],
+                       LLVMValueRef b_off[4][2]) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     g->em->t_i32, ""));
+  for (int32_t kk = 0; kk < g->bk / 16; ++kk) {
+    LLVMValueRef af[4][4], bf[4][2];
+    for (int32_t mi = 0; mi < 4; ++mi)
+      ldmatrix(g, false, smem_at(g, base, a_off[kk][mi]), af[mi]);
+    for (int32_t np = 0; np < 2; ++np) {
+      LLVMValueRef r[4];
+      ldmatrix(g, true, smem_at(g, base, b_off[kk][np]), r);
+      bf[np * 2][0] = r[0];
+      bf[np * 2][1] = r[1];
+      bf[np * 2 + 1][0] = r[2];
+      bf[np * 2 + 1][1] = r[3];
+    }
+    for (int32_t mi = 0; mi < 4; ++mi)
+      for (int32_t ni = 0; ni < 4; ++ni)
+        mma(g, af[mi], bf[ni], tc_acc_index(mi, ni, 0));
+  }
+}
+
+// Byte offsets (inside a stage) of this lane's ldmatrix rows.
+static void tc_fragment_offsets(gemm_t* g, LLVMValueRef wm, LLVMValueRef wn,
+                                LLVMValueRef lane, LLVMValueRef a_off[4][4],
+                                LLVMValueRef b_off[4][2]) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef l15 = LLVMBuildAnd(b, lane, c32(g, 15), "");
+  LLVMValueRef l16 = LLVMBuildLShr(b, lane, c32(g, 4), "");
+  for (int32_t kk = 0; kk < g->bk / 16; ++kk) {
+    for (int32_t mi = 0; mi < 4; ++mi) {
+      LLVMValueRef row =
+          LLVMBuildAdd(b, LLVMBuildMul(b, wm, c32(g, 64), ""),
+                       LLVMBuildAdd(b, c32(g, mi * 16), l15, ""), "");
+      LLVMValueRef ch = LLVMBuildAdd(b, c32(g, kk * 2), l16, "");
+      a_off[kk][mi] = a_chunk_offset(g, row, ch);
+    }
+    for (int32_t np = 0; np < 2; ++np) {
+      LLVMValueRef krow = LLVMBuildAdd(b, c32(g, kk * 16), l15, "");
+      LLVMValueRef ch =
+          LLVMBuildAdd(b, LLVMBuildMul(b, wn, c32(g, 4), ""),
+                       LLVMBuildAdd(b, c32(g, np * 2), l16, ""), "");
+      LLVMValueRef sw =
+          LLVMBuildXor(b, ch, LLVMBuildAnd(b, krow, c32(g, 7), ""), "");
+      b_off[kk][np] =
+          LLVMBuildAdd(b, c32(g, g->a_bytes),
+                       LLVMBuildAdd(b, LLVMBuildMul(b, krow, c32(g, 256), ""),
+                                    LLVMBuildShl(b, sw, c32(g, 4), ""), ""),
+                       "");
+    }
+  }
+}
+
+// The pipelined main loop shared by both paths: |load| issues k-tile kt
+// into a stage, |compute| consumes one.
+typedef struct pipeline_t {
+  int32_t stages;
+  void (*load)(gemm_t* g, void* ctx, LLVMValueRef stage, LLVMValueRef kt);
+  void (*compute)(gemm_t* g, void* ctx, LLVMValueRef stage);
+  void* ctx;
+  LLVMValueRef k_tiles;  // i64
+} pipeline_t;
+
+static void run_pipeline(gemm_t* g, const pipeline_t* p) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  for (int32_t s = 0; s < p->stages - 1; ++s) {
+    tj_emit_if_t have;
+    tj_emit_if_begin(em, &have,
+                     LLVMBuildICmp(b, LLVMIntSLT, c64(g, s), p->k_tiles, ""),
+                     "prologue");
+    p->load(g, p->ctx, c64(g, s), c64(g, s));
+    tj_emit_if_end(em, &have);
+    // Empty groups keep the group count in step with the k-tiles.
+    commit(g);
+  }
+  tj_emit_loop_t loop;
+  LLVMValueRef kt =
+      tj_emit_loop_begin(em, &loop, c64(g, 0), p->k_tiles, c64(g, 1), "kt");
+  wait_groups(g, p->stages - 2);
+  tj_nvptx_barrier(g->nv);
+  // The stage refilled here was read in the previous iteration, which
+  // every thread has finished: it passed the barrier above.
+  LLVMValueRef next = LLVMBuildAdd(b, kt, c64(g, p->stages - 1), "");
+  tj_emit_if_t more;
+  tj_emit_if_begin(em, &more,
+                   LLVMBuildICmp(b, LLVMIntSLT, next, p->k_tiles, ""),
+                   "prefetch");
+  p->load(g, p->ctx, LLVMBuildSRem(b, next, c64(g, p->stages), ""), next);
+  tj_emit_if_end(em, &more);
+  commit(g);
+  p->compute(g, p->ctx, LLVMBuildSRem(b, kt, c64(g, p->stages), ""));
+  tj_emit_loop_end(em, &loop);
+  wait_groups(g, 0);
+  // The C tile reuses the ring's shared memory.
+  tj_nvptx_barrier(g->nv);
+}
+
+typedef struct tc_ctx_t {
+  tc_copy_t a_copy[kTcMaxCopies], b_copy[kTcMaxCopies];
+  LLVMValueRef a_off[4][4], b_off[4][2];
+} tc_ctx_t;
+
+static void tc_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
+                       LLVMValueRef kt) {
+  tc_ctx_t* c = ctx;
+  tc_load(g, c->a_copy, c->b_copy, stage, kt);
+}
+
+static void tc_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
+  tc_ctx_t* c = ctx;
+  tc_compute(g, stage, c->a_off, c->b_off);
+}
+
+// Writes the tensor-core accumulators to the staged C tile.
+static void tc_stage_c(gemm_t* g, LLVMValueRef wm, LLVMValueRef wn,
+                       LLVMValueRef lane) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef grp = LLVMBuildLShr(b, lane, c32(g, 2), "");
+  LLVMValueRef t4 = LLVMBuildAnd(b, lane, c32(g, 3), "");
+  LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
+  for (int32_t mi = 0; mi < 4; ++mi) {
+    for (int32_t ni = 0; ni < 4; ++ni) {
+      for (int32_t h = 0; h < 2; ++h) {
+        LLVMValueRef row =
+            LLVMBuildAdd(b, LLVMBuildMul(b, wm, c32(g, 64), ""),
+                         LLVMBuildAdd(b, c32(g, mi * 16 + h * 8), grp, ""), "");
+        LLVMValueRef col =
+            LLVMBuildAdd(b, LLVMBuildMul(b, wn, c32(g, 32), ""),
+                         LLVMBuildAdd(b, c32(g, ni * 8),
+                                      LLVMBuildMul(b, t4, c32(g, 2), ""), ""),
+                         "");
+        LLVMValueRef off = LLVMBuildMul(
+            b,
+            LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, kCStride), ""), col,
+                         ""),
+            c32(g, 4), "");
+        LLVMValueRef v = LLVMGetUndef(v2);
+        for (int32_t e = 0; e < 2; ++e) {
+          LLVMValueRef x = LLVMBuildLoad2(
+              b, em->t_f32, acc_slot(g, tc_acc_index(mi, ni, h * 2 + e)), "");
+          v = LLVMBuildInsertElement(b, v, x, c32(g, e), "");
+        }
+        LLVMValueRef st = LLVMBuildStore(b, v, smem_at(g, g->smem, off));
+        LLVMSetAlignment(st, 8);
+      }
+    }
+  }
+}
+
+//===--- CUDA-core (f32) main loop ---===//
+
+typedef struct f32_ctx_t {
+  // Per copy i < 4: A element (m, k) and B element (k, n) of this thread.
+  LLVMValueRef a_src[4], a_dst[4], a_m_ok[4], a_k[4];
+  LLVMValueRef b_src[4], b_dst[4], b_n_ok[4], b_k[4];
+  LLVMValueRef a_step, b_step;  // i64 elements per k-tile
+  LLVMValueRef ty, tx;          // i32 thread coordinates in the 16x16 grid
+} f32_ctx_t;
+
+static void f32_setup(gemm_t* g, f32_ctx_t* c) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  LLVMValueRef sa_m = tj_emit_stride(em, g->a, r - 2);
+  LLVMValueRef sa_k = tj_emit_stride(em, g->a, r - 1);
+  LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
+  LLVMValueRef sb_n = tj_emit_stride(em, g->bb, r - 1);
+  c->a_step = LLVMBuildMul(b, sa_k, c64(g, kF32BK), "");
+  c->b_step = LLVMBuildMul(b, sb_k, c64(g, kF32BK), "");
+  for (int32_t i = 0; i < 4; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    // A: k fastest, so a warp reads along rows of a row-major A.
+    LLVMValueRef am = LLVMBuildLShr(b, e, c32(g, 3), "");
+    LLVMValueRef ak = LLVMBuildAnd(b, e, c32(g, 7), "");
+    c->a_dst[i] = LLVMBuildMul(
+        b, LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, kBM), ""), am, ""),
+        c32(g, 4), "");
+    LLVMValueRef gm =
+        LLVMBuildAdd(b, g->m0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
+    c->a_m_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, gm, g->m, "");
+    c->a_k[i] = LLVMBuildZExt(b, ak, em->t_i64, "");
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, c->a_m_ok[i], gm, g->m0), sa_m, ""),
+        LLVMBuildMul(b, c->a_k[i], sa_k, ""), "");
+    c->a_src[i] = tj_emit_advance(em, g->a, g->batch.ptr[g->a], off);
+    // B: n fastest.
+    LLVMValueRef bk = LLVMBuildLShr(b, e, c32(g, 7), "");
+    LLVMValueRef bn = LLVMBuildAnd(b, e, c32(g, 127), "");
+    c->b_dst[i] = LLVMBuildAdd(
+        b, c32(g, kF32ABytes),
+        LLVMBuildMul(
+            b, LLVMBuildAdd(b, LLVMBuildMul(b, bk, c32(g, kBN), ""), bn, ""),
+            c32(g, 4), ""),
+        "");
+    LLVMValueRef gn =
+        LLVMBuildAdd(b, g->n0, LLVMBuildZExt(b, bn, em->t_i64, ""), "");
+    c->b_n_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, gn, g->n, "");
+    c->b_k[i] = LLVMBuildZExt(b, bk, em->t_i64, "");
+    LLVMValueRef boff = LLVMBuildAdd(
+        b, LLVMBuildMul(b, c->b_k[i], sb_k, ""),
+        LLVMBuildMul(b, tj_emit_select(em, c->b_n_ok[i], gn, g->n0), sb_n, ""),
+        "");
+    c->b_src[i] = tj_emit_advance(em, g->bb, g->batch.ptr[g->bb], boff);
+  }
+  c->ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "ty");
+  c->tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "tx");
+}
+
+static void cp_async4(gemm_t* g, LLVMValueRef stage_base, LLVMValueRef dst,
+                      LLVMValueRef src, LLVMValueRef ok) {
+  LLVMValueRef args[3] = {smem_at(g, stage_base, dst), to_global(g, src),
+                          tj_emit_select(g->em, ok, c32(g, 4), c32(g, 0))};
+  call(g, "llvm.nvvm.cp.async.ca.shared.global.4.s", args, 3);
+}
+
+static void f32_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
+                        LLVMValueRef kt) {
+  f32_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, kF32StageBytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, kF32BK), "");
+  for (int32_t i = 0; i < 4; ++i) {
+    LLVMValueRef ak_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, c->a_k[i], ""), g->kdim, "");
+    LLVMValueRef a_ok = LLVMBuildAnd(b, ak_ok, c->a_m_ok[i], "");
+    LLVMValueRef asrc = tj_emit_advance(
+        em, g->a, c->a_src[i],
+        tj_emit_select(em, a_ok, LLVMBuildMul(b, kt, c->a_step, ""),
+                       c64(g, 0)));
+    cp_async4(g, base, c->a_dst[i], asrc, a_ok);
+    LLVMValueRef bk_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, c->b_k[i], ""), g->kdim, "");
+    LLVMValueRef b_ok = LLVMBuildAnd(b, bk_ok, c->b_n_ok[i], "");
+    LLVMValueRef bsrc = tj_emit_advance(
+        em, g->bb, c->b_src[i],
+        tj_emit_select(em, b_ok, LLVMBuildMul(b, kt, c->b_step, ""),
+                       c64(g, 0)));
+    cp_async4(g, base, c->b_dst[i], bsrc, b_ok);
+  }
+}
+
+// A float4 from shared byte offset |off| (16-byte aligned).
+static LLVMValueRef load_v4(gemm_t* g, LLVMValueRef base, LLVMValueRef off) {
+  LLVMValueRef v = LLVMBuildLoad2(g->b, LLVMVectorType(g->em->t_f32, 4),
+                                  smem_at(g, base, off), "");
+  LLVMSetAlignment(v, 16);
+  return v;
+}
+
+static void f32_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
+  f32_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, kF32StageBytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef ty4 = LLVMBuildMul(b, c->ty, c32(g, 16), "");  // bytes
+  LLVMValueRef tx4 = LLVMBuildMul(b, c->tx, c32(g, 16), "");
+  for (int32_t kk = 0; kk < kF32BK; ++kk) {
+    LLVMValueRef av[2], bv[2];
+    for (int32_t h = 0; h < 2; ++h) {
+      av[h] = load_v4(
+          g, base, LLVMBuildAdd(b, c32(g, kk * kBM * 4 + h * 64 * 4), ty4, ""));
+      bv[h] = load_v4(
+          g, base,
+          LLVMBuildAdd(b, c32(g, kF32ABytes + kk * kBN * 4 + h * 64 * 4), tx4,
+                       ""));
+    }
+    LLVMValueRef a[8], bb[8];
+    for (int32_t i = 0; i < 8; ++i) {
+      a[i] = LLVMBuildExtractElement(b, av[i / 4], c32(g, i % 4), "");
+      bb[i] = LLVMBuildExtractElement(b, bv[i / 4], c32(g, i % 4), "");
+    }
+    for (int32_t i = 0; i < 8; ++i) {
+      for (int32_t j = 0; j < 8; ++j) {
+        LLVMValueRef slot = acc_slot(g, i * 8 + j);
+        LLVMValueRef cur = LLVMBuildLoad2(b, em->t_f32, slot, "");
+        LLVMValueRef args[3] = {a[i], bb[j], cur};
+        LLVMTypeRef t = em->t_f32;
+        LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
+                       slot);
+      }
+    }
+  }
+}
+
+static void f32_stage_c(gemm_t* g, const f32_ctx_t* c) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
+  for (int32_t i = 0; i < 8; ++i) {
+    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, c->ty, c32(g, 4), ""),
+                                    c32(g, (i / 4) * 64 + i % 4), "");
+    for (int32_t h = 0; h < 2; ++h) {
+      LLVMValueRef col = LLVMBuildAdd(b, LLVMBuildMul(b, c->tx, c32(g, 4), ""),
+                                      c32(g, h * 64), "");
+      LLVMValueRef v = LLVMGetUndef(v4);
+      for (int32_t j = 0; j < 4; ++j)
+        v = LLVMBuildInsertElement(
+            b, v,
+            LLVMBuildLoad2(b, em->t_f32, acc_slot(g, i * 8 + h * 4 + j), ""),
+            c32(g, j), "");
+      LLVMValueRef off = LLVMBuildMul(
+          b,
+          LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, kCStride), ""), col, ""),
+          c32(g, 4), "");
+      LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
+    }
+  }
+}
+
+//===--- the epilogue ---===//
+
+// The point (batch, row, col) with |lanes| columns.
+static void epilogue_point(gemm_t* g, LLVMValueRef row, LLVMValueRef col,
+                           int32_t lanes, tj_emit_point_t* p) {
+  const tj_kir_t* k = g->k;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  *p = g->batch;
+  p->lanes = lanes;
+  p->vdim = r - 1;
+  p->mask = NULL;
+  p->index[r - 2] = row;
+  p->index[r - 1] = col;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    if (k->buffers[i].role == TJ_KIR_GEMM_A ||
+        k->buffers[i].role == TJ_KIR_GEMM_B)
+      continue;
+    LLVMValueRef off = LLVMBuildAdd(
+        g->b, LLVMBuildMul(g->b, row, tj_emit_stride(em, i, r - 2), ""),
+        LLVMBuildMul(g->b, col, tj_emit_stride(em, i, r - 1), ""), "");
+    p->ptr[i] = tj_emit_advance(em, i, g->batch.ptr[i], off);
+  }
+}
+
+// Whether |lanes|-wide epilogue steps may run: N a multiple of |lanes| and
+// every epilogue buffer contiguous along n with aligned rows.
+static LLVMValueRef epilogue_vector_ok(gemm_t* g, int32_t lanes) {
+  const tj_kir_t* k = g->k;
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  int32_t r = g->rank;
+  LLVMValueRef ok = LLVMBuildICmp(
+      b, LLVMIntEQ, LLVMBuildSRem(b, g->n, c64(g, lanes), ""), c64(g, 0), "");
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    if (!tj_kir_ival_is_const(buf->strides[r - 1], 1)) continue;
+    int64_t bytes = (int64_t)lanes * (int64_t)tj_dtype_size(buf->dtype);
+    ok = LLVMBuildAnd(
+        b, ok,
+        LLVMBuildICmp(
+            b, LLVMIntEQ,
+            LLVMBuildAnd(b, LLVMBuildPtrToInt(b, em->base[i], em->t_i64, ""),
+                         c64(g, bytes - 1), ""),
+            c64(g, 0), ""),
+        "");
+    for (int32_t d = 0; d < r - 1; ++d) {
+      if (tj_kir_ival_is_const(buf->strides[d], 0)) continue;
+      ok = LLVMBuildAnd(b, ok,
+                        LLVMBuildICmp(b, LLVMIntEQ,
+                                      LLVMBuildSRem(b, tj_emit_stride(em, i, d),
+                                                    c64(g, lanes), ""),
+                                      c64(g, 0), ""),
+                        "");
+    }
+  }
+  return ok;
+}
+
+// Columns per epilogue step: 16 bytes of the widest epilogue buffer that
+// is contiguous along n (8 columns for bf16/f16-only epilogues, 4 with an
+// f32 buffer), 4 when none is.
+static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
+  int32_t widest = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    if (!tj_kir_ival_is_const(buf->strides[rank - 1], 1)) continue;
+    int32_t s = (int32_t)tj_dtype_size(buf->dtype);
+    if (s > widest) widest = s;
+  }
+  if (widest == 0) return 4;
+  int32_t lanes = 16 / widest;
+  return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
+}
+
+static tj_status_t emit_epilogue(gemm_t* g) {
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  const tj_kir_phase_t* ph = &g->k->phases[0];
+  int32_t lanes = epilogue_lanes(g->k, g->rank);
+  LLVMValueRef vec_ok = epilogue_vector_ok(g, lanes);
+  int32_t per_row = kBN / lanes;
+  tj_emit_loop_t loop;
+  LLVMValueRef it =
+      tj_emit_loop_begin(em, &loop, LLVMBuildZExt(b, g->tid, em->t_i64, ""),
+                         c64(g, kBM * per_row), c64(g, kThreads), "item");
+  LLVMValueRef r = LLVMBuildSDiv(b, it, c64(g, per_row), "");
+  LLVMValueRef cl = LLVMBuildMul(b, LLVMBuildSRem(b, it, c64(g, per_row), ""),
+                                 c64(g, lanes), "");
+  LLVMValueRef row = LLVMBuildAdd(b, g->m0, r, "row");
+  LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
+  LLVMValueRef c_off = LLVMBuildTrunc(
+      b,
+      LLVMBuildMul(
+          b, LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, kCStride), ""), cl, ""),
+          c64(g, 4), ""),
+      em->t_i32, "");
+  tj_emit_if_t in_rows;
+  tj_emit_if_begin(em, &in_rows, LLVMBuildICmp(b, LLVMIntSLT, row, g->m, ""),
+                   "in_rows");
+  LLVMValueRef full = LLVMBuildAnd(
+      b, vec_ok,
+      LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, col, c64(g, lanes), ""),
+                    g->n, ""),
+      "");
+  tj_emit_if_t vector, scalar;
+  tj_emit_if_begin(em, &vector, full, "vector");
+  {
+    tj_emit_point_t p;
+    epilogue_point(g, row, col, lanes, &p);
+    LLVMValueRef acc =
+        LLVMBuildLoad2(b, LLVMVectorType(em->t_f32, (unsigned)lanes),
+                       smem_at(g, g->smem, c_off), "acc");
+    LLVMSetAlignment(acc, 16);
+    p.acc = acc;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
+    tj_nvptx_align_accesses(g->nv, &p, lanes);
+  }
+  tj_emit_if_end(em, &vector);
+  tj_emit_if_begin(em, &scalar, LLVMBuildNot(b, full, ""), "scalar");
+  for (int32_t e = 0; e < lanes; ++e) {
+    LLVMValueRef ce = LLVMBuildAdd(b, col, c64(g, e), "");
+    tj_emit_if_t in_cols;
+    tj_emit_if_begin(em, &in_cols, LLVMBuildICmp(b, LLVMIntSLT, ce, g->n, ""),
+                     "in_cols");
+    tj_emit_point_t p;
+    epilogue_point(g, row, ce, 1, &p);
+    p.acc = LLVMBuildLoad2(
+        b, em->t_f32,
+        smem_at(g, g->smem, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")), "");
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
+    tj_emit_if_end(em, &in_cols);
+  }
+  tj_emit_if_end(em, &scalar);
+  tj_emit_if_end(em, &in_rows);
+  tj_emit_loop_end(em, &loop);
+  return NULL;
+}
+
+//===--- entry ---===//
+
+static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
+                              uint32_t* out_b) {
+  int32_t na = 0, nb = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    if (k->buffers[i].role == TJ_KIR_GEMM_A) {
+      *out_a = i;
+      ++na;
+    }
+    if (k->buffers[i].role == TJ_KIR_GEMM_B) {
+      *out_b = i;
+      ++nb;
+    }
+  }
+  if (na != 1 || nb != 1 || k->rank < 2 || k->num_phases != 1 ||
+      k->phases[0].kind != TJ_KIR_PHASE_MAP)
+    return tj_invalid(
+        "kernel @%s: a gemm needs rank >= 2, one A, one B and one epilogue",
+        k->name);
+  tj_dtype_t da = k->buffers[*out_a].dtype, db = k->buffers[*out_b].dtype;
+  if (da != db)
+    return tj_unsupported("kernel @%s: gemm operands of two dtypes (%s, %s)",
+                          k->name, tj_dtype_name(da), tj_dtype_name(db));
+  if (da != TJ_DTYPE_F32 && da != TJ_DTYPE_F16 && da != TJ_DTYPE_BF16)
+    return tj_unsupported("kernel @%s: %s gemm operands on the GPU", k->name,
+                          tj_dtype_name(da));
+  return NULL;
+}
+
+tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  gemm_t g;
+  memset(&g, 0, sizeof(g));
+  g.nv = nv;
+  g.em = em;
+  g.b = em->b;
+  g.k = k;
+  g.rank = k->rank;
+  TJ_RETURN_IF_ERROR(check_gemm(k, &g.a, &g.bb));
+  g.in_dtype = k->buffers[g.a].dtype;
+  bool tc = g.in_dtype != TJ_DTYPE_F32;
+  int32_t r = g.rank;
+  if (tc && (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
+             !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
+    return tj_unsupported(
+        "kernel @%s: the tensor-core gemm needs A contiguous along k and B "
+        "along n (stride 1)",
+        k->name);
+  tj_nvptx_kernel_t* info = nv->info;
+  const tj_nvptx_options_t* o = &nv->options;
+  if (tc) {
+    g.bk = o->gemm_tile_k ? o->gemm_tile_k : kTcDefaultBK;
+    if (g.bk != 32 && g.bk != 64)
+      return tj_invalid("kernel @%s: gemm_tile_k %d; 32 or 64 supported",
+                        k->name, (int)g.bk);
+    g.a_bytes = kBM * g.bk * 2;
+    g.stage_bytes = g.a_bytes + g.bk * kBN * 2;
+    g.copies = kBM * g.bk / 8 / kThreads;
+  }
+  int32_t stages = o->gemm_stages ? o->gemm_stages
+                   : tc           ? kTcDefaultStages
+                                  : kF32Stages;
+  if (stages < 2 || stages > 8)
+    return tj_invalid("kernel @%s: gemm_stages %d; 2 to 8 supported", k->name,
+                      (int)stages);
+  info->threads = kThreads;
+  info->tensor_cores = tc;
+  info->tile_m = kBM;
+  info->tile_n = kBN;
+  info->tile_k = tc ? g.bk : kF32BK;
+  info->stages = stages;
+  info->group_m = kGroupM;
+  info->shared_bytes =
+      max_i32(kCBytes, stages * (tc ? g.stage_bytes : kF32StageBytes));
+  info->vector_lanes = epilogue_lanes(k, r);
+  // Two blocks per SM when their shared memory fits two into the 228 KiB
+  // of an sm_80/sm_90 SM: 128 registers a thread. The bk = 64 main loop
+  // keeps more fragments live and would spill under that cap (ptxas -v:
+  // ~100 bytes), so it runs one block per SM.
+  info->min_blocks_per_sm =
+      info->shared_bytes <= 110 * 1024 && (!tc || g.bk == 32) ? 2 : 0;
+
+  LLVMBuilderRef b = g.b;
+  g.m = em->dim[r - 2];
+  g.n = em->dim[r - 1];
+  g.kdim = em->gemm_k;
+  g.tid = tj_nvptx_sreg(nv, "tid.x");
+  g.smem = tj_nvptx_dynamic_shared(nv);
+  g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
+  for (int32_t i = 0; i < 64; ++i)
+    LLVMBuildStore(b, LLVMConstReal(em->t_f32, 0.0), acc_slot(&g, i));
+  tile_origin(&g);
+  LLVMValueRef bk = c64(&g, info->tile_k);
+  LLVMValueRef k_tiles = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g.kdim, c64(&g, info->tile_k - 1), ""), bk, "k_tiles");
+  LLVMValueRef lane = tj_nvptx_sreg(nv, "laneid");
+  LLVMValueRef warp = LLVMBuildLShr(b, g.tid, c32(&g, 5), "warp");
+  LLVMValueRef wm = LLVMBuildLShr(b, warp, c32(&g, 2), "wm");
+  LLVMValueRef wn = LLVMBuildAnd(b, warp, c32(&g, 3), "wn");
+  pipeline_t p = {.stages = info->stages, .k_tiles = k_tiles};
+  if (tc) {
+    tc_ctx_t c;
+    tc_copy_setup(&g, c.a_copy, c.b_copy);
+    tc_fragment_offsets(&g, wm, wn, lane, c.a_off, c.b_off);
+    p.load = tc_load_cb;
+    p.compute = tc_compute_cb;
+    p.ctx = &c;
+    run_pipeline(&g, &p);
+    tc_stage_c(&g, wm, wn, lane);
+  } else {
+    f32_ctx_t c;
+    f32_setup(&g, &c);
+    p.load = f32_load_cb;
+    p.compute = f32_compute_cb;
+    p.ctx = &c;
+    run_pipeline(&g, &p);
+    f32_stage_c(&g, &c);
+  }
+  tj_nvptx_barrier(nv);
+  return emit_epilogue(&g);
+}
+
+//===--- launch ---===//
+
+tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
+                                 const tj_nvptx_kernel_t* info,
+                                 const int64_t* scalars, int32_t num_sms,
+                                 tj_nvptx_launch_t* out) {
+  (void)num_sms;
+  int32_t r = k->rank;
+  int64_t batch = 1;
+  for (int32_t d = 0; d < r; ++d) {
+    int64_t v = tj_kir_ival_eval(k->dims[d], scalars);
+    if (v < 0)
+      return tj_invalid("kernel @%s: dim %d is %lld", k->name, (int)d,
+                        (long long)v);
+    if (d < r - 2 && tj_mul_overflow_i64(batch, v, &batch))
+      return tj_invalid("kernel @%s: batch size overflows", k->name);
+  }
+  int64_t m = tj_kir_ival_eval(k->dims[r - 2], scalars);
+  int64_t n = tj_kir_ival_eval(k->dims[r - 1], scalars);
+  int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
+  if (kk < 0)
+    return tj_invalid("kernel @%s: k is %lld", k->name, (long long)kk);
+  if (batch == 0 || m == 0 || n == 0) {
+    out->empty = true;
+    return NULL;
+  }
+  int64_t tiles = ((m + kBM - 1) / kBM) * ((n + kBN - 1) / kBN);
+  if (tiles > 2147483647 || batch > 65535)
+    return tj_unsupported(
+        "kernel @%s: %lld tiles x %lld batch entries is "
+        "more than one launch covers",
+        k->name, (long long)tiles, (long long)batch);
+  if (info->tensor_cores) {
+    for (uint32_t i = 0; i < k->num_buffers; ++i) {
+      const tj_kir_buffer_t* buf = &k->buffers[i];
+      if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+      // 16-byte chunks: every row and batch entry starts 8 elements aligned.
+      for (int32_t d = 0; d < r - 1; ++d) {
+        int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
+        if (s % 8 != 0)
+          return tj_unsupported(
+              "kernel @%s: tensor-core gemm operand %%%s has stride %lld in "
+              "dim %d; it needs multiples of 8 elements (16 bytes)",
+              k->name, buf->name, (long long)s, (int)d);
+      }
+    }
+  }
+  out->grid[0] = (uint32_t)tiles;
+  out->grid[1] = 1;
+  out->grid[2] = (uint32_t)batch;
+  out->block[0] = (uint32_t)info->threads;
+  out->block[1] = out->block[2] = 1;
+  out->shared_bytes = (uint32_t)info->shared_bytes;
+  return NULL;
+}
+
+tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* k,
+                                         const tj_nvptx_kernel_t* info,
+                                         const uint64_t* buffers) {
+  if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if ((buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) &&
+        buffers[i] % 16 != 0)
+      return tj_unsupported(
+          "kernel @%s: tensor-core gemm operand %%%s at 0x%llx is not "
+          "16-byte aligned",
+          k->name, buf->name, (unsigned long long)buffers[i]);
+  }
+  return NULL;
+}

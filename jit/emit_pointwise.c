@@ -1,0 +1,85 @@
+// The POINTWISE template: each work unit is up to TJ_KIR_POINTWISE_BLOCK
+// elements of one innermost line; full vectors first, then one masked tail.
+//
+//   for u in [begin, end):
+//     line = u / blocks_per_line, block = u % blocks_per_line
+//     pointers at (line's multi-index, block * BLOCK)
+//     for i in 0 .. len & ~(W-1) step W: body (unmasked)
+//     if len % W: body (mask lane < len % W)
+
+#include <string.h>
+
+#include "jit/emit_llvm.h"
+
+static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
+}
+
+void tj_emit_line_point(tj_emit_t* em, const tj_emit_point_t* line,
+                        LLVMValueRef offset, LLVMValueRef index0,
+                        tj_emit_point_t* out) {
+  const tj_kir_t* k = em->k;
+  int32_t vd = k->rank - 1;
+  *out = *line;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    out->ptr[b] = tj_emit_advance(
+        em, b, line->ptr[b],
+        LLVMBuildMul(em->b, offset, tj_emit_stride(em, b, vd), ""));
+  }
+  out->index[vd] = LLVMBuildAdd(em->b, index0, offset, "");
+}
+
+tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
+                             const tj_emit_point_t* line, LLVMValueRef index0,
+                             LLVMValueRef len) {
+  int32_t w = em->target.lanes;
+  LLVMValueRef full =
+      LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "full");
+  tj_emit_loop_t loop;
+  LLVMValueRef i = tj_emit_loop_begin(em, &loop, i64c(em, 0), full,
+                                      i64c(em, w), "vec");
+  tj_emit_point_t p;
+  tj_emit_line_point(em, line, i, index0, &p);
+  p.mask = NULL;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, phase, &p, NULL));
+  tj_emit_loop_end(em, &loop);
+  tj_emit_if_t tail;
+  tj_emit_if_begin(em, &tail, LLVMBuildICmp(em->b, LLVMIntSLT, full, len, ""),
+                   "tail");
+  tj_emit_line_point(em, line, full, index0, &p);
+  p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, len, full, ""), w);
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, phase, &p, NULL));
+  tj_emit_if_end(em, &tail);
+  return NULL;
+}
+
+tj_status_t tj_emit_pointwise(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  int32_t vd = k->rank - 1;
+  LLVMValueRef inner = em->dim[vd];
+  LLVMValueRef block = i64c(em, TJ_KIR_POINTWISE_BLOCK);
+  LLVMValueRef blocks = LLVMBuildUDiv(
+      em->b, LLVMBuildAdd(em->b, inner, i64c(em, TJ_KIR_POINTWISE_BLOCK - 1), ""),
+      block, "blocks");
+  tj_emit_loop_t units;
+  LLVMValueRef u = tj_emit_loop_begin(em, &units, em->arg_begin, em->arg_end,
+                                      i64c(em, 1), "unit");
+  LLVMValueRef blk = LLVMBuildURem(em->b, u, blocks, "");
+  LLVMValueRef line_index = LLVMBuildUDiv(em->b, u, blocks, "");
+  tj_emit_point_t line;
+  memset(&line, 0, sizeof(line));
+  line.lanes = em->target.lanes;
+  line.vdim = vd;
+  tj_emit_decompose(em, line_index, vd, &line);
+  LLVMValueRef i0 = LLVMBuildMul(em->b, blk, block, "");
+  LLVMValueRef len = tj_emit_min_i64(em, block,
+                                     LLVMBuildSub(em->b, inner, i0, ""));
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    line.ptr[b] = tj_emit_advance(
+        em, b, line.ptr[b],
+        LLVMBuildMul(em->b, i0, tj_emit_stride(em, b, vd), ""));
+  }
+  TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
+  tj_emit_loop_end(em, &units);
+  return NULL;
+}

@@ -1,0 +1,313 @@
+// The ROW_REDUCE template: one work unit per row; the phases run in order
+// over the row while it is in cache.
+//
+//   for row in [begin, end):
+//     pointers at (row's multi-index, 0)
+//     REDUCE: U vector accumulators (independent chains hide the add/max
+//             latency), main loop of U*W elements, a W loop, a masked tail
+//             whose inactive lanes contribute the identity; then the U
+//             accumulators are merged and the lanes reduced as a tree
+//             (blocked partial sums, not a serial chain).
+//     MAP:    the pointwise line loop (tj_emit_line_map).
+//     ROW:    the body once, with scalars.
+//
+// ARGMAX keeps (value, index) per lane with "first max, NaN wins" order:
+// a candidate wins if it is larger, or NaN over a number, or equal with a
+// smaller index. The order is total, so the lane tree finds the first max.
+
+#include <string.h>
+
+#include "jit/emit_llvm.h"
+#include "lib/dtype.h"
+
+#define ARGMAX_NONE INT64_MAX  // index of a lane that has seen no element
+
+static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
+}
+
+static bool is_bool(tj_dtype_t d) { return d == TJ_DTYPE_BOOL; }
+
+static LLVMValueRef identity(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
+                             LLVMTypeRef type) {
+  bool fl = tj_dtype_is_float(dt);
+  int64_t bits = is_bool(dt) ? 1 : (int64_t)tj_dtype_size(dt) * 8;
+  int64_t imax = is_bool(dt) ? 1 : (int64_t)((~0ULL) >> (65 - bits));
+  int64_t imin = is_bool(dt) ? 0 : -imax - 1;
+  switch (op) {
+    case TJ_KIR_REDUCE_SUM:
+      return fl ? tj_emit_fconst(type, 0.0) : tj_emit_iconst(type, 0);
+    case TJ_KIR_REDUCE_PROD:
+      return fl ? tj_emit_fconst(type, 1.0) : tj_emit_iconst(type, 1);
+    case TJ_KIR_REDUCE_MAX:
+    case TJ_KIR_REDUCE_ARGMAX:
+      return fl ? tj_emit_fconst(type, -__builtin_inf())
+                : tj_emit_iconst(type, imin);
+    case TJ_KIR_REDUCE_MIN:
+      return fl ? tj_emit_fconst(type, __builtin_inf())
+                : tj_emit_iconst(type, is_bool(dt) ? -1 : imax);
+  }
+  return tj_emit_iconst(type, 0);
+}
+
+static LLVMValueRef combine(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
+                            LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef bl = em->b;
+  bool fl = tj_dtype_is_float(dt);
+  switch (op) {
+    case TJ_KIR_REDUCE_SUM:
+      return fl ? LLVMBuildFAdd(bl, a, b, "") : LLVMBuildAdd(bl, a, b, "");
+    case TJ_KIR_REDUCE_PROD:
+      return fl ? LLVMBuildFMul(bl, a, b, "") : LLVMBuildMul(bl, a, b, "");
+    case TJ_KIR_REDUCE_MAX:
+    case TJ_KIR_REDUCE_MIN: {
+      bool max = op == TJ_KIR_REDUCE_MAX;
+      if (is_bool(dt)) {
+        return max ? LLVMBuildOr(bl, a, b, "") : LLVMBuildAnd(bl, a, b, "");
+      }
+      if (!fl) {
+        return tj_emit_select(
+            em, LLVMBuildICmp(bl, max ? LLVMIntSGT : LLVMIntSLT, a, b, ""), a,
+            b);
+      }
+      // NaN propagates: a NaN operand makes a + b NaN.
+      LLVMValueRef r = tj_emit_select(
+          em, LLVMBuildFCmp(bl, max ? LLVMRealOGT : LLVMRealOLT, a, b, ""), a,
+          b);
+      return tj_emit_select(em, LLVMBuildFCmp(bl, LLVMRealUNO, a, b, ""),
+                            LLVMBuildFAdd(bl, a, b, ""), r);
+    }
+    case TJ_KIR_REDUCE_ARGMAX:
+      break;
+  }
+  return a;
+}
+
+// Whether candidate (bv, bi) beats (av, ai) in the argmax order; |b_valid|
+// masks candidates that are not elements.
+static LLVMValueRef argmax_take(tj_emit_t* em, tj_dtype_t dt, LLVMValueRef av,
+                                LLVMValueRef ai, LLVMValueRef bv,
+                                LLVMValueRef bi, LLVMValueRef b_valid) {
+  LLVMBuilderRef bl = em->b;
+  LLVMTypeRef it = LLVMTypeOf(ai);
+  LLVMValueRef a_none =
+      LLVMBuildICmp(bl, LLVMIntEQ, ai, tj_emit_iconst(it, ARGMAX_NONE), "");
+  LLVMValueRef gt, eq;
+  if (tj_dtype_is_float(dt)) {
+    LLVMValueRef a_nan = LLVMBuildFCmp(bl, LLVMRealUNO, av, av, "");
+    LLVMValueRef b_nan = LLVMBuildFCmp(bl, LLVMRealUNO, bv, bv, "");
+    gt = LLVMBuildOr(bl, LLVMBuildFCmp(bl, LLVMRealOGT, bv, av, ""),
+                     LLVMBuildAnd(bl, b_nan, LLVMBuildNot(bl, a_nan, ""), ""),
+                     "");
+    eq = LLVMBuildOr(bl, LLVMBuildFCmp(bl, LLVMRealOEQ, bv, av, ""),
+                     LLVMBuildAnd(bl, a_nan, b_nan, ""), "");
+  } else {
+    gt = LLVMBuildICmp(bl, is_bool(dt) ? LLVMIntUGT : LLVMIntSGT, bv, av, "");
+    eq = LLVMBuildICmp(bl, LLVMIntEQ, bv, av, "");
+  }
+  LLVMValueRef earlier = LLVMBuildICmp(bl, LLVMIntSLT, bi, ai, "");
+  LLVMValueRef better = LLVMBuildOr(
+      bl, LLVMBuildOr(bl, a_none, gt, ""), LLVMBuildAnd(bl, eq, earlier, ""),
+      "");
+  return LLVMBuildAnd(bl, b_valid, better, "");
+}
+
+static LLVMValueRef argmax_valid(tj_emit_t* em, LLVMValueRef bi) {
+  return LLVMBuildICmp(em->b, LLVMIntNE, bi,
+                       tj_emit_iconst(LLVMTypeOf(bi), ARGMAX_NONE), "");
+}
+
+// Lanes [first, first + n) of |v| (a scalar when n == 1).
+static LLVMValueRef lanes_of(tj_emit_t* em, LLVMValueRef v, int32_t first,
+                             int32_t n) {
+  if (n == 1) {
+    return LLVMBuildExtractElement(
+        em->b, v, LLVMConstInt(em->t_i32, (unsigned long long)first, 0), "");
+  }
+  LLVMValueRef idx[32];
+  for (int32_t i = 0; i < n; ++i) {
+    idx[i] = LLVMConstInt(em->t_i32, (unsigned long long)(first + i), 0);
+  }
+  return LLVMBuildShuffleVector(em->b, v, LLVMGetPoison(LLVMTypeOf(v)),
+                                LLVMConstVector(idx, (unsigned)n), "");
+}
+
+typedef struct acc_t {
+  LLVMValueRef value, index;  // allocas (index: ARGMAX only)
+} acc_t;
+
+static void accumulate(tj_emit_t* em, const tj_kir_phase_t* ph, tj_dtype_t dt,
+                       const acc_t* acc, LLVMValueRef v, LLVMValueRef first,
+                       LLVMValueRef mask) {
+  int32_t w = em->target.lanes;
+  LLVMTypeRef vt = LLVMTypeOf(v);
+  LLVMValueRef av = LLVMBuildLoad2(em->b, vt, acc->value, "");
+  if (ph->reduce == TJ_KIR_REDUCE_ARGMAX) {
+    LLVMTypeRef it = tj_emit_vec(em, em->t_i64, w);
+    LLVMValueRef ai = LLVMBuildLoad2(em->b, it, acc->index, "");
+    LLVMValueRef bi = LLVMBuildAdd(em->b, tj_emit_splat(em, first, w),
+                                   tj_emit_iota(em, em->t_i64, w), "");
+    LLVMValueRef valid =
+        mask ? mask : tj_emit_iconst(tj_emit_vec(em, em->t_i1, w), 1);
+    LLVMValueRef take = argmax_take(em, dt, av, ai, v, bi, valid);
+    LLVMBuildStore(em->b, tj_emit_select(em, take, v, av), acc->value);
+    LLVMBuildStore(em->b, tj_emit_select(em, take, bi, ai), acc->index);
+    return;
+  }
+  if (mask) v = tj_emit_select(em, mask, v, identity(em, ph->reduce, dt, vt));
+  LLVMBuildStore(em->b, combine(em, ph->reduce, dt, av, v), acc->value);
+}
+
+// Whether a phase is expensive per element (transcendentals): fewer
+// accumulator chains then, since the body already has ILP and copies of
+// it cost compile time.
+static bool heavy_body(const tj_kir_phase_t* ph) {
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    const tj_kir_inst_t* in = &ph->insts[i];
+    if (in->kind != TJ_KIR_OP) continue;
+    switch (in->op) {
+      case TJ_OP_EXP: case TJ_OP_LOG: case TJ_OP_TANH: case TJ_OP_SIGMOID:
+      case TJ_OP_ERF: case TJ_OP_SIN: case TJ_OP_COS: case TJ_OP_POW:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
+                                     const tj_emit_point_t* row,
+                                     LLVMValueRef len, LLVMValueRef* out) {
+  int32_t w = em->target.lanes;
+  tj_dtype_t dt = ph->insts[ph->num_insts - 1].dtype;  // the yield's
+  LLVMTypeRef vt = tj_emit_vec(em, tj_emit_compute_type(em, dt), w);
+  LLVMTypeRef it = tj_emit_vec(em, em->t_i64, w);
+  bool argmax = ph->reduce == TJ_KIR_REDUCE_ARGMAX;
+  int32_t chains = argmax ? 1 : heavy_body(ph) ? 2 : 4;
+  acc_t acc[4];
+  for (int32_t u = 0; u < chains; ++u) {
+    acc[u].value = tj_emit_alloca(em, vt, "acc");
+    LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
+    acc[u].index = NULL;
+    if (argmax) {
+      acc[u].index = tj_emit_alloca(em, it, "acc_index");
+      LLVMBuildStore(em->b, tj_emit_iconst(it, ARGMAX_NONE), acc[u].index);
+    }
+  }
+  LLVMValueRef zero = i64c(em, 0);
+  // Main loop: |chains| vectors per iteration.
+  int64_t step = (int64_t)chains * w;
+  LLVMValueRef main_end = LLVMBuildAnd(em->b, len, i64c(em, ~(step - 1)), "");
+  tj_emit_loop_t loop;
+  LLVMValueRef i = tj_emit_loop_begin(em, &loop, zero, main_end,
+                                      i64c(em, step), "red");
+  for (int32_t u = 0; u < chains; ++u) {
+    LLVMValueRef off = LLVMBuildAdd(em->b, i, i64c(em, (int64_t)u * w), "");
+    tj_emit_point_t p;
+    tj_emit_line_point(em, row, off, zero, &p);
+    p.mask = NULL;
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[u], v, off, NULL);
+  }
+  tj_emit_loop_end(em, &loop);
+  // Remaining full vectors.
+  LLVMValueRef full = LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "");
+  if (chains > 1) {
+    i = tj_emit_loop_begin(em, &loop, main_end, full, i64c(em, w), "red1");
+    tj_emit_point_t p;
+    tj_emit_line_point(em, row, i, zero, &p);
+    p.mask = NULL;
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[0], v, i, NULL);
+    tj_emit_loop_end(em, &loop);
+  }
+  // Masked tail.
+  tj_emit_if_t tail;
+  tj_emit_if_begin(em, &tail, LLVMBuildICmp(em->b, LLVMIntSLT, full, len, ""),
+                   "red_tail");
+  {
+    tj_emit_point_t p;
+    tj_emit_line_point(em, row, full, zero, &p);
+    p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, len, full, ""), w);
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[0], v, full, p.mask);
+  }
+  tj_emit_if_end(em, &tail);
+  // Merge the chains, then the lanes.
+  LLVMValueRef v = LLVMBuildLoad2(em->b, vt, acc[0].value, "");
+  LLVMValueRef vi = argmax ? LLVMBuildLoad2(em->b, it, acc[0].index, "") : NULL;
+  for (int32_t u = 1; u < chains; ++u) {
+    v = combine(em, ph->reduce, dt, v,
+                LLVMBuildLoad2(em->b, vt, acc[u].value, ""));
+  }
+  for (int32_t n = w; n > 1; n /= 2) {
+    int32_t half = n / 2;
+    LLVMValueRef lo = lanes_of(em, v, 0, half);
+    LLVMValueRef hi = lanes_of(em, v, half, half);
+    if (argmax) {
+      LLVMValueRef lo_i = lanes_of(em, vi, 0, half);
+      LLVMValueRef hi_i = lanes_of(em, vi, half, half);
+      LLVMValueRef take =
+          argmax_take(em, dt, lo, lo_i, hi, hi_i, argmax_valid(em, hi_i));
+      v = tj_emit_select(em, take, hi, lo);
+      vi = tj_emit_select(em, take, hi_i, lo_i);
+    } else {
+      v = combine(em, ph->reduce, dt, lo, hi);
+    }
+  }
+  if (w == 1) {
+    v = lanes_of(em, v, 0, 1);
+    if (argmax) vi = lanes_of(em, vi, 0, 1);
+  }
+  if (argmax) {
+    // An empty row has no max: index 0.
+    v = tj_emit_select(em, argmax_valid(em, vi), vi, i64c(em, 0));
+  }
+  *out = v;
+  return NULL;
+}
+
+tj_status_t tj_emit_row_reduce(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  int32_t vd = k->rank - 1;
+  LLVMValueRef len = em->dim[vd];
+  LLVMValueRef rows[64];
+  if (k->num_phases > 64) {
+    return tj_unsupported("kernel @%s: more than 64 phases", k->name);
+  }
+  tj_emit_loop_t loop;
+  LLVMValueRef r = tj_emit_loop_begin(em, &loop, em->arg_begin, em->arg_end,
+                                      i64c(em, 1), "row");
+  tj_emit_point_t row;
+  memset(&row, 0, sizeof(row));
+  row.lanes = em->target.lanes;
+  row.vdim = vd;
+  row.rows = rows;
+  tj_emit_decompose(em, r, vd, &row);
+  row.index[vd] = i64c(em, 0);
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    rows[p] = NULL;
+    switch (ph->kind) {
+      case TJ_KIR_PHASE_REDUCE:
+        TJ_RETURN_IF_ERROR(emit_reduce_phase(em, ph, &row, len, &rows[p]));
+        break;
+      case TJ_KIR_PHASE_MAP:
+        TJ_RETURN_IF_ERROR(tj_emit_line_map(em, ph, &row, i64c(em, 0), len));
+        break;
+      case TJ_KIR_PHASE_ROW: {
+        tj_emit_point_t once = row;
+        once.lanes = 1;
+        once.mask = NULL;
+        TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &once, NULL));
+        break;
+      }
+    }
+  }
+  tj_emit_loop_end(em, &loop);
+  return NULL;
+}

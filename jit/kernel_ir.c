@@ -1,0 +1,969 @@
+// The kernel IR: builder with a sticky error, verifier, printer and the
+// host-side launch arithmetic. See kernel_ir.h for the model.
+
+#include "jit/kernel_ir.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+
+//===--- names ---===//
+
+const char* tj_kir_kind_name(tj_kir_kind_t kind) {
+  switch (kind) {
+    case TJ_KIR_POINTWISE: return "pointwise";
+    case TJ_KIR_ROW_REDUCE: return "row_reduce";
+    case TJ_KIR_GEMM: return "gemm";
+  }
+  return "?";
+}
+
+const char* tj_kir_reduce_name(tj_kir_reduce_t reduce) {
+  switch (reduce) {
+    case TJ_KIR_REDUCE_SUM: return "sum";
+    case TJ_KIR_REDUCE_MAX: return "max";
+    case TJ_KIR_REDUCE_MIN: return "min";
+    case TJ_KIR_REDUCE_PROD: return "prod";
+    case TJ_KIR_REDUCE_ARGMAX: return "argmax";
+  }
+  return "?";
+}
+
+static const char* role_name(tj_kir_role_t role) {
+  switch (role) {
+    case TJ_KIR_INPUT: return "in";
+    case TJ_KIR_OUTPUT: return "out";
+    case TJ_KIR_GEMM_A: return "a";
+    case TJ_KIR_GEMM_B: return "b";
+  }
+  return "?";
+}
+
+static const char* phase_kind_name(tj_kir_phase_kind_t kind) {
+  switch (kind) {
+    case TJ_KIR_PHASE_MAP: return "map";
+    case TJ_KIR_PHASE_REDUCE: return "reduce";
+    case TJ_KIR_PHASE_ROW: return "row";
+  }
+  return "?";
+}
+
+static bool is_identifier(const char* s) {
+  if (!s || !*s) return false;
+  for (const char* p = s; *p; ++p) {
+    char c = *p;
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(p != s && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+//===--- creation ---===//
+
+static tj_kir_phase_t* open_phase(tj_kir_t* k) {
+  return k->num_phases ? &k->phases[k->num_phases - 1] : NULL;
+}
+
+static void record(tj_kir_t* k, tj_status_t status) {
+  if (!status) return;
+  if (k->error) {
+    tj_status_free(status);
+    return;
+  }
+  k->error = status;
+}
+
+static bool usable(tj_kir_t* k) { return k && !k->error && !k->finalized; }
+
+static uint32_t push_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
+                           tj_kir_reduce_t reduce) {
+  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->phases,
+                                   &k->phase_capacity, k->num_phases + 1,
+                                   sizeof(tj_kir_phase_t));
+  if (s) {
+    record(k, s);
+    return TJ_KIR_NONE;
+  }
+  tj_kir_phase_t* p = &k->phases[k->num_phases];
+  memset(p, 0, sizeof(*p));
+  p->kind = kind;
+  p->reduce = reduce;
+  p->result_dtype = TJ_DTYPE_F32;
+  return k->num_phases++;
+}
+
+tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
+                          const char* name, tj_kir_t** out_kernel) {
+  *out_kernel = NULL;
+  if ((unsigned)kind > TJ_KIR_GEMM) {
+    return tj_invalid("kernel @%s: unknown template %d", name ? name : "?",
+                      (int)kind);
+  }
+  if (!is_identifier(name)) {
+    return tj_invalid("kernel name \"%s\" is not a C identifier",
+                      name ? name : "(null)");
+  }
+  tj_kir_t* k = tj_calloc(allocator, 1, sizeof(*k));
+  if (!k) return tj_status_oom();
+  k->allocator = allocator;
+  tj_arena_initialize(&k->arena, allocator);
+  k->kind = kind;
+  k->name = tj_arena_strdup(&k->arena, name);
+  k->gemm_k = tj_kir_constant(0);
+  if (!k->name) {
+    tj_kir_destroy(k);
+    return tj_status_oom();
+  }
+  if (kind != TJ_KIR_ROW_REDUCE) {
+    push_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
+    if (k->error) {
+      tj_kir_destroy(k);
+      return tj_status_oom();
+    }
+  }
+  *out_kernel = k;
+  return NULL;
+}
+
+void tj_kir_destroy(tj_kir_t* k) {
+  if (!k) return;
+  tj_allocator_t a = k->allocator;
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    tj_free(a, k->phases[p].insts,
+            k->phases[p].inst_capacity * sizeof(tj_kir_inst_t));
+  }
+  tj_free(a, k->phases, k->phase_capacity * sizeof(tj_kir_phase_t));
+  tj_free(a, k->buffers, k->buffer_capacity * sizeof(tj_kir_buffer_t));
+  tj_free(a, (void*)k->param_names, k->param_capacity * sizeof(char*));
+  tj_status_free(k->error);
+  tj_arena_deinitialize(&k->arena);
+  tj_free(a, k, sizeof(*k));
+}
+
+//===--- declarations ---===//
+
+uint32_t tj_kir_add_param(tj_kir_t* k, const char* name) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (!is_identifier(name)) {
+    record(k, tj_invalid("kernel @%s: param name \"%s\" is not an identifier",
+                         k->name, name ? name : "(null)"));
+    return TJ_KIR_NONE;
+  }
+  if (k->num_params >= TJ_KIR_MAX_PARAMS) {
+    record(k, tj_invalid("kernel @%s: more than %d params", k->name,
+                         TJ_KIR_MAX_PARAMS));
+    return TJ_KIR_NONE;
+  }
+  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->param_names,
+                                   &k->param_capacity, k->num_params + 1,
+                                   sizeof(char*));
+  const char* copy = s ? NULL : tj_arena_strdup(&k->arena, name);
+  if (!s && !copy) s = tj_status_oom();
+  if (s) {
+    record(k, s);
+    return TJ_KIR_NONE;
+  }
+  k->param_names[k->num_params] = copy;
+  return k->num_params++;
+}
+
+static bool check_ival(tj_kir_t* k, tj_kir_ival_t v, bool is_size,
+                       const char* what) {
+  if (v.param >= 0 && (uint32_t)v.param >= k->num_params) {
+    record(k, tj_invalid("kernel @%s: %s refers to param %d of %u", k->name,
+                         what, v.param, k->num_params));
+    return false;
+  }
+  if (is_size && v.param < 0 && v.value < 0) {
+    record(k, tj_invalid("kernel @%s: %s is negative (%" PRId64 ")",
+                         k->name, what, v.value));
+    return false;
+  }
+  return true;
+}
+
+void tj_kir_set_space(tj_kir_t* k, int32_t rank, const tj_kir_ival_t* dims) {
+  if (!usable(k)) return;
+  int32_t min_rank = k->kind == TJ_KIR_GEMM ? 2 : 1;
+  if (rank < min_rank || rank > TJ_KIR_MAX_RANK) {
+    record(k, tj_invalid("kernel @%s: %s space rank %d is not in [%d, %d]",
+                         k->name, tj_kir_kind_name(k->kind), rank, min_rank,
+                         TJ_KIR_MAX_RANK));
+    return;
+  }
+  if (k->num_buffers) {
+    record(k, tj_invalid("kernel @%s: the space is set after buffers",
+                         k->name));
+    return;
+  }
+  for (int32_t d = 0; d < rank; ++d) {
+    if (!check_ival(k, dims[d], true, "a space dim")) return;
+  }
+  k->rank = rank;
+  memcpy(k->dims, dims, (size_t)rank * sizeof(tj_kir_ival_t));
+}
+
+uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
+                           tj_kir_role_t role, const tj_kir_ival_t* strides) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (!is_identifier(name)) {
+    record(k, tj_invalid("kernel @%s: buffer name \"%s\" is not an identifier",
+                         k->name, name ? name : "(null)"));
+    return TJ_KIR_NONE;
+  }
+  if (k->rank == 0) {
+    record(k, tj_invalid("kernel @%s: buffer %%%s declared before the space",
+                         k->name, name));
+    return TJ_KIR_NONE;
+  }
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_GEMM_B) {
+    record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
+                         k->name, name));
+    return TJ_KIR_NONE;
+  }
+  for (int32_t d = 0; d < k->rank; ++d) {
+    if (!check_ival(k, strides[d], false, "a stride")) return TJ_KIR_NONE;
+  }
+  if (k->num_buffers >= TJ_KIR_MAX_BUFFERS) {
+    record(k, tj_invalid("kernel @%s: more than %d buffers", k->name,
+                         TJ_KIR_MAX_BUFFERS));
+    return TJ_KIR_NONE;
+  }
+  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->buffers,
+                                   &k->buffer_capacity, k->num_buffers + 1,
+                                   sizeof(tj_kir_buffer_t));
+  const char* copy = s ? NULL : tj_arena_strdup(&k->arena, name);
+  if (!s && !copy) s = tj_status_oom();
+  if (s) {
+    record(k, s);
+    return TJ_KIR_NONE;
+  }
+  tj_kir_buffer_t* b = &k->buffers[k->num_buffers];
+  memset(b, 0, sizeof(*b));
+  b->name = copy;
+  b->dtype = dtype;
+  b->role = role;
+  memcpy(b->strides, strides, (size_t)k->rank * sizeof(tj_kir_ival_t));
+  return k->num_buffers++;
+}
+
+void tj_kir_set_gemm(tj_kir_t* k, tj_kir_ival_t kdim,
+                     const tj_kir_gemm_schedule_t* schedule) {
+  if (!usable(k)) return;
+  if (k->kind != TJ_KIR_GEMM) {
+    record(k, tj_invalid("kernel @%s: gemm settings on a %s kernel", k->name,
+                         tj_kir_kind_name(k->kind)));
+    return;
+  }
+  if (!check_ival(k, kdim, true, "gemm k")) return;
+  k->gemm_k = kdim;
+  if (schedule) {
+    const tj_kir_gemm_schedule_t* s = schedule;
+    if (s->tile_m < 0 || s->tile_m > 16 || s->tile_n < 0 || s->tile_n > 256 ||
+        s->mc < 0 || s->nc < 0 || s->kc < 0) {
+      record(k, tj_invalid("kernel @%s: bad gemm schedule tile %dx%d mc %d "
+                           "nc %d kc %d", k->name, s->tile_m, s->tile_n,
+                           s->mc, s->nc, s->kc));
+      return;
+    }
+    k->schedule = *s;
+  }
+}
+
+uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
+                            tj_kir_reduce_t reduce) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (k->kind != TJ_KIR_ROW_REDUCE) {
+    record(k, tj_invalid("kernel @%s: a %s kernel has exactly one phase",
+                         k->name, tj_kir_kind_name(k->kind)));
+    return TJ_KIR_NONE;
+  }
+  if ((unsigned)kind > TJ_KIR_PHASE_ROW ||
+      (kind == TJ_KIR_PHASE_REDUCE && (unsigned)reduce > TJ_KIR_REDUCE_ARGMAX)) {
+    record(k, tj_invalid("kernel @%s: bad phase kind %d / reduce %d", k->name,
+                         (int)kind, (int)reduce));
+    return TJ_KIR_NONE;
+  }
+  return push_phase(k, kind, reduce);
+}
+
+//===--- instructions ---===//
+
+static uint32_t append(tj_kir_t* k, const tj_kir_inst_t* inst) {
+  tj_kir_phase_t* p = open_phase(k);
+  if (!p) {
+    record(k, tj_invalid("kernel @%s: instruction before any phase",
+                         k->name));
+    return TJ_KIR_NONE;
+  }
+  tj_status_t s = tj_array_reserve(k->allocator, (void**)&p->insts,
+                                   &p->inst_capacity, p->num_insts + 1,
+                                   sizeof(tj_kir_inst_t));
+  if (s) {
+    record(k, s);
+    return TJ_KIR_NONE;
+  }
+  p->insts[p->num_insts] = *inst;
+  return p->num_insts++;
+}
+
+// The value |v| of the open phase, or NULL (recording an error) when it is
+// not a value there.
+static const tj_kir_inst_t* arg(tj_kir_t* k, uint32_t v, const char* what) {
+  tj_kir_phase_t* p = open_phase(k);
+  if (!p || v >= p->num_insts || p->insts[v].kind == TJ_KIR_STORE ||
+      p->insts[v].kind == TJ_KIR_YIELD) {
+    record(k, tj_invalid("kernel @%s: %s: operand %%%d is not a value of "
+                         "phase %u", k->name, what, v == TJ_KIR_NONE ? -1
+                         : (int)v, k->num_phases ? k->num_phases - 1 : 0));
+    return NULL;
+  }
+  return &p->insts[v];
+}
+
+static tj_kir_inst_t new_inst(tj_kir_inst_kind_t kind, tj_dtype_t dtype) {
+  tj_kir_inst_t i;
+  memset(&i, 0, sizeof(i));
+  i.kind = kind;
+  i.dtype = dtype;
+  i.op = TJ_OP_COUNT_;
+  return i;
+}
+
+uint32_t tj_kir_load(tj_kir_t* k, uint32_t buffer) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (buffer >= k->num_buffers || k->buffers[buffer].role != TJ_KIR_INPUT) {
+    record(k, tj_invalid("kernel @%s: load: buffer %u is not an input",
+                         k->name, buffer));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_LOAD, k->buffers[buffer].dtype);
+  i.ref = buffer;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_const_float(tj_kir_t* k, tj_dtype_t dtype, double value) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (!tj_dtype_is_float(dtype)) {
+    record(k, tj_invalid("kernel @%s: const_float of dtype %s", k->name,
+                         tj_dtype_name(dtype)));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_CONST, dtype);
+  i.fvalue = value;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_const_int(tj_kir_t* k, tj_dtype_t dtype, int64_t value) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (!tj_dtype_is_int(dtype) && dtype != TJ_DTYPE_BOOL) {
+    record(k, tj_invalid("kernel @%s: const_int of dtype %s", k->name,
+                         tj_dtype_name(dtype)));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_CONST, dtype);
+  i.ivalue = dtype == TJ_DTYPE_BOOL ? value != 0 : value;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_param(tj_kir_t* k, uint32_t param) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (param >= k->num_params) {
+    record(k, tj_invalid("kernel @%s: param %u of %u", k->name, param,
+                         k->num_params));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_PARAM, TJ_DTYPE_I64);
+  i.ref = param;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_index(tj_kir_t* k, uint32_t dim) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (dim >= (uint32_t)k->rank) {
+    record(k, tj_invalid("kernel @%s: index of dim %u in a rank-%d space",
+                         k->name, dim, k->rank));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_INDEX, TJ_DTYPE_I64);
+  i.ref = dim;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_acc(tj_kir_t* k) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (k->kind != TJ_KIR_GEMM) {
+    record(k, tj_invalid("kernel @%s: acc outside a gemm epilogue", k->name));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_ACC, TJ_DTYPE_F32);
+  return append(k, &i);
+}
+
+uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (k->kind != TJ_KIR_ROW_REDUCE || phase + 1 >= k->num_phases ||
+      k->phases[phase].kind != TJ_KIR_PHASE_REDUCE) {
+    record(k, tj_invalid("kernel @%s: row ^%u is not an earlier reduce phase",
+                         k->name, phase));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_ROW, k->phases[phase].result_dtype);
+  i.ref = phase;
+  return append(k, &i);
+}
+
+static bool unary_is_float_only(tj_op_t op) {
+  switch (op) {
+    case TJ_OP_EXP: case TJ_OP_LOG: case TJ_OP_SQRT: case TJ_OP_RSQRT:
+    case TJ_OP_TANH: case TJ_OP_SIGMOID: case TJ_OP_ERF: case TJ_OP_SIN:
+    case TJ_OP_COS: case TJ_OP_FLOOR: case TJ_OP_CEIL: case TJ_OP_ROUND:
+    case TJ_OP_ISNAN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static bool is_comparison(tj_op_t op) {
+  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT ||
+         op == TJ_OP_LE || op == TJ_OP_GT || op == TJ_OP_GE;
+}
+
+// The result dtype of unary |op| on |a|, or false if the op does not apply.
+static bool unary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t* out) {
+  if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST) {
+    return false;
+  }
+  if (op == TJ_OP_NOT) {
+    *out = TJ_DTYPE_BOOL;
+    return a == TJ_DTYPE_BOOL;
+  }
+  if (unary_is_float_only(op)) {
+    *out = op == TJ_OP_ISNAN ? TJ_DTYPE_BOOL : a;
+    return tj_dtype_is_float(a);
+  }
+  *out = a;  // neg abs relu sign: numeric
+  return a != TJ_DTYPE_BOOL;
+}
+
+static bool binary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t b,
+                        tj_dtype_t* out) {
+  if (tj_op_info(op)->kind != TJ_OP_KIND_BINARY || a != b) return false;
+  if (is_comparison(op)) {
+    *out = TJ_DTYPE_BOOL;
+    return true;
+  }
+  *out = a;
+  switch (op) {
+    case TJ_OP_AND: case TJ_OP_OR: return a == TJ_DTYPE_BOOL;
+    case TJ_OP_POW: return tj_dtype_is_float(a);
+    case TJ_OP_MAXIMUM: case TJ_OP_MINIMUM: return true;
+    default: return a != TJ_DTYPE_BOOL;  // add sub mul div
+  }
+}
+
+uint32_t tj_kir_unary(tj_kir_t* k, tj_op_t op, uint32_t a) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if ((unsigned)op >= TJ_OP_COUNT_) {
+    record(k, tj_invalid("kernel @%s: unknown op %d", k->name, (int)op));
+    return TJ_KIR_NONE;
+  }
+  const tj_kir_inst_t* x = arg(k, a, tj_op_info(op)->name);
+  if (!x) return TJ_KIR_NONE;
+  tj_dtype_t type;
+  if (!unary_type(op, x->dtype, &type)) {
+    record(k, tj_invalid("kernel @%s: %s does not apply to %s (%%%u)",
+                         k->name, tj_op_info(op)->name,
+                         tj_dtype_name(x->dtype), a));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, type);
+  i.op = op;
+  i.num_args = 1;
+  i.args[0] = a;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_binary(tj_kir_t* k, tj_op_t op, uint32_t a, uint32_t b) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if ((unsigned)op >= TJ_OP_COUNT_) {
+    record(k, tj_invalid("kernel @%s: unknown op %d", k->name, (int)op));
+    return TJ_KIR_NONE;
+  }
+  const tj_kir_inst_t* x = arg(k, a, tj_op_info(op)->name);
+  const tj_kir_inst_t* y = x ? arg(k, b, tj_op_info(op)->name) : NULL;
+  if (!y) return TJ_KIR_NONE;
+  tj_dtype_t type;
+  if (!binary_type(op, x->dtype, y->dtype, &type)) {
+    record(k, tj_invalid("kernel @%s: %s does not apply to %s (%%%u), %s "
+                         "(%%%u)", k->name, tj_op_info(op)->name,
+                         tj_dtype_name(x->dtype), a, tj_dtype_name(y->dtype),
+                         b));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, type);
+  i.op = op;
+  i.num_args = 2;
+  i.args[0] = a;
+  i.args[1] = b;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_where(tj_kir_t* k, uint32_t cond, uint32_t a, uint32_t b) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  const tj_kir_inst_t* c = arg(k, cond, "where");
+  const tj_kir_inst_t* x = c ? arg(k, a, "where") : NULL;
+  const tj_kir_inst_t* y = x ? arg(k, b, "where") : NULL;
+  if (!y) return TJ_KIR_NONE;
+  if (c->dtype != TJ_DTYPE_BOOL || x->dtype != y->dtype) {
+    record(k, tj_invalid("kernel @%s: where needs (bool, T, T), got (%s, %s, "
+                         "%s)", k->name, tj_dtype_name(c->dtype),
+                         tj_dtype_name(x->dtype), tj_dtype_name(y->dtype)));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, x->dtype);
+  i.op = TJ_OP_WHERE;
+  i.num_args = 3;
+  i.args[0] = cond;
+  i.args[1] = a;
+  i.args[2] = b;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_cast(tj_kir_t* k, tj_dtype_t dtype, uint32_t a) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (!arg(k, a, "cast")) return TJ_KIR_NONE;
+  if (!tj_dtype_is_valid(dtype)) {
+    record(k, tj_invalid("kernel @%s: cast to dtype %d", k->name, (int)dtype));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, dtype);
+  i.op = TJ_OP_CAST;
+  i.num_args = 1;
+  i.args[0] = a;
+  return append(k, &i);
+}
+
+void tj_kir_store(tj_kir_t* k, uint32_t buffer, uint32_t value) {
+  if (!usable(k)) return;
+  if (buffer >= k->num_buffers || k->buffers[buffer].role != TJ_KIR_OUTPUT) {
+    record(k, tj_invalid("kernel @%s: store: buffer %u is not an output",
+                         k->name, buffer));
+    return;
+  }
+  const tj_kir_inst_t* x = arg(k, value, "store");
+  if (!x) return;
+  if (x->dtype != k->buffers[buffer].dtype) {
+    record(k, tj_invalid("kernel @%s: store of %s (%%%u) into %s buffer %%%s",
+                         k->name, tj_dtype_name(x->dtype), value,
+                         tj_dtype_name(k->buffers[buffer].dtype),
+                         k->buffers[buffer].name));
+    return;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_STORE, x->dtype);
+  i.ref = buffer;
+  i.num_args = 1;
+  i.args[0] = value;
+  append(k, &i);
+}
+
+void tj_kir_yield(tj_kir_t* k, uint32_t value) {
+  if (!usable(k)) return;
+  tj_kir_phase_t* p = open_phase(k);
+  if (!p || p->kind != TJ_KIR_PHASE_REDUCE) {
+    record(k, tj_invalid("kernel @%s: yield outside a reduce phase",
+                         k->name));
+    return;
+  }
+  const tj_kir_inst_t* x = arg(k, value, "yield");
+  if (!x) return;
+  tj_dtype_t d = x->dtype;
+  bool ok = p->reduce == TJ_KIR_REDUCE_MAX || p->reduce == TJ_KIR_REDUCE_MIN ||
+            p->reduce == TJ_KIR_REDUCE_ARGMAX || d != TJ_DTYPE_BOOL;
+  if (!ok) {
+    record(k, tj_invalid("kernel @%s: reduce %s of bool (%%%u)", k->name,
+                         tj_kir_reduce_name(p->reduce), value));
+    return;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_YIELD, d);
+  i.num_args = 1;
+  i.args[0] = value;
+  if (append(k, &i) != TJ_KIR_NONE) {
+    p->result_dtype = p->reduce == TJ_KIR_REDUCE_ARGMAX ? TJ_DTYPE_I64 : d;
+  }
+}
+
+//===--- verification ---===//
+
+// Structural rules the builder cannot check one call at a time.
+static tj_status_t verify(const tj_kir_t* k) {
+  if (k->rank == 0) {
+    return tj_invalid("kernel @%s: no iteration space", k->name);
+  }
+  uint32_t num_a = 0, num_b = 0, num_out = 0;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) {
+      if (k->kind != TJ_KIR_GEMM) {
+        return tj_invalid("kernel @%s: buffer %%%s: gemm operand in a %s "
+                          "kernel", k->name, buf->name,
+                          tj_kir_kind_name(k->kind));
+      }
+      if (buf->dtype != TJ_DTYPE_F32) {
+        return tj_unsupported("kernel @%s: gemm operand %%%s is %s; only f32 "
+                              "operands are supported", k->name, buf->name,
+                              tj_dtype_name(buf->dtype));
+      }
+      num_a += buf->role == TJ_KIR_GEMM_A;
+      num_b += buf->role == TJ_KIR_GEMM_B;
+    }
+    if (buf->role == TJ_KIR_OUTPUT) {
+      ++num_out;
+      // A zero stride would make several points write one element: in a
+      // row reduce only the reduced dim of a row-level output may do it.
+      for (int32_t d = 0; d < k->rank; ++d) {
+        bool reduced = k->kind == TJ_KIR_ROW_REDUCE && d == k->rank - 1;
+        if (tj_kir_ival_is_const(buf->strides[d], 0) && !reduced &&
+            !tj_kir_ival_is_const(k->dims[d], 1)) {
+          return tj_invalid("kernel @%s: output %%%s has stride 0 in dim %d",
+                            k->name, buf->name, d);
+        }
+      }
+    }
+  }
+  if (k->kind == TJ_KIR_GEMM && (num_a != 1 || num_b != 1)) {
+    return tj_invalid("kernel @%s: a gemm needs one A and one B buffer, has "
+                      "%u and %u", k->name, num_a, num_b);
+  }
+  if (num_out == 0) {
+    return tj_invalid("kernel @%s: no output buffer", k->name);
+  }
+  if (k->num_phases == 0) {
+    return tj_invalid("kernel @%s: no phases", k->name);
+  }
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    uint32_t yields = 0;
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      const tj_kir_inst_t* in = &ph->insts[i];
+      if (in->kind == TJ_KIR_YIELD) {
+        ++yields;
+        if (i + 1 != ph->num_insts) {
+          return tj_invalid("kernel @%s: phase %u: yield %%%u is not last",
+                            k->name, p, i);
+        }
+      }
+      if (in->kind == TJ_KIR_STORE && ph->kind == TJ_KIR_PHASE_REDUCE) {
+        return tj_invalid("kernel @%s: phase %u: store %%%u in a reduce "
+                          "phase", k->name, p, i);
+      }
+      // A ROW phase runs once per row at element 0 of L, which does not
+      // exist when L == 0: it may only touch per-row buffers.
+      if (ph->kind == TJ_KIR_PHASE_ROW &&
+          (in->kind == TJ_KIR_LOAD || in->kind == TJ_KIR_STORE) &&
+          !tj_kir_ival_is_const(k->buffers[in->ref].strides[k->rank - 1],
+                                0)) {
+        return tj_invalid("kernel @%s: phase %u: %%%u accesses %%%s, which "
+                          "has a nonzero stride along the reduced dim, in a "
+                          "row phase", k->name, p, i,
+                          k->buffers[in->ref].name);
+      }
+    }
+    if ((ph->kind == TJ_KIR_PHASE_REDUCE) != (yields == 1)) {
+      return tj_invalid("kernel @%s: phase %u (%s) has %u yields", k->name, p,
+                        phase_kind_name(ph->kind), yields);
+    }
+  }
+  return NULL;
+}
+
+tj_status_t tj_kir_finalize(tj_kir_t* k) {
+  if (k->error) {
+    tj_status_t s = k->error;
+    k->error = tj_status_clone(s);
+    return s;
+  }
+  if (k->finalized) return NULL;
+  tj_status_t s = verify(k);
+  if (s) return s;
+  k->finalized = true;
+  return NULL;
+}
+
+//===--- printing ---===//
+
+typedef struct sbuf_t {
+  tj_allocator_t allocator;
+  char* data;
+  size_t size, capacity;
+  bool failed;
+} sbuf_t;
+
+static void sbuf_printf(sbuf_t* s, const char* format, ...)
+    TJ_PRINTF_LIKE(2, 3);
+
+static void sbuf_printf(sbuf_t* s, const char* format, ...) {
+  if (s->failed) return;
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  int n = vsnprintf(NULL, 0, format, copy);
+  va_end(copy);
+  if (n < 0) {
+    s->failed = true;
+    va_end(args);
+    return;
+  }
+  size_t need = s->size + (size_t)n + 1;
+  if (need > s->capacity) {
+    size_t cap = s->capacity ? s->capacity : 256;
+    while (cap < need) cap *= 2;
+    char* grown = tj_realloc(s->allocator, s->data, s->capacity, cap);
+    if (!grown) {
+      s->failed = true;
+      va_end(args);
+      return;
+    }
+    s->data = grown;
+    s->capacity = cap;
+  }
+  vsnprintf(s->data + s->size, (size_t)n + 1, format, args);
+  s->size += (size_t)n;
+  va_end(args);
+}
+
+static void print_ival(sbuf_t* s, const tj_kir_t* k, tj_kir_ival_t v) {
+  if (v.param >= 0) {
+    sbuf_printf(s, "$%s", k->param_names[v.param]);
+  } else {
+    sbuf_printf(s, "%" PRId64, v.value);
+  }
+}
+
+static void print_ivals(sbuf_t* s, const tj_kir_t* k, int32_t n,
+                        const tj_kir_ival_t* v) {
+  sbuf_printf(s, "[");
+  for (int32_t d = 0; d < n; ++d) {
+    if (d) sbuf_printf(s, ", ");
+    print_ival(s, k, v[d]);
+  }
+  sbuf_printf(s, "]");
+}
+
+static void print_sched_field(sbuf_t* s, const char* name, int32_t v) {
+  if (v) {
+    sbuf_printf(s, " %s %d", name, v);
+  } else {
+    sbuf_printf(s, " %s auto", name);
+  }
+}
+
+static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
+                       const tj_kir_inst_t* in) {
+  const char* dt = tj_dtype_name(in->dtype);
+  switch (in->kind) {
+    case TJ_KIR_LOAD:
+      sbuf_printf(s, "    %%%u = load %%%s : %s\n", index,
+                  k->buffers[in->ref].name, dt);
+      return;
+    case TJ_KIR_CONST:
+      if (tj_dtype_is_float(in->dtype)) {
+        sbuf_printf(s, "    %%%u = const %.17g : %s\n", index, in->fvalue, dt);
+      } else {
+        sbuf_printf(s, "    %%%u = const %" PRId64 " : %s\n", index,
+                    in->ivalue, dt);
+      }
+      return;
+    case TJ_KIR_PARAM:
+      sbuf_printf(s, "    %%%u = param $%s : i64\n", index,
+                  k->param_names[in->ref]);
+      return;
+    case TJ_KIR_INDEX:
+      sbuf_printf(s, "    %%%u = index %u : i64\n", index, in->ref);
+      return;
+    case TJ_KIR_ACC:
+      sbuf_printf(s, "    %%%u = acc : f32\n", index);
+      return;
+    case TJ_KIR_ROW:
+      sbuf_printf(s, "    %%%u = row ^%u : %s\n", index, in->ref, dt);
+      return;
+    case TJ_KIR_OP:
+      sbuf_printf(s, "    %%%u = %s", index, tj_op_info(in->op)->name);
+      for (uint32_t a = 0; a < in->num_args; ++a) {
+        sbuf_printf(s, "%s %%%u", a ? "," : "", in->args[a]);
+      }
+      sbuf_printf(s, " : %s\n", dt);
+      return;
+    case TJ_KIR_STORE:
+      sbuf_printf(s, "    store %%%s, %%%u\n", k->buffers[in->ref].name,
+                  in->args[0]);
+      return;
+    case TJ_KIR_YIELD:
+      sbuf_printf(s, "    yield %%%u\n", in->args[0]);
+      return;
+  }
+}
+
+tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
+  *out_text = NULL;
+  sbuf_t s = {k->allocator, NULL, 0, 0, false};
+  sbuf_printf(&s, "kernel @%s %s ", k->name, tj_kir_kind_name(k->kind));
+  print_ivals(&s, k, k->rank, k->dims);
+  if (k->kind == TJ_KIR_GEMM) {
+    sbuf_printf(&s, " k ");
+    print_ival(&s, k, k->gemm_k);
+    if (k->schedule.tile_m && k->schedule.tile_n) {
+      sbuf_printf(&s, " tile %dx%d", k->schedule.tile_m, k->schedule.tile_n);
+    } else {
+      sbuf_printf(&s, " tile auto");
+    }
+    print_sched_field(&s, "mc", k->schedule.mc);
+    print_sched_field(&s, "nc", k->schedule.nc);
+    print_sched_field(&s, "kc", k->schedule.kc);
+  }
+  if (k->num_params) {
+    sbuf_printf(&s, " (");
+    for (uint32_t p = 0; p < k->num_params; ++p) {
+      sbuf_printf(&s, "%s$%s", p ? ", " : "", k->param_names[p]);
+    }
+    sbuf_printf(&s, ")");
+  }
+  sbuf_printf(&s, " {\n");
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    sbuf_printf(&s, "  buf %%%s: %s %s ", buf->name, tj_dtype_name(buf->dtype),
+                role_name(buf->role));
+    print_ivals(&s, k, k->rank, buf->strides);
+    sbuf_printf(&s, "\n");
+  }
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    if (ph->kind == TJ_KIR_PHASE_REDUCE) {
+      sbuf_printf(&s, "  reduce %s -> ^%u {\n", tj_kir_reduce_name(ph->reduce),
+                  p);
+    } else if (k->kind == TJ_KIR_GEMM) {
+      sbuf_printf(&s, "  epilogue {\n");
+    } else {
+      sbuf_printf(&s, "  %s {\n", phase_kind_name(ph->kind));
+    }
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      print_inst(&s, k, i, &ph->insts[i]);
+    }
+    sbuf_printf(&s, "  }\n");
+  }
+  sbuf_printf(&s, "}\n");
+  if (s.failed) {
+    tj_free(k->allocator, s.data, s.capacity);
+    return tj_status_oom();
+  }
+  // Hand out exactly strlen + 1 bytes so tj_free_string can free it.
+  char* text = tj_strdup(k->allocator, s.data);
+  tj_free(k->allocator, s.data, s.capacity);
+  if (!text) return tj_status_oom();
+  *out_text = text;
+  return NULL;
+}
+
+//===--- launch arithmetic ---===//
+
+static int32_t round_up_i32(int32_t v, int32_t m) {
+  return (v + m - 1) / m * m;
+}
+
+void tj_kir_gemm_resolve(const tj_kir_t* k, int32_t lanes,
+                         tj_kir_gemm_schedule_t* out) {
+  tj_kir_gemm_schedule_t s = k->schedule;
+  if (lanes < 1) lanes = 1;
+  // Defaults by register file: 32 zmm hold 6x64 (24 accumulators, 4 B
+  // vectors, broadcasts); 16 ymm/xmm hold 6x2 vectors (12 accumulators).
+  if (s.tile_n == 0) s.tile_n = lanes >= 16 ? 4 * lanes : 2 * lanes;
+  if (s.tile_m == 0) {
+    s.tile_m = 6;
+    // A known small M (a batch-1 matmul) would waste most of a 6-row tile:
+    // use M rows.
+    tj_kir_ival_t m = k->rank >= 2 ? k->dims[k->rank - 2] : tj_kir_constant(0);
+    if (m.param < 0 && m.value >= 1 && m.value < s.tile_m) {
+      s.tile_m = (int32_t)m.value;
+    }
+  }
+  s.tile_n = round_up_i32(s.tile_n, lanes);
+  // A tile wider than the register file spills in the K loop: cap the
+  // accumulator count at what 32 (AVX-512) or 16 registers allow.
+  int32_t max_regs = lanes >= 16 ? 28 : 13;
+  while (s.tile_m * (s.tile_n / lanes) > max_regs && s.tile_n > lanes) {
+    s.tile_n -= lanes;
+  }
+  while (s.tile_m * (s.tile_n / lanes) > max_regs && s.tile_m > 1) {
+    --s.tile_m;
+  }
+  // K block: the A sliver (tile_m x kc) stays in L1, the packed B block
+  // (kc x nc) in L2.
+  if (s.kc == 0) s.kc = 1024;
+  if (s.nc == 0) s.nc = s.tile_n >= 64 ? 128 : 4 * s.tile_n;
+  s.nc = round_up_i32(s.nc, s.tile_n);
+  if (s.mc == 0) s.mc = 256;
+  s.mc = round_up_i32(s.mc, s.tile_m);
+  *out = s;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
+                               const int64_t* scalars, tj_kir_launch_t* out) {
+  memset(out, 0, sizeof(*out));
+  int64_t dims[TJ_KIR_MAX_RANK];
+  for (int32_t d = 0; d < k->rank; ++d) {
+    dims[d] = tj_kir_ival_eval(k->dims[d], scalars);
+    if (dims[d] < 0) {
+      return tj_invalid("kernel @%s: dim %d is %" PRId64, k->name, d,
+                        dims[d]);
+    }
+  }
+  // Every unit count below is bounded by the element count of the space,
+  // so checking that product for overflow covers them all.
+  int64_t numel = 1;
+  for (int32_t d = 0; d < k->rank; ++d) {
+    if (tj_mul_overflow_i64(numel, dims[d], &numel)) {
+      return tj_invalid("kernel @%s: the iteration space overflows int64",
+                        k->name);
+    }
+  }
+  switch (k->kind) {
+    case TJ_KIR_POINTWISE: {
+      int64_t outer = numel == 0 ? 0 : numel / dims[k->rank - 1];
+      out->units = outer * ceil_div(dims[k->rank - 1], TJ_KIR_POINTWISE_BLOCK);
+      return NULL;
+    }
+    case TJ_KIR_ROW_REDUCE: {
+      int64_t rows = 1;
+      for (int32_t d = 0; d + 1 < k->rank; ++d) rows *= dims[d];
+      out->units = rows;
+      return NULL;
+    }
+    case TJ_KIR_GEMM: {
+      tj_kir_gemm_resolve(k, lanes, &out->schedule);
+      const tj_kir_gemm_schedule_t* s = &out->schedule;
+      int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
+      if (kk < 0) {
+        return tj_invalid("kernel @%s: gemm k is %" PRId64, k->name, kk);
+      }
+      int64_t m = dims[k->rank - 2], n = dims[k->rank - 1];
+      int64_t batch = 1;
+      for (int32_t d = 0; d + 2 < k->rank; ++d) batch *= dims[d];
+      out->units = batch * ceil_div(m, s->mc) * ceil_div(n, s->nc);
+      // Packed B block (kc x nc), then, when K needs several passes, the
+      // f32 partial sums of one unit (mc x nc); each rounded to 64 bytes.
+      int64_t kc = kk < s->kc ? kk : s->kc;
+      if (kc < 1) kc = 1;
+      int64_t bytes = (kc * s->nc * 4 + 63) / 64 * 64;
+      if (kk > s->kc) bytes += (int64_t)s->mc * s->nc * 4;
+      out->scratch_bytes = bytes;
+      return NULL;
+    }
+  }
+  return tj_internal("kernel @%s: unknown template", k->name);
+}

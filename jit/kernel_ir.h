@@ -1,0 +1,347 @@
+// The kernel IR: what one JIT-compiled CPU kernel computes, independent of
+// LLVM and of the graph IR. The fusion lowering targets it; jit/emit_*.c
+// turn it into LLVM IR. It is small on purpose: three templates cover the
+// fused groups the middle end forms.
+//
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+//
+// A kernel has
+//   - scalar params: int64 values passed at run time (symbolic sizes like B,
+//     and strides that depend on them, e.g. S*H). The runtime computes them.
+//   - an iteration space of |rank| dims (1..TJ_KIR_MAX_RANK); each dim is a
+//     tj_kir_ival_t: a constant or a scalar param.
+//   - buffer params: a base pointer with a dtype, a role and one element
+//     stride per space dim (constant or param). Element (i0, .., in-1) of the
+//     space lives at base + sum_d i_d * stride_d. Broadcast inputs have
+//     stride 0 in the broadcast dims; transposed or sliced views have other
+//     strides. Give constants where they are known: the innermost stride
+//     decides the code (1: vector loads, 0: one scalar load splat to every
+//     lane, anything else: gathers), and a stride held in a param is never
+//     assumed to be 1.
+//   - one template (tj_kir_kind_t) with one or more bodies ("phases"): SSA
+//     lists of scalar instructions (tj_kir_inst_t). A body describes the work
+//     for ONE point of the space; the emitter vectorizes it along the
+//     innermost dim (the last one; for GEMM, n) and adds masked tails.
+//
+// Templates:
+//   POINTWISE    space = the output shape. One MAP phase: loads of inputs at
+//                the current point, math, stores to one or more outputs.
+//   ROW_REDUCE   space = [rows.., L]: every dim but the last indexes a row,
+//                the last one (length L) is reduced. Phases run in order for
+//                each row, over the row's L elements while it is hot in
+//                cache:
+//                  REDUCE <op>: the body yields one value per element; the
+//                    values are combined with <op> into the row result
+//                    ^phase, which later phases read with TJ_KIR_ROW.
+//                  MAP: a pointwise body over the row's elements (may read
+//                    row results), typically storing the normalized row.
+//                  ROW: a body evaluated once per row, to store per-row
+//                    results (e.g. mean, rstd, argmax); it may only access
+//                    buffers whose stride along L is 0.
+//                Softmax is REDUCE max, REDUCE sum of exp(x - ^0), MAP
+//                exp(x - ^0) / ^1. layer_norm is REDUCE sum x, REDUCE sum
+//                (x - mean)^2, MAP normalize.
+//   GEMM         C[.., m, n] = sum_k A[.., m, k] * B[.., k, n] for a space
+//                [batch.., M, N] and a contraction length K (gemm.k). A and
+//                B are the buffers with roles GEMM_A / GEMM_B; their strides
+//                are indexed [batch.., m, k] and [batch.., k, n]. One MAP
+//                phase, the epilogue, runs on the f32 accumulator tile right
+//                after the K loop (TJ_KIR_ACC reads it): bias adds, gelu,
+//                residual adds, casts, and the store(s) of the result, so
+//                gelu(x @ w + b) is one kernel. A and B must be f32.
+//
+//===----------------------------------------------------------------------===//
+// Values and dtypes
+//===----------------------------------------------------------------------===//
+//
+// Every instruction produces one value (stores and yields produce none) with
+// a tj_dtype_t. Semantics are those of lib/ops.def for the TJ_OP_* ops used,
+// with these representation rules:
+//   - f16 and bf16 values are held in f32: a load widens exactly, math runs
+//     in f32 without rounding in between, a store or a cast to f16/bf16
+//     rounds to nearest even. (The reference rounds after every op; fused
+//     f16 chains are therefore at least as accurate.)
+//   - f64 -> f16/bf16 casts round through f32 (two roundings; may differ by
+//     one f16/bf16 ulp from a single rounding in rare ties).
+//   - bool is 0/1 in one byte in memory.
+//   - integer add/sub/mul/neg wrap; int div truncates, x / 0 = 0 and
+//     x / -1 = -x (wrapping); float -> int casts truncate toward zero and
+//     give 0 for NaN and out-of-range values; float -> bool is x != 0.
+//   - row results (TJ_KIR_ROW) have the yielded dtype (i64 for ARGMAX); sums
+//     of f16/bf16 accumulate in f32, of f32 in f32 with blocked partial sums.
+//
+// Accuracy of the transcendentals (f32: 1 to 2.5 ulp; f16/bf16 inherit it;
+// tested against libm in double by tests/unit/vecmath_test.c): see
+// jit/vecmath.h.
+//
+//===----------------------------------------------------------------------===//
+// Text form (tj_kir_print), one instruction a line:
+//===----------------------------------------------------------------------===//
+//
+//   kernel @gelu_bias pointwise [$B, 4096] ($B) {
+//     buf %x: f32 in [4096, 1]
+//     buf %b: f32 in [0, 1]
+//     buf %y: f32 out [4096, 1]
+//     map {
+//       %0 = load %x : f32
+//       %1 = load %b : f32
+//       %2 = add %0, %1 : f32
+//       store %y, %2
+//     }
+//   }
+//
+// ROW_REDUCE phases print as `reduce max -> ^0 { ... yield %3 }`, `map`,
+// `row`; a GEMM header prints `gemm [$B, 4096] k 1024 tile 6x64 mc 256 nc
+// 128 kc 1024` ("auto" for unset schedule fields). Constants print with
+// %.17g; params as $name.
+//
+//===----------------------------------------------------------------------===//
+// Running a compiled kernel
+//===----------------------------------------------------------------------===//
+//
+// A compiled kernel is a tj_kir_fn_t. Its work is cut into |units|
+// (tj_kir_launch_info): a POINTWISE unit is up to TJ_KIR_POINTWISE_BLOCK
+// elements of one innermost line; a ROW_REDUCE unit is one row; a GEMM unit
+// is an (mc x nc) block of C of one batch entry, ordered batch, then n block,
+// then m block (fastest), so that a thread that runs consecutive units of
+// one n block packs its B panel once. Any partition of [0, units) into
+// ranges, run in any order on any threads, computes the same result; each
+// concurrently running call needs its own |scratch| of scratch_bytes
+// (64-byte aligned; NULL when scratch_bytes is 0).
+
+#ifndef TJ_JIT_KERNEL_IR_H_
+#define TJ_JIT_KERNEL_IR_H_
+
+#include "lib/arena.h"
+#include "lib/base.h"
+#include "lib/ir.h"
+
+#define TJ_KIR_MAX_RANK 8
+#define TJ_KIR_MAX_PARAMS 64
+#define TJ_KIR_MAX_BUFFERS 64
+// The value returned by builder calls after an error.
+#define TJ_KIR_NONE UINT32_MAX
+// Elements of one innermost line per POINTWISE work unit.
+#define TJ_KIR_POINTWISE_BLOCK 4096
+
+// The signature of every compiled kernel. |buffers| holds the buffer base
+// pointers in declaration order; |scalars| the scalar params.
+typedef void (*tj_kir_fn_t)(void* const* buffers, const int64_t* scalars,
+                            void* scratch, int64_t begin, int64_t end);
+
+typedef enum tj_kir_kind_e {
+  TJ_KIR_POINTWISE = 0,
+  TJ_KIR_ROW_REDUCE = 1,
+  TJ_KIR_GEMM = 2,
+} tj_kir_kind_t;
+
+// A size or a stride: |value| when |param| < 0, else scalars[param].
+typedef struct tj_kir_ival_t {
+  int64_t value;
+  int32_t param;
+} tj_kir_ival_t;
+
+static inline tj_kir_ival_t tj_kir_constant(int64_t value) {
+  tj_kir_ival_t v = {value, -1};
+  return v;
+}
+static inline tj_kir_ival_t tj_kir_runtime(uint32_t param) {
+  tj_kir_ival_t v = {0, (int32_t)param};
+  return v;
+}
+static inline bool tj_kir_ival_is_const(tj_kir_ival_t v, int64_t value) {
+  return v.param < 0 && v.value == value;
+}
+
+typedef enum tj_kir_role_e {
+  TJ_KIR_INPUT = 0,   // read by LOAD
+  TJ_KIR_OUTPUT = 1,  // written by STORE; no two points may alias
+  TJ_KIR_GEMM_A = 2,  // GEMM operand A (f32), strides [batch.., m, k]
+  TJ_KIR_GEMM_B = 3,  // GEMM operand B (f32), strides [batch.., k, n]
+} tj_kir_role_t;
+
+typedef struct tj_kir_buffer_t {
+  const char* name;  // owned by the kernel
+  tj_dtype_t dtype;
+  tj_kir_role_t role;
+  tj_kir_ival_t strides[TJ_KIR_MAX_RANK];  // elements, one per space dim
+} tj_kir_buffer_t;
+
+typedef enum tj_kir_inst_kind_e {
+  TJ_KIR_LOAD = 0,   // buffer[ref] at the current point
+  TJ_KIR_CONST = 1,  // fvalue (float dtypes) or ivalue (int, bool)
+  TJ_KIR_PARAM = 2,  // scalars[ref], i64
+  TJ_KIR_INDEX = 3,  // the current point's index along dim ref, i64
+  TJ_KIR_ACC = 4,    // GEMM epilogue: the accumulator, f32
+  TJ_KIR_ROW = 5,    // ROW_REDUCE: result of the earlier REDUCE phase ref
+  TJ_KIR_OP = 6,     // op applied to args (unary, binary, WHERE, CAST)
+  TJ_KIR_STORE = 7,  // buffer[ref] at the current point = args[0]
+  TJ_KIR_YIELD = 8,  // REDUCE phase: args[0] is the value reduced
+} tj_kir_inst_kind_t;
+
+typedef struct tj_kir_inst_t {
+  tj_kir_inst_kind_t kind;
+  tj_op_t op;        // TJ_KIR_OP only
+  tj_dtype_t dtype;  // the result's; for STORE and YIELD the operand's
+  uint32_t num_args;
+  uint32_t args[3];  // indices of earlier instructions of the same phase
+  uint32_t ref;      // buffer / param / dim / phase, by kind
+  double fvalue;
+  int64_t ivalue;
+} tj_kir_inst_t;
+
+typedef enum tj_kir_phase_kind_e {
+  TJ_KIR_PHASE_MAP = 0,
+  TJ_KIR_PHASE_REDUCE = 1,
+  TJ_KIR_PHASE_ROW = 2,
+} tj_kir_phase_kind_t;
+
+typedef enum tj_kir_reduce_e {
+  TJ_KIR_REDUCE_SUM = 0,
+  TJ_KIR_REDUCE_MAX = 1,     // NaN propagates; -inf (INT_MIN) when L == 0
+  TJ_KIR_REDUCE_MIN = 2,     // NaN propagates; +inf (INT_MAX) when L == 0
+  TJ_KIR_REDUCE_PROD = 3,
+  TJ_KIR_REDUCE_ARGMAX = 4,  // i64 index of the first max; the first NaN wins
+} tj_kir_reduce_t;
+
+typedef struct tj_kir_phase_t {
+  tj_kir_phase_kind_t kind;
+  tj_kir_reduce_t reduce;    // REDUCE only
+  tj_dtype_t result_dtype;   // REDUCE only: dtype of ^phase
+  tj_kir_inst_t* insts;
+  uint32_t num_insts, inst_capacity;
+} tj_kir_phase_t;
+
+// How a GEMM is blocked. 0 in a field means "choose for the target"
+// (tj_kir_gemm_resolve). tile_n and nc are in f32 elements.
+typedef struct tj_kir_gemm_schedule_t {
+  int32_t tile_m;  // rows of the register tile (1..16)
+  int32_t tile_n;  // columns of the register tile, a multiple of the lanes
+  int32_t mc;      // rows of C per work unit, a multiple of tile_m
+  int32_t nc;      // columns of C per work unit (the packed B block width),
+                   // a multiple of tile_n
+  int32_t kc;      // K per pass; K <= kc: one pass, the epilogue runs on the
+                   // accumulators; K > kc: partial sums go through scratch
+} tj_kir_gemm_schedule_t;
+
+typedef struct tj_kir_t {
+  tj_allocator_t allocator;
+  tj_arena_t arena;  // names
+  tj_kir_kind_t kind;
+  const char* name;  // a C identifier; the symbol is "tj_kernel_<name>"
+  int32_t rank;
+  tj_kir_ival_t dims[TJ_KIR_MAX_RANK];
+  const char** param_names;
+  uint32_t num_params, param_capacity;
+  tj_kir_buffer_t* buffers;
+  uint32_t num_buffers, buffer_capacity;
+  tj_kir_phase_t* phases;
+  uint32_t num_phases, phase_capacity;
+  // GEMM only.
+  tj_kir_ival_t gemm_k;
+  tj_kir_gemm_schedule_t schedule;
+  tj_status_t error;  // first builder error (sticky); owned
+  bool finalized;
+} tj_kir_t;
+
+//===--- building ---===//
+
+// Creates an empty kernel named |name| (copied; must be a C identifier).
+// POINTWISE and GEMM kernels start with their one MAP phase open. On
+// success |*out_kernel| is owned by the caller; destroy with
+// tj_kir_destroy. On failure it is NULL.
+tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
+                          const char* name, tj_kir_t** out_kernel);
+// Destroys |kernel|. NULL is a no-op.
+void tj_kir_destroy(tj_kir_t* kernel);
+
+// The builder calls below never return a status. The first error (bad
+// argument, type error, OUT_OF_MEMORY) is recorded on the kernel, later
+// calls do nothing and return TJ_KIR_NONE, and tj_kir_finalize reports it,
+// naming the kernel, the phase and the instruction.
+
+// Declares scalar param |name| (copied); returns its index.
+uint32_t tj_kir_add_param(tj_kir_t* kernel, const char* name);
+// Sets the iteration space (|rank| dims, copied).
+void tj_kir_set_space(tj_kir_t* kernel, int32_t rank,
+                      const tj_kir_ival_t* dims);
+// Declares a buffer with |rank| strides (the space's rank); returns its
+// index, which is also its slot in the |buffers| argument.
+uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name,
+                           tj_dtype_t dtype, tj_kir_role_t role,
+                           const tj_kir_ival_t* strides);
+// GEMM: the contraction length and the schedule (fields 0 = auto).
+void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
+                     const tj_kir_gemm_schedule_t* schedule);
+// ROW_REDUCE: opens a new phase (REDUCE phases take |reduce|; the others
+// ignore it) and returns its index. Instructions go to the open phase.
+uint32_t tj_kir_begin_phase(tj_kir_t* kernel, tj_kir_phase_kind_t kind,
+                            tj_kir_reduce_t reduce);
+
+// Instructions. Each returns the new value's index in the open phase.
+uint32_t tj_kir_load(tj_kir_t* kernel, uint32_t buffer);
+uint32_t tj_kir_const_float(tj_kir_t* kernel, tj_dtype_t dtype, double value);
+uint32_t tj_kir_const_int(tj_kir_t* kernel, tj_dtype_t dtype, int64_t value);
+uint32_t tj_kir_param(tj_kir_t* kernel, uint32_t param);
+uint32_t tj_kir_index(tj_kir_t* kernel, uint32_t dim);
+uint32_t tj_kir_acc(tj_kir_t* kernel);
+uint32_t tj_kir_row(tj_kir_t* kernel, uint32_t phase);
+// A unary or binary elementwise op of lib/ops.def; the result dtype follows
+// its type rule (comparisons and isnan give bool).
+uint32_t tj_kir_unary(tj_kir_t* kernel, tj_op_t op, uint32_t a);
+uint32_t tj_kir_binary(tj_kir_t* kernel, tj_op_t op, uint32_t a, uint32_t b);
+uint32_t tj_kir_where(tj_kir_t* kernel, uint32_t cond, uint32_t a,
+                      uint32_t b);
+uint32_t tj_kir_cast(tj_kir_t* kernel, tj_dtype_t dtype, uint32_t a);
+// Stores |value| (converted to the buffer's dtype, which must equal the
+// value's) into output |buffer| at the current point.
+void tj_kir_store(tj_kir_t* kernel, uint32_t buffer, uint32_t value);
+// REDUCE phases: the value reduced (exactly one yield, last).
+void tj_kir_yield(tj_kir_t* kernel, uint32_t value);
+
+// Returns the recorded builder error (owned by the caller; the kernel keeps
+// a copy and stays unusable) or verifies the kernel: the template's
+// structural rules, buffer roles, one yield per reduce phase. Errors are
+// INVALID_ARGUMENT (UNSUPPORTED for non-f32 gemm operands) naming the kernel
+// and the phase or instruction. After success the kernel is immutable.
+tj_status_t tj_kir_finalize(tj_kir_t* kernel);
+
+//===--- inspecting ---===//
+
+const char* tj_kir_kind_name(tj_kir_kind_t kind);
+const char* tj_kir_reduce_name(tj_kir_reduce_t reduce);
+
+// Prints |kernel| in the text form above into a NUL-terminated string
+// allocated from the kernel's allocator; free it with tj_free_string(
+// kernel->allocator, text). On failure |*out_text| is NULL.
+tj_status_t tj_kir_print(const tj_kir_t* kernel, char** out_text);
+
+//===--- launching (host side; no LLVM) ---===//
+
+// The GEMM schedule used on a target whose vectors hold |f32_lanes| floats:
+// the kernel's fields, with 0s filled in and values rounded to the target's
+// constraints. Deterministic: the cache relies on it.
+void tj_kir_gemm_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
+                         tj_kir_gemm_schedule_t* out_schedule);
+
+typedef struct tj_kir_launch_t {
+  int64_t units;          // run the kernel over [0, units)
+  int64_t scratch_bytes;  // per concurrent call
+  tj_kir_gemm_schedule_t schedule;  // GEMM: the resolved schedule
+} tj_kir_launch_t;
+
+// How to run a finalized |kernel| compiled for |f32_lanes| with |scalars|.
+// INVALID_ARGUMENT when a size is negative or the work overflows int64.
+tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
+                               const int64_t* scalars,
+                               tj_kir_launch_t* out_launch);
+
+// The value of |v| under |scalars|.
+static inline int64_t tj_kir_ival_eval(tj_kir_ival_t v,
+                                       const int64_t* scalars) {
+  return v.param < 0 ? v.value : scalars[v.param];
+}
+
+#endif  // TJ_JIT_KERNEL_IR_H_

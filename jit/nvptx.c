@@ -1,0 +1,146 @@
+// NVPTX target machines and module -> PTX. See nvptx.h.
+
+#include "jit/nvptx.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "jit/llvm_status.h"
+
+#define kTriple "nvptx64-nvidia-cuda"
+
+// The PTX ISA version per arch: the oldest that has every instruction the
+// templates use (sm_90a needs 8.0; bf16 mma and cp.async need 7.0, and 7.8
+// adds the bf16 arithmetic LLVM may select), so that older drivers load it.
+static const struct {
+  const char* cpu;
+  const char* features;
+} kArchs[TJ_NVPTX_ARCH_COUNT_] = {
+    [TJ_NVPTX_SM_80] = {"sm_80", "+ptx78"},
+    [TJ_NVPTX_SM_90A] = {"sm_90a", "+ptx80"},
+};
+
+struct tj_nvptx_target_t {
+  tj_allocator_t allocator;
+  tj_nvptx_arch_t arch;
+  LLVMTargetMachineRef machine;
+  char* data_layout;  // LLVMCopyStringRepOfTargetData; LLVMDisposeMessage
+};
+
+const char* tj_nvptx_arch_name(tj_nvptx_arch_t arch) {
+  return (unsigned)arch < TJ_NVPTX_ARCH_COUNT_ ? kArchs[arch].cpu : "?";
+}
+
+bool tj_nvptx_arch_from_name(const char* name, tj_nvptx_arch_t* out_arch) {
+  for (int a = 0; a < TJ_NVPTX_ARCH_COUNT_; ++a) {
+    if (strcmp(name, kArchs[a].cpu) == 0) {
+      *out_arch = (tj_nvptx_arch_t)a;
+      return true;
+    }
+  }
+  return false;
+}
+
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+
+static void initialize_nvptx(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+tj_status_t tj_nvptx_target_create(tj_allocator_t allocator,
+                                   tj_nvptx_arch_t arch,
+                                   tj_nvptx_target_t** out_target) {
+  *out_target = NULL;
+  if ((unsigned)arch >= TJ_NVPTX_ARCH_COUNT_)
+    return tj_invalid("nvptx: unknown arch %d", (int)arch);
+  pthread_once(&g_init_once, initialize_nvptx);
+  LLVMTargetRef target = NULL;
+  char* message = NULL;
+  TJ_RETURN_IF_ERROR(tj_status_from_llvm_message(
+      LLVMGetTargetFromTriple(kTriple, &target, &message), message,
+      "nvptx: LLVMGetTargetFromTriple"));
+  tj_nvptx_target_t* t = tj_calloc(allocator, 1, sizeof(*t));
+  if (!t) return tj_status_oom();
+  t->allocator = allocator;
+  t->arch = arch;
+  t->machine = LLVMCreateTargetMachine(
+      target, kTriple, kArchs[arch].cpu, kArchs[arch].features,
+      LLVMCodeGenLevelAggressive, LLVMRelocDefault, LLVMCodeModelDefault);
+  if (!t->machine) {
+    tj_free(allocator, t, sizeof(*t));
+    return tj_status_from_llvm_null(NULL, "nvptx: LLVMCreateTargetMachine");
+  }
+  LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(t->machine);
+  t->data_layout = LLVMCopyStringRepOfTargetData(layout);
+  LLVMDisposeTargetData(layout);
+  *out_target = t;
+  return NULL;
+}
+
+void tj_nvptx_target_destroy(tj_nvptx_target_t* target) {
+  if (!target) return;
+  LLVMDisposeTargetMachine(target->machine);
+  LLVMDisposeMessage(target->data_layout);
+  tj_free(target->allocator, target, sizeof(*target));
+}
+
+tj_nvptx_arch_t tj_nvptx_target_arch(const tj_nvptx_target_t* target) {
+  return target->arch;
+}
+
+LLVMModuleRef tj_nvptx_module_create(const tj_nvptx_target_t* target,
+                                     LLVMContextRef context, const char* name) {
+  LLVMModuleRef module = LLVMModuleCreateWithNameInContext(name, context);
+  LLVMSetTarget(module, kTriple);
+  LLVMSetDataLayout(module, target->data_layout);
+  return module;
+}
+
+tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
+                             LLVMModuleRef module, tj_allocator_t allocator,
+                             char** out_ptx) {
+  *out_ptx = NULL;
+  char* message = NULL;
+  // An invalid module is our bug; code generation of one may crash.
+  if (LLVMVerifyModule(module, LLVMReturnStatusAction, &message)) {
+    tj_status_t status = tj_internal("nvptx: generated module is invalid: %s",
+                                     message ? message : "");
+    LLVMDisposeMessage(message);
+    LLVMDisposeModule(module);
+    return status;
+  }
+  LLVMDisposeMessage(message);
+  LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
+  tj_status_t status = tj_status_from_llvm_error(
+      LLVMRunPasses(module, "default<O3>", target->machine, options),
+      "nvptx: LLVMRunPasses");
+  LLVMDisposePassBuilderOptions(options);
+  LLVMMemoryBufferRef buffer = NULL;
+  if (!status) {
+    message = NULL;
+    status = tj_status_from_llvm_message(
+        LLVMTargetMachineEmitToMemoryBuffer(
+            target->machine, module, LLVMAssemblyFile, &message, &buffer),
+        message, "nvptx: emitting PTX");
+  }
+  LLVMDisposeModule(module);
+  if (status) return status;
+  size_t size = LLVMGetBufferSize(buffer);
+  char* ptx = tj_alloc(allocator, size + 1);
+  if (!ptx) {
+    LLVMDisposeMemoryBuffer(buffer);
+    return tj_status_oom();
+  }
+  memcpy(ptx, LLVMGetBufferStart(buffer), size);
+  ptx[size] = '\0';
+  LLVMDisposeMemoryBuffer(buffer);
+  *out_ptx = ptx;
+  return NULL;
+}

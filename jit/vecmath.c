@@ -1,0 +1,444 @@
+// Vectorized transcendentals as LLVM IR. Accuracy and algorithms are stated
+// in vecmath.h; comments here say why each step is written the way it is.
+//
+// Conventions: every function works on any lane count (a scalar is one
+// lane). Inputs are first clamped into the range where the algorithm is
+// valid with selects that also map NaN to an ordinary number, so no
+// intermediate is ever poison (fptosi of NaN would be); the special values
+// are patched in with selects at the end.
+
+#include "jit/vecmath.h"
+
+#include <math.h>
+#include <string.h>
+
+//===--- helpers ---===//
+
+static LLVMTypeRef elem(LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+}
+
+static bool is_double(LLVMValueRef x) {
+  return LLVMGetTypeKind(elem(x)) == LLVMDoubleTypeKind;
+}
+
+static LLVMValueRef fc(LLVMValueRef like, double v) {
+  return tj_emit_fconst(LLVMTypeOf(like), v);
+}
+
+static LLVMValueRef vmul(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFMul(em->b, a, b, "");
+}
+static LLVMValueRef vadd(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFAdd(em->b, a, b, "");
+}
+static LLVMValueRef vsub(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFSub(em->b, a, b, "");
+}
+static LLVMValueRef vdiv(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFDiv(em->b, a, b, "");
+}
+static LLVMValueRef fcmp(tj_emit_t* em, LLVMRealPredicate p, LLVMValueRef a,
+                         LLVMValueRef b) {
+  return LLVMBuildFCmp(em->b, p, a, b, "");
+}
+static LLVMValueRef sel(tj_emit_t* em, LLVMValueRef c, LLVMValueRef a,
+                        LLVMValueRef b) {
+  return LLVMBuildSelect(em->b, c, a, b, "");
+}
+static LLVMValueRef fabs_(tj_emit_t* em, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return tj_emit_intrinsic(em, "llvm.fabs", &t, 1, &x, 1);
+}
+static LLVMValueRef copysign_(tj_emit_t* em, LLVMValueRef mag,
+                              LLVMValueRef sign) {
+  LLVMTypeRef t = LLVMTypeOf(mag);
+  LLVMValueRef args[2] = {mag, sign};
+  return tj_emit_intrinsic(em, "llvm.copysign", &t, 1, args, 2);
+}
+static LLVMValueRef isnan_(tj_emit_t* em, LLVMValueRef x) {
+  return fcmp(em, LLVMRealUNO, x, x);
+}
+// x clamped to [lo, hi]; NaN becomes lo.
+static LLVMValueRef clamp(tj_emit_t* em, LLVMValueRef x, double lo,
+                          double hi) {
+  x = sel(em, fcmp(em, LLVMRealOGT, x, fc(x, lo)), x, fc(x, lo));
+  return sel(em, fcmp(em, LLVMRealOLT, x, fc(x, hi)), x, fc(x, hi));
+}
+// Round to nearest even by the 1.5 * 2^(p-1) trick: no roundps/libcall
+// needed on any target. Valid for |x| < 2^22 (f32) or 2^51 (f64).
+static LLVMValueRef round_magic(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef m = fc(x, is_double(x) ? 6755399441055744.0 : 12582912.0);
+  return vsub(em, vadd(em, x, m), m);
+}
+// 2^n for integer lanes n of the float's width, valid for normal results.
+static LLVMValueRef exp2_int(tj_emit_t* em, LLVMValueRef n,
+                             LLVMTypeRef float_type) {
+  bool dbl = LLVMGetTypeKind(LLVMGetTypeKind(float_type) == LLVMVectorTypeKind
+                                 ? LLVMGetElementType(float_type)
+                                 : float_type) == LLVMDoubleTypeKind;
+  LLVMTypeRef it = LLVMTypeOf(n);
+  LLVMValueRef biased = LLVMBuildAdd(em->b, n, tj_emit_iconst(it, dbl ? 1023 : 127), "");
+  LLVMValueRef bits = LLVMBuildShl(em->b, biased, tj_emit_iconst(it, dbl ? 52 : 23), "");
+  return LLVMBuildBitCast(em->b, bits, float_type, "");
+}
+// y * 2^n in two steps so that results down to the subnormals round once
+// and 2^n itself never overflows the exponent field.
+static LLVMValueRef scale(tj_emit_t* em, LLVMValueRef y, LLVMValueRef n) {
+  LLVMTypeRef it = LLVMTypeOf(n);
+  LLVMValueRef n1 = LLVMBuildAShr(em->b, n, tj_emit_iconst(it, 1), "");
+  LLVMValueRef n2 = LLVMBuildSub(em->b, n, n1, "");
+  LLVMTypeRef ft = LLVMTypeOf(y);
+  return vmul(em, vmul(em, y, exp2_int(em, n1, ft)), exp2_int(em, n2, ft));
+}
+
+//===--- exp ---===//
+
+static LLVMValueRef exp_f32(tj_emit_t* em, LLVMValueRef x) {
+  LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
+  // Beyond [-104, 89] the result is 0 or inf after scaling anyway.
+  LLVMValueRef xc = clamp(em, x, -104.0, 89.0);
+  LLVMValueRef q = round_magic(em, vmul(em, xc, fc(x, 1.44269504088896341)));
+  // ln2 = C1 + C2 with C1 = 355/512 exact in 9 bits: q * C1 is exact and
+  // xc - q * C1 exact by Sterbenz, with or without FMA (Cephes).
+  LLVMValueRef r = tj_emit_fmuladd(em, q, fc(x, -0.693359375), xc);
+  r = tj_emit_fmuladd(em, q, fc(x, 2.12194440e-4), r);
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3,
+                             8.3334519073E-3, 4.1665795894E-2,
+                             1.6666665459E-1, 5.0000001201E-1};
+  LLVMValueRef y = tj_emit_poly(em, r, p, 6);
+  y = tj_emit_fmuladd(em, y, vmul(em, r, r), r);
+  y = vadd(em, y, fc(x, 1.0));
+  y = scale(em, y, LLVMBuildFPToSI(em->b, q, it, ""));
+  return sel(em, isnan_(em, x), x, y);
+}
+
+static LLVMValueRef exp_f64(tj_emit_t* em, LLVMValueRef x) {
+  LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
+  LLVMValueRef xc = clamp(em, x, -746.0, 710.0);
+  LLVMValueRef q = round_magic(em, vmul(em, xc, fc(x, 1.44269504088896338700)));
+  // fdlibm's split: ln2_hi has 32 significant bits, so q * ln2_hi is exact
+  // for |q| < 2^21.
+  LLVMValueRef r = tj_emit_fmuladd(em, q, fc(x, -6.93147180369123816490e-01), xc);
+  r = tj_emit_fmuladd(em, q, fc(x, -1.90821492927058770002e-10), r);
+  // Taylor to degree 13: the remainder on |r| <= ln2/2 is 4e-18.
+  double c[14];
+  double fact = 1.0;
+  for (int i = 0; i <= 13; ++i) {
+    if (i > 0) fact *= i;
+    c[13 - i] = 1.0 / fact;
+  }
+  LLVMValueRef y = tj_emit_poly(em, r, c, 14);
+  y = scale(em, y, LLVMBuildFPToSI(em->b, q, it, ""));
+  return sel(em, isnan_(em, x), x, y);
+}
+
+LLVMValueRef tj_vm_exp(tj_emit_t* em, LLVMValueRef x) {
+  return is_double(x) ? exp_f64(em, x) : exp_f32(em, x);
+}
+
+//===--- log ---===//
+
+// Patches log's special values: x < 0 or NaN -> NaN, 0 -> -inf, inf -> inf.
+static LLVMValueRef log_specials(tj_emit_t* em, LLVMValueRef x,
+                                 LLVMValueRef r) {
+  r = sel(em, fcmp(em, LLVMRealOEQ, x, fc(x, INFINITY)), x, r);
+  r = sel(em, fcmp(em, LLVMRealOEQ, x, fc(x, 0.0)), fc(x, -INFINITY), r);
+  return sel(em, fcmp(em, LLVMRealULT, x, fc(x, 0.0)), fc(x, NAN), r);
+}
+
+static LLVMValueRef log_f32(tj_emit_t* em, LLVMValueRef x) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef ft = LLVMTypeOf(x);
+  LLVMTypeRef it = tj_emit_int_like(em, ft);
+  // Subnormals: scale by 2^23 so the exponent field is meaningful.
+  LLVMValueRef tiny = fcmp(em, LLVMRealOLT, x, fc(x, 1.17549435e-38));
+  LLVMValueRef xs = sel(em, tiny, vmul(em, x, fc(x, 8388608.0)), x);
+  LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
+  LLVMValueRef e = LLVMBuildSub(
+      b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 23), ""),
+      tj_emit_iconst(it, 126), "");
+  e = LLVMBuildSub(b, e, sel(em, tiny, tj_emit_iconst(it, 23),
+                             tj_emit_iconst(it, 0)), "");
+  LLVMValueRef m = LLVMBuildBitCast(
+      b,
+      LLVMBuildOr(b, LLVMBuildAnd(b, bits, tj_emit_iconst(it, 0x007fffff), ""),
+                  tj_emit_iconst(it, 0x3f000000), ""),
+      ft, "");  // [0.5, 1)
+  LLVMValueRef lt = fcmp(em, LLVMRealOLT, m, fc(x, 0.707106781186547524));
+  e = LLVMBuildSub(b, e, LLVMBuildZExt(b, lt, it, ""), "");
+  m = vsub(em, sel(em, lt, vadd(em, m, m), m), fc(x, 1.0));
+  LLVMValueRef z = vmul(em, m, m);
+  static const double p[] = {7.0376836292E-2, -1.1514610310E-1,
+                             1.1676998740E-1, -1.2420140846E-1,
+                             1.4249322787E-1, -1.6668057665E-1,
+                             2.0000714765E-1, -2.4999993993E-1,
+                             3.3333331174E-1};
+  LLVMValueRef y = vmul(em, vmul(em, tj_emit_poly(em, m, p, 9), m), z);
+  LLVMValueRef fe = LLVMBuildSIToFP(b, e, ft, "");
+  y = tj_emit_fmuladd(em, fe, fc(x, -2.12194440e-4), y);
+  y = tj_emit_fmuladd(em, z, fc(x, -0.5), y);
+  LLVMValueRef r = vadd(em, m, y);
+  r = tj_emit_fmuladd(em, fe, fc(x, 0.693359375), r);
+  return log_specials(em, x, r);
+}
+
+static LLVMValueRef log_f64(tj_emit_t* em, LLVMValueRef x) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef ft = LLVMTypeOf(x);
+  LLVMTypeRef it = tj_emit_int_like(em, ft);
+  LLVMValueRef tiny =
+      fcmp(em, LLVMRealOLT, x, fc(x, 2.2250738585072014e-308));
+  LLVMValueRef xs = sel(em, tiny, vmul(em, x, fc(x, 18014398509481984.0)), x);
+  LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
+  LLVMValueRef k = LLVMBuildSub(
+      b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 52), ""),
+      tj_emit_iconst(it, 1023), "");
+  k = LLVMBuildSub(b, k, sel(em, tiny, tj_emit_iconst(it, 54),
+                             tj_emit_iconst(it, 0)), "");
+  LLVMValueRef m = LLVMBuildBitCast(
+      b,
+      LLVMBuildOr(
+          b,
+          LLVMBuildAnd(b, bits, tj_emit_iconst(it, 0x000fffffffffffffLL), ""),
+          tj_emit_iconst(it, 0x3ff0000000000000LL), ""),
+      ft, "");  // [1, 2)
+  LLVMValueRef big = fcmp(em, LLVMRealOGT, m, fc(x, 1.4142135623730951));
+  m = sel(em, big, vmul(em, m, fc(x, 0.5)), m);
+  k = LLVMBuildAdd(b, k, LLVMBuildZExt(b, big, it, ""), "");
+  // fdlibm e_log.c: log(1+f) = f - hfsq + s*(hfsq+R), s = f/(2+f).
+  LLVMValueRef f = vsub(em, m, fc(x, 1.0));
+  LLVMValueRef s = vdiv(em, f, vadd(em, f, fc(x, 2.0)));
+  LLVMValueRef z = vmul(em, s, s);
+  LLVMValueRef w = vmul(em, z, z);
+  static const double even[] = {1.531383769920937332e-01,
+                                2.222219843214978396e-01,
+                                3.999999999940941908e-01};
+  static const double odd[] = {1.479819860511658591e-01,
+                               1.818357216161805012e-01,
+                               2.857142874366239149e-01,
+                               6.666666666666735130e-01};
+  LLVMValueRef t1 = vmul(em, w, tj_emit_poly(em, w, even, 3));
+  LLVMValueRef t2 = vmul(em, z, tj_emit_poly(em, w, odd, 4));
+  LLVMValueRef rr = vadd(em, t2, t1);
+  LLVMValueRef hfsq = vmul(em, vmul(em, f, f), fc(x, 0.5));
+  LLVMValueRef dk = LLVMBuildSIToFP(b, k, ft, "");
+  LLVMValueRef inner = vadd(em, vmul(em, s, vadd(em, hfsq, rr)),
+                            vmul(em, dk, fc(x, 1.90821492927058770002e-10)));
+  LLVMValueRef r = vsub(em, vmul(em, dk, fc(x, 6.93147180369123816490e-01)),
+                        vsub(em, vsub(em, hfsq, inner), f));
+  return log_specials(em, x, r);
+}
+
+LLVMValueRef tj_vm_log(tj_emit_t* em, LLVMValueRef x) {
+  return is_double(x) ? log_f64(em, x) : log_f32(em, x);
+}
+
+//===--- f64 through the C library, lane by lane ---===//
+
+static LLVMValueRef libm_call(tj_emit_t* em, const char* name,
+                              LLVMValueRef x, LLVMValueRef y) {
+  unsigned nargs = y ? 2 : 1;
+  LLVMTypeRef params[2] = {em->t_f64, em->t_f64};
+  LLVMTypeRef fty = LLVMFunctionType(em->t_f64, params, nargs, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
+  if (!fn) fn = LLVMAddFunction(em->mod, name, fty);
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  if (lanes == 1) {
+    LLVMValueRef args[2] = {x, y};
+    return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+  }
+  LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
+  for (int32_t l = 0; l < lanes; ++l) {
+    LLVMValueRef lane = LLVMConstInt(em->t_i32, (unsigned long long)l, 0);
+    LLVMValueRef args[2] = {LLVMBuildExtractElement(em->b, x, lane, ""),
+                            y ? LLVMBuildExtractElement(em->b, y, lane, "")
+                              : NULL};
+    LLVMValueRef r = LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+    out = LLVMBuildInsertElement(em->b, out, r, lane, "");
+  }
+  return out;
+}
+
+//===--- tanh, sigmoid, erf ---===//
+
+LLVMValueRef tj_vm_tanh(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "tanh", x, NULL);
+  LLVMValueRef a = fabs_(em, x);
+  // Small |x|: odd polynomial (Cephes tanhf), where 1 - 2/(e+1) would
+  // cancel.
+  LLVMValueRef z = vmul(em, x, x);
+  static const double p[] = {-5.70498872745E-3, 2.06390887954E-2,
+                             -5.37397155531E-2, 1.33314422036E-1,
+                             -3.33332819422E-1};
+  LLVMValueRef small =
+      tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, p, 5), z), x, x);
+  // Large |x|: 1 - 2/(exp(2|x|) + 1); |x| >= 44 is exactly 1 in f32 and
+  // keeps exp finite.
+  LLVMValueRef ac = clamp(em, a, 0.0, 44.0);
+  LLVMValueRef e = exp_f32(em, vadd(em, ac, ac));
+  LLVMValueRef large = vsub(em, fc(x, 1.0),
+                            vdiv(em, fc(x, 2.0), vadd(em, e, fc(x, 1.0))));
+  large = copysign_(em, large, x);
+  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 0.625)), small,
+                       large);
+  return sel(em, isnan_(em, x), x, r);
+}
+
+LLVMValueRef tj_vm_sigmoid(tj_emit_t* em, LLVMValueRef x) {
+  // e = exp(-|x|) never overflows; for x < 0 the result e/(1+e) keeps
+  // relative accuracy down to the subnormals.
+  // One division, not e * (1/(1+e)): an extra rounding would cost half an
+  // ulp.
+  LLVMValueRef e = tj_vm_exp(em, LLVMBuildFNeg(em->b, fabs_(em, x), ""));
+  LLVMValueRef num = sel(em, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)), e,
+                         fc(x, 1.0));
+  return vdiv(em, num, vadd(em, e, fc(x, 1.0)));
+}
+
+LLVMValueRef tj_vm_erf(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "erf", x, NULL);
+  LLVMValueRef a = fabs_(em, x);
+  // |x| < 1: Maclaurin series x * sum_n c_n x^2n, c_n = 2/sqrt(pi) (-1)^n /
+  // (n! (2n+1)); 12 terms leave a remainder below 1e-10. Written as
+  // x + x * (c_0 - 1 + ...) so that the rounding of c_0 = 1.128.. and of
+  // the sum only touch the small correction term.
+  double c[12];
+  double fact = 1.0;
+  for (int n = 0; n < 12; ++n) {
+    if (n > 0) fact *= n;
+    double term = 1.1283791670955126 / (fact * (2 * n + 1));
+    c[11 - n] = (n & 1) ? -term : term;
+  }
+  c[11] -= 1.0;
+  LLVMValueRef z = vmul(em, x, x);
+  LLVMValueRef small = tj_emit_fmuladd(em, x, tj_emit_poly(em, z, c, 12), x);
+  // |x| >= 1: erf = 1 - erfc, erfc(a) = t exp(-a^2 + P(t)), t = 1/(1+a/2)
+  // (Numerical Recipes erfcc). erfc <= 0.16 here, so its 1.2e-7 relative
+  // error is under a third of an ulp of the result. erf(4) rounds to 1.
+  LLVMValueRef ac = clamp(em, a, 0.0, 4.0);
+  LLVMValueRef t = vdiv(em, fc(x, 1.0),
+                        tj_emit_fmuladd(em, ac, fc(x, 0.5), fc(x, 1.0)));
+  static const double p[] = {0.17087277,  -0.82215223, 1.48851587,
+                             -1.13520398, 0.27886807,  -0.18628806,
+                             0.09678418,  0.37409196,  1.00002368,
+                             -1.26551223};
+  LLVMValueRef arg = vsub(em, tj_emit_poly(em, t, p, 10), vmul(em, ac, ac));
+  LLVMValueRef erfc = vmul(em, t, exp_f32(em, arg));
+  LLVMValueRef large = copysign_(em, vsub(em, fc(x, 1.0), erfc), x);
+  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 1.0)), small,
+                       large);
+  return sel(em, isnan_(em, x), x, r);
+}
+
+//===--- sin, cos ---===//
+
+// sin(x) (cos_shift 0) or cos(x) (cos_shift 1) for f32 lanes.
+static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  LLVMTypeRef dt = tj_emit_vec(em, em->t_f64, lanes);
+  LLVMTypeRef i64t = tj_emit_vec(em, em->t_i64, lanes);
+  LLVMTypeRef i32t = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMValueRef xd = LLVMBuildFPExt(b, x, dt, "");
+  // Beyond 2^40 the reduction below is no longer exact: give a bounded
+  // result (that of 0) rather than garbage; inf and NaN are patched last.
+  LLVMValueRef ok = fcmp(em, LLVMRealOLT, fabs_(em, xd), fc(xd, 1099511627776.0));
+  xd = sel(em, ok, xd, fc(xd, 0.0));
+  LLVMValueRef j = round_magic(em, vmul(em, xd, fc(xd, 6.36619772367581382433e-01)));
+  // pi/2 in three 33-bit parts (fdlibm): j * part is exact for |j| < 2^20,
+  // and with FMA the first step stays exact far beyond.
+  LLVMValueRef r = tj_emit_fmuladd(em, j, fc(xd, -1.57079632673412561417e+00), xd);
+  r = tj_emit_fmuladd(em, j, fc(xd, -6.07710050630396597660e-11), r);
+  r = tj_emit_fmuladd(em, j, fc(xd, -2.02226624871116645580e-21), r);
+  LLVMValueRef rf = LLVMBuildFPTrunc(b, r, LLVMTypeOf(x), "");
+  LLVMValueRef q = LLVMBuildTrunc(b, LLVMBuildFPToSI(b, j, i64t, ""), i32t, "");
+  q = LLVMBuildAdd(b, q, tj_emit_iconst(i32t, cos_shift), "");
+  LLVMValueRef z = vmul(em, rf, rf);
+  static const double sp[] = {-1.9515295891E-4, 8.3321608736E-3,
+                              -1.6666654611E-1};
+  static const double cp[] = {2.443315711809948E-005,
+                              -1.388731625493765E-003,
+                              4.166664568298827E-002};
+  LLVMValueRef s = tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, sp, 3), z),
+                                   rf, rf);
+  LLVMValueRef c = tj_emit_fmuladd(
+      em, vmul(em, tj_emit_poly(em, z, cp, 3), z), z,
+      tj_emit_fmuladd(em, z, fc(x, -0.5), fc(x, 1.0)));
+  LLVMValueRef odd = LLVMBuildICmp(
+      b, LLVMIntNE, LLVMBuildAnd(b, q, tj_emit_iconst(i32t, 1), ""),
+      tj_emit_iconst(i32t, 0), "");
+  LLVMValueRef neg = LLVMBuildICmp(
+      b, LLVMIntNE, LLVMBuildAnd(b, q, tj_emit_iconst(i32t, 2), ""),
+      tj_emit_iconst(i32t, 0), "");
+  LLVMValueRef v = sel(em, odd, c, s);
+  v = sel(em, neg, LLVMBuildFNeg(b, v, ""), v);
+  LLVMValueRef bad = fcmp(em, LLVMRealUEQ, fabs_(em, x), fc(x, INFINITY));
+  return sel(em, bad, fc(x, NAN), v);
+}
+
+LLVMValueRef tj_vm_sin(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "sin", x, NULL);
+  return sincos_f32(em, x, 0);
+}
+
+LLVMValueRef tj_vm_cos(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "cos", x, NULL);
+  return sincos_f32(em, x, 1);
+}
+
+//===--- pow ---===//
+
+LLVMValueRef tj_vm_pow(tj_emit_t* em, LLVMValueRef x, LLVMValueRef y) {
+  if (is_double(x)) return libm_call(em, "pow", x, y);
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  LLVMTypeRef dt = tj_emit_vec(em, em->t_f64, lanes);
+  LLVMTypeRef i32t = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMValueRef xd = LLVMBuildFPExt(b, x, dt, "");
+  LLVMValueRef yd = LLVMBuildFPExt(b, y, dt, "");
+  // |x|^y in double: log's error times |y log x| <= ~150 stays far below
+  // an f32 ulp.
+  LLVMValueRef r = exp_f64(em, vmul(em, yd, log_f64(em, fabs_(em, xd))));
+  // Integer y: every f32 with |y| >= 2^24 is an even integer; below, the
+  // magic rounding is exact.
+  LLVMValueRef ay = fabs_(em, y);
+  LLVMValueRef small_y = fcmp(em, LLVMRealOLT, ay, fc(y, 16777216.0));
+  LLVMValueRef huge = LLVMBuildNot(b, small_y, "");  // also NaN and inf
+  LLVMValueRef yc = sel(em, small_y, y, fc(y, 0.0));
+  LLVMValueRef y_int = LLVMBuildOr(
+      b, huge, fcmp(em, LLVMRealOEQ, round_magic(em, yc), y), "");
+  LLVMValueRef y_odd = LLVMBuildAnd(
+      b, LLVMBuildNot(b, huge, ""),
+      LLVMBuildTrunc(b, LLVMBuildFPToSI(b, round_magic(em, yc), i32t, ""),
+                     tj_emit_vec(em, em->t_i1, lanes), ""),
+      "");
+  y_odd = LLVMBuildAnd(b, y_odd, y_int, "");
+  LLVMValueRef rf = LLVMBuildFPTrunc(b, r, LLVMTypeOf(x), "");
+  // C99 pow: a negative sign of x survives odd integer powers; a finite
+  // negative x with a finite non-integer y is NaN; y == 0 or x == 1 give 1, as does
+  // x == -1 with y = +-inf.
+  LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
+  LLVMValueRef x_neg_sign = LLVMBuildICmp(
+      b, LLVMIntSLT, LLVMBuildBitCast(b, x, it, ""), LLVMConstNull(it), "");
+  rf = sel(em, LLVMBuildAnd(b, x_neg_sign, y_odd, ""),
+           LLVMBuildFNeg(b, rf, ""), rf);
+  LLVMValueRef bad = LLVMBuildAnd(
+      b,
+      LLVMBuildAnd(b, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)),
+                   fcmp(em, LLVMRealOGT, x, fc(x, -INFINITY)), ""),
+      LLVMBuildAnd(b, LLVMBuildNot(b, y_int, ""),
+                   fcmp(em, LLVMRealONE, ay, fc(y, INFINITY)), ""),
+      "");
+  rf = sel(em, bad, fc(x, NAN), rf);
+  LLVMValueRef one = LLVMBuildOr(
+      b, fcmp(em, LLVMRealOEQ, y, fc(y, 0.0)),
+      fcmp(em, LLVMRealOEQ, x, fc(x, 1.0)), "");
+  one = LLVMBuildOr(
+      b, one,
+      LLVMBuildAnd(b, fcmp(em, LLVMRealOEQ, x, fc(x, -1.0)),
+                   fcmp(em, LLVMRealOEQ, ay, fc(y, INFINITY)), ""),
+      "");
+  return sel(em, one, fc(x, 1.0), rf);
+}

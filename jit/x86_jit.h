@@ -1,0 +1,124 @@
+// The x86 JIT: kernel IR -> optimized object code -> callable functions,
+// through LLVM 19's C API (one ORC LLJIT per tj_x86_jit_t).
+//
+// Cold path:  tj_x86_jit_compile: emit LLVM IR (jit/emit_*.c), run
+//             "default<O3>" with a TargetMachine for the chosen CPU (LLJIT
+//             itself optimizes nothing), emit an ELF object to memory.
+// Warm path:  tj_x86_jit_load: object bytes (from the compile above or from
+//             a disk cache) -> a fresh JITDylib -> link on first lookup.
+// The object bytes are all a cache needs to store; tj_x86_jit_target_key
+// names everything that must match for them to be reusable.
+
+#ifndef TJ_JIT_X86_JIT_H_
+#define TJ_JIT_X86_JIT_H_
+
+#include "jit/kernel_ir.h"
+
+//===--- tj_x86_jit_t ---===//
+
+// Instruction-set level of the generated code. HOST picks the best level
+// the running CPU supports (AVX-512 with 16 f32 lanes when it has
+// avx512f/bw/dq/vl, else AVX2+FMA+F16C with 8, else SSE2 with 4); the
+// others force a level (UNSUPPORTED if the host lacks it), for tests and
+// for portable caches.
+typedef enum tj_x86_isa_e {
+  TJ_X86_ISA_HOST = 0,
+  TJ_X86_ISA_AVX512 = 1,
+  TJ_X86_ISA_AVX2 = 2,
+  TJ_X86_ISA_SSE2 = 3,
+} tj_x86_isa_t;
+
+typedef struct tj_x86_jit_options_t {
+  tj_x86_isa_t isa;
+} tj_x86_jit_options_t;
+
+// A JIT for one CPU target: a TargetMachine (for optimization and object
+// emission) and one LLJIT (for linking objects into this process).
+// Thread-safe: compiles are serialized by a mutex; loads, lookups and
+// calls of loaded kernels may run on any threads at once.
+typedef struct tj_x86_jit_t tj_x86_jit_t;
+
+// Creates a JIT. |options| may be NULL (HOST). On success |*out_jit| is
+// owned by the caller; destroy with tj_x86_jit_destroy. On failure it is
+// NULL: UNSUPPORTED when the requested level is not available,
+// BACKEND_FAILURE when LLVM refuses, OUT_OF_MEMORY.
+tj_status_t tj_x86_jit_create(tj_allocator_t allocator,
+                              const tj_x86_jit_options_t* options,
+                              tj_x86_jit_t** out_jit);
+
+// Destroys |jit| and unloads all code it loaded; every tj_x86_module_t
+// from it must have been destroyed first. NULL is a no-op.
+void tj_x86_jit_destroy(tj_x86_jit_t* jit);
+
+// f32 lanes per vector of the generated code (16, 8 or 4): the value
+// tj_kir_launch_info needs.
+int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit);
+
+// Everything an object's validity depends on besides the kernel IR: LLVM
+// version, triple, CPU name, the full feature string, opt level,
+// relocation and code model, lanes. Borrowed; valid until |jit| is
+// destroyed.
+const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit);
+
+// Counters for tests and logs (e.g. "a warm start invoked LLVM 0 times").
+typedef struct tj_x86_jit_stats_t {
+  uint64_t compiles;      // tj_x86_jit_compile calls that ran LLVM
+  uint64_t loads;         // objects loaded
+  uint64_t compile_ns;    // total time in compile
+} tj_x86_jit_stats_t;
+void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out_stats);
+
+//===--- compiling ---===//
+
+// Object code of one module. |data| is allocated from |allocator|.
+typedef struct tj_x86_object_t {
+  tj_allocator_t allocator;
+  uint8_t* data;
+  size_t size;
+} tj_x86_object_t;
+
+// Frees the bytes of |object| (filled by tj_x86_jit_compile). Idempotent.
+void tj_x86_object_deinitialize(tj_x86_object_t* object);
+
+// Compiles the finalized |kernels| into one object whose functions are
+// "tj_kernel_<name>". |object| is filled on success and zeroed on failure.
+tj_status_t tj_x86_jit_compile(tj_x86_jit_t* jit,
+                               const tj_kir_t* const* kernels,
+                               uint32_t num_kernels, tj_x86_object_t* object);
+
+// The module's LLVM IR as text, before (|optimized| false) or after the O3
+// pipeline, for dumps and FileCheck tests. Free with tj_free_string(
+// allocator of |jit|, text). On failure |*out_text| is NULL.
+tj_status_t tj_x86_jit_emit_ir(tj_x86_jit_t* jit,
+                               const tj_kir_t* const* kernels,
+                               uint32_t num_kernels, bool optimized,
+                               char** out_text);
+
+// The module's optimized assembly as text (same ownership as emit_ir).
+tj_status_t tj_x86_jit_emit_asm(tj_x86_jit_t* jit,
+                                const tj_kir_t* const* kernels,
+                                uint32_t num_kernels, char** out_text);
+
+//===--- loading ---===//
+
+// Code loaded into a JIT. Thread-safe.
+typedef struct tj_x86_module_t tj_x86_module_t;
+
+// Loads object bytes produced by tj_x86_jit_compile with a JIT of the same
+// target key (|data| is copied). Symbols are resolved at the first lookup;
+// a malformed object fails there or here with BACKEND_FAILURE. On success
+// |*out_module| is owned by the caller (tj_x86_module_destroy); on failure
+// it is NULL.
+tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
+                            tj_x86_module_t** out_module);
+
+// The compiled kernel named |kernel_name| (the kernel IR name). Valid until
+// |module| is destroyed. On failure |*out_fn| is NULL.
+tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
+                                 const char* kernel_name,
+                                 tj_kir_fn_t* out_fn);
+
+// Unloads the module's code. NULL is a no-op.
+void tj_x86_module_destroy(tj_x86_module_t* module);
+
+#endif  // TJ_JIT_X86_JIT_H_

@@ -1,0 +1,516 @@
+// Kernels lowered from the kernel IR, run on the GPU and compared with
+// scalar host math in double. One compiled kernel per sample serves every
+// size below (sizes are runtime params), including sizes that take the
+// vector and the scalar paths and partial GEMM tiles. Skips (exit 77)
+// without a driver or GPU.
+
+#include <math.h>
+
+#include "backends/cuda/cuda_kir.h"
+#include "lib/dtype.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/nvptx_samples.h"
+
+static tj_cuda_device_t* g_device;
+static tj_nvptx_target_t* g_target;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static float frand(float lo, float hi) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return lo + (hi - lo) * (float)((g_rng >> 40) * (1.0 / 16777216.0));
+}
+
+static uint64_t urand(uint64_t n) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng % n;
+}
+
+//===--- device buffers ---===//
+
+static tj_cu_deviceptr_t upload(const void* host, size_t bytes) {
+  tj_cu_deviceptr_t p = 0;
+  CHECK_OK(tj_cuda_device_alloc(g_device, bytes, &p));
+  CHECK_OK(tj_cuda_copy_to_device(g_device, p, host, bytes));
+  return p;
+}
+
+static tj_cu_deviceptr_t device_zeros(size_t bytes) {
+  tj_cu_deviceptr_t p = 0;
+  CHECK_OK(tj_cuda_device_alloc(g_device, bytes, &p));
+  CHECK_OK(tj_cuda_fill_bytes(g_device, p, 0xff, bytes));  // poison
+  return p;
+}
+
+static void download(void* host, tj_cu_deviceptr_t p, size_t bytes) {
+  CHECK_OK(tj_cuda_copy_to_host(g_device, host, p, bytes));
+  CHECK_OK(tj_cuda_device_synchronize(g_device));
+}
+
+static void release(tj_cu_deviceptr_t p) {
+  CHECK_OK(tj_cuda_device_free(g_device, p));
+}
+
+//===--- kernels ---===//
+
+typedef struct compiled_t {
+  tj_kir_t* k;
+  tj_cuda_kir_kernel_t* ck;
+} compiled_t;
+
+static compiled_t compile_with(sample_t s, const tj_nvptx_options_t* options) {
+  compiled_t c = {NULL, NULL};
+  CHECK_OK(sample_build(tj_allocator_system(), s, &c.k));
+  if (!c.k) return c;
+  CHECK_OK(tj_cuda_kir_compile(g_device, g_target, c.k, options, &c.ck, NULL));
+  if (c.ck)
+    printf("# %s: %d regs, %d local bytes, compile %.1f ms, load %.1f ms\n",
+           kSampleNames[s], c.ck->function.num_regs, c.ck->function.local_bytes,
+           c.ck->compile_ms, c.ck->load_ms);
+  return c;
+}
+
+static compiled_t compile(sample_t s) { return compile_with(s, NULL); }
+
+static void release_compiled(compiled_t* c) {
+  tj_cuda_kir_destroy(c->ck);
+  tj_kir_destroy(c->k);
+}
+
+static bool launch(const compiled_t* c, const tj_cu_deviceptr_t* buffers,
+                   const int64_t* scalars) {
+  if (!c->ck) return false;
+  tj_status_t s = tj_cuda_kir_launch(c->ck, buffers, scalars);
+  CHECK_OK(tj_status_clone(s));
+  bool ok = s == NULL;
+  tj_status_free(s);
+  return ok;
+}
+
+// |got| within atol + rtol |ref| of |ref|, NaN where |ref| is NaN.
+static int count_bad(const char* what, const float* got, const double* ref,
+                     int64_t n, double rtol, double atol) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool ok = isnan(ref[i])
+                  ? isnan(got[i])
+                  : fabs((double)got[i] - ref[i]) <= atol + rtol * fabs(ref[i]);
+    if (!ok && bad++ < 5)
+      fprintf(stderr, "  %s[%lld]: got %.9g, want %.9g\n", what, (long long)i,
+              (double)got[i], ref[i]);
+  }
+  return bad;
+}
+
+static double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+static double gelu_tanh(double x) {
+  return 0.5 * x *
+         (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+static float bf16_round(double v) { return tj_bf16_to_f32(tj_f64_to_bf16(v)); }
+
+//===--- pointwise ---===//
+
+TEST(gelu_bias) {
+  compiled_t c = compile(SAMPLE_GELU_BIAS);
+  int64_t sizes[][2] = {{37, 1000}, {5, 1001}, {3, 4096}, {1, 3}, {2000, 8}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t bsz = sizes[t][0], n = sizes[t][1], total = bsz * n;
+    float* x = malloc((size_t)total * 4);
+    float* b = malloc((size_t)n * 4);
+    float* y = malloc((size_t)total * 4);
+    double* ref = malloc((size_t)total * 8);
+    for (int64_t i = 0; i < total; ++i) x[i] = frand(-4, 4);
+    for (int64_t i = 0; i < n; ++i) b[i] = frand(-1, 1);
+    for (int64_t i = 0; i < total; ++i)
+      ref[i] = gelu_erf((double)(x[i] + b[i % n]));
+    tj_cu_deviceptr_t d[3] = {upload(x, (size_t)total * 4),
+                              upload(b, (size_t)n * 4),
+                              device_zeros((size_t)total * 4)};
+    int64_t scalars[2] = {bsz, n};
+    if (launch(&c, d, scalars)) {
+      download(y, d[2], (size_t)total * 4);
+      CHECK_EQ_INT(0, count_bad("gelu_bias", y, ref, total, 2e-6, 1e-6));
+    }
+    for (int i = 0; i < 3; ++i) release(d[i]);
+    free(x), free(b), free(y), free(ref);
+  }
+  release_compiled(&c);
+}
+
+TEST(bf16_map) {
+  compiled_t c = compile(SAMPLE_BF16_MAP);
+  int64_t sizes[][2] = {{7, 1024}, {3, 1023}, {1, 1}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t total = sizes[t][0] * sizes[t][1];
+    uint16_t* x = malloc((size_t)total * 2);
+    uint16_t* y = malloc((size_t)total * 2);
+    float* got = malloc((size_t)total * 4);
+    double* ref = malloc((size_t)total * 8);
+    for (int64_t i = 0; i < total; ++i) {
+      x[i] = tj_f32_to_bf16(frand(-3, 3));
+      double v = tj_bf16_to_f32(x[i]);
+      ref[i] = bf16_round(v * v + exp(-v));
+    }
+    tj_cu_deviceptr_t d[2] = {upload(x, (size_t)total * 2),
+                              device_zeros((size_t)total * 2)};
+    if (launch(&c, d, sizes[t])) {
+      download(y, d[1], (size_t)total * 2);
+      for (int64_t i = 0; i < total; ++i) got[i] = tj_bf16_to_f32(y[i]);
+      // f32 math then one rounding vs double then one rounding: at most
+      // one bf16 ulp apart.
+      CHECK_EQ_INT(0, count_bad("bf16_map", got, ref, total, 1.0 / 128, 0));
+    }
+    release(d[0]), release(d[1]);
+    free(x), free(y), free(got), free(ref);
+  }
+  release_compiled(&c);
+}
+
+TEST(transposed) {
+  compiled_t c = compile(SAMPLE_TRANSPOSED);
+  int64_t bsz = 33, n = 65, total = bsz * n;
+  float* x = malloc((size_t)total * 4);
+  float* y = malloc((size_t)total * 4);
+  double* ref = malloc((size_t)total * 8);
+  for (int64_t i = 0; i < total; ++i) x[i] = frand(-1, 1);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < bsz; ++j) {
+      float v = x[j * n + i];
+      ref[i * bsz + j] = v > 0 ? v : (double)(v * 0.1f);
+    }
+  tj_cu_deviceptr_t d[2] = {upload(x, (size_t)total * 4),
+                            device_zeros((size_t)total * 4)};
+  int64_t scalars[2] = {bsz, n};
+  if (launch(&c, d, scalars)) {
+    download(y, d[1], (size_t)total * 4);
+    CHECK_EQ_INT(0, count_bad("transposed", y, ref, total, 0, 0));
+  }
+  release(d[0]), release(d[1]);
+  free(x), free(y), free(ref);
+  release_compiled(&c);
+}
+
+//===--- row reductions ---===//
+
+TEST(softmax) {
+  compiled_t c = compile(SAMPLE_SOFTMAX);
+  int64_t sizes[][2] = {{100, 1000}, {7, 4097}, {1000, 10}, {3, 1}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t r = sizes[t][0], l = sizes[t][1], total = r * l;
+    float* x = malloc((size_t)total * 4);
+    float* y = malloc((size_t)total * 4);
+    double* ref = malloc((size_t)total * 8);
+    for (int64_t i = 0; i < total; ++i) x[i] = frand(-10, 10);
+    for (int64_t i = 0; i < r; ++i) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < l; ++j) mx = fmax(mx, x[i * l + j]);
+      for (int64_t j = 0; j < l; ++j) sum += exp(x[i * l + j] - mx);
+      for (int64_t j = 0; j < l; ++j)
+        ref[i * l + j] = exp(x[i * l + j] - mx) / sum;
+    }
+    tj_cu_deviceptr_t d[2] = {upload(x, (size_t)total * 4),
+                              device_zeros((size_t)total * 4)};
+    if (launch(&c, d, sizes[t])) {
+      download(y, d[1], (size_t)total * 4);
+      CHECK_EQ_INT(0, count_bad("softmax", y, ref, total, 1e-5, 1e-9));
+    }
+    release(d[0]), release(d[1]);
+    free(x), free(y), free(ref);
+  }
+  release_compiled(&c);
+}
+
+TEST(layernorm_bf16) {
+  compiled_t c = compile(SAMPLE_LAYERNORM_BF16);
+  int64_t sizes[][2] = {{64, 768}, {5, 100}, {300, 4096}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t r = sizes[t][0], l = sizes[t][1], total = r * l;
+    uint16_t* x = malloc((size_t)total * 2);
+    uint16_t* y = malloc((size_t)total * 2);
+    float* got = malloc((size_t)total * 4);
+    double* ref = malloc((size_t)total * 8);
+    float* mean = malloc((size_t)r * 4);
+    float* rstd = malloc((size_t)r * 4);
+    double* ref_mean = malloc((size_t)r * 8);
+    double* ref_rstd = malloc((size_t)r * 8);
+    for (int64_t i = 0; i < total; ++i) x[i] = tj_f32_to_bf16(frand(-2, 3));
+    for (int64_t i = 0; i < r; ++i) {
+      double s = 0, q = 0;
+      for (int64_t j = 0; j < l; ++j) s += tj_bf16_to_f32(x[i * l + j]);
+      double m = s / (double)l;
+      for (int64_t j = 0; j < l; ++j) {
+        double dd = tj_bf16_to_f32(x[i * l + j]) - m;
+        q += dd * dd;
+      }
+      double rs = 1.0 / sqrt(q / (double)l + 1e-5);
+      ref_mean[i] = m;
+      ref_rstd[i] = rs;
+      for (int64_t j = 0; j < l; ++j)
+        ref[i * l + j] = bf16_round((tj_bf16_to_f32(x[i * l + j]) - m) * rs);
+    }
+    tj_cu_deviceptr_t d[4] = {
+        upload(x, (size_t)total * 2), device_zeros((size_t)total * 2),
+        device_zeros((size_t)r * 4), device_zeros((size_t)r * 4)};
+    if (launch(&c, d, sizes[t])) {
+      download(y, d[1], (size_t)total * 2);
+      download(mean, d[2], (size_t)r * 4);
+      download(rstd, d[3], (size_t)r * 4);
+      for (int64_t i = 0; i < total; ++i) got[i] = tj_bf16_to_f32(y[i]);
+      CHECK_EQ_INT(0, count_bad("layernorm", got, ref, total, 1.6e-2, 1e-2));
+      CHECK_EQ_INT(0, count_bad("mean", mean, ref_mean, r, 1e-5, 1e-6));
+      CHECK_EQ_INT(0, count_bad("rstd", rstd, ref_rstd, r, 1e-5, 0));
+    }
+    for (int i = 0; i < 4; ++i) release(d[i]);
+    free(x), free(y), free(got), free(ref), free(mean), free(rstd);
+    free(ref_mean), free(ref_rstd);
+  }
+  release_compiled(&c);
+}
+
+TEST(argmax) {
+  compiled_t c = compile(SAMPLE_ARGMAX);
+  int64_t sizes[][2] = {{50, 333}, {4, 5000}, {3, 0}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t r = sizes[t][0], l = sizes[t][1], total = r * l;
+    float* x = malloc((size_t)(total ? total : 1) * 4);
+    int64_t* idx = malloc((size_t)r * 8);
+    int64_t* want = malloc((size_t)r * 8);
+    for (int64_t i = 0; i < total; ++i)
+      x[i] = (float)(int)frand(0, 20);  // ties
+    if (l > 10) {
+      x[1 * l + 7] = NAN;  // the first NaN wins
+      x[1 * l + 9] = NAN;
+      for (int64_t j = 0; j < l; ++j) x[2 * l + j] = -INFINITY;
+    }
+    for (int64_t i = 0; i < r; ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < l; ++j) {
+        float v = x[i * l + j], bv = x[i * l + best];
+        if (isnan(bv)) break;
+        if (isnan(v) || v > bv) best = j;
+      }
+      want[i] = best;
+    }
+    tj_cu_deviceptr_t d[2] = {upload(x, (size_t)(total ? total : 1) * 4),
+                              device_zeros((size_t)r * 8)};
+    if (launch(&c, d, sizes[t])) {
+      download(idx, d[1], (size_t)r * 8);
+      int bad = 0;
+      for (int64_t i = 0; i < r; ++i) {
+        if (idx[i] != want[i] && bad++ < 5)
+          fprintf(stderr, "  argmax row %lld: got %lld, want %lld\n",
+                  (long long)i, (long long)idx[i], (long long)want[i]);
+      }
+      CHECK_EQ_INT(0, bad);
+    }
+    release(d[0]), release(d[1]);
+    free(x), free(idx), free(want);
+  }
+  release_compiled(&c);
+}
+
+//===--- GEMM ---===//
+
+// Checks |n_check| outputs (all when 0) of C[m, n] against |ref_at|.
+typedef double (*ref_fn)(void* ctx, int64_t i, int64_t j);
+
+static int check_gemm_out(const char* what, const float* got, int64_t m,
+                          int64_t n, int64_t n_check, ref_fn ref, void* ctx,
+                          double rtol, double atol) {
+  int bad = 0;
+  int64_t count = n_check ? n_check : m * n;
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t i = n_check ? (int64_t)urand((uint64_t)m) : t / n;
+    int64_t j = n_check ? (int64_t)urand((uint64_t)n) : t % n;
+    double want = ref(ctx, i, j);
+    double g = got[i * n + j];
+    if (!(fabs(g - want) <= atol + rtol * fabs(want)) && bad++ < 5)
+      fprintf(stderr, "  %s[%lld, %lld]: got %.7g, want %.7g\n", what,
+              (long long)i, (long long)j, g, want);
+  }
+  return bad;
+}
+
+typedef struct gemm_case_t {
+  int64_t m, n, k;
+  const float *x, *w, *b, *r;  // as floats (bf16/f16 inputs widened)
+  bool gelu, relu;
+} gemm_case_t;
+
+static double dot(const gemm_case_t* g, int64_t i, int64_t j) {
+  double s = 0;
+  for (int64_t q = 0; q < g->k; ++q)
+    s += (double)g->x[i * g->k + q] * (double)g->w[q * g->n + j];
+  return s;
+}
+
+static double ref_f32(void* ctx, int64_t i, int64_t j) {
+  const gemm_case_t* g = ctx;
+  double v = dot(g, i, j) + g->b[j];
+  return v > 0 ? v : 0;
+}
+
+static double ref_bf16(void* ctx, int64_t i, int64_t j) {
+  const gemm_case_t* g = ctx;
+  return bf16_round(gelu_tanh(dot(g, i, j) + g->b[j]));
+}
+
+TEST(gemm_f32) {
+  compiled_t c = compile(SAMPLE_GEMM_F32);
+  int64_t sizes[][3] = {
+      {1000, 300, 77}, {256, 256, 256}, {1, 1, 1}, {130, 5, 0}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t m = sizes[t][0], n = sizes[t][1], kk = sizes[t][2];
+    float* x = malloc((size_t)(m * kk + 1) * 4);
+    float* w = malloc((size_t)(kk * n + 1) * 4);
+    float* b = malloc((size_t)n * 4);
+    float* y = malloc((size_t)(m * n) * 4);
+    for (int64_t i = 0; i < m * kk; ++i) x[i] = frand(-1, 1);
+    for (int64_t i = 0; i < kk * n; ++i) w[i] = frand(-1, 1);
+    for (int64_t i = 0; i < n; ++i) b[i] = frand(-1, 1);
+    tj_cu_deviceptr_t d[4] = {upload(x, (size_t)(m * kk + 1) * 4),
+                              upload(w, (size_t)(kk * n + 1) * 4),
+                              upload(b, (size_t)n * 4),
+                              device_zeros((size_t)(m * n) * 4)};
+    if (launch(&c, d, sizes[t])) {
+      download(y, d[3], (size_t)(m * n) * 4);
+      gemm_case_t g = {m, n, kk, x, w, b, NULL, false, true};
+      CHECK_EQ_INT(0, check_gemm_out("gemm_f32", y, m, n, 0, ref_f32, &g, 1e-5,
+                                     1e-5 * (double)(kk + 1)));
+    }
+    for (int i = 0; i < 4; ++i) release(d[i]);
+    free(x), free(w), free(b), free(y);
+  }
+  release_compiled(&c);
+}
+
+static void gemm_bf16_gelu_bias(const tj_nvptx_options_t* options) {
+  compiled_t c = compile_with(SAMPLE_GEMM_BF16, options);
+  // Partial tiles and a K tail; a bigger one; the capstone's shape
+  // (checked on a sample of outputs).
+  int64_t sizes[][3] = {{1000, 264, 72}, {512, 512, 1024}, {2048, 4096, 1024}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
+    int64_t m = sizes[t][0], n = sizes[t][1], kk = sizes[t][2];
+    uint16_t* xb = malloc((size_t)(m * kk) * 2);
+    uint16_t* wb = malloc((size_t)(kk * n) * 2);
+    uint16_t* bb = malloc((size_t)n * 2);
+    uint16_t* yb = malloc((size_t)(m * n) * 2);
+    float* x = malloc((size_t)(m * kk) * 4);
+    float* w = malloc((size_t)(kk * n) * 4);
+    float* b = malloc((size_t)n * 4);
+    float* y = malloc((size_t)(m * n) * 4);
+    for (int64_t i = 0; i < m * kk; ++i) {
+      xb[i] = tj_f32_to_bf16(frand(-1, 1));
+      x[i] = tj_bf16_to_f32(xb[i]);
+    }
+    for (int64_t i = 0; i < kk * n; ++i) {
+      wb[i] = tj_f32_to_bf16(frand(-1, 1) * 0.1f);
+      w[i] = tj_bf16_to_f32(wb[i]);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      bb[i] = tj_f32_to_bf16(frand(-1, 1));
+      b[i] = tj_bf16_to_f32(bb[i]);
+    }
+    tj_cu_deviceptr_t d[4] = {
+        upload(xb, (size_t)(m * kk) * 2), upload(wb, (size_t)(kk * n) * 2),
+        upload(bb, (size_t)n * 2), device_zeros((size_t)(m * n) * 2)};
+    if (launch(&c, d, sizes[t])) {
+      download(yb, d[3], (size_t)(m * n) * 2);
+      for (int64_t i = 0; i < m * n; ++i) y[i] = tj_bf16_to_f32(yb[i]);
+      gemm_case_t g = {m, n, kk, x, w, b, NULL, true, false};
+      int64_t sample = m * n > 300000 ? 20000 : 0;
+      CHECK_EQ_INT(0, check_gemm_out("gemm_bf16", y, m, n, sample, ref_bf16, &g,
+                                     1.6e-2, 1e-2));
+    }
+    for (int i = 0; i < 4; ++i) release(d[i]);
+    free(xb), free(wb), free(bb), free(yb), free(x), free(w), free(b), free(y);
+  }
+  release_compiled(&c);
+}
+
+TEST(gemm_bf16_gelu_bias) {
+  gemm_bf16_gelu_bias(NULL);
+  // The other k-tile and ring depths.
+  tj_nvptx_options_t bk64 = {64, 3}, two = {32, 2};
+  gemm_bf16_gelu_bias(&bk64);
+  gemm_bf16_gelu_bias(&two);
+}
+
+typedef struct batched_t {
+  gemm_case_t g[2];
+} batched_t;
+
+static double ref_batched(void* ctx, int64_t i, int64_t j) {
+  // Rows 0..m-1 batch 0, m..2m-1 batch 1 (the output is [2, m, n]).
+  const batched_t* bt = ctx;
+  int64_t m = bt->g[0].m;
+  const gemm_case_t* g = &bt->g[i >= m ? 1 : 0];
+  int64_t ii = i % m;
+  return dot(g, ii, j) + g->r[ii * g->n + j];
+}
+
+TEST(gemm_f16_batched_residual) {
+  compiled_t c = compile(SAMPLE_GEMM_F16_BATCHED);
+  int64_t m = 300, n = 136, kk = 200;
+  uint16_t* xh = malloc((size_t)(2 * m * kk) * 2);
+  uint16_t* wh = malloc((size_t)(kk * n) * 2);
+  float* x = malloc((size_t)(2 * m * kk) * 4);
+  float* w = malloc((size_t)(kk * n) * 4);
+  float* r = malloc((size_t)(2 * m * n) * 4);
+  float* y = malloc((size_t)(2 * m * n) * 4);
+  for (int64_t i = 0; i < 2 * m * kk; ++i) {
+    xh[i] = tj_f32_to_f16(frand(-1, 1));
+    x[i] = tj_f16_to_f32(xh[i]);
+  }
+  for (int64_t i = 0; i < kk * n; ++i) {
+    wh[i] = tj_f32_to_f16(frand(-1, 1));
+    w[i] = tj_f16_to_f32(wh[i]);
+  }
+  for (int64_t i = 0; i < 2 * m * n; ++i) r[i] = frand(-5, 5);
+  tj_cu_deviceptr_t d[4] = {upload(xh, (size_t)(2 * m * kk) * 2),
+                            upload(wh, (size_t)(kk * n) * 2),
+                            upload(r, (size_t)(2 * m * n) * 4),
+                            device_zeros((size_t)(2 * m * n) * 4)};
+  int64_t scalars[5] = {m, n, kk, m * kk, m * n};
+  if (launch(&c, d, scalars)) {
+    download(y, d[3], (size_t)(2 * m * n) * 4);
+    batched_t bt = {{{m, n, kk, x, w, NULL, r, false, false},
+                     {m, n, kk, x + m * kk, w, NULL, r + m * n, false, false}}};
+    CHECK_EQ_INT(0, check_gemm_out("gemm_f16", y, 2 * m, n, 0, ref_batched, &bt,
+                                   1e-5, 1e-4));
+  }
+  for (int i = 0; i < 4; ++i) release(d[i]);
+  free(xh), free(wh), free(x), free(w), free(r), free(y);
+  release_compiled(&c);
+}
+
+int main(void) {
+  g_device = tj_test_open_device_or_skip();
+  const char* arch_name = tj_cuda_device_arch_name(g_device);
+  tj_nvptx_arch_t arch;
+  if (!arch_name || !tj_nvptx_arch_from_name(arch_name, &arch)) {
+    printf("# skipped: %s is older than sm_80\n", g_device->name);
+    tj_cuda_device_destroy(g_device);
+    return TJ_TEST_EXIT_SKIP;
+  }
+  CHECK_OK(tj_nvptx_target_create(tj_allocator_system(), arch, &g_target));
+  printf("# compiling for %s\n", arch_name);
+  RUN_TEST(gelu_bias);
+  RUN_TEST(bf16_map);
+  RUN_TEST(transposed);
+  RUN_TEST(softmax);
+  RUN_TEST(layernorm_bf16);
+  RUN_TEST(argmax);
+  RUN_TEST(gemm_f32);
+  RUN_TEST(gemm_bf16_gelu_bias);
+  RUN_TEST(gemm_f16_batched_residual);
+  tj_nvptx_target_destroy(g_target);
+  tj_cuda_device_destroy(g_device);
+  TEST_MAIN_END();
+}

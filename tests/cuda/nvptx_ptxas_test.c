@@ -1,0 +1,285 @@
+// Every NVPTX kernel template, for every supported arch, through LLVM and
+// then NVIDIA's ptxas (the assembler the driver runs): PTX that ptxas
+// rejects would only fail on a user's GPU. Also checks that the expected
+// instructions appear (128-bit accesses, shuffles, mma.sync, ldmatrix,
+// cp.async) and reports registers and spills per kernel.
+//
+// Usage: nvptx_ptxas_test PTXAS. Exits 77 (skipped) when PTXAS is empty or
+// missing. Set TJ_DUMP_PTX=dir to keep the PTX files.
+
+#include <unistd.h>
+
+#include "jit/emit_nvptx.h"
+#include "tests/cuda/nvptx_samples.h"
+#include "tests/unit/test.h"
+
+static const char* g_ptxas;
+static char g_dir[256];
+
+// The instructions sample |s| must contain.
+static const char* const kExpected[SAMPLE_COUNT_][4] = {
+    [SAMPLE_GELU_BIAS] = {"ld.global.v4.f32", "st.global.v4.f32"},
+    [SAMPLE_BF16_MAP] = {"ld.global.v4.b32", "st.global.v4.b32"},
+    [SAMPLE_TRANSPOSED] = {"ld.global.f32"},
+    [SAMPLE_SOFTMAX] = {"shfl.sync.bfly.b32", "bar.sync", "ld.global.v4.f32"},
+    [SAMPLE_LAYERNORM_BF16] = {"shfl.sync.bfly.b32", "sqrt.rn.f32"},
+    [SAMPLE_ARGMAX] = {"shfl.sync.bfly.b32"},
+    [SAMPLE_GEMM_F32] = {"cp.async.ca.shared.global", "fma.rn.f32"},
+    [SAMPLE_GEMM_BF16] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                          "cp.async.cg.shared.global", "st.global.v4.b32"},
+    [SAMPLE_GEMM_F16_BATCHED] =
+        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+         "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
+};
+
+// Runs ptxas on |ptx|; returns its exit status and prints its -v report.
+static int run_ptxas(const char* arch, const char* name, const char* ptx) {
+  char path[512], cmd[1200], log[512];
+  snprintf(path, sizeof(path), "%s/%s.%s.ptx", g_dir, name, arch);
+  snprintf(log, sizeof(log), "%s/%s.%s.log", g_dir, name, arch);
+  FILE* f = fopen(path, "w");
+  if (!f) return -1;
+  fputs(ptx, f);
+  fclose(f);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=%s -v --warning-as-error -o /dev/null '%s' > '%s' 2>&1",
+           g_ptxas, arch, path, log);
+  int rc = system(cmd);
+  f = fopen(log, "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+      if (strstr(line, "registers") || strstr(line, "spill") ||
+          strstr(line, "rror") || strstr(line, "arning"))
+        printf("#   %s", line);
+    }
+    fclose(f);
+  }
+  return rc;
+}
+
+static void check_sample(tj_nvptx_target_t* target, sample_t s,
+                         const tj_nvptx_options_t* options) {
+  tj_nvptx_arch_t arch = tj_nvptx_target_arch(target);
+  const char* arch_name = tj_nvptx_arch_name(arch);
+  tj_kir_t* k = NULL;
+  CHECK_OK(sample_build(tj_allocator_system(), s, &k));
+  if (!k) return;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef module = tj_nvptx_module_create(target, ctx, kSampleNames[s]);
+  tj_nvptx_kernel_t info;
+  tj_status_t status = tj_nvptx_emit_kernel(module, arch, k, options, &info);
+  CHECK_OK(tj_status_clone(status));
+  char* ptx = NULL;
+  if (!status) {
+    CHECK_OK(tj_nvptx_compile(target, module, tj_allocator_system(), &ptx));
+  } else {
+    tj_status_free(status);
+    LLVMDisposeModule(module);
+  }
+  if (ptx) {
+    CHECK_CONTAINS(ptx, ".entry tj_kernel_");
+    for (int i = 0; i < 4 && kExpected[s][i]; ++i)
+      CHECK_CONTAINS(ptx, kExpected[s][i]);
+    char name[96];
+    snprintf(name, sizeof(name), "%s%s", kSampleNames[s],
+             options ? (options->gemm_tile_k == 32 ? "_bk32" : "_bk64") : "");
+    printf("# %s %s: %zu bytes of PTX\n", name, arch_name, strlen(ptx));
+    CHECK_EQ_INT(0, run_ptxas(arch_name, name, ptx));
+    tj_free_string(tj_allocator_system(), ptx);
+  }
+  LLVMContextDispose(ctx);
+  tj_kir_destroy(k);
+}
+
+TEST(every_sample_every_arch) {
+  for (int a = 0; a < TJ_NVPTX_ARCH_COUNT_; ++a) {
+    tj_nvptx_target_t* target = NULL;
+    CHECK_OK(tj_nvptx_target_create(tj_allocator_system(), (tj_nvptx_arch_t)a,
+                                    &target));
+    if (!target) continue;
+    for (int s = 0; s < SAMPLE_COUNT_; ++s)
+      check_sample(target, (sample_t)s, NULL);
+    // The other tensor-core schedules the autotuner may pick.
+    static const tj_nvptx_options_t variants[] = {{32, 3}, {64, 3}};
+    for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
+      check_sample(target, SAMPLE_GEMM_BF16, &variants[v]);
+      check_sample(target, SAMPLE_GEMM_F16_BATCHED, &variants[v]);
+    }
+    tj_nvptx_target_destroy(target);
+  }
+}
+
+TEST(arch_names) {
+  tj_nvptx_arch_t arch;
+  CHECK(tj_nvptx_arch_from_name("sm_90a", &arch) && arch == TJ_NVPTX_SM_90A);
+  CHECK(tj_nvptx_arch_from_name("sm_80", &arch) && arch == TJ_NVPTX_SM_80);
+  CHECK(!tj_nvptx_arch_from_name("sm_100a", &arch));
+  CHECK_STREQ("sm_90a", tj_nvptx_arch_name(TJ_NVPTX_SM_90A));
+  tj_nvptx_target_t* target = (tj_nvptx_target_t*)1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "unknown arch",
+               tj_nvptx_target_create(tj_allocator_system(), (tj_nvptx_arch_t)7,
+                                      &target));
+  CHECK(target == NULL);
+}
+
+TEST(bad_options) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k));
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(
+      tj_nvptx_target_create(tj_allocator_system(), TJ_NVPTX_SM_80, &target));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef module = tj_nvptx_module_create(target, ctx, "m");
+  tj_nvptx_kernel_t info;
+  tj_nvptx_options_t bk = {48, 0}, stages = {0, 9};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_k 48",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &bk, &info));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_stages 9",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &stages, &info));
+  CHECK(LLVMGetFirstFunction(module) == NULL);
+  LLVMDisposeModule(module);
+  LLVMContextDispose(ctx);
+  tj_nvptx_target_destroy(target);
+  tj_kir_destroy(k);
+}
+
+TEST(unsupported_kernels_are_refused) {
+  // f64 tanh comes from libm on x86; there is none on the GPU.
+  tj_kir_t* k = NULL;
+  CHECK_OK(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "tanh64", &k));
+  tj_kir_ival_t dims[1] = {tj_kir_constant(64)};
+  tj_kir_set_space(k, 1, dims);
+  tj_kir_ival_t s[1] = {tj_kir_constant(1)};
+  uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F64, TJ_KIR_INPUT, s);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F64, TJ_KIR_OUTPUT, s);
+  tj_kir_store(k, y, tj_kir_unary(k, TJ_OP_TANH, tj_kir_load(k, x)));
+  CHECK_OK(tj_kir_finalize(k));
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(
+      tj_nvptx_target_create(tj_allocator_system(), TJ_NVPTX_SM_80, &target));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef module = tj_nvptx_module_create(target, ctx, "m");
+  tj_nvptx_kernel_t info;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "f64 tanh",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, NULL, &info));
+  tj_kir_destroy(k);
+  // A bf16 gemm whose B is not contiguous along n.
+  k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "gemm_nt", &k));
+  tj_kir_ival_t d2[2] = {tj_kir_constant(64), tj_kir_constant(64)};
+  tj_kir_set_space(k, 2, d2);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, tj_kir_constant(64), &sched);
+  tj_kir_ival_t sa[2] = {tj_kir_constant(64), tj_kir_constant(1)};
+  tj_kir_ival_t sb[2] = {tj_kir_constant(1), tj_kir_constant(64)};
+  tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sb);
+  uint32_t o = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sa);
+  tj_kir_store(k, o, tj_kir_acc(k));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "contiguous",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, NULL, &info));
+  tj_kir_destroy(k);
+  // Nothing half-emitted stays in the module.
+  CHECK(LLVMGetFirstFunction(module) == NULL ||
+        LLVMGetNamedFunction(module, "tj_kernel_gemm_nt") == NULL);
+  LLVMDisposeModule(module);
+  LLVMContextDispose(ctx);
+  tj_nvptx_target_destroy(target);
+}
+
+TEST(launch_configs) {
+  tj_kir_t* k = NULL;
+  tj_nvptx_kernel_t info;
+  tj_nvptx_launch_t launch;
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(
+      tj_nvptx_target_create(tj_allocator_system(), TJ_NVPTX_SM_90A, &target));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef module = tj_nvptx_module_create(target, ctx, "m");
+  // Pointwise: [B, N] with 16-byte steps of 4 f32.
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GELU_BIAS, &k));
+  CHECK_OK(tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, NULL, &info));
+  CHECK_EQ_INT(4, info.vector_lanes);
+  int64_t wide[2] = {3, 4096};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, wide, 132, &launch));
+  CHECK_EQ_INT(256, launch.block[0] * launch.block[1]);
+  CHECK_EQ_INT(256, launch.block[0]);
+  CHECK_EQ_INT(4, launch.grid[0]);
+  CHECK_EQ_INT(3, launch.grid[1]);
+  int64_t narrow[2] = {1000, 6};  // 2 steps a row: 2 x 128 threads
+  CHECK_OK(tj_nvptx_launch_config(k, &info, narrow, 132, &launch));
+  CHECK_EQ_INT(2, launch.block[0]);
+  CHECK_EQ_INT(128, launch.block[1]);
+  CHECK_EQ_INT(8, launch.grid[1]);
+  int64_t none[2] = {0, 6};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &launch));
+  CHECK(launch.empty);
+  int64_t negative[2] = {-1, 6};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "dim 0 is -1",
+               tj_nvptx_launch_config(k, &info, negative, 132, &launch));
+  tj_kir_destroy(k);
+  // Row reduce: at least a warp per row.
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_SOFTMAX, &k));
+  CHECK_OK(tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, NULL, &info));
+  int64_t small_rows[2] = {100000, 10};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, small_rows, 132, &launch));
+  CHECK_EQ_INT(32, launch.block[0]);
+  CHECK_EQ_INT(8, launch.block[1]);
+  CHECK_EQ_INT(132 * 32, launch.grid[0]);
+  tj_kir_destroy(k);
+  // GEMM: 128x128 tiles, 16-byte operand rows for the tensor cores.
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k));
+  CHECK_OK(tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, NULL, &info));
+  CHECK(info.tensor_cores);
+  int64_t mnk[3] = {1000, 304, 64};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, mnk, 132, &launch));
+  CHECK_EQ_INT(8 * 3, launch.grid[0]);
+  CHECK_EQ_INT(256, launch.block[0]);
+  CHECK(launch.shared_bytes > 48 * 1024);
+  int64_t odd_k[3] = {64, 64, 60};  // A rows of 60 bf16: not 16-byte aligned
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "multiples of 8",
+               tj_nvptx_launch_config(k, &info, odd_k, 132, &launch));
+  uint64_t ptrs[4] = {0x1000, 0x2008, 0x3000, 0x4000};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "16-byte aligned",
+               tj_nvptx_gemm_check_pointers(k, &info, ptrs));
+  ptrs[1] = 0x2010;
+  CHECK_OK(tj_nvptx_gemm_check_pointers(k, &info, ptrs));
+  tj_kir_destroy(k);
+  LLVMDisposeModule(module);
+  LLVMContextDispose(ctx);
+  tj_nvptx_target_destroy(target);
+}
+
+int main(int argc, char** argv) {
+  g_ptxas = argc > 1 ? argv[1] : "";
+  RUN_TEST(arch_names);
+  RUN_TEST(unsupported_kernels_are_refused);
+  RUN_TEST(bad_options);
+  RUN_TEST(launch_configs);
+  if (!g_ptxas[0] || access(g_ptxas, X_OK) != 0) {
+    printf("# ptxas not found: PTX not assembled\n");
+    if (g_test_failures) TEST_MAIN_END();
+    return 77;
+  }
+  const char* dump = getenv("TJ_DUMP_PTX");
+  if (dump && dump[0]) {
+    snprintf(g_dir, sizeof(g_dir), "%s", dump);
+  } else {
+    snprintf(g_dir, sizeof(g_dir), "/tmp/tj-ptxas-XXXXXX");
+    if (!mkdtemp(g_dir)) {
+      perror("mkdtemp");
+      return 1;
+    }
+  }
+  RUN_TEST(every_sample_every_arch);
+  if (!dump || !dump[0]) {
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+  }
+  TEST_MAIN_END();
+}

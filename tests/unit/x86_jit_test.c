@@ -1,0 +1,383 @@
+// jit/x86_jit.c: object bytes round trip (compile -> bytes -> load into a
+// fresh JIT -> same results), cold and warm timings (printed, not
+// asserted), one object loaded twice, several kernels per module, bad
+// objects, IR and assembly dumps, target key, stats, concurrent compiles,
+// and an OOM sweep over the JIT's own allocations.
+
+#include <pthread.h>
+
+#include "tests/unit/x86_test_util.h"
+
+// gelu(x @ w + b), tanh form, with runtime M: the capstone kernel.
+static tj_kir_t* build_capstone(tj_allocator_t a, const char* name,
+                                int64_t n, int64_t kk) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
+  if (!k) return NULL;
+  uint32_t M = tj_kir_add_param(k, "M");
+  tj_kir_ival_t dims[2] = {tj_kir_runtime(M), tj_kir_constant(n)};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_ival_t sa[2] = {tj_kir_constant(kk), tj_kir_constant(1)};
+  tj_kir_ival_t sw[2] = {tj_kir_constant(n), tj_kir_constant(1)};
+  tj_kir_ival_t sb[2] = {tj_kir_constant(0), tj_kir_constant(1)};
+  tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", TJ_DTYPE_F32, TJ_KIR_GEMM_B, sw);
+  uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_F32, TJ_KIR_INPUT, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sw);
+  tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
+  uint32_t acc = tj_kir_acc(k);
+  uint32_t v = tj_kir_binary(k, TJ_OP_ADD, acc, tj_kir_load(k, b));
+  uint32_t v3 = tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
+  uint32_t in = tj_kir_binary(
+      k, TJ_OP_ADD, v,
+      tj_kir_binary(k, TJ_OP_MUL, v3,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
+  uint32_t t = tj_kir_unary(
+      k, TJ_OP_TANH,
+      tj_kir_binary(k, TJ_OP_MUL, in,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
+  uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
+                             tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  tj_kir_store(k, y, tj_kir_binary(
+                         k, TJ_OP_MUL, h,
+                         tj_kir_binary(k, TJ_OP_ADD, t,
+                                       tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+  tj_status_t s = tj_kir_finalize(k);
+  if (s) {
+    CHECK_OK(s);
+    tj_kir_destroy(k);
+    return NULL;
+  }
+  return k;
+}
+
+static tj_kir_t* build_softplus(const char* name) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, name, &k));
+  uint32_t n = tj_kir_add_param(k, "N");
+  tj_kir_ival_t dims[1] = {tj_kir_runtime(n)};
+  tj_kir_set_space(k, 1, dims);
+  uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, kUnit);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, kUnit);
+  uint32_t e = tj_kir_unary(k, TJ_OP_EXP, tj_kir_load(k, x));
+  tj_kir_store(k, y, tj_kir_unary(
+                         k, TJ_OP_LOG,
+                         tj_kir_binary(k, TJ_OP_ADD, e,
+                                       tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+  CHECK_OK(tj_kir_finalize(k));
+  return k;
+}
+
+typedef struct capstone_data_t {
+  int64_t m, n, kk;
+  float *x, *w, *b;
+} capstone_data_t;
+
+static void capstone_data(capstone_data_t* d, int64_t m, int64_t n,
+                          int64_t kk) {
+  d->m = m;
+  d->n = n;
+  d->kk = kk;
+  d->x = malloc((size_t)(m * kk) * 4);
+  d->w = malloc((size_t)(kk * n) * 4);
+  d->b = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < m * kk; ++i) d->x[i] = (float)rng_uniform(-1, 1);
+  for (int64_t i = 0; i < kk * n; ++i) d->w[i] = (float)rng_uniform(-0.1, 0.1);
+  for (int64_t i = 0; i < n; ++i) d->b[i] = (float)rng_uniform(-1, 1);
+}
+
+static void capstone_free(capstone_data_t* d) {
+  free(d->x);
+  free(d->w);
+  free(d->b);
+}
+
+static float* run_capstone(const tj_x86_jit_t* jit, const tj_kir_t* k,
+                           tj_kir_fn_t fn, const capstone_data_t* d) {
+  float* y = calloc((size_t)(d->m * d->n), 4);
+  void* bufs[4] = {d->x, d->w, d->b, y};
+  int64_t scalars[1] = {d->m};
+  run_kernel(jit, k, fn, bufs, scalars, NULL);
+  return y;
+}
+
+// Cold: compile (emit, O3, codegen) + load + link; warm: bytes into a new
+// JIT (creation included), and into the existing one.
+TEST(object_round_trip_and_timings) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_t* jit1;
+  CHECK_OK(tj_x86_jit_create(a, NULL, &jit1));
+  tj_kir_t* k = build_capstone(a, "capstone", 4096, 1024);
+  tj_kir_t* sp = build_softplus("softplus");
+  const tj_kir_t* both[2] = {k, sp};
+  // The very first compile pays LLVM's one-time setup: measure it apart.
+  tj_x86_object_t warmup;
+  CHECK_OK(tj_x86_jit_compile(jit1, both + 1, 1, &warmup));
+  tj_x86_object_deinitialize(&warmup);
+
+  double t0 = now_ms();
+  tj_x86_object_t obj;
+  CHECK_OK(tj_x86_jit_compile(jit1, both, 2, &obj));
+  double t_compile = now_ms() - t0;
+  CHECK(obj.size > 64 && memcmp(obj.data, "\177ELF", 4) == 0);
+  t0 = now_ms();
+  tj_x86_module_t* m1;
+  CHECK_OK(tj_x86_jit_load(jit1, obj.data, obj.size, &m1));
+  tj_kir_fn_t f1 = NULL, g1 = NULL;
+  CHECK_OK(tj_x86_module_lookup(m1, "capstone", &f1));
+  CHECK_OK(tj_x86_module_lookup(m1, "softplus", &g1));
+  double t_link = now_ms() - t0;
+
+  // Warm, fresh JIT: what a second process does with a cached object.
+  t0 = now_ms();
+  tj_x86_jit_t* jit2;
+  CHECK_OK(tj_x86_jit_create(a, NULL, &jit2));
+  double t_jit = now_ms() - t0;
+  tj_x86_module_t* m2;
+  CHECK_OK(tj_x86_jit_load(jit2, obj.data, obj.size, &m2));
+  tj_kir_fn_t f2 = NULL;
+  CHECK_OK(tj_x86_module_lookup(m2, "capstone", &f2));
+  double t_warm_fresh = now_ms() - t0;
+  // Warm, existing JIT.
+  t0 = now_ms();
+  tj_x86_module_t* m3;
+  CHECK_OK(tj_x86_jit_load(jit1, obj.data, obj.size, &m3));
+  tj_kir_fn_t f3 = NULL;
+  CHECK_OK(tj_x86_module_lookup(m3, "capstone", &f3));
+  double t_warm = now_ms() - t0;
+  printf("# capstone gelu(x@w+b) + softplus module, %zu object bytes:\n",
+         obj.size);
+  printf("#   cold: compile %.2f ms + load/link %.2f ms\n", t_compile, t_link);
+  printf("#   warm, new JIT: %.3f ms (JIT creation %.3f ms)\n", t_warm_fresh,
+         t_jit);
+  printf("#   warm, existing JIT: %.3f ms\n", t_warm);
+
+  capstone_data_t d;
+  capstone_data(&d, 37, 4096, 1024);
+  float* y1 = run_capstone(jit1, k, f1, &d);
+  float* y2 = run_capstone(jit2, k, f2, &d);
+  float* y3 = run_capstone(jit1, k, f3, &d);
+  size_t bytes = (size_t)(d.m * d.n) * 4;
+  CHECK(memcmp(y1, y2, bytes) == 0);
+  CHECK(memcmp(y1, y3, bytes) == 0);
+  double worst = 0;
+  for (int t = 0; t < 64; ++t) {
+    int64_t mm = (int64_t)(rng_next() % 37), nn = (int64_t)(rng_next() % 4096);
+    double acc = d.b[nn];
+    for (int64_t q = 0; q < 1024; ++q) acc += (double)d.x[mm * 1024 + q] * d.w[q * 4096 + nn];
+    double g = 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+    worst = fmax(worst, fabs(g - y1[mm * 4096 + nn]));
+  }
+  CHECK(worst < 1e-4);
+  // Unloading one copy leaves the others working.
+  tj_x86_module_destroy(m3);
+  float* y4 = run_capstone(jit1, k, f1, &d);
+  CHECK(memcmp(y1, y4, bytes) == 0);
+  // The softplus kernel from the same object.
+  float xs[19], ys[19];
+  for (int i = 0; i < 19; ++i) xs[i] = (float)i - 9.0f;
+  void* bufs[2] = {xs, ys};
+  int64_t n19 = 19;
+  run_kernel(jit1, sp, g1, bufs, &n19, NULL);
+  for (int i = 0; i < 19; ++i) {
+    CHECK(fabs(ys[i] - log1p(exp(xs[i]))) < 1e-6 * (1 + fabs(xs[i])));
+  }
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(jit2, &st);
+  CHECK_EQ_INT(0, st.compiles);  // warm start: LLVM never compiled
+  CHECK_EQ_INT(1, st.loads);
+  tj_x86_jit_stats(jit1, &st);
+  CHECK_EQ_INT(2, st.compiles);
+  CHECK_EQ_INT(2, st.loads);
+  free(y1);
+  free(y2);
+  free(y3);
+  free(y4);
+  capstone_free(&d);
+  tj_x86_module_destroy(m1);
+  tj_x86_module_destroy(m2);
+  tj_x86_object_deinitialize(&obj);
+  tj_x86_object_deinitialize(&obj);  // idempotent
+  tj_kir_destroy(k);
+  tj_kir_destroy(sp);
+  tj_x86_jit_destroy(jit2);
+  tj_x86_jit_destroy(jit1);
+}
+
+TEST(bad_objects_and_names) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_t* jit;
+  CHECK_OK(tj_x86_jit_create(a, NULL, &jit));
+  tj_x86_module_t* m = NULL;
+  static const char junk[] = "definitely not an object file";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not an ELF object",
+               tj_x86_jit_load(jit, junk, sizeof(junk), &m));
+  CHECK(m == NULL);
+  tj_kir_t* k = build_softplus("softplus");
+  const tj_kir_t* ks[1] = {k};
+  tj_x86_object_t obj;
+  CHECK_OK(tj_x86_jit_compile(jit, ks, 1, &obj));
+  // A truncated object is refused (at load or at the first lookup), never
+  // a crash.
+  tj_status_t s = tj_x86_jit_load(jit, obj.data, obj.size / 3, &m);
+  if (!s) {
+    tj_kir_fn_t fn;
+    s = tj_x86_module_lookup(m, "softplus", &fn);
+    tj_x86_module_destroy(m);
+  }
+  CHECK_EQ_INT(TJ_STATUS_BACKEND_FAILURE, tj_status_code(s));
+  tj_status_free(s);
+  // Unknown kernel name.
+  CHECK_OK(tj_x86_jit_load(jit, obj.data, obj.size, &m));
+  tj_kir_fn_t fn = NULL;
+  CHECK_STATUS(TJ_STATUS_BACKEND_FAILURE, "@nothere",
+               tj_x86_module_lookup(m, "nothere", &fn));
+  CHECK(fn == NULL);
+  tj_x86_module_destroy(m);
+  // Two kernels with one name in a module.
+  const tj_kir_t* twice[2] = {k, k};
+  tj_x86_object_t o2;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "two kernels with this name",
+               tj_x86_jit_compile(jit, twice, 2, &o2));
+  CHECK(o2.data == NULL);
+  // A kernel that was never finalized.
+  tj_kir_t* raw = NULL;
+  CHECK_OK(tj_kir_create(a, TJ_KIR_POINTWISE, "raw", &raw));
+  const tj_kir_t* rk[1] = {raw};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not finalized",
+               tj_x86_jit_compile(jit, rk, 1, &o2));
+  tj_kir_destroy(raw);
+  tj_x86_object_deinitialize(&obj);
+  tj_kir_destroy(k);
+  tj_x86_jit_destroy(jit);
+}
+
+// The IR and assembly say what the kernel is: explicit <16 x float> math,
+// and on AVX-512 an FMA microkernel with broadcast memory operands.
+TEST(ir_and_asm) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_t* jit;
+  CHECK_OK(tj_x86_jit_create(a, NULL, &jit));
+  const char* key = tj_x86_jit_target_key(jit);
+  CHECK_CONTAINS(key, "llvm=19.");
+  CHECK_CONTAINS(key, "triple=x86_64");
+  CHECK_CONTAINS(key, "reloc=pic");
+  tj_kir_t* k = build_capstone(a, "capstone", 256, 64);
+  const tj_kir_t* ks[1] = {k};
+  char* ir = NULL;
+  CHECK_OK(tj_x86_jit_emit_ir(jit, ks, 1, false, &ir));
+  CHECK_CONTAINS(ir, "define void @tj_kernel_capstone(ptr");
+  CHECK_CONTAINS(ir, "define internal void @tj_ukernel_capstone(");
+  char* opt = NULL;
+  CHECK_OK(tj_x86_jit_emit_ir(jit, ks, 1, true, &opt));
+  CHECK_CONTAINS(opt, "@tj_kernel_capstone");
+  char* as = NULL;
+  CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+  if (tj_x86_jit_lanes(jit) == 16) {
+    CHECK_CONTAINS(ir, "<16 x float>");
+    CHECK_CONTAINS(ir, "llvm.fma.v16f32");
+    CHECK_CONTAINS(as, "vfmadd231ps");
+    CHECK_CONTAINS(as, "{1to16}");
+    CHECK_CONTAINS(as, "%zmm");
+  }
+  // The microkernel's K loop keeps its accumulators in registers: no
+  // stack traffic between the FMAs of one iteration.
+  const char* uk = strstr(as, "tj_ukernel_capstone:");
+  CHECK(uk != NULL);
+  if (uk) {
+    const char* end = strstr(uk, ".Lfunc_end");
+    int spills = 0;
+    for (const char* p = uk; end && p < end; ++p) {
+      if (strncmp(p, "(%rsp)", 6) == 0) ++spills;
+    }
+    CHECK(spills < 4);
+  }
+  tj_free_string(a, ir);
+  tj_free_string(a, opt);
+  tj_free_string(a, as);
+  tj_kir_destroy(k);
+  tj_x86_jit_destroy(jit);
+}
+
+typedef struct compile_job_t {
+  tj_x86_jit_t* jit;
+  int id;
+  bool ok;
+} compile_job_t;
+
+static void* compile_thread(void* arg) {
+  compile_job_t* job = arg;
+  char name[32];
+  snprintf(name, sizeof(name), "sp%d", job->id);
+  tj_kir_t* k = build_softplus(name);
+  compiled_t c;
+  job->ok = compile_kernel(job->jit, k, &c);
+  if (job->ok) {
+    float x[40], y[40];
+    for (int i = 0; i < 40; ++i) x[i] = (float)(i - 20) * 0.5f;
+    void* bufs[2] = {x, y};
+    int64_t n = 40;
+    run_kernel(job->jit, k, c.fn, bufs, &n, NULL);
+    for (int i = 0; i < 40; ++i) {
+      job->ok &= fabs(y[i] - log1p(exp(x[i]))) < 1e-5 * (1 + fabs(x[i]));
+    }
+    release_kernel(&c);
+  }
+  tj_kir_destroy(k);
+  return NULL;
+}
+
+// Compiles, loads and lookups from several threads on one JIT.
+TEST(concurrent_compiles) {
+  tj_x86_jit_t* jit;
+  CHECK_OK(tj_x86_jit_create(tj_allocator_system(), NULL, &jit));
+  pthread_t threads[4];
+  compile_job_t jobs[4];
+  for (int i = 0; i < 4; ++i) {
+    jobs[i] = (compile_job_t){jit, i, false};
+    pthread_create(&threads[i], NULL, compile_thread, &jobs[i]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(threads[i], NULL);
+    CHECK(jobs[i].ok);
+  }
+  tj_x86_jit_destroy(jit);
+}
+
+// Every failure of the JIT's own allocations (struct, strings, object
+// bytes, modules) is OUT_OF_MEMORY with nothing leaked.
+TEST(oom_sweep) {
+  tj_kir_t* k = build_softplus("softplus");
+  const tj_kir_t* ks[1] = {k};
+  for (long fail_at = 0;; ++fail_at) {
+    tj_test_allocator_t t;
+    tj_test_allocator_initialize(&t, fail_at);
+    tj_allocator_t a = tj_test_allocator_get(&t);
+    tj_x86_jit_t* jit = NULL;
+    tj_x86_module_t* m = NULL;
+    tj_x86_object_t obj = {a, NULL, 0};
+    tj_status_t s = tj_x86_jit_create(a, NULL, &jit);
+    if (!s) s = tj_x86_jit_compile(jit, ks, 1, &obj);
+    if (!s) s = tj_x86_jit_load(jit, obj.data, obj.size, &m);
+    tj_kir_fn_t fn = NULL;
+    if (!s) s = tj_x86_module_lookup(m, "softplus", &fn);
+    tj_x86_module_destroy(m);
+    tj_x86_object_deinitialize(&obj);
+    tj_x86_jit_destroy(jit);
+    CHECK_EQ_INT(0, t.live_blocks);
+    CHECK_EQ_INT(0, t.bad_frees);
+    if (!s) break;
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+    tj_status_free(s);
+  }
+  tj_kir_destroy(k);
+}
+
+int main(void) {
+  RUN_TEST(object_round_trip_and_timings);
+  RUN_TEST(bad_objects_and_names);
+  RUN_TEST(ir_and_asm);
+  RUN_TEST(concurrent_compiles);
+  RUN_TEST(oom_sweep);
+  TEST_MAIN_END();
+}
