@@ -81,6 +81,25 @@ tj_allocator_t tj_context_allocator(const tj_context_t* context);
 void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
                            const char* format, ...) TJ_PRINTF_LIKE(3, 4);
 
+// Per-context state owned by a layer above lib/ (the kernel cache of jit/,
+// the CUDA runtime): one slot per id, created on first use and destroyed
+// with the context, so lib/ needs no knowledge of what is stored.
+typedef enum tj_context_extension_e {
+  TJ_CONTEXT_EXTENSION_KERNEL_CACHE = 0,
+  TJ_CONTEXT_EXTENSION_COUNT_,
+} tj_context_extension_t;
+typedef tj_status_t (*tj_extension_create_fn)(tj_context_t* context,
+                                              void** out_state);
+typedef void (*tj_extension_destroy_fn)(void* state);
+// Returns slot |id|'s state in |*out_state|, calling |create| the first
+// time (thread-safe: exactly one creation wins). |destroy| is remembered
+// and called by tj_context_destroy.
+tj_status_t tj_context_extension(tj_context_t* context,
+                                 tj_context_extension_t id,
+                                 tj_extension_create_fn create,
+                                 tj_extension_destroy_fn destroy,
+                                 void** out_state);
+
 //===--- overflow-checked arithmetic ---===//
 
 static inline bool tj_mul_overflow_i64(int64_t a, int64_t b, int64_t* out) {

@@ -1,6 +1,7 @@
 // tj_context_t: the allocator and diagnostic channel shared by a host's
 // graphs and executables; plus version and dtype facts.
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,9 @@ struct tj_context_t {
   tj_allocator_t allocator;
   tj_diagnostic_fn diagnostic_fn;
   void* diagnostic_user_data;
+  pthread_mutex_t extension_mutex;
+  void* extension_state[TJ_CONTEXT_EXTENSION_COUNT_];
+  tj_extension_destroy_fn extension_destroy[TJ_CONTEXT_EXTENSION_COUNT_];
 };
 
 uint32_t tj_version_number(void) { return TJ_VERSION_NUMBER; }
@@ -48,8 +52,12 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   if (!options) options = &defaults;
   tj_allocator_t allocator = options->allocator;
   if (!allocator.fn) allocator = tj_allocator_system();
-  tj_context_t* context = tj_alloc(allocator, sizeof(*context));
+  tj_context_t* context = tj_calloc(allocator, 1, sizeof(*context));
   if (!context) return tj_status_oom();
+  if (pthread_mutex_init(&context->extension_mutex, NULL) != 0) {
+    tj_free(allocator, context, sizeof(*context));
+    return tj_internal("tj_context_create: pthread_mutex_init failed");
+  }
   context->allocator = allocator;
   context->diagnostic_fn = options->diagnostic_fn;
   context->diagnostic_user_data = options->diagnostic_user_data;
@@ -59,7 +67,38 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
 
 void tj_context_destroy(tj_context_t* context) {
   if (!context) return;
+  // Later layers may depend on earlier ones: destroy in reverse order.
+  for (int i = TJ_CONTEXT_EXTENSION_COUNT_; i-- > 0;) {
+    if (context->extension_state[i]) {
+      context->extension_destroy[i](context->extension_state[i]);
+    }
+  }
+  pthread_mutex_destroy(&context->extension_mutex);
   tj_free(context->allocator, context, sizeof(*context));
+}
+
+tj_status_t tj_context_extension(tj_context_t* context,
+                                 tj_context_extension_t id,
+                                 tj_extension_create_fn create,
+                                 tj_extension_destroy_fn destroy,
+                                 void** out_state) {
+  *out_state = NULL;
+  if ((unsigned)id >= TJ_CONTEXT_EXTENSION_COUNT_) {
+    return tj_internal("tj_context_extension: bad slot %d", (int)id);
+  }
+  tj_status_t status = NULL;
+  pthread_mutex_lock(&context->extension_mutex);
+  if (!context->extension_state[id]) {
+    void* state = NULL;
+    status = create(context, &state);
+    if (!status) {
+      context->extension_state[id] = state;
+      context->extension_destroy[id] = destroy;
+    }
+  }
+  *out_state = context->extension_state[id];
+  pthread_mutex_unlock(&context->extension_mutex);
+  return status;
 }
 
 void tj_context_free_string(tj_context_t* context, char* string) {

@@ -7,7 +7,7 @@ set -euo pipefail
 need_apt=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for pkg in meson ninja-build pkg-config llvm-19-dev llvm-19-tools libffi-dev \
-           libopenblas-dev gcc g++ python3; do
+           libopenblas-dev libxxhash-dev gcc g++ python3; do
   have_pkg "$pkg" || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

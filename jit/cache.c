@@ -1,0 +1,359 @@
+// The kernel cache (see cache.h): hashing, the per-context memory cache and
+// the disk cache.
+
+#include "jit/cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// xxHash as a header-only library: no link dependency, so the library loads
+// on machines without libxxhash (the GPU machine among them).
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+//===--- keys ---===//
+
+_Static_assert(sizeof(XXH3_state_t) <= sizeof(((tj_cache_hasher_t*)0)->state),
+               "tj_cache_hasher_t too small for XXH3_state_t");
+
+static XXH3_state_t* hasher_state(tj_cache_hasher_t* hasher) {
+  // The struct is 8-aligned; XXH3_state_t wants 64. Align inside the buffer.
+  uintptr_t p = (uintptr_t)hasher->state;
+  return (XXH3_state_t*)((p + 63) & ~(uintptr_t)63);
+}
+
+void tj_cache_hasher_initialize(tj_cache_hasher_t* hasher) {
+  XXH3_128bits_reset(hasher_state(hasher));
+}
+
+void tj_cache_hasher_update(tj_cache_hasher_t* hasher, const void* data,
+                            size_t size) {
+  uint64_t length = size;
+  XXH3_128bits_update(hasher_state(hasher), &length, sizeof(length));
+  if (size) XXH3_128bits_update(hasher_state(hasher), data, size);
+}
+
+void tj_cache_hasher_update_string(tj_cache_hasher_t* hasher, const char* s) {
+  tj_cache_hasher_update(hasher, s, strlen(s));
+}
+
+tj_cache_key_t tj_cache_hasher_finalize(tj_cache_hasher_t* hasher) {
+  XXH128_hash_t h = XXH3_128bits_digest(hasher_state(hasher));
+  tj_cache_key_t key = {h.low64, h.high64};
+  return key;
+}
+
+void tj_cache_key_format(tj_cache_key_t key, char out[33]) {
+  snprintf(out, 33, "%016llx%016llx", (unsigned long long)key.hi,
+           (unsigned long long)key.lo);
+}
+
+static bool key_equal(tj_cache_key_t a, tj_cache_key_t b) {
+  return a.lo == b.lo && a.hi == b.hi;
+}
+
+//===--- the memory cache ---===//
+
+// Beyond this many bytes of object code the oldest entries are dropped.
+#define TJ_MEMORY_CACHE_BUDGET ((size_t)256 << 20)
+
+typedef struct entry_t {
+  tj_cache_key_t key;
+  void* bytes;
+  size_t size;
+} entry_t;
+
+typedef struct memory_cache_t {
+  tj_allocator_t allocator;
+  pthread_mutex_t mutex;
+  entry_t* entries;  // oldest first
+  uint32_t num_entries, capacity;
+  size_t total_bytes;
+} memory_cache_t;
+
+static tj_status_t memory_cache_create(tj_context_t* context,
+                                       void** out_state) {
+  tj_allocator_t al = tj_context_allocator(context);
+  memory_cache_t* cache = tj_calloc(al, 1, sizeof(*cache));
+  if (!cache) return tj_status_oom();
+  cache->allocator = al;
+  if (pthread_mutex_init(&cache->mutex, NULL) != 0) {
+    tj_free(al, cache, sizeof(*cache));
+    return tj_internal("kernel cache: pthread_mutex_init failed");
+  }
+  *out_state = cache;
+  return NULL;
+}
+
+static void memory_cache_destroy(void* state) {
+  memory_cache_t* cache = state;
+  for (uint32_t i = 0; i < cache->num_entries; ++i) {
+    tj_free(cache->allocator, cache->entries[i].bytes, cache->entries[i].size);
+  }
+  tj_free(cache->allocator, cache->entries,
+          sizeof(entry_t) * cache->capacity);
+  pthread_mutex_destroy(&cache->mutex);
+  tj_free(cache->allocator, cache, sizeof(*cache));
+}
+
+static tj_status_t memory_cache(tj_context_t* context,
+                                memory_cache_t** out) {
+  return tj_context_extension(context, TJ_CONTEXT_EXTENSION_KERNEL_CACHE,
+                              memory_cache_create, memory_cache_destroy,
+                              (void**)out);
+}
+
+tj_status_t tj_memory_cache_lookup(tj_context_t* context, tj_cache_key_t key,
+                                   tj_allocator_t allocator, void** out_bytes,
+                                   size_t* out_size, bool* out_hit) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  *out_hit = false;
+  memory_cache_t* cache;
+  TJ_RETURN_IF_ERROR(memory_cache(context, &cache));
+  tj_status_t status = NULL;
+  pthread_mutex_lock(&cache->mutex);
+  for (uint32_t i = 0; i < cache->num_entries; ++i) {
+    const entry_t* e = &cache->entries[i];
+    if (!key_equal(e->key, key)) continue;
+    void* copy = tj_alloc(allocator, e->size);
+    if (!copy) {
+      status = tj_status_oom();
+    } else {
+      memcpy(copy, e->bytes, e->size);
+      *out_bytes = copy;
+      *out_size = e->size;
+      *out_hit = true;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&cache->mutex);
+  return status;
+}
+
+static void evict_oldest(memory_cache_t* cache) {
+  tj_free(cache->allocator, cache->entries[0].bytes, cache->entries[0].size);
+  cache->total_bytes -= cache->entries[0].size;
+  memmove(cache->entries, cache->entries + 1,
+          sizeof(entry_t) * (cache->num_entries - 1));
+  --cache->num_entries;
+}
+
+tj_status_t tj_memory_cache_store(tj_context_t* context, tj_cache_key_t key,
+                                  const void* bytes, size_t size) {
+  if (size == 0 || size > TJ_MEMORY_CACHE_BUDGET) return NULL;
+  memory_cache_t* cache;
+  TJ_RETURN_IF_ERROR(memory_cache(context, &cache));
+  void* copy = tj_alloc(cache->allocator, size);
+  if (!copy) return tj_status_oom();
+  memcpy(copy, bytes, size);
+  tj_status_t status = NULL;
+  pthread_mutex_lock(&cache->mutex);
+  bool present = false;
+  for (uint32_t i = 0; i < cache->num_entries && !present; ++i) {
+    present = key_equal(cache->entries[i].key, key);
+  }
+  if (!present) {
+    status = tj_array_reserve(cache->allocator, (void**)&cache->entries,
+                              &cache->capacity, cache->num_entries + 1,
+                              sizeof(entry_t));
+  }
+  if (!present && !status) {
+    while (cache->num_entries > 0 &&
+           cache->total_bytes + size > TJ_MEMORY_CACHE_BUDGET) {
+      evict_oldest(cache);
+    }
+    entry_t* e = &cache->entries[cache->num_entries++];
+    e->key = key;
+    e->bytes = copy;
+    e->size = size;
+    cache->total_bytes += size;
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&cache->mutex);
+  tj_free(cache->allocator, copy, size);
+  return status;
+}
+
+//===--- the disk cache ---===//
+
+static const char kMagic[8] = {'T', 'J', 'O', 'B', 'J', 0, 0, 0};
+enum { kFormatVersion = 1 };
+// A file larger than this is not ours.
+#define TJ_DISK_CACHE_MAX_PAYLOAD ((uint64_t)1 << 30)
+
+typedef struct file_header_t {
+  char magic[8];
+  uint32_t format;
+  uint32_t header_bytes;
+  uint64_t key_lo, key_hi;
+  uint64_t payload_bytes;
+  uint64_t checksum;
+} file_header_t;
+
+void tj_disk_cache_dir(const char* cache_dir, char* out, size_t size) {
+  out[0] = '\0';
+  if (cache_dir) {
+    if (cache_dir[0]) snprintf(out, size, "%s", cache_dir);
+    return;
+  }
+  const char* env = getenv("TJ_CACHE_DIR");
+  if (env) {
+    snprintf(out, size, "%s", env);  // "" disables, as the option does
+    return;
+  }
+  const char* xdg = getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') {
+    snprintf(out, size, "%s/tensorjit", xdg);
+    return;
+  }
+  const char* home = getenv("HOME");
+  if (home && home[0] == '/') snprintf(out, size, "%s/.cache/tensorjit", home);
+}
+
+static int file_path(const char* dir, tj_cache_key_t key, char* out,
+                     size_t size) {
+  char hex[33];
+  tj_cache_key_format(key, hex);
+  return snprintf(out, size, "%s/%s.tjo", dir, hex);
+}
+
+static bool read_all(int fd, void* data, size_t size) {
+  unsigned char* p = data;
+  while (size > 0) {
+    ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= (size_t)n;
+  }
+  return true;
+}
+
+static bool write_all(int fd, const void* data, size_t size) {
+  const unsigned char* p = data;
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= (size_t)n;
+  }
+  return true;
+}
+
+tj_status_t tj_disk_cache_load(const char* dir, tj_cache_key_t key,
+                               tj_allocator_t allocator, void** out_bytes,
+                               size_t* out_size, bool* out_hit,
+                               const char** out_reason) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  *out_hit = false;
+  *out_reason = "disabled";
+  if (!dir[0]) return NULL;
+  char path[4096];
+  if (file_path(dir, key, path, sizeof(path)) >= (int)sizeof(path)) {
+    *out_reason = "path too long";
+    return NULL;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *out_reason = "no file";
+    return NULL;
+  }
+  file_header_t h;
+  struct stat st;
+  tj_status_t status = NULL;
+  void* payload = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *out_reason = "not a regular file";
+  } else if (!read_all(fd, &h, sizeof(h))) {
+    *out_reason = "truncated header";
+  } else if (memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
+             h.format != kFormatVersion || h.header_bytes != sizeof(h)) {
+    *out_reason = "foreign file";
+  } else if (h.key_lo != key.lo || h.key_hi != key.hi) {
+    *out_reason = "key mismatch";
+  } else if (h.payload_bytes == 0 ||
+             h.payload_bytes > TJ_DISK_CACHE_MAX_PAYLOAD ||
+             (uint64_t)st.st_size != sizeof(h) + h.payload_bytes) {
+    *out_reason = "wrong size";
+  } else if (!(payload = tj_alloc(allocator, (size_t)h.payload_bytes))) {
+    status = tj_status_oom();
+  } else if (!read_all(fd, payload, (size_t)h.payload_bytes)) {
+    *out_reason = "truncated payload";
+  } else if (XXH3_64bits(payload, (size_t)h.payload_bytes) != h.checksum) {
+    *out_reason = "checksum mismatch";
+  } else {
+    *out_bytes = payload;
+    *out_size = (size_t)h.payload_bytes;
+    *out_hit = true;
+    *out_reason = "hit";
+    payload = NULL;
+  }
+  if (payload) tj_free(allocator, payload, (size_t)h.payload_bytes);
+  close(fd);
+  return status;
+}
+
+// mkdir -p with mode 0700 for every directory it creates.
+static bool make_dirs(const char* dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof(path)) return false;
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; ++i) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char saved = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) return false;
+    path[i] = saved;
+  }
+  struct stat st;
+  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+tj_status_t tj_disk_cache_store(const char* dir, tj_cache_key_t key,
+                                const void* bytes, size_t size) {
+  if (!dir[0] || size == 0) return NULL;
+  if (!make_dirs(dir)) {
+    return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                          "cache: cannot create directory %s: %s", dir,
+                          strerror(errno));
+  }
+  char path[4096], temp[4096 + 64];
+  if (file_path(dir, key, path, sizeof(path)) >= (int)sizeof(path)) {
+    return tj_invalid("cache: directory name too long: %s", dir);
+  }
+  static _Atomic unsigned long counter;
+  snprintf(temp, sizeof(temp), "%s.tmp.%ld.%lu", path, (long)getpid(),
+           (unsigned long)++counter);
+  int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return tj_status_make(TJ_STATUS_BACKEND_FAILURE, "cache: cannot create %s: %s",
+                          temp, strerror(errno));
+  }
+  file_header_t h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.format = kFormatVersion;
+  h.header_bytes = sizeof(h);
+  h.key_lo = key.lo;
+  h.key_hi = key.hi;
+  h.payload_bytes = size;
+  h.checksum = XXH3_64bits(bytes, size);
+  bool ok = write_all(fd, &h, sizeof(h)) && write_all(fd, bytes, size);
+  int saved_errno = errno;
+  if (close(fd) != 0) ok = false;
+  if (ok && rename(temp, path) == 0) return NULL;
+  if (ok) saved_errno = errno;
+  unlink(temp);
+  return tj_status_make(TJ_STATUS_BACKEND_FAILURE, "cache: cannot write %s: %s",
+                        path, strerror(saved_errno));
+}
