@@ -34,7 +34,7 @@
 
 // How a lowered kernel is launched; filled by tj_nvptx_emit_kernel.
 typedef struct tj_nvptx_kernel_t {
-  char entry[160];  // the PTX entry name
+  char entry[224];  // the PTX entry name: "tj_kernel_" + <= 200 bytes
   tj_kir_kind_t kind;
   uint32_t num_buffers, num_params;
   int32_t vector_lanes;       // elements per thread step on the vector path
