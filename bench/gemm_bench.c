@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
   if (!ok(tj_x86_jit_create(tj_allocator_system(), NULL, &jit), "jit")) {
     return 1;
   }
-  printf("jit: %d f32 lanes; %s\n", tj_x86_jit_lanes(jit),
-         strstr(tj_x86_jit_target_key(jit), "cpu="));
+  const char* cpu = strstr(tj_x86_jit_target_key(jit), "cpu=");
+  printf("jit: %d f32 lanes, %.*s\n", tj_x86_jit_lanes(jit),
+         cpu ? (int)strcspn(cpu, ";") : 1, cpu ? cpu : "?");
   tj_kir_t* k = build_capstone(N, K);
   if (!k) return 1;
   const tj_kir_t* ks[1] = {k};

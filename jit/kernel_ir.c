@@ -105,6 +105,11 @@ tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
     return tj_invalid("kernel name \"%s\" is not a C identifier",
                       name ? name : "(null)");
   }
+  // Symbols are "tj_kernel_<name>" and "tj_ukernel_<name>" in 256 bytes.
+  if (strlen(name) > 200) {
+    return tj_invalid("kernel name \"%.32s...\" is longer than 200 bytes",
+                      name);
+  }
   tj_kir_t* k = tj_calloc(allocator, 1, sizeof(*k));
   if (!k) return tj_status_oom();
   k->allocator = allocator;

@@ -248,7 +248,8 @@ typedef struct tj_kir_t {
 
 //===--- building ---===//
 
-// Creates an empty kernel named |name| (copied; must be a C identifier).
+// Creates an empty kernel named |name| (copied; a C identifier of at most
+// 200 bytes).
 // POINTWISE and GEMM kernels start with their one MAP phase open. On
 // success |*out_kernel| is owned by the caller; destroy with
 // tj_kir_destroy. On failure it is NULL.

@@ -306,14 +306,17 @@ static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
         &err, &buf);
     s = tj_status_from_llvm_message(failed, err, "x86 jit: emitting code");
     if (!s) {
+      // Assembly is text: NUL-terminate it; objects are exactly their bytes.
       size_t n_bytes = LLVMGetBufferSize(buf);
-      data = tj_alloc(jit->allocator, n_bytes + 1);
+      size_t extra = stage == STAGE_ASM ? 1 : 0;
+      data = n_bytes ? tj_alloc(jit->allocator, n_bytes + extra) : NULL;
       if (data) {
         memcpy(data, LLVMGetBufferStart(buf), n_bytes);
-        data[n_bytes] = 0;
+        if (extra) data[n_bytes] = 0;
         size = n_bytes;
       } else {
-        s = tj_status_oom();
+        s = n_bytes ? tj_status_oom()
+                    : tj_internal("x86 jit: LLVM emitted no code");
       }
       LLVMDisposeMemoryBuffer(buf);
     }
@@ -349,15 +352,8 @@ tj_status_t tj_x86_jit_compile(tj_x86_jit_t* jit,
   size_t size;
   TJ_RETURN_IF_ERROR(
       locked_build(jit, kernels, num_kernels, STAGE_OBJECT, &data, &size));
-  // The buffer has one spare byte; shrink the record of it to what
-  // tj_x86_object_deinitialize frees.
-  uint8_t* exact = tj_realloc(jit->allocator, data, size + 1, size ? size : 1);
-  if (!exact) {
-    tj_free(jit->allocator, data, size + 1);
-    return tj_status_oom();
-  }
-  object->data = exact;
-  object->size = size ? size : 1;
+  object->data = data;
+  object->size = size;
   return NULL;
 }
 
@@ -367,8 +363,7 @@ static tj_status_t emit_text(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
   uint8_t* data;
   size_t size;
   TJ_RETURN_IF_ERROR(locked_build(jit, kernels, n, stage, &data, &size));
-  // tj_free_string frees strlen + 1 bytes: that is what was allocated for
-  // IR; the object path allocates size + 1 as well.
+  // Both text stages allocate strlen + 1 bytes, which tj_free_string frees.
   *out_text = (char*)data;
   return NULL;
 }

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "backends/x86/x86_backend.h"
+#include "jit/cache.h"
 #include "lib/passes/pass.h"
 
 #define FRAME_POOL 8
@@ -66,8 +67,8 @@ typedef struct host_step_t {
   uint32_t num_extra;
   uint32_t* extra;  // plan nodes read from memory as extra inputs
   uint32_t num_outputs;
-  uint32_t* outputs;  // plan nodes written
-  bool* in_place;     // per output: shares storage with an input
+  uint32_t* outputs;                // plan nodes written
+  bool* in_place;                   // per output: shares storage with an input
   uint32_t cap_extra, cap_outputs;  // allocated lengths
 } host_step_t;
 
@@ -117,6 +118,7 @@ struct tj_executable_t {
   uint32_t num_symbols;
   bool reference;  // TJ_TARGET_REFERENCE: plan.graph runs as is
   bool log_recompiles, log_cache, log_fusion, log_breaks;
+  char cache_dir[1024];  // the disk cache; "" when disabled
   // Per plan node: the first graph output it is, or -1.
   int32_t* first_output;
   step_t* steps;
@@ -170,6 +172,35 @@ static void format_key(const tj_graph_t* g, const int64_t* key, char* buf,
                      tj_dim_symbol_name(&g->dims, i), (long long)key[i]);
     if (m < 0) break;
     n += (size_t)m;
+  }
+}
+
+// Counts and logs where a kernel set's code came from.
+static void account_set(tj_executable_t* exe, const tj_x86_kernel_set_t* set,
+                        const char* what) {
+  uint32_t n = set->num_kernels;
+  if (n == 0) return;
+  if (set->source == TJ_X86_SOURCE_LLVM) {
+    atomic_fetch_add(&exe->cache_misses, n);
+  } else {
+    atomic_fetch_add(&exe->cache_hits, n);
+  }
+  if (!exe->log_cache) return;
+  static const char* const kFrom[] = {"compiled by LLVM as one module",
+                                      "loaded from the memory cache",
+                                      "loaded from the disk cache"};
+  tj_context_diagnostic(
+      exe->context, TJ_SEVERITY_REMARK,
+      "cache: @%s %s: %u kernels %s (key %s, %zu bytes of object code) in "
+      "%.2f ms%s%s%s",
+      exe->graph->name, what, n, kFrom[set->source], set->key,
+      set->object_bytes, set->compile_ms, set->cache_note ? "; disk: " : "",
+      set->cache_note ? set->cache_note : "",
+      exe->cache_dir[0] ? "" : "; disk cache disabled");
+  if (set->store_status) {
+    tj_context_diagnostic(exe->context, TJ_SEVERITY_WARNING,
+                          "cache: @%s: not stored: %s", exe->graph->name,
+                          tj_status_message(set->store_status));
   }
 }
 
@@ -441,17 +472,16 @@ static void kernel_name(const tj_executable_t* exe, const char* prefix,
   snprintf(buf, size, "%sg%u_%s", prefix, q, tj_group_kind_name(grp->kind));
 }
 
-static void log_space(const tj_executable_t* exe, const tj_kir_t* k,
-                      char* buf, size_t size) {
+static void log_space(const tj_executable_t* exe, const tj_kir_t* k, char* buf,
+                      size_t size) {
   size_t n = 0;
   buf[0] = '\0';
   for (int32_t d = 0; d < k->rank && n < size; ++d) {
     tj_kir_ival_t v = k->dims[d];
-    int m = v.param < 0
-                ? snprintf(buf + n, size - n, "%s%lld", d ? "," : "[",
-                           (long long)v.value)
-                : snprintf(buf + n, size - n, "%s$%s", d ? "," : "[",
-                           k->param_names[v.param]);
+    int m = v.param < 0 ? snprintf(buf + n, size - n, "%s%lld", d ? "," : "[",
+                                   (long long)v.value)
+                        : snprintf(buf + n, size - n, "%s$%s", d ? "," : "[",
+                                   k->param_names[v.param]);
     if (m < 0) return;
     n += (size_t)m;
   }
@@ -499,9 +529,9 @@ static tj_status_t plan_steps(tj_executable_t* exe,
     char name[64];
     kernel_name(exe, "", q, name, sizeof(name));
     uint32_t made = 0;
-    status = tj_x86_lower_group(exe->plan.graph, fu, exe->plan.memplan, q,
-                                NULL, al, name, &kernels[nk],
-                                TJ_X86_MAX_GROUP_KERNELS, &made);
+    status =
+        tj_x86_lower_group(exe->plan.graph, fu, exe->plan.memplan, q, NULL, al,
+                           name, &kernels[nk], TJ_X86_MAX_GROUP_KERNELS, &made);
     if (!status) {
       s->kind = STEP_KERNEL;
       s->index = nk;
@@ -514,10 +544,9 @@ static tj_status_t plan_steps(tj_executable_t* exe,
             exe->context, TJ_SEVERITY_REMARK,
             "fusion: @%s group %u (%s, %u nodes, anchor %s %%%u) -> kernel "
             "%s: %s %s, %u buffers, %u params",
-            exe->graph->name, q, tj_group_kind_name(grp->kind),
-            grp->num_nodes, tj_op_info(anchor->op)->name, grp->anchor,
-            k->name, tj_kir_kind_name(k->kind), space, k->num_buffers,
-            k->num_params);
+            exe->graph->name, q, tj_group_kind_name(grp->kind), grp->num_nodes,
+            tj_op_info(anchor->op)->name, grp->anchor, k->name,
+            tj_kir_kind_name(k->kind), space, k->num_buffers, k->num_params);
       }
       nk += made;
       continue;
@@ -527,9 +556,8 @@ static tj_status_t plan_steps(tj_executable_t* exe,
       tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
                             "graph_breaks: @%s group %u (%s %%%u) runs on "
                             "the host (reference interpreter): %s",
-                            exe->graph->name, q,
-                            tj_op_info(anchor->op)->name, grp->anchor,
-                            tj_status_message(status));
+                            exe->graph->name, q, tj_op_info(anchor->op)->name,
+                            grp->anchor, tj_status_message(status));
     }
     tj_status_free(status);
     s->kind = STEP_HOST;
@@ -614,12 +642,14 @@ static tj_status_t compile(tj_executable_t* exe) {
   tj_x86_lowered_t* kernels;
   uint32_t nk;
   TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
-  TJ_RETURN_IF_ERROR(
-      tj_x86_kernel_set_build(exe->jit, al, kernels, nk, &exe->generic));
-  atomic_fetch_add(&exe->cache_misses, nk);
+  tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
+                    sizeof(exe->cache_dir));
+  TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build(
+      exe->jit, al, exe->context, exe->cache_dir, kernels, nk, &exe->generic));
+  account_set(exe, &exe->generic, "generic kernels");
   // Threads.
-  int32_t threads = exe->options.num_threads > 0 ? exe->options.num_threads
-                                                 : online_cpus();
+  int32_t threads =
+      exe->options.num_threads > 0 ? exe->options.num_threads : online_cpus();
   exe->runner.threads = threads;
   exe->runner.lanes = tj_x86_jit_lanes(exe->jit);
   if (exe->options.parallel_for) {
@@ -629,12 +659,23 @@ static tj_status_t compile(tj_executable_t* exe) {
     TJ_RETURN_IF_ERROR(tj_thread_pool_create(al, threads, &exe->pool));
     exe->runner.pool = exe->pool;
   }
-  if (exe->log_cache) {
+  if (exe->log_fusion) {
+    const tj_memplan_t* mp = exe->plan.memplan;
     tj_context_diagnostic(
         exe->context, TJ_SEVERITY_REMARK,
-        "cache: @%s: %u kernels compiled by LLVM as one module (%zu bytes of "
-        "object code) in %.2f ms; no disk cache in this build",
-        g->name, nk, exe->generic.object_bytes, exe->generic.compile_ms);
+        "fusion: @%s: %u groups -> %u kernels, %u graph breaks; arena of %u "
+        "slots (%u values in place)",
+        g->name, exe->plan.fusion->num_groups, nk, exe->num_host_steps,
+        mp->num_slots, mp->num_in_place);
+  }
+  if (exe->options.bucket_pow2 &&
+      exe->options.specialize != TJ_SPECIALIZE_NEVER) {
+    // Bucketing would run a larger specialization on padded copies; not
+    // built yet: specializations are exact shapes.
+    tj_context_diagnostic(exe->context, TJ_SEVERITY_WARNING,
+                          "recompiles: @%s: bucket_pow2 is not implemented; "
+                          "specializing exact shapes",
+                          g->name);
   }
   return NULL;
 }
@@ -655,8 +696,9 @@ tj_status_t tj_compile(const tj_graph_t* graph,
     tj_compile_options_initialize(&opts);
   }
   if (opts.target == TJ_TARGET_CUDA) {
-    return tj_unsupported("tj_compile: the CUDA target is not built into "
-                          "tj_compile yet; use TJ_TARGET_X86");
+    return tj_unsupported(
+        "tj_compile: the CUDA target is not built into "
+        "tj_compile yet; use TJ_TARGET_X86");
   }
   if (opts.target != TJ_TARGET_X86 && opts.target != TJ_TARGET_REFERENCE) {
     return tj_invalid("tj_compile: unknown target %d", (int)opts.target);
@@ -790,9 +832,11 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
       return tj_invalid("output \"%s\" is not a CPU tensor", name);
     }
     if (t->dtype != n->dtype || t->rank != n->rank) {
-      return tj_invalid("output \"%s\" is %s of rank %d but the graph makes "
-                        "%s of rank %d", name, tj_dtype_name(t->dtype),
-                        (int)t->rank, tj_dtype_name(n->dtype), (int)n->rank);
+      return tj_invalid(
+          "output \"%s\" is %s of rank %d but the graph makes "
+          "%s of rank %d",
+          name, tj_dtype_name(t->dtype), (int)t->rank, tj_dtype_name(n->dtype),
+          (int)n->rank);
     }
     int64_t dims[TJ_MAX_RANK];
     TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node, sym, dims));
@@ -801,9 +845,10 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
     }
     for (int32_t d = 0; d < n->rank; ++d) {
       if (t->shape[d] != dims[d]) {
-        return tj_invalid("output \"%s\" dim %d is %lld but these inputs "
-                          "make %lld", name, (int)d, (long long)t->shape[d],
-                          (long long)dims[d]);
+        return tj_invalid(
+            "output \"%s\" dim %d is %lld but these inputs "
+            "make %lld",
+            name, (int)d, (long long)t->shape[d], (long long)dims[d]);
       }
     }
     if (!t->data && numel_of(n->rank, dims) > 0) {
@@ -814,8 +859,8 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
 }
 
 static tj_status_t kernel_scalars(const tj_executable_t* exe,
-                                  const tj_x86_lowered_t* k,
-                                  const int64_t* sym, int64_t* scalars) {
+                                  const tj_x86_lowered_t* k, const int64_t* sym,
+                                  int64_t* scalars) {
   const tj_graph_t* g = exe->graph;
   for (uint32_t p = 0; p < k->num_params; ++p) {
     TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->params[p], sym, &scalars[p]));
@@ -827,8 +872,7 @@ static tj_status_t kernel_scalars(const tj_executable_t* exe,
       const tj_node_t* node = &g->nodes[k->nonempty_node];
       const tj_node_t* in = &g->nodes[node->operands[0]];
       int64_t dims[TJ_MAX_RANK];
-      TJ_RETURN_IF_ERROR(
-          tj_ir_concrete_dims(g, node->operands[0], sym, dims));
+      TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node->operands[0], sym, dims));
       char shape[160];
       tj_shape_format(&g->dims, in->rank, dims, shape, sizeof(shape));
       return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",
@@ -887,14 +931,13 @@ static tj_status_t run_host(tj_executable_t* exe, const host_step_t* h,
     }
   }
   if (!status) {
-    status = tj_reference_run(h->graph, ins, (int32_t)nin, outs,
-                              (int32_t)nout);
+    status = tj_reference_run(h->graph, ins, (int32_t)nin, outs, (int32_t)nout);
   }
   for (uint32_t j = 0; j < nout; ++j) {
     if (!temps[j]) continue;
     const tj_node_t* n = &g->nodes[h->outputs[j]];
-    size_t sz = (size_t)numel_of(n->rank, outs[j].shape) *
-                tj_dtype_size(n->dtype);
+    size_t sz =
+        (size_t)numel_of(n->rank, outs[j].shape) * tj_dtype_size(n->dtype);
     if (!status) memcpy(loc[h->outputs[j]], temps[j], sz);
     tj_free(al, temps[j], sz ? sz : 1);
   }
@@ -903,8 +946,8 @@ static tj_status_t run_host(tj_executable_t* exe, const host_step_t* h,
 }
 
 static tj_status_t run_frame(tj_executable_t* exe,
-                             const tj_x86_kernel_set_t* set,
-                             const int64_t* sym, const tj_tensor_t* inputs,
+                             const tj_x86_kernel_set_t* set, const int64_t* sym,
+                             const tj_tensor_t* inputs,
                              const tj_tensor_t* outputs, frame_t* f) {
   const tj_graph_t* g = exe->graph;
   const tj_memplan_t* mp = exe->plan.memplan;
@@ -918,8 +961,9 @@ static tj_status_t run_frame(tj_executable_t* exe,
     if (tensor_dense(&inputs[i])) continue;
     const tj_node_t* n = &g->nodes[g->inputs[i]];
     f->stage[i] = total;
-    total += align_up(numel_of(n->rank, inputs[i].shape) *
-                          (int64_t)tj_dtype_size(n->dtype), 64);
+    total += align_up(
+        numel_of(n->rank, inputs[i].shape) * (int64_t)tj_dtype_size(n->dtype),
+        64);
   }
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
     int64_t* st = &f->stage[g->num_inputs + i];
@@ -927,14 +971,14 @@ static tj_status_t run_frame(tj_executable_t* exe,
     uint32_t node = g->outputs[i].node;
     uint32_t bi = mp->buffer_of[node];
     if (exe->first_output[node] != (int32_t)i || bi == UINT32_MAX ||
-        mp->buffers[bi].kind != TJ_BUFFER_OUTPUT ||
-        tensor_dense(&outputs[i])) {
+        mp->buffers[bi].kind != TJ_BUFFER_OUTPUT || tensor_dense(&outputs[i])) {
       continue;
     }
     const tj_node_t* n = &g->nodes[node];
     *st = total;
-    total += align_up(numel_of(n->rank, outputs[i].shape) *
-                          (int64_t)tj_dtype_size(n->dtype), 64);
+    total += align_up(
+        numel_of(n->rank, outputs[i].shape) * (int64_t)tj_dtype_size(n->dtype),
+        64);
   }
   int64_t scratch_bytes = 0;
   for (uint32_t k = 0; k < set->num_kernels; ++k) {
@@ -1004,12 +1048,11 @@ static tj_status_t run_frame(tj_executable_t* exe,
         if (off < 0) {
           TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
         }
-        buffers[b] = f->loc[node] +
-                     off * (int64_t)tj_dtype_size(g->nodes[node].dtype);
+        buffers[b] =
+            f->loc[node] + off * (int64_t)tj_dtype_size(g->nodes[node].dtype);
       }
       tj_x86_launch_run(&exe->runner, &f->launches[k], set->fns[k], buffers,
-                        f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS,
-                        scratch);
+                        f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS, scratch);
     }
     if (step->kind == STEP_HOST) {
       TJ_RETURN_IF_ERROR(run_host(exe, &step->host, sym, inputs, f->loc));
@@ -1020,8 +1063,7 @@ static tj_status_t run_frame(tj_executable_t* exe,
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
     uint32_t node = g->outputs[i].node;
     uint32_t bi = mp->buffer_of[node];
-    bool direct = exe->first_output[node] == (int32_t)i &&
-                  bi != UINT32_MAX &&
+    bool direct = exe->first_output[node] == (int32_t)i && bi != UINT32_MAX &&
                   mp->buffers[bi].kind == TJ_BUFFER_OUTPUT &&
                   f->stage[g->num_inputs + i] < 0;
     if (direct) continue;
@@ -1049,8 +1091,8 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
   char key[256];
   format_key(exe->graph, sym, key, sizeof(key));
   uint32_t nk = exe->generic.num_kernels;
-  tj_x86_lowered_t* kernels = tj_calloc(al, nk ? nk : 1,
-                                        sizeof(tj_x86_lowered_t));
+  tj_x86_lowered_t* kernels =
+      tj_calloc(al, nk ? nk : 1, sizeof(tj_x86_lowered_t));
   tj_status_t status = kernels ? NULL : tj_status_oom();
   double start = now_ms();
   uint32_t made = 0;
@@ -1077,7 +1119,8 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
       tj_free(al, kernels, sizeof(tj_x86_lowered_t));
       kernels = NULL;
     }
-    status = tj_x86_kernel_set_build(exe->jit, al, kernels, count, &s->set);
+    status = tj_x86_kernel_set_build(exe->jit, al, exe->context, exe->cache_dir,
+                                     kernels, count, &s->set);
     kernels = NULL;  // owned by the set now, on every path
   }
   if (kernels) {
@@ -1104,13 +1147,12 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
   }
   s->ok = true;
   atomic_fetch_add(&exe->recompiles, 1);
-  atomic_fetch_add(&exe->cache_misses, nk);
+  account_set(exe, &s->set, key);
   if (exe->log_recompiles) {
     tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
                           "recompiles: @%s: compiled %u exact-shape kernels "
                           "for %s (%s) in %.2f ms",
-                          exe->graph->name, nk, key, reason,
-                          now_ms() - start);
+                          exe->graph->name, nk, key, reason, now_ms() - start);
   }
   *out = s;
   return NULL;
@@ -1180,8 +1222,7 @@ static tj_status_t choose_set(tj_executable_t* exe, const int64_t* sym,
 
 tj_status_t tj_executable_run(tj_executable_t* executable,
                               const tj_tensor_t* inputs, int32_t num_inputs,
-                              const tj_tensor_t* outputs,
-                              int32_t num_outputs) {
+                              const tj_tensor_t* outputs, int32_t num_outputs) {
   tj_executable_t* exe = executable;
   if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
   const tj_graph_t* g = exe->graph;
@@ -1220,8 +1261,7 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
 
 tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
                                        const tj_tensor_t* inputs,
-                                       int32_t num_inputs,
-                                       int32_t output_index,
+                                       int32_t num_inputs, int32_t output_index,
                                        int32_t* out_rank, int64_t* out_dims) {
   if (!executable) {
     return tj_invalid("tj_executable_output_shape: executable is NULL");

@@ -22,6 +22,14 @@
 // where every buffer's strides allow it (a contiguous [B, 4096] becomes one
 // dim: fewer loops, one vector line), the reduced dims of a reduction merged
 // into the one reduced dim the ROW_REDUCE template has. Then it builds.
+//
+// Pad and concat are not affine: the output is cut into boxes (per root dim
+// a list of segments) such that inside each box every pad and concat takes
+// one branch, and each box is its own kernel whose root map starts at the
+// box's corner. A box is cut where a pad's or concat's bounds fall,
+// numerically for constant bounds and structurally for symbolic ones (a
+// concat along B cuts the space at B). Reductions are cut only along rows,
+// matmuls along their output (A and B are offset to the box).
 
 #include "backends/x86/lower.h"
 
@@ -67,8 +75,8 @@ typedef struct lw_t {
   tj_kir_kind_t kind;
   bool emit;
   tj_kir_t* k;
-  bool* in_group;        // per node
-  uint32_t* red_phase;   // per node: REDUCE phase index, or NONE32
+  bool* in_group;       // per node
+  uint32_t* red_phase;  // per node: REDUCE phase index, or NONE32
 
   // Root dims, each factored into consecutive virtual dims.
   int32_t root_rank;
@@ -264,8 +272,7 @@ static tj_status_t add_buf(lw_t* lw, uint32_t node, tj_kir_role_t role,
   for (uint32_t b = 0; b < lw->num_bufs; ++b) {
     const vbuf_t* v = &lw->bufs[b];
     if (v->node == node && v->role == role && v->offset == offset &&
-        memcmp(v->strides, strides, sizeof(int64_t) * (size_t)lw->vrank) ==
-            0) {
+        memcmp(v->strides, strides, sizeof(int64_t) * (size_t)lw->vrank) == 0) {
       *out = b;
       return NULL;
     }
@@ -337,8 +344,10 @@ static tj_status_t load_leaf(lw_t* lw, uint32_t node, uint32_t view,
   if (lw->phase == TJ_KIR_PHASE_ROW) {
     for (int32_t i = 0; i < lw->vrank; ++i) {
       if (lw->vreduced[i] && strides[i] != 0 && lw->vdims[i] != 1) {
-        return tj_unsupported("a per-row value reads %%%u along the reduced "
-                              "axes", node);
+        return tj_unsupported(
+            "a per-row value reads %%%u along the reduced "
+            "axes",
+            node);
       }
     }
   }
@@ -438,8 +447,9 @@ static tj_status_t request_split(lw_t* lw, int32_t s, int32_t n,
     if (s < lw->root_beg[d] || s >= lw->root_end[d]) continue;
     if (lw->vrank - 1 + n > MAXV) break;
     if (lw->nseg[d] > 1) {
-      return tj_unsupported("a reshape merges dims of a padded or "
-                            "concatenated axis");
+      return tj_unsupported(
+          "a reshape merges dims of a padded or "
+          "concatenated axis");
     }
     lw->want_split = true;
     lw->split_root = d;
@@ -567,12 +577,13 @@ static tj_status_t reshape_map(lw_t* lw, uint32_t node, const imap_t* map,
       for (int32_t t = c0; t < c; ++t) factors[t - c0] = yd[yi[t]];
       return request_split(lw, single, c - c0, factors);
     }
-    return tj_unsupported("reshape %%%u merges dims of a value read through "
-                          "a strided or offset index", node);
+    return tj_unsupported(
+        "reshape %%%u merges dims of a value read through "
+        "a strided or offset index",
+        node);
   }
   return NULL;
 }
-
 
 //===--- pad and concat: one branch per box ---===//
 
@@ -596,8 +607,10 @@ static tj_status_t dsub(int64_t a, int64_t b, int64_t* out) {
 static tj_status_t request_segments(lw_t* lw, int32_t d, int32_t n,
                                     const int64_t* starts,
                                     const int64_t* sizes) {
-  if (lw->kind != TJ_KIR_POINTWISE) {
-    return tj_unsupported("pad or concat outside a pointwise kernel");
+  // Boxes partition the output: any dim of a pointwise kernel or of a
+  // matmul's output, only the rows of a reduction.
+  if (lw->kind == TJ_KIR_ROW_REDUCE && lw->root_reduced[d]) {
+    return tj_unsupported("pad or concat along a reduced axis");
   }
   if (lw->nfac[d] > 1) {
     return tj_unsupported("pad or concat along a reshaped axis");
@@ -658,7 +671,8 @@ static tj_status_t pick_segment(lw_t* lw, const imap_t* map, int32_t a,
   if (all_const) {
     int32_t i = 0;
     while (i < n && !(off < starts[i] + sizes[i])) ++i;
-    if (i == n) return tj_internal("lower: a pad or concat index is out of range");
+    if (i == n)
+      return tj_internal("lower: a pad or concat index is out of range");
     int64_t last = off + c * (extent - 1);
     if (last < starts[i] + sizes[i]) {
       *out = i;
@@ -680,8 +694,9 @@ static tj_status_t pick_segment(lw_t* lw, const imap_t* map, int32_t a,
       lw->seg_start[d][lw->cur_seg[d]] == 0) {
     return request_segments(lw, d, n, starts, sizes);
   }
-  return tj_unsupported("a pad or concat with symbolic bounds read through "
-                        "a slice");
+  return tj_unsupported(
+      "a pad or concat with symbolic bounds read through "
+      "a slice");
 }
 
 static tj_status_t concat_value(lw_t* lw, uint32_t node, const imap_t* map,
@@ -737,11 +752,16 @@ static tj_status_t pad_value(lw_t* lw, uint32_t node, const imap_t* map,
 
 static tj_kir_reduce_t reduce_of(tj_op_t op) {
   switch (op) {
-    case TJ_OP_MAX: return TJ_KIR_REDUCE_MAX;
-    case TJ_OP_MIN: return TJ_KIR_REDUCE_MIN;
-    case TJ_OP_PROD: return TJ_KIR_REDUCE_PROD;
-    case TJ_OP_ARGMAX: return TJ_KIR_REDUCE_ARGMAX;
-    default: return TJ_KIR_REDUCE_SUM;
+    case TJ_OP_MAX:
+      return TJ_KIR_REDUCE_MAX;
+    case TJ_OP_MIN:
+      return TJ_KIR_REDUCE_MIN;
+    case TJ_OP_PROD:
+      return TJ_KIR_REDUCE_PROD;
+    case TJ_OP_ARGMAX:
+      return TJ_KIR_REDUCE_ARGMAX;
+    default:
+      return TJ_KIR_REDUCE_SUM;
   }
 }
 
@@ -980,8 +1000,9 @@ static tj_status_t merge_run(lw_t* lw, const int32_t* kept, int32_t count,
       merge = mergeable(lw, kept[t - 1], kept[t], &tmp, &status);
       if (status) return status;
       if (!merge && must) {
-        return tj_unsupported("the reduced axes cannot be read as one "
-                              "strided axis");
+        return tj_unsupported(
+            "the reduced axes cannot be read as one "
+            "strided axis");
       }
     }
     if (merge) continue;
@@ -1082,7 +1103,7 @@ static tj_status_t body_reduce(lw_t* lw) {
       memset(keep.coef[d], 0, sizeof(keep.coef[d]));
     } else {
       memcpy(flat.coef[flat.rank], fmap.coef[d], sizeof(fmap.coef[d]));
-      flat.off[flat.rank++] = 0;
+      flat.off[flat.rank++] = fmap.off[d];
     }
   }
   const tj_group_t* grp = lw->grp;
@@ -1099,7 +1120,7 @@ static tj_status_t body_reduce(lw_t* lw) {
   }
   bool any_full = false, any_row = false;
   for (uint32_t j = 0; j < grp->num_outputs; ++j) {
-    bool full = same_dims(lw, grp->outputs[j], lw->root_rank, lw->root_dims);
+    bool full = same_dims(lw, grp->outputs[j], lw->root_rank, lw->full_dims);
     any_full |= full;
     any_row |= !full;
   }
@@ -1107,7 +1128,7 @@ static tj_status_t body_reduce(lw_t* lw) {
     begin_phase(lw, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
     for (uint32_t j = 0; j < grp->num_outputs; ++j) {
       uint32_t o = grp->outputs[j];
-      if (!same_dims(lw, o, lw->root_rank, lw->root_dims)) continue;
+      if (!same_dims(lw, o, lw->root_rank, lw->full_dims)) continue;
       TJ_RETURN_IF_ERROR(store(lw, o, &fmap));
     }
   }
@@ -1115,14 +1136,16 @@ static tj_status_t body_reduce(lw_t* lw) {
     begin_phase(lw, TJ_KIR_PHASE_ROW, TJ_KIR_REDUCE_SUM);
     for (uint32_t j = 0; j < grp->num_outputs; ++j) {
       uint32_t o = grp->outputs[j];
-      if (same_dims(lw, o, lw->root_rank, lw->root_dims)) continue;
+      if (same_dims(lw, o, lw->root_rank, lw->full_dims)) continue;
       const tj_node_t* n = NODE(lw, o);
       const imap_t* map = n->rank == keep.rank   ? &keep
                           : n->rank == flat.rank ? &flat
                                                  : NULL;
       if (!map) {
-        return tj_unsupported("output %%%u is shaped like neither the "
-                              "reduction's input nor its result", o);
+        return tj_unsupported(
+            "output %%%u is shaped like neither the "
+            "reduction's input nor its result",
+            o);
       }
       TJ_RETURN_IF_ERROR(store(lw, o, map));
     }
@@ -1172,13 +1195,33 @@ static tj_status_t gemm_operands(lw_t* lw) {
     if (ja >= 0 && !(a->dims[ja] == 1 && lw->vdims[i] != 1)) va[i] = sa[ja];
     if (jb >= 0 && !(b->dims[jb] == 1 && lw->vdims[i] != 1)) vb[i] = sb[jb];
   }
-  va[nb] = a->rank >= 2 ? sa[a->rank - 2] : 0;  // m
-  va[nb + 1] = sa[a->rank - 1];                 // k
+  va[nb] = a->rank >= 2 ? sa[a->rank - 2] : 0;      // m
+  va[nb + 1] = sa[a->rank - 1];                     // k
   vb[nb] = b->rank >= 2 ? sb[b->rank - 2] : sb[0];  // k
   vb[nb + 1] = b->rank >= 2 ? sb[b->rank - 1] : 0;  // n
+  // A box of the output (pad or concat in the epilogue) starts at some
+  // (batch.., m0, n0): A from row m0, B from column n0.
+  int64_t start[MAXV] = {0};
+  for (int32_t d = 0; d < lw->root_rank; ++d) {
+    if (lw->root_end[d] > lw->root_beg[d]) {
+      start[lw->root_beg[d]] = lw->seg_start[d][lw->cur_seg[d]];
+    }
+  }
+  int64_t aoff = 0, boff = 0, t;
+  for (int32_t i = 0; i < nb + 2; ++i) {
+    if (start[i] == 0) continue;
+    if (i < nb + 1) {  // batch and m: A
+      TJ_RETURN_IF_ERROR(dmul(lw, start[i], va[i], &t));
+      TJ_RETURN_IF_ERROR(dadd(lw, aoff, t, &aoff));
+    }
+    if (i != nb) {  // batch and n: B
+      TJ_RETURN_IF_ERROR(dmul(lw, start[i], vb[i], &t));
+      TJ_RETURN_IF_ERROR(dadd(lw, boff, t, &boff));
+    }
+  }
   uint32_t idx;
-  TJ_RETURN_IF_ERROR(add_buf(lw, abase, TJ_KIR_GEMM_A, va, 0, &idx));
-  TJ_RETURN_IF_ERROR(add_buf(lw, bbase, TJ_KIR_GEMM_B, vb, 0, &idx));
+  TJ_RETURN_IF_ERROR(add_buf(lw, abase, TJ_KIR_GEMM_A, va, aoff, &idx));
+  TJ_RETURN_IF_ERROR(add_buf(lw, bbase, TJ_KIR_GEMM_B, vb, boff, &idx));
   return ndim(lw, an, a->rank - 1, &lw->gemm_k);
 }
 
@@ -1195,9 +1238,12 @@ static tj_status_t body_gemm(lw_t* lw) {
 
 static tj_status_t body(lw_t* lw) {
   switch (lw->kind) {
-    case TJ_KIR_POINTWISE: return body_pointwise(lw);
-    case TJ_KIR_ROW_REDUCE: return body_reduce(lw);
-    case TJ_KIR_GEMM: return body_gemm(lw);
+    case TJ_KIR_POINTWISE:
+      return body_pointwise(lw);
+    case TJ_KIR_ROW_REDUCE:
+      return body_reduce(lw);
+    case TJ_KIR_GEMM:
+      return body_gemm(lw);
   }
   return tj_internal("lower: bad template");
 }
@@ -1323,9 +1369,10 @@ static tj_status_t check_in_place(lw_t* lw) {
       if (v->offset != out->offset ||
           memcmp(v->strides, out->strides,
                  sizeof(int64_t) * (size_t)lw->vrank) != 0) {
-        return tj_internal("lower: %%%u is written in place of %%%u but "
-                           "the kernel reads %%%u at another index",
-                           out->node, in, in);
+        return tj_internal(
+            "lower: %%%u is written in place of %%%u but "
+            "the kernel reads %%%u at another index",
+            out->node, in, in);
       }
     }
   }
@@ -1537,8 +1584,7 @@ tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
   tj_kir_destroy(lw->k);
   tj_free(allocator, lw->memo, sizeof(memo_t) * lw->memo_cap);
   tj_free(allocator, lw->in_group, lw->in_group ? sizeof(bool) * n : 0);
-  tj_free(allocator, lw->red_phase,
-          lw->red_phase ? sizeof(uint32_t) * n : 0);
+  tj_free(allocator, lw->red_phase, lw->red_phase ? sizeof(uint32_t) * n : 0);
   tj_free(allocator, lw, sizeof(lw_t));
   if (status) {
     free_outputs(out, out_count);

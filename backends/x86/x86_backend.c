@@ -14,6 +14,8 @@
 
 #include "backends/x86/x86_backend.h"
 
+#include "jit/cache.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -40,10 +42,86 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
   }
   tj_free(allocator, set->fns,
           set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
+  tj_status_free(set->store_status);
   memset(set, 0, sizeof(*set));
 }
 
+// The cache key: what the object code depends on besides LLVM's behaviour,
+// which the target key pins (LLVM version, CPU, features).
+static tj_status_t set_key(tj_x86_jit_t* jit, const tj_x86_lowered_t* kernels,
+                           uint32_t num_kernels, tj_cache_key_t* out) {
+  tj_cache_hasher_t h;
+  tj_cache_hasher_initialize(&h);
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 1");
+  tj_cache_hasher_update_string(&h, tj_version_string());
+  tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
+  for (uint32_t i = 0; i < num_kernels; ++i) {
+    const tj_kir_t* k = kernels[i].kernel;
+    char* text;
+    TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
+    tj_cache_hasher_update_string(&h, text);
+    tj_free_string(k->allocator, text);
+  }
+  *out = tj_cache_hasher_finalize(&h);
+  return NULL;
+}
+
+// The object bytes for |out|'s kernels, from a cache or LLVM.
+static tj_status_t get_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                              tj_context_t* context, const char* cache_dir,
+                              tj_x86_kernel_set_t* out, void** out_bytes,
+                              size_t* out_size) {
+  tj_cache_key_t key;
+  TJ_RETURN_IF_ERROR(set_key(jit, out->kernels, out->num_kernels, &key));
+  tj_cache_key_format(key, out->key);
+  bool hit = false;
+  TJ_RETURN_IF_ERROR(tj_memory_cache_lookup(context, key, allocator, out_bytes,
+                                            out_size, &hit));
+  if (hit) {
+    out->source = TJ_X86_SOURCE_MEMORY;
+    return NULL;
+  }
+  bool disk = cache_dir && cache_dir[0];
+  if (disk) {
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(cache_dir, key, allocator, out_bytes,
+                                          out_size, &hit, &out->cache_note));
+  }
+  if (hit) {
+    out->source = TJ_X86_SOURCE_DISK;
+  } else {
+    const tj_kir_t** kirs =
+        tj_alloc(allocator, sizeof(tj_kir_t*) * out->num_kernels);
+    if (!kirs) return tj_status_oom();
+    for (uint32_t i = 0; i < out->num_kernels; ++i) {
+      kirs[i] = out->kernels[i].kernel;
+    }
+    tj_x86_object_t object;
+    tj_status_t status =
+        tj_x86_jit_compile(jit, kirs, out->num_kernels, &object);
+    tj_free(allocator, kirs, sizeof(tj_kir_t*) * out->num_kernels);
+    TJ_RETURN_IF_ERROR(status);
+    *out_bytes = object.data;  // allocated from |allocator| by the JIT
+    *out_size = object.size;
+    out->source = TJ_X86_SOURCE_LLVM;
+    if (disk) {
+      out->store_status =
+          tj_disk_cache_store(cache_dir, key, *out_bytes, *out_size);
+    }
+  }
+  // Remember it in memory too; a full or failing cache is only a warning.
+  tj_status_t status =
+      tj_memory_cache_store(context, key, *out_bytes, *out_size);
+  if (status && !out->store_status) {
+    out->store_status = status;
+  } else {
+    tj_status_free(status);
+  }
+  return NULL;
+}
+
 tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                                    tj_context_t* context,
+                                    const char* cache_dir,
                                     tj_x86_lowered_t* kernels,
                                     uint32_t num_kernels,
                                     tj_x86_kernel_set_t* out) {
@@ -52,26 +130,22 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
   out->num_kernels = num_kernels;
   if (num_kernels == 0) return NULL;
   double start = now_ms();
-  tj_status_t status = NULL;
-  const tj_kir_t** kirs = tj_alloc(allocator, sizeof(tj_kir_t*) * num_kernels);
+  void* bytes = NULL;
+  size_t size = 0;
   out->fns = tj_calloc(allocator, num_kernels, sizeof(tj_kir_fn_t));
-  if (!kirs || !out->fns) status = tj_status_oom();
-  tj_x86_object_t object;
-  memset(&object, 0, sizeof(object));
+  tj_status_t status = out->fns ? NULL : tj_status_oom();
   if (!status) {
-    for (uint32_t i = 0; i < num_kernels; ++i) kirs[i] = kernels[i].kernel;
-    status = tj_x86_jit_compile(jit, kirs, num_kernels, &object);
+    status = get_object(jit, allocator, context, cache_dir, out, &bytes, &size);
   }
   if (!status) {
-    out->object_bytes = object.size;
-    status = tj_x86_jit_load(jit, object.data, object.size, &out->module);
+    out->object_bytes = size;
+    status = tj_x86_jit_load(jit, bytes, size, &out->module);
   }
-  tj_x86_object_deinitialize(&object);
+  tj_free(allocator, bytes, size);
   for (uint32_t i = 0; !status && i < num_kernels; ++i) {
     status = tj_x86_module_lookup(out->module, kernels[i].kernel->name,
                                   &out->fns[i]);
   }
-  tj_free(allocator, kirs, kirs ? sizeof(tj_kir_t*) * num_kernels : 0);
   if (status) {
     tj_x86_kernel_set_deinitialize(allocator, out);
     return status;
@@ -93,8 +167,7 @@ tj_status_t tj_x86_launch_prepare(const tj_x86_runner_t* runner,
                                   tj_x86_launch_t* out) {
   memset(out, 0, sizeof(*out));
   tj_kir_launch_t info;
-  TJ_RETURN_IF_ERROR(
-      tj_kir_launch_info(kernel, runner->lanes, scalars, &info));
+  TJ_RETURN_IF_ERROR(tj_kir_launch_info(kernel, runner->lanes, scalars, &info));
   out->units = info.units;
   out->slot_bytes = (info.scratch_bytes + 63) / 64 * 64;
   int64_t work = 1;

@@ -13,19 +13,36 @@
 
 //===--- kernel sets ---===//
 
+// Where a kernel set's object code came from.
+typedef enum tj_x86_source_e {
+  TJ_X86_SOURCE_LLVM = 0,    // compiled now (a cache miss)
+  TJ_X86_SOURCE_MEMORY = 1,  // the context's memory cache
+  TJ_X86_SOURCE_DISK = 2,    // the disk cache
+} tj_x86_source_t;
+
 typedef struct tj_x86_kernel_set_t {
   uint32_t num_kernels;
   tj_x86_lowered_t* kernels;  // owned array
   tj_kir_fn_t* fns;           // entry points, valid while |module| lives
   tj_x86_module_t* module;
   size_t object_bytes;
-  double compile_ms;  // LLVM: IR, O3, codegen, load, link
+  double compile_ms;  // getting the object (LLVM or a cache), load, link
+  tj_x86_source_t source;
+  char key[33];              // the cache key, hex
+  const char* cache_note;    // why the disk cache missed, or NULL (static)
+  tj_status_t store_status;  // a failed cache store (a warning), owned
 } tj_x86_kernel_set_t;
 
-// Compiles |num_kernels| lowered kernels into one object with |jit|, loads
-// it and looks every kernel up. Takes ownership of |kernels| (an array
-// allocated from |allocator|) on every path. On failure |out| is zeroed.
+// Makes the object of |num_kernels| lowered kernels: from |context|'s
+// memory cache, else from the disk cache in |cache_dir| ("" or NULL: none),
+// else compiled with |jit| as one module and stored in both. Then loads it
+// and looks every kernel up. The key hashes every kernel's text, the JIT's
+// target key and the library version. Takes ownership of |kernels| (an
+// array allocated from |allocator|) on every path. On failure |out| is
+// zeroed.
 tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                                    tj_context_t* context,
+                                    const char* cache_dir,
                                     tj_x86_lowered_t* kernels,
                                     uint32_t num_kernels,
                                     tj_x86_kernel_set_t* out);
@@ -46,11 +63,11 @@ typedef struct tj_x86_runner_t {
 } tj_x86_runner_t;
 
 typedef struct tj_x86_launch_t {
-  int64_t units;          // work units of the kernel for these scalars
-  int64_t slot_bytes;     // scratch per concurrent call, 64-byte multiple
-  int32_t slots;          // concurrent calls (scratch slots)
-  int64_t chunks;         // host parallel_for: chunks of units; else 0
-  bool parallel;          // false: run inline on the calling thread
+  int64_t units;       // work units of the kernel for these scalars
+  int64_t slot_bytes;  // scratch per concurrent call, 64-byte multiple
+  int32_t slots;       // concurrent calls (scratch slots)
+  int64_t chunks;      // host parallel_for: chunks of units; else 0
+  bool parallel;       // false: run inline on the calling thread
 } tj_x86_launch_t;
 
 // How |kernel| runs with |scalars|: units, and the scratch it needs

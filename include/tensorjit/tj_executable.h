@@ -44,15 +44,20 @@ typedef enum tj_specialize_e {
 
 typedef struct tj_compile_options_t {
   tj_target_t target;
-  // Worker threads for x86 kernels; 0 means one per online CPU.
+  // Worker threads for x86 kernels; 0 means one per online CPU. With
+  // |parallel_for| it only sizes the work: a kernel is cut into about 4
+  // chunks per thread.
   int32_t num_threads;
   // When set, kernels run their parallel loops through the host's job system
-  // instead of libtensorjit's own threads.
+  // instead of libtensorjit's own threads. It may be called from several
+  // threads at once when several runs of one executable are in flight.
   tj_parallel_for_fn parallel_for;
   void* parallel_for_user_data;
   tj_specialize_t specialize;
-  int32_t specialize_after;
+  int32_t specialize_after;  // >= 1; the default is 16
   // Round symbolic sizes up to powers of two for specialized kernels.
+  // Not implemented yet: specializations use exact shapes, and asking for
+  // it logs a warning.
   bool bucket_pow2;
   // Kernel cache directory. NULL: $TJ_CACHE_DIR, else
   // $XDG_CACHE_HOME/tensorjit, else ~/.cache/tensorjit. "" disables the disk
@@ -101,7 +106,11 @@ TJ_API tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 // preallocated by the caller with the shapes tj_executable_output_shape
 // gives. Shape guards are checked first; a shape no kernel serves is
 // compiled on demand (and logged under TJ_LOG=recompiles). No host heap
-// allocation happens on the steady-state path.
+// allocation happens on the steady-state path (groups that run on the
+// reference interpreter, see num_graph_breaks, allocate as it does).
+// Inputs and outputs are CPU tensors and may be strided (they are staged
+// through contiguous memory then); an output must not overlap an input.
+// Several threads may run one executable at once.
 TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
                                      const tj_tensor_t* inputs,
                                      int32_t num_inputs,
@@ -110,8 +119,13 @@ TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
 
 // What compiling and running has cost so far.
 typedef struct tj_executable_stats_t {
-  int32_t num_kernels;         // kernels in the generic kernel set
-  int32_t num_graph_breaks;    // host calls between compiled regions
+  // Kernels in the generic kernel set: one per fusion group, except that a
+  // pointwise group with pad or concat is one kernel per box of its output.
+  int32_t num_kernels;
+  // Host calls between compiled regions: fusion groups no kernel template
+  // expresses (gather, a non-f32 matmul, a reduction over axes that are not
+  // one strided axis), run on the reference interpreter.
+  int32_t num_graph_breaks;
   double compile_ms;           // wall time of tj_compile
   int64_t cache_hits;          // kernels loaded from the memory or disk cache
   int64_t cache_misses;        // kernels compiled by LLVM

@@ -140,6 +140,8 @@ TEST(odd_sizes_runtime) {
                    .k = 0, .batched = false, .a_trans = false, .b_trans = false,
                    .epilogue = 0, .schedule = {0, 0, 0, 0, 0}};
   tj_kir_t* k = build_gemm(&d);
+  kernel_set_t set;
+  prepare_kernel(k, &set);
   static const int64_t ms[] = {1, 7, 33, 257};
   static const int64_t ns[] = {1, 7, 33, 257};
   static const int64_t ks[] = {1, 7, 33, 257};
@@ -149,7 +151,7 @@ TEST(odd_sizes_runtime) {
     for (size_t j = 0; j < TJ_ARRAY_SIZE(ns); ++j) {
       for (size_t q = 0; q < TJ_ARRAY_SIZE(ks); ++q) {
         int64_t scalars[3] = {ms[i], ns[j], ks[q]};
-        if (!check_kernel(k, scalars, fills, 8, gemm_atol(ks[q]))) {
+        if (!check_prepared(k, &set, scalars, fills, 8, gemm_atol(ks[q]))) {
           fprintf(stderr, "  (M %lld N %lld K %lld)\n", (long long)ms[i],
                   (long long)ns[j], (long long)ks[q]);
         }
@@ -158,10 +160,11 @@ TEST(odd_sizes_runtime) {
   }
   // K beyond kc = 1024: partial sums through scratch, two passes.
   int64_t scalars[3] = {13, 70, 1500};
-  check_kernel(k, scalars, fills, 8, gemm_atol(1500));
+  check_prepared(k, &set, scalars, fills, 8, gemm_atol(1500));
   // K = 0: C = 0.
   int64_t zero_k[3] = {5, 9, 0};
-  check_kernel(k, zero_k, fills, 0, 0);
+  check_prepared(k, &set, zero_k, fills, 0, 0);
+  release_set(&set);
   tj_kir_destroy(k);
 }
 

@@ -46,6 +46,8 @@ static void check_simple(tj_kir_reduce_t op, tj_dtype_t dt, fill_t fill,
     tj_kir_store(k, z, tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x),
                                      tj_kir_row(k, p0)));
   }
+  kernel_set_t set;
+  prepare_kernel(k, &set);
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kLengths); ++i) {
     int64_t len = kLengths[i];
     int64_t scalars[2] = {len, len + 5};
@@ -57,10 +59,11 @@ static void check_simple(tj_kir_reduce_t op, tj_dtype_t dt, fill_t fill,
                           tj_dtype_is_float(dt)
                       ? (double)(len + 1) * eps * scale
                       : 0;
-    if (!check_kernel(k, scalars, fills, 1, atol)) {
+    if (!check_prepared(k, &set, scalars, fills, 1, atol)) {
       fprintf(stderr, "  (row length %lld)\n", (long long)len);
     }
   }
+  release_set(&set);
   tj_kir_destroy(k);
 }
 
@@ -125,14 +128,18 @@ TEST(softmax) {
                                       {2, 4096}, {4, 10007}};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
     tj_kir_t* k = build_softmax(dts[t]);
+    kernel_set_t set;
+    prepare_kernel(k, &set);
     for (size_t i = 0; i < TJ_ARRAY_SIZE(shapes); ++i) {
       int64_t scalars[2] = {shapes[i][0], shapes[i][1]};
       // Large logits: max subtraction is what keeps exp finite. x - max
       // rounds in f32, which costs |x - max| ulps in exp for the tiny
       // probabilities: an absolute tolerance covers those.
       fill_t fills[2] = {{-80, 80, false, false}, kNoFill};
-      check_kernel(k, scalars, fills, 8, dts[t] == TJ_DTYPE_F64 ? 1e-15 : 1e-9);
+      check_prepared(k, &set, scalars, fills, 8,
+                     dts[t] == TJ_DTYPE_F64 ? 1e-15 : 1e-9);
     }
+    release_set(&set);
     tj_kir_destroy(k);
   }
   // Rows sum to 1 and a -inf logit gets probability 0.
@@ -203,12 +210,15 @@ TEST(layer_norm) {
 #undef MEAN
 #undef RSTD
   static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 768}, {2, 1031}};
+  kernel_set_t set;
+  prepare_kernel(k, &set);
   for (size_t i = 0; i < TJ_ARRAY_SIZE(shapes); ++i) {
     int64_t scalars[2] = {shapes[i][0], shapes[i][1]};
     fill_t fills[6] = {{-3, 5, false, false}, {0.5, 1.5, false, false},
                        {-1, 1, false, false}, kNoFill, kNoFill, kNoFill};
-    check_kernel(k, scalars, fills, 8, 2e-5);
+    check_prepared(k, &set, scalars, fills, 8, 2e-5);
   }
+  release_set(&set);
   tj_kir_destroy(k);
 }
 

@@ -613,11 +613,40 @@ static inline bool compare_outputs(const tj_kir_t* k, void* const* got,
   return ok;
 }
 
-// Fills inputs (|fills| per buffer), runs |k| through every JIT and the
-// interpreter, and compares. Returns false on any mismatch.
-static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
-                         const fill_t* fills, double ulps, double atol) {
-  CHECK_OK(tj_kir_finalize(k));
+// A kernel compiled by every JIT of open_jits.
+typedef struct kernel_set_t {
+  compiled_t c[3];
+  bool ok[3];
+} kernel_set_t;
+
+// Finalizes |k| and compiles it for every JIT; false if any failed.
+static inline bool prepare_kernel(tj_kir_t* k, kernel_set_t* set) {
+  memset(set, 0, sizeof(*set));
+  tj_status_t s = tj_kir_finalize(k);
+  if (s) {
+    CHECK_OK(s);
+    return false;
+  }
+  bool all = true;
+  for (int j = 0; j < g_num_jits; ++j) {
+    set->ok[j] = compile_kernel(g_jits[j], k, &set->c[j]);
+    all &= set->ok[j];
+  }
+  return all;
+}
+
+static inline void release_set(kernel_set_t* set) {
+  for (int j = 0; j < 3; ++j) {
+    if (set->ok[j]) release_kernel(&set->c[j]);
+  }
+  memset(set, 0, sizeof(*set));
+}
+
+// Fills inputs (|fills| per buffer), runs the prepared |k| through every
+// JIT and the interpreter, and compares. Returns false on any mismatch.
+static inline bool check_prepared(const tj_kir_t* k, const kernel_set_t* set,
+                                  const int64_t* scalars, const fill_t* fills,
+                                  double ulps, double atol) {
   void* inputs[TJ_KIR_MAX_BUFFERS] = {0};
   void* want[TJ_KIR_MAX_BUFFERS] = {0};
   void* got[TJ_KIR_MAX_BUFFERS] = {0};
@@ -636,8 +665,7 @@ static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
   interp_kernel(k, want, scalars);
   bool ok = true;
   for (int j = 0; j < g_num_jits; ++j) {
-    compiled_t c;
-    if (!compile_kernel(g_jits[j], k, &c)) {
+    if (!set->ok[j]) {
       ok = false;
       continue;
     }
@@ -649,11 +677,10 @@ static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
         memset(got[b], 0, bytes);
       }
     }
-    run_kernel(g_jits[j], k, c.fn, got, scalars, NULL);
+    run_kernel(g_jits[j], k, set->c[j].fn, got, scalars, NULL);
     char what[128];
     snprintf(what, sizeof(what), "@%s on %s", k->name, g_isa_names[j]);
     if (!compare_outputs(k, got, want, sizes, ulps, atol, what)) ok = false;
-    release_kernel(&c);
   }
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     free(inputs[b]);
@@ -666,6 +693,17 @@ static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
     fprintf(stderr, "%s: kernel @%s differs from the oracle\n",
             g_test_current, k->name);
   }
+  return ok;
+}
+
+// prepare_kernel + check_prepared + release_set, for one-shot kernels.
+static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
+                                const fill_t* fills, double ulps,
+                                double atol) {
+  kernel_set_t set;
+  prepare_kernel(k, &set);
+  bool ok = check_prepared(k, &set, scalars, fills, ulps, atol);
+  release_set(&set);
   return ok;
 }
 
