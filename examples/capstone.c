@@ -63,6 +63,25 @@ static void check(tj_status_t status, const char* what) {
   exit(1);
 }
 
+// Collects the library's diagnostics (TJ_LOG=recompiles) for the report.
+typedef struct log_t {
+  char text[4096];
+  size_t length;
+  int lines;
+} log_t;
+
+static void collect_diagnostic(tj_severity_t severity, const char* message,
+                               size_t length, void* user_data) {
+  (void)severity;
+  log_t* log = user_data;
+  int n = snprintf(log->text + log->length, sizeof(log->text) - log->length,
+                   "  %.*s\n", (int)length, message);
+  if (n > 0 && log->length + (size_t)n < sizeof(log->text)) {
+    log->length += (size_t)n;
+  }
+  ++log->lines;
+}
+
 static tj_graph_t* build_block(tj_context_t* ctx, int64_t k, int64_t n) {
   tj_graph_t* g = NULL;
   check(tj_graph_create(ctx, "block", &g), "tj_graph_create");
@@ -210,8 +229,16 @@ int main(int argc, char** argv) {
          (long long)opt.k, (long long)opt.k, (long long)opt.n,
          (long long)opt.n);
 
+  // Every guard failure and recompile is reported through the context's
+  // diagnostic channel; collect them for the recompile log below.
+  static log_t log;
+  if (!getenv("TJ_LOG")) setenv("TJ_LOG", "recompiles", 1);
+  tj_context_options_t context_options;
+  tj_context_options_initialize(&context_options);
+  context_options.diagnostic_fn = collect_diagnostic;
+  context_options.diagnostic_user_data = &log;
   tj_context_t* ctx = NULL;
-  check(tj_context_create(NULL, &ctx), "tj_context_create");
+  check(tj_context_create(&context_options, &ctx), "tj_context_create");
 
   // 1. Capture: the C API, then the text form, round trip exact.
   tj_graph_t* g = build_block(ctx, opt.k, opt.n);
@@ -320,9 +347,16 @@ int main(int argc, char** argv) {
     free(ref);
   }
   tj_executable_stats(exe, &stats);
-  printf("\n== Recompile log ==\n  %lld recompiles over %d batch sizes: "
-         "one generic kernel set served every B.\n",
-         (long long)stats.recompiles, opt.num_batches);
+  printf("\n== Recompile log (TJ_LOG=%s) ==\n", getenv("TJ_LOG"));
+  if (log.lines) printf("%s", log.text);
+  if (stats.recompiles == 0) {
+    printf("  no recompiles over %d batch sizes: one generic kernel set "
+           "served every B.\n",
+           opt.num_batches);
+  } else {
+    printf("  %lld recompiles over %d batch sizes.\n",
+           (long long)stats.recompiles, opt.num_batches);
+  }
   if (failures) printf("  %d batch sizes exceeded the error tolerance\n",
                        failures);
   free(w);

@@ -1,0 +1,286 @@
+"""Finding libtensorjit.so and declaring its C API for ctypes.
+
+Search order (the first that loads wins):
+
+1. ``$TJ_LIBRARY``: an explicit path, so a build tree can be tested without
+   installing (the test suite sets it). An explicit override beats a bundled
+   copy; if it is set but does not load, that is an error, not a fallback.
+2. ``libtensorjit.so*`` next to this file: the copy ``pip install ./python``
+   bundles (see ``python/tj_build_backend.py``).
+3. The system: ``ctypes.util.find_library("tensorjit")`` and
+   ``libtensorjit.so.0`` through the dynamic loader (``meson install`` into
+   a prefix the loader searches, or ``LD_LIBRARY_PATH``).
+
+Every function is declared with its exact argument and result types, so a
+wrong Python argument is a ``ctypes.ArgumentError`` at the boundary, never a
+bad pointer in C. The binding never calls a function with a pointer it has
+not sized itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+from typing import Any, List, Optional
+
+from .errors import LibraryNotFoundError, error_for_code
+
+MAX_RANK = 8  # TJ_MAX_RANK
+DIM_INFER = -1  # TJ_DIM_INFER
+DIM_INVALID = -(2**63)  # TJ_DIM_INVALID
+DEVICE_CPU = 1
+DEVICE_CUDA = 2
+
+vp = ctypes.c_void_p
+i32 = ctypes.c_int32
+i64 = ctypes.c_int64
+cstr = ctypes.c_char_p
+cbool = ctypes.c_bool
+cdouble = ctypes.c_double
+cenum = ctypes.c_int
+p64 = ctypes.POINTER(ctypes.c_int64)
+p32 = ctypes.POINTER(ctypes.c_int32)
+
+
+class Value_t(ctypes.Structure):
+    """tj_value_t."""
+
+    _fields_ = [("id", ctypes.c_uint32)]
+
+
+class Tensor_t(ctypes.Structure):
+    """tj_tensor_t: the fields of DLPack's DLTensor."""
+
+    _fields_ = [("data", vp), ("device_type", cenum), ("device_id", i32),
+                ("dtype", cenum), ("rank", i32), ("shape", p64),
+                ("strides", p64), ("byte_offset", ctypes.c_uint64)]
+
+
+ALLOC_FN = ctypes.CFUNCTYPE(vp, vp, vp, ctypes.c_size_t, ctypes.c_size_t)
+DIAGNOSTIC_FN = ctypes.CFUNCTYPE(None, cenum, ctypes.POINTER(ctypes.c_char),
+                                 ctypes.c_size_t, vp)
+
+
+class Allocator_t(ctypes.Structure):
+    _fields_ = [("fn", vp), ("user_data", vp)]
+
+
+class ContextOptions_t(ctypes.Structure):
+    _fields_ = [("allocator", Allocator_t), ("diagnostic_fn", DIAGNOSTIC_FN),
+                ("diagnostic_user_data", vp)]
+
+
+class CompileOptions_t(ctypes.Structure):
+    _fields_ = [("target", cenum), ("num_threads", i32),
+                ("parallel_for", vp), ("parallel_for_user_data", vp),
+                ("specialize", cenum), ("specialize_after", i32),
+                ("bucket_pow2", cbool), ("cache_dir", cstr),
+                ("pipeline", cstr), ("verify_each", cbool)]
+
+
+class ExecutableStats_t(ctypes.Structure):
+    _fields_ = [("num_kernels", i32), ("num_graph_breaks", i32),
+                ("compile_ms", cdouble), ("cache_hits", i64),
+                ("cache_misses", i64), ("recompiles", i64), ("runs", i64)]
+
+
+STAGE_COUNT = 5
+
+
+class ScoreboardRow_t(ctypes.Structure):
+    _fields_ = [("stage", cenum), ("nodes", i64), ("kernels", i64),
+                ("bytes_read", i64), ("bytes_written", i64),
+                ("peak_bytes", i64), ("graph_breaks", i64),
+                ("percent_compiled", cdouble)]
+
+
+class Scoreboard_t(ctypes.Structure):
+    _fields_ = [("rows", ScoreboardRow_t * STAGE_COUNT),
+                ("activation_bytes", i64), ("input_bytes", i64),
+                ("arena_bytes", i64), ("live_peak_bytes", i64)]
+
+
+UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
+             "erf", "sin", "cos", "floor", "ceil", "round", "relu", "sign",
+             "logical_not", "isnan")
+BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+              "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
+REDUCTION_OPS = ("sum", "mean", "max", "min", "prod")
+
+_SIGNATURES = {
+    "tj_version_number": (ctypes.c_uint32, []),
+    "tj_version_string": (cstr, []),
+    "tj_status_code": (cenum, [vp]),
+    "tj_status_message": (cstr, [vp]),
+    "tj_status_code_name": (cstr, [cenum]),
+    "tj_status_free": (None, [vp]),
+    "tj_allocator_system": (Allocator_t, []),
+    "tj_dtype_name": (cstr, [cenum]),
+    "tj_dtype_size": (ctypes.c_size_t, [cenum]),
+    "tj_context_options_initialize": (None, [ctypes.POINTER(
+        ContextOptions_t)]),
+    "tj_context_create": (vp, [ctypes.POINTER(ContextOptions_t),
+                               ctypes.POINTER(vp)]),
+    "tj_context_destroy": (None, [vp]),
+    "tj_context_free_string": (None, [vp, vp]),
+    "tj_graph_create": (vp, [vp, cstr, ctypes.POINTER(vp)]),
+    "tj_graph_destroy": (None, [vp]),
+    "tj_graph_context": (vp, [vp]),
+    "tj_graph_finalize": (vp, [vp]),
+    "tj_graph_status": (vp, [vp]),
+    "tj_graph_symbol": (i64, [vp, cstr]),
+    "tj_graph_dim_add": (i64, [vp, i64, i64]),
+    "tj_graph_dim_mul": (i64, [vp, i64, i64]),
+    "tj_graph_input": (Value_t, [vp, cenum, i32, p64, cstr]),
+    "tj_graph_constant": (Value_t, [vp, cenum, i32, p64, vp]),
+    "tj_graph_constant_borrowed": (Value_t, [vp, cenum, i32, p64, vp]),
+    "tj_graph_scalar": (Value_t, [vp, cenum, cdouble]),
+    "tj_graph_full": (Value_t, [vp, cenum, i32, p64, cdouble]),
+    "tj_graph_iota": (Value_t, [vp, cenum, i32, p64, i32]),
+    "tj_graph_output": (None, [vp, Value_t, cstr]),
+    "tj_graph_where": (Value_t, [vp, Value_t, Value_t, Value_t]),
+    "tj_graph_cast": (Value_t, [vp, Value_t, cenum]),
+    "tj_graph_argmax": (Value_t, [vp, Value_t, i32, cbool]),
+    "tj_graph_matmul": (Value_t, [vp, Value_t, Value_t]),
+    "tj_graph_reshape": (Value_t, [vp, Value_t, i32, p64]),
+    "tj_graph_transpose": (Value_t, [vp, Value_t, p32]),
+    "tj_graph_broadcast_to": (Value_t, [vp, Value_t, i32, p64]),
+    "tj_graph_slice": (Value_t, [vp, Value_t, p64, p64, p64]),
+    "tj_graph_concat": (Value_t, [vp, i32, ctypes.POINTER(Value_t), i32]),
+    "tj_graph_pad": (Value_t, [vp, Value_t, p64, p64, cdouble]),
+    "tj_graph_gather": (Value_t, [vp, Value_t, Value_t, i32]),
+    "tj_graph_gelu": (Value_t, [vp, Value_t, cbool]),
+    "tj_graph_silu": (Value_t, [vp, Value_t]),
+    "tj_graph_softmax": (Value_t, [vp, Value_t, i32]),
+    "tj_graph_log_softmax": (Value_t, [vp, Value_t, i32]),
+    "tj_graph_layer_norm": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                      cdouble]),
+    "tj_graph_rms_norm": (Value_t, [vp, Value_t, Value_t, cdouble]),
+    "tj_graph_linear": (Value_t, [vp, Value_t, Value_t, Value_t]),
+    "tj_graph_num_inputs": (i32, [vp]),
+    "tj_graph_num_outputs": (i32, [vp]),
+    "tj_graph_input_value": (Value_t, [vp, i32]),
+    "tj_graph_output_value": (Value_t, [vp, i32]),
+    "tj_graph_input_name": (cstr, [vp, i32]),
+    "tj_graph_output_name": (cstr, [vp, i32]),
+    "tj_graph_value_dtype": (cenum, [vp, Value_t]),
+    "tj_graph_value_rank": (i32, [vp, Value_t]),
+    "tj_graph_value_dims": (None, [vp, Value_t, p64]),
+    "tj_graph_print": (vp, [vp, ctypes.POINTER(vp)]),
+    "tj_graph_parse": (vp, [vp, cstr, ctypes.c_size_t, cstr,
+                            ctypes.POINTER(vp)]),
+    "tj_graph_output_shape": (vp, [vp, ctypes.POINTER(Tensor_t), i32, i32,
+                                   p32, p64]),
+    "tj_reference_run": (vp, [vp, ctypes.POINTER(Tensor_t), i32,
+                              ctypes.POINTER(Tensor_t), i32]),
+    "tj_compile_options_initialize": (None, [ctypes.POINTER(
+        CompileOptions_t)]),
+    "tj_compile": (vp, [vp, ctypes.POINTER(CompileOptions_t),
+                        ctypes.POINTER(vp)]),
+    "tj_executable_retain": (None, [vp]),
+    "tj_executable_release": (None, [vp]),
+    "tj_executable_output_shape": (vp, [vp, ctypes.POINTER(Tensor_t), i32,
+                                        i32, p32, p64]),
+    "tj_executable_run": (vp, [vp, ctypes.POINTER(Tensor_t), i32,
+                               ctypes.POINTER(Tensor_t), i32]),
+    "tj_executable_stats": (None, [vp, ctypes.POINTER(ExecutableStats_t)]),
+    "tj_stage_name": (cstr, [cenum]),
+    "tj_graph_scoreboard": (vp, [vp, i32, ctypes.POINTER(cstr), p64,
+                                 ctypes.POINTER(Scoreboard_t)]),
+}
+for _name in UNARY_OPS:
+    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t])
+for _name in BINARY_OPS:
+    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t, Value_t])
+for _name in REDUCTION_OPS:
+    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t, i32, p32,
+                                                   cbool])
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
+
+
+def _candidates() -> List[str]:
+    found: List[str] = []
+    env = os.environ.get("TJ_LIBRARY")
+    if env:
+        return [env]  # explicit: no fallback that would hide a typo
+    here = os.path.dirname(os.path.abspath(__file__))
+    for pattern in ("libtensorjit.so", "libtensorjit.so.*",
+                    "libtensorjit.dylib"):
+        found.extend(sorted(glob.glob(os.path.join(here, pattern))))
+    system = ctypes.util.find_library("tensorjit")
+    if system:
+        found.append(system)
+    found.extend(["libtensorjit.so.0", "libtensorjit.so"])
+    return found
+
+
+def _declare(handle: ctypes.CDLL) -> None:
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(handle, name)  # AttributeError: not our library
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def load(path: Optional[str] = None) -> ctypes.CDLL:
+    """Loads (once) and returns the library; |path| forces a file.
+
+    Raises LibraryNotFoundError listing every place tried.
+    """
+    global _lib, _path
+    with _lock:
+        if _lib is not None and path is None:
+            return _lib
+        tried = []
+        for candidate in ([path] if path else _candidates()):
+            try:
+                handle = ctypes.CDLL(candidate)
+                _declare(handle)
+            except (OSError, AttributeError) as e:
+                tried.append(f"{candidate}: {e}")
+                continue
+            _lib, _path = handle, candidate
+            return handle
+        raise LibraryNotFoundError(
+            "libtensorjit.so not found; set TJ_LIBRARY to its path, install "
+            "the package with the library bundled (pip install ./python after "
+            "a build) or install the library (meson install). Tried: " +
+            "; ".join(tried))
+
+
+def library_path() -> str:
+    """The path (or loader name) of the libtensorjit actually loaded."""
+    load()
+    assert _path is not None
+    return _path
+
+
+def lib() -> Any:
+    """The loaded library (loading it on first use)."""
+    return _lib if _lib is not None else load()
+
+
+def check(status: Optional[int]) -> None:
+    """Raises the exception for non-NULL |status| (freeing it first)."""
+    if not status:
+        return
+    L = lib()
+    code = int(L.tj_status_code(status))
+    raw = L.tj_status_message(status)
+    message = raw.decode("utf-8", "replace") if raw else ""
+    L.tj_status_free(status)
+    raise error_for_code(code, message)
+
+
+def status_error(status: Optional[int]) -> Optional[Exception]:
+    """Like check(), but returns the exception instead of raising it."""
+    try:
+        check(status)
+    except Exception as e:  # noqa: BLE001 - we hand it back
+        return e
+    return None

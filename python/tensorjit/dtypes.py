@@ -1,0 +1,150 @@
+"""Element types: ``tj_dtype_t`` and its numpy counterparts.
+
+A dtype may be given as a :class:`DType`, its name (``"f32"``, ``"bf16"``,
+...), a numpy dtype or scalar type (``numpy.float32``), or a few common
+spellings (``"float32"``, ``"int64"``, ``"bool"``).
+
+numpy has no bfloat16: bf16 arrays cross as ``numpy.uint16`` holding the
+raw bits (the upper half of an f32), or as ``ml_dtypes.bfloat16`` when that
+package is installed. An input declared bf16 accepts either.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from .errors import ArgumentTypeError, InvalidArgumentError
+
+__all__ = ["DType", "DTypeLike", "dtype_of", "numpy_dtype", "dtype_from_numpy",
+           "bf16_to_f32", "f32_to_bf16"]
+
+
+class DType(enum.IntEnum):
+    """tj_dtype_t."""
+
+    F32 = 0
+    F16 = 1
+    BF16 = 2
+    F64 = 3
+    I8 = 4
+    I32 = 5
+    I64 = 6
+    BOOL = 7
+
+    @property
+    def short_name(self) -> str:
+        """The .tj spelling: "f32", "bf16", ..."""
+        return _NAMES[self]
+
+    @property
+    def itemsize(self) -> int:
+        return _SIZES[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.F32, DType.F16, DType.BF16, DType.F64)
+
+    @property
+    def is_integer(self) -> bool:
+        return self in (DType.I8, DType.I32, DType.I64)
+
+    def __str__(self) -> str:
+        return self.short_name
+
+
+_NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16",
+          DType.F64: "f64", DType.I8: "i8", DType.I32: "i32",
+          DType.I64: "i64", DType.BOOL: "bool"}
+_SIZES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.F64: 8,
+          DType.I8: 1, DType.I32: 4, DType.I64: 8, DType.BOOL: 1}
+_BY_NAME = {v: k for k, v in _NAMES.items()}
+_BY_NAME.update({"float32": DType.F32, "float16": DType.F16, "half":
+                 DType.F16, "bfloat16": DType.BF16, "float64": DType.F64,
+                 "double": DType.F64, "float": DType.F32, "int8": DType.I8,
+                 "int32": DType.I32, "int64": DType.I64, "bool_":
+                 DType.BOOL})
+
+try:  # optional: a real bfloat16 numpy dtype
+    import ml_dtypes  # type: ignore
+
+    _BF16_NUMPY: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
+except Exception:  # noqa: BLE001 - any import failure means "absent"
+    _BF16_NUMPY = None
+
+_TO_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
+             DType.BF16: _BF16_NUMPY or np.dtype(np.uint16),
+             DType.F64: np.dtype(np.float64), DType.I8: np.dtype(np.int8),
+             DType.I32: np.dtype(np.int32), DType.I64: np.dtype(np.int64),
+             DType.BOOL: np.dtype(np.bool_)}
+_FROM_NUMPY = {np.dtype(np.float32): DType.F32,
+               np.dtype(np.float16): DType.F16,
+               np.dtype(np.float64): DType.F64, np.dtype(np.int8): DType.I8,
+               np.dtype(np.int32): DType.I32, np.dtype(np.int64): DType.I64,
+               np.dtype(np.bool_): DType.BOOL}
+if _BF16_NUMPY is not None:
+    _FROM_NUMPY[_BF16_NUMPY] = DType.BF16
+
+DTypeLike = Union[DType, str, np.dtype, type]
+
+
+def dtype_of(value: Any) -> DType:
+    """The DType named by |value| (see the module docstring)."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise ArgumentTypeError(f"not a dtype: {value!r}")
+    if isinstance(value, int):
+        try:
+            return DType(value)
+        except ValueError:
+            raise InvalidArgumentError(f"no dtype has code {value}") from None
+    if isinstance(value, str):
+        found = _BY_NAME.get(value.lower())
+        if found is None:
+            raise InvalidArgumentError(
+                f"unknown dtype {value!r}; expected one of "
+                f"{', '.join(_NAMES.values())}")
+        return found
+    try:
+        npd = np.dtype(value)
+    except TypeError:
+        raise ArgumentTypeError(f"not a dtype: {value!r}") from None
+    found = _FROM_NUMPY.get(npd.newbyteorder("=") if npd.byteorder in "<>"
+                            else npd)
+    if found is None:
+        raise InvalidArgumentError(f"numpy dtype {npd} has no tensorjit "
+                                   f"equivalent")
+    return found
+
+
+def numpy_dtype(dtype: DTypeLike) -> np.dtype:
+    """The numpy dtype arrays of |dtype| use (uint16 bits for bf16 unless
+    ml_dtypes is installed)."""
+    return _TO_NUMPY[dtype_of(dtype)]
+
+
+def dtype_from_numpy(npd: np.dtype) -> Optional[DType]:
+    """The DType of numpy dtype |npd| in native byte order, or None.
+    uint16 maps to None: it is bf16 only where a bf16 value is expected."""
+    return _FROM_NUMPY.get(npd)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    """bf16 raw bits (uint16) to float32, exactly."""
+    bits = np.asarray(bits)
+    if bits.dtype != np.uint16:
+        bits = bits.view(np.uint16)
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 to bf16 raw bits (uint16), rounding to nearest even."""
+    f = np.ascontiguousarray(values, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    rounded = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1)))
+    out = (rounded >> np.uint64(16)).astype(np.uint16)
+    out[np.isnan(f)] = 0x7FC0
+    return out

@@ -1,0 +1,365 @@
+"""Compiling graphs and running them: :func:`compile` and
+:class:`Executable`.
+
+An executable is called with numpy arrays or DLPack tensors, positionally
+in input order or by input name, and returns numpy arrays::
+
+    exe = tensorjit.compile(g)                 # x86 JIT by default
+    y = exe(x, w, b)                           # one output: the array
+    y = exe(x=x, w=w, b=b)                     # by name
+    exe(x, w, b, out=y)                        # into caller memory
+
+Outputs are allocated by the binding with the shapes the library computes
+for these inputs (``tj_executable_output_shape``), so one executable serves
+every value of a symbolic dim. numpy arrays support DLPack themselves:
+``torch.from_dlpack(y)`` shares their memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _lib
+from ._tensors import Marshal, overlaps
+from .dtypes import DType, numpy_dtype
+from .errors import (ArgumentTypeError, InvalidArgumentError,
+                     UnsupportedError)
+from .graph import Context, Graph
+
+__all__ = ["compile", "Executable", "ExecutableStats", "TARGETS"]
+
+TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
+_SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
+
+
+@dataclass(frozen=True)
+class ExecutableStats:
+    """What compiling and running has cost so far
+    (``tj_executable_stats_t``)."""
+
+    num_kernels: int
+    num_graph_breaks: int
+    compile_ms: float
+    cache_hits: int
+    cache_misses: int
+    recompiles: int
+    runs: int
+
+
+class _Runner:
+    """The calling convention shared by executables and reference runs."""
+
+    input_names: List[str]
+    input_dtypes: List[DType]
+    output_names: List[str]
+    output_dtypes: List[DType]
+    label: str
+
+    def _describe(self, graph: Graph) -> None:
+        self.input_names, self.input_dtypes = [], []
+        for name, v in graph.inputs:
+            self.input_names.append(name)
+            self.input_dtypes.append(v.dtype)
+        self.output_names, self.output_dtypes = [], []
+        for name, v in graph.outputs:
+            self.output_names.append(name)
+            self.output_dtypes.append(v.dtype)
+
+    # Subclasses: the C calls.
+    def _shape_fn(self) -> Tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _run_fn(self) -> Tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _bind(self, args: Sequence[Any], named: Mapping[str, Any]
+              ) -> List[Any]:
+        n = len(self.input_names)
+        if len(args) > n:
+            raise InvalidArgumentError(
+                f"{self.label} takes {n} inputs "
+                f"({', '.join(self.input_names)}), got {len(args)}")
+        bound: List[Any] = list(args) + [None] * (n - len(args))
+        given = [True] * len(args) + [False] * (n - len(args))
+        for key, value in named.items():
+            if key not in self.input_names:
+                raise InvalidArgumentError(
+                    f"{self.label} has no input named {key!r} (inputs: "
+                    f"{', '.join(self.input_names)})")
+            i = self.input_names.index(key)
+            if given[i]:
+                raise InvalidArgumentError(f"input {key!r} given twice")
+            bound[i], given[i] = value, True
+        missing = [self.input_names[i] for i in range(n) if not given[i]]
+        if missing:
+            raise InvalidArgumentError(
+                f"{self.label}: missing inputs {', '.join(missing)}")
+        return bound
+
+    def output_shapes(self, *inputs: Any, **named: Any
+                      ) -> List[Tuple[int, ...]]:
+        """The concrete output shapes for these inputs."""
+        bound = self._bind(inputs, named)
+        with Marshal() as m:
+            arr = (_lib.Tensor_t * max(len(bound), 1))()
+            for i, x in enumerate(bound):
+                m.tensor(x, f"input {self.input_names[i]!r}",
+                         self.input_dtypes[i], t=arr[i])
+            return [self._shape(arr, len(bound), k)
+                    for k in range(len(self.output_names))]
+
+    def _shape(self, arr: Any, n: int, k: int) -> Tuple[int, ...]:
+        fn, handle = self._shape_fn()
+        rank = ctypes.c_int32()
+        dims = (ctypes.c_int64 * _lib.MAX_RANK)()
+        _lib.check(fn(handle, arr, n, k, ctypes.byref(rank), dims))
+        return tuple(int(d) for d in dims[:rank.value])
+
+    def _allocate(self, shape: Tuple[int, ...], dtype: DType, device: int,
+                  device_id: int) -> Any:
+        if device == _lib.DEVICE_CPU:
+            return np.empty(shape, dtype=numpy_dtype(dtype))
+        try:
+            import torch  # type: ignore
+        except ImportError:
+            raise UnsupportedError(
+                "outputs on a CUDA device need torch to allocate them, or "
+                "pass out= with device tensors") from None
+        tdt = {DType.F32: torch.float32, DType.F16: torch.float16,
+               DType.BF16: torch.bfloat16, DType.F64: torch.float64,
+               DType.I8: torch.int8, DType.I32: torch.int32,
+               DType.I64: torch.int64, DType.BOOL: torch.bool}[dtype]
+        return torch.empty(shape, dtype=tdt, device=f"cuda:{device_id}")
+
+    def call(self, args: Sequence[Any], named: Mapping[str, Any],
+             out: Any, always_list: bool = False) -> Any:
+        bound = self._bind(args, named)
+        n_out = len(self.output_names)
+        outs: Optional[List[Any]] = None
+        if out is not None:
+            if n_out == 1 and not isinstance(out, (list, tuple)):
+                outs = [out]
+            elif isinstance(out, (list, tuple)):
+                outs = list(out)
+            else:
+                raise ArgumentTypeError(
+                    f"out must be a list of {n_out} arrays")
+            if len(outs) != n_out:
+                raise InvalidArgumentError(
+                    f"{self.label} makes {n_out} outputs, out has {len(outs)}")
+        n_in = len(bound)
+        in_arr = (_lib.Tensor_t * max(n_in, 1))()
+        out_arr = (_lib.Tensor_t * max(n_out, 1))()
+        with Marshal() as m:
+            device, device_id = _lib.DEVICE_CPU, 0
+            for i, x in enumerate(bound):
+                t, _, dev = m.tensor(x, f"input {self.input_names[i]!r}",
+                                     self.input_dtypes[i], t=in_arr[i])
+                if dev != _lib.DEVICE_CPU:
+                    device, device_id = dev, int(t.device_id)
+            if outs is None:
+                outs = [self._allocate(self._shape(in_arr, n_in, k),
+                                       self.output_dtypes[k], device,
+                                       device_id)
+                        for k in range(n_out)]
+            result = outs
+            for k, o in enumerate(outs):
+                t, _, _ = m.tensor(o, f"output {self.output_names[k]!r}",
+                                   self.output_dtypes[k], writable=True,
+                                   t=out_arr[k])
+                for i in range(n_in):
+                    if overlaps(t, in_arr[i]):
+                        raise InvalidArgumentError(
+                            f"output {self.output_names[k]!r} overlaps input "
+                            f"{self.input_names[i]!r} in memory")
+                for j in range(k):
+                    if overlaps(t, out_arr[j]):
+                        raise InvalidArgumentError(
+                            f"outputs {self.output_names[j]!r} and "
+                            f"{self.output_names[k]!r} overlap in memory")
+            fn, handle = self._run_fn()
+            _lib.check(fn(handle, in_arr, n_in, out_arr, n_out))
+        if always_list:
+            return list(result)
+        return result[0] if n_out == 1 else tuple(result)
+
+
+class _GraphRunner(_Runner):
+    """tj_reference_run on a finalized graph."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.label = f"graph @{graph.name}"
+        self._describe(graph)
+
+    def _shape_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_graph_output_shape, self.graph.handle
+
+    def _run_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_reference_run, self.graph.handle
+
+
+class Executable(_Runner):
+    """A compiled graph (``tj_executable_t``), made by :func:`compile`.
+
+    Call it with the inputs (positionally or by name); it returns the
+    output array, or a tuple of them for several outputs. It does not
+    reference the graph it came from, which may be closed. Safe to call
+    from several threads at once. :meth:`close` releases it early.
+    """
+
+    def __init__(self, handle: int, graph: Graph, target: str) -> None:
+        self._handle: Optional[int] = handle
+        self.context: Context = graph.context
+        self.target = target
+        self.name = graph.name
+        self.label = f"executable @{graph.name}"
+        # Borrowed constants must outlive the executable.
+        self._borrowed = list(graph._borrowed)
+        self._describe(graph)
+        self.context._adopt(self)
+
+    @property
+    def handle(self) -> int:
+        """The raw ``tj_executable_t*``; raises if closed."""
+        if not self._handle:
+            raise InvalidArgumentError(f"{self.label} is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def close(self) -> None:
+        """Drops this object's reference (tj_executable_release)."""
+        if self._handle:
+            _lib.lib().tj_executable_release(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Executable":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}: {d.short_name}" for n, d in
+                        zip(self.input_names, self.input_dtypes))
+        state = " (closed)" if self.closed else ""
+        return (f"<tensorjit.Executable @{self.name} [{self.target}]"
+                f"({ins}){state}>")
+
+    def _shape_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_executable_output_shape, self.handle
+
+    def _run_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_executable_run, self.handle
+
+    def __call__(self, *inputs: Any, out: Any = None, **named: Any) -> Any:
+        """Runs on these inputs. |out|: an array (one output) or a list of
+        arrays to write into instead of allocating; it is returned."""
+        return self.call(inputs, named, out)
+
+    def run(self, inputs: Union[Sequence[Any], Mapping[str, Any]],
+            out: Optional[Sequence[Any]] = None) -> List[Any]:
+        """Like calling it, with the inputs as a list or a name->array
+        mapping; always returns a list of outputs."""
+        if isinstance(inputs, Mapping):
+            return self.call((), inputs, out, always_list=True)
+        if isinstance(inputs, (str, bytes)) or not isinstance(
+                inputs, Sequence):
+            raise ArgumentTypeError("inputs must be a list or a mapping")
+        return self.call(tuple(inputs), {}, out, always_list=True)
+
+    @property
+    def stats(self) -> ExecutableStats:
+        """Kernels, graph breaks, compile time, cache and run counters."""
+        s = _lib.ExecutableStats_t()
+        _lib.lib().tj_executable_stats(self.handle, ctypes.byref(s))
+        return ExecutableStats(s.num_kernels, s.num_graph_breaks,
+                               s.compile_ms, s.cache_hits, s.cache_misses,
+                               s.recompiles, s.runs)
+
+
+def compile(graph: Union[Graph, str], target: str = "x86", *,
+            num_threads: int = 0, specialize: str = "never",
+            specialize_after: int = 16, bucket_pow2: bool = False,
+            cache_dir: Optional[str] = None, pipeline: Optional[str] = None,
+            verify_each: bool = False) -> Executable:
+    """Compiles |graph| (finalizing it first) for |target|.
+
+    Args:
+        graph: a :class:`Graph`, or ``.tj`` text.
+        target: ``"x86"`` (LLVM JIT, the default), ``"reference"`` (the
+            interpreter, for checking) or ``"cuda"``.
+        num_threads: worker threads for x86 kernels; 0 = one per CPU.
+        specialize: ``"never"`` (one generic kernel set for every shape),
+            ``"after_n"`` (after |specialize_after| runs of a shape) or
+            ``"always"``.
+        bucket_pow2: round symbolic sizes up to powers of two for
+            specialized kernels.
+        cache_dir: kernel cache directory; ``""`` disables the disk cache.
+        pipeline: comma-separated pass list replacing the default.
+        verify_each: verify the IR after every pass.
+
+    Raises:
+        TensorJitError: the library's status (e.g. UnsupportedError for a
+        target this build cannot compile for).
+    """
+    if isinstance(graph, str):
+        graph = Graph.parse(graph)
+    if not isinstance(graph, Graph):
+        raise ArgumentTypeError(f"compile: expected a Graph, got "
+                                f"{type(graph).__name__}")
+    if not isinstance(target, str) or target not in TARGETS:
+        raise InvalidArgumentError(f"compile: unknown target {target!r}; "
+                                   f"expected x86, reference or cuda")
+    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
+        raise InvalidArgumentError(
+            f"compile: unknown specialize policy {specialize!r}; expected "
+            f"never, after_n or always")
+    for name, value in (("num_threads", num_threads),
+                        ("specialize_after", specialize_after)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ArgumentTypeError(f"compile: {name} must be an int")
+        if not -(2**31) <= int(value) < 2**31:
+            raise InvalidArgumentError(f"compile: {name} {value} is out of "
+                                       f"range")
+    keep: Dict[str, bytes] = {}
+    for name, value in (("cache_dir", cache_dir), ("pipeline", pipeline)):
+        if value is not None:
+            if not isinstance(value, str):
+                raise ArgumentTypeError(f"compile: {name} must be a str")
+            if "\0" in value:
+                raise InvalidArgumentError(f"compile: {name} contains NUL")
+            keep[name] = value.encode()
+    graph.finalize()
+    L = _lib.lib()
+    opts = _lib.CompileOptions_t()
+    L.tj_compile_options_initialize(ctypes.byref(opts))
+    opts.target = TARGETS[target]
+    opts.num_threads = int(num_threads)
+    opts.specialize = _SPECIALIZE[specialize]
+    opts.specialize_after = int(specialize_after)
+    opts.bucket_pow2 = bool(bucket_pow2)
+    opts.cache_dir = keep.get("cache_dir")
+    opts.pipeline = keep.get("pipeline")
+    opts.verify_each = bool(verify_each)
+    handle = ctypes.c_void_p()
+    _lib.check(L.tj_compile(graph.handle, ctypes.byref(opts),
+                            ctypes.byref(handle)))
+    try:
+        return Executable(handle.value, graph, target)
+    except BaseException:
+        L.tj_executable_release(handle.value)
+        raise

@@ -1,0 +1,1210 @@
+"""Building graphs: :class:`Context`, :class:`Graph` and :class:`Value`.
+
+A :class:`Graph` mirrors the C builder (``tj_graph_*``): one method per op,
+plus Python operators on :class:`Value` (``@ + - * / **``, unary ``-``,
+``abs``) and comparison methods (``a.lt(b)``; ``==`` keeps its Python
+meaning). Dims are ints or symbol names, so ``g.input("x", "f32",
+["B", 1024])`` declares a dynamic batch ``B``; simple expressions such as
+``"B*4+1"`` work too.
+
+Errors are raised where they happen: the C builder records the first error
+on the graph and returns a none value; the binding turns that into an
+:class:`~tensorjit.InvalidArgumentError` at the call that caused it, with
+the library's message (op, node, shapes). The graph keeps the error, so
+later builder calls and :meth:`Graph.finalize` raise it again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+import weakref
+from dataclasses import dataclass
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
+
+import numpy as np
+
+from . import _lib
+from ._tensors import as_index
+from .dtypes import DType, DTypeLike, dtype_from_numpy, dtype_of
+from .errors import (ArgumentTypeError, InternalError, InvalidArgumentError,
+                     TensorJitError)
+
+__all__ = ["Context", "Graph", "Value", "Dim", "Scoreboard",
+           "ScoreboardRow", "default_context"]
+
+# A dim: a size, a symbol name or expression ("B", "B*4+1"), or a symbolic
+# dim code returned by Graph.symbol / dim_add / dim_mul.
+Dim = Union[int, str]
+Operand = Union["Value", int, float, bool, np.ndarray, np.generic]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INT64 = (-(2**63), 2**63 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _check_name(name: Any, what: str) -> bytes:
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"{what} must be a str, got "
+                                f"{type(name).__name__}")
+    if "\0" in name:
+        raise InvalidArgumentError(f"{what} {name!r} contains a NUL byte")
+    return name.encode("utf-8")
+
+
+def _int_in(value: Any, bounds: Tuple[int, int], what: str) -> int:
+    v = as_index(value, what)
+    if not bounds[0] <= v <= bounds[1]:
+        raise InvalidArgumentError(f"{what}: {v} is out of range")
+    return v
+
+
+def _i32_array(values: Sequence[int], what: str) -> Any:
+    vals = [_int_in(v, _INT32, what) for v in values]
+    return (ctypes.c_int32 * max(len(vals), 1))(*vals)
+
+
+def _i64_array(values: Sequence[int], what: str) -> Any:
+    vals = [_int_in(v, _INT64, what) for v in values]
+    return (ctypes.c_int64 * max(len(vals), 1))(*vals)
+
+
+def _sequence(value: Any, what: str) -> List[Any]:
+    if isinstance(value, (str, bytes)) or not isinstance(
+            value, (Sequence, np.ndarray)):
+        raise ArgumentTypeError(f"{what} must be a list or tuple, got "
+                                f"{type(value).__name__}")
+    return list(value)
+
+
+#===----------------------------------------------------------------------===#
+# Context
+#===----------------------------------------------------------------------===#
+
+
+class Context:
+    """A ``tj_context_t``: what the graphs and executables of one host share.
+
+    Args:
+        diagnostic: called as ``diagnostic(severity, message)`` (severity is
+            ``"remark"`` or ``"warning"``) for what ``TJ_LOG`` asks to be
+            logged; ``None`` writes to stderr. It may be called on any
+            thread and must not call back into tensorjit.
+
+    The context must outlive what is made in it; the binding ensures that
+    by holding a reference from every graph and executable. :meth:`close`
+    closes those first.
+    """
+
+    def __init__(self, diagnostic: Optional[Callable[[str, str], None]] = None
+                 ) -> None:
+        self._handle: Optional[int] = None
+        self._children: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        L = _lib.lib()
+        options = _lib.ContextOptions_t()
+        L.tj_context_options_initialize(ctypes.byref(options))
+        self._callback = None
+        if diagnostic is not None:
+            if not callable(diagnostic):
+                raise ArgumentTypeError("diagnostic must be callable")
+
+            def trampoline(severity: int, message: Any, length: int,
+                           user_data: Any) -> None:
+                text = ctypes.string_at(message, length).decode(
+                    "utf-8", "replace")
+                try:
+                    diagnostic("warning" if severity else "remark", text)
+                except Exception as e:  # noqa: BLE001 - never into C
+                    print(f"tensorjit: diagnostic callback raised {e!r}",
+                          file=sys.stderr)
+
+            self._callback = _lib.DIAGNOSTIC_FN(trampoline)
+            options.diagnostic_fn = self._callback
+        handle = ctypes.c_void_p()
+        _lib.check(L.tj_context_create(ctypes.byref(options),
+                                       ctypes.byref(handle)))
+        self._handle = handle.value
+
+    @property
+    def handle(self) -> int:
+        """The raw ``tj_context_t*``; raises if closed."""
+        if not self._handle:
+            raise InvalidArgumentError("the context is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def _adopt(self, child: Any) -> None:
+        self._children.add(child)
+
+    def close(self) -> None:
+        """Closes every graph and executable of this context, then it."""
+        if not self._handle:
+            return
+        for child in list(self._children):
+            child.close()
+        _lib.lib().tj_context_destroy(self._handle)
+        self._handle = None
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_default: Optional[Context] = None
+
+
+def default_context() -> Context:
+    """The context used when none is given (created on first use)."""
+    global _default
+    if _default is None or _default.closed:
+        _default = Context()
+    return _default
+
+
+#===----------------------------------------------------------------------===#
+# Value
+#===----------------------------------------------------------------------===#
+
+
+class Value:
+    """A value of a :class:`Graph` (a ``tj_value_t`` plus its graph).
+
+    Supports ``a @ b``, ``a + b``, ``a - b``, ``a * b``, ``a / b``,
+    ``a ** b``, ``-a``, ``abs(a)``; an operand may be a Python number (a
+    scalar of the other operand's dtype) or a numpy array (a constant).
+    Comparisons are methods: :meth:`eq`, :meth:`ne`, :meth:`lt`,
+    :meth:`le`, :meth:`gt`, :meth:`ge`.
+    """
+
+    __slots__ = ("graph", "id", "__weakref__")
+
+    def __init__(self, graph: "Graph", value_id: int) -> None:
+        self.graph = graph
+        self.id = value_id
+
+    def _raw(self) -> _lib.Value_t:
+        return _lib.Value_t(self.id)
+
+    @property
+    def dtype(self) -> DType:
+        return self.graph.value_dtype(self)
+
+    @property
+    def shape(self) -> Tuple[Dim, ...]:
+        """Dims: ints, or symbol names for symbolic dims."""
+        return self.graph.value_shape(self)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    ndim = rank
+
+    def __repr__(self) -> str:
+        try:
+            dims = ",".join(str(d) for d in self.shape)
+            return f"<Value %{self.id}: {self.dtype.short_name}[{dims}]>"
+        except TensorJitError:
+            return f"<Value %{self.id} of a closed graph>"
+
+    def __bool__(self) -> bool:
+        raise ArgumentTypeError("a graph Value has no truth value; use "
+                                "Graph.where for a conditional")
+
+    # Arithmetic.
+    def __add__(self, other: Operand) -> "Value":
+        return self.graph.add(self, other)
+
+    def __radd__(self, other: Operand) -> "Value":
+        return self.graph.add(other, self)
+
+    def __sub__(self, other: Operand) -> "Value":
+        return self.graph.sub(self, other)
+
+    def __rsub__(self, other: Operand) -> "Value":
+        return self.graph.sub(other, self)
+
+    def __mul__(self, other: Operand) -> "Value":
+        return self.graph.mul(self, other)
+
+    def __rmul__(self, other: Operand) -> "Value":
+        return self.graph.mul(other, self)
+
+    def __truediv__(self, other: Operand) -> "Value":
+        return self.graph.div(self, other)
+
+    def __rtruediv__(self, other: Operand) -> "Value":
+        return self.graph.div(other, self)
+
+    def __pow__(self, other: Operand) -> "Value":
+        return self.graph.pow(self, other)
+
+    def __rpow__(self, other: Operand) -> "Value":
+        return self.graph.pow(other, self)
+
+    def __matmul__(self, other: Operand) -> "Value":
+        return self.graph.matmul(self, other)
+
+    def __rmatmul__(self, other: Operand) -> "Value":
+        return self.graph.matmul(other, self)
+
+    def __neg__(self) -> "Value":
+        return self.graph.neg(self)
+
+    def __pos__(self) -> "Value":
+        return self
+
+    def __abs__(self) -> "Value":
+        return self.graph.abs(self)
+
+    # Comparisons (methods: == and != keep Python's identity meaning).
+    def eq(self, other: Operand) -> "Value":
+        return self.graph.eq(self, other)
+
+    def ne(self, other: Operand) -> "Value":
+        return self.graph.ne(self, other)
+
+    def lt(self, other: Operand) -> "Value":
+        return self.graph.lt(self, other)
+
+    def le(self, other: Operand) -> "Value":
+        return self.graph.le(self, other)
+
+    def gt(self, other: Operand) -> "Value":
+        return self.graph.gt(self, other)
+
+    def ge(self, other: Operand) -> "Value":
+        return self.graph.ge(self, other)
+
+    # The common unary ops and shape ops, as methods.
+    def exp(self) -> "Value":
+        return self.graph.exp(self)
+
+    def log(self) -> "Value":
+        return self.graph.log(self)
+
+    def sqrt(self) -> "Value":
+        return self.graph.sqrt(self)
+
+    def tanh(self) -> "Value":
+        return self.graph.tanh(self)
+
+    def sigmoid(self) -> "Value":
+        return self.graph.sigmoid(self)
+
+    def relu(self) -> "Value":
+        return self.graph.relu(self)
+
+    def gelu(self, approximate: bool = False) -> "Value":
+        return self.graph.gelu(self, approximate)
+
+    def cast(self, dtype: DTypeLike) -> "Value":
+        return self.graph.cast(self, dtype)
+
+    astype = cast
+
+    def sum(self, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> "Value":
+        return self.graph.sum(self, axes, keepdims)
+
+    def mean(self, axes: Optional[Union[int, Sequence[int]]] = None,
+             keepdims: bool = False) -> "Value":
+        return self.graph.mean(self, axes, keepdims)
+
+    def max(self, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> "Value":
+        return self.graph.max(self, axes, keepdims)
+
+    def min(self, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> "Value":
+        return self.graph.min(self, axes, keepdims)
+
+    def reshape(self, *dims: Any) -> "Value":
+        if len(dims) == 1 and not isinstance(dims[0], (int, str, np.integer)):
+            dims = tuple(dims[0])
+        return self.graph.reshape(self, list(dims))
+
+    def transpose(self, *perm: int) -> "Value":
+        if len(perm) == 1 and not isinstance(perm[0], (int, np.integer)):
+            perm = tuple(perm[0])
+        return self.graph.transpose(self, list(perm) if perm else None)
+
+    @property
+    def T(self) -> "Value":
+        return self.graph.transpose(self, None)
+
+
+#===----------------------------------------------------------------------===#
+# Scoreboard
+#===----------------------------------------------------------------------===#
+
+STAGES = ("eager", "canonicalize", "decompose", "fuse", "memplan")
+
+
+@dataclass(frozen=True)
+class ScoreboardRow:
+    """One stage's numbers (``tj_scoreboard_row_t``)."""
+
+    stage: str
+    nodes: int
+    kernels: int
+    bytes_read: int
+    bytes_written: int
+    peak_bytes: int
+    graph_breaks: int
+    percent_compiled: float
+
+
+@dataclass(frozen=True)
+class Scoreboard:
+    """What the optimizer does to a graph, stage by stage
+    (``tj_graph_scoreboard``)."""
+
+    rows: Tuple[ScoreboardRow, ...]
+    activation_bytes: int
+    input_bytes: int
+    arena_bytes: int
+    live_peak_bytes: int
+
+    def row(self, stage: str) -> ScoreboardRow:
+        for r in self.rows:
+            if r.stage == stage:
+                return r
+        raise KeyError(stage)
+
+    def __str__(self) -> str:
+        head = (f"{'stage':<13}{'nodes':>7}{'kernels':>9}{'bytes moved':>14}"
+                f"{'peak bytes':>13}{'breaks':>8}{'compiled':>10}")
+        lines = [head]
+        for r in self.rows:
+            lines.append(f"{r.stage:<13}{r.nodes:>7}{r.kernels:>9}"
+                         f"{r.bytes_read + r.bytes_written:>14}"
+                         f"{r.peak_bytes:>13}{r.graph_breaks:>8}"
+                         f"{r.percent_compiled:>9.0f}%")
+        return "\n".join(lines)
+
+
+#===----------------------------------------------------------------------===#
+# Graph
+#===----------------------------------------------------------------------===#
+
+
+class Graph:
+    """A tensor graph under construction (``tj_graph_t``).
+
+    Args:
+        name: the graph's name (a C identifier), printed as ``@name``.
+        context: the :class:`Context`; the default one if ``None``.
+
+    Example::
+
+        g = tensorjit.Graph("block")
+        x = g.input("x", "f32", ["B", 1024])
+        w = g.input("w", "f32", [1024, 4096])
+        b = g.input("b", "f32", [4096])
+        g.output(g.gelu(x @ w + b, approximate=True), "y")
+        exe = tensorjit.compile(g)          # finalizes g
+        y = exe(x_array, w_array, b_array)  # numpy in, numpy out
+
+    A graph is built by one thread at a time. Use :meth:`close` (or a
+    ``with`` block) to free it early; using it afterwards raises.
+    """
+
+    def __init__(self, name: str = "main",
+                 context: Optional[Context] = None) -> None:
+        self._handle: Optional[int] = None
+        self.context = context if context is not None else default_context()
+        if not isinstance(self.context, Context):
+            raise ArgumentTypeError("context must be a tensorjit.Context")
+        self._borrowed: List[np.ndarray] = []
+        self._dim_names: Dict[int, str] = {}
+        self._symbols: Dict[str, int] = {}
+        raw_name = _check_name(name, "graph name")
+        handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().tj_graph_create(self.context.handle, raw_name,
+                                              ctypes.byref(handle)))
+        self._handle = handle.value
+        self.name = name
+        self.context._adopt(self)
+
+    @classmethod
+    def parse(cls, text: str, context: Optional[Context] = None,
+              filename: Optional[str] = None) -> "Graph":
+        """Parses one function of ``.tj`` text into a new finalized graph.
+        Errors give ``filename:line:column``."""
+        if not isinstance(text, str):
+            raise ArgumentTypeError("text must be a str")
+        self = cls.__new__(cls)
+        self._handle = None
+        self.context = context if context is not None else default_context()
+        self._borrowed = []
+        self._dim_names = {}
+        self._symbols = {}
+        raw = text.encode("utf-8")
+        fname = _check_name(filename, "filename") if filename else None
+        handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().tj_graph_parse(self.context.handle, raw,
+                                             len(raw), fname,
+                                             ctypes.byref(handle)))
+        self._handle = handle.value
+        self.context._adopt(self)
+        m = re.search(r"func\s+@([A-Za-z_][A-Za-z0-9_]*)", text)
+        self.name = m.group(1) if m else "main"
+        # Learn the symbol names (they appear inside shapes) so shapes read
+        # back by name; looking a symbol up changes nothing in the graph.
+        L = _lib.lib()
+        for word in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*",
+                                   " ".join(re.findall(r"\[([^\]]*)\]",
+                                                       text)))):
+            d = int(L.tj_graph_symbol(self._handle, word.encode()))
+            if d != _lib.DIM_INVALID:
+                self._symbols[word] = d
+                self._dim_names.setdefault(d, word)
+        return self
+
+    #===--- lifetime ---===#
+
+    @property
+    def handle(self) -> int:
+        """The raw ``tj_graph_t*``; raises if the graph is closed."""
+        if not self._handle:
+            raise InvalidArgumentError(f"graph @{getattr(self, 'name', '?')} "
+                                       f"is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def close(self) -> None:
+        """Destroys the C graph. Executables compiled from it stay valid."""
+        if self._handle:
+            _lib.lib().tj_graph_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Graph":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def finalize(self) -> "Graph":
+        """Returns the first recorded error as an exception, or verifies
+        and freezes the graph. Calling it again is a no-op."""
+        _lib.check(_lib.lib().tj_graph_finalize(self.handle))
+        return self
+
+    def status(self) -> Optional[TensorJitError]:
+        """The first recorded error (as an exception object), or None."""
+        err = _lib.status_error(_lib.lib().tj_graph_status(self.handle))
+        return err  # type: ignore[return-value]
+
+    #===--- helpers ---===#
+
+    def _value(self, raw: _lib.Value_t, op: str) -> Value:
+        if raw.id:
+            return Value(self, int(raw.id))
+        err = _lib.status_error(_lib.lib().tj_graph_status(self.handle))
+        if err is None:
+            raise InternalError(f"{op}: returned none without an error")
+        raise err
+
+    def _after_void(self, op: str) -> None:
+        err = _lib.status_error(_lib.lib().tj_graph_status(self.handle))
+        if err is not None:
+            raise err
+
+    def _own(self, v: Any, what: str) -> Value:
+        if not isinstance(v, Value):
+            raise ArgumentTypeError(f"{what}: expected a Value, got "
+                                    f"{type(v).__name__}")
+        if v.graph is not self:
+            raise InvalidArgumentError(
+                f"{what}: the value belongs to graph @{v.graph.name}, not "
+                f"@{self.name}")
+        return v
+
+    def _operand(self, x: Any, like: Optional[Value], what: str) -> Value:
+        """A Value for |x|: itself, a scalar of |like|'s dtype for a Python
+        number, a constant for a numpy array."""
+        if isinstance(x, Value):
+            return self._own(x, what)
+        if isinstance(x, (np.ndarray, np.generic)):
+            return self.constant(np.asarray(x))
+        if isinstance(x, (bool, int, float)):
+            if like is None:
+                dtype = DType.BOOL if isinstance(x, bool) else (
+                    DType.I64 if isinstance(x, int) else DType.F32)
+            else:
+                dtype = like.dtype
+            if dtype != DType.BOOL and not dtype.is_float and isinstance(
+                    x, float) and not float(x).is_integer():
+                raise InvalidArgumentError(
+                    f"{what}: {x!r} is not an integer but the other operand "
+                    f"is {dtype.short_name}; cast it first")
+            return self.scalar(dtype, float(x))
+        raise ArgumentTypeError(f"{what}: expected a Value, a number or a "
+                                f"numpy array, got {type(x).__name__}")
+
+    def _pair(self, a: Any, b: Any, op: str) -> Tuple[Value, Value]:
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            raise ArgumentTypeError(f"{op}: at least one operand must be a "
+                                    f"Value")
+        like_a = b if isinstance(b, Value) else None
+        like_b = a if isinstance(a, Value) else None
+        va = self._operand(a, like_a, f"{op} operand a")
+        vb = self._operand(b, like_b, f"{op} operand b")
+        return va, vb
+
+    def _dim(self, d: Any, what: str) -> int:
+        if isinstance(d, str):
+            return self.dim(d)
+        return _int_in(d, _INT64, what)
+
+    def _dims(self, dims: Any, what: str) -> Tuple[int, Any]:
+        items = _sequence(dims, what)
+        if len(items) > _lib.MAX_RANK:
+            raise InvalidArgumentError(
+                f"{what}: {len(items)} dims; at most {_lib.MAX_RANK}")
+        vals = [self._dim(d, f"{what}[{i}]") for i, d in enumerate(items)]
+        return len(vals), (ctypes.c_int64 * max(len(vals), 1))(*vals)
+
+    def _axes(self, axes: Any, what: str) -> Tuple[int, Any]:
+        if axes is None:
+            return 0, (ctypes.c_int32 * 1)()
+        if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+            axes = [axes]
+        items = _sequence(axes, what)
+        return len(items), _i32_array(items, what)
+
+    def _rank_of(self, v: Value) -> int:
+        return int(_lib.lib().tj_graph_value_rank(self.handle, v._raw()))
+
+    def _per_axis(self, v: Value, values: Any, what: str) -> Any:
+        items = _sequence(values, what)
+        rank = self._rank_of(v)
+        if len(items) != rank:
+            raise InvalidArgumentError(
+                f"{what}: {len(items)} entries for a value of rank {rank}")
+        return _i64_array(items, what)
+
+    #===--- symbolic dims ---===#
+
+    def symbol(self, name: str) -> int:
+        """The symbolic dim named |name| (a C identifier), created on first
+        use. Returns its dim code (a negative int)."""
+        raw = _check_name(name, "symbol name")
+        if not _IDENT.match(name):
+            raise InvalidArgumentError(f"symbol name {name!r} is not a C "
+                                       f"identifier")
+        d = int(_lib.lib().tj_graph_symbol(self.handle, raw))
+        if d == _lib.DIM_INVALID:
+            self._after_void("symbol")
+            raise InvalidArgumentError(
+                f"symbol {name!r}: graph @{self.name} is finalized and has "
+                f"no such symbol")
+        self._symbols[name] = d
+        self._dim_names.setdefault(d, name)
+        return d
+
+    def dim(self, expr: Union[str, int]) -> int:
+        """The dim code of |expr|: an int, a symbol name, or a sum of
+        products of names and ints such as ``"B*4+1"``."""
+        if not isinstance(expr, str):
+            return _int_in(expr, _INT64, "dim")
+        text = expr.replace(" ", "")
+        if not text:
+            raise InvalidArgumentError("empty dim expression")
+        total: Optional[int] = None
+        for term in text.split("+"):
+            prod: Optional[int] = None
+            for factor in term.split("*"):
+                if factor.isdigit():
+                    f = int(factor)
+                elif _IDENT.match(factor):
+                    f = self.symbol(factor)
+                else:
+                    raise InvalidArgumentError(
+                        f"dim expression {expr!r}: bad factor {factor!r} "
+                        f"(expected names and ints joined by + and *)")
+                prod = f if prod is None else self.dim_mul(prod, f)
+            assert prod is not None
+            total = prod if total is None else self.dim_add(total, prod)
+        assert total is not None
+        if total < -1 and total not in self._dim_names:
+            self._dim_names[total] = text
+        return total
+
+    def dim_add(self, a: Dim, b: Dim) -> int:
+        """The dim |a| + |b| (constants or symbolic)."""
+        r = int(_lib.lib().tj_graph_dim_add(self.handle, self._dim(a, "a"),
+                                            self._dim(b, "b")))
+        if r == _lib.DIM_INVALID:
+            self._after_void("dim_add")
+            raise InvalidArgumentError("dim_add: invalid dims")
+        return r
+
+    def dim_mul(self, a: Dim, b: Dim) -> int:
+        """The dim |a| * |b| (constants or symbolic)."""
+        r = int(_lib.lib().tj_graph_dim_mul(self.handle, self._dim(a, "a"),
+                                            self._dim(b, "b")))
+        if r == _lib.DIM_INVALID:
+            self._after_void("dim_mul")
+            raise InvalidArgumentError("dim_mul: invalid dims")
+        return r
+
+    def dim_name(self, d: int) -> Dim:
+        """|d| as an int, or as its name/expression if symbolic."""
+        if d >= 0:
+            return d
+        return self._dim_names.get(d, d)
+
+    #===--- leaves and outputs ---===#
+
+    def input(self, name: str, dtype: DTypeLike, dims: Sequence[Dim]
+              ) -> Value:
+        """Declares the next graph input, e.g. ``g.input("x", "f32",
+        ["B", 1024])``."""
+        raw = _check_name(name, "input name")
+        dt = dtype_of(dtype)
+        rank, arr = self._dims(dims, f"input {name!r} dims")
+        return self._value(_lib.lib().tj_graph_input(self.handle, int(dt),
+                                                     rank, arr, raw), "input")
+
+    def constant(self, array: Any, dtype: Optional[DTypeLike] = None,
+                 borrowed: bool = False) -> Value:
+        """A constant tensor from |array| (any array-like). The bytes are
+        copied into the graph, unless |borrowed|: then the (contiguous)
+        array is kept alive by this graph and by every executable compiled
+        from it, and must not be modified."""
+        dt = dtype_of(dtype) if dtype is not None else None
+        if isinstance(array, Value):
+            raise ArgumentTypeError("constant: expected an array, got a Value")
+        try:
+            if dt is None:
+                arr = np.asarray(array)
+            elif dt == DType.BF16:
+                arr = np.asarray(array)
+                if arr.dtype != np.uint16 and dtype_from_numpy(arr.dtype) != \
+                        DType.BF16:
+                    from .dtypes import f32_to_bf16
+                    arr = f32_to_bf16(arr.astype(np.float32))
+            else:
+                from .dtypes import numpy_dtype
+                arr = np.asarray(array, dtype=numpy_dtype(dt))
+        except (TypeError, ValueError) as e:
+            raise ArgumentTypeError(f"constant: {e}") from None
+        if dt is None:
+            dt = dtype_from_numpy(arr.dtype.newbyteorder("=")
+                                  if not arr.dtype.isnative else arr.dtype)
+            if dt is None:
+                raise InvalidArgumentError(
+                    f"constant: numpy dtype {arr.dtype} has no tensorjit "
+                    f"equivalent")
+        arr = np.ascontiguousarray(arr)
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        rank, dims = self._dims(list(arr.shape), "constant shape")
+        fn = (_lib.lib().tj_graph_constant_borrowed if borrowed else
+              _lib.lib().tj_graph_constant)
+        v = self._value(fn(self.handle, int(dt), rank, dims,
+                           arr.ctypes.data_as(ctypes.c_void_p)), "constant")
+        if borrowed:
+            self._borrowed.append(arr)
+        return v
+
+    def scalar(self, dtype: DTypeLike, value: Union[int, float, bool]
+               ) -> Value:
+        """A rank-0 constant of |dtype| holding |value|."""
+        dt = dtype_of(dtype)
+        if not isinstance(value, (int, float, bool, np.number, np.bool_)):
+            raise ArgumentTypeError(f"scalar: expected a number, got "
+                                    f"{type(value).__name__}")
+        return self._value(_lib.lib().tj_graph_scalar(self.handle, int(dt),
+                                                      float(value)), "scalar")
+
+    def full(self, dtype: DTypeLike, dims: Sequence[Dim],
+             value: Union[int, float, bool]) -> Value:
+        """A tensor of |dims| (may be symbolic) filled with |value|."""
+        dt = dtype_of(dtype)
+        rank, arr = self._dims(dims, "full dims")
+        if not isinstance(value, (int, float, bool, np.number, np.bool_)):
+            raise ArgumentTypeError("full: value must be a number")
+        return self._value(_lib.lib().tj_graph_full(
+            self.handle, int(dt), rank, arr, float(value)), "full")
+
+    def zeros(self, dtype: DTypeLike, dims: Sequence[Dim]) -> Value:
+        return self.full(dtype, dims, 0)
+
+    def ones(self, dtype: DTypeLike, dims: Sequence[Dim]) -> Value:
+        return self.full(dtype, dims, 1)
+
+    def iota(self, dtype: DTypeLike, dims: Sequence[Dim], axis: int = 0
+             ) -> Value:
+        """Each element is its index along |axis|."""
+        dt = dtype_of(dtype)
+        rank, arr = self._dims(dims, "iota dims")
+        return self._value(_lib.lib().tj_graph_iota(
+            self.handle, int(dt), rank, arr,
+            _int_in(axis, _INT32, "iota axis")), "iota")
+
+    def output(self, value: Value, name: Optional[str] = None) -> None:
+        """Marks |value| as the next output (named ``out<i>`` by default)."""
+        v = self._own(value, "output")
+        if name is None:
+            name = f"out{self.num_outputs}"
+        raw = _check_name(name, "output name")
+        _lib.lib().tj_graph_output(self.handle, v._raw(), raw)
+        self._after_void("output")
+
+    #===--- elementwise ---===#
+
+    def _unary(self, op: str, a: Value) -> Value:
+        v = self._own(a, op)
+        return self._value(getattr(_lib.lib(), "tj_graph_" + op)(
+            self.handle, v._raw()), op)
+
+    def _binary(self, op: str, a: Operand, b: Operand) -> Value:
+        va, vb = self._pair(a, b, op)
+        return self._value(getattr(_lib.lib(), "tj_graph_" + op)(
+            self.handle, va._raw(), vb._raw()), op)
+
+    def neg(self, a: Value) -> Value:
+        """-a (wraps for integers)."""
+        return self._unary("neg", a)
+
+    def abs(self, a: Value) -> Value:
+        """|a|."""
+        return self._unary("abs", a)
+
+    def exp(self, a: Value) -> Value:
+        """e^a (float)."""
+        return self._unary("exp", a)
+
+    def log(self, a: Value) -> Value:
+        """ln a (float)."""
+        return self._unary("log", a)
+
+    def sqrt(self, a: Value) -> Value:
+        """sqrt(a) (float)."""
+        return self._unary("sqrt", a)
+
+    def rsqrt(self, a: Value) -> Value:
+        """1 / sqrt(a) (float)."""
+        return self._unary("rsqrt", a)
+
+    def tanh(self, a: Value) -> Value:
+        """tanh(a) (float)."""
+        return self._unary("tanh", a)
+
+    def sigmoid(self, a: Value) -> Value:
+        """1 / (1 + e^-a) (float)."""
+        return self._unary("sigmoid", a)
+
+    def erf(self, a: Value) -> Value:
+        """erf(a) (float)."""
+        return self._unary("erf", a)
+
+    def sin(self, a: Value) -> Value:
+        """sin(a) (float)."""
+        return self._unary("sin", a)
+
+    def cos(self, a: Value) -> Value:
+        """cos(a) (float)."""
+        return self._unary("cos", a)
+
+    def floor(self, a: Value) -> Value:
+        """floor(a) (float)."""
+        return self._unary("floor", a)
+
+    def ceil(self, a: Value) -> Value:
+        """ceil(a) (float)."""
+        return self._unary("ceil", a)
+
+    def round(self, a: Value) -> Value:
+        """Round half to even, as numpy.round (float)."""
+        return self._unary("round", a)
+
+    def relu(self, a: Value) -> Value:
+        """max(a, 0) (numeric)."""
+        return self._unary("relu", a)
+
+    def sign(self, a: Value) -> Value:
+        """-1, 0 or 1 (numeric)."""
+        return self._unary("sign", a)
+
+    def logical_not(self, a: Value) -> Value:
+        """not a (bool)."""
+        return self._unary("logical_not", a)
+
+    def isnan(self, a: Value) -> Value:
+        """a != a, as bool (float)."""
+        return self._unary("isnan", a)
+
+    def add(self, a: Operand, b: Operand) -> Value:
+        """a + b with numpy broadcasting."""
+        return self._binary("add", a, b)
+
+    def sub(self, a: Operand, b: Operand) -> Value:
+        """a - b."""
+        return self._binary("sub", a, b)
+
+    def mul(self, a: Operand, b: Operand) -> Value:
+        """a * b."""
+        return self._binary("mul", a, b)
+
+    def div(self, a: Operand, b: Operand) -> Value:
+        """a / b; integers truncate toward zero, x / 0 is 0."""
+        return self._binary("div", a, b)
+
+    def pow(self, a: Operand, b: Operand) -> Value:
+        """a ** b (float)."""
+        return self._binary("pow", a, b)
+
+    def maximum(self, a: Operand, b: Operand) -> Value:
+        return self._binary("maximum", a, b)
+
+    def minimum(self, a: Operand, b: Operand) -> Value:
+        return self._binary("minimum", a, b)
+
+    def eq(self, a: Operand, b: Operand) -> Value:
+        """a == b, as bool."""
+        return self._binary("eq", a, b)
+
+    def ne(self, a: Operand, b: Operand) -> Value:
+        """a != b, as bool."""
+        return self._binary("ne", a, b)
+
+    def lt(self, a: Operand, b: Operand) -> Value:
+        """a < b, as bool."""
+        return self._binary("lt", a, b)
+
+    def le(self, a: Operand, b: Operand) -> Value:
+        """a <= b, as bool."""
+        return self._binary("le", a, b)
+
+    def gt(self, a: Operand, b: Operand) -> Value:
+        """a > b, as bool."""
+        return self._binary("gt", a, b)
+
+    def ge(self, a: Operand, b: Operand) -> Value:
+        """a >= b, as bool."""
+        return self._binary("ge", a, b)
+
+    def logical_and(self, a: Operand, b: Operand) -> Value:
+        """a and b (bool)."""
+        return self._binary("logical_and", a, b)
+
+    def logical_or(self, a: Operand, b: Operand) -> Value:
+        """a or b (bool)."""
+        return self._binary("logical_or", a, b)
+
+    def where(self, cond: Value, a: Operand, b: Operand) -> Value:
+        """cond ? a : b elementwise; all three broadcast together."""
+        c = self._own(cond, "where cond")
+        like = a if isinstance(a, Value) else (b if isinstance(b, Value)
+                                               else None)
+        va = self._operand(a, like, "where a")
+        vb = self._operand(b, va, "where b")
+        return self._value(_lib.lib().tj_graph_where(
+            self.handle, c._raw(), va._raw(), vb._raw()), "where")
+
+    def cast(self, a: Value, dtype: DTypeLike) -> Value:
+        """|a| converted to |dtype| (float to int truncates)."""
+        v = self._own(a, "cast")
+        return self._value(_lib.lib().tj_graph_cast(
+            self.handle, v._raw(), int(dtype_of(dtype))), "cast")
+
+    #===--- reductions ---===#
+
+    def _reduce(self, op: str, a: Value, axes: Any, keepdims: bool) -> Value:
+        v = self._own(a, op)
+        n, arr = self._axes(axes, f"{op} axes")
+        return self._value(getattr(_lib.lib(), "tj_graph_" + op)(
+            self.handle, v._raw(), n, arr, bool(keepdims)), op)
+
+    def sum(self, a: Value, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> Value:
+        """Sum over |axes| (all when None)."""
+        return self._reduce("sum", a, axes, keepdims)
+
+    def mean(self, a: Value, axes: Optional[Union[int, Sequence[int]]] = None,
+             keepdims: bool = False) -> Value:
+        """Mean over |axes| (float)."""
+        return self._reduce("mean", a, axes, keepdims)
+
+    def max(self, a: Value, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> Value:
+        """Max over |axes|."""
+        return self._reduce("max", a, axes, keepdims)
+
+    def min(self, a: Value, axes: Optional[Union[int, Sequence[int]]] = None,
+            keepdims: bool = False) -> Value:
+        """Min over |axes|."""
+        return self._reduce("min", a, axes, keepdims)
+
+    def prod(self, a: Value, axes: Optional[Union[int, Sequence[int]]] = None,
+             keepdims: bool = False) -> Value:
+        """Product over |axes|."""
+        return self._reduce("prod", a, axes, keepdims)
+
+    def argmax(self, a: Value, axis: int, keepdims: bool = False) -> Value:
+        """i64 index of the first maximum along |axis|."""
+        v = self._own(a, "argmax")
+        return self._value(_lib.lib().tj_graph_argmax(
+            self.handle, v._raw(), _int_in(axis, _INT32, "argmax axis"),
+            bool(keepdims)), "argmax")
+
+    #===--- contraction ---===#
+
+    def matmul(self, a: Operand, b: Operand) -> Value:
+        """numpy.matmul semantics (batch dims broadcast)."""
+        return self._binary("matmul", a, b)
+
+    #===--- data movement ---===#
+
+    def reshape(self, a: Value, dims: Sequence[Dim]) -> Value:
+        """Same elements, new shape; one dim may be -1 (inferred)."""
+        v = self._own(a, "reshape")
+        rank, arr = self._dims(dims, "reshape dims")
+        return self._value(_lib.lib().tj_graph_reshape(
+            self.handle, v._raw(), rank, arr), "reshape")
+
+    def transpose(self, a: Value, perm: Optional[Sequence[int]] = None
+                  ) -> Value:
+        """Output axis i is |a|'s axis perm[i]; None reverses the axes."""
+        v = self._own(a, "transpose")
+        rank = self._rank_of(v)
+        if perm is None:
+            perm = list(range(rank))[::-1]
+        items = _sequence(perm, "transpose perm")
+        if len(items) != rank:
+            raise InvalidArgumentError(
+                f"transpose: perm has {len(items)} entries for a value of "
+                f"rank {rank}")
+        return self._value(_lib.lib().tj_graph_transpose(
+            self.handle, v._raw(), _i32_array(items, "transpose perm")),
+            "transpose")
+
+    def broadcast_to(self, a: Value, dims: Sequence[Dim]) -> Value:
+        """numpy.broadcast_to(a, dims)."""
+        v = self._own(a, "broadcast_to")
+        rank, arr = self._dims(dims, "broadcast_to dims")
+        return self._value(_lib.lib().tj_graph_broadcast_to(
+            self.handle, v._raw(), rank, arr), "broadcast_to")
+
+    def slice(self, a: Value, starts: Sequence[int],
+              stops: Sequence[Optional[int]],
+              steps: Optional[Sequence[int]] = None) -> Value:
+        """a[start:stop:step] per axis, numpy clamping; a stop of None runs
+        to the end; steps > 0."""
+        v = self._own(a, "slice")
+        stops = [2**63 - 1 if s is None else s
+                 for s in _sequence(stops, "slice stops")]
+        st = self._per_axis(v, starts, "slice starts")
+        sp = self._per_axis(v, stops, "slice stops")
+        stp = None if steps is None else self._per_axis(v, steps,
+                                                        "slice steps")
+        return self._value(_lib.lib().tj_graph_slice(
+            self.handle, v._raw(), st, sp, stp), "slice")
+
+    def concat(self, values: Sequence[Value], axis: int = 0) -> Value:
+        """Joins |values| (equal dtype and rank) along |axis|."""
+        items = [self._own(x, f"concat value {i}")
+                 for i, x in enumerate(_sequence(values, "concat values"))]
+        arr = (_lib.Value_t * max(len(items), 1))(*[x._raw() for x in items])
+        return self._value(_lib.lib().tj_graph_concat(
+            self.handle, len(items), arr, _int_in(axis, _INT32,
+                                                  "concat axis")), "concat")
+
+    def pad(self, a: Value, low: Sequence[int], high: Sequence[int],
+            value: float = 0.0) -> Value:
+        """Pads axis i with low[i] elements before and high[i] after."""
+        v = self._own(a, "pad")
+        lo = self._per_axis(v, low, "pad low")
+        hi = self._per_axis(v, high, "pad high")
+        if not isinstance(value, (int, float, bool, np.number)):
+            raise ArgumentTypeError("pad: value must be a number")
+        return self._value(_lib.lib().tj_graph_pad(
+            self.handle, v._raw(), lo, hi, float(value)), "pad")
+
+    def gather(self, a: Value, indices: Operand, axis: int = 0) -> Value:
+        """numpy.take(a, indices, axis); |indices| i32 or i64."""
+        v = self._own(a, "gather")
+        if isinstance(indices, Value):
+            idx = self._own(indices, "gather indices")
+        else:
+            idx = self.constant(np.asarray(indices, dtype=np.int64))
+        return self._value(_lib.lib().tj_graph_gather(
+            self.handle, v._raw(), idx._raw(),
+            _int_in(axis, _INT32, "gather axis")), "gather")
+
+    #===--- composites ---===#
+
+    def gelu(self, x: Value, approximate: bool = False) -> Value:
+        """x * Phi(x); the tanh form when |approximate|."""
+        v = self._own(x, "gelu")
+        return self._value(_lib.lib().tj_graph_gelu(
+            self.handle, v._raw(), bool(approximate)), "gelu")
+
+    def silu(self, x: Value) -> Value:
+        """x * sigmoid(x)."""
+        return self._unary("silu", x)
+
+    def softmax(self, x: Value, axis: int = -1) -> Value:
+        v = self._own(x, "softmax")
+        return self._value(_lib.lib().tj_graph_softmax(
+            self.handle, v._raw(), _int_in(axis, _INT32, "softmax axis")),
+            "softmax")
+
+    def log_softmax(self, x: Value, axis: int = -1) -> Value:
+        v = self._own(x, "log_softmax")
+        return self._value(_lib.lib().tj_graph_log_softmax(
+            self.handle, v._raw(), _int_in(axis, _INT32, "log_softmax axis")),
+            "log_softmax")
+
+    def layer_norm(self, x: Value, gamma: Optional[Value] = None,
+                   beta: Optional[Value] = None, eps: float = 1e-5) -> Value:
+        """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis."""
+        v = self._own(x, "layer_norm")
+        g = self._own(gamma, "layer_norm gamma")._raw() if gamma is not None \
+            else _lib.Value_t(0)
+        b = self._own(beta, "layer_norm beta")._raw() if beta is not None \
+            else _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_layer_norm(
+            self.handle, v._raw(), g, b, float(eps)), "layer_norm")
+
+    def rms_norm(self, x: Value, gamma: Optional[Value] = None,
+                 eps: float = 1e-6) -> Value:
+        """x / sqrt(mean(x^2) + eps) * gamma over the last axis."""
+        v = self._own(x, "rms_norm")
+        g = self._own(gamma, "rms_norm gamma")._raw() if gamma is not None \
+            else _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_rms_norm(
+            self.handle, v._raw(), g, float(eps)), "rms_norm")
+
+    def linear(self, x: Value, w: Operand, b: Optional[Operand] = None
+               ) -> Value:
+        """x @ w + b (|b| optional)."""
+        v = self._own(x, "linear x")
+        vw = self._operand(w, None, "linear w")
+        vb = self._operand(b, v, "linear b")._raw() if b is not None else \
+            _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_linear(
+            self.handle, v._raw(), vw._raw(), vb), "linear")
+
+    #===--- reading ---===#
+
+    @property
+    def num_inputs(self) -> int:
+        return int(_lib.lib().tj_graph_num_inputs(self.handle))
+
+    @property
+    def num_outputs(self) -> int:
+        return int(_lib.lib().tj_graph_num_outputs(self.handle))
+
+    @property
+    def inputs(self) -> List[Tuple[str, Value]]:
+        """(name, value) of every input, in declaration order."""
+        L = _lib.lib()
+        return [(L.tj_graph_input_name(self.handle, i).decode(),
+                 Value(self, int(L.tj_graph_input_value(self.handle, i).id)))
+                for i in range(self.num_inputs)]
+
+    @property
+    def outputs(self) -> List[Tuple[str, Value]]:
+        """(name, value) of every output, in declaration order."""
+        L = _lib.lib()
+        return [(L.tj_graph_output_name(self.handle, i).decode(),
+                 Value(self, int(L.tj_graph_output_value(self.handle, i).id)))
+                for i in range(self.num_outputs)]
+
+    def value_dtype(self, v: Value) -> DType:
+        v = self._own(v, "value_dtype")
+        if self._rank_of(v) < 0:
+            raise InvalidArgumentError(f"%{v.id} is not a value of "
+                                       f"@{self.name}")
+        return DType(int(_lib.lib().tj_graph_value_dtype(self.handle,
+                                                         v._raw())))
+
+    def value_shape(self, v: Value) -> Tuple[Dim, ...]:
+        v = self._own(v, "value_shape")
+        rank = self._rank_of(v)
+        if rank < 0:
+            raise InvalidArgumentError(f"%{v.id} is not a value of "
+                                       f"@{self.name}")
+        dims = (ctypes.c_int64 * _lib.MAX_RANK)()
+        _lib.lib().tj_graph_value_dims(self.handle, v._raw(), dims)
+        return tuple(self.dim_name(int(d)) for d in dims[:rank])
+
+    def text(self) -> str:
+        """The graph in the ``.tj`` text form."""
+        out = ctypes.c_void_p()
+        _lib.check(_lib.lib().tj_graph_print(self.handle, ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out.value).decode("utf-8")
+        finally:
+            _lib.lib().tj_context_free_string(self.context.handle, out)
+
+    def __str__(self) -> str:
+        try:
+            return self.text()
+        except TensorJitError as e:
+            return f"<Graph @{self.name}: {e}>"
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else (
+            f"{self.num_inputs} inputs, {self.num_outputs} outputs")
+        return f"<tensorjit.Graph @{self.name}: {state}>"
+
+    #===--- running and measuring ---===#
+
+    def scoreboard(self, symbols: Optional[Mapping[str, int]] = None,
+                   **kw: int) -> Scoreboard:
+        """Kernels, bytes and peak memory after every stage of the default
+        pipeline, for these symbol values (``g.scoreboard(B=7)``). Finalizes
+        the graph."""
+        values = dict(symbols or {})
+        values.update(kw)
+        self.finalize()
+        names = list(values)
+        raw_names = (ctypes.c_char_p * max(len(names), 1))(
+            *[_check_name(n, "symbol name") for n in names])
+        vals = _i64_array([values[n] for n in names], "symbol value")
+        out = _lib.Scoreboard_t()
+        _lib.check(_lib.lib().tj_graph_scoreboard(
+            self.handle, len(names), raw_names, vals, ctypes.byref(out)))
+        rows = tuple(
+            ScoreboardRow(STAGES[i], r.nodes, r.kernels, r.bytes_read,
+                          r.bytes_written, r.peak_bytes, r.graph_breaks,
+                          r.percent_compiled)
+            for i, r in enumerate(out.rows))
+        return Scoreboard(rows, out.activation_bytes, out.input_bytes,
+                          out.arena_bytes, out.live_peak_bytes)
+
+    def run_reference(self, *inputs: Any, **named: Any) -> Any:
+        """Runs the graph on the reference interpreter (the oracle):
+        numpy arrays or DLPack tensors in, numpy arrays out. Finalizes the
+        graph. One output: the array; several: a tuple."""
+        from .executable import _GraphRunner
+        self.finalize()
+        return _GraphRunner(self).call(inputs, named, None)
