@@ -32,6 +32,7 @@
 #ifndef TENSORJIT_H_
 #define TENSORJIT_H_
 
+#include "tensorjit/tj_autodiff.h"
 #include "tensorjit/tj_base.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"

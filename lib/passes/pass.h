@@ -186,6 +186,20 @@ void tj_rewriter_abandon(tj_rewriter_t* rw);
 // hands the graph over; |rw| is abandoned either way.
 tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph);
 
+// For rewrites that change the signature (autodiff adds inputs and outputs,
+// the partitioner cuts one graph into two): begin without creating |src|'s
+// inputs (the caller appends INPUT nodes, in the order it wants, and maps
+// what it needs); finish with |src|'s outputs only if |keep_src_outputs|,
+// then |num_extra| more: new-graph nodes |extra_nodes| named
+// |extra_names| (copied). Guards are translated as by tj_rewriter_finish.
+tj_status_t tj_rewriter_begin_bare(tj_rewriter_t* rw, const tj_graph_t* src);
+tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw,
+                                       bool keep_src_outputs,
+                                       uint32_t num_extra,
+                                       const uint32_t* extra_nodes,
+                                       const char* const* extra_names,
+                                       tj_graph_t** out_graph);
+
 // |src_dim| (a dim of |src|) as a dim of the new graph.
 tj_status_t tj_rewriter_dim(tj_rewriter_t* rw, int64_t src_dim,
                             int64_t* out_dim);

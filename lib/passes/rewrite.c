@@ -75,7 +75,8 @@ void tj_rewriter_abandon(tj_rewriter_t* rw) {
   rw->dst = NULL;
 }
 
-tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src) {
+static tj_status_t begin(tj_rewriter_t* rw, const tj_graph_t* src,
+                         bool with_inputs) {
   memset(rw, 0, sizeof(*rw));
   rw->src = src;
   rw->allocator = src->allocator;
@@ -102,7 +103,7 @@ tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src) {
     status =
         tj_dim_symbol(&rw->dst->dims, tj_dim_symbol_name(&src->dims, i), &dim);
   }
-  for (uint32_t i = 0; !status && i < src->num_inputs; ++i) {
+  for (uint32_t i = 0; !status && with_inputs && i < src->num_inputs; ++i) {
     const tj_node_t* node = &src->nodes[src->inputs[i]];
     int64_t dims[TJ_MAX_RANK];
     tj_node_desc_t desc;
@@ -120,6 +121,14 @@ tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src) {
   return status;
 }
 
+tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src) {
+  return begin(rw, src, true);
+}
+
+tj_status_t tj_rewriter_begin_bare(tj_rewriter_t* rw, const tj_graph_t* src) {
+  return begin(rw, src, false);
+}
+
 static bool has_guard(const tj_graph_t* g, int64_t a, int64_t b) {
   for (uint32_t i = 0; i < g->num_guards; ++i) {
     const tj_guard_t* guard = &g->guards[i];
@@ -131,10 +140,20 @@ static bool has_guard(const tj_graph_t* g, int64_t a, int64_t b) {
 }
 
 tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph) {
+  return tj_rewriter_finish_outputs(rw, true, 0, NULL, NULL, out_graph);
+}
+
+tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw,
+                                       bool keep_src_outputs,
+                                       uint32_t num_extra,
+                                       const uint32_t* extra_nodes,
+                                       const char* const* extra_names,
+                                       tj_graph_t** out_graph) {
   *out_graph = NULL;
   const tj_graph_t* src = rw->src;
   tj_status_t status = NULL;
-  for (uint32_t i = 0; !status && i < src->num_outputs; ++i) {
+  for (uint32_t i = 0; !status && keep_src_outputs && i < src->num_outputs;
+       ++i) {
     uint32_t node = rw->map[src->outputs[i].node];
     if (node == TJ_NODE_NONE) {
       status = tj_internal("rewrite: output \"%s\" was not rebuilt",
@@ -142,6 +161,9 @@ tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph) {
       break;
     }
     status = tj_graph_append_output(rw->dst, node, src->outputs[i].name);
+  }
+  for (uint32_t i = 0; !status && i < num_extra; ++i) {
+    status = tj_graph_append_output(rw->dst, extra_nodes[i], extra_names[i]);
   }
   // A guard stays even when the node that needed it is gone: the rewritten
   // graph must reject exactly the inputs the original rejects.
@@ -153,8 +175,10 @@ tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph) {
     if (status || has_guard(rw->dst, a, b)) continue;
     uint32_t node =
         guard->node < src->num_nodes ? rw->map[guard->node] : TJ_NODE_NONE;
+    // (The new graph's first input: the same node as before for a plain
+    // rewrite, and one that exists for a bare one.)
     if (node == TJ_NODE_NONE)
-      node = src->num_inputs ? rw->map[src->inputs[0]] : 0;
+      node = rw->dst->num_inputs ? rw->dst->inputs[0] : 0;
     status = tj_graph_add_guard(rw->dst, a, b, node);
   }
   if (!status) status = tj_graph_finalize(rw->dst);

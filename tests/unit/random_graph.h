@@ -1,0 +1,721 @@
+// The seeded random-graph generator of the middle end's differential test
+// (passes_random_test.c), shared with the autodiff tests
+// (autodiff_random_test.c): random ops, shapes, broadcasts, a symbolic
+// batch dim B (symbol 0), composites and patterns the canonicalizer
+// rewrites, built through tj_graph_append; plus random inputs, running on
+// the reference interpreter and per-dtype tolerances. Header-only (static
+// inline), for test files.
+
+#ifndef TJ_TESTS_UNIT_RANDOM_GRAPH_H_
+#define TJ_TESTS_UNIT_RANDOM_GRAPH_H_
+
+#include <float.h>
+
+#include "tests/unit/test.h"
+
+#include "lib/dtype.h"
+#include "lib/ir.h"
+
+enum { kMaxVals = 96, kMaxRunInputs = 32, kMaxRunOutputs = 32 };
+
+//===--- a seeded generator ---===//
+
+typedef struct rng_t {
+  uint64_t s;
+} rng_t;
+
+static inline uint64_t next_u64(rng_t* r) {  // splitmix64
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static inline uint32_t below(rng_t* r, uint32_t n) {
+  return (uint32_t)(next_u64(r) % n);
+}
+
+static inline double uniform(rng_t* r, double lo, double hi) {
+  return lo + (hi - lo) * (double)(next_u64(r) >> 11) / 9007199254740992.0;
+}
+
+//===--- graph generation through tj_graph_append ---===//
+
+typedef struct gen_t {
+  tj_graph_t* g;
+  rng_t* r;
+  int64_t B;
+  uint32_t vals[kMaxVals];  // values usable as operands
+  uint32_t num_vals;
+  int num_inputs;
+} gen_t;
+
+static inline const tj_node_t* node(gen_t* s, uint32_t i) {
+  return &s->g->nodes[i];
+}
+
+// Appends |desc|; a desc inference rejects is simply dropped.
+static inline bool append(gen_t* s, const tj_node_desc_t* d, uint32_t* out) {
+  uint32_t index;
+  tj_status_t st = tj_graph_append(s->g, d, &index);
+  if (st) {
+    tj_status_free(st);
+    return false;
+  }
+  if (s->num_vals < kMaxVals) s->vals[s->num_vals++] = index;
+  if (out) *out = index;
+  return true;
+}
+
+// Mostly one of the newest values, so that chains get deep and values get
+// several users; sometimes any value.
+static inline uint32_t pick(gen_t* s) {
+  uint32_t n = s->num_vals;
+  if (n > 3 && below(s->r, 3)) return s->vals[n - 1 - below(s->r, 3)];
+  return s->vals[below(s->r, n)];
+}
+
+// A value of float dtype, if any.
+static inline uint32_t pick_float(gen_t* s) {
+  for (int tries = 0; tries < 16; ++tries) {
+    uint32_t v = pick(s);
+    if (tj_dtype_is_float(node(s, v)->dtype)) return v;
+  }
+  return pick(s);
+}
+
+static inline int64_t random_dim(gen_t* s) {
+  static const int64_t kDims[] = {1, 2, 3, 4, 5};
+  uint32_t k = below(s->r, 7);
+  return k >= 5 ? s->B : kDims[k];
+}
+
+static inline tj_dtype_t random_dtype(gen_t* s) {
+  uint32_t k = below(s->r, 20);
+  if (k < 13) return TJ_DTYPE_F32;
+  if (k < 15) return TJ_DTYPE_F64;
+  if (k < 17) return TJ_DTYPE_BF16;
+  if (k < 18) return TJ_DTYPE_F16;
+  return TJ_DTYPE_I32;
+}
+
+static inline bool add_input(gen_t* s, tj_dtype_t dtype, int32_t rank,
+                             const int64_t* dims, uint32_t* out) {
+  char name[16];
+  snprintf(name, sizeof(name), "in%d", s->num_inputs);
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = TJ_OP_INPUT;
+  d.dtype = dtype;
+  d.rank = rank;
+  d.dims = dims;
+  d.attrs.name = name;
+  if (!append(s, &d, out)) return false;
+  ++s->num_inputs;
+  return true;
+}
+
+static inline bool add_random_input(gen_t* s) {
+  int64_t dims[4];
+  int32_t rank = (int32_t)below(s->r, 4);
+  for (int32_t i = 0; i < rank; ++i) dims[i] = random_dim(s);
+  return add_input(s, random_dtype(s), rank, dims, NULL);
+}
+
+// A shape that broadcasts against |v|'s: some dims set to 1, some leading
+// dims dropped.
+static inline bool add_broadcast_input(gen_t* s, uint32_t v, uint32_t* out) {
+  const tj_node_t* n = node(s, v);
+  int32_t drop = n->rank ? (int32_t)below(s->r, (uint32_t)n->rank + 1) : 0;
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = drop; i < n->rank; ++i) {
+    dims[i - drop] = below(s->r, 2) ? 1 : n->dims[i];
+  }
+  return add_input(s, n->dtype, n->rank - drop, dims, out);
+}
+
+static inline bool add_scalar(gen_t* s, tj_dtype_t dtype, double value,
+                              uint32_t* out) {
+  unsigned char data[8] = {0};
+  tj_store_f64(dtype, data, 0, value);
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = TJ_OP_CONSTANT;
+  d.dtype = dtype;
+  d.attrs.data = data;
+  return append(s, &d, out);
+}
+
+static inline bool op1(gen_t* s, tj_op_t op, uint32_t a, uint32_t* out) {
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = op;
+  d.num_operands = 1;
+  d.operands = &a;
+  return append(s, &d, out);
+}
+
+static inline bool op2(gen_t* s, tj_op_t op, uint32_t a, uint32_t b,
+                       uint32_t* out) {
+  uint32_t ops[2] = {a, b};
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = op;
+  d.num_operands = 2;
+  d.operands = ops;
+  return append(s, &d, out);
+}
+
+static inline bool with_attrs(gen_t* s, tj_op_t op, uint32_t n,
+                              const uint32_t* ops, const tj_attrs_t* attrs,
+                              tj_dtype_t dtype, int32_t rank,
+                              const int64_t* dims, uint32_t* out) {
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = op;
+  d.num_operands = n;
+  d.operands = ops;
+  d.dtype = dtype;
+  d.rank = rank;
+  d.dims = dims;
+  if (attrs) d.attrs = *attrs;
+  return append(s, &d, out);
+}
+
+static inline bool second_operand(gen_t* s, uint32_t a, uint32_t* b) {
+  switch (below(s->r, 4)) {
+    case 0:
+      *b = pick(s);
+      return true;
+    case 1:
+      return add_scalar(s, node(s, a)->dtype, uniform(s->r, -2, 2), b);
+    case 2:
+      return add_broadcast_input(s, a, b);
+    default:
+      *b = a;
+      return true;
+  }
+}
+
+static inline bool gen_unary(gen_t* s) {
+  static const tj_op_t kOps[] = {
+      TJ_OP_NEG,   TJ_OP_ABS,  TJ_OP_EXP,     TJ_OP_LOG,  TJ_OP_SQRT,
+      TJ_OP_RSQRT, TJ_OP_TANH, TJ_OP_SIGMOID, TJ_OP_ERF,  TJ_OP_SIN,
+      TJ_OP_COS,   TJ_OP_RELU, TJ_OP_FLOOR,   TJ_OP_CEIL, TJ_OP_ROUND,
+      TJ_OP_SIGN,  TJ_OP_ISNAN};
+  return op1(s, kOps[below(s->r, TJ_ARRAY_SIZE(kOps))], pick(s), NULL);
+}
+
+static inline bool gen_binary(gen_t* s) {
+  static const tj_op_t kOps[] = {
+      TJ_OP_ADD,     TJ_OP_SUB, TJ_OP_MUL, TJ_OP_DIV, TJ_OP_MAXIMUM,
+      TJ_OP_MINIMUM, TJ_OP_POW, TJ_OP_LT,  TJ_OP_GT,  TJ_OP_GE,
+      TJ_OP_EQ,      TJ_OP_ADD, TJ_OP_MUL, TJ_OP_SUB};
+  uint32_t a = pick(s), b;
+  if (!second_operand(s, a, &b)) return false;
+  if (below(s->r, 2)) {
+    uint32_t t = a;
+    a = b;
+    b = t;
+  }
+  return op2(s, kOps[below(s->r, TJ_ARRAY_SIZE(kOps))], a, b, NULL);
+}
+
+static inline bool gen_where(gen_t* s) {
+  uint32_t a = pick(s), b, c;
+  if (!second_operand(s, a, &b)) return false;
+  if (!op2(s, below(s->r, 2) ? TJ_OP_LT : TJ_OP_GE, a, b, &c)) return false;
+  if (below(s->r, 3) == 0 && !op1(s, TJ_OP_NOT, c, &c)) return false;
+  uint32_t ops[3] = {c, a, b};
+  return with_attrs(s, TJ_OP_WHERE, 3, ops, NULL, TJ_DTYPE_F32, 0, NULL, NULL);
+}
+
+static inline bool gen_reduce(gen_t* s) {
+  static const tj_op_t kOps[] = {TJ_OP_SUM, TJ_OP_MEAN, TJ_OP_MAX,
+                                 TJ_OP_MIN, TJ_OP_PROD, TJ_OP_ARGMAX};
+  uint32_t a = pick(s);
+  const tj_node_t* n = node(s, a);
+  if (n->rank == 0) return false;
+  tj_op_t op = kOps[below(s->r, TJ_ARRAY_SIZE(kOps))];
+  int64_t axes[TJ_MAX_RANK];
+  uint32_t count = 0;
+  for (int32_t i = 0; i < n->rank; ++i) {
+    if (below(s->r, 2)) axes[count++] = i - (below(s->r, 2) ? n->rank : 0);
+  }
+  if (count == 0 || op == TJ_OP_ARGMAX) {
+    axes[0] = below(s->r, (uint32_t)n->rank);
+    count = 1;
+  }
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  attrs.ints = axes;
+  attrs.num_ints = count;
+  attrs.keepdims = below(s->r, 2);
+  uint32_t r;
+  if (!with_attrs(s, op, 1, &a, &attrs, TJ_DTYPE_F32, 0, NULL, &r)) {
+    return false;
+  }
+  // Sometimes reshape a reduction back to its keepdims shape (a rule).
+  if (!attrs.keepdims && op != TJ_OP_ARGMAX && below(s->r, 2)) {
+    int64_t dims[TJ_MAX_RANK];
+    const tj_node_t* in = node(s, a);
+    for (int32_t i = 0; i < in->rank; ++i) dims[i] = in->dims[i];
+    for (uint32_t k = 0; k < count; ++k) {
+      dims[axes[k] < 0 ? axes[k] + in->rank : axes[k]] = 1;
+    }
+    return with_attrs(s, TJ_OP_RESHAPE, 1, &r, NULL, in->dtype, in->rank, dims,
+                      NULL);
+  }
+  return true;
+}
+
+static inline bool gen_movement(gen_t* s) {
+  uint32_t a = pick(s);
+  const tj_node_t* n = node(s, a);
+  tj_dtype_t dtype = n->dtype;
+  int32_t rank = n->rank;
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) dims[i] = n->dims[i];
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  int64_t ints[3 * TJ_MAX_RANK];
+  attrs.ints = ints;
+  switch (below(s->r, 7)) {
+    case 0: {  // transpose, sometimes twice
+      for (int32_t i = 0; i < rank; ++i) ints[i] = i;
+      for (int32_t i = rank - 1; i > 0; --i) {
+        int32_t j = (int32_t)below(s->r, (uint32_t)i + 1);
+        int64_t t = ints[i];
+        ints[i] = ints[j];
+        ints[j] = t;
+      }
+      attrs.num_ints = (uint32_t)rank;
+      uint32_t t;
+      if (!with_attrs(s, TJ_OP_TRANSPOSE, 1, &a, &attrs, dtype, 0, NULL, &t)) {
+        return false;
+      }
+      if (below(s->r, 2)) return true;
+      return with_attrs(s, TJ_OP_TRANSPOSE, 1, &t, &attrs, dtype, 0, NULL,
+                        NULL);
+    }
+    case 1: {  // reshape: flatten, or one inferred dim; sometimes twice
+      int64_t flat = TJ_DIM_INFER;
+      uint32_t t;
+      if (!with_attrs(s, TJ_OP_RESHAPE, 1, &a, NULL, dtype, 1, &flat, &t)) {
+        return false;
+      }
+      if (below(s->r, 2) || rank == 0) return true;
+      return with_attrs(s, TJ_OP_RESHAPE, 1, &t, NULL, dtype, rank, dims, NULL);
+    }
+    case 2: {  // broadcast_to a leading dim and expanded 1s
+      int64_t out[TJ_MAX_RANK];
+      if (rank >= 4) return false;
+      out[0] = random_dim(s);
+      for (int32_t i = 0; i < rank; ++i) {
+        out[i + 1] = dims[i] == 1 ? random_dim(s) : dims[i];
+      }
+      return with_attrs(s, TJ_OP_BROADCAST_TO, 1, &a, NULL, dtype, rank + 1,
+                        out, NULL);
+    }
+    case 3: {  // slice constant dims
+      for (int32_t i = 0; i < rank; ++i) {
+        bool sym = !tj_dim_is_const(dims[i]);
+        ints[i] = sym || dims[i] == 0 ? 0 : below(s->r, (uint32_t)dims[i]);
+        ints[rank + i] = sym ? INT64_MAX : dims[i];
+        ints[2 * rank + i] = sym ? 1 : 1 + below(s->r, 2);
+      }
+      attrs.num_ints = 3 * (uint32_t)rank;
+      return with_attrs(s, TJ_OP_SLICE, 1, &a, &attrs, dtype, 0, NULL, NULL);
+    }
+    case 4: {  // pad
+      for (int32_t i = 0; i < 2 * rank; ++i) ints[i] = below(s->r, 2);
+      attrs.num_ints = 2 * (uint32_t)rank;
+      attrs.value = uniform(s->r, -1, 1);
+      return with_attrs(s, TJ_OP_PAD, 1, &a, &attrs, dtype, 0, NULL, NULL);
+    }
+    case 5: {  // concat with itself or a same-typed value
+      uint32_t ops[2] = {a, below(s->r, 2) ? a : pick(s)};
+      attrs.axis = rank ? below(s->r, (uint32_t)rank) : 0;
+      return with_attrs(s, TJ_OP_CONCAT, 2, ops, &attrs, dtype, 0, NULL, NULL);
+    }
+    default: {  // cast, sometimes through a wider type and back
+      static const tj_dtype_t kTo[] = {TJ_DTYPE_F32, TJ_DTYPE_F64,
+                                       TJ_DTYPE_BF16, TJ_DTYPE_F16};
+      tj_dtype_t to = kTo[below(s->r, 4)];
+      uint32_t t;
+      if (!with_attrs(s, TJ_OP_CAST, 1, &a, NULL, to, 0, NULL, &t)) {
+        return false;
+      }
+      if (below(s->r, 2)) return true;
+      return with_attrs(s, TJ_OP_CAST, 1, &t, NULL, dtype, 0, NULL, NULL);
+    }
+  }
+}
+
+// Patterns the canonicalizer has rules for.
+static inline bool gen_identity(gen_t* s) {
+  uint32_t a = pick(s), c, t;
+  tj_dtype_t dt = node(s, a)->dtype;
+  switch (below(s->r, 11)) {
+    case 9:  // not an identity for x = -0.0 (must stay)
+      return add_scalar(s, dt, 0.0, &c) && op2(s, TJ_OP_ADD, a, c, NULL);
+    case 10:  // not an identity for NaN and inf (must stay)
+      return add_scalar(s, dt, 0.0, &c) && op2(s, TJ_OP_MUL, a, c, NULL);
+    case 0:
+      return add_scalar(s, dt, 1.0, &c) && op2(s, TJ_OP_MUL, c, a, NULL);
+    case 1:
+      return add_scalar(s, dt, -0.0, &c) && op2(s, TJ_OP_ADD, a, c, NULL);
+    case 2:
+      return add_scalar(s, dt, 0.0, &c) && op2(s, TJ_OP_SUB, a, c, NULL);
+    case 3:
+      return op1(s, TJ_OP_NEG, a, &t) && op1(s, TJ_OP_NEG, t, NULL);
+    case 4:
+      return add_scalar(s, dt, -1.0, &c) && op2(s, TJ_OP_MUL, a, c, NULL);
+    case 5:
+      return add_scalar(s, dt, 1.0, &c) && op2(s, TJ_OP_DIV, a, c, NULL);
+    case 6:
+      return op2(s, TJ_OP_MAXIMUM, a, a, NULL);
+    case 7:
+      return op1(s, TJ_OP_NEG, a, &t) && op2(s, TJ_OP_ADD, a, t, NULL);
+    default: {  // broadcast of a scalar constant to a value's shape
+      const tj_node_t* n = node(s, a);
+      int64_t dims[TJ_MAX_RANK];
+      for (int32_t i = 0; i < n->rank; ++i) dims[i] = n->dims[i];
+      int32_t rank = n->rank;
+      return add_scalar(s, dt, uniform(s->r, -2, 2), &c) &&
+             with_attrs(s, TJ_OP_BROADCAST_TO, 1, &c, NULL, dt, rank, dims,
+                        &t) &&
+             op2(s, TJ_OP_ADD, a, t, NULL);
+    }
+  }
+}
+
+static inline bool gen_matmul(gen_t* s, bool linear) {
+  uint32_t a = pick_float(s);
+  const tj_node_t* n = node(s, a);
+  if (n->rank == 0 || !tj_dim_is_const(n->dims[n->rank - 1])) return false;
+  int64_t wd[2] = {n->dims[n->rank - 1], 1 + below(s->r, 4)};
+  tj_dtype_t dt = n->dtype;
+  uint32_t w, b = TJ_NODE_NONE;
+  if (!add_input(s, dt, 2, wd, &w)) return false;
+  if (!linear) return op2(s, TJ_OP_MATMUL, a, w, NULL);
+  if (below(s->r, 3) && !add_input(s, dt, 1, &wd[1], &b)) return false;
+  uint32_t ops[3] = {a, w, b};
+  return with_attrs(s, TJ_OP_LINEAR, 3, ops, NULL, dt, 0, NULL, NULL);
+}
+
+static inline bool gen_composite(gen_t* s) {
+  uint32_t a = pick_float(s);
+  const tj_node_t* n = node(s, a);
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  switch (below(s->r, 6)) {
+    case 0:
+      attrs.approximate = below(s->r, 2);
+      return with_attrs(s, TJ_OP_GELU, 1, &a, &attrs, TJ_DTYPE_F32, 0, NULL,
+                        NULL);
+    case 1:
+      return op1(s, TJ_OP_SILU, a, NULL);
+    case 2:
+    case 3:
+      attrs.axis = n->rank ? below(s->r, (uint32_t)n->rank) : 0;
+      return with_attrs(s, below(s->r, 2) ? TJ_OP_SOFTMAX : TJ_OP_LOG_SOFTMAX,
+                        1, &a, &attrs, TJ_DTYPE_F32, 0, NULL, NULL);
+    default: {
+      uint32_t ops[3] = {a, TJ_NODE_NONE, TJ_NODE_NONE};
+      int64_t last = n->rank ? n->dims[n->rank - 1] : 1;
+      tj_dtype_t dt = n->dtype;
+      if (below(s->r, 2) && !add_input(s, dt, 1, &last, &ops[1])) return false;
+      if (below(s->r, 2) && !add_input(s, dt, 1, &last, &ops[2])) return false;
+      attrs.value = 1e-5;
+      bool layer = below(s->r, 2);
+      return with_attrs(s, layer ? TJ_OP_LAYER_NORM : TJ_OP_RMS_NORM,
+                        layer ? 3 : 2, ops, &attrs, TJ_DTYPE_F32, 0, NULL,
+                        NULL);
+    }
+  }
+}
+
+static inline bool gen_full(gen_t* s) {
+  uint32_t a = pick(s);
+  const tj_node_t* n = node(s, a);
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0; i < n->rank; ++i) dims[i] = n->dims[i];
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  attrs.value = uniform(s->r, -2, 2);
+  uint32_t f;
+  int32_t rank = n->rank;
+  tj_dtype_t dt = n->dtype;
+  return with_attrs(s, TJ_OP_FULL, 0, NULL, &attrs, dt, rank, dims, &f) &&
+         op2(s, TJ_OP_MUL, a, f, NULL);
+}
+
+static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
+  rng_t r = {seed * 0x2545f4914f6cdd1dull + 1};
+  gen_t s;
+  memset(&s, 0, sizeof(s));
+  s.r = &r;
+  char name[32];
+  snprintf(name, sizeof(name), "seed%llu", (unsigned long long)seed);
+  if (tj_graph_create(ctx, name, &s.g)) return NULL;
+  tj_status_t st = tj_dim_symbol(&s.g->dims, "B", &s.B);
+  if (st) {
+    tj_status_free(st);
+    tj_graph_destroy(s.g);
+    return NULL;
+  }
+  int inputs = 1 + (int)below(&r, 3);
+  for (int i = 0; i < inputs; ++i) add_random_input(&s);
+  if (s.num_vals == 0) add_random_input(&s);
+  int ops = 3 + (int)below(&r, 10);
+  for (int i = 0, tries = 0; i < ops && tries < 200 && s.num_vals; ++tries) {
+    bool ok;
+    switch (below(&r, 16)) {
+      case 0:
+      case 1:
+        ok = gen_unary(&s);
+        break;
+      case 2:
+      case 3:
+      case 4:
+        ok = gen_binary(&s);
+        break;
+      case 5:
+        ok = gen_where(&s);
+        break;
+      case 6:
+      case 7:
+        ok = gen_reduce(&s);
+        break;
+      case 8:
+      case 9:
+        ok = gen_movement(&s);
+        break;
+      case 10:
+      case 11:
+        ok = gen_identity(&s);
+        break;
+      case 12:
+        ok = gen_matmul(&s, below(&r, 2));
+        break;
+      case 13:
+      case 14:
+        ok = gen_composite(&s);
+        break;
+      default:
+        ok = gen_full(&s);
+        break;
+    }
+    i += ok;
+  }
+  // The last value and up to two others are outputs; or, half the time,
+  // every value nothing reads (so that little is dead and fusion sees every
+  // multi-use pattern the graph has).
+  uint32_t last = s.g->num_nodes - 1;
+  st = tj_graph_append_output(s.g, last, "out0");
+  if (!st && below(&r, 2)) {
+    for (uint32_t i = 0; !st && i < last && s.g->num_outputs < 6; ++i) {
+      tj_op_t op = s.g->nodes[i].op;
+      if (op == TJ_OP_INPUT || op == TJ_OP_CONSTANT) continue;
+      bool read = false;
+      for (uint32_t j = i + 1; j < s.g->num_nodes && !read; ++j) {
+        const tj_node_t* n = &s.g->nodes[j];
+        for (uint32_t k = 0; k < n->num_operands; ++k) {
+          read |= n->operands[k] == i;
+        }
+      }
+      if (read) continue;
+      snprintf(name, sizeof(name), "out%u", s.g->num_outputs);
+      st = tj_graph_append_output(s.g, i, name);
+    }
+  }
+  uint32_t extra = below(&r, 3);
+  for (uint32_t k = 0; !st && k < extra && s.num_vals > 1; ++k) {
+    uint32_t other = s.vals[below(&r, s.num_vals)];
+    bool used = false;
+    for (uint32_t j = 0; j < s.g->num_outputs; ++j) {
+      used |= s.g->outputs[j].node == other;
+    }
+    if (used) continue;
+    snprintf(name, sizeof(name), "out%u", s.g->num_outputs);
+    st = tj_graph_append_output(s.g, other, name);
+  }
+  if (!st) st = tj_graph_finalize(s.g);
+  if (st) {
+    tj_status_free(st);
+    tj_graph_destroy(s.g);
+    return NULL;
+  }
+  return s.g;
+}
+
+//===--- running and comparing ---===//
+
+typedef struct run_t {
+  int32_t num_outputs;
+  void* data[kMaxRunOutputs];
+  size_t bytes[kMaxRunOutputs];
+  int64_t shape[kMaxRunOutputs][TJ_MAX_RANK];
+  int32_t rank[kMaxRunOutputs];
+  tj_dtype_t dtype[kMaxRunOutputs];
+} run_t;
+
+static inline void run_free(run_t* r) {
+  for (int32_t i = 0; i < r->num_outputs; ++i) free(r->data[i]);
+  memset(r, 0, sizeof(*r));
+}
+
+typedef struct inputs_t {
+  int32_t count;
+  tj_tensor_t t[kMaxRunInputs];
+  int64_t shape[kMaxRunInputs][TJ_MAX_RANK];
+  void* data[kMaxRunInputs];
+} inputs_t;
+
+static inline void inputs_free(inputs_t* in) {
+  for (int32_t i = 0; i < in->count; ++i) free(in->data[i]);
+  memset(in, 0, sizeof(*in));
+}
+
+// Relative noise a few units in the last place of |dtype|: about what the
+// rounding of one rewritten intermediate changes.
+static inline double noise_of(tj_dtype_t dtype) {
+  switch (dtype) {
+    case TJ_DTYPE_F64:
+      return 1e-14;
+    case TJ_DTYPE_F32:
+      return 1e-6;
+    case TJ_DTYPE_F16:
+      return 4e-3;
+    case TJ_DTYPE_BF16:
+      return 2e-2;
+    default:
+      return 0.0;
+  }
+}
+
+// Random inputs for |g| at batch |B|; with |perturb|, the same values with
+// relative noise (noise_of) added; with |specials|, a few signed zeros,
+// infinities and NaNs among the float values.
+static inline bool make_inputs_ex(const tj_graph_t* g, int64_t B, uint64_t seed,
+                                  bool perturb, bool specials, inputs_t* in) {
+  rng_t r = {seed ^ 0x5eedull};
+  rng_t noise = {seed ^ 0xa11ceull};
+  memset(in, 0, sizeof(*in));
+  int64_t values[TJ_MAX_SYMBOLS] = {0};
+  values[0] = B;
+  if (g->num_inputs > kMaxRunInputs) return false;
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    const tj_node_t* n = &g->nodes[g->inputs[i]];
+    int64_t numel = 1;
+    for (int32_t d = 0; d < n->rank; ++d) {
+      int64_t v;
+      tj_status_t st = tj_dim_eval(&g->dims, n->dims[d], values, &v);
+      if (st) {
+        tj_status_free(st);
+        return false;
+      }
+      in->shape[i][d] = v;
+      numel *= v;
+    }
+    size_t bytes = (size_t)numel * tj_dtype_size(n->dtype);
+    in->data[i] = malloc(bytes ? bytes : 1);
+    in->count = (int32_t)i + 1;
+    for (int64_t k = 0; k < numel; ++k) {
+      if (tj_dtype_is_float(n->dtype)) {
+        // Mostly ordinary values; a few signed zeros, infinities and NaNs,
+        // which the float-care rules of canonicalize must respect.
+        static const double kSpecial[] = {0.0, -0.0, INFINITY, -INFINITY,
+                                          NAN, 1.0,  -1.0};
+        double v = below(&r, 32) == 0 && specials
+                       ? kSpecial[below(&r, TJ_ARRAY_SIZE(kSpecial))]
+                       : uniform(&r, -2, 2);
+        if (perturb) v *= 1.0 + noise_of(n->dtype) * uniform(&noise, -1, 1);
+        tj_store_f64(n->dtype, in->data[i], k, v);
+      } else {
+        tj_store_i64(n->dtype, in->data[i], k, (int64_t)below(&r, 9) - 4);
+      }
+    }
+    in->t[i] = tj_tensor_make(in->data[i], n->dtype, n->rank, in->shape[i]);
+  }
+  return true;
+}
+
+static inline bool make_inputs(const tj_graph_t* g, int64_t B, uint64_t seed,
+                               bool perturb, inputs_t* in) {
+  return make_inputs_ex(g, B, seed, perturb, true, in);
+}
+
+static inline tj_status_t run_graph(const tj_graph_t* g, const inputs_t* in,
+                                    run_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_tensor_t tensors[kMaxRunOutputs];
+  out->num_outputs = (int32_t)g->num_outputs;
+  for (int32_t i = 0; i < out->num_outputs; ++i) {
+    TJ_RETURN_IF_ERROR(tj_graph_output_shape(g, in->t, in->count, i,
+                                             &out->rank[i], out->shape[i]));
+    int64_t numel = 1;
+    for (int32_t d = 0; d < out->rank[i]; ++d) numel *= out->shape[i][d];
+    out->dtype[i] = g->nodes[g->outputs[i].node].dtype;
+    out->bytes[i] = (size_t)numel * tj_dtype_size(out->dtype[i]);
+    out->data[i] = calloc(1, out->bytes[i] ? out->bytes[i] : 1);
+    tensors[i] = tj_tensor_make(out->data[i], out->dtype[i], out->rank[i],
+                                out->shape[i]);
+  }
+  return tj_reference_run(g, in->t, in->count, tensors, out->num_outputs);
+}
+
+// |a| (reference of the input graph) and |b| agree within |dtype|'s
+// tolerance; NaN matches NaN, infinities match themselves.
+static inline bool close_enough(tj_dtype_t dtype, double want, double got) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  if (isinf(want) || isinf(got)) {
+    // Overflow may happen at a slightly different point of a rewritten
+    // chain; a huge finite value against an infinity of the same sign is
+    // the same answer.
+    return want == got || (signbit(want) == signbit(got) &&
+                           fabs(isinf(want) ? got : want) > 1e30);
+  }
+  // Signed zeros are part of the semantics the rewrites must keep (x + 0.0
+  // is not x for x = -0.0).
+  if (want == 0.0 && got == 0.0) return signbit(want) == signbit(got);
+  double rtol, atol;
+  switch (dtype) {
+    case TJ_DTYPE_F64:
+      rtol = 1e-9;
+      atol = 1e-9;
+      break;
+    case TJ_DTYPE_F32:
+      rtol = 1e-4;
+      atol = 1e-4;
+      break;
+    case TJ_DTYPE_F16:
+      rtol = 1e-2;
+      atol = 1e-2;
+      break;
+    case TJ_DTYPE_BF16:
+      rtol = 4e-2;
+      atol = 4e-2;
+      break;
+    default:
+      return want == got;
+  }
+  return fabs(want - got) <= atol + rtol * fabs(want);
+}
+
+// The tolerance follows the least precise float type the graph computes
+// in: an f32 result cast to f64 carries f32 rounding.
+static inline tj_dtype_t working_dtype(const tj_graph_t* g, tj_dtype_t out) {
+  if (!tj_dtype_is_float(out)) return out;
+  static const tj_dtype_t kByPrecision[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16,
+                                            TJ_DTYPE_F32, TJ_DTYPE_F64};
+  for (size_t k = 0; k < TJ_ARRAY_SIZE(kByPrecision); ++k) {
+    for (uint32_t i = 0; i < g->num_nodes; ++i) {
+      if (g->nodes[i].dtype == kByPrecision[k]) return kByPrecision[k];
+    }
+  }
+  return out;
+}
+
+#endif  // TJ_TESTS_UNIT_RANDOM_GRAPH_H_
