@@ -15,6 +15,7 @@
 #include "lib/ir.h"
 #include "lib/passes/pass.h"
 #include "tensorjit.h"
+#include "tools/tool_io.h"
 
 typedef struct options_t {
   bool split_input_file;
@@ -114,41 +115,6 @@ static bool parse_args(int argc, char** argv, options_t* o) {
   return true;
 }
 
-// Reads all of |path| (or stdin) into a malloc'd buffer.
-static char* read_input(const char* path, size_t* out_length) {
-  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "tj-opt: cannot open '%s'\n", path);
-    return NULL;
-  }
-  size_t length = 0, capacity = 4096;
-  char* data = malloc(capacity);
-  while (data) {
-    if (length == capacity) {
-      char* grown = realloc(data, capacity * 2);
-      if (!grown) {
-        free(data);
-        data = NULL;
-        break;
-      }
-      data = grown;
-      capacity *= 2;
-    }
-    size_t n = fread(data + length, 1, capacity - length, f);
-    length += n;
-    if (n == 0) break;
-  }
-  bool error = ferror(f);
-  if (f != stdin) fclose(f);
-  if (!data || error) {
-    fprintf(stderr, "tj-opt: cannot read '%s'\n", path);
-    free(data);
-    return NULL;
-  }
-  *out_length = length;
-  return data;
-}
-
 // Whether the line at |s| (|n| bytes, no newline) is a split marker.
 static bool is_split_line(const char* s, size_t n) {
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
@@ -183,7 +149,7 @@ int main(int argc, char** argv) {
   options_t o;
   if (!parse_args(argc, argv, &o)) return 1;
   size_t length = 0;
-  char* text = read_input(o.path, &length);
+  char* text = tj_tool_read_file("tj-opt", o.path, &length);
   if (!text) return 1;
   const char* filename = strcmp(o.path, "-") == 0 ? "<stdin>" : o.path;
   tj_context_t* context = NULL;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "tensorjit.h"
+#include "tools/tool_io.h"
 
 enum { kMaxSyms = 64 };
 
@@ -44,40 +45,6 @@ static void usage(FILE* out) {
           "bytes moved and peak memory per pipeline stage. With --grad,\n"
           "for its forward and backward graphs (LEVEL: none, pointwise,\n"
           "reductions, all).\n");
-}
-
-static char* read_file(const char* path, size_t* out_length) {
-  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "tj-run: cannot open '%s'\n", path);
-    return NULL;
-  }
-  size_t length = 0, capacity = 4096;
-  char* data = malloc(capacity);
-  while (data) {
-    if (length == capacity) {
-      char* grown = realloc(data, capacity * 2);
-      if (!grown) {
-        free(data);
-        data = NULL;
-        break;
-      }
-      data = grown;
-      capacity *= 2;
-    }
-    size_t n = fread(data + length, 1, capacity - length, f);
-    length += n;
-    if (n == 0) break;
-  }
-  bool error = ferror(f);
-  if (f != stdin) fclose(f);
-  if (!data || error) {
-    fprintf(stderr, "tj-run: cannot read '%s'\n", path);
-    free(data);
-    return NULL;
-  }
-  *out_length = length;
-  return data;
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -318,7 +285,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   size_t length = 0;
-  char* text = read_file(path, &length);
+  char* text = tj_tool_read_file("tj-run", path, &length);
   if (!text) return 1;
   tj_context_t* context = NULL;
   tj_graph_t* graph = NULL;

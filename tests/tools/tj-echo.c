@@ -17,6 +17,7 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "tensorjit.h"
+#include "tools/tool_io.h"
 
 //===--- rebuilding ---===//
 
@@ -264,31 +265,6 @@ static tj_status_t echo_graph(tj_context_t* context, const tj_graph_t* src,
 
 //===--- driver ---===//
 
-static char* read_input(const char* path, size_t* out_length) {
-  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!f) return NULL;
-  size_t length = 0, capacity = 4096;
-  char* data = malloc(capacity);
-  while (data) {
-    if (length == capacity) {
-      char* grown = realloc(data, capacity * 2);
-      if (!grown) {
-        free(data);
-        data = NULL;
-        break;
-      }
-      data = grown;
-      capacity *= 2;
-    }
-    size_t n = fread(data + length, 1, capacity - length, f);
-    length += n;
-    if (n == 0) break;
-  }
-  if (f != stdin) fclose(f);
-  *out_length = length;
-  return data;
-}
-
 static int g_printed;
 
 static bool echo_text(tj_context_t* context, const char* text, size_t length,
@@ -331,11 +307,8 @@ int main(int argc, char** argv) {
     }
   }
   size_t length = 0;
-  char* text = read_input(path, &length);
-  if (!text) {
-    fprintf(stderr, "tj-echo: cannot read '%s'\n", path);
-    return 1;
-  }
+  char* text = tj_tool_read_file("tj-echo", path, &length);
+  if (!text) return 1;
   tj_context_t* context = NULL;
   tj_status_t status = tj_context_create(NULL, &context);
   if (status) {
