@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
     bench_gemm_bf16(8192, 8192, 8192, fused, plain);
     // The tensor-core schedule space: k-tile x ring depth.
     static const tj_nvptx_options_t variants[] = {
-        {32, 3}, {32, 5}, {64, 3}, {64, 4}};
+        {32, 3, false}, {32, 5, false}, {64, 3, false}, {64, 4, false}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
       char name[64];
       snprintf(name, sizeof(name), "bk=%d stages=%d", variants[v].gemm_tile_k,

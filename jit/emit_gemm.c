@@ -1,16 +1,39 @@
 // The GEMM template: packed B blocks, a register-tiled microkernel with
 // llvm.fma on <W x float>, and the epilogue applied to each finished tile.
+// Two paths, chosen at run time from M (a kernel serves every M):
 //
+// Small M (M <= SMALL_M, B with unit stride along n): nothing is packed.
+// Packing B costs a read and a write of the whole weight per run, which for
+// a GEMV-like M = 1 is 2-3x the work of the product itself (a 16 MB weight
+// read once); the microkernel reads B's rows in place instead, with masked
+// loads at the right edge, over all of K in one pass, and the epilogue
+// runs on the tile as usual. The consecutive n blocks of one call form one
+// span of columns, walked in strips as wide as the registers allow for the
+// rows at hand (1 row: 4 x NR; 2-3 rows: 2 x NR; more: NR): B is then read
+// in runs of 512-1024 contiguous bytes per row, which streams at ~85 GB/s
+// from L3 here where 256-byte runs (one NR panel) reach ~56 GB/s.
+//
+// Otherwise (BLIS order):
 //   for u in [begin, end):                       // (batch, n block, m block)
 //     for k0 in [0, K) step kc:                  // one pass when K <= kc
 //       pack B[k0 : k0+kc, n0 : n0+nc] into scratch as panels [nc/NR][kc][NR]
 //         (zero padded; skipped when the previous unit of this call packed
 //         the same block and K <= kc)
 //       for m in [m0, m0+mc) step MR:            // A sliver (MR x kc) in L1
+//         [pack the A sliver as [kc][MR] when A is not k-contiguous]
 //         for each NR panel:                     // B panel streams from L2
 //           ukernel: MR x NR accumulators over kc (rows past M re-read the
 //             last valid row and are never stored)
 //           last pass: epilogue on the tile, one row at a time
+//
+// Transposed operands cost nothing extra: packing is where a layout
+// change is free. A B with unit stride along k (B = W^T, as in dx = dy @
+// W^T) is packed by W x W in-register transposes of k-contiguous vectors
+// (shufflevector interleaves: vpermt2ps on AVX-512) instead of gathers; an
+// A with unit stride along m (A = X^T, as in dW = X^T @ dy) would otherwise
+// be read one k column at a time at a large (often power-of-two) stride,
+// touching a new cache line and page per k step with every line mapping
+// to the same L1 set, so its MR x kc sliver is copied into [kc][MR] first.
 //
 // The microkernel is its own noinline function: its register allocation
 // then sees only the accumulators and the K loop, and the epilogue's
@@ -18,6 +41,11 @@
 // registers, which is what made codegen slow and spill-prone when both
 // shared a function (LLVM-NOTES). The tile crosses from the microkernel to
 // the epilogue through a 64-byte-aligned stack buffer that stays in L1.
+//
+// Scratch per call (tj_kir_launch_info sizes it): the packed B block
+// (kc x nc), then the packed A sliver when tj_kir_gemm_packs_a (MR x kc),
+// then, when K > kc, the unit's partial sums (mc x nc); each part starts
+// 64-byte aligned.
 
 #include <stdio.h>
 #include <string.h>
@@ -25,8 +53,17 @@
 #include "jit/emit_llvm.h"
 #include "lib/dtype.h"
 
+// M at or below which B is read in place (see above). At M = 16 the
+// in-place path reads each B block 3 times (6-row tiles) from L2 where
+// the packed path writes it once and reads it 3 times: about even, so
+// the threshold sits there (bench/gemm_bench.c measures both sides).
+#define SMALL_M 16
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef i32c(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i32, (unsigned long long)v, 1);
 }
 
 static LLVMValueRef ceil_div(tj_emit_t* em, LLVMValueRef a, int64_t b) {
@@ -34,24 +71,205 @@ static LLVMValueRef ceil_div(tj_emit_t* em, LLVMValueRef a, int64_t b) {
                        i64c(em, b), "");
 }
 
+static LLVMValueRef align64(tj_emit_t* em, LLVMValueRef bytes) {
+  return LLVMBuildAnd(em->b, LLVMBuildAdd(em->b, bytes, i64c(em, 63), ""),
+                      i64c(em, ~(int64_t)63), "");
+}
+
 static LLVMValueRef gep_f32(tj_emit_t* em, LLVMValueRef ptr,
                             LLVMValueRef count) {
   return LLVMBuildGEP2(em->b, em->t_f32, ptr, &count, 1, "");
 }
 
-// void ukernel(ptr a, i64 lda, i64 ka, ptr bp, i64 kc, i64 mr_valid,
-//              ptr tile, i64 ld, i1 accumulate)
-// tile[r*ld + c] (+)= sum_k a[r*lda + k*ka] * bp[k*NR + c], r < MR, c < NR.
-static LLVMValueRef emit_ukernel(tj_emit_t* em,
-                                 const tj_kir_gemm_schedule_t* s) {
+static LLVMValueRef gep_i8(tj_emit_t* em, LLVMValueRef ptr,
+                           LLVMValueRef count) {
+  return LLVMBuildGEP2(em->b, em->t_i8, ptr, &count, 1, "");
+}
+
+static LLVMValueRef masked_load(tj_emit_t* em, LLVMTypeRef vt,
+                                LLVMValueRef ptr, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {vt, em->t_ptr};
+  LLVMValueRef args[4] = {ptr, i32c(em, 4), mask, LLVMConstNull(vt)};
+  return tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+}
+
+static void masked_store(tj_emit_t* em, LLVMValueRef value, LLVMValueRef ptr,
+                         LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {LLVMTypeOf(value), em->t_ptr};
+  LLVMValueRef args[4] = {value, ptr, i32c(em, 4), mask};
+  tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+}
+
+static LLVMValueRef masked_gather(tj_emit_t* em, LLVMTypeRef vt,
+                                  LLVMValueRef ptrs, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
+  LLVMValueRef args[4] = {ptrs, i32c(em, 4), mask, LLVMConstNull(vt)};
+  return tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4);
+}
+
+// A constant lane mask: lane < n.
+static LLVMValueRef const_mask(tj_emit_t* em, int32_t lanes, int32_t n) {
+  LLVMValueRef bits[64];
+  for (int32_t i = 0; i < lanes; ++i) {
+    bits[i] = LLVMConstInt(em->t_i1, i < n ? 1 : 0, 0);
+  }
+  return LLVMConstVector(bits, (unsigned)lanes);
+}
+
+//===--- the microkernel ---===//
+
+typedef struct ukernel_opts_t {
+  int32_t mr;      // rows of the tile
+  int32_t nr;      // columns of the tile, a multiple of the lanes
+  bool direct;     // B in place (row stride ldb) rather than a packed
+                   // panel (row stride nr)
+  bool masked;     // direct: columns past cols read as 0 (the right edge;
+                   // full strips go without the masks, which would take
+                   // more mask registers than there are)
+  int32_t chains;  // accumulator sets over alternating k (1 or 2)
+  // Direct: prefetch each row's continuation in the next strip (nr columns
+  // further) into L2, so that B is fetched in runs of 2 * nr columns. It
+  // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the
+  // capstone) and costs for wide ones (4 x NR at M = 1: 0.20 -> 0.29 ms).
+  bool prefetch_next;
+} ukernel_opts_t;
+
+typedef struct ukernel_t {
+  tj_emit_t* em;
+  const ukernel_opts_t* o;
+  LLVMTypeRef vt;
+  unsigned valign;
+  LLVMValueRef rowp[16], mask[16];
+  LLVMValueRef b, ldb, ka;
+} ukernel_t;
+
+// One k step on accumulator set |acc| (mr * nv values, updated).
+static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, nv = u->o->nr / w;
+  LLVMValueRef brow = gep_f32(em, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
+  if (u->o->prefetch_next) {
+    // The same row of the next strip, into L2 (see ukernel_opts_t).
+    LLVMTypeRef pt = em->t_ptr;
+    for (int32_t off = u->o->nr; off < 2 * u->o->nr; off += 16) {
+      LLVMValueRef args[4] = {gep_f32(em, brow, i64c(em, off)), i32c(em, 0),
+                              i32c(em, 2), i32c(em, 1)};
+      tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+    }
+  }
+  LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
+  LLVMValueRef splat[16];
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    LLVMValueRef av =
+        LLVMBuildLoad2(b, em->t_f32, gep_f32(em, u->rowp[r], koff), "a");
+    LLVMSetAlignment(av, 4);
+    splat[r] = tj_emit_splat(em, av, w);
+  }
+  LLVMTypeRef t = u->vt;
+  const char* fma = em->target.has_fma ? "llvm.fma" : "llvm.fmuladd";
+  if (u->o->direct && u->o->mr < nv) {
+    // Each B vector right before its FMAs, every row's broadcast live: the
+    // in-place tiles are up to 4 panels wide, and all B vectors of a step
+    // live at once would not fit beside the accumulators. (Taller tiles
+    // hold fewer B vectors than broadcasts: the order below.)
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef p = gep_f32(em, brow, i64c(em, (int64_t)v * w));
+      LLVMValueRef bv;
+      if (u->o->masked) {
+        bv = masked_load(em, u->vt, p, u->mask[v]);
+      } else {
+        bv = LLVMBuildLoad2(b, u->vt, p, "b");
+        LLVMSetAlignment(bv, 4);
+      }
+      for (int32_t r = 0; r < u->o->mr; ++r) {
+        LLVMValueRef args[3] = {splat[r], bv, acc[r * nv + v]};
+        acc[r * nv + v] = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
+      }
+    }
+    return;
+  }
+  LLVMValueRef bvec[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef p = gep_f32(em, brow, i64c(em, (int64_t)v * w));
+    if (u->o->masked) {
+      bvec[v] = masked_load(em, u->vt, p, u->mask[v]);
+    } else {
+      bvec[v] = LLVMBuildLoad2(b, u->vt, p, "b");
+      LLVMSetAlignment(bvec[v], u->o->direct ? 4 : u->valign);
+    }
+  }
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef args[3] = {splat[r], bvec[v], acc[r * nv + v]};
+      acc[r * nv + v] = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
+    }
+  }
+}
+
+// for (k = k0; k < k1; k += n) one step on each of |n| accumulator sets
+// (k1 - k0 must be a multiple of n). |acc| holds n sets of |per| values,
+// replaced by the values after the loop.
+static void ukernel_loop(ukernel_t* u, LLVMValueRef k0, LLVMValueRef k1,
+                         int32_t n, int32_t per, LLVMValueRef* acc) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(em->ctx, fn, "k");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(em->ctx, fn, "kdone");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, k0, k1, ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef kphi = LLVMBuildPhi(b, em->t_i64, "kk");
+  LLVMValueRef phis[2 * 16 * 16], next[2 * 16 * 16];
+  int32_t total = n * per;
+  for (int32_t i = 0; i < total; ++i) {
+    phis[i] = LLVMBuildPhi(b, u->vt, "acc");
+    next[i] = phis[i];
+  }
+  for (int32_t c = 0; c < n; ++c) {
+    ukernel_step(u, c ? LLVMBuildAdd(b, kphi, i64c(em, c), "") : kphi,
+                 next + c * per);
+  }
+  LLVMValueRef knext = LLVMBuildAdd(b, kphi, i64c(em, n), "");
+  LLVMBasicBlockRef body_end = LLVMGetInsertBlock(b);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, knext, k1, ""), body, done);
+  LLVMAddIncoming(kphi, &k0, &pre, 1);
+  LLVMAddIncoming(kphi, &knext, &body_end, 1);
+  for (int32_t i = 0; i < total; ++i) {
+    LLVMAddIncoming(phis[i], &acc[i], &pre, 1);
+    LLVMAddIncoming(phis[i], &next[i], &body_end, 1);
+  }
+  LLVMPositionBuilderAtEnd(b, done);
+  for (int32_t i = 0; i < total; ++i) {
+    LLVMValueRef out = LLVMBuildPhi(b, u->vt, "out");
+    LLVMAddIncoming(out, &acc[i], &pre, 1);
+    LLVMAddIncoming(out, &next[i], &body_end, 1);
+    acc[i] = out;
+  }
+}
+
+// void ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kc, i64 mr_valid,
+//              ptr tile, i64 ld, i1 accumulate, i64 cols)
+// tile[r*ld + c] (+)= sum_k a[r*lda + k*ka] * B(k, c), r < mr, c < nr, with
+// B(k, c) = b[k*nr + c] (packed; ldb and cols unused) or b[k*ldb + c] for
+// c < cols and 0 beyond (direct).
+static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   const int32_t w = em->target.lanes;
-  const int32_t mr = s->tile_m, nv = s->tile_n / w;
+  const int32_t mr = o->mr, nv = o->nr / w;
   char name[256];
-  snprintf(name, sizeof(name), "tj_ukernel_%s", em->k->name);
-  LLVMTypeRef params[9] = {em->t_ptr, em->t_i64, em->t_i64,
-                           em->t_ptr, em->t_i64, em->t_i64,
-                           em->t_ptr, em->t_i64, em->t_i1};
-  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 9, 0);
+  // The packed path's microkernel keeps the plain name (tests look for
+  // it); the in-place ones are named by their row count.
+  if (o->direct) {
+    snprintf(name, sizeof(name), "tj_ukernel_%s_d%d%s", em->k->name, mr,
+             o->masked ? "_edge" : "");
+  } else {
+    snprintf(name, sizeof(name), "tj_ukernel_%s", em->k->name);
+  }
+  LLVMTypeRef params[11] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr,
+                            em->t_i64, em->t_i64, em->t_i64, em->t_ptr,
+                            em->t_i64, em->t_i1,  em->t_i64};
+  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 11, 0);
   LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   static const char* attrs[] = {"nounwind", "noinline"};
@@ -62,89 +280,72 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em,
   }
   LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
                ka = LLVMGetParam(fn, 2), bp = LLVMGetParam(fn, 3),
-               kc = LLVMGetParam(fn, 4), mrv = LLVMGetParam(fn, 5),
-               tile = LLVMGetParam(fn, 6), ld = LLVMGetParam(fn, 7),
-               accum = LLVMGetParam(fn, 8);
+               ldb = LLVMGetParam(fn, 4), kc = LLVMGetParam(fn, 5),
+               mrv = LLVMGetParam(fn, 6), tile = LLVMGetParam(fn, 7),
+               ld = LLVMGetParam(fn, 8), accum = LLVMGetParam(fn, 9),
+               cols = LLVMGetParam(fn, 10);
   LLVMBuilderRef saved = em->b;
   LLVMBuilderRef b = LLVMCreateBuilderInContext(em->ctx);
   em->b = b;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(em->ctx, fn, "entry");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(em->ctx, fn, "k");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(em->ctx, fn, "done");
   LLVMPositionBuilderAtEnd(b, entry);
-  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
-  unsigned valign = (unsigned)w * 4;
-  LLVMValueRef rowp[16];
+  ukernel_t u;
+  memset(&u, 0, sizeof(u));
+  u.em = em;
+  u.o = o;
+  u.vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  u.valign = (unsigned)w * 4;
+  u.b = bp;
+  u.ldb = o->direct ? ldb : i64c(em, o->nr);
+  u.ka = ka;
   LLVMValueRef last = LLVMBuildSub(b, mrv, i64c(em, 1), "");
   for (int32_t r = 0; r < mr; ++r) {
     LLVMValueRef rr = tj_emit_min_i64(em, i64c(em, r), last);
-    rowp[r] = gep_f32(em, a, LLVMBuildMul(b, rr, lda, ""));
+    u.rowp[r] = gep_f32(em, a, LLVMBuildMul(b, rr, lda, ""));
   }
-  LLVMValueRef init[16 * 16];
-  LLVMValueRef zero = tj_emit_fconst(vt, 0.0);
+  if (o->masked) {
+    for (int32_t v = 0; v < nv; ++v) {
+      u.mask[v] = tj_emit_lane_mask(
+          em, LLVMBuildSub(b, cols, i64c(em, (int64_t)v * w), ""), w);
+    }
+  }
+  const int32_t per = mr * nv, chains = o->chains;
+  LLVMValueRef acc[2 * 16 * 16];
+  LLVMValueRef zero = tj_emit_fconst(u.vt, 0.0);
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
       LLVMValueRef p = gep_f32(
           em, tile,
           LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
                        i64c(em, (int64_t)v * w), ""));
-      LLVMValueRef old = LLVMBuildLoad2(b, vt, p, "");
-      LLVMSetAlignment(old, valign);
-      init[r * nv + v] = LLVMBuildSelect(b, accum, old, zero, "");
+      LLVMValueRef old = LLVMBuildLoad2(b, u.vt, p, "");
+      LLVMSetAlignment(old, u.valign);
+      acc[r * nv + v] = LLVMBuildSelect(b, accum, old, zero, "");
     }
   }
+  for (int32_t i = per; i < chains * per; ++i) acc[i] = zero;
   LLVMValueRef k0 = i64c(em, 0);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, kc, k0, ""), body, done);
-
-  LLVMPositionBuilderAtEnd(b, body);
-  LLVMValueRef kphi = LLVMBuildPhi(b, em->t_i64, "kk");
-  LLVMValueRef acc[16 * 16];
-  for (int32_t i = 0; i < mr * nv; ++i) acc[i] = LLVMBuildPhi(b, vt, "acc");
-  LLVMValueRef bvec[16];
-  LLVMValueRef brow = gep_f32(em, bp, LLVMBuildMul(b, kphi, i64c(em, s->tile_n), ""));
-  for (int32_t v = 0; v < nv; ++v) {
-    bvec[v] = LLVMBuildLoad2(b, vt, gep_f32(em, brow, i64c(em, (int64_t)v * w)),
-                             "b");
-    LLVMSetAlignment(bvec[v], valign);
-  }
-  LLVMValueRef koff = LLVMBuildMul(b, kphi, ka, "");
-  LLVMValueRef next[16 * 16];
-  for (int32_t r = 0; r < mr; ++r) {
-    LLVMValueRef av = LLVMBuildLoad2(b, em->t_f32, gep_f32(em, rowp[r], koff), "a");
-    LLVMSetAlignment(av, 4);
-    LLVMValueRef splat = tj_emit_splat(em, av, w);
-    for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef args[3] = {splat, bvec[v], acc[r * nv + v]};
-      LLVMTypeRef t = vt;
-      next[r * nv + v] = tj_emit_intrinsic(
-          em, em->target.has_fma ? "llvm.fma" : "llvm.fmuladd", &t, 1, args, 3);
+  if (chains > 1) {
+    // kc rounded down to a multiple of the chains, then the rest on set 0.
+    LLVMValueRef kmain =
+        LLVMBuildSub(b, kc, LLVMBuildSRem(b, kc, i64c(em, chains), ""), "");
+    ukernel_loop(&u, k0, kmain, chains, per, acc);
+    ukernel_loop(&u, kmain, kc, 1, per, acc);
+    for (int32_t c = 1; c < chains; ++c) {
+      for (int32_t i = 0; i < per; ++i) {
+        acc[i] = LLVMBuildFAdd(b, acc[i], acc[c * per + i], "");
+      }
     }
-  }
-  LLVMValueRef knext = LLVMBuildAdd(b, kphi, i64c(em, 1), "");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, knext, kc, ""), body, done);
-  LLVMBasicBlockRef from_entry[1] = {entry}, from_body[1] = {body};
-  LLVMAddIncoming(kphi, &k0, from_entry, 1);
-  LLVMAddIncoming(kphi, &knext, from_body, 1);
-  for (int32_t i = 0; i < mr * nv; ++i) {
-    LLVMAddIncoming(acc[i], &init[i], from_entry, 1);
-    LLVMAddIncoming(acc[i], &next[i], from_body, 1);
-  }
-
-  LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef out[16 * 16];
-  for (int32_t i = 0; i < mr * nv; ++i) {
-    out[i] = LLVMBuildPhi(b, vt, "out");
-    LLVMAddIncoming(out[i], &init[i], from_entry, 1);
-    LLVMAddIncoming(out[i], &next[i], from_body, 1);
+  } else {
+    ukernel_loop(&u, k0, kc, 1, per, acc);
   }
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef phi = out[r * nv + v];
       LLVMValueRef p = gep_f32(
           em, tile,
           LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
                        i64c(em, (int64_t)v * w), ""));
-      LLVMSetAlignment(LLVMBuildStore(b, phi, p), valign);
+      LLVMSetAlignment(LLVMBuildStore(b, acc[r * nv + v], p), u.valign);
     }
   }
   LLVMBuildRetVoid(b);
@@ -153,18 +354,18 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em,
   return fn;
 }
 
-// Packs B[k0 : k0+kc, n0 : n0+nlen] (|src| at its first element) into
-// |dst| as zero-padded panels [ceil(nlen/NR)][kc][NR].
-static void emit_pack(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
-                      uint32_t bbuf, LLVMValueRef src, LLVMValueRef kc,
-                      LLVMValueRef nlen, LLVMValueRef dst) {
-  const tj_kir_t* k = em->k;
+//===--- packing ---===//
+
+// Packs rows [k_begin, k_end) of a B block whose column c of row k is at
+// src[k*sk + c*sn] into panels dst[c / NR][k][c % NR] (|dst| at panel 0,
+// panels kc rows long), with masked (gathered when sn != 1) loads of the
+// |nlen| valid columns and zeros beyond.
+static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                        LLVMValueRef src, LLVMValueRef sk, LLVMValueRef sn,
+                        bool unit_n, LLVMValueRef k_begin, LLVMValueRef k_end,
+                        LLVMValueRef kc, LLVMValueRef nlen, LLVMValueRef dst) {
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
-  LLVMValueRef sk = tj_emit_stride(em, bbuf, k->rank - 2);
-  LLVMValueRef sn = tj_emit_stride(em, bbuf, k->rank - 1);
-  bool unit = tj_kir_ival_is_const(k->buffers[bbuf].strides[k->rank - 1], 1);
-  LLVMValueRef align = LLVMConstInt(em->t_i32, 4, 0);
   tj_emit_loop_t panels;
   LLVMValueRef j = tj_emit_loop_begin(em, &panels, i64c(em, 0),
                                       ceil_div(em, nlen, s->tile_n),
@@ -182,7 +383,7 @@ static void emit_pack(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
         em, LLVMBuildSub(em->b, cols, i64c(em, (int64_t)v * w), ""), w);
   }
   tj_emit_loop_t kl;
-  LLVMValueRef kk = tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1),
+  LLVMValueRef kk = tj_emit_loop_begin(em, &kl, k_begin, k_end, i64c(em, 1),
                                        "pack_k");
   LLVMValueRef row = gep_f32(em, src_j, LLVMBuildMul(em->b, kk, sk, ""));
   LLVMValueRef out =
@@ -191,15 +392,11 @@ static void emit_pack(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
     LLVMValueRef p = gep_f32(
         em, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
     LLVMValueRef val;
-    if (unit) {
-      LLVMTypeRef types[2] = {vt, em->t_ptr};
-      LLVMValueRef args[4] = {p, align, mask[v], LLVMConstNull(vt)};
-      val = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+    if (unit_n) {
+      val = masked_load(em, vt, p, mask[v]);
     } else {
       LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, p, &offs, 1, "");
-      LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
-      LLVMValueRef args[4] = {ptrs, align, mask[v], LLVMConstNull(vt)};
-      val = tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4);
+      val = masked_gather(em, vt, ptrs, mask[v]);
     }
     LLVMValueRef st = LLVMBuildStore(
         em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
@@ -209,16 +406,153 @@ static void emit_pack(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_end(em, &panels);
 }
 
-// The epilogue over the finished tile at (|tile|, |ld|): rows [0, rows) of
-// C rows starting at |m|, columns [col0, col0 + cols) (cols may exceed NR).
-static tj_status_t emit_epilogue(tj_emit_t* em,
-                                 const tj_kir_gemm_schedule_t* s,
-                                 const tj_emit_point_t* batch, LLVMValueRef tile,
-                                 LLVMValueRef ld, LLVMValueRef rows,
-                                 LLVMValueRef m, LLVMValueRef col0,
-                                 LLVMValueRef cols) {
+// Transposes the w x w matrix held in |rows| (row i = rows[i]) in place:
+// log2(w) rounds of interleaving row i with row i + w/2, each of which
+// rotates the (row, column) bit string of every element by one bit.
+static void transpose(tj_emit_t* em, int32_t w, LLVMValueRef* rows) {
+  LLVMValueRef lo_idx[64], hi_idx[64];
+  for (int32_t i = 0; i < w / 2; ++i) {
+    lo_idx[2 * i] = i32c(em, i);
+    lo_idx[2 * i + 1] = i32c(em, w + i);
+    hi_idx[2 * i] = i32c(em, w / 2 + i);
+    hi_idx[2 * i + 1] = i32c(em, w + w / 2 + i);
+  }
+  LLVMValueRef lo = LLVMConstVector(lo_idx, (unsigned)w);
+  LLVMValueRef hi = LLVMConstVector(hi_idx, (unsigned)w);
+  LLVMValueRef tmp[64];
+  for (int32_t round = 1; round < w; round *= 2) {
+    for (int32_t i = 0; i < w / 2; ++i) {
+      tmp[2 * i] =
+          LLVMBuildShuffleVector(em->b, rows[i], rows[i + w / 2], lo, "");
+      tmp[2 * i + 1] =
+          LLVMBuildShuffleVector(em->b, rows[i], rows[i + w / 2], hi, "");
+    }
+    for (int32_t i = 0; i < w; ++i) rows[i] = tmp[i];
+  }
+}
+
+// Packs the B block at |src| (rows kc, columns nlen) into panels [nc/NR]
+// [kc][NR], zero padded.
+static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                        uint32_t bbuf, LLVMValueRef src, LLVMValueRef kc,
+                        LLVMValueRef nlen, LLVMValueRef dst) {
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  LLVMValueRef sk = tj_emit_stride(em, bbuf, k->rank - 2);
+  LLVMValueRef sn = tj_emit_stride(em, bbuf, k->rank - 1);
+  const tj_kir_ival_t* st = k->buffers[bbuf].strides;
+  bool unit_n = tj_kir_ival_is_const(st[k->rank - 1], 1);
+  bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
+  if (unit_n || !unit_k) {
+    pack_b_rows(em, s, src, sk, sn, unit_n, i64c(em, 0), kc, kc, nlen, dst);
+    return;
+  }
+  // B^T: column c is contiguous along k. Per panel and per w columns of
+  // it, w x w blocks: w k-vectors (one per column) transposed into w
+  // n-vectors (one per k row of the panel).
+  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMValueRef kfull = LLVMBuildAnd(em->b, kc, i64c(em, ~(int64_t)(w - 1)), "");
+  tj_emit_loop_t panels;
+  LLVMValueRef j = tj_emit_loop_begin(em, &panels, i64c(em, 0),
+                                      ceil_div(em, nlen, s->tile_n),
+                                      i64c(em, 1), "tpanel");
+  LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
+  LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
+  LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc, ""));
+  tj_emit_loop_t vl;
+  LLVMValueRef v = tj_emit_loop_begin(em, &vl, i64c(em, 0), i64c(em, nv),
+                                      i64c(em, 1), "tvec");
+  LLVMValueRef c0 = LLVMBuildMul(em->b, v, i64c(em, w), "");
+  LLVMValueRef colsrc[64], colmask[64];
+  LLVMTypeRef mt = LLVMVectorType(em->t_i1, (unsigned)w);
+  for (int32_t i = 0; i < w; ++i) {
+    LLVMValueRef c = LLVMBuildAdd(em->b, c0, i64c(em, i), "");
+    colsrc[i] = gep_f32(em, src,
+                        LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""),
+                                     sn, ""));
+    LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, c, cols, "");
+    colmask[i] = LLVMBuildSelect(em->b, valid, LLVMConstAllOnes(mt),
+                                 LLVMConstNull(mt), "");
+  }
+  LLVMValueRef dst_v = gep_f32(em, dst_j, c0);
+  tj_emit_loop_t kl;
+  LLVMValueRef kb = tj_emit_loop_begin(em, &kl, i64c(em, 0), kfull,
+                                       i64c(em, w), "tk");
+  LLVMValueRef rows[64];
+  for (int32_t i = 0; i < w; ++i) {
+    rows[i] = masked_load(em, vt, gep_f32(em, colsrc[i], kb), colmask[i]);
+  }
+  transpose(em, w, rows);
+  for (int32_t i = 0; i < w; ++i) {
+    LLVMValueRef p = gep_f32(
+        em, dst_v,
+        LLVMBuildMul(em->b, LLVMBuildAdd(em->b, kb, i64c(em, i), ""),
+                     i64c(em, s->tile_n), ""));
+    LLVMSetAlignment(LLVMBuildStore(em->b, rows[i], p), (unsigned)w * 4);
+  }
+  tj_emit_loop_end(em, &kl);
+  tj_emit_loop_end(em, &vl);
+  tj_emit_loop_end(em, &panels);
+  // The last kc % w rows by gathers.
+  pack_b_rows(em, s, src, sk, sn, false, kfull, kc, kc, nlen, dst);
+}
+
+// Packs the A sliver at |src| (rows MR of which |rows| are valid, kc
+// columns) into dst[k*MR + r]; rows past |rows| are zero.
+static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                        uint32_t abuf, LLVMValueRef src, LLVMValueRef kc,
+                        LLVMValueRef rows, LLVMValueRef dst) {
+  const tj_kir_t* k = em->k;
+  const int32_t w = em->target.lanes, mr = s->tile_m;
+  const int32_t chunks = (mr + w - 1) / w;
+  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMValueRef sm = tj_emit_stride(em, abuf, k->rank - 2);
+  LLVMValueRef sk = tj_emit_stride(em, abuf, k->rank - 1);
+  bool unit_m = tj_kir_ival_is_const(k->buffers[abuf].strides[k->rank - 2], 1);
+  LLVMValueRef load_mask[4], store_mask[4];
+  LLVMValueRef offs = LLVMBuildMul(em->b, tj_emit_iota(em, em->t_i64, w),
+                                   tj_emit_splat(em, sm, w), "");
+  for (int32_t c = 0; c < chunks; ++c) {
+    load_mask[c] = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, rows, i64c(em, (int64_t)c * w), ""), w);
+    store_mask[c] = const_mask(em, w, mr - c * w);
+  }
+  tj_emit_loop_t kl;
+  LLVMValueRef kk = tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1),
+                                       "pack_a");
+  LLVMValueRef col = gep_f32(em, src, LLVMBuildMul(em->b, kk, sk, ""));
+  LLVMValueRef out =
+      gep_f32(em, dst, LLVMBuildMul(em->b, kk, i64c(em, mr), ""));
+  for (int32_t c = 0; c < chunks; ++c) {
+    LLVMValueRef val;
+    if (unit_m) {
+      val = masked_load(em, vt, gep_f32(em, col, i64c(em, (int64_t)c * w)),
+                        load_mask[c]);
+    } else {
+      LLVMValueRef base = gep_f32(
+          em, col, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
+      LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, base, &offs, 1, "");
+      val = masked_gather(em, vt, ptrs, load_mask[c]);
+    }
+    masked_store(em, val, gep_f32(em, out, i64c(em, (int64_t)c * w)),
+                 store_mask[c]);
+  }
+  tj_emit_loop_end(em, &kl);
+}
+
+//===--- the epilogue ---===//
+
+// The epilogue over the finished tile at (|tile|, |ld|): rows [0, rows) of
+// C rows starting at |m|, columns [col0, col0 + min(cols, nv * W)), where
+// the tile row holds |nv_static| vectors (unrolled) or, when that is 0,
+// |nv_dyn| (a loop).
+static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
+                                 LLVMValueRef tile, LLVMValueRef ld,
+                                 LLVMValueRef rows, LLVMValueRef m,
+                                 LLVMValueRef col0, LLVMValueRef cols,
+                                 int32_t nv_static, LLVMValueRef nv_dyn) {
+  const tj_kir_t* k = em->k;
+  const int32_t w = em->target.lanes;
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t rl;
@@ -237,8 +571,16 @@ static tj_status_t emit_epilogue(tj_emit_t* em,
     row.ptr[b] = tj_emit_advance(em, b, batch->ptr[b], off);
   }
   LLVMValueRef tile_row = gep_f32(em, tile, LLVMBuildMul(em->b, r, ld, ""));
-  for (int32_t v = 0; v < nv; ++v) {
-    LLVMValueRef off = i64c(em, (int64_t)v * w);
+  tj_emit_loop_t vl;
+  int32_t count = nv_static ? nv_static : 1;
+  LLVMValueRef vdyn = NULL;
+  if (!nv_static) {
+    vdyn = tj_emit_loop_begin(em, &vl, i64c(em, 0), nv_dyn, i64c(em, 1),
+                              "epi_vec");
+  }
+  for (int32_t v = 0; v < count; ++v) {
+    LLVMValueRef off = vdyn ? LLVMBuildMul(em->b, vdyn, i64c(em, w), "")
+                            : i64c(em, (int64_t)v * w);
     tj_emit_point_t p;
     tj_emit_line_point(em, &row, off, col0, &p);
     p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
@@ -247,83 +589,174 @@ static tj_status_t emit_epilogue(tj_emit_t* em,
     p.acc = acc;
     TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
   }
+  if (vdyn) tj_emit_loop_end(em, &vl);
   tj_emit_loop_end(em, &rl);
   return NULL;
 }
 
-tj_status_t tj_emit_gemm(tj_emit_t* em) {
-  const tj_kir_t* k = em->k;
-  tj_kir_gemm_schedule_t s;
-  tj_kir_gemm_resolve(k, em->target.lanes, &s);
-  const int32_t w = em->target.lanes;
-  if (s.tile_n % w != 0 || s.tile_m > 16 || s.tile_n / w > 16) {
-    return tj_internal("kernel @%s: unresolvable gemm tile %dx%d", k->name,
-                       s.tile_m, s.tile_n);
-  }
-  uint32_t abuf = 0, bbuf = 0;
-  for (uint32_t b = 0; b < k->num_buffers; ++b) {
-    if (k->buffers[b].role == TJ_KIR_GEMM_A) abuf = b;
-    if (k->buffers[b].role == TJ_KIR_GEMM_B) bbuf = b;
-  }
-  const int32_t dm = k->rank - 2, dn = k->rank - 1;
-  LLVMValueRef ukernel = emit_ukernel(em, &s);
-  LLVMTypeRef ukernel_ty = LLVMGlobalGetValueType(ukernel);
+//===--- the kernel ---===//
 
-  LLVMValueRef M = em->dim[dm], N = em->dim[dn], K = em->gemm_k;
-  LLVMValueRef nmb = ceil_div(em, M, s.mc), nnb = ceil_div(em, N, s.nc);
-  LLVMValueRef single = LLVMBuildICmp(em->b, LLVMIntSLE, K, i64c(em, s.kc),
+typedef struct gemm_t {
+  tj_emit_t* em;
+  tj_kir_gemm_schedule_t s;
+  uint32_t abuf, bbuf;
+  int32_t dm, dn;
+  LLVMValueRef M, N, K, nmb, nnb;
+  LLVMValueRef tile;  // tile_m x tile_n f32 on the stack
+  LLVMValueRef sa_m, sa_k, sb_k, sb_n;
+} gemm_t;
+
+// The unit |u|: its batch point, m range and n block.
+typedef struct unit_t {
+  tj_emit_point_t batch;
+  LLVMValueRef key;  // batch * nnb + n block: the packed B block's identity
+  LLVMValueRef m0, m_end, n0, nlen;
+} unit_t;
+
+static void decompose_unit(gemm_t* g, LLVMValueRef u, unit_t* out) {
+  tj_emit_t* em = g->em;
+  LLVMValueRef mb = LLVMBuildURem(em->b, u, g->nmb, "");
+  out->key = LLVMBuildUDiv(em->b, u, g->nmb, "");
+  LLVMValueRef nb = LLVMBuildURem(em->b, out->key, g->nnb, "");
+  LLVMValueRef bidx = LLVMBuildUDiv(em->b, out->key, g->nnb, "");
+  memset(&out->batch, 0, sizeof(out->batch));
+  out->batch.lanes = em->target.lanes;
+  out->batch.vdim = g->dn;
+  tj_emit_decompose(em, bidx, g->dm, &out->batch);
+  out->m0 = LLVMBuildMul(em->b, mb, i64c(em, g->s.mc), "m0");
+  out->m_end = tj_emit_min_i64(
+      em, g->M, LLVMBuildAdd(em->b, out->m0, i64c(em, g->s.mc), ""));
+  out->n0 = LLVMBuildMul(em->b, nb, i64c(em, g->s.nc), "n0");
+  out->nlen = tj_emit_min_i64(em, i64c(em, g->s.nc),
+                              LLVMBuildSub(em->b, g->N, out->n0, ""));
+}
+
+// The direct microkernels: one per row count 1..tile_m, each as wide as
+// the registers allow (see the top of the file).
+typedef struct direct_t {
+  LLVMValueRef fns[17];   // full strips: cols >= width
+  LLVMValueRef edge[17];  // the last strip of a span (masked)
+  int32_t width[17];  // columns of the tile of fns[r]
+  int32_t max_tile;   // max over r of r * width[r], floats
+} direct_t;
+
+// The small-M path: B read in place, all of K in one pass. Consecutive
+// units of one batch entry (one m block each when M <= mc) are one span of
+// columns.
+static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
+  tj_emit_t* em = g->em;
+  const tj_kir_gemm_schedule_t* s = &g->s;
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef fty = LLVMGlobalGetValueType(d->fns[1]);
+  LLVMValueRef uvar = tj_emit_alloca(em, em->t_i64, "dunit");
+  LLVMBuildStore(em->b, em->arg_begin, uvar);
+  LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBuildBr(em->b, cond);
+  LLVMPositionBuilderAtEnd(em->b, cond);
+  LLVMValueRef u = LLVMBuildLoad2(em->b, em->t_i64, uvar, "");
+  LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, u, em->arg_end, ""),
+                  body, done);
+  LLVMPositionBuilderAtEnd(em->b, body);
+  unit_t un;
+  decompose_unit(g, u, &un);
+  // With one m block, units [u, span_end) are n blocks nb.. of one batch
+  // entry: columns [n0, min(N, (nb + span) * nc)).
+  LLVMValueRef one_mb = LLVMBuildICmp(em->b, LLVMIntEQ, g->nmb, i64c(em, 1), "");
+  LLVMValueRef nb = LLVMBuildURem(em->b, un.key, g->nnb, "");
+  LLVMValueRef batch_end = LLVMBuildAdd(
+      em->b, LLVMBuildSub(em->b, u, nb, ""), g->nnb, "");
+  LLVMValueRef span_end = LLVMBuildSelect(
+      em->b, one_mb, tj_emit_min_i64(em, em->arg_end, batch_end),
+      LLVMBuildAdd(em->b, u, i64c(em, 1), ""), "span_end");
+  LLVMValueRef n_end = tj_emit_min_i64(
+      em, g->N,
+      LLVMBuildAdd(em->b, un.n0,
+                   LLVMBuildMul(em->b, LLVMBuildSub(em->b, span_end, u, ""),
+                                i64c(em, s->nc), ""),
+                   ""));
+  LLVMValueRef nlen = LLVMBuildSub(em->b, n_end, un.n0, "");
+  LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf], un.n0);  // sn == 1
+  tj_emit_loop_t ml;
+  LLVMValueRef m = tj_emit_loop_begin(em, &ml, un.m0, un.m_end,
+                                      i64c(em, s->tile_m), "dm");
+  LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s->tile_m),
+                                      LLVMBuildSub(em->b, un.m_end, m, ""));
+  // The microkernel and strip width for these rows.
+  LLVMValueRef full = d->fns[s->tile_m], edge = d->edge[s->tile_m];
+  LLVMValueRef width = i64c(em, d->width[s->tile_m]);
+  for (int32_t r = s->tile_m - 1; r >= 1; --r) {
+    LLVMValueRef is_r = LLVMBuildICmp(em->b, LLVMIntEQ, rows, i64c(em, r), "");
+    full = LLVMBuildSelect(em->b, is_r, d->fns[r], full, "");
+    edge = LLVMBuildSelect(em->b, is_r, d->edge[r], edge, "");
+    width = LLVMBuildSelect(em->b, is_r, i64c(em, d->width[r]), width, "");
+  }
+  LLVMValueRef a_ptr =
+      gep_f32(em, un.batch.ptr[g->abuf], LLVMBuildMul(em->b, m, g->sa_m, ""));
+  tj_emit_loop_t jl;
+  LLVMValueRef col = tj_emit_loop_begin(em, &jl, i64c(em, 0), nlen, width,
+                                        "dstrip");
+  LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col, "");
+  LLVMValueRef fn = LLVMBuildSelect(
+      em->b, LLVMBuildICmp(em->b, LLVMIntSGE, cols, width, ""), full, edge,
+      "");
+  LLVMValueRef args[11] = {a_ptr,   g->sa_m, g->sa_k, gep_f32(em, b_blk, col),
+                           g->sb_k, g->K,    rows,    g->tile,
+                           width,   LLVMConstInt(em->t_i1, 0, 0), cols};
+  LLVMBuildCall2(em->b, fty, fn, args, 11, "");
+  TJ_RETURN_IF_ERROR(emit_epilogue(
+      em, &un.batch, g->tile, width, rows, m,
+      LLVMBuildAdd(em->b, un.n0, col, ""), cols, 0,
+      LLVMBuildUDiv(em->b, width, i64c(em, w), "")));
+  tj_emit_loop_end(em, &jl);
+  tj_emit_loop_end(em, &ml);
+  LLVMBuildStore(em->b, span_end, uvar);
+  LLVMBuildBr(em->b, cond);
+  LLVMPositionBuilderAtEnd(em->b, done);
+  return NULL;
+}
+
+// The packed path.
+static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
+  tj_emit_t* em = g->em;
+  const tj_kir_gemm_schedule_t* s = &g->s;
+  LLVMTypeRef ukernel_ty = LLVMGlobalGetValueType(ukernel);
+  LLVMValueRef K = g->K;
+  LLVMValueRef single = LLVMBuildICmp(em->b, LLVMIntSLE, K, i64c(em, s->kc),
                                       "single_pass");
-  LLVMValueRef kc_eff = tj_emit_min_i64(em, K, i64c(em, s.kc));
+  LLVMValueRef kc_eff = tj_emit_min_i64(em, K, i64c(em, s->kc));
   LLVMValueRef packed = em->arg_scratch;
-  // Partial sums follow the packed block, 64-byte aligned (as
-  // tj_kir_launch_info sizes it).
-  LLVMValueRef pack_bytes = LLVMBuildAnd(
-      em->b,
-      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, kc_eff, i64c(em, (int64_t)s.nc * 4), ""),
-                   i64c(em, 63), ""),
-      i64c(em, ~(int64_t)63), "");
-  LLVMValueRef partial = LLVMBuildGEP2(em->b, em->t_i8, packed, &pack_bytes, 1,
-                                       "partial");
-  LLVMTypeRef tile_ty = LLVMArrayType(em->t_f32, (unsigned)(s.tile_m * s.tile_n));
-  LLVMValueRef tile = tj_emit_alloca(em, tile_ty, "tile");
-  LLVMSetAlignment(tile, 64);
+  // Scratch layout: packed B, packed A, partial sums (64-byte aligned parts,
+  // as tj_kir_launch_info sizes them).
+  LLVMValueRef b_bytes = align64(
+      em, LLVMBuildMul(em->b, kc_eff, i64c(em, (int64_t)s->nc * 4), ""));
+  LLVMValueRef apack = gep_i8(em, packed, b_bytes);
+  LLVMValueRef a_bytes =
+      pack_a ? align64(em, LLVMBuildMul(em->b, kc_eff,
+                                        i64c(em, (int64_t)s->tile_m * 4), ""))
+             : i64c(em, 0);
+  LLVMValueRef partial = gep_i8(em, apack, a_bytes);
   LLVMValueRef packed_key = tj_emit_alloca(em, em->t_i64, "packed_key");
   LLVMBuildStore(em->b, i64c(em, -1), packed_key);
 
   tj_emit_loop_t units;
   LLVMValueRef u = tj_emit_loop_begin(em, &units, em->arg_begin, em->arg_end,
                                       i64c(em, 1), "unit");
-  LLVMValueRef mb = LLVMBuildURem(em->b, u, nmb, "");
-  LLVMValueRef key = LLVMBuildUDiv(em->b, u, nmb, "");
-  LLVMValueRef nb = LLVMBuildURem(em->b, key, nnb, "");
-  LLVMValueRef bidx = LLVMBuildUDiv(em->b, key, nnb, "");
-  tj_emit_point_t batch;
-  memset(&batch, 0, sizeof(batch));
-  batch.lanes = w;
-  batch.vdim = dn;
-  tj_emit_decompose(em, bidx, dm, &batch);
-  LLVMValueRef m0 = LLVMBuildMul(em->b, mb, i64c(em, s.mc), "m0");
-  LLVMValueRef m_end = tj_emit_min_i64(
-      em, M, LLVMBuildAdd(em->b, m0, i64c(em, s.mc), ""));
-  LLVMValueRef n0 = LLVMBuildMul(em->b, nb, i64c(em, s.nc), "n0");
-  LLVMValueRef nlen = tj_emit_min_i64(em, i64c(em, s.nc),
-                                      LLVMBuildSub(em->b, N, n0, ""));
-  LLVMValueRef sa_m = tj_emit_stride(em, abuf, dm);
-  LLVMValueRef sa_k = tj_emit_stride(em, abuf, dn);
-  LLVMValueRef sb_k = tj_emit_stride(em, bbuf, dm);
-  LLVMValueRef sb_n = tj_emit_stride(em, bbuf, dn);
-  LLVMValueRef b_blk = gep_f32(em, batch.ptr[bbuf],
-                               LLVMBuildMul(em->b, n0, sb_n, ""));
+  unit_t un;
+  decompose_unit(g, u, &un);
+  LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf],
+                               LLVMBuildMul(em->b, un.n0, g->sb_n, ""));
   // Passes over K; K == 0 still runs one (empty) pass so the epilogue
   // writes C = epilogue(0).
   LLVMValueRef passes = LLVMBuildSelect(
       em->b, LLVMBuildICmp(em->b, LLVMIntEQ, K, i64c(em, 0), ""), i64c(em, 1),
-      ceil_div(em, K, s.kc), "");
+      ceil_div(em, K, s->kc), "");
   tj_emit_loop_t pl;
   LLVMValueRef pass = tj_emit_loop_begin(em, &pl, i64c(em, 0), passes,
                                          i64c(em, 1), "pass");
-  LLVMValueRef k0 = LLVMBuildMul(em->b, pass, i64c(em, s.kc), "k0");
-  LLVMValueRef kc = tj_emit_min_i64(em, i64c(em, s.kc),
+  LLVMValueRef k0 = LLVMBuildMul(em->b, pass, i64c(em, s->kc), "k0");
+  LLVMValueRef kc = tj_emit_min_i64(em, i64c(em, s->kc),
                                     LLVMBuildSub(em->b, K, k0, ""));
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
@@ -332,55 +765,140 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     LLVMValueRef have = LLVMBuildAnd(
         em->b, single,
         LLVMBuildICmp(em->b, LLVMIntEQ,
-                      LLVMBuildLoad2(em->b, em->t_i64, packed_key, ""), key, ""),
+                      LLVMBuildLoad2(em->b, em->t_i64, packed_key, ""), un.key,
+                      ""),
         "");
     tj_emit_if_t pack;
     tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack");
-    emit_pack(em, &s, bbuf,
-              gep_f32(em, b_blk, LLVMBuildMul(em->b, k0, sb_k, "")), kc, nlen,
-              packed);
-    LLVMBuildStore(em->b, LLVMBuildSelect(em->b, single, key, i64c(em, -1), ""),
+    emit_pack_b(em, s, g->bbuf,
+                gep_f32(em, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, "")), kc,
+                un.nlen, packed);
+    LLVMBuildStore(em->b,
+                   LLVMBuildSelect(em->b, single, un.key, i64c(em, -1), ""),
                    packed_key);
     tj_emit_if_end(em, &pack);
   }
   tj_emit_loop_t ml;
-  LLVMValueRef m = tj_emit_loop_begin(em, &ml, m0, m_end, i64c(em, s.tile_m),
-                                      "m");
-  LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s.tile_m),
-                                      LLVMBuildSub(em->b, m_end, m, ""));
-  LLVMValueRef a_ptr = gep_f32(
-      em, batch.ptr[abuf],
-      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, sa_m, ""),
-                   LLVMBuildMul(em->b, k0, sa_k, ""), ""));
+  LLVMValueRef m = tj_emit_loop_begin(em, &ml, un.m0, un.m_end,
+                                      i64c(em, s->tile_m), "m");
+  LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s->tile_m),
+                                      LLVMBuildSub(em->b, un.m_end, m, ""));
+  LLVMValueRef a_src = gep_f32(
+      em, un.batch.ptr[g->abuf],
+      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, g->sa_m, ""),
+                   LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
+  LLVMValueRef a_ptr = a_src, lda = g->sa_m, ka = g->sa_k;
+  if (pack_a) {
+    emit_pack_a(em, s, g->abuf, a_src, kc, rows, apack);
+    a_ptr = apack;
+    lda = i64c(em, 1);
+    ka = i64c(em, s->tile_m);
+  }
   tj_emit_loop_t jl;
   LLVMValueRef j = tj_emit_loop_begin(em, &jl, i64c(em, 0),
-                                      ceil_div(em, nlen, s.tile_n), i64c(em, 1),
-                                      "panel");
-  LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s.tile_n), "");
+                                      ceil_div(em, un.nlen, s->tile_n),
+                                      i64c(em, 1), "panel");
+  LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, kc, ""));
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
   LLVMValueRef part_tile = gep_f32(
       em, partial,
       LLVMBuildAdd(em->b,
-                   LLVMBuildMul(em->b, LLVMBuildSub(em->b, m, m0, ""),
-                                i64c(em, s.nc), ""),
+                   LLVMBuildMul(em->b, LLVMBuildSub(em->b, m, un.m0, ""),
+                                i64c(em, s->nc), ""),
                    col, ""));
-  LLVMValueRef tptr = LLVMBuildSelect(em->b, single, tile, part_tile, "");
-  LLVMValueRef ld = LLVMBuildSelect(em->b, single, i64c(em, s.tile_n),
-                                    i64c(em, s.nc), "");
-  LLVMValueRef args[9] = {a_ptr, sa_m, sa_k, bp, kc, rows, tptr, ld,
-                          LLVMBuildNot(em->b, first, "")};
-  LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 9, "");
+  LLVMValueRef tptr = LLVMBuildSelect(em->b, single, g->tile, part_tile, "");
+  LLVMValueRef ld = LLVMBuildSelect(em->b, single, i64c(em, s->tile_n),
+                                    i64c(em, s->nc), "");
+  LLVMValueRef args[11] = {a_ptr, lda,  ka,   bp,
+                           i64c(em, s->tile_n), kc, rows, tptr,
+                           ld,    LLVMBuildNot(em->b, first, ""),
+                           i64c(em, s->tile_n)};
+  LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 11, "");
   tj_emit_if_t epi;
   tj_emit_if_begin(em, &epi, last, "epilogue");
-  TJ_RETURN_IF_ERROR(emit_epilogue(em, &s, &batch, tptr, ld, rows, m,
-                                   LLVMBuildAdd(em->b, n0, col, ""),
-                                   LLVMBuildSub(em->b, nlen, col, "")));
+  TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, tptr, ld, rows, m,
+                                   LLVMBuildAdd(em->b, un.n0, col, ""),
+                                   LLVMBuildSub(em->b, un.nlen, col, ""),
+                                   s->tile_n / em->target.lanes, NULL));
   tj_emit_if_end(em, &epi);
   tj_emit_loop_end(em, &jl);
   tj_emit_loop_end(em, &ml);
   tj_emit_loop_end(em, &pl);
   tj_emit_loop_end(em, &units);
+  return NULL;
+}
+
+tj_status_t tj_emit_gemm(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  gemm_t g;
+  memset(&g, 0, sizeof(g));
+  g.em = em;
+  tj_kir_gemm_resolve(k, em->target.lanes, &g.s);
+  const tj_kir_gemm_schedule_t* s = &g.s;
+  const int32_t w = em->target.lanes;
+  if (s->tile_n % w != 0 || s->tile_m < 1 || s->tile_m > 16 ||
+      s->tile_n / w > 16 || w > 64) {
+    return tj_internal("kernel @%s: unresolvable gemm tile %dx%d", k->name,
+                       s->tile_m, s->tile_n);
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_A) g.abuf = b;
+    if (k->buffers[b].role == TJ_KIR_GEMM_B) g.bbuf = b;
+  }
+  g.dm = k->rank - 2;
+  g.dn = k->rank - 1;
+  bool pack_a = tj_kir_gemm_packs_a(k);
+  // The in-place path needs B's rows contiguous along n.
+  bool direct =
+      tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
+  ukernel_opts_t po = {s->tile_m, s->tile_n, false, false, 1, false};
+  LLVMValueRef ukernel = emit_ukernel(em, &po);
+  direct_t d;
+  memset(&d, 0, sizeof(d));
+  d.max_tile = s->tile_m * s->tile_n;
+  if (direct) {
+    // Accumulators the register file holds beside the B vectors and the
+    // broadcast: 24 of 32 zmm, 12 of 16 ymm/xmm.
+    const int32_t max_acc = em->target.avx512 ? 24 : 12, nv = s->tile_n / w;
+    for (int32_t r = 1; r <= s->tile_m; ++r) {
+      int32_t q = 1;
+      while (q < 4 && r * nv * q * 2 <= max_acc && nv * q * 2 <= 16) q *= 2;
+      // Fewer than 8 accumulators cannot hide the FMA latency (4 cycles
+      // on 2 pipes): two chains over alternating k then.
+      ukernel_opts_t o = {r, s->tile_n * q, true, false,
+                          r * nv * q < 8 ? 2 : 1, q == 1};
+      d.fns[r] = emit_ukernel(em, &o);
+      o.masked = true;
+      d.edge[r] = emit_ukernel(em, &o);
+      d.width[r] = o.nr;
+      if (r * o.nr > d.max_tile) d.max_tile = r * o.nr;
+    }
+  }
+
+  g.M = em->dim[g.dm];
+  g.N = em->dim[g.dn];
+  g.K = em->gemm_k;
+  g.nmb = ceil_div(em, g.M, s->mc);
+  g.nnb = ceil_div(em, g.N, s->nc);
+  g.sa_m = tj_emit_stride(em, g.abuf, g.dm);
+  g.sa_k = tj_emit_stride(em, g.abuf, g.dn);
+  g.sb_k = tj_emit_stride(em, g.bbuf, g.dm);
+  g.sb_n = tj_emit_stride(em, g.bbuf, g.dn);
+  LLVMTypeRef tile_ty = LLVMArrayType(em->t_f32, (unsigned)d.max_tile);
+  g.tile = tj_emit_alloca(em, tile_ty, "tile");
+  LLVMSetAlignment(g.tile, 64);
+  if (!direct) return emit_packed(&g, ukernel, pack_a);
+  LLVMValueRef small =
+      LLVMBuildICmp(em->b, LLVMIntSLE, g.M, i64c(em, SMALL_M), "small_m");
+  tj_emit_if_t small_if;
+  tj_emit_if_begin(em, &small_if, small, "direct");
+  TJ_RETURN_IF_ERROR(emit_direct(&g, &d));
+  tj_emit_if_end(em, &small_if);
+  tj_emit_if_t big_if;
+  tj_emit_if_begin(em, &big_if, LLVMBuildNot(em->b, small, ""), "packed");
+  TJ_RETURN_IF_ERROR(emit_packed(&g, ukernel, pack_a));
+  tj_emit_if_end(em, &big_if);
   return NULL;
 }

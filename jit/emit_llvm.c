@@ -544,6 +544,10 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
   LLVMBuilderRef b = em->b;
   LLVMTypeRef t = LLVMTypeOf(x);
   bool fl = tj_dtype_is_float(dt);
+  if (em->target.unary_f32 && fl && dt != TJ_DTYPE_F64) {
+    LLVMValueRef v = em->target.unary_f32(em, op, x);
+    if (v) return v;
+  }
   switch (op) {
     case TJ_OP_NEG:
       return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");

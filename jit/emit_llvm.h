@@ -16,12 +16,22 @@
 
 #include "jit/kernel_ir.h"
 
+struct tj_emit_t;
+
+// A target's own code for unary op |op| on |x|, an f32 value (scalar or
+// vector) of an f32, f16 or bf16 computation; NULL means "use the portable
+// code" (jit/vecmath.h). The NVPTX emitter's fast math is one
+// (jit/nvptx_math.h).
+typedef LLVMValueRef (*tj_emit_unary_hook_fn)(struct tj_emit_t* em,
+                                              tj_op_t op, LLVMValueRef x);
+
 // What the emitter may assume about the CPU that runs the code.
 typedef struct tj_emit_target_t {
   int32_t lanes;  // f32 lanes per vector: 16, 8 or 4
   bool has_fma;   // llvm.fma is one instruction (else fmuladd: mul + add)
   bool has_f16c;  // f16 <-> f32 in hardware (else integer emulation)
   bool avx512;    // 32 vector registers, masked loads for every width
+  tj_emit_unary_hook_fn unary_f32;  // optional
 } tj_emit_target_t;
 
 // Emits one function "tj_kernel_<name>" (a tj_kir_fn_t) per finalized

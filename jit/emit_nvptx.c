@@ -2,6 +2,7 @@
 // templates and their launch configuration. See emit_nvptx.h.
 
 #include "jit/emit_nvptx.h"
+#include "jit/nvptx_math.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -832,6 +833,8 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   nv.em.target.lanes = 4;
   nv.em.target.has_fma = true;
   nv.em.target.has_f16c = true;
+  if (options && options->approx_math)
+    nv.em.target.unary_f32 = tj_nvptx_approx_unary;
   nv.em.b = LLVMCreateBuilderInContext(nv.em.ctx);
   nv.arch = arch;
   if (options) nv.options = *options;

@@ -617,7 +617,8 @@ static tj_status_t verify(const tj_kir_t* k) {
                           "kernel", k->name, buf->name,
                           tj_kir_kind_name(k->kind));
       }
-      if (buf->dtype != TJ_DTYPE_F32) {
+      bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
+      if (buf->dtype != TJ_DTYPE_F32 && !(half && k->allow_half_gemm)) {
         return tj_unsupported("kernel @%s: gemm operand %%%s is %s; only f32 "
                               "operands are supported", k->name, buf->name,
                               tj_dtype_name(buf->dtype));
@@ -960,11 +961,13 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       int64_t batch = 1;
       for (int32_t d = 0; d + 2 < k->rank; ++d) batch *= dims[d];
       out->units = batch * ceil_div(m, s->mc) * ceil_div(n, s->nc);
-      // Packed B block (kc x nc), then, when K needs several passes, the
+      // Packed B block (kc x nc), the packed A sliver when A is not
+      // k-contiguous (tile_m x kc), then, when K needs several passes, the
       // f32 partial sums of one unit (mc x nc); each rounded to 64 bytes.
       int64_t kc = kk < s->kc ? kk : s->kc;
       if (kc < 1) kc = 1;
       int64_t bytes = (kc * s->nc * 4 + 63) / 64 * 64;
+      if (tj_kir_gemm_packs_a(k)) bytes += (kc * s->tile_m * 4 + 63) / 64 * 64;
       if (kk > s->kc) bytes += (int64_t)s->mc * s->nc * 4;
       out->scratch_bytes = bytes;
       return NULL;

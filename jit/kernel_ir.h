@@ -50,7 +50,8 @@
 //                phase, the epilogue, runs on the f32 accumulator tile right
 //                after the K loop (TJ_KIR_ACC reads it): bias adds, gelu,
 //                residual adds, casts, and the store(s) of the result, so
-//                gelu(x @ w + b) is one kernel. A and B must be f32.
+//                gelu(x @ w + b) is one kernel. A and B must be f32
+//                (f16/bf16 too where allow_half_gemm is set).
 //
 //===----------------------------------------------------------------------===//
 // Values and dtypes
@@ -242,6 +243,10 @@ typedef struct tj_kir_t {
   // GEMM only.
   tj_kir_ival_t gemm_k;
   tj_kir_gemm_schedule_t schedule;
+  // GEMM only: f16 or bf16 operands (both of one dtype) are accepted too.
+  // Set before tj_kir_finalize by lowerings for targets with such a
+  // template (NVPTX tensor cores); the x86 templates take f32 only.
+  bool allow_half_gemm;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;
@@ -338,6 +343,21 @@ typedef struct tj_kir_launch_t {
 tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
                                const int64_t* scalars,
                                tj_kir_launch_t* out_launch);
+
+// Whether the x86 GEMM template packs A slivers (tile_m x kc, in scratch
+// after the packed B block): when A's stride along k is not the constant 1
+// (a transposed or strided A), whose in-place reads would touch a new
+// cache line, often a new page, every k step.
+static inline bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {
+  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &kernel->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A) {
+      tj_kir_ival_t sk = buf->strides[kernel->rank - 1];
+      return !(sk.param < 0 && sk.value == 1);
+    }
+  }
+  return false;
+}
 
 // The value of |v| under |scalars|.
 static inline int64_t tj_kir_ival_eval(tj_kir_ival_t v,

@@ -108,20 +108,23 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
       // The host's own CPU name and features: tuning and every extension.
       cpu = host_cpu;
       features = host_features;
-      jit->target = (tj_emit_target_t){16, true, true, true};
+      jit->target = (tj_emit_target_t){
+          .lanes = 16, .has_fma = true, .has_f16c = true, .avx512 = true};
       break;
     case TJ_X86_ISA_AVX2:
       if (!avx2) return tj_unsupported("x86 jit: the host has no AVX2+FMA");
       cpu = "x86-64-v3";
       features = "";
-      jit->target = (tj_emit_target_t){8, true, true, false};
+      jit->target = (tj_emit_target_t){
+          .lanes = 8, .has_fma = true, .has_f16c = true, .avx512 = false};
       break;
     case TJ_X86_ISA_SSE2:
     default:
       if (!sse2) return tj_unsupported("x86 jit: the host has no SSE2");
       cpu = "x86-64";
       features = "";
-      jit->target = (tj_emit_target_t){4, false, false, false};
+      jit->target = (tj_emit_target_t){
+          .lanes = 4, .has_fma = false, .has_f16c = false, .avx512 = false};
       break;
   }
   snprintf(jit->cpu, sizeof(jit->cpu), "%s", cpu);

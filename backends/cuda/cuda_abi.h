@@ -34,6 +34,9 @@ typedef struct CUevent_st* tj_cu_event_t;         // CUevent
 typedef unsigned int tj_cu_device_attribute_t;    // CUdevice_attribute
 typedef unsigned int tj_cu_function_attribute_t;  // CUfunction_attribute
 typedef unsigned int tj_cu_jit_option_t;          // CUjit_option
+typedef struct CUgraph_st* tj_cu_graph_t;         // CUgraph
+typedef struct CUgraphExec_st* tj_cu_graph_exec_t;  // CUgraphExec
+typedef unsigned int tj_cu_capture_mode_t;        // CUstreamCaptureMode
 
 // CUresult values that libtensorjit treats specially (every other value is
 // reported through cuGetErrorName/cuGetErrorString).
@@ -93,6 +96,13 @@ enum {
   TJ_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   TJ_CU_JIT_OPTIMIZATION_LEVEL = 7,
   TJ_CU_JIT_LOG_VERBOSE = 12,
+};
+
+// CUstreamCaptureMode values.
+enum {
+  TJ_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  TJ_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
 };
 
 // Stream and event creation flags.

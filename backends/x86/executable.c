@@ -22,6 +22,12 @@
 // so a steady state allocates nothing; concurrent runs get different
 // frames.
 //
+// TJ_TARGET_CUDA shares everything up to the kernel IR: the groups are
+// lowered by the same tj_lower_group (with f16/bf16 GEMMs allowed), each
+// group's kernels are handed to the CUDA program
+// (backends/cuda/cuda_executable.h), which may still refuse them (the group
+// then becomes a host step here), and runs go to the program.
+//
 // Specialization: with TJ_SPECIALIZE_ALWAYS / AFTER_N a shape (the symbol
 // values) gets its own kernel set compiled with every size constant, logged
 // under TJ_LOG=recompiles with the reason; the generic set serves meanwhile
@@ -36,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cuda/cuda_executable.h"
+#include "backends/x86/gemm_tune.h"
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
 #include "lib/passes/pass.h"
@@ -117,7 +125,11 @@ struct tj_executable_t {
   const tj_graph_t* graph;  // plan.graph
   uint32_t num_symbols;
   bool reference;  // TJ_TARGET_REFERENCE: plan.graph runs as is
-  bool log_recompiles, log_cache, log_fusion, log_breaks;
+  // TJ_TARGET_CUDA: the kernels, memory and runs on the GPU. The kernel
+  // set |generic| then only holds the lowered kernels (no x86 module).
+  tj_cuda_program_t* cuda;
+  tj_lower_target_t lower_target;
+  bool log_recompiles, log_cache, log_fusion, log_breaks, log_autotune;
   char cache_dir[1024];  // the disk cache; "" when disabled
   // Per plan node: the first graph output it is, or -1.
   int32_t* first_output;
@@ -129,6 +141,7 @@ struct tj_executable_t {
   tj_thread_pool_t* pool;
   tj_x86_runner_t runner;
   tj_x86_kernel_set_t generic;
+  tj_x86_tuner_t* tuner;  // GEMM autotuning of |generic| (options.autotune)
   uint32_t num_host_steps;
   // Specializations: an append-only list read without locks.
   _Atomic(spec_t*) specs;
@@ -328,6 +341,7 @@ static void host_step_deinitialize(tj_allocator_t al, host_step_t* h) {
 
 static void destroy(tj_executable_t* exe) {
   tj_allocator_t al = exe->allocator;
+  tj_cuda_program_destroy(exe->cuda);  // borrows the kernels and steps
   spec_t* s = atomic_load(&exe->specs);
   while (s) {
     spec_t* next = s->next;
@@ -335,6 +349,7 @@ static void destroy(tj_executable_t* exe) {
     tj_free(al, s, sizeof(spec_t));
     s = next;
   }
+  tj_x86_tuner_destroy(exe->tuner);  // borrows the generic set
   tj_x86_kernel_set_deinitialize(al, &exe->generic);
   tj_x86_jit_destroy(exe->jit);
   tj_thread_pool_destroy(exe->pool);
@@ -529,9 +544,19 @@ static tj_status_t plan_steps(tj_executable_t* exe,
     char name[64];
     kernel_name(exe, "", q, name, sizeof(name));
     uint32_t made = 0;
-    status =
-        tj_x86_lower_group(exe->plan.graph, fu, exe->plan.memplan, q, NULL, al,
-                           name, &kernels[nk], TJ_X86_MAX_GROUP_KERNELS, &made);
+    status = tj_lower_group(&exe->lower_target, exe->plan.graph, fu,
+                            exe->plan.memplan, q, NULL, al, name, &kernels[nk],
+                            TJ_X86_MAX_GROUP_KERNELS, &made);
+    if (!status && exe->cuda) {
+      // The GPU templates may still refuse a kernel (f64 transcendentals,
+      // misaligned tensor-core operands): the group then runs on the host.
+      status = tj_cuda_program_add_kernels(exe->cuda, &kernels[nk], made);
+      if (status) {
+        for (uint32_t i = 0; i < made; ++i) {
+          tj_x86_lowered_deinitialize(&kernels[nk + i]);
+        }
+      }
+    }
     if (!status) {
       s->kind = STEP_KERNEL;
       s->index = nk;
@@ -624,10 +649,79 @@ static int32_t online_cpus(void) {
   return n < 1 ? 1 : (n > 256 ? 256 : (int32_t)n);
 }
 
+// TJ_TARGET_CUDA after plan_steps: the GPU program gets the kernels and
+// the step list, compiles and loads its module.
+static tj_status_t finish_cuda(tj_executable_t* exe, tj_x86_lowered_t* kernels,
+                               uint32_t nk) {
+  tj_allocator_t al = exe->allocator;
+  // The kernel set keeps the lowered kernels (and frees them); no x86 code.
+  exe->generic.kernels = kernels;
+  exe->generic.num_kernels = nk;
+  tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
+                    sizeof(exe->cache_dir));
+  uint32_t ns = 0;
+  tj_cuda_step_t* steps = tj_calloc(al, exe->num_steps + 1, sizeof(*steps));
+  if (!steps) return tj_status_oom();
+  for (uint32_t q = 0; q < exe->num_steps; ++q) {
+    const step_t* st = &exe->steps[q];
+    if (st->kind == STEP_KERNEL && st->count > 0) {
+      steps[ns].kind = TJ_CUDA_STEP_KERNELS;
+      steps[ns].first_kernel = st->index;
+      steps[ns].num_kernels = st->count;
+      ++ns;
+    } else if (st->kind == STEP_HOST) {
+      const host_step_t* h = &st->host;
+      steps[ns].kind = TJ_CUDA_STEP_HOST;
+      steps[ns].graph = h->graph;
+      steps[ns].num_extra = h->num_extra;
+      steps[ns].extra = h->extra;
+      steps[ns].num_outputs = h->num_outputs;
+      steps[ns].outputs = h->outputs;
+      ++ns;
+    }
+  }
+  tj_status_t status = tj_cuda_program_finish(
+      exe->cuda, exe->graph, exe->plan.memplan, kernels, nk, steps, ns,
+      exe->cache_dir);
+  tj_free(al, steps, sizeof(*steps) * (exe->num_steps + 1));
+  TJ_RETURN_IF_ERROR(status);
+  tj_cuda_program_stats_t st;
+  tj_cuda_program_stats(exe->cuda, &st);
+  if (nk) {
+    if (st.from_cache) {
+      atomic_fetch_add(&exe->cache_hits, nk);
+    } else {
+      atomic_fetch_add(&exe->cache_misses, nk);
+    }
+  }
+  if (exe->log_cache && nk) {
+    tj_context_diagnostic(
+        exe->context, TJ_SEVERITY_REMARK,
+        "cache: @%s: %u CUDA kernels for %s (%s): PTX (%zu bytes) from %s in "
+        "%.2f ms, loaded in %.2f ms",
+        exe->graph->name, nk, st.device_name, st.arch, st.ptx_bytes,
+        st.ptx_source, st.compile_ms, st.load_ms);
+  }
+  if (exe->log_fusion) {
+    tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
+                          "fusion: @%s: %u groups -> %u CUDA kernels, %u "
+                          "graph breaks",
+                          exe->graph->name, exe->plan.fusion->num_groups, nk,
+                          exe->num_host_steps);
+  }
+  return NULL;
+}
+
 static tj_status_t compile(tj_executable_t* exe) {
   tj_allocator_t al = exe->allocator;
   exe->graph = exe->plan.graph;
   if (exe->reference) return NULL;
+  if (exe->options.target == TJ_TARGET_CUDA) {
+    // First, so that a machine without a GPU fails fast and clearly.
+    TJ_RETURN_IF_ERROR(
+        tj_cuda_program_create(exe->context, &exe->options, &exe->cuda));
+    exe->lower_target.half_gemm = true;
+  }
   TJ_RETURN_IF_ERROR(run_pipeline(exe));
   exe->graph = exe->plan.graph;
   const tj_graph_t* g = exe->graph;
@@ -638,9 +732,13 @@ static tj_status_t compile(tj_executable_t* exe) {
   for (uint32_t i = g->num_outputs; i-- > 0;) {
     exe->first_output[g->outputs[i].node] = (int32_t)i;
   }
-  TJ_RETURN_IF_ERROR(tj_x86_jit_create(al, NULL, &exe->jit));
   tj_x86_lowered_t* kernels;
   uint32_t nk;
+  if (exe->cuda) {
+    TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
+    return finish_cuda(exe, kernels, nk);
+  }
+  TJ_RETURN_IF_ERROR(tj_x86_jit_create(al, NULL, &exe->jit));
   TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
   tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
                     sizeof(exe->cache_dir));
@@ -658,6 +756,20 @@ static tj_status_t compile(tj_executable_t* exe) {
   } else if (threads > 1 && nk > 0) {
     TJ_RETURN_IF_ERROR(tj_thread_pool_create(al, threads, &exe->pool));
     exe->runner.pool = exe->pool;
+  }
+  if (exe->options.autotune) {
+    tj_x86_tuner_config_t tc = {exe->jit,
+                                al,
+                                exe->context,
+                                exe->cache_dir,
+                                &exe->generic,
+                                &exe->runner,
+                                exe->options.autotune_budget_ms > 0
+                                    ? exe->options.autotune_budget_ms
+                                    : 200,
+                                exe->log_autotune,
+                                g->name};
+    TJ_RETURN_IF_ERROR(tj_x86_tuner_create(&tc, &exe->tuner));
   }
   if (exe->log_fusion) {
     const tj_memplan_t* mp = exe->plan.memplan;
@@ -695,12 +807,8 @@ tj_status_t tj_compile(const tj_graph_t* graph,
   } else {
     tj_compile_options_initialize(&opts);
   }
-  if (opts.target == TJ_TARGET_CUDA) {
-    return tj_unsupported(
-        "tj_compile: the CUDA target is not built into "
-        "tj_compile yet; use TJ_TARGET_X86");
-  }
-  if (opts.target != TJ_TARGET_X86 && opts.target != TJ_TARGET_REFERENCE) {
+  if (opts.target != TJ_TARGET_X86 && opts.target != TJ_TARGET_REFERENCE &&
+      opts.target != TJ_TARGET_CUDA) {
     return tj_invalid("tj_compile: unknown target %d", (int)opts.target);
   }
   if ((unsigned)opts.specialize > TJ_SPECIALIZE_ALWAYS ||
@@ -710,6 +818,10 @@ tj_status_t tj_compile(const tj_graph_t* graph,
   }
   if (opts.num_threads < 0) {
     return tj_invalid("tj_compile: num_threads is %d", (int)opts.num_threads);
+  }
+  if (opts.autotune_budget_ms < 0) {
+    return tj_invalid("tj_compile: autotune_budget_ms is %d",
+                      (int)opts.autotune_budget_ms);
   }
   if (opts.pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts.pipeline));
   double start = now_ms();
@@ -728,6 +840,7 @@ tj_status_t tj_compile(const tj_graph_t* graph,
   exe->log_cache = log_has(log, "cache");
   exe->log_fusion = log_has(log, "fusion");
   exe->log_breaks = log_has(log, "graph_breaks");
+  exe->log_autotune = log_has(log, "autotune");
   for (int i = 0; i < FRAME_POOL; ++i) atomic_init(&exe->frames[i].busy, 0);
   tj_graph_t* copy = NULL;
   tj_status_t status = copy_graph(graph, &copy);
@@ -828,8 +941,10 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
     uint32_t node = g->outputs[i].node;
     const tj_node_t* n = &g->nodes[node];
     const char* name = g->outputs[i].name;
-    if (t->device_type != TJ_DEVICE_CPU) {
-      return tj_invalid("output \"%s\" is not a CPU tensor", name);
+    if (t->device_type != TJ_DEVICE_CPU &&
+        !(exe->cuda && t->device_type == TJ_DEVICE_CUDA)) {
+      return tj_invalid("output \"%s\" is not a %s tensor", name,
+                        exe->cuda ? "CPU or CUDA" : "CPU");
     }
     if (t->dtype != n->dtype || t->rank != n->rank) {
       return tj_invalid(
@@ -988,6 +1103,10 @@ static tj_status_t run_frame(tj_executable_t* exe,
     TJ_RETURN_IF_ERROR(tj_x86_launch_prepare(
         &exe->runner, set->kernels[k].kernel, scalars, l));
     int64_t need = l->slot_bytes * l->slots;
+    if (set == &exe->generic && exe->tuner) {
+      int64_t tuned = tj_x86_tuner_scratch(exe->tuner, k, scalars);
+      if (tuned > need) need = tuned;
+    }
     if (need > scratch_bytes) scratch_bytes = need;
   }
   int64_t scratch_offset = total;
@@ -1051,8 +1170,15 @@ static tj_status_t run_frame(tj_executable_t* exe,
         buffers[b] =
             f->loc[node] + off * (int64_t)tj_dtype_size(g->nodes[node].dtype);
       }
-      tj_x86_launch_run(&exe->runner, &f->launches[k], set->fns[k], buffers,
-                        f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS, scratch);
+      const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+      if (set == &exe->generic && tj_x86_tuner_handles(exe->tuner, k)) {
+        TJ_RETURN_IF_ERROR(tj_x86_tuner_run(exe->tuner, k, &f->launches[k],
+                                            buffers, scalars, scratch,
+                                            scratch_bytes));
+      } else {
+        tj_x86_launch_run(&exe->runner, &f->launches[k], set->fns[k], buffers,
+                          scalars, scratch);
+      }
     }
     if (step->kind == STEP_HOST) {
       TJ_RETURN_IF_ERROR(run_host(exe, &step->host, sym, inputs, f->loc));
@@ -1239,6 +1365,13 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
   }
   int64_t sym[TJ_MAX_SYMBOLS];
   TJ_RETURN_IF_ERROR(tj_ir_bind_symbols(g, inputs, num_inputs, sym));
+  if (exe->cuda) {
+    // Device tensors are checked by the program.
+    TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
+    tj_status_t status = tj_cuda_program_run(exe->cuda, sym, inputs, outputs);
+    if (!status) atomic_fetch_add(&exe->runs, 1);
+    return status;
+  }
   for (int32_t i = 0; i < num_inputs; ++i) {
     if (inputs[i].device_type != TJ_DEVICE_CPU) {
       return tj_invalid("input \"%s\" is not a CPU tensor",
@@ -1270,6 +1403,10 @@ tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
                                output_index, out_rank, out_dims);
 }
 
+tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
+  return executable ? executable->tuner : NULL;
+}
+
 void tj_executable_stats(const tj_executable_t* executable,
                          tj_executable_stats_t* out_stats) {
   memset(out_stats, 0, sizeof(*out_stats));
@@ -1282,4 +1419,14 @@ void tj_executable_stats(const tj_executable_t* executable,
   out_stats->cache_misses = atomic_load(&exe->cache_misses);
   out_stats->recompiles = atomic_load(&exe->recompiles);
   out_stats->runs = atomic_load(&exe->runs);
+}
+
+tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
+                                     tj_cuda_program_stats_t* out_stats) {
+  memset(out_stats, 0, sizeof(*out_stats));
+  if (!executable || !executable->cuda) {
+    return tj_invalid("tj_executable_cuda_stats: not a CUDA executable");
+  }
+  tj_cuda_program_stats(executable->cuda, out_stats);
+  return NULL;
 }

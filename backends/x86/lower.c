@@ -129,6 +129,7 @@ typedef struct lw_t {
   // GEMM facts.
   uint32_t mm;
   int64_t gemm_k;
+  bool half_gemm;  // the target takes f16/bf16 operands (tj_lower_target_t)
 } lw_t;
 
 static const tj_node_t* NODE(const lw_t* lw, uint32_t i) {
@@ -846,6 +847,11 @@ static tj_status_t compute(lw_t* lw, uint32_t node, const imap_t* map,
     case TJ_OP_MATMUL:
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;
+      // The accumulator is f32; a half matmul's value is rounded to its
+      // dtype (the reference's semantics) before the epilogue uses it.
+      if (lw->emit && n->dtype != TJ_DTYPE_F32) {
+        *out = tj_kir_cast(k, n->dtype, *out);
+      }
       return NULL;
     case TJ_OP_WHERE:
       TJ_RETURN_IF_ERROR(broadcast_map(lw, node, n->operands[0], map, &sub));
@@ -1178,7 +1184,9 @@ static tj_status_t gemm_operands(lw_t* lw) {
   uint32_t an = mm->operands[0], bn = mm->operands[1];
   const tj_node_t* a = NODE(lw, an);
   const tj_node_t* b = NODE(lw, bn);
-  if (a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) {
+  bool half = lw->half_gemm && a->dtype == b->dtype &&
+              (a->dtype == TJ_DTYPE_F16 || a->dtype == TJ_DTYPE_BF16);
+  if ((a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) && !half) {
     return tj_unsupported("matmul %%%u is %s; the gemm template takes f32",
                           lw->mm, tj_dtype_name(a->dtype));
   }
@@ -1410,7 +1418,10 @@ static tj_status_t build_kernel(lw_t* lw, const char* name,
     out->buffer_offsets[b] = v->offset;
   }
   out->num_buffers = lw->num_bufs;
-  if (lw->kind == TJ_KIR_GEMM) tj_kir_set_gemm(lw->k, kdim, NULL);
+  if (lw->kind == TJ_KIR_GEMM) {
+    tj_kir_set_gemm(lw->k, kdim, NULL);
+    lw->k->allow_half_gemm = lw->half_gemm;
+  }
   if (lw->k->error) return tj_status_clone(lw->k->error);
   lw->emit = true;
   for (uint32_t i = 0; i < lw->g->num_nodes; ++i) lw->red_phase[i] = NONE32;
@@ -1555,6 +1566,17 @@ tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
                                tj_allocator_t allocator, const char* name,
                                tj_x86_lowered_t* out, uint32_t max_out,
                                uint32_t* out_count) {
+  return tj_lower_group(NULL, graph, fusion, memplan, group, symbol_values,
+                        allocator, name, out, max_out, out_count);
+}
+
+tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
+                           const tj_fusion_t* fusion,
+                           const tj_memplan_t* memplan, uint32_t group,
+                           const int64_t* symbol_values,
+                           tj_allocator_t allocator, const char* name,
+                           tj_x86_lowered_t* out, uint32_t max_out,
+                           uint32_t* out_count) {
   *out_count = 0;
   memset(out, 0, sizeof(*out) * max_out);
   if (group >= fusion->num_groups) {
@@ -1569,6 +1591,7 @@ tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
   lw->mp = memplan;
   lw->sym = symbol_values;
   lw->al = allocator;
+  lw->half_gemm = target && target->half_gemm;
   uint32_t n = graph->num_nodes ? graph->num_nodes : 1;
   lw->in_group = tj_calloc(allocator, n, sizeof(bool));
   lw->red_phase = tj_alloc(allocator, sizeof(uint32_t) * n);

@@ -65,6 +65,24 @@ tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
                                tj_x86_lowered_t* out, uint32_t max_out,
                                uint32_t* out_count);
 
+// What a target's kernel templates take beyond the x86 baseline; the
+// lowering is otherwise the same for every target.
+typedef struct tj_lower_target_t {
+  // Matmuls with f16 or bf16 operands become GEMM kernels (NVPTX tensor
+  // cores) instead of UNSUPPORTED; their result is rounded to the matmul's
+  // dtype before the epilogue, as the graph's semantics say.
+  bool half_gemm;
+} tj_lower_target_t;
+
+// tj_x86_lower_group for the target |target| (NULL: x86).
+tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
+                           const tj_fusion_t* fusion,
+                           const tj_memplan_t* memplan, uint32_t group,
+                           const int64_t* symbol_values,
+                           tj_allocator_t allocator, const char* name,
+                           tj_x86_lowered_t* out, uint32_t max_out,
+                           uint32_t* out_count);
+
 // The most kernels one group lowers to.
 #define TJ_X86_MAX_GROUP_KERNELS 64
 

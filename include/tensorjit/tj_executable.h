@@ -32,7 +32,8 @@ typedef void (*tj_parallel_for_fn)(void* user_data, int64_t count,
 typedef enum tj_target_e {
   TJ_TARGET_X86 = 0,        // LLVM's x86 back end through ORC (the default)
   TJ_TARGET_REFERENCE = 1,  // the reference interpreter (for checking)
-  TJ_TARGET_CUDA = 2,       // NVPTX through the CUDA driver
+  TJ_TARGET_CUDA = 2,       // NVPTX through the CUDA driver; generic
+                            // kernels only (|specialize| is ignored)
 } tj_target_t;
 
 // When to compile exact-shape kernels beside the generic ones.
@@ -59,6 +60,23 @@ typedef struct tj_compile_options_t {
   // Not implemented yet: specializations use exact shapes, and asking for
   // it logs a warning.
   bool bucket_pow2;
+  // Autotune x86 GEMM kernels: per GEMM and shape bucket (M rounded up to
+  // a power of two, with the actual N, K and batch), the first run times
+  // the generated kernel, a few other tile and block schedules, and
+  // OpenBLAS (opened with dlopen when present; the epilogue then runs as a
+  // separate pass) on the run's inputs; later runs use the fastest.
+  // Decisions are cached in memory and on disk with the kernels, so a
+  // second compile of the graph times nothing; TJ_LOG=autotune prints the
+  // tables. Every candidate computes the same values to f32 rounding, but
+  // not bit for bit (summation orders differ), and a timed choice depends
+  // on the machine's load: off by default, so that runs are reproducible.
+  bool autotune;
+  // Bound on the time one decision spends timing candidates, in ms (0:
+  // 200). A candidate whose first run would overrun it is skipped, so a
+  // decision costs at most this plus one run of the generated kernel (and,
+  // once per executable, compiling the other schedules unless the kernel
+  // cache has them).
+  int32_t autotune_budget_ms;
   // Kernel cache directory. NULL: $TJ_CACHE_DIR, else
   // $XDG_CACHE_HOME/tensorjit, else ~/.cache/tensorjit. "" disables the disk
   // cache.
@@ -67,6 +85,29 @@ typedef struct tj_compile_options_t {
   const char* pipeline;
   // Verify the IR after every pass (on in tests; costs compile time).
   bool verify_each;
+
+  // TJ_TARGET_CUDA only (see "CUDA" below).
+  // The device ordinal. A context drives one device: the first CUDA
+  // executable compiled in a context picks it (its primary context, the
+  // one the CUDA runtime and PyTorch use).
+  int32_t cuda_device;
+  // A CUstream to enqueue runs on (borrowed; it must outlive the
+  // executable), e.g. PyTorch's current stream. NULL: the context's own
+  // non-blocking stream.
+  void* cuda_stream;
+  // Launch every kernel on every run instead of replaying the CUDA graph
+  // captured for the run's shape (for debugging and comparison).
+  bool cuda_disable_graphs;
+  // exp, tanh, sigmoid and erf of f32/f16/bf16 values with the precise
+  // polynomials of the x86 target (1-2.5 ulp in f32) instead of the GPU's
+  // approximate special-function instructions (<= 5 ulp in f32; far inside
+  // the bf16 and f16 tolerances), which cost ~4x fewer instructions.
+  bool cuda_precise_math;
+  // Serve every tensor-core GEMM with the generated kernel's default tile
+  // schedule instead of timing the candidates (other schedules, cuBLASLt
+  // plus an epilogue kernel) on the first run of each shape bucket and
+  // keeping the fastest (a decision cached on disk with the kernels).
+  bool cuda_disable_autotune;
 } tj_compile_options_t;
 
 // Fills |options| with the defaults.
@@ -111,6 +152,24 @@ TJ_API tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 // Inputs and outputs are CPU tensors and may be strided (they are staged
 // through contiguous memory then); an output must not overlap an input.
 // Several threads may run one executable at once.
+//
+// CUDA: an executable compiled for TJ_TARGET_CUDA takes CPU tensors
+// (copied to and from the device through pinned staging memory; strided
+// ones are packed) and CUDA tensors (device_type TJ_DEVICE_CUDA, |data| a
+// device pointer of the executable's device, |device_id| its ordinal): used
+// in place, with no copy, and they must be dense (strides NULL or
+// row-major). Intermediates live in a device arena from a caching
+// allocator that grows only when a larger shape comes, so a steady state
+// calls no cuMemAlloc. Device inputs must be complete when run is called
+// (synchronize the stream that wrote them, or pass it as cuda_stream). The
+// kernels of a shape are captured once into a CUDA graph and replayed on
+// later runs with the same shape and device pointers (cuda_disable_graphs
+// turns it off); a change of either captures anew. Run returns once the
+// outputs are complete, except that with a cuda_stream and only CUDA
+// tensors it returns as soon as the work is enqueued on that stream. Runs
+// of one CUDA executable are serialized. Groups the GPU templates cannot
+// express run on the host (num_graph_breaks), with copies around them and
+// no CUDA graph for that executable.
 TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
                                      const tj_tensor_t* inputs,
                                      int32_t num_inputs,

@@ -78,7 +78,10 @@ class CompileOptions_t(ctypes.Structure):
                 ("parallel_for", vp), ("parallel_for_user_data", vp),
                 ("specialize", cenum), ("specialize_after", i32),
                 ("bucket_pow2", cbool), ("cache_dir", cstr),
-                ("pipeline", cstr), ("verify_each", cbool)]
+                ("pipeline", cstr), ("verify_each", cbool),
+                ("cuda_device", i32), ("cuda_stream", vp),
+                ("cuda_disable_graphs", cbool), ("cuda_precise_math", cbool),
+                ("cuda_disable_autotune", cbool)]
 
 
 class ExecutableStats_t(ctypes.Structure):

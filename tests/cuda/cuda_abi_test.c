@@ -25,6 +25,10 @@ _Static_assert(SAME_TYPE(CUdevice_attribute, tj_cu_device_attribute_t),
 _Static_assert(SAME_TYPE(CUfunction_attribute, tj_cu_function_attribute_t),
                "CUfunction_attribute");
 _Static_assert(SAME_TYPE(CUjit_option, tj_cu_jit_option_t), "CUjit_option");
+_Static_assert(SAME_TYPE(CUgraph, tj_cu_graph_t), "CUgraph");
+_Static_assert(SAME_TYPE(CUgraphExec, tj_cu_graph_exec_t), "CUgraphExec");
+_Static_assert(SAME_TYPE(CUstreamCaptureMode, tj_cu_capture_mode_t),
+               "CUstreamCaptureMode");
 
 // Each TJ_X is cuda.h's X.
 #define SAME_VALUE(name) \
@@ -76,6 +80,9 @@ SAME_VALUE(CU_STREAM_DEFAULT);
 SAME_VALUE(CU_STREAM_NON_BLOCKING);
 SAME_VALUE(CU_EVENT_DEFAULT);
 SAME_VALUE(CU_EVENT_DISABLE_TIMING);
+SAME_VALUE(CU_STREAM_CAPTURE_MODE_GLOBAL);
+SAME_VALUE(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+SAME_VALUE(CU_STREAM_CAPTURE_MODE_RELAXED);
 
 // The symbol we dlsym has exactly the parameter list in the table. cuda.h
 // maps some names to versioned ones with macros; &exported_name below is

@@ -437,7 +437,7 @@ static void gemm_bf16_gelu_bias(const tj_nvptx_options_t* options) {
 TEST(gemm_bf16_gelu_bias) {
   gemm_bf16_gelu_bias(NULL);
   // The other k-tile and ring depths.
-  tj_nvptx_options_t bk64 = {64, 3}, two = {32, 2};
+  tj_nvptx_options_t bk64 = {64, 3, false}, two = {32, 2, false};
   gemm_bf16_gelu_bias(&bk64);
   gemm_bf16_gelu_bias(&two);
 }

@@ -99,10 +99,16 @@ TEST(every_sample_every_arch) {
     CHECK_OK(tj_nvptx_target_create(tj_allocator_system(), (tj_nvptx_arch_t)a,
                                     &target));
     if (!target) continue;
-    for (int s = 0; s < SAMPLE_COUNT_; ++s)
+    // Every sample again with the GPU's approximate math
+    // (jit/nvptx_math.h): ex2.approx and rcp.approx must assemble.
+    static const tj_nvptx_options_t approx = {0, 0, true};
+    for (int s = 0; s < SAMPLE_COUNT_; ++s) {
       check_sample(target, (sample_t)s, NULL);
+      check_sample(target, (sample_t)s, &approx);
+    }
     // The other tensor-core schedules the autotuner may pick.
-    static const tj_nvptx_options_t variants[] = {{32, 3}, {64, 3}};
+    static const tj_nvptx_options_t variants[] = {{32, 3, false},
+                                                  {64, 3, false}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
       check_sample(target, SAMPLE_GEMM_BF16, &variants[v]);
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &variants[v]);
@@ -133,7 +139,7 @@ TEST(bad_options) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef module = tj_nvptx_module_create(target, ctx, "m");
   tj_nvptx_kernel_t info;
-  tj_nvptx_options_t bk = {48, 0}, stages = {0, 9};
+  tj_nvptx_options_t bk = {48, 0, false}, stages = {0, 9, false};
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_k 48",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &bk, &info));
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_stages 9",

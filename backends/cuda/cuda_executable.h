@@ -1,0 +1,128 @@
+// The CUDA side of a tj_executable_t compiled for TJ_TARGET_CUDA: its
+// kernels as one PTX module loaded once, its memory plan realized in device
+// memory, its runs (launches, copies, graph breaks on the host) and the
+// CUDA graphs that replay them.
+//
+// backends/x86/executable.c owns the executable and the target-independent
+// part of compiling (the middle end, the lowering of fusion groups to
+// kernel IR with tj_lower_group, the host subgraphs of graph breaks); it
+// hands each lowered group to tj_cuda_program_add_kernels, which emits it
+// for the GPU or says UNSUPPORTED (the group then runs on the host), and
+// the finished step list to tj_cuda_program_finish.
+//
+// The device (context, stream, caching allocator) is shared by every CUDA
+// executable of a tj_context_t: a context extension, created by the first.
+
+#ifndef TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
+#define TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
+
+#include "backends/cuda/cuda_runtime.h"
+#include "backends/x86/lower.h"
+#include "tensorjit/tj_executable.h"
+
+typedef struct tj_cuda_program_t tj_cuda_program_t;
+
+typedef enum tj_cuda_step_kind_e {
+  TJ_CUDA_STEP_KERNELS = 0,  // kernels [first_kernel, +num_kernels)
+  TJ_CUDA_STEP_HOST = 1,     // the reference interpreter (a graph break)
+} tj_cuda_step_kind_t;
+
+// One step of a run, in order. Everything is borrowed from the executable,
+// which outlives the program.
+typedef struct tj_cuda_step_t {
+  tj_cuda_step_kind_t kind;
+  uint32_t first_kernel, num_kernels;
+  // HOST: |graph| takes the plan graph's inputs, then the values of the
+  // |extra| nodes, and makes the values of the |outputs| nodes.
+  const tj_graph_t* graph;
+  uint32_t num_extra;
+  const uint32_t* extra;
+  uint32_t num_outputs;
+  const uint32_t* outputs;
+} tj_cuda_step_t;
+
+// Opens the context's device (creating it on first use) and prepares an
+// empty kernel module for it. UNSUPPORTED when there is no driver or GPU
+// (the message says which), or the GPU is older than sm_80. On failure
+// |*out| is NULL.
+tj_status_t tj_cuda_program_create(tj_context_t* context,
+                                   const tj_compile_options_t* options,
+                                   tj_cuda_program_t** out);
+
+// Emits the |count| kernels of one group (borrowed until finish, which
+// receives them again in the executable's kernel array, in the same
+// order). UNSUPPORTED when the GPU templates cannot express one of them
+// (f64 transcendentals, a tensor-core GEMM operand whose constant stride
+// or offset breaks 16-byte alignment, ...): nothing of the group stays.
+tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* program,
+                                        const tj_x86_lowered_t* kernels,
+                                        uint32_t count);
+
+// Compiles the module to PTX (or takes it from the memory or disk cache:
+// |cache_dir| "" for none), loads it, uploads the graph's constants and
+// sets up the runs of |graph| (the plan graph) with |memplan| and |steps|.
+// |kernels| is every kernel added, in order; all of it is borrowed.
+tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
+                                   const tj_graph_t* graph,
+                                   const tj_memplan_t* memplan,
+                                   const tj_x86_lowered_t* kernels,
+                                   uint32_t num_kernels,
+                                   const tj_cuda_step_t* steps,
+                                   uint32_t num_steps, const char* cache_dir);
+
+// GEMMs on tensor cores have several implementations (candidates): the
+// generated kernel with four tile schedules, and cuBLASLt's matmul followed
+// by the kernel's epilogue as a pointwise kernel (rank-2 GEMMs with
+// row-major operands). On the first run of each shape bucket (M rounded up
+// to a power of two) every candidate is timed on the run's own buffers and
+// the fastest kept (jit/autotune.h: cached in memory and on disk with the
+// kernels), unless cuda_disable_autotune is set (the generated kernel
+// then serves). TJ_CUDA_GEMM_CANDIDATE=<0..4> in the environment forces a
+// candidate (tests, benchmarks); TJ_LOG=autotune logs every decision with
+// the candidates' timings.
+
+// Runs the program for symbol values |sym| (bound and checked by the
+// caller, as the outputs' shapes and dtypes). See tj_executable_run.
+tj_status_t tj_cuda_program_run(tj_cuda_program_t* program, const int64_t* sym,
+                                const tj_tensor_t* inputs,
+                                const tj_tensor_t* outputs);
+
+// NULL is a no-op. Waits for the program's work first.
+void tj_cuda_program_destroy(tj_cuda_program_t* program);
+
+typedef struct tj_cuda_program_stats_t {
+  double compile_ms;       // emit + LLVM + PTX (0 on a cache hit)
+  double load_ms;          // cuModuleLoadDataEx
+  bool from_cache;         // the PTX came from the memory or disk cache
+  const char* ptx_source;  // "LLVM", "memory cache", "disk cache"
+  size_t ptx_bytes;
+  int64_t runs;
+  int64_t kernel_launches;    // cuLaunchKernel calls, captures excluded
+  int64_t graph_captures;     // CUDA graphs captured and instantiated
+  int64_t graph_launches;     // cuGraphLaunch calls
+  int64_t host_steps;         // graph breaks executed
+  int64_t arena_growths;      // device arena (re)allocations
+  int64_t arena_bytes;        // its current size
+  int64_t tunings;            // GEMM shape buckets decided by the autotuner
+  int64_t tuning_cache_hits;  // ... of them from the memory or disk cache
+  double tuning_ms;           // time spent measuring candidates
+  char gemm_choice[64];       // the last GEMM candidate picked
+  tj_cuda_allocator_stats_t allocator;  // the context's device allocator
+  char device_name[128];
+  char arch[16];
+} tj_cuda_program_stats_t;
+
+void tj_cuda_program_stats(tj_cuda_program_t* program,
+                           tj_cuda_program_stats_t* out_stats);
+
+// The PTX of the module (NUL-terminated, owned by the program), for
+// TJ_DUMP-style inspection and tests. NULL before finish.
+const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
+
+// The CUDA stats of an executable compiled for TJ_TARGET_CUDA (implemented
+// in backends/x86/executable.c, which owns the executable). INVALID_ARGUMENT
+// for other executables.
+tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
+                                     tj_cuda_program_stats_t* out_stats);
+
+#endif  // TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_

@@ -1,0 +1,415 @@
+// The capstone block y = gelu(x @ w + b) on the GPU through the public API
+// (tj_compile with TJ_TARGET_CUDA, device tensors, the bench's stream),
+// beside cuBLASLt (matmul alone, + bias, + bias+GELU epilogue) in the same
+// process; the host overhead of a run with and without CUDA graphs; compile
+// time cold and warm from the disk cache. Timings: CUDA events on one
+// stream, mean of N runs after warm-up. Prints a table; never a pass/fail.
+//
+//   cuda_capstone [--quick] [--out FILE]
+//
+// --out writes "key value" lines that bench/torch_capstone.py reads to
+// print ratios beside torch eager and torch.compile.
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/cuda_executable.h"
+#include "lib/dtype.h"
+
+static tj_cuda_device_t* g_dev;
+static tj_context_t* g_ctx;
+static tj_cublaslt_t* g_lt;
+static FILE* g_out;
+static int g_iters = 50;
+
+static void die(tj_status_t s, const char* what) {
+  if (!s) return;
+  fprintf(stderr, "%s: %s: %s\n", what, tj_status_code_name(tj_status_code(s)),
+          tj_status_message(s));
+  exit(1);
+}
+
+static double wall_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+static void record(const char* key, double value) {
+  if (g_out) fprintf(g_out, "%s %.6g\n", key, value);
+}
+
+//===--- timing ---===//
+
+typedef void (*work_fn)(void* ctx);
+
+// Mean GPU time of |fn| on the bench's stream, in ms.
+static double time_ms(work_fn fn, void* ctx, int iters) {
+  const tj_cuda_symbols_t* cu = &g_dev->cu;
+  for (int i = 0; i < 3; ++i) fn(ctx);
+  die(tj_cuda_device_enter(g_dev), "enter");
+  tj_cu_event_t start, stop;
+  die(TJ_CU_STATUS(cu, cuEventCreate, (&start, 0)), "event");
+  die(TJ_CU_STATUS(cu, cuEventCreate, (&stop, 0)), "event");
+  die(TJ_CU_STATUS(cu, cuEventRecord, (start, g_dev->stream)), "record");
+  tj_cuda_device_leave(g_dev);
+  for (int i = 0; i < iters; ++i) fn(ctx);
+  die(tj_cuda_device_enter(g_dev), "enter");
+  die(TJ_CU_STATUS(cu, cuEventRecord, (stop, g_dev->stream)), "record");
+  die(TJ_CU_STATUS(cu, cuEventSynchronize, (stop)), "sync");
+  float ms = 0;
+  die(TJ_CU_STATUS(cu, cuEventElapsedTime, (&ms, start, stop)), "elapsed");
+  cu->cuEventDestroy(start);
+  cu->cuEventDestroy(stop);
+  tj_cuda_device_leave(g_dev);
+  return ms / iters;
+}
+
+static tj_cu_deviceptr_t dev_random(tj_dtype_t dt, int64_t n, double scale) {
+  size_t bytes = (size_t)n * tj_dtype_size(dt);
+  void* h = malloc(bytes);
+  uint64_t s = 88172645463325252ull ^ (uint64_t)n;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    tj_store_f64(dt, h, i,
+                 scale * ((double)(s >> 11) / 9007199254740992.0 - 0.5));
+  }
+  tj_cu_deviceptr_t p;
+  die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
+  die(tj_cuda_copy_to_device(g_dev, p, h, bytes), "copy");
+  die(tj_cuda_device_synchronize(g_dev), "sync");
+  free(h);
+  return p;
+}
+
+static tj_tensor_t dev_tensor(tj_cu_deviceptr_t p, tj_dtype_t dt, int32_t rank,
+                              const int64_t* shape) {
+  tj_tensor_t t = tj_tensor_make((void*)(uintptr_t)p, dt, rank, shape);
+  t.device_type = TJ_DEVICE_CUDA;
+  t.device_id = g_dev->ordinal;
+  return t;
+}
+
+//===--- the capstone ---===//
+
+static tj_graph_t* capstone_graph(tj_dtype_t dt, int64_t K, int64_t N,
+                                  bool approximate) {
+  tj_graph_t* g;
+  die(tj_graph_create(g_ctx, "capstone", &g), "graph");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, dt, 2, (int64_t[]){B, K}, "x");
+  tj_value_t w = tj_graph_input(g, dt, 2, (int64_t[]){K, N}, "w");
+  tj_value_t b = tj_graph_input(g, dt, 1, (int64_t[]){N}, "b");
+  tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), approximate),
+                  "y");
+  die(tj_graph_finalize(g), "finalize");
+  return g;
+}
+
+static tj_executable_t* compile_cuda(const tj_graph_t* g, bool graphs,
+                                     bool precise, bool tune,
+                                     const char* cache_dir) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cuda_stream = g_dev->stream;
+  o.cuda_disable_graphs = !graphs;
+  o.cuda_precise_math = precise;
+  o.cuda_disable_autotune = !tune;
+  o.cache_dir = cache_dir;
+  tj_executable_t* exe = NULL;
+  die(tj_compile(g, &o, &exe), "tj_compile");
+  return exe;
+}
+
+typedef struct ours_t {
+  tj_executable_t* exe;
+  tj_tensor_t in[3], out;
+} ours_t;
+
+static void run_ours(void* ctx) {
+  ours_t* o = ctx;
+  die(tj_executable_run(o->exe, o->in, 3, &o->out, 1), "run");
+}
+
+typedef struct lt_run_t {
+  tj_cublaslt_gemm_t* gemm;
+  tj_cu_deviceptr_t x, w, b, y, ws;
+} lt_run_t;
+
+static void run_lt(void* ctx) {
+  lt_run_t* r = ctx;
+  die(tj_cuda_device_enter(g_dev), "enter");
+  die(tj_cublaslt_gemm_run(r->gemm, r->x, r->w, r->b, r->y, r->ws,
+                           g_dev->stream),
+      "cublasLt");
+  tj_cuda_device_leave(g_dev);
+}
+
+static double max_abs_diff(tj_dtype_t dt, tj_cu_deviceptr_t a,
+                           tj_cu_deviceptr_t b, int64_t n) {
+  size_t bytes = (size_t)n * tj_dtype_size(dt);
+  void* ha = malloc(bytes);
+  void* hb = malloc(bytes);
+  die(tj_cuda_device_synchronize(g_dev), "sync");
+  die(tj_cuda_copy_to_host(g_dev, ha, a, bytes), "copy");
+  die(tj_cuda_copy_to_host(g_dev, hb, b, bytes), "copy");
+  die(tj_cuda_device_synchronize(g_dev), "sync");
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = fabs(tj_load_f64(dt, ha, i) - tj_load_f64(dt, hb, i));
+    if (d > worst || isnan(d)) worst = d;
+  }
+  free(ha);
+  free(hb);
+  return worst;
+}
+
+static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
+  const char* dn = tj_dtype_name(dt);
+  tj_cu_deviceptr_t x = dev_random(dt, B * K, 2.0);
+  tj_cu_deviceptr_t w = dev_random(dt, K * N, 0.1);
+  tj_cu_deviceptr_t b = dev_random(dt, N, 2.0);
+  size_t ybytes = (size_t)(B * N) * tj_dtype_size(dt);
+  tj_cu_deviceptr_t y, y_lt;
+  die(tj_cuda_device_alloc(g_dev, ybytes, &y), "alloc");
+  die(tj_cuda_device_alloc(g_dev, ybytes, &y_lt), "alloc");
+  int64_t xs[2] = {B, K}, ws[2] = {K, N}, bs[1] = {N}, ys[2] = {B, N};
+  double flop = 2.0 * (double)B * (double)K * (double)N;
+  printf("\n%s gelu(x @ w + b), B=%lld K=%lld N=%lld (%.1f GFLOP)\n", dn,
+         (long long)B, (long long)K, (long long)N, flop * 1e-9);
+  printf("  %-44s %9s %9s\n", "", "ms", "TFLOP/s");
+  struct {
+    const char* name;
+    const char* key;
+    bool approximate, graphs, precise, tune;
+  } kOurs[] = {
+      {"ours gelu erf, autotuned, CUDA graph", "ours_erf", false, true, false,
+       true},
+      {"ours fused 1 kernel (autotune off)", "ours_fused", false, true, false,
+       false},
+      {"ours fused, plain launches", "ours_fused_plain", false, false, false,
+       false},
+      {"ours fused, precise math", "ours_fused_precise", false, true, true,
+       false},
+      {"ours gelu tanh, autotuned (as cuBLASLt's)", "ours_tanh", true, true,
+       false, true},
+  };
+  char key[96];
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kOurs); ++i) {
+    tj_graph_t* g = capstone_graph(dt, K, N, kOurs[i].approximate);
+    ours_t o;
+    o.exe =
+        compile_cuda(g, kOurs[i].graphs, kOurs[i].precise, kOurs[i].tune, "");
+    o.in[0] = dev_tensor(x, dt, 2, xs);
+    o.in[1] = dev_tensor(w, dt, 2, ws);
+    o.in[2] = dev_tensor(b, dt, 1, bs);
+    o.out = dev_tensor(y, dt, 2, ys);
+    // The first run tunes the GEMM for this bucket (unless cached).
+    double t0 = wall_us();
+    run_ours(&o);
+    die(tj_cuda_device_synchronize(g_dev), "sync");
+    double first_ms = (wall_us() - t0) * 1e-3;
+    double ms = time_ms(run_ours, &o, g_iters);
+    tj_cuda_program_stats_t cs;
+    die(tj_executable_cuda_stats(o.exe, &cs), "stats");
+    printf("  %-44s %9.4f %9.1f", kOurs[i].name, ms, flop / ms * 1e-9);
+    if (kOurs[i].tune) {
+      printf("   [%s; first run %.0f ms%s]", cs.gemm_choice, first_ms,
+             cs.tuning_cache_hits ? ", decision cached" : "");
+    }
+    printf("\n");
+    snprintf(key, sizeof(key), "%s_%s_B%lld_ms", kOurs[i].key, dn,
+             (long long)B);
+    record(key, ms);
+    tj_executable_release(o.exe);
+    tj_graph_destroy(g);
+  }
+  if (!g_lt) return;
+  struct {
+    const char* name;
+    const char* key;
+    tj_cublaslt_epilogue_t epilogue;
+  } kLt[] = {
+      {"cuBLASLt matmul alone", "cublas_matmul", TJ_CUBLASLT_EPILOGUE_NONE},
+      {"cuBLASLt matmul + bias", "cublas_bias", TJ_CUBLASLT_EPILOGUE_BIAS},
+      {"cuBLASLt matmul + bias + gelu(tanh) epilogue", "cublas_bias_gelu",
+       TJ_CUBLASLT_EPILOGUE_BIAS_GELU},
+  };
+  size_t ws_bytes = 32u << 20;
+  tj_cu_deviceptr_t workspace;
+  die(tj_cuda_device_alloc(g_dev, ws_bytes, &workspace), "alloc");
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kLt); ++i) {
+    lt_run_t r = {NULL, x, w, b, y_lt, workspace};
+    tj_status_t s = tj_cublaslt_gemm_plan(g_lt, dt, B, N, K, kLt[i].epilogue,
+                                          ws_bytes, &r.gemm);
+    if (s) {
+      printf("  %-44s %s\n", kLt[i].name, tj_status_message(s));
+      tj_status_free(s);
+      continue;
+    }
+    double ms = time_ms(run_lt, &r, g_iters);
+    printf("  %-44s %9.4f %9.1f\n", kLt[i].name, ms, flop / ms * 1e-9);
+    snprintf(key, sizeof(key), "%s_%s_B%lld_ms", kLt[i].key, dn, (long long)B);
+    record(key, ms);
+    if (kLt[i].epilogue == TJ_CUBLASLT_EPILOGUE_BIAS_GELU) {
+      // y still holds ours with the tanh gelu (the last of kOurs).
+      printf("  max |ours tanh - cuBLASLt| = %.3g\n",
+             max_abs_diff(dt, y, y_lt, B * N));
+    }
+    tj_cublaslt_gemm_destroy(r.gemm);
+  }
+  die(tj_cuda_device_free(g_dev, workspace), "free");
+  die(tj_cuda_device_free(g_dev, x), "free");
+  die(tj_cuda_device_free(g_dev, w), "free");
+  die(tj_cuda_device_free(g_dev, b), "free");
+  die(tj_cuda_device_free(g_dev, y), "free");
+  die(tj_cuda_device_free(g_dev, y_lt), "free");
+}
+
+//===--- host overhead of a run ---===//
+
+static void overhead(void) {
+  tj_graph_t* g;
+  die(tj_graph_create(g_ctx, "tiny", &g), "graph");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){256}, "x");
+  tj_value_t y = tj_graph_add(g, tj_graph_mul(g, x, x), x);
+  tj_value_t z =
+      tj_graph_exp(g, tj_graph_neg(g, tj_graph_sum(g, y, 0, NULL, true)));
+  tj_graph_output(g, tj_graph_mul(g, y, z), "y");  // 2 kernels
+  die(tj_graph_finalize(g), "finalize");
+  tj_cu_deviceptr_t dx = dev_random(TJ_DTYPE_F32, 256, 1.0);
+  tj_cu_deviceptr_t dy;
+  die(tj_cuda_device_alloc(g_dev, 1024, &dy), "alloc");
+  int64_t shape[1] = {256};
+  float hx[256], hy[256];
+  for (int i = 0; i < 256; ++i) hx[i] = (float)i / 256.0f;
+  printf("\nhost overhead of tj_executable_run, tiny graph (f32[256]):\n");
+  const int n = 5000;
+  for (int graphs = 1; graphs >= 0; --graphs) {
+    tj_executable_t* exe = compile_cuda(g, graphs != 0, false, true, "");
+    tj_executable_stats_t st;
+    tj_executable_stats(exe, &st);
+    tj_tensor_t in = dev_tensor(dx, TJ_DTYPE_F32, 1, shape);
+    tj_tensor_t out = dev_tensor(dy, TJ_DTYPE_F32, 1, shape);
+    for (int i = 0; i < 20; ++i)
+      die(tj_executable_run(exe, &in, 1, &out, 1), "run");
+    die(tj_cuda_device_synchronize(g_dev), "sync");
+    double t0 = wall_us();
+    for (int i = 0; i < n; ++i)
+      die(tj_executable_run(exe, &in, 1, &out, 1), "run");
+    double enqueue = (wall_us() - t0) / n;
+    die(tj_cuda_device_synchronize(g_dev), "sync");
+    double total = (wall_us() - t0) / n;
+    // CPU tensors: copies in and out, and a wait each run.
+    tj_tensor_t hin = tj_tensor_make(hx, TJ_DTYPE_F32, 1, shape);
+    tj_tensor_t hout = tj_tensor_make(hy, TJ_DTYPE_F32, 1, shape);
+    for (int i = 0; i < 20; ++i)
+      die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
+    t0 = wall_us();
+    for (int i = 0; i < n / 5; ++i)
+      die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
+    double host_io = (wall_us() - t0) / (n / 5);
+    printf(
+        "  %-22s %d kernels: %6.2f us/run to enqueue, %6.2f us/run "
+        "end to end; CPU tensors %6.2f us/run\n",
+        graphs ? "CUDA graph replay" : "plain launches", st.num_kernels,
+        enqueue, total, host_io);
+    record(graphs ? "overhead_graph_us" : "overhead_plain_us", enqueue);
+    record(graphs ? "overhead_graph_e2e_us" : "overhead_plain_e2e_us", total);
+    record(graphs ? "overhead_graph_cpu_io_us" : "overhead_plain_cpu_io_us",
+           host_io);
+    tj_executable_release(exe);
+  }
+  die(tj_cuda_device_free(g_dev, dx), "free");
+  die(tj_cuda_device_free(g_dev, dy), "free");
+  tj_graph_destroy(g);
+}
+
+//===--- compile time ---===//
+
+static void compile_time(void) {
+  char dir[] = "/tmp/tj_cuda_capstone_XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return;
+  }
+  printf("\ncompile time, bf16 capstone (1 kernel):\n");
+  const char* what[] = {"cold (LLVM -> PTX, store)", "warm (disk cache)",
+                        "warm (memory cache)"};
+  const char* keys[] = {"compile_cold_ms", "compile_disk_ms",
+                        "compile_memory_ms"};
+  tj_context_t* saved = g_ctx;
+  for (int i = 0; i < 3; ++i) {
+    // A new context has an empty memory cache; the third reuses one.
+    tj_context_t* ctx = NULL;
+    if (i < 2) {
+      die(tj_context_create(NULL, &ctx), "context");
+      g_ctx = ctx;
+    } else {
+      g_ctx = saved;
+    }
+    tj_graph_t* g = capstone_graph(TJ_DTYPE_BF16, 1024, 4096, false);
+    if (i == 2) {
+      tj_executable_release(compile_cuda(g, true, false, true, dir));
+    }
+    tj_executable_t* exe = compile_cuda(g, true, false, true, dir);
+    tj_executable_stats_t st;
+    tj_executable_stats(exe, &st);
+    tj_cuda_program_stats_t cs;
+    die(tj_executable_cuda_stats(exe, &cs), "stats");
+    printf(
+        "  %-28s %8.2f ms (PTX from %s: LLVM %.2f ms, driver load %.2f "
+        "ms)\n",
+        what[i], st.compile_ms, cs.ptx_source, cs.compile_ms, cs.load_ms);
+    record(keys[i], st.compile_ms);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    if (ctx) tj_context_destroy(ctx);
+  }
+  g_ctx = saved;
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--quick") == 0) quick = true;
+    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+      g_out = fopen(argv[++i], "w");
+    }
+  }
+  if (quick) g_iters = 10;
+  tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
+  if (s) {
+    printf("no GPU: %s\n", tj_status_message(s));
+    tj_status_free(s);
+    return 0;
+  }
+  die(tj_context_create(NULL, &g_ctx), "context");
+  s = tj_cublaslt_open(tj_allocator_system(), &g_lt);
+  if (s) {
+    printf("# %s\n", tj_status_message(s));
+    tj_status_free(s);
+  }
+  printf("# %s, sm_%d%d, %d SMs, driver %d, %s\n", g_dev->name, g_dev->sm_major,
+         g_dev->sm_minor, g_dev->num_sms, g_dev->cu.driver_version,
+         g_lt ? tj_cublaslt_version(g_lt) : "no cuBLASLt");
+  capstone(TJ_DTYPE_BF16, 2048, 1024, 4096);
+  if (!quick) capstone(TJ_DTYPE_BF16, 16384, 1024, 4096);
+  capstone(TJ_DTYPE_F32, 2048, 1024, 4096);
+  overhead();
+  compile_time();
+  tj_cublaslt_close(g_lt);
+  tj_context_destroy(g_ctx);
+  tj_cuda_device_destroy(g_dev);
+  if (g_out) fclose(g_out);
+  return 0;
+}

@@ -1,0 +1,143 @@
+// Fast f32 transcendentals for NVPTX kernels. See nvptx_math.h.
+
+#include "jit/nvptx_math.h"
+
+#include <string.h>
+
+// log2(e) as float plus the rest, and ln(2).
+#define kLog2eHi 1.44269502162933349609375
+#define kLog2eLo 1.925963033500011079e-08
+#define kLn2 0.693147180559945309
+
+static LLVMValueRef fc(LLVMValueRef like, double v) {
+  return tj_emit_fconst(LLVMTypeOf(like), v);
+}
+
+static LLVMValueRef fma3(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
+                         LLVMValueRef c) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef args[3] = {a, b, c};
+  return tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3);
+}
+
+static LLVMValueRef fabs1(tj_emit_t* em, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return tj_emit_intrinsic(em, "llvm.fabs", &t, 1, &x, 1);
+}
+
+static LLVMValueRef copysign1(tj_emit_t* em, LLVMValueRef mag,
+                              LLVMValueRef sign) {
+  LLVMTypeRef t = LLVMTypeOf(mag);
+  LLVMValueRef args[2] = {mag, sign};
+  return tj_emit_intrinsic(em, "llvm.copysign", &t, 1, args, 2);
+}
+
+static LLVMValueRef mul(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFMul(em->b, a, b, "");
+}
+
+static LLVMValueRef lt(tj_emit_t* em, LLVMValueRef a, double v) {
+  return LLVMBuildFCmp(em->b, LLVMRealOLT, a, fc(a, v), "");
+}
+
+// A non-overloaded f32 -> f32 NVVM intrinsic applied to every lane.
+static LLVMValueRef per_lane(tj_emit_t* em, const char* name, LLVMValueRef x) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
+  LLVMTypeRef type = LLVMIntrinsicGetType(em->ctx, id, NULL, 0);
+  if (LLVMGetTypeKind(LLVMTypeOf(x)) != LLVMVectorTypeKind)
+    return LLVMBuildCall2(em->b, type, fn, &x, 1, "");
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  LLVMValueRef out = LLVMGetUndef(LLVMTypeOf(x));
+  for (int32_t i = 0; i < lanes; ++i) {
+    LLVMValueRef idx = LLVMConstInt(em->t_i32, (unsigned long long)i, 0);
+    LLVMValueRef lane = LLVMBuildExtractElement(em->b, x, idx, "");
+    LLVMValueRef r = LLVMBuildCall2(em->b, type, fn, &lane, 1, "");
+    out = LLVMBuildInsertElement(em->b, out, r, idx, "");
+  }
+  return out;
+}
+
+static LLVMValueRef rcp(tj_emit_t* em, LLVMValueRef x) {
+  return per_lane(em, "llvm.nvvm.rcp.approx.ftz.f", x);
+}
+
+// exp(x) = 2^t, t = x*log2(e) = hi + lo exactly enough: hi is the rounded
+// product, lo its rounding error (fma) plus x times log2(e)'s tail. The
+// SFU computes 2^hi (its fraction is exact, so the error does not grow
+// with |x| as __expf's does); 2^lo ~ 1 + lo*ln2 since |lo| < 2^-22.
+// From |hi| >= 128 on the result is 0 or inf and lo may be NaN (x = inf):
+// 2^hi alone then. Results below 2^-126 flush to 0 (ftz).
+static LLVMValueRef fast_exp(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef hi = mul(em, x, fc(x, kLog2eHi));
+  LLVMValueRef lo = fma3(em, x, fc(x, kLog2eHi), LLVMBuildFNeg(em->b, hi, ""));
+  lo = fma3(em, x, fc(x, kLog2eLo), lo);
+  LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", hi);
+  LLVMValueRef corrected = fma3(em, e, mul(em, lo, fc(x, kLn2)), e);
+  return tj_emit_select(em, lt(em, fabs1(em, hi), 128.0), corrected, e);
+}
+
+static LLVMValueRef fast_tanh(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef a = fabs1(em, x);
+  // |x| < 0.625: x + x^3 P(x^2) (Cephes tanhf).
+  static const double p[] = {-5.70498872745E-3, 2.06390887954E-2,
+                             -5.37397155531E-2, 1.33314422036E-1,
+                             -3.33332819422E-1};
+  LLVMValueRef z = mul(em, x, x);
+  LLVMValueRef q = fc(x, p[0]);
+  for (size_t i = 1; i < TJ_ARRAY_SIZE(p); ++i) q = fma3(em, q, z, fc(x, p[i]));
+  LLVMValueRef small = fma3(em, mul(em, x, z), q, x);
+  // Else 1 - 2 / (e^(2|x|) + 1); e = inf gives 1, NaN stays NaN.
+  LLVMValueRef e = fast_exp(em, LLVMBuildFAdd(em->b, a, a, ""));
+  LLVMValueRef r = rcp(em, LLVMBuildFAdd(em->b, e, fc(x, 1.0), ""));
+  LLVMValueRef large = fma3(em, r, fc(x, -2.0), fc(x, 1.0));
+  return tj_emit_select(em, lt(em, a, 0.625), small, copysign1(em, large, x));
+}
+
+static LLVMValueRef fast_sigmoid(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef e = fast_exp(em, LLVMBuildFNeg(em->b, fabs1(em, x), ""));
+  LLVMValueRef r = rcp(em, LLVMBuildFAdd(em->b, e, fc(x, 1.0), ""));
+  return tj_emit_select(em, lt(em, x, 0.0), mul(em, e, r), r);
+}
+
+// N. Juffa's erff (0.96 ulp with a correctly rounded exp); both branches
+// are computed and one selected, so a warp does not diverge.
+static LLVMValueRef fast_erf(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef t = fabs1(em, x);
+  LLVMValueRef s = mul(em, x, x);
+  // |x| > 0.927734375: 1 - exp(Q(|x|)).
+  LLVMValueRef r = fma3(em, fc(x, -1.72853470e-5), t, fc(x, 3.83197126e-4));
+  LLVMValueRef u = fma3(em, fc(x, -3.88396438e-3), t, fc(x, 2.42546219e-2));
+  r = fma3(em, r, s, u);
+  r = fma3(em, r, t, fc(x, -1.06777877e-1));
+  r = fma3(em, r, t, fc(x, -6.34846687e-1));
+  r = fma3(em, r, t, fc(x, -1.28717512e-1));
+  r = fma3(em, r, t, LLVMBuildFNeg(em->b, t, ""));
+  LLVMValueRef large = LLVMBuildFSub(em->b, fc(x, 1.0), fast_exp(em, r), "");
+  large = copysign1(em, large, x);
+  // Else x + x * P(x^2).
+  static const double p[] = {-5.96761703e-4, 4.99119423e-3,  -2.67681349e-2,
+                             1.12819925e-1,  -3.76125336e-1, 1.28379166e-1};
+  LLVMValueRef q = fc(x, p[0]);
+  for (size_t i = 1; i < TJ_ARRAY_SIZE(p); ++i) q = fma3(em, q, s, fc(x, p[i]));
+  LLVMValueRef small = fma3(em, q, x, x);
+  LLVMValueRef big =
+      LLVMBuildFCmp(em->b, LLVMRealOGT, t, fc(x, 0.927734375), "");
+  return tj_emit_select(em, big, large, small);
+}
+
+LLVMValueRef tj_nvptx_approx_unary(struct tj_emit_t* em, tj_op_t op,
+                                   LLVMValueRef x) {
+  switch (op) {
+    case TJ_OP_EXP:
+      return fast_exp(em, x);
+    case TJ_OP_TANH:
+      return fast_tanh(em, x);
+    case TJ_OP_SIGMOID:
+      return fast_sigmoid(em, x);
+    case TJ_OP_ERF:
+      return fast_erf(em, x);
+    default:
+      return NULL;
+  }
+}

@@ -1,0 +1,36 @@
+// Fast transcendentals for NVPTX kernels: the GPU's special-function unit
+// (ex2.approx, rcp.approx) with exact range reductions around it, for the
+// f32 math of f32, f16 and bf16 values. A fused GEMM epilogue runs on CUDA
+// cores beside tensor cores that produce an output element every ~2K FLOP;
+// the portable polynomials of jit/vecmath.h cost ~80 FP32 instructions per
+// gelu and made the epilogue, not the tensor cores, the bottleneck.
+//
+// Accuracy, f32, against libm in double: the bound tests/cuda/
+// cuda_exec_test.c enforces on the GPU over 2M points per function, and
+// the maximum measured on an H200 in brackets (the precise polynomials:
+// 1.00, 1.27, 2.17, 1.22):
+//   exp      <= 3 ulp [2.51]  2^t with t = x*log2(e) carried in two floats
+//                       (fma), ex2.approx(t_hi) * (1 + t_lo*ln2);
+//                       results below 2^-126 flush to 0 (ftz).
+//   tanh     <= 3 ulp [1.65]  odd polynomial (Cephes) below 0.625, else
+//                       1 - 2*rcp(exp(2|x|) + 1).
+//   sigmoid  <= 5 ulp [4.33]  e = exp(-|x|): rcp(1 + e), or e*rcp(1 + e).
+//   erf      <= 3 ulp [1.15]  N. Juffa's erff: x + x*P(x^2) below 0.9277,
+//                       else 1 - exp(Q(|x|)) (0.96 ulp with a correct exp).
+// NaN gives NaN, +-inf the limits. The transcendentals tanh.approx.f32
+// (2^-11 relative) and lg2.approx are not used: 1 + tanh(x) in gelu's
+// negative tail would lose the low bits a bf16 result still shows.
+// Versus torch's assert_close tolerances these are far inside bf16 (rtol
+// 1.6e-2) and f16 (1e-3); f32 results may differ from libm's by the ulps
+// above (torch's f32 rtol 1.3e-6 is ~11 ulp).
+
+#ifndef TJ_JIT_NVPTX_MATH_H_
+#define TJ_JIT_NVPTX_MATH_H_
+
+#include "jit/emit_llvm.h"
+
+// A tj_emit_unary_hook_fn: exp, tanh, sigmoid and erf; NULL for other ops.
+LLVMValueRef tj_nvptx_approx_unary(struct tj_emit_t* em, tj_op_t op,
+                                   LLVMValueRef x);
+
+#endif  // TJ_JIT_NVPTX_MATH_H_
