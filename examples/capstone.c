@@ -9,7 +9,11 @@
 //
 //   capstone [--k K] [--n N] [--batches 1,7,256,2048] [--reps R]
 //            [--numpy PATH_TO_numpy_capstone.py | --no-numpy]
+//            [--device cpu|cuda]
 //   capstone --compile-only     (used for the warm-start measurement)
+//
+// --device cuda compiles for the GPU (NVPTX through the CUDA driver); the
+// host tensors are copied to and from the device inside each run.
 
 #include <errno.h>
 #include <math.h>
@@ -34,7 +38,10 @@ typedef struct options_t {
   int reps;
   const char* numpy_script;  // NULL: no numpy column
   bool compile_only;
+  bool cuda;
 } options_t;
+
+static options_t g_options;
 
 static double now_ms(void) {
   struct timespec ts;
@@ -109,7 +116,7 @@ static void fill_random(float* data, int64_t count, uint64_t seed,
 static tj_compile_options_t compile_options(void) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_X86;
+  o.target = g_options.cuda ? TJ_TARGET_CUDA : TJ_TARGET_X86;
   return o;
 }
 
@@ -162,6 +169,7 @@ static void parse_args(int argc, char** argv, options_t* opt) {
            TJ_SOURCE_ROOT);
   opt->numpy_script = access(script, R_OK) == 0 ? script : NULL;
   opt->compile_only = false;
+  opt->cuda = false;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -173,6 +181,12 @@ static void parse_args(int argc, char** argv, options_t* opt) {
       opt->reps = atoi(v), ++i;
     } else if (!strcmp(a, "--numpy") && v) {
       opt->numpy_script = v, ++i;
+    } else if (!strcmp(a, "--device") && v) {
+      if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+        fprintf(stderr, "capstone: --device is cpu or cuda, not %s\n", v);
+        exit(2);
+      }
+      opt->cuda = !strcmp(v, "cuda"), ++i;
     } else if (!strcmp(a, "--no-numpy")) {
       opt->numpy_script = NULL;
     } else if (!strcmp(a, "--compile-only")) {
@@ -186,7 +200,8 @@ static void parse_args(int argc, char** argv, options_t* opt) {
     } else {
       fprintf(stderr,
               "usage: capstone [--k K] [--n N] [--batches 1,7,2048] "
-              "[--reps R] [--numpy SCRIPT | --no-numpy] [--compile-only]\n");
+              "[--reps R] [--numpy SCRIPT | --no-numpy] [--device cpu|cuda] "
+              "[--compile-only]\n");
       exit(2);
     }
   }
@@ -221,10 +236,12 @@ static void print_scoreboard(const tj_graph_t* g, int64_t batch) {
 int main(int argc, char** argv) {
   options_t opt;
   parse_args(argc, argv, &opt);
+  g_options = opt;
   if (opt.compile_only) return compile_only(&opt);
 
-  printf("libtensorjit %s: capstone y = gelu(x @ w + b), tanh form, f32\n",
-         tj_version_string());
+  printf("libtensorjit %s: capstone y = gelu(x @ w + b), tanh form, f32, on "
+         "the %s\n",
+         tj_version_string(), opt.cuda ? "GPU (CUDA)" : "CPU (x86)");
   printf("x: f32[B,%lld]  w: f32[%lld,%lld]  b: f32[%lld]  (B symbolic)\n",
          (long long)opt.k, (long long)opt.k, (long long)opt.n,
          (long long)opt.n);
@@ -278,8 +295,9 @@ int main(int argc, char** argv) {
          (long long)stats.cache_hits);
   char command[1200];
   snprintf(command, sizeof(command),
-           "'/proc/%d/exe' --compile-only --k %lld --n %lld", (int)getpid(),
-           (long long)opt.k, (long long)opt.n);
+           "'/proc/%d/exe' --compile-only --k %lld --n %lld --device %s",
+           (int)getpid(), (long long)opt.k, (long long)opt.n,
+           opt.cuda ? "cuda" : "cpu");
   FILE* p = popen(command, "r");
   double warm_ms = NAN;
   long long warm_hits = 0, warm_misses = 0;
