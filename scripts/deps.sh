@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what libtensorjit needs to build and test, if it is missing:
 # Debian packages (meson, ninja, LLVM 19 with FileCheck and lit, libffi,
-# OpenBLAS for the benchmarks' baseline) and numpy for the Python tests.
+# OpenBLAS for the benchmarks' baseline) and numpy and pytest for the
+# Python tests.
 set -euo pipefail
 
 need_apt=()
@@ -19,7 +20,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c "import numpy" 2>/dev/null; then
-  echo "deps: installing numpy"
-  "$PYTHON" -m pip install -q numpy
-fi
+for mod in numpy pytest; do
+  if ! "$PYTHON" -c "import $mod" 2>/dev/null; then
+    echo "deps: installing $mod"
+    "$PYTHON" -m pip install -q "$mod"
+  fi
+done
