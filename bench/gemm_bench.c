@@ -8,6 +8,8 @@
 //
 //   usage: gemm_bench [runs] [case]   (default 7 runs; case: fwd, dx, dW
 //                                     or one row, e.g. fwd1, dx2048)
+//   GEMM_BENCH_SCHEDULE="tile_m,tile_n,mc,nc,kc" sets the kernels' schedule
+//   (0 = auto), e.g. "8,32,0,0,0".
 //
 // Run OpenBLAS at its best on this machine: the environment's
 // OPENBLAS_CORETYPE=Haswell makes it 1.8x slower (shared/BENCHMARKING.md):
@@ -96,7 +98,14 @@ static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
   tj_kir_add_buffer(k, "w", TJ_DTYPE_F32, TJ_KIR_GEMM_B, sw);
   uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_F32, TJ_KIR_INPUT, sb);
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sy);
-  tj_kir_set_gemm(k, tj_kir_constant(k_dim), NULL);
+  // GEMM_BENCH_SCHEDULE="tile_m,tile_n,mc,nc,kc" (0: auto) tries a schedule.
+  tj_kir_gemm_schedule_t sched = {0, 0, 0, 0, 0};
+  const char* env = getenv("GEMM_BENCH_SCHEDULE");
+  if (env) {
+    sscanf(env, "%d,%d,%d,%d,%d", &sched.tile_m, &sched.tile_n, &sched.mc,
+           &sched.nc, &sched.kc);
+  }
+  tj_kir_set_gemm(k, tj_kir_constant(k_dim), &sched);
   uint32_t acc = tj_kir_acc(k);
   if (!gelu) {
     tj_kir_store(k, y, acc);
@@ -170,10 +179,9 @@ static bool compile(tj_x86_jit_t* jit, const tj_kir_t* k, compiled_t* out) {
   const tj_kir_t* ks[1] = {k};
   out->module = NULL;
   if (!ok(tj_x86_jit_compile(jit, ks, 1, &obj), "compile")) return false;
-  bool good = ok(tj_x86_jit_load(jit, obj.data, obj.size, &out->module),
-                 "load") &&
-              ok(tj_x86_module_lookup(out->module, k->name, &out->fn),
-                 "lookup");
+  bool good =
+      ok(tj_x86_jit_load(jit, obj.data, obj.size, &out->module), "load") &&
+      ok(tj_x86_module_lookup(out->module, k->name, &out->fn), "lookup");
   tj_x86_object_deinitialize(&obj);
   return good;
 }
@@ -267,10 +275,10 @@ int main(int argc, char** argv) {
     double warm = now_ms() - t0;
     tj_kir_gemm_schedule_t sched;
     tj_kir_gemm_resolve(k, tj_x86_jit_lanes(jit), &sched);
-    printf("capstone kernel: tile %dx%d mc %d nc %d kc %d; compile cold %.1f "
-           "ms (emit+O3+codegen), warm %.2f ms (new JIT + load + link)\n",
-           sched.tile_m, sched.tile_n, sched.mc, sched.nc, sched.kc, cold,
-           warm);
+    printf(
+        "capstone kernel: tile %dx%d mc %d nc %d kc %d; compile cold %.1f "
+        "ms (emit+O3+codegen), warm %.2f ms (new JIT + load + link)\n",
+        sched.tile_m, sched.tile_n, sched.mc, sched.nc, sched.kc, cold, warm);
     tj_x86_module_destroy(module);
     tj_x86_jit_destroy(jit2);
     tj_x86_object_deinitialize(&obj);
@@ -283,13 +291,15 @@ int main(int argc, char** argv) {
   for (size_t ci = 0; ci < sizeof(kCases) / sizeof(kCases[0]); ++ci) {
     const bench_case_t* bc = &kCases[ci];
     char label[64];
-    snprintf(label, sizeof(label), "%s%lld", bc->name, (long long)bc->m);
+    // Rows are named by the capstone's batch: M, or K for dW.
+    snprintf(label, sizeof(label), "%s%lld", bc->name,
+             (long long)(bc->a_trans ? bc->k : bc->m));
     if (filter && strcmp(label, filter) != 0 && strcmp(filter, bc->name) != 0) {
       continue;
     }
     int64_t M = bc->m, N = bc->n, K = bc->k;
-    tj_kir_t* k = build_gemm(bc->name, N, K, bc->a_trans, bc->b_trans,
-                             bc->gelu);
+    bool a_trans = bc->a_trans;
+    tj_kir_t* k = build_gemm(bc->name, N, K, a_trans, bc->b_trans, bc->gelu);
     if (!k) return 1;
     compiled_t c;
     if (!compile(jit, k, &c)) return 1;
@@ -305,8 +315,8 @@ int main(int argc, char** argv) {
       w[i] = ((float)rand() / RAND_MAX - 0.5f) * 0.06f;
     }
     for (int64_t i = 0; i < N; ++i) bias[i] = (float)rand() / RAND_MAX - 0.5f;
-    int ta = bc->a_trans ? kTrans : kNoTrans, tb = bc->b_trans ? kTrans : kNoTrans;
-    int lda = bc->a_trans ? (int)M : (int)K, ldb = bc->b_trans ? (int)K : (int)N;
+    int ta = a_trans ? kTrans : kNoTrans, tb = bc->b_trans ? kTrans : kNoTrans;
+    int lda = a_trans ? (int)M : (int)K, ldb = bc->b_trans ? (int)K : (int)N;
     for (size_t ti = 0; ti < sizeof(thread_counts) / sizeof(thread_counts[0]);
          ++ti) {
       int threads = thread_counts[ti];
@@ -369,11 +379,12 @@ int main(int argc, char** argv) {
       double our_ms = median(ours, runs);
       double flops = 2.0 * (double)M * (double)N * (double)K;
       double best = isnan(gemv_ms) || blas_ms < gemv_ms ? blas_ms : gemv_ms;
-      printf("%-4s %5lld %5lld %5lld %3d | %9.4f %7.1f | %9.4f %7.1f | %9.4f "
-             "| %7.3f\n",
-             bc->name, (long long)M, (long long)N, (long long)K, threads,
-             our_ms, flops / our_ms / 1e6, blas_ms, flops / blas_ms / 1e6,
-             gemv_ms, our_ms / best);
+      printf(
+          "%-4s %5lld %5lld %5lld %3d | %9.4f %7.1f | %9.4f %7.1f | %9.4f "
+          "| %7.3f\n",
+          bc->name, (long long)M, (long long)N, (long long)K, threads, our_ms,
+          flops / our_ms / 1e6, blas_ms, flops / blas_ms / 1e6, gemv_ms,
+          our_ms / best);
       fflush(stdout);
       // Sanity: ours equals the epilogue of OpenBLAS's result.
       double worst = 0;
@@ -382,7 +393,8 @@ int main(int argc, char** argv) {
         double v = (double)ref[i];
         if (bc->gelu) {
           v += bias[i % N];
-          v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          v = 0.5 * v *
+              (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
         }
         worst = fmax(worst, fabs(v - y[i]));
       }
@@ -398,9 +410,11 @@ int main(int argc, char** argv) {
     tj_x86_module_destroy(c.module);
     tj_kir_destroy(k);
   }
-  printf("(fwd: fused gelu(x@w+b) in one kernel vs cblas_sgemm alone (and "
-         "cblas_sgemv at M = 1); dx: x@w^T, dW: x^T@w, plain; medians of %d "
-         "runs)\n", runs);
+  printf(
+      "(fwd: fused gelu(x@w+b) in one kernel vs cblas_sgemm alone (and "
+      "cblas_sgemv at M = 1); dx: x@w^T, dW: x^T@w, plain; medians of %d "
+      "runs)\n",
+      runs);
   tj_x86_jit_destroy(jit);
   if (blas) dlclose(blas);
   return 0;

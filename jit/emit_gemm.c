@@ -19,8 +19,10 @@
 //       pack B[k0 : k0+kc, n0 : n0+nc] into scratch as panels [nc/NR][kc][NR]
 //         (zero padded; skipped when the previous unit of this call packed
 //         the same block and K <= kc)
+//       [when A is not k-contiguous: pack A[m0 : m0+mc, k0 : k0+kc] as
+//        slivers [mc/MR][kc][MR]; units then go n block fastest, and the
+//        A block, not B's, is what consecutive units reuse]
 //       for m in [m0, m0+mc) step MR:            // A sliver (MR x kc) in L1
-//         [pack the A sliver as [kc][MR] when A is not k-contiguous]
 //         for each NR panel:                     // B panel streams from L2
 //           ukernel: MR x NR accumulators over kc (rows past M re-read the
 //             last valid row and are never stored)
@@ -33,7 +35,9 @@
 // A with unit stride along m (A = X^T, as in dW = X^T @ dy) would otherwise
 // be read one k column at a time at a large (often power-of-two) stride,
 // touching a new cache line and page per k step with every line mapping
-// to the same L1 set, so its MR x kc sliver is copied into [kc][MR] first.
+// to the same L1 set, so A's block is copied into [kc][MR] slivers first,
+// reading a row of A^T's block (along m) at a time, once per thread and m
+// block.
 //
 // The microkernel is its own noinline function: its register allocation
 // then sees only the accumulators and the K loop, and the epilogue's
@@ -43,12 +47,15 @@
 // the epilogue through a 64-byte-aligned stack buffer that stays in L1.
 //
 // Scratch per call (tj_kir_launch_info sizes it): the packed B block
-// (kc x nc), then the packed A sliver when tj_kir_gemm_packs_a (MR x kc),
+// (kc x nc), then the packed A block when tj_kir_gemm_packs_a (mc / MR
+// slivers of MR x kc and a vector of slack each),
 // then, when K > kc, the unit's partial sums (mc x nc); each part starts
 // 64-byte aligned.
 
 #include <stdio.h>
 #include <string.h>
+
+#include <llvm-c/DebugInfo.h>
 
 #include "jit/emit_llvm.h"
 #include "lib/dtype.h"
@@ -58,6 +65,11 @@
 // the packed path writes it once and reads it 3 times: about even, so
 // the threshold sits there (bench/gemm_bench.c measures both sides).
 #define SMALL_M 16
+// Rows of A^T the A packing prefetches ahead: its rows are a full row of
+// A^T apart (often a multiple of 4 KiB), which the hardware prefetchers do
+// not follow (dW = X^T @ dy at K = 2048: 1.48 -> 1.17x OpenBLAS's time).
+#define PREFETCH_A_ROWS 16
+
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
 }
@@ -86,18 +98,11 @@ static LLVMValueRef gep_i8(tj_emit_t* em, LLVMValueRef ptr,
   return LLVMBuildGEP2(em->b, em->t_i8, ptr, &count, 1, "");
 }
 
-static LLVMValueRef masked_load(tj_emit_t* em, LLVMTypeRef vt,
-                                LLVMValueRef ptr, LLVMValueRef mask) {
+static LLVMValueRef masked_load(tj_emit_t* em, LLVMTypeRef vt, LLVMValueRef ptr,
+                                LLVMValueRef mask) {
   LLVMTypeRef types[2] = {vt, em->t_ptr};
   LLVMValueRef args[4] = {ptr, i32c(em, 4), mask, LLVMConstNull(vt)};
   return tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
-}
-
-static void masked_store(tj_emit_t* em, LLVMValueRef value, LLVMValueRef ptr,
-                         LLVMValueRef mask) {
-  LLVMTypeRef types[2] = {LLVMTypeOf(value), em->t_ptr};
-  LLVMValueRef args[4] = {value, ptr, i32c(em, 4), mask};
-  tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
 }
 
 static LLVMValueRef masked_gather(tj_emit_t* em, LLVMTypeRef vt,
@@ -105,15 +110,6 @@ static LLVMValueRef masked_gather(tj_emit_t* em, LLVMTypeRef vt,
   LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
   LLVMValueRef args[4] = {ptrs, i32c(em, 4), mask, LLVMConstNull(vt)};
   return tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4);
-}
-
-// A constant lane mask: lane < n.
-static LLVMValueRef const_mask(tj_emit_t* em, int32_t lanes, int32_t n) {
-  LLVMValueRef bits[64];
-  for (int32_t i = 0; i < lanes; ++i) {
-    bits[i] = LLVMConstInt(em->t_i1, i < n ? 1 : 0, 0);
-  }
-  return LLVMConstVector(bits, (unsigned)lanes);
 }
 
 //===--- the microkernel ---===//
@@ -207,6 +203,22 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   }
 }
 
+// Marks the loop whose latch is |br| "llvm.loop.unroll.disable": the
+// in-place microkernels come in a dozen variants, and unrolling each K loop
+// (which their FMAs do not need) made them most of the kernel's compile
+// time.
+static void no_unroll(tj_emit_t* em, LLVMValueRef br) {
+  static const char kDisable[] = "llvm.loop.unroll.disable";
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(em->ctx, NULL, 0);
+  LLVMMetadataRef what[1] = {
+      LLVMMDStringInContext2(em->ctx, kDisable, sizeof(kDisable) - 1)};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(em->ctx, what, 1)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(em->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, loop);  // a loop id refers to itself
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(em->ctx, "llvm.loop", 9),
+                  LLVMMetadataAsValue(em->ctx, loop));
+}
+
 // for (k = k0; k < k1; k += n) one step on each of |n| accumulator sets
 // (k1 - k0 must be a multiple of n). |acc| holds n sets of |per| values,
 // replaced by the values after the loop.
@@ -233,7 +245,9 @@ static void ukernel_loop(ukernel_t* u, LLVMValueRef k0, LLVMValueRef k1,
   }
   LLVMValueRef knext = LLVMBuildAdd(b, kphi, i64c(em, n), "");
   LLVMBasicBlockRef body_end = LLVMGetInsertBlock(b);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, knext, k1, ""), body, done);
+  LLVMValueRef br = LLVMBuildCondBr(
+      b, LLVMBuildICmp(b, LLVMIntSLT, knext, k1, ""), body, done);
+  if (u->o->direct) no_unroll(em, br);
   LLVMAddIncoming(kphi, &k0, &pre, 1);
   LLVMAddIncoming(kphi, &knext, &body_end, 1);
   for (int32_t i = 0; i < total; ++i) {
@@ -314,10 +328,10 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMValueRef zero = tj_emit_fconst(u.vt, 0.0);
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef p = gep_f32(
-          em, tile,
-          LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
-                       i64c(em, (int64_t)v * w), ""));
+      LLVMValueRef p =
+          gep_f32(em, tile,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
+                               i64c(em, (int64_t)v * w), ""));
       LLVMValueRef old = LLVMBuildLoad2(b, u.vt, p, "");
       LLVMSetAlignment(old, u.valign);
       acc[r * nv + v] = LLVMBuildSelect(b, accum, old, zero, "");
@@ -341,10 +355,10 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   }
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef p = gep_f32(
-          em, tile,
-          LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
-                       i64c(em, (int64_t)v * w), ""));
+      LLVMValueRef p =
+          gep_f32(em, tile,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, r), ld, ""),
+                               i64c(em, (int64_t)v * w), ""));
       LLVMSetAlignment(LLVMBuildStore(b, acc[r * nv + v], p), u.valign);
     }
   }
@@ -367,9 +381,9 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t panels;
-  LLVMValueRef j = tj_emit_loop_begin(em, &panels, i64c(em, 0),
-                                      ceil_div(em, nlen, s->tile_n),
-                                      i64c(em, 1), "panel");
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &panels, i64c(em, 0),
+                         ceil_div(em, nlen, s->tile_n), i64c(em, 1), "panel");
   LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
   LLVMValueRef src_j = gep_f32(em, src, LLVMBuildMul(em->b, col0, sn, ""));
@@ -383,14 +397,14 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
         em, LLVMBuildSub(em->b, cols, i64c(em, (int64_t)v * w), ""), w);
   }
   tj_emit_loop_t kl;
-  LLVMValueRef kk = tj_emit_loop_begin(em, &kl, k_begin, k_end, i64c(em, 1),
-                                       "pack_k");
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, k_begin, k_end, i64c(em, 1), "pack_k");
   LLVMValueRef row = gep_f32(em, src_j, LLVMBuildMul(em->b, kk, sk, ""));
   LLVMValueRef out =
       gep_f32(em, dst_j, LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
   for (int32_t v = 0; v < nv; ++v) {
-    LLVMValueRef p = gep_f32(
-        em, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
+    LLVMValueRef p =
+        gep_f32(em, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
     LLVMValueRef val;
     if (unit_n) {
       val = masked_load(em, vt, p, mask[v]);
@@ -398,8 +412,8 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
       LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, p, &offs, 1, "");
       val = masked_gather(em, vt, ptrs, mask[v]);
     }
-    LLVMValueRef st = LLVMBuildStore(
-        em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
+    LLVMValueRef st =
+        LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
     LLVMSetAlignment(st, (unsigned)w * 4);
   }
   tj_emit_loop_end(em, &kl);
@@ -453,9 +467,9 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   LLVMValueRef kfull = LLVMBuildAnd(em->b, kc, i64c(em, ~(int64_t)(w - 1)), "");
   tj_emit_loop_t panels;
-  LLVMValueRef j = tj_emit_loop_begin(em, &panels, i64c(em, 0),
-                                      ceil_div(em, nlen, s->tile_n),
-                                      i64c(em, 1), "tpanel");
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &panels, i64c(em, 0),
+                         ceil_div(em, nlen, s->tile_n), i64c(em, 1), "tpanel");
   LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
   LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc, ""));
@@ -467,27 +481,26 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMTypeRef mt = LLVMVectorType(em->t_i1, (unsigned)w);
   for (int32_t i = 0; i < w; ++i) {
     LLVMValueRef c = LLVMBuildAdd(em->b, c0, i64c(em, i), "");
-    colsrc[i] = gep_f32(em, src,
-                        LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""),
-                                     sn, ""));
+    colsrc[i] = gep_f32(
+        em, src, LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""), sn, ""));
     LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, c, cols, "");
     colmask[i] = LLVMBuildSelect(em->b, valid, LLVMConstAllOnes(mt),
                                  LLVMConstNull(mt), "");
   }
   LLVMValueRef dst_v = gep_f32(em, dst_j, c0);
   tj_emit_loop_t kl;
-  LLVMValueRef kb = tj_emit_loop_begin(em, &kl, i64c(em, 0), kfull,
-                                       i64c(em, w), "tk");
+  LLVMValueRef kb =
+      tj_emit_loop_begin(em, &kl, i64c(em, 0), kfull, i64c(em, w), "tk");
   LLVMValueRef rows[64];
   for (int32_t i = 0; i < w; ++i) {
     rows[i] = masked_load(em, vt, gep_f32(em, colsrc[i], kb), colmask[i]);
   }
   transpose(em, w, rows);
   for (int32_t i = 0; i < w; ++i) {
-    LLVMValueRef p = gep_f32(
-        em, dst_v,
-        LLVMBuildMul(em->b, LLVMBuildAdd(em->b, kb, i64c(em, i), ""),
-                     i64c(em, s->tile_n), ""));
+    LLVMValueRef p =
+        gep_f32(em, dst_v,
+                LLVMBuildMul(em->b, LLVMBuildAdd(em->b, kb, i64c(em, i), ""),
+                             i64c(em, s->tile_n), ""));
     LLVMSetAlignment(LLVMBuildStore(em->b, rows[i], p), (unsigned)w * 4);
   }
   tj_emit_loop_end(em, &kl);
@@ -497,11 +510,18 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   pack_b_rows(em, s, src, sk, sn, false, kfull, kc, kc, nlen, dst);
 }
 
-// Packs the A sliver at |src| (rows MR of which |rows| are valid, kc
-// columns) into dst[k*MR + r]; rows past |rows| are zero.
+// Packs the A block at |src| (|mrows| rows, kc columns) into slivers of MR
+// rows, dst[sl * stride + k * MR + r] with stride = kc * MR + W floats (a
+// vector of slack after each sliver); rows past |mrows| are zero. The k
+// loop is outermost so that a transposed A (contiguous along m) is read a
+// whole row of the block at a time: per-sliver packing read 6 floats per
+// k at a stride of one A row, usually a multiple of 4 KiB, which maps
+// every k of a sliver to one L1 set, missed L1 on each of them, and cost
+// ~9 cycles per k, a third of the microkernel's time.
 static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
                         uint32_t abuf, LLVMValueRef src, LLVMValueRef kc,
-                        LLVMValueRef rows, LLVMValueRef dst) {
+                        LLVMValueRef mrows, LLVMValueRef dst,
+                        LLVMValueRef stride) {
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes, mr = s->tile_m;
   const int32_t chunks = (mr + w - 1) / w;
@@ -509,34 +529,55 @@ static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMValueRef sm = tj_emit_stride(em, abuf, k->rank - 2);
   LLVMValueRef sk = tj_emit_stride(em, abuf, k->rank - 1);
   bool unit_m = tj_kir_ival_is_const(k->buffers[abuf].strides[k->rank - 2], 1);
-  LLVMValueRef load_mask[4], store_mask[4];
   LLVMValueRef offs = LLVMBuildMul(em->b, tj_emit_iota(em, em->t_i64, w),
                                    tj_emit_splat(em, sm, w), "");
-  for (int32_t c = 0; c < chunks; ++c) {
-    load_mask[c] = tj_emit_lane_mask(
-        em, LLVMBuildSub(em->b, rows, i64c(em, (int64_t)c * w), ""), w);
-    store_mask[c] = const_mask(em, w, mr - c * w);
-  }
+  LLVMValueRef nsl = ceil_div(em, mrows, mr);
   tj_emit_loop_t kl;
-  LLVMValueRef kk = tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1),
-                                       "pack_a");
-  LLVMValueRef col = gep_f32(em, src, LLVMBuildMul(em->b, kk, sk, ""));
-  LLVMValueRef out =
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1), "pack_a");
+  LLVMValueRef row = gep_f32(em, src, LLVMBuildMul(em->b, kk, sk, ""));
+  if (unit_m) {
+    LLVMValueRef ahead = gep_f32(
+        em, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_A_ROWS), sk, ""));
+    tj_emit_loop_t pl;
+    LLVMValueRef off = tj_emit_loop_begin(em, &pl, i64c(em, 0), mrows,
+                                          i64c(em, 16), "pack_a_prefetch");
+    LLVMTypeRef pt = em->t_ptr;
+    LLVMValueRef args[4] = {gep_f32(em, ahead, off), i32c(em, 0), i32c(em, 3),
+                            i32c(em, 1)};
+    tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+    tj_emit_loop_end(em, &pl);
+  }
+  LLVMValueRef out_k =
       gep_f32(em, dst, LLVMBuildMul(em->b, kk, i64c(em, mr), ""));
+  tj_emit_loop_t sl;
+  LLVMValueRef q = tj_emit_loop_begin(em, &sl, i64c(em, 0), nsl, i64c(em, 1),
+                                      "pack_a_sliver");
+  LLVMValueRef m = LLVMBuildMul(em->b, q, i64c(em, mr), "");
+  LLVMValueRef valid =
+      tj_emit_min_i64(em, LLVMBuildSub(em->b, mrows, m, ""), i64c(em, mr));
+  LLVMValueRef from = gep_f32(em, row, LLVMBuildMul(em->b, m, sm, ""));
+  LLVMValueRef out = gep_f32(em, out_k, LLVMBuildMul(em->b, q, stride, ""));
   for (int32_t c = 0; c < chunks; ++c) {
+    LLVMValueRef mask = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, valid, i64c(em, (int64_t)c * w), ""), w);
     LLVMValueRef val;
     if (unit_m) {
-      val = masked_load(em, vt, gep_f32(em, col, i64c(em, (int64_t)c * w)),
-                        load_mask[c]);
+      val = masked_load(em, vt, gep_f32(em, from, i64c(em, (int64_t)c * w)),
+                        mask);
     } else {
       LLVMValueRef base = gep_f32(
-          em, col, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
+          em, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
       LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, base, &offs, 1, "");
-      val = masked_gather(em, vt, ptrs, load_mask[c]);
+      val = masked_gather(em, vt, ptrs, mask);
     }
-    masked_store(em, val, gep_f32(em, out, i64c(em, (int64_t)c * w)),
-                 store_mask[c]);
+    // A whole vector: its lanes past MR land in the next k's rows, which
+    // later iterations overwrite, and past the last k in the slack.
+    LLVMSetAlignment(
+        LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)c * w))),
+        4);
   }
+  tj_emit_loop_end(em, &sl);
   tj_emit_loop_end(em, &kl);
 }
 
@@ -556,13 +597,14 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t rl;
-  LLVMValueRef r = tj_emit_loop_begin(em, &rl, i64c(em, 0), rows, i64c(em, 1),
-                                      "epi_row");
+  LLVMValueRef r =
+      tj_emit_loop_begin(em, &rl, i64c(em, 0), rows, i64c(em, 1), "epi_row");
   LLVMValueRef mm = LLVMBuildAdd(em->b, m, r, "");
   tj_emit_point_t row = *batch;
   row.index[dm] = mm;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
-    if (k->buffers[b].role != TJ_KIR_INPUT && k->buffers[b].role != TJ_KIR_OUTPUT) {
+    if (k->buffers[b].role != TJ_KIR_INPUT &&
+        k->buffers[b].role != TJ_KIR_OUTPUT) {
       continue;
     }
     LLVMValueRef off = LLVMBuildAdd(
@@ -584,7 +626,8 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
     tj_emit_point_t p;
     tj_emit_line_point(em, &row, off, col0, &p);
     p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
-    LLVMValueRef acc = LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
+    LLVMValueRef acc =
+        LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
     LLVMSetAlignment(acc, (unsigned)w * 4);
     p.acc = acc;
     TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
@@ -606,19 +649,37 @@ typedef struct gemm_t {
   LLVMValueRef sa_m, sa_k, sb_k, sb_n;
 } gemm_t;
 
-// The unit |u|: its batch point, m range and n block.
+// The unit |u|: its batch point, m range and n block. Units are ordered
+// (batch, n block, m block fastest) so that a thread running consecutive
+// units of one n block packs its B block once; with |a_major| (a kernel
+// that packs A) (batch, m block, n block fastest), so that it packs its A
+// block once instead: packing a transposed A costs more than packing B.
 typedef struct unit_t {
   tj_emit_point_t batch;
-  LLVMValueRef key;  // batch * nnb + n block: the packed B block's identity
+  LLVMValueRef key_b;  // batch * nnb + n block: the B block's identity
+  LLVMValueRef key_a;  // batch * nmb + m block: the A block's identity
   LLVMValueRef m0, m_end, n0, nlen;
 } unit_t;
 
-static void decompose_unit(gemm_t* g, LLVMValueRef u, unit_t* out) {
+static void decompose_unit(gemm_t* g, LLVMValueRef u, bool a_major,
+                           unit_t* out) {
   tj_emit_t* em = g->em;
-  LLVMValueRef mb = LLVMBuildURem(em->b, u, g->nmb, "");
-  out->key = LLVMBuildUDiv(em->b, u, g->nmb, "");
-  LLVMValueRef nb = LLVMBuildURem(em->b, out->key, g->nnb, "");
-  LLVMValueRef bidx = LLVMBuildUDiv(em->b, out->key, g->nnb, "");
+  LLVMValueRef mb, nb, bidx;
+  if (a_major) {
+    nb = LLVMBuildURem(em->b, u, g->nnb, "");
+    out->key_a = LLVMBuildUDiv(em->b, u, g->nnb, "");
+    mb = LLVMBuildURem(em->b, out->key_a, g->nmb, "");
+    bidx = LLVMBuildUDiv(em->b, out->key_a, g->nmb, "");
+    out->key_b =
+        LLVMBuildAdd(em->b, LLVMBuildMul(em->b, bidx, g->nnb, ""), nb, "");
+  } else {
+    mb = LLVMBuildURem(em->b, u, g->nmb, "");
+    out->key_b = LLVMBuildUDiv(em->b, u, g->nmb, "");
+    nb = LLVMBuildURem(em->b, out->key_b, g->nnb, "");
+    bidx = LLVMBuildUDiv(em->b, out->key_b, g->nnb, "");
+    out->key_a =
+        LLVMBuildAdd(em->b, LLVMBuildMul(em->b, bidx, g->nmb, ""), mb, "");
+  }
   memset(&out->batch, 0, sizeof(out->batch));
   out->batch.lanes = em->target.lanes;
   out->batch.vdim = g->dn;
@@ -635,9 +696,9 @@ static void decompose_unit(gemm_t* g, LLVMValueRef u, unit_t* out) {
 // the registers allow (see the top of the file).
 typedef struct direct_t {
   LLVMValueRef fns[17];   // full strips: cols >= width
-  LLVMValueRef edge[17];  // the last strip of a span (masked)
-  int32_t width[17];  // columns of the tile of fns[r]
-  int32_t max_tile;   // max over r of r * width[r], floats
+  LLVMValueRef edge[17];  // after the full strips: NR wide, masked
+  int32_t width[17];      // columns of the tile of fns[r]
+  int32_t max_tile;       // max over r of r * width[r], floats
 } direct_t;
 
 // The small-M path: B read in place, all of K in one pass. Consecutive
@@ -650,9 +711,12 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMTypeRef fty = LLVMGlobalGetValueType(d->fns[1]);
   LLVMValueRef uvar = tj_emit_alloca(em, em->t_i64, "dunit");
   LLVMBuildStore(em->b, em->arg_begin, uvar);
-  LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBasicBlockRef cond =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBasicBlockRef body =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
+  LLVMBasicBlockRef done =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dspan");
   LLVMBuildBr(em->b, cond);
   LLVMPositionBuilderAtEnd(em->b, cond);
   LLVMValueRef u = LLVMBuildLoad2(em->b, em->t_i64, uvar, "");
@@ -660,13 +724,14 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
                   body, done);
   LLVMPositionBuilderAtEnd(em->b, body);
   unit_t un;
-  decompose_unit(g, u, &un);
+  decompose_unit(g, u, false, &un);
   // With one m block, units [u, span_end) are n blocks nb.. of one batch
   // entry: columns [n0, min(N, (nb + span) * nc)).
-  LLVMValueRef one_mb = LLVMBuildICmp(em->b, LLVMIntEQ, g->nmb, i64c(em, 1), "");
-  LLVMValueRef nb = LLVMBuildURem(em->b, un.key, g->nnb, "");
-  LLVMValueRef batch_end = LLVMBuildAdd(
-      em->b, LLVMBuildSub(em->b, u, nb, ""), g->nnb, "");
+  LLVMValueRef one_mb =
+      LLVMBuildICmp(em->b, LLVMIntEQ, g->nmb, i64c(em, 1), "");
+  LLVMValueRef nb = LLVMBuildURem(em->b, un.key_b, g->nnb, "");
+  LLVMValueRef batch_end =
+      LLVMBuildAdd(em->b, LLVMBuildSub(em->b, u, nb, ""), g->nnb, "");
   LLVMValueRef span_end = LLVMBuildSelect(
       em->b, one_mb, tj_emit_min_i64(em, em->arg_end, batch_end),
       LLVMBuildAdd(em->b, u, i64c(em, 1), ""), "span_end");
@@ -679,8 +744,8 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMValueRef nlen = LLVMBuildSub(em->b, n_end, un.n0, "");
   LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf], un.n0);  // sn == 1
   tj_emit_loop_t ml;
-  LLVMValueRef m = tj_emit_loop_begin(em, &ml, un.m0, un.m_end,
-                                      i64c(em, s->tile_m), "dm");
+  LLVMValueRef m =
+      tj_emit_loop_begin(em, &ml, un.m0, un.m_end, i64c(em, s->tile_m), "dm");
   LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s->tile_m),
                                       LLVMBuildSub(em->b, un.m_end, m, ""));
   // The microkernel and strip width for these rows.
@@ -694,22 +759,39 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   }
   LLVMValueRef a_ptr =
       gep_f32(em, un.batch.ptr[g->abuf], LLVMBuildMul(em->b, m, g->sa_m, ""));
-  tj_emit_loop_t jl;
-  LLVMValueRef col = tj_emit_loop_begin(em, &jl, i64c(em, 0), nlen, width,
-                                        "dstrip");
+  // Full strips, then the rest of the span in NR-wide masked pieces (one
+  // mask per vector: a masked strip as wide as a full one would need more
+  // mask registers than there are, and compiles slowly).
+  LLVMValueRef colvar = tj_emit_alloca(em, em->t_i64, "dcol");
+  LLVMBuildStore(em->b, i64c(em, 0), colvar);
+  LLVMBasicBlockRef jcond =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dstrip");
+  LLVMBasicBlockRef jbody =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dstrip");
+  LLVMBasicBlockRef jdone =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "dstrip");
+  LLVMBuildBr(em->b, jcond);
+  LLVMPositionBuilderAtEnd(em->b, jcond);
+  LLVMValueRef col = LLVMBuildLoad2(em->b, em->t_i64, colvar, "");
+  LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, col, nlen, ""), jbody,
+                  jdone);
+  LLVMPositionBuilderAtEnd(em->b, jbody);
   LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col, "");
-  LLVMValueRef fn = LLVMBuildSelect(
-      em->b, LLVMBuildICmp(em->b, LLVMIntSGE, cols, width, ""), full, edge,
-      "");
-  LLVMValueRef args[11] = {a_ptr,   g->sa_m, g->sa_k, gep_f32(em, b_blk, col),
-                           g->sb_k, g->K,    rows,    g->tile,
-                           width,   LLVMConstInt(em->t_i1, 0, 0), cols};
+  LLVMValueRef is_full = LLVMBuildICmp(em->b, LLVMIntSGE, cols, width, "");
+  LLVMValueRef fn = LLVMBuildSelect(em->b, is_full, full, edge, "");
+  LLVMValueRef step =
+      LLVMBuildSelect(em->b, is_full, width, i64c(em, s->tile_n), "");
+  LLVMValueRef args[11] = {
+      a_ptr, g->sa_m, g->sa_k, gep_f32(em, b_blk, col),      g->sb_k, g->K,
+      rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0), cols};
   LLVMBuildCall2(em->b, fty, fn, args, 11, "");
-  TJ_RETURN_IF_ERROR(emit_epilogue(
-      em, &un.batch, g->tile, width, rows, m,
-      LLVMBuildAdd(em->b, un.n0, col, ""), cols, 0,
-      LLVMBuildUDiv(em->b, width, i64c(em, w), "")));
-  tj_emit_loop_end(em, &jl);
+  TJ_RETURN_IF_ERROR(
+      emit_epilogue(em, &un.batch, g->tile, step, rows, m,
+                    LLVMBuildAdd(em->b, un.n0, col, ""), cols, 0,
+                    LLVMBuildUDiv(em->b, step, i64c(em, w), "")));
+  LLVMBuildStore(em->b, LLVMBuildAdd(em->b, col, step, ""), colvar);
+  LLVMBuildBr(em->b, jcond);
+  LLVMPositionBuilderAtEnd(em->b, jdone);
   tj_emit_loop_end(em, &ml);
   LLVMBuildStore(em->b, span_end, uvar);
   LLVMBuildBr(em->b, cond);
@@ -723,8 +805,8 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   const tj_kir_gemm_schedule_t* s = &g->s;
   LLVMTypeRef ukernel_ty = LLVMGlobalGetValueType(ukernel);
   LLVMValueRef K = g->K;
-  LLVMValueRef single = LLVMBuildICmp(em->b, LLVMIntSLE, K, i64c(em, s->kc),
-                                      "single_pass");
+  LLVMValueRef single =
+      LLVMBuildICmp(em->b, LLVMIntSLE, K, i64c(em, s->kc), "single_pass");
   LLVMValueRef kc_eff = tj_emit_min_i64(em, K, i64c(em, s->kc));
   LLVMValueRef packed = em->arg_scratch;
   // Scratch layout: packed B, packed A, partial sums (64-byte aligned parts,
@@ -732,19 +814,26 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef b_bytes = align64(
       em, LLVMBuildMul(em->b, kc_eff, i64c(em, (int64_t)s->nc * 4), ""));
   LLVMValueRef apack = gep_i8(em, packed, b_bytes);
+  // Packed A: mc / MR slivers of kc * MR floats and a vector of slack.
+  LLVMValueRef a_stride =
+      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, kc_eff, i64c(em, s->tile_m), ""),
+                   i64c(em, em->target.lanes), "a_stride");
   LLVMValueRef a_bytes =
-      pack_a ? align64(em, LLVMBuildMul(em->b, kc_eff,
-                                        i64c(em, (int64_t)s->tile_m * 4), ""))
+      pack_a ? align64(em, LLVMBuildMul(
+                               em->b, a_stride,
+                               i64c(em, (int64_t)(s->mc / s->tile_m) * 4), ""))
              : i64c(em, 0);
   LLVMValueRef partial = gep_i8(em, apack, a_bytes);
   LLVMValueRef packed_key = tj_emit_alloca(em, em->t_i64, "packed_key");
   LLVMBuildStore(em->b, i64c(em, -1), packed_key);
+  LLVMValueRef packed_a_key = tj_emit_alloca(em, em->t_i64, "packed_a_key");
+  LLVMBuildStore(em->b, i64c(em, -1), packed_a_key);
 
   tj_emit_loop_t units;
   LLVMValueRef u = tj_emit_loop_begin(em, &units, em->arg_begin, em->arg_end,
                                       i64c(em, 1), "unit");
   unit_t un;
-  decompose_unit(g, u, &un);
+  decompose_unit(g, u, pack_a, &un);
   LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf],
                                LLVMBuildMul(em->b, un.n0, g->sb_n, ""));
   // Passes over K; K == 0 still runs one (empty) pass so the epilogue
@@ -753,11 +842,11 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
       em->b, LLVMBuildICmp(em->b, LLVMIntEQ, K, i64c(em, 0), ""), i64c(em, 1),
       ceil_div(em, K, s->kc), "");
   tj_emit_loop_t pl;
-  LLVMValueRef pass = tj_emit_loop_begin(em, &pl, i64c(em, 0), passes,
-                                         i64c(em, 1), "pass");
+  LLVMValueRef pass =
+      tj_emit_loop_begin(em, &pl, i64c(em, 0), passes, i64c(em, 1), "pass");
   LLVMValueRef k0 = LLVMBuildMul(em->b, pass, i64c(em, s->kc), "k0");
-  LLVMValueRef kc = tj_emit_min_i64(em, i64c(em, s->kc),
-                                    LLVMBuildSub(em->b, K, k0, ""));
+  LLVMValueRef kc =
+      tj_emit_min_i64(em, i64c(em, s->kc), LLVMBuildSub(em->b, K, k0, ""));
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
       em->b, LLVMIntEQ, LLVMBuildAdd(em->b, pass, i64c(em, 1), ""), passes, "");
@@ -765,8 +854,8 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
     LLVMValueRef have = LLVMBuildAnd(
         em->b, single,
         LLVMBuildICmp(em->b, LLVMIntEQ,
-                      LLVMBuildLoad2(em->b, em->t_i64, packed_key, ""), un.key,
-                      ""),
+                      LLVMBuildLoad2(em->b, em->t_i64, packed_key, ""),
+                      un.key_b, ""),
         "");
     tj_emit_if_t pack;
     tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack");
@@ -774,30 +863,57 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                 gep_f32(em, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, "")), kc,
                 un.nlen, packed);
     LLVMBuildStore(em->b,
-                   LLVMBuildSelect(em->b, single, un.key, i64c(em, -1), ""),
+                   LLVMBuildSelect(em->b, single, un.key_b, i64c(em, -1), ""),
                    packed_key);
     tj_emit_if_end(em, &pack);
   }
+  if (pack_a) {
+    // The unit's A block, as slivers; reused by the following units of the
+    // same m block when K is one pass.
+    LLVMValueRef have = LLVMBuildAnd(
+        em->b, single,
+        LLVMBuildICmp(em->b, LLVMIntEQ,
+                      LLVMBuildLoad2(em->b, em->t_i64, packed_a_key, ""),
+                      un.key_a, ""),
+        "");
+    tj_emit_if_t pack;
+    tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack_a");
+    emit_pack_a(
+        em, s, g->abuf,
+        gep_f32(em, un.batch.ptr[g->abuf],
+                LLVMBuildAdd(em->b, LLVMBuildMul(em->b, un.m0, g->sa_m, ""),
+                             LLVMBuildMul(em->b, k0, g->sa_k, ""), "")),
+        kc, LLVMBuildSub(em->b, un.m_end, un.m0, ""), apack, a_stride);
+    LLVMBuildStore(em->b,
+                   LLVMBuildSelect(em->b, single, un.key_a, i64c(em, -1), ""),
+                   packed_a_key);
+    tj_emit_if_end(em, &pack);
+  }
   tj_emit_loop_t ml;
-  LLVMValueRef m = tj_emit_loop_begin(em, &ml, un.m0, un.m_end,
-                                      i64c(em, s->tile_m), "m");
+  LLVMValueRef m =
+      tj_emit_loop_begin(em, &ml, un.m0, un.m_end, i64c(em, s->tile_m), "m");
   LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s->tile_m),
                                       LLVMBuildSub(em->b, un.m_end, m, ""));
-  LLVMValueRef a_src = gep_f32(
-      em, un.batch.ptr[g->abuf],
-      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, g->sa_m, ""),
-                   LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
+  LLVMValueRef a_src =
+      gep_f32(em, un.batch.ptr[g->abuf],
+              LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, g->sa_m, ""),
+                           LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
   LLVMValueRef a_ptr = a_src, lda = g->sa_m, ka = g->sa_k;
   if (pack_a) {
-    emit_pack_a(em, s, g->abuf, a_src, kc, rows, apack);
-    a_ptr = apack;
+    // a_stride was sized with kc_eff >= kc; slivers of this pass use kc.
+    a_ptr = gep_f32(
+        em, apack,
+        LLVMBuildMul(em->b,
+                     LLVMBuildUDiv(em->b, LLVMBuildSub(em->b, m, un.m0, ""),
+                                   i64c(em, s->tile_m), ""),
+                     a_stride, ""));
     lda = i64c(em, 1);
     ka = i64c(em, s->tile_m);
   }
   tj_emit_loop_t jl;
-  LLVMValueRef j = tj_emit_loop_begin(em, &jl, i64c(em, 0),
-                                      ceil_div(em, un.nlen, s->tile_n),
-                                      i64c(em, 1), "panel");
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &jl, i64c(em, 0), ceil_div(em, un.nlen, s->tile_n),
+                         i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, kc, ""));
   // Single pass: the tile lives on the stack. Several passes: it lives in
@@ -809,11 +925,18 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                                 i64c(em, s->nc), ""),
                    col, ""));
   LLVMValueRef tptr = LLVMBuildSelect(em->b, single, g->tile, part_tile, "");
-  LLVMValueRef ld = LLVMBuildSelect(em->b, single, i64c(em, s->tile_n),
-                                    i64c(em, s->nc), "");
-  LLVMValueRef args[11] = {a_ptr, lda,  ka,   bp,
-                           i64c(em, s->tile_n), kc, rows, tptr,
-                           ld,    LLVMBuildNot(em->b, first, ""),
+  LLVMValueRef ld =
+      LLVMBuildSelect(em->b, single, i64c(em, s->tile_n), i64c(em, s->nc), "");
+  LLVMValueRef args[11] = {a_ptr,
+                           lda,
+                           ka,
+                           bp,
+                           i64c(em, s->tile_n),
+                           kc,
+                           rows,
+                           tptr,
+                           ld,
+                           LLVMBuildNot(em->b, first, ""),
                            i64c(em, s->tile_n)};
   LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 11, "");
   tj_emit_if_t epi;
@@ -851,8 +974,7 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
   g.dn = k->rank - 1;
   bool pack_a = tj_kir_gemm_packs_a(k);
   // The in-place path needs B's rows contiguous along n.
-  bool direct =
-      tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
+  bool direct = tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
   ukernel_opts_t po = {s->tile_m, s->tile_n, false, false, 1, false};
   LLVMValueRef ukernel = emit_ukernel(em, &po);
   direct_t d;
@@ -862,18 +984,33 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     // Accumulators the register file holds beside the B vectors and the
     // broadcast: 24 of 32 zmm, 12 of 16 ymm/xmm.
     const int32_t max_acc = em->target.avx512 ? 24 : 12, nv = s->tile_n / w;
+    // Microkernels for 1, 2, 4, .. rows and tile_m rows; other row counts
+    // run the next taller one (its extra rows re-read the last valid row
+    // and are never stored). Each variant costs ~6 ms of LLVM time, and
+    // the in-place path is memory-bound: an idle row costs little.
     for (int32_t r = 1; r <= s->tile_m; ++r) {
+      bool own = r == s->tile_m || (r & (r - 1)) == 0;
+      if (!own) continue;
       int32_t q = 1;
       while (q < 4 && r * nv * q * 2 <= max_acc && nv * q * 2 <= 16) q *= 2;
       // Fewer than 8 accumulators cannot hide the FMA latency (4 cycles
       // on 2 pipes): two chains over alternating k then.
-      ukernel_opts_t o = {r, s->tile_n * q, true, false,
-                          r * nv * q < 8 ? 2 : 1, q == 1};
+      ukernel_opts_t o = {r,     s->tile_n * q,          true,
+                          false, r * nv * q < 8 ? 2 : 1, q == 1};
       d.fns[r] = emit_ukernel(em, &o);
-      o.masked = true;
-      d.edge[r] = emit_ukernel(em, &o);
+      // The edge pieces sum in the same order as the full strips (same
+      // chains), so a column's value does not depend on where a thread's
+      // span begins: threaded runs equal serial ones bit for bit.
+      ukernel_opts_t e = {r, s->tile_n, true, true, o.chains, true};
+      d.edge[r] = emit_ukernel(em, &e);
       d.width[r] = o.nr;
       if (r * o.nr > d.max_tile) d.max_tile = r * o.nr;
+    }
+    for (int32_t r = s->tile_m - 1; r >= 1; --r) {
+      if (d.fns[r]) continue;
+      d.fns[r] = d.fns[r + 1];
+      d.edge[r] = d.edge[r + 1];
+      d.width[r] = d.width[r + 1];
     }
   }
 

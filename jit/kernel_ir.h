@@ -107,10 +107,11 @@
 // elements of one innermost line; a ROW_REDUCE unit is one row; a GEMM unit
 // is an (mc x nc) block of C of one batch entry, ordered batch, then n block,
 // then m block (fastest), so that a thread that runs consecutive units of
-// one n block packs its B panel once. Any partition of [0, units) into
-// ranges, run in any order on any threads, computes the same result; each
-// concurrently running call needs its own |scratch| of scratch_bytes
-// (64-byte aligned; NULL when scratch_bytes is 0).
+// one n block packs its B panel once (with tj_kir_gemm_packs_a: m block,
+// then n block fastest, so that it packs its A block once). Any partition
+// of [0, units) into ranges, run in any order on any threads, computes the
+// same result; each concurrently running call needs its own |scratch| of
+// scratch_bytes (64-byte aligned; NULL when scratch_bytes is 0).
 
 #ifndef TJ_JIT_KERNEL_IR_H_
 #define TJ_JIT_KERNEL_IR_H_
@@ -344,8 +345,9 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
                                const int64_t* scalars,
                                tj_kir_launch_t* out_launch);
 
-// Whether the x86 GEMM template packs A slivers (tile_m x kc, in scratch
-// after the packed B block): when A's stride along k is not the constant 1
+// Whether the x86 GEMM template packs A (its mc x kc block as slivers of
+// tile_m rows, in scratch after the packed B block; tj_kir_launch_info
+// counts them): when A's stride along k is not the constant 1
 // (a transposed or strided A), whose in-place reads would touch a new
 // cache line, often a new page, every k step.
 static inline bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {

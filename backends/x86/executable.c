@@ -780,15 +780,6 @@ static tj_status_t compile(tj_executable_t* exe) {
         g->name, exe->plan.fusion->num_groups, nk, exe->num_host_steps,
         mp->num_slots, mp->num_in_place);
   }
-  if (exe->options.bucket_pow2 &&
-      exe->options.specialize != TJ_SPECIALIZE_NEVER) {
-    // Bucketing would run a larger specialization on padded copies; not
-    // built yet: specializations are exact shapes.
-    tj_context_diagnostic(exe->context, TJ_SEVERITY_WARNING,
-                          "recompiles: @%s: bucket_pow2 is not implemented; "
-                          "specializing exact shapes",
-                          g->name);
-  }
   return NULL;
 }
 
@@ -1346,6 +1337,50 @@ static tj_status_t choose_set(tj_executable_t* exe, const int64_t* sym,
   return status;
 }
 
+// bucket_pow2: the kernels of a power-of-two bucket are the generic ones
+// (see tj_compile_options_t). A kernel specialized to a bucket could not
+// make its sizes constants, which is all an exact-shape kernel gains here,
+// without padding every tensor to the bucket: copies in and out, and wrong
+// results for reductions over a padded axis (mean, softmax, layer_norm).
+// Taking sizes as parameters, the generic kernels run the actual sizes
+// with no padding; the GEMMs pick their small-M path from M at run time
+// and the autotuner keys its schedule choice by the same bucket. So a new
+// bucket compiles nothing; TJ_LOG=recompiles says so once per bucket.
+static void note_bucket(tj_executable_t* exe, const int64_t* sym) {
+  if (!exe->log_recompiles) return;
+  uint32_t n = exe->num_symbols;
+  int64_t key[TJ_MAX_SYMBOLS];
+  for (uint32_t i = 0; i < n; ++i) {
+    int64_t b = sym[i] > 0 ? 1 : 0;
+    while (b > 0 && b < sym[i] && b < INT64_MAX / 2) b *= 2;
+    key[i] = b < sym[i] ? sym[i] : b;
+  }
+  pthread_mutex_lock(&exe->mutex);
+  shape_count_t* slot = NULL;
+  bool seen = false;
+  for (int i = 0; i < SHAPE_COUNTERS && !seen; ++i) {
+    if (exe->counts[i].used && key_equal(exe->counts[i].key, key, n)) {
+      seen = true;
+    } else if (!exe->counts[i].used && !slot) {
+      slot = &exe->counts[i];
+    }
+  }
+  if (!seen && slot) {
+    slot->used = true;
+    memcpy(slot->key, key, sizeof(int64_t) * n);
+  }
+  pthread_mutex_unlock(&exe->mutex);
+  if (seen) return;
+  char actual[256], bucket[256];
+  format_key(exe->graph, sym, actual, sizeof(actual));
+  format_key(exe->graph, key, bucket, sizeof(bucket));
+  tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
+                        "recompiles: @%s: bucket %s (first run %s) runs the "
+                        "generic kernels on the actual sizes: no padding, "
+                        "nothing compiled",
+                        exe->graph->name, bucket, actual);
+}
+
 tj_status_t tj_executable_run(tj_executable_t* executable,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_tensor_t* outputs, int32_t num_outputs) {
@@ -1381,7 +1416,11 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
   TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
   const tj_x86_kernel_set_t* set = &exe->generic;
   if (exe->options.specialize != TJ_SPECIALIZE_NEVER && exe->num_symbols > 0) {
-    TJ_RETURN_IF_ERROR(choose_set(exe, sym, &set));
+    if (exe->options.bucket_pow2) {
+      note_bucket(exe, sym);
+    } else {
+      TJ_RETURN_IF_ERROR(choose_set(exe, sym, &set));
+    }
   }
   frame_t* f = NULL;
   bool temp = false;

@@ -30,7 +30,7 @@ typedef struct candidate_t {
   cand_kind_t kind;
   char name[64];
   bool available;
-  char why[288];  // why not available
+  char why[288];                    // why not available
   tj_kir_gemm_schedule_t schedule;  // CAND_VARIANT: as requested
   uint32_t set_index;  // CAND_VARIANT / CAND_OPENBLAS: kernel in |variants|
 } candidate_t;
@@ -97,10 +97,9 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
                               tj_kir_t** out) {
   *out = NULL;
   tj_kir_t* k;
-  TJ_RETURN_IF_ERROR(tj_kir_create(src->allocator,
-                                   epilogue_only ? TJ_KIR_POINTWISE
-                                                 : TJ_KIR_GEMM,
-                                   name, &k));
+  TJ_RETURN_IF_ERROR(
+      tj_kir_create(src->allocator,
+                    epilogue_only ? TJ_KIR_POINTWISE : TJ_KIR_GEMM, name, &k));
   for (uint32_t p = 0; p < src->num_params; ++p) {
     tj_kir_add_param(k, src->param_names[p]);
   }
@@ -135,8 +134,8 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
         run *= dim.value;
       }
     }
-    acc_buf = tj_kir_add_buffer(k, "tj_acc", TJ_DTYPE_F32, TJ_KIR_INPUT,
-                                strides);
+    acc_buf =
+        tj_kir_add_buffer(k, "tj_acc", TJ_DTYPE_F32, TJ_KIR_INPUT, strides);
   } else {
     tj_kir_set_gemm(k, src->gemm_k, schedule);
     k->allow_half_gemm = src->allow_half_gemm;
@@ -155,14 +154,20 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
     uint32_t a2 = in->num_args > 2 ? map[in->args[2]] : 0;
     uint32_t v = TJ_KIR_NONE;
     switch (in->kind) {
-      case TJ_KIR_LOAD: v = tj_kir_load(k, in->ref); break;
+      case TJ_KIR_LOAD:
+        v = tj_kir_load(k, in->ref);
+        break;
       case TJ_KIR_CONST:
         v = tj_dtype_is_float(in->dtype)
                 ? tj_kir_const_float(k, in->dtype, in->fvalue)
                 : tj_kir_const_int(k, in->dtype, in->ivalue);
         break;
-      case TJ_KIR_PARAM: v = tj_kir_param(k, in->ref); break;
-      case TJ_KIR_INDEX: v = tj_kir_index(k, in->ref); break;
+      case TJ_KIR_PARAM:
+        v = tj_kir_param(k, in->ref);
+        break;
+      case TJ_KIR_INDEX:
+        v = tj_kir_index(k, in->ref);
+        break;
       case TJ_KIR_ACC:
         v = epilogue_only ? tj_kir_load(k, acc_buf) : tj_kir_acc(k);
         break;
@@ -177,7 +182,9 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
           v = tj_kir_binary(k, in->op, a0, a1);
         }
         break;
-      case TJ_KIR_STORE: tj_kir_store(k, in->ref, a0); break;
+      case TJ_KIR_STORE:
+        tj_kir_store(k, in->ref, a0);
+        break;
       case TJ_KIR_ROW:
       case TJ_KIR_YIELD:
         break;  // not in a GEMM epilogue (finalize rejected them)
@@ -215,7 +222,8 @@ static void problem_key(const tj_kir_t* k, const int64_t* scalars,
   out->bucket = b;
 }
 
-static const decision_t* find_decision(const entry_t* e, const tune_key_t* key) {
+static const decision_t* find_decision(const entry_t* e,
+                                       const tune_key_t* key) {
   uint32_t n = atomic_load_explicit(&e->num_decisions, memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i) {
     const decision_t* d = &e->decisions[i];
@@ -256,8 +264,9 @@ static tj_status_t init_entry(tj_x86_tuner_t* t, const char* blas_why,
   TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
   e->text = text;
   e->text_bytes = strlen(text) + 1;
-  // The generated kernel, then variants whose resolved schedule differs
-  // from every earlier candidate's.
+  // The generated kernel, OpenBLAS (timed early: a tight budget skips the
+  // last candidates), then variants whose resolved schedule differs from
+  // every earlier generated candidate's.
   tj_kir_gemm_schedule_t resolved[TJ_X86_TUNER_MAX_CANDIDATES];
   candidate_t* c = &e->cands[0];
   c->kind = CAND_GENERATED;
@@ -265,30 +274,6 @@ static tj_status_t init_entry(tj_x86_tuner_t* t, const char* blas_why,
   tj_kir_gemm_resolve(k, lanes, &resolved[0]);
   schedule_name(&resolved[0], c->name, sizeof(c->name));
   e->num_candidates = 1;
-  static const tj_kir_gemm_schedule_t kVariants[] = {
-      {8, 32, 0, 0, 0},  // more rows, two vectors: Inductor's AVX-512 pick
-      {0, 0, 0, 256, 0},  // wider packed B blocks: fewer packs per B byte
-      {0, 0, 0, 0, 512},  // shorter K passes: the B block halves in L2
-  };
-  for (size_t v = 0; v < TJ_ARRAY_SIZE(kVariants); ++v) {
-    tj_kir_t probe = *k;  // a shallow copy, only read by resolve
-    probe.schedule = kVariants[v];
-    tj_kir_gemm_schedule_t rs;
-    tj_kir_gemm_resolve(&probe, lanes, &rs);
-    bool dup = false;
-    for (int32_t i = 0; i < e->num_candidates; ++i) {
-      dup = dup || same_schedule(&rs, &resolved[i]);
-    }
-    bool k_known_small = k->gemm_k.param < 0 && k->gemm_k.value <= 512;
-    if (dup || (kVariants[v].kc && k_known_small)) continue;
-    c = &e->cands[e->num_candidates];
-    resolved[e->num_candidates] = rs;
-    c->kind = CAND_VARIANT;
-    c->available = true;
-    c->schedule = kVariants[v];
-    schedule_name(&rs, c->name, sizeof(c->name));
-    ++e->num_candidates;
-  }
   c = &e->cands[e->num_candidates++];
   c->kind = CAND_OPENBLAS;
   snprintf(c->name, sizeof(c->name), "openblas sgemm + epilogue");
@@ -309,6 +294,31 @@ static tj_status_t init_entry(tj_x86_tuner_t* t, const char* blas_why,
     snprintf(c->why, sizeof(c->why), "no room for the epilogue's operands");
   } else {
     c->available = true;
+  }
+  static const tj_kir_gemm_schedule_t kVariants[] = {
+      {8, 32, 0, 0, 0},   // more rows, two vectors: Inductor's AVX-512 pick
+      {0, 0, 0, 256, 0},  // wider packed B blocks: fewer packs per B byte
+      {0, 0, 0, 0, 512},  // shorter K passes: the B block halves in L2
+  };
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kVariants); ++v) {
+    tj_kir_t probe = *k;  // a shallow copy, only read by resolve
+    probe.schedule = kVariants[v];
+    tj_kir_gemm_schedule_t rs;
+    tj_kir_gemm_resolve(&probe, lanes, &rs);
+    bool dup = false;
+    for (int32_t i = 0; i < e->num_candidates; ++i) {
+      dup = dup || (e->cands[i].kind != CAND_OPENBLAS &&
+                    same_schedule(&rs, &resolved[i]));
+    }
+    bool k_known_small = k->gemm_k.param < 0 && k->gemm_k.value <= 512;
+    if (dup || (kVariants[v].kc && k_known_small)) continue;
+    c = &e->cands[e->num_candidates];
+    resolved[e->num_candidates] = rs;
+    c->kind = CAND_VARIANT;
+    c->available = true;
+    c->schedule = kVariants[v];
+    schedule_name(&rs, c->name, sizeof(c->name));
+    ++e->num_candidates;
   }
   return NULL;
 }
@@ -392,7 +402,8 @@ void tj_x86_tuner_destroy(tj_x86_tuner_t* t) {
     n += t->set->kernels[i].kernel->kind == TJ_KIR_GEMM;
   }
   if (t->entries) tj_free(al, t->entries, sizeof(entry_t) * n);
-  if (t->entry_of) tj_free(al, t->entry_of, sizeof(int32_t) * t->set->num_kernels);
+  if (t->entry_of)
+    tj_free(al, t->entry_of, sizeof(int32_t) * t->set->num_kernels);
   pthread_mutex_destroy(&t->mutex);
   tj_free(al, t, sizeof(*t));
 }
@@ -421,7 +432,10 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
   }
   if (total == 0) return NULL;
   tj_x86_lowered_t* lowered = tj_calloc(al, total, sizeof(tj_x86_lowered_t));
-  if (!lowered) return tj_status_oom();
+  if (!lowered) {
+    t->variants_tried = false;
+    return tj_status_oom();
+  }
   tj_status_t status = NULL;
   uint32_t made = 0;
   for (uint32_t i = 0; !status && i < t->num_entries; ++i) {
@@ -437,15 +451,16 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
       } else {
         snprintf(name, sizeof(name), "%s_v%d", k->name, (int)c);
       }
-      status = clone_gemm(k, name, &cand->schedule, epi, e,
-                          &lowered[made].kernel);
+      status =
+          clone_gemm(k, name, &cand->schedule, epi, e, &lowered[made].kernel);
       if (status) break;
       lowered[made].nonempty_node = UINT32_MAX;
       cand->set_index = made++;
     }
   }
   if (status) {
-    for (uint32_t i = 0; i < made; ++i) tj_x86_lowered_deinitialize(&lowered[i]);
+    for (uint32_t i = 0; i < made; ++i)
+      tj_x86_lowered_deinitialize(&lowered[i]);
     tj_free(al, lowered, sizeof(tj_x86_lowered_t) * total);
   } else {
     status = tj_x86_kernel_set_build(t->jit, al, t->context, t->cache_dir,
@@ -453,7 +468,10 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
   }
   *out_ms = now_ms() - start;
   if (status) {
-    if (tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) return status;
+    if (tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
+      t->variants_tried = false;  // a later run may have the memory
+      return status;
+    }
     if (t->log) {
       tj_context_diagnostic(t->context, TJ_SEVERITY_WARNING,
                             "autotune: @%s: the variant kernels failed to "
@@ -509,8 +527,8 @@ static tj_status_t candidate_scratch(const tj_x86_tuner_t* t, const entry_t* e,
 
 // Runs candidate |c|. UNSUPPORTED when it cannot serve these operands
 // (OpenBLAS and strides it cannot express); the caller falls back.
-static tj_status_t run_candidate(tj_x86_tuner_t* t, const entry_t* e,
-                                 int32_t c, const tj_x86_launch_t* launch,
+static tj_status_t run_candidate(tj_x86_tuner_t* t, const entry_t* e, int32_t c,
+                                 const tj_x86_launch_t* launch,
                                  void* const* buffers, const int64_t* scalars,
                                  void* scratch, int64_t scratch_bytes) {
   const candidate_t* cand = &e->cands[c];
@@ -568,8 +586,8 @@ static tj_status_t run_candidate(tj_x86_tuner_t* t, const entry_t* e,
       tj_x86_launch_t l;
       status = tj_x86_launch_prepare(t->runner, epi, sc, &l);
       if (!status) {
-        tj_x86_launch_run(t->runner, &l, t->variants.fns[cand->set_index],
-                          bufs, sc, NULL);
+        tj_x86_launch_run(t->runner, &l, t->variants.fns[cand->set_index], bufs,
+                          sc, NULL);
       }
     }
   }
@@ -597,8 +615,10 @@ typedef struct measure_t {
   size_t scratch_block_bytes;
   void* scratch;
   int64_t scratch_bytes;
+  int32_t n;  // candidates timed
   bool warmed[TJ_X86_TUNER_MAX_CANDIDATES];
   double last_ms[TJ_X86_TUNER_MAX_CANDIDATES];
+  double spent[TJ_X86_TUNER_MAX_CANDIDATES];
   char skipped[TJ_X86_TUNER_MAX_CANDIDATES][160];
 } measure_t;
 
@@ -651,16 +671,24 @@ static tj_status_t measure_setup(measure_t* m) {
   return NULL;
 }
 
-// jit/autotune.h's measure hook with the budget: a candidate's first call
-// runs once (skipped when even that would overrun the budget, except for
-// the generated kernel, which always runs); its samples run while the
-// budget lasts and otherwise repeat its latest time.
+// jit/autotune.h's measure hook within the budget: every candidate gets a
+// warm-up run (skipped when even that would overrun the budget, except for
+// the generated kernel, which always runs) and, for its samples, as many
+// of the asked repeats as fit in its share of the budget (budget / number
+// of candidates); a sample that fits no run repeats the candidate's latest
+// time. A time per call is what the hook returns either way.
 static tj_status_t measure(void* context, int32_t index, int32_t repeats,
                            double* out_ms) {
   measure_t* m = context;
   if (!m->ready) {
     m->ready = true;
     m->setup_error = measure_setup(m);
+    // One untimed run first: the scratch outputs' first touch and cold
+    // caches would otherwise be charged to whichever candidate runs first.
+    if (!m->setup_error) {
+      m->setup_error = run_candidate(m->t, m->e, 0, m->launch, m->bufs,
+                                     m->scalars, m->scratch, m->scratch_bytes);
+    }
     m->start = now_ms();
   }
   if (m->setup_error) return tj_status_clone(m->setup_error);
@@ -669,19 +697,25 @@ static tj_status_t measure(void* context, int32_t index, int32_t repeats,
   double budget = m->t->budget_ms;
   if (!m->warmed[c]) {
     if (c != 0 && m->warmed[0] && elapsed + m->last_ms[0] > budget) {
-      snprintf(m->skipped[c], sizeof(m->skipped[c]),
-               "over the %d ms budget", (int)budget);
+      snprintf(m->skipped[c], sizeof(m->skipped[c]), "over the %d ms budget",
+               (int)budget);
       return tj_unsupported("autotune: over budget");
     }
     repeats = 1;
-  } else if (elapsed + repeats * m->last_ms[c] > budget) {
-    *out_ms = m->last_ms[c];
-    return NULL;
+  } else {
+    double share = budget / (m->n > 0 ? m->n : 1) - m->spent[c];
+    int32_t fit =
+        m->last_ms[c] > 0 ? (int32_t)(share / m->last_ms[c]) : repeats;
+    if (fit < repeats) repeats = fit;
+    if (repeats < 1 || elapsed + repeats * m->last_ms[c] > budget) {
+      *out_ms = m->last_ms[c];
+      return NULL;
+    }
   }
   double t0 = now_ms();
   for (int32_t i = 0; i < repeats; ++i) {
-    tj_status_t s = run_candidate(m->t, m->e, c, m->launch, m->bufs,
-                                  m->scalars, m->scratch, m->scratch_bytes);
+    tj_status_t s = run_candidate(m->t, m->e, c, m->launch, m->bufs, m->scalars,
+                                  m->scratch, m->scratch_bytes);
     if (s) {
       if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
         snprintf(m->skipped[c], sizeof(m->skipped[c]), "%s",
@@ -690,7 +724,9 @@ static tj_status_t measure(void* context, int32_t index, int32_t repeats,
       return s;
     }
   }
-  m->last_ms[c] = (now_ms() - t0) / repeats;
+  double spent = now_ms() - t0;
+  m->spent[c] += spent;
+  m->last_ms[c] = spent / repeats;
   m->warmed[c] = true;
   *out_ms = m->last_ms[c];
   return NULL;
@@ -749,7 +785,8 @@ static tj_status_t decide_locked(tj_x86_tuner_t* t, entry_t* e,
     *out_winner = found->winner;
     return NULL;
   }
-  uint32_t count = atomic_load_explicit(&e->num_decisions, memory_order_relaxed);
+  uint32_t count =
+      atomic_load_explicit(&e->num_decisions, memory_order_relaxed);
   if (count == MAX_DECISIONS) {
     if (t->log && !e->full_logged) {
       e->full_logged = true;
@@ -775,6 +812,7 @@ static tj_status_t decide_locked(tj_x86_tuner_t* t, entry_t* e,
     m.map[n] = c;
     names[n++] = e->cands[c].name;
   }
+  m.n = n;
   // The problem: the kernel (its epilogue and operand layouts) and sizes.
   char sizes[160];
   snprintf(sizes, sizeof(sizes), "x86 gemm N=%lld K=%lld batch=%lld",
@@ -909,26 +947,36 @@ tj_status_t tj_x86_tuner_force(tj_x86_tuner_t* t, const char* name) {
   if (!t) return tj_invalid("autotune: no tuner");
   pthread_mutex_lock(&t->mutex);
   tj_status_t status = NULL;
-  bool any = false;
   if (name) {
     double ms;
     status = ensure_variants(t, &ms);
   }
+  // Which candidate each entry gets; nothing changes unless one matches.
+  int32_t pick[64];
+  bool any = false;
   for (uint32_t i = 0; !status && i < t->num_entries; ++i) {
-    entry_t* e = &t->entries[i];
-    e->forced = -1;
+    const entry_t* e = &t->entries[i];
+    int32_t p = name ? 0 : -1;
     for (int32_t c = 0; name && c < e->num_candidates; ++c) {
       if (e->cands[c].available && strcmp(e->cands[c].name, name) == 0) {
-        e->forced = c;
+        p = c;
         any = true;
       }
+    }
+    if (i < TJ_ARRAY_SIZE(pick)) pick[i] = p;
+  }
+  if (!status && (any || !name)) {
+    for (uint32_t i = 0; i < t->num_entries; ++i) {
+      t->entries[i].forced = i < TJ_ARRAY_SIZE(pick) ? pick[i] : -1;
     }
   }
   pthread_mutex_unlock(&t->mutex);
   TJ_RETURN_IF_ERROR(status);
   if (name && !any) {
-    return tj_invalid("autotune: no GEMM kernel has an available candidate "
-                      "\"%s\"", name);
+    return tj_invalid(
+        "autotune: no GEMM kernel has an available candidate "
+        "\"%s\"",
+        name);
   }
   return NULL;
 }

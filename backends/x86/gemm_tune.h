@@ -2,18 +2,19 @@
 // kernel set, per (M bucket = M rounded up to a power of two, N, K, batch)
 // the first run times the candidates and later runs use the fastest.
 //
-// Candidates (all compute the same values to f32 rounding):
+// Candidates, in this order (all compute the same values to f32 rounding):
 //   - the generated kernel as compiled (the default schedule),
-//   - generated variants with other schedules (tile 8x32; nc 256; kc 512
-//     when K > 512), compiled lazily as one module per executable, through
-//     the kernel cache (memory and disk) like every kernel set,
 //   - OpenBLAS cblas_sgemm (dlopen'ed, openblas.h) into scratch, then the
 //     kernel's epilogue as a separate POINTWISE kernel reading that result.
 //     Skipped, with the reason logged, when the library is absent, when the
 //     executable's threads differ from OpenBLAS's (its own threads would
 //     break num_threads), under a host parallel_for (the host's job system
 //     runs our work; OpenBLAS would bring threads of its own) and for
-//     operand strides BLAS cannot express.
+//     operand strides BLAS cannot express,
+//   - generated variants with other schedules (tile 8x32; nc 256; kc 512
+//     unless K is known to be <= 512), compiled lazily as one module per
+//     executable, through the kernel cache (memory and disk) like every
+//     kernel set.
 //
 // Decisions go through jit/autotune.h: cached in the context's memory cache
 // and on disk beside the kernels, keyed by the kernel's text, the sizes,
@@ -21,9 +22,10 @@
 // compile of the same graph (in this process or another) runs the winner
 // without timing anything. Tuning times the candidates on the run's real
 // inputs with scratch outputs (the run's outputs may alias its inputs),
-// within a budget: each candidate gets a warm-up run and timed runs while
-// the budget lasts; a candidate whose first run would not fit is skipped,
-// so a tuning costs at most the budget plus one run of the default kernel.
+// within a budget: each candidate gets a warm-up run and timed runs within
+// its share of the budget; a candidate whose first run would not fit is
+// skipped, so a tuning costs at most the budget plus one run of the
+// generated kernel.
 // Decisions, tables of times and skip reasons are logged under
 // TJ_LOG=autotune.
 
@@ -42,9 +44,9 @@ typedef struct tj_x86_tuner_config_t {
   // The generic kernels and where they run; borrowed for the tuner's life.
   const tj_x86_kernel_set_t* set;
   const tj_x86_runner_t* runner;
-  int32_t budget_ms;        // > 0
-  bool log;                 // TJ_LOG=autotune
-  const char* graph_name;   // for logs (copied)
+  int32_t budget_ms;       // > 0
+  bool log;                // TJ_LOG=autotune
+  const char* graph_name;  // for logs (copied)
 } tj_x86_tuner_config_t;
 
 // Creates a tuner for the GEMM kernels of |config->set|. |*out| is NULL
@@ -80,8 +82,7 @@ typedef struct tj_x86_tuner_stats_t {
   int64_t openblas_runs;   // runs served by the OpenBLAS candidate
   int64_t variant_runs;    // runs served by a generated variant
 } tj_x86_tuner_stats_t;
-void tj_x86_tuner_stats(const tj_x86_tuner_t* tuner,
-                        tj_x86_tuner_stats_t* out);
+void tj_x86_tuner_stats(const tj_x86_tuner_t* tuner, tj_x86_tuner_stats_t* out);
 
 // The candidate names of |kernel| (in order; the first is the generated
 // kernel) and whether each is available, for tests and logs. Returns the
@@ -90,9 +91,10 @@ void tj_x86_tuner_stats(const tj_x86_tuner_t* tuner,
 int32_t tj_x86_tuner_candidates(const tj_x86_tuner_t* tuner, uint32_t kernel,
                                 const char** names, bool* available);
 
-// Tests: serve every run of every GEMM kernel with candidate |name|
-// (exact name) without timing; NULL restores tuning. INVALID_ARGUMENT
-// when no kernel has such an available candidate.
+// Tests: serve every run of the GEMM kernels that have an available
+// candidate |name| (exact name) with it, and of the others with their
+// generated kernel, without timing anything; NULL restores tuning.
+// INVALID_ARGUMENT when no kernel has such a candidate.
 tj_status_t tj_x86_tuner_force(tj_x86_tuner_t* tuner, const char* name);
 
 // The tuner of an x86 executable (NULL when autotuning is off or it has no

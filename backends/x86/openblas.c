@@ -175,10 +175,10 @@ void tj_openblas_gemm(const tj_openblas_t* blas, const tj_kir_t* kernel,
     if (p.k == 0) {
       memset(ce, 0, sizeof(float) * (size_t)(p.m * p.n));
     } else {
-      blas->sgemm(kRowMajor, p.a.trans, p.b.trans, (int)p.m, (int)p.n,
-                  (int)p.k, 1.0f, (const float*)buffers[p.abuf] + aoff,
-                  (int)p.a.ld, (const float*)buffers[p.bbuf] + boff,
-                  (int)p.b.ld, 0.0f, ce, (int)p.n);
+      blas->sgemm(kRowMajor, p.a.trans, p.b.trans, (int)p.m, (int)p.n, (int)p.k,
+                  1.0f, (const float*)buffers[p.abuf] + aoff, (int)p.a.ld,
+                  (const float*)buffers[p.bbuf] + boff, (int)p.b.ld, 0.0f, ce,
+                  (int)p.n);
     }
     for (int32_t d = r - 3; d >= 0; --d) {
       if (++idx[d] < p.dims[d]) break;

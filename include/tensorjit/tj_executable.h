@@ -56,9 +56,16 @@ typedef struct tj_compile_options_t {
   void* parallel_for_user_data;
   tj_specialize_t specialize;
   int32_t specialize_after;  // >= 1; the default is 16
-  // Round symbolic sizes up to powers of two for specialized kernels.
-  // Not implemented yet: specializations use exact shapes, and asking for
-  // it logs a warning.
+  // Specialize per power-of-two bucket of the symbols instead of per exact
+  // shape (with specialize != NEVER). On x86 the kernels of a bucket are
+  // the generic kernels: they take every size as a parameter, so they run
+  // each shape's actual sizes with no padding, and no bucket compiles
+  // anything. (An exact-shape kernel's one advantage, constant sizes,
+  // cannot hold for a whole bucket without padding, which costs copies and
+  // is wrong for reductions over a padded axis.) What does differ per
+  // bucket, the GEMM schedule, is chosen at run time: the small-M path
+  // from M, and with |autotune| the timed pick, keyed by the same
+  // power-of-two bucket of M. TJ_LOG=recompiles logs each new bucket.
   bool bucket_pow2;
   // Autotune x86 GEMM kernels: per GEMM and shape bucket (M rounded up to
   // a power of two, with the actual N, K and batch), the first run times

@@ -8,15 +8,19 @@
 //   - transposed operands: B stored [N, K] (packed by in-register
 //     transposes, plus a gathered tail when K % lanes != 0), A stored
 //     [K, M] (slivers packed into [kc][MR]), both, batched, and with K over
-//     several kc passes.
+//     several kc passes;
+//   - no path reads past the end of its operands (guard pages).
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tests/unit/x86_test_util.h"
 
 typedef struct desc_t {
   const char* name;
   bool a_trans, b_trans;
-  bool batched;    // space [3, M, N]; B broadcast over the batch
-  int epilogue;    // 0 plain, 1 bias + gelu(tanh), 2 bias + residual + bf16
+  bool batched;  // space [3, M, N]; B broadcast over the batch
+  int epilogue;  // 0 plain, 1 bias + gelu(tanh), 2 bias + residual + bf16
   tj_kir_gemm_schedule_t schedule;
 } desc_t;
 
@@ -84,9 +88,9 @@ static tj_kir_t* build(const desc_t* d) {
                       tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
     uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
                                tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-    v = tj_kir_binary(k, TJ_OP_MUL, h,
-                      tj_kir_binary(k, TJ_OP_ADD, t,
-                                    tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+    v = tj_kir_binary(
+        k, TJ_OP_MUL, h,
+        tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
   } else if (d->epilogue == 2) {
     uint32_t pre = tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias));
     tj_kir_store(k, y2, tj_kir_cast(k, TJ_DTYPE_BF16, pre));
@@ -250,7 +254,7 @@ TEST(threaded_equals_serial) {
   tj_thread_pool_destroy(pool);
 }
 
-// Scratch: a transposed A adds its packed sliver to the launch's scratch.
+// Scratch: a transposed A adds its packed block to the launch's scratch.
 TEST(launch_scratch) {
   desc_t d = {"scratch_at", true, false, false, 0, {0, 0, 0, 0, 0}};
   tj_kir_t* k = build(&d);
@@ -260,7 +264,9 @@ TEST(launch_scratch) {
   int64_t s[5] = {100, 256, 300, 30000, 25600};
   CHECK_OK(tj_kir_launch_info(k, 16, s, &l));
   int64_t b_bytes = 300 * (int64_t)l.schedule.nc * 4;
-  int64_t a_bytes = (300 * (int64_t)l.schedule.tile_m * 4 + 63) / 64 * 64;
+  int64_t slivers = l.schedule.mc / l.schedule.tile_m;
+  int64_t a_bytes =
+      ((300 * (int64_t)l.schedule.tile_m + 16) * slivers * 4 + 63) / 64 * 64;
   CHECK_EQ_INT((b_bytes + 63) / 64 * 64 + a_bytes, l.scratch_bytes);
   tj_kir_destroy(k);
   desc_t n = {"scratch_an", false, true, false, 0, {0, 0, 0, 0, 0}};
@@ -270,6 +276,78 @@ TEST(launch_scratch) {
   tj_kir_destroy(k);
 }
 
+// |n| floats ending right before an inaccessible page, so that a read past
+// the end faults. Unmap with guarded_free.
+typedef struct guarded_t {
+  void* map;
+  size_t bytes;
+  float* data;
+} guarded_t;
+
+static guarded_t guarded_make(int64_t n) {
+  guarded_t g = {NULL, 0, NULL};
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), want = (size_t)n * 4;
+  g.bytes = (want + page - 1) / page * page + page;
+  g.map = mmap(NULL, g.bytes, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g.map == MAP_FAILED) {
+    g.map = NULL;
+    return g;
+  }
+  unsigned char* end = (unsigned char*)g.map + g.bytes - page;
+  CHECK(mprotect(end, page, PROT_NONE) == 0);
+  g.data = (float*)(end - want);
+  for (int64_t i = 0; i < n; ++i) g.data[i] = (float)(i % 5) - 2;
+  return g;
+}
+
+static void guarded_free(guarded_t* g) {
+  if (g->map) munmap(g->map, g->bytes);
+}
+
+// Operands that end where memory ends: every path (in place, packed,
+// transposed packs with their masked edges) reads only its elements.
+// Integer data: the sums are exact.
+TEST(no_reads_past_operands) {
+  static const int64_t ms[] = {1, 3, 16, 17, 40};
+  static const int64_t ns[] = {1, 17, 65, 257};
+  static const int64_t ks[] = {1, 17, 70};
+  for (int lay = 0; lay < 4; ++lay) {
+    bool at = lay & 1, bt = lay & 2;
+    desc_t d = {"guarded", at, bt, false, 0, {0, 0, 0, 0, 0}};
+    tj_kir_t* k = build(&d);
+    CHECK_OK(tj_kir_finalize(k));
+    for (int j = 0; j < g_num_jits; ++j) {
+      compiled_t c;
+      if (!compile_kernel(g_jits[j], k, &c)) continue;
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(ms); ++i) {
+        for (size_t q = 0; q < TJ_ARRAY_SIZE(ns); ++q) {
+          for (size_t r = 0; r < TJ_ARRAY_SIZE(ks); ++r) {
+            int64_t m = ms[i], n = ns[q], kk = ks[r];
+            int64_t scalars[5] = {m, n, kk, m * kk, m * n};
+            guarded_t a = guarded_make(m * kk), b = guarded_make(kk * n),
+                      y = guarded_make(m * n);
+            if (!a.data || !b.data || !y.data) continue;
+            void* bufs[3] = {a.data, b.data, y.data};
+            run_kernel(g_jits[j], k, c.fn, bufs, scalars, NULL);
+            double want = 0;
+            for (int64_t e = 0; e < kk; ++e) {
+              want += (double)a.data[at ? e * m + (m - 1) : (m - 1) * kk + e] *
+                      b.data[bt ? (n - 1) * kk + e : e * n + (n - 1)];
+            }
+            CHECK(y.data[m * n - 1] == (float)want);
+            guarded_free(&a);
+            guarded_free(&b);
+            guarded_free(&y);
+          }
+        }
+      }
+      release_kernel(&c);
+    }
+    tj_kir_destroy(k);
+  }
+}
+
 int main(void) {
   open_jits();
   RUN_TEST(small_m);
@@ -277,6 +355,7 @@ int main(void) {
   RUN_TEST(transposed);
   RUN_TEST(threaded_equals_serial);
   RUN_TEST(launch_scratch);
+  RUN_TEST(no_reads_past_operands);
   close_jits();
   TEST_MAIN_END();
 }
