@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
         if (*s == ',') ++s;
       }
     } else {
-      fprintf(stderr, "usage: capstone_bench [--batches 256,2048] [--reps 7] "
-                      "[--k K] [--n N]\n");
+      fprintf(stderr,
+              "usage: capstone_bench [--batches 256,2048] [--reps 7] "
+              "[--k K] [--n N]\n");
       return 2;
     }
   }
@@ -123,8 +124,8 @@ int main(int argc, char** argv) {
         tj_graph_input(fwd_only, TJ_DTYPE_F32, 2, (int64_t[]){B2, K}, "x");
     tj_value_t w2 =
         tj_graph_input(fwd_only, TJ_DTYPE_F32, 2, (int64_t[]){K, N}, "w");
-    tj_value_t b2 = tj_graph_input(fwd_only, TJ_DTYPE_F32, 1, (int64_t[]){N},
-                                   "b");
+    tj_value_t b2 =
+        tj_graph_input(fwd_only, TJ_DTYPE_F32, 1, (int64_t[]){N}, "b");
     tj_graph_output(
         fwd_only,
         tj_graph_gelu(fwd_only, tj_graph_linear(fwd_only, x2, w2, b2), true),
@@ -171,10 +172,11 @@ int main(int argc, char** argv) {
   printf("capstone_bench: K=%lld N=%lld f32, %ld CPUs, %s", (long long)K,
          (long long)N, sysconf(_SC_NPROCESSORS_ONLN), cpu);
   // The partitioner weighs symbolic sizes at B = 1024 by default.
-  printf("kernels: forward %d; training forward %d + backward %d; saved "
-         "activations %.1f KB per batch row\n",
-         sy.num_kernels, sf.num_kernels, sb.num_kernels,
-         (double)pstats.saved_bytes / 1024.0 / 1024.0);
+  printf(
+      "kernels: forward %d; training forward %d + backward %d; saved "
+      "activations %.1f KB per batch row\n",
+      sy.num_kernels, sf.num_kernels, sb.num_kernels,
+      (double)pstats.saved_bytes / 1024.0 / 1024.0);
   printf("%6s %-9s %10s %10s %8s\n", "B", "what", "ours ms", "numpy ms",
          "speedup");
 
@@ -197,8 +199,7 @@ int main(int argc, char** argv) {
     for (int32_t i = 0; i < nfo && i < 16; ++i) {
       int32_t rank;
       int64_t dims[TJ_MAX_RANK];
-      check(tj_executable_output_shape(exe_f, in, 3, i, &rank, dims),
-            "shape");
+      check(tj_executable_output_shape(exe_f, in, 3, i, &rank, dims), "shape");
       fo[i] = buffer_make(rank, dims);
       fo_t[i] = view(&fo[i]);
     }

@@ -64,8 +64,8 @@ static float* make_data(int64_t n, uint32_t seed, float scale) {
 
 //===--- OpenBLAS through dlopen ---===//
 
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*,
-                         int, const float*, int, float, float*, int);
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*, int,
+                         const float*, int, float, float*, int);
 static sgemm_fn g_sgemm;
 static void (*g_set_threads)(int);
 static char* (*g_corename)(void);
@@ -74,7 +74,8 @@ static void load_openblas(void) {
   void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (!h) return;
   g_sgemm = (sgemm_fn)(uintptr_t)dlsym(h, "cblas_sgemm");
-  g_set_threads = (void (*)(int))(uintptr_t)dlsym(h, "openblas_set_num_threads");
+  g_set_threads =
+      (void (*)(int))(uintptr_t)dlsym(h, "openblas_set_num_threads");
   g_corename = (char* (*)(void))(uintptr_t)dlsym(h, "openblas_get_corename");
 }
 
@@ -87,8 +88,8 @@ static double openblas_ms(int threads, int64_t m, int64_t k, int64_t n,
           0.0f, c, (int)n);
   for (int r = 0; r < g_reps; ++r) {
     double s = now_ms();
-    g_sgemm(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b,
-            (int)n, 0.0f, c, (int)n);
+    g_sgemm(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n,
+            0.0f, c, (int)n);
     t[r] = now_ms() - s;
   }
   return median(t, g_reps);
@@ -138,13 +139,16 @@ static void bench_triad(void) {
   tj_value_t vb = tj_graph_input(g, TJ_DTYPE_F32, 1, &n, "b");
   tj_value_t vc = tj_graph_input(g, TJ_DTYPE_F32, 1, &n, "c");
   tj_graph_output(
-      g, tj_graph_add(g, vb, tj_graph_mul(g, tj_graph_scalar(g, TJ_DTYPE_F32, 3.0), vc)),
+      g,
+      tj_graph_add(g, vb,
+                   tj_graph_mul(g, tj_graph_scalar(g, TJ_DTYPE_F32, 3.0), vc)),
       "a");
   check(tj_graph_finalize(g), "finalize");
   tj_tensor_t in[2] = {tj_tensor_make(b, TJ_DTYPE_F32, 1, &n),
                        tj_tensor_make(c, TJ_DTYPE_F32, 1, &n)};
   tj_tensor_t out = tj_tensor_make(a, TJ_DTYPE_F32, 1, &n);
-  printf("\n== pointwise triad a = b + 3c, f32[2^24] (GB/s: 12 bytes/elem) ==\n");
+  printf(
+      "\n== pointwise triad a = b + 3c, f32[2^24] (GB/s: 12 bytes/elem) ==\n");
   printf("  %7s %12s %14s %8s\n", "threads", "ours GB/s", "stream -O3 GB/s",
          "ratio");
   for (int threads = 1; threads <= 2; ++threads) {
@@ -180,9 +184,9 @@ static void bench_rows(void) {
   for (int which = 0; which < 2; ++which) {
     tj_graph_t* g = new_graph(which ? "layer_norm" : "softmax");
     tj_value_t vx = tj_graph_input(g, TJ_DTYPE_F32, 2, shape, "x");
-    tj_value_t vy =
-        which ? tj_graph_layer_norm(g, vx, tj_value_none(), tj_value_none(), 1e-5)
-              : tj_graph_softmax(g, vx, -1);
+    tj_value_t vy = which ? tj_graph_layer_norm(g, vx, tj_value_none(),
+                                                tj_value_none(), 1e-5)
+                          : tj_graph_softmax(g, vx, -1);
     tj_graph_output(g, vy, "y");
     check(tj_graph_finalize(g), "finalize");
     tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 2, shape);
@@ -201,8 +205,8 @@ static void bench_rows(void) {
 }
 
 static void bench_gemm(void) {
-  const int64_t shapes[3][3] = {{2048, 1024, 4096}, {256, 1024, 4096},
-                                {1024, 1024, 1024}};
+  const int64_t shapes[3][3] = {
+      {2048, 1024, 4096}, {256, 1024, 4096}, {1024, 1024, 1024}};
   printf("\n== f32 GEMM vs OpenBLAS cblas_sgemm (core %s) ==\n",
          g_corename ? g_corename() : "unavailable");
   printf("  %6s %6s %6s %7s %10s %10s %12s %8s\n", "M", "K", "N", "threads",
@@ -241,7 +245,8 @@ static tj_graph_t* capstone_graph(void) {
   tj_graph_t* g = new_graph("block");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 1024}, "x");
-  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){1024, 4096}, "w");
+  tj_value_t w =
+      tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){1024, 4096}, "w");
   tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4096}, "b");
   tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), true), "y");
   check(tj_graph_finalize(g), "finalize");
@@ -320,7 +325,8 @@ static void bench_compile_and_overhead(void) {
     if (p) pclose(p);
   }
   snprintf(command, sizeof(command), "rm -rf '%s'", dir);
-  if (system(command) != 0) fprintf(stderr, "x86_bench: cannot remove %s\n", dir);
+  if (system(command) != 0)
+    fprintf(stderr, "x86_bench: cannot remove %s\n", dir);
   printf("\n== compile time of the capstone (fresh process each) ==\n");
   printf("  cold (LLVM):             %8.2f ms   (goal < 200 ms)\n",
          median(cold, reps));
@@ -366,8 +372,9 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--only")) {
       only = argv[i + 1];
     } else {
-      fprintf(stderr, "usage: x86_bench [--reps N] [--only "
-                      "triad|rows|gemm|capstone|compile]\n");
+      fprintf(stderr,
+              "usage: x86_bench [--reps N] [--only "
+              "triad|rows|gemm|capstone|compile]\n");
       return 2;
     }
   }

@@ -216,9 +216,10 @@ static void print_scoreboard(const tj_graph_t* g, int64_t batch) {
   tj_scoreboard_t sb;
   check(tj_graph_scoreboard(g, 1, names, &batch, &sb), "tj_graph_scoreboard");
   double act = (double)sb.activation_bytes;
-  printf("\n== Scoreboard at B = %lld (bytes in units of the activation y, "
-         "%.1f MB) ==\n",
-         (long long)batch, act / 1e6);
+  printf(
+      "\n== Scoreboard at B = %lld (bytes in units of the activation y, "
+      "%.1f MB) ==\n",
+      (long long)batch, act / 1e6);
   printf("  %-13s %7s %8s %12s %12s %11s %7s %10s\n", "stage", "nodes",
          "kernels", "bytes r+w", "x activation", "peak MB", "breaks",
          "% compiled");
@@ -226,10 +227,9 @@ static void print_scoreboard(const tj_graph_t* g, int64_t batch) {
     const tj_scoreboard_row_t* r = &sb.rows[s];
     double bytes = (double)(r->bytes_read + r->bytes_written);
     printf("  %-13s %7lld %8lld %10.1fMB %11.1fx %11.1f %7lld %9.0f%%\n",
-           tj_stage_name(r->stage), (long long)r->nodes,
-           (long long)r->kernels, bytes / 1e6, bytes / act,
-           (double)r->peak_bytes / 1e6, (long long)r->graph_breaks,
-           r->percent_compiled);
+           tj_stage_name(r->stage), (long long)r->nodes, (long long)r->kernels,
+           bytes / 1e6, bytes / act, (double)r->peak_bytes / 1e6,
+           (long long)r->graph_breaks, r->percent_compiled);
   }
 }
 
@@ -239,9 +239,10 @@ int main(int argc, char** argv) {
   g_options = opt;
   if (opt.compile_only) return compile_only(&opt);
 
-  printf("libtensorjit %s: capstone y = gelu(x @ w + b), tanh form, f32, on "
-         "the %s\n",
-         tj_version_string(), opt.cuda ? "GPU (CUDA)" : "CPU (x86)");
+  printf(
+      "libtensorjit %s: capstone y = gelu(x @ w + b), tanh form, f32, on "
+      "the %s\n",
+      tj_version_string(), opt.cuda ? "GPU (CUDA)" : "CPU (x86)");
   printf("x: f32[B,%lld]  w: f32[%lld,%lld]  b: f32[%lld]  (B symbolic)\n",
          (long long)opt.k, (long long)opt.k, (long long)opt.n,
          (long long)opt.n);
@@ -289,10 +290,11 @@ int main(int argc, char** argv) {
   tj_executable_stats_t stats;
   tj_executable_stats(exe, &stats);
   printf("\n== Compile ==\n");
-  printf("  this process: %8.1f ms  (%d kernels; %lld compiled by LLVM, "
-         "%lld from the cache)\n",
-         cold_ms, stats.num_kernels, (long long)stats.cache_misses,
-         (long long)stats.cache_hits);
+  printf(
+      "  this process: %8.1f ms  (%d kernels; %lld compiled by LLVM, "
+      "%lld from the cache)\n",
+      cold_ms, stats.num_kernels, (long long)stats.cache_misses,
+      (long long)stats.cache_hits);
   char command[1200];
   snprintf(command, sizeof(command),
            "'/proc/%d/exe' --compile-only --k %lld --n %lld --device %s",
@@ -306,9 +308,10 @@ int main(int argc, char** argv) {
       warm_ms = NAN;
     pclose(p);
   }
-  printf("  new process:  %8.1f ms  (%lld from the disk cache, %lld "
-         "compiled)\n",
-         warm_ms, warm_hits, warm_misses);
+  printf(
+      "  new process:  %8.1f ms  (%lld from the disk cache, %lld "
+      "compiled)\n",
+      warm_ms, warm_hits, warm_misses);
 
   // 4. One executable, every B: time, numpy, error against the reference.
   printf("\n== Runs of one executable (median of %d) ==\n", opt.reps);
@@ -357,8 +360,8 @@ int main(int argc, char** argv) {
     failures += !ok;
     tj_executable_stats(exe, &stats);
     double np = numpy_ms(&opt, B);
-    printf("  %6lld %11.3f %11.3f %8.2fx %14.3g%s %11lld\n", (long long)B,
-           ours, np, np / ours, max_err, ok ? "  " : " !",
+    printf("  %6lld %11.3f %11.3f %8.2fx %14.3g%s %11lld\n", (long long)B, ours,
+           np, np / ours, max_err, ok ? "  " : " !",
            (long long)stats.recompiles);
     free(x);
     free(y);
@@ -368,15 +371,16 @@ int main(int argc, char** argv) {
   printf("\n== Recompile log (TJ_LOG=%s) ==\n", getenv("TJ_LOG"));
   if (log.lines) printf("%s", log.text);
   if (stats.recompiles == 0) {
-    printf("  no recompiles over %d batch sizes: one generic kernel set "
-           "served every B.\n",
-           opt.num_batches);
+    printf(
+        "  no recompiles over %d batch sizes: one generic kernel set "
+        "served every B.\n",
+        opt.num_batches);
   } else {
     printf("  %lld recompiles over %d batch sizes.\n",
            (long long)stats.recompiles, opt.num_batches);
   }
-  if (failures) printf("  %d batch sizes exceeded the error tolerance\n",
-                       failures);
+  if (failures)
+    printf("  %d batch sizes exceeded the error tolerance\n", failures);
   free(w);
   free(b);
   tj_executable_release(exe);

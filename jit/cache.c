@@ -96,14 +96,12 @@ static void memory_cache_destroy(void* state) {
   for (uint32_t i = 0; i < cache->num_entries; ++i) {
     tj_free(cache->allocator, cache->entries[i].bytes, cache->entries[i].size);
   }
-  tj_free(cache->allocator, cache->entries,
-          sizeof(entry_t) * cache->capacity);
+  tj_free(cache->allocator, cache->entries, sizeof(entry_t) * cache->capacity);
   pthread_mutex_destroy(&cache->mutex);
   tj_free(cache->allocator, cache, sizeof(*cache));
 }
 
-static tj_status_t memory_cache(tj_context_t* context,
-                                memory_cache_t** out) {
+static tj_status_t memory_cache(tj_context_t* context, memory_cache_t** out) {
   return tj_context_extension(context, TJ_CONTEXT_EXTENSION_KERNEL_CACHE,
                               memory_cache_create, memory_cache_destroy,
                               (void**)out);
@@ -336,8 +334,8 @@ tj_status_t tj_disk_cache_store(const char* dir, tj_cache_key_t key,
            (unsigned long)++counter);
   int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return tj_status_make(TJ_STATUS_BACKEND_FAILURE, "cache: cannot create %s: %s",
-                          temp, strerror(errno));
+    return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                          "cache: cannot create %s: %s", temp, strerror(errno));
   }
   file_header_t h;
   memset(&h, 0, sizeof(h));

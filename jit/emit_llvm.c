@@ -15,22 +15,35 @@
 
 LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype) {
   switch (dtype) {
-    case TJ_DTYPE_F32: case TJ_DTYPE_F16: case TJ_DTYPE_BF16: return em->t_f32;
-    case TJ_DTYPE_F64: return em->t_f64;
-    case TJ_DTYPE_I8: return em->t_i8;
-    case TJ_DTYPE_I32: return em->t_i32;
-    case TJ_DTYPE_I64: return em->t_i64;
-    case TJ_DTYPE_BOOL: return em->t_i1;
-    default: return em->t_f32;
+    case TJ_DTYPE_F32:
+    case TJ_DTYPE_F16:
+    case TJ_DTYPE_BF16:
+      return em->t_f32;
+    case TJ_DTYPE_F64:
+      return em->t_f64;
+    case TJ_DTYPE_I8:
+      return em->t_i8;
+    case TJ_DTYPE_I32:
+      return em->t_i32;
+    case TJ_DTYPE_I64:
+      return em->t_i64;
+    case TJ_DTYPE_BOOL:
+      return em->t_i1;
+    default:
+      return em->t_f32;
   }
 }
 
 LLVMTypeRef tj_emit_memory_type(tj_emit_t* em, tj_dtype_t dtype) {
   switch (dtype) {
-    case TJ_DTYPE_F16: return em->target.has_f16c ? em->t_f16 : em->t_i16;
-    case TJ_DTYPE_BF16: return em->t_i16;
-    case TJ_DTYPE_BOOL: return em->t_i8;
-    default: return tj_emit_compute_type(em, dtype);
+    case TJ_DTYPE_F16:
+      return em->target.has_f16c ? em->t_f16 : em->t_i16;
+    case TJ_DTYPE_BF16:
+      return em->t_i16;
+    case TJ_DTYPE_BOOL:
+      return em->t_i8;
+    default:
+      return tj_emit_compute_type(em, dtype);
   }
 }
 
@@ -52,8 +65,8 @@ static LLVMTypeRef elem_of(LLVMTypeRef type) {
 
 LLVMTypeRef tj_emit_int_like(tj_emit_t* em, LLVMTypeRef type) {
   LLVMTypeRef e = elem_of(type);
-  LLVMTypeRef i = LLVMGetTypeKind(e) == LLVMDoubleTypeKind ? em->t_i64
-                                                           : em->t_i32;
+  LLVMTypeRef i =
+      LLVMGetTypeKind(e) == LLVMDoubleTypeKind ? em->t_i64 : em->t_i32;
   return tj_emit_vec(em, i, tj_emit_lanes_of(type));
 }
 
@@ -81,8 +94,7 @@ LLVMValueRef tj_emit_splat(tj_emit_t* em, LLVMValueRef value, int32_t lanes) {
   LLVMValueRef zero = LLVMConstInt(em->t_i32, 0, 0);
   LLVMValueRef v =
       LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), value, zero, "");
-  LLVMValueRef mask =
-      LLVMConstNull(LLVMVectorType(em->t_i32, (unsigned)lanes));
+  LLVMValueRef mask = LLVMConstNull(LLVMVectorType(em->t_i32, (unsigned)lanes));
   return LLVMBuildShuffleVector(em->b, v, LLVMGetPoison(vt), mask, "splat");
 }
 
@@ -137,8 +149,7 @@ LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
                          b, "");
 }
 
-LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type,
-                            const char* name) {
+LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type, const char* name) {
   LLVMBuilderRef tmp = LLVMCreateBuilderInContext(em->ctx);
   LLVMValueRef first = LLVMGetFirstInstruction(em->entry);
   if (first) {
@@ -227,13 +238,13 @@ static LLVMValueRef half_bits_to_float(tj_emit_t* em, LLVMValueRef h) {
   LLVMBuilderRef b = em->b;
   LLVMTypeRef it = LLVMTypeOf(h);
   LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, tj_emit_lanes_of(it));
-  LLVMValueRef o = LLVMBuildShl(
-      b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x7fff), ""),
-      tj_emit_iconst(it, 13), "");
+  LLVMValueRef o =
+      LLVMBuildShl(b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x7fff), ""),
+                   tj_emit_iconst(it, 13), "");
   LLVMValueRef exp = LLVMBuildAnd(b, o, tj_emit_iconst(it, 0x7c00 << 13), "");
   o = LLVMBuildAdd(b, o, tj_emit_iconst(it, (127 - 15) << 23), "");
-  LLVMValueRef is_special = LLVMBuildICmp(
-      b, LLVMIntEQ, exp, tj_emit_iconst(it, 0x7c00 << 13), "");
+  LLVMValueRef is_special =
+      LLVMBuildICmp(b, LLVMIntEQ, exp, tj_emit_iconst(it, 0x7c00 << 13), "");
   LLVMValueRef is_small =
       LLVMBuildICmp(b, LLVMIntEQ, exp, tj_emit_iconst(it, 0), "");
   LLVMValueRef special =
@@ -246,9 +257,9 @@ static LLVMValueRef half_bits_to_float(tj_emit_t* em, LLVMValueRef h) {
   LLVMValueRef small = LLVMBuildBitCast(b, small_f, it, "");
   o = tj_emit_select(em, is_special, special, o);
   o = tj_emit_select(em, is_small, small, o);
-  LLVMValueRef sign = LLVMBuildShl(
-      b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x8000), ""),
-      tj_emit_iconst(it, 16), "");
+  LLVMValueRef sign =
+      LLVMBuildShl(b, LLVMBuildAnd(b, h, tj_emit_iconst(it, 0x8000), ""),
+                   tj_emit_iconst(it, 16), "");
   return LLVMBuildBitCast(b, LLVMBuildOr(b, o, sign, ""), ft, "");
 }
 
@@ -272,9 +283,9 @@ static LLVMValueRef float_to_half_bits(tj_emit_t* em, LLVMValueRef x) {
       LLVMBuildBitCast(b, tj_emit_iconst(it, denorm_magic), ft, ""), "");
   LLVMValueRef sub = LLVMBuildSub(b, LLVMBuildBitCast(b, sub_f, it, ""),
                                   tj_emit_iconst(it, denorm_magic), "");
-  LLVMValueRef odd = LLVMBuildAnd(
-      b, LLVMBuildLShr(b, f, tj_emit_iconst(it, 13), ""),
-      tj_emit_iconst(it, 1), "");
+  LLVMValueRef odd =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, f, tj_emit_iconst(it, 13), ""),
+                   tj_emit_iconst(it, 1), "");
   LLVMValueRef norm = LLVMBuildAdd(
       b, f, tj_emit_iconst(it, (int64_t)((15 - 127) * (1 << 23)) + 0xfff), "");
   norm = LLVMBuildLShr(b, LLVMBuildAdd(b, norm, odd, ""),
@@ -293,9 +304,8 @@ static LLVMValueRef float_to_half_bits(tj_emit_t* em, LLVMValueRef x) {
 static LLVMValueRef bf16_bits_to_float(tj_emit_t* em, LLVMValueRef h) {
   LLVMTypeRef it = LLVMTypeOf(h);
   LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, tj_emit_lanes_of(it));
-  return LLVMBuildBitCast(em->b,
-                          LLVMBuildShl(em->b, h, tj_emit_iconst(it, 16), ""),
-                          ft, "");
+  return LLVMBuildBitCast(
+      em->b, LLVMBuildShl(em->b, h, tj_emit_iconst(it, 16), ""), ft, "");
 }
 
 // f32 -> bf16 bits (i32 lanes), round to nearest even; NaN stays a quiet
@@ -310,8 +320,8 @@ static LLVMValueRef float_to_bf16_bits(tj_emit_t* em, LLVMValueRef x) {
       b, LLVMBuildAdd(b, u, tj_emit_iconst(it, 0x7fff), ""), odd, "");
   r = LLVMBuildLShr(b, r, tj_emit_iconst(it, 16), "");
   LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
-  return tj_emit_select(
-      em, nan, LLVMBuildOr(b, hi, tj_emit_iconst(it, 0x40), ""), r);
+  return tj_emit_select(em, nan,
+                        LLVMBuildOr(b, hi, tj_emit_iconst(it, 0x40), ""), r);
 }
 
 // Memory value -> compute value.
@@ -353,7 +363,11 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   }
 }
 
-typedef enum stride_kind_e { STRIDE_UNIT, STRIDE_ZERO, STRIDE_OTHER } stride_kind_t;
+typedef enum stride_kind_e {
+  STRIDE_UNIT,
+  STRIDE_ZERO,
+  STRIDE_OTHER
+} stride_kind_t;
 
 static stride_kind_t vector_stride_kind(tj_emit_t* em,
                                         const tj_emit_point_t* point,
@@ -385,8 +399,8 @@ LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
   unsigned align = elem_bytes(buf->dtype);
   int32_t lanes = point->lanes;
   LLVMValueRef v;
-  stride_kind_t kind = lanes == 1 ? STRIDE_ZERO
-                                  : vector_stride_kind(em, point, b);
+  stride_kind_t kind =
+      lanes == 1 ? STRIDE_ZERO : vector_stride_kind(em, point, b);
   if (kind == STRIDE_ZERO) {
     v = LLVMBuildLoad2(em->b, mt, point->ptr[b], buf->name);
     LLVMSetAlignment(v, align);
@@ -421,8 +435,8 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
   unsigned align = elem_bytes(buf->dtype);
   int32_t lanes = point->lanes;
   LLVMValueRef v = narrow(em, buf->dtype, value);
-  stride_kind_t kind = lanes == 1 ? STRIDE_UNIT
-                                  : vector_stride_kind(em, point, b);
+  stride_kind_t kind =
+      lanes == 1 ? STRIDE_UNIT : vector_stride_kind(em, point, b);
   LLVMValueRef align_v = LLVMConstInt(em->t_i32, align, 0);
   if (kind == STRIDE_ZERO) {
     // Every lane writes the same element (only the verifier's size-1 dims
@@ -433,9 +447,9 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
       LLVMValueRef e = LLVMBuildExtractElement(em->b, v, lane, "");
       if (point->mask) {
         tj_emit_if_t branch;
-        tj_emit_if_begin(
-            em, &branch,
-            LLVMBuildExtractElement(em->b, point->mask, lane, ""), "lane");
+        tj_emit_if_begin(em, &branch,
+                         LLVMBuildExtractElement(em->b, point->mask, lane, ""),
+                         "lane");
         LLVMSetAlignment(LLVMBuildStore(em->b, e, point->ptr[b]), align);
         tj_emit_if_end(em, &branch);
       } else {
@@ -500,10 +514,10 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
     return half_to ? round_to_half(em, r, to) : r;
   }
   if (tj_dtype_is_int(from) && tj_dtype_is_int(to)) {
-    unsigned fw = LLVMGetIntTypeWidth(LLVMGetTypeKind(LLVMTypeOf(v)) ==
-                                              LLVMVectorTypeKind
-                                          ? LLVMGetElementType(LLVMTypeOf(v))
-                                          : LLVMTypeOf(v));
+    unsigned fw =
+        LLVMGetIntTypeWidth(LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind
+                                ? LLVMGetElementType(LLVMTypeOf(v))
+                                : LLVMTypeOf(v));
     unsigned tw = (unsigned)tj_dtype_size(to) * 8;
     return fw < tw ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildTrunc(b, v, tt, "");
   }
@@ -556,48 +570,61 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       LLVMValueRef args[2] = {x, LLVMConstInt(em->t_i1, 0, 0)};
       return tj_emit_intrinsic(em, "llvm.abs", &t, 1, args, 2);
     }
-    case TJ_OP_EXP: return tj_vm_exp(em, x);
-    case TJ_OP_LOG: return tj_vm_log(em, x);
-    case TJ_OP_SQRT: return unary_intrinsic(em, "llvm.sqrt", x);
+    case TJ_OP_EXP:
+      return tj_vm_exp(em, x);
+    case TJ_OP_LOG:
+      return tj_vm_log(em, x);
+    case TJ_OP_SQRT:
+      return unary_intrinsic(em, "llvm.sqrt", x);
     case TJ_OP_RSQRT:
       return LLVMBuildFDiv(b, tj_emit_fconst(t, 1.0),
                            unary_intrinsic(em, "llvm.sqrt", x), "");
-    case TJ_OP_TANH: return tj_vm_tanh(em, x);
-    case TJ_OP_SIGMOID: return tj_vm_sigmoid(em, x);
-    case TJ_OP_ERF: return tj_vm_erf(em, x);
-    case TJ_OP_SIN: return tj_vm_sin(em, x);
-    case TJ_OP_COS: return tj_vm_cos(em, x);
+    case TJ_OP_TANH:
+      return tj_vm_tanh(em, x);
+    case TJ_OP_SIGMOID:
+      return tj_vm_sigmoid(em, x);
+    case TJ_OP_ERF:
+      return tj_vm_erf(em, x);
+    case TJ_OP_SIN:
+      return tj_vm_sin(em, x);
+    case TJ_OP_COS:
+      return tj_vm_cos(em, x);
     case TJ_OP_RELU:
       if (fl) {
         // x > 0 or NaN: x; else +0 (the reference's rule).
         LLVMValueRef zero = tj_emit_fconst(t, 0.0);
-        return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUGT, x, zero, ""),
-                              x, zero);
+        return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUGT, x, zero, ""), x,
+                              zero);
       }
       return tj_emit_select(
           em, LLVMBuildICmp(b, LLVMIntSGT, x, LLVMConstNull(t), ""), x,
           LLVMConstNull(t));
-    case TJ_OP_FLOOR: return unary_intrinsic(em, "llvm.floor", x);
-    case TJ_OP_CEIL: return unary_intrinsic(em, "llvm.ceil", x);
-    case TJ_OP_ROUND: return unary_intrinsic(em, "llvm.roundeven", x);
+    case TJ_OP_FLOOR:
+      return unary_intrinsic(em, "llvm.floor", x);
+    case TJ_OP_CEIL:
+      return unary_intrinsic(em, "llvm.ceil", x);
+    case TJ_OP_ROUND:
+      return unary_intrinsic(em, "llvm.roundeven", x);
     case TJ_OP_SIGN:
       if (fl) {
         LLVMValueRef zero = tj_emit_fconst(t, 0.0);
-        LLVMValueRef neg = tj_emit_select(
-            em, LLVMBuildFCmp(b, LLVMRealOLT, x, zero, ""),
-            tj_emit_fconst(t, -1.0), x);
+        LLVMValueRef neg =
+            tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOLT, x, zero, ""),
+                           tj_emit_fconst(t, -1.0), x);
         return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOGT, x, zero, ""),
                               tj_emit_fconst(t, 1.0), neg);
       } else {
         LLVMValueRef zero = LLVMConstNull(t);
-        LLVMValueRef pos = LLVMBuildZExt(
-            b, LLVMBuildICmp(b, LLVMIntSGT, x, zero, ""), t, "");
-        LLVMValueRef neg = LLVMBuildZExt(
-            b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, "");
+        LLVMValueRef pos =
+            LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSGT, x, zero, ""), t, "");
+        LLVMValueRef neg =
+            LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, "");
         return LLVMBuildSub(b, pos, neg, "");
       }
-    case TJ_OP_NOT: return LLVMBuildNot(b, x, "");
-    case TJ_OP_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+    case TJ_OP_NOT:
+      return LLVMBuildNot(b, x, "");
+    case TJ_OP_ISNAN:
+      return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
     default:
       if (!em->error) {
         em->error = tj_internal("kernel @%s: no lowering for unary %s",
@@ -614,9 +641,12 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
   bool fl = tj_dtype_is_float(dt);
   bool is_bool = dt == TJ_DTYPE_BOOL;
   switch (op) {
-    case TJ_OP_ADD: return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
-    case TJ_OP_SUB: return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
-    case TJ_OP_MUL: return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+    case TJ_OP_ADD:
+      return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+    case TJ_OP_SUB:
+      return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+    case TJ_OP_MUL:
+      return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
     case TJ_OP_DIV: {
       if (fl) return LLVMBuildFDiv(b, x, y, "");
       // x / 0 = 0 and x / -1 = -x (wrapping); sdiv never sees either.
@@ -625,17 +655,19 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       LLVMValueRef is_zero = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
       LLVMValueRef is_m1 =
           LLVMBuildICmp(b, LLVMIntEQ, y, tj_emit_iconst(t, -1), "");
-      LLVMValueRef safe = tj_emit_select(
-          em, LLVMBuildOr(b, is_zero, is_m1, ""), one, y);
+      LLVMValueRef safe =
+          tj_emit_select(em, LLVMBuildOr(b, is_zero, is_m1, ""), one, y);
       LLVMValueRef q = LLVMBuildSDiv(b, x, safe, "");
       q = tj_emit_select(em, is_m1, LLVMBuildNeg(b, x, ""), q);
       return tj_emit_select(em, is_zero, zero, q);
     }
-    case TJ_OP_POW: return tj_vm_pow(em, x, y);
+    case TJ_OP_POW:
+      return tj_vm_pow(em, x, y);
     case TJ_OP_MAXIMUM:
     case TJ_OP_MINIMUM: {
       bool max = op == TJ_OP_MAXIMUM;
-      if (is_bool) return max ? LLVMBuildOr(b, x, y, "") : LLVMBuildAnd(b, x, y, "");
+      if (is_bool)
+        return max ? LLVMBuildOr(b, x, y, "") : LLVMBuildAnd(b, x, y, "");
       if (!fl) {
         return tj_emit_select(
             em, LLVMBuildICmp(b, max ? LLVMIntSGT : LLVMIntSLT, x, y, ""), x,
@@ -648,23 +680,27 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUNO, x, y, ""),
                             LLVMBuildFAdd(b, x, y, ""), r);
     }
-    case TJ_OP_EQ: case TJ_OP_NE: case TJ_OP_LT: case TJ_OP_LE:
-    case TJ_OP_GT: case TJ_OP_GE: {
+    case TJ_OP_EQ:
+    case TJ_OP_NE:
+    case TJ_OP_LT:
+    case TJ_OP_LE:
+    case TJ_OP_GT:
+    case TJ_OP_GE: {
       static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE,
                                              LLVMRealOLT, LLVMRealOLE,
                                              LLVMRealOGT, LLVMRealOGE};
-      static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,
-                                            LLVMIntSLT, LLVMIntSLE,
-                                            LLVMIntSGT, LLVMIntSGE};
-      static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,
-                                            LLVMIntULT, LLVMIntULE,
-                                            LLVMIntUGT, LLVMIntUGE};
+      static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
+                                            LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+      static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
+                                            LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
       int i = (int)op - (int)TJ_OP_EQ;
       if (fl) return LLVMBuildFCmp(b, fp[i], x, y, "");
       return LLVMBuildICmp(b, is_bool ? up[i] : sp[i], x, y, "");
     }
-    case TJ_OP_AND: return LLVMBuildAnd(b, x, y, "");
-    case TJ_OP_OR: return LLVMBuildOr(b, x, y, "");
+    case TJ_OP_AND:
+      return LLVMBuildAnd(b, x, y, "");
+    case TJ_OP_OR:
+      return LLVMBuildOr(b, x, y, "");
     default:
       if (!em->error) {
         em->error = tj_internal("kernel @%s: no lowering for binary %s",
@@ -677,10 +713,14 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
 // A float constant of |dtype| as the f32/f64 value it holds.
 static double round_const(tj_dtype_t dtype, double v) {
   switch (dtype) {
-    case TJ_DTYPE_F32: return (double)(float)v;
-    case TJ_DTYPE_F16: return (double)tj_f16_to_f32(tj_f64_to_f16(v));
-    case TJ_DTYPE_BF16: return (double)tj_bf16_to_f32(tj_f64_to_bf16(v));
-    default: return v;
+    case TJ_DTYPE_F32:
+      return (double)(float)v;
+    case TJ_DTYPE_F16:
+      return (double)tj_f16_to_f32(tj_f64_to_f16(v));
+    case TJ_DTYPE_BF16:
+      return (double)tj_bf16_to_f32(tj_f64_to_bf16(v));
+    default:
+      return v;
   }
 }
 
@@ -695,8 +735,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   int32_t lanes = point->lanes;
   for (uint32_t i = 0; i < phase->num_insts && !em->error; ++i) {
     const tj_kir_inst_t* in = &phase->insts[i];
-    LLVMTypeRef ct = tj_emit_vec(em, tj_emit_compute_type(em, in->dtype),
-                                 lanes);
+    LLVMTypeRef ct =
+        tj_emit_vec(em, tj_emit_compute_type(em, in->dtype), lanes);
     switch (in->kind) {
       case TJ_KIR_LOAD:
         vals[i] = tj_emit_load(em, point, in->ref);
@@ -712,8 +752,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
       case TJ_KIR_INDEX: {
         LLVMValueRef base = tj_emit_splat(em, point->index[in->ref], lanes);
         if (lanes > 1 && (int32_t)in->ref == point->vdim) {
-          base = LLVMBuildAdd(em->b, base,
-                              tj_emit_iota(em, em->t_i64, lanes), "");
+          base =
+              LLVMBuildAdd(em->b, base, tj_emit_iota(em, em->t_i64, lanes), "");
         }
         vals[i] = base;
         break;
@@ -730,8 +770,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         if (in->op == TJ_OP_CAST) {
           vals[i] = tj_emit_cast(em, x, dt, in->dtype);
         } else if (in->op == TJ_OP_WHERE) {
-          vals[i] = tj_emit_select(em, x, vals[in->args[1]],
-                                   vals[in->args[2]]);
+          vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
           vals[i] = emit_unary(em, in->op, dt, x);
         } else {
@@ -771,8 +810,8 @@ void tj_emit_decompose(tj_emit_t* em, LLVMValueRef linear, int32_t ndims,
     for (uint32_t b = 0; b < k->num_buffers; ++b) {
       if (tj_kir_ival_is_const(k->buffers[b].strides[d], 0)) continue;
       offs[b] = LLVMBuildAdd(
-          em->b, offs[b], LLVMBuildMul(em->b, idx, tj_emit_stride(em, b, d), ""),
-          "");
+          em->b, offs[b],
+          LLVMBuildMul(em->b, idx, tj_emit_stride(em, b, d), ""), "");
     }
   }
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
@@ -829,13 +868,20 @@ static tj_status_t emit_kernel(tj_emit_t* em, const tj_kir_t* k) {
         LLVMBuildGEP2(em->b, em->t_ptr, em->arg_buffers, &idx, 1, "");
     em->base[b] = LLVMBuildLoad2(em->b, em->t_ptr, ptr, k->buffers[b].name);
   }
-  for (int32_t d = 0; d < k->rank; ++d) em->dim[d] = tj_emit_ival(em, k->dims[d]);
+  for (int32_t d = 0; d < k->rank; ++d)
+    em->dim[d] = tj_emit_ival(em, k->dims[d]);
   em->gemm_k = tj_emit_ival(em, k->gemm_k);
   tj_status_t s = NULL;
   switch (k->kind) {
-    case TJ_KIR_POINTWISE: s = tj_emit_pointwise(em); break;
-    case TJ_KIR_ROW_REDUCE: s = tj_emit_row_reduce(em); break;
-    case TJ_KIR_GEMM: s = tj_emit_gemm(em); break;
+    case TJ_KIR_POINTWISE:
+      s = tj_emit_pointwise(em);
+      break;
+    case TJ_KIR_ROW_REDUCE:
+      s = tj_emit_row_reduce(em);
+      break;
+    case TJ_KIR_GEMM:
+      s = tj_emit_gemm(em);
+      break;
   }
   if (!s && em->error) {
     s = em->error;

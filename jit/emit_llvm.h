@@ -22,8 +22,8 @@ struct tj_emit_t;
 // vector) of an f32, f16 or bf16 computation; NULL means "use the portable
 // code" (jit/vecmath.h). The NVPTX emitter's fast math is one
 // (jit/nvptx_math.h).
-typedef LLVMValueRef (*tj_emit_unary_hook_fn)(struct tj_emit_t* em,
-                                              tj_op_t op, LLVMValueRef x);
+typedef LLVMValueRef (*tj_emit_unary_hook_fn)(struct tj_emit_t* em, tj_op_t op,
+                                              LLVMValueRef x);
 
 // What the emitter may assume about the CPU that runs the code.
 typedef struct tj_emit_target_t {
@@ -56,10 +56,10 @@ typedef struct tj_emit_t {
   // The kernel's arguments.
   LLVMValueRef arg_buffers, arg_scalars, arg_scratch, arg_begin, arg_end;
   // Loaded in the entry block.
-  LLVMValueRef base[TJ_KIR_MAX_BUFFERS];  // buffer base pointers
-  LLVMValueRef scalar[TJ_KIR_MAX_PARAMS]; // i64 scalar params
-  LLVMValueRef dim[TJ_KIR_MAX_RANK];      // i64 space dims
-  LLVMValueRef gemm_k;                    // i64
+  LLVMValueRef base[TJ_KIR_MAX_BUFFERS];   // buffer base pointers
+  LLVMValueRef scalar[TJ_KIR_MAX_PARAMS];  // i64 scalar params
+  LLVMValueRef dim[TJ_KIR_MAX_RANK];       // i64 space dims
+  LLVMValueRef gemm_k;                     // i64
   tj_status_t error;  // first emission error; emission stops adding code
 } tj_emit_t;
 
@@ -117,8 +117,7 @@ LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b);
 
 // An i64 slot in the entry block (for loop counters and accumulators that
 // SROA turns back into SSA values).
-LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type,
-                            const char* name);
+LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type, const char* name);
 
 // A counted loop: for (i = start; i < limit; i += step). The body is emitted
 // between loop_begin (which returns i) and loop_end.
@@ -168,8 +167,7 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef value, tj_dtype_t from,
 // Emits |phase|'s instructions at |point|. Returns the yielded value in
 // |*out_yield| (REDUCE phases; may be NULL otherwise).
 tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
-                         const tj_emit_point_t* point,
-                         LLVMValueRef* out_yield);
+                         const tj_emit_point_t* point, LLVMValueRef* out_yield);
 
 //===--- templates ---===//
 

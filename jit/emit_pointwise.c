@@ -36,8 +36,8 @@ tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
   LLVMValueRef full =
       LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "full");
   tj_emit_loop_t loop;
-  LLVMValueRef i = tj_emit_loop_begin(em, &loop, i64c(em, 0), full,
-                                      i64c(em, w), "vec");
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &loop, i64c(em, 0), full, i64c(em, w), "vec");
   tj_emit_point_t p;
   tj_emit_line_point(em, line, i, index0, &p);
   p.mask = NULL;
@@ -59,7 +59,8 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
   LLVMValueRef inner = em->dim[vd];
   LLVMValueRef block = i64c(em, TJ_KIR_POINTWISE_BLOCK);
   LLVMValueRef blocks = LLVMBuildUDiv(
-      em->b, LLVMBuildAdd(em->b, inner, i64c(em, TJ_KIR_POINTWISE_BLOCK - 1), ""),
+      em->b,
+      LLVMBuildAdd(em->b, inner, i64c(em, TJ_KIR_POINTWISE_BLOCK - 1), ""),
       block, "blocks");
   tj_emit_loop_t units;
   LLVMValueRef u = tj_emit_loop_begin(em, &units, em->arg_begin, em->arg_end,
@@ -72,12 +73,12 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
   line.vdim = vd;
   tj_emit_decompose(em, line_index, vd, &line);
   LLVMValueRef i0 = LLVMBuildMul(em->b, blk, block, "");
-  LLVMValueRef len = tj_emit_min_i64(em, block,
-                                     LLVMBuildSub(em->b, inner, i0, ""));
+  LLVMValueRef len =
+      tj_emit_min_i64(em, block, LLVMBuildSub(em->b, inner, i0, ""));
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
-    line.ptr[b] = tj_emit_advance(
-        em, b, line.ptr[b],
-        LLVMBuildMul(em->b, i0, tj_emit_stride(em, b, vd), ""));
+    line.ptr[b] =
+        tj_emit_advance(em, b, line.ptr[b],
+                        LLVMBuildMul(em->b, i0, tj_emit_stride(em, b, vd), ""));
   }
   TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
   tj_emit_loop_end(em, &units);

@@ -106,9 +106,8 @@ static LLVMValueRef argmax_take(tj_emit_t* em, tj_dtype_t dt, LLVMValueRef av,
     eq = LLVMBuildICmp(bl, LLVMIntEQ, bv, av, "");
   }
   LLVMValueRef earlier = LLVMBuildICmp(bl, LLVMIntSLT, bi, ai, "");
-  LLVMValueRef better = LLVMBuildOr(
-      bl, LLVMBuildOr(bl, a_none, gt, ""), LLVMBuildAnd(bl, eq, earlier, ""),
-      "");
+  LLVMValueRef better = LLVMBuildOr(bl, LLVMBuildOr(bl, a_none, gt, ""),
+                                    LLVMBuildAnd(bl, eq, earlier, ""), "");
   return LLVMBuildAnd(bl, b_valid, better, "");
 }
 
@@ -166,8 +165,14 @@ static bool heavy_body(const tj_kir_phase_t* ph) {
     const tj_kir_inst_t* in = &ph->insts[i];
     if (in->kind != TJ_KIR_OP) continue;
     switch (in->op) {
-      case TJ_OP_EXP: case TJ_OP_LOG: case TJ_OP_TANH: case TJ_OP_SIGMOID:
-      case TJ_OP_ERF: case TJ_OP_SIN: case TJ_OP_COS: case TJ_OP_POW:
+      case TJ_OP_EXP:
+      case TJ_OP_LOG:
+      case TJ_OP_TANH:
+      case TJ_OP_SIGMOID:
+      case TJ_OP_ERF:
+      case TJ_OP_SIN:
+      case TJ_OP_COS:
+      case TJ_OP_POW:
         return true;
       default:
         break;
@@ -200,8 +205,8 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
   int64_t step = (int64_t)chains * w;
   LLVMValueRef main_end = LLVMBuildAnd(em->b, len, i64c(em, ~(step - 1)), "");
   tj_emit_loop_t loop;
-  LLVMValueRef i = tj_emit_loop_begin(em, &loop, zero, main_end,
-                                      i64c(em, step), "red");
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &loop, zero, main_end, i64c(em, step), "red");
   for (int32_t u = 0; u < chains; ++u) {
     LLVMValueRef off = LLVMBuildAdd(em->b, i, i64c(em, (int64_t)u * w), "");
     tj_emit_point_t p;

@@ -13,39 +13,54 @@
 
 const char* tj_kir_kind_name(tj_kir_kind_t kind) {
   switch (kind) {
-    case TJ_KIR_POINTWISE: return "pointwise";
-    case TJ_KIR_ROW_REDUCE: return "row_reduce";
-    case TJ_KIR_GEMM: return "gemm";
+    case TJ_KIR_POINTWISE:
+      return "pointwise";
+    case TJ_KIR_ROW_REDUCE:
+      return "row_reduce";
+    case TJ_KIR_GEMM:
+      return "gemm";
   }
   return "?";
 }
 
 const char* tj_kir_reduce_name(tj_kir_reduce_t reduce) {
   switch (reduce) {
-    case TJ_KIR_REDUCE_SUM: return "sum";
-    case TJ_KIR_REDUCE_MAX: return "max";
-    case TJ_KIR_REDUCE_MIN: return "min";
-    case TJ_KIR_REDUCE_PROD: return "prod";
-    case TJ_KIR_REDUCE_ARGMAX: return "argmax";
+    case TJ_KIR_REDUCE_SUM:
+      return "sum";
+    case TJ_KIR_REDUCE_MAX:
+      return "max";
+    case TJ_KIR_REDUCE_MIN:
+      return "min";
+    case TJ_KIR_REDUCE_PROD:
+      return "prod";
+    case TJ_KIR_REDUCE_ARGMAX:
+      return "argmax";
   }
   return "?";
 }
 
 static const char* role_name(tj_kir_role_t role) {
   switch (role) {
-    case TJ_KIR_INPUT: return "in";
-    case TJ_KIR_OUTPUT: return "out";
-    case TJ_KIR_GEMM_A: return "a";
-    case TJ_KIR_GEMM_B: return "b";
+    case TJ_KIR_INPUT:
+      return "in";
+    case TJ_KIR_OUTPUT:
+      return "out";
+    case TJ_KIR_GEMM_A:
+      return "a";
+    case TJ_KIR_GEMM_B:
+      return "b";
   }
   return "?";
 }
 
 static const char* phase_kind_name(tj_kir_phase_kind_t kind) {
   switch (kind) {
-    case TJ_KIR_PHASE_MAP: return "map";
-    case TJ_KIR_PHASE_REDUCE: return "reduce";
-    case TJ_KIR_PHASE_ROW: return "row";
+    case TJ_KIR_PHASE_MAP:
+      return "map";
+    case TJ_KIR_PHASE_REDUCE:
+      return "reduce";
+    case TJ_KIR_PHASE_ROW:
+      return "row";
   }
   return "?";
 }
@@ -79,9 +94,9 @@ static bool usable(tj_kir_t* k) { return k && !k->error && !k->finalized; }
 
 static uint32_t push_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
                            tj_kir_reduce_t reduce) {
-  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->phases,
-                                   &k->phase_capacity, k->num_phases + 1,
-                                   sizeof(tj_kir_phase_t));
+  tj_status_t s =
+      tj_array_reserve(k->allocator, (void**)&k->phases, &k->phase_capacity,
+                       k->num_phases + 1, sizeof(tj_kir_phase_t));
   if (s) {
     record(k, s);
     return TJ_KIR_NONE;
@@ -161,9 +176,9 @@ uint32_t tj_kir_add_param(tj_kir_t* k, const char* name) {
                          TJ_KIR_MAX_PARAMS));
     return TJ_KIR_NONE;
   }
-  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->param_names,
-                                   &k->param_capacity, k->num_params + 1,
-                                   sizeof(char*));
+  tj_status_t s =
+      tj_array_reserve(k->allocator, (void**)&k->param_names,
+                       &k->param_capacity, k->num_params + 1, sizeof(char*));
   const char* copy = s ? NULL : tj_arena_strdup(&k->arena, name);
   if (!s && !copy) s = tj_status_oom();
   if (s) {
@@ -182,8 +197,8 @@ static bool check_ival(tj_kir_t* k, tj_kir_ival_t v, bool is_size,
     return false;
   }
   if (is_size && v.param < 0 && v.value < 0) {
-    record(k, tj_invalid("kernel @%s: %s is negative (%" PRId64 ")",
-                         k->name, what, v.value));
+    record(k, tj_invalid("kernel @%s: %s is negative (%" PRId64 ")", k->name,
+                         what, v.value));
     return false;
   }
   return true;
@@ -199,8 +214,8 @@ void tj_kir_set_space(tj_kir_t* k, int32_t rank, const tj_kir_ival_t* dims) {
     return;
   }
   if (k->num_buffers) {
-    record(k, tj_invalid("kernel @%s: the space is set after buffers",
-                         k->name));
+    record(k,
+           tj_invalid("kernel @%s: the space is set after buffers", k->name));
     return;
   }
   for (int32_t d = 0; d < rank; ++d) {
@@ -236,9 +251,9 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          TJ_KIR_MAX_BUFFERS));
     return TJ_KIR_NONE;
   }
-  tj_status_t s = tj_array_reserve(k->allocator, (void**)&k->buffers,
-                                   &k->buffer_capacity, k->num_buffers + 1,
-                                   sizeof(tj_kir_buffer_t));
+  tj_status_t s =
+      tj_array_reserve(k->allocator, (void**)&k->buffers, &k->buffer_capacity,
+                       k->num_buffers + 1, sizeof(tj_kir_buffer_t));
   const char* copy = s ? NULL : tj_arena_strdup(&k->arena, name);
   if (!s && !copy) s = tj_status_oom();
   if (s) {
@@ -269,8 +284,8 @@ void tj_kir_set_gemm(tj_kir_t* k, tj_kir_ival_t kdim,
     if (s->tile_m < 0 || s->tile_m > 16 || s->tile_n < 0 || s->tile_n > 256 ||
         s->mc < 0 || s->nc < 0 || s->kc < 0) {
       record(k, tj_invalid("kernel @%s: bad gemm schedule tile %dx%d mc %d "
-                           "nc %d kc %d", k->name, s->tile_m, s->tile_n,
-                           s->mc, s->nc, s->kc));
+                           "nc %d kc %d",
+                           k->name, s->tile_m, s->tile_n, s->mc, s->nc, s->kc));
       return;
     }
     k->schedule = *s;
@@ -286,7 +301,8 @@ uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
     return TJ_KIR_NONE;
   }
   if ((unsigned)kind > TJ_KIR_PHASE_ROW ||
-      (kind == TJ_KIR_PHASE_REDUCE && (unsigned)reduce > TJ_KIR_REDUCE_ARGMAX)) {
+      (kind == TJ_KIR_PHASE_REDUCE &&
+       (unsigned)reduce > TJ_KIR_REDUCE_ARGMAX)) {
     record(k, tj_invalid("kernel @%s: bad phase kind %d / reduce %d", k->name,
                          (int)kind, (int)reduce));
     return TJ_KIR_NONE;
@@ -299,13 +315,12 @@ uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
 static uint32_t append(tj_kir_t* k, const tj_kir_inst_t* inst) {
   tj_kir_phase_t* p = open_phase(k);
   if (!p) {
-    record(k, tj_invalid("kernel @%s: instruction before any phase",
-                         k->name));
+    record(k, tj_invalid("kernel @%s: instruction before any phase", k->name));
     return TJ_KIR_NONE;
   }
-  tj_status_t s = tj_array_reserve(k->allocator, (void**)&p->insts,
-                                   &p->inst_capacity, p->num_insts + 1,
-                                   sizeof(tj_kir_inst_t));
+  tj_status_t s =
+      tj_array_reserve(k->allocator, (void**)&p->insts, &p->inst_capacity,
+                       p->num_insts + 1, sizeof(tj_kir_inst_t));
   if (s) {
     record(k, s);
     return TJ_KIR_NONE;
@@ -321,8 +336,9 @@ static const tj_kir_inst_t* arg(tj_kir_t* k, uint32_t v, const char* what) {
   if (!p || v >= p->num_insts || p->insts[v].kind == TJ_KIR_STORE ||
       p->insts[v].kind == TJ_KIR_YIELD) {
     record(k, tj_invalid("kernel @%s: %s: operand %%%d is not a value of "
-                         "phase %u", k->name, what, v == TJ_KIR_NONE ? -1
-                         : (int)v, k->num_phases ? k->num_phases - 1 : 0));
+                         "phase %u",
+                         k->name, what, v == TJ_KIR_NONE ? -1 : (int)v,
+                         k->num_phases ? k->num_phases - 1 : 0));
     return NULL;
   }
   return &p->insts[v];
@@ -340,8 +356,8 @@ static tj_kir_inst_t new_inst(tj_kir_inst_kind_t kind, tj_dtype_t dtype) {
 uint32_t tj_kir_load(tj_kir_t* k, uint32_t buffer) {
   if (!usable(k)) return TJ_KIR_NONE;
   if (buffer >= k->num_buffers || k->buffers[buffer].role != TJ_KIR_INPUT) {
-    record(k, tj_invalid("kernel @%s: load: buffer %u is not an input",
-                         k->name, buffer));
+    record(k, tj_invalid("kernel @%s: load: buffer %u is not an input", k->name,
+                         buffer));
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_LOAD, k->buffers[buffer].dtype);
@@ -422,9 +438,18 @@ uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
 
 static bool unary_is_float_only(tj_op_t op) {
   switch (op) {
-    case TJ_OP_EXP: case TJ_OP_LOG: case TJ_OP_SQRT: case TJ_OP_RSQRT:
-    case TJ_OP_TANH: case TJ_OP_SIGMOID: case TJ_OP_ERF: case TJ_OP_SIN:
-    case TJ_OP_COS: case TJ_OP_FLOOR: case TJ_OP_CEIL: case TJ_OP_ROUND:
+    case TJ_OP_EXP:
+    case TJ_OP_LOG:
+    case TJ_OP_SQRT:
+    case TJ_OP_RSQRT:
+    case TJ_OP_TANH:
+    case TJ_OP_SIGMOID:
+    case TJ_OP_ERF:
+    case TJ_OP_SIN:
+    case TJ_OP_COS:
+    case TJ_OP_FLOOR:
+    case TJ_OP_CEIL:
+    case TJ_OP_ROUND:
     case TJ_OP_ISNAN:
       return true;
     default:
@@ -433,8 +458,8 @@ static bool unary_is_float_only(tj_op_t op) {
 }
 
 static bool is_comparison(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT ||
-         op == TJ_OP_LE || op == TJ_OP_GT || op == TJ_OP_GE;
+  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
+         op == TJ_OP_GT || op == TJ_OP_GE;
 }
 
 // The result dtype of unary |op| on |a|, or false if the op does not apply.
@@ -463,10 +488,16 @@ static bool binary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t b,
   }
   *out = a;
   switch (op) {
-    case TJ_OP_AND: case TJ_OP_OR: return a == TJ_DTYPE_BOOL;
-    case TJ_OP_POW: return tj_dtype_is_float(a);
-    case TJ_OP_MAXIMUM: case TJ_OP_MINIMUM: return true;
-    default: return a != TJ_DTYPE_BOOL;  // add sub mul div
+    case TJ_OP_AND:
+    case TJ_OP_OR:
+      return a == TJ_DTYPE_BOOL;
+    case TJ_OP_POW:
+      return tj_dtype_is_float(a);
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM:
+      return true;
+    default:
+      return a != TJ_DTYPE_BOOL;  // add sub mul div
   }
 }
 
@@ -480,9 +511,8 @@ uint32_t tj_kir_unary(tj_kir_t* k, tj_op_t op, uint32_t a) {
   if (!x) return TJ_KIR_NONE;
   tj_dtype_t type;
   if (!unary_type(op, x->dtype, &type)) {
-    record(k, tj_invalid("kernel @%s: %s does not apply to %s (%%%u)",
-                         k->name, tj_op_info(op)->name,
-                         tj_dtype_name(x->dtype), a));
+    record(k, tj_invalid("kernel @%s: %s does not apply to %s (%%%u)", k->name,
+                         tj_op_info(op)->name, tj_dtype_name(x->dtype), a));
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_OP, type);
@@ -504,9 +534,9 @@ uint32_t tj_kir_binary(tj_kir_t* k, tj_op_t op, uint32_t a, uint32_t b) {
   tj_dtype_t type;
   if (!binary_type(op, x->dtype, y->dtype, &type)) {
     record(k, tj_invalid("kernel @%s: %s does not apply to %s (%%%u), %s "
-                         "(%%%u)", k->name, tj_op_info(op)->name,
-                         tj_dtype_name(x->dtype), a, tj_dtype_name(y->dtype),
-                         b));
+                         "(%%%u)",
+                         k->name, tj_op_info(op)->name, tj_dtype_name(x->dtype),
+                         a, tj_dtype_name(y->dtype), b));
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_OP, type);
@@ -525,7 +555,8 @@ uint32_t tj_kir_where(tj_kir_t* k, uint32_t cond, uint32_t a, uint32_t b) {
   if (!y) return TJ_KIR_NONE;
   if (c->dtype != TJ_DTYPE_BOOL || x->dtype != y->dtype) {
     record(k, tj_invalid("kernel @%s: where needs (bool, T, T), got (%s, %s, "
-                         "%s)", k->name, tj_dtype_name(c->dtype),
+                         "%s)",
+                         k->name, tj_dtype_name(c->dtype),
                          tj_dtype_name(x->dtype), tj_dtype_name(y->dtype)));
     return TJ_KIR_NONE;
   }
@@ -579,8 +610,7 @@ void tj_kir_yield(tj_kir_t* k, uint32_t value) {
   if (!usable(k)) return;
   tj_kir_phase_t* p = open_phase(k);
   if (!p || p->kind != TJ_KIR_PHASE_REDUCE) {
-    record(k, tj_invalid("kernel @%s: yield outside a reduce phase",
-                         k->name));
+    record(k, tj_invalid("kernel @%s: yield outside a reduce phase", k->name));
     return;
   }
   const tj_kir_inst_t* x = arg(k, value, "yield");
@@ -613,15 +643,17 @@ static tj_status_t verify(const tj_kir_t* k) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) {
       if (k->kind != TJ_KIR_GEMM) {
-        return tj_invalid("kernel @%s: buffer %%%s: gemm operand in a %s "
-                          "kernel", k->name, buf->name,
-                          tj_kir_kind_name(k->kind));
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: gemm operand in a %s "
+            "kernel",
+            k->name, buf->name, tj_kir_kind_name(k->kind));
       }
       bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
       if (buf->dtype != TJ_DTYPE_F32 && !(half && k->allow_half_gemm)) {
-        return tj_unsupported("kernel @%s: gemm operand %%%s is %s; only f32 "
-                              "operands are supported", k->name, buf->name,
-                              tj_dtype_name(buf->dtype));
+        return tj_unsupported(
+            "kernel @%s: gemm operand %%%s is %s; only f32 "
+            "operands are supported",
+            k->name, buf->name, tj_dtype_name(buf->dtype));
       }
       num_a += buf->role == TJ_KIR_GEMM_A;
       num_b += buf->role == TJ_KIR_GEMM_B;
@@ -641,8 +673,10 @@ static tj_status_t verify(const tj_kir_t* k) {
     }
   }
   if (k->kind == TJ_KIR_GEMM && (num_a != 1 || num_b != 1)) {
-    return tj_invalid("kernel @%s: a gemm needs one A and one B buffer, has "
-                      "%u and %u", k->name, num_a, num_b);
+    return tj_invalid(
+        "kernel @%s: a gemm needs one A and one B buffer, has "
+        "%u and %u",
+        k->name, num_a, num_b);
   }
   if (num_out == 0) {
     return tj_invalid("kernel @%s: no output buffer", k->name);
@@ -663,19 +697,21 @@ static tj_status_t verify(const tj_kir_t* k) {
         }
       }
       if (in->kind == TJ_KIR_STORE && ph->kind == TJ_KIR_PHASE_REDUCE) {
-        return tj_invalid("kernel @%s: phase %u: store %%%u in a reduce "
-                          "phase", k->name, p, i);
+        return tj_invalid(
+            "kernel @%s: phase %u: store %%%u in a reduce "
+            "phase",
+            k->name, p, i);
       }
       // A ROW phase runs once per row at element 0 of L, which does not
       // exist when L == 0: it may only touch per-row buffers.
       if (ph->kind == TJ_KIR_PHASE_ROW &&
           (in->kind == TJ_KIR_LOAD || in->kind == TJ_KIR_STORE) &&
-          !tj_kir_ival_is_const(k->buffers[in->ref].strides[k->rank - 1],
-                                0)) {
-        return tj_invalid("kernel @%s: phase %u: %%%u accesses %%%s, which "
-                          "has a nonzero stride along the reduced dim, in a "
-                          "row phase", k->name, p, i,
-                          k->buffers[in->ref].name);
+          !tj_kir_ival_is_const(k->buffers[in->ref].strides[k->rank - 1], 0)) {
+        return tj_invalid(
+            "kernel @%s: phase %u: %%%u accesses %%%s, which "
+            "has a nonzero stride along the reduced dim, in a "
+            "row phase",
+            k->name, p, i, k->buffers[in->ref].name);
       }
     }
     if ((ph->kind == TJ_KIR_PHASE_REDUCE) != (yields == 1)) {
@@ -780,8 +816,8 @@ static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
       if (tj_dtype_is_float(in->dtype)) {
         sbuf_printf(s, "    %%%u = const %.17g : %s\n", index, in->fvalue, dt);
       } else {
-        sbuf_printf(s, "    %%%u = const %" PRId64 " : %s\n", index,
-                    in->ivalue, dt);
+        sbuf_printf(s, "    %%%u = const %" PRId64 " : %s\n", index, in->ivalue,
+                    dt);
       }
       return;
     case TJ_KIR_PARAM:
@@ -928,8 +964,7 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
   for (int32_t d = 0; d < k->rank; ++d) {
     dims[d] = tj_kir_ival_eval(k->dims[d], scalars);
     if (dims[d] < 0) {
-      return tj_invalid("kernel @%s: dim %d is %" PRId64, k->name, d,
-                        dims[d]);
+      return tj_invalid("kernel @%s: dim %d is %" PRId64, k->name, d, dims[d]);
     }
   }
   // Every unit count below is bounded by the element count of the space,
@@ -972,8 +1007,8 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       if (kc < 1) kc = 1;
       int64_t bytes = (kc * s->nc * 4 + 63) / 64 * 64;
       if (tj_kir_gemm_packs_a(k)) {
-        bytes += ((kc * s->tile_m + lanes) * (s->mc / s->tile_m) * 4 + 63) /
-                 64 * 64;
+        bytes +=
+            ((kc * s->tile_m + lanes) * (s->mc / s->tile_m) * 4 + 63) / 64 * 64;
       }
       if (kk > s->kc) bytes += (int64_t)s->mc * s->nc * 4;
       out->scratch_bytes = bytes;

@@ -202,16 +202,16 @@ typedef enum tj_kir_phase_kind_e {
 
 typedef enum tj_kir_reduce_e {
   TJ_KIR_REDUCE_SUM = 0,
-  TJ_KIR_REDUCE_MAX = 1,     // NaN propagates; -inf (INT_MIN) when L == 0
-  TJ_KIR_REDUCE_MIN = 2,     // NaN propagates; +inf (INT_MAX) when L == 0
+  TJ_KIR_REDUCE_MAX = 1,  // NaN propagates; -inf (INT_MIN) when L == 0
+  TJ_KIR_REDUCE_MIN = 2,  // NaN propagates; +inf (INT_MAX) when L == 0
   TJ_KIR_REDUCE_PROD = 3,
   TJ_KIR_REDUCE_ARGMAX = 4,  // i64 index of the first max; the first NaN wins
 } tj_kir_reduce_t;
 
 typedef struct tj_kir_phase_t {
   tj_kir_phase_kind_t kind;
-  tj_kir_reduce_t reduce;    // REDUCE only
-  tj_dtype_t result_dtype;   // REDUCE only: dtype of ^phase
+  tj_kir_reduce_t reduce;   // REDUCE only
+  tj_dtype_t result_dtype;  // REDUCE only: dtype of ^phase
   tj_kir_inst_t* insts;
   uint32_t num_insts, inst_capacity;
 } tj_kir_phase_t;
@@ -276,9 +276,8 @@ void tj_kir_set_space(tj_kir_t* kernel, int32_t rank,
                       const tj_kir_ival_t* dims);
 // Declares a buffer with |rank| strides (the space's rank); returns its
 // index, which is also its slot in the |buffers| argument.
-uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name,
-                           tj_dtype_t dtype, tj_kir_role_t role,
-                           const tj_kir_ival_t* strides);
+uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name, tj_dtype_t dtype,
+                           tj_kir_role_t role, const tj_kir_ival_t* strides);
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);
@@ -299,8 +298,7 @@ uint32_t tj_kir_row(tj_kir_t* kernel, uint32_t phase);
 // its type rule (comparisons and isnan give bool).
 uint32_t tj_kir_unary(tj_kir_t* kernel, tj_op_t op, uint32_t a);
 uint32_t tj_kir_binary(tj_kir_t* kernel, tj_op_t op, uint32_t a, uint32_t b);
-uint32_t tj_kir_where(tj_kir_t* kernel, uint32_t cond, uint32_t a,
-                      uint32_t b);
+uint32_t tj_kir_where(tj_kir_t* kernel, uint32_t cond, uint32_t a, uint32_t b);
 uint32_t tj_kir_cast(tj_kir_t* kernel, tj_dtype_t dtype, uint32_t a);
 // Stores |value| (converted to the buffer's dtype, which must equal the
 // value's) into output |buffer| at the current point.
@@ -334,8 +332,8 @@ void tj_kir_gemm_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_gemm_schedule_t* out_schedule);
 
 typedef struct tj_kir_launch_t {
-  int64_t units;          // run the kernel over [0, units)
-  int64_t scratch_bytes;  // per concurrent call
+  int64_t units;                    // run the kernel over [0, units)
+  int64_t scratch_bytes;            // per concurrent call
   tj_kir_gemm_schedule_t schedule;  // GEMM: the resolved schedule
 } tj_kir_launch_t;
 

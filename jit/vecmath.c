@@ -61,8 +61,7 @@ static LLVMValueRef isnan_(tj_emit_t* em, LLVMValueRef x) {
   return fcmp(em, LLVMRealUNO, x, x);
 }
 // x clamped to [lo, hi]; NaN becomes lo.
-static LLVMValueRef clamp(tj_emit_t* em, LLVMValueRef x, double lo,
-                          double hi) {
+static LLVMValueRef clamp(tj_emit_t* em, LLVMValueRef x, double lo, double hi) {
   x = sel(em, fcmp(em, LLVMRealOGT, x, fc(x, lo)), x, fc(x, lo));
   return sel(em, fcmp(em, LLVMRealOLT, x, fc(x, hi)), x, fc(x, hi));
 }
@@ -79,8 +78,10 @@ static LLVMValueRef exp2_int(tj_emit_t* em, LLVMValueRef n,
                                  ? LLVMGetElementType(float_type)
                                  : float_type) == LLVMDoubleTypeKind;
   LLVMTypeRef it = LLVMTypeOf(n);
-  LLVMValueRef biased = LLVMBuildAdd(em->b, n, tj_emit_iconst(it, dbl ? 1023 : 127), "");
-  LLVMValueRef bits = LLVMBuildShl(em->b, biased, tj_emit_iconst(it, dbl ? 52 : 23), "");
+  LLVMValueRef biased =
+      LLVMBuildAdd(em->b, n, tj_emit_iconst(it, dbl ? 1023 : 127), "");
+  LLVMValueRef bits =
+      LLVMBuildShl(em->b, biased, tj_emit_iconst(it, dbl ? 52 : 23), "");
   return LLVMBuildBitCast(em->b, bits, float_type, "");
 }
 // y * 2^n in two steps so that results down to the subnormals round once
@@ -104,9 +105,8 @@ static LLVMValueRef exp_f32(tj_emit_t* em, LLVMValueRef x) {
   // xc - q * C1 exact by Sterbenz, with or without FMA (Cephes).
   LLVMValueRef r = tj_emit_fmuladd(em, q, fc(x, -0.693359375), xc);
   r = tj_emit_fmuladd(em, q, fc(x, 2.12194440e-4), r);
-  static const double p[] = {1.9875691500E-4, 1.3981999507E-3,
-                             8.3334519073E-3, 4.1665795894E-2,
-                             1.6666665459E-1, 5.0000001201E-1};
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
   LLVMValueRef y = tj_emit_poly(em, r, p, 6);
   y = tj_emit_fmuladd(em, y, vmul(em, r, r), r);
   y = vadd(em, y, fc(x, 1.0));
@@ -120,7 +120,8 @@ static LLVMValueRef exp_f64(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef q = round_magic(em, vmul(em, xc, fc(x, 1.44269504088896338700)));
   // fdlibm's split: ln2_hi has 32 significant bits, so q * ln2_hi is exact
   // for |q| < 2^21.
-  LLVMValueRef r = tj_emit_fmuladd(em, q, fc(x, -6.93147180369123816490e-01), xc);
+  LLVMValueRef r =
+      tj_emit_fmuladd(em, q, fc(x, -6.93147180369123816490e-01), xc);
   r = tj_emit_fmuladd(em, q, fc(x, -1.90821492927058770002e-10), r);
   // Taylor to degree 13: the remainder on |r| <= ln2/2 is 4e-18.
   double c[14];
@@ -156,11 +157,11 @@ static LLVMValueRef log_f32(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef tiny = fcmp(em, LLVMRealOLT, x, fc(x, 1.17549435e-38));
   LLVMValueRef xs = sel(em, tiny, vmul(em, x, fc(x, 8388608.0)), x);
   LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
-  LLVMValueRef e = LLVMBuildSub(
-      b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 23), ""),
-      tj_emit_iconst(it, 126), "");
-  e = LLVMBuildSub(b, e, sel(em, tiny, tj_emit_iconst(it, 23),
-                             tj_emit_iconst(it, 0)), "");
+  LLVMValueRef e =
+      LLVMBuildSub(b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 23), ""),
+                   tj_emit_iconst(it, 126), "");
+  e = LLVMBuildSub(
+      b, e, sel(em, tiny, tj_emit_iconst(it, 23), tj_emit_iconst(it, 0)), "");
   LLVMValueRef m = LLVMBuildBitCast(
       b,
       LLVMBuildOr(b, LLVMBuildAnd(b, bits, tj_emit_iconst(it, 0x007fffff), ""),
@@ -170,11 +171,10 @@ static LLVMValueRef log_f32(tj_emit_t* em, LLVMValueRef x) {
   e = LLVMBuildSub(b, e, LLVMBuildZExt(b, lt, it, ""), "");
   m = vsub(em, sel(em, lt, vadd(em, m, m), m), fc(x, 1.0));
   LLVMValueRef z = vmul(em, m, m);
-  static const double p[] = {7.0376836292E-2, -1.1514610310E-1,
-                             1.1676998740E-1, -1.2420140846E-1,
-                             1.4249322787E-1, -1.6668057665E-1,
-                             2.0000714765E-1, -2.4999993993E-1,
-                             3.3333331174E-1};
+  static const double p[] = {
+      7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
+      -1.2420140846E-1, 1.4249322787E-1,  -1.6668057665E-1,
+      2.0000714765E-1,  -2.4999993993E-1, 3.3333331174E-1};
   LLVMValueRef y = vmul(em, vmul(em, tj_emit_poly(em, m, p, 9), m), z);
   LLVMValueRef fe = LLVMBuildSIToFP(b, e, ft, "");
   y = tj_emit_fmuladd(em, fe, fc(x, -2.12194440e-4), y);
@@ -188,15 +188,14 @@ static LLVMValueRef log_f64(tj_emit_t* em, LLVMValueRef x) {
   LLVMBuilderRef b = em->b;
   LLVMTypeRef ft = LLVMTypeOf(x);
   LLVMTypeRef it = tj_emit_int_like(em, ft);
-  LLVMValueRef tiny =
-      fcmp(em, LLVMRealOLT, x, fc(x, 2.2250738585072014e-308));
+  LLVMValueRef tiny = fcmp(em, LLVMRealOLT, x, fc(x, 2.2250738585072014e-308));
   LLVMValueRef xs = sel(em, tiny, vmul(em, x, fc(x, 18014398509481984.0)), x);
   LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
-  LLVMValueRef k = LLVMBuildSub(
-      b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 52), ""),
-      tj_emit_iconst(it, 1023), "");
-  k = LLVMBuildSub(b, k, sel(em, tiny, tj_emit_iconst(it, 54),
-                             tj_emit_iconst(it, 0)), "");
+  LLVMValueRef k =
+      LLVMBuildSub(b, LLVMBuildLShr(b, bits, tj_emit_iconst(it, 52), ""),
+                   tj_emit_iconst(it, 1023), "");
+  k = LLVMBuildSub(
+      b, k, sel(em, tiny, tj_emit_iconst(it, 54), tj_emit_iconst(it, 0)), "");
   LLVMValueRef m = LLVMBuildBitCast(
       b,
       LLVMBuildOr(
@@ -215,10 +214,9 @@ static LLVMValueRef log_f64(tj_emit_t* em, LLVMValueRef x) {
   static const double even[] = {1.531383769920937332e-01,
                                 2.222219843214978396e-01,
                                 3.999999999940941908e-01};
-  static const double odd[] = {1.479819860511658591e-01,
-                               1.818357216161805012e-01,
-                               2.857142874366239149e-01,
-                               6.666666666666735130e-01};
+  static const double odd[] = {
+      1.479819860511658591e-01, 1.818357216161805012e-01,
+      2.857142874366239149e-01, 6.666666666666735130e-01};
   LLVMValueRef t1 = vmul(em, w, tj_emit_poly(em, w, even, 3));
   LLVMValueRef t2 = vmul(em, z, tj_emit_poly(em, w, odd, 4));
   LLVMValueRef rr = vadd(em, t2, t1);
@@ -237,8 +235,8 @@ LLVMValueRef tj_vm_log(tj_emit_t* em, LLVMValueRef x) {
 
 //===--- f64 through the C library, lane by lane ---===//
 
-static LLVMValueRef libm_call(tj_emit_t* em, const char* name,
-                              LLVMValueRef x, LLVMValueRef y) {
+static LLVMValueRef libm_call(tj_emit_t* em, const char* name, LLVMValueRef x,
+                              LLVMValueRef y) {
   unsigned nargs = y ? 2 : 1;
   LLVMTypeRef params[2] = {em->t_f64, em->t_f64};
   LLVMTypeRef fty = LLVMFunctionType(em->t_f64, params, nargs, 0);
@@ -252,9 +250,9 @@ static LLVMValueRef libm_call(tj_emit_t* em, const char* name,
   LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(x));
   for (int32_t l = 0; l < lanes; ++l) {
     LLVMValueRef lane = LLVMConstInt(em->t_i32, (unsigned long long)l, 0);
-    LLVMValueRef args[2] = {LLVMBuildExtractElement(em->b, x, lane, ""),
-                            y ? LLVMBuildExtractElement(em->b, y, lane, "")
-                              : NULL};
+    LLVMValueRef args[2] = {
+        LLVMBuildExtractElement(em->b, x, lane, ""),
+        y ? LLVMBuildExtractElement(em->b, y, lane, "") : NULL};
     LLVMValueRef r = LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
     out = LLVMBuildInsertElement(em->b, out, r, lane, "");
   }
@@ -278,11 +276,11 @@ LLVMValueRef tj_vm_tanh(tj_emit_t* em, LLVMValueRef x) {
   // keeps exp finite.
   LLVMValueRef ac = clamp(em, a, 0.0, 44.0);
   LLVMValueRef e = exp_f32(em, vadd(em, ac, ac));
-  LLVMValueRef large = vsub(em, fc(x, 1.0),
-                            vdiv(em, fc(x, 2.0), vadd(em, e, fc(x, 1.0))));
+  LLVMValueRef large =
+      vsub(em, fc(x, 1.0), vdiv(em, fc(x, 2.0), vadd(em, e, fc(x, 1.0))));
   large = copysign_(em, large, x);
-  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 0.625)), small,
-                       large);
+  LLVMValueRef r =
+      sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 0.625)), small, large);
   return sel(em, isnan_(em, x), x, r);
 }
 
@@ -292,8 +290,8 @@ LLVMValueRef tj_vm_sigmoid(tj_emit_t* em, LLVMValueRef x) {
   // One division, not e * (1/(1+e)): an extra rounding would cost half an
   // ulp.
   LLVMValueRef e = tj_vm_exp(em, LLVMBuildFNeg(em->b, fabs_(em, x), ""));
-  LLVMValueRef num = sel(em, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)), e,
-                         fc(x, 1.0));
+  LLVMValueRef num =
+      sel(em, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)), e, fc(x, 1.0));
   return vdiv(em, num, vadd(em, e, fc(x, 1.0)));
 }
 
@@ -318,17 +316,15 @@ LLVMValueRef tj_vm_erf(tj_emit_t* em, LLVMValueRef x) {
   // (Numerical Recipes erfcc). erfc <= 0.16 here, so its 1.2e-7 relative
   // error is under a third of an ulp of the result. erf(4) rounds to 1.
   LLVMValueRef ac = clamp(em, a, 0.0, 4.0);
-  LLVMValueRef t = vdiv(em, fc(x, 1.0),
-                        tj_emit_fmuladd(em, ac, fc(x, 0.5), fc(x, 1.0)));
-  static const double p[] = {0.17087277,  -0.82215223, 1.48851587,
-                             -1.13520398, 0.27886807,  -0.18628806,
-                             0.09678418,  0.37409196,  1.00002368,
-                             -1.26551223};
+  LLVMValueRef t =
+      vdiv(em, fc(x, 1.0), tj_emit_fmuladd(em, ac, fc(x, 0.5), fc(x, 1.0)));
+  static const double p[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398,
+                             0.27886807, -0.18628806, 0.09678418, 0.37409196,
+                             1.00002368, -1.26551223};
   LLVMValueRef arg = vsub(em, tj_emit_poly(em, t, p, 10), vmul(em, ac, ac));
   LLVMValueRef erfc = vmul(em, t, exp_f32(em, arg));
   LLVMValueRef large = copysign_(em, vsub(em, fc(x, 1.0), erfc), x);
-  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 1.0)), small,
-                       large);
+  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, a, fc(x, 1.0)), small, large);
   return sel(em, isnan_(em, x), x, r);
 }
 
@@ -344,12 +340,15 @@ static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
   LLVMValueRef xd = LLVMBuildFPExt(b, x, dt, "");
   // Beyond 2^40 the reduction below is no longer exact: give a bounded
   // result (that of 0) rather than garbage; inf and NaN are patched last.
-  LLVMValueRef ok = fcmp(em, LLVMRealOLT, fabs_(em, xd), fc(xd, 1099511627776.0));
+  LLVMValueRef ok =
+      fcmp(em, LLVMRealOLT, fabs_(em, xd), fc(xd, 1099511627776.0));
   xd = sel(em, ok, xd, fc(xd, 0.0));
-  LLVMValueRef j = round_magic(em, vmul(em, xd, fc(xd, 6.36619772367581382433e-01)));
+  LLVMValueRef j =
+      round_magic(em, vmul(em, xd, fc(xd, 6.36619772367581382433e-01)));
   // pi/2 in three 33-bit parts (fdlibm): j * part is exact for |j| < 2^20,
   // and with FMA the first step stays exact far beyond.
-  LLVMValueRef r = tj_emit_fmuladd(em, j, fc(xd, -1.57079632673412561417e+00), xd);
+  LLVMValueRef r =
+      tj_emit_fmuladd(em, j, fc(xd, -1.57079632673412561417e+00), xd);
   r = tj_emit_fmuladd(em, j, fc(xd, -6.07710050630396597660e-11), r);
   r = tj_emit_fmuladd(em, j, fc(xd, -2.02226624871116645580e-21), r);
   LLVMValueRef rf = LLVMBuildFPTrunc(b, r, LLVMTypeOf(x), "");
@@ -358,14 +357,13 @@ static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
   LLVMValueRef z = vmul(em, rf, rf);
   static const double sp[] = {-1.9515295891E-4, 8.3321608736E-3,
                               -1.6666654611E-1};
-  static const double cp[] = {2.443315711809948E-005,
-                              -1.388731625493765E-003,
+  static const double cp[] = {2.443315711809948E-005, -1.388731625493765E-003,
                               4.166664568298827E-002};
-  LLVMValueRef s = tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, sp, 3), z),
-                                   rf, rf);
-  LLVMValueRef c = tj_emit_fmuladd(
-      em, vmul(em, tj_emit_poly(em, z, cp, 3), z), z,
-      tj_emit_fmuladd(em, z, fc(x, -0.5), fc(x, 1.0)));
+  LLVMValueRef s =
+      tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, sp, 3), z), rf, rf);
+  LLVMValueRef c =
+      tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, cp, 3), z), z,
+                      tj_emit_fmuladd(em, z, fc(x, -0.5), fc(x, 1.0)));
   LLVMValueRef odd = LLVMBuildICmp(
       b, LLVMIntNE, LLVMBuildAnd(b, q, tj_emit_iconst(i32t, 1), ""),
       tj_emit_iconst(i32t, 0), "");
@@ -407,8 +405,8 @@ LLVMValueRef tj_vm_pow(tj_emit_t* em, LLVMValueRef x, LLVMValueRef y) {
   LLVMValueRef small_y = fcmp(em, LLVMRealOLT, ay, fc(y, 16777216.0));
   LLVMValueRef huge = LLVMBuildNot(b, small_y, "");  // also NaN and inf
   LLVMValueRef yc = sel(em, small_y, y, fc(y, 0.0));
-  LLVMValueRef y_int = LLVMBuildOr(
-      b, huge, fcmp(em, LLVMRealOEQ, round_magic(em, yc), y), "");
+  LLVMValueRef y_int =
+      LLVMBuildOr(b, huge, fcmp(em, LLVMRealOEQ, round_magic(em, yc), y), "");
   LLVMValueRef y_odd = LLVMBuildAnd(
       b, LLVMBuildNot(b, huge, ""),
       LLVMBuildTrunc(b, LLVMBuildFPToSI(b, round_magic(em, yc), i32t, ""),
@@ -417,28 +415,27 @@ LLVMValueRef tj_vm_pow(tj_emit_t* em, LLVMValueRef x, LLVMValueRef y) {
   y_odd = LLVMBuildAnd(b, y_odd, y_int, "");
   LLVMValueRef rf = LLVMBuildFPTrunc(b, r, LLVMTypeOf(x), "");
   // C99 pow: a negative sign of x survives odd integer powers; a finite
-  // negative x with a finite non-integer y is NaN; y == 0 or x == 1 give 1, as does
-  // x == -1 with y = +-inf.
+  // negative x with a finite non-integer y is NaN; y == 0 or x == 1 give 1, as
+  // does x == -1 with y = +-inf.
   LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
   LLVMValueRef x_neg_sign = LLVMBuildICmp(
       b, LLVMIntSLT, LLVMBuildBitCast(b, x, it, ""), LLVMConstNull(it), "");
-  rf = sel(em, LLVMBuildAnd(b, x_neg_sign, y_odd, ""),
-           LLVMBuildFNeg(b, rf, ""), rf);
-  LLVMValueRef bad = LLVMBuildAnd(
-      b,
-      LLVMBuildAnd(b, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)),
-                   fcmp(em, LLVMRealOGT, x, fc(x, -INFINITY)), ""),
-      LLVMBuildAnd(b, LLVMBuildNot(b, y_int, ""),
-                   fcmp(em, LLVMRealONE, ay, fc(y, INFINITY)), ""),
-      "");
+  rf = sel(em, LLVMBuildAnd(b, x_neg_sign, y_odd, ""), LLVMBuildFNeg(b, rf, ""),
+           rf);
+  LLVMValueRef bad =
+      LLVMBuildAnd(b,
+                   LLVMBuildAnd(b, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)),
+                                fcmp(em, LLVMRealOGT, x, fc(x, -INFINITY)), ""),
+                   LLVMBuildAnd(b, LLVMBuildNot(b, y_int, ""),
+                                fcmp(em, LLVMRealONE, ay, fc(y, INFINITY)), ""),
+                   "");
   rf = sel(em, bad, fc(x, NAN), rf);
-  LLVMValueRef one = LLVMBuildOr(
-      b, fcmp(em, LLVMRealOEQ, y, fc(y, 0.0)),
-      fcmp(em, LLVMRealOEQ, x, fc(x, 1.0)), "");
-  one = LLVMBuildOr(
-      b, one,
-      LLVMBuildAnd(b, fcmp(em, LLVMRealOEQ, x, fc(x, -1.0)),
-                   fcmp(em, LLVMRealOEQ, ay, fc(y, INFINITY)), ""),
-      "");
+  LLVMValueRef one = LLVMBuildOr(b, fcmp(em, LLVMRealOEQ, y, fc(y, 0.0)),
+                                 fcmp(em, LLVMRealOEQ, x, fc(x, 1.0)), "");
+  one =
+      LLVMBuildOr(b, one,
+                  LLVMBuildAnd(b, fcmp(em, LLVMRealOEQ, x, fc(x, -1.0)),
+                               fcmp(em, LLVMRealOEQ, ay, fc(y, INFINITY)), ""),
+                  "");
   return sel(em, one, fc(x, 1.0), rf);
 }

@@ -35,15 +35,15 @@ typedef struct dylib_t {
 struct tj_x86_jit_t {
   tj_allocator_t allocator;
   tj_emit_target_t target;
-  char* triple;    // LLVM-allocated (LLVMDisposeMessage)
+  char* triple;  // LLVM-allocated (LLVMDisposeMessage)
   char cpu[64];
-  char* features;  // tj_strdup
-  char* key;       // tj_strdup
+  char* features;           // tj_strdup
+  char* key;                // tj_strdup
   LLVMTargetMachineRef tm;  // for passes and emission; guarded by |mutex|
   LLVMOrcLLJITRef lljit;
   LLVMOrcExecutionSessionRef es;
   char global_prefix;
-  pthread_mutex_t mutex;       // compiles, the dylib free list
+  pthread_mutex_t mutex;  // compiles, the dylib free list
   dylib_t* free_dylibs;
   uint64_t next_dylib;
   _Atomic uint64_t compiles, loads, compile_ns;
@@ -60,7 +60,8 @@ static bool g_llvm_ok;
 
 static void init_llvm(void) {
   // LLVMInitializeNative* return true (!) on failure.
-  g_llvm_ok = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
+  g_llvm_ok =
+      !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
 }
 
 static uint64_t now_ns(void) {
@@ -97,8 +98,7 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
               has_feature(host_features, "f16c");
   bool sse2 = has_feature(host_features, "sse2");
   if (isa == TJ_X86_ISA_HOST) {
-    isa = avx512 ? TJ_X86_ISA_AVX512 : avx2 ? TJ_X86_ISA_AVX2
-                                            : TJ_X86_ISA_SSE2;
+    isa = avx512 ? TJ_X86_ISA_AVX512 : avx2 ? TJ_X86_ISA_AVX2 : TJ_X86_ISA_SSE2;
   }
   const char* cpu = NULL;
   const char* features = NULL;
@@ -247,7 +247,12 @@ void tj_x86_object_deinitialize(tj_x86_object_t* object) {
   object->size = 0;
 }
 
-typedef enum stage_e { STAGE_IR, STAGE_OPT_IR, STAGE_ASM, STAGE_OBJECT } stage_t;
+typedef enum stage_e {
+  STAGE_IR,
+  STAGE_OPT_IR,
+  STAGE_ASM,
+  STAGE_OBJECT
+} stage_t;
 
 // Builds the module for |kernels| and carries it to |stage|; the result
 // goes to |*out_data| / |*out_size| (allocated from the jit's allocator;
@@ -443,9 +448,9 @@ tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
   m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib->jd);
   LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
       (const char*)data, size, "tj_object");
-  s = tj_status_from_llvm_error(
-      LLVMOrcLLJITAddObjectFileWithRT(jit->lljit, m->tracker, buf),  // takes buf
-      "x86 jit: adding an object");
+  s = tj_status_from_llvm_error(LLVMOrcLLJITAddObjectFileWithRT(
+                                    jit->lljit, m->tracker, buf),  // takes buf
+                                "x86 jit: adding an object");
   if (s) {
     tj_x86_module_destroy(m);
     return s;
@@ -475,8 +480,7 @@ static void on_lookup(LLVMErrorRef err, LLVMOrcCSymbolMapPairs result,
 }
 
 tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
-                                 const char* kernel_name,
-                                 tj_kir_fn_t* out_fn) {
+                                 const char* kernel_name, tj_kir_fn_t* out_fn) {
   *out_fn = NULL;
   tj_x86_jit_t* jit = module->jit;
   char name[300];

@@ -62,9 +62,9 @@ const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit);
 
 // Counters for tests and logs (e.g. "a warm start invoked LLVM 0 times").
 typedef struct tj_x86_jit_stats_t {
-  uint64_t compiles;      // tj_x86_jit_compile calls that ran LLVM
-  uint64_t loads;         // objects loaded
-  uint64_t compile_ns;    // total time in compile
+  uint64_t compiles;    // tj_x86_jit_compile calls that ran LLVM
+  uint64_t loads;       // objects loaded
+  uint64_t compile_ns;  // total time in compile
 } tj_x86_jit_stats_t;
 void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out_stats);
 
@@ -115,8 +115,7 @@ tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
 // The compiled kernel named |kernel_name| (the kernel IR name). Valid until
 // |module| is destroyed. On failure |*out_fn| is NULL.
 tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
-                                 const char* kernel_name,
-                                 tj_kir_fn_t* out_fn);
+                                 const char* kernel_name, tj_kir_fn_t* out_fn);
 
 // Unloads the module's code. NULL is a no-op.
 void tj_x86_module_destroy(tj_x86_module_t* module);

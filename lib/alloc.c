@@ -58,9 +58,8 @@ void tj_free_string(tj_allocator_t a, char* s) {
   if (s) tj_free(a, s, strlen(s) + 1);
 }
 
-tj_status_t tj_array_reserve(tj_allocator_t a, void** items,
-                             uint32_t* capacity, uint32_t needed,
-                             size_t elem_size) {
+tj_status_t tj_array_reserve(tj_allocator_t a, void** items, uint32_t* capacity,
+                             uint32_t needed, size_t elem_size) {
   if (needed <= *capacity) return NULL;
   uint64_t new_capacity = *capacity ? (uint64_t)*capacity * 2 : 8;
   while (new_capacity < needed) new_capacity *= 2;

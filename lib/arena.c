@@ -16,7 +16,8 @@ struct tj_arena_chunk_t {
 };
 
 static size_t header_size(void) {
-  return (sizeof(tj_arena_chunk_t) + TJ_ARENA_ALIGN - 1) & ~(TJ_ARENA_ALIGN - 1);
+  return (sizeof(tj_arena_chunk_t) + TJ_ARENA_ALIGN - 1) &
+         ~(TJ_ARENA_ALIGN - 1);
 }
 
 static unsigned char* chunk_data(tj_arena_chunk_t* c) {

@@ -10,10 +10,10 @@
 // formula). A rule returns one contribution per operand, shaped like that
 // operand or, for broadcasting ops, like the broadcast result;
 // accumulate() sums it down to the operand's exact shape (torch's sum_to)
-// and adds it to what fan-out has already accumulated there. Every rule is written in core ops, so the backward
-// goes through the same passes (canonicalize, fusion with epilogues, memory
-// planning) as any graph, and its shapes stay symbolic: one backward serves
-// every B.
+// and adds it to what fan-out has already accumulated there. Every rule is
+// written in core ops, so the backward goes through the same passes
+// (canonicalize, fusion with epilogues, memory planning) as any graph, and its
+// shapes stay symbolic: one backward serves every B.
 //
 // Gradient conventions (torch's where it has one): see tj_graph_grad's
 // comment. gather's gradient is a scatter-add written as a one-hot matmul,

@@ -24,10 +24,10 @@
 #define TJ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 // Returns the status of |expr| from the enclosing function if it failed.
-#define TJ_RETURN_IF_ERROR(expr)                             \
-  do {                                                       \
-    tj_status_t tj_status_ = (expr);                         \
-    if (TJ_UNLIKELY(tj_status_ != NULL)) return tj_status_;  \
+#define TJ_RETURN_IF_ERROR(expr)                            \
+  do {                                                      \
+    tj_status_t tj_status_ = (expr);                        \
+    if (TJ_UNLIKELY(tj_status_ != NULL)) return tj_status_; \
   } while (0)
 
 //===--- statuses ---===//
@@ -61,8 +61,7 @@ void* tj_alloc(tj_allocator_t a, size_t size);
 // Zero-filled; NULL on failure or multiplication overflow.
 void* tj_calloc(tj_allocator_t a, size_t count, size_t size);
 // Resizes; on failure returns NULL and leaves |ptr| valid.
-void* tj_realloc(tj_allocator_t a, void* ptr, size_t old_size,
-                 size_t new_size);
+void* tj_realloc(tj_allocator_t a, void* ptr, size_t old_size, size_t new_size);
 // Frees |ptr| of |size| bytes. NULL is a no-op.
 void tj_free(tj_allocator_t a, void* ptr, size_t size);
 // A copy of NUL-terminated |s| (NULL on failure). Free with tj_free_string.
@@ -71,9 +70,8 @@ void tj_free_string(tj_allocator_t a, char* s);
 
 // Grows a dynamic array |*items| of |*capacity| elements of |elem_size| so
 // that it holds at least |needed|. OUT_OF_MEMORY leaves it unchanged.
-tj_status_t tj_array_reserve(tj_allocator_t a, void** items,
-                             uint32_t* capacity, uint32_t needed,
-                             size_t elem_size);
+tj_status_t tj_array_reserve(tj_allocator_t a, void** items, uint32_t* capacity,
+                             uint32_t needed, size_t elem_size);
 
 // The context's allocator (internal accessor).
 tj_allocator_t tj_context_allocator(const tj_context_t* context);

@@ -119,7 +119,8 @@ void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
   if (n < 0) return;
   size_t length = (size_t)n < sizeof(message) ? (size_t)n : sizeof(message) - 1;
   if (context && context->diagnostic_fn) {
-    context->diagnostic_fn(severity, message, length, context->diagnostic_user_data);
+    context->diagnostic_fn(severity, message, length,
+                           context->diagnostic_user_data);
   } else {
     fprintf(stderr, "tensorjit %s: %.*s\n",
             severity == TJ_SEVERITY_WARNING ? "warning" : "remark", (int)length,

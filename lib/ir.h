@@ -73,7 +73,7 @@ bool tj_op_from_name(const char* name, size_t length, tj_op_t* out_op);
 typedef struct tj_attrs_t {
   int64_t* ints;  // arena
   uint32_t num_ints;
-  int64_t axis;      // normalized (>= 0)
+  int64_t axis;  // normalized (>= 0)
   bool keepdims;
   bool approximate;
   bool borrowed;     // constant data is the caller's, not the arena's

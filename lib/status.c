@@ -102,12 +102,18 @@ const char* tj_status_message(tj_status_t status) {
 
 const char* tj_status_code_name(tj_status_code_t code) {
   switch (code) {
-    case TJ_STATUS_OK: return "OK";
-    case TJ_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case TJ_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case TJ_STATUS_UNSUPPORTED: return "UNSUPPORTED";
-    case TJ_STATUS_BACKEND_FAILURE: return "BACKEND_FAILURE";
-    case TJ_STATUS_INTERNAL: return "INTERNAL";
+    case TJ_STATUS_OK:
+      return "OK";
+    case TJ_STATUS_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case TJ_STATUS_OUT_OF_MEMORY:
+      return "OUT_OF_MEMORY";
+    case TJ_STATUS_UNSUPPORTED:
+      return "UNSUPPORTED";
+    case TJ_STATUS_BACKEND_FAILURE:
+      return "BACKEND_FAILURE";
+    case TJ_STATUS_INTERNAL:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }

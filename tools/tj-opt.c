@@ -41,8 +41,8 @@ static bool check_pass_pipeline(const char* spec) {
       return false;
     }
     if (!(n == 7 && memcmp(s, "default", 7) == 0) && !tj_pass_find(s, n)) {
-      fprintf(stderr, "tj-opt: unknown pass '%.*s' in --passes=%s\n", (int)n,
-              s, spec);
+      fprintf(stderr, "tj-opt: unknown pass '%.*s' in --passes=%s\n", (int)n, s,
+              spec);
       return false;
     }
     if (!end) break;

@@ -30,10 +30,10 @@
 
 enum { kMaxSyms = 64 };
 
-#define TJ_RETURN_IF_ERROR_TOOL(expr)   \
-  do {                                  \
-    tj_status_t status_ = (expr);       \
-    if (status_) return status_;        \
+#define TJ_RETURN_IF_ERROR_TOOL(expr) \
+  do {                                \
+    tj_status_t status_ = (expr);     \
+    if (status_) return status_;      \
   } while (0)
 
 static void usage(FILE* out) {
@@ -119,11 +119,12 @@ static tj_status_t print_graph(const char* title, const tj_graph_t* graph) {
 }
 
 static void print_saved(const char* what, const tj_partition_stats_t* st) {
-  printf("%s: %d activations (%lld bytes, %lld of them forward outputs), "
-         "%d inputs read again (%lld bytes), %d nodes recomputed\n",
-         what, (int)st->num_saved, (long long)st->saved_bytes,
-         (long long)st->saved_output_bytes, (int)st->num_saved_inputs,
-         (long long)st->saved_input_bytes, (int)st->num_recomputed);
+  printf(
+      "%s: %d activations (%lld bytes, %lld of them forward outputs), "
+      "%d inputs read again (%lld bytes), %d nodes recomputed\n",
+      what, (int)st->num_saved, (long long)st->saved_bytes,
+      (long long)st->saved_output_bytes, (int)st->num_saved_inputs,
+      (long long)st->saved_input_bytes, (int)st->num_recomputed);
 }
 
 // The forward and backward of |joint| at |level| (both NULL on failure).
@@ -173,8 +174,9 @@ static tj_status_t grad_scoreboard(const grad_args_t* a, const tj_graph_t* fwd,
   const tj_scoreboard_row_t* opt_b = &sb[1].rows[TJ_STAGE_MEMPLAN];
   const tj_scoreboard_row_t* eag_f = &sb[2].rows[TJ_STAGE_EAGER];
   const tj_scoreboard_row_t* eag_b = &sb[3].rows[TJ_STAGE_EAGER];
-  printf("\n--- eager (save all, op by op) vs optimized (min cut, fused, "
-         "planned) ---\n");
+  printf(
+      "\n--- eager (save all, op by op) vs optimized (min cut, fused, "
+      "planned) ---\n");
   printf("%-9s %8s %8s %11s %11s %10s %10s %11s %11s\n", "", "kernels",
          "kernels", "moved MB", "moved MB", "peak MB", "peak MB", "saved MB",
          "saved MB");
@@ -196,8 +198,9 @@ static tj_status_t grad_scoreboard(const grad_args_t* a, const tj_graph_t* fwd,
          (long long)(opt_f->kernels + opt_b->kernels),
          mb(moved(eag_f) + moved(eag_b)), mb(moved(opt_f) + moved(opt_b)),
          mb(eag_peak), mb(opt_peak));
-  printf("(step peak: the larger half's; each half counts the saved "
-         "activations it writes or reads)\n");
+  printf(
+      "(step peak: the larger half's; each half counts the saved "
+      "activations it writes or reads)\n");
   return NULL;
 }
 
@@ -219,8 +222,7 @@ static tj_status_t run_grad(const tj_graph_t* graph, const grad_args_t* a) {
     }
   }
   if (!status && a->scoreboard) {
-    status = split(graph, joint, a, TJ_RECOMPUTE_NONE, &g[2], &g[3],
-                   &eager_st);
+    status = split(graph, joint, a, TJ_RECOMPUTE_NONE, &g[2], &g[3], &eager_st);
     if (!status)
       status = grad_scoreboard(a, g[0], g[1], g[2], g[3], &st, &eager_st);
   }
@@ -293,8 +295,7 @@ int main(int argc, char** argv) {
   tj_status_t status = tj_context_create(NULL, &context);
   if (!status) status = tj_graph_parse(context, text, length, path, &graph);
   if (!status && grad) {
-    grad_args_t args = {print,    scoreboard, recompute,
-                        num_syms, names,      values};
+    grad_args_t args = {print, scoreboard, recompute, num_syms, names, values};
     status = run_grad(graph, &args);
   } else if (!status) {
     status = tj_graph_scoreboard(graph, num_syms, (const char* const*)names,

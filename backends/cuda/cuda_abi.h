@@ -23,20 +23,20 @@
 // cuda.h's enums have no negative values, so the C compiler gives them the
 // type unsigned int; these typedefs keep our function pointer types
 // compatible with the real prototypes.
-typedef unsigned int tj_cu_result_t;              // CUresult
-typedef int tj_cu_device_t;                       // CUdevice
-typedef unsigned long long tj_cu_deviceptr_t;     // CUdeviceptr (64-bit)
-typedef struct CUctx_st* tj_cu_context_t;         // CUcontext
-typedef struct CUmod_st* tj_cu_module_t;          // CUmodule
-typedef struct CUfunc_st* tj_cu_function_t;       // CUfunction
-typedef struct CUstream_st* tj_cu_stream_t;       // CUstream
-typedef struct CUevent_st* tj_cu_event_t;         // CUevent
-typedef unsigned int tj_cu_device_attribute_t;    // CUdevice_attribute
-typedef unsigned int tj_cu_function_attribute_t;  // CUfunction_attribute
-typedef unsigned int tj_cu_jit_option_t;          // CUjit_option
-typedef struct CUgraph_st* tj_cu_graph_t;         // CUgraph
+typedef unsigned int tj_cu_result_t;                // CUresult
+typedef int tj_cu_device_t;                         // CUdevice
+typedef unsigned long long tj_cu_deviceptr_t;       // CUdeviceptr (64-bit)
+typedef struct CUctx_st* tj_cu_context_t;           // CUcontext
+typedef struct CUmod_st* tj_cu_module_t;            // CUmodule
+typedef struct CUfunc_st* tj_cu_function_t;         // CUfunction
+typedef struct CUstream_st* tj_cu_stream_t;         // CUstream
+typedef struct CUevent_st* tj_cu_event_t;           // CUevent
+typedef unsigned int tj_cu_device_attribute_t;      // CUdevice_attribute
+typedef unsigned int tj_cu_function_attribute_t;    // CUfunction_attribute
+typedef unsigned int tj_cu_jit_option_t;            // CUjit_option
+typedef struct CUgraph_st* tj_cu_graph_t;           // CUgraph
 typedef struct CUgraphExec_st* tj_cu_graph_exec_t;  // CUgraphExec
-typedef unsigned int tj_cu_capture_mode_t;        // CUstreamCaptureMode
+typedef unsigned int tj_cu_capture_mode_t;          // CUstreamCaptureMode
 
 // CUresult values that libtensorjit treats specially (every other value is
 // reported through cuGetErrorName/cuGetErrorString).

@@ -680,9 +680,9 @@ static tj_status_t finish_cuda(tj_executable_t* exe, tj_x86_lowered_t* kernels,
       ++ns;
     }
   }
-  tj_status_t status = tj_cuda_program_finish(
-      exe->cuda, exe->graph, exe->plan.memplan, kernels, nk, steps, ns,
-      exe->cache_dir);
+  tj_status_t status =
+      tj_cuda_program_finish(exe->cuda, exe->graph, exe->plan.memplan, kernels,
+                             nk, steps, ns, exe->cache_dir);
   tj_free(al, steps, sizeof(*steps) * (exe->num_steps + 1));
   TJ_RETURN_IF_ERROR(status);
   tj_cuda_program_stats_t st;

@@ -67,8 +67,8 @@ void tj_parallel_for(const tj_parallel_for_t* hook, int64_t n,
 static void run_chunks(tj_thread_pool_t* pool, int32_t id) {
   const int64_t n = pool->n, chunk = pool->chunk;
   for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&pool->next, chunk,
-                                              memory_order_relaxed);
+    int64_t begin =
+        atomic_fetch_add_explicit(&pool->next, chunk, memory_order_relaxed);
     if (begin >= n) return;
     int64_t end = n - begin < chunk ? n : begin + chunk;
     pool->task(pool->context, begin, end, id);
@@ -80,7 +80,8 @@ static void* worker_main(void* arg) {
   tj_thread_pool_t* pool = w->pool;
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    uint64_t gen =
+        atomic_load_explicit(&pool->generation, memory_order_acquire);
     for (int i = 0; gen == seen && i < SPIN_ITERATIONS; ++i) {
       CPU_RELAX();
       gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
@@ -124,8 +125,7 @@ static int32_t host_threads(void) {
   return n > 0 ? (int32_t)n : 1;
 }
 
-tj_status_t tj_thread_pool_create(tj_allocator_t allocator,
-                                  int32_t num_threads,
+tj_status_t tj_thread_pool_create(tj_allocator_t allocator, int32_t num_threads,
                                   tj_thread_pool_t** out_pool) {
   *out_pool = NULL;
   if (num_threads < 0) {
@@ -141,8 +141,8 @@ tj_status_t tj_thread_pool_create(tj_allocator_t allocator,
   pthread_mutex_init(&pool->sleep_mutex, NULL);
   pthread_cond_init(&pool->wake, NULL);
   if (num_threads > 1) {
-    pool->workers = tj_calloc(allocator, (size_t)num_threads - 1,
-                              sizeof(worker_t));
+    pool->workers =
+        tj_calloc(allocator, (size_t)num_threads - 1, sizeof(worker_t));
     if (!pool->workers) {
       tj_thread_pool_destroy(pool);
       return tj_status_oom();

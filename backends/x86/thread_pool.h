@@ -45,8 +45,7 @@ typedef struct tj_thread_pool_t tj_thread_pool_t;
 // number of CPUs this process may run on). On success |*out_pool| is owned
 // by the caller (tj_thread_pool_destroy); on failure it is NULL
 // (OUT_OF_MEMORY, or BACKEND_FAILURE when a thread cannot be started).
-tj_status_t tj_thread_pool_create(tj_allocator_t allocator,
-                                  int32_t num_threads,
+tj_status_t tj_thread_pool_create(tj_allocator_t allocator, int32_t num_threads,
                                   tj_thread_pool_t** out_pool);
 
 // Stops and joins the workers. No parallel_for may be running. NULL is a

@@ -38,9 +38,9 @@ typedef enum tj_target_e {
 
 // When to compile exact-shape kernels beside the generic ones.
 typedef enum tj_specialize_e {
-  TJ_SPECIALIZE_NEVER = 0,     // one generic kernel set serves every shape
-  TJ_SPECIALIZE_AFTER_N = 1,   // after |specialize_after| runs of a shape
-  TJ_SPECIALIZE_ALWAYS = 2,    // on the first run of each shape
+  TJ_SPECIALIZE_NEVER = 0,    // one generic kernel set serves every shape
+  TJ_SPECIALIZE_AFTER_N = 1,  // after |specialize_after| runs of a shape
+  TJ_SPECIALIZE_ALWAYS = 2,   // on the first run of each shape
 } tj_specialize_t;
 
 typedef struct tj_compile_options_t {
@@ -192,10 +192,10 @@ typedef struct tj_executable_stats_t {
   // expresses (gather, a non-f32 matmul, a reduction over axes that are not
   // one strided axis), run on the reference interpreter.
   int32_t num_graph_breaks;
-  double compile_ms;           // wall time of tj_compile
-  int64_t cache_hits;          // kernels loaded from the memory or disk cache
-  int64_t cache_misses;        // kernels compiled by LLVM
-  int64_t recompiles;          // specializations compiled after tj_compile
+  double compile_ms;     // wall time of tj_compile
+  int64_t cache_hits;    // kernels loaded from the memory or disk cache
+  int64_t cache_misses;  // kernels compiled by LLVM
+  int64_t recompiles;    // specializations compiled after tj_compile
   int64_t runs;
 } tj_executable_stats_t;
 

@@ -222,8 +222,8 @@ TJ_API tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a,
                                 int32_t num_axes, const int32_t* axes,
                                 bool keepdims);
 // Index (i64) of the first maximum along |axis|.
-TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a,
-                                  int32_t axis, bool keepdims);
+TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                                  bool keepdims);
 
 //===--- contraction ---===//
 
@@ -288,8 +288,8 @@ TJ_API tj_value_t tj_graph_layer_norm(tj_graph_t* graph, tj_value_t x,
 TJ_API tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x,
                                     tj_value_t gamma, double eps);
 // x @ w + b; |b| may be none.
-TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x,
-                                  tj_value_t w, tj_value_t b);
+TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
+                                  tj_value_t b);
 
 //===--- reading a graph ---===//
 
@@ -298,12 +298,10 @@ TJ_API int32_t tj_graph_num_inputs(const tj_graph_t* graph);
 TJ_API int32_t tj_graph_num_outputs(const tj_graph_t* graph);
 // The |index|th input or output value; none when out of range.
 TJ_API tj_value_t tj_graph_input_value(const tj_graph_t* graph, int32_t index);
-TJ_API tj_value_t tj_graph_output_value(const tj_graph_t* graph,
-                                        int32_t index);
+TJ_API tj_value_t tj_graph_output_value(const tj_graph_t* graph, int32_t index);
 // Name of the |index|th input/output; borrowed, valid as long as the graph.
 TJ_API const char* tj_graph_input_name(const tj_graph_t* graph, int32_t index);
-TJ_API const char* tj_graph_output_name(const tj_graph_t* graph,
-                                        int32_t index);
+TJ_API const char* tj_graph_output_name(const tj_graph_t* graph, int32_t index);
 // dtype and rank of |value|; -1 for rank of an invalid value.
 TJ_API tj_dtype_t tj_graph_value_dtype(const tj_graph_t* graph,
                                        tj_value_t value);

@@ -193,8 +193,7 @@ tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph);
 // then |num_extra| more: new-graph nodes |extra_nodes| named
 // |extra_names| (copied). Guards are translated as by tj_rewriter_finish.
 tj_status_t tj_rewriter_begin_bare(tj_rewriter_t* rw, const tj_graph_t* src);
-tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw,
-                                       bool keep_src_outputs,
+tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw, bool keep_src_outputs,
                                        uint32_t num_extra,
                                        const uint32_t* extra_nodes,
                                        const char* const* extra_names,

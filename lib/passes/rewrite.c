@@ -143,8 +143,7 @@ tj_status_t tj_rewriter_finish(tj_rewriter_t* rw, tj_graph_t** out_graph) {
   return tj_rewriter_finish_outputs(rw, true, 0, NULL, NULL, out_graph);
 }
 
-tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw,
-                                       bool keep_src_outputs,
+tj_status_t tj_rewriter_finish_outputs(tj_rewriter_t* rw, bool keep_src_outputs,
                                        uint32_t num_extra,
                                        const uint32_t* extra_nodes,
                                        const char* const* extra_names,

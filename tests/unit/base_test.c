@@ -57,9 +57,9 @@ TEST(array_reserve_grows_and_fails_cleanly) {
   for (int i = 0; i < 100; ++i) items[i] = i;
   t.fail_at = t.allocations;  // the next growth fails
   uint32_t before = capacity;
-  CHECK_STATUS(TJ_STATUS_OUT_OF_MEMORY, "",
-               tj_array_reserve(a, (void**)&items, &capacity, before + 1,
-                                sizeof(int)));
+  CHECK_STATUS(
+      TJ_STATUS_OUT_OF_MEMORY, "",
+      tj_array_reserve(a, (void**)&items, &capacity, before + 1, sizeof(int)));
   CHECK_EQ_INT(before, capacity);
   CHECK_EQ_INT(99, items[99]);  // unchanged on failure
   tj_free(a, items, capacity * sizeof(int));

@@ -97,7 +97,8 @@ TEST(concurrent_writers_leave_a_valid_cache) {
   if (exe) {
     float x[3 * 48], w[48 * 40], b[40], y[3 * 40], ref[3 * 40];
     for (int i = 0; i < 3 * 48; ++i) x[i] = (float)((i * 37) % 17) / 8.0f - 1;
-    for (int i = 0; i < 48 * 40; ++i) w[i] = (float)((i * 11) % 13) / 26.0f - 0.25f;
+    for (int i = 0; i < 48 * 40; ++i)
+      w[i] = (float)((i * 11) % 13) / 26.0f - 0.25f;
     for (int i = 0; i < 40; ++i) b[i] = (float)i / 40.0f;
     int64_t xs[2] = {3, 48}, ws[2] = {48, 40}, bs[1] = {40}, ys[2] = {3, 40};
     tj_tensor_t in[3] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xs),

@@ -39,11 +39,13 @@ TEST(memory_cache_hit_miss_and_oom) {
     void* bytes = NULL;
     size_t size = 0;
     bool hit = true;
-    if (!st) st = tj_memory_cache_lookup(ctx, k, o.allocator, &bytes, &size, &hit);
+    if (!st)
+      st = tj_memory_cache_lookup(ctx, k, o.allocator, &bytes, &size, &hit);
     if (!st) CHECK(!hit);
     if (!st) st = tj_memory_cache_store(ctx, k, "object", 6);
     if (!st) st = tj_memory_cache_store(ctx, k, "object", 6);  // no duplicate
-    if (!st) st = tj_memory_cache_lookup(ctx, k, o.allocator, &bytes, &size, &hit);
+    if (!st)
+      st = tj_memory_cache_lookup(ctx, k, o.allocator, &bytes, &size, &hit);
     if (!st) {
       CHECK(hit);
       CHECK_EQ_INT(6, size);
@@ -74,8 +76,8 @@ static void expect_miss(tj_cache_key_t key, const char* reason) {
   size_t size = 0;
   bool hit = true;
   const char* why = NULL;
-  CHECK_OK(tj_disk_cache_load(g_dir, key, tj_allocator_system(), &bytes,
-                              &size, &hit, &why));
+  CHECK_OK(tj_disk_cache_load(g_dir, key, tj_allocator_system(), &bytes, &size,
+                              &hit, &why));
   CHECK(!hit);
   CHECK(bytes == NULL);
   CHECK_STREQ(reason, why);
@@ -152,8 +154,8 @@ TEST(disk_cache_disabled_and_unwritable) {
   size_t size = 0;
   bool hit = true;
   const char* why = NULL;
-  CHECK_OK(tj_disk_cache_load("", k, tj_allocator_system(), &bytes, &size,
-                              &hit, &why));
+  CHECK_OK(tj_disk_cache_load("", k, tj_allocator_system(), &bytes, &size, &hit,
+                              &why));
   CHECK(!hit);
   CHECK_OK(tj_disk_cache_store("", k, "x", 1));
   // A regular file where the directory should be: a status, not a crash.

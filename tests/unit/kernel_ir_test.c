@@ -77,7 +77,8 @@ TEST(print_reduce_and_gemm) {
   uint32_t lx = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, x));
   uint32_t d = tj_kir_binary(k, TJ_OP_SUB, lx, tj_kir_row(k, p0));
   tj_kir_yield(k, tj_kir_unary(k, TJ_OP_EXP, d));
-  uint32_t p2 = tj_kir_begin_phase(k, TJ_KIR_PHASE_REDUCE, TJ_KIR_REDUCE_ARGMAX);
+  uint32_t p2 =
+      tj_kir_begin_phase(k, TJ_KIR_PHASE_REDUCE, TJ_KIR_REDUCE_ARGMAX);
   tj_kir_yield(k, tj_kir_load(k, x));
   tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
   lx = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, x));
@@ -178,8 +179,9 @@ static tj_kir_t* simple(tj_kir_kind_t kind, const char* name) {
 
 TEST(builder_errors) {
   tj_kir_t* k = NULL;
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not a C identifier",
-               tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "9x", &k));
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "not a C identifier",
+      tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "9x", &k));
   CHECK(k == NULL);
 
   tj_kir_ival_t s2[2] = {tj_kir_constant(8), tj_kir_constant(1)};
@@ -190,8 +192,8 @@ TEST(builder_errors) {
   uint32_t e = tj_kir_unary(k, TJ_OP_EXP, tj_kir_load(k, x));
   CHECK_EQ_INT(TJ_KIR_NONE, e);
   tj_kir_store(k, y, e);
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "@int_exp: exp does not apply to i32",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "@int_exp: exp does not apply to i32", tj_kir_finalize(k));
   // The error is reported again, not forgotten.
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "exp", tj_kir_finalize(k));
   tj_kir_destroy(k);
@@ -200,8 +202,8 @@ TEST(builder_errors) {
   x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, s2);
   y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F16, TJ_KIR_OUTPUT, s2);
   tj_kir_store(k, y, tj_kir_load(k, x));
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "store of f32 (%0) into f16 buffer %y",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "store of f32 (%0) into f16 buffer %y", tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_POINTWISE, "load_output");
@@ -216,8 +218,8 @@ TEST(builder_errors) {
   uint32_t lx = tj_kir_load(k, x);
   uint32_t lz = tj_kir_load(k, z);
   tj_kir_binary(k, TJ_OP_ADD, lx, lz);
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "add does not apply to f32 (%0), f64 (%1)",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "add does not apply to f32 (%0), f64 (%1)", tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_POINTWISE, "yield_map");
@@ -305,8 +307,8 @@ TEST(verifier_rules) {
   tj_kir_store(k, y, tj_kir_load(k, x));
   tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
   tj_kir_row(k, p);
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "row ^0 is not an earlier reduce phase",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "row ^0 is not an earlier reduce phase", tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_ROW_REDUCE, "bool_sum");
@@ -321,8 +323,8 @@ TEST(verifier_rules) {
   tj_kir_add_buffer(k, "a", TJ_DTYPE_F32, TJ_KIR_GEMM_A, s2);
   y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, s2);
   tj_kir_store(k, y, tj_kir_acc(k));
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "needs one A and one B buffer, has 1 and 0",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "needs one A and one B buffer, has 1 and 0", tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_GEMM, "gemm_f16");
@@ -335,8 +337,10 @@ TEST(verifier_rules) {
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_POINTWISE, "one_phase");
-  CHECK_EQ_INT(TJ_KIR_NONE, tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM));
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "exactly one phase", tj_kir_finalize(k));
+  CHECK_EQ_INT(TJ_KIR_NONE,
+               tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "exactly one phase",
+               tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   // Negative constant sizes, and a rank-0 space.
@@ -347,7 +351,8 @@ TEST(verifier_rules) {
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "a space dim is negative (-3)",
                tj_kir_finalize(k2));
   tj_kir_destroy(k2);
-  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "rank0", &k2));
+  CHECK_OK(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "rank0", &k2));
   tj_kir_set_space(k2, 0, bad);
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "space rank 0 is not in [1, 8]",
                tj_kir_finalize(k2));

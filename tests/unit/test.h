@@ -19,97 +19,96 @@ static const char* g_test_current;
 
 #define TEST(name) static void test_##name(void)
 
-#define RUN_TEST(name)                                          \
-  do {                                                          \
-    int before_ = g_test_failures;                              \
-    g_test_current = #name;                                     \
-    test_##name();                                              \
+#define RUN_TEST(name)                                                        \
+  do {                                                                        \
+    int before_ = g_test_failures;                                            \
+    g_test_current = #name;                                                   \
+    test_##name();                                                            \
     printf("%s - %s\n", g_test_failures == before_ ? "ok" : "not ok", #name); \
   } while (0)
 
-#define TEST_MAIN_END()                                                  \
-  do {                                                                   \
-    printf("# %d checks, %d failed\n", g_test_checks, g_test_failures);  \
-    return g_test_failures ? 1 : 0;                                      \
+#define TEST_MAIN_END()                                                 \
+  do {                                                                  \
+    printf("# %d checks, %d failed\n", g_test_checks, g_test_failures); \
+    return g_test_failures ? 1 : 0;                                     \
   } while (0)
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    ++g_test_checks;                                                    \
-    if (!(cond)) {                                                      \
-      ++g_test_failures;                                                \
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    ++g_test_checks;                                                       \
+    if (!(cond)) {                                                         \
+      ++g_test_failures;                                                   \
       fprintf(stderr, "%s:%d: %s: CHECK failed: %s\n", __FILE__, __LINE__, \
-              g_test_current, #cond);                                   \
+              g_test_current, #cond);                                      \
+    }                                                                      \
+  } while (0)
+
+#define CHECK_EQ_INT(expected, actual)                                        \
+  do {                                                                        \
+    long long e_ = (long long)(expected), a_ = (long long)(actual);           \
+    ++g_test_checks;                                                          \
+    if (e_ != a_) {                                                           \
+      ++g_test_failures;                                                      \
+      fprintf(stderr, "%s:%d: %s: expected %s == %lld, got %lld\n", __FILE__, \
+              __LINE__, g_test_current, #actual, e_, a_);                     \
+    }                                                                         \
+  } while (0)
+
+#define CHECK_STREQ(expected, actual)                                   \
+  do {                                                                  \
+    const char* e_ = (expected);                                        \
+    const char* a_ = (actual);                                          \
+    ++g_test_checks;                                                    \
+    if (!a_ || strcmp(e_, a_) != 0) {                                   \
+      ++g_test_failures;                                                \
+      fprintf(stderr, "%s:%d: %s: expected %s == \"%s\", got \"%s\"\n", \
+              __FILE__, __LINE__, g_test_current, #actual, e_,          \
+              a_ ? a_ : "(null)");                                      \
     }                                                                   \
   } while (0)
 
-#define CHECK_EQ_INT(expected, actual)                                   \
-  do {                                                                   \
-    long long e_ = (long long)(expected), a_ = (long long)(actual);      \
-    ++g_test_checks;                                                     \
-    if (e_ != a_) {                                                      \
-      ++g_test_failures;                                                 \
-      fprintf(stderr, "%s:%d: %s: expected %s == %lld, got %lld\n",      \
-              __FILE__, __LINE__, g_test_current, #actual, e_, a_);      \
-    }                                                                    \
-  } while (0)
-
-#define CHECK_STREQ(expected, actual)                                    \
-  do {                                                                   \
-    const char* e_ = (expected);                                         \
-    const char* a_ = (actual);                                           \
-    ++g_test_checks;                                                     \
-    if (!a_ || strcmp(e_, a_) != 0) {                                    \
-      ++g_test_failures;                                                 \
-      fprintf(stderr, "%s:%d: %s: expected %s == \"%s\", got \"%s\"\n",  \
-              __FILE__, __LINE__, g_test_current, #actual, e_,           \
-              a_ ? a_ : "(null)");                                       \
-    }                                                                    \
-  } while (0)
-
 // |needle| must occur in |haystack|.
-#define CHECK_CONTAINS(haystack, needle)                                 \
-  do {                                                                   \
-    const char* h_ = (haystack);                                         \
-    ++g_test_checks;                                                     \
-    if (!h_ || !strstr(h_, (needle))) {                                  \
-      ++g_test_failures;                                                 \
-      fprintf(stderr, "%s:%d: %s: \"%s\" does not contain \"%s\"\n",     \
-              __FILE__, __LINE__, g_test_current, h_ ? h_ : "(null)",    \
-              (needle));                                                 \
-    }                                                                    \
+#define CHECK_CONTAINS(haystack, needle)                                       \
+  do {                                                                         \
+    const char* h_ = (haystack);                                               \
+    ++g_test_checks;                                                           \
+    if (!h_ || !strstr(h_, (needle))) {                                        \
+      ++g_test_failures;                                                       \
+      fprintf(stderr, "%s:%d: %s: \"%s\" does not contain \"%s\"\n", __FILE__, \
+              __LINE__, g_test_current, h_ ? h_ : "(null)", (needle));         \
+    }                                                                          \
   } while (0)
 
 // The call must succeed; prints the status message otherwise (and frees it).
-#define CHECK_OK(expr)                                                   \
-  do {                                                                   \
-    tj_status_t s_ = (expr);                                             \
-    ++g_test_checks;                                                     \
-    if (s_) {                                                            \
-      ++g_test_failures;                                                 \
-      fprintf(stderr, "%s:%d: %s: %s failed: %s: %s\n", __FILE__,        \
-              __LINE__, g_test_current, #expr,                           \
-              tj_status_code_name(tj_status_code(s_)),                   \
-              tj_status_message(s_));                                    \
-      tj_status_free(s_);                                                \
-    }                                                                    \
+#define CHECK_OK(expr)                                                        \
+  do {                                                                        \
+    tj_status_t s_ = (expr);                                                  \
+    ++g_test_checks;                                                          \
+    if (s_) {                                                                 \
+      ++g_test_failures;                                                      \
+      fprintf(stderr, "%s:%d: %s: %s failed: %s: %s\n", __FILE__, __LINE__,   \
+              g_test_current, #expr, tj_status_code_name(tj_status_code(s_)), \
+              tj_status_message(s_));                                         \
+      tj_status_free(s_);                                                     \
+    }                                                                         \
   } while (0)
 
 // The status must have |code| and its message contain |needle|; frees it.
-#define CHECK_STATUS(code, needle, expr)                                 \
-  do {                                                                   \
-    tj_status_t s_ = (expr);                                             \
-    ++g_test_checks;                                                     \
-    if (tj_status_code(s_) != (code) ||                                  \
-        !strstr(tj_status_message(s_), (needle))) {                      \
-      ++g_test_failures;                                                 \
-      fprintf(stderr, "%s:%d: %s: %s: expected %s containing \"%s\", got %s: \"%s\"\n", \
-              __FILE__, __LINE__, g_test_current, #expr,                 \
-              tj_status_code_name(code), (needle),                       \
-              tj_status_code_name(tj_status_code(s_)),                   \
-              tj_status_message(s_));                                    \
-    }                                                                    \
-    tj_status_free(s_);                                                  \
+#define CHECK_STATUS(code, needle, expr)                                    \
+  do {                                                                      \
+    tj_status_t s_ = (expr);                                                \
+    ++g_test_checks;                                                        \
+    if (tj_status_code(s_) != (code) ||                                     \
+        !strstr(tj_status_message(s_), (needle))) {                         \
+      ++g_test_failures;                                                    \
+      fprintf(                                                              \
+          stderr,                                                           \
+          "%s:%d: %s: %s: expected %s containing \"%s\", got %s: \"%s\"\n", \
+          __FILE__, __LINE__, g_test_current, #expr,                        \
+          tj_status_code_name(code), (needle),                              \
+          tj_status_code_name(tj_status_code(s_)), tj_status_message(s_));  \
+    }                                                                       \
+    tj_status_free(s_);                                                     \
   } while (0)
 
 //===--- a counting allocator that can fail the Nth allocation ---===//

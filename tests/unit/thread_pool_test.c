@@ -124,7 +124,8 @@ TEST(concurrent_callers) {
   CHECK_OK(tj_thread_pool_create(tj_allocator_system(), 2, &pool));
   pthread_t t[2];
   caller_t callers[2] = {{pool, false}, {pool, false}};
-  for (int i = 0; i < 2; ++i) pthread_create(&t[i], NULL, caller_main, &callers[i]);
+  for (int i = 0; i < 2; ++i)
+    pthread_create(&t[i], NULL, caller_main, &callers[i]);
   for (int i = 0; i < 2; ++i) {
     pthread_join(t[i], NULL);
     CHECK(callers[i].ok);
@@ -156,7 +157,8 @@ static void host_parallel_for(void* user_data, int64_t n,
   host_job_t jobs[2] = {{task, context, 0, n / 2, 0},
                         {task, context, n / 2, n, 1}};
   pthread_t t[2];
-  for (int i = 0; i < 2; ++i) pthread_create(&t[i], NULL, host_worker, &jobs[i]);
+  for (int i = 0; i < 2; ++i)
+    pthread_create(&t[i], NULL, host_worker, &jobs[i]);
   for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
 }
 

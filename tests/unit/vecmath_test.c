@@ -13,10 +13,10 @@ static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 typedef struct sweep_t {
   tj_op_t op;
   ref_fn ref;
-  double lo, hi;       // uniform part of the sweep
-  bool log_uniform;    // add |x| = 2^u samples of both signs
+  double lo, hi;     // uniform part of the sweep
+  bool log_uniform;  // add |x| = 2^u samples of both signs
   bool positive_only;
-  double bound;        // max ulp allowed (vecmath.h)
+  double bound;  // max ulp allowed (vecmath.h)
 } sweep_t;
 
 static const sweep_t kSweeps[] = {
@@ -122,15 +122,17 @@ TEST(pow_accuracy) {
     }
   }
   tj_kir_t* k = NULL;
-  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "vm_pow", &k));
+  CHECK_OK(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "vm_pow", &k));
   uint32_t np = tj_kir_add_param(k, "N");
   tj_kir_ival_t dims[1] = {tj_kir_runtime(np)};
   tj_kir_set_space(k, 1, dims);
   uint32_t bx = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, kUnit);
   uint32_t be = tj_kir_add_buffer(k, "e", TJ_DTYPE_F32, TJ_KIR_INPUT, kUnit);
   uint32_t by = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, kUnit);
-  tj_kir_store(k, by, tj_kir_binary(k, TJ_OP_POW, tj_kir_load(k, bx),
-                                    tj_kir_load(k, be)));
+  tj_kir_store(
+      k, by,
+      tj_kir_binary(k, TJ_OP_POW, tj_kir_load(k, bx), tj_kir_load(k, be)));
   CHECK_OK(tj_kir_finalize(k));
   for (int j = 0; j < g_num_jits; ++j) {
     compiled_t c;
@@ -164,21 +166,34 @@ TEST(special_values) {
     float in, out;
     bool nan_out;
   } cases[] = {
-      {TJ_OP_EXP, -INFINITY, 0, false}, {TJ_OP_EXP, INFINITY, INFINITY, false},
-      {TJ_OP_EXP, NAN, 0, true},        {TJ_OP_EXP, 0, 1, false},
-      {TJ_OP_EXP, 89, INFINITY, false}, {TJ_OP_EXP, -104, 0, false},
-      {TJ_OP_LOG, 0, -INFINITY, false}, {TJ_OP_LOG, -0.0f, -INFINITY, false},
-      {TJ_OP_LOG, -1, 0, true},         {TJ_OP_LOG, INFINITY, INFINITY, false},
-      {TJ_OP_LOG, 1, 0, false},         {TJ_OP_LOG, NAN, 0, true},
-      {TJ_OP_TANH, INFINITY, 1, false}, {TJ_OP_TANH, -INFINITY, -1, false},
-      {TJ_OP_TANH, NAN, 0, true},       {TJ_OP_TANH, 0, 0, false},
-      {TJ_OP_ERF, INFINITY, 1, false},  {TJ_OP_ERF, -INFINITY, -1, false},
-      {TJ_OP_ERF, NAN, 0, true},        {TJ_OP_ERF, 0, 0, false},
+      {TJ_OP_EXP, -INFINITY, 0, false},
+      {TJ_OP_EXP, INFINITY, INFINITY, false},
+      {TJ_OP_EXP, NAN, 0, true},
+      {TJ_OP_EXP, 0, 1, false},
+      {TJ_OP_EXP, 89, INFINITY, false},
+      {TJ_OP_EXP, -104, 0, false},
+      {TJ_OP_LOG, 0, -INFINITY, false},
+      {TJ_OP_LOG, -0.0f, -INFINITY, false},
+      {TJ_OP_LOG, -1, 0, true},
+      {TJ_OP_LOG, INFINITY, INFINITY, false},
+      {TJ_OP_LOG, 1, 0, false},
+      {TJ_OP_LOG, NAN, 0, true},
+      {TJ_OP_TANH, INFINITY, 1, false},
+      {TJ_OP_TANH, -INFINITY, -1, false},
+      {TJ_OP_TANH, NAN, 0, true},
+      {TJ_OP_TANH, 0, 0, false},
+      {TJ_OP_ERF, INFINITY, 1, false},
+      {TJ_OP_ERF, -INFINITY, -1, false},
+      {TJ_OP_ERF, NAN, 0, true},
+      {TJ_OP_ERF, 0, 0, false},
       {TJ_OP_SIGMOID, INFINITY, 1, false},
       {TJ_OP_SIGMOID, -INFINITY, 0, false},
-      {TJ_OP_SIGMOID, NAN, 0, true},    {TJ_OP_SIGMOID, 0, 0.5f, false},
-      {TJ_OP_SIN, INFINITY, 0, true},   {TJ_OP_SIN, NAN, 0, true},
-      {TJ_OP_SIN, 0, 0, false},         {TJ_OP_COS, -INFINITY, 0, true},
+      {TJ_OP_SIGMOID, NAN, 0, true},
+      {TJ_OP_SIGMOID, 0, 0.5f, false},
+      {TJ_OP_SIN, INFINITY, 0, true},
+      {TJ_OP_SIN, NAN, 0, true},
+      {TJ_OP_SIN, 0, 0, false},
+      {TJ_OP_COS, -INFINITY, 0, true},
       {TJ_OP_COS, 0, 1, false},
   };
   for (int j = 0; j < g_num_jits; ++j) {
@@ -216,9 +231,9 @@ TEST(f64_exp_log) {
   static const tj_op_t ops[] = {TJ_OP_EXP, TJ_OP_LOG};
   for (size_t o = 0; o < 2; ++o) {
     for (int64_t i = 0; i < n; ++i) {
-      x[i] = ops[o] == TJ_OP_EXP ? rng_uniform(-745, 709)
-                                 : ldexp(rng_uniform(1, 2),
-                                         (int)rng_uniform(-1074, 1023));
+      x[i] = ops[o] == TJ_OP_EXP
+                 ? rng_uniform(-745, 709)
+                 : ldexp(rng_uniform(1, 2), (int)rng_uniform(-1074, 1023));
     }
     tj_kir_t* k = unary_kernel(ops[o], TJ_DTYPE_F64);
     for (int j = 0; j < g_num_jits; ++j) {
@@ -232,8 +247,8 @@ TEST(f64_exp_log) {
         long double want = ops[o] == TJ_OP_EXP ? expl((long double)x[i])
                                                : logl((long double)x[i]);
         double w = (double)want;
-        double err = (double)fabsl((long double)y[i] - want) /
-                     ulp_of(TJ_DTYPE_F64, w);
+        double err =
+            (double)fabsl((long double)y[i] - want) / ulp_of(TJ_DTYPE_F64, w);
         if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
       }
       printf("#   %-8s %-5s %6.3f ulp (f64)\n", tj_op_info(ops[o])->name,

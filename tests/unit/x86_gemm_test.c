@@ -11,10 +11,10 @@ typedef struct gemm_desc_t {
   const char* name;
   bool runtime_sizes;  // M, N, K as params 0..2 (else constants below)
   int64_t m, n, k;
-  bool batched;        // space [2, M, N]; B broadcast over the batch
+  bool batched;  // space [2, M, N]; B broadcast over the batch
   bool a_trans, b_trans;
-  int epilogue;        // 0 plain, 1 bias+gelu(tanh), 2 bias+gelu(erf)+residual
-                       // +bf16 second output
+  int epilogue;  // 0 plain, 1 bias+gelu(tanh), 2 bias+gelu(erf)+residual
+                 // +bf16 second output
   tj_kir_gemm_schedule_t schedule;
 } gemm_desc_t;
 
@@ -24,7 +24,8 @@ static tj_kir_ival_t dim_of(const gemm_desc_t* d, uint32_t param, int64_t v) {
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 static uint32_t gelu_tanh(tj_kir_t* k, uint32_t v) {
-  uint32_t x3 = tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
+  uint32_t x3 =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
   uint32_t in = tj_kir_binary(
       k, TJ_OP_ADD, v,
       tj_kir_binary(k, TJ_OP_MUL, x3,
@@ -33,11 +34,11 @@ static uint32_t gelu_tanh(tj_kir_t* k, uint32_t v) {
       k, TJ_OP_TANH,
       tj_kir_binary(k, TJ_OP_MUL, in,
                     tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-  uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
-                             tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  return tj_kir_binary(k, TJ_OP_MUL, h,
-                       tj_kir_binary(k, TJ_OP_ADD, t,
-                                     tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+  uint32_t h =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  return tj_kir_binary(
+      k, TJ_OP_MUL, h,
+      tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
 }
 
 // 0.5 x (1 + erf(x / sqrt 2))
@@ -46,11 +47,11 @@ static uint32_t gelu_erf(tj_kir_t* k, uint32_t v) {
       k, TJ_OP_ERF,
       tj_kir_binary(k, TJ_OP_MUL, v,
                     tj_kir_const_float(k, TJ_DTYPE_F32, 0.7071067811865476)));
-  uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
-                             tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  return tj_kir_binary(k, TJ_OP_MUL, h,
-                       tj_kir_binary(k, TJ_OP_ADD, e,
-                                     tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+  uint32_t h =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  return tj_kir_binary(
+      k, TJ_OP_MUL, h,
+      tj_kir_binary(k, TJ_OP_ADD, e, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
 }
 
 static tj_kir_t* build_gemm(const gemm_desc_t* d) {
@@ -136,9 +137,16 @@ static void check_gemm(const gemm_desc_t* d, const int64_t* scalars,
 // clamped row / masked column), 7, 33, 257 (edges of the 6x64 tile and
 // of the 128-column block), K past the 1024 single-pass limit.
 TEST(odd_sizes_runtime) {
-  gemm_desc_t d = {.name = "gemm_rt", .runtime_sizes = true, .m = 0, .n = 0,
-                   .k = 0, .batched = false, .a_trans = false, .b_trans = false,
-                   .epilogue = 0, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t d = {.name = "gemm_rt",
+                   .runtime_sizes = true,
+                   .m = 0,
+                   .n = 0,
+                   .k = 0,
+                   .batched = false,
+                   .a_trans = false,
+                   .b_trans = false,
+                   .epilogue = 0,
+                   .schedule = {0, 0, 0, 0, 0}};
   tj_kir_t* k = build_gemm(&d);
   kernel_set_t set;
   prepare_kernel(k, &set);
@@ -169,43 +177,87 @@ TEST(odd_sizes_runtime) {
 }
 
 TEST(fused_epilogues) {
-  gemm_desc_t d1 = {.name = "gelu_tanh_bias", .runtime_sizes = false, .m = 37, .n = 150,
-                   .k = 96, .batched = false, .a_trans = false, .b_trans = false,
-                   .epilogue = 1, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t d1 = {.name = "gelu_tanh_bias",
+                    .runtime_sizes = false,
+                    .m = 37,
+                    .n = 150,
+                    .k = 96,
+                    .batched = false,
+                    .a_trans = false,
+                    .b_trans = false,
+                    .epilogue = 1,
+                    .schedule = {0, 0, 0, 0, 0}};
   check_gemm(&d1, NULL, d1.k);
-  gemm_desc_t d2 = {.name = "gelu_erf_res_bf16", .runtime_sizes = false, .m = 20, .n = 77,
-                   .k = 65, .batched = false, .a_trans = false, .b_trans = false,
-                   .epilogue = 2, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t d2 = {.name = "gelu_erf_res_bf16",
+                    .runtime_sizes = false,
+                    .m = 20,
+                    .n = 77,
+                    .k = 65,
+                    .batched = false,
+                    .a_trans = false,
+                    .b_trans = false,
+                    .epilogue = 2,
+                    .schedule = {0, 0, 0, 0, 0}};
   check_gemm(&d2, NULL, d2.k);
 }
 
 TEST(batched_and_transposed) {
-  gemm_desc_t d = {.name = "batched", .runtime_sizes = false, .m = 9, .n = 40,
-                   .k = 21, .batched = true, .a_trans = false, .b_trans = false,
-                   .epilogue = 1, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t d = {.name = "batched",
+                   .runtime_sizes = false,
+                   .m = 9,
+                   .n = 40,
+                   .k = 21,
+                   .batched = true,
+                   .a_trans = false,
+                   .b_trans = false,
+                   .epilogue = 1,
+                   .schedule = {0, 0, 0, 0, 0}};
   check_gemm(&d, NULL, d.k);
-  gemm_desc_t t1 = {.name = "b_trans", .runtime_sizes = false, .m = 11, .n = 35,
-                   .k = 50, .batched = false, .a_trans = false, .b_trans = true,
-                   .epilogue = 0, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t t1 = {.name = "b_trans",
+                    .runtime_sizes = false,
+                    .m = 11,
+                    .n = 35,
+                    .k = 50,
+                    .batched = false,
+                    .a_trans = false,
+                    .b_trans = true,
+                    .epilogue = 0,
+                    .schedule = {0, 0, 0, 0, 0}};
   check_gemm(&t1, NULL, t1.k);
-  gemm_desc_t t2 = {.name = "ab_trans", .runtime_sizes = false, .m = 14, .n = 19,
-                   .k = 23, .batched = false, .a_trans = true, .b_trans = true,
-                   .epilogue = 2, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t t2 = {.name = "ab_trans",
+                    .runtime_sizes = false,
+                    .m = 14,
+                    .n = 19,
+                    .k = 23,
+                    .batched = false,
+                    .a_trans = true,
+                    .b_trans = true,
+                    .epilogue = 2,
+                    .schedule = {0, 0, 0, 0, 0}};
   check_gemm(&t2, NULL, t2.k);
 }
 
 // Explicit schedules: small tiles, small blocks (many units, several m and
 // n blocks), and a small kc (four passes with the epilogue on the last).
 TEST(schedules) {
-  static const tj_kir_gemm_schedule_t scheds[] = {
-      {8, 32, 0, 0, 0}, {4, 16, 8, 32, 0}, {1, 16, 0, 0, 0},
-      {6, 64, 12, 64, 64}, {3, 48, 9, 48, 40}};
+  static const tj_kir_gemm_schedule_t scheds[] = {{8, 32, 0, 0, 0},
+                                                  {4, 16, 8, 32, 0},
+                                                  {1, 16, 0, 0, 0},
+                                                  {6, 64, 12, 64, 64},
+                                                  {3, 48, 9, 48, 40}};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(scheds); ++i) {
     char name[32];
     snprintf(name, sizeof(name), "sched%zu", i);
-    gemm_desc_t d = {.name = name, .runtime_sizes = false, .m = 29, .n = 131,
-                     .k = 200, .batched = false, .a_trans = false, .b_trans = false,
-                     .epilogue = 1, .schedule = scheds[i]};
+    gemm_desc_t d = {.name = name,
+                     .runtime_sizes = false,
+                     .m = 29,
+                     .n = 131,
+                     .k = 200,
+                     .batched = false,
+                     .a_trans = false,
+                     .b_trans = false,
+                     .epilogue = 1,
+                     .schedule = scheds[i]};
     check_gemm(&d, NULL, d.k);
   }
 }
@@ -215,9 +267,16 @@ TEST(schedules) {
 TEST(threaded) {
   tj_thread_pool_t* pool;
   CHECK_OK(tj_thread_pool_create(tj_allocator_system(), 3, &pool));
-  gemm_desc_t d = {.name = "threaded", .runtime_sizes = false, .m = 301, .n = 520,
-                   .k = 130, .batched = false, .a_trans = false, .b_trans = false,
-                   .epilogue = 1, .schedule = {6, 64, 60, 128, 0}};
+  gemm_desc_t d = {.name = "threaded",
+                   .runtime_sizes = false,
+                   .m = 301,
+                   .n = 520,
+                   .k = 130,
+                   .batched = false,
+                   .a_trans = false,
+                   .b_trans = false,
+                   .epilogue = 1,
+                   .schedule = {6, 64, 60, 128, 0}};
   tj_kir_t* k = build_gemm(&d);
   CHECK_OK(tj_kir_finalize(k));
   for (int j = 0; j < g_num_jits; ++j) {
@@ -242,9 +301,11 @@ TEST(threaded) {
     for (int t = 0; t < 100; ++t) {
       size_t m = rng_next() % 301, n = rng_next() % 520;
       double acc = bias[n];
-      for (size_t q = 0; q < 130; ++q) acc += (double)a[m * 130 + q] * b[q * 520 + n];
-      double g = 0.5 * acc * (1 + tanh(0.7978845608028654 *
-                                       (acc + 0.044715 * acc * acc * acc)));
+      for (size_t q = 0; q < 130; ++q)
+        acc += (double)a[m * 130 + q] * b[q * 520 + n];
+      double g =
+          0.5 * acc *
+          (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
       worst = fmax(worst, fabs(g - y1[m * 520 + n]));
     }
     CHECK(worst < 1e-4);
@@ -261,9 +322,16 @@ TEST(threaded) {
 
 // Launch arithmetic: units and scratch follow the resolved schedule.
 TEST(launch_info) {
-  gemm_desc_t d = {.name = "launch", .runtime_sizes = true, .m = 0, .n = 0,
-                   .k = 0, .batched = false, .a_trans = false, .b_trans = false,
-                   .epilogue = 0, .schedule = {0, 0, 0, 0, 0}};
+  gemm_desc_t d = {.name = "launch",
+                   .runtime_sizes = true,
+                   .m = 0,
+                   .n = 0,
+                   .k = 0,
+                   .batched = false,
+                   .a_trans = false,
+                   .b_trans = false,
+                   .epilogue = 0,
+                   .schedule = {0, 0, 0, 0, 0}};
   tj_kir_t* k = build_gemm(&d);
   CHECK_OK(tj_kir_finalize(k));
   tj_kir_launch_t l;
@@ -279,7 +347,8 @@ TEST(launch_info) {
   CHECK_OK(tj_kir_launch_info(k, 16, s2, &l));
   CHECK(l.scratch_bytes > (int64_t)l.schedule.kc * l.schedule.nc * 4);
   int64_t bad[3] = {-1, 10, 10};
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "@launch", tj_kir_launch_info(k, 16, bad, &l));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "@launch",
+               tj_kir_launch_info(k, 16, bad, &l));
   // AVX2 and SSE2 tiles fit 16 registers.
   CHECK_OK(tj_kir_launch_info(k, 8, s1, &l));
   CHECK(l.schedule.tile_m * (l.schedule.tile_n / 8) <= 13);

@@ -9,8 +9,8 @@
 #include "tests/unit/x86_test_util.h"
 
 // gelu(x @ w + b), tanh form, with runtime M: the capstone kernel.
-static tj_kir_t* build_capstone(tj_allocator_t a, const char* name,
-                                int64_t n, int64_t kk) {
+static tj_kir_t* build_capstone(tj_allocator_t a, const char* name, int64_t n,
+                                int64_t kk) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
   if (!k) return NULL;
@@ -27,7 +27,8 @@ static tj_kir_t* build_capstone(tj_allocator_t a, const char* name,
   tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
   uint32_t acc = tj_kir_acc(k);
   uint32_t v = tj_kir_binary(k, TJ_OP_ADD, acc, tj_kir_load(k, b));
-  uint32_t v3 = tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
+  uint32_t v3 =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
   uint32_t in = tj_kir_binary(
       k, TJ_OP_ADD, v,
       tj_kir_binary(k, TJ_OP_MUL, v3,
@@ -36,12 +37,13 @@ static tj_kir_t* build_capstone(tj_allocator_t a, const char* name,
       k, TJ_OP_TANH,
       tj_kir_binary(k, TJ_OP_MUL, in,
                     tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-  uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
-                             tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  tj_kir_store(k, y, tj_kir_binary(
-                         k, TJ_OP_MUL, h,
-                         tj_kir_binary(k, TJ_OP_ADD, t,
-                                       tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+  uint32_t h =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  tj_kir_store(
+      k, y,
+      tj_kir_binary(k, TJ_OP_MUL, h,
+                    tj_kir_binary(k, TJ_OP_ADD, t,
+                                  tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
   tj_status_t s = tj_kir_finalize(k);
   if (s) {
     CHECK_OK(s);
@@ -60,10 +62,11 @@ static tj_kir_t* build_softplus(const char* name) {
   uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, kUnit);
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, kUnit);
   uint32_t e = tj_kir_unary(k, TJ_OP_EXP, tj_kir_load(k, x));
-  tj_kir_store(k, y, tj_kir_unary(
-                         k, TJ_OP_LOG,
-                         tj_kir_binary(k, TJ_OP_ADD, e,
-                                       tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+  tj_kir_store(
+      k, y,
+      tj_kir_unary(k, TJ_OP_LOG,
+                   tj_kir_binary(k, TJ_OP_ADD, e,
+                                 tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
   CHECK_OK(tj_kir_finalize(k));
   return k;
 }
@@ -164,8 +167,11 @@ TEST(object_round_trip_and_timings) {
   for (int t = 0; t < 64; ++t) {
     int64_t mm = (int64_t)(rng_next() % 37), nn = (int64_t)(rng_next() % 4096);
     double acc = d.b[nn];
-    for (int64_t q = 0; q < 1024; ++q) acc += (double)d.x[mm * 1024 + q] * d.w[q * 4096 + nn];
-    double g = 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+    for (int64_t q = 0; q < 1024; ++q)
+      acc += (double)d.x[mm * 1024 + q] * d.w[q * 4096 + nn];
+    double g =
+        0.5 * acc *
+        (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
     worst = fmax(worst, fabs(g - y1[mm * 4096 + nn]));
   }
   CHECK(worst < 1e-4);

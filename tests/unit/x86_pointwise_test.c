@@ -11,7 +11,6 @@ static tj_kir_t* new_kernel(const char* name) {
   return k;
 }
 
-
 //===--- tests ---===//
 
 typedef struct unary_case_t {
@@ -104,8 +103,8 @@ TEST(binary_f32_broadcast) {
       uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_F32, TJ_KIR_INPUT,
                                      bcast ? col : row);
       uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sy);
-      tj_kir_store(k, y, tj_kir_binary(k, c->op, tj_kir_load(k, a),
-                                       tj_kir_load(k, b)));
+      tj_kir_store(
+          k, y, tj_kir_binary(k, c->op, tj_kir_load(k, a), tj_kir_load(k, b)));
       fill_t fills[3] = {c->a, c->b, {0, 0, false, false}};
       check_kernel(k, NULL, fills, c->ulps, 0);
       tj_kir_destroy(k);
@@ -129,8 +128,10 @@ TEST(compare_where_logic) {
       tj_kir_set_space(k, 1, dims);
       uint32_t a = tj_kir_add_buffer(k, "a", dts[t], TJ_KIR_INPUT, kUnit);
       uint32_t b = tj_kir_add_buffer(k, "b", dts[t], TJ_KIR_INPUT, kUnit);
-      uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_BOOL, TJ_KIR_OUTPUT, kUnit);
-      uint32_t c = tj_kir_binary(k, cmps[i], tj_kir_load(k, a), tj_kir_load(k, b));
+      uint32_t y =
+          tj_kir_add_buffer(k, "y", TJ_DTYPE_BOOL, TJ_KIR_OUTPUT, kUnit);
+      uint32_t c =
+          tj_kir_binary(k, cmps[i], tj_kir_load(k, a), tj_kir_load(k, b));
       tj_kir_store(k, y, c);
       // Few distinct values so that equality happens often.
       fill_t f = {-3, 3, false, true};
@@ -149,11 +150,13 @@ TEST(compare_where_logic) {
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F64, TJ_KIR_OUTPUT, kUnit);
   uint32_t z = tj_kir_add_buffer(k, "z", TJ_DTYPE_BOOL, TJ_KIR_OUTPUT, kUnit);
   uint32_t lp = tj_kir_load(k, p), lq = tj_kir_load(k, q);
-  uint32_t both = tj_kir_binary(k, TJ_OP_AND, lp, tj_kir_unary(k, TJ_OP_NOT, lq));
+  uint32_t both =
+      tj_kir_binary(k, TJ_OP_AND, lp, tj_kir_unary(k, TJ_OP_NOT, lq));
   uint32_t either = tj_kir_binary(k, TJ_OP_OR, both, lq);
   uint32_t la = tj_kir_load(k, a);
-  tj_kir_store(k, y, tj_kir_where(k, both, la,
-                                  tj_kir_const_float(k, TJ_DTYPE_F64, -7.5)));
+  tj_kir_store(
+      k, y,
+      tj_kir_where(k, both, la, tj_kir_const_float(k, TJ_DTYPE_F64, -7.5)));
   tj_kir_store(k, z, tj_kir_binary(k, TJ_OP_MAXIMUM, either, lp));
   fill_t f = {-5, 5, false, false};
   fill_t fills[5] = {f, f, f, f, f};
@@ -164,8 +167,8 @@ TEST(compare_where_logic) {
 // Integer arithmetic wraps; division by 0 gives 0, by -1 negates.
 TEST(integer_ops) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_I8, TJ_DTYPE_I32, TJ_DTYPE_I64};
-  static const tj_op_t bins[] = {TJ_OP_ADD, TJ_OP_SUB, TJ_OP_MUL, TJ_OP_DIV,
-                                 TJ_OP_MAXIMUM, TJ_OP_MINIMUM};
+  static const tj_op_t bins[] = {TJ_OP_ADD, TJ_OP_SUB,     TJ_OP_MUL,
+                                 TJ_OP_DIV, TJ_OP_MAXIMUM, TJ_OP_MINIMUM};
   static const tj_op_t uns[] = {TJ_OP_NEG, TJ_OP_ABS, TJ_OP_RELU, TJ_OP_SIGN};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
     double lim = dts[t] == TJ_DTYPE_I8 ? 127 : 2e9;
@@ -182,8 +185,8 @@ TEST(integer_ops) {
       uint32_t b = tj_kir_add_buffer(k, "b", dts[t], TJ_KIR_INPUT, kUnit);
       uint32_t y = tj_kir_add_buffer(k, "y", dts[t], TJ_KIR_OUTPUT, kUnit);
       uint32_t la = tj_kir_load(k, a), lb = tj_kir_load(k, b);
-      tj_kir_store(k, y, unary ? tj_kir_unary(k, op, la)
-                               : tj_kir_binary(k, op, la, lb));
+      tj_kir_store(
+          k, y, unary ? tj_kir_unary(k, op, la) : tj_kir_binary(k, op, la, lb));
       fill_t fills[3] = {{-lim - 1, lim, false, false},
                          {-3, 3, false, false},  // many 0 and -1 divisors
                          {0, 0, false, false}};
@@ -197,9 +200,9 @@ TEST(integer_ops) {
 // f16, bf16 and f64 math: loads widen, math in f32 (f64), stores round.
 TEST(half_and_double_math) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16, TJ_DTYPE_F64};
-  static const tj_op_t uns[] = {TJ_OP_EXP, TJ_OP_LOG, TJ_OP_TANH, TJ_OP_ERF,
-                                TJ_OP_SIGMOID, TJ_OP_SIN, TJ_OP_COS,
-                                TJ_OP_SQRT, TJ_OP_ROUND, TJ_OP_NEG};
+  static const tj_op_t uns[] = {
+      TJ_OP_EXP, TJ_OP_LOG, TJ_OP_TANH, TJ_OP_ERF,   TJ_OP_SIGMOID,
+      TJ_OP_SIN, TJ_OP_COS, TJ_OP_SQRT, TJ_OP_ROUND, TJ_OP_NEG};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
     for (size_t i = 0; i < TJ_ARRAY_SIZE(uns); ++i) {
       char name[64];
@@ -251,12 +254,14 @@ TEST(casts_all_pairs) {
     tj_kir_t* k = new_kernel(name);
     tj_kir_ival_t dims[1] = {tj_kir_constant(119)};
     tj_kir_set_space(k, 1, dims);
-    uint32_t x = tj_kir_add_buffer(k, "x", (tj_dtype_t)from, TJ_KIR_INPUT, kUnit);
+    uint32_t x =
+        tj_kir_add_buffer(k, "x", (tj_dtype_t)from, TJ_KIR_INPUT, kUnit);
     uint32_t lx = tj_kir_load(k, x);
     for (int to = 0; to < TJ_DTYPE_COUNT_; ++to) {
       char out[16];
       snprintf(out, sizeof(out), "to_%s", tj_dtype_name((tj_dtype_t)to));
-      uint32_t y = tj_kir_add_buffer(k, out, (tj_dtype_t)to, TJ_KIR_OUTPUT, kUnit);
+      uint32_t y =
+          tj_kir_add_buffer(k, out, (tj_dtype_t)to, TJ_KIR_OUTPUT, kUnit);
       tj_kir_store(k, y, tj_kir_cast(k, (tj_dtype_t)to, lx));
     }
     bool ffrom = tj_dtype_is_float((tj_dtype_t)from);
@@ -310,8 +315,8 @@ TEST(runtime_strides) {
 // Sizes around the vector width and the unit block; index, param and
 // const ops; two outputs; an output written in place over its input.
 TEST(odd_sizes_index_param) {
-  static const int64_t sizes[] = {1, 3, 15, 16, 17, 31, 1023, 4095, 4096, 4097,
-                                  8193};
+  static const int64_t sizes[] = {1,    3,    15,   16,   17,  31,
+                                  1023, 4095, 4096, 4097, 8193};
   tj_kir_t* k = new_kernel("iota_axpy");
   uint32_t n = tj_kir_add_param(k, "N");
   uint32_t a = tj_kir_add_param(k, "A");
@@ -319,7 +324,8 @@ TEST(odd_sizes_index_param) {
   tj_kir_set_space(k, 1, dims);
   uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, kUnit);
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, kUnit);
-  uint32_t idx = tj_kir_add_buffer(k, "idx", TJ_DTYPE_I64, TJ_KIR_OUTPUT, kUnit);
+  uint32_t idx =
+      tj_kir_add_buffer(k, "idx", TJ_DTYPE_I64, TJ_KIR_OUTPUT, kUnit);
   uint32_t i = tj_kir_index(k, 0);
   uint32_t ai = tj_kir_binary(k, TJ_OP_MUL, i, tj_kir_param(k, a));
   tj_kir_store(k, idx, ai);
@@ -381,8 +387,8 @@ TEST(high_rank_broadcast) {
   uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, sx);
   uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_F32, TJ_KIR_INPUT, sb);
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sy);
-  tj_kir_store(k, y, tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x),
-                                   tj_kir_load(k, b)));
+  tj_kir_store(
+      k, y, tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x), tj_kir_load(k, b)));
   fill_t fills[3] = {{-1, 1, false, false}, {-1, 1, false, false}, kNoFill};
   check_kernel(k, NULL, fills, 0, 0);
   tj_kir_destroy(k);
@@ -399,11 +405,13 @@ TEST(threaded_pointwise) {
   uint32_t x = tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_INPUT, s);
   uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, s);
   uint32_t lx = tj_kir_load(k, x);
-  uint32_t e = tj_kir_unary(k, TJ_OP_ERF, tj_kir_binary(
-      k, TJ_OP_MUL, lx, tj_kir_const_float(k, TJ_DTYPE_F32, 0.70710678)));
+  uint32_t e = tj_kir_unary(
+      k, TJ_OP_ERF,
+      tj_kir_binary(k, TJ_OP_MUL, lx,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.70710678)));
   uint32_t g = tj_kir_binary(
-      k, TJ_OP_MUL, tj_kir_binary(k, TJ_OP_MUL, lx,
-                                  tj_kir_const_float(k, TJ_DTYPE_F32, 0.5)),
+      k, TJ_OP_MUL,
+      tj_kir_binary(k, TJ_OP_MUL, lx, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5)),
       tj_kir_binary(k, TJ_OP_ADD, e, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
   tj_kir_store(k, y, g);
   CHECK_OK(tj_kir_finalize(k));

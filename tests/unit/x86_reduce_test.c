@@ -12,8 +12,8 @@ static tj_kir_t* new_reduce(const char* name) {
   return k;
 }
 
-static const int64_t kLengths[] = {0, 1, 3, 15, 16, 17, 63, 64, 65, 100, 1000,
-                                   4099};
+static const int64_t kLengths[] = {0,  1,  3,  15,  16,   17,
+                                   63, 64, 65, 100, 1000, 4099};
 
 // y[r] = reduce_op(x[r, :]) for x [R, L] (runtime L, padded rows), stored
 // by a ROW phase; also z[r, l] = x[r, l] - y[r] by a MAP phase. |scale|
@@ -43,8 +43,9 @@ static void check_simple(tj_kir_reduce_t op, tj_dtype_t dt, fill_t fill,
   tj_kir_store(k, y, tj_kir_row(k, p0));
   if (with_map) {
     tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, op);
-    tj_kir_store(k, z, tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x),
-                                     tj_kir_row(k, p0)));
+    tj_kir_store(
+        k, z,
+        tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x), tj_kir_row(k, p0)));
   }
   kernel_set_t set;
   prepare_kernel(k, &set);
@@ -68,29 +69,48 @@ static void check_simple(tj_kir_reduce_t op, tj_dtype_t dt, fill_t fill,
 }
 
 TEST(float_reductions) {
-  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F32, (fill_t){-10, 10, false, false}, 10);
-  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_F32, (fill_t){-10, 10, true, false}, 0);
-  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_F32, (fill_t){-10, 10, true, false}, 0);
-  check_simple(TJ_KIR_REDUCE_PROD, TJ_DTYPE_F32, (fill_t){0.98, 1.02, false, false}, 8);
+  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F32, (fill_t){-10, 10, false, false},
+               10);
+  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_F32, (fill_t){-10, 10, true, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_F32, (fill_t){-10, 10, true, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_PROD, TJ_DTYPE_F32,
+               (fill_t){0.98, 1.02, false, false}, 8);
   // Ties (integral values) and NaNs: the first max, the first NaN.
-  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_F32, (fill_t){-4, 4, true, true}, 0);
-  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_F32, (fill_t){-4, 4, false, true}, 0);
-  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F64, (fill_t){-10, 10, false, false}, 10);
-  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_F64, (fill_t){-10, 10, true, false}, 0);
-  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F16, (fill_t){-4, 4, false, false}, 4);
-  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_BF16, (fill_t){-4, 4, false, false}, 4);
-  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_BF16, (fill_t){-4, 4, true, false}, 0);
+  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_F32, (fill_t){-4, 4, true, true},
+               0);
+  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_F32, (fill_t){-4, 4, false, true},
+               0);
+  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F64, (fill_t){-10, 10, false, false},
+               10);
+  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_F64, (fill_t){-10, 10, true, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_F16, (fill_t){-4, 4, false, false},
+               4);
+  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_BF16, (fill_t){-4, 4, false, false},
+               4);
+  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_BF16, (fill_t){-4, 4, true, false},
+               0);
 }
 
 TEST(integer_reductions) {
-  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_I32, (fill_t){-2e9, 2e9, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_PROD, TJ_DTYPE_I64, (fill_t){-3, 3, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_I8, (fill_t){-128, 127, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_I8, (fill_t){-128, 127, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_I32, (fill_t){-5, 5, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_BOOL, (fill_t){0, 1, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_BOOL, (fill_t){0, 1, false, false}, 0);
-  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_BOOL, (fill_t){0, 1, false, false}, 0);
+  check_simple(TJ_KIR_REDUCE_SUM, TJ_DTYPE_I32,
+               (fill_t){-2e9, 2e9, false, false}, 0);
+  check_simple(TJ_KIR_REDUCE_PROD, TJ_DTYPE_I64, (fill_t){-3, 3, false, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_I8,
+               (fill_t){-128, 127, false, false}, 0);
+  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_I8,
+               (fill_t){-128, 127, false, false}, 0);
+  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_I32,
+               (fill_t){-5, 5, false, false}, 0);
+  check_simple(TJ_KIR_REDUCE_MAX, TJ_DTYPE_BOOL, (fill_t){0, 1, false, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_MIN, TJ_DTYPE_BOOL, (fill_t){0, 1, false, false},
+               0);
+  check_simple(TJ_KIR_REDUCE_ARGMAX, TJ_DTYPE_BOOL,
+               (fill_t){0, 1, false, false}, 0);
 }
 
 // Softmax over the last dim as three phases on each row: max, sum of
@@ -110,22 +130,23 @@ static tj_kir_t* build_softmax(tj_dtype_t dt) {
   uint32_t pmax = tj_kir_begin_phase(k, TJ_KIR_PHASE_REDUCE, TJ_KIR_REDUCE_MAX);
   tj_kir_yield(k, tj_kir_cast(k, ct, tj_kir_load(k, x)));
   uint32_t psum = tj_kir_begin_phase(k, TJ_KIR_PHASE_REDUCE, TJ_KIR_REDUCE_SUM);
-  uint32_t d = tj_kir_binary(k, TJ_OP_SUB, tj_kir_cast(k, ct, tj_kir_load(k, x)),
-                             tj_kir_row(k, pmax));
+  uint32_t d = tj_kir_binary(
+      k, TJ_OP_SUB, tj_kir_cast(k, ct, tj_kir_load(k, x)), tj_kir_row(k, pmax));
   tj_kir_yield(k, tj_kir_unary(k, TJ_OP_EXP, d));
   tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
   d = tj_kir_binary(k, TJ_OP_SUB, tj_kir_cast(k, ct, tj_kir_load(k, x)),
                     tj_kir_row(k, pmax));
   uint32_t e = tj_kir_unary(k, TJ_OP_EXP, d);
-  tj_kir_store(k, y, tj_kir_cast(k, dt, tj_kir_binary(k, TJ_OP_DIV, e,
-                                                      tj_kir_row(k, psum))));
+  tj_kir_store(
+      k, y,
+      tj_kir_cast(k, dt, tj_kir_binary(k, TJ_OP_DIV, e, tj_kir_row(k, psum))));
   return k;
 }
 
 TEST(softmax) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16, TJ_DTYPE_F64};
-  static const int64_t shapes[][2] = {{1, 1}, {7, 3}, {5, 17}, {3, 1000},
-                                      {2, 4096}, {4, 10007}};
+  static const int64_t shapes[][2] = {{1, 1},    {7, 3},    {5, 17},
+                                      {3, 1000}, {2, 4096}, {4, 10007}};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
     tj_kir_t* k = build_softmax(dts[t]);
     kernel_set_t set;
@@ -185,23 +206,24 @@ TEST(layer_norm) {
   tj_kir_yield(k, tj_kir_load(k, x));
   // mean = sum / L, recomputed where needed (cheap, and keeps phases
   // independent).
-#define MEAN() \
+#define MEAN()                                     \
   tj_kir_binary(k, TJ_OP_DIV, tj_kir_row(k, psum), \
                 tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_param(k, L)))
   uint32_t pvar = tj_kir_begin_phase(k, TJ_KIR_PHASE_REDUCE, TJ_KIR_REDUCE_SUM);
   uint32_t d = tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x), MEAN());
   tj_kir_yield(k, tj_kir_binary(k, TJ_OP_MUL, d, d));
-#define RSTD()                                                              \
-  tj_kir_unary(k, TJ_OP_RSQRT,                                              \
-               tj_kir_binary(k, TJ_OP_ADD,                                  \
+#define RSTD()                                                                \
+  tj_kir_unary(k, TJ_OP_RSQRT,                                                \
+               tj_kir_binary(k, TJ_OP_ADD,                                    \
                              tj_kir_binary(k, TJ_OP_DIV, tj_kir_row(k, pvar), \
-                                           tj_kir_cast(k, TJ_DTYPE_F32,     \
-                                                       tj_kir_param(k, L))), \
+                                           tj_kir_cast(k, TJ_DTYPE_F32,       \
+                                                       tj_kir_param(k, L))),  \
                              tj_kir_const_float(k, TJ_DTYPE_F32, 1e-5)))
   tj_kir_begin_phase(k, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
   d = tj_kir_binary(k, TJ_OP_SUB, tj_kir_load(k, x), MEAN());
   uint32_t n = tj_kir_binary(k, TJ_OP_MUL, d, RSTD());
-  n = tj_kir_binary(k, TJ_OP_ADD, tj_kir_binary(k, TJ_OP_MUL, n, tj_kir_load(k, g)),
+  n = tj_kir_binary(k, TJ_OP_ADD,
+                    tj_kir_binary(k, TJ_OP_MUL, n, tj_kir_load(k, g)),
                     tj_kir_load(k, bt));
   tj_kir_store(k, y, n);
   tj_kir_begin_phase(k, TJ_KIR_PHASE_ROW, TJ_KIR_REDUCE_SUM);
@@ -214,8 +236,12 @@ TEST(layer_norm) {
   prepare_kernel(k, &set);
   for (size_t i = 0; i < TJ_ARRAY_SIZE(shapes); ++i) {
     int64_t scalars[2] = {shapes[i][0], shapes[i][1]};
-    fill_t fills[6] = {{-3, 5, false, false}, {0.5, 1.5, false, false},
-                       {-1, 1, false, false}, kNoFill, kNoFill, kNoFill};
+    fill_t fills[6] = {{-3, 5, false, false},
+                       {0.5, 1.5, false, false},
+                       {-1, 1, false, false},
+                       kNoFill,
+                       kNoFill,
+                       kNoFill};
     check_prepared(k, &set, scalars, fills, 8, 2e-5);
   }
   release_set(&set);

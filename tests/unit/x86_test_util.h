@@ -34,7 +34,7 @@ typedef struct compiled_t {
 // Compiles and loads |k| (finalized) with |jit|. Returns false on failure
 // (after recording a failed check).
 static inline bool compile_kernel(tj_x86_jit_t* jit, const tj_kir_t* k,
-                           compiled_t* out) {
+                                  compiled_t* out) {
   memset(out, 0, sizeof(*out));
   tj_x86_object_t obj;
   tj_status_t s = tj_x86_jit_compile(jit, &k, 1, &obj);
@@ -72,7 +72,7 @@ typedef struct run_ctx_t {
 } run_ctx_t;
 
 static inline void run_task(void* context, int64_t begin, int64_t end,
-                     int32_t thread) {
+                            int32_t thread) {
   run_ctx_t* c = context;
   c->fn(c->buffers, c->scalars,
         c->stride ? c->scratch + (size_t)thread * (size_t)c->stride : NULL,
@@ -82,8 +82,8 @@ static inline void run_task(void* context, int64_t begin, int64_t end,
 // Runs |fn| (compiled from |k| with |jit|) over all its units; through
 // |pool| when given, else in one call.
 static inline void run_kernel(const tj_x86_jit_t* jit, const tj_kir_t* k,
-                       tj_kir_fn_t fn, void* const* buffers,
-                       const int64_t* scalars, tj_thread_pool_t* pool) {
+                              tj_kir_fn_t fn, void* const* buffers,
+                              const int64_t* scalars, tj_thread_pool_t* pool) {
   tj_kir_launch_t launch;
   CHECK_OK(tj_kir_launch_info(k, tj_x86_jit_lanes(jit), scalars, &launch));
   int32_t threads = pool ? tj_thread_pool_size(pool) : 1;
@@ -107,25 +107,35 @@ typedef struct ival_t {
   int64_t i;
 } ival_t;
 
-static inline bool interp_is_float(tj_dtype_t d) { return tj_dtype_is_float(d); }
+static inline bool interp_is_float(tj_dtype_t d) {
+  return tj_dtype_is_float(d);
+}
 
 // Wraps an integer to the width of |d| (bool: 0/1).
 static inline int64_t wrap_int(tj_dtype_t d, int64_t v) {
   switch (d) {
-    case TJ_DTYPE_I8: return (int8_t)(uint8_t)(uint64_t)v;
-    case TJ_DTYPE_I32: return (int32_t)(uint32_t)(uint64_t)v;
-    case TJ_DTYPE_BOOL: return v != 0;
-    default: return v;
+    case TJ_DTYPE_I8:
+      return (int8_t)(uint8_t)(uint64_t)v;
+    case TJ_DTYPE_I32:
+      return (int32_t)(uint32_t)(uint64_t)v;
+    case TJ_DTYPE_BOOL:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
 // f32-held values round to their dtype (f16/bf16 loads are exact).
 static inline double round_to(tj_dtype_t d, double v) {
   switch (d) {
-    case TJ_DTYPE_F32: return (double)(float)v;
-    case TJ_DTYPE_F16: return tj_f16_to_f32(tj_f32_to_f16((float)v));
-    case TJ_DTYPE_BF16: return tj_bf16_to_f32(tj_f32_to_bf16((float)v));
-    default: return v;
+    case TJ_DTYPE_F32:
+      return (double)(float)v;
+    case TJ_DTYPE_F16:
+      return tj_f16_to_f32(tj_f32_to_f16((float)v));
+    case TJ_DTYPE_BF16:
+      return tj_bf16_to_f32(tj_f32_to_bf16((float)v));
+    default:
+      return v;
   }
 }
 
@@ -170,91 +180,190 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
   if (interp_is_float(d)) {
     double v = x.f;
     switch (op) {
-      case TJ_OP_NEG: r.f = -v; break;
-      case TJ_OP_ABS: r.f = fabs(v); break;
-      case TJ_OP_EXP: r.f = exp(v); break;
-      case TJ_OP_LOG: r.f = log(v); break;
-      case TJ_OP_SQRT: r.f = sqrt(v); break;
-      case TJ_OP_RSQRT: r.f = 1.0 / sqrt(v); break;
-      case TJ_OP_TANH: r.f = tanh(v); break;
-      case TJ_OP_SIGMOID: r.f = 1.0 / (1.0 + exp(-v)); break;
-      case TJ_OP_ERF: r.f = erf(v); break;
-      case TJ_OP_SIN: r.f = sin(v); break;
-      case TJ_OP_COS: r.f = cos(v); break;
-      case TJ_OP_RELU: r.f = v > 0.0 ? v : (isnan(v) ? v : 0.0); break;
-      case TJ_OP_FLOOR: r.f = floor(v); break;
-      case TJ_OP_CEIL: r.f = ceil(v); break;
-      case TJ_OP_ROUND: r.f = round_half_even(v); break;
-      case TJ_OP_SIGN: r.f = v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : v; break;
-      case TJ_OP_ISNAN: r.i = isnan(v); break;
-      default: r.f = NAN; break;
+      case TJ_OP_NEG:
+        r.f = -v;
+        break;
+      case TJ_OP_ABS:
+        r.f = fabs(v);
+        break;
+      case TJ_OP_EXP:
+        r.f = exp(v);
+        break;
+      case TJ_OP_LOG:
+        r.f = log(v);
+        break;
+      case TJ_OP_SQRT:
+        r.f = sqrt(v);
+        break;
+      case TJ_OP_RSQRT:
+        r.f = 1.0 / sqrt(v);
+        break;
+      case TJ_OP_TANH:
+        r.f = tanh(v);
+        break;
+      case TJ_OP_SIGMOID:
+        r.f = 1.0 / (1.0 + exp(-v));
+        break;
+      case TJ_OP_ERF:
+        r.f = erf(v);
+        break;
+      case TJ_OP_SIN:
+        r.f = sin(v);
+        break;
+      case TJ_OP_COS:
+        r.f = cos(v);
+        break;
+      case TJ_OP_RELU:
+        r.f = v > 0.0 ? v : (isnan(v) ? v : 0.0);
+        break;
+      case TJ_OP_FLOOR:
+        r.f = floor(v);
+        break;
+      case TJ_OP_CEIL:
+        r.f = ceil(v);
+        break;
+      case TJ_OP_ROUND:
+        r.f = round_half_even(v);
+        break;
+      case TJ_OP_SIGN:
+        r.f = v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : v;
+        break;
+      case TJ_OP_ISNAN:
+        r.i = isnan(v);
+        break;
+      default:
+        r.f = NAN;
+        break;
     }
     return r;
   }
   int64_t v = x.i;
   switch (op) {
-    case TJ_OP_NEG: r.i = (int64_t)(0 - (uint64_t)v); break;
-    case TJ_OP_ABS: r.i = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
-    case TJ_OP_RELU: r.i = v > 0 ? v : 0; break;
-    case TJ_OP_SIGN: r.i = (v > 0) - (v < 0); break;
-    case TJ_OP_NOT: r.i = !v; break;
-    default: break;
+    case TJ_OP_NEG:
+      r.i = (int64_t)(0 - (uint64_t)v);
+      break;
+    case TJ_OP_ABS:
+      r.i = v < 0 ? (int64_t)(0 - (uint64_t)v) : v;
+      break;
+    case TJ_OP_RELU:
+      r.i = v > 0 ? v : 0;
+      break;
+    case TJ_OP_SIGN:
+      r.i = (v > 0) - (v < 0);
+      break;
+    case TJ_OP_NOT:
+      r.i = !v;
+      break;
+    default:
+      break;
   }
   r.i = wrap_int(d, r.i);
   return r;
 }
 
 static inline bool is_cmp(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT ||
-         op == TJ_OP_LE || op == TJ_OP_GT || op == TJ_OP_GE;
+  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
+         op == TJ_OP_GT || op == TJ_OP_GE;
 }
 
-static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x, ival_t y) {
+static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x,
+                                   ival_t y) {
   ival_t r = {0, 0};
   if (interp_is_float(d)) {
     double a = x.f, b = y.f;
     switch (op) {
-      case TJ_OP_ADD: r.f = a + b; break;
-      case TJ_OP_SUB: r.f = a - b; break;
-      case TJ_OP_MUL: r.f = a * b; break;
-      case TJ_OP_DIV: r.f = a / b; break;
-      case TJ_OP_POW: r.f = pow(a, b); break;
+      case TJ_OP_ADD:
+        r.f = a + b;
+        break;
+      case TJ_OP_SUB:
+        r.f = a - b;
+        break;
+      case TJ_OP_MUL:
+        r.f = a * b;
+        break;
+      case TJ_OP_DIV:
+        r.f = a / b;
+        break;
+      case TJ_OP_POW:
+        r.f = pow(a, b);
+        break;
       case TJ_OP_MAXIMUM:
         r.f = (isnan(a) || isnan(b)) ? a + b : a > b ? a : b;
         break;
       case TJ_OP_MINIMUM:
         r.f = (isnan(a) || isnan(b)) ? a + b : a < b ? a : b;
         break;
-      case TJ_OP_EQ: r.i = a == b; break;
-      case TJ_OP_NE: r.i = a != b; break;
-      case TJ_OP_LT: r.i = a < b; break;
-      case TJ_OP_LE: r.i = a <= b; break;
-      case TJ_OP_GT: r.i = a > b; break;
-      case TJ_OP_GE: r.i = a >= b; break;
-      default: r.f = NAN; break;
+      case TJ_OP_EQ:
+        r.i = a == b;
+        break;
+      case TJ_OP_NE:
+        r.i = a != b;
+        break;
+      case TJ_OP_LT:
+        r.i = a < b;
+        break;
+      case TJ_OP_LE:
+        r.i = a <= b;
+        break;
+      case TJ_OP_GT:
+        r.i = a > b;
+        break;
+      case TJ_OP_GE:
+        r.i = a >= b;
+        break;
+      default:
+        r.f = NAN;
+        break;
     }
     return r;
   }
   int64_t a = x.i, b = y.i;
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   switch (op) {
-    case TJ_OP_ADD: r.i = (int64_t)(ua + ub); break;
-    case TJ_OP_SUB: r.i = (int64_t)(ua - ub); break;
-    case TJ_OP_MUL: r.i = (int64_t)(ua * ub); break;
+    case TJ_OP_ADD:
+      r.i = (int64_t)(ua + ub);
+      break;
+    case TJ_OP_SUB:
+      r.i = (int64_t)(ua - ub);
+      break;
+    case TJ_OP_MUL:
+      r.i = (int64_t)(ua * ub);
+      break;
     case TJ_OP_DIV:
       r.i = b == 0 ? 0 : b == -1 ? (int64_t)(0 - ua) : a / b;
       break;
-    case TJ_OP_MAXIMUM: r.i = a > b ? a : b; break;
-    case TJ_OP_MINIMUM: r.i = a < b ? a : b; break;
-    case TJ_OP_EQ: r.i = a == b; break;
-    case TJ_OP_NE: r.i = a != b; break;
-    case TJ_OP_LT: r.i = a < b; break;
-    case TJ_OP_LE: r.i = a <= b; break;
-    case TJ_OP_GT: r.i = a > b; break;
-    case TJ_OP_GE: r.i = a >= b; break;
-    case TJ_OP_AND: r.i = a && b; break;
-    case TJ_OP_OR: r.i = a || b; break;
-    default: break;
+    case TJ_OP_MAXIMUM:
+      r.i = a > b ? a : b;
+      break;
+    case TJ_OP_MINIMUM:
+      r.i = a < b ? a : b;
+      break;
+    case TJ_OP_EQ:
+      r.i = a == b;
+      break;
+    case TJ_OP_NE:
+      r.i = a != b;
+      break;
+    case TJ_OP_LT:
+      r.i = a < b;
+      break;
+    case TJ_OP_LE:
+      r.i = a <= b;
+      break;
+    case TJ_OP_GT:
+      r.i = a > b;
+      break;
+    case TJ_OP_GE:
+      r.i = a >= b;
+      break;
+    case TJ_OP_AND:
+      r.i = a && b;
+      break;
+    case TJ_OP_OR:
+      r.i = a || b;
+      break;
+    default:
+      break;
   }
   if (!is_cmp(op)) r.i = wrap_int(d, r.i);
   return r;
@@ -304,10 +413,18 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
           r.i = wrap_int(in->dtype, in->ivalue);
         }
         break;
-      case TJ_KIR_PARAM: r.i = it->scalars[in->ref]; break;
-      case TJ_KIR_INDEX: r.i = it->idx[in->ref]; break;
-      case TJ_KIR_ACC: r.f = it->acc; break;
-      case TJ_KIR_ROW: r = it->rows[in->ref]; break;
+      case TJ_KIR_PARAM:
+        r.i = it->scalars[in->ref];
+        break;
+      case TJ_KIR_INDEX:
+        r.i = it->idx[in->ref];
+        break;
+      case TJ_KIR_ACC:
+        r.f = it->acc;
+        break;
+      case TJ_KIR_ROW:
+        r = it->rows[in->ref];
+        break;
       case TJ_KIR_OP: {
         tj_dtype_t d = ph->insts[in->args[0]].dtype;
         ival_t x = vals[in->args[0]];
@@ -333,7 +450,9 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
         }
         break;
       }
-      case TJ_KIR_YIELD: yield = vals[in->args[0]]; break;
+      case TJ_KIR_YIELD:
+        yield = vals[in->args[0]];
+        break;
     }
     vals[i] = r;
   }
@@ -342,7 +461,7 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
 
 // Runs the whole kernel serially into |buffers|.
 static inline void interp_kernel(const tj_kir_t* k, void* const* buffers,
-                          const int64_t* scalars) {
+                                 const int64_t* scalars) {
   interp_t it;
   memset(&it, 0, sizeof(it));
   it.k = k;
@@ -428,11 +547,28 @@ static inline void interp_kernel(const tj_kir_t* k, void* const* buffers,
       ival_t acc = {0, 0};
       int64_t best_i = -1;
       switch (ph->reduce) {
-        case TJ_KIR_REDUCE_SUM: break;
-        case TJ_KIR_REDUCE_PROD: acc.f = 1; acc.i = 1; break;
-        case TJ_KIR_REDUCE_MAX: acc.f = -INFINITY; acc.i = d == TJ_DTYPE_BOOL ? 0 : d == TJ_DTYPE_I8 ? -128 : d == TJ_DTYPE_I32 ? INT32_MIN : INT64_MIN; break;
-        case TJ_KIR_REDUCE_MIN: acc.f = INFINITY; acc.i = d == TJ_DTYPE_BOOL ? 1 : d == TJ_DTYPE_I8 ? 127 : d == TJ_DTYPE_I32 ? INT32_MAX : INT64_MAX; break;
-        case TJ_KIR_REDUCE_ARGMAX: break;
+        case TJ_KIR_REDUCE_SUM:
+          break;
+        case TJ_KIR_REDUCE_PROD:
+          acc.f = 1;
+          acc.i = 1;
+          break;
+        case TJ_KIR_REDUCE_MAX:
+          acc.f = -INFINITY;
+          acc.i = d == TJ_DTYPE_BOOL  ? 0
+                  : d == TJ_DTYPE_I8  ? -128
+                  : d == TJ_DTYPE_I32 ? INT32_MIN
+                                      : INT64_MIN;
+          break;
+        case TJ_KIR_REDUCE_MIN:
+          acc.f = INFINITY;
+          acc.i = d == TJ_DTYPE_BOOL  ? 1
+                  : d == TJ_DTYPE_I8  ? 127
+                  : d == TJ_DTYPE_I32 ? INT32_MAX
+                                      : INT64_MAX;
+          break;
+        case TJ_KIR_REDUCE_ARGMAX:
+          break;
       }
       for (int64_t r = 0; r < len; ++r) {
         it.idx[vd] = r;
@@ -447,12 +583,16 @@ static inline void interp_kernel(const tj_kir_t* k, void* const* buffers,
             acc.i = wrap_int(d, (int64_t)((uint64_t)acc.i * (uint64_t)v.i));
             break;
           case TJ_KIR_REDUCE_MAX:
-            if (fl) acc.f = (isnan(acc.f) || isnan(v.f)) ? NAN : fmax(acc.f, v.f);
-            else acc.i = v.i > acc.i ? v.i : acc.i;
+            if (fl)
+              acc.f = (isnan(acc.f) || isnan(v.f)) ? NAN : fmax(acc.f, v.f);
+            else
+              acc.i = v.i > acc.i ? v.i : acc.i;
             break;
           case TJ_KIR_REDUCE_MIN:
-            if (fl) acc.f = (isnan(acc.f) || isnan(v.f)) ? NAN : fmin(acc.f, v.f);
-            else acc.i = v.i < acc.i ? v.i : acc.i;
+            if (fl)
+              acc.f = (isnan(acc.f) || isnan(v.f)) ? NAN : fmin(acc.f, v.f);
+            else
+              acc.i = v.i < acc.i ? v.i : acc.i;
             break;
           case TJ_KIR_REDUCE_ARGMAX: {
             bool take;
@@ -485,7 +625,8 @@ static inline void interp_kernel(const tj_kir_t* k, void* const* buffers,
 // Distance in units of |d|'s precision between |got| and |want|, with
 // |atol| absolute slack. NaN == NaN; inf must match exactly.
 static inline double rel_error(double got, double want, double atol) {
-  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got) ? 0 : INFINITY;
+  if (isnan(want) || isnan(got))
+    return isnan(want) && isnan(got) ? 0 : INFINITY;
   if (isinf(want) || isinf(got)) return got == want ? 0 : INFINITY;
   double diff = fabs(got - want);
   if (diff <= atol) return 0;
@@ -501,7 +642,8 @@ static inline uint64_t rng_next(void) {
 }
 // Uniform in [lo, hi).
 static inline double rng_uniform(double lo, double hi) {
-  return lo + (hi - lo) * (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+  return lo +
+         (hi - lo) * (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
 }
 
 //===--- checking kernels against the oracle ---===//
@@ -536,8 +678,9 @@ typedef struct fill_t {
 } fill_t;
 
 static inline void fill_buffer(tj_dtype_t d, void* p, int64_t n, fill_t f) {
-  static const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0,
-                                    1e-40, -1e-40, 3e38, -3e38, 1.0, -1.0};
+  static const double specials[] = {NAN,   INFINITY, -INFINITY, 0.0,
+                                    -0.0,  1e-40,    -1e-40,    3e38,
+                                    -3e38, 1.0,      -1.0};
   for (int64_t i = 0; i < n; ++i) {
     double v = rng_uniform(f.lo, f.hi);
     if (f.integral) v = floor(v);
@@ -564,10 +707,22 @@ static inline double ulp_of(tj_dtype_t d, double x) {
   x = fabs(x);
   int mant, min_exp;
   switch (d) {
-    case TJ_DTYPE_F16: mant = 10; min_exp = -14; break;
-    case TJ_DTYPE_BF16: mant = 7; min_exp = -126; break;
-    case TJ_DTYPE_F64: mant = 52; min_exp = -1022; break;
-    default: mant = 23; min_exp = -126; break;
+    case TJ_DTYPE_F16:
+      mant = 10;
+      min_exp = -14;
+      break;
+    case TJ_DTYPE_BF16:
+      mant = 7;
+      min_exp = -126;
+      break;
+    case TJ_DTYPE_F64:
+      mant = 52;
+      min_exp = -1022;
+      break;
+    default:
+      mant = 23;
+      min_exp = -126;
+      break;
   }
   int e = x > 0 ? ilogb(x) : min_exp;
   if (e < min_exp) e = min_exp;
@@ -577,8 +732,8 @@ static inline double ulp_of(tj_dtype_t d, double x) {
 // Compares every element of output buffers; float outputs within |ulps|
 // of their dtype (plus |atol|), others exactly. Prints the first misses.
 static inline bool compare_outputs(const tj_kir_t* k, void* const* got,
-                            void* const* want, const int64_t* sizes,
-                            double ulps, double atol, const char* what) {
+                                   void* const* want, const int64_t* sizes,
+                                   double ulps, double atol, const char* what) {
   bool ok = true;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (k->buffers[b].role != TJ_KIR_OUTPUT) continue;
@@ -603,8 +758,7 @@ static inline bool compare_outputs(const tj_kir_t* k, void* const* got,
         same = g == w;
         if (!same && misses++ < 4) {
           fprintf(stderr, "  %s: %%%s[%lld] = %lld, want %lld\n", what,
-                  k->buffers[b].name, (long long)i, (long long)g,
-                  (long long)w);
+                  k->buffers[b].name, (long long)i, (long long)g, (long long)w);
         }
       }
     }
@@ -690,16 +844,15 @@ static inline bool check_prepared(const tj_kir_t* k, const kernel_set_t* set,
   ++g_test_checks;
   if (!ok) {
     ++g_test_failures;
-    fprintf(stderr, "%s: kernel @%s differs from the oracle\n",
-            g_test_current, k->name);
+    fprintf(stderr, "%s: kernel @%s differs from the oracle\n", g_test_current,
+            k->name);
   }
   return ok;
 }
 
 // prepare_kernel + check_prepared + release_set, for one-shot kernels.
 static inline bool check_kernel(tj_kir_t* k, const int64_t* scalars,
-                                const fill_t* fills, double ulps,
-                                double atol) {
+                                const fill_t* fills, double ulps, double atol) {
   kernel_set_t set;
   prepare_kernel(k, &set);
   bool ok = check_prepared(k, &set, scalars, fills, ulps, atol);
@@ -741,4 +894,3 @@ static inline void close_jits(void) {
 }
 
 #endif  // TJ_TESTS_UNIT_X86_TEST_UTIL_H_
-
