@@ -41,20 +41,8 @@ static tj_kir_t* build(const desc_t* d) {
   sb[0] = tj_kir_constant(0);   // B is shared across the batch
   sc[0] = tj_kir_runtime(pmn);
   sbias[0] = tj_kir_constant(0);
-  if (d->a_trans) {  // A stored [K, M]
-    sa[o] = tj_kir_constant(1);
-    sa[o + 1] = M;
-  } else {
-    sa[o] = K;
-    sa[o + 1] = tj_kir_constant(1);
-  }
-  if (d->b_trans) {  // B stored [N, K]
-    sb[o] = tj_kir_constant(1);
-    sb[o + 1] = K;
-  } else {
-    sb[o] = N;
-    sb[o + 1] = tj_kir_constant(1);
-  }
+  set_matrix_strides(sa, o, M, K, d->a_trans);  // A [M, K] or stored [K, M]
+  set_matrix_strides(sb, o, K, N, d->b_trans);  // B [K, N] or stored [N, K]
   sc[o] = N;
   sc[o + 1] = tj_kir_constant(1);
   sbias[o] = tj_kir_constant(0);

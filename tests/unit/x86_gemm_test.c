@@ -75,20 +75,8 @@ static tj_kir_t* build_gemm(const gemm_desc_t* d) {
   sc[0] = tj_kir_constant(d->m * d->n);
   sbias[0] = tj_kir_constant(0);
   sres[0] = tj_kir_constant(d->m * d->n);
-  if (d->a_trans) {  // A stored [K, M]
-    sa[o] = tj_kir_constant(1);
-    sa[o + 1] = M;
-  } else {
-    sa[o] = K;
-    sa[o + 1] = tj_kir_constant(1);
-  }
-  if (d->b_trans) {  // B stored [N, K]
-    sb[o] = tj_kir_constant(1);
-    sb[o + 1] = K;
-  } else {
-    sb[o] = N;
-    sb[o + 1] = tj_kir_constant(1);
-  }
+  set_matrix_strides(sa, o, M, K, d->a_trans);  // A [M, K] or stored [K, M]
+  set_matrix_strides(sb, o, K, N, d->b_trans);  // B [K, N] or stored [N, K]
   sc[o] = N;
   sc[o + 1] = tj_kir_constant(1);
   sbias[o] = tj_kir_constant(0);

@@ -893,4 +893,13 @@ static inline void close_jits(void) {
   g_num_jits = 0;
 }
 
+// Strides (at positions o, o+1 of |s|) of a logical [rows, cols] matrix
+// stored row-major, or transposed (stored [cols, rows]).
+static inline void set_matrix_strides(tj_kir_ival_t* s, int o,
+                                      tj_kir_ival_t rows, tj_kir_ival_t cols,
+                                      bool transposed) {
+  s[o] = transposed ? tj_kir_constant(1) : cols;
+  s[o + 1] = transposed ? rows : tj_kir_constant(1);
+}
+
 #endif  // TJ_TESTS_UNIT_X86_TEST_UTIL_H_
