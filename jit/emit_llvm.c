@@ -392,8 +392,22 @@ static LLVMValueRef all_true(tj_emit_t* em, int32_t lanes) {
   return tj_emit_iconst(tj_emit_vec(em, em->t_i1, lanes), 1);
 }
 
+static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
+                                  uint32_t b);
+
 LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
                           uint32_t b) {
+  tj_emit_load_cache_t* cache = em->load_cache;
+  if (!cache || cache->slot < 0) return load_uncached(em, point, b);
+  LLVMValueRef* entry = &cache->values[cache->slot][b];
+  if (*entry) return *entry;
+  LLVMValueRef v = load_uncached(em, point, b);
+  if (cache->insert) *entry = v;
+  return v;
+}
+
+static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
+                                  uint32_t b) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
   LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
   unsigned align = elem_bytes(buf->dtype);

@@ -61,7 +61,24 @@ typedef struct tj_emit_t {
   LLVMValueRef dim[TJ_KIR_MAX_RANK];       // i64 space dims
   LLVMValueRef gemm_k;                     // i64
   tj_status_t error;  // first emission error; emission stops adding code
+  struct tj_emit_load_cache_t* load_cache;  // NULL: every load is emitted
 } tj_emit_t;
+
+// Loads already emitted, reused by tj_emit_load instead of loading again:
+// a template that evaluates a buffer at the same point several times (the
+// NVPTX row reduction holding its row in registers across phases) or wants
+// the loads of several points issued before their stores (an unrolled map
+// whose stores might alias its loads) sets |slot| to the point's number
+// before each body. Entries are per (slot, buffer): a point reads each
+// buffer at one address. With |insert| false, misses are loaded but not
+// remembered (bodies emitted under a condition, whose values would not
+// dominate later uses).
+#define TJ_EMIT_LOAD_CACHE_SLOTS 16
+typedef struct tj_emit_load_cache_t {
+  int32_t slot;  // < TJ_EMIT_LOAD_CACHE_SLOTS, or -1: bypass the cache
+  bool insert;
+  LLVMValueRef values[TJ_EMIT_LOAD_CACHE_SLOTS][TJ_KIR_MAX_BUFFERS];
+} tj_emit_load_cache_t;
 
 // A point (or a vector of |lanes| consecutive points along dim |vdim|) at
 // which a body is evaluated.

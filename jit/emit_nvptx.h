@@ -41,6 +41,13 @@ typedef struct tj_nvptx_kernel_t {
   int32_t threads;            // threads per block
   int32_t shared_bytes;       // dynamic shared memory per block
   int32_t min_blocks_per_sm;  // .minnctapersm, 0 for none
+  // ROW_REDUCE: vectors of the row each thread holds in registers on the
+  // resident path (the launch sizes blocks so a row needs no more), 0 when
+  // the kernel has no such path.
+  int32_t row_slots;
+  // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
+  // the vector path's grid is that many times narrower).
+  int32_t items_per_thread;
   // GEMM.
   bool tensor_cores;  // mma.sync path (f16/bf16 operands)
   int32_t tile_m, tile_n, tile_k, stages;

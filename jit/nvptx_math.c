@@ -25,11 +25,18 @@ static LLVMValueRef fabs1(tj_emit_t* em, LLVMValueRef x) {
   return tj_emit_intrinsic(em, "llvm.fabs", &t, 1, &x, 1);
 }
 
-static LLVMValueRef copysign1(tj_emit_t* em, LLVMValueRef mag,
-                              LLVMValueRef sign) {
+// copysign(mag, sign) for a |mag| known to be >= 0 (or NaN): one OR of the
+// sign bit. LLVM 19's NVPTX back end expands llvm.copysign into six
+// instructions (abs, neg, shift, and, compare, select).
+static LLVMValueRef with_sign_of(tj_emit_t* em, LLVMValueRef mag,
+                                 LLVMValueRef sign) {
   LLVMTypeRef t = LLVMTypeOf(mag);
-  LLVMValueRef args[2] = {mag, sign};
-  return tj_emit_intrinsic(em, "llvm.copysign", &t, 1, args, 2);
+  LLVMTypeRef it = tj_emit_int_like(em, t);
+  LLVMValueRef bits = LLVMBuildAnd(em->b, LLVMBuildBitCast(em->b, sign, it, ""),
+                                   tj_emit_iconst(it, INT32_MIN), "");
+  return LLVMBuildBitCast(
+      em->b, LLVMBuildOr(em->b, LLVMBuildBitCast(em->b, mag, it, ""), bits, ""),
+      t, "");
 }
 
 static LLVMValueRef mul(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
@@ -68,12 +75,22 @@ static LLVMValueRef rcp(tj_emit_t* em, LLVMValueRef x) {
 // with |x| as __expf's does); 2^lo ~ 1 + lo*ln2 since |lo| < 2^-22.
 // From |hi| >= 128 on the result is 0 or inf and lo may be NaN (x = inf):
 // 2^hi alone then. Results below 2^-126 flush to 0 (ftz).
-static LLVMValueRef fast_exp(tj_emit_t* em, LLVMValueRef x) {
+// exp(x) for finite x whose result is a normal float or flushes to 0
+// (|x * log2(e)| < 128): 2^hi (1 + lo ln2). |out_hi| gets hi.
+static LLVMValueRef exp_in_range(tj_emit_t* em, LLVMValueRef x,
+                                 LLVMValueRef* out_hi) {
   LLVMValueRef hi = mul(em, x, fc(x, kLog2eHi));
   LLVMValueRef lo = fma3(em, x, fc(x, kLog2eHi), LLVMBuildFNeg(em->b, hi, ""));
   lo = fma3(em, x, fc(x, kLog2eLo), lo);
   LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", hi);
-  LLVMValueRef corrected = fma3(em, e, mul(em, lo, fc(x, kLn2)), e);
+  if (out_hi) *out_hi = hi;
+  return fma3(em, e, mul(em, lo, fc(x, kLn2)), e);
+}
+
+static LLVMValueRef fast_exp(tj_emit_t* em, LLVMValueRef x) {
+  LLVMValueRef hi;
+  LLVMValueRef corrected = exp_in_range(em, x, &hi);
+  LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", hi);
   return tj_emit_select(em, lt(em, fabs1(em, hi), 128.0), corrected, e);
 }
 
@@ -91,7 +108,8 @@ static LLVMValueRef fast_tanh(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef e = fast_exp(em, LLVMBuildFAdd(em->b, a, a, ""));
   LLVMValueRef r = rcp(em, LLVMBuildFAdd(em->b, e, fc(x, 1.0), ""));
   LLVMValueRef large = fma3(em, r, fc(x, -2.0), fc(x, 1.0));
-  return tj_emit_select(em, lt(em, a, 0.625), small, copysign1(em, large, x));
+  return tj_emit_select(em, lt(em, a, 0.625), small,
+                        with_sign_of(em, large, x));
 }
 
 static LLVMValueRef fast_sigmoid(tj_emit_t* em, LLVMValueRef x) {
@@ -105,16 +123,22 @@ static LLVMValueRef fast_sigmoid(tj_emit_t* em, LLVMValueRef x) {
 static LLVMValueRef fast_erf(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef t = fabs1(em, x);
   LLVMValueRef s = mul(em, x, x);
-  // |x| > 0.927734375: 1 - exp(Q(|x|)).
-  LLVMValueRef r = fma3(em, fc(x, -1.72853470e-5), t, fc(x, 3.83197126e-4));
-  LLVMValueRef u = fma3(em, fc(x, -3.88396438e-3), t, fc(x, 2.42546219e-2));
-  r = fma3(em, r, s, u);
-  r = fma3(em, r, t, fc(x, -1.06777877e-1));
-  r = fma3(em, r, t, fc(x, -6.34846687e-1));
-  r = fma3(em, r, t, fc(x, -1.28717512e-1));
-  r = fma3(em, r, t, LLVMBuildFNeg(em->b, t, ""));
-  LLVMValueRef large = LLVMBuildFSub(em->b, fc(x, 1.0), fast_exp(em, r), "");
-  large = copysign1(em, large, x);
+  // |x| > 0.927734375: 1 - exp(Q(|x|)), with |x| clamped to 5, where
+  // erf is 1 in f32 and Q ~ -27: the exponent is then always in range
+  // (no inf/NaN guard; a NaN x takes the other branch).
+  LLVMTypeRef type = LLVMTypeOf(t);
+  LLVMValueRef min_args[2] = {t, fc(x, 5.0)};
+  LLVMValueRef tc = tj_emit_intrinsic(em, "llvm.minnum", &type, 1, min_args, 2);
+  LLVMValueRef r = fma3(em, fc(x, -1.72853470e-5), tc, fc(x, 3.83197126e-4));
+  LLVMValueRef u = fma3(em, fc(x, -3.88396438e-3), tc, fc(x, 2.42546219e-2));
+  r = fma3(em, r, mul(em, tc, tc), u);
+  r = fma3(em, r, tc, fc(x, -1.06777877e-1));
+  r = fma3(em, r, tc, fc(x, -6.34846687e-1));
+  r = fma3(em, r, tc, fc(x, -1.28717512e-1));
+  r = fma3(em, r, tc, LLVMBuildFNeg(em->b, tc, ""));
+  LLVMValueRef large =
+      LLVMBuildFSub(em->b, fc(x, 1.0), exp_in_range(em, r, NULL), "");
+  large = with_sign_of(em, large, x);
   // Else x + x * P(x^2).
   static const double p[] = {-5.96761703e-4, 4.99119423e-3,  -2.67681349e-2,
                              1.12819925e-1,  -3.76125336e-1, 1.28379166e-1};

@@ -428,7 +428,7 @@ tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* p,
 static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
-  tj_cache_hasher_update_string(&h, "tensorjit cuda module 1");
+  tj_cache_hasher_update_string(&h, "tensorjit cuda module 2");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_nvptx_arch_name(p->arch));
   unsigned major, minor, patch;

@@ -213,14 +213,16 @@ TEST(launch_configs) {
   int64_t wide[2] = {3, 4096};
   CHECK_OK(tj_nvptx_launch_config(k, &info, wide, 132, &launch));
   CHECK_EQ_INT(256, launch.block[0] * launch.block[1]);
+  // 1024 steps a row, 2 a thread: 2 blocks of 256 threads.
+  CHECK_EQ_INT(2, info.items_per_thread);
   CHECK_EQ_INT(256, launch.block[0]);
-  CHECK_EQ_INT(4, launch.grid[0]);
+  CHECK_EQ_INT(2, launch.grid[0]);
   CHECK_EQ_INT(3, launch.grid[1]);
-  int64_t narrow[2] = {1000, 6};  // 2 steps a row: 2 x 128 threads
+  int64_t narrow[2] = {1000, 6};  // 2 steps a row: a thread per row
   CHECK_OK(tj_nvptx_launch_config(k, &info, narrow, 132, &launch));
-  CHECK_EQ_INT(2, launch.block[0]);
-  CHECK_EQ_INT(128, launch.block[1]);
-  CHECK_EQ_INT(8, launch.grid[1]);
+  CHECK_EQ_INT(1, launch.block[0]);
+  CHECK_EQ_INT(256, launch.block[1]);
+  CHECK_EQ_INT(4, launch.grid[1]);
   int64_t none[2] = {0, 6};
   CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &launch));
   CHECK(launch.empty);
@@ -236,6 +238,22 @@ TEST(launch_configs) {
   CHECK_EQ_INT(32, launch.block[0]);
   CHECK_EQ_INT(8, launch.block[1]);
   CHECK_EQ_INT(132 * 32, launch.grid[0]);
+  // Rows held in registers, 4 vectors of f32x4 a thread: as many threads
+  // per row as that takes, so 1024-element rows share a block 4 ways.
+  CHECK_EQ_INT(4, info.row_slots);
+  int64_t resident_rows[2] = {1000, 1024};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, resident_rows, 132, &launch));
+  CHECK_EQ_INT(64, launch.block[0]);
+  CHECK_EQ_INT(4, launch.block[1]);
+  CHECK_EQ_INT(250, launch.grid[0]);
+  int64_t widest_resident[2] = {1000, 4096};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, widest_resident, 132, &launch));
+  CHECK_EQ_INT(256, launch.block[0]);
+  CHECK_EQ_INT(1, launch.block[1]);
+  int64_t streamed[2] = {10, 16384};  // past the registers: streams
+  CHECK_OK(tj_nvptx_launch_config(k, &info, streamed, 132, &launch));
+  CHECK_EQ_INT(256, launch.block[0]);
+  CHECK_EQ_INT(10, launch.grid[0]);
   tj_kir_destroy(k);
   // GEMM: 128x128 tiles, 16-byte operand rows for the tensor cores.
   CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k));
