@@ -37,6 +37,8 @@ typedef unsigned int tj_cu_jit_option_t;            // CUjit_option
 typedef struct CUgraph_st* tj_cu_graph_t;           // CUgraph
 typedef struct CUgraphExec_st* tj_cu_graph_exec_t;  // CUgraphExec
 typedef unsigned int tj_cu_capture_mode_t;          // CUstreamCaptureMode
+typedef struct CUlinkState_st* tj_cu_link_state_t;  // CUlinkState
+typedef unsigned int tj_cu_jit_input_type_t;        // CUjitInputType
 
 // CUresult values that libtensorjit treats specially (every other value is
 // reported through cuGetErrorName/cuGetErrorString).
@@ -51,6 +53,7 @@ enum {
   TJ_CUDA_ERROR_NO_DEVICE = 100,
   TJ_CUDA_ERROR_INVALID_DEVICE = 101,
   TJ_CUDA_ERROR_INVALID_CONTEXT = 201,
+  TJ_CUDA_ERROR_INVALID_IMAGE = 200,
   TJ_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   TJ_CUDA_ERROR_INVALID_PTX = 218,
   TJ_CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
@@ -95,7 +98,19 @@ enum {
   TJ_CU_JIT_ERROR_LOG_BUFFER = 5,
   TJ_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   TJ_CU_JIT_OPTIMIZATION_LEVEL = 7,
+  TJ_CU_JIT_TARGET = 9,
   TJ_CU_JIT_LOG_VERBOSE = 12,
+};
+
+// CUjitInputType values (cuLinkAddData).
+enum {
+  TJ_CU_JIT_INPUT_PTX = 1,
+};
+
+// CUjit_target values (TJ_CU_JIT_TARGET): sm_90a's arch-specific target.
+enum {
+  TJ_CU_TARGET_COMPUTE_90 = 90,
+  TJ_CU_TARGET_COMPUTE_90A = 0x10000 + 90,
 };
 
 // CUstreamCaptureMode values.

@@ -7,15 +7,21 @@
 // graph break right there), then the module is optimized and printed to
 // PTX once, or the PTX is taken from the kernel cache (memory, then disk:
 // jit/cache.h, keyed by the kernels' text, the arch, the math mode, LLVM's
-// and the library's versions), and loaded with one cuModuleLoadDataEx.
-// The driver keeps its own cache of what ptxas made of a PTX text.
+// and the library's versions). With a disk cache the PTX is then made a
+// cubin by the driver's linker (ptxas, in process) and the cubin cached
+// beside it, keyed also by the GPU's compute capability and the driver
+// version: a warm start loads that cubin with cuModuleLoadData, running
+// neither LLVM nor ptxas. Without one the PTX is loaded with
+// cuModuleLoadDataEx (the driver keeps its own cache of ptxas's work).
 //
 // Running: the memory plan's slots, plus device staging for CPU tensors,
 // live in one device arena taken from the context's caching allocator; it
 // is kept across runs and only replaced when a larger shape needs more, so
 // a steady state calls no cuMemAlloc. CPU tensors go through one pinned
 // host buffer (truly asynchronous copies; strided tensors are packed and
-// unpacked there). Every kernel's arguments (device pointers, then int64
+// unpacked there). Strided CUDA tensors are gathered into dense staging in
+// the arena, and scattered out of it, by a generated copy kernel on the
+// stream. Every kernel's arguments (device pointers, then int64
 // scalars) are computed first; then, when the program has no graph break,
 // the launches are captured into a CUDA graph keyed by the symbol values
 // and every argument, and replayed while the key repeats: one cuGraphLaunch
@@ -134,6 +140,21 @@ typedef struct kernel_t {
   uint32_t arg_offset;  // first of its values in argv
 } kernel_t;
 
+// A strided copy between a CUDA tensor's own layout and dense staging in
+// the arena: a POINTWISE kernel IR kernel (one load, one store) whose
+// sizes and strides are all params, compiled on first need per dtype, rank
+// and direction.
+typedef struct copy_kernel_t {
+  tj_dtype_t dtype;
+  int32_t rank;
+  bool scatter;  // dense staging -> the tensor (else the tensor -> staging)
+  tj_kir_t* kir;
+  tj_cuda_kir_kernel_t* fn;
+} copy_kernel_t;
+
+// Room for every (dtype, rank, direction): the table never fills.
+#define MAX_COPY_KERNELS (TJ_DTYPE_COUNT_ * TJ_MAX_RANK * 2)
+
 typedef struct graph_entry_t {
   bool valid;
   uint64_t last_use;
@@ -208,10 +229,16 @@ struct tj_cuda_program_t {
   bool log_autotune;  // TJ_LOG=autotune
   double tuning_ms;
   char last_choice[64];
+  copy_kernel_t copies[MAX_COPY_KERNELS];
+  uint32_t num_copies;
+  int64_t strided_copies;
   // Stats.
-  double compile_ms, load_ms;
+  double compile_ms, load_ms, link_ms;
   const char* ptx_source;
-  size_t ptx_bytes;
+  const char* cubin_source;
+  size_t ptx_bytes, cubin_bytes;
+  int64_t cubin_hits, cubin_misses;
+  int64_t kernel_cubin_hits, kernel_cubin_misses;
   int64_t runs, kernel_launches, graph_captures, graph_launches, host_steps,
       arena_growths;
 };
@@ -259,6 +286,7 @@ tj_status_t tj_cuda_program_create(tj_context_t* context,
   p->arch = arch;
   p->nv_options.approx_math = !options->cuda_precise_math;
   p->ptx_source = "LLVM";
+  p->cubin_source = "none";
   p->autotune = !options->cuda_disable_autotune;
   p->forced = -1;
   const char* log = getenv("TJ_LOG");
@@ -317,6 +345,10 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
   if (d && p->lt_workspace)
     (void)tj_cuda_allocator_free(d->allocator, p->lt_workspace, p->stream);
   tj_cublaslt_close(p->lt);
+  for (uint32_t i = 0; i < p->num_copies; ++i) {
+    tj_cuda_kir_destroy(p->copies[i].fn);
+    tj_kir_destroy(p->copies[i].kir);
+  }
   for (int i = 0; i < MAX_GRAPHS; ++i) {
     tj_free(p->al, p->graphs[i].key,
             p->graphs[i].key ? sizeof(int64_t) * (key_len(p) + 1) : 0);
@@ -428,7 +460,9 @@ tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* p,
 static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
-  tj_cache_hasher_update_string(&h, "tensorjit cuda module 2");
+  // 3: sm_90a GEMMs default to the wgmma template (other tiles, threads
+  // and shared memory than a cached mma.sync kernel's launch).
+  tj_cache_hasher_update_string(&h, "tensorjit cuda module 3");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_nvptx_arch_name(p->arch));
   unsigned major, minor, patch;
@@ -448,10 +482,10 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   return NULL;
 }
 
-// The PTX of the module, from a cache or LLVM (which consumes the module).
-static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir) {
-  tj_cache_key_t key;
-  TJ_RETURN_IF_ERROR(module_key(p, &key));
+// The PTX of the module under |key|, from a cache or LLVM (which consumes
+// the module).
+static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
+                           tj_cache_key_t key) {
   void* bytes = NULL;
   size_t size = 0;
   bool hit = false;
@@ -500,6 +534,72 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir) {
   tj_status_free(s);  // a full memory cache only costs a later compile
   (void)note;
   return NULL;
+}
+
+// Compiles a kernel apart from the module (a GEMM variant, an epilogue,
+// a strided copy) through the cubin cache, and counts where it came from.
+static tj_status_t compile_kernel(tj_cuda_program_t* p, const tj_kir_t* k,
+                                  const tj_nvptx_options_t* o,
+                                  tj_cuda_kir_kernel_t** out) {
+  TJ_RETURN_IF_ERROR(tj_cuda_kir_compile_cached(p->device, p->target, k, o,
+                                                p->context, p->cache_dir, out));
+  if (p->cache_dir[0]) {
+    if ((*out)->cubin_hit) {
+      ++p->kernel_cubin_hits;
+    } else {
+      ++p->kernel_cubin_misses;
+    }
+  }
+  return NULL;
+}
+
+// get_ptx for tj_cuda_cubin_load: called only on a cubin miss.
+typedef struct program_ptx_t {
+  tj_cuda_program_t* p;
+  const char* cache_dir;
+  tj_cache_key_t key;
+} program_ptx_t;
+
+static tj_status_t program_ptx(void* ctx, const char** out_ptx) {
+  program_ptx_t* c = ctx;
+  TJ_RETURN_IF_ERROR(get_ptx(c->p, c->cache_dir, c->key));
+  *out_ptx = c->p->ptx;
+  return NULL;
+}
+
+// Loads the module through the cubin cache (cuda_cubin.h): a warm start
+// runs neither LLVM nor ptxas.
+static tj_status_t load_module(tj_cuda_program_t* p, const char* cache_dir) {
+  tj_cache_key_t key;
+  TJ_RETURN_IF_ERROR(module_key(p, &key));
+  program_ptx_t c = {p, cache_dir, key};
+  tj_cuda_cubin_load_t load;
+  memset(&load, 0, sizeof(load));
+  load.context = p->context;
+  load.cache_dir = cache_dir;
+  load.ptx_key = key;
+  load.arch = p->arch;
+  load.make_ptx = program_ptx;
+  load.make_ptx_ctx = &c;
+  tj_cuda_cubin_result_t r;
+  tj_status_t status = tj_cuda_cubin_load(p->device, &load, &p->cumod, &r);
+  if (p->module) {  // a cubin hit: the module was never compiled
+    LLVMDisposeModule(p->module);
+    p->module = NULL;
+  }
+  p->cubin_source = r.source;
+  p->cubin_bytes = r.bytes;
+  p->link_ms = r.link_ms;
+  p->load_ms = r.load_ms;
+  if (r.hit) {
+    ++p->cubin_hits;
+    p->ptx_source = strcmp(r.source, "disk cache") == 0
+                        ? "none (cubin from the disk cache)"
+                        : "none (cubin from the memory cache)";
+  } else if (cache_dir && cache_dir[0]) {
+    ++p->cubin_misses;
+  }
+  return status;
 }
 
 //===--- finishing ---===//
@@ -632,15 +732,14 @@ tj_status_t tj_cuda_program_finish(
   }
   TJ_RETURN_IF_ERROR(alloc_run_state(p));
   if (num_kernels > 0) {
-    TJ_RETURN_IF_ERROR(get_ptx(p, cache_dir));
+    TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
     double start = now_ms();
-    TJ_RETURN_IF_ERROR(tj_cuda_module_load(p->device, p->ptx, &p->cumod));
     for (uint32_t i = 0; i < num_kernels; ++i) {
       kernel_t* k = &p->kernels[i];
       TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->cumod, k->info.entry,
                                             k->info.shared_bytes, &k->fn));
     }
-    p->load_ms = now_ms() - start;
+    p->load_ms += now_ms() - start;
     TJ_RETURN_IF_ERROR(setup_tunes(p));
   } else if (p->module) {
     LLVMDisposeModule(p->module);
@@ -796,8 +895,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
   if (c > 0 && c < NUM_VARIANTS && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
-    TJ_RETURN_IF_ERROR(
-        tj_cuda_kir_compile(p->device, p->target, g, &o, &t->variant[c], NULL));
+    TJ_RETURN_IF_ERROR(compile_kernel(p, g, &o, &t->variant[c]));
   }
   if (c == CAND_CUBLASLT) {
     if (!t->lt_ok || p->lt_unavailable)
@@ -816,8 +914,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
     }
     if (!t->epi_fn) {
       tj_nvptx_options_t o = {0, 0, p->nv_options.approx_math};
-      TJ_RETURN_IF_ERROR(tj_cuda_kir_compile(p->device, p->target, t->epi, &o,
-                                             &t->epi_fn, NULL));
+      TJ_RETURN_IF_ERROR(compile_kernel(p, t->epi, &o, &t->epi_fn));
     }
   }
   return NULL;
@@ -1083,6 +1180,33 @@ static bool output_direct(const tj_cuda_program_t* p, uint32_t i) {
          p->mp->buffers[bi].kind == TJ_BUFFER_OUTPUT;
 }
 
+// Whether no two elements of |t| share memory. Sufficient test: with the
+// dims of size > 1 ordered by |stride|, each stride clears the extent of
+// the dims before it (every dense, transposed or padded layout passes;
+// zero strides and interleavings fail).
+static bool tensor_disjoint(const tj_tensor_t* t) {
+  if (!t->strides || numel_of(t->rank, t->shape) == 0) return true;
+  int64_t s[TJ_MAX_RANK], n[TJ_MAX_RANK];
+  int32_t m = 0;
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (t->shape[d] == 1) continue;
+    int64_t a = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
+    int32_t j = m++;
+    for (; j > 0 && s[j - 1] > a; --j) {
+      s[j] = s[j - 1];
+      n[j] = n[j - 1];
+    }
+    s[j] = a;
+    n[j] = t->shape[d];
+  }
+  int64_t extent = 1;  // elements spanned by the dims so far
+  for (int32_t j = 0; j < m; ++j) {
+    if (s[j] < extent) return false;
+    extent = s[j] * (n[j] - 1) + extent;
+  }
+  return true;
+}
+
 static tj_status_t check_device_tensor(const tj_cuda_program_t* p,
                                        const tj_tensor_t* t, const char* what,
                                        const char* name) {
@@ -1095,9 +1219,120 @@ static tj_status_t check_device_tensor(const tj_cuda_program_t* p,
         "%s \"%s\" is on CUDA device %d; the executable runs on "
         "device %d",
         what, name, (int)t->device_id, (int)p->device->ordinal);
-  if (!tensor_dense(t))
-    return tj_unsupported("%s \"%s\": a strided CUDA tensor; pass a dense one",
-                          what, name);
+  // Strided CUDA inputs may repeat elements (zero strides broadcast);
+  // outputs may not: which write would win is undefined on a GPU.
+  if (strcmp(what, "output") == 0 && !tensor_disjoint(t))
+    return tj_invalid(
+        "output \"%s\": its strides make elements share memory; a CUDA "
+        "output must not overlap itself",
+        name);
+  return NULL;
+}
+
+//===--- strided CUDA tensors ---===//
+
+// The copy kernel for |dtype|, |rank| and direction, built on first use.
+static tj_status_t copy_kernel(tj_cuda_program_t* p, tj_dtype_t dtype,
+                               int32_t rank, bool scatter,
+                               copy_kernel_t** out) {
+  for (uint32_t i = 0; i < p->num_copies; ++i) {
+    copy_kernel_t* c = &p->copies[i];
+    if (c->dtype == dtype && c->rank == rank && c->scatter == scatter) {
+      *out = c;
+      return NULL;
+    }
+  }
+  if (p->num_copies == MAX_COPY_KERNELS)
+    return tj_internal("cuda program: more than %d strided copy kernels",
+                       MAX_COPY_KERNELS);
+  char name[64];
+  snprintf(name, sizeof(name), "tj_%s_%s_r%d", scatter ? "scatter" : "gather",
+           tj_dtype_name(dtype), (int)rank);
+  tj_kir_t* k = NULL;
+  TJ_RETURN_IF_ERROR(tj_kir_create(p->al, TJ_KIR_POINTWISE, name, &k));
+  // Params: sizes [0, r), the tensor's strides [r, 2r), the staging's
+  // strides of dims [0, r - 1) at [2r, 3r - 1); its innermost stride is 1,
+  // which lets the dense side use vector accesses.
+  tj_kir_ival_t dims[TJ_KIR_MAX_RANK], strided[TJ_KIR_MAX_RANK],
+      dense[TJ_KIR_MAX_RANK];
+  char pname[16];
+  for (int32_t d = 0; d < rank; ++d) {
+    snprintf(pname, sizeof(pname), "n%d", (int)d);
+    dims[d] = tj_kir_runtime(tj_kir_add_param(k, pname));
+  }
+  for (int32_t d = 0; d < rank; ++d) {
+    snprintf(pname, sizeof(pname), "s%d", (int)d);
+    strided[d] = tj_kir_runtime(tj_kir_add_param(k, pname));
+  }
+  for (int32_t d = 0; d + 1 < rank; ++d) {
+    snprintf(pname, sizeof(pname), "t%d", (int)d);
+    dense[d] = tj_kir_runtime(tj_kir_add_param(k, pname));
+  }
+  dense[rank - 1] = tj_kir_constant(1);
+  tj_kir_set_space(k, rank, dims);
+  uint32_t src = tj_kir_add_buffer(k, "src", dtype, TJ_KIR_INPUT,
+                                   scatter ? dense : strided);
+  uint32_t dst = tj_kir_add_buffer(k, "dst", dtype, TJ_KIR_OUTPUT,
+                                   scatter ? strided : dense);
+  tj_kir_store(k, dst, tj_kir_load(k, src));
+  tj_status_t status = tj_kir_finalize(k);
+  tj_cuda_kir_kernel_t* fn = NULL;
+  if (!status) {
+    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    status = compile_kernel(p, k, &o, &fn);
+  }
+  if (status) {
+    tj_kir_destroy(k);
+    return status;
+  }
+  copy_kernel_t* c = &p->copies[p->num_copies++];
+  *c = (copy_kernel_t){dtype, rank, scatter, k, fn};
+  *out = c;
+  return NULL;
+}
+
+// Enqueues the copy between CUDA tensor |t| (any strides, byte_offset) and
+// the dense array at |dense|: a gather into it, or (|scatter|) a scatter
+// out of it.
+static tj_status_t strided_copy(tj_cuda_program_t* p, const tj_tensor_t* t,
+                                uint64_t dense, bool scatter) {
+  if (numel_of(t->rank, t->shape) == 0) return NULL;
+  // Dims of size 1 have no effect on addresses: drop them.
+  int64_t n[TJ_MAX_RANK], s[TJ_MAX_RANK];
+  int32_t r = 0;
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (t->shape[d] == 1) continue;
+    n[r] = t->shape[d];
+    s[r++] = t->strides[d];
+  }
+  if (r == 0) {
+    n[r] = 1;
+    s[r++] = 1;
+  }
+  copy_kernel_t* c = NULL;
+  TJ_RETURN_IF_ERROR(copy_kernel(p, t->dtype, r, scatter, &c));
+  int64_t scalars[3 * TJ_MAX_RANK];
+  int64_t dense_stride = 1;
+  for (int32_t d = r; d-- > 0;) {
+    scalars[d] = n[d];
+    scalars[r + d] = s[d];
+    if (d + 1 < r) scalars[2 * r + d] = dense_stride;
+    dense_stride *= n[d];
+  }
+  uint64_t argv[2 + 3 * TJ_MAX_RANK];
+  void* argp[2 + 3 * TJ_MAX_RANK];
+  uint64_t tensor = (uint64_t)(uintptr_t)tensor_data(t);
+  argv[0] = scatter ? dense : tensor;
+  argv[1] = scatter ? tensor : dense;
+  uint32_t np = c->kir->num_params;
+  memcpy(&argv[2], scalars, sizeof(int64_t) * np);
+  for (uint32_t i = 0; i < 2 + np; ++i) argp[i] = &argv[i];
+  tj_nvptx_launch_t l;
+  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(c->kir, &c->fn->info, scalars,
+                                            p->device->num_sms, &l));
+  TJ_RETURN_IF_ERROR(launch_function(p, c->fn->function.function, &l, argp,
+                                     c->fn->info.entry));
+  ++p->strided_copies;
   return NULL;
 }
 
@@ -1120,9 +1355,16 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
     TJ_RETURN_IF_ERROR(
         check_device_tensor(p, t, "input", g->nodes[g->inputs[i]].attrs.name));
     p->in_stage[i] = p->in_pin[i] = -1;
-    if (t->device_type == TJ_DEVICE_CUDA) continue;
-    host = true;
     int64_t bytes = align_up(tensor_bytes(t), STAGE_ALIGN);
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      // A strided one is gathered into dense staging.
+      if (!tensor_dense(t)) {
+        p->in_stage[i] = total;
+        total += bytes;
+      }
+      continue;
+    }
+    host = true;
     p->in_stage[i] = total;
     total += bytes;
     p->in_pin[i] = pin;
@@ -1132,9 +1374,16 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
     const tj_tensor_t* t = &outputs[i];
     TJ_RETURN_IF_ERROR(check_device_tensor(p, t, "output", g->outputs[i].name));
     p->out_stage[i] = p->out_pin[i] = -1;
-    if (t->device_type == TJ_DEVICE_CUDA) continue;
-    host = true;
     int64_t bytes = align_up(tensor_bytes(t), STAGE_ALIGN);
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      // A strided one is written dense, then scattered.
+      if (!tensor_dense(t) && output_direct(p, i)) {
+        p->out_stage[i] = total;
+        total += bytes;
+      }
+      continue;
+    }
+    host = true;
     if (output_direct(p, i)) {
       p->out_stage[i] = total;
       total += bytes;
@@ -1416,9 +1665,8 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
       case TJ_BUFFER_OUTPUT: {
         int32_t o = p->first_output[buf->node];
         const tj_tensor_t* t = &outputs[o];
-        ptr = t->device_type == TJ_DEVICE_CUDA
-                  ? (uint64_t)(uintptr_t)tensor_data(t)
-                  : p->arena + (uint64_t)p->out_stage[o];
+        ptr = p->out_stage[o] < 0 ? (uint64_t)(uintptr_t)tensor_data(t)
+                                  : p->arena + (uint64_t)p->out_stage[o];
         break;
       }
       case TJ_BUFFER_ARENA:
@@ -1433,7 +1681,12 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     const tj_tensor_t* t = &inputs[i];
     uint32_t node = g->inputs[i];
     if (t->device_type == TJ_DEVICE_CUDA) {
-      p->loc[node] = (uint64_t)(uintptr_t)tensor_data(t);
+      if (p->in_stage[i] < 0) {
+        p->loc[node] = (uint64_t)(uintptr_t)tensor_data(t);
+      } else {
+        p->loc[node] = p->arena + (uint64_t)p->in_stage[i];
+        TJ_RETURN_IF_ERROR(strided_copy(p, t, p->loc[node], false));
+      }
       continue;
     }
     p->loc[node] = p->arena + (uint64_t)p->in_stage[i];
@@ -1479,6 +1732,10 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     int64_t bytes = tensor_bytes(t);
     if (bytes == 0) continue;
     if (t->device_type == TJ_DEVICE_CUDA) {
+      if (!tensor_dense(t)) {
+        TJ_RETURN_IF_ERROR(strided_copy(p, t, p->loc[node], true));
+        continue;
+      }
       if (output_direct(p, i)) continue;
       TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyDtoDAsync,
                             ((uint64_t)(uintptr_t)tensor_data(t), p->loc[node],
@@ -1523,6 +1780,14 @@ void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {
   out->ptx_source = p->ptx_source;
   out->from_cache = strcmp(p->ptx_source, "LLVM") != 0;
   out->ptx_bytes = p->ptx_bytes;
+  out->cubin_source = p->cubin_source;
+  out->cubin_bytes = p->cubin_bytes;
+  out->cubin_hits = p->cubin_hits;
+  out->cubin_misses = p->cubin_misses;
+  out->kernel_cubin_hits = p->kernel_cubin_hits;
+  out->kernel_cubin_misses = p->kernel_cubin_misses;
+  out->link_ms = p->link_ms;
+  out->strided_copies = p->strided_copies;
   out->runs = p->runs;
   out->kernel_launches = p->kernel_launches;
   out->graph_captures = p->graph_captures;

@@ -92,10 +92,27 @@ void tj_cuda_program_destroy(tj_cuda_program_t* program);
 
 typedef struct tj_cuda_program_stats_t {
   double compile_ms;       // emit + LLVM + PTX (0 on a cache hit)
-  double load_ms;          // cuModuleLoadDataEx
-  bool from_cache;         // the PTX came from the memory or disk cache
-  const char* ptx_source;  // "LLVM", "memory cache", "disk cache"
+  double load_ms;          // cuModuleLoadDataEx, or cuModuleLoadData of a
+                           // cubin; and getting the kernels
+  bool from_cache;         // the PTX or the cubin came from a cache
+  const char* ptx_source;  // "LLVM", "memory cache", "disk cache", or
+                           // "none (...)" when a cached cubin served
   size_t ptx_bytes;
+  // With a disk cache the module is loaded from a cubin (the driver's
+  // linker's ptxas output), cached beside the PTX per compute capability
+  // and driver version; without one, from the PTX.
+  const char* cubin_source;  // "memory cache", "disk cache", "driver
+                             // linker", or "none" (loaded from PTX)
+  size_t cubin_bytes;
+  int64_t cubin_hits;    // cubins loaded from a cache (no LLVM, no ptxas)
+  int64_t cubin_misses;  // cubins made (a refused cache entry counts too)
+  double link_ms;        // cuLink* (ptxas) on a miss
+  // Kernels compiled apart from the module (the GEMM variant the autotuner
+  // picks, the cuBLASLt candidate's epilogue, strided-copy kernels) go
+  // through the same cubin cache: loaded from it (no LLVM back end, no
+  // ptxas), or made and stored. Without a disk cache neither counts.
+  int64_t kernel_cubin_hits, kernel_cubin_misses;
+  int64_t strided_copies;  // gathers/scatters of strided CUDA tensors
   int64_t runs;
   int64_t kernel_launches;    // cuLaunchKernel calls, captures excluded
   int64_t graph_captures;     // CUDA graphs captured and instantiated
@@ -116,7 +133,8 @@ void tj_cuda_program_stats(tj_cuda_program_t* program,
                            tj_cuda_program_stats_t* out_stats);
 
 // The PTX of the module (NUL-terminated, owned by the program), for
-// TJ_DUMP-style inspection and tests. NULL before finish.
+// TJ_DUMP-style inspection and tests. NULL before finish, and when the
+// module was loaded from a cached cubin (no PTX was needed).
 const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
 
 // The CUDA stats of an executable compiled for TJ_TARGET_CUDA (implemented

@@ -2,6 +2,7 @@
 
 #include "backends/cuda/cuda_kir.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,11 +12,57 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
-                                const tj_nvptx_target_t* target,
-                                const tj_kir_t* kernel,
-                                const tj_nvptx_options_t* options,
-                                tj_cuda_kir_kernel_t** out, char** out_ptx) {
+// Makes the PTX of an emitted module on a cubin-cache miss (LLVM's NVPTX
+// back end consumes the module).
+typedef struct kir_ptx_t {
+  const tj_nvptx_target_t* target;
+  LLVMModuleRef module;
+  tj_allocator_t allocator;
+  char* ptx;
+  double ms;
+} kir_ptx_t;
+
+static tj_status_t make_ptx(void* ctx, const char** out_ptx) {
+  kir_ptx_t* c = ctx;
+  double start = now_ms();
+  LLVMModuleRef module = c->module;
+  c->module = NULL;
+  tj_status_t s = tj_nvptx_compile(c->target, module, c->allocator, &c->ptx);
+  c->ms += now_ms() - start;
+  *out_ptx = c->ptx;
+  return s;
+}
+
+// The cache key of a kernel's PTX: the module's LLVM IR (everything the
+// emitter decided, whatever options led there), the arch, LLVM's version
+// (its NVPTX back end makes the PTX) and ours.
+static tj_status_t ptx_key(const tj_nvptx_target_t* target,
+                           LLVMModuleRef module, tj_cache_key_t* out) {
+  char* ir = LLVMPrintModuleToString(module);
+  if (!ir) return tj_status_oom();
+  tj_cache_hasher_t h;
+  tj_cache_hasher_initialize(&h);
+  tj_cache_hasher_update_string(&h, "tensorjit cuda kernel 1");
+  tj_cache_hasher_update_string(&h, tj_version_string());
+  tj_cache_hasher_update_string(
+      &h, tj_nvptx_arch_name(tj_nvptx_target_arch(target)));
+  unsigned major, minor, patch;
+  LLVMGetVersion(&major, &minor, &patch);
+  char buf[48];
+  snprintf(buf, sizeof(buf), "llvm %u.%u.%u", major, minor, patch);
+  tj_cache_hasher_update_string(&h, buf);
+  tj_cache_hasher_update_string(&h, ir);
+  LLVMDisposeMessage(ir);
+  *out = tj_cache_hasher_finalize(&h);
+  return NULL;
+}
+
+static tj_status_t compile(tj_cuda_device_t* device,
+                           const tj_nvptx_target_t* target,
+                           const tj_kir_t* kernel,
+                           const tj_nvptx_options_t* options,
+                           tj_context_t* context, const char* cache_dir,
+                           tj_cuda_kir_kernel_t** out, char** out_ptx) {
   *out = NULL;
   if (out_ptx) *out_ptx = NULL;
   tj_cuda_kir_kernel_t* k = tj_calloc(device->host, 1, sizeof(*k));
@@ -24,29 +71,35 @@ tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
   k->kernel = kernel;
   double start = now_ms();
   LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef module = tj_nvptx_module_create(target, ctx, kernel->name);
+  kir_ptx_t c = {target, tj_nvptx_module_create(target, ctx, kernel->name),
+                 device->host, NULL, 0};
   tj_status_t status = tj_nvptx_emit_kernel(
-      module, tj_nvptx_target_arch(target), kernel, options, &k->info);
-  char* ptx = NULL;
-  if (status) {
-    LLVMDisposeModule(module);
-  } else {
-    status = tj_nvptx_compile(target, module, device->host, &ptx);
-  }
+      c.module, tj_nvptx_target_arch(target), kernel, options, &k->info);
+  tj_cuda_cubin_load_t load;
+  memset(&load, 0, sizeof(load));
+  load.context = context;
+  load.cache_dir = out_ptx ? NULL : cache_dir;  // the PTX is wanted
+  load.arch = tj_nvptx_target_arch(target);
+  load.make_ptx = make_ptx;
+  load.make_ptx_ctx = &c;
+  if (!status && load.cache_dir && load.cache_dir[0])
+    status = ptx_key(target, c.module, &load.ptx_key);
+  double emit_ms = now_ms() - start;
+  tj_cuda_cubin_result_t r;
+  if (!status) status = tj_cuda_cubin_load(device, &load, &k->module, &r);
+  if (c.module) LLVMDisposeModule(c.module);  // a cubin hit: never compiled
   LLVMContextDispose(ctx);
-  k->compile_ms = now_ms() - start;
+  k->compile_ms = emit_ms + c.ms;
   if (!status) {
-    start = now_ms();
-    status = tj_cuda_module_load(device, ptx, &k->module);
-    k->load_ms = now_ms() - start;
-  }
-  if (!status)
+    k->load_ms = r.load_ms + r.link_ms;
+    k->cubin_hit = r.hit;
     status = tj_cuda_kernel_get(k->module, k->info.entry, k->info.shared_bytes,
                                 &k->function);
+  }
   if (status || !out_ptx) {
-    tj_free_string(device->host, ptx);
+    tj_free_string(device->host, c.ptx);
   } else {
-    *out_ptx = ptx;
+    *out_ptx = c.ptx;
   }
   if (status) {
     tj_cuda_kir_destroy(k);
@@ -54,6 +107,22 @@ tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
   }
   *out = k;
   return NULL;
+}
+
+tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
+                                const tj_nvptx_target_t* target,
+                                const tj_kir_t* kernel,
+                                const tj_nvptx_options_t* options,
+                                tj_cuda_kir_kernel_t** out, char** out_ptx) {
+  return compile(device, target, kernel, options, NULL, NULL, out, out_ptx);
+}
+
+tj_status_t tj_cuda_kir_compile_cached(
+    tj_cuda_device_t* device, const tj_nvptx_target_t* target,
+    const tj_kir_t* kernel, const tj_nvptx_options_t* options,
+    tj_context_t* context, const char* cache_dir, tj_cuda_kir_kernel_t** out) {
+  return compile(device, target, kernel, options, context, cache_dir, out,
+                 NULL);
 }
 
 void tj_cuda_kir_destroy(tj_cuda_kir_kernel_t* kernel) {

@@ -6,6 +6,7 @@
 #ifndef TJ_BACKENDS_CUDA_CUDA_KIR_H_
 #define TJ_BACKENDS_CUDA_CUDA_KIR_H_
 
+#include "backends/cuda/cuda_cubin.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "jit/emit_nvptx.h"
 
@@ -16,7 +17,8 @@ typedef struct tj_cuda_kir_kernel_t {
   tj_cuda_module_t* module;
   tj_cuda_kernel_t function;
   double compile_ms;  // lowering + LLVM + PTX, without the driver's load
-  double load_ms;     // cuModuleLoadDataEx (the driver's ptxas)
+  double load_ms;     // the driver's linker (ptxas) and module load
+  bool cubin_hit;     // loaded from the cubin cache: no LLVM, no ptxas
 } tj_cuda_kir_kernel_t;
 
 // Compiles |kernel| for |device| with |target| (whose arch must suit the
@@ -30,6 +32,16 @@ tj_status_t tj_cuda_kir_compile(tj_cuda_device_t* device,
                                 const tj_kir_t* kernel,
                                 const tj_nvptx_options_t* options,
                                 tj_cuda_kir_kernel_t** out, char** out_ptx);
+
+// As tj_cuda_kir_compile, but through the cubin cache (cuda_cubin.h):
+// |context|'s memory cache (|context| may be NULL) and the disk cache under
+// |cache_dir| ("" or NULL: none, the PTX is loaded). A hit still lowers the
+// kernel (for its launch contract) but runs neither LLVM's back end nor
+// ptxas.
+tj_status_t tj_cuda_kir_compile_cached(
+    tj_cuda_device_t* device, const tj_nvptx_target_t* target,
+    const tj_kir_t* kernel, const tj_nvptx_options_t* options,
+    tj_context_t* context, const char* cache_dir, tj_cuda_kir_kernel_t** out);
 
 // NULL is a no-op.
 void tj_cuda_kir_destroy(tj_cuda_kir_kernel_t* kernel);

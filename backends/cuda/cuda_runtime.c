@@ -369,6 +369,148 @@ tj_status_t tj_cuda_module_load(tj_cuda_device_t* device, const char* ptx,
   return NULL;
 }
 
+// Appends the driver's JIT error log (if any) to |status|.
+static tj_status_t with_jit_log(tj_status_t status, char* error_log) {
+  error_log[kJitLogBytes - 1] = '\0';
+  trim_log(error_log);
+  if (!status || !error_log[0]) return status;
+  tj_status_t detailed =
+      tj_status_make(tj_status_code(status), "%s; JIT log:\n%s",
+                     tj_status_message(status), error_log);
+  tj_status_free(status);
+  return detailed;
+}
+
+tj_status_t tj_cuda_link_ptx(tj_cuda_device_t* device, tj_allocator_t allocator,
+                             const char* ptx, unsigned jit_target,
+                             void** out_cubin, size_t* out_size) {
+  *out_cubin = NULL;
+  *out_size = 0;
+  char* error_log = tj_calloc(device->host, 1, kJitLogBytes);
+  if (!error_log) return tj_status_oom();
+  // The linker keeps pointers to the log buffers until cuLinkDestroy.
+  tj_cu_jit_option_t keys[] = {
+      TJ_CU_JIT_ERROR_LOG_BUFFER,
+      TJ_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+      TJ_CU_JIT_TARGET,
+  };
+  void* values[] = {error_log, (void*)(uintptr_t)kJitLogBytes,
+                    (void*)(uintptr_t)jit_target};
+  unsigned num_options = jit_target ? 3u : 2u;
+  const tj_cuda_symbols_t* cu = &device->cu;
+  tj_status_t status = tj_cuda_device_enter(device);
+  if (status) {
+    tj_free(device->host, error_log, kJitLogBytes);
+    return status;
+  }
+  tj_cu_link_state_t link = NULL;
+  status = TJ_CU_STATUS(cu, cuLinkCreate, (num_options, keys, values, &link));
+  if (!status) {
+    // The driver reads the PTX, NUL included, and never writes it.
+    status = TJ_CU_STATUS(cu, cuLinkAddData,
+                          (link, TJ_CU_JIT_INPUT_PTX, (void*)(uintptr_t)ptx,
+                           strlen(ptx) + 1, "tensorjit", 0, NULL, NULL));
+  }
+  void* image = NULL;
+  size_t size = 0;
+  if (!status) status = TJ_CU_STATUS(cu, cuLinkComplete, (link, &image, &size));
+  if (!status && (!image || size == 0))
+    status = tj_internal("cuLinkComplete returned an empty image");
+  void* copy = NULL;
+  if (!status) {
+    // The image belongs to |link|: copy it out before destroying that.
+    copy = tj_alloc(allocator, size);
+    if (copy) {
+      memcpy(copy, image, size);
+    } else {
+      status = tj_status_oom();
+    }
+  }
+  if (link) (void)cu->cuLinkDestroy(link);
+  tj_cuda_device_leave(device);
+  status = with_jit_log(status, error_log);
+  tj_free(device->host, error_log, kJitLogBytes);
+  if (status) return status;
+  *out_cubin = copy;
+  *out_size = size;
+  return NULL;
+}
+
+// Little-endian reads at any alignment.
+static uint64_t read_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+// [offset, offset + count * entry) lies inside [0, size).
+static bool table_inside(uint64_t offset, uint64_t count, uint64_t entry,
+                         size_t size) {
+  if (count == 0) return true;
+  if (offset > size || entry == 0) return false;
+  return count <= ((uint64_t)size - offset) / entry;
+}
+
+bool tj_cuda_cubin_is_complete(const void* image, size_t size) {
+  // ELF64 (the System V gABI): header 64 bytes, program headers 56, section
+  // headers 64; EM_CUDA is 190.
+  const unsigned char* p = image;
+  if (!p || size < 64) return false;
+  if (memcmp(p,
+             "\x7f"
+             "ELF",
+             4) != 0 ||
+      p[4] != 2 || p[5] != 1)
+    return false;
+  if (read_le(p + 18, 2) != 190) return false;
+  uint64_t phoff = read_le(p + 32, 8), shoff = read_le(p + 40, 8);
+  uint64_t ehsize = read_le(p + 52, 2), phentsize = read_le(p + 54, 2);
+  uint64_t phnum = read_le(p + 56, 2), shentsize = read_le(p + 58, 2);
+  uint64_t shnum = read_le(p + 60, 2);
+  if (ehsize != 64 || (phnum && phentsize != 56) ||
+      (shnum && shentsize != 64) || shnum == 0)
+    return false;
+  if (!table_inside(phoff, phnum, 56, size) ||
+      !table_inside(shoff, shnum, 64, size))
+    return false;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const unsigned char* sh = p + shoff + i * 64;
+    uint64_t type = read_le(sh + 4, 4);
+    if (type == 8) continue;  // SHT_NOBITS: no bytes in the file
+    uint64_t offset = read_le(sh + 24, 8), bytes = read_le(sh + 32, 8);
+    if (offset > size || bytes > size - offset) return false;
+  }
+  for (uint64_t i = 0; i < phnum; ++i) {
+    const unsigned char* ph = p + phoff + i * 56;
+    uint64_t offset = read_le(ph + 8, 8), filesz = read_le(ph + 32, 8);
+    if (offset > size || filesz > size - offset) return false;
+  }
+  return true;
+}
+
+tj_status_t tj_cuda_module_load_cubin(tj_cuda_device_t* device,
+                                      const void* image, size_t size,
+                                      tj_cuda_module_t** out_module) {
+  *out_module = NULL;
+  if (!tj_cuda_cubin_is_complete(image, size))
+    return tj_invalid(
+        "cuda module: %zu bytes that are not a complete CUDA ELF image", size);
+  tj_cuda_module_t* m = tj_calloc(device->host, 1, sizeof(*m));
+  if (!m) return tj_status_oom();
+  tj_status_t status = tj_cuda_device_enter(device);
+  if (!status) {
+    status = TJ_CU_STATUS(&device->cu, cuModuleLoadData, (&m->module, image));
+    tj_cuda_device_leave(device);
+  }
+  if (status) {
+    tj_free(device->host, m, sizeof(*m));
+    return status;
+  }
+  m->device = device;
+  *out_module = m;
+  return NULL;
+}
+
 void tj_cuda_module_destroy(tj_cuda_module_t* module) {
   if (!module) return;
   tj_cuda_device_t* device = module->device;

@@ -139,6 +139,35 @@ tj_status_t tj_cuda_module_load(tj_cuda_device_t* device, const char* ptx,
                                 tj_cuda_module_t** out_module);
 void tj_cuda_module_destroy(tj_cuda_module_t* module);
 
+// Compiles NUL-terminated |ptx| to a cubin for |device| with the driver's
+// linker (cuLinkCreate/cuLinkAddData/cuLinkComplete: the driver's ptxas,
+// in process, no toolkit needed). A rejection is reported as by
+// tj_cuda_module_load, with the linker's error log in the message. On
+// success |*out_cubin| holds |*out_size| bytes allocated from |allocator|
+// (owned by the caller: tj_free(allocator, cubin, size)); on failure it is
+// NULL. The cubin is what cuModuleLoadData takes: cache it to skip ptxas.
+// |jit_target| is a CUjit_target (TJ_CU_TARGET_*), or 0 for the target of
+// the device's context.
+tj_status_t tj_cuda_link_ptx(tj_cuda_device_t* device, tj_allocator_t allocator,
+                             const char* ptx, unsigned jit_target,
+                             void** out_cubin, size_t* out_size);
+
+// Whether |size| bytes at |image| are a complete 64-bit little-endian CUDA
+// ELF image: header, program and section tables, and every section and
+// segment inside the |size| bytes. cuModuleLoadData takes no size, so an
+// image from a cache must pass this before the driver parses it.
+bool tj_cuda_cubin_is_complete(const void* image, size_t size);
+
+// Loads the cubin at |image| (|size| bytes; not retained) without ptxas.
+// INVALID_ARGUMENT, without calling the driver, for bytes that are not a
+// complete CUDA ELF image (tj_cuda_cubin_is_complete); the driver's own
+// rejection (a cubin for another GPU, a corrupt one) is BACKEND_FAILURE or
+// UNSUPPORTED as for tj_cuda_module_load. On success |*out_module| is owned
+// by the caller (its info log is empty); on failure it is NULL.
+tj_status_t tj_cuda_module_load_cubin(tj_cuda_device_t* device,
+                                      const void* image, size_t size,
+                                      tj_cuda_module_t** out_module);
+
 // A kernel of |module| and its resource use.
 typedef struct tj_cuda_kernel_t {
   tj_cuda_module_t* module;  // borrowed

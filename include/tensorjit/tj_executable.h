@@ -164,10 +164,12 @@ TJ_API tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 // (copied to and from the device through pinned staging memory; strided
 // ones are packed) and CUDA tensors (device_type TJ_DEVICE_CUDA, |data| a
 // device pointer of the executable's device, |device_id| its ordinal): used
-// in place, with no copy, and they must be dense (strides NULL or
-// row-major). Intermediates live in a device arena from a caching
-// allocator that grows only when a larger shape comes, so a steady state
-// calls no cuMemAlloc. Device inputs must be complete when run is called
+// in place when dense (strides NULL or row-major); strided ones (any
+// strides, negative and zero included; an output's elements must not
+// overlap) are gathered into and scattered out of dense device staging by a
+// copy kernel on the same stream. Intermediates live in a device arena from a
+// caching allocator that grows only when a larger shape comes, so a steady
+// state calls no cuMemAlloc. Device inputs must be complete when run is called
 // (synchronize the stream that wrote them, or pass it as cuda_stream). The
 // kernels of a shape are captured once into a CUDA graph and replayed on
 // later runs with the same shape and device pointers (cuda_disable_graphs

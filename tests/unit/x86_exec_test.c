@@ -1,695 +1,56 @@
-// The x86 executable end to end: graphs built through the public API,
-// compiled with tj_compile (the whole middle end, the lowering of fusion
-// groups to kernel IR, one JIT module) and run with tj_executable_run,
-// compared with tj_reference_run.
-//
-// Tolerances (|got - want| <= atol + rtol * |want|; NaN matches NaN, inf
-// matches the same inf; ints and bools exactly):
-//   f32  simple ops 1e-6 rel (one f32 rounding away from the reference's
-//        double-then-round), transcendentals 4e-6 rel (a few ulp,
-//        jit/vecmath.h), reductions and matmul 1e-5 rel plus an absolute
-//        term scaled by the reduced length (f32 accumulation vs f64);
-//   f16  2e-3 rel (2 ulp), bf16 1.6e-2 rel (2 ulp); f64 1e-13 rel.
-// Every op of lib/ops.def is covered in small graphs with a symbolic batch
-// B run at B = 0, 1, 7, 33 and 257 from ONE executable (no recompiles), with
-// broadcasting and odd sizes.
+// The x86 executable's own behaviour end to end: the capstone, strided
+// CPU tensors, specialization policies, the kernel cache, the host's
+// parallel_for hook, concurrent runs, random graphs, errors and OOM sweeps;
+// graphs built through the public API, compiled with tj_compile and run
+// with tj_executable_run, compared with tj_reference_run. The op/dtype
+// conformance of the x86 backend is tests/unit/x86_conformance_test.c (the
+// shared body tests/conformance/), whose tolerances apply here too.
 
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "lib/dtype.h"
+#include "tests/conformance/conformance.h"
 #include "tests/unit/test.h"
 
-//===--- random data ---===//
+//===--- the conformance suite's pieces ---===//
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+#define MAX_IO TJ_CTS_MAX_IO
 
-static uint64_t rng_next(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-static double rng_uniform(double lo, double hi) {
-  return lo + (hi - lo) * (double)(rng_next() >> 11) / 9007199254740992.0;
-}
-
-//===--- graphs under test ---===//
-
-#define MAX_IO 8
-
-typedef struct tol_t {
-  double rtol, atol;
-} tol_t;
-
-// What a case builds: inputs with value ranges, outputs, a tolerance.
-typedef struct case_t {
-  const char* name;
-  tj_graph_t* g;
-  int64_t B;  // the symbol
-  double lo[MAX_IO], hi[MAX_IO];
-  int num_inputs;
-  tol_t tol;
-} case_t;
-
-static tj_value_t input(case_t* c, tj_dtype_t dtype, int32_t rank,
-                        const int64_t* dims, double lo, double hi) {
-  char name[16];
-  snprintf(name, sizeof(name), "in%d", c->num_inputs);
-  c->lo[c->num_inputs] = lo;
-  c->hi[c->num_inputs] = hi;
-  ++c->num_inputs;
-  return tj_graph_input(c->g, dtype, rank, dims, name);
-}
-
-static void output(case_t* c, tj_value_t v) {
-  char name[16];
-  snprintf(name, sizeof(name), "out%d", tj_graph_num_outputs(c->g));
-  tj_graph_output(c->g, v, name);
-}
-
-static tol_t tol_for(tj_dtype_t d, double f32_rtol) {
-  switch (d) {
-    case TJ_DTYPE_F16:
-      return (tol_t){2e-3, 1e-3};
-    case TJ_DTYPE_BF16:
-      return (tol_t){1.6e-2, 1e-2};
-    case TJ_DTYPE_F64:
-      return (tol_t){1e-13, 1e-14};
-    default:
-      return (tol_t){f32_rtol, f32_rtol};
-  }
-}
-
-static void fill(tj_dtype_t d, void* p, int64_t n, double lo, double hi) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (d == TJ_DTYPE_BOOL) {
-      tj_store_i64(d, p, i, (int64_t)(rng_next() & 1));
-    } else if (tj_dtype_is_float(d)) {
-      tj_store_f64(d, p, i, rng_uniform(lo, hi));
-    } else {
-      tj_store_i64(d, p, i, (int64_t)floor(rng_uniform(lo, hi)));
-    }
-  }
-}
-
-static int64_t numel(int32_t rank, const int64_t* dims) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < rank; ++d) n *= dims[d];
-  return n;
-}
-
-// Compares output |o| elementwise; prints the first misses.
-static bool compare(const char* what, tj_dtype_t d, const void* got,
-                    const void* want, int64_t n, tol_t tol) {
-  int misses = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    bool same;
-    if (tj_dtype_is_float(d)) {
-      double g = tj_load_f64(d, got, i), w = tj_load_f64(d, want, i);
-      if (isnan(w) || isnan(g) || isinf(w) || isinf(g)) {
-        same = (isnan(w) && isnan(g)) || g == w;
-      } else {
-        same = fabs(g - w) <= tol.atol + tol.rtol * fabs(w);
-      }
-      if (!same && misses++ < 3) {
-        fprintf(stderr, "  %s[%lld] = %.9g, want %.9g\n", what, (long long)i, g,
-                w);
-      }
-    } else {
-      int64_t g = tj_load_i64(d, got, i), w = tj_load_i64(d, want, i);
-      same = g == w;
-      if (!same && misses++ < 3) {
-        fprintf(stderr, "  %s[%lld] = %lld, want %lld\n", what, (long long)i,
-                (long long)g, (long long)w);
-      }
-    }
-  }
-  return misses == 0;
-}
-
-typedef struct run_report_t {
-  int kernels, breaks;
-} run_report_t;
-
-// Runs |c| (finalized) compiled with |opts| at each batch in |bs| and
-// compares every output with the reference interpreter.
-static bool run_case(case_t* c, const tj_compile_options_t* opts,
-                     const int64_t* bs, int nb, run_report_t* report) {
-  tj_status_t s = tj_graph_finalize(c->g);
-  if (s) {
-    fprintf(stderr, "%s: finalize: %s\n", c->name, tj_status_message(s));
-    tj_status_free(s);
-    return false;
-  }
-  tj_executable_t* exe = NULL;
-  s = tj_compile(c->g, opts, &exe);
-  if (s) {
-    fprintf(stderr, "%s: compile: %s\n", c->name, tj_status_message(s));
-    tj_status_free(s);
-    return false;
-  }
-  bool ok = true;
-  int ni = tj_graph_num_inputs(c->g), no = tj_graph_num_outputs(c->g);
-  for (int k = 0; k < nb && ok; ++k) {
-    int64_t B = bs[k];
-    tj_tensor_t in[MAX_IO], got[MAX_IO], want[MAX_IO];
-    int64_t shapes[2 * MAX_IO + MAX_IO][TJ_MAX_RANK];
-    void* bufs[3 * MAX_IO] = {0};
-    for (int i = 0; i < ni; ++i) {
-      tj_value_t v = tj_graph_input_value(c->g, i);
-      tj_dtype_t d = tj_graph_value_dtype(c->g, v);
-      int32_t rank = tj_graph_value_rank(c->g, v);
-      tj_graph_value_dims(c->g, v, shapes[i]);
-      for (int32_t a = 0; a < rank; ++a) {
-        if (shapes[i][a] == c->B) shapes[i][a] = B;
-      }
-      int64_t n = numel(rank, shapes[i]);
-      bufs[i] = malloc((size_t)(n ? n : 1) * tj_dtype_size(d));
-      fill(d, bufs[i], n, c->lo[i], c->hi[i]);
-      in[i] = tj_tensor_make(bufs[i], d, rank, shapes[i]);
-    }
-    bool rejected = false;
-    for (int o = 0; o < no && ok; ++o) {
-      int32_t rank;
-      int64_t* shape = shapes[MAX_IO + o];
-      s = tj_executable_output_shape(exe, in, ni, o, &rank, shape);
-      if (s) {
-        // Inputs the graph's guards reject (B == 2*B): the graph rejects
-        // them too, and there is nothing to run.
-        tj_status_t s2 = tj_graph_output_shape(c->g, in, ni, o, &rank, shape);
-        if (!s2 || tj_status_code(s2) != tj_status_code(s)) {
-          fprintf(stderr, "%s: output_shape: %s\n", c->name,
-                  tj_status_message(s));
-          ok = false;
-        }
-        tj_status_free(s);
-        tj_status_free(s2);
-        rejected = true;
-        break;
-      }
-      tj_dtype_t d = tj_graph_value_dtype(c->g, tj_graph_output_value(c->g, o));
-      size_t bytes = (size_t)numel(rank, shape) * tj_dtype_size(d);
-      bufs[MAX_IO + o] = malloc(bytes ? bytes : 1);
-      bufs[2 * MAX_IO + o] = malloc(bytes ? bytes : 1);
-      memset(bufs[MAX_IO + o], 0xAB, bytes);
-      got[o] = tj_tensor_make(bufs[MAX_IO + o], d, rank, shape);
-      want[o] = tj_tensor_make(bufs[2 * MAX_IO + o], d, rank, shape);
-    }
-    bool both_failed = rejected;
-    if (ok && !rejected) {
-      // Both must succeed, or both reject the inputs the same way (argmax
-      // of an empty axis).
-      tj_status_t s1 = tj_executable_run(exe, in, ni, got, no);
-      tj_status_t s2 = tj_reference_run(c->g, in, ni, want, no);
-      if (s1 || s2) {
-        both_failed = s1 && s2 && tj_status_code(s1) == tj_status_code(s2);
-        if (!both_failed) {
-          fprintf(stderr, "%s B=%lld: run: %s / reference: %s\n", c->name,
-                  (long long)B, s1 ? tj_status_message(s1) : "ok",
-                  s2 ? tj_status_message(s2) : "ok");
-          ok = false;
-        }
-      }
-      tj_status_free(s1);
-      tj_status_free(s2);
-    }
-    for (int o = 0; o < no && ok && !both_failed; ++o) {
-      char what[96];
-      snprintf(what, sizeof(what), "%s B=%lld out%d", c->name, (long long)B, o);
-      ok = compare(what, got[o].dtype, got[o].data, want[o].data,
-                   numel(got[o].rank, got[o].shape), c->tol);
-    }
-    for (int i = 0; i < 3 * MAX_IO; ++i) free(bufs[i]);
-  }
-  tj_executable_stats_t st;
-  tj_executable_stats(exe, &st);
-  if (opts->specialize == TJ_SPECIALIZE_NEVER && st.recompiles != 0) {
-    fprintf(stderr, "%s: %lld recompiles\n", c->name, (long long)st.recompiles);
-    ok = false;
-  }
-  if (report) {
-    report->kernels = st.num_kernels;
-    report->breaks = st.num_graph_breaks;
-  }
-  tj_executable_release(exe);
-  return ok;
-}
-
-static tj_context_t* g_ctx;
-static const int64_t kBatches[] = {0, 1, 7, 33, 257};
-
-static void begin(case_t* c, const char* name) {
-  memset(c, 0, sizeof(*c));
-  c->name = name;
-  CHECK_OK(tj_graph_create(g_ctx, name, &c->g));
-  c->B = tj_graph_symbol(c->g, "B");
-  c->tol = (tol_t){1e-6, 1e-6};
-}
-
-// Runs the case at every batch and destroys its graph; checks kernel and
-// graph-break counts when |kernels| / |breaks| are >= 0.
-static void finish(case_t* c, int kernels, int breaks) {
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.verify_each = true;
-  run_report_t r = {0, 0};
-  bool ok = run_case(c, &opts, kBatches, (int)TJ_ARRAY_SIZE(kBatches), &r);
-  ++g_test_checks;
-  if (!ok) {
-    ++g_test_failures;
-    fprintf(stderr, "FAILED case %s\n", c->name);
-  }
-  if (kernels >= 0 && r.kernels != kernels) {
-    ++g_test_failures;
-    fprintf(stderr, "case %s: %d kernels, expected %d\n", c->name, r.kernels,
-            kernels);
-  }
-  if (breaks >= 0 && r.breaks != breaks) {
-    ++g_test_failures;
-    fprintf(stderr, "case %s: %d graph breaks, expected %d\n", c->name,
-            r.breaks, breaks);
-  }
-  tj_graph_destroy(c->g);
-  c->g = NULL;
-}
-
-//===--- elementwise ---===//
-
+typedef tj_cts_tol_t tol_t;
+typedef tj_cts_case_t case_t;
+typedef tj_cts_report_t run_report_t;
 typedef tj_value_t (*unary_fn)(tj_graph_t*, tj_value_t);
 typedef tj_value_t (*binary_fn)(tj_graph_t*, tj_value_t, tj_value_t);
-
-typedef struct unary_case_t {
-  const char* name;
-  unary_fn fn;
-  double lo, hi;
-  double rtol;  // f32
-  bool ints;    // also on i32 / i64 / i8
-} unary_case_t;
-
-static const unary_case_t kUnary[] = {
-    {"neg", tj_graph_neg, -10, 10, 0, true},
-    {"abs", tj_graph_abs, -10, 10, 0, true},
-    {"exp", tj_graph_exp, -20, 20, 4e-6, false},
-    {"log", tj_graph_log, 1e-3, 100, 4e-6, false},
-    {"sqrt", tj_graph_sqrt, 0, 100, 1e-6, false},
-    {"rsqrt", tj_graph_rsqrt, 1e-3, 100, 2e-6, false},
-    {"tanh", tj_graph_tanh, -6, 6, 4e-6, false},
-    {"sigmoid", tj_graph_sigmoid, -20, 20, 4e-6, false},
-    {"erf", tj_graph_erf, -4, 4, 4e-6, false},
-    {"sin", tj_graph_sin, -10, 10, 4e-6, false},
-    {"cos", tj_graph_cos, -10, 10, 4e-6, false},
-    {"relu", tj_graph_relu, -10, 10, 0, true},
-    {"floor", tj_graph_floor, -10, 10, 0, false},
-    {"ceil", tj_graph_ceil, -10, 10, 0, false},
-    {"round", tj_graph_round, -10, 10, 0, false},
-    {"sign", tj_graph_sign, -10, 10, 0, true},
-};
-
-TEST(unary_ops) {
-  static const tj_dtype_t kFloat[] = {TJ_DTYPE_F32, TJ_DTYPE_F64, TJ_DTYPE_F16,
-                                      TJ_DTYPE_BF16};
-  static const tj_dtype_t kInt[] = {TJ_DTYPE_I32, TJ_DTYPE_I64, TJ_DTYPE_I8};
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kUnary); ++i) {
-    const unary_case_t* u = &kUnary[i];
-    for (size_t t = 0; t < TJ_ARRAY_SIZE(kFloat) + TJ_ARRAY_SIZE(kInt); ++t) {
-      bool is_int = t >= TJ_ARRAY_SIZE(kFloat);
-      if (is_int && !u->ints) continue;
-      tj_dtype_t d = is_int ? kInt[t - TJ_ARRAY_SIZE(kFloat)] : kFloat[t];
-      char name[64];
-      snprintf(name, sizeof(name), "%s_%s", u->name, tj_dtype_name(d));
-      case_t c;
-      begin(&c, name);
-      tj_value_t x = input(&c, d, 2, (int64_t[]){c.B, 33}, u->lo, u->hi);
-      output(&c, u->fn(c.g, x));
-      // Transcendentals of f16/bf16 values: a few ulp of the dtype.
-      c.tol = tol_for(d, u->rtol > 0 ? u->rtol : 1e-7);
-      if (d == TJ_DTYPE_F64 && u->rtol > 0) c.tol = (tol_t){1e-13, 1e-300};
-      if (u->rtol == 0) c.tol.atol = 0;
-      finish(&c, 1, 0);
-    }
-  }
-}
-
-TEST(logical_and_predicates) {
-  case_t c;
-  begin(&c, "isnan_not_and_or");
-  tj_value_t x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 17}, -1, 1);
-  tj_value_t y = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){17}, -1, 1);
-  tj_value_t q = tj_graph_sqrt(c.g, x);  // NaN for x < 0
-  tj_value_t n = tj_graph_isnan(c.g, q);
-  tj_value_t l = tj_graph_lt(c.g, x, y);
-  output(&c, tj_graph_logical_and(c.g, n, tj_graph_logical_not(c.g, l)));
-  output(&c, tj_graph_logical_or(c.g, n, l));
-  finish(&c, 1, 0);
-}
-
-typedef struct binary_case_t {
-  const char* name;
-  binary_fn fn;
-  double lo, hi;
-  bool ints;
-} binary_case_t;
-
-static const binary_case_t kBinary[] = {
-    {"add", tj_graph_add, -10, 10, true},
-    {"sub", tj_graph_sub, -10, 10, true},
-    {"mul", tj_graph_mul, -10, 10, true},
-    {"div", tj_graph_div, -10, 10, true},
-    {"pow", tj_graph_pow, 0.5, 3, false},
-    {"maximum", tj_graph_maximum, -10, 10, true},
-    {"minimum", tj_graph_minimum, -10, 10, true},
-    {"eq", tj_graph_eq, -3, 3, true},
-    {"ne", tj_graph_ne, -3, 3, true},
-    {"lt", tj_graph_lt, -3, 3, true},
-    {"le", tj_graph_le, -3, 3, true},
-    {"gt", tj_graph_gt, -3, 3, true},
-    {"ge", tj_graph_ge, -3, 3, true},
-};
-
-TEST(binary_ops_broadcast) {
-  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32,  TJ_DTYPE_F64, TJ_DTYPE_F16,
-                                      TJ_DTYPE_BF16, TJ_DTYPE_I32, TJ_DTYPE_I64,
-                                      TJ_DTYPE_I8};
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kBinary); ++i) {
-    const binary_case_t* b = &kBinary[i];
-    for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
-      tj_dtype_t d = kTypes[t];
-      if (!tj_dtype_is_float(d) && !b->ints) continue;
-      char name[64];
-      snprintf(name, sizeof(name), "%s_%s", b->name, tj_dtype_name(d));
-      case_t c;
-      begin(&c, name);
-      // [B,7,33] op [33], and [B,1,33] op [7,1]: both broadcast forms.
-      tj_value_t x = input(&c, d, 3, (int64_t[]){c.B, 7, 33}, b->lo, b->hi);
-      tj_value_t y = input(&c, d, 1, (int64_t[]){33}, b->lo, b->hi);
-      tj_value_t z = input(&c, d, 3, (int64_t[]){c.B, 1, 33}, b->lo, b->hi);
-      tj_value_t w = input(&c, d, 2, (int64_t[]){7, 1}, b->lo, b->hi);
-      output(&c, b->fn(c.g, x, y));
-      output(&c, b->fn(c.g, z, w));
-      c.tol =
-          tol_for(d, d == TJ_DTYPE_F32 && b->fn == tj_graph_pow ? 4e-6 : 1e-7);
-      if (b->fn == tj_graph_pow && d == TJ_DTYPE_F64) c.tol.rtol = 1e-13;
-      finish(&c, -1, 0);
-    }
-  }
-}
-
-TEST(where_and_casts) {
-  case_t c;
-  begin(&c, "where");
-  tj_value_t p = input(&c, TJ_DTYPE_BOOL, 2, (int64_t[]){c.B, 9}, 0, 1);
-  tj_value_t a = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 9}, -5, 5);
-  tj_value_t b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){9}, -5, 5);
-  output(&c, tj_graph_where(c.g, p, a, b));
-  finish(&c, 1, 0);
-
-  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_F16, TJ_DTYPE_BF16,
-                                      TJ_DTYPE_F64, TJ_DTYPE_I8,  TJ_DTYPE_I32,
-                                      TJ_DTYPE_I64, TJ_DTYPE_BOOL};
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTypes); ++i) {
-    for (size_t j = 0; j < TJ_ARRAY_SIZE(kTypes); ++j) {
-      tj_dtype_t from = kTypes[i], to = kTypes[j];
-      if (from == to) continue;
-      char name[64];
-      snprintf(name, sizeof(name), "cast_%s_%s", tj_dtype_name(from),
-               tj_dtype_name(to));
-      begin(&c, name);
-      // Within i8 range so every conversion is defined and exact enough.
-      tj_value_t x = input(&c, from, 2, (int64_t[]){c.B, 7}, -100, 100);
-      output(&c, tj_graph_cast(c.g, x, to));
-      // f64 -> f16/bf16 rounds through f32 in kernels (kernel_ir.h).
-      c.tol = tol_for(to, 1e-7);
-      finish(&c, 1, 0);
-    }
-  }
-}
-
-//===--- reductions ---===//
-
 typedef tj_value_t (*reduce_fn)(tj_graph_t*, tj_value_t, int32_t,
                                 const int32_t*, bool);
 
-TEST(reductions) {
-  static const struct {
-    const char* name;
-    reduce_fn fn;
-    double lo, hi;
-  } kOps[] = {
-      {"sum", tj_graph_sum, -1, 1},      {"mean", tj_graph_mean, -1, 1},
-      {"max", tj_graph_max, -9, 9},      {"min", tj_graph_min, -9, 9},
-      {"prod", tj_graph_prod, 0.9, 1.1},
-  };
-  static const struct {
-    const char* name;
-    int32_t num_axes;
-    int32_t axes[3];
-  } kAxes[] = {
-      {"last", 1, {-1}}, {"first", 1, {0}},     {"mid", 1, {1}},
-      {"all", 0, {0}},   {"outer2", 2, {0, 2}}, {"inner2", 2, {1, 2}},
-  };
-  for (size_t o = 0; o < TJ_ARRAY_SIZE(kOps); ++o) {
-    for (size_t a = 0; a < TJ_ARRAY_SIZE(kAxes); ++a) {
-      for (int keep = 0; keep < 2; ++keep) {
-        char name[64];
-        snprintf(name, sizeof(name), "%s_%s_%s", kOps[o].name, kAxes[a].name,
-                 keep ? "keep" : "drop");
-        case_t c;
-        begin(&c, name);
-        tj_value_t x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 7, 33},
-                             kOps[o].lo, kOps[o].hi);
-        output(&c,
-               kOps[o].fn(c.g, x, kAxes[a].num_axes, kAxes[a].axes, keep != 0));
-        // f32 accumulation over up to 257*7*33 elements vs f64.
-        c.tol = (tol_t){2e-5, 2e-5};
-        // Axes 0 and 2 of a dense [B,7,33] are not one strided axis: the
-        // ROW_REDUCE template reduces one; that group runs on the host.
-        finish(&c, -1, strcmp(kAxes[a].name, "outer2") == 0 ? 1 : 0);
-      }
-    }
-  }
-  // Integer and f64 sums, argmax (with ties: first wins).
-  case_t c;
-  begin(&c, "sum_i32_max_i64");
-  tj_value_t xi = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){c.B, 257}, -50, 50);
-  output(&c, tj_graph_sum(c.g, xi, 1, (int32_t[]){1}, false));
-  tj_value_t xl = input(&c, TJ_DTYPE_I64, 2, (int64_t[]){c.B, 7}, -50, 50);
-  output(&c, tj_graph_max(c.g, xl, 1, (int32_t[]){0}, true));
-  finish(&c, 2, 0);
-  begin(&c, "sum_f64");
-  tj_value_t xd = input(&c, TJ_DTYPE_F64, 2, (int64_t[]){c.B, 33}, -1, 1);
-  output(&c, tj_graph_sum(c.g, xd, 1, (int32_t[]){1}, false));
-  c.tol = (tol_t){1e-12, 1e-12};
-  finish(&c, 1, 0);
-  begin(&c, "argmax");
-  tj_value_t xa = input(&c, TJ_DTYPE_I32, 3, (int64_t[]){c.B, 7, 33}, 0, 4);
-  output(&c, tj_graph_argmax(c.g, xa, -1, false));
-  output(&c, tj_graph_argmax(c.g, xa, 0, true));  // B = 0: an error in both
-  finish(&c, 2, 0);
+static tj_context_t* g_ctx;
+static tj_cts_backend_t g_be;  // x86 in g_ctx
+
+static uint64_t rng_next(void) { return tj_cts_rng_next(); }
+
+static void fill(tj_dtype_t d, void* p, int64_t n, double lo, double hi) {
+  tj_cts_fill(d, p, n, lo, hi);
 }
 
-//===--- composites ---===//
-
-TEST(softmax_layer_norm) {
-  case_t c;
-  begin(&c, "softmax");
-  tj_value_t x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 257}, -8, 8);
-  output(&c, tj_graph_softmax(c.g, x, -1));
-  c.tol = (tol_t){2e-5, 1e-7};
-  finish(&c, 1, 0);
-
-  begin(&c, "softmax_axis0");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 33}, -8, 8);
-  output(&c, tj_graph_softmax(c.g, x, 0));
-  c.tol = (tol_t){2e-5, 1e-7};
-  finish(&c, 1, 0);
-
-  begin(&c, "log_softmax");
-  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 3, 33}, -8, 8);
-  output(&c, tj_graph_log_softmax(c.g, x, 2));
-  c.tol = (tol_t){2e-5, 2e-5};
-  finish(&c, -1, 0);
-
-  begin(&c, "layer_norm");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 1023}, -3, 3);
-  tj_value_t gamma = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){1023}, 0.5, 2);
-  tj_value_t beta = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){1023}, -1, 1);
-  output(&c, tj_graph_layer_norm(c.g, x, gamma, beta, 1e-5));
-  c.tol = (tol_t){5e-5, 5e-5};
-  finish(&c, 1, 0);
-
-  begin(&c, "layer_norm_bf16");
-  x = input(&c, TJ_DTYPE_BF16, 2, (int64_t[]){c.B, 33}, -3, 3);
-  output(&c,
-         tj_graph_layer_norm(c.g, x, (tj_value_t){0}, (tj_value_t){0}, 1e-5));
-  c.tol = tol_for(TJ_DTYPE_BF16, 0);
-  finish(&c, -1, 0);
-
-  begin(&c, "rms_norm_silu");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 64}, -3, 3);
-  gamma = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){64}, 0.5, 2);
-  output(&c, tj_graph_silu(c.g, tj_graph_rms_norm(c.g, x, gamma, 1e-6)));
-  c.tol = (tol_t){2e-5, 2e-5};
-  finish(&c, -1, 0);
-
-  begin(&c, "gelu_erf_tanh_f16");
-  x = input(&c, TJ_DTYPE_F16, 2, (int64_t[]){c.B, 33}, -4, 4);
-  output(&c, tj_graph_gelu(c.g, x, false));
-  output(&c, tj_graph_gelu(c.g, x, true));
-  c.tol = (tol_t){4e-3, 2e-3};
-  finish(&c, 1, 0);
+static bool compare(const char* what, tj_dtype_t d, const void* got,
+                    const void* want, int64_t n, tol_t tol) {
+  return tj_cts_compare(what, d, got, want, n, tol);
 }
 
-//===--- matmul ---===//
+static void begin(case_t* c, const char* name) { tj_cts_begin(&g_be, c, name); }
 
-TEST(matmuls) {
-  case_t c;
-  begin(&c, "matmul_bias_relu");
-  tj_value_t x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 33}, -1, 1);
-  tj_value_t w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){33, 17}, -1, 1);
-  tj_value_t b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){17}, -1, 1);
-  output(&c, tj_graph_relu(c.g, tj_graph_linear(c.g, x, w, b)));
-  c.tol = (tol_t){1e-5, 1e-5};
-  finish(&c, 1, 0);
-
-  begin(&c, "matmul_batched_transposed");
-  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 7, 33}, -1, 1);
-  w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){65, 33}, -1, 1);  // used as w^T
-  tj_value_t r = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 7, 65}, -1, 1);
-  tj_value_t wt = tj_graph_transpose(c.g, w, (int32_t[]){1, 0});
-  output(&c, tj_graph_add(c.g, tj_graph_matmul(c.g, x, wt), r));
-  c.tol = (tol_t){1e-5, 1e-5};
-  finish(&c, 1, 0);
-
-  begin(&c, "matmul_vectors");
-  tj_value_t v = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){33}, -1, 1);
-  tj_value_t m = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 33}, -1, 1);
-  tj_value_t m2 = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){33, c.B}, -1, 1);
-  output(&c, tj_graph_matmul(c.g, m, v));   // [B]
-  output(&c, tj_graph_matmul(c.g, v, m2));  // [B]
-  output(&c, tj_graph_matmul(c.g, v, v));   // []
-  c.tol = (tol_t){1e-5, 1e-5};
-  finish(&c, 3, 0);
-
-  // Batch broadcasting: [B,1,7,9] @ [3,9,5].
-  begin(&c, "matmul_batch_broadcast");
-  x = input(&c, TJ_DTYPE_F32, 4, (int64_t[]){c.B, 1, 7, 9}, -1, 1);
-  w = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){3, 9, 5}, -1, 1);
-  output(&c, tj_graph_matmul(c.g, x, w));
-  c.tol = (tol_t){1e-5, 1e-5};
-  finish(&c, 1, 0);
-
-  // f64 matmul has no gemm template: a host step, counted as a break.
-  begin(&c, "matmul_f64_host");
-  x = input(&c, TJ_DTYPE_F64, 2, (int64_t[]){c.B, 5}, -1, 1);
-  w = input(&c, TJ_DTYPE_F64, 2, (int64_t[]){5, 3}, -1, 1);
-  output(&c, tj_graph_exp(c.g, tj_graph_matmul(c.g, x, w)));
-  c.tol = (tol_t){1e-13, 1e-13};
-  finish(&c, -1, 1);
+static tj_value_t input(case_t* c, tj_dtype_t dtype, int32_t rank,
+                        const int64_t* dims, double lo, double hi) {
+  return tj_cts_input(c, dtype, rank, dims, lo, hi);
 }
 
-//===--- movement and leaves ---===//
+static void output(case_t* c, tj_value_t v) { tj_cts_output(c, v); }
 
-TEST(movement) {
-  case_t c;
-  begin(&c, "transpose_slice_broadcast");
-  tj_value_t x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 7, 33}, -1, 1);
-  tj_value_t t = tj_graph_transpose(c.g, x, (int32_t[]){2, 0, 1});  // 33,B,7
-  tj_value_t s = tj_graph_slice(c.g, t, (int64_t[]){1, 0, 1},
-                                (int64_t[]){30, INT64_MAX, 7},
-                                (int64_t[]){3, 1, 2});  // 10,B,3
-  tj_value_t y = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){3}, -1, 1);
-  output(&c, tj_graph_mul(c.g, tj_graph_exp(c.g, s), y));
-  output(&c, tj_graph_broadcast_to(c.g, y, 3, (int64_t[]){2, c.B, 3}));
-  c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, -1, 0);
-
-  // Reshapes that split and merge dims, symbolic ones included.
-  begin(&c, "reshape_split_merge");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 12}, -1, 1);
-  tj_value_t r =
-      tj_graph_reshape(c.g, tj_graph_neg(c.g, x), 3, (int64_t[]){c.B, 3, 4});
-  tj_value_t q = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){3, 4}, -1, 1);
-  output(&c, tj_graph_add(c.g, r, q));
-  tj_value_t x3 = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 3, 4}, -1, 1);
-  tj_value_t merged =
-      tj_graph_reshape(c.g, tj_graph_relu(c.g, x3), 2,
-                       (int64_t[]){tj_graph_dim_mul(c.g, c.B, 3), 4});
-  output(&c, tj_graph_sigmoid(c.g, merged));
-  c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, -1, 0);
-
-  begin(&c, "reshape_of_transpose");
-  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 4, 6}, -1, 1);
-  t = tj_graph_transpose(c.g, tj_graph_abs(c.g, x), (int32_t[]){0, 2, 1});
-  output(&c, tj_graph_reshape(c.g, t, 2, (int64_t[]){c.B, 24}));
-  finish(&c, -1, -1);
-
-  // Pad and concat: one kernel per box of the output in which each takes
-  // one branch (here [B,5|3] and [B,2|5|1]: 2 + 3 boxes, one group).
-  begin(&c, "concat_pad");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
-  y = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 3}, -1, 1);
-  tj_value_t cat = tj_graph_concat(c.g, 2, (tj_value_t[]){x, y}, 1);
-  output(&c, tj_graph_exp(c.g, cat));
-  output(&c, tj_graph_pad(c.g, tj_graph_neg(c.g, x), (int64_t[]){0, 2},
-                          (int64_t[]){0, 1}, 7.0));
-  c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, -1, 0);
-
-  // Along the symbolic axis, three pieces, one a constant; then sliced
-  // with a step (the boxes are cut where the slice crosses a bound).
-  begin(&c, "concat_symbolic_slice");
-  x = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){c.B, 4}, -9, 9);
-  y = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){3, 4}, -9, 9);
-  static const int32_t kRow[4] = {100, 200, 300, 400};
-  tj_value_t row =
-      tj_graph_constant(c.g, TJ_DTYPE_I32, 2, (int64_t[]){1, 4}, kRow);
-  cat = tj_graph_concat(c.g, 3, (tj_value_t[]){x, y, row}, 0);
-  output(&c, tj_graph_mul(c.g, cat, cat));
-  tj_value_t two = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){7, 4}, -9, 9);
-  tj_value_t cat2 = tj_graph_concat(c.g, 2, (tj_value_t[]){two, y}, 0);
-  output(&c,
-         tj_graph_slice(c.g, cat2, (int64_t[]){1, 1},
-                        (int64_t[]){INT64_MAX, INT64_MAX}, (int64_t[]){2, 2}));
-  finish(&c, -1, 0);
-
-  begin(&c, "pad_2d_symbolic");
-  x = input(&c, TJ_DTYPE_F16, 3, (int64_t[]){2, c.B, 6}, -4, 4);
-  output(&c, tj_graph_sigmoid(c.g, tj_graph_pad(c.g, x, (int64_t[]){0, 1, 2},
-                                                (int64_t[]){1, 2, 0}, -1.5)));
-  c.tol = tol_for(TJ_DTYPE_F16, 0);
-  finish(&c, -1, 0);
-
-  begin(&c, "gather");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){9, 5}, -1, 1);
-  tj_value_t idx = input(&c, TJ_DTYPE_I64, 1, (int64_t[]){c.B}, 0, 9);
-  output(&c, tj_graph_exp(c.g, tj_graph_gather(c.g, x, idx, 0)));
-  c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, 1, 1);
-
-  begin(&c, "leaves");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
-  static const float kData[5] = {1, -2, 3.5f, 0.25f, 8};
-  tj_value_t k = tj_graph_constant(c.g, TJ_DTYPE_F32, 1, (int64_t[]){5}, kData);
-  tj_value_t io = tj_graph_iota(c.g, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, 0);
-  tj_value_t fl = tj_graph_full(c.g, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, 0.1);
-  output(&c,
-         tj_graph_add(c.g, tj_graph_mul(c.g, x, k), tj_graph_add(c.g, io, fl)));
-  output(&c, tj_graph_iota(c.g, TJ_DTYPE_I32, 2, (int64_t[]){3, c.B}, 1));
-  finish(&c, -1, 0);
-
-  // Outputs that are inputs, constants or the same value twice.
-  begin(&c, "output_aliases");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
-  y = tj_graph_exp(c.g, x);
-  output(&c, x);
-  output(&c, y);
-  output(&c, y);
-  output(&c, tj_graph_reshape(c.g, y, 2, (int64_t[]){5, c.B}));
-  c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, -1, 0);
+static bool run_case(case_t* c, const tj_compile_options_t* opts,
+                     const int64_t* bs, int nb, run_report_t* report) {
+  return tj_cts_run_case(&g_be, c, opts, bs, nb, TJ_CTS_IO_HOST, report);
 }
 
 //===--- the capstone ---===//
@@ -1258,8 +619,8 @@ TEST(random_graphs) {
   const char* env = getenv("TJ_X86_RANDOM_COUNT");
   if (env) count = atoi(env);
   for (int seed = 0; seed < count; ++seed) {
-    g_rng =
-        0x9E3779B97F4A7C15ull ^ ((uint64_t)(seed + 1) * 0x2545F4914F6CDD1Dull);
+    tj_cts_seed(0x9E3779B97F4A7C15ull ^
+                ((uint64_t)(seed + 1) * 0x2545F4914F6CDD1Dull));
     char name[32];
     snprintf(name, sizeof(name), "random%d", seed);
     case_t c;
@@ -1422,16 +783,9 @@ int main(int argc, char** argv) {
   // not depend on earlier runs. (Contexts still share nothing.)
   setenv("TJ_CACHE_DIR", "", 1);
   CHECK_OK(tj_context_create(NULL, &g_ctx));
+  g_be = (tj_cts_backend_t){"x86", TJ_TARGET_X86, g_ctx, NULL, NULL, NULL};
   // `x86_exec_test quick` skips the slow parts (OOM sweeps, capstone).
   bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
-  RUN_TEST(unary_ops);
-  RUN_TEST(logical_and_predicates);
-  RUN_TEST(binary_ops_broadcast);
-  RUN_TEST(where_and_casts);
-  RUN_TEST(reductions);
-  RUN_TEST(softmax_layer_norm);
-  RUN_TEST(matmuls);
-  RUN_TEST(movement);
   RUN_TEST(strided_inputs_and_outputs);
   RUN_TEST(specialization_policies);
   RUN_TEST(kernel_cache);
