@@ -2,7 +2,10 @@
 // measured in one process on one stream with CUDA events (mean of N runs
 // after warm-up). Prints a table; never a pass/fail.
 //
-//   cuda_bench [--quick]
+//   cuda_bench [--quick | --gemm]
+//
+// --gemm prints only the tensor-core GEMM table (every main loop and tile
+// on the three bf16 shapes, medians of 7 samples).
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -237,6 +240,148 @@ static void bench_gemm_bf16(int64_t m, int64_t n, int64_t kk,
   tj_cuda_device_free(g_dev, b), tj_cuda_device_free(g_dev, y);
 }
 
+static int compare_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+// Median of 7 samples of time_ms(|iters|).
+static double median_ms(work_fn fn, void* ctx, int iters) {
+  double t[7];
+  for (int i = 0; i < 7; ++i) t[i] = time_ms(fn, ctx, iters);
+  qsort(t, 7, sizeof(double), compare_double);
+  return t[3];
+}
+
+// The table: bf16 y = x @ w (M, K, N) for each tensor-core main
+// loop and tile, beside cuBLAS (GemmEx, bf16 in and out, f32 compute) on
+// the same buffers; medians of 7 samples; "speed" is cuBLAS time / ours.
+static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
+  static const struct {
+    const char* name;
+    tj_nvptx_options_t o;
+  } kLoops[] = {
+      {"mma.sync bk32 s4", {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC}},
+      {"wgmma 128x128 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"wgmma 128x128 s3",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 3}},
+      {"wgmma 128x256 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4}},
+      {"wgmma 128x256 s4 drain",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_wgmma_drain = true}},
+      {"wgmma 128x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"wgmma 128x128 s6 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 6,
+        .gemm_persistent = true}},
+      {"wgmma 64x128 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"wgmma 64x128 s5 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 128,
+        .gemm_stages = 5,
+        .gemm_persistent = true}},
+  };
+  enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
+  static const int64_t kShapes[3][3] = {
+      {2048, 1024, 4096}, {256, 1024, 4096}, {1024, 1024, 1024}};
+  tj_cuda_kir_kernel_t* ks[kLoopsCount];
+  tj_cuda_kir_kernel_t* kf[kLoopsCount];
+  for (int l = 0; l < kLoopsCount; ++l) {
+    ks[l] = kf[l] = NULL;
+    // The fused kernel as the capstone compiles it (approximate math).
+    tj_nvptx_options_t fo = kLoops[l].o;
+    fo.approx_math = true;
+    tj_status_t fs =
+        tj_cuda_kir_compile(g_dev, g_target, k_fused, &fo, &kf[l], NULL);
+    if (fs) kf[l] = NULL;
+    tj_status_free(fs);
+    tj_status_t st = tj_cuda_kir_compile(g_dev, g_target, k_plain, &kLoops[l].o,
+                                         &ks[l], NULL);
+    if (st) {
+      printf("# %s: %s\n", kLoops[l].name, tj_status_message(st));
+      tj_status_free(st);
+      continue;
+    }
+    printf("# %-18s %3d regs, %d local bytes, %d B shared\n", kLoops[l].name,
+           ks[l]->function.num_regs, ks[l]->function.local_bytes,
+           ks[l]->info.shared_bytes);
+  }
+  printf(
+      "\n| bf16 x@w (M, K, N) | main loop | ours ms | TFLOP/s | cuBLAS ms "
+      "| speed vs cuBLAS | ours gelu(x@w+b) ms | fused / cuBLAS x@w "
+      "|\n|---|---|---|---|---|---|---|---|\n");
+  for (int s = 0; s < 3; ++s) {
+    int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
+    tj_cu_deviceptr_t x = dev_random_bf16(m * kk, 2.0f);
+    tj_cu_deviceptr_t w = dev_random_bf16(kk * n, 0.2f);
+    tj_cu_deviceptr_t y = dev_zeros((size_t)(m * n) * 2);
+    tj_cu_deviceptr_t bias = dev_random_bf16(n, 1.0f);
+    double flop = 2.0 * (double)m * (double)n * (double)kk;
+    double t_blas = 0;
+    if (g_blas.handle) {
+      blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y};
+      t_blas = median_ms(run_blas, &r, g_iters);
+    }
+    double best = 0;
+    int best_l = -1;
+    for (int l = 0; l < kLoopsCount; ++l) {
+      if (!ks[l]) continue;
+      kir_run_t p = {ks[l], {x, w, y}, {m, n, kk}};
+      double t = median_ms(run_kir, &p, g_iters);
+      double tf = 0;
+      if (kf[l]) {
+        kir_run_t f = {kf[l], {x, w, bias, y}, {m, n, kk}};
+        tf = median_ms(run_kir, &f, g_iters);
+      }
+      printf(
+          "| (%lld, %lld, %lld) | %s | %.4f | %.0f | %.4f | %.2fx | %.4f "
+          "| %.2fx |\n",
+          (long long)m, (long long)kk, (long long)n, kLoops[l].name, t,
+          flop / t * 1e-9, t_blas, t_blas > 0 ? t_blas / t : 0.0, tf,
+          t_blas > 0 ? tf / t_blas : 0.0);
+      if (best_l < 0 || t < best) best = t, best_l = l;
+    }
+    if (best_l >= 0)
+      printf(
+          "| (%lld, %lld, %lld) | **best: %s** | %.4f | %.0f | %.4f | "
+          "**%.2fx** |\n",
+          (long long)m, (long long)kk, (long long)n, kLoops[best_l].name, best,
+          flop / best * 1e-9, t_blas, t_blas > 0 ? t_blas / best : 0.0);
+    tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, w);
+    tj_cuda_device_free(g_dev, y), tj_cuda_device_free(g_dev, bias);
+  }
+  for (int l = 0; l < kLoopsCount; ++l) {
+    tj_cuda_kir_destroy(ks[l]);
+    tj_cuda_kir_destroy(kf[l]);
+  }
+}
+
 static void bench_gemm_f32(int64_t s, tj_cuda_kir_kernel_t* k) {
   tj_cu_deviceptr_t a = dev_zeros((size_t)(s * s) * 4);
   tj_cu_deviceptr_t b = dev_zeros((size_t)(s * s) * 4);
@@ -298,6 +443,7 @@ static void bench_memory(tj_cuda_kir_kernel_t* gelu,
 
 int main(int argc, char** argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  bool gemm_only = argc > 1 && strcmp(argv[1], "--gemm") == 0;
   if (quick) g_iters = 5;
   tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
   if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
@@ -325,6 +471,14 @@ int main(int argc, char** argv) {
   tj_kir_t* k_plain = plain_gemm(TJ_DTYPE_BF16);
   tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
   tj_kir_t* k_affine = affine_map();
+  if (gemm_only) {
+    bench_gemm_table(k_plain, k_fused);
+    tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
+    tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
+    tj_nvptx_target_destroy(g_target);
+    tj_cuda_device_destroy(g_dev);
+    return 0;
+  }
   tj_cuda_kir_kernel_t* fused = compile(k_fused, "gelu(x@w+b) bf16", NULL);
   tj_cuda_kir_kernel_t* plain = compile(k_plain, "x@w bf16", NULL);
   tj_cuda_kir_kernel_t* f32 = compile(k_f32, "x@w f32", NULL);
@@ -340,7 +494,18 @@ int main(int argc, char** argv) {
     bench_gemm_bf16(8192, 8192, 8192, fused, plain);
     // The tensor-core schedule space: k-tile x ring depth.
     static const tj_nvptx_options_t variants[] = {
-        {32, 3, false}, {32, 5, false}, {64, 3, false}, {64, 4, false}};
+        {.gemm_tile_k = 32,
+         .gemm_stages = 3,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+        {.gemm_tile_k = 32,
+         .gemm_stages = 5,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+        {.gemm_tile_k = 64,
+         .gemm_stages = 3,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+        {.gemm_tile_k = 64,
+         .gemm_stages = 4,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
       char name[64];
       snprintf(name, sizeof(name), "bk=%d stages=%d", variants[v].gemm_tile_k,
@@ -353,6 +518,7 @@ int main(int argc, char** argv) {
       tj_cuda_kir_destroy(vf), tj_cuda_kir_destroy(vp);
     }
   }
+  bench_gemm_table(k_plain, k_fused);
   bench_gemm_f32(quick ? 2048 : 4096, f32);
   printf("\n");
   bench_memory(gelu, soft, affine, quick ? 4096 : 65536, 4096);

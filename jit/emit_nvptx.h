@@ -19,8 +19,10 @@
 //               accumulators), ldmatrix from an XOR-swizzled shared-memory
 //               tile ring filled by cp.async (multi-stage pipeline), then the
 //               epilogue phase on every accumulator (bias, gelu, residual,
-//               cast) before the store. f32 operands: CUDA-core FMA tiles.
-//               See emit_nvptx_gemm.c.
+//               cast) before the store. On sm_90a the main loop is
+//               wgmma.mma_async instead, reading both operands from the
+//               ring in the 128-byte swizzle layout (emit_nvptx_wgmma.c).
+//               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then
@@ -49,20 +51,46 @@ typedef struct tj_nvptx_kernel_t {
   // the vector path's grid is that many times narrower).
   int32_t items_per_thread;
   // GEMM.
-  bool tensor_cores;  // mma.sync path (f16/bf16 operands)
+  bool tensor_cores;  // mma.sync or wgmma path (f16/bf16 operands)
+  bool wgmma;         // the sm_90a wgmma main loop
+  bool persistent;    // grid of at most one block per SM, looping
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
 } tj_nvptx_kernel_t;
 
+// The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
+typedef enum tj_nvptx_gemm_kernel_t {
+  // wgmma on sm_90a, mma.sync elsewhere.
+  TJ_NVPTX_GEMM_AUTO = 0,
+  TJ_NVPTX_GEMM_MMA_SYNC = 1,
+  // sm_90a only: UNSUPPORTED on other archs.
+  TJ_NVPTX_GEMM_WGMMA = 2,
+} tj_nvptx_gemm_kernel_t;
+
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
-  int32_t gemm_tile_k;  // tensor-core k-tile: 32 (default) or 64
-  int32_t gemm_stages;  // cp.async ring depth, 2..8 (default 4)
+  // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
+  // 128-byte swizzle row of f16/bf16): 0 or 64.
+  int32_t gemm_tile_k;
+  // cp.async ring depth: 2..8 (default 4); wgmma 3..8 (default 4).
+  int32_t gemm_stages;
   // exp, tanh, sigmoid and erf of f32/f16/bf16 values from the GPU's
   // approximate instructions (ex2.approx, rcp.approx) instead of the
   // portable polynomials: ~4x fewer instructions, a few ulp in f32
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
+  tj_nvptx_gemm_kernel_t gemm_kernel;
+  // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
+  // of 128 threads per 64 rows), tile_n 64, 128 or 256; 0 means 128.
+  int32_t gemm_tile_m, gemm_tile_n;
+  // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
+  // which lets the ring run one stage further ahead; by default one
+  // k-tile's wgmmas stay in flight (emit_nvptx_wgmma.c).
+  bool gemm_wgmma_drain;
+  // wgmma: a persistent grid (one block per SM looping over tiles) whose
+  // next tile's first k-tiles load while the current tile's epilogue
+  // runs.
+  bool gemm_persistent;
 } tj_nvptx_options_t;
 
 // Appends kernel |kernel| to |module| (an NVPTX module for |arch|, see
@@ -141,5 +169,46 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* kernel,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out_launch);
+
+// The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
+// template hands it.
+typedef struct tj_nvptx_wgmma_t {
+  int32_t tile_m, tile_n;       // 64|128, 64|128|256
+  int32_t stages;               // 3..8
+  bool drain;                   // tj_nvptx_options_t.gemm_wgmma_drain
+  int32_t c_stride;             // floats per row of the staged C tile
+  uint32_t a, b;                // the GEMM_A and GEMM_B buffers
+  bool f16;                     // else bf16
+  LLVMValueRef a_base, b_base;  // the batch entry's A[0, 0], B[0, 0]
+  LLVMValueRef sa_m, sb_k;      // i64 element strides of A rows, B rows
+  LLVMValueRef m, n, kdim;      // i64 sizes
+  LLVMValueRef m0, n0;          // i64 origin of the block's tile
+  LLVMValueRef tid;             // i32 tid.x
+  LLVMValueRef smem;            // the dynamic shared memory
+  // Persistent (a grid of at most one block per SM): the block loops over
+  // tiles ctaid.x, ctaid.x + nctaid.x, ... < |tiles| (i64) and calls
+  // |tile_origin| for a tile's origin (m0, n0 above are unused) and
+  // |epilogue| for each group of |rows| rows of a tile's C, staged at |c|
+  // (row |row0| of the tile first).
+  bool persistent;
+  LLVMValueRef tiles;
+  void (*tile_origin)(void* ctx, LLVMValueRef tile, LLVMValueRef* out_m0,
+                      LLVMValueRef* out_n0);
+  tj_status_t (*epilogue)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
+                          LLVMValueRef c, int32_t row0, int32_t rows);
+  void* ctx;
+} tj_nvptx_wgmma_t;
+
+// Dynamic shared memory of the wgmma main loop: the ring (or the staged
+// C tile of |c_bytes|, which reuses it) plus the slack that aligns the
+// ring to the 1024-byte swizzle atom.
+int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* w, int32_t c_bytes);
+
+// Emits the main loop of one block: on return the block's f32 tile of
+// C (tile_m x tile_n, rows |c_stride| floats apart) is in shared memory at
+// |smem| and every thread has passed a barrier; the caller runs the
+// epilogue. Persistent: the whole tile loop, epilogues included (their
+// first error is returned).
+tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* w);
 
 #endif  // TJ_JIT_EMIT_NVPTX_H_

@@ -14,6 +14,10 @@
 //       A row r (128 bytes, bk 64): chunk c at c ^ (r & 7)
 //       A row r (64 bytes, bk 32):  chunk c at c ^ ((r >> 1) & 3)
 //       B row k (256 bytes):         chunk c at c ^ (k & 7)
+// On sm_90a (by default, or with gemm_kernel = WGMMA) the f16/bf16 main
+// loop is wgmma.mma_async instead, with tiles of 64 or 128 x 64, 128 or
+// 256 (emit_nvptx_wgmma.c); its accumulators land in the same staged C
+// tile and go through the same epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
 // (A stored transposed), each thread an 8x8 register tile of FMAs.
 //
@@ -70,6 +74,9 @@ typedef struct gemm_t {
   int32_t a_bytes;      // one stage's A tile: kBM x bk halves
   int32_t stage_bytes;  // A and B tiles
   int32_t copies;       // 16-byte chunks per thread per operand
+  // The block's tile of C and its staging in shared memory (the wgmma
+  // path varies them; the others use kBM x kBN, kThreads, kCStride).
+  int32_t tile_m, tile_n, threads, c_stride;
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -116,13 +123,16 @@ static LLVMValueRef clamp0(gemm_t* g, LLVMValueRef v, int64_t hi) {
 
 //===--- tile origin and batch ---===//
 
-static void tile_origin(gemm_t* g) {
+// The origin (m0, n0) of tile |pid| (i64) in the grouped raster order.
+static void tile_coords(gemm_t* g, LLVMValueRef pid, LLVMValueRef* out_m0,
+                        LLVMValueRef* out_n0) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef tiles_m = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, g->m, c64(g, kBM - 1), ""), c64(g, kBM), "");
-  LLVMValueRef tiles_n = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, g->n, c64(g, kBN - 1), ""), c64(g, kBN), "");
-  LLVMValueRef pid = tj_nvptx_sreg64(g->nv, "ctaid.x");
+  LLVMValueRef tiles_m =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
+                    c64(g, g->tile_m), "");
+  LLVMValueRef tiles_n =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
+                    c64(g, g->tile_n), "");
   LLVMValueRef per_group = LLVMBuildMul(b, tiles_n, c64(g, kGroupM), "");
   LLVMValueRef group = LLVMBuildSDiv(b, pid, per_group, "");
   LLVMValueRef first_m = LLVMBuildMul(b, group, c64(g, kGroupM), "");
@@ -132,8 +142,27 @@ static void tile_origin(gemm_t* g) {
   LLVMValueRef tm =
       LLVMBuildAdd(b, first_m, LLVMBuildSRem(b, in_group, size, ""), "tm");
   LLVMValueRef tn = LLVMBuildSDiv(b, in_group, size, "tn");
-  g->m0 = LLVMBuildMul(b, tm, c64(g, kBM), "m0");
-  g->n0 = LLVMBuildMul(b, tn, c64(g, kBN), "n0");
+  *out_m0 = LLVMBuildMul(b, tm, c64(g, g->tile_m), "m0");
+  *out_n0 = LLVMBuildMul(b, tn, c64(g, g->tile_n), "n0");
+}
+
+// Tiles of C in one batch entry (i64).
+static LLVMValueRef tile_count(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef tiles_m =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
+                    c64(g, g->tile_m), "");
+  LLVMValueRef tiles_n =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
+                    c64(g, g->tile_n), "");
+  return LLVMBuildMul(b, tiles_m, tiles_n, "tiles");
+}
+
+// The block's batch entry (ctaid.z) and, unless persistent, its tile
+// (ctaid.x).
+static void tile_origin(gemm_t* g) {
+  if (!g->nv->info->persistent)
+    tile_coords(g, tj_nvptx_sreg64(g->nv, "ctaid.x"), &g->m0, &g->n0);
   memset(&g->batch, 0, sizeof(g->batch));
   g->batch.lanes = 1;
   tj_emit_decompose(g->em, tj_nvptx_sreg64(g->nv, "ctaid.z"), g->rank - 2,
@@ -705,26 +734,31 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
   return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
 }
 
-static tj_status_t emit_epilogue(gemm_t* g) {
+// The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
+// f32 accumulators are staged at |c| (row row0 first, c_stride apart).
+static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
+                                      int32_t rows) {
   tj_emit_t* em = g->em;
   LLVMBuilderRef b = g->b;
   const tj_kir_phase_t* ph = &g->k->phases[0];
   int32_t lanes = epilogue_lanes(g->k, g->rank);
   LLVMValueRef vec_ok = epilogue_vector_ok(g, lanes);
-  int32_t per_row = kBN / lanes;
+  int32_t per_row = g->tile_n / lanes;
   tj_emit_loop_t loop;
   LLVMValueRef it =
       tj_emit_loop_begin(em, &loop, LLVMBuildZExt(b, g->tid, em->t_i64, ""),
-                         c64(g, kBM * per_row), c64(g, kThreads), "item");
+                         c64(g, rows * per_row), c64(g, g->threads), "item");
   LLVMValueRef r = LLVMBuildSDiv(b, it, c64(g, per_row), "");
   LLVMValueRef cl = LLVMBuildMul(b, LLVMBuildSRem(b, it, c64(g, per_row), ""),
                                  c64(g, lanes), "");
-  LLVMValueRef row = LLVMBuildAdd(b, g->m0, r, "row");
+  LLVMValueRef row =
+      LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, c64(g, row0), ""), "row");
   LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
   LLVMValueRef c_off = LLVMBuildTrunc(
       b,
       LLVMBuildMul(
-          b, LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, kCStride), ""), cl, ""),
+          b,
+          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, g->c_stride), ""), cl, ""),
           c64(g, 4), ""),
       em->t_i32, "");
   tj_emit_if_t in_rows;
@@ -742,7 +776,7 @@ static tj_status_t emit_epilogue(gemm_t* g) {
     epilogue_point(g, row, col, lanes, &p);
     LLVMValueRef acc =
         LLVMBuildLoad2(b, LLVMVectorType(em->t_f32, (unsigned)lanes),
-                       smem_at(g, g->smem, c_off), "acc");
+                       smem_at(g, c, c_off), "acc");
     LLVMSetAlignment(acc, 16);
     p.acc = acc;
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
@@ -758,8 +792,8 @@ static tj_status_t emit_epilogue(gemm_t* g) {
     tj_emit_point_t p;
     epilogue_point(g, row, ce, 1, &p);
     p.acc = LLVMBuildLoad2(
-        b, em->t_f32,
-        smem_at(g, g->smem, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")), "");
+        b, em->t_f32, smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")),
+        "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
@@ -767,6 +801,10 @@ static tj_status_t emit_epilogue(gemm_t* g) {
   tj_emit_if_end(em, &in_rows);
   tj_emit_loop_end(em, &loop);
   return NULL;
+}
+
+static tj_status_t emit_epilogue(gemm_t* g) {
+  return emit_epilogue_rows(g, g->smem, 0, g->tile_m);
 }
 
 //===--- entry ---===//
@@ -799,6 +837,116 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
   return NULL;
 }
 
+// The wgmma defaults: 128x128 tiles of two consumer warpgroups, a ring of
+// three 32 KiB stages, so that two blocks share an SM and one's prologue
+// and epilogue overlap the other's main loop: the fastest fused
+// gelu(x @ w + b) at M = 2048 and 16384 (K = 1024, N = 4096) on an H200
+// without autotuning (bench/cuda_bench --gemm).
+#define kWgDefaultTile 128
+#define kWgDefaultStages 3
+
+// tj_nvptx_wgmma_t's callbacks for the persistent kernel.
+static void wgmma_tile_origin(void* ctx, LLVMValueRef tile,
+                              LLVMValueRef* out_m0, LLVMValueRef* out_n0) {
+  tile_coords(ctx, tile, out_m0, out_n0);
+}
+
+static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
+                                  LLVMValueRef c, int32_t row0, int32_t rows) {
+  gemm_t* g = ctx;
+  g->m0 = m0;
+  g->n0 = n0;
+  return emit_epilogue_rows(g, c, row0, rows);
+}
+
+// The sm_90a GEMM: the wgmma main loop (emit_nvptx_wgmma.c), then the
+// same staged epilogue as the mma.sync path.
+static tj_status_t emit_wgmma_gemm(gemm_t* g) {
+  tj_nvptx_emit_t* nv = g->nv;
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = g->k;
+  const tj_nvptx_options_t* o = &nv->options;
+  tj_nvptx_kernel_t* info = nv->info;
+  int32_t r = g->rank;
+  tj_nvptx_wgmma_t w;
+  memset(&w, 0, sizeof(w));
+  w.tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
+  w.tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
+  w.stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
+  if (w.tile_m != 64 && w.tile_m != 128)
+    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
+                      k->name, (int)w.tile_m);
+  if (w.tile_n != 64 && w.tile_n != 128 && w.tile_n != 256)
+    return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
+                      k->name, (int)w.tile_n);
+  if (o->gemm_tile_k != 0 && o->gemm_tile_k != 64)
+    return tj_invalid("kernel @%s: gemm_tile_k %d; wgmma k-tiles are 64",
+                      k->name, (int)o->gemm_tile_k);
+  if (w.stages < 3 || w.stages > 8)
+    return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
+                      (int)w.stages);
+  g->tile_m = w.tile_m;
+  g->tile_n = w.tile_n;
+  g->threads = w.tile_m / 64 * 128;
+  g->c_stride = w.tile_n + 8;
+  w.c_stride = g->c_stride;
+  w.drain = o->gemm_wgmma_drain;
+  w.persistent = o->gemm_persistent;
+  w.a = g->a;
+  w.b = g->bb;
+  w.f16 = g->in_dtype == TJ_DTYPE_F16;
+  int32_t c_bytes = w.tile_m * w.c_stride * 4;
+  int32_t shared = tj_nvptx_wgmma_shared_bytes(&w, c_bytes);
+  if (shared > 227 * 1024)
+    return tj_invalid(
+        "kernel @%s: a %dx%d wgmma tile with %d stages needs %d bytes of "
+        "shared memory; the limit is 227 KiB",
+        k->name, (int)w.tile_m, (int)w.tile_n, (int)w.stages, (int)shared);
+  info->threads = g->threads;
+  info->tensor_cores = true;
+  info->wgmma = true;
+  info->persistent = w.persistent;
+  info->tile_m = w.tile_m;
+  info->tile_n = w.tile_n;
+  info->tile_k = 64;
+  info->stages = w.stages;
+  info->group_m = kGroupM;
+  info->shared_bytes = shared;
+  info->vector_lanes = epilogue_lanes(k, r);
+  // Two blocks per SM where both rings fit (228 KiB an SM, 1 KiB of it
+  // reserved per block): one block's epilogue then overlaps the other's
+  // main loop. The register cap that implies (65536 / 2 / threads) holds
+  // the accumulators only up to 64 a thread.
+  info->min_blocks_per_sm =
+      !w.persistent && 2 * (shared + 1024) <= 228 * 1024 && w.tile_n <= 128 ? 2
+                                                                            : 0;
+  g->m = em->dim[r - 2];
+  g->n = em->dim[r - 1];
+  g->kdim = em->gemm_k;
+  g->tid = tj_nvptx_sreg(nv, "tid.x");
+  g->smem = tj_nvptx_dynamic_shared(nv);
+  tile_origin(g);
+  if (w.persistent) {
+    w.tiles = tile_count(g);
+    w.tile_origin = wgmma_tile_origin;
+    w.epilogue = wgmma_epilogue;
+    w.ctx = g;
+  }
+  w.a_base = g->batch.ptr[g->a];
+  w.b_base = g->batch.ptr[g->bb];
+  w.sa_m = tj_emit_stride(em, g->a, r - 2);
+  w.sb_k = tj_emit_stride(em, g->bb, r - 2);
+  w.m = g->m;
+  w.n = g->n;
+  w.kdim = g->kdim;
+  w.m0 = g->m0;
+  w.n0 = g->n0;
+  w.tid = g->tid;
+  w.smem = g->smem;
+  TJ_RETURN_IF_ERROR(tj_nvptx_emit_wgmma(nv, &w));
+  return w.persistent ? NULL : emit_epilogue(g);
+}
+
 tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   tj_emit_t* em = &nv->em;
   const tj_kir_t* k = em->k;
@@ -821,6 +969,29 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
         k->name);
   tj_nvptx_kernel_t* info = nv->info;
   const tj_nvptx_options_t* o = &nv->options;
+  if ((unsigned)o->gemm_kernel > TJ_NVPTX_GEMM_WGMMA)
+    return tj_invalid("kernel @%s: gemm_kernel %d", k->name,
+                      (int)o->gemm_kernel);
+  if (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA &&
+      (!tc || nv->arch != TJ_NVPTX_SM_90A))
+    return tj_unsupported(
+        "kernel @%s: the wgmma gemm needs sm_90a and f16/bf16 operands "
+        "(here %s, %s)",
+        k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
+  if (tc &&
+      (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA ||
+       (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
+    return emit_wgmma_gemm(&g);
+  if (o->gemm_tile_m || o->gemm_tile_n || o->gemm_wgmma_drain ||
+      o->gemm_persistent)
+    return tj_invalid(
+        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain and gemm_persistent are "
+        "wgmma options; this gemm is %s",
+        k->name, tc ? "mma.sync" : "f32");
+  g.tile_m = kBM;
+  g.tile_n = kBN;
+  g.threads = kThreads;
+  g.c_stride = kCStride;
   if (tc) {
     g.bk = o->gemm_tile_k ? o->gemm_tile_k : kTcDefaultBK;
     if (g.bk != 32 && g.bk != 64)
@@ -899,7 +1070,6 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out) {
-  (void)num_sms;
   int32_t r = k->rank;
   int64_t batch = 1;
   for (int32_t d = 0; d < r; ++d) {
@@ -919,7 +1089,8 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     out->empty = true;
     return NULL;
   }
-  int64_t tiles = ((m + kBM - 1) / kBM) * ((n + kBN - 1) / kBN);
+  int64_t tm = info->tile_m, tn = info->tile_n;
+  int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   if (tiles > 2147483647 || batch > 65535)
     return tj_unsupported(
         "kernel @%s: %lld tiles x %lld batch entries is "
@@ -940,7 +1111,10 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       }
     }
   }
-  out->grid[0] = (uint32_t)tiles;
+  // Persistent: one block per SM at most, each looping over tiles.
+  out->grid[0] =
+      (uint32_t)(info->persistent && num_sms > 0 && tiles > num_sms ? num_sms
+                                                                    : tiles);
   out->grid[1] = 1;
   out->grid[2] = (uint32_t)batch;
   out->block[0] = (uint32_t)info->threads;

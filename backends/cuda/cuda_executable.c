@@ -56,18 +56,43 @@
 
 // Every tensor-core GEMM kernel has these implementations; the autotuner
 // picks one per shape bucket (M rounded up to a power of two). 0 is the
-// kernel of the program's module; 1-3 are the same kernel IR compiled with
-// other tile schedules (each its own module, compiled on first need); 4 is
-// cuBLASLt's matmul into a temporary of the matmul's dtype, then the
-// kernel's epilogue (bias, gelu, residual, casts, stores) as a pointwise
-// kernel that reads it: 2 launches and one more round trip of the
-// intermediate, against a vendor main loop that reaches ~2.5x ours.
-enum { NUM_VARIANTS = 4, CAND_CUBLASLT = 4, NUM_CANDIDATES = 5 };
-static const tj_nvptx_options_t kVariants[NUM_VARIANTS] = {
-    {0, 0, false}, {32, 3, false}, {64, 3, false}, {64, 4, false}};
+// kernel of the program's module (on sm_90a the wgmma main loop with
+// 128x128 tiles and 3 stages, elsewhere mma.sync); the others but 4 are
+// the same kernel IR compiled with other main loops and tiles (each its own
+// module, compiled on first need; the wgmma ones are UNSUPPORTED, so
+// skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
+// matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
+// stores) as a pointwise kernel that reads it: 2 launches and one more
+// round trip of the intermediate.
+enum { CAND_CUBLASLT = 4, NUM_CANDIDATES = 7 };
+static const tj_nvptx_options_t kVariants[NUM_CANDIDATES] = {
+    [1] = {.gemm_tile_k = 32,
+           .gemm_stages = 3,
+           .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+    [2] = {.gemm_tile_k = 64,
+           .gemm_stages = 3,
+           .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+    [3] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 256},
+    [5] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 64,
+           .gemm_tile_n = 128},
+    [6] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 128},
+};
 static const char* const kCandidateNames[NUM_CANDIDATES] = {
-    "fused bk32 s4", "fused bk32 s3", "fused bk64 s3", "fused bk64 s4",
-    "cublaslt matmul + epilogue kernel"};
+    "fused default",
+    "fused mma bk32 s3",
+    "fused mma bk64 s3",
+    "fused wgmma 128x256 s4",
+    "cublaslt matmul + epilogue kernel",
+    "fused wgmma 64x128 s4",
+    "fused wgmma 128x128 s4"};
 
 typedef struct choice_t {
   int64_t bucket;
@@ -83,7 +108,7 @@ typedef struct tune_t {
   uint32_t epi_acc;      // epi's buffer reading the temporary
   uint32_t epi_map[TJ_KIR_MAX_BUFFERS];  // epi buffer -> GEMM buffer
   char* text;  // the GEMM's canonical text (the tuning key)
-  tj_cuda_kir_kernel_t* variant[NUM_VARIANTS];  // [0] unused
+  tj_cuda_kir_kernel_t* variant[NUM_CANDIDATES];  // [0], [4] unused
   tj_cuda_kir_kernel_t* epi_fn;
   choice_t choices[MAX_CHOICES];
   uint32_t num_choices;
@@ -329,7 +354,8 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
   if (p->tunes) {
     for (uint32_t i = 0; i < p->num_kernels; ++i) {
       tune_t* t = &p->tunes[i];
-      for (int v = 1; v < NUM_VARIANTS; ++v) tj_cuda_kir_destroy(t->variant[v]);
+      for (int v = 1; v < NUM_CANDIDATES; ++v)
+        tj_cuda_kir_destroy(t->variant[v]);
       tj_cuda_kir_destroy(t->epi_fn);
       tj_kir_destroy(t->epi);
       for (int j = 0; j < MAX_PLANS; ++j) tj_cublaslt_gemm_destroy(t->plans[j]);
@@ -892,7 +918,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
                                     int32_t c) {
   tune_t* t = &p->tunes[ki];
   const tj_kir_t* g = p->kernels[ki].low->kernel;
-  if (c > 0 && c < NUM_VARIANTS && !t->variant[c]) {
+  if (c > 0 && c != CAND_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
     TJ_RETURN_IF_ERROR(compile_kernel(p, g, &o, &t->variant[c]));
@@ -913,7 +939,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
                                                  &p->lt_workspace));
     }
     if (!t->epi_fn) {
-      tj_nvptx_options_t o = {0, 0, p->nv_options.approx_math};
+      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
       TJ_RETURN_IF_ERROR(compile_kernel(p, t->epi, &o, &t->epi_fn));
     }
   }
@@ -931,7 +957,7 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     return tj_nvptx_launch_config(g, &kern->info, scalars, p->device->num_sms,
                                   &p->launches[ki]);
   }
-  if (c < NUM_VARIANTS) {
+  if (c != CAND_CUBLASLT) {
     return tj_nvptx_launch_config(g, &t->variant[c]->info, scalars,
                                   p->device->num_sms, &p->launches[ki]);
   }
@@ -994,7 +1020,7 @@ static tj_status_t launch_candidate(tj_cuda_program_t* p, uint32_t ki,
     return launch_function(p, k->fn.function, &p->launches[ki], args,
                            k->info.entry);
   tune_t* t = &p->tunes[ki];
-  if (c < NUM_VARIANTS)
+  if (c != CAND_CUBLASLT)
     return launch_function(p, t->variant[c]->function.function,
                            &p->launches[ki], args, k->info.entry);
   if (p->launches[ki].empty) return NULL;
@@ -1072,8 +1098,7 @@ static tj_status_t choose_candidates(tj_cuda_program_t* p) {
         const char* names[NUM_CANDIDATES];
         for (int i = 0; i < NUM_CANDIDATES; ++i) names[i] = kCandidateNames[i];
         tj_autotune_problem_t prob = {t->text, p->device_desc, bucket,
-                                      t->lt_ok ? NUM_CANDIDATES : NUM_VARIANTS,
-                                      names};
+                                      NUM_CANDIDATES, names};
         measure_ctx_t mc = {p, ki, scalars};
         tj_autotune_result_t r;
         TJ_RETURN_IF_ERROR(

@@ -437,7 +437,13 @@ static void gemm_bf16_gelu_bias(const tj_nvptx_options_t* options) {
 TEST(gemm_bf16_gelu_bias) {
   gemm_bf16_gelu_bias(NULL);
   // The other k-tile and ring depths.
-  tj_nvptx_options_t bk64 = {64, 3, false}, two = {32, 2, false};
+  // (mma.sync explicitly: on sm_90a the default is the wgmma loop).
+  tj_nvptx_options_t bk64 = {.gemm_tile_k = 64,
+                             .gemm_stages = 3,
+                             .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+                     two = {.gemm_tile_k = 32,
+                            .gemm_stages = 2,
+                            .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC};
   gemm_bf16_gelu_bias(&bk64);
   gemm_bf16_gelu_bias(&two);
 }
@@ -490,6 +496,324 @@ TEST(gemm_f16_batched_residual) {
   release_compiled(&c);
 }
 
+//===--- wgmma (sm_90a) ---===//
+
+// One wgmma.mma_async m64n128k16 bf16 (A K-major, B MN-major through
+// trans-b, both 128-byte swizzled) on a shared-memory image the host laid
+// out, for each candidate (LBO, SBO) of B's descriptor: checks the swizzle,
+// the descriptors and the accumulator fragment layout that
+// jit/emit_nvptx_wgmma.c relies on, independently of it.
+static char* wgmma_probe_ptx(void) {
+  size_t cap = 16384, len = 0;
+  char* t = malloc(cap);
+#define P(...) len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__)
+  P(".version 8.0\n.target sm_90a\n.address_size 64\n"
+    ".extern .shared .align 1024 .b8 probe_smem[];\n"
+    ".visible .entry tj_wgmma_probe(.param .u64 p_img, .param .u64 p_out,\n"
+    "    .param .u64 p_da, .param .u64 p_db)\n{\n"
+    ".reg .b32 %%r<20>;\n.reg .b64 %%rd<20>;\n.reg .f32 %%f<64>;\n"
+    ".reg .pred %%p<2>;\n"
+    "ld.param.u64 %%rd1, [p_img];\nld.param.u64 %%rd2, [p_out];\n"
+    "ld.param.u64 %%rd3, [p_da];\nld.param.u64 %%rd4, [p_db];\n"
+    "cvta.to.global.u64 %%rd1, %%rd1;\ncvta.to.global.u64 %%rd2, %%rd2;\n"
+    "mov.u32 %%r1, probe_smem;\nadd.u32 %%r2, %%r1, 1023;\n"
+    "and.b32 %%r2, %%r2, -1024;\nmov.u32 %%r3, %%tid.x;\nmov.u32 %%r4, 0;\n"
+    "COPY:\nshl.b32 %%r5, %%r4, 7;\nadd.u32 %%r5, %%r5, %%r3;\n"
+    "shl.b32 %%r6, %%r5, 4;\ncvt.u64.u32 %%rd5, %%r6;\n"
+    "add.u64 %%rd6, %%rd1, %%rd5;\n"
+    "ld.global.v4.u32 {%%r7, %%r8, %%r9, %%r10}, [%%rd6];\n"
+    "add.u32 %%r11, %%r2, %%r6;\n"
+    "st.shared.v4.u32 [%%r11], {%%r7, %%r8, %%r9, %%r10};\n"
+    "add.u32 %%r4, %%r4, 1;\nsetp.lt.u32 %%p1, %%r4, 12;\n@%%p1 bra COPY;\n"
+    "fence.proxy.async.shared::cta;\nbar.sync 0;\n"
+    "cvt.u64.u32 %%rd7, %%r2;\nshr.u64 %%rd7, %%rd7, 4;\n"
+    "and.b64 %%rd7, %%rd7, 16383;\nor.b64 %%rd8, %%rd7, %%rd3;\n"
+    "add.u32 %%r12, %%r2, 8192;\ncvt.u64.u32 %%rd9, %%r12;\n"
+    "shr.u64 %%rd9, %%rd9, 4;\nand.b64 %%rd9, %%rd9, 16383;\n"
+    "or.b64 %%rd10, %%rd9, %%rd4;\nsetp.ne.u32 %%p0, %%r3, %%r3;\n"
+    "wgmma.fence.sync.aligned;\n"
+    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {");
+  for (int i = 0; i < 64; ++i) P("%s%%f%d", i ? ", " : "", i);
+  P("}, %%rd8, %%rd10, %%p0, 1, 1, 0, 1;\n"
+    "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n"
+    // row 16 w + l / 4, col 2 (l % 4): (row * 128 + col) * 4 bytes.
+    "shr.u32 %%r13, %%r3, 5;\nand.b32 %%r14, %%r3, 31;\n"
+    "shr.u32 %%r15, %%r14, 2;\nshl.b32 %%r13, %%r13, 4;\n"
+    "add.u32 %%r13, %%r13, %%r15;\nand.b32 %%r16, %%r14, 3;\n"
+    "shl.b32 %%r16, %%r16, 1;\nshl.b32 %%r13, %%r13, 7;\n"
+    "add.u32 %%r13, %%r13, %%r16;\nmul.wide.u32 %%rd11, %%r13, 4;\n"
+    "add.u64 %%rd11, %%rd2, %%rd11;\n");
+  for (int i = 0; i < 64; ++i) {
+    int off = ((8 * ((i / 2) % 2)) * 128 + 8 * (i / 4) + i % 2) * 4;
+    P("st.global.f32 [%%rd11+%d], %%f%d;\n", off, i);
+  }
+  P("ret;\n}\n");
+#undef P
+  return t;
+}
+
+TEST(wgmma_descriptor_probe) {
+  enum { M = 64, N = 128, K = 16, kImage = 8192 + 16384 };
+  uint8_t* img = calloc(kImage, 1);
+  float a[M][K], b[K][N];
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      a[m][k] = (float)((int)urand(5) - 2);
+      uint16_t v = tj_f32_to_bf16(a[m][k]);
+      int off = m * 128 + (((k / 8) ^ (m & 7)) << 4) + (k % 8) * 2;
+      memcpy(img + off, &v, 2);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    for (int n = 0; n < N; ++n) {
+      b[k][n] = (float)((int)urand(5) - 2);
+      uint16_t v = tj_f32_to_bf16(b[k][n]);
+      int nn = n % 64;
+      int off = 8192 + (n / 64) * 8192 + k * 128 + (((nn / 8) ^ (k & 7)) << 4) +
+                (nn % 8) * 2;
+      memcpy(img + off, &v, 2);
+    }
+  }
+  char* ptx = wgmma_probe_ptx();
+  tj_cuda_module_t* mod = NULL;
+  CHECK_OK(tj_cuda_module_load(g_device, ptx, &mod));
+  tj_cuda_kernel_t kern;
+  memset(&kern, 0, sizeof(kern));
+  if (mod)
+    CHECK_OK(tj_cuda_kernel_get(mod, "tj_wgmma_probe", kImage + 1024, &kern));
+  tj_cu_deviceptr_t d_img = upload(img, kImage);
+  tj_cu_deviceptr_t d_out = device_zeros(M * N * 4);
+  // (LBO, SBO) of B: the 64-column panel stride and the 8-row group
+  // stride as emit_nvptx_wgmma.c has them, then swapped.
+  static const int64_t kCand[2][2] = {{8192, 1024}, {1024, 8192}};
+  uint64_t da = (1ull << 16) | (64ull << 32) | (1ull << 62);
+  int good = -1;
+  for (int c = 0; c < 2 && kern.function; ++c) {
+    uint64_t db = ((uint64_t)(kCand[c][0] >> 4) << 16) |
+                  ((uint64_t)(kCand[c][1] >> 4) << 32) | (1ull << 62);
+    void* args[4] = {&d_img, &d_out, &da, &db};
+    tj_cuda_launch_t l = {{1, 1, 1}, {128, 1, 1}, kImage + 1024};
+    CHECK_OK(tj_cuda_kernel_launch(&kern, &l, args));
+    static float out[M * N];
+    download(out, d_out, sizeof(out));
+    int bad = 0;
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += a[m][k] * b[k][n];
+        if (out[m * N + n] != want && bad++ < 3)
+          printf("#   LBO %lld SBO %lld: C[%d, %d] = %g, want %g\n",
+                 (long long)kCand[c][0], (long long)kCand[c][1], m, n,
+                 (double)out[m * N + n], (double)want);
+      }
+    }
+    printf("# wgmma probe, B MN-major LBO %lld SBO %lld: %d of %d wrong\n",
+           (long long)kCand[c][0], (long long)kCand[c][1], bad, M * N);
+    if (bad == 0 && good < 0) good = c;
+  }
+  CHECK_EQ_INT(0, good);
+  release(d_img);
+  release(d_out);
+  tj_cuda_module_destroy(mod);
+  free(ptx);
+  free(img);
+}
+
+// gelu(x @ w + b) with |dt| operands, bias and output, as the capstone
+// fuses it; |batch| > 1 adds a leading batch dim (x and y batch strides
+// from the params MK, MN; w and b broadcast). Scalars: M, N, K, MK, MN.
+static tj_kir_t* half_gemm_kir(tj_dtype_t dt, int64_t batch) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM,
+                         batch > 1 ? "wg_batched" : "wg_gemm", &k));
+  if (!k) return NULL;
+  tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  tj_kir_ival_t mk = tj_kir_runtime(tj_kir_add_param(k, "MK"));
+  tj_kir_ival_t mn = tj_kir_runtime(tj_kir_add_param(k, "MN"));
+  tj_kir_ival_t c0 = tj_kir_constant(0), c1 = tj_kir_constant(1);
+  int32_t r = batch > 1 ? 3 : 2;
+  int32_t o = r - 2;  // index of the M dim
+  tj_kir_ival_t dims[3] = {tj_kir_constant(batch), m, n};
+  tj_kir_ival_t sa[3] = {mk, kk, c1}, sw[3] = {c0, n, c1};
+  tj_kir_ival_t sb[3] = {c0, c0, c1}, sy[3] = {mn, n, c1};
+  tj_kir_set_space(k, r, dims + (1 - o));
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_add_buffer(k, "x", dt, TJ_KIR_GEMM_A, sa + (1 - o));
+  tj_kir_add_buffer(k, "w", dt, TJ_KIR_GEMM_B, sw + (1 - o));
+  uint32_t b = tj_kir_add_buffer(k, "b", dt, TJ_KIR_INPUT, sb + (1 - o));
+  uint32_t y = tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, sy + (1 - o));
+  uint32_t v = tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k),
+                             tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, b)));
+  tj_kir_store(k, y, tj_kir_cast(k, dt, s_gelu_tanh(k, v)));
+  CHECK(k->error == NULL);
+  return k;
+}
+
+typedef struct half_case_t {
+  int64_t m, n, k;
+  const float *x, *w, *b;  // widened; x is [batch, m, k]
+  tj_dtype_t dt;
+} half_case_t;
+
+static double half_round(tj_dtype_t dt, double v) {
+  return dt == TJ_DTYPE_BF16 ? bf16_round(v) : tj_f16_to_f32(tj_f64_to_f16(v));
+}
+
+// Row i of the [batch * m, n] output.
+static double ref_half(void* ctx, int64_t i, int64_t j) {
+  const half_case_t* h = ctx;
+  const float* x = h->x + i * h->k;
+  double s = 0;
+  for (int64_t q = 0; q < h->k; ++q)
+    s += (double)x[q] * (double)h->w[q * h->n + j];
+  return half_round(h->dt, gelu_tanh(s + h->b[j]));
+}
+
+static uint16_t to_half(tj_dtype_t dt, float v) {
+  return dt == TJ_DTYPE_BF16 ? tj_f32_to_bf16(v) : tj_f32_to_f16(v);
+}
+
+static float from_half(tj_dtype_t dt, uint16_t v) {
+  return dt == TJ_DTYPE_BF16 ? tj_bf16_to_f32(v) : tj_f16_to_f32(v);
+}
+
+// Runs |c| (compiled from half_gemm_kir) on each of |sizes| and checks
+// every output (a sample of 20000 on big ones) within torch's
+// assert_close tolerances for the dtype.
+static void check_half_gemm(const compiled_t* c, tj_dtype_t dt, int64_t batch,
+                            const int64_t (*sizes)[3], size_t count) {
+  for (size_t t = 0; t < count; ++t) {
+    int64_t m = sizes[t][0], n = sizes[t][1], kk = sizes[t][2];
+    int64_t nx = batch * m * kk, ny = batch * m * n;
+    uint16_t* xh = malloc((size_t)nx * 2 + 2);
+    uint16_t* wh = malloc((size_t)(kk * n) * 2 + 2);
+    uint16_t* bh = malloc((size_t)n * 2);
+    uint16_t* yh = malloc((size_t)ny * 2);
+    float* x = malloc((size_t)nx * 4 + 4);
+    float* w = malloc((size_t)(kk * n) * 4 + 4);
+    float* b = malloc((size_t)n * 4);
+    float* y = malloc((size_t)ny * 4);
+    for (int64_t i = 0; i < nx; ++i) {
+      xh[i] = to_half(dt, frand(-1, 1));
+      x[i] = from_half(dt, xh[i]);
+    }
+    for (int64_t i = 0; i < kk * n; ++i) {
+      wh[i] = to_half(dt, frand(-1, 1) * 0.1f);
+      w[i] = from_half(dt, wh[i]);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      bh[i] = to_half(dt, frand(-1, 1));
+      b[i] = from_half(dt, bh[i]);
+    }
+    tj_cu_deviceptr_t d[4] = {
+        upload(xh, (size_t)nx * 2 + 2), upload(wh, (size_t)(kk * n) * 2 + 2),
+        upload(bh, (size_t)n * 2), device_zeros((size_t)ny * 2)};
+    int64_t scalars[5] = {m, n, kk, m * kk, m * n};
+    if (launch(c, d, scalars)) {
+      download(yh, d[3], (size_t)ny * 2);
+      for (int64_t i = 0; i < ny; ++i) y[i] = from_half(dt, yh[i]);
+      half_case_t h = {m, n, kk, x, w, b, dt};
+      char what[64];
+      snprintf(what, sizeof(what), "%s %lldx%lldx%lld", tj_dtype_name(dt),
+               (long long)m, (long long)n, (long long)kk);
+      int64_t sample = ny > 600000 ? 20000 : 0;
+      bool bf = dt == TJ_DTYPE_BF16;
+      CHECK_EQ_INT(0, check_gemm_out(what, y, batch * m, n, sample, ref_half,
+                                     &h, bf ? 1.6e-2 : 1e-3, bf ? 1e-2 : 1e-4));
+    }
+    for (int i = 0; i < 4; ++i) release(d[i]);
+    free(xh), free(wh), free(bh), free(yh), free(x), free(w), free(b);
+    free(y);
+  }
+}
+
+static compiled_t compile_kir(tj_kir_t* k, const tj_nvptx_options_t* o,
+                              const char* what) {
+  compiled_t c = {k, NULL};
+  if (!k) return c;
+  CHECK_OK(tj_cuda_kir_compile(g_device, g_target, k, o, &c.ck, NULL));
+  if (c.ck)
+    printf("# %s: %s %dx%d s%d, %d regs, %d local bytes, %d B shared\n", what,
+           c.ck->info.wgmma ? "wgmma" : "mma.sync", c.ck->info.tile_m,
+           c.ck->info.tile_n, c.ck->info.stages, c.ck->function.num_regs,
+           c.ck->function.local_bytes, c.ck->info.shared_bytes);
+  return c;
+}
+
+// Odd M (1, 17, 1000), N and K multiples and non-multiples of the tiles.
+static const int64_t kHalfSizes[][3] = {{1, 264, 72},
+                                        {17, 128, 64},
+                                        {1000, 264, 200},
+                                        {300, 520, 1024},
+                                        {2048, 4096, 1024}};
+
+TEST(wgmma_gemm) {
+  // The default on sm_90a, then each tile the autotuner may pick.
+  static const tj_nvptx_options_t kTiles[] = {
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 256,
+       .gemm_stages = 4},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 64,
+       .gemm_tile_n = 128,
+       .gemm_stages = 4},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 128,
+       .gemm_stages = 3},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 64,
+       .gemm_tile_n = 64,
+       .gemm_stages = 8},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 128,
+       .gemm_stages = 3,
+       .gemm_wgmma_drain = true},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 256,
+       .gemm_stages = 3,
+       .gemm_wgmma_drain = true},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 256,
+       .gemm_stages = 4,
+       .gemm_persistent = true},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 64,
+       .gemm_tile_n = 128,
+       .gemm_stages = 5,
+       .gemm_persistent = true},
+  };
+  const tj_dtype_t kTypes[2] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (int d = 0; d < 2; ++d) {
+    compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), NULL, "default");
+    if (c.ck) CHECK(c.ck->info.wgmma);
+    check_half_gemm(&c, kTypes[d], 1, kHalfSizes, TJ_ARRAY_SIZE(kHalfSizes));
+    release_compiled(&c);
+  }
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kTiles); ++v) {
+    compiled_t c =
+        compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1), &kTiles[v], "variant");
+    check_half_gemm(&c, TJ_DTYPE_BF16, 1, kHalfSizes,
+                    TJ_ARRAY_SIZE(kHalfSizes) - 1);
+    release_compiled(&c);
+  }
+  // Batch dims: [3, M, K] @ [K, N], f16 and bf16.
+  static const int64_t kBatched[][3] = {{17, 136, 200}, {300, 256, 64}};
+  for (int d = 0; d < 2; ++d) {
+    compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 3), NULL, "batched");
+    check_half_gemm(&c, kTypes[d], 3, kBatched, TJ_ARRAY_SIZE(kBatched));
+    release_compiled(&c);
+  }
+}
+
 int main(void) {
   g_device = tj_test_open_device_or_skip();
   const char* arch_name = tj_cuda_device_arch_name(g_device);
@@ -510,6 +834,12 @@ int main(void) {
   RUN_TEST(gemm_f32);
   RUN_TEST(gemm_bf16_gelu_bias);
   RUN_TEST(gemm_f16_batched_residual);
+  if (arch == TJ_NVPTX_SM_90A) {
+    RUN_TEST(wgmma_descriptor_probe);
+    RUN_TEST(wgmma_gemm);
+  } else {
+    printf("# wgmma tests skipped: %s is not sm_90a\n", arch_name);
+  }
   tj_nvptx_target_destroy(g_target);
   tj_cuda_device_destroy(g_device);
   TEST_MAIN_END();

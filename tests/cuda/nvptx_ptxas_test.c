@@ -33,7 +33,24 @@ static const char* const kExpected[SAMPLE_COUNT_][4] = {
          "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
 };
 
-// Runs ptxas on |ptx|; returns its exit status and prints its -v report.
+// The GEMM samples on the wgmma path (sm_90a), instead of the above.
+static const char* const kExpectedWgmma[SAMPLE_COUNT_][4] = {
+    [SAMPLE_GEMM_BF16] = {"wgmma.mma_async.sync.aligned.m64n", ".f32.bf16.bf16",
+                          "fence.proxy.async.shared::cta",
+                          "wgmma.wait_group.sync.aligned"},
+    [SAMPLE_GEMM_F16_BATCHED] = {"wgmma.mma_async.sync.aligned.m64n",
+                                 ".f32.f16.f16", "cp.async.cg.shared.global",
+                                 "wgmma.commit_group.sync.aligned"},
+};
+
+// ptxas's "performance loss" notes for wgmma code (serialized wgmmas, a
+// function call or too few registers in the pipeline, an ignored
+// setmaxnreg): informational in ptxas, failures here.
+static const char* const kWgmmaWarnings[] = {"C7508", "C7510", "C7511",
+                                             "C7515"};
+
+// Runs ptxas on |ptx|; returns its exit status (1 when the log has a
+// kWgmmaWarnings note) and prints its -v report.
 static int run_ptxas(const char* arch, const char* name, const char* ptx) {
   char path[512], cmd[1200], log[512];
   snprintf(path, sizeof(path), "%s/%s.%s.ptx", g_dir, name, arch);
@@ -53,6 +70,12 @@ static int run_ptxas(const char* arch, const char* name, const char* ptx) {
       if (strstr(line, "registers") || strstr(line, "spill") ||
           strstr(line, "rror") || strstr(line, "arning"))
         printf("#   %s", line);
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaWarnings); ++i) {
+        if (strstr(line, kWgmmaWarnings[i])) {
+          printf("#   %s", line);
+          if (rc == 0) rc = 1;
+        }
+      }
     }
     fclose(f);
   }
@@ -80,11 +103,23 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
   }
   if (ptx) {
     CHECK_CONTAINS(ptx, ".entry tj_kernel_");
-    for (int i = 0; i < 4 && kExpected[s][i]; ++i)
-      CHECK_CONTAINS(ptx, kExpected[s][i]);
+    const char* const* expected = info.wgmma ? kExpectedWgmma[s] : kExpected[s];
+    for (int i = 0; i < 4 && expected[i]; ++i) CHECK_CONTAINS(ptx, expected[i]);
     char name[96];
-    snprintf(name, sizeof(name), "%s%s", kSampleNames[s],
-             options ? (options->gemm_tile_k == 32 ? "_bk32" : "_bk64") : "");
+    if (!options) {
+      snprintf(name, sizeof(name), "%s", kSampleNames[s]);
+    } else if (info.wgmma) {
+      snprintf(name, sizeof(name), "%s_wgmma%dx%ds%d%s%s", kSampleNames[s],
+               (int)info.tile_m, (int)info.tile_n, (int)info.stages,
+               options->gemm_wgmma_drain  ? "_drain"
+               : options->gemm_persistent ? "_persistent"
+                                          : "",
+               options->approx_math ? "_approx" : "");
+    } else {
+      snprintf(name, sizeof(name), "%s_bk%d_s%d%s", kSampleNames[s],
+               (int)info.tile_k, (int)info.stages,
+               options->approx_math ? "_approx" : "");
+    }
     printf("# %s %s: %zu bytes of PTX\n", name, arch_name, strlen(ptx));
     CHECK_EQ_INT(0, run_ptxas(arch_name, name, ptx));
     tj_free_string(tj_allocator_system(), ptx);
@@ -101,17 +136,76 @@ TEST(every_sample_every_arch) {
     if (!target) continue;
     // Every sample again with the GPU's approximate math
     // (jit/nvptx_math.h): ex2.approx and rcp.approx must assemble.
-    static const tj_nvptx_options_t approx = {0, 0, true};
+    static const tj_nvptx_options_t approx = {.approx_math = true};
     for (int s = 0; s < SAMPLE_COUNT_; ++s) {
       check_sample(target, (sample_t)s, NULL);
       check_sample(target, (sample_t)s, &approx);
     }
     // The other tensor-core schedules the autotuner may pick.
-    static const tj_nvptx_options_t variants[] = {{32, 3, false},
-                                                  {64, 3, false}};
+    static const tj_nvptx_options_t variants[] = {
+        {.gemm_tile_k = 32,
+         .gemm_stages = 3,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+        {.gemm_tile_k = 64,
+         .gemm_stages = 3,
+         .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+        {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(variants); ++v) {
       check_sample(target, SAMPLE_GEMM_BF16, &variants[v]);
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &variants[v]);
+    }
+    // sm_90a: every wgmma tile shape and ring depth bound.
+    static const tj_nvptx_options_t wgmma[] = {
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 256,
+         .gemm_stages = 4},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 128,
+         .gemm_stages = 3},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 64,
+         .gemm_tile_n = 128,
+         .gemm_stages = 4},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 64,
+         .gemm_tile_n = 256,
+         .gemm_stages = 4,
+         .approx_math = true},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 64,
+         .gemm_tile_n = 64,
+         .gemm_stages = 8},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 64,
+         .gemm_stages = 3},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 128,
+         .gemm_stages = 3,
+         .gemm_wgmma_drain = true},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 256,
+         .gemm_stages = 4,
+         .gemm_wgmma_drain = true},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 256,
+         .gemm_stages = 4,
+         .gemm_persistent = true},
+        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+         .gemm_tile_m = 128,
+         .gemm_tile_n = 128,
+         .gemm_stages = 6,
+         .gemm_persistent = true,
+         .approx_math = true},
+    };
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(wgmma); ++v) {
+      check_sample(target, SAMPLE_GEMM_BF16, &wgmma[v]);
+      check_sample(target, SAMPLE_GEMM_F16_BATCHED, &wgmma[v]);
     }
     tj_nvptx_target_destroy(target);
   }
@@ -139,11 +233,35 @@ TEST(bad_options) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef module = tj_nvptx_module_create(target, ctx, "m");
   tj_nvptx_kernel_t info;
-  tj_nvptx_options_t bk = {48, 0, false}, stages = {0, 9, false};
+  tj_nvptx_options_t bk = {.gemm_tile_k = 48}, stages = {.gemm_stages = 9};
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_k 48",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &bk, &info));
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_stages 9",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &stages, &info));
+  // wgmma: sm_90a only, f16/bf16 only, its own tile and ring bounds.
+  tj_nvptx_options_t wg = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "sm_90a",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &wg, &info));
+  tj_nvptx_options_t wg_n = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                             .gemm_tile_n = 96};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_n 96",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &wg_n, &info));
+  tj_nvptx_options_t wg_s = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                             .gemm_stages = 2};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_stages 2",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &wg_s, &info));
+  tj_nvptx_options_t wg_big = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                               .gemm_tile_m = 128,
+                               .gemm_tile_n = 256,
+                               .gemm_stages = 5};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "227 KiB",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &wg_big, &info));
+  tj_nvptx_options_t mma_tile = {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC,
+                                 .gemm_tile_n = 256};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "wgmma options",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &mma_tile, &info));
   CHECK(LLVMGetFirstFunction(module) == NULL);
   LLVMDisposeModule(module);
   LLVMContextDispose(ctx);

@@ -1,0 +1,613 @@
+// The sm_90a GEMM main loop: wgmma.mma_async with both operands in shared
+// memory, for f16/bf16 A and B and f32 accumulators in registers.
+//
+// A block of tile_m / 64 consumer warpgroups (128 threads each) computes a
+// tile_m x tile_n tile of C; warpgroup w owns rows [64 w, 64 w + 64) and
+// issues m64n<tile_n>k16 instructions. All threads also copy: the k-tiles
+// (64 elements of k, one 128-byte row of f16/bf16) of A and B go global ->
+// shared with 16-byte cp.async.cg into a ring of |stages| stages, with
+// zero fill past M, N and K (so the math needs no masks), laid out as
+// wgmma's 128-byte swizzle (SW128) expects, 1024-byte atoms of 8 rows of
+// 128 bytes in which 16-byte chunk c of row r sits at chunk c ^ (r & 7):
+//   A (K-major): row m of the tile at m * 128; atoms of 8 rows are 1024
+//     bytes apart (SBO), the warpgroup's 64 rows start at 8192 w;
+//   B (MN-major, the [K, N] row-major w of x @ w, read with trans-b): one
+//     64 n x 64 k panel of 8 KiB per 64 columns, in which k row r holds
+//     64 n at r * 128; 8-row groups of k are 1024 bytes apart (SBO), the
+//     64-column panels 8192 (LBO).
+// The descriptors' start address steps through k: +32 bytes per k16 in A
+// (inside the swizzled row, as the hardware applies the XOR to address
+// bits), +2048 bytes (16 rows) in B.
+//
+// Pipeline, per k-tile kt (one barrier a k-tile):
+//   cp.async.wait_group  tile kt has landed (this thread's copies)
+//   fence.proxy.async    ... and is visible to the async proxy (wgmma)
+//   bar.sync             every thread's copies; every warpgroup is past
+//                        its wait_group 1 of kt-1, so the wgmmas of kt-2
+//                        are done and their stage is free
+//   wgmma x4, commit     on tile kt
+//   cp.async             tile kt + stages - 2 into that stage
+//   wait_group 1         (the wgmmas of kt may run on while the next
+//                        iteration waits for its data)
+// or, with |drain|, wait_group 0 and tile kt + stages - 1 into the stage
+// of kt - 1: one more k-tile of prefetch, for a bubble in the tensor
+// cores at each k-tile that a second block on the SM can fill.
+// The accumulators are tied in/out operands of every wgmma and wait asm,
+// so LLVM can neither read them early nor move other writes between them
+// (ptxas would serialize the wgmmas, C7515). No calls inside the loop.
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/emit_nvptx.h"
+
+#define kBK 64         // k per stage: one 128-byte swizzle row of f16/bf16
+#define kRow 128       // bytes of a swizzle row
+#define kAtom 1024     // 8 rows: the swizzle pattern's period
+#define kPanel 8192    // 64 rows of 128 bytes: a warpgroup's A, a B panel
+#define kMaxCopies 16  // 16-byte chunks per thread per operand and stage
+#define kMaxAcc 128    // f32 accumulators a thread (m64n256)
+
+typedef struct copy_t {
+  LLVMValueRef src;    // pointer of this chunk at k-tile 0
+  LLVMValueRef step;   // i64 elements to advance per k-tile
+  LLVMValueRef dst;    // i32 byte offset inside the stage
+  LLVMValueRef limit;  // i64 elements left along the contiguous dim
+  LLVMValueRef ok;     // A: i1 row < M; B: NULL
+  LLVMValueRef krow;   // B: i64 k row inside the tile
+} copy_t;
+
+typedef struct wg_t {
+  tj_nvptx_emit_t* nv;
+  tj_emit_t* em;
+  LLVMBuilderRef b;
+  const tj_nvptx_wgmma_t* p;
+  int32_t threads, a_bytes, stage_bytes, a_copies, b_copies, num_acc;
+  LLVMValueRef ring;       // ptr addrspace(3): the 1024-aligned ring
+  LLVMValueRef ring_addr;  // i32: its shared-window address
+  LLVMValueRef acc;        // alloca [num_acc x float]
+  LLVMTypeRef acc_struct;  // {float x num_acc}: the asm results
+  copy_t a_copy[kMaxCopies], b_copy[kMaxCopies];
+  LLVMValueRef wg;       // i32: this thread's warpgroup
+  LLVMValueRef k_tiles;  // i64
+  int32_t ahead;         // k-tiles loading beyond the one in the math
+} wg_t;
+
+static LLVMValueRef c32(wg_t* w, int64_t v) {
+  return LLVMConstInt(w->em->t_i32, (unsigned long long)v, 1);
+}
+static LLVMValueRef c64(wg_t* w, int64_t v) {
+  return LLVMConstInt(w->em->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef at(wg_t* w, LLVMValueRef base, LLVMValueRef off) {
+  return LLVMBuildGEP2(w->b, w->em->t_i8, base, &off, 1, "");
+}
+
+static LLVMValueRef call(wg_t* w, const char* name, LLVMValueRef* args,
+                         unsigned n) {
+  return tj_emit_intrinsic(w->em, name, NULL, 0, args, n);
+}
+
+// Inline PTX: LLVM 19 has no wgmma, fence.proxy or descriptor intrinsics.
+static LLVMValueRef inline_asm(wg_t* w, LLVMTypeRef ret, const char* text,
+                               const char* constraints, LLVMValueRef* args,
+                               unsigned n) {
+  LLVMTypeRef types[kMaxAcc + 4];
+  for (unsigned i = 0; i < n; ++i) types[i] = LLVMTypeOf(args[i]);
+  LLVMTypeRef fty = LLVMFunctionType(ret, types, n, 0);
+  LLVMValueRef fn =
+      LLVMGetInlineAsm(fty, text, strlen(text), constraints,
+                       strlen(constraints), 1, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(w->b, fty, fn, args, n, "");
+}
+
+static void plain_asm(wg_t* w, const char* text) {
+  inline_asm(w, w->em->t_void, text, "~{memory}", NULL, 0);
+}
+
+static LLVMValueRef acc_slot(wg_t* w, int32_t i) {
+  LLVMValueRef idx[2] = {c32(w, 0), c32(w, i)};
+  return LLVMBuildGEP2(w->b, LLVMArrayType2(w->em->t_f32, (unsigned)w->num_acc),
+                       w->acc, idx, 2, "");
+}
+
+// Runs |text| with the accumulators as tied in/out operands $0.. and
+// |extra| further inputs (constraints |extra_cons|) after them.
+static void acc_asm(wg_t* w, const char* text, LLVMValueRef* extra,
+                    int32_t num_extra, const char* extra_cons) {
+  int32_t n = w->num_acc;
+  char cons[1400];
+  size_t len = 0;
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(cons + len, sizeof(cons) - len, "=f,");
+  len += (size_t)snprintf(cons + len, sizeof(cons) - len, "%s", extra_cons);
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(cons + len, sizeof(cons) - len, "%s%d",
+                            len && cons[len - 1] != ',' ? "," : "", i);
+  snprintf(cons + len, sizeof(cons) - len, ",~{memory}");
+  LLVMValueRef args[kMaxAcc + 4];
+  for (int32_t i = 0; i < num_extra; ++i) args[i] = extra[i];
+  for (int32_t i = 0; i < n; ++i)
+    args[num_extra + i] =
+        LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, i), "");
+  LLVMValueRef r =
+      inline_asm(w, w->acc_struct, text, cons, args, (unsigned)(num_extra + n));
+  for (int32_t i = 0; i < n; ++i)
+    LLVMBuildStore(w->b, LLVMBuildExtractValue(w->b, r, (unsigned)i, ""),
+                   acc_slot(w, i));
+}
+
+// wgmma.wait_group |pending|, the accumulators tied through it.
+static void wgmma_wait(wg_t* w, int32_t pending) {
+  char text[64];
+  snprintf(text, sizeof(text), "wgmma.wait_group.sync.aligned %d;",
+           (int)pending);
+  acc_asm(w, text, NULL, 0, "");
+}
+
+// One m64n<tile_n>k16 on descriptors |da| and |db| (i64): D = A B + D
+// when |accumulate| (i32) is nonzero, else D = A B.
+static void wgmma(wg_t* w, LLVMValueRef da, LLVMValueRef db,
+                  LLVMValueRef accumulate) {
+  int32_t n = w->num_acc;
+  char text[2400];
+  size_t len =
+      (size_t)snprintf(text, sizeof(text),
+                       "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
+                       "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
+                       (int)n + 2, (int)w->p->tile_n,
+                       w->p->f16 ? "f16" : "bf16", w->p->f16 ? "f16" : "bf16");
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
+                            i ? "," : "", (int)i);
+  // scale-d p, scale-a 1, scale-b 1, trans-a 0 (A K-major),
+  // trans-b 1 (B MN-major).
+  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p, 1, 1, 0, 1;\n}",
+           (int)n, (int)n + 1);
+  LLVMValueRef d[3] = {da, db, accumulate};
+  acc_asm(w, text, d, 3, "l,l,r,");
+}
+
+// A shared-memory matrix descriptor: start |addr| (i32), 128-byte
+// swizzle, leading and stride byte offsets |lbo|, |sbo|.
+static LLVMValueRef descriptor(wg_t* w, LLVMValueRef addr, int64_t lbo,
+                               int64_t sbo) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef start =
+      LLVMBuildLShr(b,
+                    LLVMBuildAnd(b, LLVMBuildZExt(b, addr, w->em->t_i64, ""),
+                                 c64(w, 0x3FFFF), ""),
+                    c64(w, 4), "");
+  int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1ll << 62);
+  return LLVMBuildOr(b, start, c64(w, fixed), "desc");
+}
+
+// min(max(v, 0), hi) for i64 |v|.
+static LLVMValueRef clamp0(wg_t* w, LLVMValueRef v, int64_t hi) {
+  LLVMValueRef lo = tj_emit_select(
+      w->em, LLVMBuildICmp(w->b, LLVMIntSLT, v, c64(w, 0), ""), c64(w, 0), v);
+  return tj_emit_min_i64(w->em, lo, c64(w, hi));
+}
+
+//===--- copies ---===//
+
+// The copies of the tile at (|m0|, |n0|) (i64).
+static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  for (int32_t i = 0; i < w->a_copies; ++i) {
+    // Chunk c = tid + threads i: row c / 8, chunk c % 8 of the row.
+    LLVMValueRef c = LLVMBuildAdd(b, p->tid, c32(w, i * w->threads), "");
+    LLVMValueRef row = LLVMBuildLShr(b, c, c32(w, 3), "");
+    LLVMValueRef ch = LLVMBuildAnd(b, c, c32(w, 7), "");
+    copy_t* a = &w->a_copy[i];
+    a->dst = LLVMBuildAdd(
+        b, LLVMBuildMul(b, row, c32(w, kRow), ""),
+        LLVMBuildShl(
+            b, LLVMBuildXor(b, ch, LLVMBuildAnd(b, row, c32(w, 7), ""), ""),
+            c32(w, 4), ""),
+        "");
+    LLVMValueRef gm =
+        LLVMBuildAdd(b, m0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
+    LLVMValueRef col =
+        LLVMBuildMul(b, LLVMBuildZExt(b, ch, em->t_i64, ""), c64(w, 8), "");
+    a->ok = LLVMBuildICmp(b, LLVMIntSLT, gm, p->m, "");
+    // Rows past M point at row m0 (and copy 0 bytes).
+    LLVMValueRef off = LLVMBuildAdd(
+        b, LLVMBuildMul(b, tj_emit_select(em, a->ok, gm, m0), p->sa_m, ""), col,
+        "");
+    a->src = tj_emit_advance(em, p->a, p->a_base, off);
+    a->step = c64(w, kBK);
+    a->limit = LLVMBuildSub(b, p->kdim, col, "");
+    a->krow = NULL;
+  }
+  int32_t per_row = p->tile_n / 8;  // chunks of a B row
+  int32_t shift = per_row == 8 ? 3 : per_row == 16 ? 4 : 5;
+  for (int32_t i = 0; i < w->b_copies; ++i) {
+    LLVMValueRef c = LLVMBuildAdd(b, p->tid, c32(w, i * w->threads), "");
+    LLVMValueRef krow = LLVMBuildLShr(b, c, c32(w, shift), "");
+    LLVMValueRef nch = LLVMBuildAnd(b, c, c32(w, per_row - 1), "");
+    LLVMValueRef panel = LLVMBuildLShr(b, nch, c32(w, 3), "");
+    LLVMValueRef ch = LLVMBuildAnd(b, nch, c32(w, 7), "");
+    copy_t* bc = &w->b_copy[i];
+    bc->dst = LLVMBuildAdd(
+        b, c32(w, w->a_bytes),
+        LLVMBuildAdd(
+            b,
+            LLVMBuildAdd(b, LLVMBuildMul(b, panel, c32(w, kPanel), ""),
+                         LLVMBuildMul(b, krow, c32(w, kRow), ""), ""),
+            LLVMBuildShl(
+                b,
+                LLVMBuildXor(b, ch, LLVMBuildAnd(b, krow, c32(w, 7), ""), ""),
+                c32(w, 4), ""),
+            ""),
+        "");
+    bc->krow = LLVMBuildZExt(b, krow, em->t_i64, "");
+    LLVMValueRef col = LLVMBuildAdd(
+        b, n0,
+        LLVMBuildMul(b, LLVMBuildZExt(b, nch, em->t_i64, ""), c64(w, 8), ""),
+        "");
+    bc->limit = LLVMBuildSub(b, p->n, col, "");
+    bc->ok = NULL;
+    // Columns past N start at n0 (and copy 0 bytes).
+    LLVMValueRef safe = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntSLT, col, p->n, ""), col, n0);
+    bc->src = tj_emit_advance(
+        em, p->b, p->b_base,
+        LLVMBuildAdd(b, LLVMBuildMul(b, bc->krow, p->sb_k, ""), safe, ""));
+    bc->step = LLVMBuildMul(b, p->sb_k, c64(w, kBK), "");
+  }
+}
+
+static LLVMValueRef stage_offset(wg_t* w, LLVMValueRef stage) {
+  return LLVMBuildTrunc(w->b,
+                        LLVMBuildMul(w->b, stage, c64(w, w->stage_bytes), ""),
+                        w->em->t_i32, "");
+}
+
+static void cp_async16(wg_t* w, LLVMValueRef base, LLVMValueRef dst,
+                       LLVMValueRef src, LLVMValueRef bytes) {
+  LLVMValueRef args[3] = {
+      at(w, base, dst),
+      LLVMBuildAddrSpaceCast(w->b, src, w->nv->t_ptr_global, ""),
+      LLVMBuildTrunc(w->b, bytes, w->em->t_i32, "")};
+  call(w, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
+}
+
+// The copies of k-tile |kt| of an interior tile (inside M, N and K):
+// whole 16-byte chunks, no bounds arithmetic.
+static void load_full_tile(wg_t* w, LLVMValueRef base, LLVMValueRef kt) {
+  for (int32_t i = 0; i < w->a_copies + w->b_copies; ++i) {
+    const copy_t* c =
+        i < w->a_copies ? &w->a_copy[i] : &w->b_copy[i - w->a_copies];
+    LLVMValueRef src =
+        tj_emit_advance(w->em, i < w->a_copies ? w->p->a : w->p->b, c->src,
+                        LLVMBuildMul(w->b, kt, c->step, ""));
+    LLVMValueRef args[2] = {
+        at(w, base, c->dst),
+        LLVMBuildAddrSpaceCast(w->b, src, w->nv->t_ptr_global, "")};
+    call(w, "llvm.nvvm.cp.async.cg.shared.global.16", args, 2);
+  }
+}
+
+// Issues the copies of k-tile |kt| into stage |stage| (both i64); |inner|
+// (i1): the block's tile is inside M and N.
+static void load_tile(wg_t* w, LLVMValueRef stage, LLVMValueRef kt,
+                      LLVMValueRef inner) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef base = at(w, w->ring, stage_offset(w, stage));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(w, kBK), "k0");
+  LLVMValueRef full = LLVMBuildAnd(
+      b, inner,
+      LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, k0, c64(w, kBK), ""),
+                    p->kdim, ""),
+      "");
+  tj_emit_if_t fast, edge;
+  tj_emit_if_begin(em, &fast, full, "full_tile");
+  load_full_tile(w, base, kt);
+  tj_emit_if_end(em, &fast);
+  tj_emit_if_begin(em, &edge, LLVMBuildNot(b, full, ""), "edge_tile");
+  for (int32_t i = 0; i < w->a_copies; ++i) {
+    const copy_t* a = &w->a_copy[i];
+    LLVMValueRef left = clamp0(w, LLVMBuildSub(b, a->limit, k0, ""), 8);
+    LLVMValueRef bytes = tj_emit_select(
+        em, a->ok, LLVMBuildMul(b, left, c64(w, 2), ""), c64(w, 0));
+    LLVMValueRef src = tj_emit_advance(
+        em, p->a, a->src,
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
+                       LLVMBuildMul(b, kt, a->step, ""), c64(w, 0)));
+    cp_async16(w, base, a->dst, src, bytes);
+  }
+  for (int32_t i = 0; i < w->b_copies; ++i) {
+    const copy_t* bc = &w->b_copy[i];
+    LLVMValueRef krow_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, bc->krow, ""), p->kdim, "");
+    LLVMValueRef bytes = tj_emit_select(
+        em, krow_ok, LLVMBuildMul(b, clamp0(w, bc->limit, 8), c64(w, 2), ""),
+        c64(w, 0));
+    LLVMValueRef src = tj_emit_advance(
+        em, p->b, bc->src,
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
+                       LLVMBuildMul(b, kt, bc->step, ""), c64(w, 0)));
+    cp_async16(w, base, bc->dst, src, bytes);
+  }
+  tj_emit_if_end(em, &edge);
+}
+
+static void cp_commit(wg_t* w) {
+  call(w, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+}
+
+static void cp_wait(wg_t* w, int32_t pending) {
+  LLVMValueRef n = c32(w, pending);
+  call(w, "llvm.nvvm.cp.async.wait.group", &n, 1);
+}
+
+//===--- math ---===//
+
+// The four k16 steps of k-tile |kt| in stage |stage| (both i64) for
+// warpgroup |wg| (i32).
+static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
+                         LLVMValueRef wg) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef base =
+      LLVMBuildAdd(b, w->ring_addr, stage_offset(w, stage), "stage_addr");
+  LLVMValueRef a_addr =
+      LLVMBuildAdd(b, base, LLVMBuildMul(b, wg, c32(w, kPanel), ""), "");
+  LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(w, w->a_bytes), "");
+  plain_asm(w, "wgmma.fence.sync.aligned;");
+  for (int32_t kk = 0; kk < kBK / 16; ++kk) {
+    // A: +32 bytes per k16 inside the swizzled rows; LBO unused (1).
+    LLVMValueRef da =
+        descriptor(w, LLVMBuildAdd(b, a_addr, c32(w, kk * 32), ""), 16, kAtom);
+    // B: +16 k rows per k16; panels of 64 columns kPanel apart.
+    LLVMValueRef db = descriptor(
+        w, LLVMBuildAdd(b, b_addr, c32(w, kk * 16 * kRow), ""), kPanel, kAtom);
+    // The first k16 overwrites the accumulators: they start undefined,
+    // as zeroing them with movs inside the pipeline (it spans the loop's
+    // back edge) makes ptxas serialize the wgmmas (C7515).
+    LLVMValueRef accumulate =
+        kk ? c32(w, 1)
+           : LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntNE, kt, c64(w, 0), ""),
+                           w->em->t_i32, "");
+    wgmma(w, da, db, accumulate);
+  }
+  plain_asm(w, "wgmma.commit_group.sync.aligned;");
+}
+
+// Writes the accumulators of rows [row0, row0 + rows) of the tile to
+// |c| (row row0 at its start), zeros where |any| (i1) is false (K = 0 ran
+// no wgmma). Thread t of warpgroup wg (warp q = t / 32 % 4, lane l) holds,
+// in register i, row 64 wg + 16 q + l / 4 + 8 ((i / 2) % 2), col 8 (i / 4) +
+// 2 (l % 4) + i % 2 (the m64nNk16 f32 accumulator fragment); |rows| is a
+// multiple of 16, so a warp's rows are all in or all out.
+static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
+                    int32_t rows, LLVMValueRef any) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef q =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
+  LLVMValueRef warp_row = LLVMBuildAdd(b, LLVMBuildMul(b, wg, c32(w, 64), ""),
+                                       LLVMBuildMul(b, q, c32(w, 16), ""), "");
+  tj_emit_if_t mine;
+  bool all = row0 == 0 && rows == p->tile_m;
+  if (!all) {
+    LLVMValueRef in = LLVMBuildAnd(
+        b, LLVMBuildICmp(b, LLVMIntSGE, warp_row, c32(w, row0), ""),
+        LLVMBuildICmp(b, LLVMIntSLT, warp_row, c32(w, row0 + rows), ""), "");
+    tj_emit_if_begin(em, &mine, in, "stage_rows");
+  }
+  LLVMValueRef row =
+      LLVMBuildAdd(b, LLVMBuildSub(b, warp_row, c32(w, row0), ""),
+                   LLVMBuildLShr(b, lane, c32(w, 2), ""), "");
+  LLVMValueRef col0 =
+      LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
+  LLVMValueRef base = LLVMBuildMul(
+      b,
+      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(w, p->c_stride), ""), col0, ""),
+      c32(w, 4), "");
+  LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
+  LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
+  for (int32_t i = 0; i < w->num_acc; i += 2) {
+    int32_t off = ((8 * ((i / 2) % 2)) * p->c_stride + 8 * (i / 4)) * 4;
+    LLVMValueRef v = LLVMGetUndef(v2);
+    for (int32_t e = 0; e < 2; ++e) {
+      // A select into a new value, not a write to the accumulator: that
+      // would be a non-wgmma definition inside a persistent pipeline.
+      LLVMValueRef x = tj_emit_select(
+          em, any, LLVMBuildLoad2(b, em->t_f32, acc_slot(w, i + e), ""), zero);
+      v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
+    }
+    LLVMValueRef st =
+        LLVMBuildStore(b, v, at(w, c, LLVMBuildAdd(b, base, c32(w, off), "")));
+    LLVMSetAlignment(st, 8);
+  }
+  if (!all) tj_emit_if_end(em, &mine);
+}
+
+//===--- entry ---===//
+
+static int32_t ring_bytes(const tj_nvptx_wgmma_t* p) {
+  return p->stages * (p->tile_m * kRow + kBK * p->tile_n * 2);
+}
+
+// Rows of C staged at a time by the persistent kernel, in a region of its
+// own, so that the next tile's first k-tiles load during the epilogue.
+#define kPersistentRows 32
+
+int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* p,
+                                    int32_t c_bytes) {
+  int32_t ring = ring_bytes(p);
+  if (p->persistent) return ring + kPersistentRows * p->c_stride * 4 + kAtom;
+  return (ring > c_bytes ? ring : c_bytes) + kAtom;
+}
+
+static void init(wg_t* w, tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* p) {
+  memset(w, 0, sizeof(*w));
+  w->nv = nv;
+  w->em = &nv->em;
+  w->b = nv->em.b;
+  w->p = p;
+  tj_emit_t* em = w->em;
+  LLVMBuilderRef b = w->b;
+  w->threads = p->tile_m / 64 * 128;
+  w->a_bytes = p->tile_m * kRow;
+  w->stage_bytes = w->a_bytes + kBK * p->tile_n * 2;
+  w->a_copies = p->tile_m * 8 / w->threads;
+  w->b_copies = kBK * p->tile_n / 8 / w->threads;
+  w->num_acc = p->tile_n / 2;
+  LLVMTypeRef floats[kMaxAcc];
+  for (int32_t i = 0; i < w->num_acc; ++i) floats[i] = em->t_f32;
+  w->acc_struct =
+      LLVMStructTypeInContext(em->ctx, floats, (unsigned)w->num_acc, 0);
+  w->acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (unsigned)w->num_acc),
+                          "acc");
+  for (int32_t i = 0; i < w->num_acc; ++i)
+    LLVMBuildStore(b, LLVMGetUndef(em->t_f32), acc_slot(w, i));
+  // The swizzle is a function of the shared address: align the ring to
+  // its 1024-byte period (the launch adds that much slack).
+  LLVMValueRef addr = LLVMBuildPtrToInt(b, p->smem, em->t_i32, "");
+  LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(w, 0), addr, ""),
+                                  c32(w, kAtom - 1), "");
+  w->ring = at(w, p->smem, pad);
+  w->ring_addr = LLVMBuildAdd(b, addr, pad, "ring_addr");
+  w->wg = LLVMBuildLShr(b, p->tid, c32(w, 7), "wg");
+  w->k_tiles = LLVMBuildSDiv(b, LLVMBuildAdd(b, p->kdim, c64(w, kBK - 1), ""),
+                             c64(w, kBK), "k_tiles");
+  // k-tiles in flight beyond the current one: a stage is free again once
+  // the wgmmas that read it are done, which the barrier at the top of
+  // an iteration guarantees for the previous k-tile under |drain| and for
+  // the one before otherwise.
+  w->ahead = p->drain ? p->stages - 1 : p->stages - 2;
+}
+
+// The copies of the tile at (m0, n0); returns whether it is inside M and N.
+static LLVMValueRef setup_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
+  LLVMBuilderRef b = w->b;
+  const tj_nvptx_wgmma_t* p = w->p;
+  copy_setup(w, m0, n0);
+  return LLVMBuildAnd(
+      b,
+      LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, m0, c64(w, p->tile_m), ""),
+                    p->m, ""),
+      LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, n0, c64(w, p->tile_n), ""),
+                    p->n, ""),
+      "inner");
+}
+
+// The first |ahead| k-tiles, without their commits.
+static void prologue_loads(wg_t* w, LLVMValueRef inner) {
+  for (int32_t s = 0; s < w->ahead; ++s) {
+    tj_emit_if_t have;
+    tj_emit_if_begin(w->em, &have,
+                     LLVMBuildICmp(w->b, LLVMIntSLT, c64(w, s), w->k_tiles, ""),
+                     "prologue");
+    load_tile(w, c64(w, s), c64(w, s), inner);
+    tj_emit_if_end(w->em, &have);
+  }
+}
+
+// One commit per prologue k-tile, empty or not: the main loop's waits
+// count groups.
+static void prologue_commits(wg_t* w) {
+  for (int32_t s = 0; s < w->ahead; ++s) cp_commit(w);
+}
+
+// The k loop of one tile whose prologue is in flight; ends with every
+// wgmma of the tile complete (in this warpgroup).
+static void main_loop(wg_t* w, LLVMValueRef inner) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  tj_emit_loop_t loop;
+  LLVMValueRef kt =
+      tj_emit_loop_begin(em, &loop, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
+  cp_wait(w, w->ahead - 1);
+  plain_asm(w, "fence.proxy.async.shared::cta;");
+  tj_nvptx_barrier(w->nv);
+  // The wgmmas first, so the tensor cores start while the copies issue.
+  compute_tile(w, kt, LLVMBuildSRem(b, kt, c64(w, p->stages), ""), w->wg);
+  LLVMValueRef next = LLVMBuildAdd(b, kt, c64(w, w->ahead), "");
+  tj_emit_if_t more;
+  tj_emit_if_begin(em, &more,
+                   LLVMBuildICmp(b, LLVMIntSLT, next, w->k_tiles, ""),
+                   "prefetch");
+  load_tile(w, LLVMBuildSRem(b, next, c64(w, p->stages), ""), next, inner);
+  tj_emit_if_end(em, &more);
+  cp_commit(w);
+  wgmma_wait(w, p->drain ? 0 : 1);
+  tj_emit_loop_end(em, &loop);
+  wgmma_wait(w, 0);
+}
+
+tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
+                                const tj_nvptx_wgmma_t* p) {
+  wg_t w;
+  init(&w, nv, p);
+  tj_emit_t* em = w.em;
+  LLVMBuilderRef b = w.b;
+  LLVMValueRef any =
+      LLVMBuildICmp(b, LLVMIntSGT, w.k_tiles, c64(&w, 0), "any_k");
+  if (!p->persistent) {
+    LLVMValueRef inner = setup_tile(&w, p->m0, p->n0);
+    prologue_loads(&w, inner);
+    prologue_commits(&w);
+    main_loop(&w, inner);
+    cp_wait(&w, 0);
+    // The C tile reuses the ring: every warpgroup's wgmmas must be done.
+    tj_nvptx_barrier(nv);
+    stage_c(&w, w.wg, p->smem, 0, p->tile_m, any);
+    tj_nvptx_barrier(nv);
+    return NULL;
+  }
+  // Persistent: block b takes tiles b, b + nblocks, ...; while one tile's
+  // epilogue runs, the next tile's first k-tiles load into the ring.
+  LLVMValueRef c_region = at(&w, w.ring, c32(&w, ring_bytes(p)));
+  LLVMValueRef first = tj_nvptx_sreg64(nv, "ctaid.x");
+  LLVMValueRef step = tj_nvptx_sreg64(nv, "nctaid.x");
+  tj_emit_if_t have;
+  tj_emit_if_begin(em, &have, LLVMBuildICmp(b, LLVMIntSLT, first, p->tiles, ""),
+                   "first_tile");
+  {
+    LLVMValueRef m0, n0;
+    p->tile_origin(p->ctx, first, &m0, &n0);
+    prologue_loads(&w, setup_tile(&w, m0, n0));
+  }
+  tj_emit_if_end(em, &have);
+  prologue_commits(&w);
+  tj_emit_loop_t tiles;
+  LLVMValueRef t =
+      tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "tile");
+  LLVMValueRef m0, n0;
+  p->tile_origin(p->ctx, t, &m0, &n0);
+  main_loop(&w, setup_tile(&w, m0, n0));
+  // Every warpgroup's wgmmas are done: the ring is free.
+  tj_nvptx_barrier(nv);
+  LLVMValueRef next = LLVMBuildAdd(b, t, step, "next_tile");
+  tj_emit_if_t more;
+  tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, p->tiles, ""),
+                   "next_prologue");
+  {
+    LLVMValueRef nm0, nn0;
+    p->tile_origin(p->ctx, next, &nm0, &nn0);
+    prologue_loads(&w, setup_tile(&w, nm0, nn0));
+  }
+  tj_emit_if_end(em, &more);
+  prologue_commits(&w);
+  for (int32_t r = 0; r < p->tile_m; r += kPersistentRows) {
+    stage_c(&w, w.wg, c_region, r, kPersistentRows, any);
+    tj_nvptx_barrier(nv);
+    TJ_RETURN_IF_ERROR(
+        p->epilogue(p->ctx, m0, n0, c_region, r, kPersistentRows));
+    tj_nvptx_barrier(nv);
+  }
+  tj_emit_loop_end(em, &tiles);
+  cp_wait(&w, 0);
+  return NULL;
+}
