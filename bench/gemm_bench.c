@@ -11,12 +11,19 @@
 //   GEMM_BENCH_SCHEDULE="tile_m,tile_n,mc,nc,kc" sets the kernels' schedule
 //   (0 = auto), e.g. "8,32,0,0,0".
 //
+// bf16 (gemm_bench [runs] bf16, also after the f32 table): bf16 x bf16 ->
+// f32 at (M, K, N) = (2048, 1024, 4096), (256, 1024, 4096), (1024, 1024,
+// 1024) and the capstone all in bf16 at B = 256 and 2048, ours (the
+// host's vdpbf16ps path, and the widening path of an x86-64-v4 JIT) beside
+// ours in f32, cblas_sbgemm when the OpenBLAS exports it, and cblas_sgemm.
+//
 // Run OpenBLAS at its best on this machine: the environment's
 // OPENBLAS_CORETYPE=Haswell makes it 1.8x slower (shared/BENCHMARKING.md):
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; ./build/bench/gemm_bench)
 
 #include <dlfcn.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +79,12 @@ static float* alloc_floats(size_t n) {
 // [M, K] (or stored [K, M] when |a_trans|), B is [K, N] (or stored [N, K]
 // when |b_trans|, the dx = dy @ W^T case) and the epilogue is the
 // capstone's gelu(acc + b) (tanh form) or a plain store.
-static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
-                            bool a_trans, bool b_trans, bool gelu) {
+// With |dt| bf16 (or f16) the operands are of that dtype and, with |gelu|,
+// so are the bias and the result, as the lowering writes a half matmul:
+// gelu(round(acc) + b) rounded; plain half GEMMs store the f32 sums.
+static tj_kir_t* build_gemm_dt(const char* name, int64_t n, int64_t k_dim,
+                               bool a_trans, bool b_trans, bool gelu,
+                               tj_dtype_t dt) {
   tj_kir_t* k = NULL;
   if (!ok(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, name, &k),
           "create")) {
@@ -94,10 +105,12 @@ static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
   }
   tj_kir_ival_t sy[2] = {tj_kir_constant(n), tj_kir_constant(1)};
   tj_kir_ival_t sb[2] = {tj_kir_constant(0), tj_kir_constant(1)};
-  tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_GEMM_A, sx);
-  tj_kir_add_buffer(k, "w", TJ_DTYPE_F32, TJ_KIR_GEMM_B, sw);
-  uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_F32, TJ_KIR_INPUT, sb);
-  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sy);
+  tj_dtype_t edt = gelu ? dt : TJ_DTYPE_F32;  // bias and result
+  tj_kir_add_buffer(k, "x", dt, TJ_KIR_GEMM_A, sx);
+  tj_kir_add_buffer(k, "w", dt, TJ_KIR_GEMM_B, sw);
+  uint32_t b = tj_kir_add_buffer(k, "b", edt, TJ_KIR_INPUT, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", edt, TJ_KIR_OUTPUT, sy);
+  k->allow_half_gemm = dt != TJ_DTYPE_F32;
   // GEMM_BENCH_SCHEDULE="tile_m,tile_n,mc,nc,kc" (0: auto) tries a schedule.
   tj_kir_gemm_schedule_t sched = {0, 0, 0, 0, 0};
   const char* env = getenv("GEMM_BENCH_SCHEDULE");
@@ -110,7 +123,9 @@ static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
   if (!gelu) {
     tj_kir_store(k, y, acc);
   } else {
+    if (edt != TJ_DTYPE_F32) acc = tj_kir_cast(k, edt, acc);
     uint32_t v = tj_kir_binary(k, TJ_OP_ADD, acc, tj_kir_load(k, b));
+    if (edt != TJ_DTYPE_F32) v = tj_kir_cast(k, TJ_DTYPE_F32, v);
     uint32_t v3 =
         tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
     uint32_t inner = tj_kir_binary(
@@ -123,17 +138,22 @@ static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
                       tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
     uint32_t half = tj_kir_binary(k, TJ_OP_MUL, v,
                                   tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-    tj_kir_store(
-        k, y,
-        tj_kir_binary(k, TJ_OP_MUL, half,
-                      tj_kir_binary(k, TJ_OP_ADD, t,
-                                    tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+    uint32_t out = tj_kir_binary(
+        k, TJ_OP_MUL, half,
+        tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+    if (edt != TJ_DTYPE_F32) out = tj_kir_cast(k, edt, out);
+    tj_kir_store(k, y, out);
   }
   if (!ok(tj_kir_finalize(k), "finalize")) {
     tj_kir_destroy(k);
     return NULL;
   }
   return k;
+}
+
+static tj_kir_t* build_gemm(const char* name, int64_t n, int64_t k_dim,
+                            bool a_trans, bool b_trans, bool gelu) {
+  return build_gemm_dt(name, n, k_dim, a_trans, b_trans, gelu, TJ_DTYPE_F32);
 }
 
 typedef struct run_t {
@@ -209,6 +229,204 @@ static const bench_case_t kCases[] = {
     {"dW", 1024, 4096, 2048, true, false, false},
 };
 
+//===--- bf16 ---===//
+
+typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k,
+                          float alpha, const uint16_t* a, int lda,
+                          const uint16_t* b, int ldb, float beta, float* c,
+                          int ldc);
+
+// Median ms of |runs| runs of |fn| (compiled from |k|) at M = |m| on
+// |bufs| with |threads| threads (a timing repeats small problems to ~2 ms).
+static double time_kernel(const tj_x86_jit_t* jit, const tj_kir_t* k,
+                          tj_kir_fn_t fn, void* const* bufs, int64_t m,
+                          int threads, int runs) {
+  tj_thread_pool_t* pool = NULL;
+  if (!ok(tj_thread_pool_create(tj_allocator_system(), threads, &pool),
+          "pool")) {
+    return NAN;
+  }
+  int64_t scalars[1] = {m};
+  tj_kir_launch_t launch;
+  if (!ok(tj_kir_launch_info(k, tj_x86_jit_lanes(jit), scalars, &launch),
+          "launch")) {
+    tj_thread_pool_destroy(pool);
+    return NAN;
+  }
+  int64_t stride = (launch.scratch_bytes + 4095) / 4096 * 4096;
+  unsigned char* scratch =
+      (unsigned char*)alloc_floats((size_t)(stride * threads) / sizeof(float));
+  run_t r = {fn, bufs, scalars, scratch, stride};
+  double s0 = now_ms();
+  tj_thread_pool_parallel_for(pool, launch.units, task, &r);  // warm-up
+  double once = now_ms() - s0;
+  int inner = once > 0 && once < 2 ? (int)(2 / once) + 1 : 1;
+  double t[64];
+  for (int i = 0; i < runs; ++i) {
+    double s = now_ms();
+    for (int q = 0; q < inner; ++q) {
+      tj_thread_pool_parallel_for(pool, launch.units, task, &r);
+    }
+    t[i] = (now_ms() - s) / inner;
+  }
+  free(scratch);
+  tj_thread_pool_destroy(pool);
+  return median(t, runs);
+}
+
+// f32 -> bf16, round to nearest even (finite values).
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
+                       sbgemm_fn sbgemm, set_threads_fn set_threads) {
+  static const struct {
+    const char* name;
+    int64_t m, k, n;
+    bool gelu;
+  } cases[] = {
+      {"gemm", 2048, 1024, 4096, false},
+      {"gemm", 256, 1024, 4096, false},
+      {"gemm", 1024, 1024, 1024, false},
+      {"capst", 256, 1024, 4096, true},
+      {"capst", 2048, 1024, 4096, true},
+      // The small-M path (B read in place, widened in the microkernel).
+      {"capst", 1, 1024, 4096, true},
+      {"capst", 16, 1024, 4096, true},
+  };
+  static const int thread_counts[] = {1, 2};
+  tj_x86_jit_options_t o4 = {TJ_X86_ISA_X86_64_V4};
+  tj_x86_jit_t* jit4 = NULL;
+  if (!ok(tj_x86_jit_create(tj_allocator_system(), &o4, &jit4), "jit v4")) {
+    jit4 = NULL;
+  }
+  bool dot = strstr(tj_x86_jit_target_key(jit), "+avx512bf16") != NULL;
+  printf(
+      "\nbf16 x bf16 -> f32 (capst: gelu(x@w+b), bf16 in and out); host "
+      "%s avx512bf16; sbgemm: %s\n",
+      dot ? "has" : "lacks",
+      sbgemm ? "cblas_sbgemm" : "the OpenBLAS exports no cblas_sbgemm");
+  printf(
+      "%-5s %5s %5s %5s %3s | %8s %7s | %8s | %8s %7s | %8s | %8s %7s | "
+      "%7s %7s\n",
+      "case", "M", "K", "N", "thr", "bf16 ms", "GFLOP/s", "widen ms", "f32 ms",
+      "GFLOP/s", "sbgemm", "sgemm ms", "GFLOP/s", "bf/f32", "bf/sgemm");
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ++ci) {
+    int64_t M = cases[ci].m, K = cases[ci].k, N = cases[ci].n;
+    bool gelu = cases[ci].gelu;
+    tj_kir_t* kb = build_gemm_dt("bf", N, K, false, false, gelu, TJ_DTYPE_BF16);
+    tj_kir_t* kf = build_gemm_dt("f", N, K, false, false, gelu, TJ_DTYPE_F32);
+    if (!kb || !kf) return;
+    compiled_t cb, cw = {0}, cf;
+    if (!compile(jit, kb, &cb) || !compile(jit, kf, &cf)) return;
+    bool have_widen = jit4 && compile(jit4, kb, &cw);
+    float* xf = alloc_floats((size_t)(M * K));
+    float* wf = alloc_floats((size_t)(K * N));
+    float* bf = alloc_floats((size_t)N);
+    float* yf = alloc_floats((size_t)(M * N));
+    float* ref = alloc_floats((size_t)(M * N));
+    uint16_t* xb = (uint16_t*)alloc_floats((size_t)(M * K));
+    uint16_t* wb = (uint16_t*)alloc_floats((size_t)(K * N));
+    uint16_t* bb = (uint16_t*)alloc_floats((size_t)N);
+    float* yb = alloc_floats((size_t)(M * N));  // f32 or bf16 results
+    if (!xf || !wf || !bf || !yf || !ref || !xb || !wb || !bb || !yb) return;
+    srand(1);
+    // The same values in both dtypes (bf16-representable floats).
+    for (int64_t i = 0; i < M * K; ++i) {
+      xb[i] = to_bf16((float)rand() / RAND_MAX - 0.5f);
+      xf[i] = from_bf16(xb[i]);
+    }
+    for (int64_t i = 0; i < K * N; ++i) {
+      wb[i] = to_bf16(((float)rand() / RAND_MAX - 0.5f) * 0.06f);
+      wf[i] = from_bf16(wb[i]);
+    }
+    for (int64_t i = 0; i < N; ++i) {
+      bb[i] = to_bf16((float)rand() / RAND_MAX - 0.5f);
+      bf[i] = from_bf16(bb[i]);
+    }
+    void* bufs_b[4] = {xb, wb, bb, yb};
+    void* bufs_f[4] = {xf, wf, bf, yf};
+    for (size_t ti = 0; ti < sizeof(thread_counts) / sizeof(thread_counts[0]);
+         ++ti) {
+      int threads = thread_counts[ti];
+      double t_widen = NAN, t_sb = NAN, t_s = NAN;
+      if (have_widen) {
+        t_widen = time_kernel(jit4, kb, cw.fn, bufs_b, M, threads, runs);
+      }
+      double t_f32 = time_kernel(jit, kf, cf.fn, bufs_f, M, threads, runs);
+      double t_bf = time_kernel(jit, kb, cb.fn, bufs_b, M, threads, runs);
+      double t[64];
+      if (set_threads) set_threads(threads);
+      if (sbgemm) {
+        for (int i = 0; i < runs; ++i) {
+          double s0 = now_ms();
+          sbgemm(kRowMajor, kNoTrans, kNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                 xb, (int)K, wb, (int)N, 0.0f, ref, (int)N);
+          t[i] = now_ms() - s0;
+        }
+        t_sb = median(t, runs);
+      }
+      if (sgemm) {
+        for (int i = 0; i < runs; ++i) {
+          double s0 = now_ms();
+          sgemm(kRowMajor, kNoTrans, kNoTrans, (int)M, (int)N, (int)K, 1.0f, xf,
+                (int)K, wf, (int)N, 0.0f, ref, (int)N);
+          t[i] = now_ms() - s0;
+        }
+        t_s = median(t, runs);
+      }
+      double gf = 2.0 * (double)M * (double)N * (double)K / 1e6;
+      printf(
+          "%-5s %5lld %5lld %5lld %3d | %8.3f %7.1f | %8.3f | %8.3f %7.1f | "
+          "%8.3f | %8.3f %7.1f | %7.3f %7.3f\n",
+          cases[ci].name, (long long)M, (long long)K, (long long)N, threads,
+          t_bf, gf / t_bf, t_widen, t_f32, gf / t_f32, t_sb, t_s, gf / t_s,
+          t_bf / t_f32, t_bf / t_s);
+      fflush(stdout);
+      if (sgemm && !gelu) {
+        // Sanity: the bf16 product equals sgemm's of the same values to
+        // f32 accumulation error.
+        double worst = 0;
+        for (int q = 0; q < 1000; ++q) {
+          int64_t i = (int64_t)rand() % (M * N);
+          worst = fmax(worst, fabs((double)yb[i] - (double)ref[i]));
+        }
+        if (worst > 1e-4) printf("  WARNING: max |bf16 - sgemm| = %g\n", worst);
+      }
+    }
+    free(xf);
+    free(wf);
+    free(bf);
+    free(yf);
+    free(ref);
+    free(xb);
+    free(wb);
+    free(bb);
+    free(yb);
+    tj_x86_module_destroy(cb.module);
+    tj_x86_module_destroy(cf.module);
+    if (have_widen) tj_x86_module_destroy(cw.module);
+    tj_kir_destroy(kb);
+    tj_kir_destroy(kf);
+  }
+  printf(
+      "(bf16: %s; widen: f16/bf16 -> f32 while packing, f32 FMAs, the "
+      "x86-64-v4 JIT; medians of %d runs)\n",
+      dot ? "vdpbf16ps on bf16 pairs" : "the widening path", runs);
+  if (jit4) tj_x86_jit_destroy(jit4);
+}
+
 typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha,
                          const float* a, int lda, const float* x, int incx,
                          float beta, float* y, int incy);
@@ -227,11 +445,14 @@ int main(int argc, char** argv) {
   sgemv_fn sgemv = NULL;
   corename_fn corename = NULL;
   set_threads_fn set_threads = NULL;
+  sbgemm_fn sbgemm = NULL;
   if (blas) {
     // dlsym's object pointers become function pointers by copy (ISO C has
     // no cast between the two).
     void* p = dlsym(blas, "cblas_sgemm");
     if (p) memcpy(&sgemm, &p, sizeof(p));
+    p = dlsym(blas, "cblas_sbgemm");
+    if (p) memcpy(&sbgemm, &p, sizeof(p));
     p = dlsym(blas, "cblas_sgemv");
     if (p) memcpy(&sgemv, &p, sizeof(p));
     p = dlsym(blas, "openblas_get_corename");
@@ -285,6 +506,13 @@ int main(int argc, char** argv) {
     tj_kir_destroy(k);
   }
 
+  bool bf16_only = filter && strcmp(filter, "bf16") == 0;
+  if (bf16_only) {
+    bench_bf16(jit, runs, sgemm, sbgemm, set_threads);
+    tj_x86_jit_destroy(jit);
+    if (blas) dlclose(blas);
+    return 0;
+  }
   printf("\n%-4s %5s %5s %5s %3s | %9s %7s | %9s %7s | %9s | %7s\n", "case",
          "M", "N", "K", "thr", "ours ms", "GFLOP/s", "sgemm ms", "GFLOP/s",
          "sgemv ms", "ours/best");
@@ -415,6 +643,7 @@ int main(int argc, char** argv) {
       "cblas_sgemv at M = 1); dx: x@w^T, dW: x^T@w, plain; medians of %d "
       "runs)\n",
       runs);
+  if (!filter) bench_bf16(jit, runs, sgemm, sbgemm, set_threads);
   tj_x86_jit_destroy(jit);
   if (blas) dlclose(blas);
   return 0;

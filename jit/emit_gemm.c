@@ -39,6 +39,19 @@
 // reading a row of A^T's block (along m) at a time, once per thread and m
 // block.
 //
+// f16 and bf16 operands (accumulated in f32) take the same paths: packing
+// widens them to f32 (bf16: a 16-bit shift; f16: vcvtph2ps, or integer
+// code without F16C), A is always packed then (tj_kir_gemm_packs_a), and
+// the in-place microkernels widen B's vectors and A's broadcasts as they
+// read them. Where the CPU has avx512bf16, a bf16 x bf16 GEMM's packed
+// path instead keeps bf16 and packs pairs along k, B panels as [kc/2][NR]
+// and A slivers as [kc/2][MR] 32-bit lanes of two bf16 (an odd kc's last
+// pair zero padded), and the microkernel's FMA is vdpbf16ps, two products
+// per f32 lane per instruction: ~1.8x the f32 path's rate on one core
+// here (bench/gemm_bench.c bf16). Its sums differ slightly from the FMA
+// chain's (see ukernel_step_dot); the small-M path stays on widening,
+// being bound by reading B, which bf16 already halves.
+//
 // The microkernel is its own noinline function: its register allocation
 // then sees only the accumulators and the K loop, and the epilogue's
 // constants (GELU's polynomials) never compete with the accumulators for
@@ -98,18 +111,60 @@ static LLVMValueRef gep_i8(tj_emit_t* em, LLVMValueRef ptr,
   return LLVMBuildGEP2(em->b, em->t_i8, ptr, &count, 1, "");
 }
 
-static LLVMValueRef masked_load(tj_emit_t* em, LLVMTypeRef vt, LLVMValueRef ptr,
-                                LLVMValueRef mask) {
+// Masked load / gather of |vt| whose elements are |align|-byte aligned.
+static LLVMValueRef masked_load_a(tj_emit_t* em, LLVMTypeRef vt,
+                                  LLVMValueRef ptr, LLVMValueRef mask,
+                                  int32_t align) {
   LLVMTypeRef types[2] = {vt, em->t_ptr};
-  LLVMValueRef args[4] = {ptr, i32c(em, 4), mask, LLVMConstNull(vt)};
+  LLVMValueRef args[4] = {ptr, i32c(em, align), mask, LLVMConstNull(vt)};
   return tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
 }
 
-static LLVMValueRef masked_gather(tj_emit_t* em, LLVMTypeRef vt,
-                                  LLVMValueRef ptrs, LLVMValueRef mask) {
+static LLVMValueRef masked_gather_a(tj_emit_t* em, LLVMTypeRef vt,
+                                    LLVMValueRef ptrs, LLVMValueRef mask,
+                                    int32_t align) {
   LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
-  LLVMValueRef args[4] = {ptrs, i32c(em, 4), mask, LLVMConstNull(vt)};
+  LLVMValueRef args[4] = {ptrs, i32c(em, align), mask, LLVMConstNull(vt)};
   return tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4);
+}
+
+//===--- operands of f32, f16 or bf16 ---===//
+//
+// A and B may hold f16 or bf16 (tj_kir_t.allow_half_gemm). Wherever the
+// template reads them (packing, the in-place microkernels) the values are
+// widened to f32 exactly (bf16: a 16-bit shift; f16: vcvtph2ps with F16C),
+// and everything after that is the f32 template. With avx512bf16 a bf16
+// GEMM instead packs bf16 pairs for vdpbf16ps (the "dot" path below).
+
+static int32_t op_bytes(tj_dtype_t dt) { return dt == TJ_DTYPE_F32 ? 4 : 2; }
+
+// Element |count| of an operand of |dt| from |ptr|.
+static LLVMValueRef gep_op(tj_emit_t* em, tj_dtype_t dt, LLVMValueRef ptr,
+                           LLVMValueRef count) {
+  return LLVMBuildGEP2(em->b, tj_emit_memory_type(em, dt), ptr, &count, 1, "");
+}
+
+// |w| consecutive operand elements at |ptr| as <w x float>; lanes off in
+// |mask| (NULL: none) read as 0 and are not accessed.
+static LLVMValueRef load_op_vec(tj_emit_t* em, tj_dtype_t dt, int32_t w,
+                                LLVMValueRef ptr, LLVMValueRef mask) {
+  LLVMTypeRef vt = LLVMVectorType(tj_emit_memory_type(em, dt), (unsigned)w);
+  LLVMValueRef v;
+  if (mask) {
+    v = masked_load_a(em, vt, ptr, mask, op_bytes(dt));
+  } else {
+    v = LLVMBuildLoad2(em->b, vt, ptr, "b");
+    LLVMSetAlignment(v, (unsigned)op_bytes(dt));
+  }
+  return tj_emit_widen(em, dt, v);
+}
+
+// The operand elements at the |w| pointers |ptrs| as <w x float>.
+static LLVMValueRef gather_op_vec(tj_emit_t* em, tj_dtype_t dt, int32_t w,
+                                  LLVMValueRef ptrs, LLVMValueRef mask) {
+  LLVMTypeRef vt = LLVMVectorType(tj_emit_memory_type(em, dt), (unsigned)w);
+  return tj_emit_widen(em, dt,
+                       masked_gather_a(em, vt, ptrs, mask, op_bytes(dt)));
 }
 
 //===--- the microkernel ---===//
@@ -128,6 +183,13 @@ typedef struct ukernel_opts_t {
   // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the
   // capstone) and costs for wide ones (4 x NR at M = 1: 0.20 -> 0.29 ms).
   bool prefetch_next;
+  // Direct: the operands' dtypes (widened to f32 as they are read). The
+  // packed path reads f32 panels and slivers (F32 here).
+  tj_dtype_t a_dtype, b_dtype;
+  // Packed bf16 pairs: the sliver holds (A[m][2p], A[m][2p+1]) and the
+  // panel (B[2p][n], B[2p+1][n]) in one 32-bit lane each, one step per
+  // pair p, accumulated with vdpbf16ps (16 lanes only).
+  bool dot;
 } ukernel_opts_t;
 
 typedef struct ukernel_t {
@@ -139,28 +201,71 @@ typedef struct ukernel_t {
   LLVMValueRef b, ldb, ka;
 } ukernel_t;
 
+// One k-pair step of the dot microkernel: |brow| is the panel's row of
+// pairs (nr 32-bit lanes), |koff| the pair's offset in each sliver row.
+// vdpbf16ps adds a[2i] * b[2i] + a[2i+1] * b[2i+1] to f32 lane i: the
+// products are exact in f32, but the instruction flushes bf16 denormal
+// inputs and f32 denormal results to zero and rounds once per pair
+// (round-to-nearest-even), so a dot path sum differs from the f32 FMA
+// chain over widened values by about one f32 ulp per pair.
+static void ukernel_step_dot(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
+                             LLVMValueRef* acc) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, nv = u->o->nr / w;
+  LLVMTypeRef pairs =
+      LLVMVectorType(LLVMBFloatTypeInContext(em->ctx), (unsigned)(2 * w));
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+  LLVMValueRef bvec[16], splat[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef bv = LLVMBuildLoad2(
+        b, iv, gep_f32(em, brow, i64c(em, (int64_t)v * w)), "bpair");
+    LLVMSetAlignment(bv, u->valign);
+    bvec[v] = LLVMBuildBitCast(b, bv, pairs, "");
+  }
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    LLVMValueRef av =
+        LLVMBuildLoad2(b, em->t_i32, gep_f32(em, u->rowp[r], koff), "apair");
+    LLVMSetAlignment(av, 4);
+    splat[r] = LLVMBuildBitCast(b, tj_emit_splat(em, av, w), pairs, "");
+  }
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef args[3] = {acc[r * nv + v], splat[r], bvec[v]};
+      acc[r * nv + v] = tj_emit_intrinsic(
+          em, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, args, 3);
+    }
+  }
+}
+
 // One k step on accumulator set |acc| (mr * nv values, updated).
 static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   tj_emit_t* em = u->em;
   LLVMBuilderRef b = em->b;
   const int32_t w = em->target.lanes, nv = u->o->nr / w;
-  LLVMValueRef brow = gep_f32(em, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
+  const tj_dtype_t adt = u->o->a_dtype, bdt = u->o->b_dtype;
+  LLVMValueRef brow = gep_op(em, bdt, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
   if (u->o->prefetch_next) {
     // The same row of the next strip, into L2 (see ukernel_opts_t).
     LLVMTypeRef pt = em->t_ptr;
-    for (int32_t off = u->o->nr; off < 2 * u->o->nr; off += 16) {
-      LLVMValueRef args[4] = {gep_f32(em, brow, i64c(em, off)), i32c(em, 0),
+    for (int32_t off = u->o->nr; off < 2 * u->o->nr;
+         off += 64 / op_bytes(bdt)) {
+      LLVMValueRef args[4] = {gep_op(em, bdt, brow, i64c(em, off)), i32c(em, 0),
                               i32c(em, 2), i32c(em, 1)};
       tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
     }
   }
   LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
   LLVMValueRef splat[16];
+  if (u->o->dot) {
+    ukernel_step_dot(u, brow, koff, acc);
+    return;
+  }
   for (int32_t r = 0; r < u->o->mr; ++r) {
-    LLVMValueRef av =
-        LLVMBuildLoad2(b, em->t_f32, gep_f32(em, u->rowp[r], koff), "a");
-    LLVMSetAlignment(av, 4);
-    splat[r] = tj_emit_splat(em, av, w);
+    LLVMValueRef av = LLVMBuildLoad2(b, tj_emit_memory_type(em, adt),
+                                     gep_op(em, adt, u->rowp[r], koff), "a");
+    LLVMSetAlignment(av, (unsigned)op_bytes(adt));
+    splat[r] = tj_emit_splat(em, tj_emit_widen(em, adt, av), w);
   }
   LLVMTypeRef t = u->vt;
   const char* fma = em->target.has_fma ? "llvm.fma" : "llvm.fmuladd";
@@ -170,14 +275,9 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
     // live at once would not fit beside the accumulators. (Taller tiles
     // hold fewer B vectors than broadcasts: the order below.)
     for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef p = gep_f32(em, brow, i64c(em, (int64_t)v * w));
-      LLVMValueRef bv;
-      if (u->o->masked) {
-        bv = masked_load(em, u->vt, p, u->mask[v]);
-      } else {
-        bv = LLVMBuildLoad2(b, u->vt, p, "b");
-        LLVMSetAlignment(bv, 4);
-      }
+      LLVMValueRef p = gep_op(em, bdt, brow, i64c(em, (int64_t)v * w));
+      LLVMValueRef bv =
+          load_op_vec(em, bdt, w, p, u->o->masked ? u->mask[v] : NULL);
       for (int32_t r = 0; r < u->o->mr; ++r) {
         LLVMValueRef args[3] = {splat[r], bv, acc[r * nv + v]};
         acc[r * nv + v] = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
@@ -187,9 +287,9 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   }
   LLVMValueRef bvec[16];
   for (int32_t v = 0; v < nv; ++v) {
-    LLVMValueRef p = gep_f32(em, brow, i64c(em, (int64_t)v * w));
-    if (u->o->masked) {
-      bvec[v] = masked_load(em, u->vt, p, u->mask[v]);
+    LLVMValueRef p = gep_op(em, bdt, brow, i64c(em, (int64_t)v * w));
+    if (u->o->masked || bdt != TJ_DTYPE_F32) {
+      bvec[v] = load_op_vec(em, bdt, w, p, u->o->masked ? u->mask[v] : NULL);
     } else {
       bvec[v] = LLVMBuildLoad2(b, u->vt, p, "b");
       LLVMSetAlignment(bvec[v], u->o->direct ? 4 : u->valign);
@@ -315,7 +415,7 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMValueRef last = LLVMBuildSub(b, mrv, i64c(em, 1), "");
   for (int32_t r = 0; r < mr; ++r) {
     LLVMValueRef rr = tj_emit_min_i64(em, i64c(em, r), last);
-    u.rowp[r] = gep_f32(em, a, LLVMBuildMul(b, rr, lda, ""));
+    u.rowp[r] = gep_op(em, o->a_dtype, a, LLVMBuildMul(b, rr, lda, ""));
   }
   if (o->masked) {
     for (int32_t v = 0; v < nv; ++v) {
@@ -375,18 +475,18 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 // panels kc rows long), with masked (gathered when sn != 1) loads of the
 // |nlen| valid columns and zeros beyond.
 static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
-                        LLVMValueRef src, LLVMValueRef sk, LLVMValueRef sn,
-                        bool unit_n, LLVMValueRef k_begin, LLVMValueRef k_end,
-                        LLVMValueRef kc, LLVMValueRef nlen, LLVMValueRef dst) {
+                        tj_dtype_t dt, LLVMValueRef src, LLVMValueRef sk,
+                        LLVMValueRef sn, bool unit_n, LLVMValueRef k_begin,
+                        LLVMValueRef k_end, LLVMValueRef kc, LLVMValueRef nlen,
+                        LLVMValueRef dst) {
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
-  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t panels;
   LLVMValueRef j =
       tj_emit_loop_begin(em, &panels, i64c(em, 0),
                          ceil_div(em, nlen, s->tile_n), i64c(em, 1), "panel");
   LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
-  LLVMValueRef src_j = gep_f32(em, src, LLVMBuildMul(em->b, col0, sn, ""));
+  LLVMValueRef src_j = gep_op(em, dt, src, LLVMBuildMul(em->b, col0, sn, ""));
   LLVMValueRef dst_j =
       gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc, ""));  // j*NR*kc
   LLVMValueRef mask[16];
@@ -399,18 +499,17 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_t kl;
   LLVMValueRef kk =
       tj_emit_loop_begin(em, &kl, k_begin, k_end, i64c(em, 1), "pack_k");
-  LLVMValueRef row = gep_f32(em, src_j, LLVMBuildMul(em->b, kk, sk, ""));
+  LLVMValueRef row = gep_op(em, dt, src_j, LLVMBuildMul(em->b, kk, sk, ""));
   LLVMValueRef out =
       gep_f32(em, dst_j, LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
   for (int32_t v = 0; v < nv; ++v) {
-    LLVMValueRef p =
-        gep_f32(em, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
+    LLVMValueRef p = gep_op(
+        em, dt, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
     LLVMValueRef val;
     if (unit_n) {
-      val = masked_load(em, vt, p, mask[v]);
+      val = load_op_vec(em, dt, w, p, mask[v]);
     } else {
-      LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, p, &offs, 1, "");
-      val = masked_gather(em, vt, ptrs, mask[v]);
+      val = gather_op_vec(em, dt, w, gep_op(em, dt, p, offs), mask[v]);
     }
     LLVMValueRef st =
         LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
@@ -452,19 +551,19 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
                         LLVMValueRef nlen, LLVMValueRef dst) {
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  const tj_dtype_t dt = k->buffers[bbuf].dtype;
   LLVMValueRef sk = tj_emit_stride(em, bbuf, k->rank - 2);
   LLVMValueRef sn = tj_emit_stride(em, bbuf, k->rank - 1);
   const tj_kir_ival_t* st = k->buffers[bbuf].strides;
   bool unit_n = tj_kir_ival_is_const(st[k->rank - 1], 1);
   bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
   if (unit_n || !unit_k) {
-    pack_b_rows(em, s, src, sk, sn, unit_n, i64c(em, 0), kc, kc, nlen, dst);
+    pack_b_rows(em, s, dt, src, sk, sn, unit_n, i64c(em, 0), kc, kc, nlen, dst);
     return;
   }
   // B^T: column c is contiguous along k. Per panel and per w columns of
   // it, w x w blocks: w k-vectors (one per column) transposed into w
   // n-vectors (one per k row of the panel).
-  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   LLVMValueRef kfull = LLVMBuildAnd(em->b, kc, i64c(em, ~(int64_t)(w - 1)), "");
   tj_emit_loop_t panels;
   LLVMValueRef j =
@@ -481,8 +580,9 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMTypeRef mt = LLVMVectorType(em->t_i1, (unsigned)w);
   for (int32_t i = 0; i < w; ++i) {
     LLVMValueRef c = LLVMBuildAdd(em->b, c0, i64c(em, i), "");
-    colsrc[i] = gep_f32(
-        em, src, LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""), sn, ""));
+    colsrc[i] =
+        gep_op(em, dt, src,
+               LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""), sn, ""));
     LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, c, cols, "");
     colmask[i] = LLVMBuildSelect(em->b, valid, LLVMConstAllOnes(mt),
                                  LLVMConstNull(mt), "");
@@ -493,7 +593,7 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
       tj_emit_loop_begin(em, &kl, i64c(em, 0), kfull, i64c(em, w), "tk");
   LLVMValueRef rows[64];
   for (int32_t i = 0; i < w; ++i) {
-    rows[i] = masked_load(em, vt, gep_f32(em, colsrc[i], kb), colmask[i]);
+    rows[i] = load_op_vec(em, dt, w, gep_op(em, dt, colsrc[i], kb), colmask[i]);
   }
   transpose(em, w, rows);
   for (int32_t i = 0; i < w; ++i) {
@@ -507,7 +607,7 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_end(em, &vl);
   tj_emit_loop_end(em, &panels);
   // The last kc % w rows by gathers.
-  pack_b_rows(em, s, src, sk, sn, false, kfull, kc, kc, nlen, dst);
+  pack_b_rows(em, s, dt, src, sk, sn, false, kfull, kc, kc, nlen, dst);
 }
 
 // Packs the A block at |src| (|mrows| rows, kc columns) into slivers of MR
@@ -525,7 +625,7 @@ static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes, mr = s->tile_m;
   const int32_t chunks = (mr + w - 1) / w;
-  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  const tj_dtype_t dt = k->buffers[abuf].dtype;
   LLVMValueRef sm = tj_emit_stride(em, abuf, k->rank - 2);
   LLVMValueRef sk = tj_emit_stride(em, abuf, k->rank - 1);
   bool unit_m = tj_kir_ival_is_const(k->buffers[abuf].strides[k->rank - 2], 1);
@@ -535,16 +635,17 @@ static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_t kl;
   LLVMValueRef kk =
       tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1), "pack_a");
-  LLVMValueRef row = gep_f32(em, src, LLVMBuildMul(em->b, kk, sk, ""));
+  LLVMValueRef row = gep_op(em, dt, src, LLVMBuildMul(em->b, kk, sk, ""));
   if (unit_m) {
-    LLVMValueRef ahead = gep_f32(
-        em, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_A_ROWS), sk, ""));
+    LLVMValueRef ahead = gep_op(
+        em, dt, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_A_ROWS), sk, ""));
     tj_emit_loop_t pl;
-    LLVMValueRef off = tj_emit_loop_begin(em, &pl, i64c(em, 0), mrows,
-                                          i64c(em, 16), "pack_a_prefetch");
+    LLVMValueRef off =
+        tj_emit_loop_begin(em, &pl, i64c(em, 0), mrows,
+                           i64c(em, 64 / op_bytes(dt)), "pack_a_prefetch");
     LLVMTypeRef pt = em->t_ptr;
-    LLVMValueRef args[4] = {gep_f32(em, ahead, off), i32c(em, 0), i32c(em, 3),
-                            i32c(em, 1)};
+    LLVMValueRef args[4] = {gep_op(em, dt, ahead, off), i32c(em, 0),
+                            i32c(em, 3), i32c(em, 1)};
     tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
     tj_emit_loop_end(em, &pl);
   }
@@ -556,20 +657,19 @@ static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMValueRef m = LLVMBuildMul(em->b, q, i64c(em, mr), "");
   LLVMValueRef valid =
       tj_emit_min_i64(em, LLVMBuildSub(em->b, mrows, m, ""), i64c(em, mr));
-  LLVMValueRef from = gep_f32(em, row, LLVMBuildMul(em->b, m, sm, ""));
+  LLVMValueRef from = gep_op(em, dt, row, LLVMBuildMul(em->b, m, sm, ""));
   LLVMValueRef out = gep_f32(em, out_k, LLVMBuildMul(em->b, q, stride, ""));
   for (int32_t c = 0; c < chunks; ++c) {
     LLVMValueRef mask = tj_emit_lane_mask(
         em, LLVMBuildSub(em->b, valid, i64c(em, (int64_t)c * w), ""), w);
     LLVMValueRef val;
     if (unit_m) {
-      val = masked_load(em, vt, gep_f32(em, from, i64c(em, (int64_t)c * w)),
-                        mask);
+      val = load_op_vec(em, dt, w,
+                        gep_op(em, dt, from, i64c(em, (int64_t)c * w)), mask);
     } else {
-      LLVMValueRef base = gep_f32(
-          em, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
-      LLVMValueRef ptrs = LLVMBuildGEP2(em->b, em->t_f32, base, &offs, 1, "");
-      val = masked_gather(em, vt, ptrs, mask);
+      LLVMValueRef base = gep_op(
+          em, dt, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
+      val = gather_op_vec(em, dt, w, gep_op(em, dt, base, offs), mask);
     }
     // A whole vector: its lanes past MR land in the next k's rows, which
     // later iterations overwrite, and past the last k in the slack.
@@ -579,6 +679,260 @@ static void emit_pack_a(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   }
   tj_emit_loop_end(em, &sl);
   tj_emit_loop_end(em, &kl);
+}
+
+//===--- packing bf16 pairs (the dot path) ---===//
+//
+// vdpbf16ps multiplies 32-bit lanes holding two bf16 each: the packed B
+// panel is [kc/2][NR] pairs (B[2p][n], B[2p+1][n]) and the A sliver
+// [kc/2][MR] pairs (A[m][2p], A[m][2p+1]), the first of each pair in the
+// low half (where it is in memory). An odd kc's last pair has a zero high
+// half on both sides: never a read past the block, and 0 * 0 adds
+// nothing.
+
+static LLVMValueRef gep16(tj_emit_t* em, LLVMValueRef ptr, LLVMValueRef count) {
+  return LLVMBuildGEP2(em->b, em->t_i16, ptr, &count, 1, "");
+}
+
+// <w x i16> |lo|, |hi| -> <2w x i16> lo[0], hi[0], lo[1], hi[1], ..
+static LLVMValueRef interleave(tj_emit_t* em, int32_t w, LLVMValueRef lo,
+                               LLVMValueRef hi) {
+  LLVMValueRef idx[128];
+  for (int32_t i = 0; i < w; ++i) {
+    idx[2 * i] = i32c(em, i);
+    idx[2 * i + 1] = i32c(em, w + i);
+  }
+  return LLVMBuildShuffleVector(em->b, lo, hi,
+                                LLVMConstVector(idx, (unsigned)(2 * w)), "");
+}
+
+// |w| raw bf16 at |ptr| (contiguous) or at the pointers |ptr| + |offs|
+// (when |offs| is not NULL), lanes off in |mask| 0 and not accessed.
+static LLVMValueRef load16(tj_emit_t* em, int32_t w, LLVMValueRef ptr,
+                           LLVMValueRef offs, LLVMValueRef mask) {
+  LLVMTypeRef vt = LLVMVectorType(em->t_i16, (unsigned)w);
+  if (offs) return masked_gather_a(em, vt, gep16(em, ptr, offs), mask, 2);
+  return masked_load_a(em, vt, ptr, mask, 2);
+}
+
+// Packs pairs [p_begin, p_end) of the bf16 B block whose column c of row k
+// is at src[k*sk + c*sn] into panels dst[c / NR][p][c % NR] (32-bit lanes,
+// panels kc2 = ceil(kc / 2) pairs long); rows >= kc and columns >= nlen
+// read as 0.
+static void pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                         LLVMValueRef src, LLVMValueRef sk, LLVMValueRef sn,
+                         bool unit_n, LLVMValueRef p_begin, LLVMValueRef p_end,
+                         LLVMValueRef kc, LLVMValueRef kc2, LLVMValueRef nlen,
+                         LLVMValueRef dst) {
+  const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  tj_emit_loop_t panels;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &panels, i64c(em, 0),
+                         ceil_div(em, nlen, s->tile_n), i64c(em, 1), "ppanel");
+  LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
+  LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
+  LLVMValueRef src_j = gep16(em, src, LLVMBuildMul(em->b, col0, sn, ""));
+  LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc2, ""));
+  LLVMValueRef mask[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    mask[v] = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, cols, i64c(em, (int64_t)v * w), ""), w);
+  }
+  LLVMValueRef offs = unit_n
+                          ? NULL
+                          : LLVMBuildMul(em->b, tj_emit_iota(em, em->t_i64, w),
+                                         tj_emit_splat(em, sn, w), "");
+  tj_emit_loop_t pl;
+  LLVMValueRef p =
+      tj_emit_loop_begin(em, &pl, p_begin, p_end, i64c(em, 1), "pack_pair");
+  LLVMValueRef k = LLVMBuildMul(em->b, p, i64c(em, 2), "");
+  LLVMValueRef has_hi = LLVMBuildICmp(
+      em->b, LLVMIntSLT, LLVMBuildAdd(em->b, k, i64c(em, 1), ""), kc, "");
+  LLVMValueRef hi_ok = tj_emit_splat(em, has_hi, w);
+  LLVMValueRef lo_row = gep16(em, src_j, LLVMBuildMul(em->b, k, sk, ""));
+  LLVMValueRef hi_row = gep16(em, lo_row, sk);
+  LLVMValueRef out =
+      gep_f32(em, dst_j, LLVMBuildMul(em->b, p, i64c(em, s->tile_n), ""));
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef off = LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, "");
+    LLVMValueRef lo = load16(em, w, gep16(em, lo_row, off), offs, mask[v]);
+    LLVMValueRef hi = load16(em, w, gep16(em, hi_row, off), offs,
+                             LLVMBuildAnd(em->b, mask[v], hi_ok, ""));
+    LLVMValueRef st =
+        LLVMBuildStore(em->b, interleave(em, w, lo, hi),
+                       gep_f32(em, out, i64c(em, (int64_t)v * w)));
+    LLVMSetAlignment(st, (unsigned)w * 4);
+  }
+  tj_emit_loop_end(em, &pl);
+  tj_emit_loop_end(em, &panels);
+}
+
+// The bf16 B block at |src| (kc rows, nlen columns) as pair panels.
+static void emit_pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                              uint32_t bbuf, LLVMValueRef src, LLVMValueRef kc,
+                              LLVMValueRef nlen, LLVMValueRef dst) {
+  const tj_kir_t* k = em->k;
+  const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  LLVMValueRef sk = tj_emit_stride(em, bbuf, k->rank - 2);
+  LLVMValueRef sn = tj_emit_stride(em, bbuf, k->rank - 1);
+  const tj_kir_ival_t* st = k->buffers[bbuf].strides;
+  bool unit_n = tj_kir_ival_is_const(st[k->rank - 1], 1);
+  bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
+  LLVMValueRef kc2 = ceil_div(em, kc, 2);
+  if (unit_n || !unit_k) {
+    pack_b_pairs(em, s, src, sk, sn, unit_n, i64c(em, 0), kc2, kc, kc2, nlen,
+                 dst);
+    return;
+  }
+  // B^T: a column's pairs are contiguous, w of them one 32-bit vector;
+  // w columns' vectors transposed give w pair rows of the panel (as the
+  // f32 packing does with floats).
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+  LLVMValueRef pfull = LLVMBuildMul(
+      em->b, LLVMBuildUDiv(em->b, kc, i64c(em, 2 * w), ""), i64c(em, w), "");
+  tj_emit_loop_t panels;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &panels, i64c(em, 0),
+                         ceil_div(em, nlen, s->tile_n), i64c(em, 1), "tppanel");
+  LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
+  LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
+  LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc2, ""));
+  tj_emit_loop_t vl;
+  LLVMValueRef v = tj_emit_loop_begin(em, &vl, i64c(em, 0), i64c(em, nv),
+                                      i64c(em, 1), "tpvec");
+  LLVMValueRef c0 = LLVMBuildMul(em->b, v, i64c(em, w), "");
+  LLVMValueRef colsrc[64], colmask[64];
+  LLVMTypeRef mt = LLVMVectorType(em->t_i1, (unsigned)w);
+  for (int32_t i = 0; i < w; ++i) {
+    LLVMValueRef c = LLVMBuildAdd(em->b, c0, i64c(em, i), "");
+    colsrc[i] = gep16(
+        em, src, LLVMBuildMul(em->b, LLVMBuildAdd(em->b, col0, c, ""), sn, ""));
+    LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, c, cols, "");
+    colmask[i] = LLVMBuildSelect(em->b, valid, LLVMConstAllOnes(mt),
+                                 LLVMConstNull(mt), "");
+  }
+  LLVMValueRef dst_v = gep_f32(em, dst_j, c0);
+  tj_emit_loop_t pl;
+  LLVMValueRef pb =
+      tj_emit_loop_begin(em, &pl, i64c(em, 0), pfull, i64c(em, w), "tpk");
+  LLVMValueRef kb = LLVMBuildMul(em->b, pb, i64c(em, 2), "");
+  LLVMValueRef rows[64];
+  for (int32_t i = 0; i < w; ++i) {
+    rows[i] = masked_load_a(em, iv, gep16(em, colsrc[i], kb), colmask[i], 2);
+  }
+  transpose(em, w, rows);
+  for (int32_t i = 0; i < w; ++i) {
+    LLVMValueRef p =
+        gep_f32(em, dst_v,
+                LLVMBuildMul(em->b, LLVMBuildAdd(em->b, pb, i64c(em, i), ""),
+                             i64c(em, s->tile_n), ""));
+    LLVMSetAlignment(LLVMBuildStore(em->b, rows[i], p), (unsigned)w * 4);
+  }
+  tj_emit_loop_end(em, &pl);
+  tj_emit_loop_end(em, &vl);
+  tj_emit_loop_end(em, &panels);
+  // The last pairs (fewer than w, or an odd kc's last one) by gathers.
+  pack_b_pairs(em, s, src, sk, sn, false, pfull, kc2, kc, kc2, nlen, dst);
+}
+
+// One chunk of w rows of A pair p (at |from|, the chunk's row 0 at k =
+// 2p): a <2w x i16> of pairs, |tail| when k + 1 is past kc.
+static LLVMValueRef a_pairs(tj_emit_t* em, LLVMValueRef from, LLVMValueRef sk,
+                            LLVMValueRef offs, bool unit_m, bool unit_k,
+                            LLVMValueRef mask, bool tail) {
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef pv = LLVMVectorType(em->t_i16, (unsigned)(2 * w));
+  LLVMValueRef lo_offs = unit_m ? NULL : offs;
+  if (unit_k && !unit_m && !tail) {
+    // Each row's pair is one 32-bit word: one gather of w words.
+    LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+    LLVMValueRef pair = masked_gather_a(em, iv, gep16(em, from, offs), mask, 2);
+    return LLVMBuildBitCast(em->b, pair, pv, "");
+  }
+  LLVMValueRef lo = load16(em, w, from, lo_offs, mask);
+  LLVMValueRef hi = tail ? LLVMConstNull(LLVMVectorType(em->t_i16, (unsigned)w))
+                         : load16(em, w, gep16(em, from, sk), lo_offs, mask);
+  return interleave(em, w, lo, hi);
+}
+
+// Packs the bf16 A block at |src| (|mrows| rows, kc columns) as slivers of
+// MR rows of pairs: dst[sl * stride + p * MR + r] (32-bit lanes; stride =
+// ceil(kc / 2) * MR + W, a vector of slack after each sliver); rows past
+// |mrows| are zero. k pairs outermost, as emit_pack_a and for its reason.
+static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                              uint32_t abuf, LLVMValueRef src, LLVMValueRef kc,
+                              LLVMValueRef mrows, LLVMValueRef dst,
+                              LLVMValueRef stride) {
+  const tj_kir_t* k = em->k;
+  const int32_t w = em->target.lanes, mr = s->tile_m;
+  const int32_t chunks = (mr + w - 1) / w;
+  LLVMValueRef sm = tj_emit_stride(em, abuf, k->rank - 2);
+  LLVMValueRef sk = tj_emit_stride(em, abuf, k->rank - 1);
+  const tj_kir_ival_t* st = k->buffers[abuf].strides;
+  bool unit_m = tj_kir_ival_is_const(st[k->rank - 2], 1);
+  bool unit_k = tj_kir_ival_is_const(st[k->rank - 1], 1);
+  LLVMValueRef offs = LLVMBuildMul(em->b, tj_emit_iota(em, em->t_i64, w),
+                                   tj_emit_splat(em, sm, w), "");
+  LLVMValueRef nsl = ceil_div(em, mrows, mr);
+  tj_emit_loop_t pl;
+  LLVMValueRef p = tj_emit_loop_begin(em, &pl, i64c(em, 0), ceil_div(em, kc, 2),
+                                      i64c(em, 1), "pack_a_pair");
+  LLVMValueRef kk = LLVMBuildMul(em->b, p, i64c(em, 2), "");
+  LLVMValueRef has_hi = LLVMBuildICmp(
+      em->b, LLVMIntSLT, LLVMBuildAdd(em->b, kk, i64c(em, 1), ""), kc, "");
+  LLVMValueRef row = gep16(em, src, LLVMBuildMul(em->b, kk, sk, ""));
+  if (unit_m) {
+    // A^T: the next rows' lines, as emit_pack_a does.
+    LLVMValueRef ahead =
+        gep16(em, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_A_ROWS), sk, ""));
+    tj_emit_loop_t fl;
+    LLVMValueRef off = tj_emit_loop_begin(em, &fl, i64c(em, 0), mrows,
+                                          i64c(em, 32), "pack_a_prefetch");
+    LLVMTypeRef pt = em->t_ptr;
+    for (int32_t r = 0; r < 2; ++r) {
+      LLVMValueRef at = gep16(em, ahead, off);
+      if (r) at = gep16(em, at, sk);
+      LLVMValueRef args[4] = {at, i32c(em, 0), i32c(em, 3), i32c(em, 1)};
+      tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+    }
+    tj_emit_loop_end(em, &fl);
+  }
+  LLVMValueRef out_p =
+      gep_f32(em, dst, LLVMBuildMul(em->b, p, i64c(em, mr), ""));
+  tj_emit_loop_t sl;
+  LLVMValueRef q = tj_emit_loop_begin(em, &sl, i64c(em, 0), nsl, i64c(em, 1),
+                                      "pack_a_psliver");
+  LLVMValueRef m = LLVMBuildMul(em->b, q, i64c(em, mr), "");
+  LLVMValueRef valid =
+      tj_emit_min_i64(em, LLVMBuildSub(em->b, mrows, m, ""), i64c(em, mr));
+  LLVMValueRef from = gep16(em, row, LLVMBuildMul(em->b, m, sm, ""));
+  LLVMValueRef out = gep_f32(em, out_p, LLVMBuildMul(em->b, q, stride, ""));
+  for (int32_t c = 0; c < chunks; ++c) {
+    LLVMValueRef mask = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, valid, i64c(em, (int64_t)c * w), ""), w);
+    LLVMValueRef at =
+        gep16(em, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
+    LLVMValueRef dst_c = gep_f32(em, out, i64c(em, (int64_t)c * w));
+    // A whole vector, as in emit_pack_a: lanes past MR land in the next
+    // pairs' rows (rewritten later) or, after the last pair, in the slack.
+    tj_emit_if_t full, tail;
+    tj_emit_if_begin(em, &full, has_hi, "pair_full");
+    LLVMSetAlignment(
+        LLVMBuildStore(em->b,
+                       a_pairs(em, at, sk, offs, unit_m, unit_k, mask, false),
+                       dst_c),
+        4);
+    tj_emit_if_end(em, &full);
+    tj_emit_if_begin(em, &tail, LLVMBuildNot(em->b, has_hi, ""), "pair_tail");
+    LLVMSetAlignment(
+        LLVMBuildStore(em->b,
+                       a_pairs(em, at, sk, offs, unit_m, unit_k, mask, true),
+                       dst_c),
+        4);
+    tj_emit_if_end(em, &tail);
+  }
+  tj_emit_loop_end(em, &sl);
+  tj_emit_loop_end(em, &pl);
 }
 
 //===--- the epilogue ---===//
@@ -647,6 +1001,8 @@ typedef struct gemm_t {
   LLVMValueRef M, N, K, nmb, nnb;
   LLVMValueRef tile;  // tile_m x tile_n f32 on the stack
   LLVMValueRef sa_m, sa_k, sb_k, sb_n;
+  tj_dtype_t adt, bdt;  // the operands' dtypes
+  bool dot;             // bf16 pairs and vdpbf16ps (the packed path)
 } gemm_t;
 
 // The unit |u|: its batch point, m range and n block. Units are ordered
@@ -742,7 +1098,8 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
                                 i64c(em, s->nc), ""),
                    ""));
   LLVMValueRef nlen = LLVMBuildSub(em->b, n_end, un.n0, "");
-  LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf], un.n0);  // sn == 1
+  LLVMValueRef b_blk =
+      gep_op(em, g->bdt, un.batch.ptr[g->bbuf], un.n0);  // sn == 1
   tj_emit_loop_t ml;
   LLVMValueRef m =
       tj_emit_loop_begin(em, &ml, un.m0, un.m_end, i64c(em, s->tile_m), "dm");
@@ -757,8 +1114,8 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
     edge = LLVMBuildSelect(em->b, is_r, d->edge[r], edge, "");
     width = LLVMBuildSelect(em->b, is_r, i64c(em, d->width[r]), width, "");
   }
-  LLVMValueRef a_ptr =
-      gep_f32(em, un.batch.ptr[g->abuf], LLVMBuildMul(em->b, m, g->sa_m, ""));
+  LLVMValueRef a_ptr = gep_op(em, g->adt, un.batch.ptr[g->abuf],
+                              LLVMBuildMul(em->b, m, g->sa_m, ""));
   // Full strips, then the rest of the span in NR-wide masked pieces (one
   // mask per vector: a masked strip as wide as a full one would need more
   // mask registers than there are, and compiles slowly).
@@ -782,8 +1139,8 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMValueRef step =
       LLVMBuildSelect(em->b, is_full, width, i64c(em, s->tile_n), "");
   LLVMValueRef args[11] = {
-      a_ptr, g->sa_m, g->sa_k, gep_f32(em, b_blk, col),      g->sb_k, g->K,
-      rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0), cols};
+      a_ptr, g->sa_m, g->sa_k, gep_op(em, g->bdt, b_blk, col), g->sb_k, g->K,
+      rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0),   cols};
   LLVMBuildCall2(em->b, fty, fn, args, 11, "");
   TJ_RETURN_IF_ERROR(
       emit_epilogue(em, &un.batch, g->tile, step, rows, m,
@@ -814,10 +1171,13 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef b_bytes = align64(
       em, LLVMBuildMul(em->b, kc_eff, i64c(em, (int64_t)s->nc * 4), ""));
   LLVMValueRef apack = gep_i8(em, packed, b_bytes);
-  // Packed A: mc / MR slivers of kc * MR floats and a vector of slack.
-  LLVMValueRef a_stride =
-      LLVMBuildAdd(em->b, LLVMBuildMul(em->b, kc_eff, i64c(em, s->tile_m), ""),
-                   i64c(em, em->target.lanes), "a_stride");
+  // Packed A: mc / MR slivers of kc * MR floats (dot: ceil(kc / 2) * MR
+  // pairs, which fit the same scratch) and a vector of slack.
+  LLVMValueRef a_stride = LLVMBuildAdd(
+      em->b,
+      LLVMBuildMul(em->b, g->dot ? ceil_div(em, kc_eff, 2) : kc_eff,
+                   i64c(em, s->tile_m), ""),
+      i64c(em, em->target.lanes), "a_stride");
   LLVMValueRef a_bytes =
       pack_a ? align64(em, LLVMBuildMul(
                                em->b, a_stride,
@@ -834,8 +1194,8 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                                       i64c(em, 1), "unit");
   unit_t un;
   decompose_unit(g, u, pack_a, &un);
-  LLVMValueRef b_blk = gep_f32(em, un.batch.ptr[g->bbuf],
-                               LLVMBuildMul(em->b, un.n0, g->sb_n, ""));
+  LLVMValueRef b_blk = gep_op(em, g->bdt, un.batch.ptr[g->bbuf],
+                              LLVMBuildMul(em->b, un.n0, g->sb_n, ""));
   // Passes over K; K == 0 still runs one (empty) pass so the epilogue
   // writes C = epilogue(0).
   LLVMValueRef passes = LLVMBuildSelect(
@@ -847,6 +1207,9 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef k0 = LLVMBuildMul(em->b, pass, i64c(em, s->kc), "k0");
   LLVMValueRef kc =
       tj_emit_min_i64(em, i64c(em, s->kc), LLVMBuildSub(em->b, K, k0, ""));
+  // The K extent of this pass in the packed layout's rows: k values, or
+  // pairs on the dot path.
+  LLVMValueRef kc_rows = g->dot ? ceil_div(em, kc, 2) : kc;
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
       em->b, LLVMIntEQ, LLVMBuildAdd(em->b, pass, i64c(em, 1), ""), passes, "");
@@ -859,9 +1222,13 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
         "");
     tj_emit_if_t pack;
     tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack");
-    emit_pack_b(em, s, g->bbuf,
-                gep_f32(em, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, "")), kc,
-                un.nlen, packed);
+    LLVMValueRef b_src =
+        gep_op(em, g->bdt, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, ""));
+    if (g->dot) {
+      emit_pack_b_pairs(em, s, g->bbuf, b_src, kc, un.nlen, packed);
+    } else {
+      emit_pack_b(em, s, g->bbuf, b_src, kc, un.nlen, packed);
+    }
     LLVMBuildStore(em->b,
                    LLVMBuildSelect(em->b, single, un.key_b, i64c(em, -1), ""),
                    packed_key);
@@ -878,12 +1245,16 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
         "");
     tj_emit_if_t pack;
     tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack_a");
-    emit_pack_a(
-        em, s, g->abuf,
-        gep_f32(em, un.batch.ptr[g->abuf],
-                LLVMBuildAdd(em->b, LLVMBuildMul(em->b, un.m0, g->sa_m, ""),
-                             LLVMBuildMul(em->b, k0, g->sa_k, ""), "")),
-        kc, LLVMBuildSub(em->b, un.m_end, un.m0, ""), apack, a_stride);
+    LLVMValueRef a_src =
+        gep_op(em, g->adt, un.batch.ptr[g->abuf],
+               LLVMBuildAdd(em->b, LLVMBuildMul(em->b, un.m0, g->sa_m, ""),
+                            LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
+    LLVMValueRef mrows = LLVMBuildSub(em->b, un.m_end, un.m0, "");
+    if (g->dot) {
+      emit_pack_a_pairs(em, s, g->abuf, a_src, kc, mrows, apack, a_stride);
+    } else {
+      emit_pack_a(em, s, g->abuf, a_src, kc, mrows, apack, a_stride);
+    }
     LLVMBuildStore(em->b,
                    LLVMBuildSelect(em->b, single, un.key_a, i64c(em, -1), ""),
                    packed_a_key);
@@ -895,9 +1266,9 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef rows = tj_emit_min_i64(em, i64c(em, s->tile_m),
                                       LLVMBuildSub(em->b, un.m_end, m, ""));
   LLVMValueRef a_src =
-      gep_f32(em, un.batch.ptr[g->abuf],
-              LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, g->sa_m, ""),
-                           LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
+      gep_op(em, g->adt, un.batch.ptr[g->abuf],
+             LLVMBuildAdd(em->b, LLVMBuildMul(em->b, m, g->sa_m, ""),
+                          LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
   LLVMValueRef a_ptr = a_src, lda = g->sa_m, ka = g->sa_k;
   if (pack_a) {
     // a_stride was sized with kc_eff >= kc; slivers of this pass use kc.
@@ -915,7 +1286,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
       tj_emit_loop_begin(em, &jl, i64c(em, 0), ceil_div(em, un.nlen, s->tile_n),
                          i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
-  LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, kc, ""));
+  LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, kc_rows, ""));
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
   LLVMValueRef part_tile = gep_f32(
@@ -932,7 +1303,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                            ka,
                            bp,
                            i64c(em, s->tile_n),
-                           kc,
+                           kc_rows,
                            rows,
                            tptr,
                            ld,
@@ -972,10 +1343,18 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
   }
   g.dm = k->rank - 2;
   g.dn = k->rank - 1;
+  g.adt = k->buffers[g.abuf].dtype;
+  g.bdt = k->buffers[g.bbuf].dtype;
   bool pack_a = tj_kir_gemm_packs_a(k);
+  // vdpbf16ps where the CPU has it. Pairs never straddle two K passes when
+  // kc is even (odd only through an explicit schedule: such a kernel takes
+  // the widening path).
+  g.dot = em->target.avx512bf16 && w == 16 && g.adt == TJ_DTYPE_BF16 &&
+          g.bdt == TJ_DTYPE_BF16 && pack_a && s->kc % 2 == 0;
   // The in-place path needs B's rows contiguous along n.
   bool direct = tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
-  ukernel_opts_t po = {s->tile_m, s->tile_n, false, false, 1, false};
+  ukernel_opts_t po = {s->tile_m, s->tile_n,    false,        false, 1,
+                       false,     TJ_DTYPE_F32, TJ_DTYPE_F32, g.dot};
   LLVMValueRef ukernel = emit_ukernel(em, &po);
   direct_t d;
   memset(&d, 0, sizeof(d));
@@ -995,13 +1374,15 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       while (q < 4 && r * nv * q * 2 <= max_acc && nv * q * 2 <= 16) q *= 2;
       // Fewer than 8 accumulators cannot hide the FMA latency (4 cycles
       // on 2 pipes): two chains over alternating k then.
-      ukernel_opts_t o = {r,     s->tile_n * q,          true,
-                          false, r * nv * q < 8 ? 2 : 1, q == 1};
+      ukernel_opts_t o = {
+          r,      s->tile_n * q, true,  false, r * nv * q < 8 ? 2 : 1,
+          q == 1, g.adt,         g.bdt, false};
       d.fns[r] = emit_ukernel(em, &o);
       // The edge pieces sum in the same order as the full strips (same
       // chains), so a column's value does not depend on where a thread's
       // span begins: threaded runs equal serial ones bit for bit.
-      ukernel_opts_t e = {r, s->tile_n, true, true, o.chains, true};
+      ukernel_opts_t e = {r,    s->tile_n, true,  true, o.chains,
+                          true, g.adt,     g.bdt, false};
       d.edge[r] = emit_ukernel(em, &e);
       d.width[r] = o.nr;
       if (r * o.nr > d.max_tile) d.max_tile = r * o.nr;

@@ -343,6 +343,11 @@ static LLVMValueRef widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   }
 }
 
+LLVMValueRef tj_emit_widen(tj_emit_t* em, tj_dtype_t dtype,
+                           LLVMValueRef value) {
+  return widen(em, dtype, value);
+}
+
 // Compute value -> memory value.
 static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   LLVMBuilderRef b = em->b;

@@ -31,6 +31,9 @@ typedef struct tj_emit_target_t {
   bool has_fma;   // llvm.fma is one instruction (else fmuladd: mul + add)
   bool has_f16c;  // f16 <-> f32 in hardware (else integer emulation)
   bool avx512;    // 32 vector registers, masked loads for every width
+  // vdpbf16ps (llvm.x86.avx512bf16.dpbf16ps.512): the bf16 GEMM multiplies
+  // pairs of bf16 into f32 sums in one instruction (emit_gemm.c).
+  bool avx512bf16;
   tj_emit_unary_hook_fn unary_f32;  // optional
 } tj_emit_target_t;
 
@@ -173,6 +176,10 @@ LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
 // Stores compute-type |value| to buffer |b| at |point|.
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
                    LLVMValueRef value);
+
+// A value of |dtype|'s memory type (scalar or vector) widened to its
+// compute type: f16/bf16 -> f32 exactly, bool -> i1; others unchanged.
+LLVMValueRef tj_emit_widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef value);
 
 // Converts a value of |from| (compute type) to dtype |to| (compute type),
 // with the rounding and saturation rules of kernel_ir.h.

@@ -51,7 +51,8 @@
 //                after the K loop (TJ_KIR_ACC reads it): bias adds, gelu,
 //                residual adds, casts, and the store(s) of the result, so
 //                gelu(x @ w + b) is one kernel. A and B must be f32
-//                (f16/bf16 too where allow_half_gemm is set).
+//                (f16/bf16 too where allow_half_gemm is set: the product
+//                is still accumulated in f32).
 //
 //===----------------------------------------------------------------------===//
 // Values and dtypes
@@ -244,9 +245,11 @@ typedef struct tj_kir_t {
   // GEMM only.
   tj_kir_ival_t gemm_k;
   tj_kir_gemm_schedule_t schedule;
-  // GEMM only: f16 or bf16 operands (both of one dtype) are accepted too.
-  // Set before tj_kir_finalize by lowerings for targets with such a
-  // template (NVPTX tensor cores); the x86 templates take f32 only.
+  // GEMM only: f16 or bf16 operands are accepted too. Set before
+  // tj_kir_finalize by lowerings for targets with such a template: NVPTX
+  // tensor cores, and x86 (f16/bf16 widened to f32 as they are packed, or
+  // bf16 pairs multiplied by vdpbf16ps where the CPU has avx512bf16;
+  // jit/emit_gemm.c).
   bool allow_half_gemm;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
@@ -343,20 +346,33 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
                                const int64_t* scalars,
                                tj_kir_launch_t* out_launch);
 
-// Whether the x86 GEMM template packs A (its mc x kc block as slivers of
-// tile_m rows, in scratch after the packed B block; tj_kir_launch_info
-// counts them): when A's stride along k is not the constant 1
-// (a transposed or strided A), whose in-place reads would touch a new
-// cache line, often a new page, every k step.
-static inline bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {
+// Whether A's stride along k is the constant 1 (rows of A are read along
+// k in place).
+static inline bool tj_kir_gemm_a_k_contiguous(const tj_kir_t* kernel) {
   for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &kernel->buffers[b];
     if (buf->role == TJ_KIR_GEMM_A) {
       tj_kir_ival_t sk = buf->strides[kernel->rank - 1];
-      return !(sk.param < 0 && sk.value == 1);
+      return sk.param < 0 && sk.value == 1;
     }
   }
-  return false;
+  return true;
+}
+
+// Whether the x86 GEMM template packs A (its mc x kc block as slivers of
+// tile_m rows, in scratch after the packed B block; tj_kir_launch_info
+// counts them): when A's stride along k is not the constant 1
+// (a transposed or strided A), whose in-place reads would touch a new
+// cache line, often a new page, every k step; and when A is f16 or bf16,
+// so that the microkernel's broadcasts read f32 (or bf16 pairs for
+// vdpbf16ps) instead of widening a value per row and k step on the
+// shuffle port the FMAs need.
+static inline bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {
+  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &kernel->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A && buf->dtype != TJ_DTYPE_F32) return true;
+  }
+  return !tj_kir_gemm_a_k_contiguous(kernel);
 }
 
 // The value of |v| under |scalars|.

@@ -109,6 +109,17 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
       cpu = host_cpu;
       features = host_features;
       jit->target = (tj_emit_target_t){
+          .lanes = 16,
+          .has_fma = true,
+          .has_f16c = true,
+          .avx512 = true,
+          .avx512bf16 = has_feature(host_features, "avx512bf16")};
+      break;
+    case TJ_X86_ISA_X86_64_V4:
+      if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");
+      cpu = "x86-64-v4";
+      features = "";
+      jit->target = (tj_emit_target_t){
           .lanes = 16, .has_fma = true, .has_f16c = true, .avx512 = true};
       break;
     case TJ_X86_ISA_AVX2:

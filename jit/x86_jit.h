@@ -26,6 +26,10 @@ typedef enum tj_x86_isa_e {
   TJ_X86_ISA_AVX512 = 1,
   TJ_X86_ISA_AVX2 = 2,
   TJ_X86_ISA_SSE2 = 3,
+  // x86-64-v4: AVX-512 F/BW/CD/DQ/VL and nothing newer (no avx512bf16),
+  // 16 lanes: a portable AVX-512 level, and how tests run the AVX-512 code
+  // without the extensions this host may have.
+  TJ_X86_ISA_X86_64_V4 = 4,
 } tj_x86_isa_t;
 
 typedef struct tj_x86_jit_options_t {

@@ -276,10 +276,21 @@ static tj_status_t init_entry(tj_x86_tuner_t* t, const char* blas_why,
   e->num_candidates = 1;
   c = &e->cands[e->num_candidates++];
   c->kind = CAND_OPENBLAS;
-  snprintf(c->name, sizeof(c->name), "openblas sgemm + epilogue");
+  tj_dtype_t adt = TJ_DTYPE_F32;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_A) adt = k->buffers[b].dtype;
+  }
+  snprintf(c->name, sizeof(c->name), "openblas %s + epilogue",
+           adt == TJ_DTYPE_BF16 ? "sbgemm" : "sgemm");
   c->available = false;
   if (!t->blas) {
     snprintf(c->why, sizeof(c->why), "%s", blas_why);
+  } else if (adt == TJ_DTYPE_F16) {
+    snprintf(c->why, sizeof(c->why), "OpenBLAS has no f16 GEMM");
+  } else if (adt == TJ_DTYPE_BF16 && !t->blas->sbgemm) {
+    snprintf(c->why, sizeof(c->why),
+             "%.200s exports no cblas_sbgemm (built without BUILD_BFLOAT16)",
+             t->blas->name);
   } else if (t->runner->host_parallel_for) {
     snprintf(c->why, sizeof(c->why),
              "the host's parallel_for runs the work; OpenBLAS would use "

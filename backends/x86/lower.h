@@ -55,8 +55,8 @@ typedef struct tj_x86_lowered_t {
 //
 // Returns UNSUPPORTED with the reason when the group has no kernel IR form
 // (pad or concat inside a kernel, a reshape the iteration space cannot
-// follow, a non-f32 matmul, gather, ...): the caller then runs the group
-// another way. OUT_OF_MEMORY and INTERNAL are real failures. Nothing is
+// follow, a matmul of f64 or integers, gather, ...): the caller then runs the
+// group another way. OUT_OF_MEMORY and INTERNAL are real failures. Nothing is
 // left in |out| on failure.
 tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
                                const tj_memplan_t* memplan, uint32_t group,
@@ -69,8 +69,9 @@ tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
 // lowering is otherwise the same for every target.
 typedef struct tj_lower_target_t {
   // Matmuls with f16 or bf16 operands become GEMM kernels (NVPTX tensor
-  // cores) instead of UNSUPPORTED; their result is rounded to the matmul's
-  // dtype before the epilogue, as the graph's semantics say.
+  // cores; on x86 too since the x86 template takes them, so this is no
+  // longer consulted); their result is rounded to the matmul's dtype
+  // before the epilogue, as the graph's semantics say.
   bool half_gemm;
 } tj_lower_target_t;
 

@@ -62,6 +62,8 @@ const tj_openblas_t* tj_openblas_open(char* reason, size_t size) {
   if (p) memcpy(&lib->get_num_threads, &p, sizeof(p));
   p = dlsym(handle, "openblas_get_corename");
   if (p) memcpy(&lib->get_corename, &p, sizeof(p));
+  p = dlsym(handle, "cblas_sbgemm");
+  if (p) memcpy(&lib->sbgemm, &p, sizeof(p));
   snprintf(lib->name, sizeof(lib->name), "%s", name);
   ++g_num_libraries;  // the handle stays open for the process's lifetime
   pthread_mutex_unlock(&g_mutex);
@@ -124,8 +126,11 @@ static bool describe(const tj_kir_t* kernel, const int64_t* scalars,
   }
   const tj_kir_buffer_t* a = &kernel->buffers[p->abuf];
   const tj_kir_buffer_t* b = &kernel->buffers[p->bbuf];
-  if (a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) {
-    snprintf(reason, size, "operands are not f32");
+  bool f32 = a->dtype == TJ_DTYPE_F32 && b->dtype == TJ_DTYPE_F32;
+  bool bf16 = a->dtype == TJ_DTYPE_BF16 && b->dtype == TJ_DTYPE_BF16;
+  if (!f32 && !bf16) {
+    snprintf(reason, size, "operands are %s and %s, not both f32 or bf16",
+             tj_dtype_name(a->dtype), tj_dtype_name(b->dtype));
     return false;
   }
   if (p->m > INT_MAX || p->n > INT_MAX || p->k > INT_MAX) {
@@ -174,6 +179,12 @@ void tj_openblas_gemm(const tj_openblas_t* blas, const tj_kir_t* kernel,
     float* ce = c + e * p.m * p.n;
     if (p.k == 0) {
       memset(ce, 0, sizeof(float) * (size_t)(p.m * p.n));
+    } else if (a->dtype == TJ_DTYPE_BF16) {
+      if (!blas->sbgemm) return;  // excluded by the caller (openblas.h)
+      blas->sbgemm(kRowMajor, p.a.trans, p.b.trans, (int)p.m, (int)p.n,
+                   (int)p.k, 1.0f, (const uint16_t*)buffers[p.abuf] + aoff,
+                   (int)p.a.ld, (const uint16_t*)buffers[p.bbuf] + boff,
+                   (int)p.b.ld, 0.0f, ce, (int)p.n);
     } else {
       blas->sgemm(kRowMajor, p.a.trans, p.b.trans, (int)p.m, (int)p.n, (int)p.k,
                   1.0f, (const float*)buffers[p.abuf] + aoff, (int)p.a.ld,

@@ -501,12 +501,12 @@ static inline void interp_kernel(const tj_kir_t* k, void* const* buffers,
         int64_t sak = tj_kir_ival_eval(A->strides[k->rank - 1], scalars);
         int64_t sbk = tj_kir_ival_eval(B->strides[k->rank - 2], scalars);
         int64_t sbn = tj_kir_ival_eval(B->strides[k->rank - 1], scalars);
-        const float* a = buffers[abuf];
-        const float* bb = buffers[bbuf];
+        // f16/bf16 operands widen exactly (tj_load_f64).
         double acc = 0.0;
         for (int64_t q = 0; q < kk; ++q) {
-          acc += (double)a[aoff + m * sam + q * sak] *
-                 (double)bb[boff + q * sbk + n * sbn];
+          acc +=
+              tj_load_f64(A->dtype, buffers[abuf], aoff + m * sam + q * sak) *
+              tj_load_f64(B->dtype, buffers[bbuf], boff + q * sbk + n * sbn);
         }
         it.acc = acc;
       }
@@ -648,9 +648,11 @@ static inline double rng_uniform(double lo, double hi) {
 
 //===--- checking kernels against the oracle ---===//
 
-static tj_x86_jit_t* g_jits[3];
+// open_jits' levels, and one more a test may add (open_extra_jit).
+#define MAX_TEST_JITS 4
+static tj_x86_jit_t* g_jits[MAX_TEST_JITS];
 static int g_num_jits;
-static const char* g_isa_names[3];
+static const char* g_isa_names[MAX_TEST_JITS];
 
 //===--- buffers ---===//
 
@@ -769,8 +771,8 @@ static inline bool compare_outputs(const tj_kir_t* k, void* const* got,
 
 // A kernel compiled by every JIT of open_jits.
 typedef struct kernel_set_t {
-  compiled_t c[3];
-  bool ok[3];
+  compiled_t c[MAX_TEST_JITS];
+  bool ok[MAX_TEST_JITS];
 } kernel_set_t;
 
 // Finalizes |k| and compiles it for every JIT; false if any failed.
@@ -790,7 +792,7 @@ static inline bool prepare_kernel(tj_kir_t* k, kernel_set_t* set) {
 }
 
 static inline void release_set(kernel_set_t* set) {
-  for (int j = 0; j < 3; ++j) {
+  for (int j = 0; j < MAX_TEST_JITS; ++j) {
     if (set->ok[j]) release_kernel(&set->c[j]);
   }
   memset(set, 0, sizeof(*set));
@@ -886,6 +888,23 @@ static inline void open_jits(void) {
     g_isa_names[g_num_jits] = names[i];
     g_jits[g_num_jits++] = jit;
   }
+}
+
+// Adds a JIT for |isa| (named |name|) after open_jits' ones, unless the
+// host lacks it.
+static inline void open_extra_jit(tj_x86_isa_t isa, const char* name) {
+  tj_x86_jit_options_t o = {isa};
+  tj_x86_jit_t* jit;
+  tj_status_t s = tj_x86_jit_create(tj_allocator_system(), &o, &jit);
+  if (s || g_num_jits == MAX_TEST_JITS) {
+    printf("# skipping %s: %s\n", name, s ? tj_status_message(s) : "full");
+    tj_status_free(s);
+    if (!s) tj_x86_jit_destroy(jit);
+    return;
+  }
+  printf("# %s: %d lanes\n", name, tj_x86_jit_lanes(jit));
+  g_isa_names[g_num_jits] = name;
+  g_jits[g_num_jits++] = jit;
 }
 
 static inline void close_jits(void) {
