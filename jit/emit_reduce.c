@@ -11,6 +11,32 @@
 //     MAP:    the pointwise line loop (tj_emit_line_map).
 //     ROW:    the body once, with scalars.
 //
+// Column schedule: when the reduced (last) dim is strided in memory and the
+// dim before it is contiguous, e.g. db = sum over B of dy for a row-major
+// dy [B, N] (a kernel space [N, B] whose rows are dy's columns), the row
+// schedule above would gather every vector from W different cache lines
+// (and scatter a MAP's stores), 16 lines per 16 floats. Then the lanes run
+// across rows instead, and a call walks its rows in strips:
+//
+//   for each strip of up to STRIP_VECTORS * W rows in [begin, end) that are
+//       consecutive along the next-to-last dim:
+//     total = identity
+//     for j0 in [0, len) step J_BLOCK:          // blocked sums
+//       block = identity
+//       for j in [j0, min(len, j0 + J_BLOCK)):  // one contiguous run per j
+//         for each vector of rows of the strip (masked at the strip's end):
+//           the REDUCE phases accumulate into block, the MAP phases store
+//       total = combine(total, block)
+//     ROW phases: once per row, scalar, with that row's totals
+//
+// so memory is read (and written) in runs of the strip's width, as the
+// rows schedule reads a contiguous row. The REDUCE and MAP phases share one
+// walk, their common loads issued once (tj_emit_load_cache_t), which needs
+// that no REDUCE or MAP phase reads a row result (a max-subtracted softmax
+// over a strided dim keeps the row schedule) and that one MAP at most
+// comes last. Sums are blocked as above:
+// error grows with J_BLOCK + len / J_BLOCK, not len.
+//
 // ARGMAX keeps (value, index) per lane with "first max, NaN wins" order:
 // a candidate wins if it is larger, or NaN over a number, or equal with a
 // smaller index. The order is total, so the lane tree finds the first max.
@@ -21,6 +47,12 @@
 #include "lib/dtype.h"
 
 #define ARGMAX_NONE INT64_MAX  // index of a lane that has seen no element
+// Column schedule (see above): vectors of rows per strip, and the length
+// of a block of the reduced dim. A strip of 32 vectors is 2 KiB of f32 per
+// buffer per step of j on AVX-512: long enough runs for the prefetchers,
+// and the accumulators (2 x 2 KiB per REDUCE phase) stay in L1.
+#define STRIP_VECTORS 32
+#define J_BLOCK 256
 
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
@@ -276,8 +308,250 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
   return NULL;
 }
 
+//===--- the column schedule ---===//
+
+static bool has_row_ref(const tj_kir_phase_t* ph) {
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_ROW) return true;
+  }
+  return false;
+}
+
+// Whether |k| takes the column schedule (see the top of the file): some
+// buffer is neither contiguous nor broadcast along the reduced dim, every
+// buffer is one of the two along the dim before it, and the phases allow
+// one walk (no row results read before the ROW phases; no ARGMAX; no bool
+// accumulators, which have no vector memory form here).
+static bool use_columns(const tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  if (k->rank < 2 || em->target.lanes < 2) return false;
+  int32_t vd = k->rank - 1, cd = k->rank - 2;
+  bool strided = false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_ival_t* st = k->buffers[b].strides;
+    if (!tj_kir_ival_is_const(st[cd], 1) && !tj_kir_ival_is_const(st[cd], 0)) {
+      return false;
+    }
+    if (!tj_kir_ival_is_const(st[vd], 1) && !tj_kir_ival_is_const(st[vd], 0)) {
+      strided = true;
+    }
+  }
+  if (!strided) return false;
+  bool mapped = false;
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    if (ph->kind == TJ_KIR_PHASE_ROW) continue;
+    // After a MAP's stores nothing else may run in the walk: it would read
+    // an element (through an in-place alias) that the row schedule reads
+    // only after the whole row is stored.
+    if (has_row_ref(ph) || mapped) return false;
+    mapped = ph->kind == TJ_KIR_PHASE_MAP;
+    if (ph->kind == TJ_KIR_PHASE_REDUCE &&
+        (ph->reduce == TJ_KIR_REDUCE_ARGMAX ||
+         is_bool(ph->insts[ph->num_insts - 1].dtype))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// |point| moved by |count| elements along dim |d| (index and pointers).
+static void move_along(tj_emit_t* em, const tj_emit_point_t* point, int32_t d,
+                       LLVMValueRef count, tj_emit_point_t* out) {
+  const tj_kir_t* k = em->k;
+  *out = *point;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (tj_kir_ival_is_const(k->buffers[b].strides[d], 0)) continue;
+    out->ptr[b] = tj_emit_advance(
+        em, b, point->ptr[b],
+        LLVMBuildMul(em->b, count, tj_emit_stride(em, b, d), ""));
+  }
+  out->index[d] = LLVMBuildAdd(em->b, point->index[d], count, "");
+}
+
+// Per REDUCE phase: its accumulators, arrays of STRIP_VECTORS vectors.
+typedef struct column_acc_t {
+  LLVMTypeRef vt, array;
+  LLVMValueRef block, total;
+  tj_dtype_t dtype;
+} column_acc_t;
+
+static LLVMValueRef acc_slot(tj_emit_t* em, const column_acc_t* a,
+                             LLVMValueRef array, LLVMValueRef v) {
+  LLVMValueRef idx[2] = {i64c(em, 0), v};
+  return LLVMBuildGEP2(em->b, a->array, array, idx, 2, "");
+}
+
+// array[v] = identity for v in [0, nvec).
+static void acc_fill(tj_emit_t* em, const tj_kir_phase_t* ph,
+                     const column_acc_t* a, LLVMValueRef array,
+                     LLVMValueRef nvec) {
+  tj_emit_loop_t l;
+  LLVMValueRef v =
+      tj_emit_loop_begin(em, &l, i64c(em, 0), nvec, i64c(em, 1), "col_init");
+  LLVMBuildStore(em->b, identity(em, ph->reduce, a->dtype, a->vt),
+                 acc_slot(em, a, array, v));
+  tj_emit_loop_end(em, &l);
+}
+
+// The REDUCE and MAP phases at |point| (vectors of rows |v|).
+static tj_status_t column_step(tj_emit_t* em, const column_acc_t* accs,
+                               tj_emit_point_t* point, LLVMValueRef v) {
+  const tj_kir_t* k = em->k;
+  tj_emit_load_cache_t cache;
+  memset(&cache, 0, sizeof(cache));
+  cache.slot = 0;
+  cache.insert = true;
+  em->load_cache = &cache;
+  tj_status_t status = NULL;
+  for (uint32_t p = 0; !status && p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    if (ph->kind == TJ_KIR_PHASE_MAP) {
+      status = tj_emit_body(em, ph, point, NULL);
+    } else if (ph->kind == TJ_KIR_PHASE_REDUCE) {
+      LLVMValueRef x;
+      status = tj_emit_body(em, ph, point, &x);
+      if (!status) {
+        acc_t acc = {acc_slot(em, &accs[p], accs[p].block, v), NULL};
+        accumulate(em, ph, accs[p].dtype, &acc, x, NULL, point->mask);
+      }
+    }
+  }
+  em->load_cache = NULL;
+  return status;
+}
+
+static tj_status_t emit_columns(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  const int32_t w = em->target.lanes, vd = k->rank - 1, cd = k->rank - 2;
+  const int64_t strip = (int64_t)STRIP_VECTORS * w;
+  LLVMValueRef len = em->dim[vd];
+  column_acc_t accs[64];
+  LLVMValueRef rows[64];
+  memset(accs, 0, sizeof(accs));
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    if (ph->kind != TJ_KIR_PHASE_REDUCE) continue;
+    column_acc_t* a = &accs[p];
+    a->dtype = ph->insts[ph->num_insts - 1].dtype;
+    a->vt = tj_emit_vec(em, tj_emit_compute_type(em, a->dtype), w);
+    a->array = LLVMArrayType(a->vt, STRIP_VECTORS);
+    a->block = tj_emit_alloca(em, a->array, "col_block");
+    a->total = tj_emit_alloca(em, a->array, "col_total");
+    LLVMSetAlignment(a->block, 64);
+    LLVMSetAlignment(a->total, 64);
+  }
+  // for (r = begin; r < end; r += n): one strip of n rows.
+  LLVMValueRef rvar = tj_emit_alloca(em, em->t_i64, "col_row");
+  LLVMBuildStore(em->b, em->arg_begin, rvar);
+  LLVMBasicBlockRef cond =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "strip");
+  LLVMBasicBlockRef body =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "strip_body");
+  LLVMBasicBlockRef done =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "strip_done");
+  LLVMBuildBr(em->b, cond);
+  LLVMPositionBuilderAtEnd(em->b, cond);
+  LLVMValueRef r = LLVMBuildLoad2(em->b, em->t_i64, rvar, "");
+  LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, r, em->arg_end, ""),
+                  body, done);
+  LLVMPositionBuilderAtEnd(em->b, body);
+  tj_emit_point_t row;
+  memset(&row, 0, sizeof(row));
+  row.lanes = w;
+  row.vdim = cd;
+  row.rows = rows;
+  tj_emit_decompose(em, r, vd, &row);
+  row.index[vd] = i64c(em, 0);
+  // The strip: rows up to the end of the call, of this line along cd, and
+  // of the accumulators.
+  LLVMValueRef n = tj_emit_min_i64(
+      em, LLVMBuildSub(em->b, em->arg_end, r, ""),
+      tj_emit_min_i64(em, LLVMBuildSub(em->b, em->dim[cd], row.index[cd], ""),
+                      i64c(em, strip)));
+  LLVMValueRef nfull = LLVMBuildSDiv(em->b, n, i64c(em, w), "nfull");
+  LLVMValueRef rest =
+      LLVMBuildSub(em->b, n, LLVMBuildMul(em->b, nfull, i64c(em, w), ""), "");
+  LLVMValueRef has_tail =
+      LLVMBuildICmp(em->b, LLVMIntSGT, rest, i64c(em, 0), "");
+  LLVMValueRef nvec = LLVMBuildAdd(
+      em->b, nfull, LLVMBuildZExt(em->b, has_tail, em->t_i64, ""), "");
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    if (accs[p].vt) acc_fill(em, &k->phases[p], &accs[p], accs[p].total, nvec);
+  }
+  tj_emit_loop_t jbl;
+  LLVMValueRef j0 = tj_emit_loop_begin(em, &jbl, i64c(em, 0), len,
+                                       i64c(em, J_BLOCK), "col_jblock");
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    if (accs[p].vt) acc_fill(em, &k->phases[p], &accs[p], accs[p].block, nvec);
+  }
+  LLVMValueRef j_end =
+      tj_emit_min_i64(em, len, LLVMBuildAdd(em->b, j0, i64c(em, J_BLOCK), ""));
+  tj_emit_loop_t jl;
+  LLVMValueRef j = tj_emit_loop_begin(em, &jl, j0, j_end, i64c(em, 1), "col_j");
+  tj_emit_point_t at_j;
+  move_along(em, &row, vd, j, &at_j);
+  tj_emit_loop_t vl;
+  LLVMValueRef v =
+      tj_emit_loop_begin(em, &vl, i64c(em, 0), nfull, i64c(em, 1), "col_v");
+  tj_emit_point_t pt;
+  move_along(em, &at_j, cd, LLVMBuildMul(em->b, v, i64c(em, w), ""), &pt);
+  pt.mask = NULL;
+  TJ_RETURN_IF_ERROR(column_step(em, accs, &pt, v));
+  tj_emit_loop_end(em, &vl);
+  tj_emit_if_t tail;
+  tj_emit_if_begin(em, &tail, has_tail, "col_tail");
+  move_along(em, &at_j, cd, LLVMBuildMul(em->b, nfull, i64c(em, w), ""), &pt);
+  pt.mask = tj_emit_lane_mask(em, rest, w);
+  TJ_RETURN_IF_ERROR(column_step(em, accs, &pt, nfull));
+  tj_emit_if_end(em, &tail);
+  tj_emit_loop_end(em, &jl);
+  // total = combine(total, block), vector by vector.
+  tj_emit_loop_t ml;
+  v = tj_emit_loop_begin(em, &ml, i64c(em, 0), nvec, i64c(em, 1), "col_merge");
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const column_acc_t* a = &accs[p];
+    if (!a->vt) continue;
+    LLVMValueRef ts = acc_slot(em, a, a->total, v);
+    LLVMValueRef t = LLVMBuildLoad2(em->b, a->vt, ts, "");
+    LLVMValueRef blk =
+        LLVMBuildLoad2(em->b, a->vt, acc_slot(em, a, a->block, v), "");
+    LLVMBuildStore(em->b, combine(em, k->phases[p].reduce, a->dtype, t, blk),
+                   ts);
+  }
+  tj_emit_loop_end(em, &ml);
+  tj_emit_loop_end(em, &jbl);
+  // The ROW phases, a row at a time, with that row's totals (element i of
+  // a total array: its vectors are packed).
+  tj_emit_loop_t il;
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &il, i64c(em, 0), n, i64c(em, 1), "col_rows");
+  tj_emit_point_t once;
+  move_along(em, &row, cd, i, &once);
+  once.lanes = 1;
+  once.mask = NULL;
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const column_acc_t* a = &accs[p];
+    rows[p] = NULL;
+    if (!a->vt) continue;
+    LLVMTypeRef et = tj_emit_compute_type(em, a->dtype);
+    rows[p] = LLVMBuildLoad2(em->b, et,
+                             LLVMBuildGEP2(em->b, et, a->total, &i, 1, ""), "");
+  }
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    if (k->phases[p].kind != TJ_KIR_PHASE_ROW) continue;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[p], &once, NULL));
+  }
+  tj_emit_loop_end(em, &il);
+  LLVMBuildStore(em->b, LLVMBuildAdd(em->b, r, n, ""), rvar);
+  LLVMBuildBr(em->b, cond);
+  LLVMPositionBuilderAtEnd(em->b, done);
+  return NULL;
+}
+
 tj_status_t tj_emit_row_reduce(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
+  if (k->num_phases <= 64 && use_columns(em)) return emit_columns(em);
   int32_t vd = k->rank - 1;
   LLVMValueRef len = em->dim[vd];
   LLVMValueRef rows[64];

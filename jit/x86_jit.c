@@ -7,7 +7,17 @@
 // session. The dylib reflects process symbols (libm for f64 math, memcpy
 // and memset that LLVM may introduce). Destroying a module removes its
 // code through a resource tracker and keeps the empty dylib for reuse,
-// since the C API cannot remove dylibs.
+// since the C API cannot remove dylibs: a host that compiles and drops
+// executables for hours holds as many dylibs as it ever had kernel sets
+// loaded at once, and the code memory of dropped ones is returned.
+//
+// One JIT serves every executable of a context (x86_backend.h), so
+// compiles from several threads must not queue behind one another: each
+// build takes a TargetMachine of its own from a small free list (a
+// TargetMachine is not thread-safe; creating one costs ~0.1 ms; none is
+// made before the first build, since a warm start needs none) and its own
+// LLVMContext. Adding objects, lookups and removals go through ORC's
+// ExecutionSession, which is thread-safe.
 
 #include "jit/x86_jit.h"
 
@@ -32,27 +42,33 @@ typedef struct dylib_t {
   struct dylib_t* next;  // free list
 } dylib_t;
 
+// TargetMachines kept for the next builds; more concurrent builds than
+// this create and dispose extra ones.
+#define SPARE_TMS 4
+
 struct tj_x86_jit_t {
   tj_allocator_t allocator;
   tj_emit_target_t target;
   char* triple;  // LLVM-allocated (LLVMDisposeMessage)
   char cpu[64];
-  char* features;           // tj_strdup
-  char* key;                // tj_strdup
-  LLVMTargetMachineRef tm;  // for passes and emission; guarded by |mutex|
+  char* features;  // tj_strdup
+  char* key;       // tj_strdup
   LLVMOrcLLJITRef lljit;
   LLVMOrcExecutionSessionRef es;
   char global_prefix;
-  pthread_mutex_t mutex;  // compiles, the dylib free list
+  pthread_mutex_t mutex;  // the free lists below
   dylib_t* free_dylibs;
   uint64_t next_dylib;
-  _Atomic uint64_t compiles, loads, compile_ns;
+  LLVMTargetMachineRef spare_tms[SPARE_TMS];
+  int32_t num_spare_tms;
+  _Atomic uint64_t compiles, loads, compile_ns, live_modules;
 };
 
 struct tj_x86_module_t {
   tj_x86_jit_t* jit;
   dylib_t* dylib;
   LLVMOrcResourceTrackerRef tracker;
+  bool counted;  // in |jit->live_modules|
 };
 
 static pthread_once_t g_llvm_once = PTHREAD_ONCE_INIT;
@@ -183,7 +199,6 @@ tj_status_t tj_x86_jit_create(tj_allocator_t allocator,
                                 host_cpu, host_features);
   LLVMDisposeMessage(host_cpu);
   LLVMDisposeMessage(host_features);
-  if (!s) s = create_tm(jit, &jit->tm);
   if (!s) {
     // The LLJIT's own TargetMachine only matters for IR added to it, which
     // we never do; it is built like ours for consistency. The builder
@@ -232,7 +247,9 @@ void tj_x86_jit_destroy(tj_x86_jit_t* jit) {
     tj_free(jit->allocator, d, sizeof(*d));
     d = next;
   }
-  if (jit->tm) LLVMDisposeTargetMachine(jit->tm);
+  for (int32_t i = 0; i < jit->num_spare_tms; ++i) {
+    LLVMDisposeTargetMachine(jit->spare_tms[i]);
+  }
   if (jit->triple) LLVMDisposeMessage(jit->triple);
   tj_free_string(jit->allocator, jit->features);
   tj_free_string(jit->allocator, jit->key);
@@ -248,6 +265,10 @@ void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out) {
   out->compiles = atomic_load(&((tj_x86_jit_t*)jit)->compiles);
   out->loads = atomic_load(&((tj_x86_jit_t*)jit)->loads);
   out->compile_ns = atomic_load(&((tj_x86_jit_t*)jit)->compile_ns);
+  out->live_modules = atomic_load(&((tj_x86_jit_t*)jit)->live_modules);
+  pthread_mutex_lock(&((tj_x86_jit_t*)jit)->mutex);
+  out->dylibs = jit->next_dylib;
+  pthread_mutex_unlock(&((tj_x86_jit_t*)jit)->mutex);
 }
 
 //===--- compiling ---===//
@@ -268,11 +289,211 @@ typedef enum stage_e {
 // Builds the module for |kernels| and carries it to |stage|; the result
 // goes to |*out_data| / |*out_size| (allocated from the jit's allocator;
 // text is NUL-terminated, the size excluding the NUL).
-static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
-                         uint32_t n, stage_t stage, uint8_t** out_data,
+//===--- hot and cold parts ---===//
+
+// Whether |fn| may go to the cold part by itself: an internal void
+// function that an emitter marked with the string attribute
+// "tj-deferrable", or (before emitters mark them) a GEMM template's direct
+// (small-M) microkernel, "tj_ukernel_<kernel>_d<rows>[_edge]"
+// (jit/emit_gemm.c). split_module also requires that it calls no function
+// with a body outside the cold part.
+static bool deferrable(LLVMValueRef fn) {
+  if (LLVMIsDeclaration(fn) || LLVMGetLinkage(fn) != LLVMInternalLinkage) {
+    return false;
+  }
+  LLVMTypeRef fty = LLVMGlobalGetValueType(fn);
+  if (LLVMGetTypeKind(LLVMGetReturnType(fty)) != LLVMVoidTypeKind ||
+      LLVMIsFunctionVarArg(fty) || LLVMCountParams(fn) > 32) {
+    return false;
+  }
+  static const char kAttr[] = "tj-deferrable";
+  if (LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, kAttr,
+                                    sizeof(kAttr) - 1)) {
+    return true;
+  }
+  size_t len = 0;
+  const char* name = LLVMGetValueName2(fn, &len);
+  if (len < 12 || strncmp(name, "tj_ukernel_", 11) != 0) return false;
+  const char* end = name + len;
+  if (len > 5 && strcmp(end - 5, "_edge") == 0) end -= 5;
+  const char* p = end;
+  while (p > name && p[-1] >= '0' && p[-1] <= '9') --p;
+  return p != end && p - name >= 2 && p[-1] == 'd' && p[-2] == '_';
+}
+
+static bool in_set(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (set[i] == fn) return true;
+  }
+  return false;
+}
+
+// Whether every call in |fn| goes to a declaration or to |set|.
+static bool calls_only(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
+         in = LLVMGetNextInstruction(in)) {
+      if (!LLVMIsACallInst(in)) continue;
+      LLVMValueRef callee = LLVMGetCalledValue(in);
+      if (!LLVMIsAFunction(callee)) return false;
+      if (!LLVMIsDeclaration(callee) && !in_set(callee, set, n)) return false;
+    }
+  }
+  return true;
+}
+
+// Turns |fn| into a declaration (external: a declaration cannot be
+// internal). Uses of its values are replaced first, so nothing dangles.
+static void drop_body(LLVMValueRef fn) {
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
+         in = LLVMGetNextInstruction(in)) {
+      LLVMTypeRef t = LLVMTypeOf(in);
+      if (LLVMGetTypeKind(t) != LLVMVoidTypeKind) {
+        LLVMReplaceAllUsesWith(in, LLVMGetPoison(t));
+      }
+    }
+  }
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef in; (in = LLVMGetFirstInstruction(bb)) != NULL;) {
+      LLVMInstructionEraseFromParent(in);
+    }
+  }
+  for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(fn)) != NULL;) {
+    LLVMDeleteBasicBlock(bb);
+  }
+  LLVMSetLinkage(fn, LLVMExternalLinkage);
+}
+
+static LLVMValueRef add_global(LLVMModuleRef mod, LLVMTypeRef type,
+                               const char* name, LLVMValueRef init,
+                               bool constant) {
+  LLVMValueRef g = LLVMAddGlobal(mod, type, name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, constant);
+  LLVMSetLinkage(g, LLVMExternalLinkage);
+  LLVMSetAlignment(g, 8);
+  return g;
+}
+
+// The body of deferred function |fn| (number |index|) in the hot part:
+//   fp = atomic load acquire @tj_lazy_fp_<index>
+//   if (!fp) fp = (*@tj_lazy_resolve)(@tj_lazy_ctx, index); if (!fp) return
+//   fp(args...)
+static void emit_trampoline(LLVMModuleRef mod, LLVMValueRef fn, int32_t index) {
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+  char name[64];
+  snprintf(name, sizeof(name), "tj_lazy_fp_%d", (int)index);
+  LLVMValueRef slot = add_global(mod, ptr, name, LLVMConstNull(ptr), false);
+  LLVMValueRef resolve = LLVMGetNamedGlobal(mod, "tj_lazy_resolve");
+  LLVMValueRef lazy_ctx = LLVMGetNamedGlobal(mod, "tj_lazy_ctx");
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, fn, "entry");
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(ctx, fn, "resolve");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(ctx, fn, "call");
+  LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(ctx, fn, "out");
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef fp = LLVMBuildLoad2(b, ptr, slot, "fp");
+  LLVMSetOrdering(fp, LLVMAtomicOrderingAcquire);
+  LLVMSetAlignment(fp, 8);
+  LLVMBuildCondBr(b, LLVMBuildIsNull(b, fp, ""), slow, go);
+  LLVMPositionBuilderAtEnd(b, slow);
+  LLVMTypeRef rargs[2] = {ptr, i64};
+  LLVMTypeRef rty = LLVMFunctionType(ptr, rargs, 2, 0);
+  LLVMValueRef call_args[2] = {LLVMBuildLoad2(b, ptr, lazy_ctx, ""),
+                               LLVMConstInt(i64, (unsigned long long)index, 0)};
+  LLVMValueRef r = LLVMBuildCall2(b, rty, LLVMBuildLoad2(b, ptr, resolve, ""),
+                                  call_args, 2, "fp");
+  LLVMBuildCondBr(b, LLVMBuildIsNull(b, r, ""), out, go);
+  LLVMPositionBuilderAtEnd(b, go);
+  LLVMValueRef f = LLVMBuildPhi(b, ptr, "f");
+  LLVMValueRef in_vals[2] = {fp, r};
+  LLVMBasicBlockRef in_blocks[2] = {entry, slow};
+  LLVMAddIncoming(f, in_vals, in_blocks, 2);
+  unsigned nargs = LLVMCountParams(fn);
+  LLVMValueRef args[32];
+  for (unsigned i = 0; i < nargs && i < 32; ++i) args[i] = LLVMGetParam(fn, i);
+  LLVMBuildCall2(b, LLVMGlobalGetValueType(fn), f, args, nargs, "");
+  LLVMBuildBr(b, out);
+  LLVMPositionBuilderAtEnd(b, out);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+}
+
+// Splits |mod| (see x86_jit.h): PART_HOT keeps everything but replaces the
+// body of each deferrable function with a trampoline and adds
+// @tj_lazy_count; PART_COLD keeps only the deferrable functions, renamed
+// tj_cold_<i>. |*out_num_cold| is their number.
+static void split_module(LLVMModuleRef mod, tj_x86_part_t part,
+                         int32_t* out_num_cold) {
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+  LLVMValueRef cold[TJ_X86_MAX_COLD];
+  int32_t n = 0;
+  for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn;
+       fn = LLVMGetNextFunction(fn)) {
+    if (n < TJ_X86_MAX_COLD && deferrable(fn)) cold[n++] = fn;
+  }
+  // Drop candidates that call functions staying hot, until none does (the
+  // cold part is linked alone).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t i = 0; i < n; ++i) {
+      if (calls_only(cold[i], cold, n)) continue;
+      cold[i] = cold[--n];
+      changed = true;
+      break;
+    }
+  }
+  *out_num_cold = n;
+  if (part == TJ_X86_PART_HOT) {
+    add_global(mod, i64, "tj_lazy_count",
+               LLVMConstInt(i64, (unsigned long long)n, 0), true);
+    if (n == 0) return;
+    add_global(mod, ptr, "tj_lazy_resolve", LLVMConstNull(ptr), false);
+    add_global(mod, ptr, "tj_lazy_ctx", LLVMConstNull(ptr), false);
+    for (int32_t i = 0; i < n; ++i) {
+      drop_body(cold[i]);
+      emit_trampoline(mod, cold[i], i);
+    }
+    return;
+  }
+  // PART_COLD: every other function with a body goes.
+  for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn;) {
+    LLVMValueRef next = LLVMGetNextFunction(fn);
+    bool keep = false;
+    for (int32_t i = 0; i < n && !keep; ++i) keep = cold[i] == fn;
+    if (!keep && !LLVMIsDeclaration(fn)) drop_body(fn);
+    fn = next;
+  }
+  for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn;) {
+    LLVMValueRef next = LLVMGetNextFunction(fn);
+    if (LLVMIsDeclaration(fn) && !LLVMGetFirstUse(fn)) LLVMDeleteFunction(fn);
+    fn = next;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "tj_cold_%d", (int)i);
+    LLVMSetValueName2(cold[i], name, strlen(name));
+    LLVMSetLinkage(cold[i], LLVMExternalLinkage);
+  }
+}
+
+static tj_status_t build(tj_x86_jit_t* jit, LLVMTargetMachineRef tm,
+                         const tj_kir_t* const* kernels, uint32_t n,
+                         stage_t stage, tj_x86_part_t part,
+                         int32_t* out_num_cold, uint8_t** out_data,
                          size_t* out_size) {
   *out_data = NULL;
   *out_size = 0;
+  *out_num_cold = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (!kernels[i] || !kernels[i]->finalized) {
       return tj_invalid("x86 jit: kernel %u is not finalized", i);
@@ -281,10 +502,11 @@ static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("tj_kernels", ctx);
   LLVMSetTarget(mod, jit->triple);
-  LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(jit->tm);
+  LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(mod, layout);
   LLVMDisposeTargetData(layout);
   tj_status_t s = tj_emit_kernels(mod, &jit->target, kernels, n);
+  if (!s && part != TJ_X86_PART_ALL) split_module(mod, part, out_num_cold);
   if (!s) {
     char* msg = NULL;
     LLVMBool broken = LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg);
@@ -300,9 +522,8 @@ static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
   }
   if (!s && stage != STAGE_IR) {
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-    s = tj_status_from_llvm_error(
-        LLVMRunPasses(mod, "default<O3>", jit->tm, opts),
-        "x86 jit: LLVMRunPasses(default<O3>)");
+    s = tj_status_from_llvm_error(LLVMRunPasses(mod, "default<O3>", tm, opts),
+                                  "x86 jit: LLVMRunPasses(default<O3>)");
     LLVMDisposePassBuilderOptions(opts);
   }
   uint8_t* data = NULL;
@@ -321,8 +542,8 @@ static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
     LLVMMemoryBufferRef buf = NULL;
     char* err = NULL;
     LLVMBool failed = LLVMTargetMachineEmitToMemoryBuffer(
-        jit->tm, mod, stage == STAGE_ASM ? LLVMAssemblyFile : LLVMObjectFile,
-        &err, &buf);
+        tm, mod, stage == STAGE_ASM ? LLVMAssemblyFile : LLVMObjectFile, &err,
+        &buf);
     s = tj_status_from_llvm_message(failed, err, "x86 jit: emitting code");
     if (!s) {
       // Assembly is text: NUL-terminate it; objects are exactly their bytes.
@@ -348,29 +569,66 @@ static tj_status_t build(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
   return NULL;
 }
 
-static tj_status_t locked_build(tj_x86_jit_t* jit,
-                                const tj_kir_t* const* kernels, uint32_t n,
-                                stage_t stage, uint8_t** data, size_t* size) {
+// A TargetMachine for one build: a spare one, or a new one.
+static tj_status_t take_tm(tj_x86_jit_t* jit, LLVMTargetMachineRef* out) {
   pthread_mutex_lock(&jit->mutex);
+  if (jit->num_spare_tms > 0) {
+    *out = jit->spare_tms[--jit->num_spare_tms];
+    pthread_mutex_unlock(&jit->mutex);
+    return NULL;
+  }
+  pthread_mutex_unlock(&jit->mutex);
+  return create_tm(jit, out);
+}
+
+static void give_tm(tj_x86_jit_t* jit, LLVMTargetMachineRef tm) {
+  pthread_mutex_lock(&jit->mutex);
+  if (jit->num_spare_tms < SPARE_TMS) {
+    jit->spare_tms[jit->num_spare_tms++] = tm;
+    tm = NULL;
+  }
+  pthread_mutex_unlock(&jit->mutex);
+  if (tm) LLVMDisposeTargetMachine(tm);
+}
+
+static tj_status_t timed_build(tj_x86_jit_t* jit,
+                               const tj_kir_t* const* kernels, uint32_t n,
+                               stage_t stage, tj_x86_part_t part,
+                               int32_t* num_cold, uint8_t** data,
+                               size_t* size) {
+  *data = NULL;
+  *size = 0;
   uint64_t t0 = now_ns();
-  tj_status_t s = build(jit, kernels, n, stage, data, size);
+  LLVMTargetMachineRef tm;
+  TJ_RETURN_IF_ERROR(take_tm(jit, &tm));
+  tj_status_t s = build(jit, tm, kernels, n, stage, part, num_cold, data, size);
+  give_tm(jit, tm);
   if (stage == STAGE_OBJECT) {
     atomic_fetch_add(&jit->compiles, 1);
     atomic_fetch_add(&jit->compile_ns, now_ns() - t0);
   }
-  pthread_mutex_unlock(&jit->mutex);
   return s;
 }
 
 tj_status_t tj_x86_jit_compile(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels,
                                uint32_t num_kernels, tj_x86_object_t* object) {
+  int32_t num_cold;
+  return tj_x86_jit_compile_part(jit, kernels, num_kernels, TJ_X86_PART_ALL,
+                                 object, &num_cold);
+}
+
+tj_status_t tj_x86_jit_compile_part(tj_x86_jit_t* jit,
+                                    const tj_kir_t* const* kernels,
+                                    uint32_t num_kernels, tj_x86_part_t part,
+                                    tj_x86_object_t* object,
+                                    int32_t* out_num_cold) {
   memset(object, 0, sizeof(*object));
   object->allocator = jit->allocator;
   uint8_t* data;
   size_t size;
-  TJ_RETURN_IF_ERROR(
-      locked_build(jit, kernels, num_kernels, STAGE_OBJECT, &data, &size));
+  TJ_RETURN_IF_ERROR(timed_build(jit, kernels, num_kernels, STAGE_OBJECT, part,
+                                 out_num_cold, &data, &size));
   object->data = data;
   object->size = size;
   return NULL;
@@ -381,7 +639,9 @@ static tj_status_t emit_text(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
   *out_text = NULL;
   uint8_t* data;
   size_t size;
-  TJ_RETURN_IF_ERROR(locked_build(jit, kernels, n, stage, &data, &size));
+  int32_t num_cold;
+  TJ_RETURN_IF_ERROR(timed_build(jit, kernels, n, stage, TJ_X86_PART_ALL,
+                                 &num_cold, &data, &size));
   // Both text stages allocate strlen + 1 bytes, which tj_free_string frees.
   *out_text = (char*)data;
   return NULL;
@@ -467,16 +727,22 @@ tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
     return s;
   }
   atomic_fetch_add(&jit->loads, 1);
+  atomic_fetch_add(&jit->live_modules, 1);
+  m->counted = true;
   *out_module = m;
   return NULL;
 }
+
+#define MAX_LOOKUP 80  // symbols per lookup_many
 
 typedef struct lookup_t {
   pthread_mutex_t mutex;
   pthread_cond_t cond;
   bool done;
   LLVMErrorRef err;
-  LLVMOrcExecutorAddress address;
+  size_t n;
+  const LLVMOrcSymbolStringPoolEntryRef* names;  // compared, not used
+  LLVMOrcExecutorAddress* addresses;
 } lookup_t;
 
 static void on_lookup(LLVMErrorRef err, LLVMOrcCSymbolMapPairs result,
@@ -484,51 +750,118 @@ static void on_lookup(LLVMErrorRef err, LLVMOrcCSymbolMapPairs result,
   lookup_t* l = ctx;
   pthread_mutex_lock(&l->mutex);
   l->err = err;
-  if (!err && num_pairs == 1) l->address = result[0].Sym.Address;
+  for (size_t i = 0; !err && i < num_pairs; ++i) {
+    for (size_t j = 0; j < l->n; ++j) {
+      if (result[i].Name == l->names[j])
+        l->addresses[j] = result[i].Sym.Address;
+    }
+  }
   l->done = true;
   pthread_cond_signal(&l->cond);
   pthread_mutex_unlock(&l->mutex);
 }
 
-tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
-                                 const char* kernel_name, tj_kir_fn_t* out_fn) {
-  *out_fn = NULL;
+// The addresses of |n| symbols (without the global prefix) in |module|, in
+// one ORC lookup. |what| names them in errors.
+static tj_status_t lookup_many(tj_x86_module_t* module,
+                               const char* const* symbols, size_t n,
+                               const char* what, uintptr_t* out_addresses) {
+  if (n > MAX_LOOKUP) return tj_internal("x86 jit: %zu symbols at once", n);
   tj_x86_jit_t* jit = module->jit;
-  char name[300];
-  int n = snprintf(name, sizeof(name), "%s%s%s",
-                   jit->global_prefix ? (char[]){jit->global_prefix, 0} : "",
-                   "tj_kernel_", kernel_name);
-  if (n < 0 || (size_t)n >= sizeof(name)) {
-    return tj_invalid("x86 jit: kernel name too long: %s", kernel_name);
+  LLVMOrcCLookupSetElement syms[MAX_LOOKUP];
+  LLVMOrcSymbolStringPoolEntryRef names[MAX_LOOKUP];
+  LLVMOrcExecutorAddress addresses[MAX_LOOKUP];
+  for (size_t i = 0; i < n; ++i) {
+    out_addresses[i] = 0;
+    addresses[i] = 0;
+    char name[300];
+    int len = snprintf(
+        name, sizeof(name), "%s%s",
+        jit->global_prefix ? (char[]){jit->global_prefix, 0} : "", symbols[i]);
+    if (len < 0 || (size_t)len >= sizeof(name)) {
+      // The names interned so far belong to no lookup yet.
+      for (size_t j = 0; j < i; ++j) {
+        LLVMOrcReleaseSymbolStringPoolEntry(names[j]);
+      }
+      return tj_invalid("x86 jit: symbol name too long: %s", symbols[i]);
+    }
+    names[i] = LLVMOrcExecutionSessionIntern(jit->es, name);
+    syms[i] = (LLVMOrcCLookupSetElement){
+        names[i], LLVMOrcSymbolLookupFlagsRequiredSymbol};
   }
   lookup_t l;
   memset(&l, 0, sizeof(l));
+  l.n = n;
+  l.names = names;
+  l.addresses = addresses;
   pthread_mutex_init(&l.mutex, NULL);
   pthread_cond_init(&l.cond, NULL);
   LLVMOrcCJITDylibSearchOrderElement order = {
       module->dylib->jd, LLVMOrcJITDylibLookupFlagsMatchAllSymbols};
-  LLVMOrcCLookupSetElement sym = {LLVMOrcExecutionSessionIntern(jit->es, name),
-                                  LLVMOrcSymbolLookupFlagsRequiredSymbol};
-  // The lookup takes the interned name; it may complete on another thread
+  // The lookup takes the interned names; it may complete on another thread
   // (a concurrent dispatcher), so wait for the callback.
   LLVMOrcExecutionSessionLookup(jit->es, LLVMOrcLookupKindStatic, &order, 1,
-                                &sym, 1, on_lookup, &l);
+                                syms, n, on_lookup, &l);
   pthread_mutex_lock(&l.mutex);
   while (!l.done) pthread_cond_wait(&l.cond, &l.mutex);
   pthread_mutex_unlock(&l.mutex);
   pthread_cond_destroy(&l.cond);
   pthread_mutex_destroy(&l.mutex);
+  TJ_RETURN_IF_ERROR(tj_status_from_llvm_error(l.err, what));
+  for (size_t i = 0; i < n; ++i) {
+    if (!addresses[i]) {
+      return tj_status_make(TJ_STATUS_BACKEND_FAILURE, "%s: @%s has no address",
+                            what, symbols[i]);
+    }
+    out_addresses[i] = (uintptr_t)addresses[i];
+  }
+  return NULL;
+}
+
+static tj_status_t lookup_address(tj_x86_module_t* module, const char* symbol,
+                                  const char* what, uintptr_t* out_address) {
+  return lookup_many(module, &symbol, 1, what, out_address);
+}
+
+tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
+                                 const char* kernel_name, tj_kir_fn_t* out_fn) {
+  *out_fn = NULL;
+  char symbol[300];
+  int n = snprintf(symbol, sizeof(symbol), "tj_kernel_%s", kernel_name);
+  if (n < 0 || (size_t)n >= sizeof(symbol)) {
+    return tj_invalid("x86 jit: kernel name too long: %s", kernel_name);
+  }
   char what[320];
   snprintf(what, sizeof(what), "x86 jit: looking up kernel @%s", kernel_name);
-  TJ_RETURN_IF_ERROR(tj_status_from_llvm_error(l.err, what));
-  if (!l.address) {
-    return tj_status_make(TJ_STATUS_BACKEND_FAILURE, "%s: no address", what);
-  }
+  uintptr_t addr;
+  TJ_RETURN_IF_ERROR(lookup_address(module, symbol, what, &addr));
   // Object code addresses become function pointers here and nowhere else.
   tj_kir_fn_t fn;
-  uintptr_t addr = (uintptr_t)l.address;
   memcpy(&fn, &addr, sizeof(fn));
   *out_fn = fn;
+  return NULL;
+}
+
+tj_status_t tj_x86_module_lookup_symbols(tj_x86_module_t* module,
+                                         const char* const* symbols,
+                                         size_t num_symbols,
+                                         void** out_addresses) {
+  for (size_t i = 0; i < num_symbols; ++i) out_addresses[i] = NULL;
+  uintptr_t addrs[MAX_LOOKUP];
+  TJ_RETURN_IF_ERROR(lookup_many(module, symbols, num_symbols,
+                                 "x86 jit: looking up symbols", addrs));
+  for (size_t i = 0; i < num_symbols; ++i) out_addresses[i] = (void*)addrs[i];
+  return NULL;
+}
+
+tj_status_t tj_x86_module_lookup_data(tj_x86_module_t* module,
+                                      const char* symbol, void** out_address) {
+  *out_address = NULL;
+  char what[320];
+  snprintf(what, sizeof(what), "x86 jit: looking up @%s", symbol);
+  uintptr_t addr;
+  TJ_RETURN_IF_ERROR(lookup_address(module, symbol, what, &addr));
+  *out_address = (void*)addr;
   return NULL;
 }
 
@@ -552,5 +885,6 @@ void tj_x86_module_destroy(tj_x86_module_t* module) {
       tj_free(jit->allocator, module->dylib, sizeof(*module->dylib));
     }
   }
+  if (module->counted) atomic_fetch_sub(&jit->live_modules, 1);
   tj_free(jit->allocator, module, sizeof(*module));
 }

@@ -36,10 +36,12 @@ typedef struct tj_x86_jit_options_t {
   tj_x86_isa_t isa;
 } tj_x86_jit_options_t;
 
-// A JIT for one CPU target: a TargetMachine (for optimization and object
-// emission) and one LLJIT (for linking objects into this process).
-// Thread-safe: compiles are serialized by a mutex; loads, lookups and
-// calls of loaded kernels may run on any threads at once.
+// A JIT for one CPU target: TargetMachines (for optimization and object
+// emission) and one LLJIT (for linking objects into this process). One
+// serves all executables of a context (backends/x86/x86_backend.h).
+// Thread-safe: compiles (each with a TargetMachine of its own), loads,
+// lookups, unloads and calls of loaded kernels may run on any threads at
+// once.
 typedef struct tj_x86_jit_t tj_x86_jit_t;
 
 // Creates a JIT. |options| may be NULL (HOST). On success |*out_jit| is
@@ -66,9 +68,12 @@ const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit);
 
 // Counters for tests and logs (e.g. "a warm start invoked LLVM 0 times").
 typedef struct tj_x86_jit_stats_t {
-  uint64_t compiles;    // tj_x86_jit_compile calls that ran LLVM
-  uint64_t loads;       // objects loaded
-  uint64_t compile_ns;  // total time in compile
+  uint64_t compiles;      // tj_x86_jit_compile calls that ran LLVM
+  uint64_t loads;         // objects loaded
+  uint64_t compile_ns;    // total time in compile
+  uint64_t live_modules;  // loaded and not yet destroyed
+  uint64_t dylibs;        // JITDylibs ever created (kept for reuse; the C API
+                    // cannot remove them): at most the peak of live_modules
 } tj_x86_jit_stats_t;
 void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out_stats);
 
@@ -89,6 +94,35 @@ void tj_x86_object_deinitialize(tj_x86_object_t* object);
 tj_status_t tj_x86_jit_compile(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels,
                                uint32_t num_kernels, tj_x86_object_t* object);
+
+// Hot and cold parts. A generic GEMM kernel carries microkernels that only
+// small M runs call (the direct path of jit/emit_gemm.c); they are most of
+// its LLVM time, so an executable compiles its kernel set without them
+// (the HOT part) and the COLD part when a run first calls one. In the hot
+// part each such function is a trampoline: it calls through the pointer
+// @tj_lazy_fp_<i> (i in [0, @tj_lazy_count)), and while that is null asks
+// the function at @tj_lazy_resolve with (@tj_lazy_ctx, i) for it; a null
+// answer skips the call (the caller then reports the failure). The cold
+// part defines the functions as tj_cold_<i>. The loader of a hot part
+// fills @tj_lazy_resolve and @tj_lazy_ctx (tj_x86_module_lookup_data)
+// before any call. Only void functions that call nothing with a body are
+// ever deferred. @tj_lazy_count is in every hot part (0: nothing deferred).
+typedef enum tj_x86_part_e {
+  TJ_X86_PART_ALL = 0,   // the whole module
+  TJ_X86_PART_HOT = 1,   // with trampolines for the deferred functions
+  TJ_X86_PART_COLD = 2,  // only the deferred functions
+} tj_x86_part_t;
+
+// At most this many functions of one module are deferred.
+#define TJ_X86_MAX_COLD 64
+
+// tj_x86_jit_compile for |part|; |*out_num_cold| is the number of deferred
+// functions (the same for both parts of the same kernels).
+tj_status_t tj_x86_jit_compile_part(tj_x86_jit_t* jit,
+                                    const tj_kir_t* const* kernels,
+                                    uint32_t num_kernels, tj_x86_part_t part,
+                                    tj_x86_object_t* object,
+                                    int32_t* out_num_cold);
 
 // The module's LLVM IR as text, before (|optimized| false) or after the O3
 // pipeline, for dumps and FileCheck tests. Free with tj_free_string(
@@ -120,6 +154,20 @@ tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
 // |module| is destroyed. On failure |*out_fn| is NULL.
 tj_status_t tj_x86_module_lookup(tj_x86_module_t* module,
                                  const char* kernel_name, tj_kir_fn_t* out_fn);
+
+// The address of global symbol |symbol| (data or code, no prefix) in
+// |module|. Valid until |module| is destroyed. On failure
+// |*out_address| is NULL.
+tj_status_t tj_x86_module_lookup_data(tj_x86_module_t* module,
+                                      const char* symbol, void** out_address);
+
+// tj_x86_module_lookup_data for |num_symbols| (<= 80) symbols in one ORC
+// lookup: each costs a round trip through the session, which a warm start
+// pays for every symbol. On failure every address is NULL.
+tj_status_t tj_x86_module_lookup_symbols(tj_x86_module_t* module,
+                                         const char* const* symbols,
+                                         size_t num_symbols,
+                                         void** out_addresses);
 
 // Unloads the module's code. NULL is a no-op.
 void tj_x86_module_destroy(tj_x86_module_t* module);

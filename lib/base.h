@@ -85,6 +85,7 @@ void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
 typedef enum tj_context_extension_e {
   TJ_CONTEXT_EXTENSION_KERNEL_CACHE = 0,
   TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,  // backends/cuda/cuda_executable.c
+  TJ_CONTEXT_EXTENSION_X86_RUNTIME = 2,  // backends/x86/x86_backend.c
   TJ_CONTEXT_EXTENSION_COUNT_,
 } tj_context_extension_t;
 typedef tj_status_t (*tj_extension_create_fn)(tj_context_t* context,

@@ -7,7 +7,9 @@
 // run the middle end (the default pipeline or the caller's pass list; fuse
 // and memplan always end it, since they are this backend's input), lower
 // every fusion group to one kernel IR kernel (lower.c), and JIT all kernels
-// as one module (x86_backend.c). A group the kernel templates cannot
+// as one module (x86_backend.c) with the context's JIT, small-M GEMM paths
+// deferred to the first run that takes them; the kernels run on the
+// context's thread pool. A group the kernel templates cannot
 // express (gather; pad or concat inside a kernel; a non-f32 matmul) runs on
 // the reference interpreter as a host call between the compiled kernels:
 // correct, slow, and counted as a graph break, never as compiled.
@@ -137,8 +139,9 @@ struct tj_executable_t {
   uint32_t num_steps;
   uint32_t* kernel_group;  // kernel index -> group
   uint32_t kernel_group_len;
+  // The context's JIT and pool (x86_backend.h), borrowed: executables
+  // share them, and a kernel set unloads its code when it is destroyed.
   tj_x86_jit_t* jit;
-  tj_thread_pool_t* pool;
   tj_x86_runner_t runner;
   tj_x86_kernel_set_t generic;
   tj_x86_tuner_t* tuner;  // GEMM autotuning of |generic| (options.autotune)
@@ -205,11 +208,11 @@ static void account_set(tj_executable_t* exe, const tj_x86_kernel_set_t* set,
   tj_context_diagnostic(
       exe->context, TJ_SEVERITY_REMARK,
       "cache: @%s %s: %u kernels %s (key %s, %zu bytes of object code) in "
-      "%.2f ms%s%s%s",
+      "%.2f ms%s%s%s; %d functions deferred to first use",
       exe->graph->name, what, n, kFrom[set->source], set->key,
       set->object_bytes, set->compile_ms, set->cache_note ? "; disk: " : "",
       set->cache_note ? set->cache_note : "",
-      exe->cache_dir[0] ? "" : "; disk cache disabled");
+      exe->cache_dir[0] ? "" : "; disk cache disabled", (int)set->num_deferred);
   if (set->store_status) {
     tj_context_diagnostic(exe->context, TJ_SEVERITY_WARNING,
                           "cache: @%s: not stored: %s", exe->graph->name,
@@ -351,8 +354,6 @@ static void destroy(tj_executable_t* exe) {
   }
   tj_x86_tuner_destroy(exe->tuner);  // borrows the generic set
   tj_x86_kernel_set_deinitialize(al, &exe->generic);
-  tj_x86_jit_destroy(exe->jit);
-  tj_thread_pool_destroy(exe->pool);
   for (uint32_t i = 0; i < exe->num_steps; ++i) {
     host_step_deinitialize(al, &exe->steps[i].host);
   }
@@ -738,12 +739,17 @@ static tj_status_t compile(tj_executable_t* exe) {
     TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
     return finish_cuda(exe, kernels, nk);
   }
-  TJ_RETURN_IF_ERROR(tj_x86_jit_create(al, NULL, &exe->jit));
+  tj_x86_runtime_t* runtime;
+  TJ_RETURN_IF_ERROR(tj_x86_runtime_get(exe->context, &runtime));
+  exe->jit = tj_x86_runtime_jit(runtime);
   TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
   tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
                     sizeof(exe->cache_dir));
-  TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build(
-      exe->jit, al, exe->context, exe->cache_dir, kernels, nk, &exe->generic));
+  // The GEMM kernels' small-M paths are compiled when a run first takes
+  // them (x86_backend.h): most runs never do.
+  TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build_lazy(
+      exe->jit, al, exe->context, exe->cache_dir, kernels, nk, g->name,
+      exe->log_cache, &exe->generic));
   account_set(exe, &exe->generic, "generic kernels");
   // Threads.
   int32_t threads =
@@ -754,8 +760,8 @@ static tj_status_t compile(tj_executable_t* exe) {
     exe->runner.host_parallel_for = exe->options.parallel_for;
     exe->runner.host_user_data = exe->options.parallel_for_user_data;
   } else if (threads > 1 && nk > 0) {
-    TJ_RETURN_IF_ERROR(tj_thread_pool_create(al, threads, &exe->pool));
-    exe->runner.pool = exe->pool;
+    TJ_RETURN_IF_ERROR(
+        tj_x86_runtime_pool(runtime, threads, &exe->runner.pool));
   }
   if (exe->options.autotune) {
     tj_x86_tuner_config_t tc = {exe->jit,
@@ -1170,6 +1176,8 @@ static tj_status_t run_frame(tj_executable_t* exe,
         tj_x86_launch_run(&exe->runner, &f->launches[k], set->fns[k], buffers,
                           scalars, scratch);
       }
+      // A deferred path that could not be built was skipped: say so.
+      TJ_RETURN_IF_ERROR(tj_x86_kernel_set_take_error(set));
     }
     if (step->kind == STEP_HOST) {
       TJ_RETURN_IF_ERROR(run_host(exe, &step->host, sym, inputs, f->loc));
@@ -1236,8 +1244,9 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
       tj_free(al, kernels, sizeof(tj_x86_lowered_t));
       kernels = NULL;
     }
-    status = tj_x86_kernel_set_build(exe->jit, al, exe->context, exe->cache_dir,
-                                     kernels, count, &s->set);
+    status = tj_x86_kernel_set_build_lazy(
+        exe->jit, al, exe->context, exe->cache_dir, kernels, count,
+        exe->graph->name, exe->log_cache, &s->set);
     kernels = NULL;  // owned by the set now, on every path
   }
   if (kernels) {

@@ -132,7 +132,9 @@ tj_status_t tj_thread_pool_create(tj_allocator_t allocator, int32_t num_threads,
     return tj_invalid("thread pool: %d threads", num_threads);
   }
   if (num_threads == 0) num_threads = host_threads();
-  if (num_threads > 1024) num_threads = 1024;
+  if (num_threads > TJ_THREAD_POOL_MAX_THREADS) {
+    num_threads = TJ_THREAD_POOL_MAX_THREADS;
+  }
   tj_thread_pool_t* pool = tj_calloc(allocator, 1, sizeof(*pool));
   if (!pool) return tj_status_oom();
   pool->allocator = allocator;

@@ -41,6 +41,9 @@ void tj_parallel_for(const tj_parallel_for_t* hook, int64_t n,
 // task) runs its whole range inline as thread 0, never blocking.
 typedef struct tj_thread_pool_t tj_thread_pool_t;
 
+// Pools are capped at this many threads.
+#define TJ_THREAD_POOL_MAX_THREADS 1024
+
 // Creates a pool of |num_threads| threads including the caller (0: the
 // number of CPUs this process may run on). On success |*out_pool| is owned
 // by the caller (tj_thread_pool_destroy); on failure it is NULL

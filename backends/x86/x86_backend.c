@@ -11,11 +11,25 @@
 // its own scratch slot. Small work runs inline: waking threads costs more
 // than it saves below ~32K elements (PyTorch's GRAIN_SIZE) or a ~2^18
 // multiply-add GEMM (OpenBLAS's single-thread bound).
+//
+// The JIT and the pool belong to the context (tj_x86_runtime_t, one
+// context extension slot), not to an executable: a host that compiles 50
+// graphs gets one LLJIT and one pool, not 50 of each. Executables only
+// borrow them, and a kernel set unloads its code when destroyed.
+//
+// An executable's kernel set is compiled in two parts (x86_jit.h): the hot
+// part now, the cold part (the GEMM template's small-M paths, ~40% of its
+// LLVM time for the capstone) by the first run that calls into it, from
+// the memory cache, the disk cache or LLVM, under the same key scheme.
+// That run's thread compiles while the others wait on the part's mutex;
+// a failure is kept for the run to return (tj_x86_kernel_set_take_error).
 
 #include "backends/x86/x86_backend.h"
 
 #include "jit/cache.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +37,8 @@
 #define INLINE_WORK (1 << 15)
 #define INLINE_GEMM_WORK (1 << 18)
 #define HOST_CHUNKS_PER_THREAD 4
+// "tj_kernel_" + a kernel name (at most 200 bytes, kernel_ir.h) + NUL.
+#define KERNEL_SYMBOL_BYTES 224
 
 static double now_ms(void) {
   struct timespec ts;
@@ -30,9 +46,150 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+//===--- the context's x86 runtime ---===//
+
+typedef struct pool_entry_t {
+  struct pool_entry_t* next;
+  tj_thread_pool_t* pool;
+} pool_entry_t;
+
+struct tj_x86_runtime_t {
+  tj_allocator_t allocator;
+  tj_x86_jit_t* jit;
+  pthread_mutex_t mutex;  // |pools|
+  pool_entry_t* pools;
+  int32_t num_pools;
+};
+
+static void runtime_destroy(void* state) {
+  tj_x86_runtime_t* rt = state;
+  for (pool_entry_t* e = rt->pools; e;) {
+    pool_entry_t* next = e->next;
+    tj_thread_pool_destroy(e->pool);
+    tj_free(rt->allocator, e, sizeof(*e));
+    e = next;
+  }
+  tj_x86_jit_destroy(rt->jit);
+  pthread_mutex_destroy(&rt->mutex);
+  tj_free(rt->allocator, rt, sizeof(*rt));
+}
+
+static tj_status_t runtime_create(tj_context_t* context, void** out_state) {
+  *out_state = NULL;
+  tj_allocator_t al = tj_context_allocator(context);
+  tj_x86_runtime_t* rt = tj_calloc(al, 1, sizeof(*rt));
+  if (!rt) return tj_status_oom();
+  rt->allocator = al;
+  if (pthread_mutex_init(&rt->mutex, NULL) != 0) {
+    tj_free(al, rt, sizeof(*rt));
+    return tj_internal("x86 runtime: pthread_mutex_init failed");
+  }
+  tj_status_t status = tj_x86_jit_create(al, NULL, &rt->jit);
+  if (status) {
+    runtime_destroy(rt);
+    return status;
+  }
+  *out_state = rt;
+  return NULL;
+}
+
+tj_status_t tj_x86_runtime_get(tj_context_t* context,
+                               tj_x86_runtime_t** out_runtime) {
+  void* state = NULL;
+  tj_status_t status =
+      tj_context_extension(context, TJ_CONTEXT_EXTENSION_X86_RUNTIME,
+                           runtime_create, runtime_destroy, &state);
+  *out_runtime = status ? NULL : state;
+  return status;
+}
+
+tj_x86_jit_t* tj_x86_runtime_jit(const tj_x86_runtime_t* runtime) {
+  return runtime->jit;
+}
+
+tj_status_t tj_x86_runtime_pool(tj_x86_runtime_t* runtime, int32_t num_threads,
+                                tj_thread_pool_t** out_pool) {
+  *out_pool = NULL;
+  tj_status_t status = NULL;
+  // As the pool will size itself, so that the lookup below finds it again.
+  if (num_threads > TJ_THREAD_POOL_MAX_THREADS) {
+    num_threads = TJ_THREAD_POOL_MAX_THREADS;
+  }
+  pthread_mutex_lock(&runtime->mutex);
+  pool_entry_t* e = runtime->pools;
+  while (e && tj_thread_pool_size(e->pool) != num_threads) e = e->next;
+  if (!e) {
+    e = tj_calloc(runtime->allocator, 1, sizeof(*e));
+    status =
+        e ? tj_thread_pool_create(runtime->allocator, num_threads, &e->pool)
+          : tj_status_oom();
+    if (status) {
+      if (e) tj_free(runtime->allocator, e, sizeof(*e));
+      e = NULL;
+    } else {
+      e->next = runtime->pools;
+      runtime->pools = e;
+      ++runtime->num_pools;
+    }
+  }
+  if (e) *out_pool = e->pool;
+  pthread_mutex_unlock(&runtime->mutex);
+  return status;
+}
+
+tj_x86_jit_t* tj_x86_context_jit(tj_context_t* context) {
+  tj_x86_runtime_t* rt;
+  tj_status_t status = tj_x86_runtime_get(context, &rt);
+  tj_status_free(status);
+  return rt ? rt->jit : NULL;
+}
+
+int32_t tj_x86_context_num_pools(tj_context_t* context) {
+  tj_x86_runtime_t* rt;
+  tj_status_t status = tj_x86_runtime_get(context, &rt);
+  tj_status_free(status);
+  if (!rt) return 0;
+  pthread_mutex_lock(&rt->mutex);
+  int32_t n = rt->num_pools;
+  pthread_mutex_unlock(&rt->mutex);
+  return n;
+}
+
+//===--- kernel sets ---===//
+
+//===--- the cold part of a kernel set ---===//
+
+struct tj_x86_lazy_t {
+  tj_x86_jit_t* jit;
+  tj_allocator_t allocator;
+  tj_context_t* context;
+  char cache_dir[1024];
+  char name[128];
+  bool log;
+  const tj_x86_lowered_t* kernels;  // the set's
+  uint32_t num_kernels;
+  tj_cache_key_t key;  // of the cold part
+  int32_t count;
+  void** slots[TJ_X86_MAX_COLD];  // @tj_lazy_fp_<i> in the hot part
+  pthread_mutex_t mutex;          // building; the fields below
+  tj_x86_module_t* module;        // the cold part, once loaded
+  tj_status_t error;              // a failed build not yet reported
+  atomic_bool failed;
+};
+
+static void lazy_destroy(tj_x86_lazy_t* z) {
+  if (!z) return;
+  tj_x86_module_destroy(z->module);
+  tj_status_free(z->error);
+  pthread_mutex_destroy(&z->mutex);
+  tj_free(z->allocator, z, sizeof(*z));
+}
+
 void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
                                     tj_x86_kernel_set_t* set) {
+  // The hot part first: its trampolines point into the cold part.
   tj_x86_module_destroy(set->module);
+  lazy_destroy(set->lazy);
   if (set->kernels) {
     for (uint32_t i = 0; i < set->num_kernels; ++i) {
       tj_x86_lowered_deinitialize(&set->kernels[i]);
@@ -49,12 +206,20 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
 // The cache key: what the object code depends on besides LLVM's behaviour,
 // which the target key pins (LLVM version, CPU, features).
 static tj_status_t set_key(tj_x86_jit_t* jit, const tj_x86_lowered_t* kernels,
-                           uint32_t num_kernels, tj_cache_key_t* out) {
+                           uint32_t num_kernels, tj_x86_part_t part,
+                           tj_cache_key_t* out) {
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
-  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 1");
+  // The generation of the code generator: bump it whenever jit/emit_*.c
+  // emits different code for the same kernel text, or a disk cache written
+  // by an older build would keep serving the old code (the library
+  // version alone changes only at releases). 2: column reductions, hot
+  // and cold parts.
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 2");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
+  static const char* const kParts[] = {"whole", "hot part", "cold part"};
+  tj_cache_hasher_update_string(&h, kParts[part]);
   for (uint32_t i = 0; i < num_kernels; ++i) {
     const tj_kir_t* k = kernels[i].kernel;
     char* text;
@@ -66,14 +231,24 @@ static tj_status_t set_key(tj_x86_jit_t* jit, const tj_x86_lowered_t* kernels,
   return NULL;
 }
 
-// The object bytes for |out|'s kernels, from a cache or LLVM.
-static tj_status_t get_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
-                              tj_context_t* context, const char* cache_dir,
-                              tj_x86_kernel_set_t* out, void** out_bytes,
-                              size_t* out_size) {
-  tj_cache_key_t key;
-  TJ_RETURN_IF_ERROR(set_key(jit, out->kernels, out->num_kernels, &key));
-  tj_cache_key_format(key, out->key);
+// Where an object came from, for logs.
+typedef struct fetched_t {
+  tj_x86_source_t source;
+  const char* cache_note;    // why the disk cache missed, or NULL (static)
+  tj_status_t store_status;  // a failed cache store (a warning), owned
+} fetched_t;
+
+// The object of |part| of |kernels| under |key|: from |context|'s memory
+// cache, else from the disk cache in |cache_dir| ("" or NULL: none), else
+// compiled by |jit| and stored in both. The bytes are allocated from
+// |allocator|.
+static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                                tj_context_t* context, const char* cache_dir,
+                                const tj_x86_lowered_t* kernels,
+                                uint32_t num_kernels, tj_x86_part_t part,
+                                tj_cache_key_t key, void** out_bytes,
+                                size_t* out_size, fetched_t* out) {
+  memset(out, 0, sizeof(*out));
   bool hit = false;
   TJ_RETURN_IF_ERROR(tj_memory_cache_lookup(context, key, allocator, out_bytes,
                                             out_size, &hit));
@@ -90,15 +265,14 @@ static tj_status_t get_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
     out->source = TJ_X86_SOURCE_DISK;
   } else {
     const tj_kir_t** kirs =
-        tj_alloc(allocator, sizeof(tj_kir_t*) * out->num_kernels);
+        tj_alloc(allocator, sizeof(tj_kir_t*) * num_kernels);
     if (!kirs) return tj_status_oom();
-    for (uint32_t i = 0; i < out->num_kernels; ++i) {
-      kirs[i] = out->kernels[i].kernel;
-    }
+    for (uint32_t i = 0; i < num_kernels; ++i) kirs[i] = kernels[i].kernel;
     tj_x86_object_t object;
-    tj_status_t status =
-        tj_x86_jit_compile(jit, kirs, out->num_kernels, &object);
-    tj_free(allocator, kirs, sizeof(tj_kir_t*) * out->num_kernels);
+    int32_t num_cold;
+    tj_status_t status = tj_x86_jit_compile_part(jit, kirs, num_kernels, part,
+                                                 &object, &num_cold);
+    tj_free(allocator, kirs, sizeof(tj_kir_t*) * num_kernels);
     TJ_RETURN_IF_ERROR(status);
     *out_bytes = object.data;  // allocated from |allocator| by the JIT
     *out_size = object.size;
@@ -119,12 +293,163 @@ static tj_status_t get_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
   return NULL;
 }
 
-tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
-                                    tj_context_t* context,
-                                    const char* cache_dir,
-                                    tj_x86_lowered_t* kernels,
-                                    uint32_t num_kernels,
-                                    tj_x86_kernel_set_t* out) {
+// Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
+static tj_status_t build_cold(tj_x86_lazy_t* z) {
+  double start = now_ms();
+  void* bytes = NULL;
+  size_t size = 0;
+  fetched_t f;
+  TJ_RETURN_IF_ERROR(fetch_object(z->jit, z->allocator, z->context,
+                                  z->cache_dir, z->kernels, z->num_kernels,
+                                  TJ_X86_PART_COLD, z->key, &bytes, &size, &f));
+  tj_x86_module_t* module = NULL;
+  tj_status_t status = tj_x86_jit_load(z->jit, bytes, size, &module);
+  tj_free(z->allocator, bytes, size);
+  void* fns[TJ_X86_MAX_COLD];
+  char names[TJ_X86_MAX_COLD][24];
+  const char* symbols[TJ_X86_MAX_COLD];
+  for (int32_t i = 0; i < z->count; ++i) {
+    snprintf(names[i], sizeof(names[i]), "tj_cold_%d", (int)i);
+    symbols[i] = names[i];
+  }
+  if (!status) {
+    status =
+        tj_x86_module_lookup_symbols(module, symbols, (size_t)z->count, fns);
+  }
+  if (status) {
+    tj_x86_module_destroy(module);
+    tj_status_free(f.store_status);
+    return status;
+  }
+  z->module = module;
+  for (int32_t i = 0; i < z->count; ++i) {
+    __atomic_store_n(z->slots[i], fns[i], __ATOMIC_RELEASE);
+  }
+  if (z->log) {
+    static const char* const kFrom[] = {"compiled by LLVM",
+                                        "loaded from the memory cache",
+                                        "loaded from the disk cache"};
+    char key[33];
+    tj_cache_key_format(z->key, key);
+    tj_context_diagnostic(
+        z->context, TJ_SEVERITY_REMARK,
+        "cache: @%s: %d deferred functions (small-M GEMM paths) %s on first "
+        "use (key %s, %zu bytes of object code) in %.2f ms",
+        z->name, (int)z->count, kFrom[f.source], key, size, now_ms() - start);
+  }
+  if (f.store_status && z->log) {
+    tj_context_diagnostic(z->context, TJ_SEVERITY_WARNING,
+                          "cache: @%s: not stored: %s", z->name,
+                          tj_status_message(f.store_status));
+  }
+  tj_status_free(f.store_status);
+  return NULL;
+}
+
+// @tj_lazy_resolve: called by a trampoline of the hot part, on whatever
+// thread runs the kernel, while its function pointer is null.
+static void* lazy_resolve(void* ctx, int64_t index) {
+  tj_x86_lazy_t* z = ctx;
+  if (index < 0 || index >= z->count) return NULL;
+  pthread_mutex_lock(&z->mutex);
+  void* fp = __atomic_load_n(z->slots[index], __ATOMIC_ACQUIRE);
+  if (!fp) {
+    tj_status_t status = build_cold(z);
+    if (status) {
+      if (!z->error) {
+        z->error = status;
+      } else {
+        tj_status_free(status);
+      }
+      atomic_store(&z->failed, true);
+    }
+    fp = __atomic_load_n(z->slots[index], __ATOMIC_ACQUIRE);
+  }
+  pthread_mutex_unlock(&z->mutex);
+  return fp;
+}
+
+tj_status_t tj_x86_kernel_set_take_error(const tj_x86_kernel_set_t* set) {
+  tj_x86_lazy_t* z = set->lazy;
+  if (!z || !atomic_load_explicit(&z->failed, memory_order_acquire)) {
+    return NULL;
+  }
+  pthread_mutex_lock(&z->mutex);
+  tj_status_t status = z->error;
+  z->error = NULL;
+  atomic_store(&z->failed, false);
+  pthread_mutex_unlock(&z->mutex);
+  if (!status) return NULL;  // another run took it
+  tj_status_t wrapped = tj_status_make(
+      tj_status_code(status), "@%s: building the deferred GEMM paths: %s",
+      z->name, tj_status_message(status));
+  tj_status_free(status);
+  return wrapped;
+}
+
+// After the hot part of |out| is loaded: its deferred functions, if any,
+// get their resolver.
+static tj_status_t attach_lazy(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                               tj_context_t* context, const char* cache_dir,
+                               const char* name, bool log,
+                               const void* count_ptr,
+                               tj_x86_kernel_set_t* out) {
+  int64_t count;
+  memcpy(&count, count_ptr, sizeof(count));
+  if (count == 0) return NULL;
+  if (count < 0 || count > TJ_X86_MAX_COLD) {
+    return tj_internal("x86 kernel set: %lld deferred functions",
+                       (long long)count);
+  }
+  tj_x86_lazy_t* z = tj_calloc(allocator, 1, sizeof(*z));
+  if (!z) return tj_status_oom();
+  if (pthread_mutex_init(&z->mutex, NULL) != 0) {
+    tj_free(allocator, z, sizeof(*z));
+    return tj_internal("x86 kernel set: pthread_mutex_init failed");
+  }
+  atomic_init(&z->failed, false);
+  z->jit = jit;
+  z->allocator = allocator;
+  z->context = context;
+  snprintf(z->cache_dir, sizeof(z->cache_dir), "%s",
+           cache_dir ? cache_dir : "");
+  snprintf(z->name, sizeof(z->name), "%s", name ? name : "?");
+  z->log = log;
+  z->kernels = out->kernels;
+  z->num_kernels = out->num_kernels;
+  z->count = (int32_t)count;
+  out->lazy = z;  // freed with |out| from here on
+  out->num_deferred = z->count;
+  TJ_RETURN_IF_ERROR(
+      set_key(jit, out->kernels, out->num_kernels, TJ_X86_PART_COLD, &z->key));
+  // One lookup for the slots, the context and the resolver.
+  char names[TJ_X86_MAX_COLD][24];
+  const char* symbols[TJ_X86_MAX_COLD + 2];
+  void* addresses[TJ_X86_MAX_COLD + 2];
+  for (int32_t i = 0; i < z->count; ++i) {
+    snprintf(names[i], sizeof(names[i]), "tj_lazy_fp_%d", (int)i);
+    symbols[i] = names[i];
+  }
+  symbols[z->count] = "tj_lazy_ctx";
+  symbols[z->count + 1] = "tj_lazy_resolve";
+  TJ_RETURN_IF_ERROR(tj_x86_module_lookup_symbols(
+      out->module, symbols, (size_t)z->count + 2, addresses));
+  for (int32_t i = 0; i < z->count; ++i) z->slots[i] = addresses[i];
+  void* ctx_slot = addresses[z->count];
+  void* resolve_slot = addresses[z->count + 1];
+  // Before any kernel of the set runs (their pointers are published later
+  // by the caller): plain stores.
+  void* (*resolve)(void*, int64_t) = lazy_resolve;
+  memcpy(resolve_slot, &resolve, sizeof(resolve));
+  memcpy(ctx_slot, &z, sizeof(z));
+  return NULL;
+}
+
+static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                             tj_context_t* context, const char* cache_dir,
+                             tj_x86_lowered_t* kernels, uint32_t num_kernels,
+                             tj_x86_part_t part, const char* name, bool log,
+                             tj_x86_kernel_set_t* out) {
   memset(out, 0, sizeof(*out));
   out->kernels = kernels;
   out->num_kernels = num_kernels;
@@ -134,17 +459,48 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
   size_t size = 0;
   out->fns = tj_calloc(allocator, num_kernels, sizeof(tj_kir_fn_t));
   tj_status_t status = out->fns ? NULL : tj_status_oom();
+  tj_cache_key_t key;
+  if (!status) status = set_key(jit, kernels, num_kernels, part, &key);
   if (!status) {
-    status = get_object(jit, allocator, context, cache_dir, out, &bytes, &size);
+    tj_cache_key_format(key, out->key);
+    fetched_t f;
+    status = fetch_object(jit, allocator, context, cache_dir, kernels,
+                          num_kernels, part, key, &bytes, &size, &f);
+    out->source = f.source;
+    out->cache_note = f.cache_note;
+    out->store_status = f.store_status;
   }
   if (!status) {
     out->object_bytes = size;
     status = tj_x86_jit_load(jit, bytes, size, &out->module);
   }
   tj_free(allocator, bytes, size);
-  for (uint32_t i = 0; !status && i < num_kernels; ++i) {
-    status = tj_x86_module_lookup(out->module, kernels[i].kernel->name,
-                                  &out->fns[i]);
+  // The entry points (and a hot part's @tj_lazy_count), a few ORC lookups
+  // rather than one per symbol: a warm start is mostly lookups.
+  for (uint32_t first = 0; !status && first < num_kernels;) {
+    enum { CHUNK = 64 };
+    char names[CHUNK][KERNEL_SYMBOL_BYTES];
+    const char* symbols[CHUNK + 1];
+    void* addresses[CHUNK + 1];
+    uint32_t n = num_kernels - first < CHUNK ? num_kernels - first : CHUNK;
+    for (uint32_t i = 0; i < n; ++i) {
+      snprintf(names[i], sizeof(names[i]), "tj_kernel_%s",
+               kernels[first + i].kernel->name);
+      symbols[i] = names[i];
+    }
+    bool count = part == TJ_X86_PART_HOT && first == 0;
+    if (count) symbols[n] = "tj_lazy_count";
+    status = tj_x86_module_lookup_symbols(out->module, symbols, n + count,
+                                          addresses);
+    for (uint32_t i = 0; !status && i < n; ++i) {
+      // Object code addresses become function pointers here.
+      memcpy(&out->fns[first + i], &addresses[i], sizeof(tj_kir_fn_t));
+    }
+    if (!status && count) {
+      status = attach_lazy(jit, allocator, context, cache_dir, name, log,
+                           addresses[n], out);
+    }
+    first += n;
   }
   if (status) {
     tj_x86_kernel_set_deinitialize(allocator, out);
@@ -152,6 +508,24 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
   }
   out->compile_ms = now_ms() - start;
   return NULL;
+}
+
+tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                                    tj_context_t* context,
+                                    const char* cache_dir,
+                                    tj_x86_lowered_t* kernels,
+                                    uint32_t num_kernels,
+                                    tj_x86_kernel_set_t* out) {
+  return build_set(jit, allocator, context, cache_dir, kernels, num_kernels,
+                   TJ_X86_PART_ALL, NULL, false, out);
+}
+
+tj_status_t tj_x86_kernel_set_build_lazy(
+    tj_x86_jit_t* jit, tj_allocator_t allocator, tj_context_t* context,
+    const char* cache_dir, tj_x86_lowered_t* kernels, uint32_t num_kernels,
+    const char* name, bool log, tj_x86_kernel_set_t* out) {
+  return build_set(jit, allocator, context, cache_dir, kernels, num_kernels,
+                   TJ_X86_PART_HOT, name, log, out);
 }
 
 //===--- launching ---===//

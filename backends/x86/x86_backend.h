@@ -11,6 +11,37 @@
 #include "jit/x86_jit.h"
 #include "tensorjit/tj_executable.h"
 
+//===--- the context's x86 runtime ---===//
+
+// What the x86 executables of one context share, created on the first x86
+// compile and destroyed with the context: ONE JIT (host ISA), so a host
+// that compiles many graphs has one LLJIT and one set of TargetMachines,
+// not one per executable; and thread pools, one per thread count asked
+// for (the host's CPU count unless tj_compile_options_t.num_threads says
+// otherwise, so normally exactly one), each created on first need.
+// Executables borrow both; the context outlives them. Thread-safe.
+typedef struct tj_x86_runtime_t tj_x86_runtime_t;
+
+// The runtime of |context|, created (with its JIT) on the first call. On
+// failure |*out_runtime| is NULL and a later call tries again.
+tj_status_t tj_x86_runtime_get(tj_context_t* context,
+                               tj_x86_runtime_t** out_runtime);
+
+// The JIT. Borrowed; valid until the context is destroyed.
+tj_x86_jit_t* tj_x86_runtime_jit(const tj_x86_runtime_t* runtime);
+
+// The pool of |num_threads| threads (>= 2), created on the first call for
+// that count. Borrowed; valid until the context is destroyed. Several
+// executables may run on it at once: a run that finds it busy runs its
+// kernel on the calling thread (thread_pool.h).
+tj_status_t tj_x86_runtime_pool(tj_x86_runtime_t* runtime, int32_t num_threads,
+                                tj_thread_pool_t** out_pool);
+
+// For tests: |context|'s JIT (NULL if it cannot be created) and its number
+// of pools; both create the runtime if needed.
+tj_x86_jit_t* tj_x86_context_jit(tj_context_t* context);
+int32_t tj_x86_context_num_pools(tj_context_t* context);
+
 //===--- kernel sets ---===//
 
 // Where a kernel set's object code came from.
@@ -19,6 +50,9 @@ typedef enum tj_x86_source_e {
   TJ_X86_SOURCE_MEMORY = 1,  // the context's memory cache
   TJ_X86_SOURCE_DISK = 2,    // the disk cache
 } tj_x86_source_t;
+
+// The cold part of a kernel set (x86_jit.h), built on first use.
+typedef struct tj_x86_lazy_t tj_x86_lazy_t;
 
 typedef struct tj_x86_kernel_set_t {
   uint32_t num_kernels;
@@ -31,6 +65,8 @@ typedef struct tj_x86_kernel_set_t {
   char key[33];              // the cache key, hex
   const char* cache_note;    // why the disk cache missed, or NULL (static)
   tj_status_t store_status;  // a failed cache store (a warning), owned
+  tj_x86_lazy_t* lazy;       // NULL: nothing deferred
+  int32_t num_deferred;      // functions in the cold part
 } tj_x86_kernel_set_t;
 
 // Makes the object of |num_kernels| lowered kernels: from |context|'s
@@ -46,6 +82,22 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                     tj_x86_lowered_t* kernels,
                                     uint32_t num_kernels,
                                     tj_x86_kernel_set_t* out);
+
+// tj_x86_kernel_set_build, but compiles (or loads) only the hot part of
+// the module now (x86_jit.h): the cold part is built, from the caches or
+// LLVM, by the first call of a kernel that needs it, on that thread, and
+// logged under TJ_LOG=cache (|log|) for graph |name|. A run must check
+// tj_x86_kernel_set_take_error after its launches.
+tj_status_t tj_x86_kernel_set_build_lazy(
+    tj_x86_jit_t* jit, tj_allocator_t allocator, tj_context_t* context,
+    const char* cache_dir, tj_x86_lowered_t* kernels, uint32_t num_kernels,
+    const char* name, bool log, tj_x86_kernel_set_t* out);
+
+// A failure to build |set|'s cold part during a launch (its kernels then
+// skipped the deferred calls, so that launch's outputs are wrong), or
+// NULL. Taken: the next call returns NULL unless it failed again; a later
+// launch tries to build the part again.
+tj_status_t tj_x86_kernel_set_take_error(const tj_x86_kernel_set_t* set);
 
 // Unloads and frees everything. Idempotent.
 void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,

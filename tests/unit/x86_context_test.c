@@ -1,0 +1,566 @@
+// The x86 runtime a context shares between its executables
+// (backends/x86/x86_backend.h): one JIT and one thread pool per context,
+// used by several executables at once from several threads, code of
+// destroyed executables unloaded, threads released with the context; and
+// the cold part of a kernel set (the GEMM's small-M paths), compiled by
+// the first run that needs it, cached, built once when several pool
+// workers need it at once, and reported (OUT_OF_MEMORY) when it fails.
+//
+// Results are compared with the reference target (tj_compile with
+// TJ_TARGET_REFERENCE): |got - want| <= 1e-4 + 1e-4 * |want| (f32 sums of
+// at most 64 products against f64, and gelu's polynomial tanh).
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/x86/x86_backend.h"
+#include "tests/unit/test.h"
+
+#define TOL 1e-4
+
+//===--- graphs ---===//
+
+typedef enum kind_e {
+  KIND_GEMM = 0,
+  KIND_POINTWISE = 1,
+  KIND_REDUCE = 2
+} kind_t;
+
+#define NUM_KINDS 3
+#define K_DIM 64
+#define N_DIM 256
+#define W_DIM 1024  // pointwise and reduction row length
+
+// gemm:      y = gelu(x @ w + b), x [B, 64], w [64, 256], b [256]
+// pointwise: y = tanh(x) * 2 + x, x [B, 1024]
+// reduce:    y = sum(exp(x * 0.5), axis 1), x [B, 1024]
+// Sizes are big enough at B >= 128 for the kernels to spread over the pool
+// (x86_backend.c runs smaller work inline). |salt| makes graphs with
+// different kernel text (so different cache keys) when needed.
+static tj_graph_t* make_graph(tj_context_t* ctx, kind_t kind, double salt) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "ctx_test", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  if (kind == KIND_GEMM) {
+    tj_value_t x =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, K_DIM}, "x");
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){K_DIM, N_DIM}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){N_DIM}, "b");
+    tj_value_t h = tj_graph_linear(g, x, w, b);
+    if (salt != 0) {
+      h = tj_graph_add(g, h, tj_graph_scalar(g, TJ_DTYPE_F32, salt));
+    }
+    tj_graph_output(g, tj_graph_gelu(g, h, true), "y");
+  } else {
+    tj_value_t x =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, W_DIM}, "x");
+    if (kind == KIND_POINTWISE) {
+      tj_value_t y = tj_graph_add(
+          g,
+          tj_graph_mul(g, tj_graph_tanh(g, x),
+                       tj_graph_scalar(g, TJ_DTYPE_F32, 2.0 + salt)),
+          x);
+      tj_graph_output(g, y, "y");
+    } else {
+      tj_value_t e = tj_graph_exp(
+          g, tj_graph_mul(g, x, tj_graph_scalar(g, TJ_DTYPE_F32, 0.5 + salt)));
+      tj_graph_output(g, tj_graph_sum(g, e, 1, (int32_t[]){1}, false), "y");
+    }
+  }
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static int num_inputs(kind_t kind) { return kind == KIND_GEMM ? 3 : 1; }
+
+static uint32_t g_seed = 12345;
+
+static void fill(float* p, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    g_seed = g_seed * 1664525u + 1013904223u;
+    p[i] = scale * ((float)(g_seed >> 8) / 16777216.0f - 0.5f);
+  }
+}
+
+// One problem: inputs for batch |B| and the reference output.
+typedef struct problem_t {
+  kind_t kind;
+  int64_t B;
+  float* in[3];
+  int64_t in_shape[3][2];
+  int32_t in_rank[3];
+  float* want;
+  int64_t out_shape[2];
+  int32_t out_rank;
+  int64_t out_elems;
+} problem_t;
+
+static void tensors(const problem_t* p, tj_tensor_t* in) {
+  for (int i = 0; i < num_inputs(p->kind); ++i) {
+    in[i] =
+        tj_tensor_make(p->in[i], TJ_DTYPE_F32, p->in_rank[i], p->in_shape[i]);
+  }
+}
+
+static void problem_init(problem_t* p, tj_context_t* ctx, kind_t kind,
+                         int64_t B) {
+  memset(p, 0, sizeof(*p));
+  p->kind = kind;
+  p->B = B;
+  if (kind == KIND_GEMM) {
+    int64_t shapes[3][2] = {{B, K_DIM}, {K_DIM, N_DIM}, {N_DIM, 0}};
+    int32_t ranks[3] = {2, 2, 1};
+    memcpy(p->in_shape, shapes, sizeof(shapes));
+    memcpy(p->in_rank, ranks, sizeof(ranks));
+    p->out_rank = 2;
+    p->out_shape[0] = B;
+    p->out_shape[1] = N_DIM;
+  } else {
+    p->in_shape[0][0] = B;
+    p->in_shape[0][1] = W_DIM;
+    p->in_rank[0] = 2;
+    p->out_rank = kind == KIND_POINTWISE ? 2 : 1;
+    p->out_shape[0] = B;
+    p->out_shape[1] = W_DIM;
+  }
+  for (int i = 0; i < num_inputs(kind); ++i) {
+    int64_t n =
+        p->in_shape[i][0] * (p->in_rank[i] == 2 ? p->in_shape[i][1] : 1);
+    p->in[i] = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    fill(p->in[i], n, 2.0f);
+  }
+  p->out_elems = p->out_shape[0] * (p->out_rank == 2 ? p->out_shape[1] : 1);
+  p->want =
+      malloc(sizeof(float) * (size_t)(p->out_elems > 0 ? p->out_elems : 1));
+  // The oracle.
+  tj_graph_t* g = make_graph(ctx, kind, 0);
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_REFERENCE;
+  tj_executable_t* ref = NULL;
+  CHECK_OK(tj_compile(g, &o, &ref));
+  tj_tensor_t in[3];
+  tensors(p, in);
+  tj_tensor_t out =
+      tj_tensor_make(p->want, TJ_DTYPE_F32, p->out_rank, p->out_shape);
+  CHECK_OK(tj_executable_run(ref, in, num_inputs(kind), &out, 1));
+  tj_executable_release(ref);
+  tj_graph_destroy(g);
+}
+
+static void problem_deinit(problem_t* p) {
+  for (int i = 0; i < 3; ++i) free(p->in[i]);
+  free(p->want);
+}
+
+// Runs |exe| on |p| into |got| (out_elems floats); whether all match.
+static bool run_and_compare(tj_executable_t* exe, const problem_t* p,
+                            float* got) {
+  tj_tensor_t in[3];
+  tensors(p, in);
+  for (int64_t i = 0; i < p->out_elems; ++i) got[i] = -12345.0f;
+  tj_tensor_t out =
+      tj_tensor_make(got, TJ_DTYPE_F32, p->out_rank, p->out_shape);
+  tj_status_t s = tj_executable_run(exe, in, num_inputs(p->kind), &out, 1);
+  if (s) {
+    fprintf(stderr, "run: %s\n", tj_status_message(s));
+    tj_status_free(s);
+    return false;
+  }
+  for (int64_t i = 0; i < p->out_elems; ++i) {
+    double want = p->want[i], d = (double)got[i] - want;
+    if (!(d <= TOL + TOL * (want < 0 ? -want : want) &&
+          -d <= TOL + TOL * (want < 0 ? -want : want))) {
+      fprintf(stderr, "kind %d B %lld: element %lld is %.9g, want %.9g\n",
+              (int)p->kind, (long long)p->B, (long long)i, (double)got[i],
+              want);
+      return false;
+    }
+  }
+  return true;
+}
+
+static tj_executable_t* compile(tj_graph_t* g, int32_t threads,
+                                tj_specialize_t specialize) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.num_threads = threads;
+  o.specialize = specialize;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  return exe;
+}
+
+// Threads of this process (entries of /proc/self/task), or -1.
+static int count_threads(void) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// Lines of /proc/self/maps: every JIT code allocation is at least one
+// mapping, so code that is never unmapped shows up here.
+static int count_mappings(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+//===--- tests ---===//
+
+// Three executables of one context (and a fourth with another thread
+// count) share one JIT; those with the same thread count share one pool.
+TEST(one_jit_and_pool_per_context) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_executable_t* exes[NUM_KINDS + 1];
+  tj_graph_t* graphs[NUM_KINDS];
+  for (int k = 0; k < NUM_KINDS; ++k) {
+    graphs[k] = make_graph(ctx, (kind_t)k, 0);
+    exes[k] = compile(graphs[k], 2, TJ_SPECIALIZE_NEVER);
+  }
+  tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+  CHECK(jit != NULL);
+  CHECK_EQ_INT(1, tj_x86_context_num_pools(ctx));
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(NUM_KINDS, (int)st.live_modules);
+  CHECK_EQ_INT(NUM_KINDS, (int)st.compiles);
+  // Another thread count: a second pool, same JIT.
+  exes[NUM_KINDS] = compile(graphs[0], 3, TJ_SPECIALIZE_NEVER);
+  CHECK(tj_x86_context_jit(ctx) == jit);
+  CHECK_EQ_INT(2, tj_x86_context_num_pools(ctx));
+  tj_x86_jit_stats(jit, &st);
+  // Same kernel text: the memory cache serves it, the JIT loads it again.
+  CHECK_EQ_INT(NUM_KINDS, (int)st.compiles);
+  CHECK_EQ_INT(NUM_KINDS + 1, (int)st.live_modules);
+  for (int k = 0; k < NUM_KINDS; ++k) {
+    problem_t p;
+    problem_init(&p, ctx, (kind_t)k, 130);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    CHECK(run_and_compare(exes[k], &p, got));
+    if (k == 0) CHECK(run_and_compare(exes[NUM_KINDS], &p, got));
+    free(got);
+    problem_deinit(&p);
+  }
+  for (int k = 0; k <= NUM_KINDS; ++k) tj_executable_release(exes[k]);
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(0, (int)st.live_modules);
+  for (int k = 0; k < NUM_KINDS; ++k) tj_graph_destroy(graphs[k]);
+  tj_context_destroy(ctx);
+}
+
+// Threads: 20 executables with 3 threads each add the pool's 2 workers
+// once, not 40; destroying the context joins them.
+TEST(threads_released_with_context) {
+  int before = count_threads();
+  CHECK(before >= 1);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = make_graph(ctx, KIND_POINTWISE, 0);
+  tj_executable_t* exes[20];
+  for (int i = 0; i < 20; ++i) exes[i] = compile(g, 3, TJ_SPECIALIZE_NEVER);
+  CHECK_EQ_INT(before + 2, count_threads());
+  for (int i = 0; i < 20; ++i) tj_executable_release(exes[i]);
+  // The pool belongs to the context, not to the executables.
+  CHECK_EQ_INT(before + 2, count_threads());
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  CHECK_EQ_INT(before, count_threads());
+}
+
+typedef struct worker_t {
+  tj_executable_t* exe;
+  const problem_t* problems;  // one per batch size
+  int num_problems;
+  int iterations;
+  int seed;
+  atomic_bool* go;
+  bool ok;
+} worker_t;
+
+static void* worker_main(void* arg) {
+  worker_t* w = arg;
+  int64_t max_elems = 0;
+  for (int i = 0; i < w->num_problems; ++i) {
+    if (w->problems[i].out_elems > max_elems) {
+      max_elems = w->problems[i].out_elems;
+    }
+  }
+  float* got = malloc(sizeof(float) * (size_t)max_elems);
+  w->ok = got != NULL;
+  while (!atomic_load(w->go)) {
+  }
+  for (int it = 0; w->ok && it < w->iterations; ++it) {
+    const problem_t* p = &w->problems[(it + w->seed) % w->num_problems];
+    w->ok = run_and_compare(w->exe, p, got);
+  }
+  free(got);
+  return NULL;
+}
+
+// Three executables (GEMM, pointwise, reduction), each run from two
+// threads at once, all six on one context's pool, at several B. A run that
+// finds the pool busy runs inline; every result must still be right, and
+// the AFTER_N specializations compile while the others run.
+TEST(several_executables_share_the_pool) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  enum { NB = 4, PER_EXE = 2 };
+  const int64_t batches[NB] = {1, 7, 130, 513};
+  problem_t problems[NUM_KINDS][NB];
+  tj_graph_t* graphs[NUM_KINDS];
+  tj_executable_t* exes[NUM_KINDS];
+  for (int k = 0; k < NUM_KINDS; ++k) {
+    for (int b = 0; b < NB; ++b) {
+      problem_init(&problems[k][b], ctx, (kind_t)k, batches[b]);
+    }
+    graphs[k] = make_graph(ctx, (kind_t)k, 0);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.num_threads = 2;
+    o.specialize = TJ_SPECIALIZE_AFTER_N;
+    o.specialize_after = 3;
+    CHECK_OK(tj_compile(graphs[k], &o, &exes[k]));
+  }
+  CHECK_EQ_INT(1, tj_x86_context_num_pools(ctx));
+  atomic_bool go;
+  atomic_init(&go, false);
+  pthread_t threads[NUM_KINDS * PER_EXE];
+  worker_t workers[NUM_KINDS * PER_EXE];
+  for (int i = 0; i < NUM_KINDS * PER_EXE; ++i) {
+    int k = i / PER_EXE;
+    workers[i] = (worker_t){exes[k], problems[k], NB, 24, i, &go, false};
+    CHECK_EQ_INT(0,
+                 pthread_create(&threads[i], NULL, worker_main, &workers[i]));
+  }
+  atomic_store(&go, true);
+  for (int i = 0; i < NUM_KINDS * PER_EXE; ++i) {
+    pthread_join(threads[i], NULL);
+    CHECK(workers[i].ok);
+  }
+  for (int k = 0; k < NUM_KINDS; ++k) {
+    tj_executable_stats_t st;
+    tj_executable_stats(exes[k], &st);
+    CHECK_EQ_INT(24 * PER_EXE, (int)st.runs);
+    CHECK(st.recompiles >= 1);
+    tj_executable_release(exes[k]);
+    tj_graph_destroy(graphs[k]);
+    for (int b = 0; b < NB; ++b) problem_deinit(&problems[k][b]);
+  }
+  tj_x86_jit_stats_t jst;
+  tj_x86_jit_stats(tj_x86_context_jit(ctx), &jst);
+  CHECK_EQ_INT(0, (int)jst.live_modules);
+  tj_context_destroy(ctx);
+}
+
+// Compiles (with an exact-shape specialization too), runs and destroys an
+// executable 200 times in one context: the JIT unloads the code of each,
+// reuses one JITDylib, and the process neither maps more memory nor
+// grows its JITDylib count as it goes. Every 10th compile has new kernel
+// text, so LLVM compiles (the memory cache serves the rest).
+TEST(compile_and_destroy_is_bounded) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  problem_t p;
+  problem_init(&p, ctx, KIND_GEMM, 9);
+  float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+  int maps_at_20 = 0;
+  for (int i = 0; i < 200; ++i) {
+    // Every 10th graph adds a tiny constant of its own (no effect on the
+    // values, a new kernel text).
+    double salt = i % 10 == 5 ? 1e-30 * (i + 1) : 0;
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, salt);
+    tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_ALWAYS);
+    CHECK(run_and_compare(exe, &p, got));
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    if (i == 19) maps_at_20 = count_mappings();
+  }
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(tj_x86_context_jit(ctx), &st);
+  CHECK_EQ_INT(0, (int)st.live_modules);
+  // Per executable: the generic set's hot part, the specialization's hot
+  // part and (B = 9 takes the small-M path) its cold part: 600 loads, of
+  // at most three modules at once.
+  CHECK_EQ_INT(600, (int)st.loads);
+  CHECK(st.dylibs <= 3);
+  CHECK(st.compiles >= 21);
+  int maps_at_200 = count_mappings();
+  // A leak of one mapping per executable would add 180; allow the
+  // allocator its arenas (ASan's grew by 20 under a loaded machine).
+  CHECK(maps_at_20 > 0 && maps_at_200 - maps_at_20 < 60);
+  if (maps_at_200 - maps_at_20 >= 60) {
+    fprintf(stderr, "mappings: %d after 20, %d after 200\n", maps_at_20,
+            maps_at_200);
+  }
+  free(got);
+  problem_deinit(&p);
+  tj_context_destroy(ctx);
+}
+
+// The GEMM kernel's small-M paths (M <= 16) are a cold part: compiled by
+// the first run that needs them, not by tj_compile, and cached like the
+// rest (a second context with the same disk cache compiles nothing).
+TEST(small_m_paths_on_first_use) {
+  char dir[] = "/tmp/tj-ctx-test-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.num_threads = 2;
+  o.cache_dir = dir;
+  for (int round = 0; round < 2; ++round) {
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(NULL, &ctx));
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+    tj_x86_jit_stats_t st;
+    tj_x86_jit_stats(jit, &st);
+    // Round 0: the hot part by LLVM; round 1: from the disk cache.
+    CHECK_EQ_INT(round == 0 ? 1 : 0, (int)st.compiles);
+    const int64_t batches[4] = {130, 7, 1, 16};
+    for (int b = 0; b < 4; ++b) {
+      problem_t p;
+      problem_init(&p, ctx, KIND_GEMM, batches[b]);
+      float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+      CHECK(run_and_compare(exe, &p, got));
+      free(got);
+      problem_deinit(&p);
+      tj_x86_jit_stats(jit, &st);
+      // The cold part comes with the first small batch (B = 7), once.
+      int want = round == 1 ? 0 : b == 0 ? 1 : 2;
+      CHECK_EQ_INT(want, (int)st.compiles);
+      CHECK_EQ_INT(b == 0 ? 1 : 2, (int)st.live_modules);
+    }
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  char command[128];
+  snprintf(command, sizeof(command), "rm -rf '%s'", dir);
+  CHECK_EQ_INT(0, system(command));
+}
+
+// The first small-M run spread over a pool: several workers reach the
+// deferred functions at once; one builds them, the others wait for it.
+TEST(cold_part_from_pool_workers) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  enum { M = 5, K = 512, N = 2048 };  // big enough to spread (x86_backend.c)
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "wide", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, K}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){K, N}, "w");
+  tj_graph_output(g, tj_graph_relu(g, tj_graph_matmul(g, x, w)), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_executable_t* exe = compile(g, 4, TJ_SPECIALIZE_NEVER);
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_REFERENCE;
+  tj_executable_t* ref = NULL;
+  CHECK_OK(tj_compile(g, &o, &ref));
+  float* xs = malloc(sizeof(float) * M * K);
+  float* ws = malloc(sizeof(float) * K * N);
+  float* got = malloc(sizeof(float) * M * N);
+  float* want = malloc(sizeof(float) * M * N);
+  fill(xs, M * K, 2.0f);
+  fill(ws, K * N, 0.1f);
+  tj_tensor_t in[2] = {tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){M, K}),
+                       tj_tensor_make(ws, TJ_DTYPE_F32, 2, (int64_t[]){K, N})};
+  int64_t ys[2] = {M, N};
+  tj_tensor_t out_got = tj_tensor_make(got, TJ_DTYPE_F32, 2, ys);
+  tj_tensor_t out_want = tj_tensor_make(want, TJ_DTYPE_F32, 2, ys);
+  CHECK_OK(tj_executable_run(ref, in, 2, &out_want, 1));
+  CHECK_OK(tj_executable_run(exe, in, 2, &out_got, 1));
+  int bad = 0;
+  for (int64_t i = 0; i < (int64_t)M * N; ++i) {
+    double d = fabs((double)got[i] - want[i]);
+    if (!(d <= 1e-4 + 1e-4 * fabs((double)want[i]))) ++bad;
+  }
+  CHECK_EQ_INT(0, bad);
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(tj_x86_context_jit(ctx), &st);
+  CHECK_EQ_INT(2, (int)st.compiles);  // hot part, then the cold part once
+  free(xs);
+  free(ws);
+  free(got);
+  free(want);
+  tj_executable_release(ref);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// Failing allocations while a run builds the cold part: that run returns
+// OUT_OF_MEMORY (never wrong numbers with an OK status), a later run
+// builds it and is right, and nothing leaks.
+TEST(cold_part_out_of_memory) {
+  long n = 0;
+  for (; n < 400; ++n) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, -1);
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.allocator = tj_test_allocator_get(&alloc);
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+    tj_executable_t* exe = compile(g, 1, TJ_SPECIALIZE_NEVER);
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, 3);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    tj_tensor_t in[3];
+    tensors(&p, in);
+    tj_tensor_t out =
+        tj_tensor_make(got, TJ_DTYPE_F32, p.out_rank, p.out_shape);
+    alloc.fail_at = alloc.allocations + n;
+    tj_status_t s = tj_executable_run(exe, in, 3, &out, 1);
+    alloc.fail_at = -1;
+    bool done = s == NULL;
+    if (s) {
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+    }
+    CHECK(run_and_compare(exe, &p, got));
+    free(got);
+    problem_deinit(&p);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (done) break;
+  }
+  printf("# cold part: %ld failing allocation points\n", n);
+  CHECK(n > 0 && n < 400);
+}
+
+int main(void) {
+  // No disk cache: counts of LLVM compiles must not depend on earlier runs.
+  setenv("TJ_CACHE_DIR", "", 1);
+  RUN_TEST(one_jit_and_pool_per_context);
+  RUN_TEST(threads_released_with_context);
+  RUN_TEST(several_executables_share_the_pool);
+  RUN_TEST(compile_and_destroy_is_bounded);
+  RUN_TEST(small_m_paths_on_first_use);
+  RUN_TEST(cold_part_from_pool_workers);
+  RUN_TEST(cold_part_out_of_memory);
+  TEST_MAIN_END();
+}
