@@ -147,12 +147,14 @@ int main(int argc, char** argv) {
   printf(
       "%s: tj_compile %.2f ms (PTX from %s, cubin from %s; LLVM %.2f ms, "
       "ptxas %.2f ms, load %.2f ms); device open %.1f ms, first run %.1f "
-      "ms; %lld of %lld outputs off the reference\n",
+      "ms (kernels apart from the module: %lld cubins cached, %lld made); "
+      "%lld of %lld outputs off the reference\n",
       dropped >= 0 ? "warm from PTX (cubins dropped)"
       : dir[0]     ? "process"
                    : "no disk cache",
       compile_ms, cs.ptx_source, cs.cubin_source, cs.compile_ms, cs.link_ms,
-      cs.load_ms, open_ms, run_ms, (long long)misses, (long long)(b * N));
+      cs.load_ms, open_ms, run_ms, (long long)cs.kernel_cubin_hits,
+      (long long)cs.kernel_cubin_misses, (long long)misses, (long long)(b * N));
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);

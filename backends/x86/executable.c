@@ -9,10 +9,10 @@
 // every fusion group to one kernel IR kernel (lower.c), and JIT all kernels
 // as one module (x86_backend.c) with the context's JIT, small-M GEMM paths
 // deferred to the first run that takes them; the kernels run on the
-// context's thread pool. A group the kernel templates cannot
-// express (gather; pad or concat inside a kernel; a non-f32 matmul) runs on
-// the reference interpreter as a host call between the compiled kernels:
-// correct, slow, and counted as a graph break, never as compiled.
+// context's thread pool. A group the kernel templates cannot express
+// (gather; pad or concat inside a kernel; an integer or f64 matmul) runs
+// on the reference interpreter as a host call between the compiled
+// kernels: correct, slow, and counted as a graph break, never as compiled.
 //
 // Running: bind the symbols from the inputs (tj_ir_bind_symbols checks
 // dtypes, ranks, dims and guards), evaluate the memory plan for them, take a
