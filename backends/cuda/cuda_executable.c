@@ -1043,6 +1043,13 @@ static tj_status_t measure(void* context, int32_t c, int32_t repeats,
   measure_ctx_t* m = context;
   tj_cuda_program_t* p = m->p;
   const tj_cuda_symbols_t* cu = &p->device->cu;
+  // Where wgmma runs, mma.sync main loops are not worth compiling to time
+  // (~0.2 s each, LLVM and ptxas): on the H200 they reached 0.46x cuBLAS
+  // where wgmma reached 0.69x (bench/cuda_bench --gemm). They stay
+  // available to TJ_CUDA_GEMM_CANDIDATE.
+  if (p->arch == TJ_NVPTX_SM_90A && c != CAND_CUBLASLT &&
+      kVariants[c].gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC)
+    return tj_unsupported("superseded by wgmma on sm_90a");
   tj_status_t s = ensure_candidate(p, m->ki, c);
   if (!s) s = candidate_args(p, m->ki, c, m->scalars);
   tj_status_code_t code = tj_status_code(s);
