@@ -7,6 +7,7 @@
 // log2(e) as float plus the rest, and ln(2).
 #define kLog2eHi 1.44269502162933349609375
 #define kLog2eLo 1.925963033500011079e-08
+#define kLog2e 1.4426950408889634074
 #define kLn2 0.693147180559945309
 
 static LLVMValueRef fc(LLVMValueRef like, double v) {
@@ -75,22 +76,12 @@ static LLVMValueRef rcp(tj_emit_t* em, LLVMValueRef x) {
 // with |x| as __expf's does); 2^lo ~ 1 + lo*ln2 since |lo| < 2^-22.
 // From |hi| >= 128 on the result is 0 or inf and lo may be NaN (x = inf):
 // 2^hi alone then. Results below 2^-126 flush to 0 (ftz).
-// exp(x) for finite x whose result is a normal float or flushes to 0
-// (|x * log2(e)| < 128): 2^hi (1 + lo ln2). |out_hi| gets hi.
-static LLVMValueRef exp_in_range(tj_emit_t* em, LLVMValueRef x,
-                                 LLVMValueRef* out_hi) {
+static LLVMValueRef fast_exp(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef hi = mul(em, x, fc(x, kLog2eHi));
   LLVMValueRef lo = fma3(em, x, fc(x, kLog2eHi), LLVMBuildFNeg(em->b, hi, ""));
   lo = fma3(em, x, fc(x, kLog2eLo), lo);
   LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", hi);
-  if (out_hi) *out_hi = hi;
-  return fma3(em, e, mul(em, lo, fc(x, kLn2)), e);
-}
-
-static LLVMValueRef fast_exp(tj_emit_t* em, LLVMValueRef x) {
-  LLVMValueRef hi;
-  LLVMValueRef corrected = exp_in_range(em, x, &hi);
-  LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", hi);
+  LLVMValueRef corrected = fma3(em, e, mul(em, lo, fc(x, kLn2)), e);
   return tj_emit_select(em, lt(em, fabs1(em, hi), 128.0), corrected, e);
 }
 
@@ -123,28 +114,38 @@ static LLVMValueRef fast_sigmoid(tj_emit_t* em, LLVMValueRef x) {
 static LLVMValueRef fast_erf(tj_emit_t* em, LLVMValueRef x) {
   LLVMValueRef t = fabs1(em, x);
   LLVMValueRef s = mul(em, x, x);
-  // |x| > 0.927734375: 1 - exp(Q(|x|)), with |x| clamped to 5, where
-  // erf is 1 in f32 and Q ~ -27: the exponent is then always in range
-  // (no inf/NaN guard; a NaN x takes the other branch).
+  // |x| > 0.927734375: 1 - exp(Q(|x|)) = 1 - 2^(log2(e) Q(|x|)), the
+  // polynomial's coefficients scaled by log2(e) (and its last step,
+  // t (P(t) - 1), folded into one constant) so that it yields the
+  // exponent of 2 directly: no range reduction before ex2 (the f32
+  // rounding of the scaled polynomial costs < 0.1 ulp of erf over
+  // [0.93, 5]). |x| is clamped to 5, where erf is 1 in f32 and the
+  // exponent ~ -39: always in range (a NaN x takes the other branch).
+  static const double q[] = {
+      -1.72853470e-5, 3.83197126e-4,  -3.88396438e-3,      2.42546219e-2,
+      -1.06777877e-1, -6.34846687e-1, -1.28717512e-1 - 1.0};
+  double c[TJ_ARRAY_SIZE(q)];
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(q); ++i) c[i] = q[i] * kLog2e;
   LLVMTypeRef type = LLVMTypeOf(t);
   LLVMValueRef min_args[2] = {t, fc(x, 5.0)};
   LLVMValueRef tc = tj_emit_intrinsic(em, "llvm.minnum", &type, 1, min_args, 2);
-  LLVMValueRef r = fma3(em, fc(x, -1.72853470e-5), tc, fc(x, 3.83197126e-4));
-  LLVMValueRef u = fma3(em, fc(x, -3.88396438e-3), tc, fc(x, 2.42546219e-2));
+  LLVMValueRef r = fma3(em, fc(x, c[0]), tc, fc(x, c[1]));
+  LLVMValueRef u = fma3(em, fc(x, c[2]), tc, fc(x, c[3]));
   r = fma3(em, r, mul(em, tc, tc), u);
-  r = fma3(em, r, tc, fc(x, -1.06777877e-1));
-  r = fma3(em, r, tc, fc(x, -6.34846687e-1));
-  r = fma3(em, r, tc, fc(x, -1.28717512e-1));
-  r = fma3(em, r, tc, LLVMBuildFNeg(em->b, tc, ""));
+  r = fma3(em, r, tc, fc(x, c[4]));
+  r = fma3(em, r, tc, fc(x, c[5]));
+  r = fma3(em, r, tc, fc(x, c[6]));
+  r = mul(em, r, tc);
+  LLVMValueRef e = per_lane(em, "llvm.nvvm.ex2.approx.ftz.f", r);
   LLVMValueRef large =
-      LLVMBuildFSub(em->b, fc(x, 1.0), exp_in_range(em, r, NULL), "");
-  large = with_sign_of(em, large, x);
+      with_sign_of(em, LLVMBuildFSub(em->b, fc(x, 1.0), e, ""), x);
   // Else x + x * P(x^2).
   static const double p[] = {-5.96761703e-4, 4.99119423e-3,  -2.67681349e-2,
                              1.12819925e-1,  -3.76125336e-1, 1.28379166e-1};
-  LLVMValueRef q = fc(x, p[0]);
-  for (size_t i = 1; i < TJ_ARRAY_SIZE(p); ++i) q = fma3(em, q, s, fc(x, p[i]));
-  LLVMValueRef small = fma3(em, q, x, x);
+  LLVMValueRef qs = fc(x, p[0]);
+  for (size_t i = 1; i < TJ_ARRAY_SIZE(p); ++i)
+    qs = fma3(em, qs, s, fc(x, p[i]));
+  LLVMValueRef small = fma3(em, qs, x, x);
   LLVMValueRef big =
       LLVMBuildFCmp(em->b, LLVMRealOGT, t, fc(x, 0.927734375), "");
   return tj_emit_select(em, big, large, small);
