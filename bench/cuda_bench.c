@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_kir.h"
+#include "bench/cuda_bench_util.h"
 #include "lib/dtype.h"
 #include "tests/cuda/nvptx_samples.h"
 
@@ -23,34 +24,13 @@ static tj_cuda_device_t* g_dev;
 static tj_nvptx_target_t* g_target;
 static int g_iters = 20;
 
-static void die(tj_status_t s, const char* what) {
-  if (!s) return;
-  fprintf(stderr, "%s: %s: %s\n", what, tj_status_code_name(tj_status_code(s)),
-          tj_status_message(s));
-  exit(1);
-}
-
 //===--- timing ---===//
 
-typedef void (*work_fn)(void* ctx);
+typedef bench_work_fn work_fn;
 
+// Mean GPU time of |iters| calls of |fn| (device entered), in ms.
 static double time_ms(work_fn fn, void* ctx, int iters) {
-  const tj_cuda_symbols_t* cu = &g_dev->cu;
-  die(tj_cuda_device_enter(g_dev), "enter");
-  tj_cu_event_t start, stop;
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&start, 0)), "event");
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&stop, 0)), "event");
-  for (int i = 0; i < 3; ++i) fn(ctx);
-  die(TJ_CU_STATUS(cu, cuEventRecord, (start, g_dev->stream)), "record");
-  for (int i = 0; i < iters; ++i) fn(ctx);
-  die(TJ_CU_STATUS(cu, cuEventRecord, (stop, g_dev->stream)), "record");
-  die(TJ_CU_STATUS(cu, cuEventSynchronize, (stop)), "sync");
-  float ms = 0;
-  die(TJ_CU_STATUS(cu, cuEventElapsedTime, (&ms, start, stop)), "elapsed");
-  cu->cuEventDestroy(start);
-  cu->cuEventDestroy(stop);
-  tj_cuda_device_leave(g_dev);
-  return ms / iters;
+  return bench_mean_ms(g_dev, fn, ctx, 3, iters, true);
 }
 
 typedef struct kir_run_t {
@@ -61,7 +41,7 @@ typedef struct kir_run_t {
 
 static void run_kir(void* ctx) {
   kir_run_t* r = ctx;
-  die(tj_cuda_kir_launch(r->k, r->buffers, r->scalars), "launch");
+  bench_die(tj_cuda_kir_launch(r->k, r->buffers, r->scalars), "launch");
 }
 
 static tj_cu_deviceptr_t dev_random_bf16(int64_t n, float scale) {
@@ -72,17 +52,17 @@ static tj_cu_deviceptr_t dev_random_bf16(int64_t n, float scale) {
     h[i] = tj_f32_to_bf16(scale * ((float)(s >> 40) / 16777216.0f - 0.5f));
   }
   tj_cu_deviceptr_t p;
-  die(tj_cuda_device_alloc(g_dev, (size_t)n * 2, &p), "alloc");
-  die(tj_cuda_copy_to_device(g_dev, p, h, (size_t)n * 2), "copy");
-  die(tj_cuda_device_synchronize(g_dev), "sync");
+  bench_die(tj_cuda_device_alloc(g_dev, (size_t)n * 2, &p), "alloc");
+  bench_die(tj_cuda_copy_to_device(g_dev, p, h, (size_t)n * 2), "copy");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
   free(h);
   return p;
 }
 
 static tj_cu_deviceptr_t dev_zeros(size_t bytes) {
   tj_cu_deviceptr_t p;
-  die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
-  die(tj_cuda_fill_bytes(g_dev, p, 0, bytes), "fill");
+  bench_die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
+  bench_die(tj_cuda_fill_bytes(g_dev, p, 0, bytes), "fill");
   return p;
 }
 
@@ -122,7 +102,7 @@ static void open_cublas(void) {
   sym = dlsym(lib, "cublasGemmEx");
   memcpy(&g_blas.gemm_ex, &sym, sizeof(sym));
   if (!create || !set_stream || !g_blas.gemm_ex) return;
-  die(tj_cuda_device_enter(g_dev), "enter");
+  bench_die(tj_cuda_device_enter(g_dev), "enter");
   if (create(&g_blas.handle) != 0 ||
       set_stream(g_blas.handle, g_dev->stream) != 0) {
     printf("# cublasCreate failed\n");
@@ -156,7 +136,7 @@ static void run_blas(void* ctx) {
 static tj_cuda_kir_kernel_t* compile(const tj_kir_t* k, const char* what,
                                      const tj_nvptx_options_t* options) {
   tj_cuda_kir_kernel_t* ck = NULL;
-  die(tj_cuda_kir_compile(g_dev, g_target, k, options, &ck, NULL), what);
+  bench_die(tj_cuda_kir_compile(g_dev, g_target, k, options, &ck, NULL), what);
   printf(
       "# %-22s %3d regs, %d local bytes, LLVM->PTX %.1f ms, driver "
       "load %.1f ms\n",
@@ -168,9 +148,9 @@ static tj_cuda_kir_kernel_t* compile(const tj_kir_t* k, const char* what,
 // A plain matmul: y = cast(acc), operands and output of |dt|.
 static tj_kir_t* plain_gemm(tj_dtype_t dt) {
   tj_kir_t* k = NULL;
-  die(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM,
-                    dt == TJ_DTYPE_F32 ? "mm_f32" : "mm_bf16", &k),
-      "kir");
+  bench_die(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM,
+                          dt == TJ_DTYPE_F32 ? "mm_f32" : "mm_bf16", &k),
+            "kir");
   tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
   tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
   tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
@@ -186,14 +166,15 @@ static tj_kir_t* plain_gemm(tj_dtype_t dt) {
   uint32_t y = tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, sb);
   uint32_t acc = tj_kir_acc(k);
   tj_kir_store(k, y, dt == TJ_DTYPE_F32 ? acc : tj_kir_cast(k, dt, acc));
-  if (k->error) die(tj_status_clone(k->error), "kir");
+  if (k->error) bench_die(tj_status_clone(k->error), "kir");
   return k;
 }
 
 // y = 2 x + 1 over a flat f32 vector of N elements: the memory path alone.
 static tj_kir_t* affine_map(void) {
   tj_kir_t* k = NULL;
-  die(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "affine", &k),
+  bench_die(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, "affine", &k),
       "kir");
   tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
   tj_kir_set_space(k, 1, &n);
@@ -205,7 +186,7 @@ static tj_kir_t* affine_map(void) {
   tj_kir_store(
       k, y,
       tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_const_float(k, TJ_DTYPE_F32, 1.0)));
-  die(tj_kir_finalize(k), "kir");
+  bench_die(tj_kir_finalize(k), "kir");
   return k;
 }
 
@@ -410,7 +391,7 @@ typedef struct copy_run_t {
 
 static void run_copy(void* ctx) {
   copy_run_t* c = ctx;
-  die(tj_cuda_copy_on_device(g_dev, c->dst, c->src, c->bytes), "copy");
+  bench_die(tj_cuda_copy_on_device(g_dev, c->dst, c->src, c->bytes), "copy");
 }
 
 static void bench_memory(tj_cuda_kir_kernel_t* gelu,
@@ -450,14 +431,15 @@ int main(int argc, char** argv) {
     printf("# no GPU: %s\n", tj_status_message(s));
     return 0;
   }
-  die(s, "device");
+  bench_die(s, "device");
   const char* arch_name = tj_cuda_device_arch_name(g_dev);
   tj_nvptx_arch_t arch;
   if (!arch_name || !tj_nvptx_arch_from_name(arch_name, &arch)) {
     printf("# %s is older than sm_80\n", g_dev->name);
     return 0;
   }
-  die(tj_nvptx_target_create(tj_allocator_system(), arch, &g_target), "target");
+  bench_die(tj_nvptx_target_create(tj_allocator_system(), arch, &g_target),
+            "target");
   printf("# %s, sm_%d%d (%s), %d SMs, driver %d\n", g_dev->name,
          g_dev->sm_major, g_dev->sm_minor, arch_name, g_dev->num_sms,
          g_dev->cu.driver_version);
@@ -465,9 +447,12 @@ int main(int argc, char** argv) {
   if (g_blas.handle) printf("# cuBLAS: %s\n", g_blas.version);
 
   tj_kir_t *k_fused, *k_gelu, *k_soft;
-  die(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k_fused), "kir");
-  die(sample_build(tj_allocator_system(), SAMPLE_GELU_BIAS, &k_gelu), "kir");
-  die(sample_build(tj_allocator_system(), SAMPLE_SOFTMAX, &k_soft), "kir");
+  bench_die(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16, &k_fused),
+            "kir");
+  bench_die(sample_build(tj_allocator_system(), SAMPLE_GELU_BIAS, &k_gelu),
+            "kir");
+  bench_die(sample_build(tj_allocator_system(), SAMPLE_SOFTMAX, &k_soft),
+            "kir");
   tj_kir_t* k_plain = plain_gemm(TJ_DTYPE_BF16);
   tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
   tj_kir_t* k_affine = affine_map();

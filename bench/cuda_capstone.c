@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executable.h"
+#include "bench/cuda_bench_util.h"
 #include "lib/dtype.h"
 
 static tj_cuda_device_t* g_dev;
@@ -26,13 +27,6 @@ static tj_context_t* g_ctx;
 static tj_cublaslt_t* g_lt;
 static FILE* g_out;
 static int g_iters = 50;
-
-static void die(tj_status_t s, const char* what) {
-  if (!s) return;
-  fprintf(stderr, "%s: %s: %s\n", what, tj_status_code_name(tj_status_code(s)),
-          tj_status_message(s));
-  exit(1);
-}
 
 static double wall_us(void) {
   struct timespec t;
@@ -46,53 +40,21 @@ static void record(const char* key, double value) {
 
 //===--- timing ---===//
 
-typedef void (*work_fn)(void* ctx);
+typedef bench_work_fn work_fn;
 
-// Mean GPU time of |fn| on the bench's stream, in ms.
+// Mean GPU time of |fn| on the bench's stream, in ms, after 3 warm-ups.
 static double time_ms(work_fn fn, void* ctx, int iters) {
-  const tj_cuda_symbols_t* cu = &g_dev->cu;
-  for (int i = 0; i < 3; ++i) fn(ctx);
-  die(tj_cuda_device_enter(g_dev), "enter");
-  tj_cu_event_t start, stop;
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&start, 0)), "event");
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&stop, 0)), "event");
-  die(TJ_CU_STATUS(cu, cuEventRecord, (start, g_dev->stream)), "record");
-  tj_cuda_device_leave(g_dev);
-  for (int i = 0; i < iters; ++i) fn(ctx);
-  die(tj_cuda_device_enter(g_dev), "enter");
-  die(TJ_CU_STATUS(cu, cuEventRecord, (stop, g_dev->stream)), "record");
-  die(TJ_CU_STATUS(cu, cuEventSynchronize, (stop)), "sync");
-  float ms = 0;
-  die(TJ_CU_STATUS(cu, cuEventElapsedTime, (&ms, start, stop)), "elapsed");
-  cu->cuEventDestroy(start);
-  cu->cuEventDestroy(stop);
-  tj_cuda_device_leave(g_dev);
-  return ms / iters;
+  return bench_mean_ms(g_dev, fn, ctx, 3, iters, false);
 }
 
 static tj_cu_deviceptr_t dev_random(tj_dtype_t dt, int64_t n, double scale) {
-  size_t bytes = (size_t)n * tj_dtype_size(dt);
-  void* h = malloc(bytes);
-  uint64_t s = 88172645463325252ull ^ (uint64_t)n;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    tj_store_f64(dt, h, i,
-                 scale * ((double)(s >> 11) / 9007199254740992.0 - 0.5));
-  }
-  tj_cu_deviceptr_t p;
-  die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
-  die(tj_cuda_copy_to_device(g_dev, p, h, bytes), "copy");
-  die(tj_cuda_device_synchronize(g_dev), "sync");
-  free(h);
-  return p;
+  return bench_dev_random(g_dev, dt, n, -scale / 2, scale / 2,
+                          88172645463325252ull ^ (uint64_t)n);
 }
 
 static tj_tensor_t dev_tensor(tj_cu_deviceptr_t p, tj_dtype_t dt, int32_t rank,
                               const int64_t* shape) {
-  tj_tensor_t t = tj_tensor_make((void*)(uintptr_t)p, dt, rank, shape);
-  t.device_type = TJ_DEVICE_CUDA;
-  t.device_id = g_dev->ordinal;
-  return t;
+  return bench_dev_tensor(g_dev, p, dt, rank, shape);
 }
 
 //===--- the capstone ---===//
@@ -100,14 +62,14 @@ static tj_tensor_t dev_tensor(tj_cu_deviceptr_t p, tj_dtype_t dt, int32_t rank,
 static tj_graph_t* capstone_graph(tj_dtype_t dt, int64_t K, int64_t N,
                                   bool approximate) {
   tj_graph_t* g;
-  die(tj_graph_create(g_ctx, "capstone", &g), "graph");
+  bench_die(tj_graph_create(g_ctx, "capstone", &g), "graph");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, dt, 2, (int64_t[]){B, K}, "x");
   tj_value_t w = tj_graph_input(g, dt, 2, (int64_t[]){K, N}, "w");
   tj_value_t b = tj_graph_input(g, dt, 1, (int64_t[]){N}, "b");
   tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), approximate),
                   "y");
-  die(tj_graph_finalize(g), "finalize");
+  bench_die(tj_graph_finalize(g), "finalize");
   return g;
 }
 
@@ -123,7 +85,7 @@ static tj_executable_t* compile_cuda(const tj_graph_t* g, bool graphs,
   o.cuda_disable_autotune = !tune;
   o.cache_dir = cache_dir;
   tj_executable_t* exe = NULL;
-  die(tj_compile(g, &o, &exe), "tj_compile");
+  bench_die(tj_compile(g, &o, &exe), "tj_compile");
   return exe;
 }
 
@@ -134,7 +96,7 @@ typedef struct ours_t {
 
 static void run_ours(void* ctx) {
   ours_t* o = ctx;
-  die(tj_executable_run(o->exe, o->in, 3, &o->out, 1), "run");
+  bench_die(tj_executable_run(o->exe, o->in, 3, &o->out, 1), "run");
 }
 
 typedef struct lt_run_t {
@@ -144,10 +106,10 @@ typedef struct lt_run_t {
 
 static void run_lt(void* ctx) {
   lt_run_t* r = ctx;
-  die(tj_cuda_device_enter(g_dev), "enter");
-  die(tj_cublaslt_gemm_run(r->gemm, r->x, r->w, r->b, r->y, r->ws,
-                           g_dev->stream),
-      "cublasLt");
+  bench_die(tj_cuda_device_enter(g_dev), "enter");
+  bench_die(tj_cublaslt_gemm_run(r->gemm, r->x, r->w, r->b, r->y, r->ws,
+                                 g_dev->stream),
+            "cublasLt");
   tj_cuda_device_leave(g_dev);
 }
 
@@ -156,10 +118,10 @@ static double max_abs_diff(tj_dtype_t dt, tj_cu_deviceptr_t a,
   size_t bytes = (size_t)n * tj_dtype_size(dt);
   void* ha = malloc(bytes);
   void* hb = malloc(bytes);
-  die(tj_cuda_device_synchronize(g_dev), "sync");
-  die(tj_cuda_copy_to_host(g_dev, ha, a, bytes), "copy");
-  die(tj_cuda_copy_to_host(g_dev, hb, b, bytes), "copy");
-  die(tj_cuda_device_synchronize(g_dev), "sync");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+  bench_die(tj_cuda_copy_to_host(g_dev, ha, a, bytes), "copy");
+  bench_die(tj_cuda_copy_to_host(g_dev, hb, b, bytes), "copy");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     double d = fabs(tj_load_f64(dt, ha, i) - tj_load_f64(dt, hb, i));
@@ -177,8 +139,8 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
   tj_cu_deviceptr_t b = dev_random(dt, N, 2.0);
   size_t ybytes = (size_t)(B * N) * tj_dtype_size(dt);
   tj_cu_deviceptr_t y, y_lt;
-  die(tj_cuda_device_alloc(g_dev, ybytes, &y), "alloc");
-  die(tj_cuda_device_alloc(g_dev, ybytes, &y_lt), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, ybytes, &y), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, ybytes, &y_lt), "alloc");
   int64_t xs[2] = {B, K}, ws[2] = {K, N}, bs[1] = {N}, ys[2] = {B, N};
   double flop = 2.0 * (double)B * (double)K * (double)N;
   printf("\n%s gelu(x @ w + b), B=%lld K=%lld N=%lld (%.1f GFLOP)\n", dn,
@@ -213,11 +175,11 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
     // The first run tunes the GEMM for this bucket (unless cached).
     double t0 = wall_us();
     run_ours(&o);
-    die(tj_cuda_device_synchronize(g_dev), "sync");
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
     double first_ms = (wall_us() - t0) * 1e-3;
     double ms = time_ms(run_ours, &o, g_iters);
     tj_cuda_program_stats_t cs;
-    die(tj_executable_cuda_stats(o.exe, &cs), "stats");
+    bench_die(tj_executable_cuda_stats(o.exe, &cs), "stats");
     printf("  %-44s %9.4f %9.1f", kOurs[i].name, ms, flop / ms * 1e-9);
     if (kOurs[i].tune) {
       printf("   [%s; first run %.0f ms%s]", cs.gemm_choice, first_ms,
@@ -243,7 +205,7 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
   };
   size_t ws_bytes = 32u << 20;
   tj_cu_deviceptr_t workspace;
-  die(tj_cuda_device_alloc(g_dev, ws_bytes, &workspace), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, ws_bytes, &workspace), "alloc");
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kLt); ++i) {
     lt_run_t r = {NULL, x, w, b, y_lt, workspace};
     tj_status_t s = tj_cublaslt_gemm_plan(g_lt, dt, B, N, K, kLt[i].epilogue,
@@ -264,28 +226,28 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
     }
     tj_cublaslt_gemm_destroy(r.gemm);
   }
-  die(tj_cuda_device_free(g_dev, workspace), "free");
-  die(tj_cuda_device_free(g_dev, x), "free");
-  die(tj_cuda_device_free(g_dev, w), "free");
-  die(tj_cuda_device_free(g_dev, b), "free");
-  die(tj_cuda_device_free(g_dev, y), "free");
-  die(tj_cuda_device_free(g_dev, y_lt), "free");
+  bench_die(tj_cuda_device_free(g_dev, workspace), "free");
+  bench_die(tj_cuda_device_free(g_dev, x), "free");
+  bench_die(tj_cuda_device_free(g_dev, w), "free");
+  bench_die(tj_cuda_device_free(g_dev, b), "free");
+  bench_die(tj_cuda_device_free(g_dev, y), "free");
+  bench_die(tj_cuda_device_free(g_dev, y_lt), "free");
 }
 
 //===--- host overhead of a run ---===//
 
 static void overhead(void) {
   tj_graph_t* g;
-  die(tj_graph_create(g_ctx, "tiny", &g), "graph");
+  bench_die(tj_graph_create(g_ctx, "tiny", &g), "graph");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){256}, "x");
   tj_value_t y = tj_graph_add(g, tj_graph_mul(g, x, x), x);
   tj_value_t z =
       tj_graph_exp(g, tj_graph_neg(g, tj_graph_sum(g, y, 0, NULL, true)));
   tj_graph_output(g, tj_graph_mul(g, y, z), "y");  // 2 kernels
-  die(tj_graph_finalize(g), "finalize");
+  bench_die(tj_graph_finalize(g), "finalize");
   tj_cu_deviceptr_t dx = dev_random(TJ_DTYPE_F32, 256, 1.0);
   tj_cu_deviceptr_t dy;
-  die(tj_cuda_device_alloc(g_dev, 1024, &dy), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, 1024, &dy), "alloc");
   int64_t shape[1] = {256};
   float hx[256], hy[256];
   for (int i = 0; i < 256; ++i) hx[i] = (float)i / 256.0f;
@@ -298,22 +260,22 @@ static void overhead(void) {
     tj_tensor_t in = dev_tensor(dx, TJ_DTYPE_F32, 1, shape);
     tj_tensor_t out = dev_tensor(dy, TJ_DTYPE_F32, 1, shape);
     for (int i = 0; i < 20; ++i)
-      die(tj_executable_run(exe, &in, 1, &out, 1), "run");
-    die(tj_cuda_device_synchronize(g_dev), "sync");
+      bench_die(tj_executable_run(exe, &in, 1, &out, 1), "run");
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
     double t0 = wall_us();
     for (int i = 0; i < n; ++i)
-      die(tj_executable_run(exe, &in, 1, &out, 1), "run");
+      bench_die(tj_executable_run(exe, &in, 1, &out, 1), "run");
     double enqueue = (wall_us() - t0) / n;
-    die(tj_cuda_device_synchronize(g_dev), "sync");
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
     double total = (wall_us() - t0) / n;
     // CPU tensors: copies in and out, and a wait each run.
     tj_tensor_t hin = tj_tensor_make(hx, TJ_DTYPE_F32, 1, shape);
     tj_tensor_t hout = tj_tensor_make(hy, TJ_DTYPE_F32, 1, shape);
     for (int i = 0; i < 20; ++i)
-      die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
+      bench_die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
     t0 = wall_us();
     for (int i = 0; i < n / 5; ++i)
-      die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
+      bench_die(tj_executable_run(exe, &hin, 1, &hout, 1), "run");
     double host_io = (wall_us() - t0) / (n / 5);
     printf(
         "  %-22s %d kernels: %6.2f us/run to enqueue, %6.2f us/run "
@@ -326,8 +288,8 @@ static void overhead(void) {
            host_io);
     tj_executable_release(exe);
   }
-  die(tj_cuda_device_free(g_dev, dx), "free");
-  die(tj_cuda_device_free(g_dev, dy), "free");
+  bench_die(tj_cuda_device_free(g_dev, dx), "free");
+  bench_die(tj_cuda_device_free(g_dev, dy), "free");
   tj_graph_destroy(g);
 }
 
@@ -349,7 +311,7 @@ static void compile_time(void) {
     // A new context has an empty memory cache; the third reuses one.
     tj_context_t* ctx = NULL;
     if (i < 2) {
-      die(tj_context_create(NULL, &ctx), "context");
+      bench_die(tj_context_create(NULL, &ctx), "context");
       g_ctx = ctx;
     } else {
       g_ctx = saved;
@@ -362,7 +324,7 @@ static void compile_time(void) {
     tj_executable_stats_t st;
     tj_executable_stats(exe, &st);
     tj_cuda_program_stats_t cs;
-    die(tj_executable_cuda_stats(exe, &cs), "stats");
+    bench_die(tj_executable_cuda_stats(exe, &cs), "stats");
     printf(
         "  %-28s %8.2f ms (PTX from %s: LLVM %.2f ms, driver load %.2f "
         "ms)\n",
@@ -393,7 +355,7 @@ int main(int argc, char** argv) {
     tj_status_free(s);
     return 0;
   }
-  die(tj_context_create(NULL, &g_ctx), "context");
+  bench_die(tj_context_create(NULL, &g_ctx), "context");
   s = tj_cublaslt_open(tj_allocator_system(), &g_lt);
   if (s) {
     printf("# %s\n", tj_status_message(s));

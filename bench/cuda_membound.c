@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_executable.h"
+#include "bench/cuda_bench_util.h"
 #include "lib/dtype.h"
 
 static tj_cuda_device_t* g_dev;
@@ -25,34 +26,9 @@ static tj_context_t* g_ctx;
 static FILE* g_out;
 static int g_iters = 20;
 
-static void die(tj_status_t s, const char* what) {
-  if (!s) return;
-  fprintf(stderr, "%s: %s: %s\n", what, tj_status_code_name(tj_status_code(s)),
-          tj_status_message(s));
-  exit(1);
-}
-
-typedef void (*work_fn)(void* ctx);
-
-// Mean GPU time of |iters| calls of |fn| on the bench's stream, in ms.
-static double mean_ms(work_fn fn, void* ctx, int iters) {
-  const tj_cuda_symbols_t* cu = &g_dev->cu;
-  die(tj_cuda_device_enter(g_dev), "enter");
-  tj_cu_event_t start, stop;
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&start, 0)), "event");
-  die(TJ_CU_STATUS(cu, cuEventCreate, (&stop, 0)), "event");
-  die(TJ_CU_STATUS(cu, cuEventRecord, (start, g_dev->stream)), "record");
-  tj_cuda_device_leave(g_dev);
-  for (int i = 0; i < iters; ++i) fn(ctx);
-  die(tj_cuda_device_enter(g_dev), "enter");
-  die(TJ_CU_STATUS(cu, cuEventRecord, (stop, g_dev->stream)), "record");
-  die(TJ_CU_STATUS(cu, cuEventSynchronize, (stop)), "sync");
-  float ms = 0;
-  die(TJ_CU_STATUS(cu, cuEventElapsedTime, (&ms, start, stop)), "elapsed");
-  cu->cuEventDestroy(start);
-  cu->cuEventDestroy(stop);
-  tj_cuda_device_leave(g_dev);
-  return ms / iters;
+// Mean GPU time of |iters| calls of |fn|, in ms.
+static double mean_ms(bench_work_fn fn, void* ctx, int iters) {
+  return bench_mean_ms(g_dev, fn, ctx, 0, iters, false);
 }
 
 static int cmp_double(const void* a, const void* b) {
@@ -61,7 +37,7 @@ static int cmp_double(const void* a, const void* b) {
 }
 
 // The median of 5 means, after 3 warm-up calls.
-static double time_ms(work_fn fn, void* ctx) {
+static double time_ms(bench_work_fn fn, void* ctx) {
   for (int i = 0; i < 3; ++i) fn(ctx);
   double t[5];
   for (int i = 0; i < 5; ++i) t[i] = mean_ms(fn, ctx, g_iters);
@@ -70,29 +46,12 @@ static double time_ms(work_fn fn, void* ctx) {
 }
 
 static tj_cu_deviceptr_t dev_random(int64_t n, double lo, double hi) {
-  size_t bytes = (size_t)n * 4;
-  float* h = malloc(bytes);
-  if (!h) fprintf(stderr, "out of host memory\n"), exit(1);
-  uint64_t s = 88172645463325252ull ^ (uint64_t)n;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    h[i] = (float)(lo + (hi - lo) * ((double)(s >> 11) / 9007199254740992.0));
-  }
-  tj_cu_deviceptr_t p;
-  die(tj_cuda_device_alloc(g_dev, bytes, &p), "alloc");
-  die(tj_cuda_copy_to_device(g_dev, p, h, bytes), "copy");
-  die(tj_cuda_device_synchronize(g_dev), "sync");
-  free(h);
-  return p;
+  return bench_dev_random(g_dev, TJ_DTYPE_F32, n, lo, hi, (uint64_t)n);
 }
 
 static tj_tensor_t dev_tensor(tj_cu_deviceptr_t p, int32_t rank,
                               const int64_t* shape) {
-  tj_tensor_t t =
-      tj_tensor_make((void*)(uintptr_t)p, TJ_DTYPE_F32, rank, shape);
-  t.device_type = TJ_DEVICE_CUDA;
-  t.device_id = g_dev->ordinal;
-  return t;
+  return bench_dev_tensor(g_dev, p, TJ_DTYPE_F32, rank, shape);
 }
 
 //===--- the kernels ---===//
@@ -107,7 +66,7 @@ static const char* const kKeys[] = {"affine", "gelu_bias", "softmax",
 // y = f(x) over f32 [R, C] with R symbolic, so one executable serves any R.
 static tj_graph_t* make_graph(which_t which, int64_t cols) {
   tj_graph_t* g;
-  die(tj_graph_create(g_ctx, kKeys[which], &g), "graph");
+  bench_die(tj_graph_create(g_ctx, kKeys[which], &g), "graph");
   int64_t R = tj_graph_symbol(g, "R");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, cols}, "x");
   tj_value_t y;
@@ -133,7 +92,7 @@ static tj_graph_t* make_graph(which_t which, int64_t cols) {
     }
   }
   tj_graph_output(g, y, "y");
-  die(tj_graph_finalize(g), "finalize");
+  bench_die(tj_graph_finalize(g), "finalize");
   return g;
 }
 
@@ -145,7 +104,7 @@ typedef struct ours_t {
 
 static void run_ours(void* ctx) {
   ours_t* o = ctx;
-  die(tj_executable_run(o->exe, o->in, o->num_in, &o->out, 1), "run");
+  bench_die(tj_executable_run(o->exe, o->in, o->num_in, &o->out, 1), "run");
 }
 
 typedef struct copy_run_t {
@@ -155,7 +114,7 @@ typedef struct copy_run_t {
 
 static void run_copy(void* ctx) {
   copy_run_t* c = ctx;
-  die(tj_cuda_copy_on_device(g_dev, c->dst, c->src, c->bytes), "copy");
+  bench_die(tj_cuda_copy_on_device(g_dev, c->dst, c->src, c->bytes), "copy");
 }
 
 // Checks a few rows of |y| against the definition in double, so that a
@@ -168,15 +127,15 @@ static double check_rows(which_t which, tj_cu_deviceptr_t x,
   float* hy = malloc(row_bytes);
   float* hb = malloc(row_bytes);
   if (!hx || !hy || !hb) fprintf(stderr, "out of host memory\n"), exit(1);
-  die(tj_cuda_device_synchronize(g_dev), "sync");
-  die(tj_cuda_copy_to_host(g_dev, hb, b, row_bytes), "copy");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+  bench_die(tj_cuda_copy_to_host(g_dev, hb, b, row_bytes), "copy");
   double worst = 0;
   int64_t check[] = {0, 1, rows / 2, rows - 1};
   for (int c = 0; c < 4; ++c) {
     size_t off = (size_t)check[c] * row_bytes;
-    die(tj_cuda_copy_to_host(g_dev, hx, x + off, row_bytes), "copy");
-    die(tj_cuda_copy_to_host(g_dev, hy, y + off, row_bytes), "copy");
-    die(tj_cuda_device_synchronize(g_dev), "sync");
+    bench_die(tj_cuda_copy_to_host(g_dev, hx, x + off, row_bytes), "copy");
+    bench_die(tj_cuda_copy_to_host(g_dev, hy, y + off, row_bytes), "copy");
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
     double mx = -INFINITY, sum = 0, mean = 0, var = 0;
     for (int64_t j = 0; j < cols; ++j) mx = fmax(mx, hx[j]);
     for (int64_t j = 0; j < cols; ++j) sum += exp(hx[j] - mx), mean += hx[j];
@@ -232,7 +191,7 @@ int main(int argc, char** argv) {
     tj_status_free(s);
     return 0;
   }
-  die(tj_context_create(NULL, &g_ctx), "context");
+  bench_die(tj_context_create(NULL, &g_ctx), "context");
 
   int64_t n = rows * cols;
   size_t bytes = (size_t)n * 4;
@@ -241,7 +200,7 @@ int main(int argc, char** argv) {
   tj_cu_deviceptr_t ones = dev_random(cols, 1, 1);
   tj_cu_deviceptr_t zeros = dev_random(cols, 0, 0);
   tj_cu_deviceptr_t y;
-  die(tj_cuda_device_alloc(g_dev, bytes, &y), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, bytes, &y), "alloc");
 
   copy_run_t copy = {y, x, bytes};
   double t_copy = time_ms(run_copy, &copy);
@@ -262,7 +221,7 @@ int main(int argc, char** argv) {
     o.target = TJ_TARGET_CUDA;
     o.cuda_stream = g_dev->stream;
     ours_t run = {0};
-    die(tj_compile(g, &o, &run.exe), "tj_compile");
+    bench_die(tj_compile(g, &o, &run.exe), "tj_compile");
     run.in[0] = dev_tensor(x, 2, shape);
     run.num_in = 1;
     if (w == W_GELU_BIAS) run.in[run.num_in++] = dev_tensor(b, 1, &cols);

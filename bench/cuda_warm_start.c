@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_executable.h"
+#include "bench/cuda_bench_util.h"
 #include "jit/cache.h"
 #include "lib/dtype.h"
 
@@ -27,12 +28,6 @@ static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static void die(tj_status_t s, const char* what) {
-  if (!s) return;
-  fprintf(stderr, "%s: %s\n", what, tj_status_message(s));
-  exit(1);
 }
 
 // Deletes the entries of |dir| whose payload is an ELF image (the cubins).
@@ -53,9 +48,9 @@ static int drop_cubins(const char* dir) {
     size_t size = 0;
     bool hit = false;
     const char* why = NULL;
-    die(tj_disk_cache_load(dir, k, tj_allocator_system(), &bytes, &size, &hit,
-                           &why),
-        "cache load");
+    bench_die(tj_disk_cache_load(dir, k, tj_allocator_system(), &bytes, &size,
+                                 &hit, &why),
+              "cache load");
     if (hit && size > 4 &&
         memcmp(bytes,
                "\x7f"
@@ -95,23 +90,23 @@ int main(int argc, char** argv) {
   }
   double open_ms = now_ms() - t0;
   tj_context_t* ctx = NULL;
-  die(tj_context_create(NULL, &ctx), "context");
+  bench_die(tj_context_create(NULL, &ctx), "context");
   tj_graph_t* g = NULL;
-  die(tj_graph_create(ctx, "capstone", &g), "graph");
+  bench_die(tj_graph_create(ctx, "capstone", &g), "graph");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, dt, 2, (int64_t[]){B, K}, "x");
   tj_value_t w = tj_graph_input(g, dt, 2, (int64_t[]){K, N}, "w");
   tj_value_t bias = tj_graph_input(g, dt, 1, (int64_t[]){N}, "b");
   tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, bias), false),
                   "y");
-  die(tj_graph_finalize(g), "finalize");
+  bench_die(tj_graph_finalize(g), "finalize");
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.target = TJ_TARGET_CUDA;
   o.cache_dir = dir;
   tj_executable_t* exe = NULL;
   t0 = now_ms();
-  die(tj_compile(g, &o, &exe), "tj_compile");
+  bench_die(tj_compile(g, &o, &exe), "tj_compile");
   double compile_ms = now_ms() - t0;
   size_t es = tj_dtype_size(dt);
   void* xs = malloc((size_t)(b * K) * es);
@@ -134,16 +129,16 @@ int main(int argc, char** argv) {
   tj_tensor_t out = tj_tensor_make(ys, dt, 2, yshape);
   tj_tensor_t ref = tj_tensor_make(want, dt, 2, yshape);
   t0 = now_ms();
-  die(tj_executable_run(exe, in, 3, &out, 1), "run");
+  bench_die(tj_executable_run(exe, in, 3, &out, 1), "run");
   double run_ms = now_ms() - t0;
-  die(tj_reference_run(g, in, 3, &ref, 1), "reference");
+  bench_die(tj_reference_run(g, in, 3, &ref, 1), "reference");
   int64_t misses = 0;
   for (int64_t i = 0; i < b * N; ++i) {
     double gv = tj_load_f64(dt, ys, i), wv = tj_load_f64(dt, want, i);
     if (!(fabs(gv - wv) <= 1e-2 + 1.6e-2 * fabs(wv))) ++misses;
   }
   tj_cuda_program_stats_t cs;
-  die(tj_executable_cuda_stats(exe, &cs), "stats");
+  bench_die(tj_executable_cuda_stats(exe, &cs), "stats");
   printf(
       "%s: tj_compile %.2f ms (PTX from %s, cubin from %s; LLVM %.2f ms, "
       "ptxas %.2f ms, load %.2f ms); device open %.1f ms, first run %.1f "
