@@ -110,6 +110,7 @@ typedef struct tune_t {
   char* text;  // the GEMM's canonical text (the tuning key)
   tj_cuda_kir_kernel_t* variant[NUM_CANDIDATES];  // [0], [4] unused
   tj_cuda_kir_kernel_t* epi_fn;
+  bool precompiled;  // the tuning candidates were compiled together
   choice_t choices[MAX_CHOICES];
   uint32_t num_choices;
   // This run.
@@ -204,6 +205,9 @@ struct tj_cuda_program_t {
   uint32_t num_kernels, cap_kernels;
   tj_cuda_module_t* cumod;
   char* ptx;
+  // Offline programs (no device): the GEMM candidates' kernels.
+  char* variants_ptx;
+  uint32_t num_variant_kernels;
   // The plan (borrowed from the executable).
   const tj_graph_t* graph;
   const tj_memplan_t* mp;
@@ -274,6 +278,12 @@ static size_t key_len(const tj_cuda_program_t* p) {
   return p->num_symbols + p->num_args + 1 + p->num_kernels;
 }
 
+static tj_status_t program_create(tj_context_t* context,
+                                  const tj_compile_options_t* options,
+                                  tj_cuda_device_t* device,
+                                  tj_nvptx_arch_t arch,
+                                  tj_cuda_program_t** out);
+
 tj_status_t tj_cuda_program_create(tj_context_t* context,
                                    const tj_compile_options_t* options,
                                    tj_cuda_program_t** out) {
@@ -298,6 +308,26 @@ tj_status_t tj_cuda_program_create(tj_context_t* context,
     return tj_unsupported(
         "tj_compile: %s is sm_%d%d; the CUDA target needs sm_80 or newer",
         device->name, (int)device->sm_major, (int)device->sm_minor);
+  return program_create(context, options, device, arch, out);
+}
+
+tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
+                                           const tj_compile_options_t* options,
+                                           tj_nvptx_arch_t arch,
+                                           tj_cuda_program_t** out) {
+  *out = NULL;
+  if ((unsigned)arch >= TJ_NVPTX_ARCH_COUNT_)
+    return tj_invalid("tj_cuda_compile_ptx: unknown arch %d", (int)arch);
+  return program_create(context, options, NULL, arch, out);
+}
+
+// The program of |device| (NULL: an offline program, see
+// tj_cuda_program_create_offline) for |arch|.
+static tj_status_t program_create(tj_context_t* context,
+                                  const tj_compile_options_t* options,
+                                  tj_cuda_device_t* device,
+                                  tj_nvptx_arch_t arch,
+                                  tj_cuda_program_t** out) {
   tj_allocator_t al = tj_context_allocator(context);
   tj_cuda_program_t* p = tj_calloc(al, 1, sizeof(*p));
   if (!p) return tj_status_oom();
@@ -305,7 +335,7 @@ tj_status_t tj_cuda_program_create(tj_context_t* context,
   p->al = al;
   p->device = device;
   p->stream = options->cuda_stream ? (tj_cu_stream_t)options->cuda_stream
-                                   : device->stream;
+                                   : (device ? device->stream : NULL);
   p->host_stream = options->cuda_stream != NULL;
   p->graphs_enabled = !options->cuda_disable_graphs;
   p->arch = arch;
@@ -319,8 +349,8 @@ tj_status_t tj_cuda_program_create(tj_context_t* context,
   const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");
   if (force && force[0] >= '0' && force[0] < '0' + NUM_CANDIDATES && !force[1])
     p->forced = force[0] - '0';
-  snprintf(p->device_desc, sizeof(p->device_desc), "%s %s%s", device->name,
-           tj_nvptx_arch_name(arch),
+  snprintf(p->device_desc, sizeof(p->device_desc), "%s %s%s",
+           device ? device->name : "offline", tj_nvptx_arch_name(arch),
            p->nv_options.approx_math ? " approx" : "");
   tj_status_t status = NULL;
   if (pthread_mutex_init(&p->mutex, NULL) != 0) {
@@ -388,6 +418,7 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
   }
   tj_cuda_module_destroy(p->cumod);
   tj_free_string(p->al, p->ptx);
+  tj_free_string(p->al, p->variants_ptx);
   if (p->module) LLVMDisposeModule(p->module);
   if (p->llvm) LLVMContextDispose(p->llvm);
   tj_nvptx_target_destroy(p->target);
@@ -508,6 +539,16 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   return NULL;
 }
 
+// The PTX of the module by LLVM, which consumes it.
+static tj_status_t compile_module(tj_cuda_program_t* p) {
+  double start = now_ms();
+  LLVMModuleRef m = p->module;
+  p->module = NULL;
+  TJ_RETURN_IF_ERROR(tj_nvptx_compile(p->target, m, p->al, &p->ptx));
+  p->compile_ms = now_ms() - start;
+  return NULL;
+}
+
 // The PTX of the module under |key|, from a cache or LLVM (which consumes
 // the module).
 static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
@@ -538,11 +579,7 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
     LLVMDisposeModule(p->module);
     p->module = NULL;
   } else {
-    double start = now_ms();
-    LLVMModuleRef m = p->module;
-    p->module = NULL;
-    TJ_RETURN_IF_ERROR(tj_nvptx_compile(p->target, m, p->al, &p->ptx));
-    p->compile_ms = now_ms() - start;
+    TJ_RETURN_IF_ERROR(compile_module(p));
     size = strlen(p->ptx) + 1;
     if (disk) {
       tj_status_t s = tj_disk_cache_store(cache_dir, key, p->ptx, size);
@@ -564,18 +601,21 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
 
 // Compiles a kernel apart from the module (a GEMM variant, an epilogue,
 // a strided copy) through the cubin cache, and counts where it came from.
+static void count_kernel(tj_cuda_program_t* p, const tj_cuda_kir_kernel_t* k) {
+  if (!p->cache_dir[0]) return;
+  if (k->cubin_hit) {
+    ++p->kernel_cubin_hits;
+  } else {
+    ++p->kernel_cubin_misses;
+  }
+}
+
 static tj_status_t compile_kernel(tj_cuda_program_t* p, const tj_kir_t* k,
                                   const tj_nvptx_options_t* o,
                                   tj_cuda_kir_kernel_t** out) {
   TJ_RETURN_IF_ERROR(tj_cuda_kir_compile_cached(p->device, p->target, k, o,
                                                 p->context, p->cache_dir, out));
-  if (p->cache_dir[0]) {
-    if ((*out)->cubin_hit) {
-      ++p->kernel_cubin_hits;
-    } else {
-      ++p->kernel_cubin_misses;
-    }
-  }
+  count_kernel(p, *out);
   return NULL;
 }
 
@@ -730,6 +770,68 @@ static tj_status_t alloc_run_state(tj_cuda_program_t* p) {
   return NULL;
 }
 
+// An offline program stops at PTX: the module's, and one more module with
+// every kernel each GEMM candidate compiles apart on a GPU (the other main
+// loops and tiles of kVariants, the cuBLASLt candidate's epilogue), each
+// function renamed <entry>_c<candidate> so they share a module. The
+// candidates a GPU of |p->arch| skips (wgmma before sm_90a) are left out
+// the same way: their emission says UNSUPPORTED.
+static tj_status_t finish_offline(tj_cuda_program_t* p) {
+  if (p->num_kernels == 0) {
+    LLVMDisposeModule(p->module);
+    p->module = NULL;
+    return NULL;
+  }
+  TJ_RETURN_IF_ERROR(compile_module(p));
+  p->ptx_bytes = strlen(p->ptx);
+  TJ_RETURN_IF_ERROR(setup_tunes(p));
+  if (!p->tunes) return NULL;
+  p->module = tj_nvptx_module_create(p->target, p->llvm, "tj_variants");
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < p->num_kernels && !status; ++i) {
+    const tune_t* t = &p->tunes[i];
+    if (!t->tunable) continue;
+    for (int32_t c = 1; c < NUM_CANDIDATES && !status; ++c) {
+      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+      const tj_kir_t* k = p->kernels[i].low->kernel;
+      if (c == CAND_CUBLASLT) {
+        if (!t->lt_ok) continue;
+        k = t->epi;
+      } else {
+        o = kVariants[c];
+        o.approx_math = p->nv_options.approx_math;
+      }
+      tj_nvptx_kernel_t info;
+      status = tj_nvptx_emit_kernel(p->module, p->arch, k, &o, &info);
+      if (tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
+        tj_status_free(status);
+        status = NULL;
+        continue;
+      }
+      if (status) {
+        status = tj_status_annotate(status, "GEMM candidate %d (%s)", (int)c,
+                                    kCandidateNames[c]);
+        break;
+      }
+      char name[sizeof(info.entry) + 16];
+      snprintf(name, sizeof(name), "%s_c%d", info.entry, (int)c);
+      LLVMValueRef f = LLVMGetNamedFunction(p->module, info.entry);
+      if (f) LLVMSetValueName2(f, name, strlen(name));
+      ++p->num_variant_kernels;
+    }
+  }
+  if (!status && p->num_variant_kernels > 0) {
+    LLVMModuleRef m = p->module;
+    p->module = NULL;
+    status = tj_nvptx_compile(p->target, m, p->al, &p->variants_ptx);
+  }
+  if (p->module) {
+    LLVMDisposeModule(p->module);
+    p->module = NULL;
+  }
+  return status;
+}
+
 tj_status_t tj_cuda_program_finish(
     tj_cuda_program_t* p, const tj_graph_t* graph, const tj_memplan_t* memplan,
     const tj_x86_lowered_t* kernels, uint32_t num_kernels,
@@ -738,6 +840,7 @@ tj_status_t tj_cuda_program_finish(
     return tj_internal("cuda program: %u kernels added, %u finished",
                        p->num_kernels, num_kernels);
   for (uint32_t i = 0; i < num_kernels; ++i) p->kernels[i].low = &kernels[i];
+  if (!p->device) return finish_offline(p);
   p->graph = graph;
   p->mp = memplan;
   p->num_symbols = tj_dim_num_symbols(&graph->dims);
@@ -776,6 +879,12 @@ tj_status_t tj_cuda_program_finish(
 
 const char* tj_cuda_program_ptx(const tj_cuda_program_t* program) {
   return program->ptx;
+}
+
+const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
+                                         uint32_t* out_num_kernels) {
+  *out_num_kernels = program->num_variant_kernels;
+  return program->variants_ptx;
 }
 
 //===--- GEMM candidates: setup ---===//
@@ -1038,18 +1147,94 @@ typedef struct measure_ctx_t {
   const int64_t* scalars;
 } measure_ctx_t;
 
+// Whether tuning times candidate |c|. Where wgmma runs, mma.sync main
+// loops are not worth compiling to time (~0.2 s each, LLVM and ptxas): on
+// the H200 they reached 0.46x cuBLAS where wgmma reached 0.69x
+// (bench/cuda_bench --gemm). They stay available to TJ_CUDA_GEMM_CANDIDATE.
+static bool timed_candidate(const tj_cuda_program_t* p, int32_t c) {
+  return !(p->arch == TJ_NVPTX_SM_90A && c > 0 && c != CAND_CUBLASLT &&
+           kVariants[c].gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC);
+}
+
+// One kernel compiled on a thread of its own (precompile_candidates).
+typedef struct precompile_t {
+  tj_cuda_program_t* p;
+  const tj_kir_t* kernel;
+  tj_nvptx_options_t options;
+  tj_nvptx_target_t* target;  // the thread's own
+  tj_cuda_kir_kernel_t** slot;
+  tj_cuda_kir_kernel_t* out;
+  tj_status_t status;
+  pthread_t thread;
+  bool started;
+} precompile_t;
+
+static void* precompile_main(void* arg) {
+  precompile_t* w = arg;
+  w->status = tj_cuda_kir_compile_cached(w->p->device, w->target, w->kernel,
+                                         &w->options, w->p->context,
+                                         w->p->cache_dir, &w->out);
+  return NULL;
+}
+
+// Compiles the candidates of kernel |ki| that tuning is about to time and
+// that are not compiled yet, each on a thread of its own: each costs LLVM
+// and ptxas (~0.2 s), they are independent, and the first tuning of a
+// bucket then waits for the slowest instead of their sum. Each thread has
+// its own NVPTX TargetMachine (LLVM's are not to be shared across
+// threads); the driver calls push the context themselves. A failure is
+// left for ensure_candidate to meet again, and report, when the candidate
+// is timed.
+static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki) {
+  tune_t* t = &p->tunes[ki];
+  t->precompiled = true;
+  precompile_t w[NUM_CANDIDATES];
+  memset(w, 0, sizeof(w));
+  int32_t n = 0;
+  tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
+  for (int32_t c = 1; c < NUM_CANDIDATES; ++c) {
+    if (!timed_candidate(p, c)) continue;
+    if (c == CAND_CUBLASLT) {
+      if (!t->lt_ok || p->lt_unavailable || t->epi_fn) continue;
+      w[n] = (precompile_t){
+          .kernel = t->epi, .options = approx, .slot = &t->epi_fn};
+    } else {
+      if (t->variant[c]) continue;
+      w[n] = (precompile_t){.kernel = p->kernels[ki].low->kernel,
+                            .options = kVariants[c],
+                            .slot = &t->variant[c]};
+      w[n].options.approx_math = p->nv_options.approx_math;
+    }
+    w[n].p = p;
+    ++n;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    tj_status_t s = tj_nvptx_target_create(p->al, p->arch, &w[i].target);
+    if (!s && pthread_create(&w[i].thread, NULL, precompile_main, &w[i]) == 0)
+      w[i].started = true;
+    tj_status_free(s);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (w[i].started) {
+      pthread_join(w[i].thread, NULL);
+      if (!w[i].status) {
+        *w[i].slot = w[i].out;
+        count_kernel(p, w[i].out);
+      }
+      tj_status_free(w[i].status);
+    }
+    tj_nvptx_target_destroy(w[i].target);
+  }
+}
+
 static tj_status_t measure(void* context, int32_t c, int32_t repeats,
                            double* out_ms) {
   measure_ctx_t* m = context;
   tj_cuda_program_t* p = m->p;
   const tj_cuda_symbols_t* cu = &p->device->cu;
-  // Where wgmma runs, mma.sync main loops are not worth compiling to time
-  // (~0.2 s each, LLVM and ptxas): on the H200 they reached 0.46x cuBLAS
-  // where wgmma reached 0.69x (bench/cuda_bench --gemm). They stay
-  // available to TJ_CUDA_GEMM_CANDIDATE.
-  if (p->arch == TJ_NVPTX_SM_90A && c != CAND_CUBLASLT &&
-      kVariants[c].gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC)
+  if (!timed_candidate(p, c))
     return tj_unsupported("superseded by wgmma on sm_90a");
+  if (!p->tunes[m->ki].precompiled) precompile_candidates(p, m->ki);
   tj_status_t s = ensure_candidate(p, m->ki, c);
   if (!s) s = candidate_args(p, m->ki, c, m->scalars);
   tj_status_code_t code = tj_status_code(s);
@@ -1832,7 +2017,10 @@ void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {
   out->tuning_ms = p->tuning_ms;
   snprintf(out->gemm_choice, sizeof(out->gemm_choice), "%s", p->last_choice);
   pthread_mutex_unlock(&p->mutex);
-  tj_cuda_allocator_stats(p->device->allocator, &out->allocator);
-  snprintf(out->device_name, sizeof(out->device_name), "%s", p->device->name);
+  if (p->device) {
+    tj_cuda_allocator_stats(p->device->allocator, &out->allocator);
+  }
+  snprintf(out->device_name, sizeof(out->device_name), "%s",
+           p->device ? p->device->name : "none (offline)");
   snprintf(out->arch, sizeof(out->arch), "%s", tj_nvptx_arch_name(p->arch));
 }

@@ -18,6 +18,7 @@
 
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/x86/lower.h"
+#include "jit/nvptx.h"
 #include "tensorjit/tj_executable.h"
 
 typedef struct tj_cuda_program_t tj_cuda_program_t;
@@ -48,6 +49,16 @@ typedef struct tj_cuda_step_t {
 tj_status_t tj_cuda_program_create(tj_context_t* context,
                                    const tj_compile_options_t* options,
                                    tj_cuda_program_t** out);
+
+// A program that opens no device: it compiles for |arch| exactly as a
+// GPU of that arch would (the same emission, refusals and candidates), and
+// its finish stops at PTX: nothing is loaded, tuned or run. No cuBLASLt,
+// no cache. For tj_cuda_compile_ptx (CI without a GPU checks the PTX with
+// ptxas). On failure |*out| is NULL.
+tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
+                                           const tj_compile_options_t* options,
+                                           tj_nvptx_arch_t arch,
+                                           tj_cuda_program_t** out);
 
 // Emits the |count| kernels of one group (borrowed until finish, which
 // receives them again in the executable's kernel array, in the same
@@ -136,6 +147,36 @@ void tj_cuda_program_stats(tj_cuda_program_t* program,
 // TJ_DUMP-style inspection and tests. NULL before finish, and when the
 // module was loaded from a cached cubin (no PTX was needed).
 const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
+
+// An offline program's second module after finish: every tensor-core
+// GEMM kernel again with each main loop the autotuner may pick on a GPU of
+// the program's arch (kVariants), and the cuBLASLt candidate's epilogue
+// kernel, each entry renamed <entry>_c<candidate>; |*out_num_kernels| of
+// them. NULL (and 0) without tensor-core GEMMs, and for other programs.
+const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
+                                         uint32_t* out_num_kernels);
+
+// The PTX a GPU of |arch| would load for |graph| compiled with |options|
+// (its target is taken as TJ_TARGET_CUDA), made without a device: the same
+// middle end, lowering, emission and graph breaks as tj_compile, then
+// LLVM's NVPTX back end. Implemented in backends/x86/executable.c.
+typedef struct tj_cuda_offline_ptx_t {
+  char* ptx;             // the program's module; NULL without kernels
+  char* variants_ptx;    // see tj_cuda_program_variants_ptx; may be NULL
+  uint32_t num_kernels;  // in |ptx|
+  uint32_t num_variant_kernels;  // in |variants_ptx|
+  uint32_t num_host_steps;       // graph breaks
+} tj_cuda_offline_ptx_t;
+
+// Fills |out| (its strings owned by the caller; release them with
+// tj_cuda_offline_ptx_deinitialize and the same |al|). On failure |*out|
+// holds nothing.
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out);
+void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
+                                      tj_cuda_offline_ptx_t* ptx);
 
 // The CUDA stats of an executable compiled for TJ_TARGET_CUDA (implemented
 // in backends/x86/executable.c, which owns the executable). INVALID_ARGUMENT
