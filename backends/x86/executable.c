@@ -130,6 +130,10 @@ struct tj_executable_t {
   // TJ_TARGET_CUDA: the kernels, memory and runs on the GPU. The kernel
   // set |generic| then only holds the lowered kernels (no x86 module).
   tj_cuda_program_t* cuda;
+  // tj_cuda_compile_ptx: |cuda| is an offline program for |offline_arch|
+  // (no device; compiling stops at PTX) and the executable never runs.
+  bool offline;
+  tj_nvptx_arch_t offline_arch;
   tj_lower_target_t lower_target;
   bool log_recompiles, log_cache, log_fusion, log_breaks, log_autotune;
   char cache_dir[1024];  // the disk cache; "" when disabled
@@ -720,7 +724,10 @@ static tj_status_t compile(tj_executable_t* exe) {
   if (exe->options.target == TJ_TARGET_CUDA) {
     // First, so that a machine without a GPU fails fast and clearly.
     TJ_RETURN_IF_ERROR(
-        tj_cuda_program_create(exe->context, &exe->options, &exe->cuda));
+        exe->offline
+            ? tj_cuda_program_create_offline(exe->context, &exe->options,
+                                             exe->offline_arch, &exe->cuda)
+            : tj_cuda_program_create(exe->context, &exe->options, &exe->cuda));
     exe->lower_target.half_gemm = true;
   }
   TJ_RETURN_IF_ERROR(run_pipeline(exe));
@@ -789,9 +796,11 @@ static tj_status_t compile(tj_executable_t* exe) {
   return NULL;
 }
 
-tj_status_t tj_compile(const tj_graph_t* graph,
-                       const tj_compile_options_t* options,
-                       tj_executable_t** out_executable) {
+// tj_compile, or with |offline_arch| tj_cuda_compile_ptx's executable.
+static tj_status_t compile_executable(const tj_graph_t* graph,
+                                      const tj_compile_options_t* options,
+                                      const tj_nvptx_arch_t* offline_arch,
+                                      tj_executable_t** out_executable) {
   if (!out_executable) return tj_invalid("tj_compile: out_executable is NULL");
   *out_executable = NULL;
   if (!graph) return tj_invalid("tj_compile: graph is NULL");
@@ -832,6 +841,10 @@ tj_status_t tj_compile(const tj_graph_t* graph,
   exe->allocator = al;
   exe->options = opts;
   exe->reference = opts.target == TJ_TARGET_REFERENCE;
+  if (offline_arch) {
+    exe->offline = true;
+    exe->offline_arch = *offline_arch;
+  }
   const char* log = getenv("TJ_LOG");
   exe->log_recompiles = log_has(log, "recompiles");
   exe->log_cache = log_has(log, "cache");
@@ -862,6 +875,55 @@ tj_status_t tj_compile(const tj_graph_t* graph,
   exe->compile_ms = now_ms() - start;
   *out_executable = exe;
   return NULL;
+}
+
+tj_status_t tj_compile(const tj_graph_t* graph,
+                       const tj_compile_options_t* options,
+                       tj_executable_t** out_executable) {
+  return compile_executable(graph, options, NULL, out_executable);
+}
+
+// The compile of a CUDA executable with an offline program: the PTX is
+// copied out and the executable, never run, released.
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_compile_options_t opts;
+  if (options) {
+    opts = *options;
+  } else {
+    tj_compile_options_initialize(&opts);
+  }
+  opts.target = TJ_TARGET_CUDA;
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR(compile_executable(graph, &opts, &arch, &exe));
+  tj_cuda_offline_ptx_t r;
+  memset(&r, 0, sizeof(r));
+  r.num_kernels = exe->generic.num_kernels;
+  r.num_host_steps = exe->num_host_steps;
+  const char* ptx = tj_cuda_program_ptx(exe->cuda);
+  const char* variants =
+      tj_cuda_program_variants_ptx(exe->cuda, &r.num_variant_kernels);
+  tj_status_t status = NULL;
+  if (ptx && !(r.ptx = tj_strdup(al, ptx))) status = tj_status_oom();
+  if (!status && variants && !(r.variants_ptx = tj_strdup(al, variants)))
+    status = tj_status_oom();
+  tj_executable_release(exe);
+  if (status) {
+    tj_cuda_offline_ptx_deinitialize(al, &r);
+    return status;
+  }
+  *out = r;
+  return NULL;
+}
+
+void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
+                                      tj_cuda_offline_ptx_t* ptx) {
+  tj_free_string(al, ptx->ptx);
+  tj_free_string(al, ptx->variants_ptx);
+  memset(ptx, 0, sizeof(*ptx));
 }
 
 //===--- running ---===//

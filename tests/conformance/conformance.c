@@ -14,6 +14,10 @@ int tj_cts_checks, tj_cts_failures;
 
 static int g_cases, g_runs, g_skipped;
 
+// Compile-only mode (tj_cts_compile_all), or NULL.
+static tj_cts_compile_fn g_compile_fn;
+static void* g_compile_self;
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static void fail(const char* fmt, const char* a, const char* b) {
@@ -515,7 +519,7 @@ void tj_cts_finish(const tj_cts_backend_t* be, tj_cts_case_t* c, int kernels,
   opts.verify_each = true;
   tj_cts_io_t modes[4] = {TJ_CTS_IO_HOST};
   int num_modes = 1;
-  if (c->layouts) {
+  if (c->layouts && !g_compile_fn) {
     modes[num_modes++] = TJ_CTS_IO_HOST_STRIDED;
     if (be->device) {
       modes[num_modes++] = TJ_CTS_IO_DEVICE;
@@ -532,8 +536,14 @@ void tj_cts_finish(const tj_cts_backend_t* be, tj_cts_case_t* c, int kernels,
     }
     tj_cts_report_t r = {0, 0};
     // Each mode compiles the graph anew: finalize is idempotent.
-    bool ok = tj_cts_run_case(be, c, &opts, kBatches, (int)ARRAY_SIZE(kBatches),
-                              modes[m], &r);
+    bool ok;
+    if (g_compile_fn) {
+      ok = ok_status(tj_graph_finalize(c->g), "finalize", c->name) &&
+           g_compile_fn(g_compile_self, c, &opts, &r);
+    } else {
+      ok = tj_cts_run_case(be, c, &opts, kBatches, (int)ARRAY_SIZE(kBatches),
+                           modes[m], &r);
+    }
     ++tj_cts_checks;
     if (!ok)
       fail("FAILED case %s%s\n", c->name, m ? moded + strlen(c->name) : "");
@@ -1466,4 +1476,14 @@ int tj_cts_run_all(const tj_cts_backend_t* be) {
       "reference\n",
       be->name, g_cases, g_skipped, g_runs);
   return tj_cts_failures - before;
+}
+
+int tj_cts_compile_all(const tj_cts_backend_t* be, tj_cts_compile_fn fn,
+                       void* self) {
+  g_compile_fn = fn;
+  g_compile_self = self;
+  int failures = tj_cts_run_all(be);
+  g_compile_fn = NULL;
+  g_compile_self = NULL;
+  return failures;
 }

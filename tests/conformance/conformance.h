@@ -106,6 +106,20 @@ extern int tj_cts_checks, tj_cts_failures;
 // Runs every group of the suite on |backend|, printing "ok - <group>" or
 // "not ok - <group>" per group. Returns the number of failures.
 int tj_cts_run_all(const tj_cts_backend_t* backend);
+// The compile-only mode (CI without the backend's device): |fn| is given
+// each case's finalized graph and the options the suite would compile it
+// with, compiles it its own way (to PTX, say) and checks what it made;
+// nothing runs. It returns false after printing why, else fills
+// |out_report|, whose counts the suite checks against the case's (or the
+// backend's) expectation as for a run.
+typedef bool (*tj_cts_compile_fn)(void* self, const tj_cts_case_t* c,
+                                  const tj_compile_options_t* options,
+                                  tj_cts_report_t* out_report);
+// tj_cts_run_all in compile-only mode: every case of every group (and
+// only its host mode: the other layouts change nothing at compile time)
+// goes to |fn| instead of tj_compile and runs.
+int tj_cts_compile_all(const tj_cts_backend_t* backend, tj_cts_compile_fn fn,
+                       void* self);
 // Runs one group ("unary_ops", "half_matmuls", ...). False for an unknown
 // name.
 bool tj_cts_run_group(const tj_cts_backend_t* backend, const char* group);

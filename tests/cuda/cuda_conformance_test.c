@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_executable.h"
 #include "tests/conformance/conformance.h"
+#include "tests/cuda/cuda_cts_expects.h"
 #include "tests/cuda/cuda_test_util.h"
 
 static tj_cuda_device_t* g_dev;  // the test's own handle, for device memory
@@ -49,25 +50,6 @@ static bool dev_download(void* self, void* dst, uint64_t src, size_t bytes) {
   tj_status_free(s);
   return false;
 }
-
-// What the CUDA backend cannot do yet. Each entry names the gap.
-static const tj_cts_skip_t kSkips[] = {
-    {NULL, NULL},
-};
-
-// Groups the GPU templates cannot express run on the host (a graph break
-// each), with the reason.
-static const tj_cts_expect_t kExpects[] = {
-    {"tanh_f64", 0, 1, "no f64 tanh on the GPU yet (libm on x86): host step"},
-    {"erf_f64", 0, 1, "no f64 erf on the GPU yet (libm on x86): host step"},
-    {"sin_f64", 0, 1, "no f64 sin on the GPU yet (libm on x86): host step"},
-    {"cos_f64", 0, 1, "no f64 cos on the GPU yet (libm on x86): host step"},
-    {"pow_f64", -1, -1, "no f64 pow on the GPU yet: its group on the host"},
-    {"matmul_bf16_misaligned", -1, 1,
-     "K = 33: bf16 rows of 66 bytes break the tensor cores' 16-byte "
-     "cp.async copies: the matmul runs on the host"},
-    {NULL, 0, 0, NULL},
-};
 
 int main(void) {
   // Counts of compiled kernels must not depend on earlier runs.
