@@ -35,24 +35,6 @@ typedef struct desc_t {
   tj_kir_gemm_schedule_t schedule;
 } desc_t;
 
-static uint32_t gelu_tanh(tj_kir_t* k, uint32_t v) {
-  uint32_t x3 =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
-  uint32_t in = tj_kir_binary(
-      k, TJ_OP_ADD, v,
-      tj_kir_binary(k, TJ_OP_MUL, x3,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
-  uint32_t t = tj_kir_unary(
-      k, TJ_OP_TANH,
-      tj_kir_binary(k, TJ_OP_MUL, in,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-  uint32_t h =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  return tj_kir_binary(
-      k, TJ_OP_MUL, h,
-      tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
-}
-
 static tj_kir_t* build(const desc_t* d) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, d->name, &k));
@@ -96,7 +78,7 @@ static tj_kir_t* build(const desc_t* d) {
     // dtype, then the epilogue in f32.
     v = tj_kir_binary(k, TJ_OP_ADD, tj_kir_cast(k, d->dt, v),
                       tj_kir_load(k, bias));
-    v = gelu_tanh(k, tj_kir_cast(k, TJ_DTYPE_F32, v));
+    v = kir_gelu_tanh(k, tj_kir_cast(k, TJ_DTYPE_F32, v));
   }
   if (d->out != TJ_DTYPE_F32) v = tj_kir_cast(k, d->out, v);
   tj_kir_store(k, y, v);

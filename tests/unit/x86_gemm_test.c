@@ -22,38 +22,6 @@ static tj_kir_ival_t dim_of(const gemm_desc_t* d, uint32_t param, int64_t v) {
   return d->runtime_sizes ? tj_kir_runtime(param) : tj_kir_constant(v);
 }
 
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-static uint32_t gelu_tanh(tj_kir_t* k, uint32_t v) {
-  uint32_t x3 =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
-  uint32_t in = tj_kir_binary(
-      k, TJ_OP_ADD, v,
-      tj_kir_binary(k, TJ_OP_MUL, x3,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
-  uint32_t t = tj_kir_unary(
-      k, TJ_OP_TANH,
-      tj_kir_binary(k, TJ_OP_MUL, in,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-  uint32_t h =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  return tj_kir_binary(
-      k, TJ_OP_MUL, h,
-      tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
-}
-
-// 0.5 x (1 + erf(x / sqrt 2))
-static uint32_t gelu_erf(tj_kir_t* k, uint32_t v) {
-  uint32_t e = tj_kir_unary(
-      k, TJ_OP_ERF,
-      tj_kir_binary(k, TJ_OP_MUL, v,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7071067811865476)));
-  uint32_t h =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  return tj_kir_binary(
-      k, TJ_OP_MUL, h,
-      tj_kir_binary(k, TJ_OP_ADD, e, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
-}
-
 static tj_kir_t* build_gemm(const gemm_desc_t* d) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, d->name, &k));
@@ -99,11 +67,11 @@ static tj_kir_t* build_gemm(const gemm_desc_t* d) {
   tj_kir_set_gemm(k, K, &d->schedule);
   uint32_t v = tj_kir_acc(k);
   if (d->epilogue == 1) {
-    v = gelu_tanh(k, tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias)));
+    v = kir_gelu_tanh(k, tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias)));
   } else if (d->epilogue == 2) {
     uint32_t pre = tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias));
     tj_kir_store(k, y2, tj_kir_cast(k, TJ_DTYPE_BF16, pre));
-    v = tj_kir_binary(k, TJ_OP_ADD, gelu_erf(k, pre), tj_kir_load(k, res));
+    v = tj_kir_binary(k, TJ_OP_ADD, kir_gelu_erf(k, pre), tj_kir_load(k, res));
   }
   tj_kir_store(k, y, v);
   return k;

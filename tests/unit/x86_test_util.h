@@ -646,6 +646,40 @@ static inline double rng_uniform(double lo, double hi) {
          (hi - lo) * (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
 }
 
+//===--- epilogue bodies for GEMM kernels ---===//
+
+// Kernel IR for 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
+static inline uint32_t kir_gelu_tanh(tj_kir_t* k, uint32_t v) {
+  uint32_t x3 =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
+  uint32_t in = tj_kir_binary(
+      k, TJ_OP_ADD, v,
+      tj_kir_binary(k, TJ_OP_MUL, x3,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
+  uint32_t t = tj_kir_unary(
+      k, TJ_OP_TANH,
+      tj_kir_binary(k, TJ_OP_MUL, in,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
+  uint32_t h =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  return tj_kir_binary(
+      k, TJ_OP_MUL, h,
+      tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+}
+
+// Kernel IR for 0.5 v (1 + erf(v / sqrt 2)).
+static inline uint32_t kir_gelu_erf(tj_kir_t* k, uint32_t v) {
+  uint32_t e = tj_kir_unary(
+      k, TJ_OP_ERF,
+      tj_kir_binary(k, TJ_OP_MUL, v,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7071067811865476)));
+  uint32_t h =
+      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  return tj_kir_binary(
+      k, TJ_OP_MUL, h,
+      tj_kir_binary(k, TJ_OP_ADD, e, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+}
+
 //===--- checking kernels against the oracle ---===//
 
 // open_jits' levels, and one more a test may add (open_extra_jit).
