@@ -11,7 +11,9 @@
 // span of columns, walked in strips as wide as the registers allow for the
 // rows at hand (1 row: 4 x NR; 2-3 rows: 2 x NR; more: NR): B is then read
 // in runs of 512-1024 contiguous bytes per row, which streams at ~85 GB/s
-// from L3 here where 256-byte runs (one NR panel) reach ~56 GB/s.
+// from L3 here where 256-byte runs (one NR panel) reach ~56 GB/s. The path
+// is a function of its own, which the x86 JIT leaves out of the kernel's
+// first compile and builds when a run first takes it (emit_small_m_fn).
 //
 // Otherwise (BLIS order):
 //   for u in [begin, end):                       // (batch, n block, m block)
@@ -319,6 +321,13 @@ static void no_unroll(tj_emit_t* em, LLVMValueRef br) {
                   LLVMMetadataAsValue(em->ctx, loop));
 }
 
+// tj_emit_loop_end for a loop LLVM must not unroll (see the callers).
+static void loop_end_no_unroll(tj_emit_t* em, tj_emit_loop_t* loop) {
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(em->b);
+  tj_emit_loop_end(em, loop);
+  no_unroll(em, LLVMGetBasicBlockTerminator(latch));
+}
+
 // for (k = k0; k < k1; k += n) one step on each of |n| accumulator sets
 // (k1 - k0 must be a multiple of n). |acc| holds n sets of |per| values,
 // replaced by the values after the loop.
@@ -363,6 +372,26 @@ static void ukernel_loop(ukernel_t* u, LLVMValueRef k0, LLVMValueRef k1,
   }
 }
 
+// Marks |fn| nounwind and noinline, and with |deferrable| "tj-deferrable":
+// only the small-M path calls the in-place microkernels, so the x86 JIT
+// may compile them apart from the kernel, when a run first takes that
+// path (jit/x86_jit.h, hot and cold parts).
+static void add_attrs(tj_emit_t* em, LLVMValueRef fn, bool deferrable) {
+  static const char* attrs[] = {"nounwind", "noinline"};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(attrs); ++i) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(em->ctx, kind, 0));
+  }
+  if (deferrable) {
+    static const char kDeferrable[] = "tj-deferrable";
+    LLVMAddAttributeAtIndex(
+        fn, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(em->ctx, kDeferrable, sizeof(kDeferrable) - 1,
+                                  "", 0));
+  }
+}
+
 // void ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kc, i64 mr_valid,
 //              ptr tile, i64 ld, i1 accumulate, i64 cols)
 // tile[r*ld + c] (+)= sum_k a[r*lda + k*ka] * B(k, c), r < mr, c < nr, with
@@ -386,12 +415,7 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 11, 0);
   LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
-  static const char* attrs[] = {"nounwind", "noinline"};
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(attrs); ++i) {
-    unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(em->ctx, kind, 0));
-  }
+  add_attrs(em, fn, o->direct);
   LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
                ka = LLVMGetParam(fn, 2), bp = LLVMGetParam(fn, 3),
                ldb = LLVMGetParam(fn, 4), kc = LLVMGetParam(fn, 5),
@@ -515,8 +539,11 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
         LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
     LLVMSetAlignment(st, (unsigned)w * 4);
   }
-  tj_emit_loop_end(em, &kl);
-  tj_emit_loop_end(em, &panels);
+  // Both loops stay loops (see emit_epilogue): the copy is bound by
+  // memory, not by the loop's few instructions, and its unrolled copies
+  // (8 k rows by 2 panels, twice over after unswitching) cost LLVM time.
+  loop_end_no_unroll(em, &kl);
+  loop_end_no_unroll(em, &panels);
 }
 
 // Transposes the w x w matrix held in |rows| (row i = rows[i]) in place:
@@ -938,14 +965,18 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
 //===--- the epilogue ---===//
 
 // The epilogue over the finished tile at (|tile|, |ld|): rows [0, rows) of
-// C rows starting at |m|, columns [col0, col0 + min(cols, nv * W)), where
-// the tile row holds |nv_static| vectors (unrolled) or, when that is 0,
-// |nv_dyn| (a loop).
+// C rows starting at |m|, columns [col0, col0 + min(cols, nv * W)), the
+// tile row holding |nv| vectors. Both loops stay loops: the body (GELU's
+// polynomials) is large and its iterations are independent, for the
+// out-of-order core to overlap. LLVM unrolled the packed path's constant
+// 4 vectors; that and the unrolled B packing (emit_pack_b) were a third
+// of the capstone kernel's LLVM time (51 -> 34 ms without both), for no
+// speed that bench/gemm_bench.c can see.
 static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
                                  LLVMValueRef tile, LLVMValueRef ld,
                                  LLVMValueRef rows, LLVMValueRef m,
                                  LLVMValueRef col0, LLVMValueRef cols,
-                                 int32_t nv_static, LLVMValueRef nv_dyn) {
+                                 LLVMValueRef nv) {
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes;
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
@@ -968,25 +999,17 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
   }
   LLVMValueRef tile_row = gep_f32(em, tile, LLVMBuildMul(em->b, r, ld, ""));
   tj_emit_loop_t vl;
-  int32_t count = nv_static ? nv_static : 1;
-  LLVMValueRef vdyn = NULL;
-  if (!nv_static) {
-    vdyn = tj_emit_loop_begin(em, &vl, i64c(em, 0), nv_dyn, i64c(em, 1),
-                              "epi_vec");
-  }
-  for (int32_t v = 0; v < count; ++v) {
-    LLVMValueRef off = vdyn ? LLVMBuildMul(em->b, vdyn, i64c(em, w), "")
-                            : i64c(em, (int64_t)v * w);
-    tj_emit_point_t p;
-    tj_emit_line_point(em, &row, off, col0, &p);
-    p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
-    LLVMValueRef acc =
-        LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
-    LLVMSetAlignment(acc, (unsigned)w * 4);
-    p.acc = acc;
-    TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
-  }
-  if (vdyn) tj_emit_loop_end(em, &vl);
+  LLVMValueRef v =
+      tj_emit_loop_begin(em, &vl, i64c(em, 0), nv, i64c(em, 1), "epi_vec");
+  LLVMValueRef off = LLVMBuildMul(em->b, v, i64c(em, w), "");
+  tj_emit_point_t p;
+  tj_emit_line_point(em, &row, off, col0, &p);
+  p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
+  LLVMValueRef acc = LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
+  LLVMSetAlignment(acc, (unsigned)w * 4);
+  p.acc = acc;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
+  loop_end_no_unroll(em, &vl);
   tj_emit_loop_end(em, &rl);
   return NULL;
 }
@@ -1059,7 +1082,7 @@ typedef struct direct_t {
 
 // The small-M path: B read in place, all of K in one pass. Consecutive
 // units of one batch entry (one m block each when M <= mc) are one span of
-// columns.
+// columns. Emitted into the small-M function (emit_small_m_fn).
 static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   tj_emit_t* em = g->em;
   const tj_kir_gemm_schedule_t* s = &g->s;
@@ -1144,7 +1167,7 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMBuildCall2(em->b, fty, fn, args, 11, "");
   TJ_RETURN_IF_ERROR(
       emit_epilogue(em, &un.batch, g->tile, step, rows, m,
-                    LLVMBuildAdd(em->b, un.n0, col, ""), cols, 0,
+                    LLVMBuildAdd(em->b, un.n0, col, ""), cols,
                     LLVMBuildUDiv(em->b, step, i64c(em, w), "")));
   LLVMBuildStore(em->b, LLVMBuildAdd(em->b, col, step, ""), colvar);
   LLVMBuildBr(em->b, jcond);
@@ -1153,6 +1176,91 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMBuildStore(em->b, span_end, uvar);
   LLVMBuildBr(em->b, cond);
   LLVMPositionBuilderAtEnd(em->b, done);
+  return NULL;
+}
+
+// The values of |g| that live in the function being emitted: sizes,
+// block counts, operand strides.
+static void gemm_values(gemm_t* g) {
+  tj_emit_t* em = g->em;
+  g->M = em->dim[g->dm];
+  g->N = em->dim[g->dn];
+  g->K = em->gemm_k;
+  g->nmb = ceil_div(em, g->M, g->s.mc);
+  g->nnb = ceil_div(em, g->N, g->s.nc);
+  g->sa_m = tj_emit_stride(em, g->abuf, g->dm);
+  g->sa_k = tj_emit_stride(em, g->abuf, g->dn);
+  g->sb_k = tj_emit_stride(em, g->bbuf, g->dm);
+  g->sb_n = tj_emit_stride(em, g->bbuf, g->dn);
+}
+
+// The small-M path as a function of its own, "tj_small_m_<kernel>", with
+// the kernel's signature (it takes the kernel's arguments as they are and
+// reloads what it needs), noinline and "tj-deferrable". Its loop and its
+// copy of the epilogue (GELU's polynomials per strip width) were about
+// half of the kernel's LLVM time while inline, and runs with M > 16 never
+// need them: as a deferrable function they go, with the microkernels
+// they call, to the cold part that the x86 JIT compiles on the first
+// small-M run (jit/x86_jit.h). One call per kernel call costs nothing.
+static tj_status_t emit_small_m_fn(gemm_t* g, const direct_t* d,
+                                   LLVMValueRef* out_fn) {
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = em->k;
+  *out_fn = NULL;
+  char name[256];
+  snprintf(name, sizeof(name), "tj_small_m_%s", k->name);
+  LLVMValueRef fn =
+      LLVMAddFunction(em->mod, name, LLVMGlobalGetValueType(em->fn));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  add_attrs(em, fn, true);
+  static const char kWidth[] = "prefer-vector-width";
+  LLVMAttributeRef width = LLVMGetStringAttributeAtIndex(
+      em->fn, LLVMAttributeFunctionIndex, kWidth, sizeof(kWidth) - 1);
+  if (width) LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, width);
+  // The kernel function's emitter state, restored below; the first
+  // emission error carries over.
+  tj_emit_t saved = *em;
+  em->fn = fn;
+  em->b = LLVMCreateBuilderInContext(em->ctx);
+  em->arg_buffers = LLVMGetParam(fn, 0);
+  em->arg_scalars = LLVMGetParam(fn, 1);
+  em->arg_scratch = LLVMGetParam(fn, 2);
+  em->arg_begin = LLVMGetParam(fn, 3);
+  em->arg_end = LLVMGetParam(fn, 4);
+  em->entry = LLVMAppendBasicBlockInContext(em->ctx, fn, "entry");
+  LLVMPositionBuilderAtEnd(em->b, em->entry);
+  // As the kernel's entry block does (jit/emit_llvm.c): what is unused
+  // here, O3 removes.
+  for (uint32_t p = 0; p < k->num_params; ++p) {
+    LLVMValueRef idx = i64c(em, p);
+    em->scalar[p] = LLVMBuildLoad2(
+        em->b, em->t_i64,
+        LLVMBuildGEP2(em->b, em->t_i64, em->arg_scalars, &idx, 1, ""),
+        k->param_names[p]);
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    LLVMValueRef idx = i64c(em, b);
+    em->base[b] = LLVMBuildLoad2(
+        em->b, em->t_ptr,
+        LLVMBuildGEP2(em->b, em->t_ptr, em->arg_buffers, &idx, 1, ""),
+        k->buffers[b].name);
+  }
+  for (int32_t dd = 0; dd < k->rank; ++dd) {
+    em->dim[dd] = tj_emit_ival(em, k->dims[dd]);
+  }
+  em->gemm_k = tj_emit_ival(em, k->gemm_k);
+  gemm_values(g);
+  g->tile = tj_emit_alloca(em, LLVMArrayType(em->t_f32, (unsigned)d->max_tile),
+                           "dtile");
+  LLVMSetAlignment(g->tile, 64);
+  tj_status_t s = emit_direct(g, d);
+  if (!s) LLVMBuildRetVoid(em->b);
+  LLVMDisposeBuilder(em->b);
+  tj_status_t error = em->error;
+  *em = saved;
+  em->error = error;
+  if (s) return s;
+  *out_fn = fn;
   return NULL;
 }
 
@@ -1315,9 +1423,11 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, tptr, ld, rows, m,
                                    LLVMBuildAdd(em->b, un.n0, col, ""),
                                    LLVMBuildSub(em->b, un.nlen, col, ""),
-                                   s->tile_n / em->target.lanes, NULL));
+                                   i64c(em, s->tile_n / em->target.lanes)));
   tj_emit_if_end(em, &epi);
-  tj_emit_loop_end(em, &jl);
+  // Not unrolled: a panel is a call and an epilogue loop, and a copy per
+  // panel of a block cost 5 of the capstone kernel's 34 ms of LLVM time.
+  loop_end_no_unroll(em, &jl);
   tj_emit_loop_end(em, &ml);
   tj_emit_loop_end(em, &pl);
   tj_emit_loop_end(em, &units);
@@ -1395,16 +1505,11 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     }
   }
 
-  g.M = em->dim[g.dm];
-  g.N = em->dim[g.dn];
-  g.K = em->gemm_k;
-  g.nmb = ceil_div(em, g.M, s->mc);
-  g.nnb = ceil_div(em, g.N, s->nc);
-  g.sa_m = tj_emit_stride(em, g.abuf, g.dm);
-  g.sa_k = tj_emit_stride(em, g.abuf, g.dn);
-  g.sb_k = tj_emit_stride(em, g.bbuf, g.dm);
-  g.sb_n = tj_emit_stride(em, g.bbuf, g.dn);
-  LLVMTypeRef tile_ty = LLVMArrayType(em->t_f32, (unsigned)d.max_tile);
+  LLVMValueRef small_fn = NULL;
+  if (direct) TJ_RETURN_IF_ERROR(emit_small_m_fn(&g, &d, &small_fn));
+  gemm_values(&g);
+  LLVMTypeRef tile_ty =
+      LLVMArrayType(em->t_f32, (unsigned)(s->tile_m * s->tile_n));
   g.tile = tj_emit_alloca(em, tile_ty, "tile");
   LLVMSetAlignment(g.tile, 64);
   if (!direct) return emit_packed(&g, ukernel, pack_a);
@@ -1412,7 +1517,10 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       LLVMBuildICmp(em->b, LLVMIntSLE, g.M, i64c(em, SMALL_M), "small_m");
   tj_emit_if_t small_if;
   tj_emit_if_begin(em, &small_if, small, "direct");
-  TJ_RETURN_IF_ERROR(emit_direct(&g, &d));
+  LLVMValueRef args[5] = {em->arg_buffers, em->arg_scalars, em->arg_scratch,
+                          em->arg_begin, em->arg_end};
+  LLVMBuildCall2(em->b, LLVMGlobalGetValueType(small_fn), small_fn, args, 5,
+                 "");
   tj_emit_if_end(em, &small_if);
   tj_emit_if_t big_if;
   tj_emit_if_begin(em, &big_if, LLVMBuildNot(em->b, small, ""), "packed");

@@ -62,6 +62,7 @@ struct tj_x86_jit_t {
   LLVMTargetMachineRef spare_tms[SPARE_TMS];
   int32_t num_spare_tms;
   _Atomic uint64_t compiles, loads, compile_ns, live_modules;
+  _Atomic uint64_t emit_ns, opt_ns, codegen_ns;  // object builds only
 };
 
 struct tj_x86_module_t {
@@ -266,6 +267,9 @@ void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out) {
   out->loads = atomic_load(&((tj_x86_jit_t*)jit)->loads);
   out->compile_ns = atomic_load(&((tj_x86_jit_t*)jit)->compile_ns);
   out->live_modules = atomic_load(&((tj_x86_jit_t*)jit)->live_modules);
+  out->emit_ns = atomic_load(&((tj_x86_jit_t*)jit)->emit_ns);
+  out->opt_ns = atomic_load(&((tj_x86_jit_t*)jit)->opt_ns);
+  out->codegen_ns = atomic_load(&((tj_x86_jit_t*)jit)->codegen_ns);
   pthread_mutex_lock(&((tj_x86_jit_t*)jit)->mutex);
   out->dylibs = jit->next_dylib;
   pthread_mutex_unlock(&((tj_x86_jit_t*)jit)->mutex);
@@ -286,17 +290,12 @@ typedef enum stage_e {
   STAGE_OBJECT
 } stage_t;
 
-// Builds the module for |kernels| and carries it to |stage|; the result
-// goes to |*out_data| / |*out_size| (allocated from the jit's allocator;
-// text is NUL-terminated, the size excluding the NUL).
 //===--- hot and cold parts ---===//
 
-// Whether |fn| may go to the cold part by itself: an internal void
-// function that an emitter marked with the string attribute
-// "tj-deferrable", or (before emitters mark them) a GEMM template's direct
-// (small-M) microkernel, "tj_ukernel_<kernel>_d<rows>[_edge]"
-// (jit/emit_gemm.c). split_module also requires that it calls no function
-// with a body outside the cold part.
+// Whether |fn| may go to the cold part: an internal void function that an
+// emitter marked with the string attribute "tj-deferrable" (jit/
+// emit_gemm.c: the small-M path and its microkernels). split_module also
+// requires that it names no function with a body outside the cold part.
 static bool deferrable(LLVMValueRef fn) {
   if (LLVMIsDeclaration(fn) || LLVMGetLinkage(fn) != LLVMInternalLinkage) {
     return false;
@@ -307,18 +306,8 @@ static bool deferrable(LLVMValueRef fn) {
     return false;
   }
   static const char kAttr[] = "tj-deferrable";
-  if (LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, kAttr,
-                                    sizeof(kAttr) - 1)) {
-    return true;
-  }
-  size_t len = 0;
-  const char* name = LLVMGetValueName2(fn, &len);
-  if (len < 12 || strncmp(name, "tj_ukernel_", 11) != 0) return false;
-  const char* end = name + len;
-  if (len > 5 && strcmp(end - 5, "_edge") == 0) end -= 5;
-  const char* p = end;
-  while (p > name && p[-1] >= '0' && p[-1] <= '9') --p;
-  return p != end && p - name >= 2 && p[-1] == 'd' && p[-2] == '_';
+  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, kAttr,
+                                       sizeof(kAttr) - 1) != NULL;
 }
 
 static bool in_set(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
@@ -328,16 +317,30 @@ static bool in_set(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
   return false;
 }
 
-// Whether every call in |fn| goes to a declaration or to |set|.
-static bool calls_only(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
+// Whether operand |v| names a function with a body outside |set|, itself
+// or inside a constant expression (|depth| levels).
+static bool names_outside(LLVMValueRef v, LLVMValueRef const* set, int32_t n,
+                          int depth) {
+  if (LLVMIsAFunction(v)) return !LLVMIsDeclaration(v) && !in_set(v, set, n);
+  if (depth > 0 && LLVMIsAConstantExpr(v)) {
+    for (int i = 0; i < LLVMGetNumOperands(v); ++i) {
+      if (names_outside(LLVMGetOperand(v, i), set, n, depth - 1)) return true;
+    }
+  }
+  return false;
+}
+
+// Whether every function that |fn| names (calls, or takes the address of:
+// the small-M path calls its microkernels through a select of them) is a
+// declaration or in |set|: then |fn| links in a module of |set| alone.
+static bool names_only(LLVMValueRef fn, LLVMValueRef const* set, int32_t n) {
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb;
        bb = LLVMGetNextBasicBlock(bb)) {
     for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
          in = LLVMGetNextInstruction(in)) {
-      if (!LLVMIsACallInst(in)) continue;
-      LLVMValueRef callee = LLVMGetCalledValue(in);
-      if (!LLVMIsAFunction(callee)) return false;
-      if (!LLVMIsDeclaration(callee) && !in_set(callee, set, n)) return false;
+      for (int i = 0; i < LLVMGetNumOperands(in); ++i) {
+        if (names_outside(LLVMGetOperand(in, i), set, n, 4)) return false;
+      }
     }
   }
   return true;
@@ -379,6 +382,14 @@ static LLVMValueRef add_global(LLVMModuleRef mod, LLVMTypeRef type,
   return g;
 }
 
+// @tj_lazy_fp_<index>, null until the cold part is loaded.
+static LLVMValueRef add_slot(LLVMModuleRef mod, int32_t index) {
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(LLVMGetModuleContext(mod), 0);
+  char name[64];
+  snprintf(name, sizeof(name), "tj_lazy_fp_%d", (int)index);
+  return add_global(mod, ptr, name, LLVMConstNull(ptr), false);
+}
+
 // The body of deferred function |fn| (number |index|) in the hot part:
 //   fp = atomic load acquire @tj_lazy_fp_<index>
 //   if (!fp) fp = (*@tj_lazy_resolve)(@tj_lazy_ctx, index); if (!fp) return
@@ -387,9 +398,7 @@ static void emit_trampoline(LLVMModuleRef mod, LLVMValueRef fn, int32_t index) {
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
   LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-  char name[64];
-  snprintf(name, sizeof(name), "tj_lazy_fp_%d", (int)index);
-  LLVMValueRef slot = add_global(mod, ptr, name, LLVMConstNull(ptr), false);
+  LLVMValueRef slot = add_slot(mod, index);
   LLVMValueRef resolve = LLVMGetNamedGlobal(mod, "tj_lazy_resolve");
   LLVMValueRef lazy_ctx = LLVMGetNamedGlobal(mod, "tj_lazy_ctx");
   LLVMSetLinkage(fn, LLVMInternalLinkage);
@@ -427,9 +436,11 @@ static void emit_trampoline(LLVMModuleRef mod, LLVMValueRef fn, int32_t index) {
 }
 
 // Splits |mod| (see x86_jit.h): PART_HOT keeps everything but replaces the
-// body of each deferrable function with a trampoline and adds
-// @tj_lazy_count; PART_COLD keeps only the deferrable functions, renamed
-// tj_cold_<i>. |*out_num_cold| is their number.
+// body of each deferrable function that hot code calls with a trampoline,
+// deletes the ones only cold code calls (the small-M path's microkernels),
+// and adds @tj_lazy_count and every slot; PART_COLD keeps only the
+// deferrable functions, renamed tj_cold_<i>. |*out_num_cold| is their
+// number.
 static void split_module(LLVMModuleRef mod, tj_x86_part_t part,
                          int32_t* out_num_cold) {
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
@@ -441,12 +452,12 @@ static void split_module(LLVMModuleRef mod, tj_x86_part_t part,
        fn = LLVMGetNextFunction(fn)) {
     if (n < TJ_X86_MAX_COLD && deferrable(fn)) cold[n++] = fn;
   }
-  // Drop candidates that call functions staying hot, until none does (the
+  // Drop candidates that name functions staying hot, until none does (the
   // cold part is linked alone).
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t i = 0; i < n; ++i) {
-      if (calls_only(cold[i], cold, n)) continue;
+      if (names_only(cold[i], cold, n)) continue;
       cold[i] = cold[--n];
       changed = true;
       break;
@@ -459,9 +470,17 @@ static void split_module(LLVMModuleRef mod, tj_x86_part_t part,
     if (n == 0) return;
     add_global(mod, ptr, "tj_lazy_resolve", LLVMConstNull(ptr), false);
     add_global(mod, ptr, "tj_lazy_ctx", LLVMConstNull(ptr), false);
+    // All bodies first: a call between two deferred functions is then gone,
+    // and a function left without uses needs no trampoline (O3 would
+    // delete it; not emitting it at all is cheaper).
+    for (int32_t i = 0; i < n; ++i) drop_body(cold[i]);
     for (int32_t i = 0; i < n; ++i) {
-      drop_body(cold[i]);
-      emit_trampoline(mod, cold[i], i);
+      if (LLVMGetFirstUse(cold[i])) {
+        emit_trampoline(mod, cold[i], i);
+      } else {
+        add_slot(mod, i);  // still looked up by the loader
+        LLVMDeleteFunction(cold[i]);
+      }
     }
     return;
   }
@@ -486,6 +505,10 @@ static void split_module(LLVMModuleRef mod, tj_x86_part_t part,
   }
 }
 
+// Builds the module for |kernels| (|part| of it) and carries it to
+// |stage|; the result goes to |*out_data| / |*out_size| (allocated from
+// the jit's allocator; text is NUL-terminated, the size excluding the
+// NUL). Object builds add their stage times to the jit's stats.
 static tj_status_t build(tj_x86_jit_t* jit, LLVMTargetMachineRef tm,
                          const tj_kir_t* const* kernels, uint32_t n,
                          stage_t stage, tj_x86_part_t part,
@@ -494,6 +517,7 @@ static tj_status_t build(tj_x86_jit_t* jit, LLVMTargetMachineRef tm,
   *out_data = NULL;
   *out_size = 0;
   *out_num_cold = 0;
+  uint64_t t0 = now_ns();
   for (uint32_t i = 0; i < n; ++i) {
     if (!kernels[i] || !kernels[i]->finalized) {
       return tj_invalid("x86 jit: kernel %u is not finalized", i);
@@ -520,12 +544,14 @@ static tj_status_t build(tj_x86_jit_t* jit, LLVMTargetMachineRef tm,
       s = internal;
     }
   }
+  uint64_t t1 = now_ns();
   if (!s && stage != STAGE_IR) {
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     s = tj_status_from_llvm_error(LLVMRunPasses(mod, "default<O3>", tm, opts),
                                   "x86 jit: LLVMRunPasses(default<O3>)");
     LLVMDisposePassBuilderOptions(opts);
   }
+  uint64_t t2 = now_ns();
   uint8_t* data = NULL;
   size_t size = 0;
   if (!s && (stage == STAGE_IR || stage == STAGE_OPT_IR)) {
@@ -560,6 +586,11 @@ static tj_status_t build(tj_x86_jit_t* jit, LLVMTargetMachineRef tm,
       }
       LLVMDisposeMemoryBuffer(buf);
     }
+  }
+  if (stage == STAGE_OBJECT) {
+    atomic_fetch_add(&jit->emit_ns, t1 - t0);
+    atomic_fetch_add(&jit->opt_ns, t2 - t1);
+    atomic_fetch_add(&jit->codegen_ns, now_ns() - t2);
   }
   LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
@@ -635,13 +666,14 @@ tj_status_t tj_x86_jit_compile_part(tj_x86_jit_t* jit,
 }
 
 static tj_status_t emit_text(tj_x86_jit_t* jit, const tj_kir_t* const* kernels,
-                             uint32_t n, stage_t stage, char** out_text) {
+                             uint32_t n, stage_t stage, tj_x86_part_t part,
+                             char** out_text) {
   *out_text = NULL;
   uint8_t* data;
   size_t size;
   int32_t num_cold;
-  TJ_RETURN_IF_ERROR(timed_build(jit, kernels, n, stage, TJ_X86_PART_ALL,
-                                 &num_cold, &data, &size));
+  TJ_RETURN_IF_ERROR(
+      timed_build(jit, kernels, n, stage, part, &num_cold, &data, &size));
   // Both text stages allocate strlen + 1 bytes, which tj_free_string frees.
   *out_text = (char*)data;
   return NULL;
@@ -651,14 +683,23 @@ tj_status_t tj_x86_jit_emit_ir(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels,
                                uint32_t num_kernels, bool optimized,
                                char** out_text) {
+  return tj_x86_jit_emit_ir_part(jit, kernels, num_kernels, TJ_X86_PART_ALL,
+                                 optimized, out_text);
+}
+
+tj_status_t tj_x86_jit_emit_ir_part(tj_x86_jit_t* jit,
+                                    const tj_kir_t* const* kernels,
+                                    uint32_t num_kernels, tj_x86_part_t part,
+                                    bool optimized, char** out_text) {
   return emit_text(jit, kernels, num_kernels,
-                   optimized ? STAGE_OPT_IR : STAGE_IR, out_text);
+                   optimized ? STAGE_OPT_IR : STAGE_IR, part, out_text);
 }
 
 tj_status_t tj_x86_jit_emit_asm(tj_x86_jit_t* jit,
                                 const tj_kir_t* const* kernels,
                                 uint32_t num_kernels, char** out_text) {
-  return emit_text(jit, kernels, num_kernels, STAGE_ASM, out_text);
+  return emit_text(jit, kernels, num_kernels, STAGE_ASM, TJ_X86_PART_ALL,
+                   out_text);
 }
 
 //===--- loading ---===//

@@ -70,7 +70,10 @@ const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit);
 typedef struct tj_x86_jit_stats_t {
   uint64_t compiles;      // tj_x86_jit_compile calls that ran LLVM
   uint64_t loads;         // objects loaded
-  uint64_t compile_ns;    // total time in compile
+  uint64_t compile_ns;    // total time in compile, of which:
+  uint64_t emit_ns;       //   building and verifying the LLVM IR
+  uint64_t opt_ns;        //   the O3 pipeline
+  uint64_t codegen_ns;    //   instruction selection to object bytes
   uint64_t live_modules;  // loaded and not yet destroyed
   uint64_t dylibs;        // JITDylibs ever created (kept for reuse; the C API
                     // cannot remove them): at most the peak of live_modules
@@ -95,18 +98,23 @@ tj_status_t tj_x86_jit_compile(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels,
                                uint32_t num_kernels, tj_x86_object_t* object);
 
-// Hot and cold parts. A generic GEMM kernel carries microkernels that only
-// small M runs call (the direct path of jit/emit_gemm.c); they are most of
-// its LLVM time, so an executable compiles its kernel set without them
-// (the HOT part) and the COLD part when a run first calls one. In the hot
-// part each such function is a trampoline: it calls through the pointer
-// @tj_lazy_fp_<i> (i in [0, @tj_lazy_count)), and while that is null asks
-// the function at @tj_lazy_resolve with (@tj_lazy_ctx, i) for it; a null
-// answer skips the call (the caller then reports the failure). The cold
-// part defines the functions as tj_cold_<i>. The loader of a hot part
-// fills @tj_lazy_resolve and @tj_lazy_ctx (tj_x86_module_lookup_data)
-// before any call. Only void functions that call nothing with a body are
-// ever deferred. @tj_lazy_count is in every hot part (0: nothing deferred).
+// Hot and cold parts. A generic GEMM kernel carries a path that only
+// small M runs take (the small-M function of jit/emit_gemm.c and the
+// microkernels it calls); it is most of the kernel's LLVM time, so an
+// executable compiles its kernel set without it (the HOT part) and the
+// COLD part when a run first calls into it. The cold part is every
+// internal void function that an emitter marked with the string attribute
+// "tj-deferrable", less those that call a function with a body that
+// stays hot. In the hot part each deferred function that hot code calls
+// is a trampoline: it calls through the pointer @tj_lazy_fp_<i> (i in
+// [0, @tj_lazy_count)), and while that is null asks the function at
+// @tj_lazy_resolve with (@tj_lazy_ctx, i) for it; a null answer skips the
+// call (the caller then reports the failure). Deferred functions that
+// only other deferred ones call are absent from the hot part (their
+// slots are still there). The cold part defines the functions as
+// tj_cold_<i>. The loader of a hot part fills @tj_lazy_resolve and
+// @tj_lazy_ctx (tj_x86_module_lookup_data) before any call. @tj_lazy_count
+// is in every hot part (0: nothing deferred).
 typedef enum tj_x86_part_e {
   TJ_X86_PART_ALL = 0,   // the whole module
   TJ_X86_PART_HOT = 1,   // with trampolines for the deferred functions
@@ -131,6 +139,12 @@ tj_status_t tj_x86_jit_emit_ir(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels,
                                uint32_t num_kernels, bool optimized,
                                char** out_text);
+
+// tj_x86_jit_emit_ir for |part| of the module.
+tj_status_t tj_x86_jit_emit_ir_part(tj_x86_jit_t* jit,
+                                    const tj_kir_t* const* kernels,
+                                    uint32_t num_kernels, tj_x86_part_t part,
+                                    bool optimized, char** out_text);
 
 // The module's optimized assembly as text (same ownership as emit_ir).
 tj_status_t tj_x86_jit_emit_asm(tj_x86_jit_t* jit,

@@ -18,9 +18,10 @@
 // borrow them, and a kernel set unloads its code when destroyed.
 //
 // An executable's kernel set is compiled in two parts (x86_jit.h): the hot
-// part now, the cold part (the GEMM template's small-M paths, ~40% of its
-// LLVM time for the capstone) by the first run that calls into it, from
-// the memory cache, the disk cache or LLVM, under the same key scheme.
+// part now, the cold part (the GEMM template's small-M path: its loop with
+// its copy of the epilogue, and its microkernels) by the first run that
+// calls into it, from the memory cache, the disk cache or LLVM, under the
+// same key scheme.
 // That run's thread compiles while the others wait on the part's mutex;
 // a failure is kept for the run to return (tj_x86_kernel_set_take_error).
 
@@ -214,8 +215,9 @@ static tj_status_t set_key(tj_x86_jit_t* jit, const tj_x86_lowered_t* kernels,
   // emits different code for the same kernel text, or a disk cache written
   // by an older build would keep serving the old code (the library
   // version alone changes only at releases). 2: column reductions, hot
-  // and cold parts.
-  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 2");
+  // and cold parts; 3: the small-M GEMM path a deferred function of its
+  // own.
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 3");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
   static const char* const kParts[] = {"whole", "hot part", "cold part"};

@@ -2,9 +2,10 @@
 // (backends/x86/x86_backend.h): one JIT and one thread pool per context,
 // used by several executables at once from several threads, code of
 // destroyed executables unloaded, threads released with the context; and
-// the cold part of a kernel set (the GEMM's small-M paths), compiled by
-// the first run that needs it, cached, built once when several pool
-// workers need it at once, and reported (OUT_OF_MEMORY) when it fails.
+// the cold part of a kernel set (the GEMM's small-M path: its loop and
+// microkernels), compiled by the first run that needs it, right at every
+// M <= 16, cached, built once when several pool workers need it at once,
+// and reported (OUT_OF_MEMORY) when it fails.
 //
 // Results are compared with the reference target (tj_compile with
 // TJ_TARGET_REFERENCE): |got - want| <= 1e-4 + 1e-4 * |want| (f32 sums of
@@ -457,6 +458,86 @@ TEST(small_m_paths_on_first_use) {
   CHECK_EQ_INT(0, system(command));
 }
 
+// TJ_LOG=cache remarks about a kernel set's cold part: how many there
+// were and the number of deferred functions the last one named.
+typedef struct cold_remarks_t {
+  pthread_mutex_t mutex;
+  int lines;
+  int deferred;
+  int announced;  // "...; <n> functions deferred to first use" at compile
+} cold_remarks_t;
+
+// The number right before |at| in |text|, or -1.
+static int number_before(const char* text, const char* at) {
+  const char* p = at;
+  while (p > text && p[-1] >= '0' && p[-1] <= '9') --p;
+  return p < at ? atoi(p) : -1;
+}
+
+static void on_diagnostic(tj_severity_t severity, const char* message,
+                          size_t length, void* user_data) {
+  (void)severity;
+  cold_remarks_t* r = user_data;
+  char text[512];
+  size_t n = length < sizeof(text) - 1 ? length : sizeof(text) - 1;
+  memcpy(text, message, n);
+  text[n] = '\0';
+  // "cache: @<graph>: <n> deferred functions (small-M GEMM paths) ..."
+  const char* at = strstr(text, " deferred functions");
+  const char* hot = strstr(text, " functions deferred to first use");
+  pthread_mutex_lock(&r->mutex);
+  if (at) {
+    ++r->lines;
+    r->deferred = number_before(text, at);
+  }
+  if (hot) r->announced = number_before(text, hot);
+  pthread_mutex_unlock(&r->mutex);
+}
+
+// Every row count of the small-M path through tj_compile, from one generic
+// kernel: M = 17 (packed) first compiles nothing more; the first small M
+// builds the cold part, which holds the path's loop function (1) besides
+// its microkernels (a full strip and an edge one per row count: an even
+// number), once; M = 1..16 then all match the reference.
+TEST(small_m_every_row_count) {
+  cold_remarks_t remarks;
+  memset(&remarks, 0, sizeof(remarks));
+  pthread_mutex_init(&remarks.mutex, NULL);
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.diagnostic_fn = on_diagnostic;
+  co.diagnostic_user_data = &remarks;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+  setenv("TJ_LOG", "cache", 1);  // read by tj_compile
+  tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_NEVER);
+  unsetenv("TJ_LOG");
+  tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+  tj_x86_jit_stats_t st;
+  for (int i = 0; i <= 16; ++i) {
+    int64_t b = i == 0 ? 17 : i;
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, b);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    CHECK(run_and_compare(exe, &p, got));
+    free(got);
+    problem_deinit(&p);
+    tj_x86_jit_stats(jit, &st);
+    CHECK_EQ_INT(b == 17 ? 1 : 2, (int)st.compiles);
+    pthread_mutex_lock(&remarks.mutex);
+    CHECK_EQ_INT(b == 17 ? 0 : 1, remarks.lines);
+    pthread_mutex_unlock(&remarks.mutex);
+  }
+  CHECK(remarks.deferred >= 3);
+  CHECK_EQ_INT(1, remarks.deferred % 2);
+  CHECK_EQ_INT(remarks.announced, remarks.deferred);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  pthread_mutex_destroy(&remarks.mutex);
+}
+
 // The first small-M run spread over a pool: several workers reach the
 // deferred functions at once; one builds them, the others wait for it.
 TEST(cold_part_from_pool_workers) {
@@ -560,6 +641,7 @@ int main(void) {
   RUN_TEST(several_executables_share_the_pool);
   RUN_TEST(compile_and_destroy_is_bounded);
   RUN_TEST(small_m_paths_on_first_use);
+  RUN_TEST(small_m_every_row_count);
   RUN_TEST(cold_part_from_pool_workers);
   RUN_TEST(cold_part_out_of_memory);
   TEST_MAIN_END();

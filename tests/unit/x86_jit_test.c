@@ -1,8 +1,9 @@
 // jit/x86_jit.c: object bytes round trip (compile -> bytes -> load into a
 // fresh JIT -> same results), cold and warm timings (printed, not
 // asserted), one object loaded twice, several kernels per module, bad
-// objects, IR and assembly dumps, target key, stats, concurrent compiles,
-// and an OOM sweep over the JIT's own allocations.
+// objects, IR and assembly dumps, target key, stats, hot and cold parts of
+// a GEMM kernel (what each holds, the same bits as the whole at M = 1..17),
+// concurrent compiles, and an OOM sweep over the JIT's own allocations.
 
 #include <pthread.h>
 
@@ -379,10 +380,237 @@ TEST(oom_sweep) {
   tj_kir_destroy(k);
 }
 
+//===--- hot and cold parts ---===//
+
+static int count_of(const char* text, const char* needle) {
+  int n = 0;
+  for (const char* p = text; (p = strstr(p, needle)) != NULL; ++p) ++n;
+  return n;
+}
+
+// Function definitions in IR |text| whose line names |symbol| ("@name").
+static int count_defines(const char* text, const char* symbol) {
+  int n = 0;
+  for (const char* line = text; line && *line;) {
+    const char* end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (len > 7 && strncmp(line, "define ", 7) == 0) {
+      char buf[512];
+      size_t c = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+      memcpy(buf, line, c);
+      buf[c] = '\0';
+      n += strstr(buf, symbol) != NULL;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  return n;
+}
+
+// What a loader does with a hot part (backends/x86/x86_backend.c), kept
+// minimal: the cold part is loaded up front, and the resolver publishes
+// every tj_cold_<i> in its slot the first time a trampoline asks.
+typedef struct cold_link_t {
+  tj_x86_module_t* cold;
+  void** slots[TJ_X86_MAX_COLD];
+  int32_t count;
+  int calls;
+} cold_link_t;
+
+static void* resolve_cold(void* ctx, int64_t index) {
+  cold_link_t* c = ctx;
+  ++c->calls;
+  if (index < 0 || index >= c->count) return NULL;
+  char names[TJ_X86_MAX_COLD][24];
+  const char* symbols[TJ_X86_MAX_COLD];
+  void* fns[TJ_X86_MAX_COLD];
+  for (int32_t i = 0; i < c->count; ++i) {
+    snprintf(names[i], sizeof(names[i]), "tj_cold_%d", (int)i);
+    symbols[i] = names[i];
+  }
+  tj_status_t s =
+      tj_x86_module_lookup_symbols(c->cold, symbols, (size_t)c->count, fns);
+  if (s) {
+    tj_status_free(s);
+    return NULL;
+  }
+  for (int32_t i = 0; i < c->count; ++i) {
+    __atomic_store_n(c->slots[i], fns[i], __ATOMIC_RELEASE);
+  }
+  return fns[index];
+}
+
+static tj_x86_module_t* load_object(tj_x86_jit_t* jit, tj_x86_object_t* obj) {
+  tj_x86_module_t* m = NULL;
+  CHECK_OK(tj_x86_jit_load(jit, obj->data, obj->size, &m));
+  tj_x86_object_deinitialize(obj);
+  return m;
+}
+
+// The GEMM kernel's small-M path (M <= 16) is a function of its own,
+// marked "tj-deferrable" with its microkernels: the cold part holds the
+// path's loop (with its copy of the epilogue) and every in-place
+// microkernel, the hot part only a trampoline for the loop and the packed
+// path. Split or whole, the kernel computes the same bits at every M, and
+// runs with M > 16 never ask for the cold part.
+TEST(hot_and_cold_parts) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_t* jit;
+  CHECK_OK(tj_x86_jit_create(a, NULL, &jit));
+  // N = 300 ends in a partial panel; K = 130 is not a multiple of chains.
+  enum { N = 300, KK = 130, MAX_M = 17 };
+  tj_kir_t* k = build_capstone(a, "split", N, KK);
+  const tj_kir_t* ks[1] = {k};
+  // Deferred: the loop, and for 1, 2, 4, .. rows and tile_m rows a full
+  // strip and an edge microkernel.
+  tj_kir_gemm_schedule_t sched;
+  tj_kir_gemm_resolve(k, tj_x86_jit_lanes(jit), &sched);
+  int own = 0;
+  for (int32_t r = 1; r <= sched.tile_m; ++r) {
+    own += r == sched.tile_m || (r & (r - 1)) == 0;
+  }
+  const int want_cold = 1 + 2 * own;
+
+  char* whole_ir = NULL;
+  char* hot_ir = NULL;
+  char* cold_ir = NULL;
+  CHECK_OK(tj_x86_jit_emit_ir(jit, ks, 1, false, &whole_ir));
+  CHECK_OK(
+      tj_x86_jit_emit_ir_part(jit, ks, 1, TJ_X86_PART_HOT, false, &hot_ir));
+  CHECK_OK(
+      tj_x86_jit_emit_ir_part(jit, ks, 1, TJ_X86_PART_COLD, false, &cold_ir));
+  if (whole_ir && hot_ir && cold_ir) {
+    CHECK_EQ_INT(1, count_defines(whole_ir, "@tj_small_m_split("));
+    CHECK_CONTAINS(whole_ir, "\"tj-deferrable\"");
+    CHECK_EQ_INT(2 * own, count_defines(whole_ir, "@tj_ukernel_split_d"));
+    // Hot: the loop is a trampoline; no in-place microkernel is left.
+    CHECK_EQ_INT(1, count_defines(hot_ir, "@tj_kernel_split("));
+    CHECK_EQ_INT(1, count_defines(hot_ir, "@tj_ukernel_split("));
+    CHECK_EQ_INT(1, count_defines(hot_ir, "@tj_small_m_split("));
+    CHECK_CONTAINS(hot_ir, "@tj_lazy_resolve");
+    CHECK_EQ_INT(0, count_of(hot_ir, "tj_ukernel_split_d"));
+    char count_line[64];
+    snprintf(count_line, sizeof(count_line), "@tj_lazy_count = constant i64 %d",
+             want_cold);
+    CHECK_CONTAINS(hot_ir, count_line);
+    CHECK_EQ_INT(want_cold, count_of(hot_ir, "= global ptr null") - 2);
+    // Cold: only the deferred functions, the loop calling the others.
+    CHECK_EQ_INT(want_cold, count_defines(cold_ir, "@tj_cold_"));
+    CHECK_EQ_INT(0, count_defines(cold_ir, "@tj_kernel_split("));
+    CHECK_EQ_INT(0, count_of(cold_ir, "@tj_ukernel_split("));
+    CHECK(count_of(cold_ir, "ptr @tj_cold_") >= 2 * own);
+  }
+  tj_free_string(a, whole_ir);
+  tj_free_string(a, hot_ir);
+  tj_free_string(a, cold_ir);
+
+  // Compile times (printed, not asserted).
+  tj_x86_jit_stats_t st0, st1;
+  tj_x86_object_t whole, hot, cold;
+  int32_t n_whole = -1, n_hot = -1, n_cold = -1;
+  double ms[3];
+  tj_x86_part_t parts[3] = {TJ_X86_PART_ALL, TJ_X86_PART_HOT, TJ_X86_PART_COLD};
+  tj_x86_object_t* objs[3] = {&whole, &hot, &cold};
+  int32_t* counts[3] = {&n_whole, &n_hot, &n_cold};
+  static const char* const kNames[3] = {"whole", "hot", "cold"};
+  for (int i = 0; i < 3; ++i) {
+    tj_x86_jit_stats(jit, &st0);
+    double t0 = now_ms();
+    CHECK_OK(tj_x86_jit_compile_part(jit, ks, 1, parts[i], objs[i], counts[i]));
+    ms[i] = now_ms() - t0;
+    tj_x86_jit_stats(jit, &st1);
+    printf(
+        "#   %-5s part: %6.2f ms (emit %.2f, O3 %.2f, codegen %.2f), %zu "
+        "bytes\n",
+        kNames[i], ms[i], (double)(st1.emit_ns - st0.emit_ns) * 1e-6,
+        (double)(st1.opt_ns - st0.opt_ns) * 1e-6,
+        (double)(st1.codegen_ns - st0.codegen_ns) * 1e-6, objs[i]->size);
+  }
+  CHECK_EQ_INT(0, n_whole);  // nothing is split off
+  CHECK_EQ_INT(want_cold, n_hot);
+  CHECK_EQ_INT(want_cold, n_cold);
+
+  tj_x86_module_t* m_whole = load_object(jit, &whole);
+  tj_x86_module_t* m_hot = load_object(jit, &hot);
+  cold_link_t link;
+  memset(&link, 0, sizeof(link));
+  link.cold = load_object(jit, &cold);
+  link.count = want_cold;
+  tj_kir_fn_t f_whole = NULL, f_hot = NULL;
+  if (m_whole) CHECK_OK(tj_x86_module_lookup(m_whole, "split", &f_whole));
+  if (m_hot) CHECK_OK(tj_x86_module_lookup(m_hot, "split", &f_hot));
+  char names[TJ_X86_MAX_COLD + 3][24];
+  const char* symbols[TJ_X86_MAX_COLD + 3];
+  void* addresses[TJ_X86_MAX_COLD + 3];
+  for (int i = 0; i < want_cold; ++i) {
+    snprintf(names[i], sizeof(names[i]), "tj_lazy_fp_%d", i);
+    symbols[i] = names[i];
+  }
+  symbols[want_cold] = "tj_lazy_ctx";
+  symbols[want_cold + 1] = "tj_lazy_resolve";
+  symbols[want_cold + 2] = "tj_lazy_count";
+  bool linked = f_whole && f_hot && link.cold;
+  if (linked) {
+    tj_status_t s = tj_x86_module_lookup_symbols(
+        m_hot, symbols, (size_t)want_cold + 3, addresses);
+    CHECK_OK(s);
+    linked = s == NULL;
+  }
+  if (linked) {
+    for (int i = 0; i < want_cold; ++i) link.slots[i] = addresses[i];
+    int64_t count;
+    memcpy(&count, addresses[want_cold + 2], sizeof(count));
+    CHECK_EQ_INT(want_cold, (int)count);
+    cold_link_t* ctx = &link;
+    void* (*resolve)(void*, int64_t) = resolve_cold;
+    memcpy(addresses[want_cold], &ctx, sizeof(ctx));
+    memcpy(addresses[want_cold + 1], &resolve, sizeof(resolve));
+
+    capstone_data_t d;
+    capstone_data(&d, MAX_M, N, KK);
+    // M = 17 first: the packed path, hot code only.
+    static const int64_t ms_order[MAX_M] = {17, 1,  2,  3,  4,  5,  6,  7, 8,
+                                            9,  10, 11, 12, 13, 14, 15, 16};
+    for (int i = 0; i < MAX_M; ++i) {
+      d.m = ms_order[i];
+      float* yw = run_capstone(jit, k, f_whole, &d);
+      float* yh = run_capstone(jit, k, f_hot, &d);
+      CHECK_EQ_INT(i == 0 ? 0 : 1, link.calls);
+      CHECK(memcmp(yw, yh, (size_t)(d.m * N) * 4) == 0);
+      int bad = 0;
+      for (int64_t mm = 0; mm < d.m; ++mm) {
+        for (int64_t nn = 0; nn < N; ++nn) {
+          double acc = d.b[nn];
+          for (int64_t q = 0; q < KK; ++q) {
+            acc += (double)d.x[mm * KK + q] * d.w[q * N + nn];
+          }
+          double want = 0.5 * acc *
+                        (1 + tanh(0.7978845608028654 *
+                                  (acc + 0.044715 * acc * acc * acc)));
+          // f32 sums of KK products (the paths test's bound) and the
+          // polynomial tanh.
+          double tol = (KK + 1) * 2.4e-7 + 1e-6 * fabs(want);
+          bad += !(fabs(want - yh[mm * N + nn]) <= tol);
+        }
+      }
+      if (bad) fprintf(stderr, "M = %lld: %d bad\n", (long long)d.m, bad);
+      CHECK_EQ_INT(0, bad);
+      free(yw);
+      free(yh);
+    }
+    capstone_free(&d);
+  }
+  tj_x86_module_destroy(m_hot);  // its trampolines point into the cold part
+  tj_x86_module_destroy(link.cold);
+  tj_x86_module_destroy(m_whole);
+  tj_kir_destroy(k);
+  tj_x86_jit_destroy(jit);
+}
+
 int main(void) {
   RUN_TEST(object_round_trip_and_timings);
   RUN_TEST(bad_objects_and_names);
   RUN_TEST(ir_and_asm);
+  RUN_TEST(hot_and_cold_parts);
   RUN_TEST(concurrent_compiles);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
