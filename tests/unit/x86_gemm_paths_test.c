@@ -63,22 +63,7 @@ static tj_kir_t* build(const desc_t* d) {
   tj_kir_set_gemm(k, K, &d->schedule);
   uint32_t v = tj_kir_acc(k);
   if (d->epilogue == 1) {
-    v = tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias));
-    uint32_t x3 =
-        tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
-    uint32_t in = tj_kir_binary(
-        k, TJ_OP_ADD, v,
-        tj_kir_binary(k, TJ_OP_MUL, x3,
-                      tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
-    uint32_t t = tj_kir_unary(
-        k, TJ_OP_TANH,
-        tj_kir_binary(k, TJ_OP_MUL, in,
-                      tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-    uint32_t h = tj_kir_binary(k, TJ_OP_MUL, v,
-                               tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-    v = tj_kir_binary(
-        k, TJ_OP_MUL, h,
-        tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+    v = kir_gelu_tanh(k, tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias)));
   } else if (d->epilogue == 2) {
     uint32_t pre = tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, bias));
     tj_kir_store(k, y2, tj_kir_cast(k, TJ_DTYPE_BF16, pre));

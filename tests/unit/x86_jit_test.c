@@ -28,23 +28,7 @@ static tj_kir_t* build_capstone(tj_allocator_t a, const char* name, int64_t n,
   tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
   uint32_t acc = tj_kir_acc(k);
   uint32_t v = tj_kir_binary(k, TJ_OP_ADD, acc, tj_kir_load(k, b));
-  uint32_t v3 =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
-  uint32_t in = tj_kir_binary(
-      k, TJ_OP_ADD, v,
-      tj_kir_binary(k, TJ_OP_MUL, v3,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
-  uint32_t t = tj_kir_unary(
-      k, TJ_OP_TANH,
-      tj_kir_binary(k, TJ_OP_MUL, in,
-                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-  uint32_t h =
-      tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-  tj_kir_store(
-      k, y,
-      tj_kir_binary(k, TJ_OP_MUL, h,
-                    tj_kir_binary(k, TJ_OP_ADD, t,
-                                  tj_kir_const_float(k, TJ_DTYPE_F32, 1))));
+  tj_kir_store(k, y, kir_gelu_tanh(k, v));
   tj_status_t s = tj_kir_finalize(k);
   if (s) {
     CHECK_OK(s);
