@@ -770,6 +770,17 @@ static tj_status_t compile(tj_executable_t* exe) {
     TJ_RETURN_IF_ERROR(
         tj_x86_runtime_pool(runtime, threads, &exe->runner.pool));
   }
+  // The small-M paths, in the background from here (x86_backend.c), so
+  // that the first small run does not pay for them; not behind the back of
+  // a host that schedules the work itself (its parallel_for): there the
+  // first run that needs them builds them, as before. Nor when every run
+  // takes an exact-shape specialization (its own kernel set): the generic
+  // kernels then run only where one cannot be made.
+  bool generic_runs = exe->options.specialize != TJ_SPECIALIZE_ALWAYS ||
+                      exe->num_symbols == 0 || exe->options.bucket_pow2;
+  if (!exe->options.parallel_for && generic_runs) {
+    tj_x86_kernel_set_build_cold_in_background(&exe->generic);
+  }
   if (exe->options.autotune) {
     tj_x86_tuner_config_t tc = {exe->jit,
                                 al,

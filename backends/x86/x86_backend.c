@@ -24,6 +24,16 @@
 // same key scheme.
 // That run's thread compiles while the others wait on the part's mutex;
 // a failure is kept for the run to return (tj_x86_kernel_set_take_error).
+//
+// An executable that runs on the pool (no host parallel_for) starts that
+// build right after tj_compile on a thread of the kernel set's own
+// (tj_x86_kernel_set_build_cold_in_background): the first small-M run,
+// ~60 ms of LLVM otherwise, then finds it done (a game loop's first frame
+// does not hitch), or waits on the same mutex for the build under way; the
+// part is built once either way. A plain pthread rather than a pool
+// worker: a pool worker busy in LLVM for 60 ms would stall the parallel
+// loops of every executable of the context. The thread is joined before
+// the set is freed.
 
 #include "backends/x86/x86_backend.h"
 
@@ -175,19 +185,36 @@ struct tj_x86_lazy_t {
   pthread_mutex_t mutex;          // building; the fields below
   tj_x86_module_t* module;        // the cold part, once loaded
   tj_status_t error;              // a failed build not yet reported
+  // A failed background build, handed to |error| by the first call that
+  // needs the part: a run that never takes the small-M path is not told.
+  tj_status_t background_error;
   atomic_bool failed;
+  pthread_t thread;  // the background build, if |has_thread|
+  bool has_thread;   // touched by the set's owner only (start, join)
 };
+
+// Waits for the background build, if one was started: it uses the hot
+// part's slots, the kernels' IR and the JIT.
+static void lazy_join(tj_x86_lazy_t* z) {
+  if (z && z->has_thread) {
+    pthread_join(z->thread, NULL);
+    z->has_thread = false;
+  }
+}
 
 static void lazy_destroy(tj_x86_lazy_t* z) {
   if (!z) return;
+  lazy_join(z);
   tj_x86_module_destroy(z->module);
   tj_status_free(z->error);
+  tj_status_free(z->background_error);
   pthread_mutex_destroy(&z->mutex);
   tj_free(z->allocator, z, sizeof(*z));
 }
 
 void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
                                     tj_x86_kernel_set_t* set) {
+  lazy_join(set->lazy);
   // The hot part first: its trampolines point into the cold part.
   tj_x86_module_destroy(set->module);
   lazy_destroy(set->lazy);
@@ -296,7 +323,8 @@ static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
 }
 
 // Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
-static tj_status_t build_cold(tj_x86_lazy_t* z) {
+// |background|: on the set's own thread (for the log line).
+static tj_status_t build_cold(tj_x86_lazy_t* z, bool background) {
   double start = now_ms();
   void* bytes = NULL;
   size_t size = 0;
@@ -335,9 +363,11 @@ static tj_status_t build_cold(tj_x86_lazy_t* z) {
     tj_cache_key_format(z->key, key);
     tj_context_diagnostic(
         z->context, TJ_SEVERITY_REMARK,
-        "cache: @%s: %d deferred functions (small-M GEMM paths) %s on first "
-        "use (key %s, %zu bytes of object code) in %.2f ms",
-        z->name, (int)z->count, kFrom[f.source], key, size, now_ms() - start);
+        "cache: @%s: %d deferred functions (small-M GEMM paths) %s %s (key "
+        "%s, %zu bytes of object code) in %.2f ms",
+        z->name, (int)z->count, kFrom[f.source],
+        background ? "in the background" : "on first use", key, size,
+        now_ms() - start);
   }
   if (f.store_status && z->log) {
     tj_context_diagnostic(z->context, TJ_SEVERITY_WARNING,
@@ -355,8 +385,19 @@ static void* lazy_resolve(void* ctx, int64_t index) {
   if (index < 0 || index >= z->count) return NULL;
   pthread_mutex_lock(&z->mutex);
   void* fp = __atomic_load_n(z->slots[index], __ATOMIC_ACQUIRE);
-  if (!fp) {
-    tj_status_t status = build_cold(z);
+  if (!fp && z->background_error) {
+    // The background build failed: this launch reports that (the caller's
+    // tj_x86_kernel_set_take_error) rather than paying for a second try;
+    // a later call tries again.
+    if (!z->error) {
+      z->error = z->background_error;
+    } else {
+      tj_status_free(z->background_error);
+    }
+    z->background_error = NULL;
+    atomic_store(&z->failed, true);
+  } else if (!fp) {
+    tj_status_t status = build_cold(z, false);
     if (status) {
       if (!z->error) {
         z->error = status;
@@ -369,6 +410,26 @@ static void* lazy_resolve(void* ctx, int64_t index) {
   }
   pthread_mutex_unlock(&z->mutex);
   return fp;
+}
+
+static void* background_main(void* arg) {
+  tj_x86_lazy_t* z = arg;
+  pthread_mutex_lock(&z->mutex);
+  // A run may have needed the part first and built it (build_cold
+  // publishes every slot at once).
+  if (!__atomic_load_n(z->slots[0], __ATOMIC_ACQUIRE)) {
+    z->background_error = build_cold(z, true);
+  }
+  pthread_mutex_unlock(&z->mutex);
+  return NULL;
+}
+
+void tj_x86_kernel_set_build_cold_in_background(tj_x86_kernel_set_t* set) {
+  tj_x86_lazy_t* z = set->lazy;
+  if (!z || z->has_thread) return;
+  // Default attributes: joinable, and the default stack, on which the
+  // pool's workers build the part too when a run needs it first.
+  z->has_thread = pthread_create(&z->thread, NULL, background_main, z) == 0;
 }
 
 tj_status_t tj_x86_kernel_set_take_error(const tj_x86_kernel_set_t* set) {

@@ -93,6 +93,16 @@ tj_status_t tj_x86_kernel_set_build_lazy(
     const char* cache_dir, tj_x86_lowered_t* kernels, uint32_t num_kernels,
     const char* name, bool log, tj_x86_kernel_set_t* out);
 
+// Starts building |set|'s cold part (if it has one) now, on a thread of
+// the set's own, from the caches or LLVM: a launch that needs it later
+// finds it loaded, one that needs it meanwhile waits for that build (the
+// part is built once). A failure is kept for the first launch that needs
+// the part (tj_x86_kernel_set_take_error); a thread that cannot be created
+// leaves today's build on first use. tj_x86_kernel_set_deinitialize waits
+// for the thread. Call once, before any launch shares |set| with other
+// threads.
+void tj_x86_kernel_set_build_cold_in_background(tj_x86_kernel_set_t* set);
+
 // A failure to build |set|'s cold part during a launch (its kernels then
 // skipped the deferred calls, so that launch's outputs are wrong), or
 // NULL. Taken: the next call returns NULL unless it failed again; a later

@@ -84,7 +84,9 @@ TJ_API void tj_status_free(tj_status_t status);
 // |ptr| is NULL, frees when |new_size| is 0 (returning NULL), and otherwise
 // resizes. It must return NULL on failure and leave |ptr| untouched. Results
 // must be aligned for any C object (as malloc). May be called from any thread
-// that uses the objects created with it.
+// that uses the objects created with it, and from the library's own threads
+// (the x86 back end's thread pool; the build of a kernel set's deferred code
+// that tj_compile starts in the background): it must be thread-safe.
 typedef void* (*tj_alloc_fn)(void* user_data, void* ptr, size_t old_size,
                              size_t new_size);
 

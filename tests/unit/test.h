@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,12 +120,29 @@ typedef struct tj_test_allocator_t {
   long allocations;  // successful allocations and growing reallocs so far
   long fail_at;      // the allocation number that fails; -1 never
   int bad_frees;     // frees whose old_size disagreed with the block
+  // The library calls the allocator from threads of its own too (a kernel
+  // set's background build, pool workers): the counters under a spinlock.
+  // Read them only when those threads are done (after the context is
+  // destroyed, or with a host parallel_for).
+  atomic_flag lock;
 } tj_test_allocator_t;
 
 // Each block carries a header with its size so a wrong old_size is caught.
+static void* tj_test_alloc_fn_locked(tj_test_allocator_t* t, void* ptr,
+                                     size_t old_size, size_t new_size);
+
 static void* tj_test_alloc_fn(void* user_data, void* ptr, size_t old_size,
                               size_t new_size) {
   tj_test_allocator_t* t = (tj_test_allocator_t*)user_data;
+  while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire)) {
+  }
+  void* result = tj_test_alloc_fn_locked(t, ptr, old_size, new_size);
+  atomic_flag_clear_explicit(&t->lock, memory_order_release);
+  return result;
+}
+
+static void* tj_test_alloc_fn_locked(tj_test_allocator_t* t, void* ptr,
+                                     size_t old_size, size_t new_size) {
   const size_t header = 16;
   if (new_size == 0) {
     if (ptr) {
@@ -165,6 +183,7 @@ static void* tj_test_alloc_fn(void* user_data, void* ptr, size_t old_size,
 static inline void tj_test_allocator_initialize(tj_test_allocator_t* t,
                                                 long fail_at) {
   memset(t, 0, sizeof(*t));
+  atomic_flag_clear(&t->lock);
   t->fail_at = fail_at;
 }
 

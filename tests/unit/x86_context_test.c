@@ -3,9 +3,12 @@
 // used by several executables at once from several threads, code of
 // destroyed executables unloaded, threads released with the context; and
 // the cold part of a kernel set (the GEMM's small-M path: its loop and
-// microkernels), compiled by the first run that needs it, right at every
-// M <= 16, cached, built once when several pool workers need it at once,
-// and reported (OUT_OF_MEMORY) when it fails.
+// microkernels), built in the background right after tj_compile (so a
+// later small run compiles nothing; an executable destroyed meanwhile
+// waits for that build and leaks nothing), or with a host parallel_for by
+// the first run that needs it; right at every M <= 16, cached, built once
+// when several pool workers need it at once, and reported (OUT_OF_MEMORY)
+// when it fails, in the background or in a run.
 //
 // Results are compared with the reference target (tj_compile with
 // TJ_TARGET_REFERENCE): |got - want| <= 1e-4 + 1e-4 * |want| (f32 sums of
@@ -18,11 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/x86/x86_backend.h"
 #include "tests/unit/test.h"
 
 #define TOL 1e-4
+// How long a test waits for a background build: LLVM under ASan on a
+// loaded 2-core machine.
+#define LONG_WAIT_MS 20000
 
 //===--- graphs ---===//
 
@@ -198,6 +205,43 @@ static tj_executable_t* compile(tj_graph_t* g, int32_t threads,
   return exe;
 }
 
+// A host job system that runs everything on the calling thread: with a
+// host parallel_for the library starts no threads of its own, so the cold
+// part is built by the first run that needs it.
+static void serial_parallel_for(void* user_data, int64_t count, int64_t grain,
+                                tj_task_fn task, void* task_context) {
+  (void)user_data;
+  (void)grain;
+  if (count > 0) task(task_context, 0, count);
+}
+
+static tj_executable_t* compile_hosted(tj_graph_t* g, int32_t threads) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.num_threads = threads;
+  o.parallel_for = serial_parallel_for;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  return exe;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+// Waits (|ms| at most) until |jit| has loaded |loads| objects, e.g. a
+// cold part built in the background; whether it did.
+static bool wait_for_loads(tj_x86_jit_t* jit, uint64_t loads, int ms) {
+  for (int i = 0; i < ms; ++i) {
+    tj_x86_jit_stats_t st;
+    tj_x86_jit_stats(jit, &st);
+    if (st.loads >= loads) return true;
+    sleep_ms(1);
+  }
+  return false;
+}
+
 // Threads of this process (entries of /proc/self/task), or -1.
 static int count_threads(void) {
   DIR* d = opendir("/proc/self/task");
@@ -237,18 +281,22 @@ TEST(one_jit_and_pool_per_context) {
   tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
   CHECK(jit != NULL);
   CHECK_EQ_INT(1, tj_x86_context_num_pools(ctx));
+  // One module per executable, and the GEMM's cold part (background).
+  CHECK(wait_for_loads(jit, NUM_KINDS + 1, LONG_WAIT_MS));
   tj_x86_jit_stats_t st;
   tj_x86_jit_stats(jit, &st);
-  CHECK_EQ_INT(NUM_KINDS, (int)st.live_modules);
-  CHECK_EQ_INT(NUM_KINDS, (int)st.compiles);
+  CHECK_EQ_INT(NUM_KINDS + 1, (int)st.live_modules);
+  CHECK_EQ_INT(NUM_KINDS + 1, (int)st.compiles);
   // Another thread count: a second pool, same JIT.
   exes[NUM_KINDS] = compile(graphs[0], 3, TJ_SPECIALIZE_NEVER);
   CHECK(tj_x86_context_jit(ctx) == jit);
   CHECK_EQ_INT(2, tj_x86_context_num_pools(ctx));
+  CHECK(wait_for_loads(jit, NUM_KINDS + 3, LONG_WAIT_MS));
   tj_x86_jit_stats(jit, &st);
-  // Same kernel text: the memory cache serves it, the JIT loads it again.
-  CHECK_EQ_INT(NUM_KINDS, (int)st.compiles);
-  CHECK_EQ_INT(NUM_KINDS + 1, (int)st.live_modules);
+  // Same kernel text: the memory cache serves both parts, the JIT loads
+  // them again.
+  CHECK_EQ_INT(NUM_KINDS + 1, (int)st.compiles);
+  CHECK_EQ_INT(NUM_KINDS + 3, (int)st.live_modules);
   for (int k = 0; k < NUM_KINDS; ++k) {
     problem_t p;
     problem_init(&p, ctx, (kind_t)k, 130);
@@ -414,15 +462,18 @@ TEST(compile_and_destroy_is_bounded) {
   tj_context_destroy(ctx);
 }
 
-// The GEMM kernel's small-M paths (M <= 16) are a cold part: compiled by
-// the first run that needs them, not by tj_compile, and cached like the
-// rest (a second context with the same disk cache compiles nothing).
+// The GEMM kernel's small-M paths (M <= 16) are a cold part: with a host
+// parallel_for, compiled by the first run that needs them, not by
+// tj_compile nor behind the host's back in the meantime (the sleep gives a
+// background build time to show up), and cached like the rest (a second
+// context with the same disk cache compiles nothing).
 TEST(small_m_paths_on_first_use) {
   char dir[] = "/tmp/tj-ctx-test-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.num_threads = 2;
+  o.parallel_for = serial_parallel_for;
   o.cache_dir = dir;
   for (int round = 0; round < 2; ++round) {
     tj_context_t* ctx = NULL;
@@ -431,10 +482,12 @@ TEST(small_m_paths_on_first_use) {
     tj_executable_t* exe = NULL;
     CHECK_OK(tj_compile(g, &o, &exe));
     tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+    sleep_ms(150);
     tj_x86_jit_stats_t st;
     tj_x86_jit_stats(jit, &st);
     // Round 0: the hot part by LLVM; round 1: from the disk cache.
     CHECK_EQ_INT(round == 0 ? 1 : 0, (int)st.compiles);
+    CHECK_EQ_INT(1, (int)st.loads);
     const int64_t batches[4] = {130, 7, 1, 16};
     for (int b = 0; b < 4; ++b) {
       problem_t p;
@@ -495,10 +548,11 @@ static void on_diagnostic(tj_severity_t severity, const char* message,
 }
 
 // Every row count of the small-M path through tj_compile, from one generic
-// kernel: M = 17 (packed) first compiles nothing more; the first small M
-// builds the cold part, which holds the path's loop function (1) besides
-// its microkernels (a full strip and an edge one per row count: an even
-// number), once; M = 1..16 then all match the reference.
+// kernel (host parallel_for: built on first use): M = 17 (packed) first
+// compiles nothing more; the first small M builds the cold part, which holds
+// the path's loop function (1) besides its microkernels (a full strip and an
+// edge one per row count: an even number), once; M = 1..16 then all match the
+// reference.
 TEST(small_m_every_row_count) {
   cold_remarks_t remarks;
   memset(&remarks, 0, sizeof(remarks));
@@ -511,7 +565,7 @@ TEST(small_m_every_row_count) {
   CHECK_OK(tj_context_create(&co, &ctx));
   tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
   setenv("TJ_LOG", "cache", 1);  // read by tj_compile
-  tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_NEVER);
+  tj_executable_t* exe = compile_hosted(g, 2);
   unsetenv("TJ_LOG");
   tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
   tj_x86_jit_stats_t st;
@@ -538,8 +592,10 @@ TEST(small_m_every_row_count) {
   pthread_mutex_destroy(&remarks.mutex);
 }
 
-// The first small-M run spread over a pool: several workers reach the
-// deferred functions at once; one builds them, the others wait for it.
+// The first small-M run spread over a pool, right after tj_compile:
+// several workers reach the deferred functions at once while the
+// background build runs (or before it starts); one build, the others wait
+// for it.
 TEST(cold_part_from_pool_workers) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(NULL, &ctx));
@@ -589,9 +645,10 @@ TEST(cold_part_from_pool_workers) {
   tj_context_destroy(ctx);
 }
 
-// Failing allocations while a run builds the cold part: that run returns
-// OUT_OF_MEMORY (never wrong numbers with an OK status), a later run
-// builds it and is right, and nothing leaks.
+// Failing allocations while a run builds the cold part (host parallel_for:
+// no background build): that run returns OUT_OF_MEMORY (never wrong
+// numbers with an OK status), a later run builds it and is right, and
+// nothing leaks.
 TEST(cold_part_out_of_memory) {
   long n = 0;
   for (; n < 400; ++n) {
@@ -603,7 +660,7 @@ TEST(cold_part_out_of_memory) {
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
     tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
-    tj_executable_t* exe = compile(g, 1, TJ_SPECIALIZE_NEVER);
+    tj_executable_t* exe = compile_hosted(g, 1);
     problem_t p;
     problem_init(&p, ctx, KIND_GEMM, 3);
     float* got = malloc(sizeof(float) * (size_t)p.out_elems);
@@ -633,6 +690,164 @@ TEST(cold_part_out_of_memory) {
   CHECK(n > 0 && n < 400);
 }
 
+// Right after tj_compile the cold part builds in the background: once it
+// is loaded (two LLVM compiles, two loads), a B = 1 run compiles and loads
+// nothing more and is right, and the log says where it was built.
+TEST(cold_part_built_in_background) {
+  cold_remarks_t remarks;
+  memset(&remarks, 0, sizeof(remarks));
+  pthread_mutex_init(&remarks.mutex, NULL);
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.diagnostic_fn = on_diagnostic;
+  co.diagnostic_user_data = &remarks;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+  setenv("TJ_LOG", "cache", 1);  // read by tj_compile
+  tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_NEVER);
+  unsetenv("TJ_LOG");
+  tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+  CHECK(wait_for_loads(jit, 2, LONG_WAIT_MS));
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(2, (int)st.compiles);
+  CHECK_EQ_INT(2, (int)st.live_modules);
+  for (int b = 1; b <= 2; ++b) {
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, b == 1 ? 1 : 16);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    CHECK(run_and_compare(exe, &p, got));
+    free(got);
+    problem_deinit(&p);
+    tj_x86_jit_stats(jit, &st);
+    CHECK_EQ_INT(2, (int)st.compiles);
+    CHECK_EQ_INT(2, (int)st.loads);
+  }
+  pthread_mutex_lock(&remarks.mutex);
+  CHECK_EQ_INT(1, remarks.lines);
+  CHECK(remarks.deferred >= 3);
+  pthread_mutex_unlock(&remarks.mutex);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  pthread_mutex_destroy(&remarks.mutex);
+}
+
+// An executable destroyed right after tj_compile, while its cold part is
+// still building in the background (new kernel text each time, so LLVM
+// runs for tens of ms): the release waits for that build, nothing stays
+// loaded and (the counting allocator, once the context is gone) nothing
+// leaks. ASan/TSan builds check the rest.
+TEST(destroy_during_background_build) {
+  tj_test_allocator_t alloc;
+  tj_test_allocator_initialize(&alloc, -1);
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.allocator = tj_test_allocator_get(&alloc);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&co, &ctx));
+  for (int i = 0; i < 20; ++i) {
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, 1e-30 * (i + 1));
+    tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_NEVER);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(tj_x86_context_jit(ctx), &st);
+  CHECK_EQ_INT(0, (int)st.live_modules);
+  // Every hot part compiled; at most one cold part per executable.
+  CHECK(st.compiles >= 20 && st.compiles <= 40);
+  tj_context_destroy(ctx);
+  CHECK_EQ_INT(0, alloc.live_blocks);
+  CHECK_EQ_INT(0, alloc.bad_frees);
+}
+
+// Failing allocations in the background build: the fail point is set,
+// for k = 0, 1, ..., k allocations after the compile's "deferred to first
+// use" remark (made on the compiling thread just before the build
+// starts). Whichever thread meets it, tj_compile fails with OUT_OF_MEMORY
+// or the first B = 3 run returns OUT_OF_MEMORY (the background build's
+// error, taken by the first run that needs the part) or is right; a second
+// run builds the part again and is right; nothing leaks. At least one k
+// fails the background build (the part not loaded when the run comes).
+typedef struct oom_at_remark_t {
+  tj_test_allocator_t* alloc;
+  long k;
+} oom_at_remark_t;
+
+static void fail_after_remark(tj_severity_t severity, const char* message,
+                              size_t length, void* user_data) {
+  (void)severity;
+  (void)length;
+  oom_at_remark_t* r = user_data;
+  if (strstr(message, " functions deferred to first use")) {
+    r->alloc->fail_at = r->alloc->allocations + r->k;
+  }
+}
+
+TEST(cold_part_background_out_of_memory) {
+  int deferred_failures = 0;
+  long k = 0;
+  for (; k < 100; ++k) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, -1);
+    oom_at_remark_t r = {&alloc, k};
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.allocator = tj_test_allocator_get(&alloc);
+    co.diagnostic_fn = fail_after_remark;
+    co.diagnostic_user_data = &r;
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, 3);
+    setenv("TJ_LOG", "cache", 1);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.num_threads = 1;
+    tj_executable_t* exe = NULL;
+    tj_status_t s = tj_compile(g, &o, &exe);
+    unsetenv("TJ_LOG");
+    bool done = false;
+    if (s) {
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+    } else {
+      // Time for the background build to finish or fail (a run that comes
+      // first builds the part itself: the same outcomes). Not loaded then:
+      // it failed, and the run must say so.
+      bool loaded = wait_for_loads(tj_x86_context_jit(ctx), 2, 500);
+      float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+      tj_tensor_t in[3];
+      tensors(&p, in);
+      tj_tensor_t out =
+          tj_tensor_make(got, TJ_DTYPE_F32, p.out_rank, p.out_shape);
+      s = tj_executable_run(exe, in, 3, &out, 1);
+      if (s) {
+        CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+        deferred_failures += !loaded;
+        tj_status_free(s);
+      }
+      done = s == NULL;
+      CHECK(run_and_compare(exe, &p, got));
+      free(got);
+    }
+    problem_deinit(&p);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    // Done once the fail point lies past every allocation.
+    if (done && alloc.fail_at >= alloc.allocations) break;
+  }
+  printf("# background cold part: %d deferred-build failures in %ld steps\n",
+         deferred_failures, k + 1);
+  CHECK(deferred_failures > 0);
+}
+
 int main(void) {
   // No disk cache: counts of LLVM compiles must not depend on earlier runs.
   setenv("TJ_CACHE_DIR", "", 1);
@@ -644,5 +859,8 @@ int main(void) {
   RUN_TEST(small_m_every_row_count);
   RUN_TEST(cold_part_from_pool_workers);
   RUN_TEST(cold_part_out_of_memory);
+  RUN_TEST(cold_part_built_in_background);
+  RUN_TEST(destroy_during_background_build);
+  RUN_TEST(cold_part_background_out_of_memory);
   TEST_MAIN_END();
 }
