@@ -505,6 +505,19 @@ typedef struct row_ctx_t {
 
 // Reduces |v| (and argmax index |vi|) over the warp, then over the row's
 // warps through shared memory; every thread of the row gets the result.
+// The |lanes| lanes of vector |v| combined into one scalar, lane 0 first.
+static LLVMValueRef combine_lanes(tj_nvptx_emit_t* nv, const reducer_t* r,
+                                  LLVMValueRef v, int32_t lanes) {
+  LLVMBuilderRef b = nv->em.b;
+  LLVMValueRef s =
+      LLVMBuildExtractElement(b, v, LLVMConstInt(nv->em.t_i32, 0, 0), "");
+  for (int32_t l = 1; l < lanes; ++l)
+    s = combine(nv, r, s,
+                LLVMBuildExtractElement(
+                    b, v, LLVMConstInt(nv->em.t_i32, (unsigned)l, 0), ""));
+  return s;
+}
+
 static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
                                   row_ctx_t* c, LLVMValueRef* v,
                                   LLVMValueRef* vi) {
@@ -634,15 +647,7 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   }
   LLVMValueRef v = LLVMBuildLoad2(b, vt, acc, "");
   LLVMValueRef vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-  if (lanes > 1) {
-    LLVMValueRef s =
-        LLVMBuildExtractElement(b, v, LLVMConstInt(em->t_i32, 0, 0), "");
-    for (int32_t l = 1; l < lanes; ++l)
-      s = combine(nv, &r, s,
-                  LLVMBuildExtractElement(
-                      b, v, LLVMConstInt(em->t_i32, (unsigned)l, 0), ""));
-    v = s;
-  }
+  if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
   reduce_across_threads(nv, &r, c, &v, &vi);
   if (arg) {
     // An empty row has no first maximum; report index 0.
@@ -780,12 +785,7 @@ static tj_status_t emit_resident_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
       acc = tj_emit_select(em, valid[u], combine(nv, &r, acc, y), acc);
     }
     if (status) break;
-    LLVMValueRef v =
-        LLVMBuildExtractElement(b, acc, LLVMConstInt(em->t_i32, 0, 0), "");
-    for (int32_t l = 1; l < c->lanes; ++l)
-      v = combine(nv, &r, v,
-                  LLVMBuildExtractElement(
-                      b, acc, LLVMConstInt(em->t_i32, (unsigned)l, 0), ""));
+    LLVMValueRef v = combine_lanes(nv, &r, acc, c->lanes);
     LLVMValueRef vi = NULL;
     reduce_across_threads(nv, &r, c, &v, &vi);
     c->rows[p] = v;
