@@ -49,7 +49,8 @@ typedef struct dylib_t {
 struct tj_x86_jit_t {
   tj_allocator_t allocator;
   tj_emit_target_t target;
-  char* triple;  // LLVM-allocated (LLVMDisposeMessage)
+  tj_x86_isa_t isa;  // never HOST
+  char* triple;      // LLVM-allocated (LLVMDisposeMessage)
   char cpu[64];
   char* features;  // tj_strdup
   char* key;       // tj_strdup
@@ -119,6 +120,7 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
   }
   const char* cpu = NULL;
   const char* features = NULL;
+  jit->isa = isa;
   switch (isa) {
     case TJ_X86_ISA_AVX512:
       if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");
@@ -148,6 +150,7 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
       break;
     case TJ_X86_ISA_SSE2:
     default:
+      jit->isa = TJ_X86_ISA_SSE2;
       if (!sse2) return tj_unsupported("x86 jit: the host has no SSE2");
       cpu = "x86-64";
       features = "";
@@ -257,6 +260,28 @@ void tj_x86_jit_destroy(tj_x86_jit_t* jit) {
   pthread_mutex_destroy(&jit->mutex);
   tj_free(jit->allocator, jit, sizeof(*jit));
 }
+
+static const char* const kIsaNames[] = {[TJ_X86_ISA_HOST] = "host",
+                                        [TJ_X86_ISA_AVX512] = "avx512",
+                                        [TJ_X86_ISA_AVX2] = "avx2",
+                                        [TJ_X86_ISA_SSE2] = "sse2",
+                                        [TJ_X86_ISA_X86_64_V4] = "x86-64-v4"};
+
+bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out) {
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kIsaNames); ++i) {
+    if (name && strcmp(name, kIsaNames[i]) == 0) {
+      *out = (tj_x86_isa_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* tj_x86_isa_name(tj_x86_isa_t isa) {
+  return (size_t)isa < TJ_ARRAY_SIZE(kIsaNames) ? kIsaNames[isa] : "?";
+}
+
+tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit) { return jit->isa; }
 
 int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit) { return jit->target.lanes; }
 

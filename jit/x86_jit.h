@@ -32,6 +32,13 @@ typedef enum tj_x86_isa_e {
   TJ_X86_ISA_X86_64_V4 = 4,
 } tj_x86_isa_t;
 
+// The level named |name|: "host", "avx512", "x86-64-v4", "avx2" or "sse2"
+// (TJ_X86_ISA's values). False, with |*out| untouched, for any other name.
+bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out);
+
+// The name tj_x86_isa_from_name takes for |isa|.
+const char* tj_x86_isa_name(tj_x86_isa_t isa);
+
 typedef struct tj_x86_jit_options_t {
   tj_x86_isa_t isa;
 } tj_x86_jit_options_t;
@@ -55,6 +62,10 @@ tj_status_t tj_x86_jit_create(tj_allocator_t allocator,
 // Destroys |jit| and unloads all code it loaded; every tj_x86_module_t
 // from it must have been destroyed first. NULL is a no-op.
 void tj_x86_jit_destroy(tj_x86_jit_t* jit);
+
+// The level |jit| generates code for: never HOST (HOST is resolved to the
+// level the CPU has).
+tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit);
 
 // f32 lanes per vector of the generated code (16, 8 or 4): the value
 // tj_kir_launch_info needs.

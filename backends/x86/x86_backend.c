@@ -42,6 +42,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,6 +86,23 @@ static void runtime_destroy(void* state) {
   tj_free(rt->allocator, rt, sizeof(*rt));
 }
 
+// TJ_X86_ISA=avx512|x86-64-v4|avx2|sse2 makes every executable of a context
+// created now generate code for that level instead of the host's best; a
+// level the host lacks is UNSUPPORTED (the override can only go down). It
+// is how the test suites run each lower tier on a bigger CPU, and how a
+// user rules the AVX-512 code out when a bug is suspected there.
+static tj_status_t jit_options_from_env(tj_x86_jit_options_t* options) {
+  const char* env = getenv("TJ_X86_ISA");
+  if (!env || !*env) return NULL;
+  if (!tj_x86_isa_from_name(env, &options->isa)) {
+    return tj_invalid(
+        "TJ_X86_ISA=\"%.64s\" is not an x86 level: use host, avx512, "
+        "x86-64-v4, avx2 or sse2",
+        env);
+  }
+  return NULL;
+}
+
 static tj_status_t runtime_create(tj_context_t* context, void** out_state) {
   *out_state = NULL;
   tj_allocator_t al = tj_context_allocator(context);
@@ -95,7 +113,15 @@ static tj_status_t runtime_create(tj_context_t* context, void** out_state) {
     tj_free(al, rt, sizeof(*rt));
     return tj_internal("x86 runtime: pthread_mutex_init failed");
   }
-  tj_status_t status = tj_x86_jit_create(al, NULL, &rt->jit);
+  tj_x86_jit_options_t jit_options = {TJ_X86_ISA_HOST};
+  tj_status_t status = jit_options_from_env(&jit_options);
+  if (!status) {
+    status = tj_x86_jit_create(al, &jit_options, &rt->jit);
+    if (status && jit_options.isa != TJ_X86_ISA_HOST) {
+      status = tj_status_annotate(status, "TJ_X86_ISA=%s",
+                                  tj_x86_isa_name(jit_options.isa));
+    }
+  }
   if (status) {
     runtime_destroy(rt);
     return status;
