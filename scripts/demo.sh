@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# The interpreter for the numpy column (exported as $PYTHON).
+. scripts/python_env.sh
+tj_pick_python
 if [ ! -f build/build.ninja ]; then
-  meson setup build -Dpython="$(command -v "${PYTHON:-python3}")"
+  meson setup build -Dpython="$PYTHON"
 fi
 ninja -C build
 exec build/examples/capstone "$@"

@@ -2,7 +2,7 @@
 # Installs what libtensorjit needs to build and test, if it is missing:
 # Debian packages (meson, ninja, LLVM 19 with FileCheck and lit, libffi,
 # OpenBLAS for the benchmarks' baseline) and numpy and pytest for the
-# Python tests.
+# Python tests. Run from the repository root.
 set -euo pipefail
 
 need_apt=()
@@ -19,10 +19,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need_apt[@]}"
 fi
 
-PYTHON=${PYTHON:-python3}
-for mod in numpy pytest; do
-  if ! "$PYTHON" -c "import $mod" 2>/dev/null; then
-    echo "deps: installing $mod"
-    "$PYTHON" -m pip install -q "$mod"
-  fi
-done
+# numpy and pytest for the interpreter the tests use (scripts/python_env.sh).
+. scripts/python_env.sh
+tj_pick_python

@@ -5,8 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
-
-PYTHON=${PYTHON:-python3}
+# The interpreter deps.sh provided for (it may be a venv under build/).
+. scripts/python_env.sh
+tj_pick_python || exit 1
 status=0
 run_suite() {  # build dir, meson setup args..., then meson test args after --
   local dir=$1; shift
@@ -15,7 +16,7 @@ run_suite() {  # build dir, meson setup args..., then meson test args after --
   [ $# -gt 0 ] && shift
   test=("$@")
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "${setup[@]}" -Dpython="$(command -v "$PYTHON")" || { status=1; return; }
+    meson setup "$dir" "${setup[@]}" -Dpython="$PYTHON" || { status=1; return; }
   fi
   ninja -C "$dir" || { status=1; return; }
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
