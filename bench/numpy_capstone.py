@@ -3,7 +3,7 @@
 --mode forward times the block; --mode train times the training step of
 loss = sum(gelu(x @ w + b)) with the backward written by hand (dx, dw, db).
 Prints the median wall time in milliseconds over --reps runs (after one
-warm-up): the "numpy eager" column of the capstone demo and the benchmarks.
+warm-up), or with --spread the minimum, median and maximum: the "numpy eager" column of the capstone demo and the benchmarks.
 Each op allocates its temporary, as eager numpy does.
 """
 import argparse
@@ -40,6 +40,8 @@ def main():
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--mode", choices=("forward", "train"), default="forward")
+    p.add_argument("--spread", action="store_true",
+                   help="print min, median and max instead of the median")
     a = p.parse_args()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((a.batch, a.k), dtype=np.float32)
@@ -53,7 +55,11 @@ def main():
         fn(x, w, b)
         times.append((time.perf_counter() - t) * 1e3)
     times.sort()
-    print(f"{times[len(times) // 2]:.3f}")
+    med = times[len(times) // 2]
+    if a.spread:
+        print(f"{times[0]:.3f} {med:.3f} {times[-1]:.3f}")
+    else:
+        print(f"{med:.3f}")
 
 
 if __name__ == "__main__":

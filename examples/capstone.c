@@ -8,10 +8,14 @@
 // times it beside numpy's eager evaluation of the same block.
 //
 //   capstone [--k K] [--n N] [--batches 1,7,256,2048] [--reps R]
-//            [--numpy PATH_TO_numpy_capstone.py | --no-numpy]
-//            [--device cpu|cuda]
+//            [--threads T] [--numpy PATH_TO_numpy_capstone.py | --no-numpy]
+//            [--device cpu|cuda] [--help]
 //   capstone --compile-only     (used for the warm-start measurement)
 //
+// Times are min / median / max over R runs after a warm-up. --threads sets
+// the library's worker threads (0: one per CPU) and OpenBLAS's for numpy's
+// column, so both sides use the same cores. numpy runs under $PYTHON
+// (python3 when unset), which scripts/demo.sh sets.
 // --device cuda compiles for the GPU (NVPTX through the CUDA driver); the
 // host tensors are copied to and from the device inside each run.
 
@@ -36,6 +40,7 @@ typedef struct options_t {
   int64_t batches[MAX_BATCHES];
   int num_batches;
   int reps;
+  int threads;               // 0: one per CPU
   const char* numpy_script;  // NULL: no numpy column
   bool compile_only;
   bool cuda;
@@ -54,10 +59,15 @@ static int compare_doubles(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-static double median(double* values, int count) {
+typedef struct spread_t {
+  double min, median, max;
+} spread_t;
+
+static spread_t spread_of(double* values, int count) {
   qsort(values, (size_t)count, sizeof(double), compare_doubles);
-  return count % 2 ? values[count / 2]
-                   : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+  double med = count % 2 ? values[count / 2]
+                         : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+  return (spread_t){values[0], med, values[count - 1]};
 }
 
 // Exits with the status message: this is an application, not the library.
@@ -117,23 +127,50 @@ static tj_compile_options_t compile_options(void) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.target = g_options.cuda ? TJ_TARGET_CUDA : TJ_TARGET_X86;
+  o.num_threads = g_options.threads;
   return o;
 }
 
-// Median time of numpy's eager block at batch |batch|, or NAN.
-static double numpy_ms(const options_t* opt, int64_t batch) {
-  if (!opt->numpy_script) return NAN;
-  char command[1024];
+// Times of numpy's eager block at batch |batch|, or NANs.
+static spread_t numpy_ms(const options_t* opt, int64_t batch) {
+  spread_t t = {NAN, NAN, NAN};
+  if (!opt->numpy_script) return t;
+  const char* python = getenv("PYTHON");
+  char threads[64] = "";
+  if (opt->threads > 0) {
+    snprintf(threads, sizeof(threads), "OPENBLAS_NUM_THREADS=%d ",
+             opt->threads);
+  }
+  char command[1400];
   snprintf(command, sizeof(command),
-           "python3 '%s' --batch %lld --k %lld --n %lld --reps %d 2>/dev/null",
-           opt->numpy_script, (long long)batch, (long long)opt->k,
-           (long long)opt->n, opt->reps);
+           "%s'%s' '%s' --batch %lld --k %lld --n %lld --reps %d --spread "
+           "2>/dev/null",
+           threads, python && *python ? python : "python3", opt->numpy_script,
+           (long long)batch, (long long)opt->k, (long long)opt->n, opt->reps);
   FILE* p = popen(command, "r");
-  if (!p) return NAN;
-  double ms = NAN;
-  if (fscanf(p, "%lf", &ms) != 1) ms = NAN;
+  if (!p) return t;
+  if (fscanf(p, "%lf %lf %lf", &t.min, &t.median, &t.max) != 3) {
+    t = (spread_t){NAN, NAN, NAN};
+  }
   pclose(p);
-  return ms;
+  return t;
+}
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: capstone [--k K] [--n N] [--batches 1,7,256,2048] "
+          "[--reps R]\n"
+          "                [--threads T] [--numpy SCRIPT | --no-numpy]\n"
+          "                [--device cpu|cuda] [--compile-only] [--help]\n"
+          "  y = gelu(x @ w + b) with x: f32[B,K], w: f32[K,N], b: f32[N]\n"
+          "  --batches    the values of B to run (at most %d)\n"
+          "  --reps       timed runs per B (min / median / max reported)\n"
+          "  --threads    worker threads, and numpy's OpenBLAS threads "
+          "(0: one per CPU)\n"
+          "  --numpy      numpy's eager block (default "
+          "bench/numpy_capstone.py, run by $PYTHON)\n"
+          "  --device     cpu (x86) or cuda\n",
+          MAX_BATCHES);
 }
 
 // Compiles the block in this process and prints the wall time: run by the
@@ -170,6 +207,7 @@ static void parse_args(int argc, char** argv, options_t* opt) {
   opt->numpy_script = access(script, R_OK) == 0 ? script : NULL;
   opt->compile_only = false;
   opt->cuda = false;
+  opt->threads = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -179,6 +217,11 @@ static void parse_args(int argc, char** argv, options_t* opt) {
       opt->n = atoll(v), ++i;
     } else if (!strcmp(a, "--reps") && v) {
       opt->reps = atoi(v), ++i;
+    } else if (!strcmp(a, "--threads") && v) {
+      opt->threads = atoi(v), ++i;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      exit(0);
     } else if (!strcmp(a, "--numpy") && v) {
       opt->numpy_script = v, ++i;
     } else if (!strcmp(a, "--device") && v) {
@@ -198,15 +241,16 @@ static void parse_args(int argc, char** argv, options_t* opt) {
         if (*s == ',') ++s;
       }
     } else {
-      fprintf(stderr,
-              "usage: capstone [--k K] [--n N] [--batches 1,7,2048] "
-              "[--reps R] [--numpy SCRIPT | --no-numpy] [--device cpu|cuda] "
-              "[--compile-only]\n");
+      fprintf(stderr, "capstone: unknown or incomplete option '%s'\n", a);
+      usage(stderr);
       exit(2);
     }
   }
-  if (opt->k < 1 || opt->n < 1 || opt->reps < 1 || opt->num_batches < 1) {
-    fprintf(stderr, "capstone: sizes, reps and batches must be positive\n");
+  if (opt->k < 1 || opt->n < 1 || opt->reps < 1 || opt->num_batches < 1 ||
+      opt->threads < 0) {
+    fprintf(stderr,
+            "capstone: sizes, reps and batches must be positive, threads "
+            "not negative\n");
     exit(2);
   }
 }
@@ -297,9 +341,10 @@ int main(int argc, char** argv) {
       (long long)stats.cache_hits);
   char command[1200];
   snprintf(command, sizeof(command),
-           "'/proc/%d/exe' --compile-only --k %lld --n %lld --device %s",
+           "'/proc/%d/exe' --compile-only --k %lld --n %lld --device %s "
+           "--threads %d",
            (int)getpid(), (long long)opt.k, (long long)opt.n,
-           opt.cuda ? "cuda" : "cpu");
+           opt.cuda ? "cuda" : "cpu", opt.threads);
   FILE* p = popen(command, "r");
   double warm_ms = NAN;
   long long warm_hits = 0, warm_misses = 0;
@@ -314,8 +359,14 @@ int main(int argc, char** argv) {
       warm_ms, warm_hits, warm_misses);
 
   // 4. One executable, every B: time, numpy, error against the reference.
-  printf("\n== Runs of one executable (median of %d) ==\n", opt.reps);
-  printf("  %6s %11s %11s %9s %14s %11s\n", "B", "ours ms", "numpy ms",
+  int reps = opt.reps < 64 ? opt.reps : 64;
+  char threads[32] = "one per CPU";
+  if (opt.threads) snprintf(threads, sizeof(threads), "%d", opt.threads);
+  printf(
+      "\n== Runs of one executable (ms: min / median / max of %d; threads: "
+      "%s) ==\n",
+      reps, threads);
+  printf("  %6s %26s %26s %8s %12s %10s\n", "B", "ours", "numpy eager",
          "speedup", "max |err|", "recompiles");
   float* w = malloc(sizeof(float) * (size_t)(opt.k * opt.n));
   float* b = malloc(sizeof(float) * (size_t)opt.n);
@@ -339,14 +390,13 @@ int main(int argc, char** argv) {
     tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, yshape);
     tj_tensor_t ref_out = tj_tensor_make(ref, TJ_DTYPE_F32, 2, yshape);
     double times[64];
-    int reps = opt.reps < 64 ? opt.reps : 64;
     check(tj_executable_run(exe, in, 3, &out, 1), "tj_executable_run");
     for (int r = 0; r < reps; ++r) {
       double s = now_ms();
       check(tj_executable_run(exe, in, 3, &out, 1), "tj_executable_run");
       times[r] = now_ms() - s;
     }
-    double ours = median(times, reps);
+    spread_t ours = spread_of(times, reps);
     check(tj_reference_run(g, in, 3, &ref_out, 1), "tj_reference_run");
     double max_err = 0, max_ref = 0;
     for (size_t i = 0; i < ny; ++i) {
@@ -359,10 +409,12 @@ int main(int argc, char** argv) {
     bool ok = max_err <= tolerance;
     failures += !ok;
     tj_executable_stats(exe, &stats);
-    double np = numpy_ms(&opt, B);
-    printf("  %6lld %11.3f %11.3f %8.2fx %14.3g%s %11lld\n", (long long)B, ours,
-           np, np / ours, max_err, ok ? "  " : " !",
-           (long long)stats.recompiles);
+    spread_t np = numpy_ms(&opt, B);
+    printf(
+        "  %6lld %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.2fx %12.3g%s %8lld\n",
+        (long long)B, ours.min, ours.median, ours.max, np.min, np.median,
+        np.max, np.median / ours.median, max_err, ok ? "  " : " !",
+        (long long)stats.recompiles);
     free(x);
     free(y);
     free(ref);
