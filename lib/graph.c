@@ -11,6 +11,7 @@
 // another graph or from the caller, and ignoring it silently would let a
 // partial graph finalize.
 
+#include <stdio.h>
 #include <string.h>
 
 #include "lib/dtype.h"
@@ -63,9 +64,10 @@ tj_context_t* tj_graph_context(const tj_graph_t* graph) {
 
 tj_status_t tj_graph_finalize(tj_graph_t* graph) {
   if (!graph) return tj_invalid("tj_graph_finalize: graph is NULL");
-  if (graph->finalized) return NULL;
-  // A copy: the original stays recorded, so the error remains sticky.
+  // A copy: the original stays recorded, so the error remains sticky (also
+  // one recorded by a builder call after an earlier finalize).
   if (graph->error) return tj_status_clone(graph->error);
+  if (graph->finalized) return NULL;
   if (graph->num_outputs == 0)
     return tj_invalid("graph @%s has no outputs: mark one with tj_graph_output",
                       graph->name);
@@ -136,8 +138,26 @@ tj_status_t tj_graph_add_guard(tj_graph_t* graph, int64_t a, int64_t b,
 //===--- builder plumbing ---===//
 
 // False once the graph can take no more nodes (error recorded or final).
-static bool building(const tj_graph_t* graph) {
-  return graph && !graph->error && !graph->finalized;
+// A call after tj_graph_finalize is the caller's mistake, not a silent
+// no-op: it records a sticky error naming |call|, so that a wrapper that
+// sees the none value finds the reason in tj_graph_status.
+static bool building(tj_graph_t* graph, const char* call) {
+  if (!graph || graph->error) return false;
+  if (graph->finalized) {
+    tj_graph_record_error(
+        graph, tj_invalid("%s: graph @%s is finalized: build every node "
+                          "before tj_graph_finalize",
+                          call, graph->name));
+    return false;
+  }
+  return true;
+}
+
+// building() for the calls that take their op as an argument.
+static bool building_op(tj_graph_t* graph, tj_op_t op) {
+  char call[64];
+  snprintf(call, sizeof(call), "tj_graph_%s", tj_op_infos[op].name);
+  return building(graph, call);
 }
 
 static uint32_t operand(tj_value_t value) {
@@ -181,7 +201,7 @@ static const tj_node_t* node_of(const tj_graph_t* graph, tj_value_t value) {
 }
 
 static tj_value_t unary(tj_graph_t* graph, tj_op_t op, tj_value_t a) {
-  if (!building(graph)) return tj_value_none();
+  if (!building_op(graph, op)) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(op, 1, ops);
   return append(graph, &desc);
@@ -189,7 +209,7 @@ static tj_value_t unary(tj_graph_t* graph, tj_op_t op, tj_value_t a) {
 
 static tj_value_t binary(tj_graph_t* graph, tj_op_t op, tj_value_t a,
                          tj_value_t b) {
-  if (!building(graph)) return tj_value_none();
+  if (!building_op(graph, op)) return tj_value_none();
   uint32_t ops[2] = {operand(a), operand(b)};
   tj_node_desc_t desc = make_desc(op, 2, ops);
   return append(graph, &desc);
@@ -200,15 +220,15 @@ static tj_value_t binary(tj_graph_t* graph, tj_op_t op, tj_value_t a,
 int64_t tj_graph_symbol(tj_graph_t* graph, const char* name) {
   if (!graph) return TJ_DIM_INVALID;
   int64_t dim = TJ_DIM_INVALID;
-  if (!building(graph)) {
+  if (!graph->error && graph->finalized) {
     // Looking up an existing symbol changes nothing, so it stays allowed
-    // on a finalized graph.
+    // on a finalized graph; a new one is refused.
     uint32_t id;
     if (name && tj_dim_find_symbol(&graph->dims, name, &id) &&
         tj_dim_symbol(&graph->dims, name, &dim) == NULL)
       return dim;
-    return TJ_DIM_INVALID;
   }
+  if (!building(graph, "tj_graph_symbol")) return TJ_DIM_INVALID;
   tj_status_t status = tj_dim_symbol(&graph->dims, name, &dim);
   if (status) {
     tj_graph_record_error(graph, status);
@@ -218,7 +238,8 @@ int64_t tj_graph_symbol(tj_graph_t* graph, const char* name) {
 }
 
 static int64_t dim_op(tj_graph_t* graph, bool multiply, int64_t a, int64_t b) {
-  if (!building(graph)) return TJ_DIM_INVALID;
+  if (!building(graph, multiply ? "tj_graph_dim_mul" : "tj_graph_dim_add"))
+    return TJ_DIM_INVALID;
   int64_t dim = TJ_DIM_INVALID;
   tj_status_t status = multiply ? tj_dim_mul(&graph->dims, a, b, &dim)
                                 : tj_dim_add(&graph->dims, a, b, &dim);
@@ -242,7 +263,7 @@ int64_t tj_graph_dim_mul(tj_graph_t* graph, int64_t a, int64_t b) {
 
 static tj_value_t leaf(tj_graph_t* graph, tj_op_t op, tj_dtype_t dtype,
                        int32_t rank, const int64_t* dims, tj_attrs_t attrs) {
-  if (!building(graph)) return tj_value_none();
+  if (!building_op(graph, op)) return tj_value_none();
   tj_node_desc_t desc = make_desc(op, 0, NULL);
   desc.dtype = dtype;
   desc.rank = rank;
@@ -302,7 +323,7 @@ tj_value_t tj_graph_iota(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
 }
 
 void tj_graph_output(tj_graph_t* graph, tj_value_t value, const char* name) {
-  if (!building(graph)) return;
+  if (!building(graph, "tj_graph_output")) return;
   if (value.id == 0) {
     tj_graph_record_error(graph, tj_invalid("output \"%s\": the value is none",
                                             name ? name : "(null)"));
@@ -365,14 +386,14 @@ TJ_DEFINE_BINARY(matmul, MATMUL)
 
 tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond, tj_value_t a,
                           tj_value_t b) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_where")) return tj_value_none();
   uint32_t ops[3] = {operand(cond), operand(a), operand(b)};
   tj_node_desc_t desc = make_desc(TJ_OP_WHERE, 3, ops);
   return append(graph, &desc);
 }
 
 tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a, tj_dtype_t dtype) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_cast")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_CAST, 1, ops);
   desc.dtype = dtype;
@@ -383,7 +404,7 @@ tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a, tj_dtype_t dtype) {
 
 static tj_value_t reduce(tj_graph_t* graph, tj_op_t op, tj_value_t a,
                          int32_t num_axes, const int32_t* axes, bool keepdims) {
-  if (!building(graph)) return tj_value_none();
+  if (!building_op(graph, op)) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(op, 1, ops);
   if (num_axes < 0 || num_axes > TJ_MAX_RANK)
@@ -431,7 +452,7 @@ tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
 
 tj_value_t tj_graph_reshape(tj_graph_t* graph, tj_value_t a, int32_t rank,
                             const int64_t* dims) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_reshape")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_RESHAPE, 1, ops);
   desc.rank = rank;
@@ -441,7 +462,7 @@ tj_value_t tj_graph_reshape(tj_graph_t* graph, tj_value_t a, int32_t rank,
 
 tj_value_t tj_graph_transpose(tj_graph_t* graph, tj_value_t a,
                               const int32_t* perm) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_transpose")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_TRANSPOSE, 1, ops);
   const tj_node_t* node = node_of(graph, a);
@@ -458,7 +479,7 @@ tj_value_t tj_graph_transpose(tj_graph_t* graph, tj_value_t a,
 
 tj_value_t tj_graph_broadcast_to(tj_graph_t* graph, tj_value_t a, int32_t rank,
                                  const int64_t* dims) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_broadcast_to")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_BROADCAST_TO, 1, ops);
   desc.rank = rank;
@@ -469,7 +490,7 @@ tj_value_t tj_graph_broadcast_to(tj_graph_t* graph, tj_value_t a, int32_t rank,
 tj_value_t tj_graph_slice(tj_graph_t* graph, tj_value_t a,
                           const int64_t* starts, const int64_t* stops,
                           const int64_t* steps) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_slice")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_SLICE, 1, ops);
   const tj_node_t* node = node_of(graph, a);
@@ -491,7 +512,7 @@ tj_value_t tj_graph_slice(tj_graph_t* graph, tj_value_t a,
 
 tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
                            const tj_value_t* values, int32_t axis) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_concat")) return tj_value_none();
   tj_node_desc_t desc = make_desc(TJ_OP_CONCAT, 0, NULL);
   desc.attrs.axis = axis;
   if (count < 0) return reject(graph, &desc, "count is negative");
@@ -516,7 +537,7 @@ tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
 
 tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a, const int64_t* low,
                         const int64_t* high, double value) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_pad")) return tj_value_none();
   uint32_t ops[1] = {operand(a)};
   tj_node_desc_t desc = make_desc(TJ_OP_PAD, 1, ops);
   desc.attrs.value = value;
@@ -538,7 +559,7 @@ tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a, const int64_t* low,
 
 tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a, tj_value_t indices,
                            int32_t axis) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_gather")) return tj_value_none();
   uint32_t ops[2] = {operand(a), operand(indices)};
   tj_node_desc_t desc = make_desc(TJ_OP_GATHER, 2, ops);
   desc.attrs.axis = axis;
@@ -548,7 +569,7 @@ tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a, tj_value_t indices,
 //===--- composites ---===//
 
 tj_value_t tj_graph_gelu(tj_graph_t* graph, tj_value_t x, bool approximate) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_gelu")) return tj_value_none();
   uint32_t ops[1] = {operand(x)};
   tj_node_desc_t desc = make_desc(TJ_OP_GELU, 1, ops);
   desc.attrs.approximate = approximate;
@@ -557,7 +578,7 @@ tj_value_t tj_graph_gelu(tj_graph_t* graph, tj_value_t x, bool approximate) {
 
 static tj_value_t softmax_like(tj_graph_t* graph, tj_op_t op, tj_value_t x,
                                int32_t axis) {
-  if (!building(graph)) return tj_value_none();
+  if (!building_op(graph, op)) return tj_value_none();
   uint32_t ops[1] = {operand(x)};
   tj_node_desc_t desc = make_desc(op, 1, ops);
   desc.attrs.axis = axis;
@@ -574,7 +595,7 @@ tj_value_t tj_graph_log_softmax(tj_graph_t* graph, tj_value_t x, int32_t axis) {
 
 tj_value_t tj_graph_layer_norm(tj_graph_t* graph, tj_value_t x,
                                tj_value_t gamma, tj_value_t beta, double eps) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_layer_norm")) return tj_value_none();
   uint32_t ops[3] = {operand(x), operand(gamma), operand(beta)};
   tj_node_desc_t desc = make_desc(TJ_OP_LAYER_NORM, 3, ops);
   desc.attrs.value = eps;
@@ -583,7 +604,7 @@ tj_value_t tj_graph_layer_norm(tj_graph_t* graph, tj_value_t x,
 
 tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x, tj_value_t gamma,
                              double eps) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_rms_norm")) return tj_value_none();
   uint32_t ops[2] = {operand(x), operand(gamma)};
   tj_node_desc_t desc = make_desc(TJ_OP_RMS_NORM, 2, ops);
   desc.attrs.value = eps;
@@ -592,7 +613,7 @@ tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x, tj_value_t gamma,
 
 tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                            tj_value_t b) {
-  if (!building(graph)) return tj_value_none();
+  if (!building(graph, "tj_graph_linear")) return tj_value_none();
   uint32_t ops[3] = {operand(x), operand(w), operand(b)};
   tj_node_desc_t desc = make_desc(TJ_OP_LINEAR, 3, ops);
   return append(graph, &desc);

@@ -953,13 +953,52 @@ TEST(outputs_and_finalize) {
   CHECK_OK(tj_graph_finalize(g));
   CHECK(g->finalized);
   CHECK_OK(tj_graph_finalize(g));  // again: NULL
-  // A finalized graph takes nothing more, and records nothing.
+  // A finalized graph takes nothing more: the first call after finalize
+  // records a sticky error naming itself (a wrapper that gets the none
+  // value must find why), and later calls add nothing.
   CHECK(tj_value_is_none(tj_graph_neg(g, x)));
+  CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT,
+                    "tj_graph_neg: graph @test is finalized");
   tj_graph_output(g, x, "z");
   CHECK_EQ_INT(2, tj_graph_num_outputs(g));
-  CHECK_NO_ERROR(g);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "tj_graph_neg",
+               tj_graph_finalize(g));
   CHECK_EQ_INT(TJ_DIM_INVALID, tj_graph_symbol(g, "NEW"));
   tj_graph_destroy(g);
+  // Each kind of call names itself: outputs, symbols, dims, and ops with
+  // attributes.
+  static const char* const calls[] = {"tj_graph_output", "tj_graph_symbol",
+                                      "tj_graph_dim_add", "tj_graph_reshape",
+                                      "tj_graph_add"};
+  for (size_t c = 0; c < TJ_ARRAY_SIZE(calls); ++c) {
+    g = new_graph();
+    int64_t B = tj_graph_symbol(g, "B");
+    x = in(g, TJ_DTYPE_F32, 2, DIMS(B, 4), "x");
+    tj_graph_output(g, x, "y");
+    CHECK_OK(tj_graph_finalize(g));
+    CHECK_EQ_INT(B, tj_graph_symbol(g, "B"));  // a lookup stays allowed
+    CHECK_NO_ERROR(g);
+    switch (c) {
+      case 0:
+        tj_graph_output(g, x, "z");
+        break;
+      case 1:
+        tj_graph_symbol(g, "NEW");
+        break;
+      case 2:
+        tj_graph_dim_add(g, B, B);
+        break;
+      case 3:
+        tj_graph_reshape(g, x, 1, DIMS(-1));
+        break;
+      default:
+        tj_graph_add(g, x, x);
+        break;
+    }
+    CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, calls[c]);
+    CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "is finalized");
+    tj_graph_destroy(g);
+  }
 
   g = new_graph();
   x = in(g, TJ_DTYPE_F32, 1, DIMS(4), "x");
