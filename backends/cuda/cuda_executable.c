@@ -44,6 +44,7 @@
 #include "jit/cache.h"
 #include "jit/emit_nvptx.h"
 #include "lib/dtype.h"
+#include "lib/env.h"
 #include "lib/ir.h"
 
 #define MAX_GRAPHS 8
@@ -344,8 +345,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->cubin_source = "none";
   p->autotune = !options->cuda_disable_autotune;
   p->forced = -1;
-  const char* log = getenv("TJ_LOG");
-  p->log_autotune = log && (strstr(log, "autotune") || strstr(log, "all"));
+  p->log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
   const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");
   if (force && force[0] >= '0' && force[0] < '0' + NUM_CANDIDATES && !force[1])
     p->forced = force[0] - '0';

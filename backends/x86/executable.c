@@ -48,6 +48,7 @@
 #include "backends/x86/gemm_tune.h"
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
+#include "lib/env.h"
 #include "lib/passes/pass.h"
 
 #define FRAME_POOL 8
@@ -166,20 +167,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static bool log_has(const char* list, const char* word) {
-  size_t n = strlen(word);
-  for (const char* s = list; s && *s;) {
-    const char* end = strchr(s, ',');
-    size_t len = end ? (size_t)(end - s) : strlen(s);
-    if ((len == n && memcmp(s, word, n) == 0) ||
-        (len == 3 && memcmp(s, "all", 3) == 0)) {
-      return true;
-    }
-    s = end ? end + 1 : NULL;
-  }
-  return false;
 }
 
 // "B=7,S=128" for the symbols' values.
@@ -856,12 +843,12 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
     exe->offline = true;
     exe->offline_arch = *offline_arch;
   }
-  const char* log = getenv("TJ_LOG");
-  exe->log_recompiles = log_has(log, "recompiles");
-  exe->log_cache = log_has(log, "cache");
-  exe->log_fusion = log_has(log, "fusion");
-  exe->log_breaks = log_has(log, "graph_breaks");
-  exe->log_autotune = log_has(log, "autotune");
+  uint32_t log = tj_log_flags(context);
+  exe->log_recompiles = (log & TJ_LOG_RECOMPILES) != 0;
+  exe->log_cache = (log & TJ_LOG_CACHE) != 0;
+  exe->log_fusion = (log & TJ_LOG_FUSION) != 0;
+  exe->log_breaks = (log & TJ_LOG_GRAPH_BREAKS) != 0;
+  exe->log_autotune = (log & TJ_LOG_AUTOTUNE) != 0;
   for (int i = 0; i < FRAME_POOL; ++i) atomic_init(&exe->frames[i].busy, 0);
   tj_graph_t* copy = NULL;
   tj_status_t status = copy_graph(graph, &copy);

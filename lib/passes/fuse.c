@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/env.h"
 #include "lib/passes/fusion.h"
 
 enum {
@@ -1093,23 +1094,23 @@ static tj_status_t emit_fusion(fuse_t* f, tj_fusion_t** out) {
   return NULL;
 }
 
-static tj_status_t dump_dot(tj_pass_ctx_t* ctx, const tj_fusion_t* fusion,
-                            const tj_graph_t* g) {
+// TJ_DUMP_DIR: the groups as Graphviz. A dump never fails the compile:
+// tj_dump_write warns instead, and so does a failure to render it.
+static void dump_dot(tj_pass_ctx_t* ctx, const tj_fusion_t* fusion,
+                     const tj_graph_t* g) {
   char* text = NULL;
-  TJ_RETURN_IF_ERROR(tj_fusion_dot(fusion, g, &text));
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/%s.fused.dot", ctx->dump_dir,
-           g->name ? g->name : "main");
-  FILE* file = fopen(path, "w");
-  tj_status_t status = NULL;
-  if (!file || fputs(text, file) < 0) {
-    status = tj_invalid("fuse: cannot write %s (TJ_DUMP_DIR)", path);
+  tj_status_t status = tj_fusion_dot(fusion, g, &text);
+  if (status) {
+    tj_context_diagnostic(g->context, TJ_SEVERITY_WARNING,
+                          "TJ_DUMP_DIR: no fusion dump: %s",
+                          tj_status_message(status));
+    tj_status_free(status);
+    return;
   }
-  if (file && fclose(file) != 0 && !status) {
-    status = tj_invalid("fuse: cannot write %s (TJ_DUMP_DIR)", path);
-  }
+  char name[300];
+  snprintf(name, sizeof(name), "%.280s.fused.dot", g->name ? g->name : "main");
+  tj_dump_write(g->context, ctx->dump_dir, name, text);
   tj_context_free_string(g->context, text);
-  return status;
 }
 
 tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
@@ -1187,9 +1188,7 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   tj_arena_deinitialize(&f.scratch);
   if (status) return status;
   tj_plan_set_fusion(plan, fusion);
-  if (ctx->dump_dir && *ctx->dump_dir) {
-    TJ_RETURN_IF_ERROR(dump_dot(ctx, fusion, plan->graph));
-  }
+  if (ctx->dump_dir && *ctx->dump_dir) dump_dot(ctx, fusion, plan->graph);
   return NULL;
 }
 

@@ -2,11 +2,13 @@
 // context, tj_plan_t, running one pass with its checks, and the default
 // pipeline as straight-line code (QBE's main.c).
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "lib/env.h"
 #include "lib/passes/memplan.h"
 
 //===--- the registry ---===//
@@ -37,19 +39,23 @@ const tj_pass_info_t* tj_pass_find(const char* name, size_t length) {
 
 //===--- the context ---===//
 
-// Whether the comma list |list| names |word| (or "all").
-static bool list_has(const char* list, const char* word) {
-  size_t n = strlen(word);
-  for (const char* s = list; s && *s;) {
-    const char* end = strchr(s, ',');
-    size_t len = end ? (size_t)(end - s) : strlen(s);
-    if ((len == n && memcmp(s, word, n) == 0) ||
-        (len == 3 && memcmp(s, "all", 3) == 0)) {
-      return true;
-    }
-    s = end ? end + 1 : NULL;
+static _Atomic(bool) g_warned_print_after;
+
+// TJ_PRINT_AFTER names one pass or "all": a misspelled name would print
+// nothing and leave the user wondering, so it is reported (once).
+static void check_print_after(const tj_context_t* context, const char* name) {
+  if (strcmp(name, "all") == 0 || tj_pass_find(name, strlen(name))) return;
+  char names[512] = "";
+  size_t used = 0;
+  for (uint32_t i = 0; i < tj_pass_registry_size; ++i) {
+    int n = snprintf(names + used, sizeof(names) - used, "%s, ",
+                     tj_pass_registry[i]->name);
+    if (n > 0 && used + (size_t)n < sizeof(names)) used += (size_t)n;
   }
-  return false;
+  tj_warn_once(context, &g_warned_print_after,
+               "TJ_PRINT_AFTER: \"%.64s\" is not a pass and prints nothing; "
+               "use one of %sall",
+               name, names);
 }
 
 void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
@@ -59,10 +65,13 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
   const char* print_after = getenv("TJ_PRINT_AFTER");
-  if (print_after && *print_after) ctx->print_after = print_after;
-  const char* log = getenv("TJ_LOG");
-  ctx->log_passes = list_has(log, "passes");
-  ctx->log_fusion = list_has(log, "fusion");
+  if (print_after && *print_after) {
+    ctx->print_after = print_after;
+    check_print_after(context, print_after);
+  }
+  uint32_t log = tj_log_flags(context);
+  ctx->log_passes = (log & TJ_LOG_PASSES) != 0;
+  ctx->log_fusion = (log & TJ_LOG_FUSION) != 0;
   const char* dump = getenv("TJ_DUMP_DIR");
   if (dump && *dump) ctx->dump_dir = dump;
 }
