@@ -648,6 +648,10 @@ const char* tj_graph_input_name(const tj_graph_t* graph, int32_t index) {
   return graph->nodes[graph->inputs[index]].attrs.name;
 }
 
+const char* tj_graph_name(const tj_graph_t* graph) {
+  return graph ? graph->name : NULL;
+}
+
 const char* tj_graph_output_name(const tj_graph_t* graph, int32_t index) {
   if (!graph || index < 0 || (uint32_t)index >= graph->num_outputs) return NULL;
   return graph->outputs[index].name;

@@ -115,12 +115,6 @@ static bool parse_args(int argc, char** argv, options_t* o) {
   return true;
 }
 
-// Whether the line at |s| (|n| bytes, no newline) is a split marker.
-static bool is_split_line(const char* s, size_t n) {
-  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
-  return n == 8 && memcmp(s, "// -----", 8) == 0;
-}
-
 static int g_printed;
 
 // Parses, verifies, transforms and prints one function. |text| starts with
@@ -145,6 +139,17 @@ static bool process(tj_context_t* context, const options_t* o, const char* text,
   return true;
 }
 
+typedef struct piece_args_t {
+  tj_context_t* context;
+  const options_t* options;
+  const char* filename;
+} piece_args_t;
+
+static bool process_piece(const char* text, size_t length, void* user) {
+  const piece_args_t* a = user;
+  return process(a->context, a->options, text, length, a->filename);
+}
+
 int main(int argc, char** argv) {
   options_t o;
   if (!parse_args(argc, argv, &o)) return 1;
@@ -160,36 +165,9 @@ int main(int argc, char** argv) {
     free(text);
     return 1;
   }
-  bool ok = true;
-  if (!o.split_input_file) {
-    ok = process(context, &o, text, length, filename);
-  } else {
-    // Each piece is parsed behind as many newlines as precede it, so that
-    // errors carry the line numbers of the whole file.
-    size_t start = 0, lines_before = 0, line_start = 0, newlines = 0;
-    for (size_t i = 0; i <= length; ++i) {
-      if (i < length && text[i] != '\n') continue;
-      bool split = is_split_line(text + line_start, i - line_start);
-      if (split || i == length) {
-        size_t end = split ? line_start : length;
-        size_t piece = end - start;
-        char* buf = malloc(lines_before + piece + 1);
-        if (!buf) {
-          fprintf(stderr, "tj-opt: out of memory\n");
-          ok = false;
-          break;
-        }
-        memset(buf, '\n', lines_before);
-        memcpy(buf + lines_before, text + start, piece);
-        ok &= process(context, &o, buf, lines_before + piece, filename);
-        free(buf);
-        start = i < length ? i + 1 : length;
-        lines_before = newlines + 1;
-      }
-      ++newlines;
-      line_start = i + 1;
-    }
-  }
+  piece_args_t args = {context, &o, filename};
+  bool ok = tj_tool_for_each_piece("tj-opt", text, length, o.split_input_file,
+                                   process_piece, &args);
   tj_context_destroy(context);
   free(text);
   fflush(stdout);

@@ -1,9 +1,13 @@
 // tj-run: runs tools over one .tj graph. Implemented so far:
 //
-//   tj-run --scoreboard FILE.tj [--sym NAME=VALUE]...
+//   tj-run --scoreboard [--func NAME] FILE.tj [--sym NAME=VALUE]...
 //
-// prints, per pipeline stage (eager, canonicalize, decompose, fuse,
-// memplan), the kernels the graph would launch, the bytes they move, the
+// A file may hold several functions separated by lines "// -----" (as the
+// lit tests do): each is handled in turn under a "== @name ==" heading, or
+// only the one named by --func.
+//
+// --scoreboard prints, per pipeline stage (eager, canonicalize, decompose,
+// fuse, memplan), the kernels the graph would launch, the bytes they move, the
 // memory held at the peak, graph breaks and the share of nodes compiled,
 // for the given symbol values (tj_graph_scoreboard in tj_optimize.h).
 // "moved" is bytes read + written, also as a multiple of the activation
@@ -38,13 +42,16 @@ enum { kMaxSyms = 64 };
 
 static void usage(FILE* out) {
   fprintf(out,
-          "usage: tj-run --scoreboard FILE.tj [--sym NAME=VALUE]...\n"
+          "usage: tj-run --scoreboard [--func NAME] FILE.tj "
+          "[--sym NAME=VALUE]...\n"
           "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
-          " FILE.tj [--sym NAME=VALUE]...\n"
+          " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
           "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
           "bytes moved and peak memory per pipeline stage. With --grad,\n"
           "for its forward and backward graphs (LEVEL: none, pointwise,\n"
-          "reductions, all).\n");
+          "reductions, all). A file of several functions separated by\n"
+          "lines '// -----' is handled function by function, or only\n"
+          "@NAME with --func NAME.\n");
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -231,8 +238,63 @@ static tj_status_t run_grad(const tj_graph_t* graph, const grad_args_t* a) {
   return status;
 }
 
+typedef struct run_args_t {
+  tj_context_t* context;
+  const char* path;
+  const char* func;  // NULL: every function
+  bool multiple;     // the file has several pieces: print headings
+  bool grad;
+  bool scoreboard;
+  grad_args_t grad_args;
+  int32_t matched;  // functions handled
+} run_args_t;
+
+// Handles one function of the file.
+static bool run_piece(const char* text, size_t length, void* user) {
+  run_args_t* a = user;
+  tj_graph_t* graph = NULL;
+  tj_status_t status =
+      tj_graph_parse(a->context, text, length, a->path, &graph);
+  if (!status && a->func && strcmp(tj_graph_name(graph), a->func) != 0) {
+    tj_graph_destroy(graph);
+    return true;
+  }
+  if (!status) {
+    if (a->multiple) {
+      printf("%s== @%s ==\n", a->matched ? "\n" : "", tj_graph_name(graph));
+    }
+    ++a->matched;
+  }
+  if (!status && a->grad) {
+    status = run_grad(graph, &a->grad_args);
+  } else if (!status) {
+    tj_scoreboard_t sb;
+    const grad_args_t* g = &a->grad_args;
+    status = tj_graph_scoreboard(graph, g->num_syms,
+                                 (const char* const*)g->names, g->values, &sb);
+    if (!status) print_scoreboard(graph, g->num_syms, g->names, g->values, &sb);
+  }
+  tj_graph_destroy(graph);
+  if (status) {
+    fprintf(stderr, "tj-run: %s\n", tj_status_message(status));
+    tj_status_free(status);
+    return false;
+  }
+  return true;
+}
+
+// Whether |text| has a "// -----" line, i.e. several functions.
+static bool has_pieces(const char* text, size_t length) {
+  for (size_t i = 0; i + 8 <= length; ++i) {
+    if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, "// -----", 8) == 0)
+      return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   const char* path = NULL;
+  const char* func = NULL;
   bool scoreboard = false, grad = false, print = false;
   tj_recompute_t recompute = TJ_RECOMPUTE_POINTWISE;
   char* names[kMaxSyms];
@@ -246,6 +308,13 @@ int main(int argc, char** argv) {
       grad = true;
     } else if (strcmp(a, "--print") == 0) {
       print = true;
+    } else if (strcmp(a, "--func") == 0 || strncmp(a, "--func=", 7) == 0) {
+      func = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!func || !*func) {
+        fprintf(stderr, "tj-run: --func wants a function name\n");
+        return 1;
+      }
+      if (func[0] == '@') ++func;
     } else if (strncmp(a, "--recompute=", 12) == 0) {
       if (!parse_recompute(a + 12, &recompute)) {
         fprintf(stderr,
@@ -290,25 +359,29 @@ int main(int argc, char** argv) {
   char* text = tj_tool_read_file("tj-run", path, &length);
   if (!text) return 1;
   tj_context_t* context = NULL;
-  tj_graph_t* graph = NULL;
-  tj_scoreboard_t sb;
   tj_status_t status = tj_context_create(NULL, &context);
-  if (!status) status = tj_graph_parse(context, text, length, path, &graph);
-  if (!status && grad) {
-    grad_args_t args = {print, scoreboard, recompute, num_syms, names, values};
-    status = run_grad(graph, &args);
-  } else if (!status) {
-    status = tj_graph_scoreboard(graph, num_syms, (const char* const*)names,
-                                 values, &sb);
-    if (!status) print_scoreboard(graph, num_syms, names, values, &sb);
-  }
   int rc = 0;
   if (status) {
     fprintf(stderr, "tj-run: %s\n", tj_status_message(status));
     tj_status_free(status);
     rc = 1;
+  } else {
+    run_args_t args = {
+        .context = context,
+        .path = path,
+        .func = func,
+        .multiple = has_pieces(text, length) && !func,
+        .grad = grad,
+        .scoreboard = scoreboard,
+        .grad_args = {print, scoreboard, recompute, num_syms, names, values}};
+    if (!tj_tool_for_each_piece("tj-run", text, length, true, run_piece,
+                                &args)) {
+      rc = 1;
+    } else if (func && args.matched == 0) {
+      fprintf(stderr, "tj-run: %s has no function @%s\n", path, func);
+      rc = 1;
+    }
   }
-  tj_graph_destroy(graph);
   tj_context_destroy(context);
   for (int32_t i = 0; i < num_syms; ++i) free(names[i]);
   free(text);

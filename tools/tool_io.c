@@ -39,3 +39,38 @@ char* tj_tool_read_file(const char* tool, const char* path,
   *out_length = length;
   return data;
 }
+
+// Whether the line at |s| (|n| bytes, no newline) is a split marker.
+static bool is_split_line(const char* s, size_t n) {
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
+  return n == 8 && memcmp(s, "// -----", 8) == 0;
+}
+
+bool tj_tool_for_each_piece(const char* tool, const char* text, size_t length,
+                            bool split, tj_tool_piece_fn fn, void* user) {
+  bool ok = true;
+  size_t start = 0, line_start = 0, newlines = 0, lines_before = 0;
+  for (size_t i = 0; i <= length; ++i) {
+    if (i < length && text[i] != '\n') continue;
+    bool at_split = split && is_split_line(text + line_start, i - line_start);
+    if (at_split || i == length) {
+      size_t end = at_split ? line_start : length;
+      size_t piece = end - start;
+      char* buf = malloc(lines_before + piece + 1);
+      if (!buf) {
+        fprintf(stderr, "%s: out of memory\n", tool);
+        return false;
+      }
+      memset(buf, '\n', lines_before);
+      memcpy(buf + lines_before, text + start, piece);
+      buf[lines_before + piece] = '\0';
+      ok &= fn(buf, lines_before + piece, user);
+      free(buf);
+      start = i < length ? i + 1 : length;
+      lines_before = newlines + 1;
+    }
+    ++newlines;
+    line_start = i + 1;
+  }
+  return ok;
+}

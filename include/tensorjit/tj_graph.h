@@ -293,6 +293,10 @@ TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
 
 //===--- reading a graph ---===//
 
+// The graph's name (tj_graph_create's, or the .tj function's after '@');
+// borrowed, valid as long as the graph. NULL for a NULL graph.
+TJ_API const char* tj_graph_name(const tj_graph_t* graph);
+
 // Number of inputs and outputs declared so far.
 TJ_API int32_t tj_graph_num_inputs(const tj_graph_t* graph);
 TJ_API int32_t tj_graph_num_outputs(const tj_graph_t* graph);

@@ -288,9 +288,14 @@ static bool echo_text(tj_context_t* context, const char* text, size_t length,
   return true;
 }
 
-static bool is_split_line(const char* s, size_t n) {
-  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) --n;
-  return n == 8 && memcmp(s, "// -----", 8) == 0;
+typedef struct piece_args_t {
+  tj_context_t* context;
+  const char* path;
+} piece_args_t;
+
+static bool echo_piece(const char* text, size_t length, void* user) {
+  const piece_args_t* a = user;
+  return echo_text(a->context, text, length, a->path);
 }
 
 int main(int argc, char** argv) {
@@ -317,28 +322,9 @@ int main(int argc, char** argv) {
     free(text);
     return 1;
   }
-  bool ok = true;
-  size_t start = 0, line_start = 0, newlines = 0, lines_before = 0;
-  for (size_t i = 0; i <= length; ++i) {
-    if (i < length && text[i] != '\n') continue;
-    bool at_split = split && is_split_line(text + line_start, i - line_start);
-    if (at_split || i == length) {
-      size_t end = at_split ? line_start : length;
-      char* buf = malloc(lines_before + (end - start) + 1);
-      if (!buf) {
-        ok = false;
-        break;
-      }
-      memset(buf, '\n', lines_before);
-      memcpy(buf + lines_before, text + start, end - start);
-      ok &= echo_text(context, buf, lines_before + (end - start), path);
-      free(buf);
-      start = i < length ? i + 1 : length;
-      lines_before = newlines + 1;
-    }
-    ++newlines;
-    line_start = i + 1;
-  }
+  piece_args_t args = {context, path};
+  bool ok =
+      tj_tool_for_each_piece("tj-echo", text, length, split, echo_piece, &args);
   tj_context_destroy(context);
   free(text);
   return ok ? 0 : 1;
