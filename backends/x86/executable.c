@@ -370,7 +370,10 @@ static void destroy(tj_executable_t* exe) {
   for (int i = 0; i < FRAME_POOL; ++i) frame_free(exe, &exe->frames[i]);
   if (exe->mutex_ready) pthread_mutex_destroy(&exe->mutex);
   tj_plan_deinitialize(&exe->plan);
+  tj_context_t* context = exe->context;
   tj_free(al, exe, sizeof(*exe));
+  // Last: the JIT and pools above were the context's (lib/context.c).
+  tj_context_release(context);
 }
 
 void tj_executable_retain(tj_executable_t* executable) {
@@ -848,6 +851,7 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   if (!exe) return tj_status_oom();
   memset(exe, 0, sizeof(*exe));
   atomic_init(&exe->refs, 1);
+  tj_context_retain(context);  // released by destroy()
   exe->context = context;
   exe->allocator = al;
   exe->options = opts;
