@@ -9,7 +9,8 @@
 // the first run that needs it; right at every M <= 16, cached, built once
 // when several pool workers need it at once, and reported (OUT_OF_MEMORY)
 // when it fails, in the background or in a run; the host's context and
-// the executables released in either order during that build.
+// the executables released in either order during that build; and
+// tj_executable_prepare building all of it at load time.
 //
 // Results are compared with the reference target (tj_compile with
 // TJ_TARGET_REFERENCE): |got - want| <= 1e-4 + 1e-4 * |want| (f32 sums of
@@ -918,6 +919,86 @@ TEST(release_in_any_order_during_background_build) {
   }
 }
 
+// tj_executable_prepare with a host parallel_for (nothing builds the
+// deferred code behind the host's back): it builds the small-M paths at
+// load time, so that runs at every M <= 16 afterwards compile and load
+// nothing (the JIT's counters) and are right; a second prepare does
+// nothing; data may be NULL; a wrong input count or shape is
+// INVALID_ARGUMENT naming the call or the input. With TJ_SPECIALIZE_ALWAYS
+// it also compiles the shape's exact-shape kernels, which the first run of
+// that shape then uses (no recompile).
+TEST(prepare_builds_before_the_first_run) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+  tj_executable_t* exe = compile_hosted(g, 2);
+  tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(1, (int)st.compiles);
+  problem_t p0;
+  problem_init(&p0, ctx, KIND_GEMM, 4);
+  tj_tensor_t shapes[3];
+  tensors(&p0, shapes);
+  for (int i = 0; i < 3; ++i) shapes[i].data = NULL;
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(2, (int)st.compiles);
+  CHECK_EQ_INT(2, (int)st.loads);
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  CHECK_OK(tj_executable_prepare(exe, NULL, 0));
+  tj_status_t s = tj_executable_prepare(exe, shapes, 2);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(strstr(tj_status_message(s), "tj_executable_prepare") != NULL);
+  tj_status_free(s);
+  int64_t bad[2] = {4, K_DIM + 1};
+  tj_tensor_t wrong[3] = {shapes[0], shapes[1], shapes[2]};
+  wrong[0].shape = bad;
+  s = tj_executable_prepare(exe, wrong, 3);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  tj_status_free(s);
+  problem_deinit(&p0);
+  for (int64_t B = 1; B <= 16; ++B) {
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, B);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    CHECK(run_and_compare(exe, &p, got));
+    free(got);
+    problem_deinit(&p);
+  }
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(2, (int)st.compiles);
+  CHECK_EQ_INT(2, (int)st.loads);
+  tj_executable_release(exe);
+
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.num_threads = 2;
+  o.parallel_for = serial_parallel_for;
+  o.specialize = TJ_SPECIALIZE_ALWAYS;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  problem_t p;
+  problem_init(&p, ctx, KIND_GEMM, 5);
+  tensors(&p, shapes);
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  tj_executable_stats_t es;
+  tj_executable_stats(exe, &es);
+  CHECK_EQ_INT(1, (int)es.recompiles);
+  tj_x86_jit_stats(jit, &st);
+  uint64_t loads = st.loads;
+  float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+  CHECK(run_and_compare(exe, &p, got));
+  free(got);
+  problem_deinit(&p);
+  tj_executable_stats(exe, &es);
+  CHECK_EQ_INT(1, (int)es.recompiles);
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT((int)loads, (int)st.loads);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 int main(void) {
   // No disk cache: counts of LLVM compiles must not depend on earlier runs.
   setenv("TJ_CACHE_DIR", "", 1);
@@ -933,5 +1014,6 @@ int main(void) {
   RUN_TEST(destroy_during_background_build);
   RUN_TEST(cold_part_background_out_of_memory);
   RUN_TEST(release_in_any_order_during_background_build);
+  RUN_TEST(prepare_builds_before_the_first_run);
   TEST_MAIN_END();
 }
