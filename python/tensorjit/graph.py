@@ -720,7 +720,9 @@ class Graph:
                 raise InvalidArgumentError(
                     f"constant: numpy dtype {arr.dtype} has no tensorjit "
                     f"equivalent")
-        arr = np.ascontiguousarray(arr)
+        # Not np.ascontiguousarray: it makes a rank-0 array shape [1],
+        # which would then broadcast where a scalar was meant.
+        arr = np.asarray(arr, order="C")
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
         rank, dims = self._dims(list(arr.shape), "constant shape")

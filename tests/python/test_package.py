@@ -283,6 +283,40 @@ def test_reductions() -> None:
              ints.sum(0))
 
 
+def test_rank0_constant() -> None:
+    # A rank-0 constant stays rank 0 (it used to become shape [1]) for
+    # every dtype: its own shape, a graph output of shape (), and its use
+    # against a [2, 3] input, on every target.
+    x_f = RNG.standard_normal((2, 3))
+    for dt, np_dt, value in (("f32", np.float32, 2.5), ("f16", np.float16,
+                                                         -1.5),
+                             ("f64", np.float64, 0.25), ("i8", np.int8, -7),
+                             ("i32", np.int32, 123456),
+                             ("i64", np.int64, -(2**40)),
+                             ("bool", np.bool_, True)):
+        c_arr = np.array(value, dtype=np_dt)
+        x = (x_f > 0) if np_dt is np.bool_ else (x_f * 10).astype(np_dt)
+
+        def build(g: tj.Graph, dt: str = dt, c_arr: Any = c_arr) -> None:
+            c = g.constant(c_arr)
+            assert c.shape == () and c.rank == 0, (dt, c.shape)
+            xi = g.input("x", dt, [2, 3])
+            y = g.logical_or(xi, c) if dt == "bool" else xi + c
+            g.output(c, "c")
+            g.output(y, "y")
+        want_y = np.logical_or(x, c_arr) if np_dt is np.bool_ else x + c_arr
+        run_both(build, [x], (c_arr, want_y))
+    # bf16: from f32 values.
+    g = tj.Graph("t")
+    c = g.constant(np.array(3.0, np.float32), dtype="bf16")
+    assert c.shape == ()
+    g.output(g.cast(c, "f32") * g.input("x", "f32", [2, 3]))
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    for target in TARGETS:
+        got = tj.compile(g, target=target)(x)
+        close(got, x * 3.0)
+
+
 def test_matmul_family() -> None:
     cases = [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((2, 1, 4, 6),
                                                       (3, 6, 2)),
