@@ -33,7 +33,10 @@
 // part is built once either way. A plain pthread rather than a pool
 // worker: a pool worker busy in LLVM for 60 ms would stall the parallel
 // loops of every executable of the context. The thread is joined before
-// the set is freed.
+// the set is freed (a build it has not begun is skipped then). With a
+// host parallel_for no thread is started: tj_executable_prepare
+// (tj_x86_kernel_set_build_cold) builds the part at the host's load time,
+// or the first run that needs it does.
 
 #include "backends/x86/x86_backend.h"
 

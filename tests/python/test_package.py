@@ -317,6 +317,32 @@ def test_rank0_constant() -> None:
         close(got, x * 3.0)
 
 
+def test_prepare() -> None:
+    # Executable.prepare: the load-time warm-up. With shapes (data is not
+    # read), with none, repeated; then calls of that shape are right and
+    # compile no specialization (specialize="always" compiled it in
+    # prepare); a wrong input count or shape is InvalidArgumentError.
+    g = tj.Graph("warm")
+    x = g.input("x", "f32", ["B", 16])
+    w = RNG.standard_normal((16, 24)).astype(np.float32)
+    g.output(g.relu(x @ g.constant(w)))
+    for specialize in ("never", "always"):
+        exe = tj.compile(g, specialize=specialize)
+        a = RNG.standard_normal((3, 16)).astype(np.float32)
+        exe.prepare(a)
+        exe.prepare(x=a)
+        exe.prepare()
+        want_recompiles = 1 if specialize == "always" else 0
+        assert exe.stats.recompiles == want_recompiles
+        close(exe(a), np.maximum(a @ w, 0), rtol=1e-5, atol=1e-5)
+        assert exe.stats.recompiles == want_recompiles
+        with raises(tj.InvalidArgumentError, "no input named 'y'"):
+            exe.prepare(y=a)
+        with raises(tj.InvalidArgumentError):
+            exe.prepare(np.ones((3, 15), np.float32))
+        exe.close()
+
+
 _EXIT_SCRIPT = r"""
 import gc, sys
 sys.path.insert(0, sys.argv[2])
