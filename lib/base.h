@@ -73,6 +73,12 @@ void tj_free_string(tj_allocator_t a, char* s);
 tj_status_t tj_array_reserve(tj_allocator_t a, void** items, uint32_t* capacity,
                              uint32_t needed, size_t elem_size);
 
+// A reference to |context|, held by every live executable: the context's
+// extensions (its JIT, pools, caches) are destroyed with the last one,
+// tj_context_destroy dropping the host's (lib/context.c). NULL is a no-op
+// for release.
+void tj_context_retain(tj_context_t* context);
+void tj_context_release(tj_context_t* context);
 // The context's allocator (internal accessor).
 tj_allocator_t tj_context_allocator(const tj_context_t* context);
 // Sends a remark or warning down the context's diagnostic channel.

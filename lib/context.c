@@ -1,16 +1,32 @@
 // tj_context_t: the allocator and diagnostic channel shared by a host's
 // graphs and executables; plus version and dtype facts.
+//
+// Lifetime: the host holds one reference (tj_context_create, dropped by
+// tj_context_destroy) and every live executable one more (tj_context_retain
+// in tj_compile, tj_context_release when it is freed). The extensions (the
+// x86 JIT and its thread pools, the kernel cache, the CUDA device) go with
+// the last reference: an executable released after tj_context_destroy, as a
+// garbage collector may do at exit (Python collects a cycle's objects in no
+// set order), still unloads its code from a live JIT and joins its own
+// threads first.
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/base.h"
 
 struct tj_context_t {
+  atomic_int refs;
   tj_allocator_t allocator;
   tj_diagnostic_fn diagnostic_fn;
   void* diagnostic_user_data;
+  // Held while the host's diagnostic_fn runs, so that once
+  // tj_context_destroy returns none runs or starts (|host_gone|): the
+  // host may free its user data then, though executables live on.
+  pthread_mutex_t diagnostic_mutex;
+  bool host_gone;
   pthread_mutex_t extension_mutex;
   void* extension_state[TJ_CONTEXT_EXTENSION_COUNT_];
   tj_extension_destroy_fn extension_destroy[TJ_CONTEXT_EXTENSION_COUNT_];
@@ -58,6 +74,12 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
     tj_free(allocator, context, sizeof(*context));
     return tj_internal("tj_context_create: pthread_mutex_init failed");
   }
+  if (pthread_mutex_init(&context->diagnostic_mutex, NULL) != 0) {
+    pthread_mutex_destroy(&context->extension_mutex);
+    tj_free(allocator, context, sizeof(*context));
+    return tj_internal("tj_context_create: pthread_mutex_init failed");
+  }
+  atomic_init(&context->refs, 1);
   context->allocator = allocator;
   context->diagnostic_fn = options->diagnostic_fn;
   context->diagnostic_user_data = options->diagnostic_user_data;
@@ -65,8 +87,15 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   return NULL;
 }
 
-void tj_context_destroy(tj_context_t* context) {
-  if (!context) return;
+void tj_context_retain(tj_context_t* context) {
+  atomic_fetch_add_explicit(&context->refs, 1, memory_order_relaxed);
+}
+
+void tj_context_release(tj_context_t* context) {
+  if (!context ||
+      atomic_fetch_sub_explicit(&context->refs, 1, memory_order_acq_rel) != 1) {
+    return;
+  }
   // Later layers may depend on earlier ones: destroy in reverse order.
   for (int i = TJ_CONTEXT_EXTENSION_COUNT_; i-- > 0;) {
     if (context->extension_state[i]) {
@@ -74,7 +103,18 @@ void tj_context_destroy(tj_context_t* context) {
     }
   }
   pthread_mutex_destroy(&context->extension_mutex);
+  pthread_mutex_destroy(&context->diagnostic_mutex);
   tj_free(context->allocator, context, sizeof(*context));
+}
+
+void tj_context_destroy(tj_context_t* context) {
+  if (!context) return;
+  // The host's diagnostic_fn is not called from here on (messages of the
+  // executables that outlive this call are dropped).
+  pthread_mutex_lock(&context->diagnostic_mutex);
+  context->host_gone = true;
+  pthread_mutex_unlock(&context->diagnostic_mutex);
+  tj_context_release(context);
 }
 
 tj_status_t tj_context_extension(tj_context_t* context,
@@ -119,8 +159,12 @@ void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
   if (n < 0) return;
   size_t length = (size_t)n < sizeof(message) ? (size_t)n : sizeof(message) - 1;
   if (context && context->diagnostic_fn) {
-    context->diagnostic_fn(severity, message, length,
-                           context->diagnostic_user_data);
+    pthread_mutex_lock((pthread_mutex_t*)&context->diagnostic_mutex);
+    if (!context->host_gone) {
+      context->diagnostic_fn(severity, message, length,
+                             context->diagnostic_user_data);
+    }
+    pthread_mutex_unlock((pthread_mutex_t*)&context->diagnostic_mutex);
   } else {
     fprintf(stderr, "tensorjit %s: %.*s\n",
             severity == TJ_SEVERITY_WARNING ? "warning" : "remark", (int)length,

@@ -357,7 +357,10 @@ static void destroy(tj_executable_t* exe) {
   for (int i = 0; i < FRAME_POOL; ++i) frame_free(exe, &exe->frames[i]);
   if (exe->mutex_ready) pthread_mutex_destroy(&exe->mutex);
   tj_plan_deinitialize(&exe->plan);
+  tj_context_t* context = exe->context;
   tj_free(al, exe, sizeof(*exe));
+  // Last: the JIT and pools above were the context's (lib/context.c).
+  tj_context_release(context);
 }
 
 void tj_executable_retain(tj_executable_t* executable) {
@@ -835,6 +838,7 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   if (!exe) return tj_status_oom();
   memset(exe, 0, sizeof(*exe));
   atomic_init(&exe->refs, 1);
+  tj_context_retain(context);  // released by destroy()
   exe->context = context;
   exe->allocator = al;
   exe->options = opts;
@@ -1498,6 +1502,57 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
   frame_release(exe, f, temp);
   if (!status) atomic_fetch_add(&exe->runs, 1);
   return status;
+}
+
+//===--- warming up ---===//
+
+tj_status_t tj_executable_prepare(tj_executable_t* executable,
+                                  const tj_tensor_t* inputs,
+                                  int32_t num_inputs) {
+  tj_executable_t* exe = executable;
+  if (!exe) return tj_invalid("tj_executable_prepare: executable is NULL");
+  const tj_graph_t* g = exe->graph;
+  bool shape = inputs || num_inputs != 0;
+  int64_t sym[TJ_MAX_SYMBOLS];
+  if (shape) {
+    if (num_inputs < 0 || (uint32_t)num_inputs != g->num_inputs) {
+      return tj_invalid(
+          "tj_executable_prepare: graph @%s takes %u inputs, "
+          "got %d",
+          g->name, g->num_inputs, (int)num_inputs);
+    }
+    if (!inputs) return tj_invalid("tj_executable_prepare: inputs is NULL");
+    // Only dtypes and shapes are read: NULL data stands for "not yet".
+    static const unsigned char kNoData[1];
+    size_t bytes = sizeof(tj_tensor_t) * (size_t)(num_inputs ? num_inputs : 1);
+    tj_tensor_t* bound = tj_alloc(exe->allocator, bytes);
+    if (!bound) return tj_status_oom();
+    for (int32_t i = 0; i < num_inputs; ++i) {
+      bound[i] = inputs[i];
+      if (!bound[i].data) {
+        bound[i].data = (void*)kNoData;
+        bound[i].byte_offset = 0;
+      }
+    }
+    tj_status_t status = tj_ir_bind_symbols(g, bound, num_inputs, sym);
+    tj_free(exe->allocator, bound, bytes);
+    TJ_RETURN_IF_ERROR(status);
+  }
+  if (exe->reference || exe->cuda) return NULL;
+  // The generic kernels' deferred code: waits for the background build or
+  // builds it here (with a host parallel_for nothing else does before the
+  // first run).
+  TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build_cold(&exe->generic));
+  // The exact-shape kernels the first run of this shape would compile.
+  if (shape && exe->options.specialize == TJ_SPECIALIZE_ALWAYS &&
+      exe->num_symbols > 0 && !exe->options.bucket_pow2) {
+    const tj_x86_kernel_set_t* set = &exe->generic;
+    TJ_RETURN_IF_ERROR(choose_set(exe, sym, &set));
+    if (set != &exe->generic) {
+      TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build_cold(set));
+    }
+  }
+  return NULL;
 }
 
 tj_status_t tj_executable_output_shape(const tj_executable_t* executable,

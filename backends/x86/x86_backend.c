@@ -33,7 +33,10 @@
 // part is built once either way. A plain pthread rather than a pool
 // worker: a pool worker busy in LLVM for 60 ms would stall the parallel
 // loops of every executable of the context. The thread is joined before
-// the set is freed.
+// the set is freed (a build it has not begun is skipped then). With a
+// host parallel_for no thread is started: tj_executable_prepare
+// (tj_x86_kernel_set_build_cold) builds the part at the host's load time,
+// or the first run that needs it does.
 
 #include "backends/x86/x86_backend.h"
 
@@ -215,6 +218,10 @@ struct tj_x86_lazy_t {
   // needs the part: a run that never takes the small-M path is not told.
   tj_status_t background_error;
   atomic_bool failed;
+  // Set by the set's owner before it joins the thread: a build not yet
+  // begun is skipped (one under way cannot be interrupted; it is waited
+  // for).
+  atomic_bool cancel;
   pthread_t thread;  // the background build, if |has_thread|
   bool has_thread;   // touched by the set's owner only (start, join)
 };
@@ -223,6 +230,7 @@ struct tj_x86_lazy_t {
 // part's slots, the kernels' IR and the JIT.
 static void lazy_join(tj_x86_lazy_t* z) {
   if (z && z->has_thread) {
+    atomic_store(&z->cancel, true);
     pthread_join(z->thread, NULL);
     z->has_thread = false;
   }
@@ -349,8 +357,8 @@ static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
 }
 
 // Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
-// |background|: on the set's own thread (for the log line).
-static tj_status_t build_cold(tj_x86_lazy_t* z, bool background) {
+// |how|: where (for the log line).
+static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
   double start = now_ms();
   void* bytes = NULL;
   size_t size = 0;
@@ -391,8 +399,7 @@ static tj_status_t build_cold(tj_x86_lazy_t* z, bool background) {
         z->context, TJ_SEVERITY_REMARK,
         "cache: @%s: %d deferred functions (small-M GEMM paths) %s %s (key "
         "%s, %zu bytes of object code) in %.2f ms",
-        z->name, (int)z->count, kFrom[f.source],
-        background ? "in the background" : "on first use", key, size,
+        z->name, (int)z->count, kFrom[f.source], how, key, size,
         now_ms() - start);
   }
   if (f.store_status && z->log) {
@@ -423,7 +430,7 @@ static void* lazy_resolve(void* ctx, int64_t index) {
     z->background_error = NULL;
     atomic_store(&z->failed, true);
   } else if (!fp) {
-    tj_status_t status = build_cold(z, false);
+    tj_status_t status = build_cold(z, "on first use");
     if (status) {
       if (!z->error) {
         z->error = status;
@@ -441,10 +448,12 @@ static void* lazy_resolve(void* ctx, int64_t index) {
 static void* background_main(void* arg) {
   tj_x86_lazy_t* z = arg;
   pthread_mutex_lock(&z->mutex);
-  // A run may have needed the part first and built it (build_cold
-  // publishes every slot at once).
-  if (!__atomic_load_n(z->slots[0], __ATOMIC_ACQUIRE)) {
-    z->background_error = build_cold(z, true);
+  // A run (or tj_x86_kernel_set_build_cold) may have needed the part first
+  // and built it (build_cold publishes every slot at once); the set may be
+  // going away.
+  if (!__atomic_load_n(z->slots[0], __ATOMIC_ACQUIRE) &&
+      !atomic_load(&z->cancel)) {
+    z->background_error = build_cold(z, "in the background");
   }
   pthread_mutex_unlock(&z->mutex);
   return NULL;
@@ -456,6 +465,33 @@ void tj_x86_kernel_set_build_cold_in_background(tj_x86_kernel_set_t* set) {
   // Default attributes: joinable, and the default stack, on which the
   // pool's workers build the part too when a run needs it first.
   z->has_thread = pthread_create(&z->thread, NULL, background_main, z) == 0;
+}
+
+tj_status_t tj_x86_kernel_set_build_cold(const tj_x86_kernel_set_t* set) {
+  tj_x86_lazy_t* z = set->lazy;
+  if (!z) return NULL;
+  // A background build under way holds the mutex: this waits for it.
+  pthread_mutex_lock(&z->mutex);
+  tj_status_t status = NULL;
+  if (!__atomic_load_n(z->slots[0], __ATOMIC_ACQUIRE)) {
+    // A failed background build is tried again here, where the caller
+    // hears of a failure.
+    tj_status_free(z->background_error);
+    z->background_error = NULL;
+    status = build_cold(z, "by tj_executable_prepare");
+  }
+  pthread_mutex_unlock(&z->mutex);
+  if (!status) return NULL;
+  tj_status_t wrapped = tj_status_make(
+      tj_status_code(status), "@%s: building the deferred GEMM paths: %s",
+      z->name, tj_status_message(status));
+  tj_status_free(status);
+  return wrapped;
+}
+
+bool tj_x86_kernel_set_cold_ready(const tj_x86_kernel_set_t* set) {
+  tj_x86_lazy_t* z = set->lazy;
+  return !z || __atomic_load_n(z->slots[0], __ATOMIC_ACQUIRE) != NULL;
 }
 
 tj_status_t tj_x86_kernel_set_take_error(const tj_x86_kernel_set_t* set) {
@@ -497,6 +533,7 @@ static tj_status_t attach_lazy(tj_x86_jit_t* jit, tj_allocator_t allocator,
     return tj_internal("x86 kernel set: pthread_mutex_init failed");
   }
   atomic_init(&z->failed, false);
+  atomic_init(&z->cancel, false);
   z->jit = jit;
   z->allocator = allocator;
   z->context = context;

@@ -99,9 +99,19 @@ tj_status_t tj_x86_kernel_set_build_lazy(
 // part is built once). A failure is kept for the first launch that needs
 // the part (tj_x86_kernel_set_take_error); a thread that cannot be created
 // leaves today's build on first use. tj_x86_kernel_set_deinitialize waits
-// for the thread. Call once, before any launch shares |set| with other
+// for the thread (a build not yet begun is skipped; one under way is
+// waited for). Call once, before any launch shares |set| with other
 // threads.
 void tj_x86_kernel_set_build_cold_in_background(tj_x86_kernel_set_t* set);
+
+// Builds |set|'s cold part now on the calling thread, from the caches or
+// LLVM, unless it is loaded already; waits for a background build under
+// way instead of building twice. A failure is returned (and a failed
+// background build tried again). Thread-safe; launches may run meanwhile.
+tj_status_t tj_x86_kernel_set_build_cold(const tj_x86_kernel_set_t* set);
+
+// Whether |set|'s cold part is loaded (true when it has none).
+bool tj_x86_kernel_set_cold_ready(const tj_x86_kernel_set_t* set);
 
 // A failure to build |set|'s cold part during a launch (its kernels then
 // skipped the deferred calls, so that launch's outputs are wrong), or

@@ -520,6 +520,15 @@ class Executable {
     return std::vector<int64_t>(dims, dims + rank);
   }
 
+  // Load-time warm-up (tj_executable_prepare): compiles now what runs of
+  // these input shapes would compile on first use. Only dtypes and shapes
+  // are read (|data| may be null); no inputs: what every shape shares.
+  void prepare(const std::vector<tj_tensor_t>& inputs = {}) const {
+    check(tj_executable_prepare(executable_,
+                                inputs.empty() ? nullptr : inputs.data(),
+                                static_cast<int32_t>(inputs.size())));
+  }
+
   void run(const std::vector<tj_tensor_t>& inputs,
            const std::vector<tj_tensor_t>& outputs) const {
     check(tj_executable_run(executable_, inputs.data(),

@@ -150,7 +150,11 @@ typedef struct tj_context_options_t {
 TJ_API void tj_context_options_initialize(tj_context_options_t* options);
 
 // Everything shared by the graphs and executables of one host: allocator,
-// diagnostics. Must outlive every object created from it. Thread-safe.
+// diagnostics. Must outlive every graph created from it. Each executable
+// holds a reference of its own: tj_context_destroy may come before the
+// release of the last executable (in any order, as garbage collectors
+// release at exit); the context's JIT, threads and caches then go with
+// that last release. Thread-safe.
 typedef struct tj_context_t tj_context_t;
 
 // Creates a context. |options| may be NULL for the defaults; it is copied.
@@ -159,7 +163,9 @@ typedef struct tj_context_t tj_context_t;
 TJ_API tj_status_t tj_context_create(const tj_context_options_t* options,
                                      tj_context_t** out_context);
 
-// Destroys |context|. NULL is a no-op.
+// Destroys |context|, or drops the host's reference while executables
+// still hold it (see above). Either way its diagnostic_fn is not called
+// once this returns. NULL is a no-op.
 TJ_API void tj_context_destroy(tj_context_t* context);
 
 // Frees a NUL-terminated string that a tj_* call returned as "owned by the

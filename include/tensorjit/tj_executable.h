@@ -185,6 +185,31 @@ TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
                                      const tj_tensor_t* outputs,
                                      int32_t num_outputs);
 
+// Warm-up at load time: compiles now everything that a run with these
+// input shapes would otherwise compile on first use, so that no run of
+// them compiles anything afterwards (a game engine calls it on its loading
+// screen, not on its first frame). On x86 that is:
+// - the deferred small-M GEMM code of the generic kernels (the path a
+//   GEMM takes for M <= 16, e.g. a batch of a few agents). Without a
+//   parallel_for it is built on a thread of the library's own right after
+//   tj_compile, and prepare waits for it; with a parallel_for (no thread
+//   behind the host's back) nothing builds it before the first run that
+//   needs it, which would then pay ~50-400 ms of LLVM: call prepare;
+// - with TJ_SPECIALIZE_ALWAYS, the exact-shape kernels of this shape (and
+//   their deferred code). TJ_SPECIALIZE_AFTER_N counts runs, so prepare
+//   does not specialize under it.
+// |inputs| describe a shape the host will run: dtypes, ranks and dims are
+// read and checked as tj_executable_run checks them (guards included),
+// |data| may be NULL. |inputs| NULL with |num_inputs| 0 prepares what
+// every shape shares (the deferred code). Call it once per shape, any
+// number of times (later calls find everything built and return at once);
+// thread-safe, and runs may go on meanwhile. Returns the build's error,
+// if any (a later run or prepare tries again). A no-op for the reference
+// and CUDA targets (after the checks).
+TJ_API tj_status_t tj_executable_prepare(tj_executable_t* executable,
+                                         const tj_tensor_t* inputs,
+                                         int32_t num_inputs);
+
 // What compiling and running has cost so far.
 typedef struct tj_executable_stats_t {
   // Kernels in the generic kernel set: one per fusion group, except that a

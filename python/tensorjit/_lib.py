@@ -190,6 +190,7 @@ _SIGNATURES = {
                                         i32, p32, p64]),
     "tj_executable_run": (vp, [vp, ctypes.POINTER(Tensor_t), i32,
                                ctypes.POINTER(Tensor_t), i32]),
+    "tj_executable_prepare": (vp, [vp, ctypes.POINTER(Tensor_t), i32]),
     "tj_executable_stats": (None, [vp, ctypes.POINTER(ExecutableStats_t)]),
     "tj_stage_name": (cstr, [cenum]),
     "tj_graph_scoreboard": (vp, [vp, i32, ctypes.POINTER(cstr), p64,

@@ -142,9 +142,11 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 def f32_to_bf16(values: np.ndarray) -> np.ndarray:
     """float32 to bf16 raw bits (uint16), rounding to nearest even."""
-    f = np.ascontiguousarray(values, dtype=np.float32)
+    f = np.asarray(values, dtype=np.float32, order="C")  # rank 0 stays 0
     u = f.view(np.uint32).astype(np.uint64)
     rounded = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1)))
-    out = (rounded >> np.uint64(16)).astype(np.uint16)
-    out[np.isnan(f)] = 0x7FC0
-    return out
+    # np.where, not item assignment: on a rank-0 array the arithmetic
+    # above gives numpy scalars.
+    out = np.where(np.isnan(f), np.uint16(0x7FC0),
+                   (rounded >> np.uint64(16)).astype(np.uint16))
+    return np.asarray(out, dtype=np.uint16).reshape(f.shape)

@@ -281,6 +281,25 @@ class Executable(_Runner):
             raise ArgumentTypeError("inputs must be a list or a mapping")
         return self.call(tuple(inputs), {}, out, always_list=True)
 
+    def prepare(self, *inputs: Any, **named: Any) -> None:
+        """Load-time warm-up (``tj_executable_prepare``): compiles now what
+        a call with inputs of these shapes would compile on its first run
+        (the deferred small-batch GEMM code; with ``specialize="always"``
+        the shape's own kernels), so that no call of those shapes compiles
+        anything. Only dtypes and shapes are read. With no inputs, prepares
+        what every shape shares."""
+        L = _lib.lib()
+        if not inputs and not named:
+            _lib.check(L.tj_executable_prepare(self.handle, None, 0))
+            return
+        bound = self._bind(inputs, named)
+        with Marshal() as m:
+            arr = (_lib.Tensor_t * max(len(bound), 1))()
+            for i, x in enumerate(bound):
+                m.tensor(x, f"input {self.input_names[i]!r}",
+                         self.input_dtypes[i], t=arr[i])
+            _lib.check(L.tj_executable_prepare(self.handle, arr, len(bound)))
+
     @property
     def stats(self) -> ExecutableStats:
         """Kernels, graph breaks, compile time, cache and run counters."""

@@ -16,6 +16,7 @@ later builder calls and :meth:`Graph.finalize` raise it again.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import re
 import sys
@@ -93,9 +94,11 @@ class Context:
             logged; ``None`` writes to stderr. It may be called on any
             thread and must not call back into tensorjit.
 
-    The context must outlive what is made in it; the binding ensures that
-    by holding a reference from every graph and executable. :meth:`close`
-    closes those first.
+    Every graph and executable holds a reference to it, and the C
+    executables hold one of their own, so that the objects may be
+    collected in any order (a garbage collector frees a cycle's objects in
+    no set order, and at interpreter exit even what :meth:`close` cannot
+    see any more). :meth:`close` closes what it can see first.
     """
 
     def __init__(self, diagnostic: Optional[Callable[[str, str], None]] = None
@@ -122,6 +125,7 @@ class Context:
 
             self._callback = _lib.DIAGNOSTIC_FN(trampoline)
             options.diagnostic_fn = self._callback
+            _with_callback.add(self)
         handle = ctypes.c_void_p()
         _lib.check(L.tj_context_create(ctypes.byref(options),
                                        ctypes.byref(handle)))
@@ -162,6 +166,27 @@ class Context:
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
+
+# Contexts whose diagnostic function is Python: at exit, their executables'
+# background builds (which may call it from a thread of the library's) are
+# waited for while other threads can still take the GIL; once the
+# interpreter is finalizing, a thread that asks for it is stopped or hangs.
+_with_callback: "weakref.WeakSet[Context]" = weakref.WeakSet()
+
+
+def _quiesce_at_exit() -> None:
+    for ctx in list(_with_callback):
+        if ctx.closed:
+            continue
+        for child in list(ctx._children):
+            handle = getattr(child, "_handle", None)
+            if handle and hasattr(child, "prepare"):
+                status = _lib.lib().tj_executable_prepare(handle, None, 0)
+                if status:
+                    _lib.lib().tj_status_free(status)
+
+
+atexit.register(_quiesce_at_exit)
 
 _default: Optional[Context] = None
 
@@ -720,7 +745,9 @@ class Graph:
                 raise InvalidArgumentError(
                     f"constant: numpy dtype {arr.dtype} has no tensorjit "
                     f"equivalent")
-        arr = np.ascontiguousarray(arr)
+        # Not np.ascontiguousarray: it makes a rank-0 array shape [1],
+        # which would then broadcast where a scalar was meant.
+        arr = np.asarray(arr, order="C")
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
         rank, dims = self._dims(list(arr.shape), "constant shape")

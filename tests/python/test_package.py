@@ -283,6 +283,155 @@ def test_reductions() -> None:
              ints.sum(0))
 
 
+def test_rank0_constant() -> None:
+    # A rank-0 constant stays rank 0 (it used to become shape [1]) for
+    # every dtype: its own shape, a graph output of shape (), and its use
+    # against a [2, 3] input, on every target.
+    x_f = RNG.standard_normal((2, 3))
+    for dt, np_dt, value in (("f32", np.float32, 2.5), ("f16", np.float16,
+                                                         -1.5),
+                             ("f64", np.float64, 0.25), ("i8", np.int8, -7),
+                             ("i32", np.int32, 123456),
+                             ("i64", np.int64, -(2**40)),
+                             ("bool", np.bool_, True)):
+        c_arr = np.array(value, dtype=np_dt)
+        x = (x_f > 0) if np_dt is np.bool_ else (x_f * 10).astype(np_dt)
+
+        def build(g: tj.Graph, dt: str = dt, c_arr: Any = c_arr) -> None:
+            c = g.constant(c_arr)
+            assert c.shape == () and c.rank == 0, (dt, c.shape)
+            xi = g.input("x", dt, [2, 3])
+            y = g.logical_or(xi, c) if dt == "bool" else xi + c
+            g.output(c, "c")
+            g.output(y, "y")
+        want_y = np.logical_or(x, c_arr) if np_dt is np.bool_ else x + c_arr
+        run_both(build, [x], (c_arr, want_y))
+    # bf16: from f32 values.
+    g = tj.Graph("t")
+    c = g.constant(np.array(3.0, np.float32), dtype="bf16")
+    assert c.shape == ()
+    g.output(g.cast(c, "f32") * g.input("x", "f32", [2, 3]))
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    for target in TARGETS:
+        got = tj.compile(g, target=target)(x)
+        close(got, x * 3.0)
+
+
+def test_prepare() -> None:
+    # Executable.prepare: the load-time warm-up. With shapes (data is not
+    # read), with none, repeated; then calls of that shape are right and
+    # compile no specialization (specialize="always" compiled it in
+    # prepare); a wrong input count or shape is InvalidArgumentError.
+    g = tj.Graph("warm")
+    x = g.input("x", "f32", ["B", 16])
+    w = RNG.standard_normal((16, 24)).astype(np.float32)
+    g.output(g.relu(x @ g.constant(w)))
+    for specialize in ("never", "always"):
+        exe = tj.compile(g, specialize=specialize)
+        a = RNG.standard_normal((3, 16)).astype(np.float32)
+        exe.prepare(a)
+        exe.prepare(x=a)
+        exe.prepare()
+        want_recompiles = 1 if specialize == "always" else 0
+        assert exe.stats.recompiles == want_recompiles
+        close(exe(a), np.maximum(a @ w, 0), rtol=1e-5, atol=1e-5)
+        assert exe.stats.recompiles == want_recompiles
+        with raises(tj.InvalidArgumentError, "no input named 'y'"):
+            exe.prepare(y=a)
+        with raises(tj.InvalidArgumentError):
+            exe.prepare(np.ones((3, 15), np.float32))
+        exe.close()
+
+
+_EXIT_SCRIPT = r"""
+import gc, sys
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+import tensorjit as tj
+from tensorjit import _lib
+how = sys.argv[1]
+messages = []
+ctx = (tj.Context(diagnostic=lambda sev, msg: messages.append(msg))
+       if how == "callback" else tj.Context())
+g = tj.Graph("exit", context=ctx)
+x = g.input("x", "f32", ["B", 64])
+w = np.linspace(-1, 1, 64 * 96, dtype=np.float32).reshape(64, 96)
+g.output(g.gelu(x @ g.constant(w)))
+# No disk cache: the deferred small-M code is built by LLVM in the
+# background, tens of ms, while this process exits.
+exe = tj.compile(g, cache_dir="")
+errors = []
+if how == "errors":  # the report: run errors caught and kept, no close()
+    for _ in range(3):
+        try:
+            exe(np.ones((2, 3), np.float32))
+        except tj.InvalidArgumentError as e:
+            errors.append(e)
+elif how == "cycle":  # context and executable in one garbage cycle
+    class Holder:
+        pass
+    h = Holder()
+    h.me, h.ctx, h.exe = h, ctx, exe
+    del ctx, exe, g, x
+    if sys.argv[3] == "now":
+        del h
+        gc.collect()
+elif how == "context_first":  # the C context destroyed first
+    _lib.lib().tj_context_destroy(ctx.handle)
+    ctx._handle = None
+    a = np.ones((3, 64), np.float32)
+    y = exe(a)
+    want = a @ w
+    want = 0.5 * want * (1 + np.vectorize(__import__("math").erf)(
+        want / np.sqrt(2)))
+    assert np.allclose(y, want, rtol=1e-4, atol=1e-4)
+elif how == "executable_first":
+    exe.close()
+print("exiting", how, flush=True)
+"""
+
+
+def test_exit_during_background_build() -> None:
+    # Interpreter exit while an executable's deferred code is still being
+    # built in the background, with the objects released in every order:
+    # a garbage cycle holding both (collected at exit, or at once), the C
+    # context destroyed first, the executable first, caught run errors kept
+    # (the report: exit hung in tj_executable_release 3 times out of 3 on a
+    # busy machine), a Python diagnostic function. 25 processes, 4 at a
+    # time, each bounded.
+    cases = [("errors", "-"), ("cycle", "exit"), ("cycle", "now"),
+             ("context_first", "-"), ("executable_first", "-"),
+             ("callback", "-")]
+    runs = [cases[i % len(cases)] for i in range(25)]
+    env = dict(os.environ, TJ_LOG="cache")
+    procs: list = []
+    failures = []
+    start = time.monotonic()
+    while runs or procs:
+        while runs and len(procs) < 4:
+            how, when = runs.pop()
+            p = subprocess.Popen(
+                [sys.executable, "-c", _EXIT_SCRIPT, how,
+                 os.path.join(ROOT, "python"), when],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            procs.append((p, how, when, time.monotonic()))
+        for item in list(procs):
+            p, how, when, t0 = item
+            if p.poll() is None and time.monotonic() - t0 < 60:
+                continue
+            procs.remove(item)
+            if p.poll() is None:
+                p.kill()
+                failures.append(f"{how}/{when}: hung for 60 s")
+            out = p.communicate()[0].decode(errors="replace")
+            if p.returncode != 0 or f"exiting {how}" not in out:
+                failures.append(f"{how}/{when}: exit status {p.returncode}: "
+                                f"{out[-400:]}")
+        time.sleep(0.02)
+    assert not failures, "\n".join(failures)
+    print(f"  25 exits in {time.monotonic() - start:.1f} s")
+
+
 def test_matmul_family() -> None:
     cases = [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((2, 1, 4, 6),
                                                       (3, 6, 2)),

@@ -8,7 +8,9 @@
 // waits for that build and leaks nothing), or with a host parallel_for by
 // the first run that needs it; right at every M <= 16, cached, built once
 // when several pool workers need it at once, and reported (OUT_OF_MEMORY)
-// when it fails, in the background or in a run.
+// when it fails, in the background or in a run; the host's context and
+// the executables released in either order during that build; and
+// tj_executable_prepare building all of it at load time.
 //
 // Results are compared with the reference target (tj_compile with
 // TJ_TARGET_REFERENCE): |got - want| <= 1e-4 + 1e-4 * |want| (f32 sums of
@@ -848,6 +850,155 @@ TEST(cold_part_background_out_of_memory) {
   CHECK(deferred_failures > 0);
 }
 
+// The host's reference and the executables' ones, dropped in either
+// order at any moment of the background build (no wait, or a few ms into
+// it): destroying the context first leaves its JIT to the executables (a
+// run after it is still right; the release unloads its code from a live
+// JIT and waits for or skips its build), and the diagnostic function is
+// not called once tj_context_destroy returns (TJ_LOG=cache would remark
+// on the finished build). Then nothing leaks. This was the hang at Python
+// exit: a garbage collector frees a cycle's objects in no set order.
+typedef struct late_remarks_t {
+  atomic_bool destroyed;
+  atomic_int late;
+} late_remarks_t;
+
+static void count_late(tj_severity_t severity, const char* message,
+                       size_t length, void* user_data) {
+  (void)severity;
+  (void)message;
+  (void)length;
+  late_remarks_t* r = user_data;
+  if (atomic_load(&r->destroyed)) atomic_fetch_add(&r->late, 1);
+}
+
+TEST(release_in_any_order_during_background_build) {
+  for (int i = 0; i < 12; ++i) {
+    bool context_first = i % 2 == 0;
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, -1);
+    late_remarks_t remarks;
+    atomic_init(&remarks.destroyed, false);
+    atomic_init(&remarks.late, 0);
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.allocator = tj_test_allocator_get(&alloc);
+    co.diagnostic_fn = count_late;
+    co.diagnostic_user_data = &remarks;
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, 3);
+    // New kernel text each time: LLVM runs in the background for tens of
+    // ms. Two executables: one released before the context, one after.
+    tj_graph_t* g = make_graph(ctx, KIND_GEMM, 1e-30 * (i + 1));
+    setenv("TJ_LOG", "cache", 1);
+    tj_executable_t* a = compile(g, 2, TJ_SPECIALIZE_NEVER);
+    tj_executable_t* b = compile(g, 2, TJ_SPECIALIZE_NEVER);
+    unsetenv("TJ_LOG");
+    tj_graph_destroy(g);
+    sleep_ms((i / 2) % 3 * 5);
+    if (context_first) {
+      atomic_store(&remarks.destroyed, true);
+      tj_context_destroy(ctx);
+      float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+      CHECK(run_and_compare(b, &p, got));
+      free(got);
+      tj_executable_release(a);
+      tj_executable_release(b);
+    } else {
+      tj_executable_release(a);
+      tj_executable_release(b);
+      atomic_store(&remarks.destroyed, true);
+      tj_context_destroy(ctx);
+    }
+    problem_deinit(&p);
+    CHECK_EQ_INT(0, atomic_load(&remarks.late));
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+  }
+}
+
+// tj_executable_prepare with a host parallel_for (nothing builds the
+// deferred code behind the host's back): it builds the small-M paths at
+// load time, so that runs at every M <= 16 afterwards compile and load
+// nothing (the JIT's counters) and are right; a second prepare does
+// nothing; data may be NULL; a wrong input count or shape is
+// INVALID_ARGUMENT naming the call or the input. With TJ_SPECIALIZE_ALWAYS
+// it also compiles the shape's exact-shape kernels, which the first run of
+// that shape then uses (no recompile).
+TEST(prepare_builds_before_the_first_run) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
+  tj_executable_t* exe = compile_hosted(g, 2);
+  tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
+  tj_x86_jit_stats_t st;
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(1, (int)st.compiles);
+  problem_t p0;
+  problem_init(&p0, ctx, KIND_GEMM, 4);
+  tj_tensor_t shapes[3];
+  tensors(&p0, shapes);
+  for (int i = 0; i < 3; ++i) shapes[i].data = NULL;
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(2, (int)st.compiles);
+  CHECK_EQ_INT(2, (int)st.loads);
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  CHECK_OK(tj_executable_prepare(exe, NULL, 0));
+  tj_status_t s = tj_executable_prepare(exe, shapes, 2);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(strstr(tj_status_message(s), "tj_executable_prepare") != NULL);
+  tj_status_free(s);
+  int64_t bad[2] = {4, K_DIM + 1};
+  tj_tensor_t wrong[3] = {shapes[0], shapes[1], shapes[2]};
+  wrong[0].shape = bad;
+  s = tj_executable_prepare(exe, wrong, 3);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  tj_status_free(s);
+  problem_deinit(&p0);
+  for (int64_t B = 1; B <= 16; ++B) {
+    problem_t p;
+    problem_init(&p, ctx, KIND_GEMM, B);
+    float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+    CHECK(run_and_compare(exe, &p, got));
+    free(got);
+    problem_deinit(&p);
+  }
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT(2, (int)st.compiles);
+  CHECK_EQ_INT(2, (int)st.loads);
+  tj_executable_release(exe);
+
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.num_threads = 2;
+  o.parallel_for = serial_parallel_for;
+  o.specialize = TJ_SPECIALIZE_ALWAYS;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  problem_t p;
+  problem_init(&p, ctx, KIND_GEMM, 5);
+  tensors(&p, shapes);
+  CHECK_OK(tj_executable_prepare(exe, shapes, 3));
+  tj_executable_stats_t es;
+  tj_executable_stats(exe, &es);
+  CHECK_EQ_INT(1, (int)es.recompiles);
+  tj_x86_jit_stats(jit, &st);
+  uint64_t loads = st.loads;
+  float* got = malloc(sizeof(float) * (size_t)p.out_elems);
+  CHECK(run_and_compare(exe, &p, got));
+  free(got);
+  problem_deinit(&p);
+  tj_executable_stats(exe, &es);
+  CHECK_EQ_INT(1, (int)es.recompiles);
+  tj_x86_jit_stats(jit, &st);
+  CHECK_EQ_INT((int)loads, (int)st.loads);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 int main(void) {
   // No disk cache: counts of LLVM compiles must not depend on earlier runs.
   setenv("TJ_CACHE_DIR", "", 1);
@@ -862,5 +1013,7 @@ int main(void) {
   RUN_TEST(cold_part_built_in_background);
   RUN_TEST(destroy_during_background_build);
   RUN_TEST(cold_part_background_out_of_memory);
+  RUN_TEST(release_in_any_order_during_background_build);
+  RUN_TEST(prepare_builds_before_the_first_run);
   TEST_MAIN_END();
 }
