@@ -52,8 +52,8 @@ static tj_status_t load_cached(tj_cuda_device_t* device,
   if (!hit) {
     const char* why = NULL;
     r->source = "disk cache";
-    TJ_RETURN_IF_ERROR(tj_disk_cache_load(load->cache_dir, key, al, &bytes,
-                                          &size, &hit, &why));
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(load->context, load->cache_dir, key,
+                                          al, &bytes, &size, &hit, &why));
   }
   if (!hit) return NULL;
   double start = now_ms();

@@ -313,8 +313,9 @@ static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
   }
   bool disk = cache_dir && cache_dir[0];
   if (disk) {
-    TJ_RETURN_IF_ERROR(tj_disk_cache_load(cache_dir, key, allocator, out_bytes,
-                                          out_size, &hit, &out->cache_note));
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(context, cache_dir, key, allocator,
+                                          out_bytes, out_size, &hit,
+                                          &out->cache_note));
   }
   if (hit) {
     out->source = TJ_X86_SOURCE_DISK;

@@ -653,7 +653,7 @@ static bool find_cubin(const char* dir, tj_cache_key_t* key, void** payload,
     size_t bytes_size = 0;
     bool hit = false;
     const char* why = NULL;
-    CHECK_OK(tj_disk_cache_load(dir, k, tj_allocator_system(), &bytes,
+    CHECK_OK(tj_disk_cache_load(NULL, dir, k, tj_allocator_system(), &bytes,
                                 &bytes_size, &hit, &why));
     if (hit && bytes_size > 4 &&
         memcmp(bytes,
