@@ -17,7 +17,9 @@
 // the threat model in include/tensorjit/tj_executable.h). A file is opened
 // without following links or blocking (a FIFO is a miss, not a hang), and
 // must be a regular file of this user that no one else may write. The
-// checksum catches accidents only.
+// checksum catches accidents only; what an object must look like before it
+// is linked is checked by its user (jit/object_check.h), and an object that
+// does not link is a miss too.
 
 #ifndef TJ_JIT_CACHE_H_
 #define TJ_JIT_CACHE_H_
