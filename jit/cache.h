@@ -71,7 +71,8 @@ void tj_disk_cache_dir(const char* cache_dir, char* out, size_t size);
 // writable by no one else, and so must each directory above it (its real
 // path), except that those may belong to root, and one writable by others
 // is accepted if it has the sticky bit (/tmp). Otherwise |out| is "" (the
-// memory cache only) and |context| is warned once about that directory.
+// memory cache only) and |context| is warned, once per directory and
+// rule broken.
 // A directory that cannot be created is left to tj_disk_cache_store to
 // report.
 void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
@@ -81,7 +82,7 @@ void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
 // payload (allocated from |allocator|, owned by the caller); anything else
 // is a miss with a reason in |*out_reason| (static text, for TJ_LOG=cache).
 // A file that another user owns or may write is a miss too, with a warning
-// to |context| (NULL: none), once per context and directory.
+// to |context| (NULL: none), once per context, directory and rule.
 tj_status_t tj_disk_cache_load(tj_context_t* context, const char* dir,
                                tj_cache_key_t key, tj_allocator_t allocator,
                                void** out_bytes, size_t* out_size,

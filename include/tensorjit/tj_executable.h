@@ -109,12 +109,12 @@ typedef struct tj_compile_options_t {
   // goes on with the context's memory cache only, and the context's
   // diagnostic callback (else stderr) gets one warning naming the
   // directory and the rule. A file that fails them is a miss, with one
-  // warning per directory: its kernels are compiled again and the file is
-  // rewritten.
+  // warning per directory and rule: its kernels are compiled again and the
+  // file is rewritten (TJ_LOG=cache gives the reason of every miss).
   // Each file carries a header (magic, format, its key, its size) and an
-  // XXH3 checksum of its payload. The checksum detects accidents (a torn
-  // write, a flipped bit, a file copied under another key's name), not
-  // intent: whoever rewrites a file can recompute it. A cached object is
+  // XXH3 checksum of its payload. They detect accidents (a torn write, a
+  // flipped bit, a file renamed to another key), not intent: whoever
+  // rewrites a file can recompute them. A cached object is
   // also checked structurally before it is linked (ELF header, sections,
   // symbols, relocations within bounds, the machine, every entry point
   // defined), and one that fails those checks or does not link is a miss,
