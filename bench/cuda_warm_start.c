@@ -48,7 +48,7 @@ static int drop_cubins(const char* dir) {
     size_t size = 0;
     bool hit = false;
     const char* why = NULL;
-    bench_die(tj_disk_cache_load(dir, k, tj_allocator_system(), &bytes, &size,
+    bench_die(tj_disk_cache_load(NULL, dir, k, tj_allocator_system(), &bytes, &size,
                                  &hit, &why),
               "cache load");
     if (hit && size > 4 &&

@@ -105,7 +105,7 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
   if (!hit && disk) {
     const char* reason = NULL;
     TJ_RETURN_IF_ERROR(
-        tj_disk_cache_load(cache_dir, key, al, &bytes, &size, &hit, &reason));
+        tj_disk_cache_load(context, cache_dir, key, al, &bytes, &size, &hit, &reason));
   }
   if (hit) {
     bool ok = parse(bytes, size, p->num_candidates, out);

@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,10 @@ typedef struct memory_cache_t {
   entry_t* entries;  // oldest first
   uint32_t num_entries, capacity;
   size_t total_bytes;
+  // The disk cache warnings given in this context (hashes of the
+  // directory and the kind of problem): each is given once.
+  uint64_t warned[64];
+  uint32_t num_warned;
 } memory_cache_t;
 
 static tj_status_t memory_cache_create(tj_context_t* context,
@@ -246,10 +252,50 @@ static bool write_all(int fd, const void* data, size_t size) {
   return true;
 }
 
-tj_status_t tj_disk_cache_load(const char* dir, tj_cache_key_t key,
-                               tj_allocator_t allocator, void** out_bytes,
-                               size_t* out_size, bool* out_hit,
-                               const char** out_reason) {
+// Warns through |context|'s diagnostics, once per context for each
+// (|dir|, |kind|); nothing without a context.
+static void warn_once(tj_context_t* context, const char* dir, const char* kind,
+                      const char* format, ...) {
+  memory_cache_t* cache = NULL;
+  if (!context) return;
+  tj_status_t status = memory_cache(context, &cache);
+  if (status) {
+    tj_status_free(status);
+    return;
+  }
+  uint64_t id =
+      XXH3_64bits_withSeed(dir, strlen(dir), XXH3_64bits(kind, strlen(kind)));
+  bool seen = false;
+  pthread_mutex_lock(&cache->mutex);
+  for (uint32_t i = 0; i < cache->num_warned && !seen; ++i) {
+    seen = cache->warned[i] == id;
+  }
+  if (!seen && cache->num_warned < sizeof(cache->warned) / sizeof(uint64_t)) {
+    cache->warned[cache->num_warned++] = id;
+  }
+  pthread_mutex_unlock(&cache->mutex);
+  if (seen) return;
+  char message[1024];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  tj_context_diagnostic(context, TJ_SEVERITY_WARNING, "%s", message);
+}
+
+// Why a cache file with status |st| may not be loaded, or NULL: it must be
+// a regular file of this user that no one else may write.
+static const char* file_untrusted(const struct stat* st) {
+  if (!S_ISREG(st->st_mode)) return "not a regular file";
+  if (st->st_uid != geteuid()) return "owned by another user";
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) return "writable by group or others";
+  return NULL;
+}
+
+tj_status_t tj_disk_cache_load(tj_context_t* context, const char* dir,
+                               tj_cache_key_t key, tj_allocator_t allocator,
+                               void** out_bytes, size_t* out_size,
+                               bool* out_hit, const char** out_reason) {
   *out_bytes = NULL;
   *out_size = 0;
   *out_hit = false;
@@ -260,17 +306,33 @@ tj_status_t tj_disk_cache_load(const char* dir, tj_cache_key_t key,
     *out_reason = "path too long";
     return NULL;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Not following a symbolic link, and not blocking on a FIFO or a device
+  // (opening one for reading waits for a writer): whatever is there is
+  // looked at through the descriptor, so it cannot change in between.
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    *out_reason = "no file";
+    *out_reason = errno == ENOENT  ? "no file"
+                  : errno == ELOOP ? "a symbolic link"
+                                   : "cannot open";
     return NULL;
   }
   file_header_t h;
   struct stat st;
   tj_status_t status = NULL;
   void* payload = NULL;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *out_reason = "not a regular file";
+  const char* untrusted = NULL;
+  if (fstat(fd, &st) != 0) {
+    *out_reason = "cannot stat";
+  } else if ((untrusted = file_untrusted(&st))) {
+    *out_reason = untrusted;
+    if (S_ISREG(st.st_mode)) {
+      warn_once(context, dir, untrusted,
+                "cache: not loading %s: %s (uid %u, mode %04o; this process "
+                "runs as uid %u): a cache file may hold only code that this "
+                "user wrote; a miss",
+                path, untrusted, (unsigned)st.st_uid,
+                (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    }
   } else if (!read_all(fd, &h, sizeof(h))) {
     *out_reason = "truncated header";
   } else if (memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
@@ -315,6 +377,66 @@ static bool make_dirs(const char* dir) {
   }
   struct stat st;
   return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Why the directory |dir| (which exists) may not hold the disk cache, or
+// NULL; |detail| gets the path and the owner or mode at fault. As ssh does
+// for ~/.ssh: the directory must belong to this user and be writable by no
+// one else, and so must each directory above it (its real path, links
+// resolved), except that root may own those, and one that others may write
+// is accepted if it has the sticky bit (/tmp): there no one else can
+// rename or remove the entry below it that leads to ours.
+static const char* dir_untrusted(const char* dir, char* detail,
+                                 size_t detail_size) {
+  char real[PATH_MAX];
+  struct stat st;
+  if (!realpath(dir, real) || stat(real, &st) != 0) {
+    snprintf(detail, detail_size, "%s", dir);
+    return "cannot resolve its path";
+  }
+  uid_t me = geteuid();
+  snprintf(detail, detail_size,
+           "%s (uid %u, mode %04o; this process runs as "
+           "uid %u)",
+           real, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+           (unsigned)me);
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  if (st.st_uid != me) return "the directory belongs to another user";
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return "the directory is writable by group or others";
+  for (char* slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+    slash[slash == real ? 1 : 0] = '\0';  // the parent; "/" stays "/"
+    if (stat(real, &st) != 0) return "cannot stat a parent directory";
+    snprintf(detail, detail_size,
+             "parent %s (uid %u, mode %04o; this "
+             "process runs as uid %u)",
+             real, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+             (unsigned)me);
+    if (st.st_uid != me && st.st_uid != 0)
+      return "a parent directory belongs to another user";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return "a parent directory is writable by group or others";
+    if (slash == real) break;
+  }
+  return NULL;
+}
+
+void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
+                        size_t size) {
+  tj_disk_cache_dir(cache_dir, out, size);
+  // A directory that cannot be made is left to the first store to report
+  // (a miss, then a warning); one that exists must be trusted.
+  if (!out[0] || !make_dirs(out)) return;
+  char detail[PATH_MAX + 128];
+  const char* why = dir_untrusted(out, detail, sizeof(detail));
+  if (!why) return;
+  warn_once(context, out, why,
+            "cache: not using the disk cache in %s: %s: %s; only the memory "
+            "cache is used (the directory, the directories above it and its "
+            "files must belong to this user and be writable by no one else: "
+            "see tj_executable.h)",
+            out, why, detail);
+  out[0] = '\0';
 }
 
 tj_status_t tj_disk_cache_store(const char* dir, tj_cache_key_t key,

@@ -7,10 +7,19 @@
 // (0700 when we create it) of files named by the key, each
 //   "TJOBJ\0\0\0" | u32 format | u32 header bytes | key (16) |
 //   u64 payload bytes | u64 XXH3-64 of the payload | payload
-// written to a temporary name and renamed, so readers never see a partial
-// file. A missing, truncated, corrupt or foreign file is a miss (and is
-// rewritten by the next store), never an error: a cache must not be able to
-// break a compile.
+// written (0600) to a temporary name and renamed, so readers never see a
+// partial file. A missing, truncated, corrupt or foreign file is a miss (and
+// is rewritten by the next store), never an error: a cache must not be able
+// to break a compile.
+//
+// The disk cache holds native code that the process runs: it is trusted
+// only when no one but this user can write it (tj_disk_cache_open, and
+// the threat model in include/tensorjit/tj_executable.h). A file is opened
+// without following links or blocking (a FIFO is a miss, not a hang), and
+// must be a regular file of this user that no one else may write. The
+// checksum catches accidents only; what an object must look like before it
+// is linked is checked by its user (jit/object_check.h), and an object that
+// does not link is a miss too.
 
 #ifndef TJ_JIT_CACHE_H_
 #define TJ_JIT_CACHE_H_
@@ -57,13 +66,27 @@ tj_status_t tj_memory_cache_store(tj_context_t* context, tj_cache_key_t key,
 // disk cache is disabled (|cache_dir| is "", or no directory can be named).
 void tj_disk_cache_dir(const char* cache_dir, char* out, size_t size);
 
+// tj_disk_cache_dir, then the trust check: the directory is created
+// (0700, with any missing parents) and must belong to this user and be
+// writable by no one else, and so must each directory above it (its real
+// path), except that those may belong to root, and one writable by others
+// is accepted if it has the sticky bit (/tmp). Otherwise |out| is "" (the
+// memory cache only) and |context| is warned, once per directory and
+// rule broken.
+// A directory that cannot be created is left to tj_disk_cache_store to
+// report.
+void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
+                        size_t size);
+
 // Looks |key| up under |dir|. A valid file gives *out_hit = true and its
 // payload (allocated from |allocator|, owned by the caller); anything else
 // is a miss with a reason in |*out_reason| (static text, for TJ_LOG=cache).
-tj_status_t tj_disk_cache_load(const char* dir, tj_cache_key_t key,
-                               tj_allocator_t allocator, void** out_bytes,
-                               size_t* out_size, bool* out_hit,
-                               const char** out_reason);
+// A file that another user owns or may write is a miss too, with a warning
+// to |context| (NULL: none), once per context, directory and rule.
+tj_status_t tj_disk_cache_load(tj_context_t* context, const char* dir,
+                               tj_cache_key_t key, tj_allocator_t allocator,
+                               void** out_bytes, size_t* out_size,
+                               bool* out_hit, const char** out_reason);
 
 // Writes |bytes| under |key| in |dir| (creating it 0700 if needed) through
 // a temporary file and a rename. Failures return a status the caller

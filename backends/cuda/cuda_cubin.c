@@ -2,6 +2,9 @@
 
 #include "backends/cuda/cuda_cubin.h"
 
+#include "jit/object_check.h"
+
+#include <elf.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -52,10 +55,26 @@ static tj_status_t load_cached(tj_cuda_device_t* device,
   if (!hit) {
     const char* why = NULL;
     r->source = "disk cache";
-    TJ_RETURN_IF_ERROR(tj_disk_cache_load(load->cache_dir, key, al, &bytes,
-                                          &size, &hit, &why));
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(load->context, load->cache_dir, key,
+                                          al, &bytes, &size, &hit, &why));
   }
   if (!hit) return NULL;
+  // What the driver's loader is given from disk must at least be a
+  // well-formed CUDA ELF image (object_check.h); if not, a miss.
+  static const tj_object_expect_t kCubin = {EM_CUDA, 0, NULL, 0};
+  const char* invalid = strcmp(r->source, "disk cache") == 0
+                            ? tj_object_check(bytes, size, &kCubin)
+                            : NULL;
+  if (invalid) {
+    tj_free(al, bytes, size);
+    if (load->context) {
+      tj_context_diagnostic(load->context, TJ_SEVERITY_WARNING,
+                            "cache: cuda cubin from the disk cache is not a "
+                            "valid image (%s); compiling the PTX again",
+                            invalid);
+    }
+    return NULL;
+  }
   double start = now_ms();
   tj_status_t s = tj_cuda_module_load_cubin(device, bytes, size, out_module);
   r->load_ms = now_ms() - start;

@@ -563,7 +563,7 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
   const char* note = NULL;
   if (!hit && disk) {
     TJ_RETURN_IF_ERROR(
-        tj_disk_cache_load(cache_dir, key, p->al, &bytes, &size, &hit, &note));
+        tj_disk_cache_load(p->context, cache_dir, key, p->al, &bytes, &size, &hit, &note));
     if (hit) p->ptx_source = "disk cache";
   }
   // A cached payload is the PTX with its NUL; anything else is foreign.

@@ -652,7 +652,7 @@ static tj_status_t finish_cuda(tj_executable_t* exe, tj_x86_lowered_t* kernels,
   // The kernel set keeps the lowered kernels (and frees them); no x86 code.
   exe->generic.kernels = kernels;
   exe->generic.num_kernels = nk;
-  tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
+  tj_disk_cache_open(exe->context, exe->options.cache_dir, exe->cache_dir,
                     sizeof(exe->cache_dir));
   uint32_t ns = 0;
   tj_cuda_step_t* steps = tj_calloc(al, exe->num_steps + 1, sizeof(*steps));
@@ -740,7 +740,7 @@ static tj_status_t compile(tj_executable_t* exe) {
   TJ_RETURN_IF_ERROR(tj_x86_runtime_get(exe->context, &runtime));
   exe->jit = tj_x86_runtime_jit(runtime);
   TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
-  tj_disk_cache_dir(exe->options.cache_dir, exe->cache_dir,
+  tj_disk_cache_open(exe->context, exe->options.cache_dir, exe->cache_dir,
                     sizeof(exe->cache_dir));
   // The GEMM kernels' small-M paths are compiled when a run first takes
   // them (x86_backend.h): most runs never do.

@@ -41,7 +41,9 @@
 #include "backends/x86/x86_backend.h"
 
 #include "jit/cache.h"
+#include "jit/object_check.h"
 
+#include <elf.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -301,16 +303,52 @@ typedef struct fetched_t {
   tj_status_t store_status;  // a failed cache store (a warning), owned
 } fetched_t;
 
+// Why the object |bytes| read from the disk cache may not be linked as
+// |part| of |kernels| (|num_cold| deferred functions for the cold part), or
+// NULL: the structural checks of object_check.h, with the entry points the
+// caller looks up next.
+static tj_status_t check_object(tj_allocator_t allocator, const void* bytes,
+                                size_t size, const tj_x86_lowered_t* kernels,
+                                uint32_t num_kernels, tj_x86_part_t part,
+                                int32_t num_cold, const char** out_why) {
+  size_t n = part == TJ_X86_PART_COLD  ? (size_t)num_cold
+             : part == TJ_X86_PART_HOT ? (size_t)num_kernels + 1
+                                       : (size_t)num_kernels;
+  size_t bytes_needed = n * (sizeof(char*) + KERNEL_SYMBOL_BYTES);
+  char* block = tj_alloc(allocator, bytes_needed ? bytes_needed : 1);
+  if (!block) return tj_status_oom();
+  const char** symbols = (const char**)(void*)block;
+  char* names = block + n * sizeof(char*);
+  for (size_t i = 0; i < n; ++i) {
+    char* name = names + i * KERNEL_SYMBOL_BYTES;
+    if (part == TJ_X86_PART_COLD) {
+      snprintf(name, KERNEL_SYMBOL_BYTES, "tj_cold_%d", (int)i);
+    } else if (i < num_kernels) {
+      snprintf(name, KERNEL_SYMBOL_BYTES, "tj_kernel_%s",
+               kernels[i].kernel->name);
+    } else {
+      snprintf(name, KERNEL_SYMBOL_BYTES, "tj_lazy_count");
+    }
+    symbols[i] = name;
+  }
+  tj_object_expect_t expect = {EM_X86_64, ET_REL, symbols, n};
+  *out_why = tj_object_check(bytes, size, &expect);
+  tj_free(allocator, block, bytes_needed ? bytes_needed : 1);
+  return NULL;
+}
+
 // The object of |part| of |kernels| under |key|: from |context|'s memory
-// cache, else from the disk cache in |cache_dir| ("" or NULL: none), else
-// compiled by |jit| and stored in both. The bytes are allocated from
-// |allocator|.
+// cache, else (when |use_disk|) from the disk cache in |cache_dir| ("" or
+// NULL: none) if it passes check_object, else compiled by |jit| and written
+// to the disk cache. The caller stores it in the memory cache once it
+// links. The bytes are allocated from |allocator|.
 static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                 tj_context_t* context, const char* cache_dir,
-                                const tj_x86_lowered_t* kernels,
+                                bool use_disk, const tj_x86_lowered_t* kernels,
                                 uint32_t num_kernels, tj_x86_part_t part,
-                                tj_cache_key_t key, void** out_bytes,
-                                size_t* out_size, fetched_t* out) {
+                                int32_t num_cold, tj_cache_key_t key,
+                                void** out_bytes, size_t* out_size,
+                                fetched_t* out) {
   memset(out, 0, sizeof(*out));
   bool hit = false;
   TJ_RETURN_IF_ERROR(tj_memory_cache_lookup(context, key, allocator, out_bytes,
@@ -320,55 +358,97 @@ static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
     return NULL;
   }
   bool disk = cache_dir && cache_dir[0];
-  if (disk) {
-    TJ_RETURN_IF_ERROR(tj_disk_cache_load(cache_dir, key, allocator, out_bytes,
-                                          out_size, &hit, &out->cache_note));
+  if (disk && use_disk) {
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(context, cache_dir, key, allocator,
+                                          out_bytes, out_size, &hit,
+                                          &out->cache_note));
+  }
+  if (hit) {
+    const char* why = NULL;
+    tj_status_t status = check_object(allocator, *out_bytes, *out_size, kernels,
+                                      num_kernels, part, num_cold, &why);
+    if (status || why) {
+      tj_free(allocator, *out_bytes, *out_size);
+      *out_bytes = NULL;
+      *out_size = 0;
+      hit = false;
+    }
+    TJ_RETURN_IF_ERROR(status);
+    if (why) {
+      out->cache_note = why;
+      char hex[33];
+      tj_cache_key_format(key, hex);
+      tj_context_diagnostic(context, TJ_SEVERITY_WARNING,
+                            "cache: %s/%s.tjo is not a valid object (%s); "
+                            "compiling it again",
+                            cache_dir, hex, why);
+    }
   }
   if (hit) {
     out->source = TJ_X86_SOURCE_DISK;
-  } else {
-    const tj_kir_t** kirs =
-        tj_alloc(allocator, sizeof(tj_kir_t*) * num_kernels);
-    if (!kirs) return tj_status_oom();
-    for (uint32_t i = 0; i < num_kernels; ++i) kirs[i] = kernels[i].kernel;
-    tj_x86_object_t object;
-    int32_t num_cold;
-    tj_status_t status = tj_x86_jit_compile_part(jit, kirs, num_kernels, part,
-                                                 &object, &num_cold);
-    tj_free(allocator, kirs, sizeof(tj_kir_t*) * num_kernels);
-    TJ_RETURN_IF_ERROR(status);
-    *out_bytes = object.data;  // allocated from |allocator| by the JIT
-    *out_size = object.size;
-    out->source = TJ_X86_SOURCE_LLVM;
-    if (disk) {
-      out->store_status =
-          tj_disk_cache_store(cache_dir, key, *out_bytes, *out_size);
-    }
+    return NULL;
   }
-  // Remember it in memory too; a full or failing cache is only a warning.
-  tj_status_t status =
-      tj_memory_cache_store(context, key, *out_bytes, *out_size);
-  if (status && !out->store_status) {
-    out->store_status = status;
-  } else {
-    tj_status_free(status);
+  const tj_kir_t** kirs = tj_alloc(allocator, sizeof(tj_kir_t*) * num_kernels);
+  if (!kirs) return tj_status_oom();
+  for (uint32_t i = 0; i < num_kernels; ++i) kirs[i] = kernels[i].kernel;
+  tj_x86_object_t object;
+  int32_t compiled_cold;
+  tj_status_t status = tj_x86_jit_compile_part(jit, kirs, num_kernels, part,
+                                               &object, &compiled_cold);
+  tj_free(allocator, kirs, sizeof(tj_kir_t*) * num_kernels);
+  TJ_RETURN_IF_ERROR(status);
+  *out_bytes = object.data;  // allocated from |allocator| by the JIT
+  *out_size = object.size;
+  out->source = TJ_X86_SOURCE_LLVM;
+  if (disk) {
+    // Replaces a bad entry, whatever was there (the rename does not follow
+    // a link or open a FIFO).
+    out->store_status =
+        tj_disk_cache_store(cache_dir, key, *out_bytes, *out_size);
   }
   return NULL;
 }
 
-// Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
-// |how|: where (for the log line).
-static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
-  double start = now_ms();
+// After an object linked: remember it in memory too; a full or failing
+// cache is only a warning.
+static void remember(tj_context_t* context, tj_cache_key_t key,
+                     const void* bytes, size_t size, fetched_t* f) {
+  if (f->source == TJ_X86_SOURCE_MEMORY) return;
+  tj_status_t status = tj_memory_cache_store(context, key, bytes, size);
+  if (status && !f->store_status) {
+    f->store_status = status;
+  } else {
+    tj_status_free(status);
+  }
+}
+
+// Whether a failure to load the object that |f| describes is the disk
+// cache's: a miss, to be compiled again.
+static bool disk_object_failed(tj_status_t status, const fetched_t* f) {
+  return status && f->source == TJ_X86_SOURCE_DISK &&
+         tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY;
+}
+
+static void warn_disk_object_failed(tj_context_t* context,
+                                    const char* cache_dir, const char* key,
+                                    tj_status_t status) {
+  tj_context_diagnostic(context, TJ_SEVERITY_WARNING,
+                        "cache: %s/%s.tjo did not link (%s); compiling it "
+                        "again",
+                        cache_dir, key, tj_status_message(status));
+}
+
+// Makes the cold part of |z| (from the disk cache when |use_disk|) and
+// publishes its functions. Under |z->mutex|.
+static tj_status_t build_cold_once(tj_x86_lazy_t* z, bool use_disk,
+                                   size_t* out_size, fetched_t* f) {
   void* bytes = NULL;
   size_t size = 0;
-  fetched_t f;
-  TJ_RETURN_IF_ERROR(fetch_object(z->jit, z->allocator, z->context,
-                                  z->cache_dir, z->kernels, z->num_kernels,
-                                  TJ_X86_PART_COLD, z->key, &bytes, &size, &f));
+  TJ_RETURN_IF_ERROR(fetch_object(
+      z->jit, z->allocator, z->context, z->cache_dir, use_disk, z->kernels,
+      z->num_kernels, TJ_X86_PART_COLD, z->count, z->key, &bytes, &size, f));
   tj_x86_module_t* module = NULL;
   tj_status_t status = tj_x86_jit_load(z->jit, bytes, size, &module);
-  tj_free(z->allocator, bytes, size);
   void* fns[TJ_X86_MAX_COLD];
   char names[TJ_X86_MAX_COLD][24];
   const char* symbols[TJ_X86_MAX_COLD];
@@ -380,15 +460,37 @@ static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
     status =
         tj_x86_module_lookup_symbols(module, symbols, (size_t)z->count, fns);
   }
+  if (!status) remember(z->context, z->key, bytes, size, f);
+  tj_free(z->allocator, bytes, size);
   if (status) {
     tj_x86_module_destroy(module);
-    tj_status_free(f.store_status);
+    tj_status_free(f->store_status);
+    f->store_status = NULL;
     return status;
   }
   z->module = module;
   for (int32_t i = 0; i < z->count; ++i) {
     __atomic_store_n(z->slots[i], fns[i], __ATOMIC_RELEASE);
   }
+  *out_size = size;
+  return NULL;
+}
+
+// Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
+// |how|: where (for the log line).
+static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
+  double start = now_ms();
+  size_t size = 0;
+  fetched_t f;
+  tj_status_t status = build_cold_once(z, true, &size, &f);
+  if (disk_object_failed(status, &f)) {
+    char key[33];
+    tj_cache_key_format(z->key, key);
+    warn_disk_object_failed(z->context, z->cache_dir, key, status);
+    tj_status_free(status);
+    status = build_cold_once(z, false, &size, &f);
+  }
+  TJ_RETURN_IF_ERROR(status);
   if (z->log) {
     static const char* const kFrom[] = {"compiled by LLVM",
                                         "loaded from the memory cache",
@@ -398,9 +500,10 @@ static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
     tj_context_diagnostic(
         z->context, TJ_SEVERITY_REMARK,
         "cache: @%s: %d deferred functions (small-M GEMM paths) %s %s (key "
-        "%s, %zu bytes of object code) in %.2f ms",
+        "%s, %zu bytes of object code) in %.2f ms%s%s",
         z->name, (int)z->count, kFrom[f.source], how, key, size,
-        now_ms() - start);
+        now_ms() - start, f.cache_note ? "; disk: " : "",
+        f.cache_note ? f.cache_note : "");
   }
   if (f.store_status && z->log) {
     tj_context_diagnostic(z->context, TJ_SEVERITY_WARNING,
@@ -571,36 +674,51 @@ static tj_status_t attach_lazy(tj_x86_jit_t* jit, tj_allocator_t allocator,
   return NULL;
 }
 
-static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
-                             tj_context_t* context, const char* cache_dir,
-                             tj_x86_lowered_t* kernels, uint32_t num_kernels,
-                             tj_x86_part_t part, const char* name, bool log,
-                             tj_x86_kernel_set_t* out) {
-  memset(out, 0, sizeof(*out));
-  out->kernels = kernels;
-  out->num_kernels = num_kernels;
-  if (num_kernels == 0) return NULL;
-  double start = now_ms();
+// Undoes a failed build_set_once, keeping the kernels for another try.
+static void unload_set(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
+  lazy_join(set->lazy);
+  tj_x86_module_destroy(set->module);
+  lazy_destroy(set->lazy);
+  tj_free(allocator, set->fns,
+          set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
+  tj_status_free(set->store_status);
+  tj_x86_lowered_t* kernels = set->kernels;
+  uint32_t num_kernels = set->num_kernels;
+  memset(set, 0, sizeof(*set));
+  set->kernels = kernels;
+  set->num_kernels = num_kernels;
+}
+
+// One try of build_set, from the disk cache when |use_disk|. On failure
+// |out| keeps only its kernels and |*out_source| says where the object
+// came from.
+static tj_status_t build_set_once(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                                  tj_context_t* context, const char* cache_dir,
+                                  bool use_disk, tj_x86_part_t part,
+                                  const char* name, bool log,
+                                  tj_x86_kernel_set_t* out,
+                                  tj_x86_source_t* out_source) {
+  tj_x86_lowered_t* kernels = out->kernels;
+  uint32_t num_kernels = out->num_kernels;
   void* bytes = NULL;
   size_t size = 0;
+  fetched_t f;
+  memset(&f, 0, sizeof(f));
   out->fns = tj_calloc(allocator, num_kernels, sizeof(tj_kir_fn_t));
   tj_status_t status = out->fns ? NULL : tj_status_oom();
-  tj_cache_key_t key;
+  tj_cache_key_t key = {0, 0};
   if (!status) status = set_key(jit, kernels, num_kernels, part, &key);
   if (!status) {
     tj_cache_key_format(key, out->key);
-    fetched_t f;
-    status = fetch_object(jit, allocator, context, cache_dir, kernels,
-                          num_kernels, part, key, &bytes, &size, &f);
+    status = fetch_object(jit, allocator, context, cache_dir, use_disk, kernels,
+                          num_kernels, part, 0, key, &bytes, &size, &f);
     out->source = f.source;
     out->cache_note = f.cache_note;
-    out->store_status = f.store_status;
   }
   if (!status) {
     out->object_bytes = size;
     status = tj_x86_jit_load(jit, bytes, size, &out->module);
   }
-  tj_free(allocator, bytes, size);
   // The entry points (and a hot part's @tj_lazy_count), a few ORC lookups
   // rather than one per symbol: a warm start is mostly lookups.
   for (uint32_t first = 0; !status && first < num_kernels;) {
@@ -627,6 +745,36 @@ static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
                            addresses[n], out);
     }
     first += n;
+  }
+  if (!status) remember(context, key, bytes, size, &f);
+  out->store_status = f.store_status;
+  tj_free(allocator, bytes, size);
+  *out_source = f.source;
+  if (status) unload_set(allocator, out);
+  return status;
+}
+
+static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
+                             tj_context_t* context, const char* cache_dir,
+                             tj_x86_lowered_t* kernels, uint32_t num_kernels,
+                             tj_x86_part_t part, const char* name, bool log,
+                             tj_x86_kernel_set_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->kernels = kernels;
+  out->num_kernels = num_kernels;
+  if (num_kernels == 0) return NULL;
+  double start = now_ms();
+  tj_x86_source_t source;
+  tj_status_t status = build_set_once(jit, allocator, context, cache_dir, true,
+                                      part, name, log, out, &source);
+  fetched_t f = {source, NULL, NULL};
+  if (disk_object_failed(status, &f)) {
+    // A disk object that passed the checks but does not link (or lacks
+    // what the set needs): a miss, compiled again and rewritten.
+    warn_disk_object_failed(context, cache_dir, out->key, status);
+    tj_status_free(status);
+    status = build_set_once(jit, allocator, context, cache_dir, false, part,
+                            name, log, out, &source);
   }
   if (status) {
     tj_x86_kernel_set_deinitialize(allocator, out);

@@ -87,6 +87,44 @@ typedef struct tj_compile_options_t {
   // Kernel cache directory. NULL: $TJ_CACHE_DIR, else
   // $XDG_CACHE_HOME/tensorjit, else ~/.cache/tensorjit. "" disables the disk
   // cache.
+  //
+  // The kernel cache and its threat model. The disk cache holds native
+  // code (x86 objects, CUDA cubins and PTX) and autotuning decisions, which
+  // this process loads and runs without recompiling them. Anyone who can
+  // write a file the cache loads can therefore run arbitrary code inside
+  // this process, with its privileges. So the disk cache is trusted only
+  // when nobody but this user can write it, as ssh does for ~/.ssh:
+  //  - the directory (created 0700 when missing) must belong to the
+  //    effective user and be writable by no one else (no group or world
+  //    write bit);
+  //  - each directory above it, after resolving links, must belong to that
+  //    user or to root and be writable by no one else, or have the sticky
+  //    bit (as /tmp does: there nobody else can rename or remove the entry
+  //    that leads to ours);
+  //  - each file must be a regular file (never a link, FIFO or device: it
+  //    is opened without following links and without blocking) that
+  //    belongs to the user and that no one else may write. Files are
+  //    written 0600 under a temporary name and renamed into place.
+  // A directory that fails these rules is not used at all: the compile
+  // goes on with the context's memory cache only, and the context's
+  // diagnostic callback (else stderr) gets one warning naming the
+  // directory and the rule. A file that fails them is a miss, with one
+  // warning per directory and rule: its kernels are compiled again and the
+  // file is rewritten (TJ_LOG=cache gives the reason of every miss).
+  // Each file carries a header (magic, format, its key, its size) and an
+  // XXH3 checksum of its payload. They detect accidents (a torn write, a
+  // flipped bit, a file renamed to another key), not intent: whoever
+  // rewrites a file can recompute them. A cached object is
+  // also checked structurally before it is linked (ELF header, sections,
+  // symbols, relocations within bounds, the machine, every entry point
+  // defined), and one that fails those checks or does not link is a miss,
+  // compiled again and rewritten; a compile never fails because of the
+  // cache. But a well-formed object whose code was changed passes every
+  // such check and runs: against that, the only protection is the trust
+  // rules above. Do not point cache_dir at a directory that other users
+  // (or less trusted processes of yours) can write, and do not share one
+  // between users; share kernels by shipping them with the program
+  // instead, or disable the disk cache ("").
   const char* cache_dir;
   // Comma-separated pass list replacing the default pipeline; NULL = default.
   const char* pipeline;

@@ -653,7 +653,7 @@ static bool find_cubin(const char* dir, tj_cache_key_t* key, void** payload,
     size_t bytes_size = 0;
     bool hit = false;
     const char* why = NULL;
-    CHECK_OK(tj_disk_cache_load(dir, k, tj_allocator_system(), &bytes,
+    CHECK_OK(tj_disk_cache_load(NULL, dir, k, tj_allocator_system(), &bytes,
                                 &bytes_size, &hit, &why));
     if (hit && bytes_size > 4 &&
         memcmp(bytes,
@@ -709,15 +709,27 @@ TEST(cubin_cache) {
       "from disk %.2f ms (load %.2f), %zu-byte cubin\n",
       cold.es.compile_ms, cold.cs.compile_ms, cold.cs.link_ms,
       warm.es.compile_ms, warm.cs.load_ms, warm.cs.cubin_bytes);
-  // A foreign, a truncated, then a corrupted cubin entry: each is a miss
+  // A foreign, a truncated, a corrupted cubin entry, and one corrupted
+  // with its checksum recomputed (its section table beyond the end: only
+  // the structural check of jit/object_check.h sees it): each is a miss
   // (the cubin is made again from the cached PTX, without LLVM, and
   // rewritten), never a crash, and the next fresh context hits again.
   tj_cache_key_t key;
   void* cubin = NULL;
   size_t size = 0;
   CHECK(find_cubin(dir, &key, &cubin, &size));
-  for (int how = 0; cubin && how < 3; ++how) {
-    if (how == 0) {
+  for (int how = 0; cubin && how < 4; ++how) {
+    if (how == 3) {
+      unsigned char* bad = malloc(size);
+      CHECK(bad != NULL && size > 64);
+      if (bad) {
+        memcpy(bad, cubin, size);
+        uint64_t far = (uint64_t)size * 2;
+        memcpy(bad + 0x28, &far, sizeof(far));  // e_shoff
+        CHECK_OK(tj_disk_cache_store(dir, key, bad, size));
+        free(bad);
+      }
+    } else if (how == 0) {
       static const char kJunk[] = "this is not a cubin, though checksummed";
       CHECK_OK(tj_disk_cache_store(dir, key, kJunk, sizeof(kJunk)));
     } else if (how == 1) {

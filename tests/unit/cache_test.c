@@ -1,8 +1,13 @@
 // Unit tests of jit/cache.c: keys, the per-context memory cache and the
-// disk cache's promise that a bad file is a miss, never a crash.
+// disk cache's promise that a bad file is a miss, never a crash or a hang,
+// and its trust rules (only this user's files in this user's directory).
+// Every test runs under an alarm: a FIFO that blocks the loader must fail
+// the test, not hang it.
 
 #include "tests/unit/test.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,8 +81,8 @@ static void expect_miss(tj_cache_key_t key, const char* reason) {
   size_t size = 0;
   bool hit = true;
   const char* why = NULL;
-  CHECK_OK(tj_disk_cache_load(g_dir, key, tj_allocator_system(), &bytes, &size,
-                              &hit, &why));
+  CHECK_OK(tj_disk_cache_load(NULL, g_dir, key, tj_allocator_system(), &bytes,
+                              &size, &hit, &why));
   CHECK(!hit);
   CHECK(bytes == NULL);
   CHECK_STREQ(reason, why);
@@ -97,8 +102,8 @@ TEST(disk_cache_round_trip_and_bad_files_are_misses) {
   size_t size = 0;
   bool hit = false;
   const char* why = NULL;
-  CHECK_OK(tj_disk_cache_load(g_dir, k, tj_allocator_system(), &bytes, &size,
-                              &hit, &why));
+  CHECK_OK(tj_disk_cache_load(NULL, g_dir, k, tj_allocator_system(), &bytes,
+                              &size, &hit, &why));
   CHECK(hit);
   CHECK_EQ_INT(sizeof(payload), size);
   CHECK(bytes && memcmp(bytes, payload, size) == 0);
@@ -140,8 +145,8 @@ TEST(disk_cache_round_trip_and_bad_files_are_misses) {
   expect_miss(other, "key mismatch");
   // A store rewrites the bad file.
   CHECK_OK(tj_disk_cache_store(g_dir, k, payload, sizeof(payload)));
-  CHECK_OK(tj_disk_cache_load(g_dir, k, tj_allocator_system(), &bytes, &size,
-                              &hit, &why));
+  CHECK_OK(tj_disk_cache_load(NULL, g_dir, k, tj_allocator_system(), &bytes,
+                              &size, &hit, &why));
   CHECK(hit);
   free(bytes);
   unlink(path);
@@ -154,8 +159,8 @@ TEST(disk_cache_disabled_and_unwritable) {
   size_t size = 0;
   bool hit = true;
   const char* why = NULL;
-  CHECK_OK(tj_disk_cache_load("", k, tj_allocator_system(), &bytes, &size, &hit,
-                              &why));
+  CHECK_OK(tj_disk_cache_load(NULL, "", k, tj_allocator_system(), &bytes, &size,
+                              &hit, &why));
   CHECK(!hit);
   CHECK_OK(tj_disk_cache_store("", k, "x", 1));
   // A regular file where the directory should be: a status, not a crash.
@@ -177,10 +182,241 @@ TEST(disk_cache_disabled_and_unwritable) {
   CHECK_STREQ("/xdg/tensorjit", dir);
 }
 
+// Diagnostics of a context, collected.
+typedef struct diagnostics_t {
+  int warnings;
+  char text[4096];
+} diagnostics_t;
+
+static void collect(tj_severity_t severity, const char* message, size_t size,
+                    void* user_data) {
+  diagnostics_t* d = user_data;
+  if (severity == TJ_SEVERITY_WARNING) ++d->warnings;
+  size_t used = strlen(d->text);
+  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
+           message);
+}
+
+static tj_context_t* collecting_context(diagnostics_t* d) {
+  memset(d, 0, sizeof(*d));
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  o.diagnostic_fn = collect;
+  o.diagnostic_user_data = d;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&o, &ctx));
+  return ctx;
+}
+
+static void expect_miss_in(tj_context_t* ctx, const char* dir,
+                           tj_cache_key_t key, const char* reason) {
+  void* bytes = NULL;
+  size_t size = 0;
+  bool hit = true;
+  const char* why = NULL;
+  CHECK_OK(tj_disk_cache_load(ctx, dir, key, tj_allocator_system(), &bytes,
+                              &size, &hit, &why));
+  CHECK(!hit);
+  CHECK(bytes == NULL);
+  CHECK_STREQ(reason, why);
+}
+
+static void expect_hit_in(const char* dir, tj_cache_key_t key) {
+  void* bytes = NULL;
+  size_t size = 0;
+  bool hit = false;
+  const char* why = NULL;
+  CHECK_OK(tj_disk_cache_load(NULL, dir, key, tj_allocator_system(), &bytes,
+                              &size, &hit, &why));
+  CHECK(hit);
+  free(bytes);
+}
+
+static void entry_path(const char* dir, tj_cache_key_t key, char* out,
+                       size_t size) {
+  char hex[33];
+  tj_cache_key_format(key, hex);
+  snprintf(out, size, "%s/%s.tjo", dir, hex);
+}
+
+static void remove_tree(const char* dir) {
+  char command[512];
+  snprintf(command, sizeof(command), "rm -rf '%s'", dir);
+  CHECK_EQ_INT(0, system(command));
+}
+
+// A FIFO, a symbolic link (even to a valid entry) or a directory where a
+// file should be: a miss, at once; a store then replaces the FIFO and the
+// link (not what the link points to).
+TEST(disk_cache_non_regular_files_are_misses) {
+  alarm(60);  // a blocking open of the FIFO fails the test here
+  char dir[256], path[512], good[512];
+  snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d/kinds", (int)getpid());
+  tj_cache_key_t k = key_of("kinds", "x86"), other = key_of("other", "x86");
+  CHECK_OK(tj_disk_cache_store(dir, other, "payload", 7));
+  entry_path(dir, k, path, sizeof(path));
+  entry_path(dir, other, good, sizeof(good));
+
+  CHECK(mkfifo(path, 0600) == 0);
+  expect_miss_in(NULL, dir, k, "not a regular file");
+  CHECK_OK(tj_disk_cache_store(dir, k, "payload", 7));
+  expect_hit_in(dir, k);
+
+  unlink(path);
+  CHECK(symlink(good, path) == 0);  // a valid file, but through a link
+  expect_miss_in(NULL, dir, k, "a symbolic link");
+  unlink(path);
+  CHECK(symlink("/dev/zero", path) == 0);
+  expect_miss_in(NULL, dir, k, "a symbolic link");
+  CHECK_OK(tj_disk_cache_store(dir, k, "payload", 7));
+  struct stat st;
+  CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+  CHECK(stat("/dev/zero", &st) == 0 && S_ISCHR(st.st_mode));
+  expect_hit_in(dir, k);
+
+  unlink(path);
+  CHECK(mkdir(path, 0700) == 0);
+  expect_miss_in(NULL, dir, k, "not a regular file");
+  rmdir(path);
+  alarm(0);
+  snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d", (int)getpid());
+  remove_tree(dir);
+}
+
+// chown to another user; false (with a message) where that is impossible.
+static bool give_away(const char* path) {
+  if (chown(path, 65534, 65534) == 0) return true;
+  printf("# skipped: chown %s: %s (needs root)\n", path, strerror(errno));
+  return false;
+}
+
+// A file another user owns or may write is a miss with one warning per
+// context and directory; the store that follows makes it ours again.
+TEST(disk_cache_foreign_files_are_misses_with_a_warning) {
+  alarm(60);
+  char dir[256], path[512];
+  snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d/foreign", (int)getpid());
+  tj_cache_key_t k = key_of("foreign", "x86"), k2 = key_of("foreign2", "x86");
+  CHECK_OK(tj_disk_cache_store(dir, k, "payload", 7));
+  CHECK_OK(tj_disk_cache_store(dir, k2, "payload", 7));
+  entry_path(dir, k, path, sizeof(path));
+  diagnostics_t d;
+  tj_context_t* ctx = collecting_context(&d);
+
+  CHECK(chmod(path, 0666) == 0);
+  expect_miss_in(ctx, dir, k, "writable by group or others");
+  CHECK_EQ_INT(1, d.warnings);
+  CHECK_CONTAINS(d.text, "cache: not loading");
+  CHECK_CONTAINS(d.text, "writable by group or others (uid ");
+  CHECK_CONTAINS(d.text, "mode 0666");
+  expect_miss_in(ctx, dir, k, "writable by group or others");
+  CHECK_EQ_INT(1, d.warnings);  // once
+  CHECK(chmod(path, 0600) == 0);
+  expect_hit_in(dir, k);
+
+  char path2[512];
+  entry_path(dir, k2, path2, sizeof(path2));
+  if (give_away(path) && give_away(path2)) {
+    expect_miss_in(ctx, dir, k, "owned by another user");
+    CHECK_EQ_INT(2, d.warnings);
+    CHECK_CONTAINS(d.text, "owned by another user (uid 65534");
+    expect_miss_in(ctx, dir, k2, "owned by another user");
+    CHECK_EQ_INT(2, d.warnings);  // once per directory
+    CHECK_OK(tj_disk_cache_store(dir, k, "payload", 7));
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_uid == geteuid());
+    CHECK_EQ_INT(0600, st.st_mode & 0777);
+    expect_hit_in(dir, k);
+  }
+  tj_context_destroy(ctx);
+  alarm(0);
+  snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d", (int)getpid());
+  remove_tree(dir);
+}
+
+// tj_disk_cache_open: creates the directory 0700; refuses one that others
+// may write or that is not ours (and one under a parent that others may
+// write without the sticky bit), with one warning naming the rule.
+TEST(disk_cache_open_trusts_only_our_directories) {
+  alarm(60);
+  char root[256], dir[320], out[1024];
+  snprintf(root, sizeof(root), "/tmp/tj-cache-test-%d", (int)getpid());
+  snprintf(dir, sizeof(dir), "%s/open/a/b", root);
+  diagnostics_t d;
+  tj_context_t* ctx = collecting_context(&d);
+
+  tj_disk_cache_open(ctx, dir, out, sizeof(out));
+  CHECK_STREQ(dir, out);  // /tmp is sticky: a parent others may write
+  struct stat st;
+  CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK_EQ_INT(0700, st.st_mode & 0777);
+  CHECK_EQ_INT(0, d.warnings);
+  tj_disk_cache_open(ctx, "", out, sizeof(out));
+  CHECK_STREQ("", out);
+  CHECK_EQ_INT(0, d.warnings);
+
+  CHECK(chmod(dir, 0777) == 0);
+  tj_disk_cache_open(ctx, dir, out, sizeof(out));
+  CHECK_STREQ("", out);
+  CHECK_EQ_INT(1, d.warnings);
+  CHECK_CONTAINS(d.text, "cache: not using the disk cache in");
+  CHECK_CONTAINS(d.text, "the directory is writable by group or others");
+  CHECK_CONTAINS(d.text, "mode 0777");
+  CHECK_CONTAINS(d.text, "only the memory cache is used");
+  tj_disk_cache_open(ctx, dir, out, sizeof(out));
+  CHECK_STREQ("", out);
+  CHECK_EQ_INT(1, d.warnings);   // once per context and directory
+  CHECK(chmod(dir, 0770) == 0);  // group-writable: no better
+  diagnostics_t d2;
+  tj_context_t* ctx2 = collecting_context(&d2);
+  tj_disk_cache_open(ctx2, dir, out, sizeof(out));
+  CHECK_STREQ("", out);
+  CHECK_EQ_INT(1, d2.warnings);  // another context is told too
+  CHECK(chmod(dir, 0700) == 0);
+
+  if (give_away(dir)) {
+    memset(&d2, 0, sizeof(d2));
+    tj_disk_cache_open(ctx2, dir, out, sizeof(out));
+    CHECK_STREQ("", out);
+    CHECK_CONTAINS(d2.text, "the directory belongs to another user");
+    CHECK(chown(dir, geteuid(), getegid()) == 0);
+  }
+
+  // A parent that others may write, without the sticky bit: anyone could
+  // swap our directory for theirs.
+  char parent[320];
+  snprintf(parent, sizeof(parent), "%s/open/a", root);
+  CHECK(chmod(parent, 0777) == 0);
+  memset(&d2, 0, sizeof(d2));
+  tj_disk_cache_open(ctx2, dir, out, sizeof(out));
+  CHECK_STREQ("", out);
+  CHECK_CONTAINS(d2.text, "a parent directory is writable by group or others");
+  CHECK_CONTAINS(d2.text, "/open/a (uid");
+  CHECK(chmod(parent, 0777 | S_ISVTX) == 0);  // sticky, as /tmp: trusted
+  tj_disk_cache_open(ctx2, dir, out, sizeof(out));
+  CHECK_STREQ(dir, out);
+  CHECK(chmod(parent, 0700) == 0);
+
+  // The cache directory through a link is judged by its real path.
+  char link[320];
+  snprintf(link, sizeof(link), "%s/link", root);
+  CHECK(symlink(dir, link) == 0);
+  tj_disk_cache_open(ctx2, link, out, sizeof(out));
+  CHECK_STREQ(link, out);
+
+  tj_context_destroy(ctx);
+  tj_context_destroy(ctx2);
+  alarm(0);
+  remove_tree(root);
+}
+
 int main(void) {
   RUN_TEST(keys_are_length_prefixed_and_stable);
   RUN_TEST(memory_cache_hit_miss_and_oom);
   RUN_TEST(disk_cache_round_trip_and_bad_files_are_misses);
   RUN_TEST(disk_cache_disabled_and_unwritable);
+  RUN_TEST(disk_cache_non_regular_files_are_misses);
+  RUN_TEST(disk_cache_foreign_files_are_misses_with_a_warning);
+  RUN_TEST(disk_cache_open_trusts_only_our_directories);
   TEST_MAIN_END();
 }
