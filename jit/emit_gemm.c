@@ -1049,6 +1049,16 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
 
 //===--- the epilogue ---===//
 
+// Vectors the packed path's epilogue takes at once (see emit_epilogue):
+// 2 on AVX2 and SSE2 when a tile row holds an even number of vectors,
+// else 1 (AVX-512: its 32 registers already hold GELU's constants, and
+// its tile rows are 4 vectors long).
+static int32_t epilogue_group(const tj_emit_t* em,
+                              const tj_kir_gemm_schedule_t* s) {
+  int32_t w = em->target.lanes;
+  return w <= 8 && (s->tile_n / w) % 2 == 0 ? 2 : 1;
+}
+
 // The epilogue over the finished tile at (|tile|, |ld|): rows [0, rows) of
 // C rows starting at |m|, columns [col0, col0 + min(cols, nv * W)), the
 // tile row holding |nv| vectors. Both loops stay loops: the body (GELU's
@@ -1057,13 +1067,25 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
 // 4 vectors; that and the unrolled B packing (emit_pack_b) were a third
 // of the capstone kernel's LLVM time (51 -> 34 ms without both), for no
 // speed that bench/gemm_bench.c can see.
+//
+// |group| vectors (1, or 2 where |nv| is a multiple of 2) go through the
+// body as one vector of group * W lanes, which LLVM's type legalization
+// splits back into |group| registers, op by op: the two dependency chains
+// of GELU (~45 dependent operations each, a division among them) are then
+// interleaved in the instruction stream instead of following each other,
+// and the out-of-order window, which one chain at a time left mostly
+// waiting, holds two chains that advance together. On AVX2 (6x16 tile, 2
+// vectors a row) that took the capstone's epilogue at B = 2048, 1 thread,
+// from 15-25 ms to 1-3 ms beside a GEMM of 160-170 ms (a Zen 5 running the
+// AVX2 JIT: bench/gemm_bench.c fwd2048 against gemm2048 with
+// GEMM_BENCH_ISA=avx2 GEMM_BENCH_CLOCK=cpu). AVX-512 keeps group 1.
 static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
                                  LLVMValueRef tile, LLVMValueRef ld,
                                  LLVMValueRef rows, LLVMValueRef m,
                                  LLVMValueRef col0, LLVMValueRef cols,
-                                 LLVMValueRef nv) {
+                                 LLVMValueRef nv, int32_t group) {
   const tj_kir_t* k = em->k;
-  const int32_t w = em->target.lanes;
+  const int32_t w = em->target.lanes * group;
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t rl;
@@ -1071,6 +1093,7 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
       tj_emit_loop_begin(em, &rl, i64c(em, 0), rows, i64c(em, 1), "epi_row");
   LLVMValueRef mm = LLVMBuildAdd(em->b, m, r, "");
   tj_emit_point_t row = *batch;
+  row.lanes = w;
   row.index[dm] = mm;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (k->buffers[b].role != TJ_KIR_INPUT &&
@@ -1085,13 +1108,13 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
   LLVMValueRef tile_row = gep_f32(em, tile, LLVMBuildMul(em->b, r, ld, ""));
   tj_emit_loop_t vl;
   LLVMValueRef v =
-      tj_emit_loop_begin(em, &vl, i64c(em, 0), nv, i64c(em, 1), "epi_vec");
-  LLVMValueRef off = LLVMBuildMul(em->b, v, i64c(em, w), "");
+      tj_emit_loop_begin(em, &vl, i64c(em, 0), nv, i64c(em, group), "epi_vec");
+  LLVMValueRef off = LLVMBuildMul(em->b, v, i64c(em, em->target.lanes), "");
   tj_emit_point_t p;
   tj_emit_line_point(em, &row, off, col0, &p);
   p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
   LLVMValueRef acc = LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
-  LLVMSetAlignment(acc, (unsigned)w * 4);
+  LLVMSetAlignment(acc, (unsigned)em->target.lanes * 4);
   p.acc = acc;
   TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
   loop_end_no_unroll(em, &vl);
@@ -1250,10 +1273,10 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
       a_ptr, g->sa_m, g->sa_k, gep_op(em, g->bdt, b_blk, col), g->sb_k, g->K,
       rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0),   cols};
   LLVMBuildCall2(em->b, fty, fn, args, 11, "");
-  TJ_RETURN_IF_ERROR(
-      emit_epilogue(em, &un.batch, g->tile, step, rows, m,
-                    LLVMBuildAdd(em->b, un.n0, col, ""), cols,
-                    LLVMBuildUDiv(em->b, step, i64c(em, w), "")));
+  TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, g->tile, step, rows, m,
+                                   LLVMBuildAdd(em->b, un.n0, col, ""), cols,
+                                   LLVMBuildUDiv(em->b, step, i64c(em, w), ""),
+                                   1));
   LLVMBuildStore(em->b, LLVMBuildAdd(em->b, col, step, ""), colvar);
   LLVMBuildBr(em->b, jcond);
   LLVMPositionBuilderAtEnd(em->b, jdone);
@@ -1505,10 +1528,10 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 11, "");
   tj_emit_if_t epi;
   tj_emit_if_begin(em, &epi, last, "epilogue");
-  TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, tptr, ld, rows, m,
-                                   LLVMBuildAdd(em->b, un.n0, col, ""),
-                                   LLVMBuildSub(em->b, un.nlen, col, ""),
-                                   i64c(em, s->tile_n / em->target.lanes)));
+  TJ_RETURN_IF_ERROR(emit_epilogue(
+      em, &un.batch, tptr, ld, rows, m, LLVMBuildAdd(em->b, un.n0, col, ""),
+      LLVMBuildSub(em->b, un.nlen, col, ""),
+      i64c(em, s->tile_n / em->target.lanes), epilogue_group(em, s)));
   tj_emit_if_end(em, &epi);
   // Not unrolled: a panel is a call and an epilogue loop, and a copy per
   // panel of a block cost 5 of the capstone kernel's 34 ms of LLVM time.

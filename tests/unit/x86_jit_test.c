@@ -349,6 +349,30 @@ TEST(microkernel_per_isa) {
         CHECK_EQ_INT(64, sched.tile_n);
       }
     }
+    // The epilogue of AVX2 and SSE2 takes the two vectors of a tile row as
+    // one vector of twice the lanes (emit_epilogue's group), AVX-512's one
+    // vector at a time; the microkernel stays at the level's width.
+    char* ir = NULL;
+    CHECK_OK(tj_x86_jit_emit_ir(jit, ks, 1, false, &ir));
+    char wide[32], wider[32];
+    snprintf(wide, sizeof(wide), "<%d x float>", 2 * lanes);
+    snprintf(wider, sizeof(wider), "<%d x float>", 4 * lanes);
+    const char* kb = ir ? strstr(ir, "define void @tj_kernel_capstone(") : NULL;
+    const char* ke = kb ? strstr(kb, "\n}\n") : NULL;
+    const char* ub =
+        ir ? strstr(ir, "define internal void @tj_ukernel_capstone(") : NULL;
+    const char* ue = ub ? strstr(ub, "\n}\n") : NULL;
+    CHECK(kb != NULL && ke != NULL && ub != NULL && ue != NULL);
+    if (kb && ke && ub && ue) {
+      CHECK_EQ_INT(0, count_in(ub, ue, wide));
+      CHECK_EQ_INT(0, count_in(kb, ke, wider));
+      if (lanes < 16) {
+        CHECK(count_in(kb, ke, wide) > 0);
+      } else {
+        CHECK_EQ_INT(0, count_in(kb, ke, wide));
+      }
+    }
+    tj_free_string(a, ir);
     tj_free_string(a, as);
     tj_x86_jit_destroy(jit);
   }
