@@ -203,7 +203,10 @@ static void print_machine(void) {
     }
   }
   if (f) fclose(f);
-  printf("machine: %s, %d CPUs\n", model, cpus);
+  double load[3] = {-1, -1, -1};
+  if (getloadavg(load, 3) != 3) load[0] = load[1] = load[2] = -1;
+  printf("machine: %s, %d CPUs, load %.2f %.2f %.2f\n", model, cpus, load[0],
+         load[1], load[2]);
 }
 
 typedef struct compiled_t {
