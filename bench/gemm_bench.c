@@ -10,6 +10,16 @@
 //                                     or one row, e.g. fwd1, dx2048)
 //   GEMM_BENCH_SCHEDULE="tile_m,tile_n,mc,nc,kc" sets the kernels' schedule
 //   (0 = auto), e.g. "8,32,0,0,0".
+//   GEMM_BENCH_CLOCK=cpu times the thread's CPU time, minimum of the runs
+//   (1-thread rows only; see g_cpu_clock).
+//   GEMM_BENCH_ASM=file writes the capstone kernel's assembly there.
+//   GEMM_BENCH_ISA=avx2|sse2|v4 forces a lower instruction-set level than
+//   the host's (the AVX2 tier can be timed on an AVX-512 host; compare it
+//   with OpenBLAS's AVX2 kernels: OPENBLAS_CORETYPE=Zen or Haswell).
+//   The "gemm" rows are plain f32 GEMMs (M, K, N) = (2048, 1024, 4096),
+//   (256, 1024, 4096), (1024, 1024, 1024), the x86_bench shapes, and
+//   (18, 1024, 4096), the smallest M of the packed path, where packing
+//   the 16 MB of B is about half of the time.
 //
 // bf16 (gemm_bench [runs] bf16, also after the f32 table): bf16 x bf16 ->
 // f32 at (M, K, N) = (2048, 1024, 4096), (256, 1024, 4096), (1024, 1024,
@@ -41,9 +51,15 @@ typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k,
 typedef char* (*corename_fn)(void);
 typedef void (*set_threads_fn)(int);
 
+// GEMM_BENCH_CLOCK=cpu: time the calling thread's CPU time and report the
+// minimum, not the median: on a host shared with other work, the time a
+// 1-thread run spends descheduled then does not count (2-thread rows are
+// then meaningless: the pool's other thread is not counted).
+static bool g_cpu_clock;
+
 static double now_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
@@ -54,6 +70,7 @@ static int cmp_double(const void* a, const void* b) {
 
 static double median(double* v, int n) {
   qsort(v, (size_t)n, sizeof(double), cmp_double);
+  if (g_cpu_clock) return v[0];
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -186,7 +203,10 @@ static void print_machine(void) {
     }
   }
   if (f) fclose(f);
-  printf("machine: %s, %d CPUs\n", model, cpus);
+  double load[3] = {-1, -1, -1};
+  if (getloadavg(load, 3) != 3) load[0] = load[1] = load[2] = -1;
+  printf("machine: %s, %d CPUs, load %.2f %.2f %.2f\n", model, cpus, load[0],
+         load[1], load[2]);
 }
 
 typedef struct compiled_t {
@@ -223,6 +243,10 @@ static const bench_case_t kCases[] = {
     {"fwd", 32, 4096, 1024, false, false, true},
     {"fwd", 256, 4096, 1024, false, false, true},
     {"fwd", 2048, 4096, 1024, false, false, true},
+    {"gemm", 2048, 4096, 1024, false, false, false},
+    {"gemm", 256, 4096, 1024, false, false, false},
+    {"gemm", 1024, 1024, 1024, false, false, false},
+    {"gemm", 18, 4096, 1024, false, false, false},
     {"dx", 256, 1024, 4096, false, true, false},
     {"dx", 2048, 1024, 4096, false, true, false},
     {"dW", 1024, 4096, 256, true, false, false},
@@ -438,6 +462,8 @@ int main(int argc, char** argv) {
   if (runs < 1) runs = 1;
   if (runs > 64) runs = 64;
   static const int thread_counts[] = {1, 2};
+  const char* clock_env = getenv("GEMM_BENCH_CLOCK");
+  g_cpu_clock = clock_env && strcmp(clock_env, "cpu") == 0;
   print_machine();
 
   void* blas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
@@ -465,8 +491,14 @@ int main(int argc, char** argv) {
          sgemm ? "libopenblas.so.0" : "not found", corename ? corename() : "?",
          env_core ? ", OPENBLAS_CORETYPE=" : "", env_core ? env_core : "");
 
+  tj_x86_jit_options_t jit_options = {TJ_X86_ISA_HOST};
+  const char* isa = getenv("GEMM_BENCH_ISA");
+  if (isa && strcmp(isa, "avx2") == 0) jit_options.isa = TJ_X86_ISA_AVX2;
+  if (isa && strcmp(isa, "sse2") == 0) jit_options.isa = TJ_X86_ISA_SSE2;
+  if (isa && strcmp(isa, "v4") == 0) jit_options.isa = TJ_X86_ISA_X86_64_V4;
   tj_x86_jit_t* jit = NULL;
-  if (!ok(tj_x86_jit_create(tj_allocator_system(), NULL, &jit), "jit")) {
+  if (!ok(tj_x86_jit_create(tj_allocator_system(), &jit_options, &jit),
+          "jit")) {
     return 1;
   }
   const char* cpu = strstr(tj_x86_jit_target_key(jit), "cpu=");
@@ -488,12 +520,24 @@ int main(int argc, char** argv) {
     tj_x86_jit_t* jit2 = NULL;
     tj_x86_module_t* module = NULL;
     tj_kir_fn_t fn = NULL;
-    if (!ok(tj_x86_jit_create(tj_allocator_system(), NULL, &jit2), "jit") ||
+    if (!ok(tj_x86_jit_create(tj_allocator_system(), &jit_options, &jit2),
+            "jit") ||
         !ok(tj_x86_jit_load(jit2, obj.data, obj.size, &module), "load") ||
         !ok(tj_x86_module_lookup(module, "capstone", &fn), "lookup")) {
       return 1;
     }
     double warm = now_ms() - t0;
+    const char* asm_path = getenv("GEMM_BENCH_ASM");
+    if (asm_path) {
+      // The capstone kernel's assembly, to read the microkernel's loop.
+      char* text = NULL;
+      FILE* f = fopen(asm_path, "w");
+      if (f && ok(tj_x86_jit_emit_asm(jit, ks, 1, &text), "asm")) {
+        fputs(text, f);
+        tj_free_string(tj_allocator_system(), text);
+      }
+      if (f) fclose(f);
+    }
     tj_kir_gemm_schedule_t sched;
     tj_kir_gemm_resolve(k, tj_x86_jit_lanes(jit), &sched);
     printf(

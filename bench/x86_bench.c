@@ -430,8 +430,15 @@ int main(int argc, char** argv) {
     pclose(info);
   }
   cpu[strcspn(cpu, "\n")] = '\0';
-  printf("x86_bench: libtensorjit %s, %ld CPUs, %s, medians of %d runs\n",
-         tj_version_string(), sysconf(_SC_NPROCESSORS_ONLN), cpu, g_reps);
+  // Other work on the host skews every figure (shared/BENCHMARKING.md):
+  // print the load average beside them.
+  double load[3] = {-1, -1, -1};
+  if (getloadavg(load, 3) != 3) load[0] = load[1] = load[2] = -1;
+  printf(
+      "x86_bench: libtensorjit %s, %ld CPUs, %s, medians of %d runs, load "
+      "%.2f %.2f %.2f\n",
+      tj_version_string(), sysconf(_SC_NPROCESSORS_ONLN), cpu, g_reps, load[0],
+      load[1], load[2]);
   if (!only || !strcmp(only, "triad")) bench_triad();
   if (!only || !strcmp(only, "rows")) bench_rows();
   if (!only || !strcmp(only, "gemm")) bench_gemm();

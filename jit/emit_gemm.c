@@ -84,6 +84,8 @@
 // A^T apart (often a multiple of 4 KiB), which the hardware prefetchers do
 // not follow (dW = X^T @ dy at K = 2048: 1.48 -> 1.17x OpenBLAS's time).
 #define PREFETCH_A_ROWS 16
+// Rows of B the B packing prefetches ahead (pack_b_contiguous).
+#define PREFETCH_B_ROWS 16
 
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
@@ -496,11 +498,11 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 
 // Packs rows [k_begin, k_end) of a B block whose column c of row k is at
 // src[k*sk + c*sn] into panels dst[c / NR][k][c % NR] (|dst| at panel 0,
-// panels kc rows long), with masked (gathered when sn != 1) loads of the
-// |nlen| valid columns and zeros beyond.
+// panels kc rows long), with masked gathers of the |nlen| valid columns
+// and zeros beyond (a B with unit stride along n takes pack_b_contiguous).
 static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
                         tj_dtype_t dt, LLVMValueRef src, LLVMValueRef sk,
-                        LLVMValueRef sn, bool unit_n, LLVMValueRef k_begin,
+                        LLVMValueRef sn, LLVMValueRef k_begin,
                         LLVMValueRef k_end, LLVMValueRef kc, LLVMValueRef nlen,
                         LLVMValueRef dst) {
   const int32_t w = em->target.lanes, nv = s->tile_n / w;
@@ -529,12 +531,8 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   for (int32_t v = 0; v < nv; ++v) {
     LLVMValueRef p = gep_op(
         em, dt, row, LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, ""));
-    LLVMValueRef val;
-    if (unit_n) {
-      val = load_op_vec(em, dt, w, p, mask[v]);
-    } else {
-      val = gather_op_vec(em, dt, w, gep_op(em, dt, p, offs), mask[v]);
-    }
+    LLVMValueRef val =
+        gather_op_vec(em, dt, w, gep_op(em, dt, p, offs), mask[v]);
     LLVMValueRef st =
         LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w)));
     LLVMSetAlignment(st, (unsigned)w * 4);
@@ -544,6 +542,89 @@ static void pack_b_rows(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   // (8 k rows by 2 panels, twice over after unswitching) cost LLVM time.
   loop_end_no_unroll(em, &kl);
   loop_end_no_unroll(em, &panels);
+}
+
+// Packs a B block with unit stride along n (rows kc, columns nlen, row k
+// at src[k*sk]) into panels dst[c / NR][k][c % NR], zero padded: k
+// outermost, so that each row of the block is read as one contiguous run
+// of nlen elements (nc * 4 bytes) and scattered to the panels, with the
+// row PREFETCH_B_ROWS ahead prefetched. Rows are usually a whole row of B
+// apart (N * 4 bytes, often a multiple of 4 KiB): panel by panel, each
+// row gave one 64-byte line at a time at that stride, which the hardware
+// prefetchers do not follow (on AVX2, NR = 16 floats: one line a row).
+// Only the last, partial panel is masked.
+static void pack_b_contiguous(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                              tj_dtype_t dt, LLVMValueRef src, LLVMValueRef sk,
+                              LLVMValueRef kc, LLVMValueRef nlen,
+                              LLVMValueRef dst) {
+  const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  LLVMValueRef full =
+      LLVMBuildUDiv(em->b, nlen, i64c(em, s->tile_n), "full_panels");
+  LLVMValueRef col_rest = LLVMBuildMul(em->b, full, i64c(em, s->tile_n), "");
+  LLVMValueRef rest = LLVMBuildSub(em->b, nlen, col_rest, "");
+  LLVMValueRef mask[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    mask[v] = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, rest, i64c(em, (int64_t)v * w), ""), w);
+  }
+  // Panel j starts j * NR * kc floats into dst.
+  LLVMValueRef panel_stride =
+      LLVMBuildMul(em->b, kc, i64c(em, s->tile_n), "panel_stride");
+  LLVMValueRef dst_rest =
+      gep_f32(em, dst, LLVMBuildMul(em->b, full, panel_stride, ""));
+  tj_emit_loop_t kl;
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1), "pack_k");
+  LLVMValueRef row = gep_op(em, dt, src, LLVMBuildMul(em->b, kk, sk, ""));
+  {
+    // A prefetch never faults: past the block's last row or column it
+    // only fetches a line for nothing.
+    LLVMValueRef ahead = gep_op(
+        em, dt, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_B_ROWS), sk, ""));
+    LLVMTypeRef pt = em->t_ptr;
+    int32_t per_line = 64 / op_bytes(dt);
+    for (int32_t off = 0; off < s->nc; off += per_line) {
+      LLVMValueRef args[4] = {gep_op(em, dt, ahead, i64c(em, off)), i32c(em, 0),
+                              i32c(em, 3), i32c(em, 1)};
+      tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+    }
+  }
+  LLVMValueRef out_k =
+      gep_f32(em, dst, LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
+  tj_emit_loop_t pl;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &pl, i64c(em, 0), full, i64c(em, 1), "panel");
+  LLVMValueRef from =
+      gep_op(em, dt, row, LLVMBuildMul(em->b, j, i64c(em, s->tile_n), ""));
+  LLVMValueRef out =
+      gep_f32(em, out_k, LLVMBuildMul(em->b, j, panel_stride, ""));
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef val = load_op_vec(
+        em, dt, w, gep_op(em, dt, from, i64c(em, (int64_t)v * w)), NULL);
+    LLVMSetAlignment(
+        LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w))),
+        (unsigned)w * 4);
+  }
+  loop_end_no_unroll(em, &pl);
+  tj_emit_if_t edge;
+  tj_emit_if_begin(em, &edge,
+                   LLVMBuildICmp(em->b, LLVMIntSGT, rest, i64c(em, 0), ""),
+                   "pack_edge");
+  {
+    LLVMValueRef from_e = gep_op(em, dt, row, col_rest);
+    LLVMValueRef out_e =
+        gep_f32(em, dst_rest, LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef val = load_op_vec(
+          em, dt, w, gep_op(em, dt, from_e, i64c(em, (int64_t)v * w)), mask[v]);
+      LLVMSetAlignment(
+          LLVMBuildStore(em->b, val,
+                         gep_f32(em, out_e, i64c(em, (int64_t)v * w))),
+          (unsigned)w * 4);
+    }
+  }
+  tj_emit_if_end(em, &edge);
+  loop_end_no_unroll(em, &kl);
 }
 
 // Transposes the w x w matrix held in |rows| (row i = rows[i]) in place:
@@ -584,8 +665,12 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   const tj_kir_ival_t* st = k->buffers[bbuf].strides;
   bool unit_n = tj_kir_ival_is_const(st[k->rank - 1], 1);
   bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
-  if (unit_n || !unit_k) {
-    pack_b_rows(em, s, dt, src, sk, sn, unit_n, i64c(em, 0), kc, kc, nlen, dst);
+  if (unit_n) {
+    pack_b_contiguous(em, s, dt, src, sk, kc, nlen, dst);
+    return;
+  }
+  if (!unit_k) {
+    pack_b_rows(em, s, dt, src, sk, sn, i64c(em, 0), kc, kc, nlen, dst);
     return;
   }
   // B^T: column c is contiguous along k. Per panel and per w columns of
@@ -634,7 +719,7 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_end(em, &vl);
   tj_emit_loop_end(em, &panels);
   // The last kc % w rows by gathers.
-  pack_b_rows(em, s, dt, src, sk, sn, false, kfull, kc, kc, nlen, dst);
+  pack_b_rows(em, s, dt, src, sk, sn, kfull, kc, kc, nlen, dst);
 }
 
 // Packs the A block at |src| (|mrows| rows, kc columns) into slivers of MR
@@ -964,6 +1049,16 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
 
 //===--- the epilogue ---===//
 
+// Vectors the packed path's epilogue takes at once (see emit_epilogue):
+// 2 on AVX2 and SSE2 when a tile row holds an even number of vectors,
+// else 1 (AVX-512: its 32 registers already hold GELU's constants, and
+// its tile rows are 4 vectors long).
+static int32_t epilogue_group(const tj_emit_t* em,
+                              const tj_kir_gemm_schedule_t* s) {
+  int32_t w = em->target.lanes;
+  return w <= 8 && (s->tile_n / w) % 2 == 0 ? 2 : 1;
+}
+
 // The epilogue over the finished tile at (|tile|, |ld|): rows [0, rows) of
 // C rows starting at |m|, columns [col0, col0 + min(cols, nv * W)), the
 // tile row holding |nv| vectors. Both loops stay loops: the body (GELU's
@@ -972,13 +1067,25 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
 // 4 vectors; that and the unrolled B packing (emit_pack_b) were a third
 // of the capstone kernel's LLVM time (51 -> 34 ms without both), for no
 // speed that bench/gemm_bench.c can see.
+//
+// |group| vectors (1, or 2 where |nv| is a multiple of 2) go through the
+// body as one vector of group * W lanes, which LLVM's type legalization
+// splits back into |group| registers, op by op: the two dependency chains
+// of GELU (~45 dependent operations each, a division among them) are then
+// interleaved in the instruction stream instead of following each other,
+// and the out-of-order window, which one chain at a time left mostly
+// waiting, holds two chains that advance together. On AVX2 (6x16 tile, 2
+// vectors a row) that took the capstone's epilogue at B = 2048, 1 thread,
+// from 15-25 ms to 1-3 ms beside a GEMM of 160-170 ms (a Zen 5 running the
+// AVX2 JIT: bench/gemm_bench.c fwd2048 against gemm2048 with
+// GEMM_BENCH_ISA=avx2 GEMM_BENCH_CLOCK=cpu). AVX-512 keeps group 1.
 static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
                                  LLVMValueRef tile, LLVMValueRef ld,
                                  LLVMValueRef rows, LLVMValueRef m,
                                  LLVMValueRef col0, LLVMValueRef cols,
-                                 LLVMValueRef nv) {
+                                 LLVMValueRef nv, int32_t group) {
   const tj_kir_t* k = em->k;
-  const int32_t w = em->target.lanes;
+  const int32_t w = em->target.lanes * group;
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
   tj_emit_loop_t rl;
@@ -986,6 +1093,7 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
       tj_emit_loop_begin(em, &rl, i64c(em, 0), rows, i64c(em, 1), "epi_row");
   LLVMValueRef mm = LLVMBuildAdd(em->b, m, r, "");
   tj_emit_point_t row = *batch;
+  row.lanes = w;
   row.index[dm] = mm;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (k->buffers[b].role != TJ_KIR_INPUT &&
@@ -1000,13 +1108,13 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
   LLVMValueRef tile_row = gep_f32(em, tile, LLVMBuildMul(em->b, r, ld, ""));
   tj_emit_loop_t vl;
   LLVMValueRef v =
-      tj_emit_loop_begin(em, &vl, i64c(em, 0), nv, i64c(em, 1), "epi_vec");
-  LLVMValueRef off = LLVMBuildMul(em->b, v, i64c(em, w), "");
+      tj_emit_loop_begin(em, &vl, i64c(em, 0), nv, i64c(em, group), "epi_vec");
+  LLVMValueRef off = LLVMBuildMul(em->b, v, i64c(em, em->target.lanes), "");
   tj_emit_point_t p;
   tj_emit_line_point(em, &row, off, col0, &p);
   p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, cols, off, ""), w);
   LLVMValueRef acc = LLVMBuildLoad2(em->b, vt, gep_f32(em, tile_row, off), "");
-  LLVMSetAlignment(acc, (unsigned)w * 4);
+  LLVMSetAlignment(acc, (unsigned)em->target.lanes * 4);
   p.acc = acc;
   TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
   loop_end_no_unroll(em, &vl);
@@ -1165,10 +1273,10 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
       a_ptr, g->sa_m, g->sa_k, gep_op(em, g->bdt, b_blk, col), g->sb_k, g->K,
       rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0),   cols};
   LLVMBuildCall2(em->b, fty, fn, args, 11, "");
-  TJ_RETURN_IF_ERROR(
-      emit_epilogue(em, &un.batch, g->tile, step, rows, m,
-                    LLVMBuildAdd(em->b, un.n0, col, ""), cols,
-                    LLVMBuildUDiv(em->b, step, i64c(em, w), "")));
+  TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, g->tile, step, rows, m,
+                                   LLVMBuildAdd(em->b, un.n0, col, ""), cols,
+                                   LLVMBuildUDiv(em->b, step, i64c(em, w), ""),
+                                   1));
   LLVMBuildStore(em->b, LLVMBuildAdd(em->b, col, step, ""), colvar);
   LLVMBuildBr(em->b, jcond);
   LLVMPositionBuilderAtEnd(em->b, jdone);
@@ -1420,10 +1528,10 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 11, "");
   tj_emit_if_t epi;
   tj_emit_if_begin(em, &epi, last, "epilogue");
-  TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, tptr, ld, rows, m,
-                                   LLVMBuildAdd(em->b, un.n0, col, ""),
-                                   LLVMBuildSub(em->b, un.nlen, col, ""),
-                                   i64c(em, s->tile_n / em->target.lanes)));
+  TJ_RETURN_IF_ERROR(emit_epilogue(
+      em, &un.batch, tptr, ld, rows, m, LLVMBuildAdd(em->b, un.n0, col, ""),
+      LLVMBuildSub(em->b, un.nlen, col, ""),
+      i64c(em, s->tile_n / em->target.lanes), epilogue_group(em, s)));
   tj_emit_if_end(em, &epi);
   // Not unrolled: a panel is a call and an epilogue loop, and a copy per
   // panel of a block cost 5 of the capstone kernel's 34 ms of LLVM time.

@@ -1,7 +1,8 @@
 // jit/x86_jit.c: object bytes round trip (compile -> bytes -> load into a
 // fresh JIT -> same results), cold and warm timings (printed, not
 // asserted), one object loaded twice, several kernels per module, bad
-// objects, IR and assembly dumps, target key, stats, hot and cold parts of
+// objects, IR and assembly dumps, the microkernel of every ISA level the
+// host runs, target key, stats, hot and cold parts of
 // a GEMM kernel (what each holds, the same bits as the whole at M = 1..17),
 // concurrent compiles, and an OOM sweep over the JIT's own allocations.
 
@@ -288,6 +289,94 @@ TEST(ir_and_asm) {
   tj_free_string(a, as);
   tj_kir_destroy(k);
   tj_x86_jit_destroy(jit);
+}
+
+// Counts the occurrences of |needle| in [from, to).
+static int count_in(const char* from, const char* to, const char* needle) {
+  int n = 0;
+  size_t len = strlen(needle);
+  for (const char* p = from; p + len <= to; ++p) {
+    if (strncmp(p, needle, len) == 0) ++n;
+  }
+  return n;
+}
+
+// Every level the host runs gets a register tile generated for its own
+// register file, never a wider level's tile narrowed by type legalization
+// (which splits each <16 x float> into 2 ymm or 4 xmm and spills, at half
+// the FMA rate): at the capstone's real shape (K = 1024, N = 4096) the
+// microkernel's K loop holds its accumulators in registers (no stack
+// traffic), uses no register wider than the level's, and on AVX2 is the
+// 6x16 tile of 12 ymm accumulators and 2 B vectors (BLIS's Haswell tile):
+// 12 FMAs and 6 broadcasts per k. AVX-512 keeps its 6x64 (24 zmm).
+TEST(microkernel_per_isa) {
+  static const tj_x86_isa_t isas[] = {TJ_X86_ISA_HOST, TJ_X86_ISA_AVX2,
+                                      TJ_X86_ISA_SSE2};
+  tj_allocator_t a = tj_allocator_system();
+  tj_kir_t* k = build_capstone(a, "capstone", 4096, 1024);
+  if (!k) return;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(isas); ++i) {
+    tj_x86_jit_options_t o = {isas[i]};
+    tj_x86_jit_t* jit = NULL;
+    tj_status_t s = tj_x86_jit_create(a, &o, &jit);
+    if (s) {  // the host lacks this level
+      tj_status_free(s);
+      continue;
+    }
+    int32_t lanes = tj_x86_jit_lanes(jit);
+    tj_kir_gemm_schedule_t sched;
+    tj_kir_gemm_resolve(k, lanes, &sched);
+    const tj_kir_t* ks[1] = {k};
+    char* as = NULL;
+    CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+    const char* uk = as ? strstr(as, "tj_ukernel_capstone:") : NULL;
+    const char* end = uk ? strstr(uk, ".Lfunc_end") : NULL;
+    CHECK(uk != NULL && end != NULL);
+    if (uk && end) {
+      printf("# %d lanes: tile %dx%d\n", lanes, sched.tile_m, sched.tile_n);
+      CHECK_EQ_INT(0, count_in(uk, end, "(%rsp)"));
+      if (lanes < 16) CHECK_EQ_INT(0, count_in(as, as + strlen(as), "%zmm"));
+      if (lanes < 8) CHECK_EQ_INT(0, count_in(uk, end, "%ymm"));
+      if (lanes == 8) {
+        CHECK_EQ_INT(6, sched.tile_m);
+        CHECK_EQ_INT(16, sched.tile_n);
+        // The K loop is the ukernel's only loop and it is not unrolled.
+        CHECK_EQ_INT(12, count_in(uk, end, "vfmadd231ps"));
+        CHECK_EQ_INT(6, count_in(uk, end, "vbroadcastss"));
+      }
+      if (lanes == 16) {
+        CHECK_EQ_INT(6, sched.tile_m);
+        CHECK_EQ_INT(64, sched.tile_n);
+      }
+    }
+    // The epilogue of AVX2 and SSE2 takes the two vectors of a tile row as
+    // one vector of twice the lanes (emit_epilogue's group), AVX-512's one
+    // vector at a time; the microkernel stays at the level's width.
+    char* ir = NULL;
+    CHECK_OK(tj_x86_jit_emit_ir(jit, ks, 1, false, &ir));
+    char wide[32], wider[32];
+    snprintf(wide, sizeof(wide), "<%d x float>", 2 * lanes);
+    snprintf(wider, sizeof(wider), "<%d x float>", 4 * lanes);
+    const char* kb = ir ? strstr(ir, "define void @tj_kernel_capstone(") : NULL;
+    const char* ke = kb ? strstr(kb, "\n}\n") : NULL;
+    const char* ub =
+        ir ? strstr(ir, "define internal void @tj_ukernel_capstone(") : NULL;
+    const char* ue = ub ? strstr(ub, "\n}\n") : NULL;
+    CHECK(kb != NULL && ke != NULL && ub != NULL && ue != NULL);
+    if (kb && ke && ub && ue) {
+      CHECK_EQ_INT(0, count_in(ub, ue, wide));
+      CHECK_EQ_INT(0, count_in(kb, ke, wider));
+      if (lanes < 16) {
+        CHECK(count_in(kb, ke, wide) > 0);
+      } else {
+        CHECK_EQ_INT(0, count_in(kb, ke, wide));
+      }
+    }
+    tj_free_string(a, ir);
+    tj_free_string(a, as);
+    tj_x86_jit_destroy(jit);
+  }
+  tj_kir_destroy(k);
 }
 
 typedef struct compile_job_t {
@@ -594,6 +683,7 @@ int main(void) {
   RUN_TEST(object_round_trip_and_timings);
   RUN_TEST(bad_objects_and_names);
   RUN_TEST(ir_and_asm);
+  RUN_TEST(microkernel_per_isa);
   RUN_TEST(hot_and_cold_parts);
   RUN_TEST(concurrent_compiles);
   RUN_TEST(oom_sweep);
