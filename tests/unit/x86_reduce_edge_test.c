@@ -1,12 +1,12 @@
 // Reductions at their edges, end to end (tj_compile on x86, then
 // tj_executable_run, against tj_reference_run): axes whose fixed size is 0
 // (the identity, or NaN for mean), a contraction with K = 0, argmax over an
-// empty axis.
+// empty axis, and max and min on bool (logical or and and).
 
 #include "lib/dtype.h"
 #include "tests/unit/test.h"
 
-#define MAX_IO 4
+#define MAX_IO 8
 
 static tj_context_t* g_ctx;
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
@@ -194,8 +194,9 @@ static void check_reduce(const reduce_op_t* op, tj_dtype_t dt, int32_t rank,
 // the identity (sum 0, prod 1, max -inf, min +inf; bool max false, min
 // true) or NaN (mean), not the caller's old bytes.
 TEST(empty_fixed_axes) {
-  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_F64, TJ_DTYPE_F16,
-                                      TJ_DTYPE_I32, TJ_DTYPE_I8};
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_F64,
+                                      TJ_DTYPE_F16, TJ_DTYPE_I32,
+                                      TJ_DTYPE_I8,  TJ_DTYPE_BOOL};
   static const int64_t k03[2] = {0, 3}, k30[2] = {3, 0}, k203[3] = {2, 0, 33};
   static const int32_t kAxis0[1] = {0}, kAxis1[1] = {1}, kAxes01[2] = {0, 1};
   for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); ++t) {
@@ -280,12 +281,56 @@ TEST(argmax_empty_axis) {
   tj_graph_destroy(g);
 }
 
+// max and min of bool are any and all (ONNX's ReduceMax/Min on bool), on
+// rows, columns and everything, against the reference and against any/all
+// computed here.
+TEST(bool_max_min) {
+  static const int32_t kAxis0[1] = {0}, kAxis1[1] = {1};
+  for (int64_t rows = 1; rows <= 67; rows += 33) {
+    for (int64_t cols = 1; cols <= 301; cols += 60) {
+      int64_t dims[2] = {rows, cols};
+      for (int o = 2; o < 4; ++o) {
+        check_reduce(&kReduceOps[o], TJ_DTYPE_BOOL, 2, dims, 1, kAxis0, false);
+        check_reduce(&kReduceOps[o], TJ_DTYPE_BOOL, 2, dims, 1, kAxis1, false);
+        check_reduce(&kReduceOps[o], TJ_DTYPE_BOOL, 2, dims, 0, NULL, false);
+      }
+    }
+  }
+  // Exact answers: any/all of rows with one odd element.
+  tj_graph_t* g;
+  CHECK_OK(tj_graph_create(g_ctx, "anyall", &g));
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){4, 37}, "x");
+  tj_graph_output(g, tj_graph_max(g, x, 1, kAxis1, false), "any");
+  tj_graph_output(g, tj_graph_min(g, x, 1, kAxis1, false), "all");
+  CHECK_OK(tj_graph_finalize(g));
+  bool xs[4][37], any[4], all[4];
+  memset(xs, 0, sizeof(xs));
+  memset(xs[2], 1, sizeof(xs[2]));
+  memset(xs[3], 1, sizeof(xs[3]));
+  xs[1][36] = true;   // row 1: one true
+  xs[3][17] = false;  // row 3: one false
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, NULL, &exe));
+  if (exe) {
+    tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_BOOL, 2, (int64_t[]){4, 37});
+    tj_tensor_t out[2] = {
+        tj_tensor_make(any, TJ_DTYPE_BOOL, 1, (int64_t[]){4}),
+        tj_tensor_make(all, TJ_DTYPE_BOOL, 1, (int64_t[]){4})};
+    CHECK_OK(tj_executable_run(exe, &in, 1, out, 2));
+    CHECK(!any[0] && any[1] && any[2] && any[3]);
+    CHECK(!all[0] && !all[1] && all[2] && !all[3]);
+    tj_executable_release(exe);
+  }
+  tj_graph_destroy(g);
+}
+
 int main(void) {
   setenv("TJ_CACHE_DIR", "", 1);
   CHECK_OK(tj_context_create(NULL, &g_ctx));
   RUN_TEST(empty_fixed_axes);
   RUN_TEST(empty_contraction);
   RUN_TEST(argmax_empty_axis);
+  RUN_TEST(bool_max_min);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
