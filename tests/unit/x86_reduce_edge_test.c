@@ -1,7 +1,8 @@
 // Reductions at their edges, end to end (tj_compile on x86, then
 // tj_executable_run, against tj_reference_run): axes whose fixed size is 0
 // (the identity, or NaN for mean), a contraction with K = 0, argmax over an
-// empty axis, and max and min on bool (logical or and and).
+// empty axis, max and min on bool (logical or and and), and the sign of
+// zero through tanh, sin and rsqrt.
 
 #include "lib/dtype.h"
 #include "tests/unit/test.h"
@@ -324,6 +325,37 @@ TEST(bool_max_min) {
   tj_graph_destroy(g);
 }
 
+// The sign of zero end to end: tanh and sin of -0 and of inputs that
+// underflow to -0 are -0 (C99), and rsqrt of that is -inf, as the
+// reference gives (the chain the random differential test found).
+TEST(signed_zero_chain) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_F64, TJ_DTYPE_F16,
+                                      TJ_DTYPE_BF16};
+  for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); ++t) {
+    tj_dtype_t dt = kTypes[t];
+    tj_graph_t* g;
+    CHECK_OK(tj_graph_create(g_ctx, "signed_zero", &g));
+    tj_value_t x = tj_graph_input(g, dt, 1, (int64_t[]){19}, "x");
+    tj_value_t w = tj_graph_input(g, dt, 1, (int64_t[]){19}, "w");
+    tj_value_t v = tj_graph_mul(g, x, w);  // underflows to -0
+    tj_graph_output(g, tj_graph_tanh(g, v), "tanh");
+    tj_graph_output(g, tj_graph_sin(g, v), "sin");
+    tj_graph_output(g, tj_graph_erf(g, v), "erf");
+    tj_graph_output(g, tj_graph_rsqrt(g, tj_graph_tanh(g, v)), "rsqrt_tanh");
+    tj_graph_output(g, tj_graph_rsqrt(g, tj_graph_sin(g, v)), "rsqrt_sin");
+    CHECK_OK(tj_graph_finalize(g));
+    io_t in = {0};
+    in.n = 2;
+    make(&in, 0, dt, 1, (int64_t[]){19}, -0.0);
+    make(&in, 1, dt, 1, (int64_t[]){19}, 1e-30);
+    for (int i = 0; i < 19; i += 2) tj_store_f64(dt, in.data[0], i, 1e-30);
+    for (int i = 0; i < 19; i += 3) tj_store_f64(dt, in.data[1], i, -1.0);
+    check_graph(g, &in, 0, "signed zeros");
+    free_io(&in);
+    tj_graph_destroy(g);
+  }
+}
+
 int main(void) {
   setenv("TJ_CACHE_DIR", "", 1);
   CHECK_OK(tj_context_create(NULL, &g_ctx));
@@ -331,6 +363,7 @@ int main(void) {
   RUN_TEST(empty_contraction);
   RUN_TEST(argmax_empty_axis);
   RUN_TEST(bool_max_min);
+  RUN_TEST(signed_zero_chain);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
