@@ -7,7 +7,10 @@
 //             latency), main loop of U*W elements, a W loop, a masked tail
 //             whose inactive lanes contribute the identity; then the U
 //             accumulators are merged and the lanes reduced as a tree
-//             (blocked partial sums, not a serial chain).
+//             (blocked partial sums, not a serial chain). A float sum runs
+//             the main loop in blocks of SUM_BLOCK elements whose sums are
+//             added pairwise (cascade_t): error grows with SUM_BLOCK / (U*W)
+//             + log2(len), not len.
 //     MAP:    the pointwise line loop (tj_emit_line_map).
 //     ROW:    the body once, with scalars.
 //
@@ -27,6 +30,8 @@
 //         for each vector of rows of the strip (masked at the strip's end):
 //           the REDUCE phases accumulate into block, the MAP phases store
 //       total = combine(total, block)
+//       float sums, every COLUMN_RUN blocks: total to the pairwise levels
+//     float sums: total += the levels held
 //     ROW phases: once per row, scalar, with that row's totals
 //
 // so memory is read (and written) in runs of the strip's width, as the
@@ -34,8 +39,9 @@
 // walk, their common loads issued once (tj_emit_load_cache_t), which needs
 // that no REDUCE or MAP phase reads a row result (a max-subtracted softmax
 // over a strided dim keeps the row schedule) and that one MAP at most
-// comes last. Sums are blocked as above:
-// error grows with J_BLOCK + len / J_BLOCK, not len.
+// comes last. Float sums are blocked as above, runs of COLUMN_RUN blocks
+// added pairwise through COLUMN_LEVELS levels: error grows with J_BLOCK +
+// COLUMN_RUN + log2(len) (+ len / 2^22 past 2^22 rows), not len.
 //
 // ARGMAX keeps (value, index) per lane with "first max, NaN wins" order:
 // a candidate wins if it is larger, or NaN over a number, or equal with a
@@ -53,6 +59,16 @@
 // and the accumulators (2 x 2 KiB per REDUCE phase) stay in L1.
 #define STRIP_VECTORS 32
 #define J_BLOCK 256
+// Float sums: runs of COLUMN_RUN blocks summed in |total|, the runs summed
+// pairwise through COLUMN_LEVELS levels (2^COLUMN_LEVELS runs: 2^22 rows),
+// 2 KiB of stack per level on AVX-512. Pushing a run every 16 blocks keeps
+// the carries off the blocks' path.
+#define COLUMN_RUN_LOG2 4
+#define COLUMN_RUN (1 << COLUMN_RUN_LOG2)
+#define COLUMN_LEVELS 10
+// Row schedule: elements per block of a float sum (a multiple of every
+// chains * lanes); 4096 is 64 to 256 terms per accumulator lane.
+#define SUM_BLOCK 4096
 
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
@@ -189,6 +205,89 @@ static void accumulate(tj_emit_t* em, const tj_kir_phase_t* ph, tj_dtype_t dt,
   LLVMBuildStore(em->b, combine(em, ph->reduce, dt, av, v), acc->value);
 }
 
+//===--- pairwise sums of blocks ---===//
+//
+// A float sum in one accumulator per lane stops growing once the lane's
+// partial sum is 2^24 times its terms (f32: 2^30 ones sum to 2^29 over 32
+// lanes). So a long sum is cut into blocks, each summed into fresh
+// accumulators, and the block sums are added pairwise: a binary counter of
+// partial sums, level l holding the sum of 2^l blocks, as numpy's pairwise
+// sum. The error then grows with the block length per lane plus log2 of
+// the number of blocks, not with the length.
+
+#define CASCADE_LEVELS 64
+
+typedef struct cascade_t {
+  LLVMTypeRef vt, array;
+  LLVMValueRef stack;  // [CASCADE_LEVELS x vt]: level l, valid where bit l
+  LLVMValueRef count;  // blocks pushed (i64)
+  LLVMValueRef carry;  // vt scratch
+} cascade_t;
+
+static void cascade_init(tj_emit_t* em, cascade_t* c, LLVMTypeRef vt) {
+  c->vt = vt;
+  c->array = LLVMArrayType(vt, CASCADE_LEVELS);
+  c->stack = tj_emit_alloca(em, c->array, "sum_levels");
+  c->count = tj_emit_alloca(em, em->t_i64, "sum_blocks");
+  c->carry = tj_emit_alloca(em, vt, "sum_carry");
+  LLVMBuildStore(em->b, i64c(em, 0), c->count);
+}
+
+static LLVMValueRef cascade_slot(tj_emit_t* em, const cascade_t* c,
+                                 LLVMValueRef level) {
+  LLVMValueRef idx[2] = {i64c(em, 0), level};
+  return LLVMBuildGEP2(em->b, c->array, c->stack, idx, 2, "");
+}
+
+static LLVMValueRef bit_count(tj_emit_t* em, const char* name, LLVMValueRef x) {
+  LLVMValueRef args[2] = {x, LLVMConstInt(em->t_i1, 0, 0)};
+  LLVMTypeRef t = em->t_i64;
+  return tj_emit_intrinsic(em, name, &t, 1, args, 2);
+}
+
+// Pushes block sum |v|: the levels below the counter's lowest clear bit
+// are folded into it (each the sum of as many blocks as it has), and it
+// takes that level.
+static void cascade_push(tj_emit_t* em, const cascade_t* c, LLVMValueRef v) {
+  LLVMValueRef n = LLVMBuildLoad2(em->b, em->t_i64, c->count, "");
+  LLVMValueRef level = bit_count(em, "llvm.cttz", LLVMBuildNot(em->b, n, ""));
+  LLVMBuildStore(em->b, v, c->carry);
+  tj_emit_loop_t l;
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &l, i64c(em, 0), level, i64c(em, 1), "sum_carry");
+  LLVMValueRef below = LLVMBuildLoad2(em->b, c->vt, cascade_slot(em, c, i), "");
+  LLVMValueRef cur = LLVMBuildLoad2(em->b, c->vt, c->carry, "");
+  LLVMBuildStore(em->b, LLVMBuildFAdd(em->b, below, cur, ""), c->carry);
+  tj_emit_loop_end(em, &l);
+  LLVMBuildStore(em->b, LLVMBuildLoad2(em->b, c->vt, c->carry, ""),
+                 cascade_slot(em, c, level));
+  LLVMBuildStore(em->b, LLVMBuildAdd(em->b, n, i64c(em, 1), ""), c->count);
+}
+
+// The sum of every level held, smallest first, plus |v|.
+static LLVMValueRef cascade_total(tj_emit_t* em, const cascade_t* c,
+                                  LLVMValueRef v) {
+  LLVMValueRef n = LLVMBuildLoad2(em->b, em->t_i64, c->count, "");
+  LLVMValueRef top =
+      LLVMBuildSub(em->b, i64c(em, 64), bit_count(em, "llvm.ctlz", n), "");
+  LLVMBuildStore(em->b, v, c->carry);
+  tj_emit_loop_t l;
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &l, i64c(em, 0), top, i64c(em, 1), "sum_fold");
+  LLVMValueRef bit =
+      LLVMBuildAnd(em->b, LLVMBuildLShr(em->b, n, i, ""), i64c(em, 1), "");
+  tj_emit_if_t held;
+  tj_emit_if_begin(em, &held,
+                   LLVMBuildICmp(em->b, LLVMIntNE, bit, i64c(em, 0), ""),
+                   "sum_held");
+  LLVMValueRef level = LLVMBuildLoad2(em->b, c->vt, cascade_slot(em, c, i), "");
+  LLVMValueRef cur = LLVMBuildLoad2(em->b, c->vt, c->carry, "");
+  LLVMBuildStore(em->b, LLVMBuildFAdd(em->b, cur, level, ""), c->carry);
+  tj_emit_if_end(em, &held);
+  tj_emit_loop_end(em, &l);
+  return LLVMBuildLoad2(em->b, c->vt, c->carry, "");
+}
+
 // Whether a phase is expensive per element (transcendentals): fewer
 // accumulator chains then, since the body already has ILP and copies of
 // it cost compile time.
@@ -233,12 +332,26 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
     }
   }
   LLVMValueRef zero = i64c(em, 0);
-  // Main loop: |chains| vectors per iteration.
+  // Main loop: |chains| vectors per iteration; for float sums, in blocks of
+  // SUM_BLOCK elements added pairwise (see cascade_t).
   int64_t step = (int64_t)chains * w;
   LLVMValueRef main_end = LLVMBuildAnd(em->b, len, i64c(em, ~(step - 1)), "");
-  tj_emit_loop_t loop;
+  bool pairwise = ph->reduce == TJ_KIR_REDUCE_SUM && tj_dtype_is_float(dt);
+  cascade_t cascade;
+  tj_emit_loop_t blocks, loop;
+  LLVMValueRef start = zero, end = main_end;
+  if (pairwise) {
+    cascade_init(em, &cascade, vt);
+    start = tj_emit_loop_begin(em, &blocks, zero, main_end, i64c(em, SUM_BLOCK),
+                               "red_block");
+    end = tj_emit_min_i64(em, main_end,
+                          LLVMBuildAdd(em->b, start, i64c(em, SUM_BLOCK), ""));
+    for (int32_t u = 0; u < chains; ++u) {
+      LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
+    }
+  }
   LLVMValueRef i =
-      tj_emit_loop_begin(em, &loop, zero, main_end, i64c(em, step), "red");
+      tj_emit_loop_begin(em, &loop, start, end, i64c(em, step), "red");
   for (int32_t u = 0; u < chains; ++u) {
     LLVMValueRef off = LLVMBuildAdd(em->b, i, i64c(em, (int64_t)u * w), "");
     tj_emit_point_t p;
@@ -249,6 +362,19 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
     accumulate(em, ph, dt, &acc[u], v, off, NULL);
   }
   tj_emit_loop_end(em, &loop);
+  if (pairwise) {
+    LLVMValueRef v = LLVMBuildLoad2(em->b, vt, acc[0].value, "");
+    for (int32_t u = 1; u < chains; ++u) {
+      v = combine(em, ph->reduce, dt, v,
+                  LLVMBuildLoad2(em->b, vt, acc[u].value, ""));
+    }
+    cascade_push(em, &cascade, v);
+    tj_emit_loop_end(em, &blocks);
+    // The rest (under |step| elements) in fresh accumulators.
+    for (int32_t u = 0; u < chains; ++u) {
+      LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
+    }
+  }
   // Remaining full vectors.
   LLVMValueRef full = LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "");
   if (chains > 1) {
@@ -281,6 +407,7 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
     v = combine(em, ph->reduce, dt, v,
                 LLVMBuildLoad2(em->b, vt, acc[u].value, ""));
   }
+  if (pairwise) v = cascade_total(em, &cascade, v);
   for (int32_t n = w; n > 1; n /= 2) {
     int32_t half = n / 2;
     LLVMValueRef lo = lanes_of(em, v, 0, half);
@@ -373,6 +500,11 @@ static void move_along(tj_emit_t* em, const tj_emit_point_t* point, int32_t d,
 typedef struct column_acc_t {
   LLVMTypeRef vt, array;
   LLVMValueRef block, total;
+  // Float sums: COLUMN_LEVELS + 1 arrays: level l < COLUMN_LEVELS is the
+  // sum of 2^l runs of COLUMN_RUN blocks where bit l of the strip's run
+  // count is set (see cascade_t); the last one sums what passes the top.
+  LLVMTypeRef levels_type;
+  LLVMValueRef levels, carry;
   tj_dtype_t dtype;
 } column_acc_t;
 
@@ -380,6 +512,13 @@ static LLVMValueRef acc_slot(tj_emit_t* em, const column_acc_t* a,
                              LLVMValueRef array, LLVMValueRef v) {
   LLVMValueRef idx[2] = {i64c(em, 0), v};
   return LLVMBuildGEP2(em->b, a->array, array, idx, 2, "");
+}
+
+// Vector |v| of level |l| of a float sum's levels.
+static LLVMValueRef level_slot(tj_emit_t* em, const column_acc_t* a,
+                               LLVMValueRef l, LLVMValueRef v) {
+  LLVMValueRef idx[3] = {i64c(em, 0), l, v};
+  return LLVMBuildGEP2(em->b, a->levels_type, a->levels, idx, 3, "");
 }
 
 // array[v] = identity for v in [0, nvec).
@@ -429,6 +568,7 @@ static tj_status_t emit_columns(tj_emit_t* em) {
   column_acc_t accs[64];
   LLVMValueRef rows[64];
   memset(accs, 0, sizeof(accs));
+  bool pairwise = false;  // some float sum
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     const tj_kir_phase_t* ph = &k->phases[p];
     if (ph->kind != TJ_KIR_PHASE_REDUCE) continue;
@@ -440,7 +580,15 @@ static tj_status_t emit_columns(tj_emit_t* em) {
     a->total = tj_emit_alloca(em, a->array, "col_total");
     LLVMSetAlignment(a->block, 64);
     LLVMSetAlignment(a->total, 64);
+    if (ph->reduce == TJ_KIR_REDUCE_SUM && tj_dtype_is_float(a->dtype)) {
+      a->levels_type = LLVMArrayType(a->array, COLUMN_LEVELS + 1);
+      a->levels = tj_emit_alloca(em, a->levels_type, "col_levels");
+      a->carry = tj_emit_alloca(em, a->vt, "col_carry");
+      LLVMSetAlignment(a->levels, 64);
+      pairwise = true;
+    }
   }
+  LLVMValueRef nblocks = tj_emit_alloca(em, em->t_i64, "col_blocks");
   // for (r = begin; r < end; r += n): one strip of n rows.
   LLVMValueRef rvar = tj_emit_alloca(em, em->t_i64, "col_row");
   LLVMBuildStore(em->b, em->arg_begin, rvar);
@@ -478,7 +626,16 @@ static tj_status_t emit_columns(tj_emit_t* em) {
       em->b, nfull, LLVMBuildZExt(em->b, has_tail, em->t_i64, ""), "");
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     if (accs[p].vt) acc_fill(em, &k->phases[p], &accs[p], accs[p].total, nvec);
+    if (accs[p].levels) {
+      // The top level, always held.
+      LLVMValueRef top_idx[2] = {i64c(em, 0), i64c(em, COLUMN_LEVELS)};
+      acc_fill(em, &k->phases[p], &accs[p],
+               LLVMBuildGEP2(em->b, accs[p].levels_type, accs[p].levels,
+                             top_idx, 2, ""),
+               nvec);
+    }
   }
+  LLVMBuildStore(em->b, i64c(em, 0), nblocks);
   tj_emit_loop_t jbl;
   LLVMValueRef j0 = tj_emit_loop_begin(em, &jbl, i64c(em, 0), len,
                                        i64c(em, J_BLOCK), "col_jblock");
@@ -520,7 +677,90 @@ static tj_status_t emit_columns(tj_emit_t* em) {
                    ts);
   }
   tj_emit_loop_end(em, &ml);
+  if (pairwise) {
+    // Every COLUMN_RUN blocks a float sum's total goes to the level of the
+    // push counter's lowest clear bit, carrying the levels below it (past
+    // the last level, into the top one), and starts again.
+    LLVMValueRef nb = LLVMBuildAdd(
+        em->b, LLVMBuildLoad2(em->b, em->t_i64, nblocks, ""), i64c(em, 1), "");
+    LLVMBuildStore(em->b, nb, nblocks);
+    tj_emit_if_t push;
+    tj_emit_if_begin(
+        em, &push,
+        LLVMBuildICmp(em->b, LLVMIntEQ,
+                      LLVMBuildAnd(em->b, nb, i64c(em, COLUMN_RUN - 1), ""),
+                      i64c(em, 0), ""),
+        "col_push");
+    LLVMValueRef pushed = LLVMBuildSub(
+        em->b, LLVMBuildLShr(em->b, nb, i64c(em, COLUMN_RUN_LOG2), ""),
+        i64c(em, 1), "");
+    LLVMValueRef level = tj_emit_min_i64(
+        em, bit_count(em, "llvm.cttz", LLVMBuildNot(em->b, pushed, "")),
+        i64c(em, COLUMN_LEVELS));
+    LLVMValueRef to_top =
+        LLVMBuildICmp(em->b, LLVMIntEQ, level, i64c(em, COLUMN_LEVELS), "");
+    v = tj_emit_loop_begin(em, &ml, i64c(em, 0), nvec, i64c(em, 1), "col_push");
+    for (uint32_t p = 0; p < k->num_phases; ++p) {
+      const column_acc_t* a = &accs[p];
+      if (!a->levels) continue;
+      LLVMValueRef ts = acc_slot(em, a, a->total, v);
+      LLVMBuildStore(em->b, LLVMBuildLoad2(em->b, a->vt, ts, ""), a->carry);
+      tj_emit_loop_t cl;
+      LLVMValueRef l = tj_emit_loop_begin(em, &cl, i64c(em, 0), level,
+                                          i64c(em, 1), "col_carry");
+      LLVMValueRef below =
+          LLVMBuildLoad2(em->b, a->vt, level_slot(em, a, l, v), "");
+      LLVMBuildStore(
+          em->b,
+          LLVMBuildFAdd(em->b, below,
+                        LLVMBuildLoad2(em->b, a->vt, a->carry, ""), ""),
+          a->carry);
+      tj_emit_loop_end(em, &cl);
+      LLVMValueRef c = LLVMBuildLoad2(em->b, a->vt, a->carry, "");
+      LLVMValueRef dst = level_slot(em, a, level, v);
+      LLVMValueRef top = LLVMBuildLoad2(em->b, a->vt, dst, "");
+      LLVMBuildStore(
+          em->b,
+          tj_emit_select(em, to_top, LLVMBuildFAdd(em->b, top, c, ""), c), dst);
+      LLVMBuildStore(em->b, identity(em, TJ_KIR_REDUCE_SUM, a->dtype, a->vt),
+                     ts);
+    }
+    tj_emit_loop_end(em, &ml);
+    tj_emit_if_end(em, &push);
+  }
   tj_emit_loop_end(em, &jbl);
+  if (pairwise) {
+    // total = the rest + the levels held, smallest first, + the top.
+    LLVMValueRef held =
+        LLVMBuildLShr(em->b, LLVMBuildLoad2(em->b, em->t_i64, nblocks, ""),
+                      i64c(em, COLUMN_RUN_LOG2), "");
+    v = tj_emit_loop_begin(em, &ml, i64c(em, 0), nvec, i64c(em, 1), "col_fold");
+    for (uint32_t p = 0; p < k->num_phases; ++p) {
+      const column_acc_t* a = &accs[p];
+      if (!a->levels) continue;
+      tj_emit_loop_t fl;
+      LLVMValueRef l =
+          tj_emit_loop_begin(em, &fl, i64c(em, 0), i64c(em, COLUMN_LEVELS + 1),
+                             i64c(em, 1), "col_fold_level");
+      LLVMValueRef bit = LLVMBuildAnd(em->b, LLVMBuildLShr(em->b, held, l, ""),
+                                      i64c(em, 1), "");
+      LLVMValueRef is_held = LLVMBuildOr(
+          em->b, LLVMBuildICmp(em->b, LLVMIntNE, bit, i64c(em, 0), ""),
+          LLVMBuildICmp(em->b, LLVMIntEQ, l, i64c(em, COLUMN_LEVELS), ""), "");
+      tj_emit_if_t if_held;
+      tj_emit_if_begin(em, &if_held, is_held, "col_held");
+      LLVMValueRef ts = acc_slot(em, a, a->total, v);
+      LLVMBuildStore(
+          em->b,
+          LLVMBuildFAdd(
+              em->b, LLVMBuildLoad2(em->b, a->vt, ts, ""),
+              LLVMBuildLoad2(em->b, a->vt, level_slot(em, a, l, v), ""), ""),
+          ts);
+      tj_emit_if_end(em, &if_held);
+      tj_emit_loop_end(em, &fl);
+    }
+    tj_emit_loop_end(em, &ml);
+  }
   // The ROW phases, a row at a time, with that row's totals (element i of
   // a total array: its vectors are packed).
   tj_emit_loop_t il;

@@ -91,16 +91,18 @@ static LLVMValueRef fast_tanh(tj_emit_t* em, LLVMValueRef x) {
   static const double p[] = {-5.70498872745E-3, 2.06390887954E-2,
                              -5.37397155531E-2, 1.33314422036E-1,
                              -3.33332819422E-1};
+  // Both branches give |tanh x| (>= 0: +0 at x = +-0) and the sign of x is
+  // ORed in once, so tanh(-0) = -0 (C99), as x + x^3 P would not give.
   LLVMValueRef z = mul(em, x, x);
   LLVMValueRef q = fc(x, p[0]);
   for (size_t i = 1; i < TJ_ARRAY_SIZE(p); ++i) q = fma3(em, q, z, fc(x, p[i]));
-  LLVMValueRef small = fma3(em, mul(em, x, z), q, x);
+  LLVMValueRef small = fma3(em, mul(em, a, z), q, a);
   // Else 1 - 2 / (e^(2|x|) + 1); e = inf gives 1, NaN stays NaN.
   LLVMValueRef e = fast_exp(em, LLVMBuildFAdd(em->b, a, a, ""));
   LLVMValueRef r = rcp(em, LLVMBuildFAdd(em->b, e, fc(x, 1.0), ""));
   LLVMValueRef large = fma3(em, r, fc(x, -2.0), fc(x, 1.0));
-  return tj_emit_select(em, lt(em, a, 0.625), small,
-                        with_sign_of(em, large, x));
+  return with_sign_of(em, tj_emit_select(em, lt(em, a, 0.625), small, large),
+                      x);
 }
 
 static LLVMValueRef fast_sigmoid(tj_emit_t* em, LLVMValueRef x) {

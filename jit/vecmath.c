@@ -270,8 +270,10 @@ LLVMValueRef tj_vm_tanh(tj_emit_t* em, LLVMValueRef x) {
   static const double p[] = {-5.70498872745E-3, 2.06390887954E-2,
                              -5.37397155531E-2, 1.33314422036E-1,
                              -3.33332819422E-1};
-  LLVMValueRef small =
-      tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, p, 5), z), x, x);
+  // x + x^3 P(x^2) is +0 at x = -0 (-0 * +0 * P < 0 is +0): tanh is odd
+  // and keeps the sign of x, so copy it (C99: tanh(-0) = -0).
+  LLVMValueRef small = copysign_(
+      em, tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, p, 5), z), x, x), x);
   // Large |x|: 1 - 2/(exp(2|x|) + 1); |x| >= 44 is exactly 1 in f32 and
   // keeps exp finite.
   LLVMValueRef ac = clamp(em, a, 0.0, 44.0);
@@ -373,7 +375,11 @@ static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
   LLVMValueRef v = sel(em, odd, c, s);
   v = sel(em, neg, LLVMBuildFNeg(b, v, ""), v);
   LLVMValueRef bad = fcmp(em, LLVMRealUEQ, fabs_(em, x), fc(x, INFINITY));
-  return sel(em, bad, fc(x, NAN), v);
+  v = sel(em, bad, fc(x, NAN), v);
+  if (cos_shift) return v;
+  // r + r^3 P(r^2) rounds -0 to +0 (as tanh's polynomial): sin(+-0) is x
+  // itself (C99).
+  return sel(em, fcmp(em, LLVMRealOEQ, x, fc(x, 0.0)), x, v);
 }
 
 LLVMValueRef tj_vm_sin(tj_emit_t* em, LLVMValueRef x) {

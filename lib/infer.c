@@ -217,8 +217,6 @@ static dclass_t operand_class(tj_op_t op) {
     case TJ_OP_GE:
     case TJ_OP_SUM:
     case TJ_OP_PROD:
-    case TJ_OP_MAX:
-    case TJ_OP_MIN:
     case TJ_OP_ARGMAX:
     case TJ_OP_MATMUL:
       return DCLASS_NUMERIC;
@@ -249,7 +247,7 @@ static dclass_t operand_class(tj_op_t op) {
     case TJ_OP_AND:
     case TJ_OP_OR:
       return DCLASS_BOOL;
-    default:
+    default:  // max and min take bool too: logical or and and (ONNX)
       return DCLASS_ANY;
   }
 }

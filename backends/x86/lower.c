@@ -1516,11 +1516,13 @@ static tj_status_t lower(lw_t* lw, const char* name, tj_x86_lowered_t* outs,
     memset(lw->cur_seg, 0, sizeof(lw->cur_seg));
     bool restart = false;
     do {
+      // A box with no points needs no kernel; a reduced dim of size 0
+      // does not empty it: its rows still store the identity.
       bool empty = false;
       for (int32_t d = 0; d < lw->root_rank; ++d) {
-        empty |= lw->seg_size[d][lw->cur_seg[d]] == 0;
+        empty |= !lw->root_reduced[d] && lw->seg_size[d][lw->cur_seg[d]] == 0;
       }
-      if (empty) continue;  // a box with no points: no kernel
+      if (empty) continue;
       if (*count == max_out || *count == MAX_BOXES) {
         free_outputs(outs, count);
         return tj_unsupported("pad or concat needs more than %u kernels",

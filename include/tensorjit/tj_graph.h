@@ -204,7 +204,10 @@ TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
 
 // |axes| has |num_axes| distinct entries in [-rank, rank); negative counts
 // from the end. num_axes == 0 reduces over every axis. With |keepdims| the
-// reduced axes stay with size 1.
+// reduced axes stay with size 1. Over no elements (an axis of size 0): sum
+// 0, mean NaN, max -inf, min +inf (the integer extremes for integers), prod
+// 1. On bool, max is any (logical or) and min is all (logical and); sum and
+// prod take no bool.
 TJ_API tj_value_t tj_graph_sum(tj_graph_t* graph, tj_value_t a,
                                int32_t num_axes, const int32_t* axes,
                                bool keepdims);
@@ -221,7 +224,9 @@ TJ_API tj_value_t tj_graph_min(tj_graph_t* graph, tj_value_t a,
 TJ_API tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a,
                                 int32_t num_axes, const int32_t* axes,
                                 bool keepdims);
-// Index (i64) of the first maximum along |axis|.
+// Index (i64) of the first maximum along |axis|; an empty |axis| is
+// INVALID_ARGUMENT (when the graph is built, or at run time for a symbolic
+// size that is 0).
 TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
                                   bool keepdims);
 

@@ -804,6 +804,18 @@ static void group_reductions(void) {
   output(&c, tj_graph_sum(c.g, xd, 1, (int32_t[]){1}, false));
   c.tol = (tol_t){1e-12, 1e-12};
   finish(&c, -1, 0);
+  // Axes of fixed size 0: the identity (NaN for mean), never the output
+  // buffer's old bytes; bool max/min: false/true.
+  begin(&c, "empty_axes");
+  tj_value_t xe = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 0, 5}, -1, 1);
+  for (size_t o = 0; o < ARRAY_SIZE(kOps); ++o) {
+    output(&c, kOps[o].fn(c.g, xe, 1, (int32_t[]){1}, false));
+  }
+  output(&c, tj_graph_sum(c.g, xe, 2, (int32_t[]){1, 2}, true));
+  tj_value_t xb = input(&c, TJ_DTYPE_BOOL, 2, (int64_t[]){c.B, 0}, 0, 2);
+  output(&c, tj_graph_max(c.g, xb, 1, (int32_t[]){1}, false));
+  output(&c, tj_graph_min(c.g, xb, 1, (int32_t[]){1}, false));
+  finish(&c, -1, 0);
   begin(&c, "argmax");
   tj_value_t xa = input(&c, TJ_DTYPE_I32, 3, (int64_t[]){c.B, 7, 33}, 0, 4);
   output(&c, tj_graph_argmax(c.g, xa, -1, false));
