@@ -3,7 +3,9 @@
 
 #include "jit/cache.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -30,8 +32,74 @@ static XXH3_state_t* hasher_state(tj_cache_hasher_t* hasher) {
   return (XXH3_state_t*)((p + 63) & ~(uintptr_t)63);
 }
 
+// The build of the code that makes the objects: the GNU build-id of the
+// loaded object holding this file (the shared library, or the executable
+// that links the static one), which changes whenever any code of the
+// library does. The version string alone would let a developer's new
+// emitter be served objects an older build made (same version, different
+// code); with the build-id a rebuild is a clean cache.
+static uint8_t g_build_id[64];
+static size_t g_build_id_size;
+static pthread_once_t g_build_id_once = PTHREAD_ONCE_INIT;
+
+static bool note_build_id(const uint8_t* p, size_t size) {
+  // Elf64_Nhdr: namesz, descsz, type; name and desc padded to 4 bytes.
+  for (size_t at = 0; at + 12 <= size;) {
+    uint32_t namesz, descsz, type;
+    memcpy(&namesz, p + at, 4);
+    memcpy(&descsz, p + at + 4, 4);
+    memcpy(&type, p + at + 8, 4);
+    size_t name_at = at + 12, desc_at = name_at + ((namesz + 3u) & ~3u);
+    size_t next = desc_at + ((descsz + 3u) & ~3u);
+    if (next > size || next <= at) return false;
+    if (type == NT_GNU_BUILD_ID && namesz == 4 &&
+        memcmp(p + name_at, "GNU", 4) == 0 && descsz <= sizeof(g_build_id)) {
+      memcpy(g_build_id, p + desc_at, descsz);
+      g_build_id_size = descsz;
+      return true;
+    }
+    at = next;
+  }
+  return false;
+}
+
+static int find_build_id(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  uintptr_t self = (uintptr_t)data;
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    mine = ph->p_type == PT_LOAD && self >= lo && self - lo < ph->p_memsz;
+  }
+  if (!mine) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_NOTE &&
+        note_build_id((const uint8_t*)(info->dlpi_addr + ph->p_vaddr),
+                      ph->p_memsz)) {
+      break;
+    }
+  }
+  return 1;
+}
+
+static void read_build_id(void) {
+  dl_iterate_phdr(find_build_id, (void*)(uintptr_t)&tj_cache_hasher_initialize);
+}
+
+const uint8_t* tj_cache_build_id(size_t* out_size) {
+  pthread_once(&g_build_id_once, read_build_id);
+  *out_size = g_build_id_size;
+  return g_build_id;
+}
+
 void tj_cache_hasher_initialize(tj_cache_hasher_t* hasher) {
   XXH3_128bits_reset(hasher_state(hasher));
+  // Every key starts with the build (none found: the version alone, which
+  // the callers hash too).
+  pthread_once(&g_build_id_once, read_build_id);
+  tj_cache_hasher_update(hasher, g_build_id, g_build_id_size);
 }
 
 void tj_cache_hasher_update(tj_cache_hasher_t* hasher, const void* data,

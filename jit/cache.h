@@ -1,10 +1,12 @@
 // The kernel cache: compiled object code keyed by everything it depends on,
 // kept in memory per context and on disk across processes.
 //
-// Key: a 128-bit XXH3 hash of (the canonical text of the kernels, the
-// target key naming triple, CPU, features and LLVM version, the library
-// version), built with tj_cache_hasher_*. The disk cache is a directory
-// (0700 when we create it) of files named by the key, each
+// Key: a 128-bit XXH3 hash of (the library's build-id, the canonical text
+// of the kernels, the target key naming triple, CPU, features and LLVM
+// version, the library version), built with tj_cache_hasher_* (the
+// build-id goes in first, by tj_cache_hasher_initialize: a rebuilt library
+// never runs objects an older build's code generator made). The disk cache is a
+// directory (0700 when we create it) of files named by the key, each
 //   "TJOBJ\0\0\0" | u32 format | u32 header bytes | key (16) |
 //   u64 payload bytes | u64 XXH3-64 of the payload | payload
 // written (0600) to a temporary name and renamed, so readers never see a
@@ -41,6 +43,10 @@ void tj_cache_hasher_update(tj_cache_hasher_t* hasher, const void* data,
                             size_t size);
 void tj_cache_hasher_update_string(tj_cache_hasher_t* hasher, const char* s);
 tj_cache_key_t tj_cache_hasher_finalize(tj_cache_hasher_t* hasher);
+
+// The build-id every key starts with (|*out_size| 0 when the object holding
+// the library has none: then the version strings alone tell builds apart).
+const uint8_t* tj_cache_build_id(size_t* out_size);
 
 // 32 lowercase hex digits and a NUL.
 void tj_cache_key_format(tj_cache_key_t key, char out[33]);

@@ -31,6 +31,32 @@ TEST(keys_are_length_prefixed_and_stable) {
   CHECK_EQ_INT(32, strlen(hex));
 }
 
+// Every key starts with the build-id of the code that holds the library
+// (here the test executable, which links it statically; gcc and clang
+// give every link one): a rebuilt code generator never gets an older
+// build's objects. The id read must be the one readelf -n shows, so it is
+// compared with the note in /proc/self/exe.
+TEST(keys_start_with_the_build_id) {
+  size_t size = 0;
+  const uint8_t* id = tj_cache_build_id(&size);
+  CHECK(size >= 8 && size <= 64);
+  FILE* f = fopen("/proc/self/exe", "rb");
+  CHECK(f != NULL);
+  bool found = false;
+  if (f && size >= 8) {
+    static uint8_t buf[1 << 20];
+    size_t n;
+    while (!found && (n = fread(buf, 1, sizeof(buf), f)) > 0) {
+      for (size_t i = 0; i + size <= n && !found; ++i) {
+        found = memcmp(buf + i, id, size) == 0 && i >= 16 &&
+                memcmp(buf + i - 4, "GNU", 4) == 0;
+      }
+    }
+  }
+  if (f) fclose(f);
+  CHECK(found);
+}
+
 TEST(memory_cache_hit_miss_and_oom) {
   for (long fail_at = 0;; ++fail_at) {
     tj_test_allocator_t t;
@@ -412,6 +438,7 @@ TEST(disk_cache_open_trusts_only_our_directories) {
 
 int main(void) {
   RUN_TEST(keys_are_length_prefixed_and_stable);
+  RUN_TEST(keys_start_with_the_build_id);
   RUN_TEST(memory_cache_hit_miss_and_oom);
   RUN_TEST(disk_cache_round_trip_and_bad_files_are_misses);
   RUN_TEST(disk_cache_disabled_and_unwritable);
