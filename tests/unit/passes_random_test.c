@@ -21,30 +21,6 @@ enum { kDefaultGraphs = 3000 };
 
 static int g_failed_seeds, g_ill_conditioned;
 
-// Whether every output of |a| and |b| agrees within tolerance; else writes
-// the first difference into |what| (if not NULL).
-static bool outputs_agree(const tj_graph_t* g, const run_t* a, const run_t* b,
-                          char* what, size_t size) {
-  for (int32_t o = 0; o < a->num_outputs; ++o) {
-    tj_dtype_t working = working_dtype(g, a->dtype[o]);
-    int64_t n = (int64_t)(a->bytes[o] / tj_dtype_size(a->dtype[o]));
-    for (int64_t k = 0; k < n; ++k) {
-      double w = tj_load_f64(a->dtype[o], a->data[o], k);
-      double v = tj_load_f64(b->dtype[o], b->data[o], k);
-      if (!close_enough(working, w, v)) {
-        if (what) {
-          snprintf(what, size,
-                   "output %d element %lld: reference %.9g, "
-                   "optimized %.9g",
-                   o, (long long)k, w, v);
-        }
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 static void print_failure(uint64_t seed, const tj_graph_t* g,
                           const tj_plan_t* plan, const char* what) {
   ++g_failed_seeds;

@@ -666,6 +666,33 @@ static inline tj_status_t run_graph(const tj_graph_t* g, const inputs_t* in,
   return tj_reference_run(g, in->t, in->count, tensors, out->num_outputs);
 }
 
+// As run_graph, but compiled with |options| (tj_compile) and run by the
+// executable.
+static inline tj_status_t run_compiled(const tj_graph_t* g, const inputs_t* in,
+                                       const tj_compile_options_t* options,
+                                       run_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_tensor_t tensors[kMaxRunOutputs];
+  out->num_outputs = (int32_t)g->num_outputs;
+  for (int32_t i = 0; i < out->num_outputs; ++i) {
+    TJ_RETURN_IF_ERROR(tj_graph_output_shape(g, in->t, in->count, i,
+                                             &out->rank[i], out->shape[i]));
+    int64_t numel = 1;
+    for (int32_t d = 0; d < out->rank[i]; ++d) numel *= out->shape[i][d];
+    out->dtype[i] = g->nodes[g->outputs[i].node].dtype;
+    out->bytes[i] = (size_t)numel * tj_dtype_size(out->dtype[i]);
+    out->data[i] = calloc(1, out->bytes[i] ? out->bytes[i] : 1);
+    tensors[i] = tj_tensor_make(out->data[i], out->dtype[i], out->rank[i],
+                                out->shape[i]);
+  }
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR(tj_compile(g, options, &exe));
+  tj_status_t st =
+      tj_executable_run(exe, in->t, in->count, tensors, out->num_outputs);
+  tj_executable_release(exe);
+  return st;
+}
+
 // |a| (reference of the input graph) and |b| agree within |dtype|'s
 // tolerance; NaN matches NaN, infinities match themselves.
 static inline bool close_enough(tj_dtype_t dtype, double want, double got) {
@@ -716,6 +743,30 @@ static inline tj_dtype_t working_dtype(const tj_graph_t* g, tj_dtype_t out) {
     }
   }
   return out;
+}
+
+// Whether every output of |a| and |b| agrees within tolerance; else writes
+// the first difference into |what| (if not NULL).
+static inline bool outputs_agree(const tj_graph_t* g, const run_t* a,
+                                 const run_t* b, char* what, size_t size) {
+  for (int32_t o = 0; o < a->num_outputs; ++o) {
+    tj_dtype_t working = working_dtype(g, a->dtype[o]);
+    int64_t n = (int64_t)(a->bytes[o] / tj_dtype_size(a->dtype[o]));
+    for (int64_t k = 0; k < n; ++k) {
+      double w = tj_load_f64(a->dtype[o], a->data[o], k);
+      double v = tj_load_f64(b->dtype[o], b->data[o], k);
+      if (!close_enough(working, w, v)) {
+        if (what) {
+          snprintf(what, size,
+                   "output %d element %lld: reference %.9g, "
+                   "optimized %.9g",
+                   o, (long long)k, w, v);
+        }
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 #endif  // TJ_TESTS_UNIT_RANDOM_GRAPH_H_
