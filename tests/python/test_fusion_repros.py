@@ -62,6 +62,10 @@ def test_gridsample_reflection_in_place_store_order() -> None:
     run_case("gridsample_reflection_x86_wrong")
 
 
+def test_gridsample_bicubic_fuse_max_nodes() -> None:
+    run_case("gridsample_bicubic_fuse_internal")
+
+
 def main() -> int:
     failed = 0
     for name, fn in sorted(globals().items()):

@@ -7,12 +7,15 @@
 
 #include "tests/unit/random_graph.h"
 
-static tj_context_t *g_ctx;
+#include "lib/passes/fusion.h"
+#include "lib/passes/pass.h"
+
+static tj_context_t* g_ctx;
 
 // Finalizes |g|, runs it on x86 and on the reference with random inputs
 // (|index_input|, if not negative, gets in-range indices for a gather from
 // a table of |index_range| rows) and checks that they agree.
-static void check_x86_matches_reference(tj_graph_t *g, int32_t index_input,
+static void check_x86_matches_reference(tj_graph_t* g, int32_t index_input,
                                         int64_t index_range) {
   CHECK_OK(tj_graph_finalize(g));
   inputs_t in;
@@ -23,7 +26,7 @@ static void check_x86_matches_reference(tj_graph_t *g, int32_t index_input,
       n *= in.shape[index_input][d];
     }
     for (int64_t k = 0; k < n; ++k) {
-      ((int64_t *)in.data[index_input])[k] = (k * 5 + 3) % index_range;
+      ((int64_t*)in.data[index_input])[k] = (k * 5 + 3) % index_range;
     }
   }
   run_t want, got;
@@ -38,8 +41,7 @@ static void check_x86_matches_reference(tj_graph_t *g, int32_t index_input,
   char what[256] = "";
   if (!st) {
     bool ok = outputs_agree(g, &want, &got, what, sizeof(what));
-    if (!ok)
-      fprintf(stderr, "  %s\n", what);
+    if (!ok) fprintf(stderr, "  %s\n", what);
     CHECK(ok);
   }
   run_free(&want);
@@ -54,7 +56,7 @@ static void check_x86_matches_reference(tj_graph_t *g, int32_t index_input,
 // read a's value instead of t's: backends/x86/lower.c now computes every
 // output before the first store.
 TEST(in_place_output_is_stored_after_every_load) {
-  tj_graph_t *g;
+  tj_graph_t* g;
   CHECK_OK(tj_graph_create(g_ctx, "store_order", &g));
   tj_value_t table = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){6, 4}, "c");
   tj_value_t index = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){4}, "i");
@@ -73,7 +75,7 @@ TEST(in_place_output_is_stored_after_every_load) {
 // The same store order in a matmul group: the epilogue's two outputs, the
 // first in place of the residual the second reads.
 TEST(in_place_matmul_epilogue_is_stored_after_every_load) {
-  tj_graph_t *g;
+  tj_graph_t* g;
   CHECK_OK(tj_graph_create(g_ctx, "epilogue_order", &g));
   tj_value_t table = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){6, 8}, "c");
   tj_value_t index = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){8}, "i");
@@ -95,7 +97,7 @@ TEST(in_place_matmul_epilogue_is_stored_after_every_load) {
 // gave it the slot; the lowering then refused the group (INTERNAL "written
 // in place of ... but the kernel reads ... at another index").
 TEST(no_in_place_through_a_movement_op) {
-  tj_graph_t *g;
+  tj_graph_t* g;
   CHECK_OK(tj_graph_create(g_ctx, "in_place_transpose", &g));
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){8, 8, 3}, "x");
   tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){8, 8}, "w");
@@ -106,11 +108,48 @@ TEST(no_in_place_through_a_movement_op) {
   tj_graph_destroy(g);
 }
 
+// A chain of 200 cheap elementwise ops: phase 1 of the fuser inlined all
+// of them into the one kernel of the output, which its own classify() then
+// rejected (INTERNAL "not a legal group: more nodes than fuse_max_nodes").
+// Now a node that would grow a kernel past the limit is materialized.
+TEST(long_chain_respects_fuse_max_nodes) {
+  tj_graph_t* g;
+  CHECK_OK(tj_graph_create(g_ctx, "chain", &g));
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){37}, "x");
+  float half = 0.5f;
+  tj_value_t c = tj_graph_constant(g, TJ_DTYPE_F32, 0, NULL, &half);
+  tj_value_t v = x;
+  for (int i = 0; i < 200; ++i) {
+    v = i % 2 ? tj_graph_add(g, v, x) : tj_graph_mul(g, v, c);
+  }
+  tj_graph_output(g, v, "y");
+  check_x86_matches_reference(g, -1, 0);
+  // Every group the fuser makes is within the limit, also a small one.
+  tj_graph_t* copy = NULL;
+  CHECK_OK(tj_graph_clone(g, &copy));
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, copy);
+  tj_pass_ctx_t pctx;
+  tj_pass_ctx_initialize(&pctx, g_ctx);
+  pctx.verify_each = true;
+  pctx.fuse_max_nodes = 16;
+  CHECK_OK(tj_pipeline_default(&pctx, &plan));
+  if (plan.fusion) {
+    CHECK(plan.fusion->num_groups >= 200 / 16);
+    for (uint32_t k = 0; k < plan.fusion->num_groups; ++k) {
+      CHECK(plan.fusion->groups[k].num_nodes <= 16);
+    }
+  }
+  tj_plan_deinitialize(&plan);
+  tj_graph_destroy(g);
+}
+
 int main(void) {
   CHECK_OK(tj_context_create(NULL, &g_ctx));
   RUN_TEST(in_place_output_is_stored_after_every_load);
   RUN_TEST(in_place_matmul_epilogue_is_stored_after_every_load);
   RUN_TEST(no_in_place_through_a_movement_op);
+  RUN_TEST(long_chain_respects_fuse_max_nodes);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
