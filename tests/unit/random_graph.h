@@ -16,7 +16,19 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
-enum { kMaxVals = 96, kMaxRunInputs = 32, kMaxRunOutputs = 32 };
+enum { kMaxVals = 512, kMaxRunInputs = 128, kMaxRunOutputs = 32 };
+
+// What generate_ex builds. generate() is the middle end's mix: a few to a
+// dozen ops of every dtype. generate_large() makes graphs of 100+ nodes for
+// the differential tests against a backend: many values read several times
+// (fusion's multi-consumer decisions, in-place buffers), f32 and f64 only
+// (a backend keeps f32 inside a fused group where the reference rounds
+// every op of a half-precision chain).
+typedef struct gen_config_t {
+  int min_ops, extra_ops;  // ops: min_ops + below(extra_ops)
+  int any_value_in;        // pick any value, not a recent one, 1 in this
+  bool wide_floats_only;   // f32 and f64 only
+} gen_config_t;
 
 //===--- a seeded generator ---===//
 
@@ -44,6 +56,7 @@ static inline double uniform(rng_t* r, double lo, double hi) {
 typedef struct gen_t {
   tj_graph_t* g;
   rng_t* r;
+  const gen_config_t* config;
   int64_t B;
   uint32_t vals[kMaxVals];  // values usable as operands
   uint32_t num_vals;
@@ -71,6 +84,10 @@ static inline bool append(gen_t* s, const tj_node_desc_t* d, uint32_t* out) {
 // several users; sometimes any value.
 static inline uint32_t pick(gen_t* s) {
   uint32_t n = s->num_vals;
+  int any = s->config->any_value_in;
+  if (any && n > 3 && below(s->r, (uint32_t)any) == 0) {
+    return s->vals[below(s->r, n)];
+  }
   if (n > 3 && below(s->r, 3)) return s->vals[n - 1 - below(s->r, 3)];
   return s->vals[below(s->r, n)];
 }
@@ -92,6 +109,9 @@ static inline int64_t random_dim(gen_t* s) {
 
 static inline tj_dtype_t random_dtype(gen_t* s) {
   uint32_t k = below(s->r, 20);
+  if (s->config->wide_floats_only) {
+    return k < 17 ? TJ_DTYPE_F32 : TJ_DTYPE_F64;
+  }
   if (k < 13) return TJ_DTYPE_F32;
   if (k < 15) return TJ_DTYPE_F64;
   if (k < 17) return TJ_DTYPE_BF16;
@@ -342,6 +362,7 @@ static inline bool gen_movement(gen_t* s) {
       static const tj_dtype_t kTo[] = {TJ_DTYPE_F32, TJ_DTYPE_F64,
                                        TJ_DTYPE_BF16, TJ_DTYPE_F16};
       tj_dtype_t to = kTo[below(s->r, 4)];
+      if (s->config->wide_floats_only) to = kTo[to == TJ_DTYPE_F32];
       uint32_t t;
       if (!with_attrs(s, TJ_OP_CAST, 1, &a, NULL, to, 0, NULL, &t)) {
         return false;
@@ -451,11 +472,13 @@ static inline bool gen_full(gen_t* s) {
          op2(s, TJ_OP_MUL, a, f, NULL);
 }
 
-static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
+static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
+                                      const gen_config_t* config) {
   rng_t r = {seed * 0x2545f4914f6cdd1dull + 1};
   gen_t s;
   memset(&s, 0, sizeof(s));
   s.r = &r;
+  s.config = config;
   char name[32];
   snprintf(name, sizeof(name), "seed%llu", (unsigned long long)seed);
   if (tj_graph_create(ctx, name, &s.g)) return NULL;
@@ -468,8 +491,10 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
   int inputs = 1 + (int)below(&r, 3);
   for (int i = 0; i < inputs; ++i) add_random_input(&s);
   if (s.num_vals == 0) add_random_input(&s);
-  int ops = 3 + (int)below(&r, 10);
-  for (int i = 0, tries = 0; i < ops && tries < 200 && s.num_vals; ++tries) {
+  int ops = config->min_ops + (int)below(&r, (uint32_t)config->extra_ops);
+  int max_tries = 4 * ops > 200 ? 4 * ops : 200;
+  for (int i = 0, tries = 0; i < ops && tries < max_tries && s.num_vals;
+       ++tries) {
     bool ok;
     switch (below(&r, 16)) {
       case 0:
@@ -548,6 +573,19 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
     return NULL;
   }
   return s.g;
+}
+
+static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
+  static const gen_config_t kSmall = {3, 10, 0, false};
+  return generate_ex(ctx, seed, &kSmall);
+}
+
+// 100 to 250 nodes: 60 to 140 ops (each one to three nodes, plus the
+// inputs and constants they make), a third of the operands any earlier
+// value.
+static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
+  static const gen_config_t kLarge = {60, 80, 3, true};
+  return generate_ex(ctx, seed, &kLarge);
 }
 
 //===--- running and comparing ---===//
