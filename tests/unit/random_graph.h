@@ -28,6 +28,7 @@ typedef struct gen_config_t {
   int min_ops, extra_ops;  // ops: min_ops + below(extra_ops)
   int any_value_in;        // pick any value, not a recent one, 1 in this
   bool wide_floats_only;   // f32 and f64 only
+  bool batched_input;      // a first input of shape [B, ..]
 } gen_config_t;
 
 //===--- a seeded generator ---===//
@@ -488,6 +489,10 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
     tj_graph_destroy(s.g);
     return NULL;
   }
+  if (config->batched_input) {  // binds B, which broadcast_to may use
+    int64_t dims[3] = {s.B, random_dim(&s), random_dim(&s)};
+    add_input(&s, random_dtype(&s), 1 + (int32_t)below(&r, 3), dims, NULL);
+  }
   int inputs = 1 + (int)below(&r, 3);
   for (int i = 0; i < inputs; ++i) add_random_input(&s);
   if (s.num_vals == 0) add_random_input(&s);
@@ -576,7 +581,7 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
 }
 
 static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kSmall = {3, 10, 0, false};
+  static const gen_config_t kSmall = {3, 10, 0, false, false};
   return generate_ex(ctx, seed, &kSmall);
 }
 
@@ -584,7 +589,7 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
 // inputs and constants they make), a third of the operands any earlier
 // value.
 static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kLarge = {60, 80, 3, true};
+  static const gen_config_t kLarge = {60, 80, 3, true, true};
   return generate_ex(ctx, seed, &kLarge);
 }
 

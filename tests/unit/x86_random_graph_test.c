@@ -18,7 +18,7 @@
 
 #include "tests/unit/random_graph.h"
 
-enum { kDefaultSeeds = 24 };
+enum { kDefaultSeeds = 60 };
 
 static int g_compared, g_skipped, g_ill_conditioned, g_failed, g_nodes;
 
