@@ -27,6 +27,7 @@ enum { kMaxVals = 512, kMaxRunInputs = 128, kMaxRunOutputs = 32 };
 typedef struct gen_config_t {
   int min_ops, extra_ops;  // ops: min_ops + below(extra_ops)
   int any_value_in;        // pick any value, not a recent one, 1 in this
+  int fanout_in;           // gen_fanout is 1 op in this (0: never)
   bool wide_floats_only;   // f32 and f64 only
   bool batched_input;      // a first input of shape [B, ..]
 } gen_config_t;
@@ -426,6 +427,47 @@ static inline bool gen_matmul(gen_t* s, bool linear) {
   return with_attrs(s, TJ_OP_LINEAR, 3, ops, NULL, dt, 0, NULL, NULL);
 }
 
+// One value read by a matmul and by the pointwise op whose result another
+// matmul reads: a = exp(x), b = a op y, a @ w, b @ w. a and b become two
+// outputs of one pointwise kernel, which may write one of them in place
+// of y (memplan) while computing the other from y.
+static inline bool gen_fanout(gen_t* s) {
+  static const tj_op_t kOps[] = {TJ_OP_ADD, TJ_OP_SUB, TJ_OP_MUL,
+                                 TJ_OP_MAXIMUM};
+  uint32_t x = pick_float(s);
+  const tj_node_t* n = node(s, x);
+  if (n->rank == 0 || !tj_dim_is_const(n->dims[n->rank - 1])) return false;
+  int64_t wd[2] = {n->dims[n->rank - 1], 1 + below(s->r, 4)};
+  tj_dtype_t dt = n->dtype;
+  uint32_t a, b, w, y = TJ_NODE_NONE;
+  if (!op1(s, below(s->r, 2) ? TJ_OP_EXP : TJ_OP_TANH, x, &a)) return false;
+  if (below(s->r, 2)) {
+    // y of a's shape from a gather (opaque: its own kernel), so that it
+    // is in memory and the kernel of a and b reads it last. Rows -4..4
+    // of 5 (make_inputs' integers) are all in range.
+    n = node(s, x);
+    int64_t td[2] = {5, n->dims[n->rank - 1]};
+    uint32_t ops[2];
+    if (!add_input(s, dt, 2, td, &ops[0]) ||
+        !add_input(s, TJ_DTYPE_I64, n->rank - 1, n->dims, &ops[1])) {
+      return false;
+    }
+    tj_attrs_t attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    if (!with_attrs(s, TJ_OP_GATHER, 2, ops, &attrs, dt, 0, NULL, &y)) {
+      return false;
+    }
+  }
+  if (!op2(s, kOps[below(s->r, TJ_ARRAY_SIZE(kOps))], a,
+           y == TJ_NODE_NONE ? pick(s) : y, &b)) {
+    return false;
+  }
+  if (!add_input(s, dt, 2, wd, &w) || !op2(s, TJ_OP_MATMUL, a, w, NULL)) {
+    return false;
+  }
+  return op2(s, TJ_OP_MATMUL, b, w, NULL);
+}
+
 static inline bool gen_composite(gen_t* s) {
   uint32_t a = pick_float(s);
   const tj_node_t* n = node(s, a);
@@ -501,6 +543,10 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
   for (int i = 0, tries = 0; i < ops && tries < max_tries && s.num_vals;
        ++tries) {
     bool ok;
+    if (config->fanout_in && below(&r, (uint32_t)config->fanout_in) == 0) {
+      i += gen_fanout(&s);
+      continue;
+    }
     switch (below(&r, 16)) {
       case 0:
       case 1:
@@ -581,7 +627,7 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
 }
 
 static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kSmall = {3, 10, 0, false, false};
+  static const gen_config_t kSmall = {3, 10, 0, 0, false, false};
   return generate_ex(ctx, seed, &kSmall);
 }
 
@@ -589,7 +635,7 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
 // inputs and constants they make), a third of the operands any earlier
 // value.
 static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kLarge = {60, 80, 3, true, true};
+  static const gen_config_t kLarge = {60, 80, 3, 8, true, true};
   return generate_ex(ctx, seed, &kLarge);
 }
 
