@@ -936,6 +936,21 @@ static tj_status_t store(lw_t* lw, uint32_t node, const imap_t* map) {
   return NULL;
 }
 
+// Stores every output of the group at |map|: all values first, then the
+// stores. An output may take an input's memory in place (memplan.c), so at
+// a point no load may follow a store: storing the first output before
+// computing the second would make the second read what the first wrote.
+static tj_status_t store_outputs(lw_t* lw, const imap_t* map) {
+  for (uint32_t j = 0; j < lw->grp->num_outputs; ++j) {
+    uint32_t v;
+    TJ_RETURN_IF_ERROR(value(lw, lw->grp->outputs[j], map, &v));
+  }
+  for (uint32_t j = 0; j < lw->grp->num_outputs; ++j) {
+    TJ_RETURN_IF_ERROR(store(lw, lw->grp->outputs[j], map));
+  }
+  return NULL;
+}
+
 //===--- spaces ---===//
 
 static void build_virtual(lw_t* lw, const int32_t* order) {
@@ -1093,10 +1108,7 @@ static tj_status_t body_pointwise(lw_t* lw) {
   imap_t map;
   TJ_RETURN_IF_ERROR(root_map(lw, &map));
   begin_phase(lw, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
-  for (uint32_t j = 0; j < lw->grp->num_outputs; ++j) {
-    TJ_RETURN_IF_ERROR(store(lw, lw->grp->outputs[j], &map));
-  }
-  return NULL;
+  return store_outputs(lw, &map);
 }
 
 static tj_status_t body_reduce(lw_t* lw) {
@@ -1239,10 +1251,7 @@ static tj_status_t body_gemm(lw_t* lw) {
   imap_t map;
   TJ_RETURN_IF_ERROR(root_map(lw, &map));
   begin_phase(lw, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
-  for (uint32_t j = 0; j < lw->grp->num_outputs; ++j) {
-    TJ_RETURN_IF_ERROR(store(lw, lw->grp->outputs[j], &map));
-  }
-  return NULL;
+  return store_outputs(lw, &map);
 }
 
 static tj_status_t body(lw_t* lw) {

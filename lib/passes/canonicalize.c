@@ -161,22 +161,6 @@ static void use_if_same_type(const canon_t* c, const match_t* m, uint32_t index,
 
 //===--- normal forms (rewrite operands, never replace) ---===//
 
-// Commutative ops: constants to the right, otherwise operands in node
-// order, so that a+b and b+a hash-cons to one node in cse. Exact: IEEE add
-// and mul commute bit for bit, NaNs and signed zeros included; and, or, eq,
-// ne trivially. (maximum/minimum do not: see kRules.)
-static tj_status_t nf_commute(canon_t* c, match_t* m, uint32_t* out) {
-  (void)out;
-  uint32_t a = m->ops[0], b = m->ops[1];
-  bool ca = is_constant_like(c, a), cb = is_constant_like(c, b);
-  if ((ca && !cb) || (ca == cb && a > b)) {
-    m->ops[0] = b;
-    m->ops[1] = a;
-    ++c->fired;
-  }
-  return NULL;
-}
-
 // numpy broadcast of two shapes into |dims|; false when it needs a run-time
 // guard (two different symbols) or fails.
 static bool broadcast2(int32_t ra, const int64_t* a, int32_t rb,
@@ -195,6 +179,34 @@ static bool broadcast2(int32_t ra, const int64_t* a, int32_t rb,
   }
   *out_rank = r;
   return true;
+}
+
+// Whether swapping the two operands of |m| keeps its shape. Not when
+// broadcasting them needs a run-time guard (B against 8*B): inference then
+// takes the first operand's dim, and the swapped node would be shaped
+// differently from the node it replaces (a reshape of it then fails).
+static bool swap_keeps_shape(const canon_t* c, const match_t* m) {
+  const tj_node_t* a = D(c, m->ops[0]);
+  const tj_node_t* b = D(c, m->ops[1]);
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  return broadcast2(a->rank, a->dims, b->rank, b->dims, &rank, dims);
+}
+
+// Commutative ops: constants to the right, otherwise operands in node
+// order, so that a+b and b+a hash-cons to one node in cse. Exact: IEEE add
+// and mul commute bit for bit, NaNs and signed zeros included; and, or, eq,
+// ne trivially. (maximum/minimum do not: see kRules.)
+static tj_status_t nf_commute(canon_t* c, match_t* m, uint32_t* out) {
+  (void)out;
+  uint32_t a = m->ops[0], b = m->ops[1];
+  bool ca = is_constant_like(c, a), cb = is_constant_like(c, b);
+  if (((ca && !cb) || (ca == cb && a > b)) && swap_keeps_shape(c, m)) {
+    m->ops[0] = b;
+    m->ops[1] = a;
+    ++c->fired;
+  }
+  return NULL;
 }
 
 // op(.., broadcast_to(y), ..) -> op(.., y, ..) when numpy broadcasting of
@@ -233,6 +245,7 @@ static tj_status_t nf_drop_broadcast(canon_t* c, match_t* m, uint32_t* out) {
 // gt(a, b) -> lt(b, a); ge(a, b) -> le(b, a): one spelling per comparison
 // (both false for NaN either way).
 static tj_status_t nf_flip_compare(canon_t* c, match_t* m, uint32_t* out) {
+  if (!swap_keeps_shape(c, m)) return NULL;
   tj_op_t op = m->node->op == TJ_OP_GT ? TJ_OP_LT : TJ_OP_LE;
   return emit2(c, op, m->ops[1], m->ops[0], out);
 }
@@ -633,6 +646,11 @@ static tj_status_t rebuild_node(canon_t* c, uint32_t index) {
     }
     if (has_none) break;
     TJ_RETURN_IF_ERROR(kRules[r].fn(c, &m, &out));
+    // A replacement must have the node's type. Inference can shape a
+    // rewritten node differently where dims are equal only by a run-time
+    // guard (neg(y) + x -> x - y with y: [8*B], x: [B] is shaped [B]):
+    // then the node stays (what was emitted is dead, for dce).
+    if (out != TJ_NODE_NONE && !has_type(c, out, &m)) out = TJ_NODE_NONE;
   }
   if (out != TJ_NODE_NONE) {
     ++c->fired;

@@ -16,6 +16,8 @@
 //    ops (exp, log, tanh, erf, sigmoid, pow, div, sqrt, ...: XLA's
 //    is_expensive) and never into more than kMaxRoots kernels. Duplicates
 //    are sets, not trees, so recomputation cannot blow up exponentially.
+//    A node that would grow a kernel past fuse_max_nodes is materialized,
+//    so that every phase-2 kernel is a legal group.
 // 2. Each materialized node becomes a kernel with the nodes inlined into it
 //    (plus the generators full/iota it reads, which cost nothing).
 // 3. Kernels merge, best first: a producer into its consumer (matmul
@@ -86,6 +88,9 @@ typedef struct fuse_t {
   int64_t* bytes;
   uint32_t* roots;  // n * kMaxRoots
   uint8_t* num_roots;
+  // Per materialized node: an upper bound on the nodes of its phase-2
+  // kernel (itself, the nodes inlined into it, the generators they read).
+  uint32_t* size;
   // Groups containing each node: memb[i][0 .. num_memb[i]).
   uint32_t** memb;
   uint32_t* num_memb;
@@ -222,6 +227,23 @@ static void add_root(uint32_t* set, uint32_t* count, uint32_t root,
   set[(*count)++] = root;
 }
 
+// The generators (full, iota) |i| reads, which join every kernel it is in:
+// an upper bound, as a generator may be shared or be materialized.
+static uint32_t generators_read(const fuse_t* f, uint32_t i) {
+  const tj_node_t* node = N(f, i);
+  uint32_t count = 0;
+  for (uint32_t k = 0; k < node->num_operands; ++k) {
+    uint32_t o = node->operands[k];
+    if (o == TJ_NODE_NONE || f->cls[o] != C_GENERATOR) continue;
+    bool repeated = false;
+    for (uint32_t j = 0; j < k; ++j) repeated |= node->operands[j] == o;
+    count += !repeated;
+  }
+  return count;
+}
+
+// Consumers first: by the time node i is decided, every kernel it could be
+// inlined into has its root, and f->size bounds each kernel's nodes so far.
 static void decide(fuse_t* f) {
   const tj_uses_t* uses = &f->uses;
   for (uint32_t i = f->n; i-- > 0;) {
@@ -252,9 +274,25 @@ static void decide(fuse_t* f) {
           }
         }
       }
+      uint32_t full = TJ_NODE_NONE;
+      for (uint32_t r = 0; !overflow && r < count; ++r) {
+        if (f->size[set[r]] + 1 + generators_read(f, i) >
+            f->ctx->fuse_max_nodes) {
+          full = set[r];
+        }
+      }
       if (overflow) {
         log_fusion(f, "%%%u (%s) feeds more than %d kernels: materialized", i,
                    tj_op_info(N(f, i)->op)->name, kMaxRoots);
+        mat = true;
+      } else if (full != TJ_NODE_NONE) {
+        // Inlining it would make a kernel no merge could ever form: more
+        // nodes than classify() allows.
+        log_fusion(f,
+                   "%%%u (%s) would make the kernel of %%%u larger than "
+                   "fuse_max_nodes (%u): materialized",
+                   i, tj_op_info(N(f, i)->op)->name, full,
+                   f->ctx->fuse_max_nodes);
         mat = true;
       } else if (count > 1) {
         int64_t operand_bytes = 0;
@@ -294,9 +332,13 @@ static void decide(fuse_t* f) {
       f->mat[i] = true;
       f->roots[(size_t)i * kMaxRoots] = i;
       f->num_roots[i] = 1;
+      f->size[i] = 1 + generators_read(f, i);
     } else {
       memcpy(&f->roots[(size_t)i * kMaxRoots], set, sizeof(uint32_t) * count);
       f->num_roots[i] = (uint8_t)count;
+      for (uint32_t r = 0; r < count; ++r) {
+        f->size[set[r]] += 1 + generators_read(f, i);
+      }
     }
   }
 }
@@ -1134,6 +1176,7 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   f.bytes = scratch(&f, n * sizeof(int64_t));
   f.roots = scratch(&f, n * kMaxRoots * sizeof(uint32_t));
   f.num_roots = scratch(&f, n);
+  f.size = scratch(&f, n * sizeof(uint32_t));
   f.memb = scratch(&f, n * sizeof(uint32_t*));
   f.num_memb = scratch(&f, n * sizeof(uint32_t));
   f.cap_memb = scratch(&f, n * sizeof(uint32_t));
@@ -1143,14 +1186,15 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   f.seen = scratch(&f, n * sizeof(uint32_t));
   f.stack = scratch(&f, n * sizeof(uint32_t));  // each group pushed once
   if (!f.cls || !f.mat || !f.forced || !f.home || !f.bytes || !f.roots ||
-      !f.num_roots || !f.memb || !f.num_memb || !f.cap_memb || !f.in_set ||
-      !f.dep || !f.mat_u || !f.seen || !f.stack) {
+      !f.num_roots || !f.size || !f.memb || !f.num_memb || !f.cap_memb ||
+      !f.in_set || !f.dep || !f.mat_u || !f.seen || !f.stack) {
     status = tj_status_oom();
   }
   if (!status) {
     memset(f.mat, 0, n * sizeof(bool));
     memset(f.forced, 0, n * sizeof(bool));
     memset(f.num_roots, 0, n);
+    memset(f.size, 0, n * sizeof(uint32_t));
     memset(f.memb, 0, n * sizeof(uint32_t*));
     memset(f.num_memb, 0, n * sizeof(uint32_t));
     memset(f.cap_memb, 0, n * sizeof(uint32_t));

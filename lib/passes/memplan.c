@@ -120,7 +120,8 @@ typedef struct planner_t {
   tj_uses_t uses;
   slot_state_t* slots;
   uint32_t num_slots, slot_capacity;
-  bool* taken;  // per buffer: its slot was taken in place already
+  bool* taken;          // per buffer: its slot was taken in place already
+  bool* depends_on_in;  // per node: reads_in_place's scratch
 } planner_t;
 
 static bool group_has(const tj_group_t* grp, uint32_t node) {
@@ -145,9 +146,12 @@ static bool same_shape(const tj_node_t* a, const tj_node_t* b) {
 }
 
 // Whether group |grp| reads |in| only elementwise at the index it writes
-// |out|, so |out| may overwrite |in| as it goes.
-static bool reads_in_place(const planner_t* p, const tj_group_t* grp,
-                           uint32_t in, uint32_t out) {
+// |out|, so |out| may overwrite |in| as it goes. Not only |in|'s readers
+// but every node of the group that depends on it must be elementwise and
+// of its shape: in transpose(neg(in)), neg reads |in| elementwise, but the
+// transpose makes each point of the output read |in| at another index.
+static bool reads_in_place(planner_t* p, const tj_group_t* grp, uint32_t in,
+                           uint32_t out) {
   if (grp->kind != TJ_GROUP_POINTWISE && grp->kind != TJ_GROUP_MATMUL) {
     return false;
   }
@@ -156,11 +160,20 @@ static bool reads_in_place(const planner_t* p, const tj_group_t* grp,
   if (!same_shape(a, b) || tj_dtype_size(a->dtype) != tj_dtype_size(b->dtype)) {
     return false;
   }
-  for (uint32_t k = p->uses.offsets[in]; k < p->uses.offsets[in + 1]; ++k) {
-    uint32_t u = p->uses.users[k];
-    if (!group_has(grp, u)) continue;
+  // Ascending nodes are an evaluation order: operands are marked first.
+  for (uint32_t j = 0; j < grp->num_nodes; ++j) {
+    uint32_t u = grp->nodes[j];
     const tj_node_t* un = &p->g->nodes[u];
-    if (!tj_op_is_elementwise(un->op) || !same_shape(un, a)) return false;
+    bool depends = false;
+    for (uint32_t k = 0; k < un->num_operands; ++k) {
+      uint32_t o = un->operands[k];
+      depends |= o == in || (o != TJ_NODE_NONE && group_has(grp, o) &&
+                             p->depends_on_in[o]);
+    }
+    p->depends_on_in[u] = depends;
+    if (depends && (!tj_op_is_elementwise(un->op) || !same_shape(un, a))) {
+      return false;
+    }
   }
   return true;
 }
@@ -292,7 +305,8 @@ static tj_status_t build(planner_t* p) {
   mp->buffers =
       tj_arena_alloc(&mp->arena, sizeof(tj_buffer_t) * (count ? count : 1));
   p->taken = tj_arena_alloc(&p->scratch, sizeof(bool) * (count ? count : 1));
-  if (!mp->buffers || !p->taken) return tj_status_oom();
+  p->depends_on_in = tj_arena_alloc(&p->scratch, sizeof(bool) * (n ? n : 1));
+  if (!mp->buffers || !p->taken || !p->depends_on_in) return tj_status_oom();
   memset(p->taken, 0, sizeof(bool) * (count ? count : 1));
   TJ_RETURN_IF_ERROR(tj_uses_initialize(&p->uses, g));
   for (uint32_t i = 0; i < n; ++i) {

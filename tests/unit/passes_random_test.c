@@ -6,9 +6,13 @@
 // the dtype's tolerance. The fusion groups and memory plan are verified by
 // the pipeline (verify_each). A second canonicalize must change nothing.
 //
+// A second test does the same with generate_large's graphs of 100 to 250
+// nodes: kDefaultLargeGraphs seeds in CI, TJ_RANDOM_GRAPH_SEEDS=<count>
+// for long local runs.
+//
 // A failing seed prints its graph and the optimized plan. Reproduce one
-// with: passes_random_test SEED [COUNT]; TJ_RANDOM_PRINT=1 prints passing
-// seeds too.
+// with: passes_random_test SEED [COUNT] (both sizes of graph from that
+// seed); TJ_RANDOM_PRINT=1 prints passing seeds too.
 
 #include <float.h>
 
@@ -17,33 +21,9 @@
 #include "lib/passes/fusion.h"
 #include "lib/passes/pass.h"
 
-enum { kDefaultGraphs = 3000 };
+enum { kDefaultGraphs = 3000, kDefaultLargeGraphs = 300 };
 
 static int g_failed_seeds, g_ill_conditioned;
-
-// Whether every output of |a| and |b| agrees within tolerance; else writes
-// the first difference into |what| (if not NULL).
-static bool outputs_agree(const tj_graph_t* g, const run_t* a, const run_t* b,
-                          char* what, size_t size) {
-  for (int32_t o = 0; o < a->num_outputs; ++o) {
-    tj_dtype_t working = working_dtype(g, a->dtype[o]);
-    int64_t n = (int64_t)(a->bytes[o] / tj_dtype_size(a->dtype[o]));
-    for (int64_t k = 0; k < n; ++k) {
-      double w = tj_load_f64(a->dtype[o], a->data[o], k);
-      double v = tj_load_f64(b->dtype[o], b->data[o], k);
-      if (!close_enough(working, w, v)) {
-        if (what) {
-          snprintf(what, size,
-                   "output %d element %lld: reference %.9g, "
-                   "optimized %.9g",
-                   o, (long long)k, w, v);
-        }
-        return false;
-      }
-    }
-  }
-  return true;
-}
 
 static void print_failure(uint64_t seed, const tj_graph_t* g,
                           const tj_plan_t* plan, const char* what) {
@@ -75,8 +55,10 @@ static bool stable(const tj_graph_t* g, const inputs_t* noisy,
 
 static int g_compared, g_skipped, g_fused_groups, g_nodes_in;
 
-static void check_seed(tj_context_t* ctx, uint64_t seed) {
-  tj_graph_t* g = generate(ctx, seed);
+typedef tj_graph_t* (*generator_fn)(tj_context_t* ctx, uint64_t seed);
+
+static void check_seed(tj_context_t* ctx, uint64_t seed, generator_fn gen) {
+  tj_graph_t* g = gen(ctx, seed);
   if (!g) {
     ++g_skipped;
     return;
@@ -178,7 +160,7 @@ TEST(random_graphs_match_the_reference) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(NULL, &ctx));
   for (uint64_t seed = g_first_seed; seed < g_first_seed + g_count; ++seed) {
-    check_seed(ctx, seed);
+    check_seed(ctx, seed, generate);
   }
   printf(
       "# %d graphs compared (%d skipped, %d ill-conditioned run but not "
@@ -189,11 +171,38 @@ TEST(random_graphs_match_the_reference) {
   tj_context_destroy(ctx);
 }
 
+// random_graph.h's generate_large: 100 to 250 nodes, many multi-use
+// values, so that fusion and memplan see long chains, many consumers and
+// kernels near fuse_max_nodes.
+static uint64_t g_large_count = kDefaultLargeGraphs;
+
+TEST(large_random_graphs_match_the_reference) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  g_compared = g_skipped = g_ill_conditioned = g_failed_seeds = 0;
+  g_fused_groups = g_nodes_in = 0;
+  for (uint64_t seed = g_first_seed; seed < g_first_seed + g_large_count;
+       ++seed) {
+    check_seed(ctx, seed, generate_large);
+  }
+  printf(
+      "# %d large graphs compared (%d skipped, %d ill-conditioned), %d "
+      "failed; %d nodes in, %d groups out\n",
+      g_compared, g_skipped, g_ill_conditioned, g_failed_seeds, g_nodes_in,
+      g_fused_groups);
+  CHECK(g_compared >= (int)(g_large_count * 6 / 10));
+  tj_context_destroy(ctx);
+}
+
 int main(int argc, char** argv) {
+  const char* env = getenv("TJ_RANDOM_GRAPH_SEEDS");
+  if (env && *env) g_large_count = strtoull(env, NULL, 10);
   if (argc > 1) {
     g_first_seed = strtoull(argv[1], NULL, 10);
     g_count = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
+    g_large_count = g_count;
   }
   RUN_TEST(random_graphs_match_the_reference);
+  RUN_TEST(large_random_graphs_match_the_reference);
   TEST_MAIN_END();
 }

@@ -16,7 +16,21 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
-enum { kMaxVals = 96, kMaxRunInputs = 32, kMaxRunOutputs = 32 };
+enum { kMaxVals = 512, kMaxRunInputs = 128, kMaxRunOutputs = 32 };
+
+// What generate_ex builds. generate() is the middle end's mix: a few to a
+// dozen ops of every dtype. generate_large() makes graphs of 100+ nodes for
+// the differential tests against a backend: many values read several times
+// (fusion's multi-consumer decisions, in-place buffers), f32 and f64 only
+// (a backend keeps f32 inside a fused group where the reference rounds
+// every op of a half-precision chain).
+typedef struct gen_config_t {
+  int min_ops, extra_ops;  // ops: min_ops + below(extra_ops)
+  int any_value_in;        // pick any value, not a recent one, 1 in this
+  int fanout_in;           // gen_fanout is 1 op in this (0: never)
+  bool wide_floats_only;   // f32 and f64 only
+  bool batched_input;      // a first input of shape [B, ..]
+} gen_config_t;
 
 //===--- a seeded generator ---===//
 
@@ -44,6 +58,7 @@ static inline double uniform(rng_t* r, double lo, double hi) {
 typedef struct gen_t {
   tj_graph_t* g;
   rng_t* r;
+  const gen_config_t* config;
   int64_t B;
   uint32_t vals[kMaxVals];  // values usable as operands
   uint32_t num_vals;
@@ -71,6 +86,10 @@ static inline bool append(gen_t* s, const tj_node_desc_t* d, uint32_t* out) {
 // several users; sometimes any value.
 static inline uint32_t pick(gen_t* s) {
   uint32_t n = s->num_vals;
+  int any = s->config->any_value_in;
+  if (any && n > 3 && below(s->r, (uint32_t)any) == 0) {
+    return s->vals[below(s->r, n)];
+  }
   if (n > 3 && below(s->r, 3)) return s->vals[n - 1 - below(s->r, 3)];
   return s->vals[below(s->r, n)];
 }
@@ -92,6 +111,9 @@ static inline int64_t random_dim(gen_t* s) {
 
 static inline tj_dtype_t random_dtype(gen_t* s) {
   uint32_t k = below(s->r, 20);
+  if (s->config->wide_floats_only) {
+    return k < 17 ? TJ_DTYPE_F32 : TJ_DTYPE_F64;
+  }
   if (k < 13) return TJ_DTYPE_F32;
   if (k < 15) return TJ_DTYPE_F64;
   if (k < 17) return TJ_DTYPE_BF16;
@@ -342,6 +364,7 @@ static inline bool gen_movement(gen_t* s) {
       static const tj_dtype_t kTo[] = {TJ_DTYPE_F32, TJ_DTYPE_F64,
                                        TJ_DTYPE_BF16, TJ_DTYPE_F16};
       tj_dtype_t to = kTo[below(s->r, 4)];
+      if (s->config->wide_floats_only) to = kTo[to == TJ_DTYPE_F32];
       uint32_t t;
       if (!with_attrs(s, TJ_OP_CAST, 1, &a, NULL, to, 0, NULL, &t)) {
         return false;
@@ -404,6 +427,47 @@ static inline bool gen_matmul(gen_t* s, bool linear) {
   return with_attrs(s, TJ_OP_LINEAR, 3, ops, NULL, dt, 0, NULL, NULL);
 }
 
+// One value read by a matmul and by the pointwise op whose result another
+// matmul reads: a = exp(x), b = a op y, a @ w, b @ w. a and b become two
+// outputs of one pointwise kernel, which may write one of them in place
+// of y (memplan) while computing the other from y.
+static inline bool gen_fanout(gen_t* s) {
+  static const tj_op_t kOps[] = {TJ_OP_ADD, TJ_OP_SUB, TJ_OP_MUL,
+                                 TJ_OP_MAXIMUM};
+  uint32_t x = pick_float(s);
+  const tj_node_t* n = node(s, x);
+  if (n->rank == 0 || !tj_dim_is_const(n->dims[n->rank - 1])) return false;
+  int64_t wd[2] = {n->dims[n->rank - 1], 1 + below(s->r, 4)};
+  tj_dtype_t dt = n->dtype;
+  uint32_t a, b, w, y = TJ_NODE_NONE;
+  if (!op1(s, below(s->r, 2) ? TJ_OP_EXP : TJ_OP_TANH, x, &a)) return false;
+  if (below(s->r, 2)) {
+    // y of a's shape from a gather (opaque: its own kernel), so that it
+    // is in memory and the kernel of a and b reads it last. Rows -4..4
+    // of 5 (make_inputs' integers) are all in range.
+    n = node(s, x);
+    int64_t td[2] = {5, n->dims[n->rank - 1]};
+    uint32_t ops[2];
+    if (!add_input(s, dt, 2, td, &ops[0]) ||
+        !add_input(s, TJ_DTYPE_I64, n->rank - 1, n->dims, &ops[1])) {
+      return false;
+    }
+    tj_attrs_t attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    if (!with_attrs(s, TJ_OP_GATHER, 2, ops, &attrs, dt, 0, NULL, &y)) {
+      return false;
+    }
+  }
+  if (!op2(s, kOps[below(s->r, TJ_ARRAY_SIZE(kOps))], a,
+           y == TJ_NODE_NONE ? pick(s) : y, &b)) {
+    return false;
+  }
+  if (!add_input(s, dt, 2, wd, &w) || !op2(s, TJ_OP_MATMUL, a, w, NULL)) {
+    return false;
+  }
+  return op2(s, TJ_OP_MATMUL, b, w, NULL);
+}
+
 static inline bool gen_composite(gen_t* s) {
   uint32_t a = pick_float(s);
   const tj_node_t* n = node(s, a);
@@ -451,11 +515,13 @@ static inline bool gen_full(gen_t* s) {
          op2(s, TJ_OP_MUL, a, f, NULL);
 }
 
-static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
+static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
+                                      const gen_config_t* config) {
   rng_t r = {seed * 0x2545f4914f6cdd1dull + 1};
   gen_t s;
   memset(&s, 0, sizeof(s));
   s.r = &r;
+  s.config = config;
   char name[32];
   snprintf(name, sizeof(name), "seed%llu", (unsigned long long)seed);
   if (tj_graph_create(ctx, name, &s.g)) return NULL;
@@ -465,12 +531,22 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
     tj_graph_destroy(s.g);
     return NULL;
   }
+  if (config->batched_input) {  // binds B, which broadcast_to may use
+    int64_t dims[3] = {s.B, random_dim(&s), random_dim(&s)};
+    add_input(&s, random_dtype(&s), 1 + (int32_t)below(&r, 3), dims, NULL);
+  }
   int inputs = 1 + (int)below(&r, 3);
   for (int i = 0; i < inputs; ++i) add_random_input(&s);
   if (s.num_vals == 0) add_random_input(&s);
-  int ops = 3 + (int)below(&r, 10);
-  for (int i = 0, tries = 0; i < ops && tries < 200 && s.num_vals; ++tries) {
+  int ops = config->min_ops + (int)below(&r, (uint32_t)config->extra_ops);
+  int max_tries = 4 * ops > 200 ? 4 * ops : 200;
+  for (int i = 0, tries = 0; i < ops && tries < max_tries && s.num_vals;
+       ++tries) {
     bool ok;
+    if (config->fanout_in && below(&r, (uint32_t)config->fanout_in) == 0) {
+      i += gen_fanout(&s);
+      continue;
+    }
     switch (below(&r, 16)) {
       case 0:
       case 1:
@@ -548,6 +624,19 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
     return NULL;
   }
   return s.g;
+}
+
+static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
+  static const gen_config_t kSmall = {3, 10, 0, 0, false, false};
+  return generate_ex(ctx, seed, &kSmall);
+}
+
+// 100 to 250 nodes: 60 to 140 ops (each one to three nodes, plus the
+// inputs and constants they make), a third of the operands any earlier
+// value.
+static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
+  static const gen_config_t kLarge = {60, 80, 3, 8, true, true};
+  return generate_ex(ctx, seed, &kLarge);
 }
 
 //===--- running and comparing ---===//
@@ -666,6 +755,33 @@ static inline tj_status_t run_graph(const tj_graph_t* g, const inputs_t* in,
   return tj_reference_run(g, in->t, in->count, tensors, out->num_outputs);
 }
 
+// As run_graph, but compiled with |options| (tj_compile) and run by the
+// executable.
+static inline tj_status_t run_compiled(const tj_graph_t* g, const inputs_t* in,
+                                       const tj_compile_options_t* options,
+                                       run_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_tensor_t tensors[kMaxRunOutputs];
+  out->num_outputs = (int32_t)g->num_outputs;
+  for (int32_t i = 0; i < out->num_outputs; ++i) {
+    TJ_RETURN_IF_ERROR(tj_graph_output_shape(g, in->t, in->count, i,
+                                             &out->rank[i], out->shape[i]));
+    int64_t numel = 1;
+    for (int32_t d = 0; d < out->rank[i]; ++d) numel *= out->shape[i][d];
+    out->dtype[i] = g->nodes[g->outputs[i].node].dtype;
+    out->bytes[i] = (size_t)numel * tj_dtype_size(out->dtype[i]);
+    out->data[i] = calloc(1, out->bytes[i] ? out->bytes[i] : 1);
+    tensors[i] = tj_tensor_make(out->data[i], out->dtype[i], out->rank[i],
+                                out->shape[i]);
+  }
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR(tj_compile(g, options, &exe));
+  tj_status_t st =
+      tj_executable_run(exe, in->t, in->count, tensors, out->num_outputs);
+  tj_executable_release(exe);
+  return st;
+}
+
 // |a| (reference of the input graph) and |b| agree within |dtype|'s
 // tolerance; NaN matches NaN, infinities match themselves.
 static inline bool close_enough(tj_dtype_t dtype, double want, double got) {
@@ -716,6 +832,30 @@ static inline tj_dtype_t working_dtype(const tj_graph_t* g, tj_dtype_t out) {
     }
   }
   return out;
+}
+
+// Whether every output of |a| and |b| agrees within tolerance; else writes
+// the first difference into |what| (if not NULL).
+static inline bool outputs_agree(const tj_graph_t* g, const run_t* a,
+                                 const run_t* b, char* what, size_t size) {
+  for (int32_t o = 0; o < a->num_outputs; ++o) {
+    tj_dtype_t working = working_dtype(g, a->dtype[o]);
+    int64_t n = (int64_t)(a->bytes[o] / tj_dtype_size(a->dtype[o]));
+    for (int64_t k = 0; k < n; ++k) {
+      double w = tj_load_f64(a->dtype[o], a->data[o], k);
+      double v = tj_load_f64(b->dtype[o], b->data[o], k);
+      if (!close_enough(working, w, v)) {
+        if (what) {
+          snprintf(what, size,
+                   "output %d element %lld: reference %.9g, "
+                   "optimized %.9g",
+                   o, (long long)k, w, v);
+        }
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 #endif  // TJ_TESTS_UNIT_RANDOM_GRAPH_H_
