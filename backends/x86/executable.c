@@ -1485,6 +1485,7 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
   if (exe->cuda) {
     // Device tensors are checked by the program.
     TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
+    TJ_RETURN_IF_ERROR(tj_ir_check_run_memory(g, inputs, outputs));
     tj_status_t status = tj_cuda_program_run(exe->cuda, sym, inputs, outputs);
     if (!status) atomic_fetch_add(&exe->runs, 1);
     return status;
@@ -1496,6 +1497,7 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
     }
   }
   TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
+  TJ_RETURN_IF_ERROR(tj_ir_check_run_memory(g, inputs, outputs));
   const tj_x86_kernel_set_t* set = &exe->generic;
   if (exe->options.specialize != TJ_SPECIALIZE_NEVER && exe->num_symbols > 0) {
     if (exe->options.bucket_pow2) {
