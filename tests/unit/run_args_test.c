@@ -1,6 +1,8 @@
 // Hostile arguments on every CPU target (x86 and the reference interpreter,
 // through tj_compile and tj_executable_run): outputs that overlap an input,
-// another output or themselves, and pointers that wrap. Each refusal is INVALID_ARGUMENT
+// another output or themselves, pointers that wrap, symbolic dims that
+// overflow only at run time, and the size rule of tj_graph.h (zero-element
+// tensors with huge other dims included). Each refusal is INVALID_ARGUMENT
 // naming the tensor or node, and nothing is written first. The memory
 // checks are lib/run_args.c, shared with the CUDA target.
 
@@ -238,12 +240,128 @@ TEST(wrapping_pointers_refused) {
   }
 }
 
+//===--- hostile dims ---===//
+
+// full[big] with big = B + (2^63 - 2), B * 2^62, B * 2^61 + 2^62: finalizes
+// (the dim is symbolic) and overflows int64 only once B = 3 is bound.
+TEST(symbolic_dim_overflow_at_run_time) {
+  for (int t = 0; t < 2; ++t) {
+    for (int kind = 0; kind < 3; ++kind) {
+      tj_graph_t* g = new_graph();
+      int64_t B = tj_graph_symbol(g, "B");
+      int64_t big =
+          kind == 0 ? tj_graph_dim_add(g, B, INT64_MAX - 1)
+          : kind == 1
+              ? tj_graph_dim_mul(g, B, (int64_t)1 << 62)
+              : tj_graph_dim_add(g, tj_graph_dim_mul(g, B, (int64_t)1 << 61),
+                                 (int64_t)1 << 62);
+      tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){B}, "x");
+      tj_value_t f = tj_graph_full(g, TJ_DTYPE_F32, 1, (int64_t[]){big}, 1.0);
+      tj_graph_output(g,
+                      tj_graph_add(g, tj_graph_sum(g, f, 0, NULL, false),
+                                   tj_graph_sum(g, x, 0, NULL, false)),
+                      "y");
+      tj_executable_t* e = compile_for(g, kTargets[t]);
+      float xs[3] = {1, 2, 3}, y = 0;
+      tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 1, (int64_t[]){3});
+      tj_tensor_t out = tj_tensor_make(&y, TJ_DTYPE_F32, 0, NULL);
+      CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "overflows int64",
+                   tj_executable_run(e, &in, 1, &out, 1));
+      int32_t rank;
+      int64_t dims[TJ_MAX_RANK];
+      CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "full (node %1) dim 0",
+                   tj_executable_output_shape(e, &in, 1, 0, &rank, dims));
+      CHECK(y == 0);
+      tj_executable_release(e);
+      tj_graph_destroy(g);
+    }
+  }
+}
+
+// full, iota, broadcast_to and reshape whose size overflows: refused when
+// the node is built, whatever the target.
+TEST(huge_constant_dims_refused_when_built) {
+  const int64_t shapes[2][2] = {{INT64_MAX, 4}, {(int64_t)1 << 62, 4}};
+  for (int s = 0; s < 2; ++s) {
+    for (int kind = 0; kind < 4; ++kind) {
+      tj_graph_t* g = new_graph();
+      tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
+      tj_value_t v;
+      const int64_t* d = shapes[s];
+      switch (kind) {
+        case 0:
+          v = tj_graph_full(g, TJ_DTYPE_F32, 2, d, 1.0);
+          break;
+        case 1:
+          v = tj_graph_iota(g, TJ_DTYPE_F32, 2, d, 0);
+          break;
+        case 2:
+          v = tj_graph_broadcast_to(g, x, 2, d);
+          break;
+        default:
+          v = tj_graph_reshape(g, tj_graph_broadcast_to(g, x, 2, d), 1,
+                               (int64_t[]){-1});
+          break;
+      }
+      tj_graph_output(g, tj_graph_sum(g, v, 0, NULL, false), "y");
+      CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "more than 2^48 bytes",
+                   tj_graph_finalize(g));
+      tj_graph_destroy(g);
+    }
+  }
+}
+
+// The size rule leaves zero dims out of the product: an empty tensor with
+// huge other dims is refused, when built and at run time, on both targets
+// alike; one with modest other dims runs.
+TEST(zero_element_tensors_one_rule) {
+  float dummy[4] = {0};
+  for (int kind = 0; kind < 2; ++kind) {
+    tj_graph_t* g = new_graph();
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){2}, "x");
+    tj_value_t v = kind == 0
+                       ? tj_graph_constant(g, TJ_DTYPE_F32, 3,
+                                           (int64_t[]){INT64_MAX, 2, 0}, dummy)
+                       : tj_graph_broadcast_to(
+                             g, x, 4, (int64_t[]){(int64_t)1 << 62, 4, 0, 2});
+    tj_graph_output(g, v, "y");
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "without its zero dims",
+                 tj_graph_finalize(g));
+    tj_graph_destroy(g);
+  }
+  for (int t = 0; t < 2; ++t) {
+    tj_graph_t* g = new_graph();
+    int64_t B = tj_graph_symbol(g, "B"), N = tj_graph_symbol(g, "N");
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, N}, "x");
+    tj_graph_output(g, tj_graph_neg(g, x), "y");
+    tj_executable_t* e = compile_for(g, kTargets[t]);
+    int64_t huge[2] = {0, (int64_t)1 << 62}, fine[2] = {0, (int64_t)1 << 40};
+    tj_tensor_t in = tj_tensor_make(NULL, TJ_DTYPE_F32, 2, huge);
+    tj_tensor_t out = tj_tensor_make(NULL, TJ_DTYPE_F32, 2, huge);
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "without its zero dims",
+                 tj_executable_run(e, &in, 1, &out, 1));
+    int32_t rank;
+    int64_t dims[TJ_MAX_RANK];
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "without its zero dims",
+                 tj_executable_output_shape(e, &in, 1, 0, &rank, dims));
+    in.shape = out.shape = fine;
+    CHECK_OK(tj_executable_output_shape(e, &in, 1, 0, &rank, dims));
+    CHECK(rank == 2 && dims[0] == 0 && dims[1] == fine[1]);
+    CHECK_OK(tj_executable_run(e, &in, 1, &out, 1));
+    tj_executable_release(e);
+    tj_graph_destroy(g);
+  }
+}
+
 int main(void) {
   if (tj_context_create(NULL, &g_ctx)) return 1;
   RUN_TEST(output_over_input_refused);
   RUN_TEST(output_over_itself_refused);
   RUN_TEST(outputs_over_each_other_refused);
   RUN_TEST(wrapping_pointers_refused);
+  RUN_TEST(symbolic_dim_overflow_at_run_time);
+  RUN_TEST(huge_constant_dims_refused_when_built);
+  RUN_TEST(zero_element_tensors_one_rule);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
