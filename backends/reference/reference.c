@@ -1161,13 +1161,13 @@ static tj_status_t eval_view_op(run_t* run, uint32_t index) {
     case TJ_OP_SLICE: {
       // ints = starts, stops, steps, already normalized (start in [0, dim]);
       // the result's dims are the element counts.
-      const int64_t* starts = node->attrs.ints;
-      const int64_t* steps = node->attrs.ints + 2 * a->rank;
+      // Indexed, not offset: ints is NULL for rank 0.
+      const int64_t* ints = node->attrs.ints;
       int64_t offset = 0;
       for (int32_t d = 0; d < a->rank; ++d) {
         src.dims[d] = out->dims[d];
-        src.strides[d] = a->strides[d] * steps[d];
-        offset += starts[d] * a->strides[d];
+        src.strides[d] = a->strides[d] * ints[2 * a->rank + d];
+        offset += ints[d] * a->strides[d];
       }
       // An empty result reads nothing (and its start may be one past the
       // end).
