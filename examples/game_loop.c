@@ -388,8 +388,8 @@ static void steer(agents_t* a) {
 static bool parse_args(int argc, char** argv, options_t* o) {
   o->frames = 10000;
   o->agents = 512;
-  o->workers = 1;  // plus the game thread
-  for (int i = 1; i < argc; ++i) {
+  o->workers = 1;                      // plus the game thread
+  for (int i = 1; i < argc; i += 2) {  // each option takes a value
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--frames") == 0 && v) {
       o->frames = atoll(v);
@@ -400,7 +400,6 @@ static bool parse_args(int argc, char** argv, options_t* o) {
     } else {
       return false;
     }
-    ++i;
   }
   return o->frames >= 2 && o->agents >= 1 && o->workers >= 0 &&
          o->workers <= MAX_WORKERS;
