@@ -368,15 +368,15 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
     srand(1);
     // The same values in both dtypes (bf16-representable floats).
     for (int64_t i = 0; i < M * K; ++i) {
-      xb[i] = to_bf16((float)rand() / RAND_MAX - 0.5f);
+      xb[i] = to_bf16((float)rand() / (float)RAND_MAX - 0.5f);
       xf[i] = from_bf16(xb[i]);
     }
     for (int64_t i = 0; i < K * N; ++i) {
-      wb[i] = to_bf16(((float)rand() / RAND_MAX - 0.5f) * 0.06f);
+      wb[i] = to_bf16(((float)rand() / (float)RAND_MAX - 0.5f) * 0.06f);
       wf[i] = from_bf16(wb[i]);
     }
     for (int64_t i = 0; i < N; ++i) {
-      bb[i] = to_bf16((float)rand() / RAND_MAX - 0.5f);
+      bb[i] = to_bf16((float)rand() / (float)RAND_MAX - 0.5f);
       bf[i] = from_bf16(bb[i]);
     }
     void* bufs_b[4] = {xb, wb, bb, yb};
@@ -582,11 +582,13 @@ int main(int argc, char** argv) {
     float* ref = alloc_floats((size_t)(M * N));
     if (!x || !w || !bias || !y || !ref) return 1;
     srand(1);
-    for (int64_t i = 0; i < M * K; ++i) x[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int64_t i = 0; i < M * K; ++i)
+      x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     for (int64_t i = 0; i < K * N; ++i) {
-      w[i] = ((float)rand() / RAND_MAX - 0.5f) * 0.06f;
+      w[i] = ((float)rand() / (float)RAND_MAX - 0.5f) * 0.06f;
     }
-    for (int64_t i = 0; i < N; ++i) bias[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int64_t i = 0; i < N; ++i)
+      bias[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     int ta = a_trans ? kTrans : kNoTrans, tb = bc->b_trans ? kTrans : kNoTrans;
     int lda = a_trans ? (int)M : (int)K, ldb = bc->b_trans ? (int)K : (int)N;
     for (size_t ti = 0; ti < sizeof(thread_counts) / sizeof(thread_counts[0]);

@@ -399,7 +399,7 @@ static bool parse_args(int argc, char** argv, options_t* o) {
   o->agents = 512;
   o->workers = 1;  // plus the game thread
   o->max_frame_ms = 0;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {  // each option takes a value
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--frames") == 0 && v) {
       o->frames = atoll(v);
@@ -412,7 +412,6 @@ static bool parse_args(int argc, char** argv, options_t* o) {
     } else {
       return false;
     }
-    ++i;
   }
   return o->frames >= 2 && o->agents >= 1 && o->workers >= 0 &&
          o->workers <= MAX_WORKERS && o->max_frame_ms >= 0;

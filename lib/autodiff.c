@@ -685,8 +685,9 @@ static tj_status_t vjp_slice(ad_t* ad, const vjp_t* v) {
   int64_t adims[TJ_MAX_RANK], cur[TJ_MAX_RANK];
   dims_of(ad, X0, adims);
   dims_of(ad, Y, cur);
-  const int64_t* starts = node->attrs.ints;
-  const int64_t* steps = node->attrs.ints + 2 * rank;
+  // NULL for rank 0, where nothing below reads them (no NULL + 0).
+  const int64_t* starts = rank > 0 ? node->attrs.ints : NULL;
+  const int64_t* steps = rank > 0 ? node->attrs.ints + 2 * rank : NULL;
   for (int32_t i = 0; i < rank; ++i) {
     if (cur[i] == 0)
       return full(ad, dtype_of(ad, X0), rank, adims, 0.0, &v->out[0]);

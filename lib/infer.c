@@ -13,7 +13,8 @@
 //   - Attributes are stored normalized (axes >= 0 and sorted, slice bounds
 //     clamped), so that equal nodes have equal attributes and re-inferring a
 //     stored node reproduces it exactly (what tj_ir_verify checks).
-//   - Every result must have a byte size (constant dims only) that fits in
+//   - Every result must have a byte size (constant dims only, zero dims
+//     left out of the product: the size rule of tj_graph.h) that fits in
 //     TJ_MAX_TENSOR_BYTES.
 //   - On failure nothing is appended; only interned dim expressions and
 //     grown (empty) capacity may remain.
@@ -403,22 +404,22 @@ static void set_result(infer_t* c, tj_dtype_t dtype, int32_t rank,
   if (rank > 0) memcpy(c->out->dims, dims, (size_t)rank * sizeof(int64_t));
 }
 
-// Bytes of the constant part of a shape; false if it exceeds the limit.
+// Bytes of the constant part of a shape (0 when a dim is 0); false if the
+// element size times the constant non-zero dims exceeds the limit: the size
+// rule of tj_graph.h, under which a tensor with no elements may not have
+// huge other dims either, so that every partial product of its dims fits.
 static bool byte_size_fits(tj_dtype_t dtype, int32_t rank, const int64_t* dims,
                            int64_t* out_bytes) {
   int64_t bytes = (int64_t)tj_dtype_size(dtype);
-  bool too_big = false;
+  bool too_big = false, empty = false;
   for (int32_t i = 0; i < rank; ++i) {
-    if (dims[i] == 0) {
-      *out_bytes = 0;  // an empty tensor fits whatever its other dims
-      return true;
-    }
+    empty |= dims[i] == 0;
     if (dims[i] > 0 && (tj_mul_overflow_i64(bytes, dims[i], &bytes) ||
                         bytes > TJ_MAX_TENSOR_BYTES))
       too_big = true;
     if (too_big) bytes = TJ_MAX_TENSOR_BYTES;  // keep later steps defined
   }
-  *out_bytes = bytes;
+  *out_bytes = empty ? 0 : bytes;
   return !too_big;
 }
 
@@ -428,8 +429,11 @@ static tj_status_t check_size(infer_t* c, tj_dtype_t dtype, int32_t rank,
   if (byte_size_fits(dtype, rank, dims, &bytes)) return NULL;
   char shape[512];
   tj_shape_format(&c->graph->dims, rank, dims, shape, sizeof(shape));
-  return fail(c, INVALID, "tensor size overflows: %s%s is more than 2^48 bytes",
-              tj_dtype_name(dtype), shape);
+  bool empty = false;
+  for (int32_t i = 0; i < rank; ++i) empty |= dims[i] == 0;
+  return fail(
+      c, INVALID, "tensor size overflows: %s%s is more than 2^48 bytes%s",
+      tj_dtype_name(dtype), shape, empty ? " without its zero dims" : "");
 }
 
 //===--- leaves ---===//
@@ -744,14 +748,13 @@ static tj_status_t infer_slice(infer_t* c) {
                 (int)(3 * rank), (int)rank, d->attrs.num_ints);
   if (rank > 0 && !d->attrs.ints)
     return fail(c, INVALID, "starts/stops/steps is NULL");
-  const int64_t* starts = d->attrs.ints;
-  const int64_t* stops = starts + rank;
-  const int64_t* steps = starts + 2 * rank;
+  // Indexed, not offset: ints is NULL for rank 0.
+  const int64_t* ints = d->attrs.ints;
   int64_t* out = c->out->ints;
   int64_t dims[TJ_MAX_RANK];
   for (int32_t i = 0; i < rank; ++i) {
     int64_t n = a->dims[i];
-    int64_t start = starts[i], stop = stops[i], step = steps[i];
+    int64_t start = ints[i], stop = ints[rank + i], step = ints[2 * rank + i];
     if (step <= 0)
       return fail(c, INVALID, "step %lld on axis %d must be > 0",
                   (long long)step, (int)i);

@@ -187,6 +187,18 @@ tj_status_t tj_ir_concrete_dims(const tj_graph_t* graph, uint32_t index,
                                 const int64_t* symbol_values,
                                 int64_t* out_dims);
 
+// Checks the memory of a run's caller tensors, once their dtypes, ranks and
+// shapes are checked (tj_ir_bind_symbols and the outputs' shapes): no NULL
+// data where there are elements, no pointer arithmetic that wraps
+// (data + byte_offset + the strides' reach), no output whose strides make
+// two of its elements share memory, and no output whose bytes overlap those
+// of an input or of another output (tensors on one device). INVALID_ARGUMENT
+// naming the tensor(s). Every target calls it; cost O(rank) per tensor plus
+// O(outputs x (inputs + outputs)).
+tj_status_t tj_ir_check_run_memory(const tj_graph_t* graph,
+                                   const tj_tensor_t* inputs,
+                                   const tj_tensor_t* outputs);
+
 // Element-count limit for any one tensor: byte sizes must fit in int64.
 #define TJ_MAX_TENSOR_BYTES ((int64_t)1 << 48)
 

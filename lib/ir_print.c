@@ -235,15 +235,17 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       sbuf_puts(&p->out, " {");
       print_int_list(p, "starts", a->ints, n / 3, false);
       sbuf_puts(&p->out, " ");
-      print_int_list(p, "stops", a->ints + n / 3, n / 3, true);
+      // No NULL + 0: ints is NULL for rank 0.
+      print_int_list(p, "stops", n ? a->ints + n / 3 : NULL, n / 3, true);
       sbuf_puts(&p->out, " ");
-      print_int_list(p, "steps", a->ints + 2 * (n / 3), n / 3, false);
+      print_int_list(p, "steps", n ? a->ints + 2 * (n / 3) : NULL, n / 3,
+                     false);
       break;
     case TJ_ATTR_KIND_PAD:
       sbuf_puts(&p->out, " {");
       print_int_list(p, "low", a->ints, n / 2, false);
       sbuf_puts(&p->out, " ");
-      print_int_list(p, "high", a->ints + n / 2, n / 2, false);
+      print_int_list(p, "high", n ? a->ints + n / 2 : NULL, n / 2, false);
       sbuf_puts(&p->out, " value=");
       print_double(p, a->value, 17);
       break;

@@ -143,8 +143,10 @@ tj_status_t tj_ir_concrete_dims(const tj_graph_t* graph, uint32_t index,
   return NULL;
 }
 
-// Every node's concrete size must fit, as at build time for constant dims:
-// run-time code may then multiply sizes without checking.
+// Every node's concrete size must fit, as at build time for constant dims
+// (the size rule of tj_graph.h: zero dims are left out of the product, so an
+// empty tensor with huge other dims fails too): run-time code may then
+// multiply sizes, in any order, without checking.
 static tj_status_t check_node_sizes(const tj_graph_t* graph,
                                     const int64_t* values) {
   int64_t dims[TJ_MAX_RANK];
@@ -152,20 +154,23 @@ static tj_status_t check_node_sizes(const tj_graph_t* graph,
     const tj_node_t* node = &graph->nodes[i];
     TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(graph, i, values, dims));
     int64_t bytes = (int64_t)tj_dtype_size(node->dtype);
-    bool too_big = false, empty = false;
+    bool too_big = false;
     for (int32_t d = 0; d < node->rank; ++d) {
-      empty |= dims[d] == 0;
+      if (dims[d] == 0) continue;
       too_big |= tj_mul_overflow_i64(bytes, dims[d], &bytes) ||
                  bytes > TJ_MAX_TENSOR_BYTES;
       if (too_big) bytes = TJ_MAX_TENSOR_BYTES;
     }
-    if (too_big && !empty) {
+    if (too_big) {
       char shape[256];
       tj_shape_format(&graph->dims, node->rank, dims, shape, sizeof(shape));
+      bool empty = false;
+      for (int32_t d = 0; d < node->rank; ++d) empty |= dims[d] == 0;
       return tj_invalid(
           "%s (node %%%u): tensor size overflows: %s%s is more "
-          "than 2^48 bytes under these input shapes",
-          tj_op_info(node->op)->name, i, tj_dtype_name(node->dtype), shape);
+          "than 2^48 bytes%s under these input shapes",
+          tj_op_info(node->op)->name, i, tj_dtype_name(node->dtype), shape,
+          empty ? " without its zero dims" : "");
     }
   }
   return NULL;

@@ -1397,33 +1397,6 @@ static bool output_direct(const tj_cuda_program_t* p, uint32_t i) {
          p->mp->buffers[bi].kind == TJ_BUFFER_OUTPUT;
 }
 
-// Whether no two elements of |t| share memory. Sufficient test: with the
-// dims of size > 1 ordered by |stride|, each stride clears the extent of
-// the dims before it (every dense, transposed or padded layout passes;
-// zero strides and interleavings fail).
-static bool tensor_disjoint(const tj_tensor_t* t) {
-  if (!t->strides || numel_of(t->rank, t->shape) == 0) return true;
-  int64_t s[TJ_MAX_RANK], n[TJ_MAX_RANK];
-  int32_t m = 0;
-  for (int32_t d = 0; d < t->rank; ++d) {
-    if (t->shape[d] == 1) continue;
-    int64_t a = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
-    int32_t j = m++;
-    for (; j > 0 && s[j - 1] > a; --j) {
-      s[j] = s[j - 1];
-      n[j] = n[j - 1];
-    }
-    s[j] = a;
-    n[j] = t->shape[d];
-  }
-  int64_t extent = 1;  // elements spanned by the dims so far
-  for (int32_t j = 0; j < m; ++j) {
-    if (s[j] < extent) return false;
-    extent = s[j] * (n[j] - 1) + extent;
-  }
-  return true;
-}
-
 static tj_status_t check_device_tensor(const tj_cuda_program_t* p,
                                        const tj_tensor_t* t, const char* what,
                                        const char* name) {
@@ -1437,12 +1410,8 @@ static tj_status_t check_device_tensor(const tj_cuda_program_t* p,
         "device %d",
         what, name, (int)t->device_id, (int)p->device->ordinal);
   // Strided CUDA inputs may repeat elements (zero strides broadcast);
-  // outputs may not: which write would win is undefined on a GPU.
-  if (strcmp(what, "output") == 0 && !tensor_disjoint(t))
-    return tj_invalid(
-        "output \"%s\": its strides make elements share memory; a CUDA "
-        "output must not overlap itself",
-        name);
+  // outputs may not, nor overlap each other or an input: the caller,
+  // tj_executable_run, checked that with tj_ir_check_run_memory.
   return NULL;
 }
 

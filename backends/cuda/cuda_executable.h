@@ -93,7 +93,8 @@ tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
 // the candidates' timings.
 
 // Runs the program for symbol values |sym| (bound and checked by the
-// caller, as the outputs' shapes and dtypes). See tj_executable_run.
+// caller, as the outputs' shapes and dtypes, and their memory by
+// tj_ir_check_run_memory). See tj_executable_run.
 tj_status_t tj_cuda_program_run(tj_cuda_program_t* program, const int64_t* sym,
                                 const tj_tensor_t* inputs,
                                 const tj_tensor_t* outputs);

@@ -1161,13 +1161,13 @@ static tj_status_t eval_view_op(run_t* run, uint32_t index) {
     case TJ_OP_SLICE: {
       // ints = starts, stops, steps, already normalized (start in [0, dim]);
       // the result's dims are the element counts.
-      const int64_t* starts = node->attrs.ints;
-      const int64_t* steps = node->attrs.ints + 2 * a->rank;
+      // Indexed, not offset: ints is NULL for rank 0.
+      const int64_t* ints = node->attrs.ints;
       int64_t offset = 0;
       for (int32_t d = 0; d < a->rank; ++d) {
         src.dims[d] = out->dims[d];
-        src.strides[d] = a->strides[d] * steps[d];
-        offset += starts[d] * a->strides[d];
+        src.strides[d] = a->strides[d] * ints[2 * a->rank + d];
+        offset += ints[d] * a->strides[d];
       }
       // An empty result reads nothing (and its start may be one past the
       // end).
@@ -1376,40 +1376,10 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
                      (int)node_at(run, index)->op, index);
 }
 
-// The byte range [lo, hi) that a strided tensor of |numel| > 0 elements can
-// touch.
-static void tensor_extent(const tj_tensor_t* t, uintptr_t* lo, uintptr_t* hi) {
-  int64_t strides[TJ_MAX_RANK];
-  if (t->strides) {
-    for (int32_t d = 0; d < t->rank; ++d) strides[d] = t->strides[d];
-  } else {
-    row_major_strides(t->rank, t->shape, strides);
-  }
-  int64_t min_off = 0, max_off = 0;
-  for (int32_t d = 0; d < t->rank; ++d) {
-    int64_t span = (t->shape[d] - 1) * strides[d];
-    if (span < 0)
-      min_off += span;
-    else
-      max_off += span;
-  }
-  const int64_t es = (int64_t)tj_dtype_size(t->dtype);
-  uintptr_t base = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-  *lo = base + (uintptr_t)(min_off * es);
-  *hi = base + (uintptr_t)((max_off + 1) * es);
-}
-
-static bool tensor_is_empty(const tj_tensor_t* t) {
-  for (int32_t d = 0; d < t->rank; ++d) {
-    if (t->shape[d] == 0) return true;
-  }
-  return false;
-}
-
 // Checks the caller's tensors beyond what tj_ir_bind_symbols checks: CPU,
-// data present, outputs of the right dtype and shape, and no output sharing
-// memory with an input (the interpreter may still read an input after
-// writing an output).
+// outputs of the right dtype and shape, then their memory as every target
+// does (tj_ir_check_run_memory: no output sharing memory with an input, as
+// the interpreter may still read an input after writing an output).
 static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
                                  int32_t num_outputs) {
   const tj_graph_t* g = run->graph;
@@ -1421,10 +1391,6 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
           "tj_reference_run: input %u \"%s\" is not a CPU "
           "tensor (device type %d)",
           k, name ? name : "?", (int)t->device_type);
-    }
-    if (!t->data && !tensor_is_empty(t)) {
-      return tj_invalid("tj_reference_run: input %u \"%s\" has NULL data", k,
-                        name ? name : "?");
     }
   }
   for (int32_t k = 0; k < num_outputs; ++k) {
@@ -1458,28 +1424,9 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
           "graph computes %s",
           k, name, got, want);
     }
-    if (tensor_is_empty(t)) continue;
-    if (!t->data) {
-      return tj_invalid("tj_reference_run: output %d \"%s\" has NULL data", k,
-                        name);
-    }
-    uintptr_t olo, ohi;
-    tensor_extent(t, &olo, &ohi);
-    for (uint32_t i = 0; i < g->num_inputs; ++i) {
-      const tj_tensor_t* in = &run->inputs[i];
-      if (tensor_is_empty(in)) continue;
-      uintptr_t ilo, ihi;
-      tensor_extent(in, &ilo, &ihi);
-      if (olo < ihi && ilo < ohi) {
-        const char* in_name = node_at(run, g->inputs[i])->attrs.name;
-        return tj_invalid(
-            "tj_reference_run: output %d \"%s\" overlaps the "
-            "memory of input %u \"%s\"",
-            k, name, i, in_name ? in_name : "?");
-      }
-    }
   }
-  return NULL;
+  tj_status_t status = tj_ir_check_run_memory(g, run->inputs, outputs);
+  return status ? tj_status_annotate(status, "tj_reference_run") : NULL;
 }
 
 // Writes node |index|'s value to every output that names it.

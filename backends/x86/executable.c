@@ -941,8 +941,14 @@ static bool tensor_dense(const tj_tensor_t* t) {
   return true;
 }
 
+// |base| + |offset| bytes; NULL stays NULL (a tensor with no elements, an
+// empty frame): C leaves even NULL + 0 undefined.
+static unsigned char* byte_at(void* base, int64_t offset) {
+  return base ? (unsigned char*)base + offset : NULL;
+}
+
 static unsigned char* tensor_data(const tj_tensor_t* t) {
-  return (unsigned char*)t->data + t->byte_offset;
+  return byte_at(t->data, (int64_t)t->byte_offset);
 }
 
 static int64_t numel_of(int32_t rank, const int64_t* dims) {
@@ -1186,11 +1192,11 @@ static tj_status_t run_frame(tj_executable_t* exe,
       case TJ_BUFFER_OUTPUT: {
         int32_t o = exe->first_output[buf->node];
         int64_t st = f->stage[g->num_inputs + (uint32_t)o];
-        p = st >= 0 ? base + st : tensor_data(&outputs[o]);
+        p = st >= 0 ? byte_at(base, st) : tensor_data(&outputs[o]);
         break;
       }
       case TJ_BUFFER_ARENA:
-        p = base + f->slot_offsets[buf->slot];
+        p = byte_at(base, f->slot_offsets[buf->slot]);
         break;
       case TJ_BUFFER_ALIAS:
         p = f->loc[buf->alias_of];
@@ -1205,7 +1211,7 @@ static tj_status_t run_frame(tj_executable_t* exe,
       f->loc[node] = tensor_data(t);
       continue;
     }
-    f->loc[node] = base + f->stage[i];
+    f->loc[node] = byte_at(base, f->stage[i]);
     copy_strided(f->loc[node], NULL, tensor_data(t), t->strides, t->rank,
                  t->shape, tj_dtype_size(t->dtype));
   }
@@ -1215,7 +1221,7 @@ static tj_status_t run_frame(tj_executable_t* exe,
     if (buf->kind == TJ_BUFFER_ALIAS) f->loc[buf->node] = f->loc[buf->alias_of];
   }
   // 3. The steps.
-  unsigned char* scratch = base + scratch_offset;
+  unsigned char* scratch = byte_at(base, scratch_offset);
   for (uint32_t s = 0; s < exe->num_steps; ++s) {
     const step_t* step = &exe->steps[s];
     for (uint32_t k = step->index;
@@ -1228,8 +1234,8 @@ static tj_status_t run_frame(tj_executable_t* exe,
         if (off < 0) {
           TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
         }
-        buffers[b] =
-            f->loc[node] + off * (int64_t)tj_dtype_size(g->nodes[node].dtype);
+        buffers[b] = byte_at(
+            f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
       }
       const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
       if (set == &exe->generic && tj_x86_tuner_handles(exe->tuner, k)) {
@@ -1476,6 +1482,7 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
   if (exe->cuda) {
     // Device tensors are checked by the program.
     TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
+    TJ_RETURN_IF_ERROR(tj_ir_check_run_memory(g, inputs, outputs));
     tj_status_t status = tj_cuda_program_run(exe->cuda, sym, inputs, outputs);
     if (!status) atomic_fetch_add(&exe->runs, 1);
     return status;
@@ -1487,6 +1494,7 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
     }
   }
   TJ_RETURN_IF_ERROR(check_outputs(exe, outputs, sym));
+  TJ_RETURN_IF_ERROR(tj_ir_check_run_memory(g, inputs, outputs));
   const tj_x86_kernel_set_t* set = &exe->generic;
   if (exe->options.specialize != TJ_SPECIALIZE_NEVER && exe->num_symbols > 0) {
     if (exe->options.bucket_pow2) {

@@ -427,7 +427,8 @@ static tj_status_t slice_map(lw_t* lw, uint32_t node, const imap_t* map,
                              imap_t* res) {
   const tj_node_t* n = NODE(lw, node);
   const int64_t* starts = n->attrs.ints;
-  const int64_t* steps = n->attrs.ints + 2 * n->rank;
+  // NULL for rank 0 (no NULL + 0).
+  const int64_t* steps = n->rank > 0 ? n->attrs.ints + 2 * n->rank : NULL;
   map_clear(res, n->rank);
   for (int32_t d = 0; d < n->rank; ++d) {
     TJ_RETURN_IF_ERROR(row_axpy(lw, res->coef[d], steps[d], map->coef[d]));
@@ -725,7 +726,8 @@ static tj_status_t pad_value(lw_t* lw, uint32_t node, const imap_t* map,
                              uint32_t* out) {
   const tj_node_t* n = NODE(lw, node);
   const int64_t* low = n->attrs.ints;
-  const int64_t* high = n->attrs.ints + n->rank;
+  // NULL for rank 0 (no NULL + 0).
+  const int64_t* high = n->rank > 0 ? n->attrs.ints + n->rank : NULL;
   imap_t sub = *map;
   for (int32_t a = 0; a < n->rank; ++a) {
     if (low[a] == 0 && high[a] == 0) continue;

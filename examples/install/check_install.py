@@ -18,7 +18,8 @@ pkg-config is pointed at the staged copy with --define-variable=prefix
 (the .pc file names the real prefix); the CMake config is relocatable.
 
     check_install.py --build-dir B --prefix P --libdir L --includedir I
-                     --source-dir examples/ [--cc "cc"] [--sanitize none]
+                     --source-dir examples/ [--cc "cc"] [--cxx "c++"]
+                     [--sanitize none]
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ def main() -> int:
     p.add_argument("--includedir", required=True)
     p.add_argument("--source-dir", required=True, help="examples/")
     p.add_argument("--cc", default="cc")
+    p.add_argument("--cxx", default=None,
+                   help="the C++ compiler for CMake (its default if unset); "
+                   "a sanitized library needs the one that built it")
     p.add_argument("--sanitize", default="none")
     p.add_argument("--keep", action="store_true",
                    help="keep the temporary directory")
@@ -165,6 +169,9 @@ def main() -> int:
                     f"-DTJ_WRAPPER_DIR={os.path.join(a.source_dir, 'cpp')}",
                     f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}",
                     "-DCMAKE_BUILD_TYPE=Release"]
+            if a.cxx:  # the last word: the compiler behind a ccache
+                base += [f"-DCMAKE_C_COMPILER={a.cc.split()[-1]}",
+                         f"-DCMAKE_CXX_COMPILER={a.cxx.split()[-1]}"]
             run(base + ["-B", bld])
             run([cmake, "--build", bld, "-j", "2"])
             for name in ("hello_cpp", "hello_cpp_static"):

@@ -195,7 +195,8 @@ TJ_API tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 // allocation happens on the steady-state path (groups that run on the
 // reference interpreter, see num_graph_breaks, allocate as it does).
 // Inputs and outputs are CPU tensors and may be strided (they are staged
-// through contiguous memory then); an output must not overlap an input.
+// through contiguous memory then); an output must not overlap an input,
+// another output or itself (checked on every target, see tj_tensor_t).
 // Several threads may run one executable at once.
 //
 // CUDA: an executable compiled for TJ_TARGET_CUDA takes CPU tensors

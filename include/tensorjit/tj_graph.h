@@ -87,6 +87,18 @@ TJ_API tj_status_t tj_graph_status(const tj_graph_t* graph);
 
 //===--- symbolic dims ---===//
 
+// The size rule, one for every tensor: an input, a constant, every op's
+// result, and each tensor passed to a run. Each dim is >= 0, and the
+// element size times the product of the NON-ZERO dims must not exceed
+// 2^48 bytes. Zero dims are left out of the product, so a tensor with no
+// elements may not have huge other dims either (f32[INT64_MAX,2,0] is
+// refused on every target): any partial product of a tensor's dims, in any
+// order, then fits in int64. The constant dims of a node are checked when it
+// is built (the builder call records INVALID_ARGUMENT); symbolic dims when a
+// run binds its symbols (tj_executable_run, tj_executable_output_shape,
+// tj_reference_run), where a dim expression whose value overflows int64
+// (B + big, B * big) is INVALID_ARGUMENT too, naming the node and the dim.
+
 // The symbol named |name| (copied), created on first use: calling it twice
 // with the same name gives the same dim. Names are C identifiers.
 TJ_API int64_t tj_graph_symbol(tj_graph_t* graph, const char* name);
