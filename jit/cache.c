@@ -343,12 +343,10 @@ static void warn_once(tj_context_t* context, const char* dir, const char* kind,
   }
   pthread_mutex_unlock(&cache->mutex);
   if (seen) return;
-  char message[1024];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  tj_context_diagnosticv(context, TJ_SEVERITY_WARNING, format, args);
   va_end(args);
-  tj_context_diagnostic(context, TJ_SEVERITY_WARNING, "%s", message);
 }
 
 // Why a cache file with status |st| may not be loaded, or NULL: it must be

@@ -84,6 +84,8 @@ tj_allocator_t tj_context_allocator(const tj_context_t* context);
 // Sends a remark or warning down the context's diagnostic channel.
 void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
                            const char* format, ...) TJ_PRINTF_LIKE(3, 4);
+void tj_context_diagnosticv(const tj_context_t* context, tj_severity_t severity,
+                            const char* format, va_list args);
 
 // Per-context state owned by a layer above lib/ (the kernel cache of jit/,
 // the CUDA runtime): one slot per id, created on first use and destroyed

@@ -149,13 +149,10 @@ tj_allocator_t tj_context_allocator(const tj_context_t* context) {
   return context->allocator;
 }
 
-void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
-                           const char* format, ...) {
+void tj_context_diagnosticv(const tj_context_t* context, tj_severity_t severity,
+                            const char* format, va_list args) {
   char message[1024];
-  va_list args;
-  va_start(args, format);
   int n = vsnprintf(message, sizeof(message), format, args);
-  va_end(args);
   if (n < 0) return;
   size_t length = (size_t)n < sizeof(message) ? (size_t)n : sizeof(message) - 1;
   if (context && context->diagnostic_fn) {
@@ -170,4 +167,12 @@ void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
             severity == TJ_SEVERITY_WARNING ? "warning" : "remark", (int)length,
             message);
   }
+}
+
+void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
+                           const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  tj_context_diagnosticv(context, severity, format, args);
+  va_end(args);
 }

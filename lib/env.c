@@ -28,12 +28,10 @@ const char* tj_log_flag_names(void) {
 void tj_warn_once(const tj_context_t* context, _Atomic(bool)* once,
                   const char* format, ...) {
   if (atomic_exchange(once, true)) return;
-  char message[1024];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  tj_context_diagnosticv(context, TJ_SEVERITY_WARNING, format, args);
   va_end(args);
-  tj_context_diagnostic(context, TJ_SEVERITY_WARNING, "%s", message);
 }
 
 static _Atomic(bool) g_warned_log;

@@ -40,19 +40,6 @@ static void print_failure(uint64_t seed, const tj_graph_t* g,
   }
 }
 
-// Whether |g|'s outputs on |noisy| inputs agree with |clean|, its outputs
-// on the same inputs without noise: a graph that amplifies a few ulps of noise
-// beyond the tolerance is ill-conditioned at these inputs.
-static bool stable(const tj_graph_t* g, const inputs_t* noisy,
-                   const run_t* clean) {
-  run_t r;
-  tj_status_t st = run_graph(g, noisy, &r);
-  bool ok = !st && outputs_agree(g, clean, &r, NULL, 0);
-  tj_status_free(st);
-  run_free(&r);
-  return ok;
-}
-
 static int g_compared, g_skipped, g_fused_groups, g_nodes_in;
 
 typedef tj_graph_t* (*generator_fn)(tj_context_t* ctx, uint64_t seed);

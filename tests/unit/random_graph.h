@@ -858,4 +858,17 @@ static inline bool outputs_agree(const tj_graph_t* g, const run_t* a,
   return true;
 }
 
+// Whether |g|'s outputs on |noisy| inputs agree with |clean|, its outputs
+// on the same inputs without noise: a graph that amplifies a few ulps of noise
+// beyond the tolerance is ill-conditioned at these inputs.
+static inline bool stable(const tj_graph_t* g, const inputs_t* noisy,
+                          const run_t* clean) {
+  run_t r;
+  tj_status_t st = run_graph(g, noisy, &r);
+  bool ok = !st && outputs_agree(g, clean, &r, NULL, 0);
+  tj_status_free(st);
+  run_free(&r);
+  return ok;
+}
+
 #endif  // TJ_TESTS_UNIT_RANDOM_GRAPH_H_

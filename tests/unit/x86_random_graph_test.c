@@ -31,17 +31,6 @@ static void print_graph(uint64_t seed, const tj_graph_t* g, const char* what) {
   }
 }
 
-// Whether the reference outputs of |g| on |noisy| agree with |clean|.
-static bool stable(const tj_graph_t* g, const inputs_t* noisy,
-                   const run_t* clean) {
-  run_t r;
-  tj_status_t st = run_graph(g, noisy, &r);
-  bool ok = !st && outputs_agree(g, clean, &r, NULL, 0);
-  tj_status_free(st);
-  run_free(&r);
-  return ok;
-}
-
 static void check_seed(tj_context_t* ctx, uint64_t seed) {
   tj_graph_t* g = generate_large(ctx, seed);
   if (!g) {
