@@ -445,11 +445,14 @@ static inline bool gen_fanout(gen_t* s) {
     // y of a's shape from a gather (opaque: its own kernel), so that it
     // is in memory and the kernel of a and b reads it last. Rows -4..4
     // of 5 (make_inputs' integers) are all in range.
+    // (Appending nodes may move the node array: read |x| before.)
     n = node(s, x);
-    int64_t td[2] = {5, n->dims[n->rank - 1]};
+    int32_t rank = n->rank;
+    const int64_t* dims = n->dims;  // in the graph's arena: stays put
+    int64_t td[2] = {5, dims[rank - 1]};
     uint32_t ops[2];
     if (!add_input(s, dt, 2, td, &ops[0]) ||
-        !add_input(s, TJ_DTYPE_I64, n->rank - 1, n->dims, &ops[1])) {
+        !add_input(s, TJ_DTYPE_I64, rank - 1, dims, &ops[1])) {
       return false;
     }
     tj_attrs_t attrs;
