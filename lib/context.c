@@ -25,6 +25,8 @@ struct tj_context_t {
   // Held while the host's diagnostic_fn runs, so that once
   // tj_context_destroy returns none runs or starts (|host_gone|): the
   // host may free its user data then, though executables live on.
+  // Recursive: a callback may itself call the library (a compile, say),
+  // which may report through the same channel.
   pthread_mutex_t diagnostic_mutex;
   bool host_gone;
   pthread_mutex_t extension_mutex;
@@ -74,7 +76,12 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
     tj_free(allocator, context, sizeof(*context));
     return tj_internal("tj_context_create: pthread_mutex_init failed");
   }
-  if (pthread_mutex_init(&context->diagnostic_mutex, NULL) != 0) {
+  pthread_mutexattr_t recursive;
+  pthread_mutexattr_init(&recursive);
+  pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+  int failed = pthread_mutex_init(&context->diagnostic_mutex, &recursive);
+  pthread_mutexattr_destroy(&recursive);
+  if (failed != 0) {
     pthread_mutex_destroy(&context->extension_mutex);
     tj_free(allocator, context, sizeof(*context));
     return tj_internal("tj_context_create: pthread_mutex_init failed");

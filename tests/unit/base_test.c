@@ -125,6 +125,37 @@ TEST(context_uses_injected_allocator_and_diagnostics) {
   CHECK_EQ_INT(0, t.live_blocks);
 }
 
+// A diagnostic callback that calls back into the library: it reports once
+// more through the same context (as a callback that compiles would). That
+// must not deadlock.
+typedef struct reentrant_t {
+  tj_context_t* ctx;
+  int calls;
+} reentrant_t;
+
+static void reentrant_diagnostic(tj_severity_t severity, const char* message,
+                                 size_t length, void* user_data) {
+  (void)severity;
+  (void)message;
+  (void)length;
+  reentrant_t* r = user_data;
+  if (++r->calls == 1) {
+    tj_context_diagnostic(r->ctx, TJ_SEVERITY_REMARK, "nested");
+  }
+}
+
+TEST(diagnostic_callback_may_call_the_library) {
+  reentrant_t r = {NULL, 0};
+  tj_context_options_t options;
+  tj_context_options_initialize(&options);
+  options.diagnostic_fn = reentrant_diagnostic;
+  options.diagnostic_user_data = &r;
+  CHECK_OK(tj_context_create(&options, &r.ctx));
+  tj_context_diagnostic(r.ctx, TJ_SEVERITY_REMARK, "outer");
+  CHECK_EQ_INT(2, r.calls);
+  tj_context_destroy(r.ctx);
+}
+
 int main(void) {
   RUN_TEST(version);
   RUN_TEST(status_codes_and_messages);
@@ -132,5 +163,6 @@ int main(void) {
   RUN_TEST(array_reserve_grows_and_fails_cleanly);
   RUN_TEST(arena_alignment_big_blocks_and_oom);
   RUN_TEST(context_uses_injected_allocator_and_diagnostics);
+  RUN_TEST(diagnostic_callback_may_call_the_library);
   TEST_MAIN_END();
 }
