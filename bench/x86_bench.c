@@ -408,15 +408,21 @@ int main(int argc, char** argv) {
     return rc;
   }
   const char* only = NULL;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--reps")) {
-      g_reps = atoi(argv[i + 1]);
-    } else if (!strcmp(argv[i], "--only")) {
-      only = argv[i + 1];
+  static const char kUsage[] =
+      "usage: x86_bench [--reps N] [--only triad|rows|gemm|capstone|compile]\n"
+      "  TJ_X86_ISA=avx2|sse2 times a lower ISA tier; compare it with\n"
+      "  OpenBLAS's kernels of that ISA (OPENBLAS_CORETYPE=Zen or Haswell)\n";
+  for (int i = 1; i < argc; i += 2) {
+    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(kUsage, stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--reps") && v) {
+      g_reps = atoi(v);
+    } else if (!strcmp(argv[i], "--only") && v) {
+      only = v;
     } else {
-      fprintf(stderr,
-              "usage: x86_bench [--reps N] [--only "
-              "triad|rows|gemm|capstone|compile]\n");
+      fputs(kUsage, stderr);
       return 2;
     }
   }
