@@ -229,7 +229,18 @@ tj_status_t tj_memory_cache_store(tj_context_t* context, tj_cache_key_t key,
   pthread_mutex_lock(&cache->mutex);
   bool present = false;
   for (uint32_t i = 0; i < cache->num_entries && !present; ++i) {
-    present = key_equal(cache->entries[i].key, key);
+    entry_t* e = &cache->entries[i];
+    if (!key_equal(e->key, key)) continue;
+    // Replaced: a caller that found the old bytes bad (a PTX that did not
+    // link) stores what it made instead.
+    present = true;
+    void* old = e->bytes;
+    size_t old_size = e->size;
+    cache->total_bytes = cache->total_bytes - old_size + size;
+    e->bytes = copy;
+    e->size = size;
+    copy = old;
+    size = old_size;
   }
   if (!present) {
     status = tj_array_reserve(cache->allocator, (void**)&cache->entries,

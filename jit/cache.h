@@ -59,8 +59,8 @@ void tj_cache_key_format(tj_cache_key_t key, char out[33]);
 tj_status_t tj_memory_cache_lookup(tj_context_t* context, tj_cache_key_t key,
                                    tj_allocator_t allocator, void** out_bytes,
                                    size_t* out_size, bool* out_hit);
-// Stores a copy of |bytes| under |key| (evicting the oldest entries beyond
-// the cache's byte budget).
+// Stores a copy of |bytes| under |key|, replacing what was there (evicting
+// the oldest entries beyond the cache's byte budget).
 tj_status_t tj_memory_cache_store(tj_context_t* context, tj_cache_key_t key,
                                   const void* bytes, size_t size);
 

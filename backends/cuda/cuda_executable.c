@@ -206,6 +206,9 @@ struct tj_cuda_program_t {
   uint32_t num_kernels, cap_kernels;
   tj_cuda_module_t* cumod;
   char* ptx;
+  // The PTX cached under the module's key did not link: LLVM makes it
+  // again, and the caches' entries are replaced (load_module).
+  bool ptx_cache_bad;
   // Offline programs (no device): the GEMM candidates' kernels.
   char* variants_ptx;
   uint32_t num_variant_kernels;
@@ -556,14 +559,16 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
   void* bytes = NULL;
   size_t size = 0;
   bool hit = false;
-  TJ_RETURN_IF_ERROR(
-      tj_memory_cache_lookup(p->context, key, p->al, &bytes, &size, &hit));
+  if (!p->ptx_cache_bad) {
+    TJ_RETURN_IF_ERROR(
+        tj_memory_cache_lookup(p->context, key, p->al, &bytes, &size, &hit));
+  }
   if (hit) p->ptx_source = "memory cache";
   bool disk = cache_dir && cache_dir[0];
   const char* note = NULL;
-  if (!hit && disk) {
-    TJ_RETURN_IF_ERROR(
-        tj_disk_cache_load(p->context, cache_dir, key, p->al, &bytes, &size, &hit, &note));
+  if (!hit && disk && !p->ptx_cache_bad) {
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(p->context, cache_dir, key, p->al,
+                                          &bytes, &size, &hit, &note));
     if (hit) p->ptx_source = "disk cache";
   }
   // A cached payload is the PTX with its NUL; anything else is foreign.
@@ -574,10 +579,10 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
     p->ptx_source = "LLVM";
   }
   if (hit) {
-    // tj_free_string frees strlen + 1 bytes: exactly this allocation.
+    // tj_free_string frees strlen + 1 bytes: exactly this allocation. The
+    // module is kept until the PTX has linked (load_module): a cached PTX
+    // the driver refuses is a miss, and LLVM compiles the module then.
     p->ptx = bytes;
-    LLVMDisposeModule(p->module);
-    p->module = NULL;
   } else {
     TJ_RETURN_IF_ERROR(compile_module(p));
     size = strlen(p->ptx) + 1;
@@ -649,7 +654,25 @@ static tj_status_t load_module(tj_cuda_program_t* p, const char* cache_dir) {
   load.make_ptx_ctx = &c;
   tj_cuda_cubin_result_t r;
   tj_status_t status = tj_cuda_cubin_load(p->device, &load, &p->cumod, &r);
-  if (p->module) {  // a cubin hit: the module was never compiled
+  if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY &&
+      p->module && p->ptx && strcmp(p->ptx_source, "LLVM") != 0) {
+    // The PTX came from a cache (its checksum right, its text not: a
+    // corrupt or foreign entry) and did not link: a miss. LLVM makes it
+    // again and the entry is rewritten.
+    char hex[33];
+    tj_cache_key_format(key, hex);
+    tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
+                          "cache: the PTX of key %s from the %s did not link "
+                          "(%s); compiling it again",
+                          hex, p->ptx_source, tj_status_message(status));
+    tj_status_free(status);
+    tj_free_string(p->al, p->ptx);
+    p->ptx = NULL;
+    p->ptx_cache_bad = true;
+    p->ptx_source = "LLVM";
+    status = tj_cuda_cubin_load(p->device, &load, &p->cumod, &r);
+  }
+  if (p->module) {  // a cubin hit or a cached PTX: the module was not compiled
     LLVMDisposeModule(p->module);
     p->module = NULL;
   }

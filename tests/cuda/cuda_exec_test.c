@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "backends/cuda/cuda_executable.h"
 #include "jit/cache.h"
@@ -635,8 +636,11 @@ static void compile_cached(tj_context_t* ctx, const char* dir, cached_t* r) {
 
 // The disk cache entry holding a cubin (a payload that starts as an ELF
 // file): its key and a copy of the payload (free()). False if none.
-static bool find_cubin(const char* dir, tj_cache_key_t* key, void** payload,
-                       size_t* size) {
+// The first entry of the disk cache in |dir| whose payload starts with
+// the |magic_size| bytes of |magic|: its key and a malloc'd copy of the
+// payload.
+static bool find_entry(const char* dir, const char* magic, size_t magic_size,
+                       tj_cache_key_t* key, void** payload, size_t* size) {
   DIR* d = opendir(dir);
   if (!d) return false;
   bool found = false;
@@ -655,11 +659,8 @@ static bool find_cubin(const char* dir, tj_cache_key_t* key, void** payload,
     const char* why = NULL;
     CHECK_OK(tj_disk_cache_load(NULL, dir, k, tj_allocator_system(), &bytes,
                                 &bytes_size, &hit, &why));
-    if (hit && bytes_size > 4 &&
-        memcmp(bytes,
-               "\x7f"
-               "ELF",
-               4) == 0) {
+    if (hit && bytes_size > magic_size &&
+        memcmp(bytes, magic, magic_size) == 0) {
       *key = k;
       *payload = malloc(bytes_size);
       memcpy(*payload, bytes, bytes_size);
@@ -717,7 +718,10 @@ TEST(cubin_cache) {
   tj_cache_key_t key;
   void* cubin = NULL;
   size_t size = 0;
-  CHECK(find_cubin(dir, &key, &cubin, &size));
+  CHECK(find_entry(dir,
+                   "\x7f"
+                   "ELF",
+                   4, &key, &cubin, &size));
   for (int how = 0; cubin && how < 4; ++how) {
     if (how == 3) {
       unsigned char* bad = malloc(size);
@@ -760,6 +764,30 @@ TEST(cubin_cache) {
     CHECK_EQ_INT(1, r.cs.cubin_hits);
     CHECK_STREQ("disk cache", r.cs.cubin_source);
   }
+  // A PTX entry with a right checksum and a wrong text (and no cubin, so
+  // that the PTX is needed): the driver refuses it, which is a miss: LLVM
+  // compiles the module again, the run is right, and the entries are
+  // rewritten, so the next fresh context hits the cubin.
+  tj_cache_key_t ptx_key;
+  void* ptx = NULL;
+  size_t ptx_size = 0;
+  CHECK(find_entry(dir, "//", 2, &ptx_key, &ptx, &ptx_size));
+  if (ptx && cubin) {
+    static const char kNotPtx[] = ".version 8.0\n.target sm_90a\nnot ptx;\n";
+    CHECK_OK(tj_disk_cache_store(dir, ptx_key, kNotPtx, sizeof(kNotPtx)));
+    char path[1200], hex[33];
+    tj_cache_key_format(key, hex);
+    snprintf(path, sizeof(path), "%s/%s.tjo", dir, hex);
+    CHECK(unlink(path) == 0);
+    compile_cached(NULL, dir, &r);
+    CHECK(r.right);
+    CHECK_STREQ("LLVM", r.cs.ptx_source);
+    CHECK_STREQ("driver linker", r.cs.cubin_source);
+    compile_cached(NULL, dir, &r);
+    CHECK(r.right);
+    CHECK_STREQ("disk cache", r.cs.cubin_source);
+  }
+  free(ptx);
   free(cubin);
   tj_context_destroy(ctx);
   char cmd[1100];
