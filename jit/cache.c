@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/fs.h"
+
 // xxHash as a header-only library: no link dependency, so the library loads
 // on machines without libxxhash (the GPU machine among them).
 #define XXH_INLINE_ALL
@@ -439,23 +441,6 @@ tj_status_t tj_disk_cache_load(tj_context_t* context, const char* dir,
   return status;
 }
 
-// mkdir -p with mode 0700 for every directory it creates.
-static bool make_dirs(const char* dir) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof(path)) return false;
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; ++i) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char saved = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0700) != 0 && errno != EEXIST) return false;
-    path[i] = saved;
-  }
-  struct stat st;
-  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // Why the directory |dir| (which exists) may not hold the disk cache, or
 // NULL; |detail| gets the path and the owner or mode at fault. As ssh does
 // for ~/.ssh: the directory must belong to this user and be writable by no
@@ -503,7 +488,7 @@ void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
   tj_disk_cache_dir(cache_dir, out, size);
   // A directory that cannot be made is left to the first store to report
   // (a miss, then a warning); one that exists must be trusted.
-  if (!out[0] || !make_dirs(out)) return;
+  if (!out[0] || tj_make_directories(out, 0700) != 0) return;
   char detail[PATH_MAX + 128];
   const char* why = dir_untrusted(out, detail, sizeof(detail));
   if (!why) return;
@@ -519,7 +504,7 @@ void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
 tj_status_t tj_disk_cache_store(const char* dir, tj_cache_key_t key,
                                 const void* bytes, size_t size) {
   if (!dir[0] || size == 0) return NULL;
-  if (!make_dirs(dir)) {
+  if (tj_make_directories(dir, 0700) != 0) {
     return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
                           "cache: cannot create directory %s: %s", dir,
                           strerror(errno));

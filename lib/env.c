@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "lib/fs.h"
 
 static const struct {
   const char* name;
@@ -65,32 +66,14 @@ uint32_t tj_log_flags(const tj_context_t* context) {
   return flags;
 }
 
-// mkdir -p |path| (mode 0755); 0 or an errno.
-static int make_directories(const char* path) {
-  char buf[4096];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof(buf)) return ENAMETOOLONG;
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; ++i) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    char saved = buf[i];
-    buf[i] = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
-    buf[i] = saved;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0) return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
-
 static _Atomic(bool) g_warned_dump;
 
 void tj_dump_write(const tj_context_t* context, const char* dir,
                    const char* file_name, const char* text) {
   char path[4096];
   int n = snprintf(path, sizeof(path), "%s/%s", dir, file_name);
-  int err =
-      n < 0 || (size_t)n >= sizeof(path) ? ENAMETOOLONG : make_directories(dir);
+  int err = n < 0 || (size_t)n >= sizeof(path) ? ENAMETOOLONG
+                                               : tj_make_directories(dir, 0755);
   if (!err) {
     FILE* file = fopen(path, "w");
     if (!file) {
