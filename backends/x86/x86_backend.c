@@ -584,12 +584,8 @@ tj_status_t tj_x86_kernel_set_build_cold(const tj_x86_kernel_set_t* set) {
     status = build_cold(z, "by tj_executable_prepare");
   }
   pthread_mutex_unlock(&z->mutex);
-  if (!status) return NULL;
-  tj_status_t wrapped = tj_status_make(
-      tj_status_code(status), "@%s: building the deferred GEMM paths: %s",
-      z->name, tj_status_message(status));
-  tj_status_free(status);
-  return wrapped;
+  return tj_status_annotate(status, "@%s: building the deferred GEMM paths",
+                            z->name);
 }
 
 bool tj_x86_kernel_set_cold_ready(const tj_x86_kernel_set_t* set) {
