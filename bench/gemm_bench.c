@@ -41,7 +41,7 @@
 #include <time.h>
 
 #include "backends/x86/thread_pool.h"
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 #include "jit/x86_jit.h"
 
 enum { kRowMajor = 101, kNoTrans = 111 };

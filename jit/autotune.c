@@ -14,12 +14,6 @@
 #define kSamples 5
 #define kRepeats 4
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static tj_cache_key_t problem_key(const tj_autotune_problem_t* p) {
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
@@ -60,7 +54,7 @@ static int compare_double(const void* a, const void* b) {
 static tj_status_t measure_all(const tj_autotune_problem_t* p,
                                tj_autotune_measure_fn measure, void* ctx,
                                tj_autotune_result_t* out) {
-  double start = now_ms();
+  double start = tj_now_ms();
   out->best = -1;
   for (int32_t c = 0; c < p->num_candidates; ++c) {
     double warm;
@@ -79,7 +73,7 @@ static tj_status_t measure_all(const tj_autotune_problem_t* p,
     out->ms[c] = samples[kSamples / 2];
     if (out->best < 0 || out->ms[c] < out->ms[out->best]) out->best = c;
   }
-  out->tune_ms = now_ms() - start;
+  out->tune_ms = tj_now_ms() - start;
   if (out->best < 0) {
     return tj_invalid("autotune: no candidate serves bucket %lld on %s",
                       (long long)p->bucket, p->device);

@@ -14,7 +14,7 @@
 
 #include <llvm-c/Core.h>
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 
 struct tj_emit_t;
 

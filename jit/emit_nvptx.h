@@ -1,6 +1,6 @@
 // Kernel IR -> NVPTX LLVM IR: the last lowering step of the CUDA backend.
 //
-// The kernel IR (jit/kernel_ir.h) and its body semantics are shared with the
+// The kernel IR (kir/kernel_ir.h) and its body semantics are shared with the
 // x86 JIT: bodies are emitted by tj_emit_body (jit/emit_llvm.c) with the
 // same op lowering and transcendentals (jit/vecmath.h), at a point that one
 // GPU thread owns. Only the templates differ:

@@ -12,7 +12,7 @@
 #ifndef TJ_JIT_X86_JIT_H_
 #define TJ_JIT_X86_JIT_H_
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 
 //===--- tj_x86_jit_t ---===//
 

@@ -30,6 +30,23 @@
     if (TJ_UNLIKELY(tj_status_ != NULL)) return tj_status_; \
   } while (0)
 
+//===--- small shared helpers ---===//
+
+// Milliseconds on the monotonic clock (for durations only).
+double tj_now_ms(void);
+
+// The power-of-two bucket of a size: 0 for |v| <= 0, else the least power
+// of two >= |v|; |v| itself above 2^62, where the next power of two would
+// not fit. Every shape bucket (specialization, GEMM tuning on x86 and
+// CUDA) is keyed by it.
+static inline int64_t tj_pow2_bucket(int64_t v) {
+  if (v <= 0) return 0;
+  if (v > ((int64_t)1 << 62)) return v;
+  int64_t b = 1;
+  while (b < v) b <<= 1;
+  return b;
+}
+
 //===--- statuses ---===//
 
 // A new status with |code| and a printf-formatted message. Never fails:

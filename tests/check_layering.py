@@ -14,14 +14,14 @@ foreign = re.compile(r'#\s*include\s*[<"](llvm-c/|llvm/|cuda|ffi\.h)')
 forbidden = re.compile(
     r'\b(abort|exit|_Exit|quick_exit)\s*\(|\bprintf\s*\(|\bputs\s*\(|'
     r'\bputchar\s*\(|fprintf\s*\(\s*stdout|\bstdout\b')
-for top in ("lib", "jit", "backends"):
+for top in ("lib", "kir", "jit", "backends"):
     for path in sorted((root / top).rglob("*")):
         if path.suffix not in (".c", ".h", ".def"):
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("//")[0]
-            if top == "lib" and foreign.search(code):
-                problems.append(f"{path}:{n}: lib/ includes a backend header: {line.strip()}")
+            if top in ("lib", "kir") and foreign.search(code):
+                problems.append(f"{path}:{n}: {top}/ includes a backend header: {line.strip()}")
             if forbidden.search(code):
                 problems.append(f"{path}:{n}: library code must not exit or print to stdout: {line.strip()}")
 for p in problems:

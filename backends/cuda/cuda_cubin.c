@@ -9,12 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static void warn(const tj_cuda_cubin_load_t* load, const char* format,
                  const char* what) {
   if (load->context)
@@ -75,9 +69,9 @@ static tj_status_t load_cached(tj_cuda_device_t* device,
     }
     return NULL;
   }
-  double start = now_ms();
+  double start = tj_now_ms();
   tj_status_t s = tj_cuda_module_load_cubin(device, bytes, size, out_module);
-  r->load_ms = now_ms() - start;
+  r->load_ms = tj_now_ms() - start;
   if (!s && load->context && strcmp(r->source, "disk cache") == 0) {
     // A full memory cache only costs a later disk read.
     tj_status_free(tj_memory_cache_store(load->context, key, bytes, size));
@@ -112,9 +106,9 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
   if (!disk) {
     r->source = "none (no disk cache: PTX loaded)";
     TJ_RETURN_IF_ERROR(load->make_ptx(load->make_ptx_ctx, &ptx));
-    double start = now_ms();
+    double start = tj_now_ms();
     tj_status_t s = tj_cuda_module_load(device, ptx, out_module);
-    r->load_ms = now_ms() - start;
+    r->load_ms = tj_now_ms() - start;
     return s;
   }
   tj_cache_key_t key = cubin_key(device, load->ptx_key);
@@ -123,7 +117,7 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
   TJ_RETURN_IF_ERROR(load->make_ptx(load->make_ptx_ctx, &ptx));
   void* bytes = NULL;
   size_t size = 0;
-  double start = now_ms();
+  double start = tj_now_ms();
   tj_status_t link = tj_cuda_link_ptx(device, al, ptx, 0, &bytes, &size);
   if (link && tj_status_code(link) != TJ_STATUS_OUT_OF_MEMORY &&
       load->arch == TJ_NVPTX_SM_90A) {
@@ -133,25 +127,25 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
     link = tj_cuda_link_ptx(device, al, ptx, TJ_CU_TARGET_COMPUTE_90A, &bytes,
                             &size);
   }
-  r->link_ms = now_ms() - start;
+  r->link_ms = tj_now_ms() - start;
   if (link && tj_status_code(link) != TJ_STATUS_OUT_OF_MEMORY) {
     // The module still loads from its PTX; only the cubin is not cached.
     warn(load, "cache: no cuda cubin: %s; loading the PTX",
          tj_status_message(link));
     tj_status_free(link);
     r->source = "none (the driver's linker failed: PTX loaded)";
-    start = now_ms();
+    start = tj_now_ms();
     tj_status_t s = tj_cuda_module_load(device, ptx, out_module);
-    r->load_ms = now_ms() - start;
+    r->load_ms = tj_now_ms() - start;
     return s;
   }
   TJ_RETURN_IF_ERROR(link);
   r->source = "driver linker";
   r->bytes = size;
-  start = now_ms();
+  start = tj_now_ms();
   tj_status_t status =
       tj_cuda_module_load_cubin(device, bytes, size, out_module);
-  r->load_ms = now_ms() - start;
+  r->load_ms = tj_now_ms() - start;
   if (!status) {
     tj_status_t s = tj_disk_cache_store(load->cache_dir, key, bytes, size);
     if (s) {

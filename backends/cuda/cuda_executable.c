@@ -127,12 +127,6 @@ typedef struct tune_t {
   tj_nvptx_launch_t epi_launch;
 } tune_t;
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 //===--- the context's device ---===//
@@ -161,7 +155,7 @@ static void device_extension_destroy(void* state) {
 //===--- the program ---===//
 
 typedef struct kernel_t {
-  const tj_x86_lowered_t* low;  // borrowed; set by finish
+  const tj_lowered_kernel_t* low;  // borrowed; set by finish
   tj_nvptx_kernel_t info;
   tj_cuda_kernel_t fn;
   uint32_t arg_offset;  // first of its values in argv
@@ -448,7 +442,7 @@ static void delete_entry(LLVMModuleRef module, const char* entry) {
 // Tensor-core operands are read with 16-byte cp.async: strides and offsets
 // that are known now must be multiples of 8 halves (symbolic ones are
 // checked per run by the launch configuration).
-static tj_status_t check_gemm_alignment(const tj_x86_lowered_t* low,
+static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
                                         const tj_nvptx_kernel_t* info) {
   const tj_kir_t* k = low->kernel;
   if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
@@ -473,7 +467,7 @@ static tj_status_t check_gemm_alignment(const tj_x86_lowered_t* low,
 }
 
 tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* p,
-                                        const tj_x86_lowered_t* kernels,
+                                        const tj_lowered_kernel_t* kernels,
                                         uint32_t count) {
   if (!p->module) return tj_internal("cuda program: add after finish");
   if (p->num_kernels + count > p->cap_kernels) {
@@ -544,11 +538,11 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
 
 // The PTX of the module by LLVM, which consumes it.
 static tj_status_t compile_module(tj_cuda_program_t* p) {
-  double start = now_ms();
+  double start = tj_now_ms();
   LLVMModuleRef m = p->module;
   p->module = NULL;
   TJ_RETURN_IF_ERROR(tj_nvptx_compile(p->target, m, p->al, &p->ptx));
-  p->compile_ms = now_ms() - start;
+  p->compile_ms = tj_now_ms() - start;
   return NULL;
 }
 
@@ -857,7 +851,7 @@ static tj_status_t finish_offline(tj_cuda_program_t* p) {
 
 tj_status_t tj_cuda_program_finish(
     tj_cuda_program_t* p, const tj_graph_t* graph, const tj_memplan_t* memplan,
-    const tj_x86_lowered_t* kernels, uint32_t num_kernels,
+    const tj_lowered_kernel_t* kernels, uint32_t num_kernels,
     const tj_cuda_step_t* steps, uint32_t num_steps, const char* cache_dir) {
   if (num_kernels != p->num_kernels)
     return tj_internal("cuda program: %u kernels added, %u finished",
@@ -885,13 +879,13 @@ tj_status_t tj_cuda_program_finish(
   TJ_RETURN_IF_ERROR(alloc_run_state(p));
   if (num_kernels > 0) {
     TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
-    double start = now_ms();
+    double start = tj_now_ms();
     for (uint32_t i = 0; i < num_kernels; ++i) {
       kernel_t* k = &p->kernels[i];
       TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->cumod, k->info.entry,
                                             k->info.shared_bytes, &k->fn));
     }
-    p->load_ms += now_ms() - start;
+    p->load_ms += tj_now_ms() - start;
     TJ_RETURN_IF_ERROR(setup_tunes(p));
   } else if (p->module) {
     LLVMDisposeModule(p->module);
@@ -1038,12 +1032,6 @@ static tj_status_t setup_tunes(tj_cuda_program_t* p) {
 }
 
 //===--- GEMM candidates: running ---===//
-
-static int64_t pow2_ceil(int64_t v) {
-  int64_t b = 1;
-  while (b < v && b < ((int64_t)1 << 62)) b <<= 1;
-  return b;
-}
 
 // Compiles what candidate |c| of kernel |ki| needs (once).
 static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
@@ -1300,7 +1288,7 @@ static tj_status_t choose_candidates(tj_cuda_program_t* p) {
     const tj_kir_t* g = p->kernels[ki].low->kernel;
     const int64_t* scalars = p->scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
     t->m = tj_kir_ival_eval(g->dims[g->rank - 2], scalars);
-    int64_t bucket = pow2_ceil(t->m);
+    int64_t bucket = tj_pow2_bucket(t->m);
     int32_t c = -1;
     for (uint32_t i = 0; i < t->num_choices && c < 0; ++i) {
       if (t->choices[i].bucket == bucket) c = t->choices[i].candidate;
@@ -1644,7 +1632,7 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
 static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
                                   const int64_t* sym) {
   const tj_graph_t* g = p->graph;
-  const tj_x86_lowered_t* low = p->kernels[ki].low;
+  const tj_lowered_kernel_t* low = p->kernels[ki].low;
   int64_t* scalars = p->scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
   for (uint32_t i = 0; i < low->num_params; ++i) {
     TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, low->params[i], sym, &scalars[i]));
@@ -1666,7 +1654,7 @@ static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
                                const int64_t* sym) {
   const tj_graph_t* g = p->graph;
   kernel_t* kern = &p->kernels[ki];
-  const tj_x86_lowered_t* low = kern->low;
+  const tj_lowered_kernel_t* low = kern->low;
   const tj_kir_t* k = low->kernel;
   int64_t* scalars = p->scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
   uint64_t* argv = p->argv + kern->arg_offset;

@@ -17,7 +17,7 @@
 #define TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
 
 #include "backends/cuda/cuda_runtime.h"
-#include "backends/x86/lower.h"
+#include "kir/lower.h"
 #include "jit/nvptx.h"
 #include "tensorjit/tj_executable.h"
 
@@ -66,7 +66,7 @@ tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
 // (f64 transcendentals, a tensor-core GEMM operand whose constant stride
 // or offset breaks 16-byte alignment, ...): nothing of the group stays.
 tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* program,
-                                        const tj_x86_lowered_t* kernels,
+                                        const tj_lowered_kernel_t* kernels,
                                         uint32_t count);
 
 // Compiles the module to PTX (or takes it from the memory or disk cache:
@@ -76,7 +76,7 @@ tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* program,
 tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
                                    const tj_graph_t* graph,
                                    const tj_memplan_t* memplan,
-                                   const tj_x86_lowered_t* kernels,
+                                   const tj_lowered_kernel_t* kernels,
                                    uint32_t num_kernels,
                                    const tj_cuda_step_t* steps,
                                    uint32_t num_steps, const char* cache_dir);

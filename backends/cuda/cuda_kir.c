@@ -6,12 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 // Makes the PTX of an emitted module on a cubin-cache miss (LLVM's NVPTX
 // back end consumes the module).
 typedef struct kir_ptx_t {
@@ -24,11 +18,11 @@ typedef struct kir_ptx_t {
 
 static tj_status_t make_ptx(void* ctx, const char** out_ptx) {
   kir_ptx_t* c = ctx;
-  double start = now_ms();
+  double start = tj_now_ms();
   LLVMModuleRef module = c->module;
   c->module = NULL;
   tj_status_t s = tj_nvptx_compile(c->target, module, c->allocator, &c->ptx);
-  c->ms += now_ms() - start;
+  c->ms += tj_now_ms() - start;
   *out_ptx = c->ptx;
   return s;
 }
@@ -69,7 +63,7 @@ static tj_status_t compile(tj_cuda_device_t* device,
   if (!k) return tj_status_oom();
   k->device = device;
   k->kernel = kernel;
-  double start = now_ms();
+  double start = tj_now_ms();
   LLVMContextRef ctx = LLVMContextCreate();
   kir_ptx_t c = {target, tj_nvptx_module_create(target, ctx, kernel->name),
                  device->host, NULL, 0};
@@ -84,7 +78,7 @@ static tj_status_t compile(tj_cuda_device_t* device,
   load.make_ptx_ctx = &c;
   if (!status && load.cache_dir && load.cache_dir[0])
     status = ptx_key(target, c.module, &load.ptx_key);
-  double emit_ms = now_ms() - start;
+  double emit_ms = tj_now_ms() - start;
   tj_cuda_cubin_result_t r;
   if (!status) status = tj_cuda_cubin_load(device, &load, &k->module, &r);
   if (c.module) LLVMDisposeModule(c.module);  // a cubin hit: never compiled

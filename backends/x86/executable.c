@@ -135,7 +135,6 @@ struct tj_executable_t {
   // (no device; compiling stops at PTX) and the executable never runs.
   bool offline;
   tj_nvptx_arch_t offline_arch;
-  tj_lower_target_t lower_target;
   bool log_recompiles, log_cache, log_fusion, log_breaks, log_autotune;
   char cache_dir[1024];  // the disk cache; "" when disabled
   // Per plan node: the first graph output it is, or -1.
@@ -162,12 +161,6 @@ struct tj_executable_t {
   double compile_ms;
   atomic_llong cache_hits, cache_misses, recompiles, runs;
 };
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 // "B=7,S=128" for the symbols' values.
 static void format_key(const tj_graph_t* g, const int64_t* key, char* buf,
@@ -502,7 +495,7 @@ static void log_space(const tj_executable_t* exe, const tj_kir_t* k, char* buf,
 // Lowers every group; kernels go to |*out_kernels| (allocated here, to
 // become the generic set), the others become host or view steps.
 static tj_status_t plan_steps(tj_executable_t* exe,
-                              tj_x86_lowered_t** out_kernels,
+                              tj_lowered_kernel_t** out_kernels,
                               uint32_t* out_num_kernels) {
   const tj_fusion_t* fu = exe->plan.fusion;
   tj_allocator_t al = exe->allocator;
@@ -512,7 +505,7 @@ static tj_status_t plan_steps(tj_executable_t* exe,
   if (!exe->steps) return tj_status_oom();
   exe->num_steps = fu->num_groups + 1;  // freed with this size
   uint32_t cap = 0, nk = 0;
-  tj_x86_lowered_t* kernels = NULL;
+  tj_lowered_kernel_t* kernels = NULL;
   tj_status_t status = NULL;
   for (uint32_t q = 0; !status && q < fu->num_groups; ++q) {
     const tj_group_t* grp = &fu->groups[q];
@@ -523,12 +516,12 @@ static tj_status_t plan_steps(tj_executable_t* exe,
       s->kind = STEP_VIEW;
       continue;
     }
-    if (nk + TJ_X86_MAX_GROUP_KERNELS > cap) {
-      uint32_t grown = cap ? cap * 2 : 2 * TJ_X86_MAX_GROUP_KERNELS;
-      while (grown < nk + TJ_X86_MAX_GROUP_KERNELS) grown *= 2;
-      tj_x86_lowered_t* more =
-          tj_realloc(al, kernels, sizeof(tj_x86_lowered_t) * cap,
-                     sizeof(tj_x86_lowered_t) * grown);
+    if (nk + TJ_LOWER_MAX_GROUP_KERNELS > cap) {
+      uint32_t grown = cap ? cap * 2 : 2 * TJ_LOWER_MAX_GROUP_KERNELS;
+      while (grown < nk + TJ_LOWER_MAX_GROUP_KERNELS) grown *= 2;
+      tj_lowered_kernel_t* more =
+          tj_realloc(al, kernels, sizeof(tj_lowered_kernel_t) * cap,
+                     sizeof(tj_lowered_kernel_t) * grown);
       if (!more) {
         status = tj_status_oom();
         break;
@@ -539,16 +532,16 @@ static tj_status_t plan_steps(tj_executable_t* exe,
     char name[64];
     kernel_name(exe, "", q, name, sizeof(name));
     uint32_t made = 0;
-    status = tj_lower_group(&exe->lower_target, exe->plan.graph, fu,
-                            exe->plan.memplan, q, NULL, al, name, &kernels[nk],
-                            TJ_X86_MAX_GROUP_KERNELS, &made);
+    status =
+        tj_lower_group(exe->plan.graph, fu, exe->plan.memplan, q, NULL, al,
+                       name, &kernels[nk], TJ_LOWER_MAX_GROUP_KERNELS, &made);
     if (!status && exe->cuda) {
       // The GPU templates may still refuse a kernel (f64 transcendentals,
       // misaligned tensor-core operands): the group then runs on the host.
       status = tj_cuda_program_add_kernels(exe->cuda, &kernels[nk], made);
       if (status) {
         for (uint32_t i = 0; i < made; ++i) {
-          tj_x86_lowered_deinitialize(&kernels[nk + i]);
+          tj_lowered_kernel_deinitialize(&kernels[nk + i]);
         }
       }
     }
@@ -586,9 +579,9 @@ static tj_status_t plan_steps(tj_executable_t* exe,
   }
   // The kernel set owns an array of exactly |nk| entries; kernel_group
   // maps each kernel to its group.
-  tj_x86_lowered_t* exact = NULL;
+  tj_lowered_kernel_t* exact = NULL;
   if (!status && nk) {
-    exact = tj_alloc(al, sizeof(tj_x86_lowered_t) * nk);
+    exact = tj_alloc(al, sizeof(tj_lowered_kernel_t) * nk);
     if (!exact) status = tj_status_oom();
   }
   if (!status) {
@@ -597,13 +590,14 @@ static tj_status_t plan_steps(tj_executable_t* exe,
     if (!exe->kernel_group) status = tj_status_oom();
   }
   if (status) {
-    for (uint32_t i = 0; i < nk; ++i) tj_x86_lowered_deinitialize(&kernels[i]);
-    tj_free(al, kernels, sizeof(tj_x86_lowered_t) * cap);
-    tj_free(al, exact, exact ? sizeof(tj_x86_lowered_t) * nk : 0);
+    for (uint32_t i = 0; i < nk; ++i)
+      tj_lowered_kernel_deinitialize(&kernels[i]);
+    tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * cap);
+    tj_free(al, exact, exact ? sizeof(tj_lowered_kernel_t) * nk : 0);
     return status;
   }
-  if (nk) memcpy(exact, kernels, sizeof(tj_x86_lowered_t) * nk);
-  tj_free(al, kernels, sizeof(tj_x86_lowered_t) * cap);
+  if (nk) memcpy(exact, kernels, sizeof(tj_lowered_kernel_t) * nk);
+  tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * cap);
   for (uint32_t q = 0; q < fu->num_groups; ++q) {
     const step_t* s = &exe->steps[q];
     if (s->kind != STEP_KERNEL) continue;
@@ -646,14 +640,14 @@ static int32_t online_cpus(void) {
 
 // TJ_TARGET_CUDA after plan_steps: the GPU program gets the kernels and
 // the step list, compiles and loads its module.
-static tj_status_t finish_cuda(tj_executable_t* exe, tj_x86_lowered_t* kernels,
-                               uint32_t nk) {
+static tj_status_t finish_cuda(tj_executable_t* exe,
+                               tj_lowered_kernel_t* kernels, uint32_t nk) {
   tj_allocator_t al = exe->allocator;
   // The kernel set keeps the lowered kernels (and frees them); no x86 code.
   exe->generic.kernels = kernels;
   exe->generic.num_kernels = nk;
   tj_disk_cache_open(exe->context, exe->options.cache_dir, exe->cache_dir,
-                    sizeof(exe->cache_dir));
+                     sizeof(exe->cache_dir));
   uint32_t ns = 0;
   tj_cuda_step_t* steps = tj_calloc(al, exe->num_steps + 1, sizeof(*steps));
   if (!steps) return tj_status_oom();
@@ -718,7 +712,6 @@ static tj_status_t compile(tj_executable_t* exe) {
             ? tj_cuda_program_create_offline(exe->context, &exe->options,
                                              exe->offline_arch, &exe->cuda)
             : tj_cuda_program_create(exe->context, &exe->options, &exe->cuda));
-    exe->lower_target.half_gemm = true;
   }
   TJ_RETURN_IF_ERROR(run_pipeline(exe));
   exe->graph = exe->plan.graph;
@@ -730,7 +723,7 @@ static tj_status_t compile(tj_executable_t* exe) {
   for (uint32_t i = g->num_outputs; i-- > 0;) {
     exe->first_output[g->outputs[i].node] = (int32_t)i;
   }
-  tj_x86_lowered_t* kernels;
+  tj_lowered_kernel_t* kernels;
   uint32_t nk;
   if (exe->cuda) {
     TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
@@ -741,7 +734,7 @@ static tj_status_t compile(tj_executable_t* exe) {
   exe->jit = tj_x86_runtime_jit(runtime);
   TJ_RETURN_IF_ERROR(plan_steps(exe, &kernels, &nk));
   tj_disk_cache_open(exe->context, exe->options.cache_dir, exe->cache_dir,
-                    sizeof(exe->cache_dir));
+                     sizeof(exe->cache_dir));
   // The GEMM kernels' small-M paths are compiled when a run first takes
   // them (x86_backend.h): most runs never do.
   TJ_RETURN_IF_ERROR(tj_x86_kernel_set_build_lazy(
@@ -831,7 +824,7 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
                       (int)opts.autotune_budget_ms);
   }
   if (opts.pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts.pipeline));
-  double start = now_ms();
+  double start = tj_now_ms();
   tj_context_t* context = tj_graph_context(graph);
   tj_allocator_t al = tj_context_allocator(context);
   tj_executable_t* exe = tj_alloc(al, sizeof(*exe));
@@ -874,7 +867,7 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
     destroy(exe);
     return status;
   }
-  exe->compile_ms = now_ms() - start;
+  exe->compile_ms = tj_now_ms() - start;
   *out_executable = exe;
   return NULL;
 }
@@ -1041,8 +1034,8 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
 }
 
 static tj_status_t kernel_scalars(const tj_executable_t* exe,
-                                  const tj_x86_lowered_t* k, const int64_t* sym,
-                                  int64_t* scalars) {
+                                  const tj_lowered_kernel_t* k,
+                                  const int64_t* sym, int64_t* scalars) {
   const tj_graph_t* g = exe->graph;
   for (uint32_t p = 0; p < k->num_params; ++p) {
     TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->params[p], sym, &scalars[p]));
@@ -1226,7 +1219,7 @@ static tj_status_t run_frame(tj_executable_t* exe,
     const step_t* step = &exe->steps[s];
     for (uint32_t k = step->index;
          step->kind == STEP_KERNEL && k < step->index + step->count; ++k) {
-      const tj_x86_lowered_t* low = &set->kernels[k];
+      const tj_lowered_kernel_t* low = &set->kernels[k];
       void* buffers[TJ_KIR_MAX_BUFFERS];
       for (uint32_t b = 0; b < low->num_buffers; ++b) {
         uint32_t node = low->buffer_nodes[b];
@@ -1286,10 +1279,10 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
   char key[256];
   format_key(exe->graph, sym, key, sizeof(key));
   uint32_t nk = exe->generic.num_kernels;
-  tj_x86_lowered_t* kernels =
-      tj_calloc(al, nk ? nk : 1, sizeof(tj_x86_lowered_t));
+  tj_lowered_kernel_t* kernels =
+      tj_calloc(al, nk ? nk : 1, sizeof(tj_lowered_kernel_t));
   tj_status_t status = kernels ? NULL : tj_status_oom();
-  double start = now_ms();
+  double start = tj_now_ms();
   uint32_t made = 0;
   for (uint32_t q = 0; !status && q < exe->num_steps; ++q) {
     const step_t* st = &exe->steps[q];
@@ -1299,9 +1292,9 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
     // Room for the generic count only: a specialization must cut the
     // group into the same boxes, kernel for kernel.
     uint32_t got = 0;
-    status = tj_x86_lower_group(exe->plan.graph, exe->plan.fusion,
-                                exe->plan.memplan, q, sym, al, name,
-                                &kernels[st->index], st->count, &got);
+    status =
+        tj_lower_group(exe->plan.graph, exe->plan.fusion, exe->plan.memplan, q,
+                       sym, al, name, &kernels[st->index], st->count, &got);
     made = st->index + got;
     if (!status && got != st->count) {
       status = tj_unsupported("group %u lowers to %u kernels, not %u", q, got,
@@ -1311,7 +1304,7 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
   if (!status) {
     uint32_t count = nk;
     if (nk == 0) {
-      tj_free(al, kernels, sizeof(tj_x86_lowered_t));
+      tj_free(al, kernels, sizeof(tj_lowered_kernel_t));
       kernels = NULL;
     }
     status = tj_x86_kernel_set_build_lazy(
@@ -1321,9 +1314,9 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
   }
   if (kernels) {
     for (uint32_t k = 0; k < made; ++k) {
-      tj_x86_lowered_deinitialize(&kernels[k]);
+      tj_lowered_kernel_deinitialize(&kernels[k]);
     }
-    tj_free(al, kernels, sizeof(tj_x86_lowered_t) * (nk ? nk : 1));
+    tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * (nk ? nk : 1));
   }
   if (status && tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
     // Keep using the generic kernels for this shape; remember not to retry.
@@ -1348,7 +1341,8 @@ static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
     tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
                           "recompiles: @%s: compiled %u exact-shape kernels "
                           "for %s (%s) in %.2f ms",
-                          exe->graph->name, nk, key, reason, now_ms() - start);
+                          exe->graph->name, nk, key, reason,
+                          tj_now_ms() - start);
   }
   *out = s;
   return NULL;
@@ -1429,11 +1423,7 @@ static void note_bucket(tj_executable_t* exe, const int64_t* sym) {
   if (!exe->log_recompiles) return;
   uint32_t n = exe->num_symbols;
   int64_t key[TJ_MAX_SYMBOLS];
-  for (uint32_t i = 0; i < n; ++i) {
-    int64_t b = sym[i] > 0 ? 1 : 0;
-    while (b > 0 && b < sym[i] && b < INT64_MAX / 2) b *= 2;
-    key[i] = b < sym[i] ? sym[i] : b;
-  }
+  for (uint32_t i = 0; i < n; ++i) key[i] = tj_pow2_bucket(sym[i]);
   pthread_mutex_lock(&exe->mutex);
   shape_count_t* slot = NULL;
   bool seen = false;

@@ -77,12 +77,6 @@ struct tj_x86_tuner_t {
   atomic_llong tunings, cached, variant_builds, openblas_runs, variant_runs;
 };
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
 
 //===--- kernel IR copies ---===//
@@ -217,9 +211,7 @@ static void problem_key(const tj_kir_t* k, const int64_t* scalars,
   out->m = tj_kir_ival_eval(k->dims[r - 2], scalars);
   out->n = tj_kir_ival_eval(k->dims[r - 1], scalars);
   out->k = tj_kir_ival_eval(k->gemm_k, scalars);
-  int64_t b = out->m > 0 ? 1 : 0;
-  while (b > 0 && b < out->m) b *= 2;
-  out->bucket = b;
+  out->bucket = tj_pow2_bucket(out->m);
 }
 
 static const decision_t* find_decision(const entry_t* e,
@@ -432,7 +424,7 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
   *out_ms = 0;
   if (t->variants_tried) return NULL;
   t->variants_tried = true;
-  double start = now_ms();
+  double start = tj_now_ms();
   tj_allocator_t al = t->allocator;
   uint32_t total = 0;
   for (uint32_t i = 0; i < t->num_entries; ++i) {
@@ -442,7 +434,8 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
     }
   }
   if (total == 0) return NULL;
-  tj_x86_lowered_t* lowered = tj_calloc(al, total, sizeof(tj_x86_lowered_t));
+  tj_lowered_kernel_t* lowered =
+      tj_calloc(al, total, sizeof(tj_lowered_kernel_t));
   if (!lowered) {
     t->variants_tried = false;
     return tj_status_oom();
@@ -471,13 +464,13 @@ static tj_status_t ensure_variants(tj_x86_tuner_t* t, double* out_ms) {
   }
   if (status) {
     for (uint32_t i = 0; i < made; ++i)
-      tj_x86_lowered_deinitialize(&lowered[i]);
-    tj_free(al, lowered, sizeof(tj_x86_lowered_t) * total);
+      tj_lowered_kernel_deinitialize(&lowered[i]);
+    tj_free(al, lowered, sizeof(tj_lowered_kernel_t) * total);
   } else {
     status = tj_x86_kernel_set_build(t->jit, al, t->context, t->cache_dir,
                                      lowered, made, &t->variants);
   }
-  *out_ms = now_ms() - start;
+  *out_ms = tj_now_ms() - start;
   if (status) {
     if (tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
       t->variants_tried = false;  // a later run may have the memory
@@ -700,11 +693,11 @@ static tj_status_t measure(void* context, int32_t index, int32_t repeats,
       m->setup_error = run_candidate(m->t, m->e, 0, m->launch, m->bufs,
                                      m->scalars, m->scratch, m->scratch_bytes);
     }
-    m->start = now_ms();
+    m->start = tj_now_ms();
   }
   if (m->setup_error) return tj_status_clone(m->setup_error);
   int32_t c = m->map[index];
-  double elapsed = now_ms() - m->start;
+  double elapsed = tj_now_ms() - m->start;
   double budget = m->t->budget_ms;
   if (!m->warmed[c]) {
     if (c != 0 && m->warmed[0] && elapsed + m->last_ms[0] > budget) {
@@ -723,7 +716,7 @@ static tj_status_t measure(void* context, int32_t index, int32_t repeats,
       return NULL;
     }
   }
-  double t0 = now_ms();
+  double t0 = tj_now_ms();
   for (int32_t i = 0; i < repeats; ++i) {
     tj_status_t s = run_candidate(m->t, m->e, c, m->launch, m->bufs, m->scalars,
                                   m->scratch, m->scratch_bytes);
@@ -735,7 +728,7 @@ static tj_status_t measure(void* context, int32_t index, int32_t repeats,
       return s;
     }
   }
-  double spent = now_ms() - t0;
+  double spent = tj_now_ms() - t0;
   m->spent[c] += spent;
   m->last_ms[c] = spent / repeats;
   m->warmed[c] = true;

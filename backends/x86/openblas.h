@@ -5,7 +5,7 @@
 #ifndef TJ_BACKENDS_X86_OPENBLAS_H_
 #define TJ_BACKENDS_X86_OPENBLAS_H_
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 
 typedef void (*tj_cblas_sgemm_fn)(int order, int trans_a, int trans_b, int m,
                                   int n, int k, float alpha, const float* a,

@@ -57,12 +57,6 @@
 // "tj_kernel_" + a kernel name (at most 200 bytes, kernel_ir.h) + NUL.
 #define KERNEL_SYMBOL_BYTES 224
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 //===--- the context's x86 runtime ---===//
 
 typedef struct pool_entry_t {
@@ -208,7 +202,7 @@ struct tj_x86_lazy_t {
   char cache_dir[1024];
   char name[128];
   bool log;
-  const tj_x86_lowered_t* kernels;  // the set's
+  const tj_lowered_kernel_t* kernels;  // the set's
   uint32_t num_kernels;
   tj_cache_key_t key;  // of the cold part
   int32_t count;
@@ -256,10 +250,10 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
   lazy_destroy(set->lazy);
   if (set->kernels) {
     for (uint32_t i = 0; i < set->num_kernels; ++i) {
-      tj_x86_lowered_deinitialize(&set->kernels[i]);
+      tj_lowered_kernel_deinitialize(&set->kernels[i]);
     }
     tj_free(allocator, set->kernels,
-            sizeof(tj_x86_lowered_t) * set->num_kernels);
+            sizeof(tj_lowered_kernel_t) * set->num_kernels);
   }
   tj_free(allocator, set->fns,
           set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
@@ -269,7 +263,7 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
 
 // The cache key: what the object code depends on besides LLVM's behaviour,
 // which the target key pins (LLVM version, CPU, features).
-static tj_status_t set_key(tj_x86_jit_t* jit, const tj_x86_lowered_t* kernels,
+static tj_status_t set_key(tj_x86_jit_t* jit, const tj_lowered_kernel_t* kernels,
                            uint32_t num_kernels, tj_x86_part_t part,
                            tj_cache_key_t* out) {
   tj_cache_hasher_t h;
@@ -308,7 +302,7 @@ typedef struct fetched_t {
 // NULL: the structural checks of object_check.h, with the entry points the
 // caller looks up next.
 static tj_status_t check_object(tj_allocator_t allocator, const void* bytes,
-                                size_t size, const tj_x86_lowered_t* kernels,
+                                size_t size, const tj_lowered_kernel_t* kernels,
                                 uint32_t num_kernels, tj_x86_part_t part,
                                 int32_t num_cold, const char** out_why) {
   size_t n = part == TJ_X86_PART_COLD  ? (size_t)num_cold
@@ -344,7 +338,7 @@ static tj_status_t check_object(tj_allocator_t allocator, const void* bytes,
 // links. The bytes are allocated from |allocator|.
 static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                 tj_context_t* context, const char* cache_dir,
-                                bool use_disk, const tj_x86_lowered_t* kernels,
+                                bool use_disk, const tj_lowered_kernel_t* kernels,
                                 uint32_t num_kernels, tj_x86_part_t part,
                                 int32_t num_cold, tj_cache_key_t key,
                                 void** out_bytes, size_t* out_size,
@@ -479,7 +473,7 @@ static tj_status_t build_cold_once(tj_x86_lazy_t* z, bool use_disk,
 // Makes the cold part of |z| and publishes its functions. Under |z->mutex|.
 // |how|: where (for the log line).
 static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
-  double start = now_ms();
+  double start = tj_now_ms();
   size_t size = 0;
   fetched_t f;
   tj_status_t status = build_cold_once(z, true, &size, &f);
@@ -502,7 +496,7 @@ static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
         "cache: @%s: %d deferred functions (small-M GEMM paths) %s %s (key "
         "%s, %zu bytes of object code) in %.2f ms%s%s",
         z->name, (int)z->count, kFrom[f.source], how, key, size,
-        now_ms() - start, f.cache_note ? "; disk: " : "",
+        tj_now_ms() - start, f.cache_note ? "; disk: " : "",
         f.cache_note ? f.cache_note : "");
   }
   if (f.store_status && z->log) {
@@ -678,7 +672,7 @@ static void unload_set(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
   tj_free(allocator, set->fns,
           set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
   tj_status_free(set->store_status);
-  tj_x86_lowered_t* kernels = set->kernels;
+  tj_lowered_kernel_t* kernels = set->kernels;
   uint32_t num_kernels = set->num_kernels;
   memset(set, 0, sizeof(*set));
   set->kernels = kernels;
@@ -694,7 +688,7 @@ static tj_status_t build_set_once(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                   const char* name, bool log,
                                   tj_x86_kernel_set_t* out,
                                   tj_x86_source_t* out_source) {
-  tj_x86_lowered_t* kernels = out->kernels;
+  tj_lowered_kernel_t* kernels = out->kernels;
   uint32_t num_kernels = out->num_kernels;
   void* bytes = NULL;
   size_t size = 0;
@@ -752,14 +746,14 @@ static tj_status_t build_set_once(tj_x86_jit_t* jit, tj_allocator_t allocator,
 
 static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
                              tj_context_t* context, const char* cache_dir,
-                             tj_x86_lowered_t* kernels, uint32_t num_kernels,
+                             tj_lowered_kernel_t* kernels, uint32_t num_kernels,
                              tj_x86_part_t part, const char* name, bool log,
                              tj_x86_kernel_set_t* out) {
   memset(out, 0, sizeof(*out));
   out->kernels = kernels;
   out->num_kernels = num_kernels;
   if (num_kernels == 0) return NULL;
-  double start = now_ms();
+  double start = tj_now_ms();
   tj_x86_source_t source;
   tj_status_t status = build_set_once(jit, allocator, context, cache_dir, true,
                                       part, name, log, out, &source);
@@ -776,14 +770,14 @@ static tj_status_t build_set(tj_x86_jit_t* jit, tj_allocator_t allocator,
     tj_x86_kernel_set_deinitialize(allocator, out);
     return status;
   }
-  out->compile_ms = now_ms() - start;
+  out->compile_ms = tj_now_ms() - start;
   return NULL;
 }
 
 tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                     tj_context_t* context,
                                     const char* cache_dir,
-                                    tj_x86_lowered_t* kernels,
+                                    tj_lowered_kernel_t* kernels,
                                     uint32_t num_kernels,
                                     tj_x86_kernel_set_t* out) {
   return build_set(jit, allocator, context, cache_dir, kernels, num_kernels,
@@ -792,7 +786,7 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
 
 tj_status_t tj_x86_kernel_set_build_lazy(
     tj_x86_jit_t* jit, tj_allocator_t allocator, tj_context_t* context,
-    const char* cache_dir, tj_x86_lowered_t* kernels, uint32_t num_kernels,
+    const char* cache_dir, tj_lowered_kernel_t* kernels, uint32_t num_kernels,
     const char* name, bool log, tj_x86_kernel_set_t* out) {
   return build_set(jit, allocator, context, cache_dir, kernels, num_kernels,
                    TJ_X86_PART_HOT, name, log, out);

@@ -6,7 +6,7 @@
 #ifndef TJ_BACKENDS_X86_X86_BACKEND_H_
 #define TJ_BACKENDS_X86_X86_BACKEND_H_
 
-#include "backends/x86/lower.h"
+#include "kir/lower.h"
 #include "backends/x86/thread_pool.h"
 #include "jit/x86_jit.h"
 #include "tensorjit/tj_executable.h"
@@ -56,7 +56,7 @@ typedef struct tj_x86_lazy_t tj_x86_lazy_t;
 
 typedef struct tj_x86_kernel_set_t {
   uint32_t num_kernels;
-  tj_x86_lowered_t* kernels;  // owned array
+  tj_lowered_kernel_t* kernels;  // owned array
   tj_kir_fn_t* fns;           // entry points, valid while |module| lives
   tj_x86_module_t* module;
   size_t object_bytes;
@@ -79,7 +79,7 @@ typedef struct tj_x86_kernel_set_t {
 tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                     tj_context_t* context,
                                     const char* cache_dir,
-                                    tj_x86_lowered_t* kernels,
+                                    tj_lowered_kernel_t* kernels,
                                     uint32_t num_kernels,
                                     tj_x86_kernel_set_t* out);
 
@@ -90,7 +90,7 @@ tj_status_t tj_x86_kernel_set_build(tj_x86_jit_t* jit, tj_allocator_t allocator,
 // tj_x86_kernel_set_take_error after its launches.
 tj_status_t tj_x86_kernel_set_build_lazy(
     tj_x86_jit_t* jit, tj_allocator_t allocator, tj_context_t* context,
-    const char* cache_dir, tj_x86_lowered_t* kernels, uint32_t num_kernels,
+    const char* cache_dir, tj_lowered_kernel_t* kernels, uint32_t num_kernels,
     const char* name, bool log, tj_x86_kernel_set_t* out);
 
 // Starts building |set|'s cold part (if it has one) now, on a thread of

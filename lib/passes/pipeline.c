@@ -114,12 +114,6 @@ void tj_plan_set_memplan(tj_plan_t* plan, tj_memplan_t* memplan) {
 
 //===--- running passes ---===//
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static tj_status_t verify_plan(const tj_plan_t* plan) {
   TJ_RETURN_IF_ERROR(tj_ir_verify(plan->graph));
   if (plan->fusion) {
@@ -135,7 +129,7 @@ static tj_status_t verify_plan(const tj_plan_t* plan) {
 tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                 const tj_pass_info_t* pass) {
   uint32_t before = plan->graph->num_nodes;
-  double start = ctx->log_passes ? now_ms() : 0.0;
+  double start = ctx->log_passes ? tj_now_ms() : 0.0;
   tj_status_t status = pass->run(ctx, plan);
   if (status) return tj_status_annotate(status, "pass %s", pass->name);
   if (ctx->verify_each) {
@@ -146,7 +140,7 @@ tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
     }
   }
   if (ctx->log_passes) {
-    double ms = now_ms() - start;
+    double ms = tj_now_ms() - start;
     if (plan->fusion) {
       tj_context_diagnostic(ctx->context, TJ_SEVERITY_REMARK,
                             "pass %s: %.3f ms, %u -> %u nodes, %u groups",

@@ -15,7 +15,7 @@
 //   f16  2e-3 / 1e-3 and bf16 1.6e-2 / 1e-2 (2 ulp) for one op; composites
 //        4 ulp (4e-3, 3.2e-2): the reference rounds every op of their
 //        decomposition to the dtype, kernels keep f32 inside a fused group
-//        (jit/kernel_ir.h); f64 1e-13 rel.
+//        (kir/kernel_ir.h); f64 1e-13 rel.
 //
 // A backend names what it cannot do yet in a skip list, and the cases
 // whose kernel or graph-break counts differ from the portable expectation

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 
 typedef enum sample_e {
   SAMPLE_GELU_BIAS,         // y[B,N] f32 = gelu_erf(x + b[N])

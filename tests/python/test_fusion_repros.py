@@ -4,7 +4,7 @@ fusion, compiled for x86 and compared with the reference interpreter.
     gridsample_reflection_x86_wrong  a 124-node fused pointwise kernel gave
         wrong values on 4 of 8 outputs: one output of the group was stored
         in place of an input before another output had read it
-        (backends/x86/lower.c).
+        (kir/lower.c).
     gridsample_bicubic_fuse_internal  tj_compile failed with INTERNAL "not
         a legal group: more nodes than fuse_max_nodes": the fuser's first
         phase built a kernel its own check rejects (lib/passes/fuse.c).

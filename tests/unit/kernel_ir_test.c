@@ -1,11 +1,11 @@
-// jit/kernel_ir.c: the printed form of each template (exact text, so that
+// kir/kernel_ir.c: the printed form of each template (exact text, so that
 // FileCheck tests can rely on it), the builder's sticky errors and the
 // verifier's structural rules, and an OOM sweep over building + printing.
 
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 #include "tests/unit/test.h"
 
 static const tj_kir_ival_t kUnit[1] = {{1, -1}};

@@ -53,7 +53,7 @@ static void check_x86_matches_reference(tj_graph_t* g, int32_t index_input,
 // input the second still reads: b = exp(y) + t is computed after a =
 // exp(y) is stored over t (memplan gives a the slot of t, which this group
 // reads last). The lowering stored each output as soon as it had it, so b
-// read a's value instead of t's: backends/x86/lower.c now computes every
+// read a's value instead of t's: kir/lower.c now computes every
 // output before the first store.
 TEST(in_place_output_is_stored_after_every_load) {
   tj_graph_t* g;

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "backends/x86/thread_pool.h"
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 #include "jit/x86_jit.h"
 #include "lib/dtype.h"
 #include "tests/unit/test.h"

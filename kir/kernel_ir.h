@@ -114,8 +114,8 @@
 // same result; each concurrently running call needs its own |scratch| of
 // scratch_bytes (64-byte aligned; NULL when scratch_bytes is 0).
 
-#ifndef TJ_JIT_KERNEL_IR_H_
-#define TJ_JIT_KERNEL_IR_H_
+#ifndef TJ_KIR_KERNEL_IR_H_
+#define TJ_KIR_KERNEL_IR_H_
 
 #include "lib/arena.h"
 #include "lib/base.h"
@@ -381,4 +381,4 @@ static inline int64_t tj_kir_ival_eval(tj_kir_ival_t v,
   return v.param < 0 ? v.value : scalars[v.param];
 }
 
-#endif  // TJ_JIT_KERNEL_IR_H_
+#endif  // TJ_KIR_KERNEL_IR_H_

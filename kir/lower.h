@@ -1,6 +1,7 @@
-// Fusion group -> kernel IR (backends/x86/lower.c): the x86 backend's
-// bridge from the middle end's groups (lib/passes/fusion.h) to the JIT's
-// templates (jit/kernel_ir.h).
+// Fusion group -> kernel IR (kir/lower.c): the bridge from the middle
+// end's groups (lib/passes/fusion.h) to the kernel templates
+// (kir/kernel_ir.h), the same for every target that compiles kernel IR
+// (x86 and CUDA).
 //
 // Every value a kernel reads or writes lives in memory densely, row-major,
 // in the shape of its node (graph inputs are staged there when the caller's
@@ -11,14 +12,14 @@
 // dims of the graph's dim table, evaluated per run into the kernel's scalar
 // params: one kernel serves every value of the symbols.
 
-#ifndef TJ_BACKENDS_X86_LOWER_H_
-#define TJ_BACKENDS_X86_LOWER_H_
+#ifndef TJ_KIR_LOWER_H_
+#define TJ_KIR_LOWER_H_
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 #include "lib/passes/fusion.h"
 #include "lib/passes/memplan.h"
 
-typedef struct tj_x86_lowered_t {
+typedef struct tj_lowered_kernel_t {
   tj_kir_t* kernel;  // finalized; owned
   // Scalar param i of the kernel is the value of dim |params|[i] of the
   // graph (a symbolic dim; constant dims never become params).
@@ -33,7 +34,7 @@ typedef struct tj_x86_lowered_t {
   // empty axis is an error, as in the reference). UINT32_MAX: none.
   uint32_t nonempty_node;
   int64_t nonempty_dim;
-} tj_x86_lowered_t;
+} tj_lowered_kernel_t;
 
 // Lowers group |group| of |fusion| (over |graph|) to kernels named |name|
 // (a C identifier): one kernel, except for pointwise groups with pad or
@@ -58,36 +59,17 @@ typedef struct tj_x86_lowered_t {
 // follow, a matmul of f64 or integers, gather, ...): the caller then runs the
 // group another way. OUT_OF_MEMORY and INTERNAL are real failures. Nothing is
 // left in |out| on failure.
-tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
-                               const tj_memplan_t* memplan, uint32_t group,
-                               const int64_t* symbol_values,
-                               tj_allocator_t allocator, const char* name,
-                               tj_x86_lowered_t* out, uint32_t max_out,
-                               uint32_t* out_count);
-
-// What a target's kernel templates take beyond the x86 baseline; the
-// lowering is otherwise the same for every target.
-typedef struct tj_lower_target_t {
-  // Matmuls with f16 or bf16 operands become GEMM kernels (NVPTX tensor
-  // cores; on x86 too since the x86 template takes them, so this is no
-  // longer consulted); their result is rounded to the matmul's dtype
-  // before the epilogue, as the graph's semantics say.
-  bool half_gemm;
-} tj_lower_target_t;
-
-// tj_x86_lower_group for the target |target| (NULL: x86).
-tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
-                           const tj_fusion_t* fusion,
+tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
                            const tj_memplan_t* memplan, uint32_t group,
                            const int64_t* symbol_values,
                            tj_allocator_t allocator, const char* name,
-                           tj_x86_lowered_t* out, uint32_t max_out,
+                           tj_lowered_kernel_t* out, uint32_t max_out,
                            uint32_t* out_count);
 
 // The most kernels one group lowers to.
-#define TJ_X86_MAX_GROUP_KERNELS 64
+#define TJ_LOWER_MAX_GROUP_KERNELS 64
 
 // Destroys the kernel and clears |lowered|. Idempotent.
-void tj_x86_lowered_deinitialize(tj_x86_lowered_t* lowered);
+void tj_lowered_kernel_deinitialize(tj_lowered_kernel_t* lowered);
 
-#endif  // TJ_BACKENDS_X86_LOWER_H_
+#endif  // TJ_KIR_LOWER_H_

@@ -1,4 +1,4 @@
-// backends/x86/lower.c
+// kir/lower.c
 //
 // Lowers one fusion group to one kernel IR kernel (lower.h has the model).
 //
@@ -31,7 +31,7 @@
 // concat along B cuts the space at B). Reductions are cut only along rows,
 // matmuls along their output (A and B are offset to the box).
 
-#include "backends/x86/lower.h"
+#include "kir/lower.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -129,7 +129,6 @@ typedef struct lw_t {
   // GEMM facts.
   uint32_t mm;
   int64_t gemm_k;
-  bool half_gemm;  // the target takes f16/bf16 operands (tj_lower_target_t)
 } lw_t;
 
 static const tj_node_t* NODE(const lw_t* lw, uint32_t i) {
@@ -1198,7 +1197,7 @@ static tj_status_t gemm_operands(lw_t* lw) {
   uint32_t an = mm->operands[0], bn = mm->operands[1];
   const tj_node_t* a = NODE(lw, an);
   const tj_node_t* b = NODE(lw, bn);
-  bool half = lw->half_gemm && a->dtype == b->dtype &&
+  bool half = a->dtype == b->dtype &&
               (a->dtype == TJ_DTYPE_F16 || a->dtype == TJ_DTYPE_BF16);
   if ((a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) && !half) {
     return tj_unsupported(
@@ -1402,7 +1401,7 @@ static tj_status_t check_in_place(lw_t* lw) {
 //===--- driver ---===//
 
 static tj_status_t build_kernel(lw_t* lw, const char* name,
-                                tj_x86_lowered_t* out) {
+                                tj_lowered_kernel_t* out) {
   lw->num_params = 0;
   TJ_RETURN_IF_ERROR(tj_kir_create(lw->al, lw->kind, name, &lw->k));
   tj_kir_ival_t dims[MAXV];
@@ -1432,7 +1431,7 @@ static tj_status_t build_kernel(lw_t* lw, const char* name,
   out->num_buffers = lw->num_bufs;
   if (lw->kind == TJ_KIR_GEMM) {
     tj_kir_set_gemm(lw->k, kdim, NULL);
-    lw->k->allow_half_gemm = lw->half_gemm;
+    lw->k->allow_half_gemm = true;  // every GEMM template takes them
   }
   if (lw->k->error) return tj_status_clone(lw->k->error);
   lw->emit = true;
@@ -1465,8 +1464,9 @@ static bool next_box(lw_t* lw) {
   return false;
 }
 
-static void free_outputs(tj_x86_lowered_t* outs, uint32_t* count) {
-  for (uint32_t i = 0; i < *count; ++i) tj_x86_lowered_deinitialize(&outs[i]);
+static void free_outputs(tj_lowered_kernel_t* outs, uint32_t* count) {
+  for (uint32_t i = 0; i < *count; ++i)
+    tj_lowered_kernel_deinitialize(&outs[i]);
   *count = 0;
 }
 
@@ -1493,7 +1493,7 @@ static void apply_split(lw_t* lw) {
 
 // One box: the first pass, then (no request) the space and the kernel.
 static tj_status_t lower_box(lw_t* lw, const char* name,
-                             tj_x86_lowered_t* out) {
+                             tj_lowered_kernel_t* out) {
   for (int32_t d = 0; d < lw->root_rank; ++d) {
     lw->root_dims[d] = lw->seg_size[d][lw->cur_seg[d]];
     if (lw->nseg[d] > 1) lw->fac[d][0] = lw->root_dims[d];
@@ -1510,7 +1510,7 @@ static tj_status_t lower_box(lw_t* lw, const char* name,
   return build_kernel(lw, name, out);
 }
 
-static tj_status_t lower(lw_t* lw, const char* name, tj_x86_lowered_t* outs,
+static tj_status_t lower(lw_t* lw, const char* name, tj_lowered_kernel_t* outs,
                          uint32_t max_out, uint32_t* count) {
   *count = 0;
   TJ_RETURN_IF_ERROR(setup_root(lw));
@@ -1574,22 +1574,11 @@ static tj_status_t lower(lw_t* lw, const char* name, tj_x86_lowered_t* outs,
                         MAX_ATTEMPTS);
 }
 
-tj_status_t tj_x86_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
-                               const tj_memplan_t* memplan, uint32_t group,
-                               const int64_t* symbol_values,
-                               tj_allocator_t allocator, const char* name,
-                               tj_x86_lowered_t* out, uint32_t max_out,
-                               uint32_t* out_count) {
-  return tj_lower_group(NULL, graph, fusion, memplan, group, symbol_values,
-                        allocator, name, out, max_out, out_count);
-}
-
-tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
-                           const tj_fusion_t* fusion,
+tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
                            const tj_memplan_t* memplan, uint32_t group,
                            const int64_t* symbol_values,
                            tj_allocator_t allocator, const char* name,
-                           tj_x86_lowered_t* out, uint32_t max_out,
+                           tj_lowered_kernel_t* out, uint32_t max_out,
                            uint32_t* out_count) {
   *out_count = 0;
   memset(out, 0, sizeof(*out) * max_out);
@@ -1605,11 +1594,6 @@ tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
   lw->mp = memplan;
   lw->sym = symbol_values;
   lw->al = allocator;
-  // Every GEMM template takes f16/bf16 operands now (x86: widened while
-  // packing, or vdpbf16ps; NVPTX: tensor cores), so a half matmul is never
-  // a graph break; |target->half_gemm| no longer narrows anything.
-  (void)target;
-  lw->half_gemm = true;
   uint32_t n = graph->num_nodes ? graph->num_nodes : 1;
   lw->in_group = tj_calloc(allocator, n, sizeof(bool));
   lw->red_phase = tj_alloc(allocator, sizeof(uint32_t) * n);
@@ -1639,7 +1623,7 @@ tj_status_t tj_lower_group(const tj_lower_target_t* target, tj_graph_t* graph,
   return NULL;
 }
 
-void tj_x86_lowered_deinitialize(tj_x86_lowered_t* lowered) {
+void tj_lowered_kernel_deinitialize(tj_lowered_kernel_t* lowered) {
   tj_kir_destroy(lowered->kernel);
   memset(lowered, 0, sizeof(*lowered));
 }

@@ -1,7 +1,7 @@
 // The kernel IR: builder with a sticky error, verifier, printer and the
 // host-side launch arithmetic. See kernel_ir.h for the model.
 
-#include "jit/kernel_ir.h"
+#include "kir/kernel_ir.h"
 
 #include <inttypes.h>
 #include <stdio.h>
