@@ -3,12 +3,15 @@
 // memory, its runs (launches, copies, graph breaks on the host) and the
 // CUDA graphs that replay them.
 //
-// backends/x86/executable.c owns the executable and the target-independent
-// part of compiling (the middle end, the lowering of fusion groups to
-// kernel IR with tj_lower_group, the host subgraphs of graph breaks); it
-// hands each lowered group to tj_cuda_program_add_kernels, which emits it
-// for the GPU or says UNSUPPORTED (the group then runs on the host), and
-// the finished step list to tj_cuda_program_finish.
+// The compile driver (backends/compile.c) owns the executable and the
+// target-neutral part of compiling (the middle end, the lowering of fusion
+// groups to kernel IR with tj_lower_group, the run plan with the host
+// subgraphs of graph breaks, specialization). Its CUDA adapter
+// (cuda_backend.c) makes one program per compiled program of the
+// executable (the generic one, and one per specialized shape): it hands
+// each lowered group to tj_cuda_program_add_kernels, which emits it for the
+// GPU or says UNSUPPORTED (the group then runs on the host; a specialization
+// is then not made), and the finished step list to tj_cuda_program_finish.
 //
 // The device (context, stream, caching allocator) is shared by every CUDA
 // executable of a tj_context_t: a context extension, created by the first.
@@ -160,7 +163,7 @@ const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
 // The PTX a GPU of |arch| would load for |graph| compiled with |options|
 // (its target is taken as TJ_TARGET_CUDA), made without a device: the same
 // middle end, lowering, emission and graph breaks as tj_compile, then
-// LLVM's NVPTX back end. Implemented in backends/x86/executable.c.
+// LLVM's NVPTX back end. Implemented in backends/cuda/cuda_backend.c.
 typedef struct tj_cuda_offline_ptx_t {
   char* ptx;             // the program's module; NULL without kernels
   char* variants_ptx;    // see tj_cuda_program_variants_ptx; may be NULL
@@ -179,9 +182,9 @@ tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
 void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
                                       tj_cuda_offline_ptx_t* ptx);
 
-// The CUDA stats of an executable compiled for TJ_TARGET_CUDA (implemented
-// in backends/x86/executable.c, which owns the executable). INVALID_ARGUMENT
-// for other executables.
+// The CUDA stats of the generic program of an executable compiled for
+// TJ_TARGET_CUDA (implemented in backends/cuda/cuda_backend.c).
+// INVALID_ARGUMENT for other executables.
 tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
                                      tj_cuda_program_stats_t* out_stats);
 

@@ -1,5 +1,5 @@
 // The x86 backend's internal pieces between the lowering (lower.h) and the
-// executable (executable.c): a kernel set (the kernels of one executable or
+// x86 program (x86_program.c): a kernel set (the kernels of one executable or
 // one specialization, JIT-compiled as ONE LLVM module) and launching a
 // kernel over its work units on the thread pool or the host's job system.
 

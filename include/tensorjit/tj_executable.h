@@ -32,11 +32,12 @@ typedef void (*tj_parallel_for_fn)(void* user_data, int64_t count,
 typedef enum tj_target_e {
   TJ_TARGET_X86 = 0,        // LLVM's x86 back end through ORC (the default)
   TJ_TARGET_REFERENCE = 1,  // the reference interpreter (for checking)
-  TJ_TARGET_CUDA = 2,       // NVPTX through the CUDA driver; generic
-                            // kernels only (|specialize| is ignored)
+  TJ_TARGET_CUDA = 2,       // NVPTX through the CUDA driver
 } tj_target_t;
 
-// When to compile exact-shape kernels beside the generic ones.
+// When to compile exact-shape kernels beside the generic ones (x86 and
+// CUDA alike; the reference target has no kernels). A shape whose
+// exact-shape kernels the target refuses runs the generic ones.
 typedef enum tj_specialize_e {
   TJ_SPECIALIZE_NEVER = 0,    // one generic kernel set serves every shape
   TJ_SPECIALIZE_AFTER_N = 1,  // after |specialize_after| runs of a shape
@@ -244,7 +245,8 @@ TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
 // number of times (later calls find everything built and return at once);
 // thread-safe, and runs may go on meanwhile. Returns the build's error,
 // if any (a later run or prepare tries again). A no-op for the reference
-// and CUDA targets (after the checks).
+// target (after the checks); on CUDA, where tj_compile loads everything,
+// only the exact-shape program under TJ_SPECIALIZE_ALWAYS.
 TJ_API tj_status_t tj_executable_prepare(tj_executable_t* executable,
                                          const tj_tensor_t* inputs,
                                          int32_t num_inputs);

@@ -1,0 +1,118 @@
+// The backend interface: what a target implements so that the compile
+// driver (backends/compile.c) can compile and run a graph on it. In the
+// spirit of IREE's HAL driver/executable split: the driver owns everything
+// target-neutral (options, the pass pipeline, lowering every fusion group
+// once, the run plan with its graph breaks, shape guards, specialization
+// and bucketing, the executable object, refcounts, stats), a backend turns
+// a lowered program into something it can run and runs it.
+//
+// Per executable a backend has one |target| (its state: a JIT, a device, a
+// frame pool, counters), opened first so that a target that cannot work
+// here (no GPU) fails the compile before the middle end runs. A target
+// compiles programs: the generic one (every symbolic size a scalar param)
+// and, under a specialization policy, one per shape (every size a
+// constant), all over the same run plan.
+//
+// Implementations: backends/x86/x86_program.c (tj_backend_x86),
+// backends/cuda/cuda_backend.c (tj_backend_cuda), and
+// backends/reference/reference_backend.c (tj_backend_reference). Only the
+// driver names them all.
+
+#ifndef TJ_BACKENDS_BACKEND_H_
+#define TJ_BACKENDS_BACKEND_H_
+
+#include "backends/run_plan.h"
+#include "tensorjit/tj_executable.h"
+
+// What a target is opened with. Everything is borrowed from the
+// executable, which outlives the target; |options| holds the caller's
+// strings (pipeline, cache_dir) only until tj_compile returns.
+typedef struct tj_backend_config_t {
+  tj_context_t* context;
+  tj_allocator_t allocator;
+  const tj_compile_options_t* options;
+  uint32_t log;     // TJ_LOG flags (lib/env.h)
+  const void* arg;  // backend-specific, NULL by default (cuda_backend.h)
+} tj_backend_config_t;
+
+// A program to compile: the run plan (borrowed; it outlives the program)
+// and its kernels.
+typedef struct tj_lowered_program_t {
+  const tj_run_plan_t* plan;
+  // plan->num_kernels of them (NULL when 0), allocated from the
+  // executable's allocator; the backend takes them on every path.
+  tj_lowered_kernel_t* kernels;
+  // NULL: the generic program. Else the symbol values (by symbol id) the
+  // kernels were specialized to.
+  const int64_t* sym;
+  const char* label;  // for logs: "generic kernels", "B=7,S=128"
+  // Set by a compile that succeeds: kernels whose code came from a cache,
+  // and kernels compiled (tj_executable_stats_t).
+  int64_t cache_hits, cache_misses;
+} tj_lowered_program_t;
+
+typedef struct tj_backend_t {
+  const char* name;
+  // false: the target runs the caller's graph as it is (the reference
+  // interpreter): no pass pipeline, no lowering, no run plan steps, no
+  // specialization; run gets sym NULL and the arguments unchecked.
+  bool lowers;
+  // Whether runs may take CUDA tensors (the backend checks them).
+  bool device_tensors;
+
+  // The size of a target's state; the driver allocates it zeroed (no
+  // allocation at all when 0: |target| is then NULL) and frees it after
+  // close, or after an open that fails.
+  size_t target_size;
+  // Opens the executable's target in |target|. On failure nothing is left
+  // to close. NULL: nothing to open.
+  tj_status_t (*open)(void* target, const tj_backend_config_t* config);
+  // While the generic run plan is built: whether the target takes one
+  // group's lowered kernels (tj_run_plan_accept_fn). NULL: all.
+  tj_run_plan_accept_fn accept;
+  // Compiles |program|. Specializations are compiled under the driver's
+  // lock, one at a time, while runs may use other programs. UNSUPPORTED
+  // for a specialization means "serve this shape with the generic
+  // program". On failure |*out_program| is NULL.
+  tj_status_t (*compile)(void* target, tj_lowered_program_t* program,
+                         void** out_program);
+  // Runs |program| for symbol values |sym|, bound by the driver, which
+  // has also checked the outputs (tj_host_check_outputs) and the memory
+  // of every tensor (tj_ir_check_run_memory). May run on many threads.
+  tj_status_t (*run)(void* target, void* program, const int64_t* sym,
+                     const tj_tensor_t* inputs, int32_t num_inputs,
+                     const tj_tensor_t* outputs, int32_t num_outputs);
+  // Does now what the first run of |program| would otherwise do (deferred
+  // code). NULL: nothing to do.
+  tj_status_t (*prepare)(void* target, void* program);
+  // Frees |program| (NULL: nothing). NULL: programs own nothing.
+  void (*release)(void* target, void* program);
+  // Frees what the target holds; called only for a target that opened.
+  // NULL: nothing.
+  void (*close)(void* target);
+} tj_backend_t;
+
+extern const tj_backend_t tj_backend_x86;
+extern const tj_backend_t tj_backend_cuda;
+extern const tj_backend_t tj_backend_reference;
+
+// The driver's side, for target-specific entry points (tj_cuda_compile_ptx,
+// tj_executable_cuda_stats, tj_x86_executable_tuner):
+
+// tj_compile with |backend| opened with |arg| (tj_backend_config_t.arg).
+tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
+                                    const tj_compile_options_t* options,
+                                    const tj_backend_t* backend,
+                                    const void* arg,
+                                    tj_executable_t** out_executable);
+
+// The backend of |executable|; its target and generic program in
+// |*out_target| and |*out_program|. NULL executable: NULL.
+const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
+                                          void** out_target,
+                                          void** out_program);
+
+// Graph breaks of |executable| (run plan host steps).
+uint32_t tj_executable_num_host_steps(const tj_executable_t* executable);
+
+#endif  // TJ_BACKENDS_BACKEND_H_

@@ -1,0 +1,602 @@
+// backends/compile.c: the compile driver. tj_compile and tj_executable_*
+// for every target, over the backend interface (backends/backend.h).
+//
+// Compiling: copy the caller's graph (the executable must not reference
+// it), open the target's backend (first, so that a target that cannot work
+// here fails fast and clearly), run the middle end (the default pipeline
+// or the caller's pass list; fuse and memplan always end it, since they
+// are the backends' input), lower every fusion group once to kernel IR and
+// build the run plan (backends/run_plan.c: a group the kernel templates or
+// the backend cannot take runs on the reference semantics as a host step
+// between the compiled kernels, a graph break), and let the backend compile
+// the generic program. The reference target takes the graph as it is.
+//
+// Running: bind the symbols from the inputs (tj_ir_bind_symbols checks
+// dtypes, ranks, dims and the shape guards), check the outputs and the
+// memory of every tensor, pick the program for the shape and let the
+// backend run it.
+//
+// Specialization, the same for every backend that lowers: with
+// TJ_SPECIALIZE_ALWAYS / AFTER_N a shape (the symbol values) gets its own
+// program, lowered again with every size a constant and compiled by the
+// same backend, logged under TJ_LOG=recompiles with the reason; the generic
+// program serves meanwhile, for every shape under NEVER, for a shape whose
+// specialization the backend refuses, and for every power-of-two bucket
+// under bucket_pow2 (see note_bucket).
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/host_tensor.h"
+#include "lib/env.h"
+
+#define MAX_SPECIALIZATIONS 16
+#define SHAPE_COUNTERS 32
+
+//===--- options ---===//
+
+void tj_compile_options_initialize(tj_compile_options_t* options) {
+  memset(options, 0, sizeof(*options));
+  options->target = TJ_TARGET_X86;
+  options->specialize = TJ_SPECIALIZE_NEVER;
+  options->specialize_after = 16;
+}
+
+static tj_status_t check_options(const tj_compile_options_t* opts) {
+  if (opts->target != TJ_TARGET_X86 && opts->target != TJ_TARGET_REFERENCE &&
+      opts->target != TJ_TARGET_CUDA) {
+    return tj_invalid("tj_compile: unknown target %d", (int)opts->target);
+  }
+  if ((unsigned)opts->specialize > TJ_SPECIALIZE_ALWAYS ||
+      (opts->specialize == TJ_SPECIALIZE_AFTER_N &&
+       opts->specialize_after < 1)) {
+    return tj_invalid("tj_compile: bad specialization policy %d (after %d)",
+                      (int)opts->specialize, (int)opts->specialize_after);
+  }
+  if (opts->num_threads < 0) {
+    return tj_invalid("tj_compile: num_threads is %d", (int)opts->num_threads);
+  }
+  if (opts->autotune_budget_ms < 0) {
+    return tj_invalid("tj_compile: autotune_budget_ms is %d",
+                      (int)opts->autotune_budget_ms);
+  }
+  if (opts->pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts->pipeline));
+  return NULL;
+}
+
+static const tj_backend_t* backend_of(tj_target_t target) {
+  switch (target) {
+    case TJ_TARGET_REFERENCE:
+      return &tj_backend_reference;
+    case TJ_TARGET_CUDA:
+      return &tj_backend_cuda;
+    case TJ_TARGET_X86:
+      break;
+  }
+  return &tj_backend_x86;
+}
+
+//===--- the executable ---===//
+
+typedef struct spec_t {
+  struct spec_t* next;
+  int64_t key[TJ_MAX_SYMBOLS];
+  void* program;  // NULL: specializing was refused, the generic one serves
+} spec_t;
+
+typedef struct shape_count_t {
+  int64_t key[TJ_MAX_SYMBOLS];
+  int64_t count;
+  bool used;
+} shape_count_t;
+
+struct tj_executable_t {
+  atomic_int refs;
+  tj_context_t* context;
+  tj_allocator_t allocator;
+  tj_compile_options_t options;
+  tj_plan_t plan;
+  const tj_graph_t* graph;  // plan.graph
+  uint32_t num_symbols;
+  bool log_recompiles;
+  const tj_backend_t* backend;
+  void* target;   // the backend's state
+  bool opened;    // |target| is open (NULL when the backend has no state)
+  void* generic;  // the generic program
+  tj_run_plan_t run_plan;
+  // Specializations: an append-only list read without locks.
+  _Atomic(spec_t*) specs;
+  uint32_t num_specs;
+  shape_count_t counts[SHAPE_COUNTERS];
+  pthread_mutex_t mutex;  // compiling specializations, counting shapes
+  bool mutex_ready;
+  // Stats.
+  double compile_ms;
+  atomic_llong cache_hits, cache_misses, recompiles, runs;
+};
+
+// "B=7,S=128" for the symbols' values.
+static void format_key(const tj_graph_t* g, const int64_t* key, char* buf,
+                       size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < tj_dim_num_symbols(&g->dims) && n < size; ++i) {
+    int m = snprintf(buf + n, size - n, "%s%s=%lld", i ? "," : "",
+                     tj_dim_symbol_name(&g->dims, i), (long long)key[i]);
+    if (m < 0) break;
+    n += (size_t)m;
+  }
+}
+
+//===--- destruction ---===//
+
+static void destroy(tj_executable_t* exe) {
+  tj_allocator_t al = exe->allocator;
+  const tj_backend_t* b = exe->backend;
+  spec_t* s = atomic_load(&exe->specs);
+  while (s) {
+    spec_t* next = s->next;
+    if (b->release) b->release(exe->target, s->program);
+    tj_free(al, s, sizeof(spec_t));
+    s = next;
+  }
+  if (exe->opened) {
+    if (b->release) b->release(exe->target, exe->generic);
+    if (b->close) b->close(exe->target);
+  }
+  if (exe->target) tj_free(al, exe->target, b->target_size);
+  tj_run_plan_deinitialize(&exe->run_plan);
+  if (exe->mutex_ready) pthread_mutex_destroy(&exe->mutex);
+  tj_plan_deinitialize(&exe->plan);
+  tj_context_t* context = exe->context;
+  tj_free(al, exe, sizeof(*exe));
+  // Last: the backends' JIT, pools and devices were the context's.
+  tj_context_release(context);
+}
+
+void tj_executable_retain(tj_executable_t* executable) {
+  if (executable) atomic_fetch_add(&executable->refs, 1);
+}
+
+void tj_executable_release(tj_executable_t* executable) {
+  if (executable && atomic_fetch_sub(&executable->refs, 1) == 1) {
+    destroy(executable);
+  }
+}
+
+//===--- compiling ---===//
+
+// A copy of finalized |src| (constants copied, borrowed ones still
+// borrowed) that the plan can own and rewrite.
+static tj_status_t copy_graph(const tj_graph_t* src, tj_graph_t** out) {
+  tj_rewriter_t rw;
+  TJ_RETURN_IF_ERROR(tj_rewriter_begin(&rw, src));
+  for (uint32_t i = 0; i < src->num_nodes; ++i) {
+    if (src->nodes[i].op == TJ_OP_INPUT) continue;
+    tj_status_t status = tj_rewriter_clone(&rw, i);
+    if (status) {
+      tj_rewriter_abandon(&rw);
+      return status;
+    }
+  }
+  return tj_rewriter_finish(&rw, out);
+}
+
+static tj_status_t run_pipeline(tj_executable_t* exe) {
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, exe->context);
+  ctx.verify_each = exe->options.verify_each;
+  ctx.evaluate = tj_pass_reference_evaluator;
+  if (exe->options.pipeline) {
+    TJ_RETURN_IF_ERROR(
+        tj_pipeline_run_list(&ctx, &exe->plan, exe->options.pipeline));
+  } else {
+    TJ_RETURN_IF_ERROR(tj_pipeline_default(&ctx, &exe->plan));
+  }
+  // The backends consume fusion groups and a memory plan.
+  if (!exe->plan.fusion) {
+    TJ_RETURN_IF_ERROR(
+        tj_pipeline_run_one(&ctx, &exe->plan, &tj_pass_info_fuse));
+  }
+  if (!exe->plan.memplan) {
+    TJ_RETURN_IF_ERROR(
+        tj_pipeline_run_one(&ctx, &exe->plan, &tj_pass_info_memplan));
+  }
+  return NULL;
+}
+
+static void count_cache(tj_executable_t* exe, const tj_lowered_program_t* p) {
+  atomic_fetch_add(&exe->cache_hits, p->cache_hits);
+  atomic_fetch_add(&exe->cache_misses, p->cache_misses);
+}
+
+static tj_status_t compile(tj_executable_t* exe, const void* arg) {
+  const tj_backend_t* b = exe->backend;
+  tj_backend_config_t config = {exe->context, exe->allocator, &exe->options,
+                                tj_log_flags(exe->context), arg};
+  if (b->target_size) {
+    exe->target = tj_calloc(exe->allocator, 1, b->target_size);
+    if (!exe->target) return tj_status_oom();
+  }
+  if (b->open) TJ_RETURN_IF_ERROR(b->open(exe->target, &config));
+  exe->opened = true;
+  tj_lowered_program_t program;
+  memset(&program, 0, sizeof(program));
+  program.plan = &exe->run_plan;
+  program.label = "generic kernels";
+  if (b->lowers) {
+    TJ_RETURN_IF_ERROR(run_pipeline(exe));
+    exe->graph = exe->plan.graph;
+    exe->num_symbols = tj_dim_num_symbols(&exe->graph->dims);
+    TJ_RETURN_IF_ERROR(tj_run_plan_build(
+        &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
+        b->accept, exe->target, &program.kernels));
+  } else {
+    exe->run_plan.context = exe->context;
+    exe->run_plan.allocator = exe->allocator;
+    exe->run_plan.graph = exe->plan.graph;
+  }
+  TJ_RETURN_IF_ERROR(b->compile(exe->target, &program, &exe->generic));
+  count_cache(exe, &program);
+  return NULL;
+}
+
+tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
+                                    const tj_compile_options_t* options,
+                                    const tj_backend_t* backend,
+                                    const void* arg,
+                                    tj_executable_t** out_executable) {
+  if (!out_executable) return tj_invalid("tj_compile: out_executable is NULL");
+  *out_executable = NULL;
+  if (!graph) return tj_invalid("tj_compile: graph is NULL");
+  if (!graph->finalized) {
+    return tj_invalid("tj_compile: graph @%s is not finalized", graph->name);
+  }
+  tj_compile_options_t opts;
+  if (options) {
+    opts = *options;
+  } else {
+    tj_compile_options_initialize(&opts);
+  }
+  TJ_RETURN_IF_ERROR(check_options(&opts));
+  if (!backend) backend = backend_of(opts.target);
+  double start = tj_now_ms();
+  tj_context_t* context = tj_graph_context(graph);
+  tj_allocator_t al = tj_context_allocator(context);
+  tj_executable_t* exe = tj_alloc(al, sizeof(*exe));
+  if (!exe) return tj_status_oom();
+  memset(exe, 0, sizeof(*exe));
+  atomic_init(&exe->refs, 1);
+  tj_context_retain(context);  // released by destroy()
+  exe->context = context;
+  exe->allocator = al;
+  exe->options = opts;
+  exe->backend = backend;
+  exe->log_recompiles = (tj_log_flags(context) & TJ_LOG_RECOMPILES) != 0;
+  tj_graph_t* copy = NULL;
+  tj_status_t status = copy_graph(graph, &copy);
+  tj_plan_initialize(&exe->plan, copy);
+  exe->graph = copy;
+  if (!status) {
+    if (pthread_mutex_init(&exe->mutex, NULL) != 0) {
+      status = tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                              "tj_compile: pthread_mutex_init failed");
+    } else {
+      exe->mutex_ready = true;
+    }
+  }
+  if (!status) status = compile(exe, arg);
+  // Strings the options pointed at are the caller's: do not keep them.
+  exe->options.pipeline = NULL;
+  exe->options.cache_dir = NULL;
+  if (status) {
+    destroy(exe);
+    return status;
+  }
+  exe->compile_ms = tj_now_ms() - start;
+  *out_executable = exe;
+  return NULL;
+}
+
+tj_status_t tj_compile(const tj_graph_t* graph,
+                       const tj_compile_options_t* options,
+                       tj_executable_t** out_executable) {
+  return tj_compile_with_backend(graph, options, NULL, NULL, out_executable);
+}
+
+const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
+                                          void** out_target,
+                                          void** out_program) {
+  *out_target = executable ? executable->target : NULL;
+  *out_program = executable ? executable->generic : NULL;
+  return executable ? executable->backend : NULL;
+}
+
+uint32_t tj_executable_num_host_steps(const tj_executable_t* executable) {
+  return executable ? executable->run_plan.num_host_steps : 0;
+}
+
+//===--- specialization ---===//
+
+static bool key_equal(const int64_t* a, const int64_t* b, uint32_t n) {
+  return memcmp(a, b, sizeof(int64_t) * n) == 0;
+}
+
+static tj_status_t specialize(tj_executable_t* exe, const int64_t* sym,
+                              const char* reason, spec_t** out) {
+  tj_allocator_t al = exe->allocator;
+  *out = NULL;
+  spec_t* s = tj_alloc(al, sizeof(spec_t));
+  if (!s) return tj_status_oom();
+  memset(s, 0, sizeof(*s));
+  memcpy(s->key, sym, sizeof(int64_t) * exe->num_symbols);
+  char key[256];
+  format_key(exe->graph, sym, key, sizeof(key));
+  double start = tj_now_ms();
+  tj_lowered_program_t program;
+  memset(&program, 0, sizeof(program));
+  program.plan = &exe->run_plan;
+  program.sym = sym;
+  program.label = key;
+  tj_status_t status = tj_run_plan_lower(&exe->run_plan, sym, &program.kernels);
+  if (!status) {
+    status = exe->backend->compile(exe->target, &program, &s->program);
+  }
+  if (status && tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
+    // Keep using the generic program for this shape; remember not to retry.
+    if (exe->log_recompiles) {
+      tj_context_diagnostic(exe->context, TJ_SEVERITY_WARNING,
+                            "recompiles: @%s: no specialization for %s: %s",
+                            exe->graph->name, key, tj_status_message(status));
+    }
+    tj_status_free(status);
+    s->program = NULL;
+    *out = s;
+    return NULL;
+  }
+  if (status) {
+    tj_free(al, s, sizeof(spec_t));
+    return status;
+  }
+  atomic_fetch_add(&exe->recompiles, 1);
+  count_cache(exe, &program);
+  if (exe->log_recompiles) {
+    tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
+                          "recompiles: @%s: compiled %u exact-shape kernels "
+                          "for %s (%s) in %.2f ms",
+                          exe->graph->name, exe->run_plan.num_kernels, key,
+                          reason, tj_now_ms() - start);
+  }
+  *out = s;
+  return NULL;
+}
+
+// The program for |sym| under the policy; the generic one by default.
+static tj_status_t choose_program(tj_executable_t* exe, const int64_t* sym,
+                                  void** out) {
+  *out = exe->generic;
+  uint32_t n = exe->num_symbols;
+  for (spec_t* s = atomic_load_explicit(&exe->specs, memory_order_acquire); s;
+       s = s->next) {
+    if (key_equal(s->key, sym, n)) {
+      if (s->program) *out = s->program;
+      return NULL;
+    }
+  }
+  char reason[96];
+  pthread_mutex_lock(&exe->mutex);
+  if (exe->options.specialize == TJ_SPECIALIZE_AFTER_N) {
+    shape_count_t* slot = NULL;
+    for (int i = 0; i < SHAPE_COUNTERS && !slot; ++i) {
+      if (exe->counts[i].used && key_equal(exe->counts[i].key, sym, n)) {
+        slot = &exe->counts[i];
+      }
+    }
+    for (int i = 0; i < SHAPE_COUNTERS && !slot; ++i) {
+      if (!exe->counts[i].used) {
+        slot = &exe->counts[i];
+        slot->used = true;
+        slot->count = 0;
+        memcpy(slot->key, sym, sizeof(int64_t) * n);
+      }
+    }
+    if (!slot || ++slot->count < exe->options.specialize_after) {
+      pthread_mutex_unlock(&exe->mutex);
+      return NULL;
+    }
+    snprintf(reason, sizeof(reason), "policy after_n: %lld runs of it",
+             (long long)slot->count);
+  } else {
+    snprintf(reason, sizeof(reason), "policy always: a new shape");
+  }
+  // Another thread may have compiled it meanwhile.
+  for (spec_t* s = atomic_load(&exe->specs); s; s = s->next) {
+    if (key_equal(s->key, sym, n)) {
+      if (s->program) *out = s->program;
+      pthread_mutex_unlock(&exe->mutex);
+      return NULL;
+    }
+  }
+  if (exe->num_specs >= MAX_SPECIALIZATIONS) {
+    pthread_mutex_unlock(&exe->mutex);
+    return NULL;
+  }
+  spec_t* s;
+  tj_status_t status = specialize(exe, sym, reason, &s);
+  if (!status) {
+    s->next = atomic_load(&exe->specs);
+    atomic_store_explicit(&exe->specs, s, memory_order_release);
+    ++exe->num_specs;
+    if (s->program) *out = s->program;
+  }
+  pthread_mutex_unlock(&exe->mutex);
+  return status;
+}
+
+// bucket_pow2: the programs of a power-of-two bucket are the generic ones
+// (see tj_compile_options_t). A kernel specialized to a bucket could not
+// make its sizes constants, which is all an exact-shape kernel gains here,
+// without padding every tensor to the bucket: copies in and out, and wrong
+// results for reductions over a padded axis (mean, softmax, layer_norm).
+// Taking sizes as parameters, the generic kernels run the actual sizes
+// with no padding; the GEMMs pick their small-M path from M at run time
+// and the autotuners key their schedule choice by the same bucket. So a
+// new bucket compiles nothing; TJ_LOG=recompiles says so once per bucket.
+static void note_bucket(tj_executable_t* exe, const int64_t* sym) {
+  if (!exe->log_recompiles) return;
+  uint32_t n = exe->num_symbols;
+  int64_t key[TJ_MAX_SYMBOLS];
+  for (uint32_t i = 0; i < n; ++i) key[i] = tj_pow2_bucket(sym[i]);
+  pthread_mutex_lock(&exe->mutex);
+  shape_count_t* slot = NULL;
+  bool seen = false;
+  for (int i = 0; i < SHAPE_COUNTERS && !seen; ++i) {
+    if (exe->counts[i].used && key_equal(exe->counts[i].key, key, n)) {
+      seen = true;
+    } else if (!exe->counts[i].used && !slot) {
+      slot = &exe->counts[i];
+    }
+  }
+  if (!seen && slot) {
+    slot->used = true;
+    memcpy(slot->key, key, sizeof(int64_t) * n);
+  }
+  pthread_mutex_unlock(&exe->mutex);
+  if (seen) return;
+  char actual[256], bucket[256];
+  format_key(exe->graph, sym, actual, sizeof(actual));
+  format_key(exe->graph, key, bucket, sizeof(bucket));
+  tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
+                        "recompiles: @%s: bucket %s (first run %s) runs the "
+                        "generic kernels on the actual sizes: no padding, "
+                        "nothing compiled",
+                        exe->graph->name, bucket, actual);
+}
+
+// Whether runs of |exe| may take a specialization.
+static bool specializes(const tj_executable_t* exe) {
+  return exe->backend->lowers &&
+         exe->options.specialize != TJ_SPECIALIZE_NEVER && exe->num_symbols > 0;
+}
+
+//===--- running ---===//
+
+tj_status_t tj_executable_run(tj_executable_t* executable,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              const tj_tensor_t* outputs, int32_t num_outputs) {
+  tj_executable_t* exe = executable;
+  if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
+  const tj_graph_t* g = exe->graph;
+  const tj_backend_t* b = exe->backend;
+  if (num_outputs < 0 || (uint32_t)num_outputs != g->num_outputs) {
+    return tj_invalid("graph @%s makes %u outputs, got %d", g->name,
+                      g->num_outputs, (int)num_outputs);
+  }
+  if (num_outputs > 0 && !outputs) return tj_invalid("outputs is NULL");
+  int64_t sym[TJ_MAX_SYMBOLS];
+  void* program = exe->generic;
+  if (b->lowers) {
+    TJ_RETURN_IF_ERROR(tj_ir_bind_symbols(g, inputs, num_inputs, sym));
+    // Device tensors are checked by the backends that take them.
+    for (int32_t i = 0; !b->device_tensors && i < num_inputs; ++i) {
+      if (inputs[i].device_type != TJ_DEVICE_CPU) {
+        return tj_invalid("input \"%s\" is not a CPU tensor",
+                          g->nodes[g->inputs[i]].attrs.name);
+      }
+    }
+    TJ_RETURN_IF_ERROR(
+        tj_host_check_outputs(g, outputs, sym, b->device_tensors));
+    TJ_RETURN_IF_ERROR(tj_ir_check_run_memory(g, inputs, outputs));
+    if (specializes(exe)) {
+      if (exe->options.bucket_pow2) {
+        note_bucket(exe, sym);
+      } else {
+        TJ_RETURN_IF_ERROR(choose_program(exe, sym, &program));
+      }
+    }
+  }
+  tj_status_t status = b->run(exe->target, program, b->lowers ? sym : NULL,
+                              inputs, num_inputs, outputs, num_outputs);
+  if (!status) atomic_fetch_add(&exe->runs, 1);
+  return status;
+}
+
+//===--- warming up ---===//
+
+tj_status_t tj_executable_prepare(tj_executable_t* executable,
+                                  const tj_tensor_t* inputs,
+                                  int32_t num_inputs) {
+  tj_executable_t* exe = executable;
+  if (!exe) return tj_invalid("tj_executable_prepare: executable is NULL");
+  const tj_graph_t* g = exe->graph;
+  const tj_backend_t* b = exe->backend;
+  bool shape = inputs || num_inputs != 0;
+  int64_t sym[TJ_MAX_SYMBOLS];
+  if (shape) {
+    if (num_inputs < 0 || (uint32_t)num_inputs != g->num_inputs) {
+      return tj_invalid(
+          "tj_executable_prepare: graph @%s takes %u inputs, "
+          "got %d",
+          g->name, g->num_inputs, (int)num_inputs);
+    }
+    if (!inputs) return tj_invalid("tj_executable_prepare: inputs is NULL");
+    // Only dtypes and shapes are read: NULL data stands for "not yet".
+    static const unsigned char kNoData[1];
+    size_t bytes = sizeof(tj_tensor_t) * (size_t)(num_inputs ? num_inputs : 1);
+    tj_tensor_t* bound = tj_alloc(exe->allocator, bytes);
+    if (!bound) return tj_status_oom();
+    for (int32_t i = 0; i < num_inputs; ++i) {
+      bound[i] = inputs[i];
+      if (!bound[i].data) {
+        bound[i].data = (void*)kNoData;
+        bound[i].byte_offset = 0;
+      }
+    }
+    tj_status_t status = tj_ir_bind_symbols(g, bound, num_inputs, sym);
+    tj_free(exe->allocator, bound, bytes);
+    TJ_RETURN_IF_ERROR(status);
+  }
+  // The generic program's deferred code (x86: waits for the background
+  // build or builds it here; with a host parallel_for nothing else does
+  // before the first run).
+  if (b->prepare) TJ_RETURN_IF_ERROR(b->prepare(exe->target, exe->generic));
+  // The exact-shape program the first run of this shape would compile.
+  if (shape && specializes(exe) &&
+      exe->options.specialize == TJ_SPECIALIZE_ALWAYS &&
+      !exe->options.bucket_pow2) {
+    void* program = exe->generic;
+    TJ_RETURN_IF_ERROR(choose_program(exe, sym, &program));
+    if (program != exe->generic && b->prepare) {
+      TJ_RETURN_IF_ERROR(b->prepare(exe->target, program));
+    }
+  }
+  return NULL;
+}
+
+tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
+                                       const tj_tensor_t* inputs,
+                                       int32_t num_inputs, int32_t output_index,
+                                       int32_t* out_rank, int64_t* out_dims) {
+  if (!executable) {
+    return tj_invalid("tj_executable_output_shape: executable is NULL");
+  }
+  return tj_graph_output_shape(executable->graph, inputs, num_inputs,
+                               output_index, out_rank, out_dims);
+}
+
+void tj_executable_stats(const tj_executable_t* executable,
+                         tj_executable_stats_t* out_stats) {
+  memset(out_stats, 0, sizeof(*out_stats));
+  if (!executable) return;
+  tj_executable_t* exe = (tj_executable_t*)executable;
+  out_stats->num_kernels = (int32_t)exe->run_plan.num_kernels;
+  out_stats->num_graph_breaks = (int32_t)exe->run_plan.num_host_steps;
+  out_stats->compile_ms = exe->compile_ms;
+  out_stats->cache_hits = atomic_load(&exe->cache_hits);
+  out_stats->cache_misses = atomic_load(&exe->cache_misses);
+  out_stats->recompiles = atomic_load(&exe->recompiles);
+  out_stats->runs = atomic_load(&exe->runs);
+}

@@ -1,0 +1,271 @@
+// backends/cuda/cuda_backend.c: the CUDA target of the compile driver
+// (tj_backend_cuda, backends/backend.h), a thin adapter over the CUDA
+// program (cuda_executable.h): each program of an executable (the generic
+// one, and one per specialized shape) is a tj_cuda_program_t with its own
+// module, device arena and CUDA graphs, over the driver's run plan. Also
+// tj_cuda_compile_ptx (the same compile with an offline program, stopping
+// at PTX) and tj_executable_cuda_stats.
+
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_executable.h"
+#include "jit/cache.h"
+#include "lib/env.h"
+
+// tj_backend_config_t.arg of tj_cuda_compile_ptx: an offline target.
+typedef struct offline_arg_t {
+  tj_nvptx_arch_t arch;
+} offline_arg_t;
+
+typedef struct program_t {
+  tj_cuda_program_t* cuda;
+  tj_lowered_kernel_t* kernels;  // borrowed by |cuda|; owned here
+  uint32_t num_kernels;
+} program_t;
+
+typedef struct target_t {
+  tj_backend_config_t config;  // its |arg| is not kept
+  bool offline;
+  tj_nvptx_arch_t offline_arch;
+  bool log_cache, log_fusion;
+  bool cache_opened;
+  char cache_dir[1024];  // the disk cache; "" when disabled
+  // The program the generic run plan's kernels are added to while it is
+  // built (accept), finished by the generic compile.
+  tj_cuda_program_t* pending;
+} target_t;
+
+static tj_status_t create_program(target_t* t, tj_cuda_program_t** out) {
+  return t->offline
+             ? tj_cuda_program_create_offline(
+                   t->config.context, t->config.options, t->offline_arch, out)
+             : tj_cuda_program_create(t->config.context, t->config.options,
+                                      out);
+}
+
+static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
+  target_t* t = target;
+  t->config = *config;
+  t->config.arg = NULL;
+  if (config->arg) {
+    t->offline = true;
+    t->offline_arch = ((const offline_arg_t*)config->arg)->arch;
+  }
+  t->log_cache = (config->log & TJ_LOG_CACHE) != 0;
+  t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
+  // The device first, so that a machine without a GPU fails fast and
+  // clearly.
+  return create_program(t, &t->pending);
+}
+
+static void cuda_close(void* target) {
+  target_t* t = target;
+  tj_cuda_program_destroy(t->pending);
+}
+
+static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
+                               uint32_t count) {
+  target_t* t = target;
+  return tj_cuda_program_add_kernels(t->pending, kernels, count);
+}
+
+static void cuda_release(void* target, void* program) {
+  target_t* t = target;
+  program_t* p = program;
+  if (!p) return;
+  tj_cuda_program_destroy(p->cuda);  // borrows the kernels
+  tj_run_plan_free_kernels(t->config.allocator, p->kernels, p->num_kernels);
+  tj_free(t->config.allocator, p, sizeof(*p));
+}
+
+// A specialization's program: its kernels added step by step. A kernel the
+// GPU templates refuse makes the whole specialization UNSUPPORTED.
+static tj_status_t add_all(tj_cuda_program_t* cuda, const tj_run_plan_t* rp,
+                           const tj_lowered_kernel_t* kernels) {
+  for (uint32_t q = 0; q < rp->num_steps; ++q) {
+    const tj_run_step_t* st = &rp->steps[q];
+    if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
+    TJ_RETURN_IF_ERROR(tj_cuda_program_add_kernels(
+        cuda, &kernels[st->first_kernel], st->num_kernels));
+  }
+  return NULL;
+}
+
+// The run plan's steps as the CUDA program takes them.
+static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
+  tj_allocator_t al = t->config.allocator;
+  uint32_t ns = 0;
+  tj_cuda_step_t* steps = tj_calloc(al, rp->num_steps + 1, sizeof(*steps));
+  if (!steps) return tj_status_oom();
+  for (uint32_t q = 0; q < rp->num_steps; ++q) {
+    const tj_run_step_t* st = &rp->steps[q];
+    if (st->kind == TJ_RUN_STEP_KERNELS && st->num_kernels > 0) {
+      steps[ns].kind = TJ_CUDA_STEP_KERNELS;
+      steps[ns].first_kernel = st->first_kernel;
+      steps[ns].num_kernels = st->num_kernels;
+      ++ns;
+    } else if (st->kind == TJ_RUN_STEP_HOST) {
+      const tj_host_step_t* h = &st->host;
+      steps[ns].kind = TJ_CUDA_STEP_HOST;
+      steps[ns].graph = h->graph;
+      steps[ns].num_extra = h->num_extra;
+      steps[ns].extra = h->extra;
+      steps[ns].num_outputs = h->num_outputs;
+      steps[ns].outputs = h->outputs;
+      ++ns;
+    }
+  }
+  tj_status_t status =
+      tj_cuda_program_finish(p->cuda, rp->graph, rp->memplan, p->kernels,
+                             p->num_kernels, steps, ns, t->cache_dir);
+  tj_free(al, steps, sizeof(*steps) * (rp->num_steps + 1));
+  return status;
+}
+
+static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
+                                void** out_program) {
+  target_t* t = target;
+  *out_program = NULL;
+  const tj_run_plan_t* rp = lp->plan;
+  bool generic = lp->sym == NULL;
+  program_t* p = tj_alloc(t->config.allocator, sizeof(*p));
+  if (!p) {
+    tj_run_plan_free_kernels(t->config.allocator, lp->kernels, rp->num_kernels);
+    lp->kernels = NULL;
+    return tj_status_oom();
+  }
+  memset(p, 0, sizeof(*p));
+  p->kernels = lp->kernels;
+  p->num_kernels = rp->num_kernels;
+  lp->kernels = NULL;
+  if (!t->cache_opened) {
+    tj_disk_cache_open(t->config.context, t->config.options->cache_dir,
+                       t->cache_dir, sizeof(t->cache_dir));
+    t->cache_opened = true;
+  }
+  tj_status_t status = NULL;
+  if (generic && t->pending) {
+    p->cuda = t->pending;
+    t->pending = NULL;
+  } else {
+    status = create_program(t, &p->cuda);
+    if (!status) status = add_all(p->cuda, rp, p->kernels);
+  }
+  if (!status) status = finish(t, p, rp);
+  if (status) {
+    cuda_release(t, p);
+    return status;
+  }
+  uint32_t nk = p->num_kernels;
+  tj_cuda_program_stats_t st;
+  tj_cuda_program_stats(p->cuda, &st);
+  if (st.from_cache) {
+    lp->cache_hits = nk;
+  } else {
+    lp->cache_misses = nk;
+  }
+  const char* name = rp->graph->name;
+  if (t->log_cache && nk) {
+    tj_context_diagnostic(
+        t->config.context, TJ_SEVERITY_REMARK,
+        "cache: @%s%s%s: %u CUDA kernels for %s (%s): PTX (%zu bytes) from %s "
+        "in %.2f ms, loaded in %.2f ms",
+        name, generic ? "" : " ", generic ? "" : lp->label, nk, st.device_name,
+        st.arch, st.ptx_bytes, st.ptx_source, st.compile_ms, st.load_ms);
+  }
+  if (generic && t->log_fusion) {
+    tj_context_diagnostic(t->config.context, TJ_SEVERITY_REMARK,
+                          "fusion: @%s: %u groups -> %u CUDA kernels, %u "
+                          "graph breaks",
+                          name, rp->fusion->num_groups, nk, rp->num_host_steps);
+  }
+  *out_program = p;
+  return NULL;
+}
+
+static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
+                            const tj_tensor_t* inputs, int32_t num_inputs,
+                            const tj_tensor_t* outputs, int32_t num_outputs) {
+  target_t* t = target;
+  if (t->offline) {
+    return tj_invalid("an executable compiled for PTX only does not run");
+  }
+  return tj_cuda_program_run(((program_t*)program)->cuda, sym, inputs, outputs);
+}
+
+const tj_backend_t tj_backend_cuda = {
+    .name = "cuda",
+    .target_size = sizeof(target_t),
+    .lowers = true,
+    .device_tensors = true,
+    .open = cuda_open,
+    .accept = cuda_accept,
+    .compile = cuda_compile,
+    .run = cuda_run,
+    .prepare = NULL,  // everything is compiled and loaded by compile
+    .release = cuda_release,
+    .close = cuda_close,
+};
+
+//===--- offline PTX ---===//
+
+// The compile of a CUDA executable with an offline program: the PTX is
+// copied out and the executable, never run, released.
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_compile_options_t opts;
+  if (options) {
+    opts = *options;
+  } else {
+    tj_compile_options_initialize(&opts);
+  }
+  opts.target = TJ_TARGET_CUDA;
+  offline_arg_t arg = {arch};
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR(
+      tj_compile_with_backend(graph, &opts, &tj_backend_cuda, &arg, &exe));
+  void *target, *program;
+  tj_executable_backend(exe, &target, &program);
+  const program_t* p = program;
+  tj_cuda_offline_ptx_t r;
+  memset(&r, 0, sizeof(r));
+  r.num_kernels = p->num_kernels;
+  r.num_host_steps = tj_executable_num_host_steps(exe);
+  const char* ptx = tj_cuda_program_ptx(p->cuda);
+  const char* variants =
+      tj_cuda_program_variants_ptx(p->cuda, &r.num_variant_kernels);
+  tj_status_t status = NULL;
+  if (ptx && !(r.ptx = tj_strdup(al, ptx))) status = tj_status_oom();
+  if (!status && variants && !(r.variants_ptx = tj_strdup(al, variants)))
+    status = tj_status_oom();
+  tj_executable_release(exe);
+  if (status) {
+    tj_cuda_offline_ptx_deinitialize(al, &r);
+    return status;
+  }
+  *out = r;
+  return NULL;
+}
+
+void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
+                                      tj_cuda_offline_ptx_t* ptx) {
+  tj_free_string(al, ptx->ptx);
+  tj_free_string(al, ptx->variants_ptx);
+  memset(ptx, 0, sizeof(*ptx));
+}
+
+tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
+                                     tj_cuda_program_stats_t* out_stats) {
+  memset(out_stats, 0, sizeof(*out_stats));
+  void *target, *program;
+  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
+  if (b != &tj_backend_cuda || !program) {
+    return tj_invalid("tj_executable_cuda_stats: not a CUDA executable");
+  }
+  tj_cuda_program_stats(((program_t*)program)->cuda, out_stats);
+  return NULL;
+}

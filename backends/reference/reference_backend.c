@@ -1,0 +1,34 @@
+// backends/reference/reference_backend.c: the reference target of the
+// compile driver (tj_backend_reference, backends/backend.h), for checking:
+// the program is the caller's graph as it was given (copied by the driver,
+// no pass pipeline), run by the interpreter on every call, which checks
+// the arguments itself. Nothing is lowered, so nothing specializes.
+
+#include "backends/backend.h"
+
+static tj_status_t reference_compile(void* target, tj_lowered_program_t* lp,
+                                     void** out_program) {
+  *out_program = lp->plan->graph;  // borrowed: the executable owns it
+  return NULL;
+}
+
+static tj_status_t reference_run(void* target, void* program,
+                                 const int64_t* sym, const tj_tensor_t* inputs,
+                                 int32_t num_inputs, const tj_tensor_t* outputs,
+                                 int32_t num_outputs) {
+  return tj_reference_run(program, inputs, num_inputs, outputs, num_outputs);
+}
+
+const tj_backend_t tj_backend_reference = {
+    .name = "reference",
+    .lowers = false,
+    .device_tensors = false,
+    .target_size = 0,  // no state
+    .open = NULL,
+    .accept = NULL,
+    .compile = reference_compile,
+    .run = reference_run,
+    .prepare = NULL,
+    .release = NULL,  // the program is the executable's graph
+    .close = NULL,
+};

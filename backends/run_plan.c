@@ -1,0 +1,376 @@
+// backends/run_plan.c: see run_plan.h. Lowering every fusion group into
+// the steps of a run, the subgraphs of graph breaks, and running one on
+// the reference semantics.
+
+#include "backends/run_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/host_tensor.h"
+#include "lib/env.h"
+
+static void host_step_deinitialize(tj_allocator_t al, tj_host_step_t* h) {
+  tj_graph_destroy(h->graph);
+  tj_free(al, h->extra, sizeof(uint32_t) * h->cap_extra);
+  tj_free(al, h->outputs, sizeof(uint32_t) * h->cap_outputs);
+  tj_free(al, h->in_place, sizeof(bool) * h->cap_outputs);
+  memset(h, 0, sizeof(*h));
+}
+
+void tj_run_plan_deinitialize(tj_run_plan_t* rp) {
+  tj_allocator_t al = rp->allocator;
+  for (uint32_t i = 0; i < rp->num_steps; ++i) {
+    host_step_deinitialize(al, &rp->steps[i].host);
+  }
+  tj_free(al, rp->steps, sizeof(tj_run_step_t) * rp->num_steps);
+  if (rp->first_output) {
+    tj_free(al, rp->first_output, sizeof(int32_t) * (rp->graph->num_nodes + 1));
+  }
+  rp->steps = NULL;
+  rp->num_steps = 0;
+  rp->first_output = NULL;
+  rp->num_kernels = 0;
+  rp->num_host_steps = 0;
+}
+
+void tj_run_plan_free_kernels(tj_allocator_t al, tj_lowered_kernel_t* kernels,
+                              uint32_t num) {
+  if (!kernels) return;
+  for (uint32_t i = 0; i < num; ++i)
+    tj_lowered_kernel_deinitialize(&kernels[i]);
+  tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * num);
+}
+
+static bool has_input_name(const tj_graph_t* g, const char* name) {
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    if (strcmp(g->nodes[g->inputs[i]].attrs.name, name) == 0) return true;
+  }
+  return false;
+}
+
+// The subgraph of a host step: the plan graph's inputs (so the caller's
+// tensors bind every symbol), the group's other inputs as inputs (constants
+// as borrowed constants), the group's nodes and its outputs.
+static tj_status_t build_host_step(const tj_run_plan_t* rp, uint32_t q,
+                                   tj_host_step_t* h) {
+  const tj_graph_t* g = rp->graph;
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  tj_allocator_t al = rp->allocator;
+  memset(h, 0, sizeof(*h));
+  h->cap_extra = grp->num_inputs + 1;
+  h->cap_outputs = grp->num_outputs + 1;
+  h->extra = tj_alloc(al, sizeof(uint32_t) * h->cap_extra);
+  h->outputs = tj_alloc(al, sizeof(uint32_t) * h->cap_outputs);
+  h->in_place = tj_calloc(al, h->cap_outputs, sizeof(bool));
+  if (!h->extra || !h->outputs || !h->in_place) {
+    host_step_deinitialize(al, h);  // frees what was allocated
+    return tj_status_oom();
+  }
+  tj_rewriter_t rw;
+  tj_status_t status = tj_rewriter_begin(&rw, g);
+  if (status) {
+    host_step_deinitialize(al, h);
+    return status;
+  }
+  for (uint32_t k = 0; !status && k < grp->num_inputs; ++k) {
+    uint32_t in = grp->inputs[k];
+    if (rw.map[in] != TJ_NODE_NONE) continue;  // a graph input
+    const tj_node_t* node = &g->nodes[in];
+    int64_t dims[TJ_MAX_RANK];
+    status = tj_rewriter_dims(&rw, node->rank, node->dims, dims);
+    if (status) break;
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.dtype = node->dtype;
+    desc.rank = node->rank;
+    desc.dims = dims;
+    if (node->op == TJ_OP_CONSTANT) {
+      // The plan graph keeps the bytes for the executable's lifetime.
+      desc.op = TJ_OP_CONSTANT;
+      desc.attrs = node->attrs;
+      desc.attrs.borrowed = true;
+      status = tj_rewriter_append(&rw, &desc, &rw.map[in]);
+      continue;
+    }
+    char name[48];
+    snprintf(name, sizeof(name), "tj_v%u", in);
+    while (has_input_name(g, name) && strlen(name) + 1 < sizeof(name)) {
+      strcat(name, "_");
+    }
+    desc.op = TJ_OP_INPUT;
+    desc.attrs.name = name;
+    status = tj_rewriter_append(&rw, &desc, &rw.map[in]);
+    if (!status) h->extra[h->num_extra++] = in;
+  }
+  for (uint32_t j = 0; !status && j < grp->num_nodes; ++j) {
+    status = tj_rewriter_clone(&rw, grp->nodes[j]);
+  }
+  const tj_memplan_t* mp = rp->memplan;
+  for (uint32_t j = 0; !status && j < grp->num_outputs; ++j) {
+    uint32_t o = grp->outputs[j];
+    char name[32];
+    snprintf(name, sizeof(name), "o%u", o);
+    status = tj_graph_append_output(rw.dst, rw.map[o], name);
+    h->outputs[h->num_outputs++] = o;
+    uint32_t bi = mp->buffer_of[o];
+    h->in_place[j] =
+        bi != UINT32_MAX && mp->buffers[bi].in_place_of != TJ_NODE_NONE;
+  }
+  if (!status) status = tj_graph_finalize(rw.dst);
+  if (!status) {
+    h->graph = rw.dst;
+    rw.dst = NULL;
+  }
+  tj_rewriter_abandon(&rw);
+  if (status) host_step_deinitialize(al, h);
+  return status;
+}
+
+static void kernel_name(const tj_run_plan_t* rp, const char* prefix, uint32_t q,
+                        char* buf, size_t size) {
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  snprintf(buf, size, "%sg%u_%s", prefix, q, tj_group_kind_name(grp->kind));
+}
+
+static void log_space(const tj_kir_t* k, char* buf, size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int32_t d = 0; d < k->rank && n < size; ++d) {
+    tj_kir_ival_t v = k->dims[d];
+    int m = v.param < 0 ? snprintf(buf + n, size - n, "%s%lld", d ? "," : "[",
+                                   (long long)v.value)
+                        : snprintf(buf + n, size - n, "%s$%s", d ? "," : "[",
+                                   k->param_names[v.param]);
+    if (m < 0) return;
+    n += (size_t)m;
+  }
+  if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+static void log_kernels(const tj_run_plan_t* rp, uint32_t q,
+                        const tj_lowered_kernel_t* kernels, uint32_t made) {
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  const tj_node_t* anchor = &rp->graph->nodes[grp->anchor];
+  for (uint32_t i = 0; i < made; ++i) {
+    char space[160];
+    const tj_kir_t* k = kernels[i].kernel;
+    log_space(k, space, sizeof(space));
+    tj_context_diagnostic(
+        rp->context, TJ_SEVERITY_REMARK,
+        "fusion: @%s group %u (%s, %u nodes, anchor %s %%%u) -> kernel "
+        "%s: %s %s, %u buffers, %u params",
+        rp->graph->name, q, tj_group_kind_name(grp->kind), grp->num_nodes,
+        tj_op_info(anchor->op)->name, grp->anchor, k->name,
+        tj_kir_kind_name(k->kind), space, k->num_buffers, k->num_params);
+  }
+}
+
+// |*kernels| (of |*cap| entries) with room for |need| entries.
+static tj_status_t reserve_kernels(tj_allocator_t al,
+                                   tj_lowered_kernel_t** kernels, uint32_t* cap,
+                                   uint32_t need) {
+  if (need <= *cap) return NULL;
+  uint32_t grown = *cap ? *cap * 2 : 2 * TJ_LOWER_MAX_GROUP_KERNELS;
+  while (grown < need) grown *= 2;
+  tj_lowered_kernel_t* more =
+      tj_realloc(al, *kernels, sizeof(tj_lowered_kernel_t) * *cap,
+                 sizeof(tj_lowered_kernel_t) * grown);
+  if (!more) return tj_status_oom();
+  *kernels = more;
+  *cap = grown;
+  return NULL;
+}
+
+tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
+                              tj_allocator_t al, tj_plan_t* plan, uint32_t log,
+                              tj_run_plan_accept_fn accept, void* accept_user,
+                              tj_lowered_kernel_t** out_kernels) {
+  *out_kernels = NULL;
+  memset(rp, 0, sizeof(*rp));
+  rp->context = context;
+  rp->allocator = al;
+  rp->graph = plan->graph;
+  rp->fusion = plan->fusion;
+  rp->memplan = plan->memplan;
+  const tj_graph_t* g = rp->graph;
+  const tj_fusion_t* fu = rp->fusion;
+  rp->first_output = tj_alloc(al, sizeof(int32_t) * (g->num_nodes + 1));
+  if (!rp->first_output) return tj_status_oom();
+  for (uint32_t i = 0; i < g->num_nodes; ++i) rp->first_output[i] = -1;
+  for (uint32_t i = g->num_outputs; i-- > 0;) {
+    rp->first_output[g->outputs[i].node] = (int32_t)i;
+  }
+  rp->steps = tj_calloc(al, fu->num_groups + 1, sizeof(tj_run_step_t));
+  if (!rp->steps) return tj_status_oom();
+  rp->num_steps = fu->num_groups + 1;  // freed with this size
+  bool log_fusion = (log & TJ_LOG_FUSION) != 0;
+  bool log_breaks = (log & TJ_LOG_GRAPH_BREAKS) != 0;
+  uint32_t cap = 0, nk = 0;
+  tj_lowered_kernel_t* kernels = NULL;
+  tj_status_t status = NULL;
+  for (uint32_t q = 0; !status && q < fu->num_groups; ++q) {
+    const tj_group_t* grp = &fu->groups[q];
+    tj_run_step_t* s = &rp->steps[q];
+    s->group = q;
+    const tj_node_t* anchor = &g->nodes[grp->anchor];
+    if (grp->kind == TJ_GROUP_VIEW) {
+      s->kind = TJ_RUN_STEP_VIEW;
+      continue;
+    }
+    status =
+        reserve_kernels(al, &kernels, &cap, nk + TJ_LOWER_MAX_GROUP_KERNELS);
+    if (status) break;
+    char name[64];
+    kernel_name(rp, "", q, name, sizeof(name));
+    uint32_t made = 0;
+    status = tj_lower_group(plan->graph, fu, rp->memplan, q, NULL, al, name,
+                            &kernels[nk], TJ_LOWER_MAX_GROUP_KERNELS, &made);
+    if (!status && accept) {
+      // The backend may still refuse a kernel (the CUDA templates: f64
+      // transcendentals, misaligned tensor-core operands): the group then
+      // runs on the host.
+      status = accept(accept_user, &kernels[nk], made);
+      if (status) {
+        for (uint32_t i = 0; i < made; ++i) {
+          tj_lowered_kernel_deinitialize(&kernels[nk + i]);
+        }
+      }
+    }
+    if (!status) {
+      s->kind = TJ_RUN_STEP_KERNELS;
+      s->first_kernel = nk;
+      s->num_kernels = made;
+      if (log_fusion) log_kernels(rp, q, &kernels[nk], made);
+      nk += made;
+      continue;
+    }
+    if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) break;
+    if (log_breaks || log_fusion) {
+      tj_context_diagnostic(context, TJ_SEVERITY_REMARK,
+                            "graph_breaks: @%s group %u (%s %%%u) runs on "
+                            "the host (reference interpreter): %s",
+                            g->name, q, tj_op_info(anchor->op)->name,
+                            grp->anchor, tj_status_message(status));
+    }
+    tj_status_free(status);
+    s->kind = TJ_RUN_STEP_HOST;
+    ++rp->num_host_steps;
+    status = build_host_step(rp, q, &s->host);
+  }
+  // The programs own arrays of exactly |nk| entries.
+  tj_lowered_kernel_t* exact = NULL;
+  if (!status && nk) {
+    exact = tj_alloc(al, sizeof(tj_lowered_kernel_t) * nk);
+    if (!exact) status = tj_status_oom();
+  }
+  if (status) {
+    for (uint32_t i = 0; i < nk; ++i) {
+      tj_lowered_kernel_deinitialize(&kernels[i]);
+    }
+    tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * cap);
+    return status;
+  }
+  if (nk) memcpy(exact, kernels, sizeof(tj_lowered_kernel_t) * nk);
+  tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * cap);
+  rp->num_kernels = nk;
+  *out_kernels = exact;
+  return NULL;
+}
+
+tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
+                              tj_lowered_kernel_t** out_kernels) {
+  tj_allocator_t al = rp->allocator;
+  uint32_t nk = rp->num_kernels;
+  *out_kernels = NULL;
+  if (nk == 0) return NULL;
+  tj_lowered_kernel_t* kernels = tj_calloc(al, nk, sizeof(tj_lowered_kernel_t));
+  if (!kernels) return tj_status_oom();
+  tj_status_t status = NULL;
+  uint32_t made = 0;
+  for (uint32_t q = 0; !status && q < rp->num_steps; ++q) {
+    const tj_run_step_t* st = &rp->steps[q];
+    if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
+    char name[64];
+    kernel_name(rp, "s", q, name, sizeof(name));
+    // Room for the generic count only: a specialization must cut the
+    // group into the same boxes, kernel for kernel.
+    uint32_t got = 0;
+    status =
+        tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym, al, name,
+                       &kernels[st->first_kernel], st->num_kernels, &got);
+    made = st->first_kernel + got;
+    if (!status && got != st->num_kernels) {
+      status = tj_unsupported("group %u lowers to %u kernels, not %u", q, got,
+                              st->num_kernels);
+    }
+  }
+  if (status) {
+    for (uint32_t k = 0; k < made; ++k) {
+      tj_lowered_kernel_deinitialize(&kernels[k]);
+    }
+    tj_free(al, kernels, sizeof(tj_lowered_kernel_t) * nk);
+    return status;
+  }
+  *out_kernels = kernels;
+  return NULL;
+}
+
+tj_status_t tj_run_plan_host(const tj_run_plan_t* rp, const tj_host_step_t* h,
+                             const int64_t* sym, const tj_tensor_t* inputs,
+                             unsigned char* const* loc) {
+  const tj_graph_t* g = rp->graph;
+  tj_allocator_t al = rp->allocator;
+  uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
+  size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK;
+  size_t bytes = per * (nin + nout) + sizeof(void*) * (nout + 1);
+  unsigned char* block = tj_alloc(al, bytes);
+  if (!block) return tj_status_oom();
+  tj_tensor_t* ins = (tj_tensor_t*)block;
+  tj_tensor_t* outs = ins + nin;
+  int64_t* shapes = (int64_t*)(outs + nout);
+  void** temps = (void**)(shapes + (size_t)TJ_MAX_RANK * (nin + nout));
+  memset(temps, 0, sizeof(void*) * (nout + 1));
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < g->num_inputs; ++i) ins[i] = inputs[i];
+  for (uint32_t j = 0; !status && j < nin + nout; ++j) {
+    if (j < g->num_inputs) continue;
+    bool is_out = j >= nin;
+    uint32_t node = is_out ? h->outputs[j - nin] : h->extra[j - g->num_inputs];
+    const tj_node_t* n = &g->nodes[node];
+    int64_t* shape = shapes + (size_t)TJ_MAX_RANK * j;
+    status = tj_ir_concrete_dims(g, node, sym, shape);
+    if (status) break;
+    void* data = loc[node];
+    if (is_out && h->in_place[j - nin]) {
+      // The interpreter may still read the input it overwrites.
+      size_t sz =
+          (size_t)tj_host_numel(n->rank, shape) * tj_dtype_size(n->dtype);
+      temps[j - nin] = tj_alloc(al, sz ? sz : 1);
+      if (!temps[j - nin]) {
+        status = tj_status_oom();
+        break;
+      }
+      data = temps[j - nin];
+    }
+    tj_tensor_t t = tj_tensor_make(data, n->dtype, n->rank, shape);
+    if (is_out) {
+      outs[j - nin] = t;
+    } else {
+      ins[j] = t;
+    }
+  }
+  if (!status) {
+    status = tj_reference_run(h->graph, ins, (int32_t)nin, outs, (int32_t)nout);
+  }
+  for (uint32_t j = 0; j < nout; ++j) {
+    if (!temps[j]) continue;
+    const tj_node_t* n = &g->nodes[h->outputs[j]];
+    size_t sz =
+        (size_t)tj_host_numel(n->rank, outs[j].shape) * tj_dtype_size(n->dtype);
+    if (!status) memcpy(loc[h->outputs[j]], temps[j], sz);
+    tj_free(al, temps[j], sz ? sz : 1);
+  }
+  tj_free(al, block, bytes);
+  return status;
+}

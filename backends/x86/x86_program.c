@@ -1,0 +1,525 @@
+// backends/x86/x86_program.c: the x86 target of the compile driver
+// (tj_backend_x86, backends/backend.h).
+//
+// A program is a kernel set (x86_backend.h): every kernel of the run plan
+// JIT-compiled as one module with the context's JIT, small-M GEMM paths
+// deferred to first use (built in the background right after the generic
+// compile, by tj_executable_prepare, or by the first run that takes them).
+// The generic program also has the GEMM autotuner (gemm_tune.h) when
+// options.autotune asks for it. Kernels run on the context's thread pool
+// or the host's parallel_for.
+//
+// Running: evaluate the memory plan for the run's symbols, take a run
+// frame (arena + per-run tables) from a small pool, compute each kernel's
+// scalar params and launch it over its work units; host steps run on the
+// reference semantics in between (backends/run_plan.h). Graph outputs are
+// written straight into the caller's tensors when those are dense; strided
+// inputs and outputs go through staging space in the arena. Frames keep
+// their arena across runs and grow it only when a larger shape comes, so a
+// steady state allocates nothing; concurrent runs get different frames.
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/host_tensor.h"
+#include "backends/x86/gemm_tune.h"
+#include "backends/x86/x86_backend.h"
+#include "jit/cache.h"
+#include "lib/env.h"
+
+#define FRAME_POOL 8
+#define HUGE_PAGE ((size_t)2 << 20)
+
+// Everything one run needs besides the program; pooled.
+typedef struct frame_t {
+  atomic_int busy;
+  void* meta;  // the arrays below, one allocation
+  size_t meta_bytes;
+  int64_t* slot_offsets;      // memplan slots
+  unsigned char** loc;        // per plan node: its storage this run
+  int64_t* stage;             // per input, then per output: offset or -1
+  tj_x86_launch_t* launches;  // per kernel
+  int64_t* scalars;           // per kernel, TJ_KIR_MAX_PARAMS each
+  void* block;                // the arena allocation
+  size_t block_bytes;
+  unsigned char* base;  // aligned start of the arena
+  int64_t capacity;
+} frame_t;
+
+typedef struct program_t {
+  tj_x86_kernel_set_t set;
+  bool generic;
+  tj_x86_tuner_t* tuner;  // the generic program's GEMM autotuning, or NULL
+} program_t;
+
+typedef struct target_t {
+  tj_backend_config_t config;  // its |arg| is not kept
+  bool log_cache, log_fusion, log_autotune;
+  char cache_dir[1024];       // the disk cache; "" when disabled
+  const tj_run_plan_t* plan;  // set by the generic compile
+  // The context's JIT and pool (x86_backend.h), borrowed: executables
+  // share them, and a kernel set unloads its code when it is destroyed.
+  tj_x86_runtime_t* runtime;
+  tj_x86_jit_t* jit;
+  tj_x86_runner_t runner;
+  frame_t frames[FRAME_POOL];
+} target_t;
+
+//===--- frames ---===//
+
+static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+static size_t frame_meta_bytes(const target_t* t) {
+  const tj_graph_t* g = t->plan->graph;
+  uint32_t slots = t->plan->memplan ? t->plan->memplan->num_slots : 0;
+  uint32_t nk = t->plan->num_kernels;
+  return sizeof(int64_t) * (slots + 1) +
+         sizeof(unsigned char*) * (g->num_nodes + 1) +
+         sizeof(int64_t) * (g->num_inputs + g->num_outputs + 1) +
+         sizeof(tj_x86_launch_t) * (nk + 1) +
+         sizeof(int64_t) * TJ_KIR_MAX_PARAMS * (nk + 1);
+}
+
+static tj_status_t frame_init_meta(target_t* t, frame_t* f) {
+  if (f->meta) return NULL;
+  const tj_graph_t* g = t->plan->graph;
+  uint32_t slots = t->plan->memplan ? t->plan->memplan->num_slots : 0;
+  uint32_t nk = t->plan->num_kernels;
+  size_t bytes = frame_meta_bytes(t);
+  unsigned char* p = tj_alloc(t->config.allocator, bytes);
+  if (!p) return tj_status_oom();
+  f->meta = p;
+  f->meta_bytes = bytes;
+  // Largest alignment first: every array is 8-byte aligned.
+  f->launches = (tj_x86_launch_t*)p;
+  p += sizeof(tj_x86_launch_t) * (nk + 1);
+  f->slot_offsets = (int64_t*)p;
+  p += sizeof(int64_t) * (slots + 1);
+  f->loc = (unsigned char**)p;
+  p += sizeof(unsigned char*) * (g->num_nodes + 1);
+  f->stage = (int64_t*)p;
+  p += sizeof(int64_t) * (g->num_inputs + g->num_outputs + 1);
+  f->scalars = (int64_t*)p;
+  return NULL;
+}
+
+static void frame_free(target_t* t, frame_t* f) {
+  tj_free(t->config.allocator, f->meta, f->meta_bytes);
+  tj_free(t->config.allocator, f->block, f->block_bytes);
+  f->meta = NULL;
+  f->block = NULL;
+  f->block_bytes = 0;
+  f->base = NULL;
+  f->capacity = 0;
+}
+
+// Grows |f|'s arena to |bytes|. Large arenas are 2 MiB aligned and asked
+// to be backed by huge pages: a fresh 4 KiB page costs ~11 us to fault.
+static tj_status_t frame_reserve(target_t* t, frame_t* f, int64_t bytes) {
+  if (bytes <= f->capacity) return NULL;
+  size_t align = (size_t)bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+  size_t total = (size_t)bytes + align;
+  void* block = tj_alloc(t->config.allocator, total);
+  if (!block) return tj_status_oom();
+  tj_free(t->config.allocator, f->block, f->block_bytes);
+  f->block = block;
+  f->block_bytes = total;
+  uintptr_t start = ((uintptr_t)block + align - 1) / align * align;
+  f->base = (unsigned char*)start;
+  f->capacity = bytes;
+#ifdef MADV_HUGEPAGE
+  if (align == HUGE_PAGE) {
+    size_t len = (size_t)bytes / HUGE_PAGE * HUGE_PAGE;
+    if (len) madvise(f->base, len, MADV_HUGEPAGE);  // a hint; may fail
+  }
+#endif
+  return NULL;
+}
+
+// A free frame of the pool, or (all busy) a temporary one the caller
+// frees: |*out_temp| says which.
+static tj_status_t frame_acquire(target_t* t, frame_t** out, bool* out_temp) {
+  *out_temp = false;
+  for (int i = 0; i < FRAME_POOL; ++i) {
+    frame_t* f = &t->frames[i];
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&f->busy, &expected, 1)) {
+      tj_status_t status = frame_init_meta(t, f);
+      if (status) {
+        atomic_store(&f->busy, 0);
+        return status;
+      }
+      *out = f;
+      return NULL;
+    }
+  }
+  frame_t* f = tj_alloc(t->config.allocator, sizeof(frame_t));
+  if (!f) return tj_status_oom();
+  memset(f, 0, sizeof(*f));
+  tj_status_t status = frame_init_meta(t, f);
+  if (status) {
+    tj_free(t->config.allocator, f, sizeof(frame_t));
+    return status;
+  }
+  *out = f;
+  *out_temp = true;
+  return NULL;
+}
+
+static void frame_release(target_t* t, frame_t* f, bool temp) {
+  if (temp) {
+    frame_free(t, f);
+    tj_free(t->config.allocator, f, sizeof(frame_t));
+  } else {
+    atomic_store(&f->busy, 0);
+  }
+}
+
+//===--- the target ---===//
+
+static tj_status_t x86_open(void* target, const tj_backend_config_t* config) {
+  target_t* t = target;
+  t->config = *config;
+  t->config.arg = NULL;
+  t->log_cache = (config->log & TJ_LOG_CACHE) != 0;
+  t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
+  t->log_autotune = (config->log & TJ_LOG_AUTOTUNE) != 0;
+  for (int i = 0; i < FRAME_POOL; ++i) atomic_init(&t->frames[i].busy, 0);
+  TJ_RETURN_IF_ERROR(tj_x86_runtime_get(t->config.context, &t->runtime));
+  t->jit = tj_x86_runtime_jit(t->runtime);
+  return NULL;
+}
+
+static void x86_close(void* target) {
+  target_t* t = target;
+  for (int i = 0; i < FRAME_POOL; ++i) frame_free(t, &t->frames[i]);
+}
+
+static void x86_release(void* target, void* program) {
+  target_t* t = target;
+  program_t* p = program;
+  if (!p) return;
+  tj_x86_tuner_destroy(p->tuner);  // borrows the set
+  tj_x86_kernel_set_deinitialize(t->config.allocator, &p->set);
+  tj_free(t->config.allocator, p, sizeof(*p));
+}
+
+// Counts and logs where a kernel set's code came from.
+static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
+                        tj_lowered_program_t* lp) {
+  uint32_t n = set->num_kernels;
+  if (n == 0) return;
+  if (set->source == TJ_X86_SOURCE_LLVM) {
+    lp->cache_misses = n;
+  } else {
+    lp->cache_hits = n;
+  }
+  if (!t->log_cache) return;
+  const char* what = lp->label;
+  static const char* const kFrom[] = {"compiled by LLVM as one module",
+                                      "loaded from the memory cache",
+                                      "loaded from the disk cache"};
+  const char* name = t->plan->graph->name;
+  tj_context_diagnostic(
+      t->config.context, TJ_SEVERITY_REMARK,
+      "cache: @%s %s: %u kernels %s (key %s, %zu bytes of object code) in "
+      "%.2f ms%s%s%s; %d functions deferred to first use",
+      name, what, n, kFrom[set->source], set->key, set->object_bytes,
+      set->compile_ms, set->cache_note ? "; disk: " : "",
+      set->cache_note ? set->cache_note : "",
+      t->cache_dir[0] ? "" : "; disk cache disabled", (int)set->num_deferred);
+  if (set->store_status) {
+    tj_context_diagnostic(t->config.context, TJ_SEVERITY_WARNING,
+                          "cache: @%s: not stored: %s", name,
+                          tj_status_message(set->store_status));
+  }
+}
+
+static int32_t online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : (n > 256 ? 256 : (int32_t)n);
+}
+
+// What only the generic program has: threads, the background build of its
+// deferred code, the autotuner; and the fusion summary.
+static tj_status_t finish_generic(target_t* t, program_t* p) {
+  const tj_compile_options_t* o = t->config.options;
+  const tj_run_plan_t* rp = t->plan;
+  uint32_t nk = rp->num_kernels;
+  int32_t threads = o->num_threads > 0 ? o->num_threads : online_cpus();
+  t->runner.threads = threads;
+  t->runner.lanes = tj_x86_jit_lanes(t->jit);
+  if (o->parallel_for) {
+    t->runner.host_parallel_for = o->parallel_for;
+    t->runner.host_user_data = o->parallel_for_user_data;
+  } else if (threads > 1 && nk > 0) {
+    TJ_RETURN_IF_ERROR(
+        tj_x86_runtime_pool(t->runtime, threads, &t->runner.pool));
+  }
+  // The small-M paths, in the background from here (x86_backend.c), so
+  // that the first small run does not pay for them; not behind the back of
+  // a host that schedules the work itself (its parallel_for): there the
+  // first run that needs them builds them, as before. Nor when every run
+  // takes an exact-shape specialization (its own kernel set): the generic
+  // kernels then run only where one cannot be made.
+  bool generic_runs = o->specialize != TJ_SPECIALIZE_ALWAYS ||
+                      tj_dim_num_symbols(&rp->graph->dims) == 0 ||
+                      o->bucket_pow2;
+  if (!o->parallel_for && generic_runs) {
+    tj_x86_kernel_set_build_cold_in_background(&p->set);
+  }
+  if (o->autotune) {
+    tj_x86_tuner_config_t tc = {
+        t->jit,
+        t->config.allocator,
+        t->config.context,
+        t->cache_dir,
+        &p->set,
+        &t->runner,
+        o->autotune_budget_ms > 0 ? o->autotune_budget_ms : 200,
+        t->log_autotune,
+        rp->graph->name};
+    TJ_RETURN_IF_ERROR(tj_x86_tuner_create(&tc, &p->tuner));
+  }
+  if (t->log_fusion) {
+    const tj_memplan_t* mp = rp->memplan;
+    tj_context_diagnostic(
+        t->config.context, TJ_SEVERITY_REMARK,
+        "fusion: @%s: %u groups -> %u kernels, %u graph breaks; arena of %u "
+        "slots (%u values in place)",
+        rp->graph->name, rp->fusion->num_groups, nk, rp->num_host_steps,
+        mp->num_slots, mp->num_in_place);
+  }
+  return NULL;
+}
+
+static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
+                               void** out_program) {
+  target_t* t = target;
+  *out_program = NULL;
+  tj_lowered_kernel_t* kernels = lp->kernels;
+  lp->kernels = NULL;
+  uint32_t nk = lp->plan->num_kernels;
+  program_t* p = tj_alloc(t->config.allocator, sizeof(*p));
+  if (!p) {
+    tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
+    return tj_status_oom();
+  }
+  memset(p, 0, sizeof(*p));
+  p->generic = lp->sym == NULL;
+  if (p->generic) {
+    t->plan = lp->plan;
+    tj_disk_cache_open(t->config.context, t->config.options->cache_dir,
+                       t->cache_dir, sizeof(t->cache_dir));
+  }
+  // The GEMM kernels' small-M paths are compiled when a run first takes
+  // them (x86_backend.h): most runs never do. The set owns |kernels| now.
+  tj_status_t status = tj_x86_kernel_set_build_lazy(
+      t->jit, t->config.allocator, t->config.context, t->cache_dir, kernels, nk,
+      lp->plan->graph->name, t->log_cache, &p->set);
+  if (!status) {
+    account_set(t, &p->set, lp);
+    if (p->generic) status = finish_generic(t, p);
+  }
+  if (status) {
+    x86_release(t, p);
+    return status;
+  }
+  *out_program = p;
+  return NULL;
+}
+
+//===--- running ---===//
+
+static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
+                             const tj_tensor_t* inputs,
+                             const tj_tensor_t* outputs, frame_t* f) {
+  const tj_run_plan_t* rp = t->plan;
+  const tj_graph_t* g = rp->graph;
+  const tj_memplan_t* mp = rp->memplan;
+  const tj_x86_kernel_set_t* set = &p->set;
+  // 1. Where everything goes: the plan's slots, staging, kernel scratch.
+  int64_t arena_bytes;
+  TJ_RETURN_IF_ERROR(
+      tj_memplan_evaluate(mp, g, sym, f->slot_offsets, &arena_bytes));
+  int64_t total = align_up(arena_bytes, 64);
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    f->stage[i] = -1;
+    if (tj_host_tensor_dense(&inputs[i])) continue;
+    const tj_node_t* n = &g->nodes[g->inputs[i]];
+    f->stage[i] = total;
+    total += align_up(tj_host_numel(n->rank, inputs[i].shape) *
+                          (int64_t)tj_dtype_size(n->dtype),
+                      64);
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    int64_t* st = &f->stage[g->num_inputs + i];
+    *st = -1;
+    uint32_t node = g->outputs[i].node;
+    uint32_t bi = mp->buffer_of[node];
+    if (rp->first_output[node] != (int32_t)i || bi == UINT32_MAX ||
+        mp->buffers[bi].kind != TJ_BUFFER_OUTPUT ||
+        tj_host_tensor_dense(&outputs[i])) {
+      continue;
+    }
+    const tj_node_t* n = &g->nodes[node];
+    *st = total;
+    total += align_up(tj_host_numel(n->rank, outputs[i].shape) *
+                          (int64_t)tj_dtype_size(n->dtype),
+                      64);
+  }
+  int64_t scratch_bytes = 0;
+  for (uint32_t k = 0; k < set->num_kernels; ++k) {
+    int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+    TJ_RETURN_IF_ERROR(
+        tj_host_kernel_scalars(g, &set->kernels[k], sym, scalars));
+    tj_x86_launch_t* l = &f->launches[k];
+    TJ_RETURN_IF_ERROR(
+        tj_x86_launch_prepare(&t->runner, set->kernels[k].kernel, scalars, l));
+    int64_t need = l->slot_bytes * l->slots;
+    if (p->tuner) {
+      int64_t tuned = tj_x86_tuner_scratch(p->tuner, k, scalars);
+      if (tuned > need) need = tuned;
+    }
+    if (need > scratch_bytes) scratch_bytes = need;
+  }
+  int64_t scratch_offset = total;
+  total += scratch_bytes;
+  TJ_RETURN_IF_ERROR(frame_reserve(t, f, total));
+  unsigned char* base = f->base;
+  // 2. Storage of every value in memory (an alias after its root).
+  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    const tj_node_t* n = &g->nodes[buf->node];
+    unsigned char* ptr = NULL;
+    switch (buf->kind) {
+      case TJ_BUFFER_EXTERNAL:
+        ptr = n->op == TJ_OP_CONSTANT ? (unsigned char*)n->attrs.data : NULL;
+        break;
+      case TJ_BUFFER_OUTPUT: {
+        int32_t o = rp->first_output[buf->node];
+        int64_t st = f->stage[g->num_inputs + (uint32_t)o];
+        ptr = st >= 0 ? tj_host_byte_at(base, st)
+                      : tj_host_tensor_data(&outputs[o]);
+        break;
+      }
+      case TJ_BUFFER_ARENA:
+        ptr = tj_host_byte_at(base, f->slot_offsets[buf->slot]);
+        break;
+      case TJ_BUFFER_ALIAS:
+        ptr = f->loc[buf->alias_of];
+        break;
+    }
+    f->loc[buf->node] = ptr;
+  }
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    const tj_tensor_t* in = &inputs[i];
+    uint32_t node = g->inputs[i];
+    if (f->stage[i] < 0) {
+      f->loc[node] = tj_host_tensor_data(in);
+      continue;
+    }
+    f->loc[node] = tj_host_byte_at(base, f->stage[i]);
+    tj_host_copy_strided(f->loc[node], NULL, tj_host_tensor_data(in),
+                         in->strides, in->rank, in->shape,
+                         tj_dtype_size(in->dtype));
+  }
+  // Aliases of inputs (reshaped graph inputs) follow their roots.
+  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    if (buf->kind == TJ_BUFFER_ALIAS) f->loc[buf->node] = f->loc[buf->alias_of];
+  }
+  // 3. The steps.
+  unsigned char* scratch = tj_host_byte_at(base, scratch_offset);
+  for (uint32_t s = 0; s < rp->num_steps; ++s) {
+    const tj_run_step_t* step = &rp->steps[s];
+    for (uint32_t k = step->first_kernel;
+         step->kind == TJ_RUN_STEP_KERNELS &&
+         k < step->first_kernel + step->num_kernels;
+         ++k) {
+      const tj_lowered_kernel_t* low = &set->kernels[k];
+      void* buffers[TJ_KIR_MAX_BUFFERS];
+      for (uint32_t b = 0; b < low->num_buffers; ++b) {
+        uint32_t node = low->buffer_nodes[b];
+        int64_t off = low->buffer_offsets[b];
+        if (off < 0) {
+          TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
+        }
+        buffers[b] = tj_host_byte_at(
+            f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
+      }
+      const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+      if (tj_x86_tuner_handles(p->tuner, k)) {
+        TJ_RETURN_IF_ERROR(tj_x86_tuner_run(p->tuner, k, &f->launches[k],
+                                            buffers, scalars, scratch,
+                                            scratch_bytes));
+      } else {
+        tj_x86_launch_run(&t->runner, &f->launches[k], set->fns[k], buffers,
+                          scalars, scratch);
+      }
+      // A deferred path that could not be built was skipped: say so.
+      TJ_RETURN_IF_ERROR(tj_x86_kernel_set_take_error(set));
+    }
+    if (step->kind == TJ_RUN_STEP_HOST) {
+      TJ_RETURN_IF_ERROR(
+          tj_run_plan_host(rp, &step->host, sym, inputs, f->loc));
+    }
+  }
+  // 4. Outputs not written in place: staged, duplicated, or inputs and
+  // constants returned as outputs.
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    uint32_t node = g->outputs[i].node;
+    uint32_t bi = mp->buffer_of[node];
+    bool direct = rp->first_output[node] == (int32_t)i && bi != UINT32_MAX &&
+                  mp->buffers[bi].kind == TJ_BUFFER_OUTPUT &&
+                  f->stage[g->num_inputs + i] < 0;
+    if (direct) continue;
+    const tj_tensor_t* out = &outputs[i];
+    tj_host_copy_strided(tj_host_tensor_data(out), out->strides, f->loc[node],
+                         NULL, out->rank, out->shape,
+                         tj_dtype_size(out->dtype));
+  }
+  return NULL;
+}
+
+static tj_status_t x86_run(void* target, void* program, const int64_t* sym,
+                           const tj_tensor_t* inputs, int32_t num_inputs,
+                           const tj_tensor_t* outputs, int32_t num_outputs) {
+  target_t* t = target;
+  frame_t* f = NULL;
+  bool temp = false;
+  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
+  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f);
+  frame_release(t, f, temp);
+  return status;
+}
+
+// The deferred code: waits for the background build or builds it here.
+static tj_status_t x86_prepare(void* target, void* program) {
+  const program_t* p = program;
+  return tj_x86_kernel_set_build_cold(&p->set);
+}
+
+const tj_backend_t tj_backend_x86 = {
+    .name = "x86",
+    .target_size = sizeof(target_t),
+    .lowers = true,
+    .device_tensors = false,
+    .open = x86_open,
+    .accept = NULL,
+    .compile = x86_compile,
+    .run = x86_run,
+    .prepare = x86_prepare,
+    .release = x86_release,
+    .close = x86_close,
+};
+
+tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
+  void *target, *program;
+  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
+  if (b != &tj_backend_x86 || !program) return NULL;
+  return ((const program_t*)program)->tuner;
+}
