@@ -1,7 +1,8 @@
 // The CUDA target's own behaviour end to end through the public API: GEMM
 // candidates, the GPU's approximate math, the capstone on CPU and device
 // tensors, CUDA-graph replay, the caching allocator, strided device
-// tensors, the cubin cache (warm start without LLVM or ptxas) and errors;
+// tensors, the cubin cache (warm start without LLVM or ptxas),
+// specialization (the driver's policies on CUDA) and errors;
 // graphs compiled with tj_compile(target = TJ_TARGET_CUDA), compared with
 // tj_reference_run. The op/dtype conformance of the CUDA backend is
 // tests/cuda/cuda_conformance_test.c (the shared body tests/conformance/,
@@ -866,6 +867,117 @@ TEST(kernel_cubin_cache) {
   CHECK(system(cmd) == 0);
 }
 
+// The driver's specialization on CUDA (it used to ignore |specialize|):
+// under ALWAYS every new shape gets its own program, exact-shape kernels
+// in a module of their own, and gives the reference results; under
+// AFTER_N (2) the second run of a shape makes it; NEVER makes none. A
+// graph break (gather) sits between the kernels of every program.
+static tj_graph_t* specialize_graph(void) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, "specialized", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 64}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){64, 32}, "w");
+  tj_value_t idx = tj_graph_input(g, TJ_DTYPE_I32, 1, (int64_t[]){2}, "idx");
+  tj_value_t y = tj_graph_tanh(g, tj_graph_matmul(g, x, w));
+  tj_graph_output(g, y, "y");
+  tj_graph_output(g, tj_graph_gather(g, tj_graph_exp(g, x), idx, 1), "g");
+  tj_graph_output(g, tj_graph_sum(g, x, 1, (int32_t[]){1}, false), "s");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static void specialize_run(tj_executable_t* exe, const tj_graph_t* g,
+                           int64_t B) {
+  float* x = malloc(sizeof(float) * (size_t)(B * 64 + 1));
+  float* w = malloc(sizeof(float) * 64 * 32);
+  int32_t idx[2] = {63, 1};
+  fill(TJ_DTYPE_F32, x, B * 64, -1, 1);
+  fill(TJ_DTYPE_F32, w, 64 * 32, -0.2, 0.2);
+  int64_t xs[2] = {B, 64}, ws[2] = {64, 32}, is[1] = {2}, ys[2] = {B, 32},
+          gs[2] = {B, 2}, ss[1] = {B};
+  tj_tensor_t in[3] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xs),
+                       tj_tensor_make(w, TJ_DTYPE_F32, 2, ws),
+                       tj_tensor_make(idx, TJ_DTYPE_I32, 1, is)};
+  int64_t n[3] = {B * 32, B * 2, B};
+  float* got[3];
+  float* want[3];
+  for (int i = 0; i < 3; ++i) {
+    got[i] = calloc((size_t)n[i] + 1, sizeof(float));
+    want[i] = calloc((size_t)n[i] + 1, sizeof(float));
+  }
+  tj_tensor_t out[3] = {tj_tensor_make(got[0], TJ_DTYPE_F32, 2, ys),
+                        tj_tensor_make(got[1], TJ_DTYPE_F32, 2, gs),
+                        tj_tensor_make(got[2], TJ_DTYPE_F32, 1, ss)};
+  tj_tensor_t ref[3] = {tj_tensor_make(want[0], TJ_DTYPE_F32, 2, ys),
+                        tj_tensor_make(want[1], TJ_DTYPE_F32, 2, gs),
+                        tj_tensor_make(want[2], TJ_DTYPE_F32, 1, ss)};
+  CHECK_OK(tj_executable_run(exe, in, 3, out, 3));
+  CHECK_OK(tj_reference_run(g, in, 3, ref, 3));
+  static const char* const kNames[3] = {"specialize y", "specialize g",
+                                        "specialize s"};
+  for (int i = 0; i < 3; ++i) {
+    CHECK(compare(kNames[i], TJ_DTYPE_F32, got[i], want[i], n[i],
+                  tol_for(TJ_DTYPE_F32, 1e-4)));
+    free(got[i]);
+    free(want[i]);
+  }
+  free(x);
+  free(w);
+}
+
+TEST(specialize) {
+  tj_graph_t* g = specialize_graph();
+  static const tj_specialize_t kPolicies[3] = {
+      TJ_SPECIALIZE_ALWAYS, TJ_SPECIALIZE_AFTER_N, TJ_SPECIALIZE_NEVER};
+  static const int64_t kB[] = {3, 5, 3, 1, 5};
+  static const int kRecompiles[3] = {3, 2, 0};  // B = 3, 5, 1 / 3, 5 / none
+  for (int p = 0; p < 3; ++p) {
+    tj_compile_options_t o = cuda_options();
+    o.specialize = kPolicies[p];
+    o.specialize_after = 2;
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (!exe) continue;
+    for (size_t r = 0; r < TJ_ARRAY_SIZE(kB); ++r) {
+      specialize_run(exe, g, kB[r]);
+    }
+    tj_executable_stats_t es;
+    tj_executable_stats(exe, &es);
+    printf(
+        "# specialize policy %d: %d kernels, %d graph breaks, %lld "
+        "recompiles, %lld hits + %lld misses\n",
+        (int)kPolicies[p], es.num_kernels, es.num_graph_breaks,
+        (long long)es.recompiles, (long long)es.cache_hits,
+        (long long)es.cache_misses);
+    CHECK_EQ_INT(kRecompiles[p], (int)es.recompiles);
+    CHECK_EQ_INT(1, es.num_graph_breaks);
+    CHECK_EQ_INT((int)TJ_ARRAY_SIZE(kB), (int)es.runs);
+    // Every program's kernels count once, from a cache or compiled.
+    CHECK_EQ_INT((int)(es.num_kernels * (1 + es.recompiles)),
+                 (int)(es.cache_hits + es.cache_misses));
+    tj_executable_release(exe);
+  }
+  // tj_executable_prepare under ALWAYS makes the shape's program.
+  tj_compile_options_t o = cuda_options();
+  o.specialize = TJ_SPECIALIZE_ALWAYS;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  if (exe) {
+    int64_t xs[2] = {9, 64}, ws[2] = {64, 32}, is[1] = {2};
+    tj_tensor_t in[3] = {tj_tensor_make(NULL, TJ_DTYPE_F32, 2, xs),
+                         tj_tensor_make(NULL, TJ_DTYPE_F32, 2, ws),
+                         tj_tensor_make(NULL, TJ_DTYPE_I32, 1, is)};
+    CHECK_OK(tj_executable_prepare(exe, in, 3));
+    specialize_run(exe, g, 9);
+    tj_executable_stats_t es;
+    tj_executable_stats(exe, &es);
+    CHECK_EQ_INT(1, (int)es.recompiles);
+    tj_executable_release(exe);
+  }
+  tj_graph_destroy(g);
+}
+
 TEST(errors) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(g_ctx, "errors", &g));
@@ -943,6 +1055,7 @@ int main(void) {
   RUN_TEST(strided_device_tensors);
   RUN_TEST(cubin_cache);
   RUN_TEST(kernel_cubin_cache);
+  RUN_TEST(specialize);
   RUN_TEST(errors);
   g_test_checks += tj_cts_checks;
   g_test_failures += tj_cts_failures;
