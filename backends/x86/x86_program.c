@@ -188,8 +188,6 @@ static tj_status_t x86_open(void* target, const tj_backend_config_t* config) {
   t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
   t->log_autotune = (config->log & TJ_LOG_AUTOTUNE) != 0;
   for (int i = 0; i < FRAME_POOL; ++i) atomic_init(&t->frames[i].busy, 0);
-  TJ_RETURN_IF_ERROR(tj_x86_runtime_get(t->config.context, &t->runtime));
-  t->jit = tj_x86_runtime_jit(t->runtime);
   return NULL;
 }
 
@@ -303,10 +301,17 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   tj_lowered_kernel_t* kernels = lp->kernels;
   lp->kernels = NULL;
   uint32_t nk = lp->plan->num_kernels;
-  program_t* p = tj_alloc(t->config.allocator, sizeof(*p));
+  // The context's JIT, created by the first x86 compile of the context
+  // (after the middle end: a graph it refuses costs no JIT).
+  tj_status_t status = NULL;
+  if (!t->jit) {
+    status = tj_x86_runtime_get(t->config.context, &t->runtime);
+    if (!status) t->jit = tj_x86_runtime_jit(t->runtime);
+  }
+  program_t* p = status ? NULL : tj_alloc(t->config.allocator, sizeof(*p));
   if (!p) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
-    return tj_status_oom();
+    return status ? status : tj_status_oom();
   }
   memset(p, 0, sizeof(*p));
   p->generic = lp->sym == NULL;
@@ -317,7 +322,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   }
   // The GEMM kernels' small-M paths are compiled when a run first takes
   // them (x86_backend.h): most runs never do. The set owns |kernels| now.
-  tj_status_t status = tj_x86_kernel_set_build_lazy(
+  status = tj_x86_kernel_set_build_lazy(
       t->jit, t->config.allocator, t->config.context, t->cache_dir, kernels, nk,
       lp->plan->graph->name, t->log_cache, &p->set);
   if (!status) {
