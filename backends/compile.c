@@ -40,6 +40,7 @@
 
 void tj_compile_options_initialize(tj_compile_options_t* options) {
   memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
   options->target = TJ_TARGET_X86;
   options->specialize = TJ_SPECIALIZE_NEVER;
   options->specialize_after = 16;
@@ -56,12 +57,17 @@ static tj_status_t check_options(const tj_compile_options_t* opts) {
     return tj_invalid("tj_compile: bad specialization policy %d (after %d)",
                       (int)opts->specialize, (int)opts->specialize_after);
   }
-  if (opts->num_threads < 0) {
-    return tj_invalid("tj_compile: num_threads is %d", (int)opts->num_threads);
+  if ((unsigned)opts->autotune > TJ_AUTOTUNE_OFF) {
+    return tj_invalid("tj_compile: unknown autotune setting %d",
+                      (int)opts->autotune);
   }
-  if (opts->autotune_budget_ms < 0) {
-    return tj_invalid("tj_compile: autotune_budget_ms is %d",
-                      (int)opts->autotune_budget_ms);
+  if (opts->x86.num_threads < 0) {
+    return tj_invalid("tj_compile: x86.num_threads is %d",
+                      (int)opts->x86.num_threads);
+  }
+  if (opts->x86.autotune_budget_ms < 0) {
+    return tj_invalid("tj_compile: x86.autotune_budget_ms is %d",
+                      (int)opts->x86.autotune_budget_ms);
   }
   if (opts->pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts->pipeline));
   return NULL;
@@ -257,6 +263,12 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
   }
   tj_compile_options_t opts;
   if (options) {
+    if (options->struct_size != sizeof(opts)) {
+      return tj_invalid(
+          "tj_compile: options.struct_size is %zu, not %zu (fill the "
+          "options with tj_compile_options_initialize first)",
+          options->struct_size, sizeof(opts));
+    }
     opts = *options;
   } else {
     tj_compile_options_initialize(&opts);

@@ -52,7 +52,7 @@ typedef struct frame_t {
 typedef struct program_t {
   tj_x86_kernel_set_t set;
   bool generic;
-  tj_x86_tuner_t* tuner;  // the generic program's GEMM autotuning, or NULL
+  tj_x86_tuner_t* tuner;  // the generic program's (autotune ON), or NULL
 } program_t;
 
 typedef struct target_t {
@@ -247,12 +247,12 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   const tj_compile_options_t* o = t->config.options;
   const tj_run_plan_t* rp = t->plan;
   uint32_t nk = rp->num_kernels;
-  int32_t threads = o->num_threads > 0 ? o->num_threads : online_cpus();
+  int32_t threads = o->x86.num_threads > 0 ? o->x86.num_threads : online_cpus();
   t->runner.threads = threads;
   t->runner.lanes = tj_x86_jit_lanes(t->jit);
-  if (o->parallel_for) {
-    t->runner.host_parallel_for = o->parallel_for;
-    t->runner.host_user_data = o->parallel_for_user_data;
+  if (o->x86.parallel_for) {
+    t->runner.host_parallel_for = o->x86.parallel_for;
+    t->runner.host_user_data = o->x86.parallel_for_user_data;
   } else if (threads > 1 && nk > 0) {
     TJ_RETURN_IF_ERROR(
         tj_x86_runtime_pool(t->runtime, threads, &t->runner.pool));
@@ -266,10 +266,10 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   bool generic_runs = o->specialize != TJ_SPECIALIZE_ALWAYS ||
                       tj_dim_num_symbols(&rp->graph->dims) == 0 ||
                       o->bucket_pow2;
-  if (!o->parallel_for && generic_runs) {
+  if (!o->x86.parallel_for && generic_runs) {
     tj_x86_kernel_set_build_cold_in_background(&p->set);
   }
-  if (o->autotune) {
+  if (o->autotune == TJ_AUTOTUNE_ON) {
     tj_x86_tuner_config_t tc = {
         t->jit,
         t->config.allocator,
@@ -277,7 +277,7 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
         t->cache_dir,
         &p->set,
         &t->runner,
-        o->autotune_budget_ms > 0 ? o->autotune_budget_ms : 200,
+        o->x86.autotune_budget_ms > 0 ? o->x86.autotune_budget_ms : 200,
         t->log_autotune,
         rp->graph->name};
     TJ_RETURN_IF_ERROR(tj_x86_tuner_create(&tc, &p->tuner));

@@ -81,7 +81,7 @@ static tj_executable_t* compile(const tj_graph_t* g, tj_target_t target,
   o.specialize = policy;
   o.specialize_after = 2;
   o.bucket_pow2 = bucket;
-  o.num_threads = 2;
+  o.x86.num_threads = 2;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
   return exe;
