@@ -6,6 +6,7 @@
 // tj_cuda_compile_ptx (the same compile with an offline program, stopping
 // at PTX) and tj_executable_cuda_stats.
 
+#include <pthread.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -34,6 +35,9 @@ typedef struct target_t {
   // The program the generic run plan's kernels are added to while it is
   // built (accept), finished by the generic compile.
   tj_cuda_program_t* pending;
+  // Runs of one executable are serialized (tj_executable_run), over all
+  // its programs: a specialized shape's program is another program.
+  pthread_mutex_t run_mutex;
 } target_t;
 
 static tj_status_t create_program(target_t* t, tj_cuda_program_t** out) {
@@ -56,12 +60,20 @@ static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
   t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
   // The device first, so that a machine without a GPU fails fast and
   // clearly.
-  return create_program(t, &t->pending);
+  TJ_RETURN_IF_ERROR(create_program(t, &t->pending));
+  if (pthread_mutex_init(&t->run_mutex, NULL) != 0) {
+    tj_cuda_program_destroy(t->pending);
+    t->pending = NULL;
+    return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                          "tj_compile: pthread_mutex_init failed");
+  }
+  return NULL;
 }
 
 static void cuda_close(void* target) {
   target_t* t = target;
   tj_cuda_program_destroy(t->pending);
+  pthread_mutex_destroy(&t->run_mutex);
 }
 
 static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
@@ -191,7 +203,11 @@ static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
   if (t->offline) {
     return tj_invalid("an executable compiled for PTX only does not run");
   }
-  return tj_cuda_program_run(((program_t*)program)->cuda, sym, inputs, outputs);
+  pthread_mutex_lock(&t->run_mutex);
+  tj_status_t status =
+      tj_cuda_program_run(((program_t*)program)->cuda, sym, inputs, outputs);
+  pthread_mutex_unlock(&t->run_mutex);
+  return status;
 }
 
 const tj_backend_t tj_backend_cuda = {
