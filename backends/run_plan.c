@@ -316,11 +316,10 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
   return NULL;
 }
 
-tj_status_t tj_run_plan_host(const tj_run_plan_t* rp, const tj_host_step_t* h,
-                             const int64_t* sym, const tj_tensor_t* inputs,
+tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
+                             const tj_host_step_t* h, const int64_t* sym,
+                             const tj_tensor_t* inputs,
                              unsigned char* const* loc) {
-  const tj_graph_t* g = rp->graph;
-  tj_allocator_t al = rp->allocator;
   uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
   size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK;
   size_t bytes = per * (nin + nout) + sizeof(void*) * (nout + 1);

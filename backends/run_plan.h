@@ -5,7 +5,7 @@
 //   VIEW     no work: the value aliases its input (memplan);
 //   KERNELS  lowered kernels [first_kernel, +num_kernels) of the program;
 //   HOST     a graph break: the group's subgraph run on the reference
-//            semantics between the compiled kernels (tj_run_plan_host).
+//            semantics between the compiled kernels (tj_host_step_run).
 //
 // Built once per executable by lowering every group (tj_lower_group); a
 // specialization lowers the same KERNELS steps again for fixed symbol
@@ -88,13 +88,16 @@ void tj_run_plan_free_kernels(tj_allocator_t allocator,
 // Frees everything |rp| owns (not the plan graph). Idempotent.
 void tj_run_plan_deinitialize(tj_run_plan_t* rp);
 
-// Runs host step |h| on the reference semantics, on the host: the caller's
-// |inputs| (CPU tensors) bind the symbols |sym|, |loc| gives the host
-// storage of every plan node it reads and writes (dense row-major). An
-// output written in place of an input goes through a temporary (the
-// interpreter may still read what it overwrites).
-tj_status_t tj_run_plan_host(const tj_run_plan_t* rp, const tj_host_step_t* h,
-                             const int64_t* sym, const tj_tensor_t* inputs,
+// Runs host step |h| of a run plan over |graph| (the plan graph) on the
+// reference semantics, on the host: |inputs| (CPU tensors, one per graph
+// input) bind the symbols |sym|, |loc| gives the host storage of every
+// plan node the step reads (extra) and writes (outputs), dense row-major.
+// An output written in place of an input goes through a temporary (the
+// interpreter may still read what it overwrites). Temporaries come from
+// |allocator|.
+tj_status_t tj_host_step_run(const tj_graph_t* graph, tj_allocator_t allocator,
+                             const tj_host_step_t* h, const int64_t* sym,
+                             const tj_tensor_t* inputs,
                              unsigned char* const* loc);
 
 #endif  // TJ_BACKENDS_RUN_PLAN_H_

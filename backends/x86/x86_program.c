@@ -470,7 +470,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
     }
     if (step->kind == TJ_RUN_STEP_HOST) {
       TJ_RETURN_IF_ERROR(
-          tj_run_plan_host(rp, &step->host, sym, inputs, f->loc));
+          tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
     }
   }
   // 4. Outputs not written in place: staged, duplicated, or inputs and
