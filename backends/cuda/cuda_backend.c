@@ -118,13 +118,8 @@ static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
       steps[ns].num_kernels = st->num_kernels;
       ++ns;
     } else if (st->kind == TJ_RUN_STEP_HOST) {
-      const tj_host_step_t* h = &st->host;
       steps[ns].kind = TJ_CUDA_STEP_HOST;
-      steps[ns].graph = h->graph;
-      steps[ns].num_extra = h->num_extra;
-      steps[ns].extra = h->extra;
-      steps[ns].num_outputs = h->num_outputs;
-      steps[ns].outputs = h->outputs;
+      steps[ns].host = &st->host;
       ++ns;
     }
   }

@@ -20,6 +20,7 @@
 #define TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
 
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/run_plan.h"
 #include "kir/lower.h"
 #include "jit/nvptx.h"
 #include "tensorjit/tj_executable.h"
@@ -36,13 +37,9 @@ typedef enum tj_cuda_step_kind_e {
 typedef struct tj_cuda_step_t {
   tj_cuda_step_kind_t kind;
   uint32_t first_kernel, num_kernels;
-  // HOST: |graph| takes the plan graph's inputs, then the values of the
-  // |extra| nodes, and makes the values of the |outputs| nodes.
-  const tj_graph_t* graph;
-  uint32_t num_extra;
-  const uint32_t* extra;
-  uint32_t num_outputs;
-  const uint32_t* outputs;
+  // HOST: the run plan's host step (backends/run_plan.h), run by
+  // tj_host_step_run on host copies of the values it reads and writes.
+  const tj_host_step_t* host;
 } tj_cuda_step_t;
 
 // Opens the context's device (creating it on first use) and prepares an

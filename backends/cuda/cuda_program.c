@@ -435,7 +435,7 @@ static tj_status_t upload_constants(tj_cuda_program_t* p) {
     const tj_node_t* n = &g->nodes[buf->node];
     if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
     int64_t bytes =
-        tj_cuda_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+        tj_host_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
     total += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
   }
   if (total == 0) return NULL;
@@ -450,7 +450,7 @@ static tj_status_t upload_constants(tj_cuda_program_t* p) {
     const tj_node_t* n = &g->nodes[buf->node];
     if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
     int64_t bytes =
-        tj_cuda_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+        tj_host_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
     p->plan.const_ptr[buf->node] = p->plan.consts + (uint64_t)offset;
     if (bytes > 0) {
       status = TJ_CU_STATUS(&d->cu, cuMemcpyHtoDAsync,

@@ -49,6 +49,7 @@
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kir.h"
+#include "backends/host_tensor.h"
 #include "jit/nvptx.h"
 
 #define TJ_CUDA_MAX_GRAPHS 8
@@ -284,15 +285,9 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c);
 
 //===--- cuda_staging.c ---===//
 
-int64_t tj_cuda_numel(int32_t rank, const int64_t* dims);
-bool tj_cuda_tensor_dense(const tj_tensor_t* t);
-unsigned char* tj_cuda_tensor_data(const tj_tensor_t* t);
+// The bytes of |t|'s elements, dense. The other tensor helpers are the
+// host ones every runtime shares (backends/host_tensor.h).
 int64_t tj_cuda_tensor_bytes(const tj_tensor_t* t);
-// Copies a |rank|-dim array of |size|-byte elements between strided host
-// layouts (strides in elements; NULL is dense row-major).
-void tj_cuda_copy_strided(unsigned char* dst, const int64_t* dst_strides,
-                          const unsigned char* src, const int64_t* src_strides,
-                          int32_t rank, const int64_t* shape, size_t size);
 // INVALID_ARGUMENT unless |t| is on the CPU or on the program's device.
 tj_status_t tj_cuda_check_device_tensor(const tj_cuda_program_t* p,
                                         const tj_tensor_t* t, const char* what,

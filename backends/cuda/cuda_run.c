@@ -57,7 +57,7 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
         tj_cuda_align_up(tj_cuda_tensor_bytes(t), TJ_CUDA_STAGE_ALIGN);
     if (t->device_type == TJ_DEVICE_CUDA) {
       // A strided one is gathered into dense staging.
-      if (!tj_cuda_tensor_dense(t)) {
+      if (!tj_host_tensor_dense(t)) {
         p->run.in_stage[i] = total;
         total += bytes;
       }
@@ -78,7 +78,7 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
         tj_cuda_align_up(tj_cuda_tensor_bytes(t), TJ_CUDA_STAGE_ALIGN);
     if (t->device_type == TJ_DEVICE_CUDA) {
       // A strided one is written dense, then scattered.
-      if (!tj_cuda_tensor_dense(t) && output_direct(p, i)) {
+      if (!tj_host_tensor_dense(t) && output_direct(p, i)) {
         p->run.out_stage[i] = total;
         total += bytes;
       }
@@ -135,23 +135,9 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
 
 static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
                                   const int64_t* sym) {
-  const tj_graph_t* g = p->plan.graph;
-  const tj_lowered_kernel_t* low = p->kernels[ki].low;
-  int64_t* scalars = p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
-  for (uint32_t i = 0; i < low->num_params; ++i) {
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, low->params[i], sym, &scalars[i]));
-  }
-  if (low->nonempty_node != UINT32_MAX) {
-    int64_t n;
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, low->nonempty_dim, sym, &n));
-    if (n == 0) {
-      const tj_node_t* node = &g->nodes[low->nonempty_node];
-      return tj_invalid("%s (node %%%u): axis %lld of its input is empty",
-                        tj_op_info(node->op)->name, low->nonempty_node,
-                        (long long)node->attrs.axis);
-    }
-  }
-  return NULL;
+  return tj_host_kernel_scalars(
+      p->plan.graph, p->kernels[ki].low, sym,
+      p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS);
 }
 
 static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
@@ -194,63 +180,62 @@ tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,
   return NULL;
 }
 
-// A graph break: the reference interpreter on the host, with the values it
-// reads copied down and the values it writes copied up.
-static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* h,
+// A graph break: the values it reads copied down to host temporaries (CPU
+// inputs are read where they are), the run plan's host step on them
+// (tj_host_step_run, as on x86), the values it writes copied up.
+static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
                                  const int64_t* sym,
                                  const tj_tensor_t* inputs) {
+  const tj_host_step_t* h = st->host;
   const tj_graph_t* g = p->plan.graph;
   const tj_cuda_symbols_t* cu = &p->device->cu;
   tj_allocator_t al = p->al;
-  uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
-  uint32_t nt = nin + nout;
+  // Values j: the graph's inputs, then |extra|, then the outputs.
+  uint32_t ni = g->num_inputs, nread = ni + h->num_extra;
+  uint32_t nt = nread + h->num_outputs;
   size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK +
                sizeof(void*) + sizeof(size_t);
-  unsigned char* block = tj_calloc(al, nt + 1, per);
+  size_t bytes = per * (nt + 1) + sizeof(unsigned char*) * (g->num_nodes + 1);
+  unsigned char* block = tj_calloc(al, 1, bytes);
   if (!block) return tj_status_oom();
-  tj_tensor_t* ts = (tj_tensor_t*)block;
-  int64_t* shapes = (int64_t*)(ts + nt + 1);
+  tj_tensor_t* ins = (tj_tensor_t*)block;  // the first |ni| are used
+  int64_t* shapes = (int64_t*)(ins + nt + 1);
   void** temps = (void**)(shapes + (size_t)TJ_MAX_RANK * (nt + 1));
   size_t* sizes = (size_t*)(temps + nt + 1);
+  unsigned char** loc = (unsigned char**)(sizes + nt + 1);  // per plan node
   tj_status_t status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
   for (uint32_t j = 0; j < nt && !status; ++j) {
-    uint32_t node;
-    const tj_tensor_t* caller = NULL;
-    if (j < g->num_inputs) {
-      node = g->inputs[j];
-      caller = &inputs[j];
-    } else if (j < nin) {
-      node = h->extra[j - g->num_inputs];
-    } else {
-      node = h->outputs[j - nin];
-    }
-    if (caller && caller->device_type == TJ_DEVICE_CPU) {
-      ts[j] = *caller;
+    uint32_t node = j < ni      ? g->inputs[j]
+                    : j < nread ? h->extra[j - ni]
+                                : h->outputs[j - nread];
+    if (j < ni && inputs[j].device_type == TJ_DEVICE_CPU) {
+      ins[j] = inputs[j];
       continue;
     }
     const tj_node_t* n = &g->nodes[node];
     int64_t* shape = shapes + (size_t)TJ_MAX_RANK * j;
     status = tj_ir_concrete_dims(g, node, sym, shape);
     if (status) break;
-    sizes[j] = (size_t)tj_cuda_numel(n->rank, shape) * tj_dtype_size(n->dtype);
+    sizes[j] = (size_t)tj_host_numel(n->rank, shape) * tj_dtype_size(n->dtype);
     temps[j] = tj_alloc(al, sizes[j] ? sizes[j] : 1);
     if (!temps[j]) {
       status = tj_status_oom();
       break;
     }
-    ts[j] = tj_tensor_make(temps[j], n->dtype, n->rank, shape);
-    if (j < nin && sizes[j]) {
+    if (j < ni) {
+      ins[j] = tj_tensor_make(temps[j], n->dtype, n->rank, shape);
+    } else {
+      loc[node] = temps[j];
+    }
+    if (j < nread && sizes[j]) {
       status = TJ_CU_STATUS(cu, cuMemcpyDtoHAsync,
                             (temps[j], p->run.loc[node], sizes[j], p->stream));
     }
   }
   if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
-  if (!status) {
-    status =
-        tj_reference_run(h->graph, ts, (int32_t)nin, ts + nin, (int32_t)nout);
-  }
-  for (uint32_t j = nin; j < nt && !status; ++j) {
-    uint32_t node = h->outputs[j - nin];
+  if (!status) status = tj_host_step_run(g, al, h, sym, ins, loc);
+  for (uint32_t j = nread; j < nt && !status; ++j) {
+    uint32_t node = h->outputs[j - nread];
     if (sizes[j]) {
       status = TJ_CU_STATUS(cu, cuMemcpyHtoDAsync,
                             (p->run.loc[node], temps[j], sizes[j], p->stream));
@@ -265,7 +250,7 @@ static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* h,
   for (uint32_t j = 0; j < nt; ++j) {
     if (temps[j]) tj_free(al, temps[j], sizes[j] ? sizes[j] : 1);
   }
-  tj_free(al, block, (nt + 1) * per);
+  tj_free(al, block, bytes);
   ++p->stats.host_steps;
   return status;
 }
@@ -293,7 +278,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
         int32_t o = p->plan.first_output[buf->node];
         const tj_tensor_t* t = &outputs[o];
         ptr = p->run.out_stage[o] < 0
-                  ? (uint64_t)(uintptr_t)tj_cuda_tensor_data(t)
+                  ? (uint64_t)(uintptr_t)tj_host_tensor_data(t)
                   : p->run.arena + (uint64_t)p->run.out_stage[o];
         break;
       }
@@ -310,7 +295,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     uint32_t node = g->inputs[i];
     if (t->device_type == TJ_DEVICE_CUDA) {
       if (p->run.in_stage[i] < 0) {
-        p->run.loc[node] = (uint64_t)(uintptr_t)tj_cuda_tensor_data(t);
+        p->run.loc[node] = (uint64_t)(uintptr_t)tj_host_tensor_data(t);
       } else {
         p->run.loc[node] = p->run.arena + (uint64_t)p->run.in_stage[i];
         TJ_RETURN_IF_ERROR(tj_cuda_strided_copy(p, t, p->run.loc[node], false));
@@ -320,8 +305,8 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     p->run.loc[node] = p->run.arena + (uint64_t)p->run.in_stage[i];
     int64_t bytes = tj_cuda_tensor_bytes(t);
     if (bytes == 0) continue;
-    tj_cuda_copy_strided(pinned + p->run.in_pin[i], NULL,
-                         tj_cuda_tensor_data(t), t->strides, t->rank, t->shape,
+    tj_host_copy_strided(pinned + p->run.in_pin[i], NULL,
+                         tj_host_tensor_data(t), t->strides, t->rank, t->shape,
                          tj_dtype_size(t->dtype));
     TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyHtoDAsync,
                           (p->run.loc[node], pinned + p->run.in_pin[i],
@@ -364,13 +349,13 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     int64_t bytes = tj_cuda_tensor_bytes(t);
     if (bytes == 0) continue;
     if (t->device_type == TJ_DEVICE_CUDA) {
-      if (!tj_cuda_tensor_dense(t)) {
+      if (!tj_host_tensor_dense(t)) {
         TJ_RETURN_IF_ERROR(tj_cuda_strided_copy(p, t, p->run.loc[node], true));
         continue;
       }
       if (output_direct(p, i)) continue;
       TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyDtoDAsync,
-                            ((uint64_t)(uintptr_t)tj_cuda_tensor_data(t),
+                            ((uint64_t)(uintptr_t)tj_host_tensor_data(t),
                              p->run.loc[node], (size_t)bytes, p->stream));
     } else {
       TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyDtoHAsync,
@@ -385,7 +370,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     const tj_tensor_t* t = &outputs[i];
     if (t->device_type != TJ_DEVICE_CPU || tj_cuda_tensor_bytes(t) == 0)
       continue;
-    tj_cuda_copy_strided(tj_cuda_tensor_data(t), t->strides,
+    tj_host_copy_strided(tj_host_tensor_data(t), t->strides,
                          pinned + p->run.out_pin[i], NULL, t->rank, t->shape,
                          tj_dtype_size(t->dtype));
   }

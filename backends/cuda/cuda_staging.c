@@ -14,65 +14,8 @@
 
 //===--- tensors ---===//
 
-int64_t tj_cuda_numel(int32_t rank, const int64_t* dims) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < rank; ++d) n *= dims[d];
-  return n;
-}
-
-bool tj_cuda_tensor_dense(const tj_tensor_t* t) {
-  if (!t->strides) return true;
-  int64_t expect = 1;
-  for (int32_t d = t->rank; d-- > 0;) {
-    if (t->shape[d] == 0) return true;
-    if (t->shape[d] != 1 && t->strides[d] != expect) return false;
-    expect *= t->shape[d];
-  }
-  return true;
-}
-
-unsigned char* tj_cuda_tensor_data(const tj_tensor_t* t) {
-  return (unsigned char*)t->data + t->byte_offset;
-}
-
 int64_t tj_cuda_tensor_bytes(const tj_tensor_t* t) {
-  return tj_cuda_numel(t->rank, t->shape) * (int64_t)tj_dtype_size(t->dtype);
-}
-
-// Copies a |rank|-dim array of |size|-byte elements between strided host
-// layouts (strides in elements; NULL is dense row-major).
-void tj_cuda_copy_strided(unsigned char* dst, const int64_t* dst_strides,
-                          const unsigned char* src, const int64_t* src_strides,
-                          int32_t rank, const int64_t* shape, size_t size) {
-  int64_t n = tj_cuda_numel(rank, shape);
-  if (n == 0) return;
-  if (rank == 0 || (!dst_strides && !src_strides)) {
-    memcpy(dst, src, (size_t)n * size);
-    return;
-  }
-  int64_t ds[TJ_MAX_RANK], ss[TJ_MAX_RANK], idx[TJ_MAX_RANK] = {0};
-  int64_t s = 1;
-  for (int32_t d = rank; d-- > 0;) {
-    ds[d] = dst_strides ? dst_strides[d] : s;
-    ss[d] = src_strides ? src_strides[d] : s;
-    s *= shape[d];
-  }
-  int64_t inner = shape[rank - 1];
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t doff = 0, soff = 0;
-    for (int32_t d = 0; d + 1 < rank; ++d) {
-      doff += idx[d] * ds[d];
-      soff += idx[d] * ss[d];
-    }
-    for (int64_t i = 0; i < inner; ++i) {
-      memcpy(dst + (doff + i * ds[rank - 1]) * (int64_t)size,
-             src + (soff + i * ss[rank - 1]) * (int64_t)size, size);
-    }
-    for (int32_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  return tj_host_numel(t->rank, t->shape) * (int64_t)tj_dtype_size(t->dtype);
 }
 
 tj_status_t tj_cuda_check_device_tensor(const tj_cuda_program_t* p,
@@ -160,7 +103,7 @@ static tj_status_t copy_kernel(tj_cuda_program_t* p, tj_dtype_t dtype,
 // out of it.
 tj_status_t tj_cuda_strided_copy(tj_cuda_program_t* p, const tj_tensor_t* t,
                                  uint64_t dense, bool scatter) {
-  if (tj_cuda_numel(t->rank, t->shape) == 0) return NULL;
+  if (tj_host_numel(t->rank, t->shape) == 0) return NULL;
   // Dims of size 1 have no effect on addresses: drop them.
   int64_t n[TJ_MAX_RANK], s[TJ_MAX_RANK];
   int32_t r = 0;
@@ -185,7 +128,7 @@ tj_status_t tj_cuda_strided_copy(tj_cuda_program_t* p, const tj_tensor_t* t,
   }
   uint64_t argv[2 + 3 * TJ_MAX_RANK];
   void* argp[2 + 3 * TJ_MAX_RANK];
-  uint64_t tensor = (uint64_t)(uintptr_t)tj_cuda_tensor_data(t);
+  uint64_t tensor = (uint64_t)(uintptr_t)tj_host_tensor_data(t);
   argv[0] = scatter ? dense : tensor;
   argv[1] = scatter ? tensor : dense;
   uint32_t np = c->kir->num_params;
