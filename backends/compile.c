@@ -175,22 +175,6 @@ void tj_executable_release(tj_executable_t* executable) {
 
 //===--- compiling ---===//
 
-// A copy of finalized |src| (constants copied, borrowed ones still
-// borrowed) that the plan can own and rewrite.
-static tj_status_t copy_graph(const tj_graph_t* src, tj_graph_t** out) {
-  tj_rewriter_t rw;
-  TJ_RETURN_IF_ERROR(tj_rewriter_begin(&rw, src));
-  for (uint32_t i = 0; i < src->num_nodes; ++i) {
-    if (src->nodes[i].op == TJ_OP_INPUT) continue;
-    tj_status_t status = tj_rewriter_clone(&rw, i);
-    if (status) {
-      tj_rewriter_abandon(&rw);
-      return status;
-    }
-  }
-  return tj_rewriter_finish(&rw, out);
-}
-
 static tj_status_t run_pipeline(tj_executable_t* exe) {
   tj_pass_ctx_t ctx;
   tj_pass_ctx_initialize(&ctx, exe->context);
@@ -289,7 +273,9 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
   exe->backend = backend;
   exe->log_recompiles = (tj_log_flags(context) & TJ_LOG_RECOMPILES) != 0;
   tj_graph_t* copy = NULL;
-  tj_status_t status = copy_graph(graph, &copy);
+  // A copy the plan can own and rewrite (constants copied, borrowed ones
+  // still borrowed).
+  tj_status_t status = tj_graph_clone(graph, &copy);
   tj_plan_initialize(&exe->plan, copy);
   exe->graph = copy;
   if (!status) {
