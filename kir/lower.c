@@ -66,7 +66,11 @@ typedef struct memo_t {
 } memo_t;
 
 typedef struct lw_t {
-  tj_graph_t* g;
+  const tj_graph_t* g;
+  // A copy of the graph's dim table: the dims of the graph mean the same in
+  // it, and the expressions the strides and offsets need are added to it,
+  // not to the graph's (lowering only reads the graph).
+  tj_dimtab_t dims;
   const tj_fusion_t* fu;
   const tj_group_t* grp;
   const tj_memplan_t* mp;
@@ -141,7 +145,7 @@ static const char* op_name(tj_op_t op) { return tj_op_info(op)->name; }
 
 // |d| as seen by this lowering: evaluated when specializing.
 static tj_status_t dnorm(lw_t* lw, int64_t d, int64_t* out) {
-  if (lw->sym && d < 0) return tj_dim_eval(&lw->g->dims, d, lw->sym, out);
+  if (lw->sym && d < 0) return tj_dim_eval(&lw->dims, d, lw->sym, out);
   *out = d;
   return NULL;
 }
@@ -162,7 +166,7 @@ static tj_status_t dmul(lw_t* lw, int64_t a, int64_t b, int64_t* out) {
       return tj_unsupported("an index product overflows int64");
     }
   } else {
-    return tj_dim_mul(&lw->g->dims, a, b, out);
+    return tj_dim_mul(&lw->dims, a, b, out);
   }
   return NULL;
 }
@@ -177,7 +181,7 @@ static tj_status_t dadd(lw_t* lw, int64_t a, int64_t b, int64_t* out) {
       return tj_unsupported("an index sum overflows int64");
     }
   } else {
-    return tj_dim_add(&lw->g->dims, a, b, out);
+    return tj_dim_add(&lw->dims, a, b, out);
   }
   return NULL;
 }
@@ -220,10 +224,10 @@ static uint32_t param_of(lw_t* lw, int64_t dim) {
   }
   if (lw->num_params == TJ_KIR_MAX_PARAMS) return NONE32;
   char name[32];
-  int32_t sym = tj_dim_as_symbol(&lw->g->dims, dim);
+  int32_t sym = tj_dim_as_symbol(&lw->dims, dim);
   if (sym >= 0) {
     snprintf(name, sizeof(name), "%s",
-             tj_dim_symbol_name(&lw->g->dims, (uint32_t)sym));
+             tj_dim_symbol_name(&lw->dims, (uint32_t)sym));
   } else {
     snprintf(name, sizeof(name), "e%u", lw->num_params);
   }
@@ -498,11 +502,10 @@ static tj_status_t reshape_map(lw_t* lw, uint32_t node, const imap_t* map,
         y_divides = pz > py;
         z_divides = py > pz;
       } else {
-        TJ_RETURN_IF_ERROR(
-            tj_dim_div_exact(&lw->g->dims, pz, py, &q, &y_divides));
+        TJ_RETURN_IF_ERROR(tj_dim_div_exact(&lw->dims, pz, py, &q, &y_divides));
         if (!y_divides) {
           TJ_RETURN_IF_ERROR(
-              tj_dim_div_exact(&lw->g->dims, py, pz, &q, &z_divides));
+              tj_dim_div_exact(&lw->dims, py, pz, &q, &z_divides));
         }
       }
       // Neither product divides the other ([5,B] vs [B,5]): grow a side
@@ -1400,6 +1403,65 @@ static tj_status_t check_in_place(lw_t* lw) {
 
 //===--- driver ---===//
 
+// |dim| of |src| rebuilt in |dst| (whose symbols are |src|'s, in order):
+// the sum of its terms, each a coefficient times its symbols.
+static tj_status_t import_dim(tj_dimtab_t* dst, const tj_dimtab_t* src,
+                              int64_t dim, int64_t* out) {
+  const tj_dim_expr_t* e = tj_dim_expr(src, dim);
+  if (!e) {
+    *out = dim;
+    return NULL;
+  }
+  int64_t sum = 0;
+  for (uint32_t t = 0; t < e->num_terms; ++t) {
+    const tj_dim_term_t* term = &e->terms[t];
+    int64_t product = term->coeff;
+    for (uint32_t f = 0; f < term->num_factors; ++f) {
+      int64_t symbol;
+      TJ_RETURN_IF_ERROR(tj_dim_symbol(
+          dst, tj_dim_symbol_name(src, term->factors[f]), &symbol));
+      TJ_RETURN_IF_ERROR(tj_dim_mul(dst, product, symbol, &product));
+    }
+    TJ_RETURN_IF_ERROR(tj_dim_add(dst, sum, product, &sum));
+  }
+  *out = sum;
+  return NULL;
+}
+
+// Moves the symbolic dims of |out| (params, buffer offsets, the argmax
+// extent) from the lowering's scratch table into a small table |out| owns,
+// which starts with all of the graph's symbols so that ids agree.
+static tj_status_t own_dims(lw_t* lw, tj_lowered_kernel_t* out) {
+  bool symbolic = out->num_params > 0 ||
+                  (out->nonempty_node != NONE32 && out->nonempty_extent < 0);
+  for (uint32_t b = 0; b < out->num_buffers; ++b) {
+    symbolic |= out->buffer_offset_dims[b] < 0;
+  }
+  if (!symbolic) return NULL;
+  out->dims = tj_alloc(lw->al, sizeof(tj_dimtab_t));
+  if (!out->dims) return tj_status_oom();
+  tj_dimtab_initialize(out->dims, lw->al);
+  for (uint32_t i = 0; i < tj_dim_num_symbols(&lw->dims); ++i) {
+    int64_t unused;
+    TJ_RETURN_IF_ERROR(
+        tj_dim_symbol(out->dims, tj_dim_symbol_name(&lw->dims, i), &unused));
+  }
+  for (uint32_t p = 0; p < out->num_params; ++p) {
+    TJ_RETURN_IF_ERROR(import_dim(out->dims, &lw->dims, out->param_dims[p],
+                                  &out->param_dims[p]));
+  }
+  for (uint32_t b = 0; b < out->num_buffers; ++b) {
+    TJ_RETURN_IF_ERROR(import_dim(out->dims, &lw->dims,
+                                  out->buffer_offset_dims[b],
+                                  &out->buffer_offset_dims[b]));
+  }
+  if (out->nonempty_node != NONE32) {
+    TJ_RETURN_IF_ERROR(import_dim(out->dims, &lw->dims, out->nonempty_extent,
+                                  &out->nonempty_extent));
+  }
+  return NULL;
+}
+
 static tj_status_t build_kernel(lw_t* lw, const char* name,
                                 tj_lowered_kernel_t* out) {
   lw->num_params = 0;
@@ -1426,7 +1488,7 @@ static tj_status_t build_kernel(lw_t* lw, const char* name,
     tj_kir_add_buffer(lw->k, bname, NODE(lw, v->node)->dtype, v->role,
                       strides[b]);
     out->buffer_nodes[b] = v->node;
-    out->buffer_offsets[b] = v->offset;
+    out->buffer_offset_dims[b] = v->offset;
   }
   out->num_buffers = lw->num_bufs;
   if (lw->kind == TJ_KIR_GEMM) {
@@ -1443,16 +1505,18 @@ static tj_status_t build_kernel(lw_t* lw, const char* name,
     return tj_status_annotate(status, "lower: invalid kernel");
   }
   out->num_params = lw->num_params;
-  memcpy(out->params, lw->params, sizeof(int64_t) * lw->num_params);
+  memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
   out->nonempty_node = NONE32;
   const tj_node_t* anchor = NODE(lw, lw->grp->anchor);
   if (anchor->op == TJ_OP_ARGMAX) {
     out->nonempty_node = lw->grp->anchor;
-    out->nonempty_dim = lw->red_count;
+    out->nonempty_extent = lw->red_count;
   }
   out->kernel = lw->k;
   lw->k = NULL;
-  return NULL;
+  status = own_dims(lw, out);
+  if (status) tj_lowered_kernel_deinitialize(out);
+  return status;
 }
 
 // Advances the box odometer; false after the last box.
@@ -1574,7 +1638,7 @@ static tj_status_t lower(lw_t* lw, const char* name, tj_lowered_kernel_t* outs,
                         MAX_ATTEMPTS);
 }
 
-tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
+tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,
                            const tj_memplan_t* memplan, uint32_t group,
                            const int64_t* symbol_values,
                            tj_allocator_t allocator, const char* name,
@@ -1597,16 +1661,17 @@ tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
   uint32_t n = graph->num_nodes ? graph->num_nodes : 1;
   lw->in_group = tj_calloc(allocator, n, sizeof(bool));
   lw->red_phase = tj_alloc(allocator, sizeof(uint32_t) * n);
-  tj_status_t status = NULL;
-  if (!lw->in_group || !lw->red_phase) {
+  tj_status_t status = tj_dimtab_copy(&lw->dims, &graph->dims, allocator);
+  if (!status && (!lw->in_group || !lw->red_phase)) {
     status = tj_status_oom();
-  } else {
+  } else if (!status) {
     for (uint32_t j = 0; j < lw->grp->num_nodes; ++j) {
       lw->in_group[lw->grp->nodes[j]] = true;
     }
     status = lower(lw, name, out, max_out, out_count);
   }
   tj_kir_destroy(lw->k);
+  tj_dimtab_deinitialize(&lw->dims);
   tj_free(allocator, lw->memo, sizeof(memo_t) * lw->memo_cap);
   tj_free(allocator, lw->in_group, lw->in_group ? sizeof(bool) * n : 0);
   tj_free(allocator, lw->red_phase, lw->red_phase ? sizeof(uint32_t) * n : 0);
@@ -1625,5 +1690,66 @@ tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
 
 void tj_lowered_kernel_deinitialize(tj_lowered_kernel_t* lowered) {
   tj_kir_destroy(lowered->kernel);
+  if (lowered->dims) {
+    tj_allocator_t allocator = lowered->dims->allocator;
+    tj_dimtab_deinitialize(lowered->dims);
+    tj_free(allocator, lowered->dims, sizeof(tj_dimtab_t));
+  }
   memset(lowered, 0, sizeof(*lowered));
+}
+
+// |dim| of |lowered| under |symbol_values|.
+static tj_status_t eval_dim(const tj_lowered_kernel_t* lowered, int64_t dim,
+                            const int64_t* symbol_values, int64_t* out) {
+  if (dim >= 0 || !lowered->dims) {
+    if (dim < 0) return tj_internal("lower: a symbolic dim without a table");
+    *out = dim;
+    return NULL;
+  }
+  return tj_dim_eval(lowered->dims, dim, symbol_values, out);
+}
+
+tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
+                                      const tj_graph_t* graph,
+                                      const int64_t* symbol_values,
+                                      int64_t* out_scalars) {
+  for (uint32_t p = 0; p < lowered->num_params; ++p) {
+    TJ_RETURN_IF_ERROR(eval_dim(lowered, lowered->param_dims[p], symbol_values,
+                                &out_scalars[p]));
+  }
+  if (lowered->nonempty_node == NONE32) return NULL;
+  int64_t extent;
+  TJ_RETURN_IF_ERROR(
+      eval_dim(lowered, lowered->nonempty_extent, symbol_values, &extent));
+  if (extent != 0) return NULL;
+  const tj_node_t* node = &graph->nodes[lowered->nonempty_node];
+  const tj_node_t* in = &graph->nodes[node->operands[0]];
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      tj_ir_concrete_dims(graph, node->operands[0], symbol_values, dims));
+  char shape[160];
+  tj_shape_format(&graph->dims, in->rank, dims, shape, sizeof(shape));
+  return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",
+                    op_name(node->op), lowered->nonempty_node,
+                    (long long)node->attrs.axis, tj_dtype_name(in->dtype),
+                    shape);
+}
+
+tj_status_t tj_lowered_kernel_buffer_offset(const tj_lowered_kernel_t* lowered,
+                                            uint32_t buffer,
+                                            const int64_t* symbol_values,
+                                            int64_t* out_elements) {
+  if (buffer >= lowered->num_buffers) {
+    return tj_internal("lower: buffer %u of %u", buffer, lowered->num_buffers);
+  }
+  return eval_dim(lowered, lowered->buffer_offset_dims[buffer], symbol_values,
+                  out_elements);
+}
+
+int tj_lowered_kernel_format_dim(const tj_lowered_kernel_t* lowered,
+                                 int64_t dim, char* buf, size_t size) {
+  if (dim >= 0 || !lowered->dims) {
+    return snprintf(buf, size, "%lld", (long long)dim);
+  }
+  return tj_dim_format(lowered->dims, dim, buf, size);
 }
