@@ -33,7 +33,7 @@
 
 typedef struct options_t {
   bool split_input_file;
-  bool emit_kir;        // --emit=kir; false: --emit=tj (the default)
+  bool emit_kir;        // --emit=kir; false: print the graph
   const char* passes;   // NULL: none given
   const char* symbols;  // --symbols=B=8,..; NULL: the generic lowering
   int32_t lanes;        // --lanes=N; 0: no schedule printed
@@ -275,8 +275,6 @@ static bool parse_args(int argc, char** argv, options_t* o) {
       if (!check_pass_pipeline(o->passes)) return false;
     } else if (strcmp(a, "--emit=kir") == 0) {
       o->emit_kir = true;
-    } else if (strcmp(a, "--emit=tj") == 0) {
-      o->emit_kir = false;
     } else if (strncmp(a, "--symbols=", 10) == 0) {
       o->symbols = a + 10;
     } else if (strncmp(a, "--lanes=", 8) == 0) {
