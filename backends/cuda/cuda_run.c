@@ -135,23 +135,9 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
 
 static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
                                   const int64_t* sym) {
-  const tj_graph_t* g = p->plan.graph;
-  const tj_lowered_kernel_t* low = p->kernels[ki].low;
-  int64_t* scalars = p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
-  for (uint32_t i = 0; i < low->num_params; ++i) {
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, low->params[i], sym, &scalars[i]));
-  }
-  if (low->nonempty_node != UINT32_MAX) {
-    int64_t n;
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, low->nonempty_dim, sym, &n));
-    if (n == 0) {
-      const tj_node_t* node = &g->nodes[low->nonempty_node];
-      return tj_invalid("%s (node %%%u): axis %lld of its input is empty",
-                        tj_op_info(node->op)->name, low->nonempty_node,
-                        (long long)node->attrs.axis);
-    }
-  }
-  return NULL;
+  return tj_lowered_kernel_scalars(
+      p->kernels[ki].low, p->plan.graph, sym,
+      p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS);
 }
 
 static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
@@ -164,8 +150,8 @@ static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
   uint64_t* argv = p->run.argv + kern->arg_offset;
   for (uint32_t b = 0; b < low->num_buffers; ++b) {
     uint32_t node = low->buffer_nodes[b];
-    int64_t off = low->buffer_offsets[b];
-    if (off < 0) TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
+    int64_t off;
+    TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
     argv[b] = p->run.loc[node] +
               (uint64_t)(off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
   }
