@@ -108,28 +108,3 @@ tj_status_t tj_host_check_outputs(const tj_graph_t* g,
   }
   return NULL;
 }
-
-tj_status_t tj_host_kernel_scalars(const tj_graph_t* g,
-                                   const tj_lowered_kernel_t* k,
-                                   const int64_t* sym, int64_t* scalars) {
-  for (uint32_t p = 0; p < k->num_params; ++p) {
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->params[p], sym, &scalars[p]));
-  }
-  if (k->nonempty_node != UINT32_MAX) {
-    int64_t n;
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->nonempty_dim, sym, &n));
-    if (n == 0) {
-      const tj_node_t* node = &g->nodes[k->nonempty_node];
-      const tj_node_t* in = &g->nodes[node->operands[0]];
-      int64_t dims[TJ_MAX_RANK];
-      TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node->operands[0], sym, dims));
-      char shape[160];
-      tj_shape_format(&g->dims, in->rank, dims, shape, sizeof(shape));
-      return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",
-                        tj_op_info(node->op)->name, k->nonempty_node,
-                        (long long)node->attrs.axis, tj_dtype_name(in->dtype),
-                        shape);
-    }
-  }
-  return NULL;
-}

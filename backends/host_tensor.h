@@ -1,12 +1,12 @@
 // Host-side tensor helpers that every runtime uses (backends/x86,
 // backends/cuda, the driver in backends/compile.c): density, byte
-// addresses, strided copies, the check of a run's output tensors and the
-// scalar params of a lowered kernel. One copy, one set of error messages.
+// addresses, strided copies and the check of a run's output tensors. One
+// copy, one set of error messages. (A lowered kernel's scalar params are
+// kir/lower.h's tj_lowered_kernel_scalars.)
 
 #ifndef TJ_BACKENDS_HOST_TENSOR_H_
 #define TJ_BACKENDS_HOST_TENSOR_H_
 
-#include "kir/lower.h"
 #include "lib/ir.h"
 #include "tensorjit/tj_tensor.h"
 
@@ -37,12 +37,5 @@ void tj_host_copy_strided(unsigned char* dst, const int64_t* dst_strides,
 tj_status_t tj_host_check_outputs(const tj_graph_t* graph,
                                   const tj_tensor_t* outputs,
                                   const int64_t* sym, bool allow_cuda);
-
-// The scalar params of |kernel| (lowered over |graph|) for symbol values
-// |sym|, into |scalars| (TJ_KIR_MAX_PARAMS of them); INVALID_ARGUMENT
-// when its non-empty precondition fails (argmax of an empty axis).
-tj_status_t tj_host_kernel_scalars(const tj_graph_t* graph,
-                                   const tj_lowered_kernel_t* kernel,
-                                   const int64_t* sym, int64_t* scalars);
 
 #endif  // TJ_BACKENDS_HOST_TENSOR_H_

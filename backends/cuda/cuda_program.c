@@ -196,11 +196,11 @@ static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
             "not a multiple of 8 elements (16 bytes)",
             k->name, buf->name, (long long)s.value, (int)d);
     }
-    if (low->buffer_offsets[b] >= 0 && low->buffer_offsets[b] % 8 != 0)
+    if (low->buffer_offset_dims[b] >= 0 && low->buffer_offset_dims[b] % 8 != 0)
       return tj_unsupported(
           "kernel @%s: tensor-core operand %%%s starts %lld elements into its "
           "value, not a multiple of 8",
-          k->name, buf->name, (long long)low->buffer_offsets[b]);
+          k->name, buf->name, (long long)low->buffer_offset_dims[b]);
   }
   return NULL;
 }

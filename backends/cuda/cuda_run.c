@@ -135,8 +135,8 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
 
 static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
                                   const int64_t* sym) {
-  return tj_host_kernel_scalars(
-      p->plan.graph, p->kernels[ki].low, sym,
+  return tj_lowered_kernel_scalars(
+      p->kernels[ki].low, p->plan.graph, sym,
       p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS);
 }
 
@@ -150,8 +150,8 @@ static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
   uint64_t* argv = p->run.argv + kern->arg_offset;
   for (uint32_t b = 0; b < low->num_buffers; ++b) {
     uint32_t node = low->buffer_nodes[b];
-    int64_t off = low->buffer_offsets[b];
-    if (off < 0) TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
+    int64_t off;
+    TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
     argv[b] = p->run.loc[node] +
               (uint64_t)(off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
   }

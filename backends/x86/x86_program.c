@@ -380,7 +380,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
   for (uint32_t k = 0; k < set->num_kernels; ++k) {
     int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
     TJ_RETURN_IF_ERROR(
-        tj_host_kernel_scalars(g, &set->kernels[k], sym, scalars));
+        tj_lowered_kernel_scalars(&set->kernels[k], g, sym, scalars));
     tj_x86_launch_t* l = &f->launches[k];
     TJ_RETURN_IF_ERROR(
         tj_x86_launch_prepare(&t->runner, set->kernels[k].kernel, scalars, l));
@@ -449,10 +449,8 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
       void* buffers[TJ_KIR_MAX_BUFFERS];
       for (uint32_t b = 0; b < low->num_buffers; ++b) {
         uint32_t node = low->buffer_nodes[b];
-        int64_t off = low->buffer_offsets[b];
-        if (off < 0) {
-          TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
-        }
+        int64_t off;
+        TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
         buffers[b] = tj_host_byte_at(
             f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
       }
