@@ -348,10 +348,10 @@ static double unary_f64(const tj_node_t* node, double x) {
   }
 }
 
-// Whether |op| has an exact integer form; the others compute in double.
+// Whether |op| has an exact integer form (it takes integers or bool); the
+// others compute in double.
 static bool unary_has_int_form(tj_op_t op) {
-  return op == TJ_OP_NEG || op == TJ_OP_ABS || op == TJ_OP_RELU ||
-         op == TJ_OP_SIGN || op == TJ_OP_NOT;
+  return tj_op_info(op)->dtypes != TJ_OP_DTYPES_FLOAT;
 }
 
 static int64_t unary_i64(tj_op_t op, int64_t x) {
@@ -372,8 +372,8 @@ static int64_t unary_i64(tj_op_t op, int64_t x) {
 }
 
 static bool is_comparison(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
-         op == TJ_OP_GT || op == TJ_OP_GE;
+  return tj_op_info(op)->kind == TJ_OP_KIND_BINARY &&
+         tj_op_has(op, TJ_OPF_BOOL_RESULT);
 }
 
 static bool compare_f64(tj_op_t op, double a, double b) {
@@ -469,7 +469,9 @@ static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
 }
 
 // Integer ops with no integer form (pow) compute in double.
-static bool binary_has_int_form(tj_op_t op) { return op != TJ_OP_POW; }
+static bool binary_has_int_form(tj_op_t op) {
+  return tj_op_info(op)->dtypes != TJ_OP_DTYPES_FLOAT;
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise nodes
