@@ -814,7 +814,7 @@ static tj_status_t infer_gather(infer_t* c) {
 static tj_status_t infer_pointwise_composite(infer_t* c) {
   const tj_node_t* x = in(c, 0);
   TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
-  if (c->desc->op == TJ_OP_GELU)
+  if (tj_op_info(c->desc->op)->attr_kind == TJ_ATTR_KIND_APPROX)
     c->out->attrs.approximate = c->desc->attrs.approximate;
   set_result(c, x->dtype, x->rank, x->dims);
   return NULL;
@@ -937,10 +937,6 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
     case TJ_OP_GATHER:
       status = infer_gather(&c);
       break;
-    case TJ_OP_GELU:
-    case TJ_OP_SILU:
-      status = infer_pointwise_composite(&c);
-      break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
       status = infer_softmax(&c);
@@ -964,7 +960,13 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
           status = infer_reduction(&c);
           break;
         default:
-          status = fail(&c, TJ_STATUS_INTERNAL, "no inference rule");
+          // The pointwise composites (gelu, silu); the others have a case.
+          if (tj_op_info(desc->op)->kind == TJ_OP_KIND_COMPOSITE &&
+              tj_op_info(desc->op)->pattern == TJ_OP_PATTERN_ELEMENTWISE) {
+            status = infer_pointwise_composite(&c);
+          } else {
+            status = fail(&c, TJ_STATUS_INTERNAL, "no inference rule");
+          }
           break;
       }
       break;
