@@ -974,6 +974,29 @@ def test_run_errors() -> None:
         close(cu(tv), np.exp(tv), rtol=1e-5, atol=1e-6)
 
 
+def test_op_table() -> None:
+    # The library's op table (lib/ops.def) is the package's op list: every
+    # op has a Graph method named for its builder, and every builder of a
+    # shared form is declared from the table.
+    ops = _lib.ops()
+    names = [name for name, _, _ in ops]
+    assert len(ops) > 50 and len(set(names)) == len(names), names
+    assert ("not", "logical_not", _lib.OP_FORM_UNARY) in ops
+    assert ("sum", "sum", _lib.OP_FORM_REDUCE) in ops
+    assert ("matmul", "matmul", _lib.OP_FORM_BINARY) in ops
+    assert ("cast", "cast", 0) in ops
+    L = _lib.lib()
+    for name, builder, form in ops:
+        assert callable(getattr(tj.Graph, builder, None)), (name, builder)
+        argtypes = getattr(L, "tj_graph_" + builder).argtypes
+        assert argtypes, builder
+        if form:
+            assert len(argtypes) == {_lib.OP_FORM_UNARY: 2,
+                                     _lib.OP_FORM_BINARY: 3,
+                                     _lib.OP_FORM_REDUCE: 5}[form], builder
+    assert L.tj_op_name(len(ops)) is None and L.tj_op_form(-1) == 0
+
+
 def test_scoreboard() -> None:
     g = tj.Graph("score")
     x = g.input("x", "f32", ["B", 64])
