@@ -343,7 +343,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->autotune = options->autotune != TJ_AUTOTUNE_OFF;
   p->forced = -1;
   p->log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
-  const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");
+  const char* force = tj_setting(context, TJ_SETTING_CUDA_GEMM_CANDIDATE);
   if (force && force[0] >= '0' && force[0] < '0' + NUM_CANDIDATES && !force[1])
     p->forced = force[0] - '0';
   snprintf(p->device_desc, sizeof(p->device_desc), "%s %s%s",
