@@ -51,8 +51,8 @@ static const struct {
         {"TJ_CUDA_GEMM_CANDIDATE", "tj_context_options_t.cuda_gemm_candidate"},
 };
 
-static const char* tj_setting_source_of(const tj_settings_t* settings,
-                                        tj_setting_t setting) {
+static const char* source_of(const tj_settings_t* settings,
+                             tj_setting_t setting) {
   if (settings->from_options[setting]) return kSettings[setting].option;
   return kSettings[setting].env ? kSettings[setting].env
                                 : "TJ_CACHE_DIR, XDG_CACHE_HOME or HOME";
@@ -170,9 +170,8 @@ tj_status_t tj_settings_read(const tj_context_options_t* options,
     tj_settings_deinitialize(settings, allocator);
     return status;
   }
-  settings->log_flags =
-      parse_log(context, tj_setting_source_of(settings, TJ_SETTING_LOG),
-                settings->values[TJ_SETTING_LOG]);
+  settings->log_flags = parse_log(context, source_of(settings, TJ_SETTING_LOG),
+                                  settings->values[TJ_SETTING_LOG]);
   return NULL;
 }
 
@@ -190,7 +189,7 @@ const char* tj_setting(const tj_context_t* context, tj_setting_t setting) {
 
 const char* tj_setting_source(const tj_context_t* context,
                               tj_setting_t setting) {
-  return tj_setting_source_of(tj_context_settings(context), setting);
+  return source_of(tj_context_settings(context), setting);
 }
 
 uint32_t tj_log_flags(const tj_context_t* context) {
