@@ -2,6 +2,7 @@
 // first and the environment for the rest, through a lookup function that
 // these tests replace with a fake environment.
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/env.h"
@@ -144,18 +145,20 @@ TEST(layers_read_the_context) {
   o.diagnostic_user_data = &d;
   o.log = "passes";
   o.print_after = "fuse2";
-  o.dump_dir = "/tmp/tj-settings-test";
+  char dir[] = "/tmp/tj_settings_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  o.dump_dir = dir;
   o.x86_isa = "avx9000";
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&o, &ctx));
-  CHECK_STREQ("/tmp/tj-settings-test", tj_setting(ctx, TJ_SETTING_DUMP_DIR));
+  CHECK_STREQ(dir, tj_setting(ctx, TJ_SETTING_DUMP_DIR));
   CHECK_STREQ("tj_context_options_t.x86_isa",
               tj_setting_source(ctx, TJ_SETTING_X86_ISA));
   tj_pass_ctx_t pctx;
   tj_pass_ctx_initialize(&pctx, ctx);
   CHECK(pctx.log_passes && !pctx.log_fusion);
   CHECK_STREQ("fuse2", pctx.print_after);
-  CHECK_STREQ("/tmp/tj-settings-test", pctx.dump_dir);
+  CHECK_STREQ(dir, pctx.dump_dir);
   CHECK_CONTAINS(d.text,
                  "tj_context_options_t.print_after: \"fuse2\" is not "
                  "a pass");
@@ -174,6 +177,9 @@ TEST(layers_read_the_context) {
   CHECK(exe == NULL);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);  // and any fusion dump
+  CHECK(system(cmd) == 0);
   // NULL context: empty settings.
   CHECK(tj_setting(NULL, TJ_SETTING_LOG) == NULL);
   CHECK_EQ_INT(0, tj_log_flags(NULL));
