@@ -69,8 +69,13 @@ class Allocator_t(ctypes.Structure):
 
 
 class ContextOptions_t(ctypes.Structure):
-    _fields_ = [("allocator", Allocator_t), ("diagnostic_fn", DIAGNOSTIC_FN),
-                ("diagnostic_user_data", vp)]
+    """tj_context_options_t (tests/python/test_layout.py checks the layout)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("allocator", Allocator_t),
+                ("diagnostic_fn", DIAGNOSTIC_FN), ("diagnostic_user_data", vp),
+                ("log", cstr), ("print_after", cstr), ("dump_dir", cstr),
+                ("x86_isa", cstr), ("cache_dir", cstr), ("openblas", cstr),
+                ("cuda_gemm_candidate", cstr)]
 
 
 class X86CompileOptions_t(ctypes.Structure):
