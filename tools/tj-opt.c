@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lib/ir.h"
+#include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"

@@ -49,6 +49,7 @@
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
 #include "lib/env.h"
+#include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 
 #define FRAME_POOL 8
