@@ -79,10 +79,10 @@ static tj_executable_t* compile_cuda(const tj_graph_t* g, bool graphs,
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.target = TJ_TARGET_CUDA;
-  o.cuda_stream = g_dev->stream;
-  o.cuda_disable_graphs = !graphs;
-  o.cuda_precise_math = precise;
-  o.cuda_disable_autotune = !tune;
+  o.cuda.stream = g_dev->stream;
+  o.cuda.disable_graphs = !graphs;
+  o.cuda.precise_math = precise;
+  o.autotune = tune ? TJ_AUTOTUNE_ON : TJ_AUTOTUNE_OFF;
   o.cache_dir = cache_dir;
   tj_executable_t* exe = NULL;
   bench_die(tj_compile(g, &o, &exe), "tj_compile");

@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
     tj_compile_options_t o;
     tj_compile_options_initialize(&o);
     o.target = TJ_TARGET_CUDA;
-    o.cuda_stream = g_dev->stream;
+    o.cuda.stream = g_dev->stream;
     ours_t run = {0};
     bench_die(tj_compile(g, &o, &run.exe), "tj_compile");
     run.in[0] = dev_tensor(x, 2, shape);

@@ -106,7 +106,7 @@ static tj_executable_t* compile_graph(tj_graph_t* g, int threads,
                                       tj_specialize_t specialize) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.num_threads = threads;
+  o.x86.num_threads = threads;
   o.specialize = specialize;
   tj_executable_t* exe = NULL;
   check(tj_compile(g, &o, &exe), "tj_compile");

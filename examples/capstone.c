@@ -127,7 +127,7 @@ static tj_compile_options_t compile_options(void) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.target = g_options.cuda ? TJ_TARGET_CUDA : TJ_TARGET_X86;
-  o.num_threads = g_options.threads;
+  o.x86.num_threads = g_options.threads;
   return o;
 }
 

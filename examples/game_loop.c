@@ -466,9 +466,9 @@ int main(int argc, char** argv) {
   tj_compile_options_t options;
   tj_compile_options_initialize(&options);
   options.target = TJ_TARGET_X86;
-  options.num_threads = opt.workers + 1;  // the job system's width
-  options.parallel_for = engine_parallel_for;
-  options.parallel_for_user_data = &jobs;
+  options.x86.num_threads = opt.workers + 1;  // the job system's width
+  options.x86.parallel_for = engine_parallel_for;
+  options.x86.parallel_for_user_data = &jobs;
   options.cache_dir = "";  // a game ships its kernels; no disk cache here
   double t0 = now_us();
   status = tj_compile(policy, &options, &exe);

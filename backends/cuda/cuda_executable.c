@@ -286,20 +286,20 @@ tj_status_t tj_cuda_program_create(tj_context_t* context,
                                    const tj_compile_options_t* options,
                                    tj_cuda_program_t** out) {
   *out = NULL;
-  if (options->cuda_device < 0)
+  if (options->cuda.device < 0)
     return tj_invalid("tj_compile: cuda_device is %d",
-                      (int)options->cuda_device);
-  t_requested_ordinal = options->cuda_device;
+                      (int)options->cuda.device);
+  t_requested_ordinal = options->cuda.device;
   void* state = NULL;
   TJ_RETURN_IF_ERROR(tj_context_extension(
       context, TJ_CONTEXT_EXTENSION_CUDA_DEVICE, device_extension_create,
       device_extension_destroy, &state));
   tj_cuda_device_t* device = state;
-  if (device->ordinal != options->cuda_device)
+  if (device->ordinal != options->cuda.device)
     return tj_unsupported(
         "tj_compile: this context drives CUDA device %d; device %d needs "
         "another context",
-        (int)device->ordinal, (int)options->cuda_device);
+        (int)device->ordinal, (int)options->cuda.device);
   const char* arch_name = tj_cuda_device_arch_name(device);
   tj_nvptx_arch_t arch;
   if (!arch_name || !tj_nvptx_arch_from_name(arch_name, &arch))
@@ -332,15 +332,15 @@ static tj_status_t program_create(tj_context_t* context,
   p->context = context;
   p->al = al;
   p->device = device;
-  p->stream = options->cuda_stream ? (tj_cu_stream_t)options->cuda_stream
+  p->stream = options->cuda.stream ? (tj_cu_stream_t)options->cuda.stream
                                    : (device ? device->stream : NULL);
-  p->host_stream = options->cuda_stream != NULL;
-  p->graphs_enabled = !options->cuda_disable_graphs;
+  p->host_stream = options->cuda.stream != NULL;
+  p->graphs_enabled = !options->cuda.disable_graphs;
   p->arch = arch;
-  p->nv_options.approx_math = !options->cuda_precise_math;
+  p->nv_options.approx_math = !options->cuda.precise_math;
   p->ptx_source = "LLVM";
   p->cubin_source = "none";
-  p->autotune = !options->cuda_disable_autotune;
+  p->autotune = options->autotune != TJ_AUTOTUNE_OFF;
   p->forced = -1;
   p->log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
   const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");

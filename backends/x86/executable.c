@@ -61,6 +61,7 @@
 
 void tj_compile_options_initialize(tj_compile_options_t* options) {
   memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
   options->target = TJ_TARGET_X86;
   options->specialize = TJ_SPECIALIZE_NEVER;
   options->specialize_after = 16;
@@ -149,7 +150,8 @@ struct tj_executable_t {
   tj_x86_jit_t* jit;
   tj_x86_runner_t runner;
   tj_x86_kernel_set_t generic;
-  tj_x86_tuner_t* tuner;  // GEMM autotuning of |generic| (options.autotune)
+  tj_x86_tuner_t*
+      tuner;  // GEMM autotuning of |generic| (options.autotune == ON)
   uint32_t num_host_steps;
   // Specializations: an append-only list read without locks.
   _Atomic(spec_t*) specs;
@@ -743,13 +745,14 @@ static tj_status_t compile(tj_executable_t* exe) {
       exe->log_cache, &exe->generic));
   account_set(exe, &exe->generic, "generic kernels");
   // Threads.
-  int32_t threads =
-      exe->options.num_threads > 0 ? exe->options.num_threads : online_cpus();
+  int32_t threads = exe->options.x86.num_threads > 0
+                        ? exe->options.x86.num_threads
+                        : online_cpus();
   exe->runner.threads = threads;
   exe->runner.lanes = tj_x86_jit_lanes(exe->jit);
-  if (exe->options.parallel_for) {
-    exe->runner.host_parallel_for = exe->options.parallel_for;
-    exe->runner.host_user_data = exe->options.parallel_for_user_data;
+  if (exe->options.x86.parallel_for) {
+    exe->runner.host_parallel_for = exe->options.x86.parallel_for;
+    exe->runner.host_user_data = exe->options.x86.parallel_for_user_data;
   } else if (threads > 1 && nk > 0) {
     TJ_RETURN_IF_ERROR(
         tj_x86_runtime_pool(runtime, threads, &exe->runner.pool));
@@ -762,18 +765,18 @@ static tj_status_t compile(tj_executable_t* exe) {
   // kernels then run only where one cannot be made.
   bool generic_runs = exe->options.specialize != TJ_SPECIALIZE_ALWAYS ||
                       exe->num_symbols == 0 || exe->options.bucket_pow2;
-  if (!exe->options.parallel_for && generic_runs) {
+  if (!exe->options.x86.parallel_for && generic_runs) {
     tj_x86_kernel_set_build_cold_in_background(&exe->generic);
   }
-  if (exe->options.autotune) {
+  if (exe->options.autotune == TJ_AUTOTUNE_ON) {
     tj_x86_tuner_config_t tc = {exe->jit,
                                 al,
                                 exe->context,
                                 exe->cache_dir,
                                 &exe->generic,
                                 &exe->runner,
-                                exe->options.autotune_budget_ms > 0
-                                    ? exe->options.autotune_budget_ms
+                                exe->options.x86.autotune_budget_ms > 0
+                                    ? exe->options.x86.autotune_budget_ms
                                     : 200,
                                 exe->log_autotune,
                                 g->name};
@@ -804,6 +807,12 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   }
   tj_compile_options_t opts;
   if (options) {
+    if (options->struct_size != sizeof(opts)) {
+      return tj_invalid(
+          "tj_compile: options.struct_size is %zu, not %zu (fill the "
+          "options with tj_compile_options_initialize first)",
+          options->struct_size, sizeof(opts));
+    }
     opts = *options;
   } else {
     tj_compile_options_initialize(&opts);
@@ -817,12 +826,17 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
     return tj_invalid("tj_compile: bad specialization policy %d (after %d)",
                       (int)opts.specialize, (int)opts.specialize_after);
   }
-  if (opts.num_threads < 0) {
-    return tj_invalid("tj_compile: num_threads is %d", (int)opts.num_threads);
+  if ((unsigned)opts.autotune > TJ_AUTOTUNE_OFF) {
+    return tj_invalid("tj_compile: unknown autotune setting %d",
+                      (int)opts.autotune);
   }
-  if (opts.autotune_budget_ms < 0) {
-    return tj_invalid("tj_compile: autotune_budget_ms is %d",
-                      (int)opts.autotune_budget_ms);
+  if (opts.x86.num_threads < 0) {
+    return tj_invalid("tj_compile: x86.num_threads is %d",
+                      (int)opts.x86.num_threads);
+  }
+  if (opts.x86.autotune_budget_ms < 0) {
+    return tj_invalid("tj_compile: x86.autotune_budget_ms is %d",
+                      (int)opts.x86.autotune_budget_ms);
   }
   if (opts.pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts.pipeline));
   double start = tj_now_ms();

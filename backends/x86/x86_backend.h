@@ -17,7 +17,7 @@
 // compile and destroyed with the context: ONE JIT (host ISA), so a host
 // that compiles many graphs has one LLJIT and one set of TargetMachines,
 // not one per executable; and thread pools, one per thread count asked
-// for (the host's CPU count unless tj_compile_options_t.num_threads says
+// for (the host's CPU count unless tj_compile_options_t.x86.num_threads says
 // otherwise, so normally exactly one), each created on first need.
 // Executables borrow both; the context outlives them. Thread-safe.
 typedef struct tj_x86_runtime_t tj_x86_runtime_t;

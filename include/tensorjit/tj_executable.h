@@ -43,8 +43,30 @@ typedef enum tj_specialize_e {
   TJ_SPECIALIZE_ALWAYS = 2,   // on the first run of each shape
 } tj_specialize_t;
 
-typedef struct tj_compile_options_t {
-  tj_target_t target;
+// Whether to time GEMM schedules on the first run of each shape bucket and
+// keep the fastest (the decision is cached in memory and on disk with the
+// kernels, so a second compile of the graph times nothing; TJ_LOG=autotune
+// prints the tables). Every candidate computes the same values to f32
+// rounding, but not bit for bit (summation orders differ), and a timed
+// choice depends on the machine's load.
+//  - x86: per GEMM and shape bucket (M rounded up to a power of two, with
+//    the actual N, K and batch), the generated kernel, a few other tile and
+//    block schedules, and OpenBLAS (opened with dlopen when present; the
+//    epilogue then runs as a separate pass) on the run's inputs; bounded by
+//    x86.autotune_budget_ms.
+//  - CUDA: per tensor-core GEMM and shape bucket, the generated kernel's
+//    tile schedules and cuBLASLt plus an epilogue kernel. Off: every GEMM
+//    runs the generated kernel's default tile schedule.
+typedef enum tj_autotune_e {
+  // The target's default: off on x86 (so that runs are reproducible), on
+  // for CUDA (where the default schedule is often far from the best).
+  TJ_AUTOTUNE_DEFAULT = 0,
+  TJ_AUTOTUNE_ON = 1,
+  TJ_AUTOTUNE_OFF = 2,
+} tj_autotune_t;
+
+// The part of tj_compile_options_t that only TJ_TARGET_X86 reads.
+typedef struct tj_x86_compile_options_t {
   // Worker threads for x86 kernels; 0 means one per online CPU. With
   // |parallel_for| it only sizes the work: a kernel is cut into about 4
   // chunks per thread.
@@ -54,6 +76,43 @@ typedef struct tj_compile_options_t {
   // threads at once when several runs of one executable are in flight.
   tj_parallel_for_fn parallel_for;
   void* parallel_for_user_data;
+  // Bound on the time one autotuning decision spends timing candidates, in
+  // ms (0: 200). A candidate whose first run would overrun it is skipped,
+  // so a decision costs at most this plus one run of the generated kernel
+  // (and, once per executable, compiling the other schedules unless the
+  // kernel cache has them).
+  int32_t autotune_budget_ms;
+} tj_x86_compile_options_t;
+
+// The part of tj_compile_options_t that only TJ_TARGET_CUDA reads (see
+// "CUDA" below).
+typedef struct tj_cuda_compile_options_t {
+  // The device ordinal. A context drives one device: the first CUDA
+  // executable compiled in a context picks it (its primary context, the
+  // one the CUDA runtime and PyTorch use).
+  int32_t device;
+  // A CUstream to enqueue runs on (borrowed; it must outlive the
+  // executable), e.g. PyTorch's current stream. NULL: the context's own
+  // non-blocking stream.
+  void* stream;
+  // Launch every kernel on every run instead of replaying the CUDA graph
+  // captured for the run's shape (for debugging and comparison).
+  bool disable_graphs;
+  // exp, tanh, sigmoid and erf of f32/f16/bf16 values with the precise
+  // polynomials of the x86 target (1-2.5 ulp in f32) instead of the GPU's
+  // approximate special-function instructions (<= 5 ulp in f32; far inside
+  // the bf16 and f16 tolerances), which cost ~4x fewer instructions.
+  bool precise_math;
+} tj_cuda_compile_options_t;
+
+typedef struct tj_compile_options_t {
+  // sizeof(tj_compile_options_t) as the caller was compiled, set by
+  // tj_compile_options_initialize. tj_compile rejects a size it does not
+  // know (INVALID_ARGUMENT), so that fields can be added later without
+  // breaking callers compiled against this header: always start from
+  // tj_compile_options_initialize.
+  size_t struct_size;
+  tj_target_t target;
   tj_specialize_t specialize;
   int32_t specialize_after;  // >= 1; the default is 16
   // Specialize per power-of-two bucket of the symbols instead of per exact
@@ -67,26 +126,12 @@ typedef struct tj_compile_options_t {
   // from M, and with |autotune| the timed pick, keyed by the same
   // power-of-two bucket of M. TJ_LOG=recompiles logs each new bucket.
   bool bucket_pow2;
-  // Autotune x86 GEMM kernels: per GEMM and shape bucket (M rounded up to
-  // a power of two, with the actual N, K and batch), the first run times
-  // the generated kernel, a few other tile and block schedules, and
-  // OpenBLAS (opened with dlopen when present; the epilogue then runs as a
-  // separate pass) on the run's inputs; later runs use the fastest.
-  // Decisions are cached in memory and on disk with the kernels, so a
-  // second compile of the graph times nothing; TJ_LOG=autotune prints the
-  // tables. Every candidate computes the same values to f32 rounding, but
-  // not bit for bit (summation orders differ), and a timed choice depends
-  // on the machine's load: off by default, so that runs are reproducible.
-  bool autotune;
-  // Bound on the time one decision spends timing candidates, in ms (0:
-  // 200). A candidate whose first run would overrun it is skipped, so a
-  // decision costs at most this plus one run of the generated kernel (and,
-  // once per executable, compiling the other schedules unless the kernel
-  // cache has them).
-  int32_t autotune_budget_ms;
-  // Kernel cache directory. NULL: $TJ_CACHE_DIR, else
-  // $XDG_CACHE_HOME/tensorjit, else ~/.cache/tensorjit. "" disables the disk
-  // cache.
+  // GEMM autotuning (see tj_autotune_t); DEFAULT: off on x86, on for CUDA.
+  tj_autotune_t autotune;
+  // Kernel cache directory. NULL: the context's default
+  // (tj_context_options_t.cache_dir: $TJ_CACHE_DIR, else
+  // $XDG_CACHE_HOME/tensorjit, else ~/.cache/tensorjit). "" disables the
+  // disk cache.
   //
   // The kernel cache and its threat model. The disk cache holds native
   // code (x86 objects, CUDA cubins and PTX) and autotuning decisions, which
@@ -131,31 +176,11 @@ typedef struct tj_compile_options_t {
   // Verify the IR after every pass (on in tests; costs compile time).
   bool verify_each;
 
-  // TJ_TARGET_CUDA only (see "CUDA" below).
-  // The device ordinal. A context drives one device: the first CUDA
-  // executable compiled in a context picks it (its primary context, the
-  // one the CUDA runtime and PyTorch use).
-  int32_t cuda_device;
-  // A CUstream to enqueue runs on (borrowed; it must outlive the
-  // executable), e.g. PyTorch's current stream. NULL: the context's own
-  // non-blocking stream.
-  void* cuda_stream;
-  // Launch every kernel on every run instead of replaying the CUDA graph
-  // captured for the run's shape (for debugging and comparison).
-  bool cuda_disable_graphs;
-  // exp, tanh, sigmoid and erf of f32/f16/bf16 values with the precise
-  // polynomials of the x86 target (1-2.5 ulp in f32) instead of the GPU's
-  // approximate special-function instructions (<= 5 ulp in f32; far inside
-  // the bf16 and f16 tolerances), which cost ~4x fewer instructions.
-  bool cuda_precise_math;
-  // Serve every tensor-core GEMM with the generated kernel's default tile
-  // schedule instead of timing the candidates (other schedules, cuBLASLt
-  // plus an epilogue kernel) on the first run of each shape bucket and
-  // keeping the fastest (a decision cached on disk with the kernels).
-  bool cuda_disable_autotune;
+  tj_x86_compile_options_t x86;    // TJ_TARGET_X86 only
+  tj_cuda_compile_options_t cuda;  // TJ_TARGET_CUDA only
 } tj_compile_options_t;
 
-// Fills |options| with the defaults.
+// Fills |options| with the defaults and sets |struct_size|.
 TJ_API void tj_compile_options_initialize(tj_compile_options_t* options);
 
 //===----------------------------------------------------------------------===//
@@ -209,11 +234,11 @@ TJ_API tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 // copy kernel on the same stream. Intermediates live in a device arena from a
 // caching allocator that grows only when a larger shape comes, so a steady
 // state calls no cuMemAlloc. Device inputs must be complete when run is called
-// (synchronize the stream that wrote them, or pass it as cuda_stream). The
+// (synchronize the stream that wrote them, or pass it as cuda.stream). The
 // kernels of a shape are captured once into a CUDA graph and replayed on
-// later runs with the same shape and device pointers (cuda_disable_graphs
+// later runs with the same shape and device pointers (cuda.disable_graphs
 // turns it off); a change of either captures anew. Run returns once the
-// outputs are complete, except that with a cuda_stream and only CUDA
+// outputs are complete, except that with a cuda.stream and only CUDA
 // tensors it returns as soon as the work is enqueued on that stream. Runs
 // of one CUDA executable are serialized. Groups the GPU templates cannot
 // express run on the host (num_graph_breaks), with copies around them and

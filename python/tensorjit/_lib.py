@@ -73,16 +73,29 @@ class ContextOptions_t(ctypes.Structure):
                 ("diagnostic_user_data", vp)]
 
 
+class X86CompileOptions_t(ctypes.Structure):
+    """tj_x86_compile_options_t."""
+
+    _fields_ = [("num_threads", i32), ("parallel_for", vp),
+                ("parallel_for_user_data", vp), ("autotune_budget_ms", i32)]
+
+
+class CudaCompileOptions_t(ctypes.Structure):
+    """tj_cuda_compile_options_t."""
+
+    _fields_ = [("device", i32), ("stream", vp), ("disable_graphs", cbool),
+                ("precise_math", cbool)]
+
+
 class CompileOptions_t(ctypes.Structure):
-    _fields_ = [("target", cenum), ("num_threads", i32),
-                ("parallel_for", vp), ("parallel_for_user_data", vp),
+    """tj_compile_options_t (tests/python/test_layout.py checks the layout)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("target", cenum),
                 ("specialize", cenum), ("specialize_after", i32),
-                ("bucket_pow2", cbool), ("autotune", cbool),
-                ("autotune_budget_ms", i32), ("cache_dir", cstr),
-                ("pipeline", cstr), ("verify_each", cbool),
-                ("cuda_device", i32), ("cuda_stream", vp),
-                ("cuda_disable_graphs", cbool), ("cuda_precise_math", cbool),
-                ("cuda_disable_autotune", cbool)]
+                ("bucket_pow2", cbool), ("autotune", cenum),
+                ("cache_dir", cstr), ("pipeline", cstr),
+                ("verify_each", cbool), ("x86", X86CompileOptions_t),
+                ("cuda", CudaCompileOptions_t)]
 
 
 class ExecutableStats_t(ctypes.Structure):

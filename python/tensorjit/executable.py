@@ -367,7 +367,7 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
     opts = _lib.CompileOptions_t()
     L.tj_compile_options_initialize(ctypes.byref(opts))
     opts.target = TARGETS[target]
-    opts.num_threads = int(num_threads)
+    opts.x86.num_threads = int(num_threads)
     opts.specialize = _SPECIALIZE[specialize]
     opts.specialize_after = int(specialize_after)
     opts.bucket_pow2 = bool(bucket_pow2)

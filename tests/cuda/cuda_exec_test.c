@@ -135,7 +135,7 @@ TEST(math_accuracy) {
       tj_graph_output(g, kOps[o].fn(g, x), "y");
       CHECK_OK(tj_graph_finalize(g));
       tj_compile_options_t opts = cuda_options();
-      opts.cuda_precise_math = precise != 0;
+      opts.cuda.precise_math = precise != 0;
       tj_executable_t* exe = NULL;
       CHECK_OK(tj_compile(g, &opts, &exe));
       if (exe) {
@@ -346,9 +346,9 @@ TEST(graphs_equal_plain_launches) {
   tj_executable_t* exe[2] = {NULL, NULL};
   for (int i = 0; i < 2; ++i) {
     tj_compile_options_t o = cuda_options();
-    o.cuda_disable_graphs = i == 1;
+    o.cuda.disable_graphs = i == 1;
     // The same kernels in both (the autotuner could pick differently).
-    o.cuda_disable_autotune = true;
+    o.autotune = TJ_AUTOTUNE_OFF;
     CHECK_OK(tj_compile(g, &o, &exe[i]));
   }
   if (!exe[0] || !exe[1]) return;
@@ -903,7 +903,7 @@ TEST(errors) {
     CHECK_OK(tj_cuda_device_free(g_dev, d));
     tj_executable_release(exe);
   }
-  o.cuda_device = 99;
+  o.cuda.device = 99;
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "drives CUDA device",
                tj_compile(g, &o, &exe));
   tj_graph_destroy(g);

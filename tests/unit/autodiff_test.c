@@ -1186,7 +1186,7 @@ TEST(capstone_training_step_compiles_once_for_every_batch) {
   tj_compile_options_initialize(&copt);
   copt.cache_dir = "";
   copt.verify_each = true;
-  copt.num_threads = 2;
+  copt.x86.num_threads = 2;
   tj_executable_t* fexe = NULL;
   tj_executable_t* bexe = NULL;
   CHECK_OK(tj_compile(fwd, &copt, &fexe));

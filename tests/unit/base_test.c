@@ -1,9 +1,27 @@
-// Unit tests of lib/status.c, lib/alloc.c, lib/arena.c and lib/context.c.
+// Unit tests of lib/base.h's helpers, lib/status.c, lib/alloc.c, lib/arena.c
+// and lib/context.c.
 
 #include "tests/unit/test.h"
 
 #include "lib/arena.h"
 #include "lib/base.h"
+
+// The one shape bucket every target keys specializations and GEMM tuning
+// by: its edges (0, 1, exact powers, the int64 top) are the contract.
+TEST(pow2_bucket_edges) {
+  CHECK_EQ_INT(0, tj_pow2_bucket(-5));
+  CHECK_EQ_INT(0, tj_pow2_bucket(0));
+  CHECK_EQ_INT(1, tj_pow2_bucket(1));
+  CHECK_EQ_INT(2, tj_pow2_bucket(2));
+  CHECK_EQ_INT(4, tj_pow2_bucket(3));
+  CHECK_EQ_INT(1024, tj_pow2_bucket(1024));
+  CHECK_EQ_INT(2048, tj_pow2_bucket(1025));
+  CHECK_EQ_INT((int64_t)1 << 62, tj_pow2_bucket(((int64_t)1 << 61) + 1));
+  CHECK_EQ_INT((int64_t)1 << 62, tj_pow2_bucket((int64_t)1 << 62));
+  CHECK_EQ_INT(INT64_MAX, tj_pow2_bucket(INT64_MAX));
+  double t0 = tj_now_ms(), t1 = tj_now_ms();
+  CHECK(t1 >= t0);
+}
 
 TEST(version) {
   CHECK_EQ_INT(TJ_VERSION_NUMBER, tj_version_number());
@@ -158,6 +176,7 @@ TEST(diagnostic_callback_may_call_the_library) {
 
 int main(void) {
   RUN_TEST(version);
+  RUN_TEST(pow2_bucket_edges);
   RUN_TEST(status_codes_and_messages);
   RUN_TEST(dtypes);
   RUN_TEST(array_reserve_grows_and_fails_cleanly);

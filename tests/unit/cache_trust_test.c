@@ -69,7 +69,7 @@ static compiled_t compile_and_run(tj_context_t* ctx, const char* dir,
   tj_compile_options_t co;
   tj_compile_options_initialize(&co);
   co.cache_dir = dir;
-  co.num_threads = 1;
+  co.x86.num_threads = 1;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &co, &exe));
   if (exe) {

@@ -32,7 +32,7 @@ static tj_executable_t* compile_for(tj_graph_t* g, tj_target_t target) {
   tj_compile_options_initialize(&o);
   o.target = target;
   o.cache_dir = "";
-  o.num_threads = 2;
+  o.x86.num_threads = 2;
   CHECK_OK(tj_graph_finalize(g));
   CHECK_OK(tj_compile(g, &o, &e));
   return e;

@@ -169,10 +169,10 @@ static int32_t blas_threads(void) {
 static tj_compile_options_t tuned_options(const char* dir, int32_t budget) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.autotune = true;
-  o.autotune_budget_ms = budget;
+  o.autotune = TJ_AUTOTUNE_ON;
+  o.x86.autotune_budget_ms = budget;
   o.cache_dir = dir;
-  o.num_threads = blas_threads();
+  o.x86.num_threads = blas_threads();
   return o;
 }
 
@@ -485,14 +485,14 @@ TEST(options) {
   tj_graph_t* g = make_graph(ctx);
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  CHECK(!o.autotune);  // off by default: reproducible runs
-  CHECK_EQ_INT(0, o.autotune_budget_ms);
+  CHECK_EQ_INT(TJ_AUTOTUNE_DEFAULT, o.autotune);  // x86: off
+  CHECK_EQ_INT(0, o.x86.autotune_budget_ms);
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
   CHECK(tj_x86_executable_tuner(exe) == NULL);
   tj_executable_release(exe);
-  o.autotune = true;
-  o.autotune_budget_ms = -1;
+  o.autotune = TJ_AUTOTUNE_ON;
+  o.x86.autotune_budget_ms = -1;
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "autotune_budget_ms",
                tj_compile(g, &o, &exe));
   tj_graph_destroy(g);

@@ -200,7 +200,7 @@ static tj_executable_t* compile(tj_graph_t* g, int32_t threads,
                                 tj_specialize_t specialize) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.num_threads = threads;
+  o.x86.num_threads = threads;
   o.specialize = specialize;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
@@ -220,8 +220,8 @@ static void serial_parallel_for(void* user_data, int64_t count, int64_t grain,
 static tj_executable_t* compile_hosted(tj_graph_t* g, int32_t threads) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.num_threads = threads;
-  o.parallel_for = serial_parallel_for;
+  o.x86.num_threads = threads;
+  o.x86.parallel_for = serial_parallel_for;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
   return exe;
@@ -388,7 +388,7 @@ TEST(several_executables_share_the_pool) {
     graphs[k] = make_graph(ctx, (kind_t)k, 0);
     tj_compile_options_t o;
     tj_compile_options_initialize(&o);
-    o.num_threads = 2;
+    o.x86.num_threads = 2;
     o.specialize = TJ_SPECIALIZE_AFTER_N;
     o.specialize_after = 3;
     CHECK_OK(tj_compile(graphs[k], &o, &exes[k]));
@@ -479,8 +479,8 @@ TEST(small_m_paths_on_first_use) {
   CHECK(mkdtemp(dir) != NULL);
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.num_threads = 2;
-  o.parallel_for = serial_parallel_for;
+  o.x86.num_threads = 2;
+  o.x86.parallel_for = serial_parallel_for;
   o.cache_dir = dir;
   for (int round = 0; round < 2; ++round) {
     tj_context_t* ctx = NULL;
@@ -813,7 +813,7 @@ TEST(cold_part_background_out_of_memory) {
     setenv("TJ_LOG", "cache", 1);
     tj_compile_options_t o;
     tj_compile_options_initialize(&o);
-    o.num_threads = 1;
+    o.x86.num_threads = 1;
     tj_executable_t* exe = NULL;
     tj_status_t s = tj_compile(g, &o, &exe);
     unsetenv("TJ_LOG");
@@ -978,8 +978,8 @@ TEST(prepare_builds_before_the_first_run) {
 
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
-  o.num_threads = 2;
-  o.parallel_for = serial_parallel_for;
+  o.x86.num_threads = 2;
+  o.x86.parallel_for = serial_parallel_for;
   o.specialize = TJ_SPECIALIZE_ALWAYS;
   CHECK_OK(tj_compile(g, &o, &exe));
   problem_t p;

@@ -371,8 +371,8 @@ TEST(host_parallel_for) {
   CHECK_OK(tj_graph_finalize(g));
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
-  opts.parallel_for = serial_parallel_for;
-  opts.num_threads = 4;
+  opts.x86.parallel_for = serial_parallel_for;
+  opts.x86.num_threads = 4;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &opts, &exe));
   const int64_t b = 300;
@@ -685,6 +685,21 @@ TEST(errors) {
   CHECK(exe == NULL);
   CHECK_OK(tj_graph_finalize(g));
   tj_compile_options_t opts;
+  // A struct not filled by tj_compile_options_initialize (or from another
+  // version of the header) is refused, never read past its end.
+  memset(&opts, 0, sizeof(opts));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "tj_compile_options_initialize",
+               tj_compile(g, &opts, &exe));
+  tj_compile_options_initialize(&opts);
+  CHECK(opts.struct_size == sizeof(opts));
+  opts.struct_size = sizeof(opts) + 8;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "struct_size",
+               tj_compile(g, &opts, &exe));
+  CHECK(exe == NULL);
+  tj_compile_options_initialize(&opts);
+  opts.autotune = (tj_autotune_t)7;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "autotune",
+               tj_compile(g, &opts, &exe));
   tj_compile_options_initialize(&opts);
   opts.pipeline = "canonicalize,nosuchpass";
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "nosuchpass",
@@ -735,7 +750,7 @@ static tj_status_t compile_and_run(tj_allocator_t allocator, bool host) {
   }
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
-  opts.num_threads = 1;
+  opts.x86.num_threads = 1;
   if (!s) s = tj_compile(g, &opts, &exe);
   if (!s) {
     float xs[6] = {1, -2, 3, 4, -5, 6}, ys[6];

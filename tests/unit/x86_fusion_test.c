@@ -35,7 +35,7 @@ static void check_x86_matches_reference(tj_graph_t* g, int32_t index_input,
   tj_compile_options_initialize(&opts);
   opts.verify_each = true;
   opts.cache_dir = "";
-  opts.num_threads = 1;
+  opts.x86.num_threads = 1;
   tj_status_t st = run_compiled(g, &in, &opts, &got);
   CHECK_OK(st);
   char what[256] = "";

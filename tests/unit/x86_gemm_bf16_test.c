@@ -280,8 +280,8 @@ static void check_graph(tj_graph_t* g, const char* name, int64_t sym,
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.cache_dir = "";
-  opts.autotune = autotune;
-  opts.autotune_budget_ms = 50;
+  opts.autotune = autotune ? TJ_AUTOTUNE_ON : TJ_AUTOTUNE_OFF;
+  opts.x86.autotune_budget_ms = 50;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &opts, &exe));
   if (!exe) return;

@@ -42,7 +42,7 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
   tj_compile_options_initialize(&opts);
   opts.verify_each = true;
   opts.cache_dir = "";
-  opts.num_threads = 1 + (int32_t)(seed % 2);
+  opts.x86.num_threads = 1 + (int32_t)(seed % 2);
   tj_executable_t* exe = NULL;
   tj_status_t st = tj_compile(g, &opts, &exe);
   if (st) {

@@ -1,0 +1,87 @@
+// Prints the layout of every public struct that python/tensorjit/_lib.py
+// mirrors with ctypes, one line each: "NAME SIZE" for a struct and
+// "NAME.FIELD OFFSET SIZE" for a field (nested structs as NAME.A.B).
+// test_layout.py compares it with the ctypes classes.
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "tensorjit.h"
+
+#define STRUCT(T) printf("%s %zu\n", #T, sizeof(T))
+#define FIELD(T, F) \
+  printf("%s.%s %zu %zu\n", #T, #F, offsetof(T, F), sizeof(((T*)0)->F))
+
+int main(void) {
+  STRUCT(tj_value_t);
+  FIELD(tj_value_t, id);
+
+  STRUCT(tj_tensor_t);
+  FIELD(tj_tensor_t, data);
+  FIELD(tj_tensor_t, device_type);
+  FIELD(tj_tensor_t, device_id);
+  FIELD(tj_tensor_t, dtype);
+  FIELD(tj_tensor_t, rank);
+  FIELD(tj_tensor_t, shape);
+  FIELD(tj_tensor_t, strides);
+  FIELD(tj_tensor_t, byte_offset);
+
+  STRUCT(tj_allocator_t);
+  FIELD(tj_allocator_t, fn);
+  FIELD(tj_allocator_t, user_data);
+
+  STRUCT(tj_context_options_t);
+  FIELD(tj_context_options_t, allocator);
+  FIELD(tj_context_options_t, allocator.fn);
+  FIELD(tj_context_options_t, allocator.user_data);
+  FIELD(tj_context_options_t, diagnostic_fn);
+  FIELD(tj_context_options_t, diagnostic_user_data);
+
+  STRUCT(tj_compile_options_t);
+  FIELD(tj_compile_options_t, struct_size);
+  FIELD(tj_compile_options_t, target);
+  FIELD(tj_compile_options_t, specialize);
+  FIELD(tj_compile_options_t, specialize_after);
+  FIELD(tj_compile_options_t, bucket_pow2);
+  FIELD(tj_compile_options_t, autotune);
+  FIELD(tj_compile_options_t, cache_dir);
+  FIELD(tj_compile_options_t, pipeline);
+  FIELD(tj_compile_options_t, verify_each);
+  FIELD(tj_compile_options_t, x86);
+  FIELD(tj_compile_options_t, x86.num_threads);
+  FIELD(tj_compile_options_t, x86.parallel_for);
+  FIELD(tj_compile_options_t, x86.parallel_for_user_data);
+  FIELD(tj_compile_options_t, x86.autotune_budget_ms);
+  FIELD(tj_compile_options_t, cuda);
+  FIELD(tj_compile_options_t, cuda.device);
+  FIELD(tj_compile_options_t, cuda.stream);
+  FIELD(tj_compile_options_t, cuda.disable_graphs);
+  FIELD(tj_compile_options_t, cuda.precise_math);
+
+  STRUCT(tj_executable_stats_t);
+  FIELD(tj_executable_stats_t, num_kernels);
+  FIELD(tj_executable_stats_t, num_graph_breaks);
+  FIELD(tj_executable_stats_t, compile_ms);
+  FIELD(tj_executable_stats_t, cache_hits);
+  FIELD(tj_executable_stats_t, cache_misses);
+  FIELD(tj_executable_stats_t, recompiles);
+  FIELD(tj_executable_stats_t, runs);
+
+  STRUCT(tj_scoreboard_row_t);
+  FIELD(tj_scoreboard_row_t, stage);
+  FIELD(tj_scoreboard_row_t, nodes);
+  FIELD(tj_scoreboard_row_t, kernels);
+  FIELD(tj_scoreboard_row_t, bytes_read);
+  FIELD(tj_scoreboard_row_t, bytes_written);
+  FIELD(tj_scoreboard_row_t, peak_bytes);
+  FIELD(tj_scoreboard_row_t, graph_breaks);
+  FIELD(tj_scoreboard_row_t, percent_compiled);
+
+  STRUCT(tj_scoreboard_t);
+  FIELD(tj_scoreboard_t, rows);
+  FIELD(tj_scoreboard_t, activation_bytes);
+  FIELD(tj_scoreboard_t, input_bytes);
+  FIELD(tj_scoreboard_t, arena_bytes);
+  FIELD(tj_scoreboard_t, live_peak_bytes);
+  return 0;
+}
