@@ -34,65 +34,6 @@
 #include "jit/emit_llvm.h"
 #include "jit/nvptx.h"
 
-// How a lowered kernel is launched; filled by tj_nvptx_emit_kernel.
-typedef struct tj_nvptx_kernel_t {
-  char entry[224];  // the PTX entry name: "tj_kernel_" + <= 200 bytes
-  tj_kir_kind_t kind;
-  uint32_t num_buffers, num_params;
-  int32_t vector_lanes;       // elements per thread step on the vector path
-  int32_t threads;            // threads per block
-  int32_t shared_bytes;       // dynamic shared memory per block
-  int32_t min_blocks_per_sm;  // .minnctapersm, 0 for none
-  // ROW_REDUCE: vectors of the row each thread holds in registers on the
-  // resident path (the launch sizes blocks so a row needs no more), 0 when
-  // the kernel has no such path.
-  int32_t row_slots;
-  // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
-  // the vector path's grid is that many times narrower).
-  int32_t items_per_thread;
-  // GEMM.
-  bool tensor_cores;  // mma.sync or wgmma path (f16/bf16 operands)
-  bool wgmma;         // the sm_90a wgmma main loop
-  bool persistent;    // grid of at most one block per SM, looping
-  int32_t tile_m, tile_n, tile_k, stages;
-  int32_t group_m;  // blocks of one M group share B columns in L2
-} tj_nvptx_kernel_t;
-
-// The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
-typedef enum tj_nvptx_gemm_kernel_t {
-  // wgmma on sm_90a, mma.sync elsewhere.
-  TJ_NVPTX_GEMM_AUTO = 0,
-  TJ_NVPTX_GEMM_MMA_SYNC = 1,
-  // sm_90a only: UNSUPPORTED on other archs.
-  TJ_NVPTX_GEMM_WGMMA = 2,
-} tj_nvptx_gemm_kernel_t;
-
-// Choices the autotuner may vary; zeros mean the defaults.
-typedef struct tj_nvptx_options_t {
-  // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
-  // 128-byte swizzle row of f16/bf16): 0 or 64.
-  int32_t gemm_tile_k;
-  // cp.async ring depth: 2..8 (default 4); wgmma 3..8 (default 4).
-  int32_t gemm_stages;
-  // exp, tanh, sigmoid and erf of f32/f16/bf16 values from the GPU's
-  // approximate instructions (ex2.approx, rcp.approx) instead of the
-  // portable polynomials: ~4x fewer instructions, a few ulp in f32
-  // (jit/nvptx_math.h states the bounds).
-  bool approx_math;
-  tj_nvptx_gemm_kernel_t gemm_kernel;
-  // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
-  // of 128 threads per 64 rows), tile_n 64, 128 or 256; 0 means 128.
-  int32_t gemm_tile_m, gemm_tile_n;
-  // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
-  // which lets the ring run one stage further ahead; by default one
-  // k-tile's wgmmas stay in flight (emit_nvptx_wgmma.c).
-  bool gemm_wgmma_drain;
-  // wgmma: a persistent grid (one block per SM looping over tiles) whose
-  // next tile's first k-tiles load while the current tile's epilogue
-  // runs.
-  bool gemm_persistent;
-} tj_nvptx_options_t;
-
 // Appends kernel |kernel| to |module| (an NVPTX module for |arch|, see
 // tj_nvptx_module_create) and describes its launch in |*out_kernel|.
 // |kernel| should be finalized; the emitter re-checks what it relies on and
@@ -107,29 +48,22 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
                                  const tj_nvptx_options_t* options,
                                  tj_nvptx_kernel_t* out_kernel);
 
-typedef struct tj_nvptx_launch_t {
-  uint32_t grid[3];
-  uint32_t block[3];
-  uint32_t shared_bytes;
-  bool empty;  // no work at these sizes: skip the launch
-} tj_nvptx_launch_t;
+// The LLVM-level face of jit/nvptx.h's module (tests and the emitters; the
+// CUDA backend uses tj_nvptx_module_t, which keeps LLVM's types inside
+// jit/).
 
-// The launch of |info| (from |kernel|) for |scalars| on a GPU with
-// |num_sms| multiprocessors. INVALID_ARGUMENT for negative sizes; for a
-// tensor-core GEMM, UNSUPPORTED when a runtime stride of A or B breaks the
-// 16-byte alignment cp.async needs (tj_nvptx_gemm_check_pointers checks the
-// pointers).
-tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
-                                   const tj_nvptx_kernel_t* info,
-                                   const int64_t* scalars, int32_t num_sms,
-                                   tj_nvptx_launch_t* out_launch);
+// An empty module in |context| with the target's triple and data layout.
+// Owned by the caller (LLVMDisposeModule, or pass it to tj_nvptx_compile).
+LLVMModuleRef tj_nvptx_module_create(const tj_nvptx_target_t* target,
+                                     LLVMContextRef context, const char* name);
 
-// Tensor-core GEMMs read A and B with 16-byte cp.async: their base
-// addresses (|buffers|, device pointers in declaration order) must be
-// 16-byte aligned. UNSUPPORTED otherwise.
-tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* kernel,
-                                         const tj_nvptx_kernel_t* info,
-                                         const uint64_t* buffers);
+// Verifies |module|, optimizes it (default<O3>) and emits PTX: a
+// NUL-terminated string from |allocator| in |*out_ptx| (free with
+// tj_free_string), NULL on failure. Takes ownership of |module|, even on
+// failure. A module that fails verification is INTERNAL (an emitter bug).
+tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
+                             LLVMModuleRef module, tj_allocator_t allocator,
+                             char** out_ptx);
 
 //===--- shared by the template files ---===//
 

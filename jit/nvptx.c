@@ -1,4 +1,4 @@
-// NVPTX target machines and module -> PTX. See nvptx.h.
+// NVPTX target machines, modules and module -> PTX. See nvptx.h.
 
 #include "jit/nvptx.h"
 
@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "jit/emit_nvptx.h"
 #include "jit/llvm_status.h"
 
 #define kTriple "nvptx64-nvidia-cuda"
@@ -143,4 +144,79 @@ tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
   LLVMDisposeMemoryBuffer(buffer);
   *out_ptx = ptx;
   return NULL;
+}
+
+void tj_nvptx_llvm_version(unsigned* major, unsigned* minor, unsigned* patch) {
+  LLVMGetVersion(major, minor, patch);
+}
+
+//===--- tj_nvptx_module_t ---===//
+
+struct tj_nvptx_module_t {
+  tj_allocator_t allocator;
+  const tj_nvptx_target_t* target;
+  LLVMContextRef context;
+  LLVMModuleRef module;
+};
+
+tj_status_t tj_nvptx_module_new(const tj_nvptx_target_t* target,
+                                tj_allocator_t allocator, const char* name,
+                                tj_nvptx_module_t** out_module) {
+  *out_module = NULL;
+  tj_nvptx_module_t* m = tj_calloc(allocator, 1, sizeof(*m));
+  if (!m) return tj_status_oom();
+  m->allocator = allocator;
+  m->target = target;
+  m->context = LLVMContextCreate();
+  m->module = tj_nvptx_module_create(target, m->context, name);
+  *out_module = m;
+  return NULL;
+}
+
+void tj_nvptx_module_destroy(tj_nvptx_module_t* module) {
+  if (!module) return;
+  if (module->module) LLVMDisposeModule(module->module);
+  LLVMContextDispose(module->context);
+  tj_free(module->allocator, module, sizeof(*module));
+}
+
+tj_status_t tj_nvptx_module_add_kernel(tj_nvptx_module_t* module,
+                                       const tj_kir_t* kernel,
+                                       const tj_nvptx_options_t* options,
+                                       tj_nvptx_kernel_t* out_kernel) {
+  return tj_nvptx_emit_kernel(module->module, module->target->arch, kernel,
+                              options, out_kernel);
+}
+
+void tj_nvptx_module_remove_kernel(tj_nvptx_module_t* module,
+                                   const char* entry) {
+  LLVMValueRef f = LLVMGetNamedFunction(module->module, entry);
+  if (f) LLVMDeleteFunction(f);
+}
+
+void tj_nvptx_module_rename_kernel(tj_nvptx_module_t* module, const char* entry,
+                                   const char* name) {
+  LLVMValueRef f = LLVMGetNamedFunction(module->module, entry);
+  if (f) LLVMSetValueName2(f, name, strlen(name));
+}
+
+tj_status_t tj_nvptx_module_print(const tj_nvptx_module_t* module,
+                                  tj_allocator_t allocator, char** out_ir) {
+  *out_ir = NULL;
+  char* ir = LLVMPrintModuleToString(module->module);
+  if (!ir) return tj_status_oom();
+  char* copy = tj_strdup(allocator, ir);
+  LLVMDisposeMessage(ir);
+  if (!copy) return tj_status_oom();
+  *out_ir = copy;
+  return NULL;
+}
+
+tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
+                                    tj_allocator_t allocator, char** out_ptx) {
+  LLVMModuleRef m = module->module;
+  module->module = NULL;
+  tj_status_t status = tj_nvptx_compile(module->target, m, allocator, out_ptx);
+  tj_nvptx_module_destroy(module);
+  return status;
 }

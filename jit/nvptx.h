@@ -1,7 +1,11 @@
 // LLVM's NVPTX back end, in process: target machines for the GPUs
-// libtensorjit supports and module -> PTX text. No nvcc, no NVRTC: the PTX
-// is loaded by the CUDA driver (backends/cuda/cuda_runtime.h), which
-// compiles it for the exact GPU.
+// libtensorjit supports, NVPTX modules of kernel IR kernels, and module ->
+// PTX text. No nvcc, no NVRTC: the PTX is loaded by the CUDA driver
+// (backends/cuda/cuda_runtime.h), which compiles it for the exact GPU.
+//
+// This header names no LLVM type: the CUDA backend works through it (and
+// the opaque tj_nvptx_module_t) without seeing LLVM's headers. The emitters
+// and their tests use the LLVM-level functions of jit/emit_nvptx.h.
 //
 // Only known (CPU, PTX version) pairs are offered. NVPTX reports an
 // instruction it cannot select with report_fatal_error, which would abort
@@ -12,8 +16,7 @@
 #ifndef TJ_JIT_NVPTX_H_
 #define TJ_JIT_NVPTX_H_
 
-#include <llvm-c/Core.h>
-
+#include "kir/kernel_ir.h"
 #include "lib/base.h"
 
 typedef enum tj_nvptx_arch_e {
@@ -31,6 +34,9 @@ const char* tj_nvptx_arch_name(tj_nvptx_arch_t arch);
 // The arch called |name| ("sm_80", "sm_90a"); false if unknown.
 bool tj_nvptx_arch_from_name(const char* name, tj_nvptx_arch_t* out_arch);
 
+// The version of the LLVM that makes the PTX (cache keys depend on it).
+void tj_nvptx_llvm_version(unsigned* major, unsigned* minor, unsigned* patch);
+
 // A target machine for one arch. Thread-compatible: use one per thread (or
 // guard it); creating one costs a fraction of a millisecond.
 typedef struct tj_nvptx_target_t tj_nvptx_target_t;
@@ -45,17 +51,128 @@ tj_status_t tj_nvptx_target_create(tj_allocator_t allocator,
 void tj_nvptx_target_destroy(tj_nvptx_target_t* target);
 tj_nvptx_arch_t tj_nvptx_target_arch(const tj_nvptx_target_t* target);
 
-// An empty module in |context| with the target's triple and data layout.
-// Owned by the caller (LLVMDisposeModule, or pass it to tj_nvptx_compile).
-LLVMModuleRef tj_nvptx_module_create(const tj_nvptx_target_t* target,
-                                     LLVMContextRef context, const char* name);
+//===--- kernels ---===//
 
-// Verifies |module|, optimizes it (default<O3>) and emits PTX: a
-// NUL-terminated string from |allocator| in |*out_ptx| (free with
-// tj_free_string), NULL on failure. Takes ownership of |module|, even on
-// failure. A module that fails verification is INTERNAL (an emitter bug).
-tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
-                             LLVMModuleRef module, tj_allocator_t allocator,
-                             char** out_ptx);
+// How a lowered kernel is launched; filled by tj_nvptx_emit_kernel.
+typedef struct tj_nvptx_kernel_t {
+  char entry[224];  // the PTX entry name: "tj_kernel_" + <= 200 bytes
+  tj_kir_kind_t kind;
+  uint32_t num_buffers, num_params;
+  int32_t vector_lanes;       // elements per thread step on the vector path
+  int32_t threads;            // threads per block
+  int32_t shared_bytes;       // dynamic shared memory per block
+  int32_t min_blocks_per_sm;  // .minnctapersm, 0 for none
+  // ROW_REDUCE: vectors of the row each thread holds in registers on the
+  // resident path (the launch sizes blocks so a row needs no more), 0 when
+  // the kernel has no such path.
+  int32_t row_slots;
+  // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
+  // the vector path's grid is that many times narrower).
+  int32_t items_per_thread;
+  // GEMM.
+  bool tensor_cores;  // mma.sync or wgmma path (f16/bf16 operands)
+  bool wgmma;         // the sm_90a wgmma main loop
+  bool persistent;    // grid of at most one block per SM, looping
+  int32_t tile_m, tile_n, tile_k, stages;
+  int32_t group_m;  // blocks of one M group share B columns in L2
+} tj_nvptx_kernel_t;
+
+// The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
+typedef enum tj_nvptx_gemm_kernel_t {
+  // wgmma on sm_90a, mma.sync elsewhere.
+  TJ_NVPTX_GEMM_AUTO = 0,
+  TJ_NVPTX_GEMM_MMA_SYNC = 1,
+  // sm_90a only: UNSUPPORTED on other archs.
+  TJ_NVPTX_GEMM_WGMMA = 2,
+} tj_nvptx_gemm_kernel_t;
+
+// Choices the autotuner may vary; zeros mean the defaults.
+typedef struct tj_nvptx_options_t {
+  // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
+  // 128-byte swizzle row of f16/bf16): 0 or 64.
+  int32_t gemm_tile_k;
+  // cp.async ring depth: 2..8 (default 4); wgmma 3..8 (default 4).
+  int32_t gemm_stages;
+  // exp, tanh, sigmoid and erf of f32/f16/bf16 values from the GPU's
+  // approximate instructions (ex2.approx, rcp.approx) instead of the
+  // portable polynomials: ~4x fewer instructions, a few ulp in f32
+  // (jit/nvptx_math.h states the bounds).
+  bool approx_math;
+  tj_nvptx_gemm_kernel_t gemm_kernel;
+  // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
+  // of 128 threads per 64 rows), tile_n 64, 128 or 256; 0 means 128.
+  int32_t gemm_tile_m, gemm_tile_n;
+  // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
+  // which lets the ring run one stage further ahead; by default one
+  // k-tile's wgmmas stay in flight (emit_nvptx_wgmma.c).
+  bool gemm_wgmma_drain;
+  // wgmma: a persistent grid (one block per SM looping over tiles) whose
+  // next tile's first k-tiles load while the current tile's epilogue
+  // runs.
+  bool gemm_persistent;
+} tj_nvptx_options_t;
+
+typedef struct tj_nvptx_launch_t {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  bool empty;  // no work at these sizes: skip the launch
+} tj_nvptx_launch_t;
+
+// The launch of |info| (from |kernel|) for |scalars| on a GPU with
+// |num_sms| multiprocessors. INVALID_ARGUMENT for negative sizes; for a
+// tensor-core GEMM, UNSUPPORTED when a runtime stride of A or B breaks the
+// 16-byte alignment cp.async needs (tj_nvptx_gemm_check_pointers checks the
+// pointers).
+tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
+                                   const tj_nvptx_kernel_t* info,
+                                   const int64_t* scalars, int32_t num_sms,
+                                   tj_nvptx_launch_t* out_launch);
+
+// Tensor-core GEMMs read A and B with 16-byte cp.async: their base
+// addresses (|buffers|, device pointers in declaration order) must be
+// 16-byte aligned. UNSUPPORTED otherwise.
+tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* kernel,
+                                         const tj_nvptx_kernel_t* info,
+                                         const uint64_t* buffers);
+
+//===--- modules ---===//
+
+// An NVPTX module with its own LLVM context: kernels are emitted into it
+// (tj_nvptx_module_add_kernel), then it is compiled to PTX once. Used by
+// one thread at a time.
+typedef struct tj_nvptx_module_t tj_nvptx_module_t;
+
+// An empty module called |name| for |target| (borrowed: it must outlive
+// the module), its bookkeeping from |allocator|. On success |*out_module|
+// is owned by the caller (tj_nvptx_module_destroy or
+// tj_nvptx_module_compile); on failure it is NULL.
+tj_status_t tj_nvptx_module_new(const tj_nvptx_target_t* target,
+                                tj_allocator_t allocator, const char* name,
+                                tj_nvptx_module_t** out_module);
+// NULL is a no-op.
+void tj_nvptx_module_destroy(tj_nvptx_module_t* module);
+
+// Emits |kernel| into |module| for the target's arch, as
+// tj_nvptx_emit_kernel (jit/emit_nvptx.h): the same errors; on an error the
+// failing kernel's function is not in the module.
+tj_status_t tj_nvptx_module_add_kernel(tj_nvptx_module_t* module,
+                                       const tj_kir_t* kernel,
+                                       const tj_nvptx_options_t* options,
+                                       tj_nvptx_kernel_t* out_kernel);
+// Deletes the function |entry| from |module|; none by that name is a no-op.
+void tj_nvptx_module_remove_kernel(tj_nvptx_module_t* module,
+                                   const char* entry);
+// Renames the function |entry| to |name|; none by that name is a no-op.
+void tj_nvptx_module_rename_kernel(tj_nvptx_module_t* module, const char* entry,
+                                   const char* name);
+// The module's LLVM IR as text (NUL-terminated, from |allocator|; free with
+// tj_free_string), for cache keys.
+tj_status_t tj_nvptx_module_print(const tj_nvptx_module_t* module,
+                                  tj_allocator_t allocator, char** out_ir);
+// Compiles |module| to PTX as tj_nvptx_compile (jit/emit_nvptx.h), the PTX
+// from |allocator|. Destroys |module|, even on failure.
+tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
+                                    tj_allocator_t allocator, char** out_ptx);
 
 #endif  // TJ_JIT_NVPTX_H_

@@ -100,23 +100,13 @@
 // %.17g; params as $name.
 //
 //===----------------------------------------------------------------------===//
-// Running a compiled kernel
+// Running a compiled kernel: kir/schedule.h (work units, the GEMM schedule).
 //===----------------------------------------------------------------------===//
-//
-// A compiled kernel is a tj_kir_fn_t. Its work is cut into |units|
-// (tj_kir_launch_info): a POINTWISE unit is up to TJ_KIR_POINTWISE_BLOCK
-// elements of one innermost line; a ROW_REDUCE unit is one row; a GEMM unit
-// is an (mc x nc) block of C of one batch entry, ordered batch, then n block,
-// then m block (fastest), so that a thread that runs consecutive units of
-// one n block packs its B panel once (with tj_kir_gemm_packs_a: m block,
-// then n block fastest, so that it packs its A block once). Any partition
-// of [0, units) into ranges, run in any order on any threads, computes the
-// same result; each concurrently running call needs its own |scratch| of
-// scratch_bytes (64-byte aligned; NULL when scratch_bytes is 0).
 
 #ifndef TJ_KIR_KERNEL_IR_H_
 #define TJ_KIR_KERNEL_IR_H_
 
+#include "kir/schedule.h"
 #include "lib/arena.h"
 #include "lib/base.h"
 #include "lib/ir.h"
@@ -126,8 +116,6 @@
 #define TJ_KIR_MAX_BUFFERS 64
 // The value returned by builder calls after an error.
 #define TJ_KIR_NONE UINT32_MAX
-// Elements of one innermost line per POINTWISE work unit.
-#define TJ_KIR_POINTWISE_BLOCK 4096
 
 // The signature of every compiled kernel. |buffers| holds the buffer base
 // pointers in declaration order; |scalars| the scalar params.
@@ -216,18 +204,6 @@ typedef struct tj_kir_phase_t {
   tj_kir_inst_t* insts;
   uint32_t num_insts, inst_capacity;
 } tj_kir_phase_t;
-
-// How a GEMM is blocked. 0 in a field means "choose for the target"
-// (tj_kir_gemm_resolve). tile_n and nc are in f32 elements.
-typedef struct tj_kir_gemm_schedule_t {
-  int32_t tile_m;  // rows of the register tile (1..16)
-  int32_t tile_n;  // columns of the register tile, a multiple of the lanes
-  int32_t mc;      // rows of C per work unit, a multiple of tile_m
-  int32_t nc;      // columns of C per work unit (the packed B block width),
-                   // a multiple of tile_n
-  int32_t kc;      // K per pass; K <= kc: one pass, the epilogue runs on the
-                   // accumulators; K > kc: partial sums go through scratch
-} tj_kir_gemm_schedule_t;
 
 typedef struct tj_kir_t {
   tj_allocator_t allocator;
@@ -325,55 +301,6 @@ const char* tj_kir_reduce_name(tj_kir_reduce_t reduce);
 // allocated from the kernel's allocator; free it with tj_free_string(
 // kernel->allocator, text). On failure |*out_text| is NULL.
 tj_status_t tj_kir_print(const tj_kir_t* kernel, char** out_text);
-
-//===--- launching (host side; no LLVM) ---===//
-
-// The GEMM schedule used on a target whose vectors hold |f32_lanes| floats:
-// the kernel's fields, with 0s filled in and values rounded to the target's
-// constraints. Deterministic: the cache relies on it.
-void tj_kir_gemm_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
-                         tj_kir_gemm_schedule_t* out_schedule);
-
-typedef struct tj_kir_launch_t {
-  int64_t units;                    // run the kernel over [0, units)
-  int64_t scratch_bytes;            // per concurrent call
-  tj_kir_gemm_schedule_t schedule;  // GEMM: the resolved schedule
-} tj_kir_launch_t;
-
-// How to run a finalized |kernel| compiled for |f32_lanes| with |scalars|.
-// INVALID_ARGUMENT when a size is negative or the work overflows int64.
-tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
-                               const int64_t* scalars,
-                               tj_kir_launch_t* out_launch);
-
-// Whether A's stride along k is the constant 1 (rows of A are read along
-// k in place).
-static inline bool tj_kir_gemm_a_k_contiguous(const tj_kir_t* kernel) {
-  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
-    const tj_kir_buffer_t* buf = &kernel->buffers[b];
-    if (buf->role == TJ_KIR_GEMM_A) {
-      tj_kir_ival_t sk = buf->strides[kernel->rank - 1];
-      return sk.param < 0 && sk.value == 1;
-    }
-  }
-  return true;
-}
-
-// Whether the x86 GEMM template packs A (its mc x kc block as slivers of
-// tile_m rows, in scratch after the packed B block; tj_kir_launch_info
-// counts them): when A's stride along k is not the constant 1
-// (a transposed or strided A), whose in-place reads would touch a new
-// cache line, often a new page, every k step; and when A is f16 or bf16,
-// so that the microkernel's broadcasts read f32 (or bf16 pairs for
-// vdpbf16ps) instead of widening a value per row and k step on the
-// shuffle port the FMAs need.
-static inline bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {
-  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
-    const tj_kir_buffer_t* buf = &kernel->buffers[b];
-    if (buf->role == TJ_KIR_GEMM_A && buf->dtype != TJ_DTYPE_F32) return true;
-  }
-  return !tj_kir_gemm_a_k_contiguous(kernel);
-}
 
 // The value of |v| under |scalars|.
 static inline int64_t tj_kir_ival_eval(tj_kir_ival_t v,

@@ -9,8 +9,10 @@
 // (a slice start); its per-dim strides are what the index mapping through
 // broadcasts, transposes, slices and reshapes makes of the row-major
 // strides. Sizes, strides and offsets that depend on the graph's symbols are
-// dims of the graph's dim table, evaluated per run into the kernel's scalar
-// params: one kernel serves every value of the symbols.
+// dims: expressions over the graph's symbols, evaluated per run into the
+// kernel's scalar params (tj_lowered_kernel_scalars), so one kernel serves
+// every value of the symbols. Those expressions live in a small dim table
+// that the lowered kernel owns: lowering only reads the graph.
 
 #ifndef TJ_KIR_LOWER_H_
 #define TJ_KIR_LOWER_H_
@@ -21,19 +23,25 @@
 
 typedef struct tj_lowered_kernel_t {
   tj_kir_t* kernel;  // finalized; owned
-  // Scalar param i of the kernel is the value of dim |params|[i] of the
-  // graph (a symbolic dim; constant dims never become params).
+  // The dims below are constants (>= 0) or expressions (<= -2) of |dims|, a
+  // dim table of the kernel's own whose symbol i is the graph's symbol i
+  // (lib/shape.h). Owned; NULL when every one of them is a constant. Read
+  // them through the functions below, never through the graph's table.
+  tj_dimtab_t* dims;
+  // Scalar param i of the kernel is the value of |param_dims|[i] (a
+  // symbolic dim; constant dims never become params).
   uint32_t num_params;
-  int64_t params[TJ_KIR_MAX_PARAMS];
+  int64_t param_dims[TJ_KIR_MAX_PARAMS];
   // Buffer i of the kernel is the storage of node |buffer_nodes|[i] advanced
-  // by |buffer_offsets|[i] elements (a dim: constant or symbolic).
+  // by |buffer_offset_dims|[i] elements.
   uint32_t num_buffers;
   uint32_t buffer_nodes[TJ_KIR_MAX_BUFFERS];
-  int64_t buffer_offsets[TJ_KIR_MAX_BUFFERS];
-  // A run-time precondition: dim |nonempty_dim| must not be 0 (argmax of an
-  // empty axis is an error, as in the reference). UINT32_MAX: none.
+  int64_t buffer_offset_dims[TJ_KIR_MAX_BUFFERS];
+  // A run-time precondition: |nonempty_extent| (a dim) must not be 0 (argmax
+  // of an empty axis is an error, as in the reference). |nonempty_node| is
+  // the argmax; UINT32_MAX: no precondition.
   uint32_t nonempty_node;
-  int64_t nonempty_dim;
+  int64_t nonempty_extent;
 } tj_lowered_kernel_t;
 
 // Lowers group |group| of |fusion| (over |graph|) to kernels named |name|
@@ -45,11 +53,11 @@ typedef struct tj_lowered_kernel_t {
 // groups have no kernel.
 //
 // With |symbol_values| NULL the kernel is generic: every symbolic size is a
-// param, and the expressions its strides and offsets need are added to
-// |graph|'s dim table (so the caller must own |graph| and not run it on
-// other threads meanwhile). With |symbol_values| (by symbol id) the kernel
-// is specialized to them: every size is a constant, there are no params,
-// and |graph| is only read.
+// param, and the expressions of the graph's symbols that its params and
+// buffer offsets stand for go to the lowered kernel's own dim table. With
+// |symbol_values| (by symbol id) the kernel is specialized to them: every
+// size is a constant and there are no params. Either way |graph| is only
+// read, so several threads may lower groups of one graph at once.
 //
 // |memplan| (may be NULL) lets the lowering check that a value written in
 // place of an input is read at the index it is written.
@@ -59,7 +67,7 @@ typedef struct tj_lowered_kernel_t {
 // follow, a matmul of f64 or integers, gather, ...): the caller then runs the
 // group another way. OUT_OF_MEMORY and INTERNAL are real failures. Nothing is
 // left in |out| on failure.
-tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
+tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,
                            const tj_memplan_t* memplan, uint32_t group,
                            const int64_t* symbol_values,
                            tj_allocator_t allocator, const char* name,
@@ -69,7 +77,28 @@ tj_status_t tj_lower_group(tj_graph_t* graph, const tj_fusion_t* fusion,
 // The most kernels one group lowers to.
 #define TJ_LOWER_MAX_GROUP_KERNELS 64
 
-// Destroys the kernel and clears |lowered|. Idempotent.
+// Destroys the kernel and the dim table and clears |lowered|. Idempotent;
+// a zeroed tj_lowered_kernel_t is valid (nothing to free).
 void tj_lowered_kernel_deinitialize(tj_lowered_kernel_t* lowered);
+
+// The run-time values of |lowered|'s scalar params (|num_params| of them go
+// to |out_scalars|) when symbol i of |graph| (the graph lowered) has value
+// |symbol_values|[i], and the check of its precondition: INVALID_ARGUMENT
+// naming the argmax and its input's shape when its axis is empty, or naming
+// an unbound symbol or an overflow. Every runtime calls this before a launch.
+tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
+                                      const tj_graph_t* graph,
+                                      const int64_t* symbol_values,
+                                      int64_t* out_scalars);
+
+// The element offset of buffer |buffer| of |lowered| under |symbol_values|.
+tj_status_t tj_lowered_kernel_buffer_offset(const tj_lowered_kernel_t* lowered,
+                                            uint32_t buffer,
+                                            const int64_t* symbol_values,
+                                            int64_t* out_elements);
+
+// Writes dim |dim| of |lowered| as text ("4096", "B*S") like tj_dim_format.
+int tj_lowered_kernel_format_dim(const tj_lowered_kernel_t* lowered,
+                                 int64_t dim, char* buf, size_t size);
 
 #endif  // TJ_KIR_LOWER_H_

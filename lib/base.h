@@ -109,7 +109,7 @@ void tj_context_diagnosticv(const tj_context_t* context, tj_severity_t severity,
 // with the context, so lib/ needs no knowledge of what is stored.
 typedef enum tj_context_extension_e {
   TJ_CONTEXT_EXTENSION_KERNEL_CACHE = 0,
-  TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,  // backends/cuda/cuda_executable.c
+  TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,  // backends/cuda/cuda_program.c
   TJ_CONTEXT_EXTENSION_X86_RUNTIME = 2,  // backends/x86/x86_backend.c
   TJ_CONTEXT_EXTENSION_COUNT_,
 } tj_context_extension_t;

@@ -252,6 +252,39 @@ void tj_dimtab_deinitialize(tj_dimtab_t* tab) {
   memset(tab, 0, sizeof(*tab));
 }
 
+tj_status_t tj_dimtab_copy(tj_dimtab_t* dst, const tj_dimtab_t* src,
+                           tj_allocator_t al) {
+  tj_dimtab_initialize(dst, al);
+  if (src->num_symbols) {
+    dst->symbol_names = tj_calloc(al, src->num_symbols, sizeof(char*));
+    if (!dst->symbol_names) return tj_status_oom();
+    dst->symbol_capacity = src->num_symbols;
+    for (uint32_t i = 0; i < src->num_symbols; ++i, ++dst->num_symbols) {
+      dst->symbol_names[i] = tj_strdup(al, src->symbol_names[i]);
+      if (!dst->symbol_names[i]) goto oom;
+    }
+  }
+  if (src->num_exprs) {
+    dst->exprs = tj_alloc(al, (size_t)src->num_exprs * sizeof(tj_dim_expr_t));
+    if (!dst->exprs) goto oom;
+    dst->expr_capacity = dst->num_exprs = src->num_exprs;
+    memcpy(dst->exprs, src->exprs,
+           (size_t)src->num_exprs * sizeof(tj_dim_expr_t));
+  }
+  if (src->index_capacity) {
+    dst->index = tj_alloc(al, (size_t)src->index_capacity * sizeof(uint32_t));
+    if (!dst->index) goto oom;
+    dst->index_capacity = src->index_capacity;
+    memcpy(dst->index, src->index,
+           (size_t)src->index_capacity * sizeof(uint32_t));
+  }
+  return NULL;
+oom:
+  tj_dimtab_deinitialize(dst);
+  dst->allocator = al;
+  return tj_status_oom();
+}
+
 //===--- errors ---===//
 
 static tj_status_t invalid_dim(const tj_dimtab_t* tab, int64_t dim) {

@@ -49,6 +49,13 @@ static inline bool tj_dim_is_symbolic(int64_t dim) { return dim <= -2; }
 
 void tj_dimtab_initialize(tj_dimtab_t* tab, tj_allocator_t allocator);
 void tj_dimtab_deinitialize(tj_dimtab_t* tab);
+// Makes |dst| (not initialized) a copy of |src| allocated from |allocator|:
+// the same symbols and the same expression numbers, so every dim of |src|
+// means the same in |dst|, and dims added to |dst| later leave |src| as it
+// is (kir/lower.c works on such a copy so that lowering never mutates the
+// graph). OUT_OF_MEMORY leaves |dst| empty but initialized.
+tj_status_t tj_dimtab_copy(tj_dimtab_t* dst, const tj_dimtab_t* src,
+                           tj_allocator_t allocator);
 
 // The dim of symbol |name| (created on first use). INVALID_ARGUMENT if
 // |name| is not a C identifier or there are too many symbols.

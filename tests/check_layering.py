@@ -47,17 +47,6 @@ ALLOWLIST = {
     # a driver under backends/; until then x86 builds the CUDA executable.
     ("backends/x86/executable.c", "x86 -> cuda"),
     ("backends/x86/executable.c", "x86 -> CUDA types"),
-    # issue 12 "cudasplit" removes cuda_executable.c's own llvm-c include.
-    # The rest reach llvm-c through jit/nvptx.h and jit/emit_nvptx.h, which
-    # mix LLVM-free types (arch, target, options, kernel info) with
-    # LLVMModuleRef, and cuda_kir.c calls LLVM itself; they go once those
-    # types have an LLVM-free jit/ header and cuda_kir.c's module
-    # create/print/dispose move into jit/.
-    ("backends/cuda/cuda_cubin.h", "cuda -> llvm-c"),
-    ("backends/cuda/cuda_executable.c", "cuda -> llvm-c"),
-    ("backends/cuda/cuda_executable.h", "cuda -> llvm-c"),
-    ("backends/cuda/cuda_kir.c", "cuda -> llvm-c"),
-    ("backends/cuda/cuda_kir.h", "cuda -> llvm-c"),
 }
 
 FORBIDDEN = {

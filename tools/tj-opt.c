@@ -1,7 +1,19 @@
 // tj-opt: reads .tj text, parses and verifies it, runs passes on it, and
-// prints it back.
+// prints it back, or the kernel IR its fusion groups lower to.
 //
 //   tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]
+//   tj-opt --emit=kir [--symbols=B=8,S=4] [--lanes=16] [--passes=..] FILE
+//
+// --emit=kir runs the passes (the default pipeline unless --passes says
+// otherwise; then fuse and memplan if they have not run, as a compile does)
+// and lowers every fusion group (kir/lower.h), printing per group its
+// kernels (tj_kir_print) with what their params and buffers stand for, or
+// why the group has none (a view, or a graph break: the group runs on the
+// host). Without --symbols the lowering is the generic one (symbolic sizes
+// are params); with it, the one specialized to those values (every symbol
+// of the graph needs one). --lanes=N adds the schedule decided for a target
+// whose vectors hold N floats (kir/schedule.h): the resolved GEMM schedule
+// and, where the sizes are known, the work units and scratch bytes.
 //
 // With --split-input-file the input is cut at lines "// -----" and every
 // piece is handled on its own (errors in one do not stop the others; line
@@ -12,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kir/lower.h"
+#include "kir/schedule.h"
 #include "lib/ir.h"
 #include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
@@ -20,8 +34,11 @@
 
 typedef struct options_t {
   bool split_input_file;
-  const char* passes;  // NULL: none given
-  const char* path;    // "-" is stdin
+  bool emit_kir;        // --emit=kir; false: print the graph
+  const char* passes;   // NULL: none given
+  const char* symbols;  // --symbols=B=8,..; NULL: the generic lowering
+  int32_t lanes;        // --lanes=N; 0: no schedule printed
+  const char* path;     // "-" is stdin
 } options_t;
 
 //===----------------------------------------------------------------------===//
@@ -78,13 +95,172 @@ static tj_status_t run_pass_pipeline(const char* spec, tj_graph_t** graph,
 }
 
 //===----------------------------------------------------------------------===//
+// --emit=kir: the kernel IR of every fusion group. The one place that knows
+// about --symbols and --lanes.
+//===----------------------------------------------------------------------===//
+
+// Runs the passes of |spec| (the default pipeline when NULL), then fuse and
+// memplan if the list did not, as tj_compile does.
+static tj_status_t run_compile_pipeline(const char* spec, tj_plan_t* plan) {
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, tj_graph_context(plan->graph));
+  ctx.verify_each = true;
+  ctx.evaluate = tj_pass_reference_evaluator;
+  if (spec) {
+    TJ_RETURN_IF_ERROR(tj_pipeline_run_list(&ctx, plan, spec));
+  } else {
+    TJ_RETURN_IF_ERROR(tj_pipeline_default(&ctx, plan));
+  }
+  if (!plan->fusion) {
+    TJ_RETURN_IF_ERROR(tj_pipeline_run_one(&ctx, plan, &tj_pass_info_fuse));
+  }
+  if (!plan->memplan) {
+    TJ_RETURN_IF_ERROR(tj_pipeline_run_one(&ctx, plan, &tj_pass_info_memplan));
+  }
+  return NULL;
+}
+
+// Parses --symbols (NAME=VALUE,...) against |graph|'s symbols into |values|
+// (by symbol id). Every symbol of the graph needs a value.
+static tj_status_t parse_symbols(const char* spec, const tj_graph_t* graph,
+                                 int64_t* values) {
+  uint32_t n = tj_dim_num_symbols(&graph->dims);
+  for (uint32_t i = 0; i < n; ++i) values[i] = -1;
+  for (const char* s = spec; *s;) {
+    const char* eq = strchr(s, '=');
+    const char* end = strchr(s, ',');
+    if (!end) end = s + strlen(s);
+    if (!eq || eq > end || eq == s) {
+      return tj_invalid("--symbols=%s: expected NAME=VALUE, found '%.*s'", spec,
+                        (int)(end - s), s);
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - s), s);
+    uint32_t id;
+    if (!tj_dim_find_symbol(&graph->dims, name, &id)) {
+      return tj_invalid("--symbols: the graph has no symbol '%s'", name);
+    }
+    char* stop;
+    long long v = strtoll(eq + 1, &stop, 10);
+    if (stop != end || stop == eq + 1 || v < 0) {
+      return tj_invalid("--symbols: '%.*s' is not a size", (int)(end - s), s);
+    }
+    values[id] = v;
+    s = *end ? end + 1 : end;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (values[i] < 0) {
+      return tj_invalid("--symbols gives no value for symbol '%s'",
+                        tj_dim_symbol_name(&graph->dims, i));
+    }
+  }
+  return NULL;
+}
+
+// What the params and buffers of |low| stand for, one comment line each.
+static void print_mapping(const tj_lowered_kernel_t* low) {
+  const tj_kir_t* k = low->kernel;
+  char text[256];
+  for (uint32_t p = 0; p < low->num_params; ++p) {
+    tj_lowered_kernel_format_dim(low, low->param_dims[p], text, sizeof(text));
+    printf("// param $%s = %s\n", k->param_names[p], text);
+  }
+  for (uint32_t b = 0; b < low->num_buffers; ++b) {
+    tj_lowered_kernel_format_dim(low, low->buffer_offset_dims[b], text,
+                                 sizeof(text));
+    printf("// buf %%%s = %%%u + %s\n", k->buffers[b].name,
+           low->buffer_nodes[b], text);
+  }
+  if (low->nonempty_node != UINT32_MAX) {
+    tj_lowered_kernel_format_dim(low, low->nonempty_extent, text, sizeof(text));
+    printf("// requires %s > 0 (the axis of %%%u)\n", text, low->nonempty_node);
+  }
+}
+
+// The schedule of |k| for |lanes|: the resolved GEMM blocking and the
+// A-packing decision, and with every size known the work units.
+static tj_status_t print_schedule(const tj_kir_t* k, int32_t lanes) {
+  if (k->kind == TJ_KIR_GEMM) {
+    tj_kir_gemm_schedule_t s;
+    tj_kir_gemm_resolve(k, lanes, &s);
+    printf("// schedule lanes %d: tile %dx%d mc %d nc %d kc %d, %s\n",
+           (int)lanes, (int)s.tile_m, (int)s.tile_n, (int)s.mc, (int)s.nc,
+           (int)s.kc,
+           tj_kir_gemm_packs_a(k) ? "packs A, units n block fastest"
+                                  : "A in place, units m block fastest");
+  }
+  if (k->num_params > 0) return NULL;
+  tj_kir_launch_t launch;
+  TJ_RETURN_IF_ERROR(tj_kir_launch_info(k, lanes, NULL, &launch));
+  printf("// launch lanes %d: %lld units, %lld scratch bytes\n", (int)lanes,
+         (long long)launch.units, (long long)launch.scratch_bytes);
+  return NULL;
+}
+
+// Lowers and prints every group of |plan|. A group without kernel IR form
+// (UNSUPPORTED) is a graph break, printed, not an error.
+static tj_status_t emit_kir(const options_t* o, const tj_plan_t* plan) {
+  const tj_graph_t* g = plan->graph;
+  const tj_fusion_t* fu = plan->fusion;
+  int64_t values[TJ_MAX_SYMBOLS];
+  if (o->symbols) TJ_RETURN_IF_ERROR(parse_symbols(o->symbols, g, values));
+  tj_allocator_t al = tj_context_allocator(tj_graph_context(g));
+  tj_lowered_kernel_t* kernels =
+      tj_calloc(al, TJ_LOWER_MAX_GROUP_KERNELS, sizeof(tj_lowered_kernel_t));
+  if (!kernels) return tj_status_oom();
+  tj_status_t status = NULL;
+  for (uint32_t q = 0; !status && q < fu->num_groups; ++q) {
+    const tj_group_t* grp = &fu->groups[q];
+    const tj_node_t* anchor = &g->nodes[grp->anchor];
+    printf("// group %u: %s (anchor %s %%%u)", q, tj_group_kind_name(grp->kind),
+           tj_op_info(anchor->op)->name, grp->anchor);
+    if (grp->kind == TJ_GROUP_VIEW) {
+      printf(": a view, no kernel\n");
+      continue;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "%sg%u_%s", o->symbols ? "s" : "", q,
+             tj_group_kind_name(grp->kind));
+    uint32_t made = 0;
+    status =
+        tj_lower_group(g, fu, plan->memplan, q, o->symbols ? values : NULL, al,
+                       name, kernels, TJ_LOWER_MAX_GROUP_KERNELS, &made);
+    if (status && tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
+      printf(": graph break: %s\n", tj_status_message(status));
+      tj_status_free(status);
+      status = NULL;
+      continue;
+    }
+    if (!status) printf(": %u kernel%s\n", made, made == 1 ? "" : "s");
+    for (uint32_t i = 0; !status && i < made; ++i) {
+      print_mapping(&kernels[i]);
+      char* text = NULL;
+      status = tj_kir_print(kernels[i].kernel, &text);
+      if (status) break;
+      fputs(text, stdout);
+      tj_free_string(kernels[i].kernel->allocator, text);
+      if (o->lanes) status = print_schedule(kernels[i].kernel, o->lanes);
+    }
+    for (uint32_t i = 0; i < made; ++i) {
+      tj_lowered_kernel_deinitialize(&kernels[i]);
+    }
+  }
+  tj_free(al, kernels,
+          sizeof(tj_lowered_kernel_t) * TJ_LOWER_MAX_GROUP_KERNELS);
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
 
 static void usage(FILE* out) {
   fprintf(out,
           "usage: tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]\n"
-          "Parses and verifies a .tj graph, runs passes, prints it.\n");
+          "       tj-opt --emit=kir [--symbols=B=8,..] [--lanes=N] "
+          "[--passes=a,b,c] [FILE|-]\n"
+          "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
+          "--emit=kir, the kernel IR of every fusion group).\n");
 }
 
 static bool parse_args(int argc, char** argv, options_t* o) {
@@ -98,6 +274,19 @@ static bool parse_args(int argc, char** argv, options_t* o) {
     } else if (strncmp(a, "--passes=", 9) == 0) {
       o->passes = a + 9;
       if (!check_pass_pipeline(o->passes)) return false;
+    } else if (strcmp(a, "--emit=kir") == 0) {
+      o->emit_kir = true;
+    } else if (strncmp(a, "--symbols=", 10) == 0) {
+      o->symbols = a + 10;
+    } else if (strncmp(a, "--lanes=", 8) == 0) {
+      char* end;
+      long lanes = strtol(a + 8, &end, 10);
+      if (*end || end == a + 8 || lanes < 1 || lanes > 64) {
+        fprintf(stderr, "tj-opt: --lanes wants 1..64 floats, not '%s'\n",
+                a + 8);
+        return false;
+      }
+      o->lanes = (int32_t)lanes;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       exit(0);
@@ -113,6 +302,10 @@ static bool parse_args(int argc, char** argv, options_t* o) {
       have_path = true;
     }
   }
+  if (!o->emit_kir && (o->symbols || o->lanes)) {
+    fprintf(stderr, "tj-opt: --symbols and --lanes go with --emit=kir\n");
+    return false;
+  }
   return true;
 }
 
@@ -126,16 +319,28 @@ static bool process(tj_context_t* context, const options_t* o, const char* text,
   tj_status_t status = tj_graph_parse(context, text, length, filename, &graph);
   if (!status) status = tj_ir_verify(graph);
   char* printed = NULL;
-  if (!status) status = run_pass_pipeline(o->passes, &graph, &printed);
+  if (!status && !o->emit_kir) {
+    status = run_pass_pipeline(o->passes, &graph, &printed);
+  } else if (!status) {
+    if (g_printed++) fputs("// -----\n", stdout);
+    tj_plan_t plan;
+    tj_plan_initialize(&plan, graph);
+    graph = NULL;  // the plan owns it
+    status = run_compile_pipeline(o->passes, &plan);
+    if (!status) status = emit_kir(o, &plan);
+    tj_plan_deinitialize(&plan);
+  }
   if (status) {
     fprintf(stderr, "%s\n", tj_status_message(status));
     tj_status_free(status);
     tj_graph_destroy(graph);
     return false;
   }
-  if (g_printed++) fputs("// -----\n", stdout);
-  fputs(printed, stdout);
-  tj_context_free_string(context, printed);
+  if (printed) {
+    if (g_printed++) fputs("// -----\n", stdout);
+    fputs(printed, stdout);
+    tj_context_free_string(context, printed);
+  }
   tj_graph_destroy(graph);
   return true;
 }

@@ -9,8 +9,7 @@
 // Makes the PTX of an emitted module on a cubin-cache miss (LLVM's NVPTX
 // back end consumes the module).
 typedef struct kir_ptx_t {
-  const tj_nvptx_target_t* target;
-  LLVMModuleRef module;
+  tj_nvptx_module_t* module;
   tj_allocator_t allocator;
   char* ptx;
   double ms;
@@ -19,9 +18,9 @@ typedef struct kir_ptx_t {
 static tj_status_t make_ptx(void* ctx, const char** out_ptx) {
   kir_ptx_t* c = ctx;
   double start = tj_now_ms();
-  LLVMModuleRef module = c->module;
+  tj_nvptx_module_t* module = c->module;
   c->module = NULL;
-  tj_status_t s = tj_nvptx_compile(c->target, module, c->allocator, &c->ptx);
+  tj_status_t s = tj_nvptx_module_compile(module, c->allocator, &c->ptx);
   c->ms += tj_now_ms() - start;
   *out_ptx = c->ptx;
   return s;
@@ -31,9 +30,10 @@ static tj_status_t make_ptx(void* ctx, const char** out_ptx) {
 // emitter decided, whatever options led there), the arch, LLVM's version
 // (its NVPTX back end makes the PTX) and ours.
 static tj_status_t ptx_key(const tj_nvptx_target_t* target,
-                           LLVMModuleRef module, tj_cache_key_t* out) {
-  char* ir = LLVMPrintModuleToString(module);
-  if (!ir) return tj_status_oom();
+                           const tj_nvptx_module_t* module,
+                           tj_allocator_t allocator, tj_cache_key_t* out) {
+  char* ir = NULL;
+  TJ_RETURN_IF_ERROR(tj_nvptx_module_print(module, allocator, &ir));
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
   tj_cache_hasher_update_string(&h, "tensorjit cuda kernel 1");
@@ -41,12 +41,12 @@ static tj_status_t ptx_key(const tj_nvptx_target_t* target,
   tj_cache_hasher_update_string(
       &h, tj_nvptx_arch_name(tj_nvptx_target_arch(target)));
   unsigned major, minor, patch;
-  LLVMGetVersion(&major, &minor, &patch);
+  tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[48];
   snprintf(buf, sizeof(buf), "llvm %u.%u.%u", major, minor, patch);
   tj_cache_hasher_update_string(&h, buf);
   tj_cache_hasher_update_string(&h, ir);
-  LLVMDisposeMessage(ir);
+  tj_free_string(allocator, ir);
   *out = tj_cache_hasher_finalize(&h);
   return NULL;
 }
@@ -64,11 +64,11 @@ static tj_status_t compile(tj_cuda_device_t* device,
   k->device = device;
   k->kernel = kernel;
   double start = tj_now_ms();
-  LLVMContextRef ctx = LLVMContextCreate();
-  kir_ptx_t c = {target, tj_nvptx_module_create(target, ctx, kernel->name),
-                 device->host, NULL, 0};
-  tj_status_t status = tj_nvptx_emit_kernel(
-      c.module, tj_nvptx_target_arch(target), kernel, options, &k->info);
+  kir_ptx_t c = {NULL, device->host, NULL, 0};
+  tj_status_t status =
+      tj_nvptx_module_new(target, device->host, kernel->name, &c.module);
+  if (!status)
+    status = tj_nvptx_module_add_kernel(c.module, kernel, options, &k->info);
   tj_cuda_cubin_load_t load;
   memset(&load, 0, sizeof(load));
   load.context = context;
@@ -77,12 +77,11 @@ static tj_status_t compile(tj_cuda_device_t* device,
   load.make_ptx = make_ptx;
   load.make_ptx_ctx = &c;
   if (!status && load.cache_dir && load.cache_dir[0])
-    status = ptx_key(target, c.module, &load.ptx_key);
+    status = ptx_key(target, c.module, device->host, &load.ptx_key);
   double emit_ms = tj_now_ms() - start;
   tj_cuda_cubin_result_t r;
   if (!status) status = tj_cuda_cubin_load(device, &load, &k->module, &r);
-  if (c.module) LLVMDisposeModule(c.module);  // a cubin hit: never compiled
-  LLVMContextDispose(ctx);
+  tj_nvptx_module_destroy(c.module);  // a cubin hit: never compiled
   k->compile_ms = emit_ms + c.ms;
   if (!status) {
     k->load_ms = r.load_ms + r.link_ms;

@@ -1,5 +1,5 @@
-// Kernel IR kernels on a CUDA device: lower (jit/emit_nvptx.h), compile to
-// PTX (jit/nvptx.h), load, and launch with the grid the template needs for
+// Kernel IR kernels on a CUDA device: lower and compile to PTX (an NVPTX
+// module of jit/nvptx.h), load, and launch with the grid the template needs for
 // the run's sizes. The seed of the CUDA executable: a compiled graph holds
 // one of these per fused group.
 
@@ -8,7 +8,7 @@
 
 #include "backends/cuda/cuda_cubin.h"
 #include "backends/cuda/cuda_runtime.h"
-#include "jit/emit_nvptx.h"
+#include "jit/nvptx.h"
 
 typedef struct tj_cuda_kir_kernel_t {
   tj_cuda_device_t* device;  // borrowed

@@ -1051,27 +1051,7 @@ static tj_status_t check_outputs(const tj_executable_t* exe,
 static tj_status_t kernel_scalars(const tj_executable_t* exe,
                                   const tj_lowered_kernel_t* k,
                                   const int64_t* sym, int64_t* scalars) {
-  const tj_graph_t* g = exe->graph;
-  for (uint32_t p = 0; p < k->num_params; ++p) {
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->params[p], sym, &scalars[p]));
-  }
-  if (k->nonempty_node != UINT32_MAX) {
-    int64_t n;
-    TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, k->nonempty_dim, sym, &n));
-    if (n == 0) {
-      const tj_node_t* node = &g->nodes[k->nonempty_node];
-      const tj_node_t* in = &g->nodes[node->operands[0]];
-      int64_t dims[TJ_MAX_RANK];
-      TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node->operands[0], sym, dims));
-      char shape[160];
-      tj_shape_format(&g->dims, in->rank, dims, shape, sizeof(shape));
-      return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",
-                        tj_op_info(node->op)->name, k->nonempty_node,
-                        (long long)node->attrs.axis, tj_dtype_name(in->dtype),
-                        shape);
-    }
-  }
-  return NULL;
+  return tj_lowered_kernel_scalars(k, exe->graph, sym, scalars);
 }
 
 // A host step: the reference interpreter on the group's subgraph. Tensors
@@ -1238,10 +1218,8 @@ static tj_status_t run_frame(tj_executable_t* exe,
       void* buffers[TJ_KIR_MAX_BUFFERS];
       for (uint32_t b = 0; b < low->num_buffers; ++b) {
         uint32_t node = low->buffer_nodes[b];
-        int64_t off = low->buffer_offsets[b];
-        if (off < 0) {
-          TJ_RETURN_IF_ERROR(tj_dim_eval(&g->dims, off, sym, &off));
-        }
+        int64_t off;
+        TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
         buffers[b] = byte_at(
             f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
       }

@@ -1,0 +1,572 @@
+// backends/cuda/cuda_gemm_tune.c
+//
+// The GEMM candidates of a CUDA program (cuda_program.h): every
+// tensor-core GEMM kernel can run as one of TJ_CUDA_GEMM_CANDIDATES
+// implementations; this file sets them up (the cuBLASLt candidate's
+// epilogue kernel), compiles them (precompiling a bucket's candidates in
+// parallel), measures them through jit/autotune.h, chooses one per M
+// bucket, and launches the choice. Offline programs emit them all
+// (tj_cuda_gemm_emit_candidates).
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_program.h"
+#include "jit/autotune.h"
+#include "lib/dtype.h"
+
+#define LT_WORKSPACE_BYTES ((size_t)8 << 20)
+
+//===--- GEMM candidates ---===//
+
+// Every tensor-core GEMM kernel has these implementations
+// (TJ_CUDA_GEMM_CUBLASLT and TJ_CUDA_GEMM_CANDIDATES in cuda_program.h); the
+// autotuner picks one per shape bucket (M rounded up to a power of two). 0 is
+// the kernel of the program's module (on sm_90a the wgmma main loop with
+// 128x128 tiles and 3 stages, elsewhere mma.sync); the others but 4 are
+// the same kernel IR compiled with other main loops and tiles (each its own
+// module, compiled on first need; the wgmma ones are UNSUPPORTED, so
+// skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
+// matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
+// stores) as a pointwise kernel that reads it: 2 launches and one more
+// round trip of the intermediate.
+static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
+    [1] = {.gemm_tile_k = 32,
+           .gemm_stages = 3,
+           .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+    [2] = {.gemm_tile_k = 64,
+           .gemm_stages = 3,
+           .gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+    [3] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 256},
+    [5] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 64,
+           .gemm_tile_n = 128},
+    [6] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 128},
+};
+static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
+    "fused default",
+    "fused mma bk32 s3",
+    "fused mma bk64 s3",
+    "fused wgmma 128x256 s4",
+    "cublaslt matmul + epilogue kernel",
+    "fused wgmma 64x128 s4",
+    "fused wgmma 128x128 s4"};
+
+//===--- GEMM candidates: setup ---===//
+
+static bool ival_eq(tj_kir_ival_t a, tj_kir_ival_t b) {
+  return a.param == b.param && (a.param >= 0 || a.value == b.value);
+}
+
+// The GEMM's epilogue phase as a POINTWISE kernel over the same space and
+// params that reads the accumulator from a dense [M, N] temporary of
+// |t->acc_dtype| (already rounded to the matmul's dtype, as the GEMM's
+// epilogue rounds it first thing).
+static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
+                                 tj_cuda_gemm_tune_t* t) {
+  char name[232];
+  snprintf(name, sizeof(name), "%s_epi", g->name);
+  tj_kir_t* k = NULL;
+  TJ_RETURN_IF_ERROR(tj_kir_create(p->al, TJ_KIR_POINTWISE, name, &k));
+  for (uint32_t i = 0; i < g->num_params; ++i) {
+    tj_kir_add_param(k, g->param_names[i]);
+  }
+  tj_kir_set_space(k, g->rank, g->dims);
+  uint32_t map[TJ_KIR_MAX_BUFFERS];
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &g->buffers[b];
+    map[b] = TJ_KIR_NONE;
+    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    map[b] =
+        tj_kir_add_buffer(k, buf->name, buf->dtype, buf->role, buf->strides);
+    if (map[b] < TJ_KIR_MAX_BUFFERS) t->epi_map[map[b]] = b;
+  }
+  tj_kir_ival_t st[2] = {g->dims[1], tj_kir_constant(1)};
+  t->epi_acc = tj_kir_add_buffer(k, "acc", t->acc_dtype, TJ_KIR_INPUT, st);
+  const tj_kir_phase_t* ph = &g->phases[0];
+  uint32_t* v = tj_calloc(p->al, ph->num_insts + 1, sizeof(uint32_t));
+  if (!v) {
+    tj_kir_destroy(k);
+    return tj_status_oom();
+  }
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    const tj_kir_inst_t* in = &ph->insts[i];
+    const uint32_t* a = in->args;
+    switch (in->kind) {
+      case TJ_KIR_LOAD:
+        v[i] = tj_kir_load(k, map[in->ref]);
+        break;
+      case TJ_KIR_CONST:
+        v[i] = tj_dtype_is_float(in->dtype)
+                   ? tj_kir_const_float(k, in->dtype, in->fvalue)
+                   : tj_kir_const_int(k, in->dtype, in->ivalue);
+        break;
+      case TJ_KIR_PARAM:
+        v[i] = tj_kir_param(k, in->ref);
+        break;
+      case TJ_KIR_INDEX:
+        v[i] = tj_kir_index(k, in->ref);
+        break;
+      case TJ_KIR_ACC:
+        v[i] = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, t->epi_acc));
+        break;
+      case TJ_KIR_OP:
+        if (in->op == TJ_OP_CAST) {
+          v[i] = tj_kir_cast(k, in->dtype, v[a[0]]);
+        } else if (in->op == TJ_OP_WHERE) {
+          v[i] = tj_kir_where(k, v[a[0]], v[a[1]], v[a[2]]);
+        } else if (in->num_args == 1) {
+          v[i] = tj_kir_unary(k, in->op, v[a[0]]);
+        } else {
+          v[i] = tj_kir_binary(k, in->op, v[a[0]], v[a[1]]);
+        }
+        break;
+      case TJ_KIR_STORE:
+        tj_kir_store(k, map[in->ref], v[a[0]]);
+        break;
+      default:
+        v[i] = TJ_KIR_NONE;
+        break;  // ROW, YIELD: not in a GEMM
+    }
+  }
+  tj_free(p->al, v, sizeof(uint32_t) * (ph->num_insts + 1));
+  tj_status_t status = tj_kir_finalize(k);
+  if (status) {
+    tj_kir_destroy(k);
+    return status;
+  }
+  t->epi = k;
+  return NULL;
+}
+
+tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
+  bool any = false;
+  for (uint32_t i = 0; i < p->num_kernels; ++i) {
+    any |= p->kernels[i].info.tensor_cores;
+  }
+  if (!any) return NULL;
+  p->gemm.tunes =
+      tj_calloc(p->al, p->num_kernels + 1, sizeof(tj_cuda_gemm_tune_t));
+  if (!p->gemm.tunes) return tj_status_oom();
+  for (uint32_t i = 0; i < p->num_kernels; ++i) {
+    tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
+    t->temp_offset = -1;
+    const tj_kir_t* g = p->kernels[i].low->kernel;
+    if (!p->kernels[i].info.tensor_cores) continue;
+    t->tunable = true;
+    for (uint32_t b = 0; b < g->num_buffers; ++b) {
+      if (g->buffers[b].role == TJ_KIR_GEMM_A) t->a = b;
+      if (g->buffers[b].role == TJ_KIR_GEMM_B) t->b = b;
+    }
+    TJ_RETURN_IF_ERROR(tj_kir_print(g, &t->text));
+    // cuBLASLt takes row-major X[M,K] and W[K,N] with leading dims K, N.
+    const tj_kir_buffer_t* A = &g->buffers[t->a];
+    const tj_kir_buffer_t* B = &g->buffers[t->b];
+    t->acc_dtype = A->dtype;
+    t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
+               tj_kir_ival_is_const(B->strides[1], 1) &&
+               ival_eq(A->strides[0], g->gemm_k) &&
+               ival_eq(B->strides[0], g->dims[1]);
+    if (t->lt_ok) {
+      tj_status_t s = make_epilogue(p, g, t);
+      if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
+      if (s) {
+        // Not expressible as a pointwise kernel: candidate 4 is out.
+        tj_status_free(s);
+        t->lt_ok = false;
+      }
+    }
+  }
+  return NULL;
+}
+
+//===--- GEMM candidates: running ---===//
+
+// Compiles what candidate |c| of kernel |ki| needs (once).
+static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
+                                    int32_t c) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  const tj_kir_t* g = p->kernels[ki].low->kernel;
+  if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
+    tj_nvptx_options_t o = kVariants[c];
+    o.approx_math = p->nv_options.approx_math;
+    TJ_RETURN_IF_ERROR(
+        tj_cuda_program_compile_kernel(p, g, &o, &t->variant[c]));
+  }
+  if (c == TJ_CUDA_GEMM_CUBLASLT) {
+    if (!t->lt_ok || p->gemm.lt_unavailable)
+      return tj_unsupported("cuBLASLt does not fit kernel @%s", g->name);
+    if (!p->gemm.lt) {
+      tj_status_t s = tj_cublaslt_open(p->al, &p->gemm.lt);
+      if (s) {
+        p->gemm.lt_unavailable = true;
+        return s;
+      }
+    }
+    if (!p->gemm.lt_workspace) {
+      TJ_RETURN_IF_ERROR(tj_cuda_allocator_alloc(p->device->allocator,
+                                                 LT_WORKSPACE_BYTES, p->stream,
+                                                 &p->gemm.lt_workspace));
+    }
+    if (!t->epi_fn) {
+      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+      TJ_RETURN_IF_ERROR(
+          tj_cuda_program_compile_kernel(p, t->epi, &o, &t->epi_fn));
+    }
+  }
+  return NULL;
+}
+
+// Arguments and grids of candidate |c| of kernel |ki| for this run (the
+// fused kernel's arguments are in argv already).
+static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
+                                  const int64_t* scalars) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  tj_cuda_program_kernel_t* kern = &p->kernels[ki];
+  const tj_kir_t* g = kern->low->kernel;
+  if (c == 0) {
+    return tj_nvptx_launch_config(g, &kern->info, scalars, p->device->num_sms,
+                                  &p->run.launches[ki]);
+  }
+  if (c != TJ_CUDA_GEMM_CUBLASLT) {
+    return tj_nvptx_launch_config(g, &t->variant[c]->info, scalars,
+                                  p->device->num_sms, &p->run.launches[ki]);
+  }
+  const uint64_t* argv = p->run.argv + kern->arg_offset;
+  const tj_kir_t* e = t->epi;
+  if (t->temp_offset < 0) return tj_internal("no GEMM temporary");
+  uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
+  // cuBLASLt plans assume 256-byte aligned operands.
+  if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
+    return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+  for (uint32_t b = 0; b < e->num_buffers; ++b) {
+    t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
+    t->epi_argp[b] = &t->epi_argv[b];
+  }
+  for (uint32_t i = 0; i < e->num_params; ++i) {
+    memcpy(&t->epi_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
+    t->epi_argp[e->num_buffers + i] = &t->epi_argv[e->num_buffers + i];
+  }
+  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+      e, &t->epi_fn->info, scalars, p->device->num_sms, &t->epi_launch));
+  int64_t n = tj_kir_ival_eval(g->dims[1], scalars);
+  int64_t k = tj_kir_ival_eval(g->gemm_k, scalars);
+  t->plan = NULL;
+  for (int i = 0; i < TJ_CUDA_GEMM_MAX_PLANS && !t->plan; ++i) {
+    if (t->plans[i] && t->plan_ms[i] == t->m) t->plan = t->plans[i];
+  }
+  if (!t->plan) {
+    // Plans for the last few M (cuBLASLt's heuristic picks per shape).
+    uint32_t slot = t->next_plan++ % TJ_CUDA_GEMM_MAX_PLANS;
+    tj_cublaslt_gemm_destroy(t->plans[slot]);
+    t->plans[slot] = NULL;
+    TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan(
+        p->gemm.lt, t->acc_dtype, t->m, n, k, TJ_CUBLASLT_EPILOGUE_NONE,
+        LT_WORKSPACE_BYTES, &t->plans[slot]));
+    t->plan_ms[slot] = t->m;
+    t->plan = t->plans[slot];
+    p->gemm.fresh_plan = true;
+  }
+  return NULL;
+}
+
+// Enqueues kernel |ki| as candidate |c|.
+tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
+  tj_cuda_program_kernel_t* k = &p->kernels[ki];
+  void** args = p->run.argp + k->arg_offset;
+  if (c == 0)
+    return tj_cuda_program_launch_function(
+        p, k->fn.function, &p->run.launches[ki], args, k->info.entry);
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  if (c != TJ_CUDA_GEMM_CUBLASLT)
+    return tj_cuda_program_launch_function(p, t->variant[c]->function.function,
+                                           &p->run.launches[ki], args,
+                                           k->info.entry);
+  if (p->run.launches[ki].empty) return NULL;
+  const uint64_t* argv = p->run.argv + k->arg_offset;
+  TJ_RETURN_IF_ERROR(
+      tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
+                           p->run.arena + (uint64_t)t->temp_offset,
+                           p->gemm.lt_workspace, p->stream));
+  return tj_cuda_program_launch_function(p, t->epi_fn->function.function,
+                                         &t->epi_launch, t->epi_argp,
+                                         t->epi_fn->info.entry);
+}
+
+typedef struct measure_ctx_t {
+  tj_cuda_program_t* p;
+  uint32_t ki;
+  const int64_t* scalars;
+} measure_ctx_t;
+
+// Whether tuning times candidate |c|. Where wgmma runs, mma.sync main
+// loops are not worth compiling to time (~0.2 s each, LLVM and ptxas): on
+// the H200 they reached 0.46x cuBLAS where wgmma reached 0.69x
+// (bench/cuda_bench --gemm). They stay available to TJ_CUDA_GEMM_CANDIDATE.
+static bool timed_candidate(const tj_cuda_program_t* p, int32_t c) {
+  return !(p->arch == TJ_NVPTX_SM_90A && c > 0 && c != TJ_CUDA_GEMM_CUBLASLT &&
+           kVariants[c].gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC);
+}
+
+// One kernel compiled on a thread of its own (precompile_candidates).
+typedef struct precompile_t {
+  tj_cuda_program_t* p;
+  const tj_kir_t* kernel;
+  tj_nvptx_options_t options;
+  tj_nvptx_target_t* target;  // the thread's own
+  tj_cuda_kir_kernel_t** slot;
+  tj_cuda_kir_kernel_t* out;
+  tj_status_t status;
+  pthread_t thread;
+  bool started;
+} precompile_t;
+
+static void* precompile_main(void* arg) {
+  precompile_t* w = arg;
+  w->status = tj_cuda_kir_compile_cached(w->p->device, w->target, w->kernel,
+                                         &w->options, w->p->context,
+                                         w->p->cache_dir, &w->out);
+  return NULL;
+}
+
+// Compiles the candidates of kernel |ki| that tuning is about to time and
+// that are not compiled yet, each on a thread of its own: each costs LLVM
+// and ptxas (~0.2 s), they are independent, and the first tuning of a
+// bucket then waits for the slowest instead of their sum. Each thread has
+// its own NVPTX TargetMachine (LLVM's are not to be shared across
+// threads); the driver calls push the context themselves. A failure is
+// left for ensure_candidate to meet again, and report, when the candidate
+// is timed.
+static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  t->precompiled = true;
+  precompile_t w[TJ_CUDA_GEMM_CANDIDATES];
+  memset(w, 0, sizeof(w));
+  int32_t n = 0;
+  tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
+  for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
+    if (!timed_candidate(p, c)) continue;
+    if (c == TJ_CUDA_GEMM_CUBLASLT) {
+      if (!t->lt_ok || p->gemm.lt_unavailable || t->epi_fn) continue;
+      w[n] = (precompile_t){
+          .kernel = t->epi, .options = approx, .slot = &t->epi_fn};
+    } else {
+      if (t->variant[c]) continue;
+      w[n] = (precompile_t){.kernel = p->kernels[ki].low->kernel,
+                            .options = kVariants[c],
+                            .slot = &t->variant[c]};
+      w[n].options.approx_math = p->nv_options.approx_math;
+    }
+    w[n].p = p;
+    ++n;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    tj_status_t s = tj_nvptx_target_create(p->al, p->arch, &w[i].target);
+    if (!s && pthread_create(&w[i].thread, NULL, precompile_main, &w[i]) == 0)
+      w[i].started = true;
+    tj_status_free(s);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (w[i].started) {
+      pthread_join(w[i].thread, NULL);
+      if (!w[i].status) {
+        *w[i].slot = w[i].out;
+        tj_cuda_program_count_kernel(p, w[i].out);
+      }
+      tj_status_free(w[i].status);
+    }
+    tj_nvptx_target_destroy(w[i].target);
+  }
+}
+
+static tj_status_t measure(void* context, int32_t c, int32_t repeats,
+                           double* out_ms) {
+  measure_ctx_t* m = context;
+  tj_cuda_program_t* p = m->p;
+  const tj_cuda_symbols_t* cu = &p->device->cu;
+  if (!timed_candidate(p, c))
+    return tj_unsupported("superseded by wgmma on sm_90a");
+  if (!p->gemm.tunes[m->ki].precompiled) precompile_candidates(p, m->ki);
+  tj_status_t s = ensure_candidate(p, m->ki, c);
+  if (!s) s = candidate_args(p, m->ki, c, m->scalars);
+  tj_status_code_t code = tj_status_code(s);
+  if (s && code != TJ_STATUS_OUT_OF_MEMORY && code != TJ_STATUS_UNSUPPORTED) {
+    // A candidate that does not build (ptxas refusing a schedule, say)
+    // is skipped, not fatal: the others still serve.
+    tj_context_diagnostic(
+        p->context, TJ_SEVERITY_WARNING, "autotune: %s: %s skipped: %s",
+        p->kernels[m->ki].info.entry, kCandidateNames[c], tj_status_message(s));
+    tj_status_free(s);
+    return tj_unsupported("candidate failed");
+  }
+  TJ_RETURN_IF_ERROR(s);
+  if (!p->gemm.ev_start) {
+    TJ_CU_RETURN_IF_ERROR(cu, cuEventCreate, (&p->gemm.ev_start, 0));
+    TJ_CU_RETURN_IF_ERROR(cu, cuEventCreate, (&p->gemm.ev_stop, 0));
+  }
+  TJ_CU_RETURN_IF_ERROR(cu, cuEventRecord, (p->gemm.ev_start, p->stream));
+  for (int32_t i = 0; i < repeats; ++i) {
+    TJ_RETURN_IF_ERROR(tj_cuda_gemm_launch(p, m->ki, c));
+  }
+  TJ_CU_RETURN_IF_ERROR(cu, cuEventRecord, (p->gemm.ev_stop, p->stream));
+  TJ_CU_RETURN_IF_ERROR(cu, cuEventSynchronize, (p->gemm.ev_stop));
+  float ms = 0;
+  TJ_CU_RETURN_IF_ERROR(cu, cuEventElapsedTime,
+                        (&ms, p->gemm.ev_start, p->gemm.ev_stop));
+  *out_ms = (double)ms / repeats;
+  return NULL;
+}
+
+// Picks (tuning on the first run of a bucket) and prepares the candidate
+// of every tensor-core GEMM for this run. Runs after kernel_args. The
+// tuning launches write only the GEMM's outputs and its temporary, which
+// this run's own launches write again afterwards.
+tj_status_t tj_cuda_gemm_choose(tj_cuda_program_t* p) {
+  if (!p->gemm.tunes) return NULL;
+  for (uint32_t ki = 0; ki < p->num_kernels; ++ki) {
+    tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+    t->current = 0;
+    if (!t->tunable || p->run.launches[ki].empty) continue;
+    const tj_kir_t* g = p->kernels[ki].low->kernel;
+    const int64_t* scalars = p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
+    t->m = tj_kir_ival_eval(g->dims[g->rank - 2], scalars);
+    int64_t bucket = tj_pow2_bucket(t->m);
+    int32_t c = -1;
+    for (uint32_t i = 0; i < t->num_choices && c < 0; ++i) {
+      if (t->choices[i].bucket == bucket) c = t->choices[i].candidate;
+    }
+    if (c < 0) {
+      c = 0;
+      if (p->gemm.forced >= 0) {
+        c = p->gemm.forced;
+      } else if (p->gemm.autotune) {
+        const char* names[TJ_CUDA_GEMM_CANDIDATES];
+        for (int i = 0; i < TJ_CUDA_GEMM_CANDIDATES; ++i)
+          names[i] = kCandidateNames[i];
+        tj_autotune_problem_t prob = {t->text, p->gemm.device_desc, bucket,
+                                      TJ_CUDA_GEMM_CANDIDATES, names};
+        measure_ctx_t mc = {p, ki, scalars};
+        tj_autotune_result_t r;
+        TJ_RETURN_IF_ERROR(
+            tj_autotune(p->context, p->cache_dir, &prob, measure, &mc, &r));
+        c = r.best;
+        ++p->stats.tunings;
+        p->stats.tuning_cache_hits += r.from_cache;
+        p->stats.tuning_ms += r.tune_ms;
+        char line[256] = "";
+        int n = 0;
+        for (int i = 0;
+             i < prob.num_candidates && n >= 0 && (size_t)n < sizeof(line);
+             ++i) {
+          n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%s %.4f",
+                        i ? ", " : "", kCandidateNames[i], r.ms[i]);
+        }
+        if (p->gemm.log_autotune)
+          tj_context_diagnostic(p->context, TJ_SEVERITY_REMARK,
+                                "autotune: %s M bucket %lld: %s (%s%s ms)",
+                                p->kernels[ki].info.entry, (long long)bucket,
+                                kCandidateNames[c],
+                                r.from_cache ? "cached; " : "", line);
+      }
+      if (t->num_choices == TJ_CUDA_GEMM_MAX_CHOICES)
+        t->num_choices = 0;  // forget all
+      t->choices[t->num_choices++] = (tj_cuda_gemm_choice_t){bucket, c};
+    }
+    // A candidate that cannot serve this run (alignment, a missing
+    // library) falls back to the module's kernel.
+    tj_status_t s = ensure_candidate(p, ki, c);
+    if (!s) s = candidate_args(p, ki, c, scalars);
+    if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
+      tj_status_free(s);
+      c = 0;
+      s = candidate_args(p, ki, 0, scalars);
+    }
+    TJ_RETURN_IF_ERROR(s);
+    t->current = c;
+    snprintf(p->gemm.last_choice, sizeof(p->gemm.last_choice), "%s",
+             kCandidateNames[c]);
+  }
+  return NULL;
+}
+
+//===--- offline programs ---===//
+
+// Emits into |module| every kernel the candidates of each tensor-core GEMM
+// compile apart on a GPU (the other main loops and tiles of kVariants, the
+// cuBLASLt candidate's epilogue), each function renamed
+// <entry>_c<candidate>. The candidates a GPU of |p->arch| skips (wgmma
+// before sm_90a) are left out the same way: their emission says
+// UNSUPPORTED.
+tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
+                                         tj_nvptx_module_t* module) {
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < p->num_kernels && !status; ++i) {
+    const tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
+    if (!t->tunable) continue;
+    for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES && !status; ++c) {
+      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+      const tj_kir_t* k = p->kernels[i].low->kernel;
+      if (c == TJ_CUDA_GEMM_CUBLASLT) {
+        if (!t->lt_ok) continue;
+        k = t->epi;
+      } else {
+        o = kVariants[c];
+        o.approx_math = p->nv_options.approx_math;
+      }
+      tj_nvptx_kernel_t info;
+      status = tj_nvptx_module_add_kernel(module, k, &o, &info);
+      if (tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
+        tj_status_free(status);
+        status = NULL;
+        continue;
+      }
+      if (status) {
+        status = tj_status_annotate(status, "GEMM candidate %d (%s)", (int)c,
+                                    kCandidateNames[c]);
+        break;
+      }
+      char name[sizeof(info.entry) + 16];
+      snprintf(name, sizeof(name), "%s_c%d", info.entry, (int)c);
+      tj_nvptx_module_rename_kernel(module, info.entry, name);
+      ++p->mod.num_variant_kernels;
+    }
+  }
+  return status;
+}
+
+//===--- release ---===//
+
+void tj_cuda_gemm_release(tj_cuda_program_t* p) {
+  tj_cuda_device_t* d = p->device;
+  if (p->gemm.tunes) {
+    for (uint32_t i = 0; i < p->num_kernels; ++i) {
+      tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
+      for (int v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v)
+        tj_cuda_kir_destroy(t->variant[v]);
+      tj_cuda_kir_destroy(t->epi_fn);
+      tj_kir_destroy(t->epi);
+      for (int j = 0; j < TJ_CUDA_GEMM_MAX_PLANS; ++j)
+        tj_cublaslt_gemm_destroy(t->plans[j]);
+      tj_free_string(p->al, t->text);
+    }
+    tj_free(p->al, p->gemm.tunes,
+            sizeof(tj_cuda_gemm_tune_t) * (p->num_kernels + 1));
+  }
+  if (d && (p->gemm.ev_start || p->gemm.ev_stop) &&
+      tj_cuda_device_enter(d) == NULL) {
+    if (p->gemm.ev_start) (void)d->cu.cuEventDestroy(p->gemm.ev_start);
+    if (p->gemm.ev_stop) (void)d->cu.cuEventDestroy(p->gemm.ev_stop);
+    tj_cuda_device_leave(d);
+  }
+  if (d && p->gemm.lt_workspace)
+    (void)tj_cuda_allocator_free(d->allocator, p->gemm.lt_workspace, p->stream);
+  tj_cublaslt_close(p->gemm.lt);
+}

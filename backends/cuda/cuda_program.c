@@ -1,0 +1,603 @@
+// backends/cuda/cuda_program.c
+//
+// The CUDA program (cuda_executable.h, cuda_program.h): create and
+// destroy, adding kernels to the one NVPTX module, the module's cache key,
+// its PTX (compiled by LLVM or taken from a cache) and cubin load, the
+// constants' upload, the run state's allocation, finish, and offline
+// programs (PTX only, for tj_cuda_compile_ptx).
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_program.h"
+#include "jit/cache.h"
+#include "lib/dtype.h"
+#include "lib/env.h"
+#include "lib/ir.h"
+
+//===--- the context's device ---===//
+
+// tj_context_extension's create callback takes no argument: the ordinal
+// asked for travels in a thread-local (the callback runs on the calling
+// thread).
+static _Thread_local int32_t t_requested_ordinal;
+
+static tj_status_t device_extension_create(tj_context_t* context,
+                                           void** out_state) {
+  tj_cuda_device_options_t o;
+  tj_cuda_device_options_initialize(&o);
+  o.ordinal = t_requested_ordinal;
+  tj_cuda_device_t* d = NULL;
+  TJ_RETURN_IF_ERROR(
+      tj_cuda_device_create(tj_context_allocator(context), &o, &d));
+  *out_state = d;
+  return NULL;
+}
+
+static void device_extension_destroy(void* state) {
+  tj_cuda_device_destroy(state);
+}
+
+static tj_status_t program_create(tj_context_t* context,
+                                  const tj_compile_options_t* options,
+                                  tj_cuda_device_t* device,
+                                  tj_nvptx_arch_t arch,
+                                  tj_cuda_program_t** out);
+
+tj_status_t tj_cuda_program_create(tj_context_t* context,
+                                   const tj_compile_options_t* options,
+                                   tj_cuda_program_t** out) {
+  *out = NULL;
+  if (options->cuda.device < 0)
+    return tj_invalid("tj_compile: cuda_device is %d",
+                      (int)options->cuda.device);
+  t_requested_ordinal = options->cuda.device;
+  void* state = NULL;
+  TJ_RETURN_IF_ERROR(tj_context_extension(
+      context, TJ_CONTEXT_EXTENSION_CUDA_DEVICE, device_extension_create,
+      device_extension_destroy, &state));
+  tj_cuda_device_t* device = state;
+  if (device->ordinal != options->cuda.device)
+    return tj_unsupported(
+        "tj_compile: this context drives CUDA device %d; device %d needs "
+        "another context",
+        (int)device->ordinal, (int)options->cuda.device);
+  const char* arch_name = tj_cuda_device_arch_name(device);
+  tj_nvptx_arch_t arch;
+  if (!arch_name || !tj_nvptx_arch_from_name(arch_name, &arch))
+    return tj_unsupported(
+        "tj_compile: %s is sm_%d%d; the CUDA target needs sm_80 or newer",
+        device->name, (int)device->sm_major, (int)device->sm_minor);
+  return program_create(context, options, device, arch, out);
+}
+
+tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
+                                           const tj_compile_options_t* options,
+                                           tj_nvptx_arch_t arch,
+                                           tj_cuda_program_t** out) {
+  *out = NULL;
+  if ((unsigned)arch >= TJ_NVPTX_ARCH_COUNT_)
+    return tj_invalid("tj_cuda_compile_ptx: unknown arch %d", (int)arch);
+  return program_create(context, options, NULL, arch, out);
+}
+
+// The program of |device| (NULL: an offline program, see
+// tj_cuda_program_create_offline) for |arch|.
+static tj_status_t program_create(tj_context_t* context,
+                                  const tj_compile_options_t* options,
+                                  tj_cuda_device_t* device,
+                                  tj_nvptx_arch_t arch,
+                                  tj_cuda_program_t** out) {
+  tj_allocator_t al = tj_context_allocator(context);
+  tj_cuda_program_t* p = tj_calloc(al, 1, sizeof(*p));
+  if (!p) return tj_status_oom();
+  p->context = context;
+  p->al = al;
+  p->device = device;
+  p->stream = options->cuda.stream ? (tj_cu_stream_t)options->cuda.stream
+                                   : (device ? device->stream : NULL);
+  p->host_stream = options->cuda.stream != NULL;
+  p->graphs.enabled = !options->cuda.disable_graphs;
+  p->arch = arch;
+  p->nv_options.approx_math = !options->cuda.precise_math;
+  p->stats.ptx_source = "LLVM";
+  p->stats.cubin_source = "none";
+  p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
+  p->gemm.forced = -1;
+  p->gemm.log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
+  const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");
+  if (force && force[0] >= '0' && force[0] < '0' + TJ_CUDA_GEMM_CANDIDATES &&
+      !force[1])
+    p->gemm.forced = force[0] - '0';
+  snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s",
+           device ? device->name : "offline", tj_nvptx_arch_name(arch),
+           p->nv_options.approx_math ? " approx" : "");
+  tj_status_t status = NULL;
+  if (pthread_mutex_init(&p->mutex, NULL) != 0) {
+    status = tj_internal("tj_compile: pthread_mutex_init failed");
+  } else {
+    p->mutex_ready = true;
+  }
+  if (!status) status = tj_nvptx_target_create(al, arch, &p->target);
+  if (!status)
+    status = tj_nvptx_module_new(p->target, al, "tj_program", &p->mod.nvptx);
+  if (status) {
+    tj_cuda_program_destroy(p);
+    return status;
+  }
+  *out = p;
+  return NULL;
+}
+
+void tj_cuda_program_destroy(tj_cuda_program_t* p) {
+  if (!p) return;
+  tj_cuda_device_t* d = p->device;
+  if (d && tj_cuda_device_enter(d) == NULL) {
+    (void)d->cu.cuStreamSynchronize(p->stream);
+    tj_cuda_graph_destroy_execs(p);
+    tj_cuda_device_leave(d);
+  }
+  tj_cuda_gemm_release(p);
+  tj_cuda_staging_release(p);
+  for (int i = 0; i < TJ_CUDA_MAX_GRAPHS; ++i) {
+    tj_free(p->al, p->graphs.entries[i].key,
+            p->graphs.entries[i].key
+                ? sizeof(int64_t) * (tj_cuda_graph_key_len(p) + 1)
+                : 0);
+  }
+  if (d) {
+    if (p->run.arena)
+      (void)tj_cuda_allocator_free(d->allocator, p->run.arena, p->stream);
+    if (p->plan.consts)
+      (void)tj_cuda_allocator_free(d->allocator, p->plan.consts, p->stream);
+    tj_cuda_host_free(d, p->run.pinned);
+  }
+  tj_cuda_module_destroy(p->mod.cumod);
+  tj_free_string(p->al, p->mod.ptx);
+  tj_free_string(p->al, p->mod.variants_ptx);
+  tj_nvptx_module_destroy(p->mod.nvptx);
+  tj_nvptx_target_destroy(p->target);
+  tj_free(p->al, p->kernels, sizeof(tj_cuda_program_kernel_t) * p->cap_kernels);
+  tj_free(p->al, p->plan.steps,
+          sizeof(tj_cuda_step_t) * (p->plan.num_steps + 1));
+  if (p->plan.graph) {
+    tj_free(p->al, p->plan.first_output,
+            p->plan.first_output
+                ? sizeof(int32_t) * (p->plan.graph->num_nodes + 1)
+                : 0);
+    tj_free(p->al, p->plan.const_ptr,
+            p->plan.const_ptr
+                ? sizeof(uint64_t) * (p->plan.graph->num_nodes + 1)
+                : 0);
+  }
+  tj_free(p->al, p->run.meta, p->run.meta_bytes);
+  if (p->mutex_ready) pthread_mutex_destroy(&p->mutex);
+  tj_free(p->al, p, sizeof(*p));
+}
+
+//===--- kernels ---===//
+
+// Tensor-core operands are read with 16-byte cp.async: strides and offsets
+// that are known now must be multiples of 8 halves (symbolic ones are
+// checked per run by the launch configuration).
+static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
+                                        const tj_nvptx_kernel_t* info) {
+  const tj_kir_t* k = low->kernel;
+  if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    for (int32_t d = 0; d + 1 < k->rank; ++d) {
+      tj_kir_ival_t s = buf->strides[d];
+      if (s.param < 0 && s.value % 8 != 0)
+        return tj_unsupported(
+            "kernel @%s: tensor-core operand %%%s has stride %lld in dim %d, "
+            "not a multiple of 8 elements (16 bytes)",
+            k->name, buf->name, (long long)s.value, (int)d);
+    }
+    if (low->buffer_offset_dims[b] >= 0 && low->buffer_offset_dims[b] % 8 != 0)
+      return tj_unsupported(
+          "kernel @%s: tensor-core operand %%%s starts %lld elements into its "
+          "value, not a multiple of 8",
+          k->name, buf->name, (long long)low->buffer_offset_dims[b]);
+  }
+  return NULL;
+}
+
+tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* p,
+                                        const tj_lowered_kernel_t* kernels,
+                                        uint32_t count) {
+  if (!p->mod.nvptx) return tj_internal("cuda program: add after finish");
+  if (p->num_kernels + count > p->cap_kernels) {
+    uint32_t cap = p->cap_kernels ? p->cap_kernels * 2 : 16;
+    while (cap < p->num_kernels + count) cap *= 2;
+    tj_cuda_program_kernel_t* more = tj_realloc(
+        p->al, p->kernels, sizeof(tj_cuda_program_kernel_t) * p->cap_kernels,
+        sizeof(tj_cuda_program_kernel_t) * cap);
+    if (!more) return tj_status_oom();
+    p->kernels = more;
+    p->cap_kernels = cap;
+  }
+  tj_status_t status = NULL;
+  uint32_t done = 0;
+  for (; done < count && !status; ++done) {
+    tj_cuda_program_kernel_t* k = &p->kernels[p->num_kernels + done];
+    memset(k, 0, sizeof(*k));
+    status = tj_nvptx_module_add_kernel(p->mod.nvptx, kernels[done].kernel,
+                                        &p->nv_options, &k->info);
+    if (!status) status = check_gemm_alignment(&kernels[done], &k->info);
+    if (tj_status_code(status) == TJ_STATUS_INVALID_ARGUMENT) {
+      // Lowered kernels are valid kernel IR: what the emitter still
+      // rejects is a limit of the GPU templates, so the group runs on
+      // the host rather than failing the compile.
+      tj_status_t u = tj_unsupported("%s", tj_status_message(status));
+      tj_status_free(status);
+      status = u;
+    }
+    if (status) break;
+  }
+  if (status) {
+    // The failing kernel's function is gone already (or stays for an
+    // alignment refusal); drop the group's others too.
+    for (uint32_t i = 0; i <= done && i < count; ++i) {
+      tj_nvptx_module_remove_kernel(p->mod.nvptx,
+                                    p->kernels[p->num_kernels + i].info.entry);
+    }
+    return status;
+  }
+  p->num_kernels += count;
+  return NULL;
+}
+
+// The cache key of the module: everything the PTX depends on.
+static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
+  tj_cache_hasher_t h;
+  tj_cache_hasher_initialize(&h);
+  // 3: sm_90a GEMMs default to the wgmma template (other tiles, threads
+  // and shared memory than a cached mma.sync kernel's launch).
+  tj_cache_hasher_update_string(&h, "tensorjit cuda module 3");
+  tj_cache_hasher_update_string(&h, tj_version_string());
+  tj_cache_hasher_update_string(&h, tj_nvptx_arch_name(p->arch));
+  unsigned major, minor, patch;
+  tj_nvptx_llvm_version(&major, &minor, &patch);
+  char buf[64];
+  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d", major, minor, patch,
+           (int)p->nv_options.approx_math);
+  tj_cache_hasher_update_string(&h, buf);
+  for (uint32_t i = 0; i < p->num_kernels; ++i) {
+    const tj_kir_t* k = p->kernels[i].low->kernel;
+    char* text;
+    TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
+    tj_cache_hasher_update_string(&h, text);
+    tj_free_string(k->allocator, text);
+  }
+  *out = tj_cache_hasher_finalize(&h);
+  return NULL;
+}
+
+// The PTX of the module by LLVM, which consumes it.
+static tj_status_t compile_module(tj_cuda_program_t* p) {
+  double start = tj_now_ms();
+  tj_nvptx_module_t* m = p->mod.nvptx;
+  p->mod.nvptx = NULL;
+  TJ_RETURN_IF_ERROR(tj_nvptx_module_compile(m, p->al, &p->mod.ptx));
+  p->stats.compile_ms = tj_now_ms() - start;
+  return NULL;
+}
+
+// The PTX of the module under |key|, from a cache or LLVM (which consumes
+// the module).
+static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
+                           tj_cache_key_t key) {
+  void* bytes = NULL;
+  size_t size = 0;
+  bool hit = false;
+  if (!p->mod.ptx_cache_bad) {
+    TJ_RETURN_IF_ERROR(
+        tj_memory_cache_lookup(p->context, key, p->al, &bytes, &size, &hit));
+  }
+  if (hit) p->stats.ptx_source = "memory cache";
+  bool disk = cache_dir && cache_dir[0];
+  const char* note = NULL;
+  if (!hit && disk && !p->mod.ptx_cache_bad) {
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(p->context, cache_dir, key, p->al,
+                                          &bytes, &size, &hit, &note));
+    if (hit) p->stats.ptx_source = "disk cache";
+  }
+  // A cached payload is the PTX with its NUL; anything else is foreign.
+  if (hit && (size == 0 || ((char*)bytes)[size - 1] != '\0' ||
+              strlen(bytes) + 1 != size)) {
+    tj_free(p->al, bytes, size);
+    hit = false;
+    p->stats.ptx_source = "LLVM";
+  }
+  if (hit) {
+    // tj_free_string frees strlen + 1 bytes: exactly this allocation. The
+    // module is kept until the PTX has linked (load_module): a cached PTX
+    // the driver refuses is a miss, and LLVM compiles the module then.
+    p->mod.ptx = bytes;
+  } else {
+    TJ_RETURN_IF_ERROR(compile_module(p));
+    size = strlen(p->mod.ptx) + 1;
+    if (disk) {
+      tj_status_t s = tj_disk_cache_store(cache_dir, key, p->mod.ptx, size);
+      if (s) {
+        tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
+                              "cache: cuda module not stored: %s",
+                              tj_status_message(s));
+        tj_status_free(s);
+      }
+    }
+  }
+  p->stats.ptx_bytes = strlen(p->mod.ptx);
+  tj_status_t s = tj_memory_cache_store(p->context, key, p->mod.ptx,
+                                        p->stats.ptx_bytes + 1);
+  tj_status_free(s);  // a full memory cache only costs a later compile
+  (void)note;
+  return NULL;
+}
+
+void tj_cuda_program_count_kernel(tj_cuda_program_t* p,
+                                  const tj_cuda_kir_kernel_t* k) {
+  if (!p->cache_dir[0]) return;
+  if (k->cubin_hit) {
+    ++p->stats.kernel_cubin_hits;
+  } else {
+    ++p->stats.kernel_cubin_misses;
+  }
+}
+
+tj_status_t tj_cuda_program_compile_kernel(tj_cuda_program_t* p,
+                                           const tj_kir_t* k,
+                                           const tj_nvptx_options_t* o,
+                                           tj_cuda_kir_kernel_t** out) {
+  TJ_RETURN_IF_ERROR(tj_cuda_kir_compile_cached(p->device, p->target, k, o,
+                                                p->context, p->cache_dir, out));
+  tj_cuda_program_count_kernel(p, *out);
+  return NULL;
+}
+
+// get_ptx for tj_cuda_cubin_load: called only on a cubin miss.
+typedef struct program_ptx_t {
+  tj_cuda_program_t* p;
+  const char* cache_dir;
+  tj_cache_key_t key;
+} program_ptx_t;
+
+static tj_status_t program_ptx(void* ctx, const char** out_ptx) {
+  program_ptx_t* c = ctx;
+  TJ_RETURN_IF_ERROR(get_ptx(c->p, c->cache_dir, c->key));
+  *out_ptx = c->p->mod.ptx;
+  return NULL;
+}
+
+// Loads the module through the cubin cache (cuda_cubin.h): a warm start
+// runs neither LLVM nor ptxas.
+static tj_status_t load_module(tj_cuda_program_t* p, const char* cache_dir) {
+  tj_cache_key_t key;
+  TJ_RETURN_IF_ERROR(module_key(p, &key));
+  program_ptx_t c = {p, cache_dir, key};
+  tj_cuda_cubin_load_t load;
+  memset(&load, 0, sizeof(load));
+  load.context = p->context;
+  load.cache_dir = cache_dir;
+  load.ptx_key = key;
+  load.arch = p->arch;
+  load.make_ptx = program_ptx;
+  load.make_ptx_ctx = &c;
+  tj_cuda_cubin_result_t r;
+  tj_status_t status = tj_cuda_cubin_load(p->device, &load, &p->mod.cumod, &r);
+  if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY &&
+      p->mod.nvptx && p->mod.ptx && strcmp(p->stats.ptx_source, "LLVM") != 0) {
+    // The PTX came from a cache (its checksum right, its text not: a
+    // corrupt or foreign entry) and did not link: a miss. LLVM makes it
+    // again and the entry is rewritten.
+    char hex[33];
+    tj_cache_key_format(key, hex);
+    tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
+                          "cache: the PTX of key %s from the %s did not link "
+                          "(%s); compiling it again",
+                          hex, p->stats.ptx_source, tj_status_message(status));
+    tj_status_free(status);
+    tj_free_string(p->al, p->mod.ptx);
+    p->mod.ptx = NULL;
+    p->mod.ptx_cache_bad = true;
+    p->stats.ptx_source = "LLVM";
+    status = tj_cuda_cubin_load(p->device, &load, &p->mod.cumod, &r);
+  }
+  // A cubin hit or a cached PTX: the module was not compiled.
+  tj_nvptx_module_destroy(p->mod.nvptx);
+  p->mod.nvptx = NULL;
+  p->stats.cubin_source = r.source;
+  p->stats.cubin_bytes = r.bytes;
+  p->stats.link_ms = r.link_ms;
+  p->stats.load_ms = r.load_ms;
+  if (r.hit) {
+    ++p->stats.cubin_hits;
+    p->stats.ptx_source = strcmp(r.source, "disk cache") == 0
+                              ? "none (cubin from the disk cache)"
+                              : "none (cubin from the memory cache)";
+  } else if (cache_dir && cache_dir[0]) {
+    ++p->stats.cubin_misses;
+  }
+  return status;
+}
+
+static tj_status_t upload_constants(tj_cuda_program_t* p) {
+  const tj_graph_t* g = p->plan.graph;
+  const tj_memplan_t* mp = p->plan.mp;
+  p->plan.const_ptr = tj_calloc(p->al, g->num_nodes + 1, sizeof(uint64_t));
+  if (!p->plan.const_ptr) return tj_status_oom();
+  int64_t total = 0;
+  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    const tj_node_t* n = &g->nodes[buf->node];
+    if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
+    int64_t bytes =
+        tj_cuda_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+    total += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
+  }
+  if (total == 0) return NULL;
+  tj_cuda_device_t* d = p->device;
+  TJ_RETURN_IF_ERROR(tj_cuda_allocator_alloc(d->allocator, (size_t)total,
+                                             p->stream, &p->plan.consts));
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
+  tj_status_t status = NULL;
+  int64_t offset = 0;
+  for (uint32_t b = 0; b < mp->num_buffers && !status; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    const tj_node_t* n = &g->nodes[buf->node];
+    if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
+    int64_t bytes =
+        tj_cuda_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+    p->plan.const_ptr[buf->node] = p->plan.consts + (uint64_t)offset;
+    if (bytes > 0) {
+      status = TJ_CU_STATUS(&d->cu, cuMemcpyHtoDAsync,
+                            (p->plan.consts + (uint64_t)offset, n->attrs.data,
+                             (size_t)bytes, p->stream));
+    }
+    offset += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
+  }
+  // Pageable sources: the copies are done when they return, but wait for
+  // the stream anyway so the constants are there before any run.
+  if (!status) status = TJ_CU_STATUS(&d->cu, cuStreamSynchronize, (p->stream));
+  tj_cuda_device_leave(d);
+  return status;
+}
+
+static tj_status_t alloc_run_state(tj_cuda_program_t* p) {
+  const tj_graph_t* g = p->plan.graph;
+  uint32_t slots = p->plan.mp->num_slots;
+  uint32_t nk = p->num_kernels;
+  p->run.num_args = 0;
+  for (uint32_t i = 0; i < nk; ++i) {
+    p->kernels[i].arg_offset = p->run.num_args;
+    const tj_kir_t* k = p->kernels[i].low->kernel;
+    p->run.num_args += k->num_buffers + k->num_params;
+  }
+  size_t klen = tj_cuda_graph_key_len(p) + 1;
+  size_t bytes = sizeof(int64_t) * (slots + 1) +
+                 sizeof(uint64_t) * (g->num_nodes + 1) +
+                 sizeof(int64_t) * 2 * (g->num_inputs + g->num_outputs + 1) +
+                 sizeof(int64_t) * TJ_KIR_MAX_PARAMS * (nk + 1) +
+                 sizeof(uint64_t) * (p->run.num_args + 1) +
+                 sizeof(void*) * (p->run.num_args + 1) +
+                 sizeof(tj_nvptx_launch_t) * (nk + 1) + sizeof(int64_t) * klen;
+  unsigned char* m = tj_calloc(p->al, 1, bytes);
+  if (!m) return tj_status_oom();
+  p->run.meta = m;
+  p->run.meta_bytes = bytes;
+  // Every array is 8-byte aligned: all elements are 8 bytes, except the
+  // launches (4-byte fields), placed last but one.
+  p->run.slot_offsets = (int64_t*)m;
+  m += sizeof(int64_t) * (slots + 1);
+  p->run.loc = (uint64_t*)m;
+  m += sizeof(uint64_t) * (g->num_nodes + 1);
+  p->run.in_stage = (int64_t*)m;
+  p->run.in_pin = p->run.in_stage + g->num_inputs + 1;
+  m += sizeof(int64_t) * 2 * (g->num_inputs + 1);
+  p->run.out_stage = (int64_t*)m;
+  p->run.out_pin = p->run.out_stage + g->num_outputs + 1;
+  m += sizeof(int64_t) * 2 * (g->num_outputs + 1);
+  p->run.scalars = (int64_t*)m;
+  m += sizeof(int64_t) * TJ_KIR_MAX_PARAMS * (nk + 1);
+  p->run.argv = (uint64_t*)m;
+  m += sizeof(uint64_t) * (p->run.num_args + 1);
+  p->run.argp = (void**)m;
+  m += sizeof(void*) * (p->run.num_args + 1);
+  p->run.key = (int64_t*)m;
+  m += sizeof(int64_t) * klen;
+  p->run.launches = (tj_nvptx_launch_t*)m;
+  for (uint32_t i = 0; i < p->run.num_args; ++i)
+    p->run.argp[i] = &p->run.argv[i];
+  for (int i = 0; i < TJ_CUDA_MAX_GRAPHS; ++i) {
+    p->graphs.entries[i].key = tj_calloc(p->al, klen, sizeof(int64_t));
+    if (!p->graphs.entries[i].key) return tj_status_oom();
+  }
+  return NULL;
+}
+
+// An offline program stops at PTX: the module's, and one more module with
+// every kernel each GEMM candidate compiles apart on a GPU
+// (tj_cuda_gemm_emit_candidates), each function renamed
+// <entry>_c<candidate> so they share a module.
+static tj_status_t finish_offline(tj_cuda_program_t* p) {
+  if (p->num_kernels == 0) {
+    tj_nvptx_module_destroy(p->mod.nvptx);
+    p->mod.nvptx = NULL;
+    return NULL;
+  }
+  TJ_RETURN_IF_ERROR(compile_module(p));
+  p->stats.ptx_bytes = strlen(p->mod.ptx);
+  TJ_RETURN_IF_ERROR(tj_cuda_gemm_setup(p));
+  if (!p->gemm.tunes) return NULL;
+  TJ_RETURN_IF_ERROR(
+      tj_nvptx_module_new(p->target, p->al, "tj_variants", &p->mod.nvptx));
+  tj_status_t status = tj_cuda_gemm_emit_candidates(p, p->mod.nvptx);
+  if (!status && p->mod.num_variant_kernels > 0) {
+    tj_nvptx_module_t* m = p->mod.nvptx;
+    p->mod.nvptx = NULL;
+    status = tj_nvptx_module_compile(m, p->al, &p->mod.variants_ptx);
+  }
+  tj_nvptx_module_destroy(p->mod.nvptx);
+  p->mod.nvptx = NULL;
+  return status;
+}
+
+tj_status_t tj_cuda_program_finish(
+    tj_cuda_program_t* p, const tj_graph_t* graph, const tj_memplan_t* memplan,
+    const tj_lowered_kernel_t* kernels, uint32_t num_kernels,
+    const tj_cuda_step_t* steps, uint32_t num_steps, const char* cache_dir) {
+  if (num_kernels != p->num_kernels)
+    return tj_internal("cuda program: %u kernels added, %u finished",
+                       p->num_kernels, num_kernels);
+  for (uint32_t i = 0; i < num_kernels; ++i) p->kernels[i].low = &kernels[i];
+  if (!p->device) return finish_offline(p);
+  p->plan.graph = graph;
+  p->plan.mp = memplan;
+  p->plan.num_symbols = tj_dim_num_symbols(&graph->dims);
+  p->plan.steps = tj_calloc(p->al, num_steps + 1, sizeof(tj_cuda_step_t));
+  if (!p->plan.steps) return tj_status_oom();
+  p->plan.num_steps = num_steps;
+  if (num_steps)
+    memcpy(p->plan.steps, steps, sizeof(tj_cuda_step_t) * num_steps);
+  snprintf(p->cache_dir, sizeof(p->cache_dir), "%s",
+           cache_dir ? cache_dir : "");
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    p->plan.has_host_steps |= steps[s].kind == TJ_CUDA_STEP_HOST;
+  }
+  p->plan.first_output =
+      tj_alloc(p->al, sizeof(int32_t) * (graph->num_nodes + 1));
+  if (!p->plan.first_output) return tj_status_oom();
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) p->plan.first_output[i] = -1;
+  for (uint32_t i = graph->num_outputs; i-- > 0;) {
+    p->plan.first_output[graph->outputs[i].node] = (int32_t)i;
+  }
+  TJ_RETURN_IF_ERROR(alloc_run_state(p));
+  if (num_kernels > 0) {
+    TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
+    double start = tj_now_ms();
+    for (uint32_t i = 0; i < num_kernels; ++i) {
+      tj_cuda_program_kernel_t* k = &p->kernels[i];
+      TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->mod.cumod, k->info.entry,
+                                            k->info.shared_bytes, &k->fn));
+    }
+    p->stats.load_ms += tj_now_ms() - start;
+    TJ_RETURN_IF_ERROR(tj_cuda_gemm_setup(p));
+  } else {
+    tj_nvptx_module_destroy(p->mod.nvptx);
+    p->mod.nvptx = NULL;
+  }
+  return upload_constants(p);
+}
+
+const char* tj_cuda_program_ptx(const tj_cuda_program_t* program) {
+  return program->mod.ptx;
+}
+
+const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
+                                         uint32_t* out_num_kernels) {
+  *out_num_kernels = program->mod.num_variant_kernels;
+  return program->mod.variants_ptx;
+}

@@ -1,0 +1,331 @@
+// backends/cuda/cuda_program.h (internal to backends/cuda)
+//
+// The private state of a tj_cuda_program_t (cuda_executable.h), its
+// members grouped by concern, and the functions its files share. The
+// program is cut as IREE's CUDA driver is:
+//   cuda_program.c    create/destroy, adding kernels, the module (its key,
+//                     PTX from LLVM or a cache, the cubin load), constants,
+//                     run-state allocation, finish, offline programs
+//   cuda_gemm_tune.c  the GEMM candidates: setup, precompiling, measuring,
+//                     choosing, launching
+//   cuda_staging.c    device tensor checks, host/device copies of strided
+//                     tensors, the strided copy kernels
+//   cuda_graph.c      CUDA graph capture and replay
+//   cuda_run.c        the run plan, kernel arguments, launches, host steps,
+//                     run and stats
+//
+// Compiling: every lowered kernel is emitted into ONE NVPTX module as its
+// group is planned (so a group the GPU templates cannot express becomes a
+// graph break right there), then the module is optimized and printed to
+// PTX once, or the PTX is taken from the kernel cache (memory, then disk:
+// jit/cache.h, keyed by the kernels' text, the arch, the math mode, LLVM's
+// and the library's versions). With a disk cache the PTX is then made a
+// cubin by the driver's linker (ptxas, in process) and the cubin cached
+// beside it, keyed also by the GPU's compute capability and the driver
+// version: a warm start loads that cubin with cuModuleLoadData, running
+// neither LLVM nor ptxas. Without one the PTX is loaded with
+// cuModuleLoadDataEx (the driver keeps its own cache of ptxas's work).
+//
+// Running: the memory plan's slots, plus device staging for CPU tensors,
+// live in one device arena taken from the context's caching allocator; it
+// is kept across runs and only replaced when a larger shape needs more, so
+// a steady state calls no cuMemAlloc. CPU tensors go through one pinned
+// host buffer (truly asynchronous copies; strided tensors are packed and
+// unpacked there). Strided CUDA tensors are gathered into dense staging in
+// the arena, and scattered out of it, by a generated copy kernel on the
+// stream. Every kernel's arguments (device pointers, then int64
+// scalars) are computed first; then, when the program has no graph break,
+// the launches are captured into a CUDA graph keyed by the symbol values
+// and every argument, and replayed while the key repeats: one cuGraphLaunch
+// instead of one cuLaunchKernel per kernel. A new shape, or new device
+// pointers from the caller, captures anew (a few graphs are kept, least
+// recently used replaced).
+
+#ifndef TJ_BACKENDS_CUDA_CUDA_PROGRAM_H_
+#define TJ_BACKENDS_CUDA_CUDA_PROGRAM_H_
+
+#include <pthread.h>
+
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/cuda_kir.h"
+#include "jit/nvptx.h"
+
+#define TJ_CUDA_MAX_GRAPHS 8
+#define TJ_CUDA_STAGE_ALIGN 256
+#define TJ_CUDA_GEMM_MAX_CHOICES 16
+#define TJ_CUDA_GEMM_MAX_PLANS 4
+
+static inline int64_t tj_cuda_align_up(int64_t v, int64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+//===--- kernels ---===//
+
+typedef struct tj_cuda_program_kernel_t {
+  const tj_lowered_kernel_t* low;  // borrowed; set by finish
+  tj_nvptx_kernel_t info;
+  tj_cuda_kernel_t fn;
+  uint32_t arg_offset;  // first of its values in argv
+} tj_cuda_program_kernel_t;
+
+//===--- GEMM candidates (cuda_gemm_tune.c) ---===//
+
+// Every tensor-core GEMM kernel has TJ_CUDA_GEMM_CANDIDATES
+// implementations; cuda_gemm_tune.c says which. TJ_CUDA_GEMM_CUBLASLT is
+// cuBLASLt's matmul plus an epilogue kernel.
+enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 7 };
+
+typedef struct tj_cuda_gemm_choice_t {
+  int64_t bucket;
+  int32_t candidate;
+} tj_cuda_gemm_choice_t;
+
+typedef struct tj_cuda_gemm_tune_t {
+  bool tunable;   // a tensor-core GEMM
+  bool lt_ok;     // rank 2, row-major contiguous operands: candidate 4 fits
+  uint32_t a, b;  // its GEMM_A / GEMM_B buffers
+  tj_dtype_t acc_dtype;  // the temporary's: the matmul's dtype
+  tj_kir_t* epi;         // the epilogue as a POINTWISE kernel; owned
+  uint32_t epi_acc;      // epi's buffer reading the temporary
+  uint32_t epi_map[TJ_KIR_MAX_BUFFERS];  // epi buffer -> GEMM buffer
+  char* text;  // the GEMM's canonical text (the tuning key)
+  tj_cuda_kir_kernel_t* variant[TJ_CUDA_GEMM_CANDIDATES];  // [0], [4] unused
+  tj_cuda_kir_kernel_t* epi_fn;
+  bool precompiled;  // the tuning candidates were compiled together
+  tj_cuda_gemm_choice_t choices[TJ_CUDA_GEMM_MAX_CHOICES];
+  uint32_t num_choices;
+  // This run.
+  int32_t current;
+  int64_t m;
+  int64_t temp_offset;       // arena offset of the temporary, or -1
+  tj_cublaslt_gemm_t* plan;  // this run's cuBLASLt plan (one of |plans|)
+  tj_cublaslt_gemm_t* plans[TJ_CUDA_GEMM_MAX_PLANS];  // for M = plan_ms[i]
+  int64_t plan_ms[TJ_CUDA_GEMM_MAX_PLANS];
+  uint32_t next_plan;
+  uint64_t epi_argv[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  void* epi_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  tj_nvptx_launch_t epi_launch;
+} tj_cuda_gemm_tune_t;
+
+//===--- strided copies (cuda_staging.c) ---===//
+
+// A strided copy between a CUDA tensor's own layout and dense staging in
+// the arena: a POINTWISE kernel IR kernel (one load, one store) whose
+// sizes and strides are all params, compiled on first need per dtype, rank
+// and direction.
+typedef struct tj_cuda_copy_kernel_t {
+  tj_dtype_t dtype;
+  int32_t rank;
+  bool scatter;  // dense staging -> the tensor (else the tensor -> staging)
+  tj_kir_t* kir;
+  tj_cuda_kir_kernel_t* fn;
+} tj_cuda_copy_kernel_t;
+
+// Room for every (dtype, rank, direction): the table never fills.
+#define TJ_CUDA_MAX_COPY_KERNELS (TJ_DTYPE_COUNT_ * TJ_MAX_RANK * 2)
+
+//===--- CUDA graphs (cuda_graph.c) ---===//
+
+typedef struct tj_cuda_graph_entry_t {
+  bool valid;
+  uint64_t last_use;
+  int64_t* key;  // symbols, then every kernel argument value
+  tj_cu_graph_exec_t exec;
+} tj_cuda_graph_entry_t;
+
+//===--- the program ---===//
+
+struct tj_cuda_program_t {
+  tj_context_t* context;
+  tj_allocator_t al;
+  tj_cuda_device_t* device;  // the context's; borrowed
+  tj_cu_stream_t stream;
+  bool host_stream;
+  tj_nvptx_arch_t arch;
+  tj_nvptx_target_t* target;
+  tj_nvptx_options_t nv_options;
+  char cache_dir[1024];
+  // Kernels, in the executable's order.
+  tj_cuda_program_kernel_t* kernels;
+  uint32_t num_kernels, cap_kernels;
+  // Run state (|run|, |graphs|, the per-run parts of |gemm| and |stats|)
+  // is under |mutex|.
+  pthread_mutex_t mutex;
+  bool mutex_ready;
+
+  // The module and its PTX (cuda_program.c).
+  struct {
+    tj_nvptx_module_t* nvptx;  // until finish
+    tj_cuda_module_t* cumod;
+    char* ptx;
+    // The PTX cached under the module's key did not link: LLVM makes it
+    // again, and the caches' entries are replaced (load_module).
+    bool ptx_cache_bad;
+    // Offline programs (no device): the GEMM candidates' kernels.
+    char* variants_ptx;
+    uint32_t num_variant_kernels;
+  } mod;
+
+  // The plan (borrowed from the executable) and the constants.
+  struct {
+    const tj_graph_t* graph;
+    const tj_memplan_t* mp;
+    tj_cuda_step_t* steps;  // copy of the array; pointers inside borrowed
+    uint32_t num_steps;
+    bool has_host_steps;
+    uint32_t num_symbols;
+    int32_t* first_output;  // per node
+    tj_cu_deviceptr_t consts;
+    uint64_t* const_ptr;  // per node: the device copy of a constant, or 0
+  } plan;
+
+  // This run's layout and arguments (cuda_run.c).
+  struct {
+    void* meta;  // the arrays below, one allocation
+    size_t meta_bytes;
+    int64_t* slot_offsets;
+    uint64_t* loc;       // per node: its device storage this run
+    int64_t* in_stage;   // per input: arena offset of its staging, or -1
+    int64_t* out_stage;  // per output: arena offset of its staging, or -1
+    int64_t* in_pin;     // per input: pinned offset, or -1
+    int64_t* out_pin;    // per output: pinned offset, or -1
+    int64_t* scalars;    // per kernel, TJ_KIR_MAX_PARAMS
+    uint64_t* argv;      // per kernel: buffers, then scalars
+    void** argp;         // &argv[i]
+    tj_nvptx_launch_t* launches;
+    int64_t* key;  // this run's graph key
+    uint32_t num_args;
+    tj_cu_deviceptr_t arena;
+    int64_t arena_cap;
+    void* pinned;
+    int64_t pinned_cap;
+  } run;
+
+  // CUDA graphs (cuda_graph.c).
+  struct {
+    bool enabled;
+    tj_cuda_graph_entry_t entries[TJ_CUDA_MAX_GRAPHS];
+    uint64_t clock;
+  } graphs;
+
+  // GEMM candidates and autotuning (cuda_gemm_tune.c).
+  struct {
+    tj_cuda_gemm_tune_t* tunes;  // per kernel; NULL without GEMMs
+    bool autotune;
+    int32_t forced;  // TJ_CUDA_GEMM_CANDIDATE, or -1
+    tj_cublaslt_t* lt;
+    bool lt_unavailable;
+    tj_cu_deviceptr_t lt_workspace;
+    tj_cu_event_t ev_start, ev_stop;
+    char device_desc[192];
+    // A cuBLASLt plan was made this run: launch directly, capture next run
+    // (a library's first launches may load modules, which capture forbids).
+    bool fresh_plan;
+    bool log_autotune;  // TJ_LOG=autotune
+    char last_choice[64];
+  } gemm;
+
+  // Strided copy kernels (cuda_staging.c).
+  struct {
+    tj_cuda_copy_kernel_t copies[TJ_CUDA_MAX_COPY_KERNELS];
+    uint32_t num_copies;
+  } staging;
+
+  // tj_cuda_program_stats.
+  struct {
+    double compile_ms, load_ms, link_ms;
+    const char* ptx_source;
+    const char* cubin_source;
+    size_t ptx_bytes, cubin_bytes;
+    int64_t cubin_hits, cubin_misses;
+    int64_t kernel_cubin_hits, kernel_cubin_misses;
+    int64_t runs, kernel_launches, graph_captures, graph_launches, host_steps,
+        arena_growths;
+    int64_t strided_copies;
+    int64_t tunings, tuning_cache_hits;
+    double tuning_ms;
+  } stats;
+};
+
+// The graph key: symbols, every kernel argument, the arena base (GEMM
+// temporaries live there) and every kernel's GEMM candidate.
+static inline size_t tj_cuda_graph_key_len(const tj_cuda_program_t* p) {
+  return p->plan.num_symbols + p->run.num_args + 1 + p->num_kernels;
+}
+
+//===--- cuda_program.c ---===//
+
+// Compiles a kernel apart from the module (a GEMM variant, an epilogue,
+// a strided copy) through the cubin cache, and counts where it came from.
+tj_status_t tj_cuda_program_compile_kernel(tj_cuda_program_t* p,
+                                           const tj_kir_t* k,
+                                           const tj_nvptx_options_t* o,
+                                           tj_cuda_kir_kernel_t** out);
+// Counts where |k| came from (the kernel cubin stats).
+void tj_cuda_program_count_kernel(tj_cuda_program_t* p,
+                                  const tj_cuda_kir_kernel_t* k);
+
+//===--- cuda_gemm_tune.c ---===//
+
+// Sets up the candidates of every tensor-core GEMM (none: tunes stay NULL).
+tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p);
+// Offline programs: emits every kernel the candidates compile apart on a
+// GPU into |module|, each renamed <entry>_c<candidate>.
+tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
+                                         tj_nvptx_module_t* module);
+// Frees the candidates, cuBLASLt and the timing events.
+void tj_cuda_gemm_release(tj_cuda_program_t* p);
+// Picks (tuning on the first run of a bucket) and prepares the candidate
+// of every tensor-core GEMM for this run. Runs after the kernel arguments.
+tj_status_t tj_cuda_gemm_choose(tj_cuda_program_t* p);
+// Enqueues kernel |ki| as candidate |c|.
+tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c);
+
+//===--- cuda_staging.c ---===//
+
+int64_t tj_cuda_numel(int32_t rank, const int64_t* dims);
+bool tj_cuda_tensor_dense(const tj_tensor_t* t);
+unsigned char* tj_cuda_tensor_data(const tj_tensor_t* t);
+int64_t tj_cuda_tensor_bytes(const tj_tensor_t* t);
+// Copies a |rank|-dim array of |size|-byte elements between strided host
+// layouts (strides in elements; NULL is dense row-major).
+void tj_cuda_copy_strided(unsigned char* dst, const int64_t* dst_strides,
+                          const unsigned char* src, const int64_t* src_strides,
+                          int32_t rank, const int64_t* shape, size_t size);
+// INVALID_ARGUMENT unless |t| is on the CPU or on the program's device.
+tj_status_t tj_cuda_check_device_tensor(const tj_cuda_program_t* p,
+                                        const tj_tensor_t* t, const char* what,
+                                        const char* name);
+// Enqueues the copy between CUDA tensor |t| (any strides, byte_offset) and
+// the dense array at |dense|: a gather into it, or (|scatter|) a scatter
+// out of it.
+tj_status_t tj_cuda_strided_copy(tj_cuda_program_t* p, const tj_tensor_t* t,
+                                 uint64_t dense, bool scatter);
+// Frees the copy kernels.
+void tj_cuda_staging_release(tj_cuda_program_t* p);
+
+//===--- cuda_graph.c ---===//
+
+// Launches the run's kernels through a CUDA graph for its key (capturing
+// one when none matches). |*out_fallback| is set when graphs cannot be
+// used at all (capture refused): the caller then launches directly.
+tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
+                              bool* out_fallback);
+// Destroys the instantiated graphs; the device is entered.
+void tj_cuda_graph_destroy_execs(tj_cuda_program_t* p);
+
+//===--- cuda_run.c ---===//
+
+// cuLaunchKernel of |fn| on the program's stream; an empty launch is
+// skipped.
+tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
+                                            tj_cu_function_t fn,
+                                            const tj_nvptx_launch_t* l,
+                                            void** args, const char* entry);
+// Enqueues kernels [first, first + count) as this run's candidates,
+// counting the non-empty launches in |*launched|.
+tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,
+                                         uint32_t count, int64_t* launched);
+
+#endif  // TJ_BACKENDS_CUDA_CUDA_PROGRAM_H_

@@ -1,0 +1,430 @@
+// backends/cuda/cuda_run.c
+//
+// Running a CUDA program (cuda_program.h): the run's plan (where every
+// value lives in the arena, the staging of CPU and strided tensors, the
+// GEMM temporaries), every kernel's scalars, arguments and grid, the
+// launches (through a CUDA graph when there is no graph break), the graph
+// breaks run on the host by the reference interpreter, the outputs' copies
+// back, and the stats.
+
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_program.h"
+#include "lib/dtype.h"
+#include "lib/ir.h"
+
+tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
+                                            tj_cu_function_t fn,
+                                            const tj_nvptx_launch_t* l,
+                                            void** args, const char* entry) {
+  if (l->empty) return NULL;
+  return tj_status_annotate(
+      TJ_CU_STATUS(
+          &p->device->cu, cuLaunchKernel,
+          (fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+           l->block[2], l->shared_bytes, p->stream, args, NULL)),
+      "kernel %s", entry);
+}
+
+static bool output_direct(const tj_cuda_program_t* p, uint32_t i) {
+  uint32_t node = p->plan.graph->outputs[i].node;
+  uint32_t bi = p->plan.mp->buffer_of[node];
+  return p->plan.first_output[node] == (int32_t)i && bi != UINT32_MAX &&
+         p->plan.mp->buffers[bi].kind == TJ_BUFFER_OUTPUT;
+}
+
+static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
+                                  const int64_t* sym);
+
+// Arena and pinned layout of this run; grows both as needed.
+static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
+                            const tj_tensor_t* inputs,
+                            const tj_tensor_t* outputs, bool* out_uses_host) {
+  const tj_graph_t* g = p->plan.graph;
+  int64_t arena_bytes;
+  TJ_RETURN_IF_ERROR(tj_memplan_evaluate(p->plan.mp, g, sym,
+                                         p->run.slot_offsets, &arena_bytes));
+  int64_t total = tj_cuda_align_up(arena_bytes, TJ_CUDA_STAGE_ALIGN);
+  int64_t pin = 0;
+  bool host = false;
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    const tj_tensor_t* t = &inputs[i];
+    TJ_RETURN_IF_ERROR(tj_cuda_check_device_tensor(
+        p, t, "input", g->nodes[g->inputs[i]].attrs.name));
+    p->run.in_stage[i] = p->run.in_pin[i] = -1;
+    int64_t bytes =
+        tj_cuda_align_up(tj_cuda_tensor_bytes(t), TJ_CUDA_STAGE_ALIGN);
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      // A strided one is gathered into dense staging.
+      if (!tj_cuda_tensor_dense(t)) {
+        p->run.in_stage[i] = total;
+        total += bytes;
+      }
+      continue;
+    }
+    host = true;
+    p->run.in_stage[i] = total;
+    total += bytes;
+    p->run.in_pin[i] = pin;
+    pin += bytes;
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    const tj_tensor_t* t = &outputs[i];
+    TJ_RETURN_IF_ERROR(
+        tj_cuda_check_device_tensor(p, t, "output", g->outputs[i].name));
+    p->run.out_stage[i] = p->run.out_pin[i] = -1;
+    int64_t bytes =
+        tj_cuda_align_up(tj_cuda_tensor_bytes(t), TJ_CUDA_STAGE_ALIGN);
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      // A strided one is written dense, then scattered.
+      if (!tj_cuda_tensor_dense(t) && output_direct(p, i)) {
+        p->run.out_stage[i] = total;
+        total += bytes;
+      }
+      continue;
+    }
+    host = true;
+    if (output_direct(p, i)) {
+      p->run.out_stage[i] = total;
+      total += bytes;
+    }
+    p->run.out_pin[i] = pin;
+    pin += bytes;
+  }
+  // Kernel scalars, and the temporaries of GEMMs that may run as cuBLASLt
+  // plus an epilogue kernel.
+  for (uint32_t k = 0; k < p->num_kernels; ++k) {
+    TJ_RETURN_IF_ERROR(kernel_scalars(p, k, sym));
+    tj_cuda_gemm_tune_t* t = p->gemm.tunes ? &p->gemm.tunes[k] : NULL;
+    if (!t || !t->lt_ok) continue;
+    t->temp_offset = -1;
+    if (!p->gemm.autotune && p->gemm.forced != TJ_CUDA_GEMM_CUBLASLT) continue;
+    const tj_kir_t* gk = p->kernels[k].low->kernel;
+    const int64_t* sc = p->run.scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+    int64_t bytes = tj_kir_ival_eval(gk->dims[0], sc) *
+                    tj_kir_ival_eval(gk->dims[1], sc) *
+                    (int64_t)tj_dtype_size(t->acc_dtype);
+    t->temp_offset = total;
+    total += tj_cuda_align_up(bytes > 0 ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
+  }
+  tj_cuda_device_t* d = p->device;
+  if (total > p->run.arena_cap) {
+    if (p->run.arena) {
+      TJ_RETURN_IF_ERROR(
+          tj_cuda_allocator_free(d->allocator, p->run.arena, p->stream));
+      p->run.arena = 0;
+      p->run.arena_cap = 0;
+    }
+    TJ_RETURN_IF_ERROR(tj_cuda_allocator_alloc(d->allocator, (size_t)total,
+                                               p->stream, &p->run.arena));
+    p->run.arena_cap = total;
+    ++p->stats.arena_growths;
+  }
+  if (pin > p->run.pinned_cap) {
+    // Runs that used the pinned buffer waited for their copies.
+    tj_cuda_host_free(d, p->run.pinned);
+    p->run.pinned = NULL;
+    p->run.pinned_cap = 0;
+    TJ_RETURN_IF_ERROR(tj_cuda_host_alloc(d, (size_t)pin, &p->run.pinned));
+    p->run.pinned_cap = pin;
+  }
+  *out_uses_host = host;
+  return NULL;
+}
+
+static tj_status_t kernel_scalars(tj_cuda_program_t* p, uint32_t ki,
+                                  const int64_t* sym) {
+  return tj_lowered_kernel_scalars(
+      p->kernels[ki].low, p->plan.graph, sym,
+      p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS);
+}
+
+static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
+                               const int64_t* sym) {
+  const tj_graph_t* g = p->plan.graph;
+  tj_cuda_program_kernel_t* kern = &p->kernels[ki];
+  const tj_lowered_kernel_t* low = kern->low;
+  const tj_kir_t* k = low->kernel;
+  int64_t* scalars = p->run.scalars + (size_t)ki * TJ_KIR_MAX_PARAMS;
+  uint64_t* argv = p->run.argv + kern->arg_offset;
+  for (uint32_t b = 0; b < low->num_buffers; ++b) {
+    uint32_t node = low->buffer_nodes[b];
+    int64_t off;
+    TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
+    argv[b] = p->run.loc[node] +
+              (uint64_t)(off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
+  }
+  for (uint32_t i = 0; i < k->num_params; ++i) {
+    memcpy(&argv[low->num_buffers + i], &scalars[i], sizeof(int64_t));
+  }
+  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+      k, &kern->info, scalars, p->device->num_sms, &p->run.launches[ki]));
+  if (!p->run.launches[ki].empty) {
+    TJ_RETURN_IF_ERROR(tj_nvptx_gemm_check_pointers(k, &kern->info, argv));
+  }
+  return NULL;
+}
+
+static tj_status_t launch(tj_cuda_program_t* p, uint32_t ki) {
+  return tj_cuda_gemm_launch(p, ki,
+                             p->gemm.tunes ? p->gemm.tunes[ki].current : 0);
+}
+
+tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,
+                                         uint32_t count, int64_t* launched) {
+  for (uint32_t i = first; i < first + count; ++i) {
+    TJ_RETURN_IF_ERROR(launch(p, i));
+    if (!p->run.launches[i].empty) ++*launched;
+  }
+  return NULL;
+}
+
+// A graph break: the reference interpreter on the host, with the values it
+// reads copied down and the values it writes copied up.
+static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* h,
+                                 const int64_t* sym,
+                                 const tj_tensor_t* inputs) {
+  const tj_graph_t* g = p->plan.graph;
+  const tj_cuda_symbols_t* cu = &p->device->cu;
+  tj_allocator_t al = p->al;
+  uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
+  uint32_t nt = nin + nout;
+  size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK +
+               sizeof(void*) + sizeof(size_t);
+  unsigned char* block = tj_calloc(al, nt + 1, per);
+  if (!block) return tj_status_oom();
+  tj_tensor_t* ts = (tj_tensor_t*)block;
+  int64_t* shapes = (int64_t*)(ts + nt + 1);
+  void** temps = (void**)(shapes + (size_t)TJ_MAX_RANK * (nt + 1));
+  size_t* sizes = (size_t*)(temps + nt + 1);
+  tj_status_t status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
+  for (uint32_t j = 0; j < nt && !status; ++j) {
+    uint32_t node;
+    const tj_tensor_t* caller = NULL;
+    if (j < g->num_inputs) {
+      node = g->inputs[j];
+      caller = &inputs[j];
+    } else if (j < nin) {
+      node = h->extra[j - g->num_inputs];
+    } else {
+      node = h->outputs[j - nin];
+    }
+    if (caller && caller->device_type == TJ_DEVICE_CPU) {
+      ts[j] = *caller;
+      continue;
+    }
+    const tj_node_t* n = &g->nodes[node];
+    int64_t* shape = shapes + (size_t)TJ_MAX_RANK * j;
+    status = tj_ir_concrete_dims(g, node, sym, shape);
+    if (status) break;
+    sizes[j] = (size_t)tj_cuda_numel(n->rank, shape) * tj_dtype_size(n->dtype);
+    temps[j] = tj_alloc(al, sizes[j] ? sizes[j] : 1);
+    if (!temps[j]) {
+      status = tj_status_oom();
+      break;
+    }
+    ts[j] = tj_tensor_make(temps[j], n->dtype, n->rank, shape);
+    if (j < nin && sizes[j]) {
+      status = TJ_CU_STATUS(cu, cuMemcpyDtoHAsync,
+                            (temps[j], p->run.loc[node], sizes[j], p->stream));
+    }
+  }
+  if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
+  if (!status) {
+    status =
+        tj_reference_run(h->graph, ts, (int32_t)nin, ts + nin, (int32_t)nout);
+  }
+  for (uint32_t j = nin; j < nt && !status; ++j) {
+    uint32_t node = h->outputs[j - nin];
+    if (sizes[j]) {
+      status = TJ_CU_STATUS(cu, cuMemcpyHtoDAsync,
+                            (p->run.loc[node], temps[j], sizes[j], p->stream));
+    }
+  }
+  // The temporaries are read by the copies: wait before freeing them.
+  tj_status_t sync = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
+  if (!status)
+    status = sync;
+  else
+    tj_status_free(sync);
+  for (uint32_t j = 0; j < nt; ++j) {
+    if (temps[j]) tj_free(al, temps[j], sizes[j] ? sizes[j] : 1);
+  }
+  tj_free(al, block, (nt + 1) * per);
+  ++p->stats.host_steps;
+  return status;
+}
+
+static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
+                              const tj_tensor_t* inputs,
+                              const tj_tensor_t* outputs) {
+  const tj_graph_t* g = p->plan.graph;
+  const tj_memplan_t* mp = p->plan.mp;
+  tj_cuda_device_t* d = p->device;
+  const tj_cuda_symbols_t* cu = &d->cu;
+  bool uses_host = false;
+  TJ_RETURN_IF_ERROR(plan_run(p, sym, inputs, outputs, &uses_host));
+  p->gemm.fresh_plan = false;
+  unsigned char* pinned = p->run.pinned;
+  // 1. Where every value lives.
+  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    uint64_t ptr = 0;
+    switch (buf->kind) {
+      case TJ_BUFFER_EXTERNAL:
+        ptr = p->plan.const_ptr[buf->node];  // 0 for inputs, set below
+        break;
+      case TJ_BUFFER_OUTPUT: {
+        int32_t o = p->plan.first_output[buf->node];
+        const tj_tensor_t* t = &outputs[o];
+        ptr = p->run.out_stage[o] < 0
+                  ? (uint64_t)(uintptr_t)tj_cuda_tensor_data(t)
+                  : p->run.arena + (uint64_t)p->run.out_stage[o];
+        break;
+      }
+      case TJ_BUFFER_ARENA:
+        ptr = p->run.arena + (uint64_t)p->run.slot_offsets[buf->slot];
+        break;
+      case TJ_BUFFER_ALIAS:
+        break;
+    }
+    p->run.loc[buf->node] = ptr;
+  }
+  for (uint32_t i = 0; i < g->num_inputs; ++i) {
+    const tj_tensor_t* t = &inputs[i];
+    uint32_t node = g->inputs[i];
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      if (p->run.in_stage[i] < 0) {
+        p->run.loc[node] = (uint64_t)(uintptr_t)tj_cuda_tensor_data(t);
+      } else {
+        p->run.loc[node] = p->run.arena + (uint64_t)p->run.in_stage[i];
+        TJ_RETURN_IF_ERROR(tj_cuda_strided_copy(p, t, p->run.loc[node], false));
+      }
+      continue;
+    }
+    p->run.loc[node] = p->run.arena + (uint64_t)p->run.in_stage[i];
+    int64_t bytes = tj_cuda_tensor_bytes(t);
+    if (bytes == 0) continue;
+    tj_cuda_copy_strided(pinned + p->run.in_pin[i], NULL,
+                         tj_cuda_tensor_data(t), t->strides, t->rank, t->shape,
+                         tj_dtype_size(t->dtype));
+    TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyHtoDAsync,
+                          (p->run.loc[node], pinned + p->run.in_pin[i],
+                           (size_t)bytes, p->stream));
+  }
+  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    if (buf->kind == TJ_BUFFER_ALIAS)
+      p->run.loc[buf->node] = p->run.loc[buf->alias_of];
+  }
+  // 2. Every kernel's arguments and grid.
+  for (uint32_t k = 0; k < p->num_kernels; ++k) {
+    TJ_RETURN_IF_ERROR(kernel_args(p, k, sym));
+  }
+  TJ_RETURN_IF_ERROR(tj_cuda_gemm_choose(p));
+  // 3. The steps: one graph launch, or kernels and host steps in order.
+  bool direct = true, any = false;
+  for (uint32_t k = 0; k < p->num_kernels; ++k)
+    any |= !p->run.launches[k].empty;
+  if (p->graphs.enabled && !p->plan.has_host_steps && any &&
+      !p->gemm.fresh_plan) {
+    bool fallback = false;
+    TJ_RETURN_IF_ERROR(tj_cuda_graph_run(p, sym, &fallback));
+    direct = fallback;
+  }
+  for (uint32_t s = 0; direct && s < p->plan.num_steps; ++s) {
+    const tj_cuda_step_t* st = &p->plan.steps[s];
+    if (st->kind == TJ_CUDA_STEP_KERNELS) {
+      TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
+          p, st->first_kernel, st->num_kernels, &p->stats.kernel_launches));
+    } else {
+      TJ_RETURN_IF_ERROR(run_host_step(p, st, sym, inputs));
+    }
+  }
+  // 4. Outputs the kernels did not write in place: duplicates, inputs and
+  // constants returned as outputs; and every CPU output, through pinned.
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    const tj_tensor_t* t = &outputs[i];
+    uint32_t node = g->outputs[i].node;
+    int64_t bytes = tj_cuda_tensor_bytes(t);
+    if (bytes == 0) continue;
+    if (t->device_type == TJ_DEVICE_CUDA) {
+      if (!tj_cuda_tensor_dense(t)) {
+        TJ_RETURN_IF_ERROR(tj_cuda_strided_copy(p, t, p->run.loc[node], true));
+        continue;
+      }
+      if (output_direct(p, i)) continue;
+      TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyDtoDAsync,
+                            ((uint64_t)(uintptr_t)tj_cuda_tensor_data(t),
+                             p->run.loc[node], (size_t)bytes, p->stream));
+    } else {
+      TJ_CU_RETURN_IF_ERROR(cu, cuMemcpyDtoHAsync,
+                            (pinned + p->run.out_pin[i], p->run.loc[node],
+                             (size_t)bytes, p->stream));
+    }
+  }
+  if (uses_host || !p->host_stream) {
+    TJ_CU_RETURN_IF_ERROR(cu, cuStreamSynchronize, (p->stream));
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    const tj_tensor_t* t = &outputs[i];
+    if (t->device_type != TJ_DEVICE_CPU || tj_cuda_tensor_bytes(t) == 0)
+      continue;
+    tj_cuda_copy_strided(tj_cuda_tensor_data(t), t->strides,
+                         pinned + p->run.out_pin[i], NULL, t->rank, t->shape,
+                         tj_dtype_size(t->dtype));
+  }
+  ++p->stats.runs;
+  return NULL;
+}
+
+tj_status_t tj_cuda_program_run(tj_cuda_program_t* p, const int64_t* sym,
+                                const tj_tensor_t* inputs,
+                                const tj_tensor_t* outputs) {
+  pthread_mutex_lock(&p->mutex);
+  tj_status_t status = tj_cuda_device_enter(p->device);
+  if (!status) {
+    status = run_locked(p, sym, inputs, outputs);
+    tj_cuda_device_leave(p->device);
+  }
+  pthread_mutex_unlock(&p->mutex);
+  return status;
+}
+
+void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {
+  memset(out, 0, sizeof(*out));
+  pthread_mutex_lock(&p->mutex);
+  out->compile_ms = p->stats.compile_ms;
+  out->load_ms = p->stats.load_ms;
+  out->ptx_source = p->stats.ptx_source;
+  out->from_cache = strcmp(p->stats.ptx_source, "LLVM") != 0;
+  out->ptx_bytes = p->stats.ptx_bytes;
+  out->cubin_source = p->stats.cubin_source;
+  out->cubin_bytes = p->stats.cubin_bytes;
+  out->cubin_hits = p->stats.cubin_hits;
+  out->cubin_misses = p->stats.cubin_misses;
+  out->kernel_cubin_hits = p->stats.kernel_cubin_hits;
+  out->kernel_cubin_misses = p->stats.kernel_cubin_misses;
+  out->link_ms = p->stats.link_ms;
+  out->strided_copies = p->stats.strided_copies;
+  out->runs = p->stats.runs;
+  out->kernel_launches = p->stats.kernel_launches;
+  out->graph_captures = p->stats.graph_captures;
+  out->graph_launches = p->stats.graph_launches;
+  out->host_steps = p->stats.host_steps;
+  out->arena_growths = p->stats.arena_growths;
+  out->arena_bytes = p->run.arena_cap;
+  out->tunings = p->stats.tunings;
+  out->tuning_cache_hits = p->stats.tuning_cache_hits;
+  out->tuning_ms = p->stats.tuning_ms;
+  snprintf(out->gemm_choice, sizeof(out->gemm_choice), "%s",
+           p->gemm.last_choice);
+  pthread_mutex_unlock(&p->mutex);
+  if (p->device) {
+    tj_cuda_allocator_stats(p->device->allocator, &out->allocator);
+  }
+  snprintf(out->device_name, sizeof(out->device_name), "%s",
+           p->device ? p->device->name : "none (offline)");
+  snprintf(out->arch, sizeof(out->arch), "%s", tj_nvptx_arch_name(p->arch));
+}

@@ -1,0 +1,210 @@
+// The private state of the lowering (kir/lower.c and its parts
+// kir/lower_index.c, kir/lower_pointwise.c, kir/lower_reduce.c,
+// kir/lower_gemm.c) and the functions they share. Not for other layers:
+// kir/lower.h is the interface.
+//
+// Two passes per attempt: with |emit| false the walk only collects facts
+// (buffers, index uses, requests to refine the space or cut boxes); with
+// |emit| true it builds the kernel over the final space. Every function
+// that builds IR does nothing (and returns a placeholder) in the first.
+
+#ifndef TJ_KIR_LOWER_INTERNAL_H_
+#define TJ_KIR_LOWER_INTERNAL_H_
+
+#include "kir/lower.h"
+
+#define MAXV TJ_KIR_MAX_RANK  // dims of the virtual (refined) space
+#define NONE32 UINT32_MAX
+#define MAX_ATTEMPTS 16
+#define MAX_SEGMENTS 8  // per root dim
+#define MAX_BOXES 64    // kernels per group
+
+// coords of a node = coef * space + off, per node dim. Entries are dims.
+typedef struct tj_lower_map_t {
+  int32_t rank;
+  int32_t unused_;
+  int64_t coef[TJ_MAX_RANK][MAXV];
+  int64_t off[TJ_MAX_RANK];
+} tj_lower_map_t;
+
+typedef struct tj_lower_buffer_t {
+  uint32_t node;
+  tj_kir_role_t role;
+  int64_t strides[MAXV];  // dims, per virtual dim
+  int64_t offset;         // dim, elements
+} tj_lower_buffer_t;
+
+typedef struct tj_lower_memo_t {
+  uint32_t node;
+  uint32_t value;
+  tj_lower_map_t map;
+} tj_lower_memo_t;
+
+typedef struct tj_lowering_t {
+  const tj_graph_t* g;
+  // A copy of the graph's dim table: the dims of the graph mean the same in
+  // it, and the expressions the strides and offsets need are added to it,
+  // not to the graph's (lowering only reads the graph).
+  tj_dimtab_t dims;
+  const tj_fusion_t* fu;
+  const tj_group_t* grp;
+  const tj_memplan_t* mp;
+  const int64_t* sym;  // specialization values, or NULL
+  tj_allocator_t al;
+  tj_kir_kind_t kind;
+  bool emit;
+  tj_kir_t* k;
+  bool* in_group;       // per node
+  uint32_t* red_phase;  // per node: REDUCE phase index, or NONE32
+
+  // Root dims, each factored into consecutive virtual dims.
+  int32_t root_rank;
+  int64_t root_dims[TJ_MAX_RANK];
+  int32_t nfac[TJ_MAX_RANK];
+  int64_t fac[TJ_MAX_RANK][MAXV];
+  bool root_reduced[TJ_MAX_RANK];
+  int32_t root_beg[TJ_MAX_RANK], root_end[TJ_MAX_RANK];
+  // The virtual space.
+  int32_t vrank;
+  int64_t vdims[MAXV];
+  bool vreduced[MAXV];
+  bool vfixed[MAXV];  // GEMM m and n: never dropped or merged
+  // Boxes (pointwise groups with pad or concat): root dim d is cut into
+  // |nseg[d]| consecutive segments; each combination of segments (a box)
+  // is one kernel in which every pad and concat takes one branch.
+  int32_t nseg[TJ_MAX_RANK];
+  int64_t seg_start[TJ_MAX_RANK][MAX_SEGMENTS];
+  int64_t seg_size[TJ_MAX_RANK][MAX_SEGMENTS];
+  int32_t cur_seg[TJ_MAX_RANK];
+  int64_t full_dims[TJ_MAX_RANK];
+  // A segmentation asked for by a pad or concat: segment cur_seg[d] of root
+  // dim |segq_dim| becomes |segq_n| segments.
+  bool want_segments;
+  int32_t segq_dim, segq_n;
+  int64_t segq_start[MAX_SEGMENTS], segq_size[MAX_SEGMENTS];
+  // A refinement asked for by a reshape (applied before the next attempt).
+  bool want_split;
+  int32_t split_root, split_pos, split_n;
+  int64_t split_dims[MAXV];
+  // Facts of the first pass.
+  tj_lower_buffer_t bufs[TJ_KIR_MAX_BUFFERS];
+  uint32_t num_bufs;
+  bool index_used[MAXV];
+  // The final space: final dim f covers virtual dims [fbeg, fend) (empty
+  // for a size-1 dim standing for nothing).
+  int32_t frank;
+  int32_t fbeg[MAXV], fend[MAXV];
+  int64_t fdims[MAXV];
+  int32_t vfinal[MAXV];  // virtual -> final dim, -1 when dropped
+  // Params of the kernel: symbolic dims.
+  uint32_t num_params;
+  int64_t params[TJ_KIR_MAX_PARAMS];
+  // The phase being built.
+  tj_kir_phase_kind_t phase;
+  tj_lower_memo_t* memo;
+  uint32_t num_memo, memo_cap;
+  // Reduction facts.
+  int64_t red_count;  // elements reduced per row (dim)
+  // GEMM facts.
+  uint32_t mm;
+  int64_t gemm_k;
+} tj_lowering_t;
+
+static inline const tj_node_t* NODE(const tj_lowering_t* lw, uint32_t i) {
+  return &lw->g->nodes[i];
+}
+
+static inline const char* op_name(tj_op_t op) { return tj_op_info(op)->name; }
+
+//===--- lower_index.c: dims, maps, buffers, the space ---===//
+
+// Dim arithmetic as the lowering sees it: |d| evaluated when specializing;
+// products and sums of constants overflow-checked (UNSUPPORTED), of
+// symbolic dims added to the scratch table |lw->dims|.
+tj_status_t tj_lower_dim(tj_lowering_t* lw, int64_t d, int64_t* out);
+tj_status_t tj_lower_node_dim(tj_lowering_t* lw, uint32_t node, int32_t axis,
+                              int64_t* out);
+tj_status_t tj_lower_dim_mul(tj_lowering_t* lw, int64_t a, int64_t b,
+                             int64_t* out);
+tj_status_t tj_lower_dim_add(tj_lowering_t* lw, int64_t a, int64_t b,
+                             int64_t* out);
+// The row-major strides of |node|'s storage (the layout rule).
+tj_status_t tj_lower_row_major(tj_lowering_t* lw, uint32_t node,
+                               int64_t* strides);
+void tj_lower_map_clear(tj_lower_map_t* m, int32_t rank);
+// |dim| as a size or stride of the kernel: a constant, or a param (declared
+// on first use). tj_lower_body_dim: the same as an i64 value of the body.
+tj_status_t tj_lower_ival(tj_lowering_t* lw, int64_t dim, tj_kir_ival_t* out);
+tj_status_t tj_lower_body_dim(tj_lowering_t* lw, int64_t dim, uint32_t* out);
+// The buffer of |node| read (or written) with |strides| over the virtual
+// space from element |offset|: found, or added in the first pass.
+tj_status_t tj_lower_add_buffer(tj_lowering_t* lw, uint32_t node,
+                                tj_kir_role_t role, const int64_t* strides,
+                                int64_t offset, uint32_t* out);
+// The strides and offset of |node|'s storage read through |map|.
+tj_status_t tj_lower_compose(tj_lowering_t* lw, uint32_t node,
+                             const tj_lower_map_t* map, int64_t* strides,
+                             int64_t* offset);
+// The map of an operand from the map of |node|, through broadcasting,
+// transpose, slice and reshape (a reshape may ask for a refinement and
+// return UNSUPPORTED "split").
+tj_status_t tj_lower_broadcast_map(tj_lowering_t* lw, uint32_t node,
+                                   uint32_t opnd, const tj_lower_map_t* map,
+                                   tj_lower_map_t* res);
+tj_status_t tj_lower_transpose_map(tj_lowering_t* lw, uint32_t node,
+                                   const tj_lower_map_t* map,
+                                   tj_lower_map_t* res);
+tj_status_t tj_lower_slice_map(tj_lowering_t* lw, uint32_t node,
+                               const tj_lower_map_t* map, tj_lower_map_t* res);
+tj_status_t tj_lower_reshape_map(tj_lowering_t* lw, uint32_t node,
+                                 const tj_lower_map_t* map,
+                                 tj_lower_map_t* res);
+// The virtual space (root dims in |order|, each split into its factors),
+// the map of a root-shaped node, the final space after the first pass, and
+// a buffer's stride along final dim |f|.
+void tj_lower_build_virtual(tj_lowering_t* lw, const int32_t* order);
+tj_status_t tj_lower_root_map(tj_lowering_t* lw, tj_lower_map_t* map);
+tj_status_t tj_lower_decide_space(tj_lowering_t* lw);
+int64_t tj_lower_final_stride(const tj_lowering_t* lw,
+                              const tj_lower_buffer_t* v, int32_t f);
+
+//===--- lower_pointwise.c: values and stores ---===//
+
+// A constant of |dtype| read from |data| (nothing in the first pass).
+uint32_t tj_lower_const(tj_lowering_t* lw, tj_dtype_t dtype, const void* data);
+// The value of |node| at |map| in the open phase (memoized); its store to
+// the node's storage; every output of the group, values first.
+tj_status_t tj_lower_value(tj_lowering_t* lw, uint32_t node,
+                           const tj_lower_map_t* map, uint32_t* out);
+tj_status_t tj_lower_store(tj_lowering_t* lw, uint32_t node,
+                           const tj_lower_map_t* map);
+tj_status_t tj_lower_store_outputs(tj_lowering_t* lw,
+                                   const tj_lower_map_t* map);
+// Opens a phase (ROW_REDUCE kernels get a new one in the IR).
+void tj_lower_begin_phase(tj_lowering_t* lw, tj_kir_phase_kind_t kind,
+                          tj_kir_reduce_t reduce);
+// The body of each template over the current box (both passes).
+tj_status_t tj_lower_body_pointwise(tj_lowering_t* lw);
+
+//===--- lower_reduce.c ---===//
+
+// Whether |op| reduces; the row result of reduction |node| (mean divided
+// by the count).
+bool tj_lower_is_reduction(tj_op_t op);
+tj_status_t tj_lower_row_value(tj_lowering_t* lw, uint32_t node, uint32_t* out);
+tj_status_t tj_lower_body_reduce(tj_lowering_t* lw);
+
+//===--- lower_gemm.c ---===//
+
+tj_status_t tj_lower_body_gemm(tj_lowering_t* lw);
+
+//===--- lower.c: pad and concat ---===//
+
+// Values of pad and concat: the branch the whole box takes, or a request
+// to cut the box.
+tj_status_t tj_lower_concat_value(tj_lowering_t* lw, uint32_t node,
+                                  const tj_lower_map_t* map, uint32_t* out);
+tj_status_t tj_lower_pad_value(tj_lowering_t* lw, uint32_t node,
+                               const tj_lower_map_t* map, uint32_t* out);
+
+#endif  // TJ_KIR_LOWER_INTERNAL_H_

@@ -1,0 +1,135 @@
+// kir/schedule.c: the schedule decisions of kir/schedule.h: the GEMM
+// schedule for a vector width, whether the GEMM template packs A, and the
+// work-unit cut of each template.
+
+#include "kir/schedule.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "kir/kernel_ir.h"
+
+bool tj_kir_gemm_a_k_contiguous(const tj_kir_t* kernel) {
+  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &kernel->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A) {
+      tj_kir_ival_t sk = buf->strides[kernel->rank - 1];
+      return sk.param < 0 && sk.value == 1;
+    }
+  }
+  return true;
+}
+
+bool tj_kir_gemm_packs_a(const tj_kir_t* kernel) {
+  for (uint32_t b = 0; b < kernel->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &kernel->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A && buf->dtype != TJ_DTYPE_F32) return true;
+  }
+  return !tj_kir_gemm_a_k_contiguous(kernel);
+}
+
+static int32_t round_up_i32(int32_t v, int32_t m) {
+  return (v + m - 1) / m * m;
+}
+
+void tj_kir_gemm_resolve(const tj_kir_t* k, int32_t lanes,
+                         tj_kir_gemm_schedule_t* out) {
+  tj_kir_gemm_schedule_t s = k->schedule;
+  if (lanes < 1) lanes = 1;
+  // Defaults by register file: 32 zmm hold 6x64 (24 accumulators, 4 B
+  // vectors, broadcasts); 16 ymm/xmm hold 6x2 vectors (12 accumulators).
+  if (s.tile_n == 0) s.tile_n = lanes >= 16 ? 4 * lanes : 2 * lanes;
+  if (s.tile_m == 0) {
+    s.tile_m = 6;
+    // A known small M (a batch-1 matmul) would waste most of a 6-row tile:
+    // use M rows.
+    tj_kir_ival_t m = k->rank >= 2 ? k->dims[k->rank - 2] : tj_kir_constant(0);
+    if (m.param < 0 && m.value >= 1 && m.value < s.tile_m) {
+      s.tile_m = (int32_t)m.value;
+    }
+  }
+  s.tile_n = round_up_i32(s.tile_n, lanes);
+  // A tile wider than the register file spills in the K loop: cap the
+  // accumulator count at what 32 (AVX-512) or 16 registers allow.
+  int32_t max_regs = lanes >= 16 ? 28 : 13;
+  while (s.tile_m * (s.tile_n / lanes) > max_regs && s.tile_n > lanes) {
+    s.tile_n -= lanes;
+  }
+  while (s.tile_m * (s.tile_n / lanes) > max_regs && s.tile_m > 1) {
+    --s.tile_m;
+  }
+  // K block: the A sliver (tile_m x kc) stays in L1, the packed B block
+  // (kc x nc) in L2.
+  // A packed A block is reused by the units after it only within one K
+  // pass (emit_gemm.c): a longer pass packs it less often (dW = X^T @ dy,
+  // K = 2048: 1.22x OpenBLAS's time with kc 1024, 1.04x with 2048).
+  if (s.kc == 0) s.kc = tj_kir_gemm_a_k_contiguous(k) ? 1024 : 2048;
+  if (s.nc == 0) s.nc = s.tile_n >= 64 ? 128 : 4 * s.tile_n;
+  s.nc = round_up_i32(s.nc, s.tile_n);
+  if (s.mc == 0) s.mc = 256;
+  s.mc = round_up_i32(s.mc, s.tile_m);
+  *out = s;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
+                               const int64_t* scalars, tj_kir_launch_t* out) {
+  memset(out, 0, sizeof(*out));
+  int64_t dims[TJ_KIR_MAX_RANK];
+  for (int32_t d = 0; d < k->rank; ++d) {
+    dims[d] = tj_kir_ival_eval(k->dims[d], scalars);
+    if (dims[d] < 0) {
+      return tj_invalid("kernel @%s: dim %d is %" PRId64, k->name, d, dims[d]);
+    }
+  }
+  // Every unit count below is bounded by the element count of the space,
+  // so checking that product for overflow covers them all.
+  int64_t numel = 1;
+  for (int32_t d = 0; d < k->rank; ++d) {
+    if (tj_mul_overflow_i64(numel, dims[d], &numel)) {
+      return tj_invalid("kernel @%s: the iteration space overflows int64",
+                        k->name);
+    }
+  }
+  switch (k->kind) {
+    case TJ_KIR_POINTWISE: {
+      int64_t outer = numel == 0 ? 0 : numel / dims[k->rank - 1];
+      out->units = outer * ceil_div(dims[k->rank - 1], TJ_KIR_POINTWISE_BLOCK);
+      return NULL;
+    }
+    case TJ_KIR_ROW_REDUCE: {
+      int64_t rows = 1;
+      for (int32_t d = 0; d + 1 < k->rank; ++d) rows *= dims[d];
+      out->units = rows;
+      return NULL;
+    }
+    case TJ_KIR_GEMM: {
+      tj_kir_gemm_resolve(k, lanes, &out->schedule);
+      const tj_kir_gemm_schedule_t* s = &out->schedule;
+      int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
+      if (kk < 0) {
+        return tj_invalid("kernel @%s: gemm k is %" PRId64, k->name, kk);
+      }
+      int64_t m = dims[k->rank - 2], n = dims[k->rank - 1];
+      int64_t batch = 1;
+      for (int32_t d = 0; d + 2 < k->rank; ++d) batch *= dims[d];
+      out->units = batch * ceil_div(m, s->mc) * ceil_div(n, s->nc);
+      // Packed B block (kc x nc), the packed A block when A is not
+      // k-contiguous (mc / tile_m slivers of tile_m x kc and a vector
+      // each), then, when K needs several passes, the f32 partial sums of
+      // one unit (mc x nc); each rounded to 64 bytes.
+      int64_t kc = kk < s->kc ? kk : s->kc;
+      if (kc < 1) kc = 1;
+      int64_t bytes = (kc * s->nc * 4 + 63) / 64 * 64;
+      if (tj_kir_gemm_packs_a(k)) {
+        bytes +=
+            ((kc * s->tile_m + lanes) * (s->mc / s->tile_m) * 4 + 63) / 64 * 64;
+      }
+      if (kk > s->kc) bytes += (int64_t)s->mc * s->nc * 4;
+      out->scratch_bytes = bytes;
+      return NULL;
+    }
+  }
+  return tj_internal("kernel @%s: unknown template", k->name);
+}

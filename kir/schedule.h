@@ -1,0 +1,88 @@
+// Layout and schedule decisions as data (seed stages 07 and 08): what a
+// kernel-IR kernel's memory looks like and how its work is cut, decided on
+// the host, with no LLVM, the same for every target.
+//
+// Stage 07, layout. Every value a kernel reads or writes is dense and
+// row-major in the shape of its node (a graph input the caller passes
+// strided is staged there first). A kernel buffer is such a value plus an
+// element offset, the start of a slice (or of a box of a pad or concat); its
+// per-space-dim strides are what the index mapping through broadcasts
+// (stride 0), transposes (permuted), slices (scaled) and reshapes makes of
+// the row-major strides. kir/lower_index.c applies the rule; the lowered
+// kernel records each buffer's node and offset (kir/lower.h).
+//
+// Stage 08, schedule. Decided here, from the kernel alone (and the target's
+// vector width in f32 lanes), deterministically, because the kernel cache
+// keys on the printed kernel and the tuner on the resolved schedule:
+//   - the work-unit cut (tj_kir_launch_info): a POINTWISE unit is up to
+//     TJ_KIR_POINTWISE_BLOCK elements of one innermost line; a ROW_REDUCE
+//     unit is one row; a GEMM unit is an (mc x nc) block of C of one batch
+//     entry. Any partition of [0, units) into ranges, run in any order on
+//     any threads, computes the same result; each concurrently running call
+//     needs its own scratch of scratch_bytes (64-byte aligned; NULL when
+//     scratch_bytes is 0).
+//   - the GEMM unit order: batch, then n block, then m block (fastest), so
+//     that a thread that runs consecutive units of one n block packs its B
+//     panel once; when the template packs A (tj_kir_gemm_packs_a), m block,
+//     then n block fastest, so that it packs its A block once.
+//   - the GEMM schedule (tj_kir_gemm_schedule_t, resolved by
+//     tj_kir_gemm_resolve): the register tile, the cache blocks mc, nc, kc.
+// `tj-opt --emit=kir --lanes=N` prints these decisions;
+// tests/lit/kir/schedule.tj pins them at 16, 8 and 4 lanes.
+
+#ifndef TJ_KIR_SCHEDULE_H_
+#define TJ_KIR_SCHEDULE_H_
+
+#include "lib/base.h"
+
+typedef struct tj_kir_t tj_kir_t;  // kir/kernel_ir.h
+
+// Elements of one innermost line per POINTWISE work unit.
+#define TJ_KIR_POINTWISE_BLOCK 4096
+
+// How a GEMM is blocked. 0 in a field means "choose for the target"
+// (tj_kir_gemm_resolve). tile_n and nc are in f32 elements.
+typedef struct tj_kir_gemm_schedule_t {
+  int32_t tile_m;  // rows of the register tile (1..16)
+  int32_t tile_n;  // columns of the register tile, a multiple of the lanes
+  int32_t mc;      // rows of C per work unit, a multiple of tile_m
+  int32_t nc;      // columns of C per work unit (the packed B block width),
+                   // a multiple of tile_n
+  int32_t kc;      // K per pass; K <= kc: one pass, the epilogue runs on the
+                   // accumulators; K > kc: partial sums go through scratch
+} tj_kir_gemm_schedule_t;
+
+// The GEMM schedule used on a target whose vectors hold |f32_lanes| floats:
+// the kernel's fields, with 0s filled in and values rounded to the target's
+// constraints. Deterministic: the cache relies on it.
+void tj_kir_gemm_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
+                         tj_kir_gemm_schedule_t* out_schedule);
+
+// Whether A's stride along k is the constant 1 (rows of A are read along
+// k in place).
+bool tj_kir_gemm_a_k_contiguous(const tj_kir_t* kernel);
+
+// Whether the x86 GEMM template packs A (its mc x kc block as slivers of
+// tile_m rows, in scratch after the packed B block; tj_kir_launch_info
+// counts them): when A's stride along k is not the constant 1
+// (a transposed or strided A), whose in-place reads would touch a new
+// cache line, often a new page, every k step; and when A is f16 or bf16,
+// so that the microkernel's broadcasts read f32 (or bf16 pairs for
+// vdpbf16ps) instead of widening a value per row and k step on the
+// shuffle port the FMAs need. It also decides the unit order (above).
+bool tj_kir_gemm_packs_a(const tj_kir_t* kernel);
+
+typedef struct tj_kir_launch_t {
+  int64_t units;                    // run the kernel over [0, units)
+  int64_t scratch_bytes;            // per concurrent call
+  tj_kir_gemm_schedule_t schedule;  // GEMM: the resolved schedule
+} tj_kir_launch_t;
+
+// How to run a finalized |kernel| compiled for |f32_lanes| with |scalars|
+// (may be NULL when the kernel has no params). INVALID_ARGUMENT when a size
+// is negative or the work overflows int64.
+tj_status_t tj_kir_launch_info(const tj_kir_t* kernel, int32_t f32_lanes,
+                               const int64_t* scalars,
+                               tj_kir_launch_t* out_launch);
+
+#endif  // TJ_KIR_SCHEDULE_H_

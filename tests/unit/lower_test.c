@@ -1,0 +1,175 @@
+// kir/lower.c as a library: lowering only reads the graph (its dim table
+// is the same before and after, however many groups are lowered), the
+// lowered kernel's own dims evaluate per run (params, a symbolic buffer
+// offset, the argmax precondition), and no allocation outlives a failure
+// (an OOM sweep). tests/lit/kir/ checks the kernels as text.
+
+#include <string.h>
+
+#include "backends/reference/reference_eval.h"
+#include "kir/lower.h"
+#include "lib/ir.h"
+#include "lib/passes/pass.h"
+#include "tensorjit.h"
+#include "tests/unit/test.h"
+
+// y = -concat(x, z) along S: two boxes, the second stored at 64*S.
+static const char kConcat[] =
+    "func @symbolic[B, S](%x: f32[B,S,64], %z: f32[B,S,64]) {\n"
+    "  %2 = concat %x, %z {axis=1} : f32[B,2*S,64]\n"
+    "  %3 = neg %2 : f32[B,2*S,64]\n"
+    "  return %3 as \"y\"\n"
+    "}\n";
+
+static const char kArgmax[] =
+    "func @argmax_rows[S](%x: f32[3,S]) {\n"
+    "  %1 = argmax %x {axes=[1]} : i64[3]\n"
+    "  return %1 as \"i\"\n"
+    "}\n";
+
+// Parses |text| and runs the default pipeline (which fuses and plans).
+static void make_plan(tj_context_t* context, const char* text,
+                      tj_plan_t* plan) {
+  tj_graph_t* graph = NULL;
+  CHECK_OK(tj_graph_parse(context, text, strlen(text), "test", &graph));
+  tj_plan_initialize(plan, graph);
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, context);
+  ctx.evaluate = tj_pass_reference_evaluator;
+  CHECK_OK(tj_pipeline_default(&ctx, plan));
+  CHECK(plan->fusion != NULL && plan->memplan != NULL);
+}
+
+// The first non-view group.
+static uint32_t kernel_group(const tj_plan_t* plan) {
+  for (uint32_t q = 0; q < plan->fusion->num_groups; ++q) {
+    if (plan->fusion->groups[q].kind != TJ_GROUP_VIEW) return q;
+  }
+  CHECK(false);
+  return 0;
+}
+
+TEST(graph_is_only_read) {
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(NULL, &context));
+  tj_plan_t plan;
+  make_plan(context, kConcat, &plan);
+  const tj_graph_t* g = plan.graph;
+  uint32_t exprs_before = g->dims.num_exprs;
+  uint32_t q = kernel_group(&plan);
+  tj_allocator_t al = tj_context_allocator(context);
+  tj_lowered_kernel_t out[TJ_LOWER_MAX_GROUP_KERNELS];
+  uint32_t made = 0;
+  // Lower twice: the same kernels, and the graph's table never grows.
+  for (int round = 0; round < 2; ++round) {
+    CHECK_OK(tj_lower_group(g, plan.fusion, plan.memplan, q, NULL, al, "k", out,
+                            TJ_LOWER_MAX_GROUP_KERNELS, &made));
+    CHECK_EQ_INT(exprs_before, g->dims.num_exprs);
+    CHECK_EQ_INT(2, made);
+    // Box 1 stores at 64*S: a dim of the kernel's own table.
+    const tj_lowered_kernel_t* b1 = &out[1];
+    CHECK(b1->dims != NULL);
+    uint32_t ob = b1->num_buffers - 1;
+    CHECK(b1->buffer_offset_dims[ob] < 0);
+    char text[64];
+    tj_lowered_kernel_format_dim(b1, b1->buffer_offset_dims[ob], text,
+                                 sizeof(text));
+    CHECK_STREQ("64*S", text);
+    int64_t sym[2] = {2, 3};  // B, S
+    int64_t offset = -1;
+    CHECK_OK(tj_lowered_kernel_buffer_offset(b1, ob, sym, &offset));
+    CHECK_EQ_INT(192, offset);
+    // Params $B, $e1 = 64*S, $e2 = 128*S.
+    int64_t scalars[TJ_KIR_MAX_PARAMS];
+    CHECK_EQ_INT(3, b1->num_params);
+    CHECK_OK(tj_lowered_kernel_scalars(b1, g, sym, scalars));
+    CHECK_EQ_INT(2, scalars[0]);
+    CHECK_EQ_INT(192, scalars[1]);
+    CHECK_EQ_INT(384, scalars[2]);
+    // An unbound symbol is an error naming it.
+    int64_t unbound[2] = {2, -1};
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "S",
+                 tj_lowered_kernel_scalars(b1, g, unbound, scalars));
+    for (uint32_t i = 0; i < made; ++i) tj_lowered_kernel_deinitialize(&out[i]);
+  }
+  // Specialized: constants only, no table.
+  int64_t sym[2] = {2, 3};
+  CHECK_OK(tj_lower_group(g, plan.fusion, plan.memplan, q, sym, al, "s", out,
+                          TJ_LOWER_MAX_GROUP_KERNELS, &made));
+  CHECK_EQ_INT(exprs_before, g->dims.num_exprs);
+  CHECK_EQ_INT(2, made);
+  CHECK(out[1].dims == NULL);
+  CHECK_EQ_INT(0, out[1].num_params);
+  CHECK_EQ_INT(192, out[1].buffer_offset_dims[out[1].num_buffers - 1]);
+  for (uint32_t i = 0; i < made; ++i) tj_lowered_kernel_deinitialize(&out[i]);
+  tj_plan_deinitialize(&plan);
+  tj_context_destroy(context);
+}
+
+TEST(argmax_precondition) {
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(NULL, &context));
+  tj_plan_t plan;
+  make_plan(context, kArgmax, &plan);
+  tj_lowered_kernel_t out[TJ_LOWER_MAX_GROUP_KERNELS];
+  uint32_t made = 0;
+  CHECK_OK(tj_lower_group(plan.graph, plan.fusion, plan.memplan,
+                          kernel_group(&plan), NULL,
+                          tj_context_allocator(context), "k", out,
+                          TJ_LOWER_MAX_GROUP_KERNELS, &made));
+  CHECK_EQ_INT(1, made);
+  int64_t scalars[TJ_KIR_MAX_PARAMS];
+  int64_t five[1] = {5}, zero[1] = {0};
+  CHECK_OK(tj_lowered_kernel_scalars(&out[0], plan.graph, five, scalars));
+  CHECK_EQ_INT(5, scalars[0]);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "argmax (node %1): axis 1 of f32[3,0] is empty",
+               tj_lowered_kernel_scalars(&out[0], plan.graph, zero, scalars));
+  tj_lowered_kernel_deinitialize(&out[0]);
+  tj_lowered_kernel_deinitialize(&out[0]);  // idempotent
+  tj_plan_deinitialize(&plan);
+  tj_context_destroy(context);
+}
+
+// Every allocation of the lowering fails in turn: OUT_OF_MEMORY, nothing
+// left in |out|, nothing leaked.
+TEST(oom_sweep) {
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(NULL, &context));
+  tj_plan_t plan;
+  make_plan(context, kConcat, &plan);
+  uint32_t q = kernel_group(&plan);
+  for (long fail_at = 0;; ++fail_at) {
+    tj_test_allocator_t t;
+    tj_test_allocator_initialize(&t, fail_at);
+    tj_lowered_kernel_t out[TJ_LOWER_MAX_GROUP_KERNELS];
+    uint32_t made = 7;
+    tj_status_t s = tj_lower_group(plan.graph, plan.fusion, plan.memplan, q,
+                                   NULL, tj_test_allocator_get(&t), "k", out,
+                                   TJ_LOWER_MAX_GROUP_KERNELS, &made);
+    if (!s) {
+      CHECK_EQ_INT(2, made);
+      for (uint32_t i = 0; i < made; ++i) {
+        tj_lowered_kernel_deinitialize(&out[i]);
+      }
+    }
+    CHECK_EQ_INT(0, t.live_blocks);
+    CHECK_EQ_INT(0, t.bad_frees);
+    if (!s) {
+      CHECK(fail_at > 5);
+      break;
+    }
+    CHECK_EQ_INT(0, made);
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+    tj_status_free(s);
+  }
+  tj_plan_deinitialize(&plan);
+  tj_context_destroy(context);
+}
+
+int main(void) {
+  RUN_TEST(graph_is_only_read);
+  RUN_TEST(argmax_precondition);
+  RUN_TEST(oom_sweep);
+  TEST_MAIN_END();
+}
