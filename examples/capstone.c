@@ -293,10 +293,13 @@ int main(int argc, char** argv) {
 
   // Every guard failure and recompile is reported through the context's
   // diagnostic channel; collect them for the recompile log below.
+  // The log categories: TJ_LOG when the user set it, else recompiles.
   static log_t log;
-  if (!getenv("TJ_LOG")) setenv("TJ_LOG", "recompiles", 1);
+  const char* log_categories = getenv("TJ_LOG");
+  if (!log_categories) log_categories = "recompiles";
   tj_context_options_t context_options;
   tj_context_options_initialize(&context_options);
+  context_options.log = log_categories;
   context_options.diagnostic_fn = collect_diagnostic;
   context_options.diagnostic_user_data = &log;
   tj_context_t* ctx = NULL;
@@ -420,7 +423,7 @@ int main(int argc, char** argv) {
     free(ref);
   }
   tj_executable_stats(exe, &stats);
-  printf("\n== Recompile log (TJ_LOG=%s) ==\n", getenv("TJ_LOG"));
+  printf("\n== Recompile log (TJ_LOG=%s) ==\n", log_categories);
   if (log.lines) printf("%s", log.text);
   if (stats.recompiles == 0) {
     printf(

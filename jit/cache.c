@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/env.h"
 #include "lib/fs.h"
 
 // xxHash as a header-only library: no link dependency, so the library loads
@@ -282,24 +283,11 @@ typedef struct file_header_t {
   uint64_t checksum;
 } file_header_t;
 
-void tj_disk_cache_dir(const char* cache_dir, char* out, size_t size) {
+void tj_disk_cache_dir(const tj_context_t* context, const char* cache_dir,
+                       char* out, size_t size) {
   out[0] = '\0';
-  if (cache_dir) {
-    if (cache_dir[0]) snprintf(out, size, "%s", cache_dir);
-    return;
-  }
-  const char* env = getenv("TJ_CACHE_DIR");
-  if (env) {
-    snprintf(out, size, "%s", env);  // "" disables, as the option does
-    return;
-  }
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  if (xdg && xdg[0] == '/') {
-    snprintf(out, size, "%s/tensorjit", xdg);
-    return;
-  }
-  const char* home = getenv("HOME");
-  if (home && home[0] == '/') snprintf(out, size, "%s/.cache/tensorjit", home);
+  if (!cache_dir) cache_dir = tj_setting(context, TJ_SETTING_CACHE_DIR);
+  if (cache_dir && cache_dir[0]) snprintf(out, size, "%s", cache_dir);
 }
 
 static int file_path(const char* dir, tj_cache_key_t key, char* out,
@@ -485,7 +473,7 @@ static const char* dir_untrusted(const char* dir, char* detail,
 
 void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
                         size_t size) {
-  tj_disk_cache_dir(cache_dir, out, size);
+  tj_disk_cache_dir(context, cache_dir, out, size);
   // A directory that cannot be made is left to the first store to report
   // (a miss, then a warning); one that exists must be trusted.
   if (!out[0] || tj_make_directories(out, 0700) != 0) return;

@@ -67,10 +67,13 @@ tj_status_t tj_memory_cache_store(tj_context_t* context, tj_cache_key_t key,
 //===--- the disk cache ---===//
 
 // The directory the disk cache uses for option |cache_dir| (see
-// tj_compile_options_t.cache_dir): |cache_dir|, else $TJ_CACHE_DIR, else
-// $XDG_CACHE_HOME/tensorjit, else $HOME/.cache/tensorjit. Writes "" when the
-// disk cache is disabled (|cache_dir| is "", or no directory can be named).
-void tj_disk_cache_dir(const char* cache_dir, char* out, size_t size);
+// tj_compile_options_t.cache_dir): |cache_dir|, else |context|'s default
+// (its cache_dir setting: $TJ_CACHE_DIR, else $XDG_CACHE_HOME/tensorjit,
+// else $HOME/.cache/tensorjit, read when the context was created). Writes
+// "" when the disk cache is disabled (the directory is "", or none could
+// be named, or |cache_dir| and |context| are both NULL).
+void tj_disk_cache_dir(const tj_context_t* context, const char* cache_dir,
+                       char* out, size_t size);
 
 // tj_disk_cache_dir, then the trust check: the directory is created
 // (0700, with any missing parents) and must belong to this user and be

@@ -288,25 +288,14 @@ static LLVMValueRef cascade_total(tj_emit_t* em, const cascade_t* c,
   return LLVMBuildLoad2(em->b, c->vt, c->carry, "");
 }
 
-// Whether a phase is expensive per element (transcendentals): fewer
+// Whether a phase is expensive per element (TRANSCENDENTAL ops): fewer
 // accumulator chains then, since the body already has ILP and copies of
 // it cost compile time.
 static bool heavy_body(const tj_kir_phase_t* ph) {
   for (uint32_t i = 0; i < ph->num_insts; ++i) {
     const tj_kir_inst_t* in = &ph->insts[i];
-    if (in->kind != TJ_KIR_OP) continue;
-    switch (in->op) {
-      case TJ_OP_EXP:
-      case TJ_OP_LOG:
-      case TJ_OP_TANH:
-      case TJ_OP_SIGMOID:
-      case TJ_OP_ERF:
-      case TJ_OP_SIN:
-      case TJ_OP_COS:
-      case TJ_OP_POW:
-        return true;
-      default:
-        break;
+    if (in->kind == TJ_KIR_OP && tj_op_has(in->op, TJ_OPF_TRANSCENDENTAL)) {
+      return true;
     }
   }
   return false;

@@ -436,30 +436,20 @@ uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
   return append(k, &i);
 }
 
-static bool unary_is_float_only(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_EXP:
-    case TJ_OP_LOG:
-    case TJ_OP_SQRT:
-    case TJ_OP_RSQRT:
-    case TJ_OP_TANH:
-    case TJ_OP_SIGMOID:
-    case TJ_OP_ERF:
-    case TJ_OP_SIN:
-    case TJ_OP_COS:
-    case TJ_OP_FLOOR:
-    case TJ_OP_CEIL:
-    case TJ_OP_ROUND:
-    case TJ_OP_ISNAN:
-      return true;
-    default:
-      return false;
+// Whether |op| takes operands of dtype |a| (the DTYPES column of
+// lib/ops.def).
+static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
+  switch (tj_op_info(op)->dtypes) {
+    case TJ_OP_DTYPES_NUMERIC:
+      return a != TJ_DTYPE_BOOL;
+    case TJ_OP_DTYPES_FLOAT:
+      return tj_dtype_is_float(a);
+    case TJ_OP_DTYPES_BOOL:
+      return a == TJ_DTYPE_BOOL;
+    case TJ_OP_DTYPES_ANY:
+      break;
   }
-}
-
-static bool is_comparison(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
-         op == TJ_OP_GT || op == TJ_OP_GE;
+  return true;
 }
 
 // The result dtype of unary |op| on |a|, or false if the op does not apply.
@@ -467,38 +457,22 @@ static bool unary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t* out) {
   if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST) {
     return false;
   }
-  if (op == TJ_OP_NOT) {
-    *out = TJ_DTYPE_BOOL;
-    return a == TJ_DTYPE_BOOL;
-  }
-  if (unary_is_float_only(op)) {
-    *out = op == TJ_OP_ISNAN ? TJ_DTYPE_BOOL : a;
-    return tj_dtype_is_float(a);
-  }
-  *out = a;  // neg abs relu sign: numeric
-  return a != TJ_DTYPE_BOOL;
+  *out = tj_op_has(op, TJ_OPF_BOOL_RESULT) ? TJ_DTYPE_BOOL : a;
+  return dtype_fits(op, a);
 }
 
 static bool binary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t b,
                         tj_dtype_t* out) {
   if (tj_op_info(op)->kind != TJ_OP_KIND_BINARY || a != b) return false;
-  if (is_comparison(op)) {
+  // Wider than the graph: a comparison takes any dtype, and maximum and
+  // minimum take bool too (or and and).
+  if (tj_op_has(op, TJ_OPF_BOOL_RESULT)) {
     *out = TJ_DTYPE_BOOL;
     return true;
   }
   *out = a;
-  switch (op) {
-    case TJ_OP_AND:
-    case TJ_OP_OR:
-      return a == TJ_DTYPE_BOOL;
-    case TJ_OP_POW:
-      return tj_dtype_is_float(a);
-    case TJ_OP_MAXIMUM:
-    case TJ_OP_MINIMUM:
-      return true;
-    default:
-      return a != TJ_DTYPE_BOOL;  // add sub mul div
-  }
+  if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) return true;
+  return dtype_fits(op, a);
 }
 
 uint32_t tj_kir_unary(tj_kir_t* k, tj_op_t op, uint32_t a) {

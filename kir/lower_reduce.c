@@ -25,8 +25,7 @@ static tj_kir_reduce_t reduce_of(tj_op_t op) {
 }
 
 bool tj_lower_is_reduction(tj_op_t op) {
-  return op == TJ_OP_SUM || op == TJ_OP_MEAN || op == TJ_OP_MAX ||
-         op == TJ_OP_MIN || op == TJ_OP_PROD || op == TJ_OP_ARGMAX;
+  return tj_op_info(op)->kind == TJ_OP_KIND_REDUCTION;
 }
 
 // The row result of reduction |node| (a mean divides by the count).

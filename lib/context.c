@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "lib/base.h"
+#include "lib/env.h"
 
 struct tj_context_t {
   atomic_int refs;
@@ -29,6 +30,7 @@ struct tj_context_t {
   // which may report through the same channel.
   pthread_mutex_t diagnostic_mutex;
   bool host_gone;
+  tj_settings_t settings;  // options and environment, read once (lib/env.h)
   pthread_mutex_t extension_mutex;
   void* extension_state[TJ_CONTEXT_EXTENSION_COUNT_];
   tj_extension_destroy_fn extension_destroy[TJ_CONTEXT_EXTENSION_COUNT_];
@@ -59,6 +61,7 @@ size_t tj_dtype_size(tj_dtype_t dtype) {
 
 void tj_context_options_initialize(tj_context_options_t* options) {
   memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
   options->allocator = tj_allocator_system();
 }
 
@@ -68,6 +71,12 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   tj_context_options_t defaults;
   tj_context_options_initialize(&defaults);
   if (!options) options = &defaults;
+  if (options->struct_size != sizeof(*options)) {
+    return tj_invalid(
+        "tj_context_create: options.struct_size is %zu, not %zu (fill the "
+        "options with tj_context_options_initialize first)",
+        options->struct_size, sizeof(*options));
+  }
   tj_allocator_t allocator = options->allocator;
   if (!allocator.fn) allocator = tj_allocator_system();
   tj_context_t* context = tj_calloc(allocator, 1, sizeof(*context));
@@ -90,6 +99,15 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   context->allocator = allocator;
   context->diagnostic_fn = options->diagnostic_fn;
   context->diagnostic_user_data = options->diagnostic_user_data;
+  // Last: a misspelled setting warns through the channel just set up.
+  tj_status_t status = tj_settings_read(options, tj_env_getenv, NULL, allocator,
+                                        context, &context->settings);
+  if (status) {
+    pthread_mutex_destroy(&context->diagnostic_mutex);
+    pthread_mutex_destroy(&context->extension_mutex);
+    tj_free(allocator, context, sizeof(*context));
+    return status;
+  }
   *out_context = context;
   return NULL;
 }
@@ -109,6 +127,7 @@ void tj_context_release(tj_context_t* context) {
       context->extension_destroy[i](context->extension_state[i]);
     }
   }
+  tj_settings_deinitialize(&context->settings, context->allocator);
   pthread_mutex_destroy(&context->extension_mutex);
   pthread_mutex_destroy(&context->diagnostic_mutex);
   tj_free(context->allocator, context, sizeof(*context));
@@ -154,6 +173,11 @@ void tj_context_free_string(tj_context_t* context, char* string) {
 
 tj_allocator_t tj_context_allocator(const tj_context_t* context) {
   return context->allocator;
+}
+
+const tj_settings_t* tj_context_settings(const tj_context_t* context) {
+  static const tj_settings_t kNone;
+  return context ? &context->settings : &kNone;
 }
 
 void tj_context_diagnosticv(const tj_context_t* context, tj_severity_t severity,

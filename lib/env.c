@@ -1,4 +1,5 @@
-// TJ_LOG, parsed in one place, and TJ_DUMP_DIR's writer (lib/env.h).
+// The context's settings, read from the options and the environment in one
+// place; TJ_LOG parsed; the dump directory's writer (lib/env.h).
 
 #include "lib/env.h"
 
@@ -35,10 +36,37 @@ void tj_warn_once(const tj_context_t* context, _Atomic(bool)* once,
   va_end(args);
 }
 
+static const struct {
+  const char* env;     // the variable (NULL: resolved by hand)
+  const char* option;  // the tj_context_options_t field, for messages
+} kSettings[TJ_SETTING_COUNT_] = {
+    [TJ_SETTING_LOG] = {"TJ_LOG", "tj_context_options_t.log"},
+    [TJ_SETTING_PRINT_AFTER] = {"TJ_PRINT_AFTER",
+                                "tj_context_options_t.print_after"},
+    [TJ_SETTING_DUMP_DIR] = {"TJ_DUMP_DIR", "tj_context_options_t.dump_dir"},
+    [TJ_SETTING_X86_ISA] = {"TJ_X86_ISA", "tj_context_options_t.x86_isa"},
+    [TJ_SETTING_CACHE_DIR] = {NULL, "tj_context_options_t.cache_dir"},
+    [TJ_SETTING_OPENBLAS] = {"TJ_OPENBLAS", "tj_context_options_t.openblas"},
+    [TJ_SETTING_CUDA_GEMM_CANDIDATE] =
+        {"TJ_CUDA_GEMM_CANDIDATE", "tj_context_options_t.cuda_gemm_candidate"},
+};
+
+static const char* source_of(const tj_settings_t* settings,
+                             tj_setting_t setting) {
+  if (settings->from_options[setting]) return kSettings[setting].option;
+  return kSettings[setting].env ? kSettings[setting].env
+                                : "TJ_CACHE_DIR, XDG_CACHE_HOME or HOME";
+}
+
+const char* tj_env_getenv(void* user_data, const char* name) {
+  (void)user_data;
+  return getenv(name);
+}
+
 static _Atomic(bool) g_warned_log;
 
-uint32_t tj_log_flags(const tj_context_t* context) {
-  const char* list = getenv("TJ_LOG");
+static uint32_t parse_log(const tj_context_t* context, const char* source,
+                          const char* list) {
   uint32_t flags = 0;
   for (const char* s = list; s && *s;) {
     const char* end = strchr(s, ',');
@@ -57,13 +85,115 @@ uint32_t tj_log_flags(const tj_context_t* context) {
     }
     if (!known) {
       tj_warn_once(context, &g_warned_log,
-                   "TJ_LOG: \"%.*s\" is not a log category and is ignored; "
+                   "%s: \"%.*s\" is not a log category and is ignored; "
                    "the categories are %s",
-                   (int)(len < 64 ? len : 64), s, tj_log_flag_names());
+                   source, (int)(len < 64 ? len : 64), s, tj_log_flag_names());
     }
     s = end ? end + 1 : NULL;
   }
   return flags;
+}
+
+// The default cache directory from the environment: $TJ_CACHE_DIR ("" too:
+// it disables, as the option does), else $XDG_CACHE_HOME/tensorjit, else
+// ~/.cache/tensorjit, else "" (no disk cache).
+static tj_status_t default_cache_dir(tj_env_lookup_fn lookup, void* user_data,
+                                     tj_allocator_t allocator, char** out) {
+  const char* dir = lookup(user_data, "TJ_CACHE_DIR");
+  const char* suffix = "";
+  if (!dir) {
+    dir = lookup(user_data, "XDG_CACHE_HOME");
+    suffix = "/tensorjit";
+    if (!dir || dir[0] != '/') {
+      dir = lookup(user_data, "HOME");
+      suffix = "/.cache/tensorjit";
+    }
+    if (!dir || dir[0] != '/') dir = suffix = "";
+  }
+  size_t a = strlen(dir), b = strlen(suffix);
+  char* s = tj_alloc(allocator, a + b + 1);
+  if (!s) return tj_status_oom();
+  memcpy(s, dir, a);
+  memcpy(s + a, suffix, b + 1);
+  *out = s;
+  return NULL;
+}
+
+static const char* option_value(const tj_context_options_t* options,
+                                tj_setting_t setting) {
+  if (!options) return NULL;
+  switch (setting) {
+    case TJ_SETTING_LOG:
+      return options->log;
+    case TJ_SETTING_PRINT_AFTER:
+      return options->print_after;
+    case TJ_SETTING_DUMP_DIR:
+      return options->dump_dir;
+    case TJ_SETTING_X86_ISA:
+      return options->x86_isa;
+    case TJ_SETTING_CACHE_DIR:
+      return options->cache_dir;
+    case TJ_SETTING_OPENBLAS:
+      return options->openblas;
+    case TJ_SETTING_CUDA_GEMM_CANDIDATE:
+      return options->cuda_gemm_candidate;
+    case TJ_SETTING_COUNT_:
+      break;
+  }
+  return NULL;
+}
+
+tj_status_t tj_settings_read(const tj_context_options_t* options,
+                             tj_env_lookup_fn lookup, void* user_data,
+                             tj_allocator_t allocator,
+                             const tj_context_t* context,
+                             tj_settings_t* settings) {
+  memset(settings, 0, sizeof(*settings));
+  tj_status_t status = NULL;
+  for (int i = 0; i < TJ_SETTING_COUNT_ && !status; ++i) {
+    const char* value = option_value(options, (tj_setting_t)i);
+    settings->from_options[i] = value != NULL;
+    if (value) {
+      if (!(settings->values[i] = tj_strdup(allocator, value))) {
+        status = tj_status_oom();
+      }
+    } else if (i == TJ_SETTING_CACHE_DIR) {
+      status =
+          default_cache_dir(lookup, user_data, allocator, &settings->values[i]);
+    } else if ((value = lookup(user_data, kSettings[i].env)) != NULL) {
+      if (!(settings->values[i] = tj_strdup(allocator, value))) {
+        status = tj_status_oom();
+      }
+    }
+  }
+  if (status) {
+    tj_settings_deinitialize(settings, allocator);
+    return status;
+  }
+  settings->log_flags = parse_log(context, source_of(settings, TJ_SETTING_LOG),
+                                  settings->values[TJ_SETTING_LOG]);
+  return NULL;
+}
+
+void tj_settings_deinitialize(tj_settings_t* settings,
+                              tj_allocator_t allocator) {
+  for (int i = 0; i < TJ_SETTING_COUNT_; ++i) {
+    tj_free_string(allocator, settings->values[i]);
+  }
+  memset(settings, 0, sizeof(*settings));
+}
+
+const char* tj_setting(const tj_context_t* context, tj_setting_t setting) {
+  return tj_context_settings(context)->values[setting];
+}
+
+const char* tj_setting_source(const tj_context_t* context,
+                              tj_setting_t setting) {
+  return source_of(tj_context_settings(context), setting);
+}
+
+uint32_t tj_log_flags(const tj_context_t* context) {
+  return tj_context_settings(context)->log_flags;
 }
 
 static _Atomic(bool) g_warned_dump;
@@ -86,8 +216,9 @@ void tj_dump_write(const tj_context_t* context, const char* dir,
   }
   if (err) {
     tj_warn_once(context, &g_warned_dump,
-                 "TJ_DUMP_DIR: cannot write %.200s/%.200s (%s); the compile "
-                 "goes on without its dumps",
-                 dir, file_name, strerror(err));
+                 "%s: cannot write %.200s/%.200s (%s); the compile goes on "
+                 "without its dumps",
+                 tj_setting_source(context, TJ_SETTING_DUMP_DIR), dir,
+                 file_name, strerror(err));
   }
 }

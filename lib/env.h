@@ -1,8 +1,14 @@
-// The library's diagnostic environment variables, parsed in one place.
+// The context's settings (tj_context_options_t's diagnostic and debugging
+// strings), and the one place the library reads the environment: when a
+// context is created, each setting the options leave NULL comes from its
+// environment variable (TJ_LOG, TJ_PRINT_AFTER, TJ_DUMP_DIR, TJ_X86_ISA,
+// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, and TJ_CACHE_DIR / XDG_CACHE_HOME /
+// HOME for the cache directory). Every layer asks the context (tj_setting,
+// tj_log_flags), never getenv.
 //
-// TJ_LOG is a comma list of categories (or "all"); every layer asks
-// tj_log_flags instead of reading the variable itself, so the spelling,
-// "all" and the warning about an unknown name are the same everywhere.
+// TJ_LOG is a comma list of categories (or "all"), parsed here once, so the
+// spelling, "all" and the warning about an unknown name are the same
+// everywhere.
 
 #ifndef TJ_LIB_ENV_H_
 #define TJ_LIB_ENV_H_
@@ -18,10 +24,60 @@ typedef enum tj_log_flag_e {
   TJ_LOG_AUTOTUNE = 1u << 5,      // candidates timed and decisions
 } tj_log_flag_t;
 
-// The TJ_LOG categories enabled now. A name that is not a category is
-// ignored with one warning per process, listing the valid names, through
-// |context|'s diagnostic channel (stderr when it has none; |context| may
-// be NULL).
+typedef enum tj_setting_e {
+  TJ_SETTING_LOG = 0,          // TJ_LOG
+  TJ_SETTING_PRINT_AFTER = 1,  // TJ_PRINT_AFTER
+  TJ_SETTING_DUMP_DIR = 2,     // TJ_DUMP_DIR
+  TJ_SETTING_X86_ISA = 3,      // TJ_X86_ISA
+  TJ_SETTING_CACHE_DIR = 4,    // the resolved default kernel cache directory
+  TJ_SETTING_OPENBLAS = 5,     // TJ_OPENBLAS
+  TJ_SETTING_CUDA_GEMM_CANDIDATE = 6,  // TJ_CUDA_GEMM_CANDIDATE
+  TJ_SETTING_COUNT_,
+} tj_setting_t;
+
+// A context's settings: each value NULL (unset) or a string owned here.
+typedef struct tj_settings_t {
+  char* values[TJ_SETTING_COUNT_];
+  bool from_options[TJ_SETTING_COUNT_];  // else from the environment
+  uint32_t log_flags;                    // TJ_SETTING_LOG parsed
+} tj_settings_t;
+
+// Looks up environment variable |name|: NULL when it is not set. The value
+// is borrowed until the next call.
+typedef const char* (*tj_env_lookup_fn)(void* user_data, const char* name);
+
+// getenv as a tj_env_lookup_fn (|user_data| unused).
+const char* tj_env_getenv(void* user_data, const char* name);
+
+// Fills |settings| from |options| (non-NULL strings win, "" included) and,
+// for the rest, from |lookup|. The cache directory resolves to
+// $TJ_CACHE_DIR, else $XDG_CACHE_HOME/tensorjit, else
+// $HOME/.cache/tensorjit (the last two only for absolute paths), else ""
+// (no disk cache). A TJ_LOG name that is not a category is ignored with
+// one warning per process through |context|'s channel (which may be
+// NULL). Strings are copied with |allocator|; OUT_OF_MEMORY leaves
+// nothing allocated. tj_context_create calls it with tj_env_getenv.
+tj_status_t tj_settings_read(const tj_context_options_t* options,
+                             tj_env_lookup_fn lookup, void* user_data,
+                             tj_allocator_t allocator,
+                             const tj_context_t* context,
+                             tj_settings_t* settings);
+void tj_settings_deinitialize(tj_settings_t* settings,
+                              tj_allocator_t allocator);
+
+// |context|'s settings (lib/context.c); NULL gives empty settings.
+const tj_settings_t* tj_context_settings(const tj_context_t* context);
+
+// The value of |setting| for |context|: NULL when unset or |context| is
+// NULL; "" when set to nothing.
+const char* tj_setting(const tj_context_t* context, tj_setting_t setting);
+
+// Where |setting|'s value came from, for messages: "TJ_LOG" or
+// "tj_context_options_t.log", etc.
+const char* tj_setting_source(const tj_context_t* context,
+                              tj_setting_t setting);
+
+// The TJ_LOG categories enabled in |context| (0 for NULL).
 uint32_t tj_log_flags(const tj_context_t* context);
 
 // The category names, comma-separated, for messages.
@@ -33,7 +89,7 @@ const char* tj_log_flag_names(void);
 void tj_warn_once(const tj_context_t* context, _Atomic(bool)* once,
                   const char* format, ...) TJ_PRINTF_LIKE(3, 4);
 
-// Writes |text| to |dir|/|file_name| for TJ_DUMP_DIR, creating |dir| and
+// Writes |text| to |dir|/|file_name| for the dump directory, creating |dir| and
 // its parents (mode 0755) when missing. A diagnostic never fails a
 // compile: when the file cannot be written this warns (once per process)
 // through |context|'s channel with the reason, and returns.

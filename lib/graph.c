@@ -335,55 +335,6 @@ void tj_graph_output(tj_graph_t* graph, tj_value_t value, const char* name) {
 
 //===--- elementwise ---===//
 
-#define TJ_DEFINE_UNARY(fn, OP)                               \
-  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a) { \
-    return unary(graph, TJ_OP_##OP, a);                       \
-  }
-#define TJ_DEFINE_BINARY(fn, OP)                                            \
-  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a, tj_value_t b) { \
-    return binary(graph, TJ_OP_##OP, a, b);                                 \
-  }
-
-TJ_DEFINE_UNARY(neg, NEG)
-TJ_DEFINE_UNARY(abs, ABS)
-TJ_DEFINE_UNARY(exp, EXP)
-TJ_DEFINE_UNARY(log, LOG)
-TJ_DEFINE_UNARY(sqrt, SQRT)
-TJ_DEFINE_UNARY(rsqrt, RSQRT)
-TJ_DEFINE_UNARY(tanh, TANH)
-TJ_DEFINE_UNARY(sigmoid, SIGMOID)
-TJ_DEFINE_UNARY(erf, ERF)
-TJ_DEFINE_UNARY(sin, SIN)
-TJ_DEFINE_UNARY(cos, COS)
-TJ_DEFINE_UNARY(floor, FLOOR)
-TJ_DEFINE_UNARY(ceil, CEIL)
-TJ_DEFINE_UNARY(round, ROUND)
-TJ_DEFINE_UNARY(relu, RELU)
-TJ_DEFINE_UNARY(sign, SIGN)
-TJ_DEFINE_UNARY(logical_not, NOT)
-TJ_DEFINE_UNARY(isnan, ISNAN)
-TJ_DEFINE_UNARY(silu, SILU)
-
-TJ_DEFINE_BINARY(add, ADD)
-TJ_DEFINE_BINARY(sub, SUB)
-TJ_DEFINE_BINARY(mul, MUL)
-TJ_DEFINE_BINARY(div, DIV)
-TJ_DEFINE_BINARY(pow, POW)
-TJ_DEFINE_BINARY(maximum, MAXIMUM)
-TJ_DEFINE_BINARY(minimum, MINIMUM)
-TJ_DEFINE_BINARY(eq, EQ)
-TJ_DEFINE_BINARY(ne, NE)
-TJ_DEFINE_BINARY(lt, LT)
-TJ_DEFINE_BINARY(le, LE)
-TJ_DEFINE_BINARY(gt, GT)
-TJ_DEFINE_BINARY(ge, GE)
-TJ_DEFINE_BINARY(logical_and, AND)
-TJ_DEFINE_BINARY(logical_or, OR)
-TJ_DEFINE_BINARY(matmul, MATMUL)
-
-#undef TJ_DEFINE_UNARY
-#undef TJ_DEFINE_BINARY
-
 tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond, tj_value_t a,
                           tj_value_t b) {
   if (!building(graph, "tj_graph_where")) return tj_value_none();
@@ -418,30 +369,31 @@ static tj_value_t reduce(tj_graph_t* graph, tj_op_t op, tj_value_t a,
   return append(graph, &desc);
 }
 
-tj_value_t tj_graph_sum(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
-                        const int32_t* axes, bool keepdims) {
-  return reduce(graph, TJ_OP_SUM, a, num_axes, axes, keepdims);
-}
-
-tj_value_t tj_graph_mean(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
-                         const int32_t* axes, bool keepdims) {
-  return reduce(graph, TJ_OP_MEAN, a, num_axes, axes, keepdims);
-}
-
-tj_value_t tj_graph_max(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
-                        const int32_t* axes, bool keepdims) {
-  return reduce(graph, TJ_OP_MAX, a, num_axes, axes, keepdims);
-}
-
-tj_value_t tj_graph_min(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
-                        const int32_t* axes, bool keepdims) {
-  return reduce(graph, TJ_OP_MIN, a, num_axes, axes, keepdims);
-}
-
-tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a, int32_t num_axes,
-                         const int32_t* axes, bool keepdims) {
-  return reduce(graph, TJ_OP_PROD, a, num_axes, axes, keepdims);
-}
+// The builders of a shared form (tj_op_form_t), one per lib/ops.def row
+// whose FORM is not OWN.
+#define TJ_FORM_OWN(fn, OP)
+#define TJ_FORM_UNARY(fn, OP)                                 \
+  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a) { \
+    return unary(graph, TJ_OP_##OP, a);                       \
+  }
+#define TJ_FORM_BINARY(fn, OP)                                              \
+  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a, tj_value_t b) { \
+    return binary(graph, TJ_OP_##OP, a, b);                                 \
+  }
+#define TJ_FORM_REDUCE(fn, OP)                                                \
+  tj_value_t tj_graph_##fn(tj_graph_t* graph, tj_value_t a, int32_t num_axes, \
+                           const int32_t* axes, bool keepdims) {              \
+    return reduce(graph, TJ_OP_##OP, a, num_axes, axes, keepdims);            \
+  }
+#define TJ_OP(name, text, arity, kind, attrs, dtypes, pattern, form, builder, \
+              flags)                                                          \
+  TJ_FORM_##form(builder, name)
+#include "lib/ops.def"
+#undef TJ_OP
+#undef TJ_FORM_OWN
+#undef TJ_FORM_UNARY
+#undef TJ_FORM_BINARY
+#undef TJ_FORM_REDUCE
 
 tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
                            bool keepdims) {

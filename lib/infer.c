@@ -3,7 +3,8 @@
 //
 // Rules that apply to every op:
 //   - No implicit dtype promotion: operands that combine must have equal
-//     dtypes; each op accepts a class of dtypes (see operand_class).
+//     dtypes; each op accepts a class of dtypes (the DTYPES column of
+//     lib/ops.def).
 //   - Broadcasting is numpy's, right-aligned. When two dims cannot be
 //     compared now because one is symbolic (B vs C, B vs 7), inference
 //     assumes them equal, records a run-time guard a == b and continues with
@@ -191,84 +192,24 @@ static tj_status_t check_operands(infer_t* c) {
   return NULL;
 }
 
-typedef enum dclass_e {
-  DCLASS_ANY,
-  DCLASS_NUMERIC,  // everything but bool
-  DCLASS_FLOAT,
-  DCLASS_BOOL,
-} dclass_t;
-
-// Which dtypes an op's (main) operands may have.
-static dclass_t operand_class(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_IOTA:
-    case TJ_OP_NEG:
-    case TJ_OP_ABS:
-    case TJ_OP_RELU:
-    case TJ_OP_SIGN:
-    case TJ_OP_ADD:
-    case TJ_OP_SUB:
-    case TJ_OP_MUL:
-    case TJ_OP_DIV:
-    case TJ_OP_MAXIMUM:
-    case TJ_OP_MINIMUM:
-    case TJ_OP_LT:
-    case TJ_OP_LE:
-    case TJ_OP_GT:
-    case TJ_OP_GE:
-    case TJ_OP_SUM:
-    case TJ_OP_PROD:
-    case TJ_OP_ARGMAX:
-    case TJ_OP_MATMUL:
-      return DCLASS_NUMERIC;
-    case TJ_OP_EXP:
-    case TJ_OP_LOG:
-    case TJ_OP_SQRT:
-    case TJ_OP_RSQRT:
-    case TJ_OP_TANH:
-    case TJ_OP_SIGMOID:
-    case TJ_OP_ERF:
-    case TJ_OP_SIN:
-    case TJ_OP_COS:
-    case TJ_OP_FLOOR:
-    case TJ_OP_CEIL:
-    case TJ_OP_ROUND:
-    case TJ_OP_ISNAN:
-    case TJ_OP_POW:
-    case TJ_OP_MEAN:
-    case TJ_OP_GELU:
-    case TJ_OP_SILU:
-    case TJ_OP_SOFTMAX:
-    case TJ_OP_LOG_SOFTMAX:
-    case TJ_OP_LAYER_NORM:
-    case TJ_OP_RMS_NORM:
-    case TJ_OP_LINEAR:
-      return DCLASS_FLOAT;
-    case TJ_OP_NOT:
-    case TJ_OP_AND:
-    case TJ_OP_OR:
-      return DCLASS_BOOL;
-    default:  // max and min take bool too: logical or and and (ONNX)
-      return DCLASS_ANY;
-  }
-}
-
+// Whether |dtype| is one the op's (main) operands may have (lib/ops.def).
+// max and min take bool too: logical or and and (ONNX).
 static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
-  switch (operand_class(c->desc->op)) {
-    case DCLASS_NUMERIC:
+  switch (tj_op_info(c->desc->op)->dtypes) {
+    case TJ_OP_DTYPES_NUMERIC:
       if (dtype == TJ_DTYPE_BOOL)
         return fail(c, INVALID, "needs a numeric dtype, got bool");
       break;
-    case DCLASS_FLOAT:
+    case TJ_OP_DTYPES_FLOAT:
       if (!tj_dtype_is_float(dtype))
         return fail(c, INVALID, "needs a float dtype, got %s",
                     tj_dtype_name(dtype));
       break;
-    case DCLASS_BOOL:
+    case TJ_OP_DTYPES_BOOL:
       if (dtype != TJ_DTYPE_BOOL)
         return fail(c, INVALID, "needs bool, got %s", tj_dtype_name(dtype));
       break;
-    case DCLASS_ANY:
+    case TJ_OP_DTYPES_ANY:
       break;
   }
   return NULL;
@@ -506,15 +447,10 @@ static tj_status_t infer_unary(infer_t* c) {
     TJ_RETURN_IF_ERROR(check_dtype_valid(c, dtype));
   } else {
     TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
-    if (c->desc->op == TJ_OP_ISNAN) dtype = TJ_DTYPE_BOOL;
+    if (tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT)) dtype = TJ_DTYPE_BOOL;
   }
   set_result(c, dtype, a->rank, a->dims);
   return NULL;
-}
-
-static bool is_comparison(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
-         op == TJ_OP_GT || op == TJ_OP_GE;
 }
 
 static tj_status_t infer_binary(infer_t* c) {
@@ -526,8 +462,9 @@ static tj_status_t infer_binary(infer_t* c) {
   int64_t dims[TJ_MAX_RANK];
   TJ_RETURN_IF_ERROR(
       broadcast_shapes(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
-  set_result(c, is_comparison(c->desc->op) ? TJ_DTYPE_BOOL : a->dtype, rank,
-             dims);
+  set_result(
+      c, tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT) ? TJ_DTYPE_BOOL : a->dtype,
+      rank, dims);
   return NULL;
 }
 
@@ -877,7 +814,7 @@ static tj_status_t infer_gather(infer_t* c) {
 static tj_status_t infer_pointwise_composite(infer_t* c) {
   const tj_node_t* x = in(c, 0);
   TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
-  if (c->desc->op == TJ_OP_GELU)
+  if (tj_op_info(c->desc->op)->attr_kind == TJ_ATTR_KIND_APPROX)
     c->out->attrs.approximate = c->desc->attrs.approximate;
   set_result(c, x->dtype, x->rank, x->dims);
   return NULL;
@@ -1000,10 +937,6 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
     case TJ_OP_GATHER:
       status = infer_gather(&c);
       break;
-    case TJ_OP_GELU:
-    case TJ_OP_SILU:
-      status = infer_pointwise_composite(&c);
-      break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
       status = infer_softmax(&c);
@@ -1027,7 +960,13 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
           status = infer_reduction(&c);
           break;
         default:
-          status = fail(&c, TJ_STATUS_INTERNAL, "no inference rule");
+          // The pointwise composites (gelu, silu); the others have a case.
+          if (tj_op_info(desc->op)->kind == TJ_OP_KIND_COMPOSITE &&
+              tj_op_info(desc->op)->pattern == TJ_OP_PATTERN_ELEMENTWISE) {
+            status = infer_pointwise_composite(&c);
+          } else {
+            status = fail(&c, TJ_STATUS_INTERNAL, "no inference rule");
+          }
           break;
       }
       break;

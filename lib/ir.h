@@ -13,7 +13,9 @@
 //===--- the op table ---===//
 
 typedef enum tj_op_e {
-#define TJ_OP(name, text, arity, kind, attrs) TJ_OP_##name,
+#define TJ_OP(name, text, arity, kind, attrs, dtypes, pattern, form, builder, \
+              flags)                                                          \
+  TJ_OP_##name,
 #include "lib/ops.def"
 #undef TJ_OP
   TJ_OP_COUNT_,
@@ -49,17 +51,54 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_EPS,     // value = eps
 } tj_attr_kind_t;
 
+// The dtypes an op's (main) operands may have.
+typedef enum tj_op_dtypes_e {
+  TJ_OP_DTYPES_ANY,
+  TJ_OP_DTYPES_NUMERIC,  // everything but bool
+  TJ_OP_DTYPES_FLOAT,
+  TJ_OP_DTYPES_BOOL,
+} tj_op_dtypes_t;
+
+// How an op's loops compose with its neighbours' (see lib/ops.def).
+typedef enum tj_op_pattern_e {
+  TJ_OP_PATTERN_EXTERNAL,     // input, constant: already in memory
+  TJ_OP_PATTERN_GENERATOR,    // computed from the index alone
+  TJ_OP_PATTERN_ELEMENTWISE,  // y[i] = f(operands[i])
+  TJ_OP_PATTERN_INJECTIVE,    // each y[i] is one operand element or a fill
+  TJ_OP_PATTERN_REDUCE,       // folds axes with an identity and a combine
+  TJ_OP_PATTERN_CONTRACTION,  // matmul and what decomposes to it
+  TJ_OP_PATTERN_OPAQUE,       // none of these (gather, argmax)
+} tj_op_pattern_t;
+
+// Op properties, or-ed in tj_op_info_t.flags; see lib/ops.def.
+typedef enum tj_op_flag_e {
+  TJ_OPF_EXPENSIVE = 1u << 0,
+  TJ_OPF_TRANSCENDENTAL = 1u << 1,
+  TJ_OPF_BOOL_RESULT = 1u << 2,
+  TJ_OPF_TYPED = 1u << 3,
+  TJ_OPF_MEMORY_OPERANDS = 1u << 4,
+} tj_op_flag_t;
+
 typedef struct tj_op_info_t {
   const char* name;  // .tj spelling
   int32_t arity;     // -1 variadic
   tj_op_kind_t kind;
   tj_attr_kind_t attr_kind;
+  tj_op_dtypes_t dtypes;
+  tj_op_pattern_t pattern;
+  tj_op_form_t form;    // the public builder's signature
+  const char* builder;  // tj_graph_<builder>
+  uint32_t flags;       // tj_op_flag_t
 } tj_op_info_t;
 
 extern const tj_op_info_t tj_op_infos[TJ_OP_COUNT_];
 
 static inline const tj_op_info_t* tj_op_info(tj_op_t op) {
   return &tj_op_infos[op];
+}
+// Whether |op| has every property in |flags| (tj_op_flag_t).
+static inline bool tj_op_has(tj_op_t op, uint32_t flags) {
+  return (tj_op_infos[op].flags & flags) == flags;
 }
 // The op spelled |name|; false if none.
 bool tj_op_from_name(const char* name, size_t length, tj_op_t* out_op);

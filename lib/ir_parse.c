@@ -1056,21 +1056,6 @@ static bool convert_constant_values(parser_t* p, const lex_state_t* start,
 
 //===--- statements ---===//
 
-static bool op_takes_type(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_INPUT:
-    case TJ_OP_CONSTANT:
-    case TJ_OP_FULL:
-    case TJ_OP_IOTA:
-    case TJ_OP_CAST:
-    case TJ_OP_RESHAPE:
-    case TJ_OP_BROADCAST_TO:
-      return true;
-    default:
-      return false;
-  }
-}
-
 static bool push_operand(parser_t* p, uint32_t count, uint32_t node) {
   tj_status_t status =
       tj_array_reserve(p->allocator, (void**)&p->operands,
@@ -1174,7 +1159,7 @@ static bool parse_node(parser_t* p) {
   desc.operands = p->operands;
   if (!build_attrs(p, info->attr_kind, &values, ints, &desc.attrs))
     return false;
-  if (op_takes_type(op)) {
+  if (tj_op_has(op, TJ_OPF_TYPED)) {
     desc.dtype = type.dtype;
     desc.rank = type.rank;
     desc.dims = type.dims;

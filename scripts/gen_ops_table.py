@@ -8,22 +8,52 @@ import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
+# TJ_OP(NAME, "text", ARITY, KIND, ATTRS, DTYPES, PATTERN, FORM, builder,
+#       FLAGS)  // semantics
 line_re = re.compile(
-    r'^TJ_OP\(\s*(\w+),\s*"(\w+)",\s*(-?\d+),\s*(\w+),\s*(\w+)\)\s*//\s*(.*)$')
+    r'^TJ_OP\(\s*(\w+),\s*"(\w+)",\s*(-?\d+),\s*(\w+),\s*(\w+),'
+    r'\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*([\w|]+)\)\s*//\s*(.*)$')
 kinds = {"LEAF": "leaf", "UNARY": "elementwise unary", "BINARY":
          "elementwise binary (broadcasting)", "TERNARY": "elementwise ternary",
          "REDUCTION": "reduction", "CONTRACTION": "contraction", "MOVEMENT":
          "data movement", "COMPOSITE": "composite (decomposed, then fused)"}
 
 
-def table():
-    rows = ["| op | kind | semantics |", "| --- | --- | --- |"]
-    for line in (root / "lib/ops.def").read_text().splitlines():
+dtypes = {"ANY": "any", "NUMERIC": "numeric", "FLOAT": "float",
+          "BOOL": "bool"}
+flags = {"EXPENSIVE", "TRANSCENDENTAL", "BOOL_RESULT", "TYPED",
+         "MEMORY_OPERANDS"}
+
+
+def rows_of_ops_def():
+    """Every TJ_OP row of lib/ops.def; a row that does not parse is an
+    error, so that no op can drop out of the table unnoticed."""
+    rows = []
+    for number, line in enumerate(
+            (root / "lib/ops.def").read_text().splitlines(), 1):
+        if not line.startswith("TJ_OP("):
+            continue
         m = line_re.match(line.strip())
-        if m:
-            _, text, _, kind, _, doc = m.groups()
-            doc = doc.replace("|", "\\|")
-            rows.append(f"| `{text}` | {kinds[kind]} | {doc} |")
+        if not m:
+            sys.exit(f"lib/ops.def:{number}: not a TJ_OP row of ten columns "
+                     "and a // semantics comment")
+        row = m.groups()
+        names = set(row[9].split("|")) - {"0"}
+        if row[3] not in kinds or row[5] not in dtypes or names - flags:
+            sys.exit(f"lib/ops.def:{number}: unknown kind, dtypes or flag")
+        rows.append(row)
+    return rows
+
+
+def table():
+    rows = ["| op | kind | operands | pattern | properties | semantics |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for row in rows_of_ops_def():
+        _, text, _, kind, _, dt, pattern, _, _, fl, doc = row
+        doc = doc.replace("|", "\\|")
+        props = ", ".join(f.lower() for f in fl.split("|") if f != "0")
+        rows.append(f"| `{text}` | {kinds[kind]} | {dtypes[dt]} | "
+                    f"{pattern.lower()} | {props} | {doc} |")
     return "\n".join(rows)
 
 

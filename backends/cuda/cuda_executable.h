@@ -87,10 +87,10 @@ tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
 // row-major operands). On the first run of each shape bucket (M rounded up
 // to a power of two) every candidate is timed on the run's own buffers and
 // the fastest kept (jit/autotune.h: cached in memory and on disk with the
-// kernels), unless cuda_disable_autotune is set (the generated kernel
-// then serves). TJ_CUDA_GEMM_CANDIDATE=<0..4> in the environment forces a
-// candidate (tests, benchmarks); TJ_LOG=autotune logs every decision with
-// the candidates' timings.
+// kernels), unless autotune is TJ_AUTOTUNE_OFF (the generated kernel
+// then serves). The context's cuda_gemm_candidate setting
+// (TJ_CUDA_GEMM_CANDIDATE=<0..4>) forces a candidate (tests, benchmarks);
+// TJ_LOG=autotune logs every decision with the candidates' timings.
 
 // Runs the program for symbol values |sym| (bound and checked by the
 // caller, as the outputs' shapes and dtypes, and their memory by

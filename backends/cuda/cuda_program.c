@@ -106,7 +106,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
   p->gemm.forced = -1;
   p->gemm.log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
-  const char* force = getenv("TJ_CUDA_GEMM_CANDIDATE");
+  const char* force = tj_setting(context, TJ_SETTING_CUDA_GEMM_CANDIDATE);
   if (force && force[0] >= '0' && force[0] < '0' + TJ_CUDA_GEMM_CANDIDATES &&
       !force[1])
     p->gemm.forced = force[0] - '0';

@@ -348,10 +348,10 @@ static double unary_f64(const tj_node_t* node, double x) {
   }
 }
 
-// Whether |op| has an exact integer form; the others compute in double.
+// Whether |op| has an exact integer form (it takes integers or bool); the
+// others compute in double.
 static bool unary_has_int_form(tj_op_t op) {
-  return op == TJ_OP_NEG || op == TJ_OP_ABS || op == TJ_OP_RELU ||
-         op == TJ_OP_SIGN || op == TJ_OP_NOT;
+  return tj_op_info(op)->dtypes != TJ_OP_DTYPES_FLOAT;
 }
 
 static int64_t unary_i64(tj_op_t op, int64_t x) {
@@ -372,8 +372,8 @@ static int64_t unary_i64(tj_op_t op, int64_t x) {
 }
 
 static bool is_comparison(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
-         op == TJ_OP_GT || op == TJ_OP_GE;
+  return tj_op_info(op)->kind == TJ_OP_KIND_BINARY &&
+         tj_op_has(op, TJ_OPF_BOOL_RESULT);
 }
 
 static bool compare_f64(tj_op_t op, double a, double b) {
@@ -469,7 +469,9 @@ static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
 }
 
 // Integer ops with no integer form (pow) compute in double.
-static bool binary_has_int_form(tj_op_t op) { return op != TJ_OP_POW; }
+static bool binary_has_int_form(tj_op_t op) {
+  return tj_op_info(op)->dtypes != TJ_OP_DTYPES_FLOAT;
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise nodes
@@ -1303,53 +1305,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_full(run, index);
     case TJ_OP_IOTA:
       return eval_iota(run, index);
-    case TJ_OP_NEG:
-    case TJ_OP_ABS:
-    case TJ_OP_EXP:
-    case TJ_OP_LOG:
-    case TJ_OP_SQRT:
-    case TJ_OP_RSQRT:
-    case TJ_OP_TANH:
-    case TJ_OP_SIGMOID:
-    case TJ_OP_ERF:
-    case TJ_OP_SIN:
-    case TJ_OP_COS:
-    case TJ_OP_RELU:
-    case TJ_OP_FLOOR:
-    case TJ_OP_CEIL:
-    case TJ_OP_ROUND:
-    case TJ_OP_SIGN:
-    case TJ_OP_NOT:
-    case TJ_OP_ISNAN:
-    case TJ_OP_CAST:
-    case TJ_OP_GELU:
-    case TJ_OP_SILU:
-      return eval_unary(run, index);
-    case TJ_OP_ADD:
-    case TJ_OP_SUB:
-    case TJ_OP_MUL:
-    case TJ_OP_DIV:
-    case TJ_OP_POW:
-    case TJ_OP_MAXIMUM:
-    case TJ_OP_MINIMUM:
-    case TJ_OP_EQ:
-    case TJ_OP_NE:
-    case TJ_OP_LT:
-    case TJ_OP_LE:
-    case TJ_OP_GT:
-    case TJ_OP_GE:
-    case TJ_OP_AND:
-    case TJ_OP_OR:
-      return eval_binary(run, index);
     case TJ_OP_WHERE:
       return eval_where(run, index);
-    case TJ_OP_SUM:
-    case TJ_OP_MEAN:
-    case TJ_OP_MAX:
-    case TJ_OP_MIN:
-    case TJ_OP_PROD:
-    case TJ_OP_ARGMAX:
-      return eval_reduce(run, index);
     case TJ_OP_MATMUL:
     case TJ_OP_LINEAR:
       return eval_matmul(run, index);
@@ -1372,6 +1329,16 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
     default:
       break;
   }
+  // The op classes of lib/ops.def: unary and pointwise composites (gelu,
+  // silu) element by element, binary with broadcasting, reductions.
+  const tj_op_info_t* info = tj_op_info(node_at(run, index)->op);
+  if (info->kind == TJ_OP_KIND_UNARY ||
+      (info->kind == TJ_OP_KIND_COMPOSITE &&
+       info->pattern == TJ_OP_PATTERN_ELEMENTWISE)) {
+    return eval_unary(run, index);
+  }
+  if (info->kind == TJ_OP_KIND_BINARY) return eval_binary(run, index);
+  if (info->kind == TJ_OP_KIND_REDUCTION) return eval_reduce(run, index);
   return tj_internal("reference: no implementation for op %d (node %%%u)",
                      (int)node_at(run, index)->op, index);
 }

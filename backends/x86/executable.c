@@ -150,8 +150,7 @@ struct tj_executable_t {
   tj_x86_jit_t* jit;
   tj_x86_runner_t runner;
   tj_x86_kernel_set_t generic;
-  tj_x86_tuner_t*
-      tuner;  // GEMM autotuning of |generic| (options.autotune == ON)
+  tj_x86_tuner_t* tuner;  // GEMM autotuning of |generic| (autotune ON)
   uint32_t num_host_steps;
   // Specializations: an append-only list read without locks.
   _Atomic(spec_t*) specs;

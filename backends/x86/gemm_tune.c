@@ -16,6 +16,7 @@
 
 #include "backends/x86/openblas.h"
 #include "jit/autotune.h"
+#include "lib/env.h"
 #include "lib/dtype.h"
 
 #define MAX_DECISIONS 32
@@ -361,7 +362,8 @@ tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
                           "autotune: pthread_mutex_init failed");
   }
   char why[256];
-  t->blas = tj_openblas_open(why, sizeof(why));
+  t->blas = tj_openblas_open(tj_setting(config->context, TJ_SETTING_OPENBLAS),
+                             why, sizeof(why));
   t->entries = tj_calloc(al, n, sizeof(entry_t));
   t->entry_of = tj_alloc(al, sizeof(int32_t) * set->num_kernels);
   if (!t->entries || !t->entry_of) {

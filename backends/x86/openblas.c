@@ -17,15 +17,15 @@ static pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 static tj_openblas_t g_libraries[MAX_LIBRARIES];
 static int g_num_libraries;
 
-const tj_openblas_t* tj_openblas_open(char* reason, size_t size) {
-  const char* name = getenv("TJ_OPENBLAS");
+const tj_openblas_t* tj_openblas_open(const char* name, char* reason,
+                                      size_t size) {
   if (!name) name = "libopenblas.so.0";
   if (!name[0] || strcmp(name, "none") == 0) {
-    snprintf(reason, size, "disabled by TJ_OPENBLAS=\"%s\"", name);
+    snprintf(reason, size, "disabled by the openblas setting \"%s\"", name);
     return NULL;
   }
   if (strlen(name) >= sizeof(g_libraries[0].name)) {
-    snprintf(reason, size, "TJ_OPENBLAS is too long");
+    snprintf(reason, size, "the OpenBLAS name is too long");
     return NULL;
   }
   const tj_openblas_t* found = NULL;

@@ -28,13 +28,15 @@ typedef struct tj_openblas_t {
   char name[256];                // the file name or path that was opened
 } tj_openblas_t;
 
-// The OpenBLAS of this process: the library named by $TJ_OPENBLAS (a file
-// name or a path; "" or "none" disables the candidate, e.g. to test its
-// absence), else "libopenblas.so.0". Each name is opened once and kept for
+// The OpenBLAS of this process: the library |name| (a file name or a path:
+// the context's openblas setting, TJ_OPENBLAS; "" or "none" disables the
+// candidate, e.g. to test its absence), NULL for "libopenblas.so.0". Each
+// name is opened once and kept for
 // the process's lifetime: unloading OpenBLAS while its worker threads
 // exist is not safe. Returns NULL when the library cannot be opened or has
 // no cblas_sgemm, with the reason in |reason| (|size| bytes).
-const tj_openblas_t* tj_openblas_open(char* reason, size_t size);
+const tj_openblas_t* tj_openblas_open(const char* name, char* reason,
+                                      size_t size);
 
 // Whether |kernel| (a finalized GEMM) can be computed by cblas_sgemm with
 // |scalars|: f32 operands (or bf16 ones, for cblas_sbgemm, which the

@@ -42,6 +42,7 @@
 
 #include "jit/cache.h"
 #include "jit/object_check.h"
+#include "lib/env.h"
 
 #include <elf.h>
 #include <pthread.h>
@@ -85,19 +86,21 @@ static void runtime_destroy(void* state) {
   tj_free(rt->allocator, rt, sizeof(*rt));
 }
 
-// TJ_X86_ISA=avx512|x86-64-v4|avx2|sse2 makes every executable of a context
-// created now generate code for that level instead of the host's best; a
-// level the host lacks is UNSUPPORTED (the override can only go down). It
-// is how the test suites run each lower tier on a bigger CPU, and how a
-// user rules the AVX-512 code out when a bug is suspected there.
-static tj_status_t jit_options_from_env(tj_x86_jit_options_t* options) {
-  const char* env = getenv("TJ_X86_ISA");
-  if (!env || !*env) return NULL;
-  if (!tj_x86_isa_from_name(env, &options->isa)) {
+// The context's x86 ISA setting (TJ_X86_ISA or tj_context_options_t.x86_isa:
+// avx512|x86-64-v4|avx2|sse2) makes every executable of the context
+// generate code for that level instead of the host's best; a level the
+// host lacks is UNSUPPORTED (the override can only go down). It is how the
+// test suites run each lower tier on a bigger CPU, and how a user rules the
+// AVX-512 code out when a bug is suspected there.
+static tj_status_t jit_options_from_settings(const tj_context_t* context,
+                                             tj_x86_jit_options_t* options) {
+  const char* isa = tj_setting(context, TJ_SETTING_X86_ISA);
+  if (!isa || !*isa) return NULL;
+  if (!tj_x86_isa_from_name(isa, &options->isa)) {
     return tj_invalid(
-        "TJ_X86_ISA=\"%.64s\" is not an x86 level: use host, avx512, "
-        "x86-64-v4, avx2 or sse2",
-        env);
+        "%s=\"%.64s\" is not an x86 level: use host, avx512, x86-64-v4, "
+        "avx2 or sse2",
+        tj_setting_source(context, TJ_SETTING_X86_ISA), isa);
   }
   return NULL;
 }
@@ -113,12 +116,13 @@ static tj_status_t runtime_create(tj_context_t* context, void** out_state) {
     return tj_internal("x86 runtime: pthread_mutex_init failed");
   }
   tj_x86_jit_options_t jit_options = {TJ_X86_ISA_HOST};
-  tj_status_t status = jit_options_from_env(&jit_options);
+  tj_status_t status = jit_options_from_settings(context, &jit_options);
   if (!status) {
     status = tj_x86_jit_create(al, &jit_options, &rt->jit);
     if (status && jit_options.isa != TJ_X86_ISA_HOST) {
-      status = tj_status_annotate(status, "TJ_X86_ISA=%s",
-                                  tj_x86_isa_name(jit_options.isa));
+      status = tj_status_annotate(
+          status, "%s=%s", tj_setting_source(context, TJ_SETTING_X86_ISA),
+          tj_x86_isa_name(jit_options.isa));
     }
   }
   if (status) {

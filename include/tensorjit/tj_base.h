@@ -131,22 +131,60 @@ typedef enum tj_severity_e {
 } tj_severity_t;
 
 // Receives remarks and warnings (recompiles, graph breaks, pass timings when
-// TJ_LOG asks for them). May be called on any thread; must not call back into
-// libtensorjit. |message| is borrowed for the duration of the call and is not
-// NUL-terminated necessarily: use |length|.
+// the context's log setting, TJ_LOG, asks for them). May be called on any
+// thread; must not call back into libtensorjit. |message| is borrowed for the
+// duration of the call and is not NUL-terminated necessarily: use |length|.
 typedef void (*tj_diagnostic_fn)(tj_severity_t severity, const char* message,
                                  size_t length, void* user_data);
 
 typedef struct tj_context_options_t {
+  // sizeof(tj_context_options_t) as the caller was compiled, set by
+  // tj_context_options_initialize. tj_context_create rejects a size it does
+  // not know (INVALID_ARGUMENT), so that fields can be added later without
+  // breaking callers compiled against this header: always start from
+  // tj_context_options_initialize.
+  size_t struct_size;
   // Host memory for everything created in the context. {NULL, NULL} means
   // tj_allocator_system().
   tj_allocator_t allocator;
   // NULL means: write diagnostics to stderr.
   tj_diagnostic_fn diagnostic_fn;
   void* diagnostic_user_data;
+
+  // Diagnostic and debugging settings, fixed when the context is created.
+  // Each NULL field takes the value of the environment variable named
+  // beside it, read then (and only then: a later setenv changes nothing);
+  // a non-NULL one wins over the environment, and "" means off. Strings
+  // are copied. The syntax is the variable's (see README, "Diagnostics").
+  //
+  // TJ_LOG: comma list of passes, fusion, recompiles, cache, graph_breaks,
+  // autotune, or all; an unknown name is ignored with one warning per
+  // process.
+  const char* log;
+  // TJ_PRINT_AFTER: a pass name (or all) whose result is printed to
+  // stderr after it runs; a name that is no pass warns once per process.
+  const char* print_after;
+  // TJ_DUMP_DIR: a directory (created when missing) that receives the
+  // fusion groups as Graphviz files.
+  const char* dump_dir;
+  // TJ_X86_ISA: host, avx512, x86-64-v4, avx2 or sse2: the x86 level code
+  // is generated for (only as high as the host has; an unknown or
+  // unavailable level fails the x86 compile).
+  const char* x86_isa;
+  // The kernel cache directory used when tj_compile_options_t.cache_dir is
+  // NULL. NULL here: $TJ_CACHE_DIR, else $XDG_CACHE_HOME/tensorjit, else
+  // $HOME/.cache/tensorjit (each only if absolute), else none. "" disables
+  // the disk cache.
+  const char* cache_dir;
+  // TJ_OPENBLAS: the library x86 GEMM autotuning opens for its OpenBLAS
+  // candidate (default libopenblas.so.0); "" or "none" leaves it out.
+  const char* openblas;
+  // TJ_CUDA_GEMM_CANDIDATE: a digit that forces every CUDA tensor-core
+  // GEMM to one autotuning candidate (for testing each of them).
+  const char* cuda_gemm_candidate;
 } tj_context_options_t;
 
-// Fills |options| with the defaults.
+// Fills |options| with the defaults and sets |struct_size|.
 TJ_API void tj_context_options_initialize(tj_context_options_t* options);
 
 // Everything shared by the graphs and executables of one host: allocator,

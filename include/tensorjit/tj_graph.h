@@ -332,6 +332,30 @@ TJ_API int32_t tj_graph_value_rank(const tj_graph_t* graph, tj_value_t value);
 TJ_API void tj_graph_value_dims(const tj_graph_t* graph, tj_value_t value,
                                 int64_t* out_dims);
 
+//===--- the op table ---===//
+
+// For bindings and tools: the ops of lib/ops.def, numbered 0 to
+// tj_op_count() - 1. The numbering may change between versions; the names
+// do not.
+
+// How an op's builder, tj_graph_<tj_op_builder(op)>, is called.
+typedef enum tj_op_form_e {
+  TJ_OP_FORM_OWN = 0,     // its own signature, declared above
+  TJ_OP_FORM_UNARY = 1,   // (tj_graph_t*, tj_value_t a)
+  TJ_OP_FORM_BINARY = 2,  // (tj_graph_t*, tj_value_t a, tj_value_t b)
+  TJ_OP_FORM_REDUCE = 3,  // (tj_graph_t*, tj_value_t a, int32_t num_axes,
+                          //  const int32_t* axes, bool keepdims)
+} tj_op_form_t;
+
+TJ_API int32_t tj_op_count(void);
+// The .tj spelling of |op| ("not"); static storage. NULL out of range.
+TJ_API const char* tj_op_name(int32_t op);
+// The builder's name after "tj_graph_" ("logical_not"); static storage.
+// NULL out of range.
+TJ_API const char* tj_op_builder(int32_t op);
+// The builder's form; TJ_OP_FORM_OWN out of range.
+TJ_API tj_op_form_t tj_op_form(int32_t op);
+
 //===--- text form ---===//
 
 // Prints |graph| in the .tj text form (grammar: docs/tj-text-format.md).

@@ -192,11 +192,11 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
           ? TJ_DTYPE_F32
           : dtype;
   uint32_t x = ops[0], y;
-  // The lane ops of a rank-0 tensor act on one lane of one element: give it
-  // an axis to reduce over.
+  // The lane ops (the composites that reduce an axis: softmax, the norms) of
+  // a rank-0 tensor act on one lane of one element: give it an axis to
+  // reduce over.
   const int32_t rank = node->rank;
-  bool lane_op = node->op == TJ_OP_SOFTMAX || node->op == TJ_OP_LOG_SOFTMAX ||
-                 node->op == TJ_OP_LAYER_NORM || node->op == TJ_OP_RMS_NORM;
+  bool lane_op = tj_op_info(node->op)->pattern == TJ_OP_PATTERN_REDUCE;
   if (lane_op && rank == 0) {
     int64_t one = 1;
     TJ_RETURN_IF_ERROR(reshape(d, x, 1, &one, &x));

@@ -12,9 +12,9 @@
 //    each, which the byte rule decides: recompute when
 //      roots * bytes(operands) <= bytes(node) * (1 + roots)
 //    (reading the operands again in every consumer kernel versus writing
-//    the node once and reading it in every consumer), never for expensive
-//    ops (exp, log, tanh, erf, sigmoid, pow, div, sqrt, ...: XLA's
-//    is_expensive) and never into more than kMaxRoots kernels. Duplicates
+//    the node once and reading it in every consumer), never for EXPENSIVE
+//    ops (lib/ops.def: exp, log, tanh, erf, sigmoid, pow, div, sqrt, ...;
+//    XLA's is_expensive) and never into more than kMaxRoots kernels. Duplicates
 //    are sets, not trees, so recomputation cannot blow up exponentially.
 //    A node that would grow a kernel past fuse_max_nodes is materialized,
 //    so that every phase-2 kernel is a legal group.
@@ -116,53 +116,28 @@ typedef struct fuse_t {
 
 //===--- facts about nodes ---===//
 
+// The op's class from its pattern in lib/ops.def. Decompose runs first: a
+// composite left over is opaque.
 static cls_t classify_op(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_INPUT:
-    case TJ_OP_CONSTANT:
+  const tj_op_info_t* info = tj_op_info(op);
+  if (info->kind == TJ_OP_KIND_COMPOSITE) return C_OPAQUE;
+  switch (info->pattern) {
+    case TJ_OP_PATTERN_EXTERNAL:
       return C_EXTERNAL;
-    case TJ_OP_FULL:
-    case TJ_OP_IOTA:
+    case TJ_OP_PATTERN_GENERATOR:
       return C_GENERATOR;
-    case TJ_OP_TRANSPOSE:
-    case TJ_OP_BROADCAST_TO:
-    case TJ_OP_SLICE:
-    case TJ_OP_PAD:
-    case TJ_OP_CONCAT:
-    case TJ_OP_RESHAPE:
+    case TJ_OP_PATTERN_ELEMENTWISE:
+      return C_ELEMENTWISE;
+    case TJ_OP_PATTERN_INJECTIVE:
       return C_INJECTIVE;
-    case TJ_OP_SUM:
-    case TJ_OP_MEAN:
-    case TJ_OP_MAX:
-    case TJ_OP_MIN:
-    case TJ_OP_PROD:
+    case TJ_OP_PATTERN_REDUCE:
       return C_REDUCTION;
-    case TJ_OP_MATMUL:
+    case TJ_OP_PATTERN_CONTRACTION:
       return C_MATMUL;
-    default:
+    case TJ_OP_PATTERN_OPAQUE:
       break;
   }
-  return tj_op_is_elementwise(op) ? C_ELEMENTWISE : C_OPAQUE;
-}
-
-// XLA's is_expensive, for our ops: not worth computing twice.
-static bool is_expensive(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_EXP:
-    case TJ_OP_LOG:
-    case TJ_OP_SQRT:
-    case TJ_OP_RSQRT:
-    case TJ_OP_TANH:
-    case TJ_OP_SIGMOID:
-    case TJ_OP_ERF:
-    case TJ_OP_SIN:
-    case TJ_OP_COS:
-    case TJ_OP_POW:
-    case TJ_OP_DIV:
-      return true;
-    default:
-      return false;
-  }
+  return C_OPAQUE;
 }
 
 static const tj_node_t* N(const fuse_t* f, uint32_t i) {
@@ -306,7 +281,7 @@ static void decide(fuse_t* f) {
         }
         int64_t recompute = (int64_t)count * operand_bytes;
         int64_t materialize = f->bytes[i] * (int64_t)(1 + count);
-        if (is_expensive(node->op)) {
+        if (tj_op_has(node->op, TJ_OPF_EXPENSIVE)) {
           log_fusion(f,
                      "%%%u (%s) feeds %u kernels and is expensive: "
                      "materialized",

@@ -213,32 +213,24 @@ static bool is_constant_leaf(tj_op_t op) {
   return op == TJ_OP_CONSTANT || op == TJ_OP_FULL || op == TJ_OP_IOTA;
 }
 
-// The knob level at which |op| may be recomputed.
+// The knob level at which |op| may be recomputed, from its pattern in
+// lib/ops.def (a composite's is that of what it decomposes to).
 static tj_recompute_t recompute_class(tj_op_t op) {
-  switch (op) {
-    case TJ_OP_MATMUL:
-    case TJ_OP_LINEAR:
-    case TJ_OP_GATHER:
-    case TJ_OP_ARGMAX:
+  switch (tj_op_info(op)->pattern) {
+    case TJ_OP_PATTERN_CONTRACTION:
+    case TJ_OP_PATTERN_OPAQUE:
       return TJ_RECOMPUTE_ALL;
-    case TJ_OP_SOFTMAX:
-    case TJ_OP_LOG_SOFTMAX:
-    case TJ_OP_LAYER_NORM:
-    case TJ_OP_RMS_NORM:
+    case TJ_OP_PATTERN_REDUCE:
       return TJ_RECOMPUTE_REDUCTIONS;
     default:
-      return tj_op_info(op)->kind == TJ_OP_KIND_REDUCTION
-                 ? TJ_RECOMPUTE_REDUCTIONS
-                 : TJ_RECOMPUTE_POINTWISE;
+      return TJ_RECOMPUTE_POINTWISE;
   }
 }
 
+// Whether the forward writes |op|'s result to memory in any case: all but
+// pointwise work.
 static bool materializes(tj_op_t op) {
-  tj_op_kind_t k = tj_op_info(op)->kind;
-  return k == TJ_OP_KIND_REDUCTION || k == TJ_OP_KIND_CONTRACTION ||
-         op == TJ_OP_GATHER || op == TJ_OP_LINEAR || op == TJ_OP_SOFTMAX ||
-         op == TJ_OP_LOG_SOFTMAX || op == TJ_OP_LAYER_NORM ||
-         op == TJ_OP_RMS_NORM;
+  return recompute_class(op) != TJ_RECOMPUTE_POINTWISE;
 }
 
 // Whether the forward writes |v| to memory whatever we decide.
@@ -250,8 +242,7 @@ static bool materialized_anyway(const part_t* p, uint32_t v) {
   }
   for (uint32_t k = p->uses.offsets[v]; k < p->uses.offsets[v + 1]; ++k) {
     tj_op_t user = p->g->nodes[p->uses.users[k]].op;
-    if (p->fw[p->uses.users[k]] &&
-        (user == TJ_OP_MATMUL || user == TJ_OP_GATHER || user == TJ_OP_LINEAR))
+    if (p->fw[p->uses.users[k]] && tj_op_has(user, TJ_OPF_MEMORY_OPERANDS))
       return true;
   }
   return false;

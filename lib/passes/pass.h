@@ -76,10 +76,10 @@ typedef struct tj_pass_ctx_t {
 int64_t tj_pass_node_bytes(const tj_pass_ctx_t* ctx, const tj_graph_t* graph,
                            uint32_t index);
 
-// Fills |ctx| with the defaults for |context| and then applies the
-// environment: TJ_PRINT_AFTER, TJ_LOG (comma list; "passes", "fusion",
-// "all"), TJ_DUMP_DIR. verify_each starts false; evaluate starts NULL (the
-// driver installs one). The environment strings are borrowed from getenv.
+// Fills |ctx| with the defaults for |context| and then applies its
+// settings (lib/env.h): print-after, log (passes, fusion) and dump dir.
+// verify_each starts false; evaluate starts NULL (the driver installs
+// one). The strings are borrowed from the context.
 void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context);
 
 //===--- tj_plan_t ---===//

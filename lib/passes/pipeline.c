@@ -53,9 +53,9 @@ static void check_print_after(const tj_context_t* context, const char* name) {
     if (n > 0 && used + (size_t)n < sizeof(names)) used += (size_t)n;
   }
   tj_warn_once(context, &g_warned_print_after,
-               "TJ_PRINT_AFTER: \"%.64s\" is not a pass and prints nothing; "
-               "use one of %sall",
-               name, names);
+               "%s: \"%.64s\" is not a pass and prints nothing; use one of "
+               "%sall",
+               tj_setting_source(context, TJ_SETTING_PRINT_AFTER), name, names);
 }
 
 void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
@@ -64,7 +64,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->fold_max_bytes = 64 * 1024;
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
-  const char* print_after = getenv("TJ_PRINT_AFTER");
+  const char* print_after = tj_setting(context, TJ_SETTING_PRINT_AFTER);
   if (print_after && *print_after) {
     ctx->print_after = print_after;
     check_print_after(context, print_after);
@@ -72,7 +72,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   uint32_t log = tj_log_flags(context);
   ctx->log_passes = (log & TJ_LOG_PASSES) != 0;
   ctx->log_fusion = (log & TJ_LOG_FUSION) != 0;
-  const char* dump = getenv("TJ_DUMP_DIR");
+  const char* dump = tj_setting(context, TJ_SETTING_DUMP_DIR);
   if (dump && *dump) ctx->dump_dir = dump;
 }
 

@@ -24,7 +24,7 @@ import ctypes.util
 import glob
 import os
 import threading
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from .errors import LibraryNotFoundError, error_for_code
 
@@ -69,8 +69,13 @@ class Allocator_t(ctypes.Structure):
 
 
 class ContextOptions_t(ctypes.Structure):
-    _fields_ = [("allocator", Allocator_t), ("diagnostic_fn", DIAGNOSTIC_FN),
-                ("diagnostic_user_data", vp)]
+    """tj_context_options_t (tests/python/test_layout.py checks the layout)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("allocator", Allocator_t),
+                ("diagnostic_fn", DIAGNOSTIC_FN), ("diagnostic_user_data", vp),
+                ("log", cstr), ("print_after", cstr), ("dump_dir", cstr),
+                ("x86_isa", cstr), ("cache_dir", cstr), ("openblas", cstr),
+                ("cuda_gemm_candidate", cstr)]
 
 
 class X86CompileOptions_t(ctypes.Structure):
@@ -120,13 +125,6 @@ class Scoreboard_t(ctypes.Structure):
                 ("arena_bytes", i64), ("live_peak_bytes", i64)]
 
 
-UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-             "erf", "sin", "cos", "floor", "ceil", "round", "relu", "sign",
-             "logical_not", "isnan")
-BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-              "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
-REDUCTION_OPS = ("sum", "mean", "max", "min", "prod")
-
 _SIGNATURES = {
     "tj_version_number": (ctypes.c_uint32, []),
     "tj_version_string": (cstr, []),
@@ -161,7 +159,6 @@ _SIGNATURES = {
     "tj_graph_where": (Value_t, [vp, Value_t, Value_t, Value_t]),
     "tj_graph_cast": (Value_t, [vp, Value_t, cenum]),
     "tj_graph_argmax": (Value_t, [vp, Value_t, i32, cbool]),
-    "tj_graph_matmul": (Value_t, [vp, Value_t, Value_t]),
     "tj_graph_reshape": (Value_t, [vp, Value_t, i32, p64]),
     "tj_graph_transpose": (Value_t, [vp, Value_t, p32]),
     "tj_graph_broadcast_to": (Value_t, [vp, Value_t, i32, p64]),
@@ -170,7 +167,6 @@ _SIGNATURES = {
     "tj_graph_pad": (Value_t, [vp, Value_t, p64, p64, cdouble]),
     "tj_graph_gather": (Value_t, [vp, Value_t, Value_t, i32]),
     "tj_graph_gelu": (Value_t, [vp, Value_t, cbool]),
-    "tj_graph_silu": (Value_t, [vp, Value_t]),
     "tj_graph_softmax": (Value_t, [vp, Value_t, i32]),
     "tj_graph_log_softmax": (Value_t, [vp, Value_t, i32]),
     "tj_graph_layer_norm": (Value_t, [vp, Value_t, Value_t, Value_t,
@@ -206,16 +202,23 @@ _SIGNATURES = {
     "tj_executable_prepare": (vp, [vp, ctypes.POINTER(Tensor_t), i32]),
     "tj_executable_stats": (None, [vp, ctypes.POINTER(ExecutableStats_t)]),
     "tj_stage_name": (cstr, [cenum]),
+    "tj_op_count": (i32, []),
+    "tj_op_name": (cstr, [i32]),
+    "tj_op_builder": (cstr, [i32]),
+    "tj_op_form": (cenum, [i32]),
     "tj_graph_scoreboard": (vp, [vp, i32, ctypes.POINTER(cstr), p64,
                                  ctypes.POINTER(Scoreboard_t)]),
 }
-for _name in UNARY_OPS:
-    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t])
-for _name in BINARY_OPS:
-    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t, Value_t])
-for _name in REDUCTION_OPS:
-    _SIGNATURES["tj_graph_" + _name] = (Value_t, [vp, Value_t, i32, p32,
-                                                   cbool])
+
+# The builders of a shared form (tj_op_form_t) are declared from the
+# library's op table (lib/ops.def through tj_op_count, tj_op_builder and
+# tj_op_form), so that no op list is kept here.
+OP_FORM_UNARY, OP_FORM_BINARY, OP_FORM_REDUCE = 1, 2, 3
+_FORM_ARGTYPES = {
+    OP_FORM_UNARY: [vp, Value_t],
+    OP_FORM_BINARY: [vp, Value_t, Value_t],
+    OP_FORM_REDUCE: [vp, Value_t, i32, p32, cbool],
+}
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
@@ -238,11 +241,30 @@ def _candidates() -> List[str]:
     return found
 
 
+def _ops_of(handle: ctypes.CDLL) -> List[Tuple[str, str, int]]:
+    """(.tj name, builder name, tj_op_form_t) of every op the library has."""
+    return [(handle.tj_op_name(op).decode(),
+             handle.tj_op_builder(op).decode(), handle.tj_op_form(op))
+            for op in range(handle.tj_op_count())]
+
+
 def _declare(handle: ctypes.CDLL) -> None:
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(handle, name)  # AttributeError: not our library
         fn.restype = restype
         fn.argtypes = argtypes
+    for _, builder, form in _ops_of(handle):
+        if form in _FORM_ARGTYPES:
+            fn = getattr(handle, "tj_graph_" + builder)
+            fn.restype = Value_t
+            fn.argtypes = _FORM_ARGTYPES[form]
+
+
+def ops() -> List[Tuple[str, str, int]]:
+    """The library's ops: (.tj name, tj_graph_ builder name, form), in
+    lib/ops.def's order; form is OP_FORM_UNARY, _BINARY, _REDUCE or 0 (a
+    builder of its own signature)."""
+    return _ops_of(lib())
 
 
 def load(path: Optional[str] = None) -> ctypes.CDLL:

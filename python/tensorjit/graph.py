@@ -90,9 +90,14 @@ class Context:
 
     Args:
         diagnostic: called as ``diagnostic(severity, message)`` (severity is
-            ``"remark"`` or ``"warning"``) for what ``TJ_LOG`` asks to be
+            ``"remark"`` or ``"warning"``) for what ``log`` asks to be
             logged; ``None`` writes to stderr. It may be called on any
             thread and must not call back into tensorjit.
+        log, print_after, dump_dir: the context's diagnostic settings, with
+            the syntax of ``TJ_LOG``, ``TJ_PRINT_AFTER`` and ``TJ_DUMP_DIR``
+            (e.g. ``log="fusion,recompiles"``). ``None`` takes the
+            environment variable as it is when the context is created;
+            ``""`` turns the setting off.
 
     Every graph and executable holds a reference to it, and the C
     executables hold one of their own, so that the objects may be
@@ -101,13 +106,26 @@ class Context:
     see any more). :meth:`close` closes what it can see first.
     """
 
-    def __init__(self, diagnostic: Optional[Callable[[str, str], None]] = None
-                 ) -> None:
+    def __init__(self, diagnostic: Optional[Callable[[str, str], None]] = None,
+                 *, log: Optional[str] = None,
+                 print_after: Optional[str] = None,
+                 dump_dir: Optional[str] = None) -> None:
         self._handle: Optional[int] = None
         self._children: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        settings = {}
+        for name, value in (("log", log), ("print_after", print_after),
+                            ("dump_dir", dump_dir)):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise ArgumentTypeError(f"Context: {name} must be a str")
+                if "\0" in value:
+                    raise InvalidArgumentError(f"Context: {name} contains NUL")
+                settings[name] = value.encode()
         L = _lib.lib()
         options = _lib.ContextOptions_t()
         L.tj_context_options_initialize(ctypes.byref(options))
+        for name, value in settings.items():
+            setattr(options, name, value)  # copied by tj_context_create
         self._callback = None
         if diagnostic is not None:
             if not callable(diagnostic):

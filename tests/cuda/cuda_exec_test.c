@@ -81,14 +81,19 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 TEST(gemm_candidates) {
   static const char* const kForced[] = {"1", "2", "3", "4"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
-    setenv("TJ_CUDA_GEMM_CANDIDATE", kForced[i], 1);
+    tj_context_options_t o = tj_test_context_options();
+    o.cuda_gemm_candidate = kForced[i];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&o, &ctx));
+    tj_cts_backend_t be = g_be;
+    be.context = ctx;
     int before = tj_cts_failures;
-    tj_cts_run_group(&g_be, "half_matmuls");
+    tj_cts_run_group(&be, "half_matmuls");
     if (tj_cts_failures != before) {
-      fprintf(stderr, "  (with TJ_CUDA_GEMM_CANDIDATE=%s)\n", kForced[i]);
+      fprintf(stderr, "  (with cuda_gemm_candidate %s)\n", kForced[i]);
     }
+    tj_context_destroy(ctx);
   }
-  unsetenv("TJ_CUDA_GEMM_CANDIDATE");
 }
 
 //===--- the GPU's approximate math ---===//
@@ -608,7 +613,7 @@ static void compile_cached(tj_context_t* ctx, const char* dir, cached_t* r) {
   memset(r, 0, sizeof(*r));
   tj_context_t* own = NULL;
   if (!ctx) {
-    CHECK_OK(tj_context_create(NULL, &own));
+    CHECK_OK(tj_test_context_create(&own));
     ctx = own;
   }
   tj_graph_t* g = affine_graph(ctx);
@@ -677,7 +682,7 @@ TEST(cubin_cache) {
   char dir[] = "/tmp/tj_cuda_cubin_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   cached_t cold, again, warm, r;
   // Cold: LLVM, then the driver's linker (ptxas); PTX and cubin stored.
   compile_cached(ctx, dir, &cold);
@@ -801,7 +806,7 @@ TEST(cubin_cache) {
 // right.
 static bool run_strided_cached(const char* dir, tj_cuda_program_stats_t* cs) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = affine_graph(ctx);
   tj_compile_options_t o = cuda_options();
   o.cache_dir = dir;
@@ -909,9 +914,9 @@ TEST(errors) {
   tj_graph_destroy(g);
 }
 int main(void) {
-  // Counts of compiled kernels must not depend on earlier runs.
-  setenv("TJ_CACHE_DIR", "", 1);
-  CHECK_OK(tj_context_create(NULL, &g_ctx));
+  // Counts of compiled kernels must not depend on earlier runs: no disk
+  // cache in any context here (tj_test_context_options).
+  CHECK_OK(tj_test_context_create(&g_ctx));
   // Skips (exit 77) without a driver or GPU; tj_compile must then say
   // UNSUPPORTED too.
   tj_graph_t* g;

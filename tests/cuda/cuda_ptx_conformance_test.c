@@ -213,7 +213,7 @@ static bool compile_case(void* self, const tj_cts_case_t* c,
 // Bad input gets a status, and the offline path opens no device.
 TEST(offline_errors) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "bad", &g));
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
@@ -247,7 +247,7 @@ TEST(offline_errors) {
 // path is the real one, minus the device. Elsewhere it says it skipped.
 TEST(offline_matches_device) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "block", &g));
   int64_t B = tj_graph_symbol(g, "B");
@@ -306,8 +306,8 @@ int main(int argc, char** argv) {
     return TJ_TEST_EXIT_SKIP;
   }
   // Counts of compiled kernels must not depend on earlier compiles, and
-  // the device's PTX must come from LLVM.
-  setenv("TJ_CACHE_DIR", "", 1);
+  // the device's PTX must come from LLVM: every context here has no disk
+  // cache (tj_test_context_create).
   RUN_TEST(offline_errors);
   RUN_TEST(offline_matches_device);
   const char* dump = getenv("TJ_DUMP_PTX");
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
   }
   g_test_current = "cuda_ptx_conformance";
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_cts_backend_t be = {"cuda-ptx", TJ_TARGET_CUDA, ctx,
                          kSkips,     kExpects,       NULL};
   double start = now_ms();

@@ -31,11 +31,19 @@ int main(void) {
   FIELD(tj_allocator_t, user_data);
 
   STRUCT(tj_context_options_t);
+  FIELD(tj_context_options_t, struct_size);
   FIELD(tj_context_options_t, allocator);
   FIELD(tj_context_options_t, allocator.fn);
   FIELD(tj_context_options_t, allocator.user_data);
   FIELD(tj_context_options_t, diagnostic_fn);
   FIELD(tj_context_options_t, diagnostic_user_data);
+  FIELD(tj_context_options_t, log);
+  FIELD(tj_context_options_t, print_after);
+  FIELD(tj_context_options_t, dump_dir);
+  FIELD(tj_context_options_t, x86_isa);
+  FIELD(tj_context_options_t, cache_dir);
+  FIELD(tj_context_options_t, openblas);
+  FIELD(tj_context_options_t, cuda_gemm_candidate);
 
   STRUCT(tj_compile_options_t);
   FIELD(tj_compile_options_t, struct_size);

@@ -778,21 +778,20 @@ def test_lifetimes() -> None:
 
 def test_diagnostics_callback() -> None:
     seen: list = []
-    ctx = tj.Context(diagnostic=lambda sev, msg: seen.append((sev, msg)))
+    ctx = tj.Context(diagnostic=lambda sev, msg: seen.append((sev, msg)),
+                     log="fusion")
     g = tj.Graph("diag", context=ctx)
     g.output(g.relu(g.input("x", "f32", ["B", 4]) + 1.0), "y")
-    old = os.environ.get("TJ_LOG")
-    os.environ["TJ_LOG"] = "fusion"
-    try:
-        exe = tj.compile(g)
-    finally:
-        if old is None:
-            del os.environ["TJ_LOG"]
-        else:
-            os.environ["TJ_LOG"] = old
+    exe = tj.compile(g)
     close(exe(np.ones((2, 4), np.float32)), np.full((2, 4), 2.0))
     assert any("fusion" in m for _, m in seen), seen
     assert all(s in ("remark", "warning") for s, _ in seen)
+    # A misspelled category: one warning, at context creation (once per
+    # process, so only when no earlier test has had one).
+    seen.clear()
+    tj.Context(diagnostic=lambda sev, msg: seen.append((sev, msg)),
+               log="fusion,recompile").close()
+    assert all("recompile" in m for _, m in seen), seen
 
 
 #===----------------------------------------------------------------------===#
@@ -871,6 +870,8 @@ def test_wrong_python_arguments() -> None:
         (tj.InvalidArgumentError, lambda: tj.compile(good, num_threads=-1)),
         (tj.InvalidArgumentError, lambda: tj.compile(good, pipeline="nope")),
         (tj.ArgumentTypeError, lambda: tj.compile(good, cache_dir=3)),
+        (tj.ArgumentTypeError, lambda: tj.Context(log=3)),
+        (tj.InvalidArgumentError, lambda: tj.Context(dump_dir="a\0b")),
         # Last: a C-level error recorded on g (f64 constant + f32 value).
         (tj.InvalidArgumentError, lambda: g.add(x, g.constant(np.ones(3)))),
         (tj.InvalidArgumentError, lambda: tj.Graph.parse("func @f(")),
@@ -972,6 +973,29 @@ def test_run_errors() -> None:
     else:
         tv = f32(2, 3)
         close(cu(tv), np.exp(tv), rtol=1e-5, atol=1e-6)
+
+
+def test_op_table() -> None:
+    # The library's op table (lib/ops.def) is the package's op list: every
+    # op has a Graph method named for its builder, and every builder of a
+    # shared form is declared from the table.
+    ops = _lib.ops()
+    names = [name for name, _, _ in ops]
+    assert len(ops) > 50 and len(set(names)) == len(names), names
+    assert ("not", "logical_not", _lib.OP_FORM_UNARY) in ops
+    assert ("sum", "sum", _lib.OP_FORM_REDUCE) in ops
+    assert ("matmul", "matmul", _lib.OP_FORM_BINARY) in ops
+    assert ("cast", "cast", 0) in ops
+    L = _lib.lib()
+    for name, builder, form in ops:
+        assert callable(getattr(tj.Graph, builder, None)), (name, builder)
+        argtypes = getattr(L, "tj_graph_" + builder).argtypes
+        assert argtypes, builder
+        if form:
+            assert len(argtypes) == {_lib.OP_FORM_UNARY: 2,
+                                     _lib.OP_FORM_BINARY: 3,
+                                     _lib.OP_FORM_REDUCE: 5}[form], builder
+    assert L.tj_op_name(len(ops)) is None and L.tj_op_form(-1) == 0
 
 
 def test_scoreboard() -> None:

@@ -93,7 +93,6 @@ def _declare(L):
         "tj_graph_where": (Value, [vp, Value, Value, Value]),
         "tj_graph_cast": (Value, [vp, Value, ctypes.c_int]),
         "tj_graph_argmax": (Value, [vp, Value, i32, ctypes.c_bool]),
-        "tj_graph_matmul": (Value, [vp, Value, Value]),
         "tj_graph_reshape": (Value, [vp, Value, i32, p64]),
         "tj_graph_transpose": (Value, [vp, Value, p32]),
         "tj_graph_broadcast_to": (Value, [vp, Value, i32, p64]),
@@ -102,7 +101,6 @@ def _declare(L):
         "tj_graph_pad": (Value, [vp, Value, p64, p64, ctypes.c_double]),
         "tj_graph_gather": (Value, [vp, Value, Value, i32]),
         "tj_graph_gelu": (Value, [vp, Value, ctypes.c_bool]),
-        "tj_graph_silu": (Value, [vp, Value]),
         "tj_graph_softmax": (Value, [vp, Value, i32]),
         "tj_graph_log_softmax": (Value, [vp, Value, i32]),
         "tj_graph_layer_norm": (Value, [vp, Value, Value, Value,
@@ -118,13 +116,22 @@ def _declare(L):
         "tj_reference_run": (vp, [vp, ctypes.POINTER(Tensor), i32,
                                   ctypes.POINTER(Tensor), i32]),
     }
-    for name in UNARY:
-        sig["tj_graph_" + name] = (Value, [vp, Value])
-    for name in BINARY:
-        sig["tj_graph_" + name] = (Value, [vp, Value, Value])
-    for name in REDUCTIONS:
-        sig["tj_graph_" + name] = (Value, [vp, Value, i32, p32,
-                                           ctypes.c_bool])
+    # The builders of a shared form come from the library's op table.
+    for name, (restype, argtypes) in {
+            "tj_op_count": (i32, []), "tj_op_builder": (cstr, [i32]),
+            "tj_op_form": (ctypes.c_int, [i32])}.items():
+        fn = getattr(L, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    form_argtypes = {
+        FORM_UNARY: [vp, Value], FORM_BINARY: [vp, Value, Value],
+        FORM_REDUCE: [vp, Value, i32, p32, ctypes.c_bool]}
+    for op in range(L.tj_op_count()):
+        form = L.tj_op_form(op)
+        if form in form_argtypes:
+            name = L.tj_op_builder(op).decode()
+            BUILDER_FORMS[name] = form
+            sig["tj_graph_" + name] = (Value, form_argtypes[form])
     for name, (restype, argtypes) in sig.items():
         if name in OPTIONAL and not hasattr(L, name):
             continue
@@ -136,12 +143,10 @@ def _declare(L):
 # Not needed by the reference tests; declared when the library has them.
 OPTIONAL = {"tj_graph_print"}
 
-UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-         "erf", "sin", "cos", "floor", "ceil", "round", "relu", "sign",
-         "logical_not", "isnan"]
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne",
-          "lt", "le", "gt", "ge", "logical_and", "logical_or"]
-REDUCTIONS = ["sum", "mean", "max", "min", "prod"]
+# tj_op_form_t, and builder name -> form of every builder of a shared form
+# (filled from the library by lib()).
+FORM_UNARY, FORM_BINARY, FORM_REDUCE = 1, 2, 3
+BUILDER_FORMS = {}
 
 
 def check(status):
@@ -211,8 +216,8 @@ class Graph:
     def __getattr__(self, name):
         # Plain builder calls with the graph as first argument:
         # g.add(a, b), g.relu(a), ...
-        if name in UNARY or name in BINARY or name in (
-                "silu", "matmul", "where", "linear"):
+        if BUILDER_FORMS.get(name) in (FORM_UNARY, FORM_BINARY) or name in (
+                "where", "linear"):
             fn = getattr(lib(), "tj_graph_" + name)
             return lambda *args: fn(self.handle, *args)
         raise AttributeError(name)

@@ -73,6 +73,29 @@ static tj_value_t echo_constant(const tj_graph_t* src, tj_graph_t* dst,
   return tj_graph_constant(dst, dtype, node->rank, dims, data);
 }
 
+// The builders of a shared form (lib/ops.def's FORM column), called
+// through their form's type; the others have a case in echo_node.
+typedef void (*builder_fn)(void);
+typedef tj_value_t (*unary_fn)(tj_graph_t*, tj_value_t);
+typedef tj_value_t (*binary_fn)(tj_graph_t*, tj_value_t, tj_value_t);
+typedef tj_value_t (*reduce_fn)(tj_graph_t*, tj_value_t, int32_t,
+                                const int32_t*, bool);
+#define FORM_OWN(fn) NULL
+#define FORM_UNARY(fn) (builder_fn) tj_graph_##fn
+#define FORM_BINARY(fn) (builder_fn) tj_graph_##fn
+#define FORM_REDUCE(fn) (builder_fn) tj_graph_##fn
+static const builder_fn kBuilders[TJ_OP_COUNT_] = {
+#define TJ_OP(name, text, arity, kind, attrs, dtypes, pattern, form, builder, \
+              flags)                                                          \
+  FORM_##form(builder),
+#include "lib/ops.def"
+#undef TJ_OP
+};
+#undef FORM_OWN
+#undef FORM_UNARY
+#undef FORM_BINARY
+#undef FORM_REDUCE
+
 static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
                             uint32_t index, const tj_value_t* map) {
   const tj_node_t* node = &src->nodes[index];
@@ -88,6 +111,19 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
   tj_dtype_t dtype = tj_graph_value_dtype(src, self);
   int32_t i32[TJ_MAX_RANK];
   uint32_t n = at->num_ints;
+  const builder_fn builder = kBuilders[node->op];
+  switch (tj_op_info(node->op)->form) {
+    case TJ_OP_FORM_UNARY:
+      return ((unary_fn)builder)(dst, x[0]);
+    case TJ_OP_FORM_BINARY:
+      return ((binary_fn)builder)(dst, x[0], x[1]);
+    case TJ_OP_FORM_REDUCE:
+      if (n > TJ_MAX_RANK) return tj_value_none();
+      to_i32(at->ints, n, i32);
+      return ((reduce_fn)builder)(dst, x[0], (int32_t)n, i32, at->keepdims);
+    case TJ_OP_FORM_OWN:
+      break;
+  }
   switch (node->op) {
     case TJ_OP_INPUT:
       return tj_graph_input(dst, dtype, rank, dims, at->name);
@@ -97,96 +133,13 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_full(dst, dtype, rank, dims, at->value);
     case TJ_OP_IOTA:
       return tj_graph_iota(dst, dtype, rank, dims, (int32_t)at->axis);
-    case TJ_OP_NEG:
-      return tj_graph_neg(dst, x[0]);
-    case TJ_OP_ABS:
-      return tj_graph_abs(dst, x[0]);
-    case TJ_OP_EXP:
-      return tj_graph_exp(dst, x[0]);
-    case TJ_OP_LOG:
-      return tj_graph_log(dst, x[0]);
-    case TJ_OP_SQRT:
-      return tj_graph_sqrt(dst, x[0]);
-    case TJ_OP_RSQRT:
-      return tj_graph_rsqrt(dst, x[0]);
-    case TJ_OP_TANH:
-      return tj_graph_tanh(dst, x[0]);
-    case TJ_OP_SIGMOID:
-      return tj_graph_sigmoid(dst, x[0]);
-    case TJ_OP_ERF:
-      return tj_graph_erf(dst, x[0]);
-    case TJ_OP_SIN:
-      return tj_graph_sin(dst, x[0]);
-    case TJ_OP_COS:
-      return tj_graph_cos(dst, x[0]);
-    case TJ_OP_RELU:
-      return tj_graph_relu(dst, x[0]);
-    case TJ_OP_FLOOR:
-      return tj_graph_floor(dst, x[0]);
-    case TJ_OP_CEIL:
-      return tj_graph_ceil(dst, x[0]);
-    case TJ_OP_ROUND:
-      return tj_graph_round(dst, x[0]);
-    case TJ_OP_SIGN:
-      return tj_graph_sign(dst, x[0]);
-    case TJ_OP_NOT:
-      return tj_graph_logical_not(dst, x[0]);
-    case TJ_OP_ISNAN:
-      return tj_graph_isnan(dst, x[0]);
     case TJ_OP_CAST:
       return tj_graph_cast(dst, x[0], dtype);
-    case TJ_OP_ADD:
-      return tj_graph_add(dst, x[0], x[1]);
-    case TJ_OP_SUB:
-      return tj_graph_sub(dst, x[0], x[1]);
-    case TJ_OP_MUL:
-      return tj_graph_mul(dst, x[0], x[1]);
-    case TJ_OP_DIV:
-      return tj_graph_div(dst, x[0], x[1]);
-    case TJ_OP_POW:
-      return tj_graph_pow(dst, x[0], x[1]);
-    case TJ_OP_MAXIMUM:
-      return tj_graph_maximum(dst, x[0], x[1]);
-    case TJ_OP_MINIMUM:
-      return tj_graph_minimum(dst, x[0], x[1]);
-    case TJ_OP_EQ:
-      return tj_graph_eq(dst, x[0], x[1]);
-    case TJ_OP_NE:
-      return tj_graph_ne(dst, x[0], x[1]);
-    case TJ_OP_LT:
-      return tj_graph_lt(dst, x[0], x[1]);
-    case TJ_OP_LE:
-      return tj_graph_le(dst, x[0], x[1]);
-    case TJ_OP_GT:
-      return tj_graph_gt(dst, x[0], x[1]);
-    case TJ_OP_GE:
-      return tj_graph_ge(dst, x[0], x[1]);
-    case TJ_OP_AND:
-      return tj_graph_logical_and(dst, x[0], x[1]);
-    case TJ_OP_OR:
-      return tj_graph_logical_or(dst, x[0], x[1]);
     case TJ_OP_WHERE:
       return tj_graph_where(dst, x[0], x[1], x[2]);
-    case TJ_OP_SUM:
-    case TJ_OP_MEAN:
-    case TJ_OP_MAX:
-    case TJ_OP_MIN:
-    case TJ_OP_PROD: {
-      tj_value_t (*reduce)(tj_graph_t*, tj_value_t, int32_t, const int32_t*,
-                           bool) = node->op == TJ_OP_SUM    ? tj_graph_sum
-                                   : node->op == TJ_OP_MEAN ? tj_graph_mean
-                                   : node->op == TJ_OP_MAX  ? tj_graph_max
-                                   : node->op == TJ_OP_MIN  ? tj_graph_min
-                                                            : tj_graph_prod;
-      if (n > TJ_MAX_RANK) return tj_value_none();
-      to_i32(at->ints, n, i32);
-      return reduce(dst, x[0], (int32_t)n, i32, at->keepdims);
-    }
     case TJ_OP_ARGMAX:
       return tj_graph_argmax(dst, x[0], n ? (int32_t)at->ints[0] : 0,
                              at->keepdims);
-    case TJ_OP_MATMUL:
-      return tj_graph_matmul(dst, x[0], x[1]);
     case TJ_OP_RESHAPE:
       return tj_graph_reshape(dst, x[0], rank, dims);
     case TJ_OP_TRANSPOSE:
@@ -214,8 +167,6 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_gather(dst, x[0], x[1], (int32_t)at->axis);
     case TJ_OP_GELU:
       return tj_graph_gelu(dst, x[0], at->approximate);
-    case TJ_OP_SILU:
-      return tj_graph_silu(dst, x[0]);
     case TJ_OP_SOFTMAX:
       return tj_graph_softmax(dst, x[0], (int32_t)at->axis);
     case TJ_OP_LOG_SOFTMAX:
@@ -226,7 +177,7 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_rms_norm(dst, x[0], x[1], at->value);
     case TJ_OP_LINEAR:
       return tj_graph_linear(dst, x[0], x[1], x[2]);
-    case TJ_OP_COUNT_:
+    default:  // a shared form, above
       break;
   }
   return tj_value_none();

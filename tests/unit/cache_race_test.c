@@ -28,12 +28,16 @@ static tj_graph_t* build(tj_context_t* ctx) {
   return g;
 }
 
-// Compiles once; returns (cache_hits, cache_misses) through the pointers.
-static bool compile_once(int64_t* hits, int64_t* misses,
+// Compiles once in a fresh context whose default cache directory is |dir|;
+// returns (cache_hits, cache_misses) through the pointers.
+static bool compile_once(const char* dir, int64_t* hits, int64_t* misses,
                          tj_executable_t** out_exe, tj_context_t** out_ctx,
                          tj_graph_t** out_graph) {
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  o.cache_dir = dir;
   tj_context_t* ctx = NULL;
-  if (tj_context_create(NULL, &ctx)) return false;
+  if (tj_context_create(&o, &ctx)) return false;
   tj_graph_t* g = build(ctx);
   tj_executable_t* exe = NULL;
   tj_status_t st = g ? tj_compile(g, NULL, &exe) : tj_internal("build");
@@ -57,7 +61,6 @@ static bool compile_once(int64_t* hits, int64_t* misses,
 TEST(concurrent_writers_leave_a_valid_cache) {
   char dir[128];
   snprintf(dir, sizeof(dir), "/tmp/tj-cache-race-%d", (int)getpid());
-  setenv("TJ_CACHE_DIR", dir, 1);
   int go[2];
   CHECK(pipe(go) == 0);
   enum { kWriters = 4 };
@@ -72,7 +75,7 @@ TEST(concurrent_writers_leave_a_valid_cache) {
       tj_executable_t* exe;
       tj_context_t* ctx;
       tj_graph_t* g;
-      if (!compile_once(&hits, &misses, &exe, &ctx, &g)) _exit(1);
+      if (!compile_once(dir, &hits, &misses, &exe, &ctx, &g)) _exit(1);
       tj_executable_release(exe);
       tj_graph_destroy(g);
       tj_context_destroy(ctx);
@@ -91,7 +94,7 @@ TEST(concurrent_writers_leave_a_valid_cache) {
   tj_executable_t* exe = NULL;
   tj_context_t* ctx = NULL;
   tj_graph_t* g = NULL;
-  CHECK(compile_once(&hits, &misses, &exe, &ctx, &g));
+  CHECK(compile_once(dir, &hits, &misses, &exe, &ctx, &g));
   CHECK(hits >= 1);
   CHECK_EQ_INT(0, misses);  // nothing compiled by LLVM: loaded from disk
   if (exe) {

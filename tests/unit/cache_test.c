@@ -195,17 +195,26 @@ TEST(disk_cache_disabled_and_unwritable) {
                tj_disk_cache_store("/tmp/tj-cache-test-file/sub", k, "x", 1));
   unlink("/tmp/tj-cache-test-file");
   char dir[256];
-  tj_disk_cache_dir("", dir, sizeof(dir));
+  tj_disk_cache_dir(NULL, "", dir, sizeof(dir));
   CHECK_STREQ("", dir);
-  tj_disk_cache_dir("/somewhere", dir, sizeof(dir));
+  tj_disk_cache_dir(NULL, "/somewhere", dir, sizeof(dir));
   CHECK_STREQ("/somewhere", dir);
-  setenv("TJ_CACHE_DIR", "/from/env", 1);
-  tj_disk_cache_dir(NULL, dir, sizeof(dir));
-  CHECK_STREQ("/from/env", dir);
-  unsetenv("TJ_CACHE_DIR");
-  setenv("XDG_CACHE_HOME", "/xdg", 1);
-  tj_disk_cache_dir(NULL, dir, sizeof(dir));
-  CHECK_STREQ("/xdg/tensorjit", dir);
+  tj_disk_cache_dir(NULL, NULL, dir, sizeof(dir));
+  CHECK_STREQ("", dir);
+  // NULL takes the context's default (settings_test.c covers how it comes
+  // from the environment); the compile option beats it.
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  o.cache_dir = "/from/options";
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&o, &ctx));
+  tj_disk_cache_dir(ctx, NULL, dir, sizeof(dir));
+  CHECK_STREQ("/from/options", dir);
+  tj_disk_cache_dir(ctx, "/somewhere", dir, sizeof(dir));
+  CHECK_STREQ("/somewhere", dir);
+  tj_disk_cache_dir(ctx, "", dir, sizeof(dir));
+  CHECK_STREQ("", dir);
+  tj_context_destroy(ctx);
 }
 
 // Diagnostics of a context, collected.

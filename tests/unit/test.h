@@ -192,4 +192,20 @@ static inline tj_allocator_t tj_test_allocator_get(tj_test_allocator_t* t) {
   return a;
 }
 
+// Context options for tests that must not depend on earlier runs: the
+// defaults, with no disk cache (a compile that names its cache_dir still
+// has one), whatever the environment says.
+static inline tj_context_options_t tj_test_context_options(void) {
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  o.cache_dir = "";
+  return o;
+}
+
+// A context with tj_test_context_options.
+static inline tj_status_t tj_test_context_create(tj_context_t** out_context) {
+  tj_context_options_t o = tj_test_context_options();
+  return tj_context_create(&o, out_context);
+}
+
 #endif  // TJ_TESTS_UNIT_TEST_H_

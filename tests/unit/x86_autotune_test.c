@@ -148,9 +148,14 @@ static void io_copy_inputs(io_t* dst, const io_t* src) {
   }
 }
 
-static tj_context_t* make_context(log_t* log) {
+// A context whose diagnostics go to |log|, with |log_categories| and
+// |openblas| as its log and OpenBLAS settings (NULL: the environment's).
+static tj_context_t* make_context_with(log_t* log, const char* log_categories,
+                                       const char* openblas) {
   tj_context_options_t co;
   tj_context_options_initialize(&co);
+  co.log = log_categories;
+  co.openblas = openblas;
   co.diagnostic_fn = capture;
   co.diagnostic_user_data = log;
   tj_context_t* ctx = NULL;
@@ -158,11 +163,15 @@ static tj_context_t* make_context(log_t* log) {
   return ctx;
 }
 
+static tj_context_t* make_context(log_t* log) {
+  return make_context_with(log, NULL, NULL);
+}
+
 // The threads OpenBLAS runs, so that its candidate is available; 0 (the
 // default) when the library is absent.
 static int32_t blas_threads(void) {
   char why[256];
-  const tj_openblas_t* blas = tj_openblas_open(why, sizeof(why));
+  const tj_openblas_t* blas = tj_openblas_open(NULL, why, sizeof(why));
   return blas && blas->get_num_threads ? blas->get_num_threads() : 0;
 }
 
@@ -186,20 +195,6 @@ static void run_reference(tj_context_t* ctx, io_t* io) {
   CHECK_OK(tj_executable_run(ref, io->inputs, 6, io->outputs, 3));
   tj_executable_release(ref);
   tj_graph_destroy(g);
-}
-
-static void save_env(const char* name, char* saved, size_t size, bool* had) {
-  const char* v = getenv(name);
-  *had = v != NULL;
-  if (v) snprintf(saved, size, "%s", v);
-}
-
-static void restore_env(const char* name, const char* saved, bool had) {
-  if (had) {
-    setenv(name, saved, 1);
-  } else {
-    unsetenv(name);
-  }
 }
 
 // Every available candidate of every GEMM, forced in turn, gives the
@@ -333,15 +328,11 @@ static tj_x86_tuner_stats_t compile_and_run(tj_context_t* ctx, const char* dir,
 // from memory, one in a fresh context from disk; without a disk cache a fresh
 // context times again. Every run matches the reference.
 TEST(decisions_cached) {
-  char saved[256] = "";
-  bool had;
-  save_env("TJ_LOG", saved, sizeof(saved), &had);
-  setenv("TJ_LOG", "autotune", 1);
   char dir[] = "/tmp/tj_autotune_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   log_t log;
   memset(&log, 0, sizeof(log));
-  tj_context_t* ctx = make_context(&log);
+  tj_context_t* ctx = make_context_with(&log, "autotune", NULL);
   const int64_t bs[3] = {37, 40, 100};
   char variant[64] = "";
   tj_x86_tuner_stats_t ts =
@@ -368,34 +359,29 @@ TEST(decisions_cached) {
   tj_context_destroy(ctx);
   // A fresh context (as a new process would be): the disk cache.
   memset(&log, 0, sizeof(log));
-  ctx = make_context(&log);
+  ctx = make_context_with(&log, "autotune", NULL);
   ts = compile_and_run(ctx, dir, bs, 3, NULL, 0);
   CHECK_EQ_INT(0, ts.tunings);
   CHECK_EQ_INT(7, ts.cached);
   tj_context_destroy(ctx);
   // No disk cache: a fresh context times again.
   memset(&log, 0, sizeof(log));
-  ctx = make_context(&log);
+  ctx = make_context_with(&log, "autotune", NULL);
   ts = compile_and_run(ctx, "", bs, 1, NULL, 0);
   CHECK_EQ_INT(3, ts.tunings);
   tj_context_destroy(ctx);
   char cmd[64];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   CHECK(system(cmd) == 0);
-  restore_env("TJ_LOG", saved, had);
 }
 
 // A budget far below one run: the generated kernel is still timed (it
 // always runs once), the others are skipped as over budget, and the
 // decision is the generated kernel.
 TEST(budget) {
-  char saved[256] = "";
-  bool had;
-  save_env("TJ_LOG", saved, sizeof(saved), &had);
-  setenv("TJ_LOG", "autotune", 1);
   log_t log;
   memset(&log, 0, sizeof(log));
-  tj_context_t* ctx = make_context(&log);
+  tj_context_t* ctx = make_context_with(&log, "autotune", NULL);
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "big", &g));
   int64_t B = tj_graph_symbol(g, "B");
@@ -440,29 +426,24 @@ TEST(budget) {
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
-  restore_env("TJ_LOG", saved, had);
 }
 
 // Without OpenBLAS (a library name that does not exist, or "none") the
 // candidate is skipped with the reason logged, and runs still match.
 TEST(openblas_absent) {
-  char saved_log[256] = "", saved_lib[256] = "";
-  bool had_log, had_lib;
-  save_env("TJ_LOG", saved_log, sizeof(saved_log), &had_log);
-  save_env("TJ_OPENBLAS", saved_lib, sizeof(saved_lib), &had_lib);
-  setenv("TJ_LOG", "autotune", 1);
   static const char* const libs[] = {"/nonexistent/libopenblas.so.0", "none"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(libs); ++i) {
-    setenv("TJ_OPENBLAS", libs[i], 1);
     log_t log;
     memset(&log, 0, sizeof(log));
-    tj_context_t* ctx = make_context(&log);
+    tj_context_t* ctx = make_context_with(&log, "autotune", libs[i]);
     tj_graph_t* g = make_graph(ctx);
     tj_compile_options_t o = tuned_options("", 20);
+    o.x86.num_threads = 0;  // no OpenBLAS threads to match
     tj_executable_t* exe = NULL;
     CHECK_OK(tj_compile(g, &o, &exe));
     CHECK_CONTAINS(log.text, "candidate \"openblas sgemm + epilogue\" skipped");
-    CHECK_CONTAINS(log.text, i == 0 ? "dlopen" : "disabled by TJ_OPENBLAS");
+    CHECK_CONTAINS(log.text,
+                   i == 0 ? "dlopen" : "disabled by the openblas setting");
     run_tuned(exe, ctx, 9);
     tj_x86_tuner_stats_t ts;
     tj_x86_tuner_stats(tj_x86_executable_tuner(exe), &ts);
@@ -475,8 +456,6 @@ TEST(openblas_absent) {
     tj_graph_destroy(g);
     tj_context_destroy(ctx);
   }
-  restore_env("TJ_OPENBLAS", saved_lib, had_lib);
-  restore_env("TJ_LOG", saved_log, had_log);
 }
 
 TEST(options) {

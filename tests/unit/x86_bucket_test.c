@@ -82,14 +82,11 @@ static void run(tj_executable_t* exe, tj_executable_t* ref, int64_t B) {
 }
 
 TEST(buckets_run_generic_kernels) {
-  char saved[256] = "";
-  const char* env = getenv("TJ_LOG");
-  if (env) snprintf(saved, sizeof(saved), "%s", env);
-  setenv("TJ_LOG", "recompiles", 1);
   log_t log;
   memset(&log, 0, sizeof(log));
   tj_context_options_t co;
   tj_context_options_initialize(&co);
+  co.log = "recompiles";
   co.diagnostic_fn = capture;
   co.diagnostic_user_data = &log;
   tj_context_t* ctx = NULL;
@@ -134,11 +131,6 @@ TEST(buckets_run_generic_kernels) {
   tj_executable_release(ref);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
-  if (env) {
-    setenv("TJ_LOG", saved, 1);
-  } else {
-    unsetenv("TJ_LOG");
-  }
 }
 
 int main(void) {

@@ -273,7 +273,7 @@ static int count_mappings(void) {
 // count) share one JIT; those with the same thread count share one pool.
 TEST(one_jit_and_pool_per_context) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_executable_t* exes[NUM_KINDS + 1];
   tj_graph_t* graphs[NUM_KINDS];
   for (int k = 0; k < NUM_KINDS; ++k) {
@@ -326,7 +326,7 @@ TEST(threads_released_with_context) {
   int before = count_threads();
   CHECK(before >= 1);
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = make_graph(ctx, KIND_POINTWISE, 0);
   tj_executable_t* exes[20];
   for (int i = 0; i < 20; ++i) exes[i] = compile(g, 3, TJ_SPECIALIZE_NEVER);
@@ -375,7 +375,7 @@ static void* worker_main(void* arg) {
 // the AFTER_N specializations compile while the others run.
 TEST(several_executables_share_the_pool) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   enum { NB = 4, PER_EXE = 2 };
   const int64_t batches[NB] = {1, 7, 130, 513};
   problem_t problems[NUM_KINDS][NB];
@@ -431,7 +431,7 @@ TEST(several_executables_share_the_pool) {
 // text, so LLVM compiles (the memory cache serves the rest).
 TEST(compile_and_destroy_is_bounded) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   problem_t p;
   problem_init(&p, ctx, KIND_GEMM, 9);
   float* got = malloc(sizeof(float) * (size_t)p.out_elems);
@@ -484,7 +484,7 @@ TEST(small_m_paths_on_first_use) {
   o.cache_dir = dir;
   for (int round = 0; round < 2; ++round) {
     tj_context_t* ctx = NULL;
-    CHECK_OK(tj_context_create(NULL, &ctx));
+    CHECK_OK(tj_test_context_create(&ctx));
     tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
     tj_executable_t* exe = NULL;
     CHECK_OK(tj_compile(g, &o, &exe));
@@ -564,16 +564,14 @@ TEST(small_m_every_row_count) {
   cold_remarks_t remarks;
   memset(&remarks, 0, sizeof(remarks));
   pthread_mutex_init(&remarks.mutex, NULL);
-  tj_context_options_t co;
-  tj_context_options_initialize(&co);
+  tj_context_options_t co = tj_test_context_options();
   co.diagnostic_fn = on_diagnostic;
   co.diagnostic_user_data = &remarks;
+  co.log = "cache";
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&co, &ctx));
   tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
-  setenv("TJ_LOG", "cache", 1);  // read by tj_compile
   tj_executable_t* exe = compile_hosted(g, 2);
-  unsetenv("TJ_LOG");
   tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
   tj_x86_jit_stats_t st;
   for (int i = 0; i <= 16; ++i) {
@@ -605,7 +603,7 @@ TEST(small_m_every_row_count) {
 // for it.
 TEST(cold_part_from_pool_workers) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   enum { M = 5, K = 512, N = 2048 };  // big enough to spread (x86_backend.c)
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "wide", &g));
@@ -661,8 +659,7 @@ TEST(cold_part_out_of_memory) {
   for (; n < 400; ++n) {
     tj_test_allocator_t alloc;
     tj_test_allocator_initialize(&alloc, -1);
-    tj_context_options_t co;
-    tj_context_options_initialize(&co);
+    tj_context_options_t co = tj_test_context_options();
     co.allocator = tj_test_allocator_get(&alloc);
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
@@ -704,16 +701,14 @@ TEST(cold_part_built_in_background) {
   cold_remarks_t remarks;
   memset(&remarks, 0, sizeof(remarks));
   pthread_mutex_init(&remarks.mutex, NULL);
-  tj_context_options_t co;
-  tj_context_options_initialize(&co);
+  tj_context_options_t co = tj_test_context_options();
   co.diagnostic_fn = on_diagnostic;
   co.diagnostic_user_data = &remarks;
+  co.log = "cache";
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&co, &ctx));
   tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
-  setenv("TJ_LOG", "cache", 1);  // read by tj_compile
   tj_executable_t* exe = compile(g, 2, TJ_SPECIALIZE_NEVER);
-  unsetenv("TJ_LOG");
   tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
   CHECK(wait_for_loads(jit, 2, LONG_WAIT_MS));
   tj_x86_jit_stats_t st;
@@ -749,8 +744,7 @@ TEST(cold_part_built_in_background) {
 TEST(destroy_during_background_build) {
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
-  tj_context_options_t co;
-  tj_context_options_initialize(&co);
+  tj_context_options_t co = tj_test_context_options();
   co.allocator = tj_test_allocator_get(&alloc);
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&co, &ctx));
@@ -800,23 +794,21 @@ TEST(cold_part_background_out_of_memory) {
     tj_test_allocator_t alloc;
     tj_test_allocator_initialize(&alloc, -1);
     oom_at_remark_t r = {&alloc, k};
-    tj_context_options_t co;
-    tj_context_options_initialize(&co);
+    tj_context_options_t co = tj_test_context_options();
     co.allocator = tj_test_allocator_get(&alloc);
     co.diagnostic_fn = fail_after_remark;
     co.diagnostic_user_data = &r;
+    co.log = "cache";
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
     tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
     problem_t p;
     problem_init(&p, ctx, KIND_GEMM, 3);
-    setenv("TJ_LOG", "cache", 1);
     tj_compile_options_t o;
     tj_compile_options_initialize(&o);
     o.x86.num_threads = 1;
     tj_executable_t* exe = NULL;
     tj_status_t s = tj_compile(g, &o, &exe);
-    unsetenv("TJ_LOG");
     bool done = false;
     if (s) {
       CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
@@ -885,11 +877,11 @@ TEST(release_in_any_order_during_background_build) {
     late_remarks_t remarks;
     atomic_init(&remarks.destroyed, false);
     atomic_init(&remarks.late, 0);
-    tj_context_options_t co;
-    tj_context_options_initialize(&co);
+    tj_context_options_t co = tj_test_context_options();
     co.allocator = tj_test_allocator_get(&alloc);
     co.diagnostic_fn = count_late;
     co.diagnostic_user_data = &remarks;
+    co.log = "cache";
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
     problem_t p;
@@ -897,10 +889,8 @@ TEST(release_in_any_order_during_background_build) {
     // New kernel text each time: LLVM runs in the background for tens of
     // ms. Two executables: one released before the context, one after.
     tj_graph_t* g = make_graph(ctx, KIND_GEMM, 1e-30 * (i + 1));
-    setenv("TJ_LOG", "cache", 1);
     tj_executable_t* a = compile(g, 2, TJ_SPECIALIZE_NEVER);
     tj_executable_t* b = compile(g, 2, TJ_SPECIALIZE_NEVER);
-    unsetenv("TJ_LOG");
     tj_graph_destroy(g);
     sleep_ms((i / 2) % 3 * 5);
     if (context_first) {
@@ -934,7 +924,7 @@ TEST(release_in_any_order_during_background_build) {
 // that shape then uses (no recompile).
 TEST(prepare_builds_before_the_first_run) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(NULL, &ctx));
+  CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = make_graph(ctx, KIND_GEMM, 0);
   tj_executable_t* exe = compile_hosted(g, 2);
   tj_x86_jit_t* jit = tj_x86_context_jit(ctx);
@@ -1005,8 +995,8 @@ TEST(prepare_builds_before_the_first_run) {
 }
 
 int main(void) {
-  // No disk cache: counts of LLVM compiles must not depend on earlier runs.
-  setenv("TJ_CACHE_DIR", "", 1);
+  // No disk cache (tj_test_context_options in every context): counts of
+  // LLVM compiles must not depend on earlier runs.
   RUN_TEST(one_jit_and_pool_per_context);
   RUN_TEST(threads_released_with_context);
   RUN_TEST(several_executables_share_the_pool);

@@ -228,14 +228,10 @@ static void run_small(tj_executable_t* exe, int64_t b) {
 }
 
 TEST(specialization_policies) {
-  char saved[256] = "";
-  const char* env = getenv("TJ_LOG");
-  if (env) snprintf(saved, sizeof(saved), "%s", env);
-  setenv("TJ_LOG", "recompiles", 1);
   log_t log;
   memset(&log, 0, sizeof(log));
-  tj_context_options_t co;
-  tj_context_options_initialize(&co);
+  tj_context_options_t co = tj_test_context_options();
+  co.log = "recompiles";
   co.diagnostic_fn = capture;
   co.diagnostic_user_data = &log;
   tj_context_t* ctx = NULL;
@@ -286,11 +282,6 @@ TEST(specialization_policies) {
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
-  if (env) {
-    setenv("TJ_LOG", saved, 1);
-  } else {
-    unsetenv("TJ_LOG");
-  }
 }
 
 // The kernel cache: a second compile in one context hits the memory cache,
@@ -320,7 +311,7 @@ TEST(kernel_cache) {
   char dir[] = "/tmp/tj_x86_cache_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   tj_context_t* ctx[4] = {NULL, NULL, NULL, NULL};
-  for (int i = 0; i < 4; ++i) CHECK_OK(tj_context_create(NULL, &ctx[i]));
+  for (int i = 0; i < 4; ++i) CHECK_OK(tj_test_context_create(&ctx[i]));
   int64_t hits = -1, misses = -1;
   compile_small(ctx[0], dir, &hits, &misses);
   CHECK_EQ_INT(0, hits);  // cold: compiled (relu and sum: one kernel)
@@ -728,8 +719,7 @@ TEST(errors) {
 // tj_compile + one run with the Nth allocation failing, for every N: each
 // fails with OUT_OF_MEMORY and leaks nothing, until one succeeds.
 static tj_status_t compile_and_run(tj_allocator_t allocator, bool host) {
-  tj_context_options_t co;
-  tj_context_options_initialize(&co);
+  tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
   tj_context_t* ctx = NULL;
   tj_status_t s = tj_context_create(&co, &ctx);
@@ -796,8 +786,7 @@ TEST(oom_sweep_host_step) { oom_sweep(true); }
 int main(int argc, char** argv) {
   // No disk cache unless a test names one: counts of compiled kernels must
   // not depend on earlier runs. (Contexts still share nothing.)
-  setenv("TJ_CACHE_DIR", "", 1);
-  CHECK_OK(tj_context_create(NULL, &g_ctx));
+  CHECK_OK(tj_test_context_create(&g_ctx));
   g_be = (tj_cts_backend_t){"x86", TJ_TARGET_X86, g_ctx, NULL, NULL, NULL};
   // `x86_exec_test quick` skips the slow parts (OOM sweeps, capstone).
   bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;

@@ -357,8 +357,7 @@ TEST(signed_zero_chain) {
 }
 
 int main(void) {
-  setenv("TJ_CACHE_DIR", "", 1);
-  CHECK_OK(tj_context_create(NULL, &g_ctx));
+  CHECK_OK(tj_test_context_create(&g_ctx));  // no disk cache
   RUN_TEST(empty_fixed_axes);
   RUN_TEST(empty_contraction);
   RUN_TEST(argmax_empty_axis);

@@ -262,8 +262,8 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
 }
 
 static inline bool is_cmp(tj_op_t op) {
-  return op == TJ_OP_EQ || op == TJ_OP_NE || op == TJ_OP_LT || op == TJ_OP_LE ||
-         op == TJ_OP_GT || op == TJ_OP_GE;
+  return tj_op_info(op)->kind == TJ_OP_KIND_BINARY &&
+         tj_op_has(op, TJ_OPF_BOOL_RESULT);
 }
 
 static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x,
