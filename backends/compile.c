@@ -1,13 +1,13 @@
 // backends/compile.c: the compile driver. tj_compile and tj_executable_*
-// for every target, over the backend interface (backends/backend.h).
+// for every target, over the backend interface (backends/runtime/backend.h).
 //
 // Compiling: copy the caller's graph (the executable must not reference
 // it), open the target's backend (first, so that a target that cannot work
 // here fails fast and clearly), run the middle end (the default pipeline
 // or the caller's pass list; fuse and memplan always end it, since they
 // are the backends' input), lower every fusion group once to kernel IR and
-// build the run plan (backends/run_plan.c: a group the kernel templates or
-// the backend cannot take runs on the reference semantics as a host step
+// build the run plan (backends/runtime/run_plan.c: a group the kernel templates
+// or the backend cannot take runs on the reference semantics as a host step
 // between the compiled kernels, a graph break), and let the backend compile
 // the generic program. The reference target takes the graph as it is.
 //
@@ -29,8 +29,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/backend.h"
-#include "backends/host_tensor.h"
+#include "backends/compile.h"
+#include "backends/runtime/host_tensor.h"
+#include "backends/reference/reference_eval.h"
 #include "lib/env.h"
 
 #define MAX_SPECIALIZATIONS 16

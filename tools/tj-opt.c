@@ -27,6 +27,7 @@
 #include "kir/lower.h"
 #include "kir/schedule.h"
 #include "lib/ir.h"
+#include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"

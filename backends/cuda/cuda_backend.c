@@ -1,5 +1,5 @@
 // backends/cuda/cuda_backend.c: the CUDA target of the compile driver
-// (tj_backend_cuda, backends/backend.h), a thin adapter over the CUDA
+// (tj_backend_cuda, backends/runtime/backend.h), a thin adapter over the CUDA
 // program (cuda_executable.h): each program of an executable (the generic
 // one, and one per specialized shape) is a tj_cuda_program_t with its own
 // module, device arena and CUDA graphs, over the driver's run plan. Also
@@ -9,15 +9,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "backends/runtime/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "jit/cache.h"
 #include "lib/env.h"
-
-// tj_backend_config_t.arg of tj_cuda_compile_ptx: an offline target.
-typedef struct offline_arg_t {
-  tj_nvptx_arch_t arch;
-} offline_arg_t;
 
 typedef struct program_t {
   tj_cuda_program_t* cuda;
@@ -54,7 +49,7 @@ static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
   t->config.arg = NULL;
   if (config->arg) {
     t->offline = true;
-    t->offline_arch = ((const offline_arg_t*)config->arg)->arch;
+    t->offline_arch = ((const tj_cuda_offline_arg_t*)config->arg)->arch;
   }
   t->log_cache = (config->log & TJ_LOG_CACHE) != 0;
   t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
@@ -221,47 +216,6 @@ const tj_backend_t tj_backend_cuda = {
 
 //===--- offline PTX ---===//
 
-// The compile of a CUDA executable with an offline program: the PTX is
-// copied out and the executable, never run, released.
-tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
-                                const tj_compile_options_t* options,
-                                tj_nvptx_arch_t arch, tj_allocator_t al,
-                                tj_cuda_offline_ptx_t* out) {
-  memset(out, 0, sizeof(*out));
-  tj_compile_options_t opts;
-  if (options) {
-    opts = *options;
-  } else {
-    tj_compile_options_initialize(&opts);
-  }
-  opts.target = TJ_TARGET_CUDA;
-  offline_arg_t arg = {arch};
-  tj_executable_t* exe = NULL;
-  TJ_RETURN_IF_ERROR(
-      tj_compile_with_backend(graph, &opts, &tj_backend_cuda, &arg, &exe));
-  void *target, *program;
-  tj_executable_backend(exe, &target, &program);
-  const program_t* p = program;
-  tj_cuda_offline_ptx_t r;
-  memset(&r, 0, sizeof(r));
-  r.num_kernels = p->num_kernels;
-  r.num_host_steps = tj_executable_num_host_steps(exe);
-  const char* ptx = tj_cuda_program_ptx(p->cuda);
-  const char* variants =
-      tj_cuda_program_variants_ptx(p->cuda, &r.num_variant_kernels);
-  tj_status_t status = NULL;
-  if (ptx && !(r.ptx = tj_strdup(al, ptx))) status = tj_status_oom();
-  if (!status && variants && !(r.variants_ptx = tj_strdup(al, variants)))
-    status = tj_status_oom();
-  tj_executable_release(exe);
-  if (status) {
-    tj_cuda_offline_ptx_deinitialize(al, &r);
-    return status;
-  }
-  *out = r;
-  return NULL;
-}
-
 void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
                                       tj_cuda_offline_ptx_t* ptx) {
   tj_free_string(al, ptx->ptx);
@@ -269,14 +223,27 @@ void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
   memset(ptx, 0, sizeof(*ptx));
 }
 
-tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
-                                     tj_cuda_program_stats_t* out_stats) {
+const char* tj_cuda_backend_ptx(const void* program) {
+  return program ? tj_cuda_program_ptx(((const program_t*)program)->cuda)
+                 : NULL;
+}
+
+const char* tj_cuda_backend_variants_ptx(const void* program,
+                                         uint32_t* out_num_kernels) {
+  *out_num_kernels = 0;
+  if (!program) return NULL;
+  return tj_cuda_program_variants_ptx(((const program_t*)program)->cuda,
+                                      out_num_kernels);
+}
+
+void tj_cuda_backend_stats(const void* program,
+                           tj_cuda_program_stats_t* out_stats) {
   memset(out_stats, 0, sizeof(*out_stats));
-  void *target, *program;
-  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
-  if (b != &tj_backend_cuda || !program) {
-    return tj_invalid("tj_executable_cuda_stats: not a CUDA executable");
+  if (program) {
+    tj_cuda_program_stats(((const program_t*)program)->cuda, out_stats);
   }
-  tj_cuda_program_stats(((program_t*)program)->cuda, out_stats);
-  return NULL;
+}
+
+uint32_t tj_cuda_backend_num_kernels(const void* program) {
+  return program ? ((const program_t*)program)->num_kernels : 0;
 }

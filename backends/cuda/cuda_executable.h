@@ -19,8 +19,9 @@
 #ifndef TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
 #define TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_
 
+#include "backends/cuda/cuda_entry.h"
 #include "backends/cuda/cuda_runtime.h"
-#include "backends/run_plan.h"
+#include "backends/runtime/run_plan.h"
 #include "kir/lower.h"
 #include "jit/nvptx.h"
 #include "tensorjit/tj_executable.h"
@@ -37,7 +38,7 @@ typedef enum tj_cuda_step_kind_e {
 typedef struct tj_cuda_step_t {
   tj_cuda_step_kind_t kind;
   uint32_t first_kernel, num_kernels;
-  // HOST: the run plan's host step (backends/run_plan.h), run by
+  // HOST: the run plan's host step (backends/runtime/run_plan.h), run by
   // tj_host_step_run on host copies of the values it reads and writes.
   const tj_host_step_t* host;
 } tj_cuda_step_t;
@@ -156,33 +157,5 @@ const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
 // them. NULL (and 0) without tensor-core GEMMs, and for other programs.
 const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
                                          uint32_t* out_num_kernels);
-
-// The PTX a GPU of |arch| would load for |graph| compiled with |options|
-// (its target is taken as TJ_TARGET_CUDA), made without a device: the same
-// middle end, lowering, emission and graph breaks as tj_compile, then
-// LLVM's NVPTX back end. Implemented in backends/cuda/cuda_backend.c.
-typedef struct tj_cuda_offline_ptx_t {
-  char* ptx;             // the program's module; NULL without kernels
-  char* variants_ptx;    // see tj_cuda_program_variants_ptx; may be NULL
-  uint32_t num_kernels;  // in |ptx|
-  uint32_t num_variant_kernels;  // in |variants_ptx|
-  uint32_t num_host_steps;       // graph breaks
-} tj_cuda_offline_ptx_t;
-
-// Fills |out| (its strings owned by the caller; release them with
-// tj_cuda_offline_ptx_deinitialize and the same |al|). On failure |*out|
-// holds nothing.
-tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
-                                const tj_compile_options_t* options,
-                                tj_nvptx_arch_t arch, tj_allocator_t al,
-                                tj_cuda_offline_ptx_t* out);
-void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
-                                      tj_cuda_offline_ptx_t* ptx);
-
-// The CUDA stats of the generic program of an executable compiled for
-// TJ_TARGET_CUDA (implemented in backends/cuda/cuda_backend.c).
-// INVALID_ARGUMENT for other executables.
-tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
-                                     tj_cuda_program_stats_t* out_stats);
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_

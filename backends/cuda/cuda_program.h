@@ -49,7 +49,7 @@
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kir.h"
-#include "backends/host_tensor.h"
+#include "backends/runtime/host_tensor.h"
 #include "jit/nvptx.h"
 
 #define TJ_CUDA_MAX_GRAPHS 8
@@ -286,7 +286,7 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c);
 //===--- cuda_staging.c ---===//
 
 // The bytes of |t|'s elements, dense. The other tensor helpers are the
-// host ones every runtime shares (backends/host_tensor.h).
+// host ones every runtime shares (backends/runtime/host_tensor.h).
 int64_t tj_cuda_tensor_bytes(const tj_tensor_t* t);
 // INVALID_ARGUMENT unless |t| is on the CPU or on the program's device.
 tj_status_t tj_cuda_check_device_tensor(const tj_cuda_program_t* p,

@@ -98,7 +98,9 @@ int32_t tj_x86_tuner_candidates(const tj_x86_tuner_t* tuner, uint32_t kernel,
 tj_status_t tj_x86_tuner_force(tj_x86_tuner_t* tuner, const char* name);
 
 // The tuner of an x86 executable (NULL when autotuning is off or it has no
-// GEMM kernel). Implemented in x86_program.c.
+// GEMM kernel). Implemented by the driver (backends/target_entry.c).
 tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable);
+// The tuner of a program of tj_backend_x86 (NULL for NULL or none).
+tj_x86_tuner_t* tj_x86_backend_tuner(const void* program);
 
 #endif  // TJ_BACKENDS_X86_GEMM_TUNE_H_

@@ -1,5 +1,5 @@
 // backends/x86/x86_program.c: the x86 target of the compile driver
-// (tj_backend_x86, backends/backend.h).
+// (tj_backend_x86, backends/runtime/backend.h).
 //
 // A program is a kernel set (x86_backend.h): every kernel of the run plan
 // JIT-compiled as one module with the context's JIT, small-M GEMM paths
@@ -12,8 +12,8 @@
 // Running: evaluate the memory plan for the run's symbols, take a run
 // frame (arena + per-run tables) from a small pool, compute each kernel's
 // scalar params and launch it over its work units; host steps run on the
-// reference semantics in between (backends/run_plan.h). Graph outputs are
-// written straight into the caller's tensors when those are dense; strided
+// reference semantics in between (backends/runtime/run_plan.h). Graph outputs
+// are written straight into the caller's tensors when those are dense; strided
 // inputs and outputs go through staging space in the arena. Frames keep
 // their arena across runs and grow it only when a larger shape comes, so a
 // steady state allocates nothing; concurrent runs get different frames.
@@ -23,8 +23,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backends/backend.h"
-#include "backends/host_tensor.h"
+#include "backends/runtime/backend.h"
+#include "backends/runtime/host_tensor.h"
 #include "backends/x86/gemm_tune.h"
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
@@ -520,9 +520,6 @@ const tj_backend_t tj_backend_x86 = {
     .close = x86_close,
 };
 
-tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
-  void *target, *program;
-  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
-  if (b != &tj_backend_x86 || !program) return NULL;
-  return ((const program_t*)program)->tuner;
+tj_x86_tuner_t* tj_x86_backend_tuner(const void* program) {
+  return program ? ((const program_t*)program)->tuner : NULL;
 }

@@ -26,17 +26,13 @@ typedef struct tj_memplan_t tj_memplan_t;  // lib/passes/memplan.h
 // Runs finalized |graph|, which has no inputs (only constants and ops on
 // them), and writes each output densely, row-major, into |outputs|[i]
 // (sized by the caller from the output's type). Constant folding calls it so
-// that folding can never disagree with the reference interpreter: lib/ does
-// not depend on backends/, so the drivers install
-// tj_pass_reference_evaluator (lib/passes/reference_eval.c, built only on
-// the public tj_reference_run).
+// that folding can never disagree with the reference interpreter. lib/ does
+// not depend on backends/ (tests/check_layering.py), so whoever runs a
+// pipeline installs the evaluator: the compile driver, tj_graph_scoreboard
+// (backends/scoreboard.c), tj-opt and the tests install
+// tj_pass_reference_evaluator (backends/reference/reference_eval.h).
 typedef tj_status_t (*tj_pass_eval_fn)(void* user_data, const tj_graph_t* graph,
                                        void* const* outputs);
-
-// The evaluator built on the public tj_reference_run.
-tj_status_t tj_pass_reference_evaluator(void* user_data,
-                                        const tj_graph_t* graph,
-                                        void* const* outputs);
 
 //===--- tj_pass_ctx_t ---===//
 
@@ -148,6 +144,16 @@ tj_status_t tj_pipeline_default(tj_pass_ctx_t* ctx, tj_plan_t* plan);
 // "memplan"). Used by the scoreboard to measure each stage.
 tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                       const char* stage_pass);
+
+// tj_graph_scoreboard (include/tensorjit/tj_optimize.h) with constant
+// folding through |evaluate| (NULL: no folding); the public function, in
+// backends/scoreboard.c, passes the reference evaluator.
+tj_status_t tj_scoreboard_measure(const tj_graph_t* graph, int32_t num_symbols,
+                                  const char* const* symbol_names,
+                                  const int64_t* symbol_values,
+                                  tj_pass_eval_fn evaluate,
+                                  void* evaluate_user_data,
+                                  tj_scoreboard_t* out);
 
 // Checks a comma-separated pass list ("default" names the default
 // pipeline); INVALID_ARGUMENT naming the first unknown or empty name.

@@ -12,6 +12,10 @@
 // inputs and writing its outputs. Peak memory is inputs + constants +
 // outputs + intermediates, the intermediates each separately allocated
 // until memory planning and sharing the planned arena after it.
+//
+// Folding needs a constant evaluator, which lib/ does not have (it must not
+// reach backends/): the public entry point, backends/scoreboard.c, passes
+// the reference interpreter's to tj_scoreboard_measure.
 
 #include <string.h>
 
@@ -254,11 +258,12 @@ static tj_status_t score(board_t* b, tj_scoreboard_t* out) {
   return NULL;
 }
 
-TJ_API tj_status_t tj_graph_scoreboard(const tj_graph_t* graph,
-                                       int32_t num_symbols,
-                                       const char* const* symbol_names,
-                                       const int64_t* symbol_values,
-                                       tj_scoreboard_t* out) {
+tj_status_t tj_scoreboard_measure(const tj_graph_t* graph, int32_t num_symbols,
+                                  const char* const* symbol_names,
+                                  const int64_t* symbol_values,
+                                  tj_pass_eval_fn evaluate,
+                                  void* evaluate_user_data,
+                                  tj_scoreboard_t* out) {
   if (!out) return tj_invalid("tj_graph_scoreboard: out is NULL");
   memset(out, 0, sizeof(*out));
   if (!graph) return tj_invalid("tj_graph_scoreboard: graph is NULL");
@@ -270,7 +275,8 @@ TJ_API tj_status_t tj_graph_scoreboard(const tj_graph_t* graph,
   if (!b) return tj_status_oom();
   memset(b, 0, sizeof(*b));
   tj_pass_ctx_initialize(&b->ctx, graph->context);
-  b->ctx.evaluate = tj_pass_reference_evaluator;
+  b->ctx.evaluate = evaluate;
+  b->ctx.evaluate_user_data = evaluate_user_data;
   b->graph = graph;
   tj_status_t status = bind(b, num_symbols, symbol_names, symbol_values);
   if (!status) status = score(b, out);

@@ -15,6 +15,7 @@
 #include "tests/unit/random_graph.h"
 
 #include "lib/passes/fusion.h"
+#include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 
 enum { kDefaultGraphs = 400 };

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "backends/reference/reference_eval.h"
 #include "kir/lower.h"
 #include "lib/ir.h"
 #include "lib/passes/pass.h"

@@ -5,6 +5,7 @@
 
 #include "tests/unit/test.h"
 
+#include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 
 // A graph that exercises every pass: composites, foldable constants,

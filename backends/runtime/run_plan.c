@@ -1,13 +1,13 @@
-// backends/run_plan.c: see run_plan.h. Lowering every fusion group into
+// backends/runtime/run_plan.c: see run_plan.h. Lowering every fusion group into
 // the steps of a run, the subgraphs of graph breaks, and running one on
 // the reference semantics.
 
-#include "backends/run_plan.h"
+#include "backends/runtime/run_plan.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/host_tensor.h"
+#include "backends/runtime/host_tensor.h"
 #include "lib/env.h"
 
 static void host_step_deinitialize(tj_allocator_t al, tj_host_step_t* h) {

@@ -18,10 +18,10 @@
 // backends/reference/reference_backend.c (tj_backend_reference). Only the
 // driver names them all.
 
-#ifndef TJ_BACKENDS_BACKEND_H_
-#define TJ_BACKENDS_BACKEND_H_
+#ifndef TJ_BACKENDS_RUNTIME_BACKEND_H_
+#define TJ_BACKENDS_RUNTIME_BACKEND_H_
 
-#include "backends/run_plan.h"
+#include "backends/runtime/run_plan.h"
 #include "tensorjit/tj_executable.h"
 
 // What a target is opened with. Everything is borrowed from the
@@ -96,23 +96,4 @@ extern const tj_backend_t tj_backend_x86;
 extern const tj_backend_t tj_backend_cuda;
 extern const tj_backend_t tj_backend_reference;
 
-// The driver's side, for target-specific entry points (tj_cuda_compile_ptx,
-// tj_executable_cuda_stats, tj_x86_executable_tuner):
-
-// tj_compile with |backend| opened with |arg| (tj_backend_config_t.arg).
-tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
-                                    const tj_compile_options_t* options,
-                                    const tj_backend_t* backend,
-                                    const void* arg,
-                                    tj_executable_t** out_executable);
-
-// The backend of |executable|; its target and generic program in
-// |*out_target| and |*out_program|. NULL executable: NULL.
-const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
-                                          void** out_target,
-                                          void** out_program);
-
-// Graph breaks of |executable| (run plan host steps).
-uint32_t tj_executable_num_host_steps(const tj_executable_t* executable);
-
-#endif  // TJ_BACKENDS_BACKEND_H_
+#endif  // TJ_BACKENDS_RUNTIME_BACKEND_H_

@@ -1,6 +1,6 @@
-// backends/host_tensor.c: see host_tensor.h.
+// backends/runtime/host_tensor.c: see host_tensor.h.
 
-#include "backends/host_tensor.h"
+#include "backends/runtime/host_tensor.h"
 
 #include <string.h>
 

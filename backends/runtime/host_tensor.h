@@ -4,8 +4,8 @@
 // copy, one set of error messages. (A lowered kernel's scalar params are
 // kir/lower.h's tj_lowered_kernel_scalars.)
 
-#ifndef TJ_BACKENDS_HOST_TENSOR_H_
-#define TJ_BACKENDS_HOST_TENSOR_H_
+#ifndef TJ_BACKENDS_RUNTIME_HOST_TENSOR_H_
+#define TJ_BACKENDS_RUNTIME_HOST_TENSOR_H_
 
 #include "lib/ir.h"
 #include "tensorjit/tj_tensor.h"
@@ -38,4 +38,4 @@ tj_status_t tj_host_check_outputs(const tj_graph_t* graph,
                                   const tj_tensor_t* outputs,
                                   const int64_t* sym, bool allow_cuda);
 
-#endif  // TJ_BACKENDS_HOST_TENSOR_H_
+#endif  // TJ_BACKENDS_RUNTIME_HOST_TENSOR_H_

@@ -1,11 +1,9 @@
 // The constant evaluator the drivers install in tj_pass_ctx_t: a graph of
-// constants run on the reference interpreter. It uses only the public
-// tj_reference_run (as any host could), so the passes themselves never
-// depend on backends/: fold.c knows just the tj_pass_eval_fn hook.
+// constants run on the reference interpreter. See reference_eval.h.
+
+#include "backends/reference/reference_eval.h"
 
 #include <string.h>
-
-#include "lib/passes/pass.h"
 
 tj_status_t tj_pass_reference_evaluator(void* user_data,
                                         const tj_graph_t* graph,

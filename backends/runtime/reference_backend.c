@@ -1,10 +1,13 @@
-// backends/reference/reference_backend.c: the reference target of the
-// compile driver (tj_backend_reference, backends/backend.h), for checking:
-// the program is the caller's graph as it was given (copied by the driver,
-// no pass pipeline), run by the interpreter on every call, which checks
-// the arguments itself. Nothing is lowered, so nothing specializes.
+// backends/runtime/reference_backend.c: the reference target of the
+// compile driver (tj_backend_reference, backends/runtime/backend.h), for
+// checking: the simplest implementation of the interface, beside it
+// because the interpreter (backends/reference) sits below the interface
+// (the run plan's graph breaks use it). The program is the caller's graph as it
+// was given (copied by the driver, no pass pipeline), run by the interpreter on
+// every call, which checks the arguments itself. Nothing is lowered, so nothing
+// specializes.
 
-#include "backends/backend.h"
+#include "backends/runtime/backend.h"
 
 static tj_status_t reference_compile(void* target, tj_lowered_program_t* lp,
                                      void** out_program) {

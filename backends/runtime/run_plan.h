@@ -12,8 +12,8 @@
 // values (tj_run_plan_lower) into the same number of kernels, so that the
 // steps serve every program of the executable.
 
-#ifndef TJ_BACKENDS_RUN_PLAN_H_
-#define TJ_BACKENDS_RUN_PLAN_H_
+#ifndef TJ_BACKENDS_RUNTIME_RUN_PLAN_H_
+#define TJ_BACKENDS_RUNTIME_RUN_PLAN_H_
 
 #include "kir/lower.h"
 #include "lib/passes/pass.h"
@@ -100,4 +100,4 @@ tj_status_t tj_host_step_run(const tj_graph_t* graph, tj_allocator_t allocator,
                              const tj_tensor_t* inputs,
                              unsigned char* const* loc);
 
-#endif  // TJ_BACKENDS_RUN_PLAN_H_
+#endif  // TJ_BACKENDS_RUNTIME_RUN_PLAN_H_

@@ -1,0 +1,62 @@
+// The CUDA target's entry points that the driver layer reaches
+// (backends/target_entry.c), with no CUDA type in sight: the driver may
+// name the CUDA backend, but only backends/cuda sees the driver API's
+// types (tests/check_layering.py). A program here is a program of
+// tj_backend_cuda (backends/cuda/cuda_backend.c), passed as void*.
+
+#ifndef TJ_BACKENDS_CUDA_CUDA_ENTRY_H_
+#define TJ_BACKENDS_CUDA_CUDA_ENTRY_H_
+
+#include "jit/nvptx.h"
+#include "lib/base.h"
+#include "tensorjit/tj_executable.h"
+
+// Defined in backends/cuda/cuda_executable.h; opaque here.
+typedef struct tj_cuda_program_stats_t tj_cuda_program_stats_t;
+
+// The PTX a GPU of |arch| would load for |graph| compiled with |options|
+// (its target is taken as TJ_TARGET_CUDA), made without a device: the same
+// middle end, lowering, emission and graph breaks as tj_compile, then
+// LLVM's NVPTX back end. Implemented by the driver (backends/target_entry.c)
+// over tj_backend_cuda opened with a tj_cuda_offline_arg_t.
+typedef struct tj_cuda_offline_ptx_t {
+  char* ptx;             // the program's module; NULL without kernels
+  char* variants_ptx;    // see tj_cuda_program_variants_ptx; may be NULL
+  uint32_t num_kernels;  // in |ptx|
+  uint32_t num_variant_kernels;  // in |variants_ptx|
+  uint32_t num_host_steps;       // graph breaks
+} tj_cuda_offline_ptx_t;
+
+// Fills |out| (its strings owned by the caller; release them with
+// tj_cuda_offline_ptx_deinitialize and the same |al|). On failure |*out|
+// holds nothing.
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out);
+void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
+                                      tj_cuda_offline_ptx_t* ptx);
+
+// The CUDA stats of the generic program of an executable compiled for
+// TJ_TARGET_CUDA (implemented by the driver, backends/target_entry.c).
+// INVALID_ARGUMENT for other executables.
+tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
+                                     tj_cuda_program_stats_t* out_stats);
+
+// tj_backend_config_t.arg that opens tj_backend_cuda offline: PTX for
+// |arch| is made, no device is touched, nothing runs.
+typedef struct tj_cuda_offline_arg_t {
+  tj_nvptx_arch_t arch;
+} tj_cuda_offline_arg_t;
+
+// Accessors of a program of tj_backend_cuda (backends/cuda/cuda_backend.c),
+// for the driver's entry points above: its kernels, its PTX and variants'
+// PTX (borrowed; NULL when none, see tj_cuda_program_ptx), and its stats.
+uint32_t tj_cuda_backend_num_kernels(const void* program);
+const char* tj_cuda_backend_ptx(const void* program);
+const char* tj_cuda_backend_variants_ptx(const void* program,
+                                         uint32_t* out_num_kernels);
+void tj_cuda_backend_stats(const void* program,
+                           tj_cuda_program_stats_t* out_stats);
+
+#endif  // TJ_BACKENDS_CUDA_CUDA_ENTRY_H_

@@ -1,0 +1,71 @@
+// backends/target_entry.c: the driver's entry points that name one target:
+// tj_cuda_compile_ptx (the compile of a CUDA executable with an offline
+// program, stopping at PTX), tj_executable_cuda_stats and
+// tj_x86_executable_tuner. They sit in the driver, above the backends,
+// because they reach an executable (the driver's) and one backend's
+// program; the backends only expose accessors of their own programs.
+
+#include <string.h>
+
+#include "backends/compile.h"
+#include "backends/cuda/cuda_entry.h"
+#include "backends/x86/gemm_tune.h"
+
+// The compile of a CUDA executable with an offline program: the PTX is
+// copied out and the executable, never run, released.
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out) {
+  memset(out, 0, sizeof(*out));
+  tj_compile_options_t opts;
+  if (options) {
+    opts = *options;
+  } else {
+    tj_compile_options_initialize(&opts);
+  }
+  opts.target = TJ_TARGET_CUDA;
+  tj_cuda_offline_arg_t arg = {arch};
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR(
+      tj_compile_with_backend(graph, &opts, &tj_backend_cuda, &arg, &exe));
+  void *target, *program;
+  tj_executable_backend(exe, &target, &program);
+  tj_cuda_offline_ptx_t r;
+  memset(&r, 0, sizeof(r));
+  r.num_kernels = tj_cuda_backend_num_kernels(program);
+  r.num_host_steps = tj_executable_num_host_steps(exe);
+  const char* ptx = tj_cuda_backend_ptx(program);
+  const char* variants =
+      tj_cuda_backend_variants_ptx(program, &r.num_variant_kernels);
+  tj_status_t status = NULL;
+  if (ptx && !(r.ptx = tj_strdup(al, ptx))) status = tj_status_oom();
+  if (!status && variants && !(r.variants_ptx = tj_strdup(al, variants)))
+    status = tj_status_oom();
+  tj_executable_release(exe);
+  if (status) {
+    tj_cuda_offline_ptx_deinitialize(al, &r);
+    return status;
+  }
+  *out = r;
+  return NULL;
+}
+
+tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
+                                     tj_cuda_program_stats_t* out_stats) {
+  void *target, *program;
+  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
+  if (b != &tj_backend_cuda) program = NULL;
+  tj_cuda_backend_stats(program, out_stats);  // zeroes them without one
+  if (!program) {
+    return tj_invalid("tj_executable_cuda_stats: not a CUDA executable");
+  }
+  return NULL;
+}
+
+tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
+  void *target, *program;
+  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
+  if (b != &tj_backend_x86) return NULL;
+  return tj_x86_backend_tuner(program);
+}
