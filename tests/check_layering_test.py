@@ -133,6 +133,10 @@ def check(script, root, extra=()):
 
 def main():
     cc = sys.argv[1:] or None
+    # A compiler launcher recorded at configure time (ccache) may be absent
+    # where the build tree is run (another machine): use the compiler.
+    while cc and len(cc) > 1 and shutil.which(cc[0]) is None:
+        cc = cc[1:]
     failures = []
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="tj-layering-"))
     try:
