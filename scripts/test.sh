@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, runs every
 # test suite (unit, lit, python, examples), then an ASan+UBSan build of the
-# native tests with clang-19. Ends with "N passed, N failed".
+# native tests with clang-19, and a ThreadSanitizer build of the threaded
+# tests. Ends with "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -46,7 +47,28 @@ CC=clang-19 CXX=clang++-19 run_suite build-asan \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
   -- --suite unit --suite lit --suite examples
 
-"$PYTHON" scripts/count_tests.py build build-asan
+# ThreadSanitizer: a third build (TSan cannot share one with ASan), with
+# clang-19, of the library and the threaded tests only, which keeps it to a
+# fraction of a full build. LLVM (a shared library) is not instrumented:
+# the races looked for are in our code; tests/tsan.supp holds the
+# suppressions, each with its reason. Each test counts once in the total.
+run_tsan() {
+  local dir=build-tsan
+  local tests=(threads_test x86_context_test thread_pool_test cache_race_test)
+  if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang-19 CXX=clang++-19 meson setup "$dir" -Db_sanitize=thread \
+      -Db_lundef=false -Dpython="$PYTHON" || { status=1; return; }
+  fi
+  # A build that fails leaves no test log, so count_tests.py counts it.
+  rm -f "$dir/meson-logs/testlog.json"
+  ninja -C "$dir" "${tests[@]/#/tests/unit/}" || { status=1; return; }
+  TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
+    meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 \
+    "${tests[@]}" || status=1
+}
+run_tsan
+
+"$PYTHON" scripts/count_tests.py build build-asan build-tsan
 rc=$?
 [ $status -ne 0 ] && rc=1
 exit $rc
