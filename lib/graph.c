@@ -77,7 +77,8 @@ tj_status_t tj_graph_finalize(tj_graph_t* graph) {
 }
 
 tj_status_t tj_graph_status(const tj_graph_t* graph) {
-  return graph ? tj_status_clone(graph->error) : NULL;
+  if (!graph) return tj_invalid("tj_graph_status: graph is NULL");
+  return tj_status_clone(graph->error);
 }
 
 //===--- internal builder entry points ---===//
