@@ -83,6 +83,7 @@ TJ_API tj_context_t* tj_graph_context(const tj_graph_t* graph);
 TJ_API tj_status_t tj_graph_finalize(tj_graph_t* graph);
 
 // A copy of the first recorded error, or NULL. Owned by the caller.
+// INVALID_ARGUMENT for a NULL graph.
 TJ_API tj_status_t tj_graph_status(const tj_graph_t* graph);
 
 //===--- symbolic dims ---===//
