@@ -505,6 +505,72 @@ TEST(null_out_arguments) {
   end_context();
 }
 
+// A live graph with NULL pointer arguments where a pointer is required.
+TEST(null_builder_pointers) {
+  begin_context();
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, NULL, &g));  // documented: "main"
+  CHECK_STREQ("main", tj_graph_name(g));
+  tj_graph_destroy(g);
+  g = new_graph();
+  CHECK(tj_graph_symbol(g, NULL) == TJ_DIM_INVALID);
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "name");
+  tj_graph_destroy(g);
+  g = new_graph();
+  CHECK(tj_value_is_none(
+      tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){2}, NULL)));
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "name");
+  tj_graph_destroy(g);
+  g = new_graph();
+  CHECK(tj_value_is_none(tj_graph_input(g, TJ_DTYPE_F32, 2, NULL, "x")));
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "dims is NULL");
+  tj_graph_destroy(g);
+  g = new_graph();
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){2}, "x");
+  tj_graph_output(g, x, NULL);
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "name");
+  tj_graph_destroy(g);
+  g = new_graph();
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 3}, "x");
+  CHECK(tj_value_is_none(tj_graph_transpose(g, x, NULL)));
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "perm");
+  tj_graph_destroy(g);
+  g = new_graph();
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 3}, "x");
+  CHECK(tj_value_is_none(tj_graph_pad(g, x, NULL, (int64_t[]){0, 0}, 0)));
+  CHECK_BUILD_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, "pad");
+  tj_graph_destroy(g);
+  g = new_graph();
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 3}, "x");
+  tj_graph_output(g, x, "y");
+  tj_graph_value_dims(g, x, NULL);  // a no-op
+  CHECK_EQ_INT(2, tj_graph_value_rank(g, x));
+  tj_value_t bogus = {12345};
+  CHECK_EQ_INT(-1, tj_graph_value_rank(g, bogus));
+  CHECK(tj_graph_input_name(g, 5) == NULL);
+  CHECK(tj_graph_output_name(g, -1) == NULL);
+  CHECK(tj_value_is_none(tj_graph_input_value(g, 9)));
+  CHECK_OK(tj_graph_finalize(g));
+  tj_graph_t* joint = NULL;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "output indices are NULL",
+               tj_graph_grad(g, 1, NULL, 1, (int32_t[]){0}, &joint));
+  CHECK(joint == NULL);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "input indices are NULL",
+               tj_graph_grad(g, 1, (int32_t[]){0}, 1, NULL, &joint));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "-1 inputs selected",
+               tj_graph_grad(g, 1, (int32_t[]){0}, -1, NULL, &joint));
+  CHECK(joint == NULL);
+  tj_graph_t *fwd = NULL, *bwd = NULL;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "out_",
+               tj_graph_partition(g, 1, 1, NULL, NULL, NULL, NULL));
+  tj_scoreboard_t board;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "symbol",
+               tj_graph_scoreboard(g, 1, NULL, NULL, &board));
+  CHECK(fwd == NULL && bwd == NULL);
+  tj_graph_destroy(g);
+  end_context();
+}
+
 TEST(null_executable_arguments) {
   float x[6] = {0};
   int64_t s[2] = {2, 3};
@@ -888,6 +954,7 @@ int main(void) {
   RUN_TEST(null_context_arguments);
   RUN_TEST(null_graph_arguments);
   RUN_TEST(null_out_arguments);
+  RUN_TEST(null_builder_pointers);
   RUN_TEST(null_executable_arguments);
   RUN_TEST(builder_dtype_out_of_range);
   RUN_TEST(op_queries_out_of_range);
