@@ -32,6 +32,7 @@
 //===--- options ---===//
 
 void tj_compile_options_initialize(tj_compile_options_t* options) {
+  if (!options) return;
   memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
   options->target = TJ_TARGET_X86;
@@ -360,6 +361,7 @@ tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 
 void tj_executable_stats(const tj_executable_t* executable,
                          tj_executable_stats_t* out_stats) {
+  if (!out_stats) return;
   memset(out_stats, 0, sizeof(*out_stats));
   if (!executable) return;
   tj_executable_t* exe = (tj_executable_t*)executable;

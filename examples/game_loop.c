@@ -341,23 +341,26 @@ static tj_status_t build_policy(tj_context_t* ctx, tj_graph_t** out) {
       g, tj_graph_linear(
              g, obs,
              tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 2,
-                                        (int64_t[]){FEATURES, HIDDEN}, w1),
+                                        (int64_t[]){FEATURES, HIDDEN}, w1,
+                                        sizeof(w1)),
              tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, (int64_t[]){HIDDEN},
-                                        b1)));
+                                        b1, sizeof(b1))));
   h = tj_graph_relu(
       g,
-      tj_graph_linear(g, h,
-                      tj_graph_constant_borrowed(
-                          g, TJ_DTYPE_F32, 2, (int64_t[]){HIDDEN, HIDDEN}, w2),
-                      tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1,
-                                                 (int64_t[]){HIDDEN}, b2)));
+      tj_graph_linear(
+          g, h,
+          tj_graph_constant_borrowed(
+              g, TJ_DTYPE_F32, 2, (int64_t[]){HIDDEN, HIDDEN}, w2, sizeof(w2)),
+          tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, (int64_t[]){HIDDEN},
+                                     b2, sizeof(b2))));
   tj_value_t act = tj_graph_tanh(
       g,
-      tj_graph_linear(g, h,
-                      tj_graph_constant_borrowed(
-                          g, TJ_DTYPE_F32, 2, (int64_t[]){HIDDEN, ACTIONS}, w3),
-                      tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1,
-                                                 (int64_t[]){ACTIONS}, b3)));
+      tj_graph_linear(
+          g, h,
+          tj_graph_constant_borrowed(
+              g, TJ_DTYPE_F32, 2, (int64_t[]){HIDDEN, ACTIONS}, w3, sizeof(w3)),
+          tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, (int64_t[]){ACTIONS},
+                                     b3, sizeof(b3))));
   tj_graph_output(g, act, "action");
   status = tj_graph_finalize(g);  // the first builder error, if any
   if (status) {

@@ -1119,8 +1119,12 @@ static tj_status_t select_values(const tj_graph_t* g, bool inputs, int32_t num,
   const char* what = inputs ? "input" : "output";
   *out = NULL;
   *out_count = 0;
-  if (num < 0 || (num > 0 && !indices))
-    return tj_invalid("tj_graph_grad: bad %s selection", what);
+  if (num < 0)
+    return tj_invalid("tj_graph_grad: %d %ss selected", (int)num, what);
+  if (num > 0 && !indices) {
+    return tj_invalid("tj_graph_grad: %s indices are NULL for %d %ss", what,
+                      (int)num, what);
+  }
   uint32_t* list = tj_alloc(g->allocator, sizeof(uint32_t) * (limit + 1));
   bool* seen = tj_calloc(g->allocator, limit + 1, sizeof(bool));
   tj_status_t status = list && seen ? NULL : tj_status_oom();

@@ -60,6 +60,7 @@ size_t tj_dtype_size(tj_dtype_t dtype) {
 }
 
 void tj_context_options_initialize(tj_context_options_t* options) {
+  if (!options) return;
   memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
   options->allocator = tj_allocator_system();
@@ -67,6 +68,7 @@ void tj_context_options_initialize(tj_context_options_t* options) {
 
 tj_status_t tj_context_create(const tj_context_options_t* options,
                               tj_context_t** out_context) {
+  if (!out_context) return tj_invalid("tj_context_create: out_context is NULL");
   *out_context = NULL;
   tj_context_options_t defaults;
   tj_context_options_initialize(&defaults);

@@ -77,7 +77,8 @@ tj_status_t tj_graph_finalize(tj_graph_t* graph) {
 }
 
 tj_status_t tj_graph_status(const tj_graph_t* graph) {
-  return graph ? tj_status_clone(graph->error) : NULL;
+  if (!graph) return tj_invalid("tj_graph_status: graph is NULL");
+  return tj_status_clone(graph->error);
 }
 
 //===--- internal builder entry points ---===//
@@ -285,27 +286,42 @@ tj_value_t tj_graph_input(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
   return leaf(graph, TJ_OP_INPUT, dtype, rank, dims, attrs);
 }
 
+static tj_value_t constant(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
+                           const int64_t* dims, const void* data,
+                           size_t data_bytes, bool borrowed) {
+  if (!building_op(graph, TJ_OP_CONSTANT)) return tj_value_none();
+  tj_node_desc_t desc = make_desc(TJ_OP_CONSTANT, 0, NULL);
+  desc.dtype = dtype;
+  desc.rank = rank;
+  desc.dims = dims;
+  desc.attrs.data = data;
+  desc.attrs.borrowed = borrowed;
+  desc.has_data_bytes = true;
+  desc.data_bytes = data_bytes;
+  return append(graph, &desc);
+}
+
 tj_value_t tj_graph_constant(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,
-                             const int64_t* dims, const void* data) {
-  tj_attrs_t attrs = no_attrs();
-  attrs.data = data;
-  return leaf(graph, TJ_OP_CONSTANT, dtype, rank, dims, attrs);
+                             const int64_t* dims, const void* data,
+                             size_t data_bytes) {
+  return constant(graph, dtype, rank, dims, data, data_bytes, false);
 }
 
 tj_value_t tj_graph_constant_borrowed(tj_graph_t* graph, tj_dtype_t dtype,
                                       int32_t rank, const int64_t* dims,
-                                      const void* data) {
-  tj_attrs_t attrs = no_attrs();
-  attrs.data = data;
-  attrs.borrowed = true;
-  return leaf(graph, TJ_OP_CONSTANT, dtype, rank, dims, attrs);
+                                      const void* data, size_t data_bytes) {
+  return constant(graph, dtype, rank, dims, data, data_bytes, true);
 }
 
 tj_value_t tj_graph_scalar(tj_graph_t* graph, tj_dtype_t dtype, double value) {
   // The element is converted here and copied into the arena by the append.
   uint64_t storage = 0;
-  if (tj_dtype_is_valid(dtype)) tj_store_f64(dtype, &storage, 0, value);
-  return tj_graph_constant(graph, dtype, 0, NULL, &storage);
+  size_t bytes = 0;
+  if (tj_dtype_is_valid(dtype)) {
+    tj_store_f64(dtype, &storage, 0, value);
+    bytes = tj_dtype_size(dtype);
+  }
+  return tj_graph_constant(graph, dtype, 0, NULL, &storage, bytes);
 }
 
 tj_value_t tj_graph_full(tj_graph_t* graph, tj_dtype_t dtype, int32_t rank,

@@ -409,6 +409,10 @@ static tj_status_t infer_constant(infer_t* c) {
   TJ_RETURN_IF_ERROR(check_size(c, d->dtype, d->rank, d->dims));
   int64_t bytes = 0;
   byte_size_fits(d->dtype, d->rank, d->dims, &bytes);
+  if (d->has_data_bytes && d->data_bytes != (uint64_t)bytes)
+    return fail(c, INVALID,
+                "data is %llu bytes but the constant's type needs %lld",
+                (unsigned long long)d->data_bytes, (long long)bytes);
   if (!d->attrs.data && bytes > 0)
     return fail(c, INVALID, "data is NULL for %lld bytes", (long long)bytes);
   set_result(c, d->dtype, d->rank, d->dims);

@@ -178,6 +178,11 @@ typedef struct tj_node_desc_t {
   // Raw attributes as the caller gave them (axes may be negative and
   // unsorted; slice bounds unnormalized); inference normalizes them.
   tj_attrs_t attrs;
+  // CONSTANT from the public builder: the caller's byte count for
+  // attrs.data, which must equal the constant's byte size. Internal callers
+  // leave has_data_bytes false (their data is sized by construction).
+  bool has_data_bytes;
+  size_t data_bytes;
 } tj_node_desc_t;
 
 // Infers the result type of |desc|, normalizes its attributes, copies its

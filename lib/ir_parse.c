@@ -1346,6 +1346,7 @@ static bool parse_function(parser_t* p) {
 tj_status_t tj_graph_parse(tj_context_t* context, const char* text,
                            size_t length, const char* filename,
                            tj_graph_t** out_graph) {
+  if (!out_graph) return tj_invalid("tj_graph_parse: out_graph is NULL");
   *out_graph = NULL;
   if (!context) return tj_invalid("tj_graph_parse: context is NULL");
   if (!text && length) return tj_invalid("tj_graph_parse: text is NULL");

@@ -384,6 +384,7 @@ static void print_graph(printer_t* p) {
 }
 
 tj_status_t tj_graph_print(const tj_graph_t* graph, char** out_text) {
+  if (!out_text) return tj_invalid("tj_graph_print: out_text is NULL");
   *out_text = NULL;
   if (!graph) return tj_invalid("tj_graph_print: graph is NULL");
   if (graph->error) {

@@ -1375,7 +1375,12 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
           "tensor (device type %d)",
           k, name, (int)t->device_type);
     }
-    bool shape_ok = t->rank == node->rank && (t->rank == 0 || t->shape);
+    if (t->rank > 0 && !t->shape) {
+      return tj_invalid(
+          "tj_reference_run: output %d \"%s\": shape is NULL for rank %d", k,
+          name, (int)t->rank);
+    }
+    bool shape_ok = t->rank == node->rank;
     for (int32_t d = 0; shape_ok && d < t->rank; ++d) {
       shape_ok = t->shape[d] == dims[d];
     }
@@ -1435,20 +1440,25 @@ tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
         "tj_graph_finalize first)",
         graph->name ? graph->name : "?");
   }
-  if (num_inputs != (int32_t)graph->num_inputs || (num_inputs > 0 && !inputs)) {
+  if (num_inputs != (int32_t)graph->num_inputs) {
     return tj_invalid(
         "tj_reference_run: graph '%s' has %u inputs but %d "
         "were given",
-        graph->name ? graph->name : "?", graph->num_inputs,
-        inputs ? (int)num_inputs : 0);
+        graph->name ? graph->name : "?", graph->num_inputs, (int)num_inputs);
   }
-  if (num_outputs != (int32_t)graph->num_outputs ||
-      (num_outputs > 0 && !outputs)) {
+  if (num_inputs > 0 && !inputs) {
+    return tj_invalid("tj_reference_run: inputs is NULL but num_inputs is %d",
+                      (int)num_inputs);
+  }
+  if (num_outputs != (int32_t)graph->num_outputs) {
     return tj_invalid(
         "tj_reference_run: graph '%s' has %u outputs but %d "
         "were given",
-        graph->name ? graph->name : "?", graph->num_outputs,
-        outputs ? (int)num_outputs : 0);
+        graph->name ? graph->name : "?", graph->num_outputs, (int)num_outputs);
+  }
+  if (num_outputs > 0 && !outputs) {
+    return tj_invalid("tj_reference_run: outputs is NULL but num_outputs is %d",
+                      (int)num_outputs);
   }
 
   run_t run;

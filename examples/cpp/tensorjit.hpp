@@ -206,7 +206,8 @@ class Graph {
     }
     return wrap(tj_graph_constant(graph_, dtype,
                                   static_cast<int32_t>(dims.size()),
-                                  dims.data(), data.data()));
+                                  dims.data(), data.data(),
+                                  data.size() * sizeof(T)));
   }
 
   Value scalar(tj_dtype_t dtype, double value) {

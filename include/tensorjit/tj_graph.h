@@ -83,6 +83,7 @@ TJ_API tj_context_t* tj_graph_context(const tj_graph_t* graph);
 TJ_API tj_status_t tj_graph_finalize(tj_graph_t* graph);
 
 // A copy of the first recorded error, or NULL. Owned by the caller.
+// INVALID_ARGUMENT for a NULL graph.
 TJ_API tj_status_t tj_graph_status(const tj_graph_t* graph);
 
 //===--- symbolic dims ---===//
@@ -115,11 +116,14 @@ TJ_API tj_value_t tj_graph_input(tj_graph_t* graph, tj_dtype_t dtype,
                                  int32_t rank, const int64_t* dims,
                                  const char* name);
 
-// A constant tensor, dense row-major, |rank| constant dims. The bytes at
-// |data| are copied into the graph.
+// A constant tensor, dense row-major, |rank| constant dims. The
+// |data_bytes| bytes at |data| are copied into the graph; |data_bytes| must
+// equal the constant's byte size (numel * tj_dtype_size(dtype)), else
+// INVALID_ARGUMENT naming both sizes. |data| may be NULL only when that size
+// is 0.
 TJ_API tj_value_t tj_graph_constant(tj_graph_t* graph, tj_dtype_t dtype,
                                     int32_t rank, const int64_t* dims,
-                                    const void* data);
+                                    const void* data, size_t data_bytes);
 
 // As tj_graph_constant, but |data| is borrowed, not copied: it must stay
 // valid and unchanged until the graph and every executable compiled from it
@@ -127,7 +131,8 @@ TJ_API tj_value_t tj_graph_constant(tj_graph_t* graph, tj_dtype_t dtype,
 TJ_API tj_value_t tj_graph_constant_borrowed(tj_graph_t* graph,
                                              tj_dtype_t dtype, int32_t rank,
                                              const int64_t* dims,
-                                             const void* data);
+                                             const void* data,
+                                             size_t data_bytes);
 
 // A rank-0 constant of |dtype| holding |value| converted to |dtype|.
 TJ_API tj_value_t tj_graph_scalar(tj_graph_t* graph, tj_dtype_t dtype,

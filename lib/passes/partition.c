@@ -786,6 +786,7 @@ static tj_status_t partition(part_t* p, tj_graph_t** out_forward,
 }
 
 TJ_API void tj_partition_options_initialize(tj_partition_options_t* options) {
+  if (!options) return;
   memset(options, 0, sizeof(*options));
   options->recompute = TJ_RECOMPUTE_POINTWISE;
 }

@@ -772,7 +772,8 @@ class Graph:
         fn = (_lib.lib().tj_graph_constant_borrowed if borrowed else
               _lib.lib().tj_graph_constant)
         v = self._value(fn(self.handle, int(dt), rank, dims,
-                           arr.ctypes.data_as(ctypes.c_void_p)), "constant")
+                           arr.ctypes.data_as(ctypes.c_void_p), arr.nbytes),
+                        "constant")
         if borrowed:
             self._borrowed.append(arr)
         return v

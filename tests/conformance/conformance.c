@@ -1056,8 +1056,8 @@ static void group_movement(void) {
   x = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){c.B, 4}, -9, 9);
   y = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){3, 4}, -9, 9);
   static const int32_t kRow[4] = {100, 200, 300, 400};
-  tj_value_t row =
-      tj_graph_constant(c.g, TJ_DTYPE_I32, 2, (int64_t[]){1, 4}, kRow);
+  tj_value_t row = tj_graph_constant(c.g, TJ_DTYPE_I32, 2, (int64_t[]){1, 4},
+                                     kRow, sizeof(kRow));
   cat = tj_graph_concat(c.g, 3, (tj_value_t[]){x, y, row}, 0);
   output(&c, tj_graph_mul(c.g, cat, cat));
   tj_value_t two = input(&c, TJ_DTYPE_I32, 2, (int64_t[]){7, 4}, -9, 9);
@@ -1094,7 +1094,8 @@ static void group_movement(void) {
   begin(&c, "leaves");
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
   static const float kData[5] = {1, -2, 3.5f, 0.25f, 8};
-  tj_value_t k = tj_graph_constant(c.g, TJ_DTYPE_F32, 1, (int64_t[]){5}, kData);
+  tj_value_t k = tj_graph_constant(c.g, TJ_DTYPE_F32, 1, (int64_t[]){5}, kData,
+                                   sizeof(kData));
   tj_value_t io = tj_graph_iota(c.g, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, 0);
   tj_value_t fl = tj_graph_full(c.g, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, 0.1);
   output(&c,
@@ -1117,7 +1118,8 @@ static void group_movement(void) {
   begin(&c, "leaves_aliases");
   c.layouts = true;
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
-  k = tj_graph_constant(c.g, TJ_DTYPE_F32, 1, (int64_t[]){5}, kData);
+  k = tj_graph_constant(c.g, TJ_DTYPE_F32, 1, (int64_t[]){5}, kData,
+                        sizeof(kData));
   io = tj_graph_iota(c.g, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, 0);
   y = tj_graph_add(c.g, tj_graph_mul(c.g, x, k), io);
   output(&c, x);
@@ -1187,7 +1189,8 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       }
       ranges(d, -5, 5, -3, 3, &lo, &hi);
       tj_value_t x = input(c, d, 2, (int64_t[]){B, 5}, lo, hi);
-      tj_value_t k = tj_graph_constant(g, d, 1, (int64_t[]){5}, data);
+      tj_value_t k = tj_graph_constant(g, d, 1, (int64_t[]){5}, data,
+                                       5 * tj_dtype_size(d));
       output(c, k);
       output(c, tj_graph_eq(g, x, k));
       return true;

@@ -84,7 +84,8 @@ def _declare(L):
         "tj_graph_dim_add": (i64, [vp, i64, i64]),
         "tj_graph_dim_mul": (i64, [vp, i64, i64]),
         "tj_graph_input": (Value, [vp, ctypes.c_int, i32, p64, cstr]),
-        "tj_graph_constant": (Value, [vp, ctypes.c_int, i32, p64, vp]),
+        "tj_graph_constant": (Value, [vp, ctypes.c_int, i32, p64, vp,
+                                ctypes.c_size_t]),
         "tj_graph_scalar": (Value, [vp, ctypes.c_int, ctypes.c_double]),
         "tj_graph_full": (Value, [vp, ctypes.c_int, i32, p64,
                                   ctypes.c_double]),
@@ -240,7 +241,8 @@ class Graph:
         array = np.ascontiguousarray(array, dtype=NUMPY_DTYPES[dtype])
         return lib().tj_graph_constant(self.handle, dtype, array.ndim,
                                        _i64s(array.shape),
-                                       array.ctypes.data_as(ctypes.c_void_p))
+                                       array.ctypes.data_as(ctypes.c_void_p),
+                                       array.nbytes)
 
     def scalar(self, dtype, value):
         return lib().tj_graph_scalar(self.handle, dtype, value)

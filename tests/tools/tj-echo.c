@@ -68,9 +68,12 @@ static tj_value_t echo_constant(const tj_graph_t* src, tj_graph_t* dst,
         (as_int >= -(1LL << 53) && as_int <= (1LL << 53)))
       return tj_graph_scalar(dst, dtype, tj_load_f64(dtype, data, 0));
   }
+  size_t bytes = tj_dtype_size(dtype);
+  for (int32_t i = 0; i < node->rank; ++i) bytes *= (size_t)dims[i];
   if (count++ % 2)
-    return tj_graph_constant_borrowed(dst, dtype, node->rank, dims, data);
-  return tj_graph_constant(dst, dtype, node->rank, dims, data);
+    return tj_graph_constant_borrowed(dst, dtype, node->rank, dims, data,
+                                      bytes);
+  return tj_graph_constant(dst, dtype, node->rank, dims, data, bytes);
 }
 
 // The builders of a shared form (lib/ops.def's FORM column), called

@@ -805,8 +805,10 @@ TEST(leaves) {
   tj_graph_t* g = new_graph();
   int64_t b = tj_graph_symbol(g, "B");
   float data[6] = {1, 2, 3, 4, 5, 6};
-  tj_value_t c = tj_graph_constant(g, TJ_DTYPE_F32, 2, DIMS(2, 3), data);
-  tj_value_t cb = tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, DIMS(6), data);
+  tj_value_t c =
+      tj_graph_constant(g, TJ_DTYPE_F32, 2, DIMS(2, 3), data, sizeof(data));
+  tj_value_t cb = tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, DIMS(6), data,
+                                             sizeof(data));
   data[0] = 100;  // the copy must not see this; the borrowed one must
   CHECK_STREQ("f32[2,3]", type_of(g, c));
   const float* copied = node_of(g, c)->attrs.data;
@@ -820,7 +822,7 @@ TEST(leaves) {
   CHECK(tj_load_f64(TJ_DTYPE_F16, node_of(g, s)->attrs.data, 0) == 3.5);
   tj_value_t si = tj_graph_scalar(g, TJ_DTYPE_I64, -7);
   CHECK_EQ_INT(-7, tj_load_i64(TJ_DTYPE_I64, node_of(g, si)->attrs.data, 0));
-  tj_value_t empty = tj_graph_constant(g, TJ_DTYPE_I32, 1, DIMS(0), NULL);
+  tj_value_t empty = tj_graph_constant(g, TJ_DTYPE_I32, 1, DIMS(0), NULL, 0);
   CHECK_STREQ("i32[0]", type_of(g, empty));
   tj_value_t f = tj_graph_full(g, TJ_DTYPE_BOOL, 2, DIMS(b, 2), 1.0);
   CHECK_STREQ("bool[B,2]", type_of(g, f));
@@ -829,14 +831,16 @@ TEST(leaves) {
   CHECK_STREQ("i32[B,5]", type_of(g, io));
   CHECK_EQ_INT(1, node_of(g, io)->attrs.axis);
   CHECK_NO_ERROR(g);
-  CHECK(tj_value_is_none(tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(b), data)));
+  CHECK(tj_value_is_none(
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(b), data, 4)));
   CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT,
                     "constant (node %7): dim 0 is B; constants need constant "
                     "dims");
   tj_graph_destroy(g);
 
   g = new_graph();
-  CHECK(tj_value_is_none(tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(2), NULL)));
+  CHECK(tj_value_is_none(
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(2), NULL, 8)));
   CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT,
                     "constant (node %0): data is NULL for 8 bytes");
   tj_graph_destroy(g);
@@ -1307,9 +1311,10 @@ TEST(verify_every_op) {
   comp = tj_graph_layer_norm(g, comp, tj_value_none(), tj_value_none(), 1e-5);
   comp = tj_graph_rms_norm(g, comp, tj_value_none(), 1e-6);
   float cdata[4] = {1, 2, 3, 4};
-  tj_value_t k = tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(4), cdata);
-  tj_value_t kb =
-      tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, DIMS(4), cdata);
+  tj_value_t k =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(4), cdata, sizeof(cdata));
+  tj_value_t kb = tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, DIMS(4), cdata,
+                                             sizeof(cdata));
   tj_graph_output(g, red, "red");
   tj_graph_output(g, am, "am");
   tj_graph_output(g, r, "r");
@@ -1339,7 +1344,8 @@ static tj_status_t build_for_oom(tj_context_t* ctx) {
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, DIMS(b, 16), "x");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_F32, 1, DIMS(c), "u");
   static float big[4096];
-  tj_value_t k = tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(4096), big);
+  tj_value_t k =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, DIMS(4096), big, sizeof(big));
   tj_value_t many[20];
   for (int i = 0; i < 20; ++i) many[i] = tj_graph_add(g, x, u);
   tj_value_t cat = tj_graph_concat(g, 20, many, 0);

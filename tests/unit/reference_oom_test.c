@@ -20,7 +20,8 @@ static tj_status_t build(tj_context_t* context, tj_graph_t** out_graph) {
   tj_value_t idx = tj_graph_input(g, TJ_DTYPE_I64, 1, idx_dims, "idx");
   static const float w_data[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
   int64_t wd[2] = {4, 3};
-  tj_value_t w = tj_graph_constant(g, TJ_DTYPE_F32, 2, wd, w_data);
+  tj_value_t w =
+      tj_graph_constant(g, TJ_DTYPE_F32, 2, wd, w_data, sizeof(w_data));
   int64_t bd[1] = {3};
   tj_value_t b = tj_graph_full(g, TJ_DTYPE_F32, 1, bd, 0.5);
   tj_value_t h = tj_graph_gelu(g, tj_graph_linear(g, x, w, b), true);

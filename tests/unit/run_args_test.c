@@ -319,11 +319,11 @@ TEST(zero_element_tensors_one_rule) {
   for (int kind = 0; kind < 2; ++kind) {
     tj_graph_t* g = new_graph();
     tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){2}, "x");
-    tj_value_t v = kind == 0
-                       ? tj_graph_constant(g, TJ_DTYPE_F32, 3,
-                                           (int64_t[]){INT64_MAX, 2, 0}, dummy)
-                       : tj_graph_broadcast_to(
-                             g, x, 4, (int64_t[]){(int64_t)1 << 62, 4, 0, 2});
+    tj_value_t v =
+        kind == 0 ? tj_graph_constant(g, TJ_DTYPE_F32, 3,
+                                      (int64_t[]){INT64_MAX, 2, 0}, dummy, 0)
+                  : tj_graph_broadcast_to(
+                        g, x, 4, (int64_t[]){(int64_t)1 << 62, 4, 0, 2});
     tj_graph_output(g, v, "y");
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "without its zero dims",
                  tj_graph_finalize(g));

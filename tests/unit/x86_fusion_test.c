@@ -117,7 +117,8 @@ TEST(long_chain_respects_fuse_max_nodes) {
   CHECK_OK(tj_graph_create(g_ctx, "chain", &g));
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){37}, "x");
   float half = 0.5f;
-  tj_value_t c = tj_graph_constant(g, TJ_DTYPE_F32, 0, NULL, &half);
+  tj_value_t c =
+      tj_graph_constant(g, TJ_DTYPE_F32, 0, NULL, &half, sizeof(half));
   tj_value_t v = x;
   for (int i = 0; i < 200; ++i) {
     v = i % 2 ? tj_graph_add(g, v, x) : tj_graph_mul(g, v, c);
