@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, runs every
 # test suite (unit, lit, python, examples), then an ASan+UBSan build of the
-# native tests with clang-19. Ends with "N passed, N failed".
+# native tests with clang-19 and its libFuzzer targets (tests/fuzz, for a
+# fixed time), and a ThreadSanitizer build of the threaded tests. Ends with
+# "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -80,8 +82,28 @@ for target in fuzz_parse fuzz_run_args fuzz_cache; do
   grep -E '^stat::number_of_executed_units' "$out/log.txt" |
     sed "s/^/$target: /"
 done
+# ThreadSanitizer: a third build (TSan cannot share one with ASan), with
+# clang-19, of the library and the threaded tests only, which keeps it to a
+# fraction of a full build. LLVM (a shared library) is not instrumented:
+# the races looked for are in our code; tests/tsan.supp holds the
+# suppressions, each with its reason. Each test counts once in the total.
+run_tsan() {
+  local dir=build-tsan
+  local tests=(threads_test x86_context_test thread_pool_test cache_race_test)
+  if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang-19 CXX=clang++-19 meson setup "$dir" -Db_sanitize=thread \
+      -Db_lundef=false -Dpython="$PYTHON" || { status=1; return; }
+  fi
+  # A build that fails leaves no test log, so count_tests.py counts it.
+  rm -f "$dir/meson-logs/testlog.json"
+  ninja -C "$dir" "${tests[@]/#/tests/unit/}" || { status=1; return; }
+  TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
+    meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 \
+    "${tests[@]}" || status=1
+}
+run_tsan
 
-"$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz
+"$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?
 [ $status -ne 0 ] && rc=1
 exit $rc

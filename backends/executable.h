@@ -1,0 +1,79 @@
+// backends/executable.h: the executable (struct tj_executable_t), private to
+// the driver: compile.c makes, runs and frees it; specialize.c picks and
+// compiles the program of a shape.
+
+#ifndef TJ_BACKENDS_EXECUTABLE_H_
+#define TJ_BACKENDS_EXECUTABLE_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backends/compile.h"
+
+#define TJ_MAX_SPECIALIZATIONS 16
+#define TJ_SHAPE_COUNTERS 32
+
+typedef struct spec_t {
+  struct spec_t* next;
+  int64_t key[TJ_MAX_SYMBOLS];
+  void* program;  // NULL: specializing was refused, the generic one serves
+} spec_t;
+
+typedef struct shape_count_t {
+  int64_t key[TJ_MAX_SYMBOLS];
+  int64_t count;
+  bool used;
+} shape_count_t;
+
+struct tj_executable_t {
+  atomic_int refs;
+  tj_context_t* context;
+  tj_allocator_t allocator;
+  tj_compile_options_t options;
+  tj_plan_t plan;
+  const tj_graph_t* graph;  // plan.graph
+  uint32_t num_symbols;
+  bool log_recompiles;
+  const tj_backend_t* backend;
+  void* target;   // the backend's state
+  bool opened;    // |target| is open (NULL when the backend has no state)
+  void* generic;  // the generic program
+  tj_run_plan_t run_plan;
+  // Specializations: an append-only list read without locks.
+  _Atomic(spec_t*) specs;
+  uint32_t num_specs;
+  shape_count_t counts[TJ_SHAPE_COUNTERS];
+  pthread_mutex_t mutex;  // compiling specializations, counting shapes
+  bool mutex_ready;
+  // Stats.
+  double compile_ms;
+  atomic_llong cache_hits, cache_misses, recompiles, runs;
+};
+
+// "B=7,S=128" for the values |key| of |g|'s symbols.
+void tj_executable_format_key(const tj_graph_t* g, const int64_t* key,
+                              char* buf, size_t size);
+
+// Adds a compiled program's kernel-cache hits and misses to the stats.
+void tj_executable_count_cache(tj_executable_t* exe,
+                               const tj_lowered_program_t* program);
+
+//===--- backends/specialize.c ---===//
+
+// Whether runs of |exe| may take a specialization (a backend that lowers,
+// a policy other than NEVER, and symbols to specialize on).
+bool tj_executable_specializes(const tj_executable_t* exe);
+
+// The program for the symbol values |sym| under the policy (ALWAYS or
+// AFTER_N): a shape's own program, compiled here when the policy says so;
+// the generic one meanwhile, and for a shape the backend refuses to
+// specialize (remembered, not retried).
+tj_status_t tj_executable_choose_program(tj_executable_t* exe,
+                                         const int64_t* sym,
+                                         void** out_program);
+
+// bucket_pow2: logs the first run of each power-of-two bucket
+// (TJ_LOG=recompiles); the generic program serves every bucket.
+void tj_executable_note_bucket(tj_executable_t* exe, const int64_t* sym);
+
+#endif  // TJ_BACKENDS_EXECUTABLE_H_
