@@ -56,10 +56,17 @@ static int64_t abs_i64(int64_t v) { return v < 0 ? -v : v; }
 static tj_status_t compute_extent(const args_t* a, uint32_t k, extent_t* out) {
   const tj_tensor_t* t = arg_tensor(a, k);
   out->lo = out->hi = 0;
+  char name[160];
+  // Every target forms data + byte_offset, elements or not: it must not
+  // wrap (found by tests/fuzz/fuzz_run_args on a zero-element tensor).
+  if (t->data && (uint64_t)t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) {
+    arg_name(a, k, name, sizeof(name));
+    return tj_invalid("%s: data %p + byte_offset %llu leaves the address space",
+                      name, t->data, (unsigned long long)t->byte_offset);
+  }
   for (int32_t d = 0; d < t->rank; ++d) {
     if (t->shape[d] == 0) return NULL;  // no element: no memory touched
   }
-  char name[160];
   if (!t->data) {
     arg_name(a, k, name, sizeof(name));
     return tj_invalid("%s: data is NULL", name);

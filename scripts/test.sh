@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, runs every
 # test suite (unit, lit, python, examples), then an ASan+UBSan build of the
-# native tests with clang-19, and a ThreadSanitizer build of the threaded
-# tests. Ends with "N passed, N failed".
+# native tests with clang-19 and its libFuzzer targets (tests/fuzz, for a
+# fixed time), and a ThreadSanitizer build of the threaded tests. Ends with
+# "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -35,18 +36,52 @@ run_suite build
 # makes it fault. LLVM itself is not instrumented, and its allocations are
 # freed at exit, so no ASan options or suppressions are needed for it (leak
 # detection stays on, JIT included).
-san_args="-fsanitize=pointer-overflow -fno-sanitize=function -fno-sanitize-recover=all"
-# A build dir set up otherwise (by gcc, before) is set up anew.
+# -fsanitize=fuzzer-no-link: the same build carries libFuzzer's coverage
+# instrumentation, so the fuzz targets (tests/fuzz, -Dfuzz=true) link
+# against it with no build of their own; the native suites run as before.
+san_args="-fsanitize=pointer-overflow -fno-sanitize=function -fno-sanitize-recover=all -fsanitize=fuzzer-no-link"
+# A build dir set up otherwise (by gcc, or before the fuzz targets) is set
+# up anew.
 if [ -f build-asan/build.ninja ] &&
-   ! grep -q -e '"-fno-sanitize=function"' \
+   ! grep -q -e '"-fsanitize=fuzzer-no-link"' \
      build-asan/meson-info/intro-buildoptions.json 2>/dev/null; then
   rm -rf build-asan
 fi
 CC=clang-19 CXX=clang++-19 run_suite build-asan \
-  -Db_sanitize=address,undefined -Db_lundef=false \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
   -- --suite unit --suite lit --suite examples
 
+# The fuzz targets, each for TJ_FUZZ_SECONDS (tests/fuzz/README.md has the
+# long mode), from its checked-in seeds; what it finds new goes to a
+# working corpus under the build dir, a crash's reproducer to
+# build-asan/fuzz/<target>/ (crash-*, leak-*, timeout-*). Each target
+# counts as one test: its results are written in meson's test-log format
+# for count_tests.py.
+fuzz_seconds=${TJ_FUZZ_SECONDS:-20}
+fuzz_log=build-asan/fuzz/meson-logs/testlog.json
+mkdir -p build-asan/fuzz/meson-logs
+: > "$fuzz_log"
+for target in fuzz_parse fuzz_run_args fuzz_cache; do
+  exe=build-asan/tests/fuzz/$target
+  out=build-asan/fuzz/$target
+  mkdir -p "$out/corpus"
+  result=FAIL
+  if [ -x "$exe" ] &&
+     "$exe" -max_total_time="$fuzz_seconds" -timeout=60 -rss_limit_mb=4096 \
+       -max_len=8192 -print_final_stats=1 -artifact_prefix="$out/" \
+       "$out/corpus" "tests/fuzz/corpus/$target" > "$out/log.txt" 2>&1; then
+    result=OK
+  else
+    status=1
+    echo "$target failed: $out/log.txt; reproducer (if any):" $out/crash-* \
+      $out/leak-* $out/timeout-* $out/oom-*
+    tail -40 "$out/log.txt"
+  fi
+  echo "{\"name\": \"$target\", \"result\": \"$result\"}" >> "$fuzz_log"
+  grep -E '^stat::number_of_executed_units' "$out/log.txt" |
+    sed "s/^/$target: /"
+done
 # ThreadSanitizer: a third build (TSan cannot share one with ASan), with
 # clang-19, of the library and the threaded tests only, which keeps it to a
 # fraction of a full build. LLVM (a shared library) is not instrumented:
@@ -68,7 +103,7 @@ run_tsan() {
 }
 run_tsan
 
-"$PYTHON" scripts/count_tests.py build build-asan build-tsan
+"$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?
 [ $status -ne 0 ] && rc=1
 exit $rc

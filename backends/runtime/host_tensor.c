@@ -20,7 +20,10 @@ unsigned char* tj_host_byte_at(void* base, int64_t offset) {
 }
 
 unsigned char* tj_host_tensor_data(const tj_tensor_t* t) {
-  return tj_host_byte_at(t->data, (int64_t)t->byte_offset);
+  // byte_offset is unsigned: as an int64 one of 2^63 or more would move the
+  // pointer backwards (tj_ir_check_run_memory has checked that the sum does
+  // not wrap).
+  return t->data ? (unsigned char*)t->data + t->byte_offset : NULL;
 }
 
 int64_t tj_host_numel(int32_t rank, const int64_t* dims) {
