@@ -7,7 +7,6 @@
 #include <elf.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 static void warn(const tj_cuda_cubin_load_t* load, const char* format,
                  const char* what) {

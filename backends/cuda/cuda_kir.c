@@ -4,7 +4,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 // Makes the PTX of an emitted module on a cubin-cache miss (LLVM's NVPTX
 // back end consumes the module).

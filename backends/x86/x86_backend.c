@@ -50,7 +50,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define INLINE_WORK (1 << 15)
 #define INLINE_GEMM_WORK (1 << 18)
