@@ -4,9 +4,11 @@
 
 #include "backends/x86/thread_pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -153,11 +155,16 @@ tj_status_t tj_thread_pool_create(tj_allocator_t allocator, int32_t num_threads,
       worker_t* w = &pool->workers[i];
       w->pool = pool;
       w->id = i + 1;
-      if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+      int err = pthread_create(&w->thread, NULL, worker_main, w);
+      if (err != 0) {
         tj_thread_pool_destroy(pool);
-        return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
-                              "thread pool: could not start thread %d of %d",
-                              i + 1, num_threads);
+        // EAGAIN: no memory for the stack (an address-space limit) or the
+        // process's thread limit: both are resources the caller may free.
+        return tj_status_make(
+            err == EAGAIN || err == ENOMEM ? TJ_STATUS_OUT_OF_MEMORY
+                                           : TJ_STATUS_BACKEND_FAILURE,
+            "thread pool: could not start thread %d of %d: %s", i + 1,
+            num_threads, strerror(err));
       }
       pool->num_started = i + 1;
     }
