@@ -2,12 +2,25 @@
 
 #include "jit/llvm_status.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <llvm-c/Core.h>
+
+// LLVM reports a failed mmap or allocation of its own (the JIT's memory
+// manager, a buffer) as an error whose text is strerror(ENOMEM): that is
+// the caller's OUT_OF_MEMORY, not a backend failure.
+static tj_status_code_t code_of(const char* message) {
+  if (message && strstr(message, strerror(ENOMEM))) {
+    return TJ_STATUS_OUT_OF_MEMORY;
+  }
+  return TJ_STATUS_BACKEND_FAILURE;
+}
 
 tj_status_t tj_status_from_llvm_error(LLVMErrorRef err, const char* what) {
   if (!err) return NULL;
   char* message = LLVMGetErrorMessage(err);  // consumes |err|
-  tj_status_t s = tj_status_make(TJ_STATUS_BACKEND_FAILURE, "%s: %s", what,
+  tj_status_t s = tj_status_make(code_of(message), "%s: %s", what,
                                  message ? message : "(no message)");
   LLVMDisposeErrorMessage(message);
   return s;
@@ -18,7 +31,7 @@ tj_status_t tj_status_from_llvm_message(LLVMBool failed, char* message,
   tj_status_t s = NULL;
   // LLVMBool true means failure in these APIs.
   if (failed) {
-    s = tj_status_make(TJ_STATUS_BACKEND_FAILURE, "%s: %s", what,
+    s = tj_status_make(code_of(message), "%s: %s", what,
                        message && *message ? message : "(no message)");
   }
   if (message) LLVMDisposeMessage(message);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "jit/emit_nvptx.h"
+#include "jit/llvm_guard.h"
 #include "jit/llvm_status.h"
 
 #define kTriple "nvptx64-nvidia-cuda"
@@ -104,10 +105,9 @@ LLVMModuleRef tj_nvptx_module_create(const tj_nvptx_target_t* target,
   return module;
 }
 
-tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
-                             LLVMModuleRef module, tj_allocator_t allocator,
-                             char** out_ptx) {
-  *out_ptx = NULL;
+static tj_status_t compile(const tj_nvptx_target_t* target,
+                           LLVMModuleRef module, tj_allocator_t allocator,
+                           char** out_ptx) {
   char* message = NULL;
   // An invalid module is our bug; code generation of one may crash.
   if (LLVMVerifyModule(module, LLVMReturnStatusAction, &message)) {
@@ -144,6 +144,33 @@ tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
   LLVMDisposeMemoryBuffer(buffer);
   *out_ptx = ptx;
   return NULL;
+}
+
+typedef struct compile_call_t {
+  const tj_nvptx_target_t* target;
+  LLVMModuleRef module;
+  tj_allocator_t allocator;
+  char** out_ptx;
+} compile_call_t;
+
+static tj_status_t compile_call(void* arg) {
+  compile_call_t* c = arg;
+  return compile(c->target, c->module, c->allocator, c->out_ptx);
+}
+
+tj_status_t tj_nvptx_compile(const tj_nvptx_target_t* target,
+                             LLVMModuleRef module, tj_allocator_t allocator,
+                             char** out_ptx) {
+  *out_ptx = NULL;
+  tj_status_t status = tj_llvm_headroom();
+  if (status) {
+    LLVMDisposeModule(module);
+    return status;
+  }
+  // An interrupted compile abandons |module| (llvm_guard.h).
+  compile_call_t call = {target, module, allocator, out_ptx};
+  bool interrupted;
+  return tj_llvm_guard(compile_call, &call, &interrupted);
 }
 
 void tj_nvptx_llvm_version(unsigned* major, unsigned* minor, unsigned* patch) {

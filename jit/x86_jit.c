@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "jit/emit_llvm.h"
+#include "jit/llvm_guard.h"
 #include "jit/llvm_status.h"
 
 typedef struct dylib_t {
@@ -647,6 +648,25 @@ static void give_tm(tj_x86_jit_t* jit, LLVMTargetMachineRef tm) {
   if (tm) LLVMDisposeTargetMachine(tm);
 }
 
+// build's arguments, for tj_llvm_guard.
+typedef struct build_call_t {
+  tj_x86_jit_t* jit;
+  LLVMTargetMachineRef tm;
+  const tj_kir_t* const* kernels;
+  uint32_t n;
+  stage_t stage;
+  tj_x86_part_t part;
+  int32_t* num_cold;
+  uint8_t** data;
+  size_t* size;
+} build_call_t;
+
+static tj_status_t build_call(void* arg) {
+  build_call_t* c = arg;
+  return build(c->jit, c->tm, c->kernels, c->n, c->stage, c->part, c->num_cold,
+               c->data, c->size);
+}
+
 static tj_status_t timed_build(tj_x86_jit_t* jit,
                                const tj_kir_t* const* kernels, uint32_t n,
                                stage_t stage, tj_x86_part_t part,
@@ -655,10 +675,15 @@ static tj_status_t timed_build(tj_x86_jit_t* jit,
   *data = NULL;
   *size = 0;
   uint64_t t0 = now_ns();
+  TJ_RETURN_IF_ERROR(tj_llvm_headroom());
   LLVMTargetMachineRef tm;
   TJ_RETURN_IF_ERROR(take_tm(jit, &tm));
-  tj_status_t s = build(jit, tm, kernels, n, stage, part, num_cold, data, size);
-  give_tm(jit, tm);
+  build_call_t call = {jit, tm, kernels, n, stage, part, num_cold, data, size};
+  bool interrupted;
+  tj_status_t s = tj_llvm_guard(build_call, &call, &interrupted);
+  // An interrupted build abandons its TargetMachine with its module (see
+  // llvm_guard.h): it may be half-way through code generation.
+  if (!interrupted) give_tm(jit, tm);
   if (stage == STAGE_OBJECT) {
     atomic_fetch_add(&jit->compiles, 1);
     atomic_fetch_add(&jit->compile_ns, now_ns() - t0);
@@ -768,6 +793,25 @@ static void give_dylib(tj_x86_jit_t* jit, dylib_t* d) {
   pthread_mutex_unlock(&jit->mutex);
 }
 
+typedef struct add_object_call_t {
+  tj_x86_module_t* module;
+  const void* data;
+  size_t size;
+} add_object_call_t;
+
+// Links an object into the module's dylib (for tj_llvm_guard).
+static tj_status_t add_object(void* arg) {
+  add_object_call_t* c = arg;
+  tj_x86_module_t* m = c->module;
+  m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib->jd);
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+      (const char*)c->data, c->size, "tj_object");
+  return tj_status_from_llvm_error(
+      LLVMOrcLLJITAddObjectFileWithRT(m->jit->lljit, m->tracker,
+                                      buf),  // takes buf
+      "x86 jit: adding an object");
+}
+
 tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
                             tj_x86_module_t** out_module) {
   *out_module = NULL;
@@ -782,14 +826,14 @@ tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
     tj_free(jit->allocator, m, sizeof(*m));
     return s;
   }
-  m->tracker = LLVMOrcJITDylibCreateResourceTracker(m->dylib->jd);
-  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-      (const char*)data, size, "tj_object");
-  s = tj_status_from_llvm_error(LLVMOrcLLJITAddObjectFileWithRT(
-                                    jit->lljit, m->tracker, buf),  // takes buf
-                                "x86 jit: adding an object");
+  add_object_call_t call = {m, data, size};
+  bool interrupted = false;
+  s = tj_llvm_headroom();
+  if (!s) s = tj_llvm_guard(add_object, &call, &interrupted);
   if (s) {
-    tj_x86_module_destroy(m);
+    // An interrupted link leaves ORC's state for this dylib unknown: the
+    // module is abandoned, not destroyed (llvm_guard.h).
+    if (!interrupted) tj_x86_module_destroy(m);
     return s;
   }
   atomic_fetch_add(&jit->loads, 1);

@@ -58,7 +58,7 @@ FORBIDDEN = {
     "driver": set(),
 }
 LIBRARY_TREES = ("lib", "kir", "jit", "backends")
-SOURCE_SUFFIXES = (".c", ".h", ".def")
+SOURCE_SUFFIXES = (".c", ".cc", ".h", ".def")
 
 include_re = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 llvm_re = re.compile(r"^llvm(-c)?/")
@@ -250,7 +250,7 @@ def symbol_problems(tree, nm, archives, problems):
                 undefined.append((layer, member, sym))
             elif kind.isupper():
                 defined.setdefault(sym, layer)
-    sources = [rel for rel in tree.code if rel.endswith(".c")]
+    sources = [rel for rel in tree.code if rel.endswith((".c", ".cc"))]
     # Each library holds its own directory's files (the *_sources lists).
     for layer, member in sorted(members):
         rel, _ = source_line(tree, sources, member, None)

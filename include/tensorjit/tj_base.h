@@ -53,7 +53,9 @@ typedef enum tj_status_code_e {
   // .tj text, a corrupt cache file. Fix the input.
   TJ_STATUS_INVALID_ARGUMENT = 1,
   // A host or device allocation failed. Nothing was leaked; retrying with
-  // more memory may succeed.
+  // more memory may succeed. LLVM running out of memory in a compile is
+  // this too (never an abort); that compile's LLVM state is then abandoned
+  // rather than freed, since LLVM cannot unwind it.
   TJ_STATUS_OUT_OF_MEMORY = 2,
   // The request is valid but this build, backend or machine cannot do it.
   TJ_STATUS_UNSUPPORTED = 3,
