@@ -1,0 +1,166 @@
+// The failing-allocator sweep over tj_compile and a run of the capstone,
+// gelu(x @ w + b), with the disk cache warm and cold (issue 19, item 3):
+// for every N, the Nth allocation of the context's allocator fails; the
+// compile or the run must return OUT_OF_MEMORY and leak nothing, until one
+// N succeeds with the reference's answer.
+//
+// Warm: the cache directory holds the kernels (and the autotuner's
+// decisions) from an earlier compile, so the sweep walks the cache's load
+// path: reading, checking and linking objects. Cold: the directory starts
+// empty before each N, so each N compiles with LLVM and writes the cache;
+// that costs a compile per N, so the cold sweep takes every k-th N, with k
+// chosen to keep it to kColdPoints compiles. There, an allocation failure
+// while writing the cache is no error (the write is best effort), so some
+// N succeed.
+
+#include <ftw.h>
+#include <unistd.h>
+
+#include "lib/base.h"
+#include "tests/unit/test.h"
+
+enum { kB = 5, kK = 24, kN = 40, kColdPoints = 200 };
+
+static char g_dir[64];
+static float g_x[kB * kK], g_w[kK * kN], g_b[kN], g_ref[kB * kN];
+
+static int remove_entry(const char* path, const struct stat* st, int flag,
+                        struct FTW* ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+// Empties the cache directory (keeps the directory itself).
+static void empty_cache_dir(void) {
+  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  CHECK(mkdir(g_dir, 0700) == 0);
+}
+
+static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
+  tj_status_t s = tj_graph_create(ctx, "capstone", out);
+  if (s) return s;
+  tj_graph_t* g = *out;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, kK}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}, "w");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){kN}, "b");
+  tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false), "y");
+  return tj_graph_finalize(g);
+}
+
+static tj_status_t compile_and_run(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  s = build_capstone(ctx, &g);
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.cache_dir = g_dir;
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    float y[kB * kN];
+    tj_tensor_t in[3] = {
+        tj_tensor_make(g_x, TJ_DTYPE_F32, 2, (int64_t[]){kB, kK}),
+        tj_tensor_make(g_w, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}),
+        tj_tensor_make(g_b, TJ_DTYPE_F32, 1, (int64_t[]){kN})};
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){kB, kN});
+    s = tj_executable_run(exe, in, 3, &out, 1);
+    for (int i = 0; !s && i < kB * kN; ++i) {
+      if (!(fabsf(y[i] - g_ref[i]) <= 1e-4f + 1e-4f * fabsf(g_ref[i]))) {
+        s = tj_internal("x86_oom_test: y[%d] = %g, the reference %g", i, y[i],
+                        g_ref[i]);
+      }
+    }
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+// One point of a sweep: true once the compile and run succeed.
+static bool sweep_point(long fail_at) {
+  tj_test_allocator_t alloc;
+  tj_test_allocator_initialize(&alloc, fail_at);
+  tj_status_t s = compile_and_run(tj_test_allocator_get(&alloc));
+  CHECK_EQ_INT(0, alloc.live_blocks);
+  CHECK_EQ_INT(0, alloc.bad_frees);
+  if (!s) return true;
+  if (tj_status_code(s) != TJ_STATUS_OUT_OF_MEMORY) {
+    fprintf(stderr, "fail_at %ld: %s: %s\n", fail_at,
+            tj_status_code_name(tj_status_code(s)), tj_status_message(s));
+  }
+  CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+  tj_status_free(s);
+  return false;
+}
+
+// The allocations one successful compile and run makes.
+static long count_allocations(bool cold) {
+  if (cold) empty_cache_dir();
+  tj_test_allocator_t alloc;
+  tj_test_allocator_initialize(&alloc, -1);
+  CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
+  CHECK_EQ_INT(0, alloc.live_blocks);
+  return alloc.allocations;
+}
+
+TEST(oom_sweep_warm_disk_cache) {
+  long total = count_allocations(true);  // fills the cache
+  long n = 0;
+  while (n <= total + 16 && !sweep_point(n)) ++n;
+  CHECK(n <= total);
+  printf("# warm cache: %ld failing allocation points of %ld\n", n, total);
+}
+
+TEST(oom_sweep_cold_disk_cache) {
+  long total = count_allocations(true);
+  long step = total / kColdPoints + 1, points = 0, succeeded = 0;
+  for (long n = 0; n < total; n += step, ++points) {
+    empty_cache_dir();
+    // Writing the cache is best effort: a failure there is a warning and
+    // the compile goes on, so some points succeed (with the right answer).
+    succeeded += sweep_point(n);
+  }
+  empty_cache_dir();
+  CHECK(sweep_point(total + 1));  // past the last one: succeeds
+  CHECK(succeeded < points);
+  printf(
+      "# cold cache: %ld of %ld allocation points (every %ld-th), %ld "
+      "succeeded without the cache write\n",
+      points, total, step, succeeded);
+}
+
+int main(void) {
+  snprintf(g_dir, sizeof(g_dir), "/tmp/tj_x86_oom_XXXXXX");
+  if (!mkdtemp(g_dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  for (int i = 0; i < kB * kK; ++i) g_x[i] = (float)((i * 37) % 19 - 9) / 8;
+  for (int i = 0; i < kK * kN; ++i) g_w[i] = (float)((i * 11) % 23 - 11) / 32;
+  for (int i = 0; i < kN; ++i) g_b[i] = (float)(i % 7 - 3) / 4;
+  // The reference answer.
+  tj_context_t* ctx = NULL;
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  CHECK_OK(build_capstone(ctx, &g));
+  tj_tensor_t in[3] = {
+      tj_tensor_make(g_x, TJ_DTYPE_F32, 2, (int64_t[]){kB, kK}),
+      tj_tensor_make(g_w, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}),
+      tj_tensor_make(g_b, TJ_DTYPE_F32, 1, (int64_t[]){kN})};
+  tj_tensor_t out = tj_tensor_make(g_ref, TJ_DTYPE_F32, 2, (int64_t[]){kB, kN});
+  CHECK_OK(tj_reference_run(g, in, 3, &out, 1));
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+
+  RUN_TEST(oom_sweep_warm_disk_cache);
+  RUN_TEST(oom_sweep_cold_disk_cache);
+  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  TEST_MAIN_END();
+}
