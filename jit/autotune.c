@@ -97,8 +97,8 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
   bool disk = cache_dir && cache_dir[0];
   if (!hit && disk) {
     const char* reason = NULL;
-    TJ_RETURN_IF_ERROR(
-        tj_disk_cache_load(context, cache_dir, key, al, &bytes, &size, &hit, &reason));
+    TJ_RETURN_IF_ERROR(tj_disk_cache_load(context, cache_dir, key, al, &bytes,
+                                          &size, &hit, &reason));
   }
   if (hit) {
     bool ok = parse(bytes, size, p->num_candidates, out);
@@ -119,6 +119,10 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
   size_t len = strlen(record) + 1;
   // A cache that cannot store only costs a later re-tune.
   tj_status_free(tj_memory_cache_store(context, key, record, len));
-  if (disk) tj_status_free(tj_disk_cache_store(cache_dir, key, record, len));
+  if (disk) {
+    tj_status_t s = tj_disk_cache_store(cache_dir, key, record, len);
+    tj_disk_cache_warn_store(context, cache_dir, s);
+    tj_status_free(s);
+  }
   return NULL;
 }

@@ -471,6 +471,16 @@ static const char* dir_untrusted(const char* dir, char* detail,
   return NULL;
 }
 
+void tj_disk_cache_warn_store(tj_context_t* context, const char* dir,
+                              tj_status_t status) {
+  if (!status) return;
+  warn_once(context, dir, "store",
+            "cache: cannot write the disk cache in %s (%s); compiled code is "
+            "kept in the memory cache only (further failures in this "
+            "directory are not reported)",
+            dir, tj_status_message(status));
+}
+
 void tj_disk_cache_open(tj_context_t* context, const char* cache_dir, char* out,
                         size_t size) {
   tj_disk_cache_dir(context, cache_dir, out, size);

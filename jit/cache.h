@@ -103,4 +103,11 @@ tj_status_t tj_disk_cache_load(tj_context_t* context, const char* dir,
 tj_status_t tj_disk_cache_store(const char* dir, tj_cache_key_t key,
                                 const void* bytes, size_t size);
 
+// Reports a failed tj_disk_cache_store (|status|, borrowed) as a warning
+// through |context|, once per context and directory: a full disk or a
+// directory we may not write costs the disk cache, never the compile,
+// which goes on with the memory cache. NULL |status|: nothing.
+void tj_disk_cache_warn_store(tj_context_t* context, const char* dir,
+                              tj_status_t status);
+
 #endif  // TJ_JIT_CACHE_H_

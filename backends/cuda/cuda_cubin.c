@@ -147,10 +147,8 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
   r->load_ms = tj_now_ms() - start;
   if (!status) {
     tj_status_t s = tj_disk_cache_store(load->cache_dir, key, bytes, size);
-    if (s) {
-      warn(load, "cache: cuda cubin not stored: %s", tj_status_message(s));
-      tj_status_free(s);
-    }
+    tj_disk_cache_warn_store(load->context, load->cache_dir, s);
+    tj_status_free(s);
     if (load->context)
       tj_status_free(tj_memory_cache_store(load->context, key, bytes, size));
   }

@@ -322,12 +322,8 @@ static tj_status_t get_ptx(tj_cuda_program_t* p, const char* cache_dir,
     size = strlen(p->mod.ptx) + 1;
     if (disk) {
       tj_status_t s = tj_disk_cache_store(cache_dir, key, p->mod.ptx, size);
-      if (s) {
-        tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
-                              "cache: cuda module not stored: %s",
-                              tj_status_message(s));
-        tj_status_free(s);
-      }
+      tj_disk_cache_warn_store(p->context, cache_dir, s);
+      tj_status_free(s);
     }
   }
   p->stats.ptx_bytes = strlen(p->mod.ptx);

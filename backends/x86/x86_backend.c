@@ -266,7 +266,8 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
 
 // The cache key: what the object code depends on besides LLVM's behaviour,
 // which the target key pins (LLVM version, CPU, features).
-static tj_status_t set_key(tj_x86_jit_t* jit, const tj_lowered_kernel_t* kernels,
+static tj_status_t set_key(tj_x86_jit_t* jit,
+                           const tj_lowered_kernel_t* kernels,
                            uint32_t num_kernels, tj_x86_part_t part,
                            tj_cache_key_t* out) {
   tj_cache_hasher_t h;
@@ -339,13 +340,11 @@ static tj_status_t check_object(tj_allocator_t allocator, const void* bytes,
 // NULL: none) if it passes check_object, else compiled by |jit| and written
 // to the disk cache. The caller stores it in the memory cache once it
 // links. The bytes are allocated from |allocator|.
-static tj_status_t fetch_object(tj_x86_jit_t* jit, tj_allocator_t allocator,
-                                tj_context_t* context, const char* cache_dir,
-                                bool use_disk, const tj_lowered_kernel_t* kernels,
-                                uint32_t num_kernels, tj_x86_part_t part,
-                                int32_t num_cold, tj_cache_key_t key,
-                                void** out_bytes, size_t* out_size,
-                                fetched_t* out) {
+static tj_status_t fetch_object(
+    tj_x86_jit_t* jit, tj_allocator_t allocator, tj_context_t* context,
+    const char* cache_dir, bool use_disk, const tj_lowered_kernel_t* kernels,
+    uint32_t num_kernels, tj_x86_part_t part, int32_t num_cold,
+    tj_cache_key_t key, void** out_bytes, size_t* out_size, fetched_t* out) {
   memset(out, 0, sizeof(*out));
   bool hit = false;
   TJ_RETURN_IF_ERROR(tj_memory_cache_lookup(context, key, allocator, out_bytes,
@@ -502,11 +501,7 @@ static tj_status_t build_cold(tj_x86_lazy_t* z, const char* how) {
         tj_now_ms() - start, f.cache_note ? "; disk: " : "",
         f.cache_note ? f.cache_note : "");
   }
-  if (f.store_status && z->log) {
-    tj_context_diagnostic(z->context, TJ_SEVERITY_WARNING,
-                          "cache: @%s: not stored: %s", z->name,
-                          tj_status_message(f.store_status));
-  }
+  tj_disk_cache_warn_store(z->context, z->cache_dir, f.store_status);
   tj_status_free(f.store_status);
   return NULL;
 }

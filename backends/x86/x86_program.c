@@ -215,6 +215,7 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
   } else {
     lp->cache_hits = n;
   }
+  tj_disk_cache_warn_store(t->config.context, t->cache_dir, set->store_status);
   if (!t->log_cache) return;
   const char* what = lp->label;
   static const char* const kFrom[] = {"compiled by LLVM as one module",
@@ -229,11 +230,6 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
       set->compile_ms, set->cache_note ? "; disk: " : "",
       set->cache_note ? set->cache_note : "",
       t->cache_dir[0] ? "" : "; disk cache disabled", (int)set->num_deferred);
-  if (set->store_status) {
-    tj_context_diagnostic(t->config.context, TJ_SEVERITY_WARNING,
-                          "cache: @%s: not stored: %s", name,
-                          tj_status_message(set->store_status));
-  }
 }
 
 static int32_t online_cpus(void) {

@@ -14,6 +14,8 @@
 // N succeed.
 
 #include <ftw.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lib/base.h"
@@ -48,9 +50,29 @@ static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
   return tj_graph_finalize(g);
 }
 
-static tj_status_t compile_and_run(tj_allocator_t allocator) {
+// Warnings of a context, counted and kept.
+typedef struct diagnostics_t {
+  int warnings;
+  char text[2048];
+} diagnostics_t;
+
+static void collect(tj_severity_t severity, const char* message, size_t size,
+                    void* user_data) {
+  diagnostics_t* d = user_data;
+  if (severity == TJ_SEVERITY_WARNING) ++d->warnings;
+  size_t used = strlen(d->text);
+  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
+           message);
+}
+
+static tj_status_t compile_and_run_with(tj_allocator_t allocator,
+                                        diagnostics_t* diagnostics) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
+  if (diagnostics) {
+    co.diagnostic_fn = collect;
+    co.diagnostic_user_data = diagnostics;
+  }
   tj_context_t* ctx = NULL;
   tj_status_t s = tj_context_create(&co, &ctx);
   if (s) return s;
@@ -81,6 +103,10 @@ static tj_status_t compile_and_run(tj_allocator_t allocator) {
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
   return s;
+}
+
+static tj_status_t compile_and_run(tj_allocator_t allocator) {
+  return compile_and_run_with(allocator, NULL);
 }
 
 // One point of a sweep: true once the compile and run succeed.
@@ -136,6 +162,31 @@ TEST(oom_sweep_cold_disk_cache) {
       points, total, step, succeeded);
 }
 
+// A full disk (here: a file-size limit, which fails writes with EFBIG as
+// ENOSPC would) while the cache is written: the compile and run succeed
+// from memory, with one warning naming the cache.
+TEST(full_disk_is_a_warning) {
+  empty_cache_dir();
+  struct rlimit old;
+  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  struct rlimit small = old;
+  small.rlim_cur = 16;
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+  CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  diagnostics_t d;
+  memset(&d, 0, sizeof(d));
+  CHECK_OK(compile_and_run_with(tj_allocator_system(), &d));
+  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  signal(SIGXFSZ, old_handler);
+  CHECK(d.warnings >= 1);
+  CHECK(strstr(d.text, "cache") != NULL);
+  printf("# full disk: %d warning(s): %s", d.warnings, d.text);
+  // With room again, the next compile writes the cache and warns no more.
+  memset(&d, 0, sizeof(d));
+  CHECK_OK(compile_and_run_with(tj_allocator_system(), &d));
+  CHECK_EQ_INT(0, d.warnings);
+}
+
 int main(void) {
   snprintf(g_dir, sizeof(g_dir), "/tmp/tj_x86_oom_XXXXXX");
   if (!mkdtemp(g_dir)) {
@@ -161,6 +212,7 @@ int main(void) {
 
   RUN_TEST(oom_sweep_warm_disk_cache);
   RUN_TEST(oom_sweep_cold_disk_cache);
+  RUN_TEST(full_disk_is_a_warning);
   nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
   TEST_MAIN_END();
 }
