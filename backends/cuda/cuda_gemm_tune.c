@@ -561,7 +561,7 @@ void tj_cuda_gemm_release(tj_cuda_program_t* p) {
             sizeof(tj_cuda_gemm_tune_t) * (p->num_kernels + 1));
   }
   if (d && (p->gemm.ev_start || p->gemm.ev_stop) &&
-      tj_cuda_device_enter(d) == NULL) {
+      tj_cuda_device_try_enter(d)) {
     if (p->gemm.ev_start) (void)d->cu.cuEventDestroy(p->gemm.ev_start);
     if (p->gemm.ev_stop) (void)d->cu.cuEventDestroy(p->gemm.ev_stop);
     tj_cuda_device_leave(d);

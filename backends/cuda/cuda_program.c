@@ -133,7 +133,7 @@ static tj_status_t program_create(tj_context_t* context,
 void tj_cuda_program_destroy(tj_cuda_program_t* p) {
   if (!p) return;
   tj_cuda_device_t* d = p->device;
-  if (d && tj_cuda_device_enter(d) == NULL) {
+  if (d && tj_cuda_device_try_enter(d)) {
     (void)d->cu.cuStreamSynchronize(p->stream);
     tj_cuda_graph_destroy_execs(p);
     tj_cuda_device_leave(d);

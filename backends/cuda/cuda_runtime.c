@@ -17,6 +17,12 @@ tj_status_t tj_cuda_device_enter(tj_cuda_device_t* device) {
   return TJ_CU_STATUS(&device->cu, cuCtxPushCurrent, (device->context));
 }
 
+bool tj_cuda_device_try_enter(tj_cuda_device_t* device) {
+  tj_status_t status = tj_cuda_device_enter(device);
+  tj_status_free(status);
+  return status == NULL;
+}
+
 void tj_cuda_device_leave(tj_cuda_device_t* device) {
   tj_cu_context_t popped;
   // Cannot fail when the matching push succeeded.
@@ -76,9 +82,12 @@ static tj_status_t ops_stream_wait(void* self, tj_cu_stream_t stream,
 // Undoes whatever part of create succeeded. The context, if any, is not
 // current on entry.
 static void teardown(tj_cuda_device_t* d, bool have_mutex) {
-  if (d->context && tj_cuda_device_enter(d) == NULL) {
-    if (d->stream) (void)d->cu.cuStreamSynchronize(d->stream);
-    tj_cuda_allocator_destroy(d->allocator);
+  bool entered = d->context && tj_cuda_device_try_enter(d);
+  if (entered && d->stream) (void)d->cu.cuStreamSynchronize(d->stream);
+  // Its host memory goes even when the context cannot be entered (its ops
+  // enter by themselves and their driver calls may fail).
+  tj_cuda_allocator_destroy(d->allocator);
+  if (entered) {
     if (d->order_event) (void)d->cu.cuEventDestroy(d->order_event);
     if (d->owns_stream && d->stream) (void)d->cu.cuStreamDestroy(d->stream);
     tj_cuda_device_leave(d);
@@ -258,7 +267,7 @@ tj_status_t tj_cuda_host_alloc(tj_cuda_device_t* device, size_t bytes,
 }
 
 void tj_cuda_host_free(tj_cuda_device_t* device, void* ptr) {
-  if (!ptr || tj_cuda_device_enter(device) != NULL) return;
+  if (!ptr || !tj_cuda_device_try_enter(device)) return;
   (void)device->cu.cuMemFreeHost(ptr);
   tj_cuda_device_leave(device);
 }
@@ -514,7 +523,7 @@ tj_status_t tj_cuda_module_load_cubin(tj_cuda_device_t* device,
 void tj_cuda_module_destroy(tj_cuda_module_t* module) {
   if (!module) return;
   tj_cuda_device_t* device = module->device;
-  if (tj_cuda_device_enter(device) == NULL) {
+  if (tj_cuda_device_try_enter(device)) {
     (void)device->cu.cuModuleUnload(module->module);
     tj_cuda_device_leave(device);
   }

@@ -85,6 +85,10 @@ const char* tj_cuda_device_arch_name(const tj_cuda_device_t* device);
 // below does this itself; use it around direct driver calls.
 tj_status_t tj_cuda_device_enter(tj_cuda_device_t* device);
 void tj_cuda_device_leave(tj_cuda_device_t* device);
+// For cleanup paths, which cannot report: enters and returns true, or
+// returns false (the device is lost, say). Either way the caller frees
+// its host memory; only the driver calls need the context.
+bool tj_cuda_device_try_enter(tj_cuda_device_t* device);
 
 // Waits for all work enqueued on the device's stream.
 tj_status_t tj_cuda_device_synchronize(tj_cuda_device_t* device);
