@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/cuda/cuda_test_util.h"
@@ -48,6 +49,12 @@ static bool find_fault_driver(void) {
   return true;  // stays open: the library's dlopen shares it
 }
 
+static int remove_entry(const char* path, const struct stat* st, int flag,
+                        struct FTW* ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
 static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
   tj_status_t s = tj_graph_create(ctx, "capstone", out);
   if (s) return s;
@@ -60,10 +67,13 @@ static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
   return tj_graph_finalize(g);
 }
 
+static const int64_t kXShape[] = {kB, kK}, kWShape[] = {kK, kN},
+                     kBShape[] = {kN}, kYShape[] = {kB, kN};
+
 static void inputs(tj_tensor_t in[3]) {
-  in[0] = tj_tensor_make(g_x, TJ_DTYPE_F32, 2, (int64_t[]){kB, kK});
-  in[1] = tj_tensor_make(g_w, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN});
-  in[2] = tj_tensor_make(g_b, TJ_DTYPE_F32, 1, (int64_t[]){kN});
+  in[0] = tj_tensor_make(g_x, TJ_DTYPE_F32, 2, kXShape);
+  in[1] = tj_tensor_make(g_w, TJ_DTYPE_F32, 2, kWShape);
+  in[2] = tj_tensor_make(g_b, TJ_DTYPE_F32, 1, kBShape);
 }
 
 // A context of its own (so that everything it made is freed with it),
@@ -89,7 +99,7 @@ static tj_status_t compile_and_run(tj_allocator_t allocator) {
     memset(y, 0, sizeof(y));
     tj_tensor_t in[3];
     inputs(in);
-    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){kB, kN});
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, kYShape);
     s = tj_executable_run(exe, in, 3, &out, 1);
     for (int i = 0; !s && i < kB * kN; ++i) {
       if (!(fabsf(y[i] - g_ref[i]) <= 1e-3f + 1e-3f * fabsf(g_ref[i]))) {
@@ -113,19 +123,23 @@ static size_t device_free_bytes(tj_cuda_device_t* device) {
   return free_bytes;
 }
 
-static int remove_entry(const char* path, const struct stat* st, int flag,
-                        struct FTW* ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
+// Empties the cache directory (keeps the directory).
+static void empty_cache_dir(void) {
+  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  CHECK(mkdir(g_dir, 0700) == 0);
 }
 
-TEST(every_driver_call_fails_in_turn) {
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+// Warm: the disk cache holds the cubins, so the compile loads them. Cold:
+// the cache is emptied before each point, so the compile links PTX into a
+// cubin through the driver (cuLink*) too.
+static void sweep(tj_cuda_device_t* device, bool cold) {
+  printf("# %s disk cache\n", cold ? "cold" : "warm");
   // A clean compile and run fills the disk cache and counts the calls.
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
   CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
   size_t baseline = device_free_bytes(device);
+  if (cold) empty_cache_dir();
   long before = g_fault.calls();
   CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
   long total = g_fault.calls() - before;
@@ -134,6 +148,7 @@ TEST(every_driver_call_fails_in_turn) {
   long step = total / kMaxPoints + 1, points = 0, failed = 0;
   long drift_max = 0;
   for (long n = 0; n < total; n += step, ++points) {
+    if (cold) empty_cache_dir();
     tj_test_allocator_initialize(&alloc, -1);
     g_fault.arm(n, 0);
     tj_status_t s = compile_and_run(tj_test_allocator_get(&alloc));
@@ -151,6 +166,10 @@ TEST(every_driver_call_fails_in_turn) {
       CHECK(code == expected);
       tj_status_free(s);
     }
+    if (alloc.live_blocks != 0) {
+      fprintf(stderr, "call %ld (%s): %ld host blocks leaked\n", n, call,
+              alloc.live_blocks);
+    }
     CHECK_EQ_INT(0, alloc.live_blocks);
     CHECK_EQ_INT(0, alloc.bad_frees);
     long drift = (long)baseline - (long)device_free_bytes(device);
@@ -161,13 +180,22 @@ TEST(every_driver_call_fails_in_turn) {
     }
     CHECK(drift <= (4l << 20));
     // The library still works.
-    if (s) CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
+    if (s) {
+      if (cold) empty_cache_dir();
+      CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
+    }
   }
   printf(
       "# %ld points (every %ld-th call): %ld failed with a status, %ld "
       "recovered; device memory drift at most %ld bytes\n",
       points, step, failed, points - failed, drift_max);
   CHECK(failed > 0);
+}
+
+TEST(every_driver_call_fails_in_turn) {
+  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+  sweep(device, false);
+  sweep(device, true);
   tj_cuda_device_destroy(device);
 }
 

@@ -9,6 +9,13 @@ import re
 import sys
 
 
+# Calls whose failure in life still has their effect, with the undoing of
+# what a successful call made (the fault fails them after the real call).
+AFTER_THE_CALL = {
+    "cuStreamEndCapture": "(void)g_real.cuGraphDestroy(*graph); *graph = NULL;",
+}
+
+
 def symbols(text):
     text = re.sub(r"//[^\n]*", "", text)
     for m in re.finditer(r"TJ_CU_SYM\(\s*(\w+)\s*,\s*(\w+)\s*,\s*\((.*?)\)\s*\)",
@@ -56,8 +63,17 @@ def main():
     for i, (name, exported, params, args) in enumerate(defs):
         out.append(f"FAULT_API tj_cu_result_t {exported}({params}) {{")
         out.append("  tj_cu_result_t injected;")
-        out.append(f"  if (fault_take({i}, &injected)) return injected;")
-        out.append(f"  return g_real.{name}({', '.join(args)});")
+        if name in AFTER_THE_CALL:
+            # The call's effect happens whatever it returns (a failed
+            # cuStreamEndCapture still ends the capture): make it, undo
+            # what it made, then fail.
+            out.append(f"  tj_cu_result_t r = g_real.{name}({', '.join(args)});")
+            out.append(f"  if (r != 0 || !fault_take({i}, &injected)) return r;")
+            out.append("  " + AFTER_THE_CALL[name])
+            out.append("  return injected;")
+        else:
+            out.append(f"  if (fault_take({i}, &injected)) return injected;")
+            out.append(f"  return g_real.{name}({', '.join(args)});")
         out.append("}")
         out.append("")
     open(sys.argv[2], "w").write("\n".join(out))
