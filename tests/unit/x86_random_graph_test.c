@@ -4,11 +4,12 @@
 // symbolic batch B, many values read several times) compiled by tj_compile
 // for x86 with verification after every pass, run, and compared with the
 // reference interpreter on the same random inputs, at two batch sizes from
-// one executable. Tolerances: random_graph.h's close_enough for the least
-// precise float type the graph computes in (f32: 1e-4 relative plus 1e-4
-// absolute). A graph whose own reference outputs move beyond the tolerance
-// when its inputs move by a few ulps is compiled and run but not compared
-// (counted as ill-conditioned), as in passes_random_test.c.
+// one executable, with random compile options (random_options). Tolerances:
+// random_graph.h's close_enough for the least precise float type the graph
+// computes in (f32: 1e-4 relative plus 1e-4 absolute). A graph whose own
+// reference outputs move beyond the tolerance when its inputs move by a few
+// ulps is compiled and run but not compared (counted as ill-conditioned), as in
+// passes_random_test.c.
 //
 // CI runs kDefaultSeeds seeds (well under 30 s on a slow machine). For long
 // local runs set TJ_RANDOM_GRAPH_SEEDS=<count> (e.g. 5000), or give
@@ -31,6 +32,37 @@ static void print_graph(uint64_t seed, const tj_graph_t* g, const char* what) {
   }
 }
 
+// The seed's compile options: the pipeline (the default; decompose alone,
+// with no cleanup; none, so that composites run as graph breaks; a
+// reordered cleanup), the dynamic-shape policy (generic kernels,
+// specialized on first use or after one run, power-of-two buckets) and
+// GEMM autotuning, so that every combination meets random graphs.
+static void random_options(uint64_t seed, tj_compile_options_t* opts,
+                           char* text, size_t size) {
+  static const char* const kPipelines[] = {
+      NULL, "decompose", "dce", "canonicalize,decompose,fold,cse,dce"};
+  static const char* const kSpecialize[] = {"never", "after 1", "always"};
+  rng_t r = {seed ^ 0x0b7105ull};
+  tj_compile_options_initialize(opts);
+  opts->verify_each = true;
+  opts->cache_dir = "";
+  opts->x86.num_threads = 1 + (int32_t)(seed % 2);
+  opts->pipeline = kPipelines[below(&r, 4)];
+  uint32_t specialize = below(&r, 4);
+  specialize = specialize == 3 ? 0 : specialize;  // never: half the seeds
+  opts->specialize = specialize == 0   ? TJ_SPECIALIZE_NEVER
+                     : specialize == 1 ? TJ_SPECIALIZE_AFTER_N
+                                       : TJ_SPECIALIZE_ALWAYS;
+  opts->specialize_after = 1;
+  opts->bucket_pow2 = below(&r, 3) == 0;
+  opts->autotune = below(&r, 4) == 0 ? TJ_AUTOTUNE_ON : TJ_AUTOTUNE_OFF;
+  opts->x86.autotune_budget_ms = 20;
+  snprintf(text, size, "pipeline %s, specialize %s%s, autotune %s",
+           opts->pipeline ? opts->pipeline : "default", kSpecialize[specialize],
+           opts->bucket_pow2 ? ", pow2 buckets" : "",
+           opts->autotune == TJ_AUTOTUNE_ON ? "on" : "off");
+}
+
 static void check_seed(tj_context_t* ctx, uint64_t seed) {
   tj_graph_t* g = generate_large(ctx, seed);
   if (!g) {
@@ -39,15 +71,13 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
   }
   g_nodes += (int)g->num_nodes;
   tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.verify_each = true;
-  opts.cache_dir = "";
-  opts.x86.num_threads = 1 + (int32_t)(seed % 2);
+  char options_text[160];
+  random_options(seed, &opts, options_text, sizeof(options_text));
   tj_executable_t* exe = NULL;
   tj_status_t st = tj_compile(g, &opts, &exe);
   if (st) {
     char what[512];
-    snprintf(what, sizeof(what), "x86 compile failed: %s",
+    snprintf(what, sizeof(what), "x86 compile (%s) failed: %s", options_text,
              tj_status_message(st));
     print_graph(seed, g, what);
     ++g_failed;
@@ -91,8 +121,8 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
     st = tj_executable_run(exe, in.t, in.count, outs, want.num_outputs);
     char what[512] = "";
     if (st) {
-      snprintf(what, sizeof(what), "x86 run at B=%lld failed: %s", (long long)B,
-               tj_status_message(st));
+      snprintf(what, sizeof(what), "x86 run at B=%lld (%s) failed: %s",
+               (long long)B, options_text, tj_status_message(st));
       print_graph(seed, g, what);
       ++g_failed;
       tj_status_free(st);
@@ -104,7 +134,8 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
       bool ok = outputs_agree(g, &want, &got, what, sizeof(what));
       if (!ok) {
         char line[600];
-        snprintf(line, sizeof(line), "at B=%lld: %s", (long long)B, what);
+        snprintf(line, sizeof(line), "at B=%lld (%s): %s", (long long)B,
+                 options_text, what);
         print_graph(seed, g, line);
         ++g_failed;
       } else if (getenv("TJ_RANDOM_PRINT")) {
