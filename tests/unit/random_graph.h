@@ -34,12 +34,24 @@ typedef struct gen_config_t {
 
 //===--- a seeded generator ---===//
 
+// Seeded (splitmix64), or, with |bytes|, the choices themselves read from
+// a byte string, 8 bytes a draw and zeros past its end: a fuzzer then
+// steers every choice of the generator (tests/fuzz/fuzz_builder.c).
 typedef struct rng_t {
   uint64_t s;
+  const uint8_t* bytes;
+  size_t size, pos;
 } rng_t;
 
-static inline uint64_t next_u64(rng_t* r) {  // splitmix64
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+static inline uint64_t next_u64(rng_t* r) {
+  if (r->bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) {
+      v = v << 8 | (r->pos < r->size ? r->bytes[r->pos++] : 0u);
+    }
+    return v;
+  }
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);  // splitmix64
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -518,15 +530,17 @@ static inline bool gen_full(gen_t* s) {
          op2(s, TJ_OP_MUL, a, f, NULL);
 }
 
-static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
-                                      const gen_config_t* config) {
-  rng_t r = {seed * 0x2545f4914f6cdd1dull + 1};
+// A graph of choices drawn from |r|, named |name|; NULL when none could be
+// built.
+static inline tj_graph_t* generate_with(tj_context_t* ctx, rng_t* rng,
+                                        const char* name,
+                                        const gen_config_t* config) {
+  rng_t r = *rng;
   gen_t s;
   memset(&s, 0, sizeof(s));
   s.r = &r;
   s.config = config;
-  char name[32];
-  snprintf(name, sizeof(name), "seed%llu", (unsigned long long)seed);
+  char out_name[32];
   if (tj_graph_create(ctx, name, &s.g)) return NULL;
   tj_status_t st = tj_dim_symbol(&s.g->dims, "B", &s.B);
   if (st) {
@@ -605,8 +619,8 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
         }
       }
       if (read) continue;
-      snprintf(name, sizeof(name), "out%u", s.g->num_outputs);
-      st = tj_graph_append_output(s.g, i, name);
+      snprintf(out_name, sizeof(out_name), "out%u", s.g->num_outputs);
+      st = tj_graph_append_output(s.g, i, out_name);
     }
   }
   uint32_t extra = below(&r, 3);
@@ -617,8 +631,8 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
       used |= s.g->outputs[j].node == other;
     }
     if (used) continue;
-    snprintf(name, sizeof(name), "out%u", s.g->num_outputs);
-    st = tj_graph_append_output(s.g, other, name);
+    snprintf(out_name, sizeof(out_name), "out%u", s.g->num_outputs);
+    st = tj_graph_append_output(s.g, other, out_name);
   }
   if (!st) st = tj_graph_finalize(s.g);
   if (st) {
@@ -627,6 +641,14 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
     return NULL;
   }
   return s.g;
+}
+
+static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
+                                      const gen_config_t* config) {
+  rng_t r = {seed * 0x2545f4914f6cdd1dull + 1, NULL, 0, 0};
+  char name[32];
+  snprintf(name, sizeof(name), "seed%llu", (unsigned long long)seed);
+  return generate_with(ctx, &r, name, config);
 }
 
 static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
@@ -692,8 +714,8 @@ static inline double noise_of(tj_dtype_t dtype) {
 // infinities and NaNs among the float values.
 static inline bool make_inputs_ex(const tj_graph_t* g, int64_t B, uint64_t seed,
                                   bool perturb, bool specials, inputs_t* in) {
-  rng_t r = {seed ^ 0x5eedull};
-  rng_t noise = {seed ^ 0xa11ceull};
+  rng_t r = {seed ^ 0x5eedull, NULL, 0, 0};
+  rng_t noise = {seed ^ 0xa11ceull, NULL, 0, 0};
   memset(in, 0, sizeof(*in));
   int64_t values[TJ_MAX_SYMBOLS] = {0};
   values[0] = B;

@@ -42,7 +42,7 @@ static void random_options(uint64_t seed, tj_compile_options_t* opts,
   static const char* const kPipelines[] = {
       NULL, "decompose", "dce", "canonicalize,decompose,fold,cse,dce"};
   static const char* const kSpecialize[] = {"never", "after 1", "always"};
-  rng_t r = {seed ^ 0x0b7105ull};
+  rng_t r = {seed ^ 0x0b7105ull, NULL, 0, 0};
   tj_compile_options_initialize(opts);
   opts->verify_each = true;
   opts->cache_dir = "";
