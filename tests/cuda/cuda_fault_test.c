@@ -12,8 +12,6 @@
 // for the rest. Calls that clean up are not failed (fault_driver.h).
 
 #include <dlfcn.h>
-#include <ftw.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/cuda/cuda_test_util.h"
@@ -49,24 +47,6 @@ static bool find_fault_driver(void) {
   return true;  // stays open: the library's dlopen shares it
 }
 
-static int remove_entry(const char* path, const struct stat* st, int flag,
-                        struct FTW* ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
-  tj_status_t s = tj_graph_create(ctx, "capstone", out);
-  if (s) return s;
-  tj_graph_t* g = *out;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, kK}, "x");
-  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}, "w");
-  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){kN}, "b");
-  tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false), "y");
-  return tj_graph_finalize(g);
-}
-
 static const int64_t kXShape[] = {kB, kK}, kWShape[] = {kK, kN},
                      kBShape[] = {kN}, kYShape[] = {kB, kN};
 
@@ -87,7 +67,7 @@ static tj_status_t compile_and_run(tj_allocator_t allocator) {
   if (s) return s;
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;
-  s = build_capstone(ctx, &g);
+  s = tj_test_build_capstone(ctx, kK, kN, &g);
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.target = TJ_TARGET_CUDA;
@@ -123,12 +103,6 @@ static size_t device_free_bytes(tj_cuda_device_t* device) {
   return free_bytes;
 }
 
-// Empties the cache directory (keeps the directory).
-static void empty_cache_dir(void) {
-  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-  CHECK(mkdir(g_dir, 0700) == 0);
-}
-
 // Warm: the disk cache holds the cubins, so the compile loads them. Cold:
 // the cache is emptied before each point, so the compile links PTX into a
 // cubin through the driver (cuLink*) too.
@@ -139,7 +113,7 @@ static void sweep(tj_cuda_device_t* device, bool cold) {
   tj_test_allocator_initialize(&alloc, -1);
   CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
   size_t baseline = device_free_bytes(device);
-  if (cold) empty_cache_dir();
+  if (cold) tj_test_empty_dir(g_dir);
   long before = g_fault.calls();
   CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
   long total = g_fault.calls() - before;
@@ -148,7 +122,7 @@ static void sweep(tj_cuda_device_t* device, bool cold) {
   long step = total / kMaxPoints + 1, points = 0, failed = 0;
   long drift_max = 0;
   for (long n = 0; n < total; n += step, ++points) {
-    if (cold) empty_cache_dir();
+    if (cold) tj_test_empty_dir(g_dir);
     tj_test_allocator_initialize(&alloc, -1);
     g_fault.arm(n, 0);
     tj_status_t s = compile_and_run(tj_test_allocator_get(&alloc));
@@ -181,7 +155,7 @@ static void sweep(tj_cuda_device_t* device, bool cold) {
     CHECK(drift <= (4l << 20));
     // The library still works.
     if (s) {
-      if (cold) empty_cache_dir();
+      if (cold) tj_test_empty_dir(g_dir);
       CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
     }
   }
@@ -214,7 +188,7 @@ int main(void) {
   tj_context_t* ctx = NULL;
   tj_graph_t* g = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
-  CHECK_OK(build_capstone(ctx, &g));
+  CHECK_OK(tj_test_build_capstone(ctx, kK, kN, &g));
   tj_tensor_t in[3];
   inputs(in);
   tj_tensor_t out = tj_tensor_make(g_ref, TJ_DTYPE_F32, 2, (int64_t[]){kB, kN});
@@ -222,6 +196,6 @@ int main(void) {
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
   RUN_TEST(every_driver_call_fails_in_turn);
-  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  tj_test_remove_tree(g_dir);
   TEST_MAIN_END();
 }

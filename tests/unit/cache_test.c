@@ -217,27 +217,10 @@ TEST(disk_cache_disabled_and_unwritable) {
   tj_context_destroy(ctx);
 }
 
-// Diagnostics of a context, collected.
-typedef struct diagnostics_t {
-  int warnings;
-  char text[4096];
-} diagnostics_t;
-
-static void collect(tj_severity_t severity, const char* message, size_t size,
-                    void* user_data) {
-  diagnostics_t* d = user_data;
-  if (severity == TJ_SEVERITY_WARNING) ++d->warnings;
-  size_t used = strlen(d->text);
-  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
-           message);
-}
-
-static tj_context_t* collecting_context(diagnostics_t* d) {
-  memset(d, 0, sizeof(*d));
+static tj_context_t* collecting_context(tj_test_diagnostics_t* d) {
   tj_context_options_t o;
   tj_context_options_initialize(&o);
-  o.diagnostic_fn = collect;
-  o.diagnostic_user_data = d;
+  tj_test_collect_into(&o, d);
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&o, &ctx));
   return ctx;
@@ -272,12 +255,6 @@ static void entry_path(const char* dir, tj_cache_key_t key, char* out,
   char hex[33];
   tj_cache_key_format(key, hex);
   snprintf(out, size, "%s/%s.tjo", dir, hex);
-}
-
-static void remove_tree(const char* dir) {
-  char command[512];
-  snprintf(command, sizeof(command), "rm -rf '%s'", dir);
-  CHECK_EQ_INT(0, system(command));
 }
 
 // A FIFO, a symbolic link (even to a valid entry) or a directory where a
@@ -315,7 +292,7 @@ TEST(disk_cache_non_regular_files_are_misses) {
   rmdir(path);
   alarm(0);
   snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d", (int)getpid());
-  remove_tree(dir);
+  tj_test_remove_tree(dir);
 }
 
 // chown to another user; false (with a message) where that is impossible.
@@ -335,7 +312,7 @@ TEST(disk_cache_foreign_files_are_misses_with_a_warning) {
   CHECK_OK(tj_disk_cache_store(dir, k, "payload", 7));
   CHECK_OK(tj_disk_cache_store(dir, k2, "payload", 7));
   entry_path(dir, k, path, sizeof(path));
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   tj_context_t* ctx = collecting_context(&d);
 
   CHECK(chmod(path, 0666) == 0);
@@ -366,7 +343,7 @@ TEST(disk_cache_foreign_files_are_misses_with_a_warning) {
   tj_context_destroy(ctx);
   alarm(0);
   snprintf(dir, sizeof(dir), "/tmp/tj-cache-test-%d", (int)getpid());
-  remove_tree(dir);
+  tj_test_remove_tree(dir);
 }
 
 // tj_disk_cache_open: creates the directory 0700; refuses one that others
@@ -377,7 +354,7 @@ TEST(disk_cache_open_trusts_only_our_directories) {
   char root[256], dir[320], out[1024];
   snprintf(root, sizeof(root), "/tmp/tj-cache-test-%d", (int)getpid());
   snprintf(dir, sizeof(dir), "%s/open/a/b", root);
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   tj_context_t* ctx = collecting_context(&d);
 
   tj_disk_cache_open(ctx, dir, out, sizeof(out));
@@ -402,7 +379,7 @@ TEST(disk_cache_open_trusts_only_our_directories) {
   CHECK_STREQ("", out);
   CHECK_EQ_INT(1, d.warnings);   // once per context and directory
   CHECK(chmod(dir, 0770) == 0);  // group-writable: no better
-  diagnostics_t d2;
+  tj_test_diagnostics_t d2;
   tj_context_t* ctx2 = collecting_context(&d2);
   tj_disk_cache_open(ctx2, dir, out, sizeof(out));
   CHECK_STREQ("", out);
@@ -442,7 +419,7 @@ TEST(disk_cache_open_trusts_only_our_directories) {
   tj_context_destroy(ctx);
   tj_context_destroy(ctx2);
   alarm(0);
-  remove_tree(root);
+  tj_test_remove_tree(root);
 }
 
 int main(void) {

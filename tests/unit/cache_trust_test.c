@@ -21,21 +21,6 @@
 
 enum { K = 48, N = 40, M = 3 };
 
-typedef struct diagnostics_t {
-  int warnings;
-  char text[8192];
-} diagnostics_t;
-
-static void collect(tj_severity_t severity, const char* message, size_t size,
-                    void* user_data) {
-  diagnostics_t* d = user_data;
-  if (severity != TJ_SEVERITY_WARNING) return;
-  ++d->warnings;
-  size_t used = strlen(d->text);
-  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
-           message);
-}
-
 typedef struct compiled_t {
   int64_t hits, misses;
   double worst;  // the largest error against the reference
@@ -46,15 +31,13 @@ typedef struct compiled_t {
 // disk cache in |dir|, runs it at a small M (the deferred small-M GEMM
 // path) and compares with the reference.
 static compiled_t compile_and_run(tj_context_t* ctx, const char* dir,
-                                  diagnostics_t* d) {
+                                  tj_test_diagnostics_t* d) {
   compiled_t r = {0, 0, 1e30, false};
   bool own = !ctx;
   if (own) {
-    memset(d, 0, sizeof(*d));
     tj_context_options_t o;
     tj_context_options_initialize(&o);
-    o.diagnostic_fn = collect;
-    o.diagnostic_user_data = d;
+    tj_test_collect_into(&o, d);
     CHECK_OK(tj_context_create(&o, &ctx));
     if (!ctx) return r;
   }
@@ -109,7 +92,7 @@ static void populate(const char* name, char* dir, size_t size,
                      int64_t* kernels) {
   snprintf(g_root, sizeof(g_root), "/tmp/tj-cache-trust-%d", (int)getpid());
   snprintf(dir, size, "%s/%s", g_root, name);
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   compiled_t r = compile_and_run(NULL, dir, &d);
   CHECK(r.ok && r.misses >= 1 && r.hits == 0);
   *kernels = r.misses;
@@ -174,7 +157,7 @@ static void remove_root(void) {
 // After a miss on a bad entry: the next process (a fresh context) loads
 // every kernel from the rewritten entry.
 static void expect_rewritten(const char* dir, int64_t kernels) {
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   compiled_t r = compile_and_run(NULL, dir, &d);
   CHECK(r.ok);
   CHECK_EQ_INT(kernels, r.hits);
@@ -197,7 +180,7 @@ TEST(fifo_link_and_directory_entries_are_misses) {
 
   unlink(path);
   CHECK(mkfifo(path, 0600) == 0);
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   compiled_t r = compile_and_run(NULL, dir, &d);
   CHECK(r.ok && r.worst < 1e-5);
   CHECK_EQ_INT(0, r.hits);
@@ -248,7 +231,7 @@ TEST(corrupt_objects_with_a_valid_checksum_are_misses) {
   memcpy(bad + 48 + 0x28, &far, sizeof(far));  // e_shoff
   fix_checksum(bad, n);
   write_file(path, bad, n);
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   compiled_t r = compile_and_run(NULL, dir, &d);
   CHECK(r.ok && r.worst < 1e-5);
   CHECK_EQ_INT(0, r.hits);
@@ -361,7 +344,7 @@ TEST(foreign_entries_are_not_loaded) {
     remove_root();
     return;
   }
-  diagnostics_t d;
+  tj_test_diagnostics_t d;
   compiled_t r = compile_and_run(NULL, dir, &d);
   CHECK(r.ok && r.worst < 1e-5);
   CHECK_EQ_INT(0, r.hits);
@@ -392,12 +375,10 @@ TEST(world_writable_directory_is_not_used) {
   struct stat before, after;
   CHECK(stat(path, &before) == 0);
 
-  diagnostics_t d;
-  memset(&d, 0, sizeof(d));
+  tj_test_diagnostics_t d;
   tj_context_options_t o;
   tj_context_options_initialize(&o);
-  o.diagnostic_fn = collect;
-  o.diagnostic_user_data = &d;
+  tj_test_collect_into(&o, &d);
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&o, &ctx));
   compiled_t r = compile_and_run(ctx, dir, &d);

@@ -25,20 +25,6 @@ static void read_settings(const tj_context_options_t* options,
                             tj_allocator_system(), NULL, out));
 }
 
-typedef struct diagnostics_t {
-  int warnings;
-  char text[2048];
-} diagnostics_t;
-
-static void collect(tj_severity_t severity, const char* message, size_t size,
-                    void* user_data) {
-  diagnostics_t* d = user_data;
-  if (severity == TJ_SEVERITY_WARNING) ++d->warnings;
-  size_t used = strlen(d->text);
-  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
-           message);
-}
-
 TEST(every_setting_comes_from_its_variable) {
   static const char* const env[] = {
       "TJ_LOG=fusion,cache",      "TJ_PRINT_AFTER=fuse",
@@ -116,12 +102,10 @@ TEST(default_cache_dir) {
 // A misspelled category is reported once per process through the
 // context's channel, naming where it came from, and the rest still counts.
 TEST(unknown_log_category_warns_once) {
-  diagnostics_t d;
-  memset(&d, 0, sizeof(d));
+  tj_test_diagnostics_t d;
   tj_context_options_t o;
   tj_context_options_initialize(&o);
-  o.diagnostic_fn = collect;
-  o.diagnostic_user_data = &d;
+  tj_test_collect_into(&o, &d);
   o.log = "fusion,recompile";
   for (int i = 0; i < 2; ++i) {
     tj_context_t* ctx = NULL;
@@ -137,12 +121,10 @@ TEST(unknown_log_category_warns_once) {
 
 // The pass pipeline and the x86 backend ask the context.
 TEST(layers_read_the_context) {
-  diagnostics_t d;
-  memset(&d, 0, sizeof(d));
+  tj_test_diagnostics_t d;
   tj_context_options_t o;
   tj_context_options_initialize(&o);
-  o.diagnostic_fn = collect;
-  o.diagnostic_user_data = &d;
+  tj_test_collect_into(&o, &d);
   o.log = "passes";
   o.print_after = "fuse2";
   char dir[] = "/tmp/tj_settings_XXXXXX";

@@ -5,12 +5,14 @@
 #ifndef TJ_TESTS_UNIT_TEST_H_
 #define TJ_TESTS_UNIT_TEST_H_
 
+#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tensorjit.h"
 
@@ -206,6 +208,67 @@ static inline tj_context_options_t tj_test_context_options(void) {
 static inline tj_status_t tj_test_context_create(tj_context_t** out_context) {
   tj_context_options_t o = tj_test_context_options();
   return tj_context_create(&o, out_context);
+}
+
+//===--- diagnostics and temporary directories ---===//
+
+// A context's warnings, counted, with their text (remarks are dropped: a
+// TJ_LOG setting would fill the buffer).
+typedef struct tj_test_diagnostics_t {
+  int warnings;
+  char text[8192];
+} tj_test_diagnostics_t;
+
+static inline void tj_test_collect(tj_severity_t severity, const char* message,
+                                   size_t size, void* user_data) {
+  tj_test_diagnostics_t* d = (tj_test_diagnostics_t*)user_data;
+  if (severity != TJ_SEVERITY_WARNING) return;
+  ++d->warnings;
+  size_t used = strlen(d->text);
+  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
+           message);
+}
+
+// Sends |options|' diagnostics to |d| (cleared).
+static inline void tj_test_collect_into(tj_context_options_t* options,
+                                        tj_test_diagnostics_t* d) {
+  memset(d, 0, sizeof(*d));
+  options->diagnostic_fn = tj_test_collect;
+  options->diagnostic_user_data = d;
+}
+
+static inline int tj_test_remove_entry(const char* path, const struct stat* st,
+                                       int flag, struct FTW* ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+// Removes |dir| and everything below it (links are removed, not followed).
+static inline void tj_test_remove_tree(const char* dir) {
+  nftw(dir, tj_test_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+// Empties |dir|, keeping the directory (mode 0700).
+static inline void tj_test_empty_dir(const char* dir) {
+  tj_test_remove_tree(dir);
+  CHECK(mkdir(dir, 0700) == 0);
+}
+
+//===--- the capstone ---===//
+
+// y = gelu(x @ w + b) with x f32[B, k], w f32[k, n], b f32[n], finalized.
+static inline tj_status_t tj_test_build_capstone(tj_context_t* ctx, int64_t k,
+                                                 int64_t n, tj_graph_t** out) {
+  tj_status_t s = tj_graph_create(ctx, "capstone", out);
+  if (s) return s;
+  tj_graph_t* g = *out;
+  int64_t B = tj_graph_symbol(g, "B");
+  int64_t xs[2] = {B, k}, ws[2] = {k, n}, bs[1] = {n};
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, xs, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, ws, "w");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, bs, "b");
+  tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false), "y");
+  return tj_graph_finalize(g);
 }
 
 #endif  // TJ_TESTS_UNIT_TEST_H_

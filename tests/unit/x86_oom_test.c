@@ -13,7 +13,6 @@
 // while writing the cache is no error (the write is best effort), so some
 // N succeed.
 
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -26,59 +25,17 @@ enum { kB = 5, kK = 24, kN = 40, kColdPoints = 200 };
 static char g_dir[64];
 static float g_x[kB * kK], g_w[kK * kN], g_b[kN], g_ref[kB * kN];
 
-static int remove_entry(const char* path, const struct stat* st, int flag,
-                        struct FTW* ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-// Empties the cache directory (keeps the directory itself).
-static void empty_cache_dir(void) {
-  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-  CHECK(mkdir(g_dir, 0700) == 0);
-}
-
-static tj_status_t build_capstone(tj_context_t* ctx, tj_graph_t** out) {
-  tj_status_t s = tj_graph_create(ctx, "capstone", out);
-  if (s) return s;
-  tj_graph_t* g = *out;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, kK}, "x");
-  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}, "w");
-  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){kN}, "b");
-  tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false), "y");
-  return tj_graph_finalize(g);
-}
-
-// Warnings of a context, counted and kept.
-typedef struct diagnostics_t {
-  int warnings;
-  char text[2048];
-} diagnostics_t;
-
-static void collect(tj_severity_t severity, const char* message, size_t size,
-                    void* user_data) {
-  diagnostics_t* d = user_data;
-  if (severity == TJ_SEVERITY_WARNING) ++d->warnings;
-  size_t used = strlen(d->text);
-  snprintf(d->text + used, sizeof(d->text) - used, "%.*s\n", (int)size,
-           message);
-}
-
 static tj_status_t compile_and_run_with(tj_allocator_t allocator,
-                                        diagnostics_t* diagnostics) {
+                                        tj_test_diagnostics_t* diagnostics) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
-  if (diagnostics) {
-    co.diagnostic_fn = collect;
-    co.diagnostic_user_data = diagnostics;
-  }
+  if (diagnostics) tj_test_collect_into(&co, diagnostics);
   tj_context_t* ctx = NULL;
   tj_status_t s = tj_context_create(&co, &ctx);
   if (s) return s;
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;
-  s = build_capstone(ctx, &g);
+  s = tj_test_build_capstone(ctx, kK, kN, &g);
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.cache_dir = g_dir;
@@ -128,7 +85,7 @@ static bool sweep_point(long fail_at) {
 
 // The allocations one successful compile and run makes.
 static long count_allocations(bool cold) {
-  if (cold) empty_cache_dir();
+  if (cold) tj_test_empty_dir(g_dir);
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
   CHECK_OK(compile_and_run(tj_test_allocator_get(&alloc)));
@@ -148,12 +105,12 @@ TEST(oom_sweep_cold_disk_cache) {
   long total = count_allocations(true);
   long step = total / kColdPoints + 1, points = 0, succeeded = 0;
   for (long n = 0; n < total; n += step, ++points) {
-    empty_cache_dir();
+    tj_test_empty_dir(g_dir);
     // Writing the cache is best effort: a failure there is a warning and
     // the compile goes on, so some points succeed (with the right answer).
     succeeded += sweep_point(n);
   }
-  empty_cache_dir();
+  tj_test_empty_dir(g_dir);
   CHECK(sweep_point(total + 1));  // past the last one: succeeds
   CHECK(succeeded < points);
   printf(
@@ -166,15 +123,14 @@ TEST(oom_sweep_cold_disk_cache) {
 // ENOSPC would) while the cache is written: the compile and run succeed
 // from memory, with one warning naming the cache.
 TEST(full_disk_is_a_warning) {
-  empty_cache_dir();
+  tj_test_empty_dir(g_dir);
   struct rlimit old;
   CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
   struct rlimit small = old;
   small.rlim_cur = 16;
   void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
   CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
-  diagnostics_t d;
-  memset(&d, 0, sizeof(d));
+  tj_test_diagnostics_t d;
   CHECK_OK(compile_and_run_with(tj_allocator_system(), &d));
   CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
   signal(SIGXFSZ, old_handler);
@@ -182,7 +138,6 @@ TEST(full_disk_is_a_warning) {
   CHECK(strstr(d.text, "cache") != NULL);
   printf("# full disk: %d warning(s): %s", d.warnings, d.text);
   // With room again, the next compile writes the cache and warns no more.
-  memset(&d, 0, sizeof(d));
   CHECK_OK(compile_and_run_with(tj_allocator_system(), &d));
   CHECK_EQ_INT(0, d.warnings);
 }
@@ -200,7 +155,7 @@ int main(void) {
   tj_context_t* ctx = NULL;
   tj_graph_t* g = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
-  CHECK_OK(build_capstone(ctx, &g));
+  CHECK_OK(tj_test_build_capstone(ctx, kK, kN, &g));
   tj_tensor_t in[3] = {
       tj_tensor_make(g_x, TJ_DTYPE_F32, 2, (int64_t[]){kB, kK}),
       tj_tensor_make(g_w, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}),
@@ -213,6 +168,6 @@ int main(void) {
   RUN_TEST(oom_sweep_warm_disk_cache);
   RUN_TEST(oom_sweep_cold_disk_cache);
   RUN_TEST(full_disk_is_a_warning);
-  nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  tj_test_remove_tree(g_dir);
   TEST_MAIN_END();
 }
