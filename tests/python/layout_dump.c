@@ -89,6 +89,7 @@ int main(void) {
   FIELD(tj_scoreboard_row_t, bytes_written);
   FIELD(tj_scoreboard_row_t, peak_bytes);
   FIELD(tj_scoreboard_row_t, graph_breaks);
+  FIELD(tj_scoreboard_row_t, host_calls);
   FIELD(tj_scoreboard_row_t, percent_compiled);
 
   STRUCT(tj_scoreboard_t);
