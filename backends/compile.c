@@ -372,4 +372,5 @@ void tj_executable_stats(const tj_executable_t* executable,
   out_stats->cache_misses = atomic_load(&exe->cache_misses);
   out_stats->recompiles = atomic_load(&exe->recompiles);
   out_stats->runs = atomic_load(&exe->runs);
+  out_stats->num_host_calls = (int32_t)exe->run_plan.num_host_calls;
 }

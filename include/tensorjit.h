@@ -34,6 +34,7 @@
 
 #include "tensorjit/tj_autodiff.h"
 #include "tensorjit/tj_base.h"
+#include "tensorjit/tj_custom_op.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_optimize.h"

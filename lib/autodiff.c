@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/passes/pass.h"
 
@@ -919,6 +920,54 @@ static tj_status_t vjp_rms_norm(ad_t* ad, const vjp_t* v) {
 
 //===--- the table: one entry per op of lib/ops.def ---===//
 
+// A custom op: its registered VJP callback (tj_custom_op.h) builds the
+// operands' gradients with builder calls on the new graph.
+static tj_status_t vjp_custom(ad_t* ad, const vjp_t* v) {
+  const tj_custom_op_t* op = tj_custom_op_of(ad->src, v->node);
+  if (!op)
+    return tj_invalid("custom op \"%s\" is not registered",
+                      v->node->attrs.name ? v->node->attrs.name : "?");
+  if (!op->vjp)
+    return tj_invalid(
+        "custom op %s@%d has no VJP (register one in tj_custom_op_desc_t.vjp "
+        "to differentiate through it)",
+        op->name, (int)op->version);
+  uint32_t n = v->node->num_operands;
+  tj_value_t ins[64], grads[64];
+  for (uint32_t k = 0; k < n; ++k) {
+    ins[k].id = v->x[k] + 1;
+    grads[k] = tj_value_none();
+  }
+  tj_graph_t* g = ad->rw.dst;
+  double floats[TJ_CUSTOM_MAX_ATTRS];
+  tj_custom_attrs_t attrs;
+  tj_custom_attrs_of(&v->node->attrs, &attrs, floats);
+  tj_value_t y = {v->y + 1}, gy = {v->g + 1};
+  tj_status_t status =
+      op->vjp(op->user_data, g, ins, (int32_t)n, y, gy, &attrs, grads);
+  if (g->error) {  // a builder call inside the callback failed
+    status = tj_status_join(status, g->error);
+    g->error = NULL;
+  }
+  if (status)
+    return tj_status_annotate(status, "the VJP of %s@%d", op->name,
+                              (int)op->version);
+  for (uint32_t k = 0; k < n; ++k) {
+    if (!v->want[k] || tj_value_is_none(grads[k])) continue;
+    uint32_t gk = grads[k].id - 1;
+    const tj_node_t* xn = &g->nodes[v->x[k]];
+    if (grads[k].id > g->num_nodes || g->nodes[gk].dtype != xn->dtype ||
+        g->nodes[gk].rank != xn->rank) {
+      return tj_invalid(
+          "the VJP of %s@%d gave input %u a gradient that is not a value of "
+          "the input's dtype and rank",
+          op->name, (int)op->version, k);
+    }
+    v->out[k] = gk;
+  }
+  return NULL;
+}
+
 typedef tj_status_t (*vjp_fn)(ad_t* ad, const vjp_t* v);
 
 typedef struct vjp_rule_t {
@@ -1016,6 +1065,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                         "ga = r (d - xh mean(d xh)), d = g gamma; "
                         "ggamma = sum(g xh)"},
     [TJ_OP_LINEAR] = {vjp_linear, "matmul's rule; gb = sum_to(g, [N])"},
+    [TJ_OP_CUSTOM] = {vjp_custom, "the op's registered VJP callback"},
 };
 #undef NONE_
 

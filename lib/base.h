@@ -111,6 +111,7 @@ typedef enum tj_context_extension_e {
   TJ_CONTEXT_EXTENSION_KERNEL_CACHE = 0,
   TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,  // backends/cuda/cuda_program.c
   TJ_CONTEXT_EXTENSION_X86_RUNTIME = 2,  // backends/x86/x86_backend.c
+  TJ_CONTEXT_EXTENSION_CUSTOM_OPS = 3,   // lib/custom_op.c (the registry)
   TJ_CONTEXT_EXTENSION_COUNT_,
 } tj_context_extension_t;
 typedef tj_status_t (*tj_extension_create_fn)(tj_context_t* context,

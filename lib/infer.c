@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 
 typedef struct infer_t {
@@ -173,7 +174,7 @@ static tj_status_t check_operands(infer_t* c) {
   if (arity >= 0 && d->num_operands != (uint32_t)arity)
     return fail(c, INVALID, "takes %d operands, got %u", arity,
                 d->num_operands);
-  if (arity < 0 && d->num_operands == 0)
+  if (arity < 0 && d->num_operands == 0 && d->op != TJ_OP_CUSTOM)
     return fail(c, INVALID, "needs at least one operand");
   if (d->num_operands > 0 && !d->operands)
     return fail(c, INVALID, "operands is NULL");
@@ -890,6 +891,20 @@ static tj_status_t infer_linear(infer_t* c) {
   return NULL;
 }
 
+// A registered custom op: the type from its shape function
+// (lib/custom_op.c).
+static tj_status_t infer_custom(infer_t* c) {
+  tj_ir_inferred_t* out = c->out;
+  int64_t version = 0;
+  tj_status_t status =
+      tj_custom_infer(c->graph, c->desc, &out->dtype, &out->rank, out->dims,
+                      out->ints, &out->attrs.num_ints, &version);
+  if (status) return wrap(c, status);
+  out->attrs.name = c->desc->attrs.name;
+  out->attrs.axis = version;
+  return NULL;
+}
+
 //===--- entry points ---===//
 
 tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
@@ -951,6 +966,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_LINEAR:
       status = infer_linear(&c);
+      break;
+    case TJ_OP_CUSTOM:
+      status = infer_custom(&c);
       break;
     default:
       switch (tj_op_info(desc->op)->kind) {

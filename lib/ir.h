@@ -30,6 +30,7 @@ typedef enum tj_op_kind_e {
   TJ_OP_KIND_CONTRACTION,
   TJ_OP_KIND_MOVEMENT,
   TJ_OP_KIND_COMPOSITE,
+  TJ_OP_KIND_CUSTOM,  // a registered custom op (lib/custom_op.h)
 } tj_op_kind_t;
 
 // How an op's attributes are spelled in .tj text and which tj_attrs_t
@@ -49,6 +50,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_PAD,     // ints = low[rank], high[rank]; value
   TJ_ATTR_KIND_APPROX,  // approximate
   TJ_ATTR_KIND_EPS,     // value = eps
+  TJ_ATTR_KIND_CUSTOM,  // name = op, axis = version, ints = [n, n ints,
+                        // float bit patterns] (lib/custom_op.h)
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

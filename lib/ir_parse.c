@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "lib/ir_text.h"
@@ -721,22 +722,28 @@ typedef enum attr_key_e {
   KEY_STEPS,
   KEY_LOW,
   KEY_HIGH,
+  KEY_INTS,  // custom
   KEY_KEEPDIMS,
   KEY_APPROXIMATE,
   KEY_AXIS,
   KEY_VALUE,
   KEY_EPS,
+  KEY_OP,       // custom
+  KEY_VERSION,  // custom
+  KEY_FLOATS,   // custom
   KEY_COUNT_,
 } attr_key_t;
 
 // The integer-list keys come first: they index attr_values_t.lists.
-#define NUM_LIST_KEYS (KEY_STEPS + 3)
+#define NUM_LIST_KEYS (KEY_INTS + 1)
 
 typedef enum attr_type_e {
   ATTR_LIST,
   ATTR_FLAG,
   ATTR_INT,
   ATTR_FLOAT,
+  ATTR_STRING,
+  ATTR_FLOAT_LIST,
 } attr_type_t;
 
 static const struct {
@@ -750,11 +757,15 @@ static const struct {
     [KEY_STEPS] = {"steps", ATTR_LIST},
     [KEY_LOW] = {"low", ATTR_LIST},
     [KEY_HIGH] = {"high", ATTR_LIST},
+    [KEY_INTS] = {"ints", ATTR_LIST},
     [KEY_KEEPDIMS] = {"keepdims", ATTR_FLAG},
     [KEY_APPROXIMATE] = {"approximate", ATTR_FLAG},
     [KEY_AXIS] = {"axis", ATTR_INT},
     [KEY_VALUE] = {"value", ATTR_FLOAT},
     [KEY_EPS] = {"eps", ATTR_FLOAT},
+    [KEY_OP] = {"op", ATTR_STRING},
+    [KEY_VERSION] = {"version", ATTR_INT},
+    [KEY_FLOATS] = {"floats", ATTR_FLOAT_LIST},
 };
 
 #define BIT(k) (1u << (k))
@@ -794,6 +805,10 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
     case TJ_ATTR_KIND_EPS:
       *allowed = *required = BIT(KEY_EPS);
       break;
+    case TJ_ATTR_KIND_CUSTOM:
+      *required = BIT(KEY_OP);
+      *allowed = *required | BIT(KEY_VERSION) | BIT(KEY_INTS) | BIT(KEY_FLOATS);
+      break;
   }
 }
 
@@ -804,6 +819,10 @@ typedef struct attr_values_t {
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
   int64_t axis;
   double value, eps;
+  int64_t version;                     // custom
+  char op[128];                        // custom: the op's name
+  double floats[TJ_CUSTOM_MAX_ATTRS];  // custom
+  uint32_t num_floats;
 } attr_values_t;
 
 // '[' (INT (',' INT)*)? ']'; `end` is INT64_MAX where |allow_end|.
@@ -820,6 +839,25 @@ static bool parse_int_list(parser_t* p, int64_t* values, uint32_t* out_count,
       } else if (!parse_i64_token(p, &values[count])) {
         return false;
       }
+      ++count;
+      if (!lex(p)) return false;
+      if (TOK.kind == TOK_RBRACKET) break;
+      if (!expect(p, TOK_COMMA, "',' or ']'")) return false;
+    }
+  }
+  *out_count = count;
+  return lex(p);
+}
+
+// '[' (FLOAT (',' FLOAT)*)? ']', at most TJ_CUSTOM_MAX_ATTRS entries.
+static bool parse_float_list(parser_t* p, double* values, uint32_t* out_count) {
+  if (!expect(p, TOK_LBRACKET, "'['")) return false;
+  uint32_t count = 0;
+  if (TOK.kind != TOK_RBRACKET) {
+    for (;;) {
+      if (count == TJ_CUSTOM_MAX_ATTRS)
+        return fail(p, "more than %d entries in a list", TJ_CUSTOM_MAX_ATTRS);
+      if (!parse_f64_token(p, &values[count])) return false;
       ++count;
       if (!lex(p)) return false;
       if (TOK.kind == TOK_RBRACKET) break;
@@ -872,7 +910,26 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
             return false;
           break;
         case ATTR_INT:
-          if (!parse_i64_token(p, &v->axis) || !lex(p)) return false;
+          if (!parse_i64_token(p,
+                               key == KEY_VERSION ? &v->version : &v->axis) ||
+              !lex(p))
+            return false;
+          break;
+        case ATTR_STRING: {
+          if (TOK.kind != TOK_STRING)
+            return fail_expected(p, "a quoted string");
+          const char* text =
+              decode_string(p, TOK.start, TOK.start + TOK.length);
+          if (!text) return false;
+          if (strlen(text) >= sizeof(v->op))
+            return fail(p, "attribute '%s' is longer than %zu bytes",
+                        kAttrKeys[key].name, sizeof(v->op) - 1);
+          strcpy(v->op, text);
+          if (!lex(p)) return false;
+          break;
+        }
+        case ATTR_FLOAT_LIST:
+          if (!parse_float_list(p, v->floats, &v->num_floats)) return false;
           break;
         case ATTR_FLOAT:
           if (!parse_f64_token(p, key == KEY_EPS ? &v->eps : &v->value) ||
@@ -959,6 +1016,19 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
     case TJ_ATTR_KIND_EPS:
       out->value = v->eps;
       break;
+    case TJ_ATTR_KIND_CUSTOM: {
+      // lib/custom_op.h's layout: [n, n ints, the floats' bit patterns].
+      uint32_t n = v->list_lengths[KEY_INTS];
+      ints[0] = n;
+      memcpy(ints + 1, v->lists[KEY_INTS], n * sizeof(int64_t));
+      for (uint32_t i = 0; i < v->num_floats; ++i) {
+        memcpy(&ints[1 + n + i], &v->floats[i], sizeof(double));
+      }
+      out->num_ints = 1 + n + v->num_floats;
+      out->name = v->op;
+      out->axis = v->version;
+      break;
+    }
   }
   return true;
 }
@@ -1140,7 +1210,7 @@ static bool parse_node(parser_t* p) {
                    info->name, info->arity, info->arity == 1 ? "" : "s",
                    num_operands);
   }
-  if (info->arity < 0 && num_operands == 0)
+  if (info->arity < 0 && num_operands == 0 && op != TJ_OP_CUSTOM)
     return fail_at(p, op_line, op_col, "'%s' takes at least one operand",
                    info->name);
 

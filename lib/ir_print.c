@@ -257,6 +257,27 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       sbuf_puts(&p->out, " {eps=");
       print_double(p, a->value, 17);
       break;
+    case TJ_ATTR_KIND_CUSTOM: {
+      // lib/custom_op.h's layout: [n, n ints, the floats' bit patterns].
+      sbuf_printf(&p->out, " {op=\"%s\" version=%lld", a->name ? a->name : "?",
+                  (long long)a->axis);
+      uint32_t ni = n ? (uint32_t)a->ints[0] : 0;
+      if (ni && ni < n) {
+        sbuf_puts(&p->out, " ");
+        print_int_list(p, "ints", a->ints + 1, ni, false);
+      }
+      if (n > 1 + ni) {
+        sbuf_puts(&p->out, " floats=[");
+        for (uint32_t i = 1 + ni; i < n; ++i) {
+          double f;
+          memcpy(&f, &a->ints[i], sizeof(f));
+          if (i > 1 + ni) sbuf_puts(&p->out, ",");
+          print_double(p, f, 17);
+        }
+        sbuf_puts(&p->out, "]");
+      }
+      break;
+    }
   }
   sbuf_puts(&p->out, "}");
 }

@@ -16,7 +16,8 @@ line_re = re.compile(
 kinds = {"LEAF": "leaf", "UNARY": "elementwise unary", "BINARY":
          "elementwise binary (broadcasting)", "TERNARY": "elementwise ternary",
          "REDUCTION": "reduction", "CONTRACTION": "contraction", "MOVEMENT":
-         "data movement", "COMPOSITE": "composite (decomposed, then fused)"}
+         "data movement", "COMPOSITE": "composite (decomposed, then fused)",
+         "CUSTOM": "custom (registered; a host call)"}
 
 
 dtypes = {"ANY": "any", "NUMERIC": "numeric", "FLOAT": "float",

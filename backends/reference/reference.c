@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "lib/base.h"
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
@@ -1295,6 +1296,66 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
 // Driver
 //===----------------------------------------------------------------------===//
 
+// Whether |v| is dense row-major (strides of size-1 dims do not matter).
+static bool view_is_dense(const view_t* v) {
+  int64_t expect = 1;
+  for (int32_t d = v->rank - 1; d >= 0; --d) {
+    if (v->dims[d] != 1 && v->strides[d] != expect) return false;
+    expect *= v->dims[d];
+  }
+  return true;
+}
+
+// A custom op: its registered host implementation on dense buffers of the
+// node's dtypes (lib/custom_op.c). A strided caller input is copied dense
+// first when the op needs it (every signature op does).
+static tj_status_t eval_custom(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const tj_custom_op_t* op = tj_custom_op_of(run->graph, node);
+  if (!op)
+    return tj_invalid(
+        "custom (node %%%u): op \"%s\" version %lld is not registered in the "
+        "graph's context",
+        index, node->attrs.name ? node->attrs.name : "?",
+        (long long)node->attrs.axis);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  uint32_t n = node->num_operands;
+  tj_tensor_t ins[64];
+  void* temps[64];
+  size_t temp_bytes[64];
+  bool contiguous = (op->flags & TJ_CUSTOM_OP_CONTIGUOUS_INPUTS) != 0;
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < n; ++i) {
+    const view_t* v = operand_view(run, index, i);
+    temps[i] = NULL;
+    temp_bytes[i] = 0;
+    ins[i] = tj_tensor_make(v->data, v->dtype, v->rank, v->dims);
+    if (view_is_dense(v)) continue;
+    if (!contiguous) {
+      ins[i].strides = v->strides;
+      continue;
+    }
+    if (!status) {
+      status = scratch_array(run, view_numel(v), tj_dtype_size(v->dtype),
+                             &temps[i], &temp_bytes[i]);
+    }
+    if (!status && temps[i]) {
+      copy_to_dense(v, temps[i]);
+      ins[i].data = temps[i];
+    }
+  }
+  const view_t* y = &run->values[index].view;
+  tj_tensor_t out = tj_tensor_make(y->data, y->dtype, y->rank, y->dims);
+  double floats[TJ_CUSTOM_MAX_ATTRS];
+  tj_custom_attrs_t attrs;
+  tj_custom_attrs_of(&node->attrs, &attrs, floats);
+  if (!status) status = tj_custom_op_invoke(op, ins, (int32_t)n, &attrs, &out);
+  for (uint32_t i = 0; i < n; ++i) scratch_free(run, temps[i], temp_bytes[i]);
+  if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY)
+    status = tj_status_annotate(status, "custom (node %%%u)", index);
+  return status;
+}
+
 static tj_status_t eval_node(run_t* run, uint32_t index) {
   switch (node_at(run, index)->op) {
     case TJ_OP_INPUT:
@@ -1321,6 +1382,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_pad(run, index);
     case TJ_OP_GATHER:
       return eval_gather(run, index);
+    case TJ_OP_CUSTOM:
+      return eval_custom(run, index);
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
     case TJ_OP_LAYER_NORM:

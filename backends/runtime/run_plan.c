@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/runtime/host_tensor.h"
+#include "lib/custom_op.h"
 #include "lib/env.h"
 
 static void host_step_deinitialize(tj_allocator_t al, tj_host_step_t* h) {
@@ -32,6 +33,7 @@ void tj_run_plan_deinitialize(tj_run_plan_t* rp) {
   rp->first_output = NULL;
   rp->num_kernels = 0;
   rp->num_host_steps = 0;
+  rp->num_host_calls = 0;
 }
 
 void tj_run_plan_free_kernels(tj_allocator_t al, tj_lowered_kernel_t* kernels,
@@ -127,6 +129,45 @@ static tj_status_t build_host_step(const tj_run_plan_t* rp, uint32_t q,
   return status;
 }
 
+// A custom op's group: a host call of its implementation (no subgraph).
+static tj_status_t build_call_step(const tj_run_plan_t* rp, uint32_t q,
+                                   tj_host_step_t* h) {
+  const tj_graph_t* g = rp->graph;
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  tj_allocator_t al = rp->allocator;
+  uint32_t v = grp->anchor;
+  const tj_node_t* node = &g->nodes[v];
+  memset(h, 0, sizeof(*h));
+  h->call = tj_custom_op_of(g, node);
+  if (!h->call || grp->num_nodes != 1)
+    return tj_internal(
+        "custom (node %%%u): %s", v,
+        h->call ? "not alone in its fusion group" : "the op is not registered");
+  h->call_node = v;
+  h->cap_extra = node->num_operands + 1;
+  h->cap_outputs = 2;
+  h->extra = tj_alloc(al, sizeof(uint32_t) * h->cap_extra);
+  h->outputs = tj_alloc(al, sizeof(uint32_t) * h->cap_outputs);
+  h->in_place = tj_calloc(al, h->cap_outputs, sizeof(bool));
+  if (!h->extra || !h->outputs || !h->in_place) {
+    host_step_deinitialize(al, h);
+    return tj_status_oom();
+  }
+  for (uint32_t k = 0; k < node->num_operands; ++k) {
+    uint32_t o = node->operands[k];
+    tj_op_t op = g->nodes[o].op;
+    bool seen = false;
+    for (uint32_t e = 0; e < h->num_extra; ++e) seen |= h->extra[e] == o;
+    if (!seen && op != TJ_OP_INPUT && op != TJ_OP_CONSTANT)
+      h->extra[h->num_extra++] = o;
+  }
+  h->outputs[h->num_outputs++] = v;
+  uint32_t bi = rp->memplan->buffer_of[v];
+  h->in_place[0] =
+      bi != UINT32_MAX && rp->memplan->buffers[bi].in_place_of != TJ_NODE_NONE;
+  return NULL;
+}
+
 static void kernel_name(const tj_run_plan_t* rp, const char* prefix, uint32_t q,
                         char* buf, size_t size) {
   const tj_group_t* grp = &rp->fusion->groups[q];
@@ -216,6 +257,21 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
     const tj_node_t* anchor = &g->nodes[grp->anchor];
     if (grp->kind == TJ_GROUP_VIEW) {
       s->kind = TJ_RUN_STEP_VIEW;
+      continue;
+    }
+    if (anchor->op == TJ_OP_CUSTOM) {
+      // Kept in the graph: a host call between the compiled kernels.
+      s->kind = TJ_RUN_STEP_HOST;
+      ++rp->num_host_calls;
+      status = build_call_step(rp, q, &s->host);
+      if (!status && (log_breaks || log_fusion)) {
+        tj_context_diagnostic(context, TJ_SEVERITY_REMARK,
+                              "graph_breaks: @%s group %u (custom %s@%d "
+                              "%%%u) is a host call of the op's "
+                              "implementation, not a graph break",
+                              g->name, q, s->host.call->name,
+                              (int)s->host.call->version, grp->anchor);
+      }
       continue;
     }
     status =
@@ -316,10 +372,67 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
   return NULL;
 }
 
+// A host call (see build_call_step): the custom op on dense buffers, a
+// strided caller input copied dense first when the op needs it.
+static tj_status_t run_call(const tj_graph_t* g, tj_allocator_t al,
+                            const tj_host_step_t* h, const int64_t* sym,
+                            const tj_tensor_t* inputs,
+                            unsigned char* const* loc) {
+  const tj_node_t* node = &g->nodes[h->call_node];
+  uint32_t n = node->num_operands;
+  tj_tensor_t ins[64];
+  int64_t shapes[65][TJ_MAX_RANK];
+  void* temps[64];
+  size_t temp_bytes[64];
+  bool contiguous = (h->call->flags & TJ_CUSTOM_OP_CONTIGUOUS_INPUTS) != 0;
+  tj_status_t status = NULL;
+  uint32_t made = 0;
+  for (uint32_t k = 0; !status && k < n; ++k, ++made) {
+    uint32_t o = node->operands[k];
+    const tj_node_t* on = &g->nodes[o];
+    temps[k] = NULL;
+    temp_bytes[k] = 0;
+    if (on->op == TJ_OP_INPUT) {
+      uint32_t i = 0;
+      while (g->inputs[i] != o) ++i;
+      ins[k] = inputs[i];
+      if (!contiguous || tj_host_tensor_dense(&ins[k])) continue;
+      size_t size = tj_dtype_size(on->dtype);
+      temp_bytes[k] = (size_t)tj_host_numel(on->rank, ins[k].shape) * size;
+      temps[k] = tj_alloc(al, temp_bytes[k] ? temp_bytes[k] : 1);
+      if (!temps[k]) {
+        status = tj_status_oom();
+        break;
+      }
+      tj_host_copy_strided(temps[k], NULL, tj_host_tensor_data(&ins[k]),
+                           ins[k].strides, on->rank, ins[k].shape, size);
+      ins[k] = tj_tensor_make(temps[k], on->dtype, on->rank, ins[k].shape);
+      continue;
+    }
+    status = tj_ir_concrete_dims(g, o, sym, shapes[k]);
+    void* data = on->op == TJ_OP_CONSTANT ? (void*)on->attrs.data : loc[o];
+    ins[k] = tj_tensor_make(data, on->dtype, on->rank, shapes[k]);
+  }
+  if (!status) status = tj_ir_concrete_dims(g, h->call_node, sym, shapes[64]);
+  if (!status) {
+    double floats[TJ_CUSTOM_MAX_ATTRS];
+    tj_custom_attrs_t attrs;
+    tj_custom_attrs_of(&node->attrs, &attrs, floats);
+    tj_tensor_t out =
+        tj_tensor_make(loc[h->call_node], node->dtype, node->rank, shapes[64]);
+    status = tj_custom_op_invoke(h->call, ins, (int32_t)n, &attrs, &out);
+  }
+  for (uint32_t k = 0; k < made; ++k) {
+    if (temps[k]) tj_free(al, temps[k], temp_bytes[k] ? temp_bytes[k] : 1);
+  }
+  return status;
+}
+
 tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
                              const tj_host_step_t* h, const int64_t* sym,
                              const tj_tensor_t* inputs,
                              unsigned char* const* loc) {
+  if (h->call) return run_call(g, al, h, sym, inputs, loc);
   uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
   size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK;
   size_t bytes = per * (nin + nout) + sizeof(void*) * (nout + 1);

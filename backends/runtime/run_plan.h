@@ -5,7 +5,11 @@
 //   VIEW     no work: the value aliases its input (memplan);
 //   KERNELS  lowered kernels [first_kernel, +num_kernels) of the program;
 //   HOST     a graph break: the group's subgraph run on the reference
-//            semantics between the compiled kernels (tj_host_step_run).
+//            semantics between the compiled kernels (tj_host_step_run);
+//            or, when |host.call| is set, a host call: a custom op's group
+//            (one node) calling its registered implementation directly,
+//            with no interpreter (counted in num_host_calls, not as a
+//            graph break). Backends run both through tj_host_step_run.
 //
 // Built once per executable by lowering every group (tj_lower_group); a
 // specialization lowers the same KERNELS steps again for fixed symbol
@@ -26,6 +30,11 @@ typedef enum tj_run_step_kind_e {
 
 // A graph break's subgraph.
 typedef struct tj_host_step_t {
+  // A host call: the custom op (lib/custom_op.h) and its plan node; |graph|
+  // is then NULL, |extra| the operands computed by earlier steps (not
+  // inputs nor constants) and |outputs| the node. NULL for a graph break.
+  const struct tj_custom_op_t* call;
+  uint32_t call_node;
   tj_graph_t* graph;  // the plan graph's inputs, then |extra|, then the nodes
   uint32_t num_extra;
   uint32_t* extra;  // plan nodes read from memory as extra inputs
@@ -53,6 +62,7 @@ typedef struct tj_run_plan_t {
   uint32_t num_steps;
   uint32_t num_kernels;     // of every program
   uint32_t num_host_steps;  // graph breaks
+  uint32_t num_host_calls;  // custom ops' host calls
 } tj_run_plan_t;
 
 // Whether a backend takes the |count| lowered kernels of one group
@@ -94,7 +104,8 @@ void tj_run_plan_deinitialize(tj_run_plan_t* rp);
 // plan node the step reads (extra) and writes (outputs), dense row-major.
 // An output written in place of an input goes through a temporary (the
 // interpreter may still read what it overwrites). Temporaries come from
-// |allocator|.
+// |allocator|. A host call runs the custom op's implementation instead,
+// graph inputs read from |inputs| and constants from the plan graph.
 tj_status_t tj_host_step_run(const tj_graph_t* graph, tj_allocator_t allocator,
                              const tj_host_step_t* h, const int64_t* sym,
                              const tj_tensor_t* inputs,

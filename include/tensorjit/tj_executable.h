@@ -281,7 +281,7 @@ typedef struct tj_executable_stats_t {
   // Kernels in the generic kernel set: one per fusion group, except that a
   // pointwise group with pad or concat is one kernel per box of its output.
   int32_t num_kernels;
-  // Host calls between compiled regions: fusion groups no kernel template
+  // Graph breaks between compiled regions: fusion groups no kernel template
   // expresses (gather, an integer or f64 matmul, a reduction over axes that
   // are not one strided axis), run on the reference interpreter.
   int32_t num_graph_breaks;
@@ -290,6 +290,10 @@ typedef struct tj_executable_stats_t {
   int64_t cache_misses;  // kernels compiled by LLVM
   int64_t recompiles;    // specializations compiled after tj_compile
   int64_t runs;
+  // Custom ops (tj_custom_op.h) kept in the graph: each calls its host
+  // implementation between the compiled regions, with no interpreter. Not
+  // graph breaks.
+  int32_t num_host_calls;
 } tj_executable_stats_t;
 
 TJ_API void tj_executable_stats(const tj_executable_t* executable,

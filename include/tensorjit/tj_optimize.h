@@ -67,6 +67,9 @@ typedef struct tj_scoreboard_row_t {
   // Percentage of non-leaf nodes inside compiled kernels (0 for eager,
   // which interprets).
   double percent_compiled;
+  // Custom ops kept in the graph (tj_custom_op.h): host calls of their
+  // implementations between compiled regions, not graph breaks.
+  int64_t host_calls;
 } tj_scoreboard_row_t;
 
 typedef struct tj_scoreboard_t {

@@ -16,6 +16,7 @@
 
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/passes/pass.h"
 
 typedef struct cse_t {
@@ -82,6 +83,10 @@ static bool node_equal(const cse_t* c, uint32_t x, uint32_t y) {
     return false;
   }
   if (a->op == TJ_OP_INPUT) return false;
+  if (a->op == TJ_OP_CUSTOM && (!tj_custom_node_is_pure(c->graph, a) ||
+                                strcmp(a->attrs.name, b->attrs.name) != 0)) {
+    return false;  // an impure one runs once per node
+  }
   for (int32_t i = 0; i < a->rank; ++i) {
     if (a->dims[i] != b->dims[i]) return false;
   }

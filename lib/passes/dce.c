@@ -2,7 +2,8 @@
 //
 // Dead code elimination: keeps the nodes some graph output depends on (and
 // every input, which is part of the signature), drops the rest. No op has a
-// side effect, so reachability from the outputs is the whole rule.
+// side effect but custom ops not declared pure, which are kept: reachability
+// from the outputs and from those is the whole rule.
 //
 // Requires: nothing.  Preserves: node order of the survivors, input order
 // and names, output names, symbols, guards.  Invalidates: fusion groups and
@@ -10,6 +11,7 @@
 
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/passes/pass.h"
 
 tj_status_t tj_pass_dce(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
@@ -20,6 +22,13 @@ tj_status_t tj_pass_dce(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   if (!live) return tj_status_oom();
   uint32_t num_live = 0;
   for (uint32_t i = 0; i < g->num_outputs; ++i) live[g->outputs[i].node] = true;
+  // A custom op not declared pure runs whether used or not.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (g->nodes[i].op == TJ_OP_CUSTOM &&
+        !tj_custom_node_is_pure(g, &g->nodes[i])) {
+      live[i] = true;
+    }
+  }
   // Operands precede their users: one backward sweep closes the set.
   for (uint32_t i = n; i-- > 0;) {
     if (!live[i]) continue;

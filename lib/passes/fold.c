@@ -32,6 +32,8 @@ tj_status_t tj_fold_node(tj_pass_ctx_t* ctx, tj_graph_t* dst,
   *out_node = TJ_NODE_NONE;
   if (!ctx->evaluate) return NULL;
   if (tj_op_info(desc->op)->kind == TJ_OP_KIND_LEAF) return NULL;
+  // A custom op may have effects, or cost more than a constant is worth.
+  if (tj_op_info(desc->op)->kind == TJ_OP_KIND_CUSTOM) return NULL;
   if (desc->num_operands > 16) return NULL;
   int64_t operand_bytes = 0;
   bool any_operand = false;

@@ -225,7 +225,10 @@ static void decide(fuse_t* f) {
     cls_t c = (cls_t)f->cls[i];
     if (c == C_EXTERNAL) continue;
     bool output = uses->is_output[i];
-    if (!output && tj_uses_count(uses, i) == 0) continue;  // dead
+    // Dead, unless a custom op that must run (dce kept it: not pure).
+    if (!output && tj_uses_count(uses, i) == 0 &&
+        tj_op_info(N(f, i)->op)->kind != TJ_OP_KIND_CUSTOM)
+      continue;
     bool nonfusing = false;
     for (uint32_t k = uses->offsets[i]; k < uses->offsets[i + 1]; ++k) {
       if (!fusing_use(f, uses->users[k], i)) nonfusing = true;

@@ -27,6 +27,8 @@
 
 #include "lib/passes/memplan.h"
 
+#include "lib/custom_op.h"
+
 enum { kAlignment = 64 };
 
 static void size_of_node(const tj_graph_t* g, uint32_t index,
@@ -152,6 +154,15 @@ static bool same_shape(const tj_node_t* a, const tj_node_t* b) {
 // transpose makes each point of the output read |in| at another index.
 static bool reads_in_place(planner_t* p, const tj_group_t* grp, uint32_t in,
                            uint32_t out) {
+  if (grp->kind == TJ_GROUP_OPAQUE && grp->num_nodes == 1) {
+    // A custom op that declared it may write over its input 0.
+    const tj_node_t* c = &p->g->nodes[grp->nodes[0]];
+    const tj_custom_op_t* op = tj_custom_op_of(p->g, c);
+    return op && (op->flags & TJ_CUSTOM_OP_IN_PLACE) && c->num_operands > 0 &&
+           c->operands[0] == in && grp->nodes[0] == out &&
+           same_shape(&p->g->nodes[in], c) &&
+           tj_dtype_size(p->g->nodes[in].dtype) == tj_dtype_size(c->dtype);
+  }
   if (grp->kind != TJ_GROUP_POINTWISE && grp->kind != TJ_GROUP_MATMUL) {
     return false;
   }

@@ -216,6 +216,9 @@ static bool is_constant_leaf(tj_op_t op) {
 // The knob level at which |op| may be recomputed, from its pattern in
 // lib/ops.def (a composite's is that of what it decomposes to).
 static tj_recompute_t recompute_class(tj_op_t op) {
+  // A custom op (its effects, its cost) is never recomputed: above ALL.
+  if (tj_op_info(op)->kind == TJ_OP_KIND_CUSTOM)
+    return (tj_recompute_t)(TJ_RECOMPUTE_ALL + 1);
   switch (tj_op_info(op)->pattern) {
     case TJ_OP_PATTERN_CONTRACTION:
     case TJ_OP_PATTERN_OPAQUE:

@@ -99,6 +99,7 @@ static void measure_coverage(const tj_graph_t* g, tj_scoreboard_row_t* row) {
     if (kind == TJ_OP_KIND_LEAF) continue;
     ++nonleaf;
     composite += kind == TJ_OP_KIND_COMPOSITE;
+    row->host_calls += kind == TJ_OP_KIND_CUSTOM;
   }
   row->graph_breaks = composite;
   row->percent_compiled =
@@ -160,7 +161,11 @@ static void measure_fused(const board_t* b, const tj_plan_t* plan,
   for (uint32_t p = 0; p < fu->num_groups; ++p) {
     const tj_group_t* grp = &fu->groups[p];
     if (grp->kind == TJ_GROUP_VIEW) continue;
-    ++row->kernels;
+    // A custom op's group is a host call, not a kernel launch.
+    bool call = grp->kind == TJ_GROUP_OPAQUE &&
+                tj_op_info(g->nodes[grp->anchor].op)->kind == TJ_OP_KIND_CUSTOM;
+    row->kernels += !call;
+    row->host_calls += call;
     for (uint32_t k = 0; k < grp->num_inputs; ++k) {
       row->bytes_read += bytes_of(b, g, grp->inputs[k]);
     }

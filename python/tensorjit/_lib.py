@@ -59,6 +59,13 @@ class Tensor_t(ctypes.Structure):
                 ("strides", p64), ("byte_offset", ctypes.c_uint64)]
 
 
+class CustomAttrs_t(ctypes.Structure):
+    """tj_custom_attrs_t."""
+
+    _fields_ = [("num_ints", i32), ("ints", p64), ("num_floats", i32),
+                ("floats", ctypes.POINTER(cdouble))]
+
+
 ALLOC_FN = ctypes.CFUNCTYPE(vp, vp, vp, ctypes.c_size_t, ctypes.c_size_t)
 DIAGNOSTIC_FN = ctypes.CFUNCTYPE(None, cenum, ctypes.POINTER(ctypes.c_char),
                                  ctypes.c_size_t, vp)
@@ -106,7 +113,8 @@ class CompileOptions_t(ctypes.Structure):
 class ExecutableStats_t(ctypes.Structure):
     _fields_ = [("num_kernels", i32), ("num_graph_breaks", i32),
                 ("compile_ms", cdouble), ("cache_hits", i64),
-                ("cache_misses", i64), ("recompiles", i64), ("runs", i64)]
+                ("cache_misses", i64), ("recompiles", i64), ("runs", i64),
+                ("num_host_calls", i32)]
 
 
 STAGE_COUNT = 5
@@ -116,7 +124,7 @@ class ScoreboardRow_t(ctypes.Structure):
     _fields_ = [("stage", cenum), ("nodes", i64), ("kernels", i64),
                 ("bytes_read", i64), ("bytes_written", i64),
                 ("peak_bytes", i64), ("graph_breaks", i64),
-                ("percent_compiled", cdouble)]
+                ("percent_compiled", cdouble), ("host_calls", i64)]
 
 
 class Scoreboard_t(ctypes.Structure):
@@ -168,6 +176,8 @@ _SIGNATURES = {
     "tj_graph_concat": (Value_t, [vp, i32, ctypes.POINTER(Value_t), i32]),
     "tj_graph_pad": (Value_t, [vp, Value_t, p64, p64, cdouble]),
     "tj_graph_gather": (Value_t, [vp, Value_t, Value_t, i32]),
+    "tj_graph_custom": (Value_t, [vp, cstr, ctypes.POINTER(Value_t), i32,
+                                  ctypes.POINTER(CustomAttrs_t)]),
     "tj_graph_gelu": (Value_t, [vp, Value_t, cbool]),
     "tj_graph_softmax": (Value_t, [vp, Value_t, i32]),
     "tj_graph_log_softmax": (Value_t, [vp, Value_t, i32]),

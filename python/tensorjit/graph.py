@@ -1104,6 +1104,22 @@ class Graph:
             self.handle, v._raw(), idx._raw(),
             _int_in(axis, _INT32, "gather axis")), "gather")
 
+    def custom(self, name: str, inputs: Sequence[Value],
+               ints: Sequence[int] = (), floats: Sequence[float] = ()) -> Value:
+        """The custom op |name| ("op" or "op@version") registered in the
+        graph's context (C: tj_context_register_op) over |inputs|, with its
+        int and float attributes (at most 8 each)."""
+        items = [self._own(x, f"custom input {i}")
+                 for i, x in enumerate(_sequence(inputs, "custom inputs"))]
+        arr = (_lib.Value_t * max(len(items), 1))(*[x._raw() for x in items])
+        iv = (ctypes.c_int64 * max(len(ints), 1))(*[int(i) for i in ints])
+        fv = (ctypes.c_double * max(len(floats), 1))(
+            *[float(f) for f in floats])
+        attrs = _lib.CustomAttrs_t(len(ints), iv, len(floats), fv)
+        return self._value(_lib.lib().tj_graph_custom(
+            self.handle, str(name).encode(), arr, len(items),
+            ctypes.byref(attrs)), "custom")
+
     #===--- composites ---===#
 
     def gelu(self, x: Value, approximate: bool = False) -> Value:

@@ -1159,6 +1159,42 @@ static const unary_case_t* find_unary(const char* name) {
 // Builds the graph of |op| on dtype |d| into |c|; the builder rejects
 // dtypes the op does not take (the graph is then in error). False when the
 // suite has no graph for |op| (an op added to lib/ops.def without a case).
+// The custom op of the op matrix: a host copy of any dtype (y = x),
+// registered once per context.
+static tj_status_t cts_same_type(void* user, tj_graph_t* g,
+                                 const tj_custom_type_t* in, int32_t n,
+                                 const tj_custom_attrs_t* attrs,
+                                 tj_custom_type_t* out) {
+  (void)user, (void)g, (void)n, (void)attrs;
+  *out = in[0];
+  return NULL;
+}
+
+static tj_status_t cts_copy(void* user, const tj_tensor_t* in, int32_t n,
+                            const tj_custom_attrs_t* attrs,
+                            const tj_tensor_t* out) {
+  (void)user, (void)n, (void)attrs;
+  int64_t numel = 1;
+  for (int32_t d = 0; d < out->rank; ++d) numel *= out->shape[d];
+  if (numel)
+    memcpy(out->data, in[0].data, (size_t)numel * tj_dtype_size(out->dtype));
+  return NULL;
+}
+
+static void register_cts_copy(tj_context_t* ctx) {
+  tj_custom_op_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.struct_size = sizeof(desc);
+  desc.name = "cts_copy";
+  desc.version = 1;
+  desc.num_inputs = 1;
+  desc.shape = cts_same_type;
+  desc.host = cts_copy;
+  desc.flags = TJ_CUSTOM_OP_PURE | TJ_CUSTOM_OP_CONTIGUOUS_INPUTS;
+  // A second registration in one context is refused: already there.
+  tj_status_free(tj_context_register_op(ctx, &desc));
+}
+
 static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
   tj_graph_t* g = c->g;
   int64_t B = c->B;
@@ -1276,6 +1312,14 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       tj_value_t x = input(c, d, 2, (int64_t[]){9, 5}, lo, hi);
       tj_value_t idx = input(c, TJ_DTYPE_I64, 1, (int64_t[]){B}, 0, 9);
       output(c, tj_graph_gather(g, x, idx, 0));
+      return true;
+    }
+    case TJ_OP_CUSTOM: {
+      register_cts_copy(tj_graph_context(g));
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 2, (int64_t[]){B, 5}, lo, hi);
+      tj_value_t y = tj_graph_custom(g, "cts_copy", &x, 1, NULL);
+      output(c, tj_graph_add(g, y, y));
       return true;
     }
     case TJ_OP_GELU: {

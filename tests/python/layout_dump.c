@@ -74,6 +74,12 @@ int main(void) {
   FIELD(tj_executable_stats_t, cache_misses);
   FIELD(tj_executable_stats_t, recompiles);
   FIELD(tj_executable_stats_t, runs);
+  FIELD(tj_executable_stats_t, num_host_calls);
+  STRUCT(tj_custom_attrs_t);
+  FIELD(tj_custom_attrs_t, num_ints);
+  FIELD(tj_custom_attrs_t, ints);
+  FIELD(tj_custom_attrs_t, num_floats);
+  FIELD(tj_custom_attrs_t, floats);
 
   STRUCT(tj_scoreboard_row_t);
   FIELD(tj_scoreboard_row_t, stage);
@@ -83,6 +89,7 @@ int main(void) {
   FIELD(tj_scoreboard_row_t, bytes_written);
   FIELD(tj_scoreboard_row_t, peak_bytes);
   FIELD(tj_scoreboard_row_t, graph_breaks);
+  FIELD(tj_scoreboard_row_t, host_calls);
   FIELD(tj_scoreboard_row_t, percent_compiled);
 
   STRUCT(tj_scoreboard_t);

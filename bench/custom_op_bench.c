@@ -1,0 +1,201 @@
+// The cost of a custom op's host call (issue 16): what the library adds
+// around the user's function, per call.
+//
+//   direct   the function through a volatile pointer (the floor)
+//   libffi   tj_custom_op_invoke on a signature op: binding the signature's
+//            arguments to the tensors and attributes, then ffi_call on the
+//            cif prepared at registration
+//   generic  tj_custom_op_invoke on a descriptor-callback op
+//   chain    a compiled chain pointwise -> custom -> pointwise beside the
+//            two regions compiled alone plus the function called directly
+//
+// Usage: custom_op_bench [--calls N] [--reps R] [--n ELEMENTS]
+// Prints a median over R repetitions of N calls each (ns per call).
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/custom_op.h"
+#include "tensorjit.h"
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double* v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
+
+static void axpb(float* y, int64_t n, const float* x, int64_t m, float a,
+                 float b) {
+  for (int64_t i = 0; i < n && i < m; ++i) y[i] = x[i] * a + b;
+}
+
+static tj_status_t axpb_host(void* user, const tj_tensor_t* in, int32_t n,
+                             const tj_custom_attrs_t* at,
+                             const tj_tensor_t* out) {
+  (void)user, (void)n;
+  axpb(out->data, out->shape[0], in[0].data, in[0].shape[0],
+       (float)at->floats[0], (float)at->floats[1]);
+  return NULL;
+}
+
+static tj_status_t same_type(void* user, tj_graph_t* g,
+                             const tj_custom_type_t* in, int32_t n,
+                             const tj_custom_attrs_t* at,
+                             tj_custom_type_t* out) {
+  (void)user, (void)g, (void)n, (void)at;
+  *out = in[0];
+  return NULL;
+}
+
+static void die(tj_status_t s, const char* what) {
+  if (!s) return;
+  fprintf(stderr, "%s: %s\n", what, tj_status_message(s));
+  exit(1);
+}
+
+static tj_executable_t* compile_chain(tj_context_t* ctx, int part) {
+  tj_graph_t* g = NULL;
+  die(tj_graph_create(ctx, "chain", &g), "graph");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){B}, "x");
+  tj_value_t y = x;
+  // Part 2 (the second region alone) reads the custom op's result as |c|.
+  if (part == 2) y = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){B}, "c");
+  if (part != 2) y = tj_graph_tanh(g, tj_graph_mul(g, y, y));
+  if (part == 0) {
+    tj_custom_attrs_t at = {0, NULL, 2, (double[]){1.5, 0.25}};
+    y = tj_graph_custom(g, "axpb", &y, 1, &at);
+  }
+  if (part != 1) y = tj_graph_sigmoid(g, tj_graph_add(g, y, x));
+  tj_graph_output(g, y, "y");
+  die(tj_graph_finalize(g), "finalize");
+  tj_executable_t* exe = NULL;
+  die(tj_compile(g, NULL, &exe), "compile");
+  tj_graph_destroy(g);
+  return exe;
+}
+
+int main(int argc, char** argv) {
+  long calls = 1000000;
+  int reps = 7;
+  int64_t n = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--calls") == 0) calls = atol(argv[i + 1]);
+    if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--n") == 0) n = atoll(argv[i + 1]);
+  }
+  if (reps < 1 || reps > 64 || calls < 1 || n < 1) return 2;
+  tj_context_t* ctx = NULL;
+  die(tj_context_create(NULL, &ctx), "context");
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = "axpb";
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = same_type;
+  d.function = (void (*)(void))axpb;
+  d.signature = "void(f32*, i64, const f32*, i64, f32, f32)";
+  d.flags = TJ_CUSTOM_OP_PURE;
+  die(tj_context_register_op(ctx, &d), "register");
+  d.name = "axpb_host";
+  d.function = NULL;
+  d.signature = NULL;
+  d.host = axpb_host;
+  die(tj_context_register_op(ctx, &d), "register");
+  const tj_custom_op_t* ffi_op = tj_custom_op_find(ctx, "axpb", 4, 1);
+  const tj_custom_op_t* host_op = tj_custom_op_find(ctx, "axpb_host", 9, 1);
+
+  float* x = calloc((size_t)n, sizeof(float));
+  float* y = calloc((size_t)n, sizeof(float));
+  if (!x || !y) return 1;
+  int64_t shape[1] = {n};
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 1, shape);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 1, shape);
+  tj_custom_attrs_t at = {0, NULL, 2, (double[]){1.5, 0.25}};
+  void (*volatile direct)(float*, int64_t, const float*, int64_t, float,
+                          float) = axpb;
+
+  double t_direct[64], t_ffi[64], t_host[64];
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_ns();
+    for (long i = 0; i < calls; ++i) direct(y, n, x, n, 1.5f, 0.25f);
+    double t1 = now_ns();
+    for (long i = 0; i < calls; ++i) {
+      tj_status_t s = tj_custom_op_invoke(ffi_op, &in, 1, &at, &out);
+      if (s) die(s, "invoke");
+    }
+    double t2 = now_ns();
+    for (long i = 0; i < calls; ++i) {
+      tj_status_t s = tj_custom_op_invoke(host_op, &in, 1, &at, &out);
+      if (s) die(s, "invoke");
+    }
+    double t3 = now_ns();
+    t_direct[r] = (t1 - t0) / (double)calls;
+    t_ffi[r] = (t2 - t1) / (double)calls;
+    t_host[r] = (t3 - t2) / (double)calls;
+  }
+  double md = median(t_direct, reps), mf = median(t_ffi, reps),
+         mh = median(t_host, reps);
+  printf("host call of a %lld-element axpb, ns per call (median of %d x %ld)\n",
+         (long long)n, reps, calls);
+  printf("  direct   %8.1f\n", md);
+  printf("  libffi   %8.1f   overhead %6.1f\n", mf, mf - md);
+  printf("  generic  %8.1f   overhead %6.1f\n", mh, mh - md);
+
+  // The chain against its parts, per run (x86, generic kernels).
+  int64_t big = 1 << 16;
+  float* xs = calloc((size_t)big, sizeof(float));
+  float* ys = calloc((size_t)big, sizeof(float));
+  float* zs = calloc((size_t)big, sizeof(float));
+  if (!xs || !ys || !zs) return 1;
+  for (int64_t i = 0; i < big; ++i) xs[i] = (float)(i % 17) * 0.1f - 0.8f;
+  tj_executable_t* exe[3] = {compile_chain(ctx, 0), compile_chain(ctx, 1),
+                             compile_chain(ctx, 2)};
+  tj_tensor_t bx = tj_tensor_make(xs, TJ_DTYPE_F32, 1, &big);
+  tj_tensor_t by = tj_tensor_make(ys, TJ_DTYPE_F32, 1, &big);
+  tj_tensor_t bz = tj_tensor_make(zs, TJ_DTYPE_F32, 1, &big);
+  long runs = 2000;
+  double t_chain[64], t_parts[64];
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_ns();
+    for (long i = 0; i < runs; ++i)
+      die(tj_executable_run(exe[0], &bx, 1, &by, 1), "run");
+    double t1 = now_ns();
+    for (long i = 0; i < runs; ++i) {
+      die(tj_executable_run(exe[1], &bx, 1, &by, 1), "run");
+      direct(zs, big, ys, big, 1.5f, 0.25f);
+      tj_tensor_t two[2] = {bx, bz};
+      die(tj_executable_run(exe[2], two, 2, &by, 1), "run");
+    }
+    double t2 = now_ns();
+    t_chain[r] = (t1 - t0) / (double)runs / 1e3;
+    t_parts[r] = (t2 - t1) / (double)runs / 1e3;
+  }
+  double mc = median(t_chain, reps), mp = median(t_parts, reps);
+  printf("chain tanh(x*x) -> axpb -> sigmoid(. + x), %lld elements, us/run\n",
+         (long long)big);
+  printf("  compiled chain with the host call  %8.2f\n", mc);
+  printf("  two executables + a direct call    %8.2f   ratio %.3f\n", mp,
+         mc / mp);
+  for (int i = 0; i < 3; ++i) tj_executable_release(exe[i]);
+  free(xs);
+  free(ys);
+  free(zs);
+  free(x);
+  free(y);
+  tj_context_destroy(ctx);
+  return 0;
+}

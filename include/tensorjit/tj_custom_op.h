@@ -1,0 +1,198 @@
+// libtensorjit: custom ops kept in the graph. Include <tensorjit.h> rather
+// than this file directly.
+//
+// A host with an op the library does not have (a top-k, a sampler, its own
+// fused attention) registers it once per context with a shape function and
+// a host implementation, then puts it in graphs with tj_graph_custom. The
+// op stays in the graph as one opaque node: shape inference, memory
+// planning and the text form go through it, fusion stops at it (the regions
+// on both sides stay fused and compiled), and a compiled executable calls
+// the implementation between its kernels (a "host call", counted apart from
+// graph breaks in tj_executable_stats_t). The reference interpreter calls
+// the same implementation, so compiled results are checked against it.
+//
+// One custom node has one output (the IR has one value per node); an op
+// with several results is registered as several ops, or returns them
+// concatenated.
+//
+// Example: y = x * a + b elementwise, as a plain C function.
+//
+//   static void axpb(float* y, int64_t n, const float* x, int64_t m,
+//                    float a, float b) {
+//     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+//   }
+//   static tj_status_t same_type(void* user, tj_graph_t* g,
+//                                const tj_custom_type_t* in, int32_t n,
+//                                const tj_custom_attrs_t* attrs,
+//                                tj_custom_type_t* out) {
+//     *out = in[0];  // symbolic dims flow through unchanged
+//     return NULL;
+//   }
+//   tj_custom_op_desc_t d = {sizeof(d)};
+//   d.name = "axpb";
+//   d.version = 1;
+//   d.num_inputs = 1;
+//   d.shape = same_type;
+//   d.function = (void (*)(void))axpb;
+//   d.signature = "void(f32*, i64, const f32*, i64, f32, f32)";
+//   d.flags = TJ_CUSTOM_OP_PURE;
+//   st = tj_context_register_op(ctx, &d);
+//   ...
+//   tj_custom_attrs_t at = {0, NULL, 2, (double[]){2.0, 1.0}};
+//   tj_value_t y = tj_graph_custom(g, "axpb", &x, 1, &at);
+#ifndef TENSORJIT_TJ_CUSTOM_OP_H_
+#define TENSORJIT_TJ_CUSTOM_OP_H_
+
+#include "tensorjit/tj_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The most int and float attributes one custom node carries (each).
+#define TJ_CUSTOM_MAX_ATTRS 8
+// The most arguments a signature string may list.
+#define TJ_CUSTOM_MAX_ARGS 32
+
+// A custom node's attributes: |num_ints| int64 values and |num_floats|
+// double values (each at most TJ_CUSTOM_MAX_ATTRS; the arrays may be NULL
+// when their count is 0). Copied into the graph by tj_graph_custom.
+typedef struct tj_custom_attrs_t {
+  int32_t num_ints;
+  const int64_t* ints;
+  int32_t num_floats;
+  const double* floats;
+} tj_custom_attrs_t;
+
+// The type of a value as a shape function sees it: a dtype and |rank| dims,
+// each a constant or a symbolic dim of the graph (tj_graph_symbol,
+// tj_graph_dim_add, tj_graph_dim_mul).
+typedef struct tj_custom_type_t {
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+} tj_custom_type_t;
+
+// The shape (and dtype) rule: given the input types, writes the output type
+// to |*out|. It may build dims over the inputs' ones with the dim API on
+// |graph| (never other builder calls), so that a symbolic batch B flows
+// through. Called each time a node is built or checked (graph building,
+// parsing, and the verifier after each pass): it must be deterministic. A
+// status it returns (owned by the library from then on; make one with
+// tj_status_create) becomes the graph's sticky error, prefixed with the op's
+// name and node.
+typedef tj_status_t (*tj_custom_shape_fn)(void* user_data, tj_graph_t* graph,
+                                          const tj_custom_type_t* inputs,
+                                          int32_t num_inputs,
+                                          const tj_custom_attrs_t* attrs,
+                                          tj_custom_type_t* out);
+
+// A generic host implementation: reads |inputs| (CPU tensors, dense
+// row-major unless TJ_CUSTOM_OP_CONTIGUOUS_INPUTS is left out, in which
+// case a graph input may come strided) and writes |*output| (CPU, dense
+// row-major, 64-byte aligned when it has elements). Every pointer is
+// borrowed for the call. A status it returns fails the run, prefixed with
+// the op's name.
+typedef tj_status_t (*tj_custom_host_fn)(void* user_data,
+                                         const tj_tensor_t* inputs,
+                                         int32_t num_inputs,
+                                         const tj_custom_attrs_t* attrs,
+                                         const tj_tensor_t* output);
+
+// The vector-Jacobian product, for tj_graph_grad: given the forward node's
+// |inputs| and |output| and the gradient |grad_output| (all values of
+// |graph|), builds d(loss)/d(input i) with builder calls on |graph| (core
+// ops or other custom ops) into |out_grads[i]|; a none value means "no
+// gradient" (zero; fine for inputs that are not differentiated). Each
+// gradient must have its input's type. An error recorded on |graph| or a
+// returned status fails tj_graph_grad, naming the op.
+typedef tj_status_t (*tj_custom_vjp_fn)(void* user_data, tj_graph_t* graph,
+                                        const tj_value_t* inputs,
+                                        int32_t num_inputs, tj_value_t output,
+                                        tj_value_t grad_output,
+                                        const tj_custom_attrs_t* attrs,
+                                        tj_value_t* out_grads);
+
+// tj_custom_op_desc_t.flags.
+typedef enum tj_custom_op_flag_e {
+  // Same inputs, same output, no side effect: the optimizer may merge two
+  // identical nodes (CSE) and drop an unused one (DCE). Without it each
+  // node runs exactly once per run, used or not.
+  TJ_CUSTOM_OP_PURE = 1u << 0,
+  // The output may share memory with input 0 (same byte size) when the
+  // memory plan wants it; without it the output never aliases an input.
+  TJ_CUSTOM_OP_IN_PLACE = 1u << 1,
+  // Every input arrives dense row-major (strided graph inputs are copied
+  // first). Implied by a signature (pointer arguments are dense).
+  TJ_CUSTOM_OP_CONTIGUOUS_INPUTS = 1u << 2,
+} tj_custom_op_flag_t;
+
+// What tj_context_register_op registers. Zero it and set |struct_size| to
+// sizeof(tj_custom_op_desc_t) first: fields added later read as zero from
+// an older caller.
+typedef struct tj_custom_op_desc_t {
+  size_t struct_size;
+  // A C identifier (copied) and a version >= 1; (name, version) is unique
+  // per context.
+  const char* name;
+  int32_t version;
+  // The number of inputs (0 to 64).
+  int32_t num_inputs;
+  // Required.
+  tj_custom_shape_fn shape;
+  // The host implementation: exactly one of
+  //   (a) |function| with |signature|, a C function called through libffi
+  //       (the call interface is prepared once, here). The signature is
+  //       "R(A, A, ...)" with R void or i32 (non-zero fails the run, with
+  //       the value in the message) and each A one of:
+  //         T*        the output's data, T its dtype (f32 f16 bf16 f64 i8
+  //                   i32 i64 bool); exactly one;
+  //         const T*  the next input's data, in order; each input once;
+  //         i64       right after a pointer (or after its earlier i64s):
+  //                   that tensor's next dim, outermost first, while it
+  //                   has dims left; anywhere else the next int attribute;
+  //         f32, f64  the next float attribute, converted;
+  //       Checked here (a message giving the argument's position and what
+  //       was expected) and, against the node's ranks, dtypes and attribute
+  //       counts, by tj_graph_custom.
+  //   (b) |host|, a generic callback over tensor descriptors.
+  void (*function)(void);
+  const char* signature;  // copied
+  tj_custom_host_fn host;
+  // Optional: without one tj_graph_grad refuses the op by name.
+  tj_custom_vjp_fn vjp;
+  uint32_t flags;  // tj_custom_op_flag_t
+  // Passed to every callback; owned by the caller, who keeps it alive as
+  // long as the context (and any executable compiled in it).
+  void* user_data;
+} tj_custom_op_desc_t;
+
+// A new status with |code| (TJ_STATUS_OK reads as BACKEND_FAILURE) and a
+// copy of |message|, for callbacks to return; freed by whoever receives it.
+// Never NULL.
+TJ_API tj_status_t tj_status_create(tj_status_code_t code, const char* message);
+
+// Registers a custom op in |context|, copying what it keeps (name,
+// signature). INVALID_ARGUMENT for a NULL or malformed desc (naming the
+// field), a (name, version) already registered, or a bad signature string
+// (naming the argument position); OUT_OF_MEMORY. Thread-safe; graphs built
+// after it returns can use the op. Registrations last as long as the
+// context.
+TJ_API tj_status_t tj_context_register_op(tj_context_t* context,
+                                          const tj_custom_op_desc_t* desc);
+
+// Appends a node running custom op |name| over |num_inputs| |inputs| with
+// |attrs| (NULL: none). |name| is "op" (the highest version registered) or
+// "op@N" (version N). The output type comes from the op's shape function.
+// Sticky errors like every builder: an unknown op, a wrong input count, a
+// signature that does not fit the inputs' dtypes and ranks or the attribute
+// counts, or the shape function's own error, each naming the op and node.
+TJ_API tj_value_t tj_graph_custom(tj_graph_t* graph, const char* name,
+                                  const tj_value_t* inputs, int32_t num_inputs,
+                                  const tj_custom_attrs_t* attrs);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TENSORJIT_TJ_CUSTOM_OP_H_

@@ -1,0 +1,112 @@
+// Custom ops (include/tensorjit/tj_custom_op.h), the part below every
+// backend: the per-context registry, the signature strings, shape inference
+// through the registered shape function, and the call of a host
+// implementation over tensor descriptors. lib/ sees no libffi: a signature
+// op's call goes through |call|, which backends/runtime/custom_call.c
+// (tj_context_register_op) installs with its prepared call interface.
+//
+// A CUSTOM node keeps: attrs.name = the op's name, attrs.axis = its
+// version, attrs.ints = [n, n int attributes, the float attributes' bit
+// patterns] (so CSE compares them exactly and the text form prints them).
+
+#ifndef TJ_LIB_CUSTOM_OP_H_
+#define TJ_LIB_CUSTOM_OP_H_
+
+#include "lib/ir.h"
+#include "tensorjit/tj_custom_op.h"
+
+// One argument of a signature string.
+typedef enum tj_custom_arg_kind_e {
+  TJ_CUSTOM_ARG_OUTPUT,  // T*
+  TJ_CUSTOM_ARG_INPUT,   // const T*
+  TJ_CUSTOM_ARG_I64,     // a dim or an int attribute (bound per node)
+  TJ_CUSTOM_ARG_F32,     // a float attribute as float
+  TJ_CUSTOM_ARG_F64,     // a float attribute as double
+} tj_custom_arg_kind_t;
+
+typedef struct tj_custom_sig_t {
+  bool returns_i32;  // else void
+  int32_t num_args;
+  uint8_t kinds[TJ_CUSTOM_MAX_ARGS];      // tj_custom_arg_kind_t
+  tj_dtype_t dtypes[TJ_CUSTOM_MAX_ARGS];  // pointers' element type
+  int32_t num_input_pointers;             // const T*
+  int32_t num_output_pointers;            // T*
+} tj_custom_sig_t;
+
+typedef struct tj_custom_op_t tj_custom_op_t;
+
+// Calls |op|'s C function with |values| (one pointer per signature
+// argument, to a value of its C type), the i32 result (if any) in
+// |*result|. Installed by the layer that prepared the call.
+typedef void (*tj_custom_call_fn)(const tj_custom_op_t* op, void** values,
+                                  int64_t* result);
+
+struct tj_custom_op_t {
+  char* name;
+  int32_t version;
+  int32_t num_inputs;
+  uint32_t flags;
+  tj_custom_shape_fn shape;
+  tj_custom_host_fn host;
+  tj_custom_vjp_fn vjp;
+  void* user_data;
+  void (*function)(void);
+  char* signature;  // NULL for a generic host op
+  tj_custom_sig_t sig;
+  tj_custom_call_fn call;
+  void* call_state;  // the caller's, freed with |free_state|
+  void (*free_state)(tj_allocator_t allocator, void* state);
+};
+
+// Parses |text| into |*out|. INVALID_ARGUMENT "signature \"...\": argument
+// N: expected ..., got ..." (or "at offset N") for anything malformed.
+tj_status_t tj_custom_sig_parse(const char* text, tj_custom_sig_t* out);
+
+// Checks |desc| and adds a copy to |context|'s registry, with |call| and
+// |state| for a signature op (|state| is freed with |free_state| on every
+// failure path and with the context). |sig| is the parsed signature (NULL
+// for a generic host op).
+tj_status_t tj_custom_op_add(tj_context_t* context,
+                             const tj_custom_op_desc_t* desc,
+                             const tj_custom_sig_t* sig, tj_custom_call_fn call,
+                             void* state,
+                             void (*free_state)(tj_allocator_t, void*));
+
+// Checks the fields of |desc| (before anything is prepared).
+tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* desc);
+
+// The op registered in |context| as |name| (|length| bytes) and |version|
+// (0: the highest). NULL when there is none (or the registry cannot be
+// created). The op lives as long as the context.
+const tj_custom_op_t* tj_custom_op_find(tj_context_t* context, const char* name,
+                                        size_t length, int32_t version);
+
+// The op of CUSTOM node |node| of |graph|; NULL if not registered.
+const tj_custom_op_t* tj_custom_op_of(const tj_graph_t* graph,
+                                      const tj_node_t* node);
+
+// The attributes of a CUSTOM node, the floats decoded into |floats|
+// (TJ_CUSTOM_MAX_ATTRS entries).
+void tj_custom_attrs_of(const tj_attrs_t* attrs, tj_custom_attrs_t* out,
+                        double* floats);
+
+// Inference of a CUSTOM node (lib/infer.c): resolves the op, calls its
+// shape function over the operands' types and checks its signature against
+// them. Fills |out_*|; |out_ints| (3 * TJ_MAX_RANK entries) receives the
+// encoded attributes. A plain status (the caller words it as the node's).
+tj_status_t tj_custom_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
+                            tj_dtype_t* out_dtype, int32_t* out_rank,
+                            int64_t* out_dims, int64_t* out_ints,
+                            uint32_t* out_num_ints, int64_t* out_version);
+
+// Runs |op| on CPU tensors: |inputs| dense row-major for a signature op,
+// |output| dense row-major. Errors name the op.
+tj_status_t tj_custom_op_invoke(const tj_custom_op_t* op,
+                                const tj_tensor_t* inputs, int32_t num_inputs,
+                                const tj_custom_attrs_t* attrs,
+                                const tj_tensor_t* output);
+
+// Whether node |node| may be merged with an equal one or dropped unused.
+bool tj_custom_node_is_pure(const tj_graph_t* graph, const tj_node_t* node);
+
+#endif  // TJ_LIB_CUSTOM_OP_H_
