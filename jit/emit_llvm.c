@@ -448,6 +448,32 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
   return widen(em, buf->dtype, v);
 }
 
+// Buffer |b| at |point| plus |offs| elements (i64, one per lane): a
+// scalar load, or a masked gather of every lane's address (never cached:
+// the address depends on a value, not only on the point).
+static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
+                            uint32_t b, LLVMValueRef offs) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  unsigned align = elem_bytes(buf->dtype);
+  int32_t lanes = point->lanes;
+  if (lanes == 1) {
+    LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &offs, 1, "at");
+    LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, buf->name);
+    LLVMSetAlignment(v, align);
+    return widen(em, buf->dtype, v);
+  }
+  LLVMValueRef ptrs =
+      LLVMBuildGEP2(em->b, mt, lane_pointers(em, point, b), &offs, 1, "at");
+  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+  LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
+  LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0),
+                          point->mask ? point->mask : all_true(em, lanes),
+                          LLVMConstNull(vt)};
+  return widen(em, buf->dtype,
+               tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4));
+}
+
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
                    LLVMValueRef value) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
@@ -759,6 +785,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
     switch (in->kind) {
       case TJ_KIR_LOAD:
         vals[i] = tj_emit_load(em, point, in->ref);
+        break;
+      case TJ_KIR_LOAD_AT:
+        vals[i] = load_at(em, point, in->ref, vals[in->args[0]]);
         break;
       case TJ_KIR_CONST:
         vals[i] = tj_dtype_is_float(in->dtype)

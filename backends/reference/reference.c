@@ -1226,8 +1226,10 @@ static tj_status_t eval_pad(run_t* run, uint32_t index) {
 }
 
 // numpy.take(a, indices, axis): out = a.shape[:axis] + indices.shape +
-// a.shape[axis+1:]. Every index is checked first, so an error leaves no
-// partial work to undo.
+// a.shape[axis+1:]. A negative index counts from the end (once); the
+// result is then clamped into [0, n - 1] (lib/ops.def), so every index
+// picks a row. Only an empty axis has no row to pick: an error when there
+// are indices, checked first so that an error leaves no partial work.
 static tj_status_t eval_gather(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const view_t* a = operand_view(run, index, 0);
@@ -1235,6 +1237,13 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
   const int32_t axis = (int32_t)node->attrs.axis;
   const int64_t axis_len = a->dims[axis];
   const int64_t num_idx = view_numel(idx);
+  if (num_idx > 0 && axis_len == 0 && dims_numel(axis, a->dims) > 0 &&
+      dims_numel(a->rank - axis - 1, a->dims + axis + 1) > 0) {
+    char shape[160];
+    format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
+    return tj_invalid("gather (node %%%u): axis %d of %s is empty", index, axis,
+                      shape);
+  }
 
   int64_t* picks = NULL;
   size_t picks_bytes = 0;
@@ -1247,16 +1256,8 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
     for (int64_t j = 0; j < num_idx; ++j, iter_next(&it)) {
       int64_t v = tj_load_i64(idx->dtype, idx->data, it.offsets[0]);
       int64_t p = v < 0 ? v + axis_len : v;
-      if (p < 0 || p >= axis_len) {
-        scratch_free(run, picks, picks_bytes);
-        char shape[160];
-        format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
-        return tj_invalid(
-            "gather (node %%%u): index %lld (at position %lld of the indices) "
-            "is out of range for axis %d of size %lld of %s",
-            index, (long long)v, (long long)j, axis, (long long)axis_len,
-            shape);
-      }
+      if (p >= axis_len) p = axis_len - 1;
+      if (p < 0) p = 0;
       picks[j] = p;
     }
   }

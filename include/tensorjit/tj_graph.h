@@ -282,9 +282,13 @@ TJ_API tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
 TJ_API tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a,
                                const int64_t* low, const int64_t* high,
                                double value);
-// numpy.take(a, indices, axis): y has shape a.shape[:axis] + indices.shape +
-// a.shape[axis+1:]. |indices| is i32 or i64; negative indices count from the
-// end; an index out of range is an INVALID_ARGUMENT error at run time.
+// numpy.take(a, indices, axis) (ONNX Gather): y has shape a.shape[:axis] +
+// indices.shape + a.shape[axis+1:]. |indices| is i32 or i64; a negative
+// index counts from the end (i + n); an index still out of range is clamped
+// into [0, n - 1] (no error, never a read outside |a|). Gathering from an
+// empty axis into a non-empty result is INVALID_ARGUMENT at run time. A
+// native kernel on x86 and CUDA that fuses with its consumers (and with the
+// computation of its indices); |a| is read from memory.
 TJ_API tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a,
                                   tj_value_t indices, int32_t axis);
 

@@ -1094,7 +1094,11 @@ class Graph:
             self.handle, v._raw(), lo, hi, float(value)), "pad")
 
     def gather(self, a: Value, indices: Operand, axis: int = 0) -> Value:
-        """numpy.take(a, indices, axis); |indices| i32 or i64."""
+        """numpy.take(a, indices, axis) (ONNX Gather); |indices| i32 or i64.
+
+        A negative index counts from the end; one still out of range is
+        clamped into [0, n - 1]. A native kernel that fuses with its
+        consumers."""
         v = self._own(a, "gather")
         if isinstance(indices, Value):
             idx = self._own(indices, "gather indices")

@@ -405,6 +405,16 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
         }
         break;
       }
+      case TJ_KIR_LOAD_AT: {
+        const tj_kir_buffer_t* buf = &it->k->buffers[in->ref];
+        int64_t off = interp_offset(it, in->ref) + vals[in->args[0]].i;
+        if (interp_is_float(buf->dtype)) {
+          r.f = tj_load_f64(buf->dtype, it->buffers[in->ref], off);
+        } else {
+          r.i = tj_load_i64(buf->dtype, it->buffers[in->ref], off);
+        }
+        break;
+      }
       case TJ_KIR_CONST:
         if (interp_is_float(in->dtype)) {
           r.f = in->dtype == TJ_DTYPE_F64 ? in->fvalue

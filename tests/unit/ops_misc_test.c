@@ -1,0 +1,270 @@
+// The small ops of issue 15 as native kernels (gather, ...): every graph is
+// compiled for x86 at each ISA tier the host has (a context per tier:
+// the host's, AVX2, SSE2; asking for a tier above the host's gives the
+// host's), generic (symbolic dims as params) and specialized to the shape,
+// run, and compared with tj_reference_run: floats within a relative
+// tolerance, integers and bools exactly. Each compiled executable must have
+// no graph break. Edge values: negative and out-of-range indices, empty
+// dims, symbolic dims; errors must be the reference's.
+
+#include <math.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+#include "tests/unit/test.h"
+
+enum { kTiers = 3, kMaxIo = 6 };
+
+static const char* const kIsa[kTiers] = {NULL, "avx2", "sse2"};
+static tj_context_t* g_ctx[kTiers];
+
+typedef struct spec_t {
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  double lo, hi;  // inputs: the range of the random values (ints inclusive)
+} spec_t;
+
+typedef tj_graph_t* (*build_fn)(tj_context_t* ctx);
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static double rng_unit(void) {
+  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+static int64_t numel(const spec_t* s) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < s->rank; ++d) n *= s->dims[d];
+  return n;
+}
+
+static void* make_data(const spec_t* s) {
+  int64_t n = numel(s);
+  void* p = calloc((size_t)(n ? n : 1), tj_dtype_size(s->dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    if (tj_dtype_is_float(s->dtype)) {
+      tj_store_f64(s->dtype, p, i, s->lo + (s->hi - s->lo) * rng_unit());
+    } else {
+      int64_t span = (int64_t)(s->hi - s->lo) + 1;
+      int64_t v = (int64_t)s->lo + (int64_t)(rng_unit() * (double)span);
+      tj_store_i64(s->dtype, p, i, v);
+    }
+  }
+  return p;
+}
+
+// Whether |got| equals |want| (floats within |tol| relative to max(1,
+// |want|); NaN equals NaN). Prints the first miss.
+static bool same(const char* what, const spec_t* s, const void* got,
+                 const void* want, double tol) {
+  for (int64_t i = 0; i < numel(s); ++i) {
+    if (tj_dtype_is_float(s->dtype)) {
+      double g = tj_load_f64(s->dtype, got, i);
+      double w = tj_load_f64(s->dtype, want, i);
+      if (isnan(g) && isnan(w)) continue;
+      if (g == w) continue;
+      if (fabs(g - w) <= tol * fmax(1.0, fabs(w))) continue;
+      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
+              (long long)i, g, w);
+      return false;
+    }
+    int64_t g = tj_load_i64(s->dtype, got, i);
+    int64_t w = tj_load_i64(s->dtype, want, i);
+    if (g != w) {
+      fprintf(stderr, "  %s: element %lld: got %lld, want %lld\n", what,
+              (long long)i, (long long)g, (long long)w);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Builds |build|'s graph in every tier's context, compiles it (generic and
+// specialized), runs it on |in| and compares with the reference. With
+// |error| set, both must fail with INVALID_ARGUMENT containing it.
+static void check_ops(const char* what, build_fn build, int32_t num_in,
+                      const spec_t* in, int32_t num_out, const spec_t* out,
+                      double tol, const char* error) {
+  void* in_data[kMaxIo];
+  tj_tensor_t in_t[kMaxIo], want_t[kMaxIo], got_t[kMaxIo];
+  void* want[kMaxIo];
+  void* got[kMaxIo];
+  for (int32_t i = 0; i < num_in; ++i) {
+    in_data[i] = make_data(&in[i]);
+    in_t[i] = tj_tensor_make(in_data[i], in[i].dtype, in[i].rank, in[i].dims);
+  }
+  for (int32_t o = 0; o < num_out; ++o) {
+    size_t bytes = (size_t)(numel(&out[o]) ? numel(&out[o]) : 1) *
+                   tj_dtype_size(out[o].dtype);
+    want[o] = calloc(1, bytes);
+    got[o] = calloc(1, bytes);
+    want_t[o] = tj_tensor_make(want[o], out[o].dtype, out[o].rank, out[o].dims);
+    got_t[o] = tj_tensor_make(got[o], out[o].dtype, out[o].rank, out[o].dims);
+  }
+  for (int32_t t = 0; t < kTiers; ++t) {
+    tj_graph_t* g = build(g_ctx[t]);
+    CHECK_OK(tj_graph_finalize(g));
+    if (error) {
+      CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, error,
+                   tj_reference_run(g, in_t, num_in, want_t, num_out));
+    } else {
+      CHECK_OK(tj_reference_run(g, in_t, num_in, want_t, num_out));
+    }
+    for (int policy = 0; policy < 2; ++policy) {
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_X86;
+      o.verify_each = true;
+      o.cache_dir = "";
+      o.x86.num_threads = 2;
+      o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &o, &exe));
+      if (!exe) continue;
+      for (int32_t k = 0; k < num_out; ++k) {
+        memset(got[k], 0xA5,
+               (size_t)numel(&out[k]) * tj_dtype_size(out[k].dtype));
+      }
+      tj_status_t st = tj_executable_run(exe, in_t, num_in, got_t, num_out);
+      if (error) {
+        CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, error, st);
+      } else {
+        CHECK_OK(st);
+        for (int32_t k = 0; k < num_out; ++k) {
+          bool ok = same(what, &out[k], got[k], want[k], tol);
+          if (!ok) {
+            fprintf(stderr, "  %s: output %d at tier %s, %s\n", what, k,
+                    kIsa[t] ? kIsa[t] : "host",
+                    policy ? "specialized" : "generic");
+          }
+          CHECK(ok);
+        }
+      }
+      tj_executable_stats_t stats;
+      tj_executable_stats(exe, &stats);
+      if (stats.num_graph_breaks != 0) {
+        fprintf(stderr, "  %s: %d graph breaks\n", what,
+                stats.num_graph_breaks);
+      }
+      CHECK_EQ_INT(0, stats.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+    tj_graph_destroy(g);
+  }
+  for (int32_t i = 0; i < num_in; ++i) free(in_data[i]);
+  for (int32_t o = 0; o < num_out; ++o) {
+    free(want[o]);
+    free(got[o]);
+  }
+}
+
+static tj_graph_t* new_graph(tj_context_t* ctx, const char* name) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, name, &g));
+  return g;
+}
+
+//===--- gather ---===//
+
+// An embedding lookup fused with a positional add: table[50, 24] f32,
+// ids[B, 7] i32 with negative and out-of-range values (wrapped, clamped).
+static tj_graph_t* build_embedding(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "embedding");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t t = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){50, 24}, "t");
+  tj_value_t ids = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){B, 7}, "ids");
+  tj_value_t pos = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){7, 24}, "p");
+  tj_value_t e = tj_graph_gather(g, t, ids, 0);
+  tj_graph_output(g, tj_graph_add(g, e, pos), "y");
+  return g;
+}
+
+TEST(gather_embedding) {
+  for (int64_t B = 0; B <= 5; B += 5) {
+    spec_t in[3] = {{TJ_DTYPE_F32, 2, {50, 24}, -2, 2},
+                    {TJ_DTYPE_I32, 2, {B, 7}, -70, 70},
+                    {TJ_DTYPE_F32, 2, {7, 24}, -1, 1}};
+    spec_t out[1] = {{TJ_DTYPE_F32, 3, {B, 7, 24}, 0, 0}};
+    check_ops("embedding", build_embedding, 3, in, 1, out, 1e-6, NULL);
+  }
+}
+
+// An inner axis of symbolic size N, i64 indices computed in the kernel
+// (ids * 3 - 2), an f16 table; and an integer table along the last axis.
+static tj_graph_t* build_inner(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "inner");
+  int64_t N = tj_graph_symbol(g, "N");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F16, 3, (int64_t[]){3, N, 5}, "x");
+  tj_value_t ids = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){2, 2}, "i");
+  tj_value_t k = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){4, N}, "k");
+  tj_value_t three = tj_graph_scalar(g, TJ_DTYPE_I64, 3);
+  tj_value_t two = tj_graph_scalar(g, TJ_DTYPE_I64, 2);
+  tj_value_t idx = tj_graph_sub(g, tj_graph_mul(g, ids, three), two);
+  tj_graph_output(g, tj_graph_gather(g, x, idx, 1), "y");
+  tj_graph_output(g, tj_graph_gather(g, k, ids, -1), "z");
+  return g;
+}
+
+TEST(gather_inner_axis_symbolic) {
+  for (int64_t N = 1; N <= 9; N += 4) {
+    spec_t in[3] = {{TJ_DTYPE_F16, 3, {3, N, 5}, -4, 4},
+                    {TJ_DTYPE_I64, 2, {2, 2}, -12, 12},
+                    {TJ_DTYPE_I64, 2, {4, N}, -1e12, 1e12}};
+    spec_t out[2] = {{TJ_DTYPE_F16, 4, {3, 2, 2, 5}, 0, 0},
+                     {TJ_DTYPE_I64, 3, {4, 2, 2}, 0, 0}};
+    check_ops("inner", build_inner, 3, in, 2, out, 0, NULL);
+  }
+  // N = 0: nothing to pick, on the reference and in the kernel alike.
+  spec_t in[3] = {{TJ_DTYPE_F16, 3, {3, 0, 5}, -4, 4},
+                  {TJ_DTYPE_I64, 2, {2, 2}, -12, 12},
+                  {TJ_DTYPE_I64, 2, {4, 0}, 0, 0}};
+  spec_t out[2] = {{TJ_DTYPE_F16, 4, {3, 2, 2, 5}, 0, 0},
+                   {TJ_DTYPE_I64, 3, {4, 2, 2}, 0, 0}};
+  check_ops("inner_empty", build_inner, 3, in, 2, out, 0, "is empty");
+}
+
+// A gather as a reduction's prologue (a row sum of looked-up rows), one in
+// a matmul epilogue (x @ w + table[ids]), and a bool table.
+static tj_graph_t* build_prologue_epilogue(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "pro_epi");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t t = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){30, 16}, "t");
+  tj_value_t ids = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){B}, "ids");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 8}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){8, 16}, "w");
+  tj_value_t m = tj_graph_input(g, TJ_DTYPE_BOOL, 1, (int64_t[]){30}, "m");
+  tj_value_t rows = tj_graph_gather(g, t, ids, 0);
+  tj_graph_output(g, tj_graph_sum(g, rows, 1, (int32_t[]){1}, false), "s");
+  tj_graph_output(g, tj_graph_add(g, tj_graph_matmul(g, x, w), rows), "y");
+  tj_graph_output(g, tj_graph_gather(g, m, ids, 0), "b");
+  return g;
+}
+
+TEST(gather_prologue_and_epilogue) {
+  int64_t B = 37;
+  spec_t in[5] = {{TJ_DTYPE_F32, 2, {30, 16}, -1, 1},
+                  {TJ_DTYPE_I64, 1, {B}, -40, 40},
+                  {TJ_DTYPE_F32, 2, {B, 8}, -1, 1},
+                  {TJ_DTYPE_F32, 2, {8, 16}, -1, 1},
+                  {TJ_DTYPE_BOOL, 1, {30}, 0, 1}};
+  spec_t out[3] = {{TJ_DTYPE_F32, 1, {B}, 0, 0},
+                   {TJ_DTYPE_F32, 2, {B, 16}, 0, 0},
+                   {TJ_DTYPE_BOOL, 1, {B}, 0, 0}};
+  check_ops("prologue_epilogue", build_prologue_epilogue, 5, in, 3, out, 1e-5,
+            NULL);
+}
+
+int main(void) {
+  for (int t = 0; t < kTiers; ++t) {
+    tj_context_options_t o;
+    tj_context_options_initialize(&o);
+    o.x86_isa = kIsa[t];
+    CHECK_OK(tj_context_create(&o, &g_ctx[t]));
+  }
+  RUN_TEST(gather_embedding);
+  RUN_TEST(gather_inner_axis_symbolic);
+  RUN_TEST(gather_prologue_and_epilogue);
+  for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
+  TEST_MAIN_END();
+}
