@@ -667,6 +667,7 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
         return LLVMBuildSub(b, pos, neg, "");
       }
     case TJ_OP_NOT:
+    case TJ_OP_BITWISE_NOT:
       return LLVMBuildNot(b, x, "");
     case TJ_OP_ISNAN:
       return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
@@ -677,6 +678,42 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       }
       return x;
   }
+}
+
+// mod (|floor|: the sign of y, numpy.mod) or fmod (the sign of x, C fmod)
+// as lib/ops.def and the reference define them: floats through frem (libm's
+// fmod on x86), ints through srem with x rem 0 = x rem -1 = 0.
+static LLVMValueRef emit_remainder(tj_emit_t* em, bool floor, bool fl,
+                                   LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef zero = LLVMConstNull(t);
+  LLVMValueRef r;
+  if (fl) {
+    r = LLVMBuildFRem(b, x, y, "");
+    if (!floor) return r;
+    LLVMValueRef r_neg = LLVMBuildFCmp(b, LLVMRealOLT, r, zero, "");
+    LLVMValueRef y_neg = LLVMBuildFCmp(b, LLVMRealOLT, y, zero, "");
+    LLVMValueRef fix =
+        LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, r, zero, ""),
+                     LLVMBuildICmp(b, LLVMIntNE, r_neg, y_neg, ""), "");
+    r = tj_emit_select(em, fix, LLVMBuildFAdd(b, r, y, ""), r);
+    // A zero result has y's sign.
+    LLVMValueRef signed_zero =
+        tj_emit_select(em, y_neg, LLVMBuildFNeg(b, zero, ""), zero);
+    return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, r, zero, ""),
+                          signed_zero, r);
+  }
+  LLVMValueRef bad = LLVMBuildOr(
+      b, LLVMBuildICmp(b, LLVMIntEQ, y, zero, ""),
+      LLVMBuildICmp(b, LLVMIntEQ, y, tj_emit_iconst(t, -1), ""), "");
+  LLVMValueRef safe = tj_emit_select(em, bad, tj_emit_iconst(t, 1), y);
+  r = tj_emit_select(em, bad, zero, LLVMBuildSRem(b, x, safe, ""));
+  if (!floor) return r;
+  LLVMValueRef fix = LLVMBuildAnd(
+      b, LLVMBuildICmp(b, LLVMIntNE, r, zero, ""),
+      LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, r, y, ""), zero, ""), "");
+  return tj_emit_select(em, fix, LLVMBuildAdd(b, r, y, ""), r);
 }
 
 static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
@@ -743,9 +780,32 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       return LLVMBuildICmp(b, is_bool ? up[i] : sp[i], x, y, "");
     }
     case TJ_OP_AND:
+    case TJ_OP_BITWISE_AND:
       return LLVMBuildAnd(b, x, y, "");
     case TJ_OP_OR:
+    case TJ_OP_BITWISE_OR:
       return LLVMBuildOr(b, x, y, "");
+    case TJ_OP_BITWISE_XOR:
+      return LLVMBuildXor(b, x, y, "");
+    case TJ_OP_MOD:
+    case TJ_OP_FMOD:
+      return emit_remainder(em, op == TJ_OP_MOD, fl, x, y);
+    case TJ_OP_SHIFT_LEFT:
+    case TJ_OP_SHIFT_RIGHT: {
+      // A count outside [0, bits) shifts every bit out: 0 to the left, the
+      // sign bit to the right (LLVM's shifts would be poison).
+      unsigned bits = 8u * (unsigned)tj_dtype_size(dt);
+      LLVMValueRef out =
+          LLVMBuildICmp(b, LLVMIntUGE, y, tj_emit_iconst(t, (int64_t)bits), "");
+      if (op == TJ_OP_SHIFT_LEFT) {
+        LLVMValueRef s = LLVMBuildShl(
+            b, x, tj_emit_select(em, out, LLVMConstNull(t), y), "");
+        return tj_emit_select(em, out, LLVMConstNull(t), s);
+      }
+      return LLVMBuildAShr(
+          b, x,
+          tj_emit_select(em, out, tj_emit_iconst(t, (int64_t)bits - 1), y), "");
+    }
     default:
       if (!em->error) {
         em->error = tj_internal("kernel @%s: no lowering for binary %s",

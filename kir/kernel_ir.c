@@ -467,6 +467,8 @@ static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
       return tj_dtype_is_float(a);
     case TJ_OP_DTYPES_BOOL:
       return a == TJ_DTYPE_BOOL;
+    case TJ_OP_DTYPES_INT:
+      return tj_dtype_is_int(a);
     case TJ_OP_DTYPES_ANY:
       break;
   }

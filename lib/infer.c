@@ -209,6 +209,11 @@ static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
       if (dtype != TJ_DTYPE_BOOL)
         return fail(c, INVALID, "needs bool, got %s", tj_dtype_name(dtype));
       break;
+    case TJ_OP_DTYPES_INT:
+      if (!tj_dtype_is_int(dtype))
+        return fail(c, INVALID, "needs an integer dtype, got %s",
+                    tj_dtype_name(dtype));
+      break;
     case TJ_OP_DTYPES_ANY:
       break;
   }

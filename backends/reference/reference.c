@@ -366,6 +366,8 @@ static int64_t unary_i64(tj_op_t op, int64_t x) {
       return (x > 0) - (x < 0);
     case TJ_OP_NOT:
       return x == 0;
+    case TJ_OP_BITWISE_NOT:
+      return ~x;
     default:
       return 0;
   }
@@ -436,6 +438,14 @@ static double binary_f64(tj_op_t op, double a, double b) {
       return (a != 0.0 && b != 0.0) ? 1.0 : 0.0;
     case TJ_OP_OR:
       return (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
+    case TJ_OP_FMOD:
+      return fmod(a, b);
+    case TJ_OP_MOD: {
+      // numpy.mod: the sign of b; a zero result is a zero of b's sign.
+      double r = fmod(a, b);
+      if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b;
+      return r == 0.0 ? copysign(0.0, b) : r;
+    }
     default:
       return NAN;
   }
@@ -463,6 +473,26 @@ static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
       return a != 0 && b != 0;
     case TJ_OP_OR:
       return a != 0 || b != 0;
+    case TJ_OP_MOD:
+    case TJ_OP_FMOD: {
+      if (b == 0 || b == -1) return 0;  // x mod 0 = 0; no INT64_MIN % -1
+      int64_t r = a % b;                // C: the sign of a
+      if (op == TJ_OP_MOD && r != 0 && (r < 0) != (b < 0)) r += b;
+      return r;
+    }
+    case TJ_OP_BITWISE_AND:
+      return a & b;
+    case TJ_OP_BITWISE_OR:
+      return a | b;
+    case TJ_OP_BITWISE_XOR:
+      return a ^ b;
+    // Operands are sign-extended to 64 bits and the result wraps to the
+    // dtype, so shifting the i64 form gives every width's answer: b >= the
+    // dtype's bits (up to 63) already shifts out (or in) every bit.
+    case TJ_OP_SHIFT_LEFT:
+      return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b);
+    case TJ_OP_SHIFT_RIGHT:
+      return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b;
     default:
       return 0;
   }

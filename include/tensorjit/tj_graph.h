@@ -217,6 +217,34 @@ TJ_API tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond,
 TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
                                 tj_dtype_t dtype);
 
+// Remainders, bitwise ops and shifts (ONNX semantics; elementwise, they fuse
+// like add). Operands broadcast and have one dtype, as for add; a dtype the
+// op does not take is INVALID_ARGUMENT naming the node.
+// mod: a - floor(a / b) * b, with the sign of b (ONNX Mod with fmod = 0,
+// numpy.mod, Python's %); fmod: a - trunc(a / b) * b, with the sign of a
+// (ONNX Mod with fmod = 1, C fmod). Numeric dtypes. Integers: x mod 0 =
+// x fmod 0 = 0 (ONNX leaves it undefined), never a trap. Floats: NaN when b
+// is 0 or a is infinite; a zero result of mod has b's sign.
+TJ_API tj_value_t tj_graph_mod(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_fmod(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+// Integer dtypes only (ONNX BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot).
+TJ_API tj_value_t tj_graph_bitwise_and(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_or(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_xor(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_not(tj_graph_t* graph, tj_value_t a);
+// a shifted by b bits (ONNX BitShift; integer dtypes only). shift_left
+// wraps and gives 0 when b < 0 or b >= the dtype's bits; shift_right is
+// arithmetic on our signed dtypes (numpy.right_shift; ONNX's unsigned
+// dtypes would shift zeros in) and gives every bit equal to a's sign bit
+// when b < 0 or b >= the bits.
+TJ_API tj_value_t tj_graph_shift_left(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
+TJ_API tj_value_t tj_graph_shift_right(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+
 //===--- reductions over a set of axes ---===//
 
 // |axes| has |num_axes| distinct entries in [-rank, rank); negative counts

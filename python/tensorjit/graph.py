@@ -980,6 +980,43 @@ class Graph:
         return self._value(_lib.lib().tj_graph_cast(
             self.handle, v._raw(), int(dtype_of(dtype))), "cast")
 
+    # Remainders, bitwise ops and shifts (ONNX semantics; they fuse).
+
+    def mod(self, a: Operand, b: Operand) -> Value:
+        """a - floor(a / b) * b, the sign of b (numpy.mod; ONNX Mod with
+        fmod=0); integers: x mod 0 is 0."""
+        return self._binary("mod", a, b)
+
+    def fmod(self, a: Operand, b: Operand) -> Value:
+        """a - trunc(a / b) * b, the sign of a (numpy.fmod; ONNX Mod with
+        fmod=1); integers: x fmod 0 is 0."""
+        return self._binary("fmod", a, b)
+
+    def bitwise_and(self, a: Operand, b: Operand) -> Value:
+        """a & b (integers)."""
+        return self._binary("bitwise_and", a, b)
+
+    def bitwise_or(self, a: Operand, b: Operand) -> Value:
+        """a | b (integers)."""
+        return self._binary("bitwise_or", a, b)
+
+    def bitwise_xor(self, a: Operand, b: Operand) -> Value:
+        """a ^ b (integers)."""
+        return self._binary("bitwise_xor", a, b)
+
+    def bitwise_not(self, a: Value) -> Value:
+        """~a (integers)."""
+        return self._unary("bitwise_not", a)
+
+    def shift_left(self, a: Operand, b: Operand) -> Value:
+        """a << b, wrapping; 0 when b < 0 or b >= the bits (integers)."""
+        return self._binary("shift_left", a, b)
+
+    def shift_right(self, a: Operand, b: Operand) -> Value:
+        """a >> b, arithmetic; the sign bit everywhere when b < 0 or b >=
+        the bits (integers)."""
+        return self._binary("shift_right", a, b)
+
     #===--- reductions ---===#
 
     def _reduce(self, op: str, a: Value, axes: Any, keepdims: bool) -> Value:

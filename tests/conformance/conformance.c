@@ -663,6 +663,16 @@ typedef struct binary_case_t {
   bool ints;
 } binary_case_t;
 
+// Whether the op named |name| takes integers only (lib/ops.def's INT).
+static bool ints_only(const char* name) {
+  for (int op = 0; op < TJ_OP_COUNT_; ++op) {
+    if (strcmp(tj_op_info((tj_op_t)op)->name, name) == 0) {
+      return tj_op_info((tj_op_t)op)->dtypes == TJ_OP_DTYPES_INT;
+    }
+  }
+  return false;
+}
+
 static const binary_case_t kBinary[] = {
     {"add", tj_graph_add, -10, 10, true},
     {"sub", tj_graph_sub, -10, 10, true},
@@ -677,6 +687,14 @@ static const binary_case_t kBinary[] = {
     {"le", tj_graph_le, -3, 3, true},
     {"gt", tj_graph_gt, -3, 3, true},
     {"ge", tj_graph_ge, -3, 3, true},
+    // opsmisc: divisors and shift counts around 0 and the widths.
+    {"mod", tj_graph_mod, -10, 10, true},
+    {"fmod", tj_graph_fmod, -10, 10, true},
+    {"bitwise_and", tj_graph_bitwise_and, -100, 100, true},
+    {"bitwise_or", tj_graph_bitwise_or, -100, 100, true},
+    {"bitwise_xor", tj_graph_bitwise_xor, -100, 100, true},
+    {"shift_left", tj_graph_shift_left, -3, 70, true},
+    {"shift_right", tj_graph_shift_right, -3, 70, true},
 };
 
 static void group_binary_ops_broadcast(void) {
@@ -688,6 +706,7 @@ static void group_binary_ops_broadcast(void) {
     for (size_t t = 0; t < ARRAY_SIZE(kTypes); ++t) {
       tj_dtype_t d = kTypes[t];
       if (!tj_dtype_is_float(d) && !b->ints) continue;
+      if (tj_dtype_is_float(d) && ints_only(b->name)) continue;
       char name[64];
       snprintf(name, sizeof(name), "%s_%s", b->name, tj_dtype_name(d));
       case_t c;
@@ -1338,6 +1357,9 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
         break;
       case TJ_OP_ISNAN:
         output(c, tj_graph_isnan(g, tj_graph_log(g, x)));  // NaN below 0
+        break;
+      case TJ_OP_BITWISE_NOT:
+        output(c, tj_graph_bitwise_not(g, x));
         break;
       default:
         if (!u) return false;

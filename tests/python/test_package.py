@@ -200,7 +200,7 @@ BINARY = {
     "div": np.divide, "pow": np.power, "maximum": np.maximum,
     "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal,
     "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal,
+    "ge": np.greater_equal, "mod": np.mod, "fmod": np.fmod,
 }
 
 
@@ -227,6 +227,17 @@ def test_binary_ops_broadcast() -> None:
     run_both(lambda g: g.output(g.input("i", "i32", [4]) /
                                 g.input("j", "i32", [4])), [i, j],
              np.array([3, -3, 0, -1], np.int32))
+    # Remainders (mod 0 is 0), bitwise ops and shifts (counts >= the width
+    # shift every bit out) on every target.
+    for name, want in (("mod", [1, 1, 0, -1]), ("fmod", [1, -1, 0, 1]),
+                       ("bitwise_and", [2, 0, 0, 2]),
+                       ("bitwise_or", [7, -5, 5, -1]),
+                       ("bitwise_xor", [5, -5, 5, -3]),
+                       ("shift_left", [28, -28, 5, 0]),
+                       ("shift_right", [1, -2, 5, 0])):
+        run_both(lambda g, name=name: g.output(getattr(g, name)(
+            g.input("i", "i32", [4]), g.input("j", "i32", [4]))),
+            [i, j], np.array(want, np.int32))
 
 
 def test_operators() -> None:

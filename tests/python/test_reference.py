@@ -249,6 +249,7 @@ UNARY_FLOAT = {
 UNARY_INT = {
     "neg": lambda x: -x, "abs": np.abs,
     "relu": lambda x: np.maximum(x, 0), "sign": np.sign,
+    "bitwise_not": np.invert,
 }
 SHAPES_1 = [(), (1,), (3,), (17,), (33,), (2, 0, 3), (4, 33), (3, 1, 5)]
 
@@ -332,10 +333,18 @@ def c_pow(a, b):
     return np.vectorize(c_pow_scalar, otypes=[np.float64])(a, b)
 
 
+def np_quiet(fn):
+    def call(a, b):
+        with np.errstate(all="ignore"):
+            return fn(a, b)
+    return call
+
+
 BINARY_FLOAT = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply,
     "div": np.divide, "pow": c_pow, "maximum": np.maximum,
-    "minimum": np.minimum,
+    "minimum": np.minimum, "mod": np_quiet(np.mod),
+    "fmod": np_quiet(np.fmod),
 }
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less,
            "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
@@ -356,7 +365,49 @@ def int_div(a, b):
     return np.array(out, dtype=object).reshape(a.shape)
 
 
+def int_opsmisc(op, x, y, bits):
+    """The integer remainders, bitwise ops and shifts of lib/ops.def on
+    exact python ints (x mod 0 = 0; shifts out of [0, bits) shift every bit
+    out)."""
+    if op in ("mod", "fmod"):
+        if y == 0:
+            return 0
+        r = abs(x) % abs(y) * (1 if x >= 0 else -1)  # C: the sign of x
+        if op == "mod" and r != 0 and (r < 0) != (y < 0):
+            r += y
+        return r
+    if op == "shift_left":
+        return 0 if y < 0 or y >= bits else x << y
+    if op == "shift_right":
+        return (-1 if x < 0 else 0) if y < 0 or y >= bits else x >> y
+    return {"bitwise_and": x & y, "bitwise_or": x | y,
+            "bitwise_xor": x ^ y}[op]
+
+
 def test_binary():
+    for op in ("mod", "fmod", "bitwise_and", "bitwise_or", "bitwise_xor",
+               "shift_left", "shift_right"):
+        for dt in INTS:
+            for sa, sb in BROADCAST_PAIRS:
+                def body(rng, op=op, dt=dt, sa=sa, sb=sb):
+                    bits = {I8: 8, I32: 32, I64: 64}[dt]
+                    a = rand(rng, dt, sa, specials=True)
+                    if op.startswith("shift"):
+                        b = rand(rng, dt, sb, low=-2, high=min(bits + 3, 127))
+                    elif op.endswith("mod") and rng.random() < 0.5:
+                        b = rand(rng, dt, sb, low=-5, high=5)
+                    else:
+                        b = rand(rng, dt, sb, specials=True)
+                    aa, bb = np.broadcast_arrays(a.astype(object),
+                                                 b.astype(object))
+                    exact = [int_opsmisc(op, int(x), int(y), bits)
+                             for x, y in zip(aa.ravel(), bb.ravel())]
+                    want = from_int(np.array(exact, dtype=object).reshape(
+                        aa.shape), dt)
+                    return expect_one(
+                        [(dt, a), (dt, b)],
+                        lambda g, x, y: getattr(g, op)(x, y), want, dt)
+                run_case(f"binary/{op}/{NAME[dt]}/{sa}x{sb}", body)
     for op, fn in BINARY_FLOAT.items():
         for dt in FLOATS:
             for sa, sb in BROADCAST_PAIRS:

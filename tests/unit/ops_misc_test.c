@@ -1,4 +1,6 @@
-// The small ops of issue 15 as native kernels (gather, ...): every graph is
+// The small ops of issue 15 as native kernels (gather, mod, bitwise ops,
+// shifts, ...): kernel-IR bodies against the oracle of x86_test_util.h on
+// the JIT of every tier the host has, and graphs: every graph is
 // compiled for x86 at each ISA tier the host has (a context per tier:
 // the host's, AVX2, SSE2; asking for a tier above the host's gives the
 // host's), generic (symbolic dims as params) and specialized to the shape,
@@ -11,7 +13,7 @@
 #include <string.h>
 
 #include "lib/dtype.h"
-#include "tests/unit/test.h"
+#include "tests/unit/x86_test_util.h"
 
 enum { kTiers = 3, kMaxIo = 6 };
 
@@ -255,7 +257,134 @@ TEST(gather_prologue_and_epilogue) {
             NULL);
 }
 
+//===--- remainders, bitwise ops and shifts ---===//
+
+// Each op on i8, i32 and i64 against the kernel-IR oracle at every tier:
+// full-range operands, divisors in [-3, 3] (0 and -1 among them), shift
+// counts from -3 to past the width.
+TEST(integer_ops_every_tier) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_I8, TJ_DTYPE_I32, TJ_DTYPE_I64};
+  static const tj_op_t ops[] = {TJ_OP_MOD,         TJ_OP_FMOD,
+                                TJ_OP_BITWISE_AND, TJ_OP_BITWISE_OR,
+                                TJ_OP_BITWISE_XOR, TJ_OP_SHIFT_LEFT,
+                                TJ_OP_SHIFT_RIGHT, TJ_OP_BITWISE_NOT};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
+    double bits = 8.0 * (double)tj_dtype_size(dts[t]);
+    double lim = dts[t] == TJ_DTYPE_I8    ? 127
+                 : dts[t] == TJ_DTYPE_I32 ? 2147483647.0
+                                          : 9e18;
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(ops); ++i) {
+      tj_op_t op = ops[i];
+      char name[64];
+      snprintf(name, sizeof(name), "%s_%s", tj_op_info(op)->name,
+               tj_dtype_name(dts[t]));
+      tj_kir_t* k = NULL;
+      CHECK_OK(
+          tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, name, &k));
+      tj_kir_ival_t dims[1] = {tj_kir_constant(203)};
+      tj_kir_set_space(k, 1, dims);
+      uint32_t a = tj_kir_add_buffer(k, "a", dts[t], TJ_KIR_INPUT, kUnit);
+      uint32_t b = tj_kir_add_buffer(k, "b", dts[t], TJ_KIR_INPUT, kUnit);
+      uint32_t y = tj_kir_add_buffer(k, "y", dts[t], TJ_KIR_OUTPUT, kUnit);
+      uint32_t la = tj_kir_load(k, a), lb = tj_kir_load(k, b);
+      tj_kir_store(k, y,
+                   op == TJ_OP_BITWISE_NOT ? tj_kir_unary(k, op, la)
+                                           : tj_kir_binary(k, op, la, lb));
+      fill_t fills[3] = {{-lim - 1, lim, false, false},
+                         {-lim - 1, lim, false, false},
+                         {0, 0, false, false}};
+      if (op == TJ_OP_MOD || op == TJ_OP_FMOD) {
+        fills[1] = (fill_t){-3, 3, false, false};
+      } else if (op == TJ_OP_SHIFT_LEFT || op == TJ_OP_SHIFT_RIGHT) {
+        fills[1] = (fill_t){-3, fmin(bits + 3, 127), false, false};
+      }
+      check_kernel(k, NULL, fills, 0, 0);
+      tj_kir_destroy(k);
+    }
+  }
+}
+
+// mod and fmod on floats at every tier, NaN, infinities and zeros among the
+// operands: exact (fmod is exact in any precision; mod adds b once).
+TEST(float_remainders_every_tier) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_F32, TJ_DTYPE_F64, TJ_DTYPE_F16};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
+    for (int m = 0; m < 2; ++m) {
+      tj_op_t op = m ? TJ_OP_MOD : TJ_OP_FMOD;
+      char name[64];
+      snprintf(name, sizeof(name), "%s_%s", tj_op_info(op)->name,
+               tj_dtype_name(dts[t]));
+      tj_kir_t* k = NULL;
+      CHECK_OK(
+          tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, name, &k));
+      tj_kir_ival_t dims[1] = {tj_kir_constant(301)};
+      tj_kir_set_space(k, 1, dims);
+      uint32_t a = tj_kir_add_buffer(k, "a", dts[t], TJ_KIR_INPUT, kUnit);
+      uint32_t b = tj_kir_add_buffer(k, "b", dts[t], TJ_KIR_INPUT, kUnit);
+      uint32_t y = tj_kir_add_buffer(k, "y", dts[t], TJ_KIR_OUTPUT, kUnit);
+      tj_kir_store(k, y,
+                   tj_kir_binary(k, op, tj_kir_load(k, a), tj_kir_load(k, b)));
+      fill_t fills[3] = {{-1e3, 1e3, true, false},
+                         {-20, 20, true, false},
+                         {0, 0, false, false}};
+      // f16 keeps f32 math between the rounding of loads and stores; mod's
+      // one add rounds to f32 first (at most one f16 ulp).
+      check_kernel(k, NULL, fills, dts[t] == TJ_DTYPE_F16 && m ? 1 : 0, 0);
+      tj_kir_destroy(k);
+    }
+  }
+}
+
+// A chain of them fused into one kernel through tj_compile: masks, hashes
+// and wraps of the kind an ONNX graph has, with symbolic B and B = 0.
+static tj_graph_t* build_bits(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "bits");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t a = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){B, 19}, "a");
+  tj_value_t s = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){19}, "s");
+  tj_value_t d = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){B, 19}, "d");
+  tj_value_t e = tj_graph_input(g, TJ_DTYPE_I32, 1, (int64_t[]){19}, "e");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 19}, "x");
+  tj_value_t h = tj_graph_bitwise_xor(g, tj_graph_shift_left(g, a, s),
+                                      tj_graph_shift_right(g, a, s));
+  h = tj_graph_bitwise_and(g, tj_graph_bitwise_not(g, h),
+                           tj_graph_bitwise_or(g, a, s));
+  tj_graph_output(g, tj_graph_mul(g, h, a), "h");  // wraps
+  tj_graph_output(
+      g, tj_graph_add(g, tj_graph_mod(g, d, e), tj_graph_fmod(g, d, e)), "r");
+  tj_value_t c = tj_graph_scalar(g, TJ_DTYPE_F32, 2.5);
+  tj_graph_output(
+      g, tj_graph_sub(g, tj_graph_mod(g, x, c), tj_graph_fmod(g, x, c)), "f");
+  return g;
+}
+
+TEST(bitwise_chain_fuses) {
+  for (int64_t B = 0; B <= 6; B += 6) {
+    spec_t in[5] = {{TJ_DTYPE_I64, 2, {B, 19}, -9e18, 9e18},
+                    {TJ_DTYPE_I64, 1, {19}, -2, 70},
+                    {TJ_DTYPE_I32, 2, {B, 19}, -2147483648.0, 2147483647.0},
+                    {TJ_DTYPE_I32, 1, {19}, -4, 4},
+                    {TJ_DTYPE_F32, 2, {B, 19}, -20, 20}};
+    spec_t out[3] = {{TJ_DTYPE_I64, 2, {B, 19}, 0, 0},
+                     {TJ_DTYPE_I32, 2, {B, 19}, 0, 0},
+                     {TJ_DTYPE_F32, 2, {B, 19}, 0, 0}};
+    check_ops("bits", build_bits, 5, in, 3, out, 1e-6, NULL);
+  }
+}
+
+// Builders refuse floats for the integer-only ops, naming the node.
+TEST(bitwise_refuses_floats) {
+  tj_graph_t* g = new_graph(g_ctx[0], "refuse");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){3}, "x");
+  CHECK(tj_value_is_none(tj_graph_shift_left(g, x, x)));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "shift_left (node %1): needs an integer dtype, got f32",
+               tj_graph_finalize(g));
+  tj_graph_destroy(g);
+}
+
 int main(void) {
+  open_jits();
   for (int t = 0; t < kTiers; ++t) {
     tj_context_options_t o;
     tj_context_options_initialize(&o);
@@ -265,6 +394,11 @@ int main(void) {
   RUN_TEST(gather_embedding);
   RUN_TEST(gather_inner_axis_symbolic);
   RUN_TEST(gather_prologue_and_epilogue);
+  RUN_TEST(integer_ops_every_tier);
+  RUN_TEST(float_remainders_every_tier);
+  RUN_TEST(bitwise_chain_fuses);
+  RUN_TEST(bitwise_refuses_floats);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
+  close_jits();
   TEST_MAIN_END();
 }
