@@ -244,7 +244,8 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
     case TJ_GROUP_REDUCTION:
     case TJ_GROUP_OPAQUE: {
       const tj_node_t* r = NODE(lw, grp->anchor);
-      if (grp->kind == TJ_GROUP_OPAQUE && r->op != TJ_OP_ARGMAX) {
+      bool argmax = r->op == TJ_OP_ARGMAX || r->op == TJ_OP_ARGMIN;
+      if (grp->kind == TJ_GROUP_OPAQUE && !argmax) {
         return tj_unsupported("%s has no kernel template", op_name(r->op));
       }
       lw->kind = TJ_KIR_ROW_REDUCE;
@@ -254,8 +255,7 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
         TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, in, d, &lw->root_dims[d]));
       }
       lw->red_count = 1;
-      // argmax keeps its one normalized axis in attrs.axis.
-      bool argmax = r->op == TJ_OP_ARGMAX;
+      // argmax and argmin keep their one normalized axis in attrs.axis.
       uint32_t num_axes = argmax ? 1 : r->attrs.num_ints;
       for (uint32_t k = 0; k < num_axes; ++k) {
         int64_t ax = argmax ? r->attrs.axis : r->attrs.ints[k];
@@ -465,7 +465,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
   memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
   out->nonempty_node = NONE32;
   const tj_node_t* anchor = NODE(lw, lw->grp->anchor);
-  if (anchor->op == TJ_OP_ARGMAX) {
+  if (anchor->op == TJ_OP_ARGMAX || anchor->op == TJ_OP_ARGMIN) {
     out->nonempty_node = lw->grp->anchor;
     out->nonempty_extent = lw->red_count;
   } else if (lw->gather_check != NONE32) {
@@ -689,7 +689,7 @@ tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
   const tj_node_t* node = &graph->nodes[lowered->nonempty_node];
   const tj_node_t* in = &graph->nodes[node->operands[0]];
   int64_t dims[TJ_MAX_RANK];
-  if (node->op != TJ_OP_ARGMAX) {
+  if (node->op != TJ_OP_ARGMAX && node->op != TJ_OP_ARGMIN) {
     // A gather with no result element reads nothing.
     TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(graph, lowered->nonempty_node,
                                            symbol_values, dims));

@@ -1009,6 +1009,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                     "ga = g * (prod of the others): y / a without zeros, "
                     "handled exactly with one or more zeros"},
     [TJ_OP_ARGMAX] = NONE_("integer result"),
+    [TJ_OP_ARGMIN] = NONE_("integer result"),
     // ---- contraction ----
     [TJ_OP_MATMUL] = {vjp_matmul,
                       "ga = g @ b^T, gb = a^T @ g (rank-1 operands promoted, "
@@ -1038,6 +1039,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                         "ga = r (d - xh mean(d xh)), d = g gamma; "
                         "ggamma = sum(g xh)"},
     [TJ_OP_LINEAR] = {vjp_linear, "matmul's rule; gb = sum_to(g, [N])"},
+    [TJ_OP_ONE_HOT] = NONE_("integer indices; values: not yet"),
 };
 #undef NONE_
 

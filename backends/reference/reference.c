@@ -708,14 +708,15 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   const view_t* a = operand_view(run, index, 0);
   bool reduced[TJ_MAX_RANK] = {false};
   int32_t argmax_axis = -1;
-  if (op == TJ_OP_ARGMAX) {
+  const bool is_arg = op == TJ_OP_ARGMAX || op == TJ_OP_ARGMIN;
+  if (is_arg) {
     argmax_axis = (int32_t)node->attrs.axis;
     reduced[argmax_axis] = true;
     if (a->dims[argmax_axis] == 0) {
       char shape[160];
       format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
-      return tj_invalid("argmax (node %%%u): axis %d of %s is empty", index,
-                        argmax_axis, shape);
+      return tj_invalid("%s (node %%%u): axis %d of %s is empty",
+                        tj_op_info(op)->name, index, argmax_axis, shape);
     }
   } else {
     for (uint32_t k = 0; k < node->attrs.num_ints; ++k) {
@@ -749,7 +750,7 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   int64_t* arg = NULL;
   size_t arg_bytes = 0;
   TJ_RETURN_IF_ERROR(scratch_array(run, out_n, 8, &acc, &acc_bytes));
-  if (op == TJ_OP_ARGMAX) {
+  if (is_arg) {
     tj_status_t s = scratch_array(run, out_n, 8, (void**)&arg, &arg_bytes);
     if (s) {
       scratch_free(run, acc, acc_bytes);
@@ -818,6 +819,12 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
             arg[k] = it.index[argmax_axis];
           }
           break;
+        case TJ_OP_ARGMIN:
+          if (it.index[argmax_axis] == 0 || x < acci[k]) {
+            acci[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
         default:
           break;
       }
@@ -845,6 +852,13 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
             arg[k] = it.index[argmax_axis];
           }
           break;
+        case TJ_OP_ARGMIN:
+          if (it.index[argmax_axis] == 0 ||
+              (!isnan(accd[k]) && (isnan(x) || x < accd[k]))) {
+            accd[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
         default:
           break;
       }
@@ -852,7 +866,7 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   }
 
   for (int64_t k = 0; k < out_n; ++k) {
-    if (op == TJ_OP_ARGMAX) {
+    if (is_arg) {
       tj_store_i64(out->dtype, out->data, k, arg[k]);
     } else if (exact) {
       int64_t r = acci[k];
@@ -1322,6 +1336,37 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
   return NULL;
 }
 
+// one_hot (ONNX OneHot): y = values[1] where y's index along the axis
+// equals the index (plus depth when negative), else values[0]; an index out
+// of range after that matches nothing.
+static tj_status_t eval_one_hot(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* ix = operand_view(run, index, 0);
+  const view_t* v = operand_view(run, index, 1);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  const int32_t axis = (int32_t)node->attrs.axis;
+  const int64_t depth = out->dims[axis];
+  const size_t es = tj_dtype_size(out->dtype);
+  int64_t istrides[TJ_MAX_RANK];
+  for (int32_t d = 0, j = 0; d < out->rank; ++d) {
+    istrides[d] = d == axis ? 0 : ix->strides[j++];
+  }
+  iter_t it;
+  iter_initialize(&it, out->rank, out->dims);
+  iter_add_operand(&it, istrides);
+  iter_add_operand(&it, out->strides);
+  for (int64_t k = 0; k < n; ++k, iter_next(&it)) {
+    int64_t i = tj_load_i64(ix->dtype, ix->data, it.offsets[0]);
+    if (i < 0) i += depth;
+    int64_t pick = i == it.index[axis] ? 1 : 0;
+    memcpy(elem_ptr(out, it.offsets[1]), elem_ptr(v, pick * v->strides[0]), es);
+  }
+  return NULL;
+}
+
 //===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
@@ -1352,6 +1397,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_pad(run, index);
     case TJ_OP_GATHER:
       return eval_gather(run, index);
+    case TJ_OP_ONE_HOT:
+      return eval_one_hot(run, index);
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
     case TJ_OP_LAYER_NORM:

@@ -274,6 +274,11 @@ TJ_API tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a,
 // size that is 0).
 TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
                                   bool keepdims);
+// The same with the first minimum (ONNX ArgMin, select_last_index = 0):
+// the first NaN wins, as numpy.argmin; an empty axis is an error as above.
+// A native kernel (argmax's, on order-reversed values).
+TJ_API tj_value_t tj_graph_argmin(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                                  bool keepdims);
 
 //===--- contraction ---===//
 
@@ -344,6 +349,16 @@ TJ_API tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x,
 // x @ w + b; |b| may be none.
 TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                   tj_value_t b);
+// ONNX OneHot: y has |indices|' shape with |depth| (a dim: constant or
+// symbolic, >= 0) inserted at |axis| (in [-rank - 1, rank], counted over
+// y's rank) and the dtype of |values|, a [2] tensor (off, on). y = on where
+// y's index along the axis equals the index (i32 or i64; depth is added to
+// a negative one), else off: an index out of range gives a row of off.
+// Elementwise after decomposition (iota, eq, where): it fuses with its
+// consumers.
+TJ_API tj_value_t tj_graph_one_hot(tj_graph_t* graph, tj_value_t indices,
+                                   tj_value_t values, int64_t depth,
+                                   int32_t axis);
 
 //===--- reading a graph ---===//
 

@@ -1057,6 +1057,14 @@ class Graph:
             self.handle, v._raw(), _int_in(axis, _INT32, "argmax axis"),
             bool(keepdims)), "argmax")
 
+    def argmin(self, a: Value, axis: int, keepdims: bool = False) -> Value:
+        """i64 index of the first minimum along |axis| (the first NaN wins,
+        as numpy.argmin)."""
+        v = self._own(a, "argmin")
+        return self._value(_lib.lib().tj_graph_argmin(
+            self.handle, v._raw(), _int_in(axis, _INT32, "argmin axis"),
+            bool(keepdims)), "argmin")
+
     #===--- contraction ---===#
 
     def matmul(self, a: Operand, b: Operand) -> Value:
@@ -1198,6 +1206,18 @@ class Graph:
             _lib.Value_t(0)
         return self._value(_lib.lib().tj_graph_linear(
             self.handle, v._raw(), vw._raw(), vb), "linear")
+
+    def one_hot(self, indices: Value, values: Operand, depth: Any,
+                axis: int = -1) -> Value:
+        """ONNX OneHot: values[1] where the index (plus depth when
+        negative) equals the position along |axis| (inserted, of length
+        |depth|: an int or a symbol name), else values[0]."""
+        ix = self._own(indices, "one_hot indices")
+        vv = self._operand(values, None, "one_hot values")
+        d = self._dim(depth, "one_hot depth")
+        return self._value(_lib.lib().tj_graph_one_hot(
+            self.handle, ix._raw(), vv._raw(), d,
+            _int_in(axis, _INT32, "one_hot axis")), "one_hot")
 
     #===--- reading ---===#
 

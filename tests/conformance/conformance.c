@@ -1335,6 +1335,15 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 5e-5);
       return true;
     }
+    case TJ_OP_ONE_HOT: {
+      // Indices around and beyond [-depth, depth): wrapped, or all off.
+      tj_value_t ix = input(c, TJ_DTYPE_I64, 2, (int64_t[]){B, 3}, -9, 9);
+      tj_value_t v = input(c, d, 1, (int64_t[]){2}, -5, 5);
+      output(c, tj_graph_one_hot(g, ix, v, 7, 1));
+      output(c, tj_graph_one_hot(g, ix, v, B, -1));
+      c->tol = (tol_t){0, 0};
+      return true;
+    }
     case TJ_OP_LINEAR: {
       tj_value_t x = input(c, d, 2, (int64_t[]){B, 8}, -1, 1);
       tj_value_t w = input(c, d, 2, (int64_t[]){8, 5}, -1, 1);
@@ -1408,6 +1417,11 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
     if (op == TJ_OP_ARGMAX) {
       output(c, tj_graph_argmax(g, x, 2, false));
       output(c, tj_graph_argmax(g, x, 1, true));
+      return true;
+    }
+    if (op == TJ_OP_ARGMIN) {
+      output(c, tj_graph_argmin(g, x, 2, false));
+      output(c, tj_graph_argmin(g, x, 1, true));
       return true;
     }
     reduce_fn fn = op == TJ_OP_SUM    ? tj_graph_sum

@@ -590,29 +590,30 @@ def test_reductions():
                             want, dt)
                     run_case(f"reduce/{op}/{NAME[dt]}/{shape}/axes{axes}/"
                              f"keep{int(keepdims)}", body)
-    for dt in NUMERIC:
-        for shape, axis in (((5,), 0), ((4, 3), 1), ((4, 3), 0),
-                            ((2, 3, 4), -1), ((2, 0, 3), 2), ((17, 33), 1),
-                            ((1,), 0)):
-            for keepdims in (False, True):
-                def body(rng, dt=dt, shape=shape, axis=axis,
-                         keepdims=keepdims):
-                    # Few distinct values make ties; NaNs must win.
-                    a = rand(rng, dt, shape, low=-2, high=2)
-                    if dt in FLOATS and a.size > 3 and rng.random() < 0.5:
-                        v = to_f64(a, dt).ravel()
-                        v[rng.choice(v.size, 2, replace=False)] = np.nan
-                        a = from_f64(v.reshape(shape), dt)
-                    x = to_f64(a, dt) if dt in FLOATS else a
-                    want = np.argmax(x, axis=axis)
-                    if keepdims:
-                        want = np.expand_dims(want, axis)
-                    return expect_one([(dt, a)],
-                                      lambda g, v: g.argmax(v, axis,
-                                                            keepdims),
-                                      want.astype(np.int64), I64)
-                run_case(f"argmax/{NAME[dt]}/{shape}/axis{axis}/"
-                         f"keep{int(keepdims)}", body)
+    for argop, npfn in (("argmax", np.argmax), ("argmin", np.argmin)):
+        for dt in NUMERIC:
+            for shape, axis in (((5,), 0), ((4, 3), 1), ((4, 3), 0),
+                                ((2, 3, 4), -1), ((2, 0, 3), 2), ((17, 33), 1),
+                                ((1,), 0)):
+                for keepdims in (False, True):
+                    def body(rng, dt=dt, shape=shape, axis=axis,
+                             keepdims=keepdims, argop=argop, npfn=npfn):
+                        # Few distinct values make ties; NaNs must win.
+                        a = rand(rng, dt, shape, low=-2, high=2)
+                        if dt in FLOATS and a.size > 3 and rng.random() < 0.5:
+                            v = to_f64(a, dt).ravel()
+                            v[rng.choice(v.size, 2, replace=False)] = np.nan
+                            a = from_f64(v.reshape(shape), dt)
+                        x = to_f64(a, dt) if dt in FLOATS else a
+                        want = npfn(x, axis=axis)
+                        if keepdims:
+                            want = np.expand_dims(want, axis)
+                        return expect_one(
+                            [(dt, a)],
+                            lambda g, v: getattr(g, argop)(v, axis, keepdims),
+                            want.astype(np.int64), I64)
+                    run_case(f"{argop}/{NAME[dt]}/{shape}/axis{axis}/"
+                             f"keep{int(keepdims)}", body)
 
 
 #===--- matmul and linear ---===#

@@ -383,6 +383,108 @@ TEST(bitwise_refuses_floats) {
   tj_graph_destroy(g);
 }
 
+//===--- argmin ---===//
+
+// argmin along an inner and the last axis: floats with NaNs (the first NaN
+// wins) and ties (the first min wins), integers at their lowest value
+// (where -x would overflow), symbolic rows and the empty-axis error.
+static tj_graph_t* build_argmin(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "argmin");
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){B, 5, 37}, "x");
+  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F16, 2, (int64_t[]){B, 9}, "h");
+  tj_value_t i = tj_graph_input(g, TJ_DTYPE_I8, 2, (int64_t[]){3, B}, "i");
+  tj_value_t l = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){4, 33}, "l");
+  tj_graph_output(g, tj_graph_argmin(g, x, -1, false), "a");
+  tj_graph_output(g, tj_graph_argmin(g, x, 1, true), "b");
+  tj_graph_output(g, tj_graph_argmin(g, h, 1, false), "c");
+  tj_graph_output(g, tj_graph_argmin(g, i, 1, false), "d");
+  tj_graph_output(g, tj_graph_argmin(g, l, 1, false), "e");
+  return g;
+}
+
+TEST(argmin_like_numpy) {
+  for (int64_t B = 1; B <= 7; B += 6) {
+    // Few distinct values: ties everywhere; i8 and i64 at their lowest.
+    spec_t in[4] = {{TJ_DTYPE_F32, 3, {B, 5, 37}, -2, 2},
+                    {TJ_DTYPE_F16, 2, {B, 9}, -2, 2},
+                    {TJ_DTYPE_I8, 2, {3, B}, -128, -126},
+                    {TJ_DTYPE_I64, 2, {4, 33}, -9.2233720368547758e18, -9e18}};
+    spec_t out[5] = {{TJ_DTYPE_I64, 2, {B, 5}, 0, 0},
+                     {TJ_DTYPE_I64, 3, {B, 1, 37}, 0, 0},
+                     {TJ_DTYPE_I64, 1, {B}, 0, 0},
+                     {TJ_DTYPE_I64, 1, {3}, 0, 0},
+                     {TJ_DTYPE_I64, 1, {4}, 0, 0}};
+    check_ops("argmin", build_argmin, 4, in, 5, out, 0, NULL);
+  }
+  // B = 0: the argmin over B of i is over an empty axis.
+  spec_t in[4] = {{TJ_DTYPE_F32, 3, {0, 5, 37}, -2, 2},
+                  {TJ_DTYPE_F16, 2, {0, 9}, -2, 2},
+                  {TJ_DTYPE_I8, 2, {3, 0}, 0, 0},
+                  {TJ_DTYPE_I64, 2, {4, 33}, -5, 5}};
+  spec_t out[5] = {{TJ_DTYPE_I64, 2, {0, 5}, 0, 0},
+                   {TJ_DTYPE_I64, 3, {0, 1, 37}, 0, 0},
+                   {TJ_DTYPE_I64, 1, {0}, 0, 0},
+                   {TJ_DTYPE_I64, 1, {3}, 0, 0},
+                   {TJ_DTYPE_I64, 1, {4}, 0, 0}};
+  check_ops("argmin_empty", build_argmin, 4, in, 5, out, 0, "is empty");
+}
+
+// NaNs placed by hand: the first NaN wins over any min.
+static tj_graph_t* build_argmin_nan(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "argmin_nan");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F64, 2, (int64_t[]){3, 40}, "x");
+  tj_value_t z = tj_graph_scalar(g, TJ_DTYPE_F64, 0.0);
+  // log of a negative is NaN: x in [-1, 10] makes a few per row.
+  tj_value_t y = tj_graph_log(g, tj_graph_maximum(g, x, tj_graph_mul(g, x, z)));
+  tj_graph_output(g, tj_graph_argmin(g, tj_graph_log(g, x), 1, false), "n");
+  tj_graph_output(g, tj_graph_argmin(g, y, 1, false), "m");
+  return g;
+}
+
+TEST(argmin_nan_wins) {
+  spec_t in[1] = {{TJ_DTYPE_F64, 2, {3, 40}, -1, 10}};
+  spec_t out[2] = {{TJ_DTYPE_I64, 1, {3}, 0, 0}, {TJ_DTYPE_I64, 1, {3}, 0, 0}};
+  check_ops("argmin_nan", build_argmin_nan, 1, in, 2, out, 0, NULL);
+}
+
+//===--- one_hot ---===//
+
+// Class ids [B, 6] (negative and out of range among them) to a [B, 6, 10]
+// f32 one-hot times a weight, and a symbolic depth along axis 0 of i8
+// values: every result fused, no graph break.
+static tj_graph_t* build_one_hot(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "one_hot");
+  int64_t B = tj_graph_symbol(g, "B");
+  int64_t D = tj_graph_symbol(g, "D");
+  tj_value_t ids = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){B, 6}, "i");
+  tj_value_t v = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){2}, "v");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){10}, "w");
+  tj_value_t q = tj_graph_input(g, TJ_DTYPE_I8, 1, (int64_t[]){2}, "q");
+  tj_value_t k = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){D}, "k");
+  tj_value_t oh = tj_graph_one_hot(g, ids, v, 10, -1);
+  tj_graph_output(g, tj_graph_mul(g, oh, w), "y");
+  tj_graph_output(g, tj_graph_one_hot(g, ids, q, D, 0), "z");
+  tj_graph_output(g, tj_graph_neg(g, k), "k");  // binds D
+  return g;
+}
+
+TEST(one_hot_like_onnx) {
+  for (int64_t B = 0; B <= 4; B += 4) {
+    for (int64_t D = 0; D <= 5; D += 5) {
+      spec_t in[5] = {{TJ_DTYPE_I32, 2, {B, 6}, -12, 12},
+                      {TJ_DTYPE_F32, 1, {2}, -3, 3},
+                      {TJ_DTYPE_F32, 1, {10}, -1, 1},
+                      {TJ_DTYPE_I8, 1, {2}, -100, 100},
+                      {TJ_DTYPE_I64, 1, {D}, -5, 5}};
+      spec_t out[3] = {{TJ_DTYPE_F32, 3, {B, 6, 10}, 0, 0},
+                       {TJ_DTYPE_I8, 3, {D, B, 6}, 0, 0},
+                       {TJ_DTYPE_I64, 1, {D}, 0, 0}};
+      check_ops("one_hot", build_one_hot, 5, in, 3, out, 1e-6, NULL);
+    }
+  }
+}
+
 int main(void) {
   open_jits();
   for (int t = 0; t < kTiers; ++t) {
@@ -398,6 +500,9 @@ int main(void) {
   RUN_TEST(float_remainders_every_tier);
   RUN_TEST(bitwise_chain_fuses);
   RUN_TEST(bitwise_refuses_floats);
+  RUN_TEST(argmin_like_numpy);
+  RUN_TEST(argmin_nan_wins);
+  RUN_TEST(one_hot_like_onnx);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   close_jits();
   TEST_MAIN_END();
