@@ -449,15 +449,39 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
 }
 
 // Buffer |b| at |point| plus |offs| elements (i64, one per lane): a
-// scalar load, or a masked gather of every lane's address (never cached:
-// the address depends on a value, not only on the point).
+// scalar load; a vector load when every lane has the same offset
+// (|uniform|: a gathered row read along its unit-stride dim, the
+// embedding lookup) and the buffer walks the lanes with stride 1; else a
+// masked gather of every lane's address. Never cached: the address
+// depends on a value, not only on the point.
 static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
-                            uint32_t b, LLVMValueRef offs) {
+                            uint32_t b, LLVMValueRef offs, bool uniform) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
   LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
   unsigned align = elem_bytes(buf->dtype);
   int32_t lanes = point->lanes;
+  if (lanes > 1 && uniform && vector_stride_kind(em, point, b) == STRIDE_UNIT) {
+    LLVMValueRef off0 =
+        LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0), "");
+    LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &off0, 1, "at");
+    LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+    LLVMValueRef v;
+    if (point->mask) {
+      LLVMTypeRef types[2] = {vt, em->t_ptr};
+      LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
+                              LLVMConstNull(vt)};
+      v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+    } else {
+      v = LLVMBuildLoad2(em->b, vt, p, buf->name);
+      LLVMSetAlignment(v, align);
+    }
+    return widen(em, buf->dtype, v);
+  }
   if (lanes == 1) {
+    if (LLVMGetTypeKind(LLVMTypeOf(offs)) == LLVMVectorTypeKind) {
+      offs = LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0),
+                                     "");
+    }
     LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &offs, 1, "at");
     LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, buf->name);
     LLVMSetAlignment(v, align);
@@ -836,10 +860,48 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   if (phase->num_insts == 0) return NULL;
   tj_allocator_t a = em->k->allocator;
   LLVMValueRef* vals = tj_calloc(a, phase->num_insts, sizeof(LLVMValueRef));
-  if (!vals) return tj_status_oom();
+  // Per value: the same in every lane of the point (loads of buffers with
+  // stride 0 along the lanes, constants, params, other dims' indices and
+  // ops of such values): an indexed load at a uniform offset is a vector
+  // load.
+  bool* uniform = tj_calloc(a, phase->num_insts, sizeof(bool));
+  if (!vals || !uniform) {
+    tj_free(a, vals, vals ? phase->num_insts * sizeof(LLVMValueRef) : 0);
+    tj_free(a, uniform, uniform ? phase->num_insts * sizeof(bool) : 0);
+    return tj_status_oom();
+  }
   int32_t lanes = point->lanes;
   for (uint32_t i = 0; i < phase->num_insts && !em->error; ++i) {
     const tj_kir_inst_t* in = &phase->insts[i];
+    switch (in->kind) {
+      case TJ_KIR_LOAD:
+        uniform[i] =
+            lanes == 1 || tj_kir_ival_is_const(
+                              em->k->buffers[in->ref].strides[point->vdim], 0);
+        break;
+      case TJ_KIR_LOAD_AT:
+        uniform[i] = lanes == 1 ||
+                     (uniform[in->args[0]] &&
+                      tj_kir_ival_is_const(
+                          em->k->buffers[in->ref].strides[point->vdim], 0));
+        break;
+      case TJ_KIR_CONST:
+      case TJ_KIR_PARAM:
+      case TJ_KIR_ROW:
+        uniform[i] = true;
+        break;
+      case TJ_KIR_INDEX:
+        uniform[i] = lanes == 1 || (int32_t)in->ref != point->vdim;
+        break;
+      case TJ_KIR_OP: {
+        bool u = true;
+        for (uint32_t k = 0; k < in->num_args; ++k) u &= uniform[in->args[k]];
+        uniform[i] = u;
+        break;
+      }
+      default:
+        break;
+    }
     LLVMTypeRef ct =
         tj_emit_vec(em, tj_emit_compute_type(em, in->dtype), lanes);
     switch (in->kind) {
@@ -847,7 +909,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         vals[i] = tj_emit_load(em, point, in->ref);
         break;
       case TJ_KIR_LOAD_AT:
-        vals[i] = load_at(em, point, in->ref, vals[in->args[0]]);
+        vals[i] = load_at(em, point, in->ref, vals[in->args[0]],
+                          uniform[in->args[0]]);
         break;
       case TJ_KIR_CONST:
         vals[i] = tj_dtype_is_float(in->dtype)
@@ -895,6 +958,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
     }
   }
   tj_free(a, vals, phase->num_insts * sizeof(LLVMValueRef));
+  tj_free(a, uniform, phase->num_insts * sizeof(bool));
   return NULL;
 }
 
