@@ -448,6 +448,56 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
   return widen(em, buf->dtype, v);
 }
 
+// Buffer |b| at |point| plus |offs| elements (i64, one per lane): a
+// scalar load; a vector load when every lane has the same offset
+// (|uniform|: a gathered row read along its unit-stride dim, the
+// embedding lookup) and the buffer walks the lanes with stride 1; else a
+// masked gather of every lane's address. Never cached: the address
+// depends on a value, not only on the point.
+static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
+                            uint32_t b, LLVMValueRef offs, bool uniform) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  unsigned align = elem_bytes(buf->dtype);
+  int32_t lanes = point->lanes;
+  if (lanes > 1 && uniform && vector_stride_kind(em, point, b) == STRIDE_UNIT) {
+    LLVMValueRef off0 =
+        LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0), "");
+    LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &off0, 1, "at");
+    LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+    LLVMValueRef v;
+    if (point->mask) {
+      LLVMTypeRef types[2] = {vt, em->t_ptr};
+      LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
+                              LLVMConstNull(vt)};
+      v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+    } else {
+      v = LLVMBuildLoad2(em->b, vt, p, buf->name);
+      LLVMSetAlignment(v, align);
+    }
+    return widen(em, buf->dtype, v);
+  }
+  if (lanes == 1) {
+    if (LLVMGetTypeKind(LLVMTypeOf(offs)) == LLVMVectorTypeKind) {
+      offs = LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0),
+                                     "");
+    }
+    LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &offs, 1, "at");
+    LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, buf->name);
+    LLVMSetAlignment(v, align);
+    return widen(em, buf->dtype, v);
+  }
+  LLVMValueRef ptrs =
+      LLVMBuildGEP2(em->b, mt, lane_pointers(em, point, b), &offs, 1, "at");
+  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+  LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
+  LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0),
+                          point->mask ? point->mask : all_true(em, lanes),
+                          LLVMConstNull(vt)};
+  return widen(em, buf->dtype,
+               tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4));
+}
+
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
                    LLVMValueRef value) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
@@ -641,6 +691,7 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
         return LLVMBuildSub(b, pos, neg, "");
       }
     case TJ_OP_NOT:
+    case TJ_OP_BITWISE_NOT:
       return LLVMBuildNot(b, x, "");
     case TJ_OP_ISNAN:
       return LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
@@ -651,6 +702,42 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       }
       return x;
   }
+}
+
+// mod (|floor|: the sign of y, numpy.mod) or fmod (the sign of x, C fmod)
+// as lib/ops.def and the reference define them: floats through frem (libm's
+// fmod on x86), ints through srem with x rem 0 = x rem -1 = 0.
+static LLVMValueRef emit_remainder(tj_emit_t* em, bool floor, bool fl,
+                                   LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = em->b;
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef zero = LLVMConstNull(t);
+  LLVMValueRef r;
+  if (fl) {
+    r = LLVMBuildFRem(b, x, y, "");
+    if (!floor) return r;
+    LLVMValueRef r_neg = LLVMBuildFCmp(b, LLVMRealOLT, r, zero, "");
+    LLVMValueRef y_neg = LLVMBuildFCmp(b, LLVMRealOLT, y, zero, "");
+    LLVMValueRef fix =
+        LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, r, zero, ""),
+                     LLVMBuildICmp(b, LLVMIntNE, r_neg, y_neg, ""), "");
+    r = tj_emit_select(em, fix, LLVMBuildFAdd(b, r, y, ""), r);
+    // A zero result has y's sign.
+    LLVMValueRef signed_zero =
+        tj_emit_select(em, y_neg, LLVMBuildFNeg(b, zero, ""), zero);
+    return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, r, zero, ""),
+                          signed_zero, r);
+  }
+  LLVMValueRef bad = LLVMBuildOr(
+      b, LLVMBuildICmp(b, LLVMIntEQ, y, zero, ""),
+      LLVMBuildICmp(b, LLVMIntEQ, y, tj_emit_iconst(t, -1), ""), "");
+  LLVMValueRef safe = tj_emit_select(em, bad, tj_emit_iconst(t, 1), y);
+  r = tj_emit_select(em, bad, zero, LLVMBuildSRem(b, x, safe, ""));
+  if (!floor) return r;
+  LLVMValueRef fix = LLVMBuildAnd(
+      b, LLVMBuildICmp(b, LLVMIntNE, r, zero, ""),
+      LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, r, y, ""), zero, ""), "");
+  return tj_emit_select(em, fix, LLVMBuildAdd(b, r, y, ""), r);
 }
 
 static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
@@ -717,9 +804,32 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       return LLVMBuildICmp(b, is_bool ? up[i] : sp[i], x, y, "");
     }
     case TJ_OP_AND:
+    case TJ_OP_BITWISE_AND:
       return LLVMBuildAnd(b, x, y, "");
     case TJ_OP_OR:
+    case TJ_OP_BITWISE_OR:
       return LLVMBuildOr(b, x, y, "");
+    case TJ_OP_BITWISE_XOR:
+      return LLVMBuildXor(b, x, y, "");
+    case TJ_OP_MOD:
+    case TJ_OP_FMOD:
+      return emit_remainder(em, op == TJ_OP_MOD, fl, x, y);
+    case TJ_OP_SHIFT_LEFT:
+    case TJ_OP_SHIFT_RIGHT: {
+      // A count outside [0, bits) shifts every bit out: 0 to the left, the
+      // sign bit to the right (LLVM's shifts would be poison).
+      unsigned bits = 8u * (unsigned)tj_dtype_size(dt);
+      LLVMValueRef out =
+          LLVMBuildICmp(b, LLVMIntUGE, y, tj_emit_iconst(t, (int64_t)bits), "");
+      if (op == TJ_OP_SHIFT_LEFT) {
+        LLVMValueRef s = LLVMBuildShl(
+            b, x, tj_emit_select(em, out, LLVMConstNull(t), y), "");
+        return tj_emit_select(em, out, LLVMConstNull(t), s);
+      }
+      return LLVMBuildAShr(
+          b, x,
+          tj_emit_select(em, out, tj_emit_iconst(t, (int64_t)bits - 1), y), "");
+    }
     default:
       if (!em->error) {
         em->error = tj_internal("kernel @%s: no lowering for binary %s",
@@ -750,15 +860,57 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   if (phase->num_insts == 0) return NULL;
   tj_allocator_t a = em->k->allocator;
   LLVMValueRef* vals = tj_calloc(a, phase->num_insts, sizeof(LLVMValueRef));
-  if (!vals) return tj_status_oom();
+  // Per value: the same in every lane of the point (loads of buffers with
+  // stride 0 along the lanes, constants, params, other dims' indices and
+  // ops of such values): an indexed load at a uniform offset is a vector
+  // load.
+  bool* uniform = tj_calloc(a, phase->num_insts, sizeof(bool));
+  if (!vals || !uniform) {
+    tj_free(a, vals, vals ? phase->num_insts * sizeof(LLVMValueRef) : 0);
+    tj_free(a, uniform, uniform ? phase->num_insts * sizeof(bool) : 0);
+    return tj_status_oom();
+  }
   int32_t lanes = point->lanes;
   for (uint32_t i = 0; i < phase->num_insts && !em->error; ++i) {
     const tj_kir_inst_t* in = &phase->insts[i];
+    switch (in->kind) {
+      case TJ_KIR_LOAD:
+        uniform[i] =
+            lanes == 1 || tj_kir_ival_is_const(
+                              em->k->buffers[in->ref].strides[point->vdim], 0);
+        break;
+      case TJ_KIR_LOAD_AT:
+        uniform[i] = lanes == 1 ||
+                     (uniform[in->args[0]] &&
+                      tj_kir_ival_is_const(
+                          em->k->buffers[in->ref].strides[point->vdim], 0));
+        break;
+      case TJ_KIR_CONST:
+      case TJ_KIR_PARAM:
+      case TJ_KIR_ROW:
+        uniform[i] = true;
+        break;
+      case TJ_KIR_INDEX:
+        uniform[i] = lanes == 1 || (int32_t)in->ref != point->vdim;
+        break;
+      case TJ_KIR_OP: {
+        bool u = true;
+        for (uint32_t k = 0; k < in->num_args; ++k) u &= uniform[in->args[k]];
+        uniform[i] = u;
+        break;
+      }
+      default:
+        break;
+    }
     LLVMTypeRef ct =
         tj_emit_vec(em, tj_emit_compute_type(em, in->dtype), lanes);
     switch (in->kind) {
       case TJ_KIR_LOAD:
         vals[i] = tj_emit_load(em, point, in->ref);
+        break;
+      case TJ_KIR_LOAD_AT:
+        vals[i] = load_at(em, point, in->ref, vals[in->args[0]],
+                          uniform[in->args[0]]);
         break;
       case TJ_KIR_CONST:
         vals[i] = tj_dtype_is_float(in->dtype)
@@ -806,6 +958,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
     }
   }
   tj_free(a, vals, phase->num_insts * sizeof(LLVMValueRef));
+  tj_free(a, uniform, phase->num_insts * sizeof(bool));
   return NULL;
 }
 

@@ -365,6 +365,27 @@ uint32_t tj_kir_load(tj_kir_t* k, uint32_t buffer) {
   return append(k, &i);
 }
 
+uint32_t tj_kir_load_at(tj_kir_t* k, uint32_t buffer, uint32_t offset) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (buffer >= k->num_buffers || k->buffers[buffer].role != TJ_KIR_INPUT) {
+    record(k, tj_invalid("kernel @%s: load_at: buffer %u is not an input",
+                         k->name, buffer));
+    return TJ_KIR_NONE;
+  }
+  const tj_kir_inst_t* x = arg(k, offset, "load_at");
+  if (!x) return TJ_KIR_NONE;
+  if (x->dtype != TJ_DTYPE_I64) {
+    record(k, tj_invalid("kernel @%s: load_at: offset %%%u is %s, not i64",
+                         k->name, offset, tj_dtype_name(x->dtype)));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_LOAD_AT, k->buffers[buffer].dtype);
+  i.ref = buffer;
+  i.num_args = 1;
+  i.args[0] = offset;
+  return append(k, &i);
+}
+
 uint32_t tj_kir_const_float(tj_kir_t* k, tj_dtype_t dtype, double value) {
   if (!usable(k)) return TJ_KIR_NONE;
   if (!tj_dtype_is_float(dtype)) {
@@ -446,6 +467,8 @@ static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
       return tj_dtype_is_float(a);
     case TJ_OP_DTYPES_BOOL:
       return a == TJ_DTYPE_BOOL;
+    case TJ_OP_DTYPES_INT:
+      return tj_dtype_is_int(a);
     case TJ_OP_DTYPES_ANY:
       break;
   }
@@ -679,7 +702,8 @@ static tj_status_t verify(const tj_kir_t* k) {
       // A ROW phase runs once per row at element 0 of L, which does not
       // exist when L == 0: it may only touch per-row buffers.
       if (ph->kind == TJ_KIR_PHASE_ROW &&
-          (in->kind == TJ_KIR_LOAD || in->kind == TJ_KIR_STORE) &&
+          (in->kind == TJ_KIR_LOAD || in->kind == TJ_KIR_LOAD_AT ||
+           in->kind == TJ_KIR_STORE) &&
           !tj_kir_ival_is_const(k->buffers[in->ref].strides[k->rank - 1], 0)) {
         return tj_invalid(
             "kernel @%s: phase %u: %%%u accesses %%%s, which "
@@ -785,6 +809,10 @@ static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
     case TJ_KIR_LOAD:
       sbuf_printf(s, "    %%%u = load %%%s : %s\n", index,
                   k->buffers[in->ref].name, dt);
+      return;
+    case TJ_KIR_LOAD_AT:
+      sbuf_printf(s, "    %%%u = load %%%s + %%%u : %s\n", index,
+                  k->buffers[in->ref].name, in->args[0], dt);
       return;
     case TJ_KIR_CONST:
       if (tj_dtype_is_float(in->dtype)) {

@@ -94,6 +94,7 @@
 //     }
 //   }
 //
+// An indexed load prints as `%5 = load %x + %4 : f32` (TJ_KIR_LOAD_AT).
 // ROW_REDUCE phases print as `reduce max -> ^0 { ... yield %3 }`, `map`,
 // `row`; a GEMM header prints `gemm [$B, 4096] k 1024 tile 6x64 mc 256 nc
 // 128 kc 1024` ("auto" for unset schedule fields). Constants print with
@@ -170,6 +171,11 @@ typedef enum tj_kir_inst_kind_e {
   TJ_KIR_OP = 6,     // op applied to args (unary, binary, WHERE, CAST)
   TJ_KIR_STORE = 7,  // buffer[ref] at the current point = args[0]
   TJ_KIR_YIELD = 8,  // REDUCE phase: args[0] is the value reduced
+  // buffer[ref] at the current point plus args[0] (an i64 count of
+  // elements, computed per point: a gather's index times its stride). The
+  // code producing args[0] keeps the address inside the buffer (gather
+  // clamps its indices); the access is a vector gather when vectorized.
+  TJ_KIR_LOAD_AT = 9,
 } tj_kir_inst_kind_t;
 
 typedef struct tj_kir_inst_t {
@@ -267,6 +273,8 @@ uint32_t tj_kir_begin_phase(tj_kir_t* kernel, tj_kir_phase_kind_t kind,
 
 // Instructions. Each returns the new value's index in the open phase.
 uint32_t tj_kir_load(tj_kir_t* kernel, uint32_t buffer);
+// Input |buffer| at the current point plus |offset| elements (an i64 value).
+uint32_t tj_kir_load_at(tj_kir_t* kernel, uint32_t buffer, uint32_t offset);
 uint32_t tj_kir_const_float(tj_kir_t* kernel, tj_dtype_t dtype, double value);
 uint32_t tj_kir_const_int(tj_kir_t* kernel, tj_dtype_t dtype, int64_t value);
 uint32_t tj_kir_param(tj_kir_t* kernel, uint32_t param);

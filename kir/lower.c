@@ -8,6 +8,7 @@
 //   lower_pointwise.c  the evaluation walk; the POINTWISE template
 //   lower_reduce.c     the ROW_REDUCE template
 //   lower_gemm.c       the GEMM template
+//   lower_gather.c     indexed reads (gather)
 // Layout and schedule decisions as data: kir/schedule.h.
 //
 // The group's nodes are evaluated at a point of an iteration space by
@@ -243,7 +244,8 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
     case TJ_GROUP_REDUCTION:
     case TJ_GROUP_OPAQUE: {
       const tj_node_t* r = NODE(lw, grp->anchor);
-      if (grp->kind == TJ_GROUP_OPAQUE && r->op != TJ_OP_ARGMAX) {
+      bool argmax = r->op == TJ_OP_ARGMAX || r->op == TJ_OP_ARGMIN;
+      if (grp->kind == TJ_GROUP_OPAQUE && !argmax) {
         return tj_unsupported("%s has no kernel template", op_name(r->op));
       }
       lw->kind = TJ_KIR_ROW_REDUCE;
@@ -253,8 +255,7 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
         TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, in, d, &lw->root_dims[d]));
       }
       lw->red_count = 1;
-      // argmax keeps its one normalized axis in attrs.axis.
-      bool argmax = r->op == TJ_OP_ARGMAX;
+      // argmax and argmin keep their one normalized axis in attrs.axis.
       uint32_t num_axes = argmax ? 1 : r->attrs.num_ints;
       for (uint32_t k = 0; k < num_axes; ++k) {
         int64_t ax = argmax ? r->attrs.axis : r->attrs.ints[k];
@@ -464,16 +465,19 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
   memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
   out->nonempty_node = NONE32;
   const tj_node_t* anchor = NODE(lw, lw->grp->anchor);
-  if (anchor->op == TJ_OP_ARGMAX) {
+  if (anchor->op == TJ_OP_ARGMAX || anchor->op == TJ_OP_ARGMIN) {
     out->nonempty_node = lw->grp->anchor;
     out->nonempty_extent = lw->red_count;
+  } else if (lw->gather_check != NONE32) {
+    out->nonempty_node = lw->gather_check;
+    out->nonempty_extent = lw->gather_extent;
   }
   out->kernel = lw->k;
   lw->k = NULL;
   status = own_dims(lw, out);
-  if (status)//===--- the lowered kernel at run time ---===//
+  if (status)  //===--- the lowered kernel at run time ---===//
 
- tj_lowered_kernel_deinitialize(out);
+    tj_lowered_kernel_deinitialize(out);
   return status;
 }
 
@@ -524,6 +528,7 @@ static tj_status_t lower_box(tj_lowering_t* lw, const char* name,
   if (lw->vrank > MAXV) return tj_unsupported("the space has too many dims");
   lw->emit = false;
   lw->num_bufs = 0;
+  lw->gather_check = NONE32;
   memset(lw->index_used, 0, sizeof(lw->index_used));
   for (uint32_t i = 0; i < lw->g->num_nodes; ++i) lw->red_phase[i] = NONE32;
   TJ_RETURN_IF_ERROR(body(lw));
@@ -684,6 +689,14 @@ tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
   const tj_node_t* node = &graph->nodes[lowered->nonempty_node];
   const tj_node_t* in = &graph->nodes[node->operands[0]];
   int64_t dims[TJ_MAX_RANK];
+  if (node->op != TJ_OP_ARGMAX && node->op != TJ_OP_ARGMIN) {
+    // A gather with no result element reads nothing.
+    TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(graph, lowered->nonempty_node,
+                                           symbol_values, dims));
+    for (int32_t d = 0; d < node->rank; ++d) {
+      if (dims[d] == 0) return NULL;
+    }
+  }
   TJ_RETURN_IF_ERROR(
       tj_ir_concrete_dims(graph, node->operands[0], symbol_values, dims));
   char shape[160];

@@ -38,8 +38,9 @@ typedef struct tj_lowered_kernel_t {
   uint32_t buffer_nodes[TJ_KIR_MAX_BUFFERS];
   int64_t buffer_offset_dims[TJ_KIR_MAX_BUFFERS];
   // A run-time precondition: |nonempty_extent| (a dim) must not be 0 (argmax
-  // of an empty axis is an error, as in the reference). |nonempty_node| is
-  // the argmax; UINT32_MAX: no precondition.
+  // of an empty axis is an error, as in the reference; so is a gather from
+  // an empty axis when the gather's result has elements). |nonempty_node|
+  // is the argmax or gather; UINT32_MAX: no precondition.
   uint32_t nonempty_node;
   int64_t nonempty_extent;
 } tj_lowered_kernel_t;
@@ -64,7 +65,7 @@ typedef struct tj_lowered_kernel_t {
 //
 // Returns UNSUPPORTED with the reason when the group has no kernel IR form
 // (pad or concat inside a kernel, a reshape the iteration space cannot
-// follow, a matmul of f64 or integers, gather, ...): the caller then runs the
+// follow, a matmul of f64 or integers, ...): the caller then runs the
 // group another way. OUT_OF_MEMORY and INTERNAL are real failures. Nothing is
 // left in |out| on failure.
 tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,

@@ -108,6 +108,11 @@ typedef struct tj_lowering_t {
   // GEMM facts.
   uint32_t mm;
   int64_t gemm_k;
+  // A gather whose indexed axis may be empty at run time (a symbolic dim):
+  // the kernel's run-time check (tj_lowered_kernel_t.nonempty_node), one
+  // per kernel; NONE32 when none.
+  uint32_t gather_check;
+  int64_t gather_extent;
 } tj_lowering_t;
 
 static inline const tj_node_t* NODE(const tj_lowering_t* lw, uint32_t i) {
@@ -185,6 +190,10 @@ void tj_lower_begin_phase(tj_lowering_t* lw, tj_kir_phase_kind_t kind,
                           tj_kir_reduce_t reduce);
 // The body of each template over the current box (both passes).
 tj_status_t tj_lower_body_pointwise(tj_lowering_t* lw);
+// The value of gather |node| at |map|: its indices' value, wrapped and
+// clamped, as an offset into the table read from memory (lower_gather.c).
+tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
+                                  const tj_lower_map_t* map, uint32_t* out);
 
 //===--- lower_reduce.c ---===//
 

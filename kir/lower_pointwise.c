@@ -138,6 +138,8 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       return tj_lower_concat_value(lw, node, map, out);
     case TJ_OP_PAD:
       return tj_lower_pad_value(lw, node, map, out);
+    case TJ_OP_GATHER:
+      return tj_lower_gather_value(lw, node, map, out);
     case TJ_OP_MATMUL:
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kir/lower_internal.h"
+#include "lib/dtype.h"
 
 static tj_kir_reduce_t reduce_of(tj_op_t op) {
   switch (op) {
@@ -18,6 +19,7 @@ static tj_kir_reduce_t reduce_of(tj_op_t op) {
     case TJ_OP_PROD:
       return TJ_KIR_REDUCE_PROD;
     case TJ_OP_ARGMAX:
+    case TJ_OP_ARGMIN:  // of the order-reversed values (below)
       return TJ_KIR_REDUCE_ARGMAX;
     default:
       return TJ_KIR_REDUCE_SUM;
@@ -93,6 +95,16 @@ tj_status_t tj_lower_body_reduce(tj_lowering_t* lw) {
     tj_lower_begin_phase(lw, TJ_KIR_PHASE_REDUCE, reduce_of(n->op));
     uint32_t v;
     TJ_RETURN_IF_ERROR(tj_lower_value(lw, n->operands[0], &fmap, &v));
+    if (lw->emit && n->op == TJ_OP_ARGMIN) {
+      // The first min of x is the first max of an order-reversing map of
+      // x that keeps NaN a NaN: -x for floats, ~x = -x - 1 for integers
+      // (no overflow at the lowest value). Every target's ARGMAX serves.
+      v = tj_kir_unary(lw->k,
+                       tj_dtype_is_float(NODE(lw, n->operands[0])->dtype)
+                           ? TJ_OP_NEG
+                           : TJ_OP_BITWISE_NOT,
+                       v);
+    }
     if (lw->emit) tj_kir_yield(lw->k, v);
     lw->red_phase[r] = phase++;
   }

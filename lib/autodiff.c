@@ -434,6 +434,18 @@ static tj_status_t vjp_div(ad_t* ad, const vjp_t* v) {
   return op1(ad, TJ_OP_NEG, t, &v->out[1]);
 }
 
+// mod and fmod: y = a - q b with q = floor(a / b) or trunc(a / b), an
+// integer constant between its jumps: ga = g, gb = -g q, q = (a - y) / b.
+static tj_status_t vjp_remainder(ad_t* ad, const vjp_t* v) {
+  uint32_t t;
+  v->out[0] = G;
+  if (!v->want[1]) return NULL;
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_SUB, X0, Y, &t));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_DIV, t, X1, &t));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, G, t, &t));
+  return op1(ad, TJ_OP_NEG, t, &v->out[1]);
+}
+
 static tj_status_t vjp_pow(ad_t* ad, const vjp_t* v) {
   uint32_t zero, t, c;
   TJ_RETURN_IF_ERROR(scalar(ad, dtype_of(ad, X0), 0.0, &zero));
@@ -1003,6 +1015,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_NOT] = NONE_("bool"),
     [TJ_OP_ISNAN] = NONE_("bool result"),
     [TJ_OP_CAST] = {vjp_cast, "ga = cast(g, a's dtype) (float to float only)"},
+    [TJ_OP_BITWISE_NOT] = NONE_("integers"),
     // ---- elementwise binary (each ga, gb then summed to its shape) ----
     [TJ_OP_ADD] = {vjp_add, "ga = g, gb = g"},
     [TJ_OP_SUB] = {vjp_sub, "ga = g, gb = -g"},
@@ -1025,6 +1038,15 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_OR] = NONE_("bool"),
     [TJ_OP_WHERE] = {vjp_where,
                      "gb = where(c, g, 0), gc = where(c, 0, g); none to c"},
+    [TJ_OP_MOD] = {vjp_remainder,
+                   "ga = g, gb = -g q, q = floor(a / b) = (a - y) / b"},
+    [TJ_OP_FMOD] = {vjp_remainder,
+                    "ga = g, gb = -g q, q = trunc(a / b) = (a - y) / b"},
+    [TJ_OP_BITWISE_AND] = NONE_("integers"),
+    [TJ_OP_BITWISE_OR] = NONE_("integers"),
+    [TJ_OP_BITWISE_XOR] = NONE_("integers"),
+    [TJ_OP_SHIFT_LEFT] = NONE_("integers"),
+    [TJ_OP_SHIFT_RIGHT] = NONE_("integers"),
     // ---- reductions (g reshaped to keep the reduced axes as 1s) ----
     [TJ_OP_SUM] = {vjp_sum, "ga = broadcast(g)"},
     [TJ_OP_MEAN] = {vjp_mean, "ga = broadcast(g / count)"},
@@ -1036,6 +1058,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                     "ga = g * (prod of the others): y / a without zeros, "
                     "handled exactly with one or more zeros"},
     [TJ_OP_ARGMAX] = NONE_("integer result"),
+    [TJ_OP_ARGMIN] = NONE_("integer result"),
     // ---- contraction ----
     [TJ_OP_MATMUL] = {vjp_matmul,
                       "ga = g @ b^T, gb = a^T @ g (rank-1 operands promoted, "
@@ -1066,6 +1089,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                         "ggamma = sum(g xh)"},
     [TJ_OP_LINEAR] = {vjp_linear, "matmul's rule; gb = sum_to(g, [N])"},
     [TJ_OP_CUSTOM] = {vjp_custom, "the op's registered VJP callback"},
+    [TJ_OP_ONE_HOT] = NONE_("integer indices; values: not yet"),
 };
 #undef NONE_
 

@@ -416,6 +416,11 @@ tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
   return reduce(graph, TJ_OP_ARGMAX, a, 1, &axis, keepdims);
 }
 
+tj_value_t tj_graph_argmin(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                           bool keepdims) {
+  return reduce(graph, TJ_OP_ARGMIN, a, 1, &axis, keepdims);
+}
+
 //===--- data movement ---===//
 
 tj_value_t tj_graph_reshape(tj_graph_t* graph, tj_value_t a, int32_t rank,
@@ -531,6 +536,34 @@ tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a, tj_value_t indices,
   uint32_t ops[2] = {operand(a), operand(indices)};
   tj_node_desc_t desc = make_desc(TJ_OP_GATHER, 2, ops);
   desc.attrs.axis = axis;
+  return append(graph, &desc);
+}
+
+// opsmisc: the result type of one_hot is indices' shape with |depth|
+// inserted at |axis| (counted over the result's rank), values' dtype.
+tj_value_t tj_graph_one_hot(tj_graph_t* graph, tj_value_t indices,
+                            tj_value_t values, int64_t depth, int32_t axis) {
+  if (!building(graph, "tj_graph_one_hot")) return tj_value_none();
+  uint32_t ops[2] = {operand(indices), operand(values)};
+  tj_node_desc_t desc = make_desc(TJ_OP_ONE_HOT, 2, ops);
+  desc.attrs.axis = axis;
+  const tj_node_t* in = node_of(graph, indices);
+  const tj_node_t* vn = node_of(graph, values);
+  int64_t dims[TJ_MAX_RANK];
+  if (in && vn) {
+    int32_t rank = in->rank + 1;
+    if (rank > TJ_MAX_RANK) return reject(graph, &desc, "rank too large");
+    if (axis < -rank || axis >= rank) {
+      return reject(graph, &desc, "axis is out of range");
+    }
+    int32_t a = axis < 0 ? axis + rank : axis;
+    for (int32_t i = 0, j = 0; i < rank; ++i) {
+      dims[i] = i == a ? depth : in->dims[j++];
+    }
+    desc.dtype = vn->dtype;
+    desc.rank = rank;
+    desc.dims = dims;
+  }
   return append(graph, &desc);
 }
 

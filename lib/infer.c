@@ -210,6 +210,11 @@ static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
       if (dtype != TJ_DTYPE_BOOL)
         return fail(c, INVALID, "needs bool, got %s", tj_dtype_name(dtype));
       break;
+    case TJ_OP_DTYPES_INT:
+      if (!tj_dtype_is_int(dtype))
+        return fail(c, INVALID, "needs an integer dtype, got %s",
+                    tj_dtype_name(dtype));
+      break;
     case TJ_OP_DTYPES_ANY:
       break;
   }
@@ -500,7 +505,8 @@ static tj_status_t infer_reduction(infer_t* c) {
   bool reduced[TJ_MAX_RANK] = {false};
   uint32_t n = d->attrs.num_ints;
   if (n > 0 && !d->attrs.ints) return fail(c, INVALID, "axes is NULL");
-  if (d->op == TJ_OP_ARGMAX) {
+  bool arg = d->op == TJ_OP_ARGMAX || d->op == TJ_OP_ARGMIN;
+  if (arg) {
     if (n > 1) return fail(c, INVALID, "takes one axis, got %u", n);
     int64_t axis = 0;
     TJ_RETURN_IF_ERROR(normalize_axis(
@@ -532,7 +538,7 @@ static tj_status_t infer_reduction(infer_t* c) {
     }
   }
   c->out->attrs.keepdims = d->attrs.keepdims;
-  set_result(c, d->op == TJ_OP_ARGMAX ? TJ_DTYPE_I64 : a->dtype, rank, dims);
+  set_result(c, arg ? TJ_DTYPE_I64 : a->dtype, rank, dims);
   return NULL;
 }
 
@@ -814,6 +820,44 @@ static tj_status_t infer_gather(infer_t* c) {
   return NULL;
 }
 
+// opsmisc: one_hot(indices, values) of the written type: indices' shape
+// with depth (>= 0, any dim) inserted at axis, values' dtype; values holds
+// two elements (off, on).
+static tj_status_t infer_one_hot(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const tj_node_t* ix = in(c, 0);
+  const tj_node_t* v = in(c, 1);
+  if (!tj_dtype_is_int(ix->dtype))
+    return fail(c, INVALID, "indices must be an integer dtype, got %s",
+                tj_dtype_name(ix->dtype));
+  if (v->rank != 1 || v->dims[0] != 2)
+    return fail(c, INVALID, "values must have shape [2] (off, on)");
+  int32_t rank = ix->rank + 1;
+  if (rank > TJ_MAX_RANK)
+    return fail(c, INVALID, "result rank %d exceeds %d", (int)rank,
+                TJ_MAX_RANK);
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, d->attrs.axis, rank, &axis));
+  if (d->dtype != v->dtype || d->rank != rank || !d->dims)
+    return fail(c, INVALID, "the result must be %s of rank %d",
+                tj_dtype_name(v->dtype), (int)rank);
+  TJ_RETURN_IF_ERROR(check_dims(c, d->rank, d->dims, DIMS_ANY));
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t i = 0, j = 0; i < rank; ++i) {
+    if (i == axis) {
+      dims[i] = d->dims[i];
+    } else {
+      if (d->dims[i] != ix->dims[j])
+        return fail(c, INVALID, "the result's dim %d is not indices' dim %d",
+                    (int)i, (int)j);
+      dims[i] = ix->dims[j++];
+    }
+  }
+  c->out->attrs.axis = axis;
+  set_result(c, v->dtype, rank, dims);
+  return NULL;
+}
+
 //===--- composites ---===//
 
 static tj_status_t infer_pointwise_composite(infer_t* c) {
@@ -969,6 +1013,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_CUSTOM:
       status = infer_custom(&c);
+      break;
+    case TJ_OP_ONE_HOT:
+      status = infer_one_hot(&c);
       break;
     default:
       switch (tj_op_info(desc->op)->kind) {

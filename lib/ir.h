@@ -60,6 +60,7 @@ typedef enum tj_op_dtypes_e {
   TJ_OP_DTYPES_NUMERIC,  // everything but bool
   TJ_OP_DTYPES_FLOAT,
   TJ_OP_DTYPES_BOOL,
+  TJ_OP_DTYPES_INT,  // integers only (opsmisc: bitwise ops and shifts)
 } tj_op_dtypes_t;
 
 // How an op's loops compose with its neighbours' (see lib/ops.def).

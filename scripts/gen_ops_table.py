@@ -21,7 +21,7 @@ kinds = {"LEAF": "leaf", "UNARY": "elementwise unary", "BINARY":
 
 
 dtypes = {"ANY": "any", "NUMERIC": "numeric", "FLOAT": "float",
-          "BOOL": "bool"}
+          "BOOL": "bool", "INT": "integer"}
 flags = {"EXPENSIVE", "TRANSCENDENTAL", "BOOL_RESULT", "TYPED",
          "MEMORY_OPERANDS"}
 

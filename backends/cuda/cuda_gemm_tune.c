@@ -104,6 +104,9 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
       case TJ_KIR_LOAD:
         v[i] = tj_kir_load(k, map[in->ref]);
         break;
+      case TJ_KIR_LOAD_AT:
+        v[i] = tj_kir_load_at(k, map[in->ref], v[a[0]]);
+        break;
       case TJ_KIR_CONST:
         v[i] = tj_dtype_is_float(in->dtype)
                    ? tj_kir_const_float(k, in->dtype, in->fvalue)

@@ -367,6 +367,8 @@ static int64_t unary_i64(tj_op_t op, int64_t x) {
       return (x > 0) - (x < 0);
     case TJ_OP_NOT:
       return x == 0;
+    case TJ_OP_BITWISE_NOT:
+      return ~x;
     default:
       return 0;
   }
@@ -437,6 +439,14 @@ static double binary_f64(tj_op_t op, double a, double b) {
       return (a != 0.0 && b != 0.0) ? 1.0 : 0.0;
     case TJ_OP_OR:
       return (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
+    case TJ_OP_FMOD:
+      return fmod(a, b);
+    case TJ_OP_MOD: {
+      // numpy.mod: the sign of b; a zero result is a zero of b's sign.
+      double r = fmod(a, b);
+      if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b;
+      return r == 0.0 ? copysign(0.0, b) : r;
+    }
     default:
       return NAN;
   }
@@ -464,6 +474,26 @@ static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
       return a != 0 && b != 0;
     case TJ_OP_OR:
       return a != 0 || b != 0;
+    case TJ_OP_MOD:
+    case TJ_OP_FMOD: {
+      if (b == 0 || b == -1) return 0;  // x mod 0 = 0; no INT64_MIN % -1
+      int64_t r = a % b;                // C: the sign of a
+      if (op == TJ_OP_MOD && r != 0 && (r < 0) != (b < 0)) r += b;
+      return r;
+    }
+    case TJ_OP_BITWISE_AND:
+      return a & b;
+    case TJ_OP_BITWISE_OR:
+      return a | b;
+    case TJ_OP_BITWISE_XOR:
+      return a ^ b;
+    // Operands are sign-extended to 64 bits and the result wraps to the
+    // dtype, so shifting the i64 form gives every width's answer: b >= the
+    // dtype's bits (up to 63) already shifts out (or in) every bit.
+    case TJ_OP_SHIFT_LEFT:
+      return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b);
+    case TJ_OP_SHIFT_RIGHT:
+      return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b;
     default:
       return 0;
   }
@@ -679,14 +709,15 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   const view_t* a = operand_view(run, index, 0);
   bool reduced[TJ_MAX_RANK] = {false};
   int32_t argmax_axis = -1;
-  if (op == TJ_OP_ARGMAX) {
+  const bool is_arg = op == TJ_OP_ARGMAX || op == TJ_OP_ARGMIN;
+  if (is_arg) {
     argmax_axis = (int32_t)node->attrs.axis;
     reduced[argmax_axis] = true;
     if (a->dims[argmax_axis] == 0) {
       char shape[160];
       format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
-      return tj_invalid("argmax (node %%%u): axis %d of %s is empty", index,
-                        argmax_axis, shape);
+      return tj_invalid("%s (node %%%u): axis %d of %s is empty",
+                        tj_op_info(op)->name, index, argmax_axis, shape);
     }
   } else {
     for (uint32_t k = 0; k < node->attrs.num_ints; ++k) {
@@ -720,7 +751,7 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   int64_t* arg = NULL;
   size_t arg_bytes = 0;
   TJ_RETURN_IF_ERROR(scratch_array(run, out_n, 8, &acc, &acc_bytes));
-  if (op == TJ_OP_ARGMAX) {
+  if (is_arg) {
     tj_status_t s = scratch_array(run, out_n, 8, (void**)&arg, &arg_bytes);
     if (s) {
       scratch_free(run, acc, acc_bytes);
@@ -789,6 +820,12 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
             arg[k] = it.index[argmax_axis];
           }
           break;
+        case TJ_OP_ARGMIN:
+          if (it.index[argmax_axis] == 0 || x < acci[k]) {
+            acci[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
         default:
           break;
       }
@@ -816,6 +853,13 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
             arg[k] = it.index[argmax_axis];
           }
           break;
+        case TJ_OP_ARGMIN:
+          if (it.index[argmax_axis] == 0 ||
+              (!isnan(accd[k]) && (isnan(x) || x < accd[k]))) {
+            accd[k] = x;
+            arg[k] = it.index[argmax_axis];
+          }
+          break;
         default:
           break;
       }
@@ -823,7 +867,7 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   }
 
   for (int64_t k = 0; k < out_n; ++k) {
-    if (op == TJ_OP_ARGMAX) {
+    if (is_arg) {
       tj_store_i64(out->dtype, out->data, k, arg[k]);
     } else if (exact) {
       int64_t r = acci[k];
@@ -1227,8 +1271,10 @@ static tj_status_t eval_pad(run_t* run, uint32_t index) {
 }
 
 // numpy.take(a, indices, axis): out = a.shape[:axis] + indices.shape +
-// a.shape[axis+1:]. Every index is checked first, so an error leaves no
-// partial work to undo.
+// a.shape[axis+1:]. A negative index counts from the end (once); the
+// result is then clamped into [0, n - 1] (lib/ops.def), so every index
+// picks a row. Only an empty axis has no row to pick: an error when there
+// are indices, checked first so that an error leaves no partial work.
 static tj_status_t eval_gather(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const view_t* a = operand_view(run, index, 0);
@@ -1236,6 +1282,13 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
   const int32_t axis = (int32_t)node->attrs.axis;
   const int64_t axis_len = a->dims[axis];
   const int64_t num_idx = view_numel(idx);
+  if (num_idx > 0 && axis_len == 0 && dims_numel(axis, a->dims) > 0 &&
+      dims_numel(a->rank - axis - 1, a->dims + axis + 1) > 0) {
+    char shape[160];
+    format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
+    return tj_invalid("gather (node %%%u): axis %d of %s is empty", index, axis,
+                      shape);
+  }
 
   int64_t* picks = NULL;
   size_t picks_bytes = 0;
@@ -1248,16 +1301,8 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
     for (int64_t j = 0; j < num_idx; ++j, iter_next(&it)) {
       int64_t v = tj_load_i64(idx->dtype, idx->data, it.offsets[0]);
       int64_t p = v < 0 ? v + axis_len : v;
-      if (p < 0 || p >= axis_len) {
-        scratch_free(run, picks, picks_bytes);
-        char shape[160];
-        format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
-        return tj_invalid(
-            "gather (node %%%u): index %lld (at position %lld of the indices) "
-            "is out of range for axis %d of size %lld of %s",
-            index, (long long)v, (long long)j, axis, (long long)axis_len,
-            shape);
-      }
+      if (p >= axis_len) p = axis_len - 1;
+      if (p < 0) p = 0;
       picks[j] = p;
     }
   }
@@ -1289,6 +1334,37 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
     }
   }
   scratch_free(run, picks, picks_bytes);
+  return NULL;
+}
+
+// one_hot (ONNX OneHot): y = values[1] where y's index along the axis
+// equals the index (plus depth when negative), else values[0]; an index out
+// of range after that matches nothing.
+static tj_status_t eval_one_hot(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* ix = operand_view(run, index, 0);
+  const view_t* v = operand_view(run, index, 1);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int64_t n = view_numel(out);
+  if (n == 0) return NULL;
+  const int32_t axis = (int32_t)node->attrs.axis;
+  const int64_t depth = out->dims[axis];
+  const size_t es = tj_dtype_size(out->dtype);
+  int64_t istrides[TJ_MAX_RANK];
+  for (int32_t d = 0, j = 0; d < out->rank; ++d) {
+    istrides[d] = d == axis ? 0 : ix->strides[j++];
+  }
+  iter_t it;
+  iter_initialize(&it, out->rank, out->dims);
+  iter_add_operand(&it, istrides);
+  iter_add_operand(&it, out->strides);
+  for (int64_t k = 0; k < n; ++k, iter_next(&it)) {
+    int64_t i = tj_load_i64(ix->dtype, ix->data, it.offsets[0]);
+    if (i < 0) i += depth;
+    int64_t pick = i == it.index[axis] ? 1 : 0;
+    memcpy(elem_ptr(out, it.offsets[1]), elem_ptr(v, pick * v->strides[0]), es);
+  }
   return NULL;
 }
 
@@ -1384,6 +1460,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_gather(run, index);
     case TJ_OP_CUSTOM:
       return eval_custom(run, index);
+    case TJ_OP_ONE_HOT:
+      return eval_one_hot(run, index);
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
     case TJ_OP_LAYER_NORM:

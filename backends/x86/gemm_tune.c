@@ -152,6 +152,9 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
       case TJ_KIR_LOAD:
         v = tj_kir_load(k, in->ref);
         break;
+      case TJ_KIR_LOAD_AT:
+        v = tj_kir_load_at(k, in->ref, a0);
+        break;
       case TJ_KIR_CONST:
         v = tj_dtype_is_float(in->dtype)
                 ? tj_kir_const_float(k, in->dtype, in->fvalue)

@@ -282,8 +282,9 @@ typedef struct tj_executable_stats_t {
   // pointwise group with pad or concat is one kernel per box of its output.
   int32_t num_kernels;
   // Graph breaks between compiled regions: fusion groups no kernel template
-  // expresses (gather, an integer or f64 matmul, a reduction over axes that
-  // are not one strided axis), run on the reference interpreter.
+  // expresses (an integer or f64 matmul, a reduction over axes that are not
+  // one strided axis), run on the reference interpreter. Custom ops are
+  // not graph breaks (num_host_calls).
   int32_t num_graph_breaks;
   double compile_ms;     // wall time of tj_compile
   int64_t cache_hits;    // kernels loaded from the memory or disk cache

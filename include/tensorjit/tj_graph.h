@@ -217,6 +217,34 @@ TJ_API tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond,
 TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
                                 tj_dtype_t dtype);
 
+// Remainders, bitwise ops and shifts (ONNX semantics; elementwise, they fuse
+// like add). Operands broadcast and have one dtype, as for add; a dtype the
+// op does not take is INVALID_ARGUMENT naming the node.
+// mod: a - floor(a / b) * b, with the sign of b (ONNX Mod with fmod = 0,
+// numpy.mod, Python's %); fmod: a - trunc(a / b) * b, with the sign of a
+// (ONNX Mod with fmod = 1, C fmod). Numeric dtypes. Integers: x mod 0 =
+// x fmod 0 = 0 (ONNX leaves it undefined), never a trap. Floats: NaN when b
+// is 0 or a is infinite; a zero result of mod has b's sign.
+TJ_API tj_value_t tj_graph_mod(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+TJ_API tj_value_t tj_graph_fmod(tj_graph_t* graph, tj_value_t a, tj_value_t b);
+// Integer dtypes only (ONNX BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot).
+TJ_API tj_value_t tj_graph_bitwise_and(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_or(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_xor(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+TJ_API tj_value_t tj_graph_bitwise_not(tj_graph_t* graph, tj_value_t a);
+// a shifted by b bits (ONNX BitShift; integer dtypes only). shift_left
+// wraps and gives 0 when b < 0 or b >= the dtype's bits; shift_right is
+// arithmetic on our signed dtypes (numpy.right_shift; ONNX's unsigned
+// dtypes would shift zeros in) and gives every bit equal to a's sign bit
+// when b < 0 or b >= the bits.
+TJ_API tj_value_t tj_graph_shift_left(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
+TJ_API tj_value_t tj_graph_shift_right(tj_graph_t* graph, tj_value_t a,
+                                       tj_value_t b);
+
 //===--- reductions over a set of axes ---===//
 
 // |axes| has |num_axes| distinct entries in [-rank, rank); negative counts
@@ -245,6 +273,11 @@ TJ_API tj_value_t tj_graph_prod(tj_graph_t* graph, tj_value_t a,
 // INVALID_ARGUMENT (when the graph is built, or at run time for a symbolic
 // size that is 0).
 TJ_API tj_value_t tj_graph_argmax(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                                  bool keepdims);
+// The same with the first minimum (ONNX ArgMin, select_last_index = 0):
+// the first NaN wins, as numpy.argmin; an empty axis is an error as above.
+// A native kernel (argmax's, on order-reversed values).
+TJ_API tj_value_t tj_graph_argmin(tj_graph_t* graph, tj_value_t a, int32_t axis,
                                   bool keepdims);
 
 //===--- contraction ---===//
@@ -282,9 +315,13 @@ TJ_API tj_value_t tj_graph_concat(tj_graph_t* graph, int32_t count,
 TJ_API tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a,
                                const int64_t* low, const int64_t* high,
                                double value);
-// numpy.take(a, indices, axis): y has shape a.shape[:axis] + indices.shape +
-// a.shape[axis+1:]. |indices| is i32 or i64; negative indices count from the
-// end; an index out of range is an INVALID_ARGUMENT error at run time.
+// numpy.take(a, indices, axis) (ONNX Gather): y has shape a.shape[:axis] +
+// indices.shape + a.shape[axis+1:]. |indices| is i32 or i64; a negative
+// index counts from the end (i + n); an index still out of range is clamped
+// into [0, n - 1] (no error, never a read outside |a|). Gathering from an
+// empty axis into a non-empty result is INVALID_ARGUMENT at run time. A
+// native kernel on x86 and CUDA that fuses with its consumers (and with the
+// computation of its indices); |a| is read from memory.
 TJ_API tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a,
                                   tj_value_t indices, int32_t axis);
 
@@ -312,6 +349,16 @@ TJ_API tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x,
 // x @ w + b; |b| may be none.
 TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                   tj_value_t b);
+// ONNX OneHot: y has |indices|' shape with |depth| (a dim: constant or
+// symbolic, >= 0) inserted at |axis| (in [-rank - 1, rank], counted over
+// y's rank) and the dtype of |values|, a [2] tensor (off, on). y = on where
+// y's index along the axis equals the index (i32 or i64; depth is added to
+// a negative one), else off: an index out of range gives a row of off.
+// Elementwise after decomposition (iota, eq, where): it fuses with its
+// consumers.
+TJ_API tj_value_t tj_graph_one_hot(tj_graph_t* graph, tj_value_t indices,
+                                   tj_value_t values, int64_t depth,
+                                   int32_t axis);
 
 //===--- reading a graph ---===//
 

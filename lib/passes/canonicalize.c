@@ -457,7 +457,7 @@ static tj_status_t reshape_rules(canon_t* c, match_t* m, uint32_t* out) {
     return emit(c, TJ_OP_RESHAPE, 1, &y, NULL, m->dtype, m->rank, m->dims, out);
   }
   if (is_reduction(inner->op) && !inner->attrs.keepdims &&
-      inner->op != TJ_OP_ARGMAX) {
+      inner->op != TJ_OP_ARGMAX && inner->op != TJ_OP_ARGMIN) {
     uint32_t y = inner->operands[0];
     const tj_node_t* yn = D(c, y);
     if (yn->rank != m->rank) return NULL;

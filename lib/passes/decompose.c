@@ -169,6 +169,81 @@ static tj_status_t norm(dec_t* d, uint32_t x, uint32_t gamma, uint32_t beta,
   return NULL;
 }
 
+// opsmisc: one_hot(indices, values) of y's shape and dtype:
+//   i = indices (i64), i + depth where negative, with a 1 inserted at axis
+//   y = where(i == iota(axis), values[1], values[0])
+// all elementwise over y's shape (one kernel with its consumers); depth is
+// a scalar, or for a symbolic depth the sum of a [depth] vector of ones.
+static tj_status_t one_hot(dec_t* d, const tj_node_t* node, uint32_t ix,
+                           uint32_t values, uint32_t* out) {
+  const int32_t rank = node->rank;
+  const int64_t axis = node->attrs.axis, depth = node->dims[axis];
+  tj_node_desc_t desc;
+  uint32_t i, n, zero, neg, wrapped, io, eq, on, off;
+  TJ_RETURN_IF_ERROR(cast(d, ix, TJ_DTYPE_I64, &i));
+  if (tj_dim_is_const(depth)) {
+    TJ_RETURN_IF_ERROR(
+        tj_rewriter_scalar(&d->rw, TJ_DTYPE_I64, (double)depth, &n));
+  } else {
+    uint32_t ones;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_FULL;
+    desc.dtype = TJ_DTYPE_I64;
+    desc.rank = 1;
+    desc.dims = &depth;
+    desc.attrs.value = 1.0;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &ones));
+    int64_t zero_axis = 0;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_SUM;
+    desc.num_operands = 1;
+    desc.operands = &ones;
+    desc.attrs.ints = &zero_axis;
+    desc.attrs.num_ints = 1;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &n));
+  }
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, TJ_DTYPE_I64, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_LT, i, zero, &neg));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, i, n, &wrapped));
+  uint32_t w3[3] = {neg, wrapped, i};
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_WHERE;
+  desc.num_operands = 3;
+  desc.operands = w3;
+  TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &i));
+  int64_t dims[TJ_MAX_RANK];
+  for (int32_t k = 0; k < rank; ++k) dims[k] = k == axis ? 1 : node->dims[k];
+  TJ_RETURN_IF_ERROR(reshape(d, i, rank, dims, &i));
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_IOTA;
+  desc.dtype = TJ_DTYPE_I64;
+  desc.rank = rank;
+  desc.dims = node->dims;
+  desc.attrs.axis = axis;
+  TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &io));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, i, io, &eq));
+  // values[0] and values[1] as scalars.
+  int64_t one = 1, start0 = 0, start1 = 1, stop0 = 1, stop1 = 2;
+  for (int pick = 0; pick < 2; ++pick) {
+    int64_t sl[3] = {pick ? start1 : start0, pick ? stop1 : stop0, one};
+    uint32_t s;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_SLICE;
+    desc.num_operands = 1;
+    desc.operands = &values;
+    desc.attrs.ints = sl;
+    desc.attrs.num_ints = 3;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &s));
+    TJ_RETURN_IF_ERROR(reshape(d, s, 0, NULL, pick ? &on : &off));
+  }
+  uint32_t sel[3] = {eq, on, off};
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_WHERE;
+  desc.num_operands = 3;
+  desc.operands = sel;
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -176,6 +251,12 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
     if (node->operands[k] != TJ_NODE_NONE) {
       ops[k] = d->rw.map[node->operands[k]];
     }
+  }
+  if (node->op == TJ_OP_ONE_HOT) {
+    uint32_t y;
+    TJ_RETURN_IF_ERROR(one_hot(d, node, ops[0], ops[1], &y));
+    d->rw.map[index] = y;
+    return NULL;
   }
   if (node->op == TJ_OP_LINEAR) {
     uint32_t y;

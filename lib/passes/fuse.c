@@ -176,6 +176,11 @@ static bool fusing_use(const fuse_t* f, uint32_t u, uint32_t v) {
   switch (f->cls[u]) {
     case C_OPAQUE:
       return false;
+    case C_INJECTIVE:
+      // A gather reads its table by index from memory; its indices are read
+      // at the point like any operand.
+      return !tj_op_has(N(f, u)->op, TJ_OPF_MEMORY_OPERANDS) ||
+             N(f, u)->operands[0] != v;
     case C_MATMUL: {
       // A transpose of a buffer in memory is a strided load: of an input or
       // constant, or of a matmul, reduction or opaque result, which stays

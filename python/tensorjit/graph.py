@@ -980,6 +980,43 @@ class Graph:
         return self._value(_lib.lib().tj_graph_cast(
             self.handle, v._raw(), int(dtype_of(dtype))), "cast")
 
+    # Remainders, bitwise ops and shifts (ONNX semantics; they fuse).
+
+    def mod(self, a: Operand, b: Operand) -> Value:
+        """a - floor(a / b) * b, the sign of b (numpy.mod; ONNX Mod with
+        fmod=0); integers: x mod 0 is 0."""
+        return self._binary("mod", a, b)
+
+    def fmod(self, a: Operand, b: Operand) -> Value:
+        """a - trunc(a / b) * b, the sign of a (numpy.fmod; ONNX Mod with
+        fmod=1); integers: x fmod 0 is 0."""
+        return self._binary("fmod", a, b)
+
+    def bitwise_and(self, a: Operand, b: Operand) -> Value:
+        """a & b (integers)."""
+        return self._binary("bitwise_and", a, b)
+
+    def bitwise_or(self, a: Operand, b: Operand) -> Value:
+        """a | b (integers)."""
+        return self._binary("bitwise_or", a, b)
+
+    def bitwise_xor(self, a: Operand, b: Operand) -> Value:
+        """a ^ b (integers)."""
+        return self._binary("bitwise_xor", a, b)
+
+    def bitwise_not(self, a: Value) -> Value:
+        """~a (integers)."""
+        return self._unary("bitwise_not", a)
+
+    def shift_left(self, a: Operand, b: Operand) -> Value:
+        """a << b, wrapping; 0 when b < 0 or b >= the bits (integers)."""
+        return self._binary("shift_left", a, b)
+
+    def shift_right(self, a: Operand, b: Operand) -> Value:
+        """a >> b, arithmetic; the sign bit everywhere when b < 0 or b >=
+        the bits (integers)."""
+        return self._binary("shift_right", a, b)
+
     #===--- reductions ---===#
 
     def _reduce(self, op: str, a: Value, axes: Any, keepdims: bool) -> Value:
@@ -1019,6 +1056,14 @@ class Graph:
         return self._value(_lib.lib().tj_graph_argmax(
             self.handle, v._raw(), _int_in(axis, _INT32, "argmax axis"),
             bool(keepdims)), "argmax")
+
+    def argmin(self, a: Value, axis: int, keepdims: bool = False) -> Value:
+        """i64 index of the first minimum along |axis| (the first NaN wins,
+        as numpy.argmin)."""
+        v = self._own(a, "argmin")
+        return self._value(_lib.lib().tj_graph_argmin(
+            self.handle, v._raw(), _int_in(axis, _INT32, "argmin axis"),
+            bool(keepdims)), "argmin")
 
     #===--- contraction ---===#
 
@@ -1094,7 +1139,11 @@ class Graph:
             self.handle, v._raw(), lo, hi, float(value)), "pad")
 
     def gather(self, a: Value, indices: Operand, axis: int = 0) -> Value:
-        """numpy.take(a, indices, axis); |indices| i32 or i64."""
+        """numpy.take(a, indices, axis) (ONNX Gather); |indices| i32 or i64.
+
+        A negative index counts from the end; one still out of range is
+        clamped into [0, n - 1]. A native kernel that fuses with its
+        consumers."""
         v = self._own(a, "gather")
         if isinstance(indices, Value):
             idx = self._own(indices, "gather indices")
@@ -1173,6 +1222,18 @@ class Graph:
             _lib.Value_t(0)
         return self._value(_lib.lib().tj_graph_linear(
             self.handle, v._raw(), vw._raw(), vb), "linear")
+
+    def one_hot(self, indices: Value, values: Operand, depth: Any,
+                axis: int = -1) -> Value:
+        """ONNX OneHot: values[1] where the index (plus depth when
+        negative) equals the position along |axis| (inserted, of length
+        |depth|: an int or a symbol name), else values[0]."""
+        ix = self._own(indices, "one_hot indices")
+        vv = self._operand(values, None, "one_hot values")
+        d = self._dim(depth, "one_hot depth")
+        return self._value(_lib.lib().tj_graph_one_hot(
+            self.handle, ix._raw(), vv._raw(), d,
+            _int_in(axis, _INT32, "one_hot axis")), "one_hot")
 
     #===--- reading ---===#
 

@@ -663,6 +663,16 @@ typedef struct binary_case_t {
   bool ints;
 } binary_case_t;
 
+// Whether the op named |name| takes integers only (lib/ops.def's INT).
+static bool ints_only(const char* name) {
+  for (int op = 0; op < TJ_OP_COUNT_; ++op) {
+    if (strcmp(tj_op_info((tj_op_t)op)->name, name) == 0) {
+      return tj_op_info((tj_op_t)op)->dtypes == TJ_OP_DTYPES_INT;
+    }
+  }
+  return false;
+}
+
 static const binary_case_t kBinary[] = {
     {"add", tj_graph_add, -10, 10, true},
     {"sub", tj_graph_sub, -10, 10, true},
@@ -677,6 +687,14 @@ static const binary_case_t kBinary[] = {
     {"le", tj_graph_le, -3, 3, true},
     {"gt", tj_graph_gt, -3, 3, true},
     {"ge", tj_graph_ge, -3, 3, true},
+    // opsmisc: divisors and shift counts around 0 and the widths.
+    {"mod", tj_graph_mod, -10, 10, true},
+    {"fmod", tj_graph_fmod, -10, 10, true},
+    {"bitwise_and", tj_graph_bitwise_and, -100, 100, true},
+    {"bitwise_or", tj_graph_bitwise_or, -100, 100, true},
+    {"bitwise_xor", tj_graph_bitwise_xor, -100, 100, true},
+    {"shift_left", tj_graph_shift_left, -3, 70, true},
+    {"shift_right", tj_graph_shift_right, -3, 70, true},
 };
 
 static void group_binary_ops_broadcast(void) {
@@ -688,6 +706,7 @@ static void group_binary_ops_broadcast(void) {
     for (size_t t = 0; t < ARRAY_SIZE(kTypes); ++t) {
       tj_dtype_t d = kTypes[t];
       if (!tj_dtype_is_float(d) && !b->ints) continue;
+      if (tj_dtype_is_float(d) && ints_only(b->name)) continue;
       char name[64];
       snprintf(name, sizeof(name), "%s_%s", b->name, tj_dtype_name(d));
       case_t c;
@@ -1074,13 +1093,15 @@ static void group_movement(void) {
   c.tol = tj_cts_tol_for(TJ_DTYPE_F16, 0);
   finish(&c, -1, 0);
 
-  // gather has no kernel: a graph break (between kernels in the second).
+  // gather is a kernel fused with its consumer, indices negative and out
+  // of range included (wrapped, then clamped); in the second its table is
+  // another kernel's output.
   begin(&c, "gather");
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){9, 5}, -1, 1);
-  tj_value_t idx = input(&c, TJ_DTYPE_I64, 1, (int64_t[]){c.B}, 0, 9);
+  tj_value_t idx = input(&c, TJ_DTYPE_I64, 1, (int64_t[]){c.B}, -12, 12);
   output(&c, tj_graph_exp(c.g, tj_graph_gather(c.g, x, idx, 0)));
   c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, 1, 1);
+  finish(&c, 1, 0);
 
   begin(&c, "gather_between_kernels");
   c.layouts = true;
@@ -1089,7 +1110,7 @@ static void group_movement(void) {
   output(&c,
          tj_graph_exp(c.g, tj_graph_gather(c.g, tj_graph_neg(c.g, x), idx, 0)));
   c.tol = (tol_t){4e-6, 1e-7};
-  finish(&c, -1, 1);
+  finish(&c, -1, 0);
 
   begin(&c, "leaves");
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 5}, -1, 1);
@@ -1358,6 +1379,15 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 5e-5);
       return true;
     }
+    case TJ_OP_ONE_HOT: {
+      // Indices around and beyond [-depth, depth): wrapped, or all off.
+      tj_value_t ix = input(c, TJ_DTYPE_I64, 2, (int64_t[]){B, 3}, -9, 9);
+      tj_value_t v = input(c, d, 1, (int64_t[]){2}, -5, 5);
+      output(c, tj_graph_one_hot(g, ix, v, 7, 1));
+      output(c, tj_graph_one_hot(g, ix, v, B, -1));
+      c->tol = (tol_t){0, 0};
+      return true;
+    }
     case TJ_OP_LINEAR: {
       tj_value_t x = input(c, d, 2, (int64_t[]){B, 8}, -1, 1);
       tj_value_t w = input(c, d, 2, (int64_t[]){8, 5}, -1, 1);
@@ -1380,6 +1410,9 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
         break;
       case TJ_OP_ISNAN:
         output(c, tj_graph_isnan(g, tj_graph_log(g, x)));  // NaN below 0
+        break;
+      case TJ_OP_BITWISE_NOT:
+        output(c, tj_graph_bitwise_not(g, x));
         break;
       default:
         if (!u) return false;
@@ -1428,6 +1461,11 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
     if (op == TJ_OP_ARGMAX) {
       output(c, tj_graph_argmax(g, x, 2, false));
       output(c, tj_graph_argmax(g, x, 1, true));
+      return true;
+    }
+    if (op == TJ_OP_ARGMIN) {
+      output(c, tj_graph_argmin(g, x, 2, false));
+      output(c, tj_graph_argmin(g, x, 1, true));
       return true;
     }
     reduce_fn fn = op == TJ_OP_SUM    ? tj_graph_sum

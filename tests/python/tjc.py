@@ -94,6 +94,7 @@ def _declare(L):
         "tj_graph_where": (Value, [vp, Value, Value, Value]),
         "tj_graph_cast": (Value, [vp, Value, ctypes.c_int]),
         "tj_graph_argmax": (Value, [vp, Value, i32, ctypes.c_bool]),
+        "tj_graph_argmin": (Value, [vp, Value, i32, ctypes.c_bool]),
         "tj_graph_reshape": (Value, [vp, Value, i32, p64]),
         "tj_graph_transpose": (Value, [vp, Value, p32]),
         "tj_graph_broadcast_to": (Value, [vp, Value, i32, p64]),
@@ -268,6 +269,9 @@ class Graph:
 
     def argmax(self, a, axis, keepdims=False):
         return lib().tj_graph_argmax(self.handle, a, axis, keepdims)
+
+    def argmin(self, a, axis, keepdims=False):
+        return lib().tj_graph_argmin(self.handle, a, axis, keepdims)
 
     def reshape(self, a, dims):
         return lib().tj_graph_reshape(self.handle, a, len(dims), _i64s(dims))

@@ -143,6 +143,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_ARGMAX:
       return tj_graph_argmax(dst, x[0], n ? (int32_t)at->ints[0] : 0,
                              at->keepdims);
+    case TJ_OP_ARGMIN:
+      return tj_graph_argmin(dst, x[0], n ? (int32_t)at->ints[0] : 0,
+                             at->keepdims);
     case TJ_OP_RESHAPE:
       return tj_graph_reshape(dst, x[0], rank, dims);
     case TJ_OP_TRANSPOSE:
@@ -180,6 +183,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_rms_norm(dst, x[0], x[1], at->value);
     case TJ_OP_LINEAR:
       return tj_graph_linear(dst, x[0], x[1], x[2]);
+    case TJ_OP_ONE_HOT:
+      return tj_graph_one_hot(dst, x[0], x[1], dims[at->axis],
+                              (int32_t)at->axis);
     default:  // a shared form, above
       break;
   }

@@ -338,6 +338,19 @@ static const fd_case_t kBinary[] = {
      "func @f(%a: f64[2,3], %b: f64[2,3]) {\n"
      "  %2 = minimum %a, %b : f64[2,3]\n  return %2 as \"y\"\n}\n",
      R(-2, 2)},
+    // Between the jumps of the quotient: 10.5 a / b stays in (10.3, 10.7).
+    {"mod",
+     "func @f(%a: f64[2,3], %b: f64[3]) {\n"
+     "  %2 = constant [10.5] : f64[]\n"
+     "  %3 = mul %a, %2 : f64[2,3]\n"
+     "  %4 = mod %3, %b : f64[2,3]\n  return %4 as \"y\"\n}\n",
+     R(1.1, 1.12)},
+    {"fmod",
+     "func @f(%a: f64[2,3], %b: f64[2,1]) {\n"
+     "  %2 = constant [-10.5] : f64[]\n"
+     "  %3 = mul %a, %2 : f64[2,3]\n"
+     "  %4 = fmod %3, %b : f64[2,3]\n  return %4 as \"y\"\n}\n",
+     R(1.1, 1.12)},
     {"where",
      "func @f(%a: f64[2,3], %b: f64[3]) {\n"
      "  %2 = gt %a, %b : bool[2,3]\n"

@@ -48,7 +48,7 @@ TEST(pattern_agrees_with_kind) {
     }
   }
   CHECK_EQ_INT(TJ_OP_PATTERN_OPAQUE, tj_op_info(TJ_OP_ARGMAX)->pattern);
-  CHECK_EQ_INT(TJ_OP_PATTERN_OPAQUE, tj_op_info(TJ_OP_GATHER)->pattern);
+  CHECK_EQ_INT(TJ_OP_PATTERN_INJECTIVE, tj_op_info(TJ_OP_GATHER)->pattern);
   CHECK_EQ_INT(TJ_OP_PATTERN_REDUCE, tj_op_info(TJ_OP_SOFTMAX)->pattern);
   CHECK_EQ_INT(TJ_OP_PATTERN_CONTRACTION, tj_op_info(TJ_OP_LINEAR)->pattern);
 }
@@ -70,6 +70,7 @@ TEST(flags_are_consistent) {
     // partition: what reads its operands from memory is materialized.
     if (tj_op_has(op, TJ_OPF_MEMORY_OPERANDS)) {
       CHECK(info->pattern == TJ_OP_PATTERN_CONTRACTION ||
+            info->pattern == TJ_OP_PATTERN_INJECTIVE ||
             info->pattern == TJ_OP_PATTERN_OPAQUE);
     }
   }

@@ -254,6 +254,9 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
     case TJ_OP_NOT:
       r.i = !v;
       break;
+    case TJ_OP_BITWISE_NOT:
+      r.i = ~v;
+      break;
     default:
       break;
   }
@@ -311,6 +314,14 @@ static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x,
       case TJ_OP_GE:
         r.i = a >= b;
         break;
+      case TJ_OP_FMOD:
+        r.f = fmod(a, b);
+        break;
+      case TJ_OP_MOD:
+        r.f = fmod(a, b);
+        if (r.f != 0.0 && (r.f < 0.0) != (b < 0.0)) r.f += b;
+        if (r.f == 0.0) r.f = copysign(0.0, b);
+        break;
       default:
         r.f = NAN;
         break;
@@ -362,6 +373,26 @@ static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x,
     case TJ_OP_OR:
       r.i = a || b;
       break;
+    case TJ_OP_MOD:
+    case TJ_OP_FMOD:
+      r.i = b == 0 || b == -1 ? 0 : a % b;
+      if (op == TJ_OP_MOD && r.i != 0 && (r.i < 0) != (b < 0)) r.i += b;
+      break;
+    case TJ_OP_BITWISE_AND:
+      r.i = a & b;
+      break;
+    case TJ_OP_BITWISE_OR:
+      r.i = a | b;
+      break;
+    case TJ_OP_BITWISE_XOR:
+      r.i = a ^ b;
+      break;
+    case TJ_OP_SHIFT_LEFT:
+      r.i = b < 0 || b >= 64 ? 0 : (int64_t)(ua << b);
+      break;
+    case TJ_OP_SHIFT_RIGHT:
+      r.i = b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b;
+      break;
     default:
       break;
   }
@@ -398,6 +429,16 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
       case TJ_KIR_LOAD: {
         const tj_kir_buffer_t* buf = &it->k->buffers[in->ref];
         int64_t off = interp_offset(it, in->ref);
+        if (interp_is_float(buf->dtype)) {
+          r.f = tj_load_f64(buf->dtype, it->buffers[in->ref], off);
+        } else {
+          r.i = tj_load_i64(buf->dtype, it->buffers[in->ref], off);
+        }
+        break;
+      }
+      case TJ_KIR_LOAD_AT: {
+        const tj_kir_buffer_t* buf = &it->k->buffers[in->ref];
+        int64_t off = interp_offset(it, in->ref) + vals[in->args[0]].i;
         if (interp_is_float(buf->dtype)) {
           r.f = tj_load_f64(buf->dtype, it->buffers[in->ref], off);
         } else {
