@@ -259,6 +259,14 @@ uint32_t tj_executable_num_host_steps(const tj_executable_t* executable) {
 tj_status_t tj_executable_run(tj_executable_t* executable,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_tensor_t* outputs, int32_t num_outputs) {
+  return tj_executable_run_timed(executable, inputs, num_inputs, outputs,
+                                 num_outputs, NULL);
+}
+
+tj_status_t tj_executable_run_timed(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
+  double start = timing ? tj_now_ms() : 0;
   tj_executable_t* exe = executable;
   if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
   const tj_graph_t* g = exe->graph;
@@ -290,8 +298,21 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
       }
     }
   }
-  tj_status_t status = b->run(exe->target, program, b->lowers ? sym : NULL,
-                              inputs, num_inputs, outputs, num_outputs);
+  tj_status_t status;
+  if (timing && b->run_timed) {
+    timing->setup_ms += tj_now_ms() - start;
+    status = b->run_timed(exe->target, program, b->lowers ? sym : NULL, inputs,
+                          num_inputs, outputs, num_outputs, timing);
+  } else if (timing) {
+    double now = tj_now_ms();
+    timing->setup_ms += now - start;
+    status = b->run(exe->target, program, b->lowers ? sym : NULL, inputs,
+                    num_inputs, outputs, num_outputs);
+    timing->whole_ms += tj_now_ms() - now;
+  } else {
+    status = b->run(exe->target, program, b->lowers ? sym : NULL, inputs,
+                    num_inputs, outputs, num_outputs);
+  }
   if (!status) atomic_fetch_add(&exe->runs, 1);
   return status;
 }

@@ -339,9 +339,14 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
 
 //===--- running ---===//
 
+// |tm| (NULL on the plain path) gets each kernel's, host step's and copy's
+// time (tj_executable_profile): a monotonic clock around each launch,
+// which returns when the parallel region is done.
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
-                             const tj_tensor_t* outputs, frame_t* f) {
+                             const tj_tensor_t* outputs, frame_t* f,
+                             tj_run_timing_t* tm) {
+  double t_start = tm ? tj_now_ms() : 0, t_copy = 0;
   const tj_run_plan_t* rp = t->plan;
   const tj_graph_t* g = rp->graph;
   const tj_memplan_t* mp = rp->memplan;
@@ -420,6 +425,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
     }
     f->loc[buf->node] = ptr;
   }
+  if (tm) t_copy = tj_now_ms();
   for (uint32_t i = 0; i < g->num_inputs; ++i) {
     const tj_tensor_t* in = &inputs[i];
     uint32_t node = g->inputs[i];
@@ -431,6 +437,12 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
     tj_host_copy_strided(f->loc[node], NULL, tj_host_tensor_data(in),
                          in->strides, in->rank, in->shape,
                          tj_dtype_size(in->dtype));
+  }
+  if (tm) {
+    double now = tj_now_ms();
+    tm->copy_ms += now - t_copy;
+    tm->setup_ms += t_copy - t_start;
+    t_start = now;
   }
   // Aliases of inputs (reshaped graph inputs) follow their roots.
   for (uint32_t b = 0; b < mp->num_buffers; ++b) {
@@ -455,6 +467,10 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
             f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
       }
       const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+      if (tm) {
+        tm->setup_ms += tj_now_ms() - t_start;
+        t_start = tj_now_ms();
+      }
       if (tj_x86_tuner_handles(p->tuner, k)) {
         TJ_RETURN_IF_ERROR(tj_x86_tuner_run(p->tuner, k, &f->launches[k],
                                             buffers, scalars, scratch,
@@ -463,16 +479,42 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         tj_x86_launch_run(&t->runner, &f->launches[k], set->fns[k], buffers,
                           scalars, scratch);
       }
+      if (tm) {
+        double now = tj_now_ms();
+        tj_run_kernel_timing_t* kt = &tm->kernels[k];
+        kt->ms += now - t_start;
+        t_start = now;
+        kt->name = low->kernel->name;
+        kt->kind = low->kernel->kind;
+        if (f->launches[k].units > 0) {
+          double bytes, flops;
+          tj_kernel_traffic(low->kernel, scalars, &bytes, &flops);
+          kt->bytes += bytes;
+          kt->flops += flops;
+          ++kt->launches;
+        }
+      }
       // A deferred path that could not be built was skipped: say so.
       TJ_RETURN_IF_ERROR(tj_x86_kernel_set_take_error(set));
     }
     if (step->kind == TJ_RUN_STEP_HOST) {
+      if (tm) {
+        tm->setup_ms += tj_now_ms() - t_start;
+        t_start = tj_now_ms();
+      }
       TJ_RETURN_IF_ERROR(
           tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
+      if (tm) {
+        double now = tj_now_ms();
+        tm->step_ms[s] += now - t_start;
+        t_start = now;
+      }
     }
   }
+  if (tm) tm->setup_ms += tj_now_ms() - t_start;
   // 4. Outputs not written in place: staged, duplicated, or inputs and
   // constants returned as outputs.
+  if (tm) t_copy = tj_now_ms();
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
     uint32_t node = g->outputs[i].node;
     uint32_t bi = mp->buffer_of[node];
@@ -485,19 +527,32 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                          NULL, out->rank, out->shape,
                          tj_dtype_size(out->dtype));
   }
+  if (tm) tm->copy_ms += tj_now_ms() - t_copy;
   return NULL;
+}
+
+static tj_status_t x86_run_timed(void* target, void* program,
+                                 const int64_t* sym, const tj_tensor_t* inputs,
+                                 int32_t num_inputs, const tj_tensor_t* outputs,
+                                 int32_t num_outputs, tj_run_timing_t* timing) {
+  (void)num_inputs;
+  (void)num_outputs;
+  target_t* t = target;
+  frame_t* f = NULL;
+  bool temp = false;
+  double start = timing ? tj_now_ms() : 0;
+  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
+  if (timing) timing->setup_ms += tj_now_ms() - start;
+  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f, timing);
+  frame_release(t, f, temp);
+  return status;
 }
 
 static tj_status_t x86_run(void* target, void* program, const int64_t* sym,
                            const tj_tensor_t* inputs, int32_t num_inputs,
                            const tj_tensor_t* outputs, int32_t num_outputs) {
-  target_t* t = target;
-  frame_t* f = NULL;
-  bool temp = false;
-  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
-  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f);
-  frame_release(t, f, temp);
-  return status;
+  return x86_run_timed(target, program, sym, inputs, num_inputs, outputs,
+                       num_outputs, NULL);
 }
 
 // The deferred code: waits for the background build or builds it here.
@@ -518,6 +573,7 @@ const tj_backend_t tj_backend_x86 = {
     .prepare = x86_prepare,
     .release = x86_release,
     .close = x86_close,
+    .run_timed = x86_run_timed,
 };
 
 tj_x86_tuner_t* tj_x86_backend_tuner(const void* program) {
