@@ -70,10 +70,7 @@ static tj_status_t make_report(const tj_executable_t* exe,
                                const tj_run_timing_t* tm, int32_t runs,
                                double run_ms, tj_profile_report_t** out) {
   const tj_run_plan_t* rp = &exe->run_plan;
-  uint32_t num_host = 0;
-  for (uint32_t s = 0; s < tm->num_steps; ++s) {
-    num_host += rp->steps[s].kind == TJ_RUN_STEP_HOST;
-  }
+  uint32_t num_host = tm->num_host_steps;
   bool whole = tm->whole_ms > 0 || !exe->backend->lowers;
   uint32_t n = tm->num_kernels + num_host + (whole ? 1 : 0) + 2;
   size_t bytes = sizeof(tj_profile_report_t) +
@@ -108,14 +105,14 @@ static tj_status_t make_report(const tj_executable_t* exe,
     x->flops = kt->flops * per;
     r->kernel_ms += x->ms;
   }
-  for (uint32_t s = 0; s < tm->num_steps; ++s) {
+  for (uint32_t s = 0, h = 0; s < rp->num_steps && h < num_host; ++s) {
     const tj_run_step_t* st = &rp->steps[s];
     if (st->kind != TJ_RUN_STEP_HOST) continue;
     tj_profile_entry_t* x = &tmp[e++];
     x->kind = TJ_PROFILE_HOST;
     snprintf(x->name, sizeof(x->name), "host.g%u", st->group);
     host_ops(&st->host, x->detail, sizeof(x->detail));
-    x->ms = tm->step_ms[s] * per;
+    x->ms = tm->host_ms[h++] * per;
     r->host_ms += x->ms;
   }
   if (whole) {
@@ -174,12 +171,12 @@ tj_status_t tj_executable_profile(tj_executable_t* executable,
   tj_run_timing_t tm;
   memset(&tm, 0, sizeof(tm));
   tm.num_kernels = rp->num_kernels;
-  tm.num_steps = rp->num_steps;
+  tm.num_host_steps = rp->num_host_steps;
   size_t kbytes = sizeof(tj_run_kernel_timing_t) * (tm.num_kernels + 1);
-  size_t sbytes = sizeof(double) * (tm.num_steps + 1);
+  size_t sbytes = sizeof(double) * (tm.num_host_steps + 1);
   tm.kernels = tj_calloc(exe->allocator, 1, kbytes);
-  tm.step_ms = tj_calloc(exe->allocator, 1, sbytes);
-  tj_status_t status = tm.kernels && tm.step_ms ? NULL : tj_status_oom();
+  tm.host_ms = tj_calloc(exe->allocator, 1, sbytes);
+  tj_status_t status = tm.kernels && tm.host_ms ? NULL : tj_status_oom();
   double total = 0;
   for (int32_t r = 0; r < runs && !status; ++r) {
     double start = tj_now_ms();
@@ -190,7 +187,7 @@ tj_status_t tj_executable_profile(tj_executable_t* executable,
   tj_profile_report_t* report = NULL;
   if (!status) status = make_report(exe, &tm, runs, total / runs, &report);
   tj_free(exe->allocator, tm.kernels, kbytes);
-  tj_free(exe->allocator, tm.step_ms, sbytes);
+  tj_free(exe->allocator, tm.host_ms, sbytes);
   if (status) return status;
   if (tj_log_flags(exe->context) & TJ_LOG_PROFILE) {
     char text[8192];

@@ -186,18 +186,30 @@ static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
   return NULL;
 }
 
-static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
-                            const tj_tensor_t* inputs, int32_t num_inputs,
-                            const tj_tensor_t* outputs, int32_t num_outputs) {
+static tj_status_t cuda_run_timed(void* target, void* program,
+                                  const int64_t* sym, const tj_tensor_t* inputs,
+                                  int32_t num_inputs,
+                                  const tj_tensor_t* outputs,
+                                  int32_t num_outputs,
+                                  tj_run_timing_t* timing) {
+  (void)num_inputs;
+  (void)num_outputs;
   target_t* t = target;
   if (t->offline) {
     return tj_invalid("an executable compiled for PTX only does not run");
   }
   pthread_mutex_lock(&t->run_mutex);
-  tj_status_t status =
-      tj_cuda_program_run(((program_t*)program)->cuda, sym, inputs, outputs);
+  tj_status_t status = tj_cuda_program_run_timed(((program_t*)program)->cuda,
+                                                 sym, inputs, outputs, timing);
   pthread_mutex_unlock(&t->run_mutex);
   return status;
+}
+
+static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
+                            const tj_tensor_t* inputs, int32_t num_inputs,
+                            const tj_tensor_t* outputs, int32_t num_outputs) {
+  return cuda_run_timed(target, program, sym, inputs, num_inputs, outputs,
+                        num_outputs, NULL);
 }
 
 const tj_backend_t tj_backend_cuda = {
@@ -212,6 +224,7 @@ const tj_backend_t tj_backend_cuda = {
     .prepare = NULL,  // everything is compiled and loaded by compile
     .release = cuda_release,
     .close = cuda_close,
+    .run_timed = cuda_run_timed,
 };
 
 //===--- offline PTX ---===//

@@ -18,14 +18,14 @@ typedef struct tj_run_kernel_timing_t {
 } tj_run_kernel_timing_t;
 
 // Everything one profile accumulates. The driver allocates the arrays
-// (|num_kernels| of the run plan, |num_steps| of its steps) zeroed; the
-// backend adds to them.
+// (|num_kernels| of the run plan, |num_host_steps| of its HOST steps)
+// zeroed; the backend adds to them.
 typedef struct tj_run_timing_t {
   uint32_t num_kernels;
   tj_run_kernel_timing_t* kernels;
-  uint32_t num_steps;
-  double* step_ms;  // per run plan step: the HOST steps' time (graph breaks,
-                    // with their device copies on CUDA)
+  uint32_t num_host_steps;
+  double* host_ms;  // per HOST step of the run plan, in plan order (graph
+                    // breaks, with their device copies on CUDA)
   double copy_ms;   // staging of inputs and outputs, host <-> device copies
   double setup_ms;  // memory plan, kernel params, frames, argument tables
   double whole_ms;  // a backend without run_timed: its whole runs

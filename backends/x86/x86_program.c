@@ -451,6 +451,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
   }
   // 3. The steps.
   unsigned char* scratch = tj_host_byte_at(base, scratch_offset);
+  uint32_t host_index = 0;  // HOST steps so far
   for (uint32_t s = 0; s < rp->num_steps; ++s) {
     const tj_run_step_t* step = &rp->steps[s];
     for (uint32_t k = step->first_kernel;
@@ -506,7 +507,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
           tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
       if (tm) {
         double now = tj_now_ms();
-        tm->step_ms[s] += now - t_start;
+        tm->host_ms[host_index++] += now - t_start;
         t_start = now;
       }
     }
