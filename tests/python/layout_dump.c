@@ -75,6 +75,37 @@ int main(void) {
   FIELD(tj_executable_stats_t, recompiles);
   FIELD(tj_executable_stats_t, runs);
 
+  STRUCT(tj_profile_entry_t);
+  FIELD(tj_profile_entry_t, kind);
+  FIELD(tj_profile_entry_t, name);
+  FIELD(tj_profile_entry_t, detail);
+  FIELD(tj_profile_entry_t, ms);
+  FIELD(tj_profile_entry_t, share);
+  FIELD(tj_profile_entry_t, launches);
+  FIELD(tj_profile_entry_t, bytes);
+  FIELD(tj_profile_entry_t, flops);
+  FIELD(tj_profile_entry_t, gbytes_per_s);
+  FIELD(tj_profile_entry_t, gflops_per_s);
+
+  STRUCT(tj_profile_report_t);
+  FIELD(tj_profile_report_t, graph);
+  FIELD(tj_profile_report_t, target);
+  FIELD(tj_profile_report_t, runs);
+  FIELD(tj_profile_report_t, run_ms);
+  FIELD(tj_profile_report_t, kernel_ms);
+  FIELD(tj_profile_report_t, host_ms);
+  FIELD(tj_profile_report_t, copy_ms);
+  FIELD(tj_profile_report_t, setup_ms);
+  FIELD(tj_profile_report_t, accounted_ms);
+  FIELD(tj_profile_report_t, num_kernels);
+  FIELD(tj_profile_report_t, cuda_graphs_disabled);
+  FIELD(tj_profile_report_t, num_entries);
+  FIELD(tj_profile_report_t, entries);
+  FIELD(tj_profile_report_t, allocator);
+  FIELD(tj_profile_report_t, allocator.fn);
+  FIELD(tj_profile_report_t, allocator.user_data);
+  FIELD(tj_profile_report_t, bytes);
+
   STRUCT(tj_scoreboard_row_t);
   FIELD(tj_scoreboard_row_t, stage);
   FIELD(tj_scoreboard_row_t, nodes);
