@@ -19,6 +19,7 @@
 // steady state allocates nothing; concurrent runs get different frames.
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "backends/x86/gemm_tune.h"
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
+#include "jit/kernel_dump.h"
 #include "lib/env.h"
 
 #define FRAME_POOL 8
@@ -294,6 +296,33 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   return NULL;
 }
 
+// The dump directory's per-kernel files of the generic program
+// (jit/kernel_dump.h). Never fails: a problem is a warning.
+static void dump_kernels(target_t* t, const program_t* p) {
+  const char* dir = tj_setting(t->config.context, TJ_SETTING_DUMP_DIR);
+  uint32_t n = p->set.num_kernels;
+  if (!dir || !*dir || n == 0) return;
+  const tj_kir_t** kirs = tj_alloc(t->config.allocator, sizeof(*kirs) * n);
+  if (!kirs) {
+    tj_context_diagnostic(
+        t->config.context, TJ_SEVERITY_WARNING,
+        "%s: no kernel dumps: out of memory",
+        tj_setting_source(t->config.context, TJ_SETTING_DUMP_DIR));
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) kirs[i] = p->set.kernels[i].kernel;
+  const tj_compile_options_t* o = t->config.options;
+  char note[160];
+  snprintf(note, sizeof(note),
+           "program: generic kernels, %d threads%s, GEMM autotune %s",
+           (int)t->runner.threads,
+           o->x86.parallel_for ? " (the host's parallel_for)" : "",
+           p->tuner ? "on (timed per shape bucket at run time)" : "off");
+  tj_x86_dump_kernels(t->jit, t->config.allocator, t->config.context, dir,
+                      t->plan->graph->name, kirs, n, note);
+  tj_free(t->config.allocator, kirs, sizeof(*kirs) * n);
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -328,6 +357,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   if (!status) {
     account_set(t, &p->set, lp);
     if (p->generic) status = finish_generic(t, p);
+    if (!status && p->generic) dump_kernels(t, p);
   }
   if (status) {
     x86_release(t, p);
