@@ -184,7 +184,7 @@ static int compile_only(const options_t* opt) {
   double t0 = now_ms();
   check(tj_compile(g, &co, &exe), "tj_compile");
   double t1 = now_ms();
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
   printf("%.3f %lld %lld\n", t1 - t0, (long long)stats.cache_hits,
          (long long)stats.cache_misses);
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   double t0 = now_ms();
   check(tj_compile(g, &co, &exe), "tj_compile");
   double cold_ms = now_ms() - t0;
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
   printf("\n== Compile ==\n");
   printf(

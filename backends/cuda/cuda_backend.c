@@ -167,6 +167,10 @@ static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
   } else {
     lp->cache_misses = nk;
   }
+  lp->llvm_ms = st.compile_ms;
+  lp->ptxas_ms = st.link_ms;
+  lp->tuning_ms = st.tuning_ms;
+  lp->cache_load_ms = st.load_ms;
   const char* name = rp->graph->name;
   if (t->log_cache && nk) {
     tj_context_diagnostic(

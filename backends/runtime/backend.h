@@ -48,8 +48,9 @@ typedef struct tj_lowered_program_t {
   const int64_t* sym;
   const char* label;  // for logs: "generic kernels", "B=7,S=128"
   // Set by a compile that succeeds: kernels whose code came from a cache,
-  // and kernels compiled (tj_executable_stats_t).
+  // and kernels compiled (tj_executable_stats_t), and its time by stage.
   int64_t cache_hits, cache_misses;
+  double llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
 } tj_lowered_program_t;
 
 typedef struct tj_backend_t {

@@ -214,8 +214,10 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
   if (n == 0) return;
   if (set->source == TJ_X86_SOURCE_LLVM) {
     lp->cache_misses = n;
+    lp->llvm_ms = set->compile_ms;
   } else {
     lp->cache_hits = n;
+    lp->cache_load_ms = set->compile_ms;
   }
   if (!t->log_cache) return;
   const char* what = lp->label;

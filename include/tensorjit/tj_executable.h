@@ -276,8 +276,13 @@ TJ_API tj_status_t tj_executable_prepare(tj_executable_t* executable,
                                          const tj_tensor_t* inputs,
                                          int32_t num_inputs);
 
-// What compiling and running has cost so far.
+// What compiling and running has cost so far. Set |struct_size| to
+// sizeof(tj_executable_stats_t) before calling tj_executable_stats:
+//   tj_executable_stats_t st = {.struct_size = sizeof(st)};
+// (fields are only ever added at the end: a caller compiled against an
+// older header gets the fields its struct has).
 typedef struct tj_executable_stats_t {
+  size_t struct_size;
   // Kernels in the generic kernel set: one per fusion group, except that a
   // pointwise group with pad or concat is one kernel per box of its output.
   int32_t num_kernels;
@@ -290,8 +295,26 @@ typedef struct tj_executable_stats_t {
   int64_t cache_misses;  // kernels compiled by LLVM
   int64_t recompiles;    // specializations compiled after tj_compile
   int64_t runs;
+  // Where tj_compile's |compile_ms| went, per stage (the generic program;
+  // a stage a target does not have is 0):
+  double passes_ms;      // the middle end's pass pipeline
+  double lowering_ms;    // fusion groups to kernel IR, the run plan
+  double llvm_ms;        // LLVM IR emission, O3 and codegen (x86: to an
+                         // object and its link; CUDA: to PTX) on a miss
+  double ptxas_ms;       // CUDA: PTX to a cubin (the driver's linker)
+  double tuning_ms;      // CUDA: GEMM candidates timed while compiling
+                         // (x86 times them on first runs, not here)
+  double cache_load_ms;  // kernels loaded from a cache (and linked)
+  // Wall time of the successful tj_executable_run calls so far (their mean
+  // is run_ms / runs): with the same figure of an executable compiled with
+  // an unfused pipeline, the break-even number of runs of compiling is
+  // compile_ms / (eager run - compiled run), see tj-run --scoreboard.
+  double run_ms;
 } tj_executable_stats_t;
 
+// Fills the fields of |*out_stats| that lie within its |struct_size|
+// bytes (none when |struct_size| is smaller than the first field's end).
+// NULL |out_stats| is a no-op; a NULL executable gives zeros.
 TJ_API void tj_executable_stats(const tj_executable_t* executable,
                                 tj_executable_stats_t* out_stats);
 

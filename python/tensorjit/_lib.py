@@ -127,9 +127,13 @@ class ProfileReport_t(ctypes.Structure):
 
 
 class ExecutableStats_t(ctypes.Structure):
-    _fields_ = [("num_kernels", i32), ("num_graph_breaks", i32),
-                ("compile_ms", cdouble), ("cache_hits", i64),
-                ("cache_misses", i64), ("recompiles", i64), ("runs", i64)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("num_kernels", i32),
+                ("num_graph_breaks", i32), ("compile_ms", cdouble),
+                ("cache_hits", i64), ("cache_misses", i64),
+                ("recompiles", i64), ("runs", i64), ("passes_ms", cdouble),
+                ("lowering_ms", cdouble), ("llvm_ms", cdouble),
+                ("ptxas_ms", cdouble), ("tuning_ms", cdouble),
+                ("cache_load_ms", cdouble), ("run_ms", cdouble)]
 
 
 STAGE_COUNT = 5

@@ -49,6 +49,13 @@ class ExecutableStats:
     cache_misses: int
     recompiles: int
     runs: int
+    passes_ms: float = 0.0
+    lowering_ms: float = 0.0
+    llvm_ms: float = 0.0
+    ptxas_ms: float = 0.0
+    tuning_ms: float = 0.0
+    cache_load_ms: float = 0.0
+    run_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -386,10 +393,13 @@ class Executable(_Runner):
     def stats(self) -> ExecutableStats:
         """Kernels, graph breaks, compile time, cache and run counters."""
         s = _lib.ExecutableStats_t()
+        s.struct_size = ctypes.sizeof(s)
         _lib.lib().tj_executable_stats(self.handle, ctypes.byref(s))
         return ExecutableStats(s.num_kernels, s.num_graph_breaks,
                                s.compile_ms, s.cache_hits, s.cache_misses,
-                               s.recompiles, s.runs)
+                               s.recompiles, s.runs, s.passes_ms,
+                               s.lowering_ms, s.llvm_ms, s.ptxas_ms,
+                               s.tuning_ms, s.cache_load_ms, s.run_ms)
 
 
 def compile(graph: Union[Graph, str], target: str = "x86", *,

@@ -20,7 +20,7 @@ TEST(cuda_profile_names_every_kernel_and_adds_up) {
   o.autotune = TJ_AUTOTUNE_OFF;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   enum { kRuns = 20 };
   tj_profile_report_t* r = NULL;

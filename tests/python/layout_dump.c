@@ -67,6 +67,7 @@ int main(void) {
   FIELD(tj_compile_options_t, cuda.precise_math);
 
   STRUCT(tj_executable_stats_t);
+  FIELD(tj_executable_stats_t, struct_size);
   FIELD(tj_executable_stats_t, num_kernels);
   FIELD(tj_executable_stats_t, num_graph_breaks);
   FIELD(tj_executable_stats_t, compile_ms);
@@ -74,6 +75,13 @@ int main(void) {
   FIELD(tj_executable_stats_t, cache_misses);
   FIELD(tj_executable_stats_t, recompiles);
   FIELD(tj_executable_stats_t, runs);
+  FIELD(tj_executable_stats_t, passes_ms);
+  FIELD(tj_executable_stats_t, lowering_ms);
+  FIELD(tj_executable_stats_t, llvm_ms);
+  FIELD(tj_executable_stats_t, ptxas_ms);
+  FIELD(tj_executable_stats_t, tuning_ms);
+  FIELD(tj_executable_stats_t, cache_load_ms);
+  FIELD(tj_executable_stats_t, run_ms);
 
   STRUCT(tj_profile_entry_t);
   FIELD(tj_profile_entry_t, kind);

@@ -3,6 +3,8 @@
 // as host entries, the reference target, TJ_LOG=profile, the text table,
 // errors, and every allocation failure of a profile.
 
+#include <stddef.h>
+
 #include "tests/unit/profile_util.h"
 
 TEST(x86_profile_names_every_kernel_and_adds_up) {
@@ -22,7 +24,7 @@ TEST(x86_profile_names_every_kernel_and_adds_up) {
   o.x86.num_threads = 2;
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   CHECK(st.num_kernels >= 3);
   CHECK_EQ_INT(1, st.num_graph_breaks);
@@ -271,11 +273,66 @@ TEST(every_allocation_failure_of_a_profile) {
   CHECK(failures >= 3);
 }
 
+// tj_executable_stats: compile time per stage, run time, and a caller's
+// shorter (older) struct filled only as far as its struct_size.
+TEST(stats_stages_and_struct_size) {
+  static fixture_t f;
+  fixture_init(&f);
+  tj_context_options_t co = tj_test_context_options();
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(&co, &context));
+  tj_graph_t* g = build(context, f.w1, f.w2);
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, NULL, &exe));
+  for (int i = 0; i < 3; ++i) {
+    CHECK_OK(tj_executable_run(exe, f.inputs, 2, f.outputs, 2));
+  }
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  CHECK_EQ_INT(sizeof(st), st.struct_size);
+  CHECK(st.passes_ms > 0);
+  CHECK(st.lowering_ms > 0);
+  CHECK(st.llvm_ms + st.cache_load_ms > 0);
+  CHECK_EQ_INT(0, st.ptxas_ms);
+  double stages = st.passes_ms + st.lowering_ms + st.llvm_ms + st.ptxas_ms +
+                  st.tuning_ms + st.cache_load_ms;
+  CHECK(stages <= st.compile_ms);
+  CHECK(stages >= 0.5 * st.compile_ms);
+  CHECK_EQ_INT(3, st.runs);
+  CHECK(st.run_ms > 0);
+  printf(
+      "# compile %.1f ms: passes %.1f, lowering %.1f, llvm %.1f, cache "
+      "%.1f; runs %.3f ms each\n",
+      st.compile_ms, st.passes_ms, st.lowering_ms, st.llvm_ms, st.cache_load_ms,
+      st.run_ms / (double)st.runs);
+  // A struct as an older header declared it (up to |runs|).
+  tj_executable_stats_t old;
+  memset(&old, 0xab, sizeof(old));
+  old.struct_size = offsetof(tj_executable_stats_t, runs) + sizeof(int64_t);
+  tj_executable_stats(exe, &old);
+  CHECK_EQ_INT(3, old.runs);
+  CHECK_EQ_INT(st.num_kernels, old.num_kernels);
+  unsigned char tail[sizeof(old)];
+  memset(tail, 0xab, sizeof(tail));
+  CHECK(memcmp((unsigned char*)&old + old.struct_size, tail,
+               sizeof(old) - old.struct_size) == 0);
+  // Too small for any field: nothing written.
+  memset(&old, 0xab, sizeof(old));
+  old.struct_size = 4;
+  tj_executable_stats(exe, &old);
+  CHECK(memcmp((unsigned char*)&old + sizeof(size_t), tail,
+               sizeof(old) - sizeof(size_t)) == 0);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(context);
+}
+
 int main(void) {
   RUN_TEST(x86_profile_names_every_kernel_and_adds_up);
   RUN_TEST(reference_target_is_one_host_entry);
   RUN_TEST(log_profile_prints_the_table);
   RUN_TEST(errors);
   RUN_TEST(every_allocation_failure_of_a_profile);
+  RUN_TEST(stats_stages_and_struct_size);
   TEST_MAIN_END();
 }
