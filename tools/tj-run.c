@@ -25,10 +25,17 @@
 // optimized: "eager" runs the save-everything partition op by op (what
 // eager autograd does), "optimized" the min-cut partition after the whole
 // pipeline (fused, memory planned).
+//
+//   tj-run --profile[=RUNS] [--scoreboard] FILE.tj [--sym NAME=VALUE]...
+//
+// compiles each function for x86 (its compile time per stage, from
+// tj_executable_stats) and profiles RUNS runs (20) on inputs of the --sym
+// shapes: the top-15 table of tj_executable_profile.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/ir.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"
 
@@ -46,6 +53,8 @@ static void usage(FILE* out) {
           "[--sym NAME=VALUE]...\n"
           "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
           " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
+          "       tj-run --profile[=RUNS] [--scoreboard] [--func NAME] FILE.tj"
+          " [--sym NAME=VALUE]...\n"
           "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
           "bytes moved and peak memory per pipeline stage. With --grad,\n"
           "for its forward and backward graphs (LEVEL: none, pointwise,\n"
@@ -238,6 +247,98 @@ static tj_status_t run_grad(const tj_graph_t* graph, const grad_args_t* a) {
   return status;
 }
 
+//===--- --profile: compile stages and where a run's time goes ---===//
+
+// The compile stages and the profile of |graph| compiled for x86 and run
+// |runs| times on inputs of the --sym shapes (floats in [-1, 1), integers
+// and bools 0).
+static tj_status_t run_profile(const tj_graph_t* graph, int32_t num_syms,
+                               char** names, const int64_t* values,
+                               int32_t runs) {
+  int64_t sym[TJ_MAX_SYMBOLS];
+  uint32_t ns = tj_dim_num_symbols(&graph->dims);
+  for (uint32_t i = 0; i < ns && i < TJ_MAX_SYMBOLS; ++i) {
+    sym[i] = -1;
+    for (int32_t j = 0; j < num_syms; ++j) {
+      if (strcmp(names[j], tj_dim_symbol_name(&graph->dims, i)) == 0) {
+        sym[i] = values[j];
+      }
+    }
+  }
+  int32_t ni = tj_graph_num_inputs(graph), no = tj_graph_num_outputs(graph);
+  tj_tensor_t* tensors = calloc((size_t)(ni + no + 1), sizeof(tj_tensor_t));
+  int64_t* shapes = calloc((size_t)(ni + no + 1) * TJ_MAX_RANK, 8);
+  void** data = calloc((size_t)(ni + no + 1), sizeof(void*));
+  tj_status_t status =
+      tensors && shapes && data
+          ? NULL
+          : tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "tj-run: out of memory");
+  tj_executable_t* exe = NULL;
+  if (!status) status = tj_compile(graph, NULL, &exe);
+  uint32_t seed = 1;
+  for (int32_t i = 0; i < ni + no && !status; ++i) {
+    bool in = i < ni;
+    int64_t* shape = shapes + (size_t)i * TJ_MAX_RANK;
+    tj_dtype_t dt;
+    int32_t rank;
+    if (in) {
+      uint32_t node = graph->inputs[i];
+      status = tj_ir_concrete_dims(graph, node, sym, shape);
+      dt = graph->nodes[node].dtype;
+      rank = graph->nodes[node].rank;
+    } else {
+      status =
+          tj_executable_output_shape(exe, tensors, ni, i - ni, &rank, shape);
+      dt = graph->nodes[graph->outputs[i - ni].node].dtype;
+    }
+    if (status) break;
+    int64_t n = 1;
+    for (int32_t d = 0; d < rank; ++d) n *= shape[d];
+    size_t bytes = (size_t)n * tj_dtype_size(dt);
+    data[i] = calloc(bytes ? bytes : 1, 1);
+    if (!data[i]) {
+      status = tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "tj-run: out of memory");
+      break;
+    }
+    for (int64_t e = 0; in && dt == TJ_DTYPE_F32 && e < n; ++e) {
+      seed = seed * 1664525u + 1013904223u;
+      ((float*)data[i])[e] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+    }
+    tensors[i] = tj_tensor_make(data[i], dt, rank, shape);
+  }
+  tj_profile_report_t* report = NULL;
+  if (!status) {
+    status = tj_executable_profile(exe, tensors, ni, tensors + ni, no, runs,
+                                   &report);
+  }
+  if (!status) {
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    printf(
+        "compile %.1f ms: passes %.1f, lowering %.1f, LLVM %.1f, ptxas "
+        "%.1f, tuning %.1f, cache load %.1f; %d kernels, %d graph breaks\n",
+        st.compile_ms, st.passes_ms, st.lowering_ms, st.llvm_ms, st.ptxas_ms,
+        st.tuning_ms, st.cache_load_ms, (int)st.num_kernels,
+        (int)st.num_graph_breaks);
+    size_t need = tj_profile_report_format(report, 15, NULL, 0);
+    char* text = malloc(need + 1);
+    if (text) {
+      tj_profile_report_format(report, 15, text, need + 1);
+      printf("profile");
+      print_symbols(num_syms, names, values);
+      printf("\n%s", text);
+      free(text);
+    }
+  }
+  tj_profile_report_destroy(report);
+  tj_executable_release(exe);
+  for (int32_t i = 0; data && i < ni + no; ++i) free(data[i]);
+  free(data);
+  free(shapes);
+  free(tensors);
+  return status;
+}
+
 typedef struct run_args_t {
   tj_context_t* context;
   const char* path;
@@ -245,6 +346,7 @@ typedef struct run_args_t {
   bool multiple;     // the file has several pieces: print headings
   bool grad;
   bool scoreboard;
+  int32_t profile;  // --profile[=RUNS]: runs; 0: no profile
   grad_args_t grad_args;
   int32_t matched;  // functions handled
 } run_args_t;
@@ -267,12 +369,17 @@ static bool run_piece(const char* text, size_t length, void* user) {
   }
   if (!status && a->grad) {
     status = run_grad(graph, &a->grad_args);
-  } else if (!status) {
+  } else if (!status && a->scoreboard) {
     tj_scoreboard_t sb;
     const grad_args_t* g = &a->grad_args;
     status = tj_graph_scoreboard(graph, g->num_syms,
                                  (const char* const*)g->names, g->values, &sb);
     if (!status) print_scoreboard(graph, g->num_syms, g->names, g->values, &sb);
+  }
+  if (!status && a->profile && !a->grad) {
+    const grad_args_t* g = &a->grad_args;
+    if (a->scoreboard) printf("\n");
+    status = run_profile(graph, g->num_syms, g->names, g->values, a->profile);
   }
   tj_graph_destroy(graph);
   if (status) {
@@ -296,6 +403,7 @@ int main(int argc, char** argv) {
   const char* path = NULL;
   const char* func = NULL;
   bool scoreboard = false, grad = false, print = false;
+  int32_t profile = 0;
   tj_recompute_t recompute = TJ_RECOMPUTE_POINTWISE;
   char* names[kMaxSyms];
   int64_t values[kMaxSyms];
@@ -337,6 +445,13 @@ int main(int argc, char** argv) {
       }
       names[num_syms] = strndup(spec, (size_t)(eq - spec));
       values[num_syms++] = v;
+    } else if (strcmp(a, "--profile") == 0 ||
+               strncmp(a, "--profile=", 10) == 0) {
+      profile = a[9] == '=' ? atoi(a + 10) : 20;
+      if (profile < 1) {
+        fprintf(stderr, "tj-run: --profile=RUNS wants RUNS >= 1\n");
+        return 1;
+      }
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -351,7 +466,7 @@ int main(int argc, char** argv) {
       path = a;
     }
   }
-  if ((!scoreboard && !grad) || (print && !grad) || !path) {
+  if ((!scoreboard && !grad && !profile) || (print && !grad) || !path) {
     usage(stderr);
     return 1;
   }
@@ -373,6 +488,7 @@ int main(int argc, char** argv) {
         .multiple = has_pieces(text, length) && !func,
         .grad = grad,
         .scoreboard = scoreboard,
+        .profile = profile,
         .grad_args = {print, scoreboard, recompute, num_syms, names, values}};
     if (!tj_tool_for_each_piece("tj-run", text, length, true, run_piece,
                                 &args)) {
