@@ -17,6 +17,11 @@ void tj_kernel_tune_text(const tj_kir_t* k, const char* target, int32_t lanes,
     if (n_ > 0) len = len + (size_t)n_ < size ? len + (size_t)n_ : size - 1; \
   } while (0)
   buf[0] = '\0';
+  if (lanes <= 0) {  // a GPU: the NVPTX templates decide at launch
+    PUT("kernel %s: %s, %s\n", k->name, tj_kir_kind_name(k->kind), target);
+    if (note && *note) PUT("%s\n", note);
+    return;
+  }
   PUT("kernel %s: %s, %s, %d f32 lanes\n", k->name, tj_kir_kind_name(k->kind),
       target, (int)lanes);
   if (k->kind == TJ_KIR_GEMM) {
@@ -61,6 +66,21 @@ static void warn(const tj_context_t* context, const char* what,
   tj_status_free(status);
 }
 
+void tj_dump_kernel_ir(const tj_context_t* context, const char* dir,
+                       const char* graph_name, const tj_kir_t* kernel) {
+  char name[512];
+  char* text = NULL;
+  tj_status_t status = tj_kir_print(kernel, &text);
+  if (status) {
+    warn(context, "kernel IR", kernel, status);
+    return;
+  }
+  file_name(name, sizeof(name), graph_name ? graph_name : "main", kernel,
+            ".kir");
+  tj_dump_write(context, dir, name, text);
+  tj_free_string(kernel->allocator, text);
+}
+
 void tj_x86_dump_kernels(tj_x86_jit_t* jit, tj_allocator_t allocator,
                          const tj_context_t* context, const char* dir,
                          const char* graph_name, const tj_kir_t* const* kernels,
@@ -74,14 +94,8 @@ void tj_x86_dump_kernels(tj_x86_jit_t* jit, tj_allocator_t allocator,
     const tj_kir_t* k = kernels[i];
     char name[512];
     char* text = NULL;
-    tj_status_t status = tj_kir_print(k, &text);
-    if (status) {
-      warn(context, "kernel IR", k, status);
-    } else {
-      file_name(name, sizeof(name), graph, k, ".kir");
-      tj_dump_write(context, dir, name, text);
-      tj_free_string(k->allocator, text);
-    }
+    tj_status_t status;
+    tj_dump_kernel_ir(context, dir, graph, k);
     static const char* const kExt[3] = {".ll", ".opt.ll", ".s"};
     static const char* const kWhat[3] = {"LLVM IR", "optimized LLVM IR",
                                          "assembly"};

@@ -5,16 +5,23 @@
 // the tool is missing); a directory that cannot be written is a warning
 // naming the setting, and the compile goes on.
 //
-// Usage: dump_test CAPSTONE.tj LLC AS (LLC or AS "" when not found).
+// Without a GPU the CUDA target's dumps come from tj_cuda_compile_ptx
+// (offline, for sm_90a): per kernel its .kir, .tune.txt and .ptx (the
+// module), which ptxas -arch=sm_90a takes (skipped without ptxas).
+//
+// Usage: dump_test CAPSTONE.tj LLC AS PTXAS (each tool "" when not found).
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/cuda/cuda_entry.h"
 #include "tests/unit/test.h"
 
 static const char* g_capstone;
 static const char* g_llc;
 static const char* g_as;
+static const char* g_ptxas;
 
 static char* read_file(const char* path, size_t* out_len) {
   FILE* f = fopen(path, "rb");
@@ -190,15 +197,72 @@ TEST(an_unwritable_dump_dir_is_a_warning) {
   CHECK_EQ_INT(0, system(cmd));
 }
 
+TEST(cuda_ptx_dumps_without_a_gpu) {
+  char dir[] = "/tmp/tj_dump_test_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  tj_context_options_t co = tj_test_context_options();
+  co.dump_dir = dir;
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(&co, &context));
+  tj_graph_t* g = parse_block(context);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK(ptx.num_kernels >= 1);
+  int found = 0, assembled = 0;
+  DIR* d = opendir(dir);
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n < 4 || strcmp(e->d_name + n - 4, ".ptx") != 0) continue;
+    ++found;
+    char path[1024], stem[600];
+    snprintf(stem, sizeof(stem), "%.*s", (int)(n - 4), e->d_name);
+    // Its kernel IR and tuning lines beside it, and its entry inside.
+    snprintf(path, sizeof(path), "%s/%s.kir", dir, stem);
+    CHECK(file_size(path) > 0);
+    snprintf(path, sizeof(path), "%s/%s.tune.txt", dir, stem);
+    char* tune = read_file(path, NULL);
+    CHECK_CONTAINS(tune, "sm_90a");
+    free(tune);
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    char* text = read_file(path, NULL);
+    char entry[700];
+    snprintf(entry, sizeof(entry), ".entry tj_kernel_%s", stem + 6);  // block.
+    CHECK_CONTAINS(text, entry);
+    free(text);
+    if (g_ptxas[0]) {
+      char cmd[3000];
+      snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
+               g_ptxas, path);
+      CHECK_EQ_INT(0, run_tool(cmd));
+      ++assembled;
+    }
+  }
+  if (d) closedir(d);
+  CHECK_EQ_INT(ptx.num_kernels, found);
+  printf("# %d PTX dumps, %d assembled by ptxas (%s)\n", found, assembled,
+         g_ptxas[0] ? g_ptxas : "skipped");
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+  tj_context_destroy(context);
+  char cmd[200];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  CHECK_EQ_INT(0, system(cmd));
+}
+
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    fprintf(stderr, "usage: dump_test CAPSTONE.tj LLC AS\n");
+  if (argc < 5) {
+    fprintf(stderr, "usage: dump_test CAPSTONE.tj LLC AS PTXAS\n");
     return 2;
   }
   g_capstone = argv[1];
   g_llc = argv[2];
   g_as = argv[3];
+  g_ptxas = argv[4];
   RUN_TEST(capstone_kernels_have_their_dumps);
   RUN_TEST(an_unwritable_dump_dir_is_a_warning);
+  RUN_TEST(cuda_ptx_dumps_without_a_gpu);
   TEST_MAIN_END();
 }
