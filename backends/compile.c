@@ -155,12 +155,16 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg) {
   program.plan = &exe->run_plan;
   program.label = "generic kernels";
   if (b->lowers) {
+    double start = tj_now_ms();
     TJ_RETURN_IF_ERROR(run_pipeline(exe));
+    exe->passes_ms = tj_now_ms() - start;
     exe->graph = exe->plan.graph;
     exe->num_symbols = tj_dim_num_symbols(&exe->graph->dims);
+    start = tj_now_ms();
     TJ_RETURN_IF_ERROR(tj_run_plan_build(
         &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
         b->accept, exe->target, &program.kernels));
+    exe->lowering_ms = tj_now_ms() - start;
   } else {
     exe->run_plan.context = exe->context;
     exe->run_plan.allocator = exe->allocator;
@@ -168,6 +172,10 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg) {
   }
   TJ_RETURN_IF_ERROR(b->compile(exe->target, &program, &exe->generic));
   tj_executable_count_cache(exe, &program);
+  exe->llvm_ms = program.llvm_ms;
+  exe->ptxas_ms = program.ptxas_ms;
+  exe->tuning_ms = program.tuning_ms;
+  exe->cache_load_ms = program.cache_load_ms;
   return NULL;
 }
 
@@ -259,6 +267,14 @@ uint32_t tj_executable_num_host_steps(const tj_executable_t* executable) {
 tj_status_t tj_executable_run(tj_executable_t* executable,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_tensor_t* outputs, int32_t num_outputs) {
+  return tj_executable_run_timed(executable, inputs, num_inputs, outputs,
+                                 num_outputs, NULL);
+}
+
+tj_status_t tj_executable_run_timed(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
+  double start = tj_now_ms();
   tj_executable_t* exe = executable;
   if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
   const tj_graph_t* g = exe->graph;
@@ -290,9 +306,27 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
       }
     }
   }
-  tj_status_t status = b->run(exe->target, program, b->lowers ? sym : NULL,
-                              inputs, num_inputs, outputs, num_outputs);
-  if (!status) atomic_fetch_add(&exe->runs, 1);
+  tj_status_t status;
+  if (timing && b->run_timed) {
+    timing->setup_ms += tj_now_ms() - start;
+    status = b->run_timed(exe->target, program, b->lowers ? sym : NULL, inputs,
+                          num_inputs, outputs, num_outputs, timing);
+  } else if (timing) {
+    double now = tj_now_ms();
+    timing->setup_ms += now - start;
+    status = b->run(exe->target, program, b->lowers ? sym : NULL, inputs,
+                    num_inputs, outputs, num_outputs);
+    timing->whole_ms += tj_now_ms() - now;
+  } else {
+    status = b->run(exe->target, program, b->lowers ? sym : NULL, inputs,
+                    num_inputs, outputs, num_outputs);
+  }
+  if (!status) {
+    atomic_fetch_add(&exe->runs, 1);
+    double ms = tj_now_ms() - start, seen = atomic_load(&exe->run_ms);
+    while (!atomic_compare_exchange_weak(&exe->run_ms, &seen, seen + ms)) {
+    }
+  }
   return status;
 }
 
@@ -362,15 +396,28 @@ tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 void tj_executable_stats(const tj_executable_t* executable,
                          tj_executable_stats_t* out_stats) {
   if (!out_stats) return;
-  memset(out_stats, 0, sizeof(*out_stats));
-  if (!executable) return;
-  tj_executable_t* exe = (tj_executable_t*)executable;
-  out_stats->num_kernels = (int32_t)exe->run_plan.num_kernels;
-  out_stats->num_graph_breaks = (int32_t)exe->run_plan.num_host_steps;
-  out_stats->compile_ms = exe->compile_ms;
-  out_stats->cache_hits = atomic_load(&exe->cache_hits);
-  out_stats->cache_misses = atomic_load(&exe->cache_misses);
-  out_stats->recompiles = atomic_load(&exe->recompiles);
-  out_stats->runs = atomic_load(&exe->runs);
-  out_stats->num_host_calls = (int32_t)exe->run_plan.num_host_calls;
+  size_t size = out_stats->struct_size;
+  tj_executable_stats_t st;
+  memset(&st, 0, sizeof(st));
+  st.struct_size = size;
+  if (executable) {
+    tj_executable_t* exe = (tj_executable_t*)executable;
+    st.num_kernels = (int32_t)exe->run_plan.num_kernels;
+    st.num_graph_breaks = (int32_t)exe->run_plan.num_host_steps;
+    st.compile_ms = exe->compile_ms;
+    st.cache_hits = atomic_load(&exe->cache_hits);
+    st.cache_misses = atomic_load(&exe->cache_misses);
+    st.recompiles = atomic_load(&exe->recompiles);
+    st.runs = atomic_load(&exe->runs);
+    st.num_host_calls = (int32_t)exe->run_plan.num_host_calls;
+    st.passes_ms = exe->passes_ms;
+    st.lowering_ms = exe->lowering_ms;
+    st.llvm_ms = exe->llvm_ms;
+    st.ptxas_ms = exe->ptxas_ms;
+    st.tuning_ms = exe->tuning_ms;
+    st.cache_load_ms = exe->cache_load_ms;
+    st.run_ms = atomic_load(&exe->run_ms);
+  }
+  // The caller's struct may be an older, shorter one: only what it holds.
+  memcpy(out_stats, &st, size < sizeof(st) ? size : sizeof(st));
 }

@@ -23,4 +23,10 @@ const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
 // Graph breaks of |executable| (run plan host steps).
 uint32_t tj_executable_num_host_steps(const tj_executable_t* executable);
 
+// tj_executable_run adding each step's time to |timing| (NULL: a plain
+// run), for tj_executable_profile (backends/profile.c).
+tj_status_t tj_executable_run_timed(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing);
+
 #endif  // TJ_BACKENDS_COMPILE_H_

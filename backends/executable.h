@@ -47,6 +47,8 @@ struct tj_executable_t {
   bool mutex_ready;
   // Stats.
   double compile_ms;
+  double passes_ms, lowering_ms, llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
+  _Atomic(double) run_ms;
   atomic_llong cache_hits, cache_misses, recompiles, runs;
 };
 

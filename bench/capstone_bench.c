@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   check(tj_compile(fwd_only, NULL, &exe_y), "compile forward");
   check(tj_compile(fwd, NULL, &exe_f), "compile training forward");
   check(tj_compile(bwd, NULL, &exe_b), "compile backward");
-  tj_executable_stats_t sy, sf, sb;
+  tj_executable_stats_t sy = {.struct_size = sizeof(sy)}, sf = {.struct_size = sizeof(sf)}, sb = {.struct_size = sizeof(sb)};
   tj_executable_stats(exe_y, &sy);
   tj_executable_stats(exe_f, &sf);
   tj_executable_stats(exe_b, &sb);

@@ -255,7 +255,7 @@ static void overhead(void) {
   const int n = 5000;
   for (int graphs = 1; graphs >= 0; --graphs) {
     tj_executable_t* exe = compile_cuda(g, graphs != 0, false, true, "");
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     tj_tensor_t in = dev_tensor(dx, TJ_DTYPE_F32, 1, shape);
     tj_tensor_t out = dev_tensor(dy, TJ_DTYPE_F32, 1, shape);
@@ -321,7 +321,7 @@ static void compile_time(void) {
       tj_executable_release(compile_cuda(g, true, false, true, dir));
     }
     tj_executable_t* exe = compile_cuda(g, true, false, true, dir);
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     tj_cuda_program_stats_t cs;
     bench_die(tj_executable_cuda_stats(exe, &cs), "stats");

@@ -314,7 +314,7 @@ static int compile_only(int pause_ms) {
   double s = now_ms();
   tj_executable_t* exe = compile_graph(g, 0, TJ_SPECIALIZE_NEVER);
   double ms = now_ms() - s;
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
   double r = now_ms();

@@ -184,7 +184,7 @@ static int compile_only(const options_t* opt) {
   double t0 = now_ms();
   check(tj_compile(g, &co, &exe), "tj_compile");
   double t1 = now_ms();
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
   printf("%.3f %lld %lld\n", t1 - t0, (long long)stats.cache_hits,
          (long long)stats.cache_misses);
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   double t0 = now_ms();
   check(tj_compile(g, &co, &exe), "tj_compile");
   double cold_ms = now_ms() - t0;
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
   printf("\n== Compile ==\n");
   printf(
@@ -342,6 +342,11 @@ int main(int argc, char** argv) {
       "%lld from the cache)\n",
       cold_ms, stats.num_kernels, (long long)stats.cache_misses,
       (long long)stats.cache_hits);
+  printf(
+      "    by stage:   passes %.1f, lowering %.1f, LLVM %.1f, ptxas %.1f, "
+      "tuning %.1f, cache load %.1f ms\n",
+      stats.passes_ms, stats.lowering_ms, stats.llvm_ms, stats.ptxas_ms,
+      stats.tuning_ms, stats.cache_load_ms);
   char command[1200];
   snprintf(command, sizeof(command),
            "'/proc/%d/exe' --compile-only --k %lld --n %lld --device %s "
@@ -378,6 +383,8 @@ int main(int argc, char** argv) {
   fill_random(b, opt.n, 3, 1.0f);
   int64_t wshape[] = {opt.k, opt.n}, bshape[] = {opt.n};
   int failures = 0;
+  enum { kMaxShown = MAX_BATCHES };
+  double saved[kMaxShown];  // per B: numpy eager's median minus ours
   for (int bi = 0; bi < opt.num_batches; ++bi) {
     int64_t B = opt.batches[bi];
     size_t ny = (size_t)(B * opt.n);
@@ -418,9 +425,24 @@ int main(int argc, char** argv) {
         (long long)B, ours.min, ours.median, ours.max, np.min, np.median,
         np.max, np.median / ours.median, max_err, ok ? "  " : " !",
         (long long)stats.recompiles);
+    if (bi < kMaxShown) saved[bi] = np.median - ours.median;
     free(x);
     free(y);
     free(ref);
+  }
+  // Compiling pays off once (t_eager - t_compiled) * N_runs > t_compile.
+  printf("\n== Compile amortization (against numpy eager) ==\n");
+  printf("  %6s %14s %22s %22s\n", "B", "saved a run", "break-even (cold)",
+         "break-even (disk cache)");
+  for (int bi = 0; bi < opt.num_batches && bi < kMaxShown; ++bi) {
+    if (!(saved[bi] > 0)) {
+      printf("  %6lld %11.3f ms %22s %22s\n", (long long)opt.batches[bi],
+             saved[bi], "never (not faster)", "never");
+      continue;
+    }
+    printf("  %6lld %11.3f ms %17.0f runs %17.0f runs\n",
+           (long long)opt.batches[bi], saved[bi], ceil(cold_ms / saved[bi]),
+           isnan(warm_ms) ? NAN : ceil(warm_ms / saved[bi]));
   }
   tj_executable_stats(exe, &stats);
   printf("\n== Recompile log (TJ_LOG=%s) ==\n", log_categories);

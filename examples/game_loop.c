@@ -539,7 +539,7 @@ int main(int argc, char** argv) {
     double e = fabs((double)agents.action[i] - (double)reference[i]);
     if (!(e <= max_err)) max_err = e;
   }
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
 
   // Every frame counts, the first included: the load is over.

@@ -21,10 +21,12 @@ static const struct {
     {"cache", TJ_LOG_CACHE},
     {"graph_breaks", TJ_LOG_GRAPH_BREAKS},
     {"autotune", TJ_LOG_AUTOTUNE},
+    {"profile", TJ_LOG_PROFILE},
 };
 
 const char* tj_log_flag_names(void) {
-  return "passes, fusion, recompiles, cache, graph_breaks, autotune, all";
+  return "passes, fusion, recompiles, cache, graph_breaks, autotune, profile, "
+         "all";
 }
 
 void tj_warn_once(const tj_context_t* context, _Atomic(bool)* once,

@@ -22,6 +22,7 @@ typedef enum tj_log_flag_e {
   TJ_LOG_CACHE = 1u << 3,         // kernel cache hits and misses
   TJ_LOG_GRAPH_BREAKS = 1u << 4,  // groups run on the host
   TJ_LOG_AUTOTUNE = 1u << 5,      // candidates timed and decisions
+  TJ_LOG_PROFILE = 1u << 6,       // tj_executable_profile's top-N table
 } tj_log_flag_t;
 
 typedef enum tj_setting_e {

@@ -25,10 +25,26 @@
 // optimized: "eager" runs the save-everything partition op by op (what
 // eager autograd does), "optimized" the min-cut partition after the whole
 // pipeline (fused, memory planned).
+//
+//   tj-run --profile[=RUNS] [--scoreboard] FILE.tj [--sym NAME=VALUE]...
+//
+// compiles each function for x86 (its compile time per stage, from
+// tj_executable_stats) and profiles RUNS runs (20) on inputs of the --sym
+// shapes: the top-15 table of tj_executable_profile.
+//
+//   tj-run --diagnose [--profile=RUNS] FILE.tj [--sym NAME=VALUE]...
+//
+// answers seed 003's diagnostic ladder with measurements, each with the
+// table's verdict: launch bound (the run at the --sym values and with the
+// first symbol doubled; host time against kernel time), fusible traffic
+// (kernels and bytes, eager against compiled), recompiles, graph breaks,
+// one op dominating (the profile's top non-GEMM kernel), collectives (none
+// on one device), fragmentation (the arena against its live peak).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/ir.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"
 
@@ -45,6 +61,10 @@ static void usage(FILE* out) {
           "usage: tj-run --scoreboard [--func NAME] FILE.tj "
           "[--sym NAME=VALUE]...\n"
           "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
+          " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
+          "       tj-run --profile[=RUNS] [--scoreboard] [--func NAME] FILE.tj"
+          " [--sym NAME=VALUE]...\n"
+          "       tj-run --diagnose [--profile=RUNS] [--specialize=POLICY]"
           " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
           "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
           "bytes moved and peak memory per pipeline stage. With --grad,\n"
@@ -238,6 +258,233 @@ static tj_status_t run_grad(const tj_graph_t* graph, const grad_args_t* a) {
   return status;
 }
 
+//===--- --profile: compile stages and where a run's time goes ---===//
+
+// Profiles |exe| (compiled from |graph|) |runs| times on inputs of the
+// shapes the symbols |names| = |values| give (floats in [-1, 1), integers
+// and bools 0). On success |*out| is the caller's.
+static tj_status_t profile_at(const tj_graph_t* graph, tj_executable_t* exe,
+                              int32_t num_syms, char** names,
+                              const int64_t* values, int32_t runs,
+                              tj_profile_report_t** out) {
+  int64_t sym[TJ_MAX_SYMBOLS];
+  uint32_t ns = tj_dim_num_symbols(&graph->dims);
+  for (uint32_t i = 0; i < ns && i < TJ_MAX_SYMBOLS; ++i) {
+    sym[i] = -1;
+    for (int32_t j = 0; j < num_syms; ++j) {
+      if (strcmp(names[j], tj_dim_symbol_name(&graph->dims, i)) == 0) {
+        sym[i] = values[j];
+      }
+    }
+  }
+  int32_t ni = tj_graph_num_inputs(graph), no = tj_graph_num_outputs(graph);
+  tj_tensor_t* tensors = calloc((size_t)(ni + no + 1), sizeof(tj_tensor_t));
+  int64_t* shapes = calloc((size_t)(ni + no + 1) * TJ_MAX_RANK, 8);
+  void** data = calloc((size_t)(ni + no + 1), sizeof(void*));
+  tj_status_t status =
+      tensors && shapes && data
+          ? NULL
+          : tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "tj-run: out of memory");
+  uint32_t seed = 1;
+  for (int32_t i = 0; i < ni + no && !status; ++i) {
+    bool in = i < ni;
+    int64_t* shape = shapes + (size_t)i * TJ_MAX_RANK;
+    tj_dtype_t dt;
+    int32_t rank;
+    if (in) {
+      uint32_t node = graph->inputs[i];
+      status = tj_ir_concrete_dims(graph, node, sym, shape);
+      dt = graph->nodes[node].dtype;
+      rank = graph->nodes[node].rank;
+    } else {
+      status =
+          tj_executable_output_shape(exe, tensors, ni, i - ni, &rank, shape);
+      dt = graph->nodes[graph->outputs[i - ni].node].dtype;
+    }
+    if (status) break;
+    int64_t n = 1;
+    for (int32_t d = 0; d < rank; ++d) n *= shape[d];
+    size_t bytes = (size_t)n * tj_dtype_size(dt);
+    data[i] = calloc(bytes ? bytes : 1, 1);
+    if (!data[i]) {
+      status = tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "tj-run: out of memory");
+      break;
+    }
+    for (int64_t e = 0; in && dt == TJ_DTYPE_F32 && e < n; ++e) {
+      seed = seed * 1664525u + 1013904223u;
+      ((float*)data[i])[e] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+    }
+    tensors[i] = tj_tensor_make(data[i], dt, rank, shape);
+  }
+  if (!status) {
+    status =
+        tj_executable_profile(exe, tensors, ni, tensors + ni, no, runs, out);
+  }
+  for (int32_t i = 0; data && i < ni + no; ++i) free(data[i]);
+  free(data);
+  free(shapes);
+  free(tensors);
+  return status;
+}
+
+static void print_compile_stages(const tj_executable_t* exe) {
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  printf(
+      "compile %.1f ms: passes %.1f, lowering %.1f, LLVM %.1f, ptxas "
+      "%.1f, tuning %.1f, cache load %.1f; %d kernels, %d graph breaks\n",
+      st.compile_ms, st.passes_ms, st.lowering_ms, st.llvm_ms, st.ptxas_ms,
+      st.tuning_ms, st.cache_load_ms, (int)st.num_kernels,
+      (int)st.num_graph_breaks);
+}
+
+// The compile stages and the profile of |graph| compiled for x86 and run
+// |runs| times on inputs of the --sym shapes.
+static tj_status_t run_profile(const tj_graph_t* graph, int32_t num_syms,
+                               char** names, const int64_t* values,
+                               int32_t runs,
+                               const tj_compile_options_t* options) {
+  tj_executable_t* exe = NULL;
+  tj_status_t status = tj_compile(graph, options, &exe);
+  tj_profile_report_t* report = NULL;
+  if (!status) {
+    status = profile_at(graph, exe, num_syms, names, values, runs, &report);
+  }
+  if (!status) {
+    print_compile_stages(exe);
+    size_t need = tj_profile_report_format(report, 15, NULL, 0);
+    char* text = malloc(need + 1);
+    if (text) {
+      tj_profile_report_format(report, 15, text, need + 1);
+      printf("profile");
+      print_symbols(num_syms, names, values);
+      printf("\n%s", text);
+      free(text);
+    }
+  }
+  tj_profile_report_destroy(report);
+  tj_executable_release(exe);
+  return status;
+}
+
+//===--- --diagnose: seed 003's ladder, measured ---===//
+
+static void verdict(const char* question, bool yes, const char* if_yes,
+                    const char* measured) {
+  printf("%-28s %-4s %s\n  -> %s\n", question, yes ? "YES" : "no", measured,
+         yes ? if_yes : "nothing to do here");
+}
+
+// Each rung of the ladder for |graph| at the --sym values (and the first
+// symbol doubled), with the table's verdict: launch bound, fusible
+// traffic, recompiles, graph breaks, one op dominating, collectives,
+// fragmentation.
+static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
+                                char** names, const int64_t* values,
+                                int32_t runs,
+                                const tj_compile_options_t* options) {
+  tj_executable_t* exe = NULL;
+  tj_status_t status = tj_compile(graph, options, &exe);
+  tj_profile_report_t *r1 = NULL, *r2 = NULL;
+  int64_t doubled[kMaxSyms];
+  for (int32_t i = 0; i < num_syms; ++i) doubled[i] = values[i];
+  if (num_syms > 0) doubled[0] *= 2;
+  if (!status) {
+    status = profile_at(graph, exe, num_syms, names, values, runs, &r1);
+  }
+  if (!status && num_syms > 0) {
+    status = profile_at(graph, exe, num_syms, names, doubled, runs, &r2);
+  }
+  tj_scoreboard_t sb;
+  if (!status) {
+    status = tj_graph_scoreboard(graph, num_syms, (const char* const*)names,
+                                 values, &sb);
+  }
+  if (status) {
+    tj_profile_report_destroy(r1);
+    tj_profile_report_destroy(r2);
+    tj_executable_release(exe);
+    return status;
+  }
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  printf("diagnose");
+  print_symbols(num_syms, names, values);
+  printf(" (x86, %d runs a measurement)\n", (int)runs);
+  print_compile_stages(exe);
+  char m[1024];
+  // 1. Launch bound: does the run time move with the batch? Host time
+  // (set-up, copies, graph breaks) against kernel time.
+  double host = r1->setup_ms + r1->copy_ms + r1->host_ms;
+  double ratio = r2 ? r2->run_ms / (r1->run_ms > 0 ? r1->run_ms : 1e-9) : 0;
+  snprintf(m, sizeof(m),
+           "%.3f ms a run; %s%.3f ms at %s=%lld (x%.2f); host %.3f ms vs "
+           "kernels %.3f ms",
+           r1->run_ms, r2 ? "" : "(no symbol to grow) ", r2 ? r2->run_ms : 0.0,
+           num_syms ? names[0] : "-", (long long)(num_syms ? doubled[0] : 0),
+           ratio, host, r1->kernel_ms);
+  verdict("Am I launch bound?", host > r1->kernel_ms || (r2 && ratio < 1.2),
+          "compile, then CUDA Graphs (one launch a run)", m);
+  // 2. Fusible traffic: kernels and bytes, eager against compiled.
+  const tj_scoreboard_row_t* eager = &sb.rows[TJ_STAGE_EAGER];
+  const tj_scoreboard_row_t* fused = &sb.rows[TJ_STAGE_MEMPLAN];
+  double em = (double)(eager->bytes_read + eager->bytes_written) / 1e6;
+  double fm = (double)(fused->bytes_read + fused->bytes_written) / 1e6;
+  snprintf(m, sizeof(m),
+           "eager %lld kernels, %.2f MB moved; compiled %d kernels, %.2f MB",
+           (long long)eager->kernels, em, (int)st.num_kernels, fm);
+  verdict("Is there fusible traffic?",
+          eager->kernels > st.num_kernels || em > 1.1 * fm,
+          "torch.compile's fusion: done here by tj_compile", m);
+  // 3. Recompiles over the two shapes.
+  snprintf(m, sizeof(m), "%lld recompiles over 2 shapes (TJ_LOG=recompiles)",
+           (long long)st.recompiles);
+  verdict("Am I recompiling?", st.recompiles > 0,
+          "bucket shapes (bucket_pow2), keep dims symbolic", m);
+  // 4. Graph breaks.
+  char ops[256] = "";
+  for (int32_t i = 0; i < r1->num_entries; ++i) {
+    const tj_profile_entry_t* e = &r1->entries[i];
+    if (e->kind != TJ_PROFILE_HOST) continue;
+    size_t len = strlen(ops);
+    snprintf(ops + len, sizeof(ops) - len, "%s%.60s (%.60s)", len ? ", " : "",
+             e->name, e->detail);
+  }
+  snprintf(m, sizeof(m), "%d graph breaks%s%s (TJ_LOG=graph_breaks)",
+           (int)st.num_graph_breaks, ops[0] ? ": " : "", ops);
+  verdict("Am I breaking graphs?", st.num_graph_breaks > 0,
+          "restructure or accept", m);
+  // 5. One op dominating: a non-GEMM kernel with 10% of the run or more.
+  const tj_profile_entry_t* top = NULL;
+  for (int32_t i = 0; i < r1->num_entries && !top; ++i) {
+    const tj_profile_entry_t* e = &r1->entries[i];
+    if (e->kind == TJ_PROFILE_KERNEL && strcmp(e->detail, "gemm") != 0) top = e;
+  }
+  snprintf(m, sizeof(m),
+           "top kernel %.100s (%.20s) %.1f%%; top non-GEMM %.100s %.1f%%",
+           r1->num_entries ? r1->entries[0].name : "-",
+           r1->num_entries ? r1->entries[0].detail : "-",
+           r1->num_entries ? 100 * r1->entries[0].share : 0.0,
+           top ? top->name : "none", top ? 100 * top->share : 0.0);
+  verdict("Is one op dominating?", top && top->share >= 0.10,
+          "hand-write it (the profile's top entry)", m);
+  // 6. Collectives: none on one device.
+  verdict("Is a collective dominating?", false, "",
+          "one device, no collectives");
+  // 7. Fragmentation: the arena's size against what is live at its peak.
+  double arena = (double)sb.arena_bytes, live = (double)sb.live_peak_bytes;
+  double waste = arena > 0 ? (arena - live) / arena : 0;
+  snprintf(m, sizeof(m),
+           "arena %.2f MB, live at the peak %.2f MB (%.0f%% above it)",
+           arena / 1e6, live / 1e6, 100 * waste);
+  verdict("Am I fragmenting?", waste > 0.25,
+          "bucket shapes; plan the arena per bucket", m);
+  tj_profile_report_destroy(r1);
+  tj_profile_report_destroy(r2);
+  tj_executable_release(exe);
+  return NULL;
+}
+
 typedef struct run_args_t {
   tj_context_t* context;
   const char* path;
@@ -245,6 +492,9 @@ typedef struct run_args_t {
   bool multiple;     // the file has several pieces: print headings
   bool grad;
   bool scoreboard;
+  int32_t profile;  // --profile[=RUNS]: runs; 0: no profile
+  bool diagnose;
+  tj_compile_options_t options;  // --specialize
   grad_args_t grad_args;
   int32_t matched;  // functions handled
 } run_args_t;
@@ -267,12 +517,22 @@ static bool run_piece(const char* text, size_t length, void* user) {
   }
   if (!status && a->grad) {
     status = run_grad(graph, &a->grad_args);
-  } else if (!status) {
+  } else if (!status && a->scoreboard) {
     tj_scoreboard_t sb;
     const grad_args_t* g = &a->grad_args;
     status = tj_graph_scoreboard(graph, g->num_syms,
                                  (const char* const*)g->names, g->values, &sb);
     if (!status) print_scoreboard(graph, g->num_syms, g->names, g->values, &sb);
+  }
+  if (!status && a->diagnose && !a->grad) {
+    const grad_args_t* g = &a->grad_args;
+    status = run_diagnose(graph, g->num_syms, g->names, g->values,
+                          a->profile ? a->profile : 10, &a->options);
+  } else if (!status && a->profile && !a->grad) {
+    const grad_args_t* g = &a->grad_args;
+    if (a->scoreboard) printf("\n");
+    status = run_profile(graph, g->num_syms, g->names, g->values, a->profile,
+                         &a->options);
   }
   tj_graph_destroy(graph);
   if (status) {
@@ -296,6 +556,9 @@ int main(int argc, char** argv) {
   const char* path = NULL;
   const char* func = NULL;
   bool scoreboard = false, grad = false, print = false;
+  int32_t profile = 0;
+  bool diagnose = false;
+  tj_specialize_t specialize = TJ_SPECIALIZE_NEVER;
   tj_recompute_t recompute = TJ_RECOMPUTE_POINTWISE;
   char* names[kMaxSyms];
   int64_t values[kMaxSyms];
@@ -337,6 +600,28 @@ int main(int argc, char** argv) {
       }
       names[num_syms] = strndup(spec, (size_t)(eq - spec));
       values[num_syms++] = v;
+    } else if (strcmp(a, "--diagnose") == 0) {
+      diagnose = true;
+    } else if (strncmp(a, "--specialize=", 13) == 0) {
+      static const char* const kPolicies[] = {"never", "after_n", "always"};
+      bool known = false;
+      for (int p = 0; p < 3; ++p) {
+        if (strcmp(a + 13, kPolicies[p]) == 0) {
+          specialize = (tj_specialize_t)p;
+          known = true;
+        }
+      }
+      if (!known) {
+        fprintf(stderr, "tj-run: --specialize is never, after_n or always\n");
+        return 1;
+      }
+    } else if (strcmp(a, "--profile") == 0 ||
+               strncmp(a, "--profile=", 10) == 0) {
+      profile = a[9] == '=' ? atoi(a + 10) : 20;
+      if (profile < 1) {
+        fprintf(stderr, "tj-run: --profile=RUNS wants RUNS >= 1\n");
+        return 1;
+      }
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -351,7 +636,8 @@ int main(int argc, char** argv) {
       path = a;
     }
   }
-  if ((!scoreboard && !grad) || (print && !grad) || !path) {
+  if ((!scoreboard && !grad && !profile && !diagnose) || (print && !grad) ||
+      !path) {
     usage(stderr);
     return 1;
   }
@@ -373,7 +659,11 @@ int main(int argc, char** argv) {
         .multiple = has_pieces(text, length) && !func,
         .grad = grad,
         .scoreboard = scoreboard,
+        .profile = profile,
+        .diagnose = diagnose,
         .grad_args = {print, scoreboard, recompute, num_syms, names, values}};
+    tj_compile_options_initialize(&args.options);
+    args.options.specialize = specialize;
     if (!tj_tool_for_each_piece("tj-run", text, length, true, run_piece,
                                 &args)) {
       rc = 1;

@@ -7,11 +7,13 @@
 // at PTX) and tj_executable_cuda_stats.
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/runtime/backend.h"
 #include "backends/cuda/cuda_executable.h"
 #include "jit/cache.h"
+#include "jit/kernel_dump.h"
 #include "lib/env.h"
 
 typedef struct program_t {
@@ -125,6 +127,44 @@ static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
   return status;
 }
 
+// The dump directory's files of the generic program (jit/kernel_dump.h):
+// per kernel its kernel IR, the PTX module and the tuning line. Never fails.
+static void dump_kernels(target_t* t, const program_t* p,
+                         const tj_run_plan_t* rp,
+                         const tj_cuda_program_stats_t* st) {
+  tj_context_t* context = t->config.context;
+  const char* dir = tj_setting(context, TJ_SETTING_DUMP_DIR);
+  if (!dir || !*dir) return;
+  const char* graph = rp->graph->name ? rp->graph->name : "main";
+  const char* ptx = tj_cuda_program_ptx(p->cuda);
+  char note[512];
+  snprintf(note, sizeof(note),
+           "program: generic kernels for %.64s (%.64s); GEMM autotune %s; last "
+           "GEMM choice %.64s",
+           st->arch, st->device_name,
+           t->config.options->autotune == TJ_AUTOTUNE_OFF ? "off" : "on",
+           st->gemm_choice[0] ? st->gemm_choice : "none yet");
+  for (uint32_t i = 0; i < p->num_kernels; ++i) {
+    const tj_kir_t* k = p->kernels[i].kernel;
+    char name[512], tune[1024];
+    tj_dump_kernel_ir(context, dir, graph, k);
+    tj_kernel_tune_text(k, st->arch, 0, note, tune, sizeof(tune));
+    snprintf(name, sizeof(name), "%.200s.%.200s.tune.txt", graph, k->name);
+    tj_dump_write(context, dir, name, tune);
+    if (!ptx) continue;
+    size_t len = strlen(ptx) + 512;
+    char* text = tj_alloc(t->config.allocator, len);
+    if (!text) continue;  // a dump never fails the compile
+    snprintf(text, len,
+             "// @%s: the PTX module of every kernel; this one is .entry "
+             "tj_kernel_%s\n%s",
+             graph, k->name, ptx);
+    snprintf(name, sizeof(name), "%.200s.%.200s.ptx", graph, k->name);
+    tj_dump_write(context, dir, name, text);
+    tj_free(t->config.allocator, text, len);
+  }
+}
+
 static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
                                 void** out_program) {
   target_t* t = target;
@@ -167,6 +207,11 @@ static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
   } else {
     lp->cache_misses = nk;
   }
+  lp->llvm_ms = st.compile_ms;
+  lp->ptxas_ms = st.link_ms;
+  lp->tuning_ms = st.tuning_ms;
+  lp->cache_load_ms = st.load_ms;
+  if (generic) dump_kernels(t, p, rp, &st);
   const char* name = rp->graph->name;
   if (t->log_cache && nk) {
     tj_context_diagnostic(
@@ -186,18 +231,30 @@ static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
   return NULL;
 }
 
-static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
-                            const tj_tensor_t* inputs, int32_t num_inputs,
-                            const tj_tensor_t* outputs, int32_t num_outputs) {
+static tj_status_t cuda_run_timed(void* target, void* program,
+                                  const int64_t* sym, const tj_tensor_t* inputs,
+                                  int32_t num_inputs,
+                                  const tj_tensor_t* outputs,
+                                  int32_t num_outputs,
+                                  tj_run_timing_t* timing) {
+  (void)num_inputs;
+  (void)num_outputs;
   target_t* t = target;
   if (t->offline) {
     return tj_invalid("an executable compiled for PTX only does not run");
   }
   pthread_mutex_lock(&t->run_mutex);
-  tj_status_t status =
-      tj_cuda_program_run(((program_t*)program)->cuda, sym, inputs, outputs);
+  tj_status_t status = tj_cuda_program_run_timed(((program_t*)program)->cuda,
+                                                 sym, inputs, outputs, timing);
   pthread_mutex_unlock(&t->run_mutex);
   return status;
+}
+
+static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
+                            const tj_tensor_t* inputs, int32_t num_inputs,
+                            const tj_tensor_t* outputs, int32_t num_outputs) {
+  return cuda_run_timed(target, program, sym, inputs, num_inputs, outputs,
+                        num_outputs, NULL);
 }
 
 const tj_backend_t tj_backend_cuda = {
@@ -212,6 +269,7 @@ const tj_backend_t tj_backend_cuda = {
     .prepare = NULL,  // everything is compiled and loaded by compile
     .release = cuda_release,
     .close = cuda_close,
+    .run_timed = cuda_run_timed,
 };
 
 //===--- offline PTX ---===//

@@ -22,6 +22,7 @@
 #include "backends/cuda/cuda_entry.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/runtime/run_plan.h"
+#include "backends/runtime/run_timing.h"
 #include "kir/lower.h"
 #include "jit/nvptx.h"
 #include "tensorjit/tj_executable.h"
@@ -99,6 +100,16 @@ tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
 tj_status_t tj_cuda_program_run(tj_cuda_program_t* program, const int64_t* sym,
                                 const tj_tensor_t* inputs,
                                 const tj_tensor_t* outputs);
+
+// tj_cuda_program_run adding each kernel's time (an event pair around each
+// launch, kernel by kernel: no CUDA graph), each host step's, the copies'
+// (events around them) and the set-up's (host clock) to |timing|
+// (tj_executable_profile). Waits for the stream before returning.
+tj_status_t tj_cuda_program_run_timed(tj_cuda_program_t* program,
+                                      const int64_t* sym,
+                                      const tj_tensor_t* inputs,
+                                      const tj_tensor_t* outputs,
+                                      tj_run_timing_t* timing);
 
 // NULL is a no-op. Waits for the program's work first.
 void tj_cuda_program_destroy(tj_cuda_program_t* program);

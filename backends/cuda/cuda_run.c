@@ -255,9 +255,59 @@ static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
   return status;
 }
 
+//===--- profiled runs ---===//
+
+// The events of one profiled run: a pair per kernel, then the input and
+// the output copies' pairs.
+typedef struct run_events_t {
+  tj_cu_event_t* ev;
+  uint32_t count, created;
+  size_t bytes;
+} run_events_t;
+
+static tj_status_t events_create(tj_cuda_program_t* p, run_events_t* e) {
+  memset(e, 0, sizeof(*e));
+  e->count = 2 * p->num_kernels + 4;
+  e->bytes = sizeof(tj_cu_event_t) * e->count;
+  e->ev = tj_calloc(p->al, 1, e->bytes);
+  if (!e->ev) return tj_status_oom();
+  for (; e->created < e->count; ++e->created) {
+    TJ_CU_RETURN_IF_ERROR(&p->device->cu, cuEventCreate,
+                          (&e->ev[e->created], 0));
+  }
+  return NULL;
+}
+
+static void events_destroy(tj_cuda_program_t* p, run_events_t* e) {
+  for (uint32_t i = 0; i < e->created; ++i) {
+    p->device->cu.cuEventDestroy(e->ev[i]);
+  }
+  tj_free(p->al, e->ev, e->bytes);
+  memset(e, 0, sizeof(*e));
+}
+
+static tj_status_t record(tj_cuda_program_t* p, const run_events_t* e,
+                          uint32_t i) {
+  if (!e || !e->ev) return NULL;
+  return TJ_CU_STATUS(&p->device->cu, cuEventRecord, (e->ev[i], p->stream));
+}
+
+static double elapsed(tj_cuda_program_t* p, const run_events_t* e,
+                      uint32_t first) {
+  float ms = 0;
+  if (p->device->cu.cuEventElapsedTime(&ms, e->ev[first], e->ev[first + 1]) !=
+      TJ_CUDA_SUCCESS) {
+    return 0;  // a pair around nothing that was recorded
+  }
+  return ms;
+}
+
 static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
                               const tj_tensor_t* inputs,
-                              const tj_tensor_t* outputs) {
+                              const tj_tensor_t* outputs, tj_run_timing_t* tm,
+                              const run_events_t* ev) {
+  double t_start = tm ? tj_now_ms() : 0;
+  uint32_t copy_ev = 2 * p->num_kernels;  // in: +0, +1; out: +2, +3
   const tj_graph_t* g = p->plan.graph;
   const tj_memplan_t* mp = p->plan.mp;
   tj_cuda_device_t* d = p->device;
@@ -290,6 +340,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     }
     p->run.loc[buf->node] = ptr;
   }
+  TJ_RETURN_IF_ERROR(record(p, ev, copy_ev));
   for (uint32_t i = 0; i < g->num_inputs; ++i) {
     const tj_tensor_t* t = &inputs[i];
     uint32_t node = g->inputs[i];
@@ -312,6 +363,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
                           (p->run.loc[node], pinned + p->run.in_pin[i],
                            (size_t)bytes, p->stream));
   }
+  TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 1));
   for (uint32_t b = 0; b < mp->num_buffers; ++b) {
     const tj_buffer_t* buf = &mp->buffers[b];
     if (buf->kind == TJ_BUFFER_ALIAS)
@@ -324,23 +376,42 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
   TJ_RETURN_IF_ERROR(tj_cuda_gemm_choose(p));
   // 3. The steps: one graph launch, or kernels and host steps in order.
   bool direct = true, any = false;
+  uint32_t host_index = 0;  // HOST steps so far (the run plan's order)
   for (uint32_t k = 0; k < p->num_kernels; ++k)
     any |= !p->run.launches[k].empty;
+  if (tm) {
+    tm->graphs_disabled = p->graphs.enabled;
+    tm->setup_ms += tj_now_ms() - t_start;
+  }
   if (p->graphs.enabled && !p->plan.has_host_steps && any &&
-      !p->gemm.fresh_plan) {
+      !p->gemm.fresh_plan && !tm) {
     bool fallback = false;
     TJ_RETURN_IF_ERROR(tj_cuda_graph_run(p, sym, &fallback));
     direct = fallback;
   }
   for (uint32_t s = 0; direct && s < p->plan.num_steps; ++s) {
     const tj_cuda_step_t* st = &p->plan.steps[s];
-    if (st->kind == TJ_CUDA_STEP_KERNELS) {
+    if (st->kind == TJ_CUDA_STEP_KERNELS && tm) {
+      for (uint32_t k = st->first_kernel;
+           k < st->first_kernel + st->num_kernels; ++k) {
+        TJ_RETURN_IF_ERROR(record(p, ev, 2 * k));
+        TJ_RETURN_IF_ERROR(
+            tj_cuda_program_launch_range(p, k, 1, &p->stats.kernel_launches));
+        TJ_RETURN_IF_ERROR(record(p, ev, 2 * k + 1));
+      }
+    } else if (st->kind == TJ_CUDA_STEP_KERNELS) {
       TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
           p, st->first_kernel, st->num_kernels, &p->stats.kernel_launches));
     } else {
+      double start = tm ? tj_now_ms() : 0;
       TJ_RETURN_IF_ERROR(run_host_step(p, st, sym, inputs));
+      if (tm && host_index < tm->num_host_steps) {
+        tm->host_ms[host_index] += tj_now_ms() - start;
+      }
+      ++host_index;
     }
   }
+  TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 2));
   // 4. Outputs the kernels did not write in place: duplicates, inputs and
   // constants returned as outputs; and every CPU output, through pinned.
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
@@ -363,9 +434,11 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
                              (size_t)bytes, p->stream));
     }
   }
-  if (uses_host || !p->host_stream) {
+  TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 3));
+  if (uses_host || !p->host_stream || tm) {
     TJ_CU_RETURN_IF_ERROR(cu, cuStreamSynchronize, (p->stream));
   }
+  double t_host_copy = tm ? tj_now_ms() : 0;
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
     const tj_tensor_t* t = &outputs[i];
     if (t->device_type != TJ_DEVICE_CPU || tj_cuda_tensor_bytes(t) == 0)
@@ -374,21 +447,56 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
                          pinned + p->run.out_pin[i], NULL, t->rank, t->shape,
                          tj_dtype_size(t->dtype));
   }
+  if (tm) {
+    tm->copy_ms += tj_now_ms() - t_host_copy + elapsed(p, ev, copy_ev) +
+                   elapsed(p, ev, copy_ev + 2);
+    for (uint32_t k = 0; k < p->num_kernels && k < tm->num_kernels; ++k) {
+      const tj_kir_t* kir = p->kernels[k].low->kernel;
+      tj_run_kernel_timing_t* kt = &tm->kernels[k];
+      kt->name = kir->name;
+      kt->kind = kir->kind;
+      kt->ms += elapsed(p, ev, 2 * k);
+      if (p->run.launches[k].empty) continue;
+      double bytes, flops;
+      tj_kernel_traffic(kir, p->run.scalars + (size_t)k * TJ_KIR_MAX_PARAMS,
+                        &bytes, &flops);
+      kt->bytes += bytes;
+      kt->flops += flops;
+      ++kt->launches;
+    }
+  }
   ++p->stats.runs;
   return NULL;
+}
+
+tj_status_t tj_cuda_program_run_timed(tj_cuda_program_t* p, const int64_t* sym,
+                                      const tj_tensor_t* inputs,
+                                      const tj_tensor_t* outputs,
+                                      tj_run_timing_t* timing) {
+  pthread_mutex_lock(&p->mutex);
+  tj_status_t status = tj_cuda_device_enter(p->device);
+  if (!status) {
+    run_events_t ev;
+    memset(&ev, 0, sizeof(ev));
+    if (timing) status = events_create(p, &ev);
+    if (!status) {
+      status = run_locked(p, sym, inputs, outputs, timing, timing ? &ev : NULL);
+    }
+    if (timing) {
+      // The events may still be pending after an error.
+      if (status) p->device->cu.cuStreamSynchronize(p->stream);
+      events_destroy(p, &ev);
+    }
+    tj_cuda_device_leave(p->device);
+  }
+  pthread_mutex_unlock(&p->mutex);
+  return status;
 }
 
 tj_status_t tj_cuda_program_run(tj_cuda_program_t* p, const int64_t* sym,
                                 const tj_tensor_t* inputs,
                                 const tj_tensor_t* outputs) {
-  pthread_mutex_lock(&p->mutex);
-  tj_status_t status = tj_cuda_device_enter(p->device);
-  if (!status) {
-    status = run_locked(p, sym, inputs, outputs);
-    tj_cuda_device_leave(p->device);
-  }
-  pthread_mutex_unlock(&p->mutex);
-  return status;
+  return tj_cuda_program_run_timed(p, sym, inputs, outputs, NULL);
 }
 
 void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {

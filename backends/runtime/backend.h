@@ -22,6 +22,7 @@
 #define TJ_BACKENDS_RUNTIME_BACKEND_H_
 
 #include "backends/runtime/run_plan.h"
+#include "backends/runtime/run_timing.h"
 #include "tensorjit/tj_executable.h"
 
 // What a target is opened with. Everything is borrowed from the
@@ -47,8 +48,9 @@ typedef struct tj_lowered_program_t {
   const int64_t* sym;
   const char* label;  // for logs: "generic kernels", "B=7,S=128"
   // Set by a compile that succeeds: kernels whose code came from a cache,
-  // and kernels compiled (tj_executable_stats_t).
+  // and kernels compiled (tj_executable_stats_t), and its time by stage.
   int64_t cache_hits, cache_misses;
+  double llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
 } tj_lowered_program_t;
 
 typedef struct tj_backend_t {
@@ -90,6 +92,13 @@ typedef struct tj_backend_t {
   // Frees what the target holds; called only for a target that opened.
   // NULL: nothing.
   void (*close)(void* target);
+  // |run|, adding the time of each kernel, host step, copy and the setup
+  // to |timing| (run_timing.h; tj_executable_profile). NULL: the driver
+  // times the whole run as one host step.
+  tj_status_t (*run_timed)(void* target, void* program, const int64_t* sym,
+                           const tj_tensor_t* inputs, int32_t num_inputs,
+                           const tj_tensor_t* outputs, int32_t num_outputs,
+                           tj_run_timing_t* timing);
 } tj_backend_t;
 
 extern const tj_backend_t tj_backend_x86;

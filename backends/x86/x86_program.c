@@ -19,6 +19,7 @@
 // steady state allocates nothing; concurrent runs get different frames.
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "backends/x86/gemm_tune.h"
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
+#include "jit/kernel_dump.h"
 #include "lib/env.h"
 
 #define FRAME_POOL 8
@@ -212,8 +214,10 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
   if (n == 0) return;
   if (set->source == TJ_X86_SOURCE_LLVM) {
     lp->cache_misses = n;
+    lp->llvm_ms = set->compile_ms;
   } else {
     lp->cache_hits = n;
+    lp->cache_load_ms = set->compile_ms;
   }
   tj_disk_cache_warn_store(t->config.context, t->cache_dir, set->store_status);
   if (!t->log_cache) return;
@@ -290,6 +294,33 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   return NULL;
 }
 
+// The dump directory's per-kernel files of the generic program
+// (jit/kernel_dump.h). Never fails: a problem is a warning.
+static void dump_kernels(target_t* t, const program_t* p) {
+  const char* dir = tj_setting(t->config.context, TJ_SETTING_DUMP_DIR);
+  uint32_t n = p->set.num_kernels;
+  if (!dir || !*dir || n == 0) return;
+  const tj_kir_t** kirs = tj_alloc(t->config.allocator, sizeof(*kirs) * n);
+  if (!kirs) {
+    tj_context_diagnostic(
+        t->config.context, TJ_SEVERITY_WARNING,
+        "%s: no kernel dumps: out of memory",
+        tj_setting_source(t->config.context, TJ_SETTING_DUMP_DIR));
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) kirs[i] = p->set.kernels[i].kernel;
+  const tj_compile_options_t* o = t->config.options;
+  char note[160];
+  snprintf(note, sizeof(note),
+           "program: generic kernels, %d threads%s, GEMM autotune %s",
+           (int)t->runner.threads,
+           o->x86.parallel_for ? " (the host's parallel_for)" : "",
+           p->tuner ? "on (timed per shape bucket at run time)" : "off");
+  tj_x86_dump_kernels(t->jit, t->config.allocator, t->config.context, dir,
+                      t->plan->graph->name, kirs, n, note);
+  tj_free(t->config.allocator, kirs, sizeof(*kirs) * n);
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -324,6 +355,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   if (!status) {
     account_set(t, &p->set, lp);
     if (p->generic) status = finish_generic(t, p);
+    if (!status && p->generic) dump_kernels(t, p);
   }
   if (status) {
     x86_release(t, p);
@@ -335,9 +367,14 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
 
 //===--- running ---===//
 
+// |tm| (NULL on the plain path) gets each kernel's, host step's and copy's
+// time (tj_executable_profile): a monotonic clock around each launch,
+// which returns when the parallel region is done.
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
-                             const tj_tensor_t* outputs, frame_t* f) {
+                             const tj_tensor_t* outputs, frame_t* f,
+                             tj_run_timing_t* tm) {
+  double t_start = tm ? tj_now_ms() : 0, t_copy = 0;
   const tj_run_plan_t* rp = t->plan;
   const tj_graph_t* g = rp->graph;
   const tj_memplan_t* mp = rp->memplan;
@@ -416,6 +453,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
     }
     f->loc[buf->node] = ptr;
   }
+  if (tm) t_copy = tj_now_ms();
   for (uint32_t i = 0; i < g->num_inputs; ++i) {
     const tj_tensor_t* in = &inputs[i];
     uint32_t node = g->inputs[i];
@@ -428,6 +466,12 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                          in->strides, in->rank, in->shape,
                          tj_dtype_size(in->dtype));
   }
+  if (tm) {
+    double now = tj_now_ms();
+    tm->copy_ms += now - t_copy;
+    tm->setup_ms += t_copy - t_start;
+    t_start = now;
+  }
   // Aliases of inputs (reshaped graph inputs) follow their roots.
   for (uint32_t b = 0; b < mp->num_buffers; ++b) {
     const tj_buffer_t* buf = &mp->buffers[b];
@@ -435,6 +479,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
   }
   // 3. The steps.
   unsigned char* scratch = tj_host_byte_at(base, scratch_offset);
+  uint32_t host_index = 0;  // HOST steps so far
   for (uint32_t s = 0; s < rp->num_steps; ++s) {
     const tj_run_step_t* step = &rp->steps[s];
     for (uint32_t k = step->first_kernel;
@@ -451,6 +496,10 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
             f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
       }
       const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+      if (tm) {
+        tm->setup_ms += tj_now_ms() - t_start;
+        t_start = tj_now_ms();
+      }
       if (tj_x86_tuner_handles(p->tuner, k)) {
         TJ_RETURN_IF_ERROR(tj_x86_tuner_run(p->tuner, k, &f->launches[k],
                                             buffers, scalars, scratch,
@@ -459,16 +508,42 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         tj_x86_launch_run(&t->runner, &f->launches[k], set->fns[k], buffers,
                           scalars, scratch);
       }
+      if (tm) {
+        double now = tj_now_ms();
+        tj_run_kernel_timing_t* kt = &tm->kernels[k];
+        kt->ms += now - t_start;
+        t_start = now;
+        kt->name = low->kernel->name;
+        kt->kind = low->kernel->kind;
+        if (f->launches[k].units > 0) {
+          double bytes, flops;
+          tj_kernel_traffic(low->kernel, scalars, &bytes, &flops);
+          kt->bytes += bytes;
+          kt->flops += flops;
+          ++kt->launches;
+        }
+      }
       // A deferred path that could not be built was skipped: say so.
       TJ_RETURN_IF_ERROR(tj_x86_kernel_set_take_error(set));
     }
     if (step->kind == TJ_RUN_STEP_HOST) {
+      if (tm) {
+        tm->setup_ms += tj_now_ms() - t_start;
+        t_start = tj_now_ms();
+      }
       TJ_RETURN_IF_ERROR(
           tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
+      if (tm) {
+        double now = tj_now_ms();
+        tm->host_ms[host_index++] += now - t_start;
+        t_start = now;
+      }
     }
   }
+  if (tm) tm->setup_ms += tj_now_ms() - t_start;
   // 4. Outputs not written in place: staged, duplicated, or inputs and
   // constants returned as outputs.
+  if (tm) t_copy = tj_now_ms();
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
     uint32_t node = g->outputs[i].node;
     uint32_t bi = mp->buffer_of[node];
@@ -481,19 +556,32 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                          NULL, out->rank, out->shape,
                          tj_dtype_size(out->dtype));
   }
+  if (tm) tm->copy_ms += tj_now_ms() - t_copy;
   return NULL;
+}
+
+static tj_status_t x86_run_timed(void* target, void* program,
+                                 const int64_t* sym, const tj_tensor_t* inputs,
+                                 int32_t num_inputs, const tj_tensor_t* outputs,
+                                 int32_t num_outputs, tj_run_timing_t* timing) {
+  (void)num_inputs;
+  (void)num_outputs;
+  target_t* t = target;
+  frame_t* f = NULL;
+  bool temp = false;
+  double start = timing ? tj_now_ms() : 0;
+  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
+  if (timing) timing->setup_ms += tj_now_ms() - start;
+  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f, timing);
+  frame_release(t, f, temp);
+  return status;
 }
 
 static tj_status_t x86_run(void* target, void* program, const int64_t* sym,
                            const tj_tensor_t* inputs, int32_t num_inputs,
                            const tj_tensor_t* outputs, int32_t num_outputs) {
-  target_t* t = target;
-  frame_t* f = NULL;
-  bool temp = false;
-  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
-  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f);
-  frame_release(t, f, temp);
-  return status;
+  return x86_run_timed(target, program, sym, inputs, num_inputs, outputs,
+                       num_outputs, NULL);
 }
 
 // The deferred code: waits for the background build or builds it here.
@@ -514,6 +602,7 @@ const tj_backend_t tj_backend_x86 = {
     .prepare = x86_prepare,
     .release = x86_release,
     .close = x86_close,
+    .run_timed = x86_run_timed,
 };
 
 tj_x86_tuner_t* tj_x86_backend_tuner(const void* program) {

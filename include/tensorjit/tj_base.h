@@ -160,8 +160,8 @@ typedef struct tj_context_options_t {
   // are copied. The syntax is the variable's (see README, "Diagnostics").
   //
   // TJ_LOG: comma list of passes, fusion, recompiles, cache, graph_breaks,
-  // autotune, or all; an unknown name is ignored with one warning per
-  // process.
+  // autotune, profile (tj_executable_profile's table), or all; an unknown
+  // name is ignored with one warning per process.
   const char* log;
   // TJ_PRINT_AFTER: a pass name (or all) whose result is printed to
   // stderr after it runs; a name that is no pass warns once per process.

@@ -276,8 +276,13 @@ TJ_API tj_status_t tj_executable_prepare(tj_executable_t* executable,
                                          const tj_tensor_t* inputs,
                                          int32_t num_inputs);
 
-// What compiling and running has cost so far.
+// What compiling and running has cost so far. Set |struct_size| to
+// sizeof(tj_executable_stats_t) before calling tj_executable_stats:
+//   tj_executable_stats_t st = {.struct_size = sizeof(st)};
+// (fields are only ever added at the end: a caller compiled against an
+// older header gets the fields its struct has).
 typedef struct tj_executable_stats_t {
+  size_t struct_size;
   // Kernels in the generic kernel set: one per fusion group, except that a
   // pointwise group with pad or concat is one kernel per box of its output.
   int32_t num_kernels;
@@ -295,10 +300,120 @@ typedef struct tj_executable_stats_t {
   // implementation between the compiled regions, with no interpreter. Not
   // graph breaks.
   int32_t num_host_calls;
+  // Where tj_compile's |compile_ms| went, per stage (the generic program;
+  // a stage a target does not have is 0):
+  double passes_ms;      // the middle end's pass pipeline
+  double lowering_ms;    // fusion groups to kernel IR, the run plan
+  double llvm_ms;        // LLVM IR emission, O3 and codegen (x86: to an
+                         // object and its link; CUDA: to PTX) on a miss
+  double ptxas_ms;       // CUDA: PTX to a cubin (the driver's linker)
+  double tuning_ms;      // CUDA: GEMM candidates timed while compiling
+                         // (x86 times them on first runs, not here)
+  double cache_load_ms;  // kernels loaded from a cache (and linked)
+  // Wall time of the successful tj_executable_run calls so far (their mean
+  // is run_ms / runs): with the same figure of an executable compiled with
+  // an unfused pipeline, the break-even number of runs of compiling is
+  // compile_ms / (eager run - compiled run), see tj-run --scoreboard.
+  double run_ms;
 } tj_executable_stats_t;
 
+// Fills the fields of |*out_stats| that lie within its |struct_size|
+// bytes (none when |struct_size| is smaller than the first field's end).
+// NULL |out_stats| is a no-op; a NULL executable gives zeros.
 TJ_API void tj_executable_stats(const tj_executable_t* executable,
                                 tj_executable_stats_t* out_stats);
+
+//===----------------------------------------------------------------------===//
+// Profiles: where a run's time goes
+//===----------------------------------------------------------------------===//
+
+typedef enum tj_profile_kind_e {
+  TJ_PROFILE_KERNEL = 0,  // one compiled kernel
+  // A graph break (a group run on the reference semantics between the
+  // kernels; CUDA: with its copies to and from the host), or a whole run
+  // on the reference target.
+  TJ_PROFILE_HOST = 1,
+  // Staging of inputs and outputs (strided tensors, outputs not written in
+  // place; CUDA: host <-> device copies).
+  TJ_PROFILE_COPY = 2,
+  // Binding symbols, checking the tensors, evaluating the memory plan and
+  // the kernels' scalar params, launch set-up between the kernels.
+  TJ_PROFILE_SETUP = 3,
+} tj_profile_kind_t;
+
+// One line of a profile; every figure is per run (the mean over the
+// profiled runs).
+typedef struct tj_profile_entry_t {
+  tj_profile_kind_t kind;
+  // KERNEL: the kernel's name, the one TJ_LOG=fusion and tj-opt
+  // --emit=kir print and the dump directory's files carry
+  // (<graph>.<name>.kir, .ll, ...). HOST: "host.g<group>" (the fusion
+  // group), or "reference" for the reference target. COPY: "copies".
+  // SETUP: "setup".
+  char name[224];
+  // KERNEL: its template ("pointwise", "row_reduce", "gemm"); HOST: the
+  // ops of the group; else "".
+  char detail[96];
+  double ms;         // time per run
+  double share;      // ms / the report's run_ms
+  double launches;   // launches that did work, per run (KERNEL)
+  double bytes;      // moved per run (KERNEL: every buffer's elements once)
+  double flops;      // per run (KERNEL; GEMM: 2*M*N*K plus the epilogue)
+  double gbytes_per_s;  // bytes / ms (0 when ms is 0)
+  double gflops_per_s;
+} tj_profile_entry_t;
+
+typedef struct tj_profile_report_t {
+  char graph[128];      // the graph's name
+  const char* target;   // "x86", "cuda", "reference"; static storage
+  int32_t runs;         // profiled runs (after one untimed warm-up run)
+  // Wall time of one profiled run through the whole of tj_executable_run,
+  // measured around each run (the mean): what the entries' shares divide.
+  double run_ms;
+  // The entries' time per run by kind, and all of them: |accounted_ms|
+  // falls short of |run_ms| by the time between the measured parts.
+  double kernel_ms, host_ms, copy_ms, setup_ms, accounted_ms;
+  int32_t num_kernels;  // kernel entries
+  // CUDA: the profiled runs launched kernel by kernel with an event pair
+  // around each launch instead of replaying the shape's CUDA graph.
+  bool cuda_graphs_disabled;
+  int32_t num_entries;
+  tj_profile_entry_t* entries;  // largest |ms| first
+  tj_allocator_t allocator;     // frees the report
+  size_t bytes;
+} tj_profile_report_t;
+
+// Runs |executable| once untimed (so that compiles on first use, autotuning
+// and arena growth are not counted), then |runs| times (>= 1) with
+// |inputs| and |outputs| as tj_executable_run takes them, timing each
+// kernel launch, graph break, copy and the set-up around them inside the
+// backend's run: on x86 a monotonic clock around each launch (which
+// returns when the thread pool's parallel region is done); on CUDA an
+// event pair around each launch, kernel by kernel (the runs do not replay
+// the CUDA graph). The outputs hold the last run's results. Under
+// TJ_LOG=profile the top-10 table (tj_profile_report_format) goes to the
+// context's diagnostic channel after each profile. Errors are those of
+// tj_executable_run, and INVALID_ARGUMENT for a NULL executable or
+// |out_report| or |runs| < 1. On success |*out_report| is owned by the
+// caller (tj_profile_report_destroy); on failure it is NULL.
+TJ_API tj_status_t tj_executable_profile(tj_executable_t* executable,
+                                         const tj_tensor_t* inputs,
+                                         int32_t num_inputs,
+                                         const tj_tensor_t* outputs,
+                                         int32_t num_outputs, int32_t runs,
+                                         tj_profile_report_t** out_report);
+
+// Frees |report|. NULL is a no-op.
+TJ_API void tj_profile_report_destroy(tj_profile_report_t* report);
+
+// Writes |report| as a table of its |top_n| largest entries (<= 0: all),
+// with the run time, the kernels' total and how much the entries account
+// for, into |buffer| (|size| bytes, NUL-terminated, truncated to fit;
+// |buffer| may be NULL when |size| is 0). Returns the length the whole
+// text needs, as snprintf does (0 for a NULL report).
+TJ_API size_t tj_profile_report_format(const tj_profile_report_t* report,
+                                       int32_t top_n, char* buffer,
+                                       size_t size);
 
 #ifdef __cplusplus
 }  // extern "C"

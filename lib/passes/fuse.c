@@ -1126,8 +1126,14 @@ static void dump_dot(tj_pass_ctx_t* ctx, const tj_fusion_t* fusion,
   char* text = NULL;
   tj_status_t status = tj_fusion_dot(fusion, g, &text);
   if (status) {
+    // Name where the directory came from: TJ_DUMP_DIR or the option.
+    const char* setting = tj_setting(g->context, TJ_SETTING_DUMP_DIR);
+    const char* source =
+        setting && strcmp(setting, ctx->dump_dir) == 0
+            ? tj_setting_source(g->context, TJ_SETTING_DUMP_DIR)
+            : "the pass context's dump_dir";
     tj_context_diagnostic(g->context, TJ_SEVERITY_WARNING,
-                          "TJ_DUMP_DIR: no fusion dump: %s",
+                          "%s: no fusion dump: %s", source,
                           tj_status_message(status));
     tj_status_free(status);
     return;

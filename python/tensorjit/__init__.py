@@ -28,14 +28,16 @@ from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
-from .executable import TARGETS, Executable, ExecutableStats, compile
+from .executable import (TARGETS, Executable, ExecutableStats, Profile,
+                         ProfileEntry, compile)
 from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
                     default_context)
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "Context", "DType", "Executable",
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
-    "LibraryNotFoundError", "OutOfMemoryError", "Scoreboard",
+    "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
+    "Scoreboard",
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
     "Value", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
     "library_path", "load_library", "numpy_dtype", "version",

@@ -110,11 +110,38 @@ class CompileOptions_t(ctypes.Structure):
                 ("cuda", CudaCompileOptions_t)]
 
 
+class ProfileEntry_t(ctypes.Structure):
+    """tj_profile_entry_t."""
+
+    _fields_ = [("kind", cenum), ("name", ctypes.c_char * 224),
+                ("detail", ctypes.c_char * 96), ("ms", cdouble),
+                ("share", cdouble), ("launches", cdouble),
+                ("bytes", cdouble), ("flops", cdouble),
+                ("gbytes_per_s", cdouble), ("gflops_per_s", cdouble)]
+
+
+class ProfileReport_t(ctypes.Structure):
+    """tj_profile_report_t."""
+
+    _fields_ = [("graph", ctypes.c_char * 128), ("target", cstr),
+                ("runs", i32), ("run_ms", cdouble), ("kernel_ms", cdouble),
+                ("host_ms", cdouble), ("copy_ms", cdouble),
+                ("setup_ms", cdouble), ("accounted_ms", cdouble),
+                ("num_kernels", i32), ("cuda_graphs_disabled", cbool),
+                ("num_entries", i32),
+                ("entries", ctypes.POINTER(ProfileEntry_t)),
+                ("allocator", Allocator_t), ("bytes", ctypes.c_size_t)]
+
+
 class ExecutableStats_t(ctypes.Structure):
-    _fields_ = [("num_kernels", i32), ("num_graph_breaks", i32),
-                ("compile_ms", cdouble), ("cache_hits", i64),
-                ("cache_misses", i64), ("recompiles", i64), ("runs", i64),
-                ("num_host_calls", i32)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("num_kernels", i32),
+                ("num_graph_breaks", i32), ("compile_ms", cdouble),
+                ("cache_hits", i64), ("cache_misses", i64),
+                ("recompiles", i64), ("runs", i64),
+                ("num_host_calls", i32), ("passes_ms", cdouble),
+                ("lowering_ms", cdouble), ("llvm_ms", cdouble),
+                ("ptxas_ms", cdouble), ("tuning_ms", cdouble),
+                ("cache_load_ms", cdouble), ("run_ms", cdouble)]
 
 
 STAGE_COUNT = 5
@@ -215,6 +242,14 @@ _SIGNATURES = {
                                ctypes.POINTER(Tensor_t), i32]),
     "tj_executable_prepare": (vp, [vp, ctypes.POINTER(Tensor_t), i32]),
     "tj_executable_stats": (None, [vp, ctypes.POINTER(ExecutableStats_t)]),
+    "tj_executable_profile": (vp, [vp, ctypes.POINTER(Tensor_t), i32,
+                                   ctypes.POINTER(Tensor_t), i32, i32,
+                                   ctypes.POINTER(ctypes.POINTER(
+                                       ProfileReport_t))]),
+    "tj_profile_report_destroy": (None, [ctypes.POINTER(ProfileReport_t)]),
+    "tj_profile_report_format": (ctypes.c_size_t, [
+        ctypes.POINTER(ProfileReport_t), i32, ctypes.c_char_p,
+        ctypes.c_size_t]),
     "tj_stage_name": (cstr, [cenum]),
     "tj_op_count": (i32, []),
     "tj_op_name": (cstr, [i32]),

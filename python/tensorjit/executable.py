@@ -30,7 +30,8 @@ from .errors import (ArgumentTypeError, InvalidArgumentError,
                      UnsupportedError)
 from .graph import Context, Graph
 
-__all__ = ["compile", "Executable", "ExecutableStats", "TARGETS"]
+__all__ = ["compile", "Executable", "ExecutableStats", "Profile",
+           "ProfileEntry", "TARGETS"]
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
@@ -48,6 +49,71 @@ class ExecutableStats:
     cache_misses: int
     recompiles: int
     runs: int
+    passes_ms: float = 0.0
+    lowering_ms: float = 0.0
+    llvm_ms: float = 0.0
+    ptxas_ms: float = 0.0
+    tuning_ms: float = 0.0
+    cache_load_ms: float = 0.0
+    run_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One line of a :class:`Profile` (``tj_profile_entry_t``), per run:
+    a kernel (named as the dumps and ``TJ_LOG=fusion`` name it), a graph
+    break (``host.g<group>``), the copies or the set-up."""
+
+    kind: str  # "kernel", "host", "copy" or "setup"
+    name: str
+    detail: str
+    ms: float
+    share: float
+    launches: float
+    bytes: float
+    flops: float
+    gbytes_per_s: float
+    gflops_per_s: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Where a run's time goes (``tj_executable_profile``): the entries,
+    largest first, and the table ``TJ_LOG=profile`` prints (``text``)."""
+
+    graph: str
+    target: str
+    runs: int
+    run_ms: float
+    kernel_ms: float
+    host_ms: float
+    copy_ms: float
+    setup_ms: float
+    accounted_ms: float
+    entries: List[ProfileEntry]
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+_PROFILE_KINDS = ("kernel", "host", "copy", "setup")
+
+
+def _profile_of(r: Any) -> Profile:
+    L = _lib.lib()
+    size = L.tj_profile_report_format(r, 0, None, 0)
+    buf = ctypes.create_string_buffer(size + 1)
+    L.tj_profile_report_format(r, 0, buf, size + 1)
+    c = r.contents
+    entries = [ProfileEntry(
+        _PROFILE_KINDS[e.kind] if 0 <= e.kind < 4 else str(e.kind),
+        e.name.decode(), e.detail.decode(), e.ms, e.share, e.launches,
+        e.bytes, e.flops, e.gbytes_per_s, e.gflops_per_s)
+        for e in c.entries[:c.num_entries]]
+    return Profile(c.graph.decode(), (c.target or b"").decode(), c.runs,
+                   c.run_ms, c.kernel_ms, c.host_ms, c.copy_ms, c.setup_ms,
+                   c.accounted_ms, entries, buf.value.decode())
 
 
 class _Runner:
@@ -136,7 +202,8 @@ class _Runner:
         return torch.empty(shape, dtype=tdt, device=f"cuda:{device_id}")
 
     def call(self, args: Sequence[Any], named: Mapping[str, Any],
-             out: Any, always_list: bool = False) -> Any:
+             out: Any, always_list: bool = False,
+             invoke: Any = None) -> Any:
         bound = self._bind(args, named)
         n_out = len(self.output_names)
         outs: Optional[List[Any]] = None
@@ -181,8 +248,11 @@ class _Runner:
                         raise InvalidArgumentError(
                             f"outputs {self.output_names[j]!r} and "
                             f"{self.output_names[k]!r} overlap in memory")
-            fn, handle = self._run_fn()
-            _lib.check(fn(handle, in_arr, n_in, out_arr, n_out))
+            if invoke is not None:
+                invoke(in_arr, n_in, out_arr, n_out)
+            else:
+                fn, handle = self._run_fn()
+                _lib.check(fn(handle, in_arr, n_in, out_arr, n_out))
         if always_list:
             return list(result)
         return result[0] if n_out == 1 else tuple(result)
@@ -300,14 +370,36 @@ class Executable(_Runner):
                          self.input_dtypes[i], t=arr[i])
             _lib.check(L.tj_executable_prepare(self.handle, arr, len(bound)))
 
+    def profile(self, *inputs: Any, runs: int = 10, out: Any = None,
+                **named: Any) -> Profile:
+        """Runs once untimed, then |runs| times, timing each kernel, graph
+        break, copy and the set-up (``tj_executable_profile``); returns
+        the :class:`Profile`. Inputs and |out| as for a call."""
+        L = _lib.lib()
+        report = ctypes.POINTER(_lib.ProfileReport_t)()
+
+        def invoke(in_arr: Any, n_in: int, out_arr: Any, n_out: int) -> None:
+            _lib.check(L.tj_executable_profile(self.handle, in_arr, n_in,
+                                               out_arr, n_out, int(runs),
+                                               ctypes.byref(report)))
+
+        self.call(inputs, named, out, invoke=invoke)
+        try:
+            return _profile_of(report)
+        finally:
+            L.tj_profile_report_destroy(report)
+
     @property
     def stats(self) -> ExecutableStats:
         """Kernels, graph breaks, compile time, cache and run counters."""
         s = _lib.ExecutableStats_t()
+        s.struct_size = ctypes.sizeof(s)
         _lib.lib().tj_executable_stats(self.handle, ctypes.byref(s))
         return ExecutableStats(s.num_kernels, s.num_graph_breaks,
                                s.compile_ms, s.cache_hits, s.cache_misses,
-                               s.recompiles, s.runs)
+                               s.recompiles, s.runs, s.passes_ms,
+                               s.lowering_ms, s.llvm_ms, s.ptxas_ms,
+                               s.tuning_ms, s.cache_load_ms, s.run_ms)
 
 
 def compile(graph: Union[Graph, str], target: str = "x86", *,

@@ -465,7 +465,7 @@ bool tj_cts_run_case(const tj_cts_backend_t* be, tj_cts_case_t* c,
       release(be, &out[i]);
     }
   }
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   if (opts->specialize == TJ_SPECIALIZE_NEVER && st.recompiles != 0) {
     fprintf(stderr, "%s: %lld recompiles\n", c->name, (long long)st.recompiles);

@@ -293,7 +293,7 @@ static void capstone(tj_dtype_t dt, bool device_io) {
     free(ys);
   }
   if (exe) {
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     CHECK_EQ_INT(0, st.recompiles);
     CHECK_EQ_INT(1, st.num_kernels);
@@ -387,7 +387,7 @@ TEST(graphs_equal_plain_launches) {
   tj_cuda_program_stats_t st[2];
   CHECK_OK(tj_executable_cuda_stats(exe[0], &st[0]));
   CHECK_OK(tj_executable_cuda_stats(exe[1], &st[1]));
-  tj_executable_stats_t es;
+  tj_executable_stats_t es = {.struct_size = sizeof(es)};
   tj_executable_stats(exe[0], &es);
   printf(
       "# block: %d kernels; graphs: %lld captures, %lld replays, %lld "
@@ -632,6 +632,7 @@ static void compile_cached(tj_context_t* ctx, const char* dir, cached_t* r) {
     CHECK_OK(tj_executable_run(exe, &in, 1, &out, 1));
     CHECK_OK(tj_reference_run(g, &in, 1, &ref, 1));
     r->right = memcmp(ys, want, sizeof(ys)) == 0;
+    r->es.struct_size = sizeof(r->es);
     tj_executable_stats(exe, &r->es);
     CHECK_OK(tj_executable_cuda_stats(exe, &r->cs));
     tj_executable_release(exe);
@@ -947,7 +948,7 @@ TEST(specialize) {
     for (size_t r = 0; r < TJ_ARRAY_SIZE(kB); ++r) {
       specialize_run(exe, g, kB[r]);
     }
-    tj_executable_stats_t es;
+    tj_executable_stats_t es = {.struct_size = sizeof(es)};
     tj_executable_stats(exe, &es);
     printf(
         "# specialize policy %d: %d kernels, %d graph breaks, %lld "
@@ -975,7 +976,7 @@ TEST(specialize) {
                          tj_tensor_make(NULL, TJ_DTYPE_I32, 1, is)};
     CHECK_OK(tj_executable_prepare(exe, in, 3));
     specialize_run(exe, g, 9);
-    tj_executable_stats_t es;
+    tj_executable_stats_t es = {.struct_size = sizeof(es)};
     tj_executable_stats(exe, &es);
     CHECK_EQ_INT(1, (int)es.recompiles);
     tj_executable_release(exe);

@@ -275,7 +275,7 @@ TEST(offline_matches_device) {
   if (exe) {
     tj_cuda_program_stats_t cs;
     CHECK_OK(tj_executable_cuda_stats(exe, &cs));
-    tj_executable_stats_t es;
+    tj_executable_stats_t es = {.struct_size = sizeof(es)};
     tj_executable_stats(exe, &es);
     tj_nvptx_arch_t arch;
     CHECK(tj_nvptx_arch_from_name(cs.arch, &arch));

@@ -67,6 +67,7 @@ int main(void) {
   FIELD(tj_compile_options_t, cuda.precise_math);
 
   STRUCT(tj_executable_stats_t);
+  FIELD(tj_executable_stats_t, struct_size);
   FIELD(tj_executable_stats_t, num_kernels);
   FIELD(tj_executable_stats_t, num_graph_breaks);
   FIELD(tj_executable_stats_t, compile_ms);
@@ -80,6 +81,44 @@ int main(void) {
   FIELD(tj_custom_attrs_t, ints);
   FIELD(tj_custom_attrs_t, num_floats);
   FIELD(tj_custom_attrs_t, floats);
+  FIELD(tj_executable_stats_t, passes_ms);
+  FIELD(tj_executable_stats_t, lowering_ms);
+  FIELD(tj_executable_stats_t, llvm_ms);
+  FIELD(tj_executable_stats_t, ptxas_ms);
+  FIELD(tj_executable_stats_t, tuning_ms);
+  FIELD(tj_executable_stats_t, cache_load_ms);
+  FIELD(tj_executable_stats_t, run_ms);
+
+  STRUCT(tj_profile_entry_t);
+  FIELD(tj_profile_entry_t, kind);
+  FIELD(tj_profile_entry_t, name);
+  FIELD(tj_profile_entry_t, detail);
+  FIELD(tj_profile_entry_t, ms);
+  FIELD(tj_profile_entry_t, share);
+  FIELD(tj_profile_entry_t, launches);
+  FIELD(tj_profile_entry_t, bytes);
+  FIELD(tj_profile_entry_t, flops);
+  FIELD(tj_profile_entry_t, gbytes_per_s);
+  FIELD(tj_profile_entry_t, gflops_per_s);
+
+  STRUCT(tj_profile_report_t);
+  FIELD(tj_profile_report_t, graph);
+  FIELD(tj_profile_report_t, target);
+  FIELD(tj_profile_report_t, runs);
+  FIELD(tj_profile_report_t, run_ms);
+  FIELD(tj_profile_report_t, kernel_ms);
+  FIELD(tj_profile_report_t, host_ms);
+  FIELD(tj_profile_report_t, copy_ms);
+  FIELD(tj_profile_report_t, setup_ms);
+  FIELD(tj_profile_report_t, accounted_ms);
+  FIELD(tj_profile_report_t, num_kernels);
+  FIELD(tj_profile_report_t, cuda_graphs_disabled);
+  FIELD(tj_profile_report_t, num_entries);
+  FIELD(tj_profile_report_t, entries);
+  FIELD(tj_profile_report_t, allocator);
+  FIELD(tj_profile_report_t, allocator.fn);
+  FIELD(tj_profile_report_t, allocator.user_data);
+  FIELD(tj_profile_report_t, bytes);
 
   STRUCT(tj_scoreboard_row_t);
   FIELD(tj_scoreboard_row_t, stage);

@@ -23,6 +23,8 @@ MIRRORS = {
     "tj_context_options_t": _lib.ContextOptions_t,
     "tj_compile_options_t": _lib.CompileOptions_t,
     "tj_executable_stats_t": _lib.ExecutableStats_t,
+    "tj_profile_entry_t": _lib.ProfileEntry_t,
+    "tj_profile_report_t": _lib.ProfileReport_t,
     "tj_scoreboard_row_t": _lib.ScoreboardRow_t,
     "tj_scoreboard_t": _lib.Scoreboard_t,
 }

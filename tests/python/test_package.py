@@ -1027,6 +1027,35 @@ def test_scoreboard() -> None:
     assert "memplan" in str(sb)
 
 
+def test_profile() -> None:
+    g = tj.Graph("prof")
+    x = g.input("x", "f32", ["B", 64])
+    w = g.input("w", "f32", [64, 128])
+    b = g.input("b", "f32", [128])
+    g.output(g.softmax(g.gelu(x @ w + b, approximate=True), 1), "y")
+    exe = tj.compile(g)
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((16, 64)).astype(np.float32)
+    ws = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
+    bs = rng.standard_normal(128).astype(np.float32)
+    y = np.empty((16, 128), np.float32)
+    p = exe.profile(xs, ws, bs, runs=5, out=y)
+    want = g.run_reference(xs, ws, bs)
+    assert np.allclose(y, want, rtol=1e-4, atol=1e-5)
+    kernels = [e for e in p.entries if e.kind == "kernel"]
+    assert len(kernels) == exe.stats.num_kernels
+    assert all(e.name for e in kernels)
+    assert {"copy", "setup"} <= {e.kind for e in p.entries}
+    assert p.runs == 5 and p.target == "x86" and p.graph == "prof"
+    assert p.accounted_ms <= p.run_ms * 1.0001
+    assert p.accounted_ms >= 0.9 * p.run_ms
+    assert abs(sum(e.share for e in p.entries) - p.accounted_ms / p.run_ms) \
+        < 1e-6
+    assert kernels[0].name in str(p) and "@prof on x86" in str(p)
+    gemm = [e for e in kernels if e.detail == "gemm"]
+    assert gemm and gemm[0].flops >= 2 * 16 * 64 * 128
+
+
 #===----------------------------------------------------------------------===#
 # Packaging: pip install ./python bundles the library
 #===----------------------------------------------------------------------===#

@@ -1227,7 +1227,7 @@ TEST(capstone_training_step_compiles_once_for_every_batch) {
     free(saved);
     step_free(&s);
   }
-  tj_executable_stats_t fs, bs;
+  tj_executable_stats_t fs = {.struct_size = sizeof(fs)}, bs = {.struct_size = sizeof(bs)};
   if (fexe && bexe) {
     tj_executable_stats(fexe, &fs);
     tj_executable_stats(bexe, &bs);

@@ -48,7 +48,7 @@ static bool compile_once(const char* dir, int64_t* hits, int64_t* misses,
     tj_context_destroy(ctx);
     return false;
   }
-  tj_executable_stats_t s;
+  tj_executable_stats_t s = {.struct_size = sizeof(s)};
   tj_executable_stats(exe, &s);
   *hits = s.cache_hits;
   *misses = s.cache_misses;

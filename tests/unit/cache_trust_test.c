@@ -73,7 +73,7 @@ static compiled_t compile_and_run(tj_context_t* ctx, const char* dir,
       double e = fabs((double)y[i] - ref[i]) / (1 + fabs(ref[i]));
       if (!(e <= r.worst)) r.worst = e;
     }
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     r.hits = st.cache_hits;
     r.misses = st.cache_misses;

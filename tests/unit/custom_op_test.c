@@ -186,7 +186,7 @@ TEST(signature_argument_kinds) {
     } else {
       CHECK_OK(tj_compile(g, NULL, &exe));
       CHECK_OK(tj_executable_run(exe, in, 4, out, 5));
-      tj_executable_stats_t st;
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
       tj_executable_stats(exe, &st);
       CHECK_EQ_INT(5, st.num_host_calls);
       CHECK_EQ_INT(0, st.num_graph_breaks);
@@ -508,7 +508,7 @@ TEST(mid_chain_two_fused_regions) {
   CHECK_OK(tj_graph_finalize(g));
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, NULL, &exe));
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   CHECK_EQ_INT(2, st.num_kernels);
   CHECK_EQ_INT(0, st.num_graph_breaks);

@@ -95,7 +95,7 @@ static tj_executable_t* compile(const tj_graph_t* g, tj_target_t target,
 }
 
 static tj_executable_stats_t stats_of(const tj_executable_t* exe) {
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   return st;
 }

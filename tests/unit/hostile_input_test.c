@@ -585,8 +585,9 @@ TEST(null_executable_arguments) {
                tj_executable_prepare(NULL, &in, 1));
   tj_executable_retain(NULL);   // a no-op
   tj_executable_release(NULL);  // a no-op
-  tj_executable_stats_t stats;
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   memset(&stats, 0xff, sizeof(stats));
+  stats.struct_size = sizeof(stats);
   tj_executable_stats(NULL, &stats);  // zeroes or leaves; never crashes
   tj_compile_options_initialize(NULL);
   tj_context_options_initialize(NULL);

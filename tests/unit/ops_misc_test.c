@@ -143,7 +143,7 @@ static void check_ops(const char* what, build_fn build, int32_t num_in,
           CHECK(ok);
         }
       }
-      tj_executable_stats_t stats;
+      tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
       tj_executable_stats(exe, &stats);
       if (stats.num_graph_breaks != 0) {
         fprintf(stderr, "  %s: %d graph breaks\n", what,

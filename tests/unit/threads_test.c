@@ -315,7 +315,7 @@ static void* compile_thread(void* arg) {
   tj_executable_t* exe = compile_x86(g, TJ_SPECIALIZE_NEVER, false, a->dir);
   if (exe) {
     run_check(exe, &p);
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     a->misses = st.cache_misses;
   }

@@ -215,7 +215,7 @@ TEST(candidates_agree) {
   const char* names[TJ_X86_TUNER_MAX_CANDIDATES];
   bool avail[TJ_X86_TUNER_MAX_CANDIDATES];
   int32_t n = 0;
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   for (uint32_t k = 0; k < (uint32_t)st.num_kernels && n == 0; ++k) {
     n = tj_x86_tuner_candidates(tuner, k, names, avail);
@@ -292,7 +292,7 @@ static void candidate_name(tj_executable_t* exe, int32_t c, char* out,
   const char* names[TJ_X86_TUNER_MAX_CANDIDATES];
   bool avail[TJ_X86_TUNER_MAX_CANDIDATES];
   int32_t n = 0;
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   tj_x86_tuner_t* tuner = tj_x86_executable_tuner(exe);
   for (uint32_t k = 0; tuner && k < (uint32_t)st.num_kernels && n == 0; ++k) {

@@ -107,7 +107,7 @@ TEST(buckets_run_generic_kernels) {
     o.bucket_pow2 = true;
     tj_executable_t* exe = NULL;
     CHECK_OK(tj_compile(g, &o, &exe));
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     int64_t misses = st.cache_misses + st.cache_hits;
     // B = 3, 4 -> bucket 4; 5, 7, 8 -> 8; 9 -> 16 (the GEMM's in-place

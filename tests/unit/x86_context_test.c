@@ -410,7 +410,7 @@ TEST(several_executables_share_the_pool) {
     CHECK(workers[i].ok);
   }
   for (int k = 0; k < NUM_KINDS; ++k) {
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exes[k], &st);
     CHECK_EQ_INT(24 * PER_EXE, (int)st.runs);
     CHECK(st.recompiles >= 1);
@@ -976,7 +976,7 @@ TEST(prepare_builds_before_the_first_run) {
   problem_init(&p, ctx, KIND_GEMM, 5);
   tensors(&p, shapes);
   CHECK_OK(tj_executable_prepare(exe, shapes, 3));
-  tj_executable_stats_t es;
+  tj_executable_stats_t es = {.struct_size = sizeof(es)};
   tj_executable_stats(exe, &es);
   CHECK_EQ_INT(1, (int)es.recompiles);
   tj_x86_jit_stats(jit, &st);

@@ -113,7 +113,7 @@ TEST(capstone) {
     free(xs);
     free(ys);
   }
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   CHECK_EQ_INT(0, st.recompiles);
   CHECK_EQ_INT(1, st.num_kernels);
@@ -239,7 +239,7 @@ TEST(specialization_policies) {
   tj_graph_t* g = small_graph(ctx);
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
 
   // never: B changes, the generic kernels serve, nothing is logged.
   tj_executable_t* exe = NULL;
@@ -298,7 +298,7 @@ static void compile_small(tj_context_t* ctx, const char* dir, int64_t* hits,
   CHECK_OK(tj_compile(g, &opts, &exe));
   if (exe) {
     run_small(exe, 9);
-    tj_executable_stats_t st;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     *hits = st.cache_hits;
     *misses = st.cache_misses;
@@ -440,7 +440,7 @@ TEST(concurrent_runs) {
     pthread_join(threads[i], NULL);
     CHECK(args[i].ok);
   }
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   CHECK_EQ_INT(160, st.runs);
   CHECK(st.recompiles >= 1);

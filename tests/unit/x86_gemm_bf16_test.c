@@ -339,7 +339,7 @@ static void check_graph(tj_graph_t* g, const char* name, int64_t sym,
     }
     for (int i = 0; i < 8; ++i) free(bufs[i]);
   }
-  tj_executable_stats_t st;
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   CHECK_EQ_INT(0, st.num_graph_breaks);
   CHECK_EQ_INT(kernels, st.num_kernels);

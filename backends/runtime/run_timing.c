@@ -1,0 +1,53 @@
+// backends/runtime/run_timing.c: the traffic and arithmetic of one launch
+// of a lowered kernel (run_timing.h), for tj_executable_profile.
+
+#include "backends/runtime/run_timing.h"
+
+// The extent of dim |d| of a buffer with |role| in |k|'s space.
+static double buffer_extent(const tj_kir_t* k, tj_kir_role_t role, int32_t d,
+                            const int64_t* scalars) {
+  double m = (double)tj_kir_ival_eval(k->dims[d], scalars);
+  if (k->kind != TJ_KIR_GEMM || d < k->rank - 2) return m;
+  double kk = (double)tj_kir_ival_eval(k->gemm_k, scalars);
+  if (role == TJ_KIR_GEMM_A && d == k->rank - 1) return kk;  // [.., m, k]
+  if (role == TJ_KIR_GEMM_B && d == k->rank - 2) return kk;  // [.., k, n]
+  return m;
+}
+
+void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
+                       double* out_bytes, double* out_flops) {
+  double bytes = 0;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    double elements = 1;
+    for (int32_t d = 0; d < k->rank; ++d) {
+      if (tj_kir_ival_eval(buf->strides[d], scalars) != 0) {
+        elements *= buffer_extent(k, buf->role, d, scalars);
+      }
+    }
+    bytes += elements * (double)tj_dtype_size(buf->dtype);
+  }
+  double points = 1;
+  for (int32_t d = 0; d < k->rank; ++d) {
+    points *= (double)tj_kir_ival_eval(k->dims[d], scalars);
+  }
+  double row_points = 1;  // ROW_REDUCE: the rows
+  for (int32_t d = 0; d + 1 < k->rank; ++d) {
+    row_points *= (double)tj_kir_ival_eval(k->dims[d], scalars);
+  }
+  double flops = 0;
+  if (k->kind == TJ_KIR_GEMM) {
+    flops = 2.0 * points * (double)tj_kir_ival_eval(k->gemm_k, scalars);
+  }
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    double ops = ph->kind == TJ_KIR_PHASE_REDUCE ? 1 : 0;  // the combine
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      if (ph->insts[i].kind == TJ_KIR_OP) ops += 1;
+    }
+    double over = ph->kind == TJ_KIR_PHASE_ROW ? row_points : points;
+    flops += ops * over;
+  }
+  *out_bytes = bytes;
+  *out_flops = flops;
+}
