@@ -341,7 +341,8 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
 
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
-                             const tj_tensor_t* outputs, frame_t* f) {
+                             const tj_tensor_t* outputs, frame_t* f,
+                             tj_step_observer_fn observe, void* user) {
   const tj_run_plan_t* rp = t->plan;
   const tj_graph_t* g = rp->graph;
   const tj_memplan_t* mp = rp->memplan;
@@ -470,6 +471,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
       TJ_RETURN_IF_ERROR(
           tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
     }
+    if (observe) TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
   }
   // 4. Outputs not written in place: staged, duplicated, or inputs and
   // constants returned as outputs.
@@ -495,7 +497,24 @@ static tj_status_t x86_run(void* target, void* program, const int64_t* sym,
   frame_t* f = NULL;
   bool temp = false;
   TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
-  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f);
+  tj_status_t status =
+      run_frame(t, program, sym, inputs, outputs, f, NULL, NULL);
+  frame_release(t, f, temp);
+  return status;
+}
+
+static tj_status_t x86_run_observed(
+    void* target, void* program, const int64_t* sym, const tj_tensor_t* inputs,
+    int32_t num_inputs, const tj_tensor_t* outputs, int32_t num_outputs,
+    tj_step_observer_fn observe, void* user) {
+  (void)num_inputs;
+  (void)num_outputs;
+  target_t* t = target;
+  frame_t* f = NULL;
+  bool temp = false;
+  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
+  tj_status_t status =
+      run_frame(t, program, sym, inputs, outputs, f, observe, user);
   frame_release(t, f, temp);
   return status;
 }
@@ -515,6 +534,7 @@ const tj_backend_t tj_backend_x86 = {
     .accept = NULL,
     .compile = x86_compile,
     .run = x86_run,
+    .run_observed = x86_run_observed,
     .prepare = x86_prepare,
     .release = x86_release,
     .close = x86_close,
