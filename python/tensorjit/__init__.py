@@ -28,7 +28,8 @@ from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
-from .executable import TARGETS, Executable, ExecutableStats, compile
+from .executable import (TARGETS, Executable, ExecutableStats, VerifyReport,
+                         VerifyValue, compile)
 from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
                     default_context)
 
@@ -37,7 +38,7 @@ __all__ = [
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
     "LibraryNotFoundError", "OutOfMemoryError", "Scoreboard",
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
-    "Value", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
+    "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
     "library_path", "load_library", "numpy_dtype", "version",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]
