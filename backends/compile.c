@@ -125,7 +125,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   if (debug && debug->fuse_max_nodes) {
     ctx.fuse_max_nodes = debug->fuse_max_nodes;
   }
-  ctx.evaluate = tj_pass_reference_evaluator;
+  ctx.evaluate = exe->evaluate;
   if (exe->options.pipeline) {
     TJ_RETURN_IF_ERROR(
         tj_pipeline_run_list(&ctx, &exe->plan, exe->options.pipeline));
@@ -223,6 +223,8 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   exe->allocator = al;
   exe->options = opts;
   exe->backend = backend;
+  exe->evaluate =
+      debug && debug->evaluate ? debug->evaluate : tj_pass_reference_evaluator;
   exe->log_recompiles = (tj_log_flags(context) & TJ_LOG_RECOMPILES) != 0;
   tj_graph_t* copy = NULL;
   // A copy the plan can own and rewrite (constants copied, borrowed ones
@@ -270,6 +272,10 @@ tj_status_t tj_compile_debug(const tj_graph_t* graph,
                              const tj_compile_debug_t* debug,
                              tj_executable_t** out_executable) {
   return compile_executable(graph, options, NULL, NULL, debug, out_executable);
+}
+
+tj_pass_eval_fn tj_executable_evaluator(const tj_executable_t* executable) {
+  return executable ? executable->evaluate : tj_pass_reference_evaluator;
 }
 
 const tj_run_plan_t* tj_executable_run_plan(const tj_executable_t* executable) {

@@ -37,6 +37,11 @@ typedef struct tj_compile_debug_t {
   tj_status_t (*lowered)(void* user, const tj_run_plan_t* plan,
                          tj_lowered_kernel_t* kernels);
   void* user;
+  // The constant evaluator of the passes (folding) instead of the
+  // reference interpreter's; kept by the executable (tj_executable_evaluator)
+  // so that tj_verify replays the passes with it. The test hook that plants
+  // a wrong pass result (backends/verify.h).
+  tj_pass_eval_fn evaluate;
 } tj_compile_debug_t;
 
 // tj_compile with |debug| (NULL: as tj_compile).
@@ -54,6 +59,9 @@ tj_status_t tj_executable_run_observed(tj_executable_t* executable,
                                        const tj_tensor_t* outputs,
                                        int32_t num_outputs,
                                        tj_step_observer_fn observe, void* user);
+
+// The passes' constant evaluator |executable| was compiled with.
+tj_pass_eval_fn tj_executable_evaluator(const tj_executable_t* executable);
 
 // The run plan of |executable| (its graph, groups and steps); borrowed.
 const tj_run_plan_t* tj_executable_run_plan(const tj_executable_t* executable);

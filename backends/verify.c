@@ -523,6 +523,7 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
   tj_compile_debug_t debug;
   memset(&debug, 0, sizeof(debug));
   debug.fuse_max_nodes = 1;
+  debug.evaluate = exe->evaluate;
   tj_compile_options_t opts = exe->options;
   opts.cache_dir = "";
   tj_executable_t* unfused = NULL;
@@ -587,6 +588,59 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
   tj_verify_tensors_deinitialize(&capture);
   tj_verify_tensors_deinitialize(&outs);
   tj_executable_release(unfused);
+  return status;
+}
+
+//===--- the passes ---===//
+
+// Replays the default pipeline before fusion on a copy of the caller's
+// graph, one pass at a time, and names the first pass after which the
+// reference run's outputs leave the budget against the caller's graph.
+static tj_status_t blame_pass(tj_executable_t* exe, const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              const tj_verify_tensors_t* want,
+                              const tj_verify_options_t* opts,
+                              tj_verify_report_t* r) {
+  static const tj_pass_info_t* const kPasses[] = {
+      &tj_pass_info_canonicalize, &tj_pass_info_cse,          &tj_pass_info_dce,
+      &tj_pass_info_decompose,    &tj_pass_info_canonicalize, &tj_pass_info_cse,
+      &tj_pass_info_dce};
+  tj_graph_t* clone = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_clone(graph, &clone));
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, clone);
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, exe->context);
+  ctx.evaluate = exe->evaluate;
+  tj_status_t status = NULL;
+  for (size_t i = 0; !status && i < TJ_ARRAY_SIZE(kPasses); ++i) {
+    status = tj_pipeline_run_one(&ctx, &plan, kPasses[i]);
+    tj_verify_tensors_t got;
+    memset(&got, 0, sizeof(got));
+    if (!status) {
+      status = tj_verify_make_outputs(plan.graph, inputs, num_inputs, &got);
+    }
+    if (!status) {
+      status = tj_reference_run(plan.graph, inputs, num_inputs, got.tensors,
+                                got.count);
+    }
+    bool bad = false;
+    for (int32_t o = 0; !status && !bad && o < got.count; ++o) {
+      tj_dtype_t dtype = got.tensors[o].dtype;
+      stats_t st;
+      compare(dtype, got.data[o], want->data[o],
+              tj_host_numel(got.tensors[o].rank, got.tensors[o].shape),
+              opts->rtol[dtype], opts->atol[dtype], &st);
+      bad = st.mismatches > 0;
+    }
+    tj_verify_tensors_deinitialize(&got);
+    if (!status && bad) {
+      copy_string(r->blamed_pass, sizeof(r->blamed_pass), kPasses[i]->name);
+      r->blamed_pass_index = (int32_t)i;
+      break;
+    }
+  }
+  tj_plan_deinitialize(&plan);
   return status;
 }
 
@@ -777,6 +831,27 @@ static tj_status_t judge(verify_t* v) {
   if (bad->against_caller) {
     // Every boundary agreed with the optimized graph's reference.
     r->verdict = r->boundaries ? TJ_VERIFY_WRONG_PASSES : TJ_VERIFY_MISMATCH;
+    if (!r->boundaries) return NULL;
+    tj_status_t status = blame_pass(v->exe, v->graph, v->inputs, v->num_inputs,
+                                    &v->want_out, &v->opts, r);
+    if (status && tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
+      return status;
+    }
+    if (status) {
+      snprintf(v->unfused.note, sizeof(v->unfused.note),
+               "replaying the passes failed: %s", tj_status_message(status));
+      tj_status_free(status);
+    } else if (r->blamed_pass_index >= 0) {
+      snprintf(v->unfused.note, sizeof(v->unfused.note),
+               "the passes: the outputs leave the budget after pass %d of "
+               "the default pipeline, %s (canonicalize, cse, dce, decompose, "
+               "canonicalize, cse, dce replayed on the reference)",
+               (int)r->blamed_pass_index, r->blamed_pass);
+    } else {
+      snprintf(v->unfused.note, sizeof(v->unfused.note),
+               "the passes: no pass of the default pipeline before fusion "
+               "changes the outputs when replayed alone");
+    }
     return NULL;
   }
   r->verdict = TJ_VERIFY_MISMATCH;
@@ -853,6 +928,7 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   v.report = tj_calloc(v.al, 1, sizeof(tj_verify_report_t));
   if (!v.report) return tj_status_oom();
   v.report->allocator_ = v.al;
+  v.report->blamed_pass_index = -1;
   copy_string(v.report->target, sizeof(v.report->target),
               executable->backend->name);
   v.report->num_groups =

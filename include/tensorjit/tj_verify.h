@@ -134,6 +134,14 @@ typedef struct tj_verify_report_t {
   double unfused_max_abs_error, unfused_max_rel_error;
   int64_t unfused_mismatches;
   int64_t fused_unfused_mismatches;  // fused against unfused, same budget
+  // With TJ_VERIFY_WRONG_PASSES: the pass to blame. The default pipeline's
+  // passes before fusion (canonicalize, cse, dce, decompose, canonicalize,
+  // cse, dce) are replayed one at a time on |graph| with the executable's
+  // constant evaluator, each result run on the reference interpreter; the
+  // first after which an output leaves the budget is named here with its
+  // position (0-6). "" and -1 otherwise.
+  char blamed_pass[16];
+  int32_t blamed_pass_index;
   // The whole report as text (what tj-run --verify prints); borrowed from
   // the report.
   const char* text;

@@ -147,7 +147,9 @@ class VerifyReport_t(ctypes.Structure):
                 ("unfused_max_abs_error", cdouble),
                 ("unfused_max_rel_error", cdouble),
                 ("unfused_mismatches", i64),
-                ("fused_unfused_mismatches", i64), ("text", cstr),
+                ("fused_unfused_mismatches", i64),
+                ("blamed_pass", ctypes.c_char * 16),
+                ("blamed_pass_index", i32), ("text", cstr),
                 ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
 
 

@@ -82,7 +82,8 @@ class VerifyReport:
     """What :meth:`Executable.verify` found (``tj_verify_report_t``).
     ``verdict`` is "clean", "drift", "wrong fused kernel", "wrong kernel",
     "wrong passes" or "mismatch"; ``first_bad`` the first value out of
-    budget in run order (its group and node), or None; ``text`` the report
+    budget in run order (its group and node), or None; ``blamed_pass`` the
+    pass a "wrong passes" verdict blames ("" otherwise); ``text`` the report
     as ``tj-run --verify`` prints it."""
 
     verdict: str
@@ -96,6 +97,7 @@ class VerifyReport:
     max_rel_error: float
     unfused_ran: bool
     unfused_within_budget: bool
+    blamed_pass: str
     text: str
 
     @property
@@ -425,7 +427,7 @@ class Executable(_Runner):
                 values[r.first_bad] if r.first_bad >= 0 else None,
                 r.total_mismatches, r.max_abs_error, r.max_rel_error,
                 r.unfused_ran, r.unfused_within_budget,
-                (r.text or b"").decode())
+                r.blamed_pass.decode(), (r.text or b"").decode())
         finally:
             L.tj_verify_report_destroy(report)
 

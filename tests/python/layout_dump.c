@@ -125,6 +125,8 @@ int main(void) {
   FIELD(tj_verify_report_t, unfused_max_rel_error);
   FIELD(tj_verify_report_t, unfused_mismatches);
   FIELD(tj_verify_report_t, fused_unfused_mismatches);
+  FIELD(tj_verify_report_t, blamed_pass);
+  FIELD(tj_verify_report_t, blamed_pass_index);
   FIELD(tj_verify_report_t, text);
   FIELD(tj_verify_report_t, allocator_);
   FIELD(tj_verify_report_t, allocator_.fn);

@@ -1096,7 +1096,7 @@ func @f[B](%x: f32[B,16], %w: f32[16,8]) {
     exe = tj.compile(g, cache_dir="")
     r = exe.verify(symbols={"B": 4}, seed=3, edge_values=False)
     assert r.verdict == "clean" and r.ok, r.text
-    assert r.boundaries and r.first_bad is None
+    assert r.boundaries and r.first_bad is None and r.blamed_pass == ""
     assert r.target == "x86"
     # The boundaries, then the output against the caller's graph.
     assert len(r.values) >= 2 and r.values[-1].against_caller

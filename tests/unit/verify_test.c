@@ -3,9 +3,11 @@
 // graphs of 100+ nodes); a wrong kernel planted through the test hook
 // (tj_verify_test_compile_planted) is named at its group and node and
 // called a wrong fused kernel, the unfused pipeline agreeing with the
-// reference; the reference target compares outputs only; errors; and every
+// reference; a wrong fold planted through the passes' evaluator is blamed
+// on its pass; the reference target compares outputs only; errors; and every
 // allocation failure of a check is OUT_OF_MEMORY and leaks nothing.
 
+#include "backends/reference/reference_eval.h"
 #include "backends/verify.h"
 #include "lib/passes/fusion.h"
 #include "tests/unit/random_graph.h"
@@ -247,6 +249,89 @@ TEST(planted_wrong_kernel_is_named) {
   tj_context_destroy(ctx);
 }
 
+// A constant evaluator that folds wrongly: the reference's results with
+// 1 added to the first element of every f32 result.
+static tj_status_t wrong_fold(void* user_data, const tj_graph_t* graph,
+                              void* const* outputs) {
+  TJ_RETURN_IF_ERROR(tj_pass_reference_evaluator(user_data, graph, outputs));
+  for (uint32_t i = 0; i < graph->num_outputs; ++i) {
+    const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+    bool empty = false;
+    for (int32_t d = 0; d < n->rank; ++d) empty = empty || n->dims[d] == 0;
+    if (n->dtype == TJ_DTYPE_F32 && !empty) ((float*)outputs[i])[0] += 1.0f;
+  }
+  return NULL;
+}
+
+// y = relu(x + c1 * c2) with constants c1, c2: canonicalize folds c1 * c2.
+static tj_graph_t* folded_graph(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "folded", &g)) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 4}, "x");
+  static const float c1[4] = {1, 2, 3, 4}, c2[4] = {0.5f, 0.25f, 2, -1};
+  tj_value_t a =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, c1, sizeof(c1));
+  tj_value_t b =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, c2, sizeof(c2));
+  tj_graph_output(
+      g, tj_graph_relu(g, tj_graph_add(g, x, tj_graph_mul(g, a, b))), "y");
+  tj_status_t st = tj_graph_finalize(g);
+  if (st) {
+    tj_status_free(st);
+    tj_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+// A wrong result of a pass (canonicalize's folding, through a planted
+// evaluator) agrees with the optimized graph at every boundary but not
+// with the caller's graph: "wrong passes", blamed on the first
+// canonicalize.
+TEST(planted_wrong_fold_is_blamed_on_its_pass) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = folded_graph(ctx);
+  CHECK(g != NULL);
+  tj_compile_options_t co = x86_options();
+  tj_compile_debug_t debug;
+  memset(&debug, 0, sizeof(debug));
+  debug.evaluate = wrong_fold;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile_debug(g, &co, &debug, &exe));
+  int64_t bv[1] = {3};
+  tj_verify_options_t vo = options_b(kB, bv);
+  vo.edge_values = false;
+  tj_verify_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_WRONG_PASSES, r->verdict);
+    CHECK(r->first_bad >= 0 && r->values[r->first_bad].against_caller);
+    CHECK_STREQ("canonicalize", r->blamed_pass);
+    CHECK_EQ_INT(0, r->blamed_pass_index);
+    CHECK_CONTAINS(r->text, "verdict: wrong passes");
+    CHECK_CONTAINS(r->text,
+                   "after pass 0 of the default pipeline, canonicalize");
+    if (r->verdict != TJ_VERIFY_WRONG_PASSES) fprintf(stderr, "%s", r->text);
+  }
+  tj_verify_report_destroy(r);
+  r = NULL;
+  // The same graph compiled normally is clean, and blames nothing.
+  tj_executable_t* clean = NULL;
+  CHECK_OK(tj_compile(g, &co, &clean));
+  if (clean) CHECK_OK(tj_verify(clean, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+    CHECK_EQ_INT(-1, r->blamed_pass_index);
+    CHECK_STREQ("", r->blamed_pass);
+  }
+  tj_verify_report_destroy(r);
+  tj_executable_release(clean);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 TEST(reference_target_compares_outputs) {
   tj_context_t* ctx = tier_context("host");
   tj_graph_t* g = small_graph(ctx);
@@ -385,11 +470,12 @@ TEST(random_graphs_are_clean) {
   tj_context_destroy(ctx);
 }
 
-// Every allocation failure inside tj_verify (a planted kernel, so that
-// the unfused pipeline is compiled and compared too). One context and
+// Every allocation failure inside tj_verify: with a planted kernel (the
+// unfused pipeline is compiled and compared too) and with a planted wrong
+// fold (the passes are replayed). One context and
 // executable; a first check fills the context's kernel cache, so that each
 // later one allocates only for itself.
-TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
+static void sweep(bool fold) {
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
   tj_context_options_t options;
@@ -398,12 +484,21 @@ TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
   options.cache_dir = "";
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&options, &ctx));
-  tj_graph_t* g = small_graph(ctx);
+  tj_graph_t* g = fold ? folded_graph(ctx) : small_graph(ctx);
   tj_compile_options_t co = x86_options();
   co.x86.num_threads = 1;
   tj_executable_t* exe = NULL;
-  CHECK_OK(
-      tj_verify_test_compile_planted(g, &co, 0, TJ_OP_ADD, TJ_OP_SUB, &exe));
+  tj_compile_debug_t debug;
+  memset(&debug, 0, sizeof(debug));
+  debug.evaluate = wrong_fold;
+  if (fold) {
+    CHECK_OK(tj_compile_debug(g, &co, &debug, &exe));
+  } else {
+    CHECK_OK(
+        tj_verify_test_compile_planted(g, &co, 0, TJ_OP_ADD, TJ_OP_SUB, &exe));
+  }
+  tj_verify_verdict_t want =
+      fold ? TJ_VERIFY_WRONG_PASSES : TJ_VERIFY_WRONG_FUSED_KERNEL;
   int64_t bv[1] = {3};
   tj_verify_options_t vo = options_b(kB, bv);
   tj_verify_report_t* r = NULL;
@@ -419,7 +514,7 @@ TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
     alloc.fail_at = -1;
     if (!status) {
       CHECK(r != NULL);
-      if (r) CHECK_EQ_INT(TJ_VERIFY_WRONG_FUSED_KERNEL, r->verdict);
+      if (r) CHECK_EQ_INT(want, r->verdict);
     } else {
       CHECK(r == NULL);
     }
@@ -448,10 +543,16 @@ TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
   CHECK_EQ_INT(0, alloc.bad_frees);
 }
 
+TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
+  sweep(false);
+  sweep(true);
+}
+
 int main(void) {
   RUN_TEST(small_graph_is_clean_at_every_tier);
   RUN_TEST(capstone_is_clean_at_every_tier);
   RUN_TEST(planted_wrong_kernel_is_named);
+  RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
   RUN_TEST(reference_target_compares_outputs);
   RUN_TEST(given_inputs_and_errors);
   RUN_TEST(random_graphs_are_clean);
