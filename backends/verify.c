@@ -504,6 +504,9 @@ static void render(text_t* t, const tj_verify_report_t* r,
 
 //===--- the unfused pipeline ---===//
 
+// The largest kernel the unfused pipeline is allowed to try.
+enum { kMaxUnfusedLimit = 4 };
+
 typedef struct unfused_t {
   bool ran, comparable, within;
   stats_t vs_ref, vs_fused;
@@ -522,7 +525,6 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
   tj_allocator_t al = exe->allocator;
   tj_compile_debug_t debug;
   memset(&debug, 0, sizeof(debug));
-  debug.fuse_max_nodes = 1;
   debug.evaluate = exe->evaluate;
   tj_compile_options_t opts = exe->options;
   opts.cache_dir = "";
@@ -532,7 +534,19 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
   memset(&capture, 0, sizeof(capture));
   boundary_t b = {0, 0, node};
   bool found = false;
-  tj_status_t status = tj_compile_debug(graph, &opts, &debug, &unfused);
+  // The least fusion the fuser can do: one node a kernel, or, when a node
+  // cannot stand alone (a GEMM reading a transpose, an op reading a
+  // generator), the smallest limit it accepts.
+  tj_status_t status = NULL;
+  for (uint32_t limit = 1; limit <= kMaxUnfusedLimit; ++limit) {
+    tj_status_free(status);
+    debug.fuse_max_nodes = limit;
+    status = tj_compile_debug(graph, &opts, &debug, &unfused);
+    if (!status || tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY ||
+        !strstr(tj_status_message(status), "fuse_max_nodes")) {
+      break;
+    }
+  }
   if (!status) {
     const tj_run_plan_t* rp = tj_executable_run_plan(unfused);
     const tj_graph_t* pg = exe->run_plan.graph;

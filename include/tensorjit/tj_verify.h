@@ -158,7 +158,8 @@ typedef struct tj_verify_report_t {
 // The report names the first value out of its dtype's budget in run order
 // (its group, node, op and type) with its error statistics, and, with
 // options.unfused, tells reassociation drift from a wrong kernel by
-// compiling |graph| again without fusion (see tj_verify_verdict_t).
+// compiling |graph| again without fusion (one node a kernel, or the
+// smallest fusion limit the fuser accepts; see tj_verify_verdict_t).
 //
 // |graph| is the finalized graph |executable| was compiled from. |inputs|
 // (CPU tensors, as tj_executable_run takes them) may be NULL with
