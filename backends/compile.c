@@ -117,11 +117,15 @@ void tj_executable_release(tj_executable_t* executable) {
 
 //===--- compiling ---===//
 
-static tj_status_t run_pipeline(tj_executable_t* exe) {
+static tj_status_t run_pipeline(tj_executable_t* exe,
+                                const tj_compile_debug_t* debug) {
   tj_pass_ctx_t ctx;
   tj_pass_ctx_initialize(&ctx, exe->context);
   ctx.verify_each = exe->options.verify_each;
-  ctx.evaluate = tj_pass_reference_evaluator;
+  if (debug && debug->fuse_max_nodes) {
+    ctx.fuse_max_nodes = debug->fuse_max_nodes;
+  }
+  ctx.evaluate = exe->evaluate;
   if (exe->options.pipeline) {
     TJ_RETURN_IF_ERROR(
         tj_pipeline_run_list(&ctx, &exe->plan, exe->options.pipeline));
@@ -140,7 +144,8 @@ static tj_status_t run_pipeline(tj_executable_t* exe) {
   return NULL;
 }
 
-static tj_status_t compile(tj_executable_t* exe, const void* arg) {
+static tj_status_t compile(tj_executable_t* exe, const void* arg,
+                           const tj_compile_debug_t* debug) {
   const tj_backend_t* b = exe->backend;
   tj_backend_config_t config = {exe->context, exe->allocator, &exe->options,
                                 tj_log_flags(exe->context), arg};
@@ -156,7 +161,7 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg) {
   program.label = "generic kernels";
   if (b->lowers) {
     double start = tj_now_ms();
-    TJ_RETURN_IF_ERROR(run_pipeline(exe));
+    TJ_RETURN_IF_ERROR(run_pipeline(exe, debug));
     exe->passes_ms = tj_now_ms() - start;
     exe->graph = exe->plan.graph;
     exe->num_symbols = tj_dim_num_symbols(&exe->graph->dims);
@@ -165,6 +170,15 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg) {
         &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
         b->accept, exe->target, &program.kernels));
     exe->lowering_ms = tj_now_ms() - start;
+    if (debug && debug->lowered) {
+      tj_status_t status =
+          debug->lowered(debug->user, &exe->run_plan, program.kernels);
+      if (status) {
+        tj_run_plan_free_kernels(exe->allocator, program.kernels,
+                                 exe->run_plan.num_kernels);
+        return status;
+      }
+    }
   } else {
     exe->run_plan.context = exe->context;
     exe->run_plan.allocator = exe->allocator;
@@ -179,11 +193,12 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg) {
   return NULL;
 }
 
-tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
-                                    const tj_compile_options_t* options,
-                                    const tj_backend_t* backend,
-                                    const void* arg,
-                                    tj_executable_t** out_executable) {
+static tj_status_t compile_executable(const tj_graph_t* graph,
+                                      const tj_compile_options_t* options,
+                                      const tj_backend_t* backend,
+                                      const void* arg,
+                                      const tj_compile_debug_t* debug,
+                                      tj_executable_t** out_executable) {
   if (!out_executable) return tj_invalid("tj_compile: out_executable is NULL");
   *out_executable = NULL;
   if (!graph) return tj_invalid("tj_compile: graph is NULL");
@@ -216,6 +231,8 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
   exe->allocator = al;
   exe->options = opts;
   exe->backend = backend;
+  exe->evaluate =
+      debug && debug->evaluate ? debug->evaluate : tj_pass_reference_evaluator;
   exe->log_recompiles = (tj_log_flags(context) & TJ_LOG_RECOMPILES) != 0;
   tj_graph_t* copy = NULL;
   // A copy the plan can own and rewrite (constants copied, borrowed ones
@@ -231,7 +248,7 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
       exe->mutex_ready = true;
     }
   }
-  if (!status) status = compile(exe, arg);
+  if (!status) status = compile(exe, arg, debug);
   // Strings the options pointed at are the caller's: do not keep them.
   exe->options.pipeline = NULL;
   exe->options.cache_dir = NULL;
@@ -244,10 +261,33 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
   return NULL;
 }
 
+tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
+                                    const tj_compile_options_t* options,
+                                    const tj_backend_t* backend,
+                                    const void* arg,
+                                    tj_executable_t** out_executable) {
+  return compile_executable(graph, options, backend, arg, NULL, out_executable);
+}
+
 tj_status_t tj_compile(const tj_graph_t* graph,
                        const tj_compile_options_t* options,
                        tj_executable_t** out_executable) {
-  return tj_compile_with_backend(graph, options, NULL, NULL, out_executable);
+  return compile_executable(graph, options, NULL, NULL, NULL, out_executable);
+}
+
+tj_status_t tj_compile_debug(const tj_graph_t* graph,
+                             const tj_compile_options_t* options,
+                             const tj_compile_debug_t* debug,
+                             tj_executable_t** out_executable) {
+  return compile_executable(graph, options, NULL, NULL, debug, out_executable);
+}
+
+tj_pass_eval_fn tj_executable_evaluator(const tj_executable_t* executable) {
+  return executable ? executable->evaluate : tj_pass_reference_evaluator;
+}
+
+const tj_run_plan_t* tj_executable_run_plan(const tj_executable_t* executable) {
+  return executable ? &executable->run_plan : NULL;
 }
 
 const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
@@ -264,18 +304,13 @@ uint32_t tj_executable_num_host_steps(const tj_executable_t* executable) {
 
 //===--- running ---===//
 
-tj_status_t tj_executable_run(tj_executable_t* executable,
-                              const tj_tensor_t* inputs, int32_t num_inputs,
-                              const tj_tensor_t* outputs, int32_t num_outputs) {
-  return tj_executable_run_timed(executable, inputs, num_inputs, outputs,
-                                 num_outputs, NULL);
-}
-
-tj_status_t tj_executable_run_timed(
-    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
-    const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
+// tj_executable_run; with |timing|, through the backend's run_timed (each
+// step's time added to it); with |observe|, through its run_observed.
+static tj_status_t run(tj_executable_t* exe, const tj_tensor_t* inputs,
+                       int32_t num_inputs, const tj_tensor_t* outputs,
+                       int32_t num_outputs, tj_run_timing_t* timing,
+                       tj_step_observer_fn observe, void* user) {
   double start = tj_now_ms();
-  tj_executable_t* exe = executable;
   if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
   const tj_graph_t* g = exe->graph;
   const tj_backend_t* b = exe->backend;
@@ -307,7 +342,10 @@ tj_status_t tj_executable_run_timed(
     }
   }
   tj_status_t status;
-  if (timing && b->run_timed) {
+  if (observe) {
+    status = b->run_observed(exe->target, program, sym, inputs, num_inputs,
+                             outputs, num_outputs, observe, user);
+  } else if (timing && b->run_timed) {
     timing->setup_ms += tj_now_ms() - start;
     status = b->run_timed(exe->target, program, b->lowers ? sym : NULL, inputs,
                           num_inputs, outputs, num_outputs, timing);
@@ -328,6 +366,35 @@ tj_status_t tj_executable_run_timed(
     }
   }
   return status;
+}
+
+tj_status_t tj_executable_run(tj_executable_t* executable,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              const tj_tensor_t* outputs, int32_t num_outputs) {
+  return run(executable, inputs, num_inputs, outputs, num_outputs, NULL, NULL,
+             NULL);
+}
+
+tj_status_t tj_executable_run_timed(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
+  return run(executable, inputs, num_inputs, outputs, num_outputs, timing,
+             NULL, NULL);
+}
+
+tj_status_t tj_executable_run_observed(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs,
+    tj_step_observer_fn observe, void* user) {
+  if (executable && observe &&
+      (!executable->backend->lowers || !executable->backend->run_observed)) {
+    return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                          "the %s target cannot show the values between its "
+                          "kernels",
+                          executable->backend->name);
+  }
+  return run(executable, inputs, num_inputs, outputs, num_outputs, NULL,
+             observe, user);
 }
 
 //===--- warming up ---===//

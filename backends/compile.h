@@ -29,4 +29,47 @@ tj_status_t tj_executable_run_timed(
     tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
     const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing);
 
+//===--- tj_verify's hooks (backends/verify.c) ---===//
+
+// What a debug compile changes (tj_compile_debug): every field 0 or NULL
+// changes nothing.
+typedef struct tj_compile_debug_t {
+  // The fuser's largest group (tj_pass_ctx_t.fuse_max_nodes); 1: no fusion
+  // (every node its own kernel, generators aside). 0: the default.
+  uint32_t fuse_max_nodes;
+  // Called with the generic program's kernels once the run plan is built,
+  // before the backend compiles them; may rewrite them (the test hook that
+  // plants a wrong kernel, backends/verify.h). A status fails the compile.
+  tj_status_t (*lowered)(void* user, const tj_run_plan_t* plan,
+                         tj_lowered_kernel_t* kernels);
+  void* user;
+  // The constant evaluator of the passes (folding) instead of the
+  // reference interpreter's; kept by the executable (tj_executable_evaluator)
+  // so that tj_verify replays the passes with it. The test hook that plants
+  // a wrong pass result (backends/verify.h).
+  tj_pass_eval_fn evaluate;
+} tj_compile_debug_t;
+
+// tj_compile with |debug| (NULL: as tj_compile).
+tj_status_t tj_compile_debug(const tj_graph_t* graph,
+                             const tj_compile_options_t* options,
+                             const tj_compile_debug_t* debug,
+                             tj_executable_t** out_executable);
+
+// tj_executable_run, calling |observe| after every step of the run plan
+// (tj_step_observer_fn). UNSUPPORTED for a target that cannot (CUDA) or
+// that has no steps (the reference target).
+tj_status_t tj_executable_run_observed(tj_executable_t* executable,
+                                       const tj_tensor_t* inputs,
+                                       int32_t num_inputs,
+                                       const tj_tensor_t* outputs,
+                                       int32_t num_outputs,
+                                       tj_step_observer_fn observe, void* user);
+
+// The passes' constant evaluator |executable| was compiled with.
+tj_pass_eval_fn tj_executable_evaluator(const tj_executable_t* executable);
+
+// The run plan of |executable| (its graph, groups and steps); borrowed.
+const tj_run_plan_t* tj_executable_run_plan(const tj_executable_t* executable);
+
 #endif  // TJ_BACKENDS_COMPILE_H_

@@ -34,6 +34,7 @@ struct tj_executable_t {
   const tj_graph_t* graph;  // plan.graph
   uint32_t num_symbols;
   bool log_recompiles;
+  tj_pass_eval_fn evaluate;  // the passes' (tj_compile_debug may change it)
   const tj_backend_t* backend;
   void* target;   // the backend's state
   bool opened;    // |target| is open (NULL when the backend has no state)

@@ -39,5 +39,6 @@
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_optimize.h"
 #include "tensorjit/tj_tensor.h"
+#include "tensorjit/tj_verify.h"
 
 #endif  // TENSORJIT_H_

@@ -40,10 +40,33 @@
 // (kernels and bytes, eager against compiled), recompiles, graph breaks,
 // one op dominating (the profile's top non-GEMM kernel), collectives (none
 // on one device), fragmentation (the arena against its live peak).
+//
+//   tj-run --run [--target=x86|reference|cuda] [--reps=N] [--seed=N]
+//          [--input NAME=FILE.npy]... FILE.tj [--sym NAME=VALUE]...
+//
+// compiles each function for the target and runs it: on random inputs
+// (seeded; the symbols' values from --sym; tj_verify's mix of values:
+// uniform floats with 1 in 16 an edge value: +-0, denormals, large
+// magnitudes, and with --nonfinite NaN and infinities; integers in
+// [-4, 4]) or on the given .npy files (numpy's format, version 1-3,
+// C order; dtypes <f4 <f8 <f2 |i1 <i4 <i8 |b1, one file per input, by
+// input name). It prints each output (dtype, shape, first values, min,
+// max, mean, NaN and inf counts), the run time (median of --reps runs
+// after one warm-up run; default 10) and the executable's stats.
+//
+//   tj-run --verify [same options] FILE.tj [--sym NAME=VALUE]...
+//
+// checks each function's executable against the reference interpreter at
+// every fusion-group boundary (tj_verify, tj_verify.h) and prints the
+// report; exit status 2 when a verdict is neither clean nor drift.
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/verify.h"
+#include "lib/dtype.h"
 #include "lib/ir.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"
@@ -71,7 +94,23 @@ static void usage(FILE* out) {
           "for its forward and backward graphs (LEVEL: none, pointwise,\n"
           "reductions, all). A file of several functions separated by\n"
           "lines '// -----' is handled function by function, or only\n"
-          "@NAME with --func NAME.\n");
+          "@NAME with --func NAME.\n"
+          "       tj-run --run|--verify [--target=x86|reference|cuda]"
+          " [--reps=N] [--seed=N]\n"
+          "              [--nonfinite] [--no-edge-values]"
+          " [--input NAME=FILE.npy]... [--func NAME]\n"
+          "              FILE.tj [--sym NAME=VALUE]...\n"
+          "--run compiles and runs each function on random inputs (seeded;\n"
+          "floats uniform in [-2, 2] with 1 in 16 an edge value: +-0,\n"
+          "denormals, large magnitudes; NaN and infinities with\n"
+          "--nonfinite; integers in [-4, 4]) or on .npy files given per\n"
+          "input name (numpy format, C order; <f4 <f8 <f2 |i1 <i4 <i8 |b1),\n"
+          "printing each output's shape, first values, min, max and mean,\n"
+          "the median run time of --reps runs (default 10) and the stats.\n"
+          "--verify checks each executable against the reference\n"
+          "interpreter at every fusion-group boundary (tj_verify) and\n"
+          "prints the report; exit status 2 when a verdict is neither\n"
+          "clean nor drift.\n");
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -485,6 +524,328 @@ static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
   return NULL;
 }
 
+//===--- --run and --verify: executing a graph ---===//
+
+enum { kMaxGiven = 64 };
+
+typedef struct exec_args_t {
+  bool run, verify;
+  tj_target_t target;
+  int32_t reps;
+  uint64_t seed;
+  bool nonfinite, edge_values;
+  int32_t num_given;
+  char* given_names[kMaxGiven];
+  const char* given_paths[kMaxGiven];
+  int verdict_failures;  // verdicts neither clean nor drift
+} exec_args_t;
+
+static const char* target_name(tj_target_t t) {
+  return t == TJ_TARGET_REFERENCE ? "reference"
+         : t == TJ_TARGET_CUDA    ? "cuda"
+                                  : "x86";
+}
+
+static bool parse_target(const char* text, tj_target_t* out) {
+  static const tj_target_t kTargets[] = {TJ_TARGET_X86, TJ_TARGET_REFERENCE,
+                                         TJ_TARGET_CUDA};
+  for (size_t i = 0; i < sizeof(kTargets) / sizeof(kTargets[0]); ++i) {
+    if (strcmp(text, target_name(kTargets[i])) == 0) {
+      *out = kTargets[i];
+      return true;
+    }
+  }
+  return false;
+}
+
+// numpy's .npy format: magic, version, header length, a Python dict
+// literal ('descr', 'fortran_order', 'shape'), then the data in C order.
+static tj_status_t load_npy(tj_context_t* context, const char* path,
+                            tj_tensor_t* t, int64_t* shape, void** data,
+                            size_t* data_bytes) {
+  (void)context;
+  size_t length = 0;
+  char* text = tj_tool_read_file("tj-run", path, &length);
+  if (!text)
+    return tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "cannot read %s", path);
+  tj_status_t status = NULL;
+  const unsigned char* u = (const unsigned char*)text;
+  size_t header_len = 0, start = 0;
+  if (length < 10 || memcmp(text, "\x93NUMPY", 6) != 0) {
+    status =
+        tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: not a .npy file", path);
+  } else if (u[6] == 1) {
+    header_len = (size_t)u[8] | (size_t)u[9] << 8;
+    start = 10;
+  } else if ((u[6] == 2 || u[6] == 3) && length >= 12) {
+    header_len = (size_t)u[8] | (size_t)u[9] << 8 | (size_t)u[10] << 16 |
+                 (size_t)u[11] << 24;
+    start = 12;
+  } else {
+    status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                            "%s: .npy version %d is not supported", path, u[6]);
+  }
+  char header[4096];
+  if (!status &&
+      (start + header_len > length || header_len >= sizeof(header))) {
+    status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: truncated header",
+                            path);
+  }
+  if (!status) {
+    memcpy(header, text + start, header_len);
+    header[header_len] = '\0';
+    static const struct {
+      const char* descr;
+      tj_dtype_t dtype;
+    } kDescr[] = {{"'<f4'", TJ_DTYPE_F32}, {"'<f8'", TJ_DTYPE_F64},
+                  {"'<f2'", TJ_DTYPE_F16}, {"'|i1'", TJ_DTYPE_I8},
+                  {"'<i4'", TJ_DTYPE_I32}, {"'<i8'", TJ_DTYPE_I64},
+                  {"'|b1'", TJ_DTYPE_BOOL}};
+    const char* d = strstr(header, "'descr':");
+    bool found = false;
+    for (size_t i = 0; d && i < sizeof(kDescr) / sizeof(kDescr[0]); ++i) {
+      const char* v = d + 8;
+      while (*v == ' ') ++v;
+      if (strncmp(v, kDescr[i].descr, strlen(kDescr[i].descr)) == 0) {
+        t->dtype = kDescr[i].dtype;
+        found = true;
+      }
+    }
+    const char* f = strstr(header, "'fortran_order':");
+    const char* sh = strstr(header, "'shape':");
+    if (!found) {
+      status = tj_status_make(
+          TJ_STATUS_INVALID_ARGUMENT,
+          "%s: dtype not supported (want <f4 <f8 <f2 |i1 <i4 <i8 |b1): %s",
+          path, header);
+    } else if (!f || strncmp(f + 16 + strspn(f + 16, " "), "True", 4) == 0) {
+      status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                              "%s: Fortran order is not supported", path);
+    } else if (!sh || !strchr(sh, '(')) {
+      status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: no shape", path);
+    } else {
+      const char* p = strchr(sh, '(') + 1;
+      int32_t rank = 0;
+      int64_t numel = 1;
+      while (!status && *p && *p != ')') {
+        while (*p == ' ' || *p == ',') ++p;
+        if (*p == ')') break;
+        char* end = NULL;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || rank == TJ_MAX_RANK) {
+          status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                                  "%s: bad shape in %s", path, header);
+          break;
+        }
+        shape[rank++] = v;
+        numel *= v;
+        p = end;
+      }
+      size_t bytes = (size_t)numel * tj_dtype_size(t->dtype);
+      if (!status && start + header_len + bytes != length) {
+        status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                                "%s: %zu data bytes for %lld elements of %s",
+                                path, length - start - header_len,
+                                (long long)numel, tj_dtype_name(t->dtype));
+      }
+      if (!status) {
+        *data = malloc(bytes ? bytes : 1);
+        if (!*data) {
+          status = tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "out of memory");
+        } else {
+          memcpy(*data, text + start + header_len, bytes);
+          *data_bytes = bytes;
+          *t = tj_tensor_make(*data, t->dtype, rank, shape);
+        }
+      }
+    }
+  }
+  free(text);
+  return status;
+}
+
+typedef struct given_t {
+  tj_tensor_t tensors[kMaxGiven];
+  int64_t shapes[kMaxGiven][TJ_MAX_RANK];
+  void* data[kMaxGiven];
+  size_t bytes[kMaxGiven];
+} given_t;
+
+static void given_free(given_t* g) {
+  for (int i = 0; i < kMaxGiven; ++i) free(g->data[i]);
+}
+
+// The .npy inputs of |graph|, one per input name.
+static tj_status_t load_given(const tj_graph_t* graph, const exec_args_t* e,
+                              given_t* out) {
+  int32_t n = tj_graph_num_inputs(graph);
+  if (n > kMaxGiven)
+    return tj_status_make(TJ_STATUS_UNSUPPORTED, "more than %d inputs",
+                          kMaxGiven);
+  for (int32_t i = 0; i < n; ++i) {
+    const char* name = tj_graph_input_name(graph, i);
+    int32_t k = 0;
+    while (k < e->num_given && strcmp(e->given_names[k], name) != 0) ++k;
+    if (k == e->num_given) {
+      return tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                            "@%s: no --input %s=FILE.npy (give every input "
+                            "or none)",
+                            tj_graph_name(graph), name);
+    }
+    TJ_RETURN_IF_ERROR_TOOL(load_npy(tj_graph_context(graph), e->given_paths[k],
+                                     &out->tensors[i], out->shapes[i],
+                                     &out->data[i], &out->bytes[i]));
+  }
+  return NULL;
+}
+
+static int compare_doubles(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_output(const char* name, const tj_tensor_t* t) {
+  int64_t numel = 1;
+  printf("output \"%s\" %s[", name, tj_dtype_name(t->dtype));
+  for (int32_t d = 0; d < t->rank; ++d) {
+    printf("%s%lld", d ? "," : "", (long long)t->shape[d]);
+    numel *= t->shape[d];
+  }
+  printf("]:");
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t finite = 0, nans = 0, infs = 0;
+  for (int64_t k = 0; k < numel; ++k) {
+    double v = tj_dtype_is_float(t->dtype)
+                   ? tj_load_f64(t->dtype, t->data, k)
+                   : (double)tj_load_i64(t->dtype, t->data, k);
+    if (k < 8) printf(" %.6g", v);
+    if (isnan(v)) {
+      ++nans;
+      continue;
+    }
+    if (isinf(v)) ++infs;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+    if (isfinite(v)) {
+      sum += v;
+      ++finite;
+    }
+  }
+  if (numel > 8) printf(" ...");
+  if (numel == 0) {
+    printf(" (no elements)\n");
+    return;
+  }
+  printf("\n  min %.6g max %.6g mean %.6g (nan %lld, inf %lld)\n", lo, hi,
+         finite ? sum / (double)finite : NAN, (long long)nans, (long long)infs);
+}
+
+static tj_status_t run_timed(tj_executable_t* exe, const tj_tensor_t* in,
+                             int32_t num_in, const tj_verify_tensors_t* out,
+                             int32_t reps, double* times) {
+  TJ_RETURN_IF_ERROR_TOOL(
+      tj_executable_run(exe, in, num_in, out->tensors, out->count));
+  for (int32_t r = 0; r < reps; ++r) {
+    double start = tj_now_ms();
+    TJ_RETURN_IF_ERROR_TOOL(
+        tj_executable_run(exe, in, num_in, out->tensors, out->count));
+    times[r] = tj_now_ms() - start;
+  }
+  qsort(times, (size_t)reps, sizeof(double), compare_doubles);
+  return NULL;
+}
+
+static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
+                            const grad_args_t* syms) {
+  tj_compile_options_t options;
+  tj_compile_options_initialize(&options);
+  options.target = e->target;
+  tj_executable_t* exe = NULL;
+  TJ_RETURN_IF_ERROR_TOOL(tj_compile(graph, &options, &exe));
+  given_t given;
+  memset(&given, 0, sizeof(given));
+  tj_verify_tensors_t random, outs;
+  memset(&random, 0, sizeof(random));
+  memset(&outs, 0, sizeof(outs));
+  random.allocator = outs.allocator =
+      tj_context_allocator(tj_graph_context(graph));
+  const tj_tensor_t* in = NULL;
+  int32_t num_in = 0;
+  tj_status_t status = NULL;
+  if (e->num_given) {
+    status = load_given(graph, e, &given);
+    in = given.tensors;
+    num_in = tj_graph_num_inputs(graph);
+  } else if (e->run) {
+    int64_t sym[TJ_MAX_SYMBOLS];
+    status = tj_verify_bind_names(graph, syms->num_syms,
+                                  (const char* const*)syms->names, syms->values,
+                                  sym);
+    if (!status) {
+      status = tj_verify_random_inputs(graph, sym, e->seed, e->edge_values,
+                                       e->nonfinite, &random);
+    }
+    in = random.tensors;
+    num_in = random.count;
+  }
+  if (!status && e->run) {
+    printf("run @%s on %s", tj_graph_name(graph), target_name(e->target));
+    print_symbols(syms->num_syms, syms->names, syms->values);
+    if (e->num_given) {
+      printf(", given inputs\n");
+    } else {
+      printf(", random inputs (seed %llu)\n", (unsigned long long)e->seed);
+    }
+    status = tj_verify_make_outputs(graph, in, num_in, &outs);
+    double* times = status ? NULL : calloc((size_t)e->reps, sizeof(double));
+    if (!status && !times)
+      status = tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!status) status = run_timed(exe, in, num_in, &outs, e->reps, times);
+    if (!status) {
+      for (int32_t i = 0; i < outs.count; ++i) {
+        print_output(tj_graph_output_name(graph, i), &outs.tensors[i]);
+      }
+      printf("time: median %.4f ms over %d runs (min %.4f, max %.4f)\n",
+             times[e->reps / 2], (int)e->reps, times[0], times[e->reps - 1]);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      printf(
+          "stats: %d kernels, %d graph breaks, compile %.1f ms, cache %lld "
+          "hits / %lld misses, %lld recompiles, %lld runs\n",
+          (int)st.num_kernels, (int)st.num_graph_breaks, st.compile_ms,
+          (long long)st.cache_hits, (long long)st.cache_misses,
+          (long long)st.recompiles, (long long)st.runs);
+    }
+    free(times);
+  }
+  if (!status && e->verify) {
+    tj_verify_options_t vo;
+    tj_verify_options_initialize(&vo);
+    vo.num_symbols = syms->num_syms;
+    vo.symbol_names = (const char* const*)syms->names;
+    vo.symbol_values = syms->values;
+    vo.seed = e->seed;
+    vo.nonfinite = e->nonfinite;
+    vo.edge_values = e->edge_values;
+    tj_verify_report_t* report = NULL;
+    status = tj_verify(exe, graph, e->num_given ? in : NULL,
+                       e->num_given ? num_in : 0, &vo, &report);
+    if (!status) {
+      printf("%s", report->text);
+      if (report->verdict != TJ_VERIFY_CLEAN &&
+          report->verdict != TJ_VERIFY_DRIFT) {
+        ++e->verdict_failures;
+      }
+    }
+    tj_verify_report_destroy(report);
+  }
+  tj_verify_tensors_deinitialize(&outs);
+  tj_verify_tensors_deinitialize(&random);
+  given_free(&given);
+  tj_executable_release(exe);
+  return status;
+}
+
 typedef struct run_args_t {
   tj_context_t* context;
   const char* path;
@@ -496,7 +857,8 @@ typedef struct run_args_t {
   bool diagnose;
   tj_compile_options_t options;  // --specialize
   grad_args_t grad_args;
-  int32_t matched;  // functions handled
+  exec_args_t* exec;  // --run / --verify
+  int32_t matched;    // functions handled
 } run_args_t;
 
 // Handles one function of the file.
@@ -515,7 +877,9 @@ static bool run_piece(const char* text, size_t length, void* user) {
     }
     ++a->matched;
   }
-  if (!status && a->grad) {
+  if (!status && (a->exec->run || a->exec->verify)) {
+    status = run_exec(graph, a->exec, &a->grad_args);
+  } else if (!status && a->grad) {
     status = run_grad(graph, &a->grad_args);
   } else if (!status && a->scoreboard) {
     tj_scoreboard_t sb;
@@ -552,6 +916,57 @@ static bool has_pieces(const char* text, size_t length) {
   return false;
 }
 
+// The options of --run and --verify: how many arguments were taken (0:
+// not one of them), or -1 after printing an error.
+static int parse_exec_option(int argc, char** argv, int i, exec_args_t* e) {
+  const char* a = argv[i];
+  if (strcmp(a, "--run") == 0) {
+    e->run = true;
+  } else if (strcmp(a, "--verify") == 0) {
+    e->verify = true;
+  } else if (strcmp(a, "--nonfinite") == 0) {
+    e->nonfinite = true;
+  } else if (strcmp(a, "--no-edge-values") == 0) {
+    e->edge_values = false;
+  } else if (strncmp(a, "--target=", 9) == 0) {
+    if (!parse_target(a + 9, &e->target)) {
+      fprintf(stderr,
+              "tj-run: --target wants x86, reference or cuda, got '%s'\n",
+              a + 9);
+      return -1;
+    }
+  } else if (strncmp(a, "--reps=", 7) == 0 || strncmp(a, "--seed=", 7) == 0) {
+    char* end = NULL;
+    long long v = strtoll(a + 7, &end, 10);
+    bool reps = a[2] == 'r';
+    if (end == a + 7 || *end || v < (reps ? 1 : 0) || (reps && v > 100000)) {
+      fprintf(stderr, "tj-run: %.6s wants %s, got '%s'\n", a,
+              reps ? "a count from 1 to 100000" : "a number >= 0", a + 7);
+      return -1;
+    }
+    if (reps) {
+      e->reps = (int32_t)v;
+    } else {
+      e->seed = (uint64_t)v;
+    }
+  } else if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
+    bool joined = a[7] == '=';
+    const char* spec = joined ? a + 8 : (i + 1 < argc ? argv[i + 1] : NULL);
+    const char* eq = spec ? strchr(spec, '=') : NULL;
+    if (!eq || eq == spec || !eq[1] || e->num_given == kMaxGiven) {
+      fprintf(stderr, "tj-run: --input wants NAME=FILE.npy, got '%s'\n",
+              spec ? spec : "");
+      return -1;
+    }
+    e->given_names[e->num_given] = strndup(spec, (size_t)(eq - spec));
+    e->given_paths[e->num_given++] = eq + 1;
+    return joined ? 1 : 2;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 int main(int argc, char** argv) {
   const char* path = NULL;
   const char* func = NULL;
@@ -563,8 +978,16 @@ int main(int argc, char** argv) {
   char* names[kMaxSyms];
   int64_t values[kMaxSyms];
   int32_t num_syms = 0;
+  exec_args_t exec = {
+      .target = TJ_TARGET_X86, .reps = 10, .seed = 1, .edge_values = true};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    int taken = parse_exec_option(argc, argv, i, &exec);
+    if (taken < 0) return 1;
+    if (taken > 0) {
+      i += taken - 1;
+      continue;
+    }
     if (strcmp(a, "--scoreboard") == 0) {
       scoreboard = true;
     } else if (strcmp(a, "--grad") == 0) {
@@ -636,8 +1059,10 @@ int main(int argc, char** argv) {
       path = a;
     }
   }
-  if ((!scoreboard && !grad && !profile && !diagnose) || (print && !grad) ||
-      !path) {
+  bool exec_mode = exec.run || exec.verify;
+  if ((!scoreboard && !grad && !profile && !diagnose && !exec_mode) ||
+      (print && !grad) || !path ||
+      (exec_mode && (scoreboard || grad || profile || diagnose))) {
     usage(stderr);
     return 1;
   }
@@ -661,7 +1086,8 @@ int main(int argc, char** argv) {
         .scoreboard = scoreboard,
         .profile = profile,
         .diagnose = diagnose,
-        .grad_args = {print, scoreboard, recompute, num_syms, names, values}};
+        .grad_args = {print, scoreboard, recompute, num_syms, names, values},
+        .exec = &exec};
     tj_compile_options_initialize(&args.options);
     args.options.specialize = specialize;
     if (!tj_tool_for_each_piece("tj-run", text, length, true, run_piece,
@@ -674,6 +1100,8 @@ int main(int argc, char** argv) {
   }
   tj_context_destroy(context);
   for (int32_t i = 0; i < num_syms; ++i) free(names[i]);
+  for (int32_t i = 0; i < exec.num_given; ++i) free(exec.given_names[i]);
   free(text);
+  if (rc == 0 && exec.verdict_failures) rc = 2;
   return rc;
 }

@@ -53,6 +53,14 @@ typedef struct tj_lowered_program_t {
   double llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
 } tj_lowered_program_t;
 
+// Called by a backend's run_observed after each step |step| of the run plan
+// with |loc|, the host storage of every plan node this run (dense
+// row-major; a step's group outputs are valid right after it, until a later
+// step reuses their slot). It may read and write them. A status stops the
+// run and is returned.
+typedef tj_status_t (*tj_step_observer_fn)(void* user, uint32_t step,
+                                           unsigned char* const* loc);
+
 typedef struct tj_backend_t {
   const char* name;
   // false: the target runs the caller's graph as it is (the reference
@@ -84,6 +92,12 @@ typedef struct tj_backend_t {
   tj_status_t (*run)(void* target, void* program, const int64_t* sym,
                      const tj_tensor_t* inputs, int32_t num_inputs,
                      const tj_tensor_t* outputs, int32_t num_outputs);
+  // As run, calling |observe|(|user|, ...) after every step (tj_verify's
+  // hook, backends/verify.c). NULL: the target cannot show its steps.
+  tj_status_t (*run_observed)(void* target, void* program, const int64_t* sym,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              const tj_tensor_t* outputs, int32_t num_outputs,
+                              tj_step_observer_fn observe, void* user);
   // Does now what the first run of |program| would otherwise do (deferred
   // code). NULL: nothing to do.
   tj_status_t (*prepare)(void* target, void* program);

@@ -373,7 +373,8 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
                              const tj_tensor_t* outputs, frame_t* f,
-                             tj_run_timing_t* tm) {
+                             tj_run_timing_t* tm, tj_step_observer_fn observe,
+                             void* user) {
   double t_start = tm ? tj_now_ms() : 0, t_copy = 0;
   const tj_run_plan_t* rp = t->plan;
   const tj_graph_t* g = rp->graph;
@@ -539,6 +540,7 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         t_start = now;
       }
     }
+    if (observe) TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
   }
   if (tm) tm->setup_ms += tj_now_ms() - t_start;
   // 4. Outputs not written in place: staged, duplicated, or inputs and
@@ -572,7 +574,8 @@ static tj_status_t x86_run_timed(void* target, void* program,
   double start = timing ? tj_now_ms() : 0;
   TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
   if (timing) timing->setup_ms += tj_now_ms() - start;
-  tj_status_t status = run_frame(t, program, sym, inputs, outputs, f, timing);
+  tj_status_t status =
+      run_frame(t, program, sym, inputs, outputs, f, timing, NULL, NULL);
   frame_release(t, f, temp);
   return status;
 }
@@ -582,6 +585,22 @@ static tj_status_t x86_run(void* target, void* program, const int64_t* sym,
                            const tj_tensor_t* outputs, int32_t num_outputs) {
   return x86_run_timed(target, program, sym, inputs, num_inputs, outputs,
                        num_outputs, NULL);
+}
+
+static tj_status_t x86_run_observed(
+    void* target, void* program, const int64_t* sym, const tj_tensor_t* inputs,
+    int32_t num_inputs, const tj_tensor_t* outputs, int32_t num_outputs,
+    tj_step_observer_fn observe, void* user) {
+  (void)num_inputs;
+  (void)num_outputs;
+  target_t* t = target;
+  frame_t* f = NULL;
+  bool temp = false;
+  TJ_RETURN_IF_ERROR(frame_acquire(t, &f, &temp));
+  tj_status_t status =
+      run_frame(t, program, sym, inputs, outputs, f, NULL, observe, user);
+  frame_release(t, f, temp);
+  return status;
 }
 
 // The deferred code: waits for the background build or builds it here.
@@ -599,6 +618,7 @@ const tj_backend_t tj_backend_x86 = {
     .accept = NULL,
     .compile = x86_compile,
     .run = x86_run,
+    .run_observed = x86_run_observed,
     .prepare = x86_prepare,
     .release = x86_release,
     .close = x86_close,

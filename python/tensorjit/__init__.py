@@ -29,7 +29,7 @@ from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
 from .executable import (TARGETS, Executable, ExecutableStats, Profile,
-                         ProfileEntry, compile)
+                         ProfileEntry, VerifyReport, VerifyValue, compile)
 from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
                     default_context)
 
@@ -39,7 +39,7 @@ __all__ = [
     "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
     "Scoreboard",
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
-    "Value", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
+    "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
     "library_path", "load_library", "numpy_dtype", "version",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]

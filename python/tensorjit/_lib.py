@@ -144,6 +144,50 @@ class ExecutableStats_t(ctypes.Structure):
                 ("cache_load_ms", cdouble), ("run_ms", cdouble)]
 
 
+DTYPE_COUNT = 8  # TJ_DTYPE_COUNT_
+
+
+class VerifyOptions_t(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("rtol", cdouble * DTYPE_COUNT),
+                ("atol", cdouble * DTYPE_COUNT),
+                ("drift_factor", cdouble), ("num_symbols", i32),
+                ("symbol_names", ctypes.POINTER(cstr)),
+                ("symbol_values", ctypes.POINTER(i64)),
+                ("seed", ctypes.c_uint64), ("edge_values", cbool),
+                ("nonfinite", cbool), ("unfused", cbool)]
+
+
+class VerifyValue_t(ctypes.Structure):
+    _fields_ = [("step", i32), ("group", i32),
+                ("group_kind", ctypes.c_char * 16), ("node", ctypes.c_uint32),
+                ("op", ctypes.c_char * 24), ("type", ctypes.c_char * 96),
+                ("output_name", ctypes.c_char * 64),
+                ("against_caller", cbool), ("numel", i64),
+                ("mismatches", i64), ("nan_mismatches", i64),
+                ("max_abs_error", cdouble), ("max_rel_error", cdouble),
+                ("first_bad_index", i64), ("first_bad_got", cdouble),
+                ("first_bad_want", cdouble), ("rtol", cdouble),
+                ("atol", cdouble)]
+
+
+class VerifyReport_t(ctypes.Structure):
+    _fields_ = [("verdict", cenum), ("target", ctypes.c_char * 16),
+                ("boundaries", cbool), ("num_groups", ctypes.c_uint32),
+                ("num_values", ctypes.c_uint32),
+                ("values", ctypes.POINTER(VerifyValue_t)),
+                ("first_bad", i32), ("total_mismatches", i64),
+                ("max_abs_error", cdouble), ("max_rel_error", cdouble),
+                ("unfused_ran", cbool), ("unfused_within_budget", cbool),
+                ("unfused_max_abs_error", cdouble),
+                ("unfused_max_rel_error", cdouble),
+                ("unfused_mismatches", i64),
+                ("fused_unfused_mismatches", i64),
+                ("blamed_pass", ctypes.c_char * 16),
+                ("blamed_pass_index", i32), ("text", cstr),
+                ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
+
+
 STAGE_COUNT = 5
 
 
@@ -250,6 +294,11 @@ _SIGNATURES = {
     "tj_profile_report_format": (ctypes.c_size_t, [
         ctypes.POINTER(ProfileReport_t), i32, ctypes.c_char_p,
         ctypes.c_size_t]),
+    "tj_verify_options_initialize": (None, [ctypes.POINTER(VerifyOptions_t)]),
+    "tj_verify": (vp, [vp, vp, ctypes.POINTER(Tensor_t), i32,
+                       ctypes.POINTER(VerifyOptions_t),
+                       ctypes.POINTER(ctypes.POINTER(VerifyReport_t))]),
+    "tj_verify_report_destroy": (None, [ctypes.POINTER(VerifyReport_t)]),
     "tj_stage_name": (cstr, [cenum]),
     "tj_op_count": (i32, []),
     "tj_op_name": (cstr, [i32]),

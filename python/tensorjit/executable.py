@@ -31,7 +31,7 @@ from .errors import (ArgumentTypeError, InvalidArgumentError,
 from .graph import Context, Graph
 
 __all__ = ["compile", "Executable", "ExecutableStats", "Profile",
-           "ProfileEntry", "TARGETS"]
+           "ProfileEntry", "TARGETS", "VerifyReport", "VerifyValue"]
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
@@ -114,6 +114,65 @@ def _profile_of(r: Any) -> Profile:
     return Profile(c.graph.decode(), (c.target or b"").decode(), c.runs,
                    c.run_ms, c.kernel_ms, c.host_ms, c.copy_ms, c.setup_ms,
                    c.accounted_ms, entries, buf.value.decode())
+
+
+@dataclass(frozen=True)
+class VerifyValue:
+    """One value :meth:`Executable.verify` compared
+    (``tj_verify_value_t``): a value crossing a fusion-group boundary, or
+    an output against the caller's graph (``against_caller``)."""
+
+    step: int
+    group: int
+    group_kind: str
+    node: int
+    op: str
+    type: str
+    output_name: str
+    against_caller: bool
+    numel: int
+    mismatches: int
+    nan_mismatches: int
+    max_abs_error: float
+    max_rel_error: float
+    first_bad_index: int
+    first_bad_got: float
+    first_bad_want: float
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What :meth:`Executable.verify` found (``tj_verify_report_t``).
+    ``verdict`` is "clean", "drift", "wrong fused kernel", "wrong kernel",
+    "wrong passes" or "mismatch"; ``first_bad`` the first value out of
+    budget in run order (its group and node), or None; ``blamed_pass`` the
+    pass a "wrong passes" verdict blames ("" otherwise); ``text`` the report
+    as ``tj-run --verify`` prints it."""
+
+    verdict: str
+    target: str
+    boundaries: bool
+    num_groups: int
+    values: List[VerifyValue]
+    first_bad: Optional[VerifyValue]
+    total_mismatches: int
+    max_abs_error: float
+    max_rel_error: float
+    unfused_ran: bool
+    unfused_within_budget: bool
+    blamed_pass: str
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        """Clean, or drift (summation order): no bug found."""
+        return self.verdict in ("clean", "drift")
+
+
+_VERDICTS = ["clean", "drift", "wrong fused kernel", "wrong kernel",
+             "wrong passes", "mismatch"]
 
 
 class _Runner:
@@ -290,6 +349,8 @@ class Executable(_Runner):
         self.label = f"executable @{graph.name}"
         # Borrowed constants must outlive the executable.
         self._borrowed = list(graph._borrowed)
+        # For verify (tj_verify needs the graph compiled).
+        self._graph = graph
         self._describe(graph)
         self.context._adopt(self)
 
@@ -389,6 +450,75 @@ class Executable(_Runner):
         finally:
             L.tj_profile_report_destroy(report)
 
+    def verify(self, *inputs: Any, symbols: Optional[Mapping[str, int]] = None,
+               seed: int = 1, edge_values: bool = True,
+               nonfinite: bool = False, unfused: bool = True,
+               rtol: Optional[Mapping[str, float]] = None,
+               atol: Optional[Mapping[str, float]] = None,
+               graph: Optional[Graph] = None, **named: Any) -> VerifyReport:
+        """Checks this executable against the reference interpreter at
+        every fusion-group boundary (``tj_verify``) and returns the report.
+
+        Inputs as for a call; with none, random ones are made for
+        |symbols| (e.g. ``{"B": 8}``), |seed|, with edge values (+-0,
+        denormals, large magnitudes) unless |edge_values| is false, and NaN
+        and infinities when |nonfinite|. |rtol| and |atol| override the
+        per-dtype budgets by dtype name (``{"f32": 1e-3}``). With |unfused|,
+        a mismatch is checked against the unfused pipeline (drift or a
+        wrong kernel). |graph|: the graph compiled (default: the one this
+        executable was compiled from)."""
+        L = _lib.lib()
+        g = graph if graph is not None else self._graph
+        opts = _lib.VerifyOptions_t()
+        L.tj_verify_options_initialize(ctypes.byref(opts))
+        names = list((symbols or {}).keys())
+        c_names = (ctypes.c_char_p * max(len(names), 1))(
+            *[n.encode() for n in names])
+        c_values = (ctypes.c_int64 * max(len(names), 1))(
+            *[int(symbols[n]) for n in names])  # type: ignore[index]
+        opts.num_symbols = len(names)
+        opts.symbol_names = ctypes.cast(c_names, ctypes.POINTER(ctypes.c_char_p))
+        opts.symbol_values = ctypes.cast(c_values, ctypes.POINTER(ctypes.c_int64))
+        opts.seed = seed
+        opts.edge_values = edge_values
+        opts.nonfinite = nonfinite
+        opts.unfused = unfused
+        by_name = {d.short_name: d for d in DType}
+        for table, field in ((rtol, opts.rtol), (atol, opts.atol)):
+            for name, value in (table or {}).items():
+                if name not in by_name:
+                    raise InvalidArgumentError(
+                        f"verify: no dtype {name!r} (one of "
+                        f"{', '.join(by_name)})")
+                field[int(by_name[name])] = float(value)
+        report = ctypes.POINTER(_lib.VerifyReport_t)()
+        with Marshal() as m:
+            if inputs or named:
+                bound = self._bind(inputs, named)
+                arr = (_lib.Tensor_t * max(len(bound), 1))()
+                for i, x in enumerate(bound):
+                    m.tensor(x, f"input {self.input_names[i]!r}",
+                             self.input_dtypes[i], t=arr[i])
+                _lib.check(L.tj_verify(self.handle, g.handle, arr,
+                                       len(bound), ctypes.byref(opts),
+                                       ctypes.byref(report)))
+            else:
+                _lib.check(L.tj_verify(self.handle, g.handle, None, 0,
+                                       ctypes.byref(opts),
+                                       ctypes.byref(report)))
+        try:
+            r = report.contents
+            values = [_value(r.values[i]) for i in range(r.num_values)]
+            return VerifyReport(
+                _VERDICTS[r.verdict], r.target.decode(), r.boundaries,
+                r.num_groups, values,
+                values[r.first_bad] if r.first_bad >= 0 else None,
+                r.total_mismatches, r.max_abs_error, r.max_rel_error,
+                r.unfused_ran, r.unfused_within_budget,
+                r.blamed_pass.decode(), (r.text or b"").decode())
+        finally:
+            L.tj_verify_report_destroy(report)
+
     @property
     def stats(self) -> ExecutableStats:
         """Kernels, graph breaks, compile time, cache and run counters."""
@@ -400,6 +530,14 @@ class Executable(_Runner):
                                s.recompiles, s.runs, s.passes_ms,
                                s.lowering_ms, s.llvm_ms, s.ptxas_ms,
                                s.tuning_ms, s.cache_load_ms, s.run_ms)
+
+
+def _value(v: Any) -> VerifyValue:
+    return VerifyValue(
+        v.step, v.group, v.group_kind.decode(), v.node, v.op.decode(),
+        v.type.decode(), v.output_name.decode(), v.against_caller, v.numel,
+        v.mismatches, v.nan_mismatches, v.max_abs_error, v.max_rel_error,
+        v.first_bad_index, v.first_bad_got, v.first_bad_want, v.rtol, v.atol)
 
 
 def compile(graph: Union[Graph, str], target: str = "x86", *,

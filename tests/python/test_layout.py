@@ -27,6 +27,9 @@ MIRRORS = {
     "tj_profile_report_t": _lib.ProfileReport_t,
     "tj_scoreboard_row_t": _lib.ScoreboardRow_t,
     "tj_scoreboard_t": _lib.Scoreboard_t,
+    "tj_verify_options_t": _lib.VerifyOptions_t,
+    "tj_verify_value_t": _lib.VerifyValue_t,
+    "tj_verify_report_t": _lib.VerifyReport_t,
 }
 
 

@@ -24,6 +24,7 @@ import traceback
 from typing import Any, Callable, Iterator, Type
 
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -358,6 +359,7 @@ _EXIT_SCRIPT = r"""
 import gc, sys
 sys.path.insert(0, sys.argv[2])
 import numpy as np
+import pytest
 import tensorjit as tj
 from tensorjit import _lib
 how = sys.argv[1]
@@ -1123,3 +1125,43 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_verify_clean_and_given_inputs() -> None:
+    g = tj.Graph.parse("""
+func @f[B](%x: f32[B,16], %w: f32[16,8]) {
+  %1 = matmul %x, %w : f32[B,8]
+  %2 = relu %1 : f32[B,8]
+  %3 = mul %2, %2 : f32[B,8]
+  %4 = sum %3 {axes=[1]} : f32[B]
+  return %4 as "y"
+}
+""")
+    exe = tj.compile(g, cache_dir="")
+    r = exe.verify(symbols={"B": 4}, seed=3, edge_values=False)
+    assert r.verdict == "clean" and r.ok, r.text
+    assert r.boundaries and r.first_bad is None and r.blamed_pass == ""
+    assert r.target == "x86"
+    # The boundaries, then the output against the caller's graph.
+    assert len(r.values) >= 2 and r.values[-1].against_caller
+    assert r.values[-1].output_name == "y"
+    assert "verdict: clean" in r.text
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)
+    w = np.ones((16, 8), dtype=np.float32)
+    r2 = exe.verify(x, w, rtol={"f32": 1e-3})
+    assert r2.ok and r2.values[0].rtol == pytest.approx(1e-3), r2.text
+    with pytest.raises(tj.InvalidArgumentError, match="symbol"):
+        exe.verify()
+    with pytest.raises(tj.InvalidArgumentError, match="no dtype"):
+        exe.verify(symbols={"B": 2}, rtol={"f33": 1.0})
+
+
+def test_verify_reference_target_outputs_only() -> None:
+    g = tj.Graph.parse("""
+func @f(%x: f32[4]) {
+  %1 = exp %x : f32[4]
+  return %1 as "y"
+}
+""")
+    r = tj.compile(g, target="reference").verify()
+    assert r.ok and not r.boundaries and len(r.values) == 1

@@ -1,0 +1,57 @@
+// backends/verify.h: tj_verify's internals (backends/verify.c) that the
+// tools and tests use: run tensors made for a graph (random inputs with
+// edge values, outputs of the right shapes), and the test hook that plants
+// a wrong kernel.
+
+#ifndef TJ_BACKENDS_VERIFY_H_
+#define TJ_BACKENDS_VERIFY_H_
+
+#include "backends/compile.h"
+#include "tensorjit/tj_verify.h"
+
+// Dense CPU tensors that own their memory (from |allocator|).
+typedef struct tj_verify_tensors_t {
+  tj_allocator_t allocator;
+  int32_t count;
+  tj_tensor_t* tensors;  // |count| descriptors
+  int64_t* shapes;       // TJ_MAX_RANK per tensor
+  void** data;
+  size_t* bytes;
+} tj_verify_tensors_t;
+
+// Frees what |t| owns; zeroes it. Idempotent.
+void tj_verify_tensors_deinitialize(tj_verify_tensors_t* t);
+
+// Symbol values (by symbol id of |graph|, -1 unbound, TJ_MAX_SYMBOLS
+// entries) from names: INVALID_ARGUMENT for a name that is not a symbol of
+// |graph| or a negative value.
+tj_status_t tj_verify_bind_names(const tj_graph_t* graph, int32_t num_symbols,
+                                 const char* const* names,
+                                 const int64_t* values, int64_t* out_sym);
+
+// Random inputs of |graph| for symbol values |sym| (as tj_verify makes
+// them, tj_verify_options_t says how). INVALID_ARGUMENT naming the input
+// and the symbol when an input's dim needs an unbound symbol.
+tj_status_t tj_verify_random_inputs(const tj_graph_t* graph, const int64_t* sym,
+                                    uint64_t seed, bool edge_values,
+                                    bool nonfinite, tj_verify_tensors_t* out);
+
+// Zeroed outputs of |graph| for these inputs (tj_graph_output_shape).
+tj_status_t tj_verify_make_outputs(const tj_graph_t* graph,
+                                   const tj_tensor_t* inputs,
+                                   int32_t num_inputs,
+                                   tj_verify_tensors_t* out);
+
+// The test hook: a wrong kernel planted in an executable. Compiles |graph|
+// like tj_compile, then, in the first kernel of fusion group |group| (the
+// group's position in the run plan, not a VIEW or host step) changes the
+// first elementwise op |from| into |to| (e.g. add into sub) before the
+// backend compiles it. INVALID_ARGUMENT when that group has no such op.
+// Test-only: nothing in the library calls it.
+tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
+                                           const tj_compile_options_t* options,
+                                           uint32_t group, tj_op_t from,
+                                           tj_op_t to,
+                                           tj_executable_t** out_executable);
+
+#endif  // TJ_BACKENDS_VERIFY_H_

@@ -1,0 +1,187 @@
+// libtensorjit: checking a compiled executable against the reference
+// interpreter, value by value. Include <tensorjit.h> rather than this file
+// directly.
+
+#ifndef TENSORJIT_TJ_VERIFY_H_
+#define TENSORJIT_TJ_VERIFY_H_
+
+#include "tensorjit/tj_executable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===----------------------------------------------------------------------===//
+// tj_verify
+//===----------------------------------------------------------------------===//
+
+// What tj_verify concluded.
+typedef enum tj_verify_verdict_e {
+  // Every compared value is within its dtype's budget.
+  TJ_VERIFY_CLEAN = 0,
+  // A value leaves the budget, but the unfused pipeline (every node its own
+  // kernel) computes the same node with errors of the same kind, within the
+  // budget of the fused values and at most |drift_factor| times the budget
+  // away from the reference: summation order (reassociation), not a bug.
+  TJ_VERIFY_DRIFT = 1,
+  // A value leaves the budget and the unfused pipeline agrees with the
+  // reference at that node: the fused kernel of that group is wrong.
+  TJ_VERIFY_WRONG_FUSED_KERNEL = 2,
+  // A value leaves the budget and the unfused pipeline is wrong there too,
+  // beyond drift: the op's own kernel is wrong.
+  TJ_VERIFY_WRONG_KERNEL = 3,
+  // Every group boundary agrees with the reference run of the executable's
+  // optimized graph, but an output leaves the budget against the reference
+  // run of the caller's graph: a pass (canonicalize, fold, decompose)
+  // changed the values.
+  TJ_VERIFY_WRONG_PASSES = 4,
+  // A value leaves the budget; the unfused pipeline was not consulted
+  // (options.unfused false) or could not be compared.
+  TJ_VERIFY_MISMATCH = 5,
+} tj_verify_verdict_t;
+
+// "clean", "drift", "wrong fused kernel", "wrong kernel", "wrong passes",
+// "mismatch"; "?" for other values. Static storage.
+TJ_API const char* tj_verify_verdict_name(tj_verify_verdict_t verdict);
+
+typedef struct tj_verify_options_t {
+  // sizeof(tj_verify_options_t) as the caller was compiled, set by
+  // tj_verify_options_initialize; tj_verify rejects another size.
+  size_t struct_size;
+  // The budget per dtype (indexed by tj_dtype_t): an element is out of it
+  // when |got - want| > atol + rtol * |want|. Defaults: f64 1e-9 / 1e-9,
+  // f32 1e-4 / 1e-4, f16 1e-2 / 1e-2, bf16 3e-2 / 3e-2, integers and bool
+  // 0 / 0 (exact). NaN matches only NaN (a NaN on one side only is a
+  // NaN-position mismatch); an infinity matches itself, or a finite value
+  // of the same sign beyond 1e30 (overflow one op earlier or later).
+  double rtol[TJ_DTYPE_COUNT_];
+  double atol[TJ_DTYPE_COUNT_];
+  // How far (in budgets) from the reference a value may be and still be
+  // called drift when the unfused pipeline agrees with it. Default 100.
+  double drift_factor;
+  // Random inputs, when tj_verify is given none: the symbols' values by
+  // name (every symbol an input's shape uses), a seed, and which special
+  // values are mixed in (1 element in 16): with |edge_values| (default
+  // true) +0, -0, denormals and large magnitudes (1e4 in f32 and f64, 256
+  // in f16 and bf16), with |nonfinite| (default false) also NaN, +inf and
+  // -inf. Other float elements are uniform in [-2, 2], integers in
+  // [-4, 4], bools 0 or 1.
+  int32_t num_symbols;
+  const char* const* symbol_names;
+  const int64_t* symbol_values;
+  uint64_t seed;  // default 1
+  bool edge_values;
+  bool nonfinite;
+  // On a mismatch, compile the same graph again with fusion off (same
+  // target and options) and compare the guilty node there: drift or a
+  // wrong kernel (the verdict). Default true.
+  bool unfused;
+} tj_verify_options_t;
+
+// Fills |options| with the defaults above and sets |struct_size|.
+TJ_API void tj_verify_options_initialize(tj_verify_options_t* options);
+
+// One compared value: a node whose value crosses a fusion-group boundary
+// (a group's output, written to memory), or an output of the graph.
+typedef struct tj_verify_value_t {
+  // Nodes of the executable's optimized graph (numbered as tj-opt prints
+  // it); |group| and |step| are its fusion group and that group's position
+  // in the run. For the outputs compared against the caller's graph
+  // (|against_caller| true) |node| is the caller's node and |group| and
+  // |step| are -1.
+  int32_t step;
+  int32_t group;
+  char group_kind[16];  // "pointwise", "reduction", "matmul", "opaque", ""
+  uint32_t node;
+  char op[24];           // the node's op
+  char type[96];         // e.g. "f32[8,64]"
+  char output_name[64];  // the graph output it is, or ""
+  bool against_caller;
+  int64_t numel;
+  int64_t mismatches;      // elements out of budget (NaN positions included)
+  int64_t nan_mismatches;  // elements NaN on one side only
+  double max_abs_error;    // over elements finite on both sides
+  double max_rel_error;    // |got - want| / |want|, over want != 0
+  // The first element out of budget (-1 when none) and its two values.
+  int64_t first_bad_index;
+  double first_bad_got, first_bad_want;
+  double rtol, atol;  // the budget it was held to
+} tj_verify_value_t;
+
+// What tj_verify found. Owned by the caller; destroy with
+// tj_verify_report_destroy.
+typedef struct tj_verify_report_t {
+  tj_verify_verdict_t verdict;
+  char target[16];  // "x86", "reference", "cuda"
+  // Whether the values between the groups were compared (x86); false: the
+  // target cannot show them (CUDA, the reference target) and only the
+  // outputs were.
+  bool boundaries;
+  uint32_t num_groups;  // of the executable (VIEW groups included)
+  // Every compared value: the group boundaries in run order, then the
+  // outputs against the caller's graph.
+  uint32_t num_values;
+  tj_verify_value_t* values;
+  // The first value out of budget (index into |values|), or -1: the first
+  // diverging group and node.
+  int32_t first_bad;
+  // Totals over |values|.
+  int64_t total_mismatches;
+  double max_abs_error, max_rel_error;
+  // The unfused pipeline at the first bad value's node, when it ran.
+  bool unfused_ran;
+  bool unfused_within_budget;  // the unfused value against the reference
+  double unfused_max_abs_error, unfused_max_rel_error;
+  int64_t unfused_mismatches;
+  int64_t fused_unfused_mismatches;  // fused against unfused, same budget
+  // With TJ_VERIFY_WRONG_PASSES: the pass to blame. The default pipeline's
+  // passes before fusion (canonicalize, cse, dce, decompose, canonicalize,
+  // cse, dce) are replayed one at a time on |graph| with the executable's
+  // constant evaluator, each result run on the reference interpreter; the
+  // first after which an output leaves the budget is named here with its
+  // position (0-6). "" and -1 otherwise.
+  char blamed_pass[16];
+  int32_t blamed_pass_index;
+  // The whole report as text (what tj-run --verify prints); borrowed from
+  // the report.
+  const char* text;
+  // Private: how the report was allocated.
+  tj_allocator_t allocator_;
+  size_t text_bytes_;
+} tj_verify_report_t;
+
+// Runs |executable| and the reference interpreter on the same inputs and
+// compares them value by value: every value that crosses a fusion-group
+// boundary of the executable (against the reference interpreter's run of
+// the executable's optimized graph, every op rounded to its dtype, computed
+// in double) and every output (also against the reference run of |graph|).
+// The report names the first value out of its dtype's budget in run order
+// (its group, node, op and type) with its error statistics, and, with
+// options.unfused, tells reassociation drift from a wrong kernel by
+// compiling |graph| again without fusion (one node a kernel, or the
+// smallest fusion limit the fuser accepts; see tj_verify_verdict_t).
+//
+// |graph| is the finalized graph |executable| was compiled from. |inputs|
+// (CPU tensors, as tj_executable_run takes them) may be NULL with
+// |num_inputs| 0: random ones are made (options' symbols, seed and special
+// values). |options| NULL: the defaults. The run counts in the
+// executable's stats. A mismatch is not an error: the status is for what
+// kept tj_verify from comparing (bad arguments, OUT_OF_MEMORY, a run that
+// failed, a symbol an input needs and the options do not give:
+// INVALID_ARGUMENT naming it). On success |*out_report| is owned by the
+// caller (tj_verify_report_destroy); on failure it is NULL. Thread-safe
+// as tj_executable_run is.
+TJ_API tj_status_t tj_verify(tj_executable_t* executable,
+                             const tj_graph_t* graph, const tj_tensor_t* inputs,
+                             int32_t num_inputs,
+                             const tj_verify_options_t* options,
+                             tj_verify_report_t** out_report);
+
+// Frees |report|. NULL is a no-op.
+TJ_API void tj_verify_report_destroy(tj_verify_report_t* report);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TENSORJIT_TJ_VERIFY_H_

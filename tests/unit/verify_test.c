@@ -1,0 +1,561 @@
+// tj_verify (tj_verify.h, backends/verify.c): clean graphs verify clean on
+// x86 at every ISA tier the host has (a small graph, the capstone, random
+// graphs of 100+ nodes); a wrong kernel planted through the test hook
+// (tj_verify_test_compile_planted) is named at its group and node and
+// called a wrong fused kernel, the unfused pipeline agreeing with the
+// reference; a wrong fold planted through the passes' evaluator is blamed
+// on its pass; the reference target compares outputs only; errors; and every
+// allocation failure of a check is OUT_OF_MEMORY and leaks nothing.
+
+#include "backends/reference/reference_eval.h"
+#include "backends/verify.h"
+#include "lib/passes/fusion.h"
+#include "tests/unit/random_graph.h"
+
+// The ISA tiers tried; a tier the host lacks fails the compile and is
+// skipped.
+static const char* const kTiers[] = {"host", "avx512", "avx2", "sse2"};
+
+static tj_context_t* tier_context(const char* isa) {
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  o.x86_isa = isa;
+  o.cache_dir = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t st = tj_context_create(&o, &ctx);
+  if (st) {
+    tj_status_free(st);
+    return NULL;
+  }
+  return ctx;
+}
+
+static tj_compile_options_t x86_options(void) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.cache_dir = "";
+  o.verify_each = true;
+  o.x86.num_threads = 2;
+  return o;
+}
+
+// y = sum(exp(x * 0.5) + b, 1) and z = sum(h * h, 1) with
+// h = relu(x @ w + b2): a pointwise prologue into a reduction, and a GEMM
+// with an epilogue whose value h crosses into another group without being
+// an output.
+static tj_graph_t* small_graph(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "small", &g)) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 16}, "x");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){16}, "b");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){16, 8}, "w");
+  tj_value_t b2 = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){8}, "b2");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t e = tj_graph_add(g, tj_graph_exp(g, tj_graph_mul(g, x, half)), b);
+  int32_t axis1[1] = {1};
+  tj_graph_output(g, tj_graph_sum(g, e, 1, axis1, false), "y");
+  tj_value_t h =
+      tj_graph_relu(g, tj_graph_add(g, tj_graph_matmul(g, x, w), b2));
+  tj_graph_output(g, tj_graph_sum(g, tj_graph_mul(g, h, h), 1, axis1, false),
+                  "z");
+  tj_status_t st = tj_graph_finalize(g);
+  if (st) {
+    tj_status_free(st);
+    tj_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static tj_verify_options_t options_b(const char* const* names,
+                                     const int64_t* values) {
+  tj_verify_options_t o;
+  tj_verify_options_initialize(&o);
+  o.num_symbols = 1;
+  o.symbol_names = names;
+  o.symbol_values = values;
+  return o;
+}
+
+static const char* const kB[1] = {"B"};
+
+// A verdict a correct pipeline may get: clean, or drift (summation order,
+// which large magnitudes among the edge values bring out in a GEMM or a
+// long sum, and which the f64 budget of 1e-9 catches in a reduction).
+static bool passes(const tj_verify_report_t* r) {
+  bool ok = r->verdict == TJ_VERIFY_CLEAN || r->verdict == TJ_VERIFY_DRIFT;
+  if (!ok) fprintf(stderr, "%s", r->text);
+  return ok;
+}
+
+TEST(small_graph_is_clean_at_every_tier) {
+  int tiers = 0;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
+    tj_context_t* ctx = tier_context(kTiers[i]);
+    tj_graph_t* g = ctx ? small_graph(ctx) : NULL;
+    tj_compile_options_t co = x86_options();
+    tj_executable_t* exe = NULL;
+    tj_status_t st = g ? tj_compile(g, &co, &exe) : NULL;
+    if (st || !exe) {  // a tier the host does not have
+      tj_status_free(st);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      continue;
+    }
+    ++tiers;
+    int64_t bv[1] = {5};
+    tj_verify_options_t vo = options_b(kB, bv);
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      vo.seed = seed;
+      vo.edge_values = seed != 3;
+      tj_verify_report_t* r = NULL;
+      CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+      if (r) {
+        CHECK(passes(r));
+        CHECK(r->boundaries);
+        // More values than the outputs: the boundaries in between.
+        CHECK(r->num_values > 2 + 2);
+        if (seed == 3) CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+        if (r->verdict == TJ_VERIFY_CLEAN) {
+          CHECK_EQ_INT(-1, r->first_bad);
+          CHECK_CONTAINS(r->text, "verdict: clean");
+        }
+      }
+      tj_verify_report_destroy(r);
+    }
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  CHECK(tiers >= 2);  // the host's, and sse2 at least
+}
+
+// The capstone: y = gelu(x @ w + b), one GEMM with its epilogue.
+TEST(capstone_is_clean_at_every_tier) {
+  int tiers = 0;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
+    tj_context_t* ctx = tier_context(kTiers[i]);
+    if (!ctx) continue;
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(ctx, "capstone", &g));
+    int64_t B = tj_graph_symbol(g, "B");
+    tj_value_t x =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 1024}, "x");
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){1024, 4096}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4096}, "b");
+    tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false),
+                    "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t co = x86_options();
+    tj_executable_t* exe = NULL;
+    tj_status_t st = tj_compile(g, &co, &exe);
+    if (!st) {
+      ++tiers;
+      int64_t bv[1] = {3};
+      tj_verify_options_t vo = options_b(kB, bv);
+      tj_verify_report_t* r = NULL;
+      CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+      if (r) CHECK(passes(r));
+      tj_verify_report_destroy(r);
+      r = NULL;
+      vo.edge_values = false;
+      CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+      if (r) {
+        CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+        if (r->verdict != TJ_VERIFY_CLEAN) fprintf(stderr, "%s", r->text);
+      }
+      tj_verify_report_destroy(r);
+    }
+    tj_status_free(st);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  CHECK(tiers >= 2);
+}
+
+// Whether group |group| of |rp| writes |node| to memory.
+static bool group_writes(const tj_run_plan_t* rp, uint32_t group,
+                         uint32_t node) {
+  const tj_group_t* g = &rp->fusion->groups[group];
+  for (uint32_t j = 0; j < g->num_outputs; ++j) {
+    if (g->outputs[j] == node) return true;
+  }
+  return false;
+}
+
+TEST(planted_wrong_kernel_is_named) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = small_graph(ctx);
+  CHECK(g != NULL);
+  if (!g) {
+    tj_context_destroy(ctx);
+    return;
+  }
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* clean = NULL;
+  CHECK_OK(tj_compile(g, &co, &clean));
+  const tj_run_plan_t* rp = tj_executable_run_plan(clean);
+  int planted = 0;
+  // Plant add -> sub in every group that has an add, one at a time.
+  for (uint32_t s = 0; clean && s < rp->fusion->num_groups; ++s) {
+    uint32_t group = rp->steps[s].group;
+    tj_executable_t* exe = NULL;
+    tj_status_t st = tj_verify_test_compile_planted(g, &co, group, TJ_OP_ADD,
+                                                    TJ_OP_SUB, &exe);
+    if (st) {  // no add in this group
+      CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(st));
+      tj_status_free(st);
+      continue;
+    }
+    ++planted;
+    int64_t bv[1] = {4};
+    tj_verify_options_t vo = options_b(kB, bv);
+    tj_verify_report_t* r = NULL;
+    CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+    if (r) {
+      CHECK_EQ_INT(TJ_VERIFY_WRONG_FUSED_KERNEL, r->verdict);
+      CHECK(r->first_bad >= 0);
+      if (r->first_bad >= 0) {
+        const tj_verify_value_t* v = &r->values[r->first_bad];
+        CHECK_EQ_INT(group, v->group);
+        CHECK_EQ_INT(s, v->step);
+        CHECK(group_writes(tj_executable_run_plan(exe), group, v->node));
+        CHECK(v->mismatches > 0);
+        CHECK(v->max_abs_error > 0);
+        // Every value before it is clean.
+        for (int32_t i = 0; i < r->first_bad; ++i) {
+          CHECK_EQ_INT(0, r->values[i].mismatches);
+        }
+      }
+      CHECK(r->unfused_ran);
+      CHECK(r->unfused_within_budget);
+      CHECK_CONTAINS(r->text, "verdict: wrong fused kernel");
+      if (r->first_bad < 0 || r->values[r->first_bad].step != (int32_t)s) {
+        fprintf(stderr, "planted in group %u (step %u):\n%s", group, s,
+                r->text);
+      }
+      CHECK_CONTAINS(r->text, "first divergence: group");
+      CHECK_CONTAINS(r->text, "the fused kernel of this group is wrong");
+    }
+    tj_verify_report_destroy(r);
+    tj_executable_release(exe);
+  }
+  CHECK(planted >= 2);  // the exp + add prologue's group, the GEMM epilogue
+  tj_executable_release(clean);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// A constant evaluator that folds wrongly: the reference's results with
+// 1 added to the first element of every f32 result.
+static tj_status_t wrong_fold(void* user_data, const tj_graph_t* graph,
+                              void* const* outputs) {
+  TJ_RETURN_IF_ERROR(tj_pass_reference_evaluator(user_data, graph, outputs));
+  for (uint32_t i = 0; i < graph->num_outputs; ++i) {
+    const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+    bool empty = false;
+    for (int32_t d = 0; d < n->rank; ++d) empty = empty || n->dims[d] == 0;
+    if (n->dtype == TJ_DTYPE_F32 && !empty) ((float*)outputs[i])[0] += 1.0f;
+  }
+  return NULL;
+}
+
+// y = relu(x + c1 * c2) with constants c1, c2: canonicalize folds c1 * c2.
+static tj_graph_t* folded_graph(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "folded", &g)) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 4}, "x");
+  static const float c1[4] = {1, 2, 3, 4}, c2[4] = {0.5f, 0.25f, 2, -1};
+  tj_value_t a =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, c1, sizeof(c1));
+  tj_value_t b =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, c2, sizeof(c2));
+  tj_graph_output(
+      g, tj_graph_relu(g, tj_graph_add(g, x, tj_graph_mul(g, a, b))), "y");
+  tj_status_t st = tj_graph_finalize(g);
+  if (st) {
+    tj_status_free(st);
+    tj_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+// A wrong result of a pass (canonicalize's folding, through a planted
+// evaluator) agrees with the optimized graph at every boundary but not
+// with the caller's graph: "wrong passes", blamed on the first
+// canonicalize.
+TEST(planted_wrong_fold_is_blamed_on_its_pass) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = folded_graph(ctx);
+  CHECK(g != NULL);
+  tj_compile_options_t co = x86_options();
+  tj_compile_debug_t debug;
+  memset(&debug, 0, sizeof(debug));
+  debug.evaluate = wrong_fold;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile_debug(g, &co, &debug, &exe));
+  int64_t bv[1] = {3};
+  tj_verify_options_t vo = options_b(kB, bv);
+  vo.edge_values = false;
+  tj_verify_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_WRONG_PASSES, r->verdict);
+    CHECK(r->first_bad >= 0 && r->values[r->first_bad].against_caller);
+    CHECK_STREQ("canonicalize", r->blamed_pass);
+    CHECK_EQ_INT(0, r->blamed_pass_index);
+    CHECK_CONTAINS(r->text, "verdict: wrong passes");
+    CHECK_CONTAINS(r->text,
+                   "after pass 0 of the default pipeline, canonicalize");
+    if (r->verdict != TJ_VERIFY_WRONG_PASSES) fprintf(stderr, "%s", r->text);
+  }
+  tj_verify_report_destroy(r);
+  r = NULL;
+  // The same graph compiled normally is clean, and blames nothing.
+  tj_executable_t* clean = NULL;
+  CHECK_OK(tj_compile(g, &co, &clean));
+  if (clean) CHECK_OK(tj_verify(clean, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+    CHECK_EQ_INT(-1, r->blamed_pass_index);
+    CHECK_STREQ("", r->blamed_pass);
+  }
+  tj_verify_report_destroy(r);
+  tj_executable_release(clean);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+TEST(reference_target_compares_outputs) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = small_graph(ctx);
+  tj_compile_options_t co;
+  tj_compile_options_initialize(&co);
+  co.target = TJ_TARGET_REFERENCE;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  int64_t bv[1] = {2};
+  tj_verify_options_t vo = options_b(kB, bv);
+  tj_verify_report_t* r = NULL;
+  CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+    CHECK(!r->boundaries);
+    CHECK_EQ_INT(2, r->num_values);
+    CHECK_CONTAINS(r->text, "outputs only");
+  }
+  tj_verify_report_destroy(r);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+TEST(given_inputs_and_errors) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = small_graph(ctx);
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  tj_verify_report_t* r = NULL;
+  // No value for B.
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "symbol",
+               tj_verify(exe, g, NULL, 0, NULL, &r));
+  CHECK(r == NULL);
+  int64_t bad_v[1] = {2};
+  const char* const bad_n[1] = {"C"};
+  tj_verify_options_t vo = options_b(bad_n, bad_v);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "has no symbol C",
+               tj_verify(exe, g, NULL, 0, &vo, &r));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "executable is NULL",
+               tj_verify(NULL, g, NULL, 0, NULL, &r));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "out_report is NULL",
+               tj_verify(exe, g, NULL, 0, NULL, NULL));
+  tj_verify_options_t sized;
+  tj_verify_options_initialize(&sized);
+  sized.struct_size = 8;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "struct_size",
+               tj_verify(exe, g, NULL, 0, &sized, &r));
+  tj_verify_options_initialize(&sized);
+  sized.rtol[TJ_DTYPE_F32] = -1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "f32 budget",
+               tj_verify(exe, g, NULL, 0, &sized, &r));
+  // Given inputs, with NaN and infinities: NaN positions agree.
+  float x[3 * 16], b[16], w[16 * 8], b2[8];
+  for (int i = 0; i < 3 * 16; ++i) x[i] = (float)((i * 7) % 11) / 8.0f - 0.6f;
+  x[5] = NAN;
+  x[17] = INFINITY;
+  for (int i = 0; i < 16; ++i) b[i] = (float)i / 16.0f;
+  for (int i = 0; i < 16 * 8; ++i) w[i] = (float)((i * 5) % 7) / 7.0f - 0.5f;
+  for (int i = 0; i < 8; ++i) b2[i] = -0.25f;
+  tj_tensor_t in[4] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, (int64_t[]){3, 16}),
+                       tj_tensor_make(b, TJ_DTYPE_F32, 1, (int64_t[]){16}),
+                       tj_tensor_make(w, TJ_DTYPE_F32, 2, (int64_t[]){16, 8}),
+                       tj_tensor_make(b2, TJ_DTYPE_F32, 1, (int64_t[]){8})};
+  CHECK_OK(tj_verify(exe, g, in, 4, NULL, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+    if (r->verdict != TJ_VERIFY_CLEAN) fprintf(stderr, "%s", r->text);
+  }
+  tj_verify_report_destroy(r);
+  r = NULL;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "takes 4 inputs",
+               tj_verify(exe, g, in, 3, NULL, &r));
+  // A graph that is not the executable's.
+  tj_graph_t* other = NULL;
+  CHECK_OK(tj_graph_create(ctx, "other", &other));
+  tj_graph_output(
+      other, tj_graph_input(other, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x"), "y");
+  CHECK_OK(tj_graph_finalize(other));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "is not the graph",
+               tj_verify(exe, other, NULL, 0, NULL, &r));
+  tj_graph_destroy(other);
+  CHECK_STREQ("wrong fused kernel",
+              tj_verify_verdict_name(TJ_VERIFY_WRONG_FUSED_KERNEL));
+  CHECK_STREQ("?", tj_verify_verdict_name((tj_verify_verdict_t)99));
+  tj_verify_report_destroy(NULL);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// Random graphs of 100+ nodes (random_graph.h's generate_large) verify
+// clean on x86, on inputs without special values; ill-conditioned ones
+// (outputs that move beyond the tolerance when the inputs move by a few
+// ulps) are skipped, as in x86_random_graph_test.
+TEST(random_graphs_are_clean) {
+  tj_context_t* ctx = tier_context("host");
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    tj_graph_t* g = generate_large(ctx, seed);
+    if (!g) continue;
+    int64_t B = 1 + (int64_t)(seed % 4);
+    inputs_t in, noisy;
+    run_t want;
+    memset(&want, 0, sizeof(want));
+    bool ok = make_inputs_ex(g, B, seed, false, false, &in);
+    tj_status_t st = ok ? run_graph(g, &in, &want) : NULL;
+    bool usable = ok && !st &&
+                  make_inputs_ex(g, B, seed, true, false, &noisy) &&
+                  stable(g, &noisy, &want);
+    if (ok && !st) inputs_free(&noisy);
+    tj_status_free(st);
+    run_free(&want);
+    tj_compile_options_t co = x86_options();
+    tj_executable_t* exe = NULL;
+    if (usable) CHECK_OK(tj_compile(g, &co, &exe));
+    if (exe) {
+      tj_verify_report_t* r = NULL;
+      CHECK_OK(tj_verify(exe, g, in.t, in.count, NULL, &r));
+      if (r) {
+        ++checked;
+        if (!passes(r)) {
+          fprintf(stderr, "seed %llu\n", (unsigned long long)seed);
+          CHECK(false);
+        }
+      }
+      tj_verify_report_destroy(r);
+    }
+    tj_executable_release(exe);
+    inputs_free(&in);
+    tj_graph_destroy(g);
+  }
+  printf("# %d random graphs verified\n", checked);
+  CHECK(checked >= 4);
+  tj_context_destroy(ctx);
+}
+
+// Every allocation failure inside tj_verify: with a planted kernel (the
+// unfused pipeline is compiled and compared too) and with a planted wrong
+// fold (the passes are replayed). One context and
+// executable; a first check fills the context's kernel cache, so that each
+// later one allocates only for itself.
+static void sweep(bool fold) {
+  tj_test_allocator_t alloc;
+  tj_test_allocator_initialize(&alloc, -1);
+  tj_context_options_t options;
+  tj_context_options_initialize(&options);
+  options.allocator = tj_test_allocator_get(&alloc);
+  options.cache_dir = "";
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&options, &ctx));
+  tj_graph_t* g = fold ? folded_graph(ctx) : small_graph(ctx);
+  tj_compile_options_t co = x86_options();
+  co.x86.num_threads = 1;
+  tj_executable_t* exe = NULL;
+  tj_compile_debug_t debug;
+  memset(&debug, 0, sizeof(debug));
+  debug.evaluate = wrong_fold;
+  if (fold) {
+    CHECK_OK(tj_compile_debug(g, &co, &debug, &exe));
+  } else {
+    CHECK_OK(
+        tj_verify_test_compile_planted(g, &co, 0, TJ_OP_ADD, TJ_OP_SUB, &exe));
+  }
+  tj_verify_verdict_t want =
+      fold ? TJ_VERIFY_WRONG_PASSES : TJ_VERIFY_WRONG_FUSED_KERNEL;
+  int64_t bv[1] = {3};
+  tj_verify_options_t vo = options_b(kB, bv);
+  tj_verify_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_executable_prepare(exe, NULL, 0));
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  tj_verify_report_destroy(r);
+  long failures = 0;
+  for (long n = 0; exe; ++n) {
+    long live_before = alloc.live_blocks;
+    alloc.fail_at = alloc.allocations + n;
+    r = NULL;
+    tj_status_t status = tj_verify(exe, g, NULL, 0, &vo, &r);
+    alloc.fail_at = -1;
+    if (!status) {
+      CHECK(r != NULL);
+      if (r) CHECK_EQ_INT(want, r->verdict);
+    } else {
+      CHECK(r == NULL);
+    }
+    tj_verify_report_destroy(r);
+    CHECK_EQ_INT(live_before, alloc.live_blocks);
+    if (!status) {
+      CHECK(failures > 10);
+      break;
+    }
+    ++failures;
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(status));
+    if (tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
+      fprintf(stderr, "n=%ld: %s\n", n, tj_status_message(status));
+    }
+    tj_status_free(status);
+    if (n > 20000) {
+      CHECK(!"tj_verify never succeeds");
+      break;
+    }
+  }
+  printf("# %ld failure points\n", failures);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  CHECK_EQ_INT(0, alloc.live_blocks);
+  CHECK_EQ_INT(0, alloc.bad_frees);
+}
+
+TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
+  sweep(false);
+  sweep(true);
+}
+
+int main(void) {
+  RUN_TEST(small_graph_is_clean_at_every_tier);
+  RUN_TEST(capstone_is_clean_at_every_tier);
+  RUN_TEST(planted_wrong_kernel_is_named);
+  RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
+  RUN_TEST(reference_target_compares_outputs);
+  RUN_TEST(given_inputs_and_errors);
+  RUN_TEST(random_graphs_are_clean);
+  RUN_TEST(every_allocation_failure_is_reported_and_leaks_nothing);
+  TEST_MAIN_END();
+}
