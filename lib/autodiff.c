@@ -1016,6 +1016,13 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                         "ga = r (d - xh mean(d xh)), d = g gamma; "
                         "ggamma = sum(g xh)"},
     [TJ_OP_LINEAR] = {vjp_linear, "matmul's rule; gb = sum_to(g, [N])"},
+    // ---- convolution and pooling (convpool): no rule yet; gx of conv is
+    // conv_transpose of g, gw the conv of x with g (issue 15) ----
+    [TJ_OP_CONV] = NONE_("no VJP yet (gx = conv_transpose(g, w) to come)"),
+    [TJ_OP_CONV_TRANSPOSE] = NONE_("no VJP yet (gx = conv(g, w) to come)"),
+    [TJ_OP_MAX_POOL] = NONE_("no VJP yet"),
+    [TJ_OP_AVG_POOL] = NONE_("no VJP yet"),
+    [TJ_OP_LP_POOL] = NONE_("no VJP yet"),
 };
 #undef NONE_
 

@@ -49,6 +49,9 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_PAD,     // ints = low[rank], high[rank]; value
   TJ_ATTR_KIND_APPROX,  // approximate
   TJ_ATTR_KIND_EPS,     // value = eps
+  TJ_ATTR_KIND_WINDOW,  // conv and pools: ints = groups, flags, then kernel,
+                        // strides, dilations, low, high, output_padding
+                        // (n spatial axes each); value = p (lib/window.h)
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

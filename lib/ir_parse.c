@@ -721,16 +721,24 @@ typedef enum attr_key_e {
   KEY_STEPS,
   KEY_LOW,
   KEY_HIGH,
+  KEY_KERNEL,
+  KEY_STRIDES,
+  KEY_DILATIONS,
+  KEY_OUTPUT_PADDING,
   KEY_KEEPDIMS,
   KEY_APPROXIMATE,
   KEY_AXIS,
   KEY_VALUE,
   KEY_EPS,
+  KEY_GROUPS,
+  KEY_CEIL_MODE,
+  KEY_COUNT_INCLUDE_PAD,
+  KEY_P,
   KEY_COUNT_,
 } attr_key_t;
 
 // The integer-list keys come first: they index attr_values_t.lists.
-#define NUM_LIST_KEYS (KEY_STEPS + 3)
+#define NUM_LIST_KEYS (KEY_OUTPUT_PADDING + 1)
 
 typedef enum attr_type_e {
   ATTR_LIST,
@@ -750,11 +758,19 @@ static const struct {
     [KEY_STEPS] = {"steps", ATTR_LIST},
     [KEY_LOW] = {"low", ATTR_LIST},
     [KEY_HIGH] = {"high", ATTR_LIST},
+    [KEY_KERNEL] = {"kernel", ATTR_LIST},
+    [KEY_STRIDES] = {"strides", ATTR_LIST},
+    [KEY_DILATIONS] = {"dilations", ATTR_LIST},
+    [KEY_OUTPUT_PADDING] = {"output_padding", ATTR_LIST},
     [KEY_KEEPDIMS] = {"keepdims", ATTR_FLAG},
     [KEY_APPROXIMATE] = {"approximate", ATTR_FLAG},
     [KEY_AXIS] = {"axis", ATTR_INT},
     [KEY_VALUE] = {"value", ATTR_FLOAT},
     [KEY_EPS] = {"eps", ATTR_FLOAT},
+    [KEY_GROUPS] = {"groups", ATTR_INT},
+    [KEY_CEIL_MODE] = {"ceil_mode", ATTR_FLAG},
+    [KEY_COUNT_INCLUDE_PAD] = {"count_include_pad", ATTR_FLAG},
+    [KEY_P] = {"p", ATTR_FLOAT},
 };
 
 #define BIT(k) (1u << (k))
@@ -794,6 +810,12 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
     case TJ_ATTR_KIND_EPS:
       *allowed = *required = BIT(KEY_EPS);
       break;
+    case TJ_ATTR_KIND_WINDOW:
+      *allowed = BIT(KEY_KERNEL) | BIT(KEY_STRIDES) | BIT(KEY_DILATIONS) |
+                 BIT(KEY_LOW) | BIT(KEY_HIGH) | BIT(KEY_OUTPUT_PADDING) |
+                 BIT(KEY_GROUPS) | BIT(KEY_CEIL_MODE) |
+                 BIT(KEY_COUNT_INCLUDE_PAD) | BIT(KEY_P);
+      break;
   }
 }
 
@@ -802,7 +824,7 @@ typedef struct attr_values_t {
   int64_t lists[NUM_LIST_KEYS][TJ_MAX_RANK];
   uint32_t list_lengths[NUM_LIST_KEYS];
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
-  int64_t axis;
+  int64_t axis, groups;
   double value, eps;
 } attr_values_t;
 
@@ -872,7 +894,9 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
             return false;
           break;
         case ATTR_INT:
-          if (!parse_i64_token(p, &v->axis) || !lex(p)) return false;
+          if (!parse_i64_token(p, key == KEY_GROUPS ? &v->groups : &v->axis) ||
+              !lex(p))
+            return false;
           break;
         case ATTR_FLOAT:
           if (!parse_f64_token(p, key == KEY_EPS ? &v->eps : &v->value) ||
@@ -959,6 +983,37 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
     case TJ_ATTR_KIND_EPS:
       out->value = v->eps;
       break;
+    case TJ_ATTR_KIND_WINDOW: {
+      // lib/window.h: groups, flags, then six lists of n (absent: zeros,
+      // the defaults; none at all: [groups, flags] only).
+      static const attr_key_t kLists[6] = {KEY_KERNEL,    KEY_STRIDES,
+                                           KEY_DILATIONS, KEY_LOW,
+                                           KEY_HIGH,      KEY_OUTPUT_PADDING};
+      uint32_t n = 0;
+      for (int l = 0; l < 6; ++l) {
+        attr_key_t key = kLists[l];
+        if (!(v->present & BIT(key))) continue;
+        if (n && v->list_lengths[key] != n)
+          return fail_at(p, v->list_line[key], v->list_col[key],
+                         "window lists must have one length (%u, %u)", n,
+                         v->list_lengths[key]);
+        n = v->list_lengths[key];
+        if (n > 3)
+          return fail_at(p, v->list_line[key], v->list_col[key],
+                         "at most 3 spatial axes, got %u", n);
+      }
+      ints[0] = v->groups;
+      ints[1] = ((v->present & BIT(KEY_CEIL_MODE)) ? 1 : 0) |
+                ((v->present & BIT(KEY_COUNT_INCLUDE_PAD)) ? 2 : 0);
+      for (int l = 0; l < 6; ++l) {
+        attr_key_t key = kLists[l];
+        for (uint32_t i = 0; i < n; ++i)
+          ints[2 + l * n + i] = (v->present & BIT(key)) ? v->lists[key][i] : 0;
+      }
+      out->num_ints = 2 + 6 * n;
+      out->value = v->value;
+      break;
+    }
   }
   return true;
 }
