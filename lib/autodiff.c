@@ -1090,6 +1090,13 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_LINEAR] = {vjp_linear, "matmul's rule; gb = sum_to(g, [N])"},
     [TJ_OP_CUSTOM] = {vjp_custom, "the op's registered VJP callback"},
     [TJ_OP_ONE_HOT] = NONE_("integer indices; values: not yet"),
+    // ---- convolution and pooling (convpool): no rule yet; gx of conv is
+    // conv_transpose of g, gw the conv of x with g (issue 15) ----
+    [TJ_OP_CONV] = NONE_("no VJP yet (gx = conv_transpose(g, w) to come)"),
+    [TJ_OP_CONV_TRANSPOSE] = NONE_("no VJP yet (gx = conv(g, w) to come)"),
+    [TJ_OP_MAX_POOL] = NONE_("no VJP yet"),
+    [TJ_OP_AVG_POOL] = NONE_("no VJP yet"),
+    [TJ_OP_LP_POOL] = NONE_("no VJP yet"),
 };
 #undef NONE_
 

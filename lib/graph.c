@@ -16,6 +16,7 @@
 
 #include "lib/dtype.h"
 #include "lib/infer.h"
+#include "lib/window.h"
 
 //===--- lifecycle ---===//
 
@@ -618,6 +619,86 @@ tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
   uint32_t ops[3] = {operand(x), operand(w), operand(b)};
   tj_node_desc_t desc = make_desc(TJ_OP_LINEAR, 3, ops);
   return append(graph, &desc);
+}
+
+//===--- convolution and pooling (composites) ---===//
+
+// conv, conv_transpose and the pools: the node on channels-first x, with
+// transposes around it for channels-last. The WINDOW ints are laid out as
+// lib/window.h says, raw (zeros are defaults); inference checks them.
+static tj_value_t window_op(tj_graph_t* graph, tj_op_t op, tj_value_t x,
+                            tj_value_t w, tj_value_t bias,
+                            const tj_conv_attrs_t* attrs) {
+  if (!building_op(graph, op)) return tj_value_none();
+  const int32_t arity = tj_op_info(op)->arity;
+  uint32_t ops[3] = {operand(x), operand(w), operand(bias)};
+  tj_node_desc_t desc = make_desc(op, (uint32_t)arity, ops);
+  const tj_node_t* node = node_of(graph, x);
+  // Without a valid x the append reports the operand.
+  if (!node) return append(graph, &desc);
+  const int32_t rank = node->rank, n = rank - 2;
+  if (n < 1 || n > TJ_WINDOW_MAX_SPATIAL)
+    return reject(graph, &desc,
+                  "x must have rank 3 to 5 ([N, C] and 1 to 3 spatial axes)");
+  if (!attrs && arity == 1)
+    return reject(graph, &desc, "attrs is NULL (the pool's kernel is needed)");
+  tj_conv_attrs_t zero;
+  memset(&zero, 0, sizeof(zero));
+  const tj_conv_attrs_t* a = attrs ? attrs : &zero;
+  int64_t ints[2 + 6 * TJ_WINDOW_MAX_SPATIAL];
+  ints[0] = a->groups;
+  ints[1] = (a->ceil_mode ? TJ_WINDOW_CEIL_MODE : 0) |
+            (a->count_include_pad ? TJ_WINDOW_COUNT_INCLUDE_PAD : 0);
+  const int64_t* lists[6] = {a->kernel,     a->strides,  a->dilations,
+                             a->pads_begin, a->pads_end, a->output_padding};
+  for (int32_t l = 0; l < 6; ++l) {
+    for (int32_t i = 0; i < n; ++i) ints[2 + l * n + i] = lists[l][i];
+  }
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = (uint32_t)(2 + 6 * n);
+  desc.attrs.value = a->p;
+  if (!a->channels_last) return append(graph, &desc);
+  int32_t to_first[TJ_MAX_RANK], to_last[TJ_MAX_RANK];
+  to_first[0] = to_last[0] = 0;
+  to_first[1] = rank - 1;
+  for (int32_t i = 2; i < rank; ++i) to_first[i] = i - 1;
+  for (int32_t i = 1; i < rank - 1; ++i) to_last[i] = i + 1;
+  to_last[rank - 1] = 1;
+  tj_value_t xf = tj_graph_transpose(graph, x, to_first);
+  if (xf.id == 0) return xf;
+  ops[0] = operand(xf);
+  tj_value_t y = append(graph, &desc);
+  if (y.id == 0) return y;
+  return tj_graph_transpose(graph, y, to_last);
+}
+
+tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
+                         tj_value_t bias, const tj_conv_attrs_t* attrs) {
+  return window_op(graph, TJ_OP_CONV, x, w, bias, attrs);
+}
+
+tj_value_t tj_graph_conv_transpose(tj_graph_t* graph, tj_value_t x,
+                                   tj_value_t w, tj_value_t bias,
+                                   const tj_conv_attrs_t* attrs) {
+  return window_op(graph, TJ_OP_CONV_TRANSPOSE, x, w, bias, attrs);
+}
+
+tj_value_t tj_graph_max_pool(tj_graph_t* graph, tj_value_t x,
+                             const tj_conv_attrs_t* attrs) {
+  return window_op(graph, TJ_OP_MAX_POOL, x, tj_value_none(), tj_value_none(),
+                   attrs);
+}
+
+tj_value_t tj_graph_avg_pool(tj_graph_t* graph, tj_value_t x,
+                             const tj_conv_attrs_t* attrs) {
+  return window_op(graph, TJ_OP_AVG_POOL, x, tj_value_none(), tj_value_none(),
+                   attrs);
+}
+
+tj_value_t tj_graph_lp_pool(tj_graph_t* graph, tj_value_t x,
+                            const tj_conv_attrs_t* attrs) {
+  return window_op(graph, TJ_OP_LP_POOL, x, tj_value_none(), tj_value_none(),
+                   attrs);
 }
 
 //===--- reading a graph ---===//

@@ -28,6 +28,7 @@
 
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
+#include "lib/window.h"
 
 typedef struct infer_t {
   tj_graph_t* graph;
@@ -162,6 +163,8 @@ static bool is_optional(tj_op_t op, uint32_t slot) {
     case TJ_OP_RMS_NORM:
       return slot == 1;
     case TJ_OP_LINEAR:
+    case TJ_OP_CONV:
+    case TJ_OP_CONV_TRANSPOSE:
       return slot == 2;
     default:
       return false;
@@ -949,6 +952,195 @@ static tj_status_t infer_custom(infer_t* c) {
   return NULL;
 }
 
+//===--- convolution and pooling (lib/window.h) ---===//
+
+// One spatial axis's output size: the conv/pool rule, or conv_transpose's.
+// A symbolic |in| is accepted where the result is in + constant.
+static tj_status_t window_axis(infer_t* c, int32_t axis, int64_t in, int64_t k,
+                               int64_t s, int64_t d, int64_t lo, int64_t hi,
+                               int64_t op_pad, bool ceil_mode, int64_t* out) {
+  const bool transpose = c->desc->op == TJ_OP_CONV_TRANSPOSE;
+  // Attribute magnitudes are bounded first so the arithmetic cannot wrap.
+  const int64_t kLimit = (int64_t)1 << 40;
+  if (k > kLimit || s > kLimit || d > kLimit || lo > kLimit || hi > kLimit)
+    return fail(c, INVALID, "window attribute of spatial axis %d above 2^40",
+                (int)axis);
+  const int64_t span = d * (k - 1) + 1;  // the dilated window
+  dimtext_t t = {0};
+  if (!tj_dim_is_const(in)) {
+    if (s != 1)
+      return fail(c, TJ_STATUS_UNSUPPORTED,
+                  "spatial axis %d has symbolic size %s: only stride 1 is "
+                  "supported there, got %lld",
+                  (int)axis, dimstr(c, &t, in), (long long)s);
+    int64_t delta =
+        transpose ? op_pad + span - 1 - lo - hi : lo + hi - span + 1;
+    // Dims are polynomials with a non-negative constant term here.
+    if (delta < 0)
+      return fail(c, TJ_STATUS_UNSUPPORTED,
+                  "spatial axis %d has symbolic size %s: the output would be "
+                  "%s - %lld; only sizes that do not shrink are supported",
+                  (int)axis, dimstr(c, &t, in), dimstr(c, &t, in),
+                  (long long)-delta);
+    return wrap(c, tj_dim_add(&c->graph->dims, in, delta, out));
+  }
+  if (in > kLimit)
+    return fail(c, INVALID, "spatial axis %d has size %lld above 2^40",
+                (int)axis, (long long)in);
+  int64_t size;
+  if (transpose) {
+    size = (in > 0 ? s * (in - 1) : 0) + op_pad + span - lo - hi;
+  } else {
+    int64_t room = in + lo + hi - span;  // the last window's start
+    if (room < 0) {
+      size = 0;
+    } else if (!ceil_mode) {
+      size = room / s + 1;
+    } else {
+      size = (room + s - 1) / s + 1;
+      // torch: the last window must start inside x or the begin padding.
+      if ((size - 1) * s >= in + lo) --size;
+    }
+  }
+  if (size < 1)
+    return fail(c, INVALID,
+                "spatial axis %d: output size %lld < 1 (size %lld, kernel "
+                "%lld, stride %lld, dilation %lld, pads %lld, %lld)",
+                (int)axis, (long long)size, (long long)in, (long long)k,
+                (long long)s, (long long)d, (long long)lo, (long long)hi);
+  *out = size;
+  return NULL;
+}
+
+static tj_status_t infer_window(infer_t* c) {
+  const tj_node_desc_t* desc = c->desc;
+  const tj_op_t op = desc->op;
+  const bool conv = op == TJ_OP_CONV || op == TJ_OP_CONV_TRANSPOSE;
+  const tj_node_t* x = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, x->dtype));
+  const int32_t n = x->rank - 2;
+  if (n < 1 || n > TJ_WINDOW_MAX_SPATIAL)
+    return fail(c, INVALID,
+                "x must have rank 3 to 5 ([N, C] and 1 to 3 spatial axes)");
+  const uint32_t num_ints = desc->attrs.num_ints;
+  if (num_ints != (uint32_t)(2 + 6 * n) && !(conv && num_ints == 2))
+    return fail(c, INVALID,
+                "needs 2 + 6 * %d window attributes for %d spatial axes, got "
+                "%u",
+                (int)n, (int)n, num_ints);
+  if (!desc->attrs.ints) return fail(c, INVALID, "window attributes are NULL");
+  const int64_t* raw = desc->attrs.ints;
+  const bool full = num_ints > 2;
+  int64_t groups = raw[0] == 0 ? 1 : raw[0];
+  const int64_t flags = raw[1];
+  if (groups < 1)
+    return fail(c, INVALID, "groups %lld must be >= 1", (long long)raw[0]);
+  if (flags & ~(int64_t)(TJ_WINDOW_CEIL_MODE | TJ_WINDOW_COUNT_INCLUDE_PAD))
+    return fail(c, INVALID, "unknown window flags %lld", (long long)flags);
+  if (conv && flags)
+    return fail(c, INVALID, "ceil_mode and count_include_pad are for pools");
+  if (!conv && groups != 1)
+    return fail(c, INVALID, "groups is for conv and conv_transpose");
+  double p = desc->attrs.value;
+  if (op == TJ_OP_LP_POOL) {
+    if (p == 0) p = 2;
+    if (!(p > 0) || !isfinite(p))
+      return fail(c, INVALID, "p %g must be finite and > 0", p);
+  } else if (p != 0) {
+    return fail(c, INVALID, "p is for lp_pool");
+  }
+  int64_t* out = c->out->ints;
+  out[0] = groups;
+  out[1] = flags;
+  int64_t* kernel = out + 2;
+  int64_t* strides = kernel + n;
+  int64_t* dilations = strides + n;
+  int64_t* low = dilations + n;
+  int64_t* high = low + n;
+  int64_t* op_pad = high + n;
+  for (int32_t i = 0; i < n; ++i) {
+    kernel[i] = full ? raw[2 + i] : 0;
+    strides[i] = full && raw[2 + n + i] ? raw[2 + n + i] : 1;
+    dilations[i] = full && raw[2 + 2 * n + i] ? raw[2 + 2 * n + i] : 1;
+    low[i] = full ? raw[2 + 3 * n + i] : 0;
+    high[i] = full ? raw[2 + 4 * n + i] : 0;
+    op_pad[i] = full ? raw[2 + 5 * n + i] : 0;
+    if (strides[i] < 1 || dilations[i] < 1)
+      return fail(c, INVALID,
+                  "stride %lld and dilation %lld of spatial axis %d must be "
+                  ">= 1",
+                  (long long)strides[i], (long long)dilations[i], (int)i);
+    if (low[i] < 0 || high[i] < 0)
+      return fail(c, INVALID, "pads %lld, %lld of spatial axis %d must be >= 0",
+                  (long long)low[i], (long long)high[i], (int)i);
+    if (op == TJ_OP_CONV_TRANSPOSE) {
+      if (op_pad[i] < 0 ||
+          (op_pad[i] >= strides[i] && op_pad[i] >= dilations[i]))
+        return fail(c, INVALID,
+                    "output_padding %lld of spatial axis %d must be >= 0 and "
+                    "below the stride or the dilation",
+                    (long long)op_pad[i], (int)i);
+    } else if (op_pad[i] != 0) {
+      return fail(c, INVALID, "output_padding is for conv_transpose");
+    }
+  }
+  int64_t dims[TJ_MAX_RANK];
+  dims[0] = x->dims[0];
+  dims[1] = x->dims[1];
+  if (conv) {
+    const tj_node_t* w = in(c, 1);
+    TJ_RETURN_IF_ERROR(check_same_dtype(c, x->dtype, w->dtype));
+    if (w->rank != x->rank)
+      return fail(c, INVALID, "w must have rank %d like x, got %d",
+                  (int)x->rank, (int)w->rank);
+    for (int32_t i = 0; i < w->rank; ++i) {
+      if (!tj_dim_is_const(w->dims[i]))
+        return fail(c, TJ_STATUS_UNSUPPORTED, "w must have a constant shape");
+    }
+    if (!tj_dim_is_const(x->dims[1]))
+      return fail(c, TJ_STATUS_UNSUPPORTED,
+                  "x must have a constant channel count");
+    const int64_t channels = x->dims[1];
+    // conv: w [O, C/G, K...]; conv_transpose: w [C, O/G, K...].
+    const bool transpose = op == TJ_OP_CONV_TRANSPOSE;
+    const int64_t w_in = transpose ? w->dims[0] : w->dims[1] * groups;
+    const int64_t out_channels = transpose ? w->dims[1] * groups : w->dims[0];
+    if (channels % groups != 0 || out_channels % groups != 0 ||
+        w_in != channels)
+      return fail(c, INVALID,
+                  "x has %lld channels and w implies %lld (groups %lld); "
+                  "channels and outputs must be multiples of groups",
+                  (long long)channels, (long long)w_in, (long long)groups);
+    for (int32_t i = 0; i < n; ++i) {
+      if (kernel[i] != 0 && kernel[i] != w->dims[2 + i])
+        return fail(c, INVALID,
+                    "kernel %lld of spatial axis %d is not w's %lld",
+                    (long long)kernel[i], (int)i, (long long)w->dims[2 + i]);
+      kernel[i] = w->dims[2 + i];
+      if (kernel[i] < 1)
+        return fail(c, INVALID, "w has an empty kernel axis %d", (int)i);
+    }
+    dims[1] = out_channels;
+    int64_t o = out_channels;
+    TJ_RETURN_IF_ERROR(check_vector(c, 2, "bias", x->dtype, o, &o));
+  } else {
+    for (int32_t i = 0; i < n; ++i) {
+      if (kernel[i] < 1)
+        return fail(c, INVALID, "kernel %lld of spatial axis %d must be >= 1",
+                    (long long)kernel[i], (int)i);
+    }
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    TJ_RETURN_IF_ERROR(window_axis(
+        c, i, x->dims[2 + i], kernel[i], strides[i], dilations[i], low[i],
+        high[i], op_pad[i], (flags & TJ_WINDOW_CEIL_MODE) != 0, &dims[2 + i]));
+  }
+  c->out->attrs.num_ints = (uint32_t)(2 + 6 * n);
+  c->out->attrs.value = p;
+  set_result(c, x->dtype, x->rank, dims);
+  return NULL;
+}
+
 //===--- entry points ---===//
 
 tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
@@ -1016,6 +1208,13 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_ONE_HOT:
       status = infer_one_hot(&c);
+      break;
+    case TJ_OP_CONV:
+    case TJ_OP_CONV_TRANSPOSE:
+    case TJ_OP_MAX_POOL:
+    case TJ_OP_AVG_POOL:
+    case TJ_OP_LP_POOL:
+      status = infer_window(&c);
       break;
     default:
       switch (tj_op_info(desc->op)->kind) {

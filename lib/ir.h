@@ -52,6 +52,9 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_EPS,     // value = eps
   TJ_ATTR_KIND_CUSTOM,  // name = op, axis = version, ints = [n, n ints,
                         // float bit patterns] (lib/custom_op.h)
+  TJ_ATTR_KIND_WINDOW,  // conv and pools: ints = groups, flags, then kernel,
+                        // strides, dilations, low, high, output_padding
+                        // (n spatial axes each); value = p (lib/window.h)
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -723,6 +723,10 @@ typedef enum attr_key_e {
   KEY_LOW,
   KEY_HIGH,
   KEY_INTS,  // custom
+  KEY_KERNEL,
+  KEY_STRIDES,
+  KEY_DILATIONS,
+  KEY_OUTPUT_PADDING,
   KEY_KEEPDIMS,
   KEY_APPROXIMATE,
   KEY_AXIS,
@@ -731,11 +735,15 @@ typedef enum attr_key_e {
   KEY_OP,       // custom
   KEY_VERSION,  // custom
   KEY_FLOATS,   // custom
+  KEY_GROUPS,
+  KEY_CEIL_MODE,
+  KEY_COUNT_INCLUDE_PAD,
+  KEY_P,
   KEY_COUNT_,
 } attr_key_t;
 
 // The integer-list keys come first: they index attr_values_t.lists.
-#define NUM_LIST_KEYS (KEY_INTS + 1)
+#define NUM_LIST_KEYS (KEY_OUTPUT_PADDING + 1)
 
 typedef enum attr_type_e {
   ATTR_LIST,
@@ -758,6 +766,10 @@ static const struct {
     [KEY_LOW] = {"low", ATTR_LIST},
     [KEY_HIGH] = {"high", ATTR_LIST},
     [KEY_INTS] = {"ints", ATTR_LIST},
+    [KEY_KERNEL] = {"kernel", ATTR_LIST},
+    [KEY_STRIDES] = {"strides", ATTR_LIST},
+    [KEY_DILATIONS] = {"dilations", ATTR_LIST},
+    [KEY_OUTPUT_PADDING] = {"output_padding", ATTR_LIST},
     [KEY_KEEPDIMS] = {"keepdims", ATTR_FLAG},
     [KEY_APPROXIMATE] = {"approximate", ATTR_FLAG},
     [KEY_AXIS] = {"axis", ATTR_INT},
@@ -766,6 +778,10 @@ static const struct {
     [KEY_OP] = {"op", ATTR_STRING},
     [KEY_VERSION] = {"version", ATTR_INT},
     [KEY_FLOATS] = {"floats", ATTR_FLOAT_LIST},
+    [KEY_GROUPS] = {"groups", ATTR_INT},
+    [KEY_CEIL_MODE] = {"ceil_mode", ATTR_FLAG},
+    [KEY_COUNT_INCLUDE_PAD] = {"count_include_pad", ATTR_FLAG},
+    [KEY_P] = {"p", ATTR_FLOAT},
 };
 
 #define BIT(k) (1u << (k))
@@ -809,6 +825,12 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
       *required = BIT(KEY_OP);
       *allowed = *required | BIT(KEY_VERSION) | BIT(KEY_INTS) | BIT(KEY_FLOATS);
       break;
+    case TJ_ATTR_KIND_WINDOW:
+      *allowed = BIT(KEY_KERNEL) | BIT(KEY_STRIDES) | BIT(KEY_DILATIONS) |
+                 BIT(KEY_LOW) | BIT(KEY_HIGH) | BIT(KEY_OUTPUT_PADDING) |
+                 BIT(KEY_GROUPS) | BIT(KEY_CEIL_MODE) |
+                 BIT(KEY_COUNT_INCLUDE_PAD) | BIT(KEY_P);
+      break;
   }
 }
 
@@ -817,7 +839,7 @@ typedef struct attr_values_t {
   int64_t lists[NUM_LIST_KEYS][TJ_MAX_RANK];
   uint32_t list_lengths[NUM_LIST_KEYS];
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
-  int64_t axis;
+  int64_t axis, groups;
   double value, eps;
   int64_t version;                     // custom
   char op[128];                        // custom: the op's name
@@ -910,8 +932,9 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
             return false;
           break;
         case ATTR_INT:
-          if (!parse_i64_token(p,
-                               key == KEY_VERSION ? &v->version : &v->axis) ||
+          if (!parse_i64_token(p, key == KEY_VERSION  ? &v->version
+                                  : key == KEY_GROUPS ? &v->groups
+                                                      : &v->axis) ||
               !lex(p))
             return false;
           break;
@@ -1027,6 +1050,37 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       out->num_ints = 1 + n + v->num_floats;
       out->name = v->op;
       out->axis = v->version;
+      break;
+    }
+    case TJ_ATTR_KIND_WINDOW: {
+      // lib/window.h: groups, flags, then six lists of n (absent: zeros,
+      // the defaults; none at all: [groups, flags] only).
+      static const attr_key_t kLists[6] = {KEY_KERNEL,    KEY_STRIDES,
+                                           KEY_DILATIONS, KEY_LOW,
+                                           KEY_HIGH,      KEY_OUTPUT_PADDING};
+      uint32_t n = 0;
+      for (int l = 0; l < 6; ++l) {
+        attr_key_t key = kLists[l];
+        if (!(v->present & BIT(key))) continue;
+        if (n && v->list_lengths[key] != n)
+          return fail_at(p, v->list_line[key], v->list_col[key],
+                         "window lists must have one length (%u, %u)", n,
+                         v->list_lengths[key]);
+        n = v->list_lengths[key];
+        if (n > 3)
+          return fail_at(p, v->list_line[key], v->list_col[key],
+                         "at most 3 spatial axes, got %u", n);
+      }
+      ints[0] = v->groups;
+      ints[1] = ((v->present & BIT(KEY_CEIL_MODE)) ? 1 : 0) |
+                ((v->present & BIT(KEY_COUNT_INCLUDE_PAD)) ? 2 : 0);
+      for (int l = 0; l < 6; ++l) {
+        attr_key_t key = kLists[l];
+        for (uint32_t i = 0; i < n; ++i)
+          ints[2 + l * n + i] = (v->present & BIT(key)) ? v->lists[key][i] : 0;
+      }
+      out->num_ints = 2 + 6 * n;
+      out->value = v->value;
       break;
     }
   }

@@ -11,6 +11,7 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "lib/ir_text.h"
+#include "lib/window.h"
 
 //===--- a growable string from the context allocator ---===//
 
@@ -275,6 +276,35 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
           print_double(p, f, 17);
         }
         sbuf_puts(&p->out, "]");
+      }
+      break;
+    }
+    case TJ_ATTR_KIND_WINDOW: {
+      // lib/window.h; normalized, so every list has n entries.
+      tj_window_t w = tj_window_of(a);
+      uint32_t k = (uint32_t)w.n;
+      sbuf_puts(&p->out, " {");
+      print_int_list(p, "kernel", w.kernel, k, false);
+      sbuf_puts(&p->out, " ");
+      print_int_list(p, "strides", w.strides, k, false);
+      sbuf_puts(&p->out, " ");
+      print_int_list(p, "dilations", w.dilations, k, false);
+      sbuf_puts(&p->out, " ");
+      print_int_list(p, "low", w.low, k, false);
+      sbuf_puts(&p->out, " ");
+      print_int_list(p, "high", w.high, k, false);
+      if (node->op == TJ_OP_CONV_TRANSPOSE) {
+        sbuf_puts(&p->out, " ");
+        print_int_list(p, "output_padding", w.output_padding, k, false);
+      }
+      if (w.groups != 1)
+        sbuf_printf(&p->out, " groups=%lld", (long long)w.groups);
+      if (w.flags & TJ_WINDOW_CEIL_MODE) sbuf_puts(&p->out, " ceil_mode");
+      if (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD)
+        sbuf_puts(&p->out, " count_include_pad");
+      if (node->op == TJ_OP_LP_POOL) {
+        sbuf_puts(&p->out, " p=");
+        print_double(p, a->value, 17);
       }
       break;
     }

@@ -25,6 +25,7 @@
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
+#include "lib/window.h"
 
 //===----------------------------------------------------------------------===//
 // Views and iteration
@@ -1369,6 +1370,185 @@ static tj_status_t eval_one_hot(run_t* run, uint32_t index) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling (lib/window.h), directly from the definitions
+//===----------------------------------------------------------------------===//
+
+// One spatial layout for 1 to 3 axes: missing axes are size 1 with a
+// kernel, stride and dilation of 1 and no padding.
+typedef struct win3_t {
+  int64_t in[3], out[3], k[3], s[3], d[3], lo[3], hi[3];
+  int64_t xs[3], ws[3];  // x's and w's element strides per axis
+} win3_t;
+
+static void win3_init(win3_t* v, const tj_window_t* w, const view_t* x,
+                      const view_t* wt, const view_t* out) {
+  for (int32_t a = 0; a < 3; ++a) {
+    int32_t i = a - (3 - w->n);  // spatial axes are the last n of 3
+    bool real = i >= 0;
+    v->in[a] = real ? x->dims[2 + i] : 1;
+    v->out[a] = real ? out->dims[2 + i] : 1;
+    v->k[a] = real ? w->kernel[i] : 1;
+    v->s[a] = real ? w->strides[i] : 1;
+    v->d[a] = real ? w->dilations[i] : 1;
+    v->lo[a] = real ? w->low[i] : 0;
+    v->hi[a] = real ? w->high[i] : 0;
+    v->xs[a] = real ? x->strides[2 + i] : 0;
+    v->ws[a] = real && wt ? wt->strides[2 + i] : 0;
+  }
+}
+
+static tj_status_t eval_window(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const tj_op_t op = node->op;
+  const tj_window_t w = tj_window_of(&node->attrs);
+  const view_t* x = operand_view(run, index, 0);
+  const bool conv = op == TJ_OP_CONV || op == TJ_OP_CONV_TRANSPOSE;
+  const view_t* wt = conv ? operand_view(run, index, 1) : NULL;
+  const view_t* bias = conv ? operand_view(run, index, 2) : NULL;
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int64_t numel = view_numel(out);
+  if (numel == 0) return NULL;
+  win3_t v;
+  win3_init(&v, &w, x, wt, out);
+  const int64_t batch = out->dims[0], out_c = out->dims[1];
+  const int64_t in_c = x->dims[1];
+  const int64_t plane = v.out[0] * v.out[1] * v.out[2];
+  if (op == TJ_OP_CONV_TRANSPOSE) {
+    // Scatter every x element through the kernel into a dense double
+    // accumulator laid out like the result.
+    double* acc = NULL;
+    size_t acc_bytes = 0;
+    TJ_RETURN_IF_ERROR(
+        scratch_array(run, numel, sizeof(double), (void**)&acc, &acc_bytes));
+    memset(acc, 0, acc_bytes);
+    const int64_t cg = in_c / w.groups, og = out_c / w.groups;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t c = 0; c < in_c; ++c) {
+        const int64_t g = c / cg;
+        for (int64_t i0 = 0; i0 < v.in[0]; ++i0)
+          for (int64_t i1 = 0; i1 < v.in[1]; ++i1)
+            for (int64_t i2 = 0; i2 < v.in[2]; ++i2) {
+              const double xv =
+                  tj_load_f64(x->dtype, x->data,
+                              b * x->strides[0] + c * x->strides[1] +
+                                  i0 * v.xs[0] + i1 * v.xs[1] + i2 * v.xs[2]);
+              for (int64_t k0 = 0; k0 < v.k[0]; ++k0) {
+                int64_t j0 = i0 * v.s[0] + k0 * v.d[0] - v.lo[0];
+                if (j0 < 0 || j0 >= v.out[0]) continue;
+                for (int64_t k1 = 0; k1 < v.k[1]; ++k1) {
+                  int64_t j1 = i1 * v.s[1] + k1 * v.d[1] - v.lo[1];
+                  if (j1 < 0 || j1 >= v.out[1]) continue;
+                  for (int64_t k2 = 0; k2 < v.k[2]; ++k2) {
+                    int64_t j2 = i2 * v.s[2] + k2 * v.d[2] - v.lo[2];
+                    if (j2 < 0 || j2 >= v.out[2]) continue;
+                    const int64_t woff = c * wt->strides[0] + k0 * v.ws[0] +
+                                         k1 * v.ws[1] + k2 * v.ws[2];
+                    const int64_t ooff = (j0 * v.out[1] + j1) * v.out[2] + j2;
+                    for (int64_t o = 0; o < og; ++o) {
+                      double wv = tj_load_f64(wt->dtype, wt->data,
+                                              woff + o * wt->strides[1]);
+                      acc[(b * out_c + g * og + o) * plane + ooff] += xv * wv;
+                    }
+                  }
+                }
+              }
+            }
+      }
+    for (int64_t e = 0; e < numel; ++e) {
+      double r = acc[e];
+      if (bias) {
+        int64_t o = (e / plane) % out_c;
+        r += tj_load_f64(bias->dtype, bias->data, o * bias->strides[0]);
+      }
+      tj_store_f64(out->dtype, out->data, e, r);
+    }
+    scratch_free(run, acc, acc_bytes);
+    return NULL;
+  }
+  const int64_t cg = conv ? in_c / w.groups : 1;
+  const int64_t og = conv ? out_c / w.groups : 1;
+  const bool include_pad = (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
+  int64_t e = 0;  // the dense output element
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t o = 0; o < out_c; ++o)
+      for (int64_t j0 = 0; j0 < v.out[0]; ++j0)
+        for (int64_t j1 = 0; j1 < v.out[1]; ++j1)
+          for (int64_t j2 = 0; j2 < v.out[2]; ++j2, ++e) {
+            // conv: the input channels of o's group; pools: o itself.
+            const int64_t c0 = conv ? (o / og) * cg : o;
+            double acc = 0, best = -INFINITY;
+            int64_t inside = 0, padded = 0;
+            for (int64_t c = c0; c < c0 + cg; ++c)
+              for (int64_t k0 = 0; k0 < v.k[0]; ++k0) {
+                int64_t p0 = j0 * v.s[0] + k0 * v.d[0] - v.lo[0];
+                if (p0 < -v.lo[0] || p0 >= v.in[0] + v.hi[0]) continue;
+                for (int64_t k1 = 0; k1 < v.k[1]; ++k1) {
+                  int64_t p1 = j1 * v.s[1] + k1 * v.d[1] - v.lo[1];
+                  if (p1 < -v.lo[1] || p1 >= v.in[1] + v.hi[1]) continue;
+                  for (int64_t k2 = 0; k2 < v.k[2]; ++k2) {
+                    int64_t p2 = j2 * v.s[2] + k2 * v.d[2] - v.lo[2];
+                    if (p2 < -v.lo[2] || p2 >= v.in[2] + v.hi[2]) continue;
+                    ++padded;
+                    if (p0 < 0 || p0 >= v.in[0] || p1 < 0 || p1 >= v.in[1] ||
+                        p2 < 0 || p2 >= v.in[2])
+                      continue;
+                    ++inside;
+                    const double xv = tj_load_f64(
+                        x->dtype, x->data,
+                        b * x->strides[0] + c * x->strides[1] + p0 * v.xs[0] +
+                            p1 * v.xs[1] + p2 * v.xs[2]);
+                    switch (op) {
+                      case TJ_OP_CONV:
+                        acc +=
+                            xv *
+                            tj_load_f64(
+                                wt->dtype, wt->data,
+                                o * wt->strides[0] + (c - c0) * wt->strides[1] +
+                                    k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]);
+                        break;
+                      case TJ_OP_MAX_POOL:
+                        // NaN propagates, as maximum does.
+                        if (isnan(xv) || isnan(best)) {
+                          best = NAN;
+                        } else if (xv > best) {
+                          best = xv;
+                        }
+                        break;
+                      case TJ_OP_AVG_POOL:
+                        acc += xv;
+                        break;
+                      default:  // lp_pool
+                        acc += pow(fabs(xv), w.p);
+                        break;
+                    }
+                  }
+                }
+              }
+            double r;
+            switch (op) {
+              case TJ_OP_CONV:
+                r = acc;
+                if (bias)
+                  r += tj_load_f64(bias->dtype, bias->data,
+                                   o * bias->strides[0]);
+                break;
+              case TJ_OP_MAX_POOL:
+                r = best;
+                break;
+              case TJ_OP_AVG_POOL:
+                r = acc / (double)(include_pad ? padded : inside);
+                break;
+              default:
+                r = pow(acc, 1.0 / w.p);
+                break;
+            }
+            tj_store_f64(out->dtype, out->data, e, r);
+          }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
 
@@ -1462,6 +1642,12 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:
       return eval_one_hot(run, index);
+    case TJ_OP_CONV:
+    case TJ_OP_CONV_TRANSPOSE:
+    case TJ_OP_MAX_POOL:
+    case TJ_OP_AVG_POOL:
+    case TJ_OP_LP_POOL:
+      return eval_window(run, index);
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:
     case TJ_OP_LAYER_NORM:

@@ -360,6 +360,70 @@ TJ_API tj_value_t tj_graph_one_hot(tj_graph_t* graph, tj_value_t indices,
                                    tj_value_t values, int64_t depth,
                                    int32_t axis);
 
+//===--- convolution and pooling (composites) ---===//
+
+// The window of a convolution or a pool over the spatial axes of x, which
+// is [N, C, S1, ..., Sn] (n = rank(x) - 2, 1 to 3), or [N, S1, ..., Sn, C]
+// with |channels_last| (the result then is too; the builder transposes to
+// channels-first and back, and the transposes of neighbouring ops cancel
+// where they meet). Entries past n are ignored. A zero-initialized struct is
+// a valid conv: every field's zero is its default.
+//   output size per axis, conv and pools:
+//     out = floor((S + pads_begin + pads_end - dilation * (K - 1) - 1)
+//                 / stride) + 1
+//   (ceil instead of floor with |ceil_mode|, but a last window that would
+//   start in the end padding is dropped, as torch does); conv_transpose:
+//     out = stride * (S - 1) + output_padding + dilation * (K - 1) + 1
+//           - pads_begin - pads_end.
+// An out < 1 is INVALID_ARGUMENT naming the axis. A symbolic spatial size
+// S is accepted with stride 1 when out is S plus a constant >= 0 ("same"
+// padding), else UNSUPPORTED; N may always be symbolic. The compiler's
+// decomposition needs constant spatial sizes (UNSUPPORTED otherwise, at
+// tj_compile); the reference interpreter takes any.
+typedef struct tj_conv_attrs_t {
+  int64_t kernel[3];          // pools: the window (required, >= 1); conv:
+                              // 0 or the weight's size
+  int64_t strides[3];         // 0 = 1
+  int64_t dilations[3];       // 0 = 1
+  int64_t pads_begin[3];      // >= 0
+  int64_t pads_end[3];        // >= 0
+  int64_t output_padding[3];  // conv_transpose: 0 <= it < max(stride,
+                              // dilation); 0 for every other op
+  int64_t groups;             // conv, conv_transpose: 0 = 1; C and O are
+                              // multiples of it (depthwise: groups = C)
+  bool ceil_mode;             // pools
+  bool count_include_pad;     // avg_pool: the divisor counts the pads
+  double p;                   // lp_pool: p > 0 (0 = 2)
+  bool channels_last;         // x and y are [N, spatial..., C]
+} tj_conv_attrs_t;
+
+// Cross-correlation as in torch.nn.functional.conv{1,2,3}d and ONNX Conv:
+// x [N, C, S...], w [O, C / groups, K...], |bias| [O] or none; y
+// [N, O, out...]. Float dtypes; x, w and bias of one dtype. |attrs| may be
+// NULL (all defaults). Decomposed by the compiler into pad, strided slices
+// (im2col), one (batched over groups) matmul and an add: a 1x1 kernel with
+// stride 1 and no padding is a plain matmul.
+TJ_API tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
+                                tj_value_t bias, const tj_conv_attrs_t* attrs);
+// The transpose (gradient with respect to x) of conv, as
+// torch.nn.functional.conv_transpose{1,2,3}d and ONNX ConvTranspose: x
+// [N, C, S...], w [C, O / groups, K...], |bias| [O] or none; y [N, O, out...].
+TJ_API tj_value_t tj_graph_conv_transpose(tj_graph_t* graph, tj_value_t x,
+                                          tj_value_t w, tj_value_t bias,
+                                          const tj_conv_attrs_t* attrs);
+// Window max; padded positions are -inf (never chosen unless a window is
+// all padding). |attrs| is required (its kernel).
+TJ_API tj_value_t tj_graph_max_pool(tj_graph_t* graph, tj_value_t x,
+                                    const tj_conv_attrs_t* attrs);
+// Window mean: the sum over the window's taps inside x divided by their
+// count, or with |count_include_pad| by the count of taps inside the padded
+// x (taps past the end padding, from ceil_mode, never count).
+TJ_API tj_value_t tj_graph_avg_pool(tj_graph_t* graph, tj_value_t x,
+                                    const tj_conv_attrs_t* attrs);
+// (sum over the window of |x|^p)^(1/p); padded positions are 0.
+TJ_API tj_value_t tj_graph_lp_pool(tj_graph_t* graph, tj_value_t x,
+                                   const tj_conv_attrs_t* attrs);
+
 //===--- reading a graph ---===//
 
 // The graph's name (tj_graph_create's, or the .tj function's after '@');

@@ -31,9 +31,12 @@
 // Invalidates: fusion groups, memory plan.  Idempotent (no composite is
 // left).
 
+#include <math.h>
 #include <string.h>
 
+#include "lib/dtype.h"
 #include "lib/passes/pass.h"
+#include "lib/window.h"
 
 typedef struct dec_t {
   tj_rewriter_t rw;
@@ -107,6 +110,18 @@ static tj_status_t reshape(dec_t* d, uint32_t a, int32_t rank,
   desc.dtype = d->rw.dst->nodes[a].dtype;
   desc.rank = rank;
   desc.dims = dims;
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+static tj_status_t transpose(dec_t* d, uint32_t a, int32_t rank,
+                             const int64_t* perm, uint32_t* out) {
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_TRANSPOSE;
+  desc.num_operands = 1;
+  desc.operands = &a;
+  desc.attrs.ints = (int64_t*)perm;
+  desc.attrs.num_ints = (uint32_t)rank;
   return tj_rewriter_append(&d->rw, &desc, out);
 }
 
@@ -244,6 +259,683 @@ static tj_status_t one_hot(dec_t* d, const tj_node_t* node, uint32_t ix,
   return tj_rewriter_append(&d->rw, &desc, out);
 }
 
+//===--- convolution and pooling (lib/window.h) ---===//
+//
+// conv (x [N, C, S...], w [O, C/G, K...]):
+//   xp = pad(x, low, high, 0); for each of the T = prod K kernel taps a
+//   strided slice of xp (start k*d, step s): the taps' [N, C, out...];
+//   im2col = concat of the taps along a new axis after C -> [N, G, Cg*T, L]
+//   (L = prod out); y = matmul(reshape(w, [G, Og, Cg*T]), im2col)
+//   [N, G, Og, L], + bias as [G, Og, 1] (the GEMM's epilogue), reshaped to
+//   [N, O, out...]. A 1x1 kernel needs no pad nor concat: with stride 1 it
+//   is reshape + matmul. Depthwise with one output per channel (Cg = Og = 1)
+//   is sum over taps of tap * w[:, tap] instead: one pointwise kernel, no
+//   GEMM of M = 1.
+// pools: the taps of x padded with -inf (max) or 0 (avg, lp; |x|^p taken
+//   first), folded with maximum or add: one pointwise kernel; avg multiplies
+//   by 1 / the tap count (a scalar, or a constant [out...] when the count
+//   varies at the borders), lp takes the 1/p-th power. ceil_mode pads the
+//   end further so that the last window's taps exist.
+// conv_transpose: the conv (stride 1, dilation d) of x with s - 1 zeros
+//   inserted between elements (reshape [.., S, 1], pad to [.., S, s],
+//   reshape, slice) and padded by d (K - 1) - low, d (K - 1) - high +
+//   output_padding (a slice where negative), with w flipped (a concat of its
+//   kernel slices in reverse) and regrouped to [O, C/G, K...]. It computes
+//   s^n times the products of the scatter form (most against inserted
+//   zeros): correct, not fast.
+
+enum { kMaxTaps = 4096 };
+
+static tj_status_t win_pad(dec_t* d, uint32_t x, const int64_t* low,
+                           const int64_t* high, double value, uint32_t* out) {
+  const tj_node_t* node = &d->rw.dst->nodes[x];
+  bool any = false;
+  for (int32_t i = 0; i < node->rank; ++i) any |= low[i] || high[i];
+  if (!any) {
+    *out = x;
+    return NULL;
+  }
+  int64_t ints[2 * TJ_MAX_RANK];
+  for (int32_t i = 0; i < node->rank; ++i) {
+    ints[i] = low[i];
+    ints[node->rank + i] = high[i];
+  }
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_PAD;
+  desc.num_operands = 1;
+  desc.operands = &x;
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = (uint32_t)(2 * node->rank);
+  desc.attrs.value = value;
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+// x[..., start : start + (count - 1) * step + 1 : step] on the spatial axes
+// (2 on); the leading axes whole.
+static tj_status_t win_slice(dec_t* d, uint32_t x, const int64_t* start,
+                             const int64_t* count, const int64_t* step,
+                             uint32_t* out) {
+  const tj_node_t* node = &d->rw.dst->nodes[x];
+  const int32_t rank = node->rank;
+  bool whole = true;
+  int64_t ints[3 * TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    ints[i] = 0;
+    ints[rank + i] = INT64_MAX;
+    ints[2 * rank + i] = 1;
+    if (i < 2) continue;
+    int64_t a = start[i - 2], n = count[i - 2], st = step[i - 2];
+    ints[i] = a;
+    ints[rank + i] = a + (n - 1) * st + 1;
+    ints[2 * rank + i] = st;
+    whole &= a == 0 && st == 1 && node->dims[i] == n;
+  }
+  if (whole) {
+    *out = x;
+    return NULL;
+  }
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_SLICE;
+  desc.num_operands = 1;
+  desc.operands = &x;
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = (uint32_t)(3 * rank);
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+// The lowering takes concats of at most kConcatArity values in one kernel:
+// more become a tree of concats (|values| is overwritten).
+enum { kConcatArity = 8 };
+
+static tj_status_t concat_n(dec_t* d, uint32_t count, uint32_t* values,
+                            int64_t axis, uint32_t* out) {
+  while (count > 1) {
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < count; i += kConcatArity) {
+      uint32_t m = count - i < kConcatArity ? count - i : kConcatArity;
+      if (m == 1) {
+        values[next++] = values[i];
+        continue;
+      }
+      tj_node_desc_t desc;
+      memset(&desc, 0, sizeof(desc));
+      desc.op = TJ_OP_CONCAT;
+      desc.num_operands = m;
+      desc.operands = values + i;
+      desc.attrs.axis = axis;
+      uint32_t joined;
+      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &joined));
+      values[next++] = joined;
+    }
+    count = next;
+  }
+  *out = values[0];
+  return NULL;
+}
+
+// The kernel taps in row-major order: tap t's offset along spatial axis i.
+static void tap_offsets(int32_t n, const int64_t* kernel, int64_t t,
+                        int64_t* k) {
+  for (int32_t i = n - 1; i >= 0; --i) {
+    k[i] = t % kernel[i];
+    t /= kernel[i];
+  }
+}
+
+static tj_status_t check_taps(const tj_node_t* node, uint32_t index,
+                              const tj_window_t* w, int64_t* out_taps) {
+  int64_t taps = 1;
+  for (int32_t i = 0; i < w->n; ++i) {
+    taps *= w->kernel[i];
+    if (taps > kMaxTaps)
+      return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                            "%s (node %%%u): a window of more than %d taps",
+                            tj_op_info(node->op)->name, index, kMaxTaps);
+  }
+  *out_taps = taps;
+  return NULL;
+}
+
+// How many taps from |t0| one im2col kernel can join: the lowering cuts a
+// kernel into boxes where a pad's bounds fall (per spatial axis, where a
+// tap's first and past-last valid output positions are) and where the
+// concat's pieces meet, and takes at most MAX_BOXES (64) boxes and 8
+// segments per axis (kir/lower_internal.h).
+static int64_t chunk_taps(const tj_window_t* w, const int64_t* in_dims,
+                          const int64_t* out_dims, int64_t t0, int64_t taps) {
+  enum { kMaxBoxes = 64, kMaxSegments = 8 };
+  int64_t cuts[3][2 * kConcatArity];
+  int32_t num_cuts[3] = {0, 0, 0};
+  int64_t tc = 0;
+  while (t0 + tc < taps && tc < kConcatArity) {
+    int64_t k[3];
+    tap_offsets(w->n, w->kernel, t0 + tc, k);
+    int64_t trial[3][2 * kConcatArity];
+    int32_t num_trial[3];
+    int64_t boxes = tc + 1;
+    bool fits = true;
+    for (int32_t i = 0; i < w->n; ++i) {
+      memcpy(trial[i], cuts[i], sizeof(cuts[i]));
+      num_trial[i] = num_cuts[i];
+      const int64_t o = k[i] * w->dilations[i] - (w->low ? w->low[i] : 0);
+      const int64_t s = w->strides[i], size = in_dims[i];
+      // Valid output positions j: 0 <= o + j s < size.
+      int64_t j0 = o >= 0 ? 0 : (-o + s - 1) / s;
+      int64_t j1 = o < size ? (size - 1 - o) / s + 1 : 0;  // past-last
+      const int64_t edge[2] = {j0, j1};
+      for (int e = 0; e < 2; ++e) {
+        if (edge[e] <= 0 || edge[e] >= out_dims[i]) continue;
+        bool seen = false;
+        for (int32_t c = 0; c < num_trial[i]; ++c)
+          seen |= trial[i][c] == edge[e];
+        if (!seen) trial[i][num_trial[i]++] = edge[e];
+      }
+      fits &= num_trial[i] + 1 <= kMaxSegments;
+      boxes *= num_trial[i] + 1;
+    }
+    if (tc > 0 && (!fits || boxes > kMaxBoxes)) break;
+    for (int32_t i = 0; i < w->n; ++i) {
+      memcpy(cuts[i], trial[i], sizeof(cuts[i]));
+      num_cuts[i] = num_trial[i];
+    }
+    ++tc;
+  }
+  return tc;
+}
+
+// The channels-first conv of |x| ([N, C, S...], concrete C and S) and |wt|
+// ([O, C/G, K...]) with window |w| (pads applied by the caller when
+// |w|->low is NULL) and optional |bias|; the result in |*out|.
+static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
+                             uint32_t bias, const tj_window_t* w,
+                             const int64_t* out_dims, uint32_t* out) {
+  const tj_node_t* src = &d->rw.src->nodes[index];
+  const int32_t n = w->n, rank = n + 2;
+  const tj_node_t* xn = &d->rw.dst->nodes[x];
+  for (int32_t i = 2; i < rank; ++i) {
+    if (!tj_dim_is_const(xn->dims[i]))
+      return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                            "%s (node %%%u): decomposing needs constant "
+                            "spatial sizes (x is symbolic on axis %d)",
+                            tj_op_info(src->op)->name, index, (int)i);
+  }
+  int64_t taps = 1;
+  TJ_RETURN_IF_ERROR(check_taps(src, index, w, &taps));
+  const int64_t channels = xn->dims[1];
+  const int64_t out_c = d->rw.dst->nodes[wt].dims[0];
+  int64_t in_dims[3];  // (appends move the node array: copy now)
+  for (int32_t i = 0; i < n; ++i) in_dims[i] = xn->dims[2 + i];
+  const int64_t groups = w->groups, cg = channels / groups, og = out_c / groups;
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0}, plane = 1;
+  for (int32_t i = 0; i < n; ++i) {
+    low[2 + i] = w->low ? w->low[i] : 0;
+    high[2 + i] = w->high ? w->high[i] : 0;
+    plane *= out_dims[i];
+  }
+  uint32_t xp;
+  TJ_RETURN_IF_ERROR(win_pad(d, x, low, high, 0, &xp));
+  uint32_t tap_nodes[kMaxTaps];
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t k[3], start[3];
+    tap_offsets(n, w->kernel, t, k);
+    for (int32_t i = 0; i < n; ++i) start[i] = k[i] * w->dilations[i];
+    TJ_RETURN_IF_ERROR(
+        win_slice(d, xp, start, out_dims, w->strides, &tap_nodes[t]));
+  }
+  int64_t shape[TJ_MAX_RANK];
+  uint32_t y = TJ_NODE_NONE;
+  if (cg == 1 && og == 1) {
+    // Depthwise: y = sum_t tap_t * w[:, t] (w as [C, 1..., T] columns).
+    int64_t wshape[TJ_MAX_RANK];
+    wshape[0] = channels;
+    for (int32_t i = 0; i < n; ++i) wshape[1 + i] = 1;
+    wshape[1 + n] = taps;
+    uint32_t wr;
+    TJ_RETURN_IF_ERROR(reshape(d, wt, n + 2, wshape, &wr));
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t ints[3 * TJ_MAX_RANK];
+      for (int32_t i = 0; i < n + 2; ++i) {
+        ints[i] = i == n + 1 ? t : 0;
+        ints[n + 2 + i] = i == n + 1 ? t + 1 : INT64_MAX;
+        ints[2 * (n + 2) + i] = 1;
+      }
+      tj_node_desc_t desc;
+      memset(&desc, 0, sizeof(desc));
+      desc.op = TJ_OP_SLICE;
+      desc.num_operands = 1;
+      desc.operands = &wr;
+      desc.attrs.ints = ints;
+      desc.attrs.num_ints = (uint32_t)(3 * (n + 2));
+      uint32_t wcol, prod;
+      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wcol));
+      TJ_RETURN_IF_ERROR(reshape(d, wcol, n + 1, wshape, &wcol));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, tap_nodes[t], wcol, &prod));
+      if (t == 0) {
+        y = prod;
+      } else {
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, prod, &y));
+      }
+    }
+    if (bias != TJ_NODE_NONE) {
+      TJ_RETURN_IF_ERROR(reshape(d, bias, n + 1, wshape, &bias));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
+    }
+    *out = y;
+    return NULL;
+  }
+  const bool padded = xp != x;
+  if (taps == 1 && !padded) {
+    // A 1x1 kernel (strided: a slice first): y [N, G, Og, L] =
+    // w [G, Og, Cg] @ x [N, G, Cg, L]; no im2col, no transpose.
+    shape[0] = TJ_DIM_INFER;
+    shape[1] = groups;
+    shape[2] = cg;
+    shape[3] = plane;
+    uint32_t col, wr;
+    TJ_RETURN_IF_ERROR(reshape(d, tap_nodes[0], 4, shape, &col));
+    shape[0] = groups;
+    shape[1] = og;
+    shape[2] = cg;
+    TJ_RETURN_IF_ERROR(reshape(d, wt, 3, shape, &wr));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, wr, col, &y));
+    if (bias != TJ_NODE_NONE) {
+      shape[0] = groups;
+      shape[1] = og;
+      shape[2] = 1;
+      TJ_RETURN_IF_ERROR(reshape(d, bias, 3, shape, &bias));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
+    }
+  } else {
+    // im2col, channels last: tap t as [N, (G,) O..., Cg], joined along the
+    // last axis: col [N, (G,) O..., T*Cg] (K tap-major); y = col @ w as
+    // [(G,) T*Cg, Og]: [N, (G,) O..., Og], then transposed to channels
+    // first (where a channels-last caller's transpose cancels it). The
+    // lowering cannot walk a pad's axis merged with another, so with
+    // padding the GEMM's M is the last spatial axis and the others are
+    // batch; without, M is all of them.
+    const bool has_g = groups > 1;
+    const int32_t lead = has_g ? 2 : 1;  // [N, G] or [N]
+    const int32_t prank = lead + n + 1;  // a piece's rank
+    for (int64_t t = 0; t < taps; ++t) {
+      uint32_t v = tap_nodes[t];
+      int64_t perm[TJ_MAX_RANK];
+      if (has_g) {
+        shape[0] = TJ_DIM_INFER;
+        shape[1] = groups;
+        shape[2] = cg;
+        for (int32_t i = 0; i < n; ++i) shape[3 + i] = out_dims[i];
+        TJ_RETURN_IF_ERROR(reshape(d, v, n + 3, shape, &v));
+      }
+      for (int32_t i = 0; i < lead; ++i) perm[i] = i;
+      for (int32_t i = 0; i < n; ++i) perm[lead + i] = lead + 1 + i;
+      perm[lead + n] = lead;
+      tj_node_desc_t desc;
+      memset(&desc, 0, sizeof(desc));
+      desc.op = TJ_OP_TRANSPOSE;
+      desc.num_operands = 1;
+      desc.operands = &v;
+      desc.attrs.ints = perm;
+      desc.attrs.num_ints = (uint32_t)prank;
+      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &tap_nodes[t]));
+    }
+    // w [O, Cg, K...] = [G, Og, Cg, T] -> [G, T, Cg, Og].
+    uint32_t wt4;
+    shape[0] = groups;
+    shape[1] = og;
+    shape[2] = cg;
+    shape[3] = taps;
+    TJ_RETURN_IF_ERROR(reshape(d, wt, 4, shape, &wt4));
+    {
+      int64_t perm[4] = {0, 3, 2, 1};
+      tj_node_desc_t desc;
+      memset(&desc, 0, sizeof(desc));
+      desc.op = TJ_OP_TRANSPOSE;
+      desc.num_operands = 1;
+      desc.operands = &wt4;
+      desc.attrs.ints = perm;
+      desc.attrs.num_ints = 4;
+      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wt4));
+    }
+    // One kernel's concat takes at most kConcatArity pieces along an axis:
+    // more taps are cut into chunks, one GEMM each, summed (each sum is the
+    // next GEMM's epilogue).
+    const bool merge = !padded && n > 1;
+    const int32_t crank = merge ? lead + 2 : prank;
+    for (int64_t t0 = 0, tc; t0 < taps; t0 += tc) {
+      tc = chunk_taps(w, in_dims, out_dims, t0, taps);
+      uint32_t col, wr, part;
+      TJ_RETURN_IF_ERROR(
+          concat_n(d, (uint32_t)tc, tap_nodes + t0, prank - 1, &col));
+      if (merge) {
+        shape[0] = TJ_DIM_INFER;
+        if (has_g) shape[1] = groups;
+        shape[lead] = plane;
+        shape[lead + 1] = cg * tc;
+        TJ_RETURN_IF_ERROR(reshape(d, col, crank, shape, &col));
+      }
+      wr = wt4;
+      if (tc != taps) {
+        int64_t ints[12] = {0,         t0,        0, 0, INT64_MAX, t0 + tc,
+                            INT64_MAX, INT64_MAX, 1, 1, 1,         1};
+        tj_node_desc_t desc;
+        memset(&desc, 0, sizeof(desc));
+        desc.op = TJ_OP_SLICE;
+        desc.num_operands = 1;
+        desc.operands = &wr;
+        desc.attrs.ints = ints;
+        desc.attrs.num_ints = 12;
+        TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wr));
+      }
+      // [(G,) 1.., tc*Cg, Og]: ones for col's spatial batch axes.
+      int32_t wrank = 0;
+      if (has_g) shape[wrank++] = groups;
+      for (int32_t i = 0; i < crank - lead - 2; ++i) shape[wrank++] = 1;
+      shape[wrank++] = cg * tc;
+      shape[wrank++] = og;
+      TJ_RETURN_IF_ERROR(reshape(d, wr, wrank, shape, &wr));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, col, wr, &part));
+      if (t0 == 0) {
+        y = part;
+      } else {
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, part, y, &y));
+      }
+    }
+    if (bias != TJ_NODE_NONE) {
+      int32_t brank = 0;
+      if (has_g) shape[brank++] = groups;
+      for (int32_t i = 0; i < crank - lead - 1; ++i) shape[brank++] = 1;
+      shape[brank++] = og;
+      TJ_RETURN_IF_ERROR(reshape(d, bias, brank, shape, &bias));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
+    }
+    // [N, (G,) S..., Og] -> [N, (G,) Og, S...].
+    int64_t perm[TJ_MAX_RANK];
+    for (int32_t i = 0; i < lead; ++i) perm[i] = i;
+    perm[lead] = crank - 1;
+    for (int32_t i = lead + 1; i < crank; ++i) perm[i] = i - 1;
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_TRANSPOSE;
+    desc.num_operands = 1;
+    desc.operands = &y;
+    desc.attrs.ints = perm;
+    desc.attrs.num_ints = (uint32_t)crank;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &y));
+  }
+  shape[0] = TJ_DIM_INFER;
+  shape[1] = out_c;
+  for (int32_t i = 0; i < n; ++i) shape[2 + i] = out_dims[i];
+  return reshape(d, y, rank, shape, out);
+}
+
+// A constant of |dtype| and |rank| |dims| (concrete) holding |values|.
+static tj_status_t constant_f64(dec_t* d, tj_dtype_t dtype, int32_t rank,
+                                const int64_t* dims, const double* values,
+                                int64_t count, uint32_t* out) {
+  const size_t bytes = (size_t)count * tj_dtype_size(dtype);
+  unsigned char* data = tj_alloc(d->rw.allocator, bytes ? bytes : 1);
+  if (!data) return tj_status_oom();
+  for (int64_t i = 0; i < count; ++i) tj_store_f64(dtype, data, i, values[i]);
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_CONSTANT;
+  desc.dtype = dtype;
+  desc.rank = rank;
+  desc.dims = dims;
+  desc.attrs.data = data;
+  tj_status_t status = tj_rewriter_append(&d->rw, &desc, out);
+  tj_free(d->rw.allocator, data, bytes ? bytes : 1);
+  return status;
+}
+
+// avg_pool's 1 / (taps counted) per output position: a scalar when every
+// window counts them all, else a constant [out...].
+static tj_status_t avg_divisor(dec_t* d, const tj_window_t* w,
+                               const int64_t* in_dims, const int64_t* out_dims,
+                               tj_dtype_t dtype, uint32_t* out) {
+  const bool include_pad = (w->flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
+  int64_t total = 1, full = 1;
+  for (int32_t i = 0; i < w->n; ++i) {
+    total *= out_dims[i];
+    full *= w->kernel[i];
+  }
+  double* values = tj_alloc(d->rw.allocator, (size_t)total * sizeof(double));
+  if (!values) return tj_status_oom();
+  bool uniform = true;
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t rest = e, count = 1;
+    for (int32_t i = w->n - 1; i >= 0; --i) {
+      int64_t j = rest % out_dims[i];
+      rest /= out_dims[i];
+      int64_t lo = include_pad ? -w->low[i] : 0;
+      int64_t hi = include_pad ? in_dims[i] + w->high[i] : in_dims[i];
+      int64_t c = 0;
+      for (int64_t k = 0; k < w->kernel[i]; ++k) {
+        int64_t p = j * w->strides[i] + k * w->dilations[i] - w->low[i];
+        c += p >= lo && p < hi;
+      }
+      count *= c;
+    }
+    values[e] = 1.0 / (double)count;
+    uniform &= count == full;
+  }
+  tj_status_t status;
+  if (uniform) {
+    status = tj_rewriter_scalar(&d->rw, dtype, 1.0 / (double)full, out);
+  } else {
+    status = constant_f64(d, dtype, w->n, out_dims, values, total, out);
+  }
+  tj_free(d->rw.allocator, values, (size_t)total * sizeof(double));
+  return status;
+}
+
+static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
+                        const tj_window_t* w, uint32_t* out) {
+  const tj_node_t* src = &d->rw.src->nodes[index];
+  const tj_op_t op = src->op;
+  const int32_t n = w->n;
+  const tj_node_t* xn = &d->rw.dst->nodes[x];
+  int64_t taps = 1;
+  TJ_RETURN_IF_ERROR(check_taps(src, index, w, &taps));
+  int64_t in_dims[3], out_dims[3];
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  for (int32_t i = 0; i < n; ++i) {
+    in_dims[i] = xn->dims[2 + i];
+    out_dims[i] = src->dims[2 + i];
+    if (!tj_dim_is_const(in_dims[i]) || !tj_dim_is_const(out_dims[i]))
+      return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                            "%s (node %%%u): decomposing needs constant "
+                            "spatial sizes (axis %d is symbolic)",
+                            tj_op_info(op)->name, index, (int)(2 + i));
+    low[2 + i] = w->low[i];
+    // ceil_mode: pad the end until the last window's taps exist.
+    int64_t need = (out_dims[i] - 1) * w->strides[i] +
+                   (w->kernel[i] - 1) * w->dilations[i] + 1;
+    int64_t have = in_dims[i] + w->low[i] + w->high[i];
+    high[2 + i] = w->high[i] + (need > have ? need - have : 0);
+  }
+  uint32_t v = x;
+  if (op == TJ_OP_LP_POOL) {
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ABS, v, &v));
+    if (w->p == 2) {
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, v, v, &v));
+    } else if (w->p != 1) {
+      TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_POW, v, w->p, &v));
+    }
+  }
+  uint32_t xp;
+  TJ_RETURN_IF_ERROR(
+      win_pad(d, v, low, high, op == TJ_OP_MAX_POOL ? -INFINITY : 0.0, &xp));
+  uint32_t acc = TJ_NODE_NONE;
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t k[3], start[3];
+    uint32_t tap;
+    tap_offsets(n, w->kernel, t, k);
+    for (int32_t i = 0; i < n; ++i) start[i] = k[i] * w->dilations[i];
+    TJ_RETURN_IF_ERROR(win_slice(d, xp, start, out_dims, w->strides, &tap));
+    if (t == 0) {
+      acc = tap;
+    } else {
+      TJ_RETURN_IF_ERROR(op2(
+          d, op == TJ_OP_MAX_POOL ? TJ_OP_MAXIMUM : TJ_OP_ADD, acc, tap, &acc));
+    }
+  }
+  if (op == TJ_OP_AVG_POOL) {
+    uint32_t inv;
+    TJ_RETURN_IF_ERROR(avg_divisor(d, w, in_dims, out_dims,
+                                   d->rw.dst->nodes[acc].dtype, &inv));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, acc, inv, &acc));
+  } else if (op == TJ_OP_LP_POOL) {
+    if (w->p == 2) {
+      TJ_RETURN_IF_ERROR(op1(d, TJ_OP_SQRT, acc, &acc));
+    } else if (w->p != 1) {
+      TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_POW, acc, 1.0 / w->p, &acc));
+    }
+  }
+  *out = acc;
+  return NULL;
+}
+
+// conv_transpose as the conv of the zero-inserted, padded x with the
+// flipped, regrouped w.
+static tj_status_t conv_transpose(dec_t* d, uint32_t index, uint32_t x,
+                                  uint32_t wt, uint32_t bias,
+                                  const tj_window_t* w, uint32_t* out) {
+  const tj_node_t* src = &d->rw.src->nodes[index];
+  const int32_t n = w->n, rank = n + 2;
+  for (int32_t i = 2; i < rank; ++i) {
+    if (!tj_dim_is_const(d->rw.dst->nodes[x].dims[i]))
+      return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                            "conv_transpose (node %%%u): decomposing needs "
+                            "constant spatial sizes (x is symbolic on axis %d)",
+                            index, (int)i);
+  }
+  int64_t taps = 1;
+  TJ_RETURN_IF_ERROR(check_taps(src, index, w, &taps));
+  // Zero insertion, axis by axis, as a product with a constant 0/1 matrix
+  // Z [S, (S-1)*s+1] (Z[i, i*s] = 1: exact), the axis moved last and back.
+  // (reshape + pad + reshape would be cheaper, but the lowering cannot walk
+  // a padded axis merged with another.)
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t s = w->strides[i];
+    if (s == 1) continue;
+    const int32_t axis = 2 + i;
+    const int64_t size = d->rw.dst->nodes[x].dims[axis];
+    const int64_t up = (size - 1) * s + 1;
+    int64_t perm[TJ_MAX_RANK], back[TJ_MAX_RANK];
+    for (int32_t a = 0, b = 0; a < rank; ++a) {
+      if (a != axis) perm[b++] = a;
+    }
+    perm[rank - 1] = axis;
+    for (int32_t a = 0; a < rank; ++a) back[perm[a]] = a;
+    if (axis != rank - 1) TJ_RETURN_IF_ERROR(transpose(d, x, rank, perm, &x));
+    double* z = tj_calloc(d->rw.allocator, (size_t)(size * up), sizeof(double));
+    if (!z) return tj_status_oom();
+    for (int64_t j = 0; j < size; ++j) z[j * up + j * s] = 1;
+    uint32_t zc;
+    const int64_t zdims[2] = {size, up};
+    tj_status_t status =
+        constant_f64(d, d->rw.dst->nodes[x].dtype, 2, zdims, z, size * up, &zc);
+    tj_free(d->rw.allocator, z, (size_t)(size * up) * sizeof(double));
+    TJ_RETURN_IF_ERROR(status);
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, x, zc, &x));
+    if (axis != rank - 1) TJ_RETURN_IF_ERROR(transpose(d, x, rank, back, &x));
+  }
+  // Pad by d(K-1) - low (and - high + output_padding), applied by the
+  // conv; where negative, crop first.
+  int64_t low[3] = {0, 0, 0}, high[3] = {0, 0, 0};
+  int64_t start[3] = {0, 0, 0}, count[3], step[3] = {1, 1, 1};
+  bool crop = false;
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t span = w->dilations[i] * (w->kernel[i] - 1);
+    const int64_t lo = span - w->low[i];
+    const int64_t hi = span - w->high[i] + w->output_padding[i];
+    const int64_t size = d->rw.dst->nodes[x].dims[2 + i];
+    low[i] = lo > 0 ? lo : 0;
+    high[i] = hi > 0 ? hi : 0;
+    start[i] = lo < 0 ? -lo : 0;
+    count[i] = size + (lo < 0 ? lo : 0) + (hi < 0 ? hi : 0);
+    crop |= lo < 0 || hi < 0;
+  }
+  if (crop) TJ_RETURN_IF_ERROR(win_slice(d, x, start, count, step, &x));
+  // w [C, Og, K...]: every kernel axis flipped, which reverses the flat
+  // tap index: [C, Og, T] @ J (the T x T anti-identity; exact), then
+  // [G, Cg, Og, T] -> [G, Og, Cg, T] -> [O, Cg, K...].
+  const tj_node_t* wn = &d->rw.dst->nodes[wt];
+  const int64_t channels = wn->dims[0], og = wn->dims[1];
+  const int64_t groups = w->groups, cg = channels / groups;
+  int64_t shape[TJ_MAX_RANK];
+  if (taps > 1) {
+    shape[0] = channels;
+    shape[1] = og;
+    shape[2] = taps;
+    TJ_RETURN_IF_ERROR(reshape(d, wt, 3, shape, &wt));
+    double* j =
+        tj_calloc(d->rw.allocator, (size_t)(taps * taps), sizeof(double));
+    if (!j) return tj_status_oom();
+    for (int64_t t = 0; t < taps; ++t) j[t * taps + (taps - 1 - t)] = 1;
+    uint32_t jc;
+    const int64_t jdims[2] = {taps, taps};
+    tj_status_t status = constant_f64(d, d->rw.dst->nodes[wt].dtype, 2, jdims,
+                                      j, taps * taps, &jc);
+    tj_free(d->rw.allocator, j, (size_t)(taps * taps) * sizeof(double));
+    TJ_RETURN_IF_ERROR(status);
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, wt, jc, &wt));
+  }
+  shape[0] = groups;
+  shape[1] = cg;
+  shape[2] = og;
+  shape[3] = taps;
+  TJ_RETURN_IF_ERROR(reshape(d, wt, 4, shape, &wt));
+  {
+    const int64_t perm[4] = {0, 2, 1, 3};
+    TJ_RETURN_IF_ERROR(transpose(d, wt, 4, perm, &wt));
+  }
+  shape[0] = groups * og;
+  shape[1] = cg;
+  for (int32_t i = 0; i < n; ++i) shape[2 + i] = w->kernel[i];
+  TJ_RETURN_IF_ERROR(reshape(d, wt, rank, shape, &wt));
+  tj_window_t cw = *w;
+  const int64_t ones[3] = {1, 1, 1};
+  cw.strides = ones;
+  cw.low = low;
+  cw.high = high;
+  int64_t out_dims[3];
+  for (int32_t i = 0; i < n; ++i) out_dims[i] = src->dims[2 + i];
+  return conv_core(d, index, x, wt, bias, &cw, out_dims, out);
+}
+
+static tj_status_t decompose_window(dec_t* d, uint32_t index,
+                                    const uint32_t* ops, uint32_t* out) {
+  const tj_node_t* node = &d->rw.src->nodes[index];
+  const tj_window_t w = tj_window_of(&node->attrs);
+  const tj_dtype_t dtype = node->dtype;
+  if (node->op == TJ_OP_CONV) {
+    int64_t out_dims[3];
+    for (int32_t i = 0; i < w.n; ++i) out_dims[i] = node->dims[2 + i];
+    for (int32_t i = 0; i < w.n; ++i) {
+      if (!tj_dim_is_const(out_dims[i]))
+        return tj_status_make(TJ_STATUS_UNSUPPORTED,
+                              "conv (node %%%u): decomposing needs constant "
+                              "spatial sizes (axis %d is symbolic)",
+                              index, (int)(2 + i));
+    }
+    return conv_core(d, index, ops[0], ops[1], ops[2], &w, out_dims, out);
+  }
+  if (node->op == TJ_OP_CONV_TRANSPOSE)
+    return conv_transpose(d, index, ops[0], ops[1], ops[2], &w, out);
+  const tj_dtype_t compute =
+      d->upcast_half && (dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16)
+          ? TJ_DTYPE_F32
+          : dtype;
+  uint32_t x, y = TJ_NODE_NONE;
+  TJ_RETURN_IF_ERROR(cast(d, ops[0], compute, &x));
+  TJ_RETURN_IF_ERROR(pool(d, index, x, &w, &y));
+  return cast(d, y, dtype, out);
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -255,6 +947,12 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   if (node->op == TJ_OP_ONE_HOT) {
     uint32_t y;
     TJ_RETURN_IF_ERROR(one_hot(d, node, ops[0], ops[1], &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
+  if (tj_op_info(node->op)->attr_kind == TJ_ATTR_KIND_WINDOW) {
+    uint32_t y;
+    TJ_RETURN_IF_ERROR(decompose_window(d, index, ops, &y));
     d->rw.map[index] = y;
     return NULL;
   }

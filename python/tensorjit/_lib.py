@@ -51,6 +51,21 @@ class Value_t(ctypes.Structure):
     _fields_ = [("id", ctypes.c_uint32)]
 
 
+class ConvAttrs_t(ctypes.Structure):
+    # tj_conv_attrs_t (tj_graph.h): conv, conv_transpose and the pools.
+    _fields_ = [("kernel", ctypes.c_int64 * 3),
+                ("strides", ctypes.c_int64 * 3),
+                ("dilations", ctypes.c_int64 * 3),
+                ("pads_begin", ctypes.c_int64 * 3),
+                ("pads_end", ctypes.c_int64 * 3),
+                ("output_padding", ctypes.c_int64 * 3),
+                ("groups", ctypes.c_int64),
+                ("ceil_mode", ctypes.c_bool),
+                ("count_include_pad", ctypes.c_bool),
+                ("p", ctypes.c_double),
+                ("channels_last", ctypes.c_bool)]
+
+
 class Tensor_t(ctypes.Structure):
     """tj_tensor_t: the fields of DLPack's DLTensor."""
 
@@ -258,6 +273,13 @@ _SIGNATURES = {
     "tj_graph_rms_norm": (Value_t, [vp, Value_t, Value_t, cdouble]),
     "tj_graph_linear": (Value_t, [vp, Value_t, Value_t, Value_t]),
     "tj_graph_one_hot": (Value_t, [vp, Value_t, Value_t, i64, i32]),
+    "tj_graph_conv": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                ctypes.POINTER(ConvAttrs_t)]),
+    "tj_graph_conv_transpose": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                          ctypes.POINTER(ConvAttrs_t)]),
+    "tj_graph_max_pool": (Value_t, [vp, Value_t, ctypes.POINTER(ConvAttrs_t)]),
+    "tj_graph_avg_pool": (Value_t, [vp, Value_t, ctypes.POINTER(ConvAttrs_t)]),
+    "tj_graph_lp_pool": (Value_t, [vp, Value_t, ctypes.POINTER(ConvAttrs_t)]),
     "tj_graph_num_inputs": (i32, [vp]),
     "tj_graph_num_outputs": (i32, [vp]),
     "tj_graph_input_value": (Value_t, [vp, i32]),

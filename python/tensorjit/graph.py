@@ -1235,6 +1235,77 @@ class Graph:
             self.handle, ix._raw(), vv._raw(), d,
             _int_in(axis, _INT32, "one_hot axis")), "one_hot")
 
+    #===--- convolution and pooling (convpool) ---===#
+
+    @staticmethod
+    def _conv_attrs(n: int, kernel=None, strides=None, dilations=None,
+                    pads=None, output_padding=None, groups: int = 1,
+                    ceil_mode: bool = False, count_include_pad: bool = False,
+                    p: float = 0.0, channels_last: bool = False):
+        """tj_conv_attrs_t; |pads| is begin + end per spatial axis (ONNX)."""
+        a = _lib.ConvAttrs_t()
+        for name, vals in (("kernel", kernel), ("strides", strides),
+                           ("dilations", dilations),
+                           ("output_padding", output_padding)):
+            for i, v in enumerate(vals or []):
+                getattr(a, name)[i] = int(v)
+        if pads:
+            for i in range(n):
+                a.pads_begin[i] = int(pads[i])
+                a.pads_end[i] = int(pads[n + i])
+        a.groups = int(groups)
+        a.ceil_mode = bool(ceil_mode)
+        a.count_include_pad = bool(count_include_pad)
+        a.p = float(p)
+        a.channels_last = bool(channels_last)
+        return a
+
+    def conv(self, x: Value, w: Operand, b: Optional[Operand] = None,
+             **attrs) -> Value:
+        """Cross-correlation, x [N, C, S...], w [O, C/groups, K...], b [O]
+        (tj_graph_conv); attrs: strides, dilations, pads (begin + end),
+        groups, channels_last."""
+        v = self._own(x, "conv x")
+        vw = self._operand(w, v, "conv w")
+        vb = self._operand(b, v, "conv b")._raw() if b is not None else \
+            _lib.Value_t(0)
+        a = self._conv_attrs(len(x.shape) - 2, **attrs)
+        return self._value(_lib.lib().tj_graph_conv(
+            self.handle, v._raw(), vw._raw(), vb, ctypes.byref(a)), "conv")
+
+    def conv_transpose(self, x: Value, w: Operand,
+                       b: Optional[Operand] = None, **attrs) -> Value:
+        """The transpose of conv, w [C, O/groups, K...]
+        (tj_graph_conv_transpose); attrs as conv plus output_padding."""
+        v = self._own(x, "conv_transpose x")
+        vw = self._operand(w, v, "conv_transpose w")
+        vb = self._operand(b, v, "conv_transpose b")._raw() \
+            if b is not None else _lib.Value_t(0)
+        a = self._conv_attrs(len(x.shape) - 2, **attrs)
+        return self._value(_lib.lib().tj_graph_conv_transpose(
+            self.handle, v._raw(), vw._raw(), vb, ctypes.byref(a)),
+            "conv_transpose")
+
+    def _pool(self, fn: str, x: Value, kernel, **attrs) -> Value:
+        v = self._own(x, fn)
+        a = self._conv_attrs(len(x.shape) - 2, kernel=kernel, **attrs)
+        return self._value(getattr(_lib.lib(), "tj_graph_" + fn)(
+            self.handle, v._raw(), ctypes.byref(a)), fn)
+
+    def max_pool(self, x: Value, kernel, **attrs) -> Value:
+        """Window max (tj_graph_max_pool); attrs: strides, dilations, pads,
+        ceil_mode, channels_last."""
+        return self._pool("max_pool", x, kernel, **attrs)
+
+    def avg_pool(self, x: Value, kernel, **attrs) -> Value:
+        """Window mean (tj_graph_avg_pool); attrs as max_pool plus
+        count_include_pad."""
+        return self._pool("avg_pool", x, kernel, **attrs)
+
+    def lp_pool(self, x: Value, kernel, p: float = 2.0, **attrs) -> Value:
+        """(sum |x|^p)^(1/p) over the window (tj_graph_lp_pool)."""
+        return self._pool("lp_pool", x, kernel, p=p, **attrs)
+
     #===--- reading ---===#
 
     @property

@@ -1396,6 +1396,41 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 1e-5);
       return true;
     }
+    // convpool: conv, conv_transpose and the pools (tests/unit/conv_test.c
+    // has the shapes and attributes in depth).
+    case TJ_OP_CONV:
+    case TJ_OP_CONV_TRANSPOSE: {
+      tj_conv_attrs_t a = {.strides = {2, 1},
+                           .pads_begin = {1, 0},
+                           .pads_end = {0, 1},
+                           .groups = 2};
+      tj_value_t x = input(c, d, 4, (int64_t[]){B, 4, 7, 6}, -1, 1);
+      tj_value_t b = input(c, d, 1, (int64_t[]){6}, -1, 1);
+      if (op == TJ_OP_CONV) {
+        tj_value_t w = input(c, d, 4, (int64_t[]){6, 2, 3, 2}, -1, 1);
+        output(c, tj_graph_conv(g, x, w, b, &a));
+      } else {
+        tj_value_t w = input(c, d, 4, (int64_t[]){4, 3, 3, 2}, -1, 1);
+        output(c, tj_graph_conv_transpose(g, x, w, b, &a));
+      }
+      c->tol = composite_tol(d, 1e-5);
+      return true;
+    }
+    case TJ_OP_MAX_POOL:
+    case TJ_OP_AVG_POOL:
+    case TJ_OP_LP_POOL: {
+      tj_conv_attrs_t a = {.kernel = {3, 2},
+                           .strides = {2, 2},
+                           .pads_begin = {1, 0},
+                           .pads_end = {1, 1},
+                           .ceil_mode = true};
+      tj_value_t x = input(c, d, 4, (int64_t[]){B, 3, 7, 6}, 0.1, 2);
+      output(c, op == TJ_OP_MAX_POOL   ? tj_graph_max_pool(g, x, &a)
+                : op == TJ_OP_AVG_POOL ? tj_graph_avg_pool(g, x, &a)
+                                       : tj_graph_lp_pool(g, x, &a));
+      c->tol = composite_tol(d, 2e-5);
+      return true;
+    }
     default:
       break;
   }

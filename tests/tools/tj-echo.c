@@ -16,6 +16,7 @@
 
 #include "lib/dtype.h"
 #include "lib/ir.h"
+#include "lib/window.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"
 
@@ -186,6 +187,40 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_ONE_HOT:
       return tj_graph_one_hot(dst, x[0], x[1], dims[at->axis],
                               (int32_t)at->axis);
+    case TJ_OP_CONV:
+    case TJ_OP_CONV_TRANSPOSE:
+    case TJ_OP_MAX_POOL:
+    case TJ_OP_AVG_POOL:
+    case TJ_OP_LP_POOL: {
+      // lib/window.h back to the public attributes.
+      tj_window_t w = tj_window_of(at);
+      tj_conv_attrs_t a;
+      memset(&a, 0, sizeof(a));
+      for (int32_t i = 0; i < w.n; ++i) {
+        a.kernel[i] = w.kernel[i];
+        a.strides[i] = w.strides[i];
+        a.dilations[i] = w.dilations[i];
+        a.pads_begin[i] = w.low[i];
+        a.pads_end[i] = w.high[i];
+        a.output_padding[i] = w.output_padding[i];
+      }
+      a.groups = w.groups;
+      a.ceil_mode = (w.flags & TJ_WINDOW_CEIL_MODE) != 0;
+      a.count_include_pad = (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
+      a.p = w.p;
+      switch (node->op) {
+        case TJ_OP_CONV:
+          return tj_graph_conv(dst, x[0], x[1], x[2], &a);
+        case TJ_OP_CONV_TRANSPOSE:
+          return tj_graph_conv_transpose(dst, x[0], x[1], x[2], &a);
+        case TJ_OP_MAX_POOL:
+          return tj_graph_max_pool(dst, x[0], &a);
+        case TJ_OP_AVG_POOL:
+          return tj_graph_avg_pool(dst, x[0], &a);
+        default:
+          return tj_graph_lp_pool(dst, x[0], &a);
+      }
+    }
     default:  // a shared form, above
       break;
   }

@@ -3,6 +3,8 @@
 // and leak nothing, for every N of "fail the Nth allocation" until it
 // succeeds (Lua's memerr.lua).
 
+#include <string.h>
+
 #include "tests/unit/test.h"
 
 #include "backends/reference/reference_eval.h"
@@ -27,6 +29,21 @@ static const char kText[] =
     "  %o = sum %a {axes=[1]} : f32[B]\n"
     "  return %s as \"s\", %o as \"o\", %c2 as \"c\", %r as \"r\"\n"
     "}\n";
+
+// conv, pools and conv_transpose: their decompositions allocate constants
+// (avg_pool's divisor, conv_transpose's 0/1 matrices) and scratch.
+static const char kConvText[] =
+    "func @cnn[B](%x: f32[B,2,5,5], %w: f32[4,2,3,3], %b: f32[4], "
+    "%t: f32[4,2,2,2]) {\n"
+    "  %c = conv %x, %w, %b {low=[1,1] high=[1,1]} : f32[B,4,5,5]\n"
+    "  %a = avg_pool %c {kernel=[3,3] strides=[2,2] low=[1,1] high=[0,0]} "
+    ": f32[B,4,2,2]\n"
+    "  %m = max_pool %c {kernel=[2,2] strides=[2,2] ceil_mode} : "
+    "f32[B,4,3,3]\n"
+    "  %u = conv_transpose %a, %t, none {strides=[2,2]} : f32[B,2,4,4]\n"
+    "  return %u as \"u\", %m as \"m\"\n"
+    "}\n";
+static const char* g_text = kText;
 
 static tj_status_t run_pipeline(tj_graph_t* g) {
   tj_graph_t* copy = NULL;
@@ -63,7 +80,7 @@ static void sweep(tj_status_t (*fn)(tj_graph_t*), const char* what) {
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&options, &ctx));
     tj_graph_t* g = NULL;
-    CHECK_OK(tj_graph_parse(ctx, kText, sizeof(kText) - 1, "mix.tj", &g));
+    CHECK_OK(tj_graph_parse(ctx, g_text, strlen(g_text), "mix.tj", &g));
     if (!g) {
       tj_context_destroy(ctx);
       return;
@@ -103,7 +120,14 @@ TEST(scoreboard_reports_every_allocation_failure) {
   sweep(run_scoreboard, "scoreboard");
 }
 
+TEST(conv_pipeline_reports_every_allocation_failure) {
+  g_text = kConvText;
+  sweep(run_pipeline, "conv pipeline");
+  g_text = kText;
+}
+
 int main(void) {
+  RUN_TEST(conv_pipeline_reports_every_allocation_failure);
   RUN_TEST(pipeline_reports_every_allocation_failure);
   RUN_TEST(scoreboard_reports_every_allocation_failure);
   TEST_MAIN_END();
