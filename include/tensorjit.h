@@ -36,6 +36,7 @@
 #include "tensorjit/tj_base.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
+#include "tensorjit/tj_onnx.h"
 #include "tensorjit/tj_optimize.h"
 #include "tensorjit/tj_tensor.h"
 
