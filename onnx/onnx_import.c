@@ -25,18 +25,30 @@ typedef struct {
   size_t pad;  // keeps the payload 16-byte aligned
 } pb_header_t;
 
+// protobuf-c's allocator state: an unpack that fails after a failed
+// allocation is OUT_OF_MEMORY, not a malformed message.
+typedef struct {
+  tj_allocator_t allocator;
+  bool failed;
+} pb_state_t;
+
 static void* pb_alloc(void* user, size_t size) {
-  tj_allocator_t* a = user;
-  if (size > SIZE_MAX - sizeof(pb_header_t)) return NULL;
-  pb_header_t* h = tj_alloc(*a, sizeof(pb_header_t) + size);
-  if (!h) return NULL;
+  pb_state_t* st = user;
+  tj_allocator_t* a = &st->allocator;
+  pb_header_t* h = NULL;
+  if (size <= SIZE_MAX - sizeof(pb_header_t))
+    h = tj_alloc(*a, sizeof(pb_header_t) + size);
+  if (!h) {
+    st->failed = true;
+    return NULL;
+  }
   h->size = sizeof(pb_header_t) + size;
   return h + 1;
 }
 
 static void pb_free(void* user, void* ptr) {
   if (!ptr) return;
-  tj_allocator_t* a = user;
+  tj_allocator_t* a = &((pb_state_t*)user)->allocator;
   pb_header_t* h = (pb_header_t*)ptr - 1;
   tj_free(*a, h, h->size);
 }
@@ -856,14 +868,13 @@ tj_status_t tj_onnx_import(tj_context_t* context, const void* bytes,
     im.overrides = options->symbol_overrides;
     im.num_overrides = options->num_symbol_overrides;
   }
-  ProtobufCAllocator pba = {pb_alloc, pb_free, &im.allocator};
+  pb_state_t pbs = {im.allocator, false};
+  ProtobufCAllocator pba = {pb_alloc, pb_free, &pbs};
   Onnx__ModelProto* model =
       onnx__model_proto__unpack(&pba, size, (const uint8_t*)bytes);
+  if (!model && pbs.failed) return tj_status_oom();
   if (!model)
-    return tj_invalid(
-        "onnx: the %zu bytes are not a ModelProto (malformed protobuf, or out "
-        "of memory)",
-        size);
+    return tj_invalid("onnx: the %zu bytes are not a ModelProto", size);
   im.model = model;
   tj_arena_initialize(&im.arena, im.allocator);
   const char* name = model->graph && model->graph->name && model->graph->name[0]
@@ -963,9 +974,11 @@ tj_status_t tj_onnx_tensor_parse(tj_context_t* context, const void* bytes,
   memset(&im, 0, sizeof im);
   im.context = context;
   im.allocator = tj_context_allocator(context);
-  ProtobufCAllocator pba = {pb_alloc, pb_free, &im.allocator};
+  pb_state_t pbs = {im.allocator, false};
+  ProtobufCAllocator pba = {pb_alloc, pb_free, &pbs};
   Onnx__TensorProto* t =
       onnx__tensor_proto__unpack(&pba, size, (const uint8_t*)bytes);
+  if (!t && pbs.failed) return tj_status_oom();
   if (!t) return tj_invalid("onnx: the %zu bytes are not a TensorProto", size);
   tj_arena_initialize(&im.arena, im.allocator);
   tj_onnx_val_t val;
