@@ -397,6 +397,12 @@ tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
     }
     return NULL;
   }
+  // The typed field's length first: |n| may be a lie.
+  size_t stored = t->n_float_data + t->n_double_data + t->n_int64_data +
+                  t->n_int32_data + t->n_uint64_data;
+  if (stored != (size_t)n)
+    return tj_invalid("onnx: tensor %s: %zu elements stored for %lld", what,
+                      stored, (long long)n);
   void* buf = tj_arena_alloc(&im->arena, bytes);
   if (!buf) return tj_status_oom();
   TJ_RETURN_IF_ERROR(typed_field(t, out->dtype, n, buf, what));

@@ -702,7 +702,8 @@ static tj_status_t cv_argmax(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     return out(im, n, 0, tj_graph_argmax(G, x, axis, keep));
   // The last maximum: the first of the reversed axis, mapped back.
   int64_t d = n->inputs[0]->dims[axis];
-  if (d < 0) return fail(im, n, "select_last_index on a symbolic axis");
+  if (d < 0 || d > (1 << 24))
+    return fail(im, n, "select_last_index on an axis of %lld", (long long)d);
   int64_t* idx = tj_arena_alloc(&im->arena, (size_t)(d + 1) * sizeof(int64_t));
   if (!idx) return tj_status_oom();
   for (int64_t i = 0; i < d; ++i) idx[i] = d - 1 - i;
@@ -1216,6 +1217,8 @@ static tj_status_t cv_slice(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     } else {
       s = s < 0 ? (s < -d ? -1 : s + d) : (s > d - 1 ? d - 1 : s);
       t = t < 0 ? (t < -d ? -1 : t + d) : (t > d - 1 ? d - 1 : t);
+      if (d > (1 << 24))
+        return fail(im, n, "a negative step on an axis of %lld", (long long)d);
       rev_step[a] = step;
       rev_start[a] = s;
       rev_end[a] = t;
@@ -1248,6 +1251,10 @@ static tj_status_t cv_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   if (has_in(n, 3))
     TJ_RETURN_IF_ERROR(known_ints(im, n, 3, "axes", &na, ax, false));
   int32_t count = has_in(n, 3) ? na : rank;
+  for (int32_t k = 0; k < np; ++k) {
+    if (pads[k] > ((int64_t)1 << 40) || pads[k] < -((int64_t)1 << 40))
+      return bad(im, n, "pad %lld is out of range", (long long)pads[k]);
+  }
   if (np != 2 * count)
     return bad(im, n, "pads has %d entries for %d axes", (int)np, (int)count);
   int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
