@@ -268,6 +268,20 @@ static double element_f64(const tj_onnx_val_t* v) {
 static tj_value_t gather_list(tj_onnx_importer_t* im, tj_value_t x,
                               int32_t axis, const int64_t* idx, int64_t count);
 
+// Element 0 of known integer |v| (0 for other dtypes).
+static int64_t element_i64(const tj_onnx_val_t* v) {
+  switch (v->dtype) {
+    case TJ_DTYPE_I8:
+      return *(const int8_t*)v->data;
+    case TJ_DTYPE_I32:
+      return *(const int32_t*)v->data;
+    case TJ_DTYPE_I64:
+      return *(const int64_t*)v->data;
+    default:
+      return 0;
+  }
+}
+
 //===--- elementwise ---===//
 
 static tj_status_t cv_unary(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -1391,7 +1405,11 @@ static tj_status_t cv_range(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   size_t esize = tj_dtype_size(d);
   uint8_t* buf = tj_arena_alloc(&im->arena, (size_t)(count + 1) * esize);
   if (!buf) return tj_status_oom();
+  // Integers in wrapping int64 arithmetic, from the exact inputs.
+  uint64_t istart = (uint64_t)element_i64(n->inputs[0]);
+  uint64_t idelta = (uint64_t)element_i64(n->inputs[2]);
   for (int64_t i = 0; i < count; ++i) {
+    int64_t v = (int64_t)(istart + (uint64_t)i * idelta);
     switch (d) {
       case TJ_DTYPE_F32:
         ((float*)buf)[i] = (float)start + (float)i * (float)delta;
@@ -1400,13 +1418,13 @@ static tj_status_t cv_range(tj_onnx_importer_t* im, tj_onnx_node_t* n,
         ((double*)buf)[i] = start + (double)i * delta;
         break;
       case TJ_DTYPE_I32:
-        ((int32_t*)buf)[i] = (int32_t)((int64_t)start + i * (int64_t)delta);
+        ((int32_t*)buf)[i] = (int32_t)v;
         break;
       case TJ_DTYPE_I64:
-        ((int64_t*)buf)[i] = (int64_t)start + i * (int64_t)delta;
+        ((int64_t*)buf)[i] = v;
         break;
       case TJ_DTYPE_I8:
-        ((int8_t*)buf)[i] = (int8_t)((int64_t)start + i * (int64_t)delta);
+        ((int8_t*)buf)[i] = (int8_t)v;
         break;
       default:
         return fail(im, n, "Range of %s", tj_dtype_name(d));
