@@ -206,17 +206,17 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
   switch (t->data_type) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
       have = t->n_float_data;
-      if ((int64_t)have == n)
+      if ((int64_t)have == n && n)
         memcpy(out, t->float_data, (size_t)n * sizeof(float));
       break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
       have = t->n_double_data;
-      if ((int64_t)have == n)
+      if ((int64_t)have == n && n)
         memcpy(out, t->double_data, (size_t)n * sizeof(double));
       break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
       have = t->n_int64_data;
-      if ((int64_t)have == n)
+      if ((int64_t)have == n && n)
         memcpy(out, t->int64_data, (size_t)n * sizeof(int64_t));
       break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
@@ -389,6 +389,9 @@ tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
       if (!buf) return tj_status_oom();
       for (size_t i = 0; i < bytes; ++i) buf[i] = t->raw_data.data[i] != 0;
       out->data = buf;
+    } else if (bytes == 0) {
+      out->data = tj_arena_alloc(&im->arena, 0);  // known, and empty
+      if (!out->data) return tj_status_oom();
     } else if (((uintptr_t)t->raw_data.data & 15) == 0) {
       out->data = t->raw_data.data;  // borrowed from the message
     } else {

@@ -111,8 +111,9 @@ static tj_status_t out_known(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   memset(&val, 0, sizeof val);
   val.dtype = dtype;
   val.rank = rank;
-  memcpy(val.dims, dims, sizeof(int64_t) * (size_t)rank);
-  val.data = tj_arena_memdup(&im->arena, data, bytes);
+  if (rank) memcpy(val.dims, dims, sizeof(int64_t) * (size_t)rank);
+  val.data = bytes ? tj_arena_memdup(&im->arena, data, bytes)
+                   : tj_arena_alloc(&im->arena, 0);
   if (!val.data) return tj_status_oom();
   val.symbolic = symbolic;
   return tj_onnx_define(im, n->proto->output[k], &val);
