@@ -761,6 +761,9 @@ static tj_status_t walk_nodes(tj_onnx_importer_t* im,
       all_known &= node.inputs[i]->data != NULL;
       symbolic |= node.inputs[i]->symbolic;
     }
+    if (p->n_output == 0)
+      return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,
+                                "no outputs");
     for (size_t i = 0; i < p->n_output; ++i) {
       if (!p->output[i])
         return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,

@@ -1906,7 +1906,7 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
                 (long long)since_opset(e->op));
   for (size_t i = 0; i < n->proto->n_attribute; ++i) {
     const char* name = n->proto->attribute[i]->name;
-    if (!name) return bad(im, n, "an attribute has no name");
+    if (!name || !name[0]) return bad(im, n, "an attribute has no name");
     const char* hit = strstr(e->attrs, name);
     size_t len = strlen(name);
     bool ok = false;
@@ -1914,7 +1914,7 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
       ok = (hit == e->attrs || hit[-1] == ',') && hit[len] == ',';
       hit = strstr(hit + 1, name);
     }
-    if (!ok || !len) return fail(im, n, "unsupported attribute %s", name);
+    if (!ok) return fail(im, n, "unsupported attribute %s", name);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&

@@ -537,6 +537,17 @@ TEST(errors_name_the_node) {
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
                "node 1 \"r2\" (Relu, opset 13): unsupported attribute alpha",
                import(ctx, &m, NULL, &g));
+  // Found by fuzz_onnx: an attribute named "" and a node with no outputs.
+  m.nodes[1] = node("Relu", "r3", 1, (const char* const[]){"t"}, 1,
+                    (const char* const[]){"y"}, 1,
+                    (Onnx__AttributeProto*[]){attr_int("", 1)});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "an attribute has no name",
+               import(ctx, &m, NULL, &g));
+  m.nodes[1] = node("Constant", "c", 0, NULL, 0, NULL, 1,
+                    (Onnx__AttributeProto*[]){attr_int("value_int", 1)});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 1 \"c\" (Constant, opset 13): no outputs",
+               import(ctx, &m, NULL, &g));
   // A Reshape whose shape is a graph input.
   model_init(&m, 13);
   static const int64_t kTwo[1] = {2};
