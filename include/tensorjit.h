@@ -37,6 +37,7 @@
 #include "tensorjit/tj_custom_op.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
+#include "tensorjit/tj_onnx.h"
 #include "tensorjit/tj_optimize.h"
 #include "tensorjit/tj_tensor.h"
 #include "tensorjit/tj_verify.h"

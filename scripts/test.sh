@@ -62,7 +62,7 @@ fuzz_seconds=${TJ_FUZZ_SECONDS:-20}
 fuzz_log=build-asan/fuzz/meson-logs/testlog.json
 mkdir -p build-asan/fuzz/meson-logs
 : > "$fuzz_log"
-for target in fuzz_parse fuzz_run_args fuzz_cache fuzz_builder; do
+for target in fuzz_parse fuzz_run_args fuzz_cache fuzz_builder fuzz_onnx; do
   exe=build-asan/tests/fuzz/$target
   out=build-asan/fuzz/$target
   mkdir -p "$out/corpus"

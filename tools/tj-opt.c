@@ -316,7 +316,8 @@ static int g_printed;
 static bool process(tj_context_t* context, const options_t* o, const char* text,
                     size_t length, const char* filename) {
   tj_graph_t* graph = NULL;
-  tj_status_t status = tj_graph_parse(context, text, length, filename, &graph);
+  tj_status_t status =
+      tj_tool_load_graph(context, text, length, filename, &graph);
   if (!status) status = tj_ir_verify(graph);
   char* printed = NULL;
   if (!status && !o->emit_kir) {
@@ -372,8 +373,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   piece_args_t args = {context, &o, filename};
-  bool ok = tj_tool_for_each_piece("tj-opt", text, length, o.split_input_file,
-                                   process_piece, &args);
+  bool ok = tj_tool_for_each_piece(
+      "tj-opt", text, length, o.split_input_file && !tj_tool_is_onnx(o.path),
+      process_piece, &args);
   tj_context_destroy(context);
   free(text);
   fflush(stdout);

@@ -866,7 +866,7 @@ static bool run_piece(const char* text, size_t length, void* user) {
   run_args_t* a = user;
   tj_graph_t* graph = NULL;
   tj_status_t status =
-      tj_graph_parse(a->context, text, length, a->path, &graph);
+      tj_tool_load_graph(a->context, text, length, a->path, &graph);
   if (!status && a->func && strcmp(tj_graph_name(graph), a->func) != 0) {
     tj_graph_destroy(graph);
     return true;
@@ -1081,7 +1081,7 @@ int main(int argc, char** argv) {
         .context = context,
         .path = path,
         .func = func,
-        .multiple = has_pieces(text, length) && !func,
+        .multiple = !tj_tool_is_onnx(path) && has_pieces(text, length) && !func,
         .grad = grad,
         .scoreboard = scoreboard,
         .profile = profile,
@@ -1090,8 +1090,8 @@ int main(int argc, char** argv) {
         .exec = &exec};
     tj_compile_options_initialize(&args.options);
     args.options.specialize = specialize;
-    if (!tj_tool_for_each_piece("tj-run", text, length, true, run_piece,
-                                &args)) {
+    if (!tj_tool_for_each_piece("tj-run", text, length, !tj_tool_is_onnx(path),
+                                run_piece, &args)) {
       rc = 1;
     } else if (func && args.matched == 0) {
       fprintf(stderr, "tj-run: %s has no function @%s\n", path, func);

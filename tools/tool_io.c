@@ -74,3 +74,27 @@ bool tj_tool_for_each_piece(const char* tool, const char* text, size_t length,
   }
   return ok;
 }
+
+bool tj_tool_is_onnx(const char* path) {
+  size_t n = path ? strlen(path) : 0;
+  return n > 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
+
+tj_status_t tj_tool_load_graph(tj_context_t* context, const char* text,
+                               size_t length, const char* path,
+                               tj_graph_t** out_graph) {
+  if (!tj_tool_is_onnx(path))
+    return tj_graph_parse(context, text, length, path, out_graph);
+  char dir[4096];
+  const char* slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n >= sizeof dir) n = sizeof dir - 1;
+  memcpy(dir, path, n);
+  dir[n] = 0;
+  if (!slash) strcpy(dir, ".");
+  if (slash == path) strcpy(dir, "/");
+  tj_onnx_import_options_t options;
+  tj_onnx_import_options_initialize(&options);
+  options.base_dir = dir;
+  return tj_onnx_import(context, text, length, &options, out_graph);
+}

@@ -23,7 +23,7 @@ code and message.
 
 from __future__ import annotations
 
-from . import _lib
+from . import _lib, onnx
 from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
@@ -39,8 +39,9 @@ __all__ = [
     "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
     "Scoreboard",
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
-    "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile", "default_context", "f32_to_bf16",
-    "library_path", "load_library", "numpy_dtype", "version",
+    "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile",
+    "default_context", "f32_to_bf16", "library_path", "load_library",
+    "numpy_dtype", "onnx", "version",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]
 

@@ -1,0 +1,100 @@
+// The ONNX importer's internal interface (onnx/): the import state shared
+// by the model walker (onnx_import.c) and the op converters (onnx_ops.c).
+// Only onnx/ includes this header: it names protobuf-c's generated types.
+
+#ifndef TJ_ONNX_ONNX_INTERNAL_H_
+#define TJ_ONNX_ONNX_INTERNAL_H_
+
+#include "lib/arena.h"
+#include "lib/base.h"
+#include "onnx.pb-c.h"
+
+// The opsets of the default domain the importer maps (a model of older
+// opset is imported when each of its ops is defined there as the
+// converters expect: kSince in onnx_ops.c).
+#define TJ_ONNX_MIN_OPSET 11
+#define TJ_ONNX_OLDEST_OPSET 1
+#define TJ_ONNX_MAX_OPSET 22
+// Known values (constants, folded shape computations) of at most this many
+// elements are folded on the reference interpreter when every input of a
+// node is known.
+#define TJ_ONNX_FOLD_LIMIT 65536
+
+// One ONNX value (a tensor name in the current scope).
+typedef struct tj_onnx_val_t {
+  const char* name;  // the key; in the arena or the model
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  // The graph value (none until a known value is first used as a tensor).
+  tj_value_t value;
+  // Known contents, dense row-major in |dtype| (NULL when not known).
+  // |symbolic|: an i64 shape vector some of whose entries are symbolic
+  // dims (tj_graph_symbol encodings), usable only as a shape.
+  const void* data;
+  bool symbolic;
+} tj_onnx_val_t;
+
+typedef struct tj_onnx_importer_t {
+  tj_context_t* context;
+  tj_allocator_t allocator;
+  tj_arena_t arena;
+  tj_graph_t* main_graph;
+  tj_graph_t* graph;  // main_graph, or the scratch graph of a fold
+  const Onnx__ModelProto* model;
+  int64_t opset;  // the default domain's opset in the current scope
+  const char* base_dir;
+  const tj_onnx_symbol_override_t* overrides;
+  int32_t num_overrides;
+  // Values by name: |vals| with an open-addressing index (slot = index+1).
+  tj_onnx_val_t* vals;
+  uint32_t num_vals, val_capacity;
+  uint32_t* index;
+  uint32_t index_capacity;
+  uint32_t function_depth, function_counter;
+  uint32_t name_counter;
+} tj_onnx_importer_t;
+
+// A node being converted: its inputs resolved (NULL for an absent optional
+// one), its outputs' names.
+typedef struct tj_onnx_node_t {
+  const Onnx__NodeProto* proto;
+  int32_t index;
+  int32_t num_inputs;
+  tj_onnx_val_t* inputs[32];
+} tj_onnx_node_t;
+
+// The value named |name| in the current scope, or NULL.
+tj_onnx_val_t* tj_onnx_lookup(tj_onnx_importer_t* im, const char* name);
+// Defines |name| (replacing an earlier definition of it).
+tj_status_t tj_onnx_define(tj_onnx_importer_t* im, const char* name,
+                           const tj_onnx_val_t* val);
+
+// The error prefix of |node|: "node 3 \"name\" (Reshape, opset 13)".
+tj_status_t tj_onnx_node_error(const tj_onnx_importer_t* im,
+                               const tj_onnx_node_t* node,
+                               tj_status_code_t code, const char* format, ...)
+    TJ_PRINTF_LIKE(4, 5);
+
+// ONNX elem_type -> dtype; false for one the library has no dtype for.
+bool tj_onnx_dtype(int32_t elem_type, tj_dtype_t* out_dtype);
+// A static name for an ONNX elem_type ("uint8").
+const char* tj_onnx_type_name(int32_t elem_type);
+
+// Decodes |tensor|'s contents (raw_data, a typed field or external data
+// under |im|->base_dir) into |*out| (data in the arena, or borrowed from
+// the message). |what| names the tensor in errors.
+tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
+                                 const Onnx__TensorProto* tensor,
+                                 const char* what, tj_onnx_val_t* out);
+
+// The graph value of |val| in the current graph (a known value becomes a
+// constant on first use); none after an error.
+tj_value_t tj_onnx_value(tj_onnx_importer_t* im, tj_onnx_val_t* val);
+
+// Converts one node of the default domain: defines its outputs.
+tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* node);
+// True if |op_type| is an op the converters may fold on known inputs.
+bool tj_onnx_op_known(const char* op_type);
+
+#endif  // TJ_ONNX_ONNX_INTERNAL_H_

@@ -1,0 +1,341 @@
+// The ONNX backend node suite through the importer: every test of
+// libonnx-testdata (onnx 1.12's node tests: model.onnx and
+// test_data_set_N/{input,output}_K.pb) is imported, compiled for x86, run
+// on each data set and compared with its outputs (ONNX's backend
+// tolerances: rtol 1e-3, atol 1e-7; 1e-2 for bf16; ints and bool exact).
+// Each outcome is checked against tests/onnx/expectations.txt, a line per
+// test: "NAME pass" or "NAME fail REASON"; an unexpected pass or failure,
+// or a test missing from the list, fails the suite.
+//
+// onnx_node_test EXPECTATIONS [DATA_DIR] [--write] [--only NAME]
+// --write rewrites EXPECTATIONS from the outcomes (then review the diff).
+// Without the package (DATA_DIR missing) the test skips (exit 77).
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base.h"
+#include "onnx/onnx_tensor.h"
+
+#define MAX_IO 16
+
+static char* read_all(const char* path, size_t* out_size) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char* buf = malloc(cap);
+  for (;;) {
+    if (n == cap) buf = realloc(buf, cap *= 2);
+    size_t got = fread(buf + n, 1, cap - n, f);
+    if (!got) break;
+    n += got;
+  }
+  fclose(f);
+  *out_size = n;
+  return buf;
+}
+
+typedef struct {
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  void* data;
+  size_t bytes;
+} host_tensor_t;
+
+static tj_status_t load_tensor(tj_context_t* ctx, const char* path,
+                               host_tensor_t* t) {
+  size_t size = 0;
+  char* bytes = read_all(path, &size);
+  if (!bytes) return tj_invalid("cannot read %s", path);
+  tj_status_t s = tj_onnx_tensor_parse(ctx, bytes, size, &t->dtype, &t->rank,
+                                       t->dims, &t->data, &t->bytes);
+  free(bytes);
+  return s;
+}
+
+static void free_tensor(tj_context_t* ctx, host_tensor_t* t) {
+  tj_free(tj_context_allocator(ctx), t->data, t->bytes);
+  t->data = NULL;
+}
+
+static double element(const host_tensor_t* t, int64_t i) {
+  const void* p = t->data;
+  switch (t->dtype) {
+    case TJ_DTYPE_F32:
+      return ((const float*)p)[i];
+    case TJ_DTYPE_F64:
+      return ((const double*)p)[i];
+    case TJ_DTYPE_F16: {
+      uint16_t h = ((const uint16_t*)p)[i];
+      int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+      double v = e == 0    ? ldexp(m, -24)
+                 : e == 31 ? (m ? NAN : INFINITY)
+                           : ldexp(m + 1024, e - 25);
+      return sign ? -v : v;
+    }
+    case TJ_DTYPE_BF16: {
+      uint32_t bits = (uint32_t)((const uint16_t*)p)[i] << 16;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      return f;
+    }
+    case TJ_DTYPE_I8:
+      return ((const int8_t*)p)[i];
+    case TJ_DTYPE_I32:
+      return ((const int32_t*)p)[i];
+    case TJ_DTYPE_I64:
+      return (double)((const int64_t*)p)[i];
+    case TJ_DTYPE_BOOL:
+      return ((const uint8_t*)p)[i];
+    default:
+      return 0;
+  }
+}
+
+// Compares |got| with |want|; writes the first difference into |why|.
+static bool close_enough(const host_tensor_t* want, const host_tensor_t* got,
+                         char* why, size_t why_size) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < want->rank; ++i) n *= want->dims[i];
+  bool is_float = want->dtype == TJ_DTYPE_F32 || want->dtype == TJ_DTYPE_F64 ||
+                  want->dtype == TJ_DTYPE_F16 || want->dtype == TJ_DTYPE_BF16;
+  double rtol = want->dtype == TJ_DTYPE_BF16 ? 1e-2 : 1e-3, atol = 1e-7;
+  for (int64_t i = 0; i < n; ++i) {
+    double w = element(want, i), g = element(got, i);
+    if (want->dtype == TJ_DTYPE_I64) {
+      if (((const int64_t*)want->data)[i] != ((const int64_t*)got->data)[i]) {
+        snprintf(why, why_size, "element %lld: %lld, expected %lld",
+                 (long long)i, (long long)((const int64_t*)got->data)[i],
+                 (long long)((const int64_t*)want->data)[i]);
+        return false;
+      }
+      continue;
+    }
+    bool ok;
+    if (!is_float)
+      ok = w == g;
+    else if (isnan(w))
+      ok = isnan(g);
+    else if (isinf(w))
+      ok = w == g;
+    else
+      ok = fabs(g - w) <= atol + rtol * fabs(w);
+    if (!ok) {
+      snprintf(why, why_size, "element %lld: %.9g, expected %.9g", (long long)i,
+               g, w);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void one_line(char* s) {
+  for (; *s; ++s)
+    if (*s == '\n' || *s == '\t') *s = ' ';
+}
+
+// Runs one test directory; "" on a pass, else the reason (malloc'd).
+static char* run_test(tj_context_t* ctx, const char* dir) {
+  char path[4096], why[1024] = "";
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  size_t size = 0;
+  char* bytes = read_all(path, &size);
+  if (!bytes) return strdup("no model.onnx");
+  tj_graph_t* graph = NULL;
+  tj_status_t s = tj_onnx_import(ctx, bytes, size, NULL, &graph);
+  free(bytes);
+  tj_executable_t* exe = NULL;
+  if (!s) {
+    tj_compile_options_t options;
+    tj_compile_options_initialize(&options);
+    options.target = TJ_TARGET_X86;
+    options.cache_dir = "";
+    options.x86.num_threads = 1;
+    s = tj_compile(graph, &options, &exe);
+  }
+  int32_t num_in = graph ? tj_graph_num_inputs(graph) : 0;
+  int32_t num_out = graph ? tj_graph_num_outputs(graph) : 0;
+  int sets = 0;
+  for (int set = 0; !s && !why[0]; ++set) {
+    char sdir[3072];
+    snprintf(sdir, sizeof sdir, "%s/test_data_set_%d", dir, set);
+    DIR* d = opendir(sdir);
+    if (!d) break;
+    closedir(d);
+    sets++;
+    host_tensor_t ins[MAX_IO], want[MAX_IO], got[MAX_IO];
+    memset(ins, 0, sizeof ins);
+    memset(want, 0, sizeof want);
+    memset(got, 0, sizeof got);
+    tj_tensor_t tin[MAX_IO], tout[MAX_IO];
+    for (int32_t i = 0; !s && i < num_in && i < MAX_IO; ++i) {
+      snprintf(path, sizeof path, "%s/input_%d.pb", sdir, (int)i);
+      s = load_tensor(ctx, path, &ins[i]);
+      if (!s)
+        tin[i] =
+            tj_tensor_make(ins[i].data, ins[i].dtype, ins[i].rank, ins[i].dims);
+    }
+    for (int32_t k = 0; !s && k < num_out && k < MAX_IO; ++k) {
+      snprintf(path, sizeof path, "%s/output_%d.pb", sdir, (int)k);
+      s = load_tensor(ctx, path, &want[k]);
+      if (s) break;
+      got[k].dtype =
+          tj_graph_value_dtype(graph, tj_graph_output_value(graph, k));
+      s = tj_executable_output_shape(exe, tin, num_in, k, &got[k].rank,
+                                     got[k].dims);
+      if (s) break;
+      if (got[k].dtype != want[k].dtype || got[k].rank != want[k].rank ||
+          memcmp(got[k].dims, want[k].dims,
+                 sizeof(int64_t) * (size_t)got[k].rank)) {
+        snprintf(why, sizeof why, "output %d: %s rank %d, expected %s rank %d",
+                 (int)k, tj_dtype_name(got[k].dtype), (int)got[k].rank,
+                 tj_dtype_name(want[k].dtype), (int)want[k].rank);
+        break;
+      }
+      got[k].bytes = want[k].bytes;
+      got[k].data = calloc(1, got[k].bytes + 1);
+      tout[k] =
+          tj_tensor_make(got[k].data, got[k].dtype, got[k].rank, got[k].dims);
+    }
+    if (!s && !why[0]) s = tj_executable_run(exe, tin, num_in, tout, num_out);
+    for (int32_t k = 0; !s && !why[0] && k < num_out; ++k) {
+      char diff[512];
+      if (!close_enough(&want[k], &got[k], diff, sizeof diff))
+        snprintf(why, sizeof why, "wrong values: data set %d output %d %s", set,
+                 (int)k, diff);
+    }
+    for (int32_t i = 0; i < MAX_IO; ++i) {
+      free_tensor(ctx, &ins[i]);
+      free_tensor(ctx, &want[i]);
+      free(got[i].data);
+    }
+  }
+  if (!s && !why[0] && sets == 0) snprintf(why, sizeof why, "no data set");
+  if (s) {
+    snprintf(why, sizeof why, "%s: %s", tj_status_code_name(tj_status_code(s)),
+             tj_status_message(s));
+    tj_status_free(s);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(graph);
+  one_line(why);
+  return strdup(why);
+}
+
+static int by_name(const void* a, const void* b) {
+  return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+int main(int argc, char** argv) {
+  const char* expect_path = NULL;
+  const char* data = "/usr/share/libonnx-testdata/data/node";
+  const char* only = NULL;
+  bool write = false;
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--write") == 0)
+      write = true;
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
+    else if (positional++ == 0)
+      expect_path = argv[i];
+    else
+      data = argv[i];
+  }
+  if (!expect_path) {
+    fprintf(stderr,
+            "usage: onnx_node_test EXPECTATIONS [DATA_DIR] [--write]\n");
+    return 2;
+  }
+  DIR* d = opendir(data);
+  if (!d) {
+    printf("SKIP: %s is missing: install libonnx-testdata (scripts/deps.sh)\n",
+           data);
+    return 77;
+  }
+  char** names = NULL;
+  size_t count = 0, cap = 0;
+  for (struct dirent* e; (e = readdir(d));) {
+    if (strncmp(e->d_name, "test_", 5) != 0) continue;
+    if (only && strcmp(only, e->d_name) != 0) continue;
+    if (count == cap)
+      names = realloc(names, (cap = cap ? cap * 2 : 1024) * sizeof(char*));
+    names[count++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, count, sizeof(char*), by_name);
+  // The expectations.
+  size_t esize = 0;
+  char* etext = read_all(expect_path, &esize);
+  if (!etext && !write) {
+    fprintf(stderr, "cannot read %s\n", expect_path);
+    return 1;
+  }
+  if (etext) {
+    etext = realloc(etext, esize + 1);
+    etext[esize] = 0;
+  }
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(NULL, &ctx);
+  if (s) {
+    fprintf(stderr, "%s\n", tj_status_message(s));
+    return 1;
+  }
+  FILE* out = NULL;
+  if (write) {
+    out = fopen(expect_path, "w");
+    fprintf(out,
+            "# The ONNX node suite's expected outcomes (tests/onnx/"
+            "onnx_node_test.c):\n# NAME pass, or NAME fail REASON. onnx "
+            "1.12's node tests (libonnx-testdata).\n");
+  }
+  int passed = 0, unexpected = 0;
+  for (size_t i = 0; i < count; ++i) {
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/%s", data, names[i]);
+    char* why = run_test(ctx, dir);
+    bool pass = why[0] == 0;
+    passed += pass;
+    if (out) {
+      if (pass)
+        fprintf(out, "%s pass\n", names[i]);
+      else
+        fprintf(out, "%s fail %s\n", names[i], why);
+    } else {
+      // Find "NAME " at a line start.
+      char key[512];
+      snprintf(key, sizeof key, "\n%s ", names[i]);
+      char* line = strstr(etext, key);
+      if (!line) {
+        printf("UNLISTED %s: %s\n", names[i], pass ? "pass" : why);
+        unexpected++;
+      } else {
+        line += strlen(key);
+        bool want_pass =
+            strncmp(line, "pass", 4) == 0 && (line[4] == '\n' || line[4] == 0);
+        bool want_fail = strncmp(line, "fail ", 5) == 0 && line[5] != '\n';
+        if (!want_pass && !want_fail) {
+          printf("BAD LINE %s: needs \"pass\" or \"fail REASON\"\n", names[i]);
+          unexpected++;
+        } else if (pass != want_pass) {
+          printf("UNEXPECTED %s %s: %s\n", names[i], pass ? "PASS" : "FAILURE",
+                 pass ? "update the expectations" : why);
+          unexpected++;
+        }
+      }
+    }
+    free(why);
+    free(names[i]);
+  }
+  printf("onnx node suite: %d of %zu pass (%.1f%%), %d unexpected\n", passed,
+         count, count ? 100.0 * passed / (double)count : 0.0, unexpected);
+  if (out) fclose(out);
+  free(names);
+  free(etext);
+  tj_context_destroy(ctx);
+  return unexpected ? 1 : 0;
+}

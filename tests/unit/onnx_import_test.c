@@ -1,0 +1,679 @@
+// tj_onnx_import: models built here with protobuf-c's generated code and
+// packed, then imported and run on the reference interpreter: dim_params
+// as symbols and their overrides, raw and typed initializers, external
+// data and its path checks, model-local functions, shape computations
+// folded (static and symbolic), the errors naming node, op and opset,
+// malformed bytes, and every allocation failure.
+
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onnx.pb-c.h"
+#include "onnx/onnx_tensor.h"
+#include "tests/unit/test.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+//===--- building models ---===//
+
+// Everything a model is built from lives in one pool freed at the end.
+static void* g_pool[4096];
+static int g_pool_used;
+static void* keep(void* p) {
+  g_pool[g_pool_used++] = p;
+  return p;
+}
+static void pool_free(void) {
+  while (g_pool_used) free(g_pool[--g_pool_used]);
+}
+static void* zalloc(size_t n) { return keep(calloc(1, n)); }
+
+static char** names(int count, const char* const* list) {
+  char** out = zalloc(sizeof(char*) * (size_t)(count + 1));
+  for (int i = 0; i < count; ++i) out[i] = (char*)list[i];
+  return out;
+}
+
+static Onnx__AttributeProto* attr_int(const char* name, int64_t v) {
+  Onnx__AttributeProto* a = zalloc(sizeof *a);
+  onnx__attribute_proto__init(a);
+  a->name = (char*)name;
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  a->has_i = 1;
+  a->i = v;
+  return a;
+}
+
+static Onnx__AttributeProto* attr_ref(const char* name, const char* ref) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->ref_attr_name = (char*)ref;
+  return a;
+}
+
+static Onnx__NodeProto* node(const char* op, const char* name, int nin,
+                             const char* const* ins, int nout,
+                             const char* const* outs, int nattr,
+                             Onnx__AttributeProto** attrs) {
+  Onnx__NodeProto* n = zalloc(sizeof *n);
+  onnx__node_proto__init(n);
+  n->op_type = (char*)op;
+  n->name = (char*)name;
+  n->n_input = (size_t)nin;
+  n->input = names(nin, ins);
+  n->n_output = (size_t)nout;
+  n->output = names(nout, outs);
+  n->n_attribute = (size_t)nattr;
+  n->attribute = attrs;
+  return n;
+}
+
+// A tensor value info; a dim is a dim_value, or a dim_param when |params|
+// names one ("" for neither).
+static Onnx__ValueInfoProto* value_info(const char* name, int32_t elem,
+                                        int rank, const int64_t* dims,
+                                        const char* const* params) {
+  Onnx__ValueInfoProto* v = zalloc(sizeof *v);
+  onnx__value_info_proto__init(v);
+  v->name = (char*)name;
+  Onnx__TypeProto* t = zalloc(sizeof *t);
+  onnx__type_proto__init(t);
+  Onnx__TypeProto__Tensor* tt = zalloc(sizeof *tt);
+  onnx__type_proto__tensor__init(tt);
+  tt->has_elem_type = 1;
+  tt->elem_type = elem;
+  Onnx__TensorShapeProto* shape = zalloc(sizeof *shape);
+  onnx__tensor_shape_proto__init(shape);
+  shape->n_dim = (size_t)rank;
+  shape->dim = zalloc(sizeof(void*) * (size_t)(rank + 1));
+  for (int i = 0; i < rank; ++i) {
+    Onnx__TensorShapeProto__Dimension* d = zalloc(sizeof *d);
+    onnx__tensor_shape_proto__dimension__init(d);
+    if (params && params[i]) {
+      if (params[i][0]) {
+        d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+        d->dim_param = (char*)params[i];
+      }
+    } else {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      d->dim_value = dims[i];
+    }
+    shape->dim[i] = d;
+  }
+  tt->shape = shape;
+  t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  t->tensor_type = tt;
+  v->type = t;
+  return v;
+}
+
+static Onnx__TensorProto* tensor_f32(const char* name, int rank,
+                                     const int64_t* dims, const float* data,
+                                     int64_t n, bool raw) {
+  Onnx__TensorProto* t = zalloc(sizeof *t);
+  onnx__tensor_proto__init(t);
+  t->name = (char*)name;
+  t->has_data_type = 1;
+  t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  t->n_dims = (size_t)rank;
+  t->dims = (int64_t*)dims;
+  if (raw) {
+    t->has_raw_data = 1;
+    t->raw_data.len = (size_t)n * sizeof(float);
+    t->raw_data.data = (uint8_t*)data;
+  } else {
+    t->n_float_data = (size_t)n;
+    t->float_data = (float*)data;
+  }
+  return t;
+}
+
+static Onnx__TensorProto* tensor_i64(const char* name, int64_t n,
+                                     const int64_t* data) {
+  Onnx__TensorProto* t = zalloc(sizeof *t);
+  onnx__tensor_proto__init(t);
+  t->name = (char*)name;
+  t->has_data_type = 1;
+  t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  int64_t* dims = zalloc(sizeof(int64_t));
+  dims[0] = n;
+  t->n_dims = 1;
+  t->dims = dims;
+  t->n_int64_data = (size_t)n;
+  t->int64_data = (int64_t*)data;
+  return t;
+}
+
+typedef struct {
+  Onnx__ModelProto model;
+  Onnx__GraphProto graph;
+  Onnx__OperatorSetIdProto opset;
+  Onnx__OperatorSetIdProto* opsets[1];
+  Onnx__NodeProto* nodes[32];
+  Onnx__ValueInfoProto* inputs[8];
+  Onnx__ValueInfoProto* outputs[8];
+  Onnx__TensorProto* inits[8];
+} model_t;
+
+static void model_init(model_t* m, int64_t opset) {
+  memset(m, 0, sizeof *m);
+  onnx__model_proto__init(&m->model);
+  onnx__graph_proto__init(&m->graph);
+  onnx__operator_set_id_proto__init(&m->opset);
+  m->opset.domain = (char*)"";
+  m->opset.has_version = 1;
+  m->opset.version = opset;
+  m->opsets[0] = &m->opset;
+  m->model.n_opset_import = 1;
+  m->model.opset_import = m->opsets;
+  m->model.has_ir_version = 1;
+  m->model.ir_version = 8;
+  m->graph.name = (char*)"test-graph";
+  m->graph.node = m->nodes;
+  m->graph.input = m->inputs;
+  m->graph.output = m->outputs;
+  m->graph.initializer = m->inits;
+  m->model.graph = &m->graph;
+}
+static void add_node(model_t* m, Onnx__NodeProto* n) {
+  m->nodes[m->graph.n_node++] = n;
+}
+static void add_input(model_t* m, Onnx__ValueInfoProto* v) {
+  m->inputs[m->graph.n_input++] = v;
+}
+static void add_output(model_t* m, Onnx__ValueInfoProto* v) {
+  m->outputs[m->graph.n_output++] = v;
+}
+static void add_init(model_t* m, Onnx__TensorProto* t) {
+  m->inits[m->graph.n_initializer++] = t;
+}
+
+static uint8_t* pack(model_t* m, size_t* size) {
+  *size = onnx__model_proto__get_packed_size(&m->model);
+  uint8_t* buf = keep(malloc(*size + 1));
+  onnx__model_proto__pack(&m->model, buf);
+  return buf;
+}
+
+static tj_status_t import(tj_context_t* ctx, model_t* m,
+                          const tj_onnx_import_options_t* options,
+                          tj_graph_t** graph) {
+  size_t size;
+  uint8_t* bytes = pack(m, &size);
+  return tj_onnx_import(ctx, bytes, size, options, graph);
+}
+
+static const int64_t kNone[1] = {0};
+
+//===--- tests ---===//
+
+// x[N,3] + w (a raw initializer) then * 2 (a typed one); N a dim_param.
+static void build_affine(model_t* m) {
+  static const int64_t kDims[2] = {0, 3}, kW[1] = {3}, kS[1] = {1};
+  static const float kWData[3] = {1, 2, 3}, kTwo[1] = {2};
+  static const char* const kParams[2] = {"batch size", NULL};
+  model_init(m, 17);
+  add_input(m, value_info("x.0", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kDims,
+                          kParams));
+  add_init(m, tensor_f32("w", 1, kW, kWData, 3, true));
+  add_init(m, tensor_f32("two", 1, kS, kTwo, 1, false));
+  // A graph input that is an initializer is a constant, not an input.
+  add_input(m,
+            value_info("w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, kW, NULL));
+  static const char* const kIn1[2] = {"x.0", "w"};
+  static const char* const kOut1[1] = {"t"};
+  static const char* const kIn2[2] = {"t", "two"};
+  static const char* const kOut2[1] = {"y:0"};
+  add_node(m, node("Add", "add", 2, kIn1, 1, kOut1, 0, NULL));
+  add_node(m, node("Mul", "mul", 2, kIn2, 1, kOut2, 0, NULL));
+  add_output(m, value_info("y:0", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2,
+                           kDims, kParams));
+}
+
+TEST(inputs_symbols_initializers) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_affine(&m);
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    CHECK_EQ_INT(1, tj_graph_num_inputs(g));
+    CHECK_STREQ("x_0", tj_graph_input_name(g, 0));
+    CHECK_STREQ("y_0", tj_graph_output_name(g, 0));
+    CHECK_STREQ("test_graph", tj_graph_name(g));
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(g, tj_graph_input_value(g, 0), dims);
+    CHECK(dims[0] == tj_graph_symbol(g, "batch_size"));
+    CHECK_EQ_INT(3, dims[1]);
+    float x[6] = {0, 1, 2, 3, 4, 5}, y[6];
+    int64_t shape[2] = {2, 3};
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 2, shape);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    for (int i = 0; i < 6; ++i) CHECK(y[i] == (x[i] + (float)(i % 3 + 1)) * 2);
+  }
+  tj_graph_destroy(g);
+  // An override fixes the dim.
+  tj_onnx_symbol_override_t ov = {"batch size", 4};
+  tj_onnx_import_options_t options;
+  tj_onnx_import_options_initialize(&options);
+  options.symbol_overrides = &ov;
+  options.num_symbol_overrides = 1;
+  CHECK_OK(import(ctx, &m, &options, &g));
+  if (g) {
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(g, tj_graph_input_value(g, 0), dims);
+    CHECK_EQ_INT(4, dims[0]);
+  }
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// Reshape's shape from Shape -> Gather -> Unsqueeze -> Concat over x's
+// dims: folded, with x's first dim static or symbolic.
+static void build_flatten_chain(model_t* m, bool symbolic) {
+  static const int64_t kDims[3] = {2, 3, 4};
+  static const char* const kParams[3] = {"N", NULL, NULL};
+  static const int64_t kZero[1] = {0}, kMinus1[1] = {-1}, kAxes[1] = {0};
+  model_init(m, 13);
+  add_input(m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, kDims,
+                          symbolic ? kParams : NULL));
+  add_init(m, tensor_i64("zero", 0, kZero));
+  m->inits[0]->n_dims = 0;  // a scalar index
+  m->inits[0]->n_int64_data = 1;
+  add_init(m, tensor_i64("minus1", 1, kMinus1));
+  add_init(m, tensor_i64("axes", 1, kAxes));
+  static const char* const kX[1] = {"x"};
+  static const char* const kShape[1] = {"shape"};
+  static const char* const kG[2] = {"shape", "zero"};
+  static const char* const kN[1] = {"n"};
+  static const char* const kU[2] = {"n", "axes"};
+  static const char* const kN1[1] = {"n1"};
+  static const char* const kC[2] = {"n1", "minus1"};
+  static const char* const kS[1] = {"s"};
+  static const char* const kR[2] = {"x", "s"};
+  static const char* const kY[1] = {"y"};
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  add_node(m, node("Shape", "shape", 1, kX, 1, kShape, 0, NULL));
+  add_node(m, node("Gather", "first", 2, kG, 1, kN, 1, axis0));
+  add_node(m, node("Unsqueeze", "unsq", 2, kU, 1, kN1, 0, NULL));
+  add_node(m, node("Concat", "cat", 2, kC, 1, kS, 1, axis0));
+  add_node(m, node("Reshape", "reshape", 2, kR, 1, kY, 0, NULL));
+  add_output(
+      m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, kNone, NULL));
+}
+
+TEST(shape_chains_fold) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  for (int symbolic = 0; symbolic < 2; ++symbolic) {
+    model_t m;
+    build_flatten_chain(&m, symbolic);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) continue;
+    tj_value_t y = tj_graph_output_value(g, 0);
+    CHECK_EQ_INT(2, tj_graph_value_rank(g, y));
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(g, y, dims);
+    CHECK(dims[0] == (symbolic ? tj_graph_symbol(g, "N") : 2));
+    CHECK_EQ_INT(12, dims[1]);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// A model-local function (domain "custom") with an attribute reference.
+TEST(functions_expand) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const int64_t kDims[2] = {2, 3};
+  model_t m;
+  model_init(&m, 17);
+  Onnx__OperatorSetIdProto custom;
+  onnx__operator_set_id_proto__init(&custom);
+  custom.domain = (char*)"custom";
+  custom.has_version = 1;
+  custom.version = 1;
+  Onnx__OperatorSetIdProto* opsets[2] = {&m.opset, &custom};
+  m.model.opset_import = opsets;
+  m.model.n_opset_import = 2;
+  // SquareSoftmax(a) = Softmax(a * a, axis = @ax)
+  Onnx__FunctionProto f;
+  onnx__function_proto__init(&f);
+  f.name = (char*)"SquareSoftmax";
+  f.domain = (char*)"custom";
+  static const char* const kA[1] = {"a"};
+  static const char* const kB[1] = {"b"};
+  static const char* const kAA[2] = {"a", "a"};
+  static const char* const kSq[1] = {"sq"};
+  f.n_input = 1;
+  f.input = (char**)kA;
+  f.n_output = 1;
+  f.output = (char**)kB;
+  static const char* const kAttrs[1] = {"ax"};
+  f.n_attribute = 1;
+  f.attribute = (char**)kAttrs;
+  Onnx__AttributeProto** ref = zalloc(sizeof(void*));
+  ref[0] = attr_ref("axis", "ax");
+  Onnx__NodeProto* body[2] = {
+      node("Mul", "sq", 2, kAA, 1, kSq, 0, NULL),
+      node("Softmax", "sm", 1, (const char* const[]){"sq"}, 1, kB, 1, ref)};
+  f.n_node = 2;
+  f.node = body;
+  f.n_opset_import = 1;
+  f.opset_import = m.opsets;
+  Onnx__FunctionProto* fs[1] = {&f};
+  m.model.n_functions = 1;
+  m.model.functions = fs;
+  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kDims,
+                           NULL));
+  Onnx__AttributeProto** call_attrs = zalloc(sizeof(void*));
+  call_attrs[0] = attr_int("ax", 0);
+  Onnx__NodeProto* call =
+      node("SquareSoftmax", "call", 1, (const char* const[]){"x"}, 1,
+           (const char* const[]){"y"}, 1, call_attrs);
+  call->domain = (char*)"custom";
+  add_node(&m, call);
+  add_output(&m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kDims,
+                            NULL));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[6] = {0, 1, 2, -1, 0.5f, 3}, y[6];
+    int64_t shape[2] = {2, 3};
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 2, shape);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    for (int j = 0; j < 3; ++j) {  // softmax over axis 0
+      double e0 = exp((double)x[j] * x[j]),
+             e1 = exp((double)x[3 + j] * x[3 + j]);
+      CHECK(fabs(y[j] - e0 / (e0 + e1)) < 1e-6);
+      CHECK(fabs(y[3 + j] - e1 / (e0 + e1)) < 1e-6);
+    }
+  }
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+static void write_file(const char* path, const void* data, size_t n) {
+  FILE* f = fopen(path, "wb");
+  fwrite(data, 1, n, f);
+  fclose(f);
+}
+
+static Onnx__StringStringEntryProto* entry(const char* k, const char* v) {
+  Onnx__StringStringEntryProto* e = zalloc(sizeof *e);
+  onnx__string_string_entry_proto__init(e);
+  e->key = (char*)k;
+  e->value = (char*)v;
+  return e;
+}
+
+// y = x + w, w in an external file |location| at offset 4.
+static void build_external(model_t* m, const char* location) {
+  static const int64_t kDims[1] = {3};
+  model_init(m, 17);
+  add_input(
+      m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, kDims, NULL));
+  Onnx__TensorProto* w = tensor_f32("w", 1, kDims, NULL, 0, false);
+  w->has_data_location = 1;
+  w->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  w->n_external_data = 3;
+  w->external_data = zalloc(3 * sizeof(void*));
+  w->external_data[0] = entry("location", location);
+  w->external_data[1] = entry("offset", "4");
+  w->external_data[2] = entry("length", "12");
+  add_init(m, w);
+  add_node(m, node("Add", "add", 2, (const char* const[]){"x", "w"}, 1,
+                   (const char* const[]){"y"}, 0, NULL));
+  add_output(
+      m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, kDims, NULL));
+}
+
+TEST(external_data) {
+  char dir[] = "/tmp/tj_onnx_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char sub[256], path[300], outside[300], link[300];
+  snprintf(sub, sizeof sub, "%s/model", dir);
+  mkdir(sub, 0700);
+  float data[4] = {99, 10, 20, 30};
+  snprintf(path, sizeof path, "%s/weights.bin", sub);
+  write_file(path, data, sizeof data);
+  snprintf(outside, sizeof outside, "%s/secret.bin", dir);
+  write_file(outside, data, sizeof data);
+  snprintf(link, sizeof link, "%s/link.bin", sub);
+  CHECK(symlink(outside, link) == 0);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_external(&m, "weights.bin");
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  char model_path[300];
+  snprintf(model_path, sizeof model_path, "%s/m.onnx", sub);
+  write_file(model_path, bytes, size);
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_onnx_import_file(ctx, model_path, NULL, &g));
+  if (g) {
+    float x[3] = {1, 2, 3}, y[3];
+    int64_t shape[1] = {3};
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 1, shape);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 1, shape);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    CHECK(y[0] == 11 && y[1] == 22 && y[2] == 33);
+  }
+  tj_graph_destroy(g);
+  // From bytes, external data needs a base directory.
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "no base directory",
+               tj_onnx_import(ctx, bytes, size, NULL, &g));
+  CHECK(g == NULL);
+  // Locations that leave the base directory.
+  static const char* const kBad[] = {"../secret.bin", "/etc/passwd", "link.bin",
+                                     "a/../../secret.bin"};
+  for (size_t i = 0; i < ARRAY_SIZE(kBad); ++i) {
+    build_external(&m, kBad[i]);
+    bytes = pack(&m, &size);
+    tj_onnx_import_options_t options;
+    tj_onnx_import_options_initialize(&options);
+    options.base_dir = sub;
+    tj_status_t s = tj_onnx_import(ctx, bytes, size, &options, &g);
+    CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+    CHECK(strstr(tj_status_message(s), "base directory") != NULL ||
+          strstr(tj_status_message(s), "relative path") != NULL);
+    CHECK(g == NULL);
+    tj_status_free(s);
+  }
+  // A file shorter than offset + length.
+  build_external(&m, "weights.bin");
+  m.inits[0]->external_data[1] = entry("offset", "8");
+  bytes = pack(&m, &size);
+  tj_onnx_import_options_t options;
+  tj_onnx_import_options_initialize(&options);
+  options.base_dir = sub;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "wanted at offset 8",
+               tj_onnx_import(ctx, bytes, size, &options, &g));
+  unlink(link);
+  unlink(path);
+  unlink(outside);
+  unlink(model_path);
+  rmdir(sub);
+  rmdir(dir);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+TEST(errors_name_the_node) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const int64_t kDims[4] = {1, 2, 3, 3};
+  model_t m;
+  tj_graph_t* g = NULL;
+  // An op with no mapping.
+  model_init(&m, 13);
+  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kDims,
+                           NULL));
+  add_node(&m, node("Relu", "r", 1, (const char* const[]){"x"}, 1,
+                    (const char* const[]){"t"}, 0, NULL));
+  add_node(&m, node("LRN", "my_lrn", 1, (const char* const[]){"t"}, 1,
+                    (const char* const[]){"y"}, 0, NULL));
+  add_output(&m, value_info("y", 1, 4, kDims, NULL));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "onnx: node 1 \"my_lrn\" (LRN, opset 13): unsupported op",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  // An attribute the converter does not know.
+  m.nodes[1] = node("Relu", "r2", 1, (const char* const[]){"t"}, 1,
+                    (const char* const[]){"y"}, 1,
+                    (Onnx__AttributeProto*[]){attr_int("alpha", 1)});
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 1 \"r2\" (Relu, opset 13): unsupported attribute alpha",
+               import(ctx, &m, NULL, &g));
+  // Found by fuzz_onnx: an attribute named "" and a node with no outputs.
+  m.nodes[1] = node("Relu", "r3", 1, (const char* const[]){"t"}, 1,
+                    (const char* const[]){"y"}, 1,
+                    (Onnx__AttributeProto*[]){attr_int("", 1)});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "an attribute has no name",
+               import(ctx, &m, NULL, &g));
+  m.nodes[1] = node("Constant", "c", 0, NULL, 0, NULL, 1,
+                    (Onnx__AttributeProto*[]){attr_int("value_int", 1)});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 1 \"c\" (Constant, opset 13): no outputs",
+               import(ctx, &m, NULL, &g));
+  // A Reshape whose shape is a graph input.
+  model_init(&m, 13);
+  static const int64_t kTwo[1] = {2};
+  add_input(&m, value_info("x", 1, 4, kDims, NULL));
+  add_input(
+      &m, value_info("s", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, kTwo, NULL));
+  add_node(&m, node("Reshape", "rs", 2, (const char* const[]){"x", "s"}, 1,
+                    (const char* const[]){"y"}, 0, NULL));
+  add_output(&m, value_info("y", 1, 4, kDims, NULL));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"rs\" (Reshape, opset 13): input 1 (shape, \"s\") "
+               "must be a constant",
+               import(ctx, &m, NULL, &g));
+  // An undefined name, an opset beyond the newest, an unknown dtype.
+  m.nodes[0]->input[1] = (char*)"nowhere";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "input 1 \"nowhere\" is not defined",
+               import(ctx, &m, NULL, &g));
+  model_init(&m, 99);
+  add_input(&m, value_info("x", 1, 4, kDims, NULL));
+  add_output(&m, value_info("x", 1, 4, kDims, NULL));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "opset 99", import(ctx, &m, NULL, &g));
+  model_init(&m, 13);
+  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 4, kDims,
+                           NULL));
+  add_output(&m, value_info("x", 1, 4, kDims, NULL));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "dtype uint8", import(ctx, &m, NULL, &g));
+  // Malformed bytes, and a wrong options size.
+  static const uint8_t kJunk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2};
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not a ModelProto",
+               tj_onnx_import(ctx, kJunk, sizeof kJunk, NULL, &g));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "no graph",
+               tj_onnx_import(ctx, kJunk, 0, NULL, &g));
+  tj_onnx_import_options_t options;
+  tj_onnx_import_options_initialize(&options);
+  options.struct_size = 3;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "struct_size",
+               tj_onnx_import(ctx, kJunk, 0, &options, &g));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "cannot open",
+               tj_onnx_import_file(ctx, "/nonexistent/m.onnx", NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// Every allocation failure, over a model with symbols, initializers,
+// folding and a Reshape: OUT_OF_MEMORY each time, nothing leaked.
+TEST(import_oom_sweep) {
+  model_t a, b;
+  build_affine(&a);
+  build_flatten_chain(&b, true);
+  size_t sizes[2];
+  uint8_t* bytes[2] = {pack(&a, &sizes[0]), pack(&b, &sizes[1])};
+  for (int which = 0; which < 2; ++which) {
+    long runs = 0;
+    for (long fail_at = 0;; ++fail_at, ++runs) {
+      tj_test_allocator_t alloc;
+      tj_test_allocator_initialize(&alloc, fail_at);
+      tj_context_options_t options;
+      tj_context_options_initialize(&options);
+      options.allocator = tj_test_allocator_get(&alloc);
+      tj_context_t* ctx = NULL;
+      tj_status_t s = tj_context_create(&options, &ctx);
+      if (s) {
+        tj_status_free(s);
+        CHECK_EQ_INT(0, alloc.live_blocks);
+        continue;
+      }
+      tj_graph_t* g = NULL;
+      s = tj_onnx_import(ctx, bytes[which], sizes[which], NULL, &g);
+      if (s) CHECK(g == NULL);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      CHECK_EQ_INT(0, alloc.live_blocks);
+      CHECK_EQ_INT(0, alloc.bad_frees);
+      if (!s) break;
+      if (tj_status_code(s) != TJ_STATUS_OUT_OF_MEMORY)
+        fprintf(stderr, "fail_at=%ld: %s\n", fail_at, tj_status_message(s));
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+      if (runs > 100000) break;
+    }
+    CHECK(runs > 10);
+  }
+  pool_free();
+}
+
+// tj_onnx_tensor_parse: a backend test's tensor file.
+TEST(tensor_parse) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const int64_t kDims[2] = {2, 2};
+  static const float kData[4] = {1, -2, 3.5f, 0};
+  Onnx__TensorProto* t = tensor_f32("t", 2, kDims, kData, 4, false);
+  size_t size = onnx__tensor_proto__get_packed_size(t);
+  uint8_t* buf = keep(malloc(size));
+  onnx__tensor_proto__pack(t, buf);
+  tj_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  void* data = NULL;
+  size_t bytes = 0;
+  CHECK_OK(
+      tj_onnx_tensor_parse(ctx, buf, size, &dtype, &rank, dims, &data, &bytes));
+  CHECK_EQ_INT(TJ_DTYPE_F32, dtype);
+  CHECK_EQ_INT(2, rank);
+  CHECK_EQ_INT(16, bytes);
+  CHECK(data && memcmp(data, kData, 16) == 0);
+  free(data);
+  // A typed field of the wrong length.
+  t->n_float_data = 3;
+  size = onnx__tensor_proto__get_packed_size(t);
+  onnx__tensor_proto__pack(t, buf);
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "3 elements stored for 4",
+      tj_onnx_tensor_parse(ctx, buf, size, &dtype, &rank, dims, &data, &bytes));
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+int main(void) {
+  RUN_TEST(inputs_symbols_initializers);
+  RUN_TEST(shape_chains_fold);
+  RUN_TEST(functions_expand);
+  RUN_TEST(external_data);
+  RUN_TEST(errors_name_the_node);
+  RUN_TEST(import_oom_sweep);
+  RUN_TEST(tensor_parse);
+  TEST_MAIN_END();
+}
