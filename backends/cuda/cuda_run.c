@@ -403,6 +403,9 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
       TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
           p, st->first_kernel, st->num_kernels, &p->stats.kernel_launches));
     } else {
+      // Profiled, the host step's time is its own: the kernels before it
+      // finish first (their time is the events'), not inside its wait.
+      if (tm) TJ_CU_RETURN_IF_ERROR(cu, cuStreamSynchronize, (p->stream));
       double start = tm ? tj_now_ms() : 0;
       TJ_RETURN_IF_ERROR(run_host_step(p, st, sym, inputs));
       if (tm && host_index < tm->num_host_steps) {
