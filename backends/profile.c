@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/executable.h"
+#include "kir/kernel_ir.h"
 #include "lib/env.h"
 
 typedef struct sort_item_t {
@@ -25,18 +26,6 @@ static int by_time(const void* a, const void* b) {
   const sort_item_t* y = b;
   if (x->ms != y->ms) return x->ms < y->ms ? 1 : -1;
   return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static const char* kind_name(tj_kir_kind_t kind) {
-  switch (kind) {
-    case TJ_KIR_POINTWISE:
-      return "pointwise";
-    case TJ_KIR_ROW_REDUCE:
-      return "row_reduce";
-    case TJ_KIR_GEMM:
-      return "gemm";
-  }
-  return "kernel";
 }
 
 // The ops of host step |h| ("gather,add"), at most |size| bytes.
@@ -98,7 +87,7 @@ static tj_status_t make_report(const tj_executable_t* exe,
     tj_profile_entry_t* x = &tmp[e];
     x->kind = TJ_PROFILE_KERNEL;
     snprintf(x->name, sizeof(x->name), "%s", kt->name ? kt->name : "?");
-    snprintf(x->detail, sizeof(x->detail), "%s", kind_name(kt->kind));
+    snprintf(x->detail, sizeof(x->detail), "%s", tj_kir_kind_name(kt->kind));
     x->ms = kt->ms * per;
     x->launches = (double)kt->launches * per;
     x->bytes = kt->bytes * per;
