@@ -46,6 +46,7 @@ enum {
   kChildSetup = 4,      // could not set up (parse, context, limit)
 };
 
+#ifndef TJ_TEST_SANITIZED
 static const char kCapstone[] =
     "func @capstone[B](%x: f32[B,64], %w: f32[64,96], %b: f32[96]) {\n"
     "  %h = linear %x, %w, %b : f32[B,96]\n"
@@ -136,7 +137,6 @@ static int child(long extra_bytes) {
   return code;
 }
 
-#ifndef TJ_TEST_SANITIZED
 static void sweep(const char* what) {
   for (int i = 0; i < kB * kK; ++i) g_x[i] = (float)((i * 37) % 19 - 9) / 8;
   for (int i = 0; i < kK * kN; ++i) g_w[i] = (float)((i * 11) % 23 - 11) / 64;
