@@ -982,8 +982,24 @@ static tj_status_t window_attrs(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     return fail(im, n, "the input has rank %d; 3 to 5 are supported",
                 (int)rank);
   const int64_t* xd = n->inputs[0]->dims;
+  // Every size below 2^31, so that the pad arithmetic cannot overflow.
+  const int64_t big = (int64_t)1 << 31;
+  for (int32_t i = 0; i < sp; ++i) {
+    if (xd[i + 2] >= big || kernel[i] >= big)
+      return fail(im, n, "spatial dim %d is too large", (int)(i + 2));
+  }
+  static const char* const kSized[] = {"strides", "dilations", "pads",
+                                       "output_padding", "output_shape"};
   int64_t v[MAX_INTS];
   int32_t c;
+  for (size_t k = 0; k < TJ_ARRAY_SIZE(kSized); ++k) {
+    TJ_RETURN_IF_ERROR(attr_ints(im, n, kSized[k], &c, v));
+    for (int32_t i = 0; i < c; ++i) {
+      if (v[i] >= big || v[i] <= -big)
+        return bad(im, n, "%s[%d] = %lld is out of range", kSized[k], (int)i,
+                   (long long)v[i]);
+    }
+  }
   TJ_RETURN_IF_ERROR(attr_ints(im, n, "strides", &c, v));
   if (c && c != sp) return bad(im, n, "strides has %d entries", (int)c);
   for (int32_t i = 0; i < sp; ++i) {

@@ -748,6 +748,15 @@ TEST(conv_same_upper) {
     for (int i = 0; i < 27; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-5f);
   }
   tj_graph_destroy(g);
+  g = NULL;
+  // A stride past 2^31 is refused before any pad arithmetic.
+  static const int64_t kHuge[2] = {(int64_t)1 << 40, 2};
+  m.nodes[0]->attribute[1]->ints = (int64_t*)kHuge;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"conv\" (Conv, opset 17): strides[0] = 1099511627776 "
+               "is out of range",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
   tj_context_destroy(ctx);
   pool_free();
 }
