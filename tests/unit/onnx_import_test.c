@@ -47,6 +47,26 @@ static Onnx__AttributeProto* attr_int(const char* name, int64_t v) {
   return a;
 }
 
+static Onnx__AttributeProto* attr_ints(const char* name, int n,
+                                       const int64_t* v) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  a->n_ints = (size_t)n;
+  a->ints = (int64_t*)v;
+  return a;
+}
+
+static Onnx__AttributeProto* attr_str(const char* name, const char* v) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  a->has_s = 1;
+  a->s.len = strlen(v);
+  a->s.data = (uint8_t*)v;
+  return a;
+}
+
 static Onnx__AttributeProto* attr_ref(const char* name, const char* ref) {
   Onnx__AttributeProto* a = attr_int(name, 0);
   a->has_i = 0;
@@ -592,15 +612,39 @@ TEST(errors_name_the_node) {
   pool_free();
 }
 
+static float g_conv_w[36], g_conv_b[3] = {0.5f, -1, 2};
+static const int64_t kConvX[4] = {1, 2, 6, 5}, kConvY[4] = {1, 3, 3, 3};
+
+static void build_conv_same_upper(model_t* m) {
+  static const int64_t kW[4] = {3, 2, 3, 2}, kB[1] = {3};
+  static const int64_t kStrides[2] = {2, 2};
+  for (int i = 0; i < 36; ++i) g_conv_w[i] = (float)((i * 7) % 11) - 5;
+  model_init(m, 17);
+  add_input(m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kConvX,
+                          NULL));
+  add_init(m, tensor_f32("w", 4, kW, g_conv_w, 36, true));
+  add_init(m, tensor_f32("b", 1, kB, g_conv_b, 3, false));
+  static const char* const kIn[3] = {"x", "w", "b"};
+  static const char* const kOut[1] = {"y"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 2);
+  attrs[0] = attr_str("auto_pad", "SAME_UPPER");
+  attrs[1] = attr_ints("strides", 2, kStrides);
+  add_node(m, node("Conv", "conv", 3, kIn, 1, kOut, 2, attrs));
+  add_output(m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kConvY,
+                           NULL));
+}
+
 // Every allocation failure, over a model with symbols, initializers,
 // folding and a Reshape: OUT_OF_MEMORY each time, nothing leaked.
 TEST(import_oom_sweep) {
-  model_t a, b;
+  model_t a, b, c;
   build_affine(&a);
   build_flatten_chain(&b, true);
-  size_t sizes[2];
-  uint8_t* bytes[2] = {pack(&a, &sizes[0]), pack(&b, &sizes[1])};
-  for (int which = 0; which < 2; ++which) {
+  build_conv_same_upper(&c);  // the window attributes and the conv builder
+  size_t sizes[3];
+  uint8_t* bytes[3] = {pack(&a, &sizes[0]), pack(&b, &sizes[1]),
+                       pack(&c, &sizes[2])};
+  for (int which = 0; which < 3; ++which) {
     long runs = 0;
     for (long fail_at = 0;; ++fail_at, ++runs) {
       tj_test_allocator_t alloc;
@@ -667,6 +711,109 @@ TEST(tensor_parse) {
   pool_free();
 }
 
+// Conv with auto_pad SAME_UPPER and stride 2 on a 6x5 input, kernel 3x2:
+// out = ceil(S / 2) = 3x3, a total pad of 1 on each axis, at the end
+// (SAME_LOWER would put it at the beginning), against a nested-loop oracle.
+TEST(conv_same_upper) {
+  model_t m;
+  build_conv_same_upper(&m);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[60], y[27], want[27];
+    for (int i = 0; i < 60; ++i) x[i] = (float)((i * 5) % 13) * 0.25f - 1;
+    for (int o = 0; o < 3; ++o) {
+      for (int oh = 0; oh < 3; ++oh) {
+        for (int ow = 0; ow < 3; ++ow) {
+          double acc = g_conv_b[o];
+          for (int c = 0; c < 2; ++c) {
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 2; ++kw) {
+                int ih = oh * 2 + kh, iw = ow * 2 + kw;  // pads (0, 1)
+                if (ih >= 6 || iw >= 5) continue;
+                acc += (double)x[(c * 6 + ih) * 5 + iw] *
+                       g_conv_w[((o * 2 + c) * 3 + kh) * 2 + kw];
+              }
+            }
+          }
+          want[(o * 3 + oh) * 3 + ow] = (float)acc;
+        }
+      }
+    }
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, kConvX);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, kConvY);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    for (int i = 0; i < 27; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-5f);
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  // A stride past 2^31 is refused before any pad arithmetic.
+  static const int64_t kHuge[2] = {(int64_t)1 << 40, 2};
+  m.nodes[0]->attribute[1]->ints = (int64_t*)kHuge;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"conv\" (Conv, opset 17): strides[0] = 1099511627776 "
+               "is out of range",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// MaxPool 3x3 stride 2 with ceil_mode on 6x7: out = ceil((S - 3) / 2) + 1 =
+// 3x3 (the last windows hang past the end); and the Indices output is an
+// error naming the node.
+TEST(maxpool_ceil_mode) {
+  static const int64_t kX[4] = {1, 1, 6, 7}, kY[4] = {1, 1, 3, 3};
+  static const int64_t kK[2] = {3, 3}, kStrides[2] = {2, 2};
+  model_t m;
+  model_init(&m, 12);
+  add_input(&m,
+            value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kX, NULL));
+  static const char* const kIn[1] = {"x"};
+  static const char* const kOut[2] = {"y", "idx"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 3);
+  attrs[0] = attr_ints("kernel_shape", 2, kK);
+  attrs[1] = attr_ints("strides", 2, kStrides);
+  attrs[2] = attr_int("ceil_mode", 1);
+  Onnx__NodeProto* pool = node("MaxPool", "pool", 1, kIn, 2, kOut, 3, attrs);
+  pool->n_output = 1;  // Y only, for now
+  add_node(&m, pool);
+  add_output(
+      &m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kY, NULL));
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[42], y[9], want[9];
+    for (int i = 0; i < 42; ++i) x[i] = (float)((i * 17) % 23) - 11;
+    for (int oh = 0; oh < 3; ++oh) {
+      for (int ow = 0; ow < 3; ++ow) {
+        float best = -INFINITY;
+        for (int ih = oh * 2; ih < oh * 2 + 3 && ih < 6; ++ih)
+          for (int iw = ow * 2; iw < ow * 2 + 3 && iw < 7; ++iw)
+            best = fmaxf(best, x[ih * 7 + iw]);
+        want[oh * 3 + ow] = best;
+      }
+    }
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, kX);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, kY);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    for (int i = 0; i < 9; ++i) CHECK(y[i] == want[i]);
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  pool->n_output = 2;  // asks for Indices
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"pool\" (MaxPool, opset 12): output 1 (Indices",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -675,5 +822,7 @@ int main(void) {
   RUN_TEST(errors_name_the_node);
   RUN_TEST(import_oom_sweep);
   RUN_TEST(tensor_parse);
+  RUN_TEST(conv_same_upper);
+  RUN_TEST(maxpool_ceil_mode);
   TEST_MAIN_END();
 }
