@@ -48,8 +48,11 @@ static void* make_data(const spec_t* s) {
     if (tj_dtype_is_float(s->dtype)) {
       tj_store_f64(s->dtype, p, i, s->lo + (s->hi - s->lo) * rng_unit());
     } else {
-      int64_t span = (int64_t)(s->hi - s->lo) + 1;
-      int64_t v = (int64_t)s->lo + (int64_t)(rng_unit() * (double)span);
+      // The span may be the whole int64 range: offsets in uint64, which
+      // wraps where int64 would overflow.
+      double span = s->hi - s->lo + 1;
+      uint64_t offset = (uint64_t)(rng_unit() * span);
+      int64_t v = (int64_t)((uint64_t)(int64_t)s->lo + offset);
       tj_store_i64(s->dtype, p, i, v);
     }
   }
