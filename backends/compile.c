@@ -378,8 +378,8 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
 tj_status_t tj_executable_run_timed(
     tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
     const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
-  return run(executable, inputs, num_inputs, outputs, num_outputs, timing,
-             NULL, NULL);
+  return run(executable, inputs, num_inputs, outputs, num_outputs, timing, NULL,
+             NULL);
 }
 
 tj_status_t tj_executable_run_observed(
@@ -463,7 +463,9 @@ tj_status_t tj_executable_output_shape(const tj_executable_t* executable,
 void tj_executable_stats(const tj_executable_t* executable,
                          tj_executable_stats_t* out_stats) {
   if (!out_stats) return;
-  size_t size = out_stats->struct_size;
+  // 0: a zero-initialized struct of this header (`= {0}`, C++'s `{}`).
+  size_t size = out_stats->struct_size ? out_stats->struct_size
+                                       : sizeof(tj_executable_stats_t);
   tj_executable_stats_t st;
   memset(&st, 0, sizeof(st));
   st.struct_size = size;

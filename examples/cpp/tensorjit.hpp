@@ -546,7 +546,8 @@ class Executable {
   }
 
   tj_executable_stats_t stats() const {
-    tj_executable_stats_t s;
+    tj_executable_stats_t s = {};
+    s.struct_size = sizeof(s);
     tj_executable_stats(executable_, &s);
     return s;
   }

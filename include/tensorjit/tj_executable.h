@@ -318,7 +318,8 @@ typedef struct tj_executable_stats_t {
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|
-// bytes (none when |struct_size| is smaller than the first field's end).
+// bytes (none when |struct_size| is smaller than the first field's end);
+// a |struct_size| of 0 (a zero-initialized struct) means this header's.
 // NULL |out_stats| is a no-op; a NULL executable gives zeros.
 TJ_API void tj_executable_stats(const tj_executable_t* executable,
                                 tj_executable_stats_t* out_stats);
