@@ -563,9 +563,11 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
       }
       if (empty) continue;
       if (*count == max_out || *count == MAX_BOXES) {
+        // free_outputs zeroes *count: name the limit before it does.
+        uint32_t limit = *count;
         free_outputs(outs, count);
         return tj_unsupported("pad or concat needs more than %u kernels",
-                              *count);
+                              limit);
       }
       char box_name[96];
       snprintf(box_name, sizeof(box_name), "%s_b%u", name, *count);

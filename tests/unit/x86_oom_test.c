@@ -18,12 +18,14 @@
 #include <unistd.h>
 
 #include "lib/base.h"
-#include "tests/unit/test.h"
+#include "tests/unit/capstone_check.h"
 
 enum { kB = 5, kK = 24, kN = 40, kColdPoints = 200 };
 
 static char g_dir[64];
 static float g_x[kB * kK], g_w[kK * kN], g_b[kN], g_ref[kB * kN];
+static const tj_test_capstone_t g_capstone = {kB,  kK,  kN,    g_x,
+                                              g_w, g_b, g_ref, 1e-4f};
 
 static tj_status_t compile_and_run_with(tj_allocator_t allocator,
                                         tj_test_diagnostics_t* diagnostics) {
@@ -41,21 +43,7 @@ static tj_status_t compile_and_run_with(tj_allocator_t allocator,
   opts.cache_dir = g_dir;
   opts.x86.num_threads = 1;
   if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    float y[kB * kN];
-    tj_tensor_t in[3] = {
-        tj_tensor_make(g_x, TJ_DTYPE_F32, 2, (int64_t[]){kB, kK}),
-        tj_tensor_make(g_w, TJ_DTYPE_F32, 2, (int64_t[]){kK, kN}),
-        tj_tensor_make(g_b, TJ_DTYPE_F32, 1, (int64_t[]){kN})};
-    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){kB, kN});
-    s = tj_executable_run(exe, in, 3, &out, 1);
-    for (int i = 0; !s && i < kB * kN; ++i) {
-      if (!(fabsf(y[i] - g_ref[i]) <= 1e-4f + 1e-4f * fabsf(g_ref[i]))) {
-        s = tj_internal("x86_oom_test: y[%d] = %g, the reference %g", i, y[i],
-                        g_ref[i]);
-      }
-    }
-  }
+  if (!s) s = tj_test_run_capstone(exe, &g_capstone, 1);
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
