@@ -238,6 +238,13 @@ tj_status_t tj_ir_concrete_dims(const tj_graph_t* graph, uint32_t index,
                                 const int64_t* symbol_values,
                                 int64_t* out_dims);
 
+// Checks where a caller tensor lives: the device type is CPU, or CUDA where
+// |allow_cuda|; a CPU tensor's device_id is 0, as DLPack defines it, and a
+// CUDA tensor's is not negative. INVALID_ARGUMENT naming |role| ("input",
+// "output") and |name|.
+tj_status_t tj_ir_check_device(const tj_tensor_t* t, const char* role,
+                               const char* name, bool allow_cuda);
+
 // Checks the memory of a run's caller tensors, once their dtypes, ranks and
 // shapes are checked (tj_ir_bind_symbols and the outputs' shapes): no NULL
 // data where there are elements, no pointer arithmetic that wraps

@@ -149,6 +149,32 @@ static bool elements_disjoint(const tj_tensor_t* t) {
   return true;
 }
 
+tj_status_t tj_ir_check_device(const tj_tensor_t* t, const char* role,
+                               const char* name, bool allow_cuda) {
+  if (!name) name = "?";
+  if (t->device_type != TJ_DEVICE_CPU && t->device_type != TJ_DEVICE_CUDA) {
+    return tj_invalid("%s \"%s\": device type %d is neither CPU nor CUDA", role,
+                      name, (int)t->device_type);
+  }
+  if (t->device_type == TJ_DEVICE_CUDA && !allow_cuda) {
+    return tj_invalid(
+        "%s \"%s\" is not a CPU tensor (this target runs on "
+        "the CPU)",
+        role, name);
+  }
+  if (t->device_type == TJ_DEVICE_CPU && t->device_id != 0) {
+    return tj_invalid(
+        "%s \"%s\": a CPU tensor's device_id must be 0 (as "
+        "in DLPack), got %d",
+        role, name, (int)t->device_id);
+  }
+  if (t->device_id < 0) {
+    return tj_invalid("%s \"%s\": device_id %d is negative", role, name,
+                      (int)t->device_id);
+  }
+  return NULL;
+}
+
 static bool same_device(const tj_tensor_t* x, const tj_tensor_t* y) {
   return x->device_type == y->device_type &&
          (x->device_type == TJ_DEVICE_CPU || x->device_id == y->device_id);

@@ -28,9 +28,7 @@ static tj_status_t check_input(const tj_graph_t* graph, int32_t k,
                                binding_t* bindings) {
   const tj_node_t* node = &graph->nodes[graph->inputs[k]];
   const char* name = node->attrs.name;
-  if (t->device_type != TJ_DEVICE_CPU && t->device_type != TJ_DEVICE_CUDA)
-    return tj_invalid("input \"%s\": device type %d is neither CPU nor CUDA",
-                      name, (int)t->device_type);
+  TJ_RETURN_IF_ERROR(tj_ir_check_device(t, "input", name, true));
   if (t->dtype != node->dtype)
     return tj_invalid("input \"%s\" is %s but the graph says %s", name,
                       tj_dtype_name(t->dtype), tj_dtype_name(node->dtype));

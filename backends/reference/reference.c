@@ -1680,12 +1680,7 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
   for (uint32_t k = 0; k < g->num_inputs; ++k) {
     const tj_tensor_t* t = &run->inputs[k];
     const char* name = node_at(run, g->inputs[k])->attrs.name;
-    if (t->device_type != TJ_DEVICE_CPU) {
-      return tj_invalid(
-          "tj_reference_run: input %u \"%s\" is not a CPU "
-          "tensor (device type %d)",
-          k, name ? name : "?", (int)t->device_type);
-    }
+    TJ_RETURN_IF_ERROR(tj_ir_check_device(t, "input", name, false));
   }
   for (int32_t k = 0; k < num_outputs; ++k) {
     const tj_tensor_t* t = &outputs[k];
@@ -1696,12 +1691,7 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
     TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, node_index, run->symbols, dims));
     char want[160], got[160];
     format_shape(node->dtype, node->rank, dims, want, sizeof(want));
-    if (t->device_type != TJ_DEVICE_CPU) {
-      return tj_invalid(
-          "tj_reference_run: output %d \"%s\" is not a CPU "
-          "tensor (device type %d)",
-          k, name, (int)t->device_type);
-    }
+    TJ_RETURN_IF_ERROR(tj_ir_check_device(t, "output", name, false));
     if (t->rank > 0 && !t->shape) {
       return tj_invalid(
           "tj_reference_run: output %d \"%s\": shape is NULL for rank %d", k,

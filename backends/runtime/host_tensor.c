@@ -80,11 +80,7 @@ tj_status_t tj_host_check_outputs(const tj_graph_t* g,
     uint32_t node = g->outputs[i].node;
     const tj_node_t* n = &g->nodes[node];
     const char* name = g->outputs[i].name;
-    if (t->device_type != TJ_DEVICE_CPU &&
-        !(allow_cuda && t->device_type == TJ_DEVICE_CUDA)) {
-      return tj_invalid("output \"%s\" is not a %s tensor", name,
-                        allow_cuda ? "CPU or CUDA" : "CPU");
-    }
+    TJ_RETURN_IF_ERROR(tj_ir_check_device(t, "output", name, allow_cuda));
     if (t->dtype != n->dtype || t->rank != n->rank) {
       return tj_invalid(
           "output \"%s\" is %s of rank %d but the graph makes "

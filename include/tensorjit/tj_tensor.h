@@ -25,17 +25,18 @@ typedef enum tj_device_type_e {
 // call it is passed to.
 //
 // What a run checks of the memory, on every target, before any work
-// (INVALID_ARGUMENT naming the tensors): a tensor with elements has non-NULL
-// data; data + byte_offset + the reach of its strides stays inside the
-// address space, and that reach fits in int64 bytes; an output's elements
-// are distinct (no zero stride on a dim of size > 1, no strides that make
-// two indices land on one element; sorted by |stride|, each dim's stride
-// must clear the span of the smaller ones, which dense, transposed, padded
-// and reversed layouts do); and an output's bytes, taken as the interval
-// from its lowest to one past its highest element, do not meet those of an
-// input or of another output on the same device. Inputs may overlap each
-// other and repeat elements (zero strides broadcast). Tensors with no
-// elements take no memory and overlap nothing.
+// (INVALID_ARGUMENT naming the tensors): the device type is CPU (or CUDA
+// where the target takes device tensors), and a CPU tensor's device_id is
+// 0, as DLPack defines it; a tensor with elements has non-NULL data; data +
+// byte_offset + the reach of its strides stays inside the address space, and
+// that reach fits in int64 bytes; an output's elements are distinct (no zero
+// stride on a dim of size > 1, no strides that make two indices land on one
+// element; sorted by |stride|, each dim's stride must clear the span of the
+// smaller ones, which dense, transposed, padded and reversed layouts do); and
+// an output's bytes, taken as the interval from its lowest to one past its
+// highest element, do not meet those of an input or of another output on the
+// same device. Inputs may overlap each other and repeat elements (zero strides
+// broadcast). Tensors with no elements take no memory and overlap nothing.
 typedef struct tj_tensor_t {
   void* data;
   tj_device_type_t device_type;
@@ -88,8 +89,9 @@ TJ_API tj_status_t tj_graph_output_shape(const tj_graph_t* graph,
 // op rounds its result to its dtype; float math is done in double.
 // |inputs| and |outputs| are CPU tensors in declaration order; each output's
 // shape must equal tj_graph_output_shape's and its memory must not overlap
-// an input, another output or itself (see tj_tensor_t). Scratch memory comes from the graph's context allocator and is
-// freed before returning. Thread-safe for a finalized graph.
+// an input, another output or itself (see tj_tensor_t). Scratch memory comes
+// from the graph's context allocator and is freed before returning. Thread-safe
+// for a finalized graph.
 TJ_API tj_status_t tj_reference_run(const tj_graph_t* graph,
                                     const tj_tensor_t* inputs,
                                     int32_t num_inputs,

@@ -338,6 +338,12 @@ TEST(wrong_devices) {
   in.device_type = TJ_DEVICE_CPU;
   out.device_type = TJ_DEVICE_CUDA;
   check_run(g, &in, 1, &out, 1, "output|\"y\"|not a CPU tensor", false);
+  out.device_type = TJ_DEVICE_CPU;
+  out.device_id = 2;  // DLPack's CPU tensors are device 0
+  check_run(g, &in, 1, &out, 1, "output|\"y\"|device_id must be 0", false);
+  out.device_id = 0;
+  in.device_id = -1;
+  check_run(g, &in, 1, &out, 1, "input|\"x\"|device_id must be 0", false);
   tj_graph_destroy(g);
   end_context();
 }
