@@ -77,6 +77,17 @@ static tj_status_t cast(dec_t* d, uint32_t a, tj_dtype_t dtype, uint32_t* out) {
   return tj_rewriter_append(&d->rw, &desc, out);
 }
 
+static tj_status_t where(dec_t* d, uint32_t c, uint32_t a, uint32_t b,
+                         uint32_t* out) {
+  uint32_t ops[3] = {c, a, b};
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_WHERE;
+  desc.num_operands = 3;
+  desc.operands = ops;
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
 // A reduction over one axis, keeping it.
 static tj_status_t reduce(dec_t* d, tj_op_t op, uint32_t a, int64_t axis,
                           uint32_t* out) {
@@ -113,16 +124,24 @@ static tj_status_t reshape(dec_t* d, uint32_t a, int32_t rank,
   return tj_rewriter_append(&d->rw, &desc, out);
 }
 
-static tj_status_t transpose(dec_t* d, uint32_t a, int32_t rank,
-                             const int64_t* perm, uint32_t* out) {
+// A one-operand op whose only attribute is its ints (transpose's
+// permutation; slice's starts, stops and steps).
+static tj_status_t op_ints(dec_t* d, tj_op_t op, uint32_t a,
+                           const int64_t* ints, int64_t num_ints,
+                           uint32_t* out) {
   tj_node_desc_t desc;
   memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_TRANSPOSE;
+  desc.op = op;
   desc.num_operands = 1;
   desc.operands = &a;
-  desc.attrs.ints = (int64_t*)perm;
-  desc.attrs.num_ints = (uint32_t)rank;
+  desc.attrs.ints = (int64_t*)ints;
+  desc.attrs.num_ints = (uint32_t)num_ints;
   return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+static tj_status_t transpose(dec_t* d, uint32_t a, int32_t rank,
+                             const int64_t* perm, uint32_t* out) {
+  return op_ints(d, TJ_OP_TRANSPOSE, a, perm, rank, out);
 }
 
 static const double kSqrtHalf = 0.70710678118654752440084436210485;
@@ -220,12 +239,7 @@ static tj_status_t one_hot(dec_t* d, const tj_node_t* node, uint32_t ix,
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, TJ_DTYPE_I64, 0.0, &zero));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_LT, i, zero, &neg));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, i, n, &wrapped));
-  uint32_t w3[3] = {neg, wrapped, i};
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_WHERE;
-  desc.num_operands = 3;
-  desc.operands = w3;
-  TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &i));
+  TJ_RETURN_IF_ERROR(where(d, neg, wrapped, i, &i));
   int64_t dims[TJ_MAX_RANK];
   for (int32_t k = 0; k < rank; ++k) dims[k] = k == axis ? 1 : node->dims[k];
   TJ_RETURN_IF_ERROR(reshape(d, i, rank, dims, &i));
@@ -242,21 +256,10 @@ static tj_status_t one_hot(dec_t* d, const tj_node_t* node, uint32_t ix,
   for (int pick = 0; pick < 2; ++pick) {
     int64_t sl[3] = {pick ? start1 : start0, pick ? stop1 : stop0, one};
     uint32_t s;
-    memset(&desc, 0, sizeof(desc));
-    desc.op = TJ_OP_SLICE;
-    desc.num_operands = 1;
-    desc.operands = &values;
-    desc.attrs.ints = sl;
-    desc.attrs.num_ints = 3;
-    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &s));
+    TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_SLICE, values, sl, 3, &s));
     TJ_RETURN_IF_ERROR(reshape(d, s, 0, NULL, pick ? &on : &off));
   }
-  uint32_t sel[3] = {eq, on, off};
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_WHERE;
-  desc.num_operands = 3;
-  desc.operands = sel;
-  return tj_rewriter_append(&d->rw, &desc, out);
+  return where(d, eq, on, off, out);
 }
 
 //===--- convolution and pooling (lib/window.h) ---===//
@@ -335,14 +338,7 @@ static tj_status_t win_slice(dec_t* d, uint32_t x, const int64_t* start,
     *out = x;
     return NULL;
   }
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_SLICE;
-  desc.num_operands = 1;
-  desc.operands = &x;
-  desc.attrs.ints = ints;
-  desc.attrs.num_ints = (uint32_t)(3 * rank);
-  return tj_rewriter_append(&d->rw, &desc, out);
+  return op_ints(d, TJ_OP_SLICE, x, ints, 3 * rank, out);
 }
 
 // The lowering takes concats of at most kConcatArity values in one kernel:
@@ -501,15 +497,8 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
         ints[n + 2 + i] = i == n + 1 ? t + 1 : INT64_MAX;
         ints[2 * (n + 2) + i] = 1;
       }
-      tj_node_desc_t desc;
-      memset(&desc, 0, sizeof(desc));
-      desc.op = TJ_OP_SLICE;
-      desc.num_operands = 1;
-      desc.operands = &wr;
-      desc.attrs.ints = ints;
-      desc.attrs.num_ints = (uint32_t)(3 * (n + 2));
       uint32_t wcol, prod;
-      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wcol));
+      TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_SLICE, wr, ints, 3 * (n + 2), &wcol));
       TJ_RETURN_IF_ERROR(reshape(d, wcol, n + 1, wshape, &wcol));
       TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, tap_nodes[t], wcol, &prod));
       if (t == 0) {
@@ -571,14 +560,8 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       for (int32_t i = 0; i < lead; ++i) perm[i] = i;
       for (int32_t i = 0; i < n; ++i) perm[lead + i] = lead + 1 + i;
       perm[lead + n] = lead;
-      tj_node_desc_t desc;
-      memset(&desc, 0, sizeof(desc));
-      desc.op = TJ_OP_TRANSPOSE;
-      desc.num_operands = 1;
-      desc.operands = &v;
-      desc.attrs.ints = perm;
-      desc.attrs.num_ints = (uint32_t)prank;
-      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &tap_nodes[t]));
+      TJ_RETURN_IF_ERROR(
+          op_ints(d, TJ_OP_TRANSPOSE, v, perm, prank, &tap_nodes[t]));
     }
     // w [O, Cg, K...] = [G, Og, Cg, T] -> [G, T, Cg, Og].
     uint32_t wt4;
@@ -589,14 +572,7 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
     TJ_RETURN_IF_ERROR(reshape(d, wt, 4, shape, &wt4));
     {
       int64_t perm[4] = {0, 3, 2, 1};
-      tj_node_desc_t desc;
-      memset(&desc, 0, sizeof(desc));
-      desc.op = TJ_OP_TRANSPOSE;
-      desc.num_operands = 1;
-      desc.operands = &wt4;
-      desc.attrs.ints = perm;
-      desc.attrs.num_ints = 4;
-      TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wt4));
+      TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, wt4, perm, 4, &wt4));
     }
     // One kernel's concat takes at most kConcatArity pieces along an axis:
     // more taps are cut into chunks, one GEMM each, summed (each sum is the
@@ -619,14 +595,7 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       if (tc != taps) {
         int64_t ints[12] = {0,         t0,        0, 0, INT64_MAX, t0 + tc,
                             INT64_MAX, INT64_MAX, 1, 1, 1,         1};
-        tj_node_desc_t desc;
-        memset(&desc, 0, sizeof(desc));
-        desc.op = TJ_OP_SLICE;
-        desc.num_operands = 1;
-        desc.operands = &wr;
-        desc.attrs.ints = ints;
-        desc.attrs.num_ints = 12;
-        TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &wr));
+        TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_SLICE, wr, ints, 12, &wr));
       }
       // [(G,) 1.., tc*Cg, Og]: ones for col's spatial batch axes.
       int32_t wrank = 0;
@@ -655,14 +624,7 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
     for (int32_t i = 0; i < lead; ++i) perm[i] = i;
     perm[lead] = crank - 1;
     for (int32_t i = lead + 1; i < crank; ++i) perm[i] = i - 1;
-    tj_node_desc_t desc;
-    memset(&desc, 0, sizeof(desc));
-    desc.op = TJ_OP_TRANSPOSE;
-    desc.num_operands = 1;
-    desc.operands = &y;
-    desc.attrs.ints = perm;
-    desc.attrs.num_ints = (uint32_t)crank;
-    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &y));
+    TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, y, perm, crank, &y));
   }
   shape[0] = TJ_DIM_INFER;
   shape[1] = out_c;
