@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -524,6 +525,68 @@ static tj_status_t add_input(tj_onnx_importer_t* im,
   return tj_onnx_define(im, info->name, &val);
 }
 
+// The caller's value for graph input |info| (options.input_values), made a
+// constant of the arena: defines |info|->name, so the input loop takes it
+// as an initializer. |*given| is false when the caller gave none.
+static tj_status_t add_input_value(tj_onnx_importer_t* im,
+                                   const Onnx__ValueInfoProto* info,
+                                   bool* given) {
+  *given = false;
+  const tj_onnx_input_value_t* iv = NULL;
+  for (int32_t k = 0; k < im->num_input_values && !iv; ++k) {
+    if (im->input_values[k].name &&
+        strcmp(im->input_values[k].name, info->name) == 0)
+      iv = &im->input_values[k];
+  }
+  if (!iv) return NULL;
+  *given = true;
+  const Onnx__TypeProto__Tensor* tt = NULL;
+  TJ_RETURN_IF_ERROR(tensor_type(info, "input", &tt));
+  const tj_tensor_t* t = &iv->value;
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  if (!tt->has_elem_type || !tj_onnx_dtype(tt->elem_type, &val.dtype))
+    return tj_unsupported(
+        "onnx: input \"%s\": dtype %s is not supported", info->name,
+        tj_onnx_type_name(tt->has_elem_type ? tt->elem_type : 0));
+  if (t->device_type != TJ_DEVICE_CPU || t->strides || t->byte_offset)
+    return tj_invalid(
+        "onnx: input value \"%s\" must be a dense CPU tensor (no strides, "
+        "no byte_offset)",
+        info->name);
+  if (t->dtype != val.dtype)
+    return tj_invalid("onnx: input value \"%s\" is %s; the input is %s",
+                      info->name, tj_dtype_name(t->dtype),
+                      tj_dtype_name(val.dtype));
+  if (t->rank < 0 || t->rank > TJ_MAX_RANK || (t->rank && !t->shape) ||
+      (tt->shape && (size_t)t->rank != tt->shape->n_dim))
+    return tj_invalid("onnx: input value \"%s\" has rank %d; the input %s",
+                      info->name, (int)t->rank,
+                      tt->shape ? "has another" : "has no shape");
+  val.rank = t->rank;
+  for (int32_t d = 0; d < val.rank; ++d) {
+    const Onnx__TensorShapeProto__Dimension* dim = tt->shape->dim[d];
+    if (t->shape[d] < 0 ||
+        (dim->value_case ==
+             ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+         dim->dim_value != t->shape[d]))
+      return tj_invalid("onnx: input value \"%s\": dim %d is %lld", info->name,
+                        (int)d, (long long)t->shape[d]);
+    val.dims[d] = t->shape[d];
+  }
+  int64_t n = numel_of(val.rank, val.dims);
+  size_t esize = tj_dtype_size(val.dtype);
+  if (n < 0 || (uint64_t)n > ((uint64_t)1 << 48) / esize)
+    return tj_invalid("onnx: input value \"%s\": bad dims", info->name);
+  if (n && !t->data)
+    return tj_invalid("onnx: input value \"%s\": data is NULL", info->name);
+  size_t bytes = (size_t)n * esize;
+  val.data = bytes ? tj_arena_memdup(&im->arena, t->data, bytes)
+                   : tj_arena_alloc(&im->arena, 0);
+  if (!val.data) return tj_status_oom();
+  return tj_onnx_define(im, info->name, &val);
+}
+
 //===--- the node walk ---===//
 
 static tj_status_t walk_nodes(tj_onnx_importer_t* im,
@@ -800,6 +863,29 @@ void tj_onnx_import_options_initialize(tj_onnx_import_options_t* options) {
   options->struct_size = sizeof *options;
 }
 
+// The caller's |options| (NULL: the defaults) into |*out|: the whole struct,
+// or the first release's shorter one with the later fields at their
+// defaults.
+static tj_status_t read_options(const char* fn,
+                                const tj_onnx_import_options_t* options,
+                                tj_onnx_import_options_t* out) {
+  tj_onnx_import_options_initialize(out);
+  if (!options) return NULL;
+  // The first release's struct ended after num_symbol_overrides; its
+  // sizeof, padding included, is where input_values starts.
+  const size_t first_release = offsetof(tj_onnx_import_options_t, input_values);
+  if (options->struct_size == sizeof *options) {
+    *out = *options;
+  } else if (options->struct_size == first_release) {
+    memcpy(out, options, first_release);
+  } else {
+    return tj_invalid("%s: options.struct_size %zu is not %zu", fn,
+                      options->struct_size, sizeof *options);
+  }
+  out->struct_size = sizeof *out;
+  return NULL;
+}
+
 static tj_status_t import_model(tj_onnx_importer_t* im,
                                 const Onnx__ModelProto* model) {
   const Onnx__GraphProto* g = model->graph;
@@ -831,8 +917,33 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
     if (!info->name || !info->name[0])
       return tj_invalid("onnx: graph input %zu has no name", i);
     if (tj_onnx_lookup(im, info->name)) continue;  // an initializer
+    bool given = false;
+    TJ_RETURN_IF_ERROR(add_input_value(im, info, &given));
+    if (given) continue;
     TJ_RETURN_IF_ERROR(add_input(im, info, used, num_used));
     num_used++;
+  }
+  // Every input value names a graph input that took it.
+  for (int32_t k = 0; k < im->num_input_values; ++k) {
+    const char* want = im->input_values[k].name;
+    bool found = false;
+    for (size_t i = 0; want && i < g->n_input && !found; ++i) {
+      found = g->input[i]->name && strcmp(g->input[i]->name, want) == 0;
+    }
+    bool initializer = false;
+    for (size_t i = 0; want && i < g->n_initializer && !initializer; ++i) {
+      initializer = strcmp(g->initializer[i]->name, want) == 0;
+    }
+    for (int32_t j = 0; j < k && found; ++j) {
+      found = !im->input_values[j].name ||
+              strcmp(im->input_values[j].name, want) != 0;
+    }
+    if (!found || initializer)
+      return tj_invalid(
+          "onnx: input_values[%d] \"%s\" %s", (int)k, want ? want : "(null)",
+          initializer ? "is an initializer"
+          : !want     ? "has no name"
+                      : "names no graph input, or one named before it");
   }
   int32_t counter = 0;
   TJ_RETURN_IF_ERROR(walk_nodes(im, g->node, g->n_node, &counter));
@@ -864,22 +975,26 @@ tj_status_t tj_onnx_import(tj_context_t* context, const void* bytes,
   *out_graph = NULL;
   if (!context) return tj_invalid("tj_onnx_import: context is NULL");
   if (!bytes && size) return tj_invalid("tj_onnx_import: bytes is NULL");
-  if (options && options->struct_size != sizeof(tj_onnx_import_options_t))
-    return tj_invalid("tj_onnx_import: options.struct_size %zu is not %zu",
-                      options->struct_size, sizeof(tj_onnx_import_options_t));
-  if (options && options->num_symbol_overrides < 0)
+  tj_onnx_import_options_t local;
+  TJ_RETURN_IF_ERROR(read_options("tj_onnx_import", options, &local));
+  options = &local;
+  if (options->num_symbol_overrides < 0)
     return tj_invalid("tj_onnx_import: num_symbol_overrides is negative");
-  if (options && options->num_symbol_overrides && !options->symbol_overrides)
+  if (options->num_symbol_overrides && !options->symbol_overrides)
     return tj_invalid("tj_onnx_import: symbol_overrides is NULL");
+  if (options->num_input_values < 0)
+    return tj_invalid("tj_onnx_import: num_input_values is negative");
+  if (options->num_input_values && !options->input_values)
+    return tj_invalid("tj_onnx_import: input_values is NULL");
   tj_onnx_importer_t im;
   memset(&im, 0, sizeof im);
   im.context = context;
   im.allocator = tj_context_allocator(context);
-  if (options) {
-    im.base_dir = options->base_dir;
-    im.overrides = options->symbol_overrides;
-    im.num_overrides = options->num_symbol_overrides;
-  }
+  im.base_dir = options->base_dir;
+  im.overrides = options->symbol_overrides;
+  im.num_overrides = options->num_symbol_overrides;
+  im.input_values = options->input_values;
+  im.num_input_values = options->num_input_values;
   pb_state_t pbs = {im.allocator, false};
   ProtobufCAllocator pba = {pb_alloc, pb_free, &pbs};
   Onnx__ModelProto* model =
@@ -917,9 +1032,8 @@ tj_status_t tj_onnx_import_file(tj_context_t* context, const char* path,
   *out_graph = NULL;
   if (!context) return tj_invalid("tj_onnx_import_file: context is NULL");
   if (!path) return tj_invalid("tj_onnx_import_file: path is NULL");
-  if (options && options->struct_size != sizeof(tj_onnx_import_options_t))
-    return tj_invalid("tj_onnx_import_file: options.struct_size %zu is not %zu",
-                      options->struct_size, sizeof(tj_onnx_import_options_t));
+  tj_onnx_import_options_t local;
+  TJ_RETURN_IF_ERROR(read_options("tj_onnx_import_file", options, &local));
   tj_allocator_t a = tj_context_allocator(context);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -947,9 +1061,6 @@ tj_status_t tj_onnx_import_file(tj_context_t* context, const char* path,
     tj_free(a, bytes, size ? size : 1);
     return tj_invalid("onnx: reading \"%s\" failed", path);
   }
-  tj_onnx_import_options_t local;
-  tj_onnx_import_options_initialize(&local);
-  if (options) local = *options;
   char* dir = NULL;
   size_t dir_size = 0;
   if (!local.base_dir) {
@@ -1013,4 +1124,19 @@ tj_status_t tj_onnx_tensor_parse(tj_context_t* context, const void* bytes,
   tj_arena_deinitialize(&im.arena);
   onnx__tensor_proto__free_unpacked(t, &pba);
   return status;
+}
+
+tj_status_t tj_onnx_tensor_name(tj_context_t* context, const void* bytes,
+                                size_t size, char* name, size_t name_size) {
+  if (!name || !name_size) return tj_invalid("onnx: no room for the name");
+  name[0] = 0;
+  pb_state_t pbs = {tj_context_allocator(context), false};
+  ProtobufCAllocator pba = {pb_alloc, pb_free, &pbs};
+  Onnx__TensorProto* t =
+      onnx__tensor_proto__unpack(&pba, size, (const uint8_t*)bytes);
+  if (!t && pbs.failed) return tj_status_oom();
+  if (!t) return tj_invalid("onnx: the %zu bytes are not a TensorProto", size);
+  snprintf(name, name_size, "%s", t->name ? t->name : "");
+  onnx__tensor_proto__free_unpacked(t, &pba);
+  return NULL;
 }

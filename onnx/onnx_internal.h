@@ -12,9 +12,18 @@
 // The opsets of the default domain the importer maps (a model of older
 // opset is imported when each of its ops is defined there as the
 // converters expect: kSince in onnx_ops.c).
+//
+// Opsets 23 to 28 (onnx 1.18 to 1.23) changed the ops the converters map
+// only by new element types (float4e2m1, float8e8m0, int2/uint2, bf16
+// where it was missing) and new optional attributes (Cast's round_mode,
+// Range's stash_type, SpaceToDepth's mode, QuantizeLinear's precision):
+// a converter refuses a dtype or an attribute it does not know, so those
+// models get an error naming it rather than a wrong graph. Checked against
+// onnx 1.23's schemas (get_schema at 22 and 28 for every converted op); a
+// new opset needs the same check before it is added here.
 #define TJ_ONNX_MIN_OPSET 11
 #define TJ_ONNX_OLDEST_OPSET 1
-#define TJ_ONNX_MAX_OPSET 22
+#define TJ_ONNX_MAX_OPSET 28
 // Known values (constants, folded shape computations) of at most this many
 // elements are folded on the reference interpreter when every input of a
 // node is known.
@@ -46,6 +55,8 @@ typedef struct tj_onnx_importer_t {
   const char* base_dir;
   const tj_onnx_symbol_override_t* overrides;
   int32_t num_overrides;
+  const tj_onnx_input_value_t* input_values;
+  int32_t num_input_values;
   // Values by name: |vals| with an open-addressing index (slot = index+1).
   tj_onnx_val_t* vals;
   uint32_t num_vals, val_capacity;

@@ -17,4 +17,11 @@ tj_status_t tj_onnx_tensor_parse(tj_context_t* context, const void* bytes,
                                  int32_t* out_rank, int64_t* out_dims,
                                  void** out_data, size_t* out_bytes);
 
+// The TensorProto's name (a backend test's input files name the graph
+// input they feed) into |name| (|size| bytes, NUL-terminated, cut to fit;
+// "" when it has none). INVALID_ARGUMENT for bytes that are no
+// TensorProto.
+tj_status_t tj_onnx_tensor_name(tj_context_t* context, const void* bytes,
+                                size_t size, char* name, size_t name_size);
+
 #endif  // TJ_ONNX_ONNX_TENSOR_H_

@@ -24,6 +24,16 @@ typedef struct tj_onnx_symbol_override_t {
   int64_t value;
 } tj_onnx_symbol_override_t;
 
+// A value for one graph input, given at import: the input becomes a
+// constant, as an initializer would, and the graph no longer takes it. This
+// is how a model whose shape-determining inputs (a reduction's axes,
+// Reshape's shape, Pad's pads, Slice's bounds) are graph inputs is pinned
+// to one value of them, which the importer needs to fold them.
+typedef struct tj_onnx_input_value_t {
+  const char* name;   // the ONNX graph input's name, as in the model
+  tj_tensor_t value;  // a dense CPU tensor (strides NULL), borrowed
+} tj_onnx_input_value_t;
+
 typedef struct tj_onnx_import_options_t {
   // sizeof(tj_onnx_import_options_t) as the caller was compiled, set by
   // tj_onnx_import_options_initialize; an unknown size is INVALID_ARGUMENT.
@@ -40,6 +50,15 @@ typedef struct tj_onnx_import_options_t {
   // neither a value nor a param becomes the symbol <input>_<axis>.
   const tj_onnx_symbol_override_t* symbol_overrides;
   int32_t num_symbol_overrides;
+  // |num_input_values| entries (borrowed for the call; the data is copied):
+  // graph inputs made constants. Each names a graph input that is not an
+  // initializer, at most once, and its value has the input's dtype and rank
+  // and every declared dim_value; dim_params take the value's sizes. Else
+  // INVALID_ARGUMENT naming it. Added after the first release: a caller
+  // compiled with the older, shorter struct (struct_size up to
+  // num_symbol_overrides) gets none.
+  const tj_onnx_input_value_t* input_values;
+  int32_t num_input_values;
 } tj_onnx_import_options_t;
 
 // Fills |options| with the defaults and sets |struct_size|.

@@ -21,7 +21,10 @@ import os
 import re
 from typing import Dict, Mapping, Optional, Union
 
+import numpy as np
+
 from . import _lib
+from .dtypes import dtype_from_numpy
 from .errors import ArgumentTypeError
 from .graph import Context, Graph, default_context
 
@@ -34,13 +37,21 @@ class _SymbolOverride_t(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
 
 
+class _InputValue_t(ctypes.Structure):
+    """tj_onnx_input_value_t."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("value", _lib.Tensor_t)]
+
+
 class _ImportOptions_t(ctypes.Structure):
     """tj_onnx_import_options_t."""
 
     _fields_ = [("struct_size", ctypes.c_size_t),
                 ("base_dir", ctypes.c_char_p),
                 ("symbol_overrides", ctypes.POINTER(_SymbolOverride_t)),
-                ("num_symbol_overrides", ctypes.c_int32)]
+                ("num_symbol_overrides", ctypes.c_int32),
+                ("input_values", ctypes.POINTER(_InputValue_t)),
+                ("num_input_values", ctypes.c_int32)]
 
 
 _declared = False
@@ -65,13 +76,17 @@ def _declare() -> None:
 
 def load(model: Union[str, "os.PathLike[str]", bytes, bytearray, memoryview],
          context: Optional[Context] = None, base_dir: Optional[str] = None,
-         symbols: Optional[Mapping[str, int]] = None) -> Graph:
+         symbols: Optional[Mapping[str, int]] = None,
+         input_values: Optional[Mapping[str, "np.ndarray"]] = None) -> Graph:
     """Imports an ONNX model (a path, or the serialized ModelProto's bytes)
     into a new finalized :class:`Graph`.
 
     ``base_dir`` is where external data files are read (default: the
     model file's directory; bytes have none unless given); ``symbols`` fixes
-    dim_params to sizes (``{"batch_size": 1}``). Unsupported ops,
+    dim_params to sizes (``{"batch_size": 1}``); ``input_values`` makes
+    graph inputs constants (``{"axes": np.array([1])}``), which pins
+    shape-determining inputs such as a reduction's axes or Reshape's shape
+    so they fold; the graph then does not take them. Unsupported ops,
     attributes, opsets and dtypes raise :class:`UnsupportedError` naming the
     node; malformed models :class:`InvalidArgumentError`."""
     _declare()
@@ -94,6 +109,33 @@ def load(model: Union[str, "os.PathLike[str]", bytes, bytearray, memoryview],
         options.symbol_overrides = arr
         options.num_symbol_overrides = len(symbols)
         keep.append(arr)
+    if input_values:
+        if not isinstance(input_values, Mapping):
+            raise ArgumentTypeError("input_values must map names to arrays")
+        vals = (_InputValue_t * len(input_values))()
+        for i, (name, value) in enumerate(input_values.items()):
+            arr = np.ascontiguousarray(value)
+            code = dtype_from_numpy(arr.dtype)
+            if code is None:
+                raise ArgumentTypeError(
+                    f"input_values[{name!r}]: dtype {arr.dtype} has no "
+                    "libtensorjit dtype")
+            raw = name.encode("utf-8")
+            shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+            keep.extend([raw, arr, shape])
+            vals[i].name = raw
+            t = vals[i].value
+            t.data = arr.ctypes.data if arr.size else None
+            t.device_type = 1  # TJ_DEVICE_CPU
+            t.device_id = 0
+            t.dtype = int(code)
+            t.rank = arr.ndim
+            t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+            t.strides = None
+            t.byte_offset = 0
+        options.input_values = vals
+        options.num_input_values = len(input_values)
+        keep.append(vals)
     handle = ctypes.c_void_p()
     if isinstance(model, (bytes, bytearray, memoryview)):
         raw = bytes(model)

@@ -50,3 +50,17 @@ def test_errors() -> None:
         tj.onnx.load(model("test_cumsum_1d"))
     with pytest.raises(tj.InvalidArgumentError, match="cannot open"):
         tj.onnx.load("/nonexistent/model.onnx")
+
+
+def test_input_values_pin_shape_inputs() -> None:
+    # ReduceSum's axes arrive as a graph input: refused until pinned.
+    name = "test_reduce_sum_keepdims_random"
+    with pytest.raises(tj.UnsupportedError, match="must be a constant"):
+        tj.onnx.load(model(name))
+    g = tj.onnx.load(model(name), input_values={"axes": np.array([1])})
+    assert len(g.inputs) == 1
+    x = np.random.default_rng(1).standard_normal((3, 2, 2)).astype(np.float32)
+    got = tj.compile(g, target="x86")(x)
+    np.testing.assert_allclose(got, x.sum(axis=1, keepdims=True), rtol=1e-5)
+    with pytest.raises(tj.InvalidArgumentError, match="names no graph input"):
+        tj.onnx.load(model(name), input_values={"nope": np.array([1])})

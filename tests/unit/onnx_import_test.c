@@ -6,6 +6,7 @@
 // malformed bytes, and every allocation failure.
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -612,6 +613,98 @@ TEST(errors_name_the_node) {
   pool_free();
 }
 
+// Reshape whose shape is a graph input ("shape", i64[2]): refused until the
+// caller pins it with tj_onnx_import_options_t.input_values.
+static void build_reshape_by_input(model_t* m) {
+  static const int64_t kX[2] = {2, 6}, kS[1] = {2}, kY[2] = {4, 3};
+  model_init(m, 14);
+  add_input(m,
+            value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kX, NULL));
+  add_input(m, value_info("shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, kS,
+                          NULL));
+  static const char* const kIn[2] = {"x", "shape"};
+  static const char* const kOut[1] = {"y"};
+  add_node(m, node("Reshape", "r", 2, kIn, 1, kOut, 0, NULL));
+  add_output(
+      m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kY, NULL));
+}
+
+TEST(input_values_pin_inputs) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_reshape_by_input(&m);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "must be a constant",
+               import(ctx, &m, NULL, &g));
+  int64_t shape_value[2] = {4, -1}, shape_dims[1] = {2};
+  tj_onnx_input_value_t iv = {
+      "shape", tj_tensor_make(shape_value, TJ_DTYPE_I64, 1, shape_dims)};
+  tj_onnx_import_options_t options;
+  tj_onnx_import_options_initialize(&options);
+  options.input_values = &iv;
+  options.num_input_values = 1;
+  CHECK_OK(import(ctx, &m, &options, &g));
+  if (g) {
+    CHECK_EQ_INT(1, tj_graph_num_inputs(g));
+    float x[12], y[12];
+    for (int i = 0; i < 12; ++i) x[i] = (float)i;
+    int64_t xs[2] = {2, 6}, ys[2] = {4, 3};
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 2, xs);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, ys);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    for (int i = 0; i < 12; ++i) CHECK(y[i] == x[i]);
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  // The data is copied: the caller's buffer may change after the import.
+  // Wrong values: another dtype, rank, a declared dim, an unknown name, a
+  // name given twice, NULL data, a device tensor.
+  int32_t wrong_dtype[2] = {4, -1};
+  iv.value = tj_tensor_make(wrong_dtype, TJ_DTYPE_I32, 1, shape_dims);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "\"shape\" is i32; the input is i64",
+               import(ctx, &m, &options, &g));
+  int64_t three[1] = {3};
+  iv.value = tj_tensor_make(shape_value, TJ_DTYPE_I64, 1, three);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "dim 0 is 3",
+               import(ctx, &m, &options, &g));
+  iv.value = tj_tensor_make(shape_value, TJ_DTYPE_I64, 0, NULL);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "has rank 0",
+               import(ctx, &m, &options, &g));
+  iv.value = tj_tensor_make(NULL, TJ_DTYPE_I64, 1, shape_dims);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "data is NULL",
+               import(ctx, &m, &options, &g));
+  iv.value = tj_tensor_make(shape_value, TJ_DTYPE_I64, 1, shape_dims);
+  iv.value.device_type = TJ_DEVICE_CUDA;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "dense CPU tensor",
+               import(ctx, &m, &options, &g));
+  iv.value.device_type = TJ_DEVICE_CPU;
+  tj_onnx_input_value_t two[2] = {iv, iv};
+  options.input_values = two;
+  options.num_input_values = 2;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "input_values[1] \"shape\"",
+               import(ctx, &m, &options, &g));
+  two[1].name = "nope";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "names no graph input",
+               import(ctx, &m, &options, &g));
+  options.num_input_values = -1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "num_input_values is negative",
+               import(ctx, &m, &options, &g));
+  options.num_input_values = 1;
+  options.input_values = NULL;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "input_values is NULL",
+               import(ctx, &m, &options, &g));
+  // A caller built against the first release's shorter struct: no input
+  // values, whatever lies past its end.
+  options.input_values = &iv;
+  options.struct_size = offsetof(tj_onnx_import_options_t, input_values);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "must be a constant",
+               import(ctx, &m, &options, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 static float g_conv_w[36], g_conv_b[3] = {0.5f, -1, 2};
 static const int64_t kConvX[4] = {1, 2, 6, 5}, kConvY[4] = {1, 3, 3, 3};
 
@@ -824,5 +917,6 @@ int main(void) {
   RUN_TEST(tensor_parse);
   RUN_TEST(conv_same_upper);
   RUN_TEST(maxpool_ceil_mode);
+  RUN_TEST(input_values_pin_inputs);
   TEST_MAIN_END();
 }
