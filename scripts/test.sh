@@ -24,6 +24,9 @@ run_suite() {  # build dir, meson setup args..., then meson test args after --
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
 }
 
+# onnx 1.23's node suite, for onnx_node_test_1_23 (skipped without it).
+. scripts/onnx_node_data.sh
+tj_onnx_node_data
 run_suite build
 # The sanitizer build runs the native suites; the Python suite loads the
 # library into an uninstrumented interpreter, so it runs only in the plain
