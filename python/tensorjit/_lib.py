@@ -122,7 +122,8 @@ class CompileOptions_t(ctypes.Structure):
                 ("bucket_pow2", cbool), ("autotune", cenum),
                 ("cache_dir", cstr), ("pipeline", cstr),
                 ("verify_each", cbool), ("x86", X86CompileOptions_t),
-                ("cuda", CudaCompileOptions_t)]
+                ("cuda", CudaCompileOptions_t), ("unfused", cbool),
+                ("bisect", cstr)]
 
 
 class ProfileEntry_t(ctypes.Structure):

@@ -65,6 +65,8 @@ int main(void) {
   FIELD(tj_compile_options_t, cuda.stream);
   FIELD(tj_compile_options_t, cuda.disable_graphs);
   FIELD(tj_compile_options_t, cuda.precise_math);
+  FIELD(tj_compile_options_t, unfused);
+  FIELD(tj_compile_options_t, bisect);
 
   STRUCT(tj_executable_stats_t);
   FIELD(tj_executable_stats_t, struct_size);
