@@ -69,8 +69,9 @@
 // specialized), each rung on the same inputs against the reference, and
 // prints which rung diverges first and what to blame; for the passes, the
 // pass and the first bad rewrite (TJ_BISECT). --bisect=N|PASS:N compiles
-// --run and --verify with that rewrite budget. Exit status 2 when a rung
-// diverges.
+// --run and --verify with that rewrite budget, --specialize=POLICY with
+// that policy (a specialized program's dumps go to TJ_DUMP_DIR as
+// <graph>.B=3.<kernel>.*). Exit status 2 when a rung diverges.
 
 #include <math.h>
 #include <stdio.h>
@@ -110,6 +111,7 @@ static void usage(FILE* out) {
           "       tj-run --run|--verify|--ladder [--target=x86|reference|cuda]"
           " [--reps=N] [--seed=N]\n"
           "              [--nonfinite] [--no-edge-values] [--bisect=SPEC]"
+          " [--specialize=POLICY]"
           " [--input NAME=FILE.npy]... [--func NAME]\n"
           "              FILE.tj [--sym NAME=VALUE]...\n"
           "--run compiles and runs each function on random inputs (seeded;\n"
@@ -609,7 +611,8 @@ enum { kMaxGiven = 64 };
 
 typedef struct exec_args_t {
   bool run, verify, ladder;
-  const char* bisect;  // --bisect=SPEC: tj_compile_options_t.bisect
+  const char* bisect;          // --bisect=SPEC: tj_compile_options_t.bisect
+  tj_specialize_t specialize;  // --specialize=POLICY
   tj_target_t target;
   int32_t reps;
   uint64_t seed;
@@ -841,6 +844,7 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
   tj_compile_options_initialize(&options);
   options.target = e->target;
   options.bisect = e->bisect;
+  options.specialize = e->specialize;
   tj_executable_t* exe = NULL;
   if (e->run || e->verify) {
     TJ_RETURN_IF_ERROR_TOOL(tj_compile(graph, &options, &exe));
@@ -1166,6 +1170,7 @@ int main(int argc, char** argv) {
     }
   }
   bool exec_mode = exec.run || exec.verify || exec.ladder;
+  exec.specialize = specialize;
   if ((!scoreboard && !grad && !profile && !diagnose && !exec_mode) ||
       (print && !grad) || !path ||
       (exec_mode && (scoreboard || grad || profile || diagnose))) {
