@@ -1277,8 +1277,7 @@ static void render_ladder(text_t* t, const ladder_t* L) {
       text_printf(t, " %10lld %12.4g %12.4g %11.1f", (long long)g->mismatches,
                   g->max_abs_error, g->max_rel_error, g->compile_ms);
     }
-    text_printf(t, "%s%s\n", l == r->first_diverging ? "  <- first" : "",
-                g->note[0] ? "" : "");
+    text_printf(t, "%s\n", l == r->first_diverging ? "  <- first" : "");
     if (g->note[0]) text_printf(t, "       %s\n", g->note);
     if (g->first_value[0]) {
       text_printf(t, "       first diverging value: %s\n", g->first_value);
