@@ -64,6 +64,12 @@ static tj_status_t check_options(const tj_compile_options_t* opts) {
                       (int)opts->x86.autotune_budget_ms);
   }
   if (opts->pipeline) TJ_RETURN_IF_ERROR(tj_pipeline_check(opts->pipeline));
+  if (opts->bisect && *opts->bisect) {
+    const char* pass;
+    int64_t limit;
+    TJ_RETURN_IF_ERROR(tj_bisect_parse(
+        opts->bisect, "tj_compile_options_t.bisect", &pass, &limit));
+  }
   return NULL;
 }
 
@@ -126,6 +132,19 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
     ctx.fuse_max_nodes = debug->fuse_max_nodes;
   }
   ctx.evaluate = exe->evaluate;
+  if (debug) {
+    ctx.test_rule = debug->test_rule;
+    ctx.test_rule_user = debug->test_rule_user;
+  }
+  if (exe->options.bisect) {  // checked by check_options; "" is no budget
+    ctx.bisect_pass = NULL;
+    ctx.bisect_limit = -1;
+    if (*exe->options.bisect) {
+      TJ_RETURN_IF_ERROR(tj_bisect_parse(exe->options.bisect,
+                                         "tj_compile_options_t.bisect",
+                                         &ctx.bisect_pass, &ctx.bisect_limit));
+    }
+  }
   if (exe->options.pipeline) {
     TJ_RETURN_IF_ERROR(
         tj_pipeline_run_list(&ctx, &exe->plan, exe->options.pipeline));
@@ -233,6 +252,10 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   exe->backend = backend;
   exe->evaluate =
       debug && debug->evaluate ? debug->evaluate : tj_pass_reference_evaluator;
+  if (debug) {
+    exe->debug = *debug;
+    exe->debug.fuse_max_nodes = 0;
+  }
   exe->log_recompiles = (tj_log_flags(context) & TJ_LOG_RECOMPILES) != 0;
   tj_graph_t* copy = NULL;
   // A copy the plan can own and rewrite (constants copied, borrowed ones
@@ -252,6 +275,7 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   // Strings the options pointed at are the caller's: do not keep them.
   exe->options.pipeline = NULL;
   exe->options.cache_dir = NULL;
+  exe->options.bisect = NULL;
   if (status) {
     destroy(exe);
     return status;
@@ -261,25 +285,62 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   return NULL;
 }
 
+// options.unfused: fusion off (fuse_max_nodes 1), or, when a node cannot
+// be a kernel alone (a GEMM reading a transpose, an op reading a
+// generator), the smallest limit up to kMaxUnfusedLimit the fuser accepts.
+enum { kMaxUnfusedLimit = 4 };
+
+static tj_status_t compile_maybe_unfused(const tj_graph_t* graph,
+                                         const tj_compile_options_t* options,
+                                         const tj_backend_t* backend,
+                                         const void* arg,
+                                         const tj_compile_debug_t* debug,
+                                         tj_executable_t** out_executable) {
+  bool unfused = options && options->struct_size == sizeof(*options) &&
+                 options->unfused && !(debug && debug->fuse_max_nodes);
+  if (!unfused) {
+    return compile_executable(graph, options, backend, arg, debug,
+                              out_executable);
+  }
+  tj_compile_debug_t d;
+  memset(&d, 0, sizeof(d));
+  if (debug) d = *debug;
+  tj_status_t status = NULL;
+  for (uint32_t limit = 1; limit <= kMaxUnfusedLimit; ++limit) {
+    tj_status_free(status);
+    d.fuse_max_nodes = limit;
+    status =
+        compile_executable(graph, options, backend, arg, &d, out_executable);
+    if (!status || tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY ||
+        !strstr(tj_status_message(status), "fuse_max_nodes")) {
+      break;
+    }
+  }
+  return status;
+}
+
 tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
                                     const tj_compile_options_t* options,
                                     const tj_backend_t* backend,
                                     const void* arg,
                                     tj_executable_t** out_executable) {
-  return compile_executable(graph, options, backend, arg, NULL, out_executable);
+  return compile_maybe_unfused(graph, options, backend, arg, NULL,
+                               out_executable);
 }
 
 tj_status_t tj_compile(const tj_graph_t* graph,
                        const tj_compile_options_t* options,
                        tj_executable_t** out_executable) {
-  return compile_executable(graph, options, NULL, NULL, NULL, out_executable);
+  return compile_maybe_unfused(graph, options, NULL, NULL, NULL,
+                               out_executable);
 }
 
 tj_status_t tj_compile_debug(const tj_graph_t* graph,
                              const tj_compile_options_t* options,
                              const tj_compile_debug_t* debug,
                              tj_executable_t** out_executable) {
-  return compile_executable(graph, options, NULL, NULL, debug, out_executable);
+  return compile_maybe_unfused(graph, options, NULL, NULL, debug,
+                               out_executable);
 }
 
 tj_pass_eval_fn tj_executable_evaluator(const tj_executable_t* executable) {

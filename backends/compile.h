@@ -48,6 +48,11 @@ typedef struct tj_compile_debug_t {
   // so that tj_verify replays the passes with it. The test hook that plants
   // a wrong pass result (backends/verify.h).
   tj_pass_eval_fn evaluate;
+  // The test hook that plants a wrong rewrite (tj_pass_ctx_t.test_rule),
+  // kept by the executable like |evaluate| for tj_verify's replays.
+  tj_status_t (*test_rule)(void* user, tj_rewriter_t* rw, uint32_t src_node,
+                           const uint32_t* operands, uint32_t* out);
+  void* test_rule_user;
 } tj_compile_debug_t;
 
 // tj_compile with |debug| (NULL: as tj_compile).

@@ -35,6 +35,7 @@ struct tj_executable_t {
   uint32_t num_symbols;
   bool log_recompiles;
   tj_pass_eval_fn evaluate;  // the passes' (tj_compile_debug may change it)
+  tj_compile_debug_t debug;  // the hooks it was compiled with (no fusion limit)
   const tj_backend_t* backend;
   void* target;   // the backend's state
   bool opened;    // |target| is open (NULL when the backend has no state)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backends/executable.h"
+#include "backends/reference/reference_eval.h"
 #include "backends/runtime/host_tensor.h"
 #include "backends/verify.h"
 #include "lib/dtype.h"
@@ -504,9 +505,6 @@ static void render(text_t* t, const tj_verify_report_t* r,
 
 //===--- the unfused pipeline ---===//
 
-// The largest kernel the unfused pipeline is allowed to try.
-enum { kMaxUnfusedLimit = 4 };
-
 typedef struct unfused_t {
   bool ran, comparable, within;
   stats_t vs_ref, vs_fused;
@@ -523,30 +521,20 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
                                  const void* fused, int64_t numel, size_t bytes,
                                  double rtol, double atol, unfused_t* u) {
   tj_allocator_t al = exe->allocator;
-  tj_compile_debug_t debug;
-  memset(&debug, 0, sizeof(debug));
+  tj_compile_debug_t debug = exe->debug;
+  debug.lowered = NULL;  // a planted wrong kernel is the fused one's
   debug.evaluate = exe->evaluate;
   tj_compile_options_t opts = exe->options;
   opts.cache_dir = "";
+  opts.unfused = true;
   tj_executable_t* unfused = NULL;
   tj_verify_tensors_t outs, capture;
   memset(&outs, 0, sizeof(outs));
   memset(&capture, 0, sizeof(capture));
   boundary_t b = {0, 0, node};
   bool found = false;
-  // The least fusion the fuser can do: one node a kernel, or, when a node
-  // cannot stand alone (a GEMM reading a transpose, an op reading a
-  // generator), the smallest limit it accepts.
-  tj_status_t status = NULL;
-  for (uint32_t limit = 1; limit <= kMaxUnfusedLimit; ++limit) {
-    tj_status_free(status);
-    debug.fuse_max_nodes = limit;
-    status = tj_compile_debug(graph, &opts, &debug, &unfused);
-    if (!status || tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY ||
-        !strstr(tj_status_message(status), "fuse_max_nodes")) {
-      break;
-    }
-  }
+  // The least fusion the fuser can do (options.unfused).
+  tj_status_t status = tj_compile_debug(graph, &opts, &debug, &unfused);
   if (!status) {
     const tj_run_plan_t* rp = tj_executable_run_plan(unfused);
     const tj_graph_t* pg = exe->run_plan.graph;
@@ -607,55 +595,149 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
 
 //===--- the passes ---===//
 
-// Replays the default pipeline before fusion on a copy of the caller's
-// graph, one pass at a time, and names the first pass after which the
-// reference run's outputs leave the budget against the caller's graph.
+// The default pipeline's passes before fusion, in order.
+static const tj_pass_info_t* const kPasses[] = {
+    &tj_pass_info_canonicalize, &tj_pass_info_cse,          &tj_pass_info_dce,
+    &tj_pass_info_decompose,    &tj_pass_info_canonicalize, &tj_pass_info_cse,
+    &tj_pass_info_dce};
+
+// What a replay of the passes needs: the caller's graph, the hooks the
+// executable was compiled with, inputs and the reference outputs.
+typedef struct replay_t {
+  const tj_graph_t* graph;
+  tj_pass_eval_fn evaluate;
+  const tj_compile_debug_t* debug;  // test_rule; may be NULL
+  const tj_tensor_t* inputs;
+  int32_t num_inputs;
+  const tj_verify_tensors_t* want;
+  const tj_verify_options_t* opts;
+} replay_t;
+
+// Replays kPasses[0..last] on a copy of the caller's graph with the
+// TJ_BISECT budget |bisect_pass| / |limit| (-1: none), runs the result on
+// the reference interpreter and compares its outputs with |want|: *out_bad
+// when one leaves the budget (|out_st| gets the worst output's numbers when
+// not NULL). *out_rewrites and |last_rewrite| (160 bytes, may be NULL) are
+// the pass context's count and last allowed rewrite.
+static tj_status_t replay(const replay_t* rp, size_t last,
+                          const char* bisect_pass, int64_t limit, bool* out_bad,
+                          stats_t* out_st, int64_t* out_rewrites,
+                          char* last_rewrite) {
+  *out_bad = false;
+  tj_graph_t* clone = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_clone(rp->graph, &clone));
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, clone);
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, tj_graph_context(rp->graph));
+  ctx.evaluate = rp->evaluate;
+  ctx.bisect_pass = bisect_pass;
+  ctx.bisect_limit = limit;
+  if (rp->debug) {
+    ctx.test_rule = rp->debug->test_rule;
+    ctx.test_rule_user = rp->debug->test_rule_user;
+  }
+  tj_status_t status = NULL;
+  for (size_t i = 0; !status && i <= last; ++i) {
+    status = tj_pipeline_run_one(&ctx, &plan, kPasses[i]);
+  }
+  tj_verify_tensors_t got;
+  memset(&got, 0, sizeof(got));
+  if (!status) {
+    status =
+        tj_verify_make_outputs(plan.graph, rp->inputs, rp->num_inputs, &got);
+  }
+  if (!status) {
+    status = tj_reference_run(plan.graph, rp->inputs, rp->num_inputs,
+                              got.tensors, got.count);
+  }
+  if (out_st) {
+    memset(out_st, 0, sizeof(*out_st));
+    out_st->first_bad = -1;
+  }
+  for (int32_t o = 0; !status && o < got.count; ++o) {
+    tj_dtype_t dtype = got.tensors[o].dtype;
+    stats_t st;
+    compare(dtype, got.data[o], rp->want->data[o],
+            tj_host_numel(got.tensors[o].rank, got.tensors[o].shape),
+            rp->opts->rtol[dtype], rp->opts->atol[dtype], &st);
+    *out_bad |= st.mismatches > 0;
+    if (out_st) {
+      out_st->mismatches += st.mismatches;
+      if (st.max_abs > out_st->max_abs) out_st->max_abs = st.max_abs;
+      if (st.max_rel > out_st->max_rel) out_st->max_rel = st.max_rel;
+    }
+  }
+  tj_verify_tensors_deinitialize(&got);
+  if (out_rewrites) *out_rewrites = ctx.rewrites;
+  if (last_rewrite) copy_string(last_rewrite, 160, ctx.last_rewrite);
+  tj_plan_deinitialize(&plan);
+  return status;
+}
+
+// Replays the default pipeline before fusion one pass at a time and names
+// the first pass after which the reference run's outputs leave the budget
+// against the caller's graph (-1: none).
+static tj_status_t blame_pass_index(const replay_t* rp, int32_t* out_index) {
+  *out_index = -1;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kPasses); ++i) {
+    bool bad = false;
+    TJ_RETURN_IF_ERROR(replay(rp, i, NULL, -1, &bad, NULL, NULL, NULL));
+    if (bad) {
+      *out_index = (int32_t)i;
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+// TJ_BISECT over the blamed pass (kPasses[index], counted over all its runs
+// up to that position): the least N for which the replay with "PASS:N"
+// leaves the budget, by bisection between 0 rewrites (clean) and all of
+// them. *out_total: all of them; *out_first: N (-1 when 0 rewrites are
+// already wrong, or all of them are not); |node| (160 bytes): the Nth
+// rewrite's pass and node.
+static tj_status_t bisect_rewrites(const replay_t* rp, size_t index,
+                                   int64_t* out_total, int64_t* out_first,
+                                   char* node) {
+  const char* pass = kPasses[index]->name;
+  *out_first = -1;
+  node[0] = '\0';
+  bool bad = false;
+  TJ_RETURN_IF_ERROR(replay(rp, index, pass, -1, &bad, NULL, out_total, NULL));
+  if (!bad) return NULL;
+  TJ_RETURN_IF_ERROR(replay(rp, index, pass, 0, &bad, NULL, NULL, NULL));
+  if (bad) return NULL;
+  int64_t lo = 0, hi = *out_total;  // clean at lo, wrong at hi
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    TJ_RETURN_IF_ERROR(replay(rp, index, pass, mid, &bad, NULL, NULL, NULL));
+    if (bad) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  int64_t counted = 0;
+  TJ_RETURN_IF_ERROR(replay(rp, index, pass, hi, &bad, NULL, &counted, node));
+  *out_first = hi;
+  return NULL;
+}
+
 static tj_status_t blame_pass(tj_executable_t* exe, const tj_graph_t* graph,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_verify_tensors_t* want,
                               const tj_verify_options_t* opts,
                               tj_verify_report_t* r) {
-  static const tj_pass_info_t* const kPasses[] = {
-      &tj_pass_info_canonicalize, &tj_pass_info_cse,          &tj_pass_info_dce,
-      &tj_pass_info_decompose,    &tj_pass_info_canonicalize, &tj_pass_info_cse,
-      &tj_pass_info_dce};
-  tj_graph_t* clone = NULL;
-  TJ_RETURN_IF_ERROR(tj_graph_clone(graph, &clone));
-  tj_plan_t plan;
-  tj_plan_initialize(&plan, clone);
-  tj_pass_ctx_t ctx;
-  tj_pass_ctx_initialize(&ctx, exe->context);
-  ctx.evaluate = exe->evaluate;
-  tj_status_t status = NULL;
-  for (size_t i = 0; !status && i < TJ_ARRAY_SIZE(kPasses); ++i) {
-    status = tj_pipeline_run_one(&ctx, &plan, kPasses[i]);
-    tj_verify_tensors_t got;
-    memset(&got, 0, sizeof(got));
-    if (!status) {
-      status = tj_verify_make_outputs(plan.graph, inputs, num_inputs, &got);
-    }
-    if (!status) {
-      status = tj_reference_run(plan.graph, inputs, num_inputs, got.tensors,
-                                got.count);
-    }
-    bool bad = false;
-    for (int32_t o = 0; !status && !bad && o < got.count; ++o) {
-      tj_dtype_t dtype = got.tensors[o].dtype;
-      stats_t st;
-      compare(dtype, got.data[o], want->data[o],
-              tj_host_numel(got.tensors[o].rank, got.tensors[o].shape),
-              opts->rtol[dtype], opts->atol[dtype], &st);
-      bad = st.mismatches > 0;
-    }
-    tj_verify_tensors_deinitialize(&got);
-    if (!status && bad) {
-      copy_string(r->blamed_pass, sizeof(r->blamed_pass), kPasses[i]->name);
-      r->blamed_pass_index = (int32_t)i;
-      break;
-    }
+  replay_t rp = {graph,      exe->evaluate, &exe->debug, inputs,
+                 num_inputs, want,          opts};
+  int32_t index = -1;
+  TJ_RETURN_IF_ERROR(blame_pass_index(&rp, &index));
+  if (index >= 0) {
+    copy_string(r->blamed_pass, sizeof(r->blamed_pass), kPasses[index]->name);
+    r->blamed_pass_index = index;
   }
-  tj_plan_deinitialize(&plan);
-  return status;
+  return NULL;
 }
 
 //===--- tj_verify ---===//
@@ -971,36 +1053,395 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   return NULL;
 }
 
+//===--- the ladder ---===//
+
+const char* tj_ladder_level_name(tj_ladder_level_t level) {
+  switch (level) {
+    case TJ_LADDER_DECOMPOSED:
+      return "decomposed";
+    case TJ_LADDER_UNFUSED:
+      return "unfused";
+    case TJ_LADDER_FUSED:
+      return "fused";
+    case TJ_LADDER_FULL:
+      return "full";
+    case TJ_LADDER_SPECIALIZED:
+      return "specialized";
+    case TJ_LADDER_LEVEL_COUNT_:
+      break;
+  }
+  return "?";
+}
+
+void tj_ladder_report_destroy(tj_ladder_report_t* report) {
+  if (!report) return;
+  tj_allocator_t al = report->allocator_;
+  tj_free(al, (void*)report->text, report->text_bytes_);
+  tj_free(al, report, sizeof(*report));
+}
+
+// Everything one tj_verify_ladder call holds.
+typedef struct ladder_t {
+  const tj_graph_t* graph;
+  tj_compile_options_t copts;
+  const tj_compile_debug_t* debug;  // the test hooks; NULL
+  tj_verify_options_t vopts;
+  tj_allocator_t al;
+  tj_verify_tensors_t random_inputs;
+  const tj_tensor_t* inputs;
+  int32_t num_inputs;
+  tj_verify_tensors_t want;  // the reference run of |graph|
+  tj_ladder_report_t* r;
+} ladder_t;
+
+static const char* const kBlame[TJ_LADDER_LEVEL_COUNT_] = {
+    "passes", "kernel", "fusion", "options", "specialization"};
+
+static const char* const kBlameText[TJ_LADDER_LEVEL_COUNT_] = {
+    "a pass before fusion changes the values",
+    "one op's kernel is wrong (its lowering or code generation)",
+    "fusion: a fused kernel is wrong",
+    "the caller's options (autotuning: a GEMM candidate)",
+    "specialization: the shape's own program is wrong"};
+
+// A compiled rung: compiled for its level, checked by tj_verify (outputs
+// against the caller's graph, and on x86 every group boundary).
+static tj_status_t ladder_compiled(ladder_t* L, tj_ladder_rung_t* rung) {
+  tj_compile_options_t o = L->copts;
+  o.bucket_pow2 = false;
+  o.specialize = TJ_SPECIALIZE_NEVER;
+  o.unfused = false;
+  switch (rung->level) {
+    case TJ_LADDER_UNFUSED:
+      o.unfused = true;
+      o.autotune = TJ_AUTOTUNE_OFF;
+      break;
+    case TJ_LADDER_FUSED:
+      o.autotune = TJ_AUTOTUNE_OFF;
+      break;
+    case TJ_LADDER_SPECIALIZED:
+      if (tj_dim_num_symbols(&L->graph->dims) == 0) {
+        copy_string(rung->note, sizeof(rung->note),
+                    "skipped: the graph has no symbols to specialize on");
+        return NULL;
+      }
+      o.specialize = TJ_SPECIALIZE_ALWAYS;
+      break;
+    default:
+      break;
+  }
+  tj_executable_t* exe = NULL;
+  double start = tj_now_ms();
+  tj_status_t status = L->debug ? tj_compile_debug(L->graph, &o, L->debug, &exe)
+                                : tj_compile(L->graph, &o, &exe);
+  rung->compile_ms = tj_now_ms() - start;
+  tj_verify_report_t* rep = NULL;
+  if (!status) {
+    tj_verify_options_t vo = L->vopts;
+    vo.unfused = false;
+    status = tj_verify(exe, L->graph, L->inputs, L->num_inputs, &vo, &rep);
+    if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
+      status = tj_status_annotate(status, "running it");
+    }
+  } else if (tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
+    status = tj_status_annotate(status, "compiling it");
+  }
+  tj_executable_release(exe);
+  if (status) {
+    if (tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) return status;
+    snprintf(rung->note, sizeof(rung->note), "not climbed: %s",
+             tj_status_message(status));
+    tj_status_free(status);
+    return NULL;
+  }
+  rung->ran = true;
+  for (uint32_t i = 0; i < rep->num_values; ++i) {
+    const tj_verify_value_t* v = &rep->values[i];
+    if (!v->against_caller) continue;
+    rung->mismatches += v->mismatches;
+    if (v->max_abs_error > rung->max_abs_error) {
+      rung->max_abs_error = v->max_abs_error;
+    }
+    if (v->max_rel_error > rung->max_rel_error) {
+      rung->max_rel_error = v->max_rel_error;
+    }
+  }
+  rung->diverges = rung->mismatches > 0;
+  if (rung->diverges && rep->first_bad >= 0) {
+    const tj_verify_value_t* v = &rep->values[rep->first_bad];
+    if (v->against_caller) {
+      snprintf(rung->first_value, sizeof(rung->first_value),
+               "output \"%.48s\" %.80s (no group boundary diverges first)",
+               v->output_name, v->type);
+    } else {
+      snprintf(rung->first_value, sizeof(rung->first_value),
+               "group %d (%s, step %d), node %%%u %s %.60s: %lld of %lld out "
+               "of budget",
+               (int)v->group, v->group_kind, (int)v->step, v->node, v->op,
+               v->type, (long long)v->mismatches, (long long)v->numel);
+    }
+  }
+  tj_verify_report_destroy(rep);
+  return NULL;
+}
+
+static tj_status_t ladder_climb(ladder_t* L) {
+  tj_ladder_report_t* r = L->r;
+  const tj_graph_t* g = L->graph;
+  if (!L->inputs) {
+    int64_t sym[TJ_MAX_SYMBOLS];
+    TJ_RETURN_IF_ERROR(tj_verify_bind_names(g, L->vopts.num_symbols,
+                                            L->vopts.symbol_names,
+                                            L->vopts.symbol_values, sym));
+    TJ_RETURN_IF_ERROR(
+        tj_verify_random_inputs(g, sym, L->vopts.seed, L->vopts.edge_values,
+                                L->vopts.nonfinite, &L->random_inputs));
+    L->inputs = L->random_inputs.tensors;
+    L->num_inputs = L->random_inputs.count;
+  }
+  TJ_RETURN_IF_ERROR(
+      tj_verify_make_outputs(g, L->inputs, L->num_inputs, &L->want));
+  TJ_RETURN_IF_ERROR(tj_reference_run(g, L->inputs, L->num_inputs,
+                                      L->want.tensors, L->want.count));
+  replay_t rp = {g,
+                 L->debug && L->debug->evaluate ? L->debug->evaluate
+                                                : tj_pass_reference_evaluator,
+                 L->debug,
+                 L->inputs,
+                 L->num_inputs,
+                 &L->want,
+                 &L->vopts};
+  for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
+    r->rungs[l].level = (tj_ladder_level_t)l;
+  }
+  // The decomposed rung: the passes on the reference interpreter.
+  tj_ladder_rung_t* d = &r->rungs[TJ_LADDER_DECOMPOSED];
+  stats_t st;
+  bool bad = false;
+  tj_status_t status =
+      replay(&rp, TJ_ARRAY_SIZE(kPasses) - 1, NULL, -1, &bad, &st, NULL, NULL);
+  if (status && tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
+    return status;
+  }
+  if (status) {
+    snprintf(d->note, sizeof(d->note), "not climbed: the passes failed: %s",
+             tj_status_message(status));
+    tj_status_free(status);
+  } else {
+    d->ran = true;
+    d->diverges = bad;
+    d->mismatches = st.mismatches;
+    d->max_abs_error = st.max_abs;
+    d->max_rel_error = st.max_rel;
+  }
+  for (int l = TJ_LADDER_UNFUSED; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
+    TJ_RETURN_IF_ERROR(ladder_compiled(L, &r->rungs[l]));
+  }
+  r->first_diverging = -1;
+  for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_ && r->first_diverging < 0; ++l) {
+    if (r->rungs[l].ran && r->rungs[l].diverges) r->first_diverging = l;
+  }
+  if (r->first_diverging < 0) return NULL;
+  copy_string(r->blame, sizeof(r->blame), kBlame[r->first_diverging]);
+  if (r->first_diverging != TJ_LADDER_DECOMPOSED) return NULL;
+  int32_t index = -1;
+  TJ_RETURN_IF_ERROR(blame_pass_index(&rp, &index));
+  if (index < 0) return NULL;
+  copy_string(r->blamed_pass, sizeof(r->blamed_pass), kPasses[index]->name);
+  r->blamed_pass_index = index;
+  return bisect_rewrites(&rp, (size_t)index, &r->pass_rewrites, &r->bad_rewrite,
+                         r->bad_rewrite_node);
+}
+
+static void render_ladder(text_t* t, const ladder_t* L) {
+  const tj_ladder_report_t* r = L->r;
+  const tj_verify_options_t* o = &L->vopts;
+  const char* target = L->copts.target == TJ_TARGET_CUDA        ? "cuda"
+                       : L->copts.target == TJ_TARGET_REFERENCE ? "reference"
+                                                                : "x86";
+  text_printf(t,
+              "tj_verify_ladder @%s on %s: every rung on the same inputs "
+              "against the reference (budget f32 rtol %g atol %g, f64 rtol "
+              "%g atol %g)\n",
+              L->graph->name, target, o->rtol[TJ_DTYPE_F32],
+              o->atol[TJ_DTYPE_F32], o->rtol[TJ_DTYPE_F64],
+              o->atol[TJ_DTYPE_F64]);
+  text_printf(t, "%-4s %-12s %-9s %10s %12s %12s %11s\n", "rung", "level",
+              "verdict", "bad", "max abs", "max rel", "compile ms");
+  for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
+    const tj_ladder_rung_t* g = &r->rungs[l];
+    const char* verdict = !g->ran ? "-" : g->diverges ? "DIVERGES" : "clean";
+    text_printf(t, "%-4d %-12s %-9s", l, tj_ladder_level_name(g->level),
+                verdict);
+    if (g->ran) {
+      text_printf(t, " %10lld %12.4g %12.4g %11.1f", (long long)g->mismatches,
+                  g->max_abs_error, g->max_rel_error, g->compile_ms);
+    }
+    text_printf(t, "%s\n", l == r->first_diverging ? "  <- first" : "");
+    if (g->note[0]) text_printf(t, "       %s\n", g->note);
+    if (g->first_value[0]) {
+      text_printf(t, "       first diverging value: %s\n", g->first_value);
+    }
+  }
+  if (r->first_diverging < 0) {
+    text_printf(t, "verdict: every rung agrees with the reference\n");
+    return;
+  }
+  text_printf(t, "verdict: first diverging rung %d (%s): blame %s: %s\n",
+              (int)r->first_diverging,
+              tj_ladder_level_name((tj_ladder_level_t)r->first_diverging),
+              r->blame, kBlameText[r->first_diverging]);
+  if (r->first_diverging != TJ_LADDER_DECOMPOSED) return;
+  if (r->blamed_pass_index < 0) {
+    text_printf(t,
+                "blamed pass: none alone (no pass replayed one at a time "
+                "changes the outputs)\n");
+    return;
+  }
+  text_printf(t,
+              "blamed pass: %s (position %d of canonicalize, cse, dce, "
+              "decompose, canonicalize, cse, dce)\n",
+              r->blamed_pass, (int)r->blamed_pass_index);
+  if (r->bad_rewrite < 0) {
+    text_printf(t,
+                "bisect: %lld rewrites of %s; no single rewrite isolated "
+                "(zero rewrites already diverge)\n",
+                (long long)r->pass_rewrites, r->blamed_pass);
+    return;
+  }
+  text_printf(t,
+              "bisect: %lld rewrites of %s; the first bad one is rewrite %lld, "
+              "%s\n  (TJ_BISECT=%s:%lld diverges, TJ_BISECT=%s:%lld does "
+              "not)\n",
+              (long long)r->pass_rewrites, r->blamed_pass,
+              (long long)r->bad_rewrite, r->bad_rewrite_node, r->blamed_pass,
+              (long long)r->bad_rewrite, r->blamed_pass,
+              (long long)(r->bad_rewrite - 1));
+}
+
+static tj_status_t ladder_run(const tj_graph_t* graph,
+                              const tj_compile_options_t* options,
+                              const tj_compile_debug_t* debug,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              const tj_verify_options_t* verify_options,
+                              tj_ladder_report_t** out_report) {
+  if (!out_report) return tj_invalid("tj_verify_ladder: out_report is NULL");
+  *out_report = NULL;
+  if (!graph) return tj_invalid("tj_verify_ladder: graph is NULL");
+  if (!graph->finalized) {
+    return tj_invalid("tj_verify_ladder: graph @%s is not finalized",
+                      graph->name);
+  }
+  if (options && options->struct_size != sizeof(*options)) {
+    return tj_invalid(
+        "tj_verify_ladder: options.struct_size is %zu, not %zu (fill the "
+        "options with tj_compile_options_initialize first)",
+        options->struct_size, sizeof(*options));
+  }
+  if (verify_options &&
+      verify_options->struct_size != sizeof(*verify_options)) {
+    return tj_invalid(
+        "tj_verify_ladder: verify_options.struct_size is %zu, not %zu (fill "
+        "the options with tj_verify_options_initialize first)",
+        verify_options->struct_size, sizeof(*verify_options));
+  }
+  if (num_inputs < 0 || (num_inputs > 0 && !inputs) ||
+      (inputs && (uint32_t)num_inputs != graph->num_inputs)) {
+    return tj_invalid("tj_verify_ladder: graph @%s takes %u inputs, got %d",
+                      graph->name, graph->num_inputs, (int)num_inputs);
+  }
+  ladder_t L;
+  memset(&L, 0, sizeof(L));
+  L.graph = graph;
+  L.debug = debug;
+  L.al = graph->allocator;
+  L.random_inputs.allocator = L.al;
+  L.want.allocator = L.al;
+  if (options) {
+    L.copts = *options;
+  } else {
+    tj_compile_options_initialize(&L.copts);
+  }
+  if (verify_options) {
+    L.vopts = *verify_options;
+  } else {
+    tj_verify_options_initialize(&L.vopts);
+  }
+  L.inputs = inputs;
+  L.num_inputs = num_inputs;
+  L.r = tj_calloc(L.al, 1, sizeof(tj_ladder_report_t));
+  if (!L.r) return tj_status_oom();
+  L.r->allocator_ = L.al;
+  L.r->blamed_pass_index = -1;
+  L.r->bad_rewrite = -1;
+  L.r->first_diverging = -1;
+  tj_status_t status = ladder_climb(&L);
+  if (!status) {
+    text_t t = {L.al, NULL, 0, 0, false};
+    render_ladder(&t, &L);
+    if (t.oom) {
+      tj_free(L.al, t.buf, t.cap);
+      status = tj_status_oom();
+    } else {
+      L.r->text = t.buf;
+      L.r->text_bytes_ = t.cap;
+    }
+  }
+  tj_verify_tensors_deinitialize(&L.random_inputs);
+  tj_verify_tensors_deinitialize(&L.want);
+  if (status) {
+    tj_ladder_report_destroy(L.r);
+    return status;
+  }
+  *out_report = L.r;
+  return NULL;
+}
+
+tj_status_t tj_verify_ladder(const tj_graph_t* graph,
+                             const tj_compile_options_t* options,
+                             const tj_tensor_t* inputs, int32_t num_inputs,
+                             const tj_verify_options_t* verify_options,
+                             tj_ladder_report_t** out_report) {
+  return ladder_run(graph, options, NULL, inputs, num_inputs, verify_options,
+                    out_report);
+}
+
+tj_status_t tj_verify_test_ladder(const tj_graph_t* graph,
+                                  const tj_compile_options_t* options,
+                                  const tj_compile_debug_t* debug,
+                                  const tj_verify_options_t* verify_options,
+                                  tj_ladder_report_t** out_report) {
+  return ladder_run(graph, options, debug, NULL, 0, verify_options, out_report);
+}
+
 //===--- the test hook ---===//
 
-typedef struct plant_t {
-  uint32_t group;
-  tj_op_t from, to;
-  bool planted;
-} plant_t;
-
-static tj_status_t plant(void* user, const tj_run_plan_t* rp,
-                         tj_lowered_kernel_t* kernels) {
-  plant_t* p = user;
+tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* rp,
+                                 tj_lowered_kernel_t* kernels) {
+  tj_verify_plant_t* p = user;
+  bool every = p->group == UINT32_MAX;
   for (uint32_t s = 0; s < rp->num_steps; ++s) {
     const tj_run_step_t* step = &rp->steps[s];
-    if (step->group != p->group || step->kind != TJ_RUN_STEP_KERNELS ||
-        step->num_kernels == 0) {
+    if ((!every && step->group != p->group) ||
+        step->kind != TJ_RUN_STEP_KERNELS || step->num_kernels == 0) {
       continue;
     }
-    tj_kir_t* k = kernels[step->first_kernel].kernel;
-    for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
-      tj_kir_phase_t* phase = &k->phases[ph];
-      for (uint32_t i = 0; i < phase->num_insts; ++i) {
-        tj_kir_inst_t* inst = &phase->insts[i];
-        if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
-          inst->op = p->to;
-          p->planted = true;
-          return NULL;
+    for (uint32_t kk = 0; kk < (every ? step->num_kernels : 1); ++kk) {
+      tj_kir_t* k = kernels[step->first_kernel + kk].kernel;
+      for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
+        tj_kir_phase_t* phase = &k->phases[ph];
+        for (uint32_t i = 0; i < phase->num_insts; ++i) {
+          tj_kir_inst_t* inst = &phase->insts[i];
+          if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
+            inst->op = p->to;
+            p->planted = true;
+            if (!every) return NULL;
+          }
         }
       }
     }
   }
+  if (every) return NULL;
   return tj_invalid("plant: group %u has no kernel with a %s", p->group,
                     tj_op_info(p->from)->name);
 }
@@ -1010,10 +1451,10 @@ tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
                                            uint32_t group, tj_op_t from,
                                            tj_op_t to,
                                            tj_executable_t** out_executable) {
-  plant_t p = {group, from, to, false};
+  tj_verify_plant_t p = {group, from, to, false};
   tj_compile_debug_t debug;
   memset(&debug, 0, sizeof(debug));
-  debug.lowered = plant;
+  debug.lowered = tj_verify_test_plant;
   debug.user = &p;
   return tj_compile_debug(graph, options, &debug, out_executable);
 }

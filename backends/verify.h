@@ -54,4 +54,27 @@ tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
                                            tj_op_t to,
                                            tj_executable_t** out_executable);
 
+// The ladder's test hook: tj_verify_ladder with random inputs, every
+// compiled rung compiled by tj_compile_debug with |debug| (a planted wrong
+// rewrite through debug->test_rule, which the decomposed rung's replays
+// use too; a wrong kernel through debug->lowered, tj_verify_test_plant).
+tj_status_t tj_verify_test_ladder(const tj_graph_t* graph,
+                                  const tj_compile_options_t* options,
+                                  const tj_compile_debug_t* debug,
+                                  const tj_verify_options_t* verify_options,
+                                  tj_ladder_report_t** out_report);
+
+// The planted wrong kernel as a tj_compile_debug_t.lowered hook (|user| a
+// tj_verify_plant_t): in the first kernel of group |group| the first op
+// |from| becomes |to|; with group TJ_VERIFY_PLANT_EVERY_GROUP every |from|
+// of every kernel does (a wrong kernel for one op, whatever the fusion).
+#define TJ_VERIFY_PLANT_EVERY_GROUP UINT32_MAX
+typedef struct tj_verify_plant_t {
+  uint32_t group;
+  tj_op_t from, to;
+  bool planted;
+} tj_verify_plant_t;
+tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* plan,
+                                 tj_lowered_kernel_t* kernels);
+
 #endif  // TJ_BACKENDS_VERIFY_H_

@@ -366,6 +366,13 @@ int main(int argc, char** argv) {
       "compiled)\n",
       warm_ms, warm_hits, warm_misses);
 
+  // The eager-like baseline of the amortization: the same graph compiled
+  // unfused (tj_compile_options_t.unfused: one op a kernel).
+  tj_compile_options_t uo = compile_options();
+  uo.unfused = true;
+  tj_executable_t* unfused = NULL;
+  check(tj_compile(g, &uo, &unfused), "tj_compile (unfused)");
+
   // 4. One executable, every B: time, numpy, error against the reference.
   int reps = opt.reps < 64 ? opt.reps : 64;
   char threads[32] = "one per CPU";
@@ -384,7 +391,8 @@ int main(int argc, char** argv) {
   int64_t wshape[] = {opt.k, opt.n}, bshape[] = {opt.n};
   int failures = 0;
   enum { kMaxShown = MAX_BATCHES };
-  double saved[kMaxShown];  // per B: numpy eager's median minus ours
+  double saved[kMaxShown];          // per B: numpy eager's median minus ours
+  double saved_unfused[kMaxShown];  // the unfused build's median minus ours
   for (int bi = 0; bi < opt.num_batches; ++bi) {
     int64_t B = opt.batches[bi];
     size_t ny = (size_t)(B * opt.n);
@@ -407,6 +415,14 @@ int main(int argc, char** argv) {
       times[r] = now_ms() - s;
     }
     spread_t ours = spread_of(times, reps);
+    check(tj_executable_run(unfused, in, 3, &out, 1), "tj_executable_run");
+    for (int r = 0; r < reps; ++r) {
+      double s = now_ms();
+      check(tj_executable_run(unfused, in, 3, &out, 1), "tj_executable_run");
+      times[r] = now_ms() - s;
+    }
+    spread_t eager = spread_of(times, reps);
+    check(tj_executable_run(exe, in, 3, &out, 1), "tj_executable_run");
     check(tj_reference_run(g, in, 3, &ref_out, 1), "tj_reference_run");
     double max_err = 0, max_ref = 0;
     for (size_t i = 0; i < ny; ++i) {
@@ -426,6 +442,7 @@ int main(int argc, char** argv) {
         np.max, np.median / ours.median, max_err, ok ? "  " : " !",
         (long long)stats.recompiles);
     if (bi < kMaxShown) saved[bi] = np.median - ours.median;
+    if (bi < kMaxShown) saved_unfused[bi] = eager.median - ours.median;
     free(x);
     free(y);
     free(ref);
@@ -444,6 +461,22 @@ int main(int argc, char** argv) {
            (long long)opt.batches[bi], saved[bi], ceil(cold_ms / saved[bi]),
            isnan(warm_ms) ? NAN : ceil(warm_ms / saved[bi]));
   }
+  // The same against this graph compiled unfused (one op a kernel): what
+  // fusion saves, t_eager measured on the same library.
+  printf(
+      "\n== Compile amortization (against the unfused build, one op a "
+      "kernel) ==\n");
+  printf("  %6s %14s %22s\n", "B", "saved a run", "break-even (cold)");
+  for (int bi = 0; bi < opt.num_batches && bi < kMaxShown; ++bi) {
+    if (!(saved_unfused[bi] > 0)) {
+      printf("  %6lld %11.3f ms %22s\n", (long long)opt.batches[bi],
+             saved_unfused[bi], "never (not faster)");
+      continue;
+    }
+    printf("  %6lld %11.3f ms %17.0f runs\n", (long long)opt.batches[bi],
+           saved_unfused[bi], ceil(cold_ms / saved_unfused[bi]));
+  }
+  tj_executable_release(unfused);
   tj_executable_stats(exe, &stats);
   printf("\n== Recompile log (TJ_LOG=%s) ==\n", log_categories);
   if (log.lines) printf("%s", log.text);

@@ -117,3 +117,12 @@ void tj_x86_dump_kernels(tj_x86_jit_t* jit, tj_allocator_t allocator,
     tj_dump_write(context, dir, name, tune);
   }
 }
+
+void tj_dump_program_name(char* out, size_t size, const char* graph,
+                          const char* shape) {
+  snprintf(out, size, "%.120s%s%.120s", graph ? graph : "main",
+           shape ? "." : "", shape ? shape : "");
+  for (char* c = out; *c; ++c) {
+    if (*c == ',' || *c == '/' || *c == ' ') *c = '_';
+  }
+}

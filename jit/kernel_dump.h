@@ -40,4 +40,11 @@ void tj_kernel_tune_text(const tj_kir_t* kernel, const char* target,
 void tj_dump_kernel_ir(const tj_context_t* context, const char* dir,
                        const char* graph_name, const tj_kir_t* kernel);
 
+// The dump name of a program of graph |graph|: the graph's name for the
+// generic program (|shape| NULL), "<graph>.<shape>" for one specialized to
+// |shape| ("B=7,S=128" becomes "B=7_S=128"), so that its kernels' files
+// are <graph>.B=7_S=128.<kernel>.<ext>.
+void tj_dump_program_name(char* out, size_t size, const char* graph,
+                          const char* shape);
+
 #endif  // TJ_JIT_KERNEL_DUMP_H_

@@ -51,6 +51,7 @@ static const struct {
     [TJ_SETTING_OPENBLAS] = {"TJ_OPENBLAS", "tj_context_options_t.openblas"},
     [TJ_SETTING_CUDA_GEMM_CANDIDATE] =
         {"TJ_CUDA_GEMM_CANDIDATE", "tj_context_options_t.cuda_gemm_candidate"},
+    [TJ_SETTING_BISECT] = {"TJ_BISECT", "TJ_BISECT"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -139,6 +140,8 @@ static const char* option_value(const tj_context_options_t* options,
       return options->openblas;
     case TJ_SETTING_CUDA_GEMM_CANDIDATE:
       return options->cuda_gemm_candidate;
+    case TJ_SETTING_BISECT:  // the environment only
+      return NULL;
     case TJ_SETTING_COUNT_:
       break;
   }

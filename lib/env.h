@@ -2,9 +2,9 @@
 // strings), and the one place the library reads the environment: when a
 // context is created, each setting the options leave NULL comes from its
 // environment variable (TJ_LOG, TJ_PRINT_AFTER, TJ_DUMP_DIR, TJ_X86_ISA,
-// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, and TJ_CACHE_DIR / XDG_CACHE_HOME /
-// HOME for the cache directory). Every layer asks the context (tj_setting,
-// tj_log_flags), never getenv.
+// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, TJ_BISECT, and TJ_CACHE_DIR /
+// XDG_CACHE_HOME / HOME for the cache directory). Every layer asks the context
+// (tj_setting, tj_log_flags), never getenv.
 //
 // TJ_LOG is a comma list of categories (or "all"), parsed here once, so the
 // spelling, "all" and the warning about an unknown name are the same
@@ -33,6 +33,8 @@ typedef enum tj_setting_e {
   TJ_SETTING_CACHE_DIR = 4,    // the resolved default kernel cache directory
   TJ_SETTING_OPENBLAS = 5,     // TJ_OPENBLAS
   TJ_SETTING_CUDA_GEMM_CANDIDATE = 6,  // TJ_CUDA_GEMM_CANDIDATE
+  TJ_SETTING_BISECT = 7,  // TJ_BISECT (environment only; the compile
+                          // option tj_compile_options_t.bisect wins)
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

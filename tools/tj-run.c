@@ -39,7 +39,9 @@
 // first symbol doubled; host time against kernel time), fusible traffic
 // (kernels and bytes, eager against compiled), recompiles, graph breaks,
 // one op dominating (the profile's top non-GEMM kernel), collectives (none
-// on one device), fragmentation (the arena against its live peak).
+// on one device), fragmentation (the arena against its live peak), and
+// whether compiling pays: the run against the same graph compiled unfused
+// (one op a kernel), and the break-even number of runs.
 //
 //   tj-run --run [--target=x86|reference|cuda] [--reps=N] [--seed=N]
 //          [--input NAME=FILE.npy]... FILE.tj [--sym NAME=VALUE]...
@@ -59,6 +61,17 @@
 // checks each function's executable against the reference interpreter at
 // every fusion-group boundary (tj_verify, tj_verify.h) and prints the
 // report; exit status 2 when a verdict is neither clean nor drift.
+//
+//   tj-run --ladder [same options] FILE.tj [--sym NAME=VALUE]...
+//
+// climbs the diagnostic ladder (tj_verify_ladder: the passes on the
+// reference, unfused, fused without autotuning, the full pipeline,
+// specialized), each rung on the same inputs against the reference, and
+// prints which rung diverges first and what to blame; for the passes, the
+// pass and the first bad rewrite (TJ_BISECT). --bisect=N|PASS:N compiles
+// --run and --verify with that rewrite budget, --specialize=POLICY with
+// that policy (a specialized program's dumps go to TJ_DUMP_DIR as
+// <graph>.B=3.<kernel>.*). Exit status 2 when a rung diverges.
 
 #include <math.h>
 #include <stdio.h>
@@ -95,9 +108,10 @@ static void usage(FILE* out) {
           "reductions, all). A file of several functions separated by\n"
           "lines '// -----' is handled function by function, or only\n"
           "@NAME with --func NAME.\n"
-          "       tj-run --run|--verify [--target=x86|reference|cuda]"
+          "       tj-run --run|--verify|--ladder [--target=x86|reference|cuda]"
           " [--reps=N] [--seed=N]\n"
-          "              [--nonfinite] [--no-edge-values]"
+          "              [--nonfinite] [--no-edge-values] [--bisect=SPEC]"
+          " [--specialize=POLICY]"
           " [--input NAME=FILE.npy]... [--func NAME]\n"
           "              FILE.tj [--sym NAME=VALUE]...\n"
           "--run compiles and runs each function on random inputs (seeded;\n"
@@ -110,7 +124,12 @@ static void usage(FILE* out) {
           "--verify checks each executable against the reference\n"
           "interpreter at every fusion-group boundary (tj_verify) and\n"
           "prints the report; exit status 2 when a verdict is neither\n"
-          "clean nor drift.\n");
+          "clean nor drift.\n"
+          "--ladder climbs tj_verify_ladder's rungs (decomposed, unfused,\n"
+          "fused, full, specialized) on the same inputs, names the first\n"
+          "that diverges and what to blame, bisecting a wrong pass to its\n"
+          "first bad rewrite; exit status 2 when a rung diverges.\n"
+          "--bisect=N|PASS:N compiles with that TJ_BISECT rewrite budget.\n");
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -414,6 +433,65 @@ static void verdict(const char* question, bool yes, const char* if_yes,
          yes ? if_yes : "nothing to do here");
 }
 
+// Whether compiling pays: (t_eager - t_compiled) x N_runs > t_compile x
+// N_compiles, t_eager measured on |graph| compiled unfused (options.unfused:
+// one op a kernel, no autotuning), t_compiled from |r1|, t_compile and the
+// recompiles from |exe|'s stats. Prints the break-even number of runs; a
+// baseline that cannot be built is said, not an error.
+static void print_amortization(const tj_graph_t* graph, tj_executable_t* exe,
+                               const tj_profile_report_t* r1, int32_t num_syms,
+                               char** names, const int64_t* values,
+                               int32_t runs,
+                               const tj_compile_options_t* options) {
+  tj_compile_options_t uo = *options;
+  uo.unfused = true;
+  uo.autotune = TJ_AUTOTUNE_OFF;
+  uo.specialize = TJ_SPECIALIZE_NEVER;
+  tj_executable_t* eager = NULL;
+  tj_profile_report_t* ru = NULL;
+  tj_status_t status = tj_compile(graph, &uo, &eager);
+  if (!status) {
+    status = profile_at(graph, eager, num_syms, names, values, runs, &ru);
+  }
+  char m[1024];
+  if (status) {
+    snprintf(m, sizeof(m), "no unfused baseline: %.900s",
+             tj_status_message(status));
+    tj_status_free(status);
+    verdict("Does compiling pay?", false, "", m);
+    tj_executable_release(eager);
+    return;
+  }
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  tj_executable_stats_t ue = {.struct_size = sizeof(ue)};
+  tj_executable_stats(eager, &ue);
+  double saving = ru->run_ms - r1->run_ms;
+  double compiles = 1.0 + (double)st.recompiles;
+  double cost = st.compile_ms * compiles;
+  char runs_text[64];
+  if (saving > 0) {
+    snprintf(runs_text, sizeof(runs_text), "break-even after %.0f runs",
+             ceil(cost / saving));
+  } else {
+    snprintf(runs_text, sizeof(runs_text), "never breaks even");
+  }
+  snprintf(m, sizeof(m),
+           "(t_eager - t_compiled) x N > t_compile x N_compiles: eager "
+           "(unfused, %d kernels) %.3f ms, compiled (%d kernels) %.3f ms, "
+           "saving %.3f ms a run; compile %.1f ms x %.0f compiles (cache "
+           "%lld hits / %lld misses); %s",
+           (int)ue.num_kernels, ru->run_ms, (int)st.num_kernels, r1->run_ms,
+           saving, st.compile_ms, compiles, (long long)st.cache_hits,
+           (long long)st.cache_misses, runs_text);
+  printf("%-28s %-4s %s\n  -> %s\n", "Does compiling pay?",
+         saving > 0 ? "YES" : "no", m,
+         saving > 0 ? "compile where a workload runs past the break-even"
+                    : "leave it eager (unfused): compiling does not pay here");
+  tj_profile_report_destroy(ru);
+  tj_executable_release(eager);
+}
+
 // Each rung of the ladder for |graph| at the --sym values (and the first
 // symbol doubled), with the table's verdict: launch bound, fusible
 // traffic, recompiles, graph breaks, one op dominating, collectives,
@@ -518,6 +596,9 @@ static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
            arena / 1e6, live / 1e6, 100 * waste);
   verdict("Am I fragmenting?", waste > 0.25,
           "bucket shapes; plan the arena per bucket", m);
+  // 8. Compile amortization: the eager-like baseline is the same graph
+  // compiled unfused (one op a kernel), timed the same way.
+  print_amortization(graph, exe, r1, num_syms, names, values, runs, options);
   tj_profile_report_destroy(r1);
   tj_profile_report_destroy(r2);
   tj_executable_release(exe);
@@ -529,7 +610,9 @@ static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
 enum { kMaxGiven = 64 };
 
 typedef struct exec_args_t {
-  bool run, verify;
+  bool run, verify, ladder;
+  const char* bisect;          // --bisect=SPEC: tj_compile_options_t.bisect
+  tj_specialize_t specialize;  // --specialize=POLICY
   tj_target_t target;
   int32_t reps;
   uint64_t seed;
@@ -760,8 +843,12 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
   tj_compile_options_t options;
   tj_compile_options_initialize(&options);
   options.target = e->target;
+  options.bisect = e->bisect;
+  options.specialize = e->specialize;
   tj_executable_t* exe = NULL;
-  TJ_RETURN_IF_ERROR_TOOL(tj_compile(graph, &options, &exe));
+  if (e->run || e->verify) {
+    TJ_RETURN_IF_ERROR_TOOL(tj_compile(graph, &options, &exe));
+  }
   given_t given;
   memset(&given, 0, sizeof(given));
   tj_verify_tensors_t random, outs;
@@ -839,6 +926,25 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
     }
     tj_verify_report_destroy(report);
   }
+  if (!status && e->ladder) {
+    tj_verify_options_t vo;
+    tj_verify_options_initialize(&vo);
+    vo.num_symbols = syms->num_syms;
+    vo.symbol_names = (const char* const*)syms->names;
+    vo.symbol_values = syms->values;
+    vo.seed = e->seed;
+    vo.nonfinite = e->nonfinite;
+    vo.edge_values = e->edge_values;
+    tj_ladder_report_t* report = NULL;
+    options.bisect = NULL;  // the ladder bisects for itself
+    status = tj_verify_ladder(graph, &options, e->num_given ? in : NULL,
+                              e->num_given ? num_in : 0, &vo, &report);
+    if (!status) {
+      printf("%s", report->text);
+      if (report->first_diverging >= 0) ++e->verdict_failures;
+    }
+    tj_ladder_report_destroy(report);
+  }
   tj_verify_tensors_deinitialize(&outs);
   tj_verify_tensors_deinitialize(&random);
   given_free(&given);
@@ -877,7 +983,7 @@ static bool run_piece(const char* text, size_t length, void* user) {
     }
     ++a->matched;
   }
-  if (!status && (a->exec->run || a->exec->verify)) {
+  if (!status && (a->exec->run || a->exec->verify || a->exec->ladder)) {
     status = run_exec(graph, a->exec, &a->grad_args);
   } else if (!status && a->grad) {
     status = run_grad(graph, &a->grad_args);
@@ -924,6 +1030,10 @@ static int parse_exec_option(int argc, char** argv, int i, exec_args_t* e) {
     e->run = true;
   } else if (strcmp(a, "--verify") == 0) {
     e->verify = true;
+  } else if (strcmp(a, "--ladder") == 0) {
+    e->ladder = true;
+  } else if (strncmp(a, "--bisect=", 9) == 0) {
+    e->bisect = a + 9;
   } else if (strcmp(a, "--nonfinite") == 0) {
     e->nonfinite = true;
   } else if (strcmp(a, "--no-edge-values") == 0) {
@@ -1059,7 +1169,8 @@ int main(int argc, char** argv) {
       path = a;
     }
   }
-  bool exec_mode = exec.run || exec.verify;
+  bool exec_mode = exec.run || exec.verify || exec.ladder;
+  exec.specialize = specialize;
   if ((!scoreboard && !grad && !profile && !diagnose && !exec_mode) ||
       (print && !grad) || !path ||
       (exec_mode && (scoreboard || grad || profile || diagnose))) {

@@ -131,17 +131,19 @@ static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
 // per kernel its kernel IR, the PTX module and the tuning line. Never fails.
 static void dump_kernels(target_t* t, const program_t* p,
                          const tj_run_plan_t* rp,
-                         const tj_cuda_program_stats_t* st) {
+                         const tj_cuda_program_stats_t* st, const char* shape) {
   tj_context_t* context = t->config.context;
   const char* dir = tj_setting(context, TJ_SETTING_DUMP_DIR);
   if (!dir || !*dir) return;
-  const char* graph = rp->graph->name ? rp->graph->name : "main";
+  char graph[256];
+  tj_dump_program_name(graph, sizeof(graph), rp->graph->name, shape);
   const char* ptx = tj_cuda_program_ptx(p->cuda);
   char note[512];
   snprintf(note, sizeof(note),
-           "program: generic kernels for %.64s (%.64s); GEMM autotune %s; last "
-           "GEMM choice %.64s",
-           st->arch, st->device_name,
+           "program: %s%.64s kernels for %.64s (%.64s); GEMM autotune %s; "
+           "last GEMM choice %.64s",
+           shape ? "specialized to " : "generic", shape ? shape : "", st->arch,
+           st->device_name,
            t->config.options->autotune == TJ_AUTOTUNE_OFF ? "off" : "on",
            st->gemm_choice[0] ? st->gemm_choice : "none yet");
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
@@ -211,7 +213,7 @@ static tj_status_t cuda_compile(void* target, tj_lowered_program_t* lp,
   lp->ptxas_ms = st.link_ms;
   lp->tuning_ms = st.tuning_ms;
   lp->cache_load_ms = st.load_ms;
-  if (generic) dump_kernels(t, p, rp, &st);
+  dump_kernels(t, p, rp, &st, generic ? NULL : lp->label);
   const char* name = rp->graph->name;
   if (t->log_cache && nk) {
     tj_context_diagnostic(

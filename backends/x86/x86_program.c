@@ -294,9 +294,11 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   return NULL;
 }
 
-// The dump directory's per-kernel files of the generic program
-// (jit/kernel_dump.h). Never fails: a problem is a warning.
-static void dump_kernels(target_t* t, const program_t* p) {
+// The dump directory's per-kernel files of a program (jit/kernel_dump.h):
+// the generic one as <graph>.<kernel>.*, a specialized one (|shape|, e.g.
+// "B=7,S=128") as <graph>.B=7_S=128.<kernel>.*. Never fails: a problem is
+// a warning.
+static void dump_kernels(target_t* t, const program_t* p, const char* shape) {
   const char* dir = tj_setting(t->config.context, TJ_SETTING_DUMP_DIR);
   uint32_t n = p->set.num_kernels;
   if (!dir || !*dir || n == 0) return;
@@ -312,12 +314,15 @@ static void dump_kernels(target_t* t, const program_t* p) {
   const tj_compile_options_t* o = t->config.options;
   char note[160];
   snprintf(note, sizeof(note),
-           "program: generic kernels, %d threads%s, GEMM autotune %s",
+           "program: %s%.64s kernels, %d threads%s, GEMM autotune %s",
+           shape ? "specialized to " : "generic", shape ? shape : "",
            (int)t->runner.threads,
            o->x86.parallel_for ? " (the host's parallel_for)" : "",
            p->tuner ? "on (timed per shape bucket at run time)" : "off");
+  char graph[256];
+  tj_dump_program_name(graph, sizeof(graph), t->plan->graph->name, shape);
   tj_x86_dump_kernels(t->jit, t->config.allocator, t->config.context, dir,
-                      t->plan->graph->name, kirs, n, note);
+                      graph, kirs, n, note);
   tj_free(t->config.allocator, kirs, sizeof(*kirs) * n);
 }
 
@@ -355,7 +360,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   if (!status) {
     account_set(t, &p->set, lp);
     if (p->generic) status = finish_generic(t, p);
-    if (!status && p->generic) dump_kernels(t, p);
+    if (!status) dump_kernels(t, p, p->generic ? NULL : lp->label);
   }
   if (status) {
     x86_release(t, p);

@@ -179,6 +179,21 @@ typedef struct tj_compile_options_t {
 
   tj_x86_compile_options_t x86;    // TJ_TARGET_X86 only
   tj_cuda_compile_options_t cuda;  // TJ_TARGET_CUDA only
+
+  // The eager-like baseline: no fusion, every op its own kernel (or, where
+  // an op cannot be a kernel alone, the smallest group the fuser accepts,
+  // at most 4 nodes). For measuring what fusion saves (tj-run --diagnose's
+  // break-even runs) and for tj_verify's drift check.
+  bool unfused;
+  // A budget of rewrites for bisecting a wrong pass (TJ_BISECT's syntax):
+  // "N" lets the rewriting passes (canonicalize, cse, decompose, fold)
+  // perform only their first N rewrites in the pipeline, "PASS:N" only
+  // the first N of that pass (e.g. "canonicalize:12"); the rest are
+  // skipped as if no rule matched. A composite left whole runs on the
+  // reference semantics. NULL: the context's TJ_BISECT (environment);
+  // "": none. A malformed value is INVALID_ARGUMENT. Copied while
+  // compiling, not kept.
+  const char* bisect;
 } tj_compile_options_t;
 
 // Fills |options| with the defaults and sets |struct_size|.

@@ -180,6 +180,110 @@ TJ_API tj_status_t tj_verify(tj_executable_t* executable,
 // Frees |report|. NULL is a no-op.
 TJ_API void tj_verify_report_destroy(tj_verify_report_t* report);
 
+//===----------------------------------------------------------------------===//
+// tj_verify_ladder: the diagnostic ladder as one ordered report
+//===----------------------------------------------------------------------===//
+
+// The rungs, in the order they are climbed: each adds one part of the
+// compiler to the one before, so the first rung whose outputs leave the
+// budget names the part to blame.
+typedef enum tj_ladder_level_e {
+  // The default pipeline's passes before fusion (canonicalize, cse, dce,
+  // decompose, canonicalize, cse, dce), run on the reference interpreter:
+  // the optimized graph's own semantics. Blame: a pass.
+  TJ_LADDER_DECOMPOSED = 0,
+  // Compiled with options.unfused (one op a kernel), autotuning off, the
+  // generic program. Blame: one op's kernel (lowering or code generation).
+  TJ_LADDER_UNFUSED = 1,
+  // Compiled with fusion, autotuning off, the generic program. Blame:
+  // fusion (a fused kernel).
+  TJ_LADDER_FUSED = 2,
+  // The caller's options as given (autotuning included), the generic
+  // program. Blame: autotuning (a GEMM candidate) or another option.
+  TJ_LADDER_FULL = 3,
+  // The caller's options with specialize ALWAYS: the shape's own program
+  // (every size a constant). Skipped for a graph without symbols. Blame:
+  // specialization.
+  TJ_LADDER_SPECIALIZED = 4,
+  TJ_LADDER_LEVEL_COUNT_ = 5,
+} tj_ladder_level_t;
+
+// "decomposed", "unfused", "fused", "full", "specialized"; "?" otherwise.
+TJ_API const char* tj_ladder_level_name(tj_ladder_level_t level);
+
+// One rung: its outputs against the reference run of the caller's graph.
+typedef struct tj_ladder_rung_t {
+  tj_ladder_level_t level;
+  // false: skipped or failed to compile or run (|note| says why); the
+  // ladder goes on with the next rung.
+  bool ran;
+  // An output leaves its dtype's budget (tj_verify_options_t).
+  bool diverges;
+  int64_t mismatches;  // output elements out of budget
+  double max_abs_error, max_rel_error;
+  double compile_ms;  // 0 for the decomposed rung
+  // For a compiled rung that diverges: tj_verify's first diverging value
+  // there (group, node, op, type; the values between the groups on x86),
+  // or "". For the decomposed rung: "".
+  char first_value[192];
+  char note[256];
+} tj_ladder_rung_t;
+
+// What tj_verify_ladder found. Owned by the caller; destroy with
+// tj_ladder_report_destroy.
+typedef struct tj_ladder_report_t {
+  tj_ladder_rung_t rungs[TJ_LADDER_LEVEL_COUNT_];
+  // The first rung that ran and diverges, or -1: every rung agrees.
+  int32_t first_diverging;
+  // The part of the compiler that rung adds: "passes", "kernel" (one op's
+  // lowering or code generation), "fusion", "options" (autotuning),
+  // "specialization"; "" when none diverges.
+  char blame[24];
+  // With blame "passes": the first pass after which the outputs leave the
+  // budget when the passes are replayed one at a time, and its position in
+  // the list above (0-6); "" and -1 otherwise.
+  char blamed_pass[16];
+  int32_t blamed_pass_index;
+  // Then TJ_BISECT over that pass: its rewrites up to that position
+  // (|pass_rewrites|), and the least N such that TJ_BISECT=PASS:N already
+  // diverges while PASS:N-1 does not (|bad_rewrite|, -1 when bisection
+  // could not isolate one: zero rewrites already diverge), with the Nth
+  // rewrite's pass and node in that pass's input graph
+  // ("canonicalize: %12 = relu f32[8,4]").
+  int64_t pass_rewrites;
+  int64_t bad_rewrite;
+  char bad_rewrite_node[160];
+  // The whole report as text (what tj-run --ladder prints); borrowed.
+  const char* text;
+  // Private: how the report was allocated.
+  tj_allocator_t allocator_;
+  size_t text_bytes_;
+} tj_ladder_report_t;
+
+// Climbs the ladder for finalized |graph| with |options| (NULL: the
+// defaults; the target, autotuning and specialization policy are the
+// caller's on the full rung, the target on every compiled one): every rung
+// runs on the same inputs (|inputs|, or random ones made as tj_verify
+// makes them from |verify_options|' symbols and seed) and is compared with
+// the reference interpreter's run of |graph| within |verify_options|'
+// budgets (NULL: the defaults). It reports every rung, the first that
+// diverges and the part to blame; for the passes, the pass and, by
+// bisecting the TJ_BISECT budget, the first bad rewrite and its node. A
+// divergence is not an error: the status is for what kept the ladder from
+// being climbed (bad arguments, OUT_OF_MEMORY, inputs it cannot make, the
+// reference failing); a rung that cannot compile is noted and skipped.
+// On success |*out_report| is owned by the caller
+// (tj_ladder_report_destroy); on failure it is NULL.
+TJ_API tj_status_t tj_verify_ladder(const tj_graph_t* graph,
+                                    const tj_compile_options_t* options,
+                                    const tj_tensor_t* inputs,
+                                    int32_t num_inputs,
+                                    const tj_verify_options_t* verify_options,
+                                    tj_ladder_report_t** out_report);
+
+// Frees |report|. NULL is a no-op.
+TJ_API void tj_ladder_report_destroy(tj_ladder_report_t* report);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

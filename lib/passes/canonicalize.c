@@ -638,19 +638,39 @@ static tj_status_t rebuild_node(canon_t* c, uint32_t index) {
     }
   }
   uint32_t out = TJ_NODE_NONE;
+  bool has_none = false;
+  for (uint32_t k = 0; k < m.num_operands; ++k) {
+    has_none |= m.ops[k] == TJ_NODE_NONE;
+  }
+  if (c->ctx->test_rule && !has_none) {
+    TJ_RETURN_IF_ERROR(
+        c->ctx->test_rule(c->ctx->test_rule_user, &c->rw, index, m.ops, &out));
+    if (out != TJ_NODE_NONE &&
+        (!has_type(c, out, &m) || !tj_pass_rewrite(c->ctx, src, index))) {
+      out = TJ_NODE_NONE;
+    }
+  }
   for (size_t r = 0; r < TJ_ARRAY_SIZE(kRules) && out == TJ_NODE_NONE; ++r) {
     if (kRules[r].op != node->op) continue;
-    bool has_none = false;
-    for (uint32_t k = 0; k < m.num_operands; ++k) {
-      has_none |= m.ops[k] == TJ_NODE_NONE;
-    }
     if (has_none) break;
+    uint32_t saved[kMaxOperands];
+    memcpy(saved, m.ops, sizeof(saved));
+    uint32_t fired = c->fired;
     TJ_RETURN_IF_ERROR(kRules[r].fn(c, &m, &out));
     // A replacement must have the node's type. Inference can shape a
     // rewritten node differently where dims are equal only by a run-time
     // guard (neg(y) + x -> x - y with y: [8*B], x: [B] is shaped [B]):
     // then the node stays (what was emitted is dead, for dce).
     if (out != TJ_NODE_NONE && !has_type(c, out, &m)) out = TJ_NODE_NONE;
+    // Under a TJ_BISECT budget a rewrite past it is undone: the operands
+    // as they were, no replacement (what was emitted is dead, for dce).
+    bool changed = out != TJ_NODE_NONE || c->fired != fired ||
+                   memcmp(saved, m.ops, sizeof(saved)) != 0;
+    if (changed && !tj_pass_rewrite(c->ctx, src, index)) {
+      memcpy(m.ops, saved, sizeof(saved));
+      c->fired = fired;
+      out = TJ_NODE_NONE;
+    }
   }
   if (out != TJ_NODE_NONE) {
     ++c->fired;
@@ -668,7 +688,7 @@ static tj_status_t rebuild_node(canon_t* c, uint32_t index) {
   desc.attrs = node->attrs;
   if (all_constant) {
     TJ_RETURN_IF_ERROR(tj_fold_node(c->ctx, c->rw.dst, &desc, &out));
-    if (out != TJ_NODE_NONE) {
+    if (out != TJ_NODE_NONE && tj_pass_rewrite(c->ctx, src, index)) {
       ++c->fired;
       c->rw.map[index] = out;
       return NULL;

@@ -117,7 +117,6 @@ static bool node_equal(const cse_t* c, uint32_t x, uint32_t y) {
 }
 
 tj_status_t tj_pass_cse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
-  (void)ctx;
   const tj_graph_t* g = plan->graph;
   tj_allocator_t al = g->allocator;
   uint32_t n = g->num_nodes;
@@ -146,8 +145,10 @@ tj_status_t tj_pass_cse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
         break;
       }
       if (node_equal(&c, other, i)) {
-        c.rep[i] = other;
-        ++merged;
+        if (tj_pass_rewrite(ctx, g, i)) {  // else i stays, unmerged
+          c.rep[i] = other;
+          ++merged;
+        }
         break;
       }
       slot = (slot + 1) & (c.table_size - 1);

@@ -990,7 +990,10 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   for (uint32_t i = 0; !status && i < g->num_nodes; ++i) {
     const tj_node_t* node = &g->nodes[i];
     if (node->op == TJ_OP_INPUT) continue;
-    if (tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE) {
+    // Under a TJ_BISECT budget a composite past it stays whole (it then
+    // runs on the reference semantics, a graph break).
+    if (tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
+        tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {
       status = tj_rewriter_clone(&d.rw, i);

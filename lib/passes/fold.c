@@ -168,7 +168,7 @@ tj_status_t tj_pass_fold(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
       uint32_t out = TJ_NODE_NONE;
       status = tj_rewriter_dims(&rw, node->rank, node->dims, dims);
       if (!status) status = tj_fold_node(ctx, rw.dst, &desc, &out);
-      if (!status && out != TJ_NODE_NONE) {
+      if (!status && out != TJ_NODE_NONE && tj_pass_rewrite(ctx, g, i)) {
         rw.map[i] = out;
         ++folded;
         continue;

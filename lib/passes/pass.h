@@ -18,8 +18,9 @@
 
 #include "lib/ir.h"
 
-typedef struct tj_fusion_t tj_fusion_t;    // lib/passes/fusion.h
-typedef struct tj_memplan_t tj_memplan_t;  // lib/passes/memplan.h
+typedef struct tj_fusion_t tj_fusion_t;      // lib/passes/fusion.h
+typedef struct tj_memplan_t tj_memplan_t;    // lib/passes/memplan.h
+typedef struct tj_rewriter_t tj_rewriter_t;  // below
 
 //===--- the constant evaluator hook ---===//
 
@@ -67,7 +68,45 @@ typedef struct tj_pass_ctx_t {
   // symbolic sizes at these values, by symbol id; 0 means "unknown", taken
   // as TJ_PASS_DEFAULT_SYMBOL_HINT. The scoreboard sets the caller's values.
   int64_t symbol_hints[TJ_MAX_SYMBOLS];
+  // TJ_BISECT (tj_compile_options_t.bisect, "N" or "PASS:N"): a budget of
+  // rewrites. With |bisect_limit| >= 0 the rewriting passes (canonicalize's
+  // rules and folds, cse's merges, decompose's expansions, fold) ask
+  // tj_pass_rewrite before each rewrite, and all but the first
+  // |bisect_limit| are skipped, as if no rule matched. Only the pass named
+  // |bisect_pass| (a registry name, static) counts and is limited when it
+  // is non-NULL; every rewriting pass otherwise. -1: no budget, but the
+  // rewrites are still counted.
+  const char* bisect_pass;
+  int64_t bisect_limit;
+  // Counted by tj_pass_rewrite over the whole pipeline: rewrites allowed and
+  // skipped (of the budgeted passes), and the last one allowed, as
+  // "canonicalize: %12 = relu f32[8,4]" (its node in that pass's input).
+  int64_t rewrites;
+  int64_t rewrites_skipped;
+  char last_rewrite[160];
+  // The pass running (set by tj_pipeline_run_one): what tj_pass_rewrite
+  // matches |bisect_pass| against.
+  const char* pass_name;
+  // Test-only: one more canonicalize rule, offered every node before the
+  // built-in ones (the planted wrong rewrite of tj_verify's ladder tests,
+  // backends/verify.h). It gets the source node and its operands mapped
+  // into the new graph, and sets *out to a replacement of the node's type
+  // or leaves it TJ_NODE_NONE. NULL in the library.
+  tj_status_t (*test_rule)(void* user, tj_rewriter_t* rw, uint32_t src_node,
+                           const uint32_t* operands, uint32_t* out);
+  void* test_rule_user;
 } tj_pass_ctx_t;
+
+// Whether the pass running in |ctx| may perform one more rewrite, of node
+// |node| of |src| (the pass's input graph), under the TJ_BISECT budget;
+// counts it either way and records the allowed one in ctx->last_rewrite.
+bool tj_pass_rewrite(tj_pass_ctx_t* ctx, const tj_graph_t* src, uint32_t node);
+
+// Parses a TJ_BISECT value, "N" or "PASS:N" (N >= 0, PASS a registered
+// pass): *out_pass is the registry's name (static) or NULL, *out_limit N.
+// INVALID_ARGUMENT naming |source| (the variable or option) otherwise.
+tj_status_t tj_bisect_parse(const char* spec, const char* source,
+                            const char** out_pass, int64_t* out_limit);
 
 #define TJ_PASS_DEFAULT_SYMBOL_HINT 1024
 
@@ -174,14 +213,14 @@ tj_status_t tj_plan_print(const tj_plan_t* plan, char** out_text);
 // the same names and types, then whatever nodes the pass appends, and at
 // finish the outputs of |src| (names kept) mapped through |map| and its
 // guards translated.
-typedef struct tj_rewriter_t {
+struct tj_rewriter_t {
   const tj_graph_t* src;
   tj_graph_t* dst;
   tj_allocator_t allocator;
   uint32_t* map;       // src node -> dst node; TJ_NODE_NONE until mapped
   int64_t* dim_cache;  // src expression index -> dst dim; INT64_MIN unknown
   uint32_t num_dim_cache;
-} tj_rewriter_t;
+};
 
 // Starts a rewrite of finalized |src|. The inputs are mapped already.
 tj_status_t tj_rewriter_begin(tj_rewriter_t* rw, const tj_graph_t* src);

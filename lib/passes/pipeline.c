@@ -2,6 +2,7 @@
 // context, tj_plan_t, running one pass with its checks, and the default
 // pipeline as straight-line code (QBE's main.c).
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ const tj_pass_info_t* tj_pass_find(const char* name, size_t length) {
 //===--- the context ---===//
 
 static _Atomic(bool) g_warned_print_after;
+static _Atomic(bool) g_warned_bisect;
 
 // TJ_PRINT_AFTER names one pass or "all": a misspelled name would print
 // nothing and leave the user wondering, so it is reported (once).
@@ -73,6 +75,68 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->log_fusion = (log & TJ_LOG_FUSION) != 0;
   const char* dump = tj_setting(context, TJ_SETTING_DUMP_DIR);
   if (dump && *dump) ctx->dump_dir = dump;
+  ctx->bisect_limit = -1;
+  const char* bisect = tj_setting(context, TJ_SETTING_BISECT);
+  if (bisect && *bisect) {
+    tj_status_t status =
+        tj_bisect_parse(bisect, tj_setting_source(context, TJ_SETTING_BISECT),
+                        &ctx->bisect_pass, &ctx->bisect_limit);
+    if (status) {
+      tj_warn_once(context, &g_warned_bisect, "%s; no budget applies",
+                   tj_status_message(status));
+      tj_status_free(status);
+    }
+  }
+}
+
+//===--- the TJ_BISECT budget ---===//
+
+tj_status_t tj_bisect_parse(const char* spec, const char* source,
+                            const char** out_pass, int64_t* out_limit) {
+  *out_pass = NULL;
+  *out_limit = -1;
+  const char* colon = strchr(spec, ':');
+  const char* number = colon ? colon + 1 : spec;
+  if (colon) {
+    *out_pass = NULL;
+    const tj_pass_info_t* pass = tj_pass_find(spec, (size_t)(colon - spec));
+    if (!pass) {
+      return tj_invalid("%s: \"%.64s\" names no pass (the form is N or PASS:N)",
+                        source, spec);
+    }
+    *out_pass = pass->name;
+  }
+  char* end = NULL;
+  errno = 0;
+  long long n = strtoll(number, &end, 10);
+  if (!*number || *end || errno || n < 0 || *number == '-' || *number == '+' ||
+      *number == ' ') {
+    *out_pass = NULL;
+    return tj_invalid(
+        "%s: \"%.64s\" is not a rewrite count (the form is N or PASS:N, N >= "
+        "0)",
+        source, spec);
+  }
+  *out_limit = (int64_t)n;
+  return NULL;
+}
+
+bool tj_pass_rewrite(tj_pass_ctx_t* ctx, const tj_graph_t* src, uint32_t node) {
+  if (ctx->bisect_pass &&
+      (!ctx->pass_name || strcmp(ctx->bisect_pass, ctx->pass_name) != 0)) {
+    return true;
+  }
+  if (ctx->bisect_limit >= 0 && ctx->rewrites >= ctx->bisect_limit) {
+    ++ctx->rewrites_skipped;
+    return false;
+  }
+  ++ctx->rewrites;
+  char type[96] = "";
+  tj_ir_format_type(src, node, type, sizeof(type));
+  snprintf(ctx->last_rewrite, sizeof(ctx->last_rewrite), "%s: %%%u = %s %s",
+           ctx->pass_name ? ctx->pass_name : "?", node,
+           tj_op_info(src->nodes[node].op)->name, type);
+  return true;
 }
 
 //===--- tj_plan_t ---===//
@@ -129,7 +193,10 @@ tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                 const tj_pass_info_t* pass) {
   uint32_t before = plan->graph->num_nodes;
   double start = ctx->log_passes ? tj_now_ms() : 0.0;
+  const char* outer = ctx->pass_name;  // canonicalize runs dce itself
+  ctx->pass_name = pass->name;
   tj_status_t status = pass->run(ctx, plan);
+  ctx->pass_name = outer;
   if (status) return tj_status_annotate(status, "pass %s", pass->name);
   if (ctx->verify_each) {
     status = verify_plan(plan);

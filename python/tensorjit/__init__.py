@@ -30,6 +30,7 @@ from .errors import (ArgumentTypeError, BackendError, InternalError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
 from .executable import (TARGETS, Executable, ExecutableStats, Profile,
                          ProfileEntry, VerifyReport, VerifyValue, compile)
+from .executable import LadderReport, LadderRung, ladder
 from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
                     default_context)
 
@@ -41,7 +42,7 @@ __all__ = [
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
     "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile",
     "default_context", "f32_to_bf16", "library_path", "load_library",
-    "numpy_dtype", "onnx", "version",
+    "numpy_dtype", "onnx", "version", "LadderReport", "LadderRung", "ladder",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]
 

@@ -122,7 +122,8 @@ class CompileOptions_t(ctypes.Structure):
                 ("bucket_pow2", cbool), ("autotune", cenum),
                 ("cache_dir", cstr), ("pipeline", cstr),
                 ("verify_each", cbool), ("x86", X86CompileOptions_t),
-                ("cuda", CudaCompileOptions_t)]
+                ("cuda", CudaCompileOptions_t), ("unfused", cbool),
+                ("bisect", cstr)]
 
 
 class ProfileEntry_t(ctypes.Structure):
@@ -200,6 +201,27 @@ class VerifyReport_t(ctypes.Structure):
                 ("fused_unfused_mismatches", i64),
                 ("blamed_pass", ctypes.c_char * 16),
                 ("blamed_pass_index", i32), ("text", cstr),
+                ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
+
+
+LADDER_LEVEL_COUNT = 5  # TJ_LADDER_LEVEL_COUNT_
+
+
+class LadderRung_t(ctypes.Structure):
+    _fields_ = [("level", cenum), ("ran", cbool), ("diverges", cbool),
+                ("mismatches", i64), ("max_abs_error", cdouble),
+                ("max_rel_error", cdouble), ("compile_ms", cdouble),
+                ("first_value", ctypes.c_char * 192),
+                ("note", ctypes.c_char * 256)]
+
+
+class LadderReport_t(ctypes.Structure):
+    _fields_ = [("rungs", LadderRung_t * LADDER_LEVEL_COUNT),
+                ("first_diverging", i32), ("blame", ctypes.c_char * 24),
+                ("blamed_pass", ctypes.c_char * 16),
+                ("blamed_pass_index", i32), ("pass_rewrites", i64),
+                ("bad_rewrite", i64),
+                ("bad_rewrite_node", ctypes.c_char * 160), ("text", cstr),
                 ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
 
 
@@ -321,6 +343,11 @@ _SIGNATURES = {
                        ctypes.POINTER(VerifyOptions_t),
                        ctypes.POINTER(ctypes.POINTER(VerifyReport_t))]),
     "tj_verify_report_destroy": (None, [ctypes.POINTER(VerifyReport_t)]),
+    "tj_verify_ladder": (vp, [vp, ctypes.POINTER(CompileOptions_t),
+                              ctypes.POINTER(Tensor_t), i32,
+                              ctypes.POINTER(VerifyOptions_t),
+                              ctypes.POINTER(ctypes.POINTER(LadderReport_t))]),
+    "tj_ladder_report_destroy": (None, [ctypes.POINTER(LadderReport_t)]),
     "tj_stage_name": (cstr, [cenum]),
     "tj_op_count": (i32, []),
     "tj_op_name": (cstr, [i32]),

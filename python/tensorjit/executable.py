@@ -31,7 +31,8 @@ from .errors import (ArgumentTypeError, InvalidArgumentError,
 from .graph import Context, Graph
 
 __all__ = ["compile", "Executable", "ExecutableStats", "Profile",
-           "ProfileEntry", "TARGETS", "VerifyReport", "VerifyValue"]
+           "ProfileEntry", "TARGETS", "VerifyReport", "VerifyValue",
+           "LadderReport", "LadderRung", "ladder"]
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
@@ -612,3 +613,104 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
     except BaseException:
         L.tj_executable_release(handle.value)
         raise
+
+
+@dataclass(frozen=True)
+class LadderRung:
+    """One rung of :func:`ladder` (``tj_ladder_rung_t``): its level
+    ("decomposed", "unfused", "fused", "full", "specialized"), whether it
+    ran and diverges from the reference, its output errors, compile time,
+    the first diverging value tj_verify named there, and why it did not
+    run (``note``)."""
+
+    level: str
+    ran: bool
+    diverges: bool
+    mismatches: int
+    max_abs_error: float
+    max_rel_error: float
+    compile_ms: float
+    first_value: str
+    note: str
+
+
+@dataclass(frozen=True)
+class LadderReport:
+    """What :func:`ladder` found (``tj_ladder_report_t``): every rung, the
+    first that diverges (its level, or None), the part to blame ("passes",
+    "kernel", "fusion", "options", "specialization" or ""), and for the
+    passes the blamed pass, its rewrites and the first bad one (the
+    ``TJ_BISECT=PASS:N`` that diverges; -1 when none was isolated) with its
+    node; ``text`` as ``tj-run --ladder`` prints it."""
+
+    rungs: List[LadderRung]
+    first_diverging: Optional[str]
+    blame: str
+    blamed_pass: str
+    pass_rewrites: int
+    bad_rewrite: int
+    bad_rewrite_node: str
+    text: str
+
+
+_LADDER_LEVELS = ["decomposed", "unfused", "fused", "full", "specialized"]
+
+
+def ladder(graph: Union[Graph, str], target: str = "x86", *,
+           symbols: Optional[Mapping[str, int]] = None, seed: int = 1,
+           edge_values: bool = True, nonfinite: bool = False,
+           specialize: str = "never") -> LadderReport:
+    """Climbs the diagnostic ladder for |graph| (``tj_verify_ladder``): the
+    passes on the reference interpreter, then compiled for |target| unfused,
+    fused without autotuning, with the full pipeline and specialized, each
+    on the same random inputs (|symbols|, |seed|, edge values and
+    |nonfinite| as :meth:`Executable.verify` makes them) against the
+    reference; names the first rung that diverges and what to blame,
+    bisecting a blamed pass to its first bad rewrite."""
+    if isinstance(graph, str):
+        graph = Graph.parse(graph)
+    if not isinstance(graph, Graph):
+        raise ArgumentTypeError(f"ladder: expected a Graph, got "
+                                f"{type(graph).__name__}")
+    if not isinstance(target, str) or target not in TARGETS:
+        raise InvalidArgumentError(f"ladder: unknown target {target!r}; "
+                                   f"expected x86, reference or cuda")
+    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
+        raise InvalidArgumentError(f"ladder: unknown specialize policy "
+                                   f"{specialize!r}")
+    graph.finalize()
+    L = _lib.lib()
+    copts = _lib.CompileOptions_t()
+    L.tj_compile_options_initialize(ctypes.byref(copts))
+    copts.target = TARGETS[target]
+    copts.specialize = _SPECIALIZE[specialize]
+    vopts = _lib.VerifyOptions_t()
+    L.tj_verify_options_initialize(ctypes.byref(vopts))
+    names = list((symbols or {}).keys())
+    c_names = (ctypes.c_char_p * max(len(names), 1))(
+        *[n.encode() for n in names])
+    c_values = (ctypes.c_int64 * max(len(names), 1))(
+        *[int(symbols[n]) for n in names])  # type: ignore[index]
+    vopts.num_symbols = len(names)
+    vopts.symbol_names = ctypes.cast(c_names, ctypes.POINTER(ctypes.c_char_p))
+    vopts.symbol_values = ctypes.cast(c_values,
+                                      ctypes.POINTER(ctypes.c_int64))
+    vopts.seed = seed
+    vopts.edge_values = edge_values
+    vopts.nonfinite = nonfinite
+    report = ctypes.POINTER(_lib.LadderReport_t)()
+    _lib.check(L.tj_verify_ladder(graph.handle, ctypes.byref(copts), None, 0,
+                                  ctypes.byref(vopts), ctypes.byref(report)))
+    try:
+        r = report.contents
+        rungs = [LadderRung(_LADDER_LEVELS[g.level], g.ran, g.diverges,
+                            g.mismatches, g.max_abs_error, g.max_rel_error,
+                            g.compile_ms, g.first_value.decode(),
+                            g.note.decode()) for g in r.rungs]
+        return LadderReport(
+            rungs, _LADDER_LEVELS[r.first_diverging]
+            if r.first_diverging >= 0 else None, r.blame.decode(),
+            r.blamed_pass.decode(), r.pass_rewrites, r.bad_rewrite,
+            r.bad_rewrite_node.decode(), (r.text or b"").decode())
+    finally:
+        L.tj_ladder_report_destroy(report)

@@ -65,6 +65,8 @@ int main(void) {
   FIELD(tj_compile_options_t, cuda.stream);
   FIELD(tj_compile_options_t, cuda.disable_graphs);
   FIELD(tj_compile_options_t, cuda.precise_math);
+  FIELD(tj_compile_options_t, unfused);
+  FIELD(tj_compile_options_t, bisect);
 
   STRUCT(tj_executable_stats_t);
   FIELD(tj_executable_stats_t, struct_size);
@@ -177,6 +179,32 @@ int main(void) {
   FIELD(tj_verify_report_t, allocator_.fn);
   FIELD(tj_verify_report_t, allocator_.user_data);
   FIELD(tj_verify_report_t, text_bytes_);
+
+  STRUCT(tj_ladder_rung_t);
+  FIELD(tj_ladder_rung_t, level);
+  FIELD(tj_ladder_rung_t, ran);
+  FIELD(tj_ladder_rung_t, diverges);
+  FIELD(tj_ladder_rung_t, mismatches);
+  FIELD(tj_ladder_rung_t, max_abs_error);
+  FIELD(tj_ladder_rung_t, max_rel_error);
+  FIELD(tj_ladder_rung_t, compile_ms);
+  FIELD(tj_ladder_rung_t, first_value);
+  FIELD(tj_ladder_rung_t, note);
+
+  STRUCT(tj_ladder_report_t);
+  FIELD(tj_ladder_report_t, rungs);
+  FIELD(tj_ladder_report_t, first_diverging);
+  FIELD(tj_ladder_report_t, blame);
+  FIELD(tj_ladder_report_t, blamed_pass);
+  FIELD(tj_ladder_report_t, blamed_pass_index);
+  FIELD(tj_ladder_report_t, pass_rewrites);
+  FIELD(tj_ladder_report_t, bad_rewrite);
+  FIELD(tj_ladder_report_t, bad_rewrite_node);
+  FIELD(tj_ladder_report_t, text);
+  FIELD(tj_ladder_report_t, allocator_);
+  FIELD(tj_ladder_report_t, allocator_.fn);
+  FIELD(tj_ladder_report_t, allocator_.user_data);
+  FIELD(tj_ladder_report_t, text_bytes_);
 
   STRUCT(tj_scoreboard_row_t);
   FIELD(tj_scoreboard_row_t, stage);

@@ -1165,3 +1165,24 @@ func @f(%x: f32[4]) {
 """)
     r = tj.compile(g, target="reference").verify()
     assert r.ok and not r.boundaries and len(r.values) == 1
+
+
+def test_ladder_clean() -> None:
+    g = tj.Graph.parse("""
+func @f[B](%x: f32[B,16], %w: f32[16,8]) {
+  %1 = matmul %x, %w : f32[B,8]
+  %2 = softmax %1 {axis=1} : f32[B,8]
+  return %2 as "y"
+}
+""")
+    r = tj.ladder(g, symbols={"B": 3}, edge_values=False)
+    assert r.first_diverging is None and r.blame == "", r.text
+    assert [x.level for x in r.rungs] == ["decomposed", "unfused", "fused",
+                                          "full", "specialized"]
+    assert all(x.ran and not x.diverges for x in r.rungs), r.text
+    assert r.bad_rewrite == -1 and r.blamed_pass == ""
+    assert "every rung agrees with the reference" in r.text
+    with pytest.raises(tj.InvalidArgumentError, match="symbol"):
+        tj.ladder(g)
+    with pytest.raises(tj.InvalidArgumentError, match="unknown target"):
+        tj.ladder(g, target="tpu")
