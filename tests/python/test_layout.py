@@ -30,6 +30,8 @@ MIRRORS = {
     "tj_verify_options_t": _lib.VerifyOptions_t,
     "tj_verify_value_t": _lib.VerifyValue_t,
     "tj_verify_report_t": _lib.VerifyReport_t,
+    "tj_partition_options_t": _lib.PartitionOptions_t,
+    "tj_partition_stats_t": _lib.PartitionStats_t,
 }
 
 
