@@ -2,7 +2,8 @@
 :class:`Executable`.
 
 An executable is called with numpy arrays or DLPack tensors, positionally
-in input order or by input name, and returns numpy arrays::
+in input order or by input name, and returns numpy arrays (torch tensors,
+on the inputs' device, when the inputs are torch tensors)::
 
     exe = tensorjit.compile(g)                 # x86 JIT by default
     y = exe(x, w, b)                           # one output: the array
@@ -11,8 +12,10 @@ in input order or by input name, and returns numpy arrays::
 
 Outputs are allocated by the binding with the shapes the library computes
 for these inputs (``tj_executable_output_shape``), so one executable serves
-every value of a symbolic dim. numpy arrays support DLPack themselves:
-``torch.from_dlpack(y)`` shares their memory.
+every value of a symbolic dim; a call of the previous call's signature
+reuses those shapes and its marshalled tensors (``_fast.py``).
+numpy arrays support DLPack themselves: ``torch.from_dlpack(y)`` shares
+their memory.
 """
 
 from __future__ import annotations
@@ -737,7 +740,10 @@ _CU_STREAM_LEGACY = 1
 
 
 def _cuda_stream(spec: Any, device: int) -> Optional[int]:
-    """The CUstream for compile()'s |cuda_stream| (None: the library's)."""
+    """The CUstream for compile()'s |cuda_stream| (None: the library's).
+    torch's current stream is read through its public API, which also
+    initializes CUDA in torch (making its context current on this thread,
+    as the legacy stream's handle needs)."""
     if isinstance(spec, str):
         if spec == "own":
             return None
@@ -761,4 +767,6 @@ def _cuda_stream(spec: Any, device: int) -> Optional[int]:
                 f"compile: cuda_stream must be None, a str, an int or a "
                 f"stream object, got {type(spec).__name__}")
         return int(raw) or _CU_STREAM_LEGACY
-    return _fast.current_stream_handle(device) or _CU_STREAM_LEGACY
+    import torch  # type: ignore
+    return int(torch.cuda.current_stream(device).cuda_stream) or \
+        _CU_STREAM_LEGACY
