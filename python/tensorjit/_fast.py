@@ -54,6 +54,32 @@ def _numpy_data_offset() -> int:
 
 _DATA_OFFSET = _numpy_data_offset()
 
+# numpy's NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE.
+_DENSE_WRITABLE = 0x0001 | 0x0400
+
+
+def _numpy_flags_offset() -> int:
+    """Offset of the int ``flags`` in PyArrayObject (after data, nd,
+    dimensions, strides, base and descr), checked on probe arrays against
+    ``ndarray.flags``; 0 when it does not hold."""
+    if not _DATA_OFFSET:
+        return 0
+    off = _DATA_OFFSET + 6 * ctypes.sizeof(ctypes.c_void_p)
+    base = np.zeros((4, 4), np.float32)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    for probe in (base, base.T, base[:, 1:], frozen):
+        want = (0x0001 if probe.flags.c_contiguous else 0) | (
+            0x0400 if probe.flags.writeable else 0)
+        got = ctypes.c_int.from_address(id(probe) + off).value
+        if got & _DENSE_WRITABLE != want:
+            return 0
+    return off
+
+
+_FLAGS_OFFSET = _numpy_flags_offset()
+_int_at = ctypes.c_int.from_address
+
 
 def numpy_pointer(x: np.ndarray) -> int:
     """The address of |x|'s first element."""
@@ -222,6 +248,7 @@ class Plan:
         (or the tuple of them), or MISS (nothing run) when they do not."""
         words = self.in_words
         k = 0
+        ptrs = []
         if self.kind == "numpy":
             ndarray = np.ndarray
             off = _DATA_OFFSET
@@ -229,8 +256,10 @@ class Plan:
                 if type(x) is not ndarray or x.dtype is not dtype or \
                         x.shape != shape or x.strides != strides:
                     return MISS
-                words[k] = _from_address(id(x) + off).value if off else \
+                p = _from_address(id(x) + off).value if off else \
                     x.__array_interface__["data"][0]
+                words[k] = p
+                ptrs.append(p)
                 k += _WORDS
         else:
             tensor = sys.modules["torch"].Tensor
@@ -239,9 +268,11 @@ class Plan:
                         x.shape != shape or x.get_device() != dev or \
                         x.requires_grad or not x.is_contiguous():
                     return MISS
-                words[k] = x.data_ptr()
+                p = x.data_ptr()
+                words[k] = p
+                ptrs.append(p)
                 k += _WORDS
-        outs = self.outputs(out, reuse)
+        outs = self.outputs(out, reuse, ptrs)
         if outs is None:
             return MISS
         order = self.order
@@ -253,13 +284,15 @@ class Plan:
             order.after(cur)
         return outs[0] if self.n_out == 1 else tuple(outs)
 
-    def outputs(self, out: Any, reuse: bool) -> Optional[List[Any]]:
-        """The output arrays, their pointers stored: |out| checked (None
-        when it does not fit this plan: the general path then reports
-        why), else the previous call's with |reuse|, else new ones."""
+    def outputs(self, out: Any, reuse: bool, in_ptrs: Sequence[Any]
+                ) -> Optional[List[Any]]:
+        """The output arrays, their pointers stored: |out| checked against
+        the inputs at |in_ptrs| (None when it does not fit this plan: the
+        general path then reports why), else the previous call's with
+        |reuse|, else new ones."""
         if out is not None:
             outs = out if isinstance(out, (list, tuple)) else [out]
-            if len(outs) != self.n_out or not self._bind_out(outs):
+            if len(outs) != self.n_out or not self._bind_out(outs, in_ptrs):
                 return None
             return list(outs)
         if reuse and self.last is not None:
@@ -287,7 +320,8 @@ class Plan:
         self.last = outs if reuse else None
         return outs
 
-    def _bind_out(self, outs: Sequence[Any]) -> bool:
+    def _bind_out(self, outs: Sequence[Any], in_ptrs: Sequence[Any]
+                  ) -> bool:
         """Checks |outs| against the plan (dtype, shape, dense, writable,
         no overlap with an input or another output) and stores them."""
         words = self.out_words
@@ -296,8 +330,13 @@ class Plan:
             if self.kind == "numpy":
                 shape, dtype = spec
                 if type(o) is not np.ndarray or o.dtype is not dtype or \
-                        o.shape != shape or not o.flags.c_contiguous or \
-                        not o.flags.writeable:
+                        o.shape != shape:
+                    return False
+                if _FLAGS_OFFSET:
+                    if _int_at(id(o) + _FLAGS_OFFSET).value & \
+                            _DENSE_WRITABLE != _DENSE_WRITABLE:
+                        return False
+                elif not o.flags.c_contiguous or not o.flags.writeable:
                     return False
                 p = numpy_pointer(o)
             else:
@@ -312,21 +351,13 @@ class Plan:
             if self.out_bytes[j]:
                 spans.append((p, p + self.out_bytes[j]))
         if spans:
-            ins = self._input_spans()
+            ins = [(p, p + n) for p, n in zip(in_ptrs, self.in_bytes)
+                   if p and n]
             for j, (lo, hi) in enumerate(spans):
                 for other_lo, other_hi in ins + spans[:j]:
                     if lo < other_hi and other_lo < hi:
                         return False
         return True
-
-    def _input_spans(self) -> List[Tuple[int, int]]:
-        words = self.in_words
-        spans = []
-        for i, n in enumerate(self.in_bytes):
-            p = words[_WORDS * i]
-            if n and p:
-                spans.append((p, p + n))
-        return spans
 
 
 def plan_for(inputs: Sequence[Any], in_dtypes: Sequence[DType],
