@@ -1414,22 +1414,23 @@ class Graph:
 
     def _adopt_handle(self, handle: int, name: str) -> "Graph":
         """A Graph over |handle| (new, finalized, from this graph), with
-        this graph's context, borrowed constants and symbol names."""
+        this graph's context, borrowed constants and symbol names. On
+        failure the caller still owns |handle|."""
         g = Graph.__new__(Graph)
         g._handle = None
         g.context = self.context
         g._borrowed = list(self._borrowed)
         g._dim_names = {}
         g._symbols = {}
-        g._handle = handle
         g.name = name
-        self.context._adopt(g)
         L = _lib.lib()
         for word in self._symbols:
             d = int(L.tj_graph_symbol(handle, word.encode()))
             if d != _lib.DIM_INVALID:
                 g._symbols[word] = d
                 g._dim_names.setdefault(d, word)
+        self.context._adopt(g)
+        g._handle = handle  # from here on g owns it
         return g
 
     def _indices(self, which: Any, names: List[str], what: str) -> Any:
@@ -1471,7 +1472,11 @@ class Graph:
         _lib.check(_lib.lib().tj_graph_grad(self.handle, n_out, out_idx,
                                             n_wrt, wrt_idx,
                                             ctypes.byref(handle)))
-        return self._adopt_handle(handle.value, self.name + "_joint")
+        try:
+            return self._adopt_handle(handle.value, self.name + "_joint")
+        except BaseException:
+            _lib.lib().tj_graph_destroy(handle.value)
+            raise
 
     def partition(self, num_primal_inputs: int, num_forward_outputs: int,
                   recompute: str = "pointwise",
@@ -1524,7 +1529,12 @@ class Graph:
             L.tj_graph_destroy(fwd.value)
             L.tj_graph_destroy(bwd.value)
             raise
-        backward = self._adopt_handle(bwd.value, self.name + "_backward")
+        try:
+            backward = self._adopt_handle(bwd.value, self.name + "_backward")
+        except BaseException:
+            L.tj_graph_destroy(bwd.value)
+            forward.close()
+            raise
         return forward, backward, PartitionStats(
             stats.saved_bytes, stats.num_saved, stats.saved_output_bytes,
             stats.saved_input_bytes, stats.num_saved_inputs,

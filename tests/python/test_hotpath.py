@@ -217,6 +217,25 @@ def test_threads_share_an_executable():
     assert not errors, errors[:3]
 
 
+def test_hot_path_without_the_struct_offsets(monkeypatch):
+    # Where numpy's struct layout does not check out (another Python, a
+    # future numpy), the hot path reads __array_interface__ and .flags.
+    monkeypatch.setattr(_fast, "_DATA_OFFSET", 0)
+    monkeypatch.setattr(_fast, "_FLAGS_OFFSET", 0)
+    exe = tj.compile(two_outputs(), num_threads=1)
+    for _ in range(3):
+        a, b = rand(3, 6), rand(6)
+        e, s = exe(a, b)
+        np.testing.assert_allclose(e, np.exp(a + b), rtol=1e-5)
+        np.testing.assert_allclose(s, a.sum(1), rtol=1e-5, atol=1e-5)
+    outs = [np.empty((3, 6), np.float32), np.empty(3, np.float32)]
+    assert exe(a, b, out=outs)[0] is outs[0]
+    np.testing.assert_allclose(outs[1], a.sum(1), rtol=1e-5, atol=1e-5)
+    outs[0].flags.writeable = False
+    with pytest.raises(tj.InvalidArgumentError, match="read-only"):
+        exe(a, b, out=outs)
+
+
 #===--- compile options ---===#
 
 
