@@ -655,7 +655,11 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             stream at the time of the call and before its later work, also
             when that is another stream (see ``CudaOrder`` in _fast.py).
             torch's default stream (the legacy stream) refuses CUDA graph
-            capture, so |cuda_graphs| is off on it.
+            capture, so |cuda_graphs| is off on it: for graph replay of a
+            graph of many kernels, compile (and call) under a torch side
+            stream (``with torch.cuda.stream(s): ...``). Import torch
+            before compiling, or calls with torch CUDA tensors wait on the
+            host for torch's stream before each run.
         cuda_graphs: CUDA: replay each shape's kernels as a captured CUDA
             graph (``cuda.disable_graphs`` is its negation).
         precise_math: CUDA: exp, tanh, sigmoid and erf with the x86
