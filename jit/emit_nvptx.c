@@ -12,6 +12,13 @@
 #define kMaxGridX 2147483647u
 // Steps per iteration of a row-reduce REDUCE loop.
 #define kUnroll 4
+// Iterations of the streaming REDUCE loop that a float sum adds into a
+// fresh partial (64 steps a lane at kUnroll 4) before the partial goes
+// into the thread's compensated total (see fold_compensated): the error of
+// a row's sum then stays near (64 + 2 + log2 threads) eps * sum |x| for any
+// length, instead of growing with the length / (threads * lanes) of one
+// serial partial per lane.
+#define kSumBlock 16
 // Elements of a row each thread holds in registers on the resident path,
 // as slots of one vector each: 4 slots of f32x4, 2 of bf16x8 (rows of up
 // to 4096 elements at 256 threads). More cost registers that the 64-register
@@ -576,6 +583,32 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   tj_nvptx_barrier(nv);
 }
 
+// Adds the block partial at |acc| (a vector of type |vt|, its lanes added
+// first) into the compensated (Kahan) scalar total |sum| + |comp| and
+// clears the partial; scalars keep the registers of a bf16x8 row for the
+// loads. A non-finite total (an infinity or NaN in the row, or an overflow)
+// keeps a zero compensation, so that inf - inf never makes a NaN the plain
+// sum would not have made.
+static void fold_compensated(tj_nvptx_emit_t* nv, const reducer_t* r,
+                             LLVMTypeRef vt, int32_t lanes, LLVMValueRef acc,
+                             LLVMValueRef sum, LLVMValueRef comp) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef x = LLVMBuildLoad2(b, vt, acc, "");
+  if (lanes > 1) x = combine_lanes(nv, r, x, lanes);
+  LLVMValueRef s = LLVMBuildLoad2(b, r->type, sum, "");
+  LLVMValueRef k = LLVMBuildLoad2(b, r->type, comp, "");
+  LLVMValueRef y = LLVMBuildFSub(b, x, k, "");
+  LLVMValueRef t = LLVMBuildFAdd(b, s, y, "");
+  LLVMValueRef lost = LLVMBuildFSub(b, LLVMBuildFSub(b, t, s, ""), y, "");
+  LLVMValueRef zero = LLVMConstNull(r->type);
+  LLVMValueRef finite =
+      LLVMBuildFCmp(b, LLVMRealOEQ, LLVMBuildFSub(b, t, t, ""), zero, "finite");
+  LLVMBuildStore(b, t, sum);
+  LLVMBuildStore(b, tj_emit_select(em, finite, lost, zero), comp);
+  LLVMBuildStore(b, LLVMConstNull(vt), acc);
+}
+
 static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
                                      row_ctx_t* c) {
   tj_emit_t* em = &nv->em;
@@ -597,6 +630,17 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   int32_t unroll = arg ? 1 : kUnroll;
   LLVMValueRef j_var = tj_emit_alloca(em, em->t_i64, "j");
   LLVMBuildStore(b, c->j0, j_var);
+  // Float sums: blocks of kSumBlock iterations into a compensated total.
+  bool blocked = r.kind == TJ_KIR_REDUCE_SUM && is_float_type(r.type);
+  LLVMValueRef sum = NULL, comp = NULL, iters = NULL;
+  if (blocked) {
+    sum = tj_emit_alloca(em, r.type, "sum");
+    comp = tj_emit_alloca(em, r.type, "comp");
+    iters = tj_emit_alloca(em, em->t_i64, "iters");
+    LLVMBuildStore(b, LLVMConstNull(r.type), sum);
+    LLVMBuildStore(b, LLVMConstNull(r.type), comp);
+    LLVMBuildStore(b, i64c(nv, 0), iters);
+  }
   for (int32_t pass = 0; pass < 2; ++pass) {
     int32_t steps = pass == 0 ? unroll : 1;
     if (pass == 0 && steps == 1) continue;
@@ -638,6 +682,20 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
         LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
       }
     }
+    if (blocked && pass == 0) {
+      LLVMValueRef n = LLVMBuildAdd(b, LLVMBuildLoad2(b, em->t_i64, iters, ""),
+                                    i64c(nv, 1), "");
+      LLVMBuildStore(b, n, iters);
+      tj_emit_if_t full;
+      tj_emit_if_begin(
+          em, &full,
+          LLVMBuildICmp(b, LLVMIntEQ,
+                        LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
+                        i64c(nv, 0), ""),
+          "block");
+      fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
+      tj_emit_if_end(em, &full);
+    }
     LLVMBuildStore(
         b,
         LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
@@ -645,9 +703,15 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMBuildBr(b, cond);
     LLVMPositionBuilderAtEnd(b, done);
   }
-  LLVMValueRef v = LLVMBuildLoad2(b, vt, acc, "");
-  LLVMValueRef vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-  if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
+  LLVMValueRef v, vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  if (blocked) {
+    fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
+    v = LLVMBuildFSub(b, LLVMBuildLoad2(b, r.type, sum, ""),
+                      LLVMBuildLoad2(b, r.type, comp, ""), "");
+  } else {
+    v = LLVMBuildLoad2(b, vt, acc, "");
+    if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
+  }
   reduce_across_threads(nv, &r, c, &v, &vi);
   if (arg) {
     // An empty row has no first maximum; report index 0.

@@ -31,14 +31,14 @@ from .errors import (ArgumentTypeError, BackendError, InternalError,
 from .executable import (TARGETS, Executable, ExecutableStats, Profile,
                          ProfileEntry, VerifyReport, VerifyValue, compile)
 from .executable import LadderReport, LadderRung, ladder
-from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
-                    default_context)
+from .graph import (Context, Graph, PartitionStats, Scoreboard,
+                    ScoreboardRow, Value, default_context)
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "Context", "DType", "Executable",
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
-    "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
-    "Scoreboard",
+    "LibraryNotFoundError", "OutOfMemoryError", "PartitionStats",
+    "Profile", "ProfileEntry", "Scoreboard",
     "ScoreboardRow", "TARGETS", "TensorJitError", "UnsupportedError",
     "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile",
     "default_context", "f32_to_bf16", "library_path", "load_library",

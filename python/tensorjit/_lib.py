@@ -24,7 +24,7 @@ import ctypes.util
 import glob
 import os
 import threading
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import LibraryNotFoundError, error_for_code
 
@@ -241,6 +241,22 @@ class Scoreboard_t(ctypes.Structure):
                 ("arena_bytes", i64), ("live_peak_bytes", i64)]
 
 
+class PartitionOptions_t(ctypes.Structure):
+    """tj_partition_options_t (tj_autodiff.h)."""
+
+    _fields_ = [("recompute", cenum), ("num_symbols", i32),
+                ("symbol_names", ctypes.POINTER(cstr)),
+                ("symbol_values", ctypes.POINTER(i64))]
+
+
+class PartitionStats_t(ctypes.Structure):
+    """tj_partition_stats_t (tj_autodiff.h)."""
+
+    _fields_ = [("saved_bytes", i64), ("num_saved", i32),
+                ("saved_output_bytes", i64), ("saved_input_bytes", i64),
+                ("num_saved_inputs", i32), ("num_recomputed", i32)]
+
+
 _SIGNATURES = {
     "tj_version_number": (ctypes.c_uint32, []),
     "tj_version_string": (cstr, []),
@@ -355,6 +371,13 @@ _SIGNATURES = {
     "tj_op_form": (cenum, [i32]),
     "tj_graph_scoreboard": (vp, [vp, i32, ctypes.POINTER(cstr), p64,
                                  ctypes.POINTER(Scoreboard_t)]),
+    "tj_graph_grad": (vp, [vp, i32, p32, i32, p32, ctypes.POINTER(vp)]),
+    "tj_partition_options_initialize": (None, [ctypes.POINTER(
+        PartitionOptions_t)]),
+    "tj_graph_partition": (vp, [vp, i32, i32,
+                                ctypes.POINTER(PartitionOptions_t),
+                                ctypes.POINTER(vp), ctypes.POINTER(vp),
+                                ctypes.POINTER(PartitionStats_t)]),
 }
 
 # The builders of a shared form (tj_op_form_t) are declared from the
@@ -438,6 +461,24 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
             "the package with the library bundled (pip install ./python after "
             "a build) or install the library (meson install). Tried: " +
             "; ".join(tried))
+
+
+_raw: Dict[str, Any] = {}
+
+
+def raw_function(name: str) -> Any:
+    """|name| from the loaded library as a ctypes function without
+    argtypes (restype void*): the caller passes ctypes objects it converted
+    once (c_void_p handles, byref() of arrays, ints), which saves the
+    per-call conversion on hot paths."""
+    fn = _raw.get(name)
+    if fn is None:
+        lib()
+        assert _path is not None
+        fn = getattr(ctypes.CDLL(_path), name)
+        fn.restype = vp
+        _raw[name] = fn
+    return fn
 
 
 def library_path() -> str:

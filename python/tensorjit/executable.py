@@ -2,7 +2,8 @@
 :class:`Executable`.
 
 An executable is called with numpy arrays or DLPack tensors, positionally
-in input order or by input name, and returns numpy arrays::
+in input order or by input name, and returns numpy arrays (torch tensors,
+on the inputs' device, when the inputs are torch tensors)::
 
     exe = tensorjit.compile(g)                 # x86 JIT by default
     y = exe(x, w, b)                           # one output: the array
@@ -11,8 +12,10 @@ in input order or by input name, and returns numpy arrays::
 
 Outputs are allocated by the binding with the shapes the library computes
 for these inputs (``tj_executable_output_shape``), so one executable serves
-every value of a symbolic dim. numpy arrays support DLPack themselves:
-``torch.from_dlpack(y)`` shares their memory.
+every value of a symbolic dim; a call of the previous call's signature
+reuses those shapes and its marshalled tensors (``_fast.py``).
+numpy arrays support DLPack themselves: ``torch.from_dlpack(y)`` shares
+their memory.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _lib
+from . import _fast, _lib
 from ._tensors import Marshal, overlaps
 from .dtypes import DType, numpy_dtype
 from .errors import (ArgumentTypeError, InvalidArgumentError,
@@ -36,6 +39,7 @@ __all__ = ["compile", "Executable", "ExecutableStats", "Profile",
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
+_AUTOTUNE = {"default": 0, "on": 1, "off": 2}
 
 
 @dataclass(frozen=True)
@@ -246,20 +250,24 @@ class _Runner:
         return tuple(int(d) for d in dims[:rank.value])
 
     def _allocate(self, shape: Tuple[int, ...], dtype: DType, device: int,
-                  device_id: int) -> Any:
-        if device == _lib.DEVICE_CPU:
+                  device_id: int, torch_out: bool = False) -> Any:
+        if device == _lib.DEVICE_CPU and not torch_out:
             return np.empty(shape, dtype=numpy_dtype(dtype))
-        try:
-            import torch  # type: ignore
-        except ImportError:
-            raise UnsupportedError(
-                "outputs on a CUDA device need torch to allocate them, or "
-                "pass out= with device tensors") from None
-        tdt = {DType.F32: torch.float32, DType.F16: torch.float16,
-               DType.BF16: torch.bfloat16, DType.F64: torch.float64,
-               DType.I8: torch.int8, DType.I32: torch.int32,
-               DType.I64: torch.int64, DType.BOOL: torch.bool}[dtype]
-        return torch.empty(shape, dtype=tdt, device=f"cuda:{device_id}")
+        if _fast.torch_module() is None:
+            try:
+                import torch  # type: ignore  # noqa: F401
+            except ImportError:
+                raise UnsupportedError(
+                    "outputs on a CUDA device need torch to allocate them, "
+                    "or pass out= with device tensors") from None
+        torch = _fast.torch_module()
+        where = "cpu" if device == _lib.DEVICE_CPU else f"cuda:{device_id}"
+        return torch.empty(shape, dtype=_fast.torch_dtype(dtype),
+                           device=where)
+
+    # The CUDA stream order for torch tensors (executables override).
+    def _cuda_order(self, device_id: int) -> Optional[_fast.CudaOrder]:
+        return None
 
     def call(self, args: Sequence[Any], named: Mapping[str, Any],
              out: Any, always_list: bool = False,
@@ -281,6 +289,9 @@ class _Runner:
         n_in = len(bound)
         in_arr = (_lib.Tensor_t * max(n_in, 1))()
         out_arr = (_lib.Tensor_t * max(n_out, 1))()
+        # Torch tensors in give torch tensors out.
+        torch_out = any(_fast.is_torch_tensor(x) for x in bound)
+        order, cur = None, None
         with Marshal() as m:
             device, device_id = _lib.DEVICE_CPU, 0
             for i, x in enumerate(bound):
@@ -288,10 +299,12 @@ class _Runner:
                                      self.input_dtypes[i], t=in_arr[i])
                 if dev != _lib.DEVICE_CPU:
                     device, device_id = dev, int(t.device_id)
+            if torch_out and device == _lib.DEVICE_CUDA:
+                order = self._cuda_order(device_id)
             if outs is None:
                 outs = [self._allocate(self._shape(in_arr, n_in, k),
                                        self.output_dtypes[k], device,
-                                       device_id)
+                                       device_id, torch_out)
                         for k in range(n_out)]
             result = outs
             for k, o in enumerate(outs):
@@ -308,14 +321,25 @@ class _Runner:
                         raise InvalidArgumentError(
                             f"outputs {self.output_names[j]!r} and "
                             f"{self.output_names[k]!r} overlap in memory")
+            if order is not None:
+                cur = order.before()
             if invoke is not None:
                 invoke(in_arr, n_in, out_arr, n_out)
             else:
                 fn, handle = self._run_fn()
                 _lib.check(fn(handle, in_arr, n_in, out_arr, n_out))
+            if order is not None:
+                order.after(cur)
+            if invoke is None:
+                self._learn(bound, in_arr, n_in)
         if always_list:
             return list(result)
         return result[0] if n_out == 1 else tuple(result)
+
+    # After a successful general call: build the hot path's plan for this
+    # signature (executables override).
+    def _learn(self, bound: Sequence[Any], in_arr: Any, n_in: int) -> None:
+        pass
 
 
 class _GraphRunner(_Runner):
@@ -342,8 +366,21 @@ class Executable(_Runner):
     from several threads at once. :meth:`close` releases it early.
     """
 
-    def __init__(self, handle: int, graph: Graph, target: str) -> None:
+    def __init__(self, handle: int, graph: Graph, target: str,
+                 stream: Optional[int] = None,
+                 reuse_outputs: bool = False) -> None:
         self._handle: Optional[int] = handle
+        # The hot path (see _fast.py): the plan of the last call signature.
+        self._plan: Optional[_fast.Plan] = None
+        self._handle_arg = ctypes.c_void_p(handle)
+        # tj_executable_run without ctypes argument conversion (the plan
+        # converts its arguments once).
+        self._raw_run = _lib.raw_function("tj_executable_run")
+        self._stream = stream
+        #: When true, a call without ``out=`` writes into the arrays the
+        #: previous call of the same shapes returned (no allocation);
+        #: arrays returned earlier are then overwritten by later calls.
+        self.reuse_outputs = bool(reuse_outputs)
         self.context: Context = graph.context
         self.target = target
         self.name = graph.name
@@ -368,6 +405,7 @@ class Executable(_Runner):
 
     def close(self) -> None:
         """Drops this object's reference (tj_executable_release)."""
+        self._plan = None
         if self._handle:
             _lib.lib().tj_executable_release(self._handle)
             self._handle = None
@@ -399,8 +437,44 @@ class Executable(_Runner):
 
     def __call__(self, *inputs: Any, out: Any = None, **named: Any) -> Any:
         """Runs on these inputs. |out|: an array (one output) or a list of
-        arrays to write into instead of allocating; it is returned."""
+        arrays to write into instead of allocating; it is returned.
+
+        Torch tensors in give torch tensors out, on the inputs' device;
+        CUDA tensors run in order with torch's current stream (see
+        :func:`compile`'s ``cuda_stream``). A positional call whose inputs
+        have the dtypes, shapes and (dense) layout of the previous call
+        takes the hot path: no output-shape query, no marshalling beyond
+        storing the data pointers."""
+        plan = self._plan
+        if plan is not None and not named and len(inputs) == plan.n_in \
+                and plan.lock.acquire(False):
+            try:
+                r = plan.run(self._raw_run, self._handle_arg, inputs, out,
+                             self.reuse_outputs)
+            finally:
+                plan.lock.release()
+            if r is not _fast.MISS:
+                return r
         return self.call(inputs, named, out)
+
+    def _learn(self, bound: Sequence[Any], in_arr: Any, n_in: int) -> None:
+        def out_specs() -> List[Tuple[Tuple[int, ...], DType]]:
+            return [(self._shape(in_arr, n_in, k), self.output_dtypes[k])
+                    for k in range(len(self.output_names))]
+        if self._plan is not None and self._plan.lock.locked():
+            return  # another thread's call is on it: keep it
+        try:
+            plan = _fast.plan_for(bound, self.input_dtypes, out_specs,
+                                  self._cuda_order)
+        except Exception:  # noqa: BLE001 - the general path still works
+            plan = None
+        if plan is not None and self._handle:
+            self._plan = plan
+
+    def _cuda_order(self, device_id: int) -> Optional[_fast.CudaOrder]:
+        if self.target != "cuda":
+            return None
+        return _fast.CudaOrder(self._stream, device_id)
 
     def run(self, inputs: Union[Sequence[Any], Mapping[str, Any]],
             out: Optional[Sequence[Any]] = None) -> List[Any]:
@@ -545,8 +619,13 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             num_threads: int = 0, specialize: str = "never",
             specialize_after: int = 16, bucket_pow2: bool = False,
             cache_dir: Optional[str] = None, pipeline: Optional[str] = None,
-            verify_each: bool = False) -> Executable:
-    """Compiles |graph| (finalizing it first) for |target|.
+            verify_each: bool = False, autotune: str = "default",
+            autotune_budget_ms: int = 0, cuda_device: int = 0,
+            cuda_stream: Any = None, cuda_graphs: bool = True,
+            precise_math: bool = False,
+            reuse_outputs: bool = False) -> Executable:
+    """Compiles |graph| (finalizing it first) for |target|
+    (``tj_compile`` with ``tj_compile_options_t``).
 
     Args:
         graph: a :class:`Graph`, or ``.tj`` text.
@@ -561,10 +640,38 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         cache_dir: kernel cache directory; ``""`` disables the disk cache.
         pipeline: comma-separated pass list replacing the default.
         verify_each: verify the IR after every pass.
+        autotune: GEMM autotuning, ``"default"`` (off on x86, on for
+            CUDA), ``"on"`` or ``"off"`` (``tj_autotune_t``).
+        autotune_budget_ms: x86: bound on the time one tuning decision
+            spends timing candidates (0: the library's 200 ms).
+        cuda_device: CUDA: the device ordinal.
+        cuda_stream: CUDA: the stream runs are enqueued on. ``None``: torch's
+            current stream on |cuda_device| at compile time when the program
+            has imported torch and CUDA is available in it, else the
+            library's own stream; ``"torch"``: torch's current stream (torch
+            must be importable); ``"own"``: the library's own stream; an
+            int (a CUstream) or an object with ``cuda_stream`` (a
+            ``torch.cuda.Stream``), which must outlive the executable.
+            Calls with torch CUDA tensors are ordered after torch's current
+            stream at the time of the call and before its later work, also
+            when that is another stream (see ``CudaOrder`` in _fast.py).
+            torch's default stream (the legacy stream) refuses CUDA graph
+            capture, so |cuda_graphs| is off on it: for graph replay of a
+            graph of many kernels, compile (and call) under a torch side
+            stream (``with torch.cuda.stream(s): ...``). Import torch
+            before compiling, or calls with torch CUDA tensors wait on the
+            host for torch's stream before each run.
+        cuda_graphs: CUDA: replay each shape's kernels as a captured CUDA
+            graph (``cuda.disable_graphs`` is its negation).
+        precise_math: CUDA: exp, tanh, sigmoid and erf with the x86
+            target's precise polynomials instead of the GPU's approximate
+            instructions.
+        reuse_outputs: see :attr:`Executable.reuse_outputs`.
 
     Raises:
         TensorJitError: the library's status (e.g. UnsupportedError for a
-        target this build cannot compile for).
+        target this build cannot compile for); InvalidArgumentError or
+        ArgumentTypeError for an option of the wrong value or type.
     """
     if isinstance(graph, str):
         graph = Graph.parse(graph)
@@ -578,8 +685,14 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         raise InvalidArgumentError(
             f"compile: unknown specialize policy {specialize!r}; expected "
             f"never, after_n or always")
+    if not isinstance(autotune, str) or autotune not in _AUTOTUNE:
+        raise InvalidArgumentError(
+            f"compile: unknown autotune {autotune!r}; expected default, on "
+            f"or off")
     for name, value in (("num_threads", num_threads),
-                        ("specialize_after", specialize_after)):
+                        ("specialize_after", specialize_after),
+                        ("autotune_budget_ms", autotune_budget_ms),
+                        ("cuda_device", cuda_device)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ArgumentTypeError(f"compile: {name} must be an int")
         if not -(2**31) <= int(value) < 2**31:
@@ -605,11 +718,22 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
     opts.cache_dir = keep.get("cache_dir")
     opts.pipeline = keep.get("pipeline")
     opts.verify_each = bool(verify_each)
+    opts.autotune = _AUTOTUNE[autotune]
+    opts.x86.autotune_budget_ms = int(autotune_budget_ms)
+    stream = None
+    if target == "cuda":
+        stream = _cuda_stream(cuda_stream, int(cuda_device))
+        opts.cuda.device = int(cuda_device)
+        opts.cuda.stream = stream
+        # The legacy stream (torch's default) cannot be captured.
+        opts.cuda.disable_graphs = not cuda_graphs or stream == 1
+        opts.cuda.precise_math = bool(precise_math)
     handle = ctypes.c_void_p()
     _lib.check(L.tj_compile(graph.handle, ctypes.byref(opts),
                             ctypes.byref(handle)))
     try:
-        return Executable(handle.value, graph, target)
+        return Executable(handle.value, graph, target, stream,
+                          reuse_outputs)
     except BaseException:
         L.tj_executable_release(handle.value)
         raise
@@ -714,3 +838,41 @@ def ladder(graph: Union[Graph, str], target: str = "x86", *,
             r.bad_rewrite_node.decode(), (r.text or b"").decode())
     finally:
         L.tj_ladder_report_destroy(report)
+
+
+# CU_STREAM_LEGACY: the legacy default stream (torch's default stream, whose
+# cuda_stream is 0) as a handle; 0 would mean the library's own stream.
+_CU_STREAM_LEGACY = 1
+
+
+def _cuda_stream(spec: Any, device: int) -> Optional[int]:
+    """The CUstream for compile()'s |cuda_stream| (None: the library's).
+    torch's current stream is read through its public API, which also
+    initializes CUDA in torch (making its context current on this thread,
+    as the legacy stream's handle needs)."""
+    if isinstance(spec, str):
+        if spec == "own":
+            return None
+        if spec != "torch":
+            raise InvalidArgumentError(
+                f"compile: unknown cuda_stream {spec!r}; expected None, "
+                f"\"torch\", \"own\", a CUstream or a torch stream")
+        try:
+            import torch  # type: ignore  # noqa: F401
+        except ImportError:
+            raise UnsupportedError('compile: cuda_stream="torch" needs '
+                                   'torch') from None
+    elif spec is None:
+        torch = _fast.torch_module()
+        if torch is None or not torch.cuda.is_available():
+            return None
+    else:
+        raw = getattr(spec, "cuda_stream", spec)
+        if isinstance(raw, bool) or not isinstance(raw, (int, np.integer)):
+            raise ArgumentTypeError(
+                f"compile: cuda_stream must be None, a str, an int or a "
+                f"stream object, got {type(spec).__name__}")
+        return int(raw) or _CU_STREAM_LEGACY
+    import torch  # type: ignore
+    return int(torch.cuda.current_stream(device).cuda_stream) or \
+        _CU_STREAM_LEGACY

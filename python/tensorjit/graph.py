@@ -440,6 +440,21 @@ class Scoreboard:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class PartitionStats:
+    """What :meth:`Graph.partition` decided (``tj_partition_stats_t``), in
+    bytes at the symbol sizes given: the activations the forward saves for
+    the backward, of those the bytes that were outputs anyway, the forward
+    inputs the backward reads again, and the forward nodes it recomputes."""
+
+    saved_bytes: int
+    num_saved: int
+    saved_output_bytes: int
+    saved_input_bytes: int
+    num_saved_inputs: int
+    num_recomputed: int
+
+
 #===----------------------------------------------------------------------===#
 # Graph
 #===----------------------------------------------------------------------===#
@@ -1394,6 +1409,136 @@ class Graph:
             for i, r in enumerate(out.rows))
         return Scoreboard(rows, out.activation_bytes, out.input_bytes,
                           out.arena_bytes, out.live_peak_bytes)
+
+    #===--- gradients (tj_autodiff.h) ---===#
+
+    def _adopt_handle(self, handle: int, name: str) -> "Graph":
+        """A Graph over |handle| (new, finalized, from this graph), with
+        this graph's context, borrowed constants and symbol names. On
+        failure the caller still owns |handle|."""
+        g = Graph.__new__(Graph)
+        g._handle = None
+        g.context = self.context
+        g._borrowed = list(self._borrowed)
+        g._dim_names = {}
+        g._symbols = {}
+        g.name = name
+        L = _lib.lib()
+        for word in self._symbols:
+            d = int(L.tj_graph_symbol(handle, word.encode()))
+            if d != _lib.DIM_INVALID:
+                g._symbols[word] = d
+                g._dim_names.setdefault(d, word)
+        self.context._adopt(g)
+        g._handle = handle  # from here on g owns it
+        return g
+
+    def _indices(self, which: Any, names: List[str], what: str) -> Any:
+        if which is None:
+            return 0, None
+        items = _sequence(which, what)
+        out = []
+        for item in items:
+            if isinstance(item, str):
+                if item not in names:
+                    raise InvalidArgumentError(
+                        f"{what}: @{self.name} has no {what.split()[-1]} "
+                        f"named {item!r} ({', '.join(names)})")
+                out.append(names.index(item))
+            else:
+                out.append(as_index(item, what))
+        return len(out), (ctypes.c_int32 * max(len(out), 1))(*out)
+
+    def grad(self, outputs: Optional[Sequence[Union[int, str]]] = None,
+             wrt: Optional[Sequence[Union[int, str]]] = None) -> "Graph":
+        """The joint forward + backward graph (``tj_graph_grad``), new and
+        finalized; this graph is finalized first.
+
+        |outputs|: the outputs y to differentiate, by index or name (None:
+        every float output); |wrt|: the inputs x (None: every float input).
+        The joint graph takes this graph's inputs, then one tangent
+        ``grad_<y>`` per y (the incoming gradient; feed ones for a scalar
+        loss), and returns this graph's outputs, then ``grad_<x>`` per x.
+        Symbolic dims carry through.
+
+        Raises InvalidArgumentError (the library's message) for a
+        non-float or repeated selection or a ``grad_`` name collision."""
+        self.finalize()
+        n_out, out_idx = self._indices(
+            outputs, [n for n, _ in self.outputs], "grad outputs")
+        n_wrt, wrt_idx = self._indices(
+            wrt, [n for n, _ in self.inputs], "grad wrt input")
+        handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().tj_graph_grad(self.handle, n_out, out_idx,
+                                            n_wrt, wrt_idx,
+                                            ctypes.byref(handle)))
+        try:
+            return self._adopt_handle(handle.value, self.name + "_joint")
+        except BaseException:
+            _lib.lib().tj_graph_destroy(handle.value)
+            raise
+
+    def partition(self, num_primal_inputs: int, num_forward_outputs: int,
+                  recompute: str = "pointwise",
+                  symbols: Optional[Mapping[str, int]] = None
+                  ) -> Tuple["Graph", "Graph", "PartitionStats"]:
+        """Splits this joint graph (e.g. from :meth:`grad`) into a forward
+        and a backward graph (``tj_graph_partition``): returns (forward,
+        backward, :class:`PartitionStats`).
+
+        Its first |num_primal_inputs| inputs are the forward's, the rest
+        tangents; its first |num_forward_outputs| outputs the forward's,
+        the rest gradients. The forward returns its outputs, then the saved
+        values ``saved_<k>``; the backward takes the saved values (named
+        after the forward input or output that gives them), then the
+        tangents, and returns the gradients. |recompute|: ``"none"``,
+        ``"pointwise"`` (the default), ``"reductions"`` or ``"all"``: what
+        the backward may compute again instead of having it saved.
+        |symbols|: sizes that weigh symbolic tensors (others count as
+        1024). Compare the halves with :meth:`scoreboard`."""
+        modes = {"none": 0, "pointwise": 1, "reductions": 2, "all": 3}
+        if not isinstance(recompute, str) or recompute not in modes:
+            raise InvalidArgumentError(
+                f"partition: unknown recompute {recompute!r}; expected "
+                f"{', '.join(modes)}")
+        self.finalize()
+        L = _lib.lib()
+        opts = _lib.PartitionOptions_t()
+        L.tj_partition_options_initialize(ctypes.byref(opts))
+        opts.recompute = modes[recompute]
+        names = list((symbols or {}).keys())
+        raw_names = (ctypes.c_char_p * max(len(names), 1))(
+            *[_check_name(n, "symbol name") for n in names])
+        vals = _i64_array([(symbols or {})[n] for n in names],
+                          "symbol value")
+        opts.num_symbols = len(names)
+        opts.symbol_names = ctypes.cast(raw_names,
+                                        ctypes.POINTER(ctypes.c_char_p))
+        opts.symbol_values = ctypes.cast(vals,
+                                         ctypes.POINTER(ctypes.c_int64))
+        fwd, bwd = ctypes.c_void_p(), ctypes.c_void_p()
+        stats = _lib.PartitionStats_t()
+        _lib.check(L.tj_graph_partition(
+            self.handle, as_index(num_primal_inputs, "num_primal_inputs"),
+            as_index(num_forward_outputs, "num_forward_outputs"),
+            ctypes.byref(opts), ctypes.byref(fwd), ctypes.byref(bwd),
+            ctypes.byref(stats)))
+        try:
+            forward = self._adopt_handle(fwd.value, self.name + "_forward")
+        except BaseException:
+            L.tj_graph_destroy(fwd.value)
+            L.tj_graph_destroy(bwd.value)
+            raise
+        try:
+            backward = self._adopt_handle(bwd.value, self.name + "_backward")
+        except BaseException:
+            L.tj_graph_destroy(bwd.value)
+            forward.close()
+            raise
+        return forward, backward, PartitionStats(
+            stats.saved_bytes, stats.num_saved, stats.saved_output_bytes,
+            stats.saved_input_bytes, stats.num_saved_inputs,
+            stats.num_recomputed)
 
     def run_reference(self, *inputs: Any, **named: Any) -> Any:
         """Runs the graph on the reference interpreter (the oracle):

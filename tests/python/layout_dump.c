@@ -223,5 +223,19 @@ int main(void) {
   FIELD(tj_scoreboard_t, input_bytes);
   FIELD(tj_scoreboard_t, arena_bytes);
   FIELD(tj_scoreboard_t, live_peak_bytes);
+
+  STRUCT(tj_partition_options_t);
+  FIELD(tj_partition_options_t, recompute);
+  FIELD(tj_partition_options_t, num_symbols);
+  FIELD(tj_partition_options_t, symbol_names);
+  FIELD(tj_partition_options_t, symbol_values);
+
+  STRUCT(tj_partition_stats_t);
+  FIELD(tj_partition_stats_t, saved_bytes);
+  FIELD(tj_partition_stats_t, num_saved);
+  FIELD(tj_partition_stats_t, saved_output_bytes);
+  FIELD(tj_partition_stats_t, saved_input_bytes);
+  FIELD(tj_partition_stats_t, num_saved_inputs);
+  FIELD(tj_partition_stats_t, num_recomputed);
   return 0;
 }

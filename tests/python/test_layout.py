@@ -32,6 +32,8 @@ MIRRORS = {
     "tj_verify_report_t": _lib.VerifyReport_t,
     "tj_ladder_rung_t": _lib.LadderRung_t,
     "tj_ladder_report_t": _lib.LadderReport_t,
+    "tj_partition_options_t": _lib.PartitionOptions_t,
+    "tj_partition_stats_t": _lib.PartitionStats_t,
 }
 
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Host overhead of a call from Python: a tiny 2-input pointwise graph
+(y = a * b + a, f32 [4, 4]) through tensorjit.Executable, beside the same
+run through a bare ctypes call of tj_executable_run (tensors marshalled
+once, outside the loop) and torch eager's cost of one op (torch.add), in
+the same run:
+
+    TJ_LIBRARY=build/libtensorjit.so python3 bench/python_overhead.py
+    ... --target cuda          # torch CUDA tensors (the GPU machine)
+
+Each case is timed in rounds of N calls, the rounds of all cases
+interleaved so that load on the host hits them alike; prints the minimum
+and the median over the rounds of the wall time, and the minimum of this
+thread's CPU time (less disturbed on a shared host), in microseconds per
+call.
+"""
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+import numpy as np  # noqa: E402
+
+import tensorjit as tj  # noqa: E402
+from tensorjit import _lib  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="x86", choices=("x86", "cuda"))
+    ap.add_argument("--calls", type=int, default=5000, help="per round")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--shape", default="4,4")
+    args = ap.parse_args()
+    shape = tuple(int(d) for d in args.shape.split(","))
+    try:
+        import torch  # type: ignore
+    except ImportError:
+        torch = None
+    if args.target == "cuda" and (torch is None or
+                                  not torch.cuda.is_available()):
+        sys.exit("--target cuda needs torch with a CUDA device")
+
+    g = tj.Graph("tiny")
+    a = g.input("a", "f32", list(shape))
+    b = g.input("b", "f32", list(shape))
+    g.output(a * b + a, "y")
+    exe = tj.compile(g, args.target, num_threads=1)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    y = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    out = np.empty(shape, np.float32)
+
+    cases = {}
+    if args.target == "x86":
+        cases["tensorjit, numpy in/out"] = lambda: exe(x, y)
+        cases["tensorjit, numpy, out="] = lambda: exe(x, y, out=out)
+        reuse = tj.compile(g, args.target, num_threads=1,
+                           reuse_outputs=True)
+        cases["tensorjit, numpy, reuse_outputs"] = lambda: reuse(x, y)
+    # The C call alone through ctypes, marshalled once.
+    exe(x, y)
+    plan = exe._plan
+    L = _lib.lib()
+    run, handle = L.tj_executable_run, exe.handle
+    if args.target == "x86":
+        cases["C call via ctypes (argtypes)"] = lambda: run(
+            handle, plan.in_arr, 2, plan.out_arr, 1)
+        raw = _lib.raw_function("tj_executable_run")
+        h, pi, po = ctypes.c_void_p(handle), ctypes.byref(plan.in_arr), \
+            ctypes.byref(plan.out_arr)
+        cases["C call via ctypes (no conversion)"] = lambda: raw(
+            h, pi, 2, po, 1)
+    if torch is not None:
+        dev = "cuda" if args.target == "cuda" else "cpu"
+        tx, ty = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+        tout = torch.empty(shape, device=dev)
+        cases[f"tensorjit, torch {dev} in/out"] = lambda: exe(tx, ty)
+        cases[f"tensorjit, torch {dev}, out="] = lambda: exe(tx, ty,
+                                                             out=tout)
+        cases[f"torch eager, one op ({dev})"] = lambda: torch.add(tx, ty)
+        cases[f"torch eager, a*b+a ({dev})"] = lambda: tx * ty + tx
+        if args.target == "cuda":
+            torch.cuda.synchronize()
+
+    times = {name: [] for name in cases}
+    cpu = {name: [] for name in cases}
+    for name, fn in cases.items():  # warm-up (plans, caches)
+        for _ in range(200):
+            fn()
+    for _ in range(args.rounds):
+        for name, fn in cases.items():
+            c = time.thread_time()
+            t = time.perf_counter()
+            for _ in range(args.calls):
+                fn()
+            if args.target == "cuda":
+                torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - t) / args.calls * 1e6)
+            cpu[name].append((time.thread_time() - c) / args.calls * 1e6)
+    print(f"# python_overhead: {args.target}, f32 {list(shape)}, "
+          f"{args.rounds} rounds of {args.calls} calls; python "
+          f"{sys.version.split()[0]}, numpy {np.__version__}"
+          + (f", torch {torch.__version__}" if torch is not None else
+             ", no torch"))
+    print(f"{'case':40s} {'min us':>8s} {'median us':>10s} "
+          f"{'cpu min us':>11s}")
+    for name, ts in times.items():
+        print(f"{name:40s} {min(ts):8.2f} {statistics.median(ts):10.2f} "
+              f"{min(cpu[name]):11.2f}")
+
+
+if __name__ == "__main__":
+    main()

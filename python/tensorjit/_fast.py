@@ -1,0 +1,389 @@
+"""The hot path of :class:`tensorjit.Executable` calls.
+
+A call with positional numpy arrays (or torch tensors) of the shapes,
+strides and dtypes of the previous call costs a few checks and pointer
+stores: the first call of a shape builds a :class:`Plan` that holds the
+``tj_tensor_t`` arrays with their shapes filled in, the output shapes and
+dtypes (no ``tj_executable_output_shape`` per call), and views of the
+``data`` fields; later calls of that shape only store the data pointers and
+call ``tj_executable_run``. Anything else (keyword inputs, other shapes,
+strided or mixed inputs, DLPack capsules) takes the general path in
+executable.py, which builds the plan for the new shape.
+
+A plan serves one call at a time (its tensor arrays are shared): a call
+that finds it busy (another thread inside ``tj_executable_run``, which runs
+without the GIL) takes the general path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _lib
+from .dtypes import DType, numpy_dtype
+
+# Slots of a tj_tensor_t, viewed as pointer-sized words (data is word 0).
+_WORDS = ctypes.sizeof(_lib.Tensor_t) // ctypes.sizeof(ctypes.c_void_p)
+assert _WORDS * ctypes.sizeof(ctypes.c_void_p) == ctypes.sizeof(_lib.Tensor_t)
+assert _lib.Tensor_t.data.offset == 0
+
+_from_address = ctypes.c_void_p.from_address
+
+
+def _numpy_data_offset() -> int:
+    """Offset of ``data`` in numpy's PyArrayObject (CPython: id() is the
+    object's address; numpy's ndarraytypes.h lays out PyObject_HEAD, then
+    the data pointer), checked against ``__array_interface__`` on probe
+    arrays; 0 when it does not hold (the hot path then reads
+    ``__array_interface__``)."""
+    if sys.implementation.name != "cpython":
+        return 0
+    off = 2 * ctypes.sizeof(ctypes.c_void_p)
+    base = np.arange(16, dtype=np.float32)
+    for probe in (base, base[3:], base[::2], np.empty((2, 3), np.int8)):
+        want = probe.__array_interface__["data"][0]
+        if _from_address(id(probe) + off).value != want:
+            return 0
+    return off
+
+
+_DATA_OFFSET = _numpy_data_offset()
+
+# numpy's NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE.
+_DENSE_WRITABLE = 0x0001 | 0x0400
+
+
+def _numpy_flags_offset() -> int:
+    """Offset of the int ``flags`` in PyArrayObject (after data, nd,
+    dimensions, strides, base and descr), checked on probe arrays against
+    ``ndarray.flags``; 0 when it does not hold."""
+    if not _DATA_OFFSET:
+        return 0
+    off = _DATA_OFFSET + 6 * ctypes.sizeof(ctypes.c_void_p)
+    base = np.zeros((4, 4), np.float32)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    for probe in (base, base.T, base[:, 1:], frozen):
+        want = (0x0001 if probe.flags.c_contiguous else 0) | (
+            0x0400 if probe.flags.writeable else 0)
+        got = ctypes.c_int.from_address(id(probe) + off).value
+        if got & _DENSE_WRITABLE != want:
+            return 0
+    return off
+
+
+_FLAGS_OFFSET = _numpy_flags_offset()
+_int_at = ctypes.c_int.from_address
+
+
+def numpy_pointer(x: np.ndarray) -> int:
+    """The address of |x|'s first element."""
+    if _DATA_OFFSET:
+        return _from_address(id(x) + _DATA_OFFSET).value or 0
+    return x.__array_interface__["data"][0]
+
+
+_TORCH_DTYPES: Optional[dict] = None
+
+
+def torch_dtype(dtype: DType) -> Any:
+    """The torch dtype of a tensorjit dtype (torch must be importable)."""
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        import torch  # type: ignore
+        _TORCH_DTYPES = {
+            DType.F32: torch.float32, DType.F16: torch.float16,
+            DType.BF16: torch.bfloat16, DType.F64: torch.float64,
+            DType.I8: torch.int8, DType.I32: torch.int32,
+            DType.I64: torch.int64, DType.BOOL: torch.bool}
+    return _TORCH_DTYPES[dtype]
+
+
+def torch_module() -> Any:
+    """torch if the program imported it (we never import it ourselves to
+    find out whether an object is a tensor), else None."""
+    return sys.modules.get("torch")
+
+
+def is_torch_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def current_stream_handle(device_id: int) -> int:
+    """torch's current CUDA stream on |device_id| as a CUstream value."""
+    import torch  # type: ignore
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device_id))
+    return int(torch.cuda.current_stream(device_id).cuda_stream)
+
+
+class CudaOrder:
+    """Orders a run on the executable's stream after the caller's current
+    torch stream, and the caller's stream after the run.
+
+    |stream| is the CUstream the executable was compiled with (None: the
+    library's own stream). When it is torch's current stream the run is
+    simply enqueued there. Otherwise, with a torch stream bound, that
+    stream waits for the current one and the current one for it (events,
+    no host wait); with the library's own stream (whose runs return once
+    the outputs are complete) the current stream is synchronized first so
+    that the inputs are complete, as tj_executable_run asks."""
+
+    def __init__(self, stream: Optional[int], device_id: int) -> None:
+        self.stream = stream
+        self.device_id = device_id
+        self._bound: Any = None
+
+    def _bound_stream(self) -> Any:
+        if self._bound is None:
+            import torch  # type: ignore
+            if self.stream in (0, 1):  # the legacy default stream
+                self._bound = torch.cuda.default_stream(self.device_id)
+            else:
+                self._bound = torch.cuda.ExternalStream(
+                    self.stream, device=self.device_id)
+        return self._bound
+
+    def before(self) -> Any:
+        """Returns the current torch stream when it is not the bound one
+        (pass it to after()), else None."""
+        current = current_stream_handle(self.device_id)
+        bound = self.stream
+        if bound is not None and (current == bound or (
+                current == 0 and bound == 1)):
+            return None
+        import torch  # type: ignore
+        cur = torch.cuda.current_stream(self.device_id)
+        if bound is None:
+            cur.synchronize()
+            return None
+        self._bound_stream().wait_stream(cur)
+        return cur
+
+    def after(self, cur: Any) -> None:
+        if cur is not None:
+            cur.wait_stream(self._bound_stream())
+
+
+MISS = object()
+
+
+def _nbytes(shape: Sequence[int], dtype: DType) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class Plan:
+    """The tensors of one call signature, ready to run (see the module
+    docstring). |kind| is "numpy" or "torch"."""
+
+    __slots__ = ("kind", "n_in", "n_out", "checks", "in_arr", "out_arr",
+                 "in_words", "out_words", "out_specs", "out_bytes",
+                 "in_bytes", "in_ref", "out_ref", "keep", "lock", "last",
+                 "order")
+
+    def __init__(self, kind: str, in_specs: Sequence[Tuple[Any, ...]],
+                 out_specs: Sequence[Tuple[Tuple[int, ...], DType]],
+                 device: Any = None, order: Optional[CudaOrder] = None
+                 ) -> None:
+        """|in_specs|: per input (shape, dtype, tj dtype) and for numpy
+        its strides; |out_specs|: per output (shape, tj dtype)."""
+        self.kind = kind
+        self.n_in, self.n_out = len(in_specs), len(out_specs)
+        self.in_arr = (_lib.Tensor_t * max(self.n_in, 1))()
+        self.out_arr = (_lib.Tensor_t * max(self.n_out, 1))()
+        self.keep: List[Any] = []
+        device_type = _lib.DEVICE_CPU
+        device_id = 0
+        if kind == "torch" and device is not None and device.type == "cuda":
+            device_type = _lib.DEVICE_CUDA
+            device_id = device.index or 0
+        for arr, specs in ((self.in_arr, [(s[0], s[2]) for s in in_specs]),
+                           (self.out_arr, out_specs)):
+            for i, (shape, dt) in enumerate(specs):
+                dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+                self.keep.append(dims)
+                t = arr[i]
+                t.device_type = device_type
+                t.device_id = device_id
+                t.dtype = int(dt)
+                t.rank = len(shape)
+                t.shape = dims
+                t.strides = None
+                t.byte_offset = 0
+        words = ctypes.c_void_p * (_WORDS * max(self.n_in, 1))
+        self.in_words = words.from_buffer(self.in_arr)
+        words = ctypes.c_void_p * (_WORDS * max(self.n_out, 1))
+        self.out_words = words.from_buffer(self.out_arr)
+        if kind == "numpy":
+            self.checks = [(s[0], s[3], s[1]) for s in in_specs]
+            self.out_specs = [(shape, numpy_dtype(dt)) for shape, dt in
+                              out_specs]
+        else:
+            dev_index = device_id if device_type == _lib.DEVICE_CUDA else -1
+            self.checks = [(s[0], s[1], dev_index) for s in in_specs]
+            self.out_specs = [(shape, torch_dtype(dt), device) for shape, dt
+                              in out_specs]
+        self.out_bytes = [_nbytes(shape, dt) for shape, dt in out_specs]
+        self.in_bytes = [_nbytes(spec[0], spec[2]) for spec in in_specs]
+        self.in_ref = ctypes.byref(self.in_arr)
+        self.out_ref = ctypes.byref(self.out_arr)
+        self.lock = threading.Lock()
+        self.last: Optional[List[Any]] = None
+        self.order = order
+
+    def run(self, fn: Any, handle: Any, inputs: Sequence[Any], out: Any,
+            reuse: bool) -> Any:
+        """Runs |inputs| through |fn| (tj_executable_run, called with
+        pre-converted arguments) when they fit the plan; returns the output
+        (or the tuple of them), or MISS (nothing run) when they do not."""
+        words = self.in_words
+        k = 0
+        ptrs = []
+        if self.kind == "numpy":
+            ndarray = np.ndarray
+            off = _DATA_OFFSET
+            for x, (shape, strides, dtype) in zip(inputs, self.checks):
+                if type(x) is not ndarray or x.dtype is not dtype or \
+                        x.shape != shape or x.strides != strides:
+                    return MISS
+                p = _from_address(id(x) + off).value if off else \
+                    x.__array_interface__["data"][0]
+                words[k] = p
+                ptrs.append(p)
+                k += _WORDS
+        else:
+            tensor = sys.modules["torch"].Tensor
+            for x, (shape, dtype, dev) in zip(inputs, self.checks):
+                if type(x) is not tensor or x.dtype is not dtype or \
+                        x.shape != shape or x.get_device() != dev or \
+                        x.requires_grad or not x.is_contiguous():
+                    return MISS
+                p = x.data_ptr()
+                words[k] = p
+                ptrs.append(p)
+                k += _WORDS
+        outs = self.outputs(out, reuse, ptrs)
+        if outs is None:
+            return MISS
+        order = self.order
+        cur = order.before() if order is not None else None
+        status = fn(handle, self.in_ref, self.n_in, self.out_ref, self.n_out)
+        if status:
+            _lib.check(status)
+        if order is not None:
+            order.after(cur)
+        return outs[0] if self.n_out == 1 else tuple(outs)
+
+    def outputs(self, out: Any, reuse: bool, in_ptrs: Sequence[Any]
+                ) -> Optional[List[Any]]:
+        """The output arrays, their pointers stored: |out| checked against
+        the inputs at |in_ptrs| (None when it does not fit this plan: the
+        general path then reports why), else the previous call's with
+        |reuse|, else new ones."""
+        if out is not None:
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            if len(outs) != self.n_out or not self._bind_out(outs, in_ptrs):
+                return None
+            return list(outs)
+        if reuse and self.last is not None:
+            return self.last  # their pointers are stored already
+        words = self.out_words
+        k = 0
+        if self.kind == "numpy":
+            empty = np.empty
+            off = _DATA_OFFSET
+            outs = []
+            for shape, dtype in self.out_specs:
+                o = empty(shape, dtype)
+                words[k] = _from_address(id(o) + off).value if off else \
+                    o.__array_interface__["data"][0]
+                k += _WORDS
+                outs.append(o)
+        else:
+            empty = sys.modules["torch"].empty
+            outs = []
+            for shape, dtype, device in self.out_specs:
+                o = empty(shape, dtype=dtype, device=device)
+                words[k] = o.data_ptr()
+                k += _WORDS
+                outs.append(o)
+        self.last = outs if reuse else None
+        return outs
+
+    def _bind_out(self, outs: Sequence[Any], in_ptrs: Sequence[Any]
+                  ) -> bool:
+        """Checks |outs| against the plan (dtype, shape, dense, writable,
+        no overlap with an input or another output) and stores them."""
+        words = self.out_words
+        spans = []
+        for j, (o, spec) in enumerate(zip(outs, self.out_specs)):
+            if self.kind == "numpy":
+                shape, dtype = spec
+                if type(o) is not np.ndarray or o.dtype is not dtype or \
+                        o.shape != shape:
+                    return False
+                if _FLAGS_OFFSET:
+                    if _int_at(id(o) + _FLAGS_OFFSET).value & \
+                            _DENSE_WRITABLE != _DENSE_WRITABLE:
+                        return False
+                elif not o.flags.c_contiguous or not o.flags.writeable:
+                    return False
+                p = numpy_pointer(o)
+            else:
+                shape, dtype, device = spec
+                tensor = sys.modules["torch"].Tensor
+                if type(o) is not tensor or o.dtype is not dtype or \
+                        o.shape != shape or o.device != device or \
+                        o.requires_grad or not o.is_contiguous():
+                    return False
+                p = o.data_ptr()
+            words[_WORDS * j] = p or None
+            if self.out_bytes[j]:
+                spans.append((p, p + self.out_bytes[j]))
+        if spans:
+            ins = [(p, p + n) for p, n in zip(in_ptrs, self.in_bytes)
+                   if p and n]
+            for j, (lo, hi) in enumerate(spans):
+                for other_lo, other_hi in ins + spans[:j]:
+                    if lo < other_hi and other_lo < hi:
+                        return False
+        return True
+
+
+def plan_for(inputs: Sequence[Any], in_dtypes: Sequence[DType],
+             out_specs_fn: Any, order_fn: Any) -> Optional[Plan]:
+    """A plan for these bound inputs when they all are dense numpy arrays
+    of their declared dtypes, or all dense torch tensors on one device;
+    else None. |out_specs_fn|() gives [(shape, DType)] per output;
+    |order_fn|(device_id) the CudaOrder for CUDA tensors."""
+    if not inputs:
+        return None
+    if all(type(x) is np.ndarray for x in inputs):
+        specs = []
+        for x, dt in zip(inputs, in_dtypes):
+            if x.dtype is not numpy_dtype(dt) or not x.flags.c_contiguous:
+                return None
+            specs.append((tuple(x.shape), x.dtype, dt, tuple(x.strides)))
+        return Plan("numpy", specs, out_specs_fn())
+    torch = torch_module()
+    if torch is None or not all(type(x) is torch.Tensor for x in inputs):
+        return None
+    device = inputs[0].device
+    specs = []
+    for x, dt in zip(inputs, in_dtypes):
+        if x.device != device or x.requires_grad or not x.is_contiguous() \
+                or x.dtype is not torch_dtype(dt):
+            return None
+        specs.append((tuple(x.shape), x.dtype, dt))
+    order = order_fn(device.index or 0) if device.type == "cuda" else None
+    return Plan("torch", specs, out_specs_fn(), device, order)

@@ -1,0 +1,396 @@
+"""The Python hot path (python/tensorjit/_fast.py), the compile options and
+gradients from Python, against numpy and the reference interpreter.
+
+Torch cases skip without torch, CUDA cases without a CUDA device (the lead
+runs them on the GPU machine).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import tensorjit as tj  # noqa: E402
+from tensorjit import _fast, _lib  # noqa: E402
+from tensorjit.executable import _cuda_stream  # noqa: E402
+
+RNG = np.random.default_rng(1414)
+
+try:
+    import torch  # type: ignore
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="no torch")
+needs_cuda = pytest.mark.skipif(
+    torch is None or not torch.cuda.is_available(), reason="no CUDA torch")
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def pointwise(symbolic=True, name="pw"):
+    """y = a * b + a over [B, 5] (or [3, 5])."""
+    g = tj.Graph(name)
+    a = g.input("a", "f32", ["B" if symbolic else 3, 5])
+    b = g.input("b", "f32", ["B" if symbolic else 3, 5])
+    g.output(a * b + a, "y")
+    return g
+
+
+def two_outputs():
+    g = tj.Graph("two")
+    a = g.input("a", "f32", ["B", 6])
+    b = g.input("b", "f32", [6])
+    g.output((a + b).exp(), "e")
+    g.output(a.sum(1), "s")
+    return g
+
+
+#===--- the numpy hot path ---===#
+
+
+def test_numpy_pointer_matches_array_interface():
+    base = np.arange(64, dtype=np.float64).reshape(8, 8)
+    for a in (base, base[2:], base[:, 3:], base.T, np.empty(0),
+              np.zeros((), np.int8)):
+        assert _fast.numpy_pointer(a) == a.__array_interface__["data"][0]
+    assert _fast._DATA_OFFSET != 0  # CPython: the hot path reads it directly
+
+
+def test_hot_path_fresh_data_each_call():
+    exe = tj.compile(pointwise(), num_threads=1)
+    for _ in range(5):  # the plan is built on the first call, used after
+        a, b = rand(4, 5), rand(4, 5)
+        y = exe(a, b)
+        np.testing.assert_allclose(y, a * b + a, rtol=1e-6, atol=1e-6)
+    assert exe._plan is not None and exe._plan.kind == "numpy"
+    # The outputs are new arrays unless asked otherwise.
+    a, b = rand(4, 5), rand(4, 5)
+    assert exe(a, b) is not exe(a, b)
+
+
+def test_hot_path_follows_shape_changes():
+    g = pointwise()
+    exe = tj.compile(g, num_threads=1)
+    for batch in (4, 4, 1, 7, 7, 4, 0, 2):
+        a, b = rand(batch, 5), rand(batch, 5)
+        y = exe(a, b)
+        assert y.shape == (batch, 5)
+        np.testing.assert_allclose(y, g.run_reference(a, b), rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_hot_path_falls_back_on_layout_and_dtype():
+    g = pointwise()
+    exe = tj.compile(g, num_threads=1)
+    a, b = rand(4, 5), rand(4, 5)
+    exe(a, b)
+    # Strided view, Fortran order, a list, a float64 array: all go the
+    # general path and are still right.
+    big = rand(8, 5)
+    for x in (big[::2], np.asfortranarray(a), a.tolist()):
+        np.testing.assert_allclose(exe(x, b), np.asarray(x) * b +
+                                   np.asarray(x), rtol=1e-6, atol=1e-6)
+    with pytest.raises(tj.InvalidArgumentError, match='input "a" is f64'):
+        exe(a.astype(np.float64), b)
+    # Keyword inputs take the general path too.
+    np.testing.assert_allclose(exe(b=b, a=a), a * b + a, rtol=1e-6)
+    np.testing.assert_allclose(exe(a, b), a * b + a, rtol=1e-6)
+
+
+def test_hot_path_multiple_outputs():
+    g = two_outputs()
+    exe = tj.compile(g, num_threads=1)
+    for batch in (3, 3, 5):
+        a, b = rand(batch, 6), rand(6)
+        e, s = exe(a, b)
+        re, rs = g.run_reference(a, b)
+        np.testing.assert_allclose(e, re, rtol=1e-5)
+        np.testing.assert_allclose(s, rs, rtol=1e-5, atol=1e-5)
+
+
+def test_out_on_the_hot_path():
+    exe = tj.compile(pointwise(), num_threads=1)
+    a, b = rand(4, 5), rand(4, 5)
+    exe(a, b)
+    out = np.full((4, 5), np.nan, np.float32)
+    for _ in range(3):
+        a, b = rand(4, 5), rand(4, 5)
+        assert exe(a, b, out=out) is out
+        np.testing.assert_allclose(out, a * b + a, rtol=1e-6)
+    assert exe(a, b, out=[out]) is out  # one output: the array
+
+
+def test_out_errors_name_the_problem():
+    exe = tj.compile(pointwise(), num_threads=1)
+    a, b = rand(4, 5), rand(4, 5)
+    exe(a, b)
+    with pytest.raises(tj.InvalidArgumentError, match="overlaps input 'a'"):
+        exe(a, b, out=a)
+    ro = np.empty((4, 5), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(tj.InvalidArgumentError, match="read-only"):
+        exe(a, b, out=ro)
+    with pytest.raises(tj.InvalidArgumentError,
+                       match='output "y" is f64 of rank 2 but the graph '
+                             'makes f32'):
+        exe(a, b, out=np.empty((4, 5), np.float64))
+    with pytest.raises(tj.InvalidArgumentError,
+                       match='output "y" dim 1 is 6 but these inputs make 5'):
+        exe(a, b, out=np.empty((4, 6), np.float32))
+    with pytest.raises(tj.InvalidArgumentError, match="makes 1 outputs"):
+        exe(a, b, out=[np.empty((4, 5), np.float32)] * 2)
+    # Still fine afterwards.
+    np.testing.assert_allclose(exe(a, b), a * b + a, rtol=1e-6)
+
+
+def test_out_overlapping_outputs_refused():
+    exe = tj.compile(two_outputs(), num_threads=1)
+    a, b = rand(3, 6), rand(6)
+    exe(a, b)
+    buf = np.empty(18, np.float32)
+    with pytest.raises(tj.InvalidArgumentError, match="overlap"):
+        exe(a, b, out=[buf.reshape(3, 6), buf[:3]])
+
+
+def test_reuse_outputs_only_when_asked():
+    g = pointwise()
+    exe = tj.compile(g, num_threads=1, reuse_outputs=True)
+    a, b = rand(4, 5), rand(4, 5)
+    y1 = exe(a, b)
+    y2 = exe(a, b)
+    a3, b3 = rand(4, 5), rand(4, 5)
+    y3 = exe(a3, b3)
+    assert y2 is y3  # the same buffer, rewritten
+    np.testing.assert_allclose(y3, a3 * b3 + a3, rtol=1e-6)
+    np.testing.assert_allclose(y1, a * b + a, rtol=1e-6)
+    # Another shape: new buffers, right values.
+    a4, b4 = rand(2, 5), rand(2, 5)
+    np.testing.assert_allclose(exe(a4, b4), a4 * b4 + a4, rtol=1e-6)
+    exe.reuse_outputs = False
+    assert exe(a4, b4) is not exe(a4, b4)
+
+
+def test_library_errors_surface_with_their_message():
+    exe = tj.compile(pointwise(symbolic=False), num_threads=1)
+    a, b = rand(3, 5), rand(3, 5)
+    exe(a, b)  # plan built
+    with pytest.raises(tj.InvalidArgumentError,
+                       match='input "a" dim 0 is 4 but the graph says 3'):
+        exe(rand(4, 5), rand(4, 5))  # misses the plan; the library refuses
+    exe.close()
+    with pytest.raises(tj.InvalidArgumentError, match="closed"):
+        exe(a, b)
+
+
+def test_threads_share_an_executable():
+    g = pointwise()
+    exe = tj.compile(g, num_threads=1)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(200):
+                a = rng.standard_normal((4, 5)).astype(np.float32)
+                b = rng.standard_normal((4, 5)).astype(np.float32)
+                y = exe(a, b)
+                if not np.allclose(y, a * b + a, rtol=1e-6, atol=1e-6):
+                    errors.append("wrong values")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_hot_path_without_the_struct_offsets(monkeypatch):
+    # Where numpy's struct layout does not check out (another Python, a
+    # future numpy), the hot path reads __array_interface__ and .flags.
+    monkeypatch.setattr(_fast, "_DATA_OFFSET", 0)
+    monkeypatch.setattr(_fast, "_FLAGS_OFFSET", 0)
+    exe = tj.compile(two_outputs(), num_threads=1)
+    for _ in range(3):
+        a, b = rand(3, 6), rand(6)
+        e, s = exe(a, b)
+        np.testing.assert_allclose(e, np.exp(a + b), rtol=1e-5)
+        np.testing.assert_allclose(s, a.sum(1), rtol=1e-5, atol=1e-5)
+    outs = [np.empty((3, 6), np.float32), np.empty(3, np.float32)]
+    assert exe(a, b, out=outs)[0] is outs[0]
+    np.testing.assert_allclose(outs[1], a.sum(1), rtol=1e-5, atol=1e-5)
+    outs[0].flags.writeable = False
+    with pytest.raises(tj.InvalidArgumentError, match="read-only"):
+        exe(a, b, out=outs)
+
+
+#===--- compile options ---===#
+
+
+def test_compile_options_reach_the_library():
+    g = pointwise()
+    a, b = rand(2, 5), rand(2, 5)
+    for autotune in ("default", "on", "off"):
+        exe = tj.compile(g, autotune=autotune, autotune_budget_ms=5,
+                         num_threads=1)
+        np.testing.assert_allclose(exe(a, b), a * b + a, rtol=1e-6)
+    with pytest.raises(tj.InvalidArgumentError, match="autotune"):
+        tj.compile(g, autotune="sometimes")
+    with pytest.raises(tj.ArgumentTypeError, match="autotune_budget_ms"):
+        tj.compile(g, autotune_budget_ms=1.5)
+    with pytest.raises(tj.InvalidArgumentError, match="cuda_device"):
+        tj.compile(g, cuda_device=2**40)
+
+
+def test_cuda_stream_option_values():
+    assert _cuda_stream("own", 0) is None
+    assert _cuda_stream(12345, 0) == 12345
+    assert _cuda_stream(0, 0) == 1  # the legacy stream, not "the library's"
+
+    class Stream:
+        cuda_stream = 777
+
+    assert _cuda_stream(Stream(), 0) == 777
+    with pytest.raises(tj.InvalidArgumentError, match="cuda_stream"):
+        _cuda_stream("mine", 0)
+    with pytest.raises(tj.ArgumentTypeError, match="cuda_stream"):
+        _cuda_stream(1.5, 0)
+
+
+def test_autotune_matmul_matches_reference():
+    g = tj.Graph("mm")
+    x = g.input("x", "f32", ["M", 64])
+    w = g.input("w", "f32", [64, 48])
+    g.output(x @ w, "y")
+    exe = tj.compile(g, autotune="on", autotune_budget_ms=20, num_threads=1,
+                     cache_dir="")
+    xs, ws = rand(33, 64), rand(64, 48)
+    np.testing.assert_allclose(exe(xs, ws), xs @ ws, rtol=1e-4, atol=1e-4)
+
+
+#===--- gradients ---===#
+
+
+def test_grad_and_partition_against_numpy():
+    g = tj.Graph("blk")
+    x = g.input("x", "f32", ["B", 8])
+    w = g.input("w", "f32", [8, 4])
+    g.output((x @ w).tanh().sum(), "loss")
+    joint = g.grad()
+    assert [n for n, _ in joint.inputs] == ["x", "w", "grad_loss"]
+    assert [n for n, _ in joint.outputs] == ["loss", "grad_x", "grad_w"]
+    xs, ws = rand(5, 8), rand(8, 4)
+    one = np.ones((), np.float32)
+    loss, gx, gw = tj.compile(joint, num_threads=1)(xs, ws, one)
+    t = np.tanh(xs @ ws)
+    d = 1 - t * t
+    np.testing.assert_allclose(loss, t.sum(), rtol=1e-5)
+    np.testing.assert_allclose(gx, d @ ws.T, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw, xs.T @ d, rtol=1e-4, atol=1e-5)
+
+    fwd, bwd, stats = joint.partition(2, 1, recompute="pointwise",
+                                      symbols={"B": 5})
+    assert stats.num_saved >= 0 and stats.saved_bytes >= 0
+    fexe, bexe = tj.compile(fwd, num_threads=1), tj.compile(bwd,
+                                                            num_threads=1)
+    fouts = fexe.run([xs, ws])
+    have = dict(zip([n for n, _ in fwd.outputs], fouts))
+    have.update(x=xs, w=ws, grad_loss=one)
+    grads = bexe.run({n: have[n] for n, _ in bwd.inputs})
+    np.testing.assert_allclose(grads[0], gx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grads[1], gw, rtol=1e-5, atol=1e-6)
+    # Both halves have a scoreboard.
+    assert fwd.scoreboard(B=5).row("fuse").kernels >= 1
+    assert bwd.scoreboard(B=5).row("fuse").kernels >= 1
+
+
+def test_grad_selection_and_errors():
+    g = tj.Graph("sel")
+    x = g.input("x", "f32", [3])
+    i = g.input("i", "i32", [3])
+    g.output((x * x).sum(), "l")
+    joint = g.grad(outputs=["l"], wrt=["x"])
+    assert [n for n, _ in joint.outputs] == ["l", "grad_x"]
+    with pytest.raises(tj.InvalidArgumentError, match="no input named"):
+        g.grad(wrt=["nope"])
+    with pytest.raises(tj.InvalidArgumentError) as info:
+        g.grad(wrt=[1])  # the i32 input: the library refuses it
+    assert str(info.value)
+    del i
+    with pytest.raises(tj.InvalidArgumentError, match="recompute"):
+        joint.partition(1, 1, recompute="some")
+    with pytest.raises(tj.InvalidArgumentError):
+        joint.partition(5, 1)  # counts that do not fit: the library's error
+
+
+#===--- torch ---===#
+
+
+@needs_torch
+def test_torch_cpu_in_gives_torch_out():
+    g = pointwise()
+    exe = tj.compile(g, num_threads=1)
+    for batch in (4, 4, 4, 2):
+        a, b = torch.randn(batch, 5), torch.randn(batch, 5)
+        y = exe(a, b)
+        assert isinstance(y, torch.Tensor) and y.device.type == "cpu"
+        assert y.dtype == torch.float32 and tuple(y.shape) == (batch, 5)
+        torch.testing.assert_close(y, a * b + a)
+    assert exe._plan is not None and exe._plan.kind == "torch"
+    out = torch.empty(2, 5)
+    assert exe(a, b, out=out) is out
+    torch.testing.assert_close(out, a * b + a)
+    # A tensor that requires grad goes the general path (DLPack refuses).
+    with pytest.raises(tj.TensorJitError):
+        exe(a.requires_grad_(), b)
+
+
+@needs_torch
+def test_torch_multiple_outputs_and_noncontiguous():
+    g = two_outputs()
+    exe = tj.compile(g, num_threads=1)
+    a, b = torch.randn(6, 3).t(), torch.randn(6)
+    e, s = exe(a, b)
+    re, rs = g.run_reference(a.contiguous().numpy(), b.numpy())
+    np.testing.assert_allclose(e.numpy(), re, rtol=1e-5)
+    np.testing.assert_allclose(s.numpy(), rs, rtol=1e-5, atol=1e-5)
+
+
+@needs_cuda
+def test_torch_cuda_in_gives_cuda_out_on_the_current_stream():
+    g = pointwise()
+    exe = tj.compile(g, "cuda")
+    a = torch.randn(64, 5, device="cuda")
+    b = torch.randn(64, 5, device="cuda")
+    for _ in range(3):
+        y = exe(a, b)
+        assert y.is_cuda and y.device == a.device
+        torch.testing.assert_close(y, a * b + a)
+    # On a side stream: inputs written there, outputs read there.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            a2 = torch.randn(4096, 5, device="cuda") * 3
+            y2 = exe(a2, a2)
+            z = y2 * 1  # enqueued on the side stream after our run
+        side.synchronize()
+        torch.testing.assert_close(z, a2 * a2 + a2)
+    # Compiled on the side stream explicitly.
+    exe2 = tj.compile(g, "cuda", cuda_stream=side)
+    with torch.cuda.stream(side):
+        y3 = exe2(a, b)
+        z3 = y3 + 0
+    side.synchronize()
+    torch.testing.assert_close(z3, a * b + a)
