@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensorjit/tj_shard.h"
 
 typedef struct ncclComm* nccl_comm_t;
 typedef int (*get_version_fn)(int* version);
@@ -91,6 +92,12 @@ tj_status_t tj_nccl_load(void) {
 }
 
 int32_t tj_nccl_version(void) { return tj_nccl_load() ? 0 : g_nccl.version; }
+
+bool tj_nccl_available(void) {
+  tj_status_t s = tj_nccl_load();
+  tj_status_free(s);
+  return s == NULL;
+}
 
 static tj_status_t nccl_status(int result, const char* call) {
   if (result == kSuccess) return NULL;
