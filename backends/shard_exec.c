@@ -29,6 +29,10 @@ struct tj_sharded_executable_t {
   int32_t overlap_chunks;
   pthread_mutex_t lock;
   tj_sharded_stats_t stats;
+  // Every device's slots, kept across runs (grown for a larger shape), so
+  // that a steady state allocates and faults nothing.
+  char* arena;
+  size_t arena_bytes;
 };
 
 void tj_shard_options_initialize(tj_shard_options_t* options) {
@@ -267,6 +271,7 @@ void tj_sharded_executable_release(tj_sharded_executable_t* exe) {
     tj_free(exe->a, exe->exes, sizeof(tj_executable_t*) * exe->plan.num_steps);
   }
   tj_shard_plan_deinitialize(&exe->plan);
+  if (exe->arena) tj_free(exe->a, exe->arena, exe->arena_bytes);
   pthread_mutex_destroy(&exe->lock);
   tj_context_t* context = exe->context;
   tj_free(exe->a, exe, sizeof(*exe));
@@ -402,8 +407,7 @@ typedef struct run_t {
   int64_t* slot_dims;   // num_slots x TJ_MAX_RANK concrete local dims
   size_t* slot_offset;  // num_slots: offset in each device's region
   size_t device_bytes;
-  char* base;
-  size_t base_bytes;
+  char* base;  // the executable's arena
   int64_t comm_bytes;
 } run_t;
 
@@ -442,18 +446,32 @@ static void copy_box(const tj_tensor_t* t, bool into_tensor, void* dense,
   int64_t numel = shape_numel(rank, len);
   if (numel == 0) return;
   char* tbase = (char*)t->data + t->byte_offset;
+  // Rows of the innermost dim: one memcpy each when it is contiguous.
+  int64_t row = rank ? len[rank - 1] : 1;
+  bool contiguous = rank == 0 || strides[rank - 1] == 1;
   int64_t idx[TJ_MAX_RANK] = {0};
-  for (int64_t e = 0; e < numel; ++e) {
+  for (int64_t e = 0; e < numel; e += row) {
     int64_t off = 0;
     for (int32_t d = 0; d < rank; ++d) off += (start[d] + idx[d]) * strides[d];
-    char* tp = tbase + off * (int64_t)es;
     char* dp = (char*)dense + e * (int64_t)es;
-    if (into_tensor) {
-      memcpy(tp, dp, es);
-    } else {
-      memcpy(dp, tp, es);
+    for (int64_t i = 0; i < row; ++i) {
+      char* tp = tbase +
+                 (off + (contiguous ? i : i * strides[rank - 1])) * (int64_t)es;
+      if (contiguous) {
+        if (into_tensor) {
+          memcpy(tp, dp, (size_t)row * es);
+        } else {
+          memcpy(dp, tp, (size_t)row * es);
+        }
+        break;
+      }
+      if (into_tensor) {
+        memcpy(tp, dp + i * (int64_t)es, es);
+      } else {
+        memcpy(dp + i * (int64_t)es, tp, es);
+      }
     }
-    for (int32_t d = rank - 1; d >= 0; --d) {
+    for (int32_t d = rank - 2; d >= 0; --d) {
       if (++idx[d] < len[d]) break;
       idx[d] = 0;
     }
@@ -776,9 +794,15 @@ static tj_status_t run_locked(tj_sharded_executable_t* exe,
     offset += (bytes + 63) & ~(size_t)63;
   }
   r->device_bytes = offset ? offset : 64;
-  r->base_bytes = r->device_bytes * (size_t)exe->num_devices;
-  r->base = tj_alloc(exe->a, r->base_bytes);
-  if (!r->base) return tj_status_oom();
+  size_t need = r->device_bytes * (size_t)exe->num_devices;
+  if (exe->arena_bytes < need) {
+    if (exe->arena) tj_free(exe->a, exe->arena, exe->arena_bytes);
+    exe->arena_bytes = 0;
+    exe->arena = tj_alloc(exe->a, need);
+    if (!exe->arena) return tj_status_oom();
+    exe->arena_bytes = need;
+  }
+  r->base = exe->arena;
   // Scatter the inputs.
   for (uint32_t i = 0; i < g->num_inputs; ++i) {
     uint32_t slot = plan->input_slots[i];
@@ -852,7 +876,6 @@ tj_status_t tj_sharded_executable_run(tj_sharded_executable_t* exe,
   tj_status_t status =
       run_locked(exe, inputs, num_inputs, outputs, num_outputs, &r);
   size_t nslots = exe->plan.num_slots ? exe->plan.num_slots : 1;
-  if (r.base) tj_free(exe->a, r.base, r.base_bytes);
   if (r.slot_dims) {
     tj_free(exe->a, r.slot_dims, sizeof(int64_t) * TJ_MAX_RANK * nslots);
   }
