@@ -96,10 +96,13 @@ static tj_status_t check_mesh(const tj_mesh_t* mesh, int32_t* out_devices) {
           (long long)d);
     }
   }
-  if (mesh->devices[0].target == TJ_TARGET_CUDA) {
+  if (mesh->devices[0].target == TJ_TARGET_CUDA && n > 1) {
     return tj_unsupported(
-        "tj_compile_sharded: meshes of CUDA devices do not run yet (NCCL "
-        "is loaded, see tj_nccl_available); use x86 or reference devices");
+        "tj_compile_sharded: a mesh of %lld CUDA devices does not run yet "
+        "(one CUDA device per context; NCCL is loaded, see "
+        "tj_nccl_available); use one CUDA device, or x86 or reference "
+        "devices",
+        (long long)n);
   }
   *out_devices = (int32_t)n;
   return NULL;
@@ -318,6 +321,8 @@ tj_status_t tj_compile_sharded(const tj_graph_t* graph,
   int32_t num_devices = 0;
   TJ_RETURN_IF_ERROR(check_mesh(so.mesh, &num_devices));
   co.target = so.mesh->devices[0].target;
+  if (co.target == TJ_TARGET_CUDA)
+    co.cuda.device = so.mesh->devices[0].device_id;
   tj_allocator_t a = tj_context_allocator(graph->context);
   uint32_t num_layouts = graph->num_inputs + graph->num_outputs;
   tj_shard_layout_t* layouts =

@@ -20,9 +20,11 @@
 // devices the engine is NCCL, opened with dlopen("libnccl.so.2"), with
 // NVLink multicast off (the library sets NCCL_NVLS_ENABLE=0 in the process
 // environment unless the host set it). This release runs sharded
-// executables on TJ_TARGET_X86 and TJ_TARGET_REFERENCE devices; a mesh of
-// CUDA devices is UNSUPPORTED by tj_compile_sharded (the NCCL loader exists,
-// see tj_nccl_available).
+// executables on meshes of TJ_TARGET_X86 or TJ_TARGET_REFERENCE devices,
+// and on a mesh of one CUDA device (its segments' tensors staged through
+// the host, as a CPU tensor passed to tj_executable_run is); a mesh of
+// several CUDA devices is UNSUPPORTED by tj_compile_sharded (a context
+// drives one GPU; the NCCL loader exists, see tj_nccl_available).
 
 #ifndef TENSORJIT_TJ_SHARD_H_
 #define TENSORJIT_TJ_SHARD_H_
@@ -108,7 +110,8 @@ typedef struct tj_sharded_executable_t tj_sharded_executable_t;
 // unknown axis, an axis used twice in one spec, a split dim past the rank,
 // a split dim that is symbolic or not divisible by the axis size (each
 // names the input or output, the dim and the axis); a partial output spec
-// (UNSUPPORTED); a CUDA mesh (UNSUPPORTED, see above). On success
+// (UNSUPPORTED); a mesh of several CUDA devices (UNSUPPORTED, see above). On
+// success
 // |*out_executable| is owned by the caller (tj_sharded_executable_release);
 // on failure it is NULL and nothing is leaked.
 TJ_API tj_status_t tj_compile_sharded(const tj_graph_t* graph,
