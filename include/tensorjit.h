@@ -41,5 +41,6 @@
 #include "tensorjit/tj_optimize.h"
 #include "tensorjit/tj_tensor.h"
 #include "tensorjit/tj_verify.h"
+#include "tensorjit/tj_shard.h"
 
 #endif  // TENSORJIT_H_
