@@ -30,7 +30,10 @@
 // then decides the final space: size-1 dims dropped and neighbours merged
 // where every buffer's strides allow it (a contiguous [B, 4096] becomes one
 // dim: fewer loops, one vector line), the reduced dims of a reduction merged
-// into the one reduced dim the ROW_REDUCE template has. Then it builds.
+// into the one reduced dim the ROW_REDUCE template has (when no single
+// stride reads them, that dim is their product and reads compute each
+// reduced coordinate by division: an indexed load, no permute). Then it
+// builds.
 //
 // Pad and concat are not affine: the output is cut into boxes (per root dim
 // a list of segments) such that inside each box every pad and concat takes

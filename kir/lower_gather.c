@@ -77,9 +77,13 @@ static tj_status_t load_table(tj_lowering_t* lw, uint32_t node,
     return tj_unsupported("a per-row value reads %s %%%u",
                           op_name(NODE(lw, node)->op), node);
   }
-  uint32_t b;
+  uint32_t b, split;
   TJ_RETURN_IF_ERROR(
       tj_lower_add_buffer(lw, table, TJ_KIR_INPUT, strides, base, &b));
+  TJ_RETURN_IF_ERROR(tj_lower_split_offset(lw, strides, &split));
+  if (lw->emit && split != NONE32) {
+    offset = tj_kir_binary(lw->k, TJ_OP_ADD, offset, split);
+  }
   *out = lw->emit ? tj_kir_load_at(lw->k, b, offset) : 0;
   return NULL;
 }
