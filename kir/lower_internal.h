@@ -212,6 +212,12 @@ tj_status_t tj_lower_body_pointwise(tj_lowering_t* lw);
 // clamped, as an offset into the table read from memory (lower_gather.c).
 tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
                                   const tj_lower_map_t* map, uint32_t* out);
+// The same for gather_elements and gather_nd (ops, issue 15).
+tj_status_t tj_lower_gather_elements_value(tj_lowering_t* lw, uint32_t node,
+                                           const tj_lower_map_t* map,
+                                           uint32_t* out);
+tj_status_t tj_lower_gather_nd_value(tj_lowering_t* lw, uint32_t node,
+                                     const tj_lower_map_t* map, uint32_t* out);
 
 //===--- lower_reduce.c ---===//
 
