@@ -30,7 +30,10 @@
 // then decides the final space: size-1 dims dropped and neighbours merged
 // where every buffer's strides allow it (a contiguous [B, 4096] becomes one
 // dim: fewer loops, one vector line), the reduced dims of a reduction merged
-// into the one reduced dim the ROW_REDUCE template has. Then it builds.
+// into the one reduced dim the ROW_REDUCE template has (when no single
+// stride reads them, that dim is their product and reads compute each
+// reduced coordinate by division: an indexed load, no permute). Then it
+// builds.
 //
 // Pad and concat are not affine: the output is cut into boxes (per root dim
 // a list of segments) such that inside each box every pad and concat takes
@@ -703,10 +706,13 @@ tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
       tj_ir_concrete_dims(graph, node->operands[0], symbol_values, dims));
   char shape[160];
   tj_shape_format(&graph->dims, in->rank, dims, shape, sizeof(shape));
+  int64_t axis = node->attrs.axis;
+  if (node->op == TJ_OP_GATHER_ND) {  // the first empty indexed axis
+    while (axis + 1 < in->rank && dims[axis] != 0) ++axis;
+  }
   return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",
-                    op_name(node->op), lowered->nonempty_node,
-                    (long long)node->attrs.axis, tj_dtype_name(in->dtype),
-                    shape);
+                    op_name(node->op), lowered->nonempty_node, (long long)axis,
+                    tj_dtype_name(in->dtype), shape);
 }
 
 tj_status_t tj_lowered_kernel_buffer_offset(const tj_lowered_kernel_t* lowered,

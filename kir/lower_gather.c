@@ -1,10 +1,10 @@
 // kir/lower_gather.c: the indexed reads of the lowering (lower_internal.h
-// has the state). A gather's table is read from memory (lib/ops.def's
-// MEMORY_OPERANDS: fusion materializes it) through the index map of every
-// coordinate but the gathered one; that coordinate is the value of the
-// indices at their own map, wrapped (negative counts from the end) and
-// clamped into [0, n - 1] (lib/ops.def), times the table's stride along
-// the axis: a TJ_KIR_LOAD_AT of the table's buffer. The indices may be
+// has the state): gather, gather_elements, gather_nd. A gather's table is read
+// from memory (lib/ops.def's MEMORY_OPERANDS: fusion materializes it) through
+// the index map of every coordinate but the gathered one; that coordinate is
+// the value of the indices at their own map, wrapped (negative counts from the
+// end) and clamped into [0, n - 1] (lib/ops.def), times the table's stride
+// along the axis: a TJ_KIR_LOAD_AT of the table's buffer. The indices may be
 // computed in the same kernel (a cast, an add). An axis that may be empty
 // at run time becomes the kernel's run-time check (kir/lower.h), so that no
 // point reads outside the table.
@@ -77,9 +77,13 @@ static tj_status_t load_table(tj_lowering_t* lw, uint32_t node,
     return tj_unsupported("a per-row value reads %s %%%u",
                           op_name(NODE(lw, node)->op), node);
   }
-  uint32_t b;
+  uint32_t b, split;
   TJ_RETURN_IF_ERROR(
       tj_lower_add_buffer(lw, table, TJ_KIR_INPUT, strides, base, &b));
+  TJ_RETURN_IF_ERROR(tj_lower_split_offset(lw, strides, &split));
+  if (lw->emit && split != NONE32) {
+    offset = tj_kir_binary(lw->k, TJ_OP_ADD, offset, split);
+  }
   *out = lw->emit ? tj_kir_load_at(lw->k, b, offset) : 0;
   return NULL;
 }
@@ -113,5 +117,70 @@ tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
   TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, &imap, &iv));
   TJ_RETURN_IF_ERROR(
       clamped_offset(lw, iv, ix->dtype, extent, ms[axis], &offset));
+  return load_table(lw, node, &amap, offset, out);
+}
+
+// ops (issue 15): gather_elements: the table read through |map| with the
+// gathered coordinate replaced by the indices' value at |map| itself (y
+// has the indices' shape).
+tj_status_t tj_lower_gather_elements_value(tj_lowering_t* lw, uint32_t node,
+                                           const tj_lower_map_t* map,
+                                           uint32_t* out) {
+  const tj_node_t* n = NODE(lw, node);
+  uint32_t table = n->operands[0], indices = n->operands[1];
+  int32_t axis = (int32_t)n->attrs.axis;
+  tj_lower_map_t amap = *map;
+  memset(amap.coef[axis], 0, sizeof(amap.coef[axis]));
+  amap.off[axis] = 0;
+  int64_t extent, ms[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, table, axis, &extent));
+  TJ_RETURN_IF_ERROR(check_extent(lw, node, extent));
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, table, ms));
+  uint32_t iv, offset;
+  TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, map, &iv));
+  TJ_RETURN_IF_ERROR(clamped_offset(lw, iv, NODE(lw, indices)->dtype, extent,
+                                    ms[axis], &offset));
+  return load_table(lw, node, &amap, offset, out);
+}
+
+// ops (issue 15): gather_nd with b batch dims and k indexed axes: y's
+// first q - 1 coordinates pick the row of indices (its first b the batch
+// coordinates of the table), the rest are the table's trailing ones; the
+// offset sums the k clamped indices times the table's strides.
+tj_status_t tj_lower_gather_nd_value(tj_lowering_t* lw, uint32_t node,
+                                     const tj_lower_map_t* map, uint32_t* out) {
+  const tj_node_t* n = NODE(lw, node);
+  uint32_t table = n->operands[0], indices = n->operands[1];
+  const tj_node_t* a = NODE(lw, table);
+  const tj_node_t* ix = NODE(lw, indices);
+  int32_t b = (int32_t)n->attrs.axis, q = ix->rank;
+  int32_t k = (int32_t)ix->dims[q - 1];
+  tj_lower_map_t amap, imap;
+  tj_lower_map_clear(&amap, a->rank);
+  for (int32_t d = 0; d < a->rank; ++d) {
+    if (d >= b && d < b + k) continue;
+    int32_t yd = d < b ? d : q - 1 + d - b - k;
+    memcpy(amap.coef[d], map->coef[yd], sizeof(amap.coef[d]));
+    amap.off[d] = map->off[yd];
+  }
+  tj_lower_map_clear(&imap, q);
+  for (int32_t t = 0; t < q - 1; ++t) {
+    memcpy(imap.coef[t], map->coef[t], sizeof(imap.coef[t]));
+    imap.off[t] = map->off[t];
+  }
+  int64_t ms[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, table, ms));
+  uint32_t offset = 0;
+  for (int32_t j = 0; j < k; ++j) {
+    int64_t extent;
+    TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, table, b + j, &extent));
+    TJ_RETURN_IF_ERROR(check_extent(lw, node, extent));
+    imap.off[q - 1] = j;
+    uint32_t iv, o;
+    TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, &imap, &iv));
+    TJ_RETURN_IF_ERROR(
+        clamped_offset(lw, iv, ix->dtype, extent, ms[b + j], &o));
+    if (lw->emit) offset = j ? tj_kir_binary(lw->k, TJ_OP_ADD, offset, o) : o;
+  }
   return load_table(lw, node, &amap, offset, out);
 }

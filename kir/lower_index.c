@@ -469,6 +469,7 @@ static tj_status_t merge_run(tj_lowering_t* lw, const int32_t* kept,
 
 tj_status_t tj_lower_decide_space(tj_lowering_t* lw) {
   lw->frank = 0;
+  lw->red_split = false;
   for (int32_t i = 0; i < MAXV; ++i) lw->vfinal[i] = -1;
   int32_t outer[MAXV], red[MAXV], no = 0, nr = 0;
   for (int32_t i = 0; i < lw->vrank; ++i) {
@@ -487,20 +488,37 @@ tj_status_t tj_lower_decide_space(tj_lowering_t* lw) {
   }
   TJ_RETURN_IF_ERROR(merge_run(lw, outer, no, true, false));
   if (lw->kind == TJ_KIR_ROW_REDUCE) {
-    if (nr > 1) {
-      for (int32_t t = 0; t < nr; ++t) {
-        if (lw->index_used[red[t]]) {
-          return tj_unsupported("iota along one of several reduced axes");
-        }
-      }
-    }
     if (nr == 0) {
       int32_t f = lw->frank++;
       lw->fbeg[f] = lw->fend[f] = 0;
       lw->fdims[f] = 1;
-    } else {
-      TJ_RETURN_IF_ERROR(merge_run(lw, red, nr, true, true));
+      return NULL;
     }
+    int32_t frank = lw->frank;
+    tj_status_t status = merge_run(lw, red, nr, true, true);
+    if (!status) return NULL;
+    if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) return status;
+    tj_status_free(status);
+    // Not one strided axis: iterate the reduced dims as one of their
+    // product, each read computing its coordinates (red_split).
+    for (uint32_t b = 0; b < lw->num_bufs; ++b) {
+      const tj_lower_buffer_t* v = &lw->bufs[b];
+      if (v->role != TJ_KIR_OUTPUT) continue;
+      for (int32_t t = 0; t < nr; ++t) {
+        if (v->strides[red[t]] != 0) {
+          return tj_unsupported(
+              "%%%u is stored shaped like the input of a reduction over "
+              "axes that are not one strided axis",
+              v->node);
+        }
+      }
+    }
+    lw->frank = frank;
+    TJ_RETURN_IF_ERROR(add_final(lw, red[0], red[nr - 1] + 1));
+    lw->red_split = true;
+    lw->red_final = lw->frank - 1;
+    lw->red_nv = nr;
+    memcpy(lw->red_v, red, sizeof(int32_t) * (size_t)nr);
   } else if (lw->frank == 0) {
     int32_t f = lw->frank++;
     lw->fbeg[f] = lw->fend[f] = 0;
@@ -512,5 +530,52 @@ tj_status_t tj_lower_decide_space(tj_lowering_t* lw) {
 int64_t tj_lower_final_stride(const tj_lowering_t* lw,
                               const tj_lower_buffer_t* v, int32_t f) {
   if (lw->fend[f] == lw->fbeg[f]) return 0;
+  if (lw->red_split && f == lw->red_final) return 0;  // read by offset
   return v->strides[lw->fend[f] - 1];
+}
+
+tj_status_t tj_lower_split_coord(tj_lowering_t* lw, int32_t vdim,
+                                 uint32_t* out) {
+  int32_t t = 0;
+  while (t < lw->red_nv && lw->red_v[t] != vdim) ++t;
+  if (!lw->red_split || t == lw->red_nv) {
+    return tj_internal("lower: virtual dim %d is not a split reduced dim",
+                       vdim);
+  }
+  // Row-major over red_v: coordinate t is (l / suffix) mod size, by
+  // repeated division from the innermost dim (the i64 division of
+  // non-negative values; a size 0 dim leaves no point to compute).
+  uint32_t rem = tj_kir_index(lw->k, (uint32_t)lw->red_final);
+  for (int32_t u = lw->red_nv - 1; u > t; --u) {
+    uint32_t size;
+    TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, lw->vdims[lw->red_v[u]], &size));
+    rem = tj_kir_binary(lw->k, TJ_OP_DIV, rem, size);
+  }
+  if (t > 0) {
+    uint32_t size;
+    TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, lw->vdims[vdim], &size));
+    uint32_t q = tj_kir_binary(lw->k, TJ_OP_DIV, rem, size);
+    rem = tj_kir_binary(lw->k, TJ_OP_SUB, rem,
+                        tj_kir_binary(lw->k, TJ_OP_MUL, q, size));
+  }
+  *out = rem;
+  return NULL;
+}
+
+tj_status_t tj_lower_split_offset(tj_lowering_t* lw, const int64_t* strides,
+                                  uint32_t* out) {
+  *out = NONE32;
+  if (!lw->emit || !lw->red_split) return NULL;
+  for (int32_t t = 0; t < lw->red_nv; ++t) {
+    int64_t s = strides[lw->red_v[t]];
+    if (s == 0) continue;
+    uint32_t c, sv;
+    TJ_RETURN_IF_ERROR(tj_lower_split_coord(lw, lw->red_v[t], &c));
+    if (s != 1) {
+      TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, s, &sv));
+      c = tj_kir_binary(lw->k, TJ_OP_MUL, c, sv);
+    }
+    *out = *out == NONE32 ? c : tj_kir_binary(lw->k, TJ_OP_ADD, *out, c);
+  }
+  return NULL;
 }

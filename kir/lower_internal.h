@@ -105,6 +105,16 @@ typedef struct tj_lowering_t {
   uint32_t num_memo, memo_cap;
   // Reduction facts.
   int64_t red_count;  // elements reduced per row (dim)
+  // Reduced axes that no buffer reads as one strided axis (axes 0 and 2 of
+  // a dense [A, B, C]): the final reduced dim |red_final| is their product
+  // and every buffer has stride 0 along it; a read computes each reduced
+  // coordinate from that dim's index by division (row-major over the kept
+  // reduced virtual dims |red_v|) and adds coordinate times stride to an
+  // indexed load (TJ_KIR_LOAD_AT). No permute, no copy.
+  bool red_split;
+  int32_t red_final;
+  int32_t red_nv;
+  int32_t red_v[MAXV];
   // GEMM facts.
   uint32_t mm;
   int64_t gemm_k;
@@ -172,6 +182,14 @@ tj_status_t tj_lower_root_map(tj_lowering_t* lw, tj_lower_map_t* map);
 tj_status_t tj_lower_decide_space(tj_lowering_t* lw);
 int64_t tj_lower_final_stride(const tj_lowering_t* lw,
                               const tj_lower_buffer_t* v, int32_t f);
+// Split reductions (red_split): the coordinate of reduced virtual dim
+// |vdim| at the current point (i64), and the element offset of a buffer
+// read with |strides| along the reduced dims (NONE32 in |*out| when the
+// read needs none: no split, or stride 0 along every reduced dim).
+tj_status_t tj_lower_split_coord(tj_lowering_t* lw, int32_t vdim,
+                                 uint32_t* out);
+tj_status_t tj_lower_split_offset(tj_lowering_t* lw, const int64_t* strides,
+                                  uint32_t* out);
 
 //===--- lower_pointwise.c: values and stores ---===//
 
@@ -194,6 +212,12 @@ tj_status_t tj_lower_body_pointwise(tj_lowering_t* lw);
 // clamped, as an offset into the table read from memory (lower_gather.c).
 tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
                                   const tj_lower_map_t* map, uint32_t* out);
+// The same for gather_elements and gather_nd (ops, issue 15).
+tj_status_t tj_lower_gather_elements_value(tj_lowering_t* lw, uint32_t node,
+                                           const tj_lower_map_t* map,
+                                           uint32_t* out);
+tj_status_t tj_lower_gather_nd_value(tj_lowering_t* lw, uint32_t node,
+                                     const tj_lower_map_t* map, uint32_t* out);
 
 //===--- lower_reduce.c ---===//
 

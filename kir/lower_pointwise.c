@@ -51,10 +51,17 @@ static tj_status_t load_leaf(tj_lowering_t* lw, uint32_t node, uint32_t view,
       }
     }
   }
-  uint32_t b;
+  uint32_t b, split;
   TJ_RETURN_IF_ERROR(
       tj_lower_add_buffer(lw, node, TJ_KIR_INPUT, strides, offset, &b));
-  *out = lw->emit ? tj_kir_load(lw->k, b) : 0;
+  TJ_RETURN_IF_ERROR(tj_lower_split_offset(lw, strides, &split));
+  if (!lw->emit) {
+    *out = 0;
+  } else if (split != NONE32) {
+    *out = tj_kir_load_at(lw->k, b, split);
+  } else {
+    *out = tj_kir_load(lw->k, b);
+  }
   return NULL;
 }
 
@@ -65,6 +72,9 @@ static tj_status_t index_value(tj_lowering_t* lw, int32_t vdim, uint32_t* out) {
     return NULL;
   }
   int32_t f = lw->vfinal[vdim];
+  if (f >= 0 && lw->red_split && f == lw->red_final) {
+    return tj_lower_split_coord(lw, vdim, out);
+  }
   *out = f < 0 ? tj_kir_const_int(lw->k, TJ_DTYPE_I64, 0)
                : tj_kir_index(lw->k, (uint32_t)f);
   return NULL;
@@ -140,6 +150,10 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       return tj_lower_pad_value(lw, node, map, out);
     case TJ_OP_GATHER:
       return tj_lower_gather_value(lw, node, map, out);
+    case TJ_OP_GATHER_ELEMENTS:
+      return tj_lower_gather_elements_value(lw, node, map, out);
+    case TJ_OP_GATHER_ND:
+      return tj_lower_gather_nd_value(lw, node, map, out);
     case TJ_OP_MATMUL:
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;

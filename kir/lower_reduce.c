@@ -1,6 +1,8 @@
 // kir/lower_reduce.c: reduction groups on the ROW_REDUCE template. Each
 // reduction of the group is a REDUCE phase over the row (the reduced dims
-// merged into one, last); a later read of a reduction is its row result
+// merged into one, last; reduced axes that are not one strided axis are
+// iterated as their product, each read computing its coordinates:
+// red_split in lower_internal.h); a later read of a reduction is its row result
 // (divided by the count for mean); outputs shaped like the reduction's
 // input are stored by a MAP phase, the others (the reductions, per-row
 // values) by a ROW phase.

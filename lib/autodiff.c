@@ -819,6 +819,105 @@ static tj_status_t vjp_gather(ad_t* ad, const vjp_t* v) {
   return reshape(ad, t, ra, adims, &v->out[0]);
 }
 
+// ops (issue 15): |idx| (of the indices' dtype) wrapped once and clamped
+// into [0, n - 1] along an axis of |n| elements, as the gathers read.
+static tj_status_t pick_index(ad_t* ad, uint32_t idx, int64_t n,
+                              uint32_t* out) {
+  tj_dtype_t it = dtype_of(ad, idx);
+  uint32_t zero, nv, hi, neg, wrapped, w;
+  TJ_RETURN_IF_ERROR(scalar(ad, it, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(dim_value(ad, n, it, &nv));
+  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_SUB, nv, 1.0, &hi));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_LT, idx, zero, &neg));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_ADD, idx, nv, &wrapped));
+  TJ_RETURN_IF_ERROR(where(ad, neg, wrapped, idx, &w));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MINIMUM, w, hi, &w));
+  return op2(ad, TJ_OP_MAXIMUM, w, zero, out);
+}
+
+// gather_elements: a scatter-add of g into a's shape: with a new axis
+// after the gathered one holding j (an iota over a's axis), the sum over
+// the indices' axis of where(idx == j, g, 0). Indices smaller than a along
+// another axis are refused by name.
+static tj_status_t vjp_gather_elements(ad_t* ad, const vjp_t* v) {
+  int32_t ax = (int32_t)v->node->attrs.axis, r = rank_of(ad, X0);
+  int64_t adims[TJ_MAX_RANK], idims[TJ_MAX_RANK];
+  dims_of(ad, X0, adims);
+  dims_of(ad, X1, idims);
+  for (int32_t d = 0; d < r; ++d) {
+    if (d != ax && idims[d] != adims[d]) {
+      return tj_unsupported(
+          "gather_elements: no VJP when the indices are smaller than a "
+          "along axis %d",
+          d);
+    }
+  }
+  if (r + 1 > TJ_MAX_RANK) {
+    return tj_unsupported("gather_elements: no VJP at rank %d", r);
+  }
+  int64_t d5[TJ_MAX_RANK], jd[TJ_MAX_RANK], axis = ax;
+  for (int32_t d = 0, e = 0; d <= r; ++d) {
+    d5[d] = d == ax + 1 ? 1 : idims[e++];
+    jd[d] = d == ax + 1 ? adims[ax] : 1;
+  }
+  uint32_t idx, g5, j, eq, zero, t;
+  TJ_RETURN_IF_ERROR(pick_index(ad, X1, adims[ax], &idx));
+  TJ_RETURN_IF_ERROR(reshape(ad, idx, r + 1, d5, &idx));
+  TJ_RETURN_IF_ERROR(reshape(ad, G, r + 1, d5, &g5));
+  TJ_RETURN_IF_ERROR(iota(ad, dtype_of(ad, X1), r + 1, jd, ax + 1, &j));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, idx, j, &eq));
+  TJ_RETURN_IF_ERROR(scalar(ad, dtype_of(ad, X0), 0.0, &zero));
+  TJ_RETURN_IF_ERROR(where(ad, eq, g5, zero, &t));
+  return reduce(ad, TJ_OP_SUM, t, 1, &axis, false, &v->out[0]);
+}
+
+// gather_nd: a scatter-add of g's rows: over a viewed as [Bt, P, R] (batch,
+// indexed, rest) and g as [Bt, Q, R], onehot(lin)^T @ g, lin [Bt, Q] the
+// row-major position of the picked (wrapped, clamped) indices among P.
+static tj_status_t vjp_gather_nd(ad_t* ad, const vjp_t* v) {
+  int32_t b = (int32_t)v->node->attrs.axis, r = rank_of(ad, X0);
+  int32_t q = rank_of(ad, X1);
+  int64_t adims[TJ_MAX_RANK], idims[TJ_MAX_RANK];
+  dims_of(ad, X0, adims);
+  dims_of(ad, X1, idims);
+  int32_t k = (int32_t)idims[q - 1];
+  int64_t bt, p, rest, nq;
+  tj_dimtab_t* dt = dimtab(ad);
+  TJ_RETURN_IF_ERROR(tj_dim_product(dt, b, adims, &bt));
+  TJ_RETURN_IF_ERROR(tj_dim_product(dt, k, adims + b, &p));
+  TJ_RETURN_IF_ERROR(tj_dim_product(dt, r - b - k, adims + b + k, &rest));
+  TJ_RETURN_IF_ERROR(tj_dim_product(dt, q - 1 - b, idims + b, &nq));
+  uint32_t idx, lin = 0;
+  TJ_RETURN_IF_ERROR(cast(ad, X1, TJ_DTYPE_I64, &idx));
+  for (int32_t j = 0; j < k; ++j) {
+    uint32_t c, s;
+    int64_t stride;
+    TJ_RETURN_IF_ERROR(take_range(ad, idx, q - 1, j, 1, &c));
+    TJ_RETURN_IF_ERROR(pick_index(ad, c, adims[b + j], &c));
+    TJ_RETURN_IF_ERROR(
+        tj_dim_product(dt, k - j - 1, adims + b + j + 1, &stride));
+    if (stride != 1) {
+      TJ_RETURN_IF_ERROR(dim_value(ad, stride, TJ_DTYPE_I64, &s));
+      TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, c, s, &c));
+    }
+    if (j == 0) {
+      lin = c;
+    } else {
+      TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_ADD, lin, c, &lin));
+    }
+  }
+  int64_t l3[3] = {bt, nq, 1}, j3[3] = {1, 1, p}, g3d[3] = {bt, nq, rest};
+  uint32_t j3v, oh, g3, t;
+  TJ_RETURN_IF_ERROR(reshape(ad, lin, 3, l3, &lin));
+  TJ_RETURN_IF_ERROR(iota(ad, TJ_DTYPE_I64, 3, j3, 2, &j3v));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, lin, j3v, &oh));
+  TJ_RETURN_IF_ERROR(cast(ad, oh, dtype_of(ad, X0), &oh));
+  TJ_RETURN_IF_ERROR(transpose_last2(ad, oh, &oh));
+  TJ_RETURN_IF_ERROR(reshape(ad, G, 3, g3d, &g3));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, oh, g3, &t));
+  return reshape(ad, t, r, adims, &v->out[0]);
+}
+
 // gelu (erf): Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2,
 // phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 // gelu (tanh), in decompose's sigmoid form y = x s, s = sigmoid(z),
@@ -1074,6 +1173,13 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_PAD] = {vjp_pad, "ga = g's interior (a slice)"},
     [TJ_OP_GATHER] = {vjp_gather,
                       "ga = scatter-add of g: onehot(idx)^T @ g; none to idx"},
+    // ops (issue 15)
+    [TJ_OP_GATHER_ELEMENTS] = {vjp_gather_elements,
+                               "ga = sum over idx's axis of where(idx == j, "
+                               "g, 0); none to idx"},
+    [TJ_OP_GATHER_ND] = {vjp_gather_nd,
+                         "ga = scatter-add of g's rows: onehot(lin)^T @ g "
+                         "per batch; none to idx"},
     // ---- composites: own rules in core ops ----
     [TJ_OP_GELU] = {vjp_gelu,
                     "ga = g * (Phi(a) + a phi(a)), or the tanh form's "

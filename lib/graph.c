@@ -540,6 +540,26 @@ tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a, tj_value_t indices,
   return append(graph, &desc);
 }
 
+// ops (issue 15): gather_elements and gather_nd (attr.axis: the axis, the
+// batch dims).
+tj_value_t tj_graph_gather_elements(tj_graph_t* graph, tj_value_t a,
+                                    tj_value_t indices, int32_t axis) {
+  if (!building(graph, "tj_graph_gather_elements")) return tj_value_none();
+  uint32_t ops[2] = {operand(a), operand(indices)};
+  tj_node_desc_t desc = make_desc(TJ_OP_GATHER_ELEMENTS, 2, ops);
+  desc.attrs.axis = axis;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
+                              tj_value_t indices, int32_t batch_dims) {
+  if (!building(graph, "tj_graph_gather_nd")) return tj_value_none();
+  uint32_t ops[2] = {operand(a), operand(indices)};
+  tj_node_desc_t desc = make_desc(TJ_OP_GATHER_ND, 2, ops);
+  desc.attrs.axis = batch_dims;
+  return append(graph, &desc);
+}
+
 // opsmisc: the result type of one_hot is indices' shape with |depth|
 // inserted at |axis| (counted over the result's rank), values' dtype.
 tj_value_t tj_graph_one_hot(tj_graph_t* graph, tj_value_t indices,

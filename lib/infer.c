@@ -823,6 +823,71 @@ static tj_status_t infer_gather(infer_t* c) {
   return NULL;
 }
 
+// ops (issue 15): gather_elements: y has indices' shape (a's rank); along
+// every axis but |axis| indices' dim is a's, or both are constants and
+// indices' is at most a's.
+static tj_status_t infer_gather_elements(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* ix = in(c, 1);
+  if (ix->dtype != TJ_DTYPE_I32 && ix->dtype != TJ_DTYPE_I64)
+    return fail(c, INVALID, "indices must be i32 or i64, got %s",
+                tj_dtype_name(ix->dtype));
+  if (a->rank < 1) return fail(c, INVALID, "a must have rank >= 1");
+  if (ix->rank != a->rank)
+    return fail(c, INVALID, "indices have rank %d, a has rank %d",
+                (int)ix->rank, (int)a->rank);
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, c->desc->attrs.axis, a->rank, &axis));
+  for (int32_t d = 0; d < a->rank; ++d) {
+    if (d == axis || ix->dims[d] == a->dims[d]) continue;
+    if (ix->dims[d] < 0 || a->dims[d] < 0 || ix->dims[d] > a->dims[d])
+      return fail(c, INVALID,
+                  "indices' dim %d must be a's or a constant at most a's", d);
+  }
+  c->out->attrs.axis = axis;
+  set_result(c, a->dtype, ix->rank, ix->dims);
+  return NULL;
+}
+
+// ops (issue 15): gather_nd with attr.axis batch dims b: indices' last dim
+// k is a constant, 1 <= b + k <= rank(a), b < rank(indices), indices'
+// first b dims are a's; y = indices.shape[:-1] + a.shape[b + k:].
+static tj_status_t infer_gather_nd(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* ix = in(c, 1);
+  if (ix->dtype != TJ_DTYPE_I32 && ix->dtype != TJ_DTYPE_I64)
+    return fail(c, INVALID, "indices must be i32 or i64, got %s",
+                tj_dtype_name(ix->dtype));
+  int64_t b = c->desc->attrs.axis;
+  if (ix->rank < 1) return fail(c, INVALID, "indices must have rank >= 1");
+  if (b < 0 || b >= ix->rank || b >= a->rank)
+    return fail(c, INVALID,
+                "batch_dims %lld must be >= 0 and below the ranks of a (%d) "
+                "and indices (%d)",
+                (long long)b, (int)a->rank, (int)ix->rank);
+  int64_t k = ix->dims[ix->rank - 1];
+  if (k < 1 || b + k > a->rank)
+    return fail(c, INVALID,
+                "indices' last dim must be a constant k with 1 <= "
+                "batch_dims + k <= %d",
+                (int)a->rank);
+  for (int32_t d = 0; d < b; ++d) {
+    if (ix->dims[d] != a->dims[d])
+      return fail(c, INVALID, "indices' batch dim %d is not a's", d);
+  }
+  int32_t rank = ix->rank - 1 + a->rank - (int32_t)(b + k);
+  int64_t dims[TJ_MAX_RANK];
+  int32_t n = 0;
+  for (int32_t d = 0; d < ix->rank - 1; ++d) dims[n++] = ix->dims[d];
+  if (rank > TJ_MAX_RANK)
+    return fail(c, INVALID, "result rank %d exceeds %d", (int)rank,
+                TJ_MAX_RANK);
+  for (int32_t d = (int32_t)(b + k); d < a->rank; ++d) dims[n++] = a->dims[d];
+  c->out->attrs.axis = b;
+  set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
 // opsmisc: one_hot(indices, values) of the written type: indices' shape
 // with depth (>= 0, any dim) inserted at axis, values' dtype; values holds
 // two elements (off, on).
@@ -1191,6 +1256,12 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_GATHER:
       status = infer_gather(&c);
+      break;
+    case TJ_OP_GATHER_ELEMENTS:
+      status = infer_gather_elements(&c);
+      break;
+    case TJ_OP_GATHER_ND:
+      status = infer_gather_nd(&c);
       break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:

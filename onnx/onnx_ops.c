@@ -1612,6 +1612,29 @@ static tj_status_t cv_gather(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_gather(G, in(im, n, 0), in(im, n, 1), axis));
 }
 
+// ops (issue 15): GatherElements and GatherND (indices out of range are
+// clamped, as Gather's).
+static tj_status_t cv_gather_elements(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                      const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(
+      norm_axis(im, n, attr_i(n, "axis", 0), rank_of(n, 0), &axis));
+  return out(im, n, 0,
+             tj_graph_gather_elements(G, in(im, n, 0), in(im, n, 1), axis));
+}
+
+static tj_status_t cv_gather_nd(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  int64_t b = attr_i(n, "batch_dims", 0);
+  if (b < 0 || b >= TJ_MAX_RANK) {
+    return fail(im, n, "batch_dims %lld is out of range", (long long)b);
+  }
+  return out(im, n, 0,
+             tj_graph_gather_nd(G, in(im, n, 0), in(im, n, 1), (int32_t)b));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -2042,6 +2065,9 @@ static const op_entry_t kOps[] = {
     OP("NegativeLogLikelihoodLoss", "ignore_index,reduction,", cv_nll_loss),
     OP("SoftmaxCrossEntropyLoss", "ignore_index,reduction,",
        cv_softmax_ce_loss),
+    // ops (issue 15)
+    OP("GatherElements", "axis,", cv_gather_elements),
+    OP("GatherND", "batch_dims,", cv_gather_nd),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -2050,8 +2076,6 @@ static const char* const kWaiting[][2] = {
     // on our signed ones.
     {"BitShift", "unsigned dtypes for a logical shift"},
     {"CumSum", "cumsum"},
-    {"GatherElements", "gather_elements"},
-    {"GatherND", "gather_nd"},
     {"ScatterElements", "scatter"},
     {"Scatter", "scatter"},
     {"ScatterND", "scatter_nd"},

@@ -1341,6 +1341,95 @@ static tj_status_t eval_gather(run_t* run, uint32_t index) {
 // one_hot (ONNX OneHot): y = values[1] where y's index along the axis
 // equals the index (plus depth when negative), else values[0]; an index out
 // of range after that matches nothing.
+// ops (issue 15): an index |v| along an axis of |n| > 0 elements, as
+// gather treats it: negative wraps once, then clamped into [0, n - 1].
+static int64_t pick_index(int64_t v, int64_t n) {
+  int64_t p = v < 0 ? v + n : v;
+  if (p >= n) p = n - 1;
+  return p < 0 ? 0 : p;
+}
+
+static tj_status_t empty_axis_error(const tj_node_t* node, uint32_t index,
+                                    const view_t* a, int32_t axis) {
+  char shape[160];
+  format_shape(a->dtype, a->rank, a->dims, shape, sizeof(shape));
+  return tj_invalid("%s (node %%%u): axis %d of %s is empty",
+                    tj_op_info(node->op)->name, index, axis, shape);
+}
+
+// numpy.take_along_axis: y[i] = a[i with i[axis] = pick(indices[i])].
+static tj_status_t eval_gather_elements(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* idx = operand_view(run, index, 1);
+  const int32_t axis = (int32_t)node->attrs.axis;
+  const int64_t n = a->dims[axis], count = view_numel(idx);
+  if (count > 0 && n == 0) return empty_axis_error(node, index, a, axis);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  if (count == 0) return NULL;
+  view_t* out = &run->values[index].view;
+  const size_t es = tj_dtype_size(a->dtype);
+  int64_t astr[TJ_MAX_RANK];
+  memcpy(astr, a->strides, sizeof(astr));
+  astr[axis] = 0;
+  iter_t it;
+  iter_initialize(&it, idx->rank, idx->dims);
+  iter_add_operand(&it, idx->strides);
+  iter_add_operand(&it, astr);
+  for (int64_t o = 0; o < count; ++o, iter_next(&it)) {
+    int64_t p =
+        pick_index(tj_load_i64(idx->dtype, idx->data, it.offsets[0]), n);
+    memcpy(out->data + (size_t)o * es,
+           elem_ptr(a, it.offsets[1] + p * a->strides[axis]), es);
+  }
+  return NULL;
+}
+
+// ONNX GatherND with b = attr.axis batch dims and k = indices' last dim.
+static tj_status_t eval_gather_nd(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* idx = operand_view(run, index, 1);
+  const int32_t b = (int32_t)node->attrs.axis, q = idx->rank;
+  const int32_t k = (int32_t)idx->dims[q - 1];
+  const int32_t inner_rank = a->rank - b - k;
+  const int64_t outer = dims_numel(q - 1, idx->dims);
+  const int64_t inner = dims_numel(inner_rank, a->dims + b + k);
+  if (outer * inner > 0) {
+    for (int32_t j = 0; j < k; ++j) {
+      if (a->dims[b + j] == 0) return empty_axis_error(node, index, a, b + j);
+    }
+  }
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  if (outer * inner == 0) return NULL;
+  view_t* out = &run->values[index].view;
+  const size_t es = tj_dtype_size(a->dtype);
+  int64_t astr[TJ_MAX_RANK] = {0};
+  for (int32_t d = 0; d < b; ++d) astr[d] = a->strides[d];
+  iter_t it;
+  iter_initialize(&it, q - 1, idx->dims);
+  iter_add_operand(&it, idx->strides);
+  iter_add_operand(&it, astr);
+  int64_t o = 0;  // next output element (dense)
+  for (int64_t i = 0; i < outer; ++i, iter_next(&it)) {
+    int64_t base = it.offsets[1];
+    for (int32_t j = 0; j < k; ++j) {
+      int64_t v = tj_load_i64(idx->dtype, idx->data,
+                              it.offsets[0] + j * idx->strides[q - 1]);
+      base += pick_index(v, a->dims[b + j]) * a->strides[b + j];
+    }
+    iter_t in_it;
+    iter_initialize(&in_it, inner_rank, a->dims + b + k);
+    iter_add_operand(&in_it, a->strides + b + k);
+    for (int64_t t = 0; t < inner; ++t, iter_next(&in_it)) {
+      memcpy(out->data + (size_t)o * es, elem_ptr(a, base + in_it.offsets[0]),
+             es);
+      ++o;
+    }
+  }
+  return NULL;
+}
+
 static tj_status_t eval_one_hot(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const view_t* ix = operand_view(run, index, 0);
@@ -1638,6 +1727,10 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_pad(run, index);
     case TJ_OP_GATHER:
       return eval_gather(run, index);
+    case TJ_OP_GATHER_ELEMENTS:
+      return eval_gather_elements(run, index);
+    case TJ_OP_GATHER_ND:
+      return eval_gather_nd(run, index);
     case TJ_OP_CUSTOM:
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:

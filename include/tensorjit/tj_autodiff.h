@@ -51,8 +51,9 @@ extern "C" {
 // reductions split the gradient evenly among tied maxima; maximum/minimum
 // give each operand half on ties; relu, abs and sign have derivative 0 at 0;
 // floor, ceil, round, sign have derivative 0; comparisons, argmax, isnan
-// and values of integer or bool dtype carry no gradient; gather's index
-// operand carries none. Composites (gelu, silu, softmax, log_softmax,
+// and values of integer or bool dtype carry no gradient; the index
+// operands of gather, gather_elements and gather_nd carry none (a's
+// gradient is the scatter-add of g at the clamped indices). Composites (gelu, silu, softmax, log_softmax,
 // layer_norm, rms_norm, linear) have their own rules, written in core ops.
 //
 // INVALID_ARGUMENT names a non-float or repeated selection, or a "grad_"

@@ -324,6 +324,25 @@ TJ_API tj_value_t tj_graph_pad(tj_graph_t* graph, tj_value_t a,
 // computation of its indices); |a| is read from memory.
 TJ_API tj_value_t tj_graph_gather(tj_graph_t* graph, tj_value_t a,
                                   tj_value_t indices, int32_t axis);
+// ops (issue 15): numpy.take_along_axis(a, indices, axis) (ONNX
+// GatherElements): y has indices' shape and y[i] = a[i with its |axis|
+// coordinate replaced by indices[i]]. |indices| is i32 or i64 of a's rank;
+// along every other axis its size is a's (or, both constant, at most a's).
+// Negative indices and indices out of range are treated as gather's (wrap
+// once, then clamp; an empty axis with a non-empty result is
+// INVALID_ARGUMENT at run time). A native kernel that fuses with its
+// consumers; |a| is read from memory.
+TJ_API tj_value_t tj_graph_gather_elements(tj_graph_t* graph, tj_value_t a,
+                                           tj_value_t indices, int32_t axis);
+// ops (issue 15): ONNX GatherND with |batch_dims| b: indices (i32 or i64,
+// rank q >= 1) has a constant last dim k with 1 <= b + k <= rank(a), and
+// its first b dims equal a's; y = indices.shape[:-1] + a.shape[b + k:] and
+// y[p.., r..] = a[p[0..b).., indices[p.., 0..k).., r..]. Each index is
+// treated as gather's (wrap once, then clamp; an empty indexed axis with a
+// non-empty result is INVALID_ARGUMENT at run time). A native kernel that
+// fuses with its consumers; |a| is read from memory.
+TJ_API tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
+                                     tj_value_t indices, int32_t batch_dims);
 
 //===--- composites (decomposed into the ops above by the compiler) ---===//
 

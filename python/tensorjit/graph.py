@@ -1168,6 +1168,40 @@ class Graph:
             self.handle, v._raw(), idx._raw(),
             _int_in(axis, _INT32, "gather axis")), "gather")
 
+    def gather_elements(self, a: Value, indices: Operand,
+                        axis: int = 0) -> Value:
+        """numpy.take_along_axis(a, indices, axis) (ONNX GatherElements):
+        the result has |indices|' shape (i32 or i64, a's rank).
+
+        Indices are treated as gather's: a negative one counts from the
+        end, one still out of range is clamped. A native kernel that fuses
+        with its consumers."""
+        v = self._own(a, "gather_elements")
+        if isinstance(indices, Value):
+            idx = self._own(indices, "gather_elements indices")
+        else:
+            idx = self.constant(np.asarray(indices, dtype=np.int64))
+        return self._value(_lib.lib().tj_graph_gather_elements(
+            self.handle, v._raw(), idx._raw(),
+            _int_in(axis, _INT32, "gather_elements axis")), "gather_elements")
+
+    def gather_nd(self, a: Value, indices: Operand,
+                  batch_dims: int = 0) -> Value:
+        """ONNX GatherND: the last dim k of |indices| (i32 or i64) indexes
+        a's axes batch_dims .. batch_dims + k; the result has shape
+        indices.shape[:-1] + a.shape[batch_dims + k:].
+
+        Indices are treated as gather's (negative wraps, then clamped). A
+        native kernel that fuses with its consumers."""
+        v = self._own(a, "gather_nd")
+        if isinstance(indices, Value):
+            idx = self._own(indices, "gather_nd indices")
+        else:
+            idx = self.constant(np.asarray(indices, dtype=np.int64))
+        return self._value(_lib.lib().tj_graph_gather_nd(
+            self.handle, v._raw(), idx._raw(),
+            _int_in(batch_dims, _INT32, "gather_nd batch_dims")), "gather_nd")
+
     def custom(self, name: str, inputs: Sequence[Value],
                ints: Sequence[int] = (), floats: Sequence[float] = ()) -> Value:
         """The custom op |name| ("op" or "op@version") registered in the

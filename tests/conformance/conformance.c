@@ -795,8 +795,8 @@ static void group_reductions(void) {
         // f32 accumulation over up to 257*7*33 elements vs f64.
         c.tol = (tol_t){2e-5, 2e-5};
         // Axes 0 and 2 of a dense [B,7,33] are not one strided axis: the
-        // ROW_REDUCE template reduces one; that group runs on the host.
-        finish(&c, -1, strcmp(kAxes[a].name, "outer2") == 0 ? 1 : 0);
+        // kernel iterates their product and reads by computed offsets.
+        finish(&c, -1, 0);
       }
     }
   }
@@ -1103,6 +1103,23 @@ static void group_movement(void) {
   c.tol = (tol_t){4e-6, 1e-7};
   finish(&c, 1, 0);
 
+  // ops (issue 15): gather_elements and gather_nd fused with a consumer
+  // and with the computation of their indices.
+  begin(&c, "gather_elements_fused");
+  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){c.B, 6, 5}, -1, 1);
+  idx = input(&c, TJ_DTYPE_I64, 3, (int64_t[]){c.B, 4, 5}, -8, 8);
+  output(&c, tj_graph_exp(c.g, tj_graph_gather_elements(c.g, x, idx, 1)));
+  c.tol = (tol_t){4e-6, 1e-7};
+  finish(&c, 1, 0);
+
+  begin(&c, "gather_nd_fused");
+  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){7, 6, 5}, -1, 1);
+  idx = input(&c, TJ_DTYPE_I64, 2, (int64_t[]){c.B, 2}, -9, 9);
+  output(&c, tj_graph_exp(
+                 c.g, tj_graph_gather_nd(c.g, x, tj_graph_neg(c.g, idx), 0)));
+  c.tol = (tol_t){4e-6, 1e-7};
+  finish(&c, 1, 0);
+
   begin(&c, "gather_between_kernels");
   c.layouts = true;
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){9, 5}, -1, 1);
@@ -1333,6 +1350,21 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       tj_value_t x = input(c, d, 2, (int64_t[]){9, 5}, lo, hi);
       tj_value_t idx = input(c, TJ_DTYPE_I64, 1, (int64_t[]){B}, 0, 9);
       output(c, tj_graph_gather(g, x, idx, 0));
+      return true;
+    }
+    // ops (issue 15): the indexed reads of ONNX, indices out of range.
+    case TJ_OP_GATHER_ELEMENTS: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 2, (int64_t[]){B, 5}, lo, hi);
+      tj_value_t idx = input(c, TJ_DTYPE_I64, 2, (int64_t[]){B, 7}, -7, 7);
+      output(c, tj_graph_gather_elements(g, x, idx, 1));
+      return true;
+    }
+    case TJ_OP_GATHER_ND: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 3, (int64_t[]){B, 4, 5}, lo, hi);
+      tj_value_t idx = input(c, TJ_DTYPE_I32, 3, (int64_t[]){B, 3, 1}, -5, 5);
+      output(c, tj_graph_gather_nd(g, x, idx, 1));
       return true;
     }
     case TJ_OP_CUSTOM: {

@@ -484,6 +484,13 @@ def test_data_movement() -> None:
         (lambda g, x: g.gather(x, idx, axis=2), np.take(a, idx, axis=2)),
         (lambda g, x: g.gather(x, g.constant(np.array([-1, 0], np.int32)),
                                axis=0), np.take(a, [-1, 0], axis=0)),
+        # ops (issue 15): take_along_axis and GatherND (batch_dims 1).
+        (lambda g, x: g.gather_elements(x, np.array([[[3, 0, 1]] * 3] * 2),
+                                        axis=2),
+         np.take_along_axis(a, np.array([[[3, 0, 1]] * 3] * 2), 2)),
+        (lambda g, x: g.gather_nd(x, np.array([[[2], [0]], [[1], [1]]]),
+                                  batch_dims=1),
+         np.stack([a[0][[2, 0]], a[1][[1, 1]]])),
     ]
     for build, want in checks:
         run_both(lambda g, build=build: g.output(

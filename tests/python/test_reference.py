@@ -875,6 +875,48 @@ def test_movement():
             run_case(f"gather/{NAME[dt]}/{shape}/{ishape}/axis{axis}/"
                      f"{NAME[idt]}", body)
 
+        # ops (issue 15): numpy.take_along_axis, and GatherND written out
+        # with numpy indexing (in-range indices, negative ones included).
+        for shape, ishape, axis, idt in (((4, 3), (4, 5), 1, I64),
+                                         ((4, 3), (2, 3), 0, I32),
+                                         ((2, 3, 4), (2, 3, 6), -1, I64)):
+            def body(rng, dt=dt, shape=shape, ishape=ishape, axis=axis,
+                     idt=idt):
+                a = rand(rng, dt, shape)
+                n = shape[axis]
+                idx = rng.integers(-n, n, ishape).astype(
+                    tjc.NUMPY_DTYPES[idt])
+                want = np.take_along_axis(
+                    a, np.where(idx < 0, idx + n, idx).astype(np.int64), axis)
+                return expect_one([(dt, a), (idt, idx)],
+                                  lambda g, x, i: g.gather_elements(x, i,
+                                                                    axis),
+                                  want, dt)
+            run_case(f"gather_elements/{NAME[dt]}/{shape}/{ishape}/"
+                     f"axis{axis}/{NAME[idt]}", body)
+
+        for shape, ishape, bd, idt in (((4, 3), (5, 2), 0, I64),
+                                       ((4, 3, 2), (2, 1), 0, I32),
+                                       ((3, 4, 5), (3, 2, 1), 1, I64)):
+            def body(rng, dt=dt, shape=shape, ishape=ishape, bd=bd,
+                     idt=idt):
+                a = rand(rng, dt, shape)
+                k = ishape[-1]
+                dims = np.array(shape[bd:bd + k])
+                idx = rng.integers(-dims, dims, ishape).astype(
+                    tjc.NUMPY_DTYPES[idt])
+                pos = np.where(idx < 0, idx + dims, idx).astype(np.int64)
+                if bd == 0:
+                    want = a[tuple(np.moveaxis(pos, -1, 0))]
+                else:
+                    want = np.stack([a[b][tuple(np.moveaxis(pos[b], -1, 0))]
+                                     for b in range(shape[0])])
+                return expect_one([(dt, a), (idt, idx)],
+                                  lambda g, x, i: g.gather_nd(x, i, bd),
+                                  want, dt)
+            run_case(f"gather_nd/{NAME[dt]}/{shape}/{ishape}/batch{bd}/"
+                     f"{NAME[idt]}", body)
+
 
 #===--- symbolic dims, strided tensors, graphs of several nodes ---===#
 

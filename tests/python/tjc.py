@@ -102,6 +102,8 @@ def _declare(L):
         "tj_graph_concat": (Value, [vp, i32, ctypes.POINTER(Value), i32]),
         "tj_graph_pad": (Value, [vp, Value, p64, p64, ctypes.c_double]),
         "tj_graph_gather": (Value, [vp, Value, Value, i32]),
+        "tj_graph_gather_elements": (Value, [vp, Value, Value, i32]),
+        "tj_graph_gather_nd": (Value, [vp, Value, Value, i32]),
         "tj_graph_gelu": (Value, [vp, Value, ctypes.c_bool]),
         "tj_graph_softmax": (Value, [vp, Value, i32]),
         "tj_graph_log_softmax": (Value, [vp, Value, i32]),
@@ -298,6 +300,12 @@ class Graph:
 
     def gather(self, a, indices, axis):
         return lib().tj_graph_gather(self.handle, a, indices, axis)
+
+    def gather_elements(self, a, indices, axis):
+        return lib().tj_graph_gather_elements(self.handle, a, indices, axis)
+
+    def gather_nd(self, a, indices, batch_dims):
+        return lib().tj_graph_gather_nd(self.handle, a, indices, batch_dims)
 
     def gelu(self, x, approximate=False):
         return lib().tj_graph_gelu(self.handle, x, approximate)

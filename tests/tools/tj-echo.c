@@ -172,6 +172,10 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_pad(dst, x[0], at->ints, at->ints + n / 2, at->value);
     case TJ_OP_GATHER:
       return tj_graph_gather(dst, x[0], x[1], (int32_t)at->axis);
+    case TJ_OP_GATHER_ELEMENTS:
+      return tj_graph_gather_elements(dst, x[0], x[1], (int32_t)at->axis);
+    case TJ_OP_GATHER_ND:
+      return tj_graph_gather_nd(dst, x[0], x[1], (int32_t)at->axis);
     case TJ_OP_GELU:
       return tj_graph_gelu(dst, x[0], at->approximate);
     case TJ_OP_SOFTMAX:

@@ -27,6 +27,19 @@ static const char kArgmax[] =
     "  return %1 as \"i\"\n"
     "}\n";
 
+// ops (issue 15): gather_elements, gather_nd and a reduction over axes
+// that are not one strided axis (the split reduced dim: coordinates by
+// division, indexed loads).
+static const char kIndexOps[] =
+    "func @index_ops[B](%a: f32[B,6,5], %i: i64[B,4,5], %t: f32[B,4,6], "
+    "%j: i32[B,2,1]) {\n"
+    "  %4 = gather_elements %a, %i {axis=1} : f32[B,4,5]\n"
+    "  %5 = exp %4 : f32[B,4,5]\n"
+    "  %6 = gather_nd %t, %j {axis=1} : f32[B,2,6]\n"
+    "  %7 = sum %a {axes=[0, 2]} : f32[6]\n"
+    "  return %5 as \"y\", %6 as \"z\", %7 as \"s\"\n"
+    "}\n";
+
 // Parses |text| and runs the default pipeline (which fuses and plans).
 static void make_plan(tj_context_t* context, const char* text,
                       tj_plan_t* plan) {
@@ -167,9 +180,53 @@ TEST(oom_sweep) {
   tj_context_destroy(context);
 }
 
+// The same for every kernel group of kIndexOps.
+TEST(oom_sweep_index_ops) {
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(NULL, &context));
+  tj_plan_t plan;
+  make_plan(context, kIndexOps, &plan);
+  int groups = 0;
+  for (uint32_t q = 0; q < plan.fusion->num_groups; ++q) {
+    if (plan.fusion->groups[q].kind == TJ_GROUP_VIEW) continue;
+    ++groups;
+    for (long fail_at = 0;; ++fail_at) {
+      tj_test_allocator_t t;
+      tj_test_allocator_initialize(&t, fail_at);
+      tj_lowered_kernel_t out[TJ_LOWER_MAX_GROUP_KERNELS];
+      uint32_t made = 7;
+      tj_status_t s = tj_lower_group(plan.graph, plan.fusion, plan.memplan, q,
+                                     NULL, tj_test_allocator_get(&t), "k", out,
+                                     TJ_LOWER_MAX_GROUP_KERNELS, &made);
+      if (!s) {
+        CHECK_EQ_INT(1, made);
+        for (uint32_t i = 0; i < made; ++i) {
+          tj_lowered_kernel_deinitialize(&out[i]);
+        }
+      }
+      CHECK_EQ_INT(0, t.live_blocks);
+      CHECK_EQ_INT(0, t.bad_frees);
+      if (!s) {
+        CHECK(fail_at > 5);
+        break;
+      }
+      CHECK_EQ_INT(0, made);
+      bool oom = tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY;
+      if (!oom) fprintf(stderr, "  group %u: %s\n", q, tj_status_message(s));
+      CHECK(oom);
+      tj_status_free(s);
+      if (!oom) break;
+    }
+  }
+  CHECK_EQ_INT(3, groups);
+  tj_plan_deinitialize(&plan);
+  tj_context_destroy(context);
+}
+
 int main(void) {
   RUN_TEST(graph_is_only_read);
   RUN_TEST(argmax_precondition);
   RUN_TEST(oom_sweep);
+  RUN_TEST(oom_sweep_index_ops);
   TEST_MAIN_END();
 }
