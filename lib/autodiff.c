@@ -1097,6 +1097,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_MAX_POOL] = NONE_("no VJP yet"),
     [TJ_OP_AVG_POOL] = NONE_("no VJP yet"),
     [TJ_OP_LP_POOL] = NONE_("no VJP yet"),
+    [TJ_OP_ATTENTION] = NONE_("no VJP yet"),
 };
 #undef NONE_
 
