@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "lib/dtype.h"
+#include "tensorjit/tj_autodiff.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_tensor.h"
@@ -553,6 +554,149 @@ TEST(inference_and_errors) {
   tj_graph_destroy(g);
 }
 
+// The VJP: grouped-query heads, causal and an additive mask (with -inf
+// entries), symbolic B. In f64 on the reference against central
+// differences of L = sum(y * r) (1e-6 absolute + relative); in f32
+// compiled at every tier against the f64 reference's gradients (1e-4).
+enum { kGB = 2, kGH = 4, kGHkv = 2, kGTq = 3, kGTk = 5, kGD = 4, kGDv = 3 };
+
+static tj_graph_t* grad_graph(tj_context_t* ctx, tj_dtype_t dt) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "attn_grad", &g)) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){B, kGH, kGTq, kGD}, "q");
+  tj_value_t k =
+      tj_graph_input(g, dt, 4, (int64_t[]){B, kGHkv, kGTk, kGD}, "k");
+  tj_value_t v =
+      tj_graph_input(g, dt, 4, (int64_t[]){B, kGHkv, kGTk, kGDv}, "v");
+  tj_value_t m = tj_graph_input(g, dt, 2, (int64_t[]){kGTq, kGTk}, "m");
+  tj_graph_output(g, tj_graph_attention(g, q, k, v, m, 0.7, true), "y");
+  tj_graph_t* joint = NULL;
+  tj_status_t st = tj_graph_finalize(g);
+  if (!st) st = tj_graph_grad(g, 0, NULL, 0, NULL, &joint);
+  CHECK_OK(st);
+  tj_graph_destroy(g);
+  return joint;
+}
+
+static const int64_t kGDims[5][4] = {{kGB, kGH, kGTq, kGD},
+                                     {kGB, kGHkv, kGTk, kGD},
+                                     {kGB, kGHkv, kGTk, kGDv},
+                                     {kGTq, kGTk, 1, 1},
+                                     {kGB, kGH, kGTq, kGDv}};
+static const int32_t kGRank[5] = {4, 4, 4, 2, 4};
+
+static int64_t gnumel(int i) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < kGRank[i]; ++d) n *= kGDims[i][d];
+  return n;
+}
+
+// Runs |joint| (reference or |exe|) on f64 |in| (converted to |dt|): y
+// and the four gradients, as f64, into |out|.
+static void run_joint(tj_graph_t* joint, tj_executable_t* exe, tj_dtype_t dt,
+                      double* const* in, double** out) {
+  void* bufs[10];
+  tj_tensor_t ins[5], outs[5];
+  static const int kOutShape[5] = {4, 0, 1, 2, 3};  // y, gq, gk, gv, gm
+  for (int i = 0; i < 5; ++i) {
+    int64_t n = gnumel(i);
+    bufs[i] = malloc((size_t)n * tj_dtype_size(dt));
+    for (int64_t e = 0; e < n; ++e) tj_store_f64(dt, bufs[i], e, in[i][e]);
+    ins[i] = tj_tensor_make(bufs[i], dt, kGRank[i], kGDims[i]);
+    int s = kOutShape[i];
+    bufs[5 + i] = calloc((size_t)gnumel(s), tj_dtype_size(dt));
+    outs[i] = tj_tensor_make(bufs[5 + i], dt, kGRank[s], kGDims[s]);
+  }
+  if (exe)
+    CHECK_OK(tj_executable_run(exe, ins, 5, outs, 5));
+  else
+    CHECK_OK(tj_reference_run(joint, ins, 5, outs, 5));
+  for (int i = 0; i < 5; ++i) {
+    int s = kOutShape[i];
+    for (int64_t e = 0; e < gnumel(s); ++e)
+      out[i][e] = tj_load_f64(dt, bufs[5 + i], e);
+    free(bufs[i]);
+    free(bufs[5 + i]);
+  }
+}
+
+TEST(vjp) {
+  tj_graph_t* joint = grad_graph(g_ctx[0], TJ_DTYPE_F64);
+  CHECK(joint != NULL);
+  if (!joint) return;
+  double* in[5];
+  double* got[5];
+  double* probe[5];
+  static const int kOutShape[5] = {4, 0, 1, 2, 3};
+  g_rng = 77;
+  for (int i = 0; i < 5; ++i) {
+    in[i] = malloc((size_t)gnumel(i) * sizeof(double));
+    for (int64_t e = 0; e < gnumel(i); ++e) in[i][e] = uniform(-1, 1);
+    got[i] = malloc((size_t)gnumel(kOutShape[i]) * sizeof(double));
+    probe[i] = malloc((size_t)gnumel(kOutShape[i]) * sizeof(double));
+  }
+  in[3][2] = -INFINITY;  // one masked key besides causal
+  run_joint(joint, NULL, TJ_DTYPE_F64, in, got);
+  // Central differences of L = sum(y * r), r = in[4] (the tangent).
+  const double h = 1e-6;
+  int bad = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (int64_t e = 0; e < gnumel(i); ++e) {
+      if (i == 3 && isinf(in[3][e])) continue;
+      const double x0 = in[i][e];
+      double l[2];
+      for (int side = 0; side < 2; ++side) {
+        in[i][e] = x0 + (side ? h : -h);
+        run_joint(joint, NULL, TJ_DTYPE_F64, in, probe);
+        l[side] = 0;
+        for (int64_t j = 0; j < gnumel(4); ++j)
+          l[side] += probe[0][j] * in[4][j];
+      }
+      in[i][e] = x0;
+      const double fd = (l[1] - l[0]) / (2 * h), an = got[1 + i][e];
+      if (!(fabs(fd - an) <= 1e-6 + 1e-6 * fabs(fd)) && bad++ < 4)
+        fprintf(stderr, "vjp: operand %d [%lld] analytic %.12g fd %.12g\n", i,
+                (long long)e, an, fd);
+    }
+  }
+  CHECK_EQ_INT(0, bad);
+  tj_graph_destroy(joint);
+  // f32, compiled at every tier, against the f64 reference's gradients.
+  for (int ci = 0; ci < g_num_ctx; ++ci) {
+    joint = grad_graph(g_ctx[ci], TJ_DTYPE_F32);
+    CHECK(joint != NULL);
+    if (!joint) continue;
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.verify_each = true;
+    opts.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(joint, &opts, &exe));
+    if (exe) {
+      run_joint(joint, exe, TJ_DTYPE_F32, in, probe);
+      for (int i = 0; i < 5; ++i) {
+        int64_t n = gnumel(kOutShape[i]);
+        int wrong = 0;
+        for (int64_t e = 0; e < n; ++e)
+          if (!(fabs(probe[i][e] - got[i][e]) <=
+                1e-4 + 1e-4 * fabs(got[i][e])) &&
+              wrong++ < 2)
+            fprintf(stderr, "vjp x86 %s: output %d [%lld] %.9g vs %.9g\n",
+                    g_isa[ci], i, (long long)e, probe[i][e], got[i][e]);
+        CHECK_EQ_INT(0, wrong);
+      }
+      tj_executable_release(exe);
+    }
+    tj_graph_destroy(joint);
+  }
+  for (int i = 0; i < 5; ++i) {
+    free(in[i]);
+    free(got[i]);
+    free(probe[i]);
+  }
+}
+
 int main(void) {
   static const char* isas[] = {"host", "avx2", "sse2"};
   for (int i = 0; i < 3; ++i) {
@@ -574,6 +718,7 @@ int main(void) {
   RUN_TEST(inference_and_errors);
   RUN_TEST(cases_f32);
   RUN_TEST(cases_half);
+  RUN_TEST(vjp);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();
 }
