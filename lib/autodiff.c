@@ -639,6 +639,119 @@ static tj_status_t vjp_linear(ad_t* ad, const vjp_t* v) {
   return NULL;
 }
 
+// attention (issue 14), recomputing the probabilities as decompose does
+// (f16/bf16 in f32), grouped-query heads through q reshaped to
+// [.., Hkv, G*Tq, D] so that dk and dv sum over the group in the matmul:
+//   p = softmax(s) (0 on a row with no key), dv = p^T @ g,
+//   dp = g @ v^T, ds = p (dp - sum(dp p)), dmask = ds (additive),
+//   dq = scale ds @ k, dk = scale ds^T @ q.
+// [.., H, Tq, n] -> [.., Hkv, G*Tq, n] (head h = hk*G + g, row g*Tq + i).
+static tj_status_t group_heads(ad_t* ad, uint32_t x, int64_t hkv,
+                               uint32_t* out) {
+  const int32_t r = rank_of(ad, x);
+  int64_t dims[TJ_MAX_RANK];
+  dims_of(ad, x, dims);
+  dims[r - 3] = hkv;
+  dims[r - 2] = TJ_DIM_INFER;
+  return reshape(ad, x, r, dims, out);
+}
+
+static tj_status_t vjp_attention(ad_t* ad, const vjp_t* v) {
+  const tj_node_t* node = v->node;
+  const int32_t r = node->rank;
+  const tj_dtype_t dt = node->dtype;
+  const tj_dtype_t c =
+      dt == TJ_DTYPE_F16 || dt == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : dt;
+  const double scale = node->attrs.value;
+  int64_t qd[TJ_MAX_RANK], kd[TJ_MAX_RANK];
+  dims_of(ad, X0, qd);
+  dims_of(ad, X1, kd);
+  const int64_t h = qd[r - 3], hkv = kd[r - 3], group = h / hkv;
+  const int64_t tq = qd[r - 2], tk = kd[r - 2];
+  uint32_t q, k, vv, g, kt, s, ninf, zero, one, t, mx, e, l, p;
+  TJ_RETURN_IF_ERROR(cast(ad, X0, c, &q));
+  TJ_RETURN_IF_ERROR(cast(ad, X1, c, &k));
+  TJ_RETURN_IF_ERROR(cast(ad, X2, c, &vv));
+  TJ_RETURN_IF_ERROR(cast(ad, G, c, &g));
+  // Grouped views: [.., Hkv, G*Tq, x] (plain when G = 1).
+  int64_t full[TJ_MAX_RANK];
+  if (group > 1) {
+    TJ_RETURN_IF_ERROR(group_heads(ad, q, hkv, &q));
+    TJ_RETURN_IF_ERROR(group_heads(ad, g, hkv, &g));
+  }
+  TJ_RETURN_IF_ERROR(transpose_last2(ad, k, &kt));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, q, kt, &s));
+  dims_of(ad, s, full);
+  full[r - 3] = h;
+  full[r - 2] = tq;
+  if (group > 1) TJ_RETURN_IF_ERROR(reshape(ad, s, r, full, &s));
+  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, s, scale, &s));
+  TJ_RETURN_IF_ERROR(scalar(ad, c, -INFINITY, &ninf));
+  TJ_RETURN_IF_ERROR(scalar(ad, c, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(scalar(ad, c, 1.0, &one));
+  const uint32_t mask = v->x[3];
+  bool additive = false;
+  if (mask != TJ_NODE_NONE) {
+    if (dtype_of(ad, mask) == TJ_DTYPE_BOOL) {
+      TJ_RETURN_IF_ERROR(where(ad, mask, s, ninf, &s));
+    } else {
+      additive = true;
+      TJ_RETURN_IF_ERROR(cast(ad, mask, c, &t));
+      TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_ADD, s, t, &s));
+    }
+  }
+  if (node->attrs.num_ints && node->attrs.ints[0]) {
+    int64_t qk[2] = {tq, tk};
+    uint32_t row, col, keep;
+    TJ_RETURN_IF_ERROR(iota(ad, TJ_DTYPE_I64, 2, qk, 0, &row));
+    TJ_RETURN_IF_ERROR(iota(ad, TJ_DTYPE_I64, 2, qk, 1, &col));
+    TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_GE, row, col, &keep));
+    TJ_RETURN_IF_ERROR(where(ad, keep, s, ninf, &s));
+  }
+  TJ_RETURN_IF_ERROR(reduce_last(ad, TJ_OP_MAX, s, &mx));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, mx, ninf, &t));
+  TJ_RETURN_IF_ERROR(where(ad, t, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_SUB, s, mx, &e));
+  TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_EXP, e, &e));
+  TJ_RETURN_IF_ERROR(reduce_last(ad, TJ_OP_SUM, e, &l));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, l, zero, &t));
+  TJ_RETURN_IF_ERROR(where(ad, t, one, l, &l));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_DIV, e, l, &p));  // [.., H, Tq, Tk]
+  uint32_t pg = p, vt, dp, ds, dsg;
+  if (group > 1) TJ_RETURN_IF_ERROR(group_heads(ad, p, hkv, &pg));
+  if (v->want[2]) {
+    uint32_t pt;
+    TJ_RETURN_IF_ERROR(transpose_last2(ad, pg, &pt));
+    TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, pt, g, &t));
+    TJ_RETURN_IF_ERROR(cast(ad, t, dt, &v->out[2]));
+  }
+  if (!v->want[0] && !v->want[1] && !(additive && v->want[3])) return NULL;
+  TJ_RETURN_IF_ERROR(transpose_last2(ad, vv, &vt));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, g, vt, &dp));
+  if (group > 1) TJ_RETURN_IF_ERROR(reshape(ad, dp, r, full, &dp));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, dp, p, &t));
+  TJ_RETURN_IF_ERROR(reduce_last(ad, TJ_OP_SUM, t, &t));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_SUB, dp, t, &t));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, p, t, &ds));  // [.., H, Tq, Tk]
+  if (additive && v->want[3])
+    TJ_RETURN_IF_ERROR(cast(ad, ds, dtype_of(ad, mask), &v->out[3]));
+  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, ds, scale, &ds));
+  dsg = ds;
+  if (group > 1) TJ_RETURN_IF_ERROR(group_heads(ad, ds, hkv, &dsg));
+  if (v->want[0]) {
+    TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, dsg, k, &t));
+    if (group > 1) TJ_RETURN_IF_ERROR(reshape(ad, t, r, qd, &t));
+    TJ_RETURN_IF_ERROR(cast(ad, t, dt, &v->out[0]));
+  }
+  if (v->want[1]) {
+    uint32_t dst;
+    TJ_RETURN_IF_ERROR(transpose_last2(ad, dsg, &dst));
+    TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, dst, q, &t));
+    TJ_RETURN_IF_ERROR(cast(ad, t, dt, &v->out[1]));
+  }
+  return NULL;
+}
+
 static tj_status_t vjp_reshape(ad_t* ad, const vjp_t* v) {
   int64_t dims[TJ_MAX_RANK];
   dims_of(ad, X0, dims);
@@ -1203,6 +1316,10 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_MAX_POOL] = NONE_("no VJP yet"),
     [TJ_OP_AVG_POOL] = NONE_("no VJP yet"),
     [TJ_OP_LP_POOL] = NONE_("no VJP yet"),
+    // attn (issue 14): decomposed, recomputing p
+    [TJ_OP_ATTENTION] = {vjp_attention,
+                         "p recomputed; dv = p^T g, ds = p (g v^T - rowsum), "
+                         "dq = scale ds k, dk = scale ds^T q, dmask = ds"},
 };
 #undef NONE_
 

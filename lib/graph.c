@@ -641,6 +641,20 @@ tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
   return append(graph, &desc);
 }
 
+// attention (issue 14): scale 0 is resolved to 1 / sqrt(D) by inference.
+tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q, tj_value_t k,
+                              tj_value_t v, tj_value_t mask, double scale,
+                              bool causal) {
+  if (!building(graph, "tj_graph_attention")) return tj_value_none();
+  uint32_t ops[4] = {operand(q), operand(k), operand(v), operand(mask)};
+  tj_node_desc_t desc = make_desc(TJ_OP_ATTENTION, 4, ops);
+  int64_t flag = causal ? 1 : 0;
+  desc.attrs.value = scale;
+  desc.attrs.ints = &flag;
+  desc.attrs.num_ints = 1;
+  return append(graph, &desc);
+}
+
 //===--- convolution and pooling (composites) ---===//
 
 // conv, conv_transpose and the pools: the node on channels-first x, with

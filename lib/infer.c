@@ -166,6 +166,8 @@ static bool is_optional(tj_op_t op, uint32_t slot) {
     case TJ_OP_CONV:
     case TJ_OP_CONV_TRANSPOSE:
       return slot == 2;
+    case TJ_OP_ATTENTION:
+      return slot == 3;
     default:
       return false;
   }
@@ -1017,6 +1019,99 @@ static tj_status_t infer_custom(infer_t* c) {
   return NULL;
 }
 
+//===--- attention (issue 14) ---===//
+
+// tj_graph_attention (tj_graph.h): q [B..., H, Tq, D], k [B..., Hkv, Tk, D],
+// v [B..., Hkv, Tk, Dv], mask broadcastable to [B..., H, Tq, Tk]; heads and
+// head dims constant. Stores the resolved scale and the causal flag.
+static tj_status_t infer_attention(infer_t* c) {
+  const tj_node_t* q = in(c, 0);
+  const tj_node_t* k = in(c, 1);
+  const tj_node_t* v = in(c, 2);
+  const tj_node_t* m = in(c, 3);
+  TJ_RETURN_IF_ERROR(check_class(c, q->dtype));
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, q->dtype, k->dtype));
+  TJ_RETURN_IF_ERROR(check_same_dtype(c, q->dtype, v->dtype));
+  const int32_t r = q->rank;
+  if (r < 3 || k->rank != r || v->rank != r)
+    return fail(c, INVALID,
+                "q, k and v must have one rank >= 3 ([B..., H, T, D]), got "
+                "%d, %d and %d",
+                (int)q->rank, (int)k->rank, (int)v->rank);
+  const int64_t h = q->dims[r - 3], hkv = k->dims[r - 3];
+  const int64_t d = q->dims[r - 1], dv = v->dims[r - 1];
+  dimtext_t t = {0};
+  const int64_t fixed[6] = {h, hkv, v->dims[r - 3], d, k->dims[r - 1], dv};
+  for (int i = 0; i < 6; ++i) {
+    if (!tj_dim_is_const(fixed[i]))
+      return fail(c, INVALID,
+                  "heads and head dims must be constants, got %s ([B..., H, "
+                  "T, D] axes %d or %d)",
+                  dimstr(c, &t, fixed[i]), (int)r - 3, (int)r - 1);
+  }
+  if (k->dims[r - 1] != d)
+    return fail(c, INVALID, "q and k head dims differ: %lld vs %lld",
+                (long long)d, (long long)k->dims[r - 1]);
+  if (v->dims[r - 3] != hkv)
+    return fail(c, INVALID, "k and v head counts differ: %lld vs %lld",
+                (long long)hkv, (long long)v->dims[r - 3]);
+  if (hkv == 0 || h % hkv != 0)
+    return fail(c, INVALID,
+                "q's %lld heads are not a multiple of k and v's %lld "
+                "(grouped-query attention)",
+                (long long)h, (long long)hkv);
+  int64_t tk;
+  bool conflict;
+  TJ_RETURN_IF_ERROR(unify(c, k->dims[r - 2], v->dims[r - 2], &tk, &conflict));
+  if (conflict)
+    return fail(c, INVALID, "k and v lengths differ: %s vs %s",
+                dimstr(c, &t, k->dims[r - 2]), dimstr(c, &t, v->dims[r - 2]));
+  int32_t nb, nb2;
+  int64_t batch[TJ_MAX_RANK], full[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      broadcast_shapes(c, r - 3, q->dims, r - 3, k->dims, &nb, batch));
+  TJ_RETURN_IF_ERROR(
+      broadcast_shapes(c, nb, batch, r - 3, v->dims, &nb2, full));
+  full[r - 3] = h;
+  full[r - 2] = q->dims[r - 2];
+  full[r - 1] = tk;
+  if (m) {
+    if (m->dtype != TJ_DTYPE_BOOL && m->dtype != q->dtype)
+      return fail(c, INVALID, "the mask must be bool or %s, got %s",
+                  tj_dtype_name(q->dtype), tj_dtype_name(m->dtype));
+    if (m->rank > r)
+      return fail(c, INVALID, "the mask's rank %d exceeds the scores' %d",
+                  (int)m->rank, (int)r);
+    for (int32_t i = 0; i < m->rank; ++i) {
+      int64_t md = m->dims[i], fd = full[r - m->rank + i], agreed;
+      if (md == 1) continue;
+      TJ_RETURN_IF_ERROR(unify(c, md, fd, &agreed, &conflict));
+      if (conflict)
+        return fail(c, INVALID,
+                    "the mask's dim %d (%s) does not broadcast to the "
+                    "scores' %s",
+                    (int)i, dimstr(c, &t, md), dimstr(c, &t, fd));
+    }
+  }
+  const tj_attrs_t* a = &c->desc->attrs;
+  if (a->num_ints != 1 || !a->ints || (a->ints[0] != 0 && a->ints[0] != 1))
+    return fail(c, INVALID, "the causal flag must be one 0 or 1");
+  double scale = a->value;
+  if (scale == 0) {
+    if (d == 0)
+      return fail(c, INVALID, "the default scale 1/sqrt(D) needs D > 0");
+    scale = 1.0 / sqrt((double)d);
+  }
+  if (!isfinite(scale))
+    return fail(c, INVALID, "scale %g must be finite", scale);
+  c->out->attrs.value = scale;
+  c->out->ints[0] = a->ints[0];
+  c->out->attrs.num_ints = 1;
+  full[r - 1] = dv;
+  set_result(c, q->dtype, r, full);
+  return NULL;
+}
+
 //===--- convolution and pooling (lib/window.h) ---===//
 
 // One spatial axis's output size: the conv/pool rule, or conv_transpose's.
@@ -1279,6 +1374,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_ONE_HOT:
       status = infer_one_hot(&c);
+      break;
+    case TJ_OP_ATTENTION:
+      status = infer_attention(&c);
       break;
     case TJ_OP_CONV:
     case TJ_OP_CONV_TRANSPOSE:

@@ -55,6 +55,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_WINDOW,  // conv and pools: ints = groups, flags, then kernel,
                         // strides, dilations, low, high, output_padding
                         // (n spatial axes each); value = p (lib/window.h)
+  // attention (issue 14): value = scale (resolved, never 0), ints = [causal]
+  TJ_ATTR_KIND_ATTENTION,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -739,6 +739,8 @@ typedef enum attr_key_e {
   KEY_CEIL_MODE,
   KEY_COUNT_INCLUDE_PAD,
   KEY_P,
+  KEY_SCALE,   // attention
+  KEY_CAUSAL,  // attention
   KEY_COUNT_,
 } attr_key_t;
 
@@ -782,6 +784,8 @@ static const struct {
     [KEY_CEIL_MODE] = {"ceil_mode", ATTR_FLAG},
     [KEY_COUNT_INCLUDE_PAD] = {"count_include_pad", ATTR_FLAG},
     [KEY_P] = {"p", ATTR_FLOAT},
+    [KEY_SCALE] = {"scale", ATTR_FLOAT},
+    [KEY_CAUSAL] = {"causal", ATTR_FLAG},
 };
 
 #define BIT(k) (1u << (k))
@@ -830,6 +834,10 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
                  BIT(KEY_LOW) | BIT(KEY_HIGH) | BIT(KEY_OUTPUT_PADDING) |
                  BIT(KEY_GROUPS) | BIT(KEY_CEIL_MODE) |
                  BIT(KEY_COUNT_INCLUDE_PAD) | BIT(KEY_P);
+      break;
+    case TJ_ATTR_KIND_ATTENTION:
+      *required = BIT(KEY_SCALE);
+      *allowed = *required | BIT(KEY_CAUSAL);
       break;
   }
 }
@@ -1083,6 +1091,11 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       out->value = v->value;
       break;
     }
+    case TJ_ATTR_KIND_ATTENTION:
+      ints[0] = (v->present & BIT(KEY_CAUSAL)) ? 1 : 0;
+      out->num_ints = 1;
+      out->value = v->value;
+      break;
   }
   return true;
 }

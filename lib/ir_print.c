@@ -308,6 +308,11 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       }
       break;
     }
+    case TJ_ATTR_KIND_ATTENTION:
+      sbuf_puts(&p->out, " {scale=");
+      print_double(p, a->value, 17);
+      if (n && a->ints[0]) sbuf_puts(&p->out, " causal");
+      break;
   }
   sbuf_puts(&p->out, "}");
 }

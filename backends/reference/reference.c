@@ -1701,6 +1701,110 @@ static tj_status_t eval_custom(run_t* run, uint32_t index) {
   return status;
 }
 
+//===----------------------------------------------------------------------===//
+// attention (issue 14)
+//===----------------------------------------------------------------------===//
+
+// One query row at a time in double: the scores (scale * q.k, the mask
+// added or applied, causal keys j > i dropped), their max, p = exp(s - max),
+// y = sum p v / sum p; a row with no key left is 0.
+static tj_status_t eval_attention(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* q = operand_view(run, index, 0);
+  const view_t* k = operand_view(run, index, 1);
+  const view_t* v = operand_view(run, index, 2);
+  const view_t* m = operand_view(run, index, 3);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  const view_t* out = &run->values[index].view;
+  if (view_numel(out) == 0) return NULL;
+  const int32_t r = out->rank, nb = r - 3;
+  const int64_t h_count = out->dims[r - 3], tq = out->dims[r - 2];
+  const int64_t dv = out->dims[r - 1], d = q->dims[r - 1];
+  const int64_t tk = k->dims[r - 2], group = h_count / k->dims[r - 3];
+  const double scale = node->attrs.value;
+  const bool causal = node->attrs.num_ints && node->attrs.ints[0];
+  // Strides of each operand broadcast to the result's batch dims.
+  int64_t target[TJ_MAX_RANK], sq[TJ_MAX_RANK], sk[TJ_MAX_RANK],
+      sv[TJ_MAX_RANK], sm[TJ_MAX_RANK] = {0};
+  memcpy(target, out->dims, (size_t)r * sizeof(int64_t));
+  const view_t* ops[3] = {q, k, v};
+  int64_t* strides[3] = {sq, sk, sv};
+  for (int i = 0; i < 3; ++i) {
+    for (int32_t a = nb; a < r; ++a) target[a] = ops[i]->dims[a];
+    broadcast_strides(ops[i], r, target, strides[i]);
+  }
+  target[r - 3] = h_count;
+  target[r - 2] = tq;
+  target[r - 1] = tk;
+  if (m) broadcast_strides(m, r, target, sm);
+  double* s = NULL;
+  size_t s_bytes = 0;
+  TJ_RETURN_IF_ERROR(
+      scratch_array(run, tk + dv, sizeof(double), (void**)&s, &s_bytes));
+  double* acc = s + tk;
+  int64_t bidx[TJ_MAX_RANK] = {0};
+  const int64_t batches = dims_numel(nb, out->dims);
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t oq = 0, ok = 0, ov = 0, om = 0, oo = 0;
+    for (int32_t a = 0; a < nb; ++a) {
+      oq += bidx[a] * sq[a];
+      ok += bidx[a] * sk[a];
+      ov += bidx[a] * sv[a];
+      om += bidx[a] * sm[a];
+      oo += bidx[a] * out->strides[a];
+    }
+    for (int64_t h = 0; h < h_count; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t q0 = oq + h * sq[r - 3] + i * sq[r - 2];
+        const int64_t m0 = om + h * sm[r - 3] + i * sm[r - 2];
+        double max = -INFINITY;
+        for (int64_t j = 0; j < tk; ++j) {
+          double x = -INFINITY;
+          bool keep = !(causal && j > i);
+          if (keep && m && m->dtype == TJ_DTYPE_BOOL)
+            keep = tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]) != 0;
+          if (keep) {
+            const int64_t k0 = ok + hk * sk[r - 3] + j * sk[r - 2];
+            double dot = 0.0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += tj_load_f64(q->dtype, q->data, q0 + e * sq[r - 1]) *
+                     tj_load_f64(k->dtype, k->data, k0 + e * sk[r - 1]);
+            x = scale * dot;
+            if (m && m->dtype != TJ_DTYPE_BOOL)
+              x += tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]);
+          }
+          s[j] = x;
+          if (isnan(x) || x > max) max = isnan(max) ? max : x;
+        }
+        for (int64_t e = 0; e < dv; ++e) acc[e] = 0.0;
+        double sum = 0.0;
+        if (max != -INFINITY) {
+          for (int64_t j = 0; j < tk; ++j) {
+            const double p = exp(s[j] - max);
+            if (p == 0.0) continue;
+            sum += p;
+            const int64_t v0 = ov + hk * sv[r - 3] + j * sv[r - 2];
+            for (int64_t e = 0; e < dv; ++e)
+              acc[e] += p * tj_load_f64(v->dtype, v->data, v0 + e * sv[r - 1]);
+          }
+        }
+        const int64_t o0 =
+            oo + h * out->strides[r - 3] + i * out->strides[r - 2];
+        for (int64_t e = 0; e < dv; ++e)
+          tj_store_f64(out->dtype, out->data, o0 + e * out->strides[r - 1],
+                       sum > 0.0 ? acc[e] / sum : (isnan(max) ? max : 0.0));
+      }
+    }
+    for (int32_t a = nb - 1; a >= 0; --a) {
+      if (++bidx[a] < out->dims[a]) break;
+      bidx[a] = 0;
+    }
+  }
+  scratch_free(run, s, s_bytes);
+  return NULL;
+}
+
 static tj_status_t eval_node(run_t* run, uint32_t index) {
   switch (node_at(run, index)->op) {
     case TJ_OP_INPUT:
@@ -1735,6 +1839,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:
       return eval_one_hot(run, index);
+    case TJ_OP_ATTENTION:
+      return eval_attention(run, index);
     case TJ_OP_CONV:
     case TJ_OP_CONV_TRANSPOSE:
     case TJ_OP_MAX_POOL:

@@ -443,6 +443,32 @@ TJ_API tj_value_t tj_graph_avg_pool(tj_graph_t* graph, tj_value_t x,
 TJ_API tj_value_t tj_graph_lp_pool(tj_graph_t* graph, tj_value_t x,
                                    const tj_conv_attrs_t* attrs);
 
+//===--- attention (issue 14) ---===//
+
+// Scaled dot-product attention, as torch's scaled_dot_product_attention:
+// q [B..., H, Tq, D], k [B..., Hkv, Tk, D], v [B..., Hkv, Tk, Dv] of one
+// float dtype, the batch dims B... (any number, numpy-broadcast between
+// q, k and v) and T symbolic or constant; D, Dv, H and Hkv constants with
+// H a multiple of Hkv (grouped-query attention: query head h reads kv head
+// h / (H / Hkv), torch's enable_gqa). y [B..., H, Tq, Dv] of q's dtype:
+//   y[.., h, i, :] = sum_j softmax_j(s)[j] * v[.., h / G, j, :],
+//   s[j] = scale * q[.., h, i, :] . k[.., h / G, j, :]  (+ mask)
+// |mask| may be none, bool (true: key j is attended) or of q's dtype
+// (added to the scores); it broadcasts to [B..., H, Tq, Tk] and no further.
+// |scale| 0 means 1 / sqrt(D); otherwise it must be finite. |causal| masks
+// key j for query i when j > i (top-left aligned, torch's is_causal; the
+// two corners differ when Tq != Tk). A query row whose keys are all masked
+// gives 0 (not NaN). Errors (the graph's sticky error, naming the op):
+// ranks below 3, unequal ranks or dtypes, D or Dv or the heads mismatched
+// or symbolic, H not a multiple of Hkv, a mask that does not broadcast.
+// The compiler decomposes it into matmul, softmax pieces and movement ops
+// on targets without a fused kernel (f16/bf16 computed in f32), and
+// lib/passes/attention_match.c rewrites the written-out form onto it.
+TJ_API tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q,
+                                     tj_value_t k, tj_value_t v,
+                                     tj_value_t mask, double scale,
+                                     bool causal);
+
 //===--- reading a graph ---===//
 
 // The graph's name (tj_graph_create's, or the .tj function's after '@');

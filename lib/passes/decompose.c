@@ -16,6 +16,12 @@
 //   layer_norm  c = x - mean(x); c * rsqrt(mean(c * c) + eps) * gamma + beta
 //   rms_norm    x * rsqrt(mean(x * x) + eps) * gamma
 //   linear      matmul(x, w) + b
+//   attention   s = (q @ k^T) * scale, masked (where / add, causal by iota
+//               compares); m = max(s) (0 where -inf); e = exp(s - m);
+//               (e @ v) / sum(e) (1 where 0: a row with no key gives 0).
+//               Grouped-query attention reshapes q [.., H, Tq, D] to
+//               [.., Hkv, G*Tq, D] around the two matmuls, so k and v
+//               are never repeated.
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //
@@ -898,6 +904,102 @@ static tj_status_t decompose_window(dec_t* d, uint32_t index,
   return cast(d, y, dtype, out);
 }
 
+// attention (issue 14): see the table at the top. |ops| are q, k, v, mask
+// (TJ_NODE_NONE when absent), already of the new graph.
+static tj_status_t attention(dec_t* d, const tj_node_t* node,
+                             const uint32_t* ops, uint32_t* out) {
+  const tj_dtype_t dtype = node->dtype;
+  const tj_dtype_t c =
+      d->upcast_half && (dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16)
+          ? TJ_DTYPE_F32
+          : dtype;
+  uint32_t q = ops[0], k, v, kt, sc, y;
+  const tj_graph_t* g = d->rw.dst;
+  const int32_t r = node->rank;
+  const int64_t h = g->nodes[q].dims[r - 3], hkv = g->nodes[ops[1]].dims[r - 3];
+  const int64_t tq = g->nodes[q].dims[r - 2], tk = g->nodes[ops[1]].dims[r - 2];
+  const int64_t group = h / hkv;
+  int64_t grouped[TJ_MAX_RANK], dims[TJ_MAX_RANK], perm[TJ_MAX_RANK];
+  if (group > 1) {
+    // [.., H, Tq, D] -> [.., Hkv, G*Tq, D]: head h = hk*G + g, row g*Tq + i
+    // (before the cast: a reshape reads its operand densely).
+    memcpy(grouped, g->nodes[q].dims, (size_t)r * sizeof(int64_t));
+    grouped[r - 3] = hkv;
+    grouped[r - 2] = TJ_DIM_INFER;
+    TJ_RETURN_IF_ERROR(reshape(d, q, r, grouped, &q));
+  }
+  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
+  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
+  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
+  for (int32_t i = 0; i < r; ++i) perm[i] = i;
+  perm[r - 2] = r - 1;
+  perm[r - 1] = r - 2;
+  TJ_RETURN_IF_ERROR(transpose(d, k, r, perm, &kt));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, q, kt, &sc));
+  if (group > 1) {
+    memcpy(dims, g->nodes[sc].dims, (size_t)r * sizeof(int64_t));
+    dims[r - 3] = h;
+    dims[r - 2] = tq;
+    TJ_RETURN_IF_ERROR(reshape(d, sc, r, dims, &sc));
+  }
+  TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, sc, node->attrs.value, &sc));
+  uint32_t ninf;
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
+  if (ops[3] != TJ_NODE_NONE) {
+    if (g->nodes[ops[3]].dtype == TJ_DTYPE_BOOL) {
+      TJ_RETURN_IF_ERROR(where(d, ops[3], sc, ninf, &sc));
+    } else {
+      uint32_t mask;
+      TJ_RETURN_IF_ERROR(cast(d, ops[3], c, &mask));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, mask, &sc));
+    }
+  }
+  if (node->attrs.num_ints && node->attrs.ints[0]) {
+    // causal, top-left: key j is kept for query i when j <= i.
+    int64_t qk[2] = {tq, tk};
+    uint32_t row, col, keep;
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_IOTA;
+    desc.dtype = TJ_DTYPE_I64;
+    desc.rank = 2;
+    desc.dims = qk;
+    desc.attrs.axis = 0;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &row));
+    desc.attrs.axis = 1;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &col));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
+    TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
+  }
+  // The row max, 0 for a row with no key left (then e = 0 and y = 0).
+  uint32_t mx, is_ninf, zero, e, l, one, l_ok, pv;
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r - 1, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &is_ninf));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(where(d, is_ninf, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &e));
+  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, e, &e));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, e, r - 1, &l));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &l_ok));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
+  TJ_RETURN_IF_ERROR(where(d, l_ok, one, l, &l));
+  if (group > 1) {
+    memcpy(dims, g->nodes[e].dims, (size_t)r * sizeof(int64_t));
+    dims[r - 3] = hkv;
+    dims[r - 2] = TJ_DIM_INFER;
+    TJ_RETURN_IF_ERROR(reshape(d, e, r, dims, &e));
+  }
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, e, v, &pv));
+  if (group > 1) {
+    memcpy(dims, g->nodes[pv].dims, (size_t)r * sizeof(int64_t));
+    dims[r - 3] = h;
+    dims[r - 2] = tq;
+    TJ_RETURN_IF_ERROR(reshape(d, pv, r, dims, &pv));
+  }
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_DIV, pv, l, &y));
+  return cast(d, y, dtype, out);
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -915,6 +1017,15 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   if (tj_op_info(node->op)->attr_kind == TJ_ATTR_KIND_WINDOW) {
     uint32_t y;
     TJ_RETURN_IF_ERROR(decompose_window(d, index, ops, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
+  if (node->op == TJ_OP_ATTENTION) {
+    uint32_t all[4], y;
+    for (uint32_t k = 0; k < 4; ++k)
+      all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
+                                                 : d->rw.map[node->operands[k]];
+    TJ_RETURN_IF_ERROR(attention(d, node, all, &y));
     d->rw.map[index] = y;
     return NULL;
   }

@@ -62,6 +62,9 @@ typedef struct tj_pass_ctx_t {
   // by default; the scoreboard's op-by-op model turns it off, since an eager
   // framework upcasts inside each op's kernel rather than with cast kernels.
   bool decompose_upcast_half;
+  // attention_match in the default pipeline (issue 14): written-out
+  // softmax attention onto the attention op. On by default.
+  bool match_attention;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate

@@ -65,6 +65,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->fold_max_bytes = 64 * 1024;
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
+  ctx->match_attention = true;
   const char* print_after = tj_setting(context, TJ_SETTING_PRINT_AFTER);
   if (print_after && *print_after) {
     ctx->print_after = print_after;
@@ -237,6 +238,12 @@ tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
 #define TJ_STAGE_END(stage, name) \
   if (stage && strcmp(stage, name) == 0) return NULL
 
+static bool has_softmax(const tj_graph_t* graph) {
+  for (uint32_t i = 0; i < graph->num_nodes; ++i)
+    if (graph->nodes[i].op == TJ_OP_SOFTMAX) return true;
+  return false;
+}
+
 tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                       const char* stage) {
   // Cleanup first, so that decomposition and fusion see one normal form.
@@ -244,6 +251,10 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   TJ_RUN_PASS(ctx, plan, cse);
   TJ_RUN_PASS(ctx, plan, dce);
   TJ_STAGE_END(stage, "canonicalize");
+  // Written-out attention onto the op (before decompose expands it again
+  // where there is no fused kernel); only graphs with a softmax can match.
+  if (ctx->match_attention && has_softmax(plan->graph))
+    TJ_RUN_PASS(ctx, plan, attention_match);
   // Composites into core ops, then clean up what the expansion exposes
   // (constants it folds, shared subexpressions).
   TJ_RUN_PASS(ctx, plan, decompose);

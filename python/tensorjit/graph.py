@@ -1284,6 +1284,22 @@ class Graph:
             self.handle, ix._raw(), vv._raw(), d,
             _int_in(axis, _INT32, "one_hot axis")), "one_hot")
 
+    def attention(self, q: Value, k: Operand, v: Operand,
+                  mask: Optional[Operand] = None, scale: float = 0.0,
+                  causal: bool = False) -> Value:
+        """Scaled dot-product attention (tj_graph_attention): q [B..., H,
+        Tq, D], k [B..., Hkv, Tk, D], v [B..., Hkv, Tk, Dv]; |mask| bool
+        (true attends) or additive; scale 0 means 1/sqrt(D); |causal| is
+        top-left aligned (torch's is_causal)."""
+        vq = self._own(q, "attention q")
+        vk = self._operand(k, vq, "attention k")
+        vv = self._operand(v, vq, "attention v")
+        vm = self._operand(mask, vq, "attention mask")._raw() \
+            if mask is not None else _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_attention(
+            self.handle, vq._raw(), vk._raw(), vv._raw(), vm, float(scale),
+            bool(causal)), "attention")
+
     #===--- convolution and pooling (convpool) ---===#
 
     @staticmethod

@@ -1428,6 +1428,18 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 1e-5);
       return true;
     }
+    // attn (issue 14): grouped-query heads, a bool mask, causal, Tq != Tk
+    // (tests/unit/attention_test.c has the shapes in depth).
+    case TJ_OP_ATTENTION: {
+      tj_value_t q = input(c, d, 4, (int64_t[]){B, 4, 5, 8}, -1, 1);
+      tj_value_t k = input(c, d, 4, (int64_t[]){B, 2, 7, 8}, -1, 1);
+      tj_value_t v = input(c, d, 4, (int64_t[]){B, 2, 7, 6}, -1, 1);
+      tj_value_t m = input(c, d, 2, (int64_t[]){5, 7}, -1, 1);
+      output(c, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, false));
+      output(c, tj_graph_attention(g, q, k, v, m, 0.5, true));
+      c->tol = composite_tol(d, 1e-5);
+      return true;
+    }
     // convpool: conv, conv_transpose and the pools (tests/unit/conv_test.c
     // has the shapes and attributes in depth).
     case TJ_OP_CONV:

@@ -105,8 +105,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
   const tj_node_t* node = &src->nodes[index];
   const tj_attrs_t* at = &node->attrs;
   tj_value_t self = {index + 1};
-  tj_value_t x[3] = {tj_value_none(), tj_value_none(), tj_value_none()};
-  for (uint32_t i = 0; i < node->num_operands && i < 3; ++i) {
+  tj_value_t x[4] = {tj_value_none(), tj_value_none(), tj_value_none(),
+                     tj_value_none()};
+  for (uint32_t i = 0; i < node->num_operands && i < 4; ++i) {
     uint32_t operand = node->operands[i];
     if (operand != TJ_NODE_NONE) x[i] = map[operand];
   }
@@ -188,6 +189,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_rms_norm(dst, x[0], x[1], at->value);
     case TJ_OP_LINEAR:
       return tj_graph_linear(dst, x[0], x[1], x[2]);
+    case TJ_OP_ATTENTION:
+      return tj_graph_attention(dst, x[0], x[1], x[2], x[3], at->value,
+                                n && at->ints[0]);
     case TJ_OP_ONE_HOT:
       return tj_graph_one_hot(dst, x[0], x[1], dims[at->axis],
                               (int32_t)at->axis);

@@ -43,6 +43,26 @@ static const char kConvText[] =
     "  %u = conv_transpose %a, %t, none {strides=[2,2]} : f32[B,2,4,4]\n"
     "  return %u as \"u\", %m as \"m\"\n"
     "}\n";
+// attn (issue 14): a written-out causal attention that attention_match
+// rewrites, and the op with grouped-query heads and a bool mask, both
+// decomposed again.
+static const char kAttentionText[] =
+    "func @attn[B, T](%q: f32[B,4,T,8], %k: f32[B,4,T,8], %v: f32[B,4,T,8], "
+    "%kk: f32[B,2,T,8], %m: bool[T,T]) {\n"
+    "  %kt = transpose %k {perm=[0,1,3,2]} : f32[B,4,8,T]\n"
+    "  %s = matmul %q, %kt : f32[B,4,T,T]\n"
+    "  %c = constant [0.25] : f32[]\n"
+    "  %ss = mul %s, %c : f32[B,4,T,T]\n"
+    "  %r = iota {axis=0} : i64[T,T]\n"
+    "  %cc = iota {axis=1} : i64[T,T]\n"
+    "  %keep = ge %r, %cc : bool[T,T]\n"
+    "  %ninf = constant [-inf] : f32[]\n"
+    "  %w = where %keep, %ss, %ninf : f32[B,4,T,T]\n"
+    "  %p = softmax %w {axis=3} : f32[B,4,T,T]\n"
+    "  %y = matmul %p, %v : f32[B,4,T,8]\n"
+    "  %z = attention %q, %kk, %kk, %m {scale=0.5 causal} : f32[B,4,T,8]\n"
+    "  return %y as \"y\", %z as \"z\"\n"
+    "}\n";
 static const char* g_text = kText;
 
 static tj_status_t run_pipeline(tj_graph_t* g) {
@@ -126,7 +146,14 @@ TEST(conv_pipeline_reports_every_allocation_failure) {
   g_text = kText;
 }
 
+TEST(attention_pipeline_reports_every_allocation_failure) {
+  g_text = kAttentionText;
+  sweep(run_pipeline, "attention pipeline");
+  g_text = kText;
+}
+
 int main(void) {
+  RUN_TEST(attention_pipeline_reports_every_allocation_failure);
   RUN_TEST(conv_pipeline_reports_every_allocation_failure);
   RUN_TEST(pipeline_reports_every_allocation_failure);
   RUN_TEST(scoreboard_reports_every_allocation_failure);
