@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from . import _lib, onnx
 from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
+from .custom_op import CustomOp, SymDim, TensorType, custom_op
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
@@ -34,7 +35,8 @@ from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
                     default_context)
 
 __all__ = [
-    "ArgumentTypeError", "BackendError", "Context", "DType", "Executable",
+    "ArgumentTypeError", "BackendError", "Context", "CustomOp", "DType",
+    "Executable", "SymDim", "TensorType", "custom_op",
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
     "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
     "Scoreboard",

@@ -195,5 +195,22 @@ int main(void) {
   FIELD(tj_scoreboard_t, input_bytes);
   FIELD(tj_scoreboard_t, arena_bytes);
   FIELD(tj_scoreboard_t, live_peak_bytes);
+  // python/tensorjit/custom_op.py (custom2).
+  STRUCT(tj_custom_type_t);
+  FIELD(tj_custom_type_t, dtype);
+  FIELD(tj_custom_type_t, rank);
+  FIELD(tj_custom_type_t, dims);
+  STRUCT(tj_custom_op_desc_t);
+  FIELD(tj_custom_op_desc_t, struct_size);
+  FIELD(tj_custom_op_desc_t, name);
+  FIELD(tj_custom_op_desc_t, version);
+  FIELD(tj_custom_op_desc_t, num_inputs);
+  FIELD(tj_custom_op_desc_t, shape);
+  FIELD(tj_custom_op_desc_t, function);
+  FIELD(tj_custom_op_desc_t, signature);
+  FIELD(tj_custom_op_desc_t, host);
+  FIELD(tj_custom_op_desc_t, vjp);
+  FIELD(tj_custom_op_desc_t, flags);
+  FIELD(tj_custom_op_desc_t, user_data);
   return 0;
 }

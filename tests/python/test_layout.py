@@ -14,6 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "python"))
 from tensorjit import _lib  # noqa: E402
+from tensorjit.custom_op import CustomOpDesc_t, CustomType_t  # noqa: E402
 
 MIRRORS = {
     "tj_value_t": _lib.Value_t,
@@ -30,6 +31,8 @@ MIRRORS = {
     "tj_verify_options_t": _lib.VerifyOptions_t,
     "tj_verify_value_t": _lib.VerifyValue_t,
     "tj_verify_report_t": _lib.VerifyReport_t,
+    "tj_custom_type_t": CustomType_t,
+    "tj_custom_op_desc_t": CustomOpDesc_t,
 }
 
 
