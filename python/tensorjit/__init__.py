@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from . import _lib, onnx
 from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
-from .custom_op import CustomOp, SymDim, TensorType, custom_op
+from .custom_op import (CustomOp, SymDim, TensorType, custom_op,
+                        dynamic_dim)
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
@@ -36,7 +37,7 @@ from .graph import (Context, Graph, Scoreboard, ScoreboardRow, Value,
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "Context", "CustomOp", "DType",
-    "Executable", "SymDim", "TensorType", "custom_op",
+    "Executable", "SymDim", "TensorType", "custom_op", "dynamic_dim",
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
     "LibraryNotFoundError", "OutOfMemoryError", "Profile", "ProfileEntry",
     "Scoreboard",

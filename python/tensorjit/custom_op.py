@@ -40,6 +40,11 @@ run's (or the graph's) error, a :class:`~tensorjit.TensorJitError` whose
 message holds the exception's type and text, and the op's name; it never
 crashes the process.
 
+Data-dependent output dims (a nonzero, a filter): the shape rule gives an
+axis as :func:`dynamic_dim` with an upper bound, and the function returns
+an array whose dim there is at most the bound; the ops after it run on the
+actual size, with no recompile.
+
 The ctypes callbacks live as long as the process (a context or an
 executable compiled in it may call them at any time until it is gone).
 """
@@ -58,7 +63,7 @@ from .dtypes import DType, dtype_of, numpy_dtype
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .graph import Context, Graph, Value, default_context
 
-__all__ = ["custom_op", "CustomOp", "TensorType", "SymDim"]
+__all__ = ["custom_op", "CustomOp", "TensorType", "SymDim", "dynamic_dim"]
 
 _vp = ctypes.c_void_p
 _i32 = ctypes.c_int32
@@ -117,6 +122,11 @@ def _c() -> Any:
                 _vp, ctypes.POINTER(CustomOpDesc_t)]
             L.tj_status_create.restype = _vp
             L.tj_status_create.argtypes = [ctypes.c_int, ctypes.c_char_p]
+            L.tj_custom_dynamic_dim.restype = _i64
+            L.tj_custom_dynamic_dim.argtypes = [_vp, ctypes.c_char_p, _i64]
+            L.tj_custom_set_output_shape.restype = _vp
+            L.tj_custom_set_output_shape.argtypes = [
+                ctypes.POINTER(_lib.Tensor_t), _i32, ctypes.POINTER(_i64)]
             _declared = True
     return L
 
@@ -199,6 +209,27 @@ def _dim_code(d: Any, graph: int) -> int:
     if int(d) < 0:
         raise InvalidArgumentError(f"dim {int(d)} is negative")
     return int(d)
+
+
+# The graph a shape rule runs on, per thread (for dynamic_dim).
+_shape_graph = threading.local()
+
+
+def dynamic_dim(symbol: str, upper_bound: Any) -> SymDim:
+    """In a shape rule: a data-dependent dim, symbol |symbol| (a fresh
+    one, not a dim of any graph input) at most |upper_bound| (an int or a
+    :class:`SymDim` over the inputs' dims). A run gives the function an
+    output of the bound's shape to fill; it returns an array whose
+    data-dependent dims are smaller, and the ops after it run on that size
+    (C: tj_custom_dynamic_dim). A graph output may not depend on it."""
+    graph = getattr(_shape_graph, "handle", None)
+    if graph is None:
+        raise InvalidArgumentError("dynamic_dim: only inside a shape rule")
+    bound = _dim_code(upper_bound, graph)
+    code = int(_c().tj_custom_dynamic_dim(graph, symbol.encode(), bound))
+    if code == _lib.DIM_INVALID:
+        raise InvalidArgumentError(f"dynamic_dim({symbol!r}) was refused")
+    return SymDim(code, graph)
 
 
 class TensorType:
@@ -382,7 +413,11 @@ class CustomOp:
                     DType(t.dtype),
                     [_wrap_dim(int(t.dims[k]), graph) for k in range(t.rank)]))
             ints, floats = _attrs_of(attrs)
-            r = self.shape_rule(*types, *ints, *floats)
+            _shape_graph.handle = graph
+            try:
+                r = self.shape_rule(*types, *ints, *floats)
+            finally:
+                _shape_graph.handle = None
             if isinstance(r, tuple) and len(r) == 2:
                 r = TensorType(r[0], r[1])
             if not isinstance(r, TensorType):
@@ -415,6 +450,14 @@ class CustomOp:
             o = output.contents
             dst = _array_of(o, True)
             got = _to_numpy(result)
+            if got.shape != dst.shape and got.ndim == dst.ndim and all(
+                    a <= b for a, b in zip(got.shape, dst.shape)):
+                # Data-dependent dims: the library checks which may change.
+                dims = (_i64 * max(got.ndim, 1))(*got.shape)
+                st = _c().tj_custom_set_output_shape(output, got.ndim, dims)
+                if st:
+                    return int(st)
+                dst = _array_of(o, True)  # the actual shape now
             if got.shape != dst.shape:
                 return _status(
                     _STATUS_INVALID_ARGUMENT,

@@ -326,5 +326,56 @@ def test_registration_errors():
         tj.custom_op("py_clip3", shape=same)(lambda x: x)
 
 
+def positives_rule(x):
+    return (x.dtype, [tj.dynamic_dim("N", x.shape[0] * x.shape[1])])
+
+
+@tj.custom_op("py_positives", shape=positives_rule)
+def py_positives(x):
+    return x[x > 0]  # fewer elements than the bound
+
+
+@pytest.mark.parametrize("target", ["x86", "reference"])
+def test_data_dependent_dim(target):
+    """A nonzero-like filter, then pointwise ops and a sum over its
+    data-dependent size, at several sizes with no recompile."""
+    g = tj.Graph("filter")
+    x = g.input("x", "f32", ["R", 3])
+    c = py_positives(x * 2.0 - 1.0)
+    y = g.exp(-c) * c + c
+    g.output(g.sum(y), "total")
+    g.output(g.sum(c * 0.0 + 1.0), "count")
+    exe = tj.compile(g, target=target, specialize="always")
+    for r in (1, 4, 50):
+        for a in (-np.ones((r, 3), np.float32),
+                  RNG.standard_normal((r, 3)).astype(np.float32),
+                  np.ones((r, 3), np.float32)):
+            h = a.astype(np.float64) * 2 - 1
+            p = h[h > 0]
+            total, count = exe(a)
+            assert int(round(float(count))) == p.size
+            np.testing.assert_allclose(total, (np.exp(-p) * p + p).sum(),
+                                       rtol=1e-5, atol=1e-5)
+    if target == "x86":
+        assert exe.stats.recompiles == 0
+
+
+def test_data_dependent_errors():
+    too_big = tj.custom_op("py_toobig", shape=positives_rule)(
+        lambda x: np.zeros(x.size + 1, x.dtype))
+    g = tj.Graph("toobig")
+    x = g.input("x", "f32", [2, 2])
+    g.output(g.sum(too_big(x)), "s")
+    with pytest.raises(tj.TensorJitError, match="py_toobig.*shape"):
+        tj.compile(g)(np.ones((2, 2), np.float32))
+    g = tj.Graph("dynout")
+    x = g.input("x", "f32", [2, 2])
+    g.output(py_positives(x), "y")
+    with pytest.raises(tj.InvalidArgumentError, match="data-dependent"):
+        g.finalize()
+    with pytest.raises(tj.InvalidArgumentError, match="shape rule"):
+        tj.dynamic_dim("N", 4)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
