@@ -211,8 +211,11 @@ static void x86_release(void* target, void* program) {
 // Counts and logs where a kernel set's code came from.
 static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
                         tj_lowered_program_t* lp) {
-  uint32_t n = set->num_kernels;
-  if (n == 0) return;
+  uint32_t all = set->num_kernels;
+  if (all == 0) return;
+  // Region compile: identical kernels are compiled (or loaded) once.
+  uint32_t n = set->unique ? set->num_unique : all;
+  lp->kernels_shared = all - n;
   if (set->source == TJ_X86_SOURCE_LLVM) {
     lp->cache_misses = n;
     lp->llvm_ms = set->compile_ms;
@@ -229,9 +232,10 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
   const char* name = t->plan->graph->name;
   tj_context_diagnostic(
       t->config.context, TJ_SEVERITY_REMARK,
-      "cache: @%s %s: %u kernels %s (key %s, %zu bytes of object code) in "
-      "%.2f ms%s%s%s; %d functions deferred to first use",
-      name, what, n, kFrom[set->source], set->key, set->object_bytes,
+      "cache: @%s %s: %u kernels (%u sharing their code) %s (key %s, %zu "
+      "bytes of object code) in %.2f ms%s%s%s; %d functions deferred to first "
+      "use",
+      name, what, all, all - n, kFrom[set->source], set->key, set->object_bytes,
       set->compile_ms, set->cache_note ? "; disk: " : "",
       set->cache_note ? set->cache_note : "",
       t->cache_dir[0] ? "" : "; disk cache disabled", (int)set->num_deferred);

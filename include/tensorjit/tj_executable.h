@@ -315,6 +315,11 @@ typedef struct tj_executable_stats_t {
   // an unfused pipeline, the break-even number of runs of compiling is
   // compile_ms / (eager run - compiled run), see tj-run --scoreboard.
   double run_ms;
+  // Region compile: of num_kernels, how many share the compiled code of an
+  // identical kernel (the same block repeated, e.g. N layers with different
+  // weights), so that only num_kernels - num_shared_kernels were compiled
+  // (cache_misses) or loaded (cache_hits) for the generic program.
+  int32_t num_shared_kernels;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|
@@ -355,19 +360,19 @@ typedef struct tj_profile_entry_t {
   // KERNEL: its template ("pointwise", "row_reduce", "gemm"); HOST: the
   // ops of the group; else "".
   char detail[96];
-  double ms;         // time per run
-  double share;      // ms / the report's run_ms
-  double launches;   // launches that did work, per run (KERNEL)
-  double bytes;      // moved per run (KERNEL: every buffer's elements once)
-  double flops;      // per run (KERNEL; GEMM: 2*M*N*K plus the epilogue)
+  double ms;            // time per run
+  double share;         // ms / the report's run_ms
+  double launches;      // launches that did work, per run (KERNEL)
+  double bytes;         // moved per run (KERNEL: every buffer's elements once)
+  double flops;         // per run (KERNEL; GEMM: 2*M*N*K plus the epilogue)
   double gbytes_per_s;  // bytes / ms (0 when ms is 0)
   double gflops_per_s;
 } tj_profile_entry_t;
 
 typedef struct tj_profile_report_t {
-  char graph[128];      // the graph's name
-  const char* target;   // "x86", "cuda", "reference"; static storage
-  int32_t runs;         // profiled runs (after one untimed warm-up run)
+  char graph[128];     // the graph's name
+  const char* target;  // "x86", "cuda", "reference"; static storage
+  int32_t runs;        // profiled runs (after one untimed warm-up run)
   // Wall time of one profiled run through the whole of tj_executable_run,
   // measured around each run (the mean): what the entries' shares divide.
   double run_ms;

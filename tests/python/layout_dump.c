@@ -88,6 +88,7 @@ int main(void) {
   FIELD(tj_executable_stats_t, tuning_ms);
   FIELD(tj_executable_stats_t, cache_load_ms);
   FIELD(tj_executable_stats_t, run_ms);
+  FIELD(tj_executable_stats_t, num_shared_kernels);
 
   STRUCT(tj_profile_entry_t);
   FIELD(tj_profile_entry_t, kind);
