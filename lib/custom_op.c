@@ -399,6 +399,18 @@ static tj_status_t check_binding(const tj_custom_sig_t* sig,
   return NULL;
 }
 
+// Whether CUSTOM node |n| is |d| (op, version, attributes and operands).
+static bool same_node(const tj_node_t* n, const tj_node_desc_t* d) {
+  const tj_attrs_t* a = &n->attrs;
+  return n->num_operands == d->num_operands && a->axis == d->attrs.axis &&
+         a->num_ints == d->attrs.num_ints && a->name && d->attrs.name &&
+         strcmp(a->name, d->attrs.name) == 0 &&
+         (!a->num_ints ||
+          memcmp(a->ints, d->attrs.ints, sizeof(int64_t) * a->num_ints) == 0) &&
+         (!n->num_operands || memcmp(n->operands, d->operands,
+                                     sizeof(uint32_t) * n->num_operands) == 0);
+}
+
 tj_status_t tj_custom_infer(tj_graph_t* graph, const tj_node_desc_t* d,
                             tj_dtype_t* out_dtype, int32_t* out_rank,
                             int64_t* out_dims, int64_t* out_ints,
@@ -467,6 +479,27 @@ tj_status_t tj_custom_infer(tj_graph_t* graph, const tj_node_desc_t* d,
       return tj_invalid(
           "the shape function of %s@%d gave an invalid dim %lld at axis %d",
           op->name, (int)op->version, (long long)out.dims[k], (int)k);
+  }
+  // A data-dependent symbol belongs to one node: two nodes sharing it
+  // would set it to two sizes. (The verifier re-infers a node already in
+  // the graph: the same op on the same operands and attributes, which
+  // gives the same size, is not another.)
+  for (int32_t k = 0; !finalized && k < out.rank; ++k) {
+    int32_t s = tj_dim_as_symbol(&graph->dims, out.dims[k]);
+    if (s < 0 || !(graph->dims.dynamic_symbols >> s & 1u)) continue;
+    for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+      const tj_node_t* other = &graph->nodes[i];
+      if (other->op != TJ_OP_CUSTOM || same_node(other, d)) continue;
+      for (int32_t j = 0; j < other->rank; ++j) {
+        if (other->dims[j] == out.dims[k])
+          return tj_invalid(
+              "the shape function of %s@%d gave data-dependent symbol %s, "
+              "which node %%%u already makes; each node needs a symbol of "
+              "its own",
+              op->name, (int)op->version,
+              tj_dim_symbol_name(&graph->dims, (uint32_t)s), i);
+      }
+    }
   }
   if (op->signature) {
     tj_status_t bad =

@@ -204,8 +204,10 @@ TJ_API tj_value_t tj_graph_custom(tj_graph_t* graph, const char* name,
 // the compiled kernels downstream are the generic ones, never recompiled
 // (an executable with data-dependent symbols does not specialize). A graph
 // output's shape may not depend on such a symbol (tj_graph_finalize
-// refuses it: reduce or pad it back first). Errors (a symbol bound by a
-// graph input, another bound for the same symbol, an invalid bound) are
+// refuses it: reduce or pad it back first). Each node needs a symbol of
+// its own (name it after an attribute or a counter the host keeps). Errors
+// (a symbol bound by a graph input or made by another node, another bound
+// for the same symbol, an invalid bound) are
 // recorded on |graph| (the shape function's error) and give
 // TJ_DIM_INVALID. Runs on the x86 and reference targets; CUDA refuses the
 // host call at run time.

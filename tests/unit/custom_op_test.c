@@ -923,6 +923,15 @@ TEST(data_dependent_dims_errors) {
   CHECK(tj_value_is_none(c));
   check_error(tj_graph_finalize(g), "positives", "bound by input \"x\"");
   tj_graph_destroy(g);
+  // Two nodes making the same symbol N.
+  CHECK_OK(tj_graph_create(ctx, "twice", &g));
+  R = tj_graph_symbol(g, "R");
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+  tj_value_t x2 = tj_graph_exp(g, x);
+  CHECK(!tj_value_is_none(tj_graph_custom(g, "positives", &x, 1, NULL)));
+  CHECK(tj_value_is_none(tj_graph_custom(g, "positives", &x2, 1, NULL)));
+  check_error(tj_graph_finalize(g), "symbol N", "already makes");
+  tj_graph_destroy(g);
   tj_context_destroy(ctx);
 }
 
