@@ -57,7 +57,7 @@ typedef struct tj_x86_lazy_t tj_x86_lazy_t;
 typedef struct tj_x86_kernel_set_t {
   uint32_t num_kernels;
   tj_lowered_kernel_t* kernels;  // owned array
-  tj_kir_fn_t* fns;              // entry points, valid while |module| lives
+  tj_kir_fn_t* fns;           // entry points, valid while |module| lives
   tj_x86_module_t* module;
   size_t object_bytes;
   double compile_ms;  // getting the object (LLVM or a cache), load, link
