@@ -205,6 +205,7 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg,
   }
   TJ_RETURN_IF_ERROR(b->compile(exe->target, &program, &exe->generic));
   tj_executable_count_cache(exe, &program);
+  exe->num_shared_kernels = (int32_t)program.kernels_shared;
   exe->llvm_ms = program.llvm_ms;
   exe->ptxas_ms = program.ptxas_ms;
   exe->tuning_ms = program.tuning_ms;
@@ -547,6 +548,7 @@ void tj_executable_stats(const tj_executable_t* executable,
     st.tuning_ms = exe->tuning_ms;
     st.cache_load_ms = exe->cache_load_ms;
     st.run_ms = atomic_load(&exe->run_ms);
+    st.num_shared_kernels = exe->num_shared_kernels;
   }
   // The caller's struct may be an older, shorter one: only what it holds.
   memcpy(out_stats, &st, size < sizeof(st) ? size : sizeof(st));

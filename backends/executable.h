@@ -52,6 +52,7 @@ struct tj_executable_t {
   double passes_ms, lowering_ms, llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
   _Atomic(double) run_ms;
   atomic_llong cache_hits, cache_misses, recompiles, runs;
+  int32_t num_shared_kernels;  // the generic program's (region compile)
 };
 
 // "B=7,S=128" for the values |key| of |g|'s symbols.

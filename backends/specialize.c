@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backends/executable.h"
+#include "lib/custom_op.h"
 
 void tj_executable_format_key(const tj_graph_t* g, const int64_t* key,
                               char* buf, size_t size) {
@@ -186,6 +187,8 @@ void tj_executable_note_bucket(tj_executable_t* exe, const int64_t* sym) {
 }
 
 bool tj_executable_specializes(const tj_executable_t* exe) {
+  // Data-dependent symbols change during a run: the generic program only.
   return exe->backend->lowers &&
-         exe->options.specialize != TJ_SPECIALIZE_NEVER && exe->num_symbols > 0;
+         exe->options.specialize != TJ_SPECIALIZE_NEVER &&
+         exe->num_symbols > 0 && !tj_custom_graph_is_dynamic(exe->graph);
 }

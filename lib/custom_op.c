@@ -399,6 +399,18 @@ static tj_status_t check_binding(const tj_custom_sig_t* sig,
   return NULL;
 }
 
+// Whether CUSTOM node |n| is |d| (op, version, attributes and operands).
+static bool same_node(const tj_node_t* n, const tj_node_desc_t* d) {
+  const tj_attrs_t* a = &n->attrs;
+  return n->num_operands == d->num_operands && a->axis == d->attrs.axis &&
+         a->num_ints == d->attrs.num_ints && a->name && d->attrs.name &&
+         strcmp(a->name, d->attrs.name) == 0 &&
+         (!a->num_ints ||
+          memcmp(a->ints, d->attrs.ints, sizeof(int64_t) * a->num_ints) == 0) &&
+         (!n->num_operands || memcmp(n->operands, d->operands,
+                                     sizeof(uint32_t) * n->num_operands) == 0);
+}
+
 tj_status_t tj_custom_infer(tj_graph_t* graph, const tj_node_desc_t* d,
                             tj_dtype_t* out_dtype, int32_t* out_rank,
                             int64_t* out_dims, int64_t* out_ints,
@@ -467,6 +479,27 @@ tj_status_t tj_custom_infer(tj_graph_t* graph, const tj_node_desc_t* d,
       return tj_invalid(
           "the shape function of %s@%d gave an invalid dim %lld at axis %d",
           op->name, (int)op->version, (long long)out.dims[k], (int)k);
+  }
+  // A data-dependent symbol belongs to one node: two nodes sharing it
+  // would set it to two sizes. (The verifier re-infers a node already in
+  // the graph: the same op on the same operands and attributes, which
+  // gives the same size, is not another.)
+  for (int32_t k = 0; !finalized && k < out.rank; ++k) {
+    int32_t s = tj_dim_as_symbol(&graph->dims, out.dims[k]);
+    if (s < 0 || !(graph->dims.dynamic_symbols >> s & 1u)) continue;
+    for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+      const tj_node_t* other = &graph->nodes[i];
+      if (other->op != TJ_OP_CUSTOM || same_node(other, d)) continue;
+      for (int32_t j = 0; j < other->rank; ++j) {
+        if (other->dims[j] == out.dims[k])
+          return tj_invalid(
+              "the shape function of %s@%d gave data-dependent symbol %s, "
+              "which node %%%u already makes; each node needs a symbol of "
+              "its own",
+              op->name, (int)op->version,
+              tj_dim_symbol_name(&graph->dims, (uint32_t)s), i);
+      }
+    }
   }
   if (op->signature) {
     tj_status_t bad =
@@ -645,4 +678,158 @@ tj_status_t tj_custom_op_invoke(const tj_custom_op_t* op,
 tj_status_t tj_status_create(tj_status_code_t code, const char* message) {
   if (code == TJ_STATUS_OK) code = TJ_STATUS_BACKEND_FAILURE;
   return tj_status_make(code, "%s", message ? message : "");
+}
+
+//===--- data-dependent output dims ---===//
+
+int64_t tj_custom_dynamic_dim(tj_graph_t* graph, const char* symbol,
+                              int64_t upper_bound) {
+  if (!graph || graph->error) return TJ_DIM_INVALID;
+  tj_status_t status = NULL;
+  int64_t dim = TJ_DIM_INVALID;
+  int32_t id = -1;
+  if (graph->finalized) {
+    status = tj_invalid("tj_custom_dynamic_dim: graph @%s is finalized",
+                        graph->name);
+  } else if (!dim_is_valid(graph, upper_bound)) {
+    status = tj_invalid(
+        "tj_custom_dynamic_dim(\"%s\"): upper bound %lld is not a dim of "
+        "graph @%s",
+        symbol ? symbol : "(null)", (long long)upper_bound, graph->name);
+  } else {
+    status = tj_dim_symbol(&graph->dims, symbol, &dim);
+  }
+  if (!status) id = tj_dim_as_symbol(&graph->dims, dim);
+  tj_dimtab_t* tab = &graph->dims;
+  if (!status && id < 0)
+    status =
+        tj_internal("tj_custom_dynamic_dim: %s is not a plain symbol", symbol);
+  if (!status && (tab->dynamic_symbols >> id & 1u) &&
+      tab->symbol_bounds[id] != upper_bound) {
+    char was[128], now[128];
+    tj_dim_format(tab, tab->symbol_bounds[id], was, sizeof(was));
+    tj_dim_format(tab, upper_bound, now, sizeof(now));
+    status = tj_invalid(
+        "tj_custom_dynamic_dim: data-dependent symbol %s already has the "
+        "upper bound %s, not %s",
+        symbol, was, now);
+  }
+  for (uint32_t i = 0; !status && i < graph->num_inputs; ++i) {
+    const tj_node_t* in = &graph->nodes[graph->inputs[i]];
+    for (int32_t k = 0; !status && k < in->rank; ++k) {
+      if (in->dims[k] == dim)
+        status = tj_invalid(
+            "tj_custom_dynamic_dim: symbol %s is bound by input \"%s\"; a "
+            "data-dependent dim needs a symbol of its own",
+            symbol, in->attrs.name);
+    }
+  }
+  if (status) {
+    tj_graph_record_error(graph, status);
+    return TJ_DIM_INVALID;
+  }
+  tab->dynamic_symbols |= (uint64_t)1 << id;
+  tab->symbol_bounds[id] = upper_bound;
+  return dim;
+}
+
+tj_status_t tj_custom_set_output_shape(const tj_tensor_t* output, int32_t rank,
+                                       const int64_t* dims) {
+  if (!output || (rank > 0 && !dims))
+    return tj_invalid("tj_custom_set_output_shape: output or dims is NULL");
+  if (rank != output->rank)
+    return tj_invalid(
+        "tj_custom_set_output_shape: rank %d for an output of rank %d",
+        (int)rank, (int)output->rank);
+  for (int32_t k = 0; k < rank; ++k) {
+    if (dims[k] < 0 || dims[k] > output->shape[k])
+      return tj_invalid(
+          "tj_custom_set_output_shape: dim %d is %lld, outside [0, %lld] (the "
+          "upper bound)",
+          (int)k, (long long)dims[k], (long long)output->shape[k]);
+  }
+  // The library hands every host implementation a shape array of its own.
+  int64_t* shape = (int64_t*)(uintptr_t)output->shape;
+  for (int32_t k = 0; k < rank; ++k) shape[k] = dims[k];
+  return NULL;
+}
+
+bool tj_custom_graph_is_dynamic(const tj_graph_t* graph) {
+  return graph->dims.dynamic_symbols != 0;
+}
+
+tj_status_t tj_custom_bind_dynamic(const tj_graph_t* graph, int64_t* sym) {
+  const tj_dimtab_t* tab = &graph->dims;
+  for (uint32_t s = 0; s < tab->num_symbols; ++s) {
+    if (!(tab->dynamic_symbols >> s & 1u)) continue;
+    tj_status_t status = tj_dim_eval(tab, tab->symbol_bounds[s], sym, &sym[s]);
+    if (status)
+      return tj_status_annotate(status,
+                                "the upper bound of data-dependent symbol %s",
+                                tj_dim_symbol_name(tab, s));
+  }
+  return NULL;
+}
+
+tj_status_t tj_custom_bind_result(const tj_graph_t* graph, uint32_t index,
+                                  const int64_t* bound, const int64_t* actual,
+                                  int64_t* sym) {
+  const tj_node_t* node = &graph->nodes[index];
+  const tj_dimtab_t* tab = &graph->dims;
+  uint64_t set = 0;
+  for (int32_t k = 0; k < node->rank; ++k) {
+    int32_t s = tj_dim_as_symbol(tab, node->dims[k]);
+    bool dynamic = s >= 0 && (tab->dynamic_symbols >> s & 1u);
+    if (!dynamic) {
+      if (actual[k] != bound[k])
+        return tj_invalid(
+            "custom op %s (node %%%u): output dim %d came back %lld, but it "
+            "is not a data-dependent dim (%lld)",
+            node->attrs.name, index, (int)k, (long long)actual[k],
+            (long long)bound[k]);
+      continue;
+    }
+    if (actual[k] < 0 || actual[k] > bound[k])
+      return tj_invalid(
+          "custom op %s (node %%%u): output dim %d (%s) came back %lld, "
+          "outside [0, %lld]",
+          node->attrs.name, index, (int)k, tj_dim_symbol_name(tab, (uint32_t)s),
+          (long long)actual[k], (long long)bound[k]);
+    if ((set >> s & 1u) && sym[s] != actual[k])
+      return tj_invalid(
+          "custom op %s (node %%%u): output dims of symbol %s came back %lld "
+          "and %lld",
+          node->attrs.name, index, tj_dim_symbol_name(tab, (uint32_t)s),
+          (long long)sym[s], (long long)actual[k]);
+    set |= (uint64_t)1 << s;
+    sym[s] = actual[k];
+  }
+  return NULL;
+}
+
+tj_status_t tj_custom_check_outputs(const tj_graph_t* graph) {
+  const tj_dimtab_t* tab = &graph->dims;
+  if (!tab->dynamic_symbols) return NULL;
+  for (uint32_t i = 0; i < graph->num_outputs; ++i) {
+    const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+    for (int32_t k = 0; k < n->rank; ++k) {
+      if (n->dims[k] >= 0) continue;
+      for (uint32_t s = 0; s < tab->num_symbols; ++s) {
+        if (!(tab->dynamic_symbols >> s & 1u)) continue;
+        int64_t probe[TJ_MAX_SYMBOLS], v = 0;
+        for (uint32_t j = 0; j < TJ_MAX_SYMBOLS; ++j) probe[j] = 1;
+        probe[s] = -1;  // unbound: the dim depends on it iff eval fails
+        tj_status_t st = tj_dim_eval(tab, n->dims[k], probe, &v);
+        if (!st) continue;
+        tj_status_free(st);
+        return tj_invalid(
+            "output \"%s\" dim %d depends on data-dependent symbol %s (set by "
+            "a custom op at run time); graph outputs must have shapes known "
+            "from the inputs",
+            graph->outputs[i].name ? graph->outputs[i].name : "?", (int)k,
+            tj_dim_symbol_name(tab, s));
+      }
+    }
+  }
+  return NULL;
 }

@@ -109,4 +109,24 @@ tj_status_t tj_custom_op_invoke(const tj_custom_op_t* op,
 // Whether node |node| may be merged with an equal one or dropped unused.
 bool tj_custom_node_is_pure(const tj_graph_t* graph, const tj_node_t* node);
 
+// Data-dependent output dims (tj_custom_dynamic_dim): whether |graph| has
+// a data-dependent symbol.
+bool tj_custom_graph_is_dynamic(const tj_graph_t* graph);
+
+// Binds every data-dependent symbol of |graph| to its upper bound, once the
+// symbols of the inputs are in |sym| (tj_ir_bind_symbols).
+tj_status_t tj_custom_bind_dynamic(const tj_graph_t* graph, int64_t* sym);
+
+// After custom node |index| ran with output shape |bound| (the node's dims
+// under |sym|) and reported |actual| (tj_custom_set_output_shape): checks
+// that only its data-dependent dims changed, each within its bound, and
+// sets those symbols in |sym| for the nodes after it.
+tj_status_t tj_custom_bind_result(const tj_graph_t* graph, uint32_t index,
+                                  const int64_t* bound, const int64_t* actual,
+                                  int64_t* sym);
+
+// INVALID_ARGUMENT naming the output when a graph output's shape depends
+// on a data-dependent symbol (tj_graph_finalize).
+tj_status_t tj_custom_check_outputs(const tj_graph_t* graph);
+
 #endif  // TJ_LIB_CUSTOM_OP_H_

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/infer.h"
 #include "lib/window.h"
@@ -73,6 +74,7 @@ tj_status_t tj_graph_finalize(tj_graph_t* graph) {
     return tj_invalid("graph @%s has no outputs: mark one with tj_graph_output",
                       graph->name);
   TJ_RETURN_IF_ERROR(tj_ir_verify(graph));
+  TJ_RETURN_IF_ERROR(tj_custom_check_outputs(graph));  // custom2
   graph->finalized = true;
   return NULL;
 }

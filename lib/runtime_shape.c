@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "lib/ir.h"
 
 // Where a symbol got its value, for messages that name both sides.
@@ -190,6 +191,8 @@ tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
   for (int32_t k = 0; k < num_inputs; ++k)
     TJ_RETURN_IF_ERROR(
         check_input_expressions(graph, k, &inputs[k], symbol_values));
+  // Data-dependent symbols stand at their upper bounds until their op runs.
+  TJ_RETURN_IF_ERROR(tj_custom_bind_dynamic(graph, symbol_values));
   TJ_RETURN_IF_ERROR(check_guards(graph, symbol_values));
   return check_node_sizes(graph, symbol_values);
 }

@@ -255,6 +255,8 @@ void tj_dimtab_deinitialize(tj_dimtab_t* tab) {
 tj_status_t tj_dimtab_copy(tj_dimtab_t* dst, const tj_dimtab_t* src,
                            tj_allocator_t al) {
   tj_dimtab_initialize(dst, al);
+  dst->dynamic_symbols = src->dynamic_symbols;
+  memcpy(dst->symbol_bounds, src->symbol_bounds, sizeof(dst->symbol_bounds));
   if (src->num_symbols) {
     dst->symbol_names = tj_calloc(al, src->num_symbols, sizeof(char*));
     if (!dst->symbol_names) return tj_status_oom();

@@ -38,6 +38,12 @@ typedef struct tj_dimtab_t {
   // expression number + 1, 0 = empty; |index_capacity| is 0 or a power of 2.
   uint32_t* index;
   uint32_t index_capacity;
+  // Data-dependent symbols (custom ops, tj_custom_dynamic_dim): bit i set
+  // when symbol i is set at run time by the op that makes it, within the
+  // dim |symbol_bounds|[i] (over the other symbols), which binds it until
+  // then (lib/runtime_shape.c).
+  uint64_t dynamic_symbols;
+  int64_t symbol_bounds[TJ_MAX_SYMBOLS];
 } tj_dimtab_t;
 
 // True if |s| is a C identifier ([A-Za-z_][A-Za-z0-9_]*): the rule for

@@ -1689,12 +1689,22 @@ static tj_status_t eval_custom(run_t* run, uint32_t index) {
       ins[i].data = temps[i];
     }
   }
-  const view_t* y = &run->values[index].view;
-  tj_tensor_t out = tj_tensor_make(y->data, y->dtype, y->rank, y->dims);
+  view_t* y = &run->values[index].view;
+  // The op may report a smaller shape (data-dependent dims) in |actual|.
+  int64_t actual[TJ_MAX_RANK];
+  memcpy(actual, y->dims, sizeof(actual));
+  tj_tensor_t out = tj_tensor_make(y->data, y->dtype, y->rank, actual);
   double floats[TJ_CUSTOM_MAX_ATTRS];
   tj_custom_attrs_t attrs;
   tj_custom_attrs_of(&node->attrs, &attrs, floats);
   if (!status) status = tj_custom_op_invoke(op, ins, (int32_t)n, &attrs, &out);
+  if (!status)
+    status =
+        tj_custom_bind_result(run->graph, index, y->dims, actual, run->symbols);
+  if (!status) {
+    memcpy(y->dims, actual, sizeof(int64_t) * (size_t)y->rank);
+    row_major_strides(y->rank, y->dims, y->strides);
+  }
   for (uint32_t i = 0; i < n; ++i) scratch_free(run, temps[i], temp_bytes[i]);
   if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY)
     status = tj_status_annotate(status, "custom (node %%%u)", index);

@@ -51,6 +51,9 @@ typedef struct tj_lowered_program_t {
   // and kernels compiled (tj_executable_stats_t), and its time by stage.
   int64_t cache_hits, cache_misses;
   double llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
+  // Kernels that share the code of an identical one (region compile of
+  // repeated blocks), not compiled nor loaded on their own.
+  int64_t kernels_shared;
 } tj_lowered_program_t;
 
 // Called by a backend's run_observed after each step |step| of the run plan

@@ -375,7 +375,7 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
 // A host call (see build_call_step): the custom op on dense buffers, a
 // strided caller input copied dense first when the op needs it.
 static tj_status_t run_call(const tj_graph_t* g, tj_allocator_t al,
-                            const tj_host_step_t* h, const int64_t* sym,
+                            const tj_host_step_t* h, int64_t* sym,
                             const tj_tensor_t* inputs,
                             unsigned char* const* loc) {
   const tj_node_t* node = &g->nodes[h->call_node];
@@ -418,9 +418,14 @@ static tj_status_t run_call(const tj_graph_t* g, tj_allocator_t al,
     double floats[TJ_CUSTOM_MAX_ATTRS];
     tj_custom_attrs_t attrs;
     tj_custom_attrs_of(&node->attrs, &attrs, floats);
+    // The op may report a smaller shape (data-dependent dims) in |actual|.
+    int64_t actual[TJ_MAX_RANK];
+    memcpy(actual, shapes[64], sizeof(actual));
     tj_tensor_t out =
-        tj_tensor_make(loc[h->call_node], node->dtype, node->rank, shapes[64]);
+        tj_tensor_make(loc[h->call_node], node->dtype, node->rank, actual);
     status = tj_custom_op_invoke(h->call, ins, (int32_t)n, &attrs, &out);
+    if (!status)
+      status = tj_custom_bind_result(g, h->call_node, shapes[64], actual, sym);
   }
   for (uint32_t k = 0; k < made; ++k) {
     if (temps[k]) tj_free(al, temps[k], temp_bytes[k] ? temp_bytes[k] : 1);
@@ -432,7 +437,18 @@ tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
                              const tj_host_step_t* h, const int64_t* sym,
                              const tj_tensor_t* inputs,
                              unsigned char* const* loc) {
-  if (h->call) return run_call(g, al, h, sym, inputs, loc);
+  if (h->call) {
+    int64_t local[TJ_MAX_SYMBOLS];
+    memcpy(local, sym, sizeof(local));
+    TJ_RETURN_IF_ERROR(run_call(g, al, h, local, inputs, loc));
+    if (memcmp(local, sym, sizeof(local)) != 0)
+      return tj_status_make(
+          TJ_STATUS_UNSUPPORTED,
+          "custom op %s (node %%%u) reported a data-dependent output shape, "
+          "which this target cannot run (x86 and the reference can)",
+          h->call->name, h->call_node);
+    return NULL;
+  }
   uint32_t nin = g->num_inputs + h->num_extra, nout = h->num_outputs;
   size_t per = sizeof(tj_tensor_t) + sizeof(int64_t) * TJ_MAX_RANK;
   size_t bytes = per * (nin + nout) + sizeof(void*) * (nout + 1);
@@ -485,4 +501,12 @@ tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
   }
   tj_free(al, block, bytes);
   return status;
+}
+
+tj_status_t tj_host_step_run_dynamic(const tj_graph_t* g, tj_allocator_t al,
+                                     const tj_host_step_t* h, int64_t* sym,
+                                     const tj_tensor_t* inputs,
+                                     unsigned char* const* loc) {
+  if (h->call) return run_call(g, al, h, sym, inputs, loc);
+  return tj_host_step_run(g, al, h, sym, inputs, loc);
 }

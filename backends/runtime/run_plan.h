@@ -111,4 +111,14 @@ tj_status_t tj_host_step_run(const tj_graph_t* graph, tj_allocator_t allocator,
                              const tj_tensor_t* inputs,
                              unsigned char* const* loc);
 
+// tj_host_step_run for a target that runs data-dependent shapes (custom
+// ops with tj_custom_dynamic_dim; tj_host_step_run refuses them): a host
+// call whose op reported its actual output dims sets their symbols in
+// |sym| for the steps after it.
+tj_status_t tj_host_step_run_dynamic(const tj_graph_t* graph,
+                                     tj_allocator_t allocator,
+                                     const tj_host_step_t* h, int64_t* sym,
+                                     const tj_tensor_t* inputs,
+                                     unsigned char* const* loc);
+
 #endif  // TJ_BACKENDS_RUNTIME_RUN_PLAN_H_

@@ -245,6 +245,93 @@ static void lazy_destroy(tj_x86_lazy_t* z) {
   tj_free(z->allocator, z, sizeof(*z));
 }
 
+static void free_unique(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
+  tj_free(allocator, set->unique,
+          set->unique ? sizeof(tj_lowered_kernel_t) * set->num_kernels : 0);
+  tj_free(allocator, set->unique_of,
+          set->unique_of ? sizeof(uint32_t) * set->num_kernels : 0);
+  set->unique = NULL;
+  set->unique_of = NULL;
+  set->num_unique = 0;
+}
+
+// |text| (a kernel's tj_kir_print) without the names that differ between
+// copies of one block: the kernel's (@name) and its buffers'
+// (%in<node>_<b>, %out<node>_<b> become %in_<b>, %out_<b>), in place.
+static void strip_names(char* text) {
+  char* w = text;
+  for (const char* r = text; *r;) {
+    if (r[0] == '@') {
+      *w++ = '@';
+      ++r;
+      while ((*r >= 'a' && *r <= 'z') || (*r >= 'A' && *r <= 'Z') ||
+             (*r >= '0' && *r <= '9') || *r == '_')
+        ++r;
+      continue;
+    }
+    size_t role = strncmp(r, "%in", 3) == 0    ? 3
+                  : strncmp(r, "%out", 4) == 0 ? 4
+                                               : 0;
+    if (role && r[role] >= '0' && r[role] <= '9') {
+      const char* d = r + role;
+      while (*d >= '0' && *d <= '9') ++d;
+      if (*d == '_') {
+        memmove(w, r, role);
+        w += role;
+        r = d;
+        continue;
+      }
+    }
+    *w++ = *r++;
+  }
+  *w = '\0';
+}
+
+// Region compile: finds the kernels of |set| identical up to names and
+// fills |unique|, |unique_of| and |num_unique| (left NULL when every
+// kernel is distinct).
+static tj_status_t find_unique(tj_allocator_t allocator,
+                               tj_x86_kernel_set_t* set) {
+  uint32_t n = set->num_kernels;
+  if (n < 2) return NULL;
+  char** texts = tj_calloc(allocator, n, sizeof(char*));
+  size_t* bytes = tj_alloc(allocator, sizeof(size_t) * n);
+  uint32_t* of = tj_alloc(allocator, sizeof(uint32_t) * n);
+  uint32_t* rep = tj_alloc(allocator, sizeof(uint32_t) * n);
+  tj_status_t status = texts && bytes && of && rep ? NULL : tj_status_oom();
+  uint32_t num = 0;
+  for (uint32_t i = 0; !status && i < n; ++i) {
+    status = tj_kir_print(set->kernels[i].kernel, &texts[i]);
+    if (status) break;
+    bytes[i] = strlen(texts[i]) + 1;  // its allocation, before stripping
+    strip_names(texts[i]);
+    uint32_t u = 0;
+    while (u < num && strcmp(texts[rep[u]], texts[i]) != 0) ++u;
+    if (u == num) rep[num++] = i;
+    of[i] = u;
+  }
+  if (!status && num < n) {
+    set->unique = tj_alloc(allocator, sizeof(tj_lowered_kernel_t) * n);
+    if (!set->unique) {
+      status = tj_status_oom();
+    } else {
+      for (uint32_t u = 0; u < num; ++u) set->unique[u] = set->kernels[rep[u]];
+      set->unique_of = of;
+      set->num_unique = num;
+      of = NULL;
+    }
+  }
+  for (uint32_t i = 0; texts && bytes && i < n; ++i) {
+    if (texts[i])
+      tj_free(set->kernels[i].kernel->allocator, texts[i], bytes[i]);
+  }
+  tj_free(allocator, texts, texts ? sizeof(char*) * n : 0);
+  tj_free(allocator, bytes, bytes ? sizeof(size_t) * n : 0);
+  tj_free(allocator, of, of ? sizeof(uint32_t) * n : 0);
+  tj_free(allocator, rep, rep ? sizeof(uint32_t) * n : 0);
+  return status;
+}
+
 void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
                                     tj_x86_kernel_set_t* set) {
   lazy_join(set->lazy);
@@ -260,6 +347,7 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
   }
   tj_free(allocator, set->fns,
           set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
+  free_unique(allocator, set);
   tj_status_free(set->store_status);
   memset(set, 0, sizeof(*set));
 }
@@ -632,13 +720,14 @@ static tj_status_t attach_lazy(tj_x86_jit_t* jit, tj_allocator_t allocator,
            cache_dir ? cache_dir : "");
   snprintf(z->name, sizeof(z->name), "%s", name ? name : "?");
   z->log = log;
-  z->kernels = out->kernels;
-  z->num_kernels = out->num_kernels;
+  // The cold part holds the deferred functions of the kernels compiled.
+  z->kernels = out->unique ? out->unique : out->kernels;
+  z->num_kernels = out->unique ? out->num_unique : out->num_kernels;
   z->count = (int32_t)count;
   out->lazy = z;  // freed with |out| from here on
   out->num_deferred = z->count;
   TJ_RETURN_IF_ERROR(
-      set_key(jit, out->kernels, out->num_kernels, TJ_X86_PART_COLD, &z->key));
+      set_key(jit, z->kernels, z->num_kernels, TJ_X86_PART_COLD, &z->key));
   // One lookup for the slots, the context and the resolver.
   char names[TJ_X86_MAX_COLD][24];
   const char* symbols[TJ_X86_MAX_COLD + 2];
@@ -669,6 +758,7 @@ static void unload_set(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
   lazy_destroy(set->lazy);
   tj_free(allocator, set->fns,
           set->fns ? sizeof(tj_kir_fn_t) * set->num_kernels : 0);
+  free_unique(allocator, set);
   tj_status_free(set->store_status);
   tj_lowered_kernel_t* kernels = set->kernels;
   uint32_t num_kernels = set->num_kernels;
@@ -686,14 +776,16 @@ static tj_status_t build_set_once(tj_x86_jit_t* jit, tj_allocator_t allocator,
                                   const char* name, bool log,
                                   tj_x86_kernel_set_t* out,
                                   tj_x86_source_t* out_source) {
-  tj_lowered_kernel_t* kernels = out->kernels;
-  uint32_t num_kernels = out->num_kernels;
   void* bytes = NULL;
   size_t size = 0;
   fetched_t f;
   memset(&f, 0, sizeof(f));
-  out->fns = tj_calloc(allocator, num_kernels, sizeof(tj_kir_fn_t));
+  out->fns = tj_calloc(allocator, out->num_kernels, sizeof(tj_kir_fn_t));
   tj_status_t status = out->fns ? NULL : tj_status_oom();
+  if (!status) status = find_unique(allocator, out);
+  // The object holds the distinct kernels; fns[i] is unique_of[i]'s.
+  tj_lowered_kernel_t* kernels = out->unique ? out->unique : out->kernels;
+  uint32_t num_kernels = out->unique ? out->num_unique : out->num_kernels;
   tj_cache_key_t key = {0, 0};
   if (!status) status = set_key(jit, kernels, num_kernels, part, &key);
   if (!status) {
@@ -733,6 +825,10 @@ static tj_status_t build_set_once(tj_x86_jit_t* jit, tj_allocator_t allocator,
                            addresses[n], out);
     }
     first += n;
+  }
+  // Kernels sharing code (fns was filled by distinct index), last first.
+  for (uint32_t i = out->num_kernels; !status && out->unique && i-- > 0;) {
+    out->fns[i] = out->fns[out->unique_of[i]];
   }
   if (!status) remember(context, key, bytes, size, &f);
   out->store_status = f.store_status;

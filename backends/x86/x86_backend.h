@@ -67,6 +67,15 @@ typedef struct tj_x86_kernel_set_t {
   tj_status_t store_status;  // a failed cache store (a warning), owned
   tj_x86_lazy_t* lazy;       // NULL: nothing deferred
   int32_t num_deferred;      // functions in the cold part
+  // Region compile: kernels identical up to their own and their buffers'
+  // names (the same block repeated, e.g. N layers with different weights)
+  // share one compiled function. |unique| holds shallow copies of the
+  // distinct ones (owned array; NULL when every kernel is distinct), the
+  // object is built from them, and |unique_of| maps each kernel to its
+  // entry.
+  tj_lowered_kernel_t* unique;
+  uint32_t* unique_of;
+  uint32_t num_unique;
 } tj_x86_kernel_set_t;
 
 // Makes the object of |num_kernels| lowered kernels: from |context|'s

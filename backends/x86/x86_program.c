@@ -30,6 +30,7 @@
 #include "backends/x86/x86_backend.h"
 #include "jit/cache.h"
 #include "jit/kernel_dump.h"
+#include "lib/custom_op.h"
 #include "lib/env.h"
 
 #define FRAME_POOL 8
@@ -210,8 +211,11 @@ static void x86_release(void* target, void* program) {
 // Counts and logs where a kernel set's code came from.
 static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
                         tj_lowered_program_t* lp) {
-  uint32_t n = set->num_kernels;
-  if (n == 0) return;
+  uint32_t all = set->num_kernels;
+  if (all == 0) return;
+  // Region compile: identical kernels are compiled (or loaded) once.
+  uint32_t n = set->unique ? set->num_unique : all;
+  lp->kernels_shared = all - n;
   if (set->source == TJ_X86_SOURCE_LLVM) {
     lp->cache_misses = n;
     lp->llvm_ms = set->compile_ms;
@@ -228,9 +232,10 @@ static void account_set(target_t* t, const tj_x86_kernel_set_t* set,
   const char* name = t->plan->graph->name;
   tj_context_diagnostic(
       t->config.context, TJ_SEVERITY_REMARK,
-      "cache: @%s %s: %u kernels %s (key %s, %zu bytes of object code) in "
-      "%.2f ms%s%s%s; %d functions deferred to first use",
-      name, what, n, kFrom[set->source], set->key, set->object_bytes,
+      "cache: @%s %s: %u kernels (%u sharing their code) %s (key %s, %zu "
+      "bytes of object code) in %.2f ms%s%s%s; %d functions deferred to first "
+      "use",
+      name, what, all, all - n, kFrom[set->source], set->key, set->object_bytes,
       set->compile_ms, set->cache_note ? "; disk: " : "",
       set->cache_note ? set->cache_note : "",
       t->cache_dir[0] ? "" : "; disk cache disabled", (int)set->num_deferred);
@@ -372,6 +377,40 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
 
 //===--- running ---===//
 
+// After a host call set data-dependent symbols (|sym|), the scalars and
+// launches of the kernels of the steps after step |after| again. Memory
+// stays as planned for the upper bounds, which hold every actual size.
+static tj_status_t prepare_after(target_t* t, program_t* p, frame_t* f,
+                                 const int64_t* sym, uint32_t after,
+                                 int64_t scratch_bytes) {
+  const tj_run_plan_t* rp = t->plan;
+  const tj_x86_kernel_set_t* set = &p->set;
+  for (uint32_t s = after + 1; s < rp->num_steps; ++s) {
+    const tj_run_step_t* step = &rp->steps[s];
+    if (step->kind != TJ_RUN_STEP_KERNELS) continue;
+    for (uint32_t k = step->first_kernel;
+         k < step->first_kernel + step->num_kernels; ++k) {
+      int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
+      TJ_RETURN_IF_ERROR(
+          tj_lowered_kernel_scalars(&set->kernels[k], rp->graph, sym, scalars));
+      tj_x86_launch_t* l = &f->launches[k];
+      TJ_RETURN_IF_ERROR(tj_x86_launch_prepare(
+          &t->runner, set->kernels[k].kernel, scalars, l));
+      int64_t need = l->slot_bytes * l->slots;
+      if (p->tuner) {
+        int64_t tuned = tj_x86_tuner_scratch(p->tuner, k, scalars);
+        if (tuned > need) need = tuned;
+      }
+      if (need > scratch_bytes)
+        return tj_internal(
+            "kernel %u needs %lld bytes of scratch under the actual "
+            "data-dependent sizes, more than the %lld of their bounds",
+            k, (long long)need, (long long)scratch_bytes);
+    }
+  }
+  return NULL;
+}
+
 // |tm| (NULL on the plain path) gets each kernel's, host step's and copy's
 // time (tj_executable_profile): a monotonic clock around each launch,
 // which returns when the parallel region is done.
@@ -385,6 +424,13 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
   const tj_graph_t* g = rp->graph;
   const tj_memplan_t* mp = rp->memplan;
   const tj_x86_kernel_set_t* set = &p->set;
+  // Data-dependent symbols (custom ops) are set during the run: a copy.
+  int64_t dsym[TJ_MAX_SYMBOLS];
+  bool dynamic = tj_custom_graph_is_dynamic(g);
+  if (dynamic) {
+    memcpy(dsym, sym, sizeof(dsym));
+    sym = dsym;
+  }
   // 1. Where everything goes: the plan's slots, staging, kernel scratch.
   int64_t arena_bytes;
   TJ_RETURN_IF_ERROR(
@@ -537,8 +583,15 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         tm->setup_ms += tj_now_ms() - t_start;
         t_start = tj_now_ms();
       }
-      TJ_RETURN_IF_ERROR(
-          tj_host_step_run(g, rp->allocator, &step->host, sym, inputs, f->loc));
+      if (dynamic) {
+        TJ_RETURN_IF_ERROR(tj_host_step_run_dynamic(
+            g, rp->allocator, &step->host, dsym, inputs, f->loc));
+        if (step->host.call)
+          TJ_RETURN_IF_ERROR(prepare_after(t, p, f, dsym, s, scratch_bytes));
+      } else {
+        TJ_RETURN_IF_ERROR(tj_host_step_run(g, rp->allocator, &step->host, sym,
+                                            inputs, f->loc));
+      }
       if (tm) {
         double now = tj_now_ms();
         tm->host_ms[host_index++] += now - t_start;

@@ -191,6 +191,38 @@ TJ_API tj_value_t tj_graph_custom(tj_graph_t* graph, const char* name,
                                   const tj_value_t* inputs, int32_t num_inputs,
                                   const tj_custom_attrs_t* attrs);
 
+// Data-dependent output dims (a nonzero, a unique, a filter): an output dim
+// known only once the op has run.
+//
+// In a shape function, returns the dim of symbol |symbol| (created on first
+// use) marked data-dependent with |upper_bound| (a dim of |graph| over the
+// inputs' dims, e.g. the input's element count). A run allocates the bound,
+// hands the host implementation an output of the bound's shape, and the
+// implementation reports the actual dims with tj_custom_set_output_shape
+// (its data at the start of the buffer, dense row-major in the actual
+// shape); the nodes after it then run with the symbol bound to that value:
+// the compiled kernels downstream are the generic ones, never recompiled
+// (an executable with data-dependent symbols does not specialize). A graph
+// output's shape may not depend on such a symbol (tj_graph_finalize
+// refuses it: reduce or pad it back first). Each node needs a symbol of
+// its own (name it after an attribute or a counter the host keeps). Errors
+// (a symbol bound by a graph input or made by another node, another bound
+// for the same symbol, an invalid bound) are
+// recorded on |graph| (the shape function's error) and give
+// TJ_DIM_INVALID. Runs on the x86 and reference targets; CUDA refuses the
+// host call at run time.
+TJ_API int64_t tj_custom_dynamic_dim(tj_graph_t* graph, const char* symbol,
+                                     int64_t upper_bound);
+
+// In a generic host implementation (tj_custom_host_fn) of an op with
+// data-dependent output dims: the actual shape of |output| (its own
+// argument): |rank| must be the output's, and each dim in [0, the bound it
+// was given]. INVALID_ARGUMENT otherwise. The library then checks that only
+// data-dependent dims changed (the run fails naming the op otherwise).
+TJ_API tj_status_t tj_custom_set_output_shape(const tj_tensor_t* output,
+                                              int32_t rank,
+                                              const int64_t* dims);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -330,6 +330,11 @@ typedef struct tj_executable_stats_t {
   // an unfused pipeline, the break-even number of runs of compiling is
   // compile_ms / (eager run - compiled run), see tj-run --scoreboard.
   double run_ms;
+  // Region compile: of num_kernels, how many share the compiled code of an
+  // identical kernel (the same block repeated, e.g. N layers with different
+  // weights), so that only num_kernels - num_shared_kernels were compiled
+  // (cache_misses) or loaded (cache_hits) for the generic program.
+  int32_t num_shared_kernels;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|

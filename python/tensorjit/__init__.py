@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from . import _lib, onnx
 from .dtypes import DType, bf16_to_f32, f32_to_bf16, numpy_dtype
+from .custom_op import (CustomOp, SymDim, TensorType, custom_op,
+                        dynamic_dim)
 from .errors import (ArgumentTypeError, BackendError, InternalError,
                      InvalidArgumentError, LibraryNotFoundError,
                      OutOfMemoryError, TensorJitError, UnsupportedError)
@@ -35,7 +37,8 @@ from .graph import (Context, Graph, PartitionStats, Scoreboard,
                     ScoreboardRow, Value, default_context)
 
 __all__ = [
-    "ArgumentTypeError", "BackendError", "Context", "DType", "Executable",
+    "ArgumentTypeError", "BackendError", "Context", "CustomOp", "DType",
+    "Executable", "SymDim", "TensorType", "custom_op", "dynamic_dim",
     "ExecutableStats", "Graph", "InternalError", "InvalidArgumentError",
     "LibraryNotFoundError", "OutOfMemoryError", "PartitionStats",
     "Profile", "ProfileEntry", "Scoreboard",

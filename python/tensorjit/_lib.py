@@ -157,7 +157,8 @@ class ExecutableStats_t(ctypes.Structure):
                 ("num_host_calls", i32), ("passes_ms", cdouble),
                 ("lowering_ms", cdouble), ("llvm_ms", cdouble),
                 ("ptxas_ms", cdouble), ("tuning_ms", cdouble),
-                ("cache_load_ms", cdouble), ("run_ms", cdouble)]
+                ("cache_load_ms", cdouble), ("run_ms", cdouble),
+                ("num_shared_kernels", i32)]
 
 
 DTYPE_COUNT = 8  # TJ_DTYPE_COUNT_

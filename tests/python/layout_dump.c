@@ -90,6 +90,7 @@ int main(void) {
   FIELD(tj_executable_stats_t, tuning_ms);
   FIELD(tj_executable_stats_t, cache_load_ms);
   FIELD(tj_executable_stats_t, run_ms);
+  FIELD(tj_executable_stats_t, num_shared_kernels);
 
   STRUCT(tj_profile_entry_t);
   FIELD(tj_profile_entry_t, kind);
@@ -237,5 +238,23 @@ int main(void) {
   FIELD(tj_partition_stats_t, saved_input_bytes);
   FIELD(tj_partition_stats_t, num_saved_inputs);
   FIELD(tj_partition_stats_t, num_recomputed);
+
+  // python/tensorjit/custom_op.py (custom2).
+  STRUCT(tj_custom_type_t);
+  FIELD(tj_custom_type_t, dtype);
+  FIELD(tj_custom_type_t, rank);
+  FIELD(tj_custom_type_t, dims);
+  STRUCT(tj_custom_op_desc_t);
+  FIELD(tj_custom_op_desc_t, struct_size);
+  FIELD(tj_custom_op_desc_t, name);
+  FIELD(tj_custom_op_desc_t, version);
+  FIELD(tj_custom_op_desc_t, num_inputs);
+  FIELD(tj_custom_op_desc_t, shape);
+  FIELD(tj_custom_op_desc_t, function);
+  FIELD(tj_custom_op_desc_t, signature);
+  FIELD(tj_custom_op_desc_t, host);
+  FIELD(tj_custom_op_desc_t, vjp);
+  FIELD(tj_custom_op_desc_t, flags);
+  FIELD(tj_custom_op_desc_t, user_data);
   return 0;
 }

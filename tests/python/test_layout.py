@@ -14,6 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "python"))
 from tensorjit import _lib  # noqa: E402
+from tensorjit.custom_op import CustomOpDesc_t, CustomType_t  # noqa: E402
 
 MIRRORS = {
     "tj_value_t": _lib.Value_t,
@@ -34,6 +35,8 @@ MIRRORS = {
     "tj_ladder_report_t": _lib.LadderReport_t,
     "tj_partition_options_t": _lib.PartitionOptions_t,
     "tj_partition_stats_t": _lib.PartitionStats_t,
+    "tj_custom_type_t": CustomType_t,
+    "tj_custom_op_desc_t": CustomOpDesc_t,
 }
 
 

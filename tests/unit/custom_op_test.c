@@ -725,6 +725,216 @@ TEST(no_vjp_is_a_clear_error) {
   tj_context_destroy(ctx);
 }
 
+//===--- data-dependent output dims ---===//
+
+// positives: x f32[R, C] -> the elements > 0 of x, in order, as f32[N] with
+// N data-dependent, bounded by R * C (a nonzero-like filter).
+typedef struct filter_t {
+  int calls;
+  int64_t report;  // >= 0: report this N whatever the data (error tests)
+  bool change_rank;
+} filter_t;
+
+static tj_status_t positives_shape(void* user, tj_graph_t* g,
+                                   const tj_custom_type_t* in, int32_t n,
+                                   const tj_custom_attrs_t* attrs,
+                                   tj_custom_type_t* out) {
+  (void)user, (void)n, (void)attrs;
+  int64_t bound = tj_graph_dim_mul(g, in[0].dims[0], in[0].dims[1]);
+  out->dtype = in[0].dtype;
+  out->rank = 1;
+  out->dims[0] = tj_custom_dynamic_dim(g, "N", bound);
+  return NULL;  // a failed call is recorded on |g|
+}
+
+static tj_status_t positives_host(void* user, const tj_tensor_t* in, int32_t n,
+                                  const tj_custom_attrs_t* attrs,
+                                  const tj_tensor_t* out) {
+  (void)n, (void)attrs;
+  filter_t* f = user;
+  ++f->calls;
+  int64_t numel = in[0].shape[0] * in[0].shape[1], count = 0;
+  if (out->shape[0] != numel)
+    return tj_status_create(TJ_STATUS_INTERNAL, "not given the bound");
+  const float* x = in[0].data;
+  float* y = out->data;
+  for (int64_t i = 0; i < numel; ++i) {
+    if (x[i] > 0) y[count++] = x[i];
+  }
+  if (f->report >= 0) count = f->report;
+  if (f->change_rank)
+    return tj_custom_set_output_shape(out, 2, (int64_t[]){count, 1});
+  return tj_custom_set_output_shape(out, 1, &count);
+}
+
+static void register_positives(tj_context_t* ctx, filter_t* f) {
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = "positives";
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = positives_shape;
+  d.host = positives_host;
+  d.flags = TJ_CUSTOM_OP_PURE | TJ_CUSTOM_OP_CONTIGUOUS_INPUTS;
+  d.user_data = f;
+  CHECK_OK(tj_context_register_op(ctx, &d));
+}
+
+// x[R, 4] -> h = x * 2 - 1 -> c = positives(h) -> y = exp(-c) * c + c:
+// outputs sum(y) and sum(c * 0 + 1) (the count N). Fused regions before and
+// after the host call; y's kernel runs over N elements.
+static tj_graph_t* positives_graph(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "filter", &g));
+  int64_t R = tj_graph_symbol(g, "R");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+  tj_value_t two = tj_graph_scalar(g, TJ_DTYPE_F32, 2.0);
+  tj_value_t one = tj_graph_scalar(g, TJ_DTYPE_F32, 1.0);
+  tj_value_t h = tj_graph_sub(g, tj_graph_mul(g, x, two), one);
+  tj_value_t c = tj_graph_custom(g, "positives", &h, 1, NULL);
+  tj_value_t y = tj_graph_add(
+      g, tj_graph_mul(g, tj_graph_exp(g, tj_graph_neg(g, c)), c), c);
+  tj_value_t zero = tj_graph_scalar(g, TJ_DTYPE_F32, 0.0);
+  tj_value_t ones = tj_graph_add(g, tj_graph_mul(g, c, zero), one);
+  tj_graph_output(g, tj_graph_sum(g, y, 0, NULL, false), "total");
+  tj_graph_output(g, tj_graph_sum(g, ones, 0, NULL, false), "count");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+// One executable, several R and several counts N (0, some, all of R * 4),
+// against a direct computation and the reference interpreter; no recompile
+// even under TJ_SPECIALIZE_ALWAYS (the generic kernels serve every N).
+TEST(data_dependent_dims_then_fused_region) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  filter_t f = {0, -1, false};
+  register_positives(ctx, &f);
+  tj_graph_t* g = positives_graph(ctx);
+  for (int mode = 0; mode < 2; ++mode) {
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.specialize = mode ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &opts, &exe));
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(1, st.num_host_calls);
+    CHECK_EQ_INT(0, st.num_graph_breaks);
+    CHECK(st.num_kernels >= 2);
+    int64_t rows[] = {1, 3, 17, 64};
+    for (int ri = 0; ri < 4; ++ri) {
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        int64_t R = rows[ri];
+        float xs[256];
+        double want_total = 0, want_count = 0;
+        for (int64_t i = 0; i < R * 4; ++i) {
+          double v = pattern == 0   ? -1.0 - (double)i  // none positive
+                     : pattern == 1 ? sin((double)i * 1.3 + (double)R)
+                                    : 1.0 + (double)i * 0.01;  // all
+          xs[i] = (float)v;
+          float hv = (float)v * 2.0f - 1.0f;
+          if (hv > 0) {
+            want_total += exp(-(double)hv) * hv + hv;
+            want_count += 1;
+          }
+        }
+        tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){R, 4});
+        float got[2], ref[2];
+        tj_tensor_t outs[2] = {tj_tensor_make(&got[0], TJ_DTYPE_F32, 0, NULL),
+                               tj_tensor_make(&got[1], TJ_DTYPE_F32, 0, NULL)};
+        tj_tensor_t refs[2] = {tj_tensor_make(&ref[0], TJ_DTYPE_F32, 0, NULL),
+                               tj_tensor_make(&ref[1], TJ_DTYPE_F32, 0, NULL)};
+        CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+        CHECK_OK(tj_reference_run(g, &in, 1, refs, 2));
+        CHECK(fabs(got[1] - want_count) < 0.5);
+        CHECK(fabs(ref[1] - want_count) < 0.5);
+        CHECK(fabs(got[0] - want_total) <= 1e-4 * (1 + fabs(want_total)));
+        CHECK(fabs(got[0] - ref[0]) <= 1e-4 * (1 + fabs(want_total)));
+      }
+    }
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(0, (int)st.recompiles);
+    tj_executable_release(exe);
+  }
+  CHECK(f.calls > 0);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// INVALID_ARGUMENT whose message holds |a| and |b|; frees it.
+static void check_error(tj_status_t s, const char* a, const char* b) {
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK_CONTAINS(tj_status_message(s), a);
+  CHECK_CONTAINS(tj_status_message(s), b);
+  tj_status_free(s);
+}
+
+// A reported shape outside the bound, of another rank, or a graph output
+// whose shape depends on N, or N bound by an input: errors naming them.
+TEST(data_dependent_dims_errors) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  filter_t f = {0, -1, false};
+  register_positives(ctx, &f);
+  tj_graph_t* g = positives_graph(ctx);
+  const char* targets[] = {"x86", "reference"};
+  for (int t = 0; t < 2; ++t) {
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.target = t ? TJ_TARGET_REFERENCE : TJ_TARGET_X86;
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &opts, &exe));
+    float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, o[2];
+    tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){2, 4});
+    tj_tensor_t outs[2] = {tj_tensor_make(&o[0], TJ_DTYPE_F32, 0, NULL),
+                           tj_tensor_make(&o[1], TJ_DTYPE_F32, 0, NULL)};
+    f.report = 9;  // more than the bound 8
+    check_error(tj_executable_run(exe, &in, 1, outs, 2), "positives",
+                "outside [0, 8]");
+    f.report = -1;
+    f.change_rank = true;
+    check_error(tj_executable_run(exe, &in, 1, outs, 2), "positives",
+                "rank 2 for an output of rank 1");
+    f.change_rank = false;
+    CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+    CHECK(fabsf(o[1] - 8) < 0.5f);
+    printf("# %s: errors named the op\n", targets[t]);
+    tj_executable_release(exe);
+  }
+  tj_graph_destroy(g);
+  // An output whose shape depends on N.
+  CHECK_OK(tj_graph_create(ctx, "out", &g));
+  int64_t R = tj_graph_symbol(g, "R");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+  tj_value_t c = tj_graph_custom(g, "positives", &x, 1, NULL);
+  tj_graph_output(g, tj_graph_exp(g, c), "y");
+  check_error(tj_graph_finalize(g), "output \"y\" dim 0",
+              "data-dependent symbol N");
+  tj_graph_destroy(g);
+  // N already bound by an input.
+  CHECK_OK(tj_graph_create(ctx, "bound", &g));
+  int64_t N = tj_graph_symbol(g, "N");
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){N, 4}, "x");
+  c = tj_graph_custom(g, "positives", &x, 1, NULL);
+  CHECK(tj_value_is_none(c));
+  check_error(tj_graph_finalize(g), "positives", "bound by input \"x\"");
+  tj_graph_destroy(g);
+  // Two nodes making the same symbol N.
+  CHECK_OK(tj_graph_create(ctx, "twice", &g));
+  R = tj_graph_symbol(g, "R");
+  x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+  tj_value_t x2 = tj_graph_exp(g, x);
+  CHECK(!tj_value_is_none(tj_graph_custom(g, "positives", &x, 1, NULL)));
+  CHECK(tj_value_is_none(tj_graph_custom(g, "positives", &x2, 1, NULL)));
+  check_error(tj_graph_finalize(g), "symbol N", "already makes");
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 //===--- OOM ---===//
 
 // Register + build + compile + run with the Nth allocation failing.
@@ -788,6 +998,76 @@ TEST(oom_sweep_register_compile_run) {
   printf("# oom sweep (custom op): %ld failing allocation points\n", n);
 }
 
+// The same with a data-dependent op: its bound binding, the host call's
+// reported shape and the kernels prepared again after it.
+static tj_status_t dynamic_compile_run(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  filter_t f = {0, -1, false};
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = "positives";
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = positives_shape;
+  d.host = positives_host;
+  d.flags = TJ_CUSTOM_OP_PURE | TJ_CUSTOM_OP_CONTIGUOUS_INPUTS;
+  d.user_data = &f;
+  s = tj_context_register_op(ctx, &d);
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  if (!s) s = tj_graph_create(ctx, "oomdyn", &g);
+  if (!s) {
+    int64_t R = tj_graph_symbol(g, "R");
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+    tj_value_t c = tj_graph_custom(g, "positives", &x, 1, NULL);
+    tj_value_t y = tj_graph_exp(g, tj_graph_neg(g, c));
+    tj_graph_output(g, tj_graph_sum(g, y, 0, NULL, false), "total");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    float xs[8] = {1, -1, 2, -2, 0, 0, 3, -3}, total = 0;
+    tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){2, 4});
+    tj_tensor_t out = tj_tensor_make(&total, TJ_DTYPE_F32, 0, NULL);
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+    float want = expf(-1) + expf(-2) + expf(-3);
+    if (!s && fabsf(total - want) > 1e-5f)
+      s = tj_status_create(TJ_STATUS_INTERNAL, "oom test: wrong result");
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(oom_sweep_data_dependent) {
+  long n = 0;
+  for (;; ++n) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, n);
+    tj_status_t s = dynamic_compile_run(tj_test_allocator_get(&alloc));
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (!s) break;
+    if (tj_status_code(s) != TJ_STATUS_OUT_OF_MEMORY) {
+      fprintf(stderr, "fail_at %ld: %s: %s\n", n,
+              tj_status_code_name(tj_status_code(s)), tj_status_message(s));
+    }
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+    tj_status_free(s);
+    if (n > 100000) break;
+  }
+  printf("# oom sweep (data-dependent op): %ld failing allocation points\n", n);
+}
+
 int main(void) {
   RUN_TEST(signature_argument_kinds);
   RUN_TEST(bad_signatures_are_rejected);
@@ -800,6 +1080,9 @@ int main(void) {
   RUN_TEST(in_place_op_mid_chain);
   RUN_TEST(vjp_matches_finite_differences);
   RUN_TEST(no_vjp_is_a_clear_error);
+  RUN_TEST(data_dependent_dims_then_fused_region);
+  RUN_TEST(data_dependent_dims_errors);
   RUN_TEST(oom_sweep_register_compile_run);
+  RUN_TEST(oom_sweep_data_dependent);
   TEST_MAIN_END();
 }
