@@ -159,7 +159,7 @@ class ExecutableStats_t(ctypes.Structure):
                 ("cache_load_ms", cdouble), ("run_ms", cdouble)]
 
 
-DTYPE_COUNT = 8  # TJ_DTYPE_COUNT_
+DTYPE_COUNT = 11  # TJ_DTYPE_COUNT_
 
 
 class VerifyOptions_t(ctypes.Structure):
