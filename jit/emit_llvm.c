@@ -985,7 +985,9 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
     case TJ_OP_SHIFT_RIGHT: {
       // A count outside [0, bits) shifts every bit out: 0 to the left, the
       // sign bit to the right (LLVM's shifts would be poison).
-      unsigned bits = 8u * (unsigned)tj_dtype_size(dt);
+      // The compute type's width: a u8 is held in i32 (its shifted-out bits
+      // are masked afterwards).
+      unsigned bits = LLVMGetIntTypeWidth(elem_of(t));
       LLVMValueRef out =
           LLVMBuildICmp(b, LLVMIntUGE, y, tj_emit_iconst(t, (int64_t)bits), "");
       if (op == TJ_OP_SHIFT_LEFT) {

@@ -282,10 +282,26 @@ static tj_graph_t* build_u8_chain(tj_context_t* ctx) {
   return g;
 }
 
+// Shifts of u8 by counts 0..12 (past its 8 bits): logical, 0 beyond.
+static tj_graph_t* build_u8_shifts(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "u8_shifts", &g));
+  int64_t dims[1] = {tj_graph_symbol(g, "N")};
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_U8, 1, dims, "x");
+  tj_value_t s = tj_graph_mod(g, x, tj_graph_scalar(g, TJ_DTYPE_U8, 13));
+  tj_value_t r = tj_graph_bitwise_xor(g, tj_graph_shift_right(g, x, s),
+                                      tj_graph_shift_left(g, x, s));
+  tj_graph_output(g, r, "y");
+  return g;
+}
+
 TEST(u8_arithmetic_every_tier) {
   uint8_t in[300];
   for (int i = 0; i < 300; ++i) in[i] = (uint8_t)(i * 37 + i / 256);
   check_bits("u8 chain", build_u8_chain, TJ_DTYPE_U8, in, 300, TJ_DTYPE_U8);
+  uint8_t all[256];
+  for (int i = 0; i < 256; ++i) all[i] = (uint8_t)(255 - i);
+  check_bits("u8 shifts", build_u8_shifts, TJ_DTYPE_U8, all, 256, TJ_DTYPE_U8);
   static const tj_dtype_t others[] = {TJ_DTYPE_I8,  TJ_DTYPE_I32,
                                       TJ_DTYPE_I64, TJ_DTYPE_F32,
                                       TJ_DTYPE_F64, TJ_DTYPE_BOOL};
