@@ -39,10 +39,9 @@ void tj_verify_options_initialize(tj_verify_options_t* options) {
   static const struct {
     tj_dtype_t dtype;
     double tol;
-  } kTol[] = {{TJ_DTYPE_F64, 1e-9},
-              {TJ_DTYPE_F32, 1e-4},
-              {TJ_DTYPE_F16, 1e-2},
-              {TJ_DTYPE_BF16, 3e-2}};
+  } kTol[] = {{TJ_DTYPE_F64, 1e-9},     {TJ_DTYPE_F32, 1e-4},
+              {TJ_DTYPE_F16, 1e-2},     {TJ_DTYPE_BF16, 3e-2},
+              {TJ_DTYPE_F8E4M3, 0.125}, {TJ_DTYPE_F8E5M2, 0.25}};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kTol); ++i) {
     options->rtol[kTol[i].dtype] = kTol[i].tol;
     options->atol[kTol[i].dtype] = kTol[i].tol;
@@ -347,7 +346,7 @@ static void compare(tj_dtype_t dtype, const void* got, const void* want,
                     int64_t numel, double rtol, double atol, stats_t* st) {
   memset(st, 0, sizeof(*st));
   st->first_bad = -1;
-  bool is_float = tj_dtype_is_float(dtype);
+  bool is_float = tj_dtype_is_float(dtype) || tj_dtype_is_f8(dtype);
   for (int64_t k = 0; k < numel; ++k) {
     double g, w;
     if (is_float) {

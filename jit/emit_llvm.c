@@ -5,6 +5,7 @@
 
 #include "jit/emit_llvm.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +23,10 @@ LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype) {
     case TJ_DTYPE_F64:
       return em->t_f64;
     case TJ_DTYPE_I8:
+    case TJ_DTYPE_F8E4M3:  // float8: the bits (casts convert them)
+    case TJ_DTYPE_F8E5M2:
       return em->t_i8;
+    case TJ_DTYPE_U8:  // held zero-extended; every u8 result is masked
     case TJ_DTYPE_I32:
       return em->t_i32;
     case TJ_DTYPE_I64:
@@ -41,6 +45,7 @@ LLVMTypeRef tj_emit_memory_type(tj_emit_t* em, tj_dtype_t dtype) {
     case TJ_DTYPE_BF16:
       return em->t_i16;
     case TJ_DTYPE_BOOL:
+    case TJ_DTYPE_U8:
       return em->t_i8;
     default:
       return tj_emit_compute_type(em, dtype);
@@ -338,6 +343,8 @@ static LLVMValueRef widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       return bf16_bits_to_float(em, LLVMBuildZExt(b, v, i32v, ""));
     case TJ_DTYPE_BOOL:
       return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    case TJ_DTYPE_U8:
+      return LLVMBuildZExt(b, v, i32v, "");
     default:
       return v;
   }
@@ -363,6 +370,8 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       return LLVMBuildTrunc(b, float_to_bf16_bits(em, v), i16v, "");
     case TJ_DTYPE_BOOL:
       return LLVMBuildZExt(b, v, tj_emit_vec(em, em->t_i8, lanes), "");
+    case TJ_DTYPE_U8:
+      return LLVMBuildTrunc(b, v, tj_emit_vec(em, em->t_i8, lanes), "");
     default:
       return v;
   }
@@ -546,6 +555,149 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
 
 //===--- casts ---===//
 
+static LLVMValueRef unary_abs(tj_emit_t* em, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return tj_emit_intrinsic(em, "llvm.fabs", &t, 1, &x, 1);
+}
+
+// The layout of a float8 format: stored mantissa bits, bias, the largest
+// finite pattern (saturation) and whether it has infinities (E5M2).
+typedef struct f8_format_t {
+  int mant_bits;
+  int bias;
+  int64_t max_pattern;
+  bool has_inf;
+} f8_format_t;
+
+static f8_format_t f8_format(tj_dtype_t dtype) {
+  if (dtype == TJ_DTYPE_F8E4M3) return (f8_format_t){3, 7, 0x7E, false};
+  return (f8_format_t){2, 15, 0x7B, true};
+}
+
+// float8 bits (i8 lanes) -> f32, exactly (lib/dtype.c's tj_f8*_to_f64).
+static LLVMValueRef f8_to_f32(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from) {
+  LLVMBuilderRef b = em->b;
+  const f8_format_t f = f8_format(from);
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
+  LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, lanes);
+  LLVMValueRef u = LLVMBuildZExt(b, v, it, "");
+  LLVMValueRef sign =
+      LLVMBuildShl(b, LLVMBuildAnd(b, u, tj_emit_iconst(it, 0x80), ""),
+                   tj_emit_iconst(it, 24), "");
+  LLVMValueRef mag = LLVMBuildAnd(b, u, tj_emit_iconst(it, 0x7F), "");
+  // Normal: the exponent field rebased to f32's bias, the mantissa shifted.
+  LLVMValueRef normal = LLVMBuildAdd(
+      b, LLVMBuildShl(b, mag, tj_emit_iconst(it, 23 - f.mant_bits), ""),
+      tj_emit_iconst(it, (int64_t)(127 - f.bias) << 23), "");
+  // Subnormal (exponent field 0): mant * 2^(1 - bias - mant_bits).
+  LLVMValueRef sub = LLVMBuildBitCast(
+      b,
+      LLVMBuildFMul(b, LLVMBuildSIToFP(b, mag, ft, ""),
+                    tj_emit_fconst(ft, ldexp(1.0, 1 - f.bias - f.mant_bits)),
+                    ""),
+      it, "");
+  LLVMValueRef is_sub = LLVMBuildICmp(
+      b, LLVMIntULT, mag, tj_emit_iconst(it, INT64_C(1) << f.mant_bits), "");
+  LLVMValueRef r = tj_emit_select(em, is_sub, sub, normal);
+  if (f.has_inf) {
+    LLVMValueRef inf_pat = tj_emit_iconst(it, f.max_pattern + 1);
+    r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, mag, inf_pat, ""),
+                       tj_emit_iconst(it, 0x7F800000), r);
+    r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntUGT, mag, inf_pat, ""),
+                       tj_emit_iconst(it, 0x7FC00000), r);
+  } else {
+    r = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, mag, tj_emit_iconst(it, 0x7F), ""),
+        tj_emit_iconst(it, 0x7FC00000), r);
+  }
+  return LLVMBuildBitCast(b, LLVMBuildOr(b, r, sign, ""), ft, "");
+}
+
+// f32 -> float8 bits: round to nearest even, saturate to +-max (infinities
+// too), NaN -> 0x7F with the sign (lib/dtype.c's tj_f64_to_f8*). Rounding
+// an f32 that was itself rounded from a double or an integer agrees with
+// rounding that value once: 24 >= 2 * 4 + 2 bits.
+static LLVMValueRef f32_to_f8(tj_emit_t* em, LLVMValueRef x, tj_dtype_t to) {
+  LLVMBuilderRef b = em->b;
+  const f8_format_t f = f8_format(to);
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, lanes);
+  const int shift = 23 - f.mant_bits;
+  const int min_exp = 1 - f.bias;  // the smallest normal is 2^min_exp
+  LLVMValueRef xb = LLVMBuildBitCast(b, x, it, "");
+  LLVMValueRef sign =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, xb, tj_emit_iconst(it, 24), ""),
+                   tj_emit_iconst(it, 0x80), "");
+  LLVMValueRef ab = LLVMBuildAnd(b, xb, tj_emit_iconst(it, 0x7FFFFFFF), "");
+  LLVMValueRef a = LLVMBuildBitCast(b, ab, ft, "");
+  // Normal: round the f32 bits at the format's last mantissa bit (ties to
+  // even: add half - 1 plus the kept lsb), rebase the exponent.
+  LLVMValueRef lsb =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, ab, tj_emit_iconst(it, shift), ""),
+                   tj_emit_iconst(it, 1), "");
+  LLVMValueRef rounded = LLVMBuildAdd(
+      b,
+      LLVMBuildAdd(b, ab, tj_emit_iconst(it, (INT64_C(1) << (shift - 1)) - 1),
+                   ""),
+      lsb, "");
+  LLVMValueRef normal = LLVMBuildSub(
+      b, LLVMBuildLShr(b, rounded, tj_emit_iconst(it, shift), ""),
+      tj_emit_iconst(it, (int64_t)(127 - f.bias) << f.mant_bits), "");
+  // Subnormal: the count of 2^(min_exp - mant_bits) quanta, rounded to
+  // even by adding and subtracting 2^23 (exact scaling, one rounding); 2^m
+  // quanta is the smallest normal's pattern.
+  LLVMValueRef scaled = LLVMBuildFMul(
+      b, a, tj_emit_fconst(ft, ldexp(1.0, f.mant_bits - min_exp)), "");
+  LLVMValueRef magic = tj_emit_fconst(ft, 8388608.0);
+  LLVMValueRef sub = LLVMBuildFPToSI(
+      b, LLVMBuildFSub(b, LLVMBuildFAdd(b, scaled, magic, ""), magic, ""), it,
+      "");
+  LLVMValueRef is_sub = LLVMBuildFCmp(
+      b, LLVMRealOLT, a, tj_emit_fconst(ft, ldexp(1.0, min_exp)), "");
+  LLVMValueRef r = tj_emit_select(em, is_sub, sub, normal);
+  LLVMValueRef max = tj_emit_iconst(it, f.max_pattern);
+  r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, r, max, ""), max, r);
+  LLVMValueRef is_nan =
+      LLVMBuildICmp(b, LLVMIntUGT, ab, tj_emit_iconst(it, 0x7F800000), "");
+  r = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0x7F), r);
+  return LLVMBuildTrunc(b, LLVMBuildOr(b, r, sign, ""),
+                        tj_emit_vec(em, em->t_i8, lanes), "");
+}
+
+// f64 -> f32 rounding to odd (an inexact result gets an odd last bit), so
+// that rounding the f32 again to a float8 (4 or 3 bits) rounds as the
+// double would have: one rounding, as lib/dtype.c does. An f32 rounded to
+// nearest could land on a float8 tie the double was not on.
+static LLVMValueRef f64_to_f32_odd(tj_emit_t* em, LLVMValueRef d) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(d));
+  LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, lanes);
+  LLVMTypeRef dt = tj_emit_vec(em, em->t_f64, lanes);
+  LLVMValueRef t = LLVMBuildFPTrunc(b, d, ft, "");
+  LLVMValueRef back = LLVMBuildFPExt(b, t, dt, "");
+  LLVMValueRef tb = LLVMBuildBitCast(b, t, it, "");
+  LLVMValueRef even = LLVMBuildICmp(
+      b, LLVMIntEQ, LLVMBuildAnd(b, tb, tj_emit_iconst(it, 1), ""),
+      tj_emit_iconst(it, 0), "");
+  LLVMValueRef inexact =
+      LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, back, d, ""), even, "");
+  // Toward |d|: one step down in magnitude if t overshot it, else up.
+  LLVMValueRef over =
+      LLVMBuildFCmp(b, LLVMRealOGT, unary_abs(em, back), unary_abs(em, d), "");
+  LLVMValueRef step =
+      tj_emit_select(em, over, tj_emit_iconst(it, -1), tj_emit_iconst(it, 1));
+  LLVMValueRef fixed = LLVMBuildAdd(b, tb, step, "");
+  return LLVMBuildBitCast(b, tj_emit_select(em, inexact, fixed, tb), ft, "");
+}
+
+// Wraps a u8 compute value (i32 lanes) to [0, 255].
+static LLVMValueRef wrap_u8(tj_emit_t* em, LLVMValueRef v) {
+  return LLVMBuildAnd(em->b, v, tj_emit_iconst(LLVMTypeOf(v), 0xFF), "");
+}
+
 // Rounds an f32 compute value to f16 or bf16 precision (kept in f32).
 static LLVMValueRef round_to_half(tj_emit_t* em, LLVMValueRef v,
                                   tj_dtype_t to) {
@@ -559,6 +711,17 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
   LLVMTypeRef tt = tj_emit_vec(em, tj_emit_compute_type(em, to), lanes);
   bool half_to = to == TJ_DTYPE_F16 || to == TJ_DTYPE_BF16;
   if (from == to) return v;
+  if (tj_dtype_is_f8(from)) {
+    return tj_emit_cast(em, f8_to_f32(em, v, from), TJ_DTYPE_F32, to);
+  }
+  if (tj_dtype_is_f8(to)) {
+    if (from == TJ_DTYPE_I64) {  // through double, as the reference does
+      v = LLVMBuildSIToFP(b, v, tj_emit_vec(em, em->t_f64, lanes), "");
+      from = TJ_DTYPE_F64;
+    }
+    if (from == TJ_DTYPE_F64) return f32_to_f8(em, f64_to_f32_odd(em, v), to);
+    return f32_to_f8(em, tj_emit_cast(em, v, from, TJ_DTYPE_F32), to);
+  }
   if (from == TJ_DTYPE_BOOL) {
     return tj_dtype_is_float(to) ? LLVMBuildUIToFP(b, v, tt, "")
                                  : LLVMBuildZExt(b, v, tt, "");
@@ -583,12 +746,13 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
     return half_to ? round_to_half(em, r, to) : r;
   }
   if (tj_dtype_is_int(from) && tj_dtype_is_int(to)) {
-    unsigned fw =
-        LLVMGetIntTypeWidth(LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind
-                                ? LLVMGetElementType(LLVMTypeOf(v))
-                                : LLVMTypeOf(v));
-    unsigned tw = (unsigned)tj_dtype_size(to) * 8;
-    return fw < tw ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildTrunc(b, v, tt, "");
+    // A u8 is held zero-extended in i32: sign extension of it is exact.
+    unsigned fw = LLVMGetIntTypeWidth(elem_of(LLVMTypeOf(v)));
+    unsigned tw = LLVMGetIntTypeWidth(elem_of(tt));
+    LLVMValueRef r = fw < tw   ? LLVMBuildSExt(b, v, tt, "")
+                     : fw > tw ? LLVMBuildTrunc(b, v, tt, "")
+                               : v;
+    return to == TJ_DTYPE_U8 ? wrap_u8(em, r) : r;
   }
   // float -> int: truncate toward zero; NaN and out-of-range give 0. The
   // range test runs in double with the reference's bounds, and the
@@ -605,9 +769,12 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
                       tj_emit_fconst(dt, 9223372036854775808.0), ""),
         "");
   } else {
-    double hi = to == TJ_DTYPE_I8 ? 128.0 : 2147483648.0;
+    double hi = to == TJ_DTYPE_I8   ? 128.0
+                : to == TJ_DTYPE_U8 ? 256.0
+                                    : 2147483648.0;
+    double lo = to == TJ_DTYPE_U8 ? -1.0 : -hi - 1.0;
     in_range = LLVMBuildAnd(
-        b, LLVMBuildFCmp(b, LLVMRealOGT, d, tj_emit_fconst(dt, -hi - 1.0), ""),
+        b, LLVMBuildFCmp(b, LLVMRealOGT, d, tj_emit_fconst(dt, lo), ""),
         LLVMBuildFCmp(b, LLVMRealOLT, d, tj_emit_fconst(dt, hi), ""), "");
   }
   d = tj_emit_select(em, in_range, d, tj_emit_fconst(dt, 0.0));
@@ -818,7 +985,9 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
     case TJ_OP_SHIFT_RIGHT: {
       // A count outside [0, bits) shifts every bit out: 0 to the left, the
       // sign bit to the right (LLVM's shifts would be poison).
-      unsigned bits = 8u * (unsigned)tj_dtype_size(dt);
+      // The compute type's width: a u8 is held in i32 (its shifted-out bits
+      // are masked afterwards).
+      unsigned bits = LLVMGetIntTypeWidth(elem_of(t));
       LLVMValueRef out =
           LLVMBuildICmp(b, LLVMIntUGE, y, tj_emit_iconst(t, (int64_t)bits), "");
       if (op == TJ_OP_SHIFT_LEFT) {
@@ -946,6 +1115,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
           vals[i] = emit_unary(em, in->op, dt, x);
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
+        }
+        if (in->dtype == TJ_DTYPE_U8 && in->op != TJ_OP_CAST && vals[i]) {
+          vals[i] = wrap_u8(em, vals[i]);  // arithmetic in i32, wrapped
         }
         break;
       }

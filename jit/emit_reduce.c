@@ -82,6 +82,7 @@ static LLVMValueRef identity(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
   int64_t bits = is_bool(dt) ? 1 : (int64_t)tj_dtype_size(dt) * 8;
   int64_t imax = is_bool(dt) ? 1 : (int64_t)((~0ULL) >> (65 - bits));
   int64_t imin = is_bool(dt) ? 0 : -imax - 1;
+  if (dt == TJ_DTYPE_U8) imax = 255, imin = 0;
   switch (op) {
     case TJ_KIR_REDUCE_SUM:
       return fl ? tj_emit_fconst(type, 0.0) : tj_emit_iconst(type, 0);

@@ -400,13 +400,17 @@ uint32_t tj_kir_const_float(tj_kir_t* k, tj_dtype_t dtype, double value) {
 
 uint32_t tj_kir_const_int(tj_kir_t* k, tj_dtype_t dtype, int64_t value) {
   if (!usable(k)) return TJ_KIR_NONE;
-  if (!tj_dtype_is_int(dtype) && dtype != TJ_DTYPE_BOOL) {
+  if (!tj_dtype_is_int(dtype) && dtype != TJ_DTYPE_BOOL &&
+      !tj_dtype_is_f8(dtype)) {  // float8: the bits
     record(k, tj_invalid("kernel @%s: const_int of dtype %s", k->name,
                          tj_dtype_name(dtype)));
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_CONST, dtype);
-  i.ivalue = dtype == TJ_DTYPE_BOOL ? value != 0 : value;
+  i.ivalue = dtype == TJ_DTYPE_BOOL ? value != 0
+             : dtype == TJ_DTYPE_U8 || tj_dtype_is_f8(dtype)
+                 ? (int64_t)(uint8_t)(uint64_t)value
+                 : value;
   return append(k, &i);
 }
 
@@ -460,6 +464,9 @@ uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
 // Whether |op| takes operands of dtype |a| (the DTYPES column of
 // lib/ops.def).
 static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
+  if (tj_dtype_is_f8(a) && tj_op_info(op)->dtypes != TJ_OP_DTYPES_ANY) {
+    return false;  // a storage dtype: no arithmetic (lib/infer.c)
+  }
   switch (tj_op_info(op)->dtypes) {
     case TJ_OP_DTYPES_NUMERIC:
       return a != TJ_DTYPE_BOOL;
@@ -491,10 +498,10 @@ static bool binary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t b,
   // minimum take bool too (or and and).
   if (tj_op_has(op, TJ_OPF_BOOL_RESULT)) {
     *out = TJ_DTYPE_BOOL;
-    return true;
+    return !tj_dtype_is_f8(a);
   }
   *out = a;
-  if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) return true;
+  if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) return !tj_dtype_is_f8(a);
   return dtype_fits(op, a);
 }
 

@@ -25,6 +25,9 @@ uint32_t tj_lower_const(tj_lowering_t* lw, tj_dtype_t dtype, const void* data) {
   if (tj_dtype_is_float(dtype)) {
     return tj_kir_const_float(lw->k, dtype, tj_load_f64(dtype, data, 0));
   }
+  if (tj_dtype_is_f8(dtype)) {  // float8 constants are their bits
+    return tj_kir_const_int(lw->k, dtype, *(const uint8_t*)data);
+  }
   return tj_kir_const_int(lw->k, dtype, tj_load_i64(dtype, data, 0));
 }
 

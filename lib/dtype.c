@@ -114,6 +114,51 @@ uint16_t tj_f64_to_bf16(double value) {
   return (uint16_t)round_to_small_float(value, 7, 8);
 }
 
+//===--- float8 ---===//
+
+double tj_f8e4m3_to_f64(uint8_t bits) {
+  // E4M3FN has no infinity: exponent field 15 holds normal numbers (256 to
+  // 448) and only S.1111.111 is NaN.
+  if ((bits & 0x7F) == 0x7F) return (bits & 0x80) ? -(double)NAN : (double)NAN;
+  const bool negative = bits & 0x80;
+  const unsigned exp_field = (bits >> 3) & 0xF;
+  const unsigned mant = bits & 0x7;
+  double magnitude = exp_field == 0
+                         ? ldexp((double)mant, -9)
+                         : ldexp((double)(mant | 8), (int)exp_field - 10);
+  return negative ? -magnitude : magnitude;
+}
+
+double tj_f8e5m2_to_f64(uint8_t bits) {
+  return small_float_to_double(bits, 2, 5);
+}
+
+uint8_t tj_f64_to_f8e4m3(double value) {
+  const uint8_t sign = signbit(value) ? 0x80 : 0;
+  if (isnan(value)) return sign | 0x7F;
+  const double a = fabs(value);
+  if (a < 256.0) {
+    // Below 2^8 the IEEE-style format with 4 exponent bits and bias 7
+    // agrees with E4M3FN; a carry to 256 lands on 0x78, which E4M3FN reads
+    // as 256 too.
+    return (uint8_t)(sign | round_to_small_float(a, 3, 4));
+  }
+  // Exponent field 15: 256 + 32 * mant. 464 and above round past 448
+  // (to the NaN pattern or beyond) and saturate to 448 (0x7E); an infinity
+  // too.
+  if (!(a < 464.0) || (a == 464.0)) return sign | 0x7E;
+  const double q = nearbyint(a / 32.0);  // 8..14, ties to even
+  return (uint8_t)(sign | (0x78 + (unsigned)(q - 8.0)));
+}
+
+uint8_t tj_f64_to_f8e5m2(double value) {
+  const uint8_t sign = signbit(value) ? 0x80 : 0;
+  if (isnan(value)) return sign | 0x7F;
+  uint32_t bits = round_to_small_float(fabs(value), 2, 5);
+  if (bits >= 0x7C) bits = 0x7B;  // saturate: +-57344
+  return (uint8_t)(sign | bits);
+}
+
 //===--- casts ---===//
 
 // Float -> integer as tj_graph_cast defines it: truncate toward zero; NaN
@@ -170,6 +215,12 @@ double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index) {
     }
     case TJ_DTYPE_BOOL:
       return p[index] != 0 ? 1.0 : 0.0;
+    case TJ_DTYPE_U8:
+      return (double)p[index];
+    case TJ_DTYPE_F8E4M3:
+      return tj_f8e4m3_to_f64(p[index]);
+    case TJ_DTYPE_F8E5M2:
+      return tj_f8e5m2_to_f64(p[index]);
     default:
       return 0.0;
   }
@@ -214,6 +265,15 @@ void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value) {
     case TJ_DTYPE_BOOL:
       p[index] = value != 0.0;  // NaN != 0, as numpy's astype(bool)
       return;
+    case TJ_DTYPE_U8:
+      p[index] = (unsigned char)f64_to_int_checked(value, -1.0, 256.0);
+      return;
+    case TJ_DTYPE_F8E4M3:
+      p[index] = tj_f64_to_f8e4m3(value);
+      return;
+    case TJ_DTYPE_F8E5M2:
+      p[index] = tj_f64_to_f8e5m2(value);
+      return;
     default:
       return;
   }
@@ -236,6 +296,8 @@ int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index) {
     }
     case TJ_DTYPE_BOOL:
       return p[index] != 0;
+    case TJ_DTYPE_U8:
+      return p[index];
     default:
       return f64_to_i64(tj_load_f64(dtype, data, index));
   }
@@ -259,6 +321,9 @@ void tj_store_i64(tj_dtype_t dtype, void* data, int64_t index, int64_t value) {
       return;
     case TJ_DTYPE_BOOL:
       p[index] = value != 0;
+      return;
+    case TJ_DTYPE_U8:
+      p[index] = (unsigned char)(uint8_t)(uint64_t)value;
       return;
     default:
       // int64 -> double rounds once; double -> f32/f16/bf16 then rounds

@@ -12,7 +12,13 @@ static inline bool tj_dtype_is_float(tj_dtype_t d) {
          d == TJ_DTYPE_F64;
 }
 static inline bool tj_dtype_is_int(tj_dtype_t d) {
-  return d == TJ_DTYPE_I8 || d == TJ_DTYPE_I32 || d == TJ_DTYPE_I64;
+  return d == TJ_DTYPE_I8 || d == TJ_DTYPE_I32 || d == TJ_DTYPE_I64 ||
+         d == TJ_DTYPE_U8;
+}
+// The 8-bit floats: storage dtypes (no arithmetic; casts, movement, where,
+// quantize and dequantize only).
+static inline bool tj_dtype_is_f8(tj_dtype_t d) {
+  return d == TJ_DTYPE_F8E4M3 || d == TJ_DTYPE_F8E5M2;
 }
 static inline bool tj_dtype_is_valid(tj_dtype_t d) {
   return (unsigned)d < TJ_DTYPE_COUNT_;
@@ -27,12 +33,19 @@ uint16_t tj_f32_to_bf16(float value);
 // Double -> f16/bf16 with a single rounding (not via f32).
 uint16_t tj_f64_to_f16(double value);
 uint16_t tj_f64_to_bf16(double value);
+// float8 (tj_base.h): bits -> double is exact; double -> bits rounds once to
+// nearest even and saturates (+-inf and out-of-range values give +-max,
+// NaN gives 0x7F with the sign bit), as ONNX Cast with saturate=1.
+double tj_f8e4m3_to_f64(uint8_t bits);
+double tj_f8e5m2_to_f64(uint8_t bits);
+uint8_t tj_f64_to_f8e4m3(double value);
+uint8_t tj_f64_to_f8e5m2(double value);
 
 // Element |index| of a dense array of |dtype| at |data|, as double.
 double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index);
 // Stores |value| converted to |dtype| (the conversion of tj_graph_cast:
 // float->int truncates toward zero, NaN and out-of-range give 0; bool is
-// value != 0).
+// value != 0; float8 saturates).
 void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value);
 // Exact integer paths (i64 does not fit in a double).
 int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index);

@@ -682,7 +682,7 @@ static bool dtype_from_token(parser_t* p, tj_dtype_t* out) {
   char buf[64];
   return fail(p,
               "unknown dtype %s (expected f32, f16, bf16, f64, i8, i32, "
-              "i64 or bool)",
+              "i64, bool, u8, f8e4m3 or f8e5m2)",
               describe(p, buf, sizeof(buf)));
 }
 
@@ -1150,9 +1150,11 @@ static bool convert_value(parser_t* p, tj_dtype_t dtype, void* data,
     int64_t value;
     if (!parse_i64_token(p, &value)) return false;
     int64_t lo = dtype == TJ_DTYPE_I8    ? INT8_MIN
+                 : dtype == TJ_DTYPE_U8  ? 0
                  : dtype == TJ_DTYPE_I32 ? INT32_MIN
                                          : INT64_MIN;
     int64_t hi = dtype == TJ_DTYPE_I8    ? INT8_MAX
+                 : dtype == TJ_DTYPE_U8  ? UINT8_MAX
                  : dtype == TJ_DTYPE_I32 ? INT32_MAX
                                          : INT64_MAX;
     if (value < lo || value > hi)
@@ -1169,7 +1171,11 @@ static bool convert_value(parser_t* p, tj_dtype_t dtype, void* data,
   double value;
   if (!parse_f64_token(p, &value)) return false;
   tj_store_f64(dtype, data, index, value);
-  if (!isinf(value) && isinf(tj_load_f64(dtype, data, index))) {
+  const double f8_max = dtype == TJ_DTYPE_F8E4M3   ? 448.0
+                        : dtype == TJ_DTYPE_F8E5M2 ? 57344.0
+                                                   : INFINITY;
+  if ((!isinf(value) && isinf(tj_load_f64(dtype, data, index))) ||
+      (!isinf(value) && fabs(value) > f8_max)) {
     char buf[64];
     return fail(p, "value %s out of range for %s",
                 describe(p, buf, sizeof(buf)), name);

@@ -343,6 +343,8 @@ static void print_constant_data(printer_t* p, const tj_node_t* node) {
       case TJ_DTYPE_F32:
       case TJ_DTYPE_F16:
       case TJ_DTYPE_BF16:
+      case TJ_DTYPE_F8E4M3:
+      case TJ_DTYPE_F8E5M2:
         print_double(p, tj_load_f64(node->dtype, data, i), 9);
         break;
       case TJ_DTYPE_F64:

@@ -101,6 +101,17 @@ bool tj_onnx_dtype(int32_t elem_type, tj_dtype_t* out_dtype) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
       *out_dtype = TJ_DTYPE_BOOL;
       return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+      *out_dtype = TJ_DTYPE_U8;
+      return true;
+    // The float8 codes (onnx.proto 1.14+; the protobuf-c code we generate
+    // may come from an older onnx.proto that does not name them).
+    case 17:  // FLOAT8E4M3FN
+      *out_dtype = TJ_DTYPE_F8E4M3;
+      return true;
+    case 19:  // FLOAT8E5M2
+      *out_dtype = TJ_DTYPE_F8E5M2;
+      return true;
     default:
       return false;
   }
@@ -222,7 +233,10 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
       break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+    case 17:  // FLOAT8E4M3FN: the bits, one per int32_data entry
+    case 19:  // FLOAT8E5M2
       have = t->n_int32_data;
       if ((int64_t)have == n) {
         for (int64_t i = 0; i < n; ++i) {
@@ -231,8 +245,10 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
             ((int32_t*)out)[i] = v;
           else if (dtype == TJ_DTYPE_I8)
             ((int8_t*)out)[i] = (int8_t)v;
-          else
+          else if (dtype == TJ_DTYPE_BOOL)
             ((uint8_t*)out)[i] = v != 0;
+          else
+            ((uint8_t*)out)[i] = (uint8_t)v;
         }
       }
       break;

@@ -260,6 +260,7 @@ static double element_f64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_I64:
       return (double)*(const int64_t*)p;
     case TJ_DTYPE_BOOL:
+    case TJ_DTYPE_U8:
       return *(const uint8_t*)p;
     default:
       return 0;
@@ -278,6 +279,8 @@ static int64_t element_i64(const tj_onnx_val_t* v) {
       return *(const int32_t*)v->data;
     case TJ_DTYPE_I64:
       return *(const int64_t*)v->data;
+    case TJ_DTYPE_U8:
+      return *(const uint8_t*)v->data;
     default:
       return 0;
   }
@@ -556,6 +559,13 @@ static tj_status_t cv_cast(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     if (!onnx_to_dtype(a->i, &to))
       return fail(im, n, "cast to dtype %s is not supported",
                   tj_onnx_type_name((int32_t)a->i));
+  }
+  const Onnx__AttributeProto* sat = attr(n, "saturate");
+  if ((to == TJ_DTYPE_F8E4M3 || to == TJ_DTYPE_F8E5M2) && sat && sat->has_i &&
+      sat->i == 0) {
+    return fail(im, n,
+                "saturate=0 (float8 overflow to NaN/inf) is not "
+                "supported: casts to float8 saturate");
   }
   tj_onnx_val_t* x = n->inputs[0];
   if (x->symbolic) {

@@ -680,10 +680,10 @@ static tj_status_t load_npy(tj_context_t* context, const char* path,
     static const struct {
       const char* descr;
       tj_dtype_t dtype;
-    } kDescr[] = {{"'<f4'", TJ_DTYPE_F32}, {"'<f8'", TJ_DTYPE_F64},
-                  {"'<f2'", TJ_DTYPE_F16}, {"'|i1'", TJ_DTYPE_I8},
-                  {"'<i4'", TJ_DTYPE_I32}, {"'<i8'", TJ_DTYPE_I64},
-                  {"'|b1'", TJ_DTYPE_BOOL}};
+    } kDescr[] = {{"'<f4'", TJ_DTYPE_F32},  {"'<f8'", TJ_DTYPE_F64},
+                  {"'<f2'", TJ_DTYPE_F16},  {"'|i1'", TJ_DTYPE_I8},
+                  {"'<i4'", TJ_DTYPE_I32},  {"'<i8'", TJ_DTYPE_I64},
+                  {"'|b1'", TJ_DTYPE_BOOL}, {"'|u1'", TJ_DTYPE_U8}};
     const char* d = strstr(header, "'descr':");
     bool found = false;
     for (size_t i = 0; d && i < sizeof(kDescr) / sizeof(kDescr[0]); ++i) {
@@ -798,7 +798,7 @@ static void print_output(const char* name, const tj_tensor_t* t) {
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t finite = 0, nans = 0, infs = 0;
   for (int64_t k = 0; k < numel; ++k) {
-    double v = tj_dtype_is_float(t->dtype)
+    double v = tj_dtype_is_float(t->dtype) || tj_dtype_is_f8(t->dtype)
                    ? tj_load_f64(t->dtype, t->data, k)
                    : (double)tj_load_i64(t->dtype, t->data, k);
     if (k < 8) printf(" %.6g", v);

@@ -522,7 +522,7 @@ static tj_status_t eval_unary(run_t* run, uint32_t index) {
   const tj_dtype_t in = a->dtype, res = out->dtype;
   if (node->op == TJ_OP_CAST) {
     for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
-      if (tj_dtype_is_float(in)) {
+      if (tj_dtype_is_float(in) || tj_dtype_is_f8(in)) {
         tj_store_f64(res, out->data, i,
                      tj_load_f64(in, a->data, it.offsets[0]));
       } else {
@@ -682,6 +682,8 @@ static int64_t int_lowest(tj_dtype_t dtype) {
   switch (dtype) {
     case TJ_DTYPE_I8:
       return INT8_MIN;
+    case TJ_DTYPE_U8:
+      return 0;
     case TJ_DTYPE_I32:
       return INT32_MIN;
     case TJ_DTYPE_BOOL:
@@ -695,6 +697,8 @@ static int64_t int_highest(tj_dtype_t dtype) {
   switch (dtype) {
     case TJ_DTYPE_I8:
       return INT8_MAX;
+    case TJ_DTYPE_U8:
+      return UINT8_MAX;
     case TJ_DTYPE_I32:
       return INT32_MAX;
     case TJ_DTYPE_BOOL:

@@ -113,7 +113,16 @@ typedef enum tj_dtype_e {
   TJ_DTYPE_I32 = 5,
   TJ_DTYPE_I64 = 6,
   TJ_DTYPE_BOOL = 7,  // one byte, 0 or 1
-  TJ_DTYPE_COUNT_ = 8,
+  TJ_DTYPE_U8 = 8,    // unsigned 8-bit integer (wraps modulo 256)
+  // 8-bit floats (ONNX float8e4m3fn and float8e5m2), storage dtypes: only
+  // casts, movement ops, where, quantize and dequantize take them. E4M3FN:
+  // bias 7, max 448, no infinity, NaN S.1111.111. E5M2: bias 15, max 57344,
+  // infinities S.11111.00, NaN S.11111.{01,10,11}. Conversions to them round
+  // to nearest even and saturate (out-of-range values and infinities become
+  // +-max, as ONNX Cast with saturate=1); NaN becomes S.1111111 (0x7F, 0xFF).
+  TJ_DTYPE_F8E4M3 = 9,
+  TJ_DTYPE_F8E5M2 = 10,
+  TJ_DTYPE_COUNT_ = 11,
 } tj_dtype_t;
 
 // "f32", "f16", ...; "?" for an out-of-range value. Static storage.

@@ -50,7 +50,8 @@ typedef struct tj_verify_options_t {
   size_t struct_size;
   // The budget per dtype (indexed by tj_dtype_t): an element is out of it
   // when |got - want| > atol + rtol * |want|. Defaults: f64 1e-9 / 1e-9,
-  // f32 1e-4 / 1e-4, f16 1e-2 / 1e-2, bf16 3e-2 / 3e-2, integers and bool
+  // f32 1e-4 / 1e-4, f16 1e-2 / 1e-2, bf16 3e-2 / 3e-2, f8e4m3 0.125 /
+  // 0.125 and f8e5m2 0.25 / 0.25 (one rounding step), integers and bool
   // 0 / 0 (exact). NaN matches only NaN (a NaN on one side only is a
   // NaN-position mismatch); an infinity matches itself, or a finite value
   // of the same sign beyond 1e30 (overflow one op earlier or later).

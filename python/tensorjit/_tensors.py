@@ -87,7 +87,8 @@ _DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 _DL_DTYPES = {(KDL_FLOAT, 32): DType.F32, (KDL_FLOAT, 16): DType.F16,
               (KDL_BFLOAT, 16): DType.BF16, (KDL_FLOAT, 64): DType.F64,
               (KDL_INT, 8): DType.I8, (KDL_INT, 32): DType.I32,
-              (KDL_INT, 64): DType.I64, (KDL_BOOL, 8): DType.BOOL}
+              (KDL_INT, 64): DType.I64, (KDL_BOOL, 8): DType.BOOL,
+              (KDL_UINT, 8): DType.U8}
 
 
 def is_capsule(obj: Any) -> bool:
@@ -141,6 +142,9 @@ class Marshal:
         dtype = dtype_from_numpy(arr.dtype)
         if dtype is None and expect == DType.BF16 and arr.dtype == np.uint16:
             dtype = DType.BF16  # raw bf16 bits
+        if expect is not None and expect.is_float8 and \
+                arr.dtype == np.uint8:
+            dtype = expect  # raw float8 bits
         if dtype is None:
             wanted = f" (expected {expect.short_name})" if expect is not None \
                 else ""
@@ -241,9 +245,11 @@ class Marshal:
         if dtype is None and expect == DType.BF16 and (code, bits) == (
                 KDL_UINT, 16):
             dtype = DType.BF16
-        if dtype is None and expect == DType.BOOL and (code, bits) == (
-                KDL_UINT, 8):
-            dtype = DType.BOOL  # older producers export bool as uint8
+        if expect in (DType.BOOL, DType.F8E4M3, DType.F8E5M2) and (
+                code, bits) == (KDL_UINT, 8):
+            # older producers export bool as uint8; float8 travels as its
+            # uint8 bits
+            dtype = expect
         if dtype is None or lanes != 1:
             raise InvalidArgumentError(
                 f"{what}: DLPack dtype (code {code}, {bits} bits, {lanes} "

@@ -33,6 +33,9 @@ class DType(enum.IntEnum):
     I32 = 5
     I64 = 6
     BOOL = 7
+    U8 = 8
+    F8E4M3 = 9  # float8 e4m3fn: a storage dtype (casts, movement, QDQ)
+    F8E5M2 = 10  # float8 e5m2: a storage dtype
 
     @property
     def short_name(self) -> str:
@@ -49,7 +52,11 @@ class DType(enum.IntEnum):
 
     @property
     def is_integer(self) -> bool:
-        return self in (DType.I8, DType.I32, DType.I64)
+        return self in (DType.I8, DType.I32, DType.I64, DType.U8)
+
+    @property
+    def is_float8(self) -> bool:
+        return self in (DType.F8E4M3, DType.F8E5M2)
 
     def __str__(self) -> str:
         return self.short_name
@@ -57,35 +64,45 @@ class DType(enum.IntEnum):
 
 _NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16",
           DType.F64: "f64", DType.I8: "i8", DType.I32: "i32",
-          DType.I64: "i64", DType.BOOL: "bool"}
+          DType.I64: "i64", DType.BOOL: "bool", DType.U8: "u8",
+          DType.F8E4M3: "f8e4m3", DType.F8E5M2: "f8e5m2"}
 _SIZES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.F64: 8,
-          DType.I8: 1, DType.I32: 4, DType.I64: 8, DType.BOOL: 1}
+          DType.I8: 1, DType.I32: 4, DType.I64: 8, DType.BOOL: 1,
+          DType.U8: 1, DType.F8E4M3: 1, DType.F8E5M2: 1}
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 _BY_NAME.update({"float32": DType.F32, "float16": DType.F16, "half":
                  DType.F16, "bfloat16": DType.BF16, "float64": DType.F64,
                  "double": DType.F64, "float": DType.F32, "int8": DType.I8,
                  "int32": DType.I32, "int64": DType.I64, "bool_":
-                 DType.BOOL})
+                 DType.BOOL, "uint8": DType.U8, "float8_e4m3fn":
+                 DType.F8E4M3, "float8_e5m2": DType.F8E5M2})
 
 try:  # optional: a real bfloat16 numpy dtype
     import ml_dtypes  # type: ignore
 
     _BF16_NUMPY: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
+    _F8_NUMPY = {DType.F8E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
+                 DType.F8E5M2: np.dtype(ml_dtypes.float8_e5m2)}
 except Exception:  # noqa: BLE001 - any import failure means "absent"
     _BF16_NUMPY = None
+    _F8_NUMPY = {}
 
 _TO_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
              DType.BF16: _BF16_NUMPY or np.dtype(np.uint16),
              DType.F64: np.dtype(np.float64), DType.I8: np.dtype(np.int8),
              DType.I32: np.dtype(np.int32), DType.I64: np.dtype(np.int64),
-             DType.BOOL: np.dtype(np.bool_)}
+             DType.BOOL: np.dtype(np.bool_), DType.U8: np.dtype(np.uint8),
+             DType.F8E4M3: _F8_NUMPY.get(DType.F8E4M3, np.dtype(np.uint8)),
+             DType.F8E5M2: _F8_NUMPY.get(DType.F8E5M2, np.dtype(np.uint8))}
 _FROM_NUMPY = {np.dtype(np.float32): DType.F32,
                np.dtype(np.float16): DType.F16,
                np.dtype(np.float64): DType.F64, np.dtype(np.int8): DType.I8,
                np.dtype(np.int32): DType.I32, np.dtype(np.int64): DType.I64,
-               np.dtype(np.bool_): DType.BOOL}
+               np.dtype(np.bool_): DType.BOOL, np.dtype(np.uint8): DType.U8}
 if _BF16_NUMPY is not None:
     _FROM_NUMPY[_BF16_NUMPY] = DType.BF16
+for _d, _npd in _F8_NUMPY.items():
+    _FROM_NUMPY[_npd] = _d
 
 DTypeLike = Union[DType, str, np.dtype, type]
 
@@ -121,14 +138,15 @@ def dtype_of(value: Any) -> DType:
 
 
 def numpy_dtype(dtype: DTypeLike) -> np.dtype:
-    """The numpy dtype arrays of |dtype| use (uint16 bits for bf16 unless
-    ml_dtypes is installed)."""
+    """The numpy dtype arrays of |dtype| use (uint16 bits for bf16 and uint8
+    bits for the float8 dtypes unless ml_dtypes is installed)."""
     return _TO_NUMPY[dtype_of(dtype)]
 
 
 def dtype_from_numpy(npd: np.dtype) -> Optional[DType]:
     """The DType of numpy dtype |npd| in native byte order, or None.
-    uint16 maps to None: it is bf16 only where a bf16 value is expected."""
+    uint16 maps to None: it is bf16 only where a bf16 value is expected;
+    uint8 is u8, or float8 bits where a float8 value is expected."""
     return _FROM_NUMPY.get(npd)
 
 

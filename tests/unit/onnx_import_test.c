@@ -591,10 +591,11 @@ TEST(errors_name_the_node) {
   add_output(&m, value_info("x", 1, 4, kDims, NULL));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "opset 99", import(ctx, &m, NULL, &g));
   model_init(&m, 13);
-  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 4, kDims,
+  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__UINT16, 4, kDims,
                            NULL));
   add_output(&m, value_info("x", 1, 4, kDims, NULL));
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "dtype uint8", import(ctx, &m, NULL, &g));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "dtype uint16",
+               import(ctx, &m, NULL, &g));
   // Malformed bytes, and a wrong options size.
   static const uint8_t kJunk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2};
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not a ModelProto",

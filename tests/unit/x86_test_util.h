@@ -107,8 +107,9 @@ typedef struct ival_t {
   int64_t i;
 } ival_t;
 
+// float8 (only ever cast) is held as its value, like the other floats.
 static inline bool interp_is_float(tj_dtype_t d) {
-  return tj_dtype_is_float(d);
+  return tj_dtype_is_float(d) || tj_dtype_is_f8(d);
 }
 
 // Wraps an integer to the width of |d| (bool: 0/1).
@@ -116,6 +117,8 @@ static inline int64_t wrap_int(tj_dtype_t d, int64_t v) {
   switch (d) {
     case TJ_DTYPE_I8:
       return (int8_t)(uint8_t)(uint64_t)v;
+    case TJ_DTYPE_U8:
+      return (uint8_t)(uint64_t)v;
     case TJ_DTYPE_I32:
       return (int32_t)(uint32_t)(uint64_t)v;
     case TJ_DTYPE_BOOL:
@@ -134,6 +137,10 @@ static inline double round_to(tj_dtype_t d, double v) {
       return tj_f16_to_f32(tj_f32_to_f16((float)v));
     case TJ_DTYPE_BF16:
       return tj_bf16_to_f32(tj_f32_to_bf16((float)v));
+    case TJ_DTYPE_F8E4M3:  // one rounding from the double
+      return tj_f8e4m3_to_f64(tj_f64_to_f8e4m3(v));
+    case TJ_DTYPE_F8E5M2:
+      return tj_f8e5m2_to_f64(tj_f64_to_f8e5m2(v));
     default:
       return v;
   }
@@ -156,8 +163,10 @@ static inline ival_t interp_cast(tj_dtype_t from, tj_dtype_t to, ival_t x) {
                 ? (int64_t)x.f
                 : 0;
     } else {
-      double hi = to == TJ_DTYPE_I8 ? 128.0 : 2147483648.0;
-      r.i = f64_to_int_checked(x.f, -hi - 1.0, hi);
+      double hi = to == TJ_DTYPE_I8   ? 128.0
+                  : to == TJ_DTYPE_U8 ? 256.0
+                                      : 2147483648.0;
+      r.i = f64_to_int_checked(x.f, to == TJ_DTYPE_U8 ? -1.0 : -hi - 1.0, hi);
     }
   } else {
     if (interp_is_float(to)) {

@@ -1,0 +1,97 @@
+"""The quantization dtypes (issue 17) from Python: u8 and the float8
+dtypes map to numpy (float8 as uint8 bits without ml_dtypes), casts agree
+with a numpy model of ONNX's rounding (nearest even, saturating), and u8
+arithmetic wraps like numpy's uint8, on x86 and the reference."""
+
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import tensorjit as tj  # noqa: E402
+from tensorjit.dtypes import DType, dtype_of, numpy_dtype  # noqa: E402
+
+TARGETS = ("x86", "reference")
+
+
+def f8_values(dtype: DType) -> np.ndarray:
+    """The value of every float8 pattern (numpy model of the formats)."""
+    mant_bits, bias = (3, 7) if dtype == DType.F8E4M3 else (2, 15)
+    b = np.arange(256)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    e = (b >> mant_bits) & ((1 << (7 - mant_bits)) - 1)
+    m = b & ((1 << mant_bits) - 1)
+    mag = np.where(e == 0, m * 2.0 ** (1 - bias - mant_bits),
+                   (m + 2 ** mant_bits) * 2.0 ** (e - bias - mant_bits))
+    v = sign * mag
+    if dtype == DType.F8E4M3:
+        v[(b & 0x7F) == 0x7F] = np.nan
+    else:
+        v[(b & 0x7F) == 0x7C] = sign[(b & 0x7F) == 0x7C] * np.inf
+        v[(b & 0x7F) > 0x7C] = np.nan
+    return v
+
+
+def f8_round(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """x rounded to the nearest finite float8 value, ties to the even
+    pattern, saturating at +-max (ONNX Cast, saturate=1); NaN stays."""
+    v = f8_values(dtype)
+    finite = np.isfinite(v) & (np.arange(256) < 0x80)  # magnitudes
+    mags, pats = v[finite], np.arange(256)[finite]
+    a = np.minimum(np.nan_to_num(np.abs(x), nan=0.0), mags.max())
+    d = np.abs(a[:, None] - mags[None, :])
+    best = d.min(axis=1, keepdims=True)
+    cand = np.where(d == best, pats[None, :], 1 << 20)
+    even = np.where(cand % 2 == 0, cand, 1 << 20).min(axis=1)
+    pat = np.where(even < (1 << 20), even, cand.min(axis=1))
+    out = np.copysign(v[pat], x)
+    return np.where(np.isnan(x), np.nan, out)
+
+
+def test_numpy_mapping() -> None:
+    assert dtype_of(np.uint8) == DType.U8
+    assert dtype_of("u8") == DType.U8 and DType.U8.is_integer
+    assert dtype_of("float8_e4m3fn") == DType.F8E4M3
+    assert DType.F8E5M2.itemsize == 1 and DType.F8E5M2.is_float8
+    assert str(DType.F8E4M3) == "f8e4m3"
+    assert numpy_dtype(DType.U8) == np.dtype(np.uint8)
+
+
+def test_float8_casts_round_like_onnx() -> None:
+    rng = np.random.default_rng(17)
+    for dtype in (DType.F8E4M3, DType.F8E5M2):
+        v = f8_values(dtype)
+        fin = v[np.isfinite(v)]
+        srt = np.unique(fin)
+        mids = (srt[1:] + srt[:-1]) / 2  # every tie
+        x = np.concatenate([fin, mids, rng.normal(0, 30, 500),
+                            [np.inf, -np.inf, np.nan, 1e9, -1e9, 470.0]])
+        x = x.astype(np.float32)
+        g = tj.Graph("f8")
+        inp = g.input("x", "f32", [x.size])
+        q = g.cast(inp, dtype)
+        g.output(g.cast(q, "f32"), "y")
+        g.output(q, "bits")
+        want = f8_round(x.astype(np.float64), dtype).astype(np.float32)
+        for target in TARGETS:
+            exe = tj.compile(g, target=target)
+            y, bits = exe.run([x])
+            assert np.array_equal(y, want, equal_nan=True), (target, dtype)
+            assert bits.dtype.itemsize == 1
+
+
+def test_u8_wraps_like_numpy() -> None:
+    x = np.arange(256, dtype=np.uint8)
+    g = tj.Graph("u8")
+    inp = g.input("x", "u8", [256])
+    y = g.mul(g.add(inp, g.scalar("u8", 200)), g.scalar("u8", 3))
+    g.output(g.div(y, g.scalar("u8", 7)), "y")
+    with np.errstate(over="ignore"):
+        want = ((x + np.uint8(200)) * np.uint8(3)) // np.uint8(7)
+    for target in TARGETS:
+        (got,) = tj.compile(g, target=target).run([x])
+        assert got.dtype == np.uint8 and np.array_equal(got, want), target
