@@ -144,7 +144,7 @@ tj_onnx_val_t* tj_onnx_lookup(tj_onnx_importer_t* im, const char* name) {
   for (uint32_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
     uint32_t slot = im->index[i];
     if (!slot) return NULL;
-    if (strcmp(im->vals[slot - 1].name, name) == 0) return &im->vals[slot - 1];
+    if (strcmp(im->vals[slot - 1]->name, name) == 0) return im->vals[slot - 1];
   }
 }
 
@@ -153,7 +153,7 @@ static tj_status_t grow_index(tj_onnx_importer_t* im) {
   uint32_t* index = tj_calloc(im->allocator, capacity, sizeof(uint32_t));
   if (!index) return tj_status_oom();
   for (uint32_t v = 0; v < im->num_vals; ++v) {
-    uint32_t i = hash_name(im->vals[v].name) & (capacity - 1);
+    uint32_t i = hash_name(im->vals[v]->name) & (capacity - 1);
     while (index[i]) i = (i + 1) & (capacity - 1);
     index[i] = v + 1;
   }
@@ -177,9 +177,12 @@ tj_status_t tj_onnx_define(tj_onnx_importer_t* im, const char* name,
     TJ_RETURN_IF_ERROR(grow_index(im));
   TJ_RETURN_IF_ERROR(tj_array_reserve(im->allocator, (void**)&im->vals,
                                       &im->val_capacity, im->num_vals + 1,
-                                      sizeof(tj_onnx_val_t)));
-  im->vals[im->num_vals] = *val;
-  im->vals[im->num_vals].name = name;
+                                      sizeof(tj_onnx_val_t*)));
+  tj_onnx_val_t* slot = tj_arena_alloc(&im->arena, sizeof *slot);
+  if (!slot) return tj_status_oom();
+  *slot = *val;
+  slot->name = name;
+  im->vals[im->num_vals] = slot;
   uint32_t mask = im->index_capacity - 1;
   uint32_t i = hash_name(name) & mask;
   while (im->index[i]) i = (i + 1) & mask;
@@ -1029,7 +1032,7 @@ tj_status_t tj_onnx_import(tj_context_t* context, const void* bytes,
   if (!status) status = tj_graph_create(context, gname, &im.main_graph);
   im.graph = im.main_graph;
   if (!status) status = import_model(&im, model);
-  tj_free(im.allocator, im.vals, im.val_capacity * sizeof(tj_onnx_val_t));
+  tj_free(im.allocator, im.vals, im.val_capacity * sizeof(tj_onnx_val_t*));
   tj_free(im.allocator, im.index, im.index_capacity * sizeof(uint32_t));
   tj_arena_deinitialize(&im.arena);
   onnx__model_proto__free_unpacked(model, &pba);

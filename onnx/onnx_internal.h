@@ -58,7 +58,11 @@ typedef struct tj_onnx_importer_t {
   const tj_onnx_input_value_t* input_values;
   int32_t num_input_values;
   // Values by name: |vals| with an open-addressing index (slot = index+1).
-  tj_onnx_val_t* vals;
+  // Each value lives in the arena, so a pointer tj_onnx_lookup returns
+  // stays valid while later values are defined: converters and the fold
+  // hold their inputs' pointers across the definition of their outputs
+  // (values held in the growing array itself moved under them).
+  tj_onnx_val_t** vals;
   uint32_t num_vals, val_capacity;
   uint32_t* index;
   uint32_t index_capacity;
