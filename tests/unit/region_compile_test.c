@@ -186,25 +186,7 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
   return s;
 }
 
-TEST(oom_sweep) {
-  long n = 0;
-  for (;; ++n) {
-    tj_test_allocator_t alloc;
-    tj_test_allocator_initialize(&alloc, n);
-    tj_status_t s = compile_run(tj_test_allocator_get(&alloc));
-    CHECK_EQ_INT(0, alloc.live_blocks);
-    CHECK_EQ_INT(0, alloc.bad_frees);
-    if (!s) break;
-    if (tj_status_code(s) != TJ_STATUS_OUT_OF_MEMORY) {
-      fprintf(stderr, "fail_at %ld: %s: %s\n", n,
-              tj_status_code_name(tj_status_code(s)), tj_status_message(s));
-    }
-    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
-    tj_status_free(s);
-    if (n > 100000) break;
-  }
-  printf("# oom sweep (region compile): %ld failing allocation points\n", n);
-}
+TEST(oom_sweep) { tj_test_oom_sweep("region compile", compile_run); }
 
 int main(void) {
   fill_weights();

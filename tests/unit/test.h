@@ -194,6 +194,35 @@ static inline tj_allocator_t tj_test_allocator_get(tj_test_allocator_t* t) {
   return a;
 }
 
+// The failing-allocator sweep: calls |attempt| with an allocator whose Nth
+// allocation fails, for N = 0, 1, ... until an attempt succeeds (at most
+// 100,000). Each failure must be OUT_OF_MEMORY, and every attempt must
+// free all it allocated, with the sizes it allocated. Prints and returns
+// the number of failing points.
+typedef tj_status_t (*tj_test_attempt_fn)(tj_allocator_t allocator);
+
+static inline long tj_test_oom_sweep(const char* what,
+                                     tj_test_attempt_fn attempt) {
+  long n = 0;
+  for (;; ++n) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, n);
+    tj_status_t s = attempt(tj_test_allocator_get(&alloc));
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (!s) break;
+    if (tj_status_code(s) != TJ_STATUS_OUT_OF_MEMORY) {
+      fprintf(stderr, "%s: fail_at %ld: %s: %s\n", what, n,
+              tj_status_code_name(tj_status_code(s)), tj_status_message(s));
+    }
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+    tj_status_free(s);
+    if (n > 100000) break;
+  }
+  printf("# oom sweep (%s): %ld failing allocation points\n", what, n);
+  return n;
+}
+
 // Context options for tests that must not depend on earlier runs: the
 // defaults, with no disk cache (a compile that names its cache_dir still
 // has one), whatever the environment says.
