@@ -904,6 +904,35 @@ static tj_status_t cv_layer_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+// RMSNormalization (opset 23): x / sqrt(mean(x^2 over [axis, rank)) + eps)
+// * scale. stash_type 1 (the only one ONNX defines a reference for): f16
+// and bf16 compute in f32 and round once at the end.
+static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  if (attr_i(n, "stash_type", 1) != 1)
+    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
+                (long long)attr_i(n, "stash_type", 1));
+  tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank, axis;
+  if (rank == 0) return bad(im, n, "a scalar input");
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), rank, &axis));
+  double eps = attr_f(n, "epsilon", 1e-5);
+  tj_dtype_t dtype = xv->dtype;
+  tj_dtype_t wide =
+      dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : dtype;
+  tj_value_t x = tj_graph_cast(G, in(im, n, 0), wide);
+  tj_value_t scale = tj_graph_cast(G, in(im, n, 1), wide);
+  int32_t axes[TJ_MAX_RANK], count = 0;
+  for (int32_t i = axis; i < rank; ++i) axes[count++] = i;
+  tj_value_t ms = tj_graph_mean(G, tj_graph_mul(G, x, x), count, axes, true);
+  tj_value_t inv =
+      tj_graph_rsqrt(G, tj_graph_add(G, ms, scalar(im, wide, eps)));
+  tj_value_t y = tj_graph_mul(G, tj_graph_mul(G, x, inv), scale);
+  return out(im, n, 0, tj_graph_cast(G, y, dtype));
+}
+
 static tj_status_t cv_global_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                   const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
@@ -2024,6 +2053,7 @@ static const op_entry_t kOps[] = {
     OP("InstanceNormalization", "epsilon,", cv_instance_norm),
     OP("MeanVarianceNormalization", "axes,", cv_mvn),
     OP("LayerNormalization", "axis,epsilon,stash_type,", cv_layer_norm),
+    OP("RMSNormalization", "axis,epsilon,stash_type,", cv_rms_norm),
     {"GlobalAveragePool", "", cv_global_pool, NULL, NULL, tj_graph_mean, 0},
     {"GlobalMaxPool", "", cv_global_pool, NULL, NULL, tj_graph_max, 1},
     {"GlobalLpPool", "p,", cv_global_pool, NULL, NULL, NULL, 2},
