@@ -164,9 +164,9 @@ int main(int argc, char** argv) {
     float* v = malloc(nk * sizeof(float));
     float* y = malloc(nq * sizeof(float));
     srand(1);
-    for (size_t e = 0; e < nq; ++e) q[e] = (float)rand() / RAND_MAX - 0.5f;
-    for (size_t e = 0; e < nk; ++e) k[e] = (float)rand() / RAND_MAX - 0.5f;
-    for (size_t e = 0; e < nk; ++e) v[e] = (float)rand() / RAND_MAX - 0.5f;
+    for (size_t e = 0; e < nq; ++e) q[e] = (float)((double)rand() / RAND_MAX - 0.5);
+    for (size_t e = 0; e < nk; ++e) k[e] = (float)((double)rand() / RAND_MAX - 0.5);
+    for (size_t e = 0; e < nk; ++e) v[e] = (float)((double)rand() / RAND_MAX - 0.5);
     tj_executable_t* op = compile(ctx, s, false);
     // A written-out grouped-query form needs k repeated: not measured.
     tj_executable_t* wo = s->hkv == s->h ? compile(ctx, s, true) : NULL;
