@@ -933,6 +933,67 @@ static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, dtype));
 }
 
+// Attention (opset 23) onto the attention op, without a KV cache: Q, K, V
+// as [B, H, S, D], or as [B, S, H*D] with q_num_heads and kv_num_heads;
+// attn_mask bool (true attends) or added; is_causal top-left aligned (no
+// past, so ONNX's offset is 0); scale 0 or absent means 1/sqrt(D). A fully
+// masked row gives 0, as ONNX's reference does. Refused, by name: past_key,
+// past_value, nonpad_kv_seqlen, softcap, and the present_* and qk_matmul
+// outputs.
+static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 7));
+  for (int32_t i = 4; i < 7; ++i) {
+    if (has_in(n, i))
+      return fail(im, n,
+                  "input %d (past_key, past_value or "
+                  "nonpad_kv_seqlen: a KV cache)",
+                  (int)i);
+  }
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  if (attr_f(n, "softcap", 0) != 0) return fail(im, n, "softcap");
+  int32_t rank = rank_of(n, 0);
+  if (rank != 3 && rank != 4)
+    return bad(im, n, "Q has rank %d (3 or 4)", (int)rank);
+  if (rank_of(n, 1) != rank || rank_of(n, 2) != rank)
+    return bad(im, n, "Q, K and V differ in rank");
+  tj_value_t q = in(im, n, 0), k = in(im, n, 1), v = in(im, n, 2);
+  int64_t qh = 0, kvh = 0;
+  if (rank == 3) {
+    // [B, S, H*D] -> [B, H, S, D].
+    qh = attr_i(n, "q_num_heads", 0);
+    kvh = attr_i(n, "kv_num_heads", 0);
+    if (qh <= 0 || kvh <= 0)
+      return bad(im, n, "3-D inputs need q_num_heads and kv_num_heads");
+    tj_value_t* vals[3] = {&q, &k, &v};
+    const int64_t heads[3] = {qh, kvh, kvh};
+    static const int32_t kPerm[4] = {0, 2, 1, 3};
+    for (int32_t i = 0; i < 3; ++i) {
+      const tj_onnx_val_t* t = n->inputs[i];
+      int64_t hidden = t->dims[2];
+      if (hidden < 0 || hidden % heads[i])  // symbolic, or uneven
+        return bad(im, n, "input %d: hidden size not a multiple of %lld",
+                   (int)i, (long long)heads[i]);
+      int64_t shape[4] = {t->dims[0], t->dims[1], heads[i], hidden / heads[i]};
+      *vals[i] =
+          tj_graph_transpose(G, tj_graph_reshape(G, *vals[i], 4, shape), kPerm);
+    }
+  }
+  tj_value_t mask = has_in(n, 3) ? in(im, n, 3) : tj_value_none();
+  double scale = attr_f(n, "scale", 0);
+  tj_value_t y = tj_graph_attention(G, q, k, v, mask, scale,
+                                    attr_i(n, "is_causal", 0) != 0);
+  if (rank == 3) {
+    // [B, H, Sq, Dv] -> [B, Sq, H*Dv].
+    static const int32_t kPerm[4] = {0, 2, 1, 3};
+    const tj_onnx_val_t* qv = n->inputs[0];
+    int64_t dv = n->inputs[2]->dims[2] / kvh;
+    int64_t shape[3] = {qv->dims[0], qv->dims[1], qh * dv};
+    y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
+  }
+  return out(im, n, 0, y);
+}
+
 static tj_status_t cv_global_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                   const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
@@ -2054,6 +2115,10 @@ static const op_entry_t kOps[] = {
     OP("MeanVarianceNormalization", "axes,", cv_mvn),
     OP("LayerNormalization", "axis,epsilon,stash_type,", cv_layer_norm),
     OP("RMSNormalization", "axis,epsilon,stash_type,", cv_rms_norm),
+    OP("Attention",
+       "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,"
+       "softcap,softmax_precision,",
+       cv_attention),
     {"GlobalAveragePool", "", cv_global_pool, NULL, NULL, tj_graph_mean, 0},
     {"GlobalMaxPool", "", cv_global_pool, NULL, NULL, tj_graph_max, 1},
     {"GlobalLpPool", "p,", cv_global_pool, NULL, NULL, NULL, 2},
