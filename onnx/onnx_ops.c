@@ -987,8 +987,10 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     // [B, H, Sq, Dv] -> [B, Sq, H*Dv].
     static const int32_t kPerm[4] = {0, 2, 1, 3};
     const tj_onnx_val_t* qv = n->inputs[0];
-    int64_t dv = n->inputs[2]->dims[2] / kvh;
-    int64_t shape[3] = {qv->dims[0], qv->dims[1], qh * dv};
+    int64_t dv = n->inputs[2]->dims[2] / kvh, width;
+    if (__builtin_mul_overflow(qh, dv, &width))
+      return bad(im, n, "q_num_heads x the value head size overflows");
+    int64_t shape[3] = {qv->dims[0], qv->dims[1], width};
     y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
   }
   return out(im, n, 0, y);
