@@ -853,18 +853,29 @@ static tj_status_t cv_mvn(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_div(G, c, den));
 }
 
+// LayerNormalization's and RMSNormalization's shared attributes: the first
+// normalized axis (of input 0, not a scalar), epsilon, and stash_type,
+// which must be 1 (float).
+static tj_status_t norm_attrs(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              int32_t* axis, double* eps) {
+  if (attr_i(n, "stash_type", 1) != 1)
+    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
+                (long long)attr_i(n, "stash_type", 1));
+  int32_t rank = n->inputs[0]->rank;
+  if (rank == 0) return bad(im, n, "a scalar input");
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), rank, axis));
+  *eps = attr_f(n, "epsilon", 1e-5);
+  return NULL;
+}
+
 static tj_status_t cv_layer_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                  const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
   TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 3));
-  if (attr_i(n, "stash_type", 1) != 1)
-    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
-                (long long)attr_i(n, "stash_type", 1));
   tj_onnx_val_t* xv = n->inputs[0];
   int32_t rank = xv->rank, axis;
-  if (rank == 0) return bad(im, n, "a scalar input");
-  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), rank, &axis));
-  double eps = attr_f(n, "epsilon", 1e-5);
+  double eps;
+  TJ_RETURN_IF_ERROR(norm_attrs(im, n, &axis, &eps));
   tj_value_t x = in(im, n, 0), gamma = in(im, n, 1), beta = in(im, n, 2);
   // Normalized over [axis, rank): flatten those dims into one.
   int64_t inner = dims_product(im, xv->dims, axis, rank);
@@ -911,14 +922,10 @@ static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
   TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
-  if (attr_i(n, "stash_type", 1) != 1)
-    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
-                (long long)attr_i(n, "stash_type", 1));
   tj_onnx_val_t* xv = n->inputs[0];
   int32_t rank = xv->rank, axis;
-  if (rank == 0) return bad(im, n, "a scalar input");
-  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), rank, &axis));
-  double eps = attr_f(n, "epsilon", 1e-5);
+  double eps;
+  TJ_RETURN_IF_ERROR(norm_attrs(im, n, &axis, &eps));
   tj_dtype_t dtype = xv->dtype;
   tj_dtype_t wide =
       dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : dtype;
@@ -959,6 +966,7 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     return bad(im, n, "Q, K and V differ in rank");
   tj_value_t q = in(im, n, 0), k = in(im, n, 1), v = in(im, n, 2);
   int64_t qh = 0, kvh = 0;
+  static const int32_t kPerm[4] = {0, 2, 1, 3};  // its own inverse
   if (rank == 3) {
     // [B, S, H*D] -> [B, H, S, D].
     qh = attr_i(n, "q_num_heads", 0);
@@ -967,7 +975,6 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       return bad(im, n, "3-D inputs need q_num_heads and kv_num_heads");
     tj_value_t* vals[3] = {&q, &k, &v};
     const int64_t heads[3] = {qh, kvh, kvh};
-    static const int32_t kPerm[4] = {0, 2, 1, 3};
     for (int32_t i = 0; i < 3; ++i) {
       const tj_onnx_val_t* t = n->inputs[i];
       int64_t hidden = t->dims[2];
@@ -985,7 +992,6 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                     attr_i(n, "is_causal", 0) != 0);
   if (rank == 3) {
     // [B, H, Sq, Dv] -> [B, Sq, H*Dv].
-    static const int32_t kPerm[4] = {0, 2, 1, 3};
     const tj_onnx_val_t* qv = n->inputs[0];
     int64_t dv = n->inputs[2]->dims[2] / kvh, width;
     if (__builtin_mul_overflow(qh, dv, &width))
