@@ -821,6 +821,8 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       return tj_vm_sigmoid(em, x);
     case TJ_OP_ERF:
       return tj_vm_erf(em, x);
+    case TJ_OP_ERFC:
+      return tj_vm_erfc(em, x);
     case TJ_OP_SIN:
       return tj_vm_sin(em, x);
     case TJ_OP_COS:

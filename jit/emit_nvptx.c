@@ -134,6 +134,7 @@ static tj_status_t check_bodies(const tj_kir_t* k) {
       switch (in->op) {
         case TJ_OP_TANH:
         case TJ_OP_ERF:
+        case TJ_OP_ERFC:
         case TJ_OP_SIN:
         case TJ_OP_COS:
         case TJ_OP_POW:

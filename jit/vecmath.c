@@ -330,6 +330,59 @@ LLVMValueRef tj_vm_erf(tj_emit_t* em, LLVMValueRef x) {
   return sel(em, isnan_(em, x), x, r);
 }
 
+// s = a + b rounded, and *err = a + b - s exactly (Knuth's two-sum).
+static LLVMValueRef two_sum(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
+                            LLVMValueRef* err) {
+  LLVMValueRef s = vadd(em, a, b);
+  LLVMValueRef bv = vsub(em, s, a);
+  *err = vadd(em, vsub(em, a, vsub(em, s, bv)), vsub(em, b, bv));
+  return s;
+}
+
+// erfc(x) = 1 - erf(x), kept accurate where it is tiny (x up to 10.05,
+// erfc ~ 1e-45): gelu's tail 0.5 x erfc(-x / sqrt 2) depends on it.
+// For a = |x|: erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2), the
+// Numerical Recipes erfcc with a relative error under 1.2e-7 for every
+// a >= 0; erfc(-a) = 2 - erfc(a). The exponent -a^2 + P(t) reaches -100:
+// rounding it to f32 would cost up to 4e-6 of relative error, so a^2 is
+// split exactly and the sum's rounding error recovered (two-sum);
+// both go in as the factor 1 + err.
+LLVMValueRef tj_vm_erfc(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "erfc", x, NULL);
+  // erfc(11) = 1.4e-54 is 0 in f32; the clamp keeps a^2 finite at inf.
+  LLVMValueRef a = clamp(em, fabs_(em, x), 0.0, 11.0);
+  LLVMValueRef t =
+      vdiv(em, fc(x, 1.0), tj_emit_fmuladd(em, a, fc(x, 0.5), fc(x, 1.0)));
+  static const double p[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398,
+                             0.27886807, -0.18628806, 0.09678418, 0.37409196,
+                             1.00002368, -1.26551223};
+  LLVMValueRef pt = tj_emit_poly(em, t, p, 10);
+  // a = ah + al with ah's low 12 mantissa bits cleared (Dekker): ah^2 is
+  // exact, and lo = (2 ah + al) al carries the rest to within 2^-24 of
+  // itself, on every tier (no FMA needed). lo reaches 0.1, so it goes
+  // into the exponent, not into the correction factor.
+  LLVMTypeRef it = tj_emit_int_like(em, LLVMTypeOf(x));
+  LLVMValueRef ah = LLVMBuildBitCast(
+      em->b,
+      LLVMBuildAnd(em->b, LLVMBuildBitCast(em->b, a, it, ""),
+                   tj_emit_iconst(it, (int64_t)0xFFFFF000u), ""),
+      LLVMTypeOf(x), "");
+  LLVMValueRef al = vsub(em, a, ah);
+  LLVMValueRef hi = vmul(em, ah, ah);
+  LLVMValueRef lo = vmul(em, tj_emit_fmuladd(em, ah, fc(x, 2.0), al), al);
+  // y + err = pt - hi - lo, the two subtractions' rounding errors
+  // recovered exactly (Knuth's two-sum) into err, whose square is below
+  // 1e-10: exp(y + err) = exp(y) (1 + err).
+  LLVMValueRef e1, e2;
+  LLVMValueRef y1 = two_sum(em, pt, LLVMBuildFNeg(em->b, hi, ""), &e1);
+  LLVMValueRef y = two_sum(em, y1, LLVMBuildFNeg(em->b, lo, ""), &e2);
+  LLVMValueRef corr = vadd(em, fc(x, 1.0), vadd(em, e1, e2));
+  LLVMValueRef pos = vmul(em, vmul(em, t, exp_f32(em, y)), corr);
+  LLVMValueRef neg = vsub(em, fc(x, 2.0), pos);
+  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)), neg, pos);
+  return sel(em, isnan_(em, x), x, r);
+}
+
 //===--- sin, cos ---===//
 
 // sin(x) (cos_shift 0) or cos(x) (cos_shift 1) for f32 lanes.

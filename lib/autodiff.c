@@ -374,13 +374,23 @@ static tj_status_t vjp_sigmoid(ad_t* ad, const vjp_t* v) {
   return op2(ad, TJ_OP_MUL, G, t, &v->out[0]);
 }
 
-static tj_status_t vjp_erf(ad_t* ad, const vjp_t* v) {
+// g * slope * exp(-a^2): erf's derivative (slope 2/sqrt(pi)) and erfc's
+// (its negation).
+static tj_status_t gauss_times(ad_t* ad, const vjp_t* v, double slope) {
   uint32_t t;
   TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, X0, X0, &t));
   TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, t, -1.0, &t));
   TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_EXP, t, &t));
-  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, t, kTwoOverSqrtPi, &t));
+  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, t, slope, &t));
   return op2(ad, TJ_OP_MUL, G, t, &v->out[0]);
+}
+
+static tj_status_t vjp_erf(ad_t* ad, const vjp_t* v) {
+  return gauss_times(ad, v, kTwoOverSqrtPi);
+}
+
+static tj_status_t vjp_erfc(ad_t* ad, const vjp_t* v) {
+  return gauss_times(ad, v, -kTwoOverSqrtPi);
 }
 
 static tj_status_t vjp_sin(ad_t* ad, const vjp_t* v) {
@@ -1039,9 +1049,8 @@ static tj_status_t vjp_gelu(ad_t* ad, const vjp_t* v) {
   uint32_t x2, t, u, d;
   TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, X0, X0, &x2));
   if (!v->node->attrs.approximate) {
-    TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, X0, kSqrtHalf, &t));
-    TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_ERF, t, &t));
-    TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_ADD, t, 1.0, &t));
+    TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, X0, -kSqrtHalf, &t));
+    TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_ERFC, t, &t));
     TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, t, 0.5, &t));  // Phi
     TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_MUL, x2, -0.5, &u));
     TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_EXP, u, &u));
@@ -1217,6 +1226,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_TANH] = {vjp_tanh, "ga = g * (1 - y^2)"},
     [TJ_OP_SIGMOID] = {vjp_sigmoid, "ga = g * y (1 - y)"},
     [TJ_OP_ERF] = {vjp_erf, "ga = g * 2/sqrt(pi) exp(-a^2)"},
+    [TJ_OP_ERFC] = {vjp_erfc, "ga = -g * 2/sqrt(pi) exp(-a^2)"},
     [TJ_OP_SIN] = {vjp_sin, "ga = g * cos(a)"},
     [TJ_OP_COS] = {vjp_cos, "ga = -(g * sin(a))"},
     [TJ_OP_RELU] = {vjp_relu, "ga = where(a > 0, g, 0)"},

@@ -301,7 +301,9 @@ static double gelu(double x, bool approximate) {
   if (approximate) {
     return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
   }
-  return 0.5 * x * (1.0 + erf(x * kSqrtHalf));
+  // Through erfc: 1 + erf(x / sqrt 2) cancels to 0 below x = -5.7 in
+  // f32 (-8 in f64), while erfc keeps its relative accuracy there.
+  return 0.5 * x * erfc(-x * kSqrtHalf);
 }
 
 // Float elementwise unary ops (also the fallback for any dtype).
@@ -325,6 +327,8 @@ static double unary_f64(const tj_node_t* node, double x) {
       return sigmoid(x);
     case TJ_OP_ERF:
       return erf(x);
+    case TJ_OP_ERFC:
+      return erfc(x);
     case TJ_OP_SIN:
       return sin(x);
     case TJ_OP_COS:

@@ -167,6 +167,7 @@ TJ_API tj_value_t tj_graph_rsqrt(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_tanh(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_sigmoid(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_erf(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_erfc(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_sin(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_cos(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_floor(tj_graph_t* graph, tj_value_t a);

@@ -5,7 +5,7 @@
 // kernel per composite. matmul stays whole (it is core); linear becomes
 // matmul + add, whose add then fuses into the matmul's epilogue.
 //
-//   gelu (erf)  x * 0.5 * (1 + erf(x * sqrt(1/2)))                 5 ops
+//   gelu (erf)  x * erfc(x * -sqrt(1/2)) * 0.5                      4 ops
 //   gelu (tanh) x * sigmoid(x * (c0 + c1 * x * x)),                 6 ops
 //               c0 = 2 sqrt(2/pi), c1 = c0 * 0.044715: the tanh form, as
 //               0.5 (1 + tanh(z)) == sigmoid(2 z); no 1 + tanh(z)
@@ -156,11 +156,12 @@ static const double kTwoSqrt2OverPi = 1.5957691216057307117597842397375;
 static tj_status_t gelu(dec_t* d, uint32_t x, bool approximate, uint32_t* out) {
   uint32_t a, b, e;
   if (!approximate) {
-    TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, x, kSqrtHalf, &a));
-    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ERF, a, &e));
-    TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_ADD, e, 1.0, &b));
-    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, x, b, &a));
-    return op_c(d, TJ_OP_MUL, a, 0.5, out);
+    // 1 + erf(x / sqrt 2) would cancel to 0 below x = -5.7 in f32;
+    // erfc(-x / sqrt 2) is the same sum, accurate there.
+    TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, x, -kSqrtHalf, &a));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ERFC, a, &e));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, x, e, &b));
+    return op_c(d, TJ_OP_MUL, b, 0.5, out);
   }
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, x, x, &a));
   TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, a, kTwoSqrt2OverPi * 0.044715, &b));

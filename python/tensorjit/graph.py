@@ -885,6 +885,10 @@ class Graph:
         """erf(a) (float)."""
         return self._unary("erf", a)
 
+    def erfc(self, a: Value) -> Value:
+        """erfc(a) = 1 - erf(a), accurate in the tail (float)."""
+        return self._unary("erfc", a)
+
     def sin(self, a: Value) -> Value:
         """sin(a) (float)."""
         return self._unary("sin", a)

@@ -609,6 +609,7 @@ static const unary_case_t kUnary[] = {
     {"tanh", tj_graph_tanh, -6, 6, 4e-6, false},
     {"sigmoid", tj_graph_sigmoid, -20, 20, 4e-6, false},
     {"erf", tj_graph_erf, -4, 4, 4e-6, false},
+    {"erfc", tj_graph_erfc, -4, 9, 4e-6, false},
     {"sin", tj_graph_sin, -10, 10, 4e-6, false},
     {"cos", tj_graph_cos, -10, 10, 4e-6, false},
     {"relu", tj_graph_relu, -10, 10, 0, true},

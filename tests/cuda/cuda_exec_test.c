@@ -123,6 +123,7 @@ TEST(math_accuracy) {
       {"tanh", tj_graph_tanh, tanh, -9.0f, 9.0f, 3},
       {"sigmoid", tj_graph_sigmoid, sigmoid_d, -80.0f, 30.0f, 5},
       {"erf", tj_graph_erf, erf, -5.0f, 5.0f, 3},
+      {"erfc", tj_graph_erfc, erfc, -5.0f, 10.0f, 7},
   };
   const int64_t n = 1 << 21;
   float* xs = malloc(sizeof(float) * (size_t)n);

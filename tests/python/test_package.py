@@ -36,6 +36,7 @@ from tensorjit import _lib  # noqa: E402
 RNG = np.random.default_rng(20240607)
 TARGETS = ("x86", "reference")
 _erf = np.vectorize(math.erf)
+_erfc = np.vectorize(math.erfc)
 
 
 @contextlib.contextmanager
@@ -172,7 +173,7 @@ UNARY = {
                                              (0.1, 4.0)),
     "tanh": (np.tanh, None), "sigmoid": (lambda a: 1 / (1 + np.exp(-a)),
                                          None),
-    "erf": (_erf, None), "sin": (np.sin, None), "cos": (np.cos, None),
+    "erf": (_erf, None), "erfc": (_erfc, None), "sin": (np.sin, None), "cos": (np.cos, None),
     "floor": (np.floor, None), "ceil": (np.ceil, None),
     "round": (np.round, None), "relu": (lambda a: np.maximum(a, 0), None),
     "sign": (np.sign, None),

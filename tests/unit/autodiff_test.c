@@ -278,6 +278,10 @@ static const fd_case_t kUnary[] = {
      "func @f(%x: f64[4]) {\n  %1 = erf %x : f64[4]\n"
      "  return %1 as \"y\"\n}\n",
      R(-2, 2)},
+    {"erfc",
+     "func @f(%x: f64[4]) {\n  %1 = erfc %x : f64[4]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-2, 2)},
     {"sin",
      "func @f(%x: f64[4]) {\n  %1 = sin %x : f64[4]\n"
      "  return %1 as \"y\"\n}\n",

@@ -177,6 +177,7 @@ TEST(unary_ops) {
       {tj_graph_tanh, "tanh", "f32", "i32", "f32"},
       {tj_graph_sigmoid, "sigmoid", "f32", "i32", "f32"},
       {tj_graph_erf, "erf", "f32", "i32", "f32"},
+      {tj_graph_erfc, "erfc", "f32", "i32", "f32"},
       {tj_graph_sin, "sin", "f32", "i32", "f32"},
       {tj_graph_cos, "cos", "f32", "i32", "f32"},
       {tj_graph_floor, "floor", "f32", "i32", "f32"},
@@ -1269,7 +1270,7 @@ TEST(verify_every_op) {
                         tj_graph_tanh, tj_graph_sigmoid, tj_graph_erf,
                         tj_graph_sin,  tj_graph_cos,     tj_graph_floor,
                         tj_graph_ceil, tj_graph_round,   tj_graph_relu,
-                        tj_graph_sign, tj_graph_silu};
+                        tj_graph_sign, tj_graph_silu,    tj_graph_erfc};
   tj_value_t acc = x;
   for (size_t i = 0; i < TJ_ARRAY_SIZE(unaries); ++i)
     acc = tj_graph_add(g, acc, unaries[i](g, x));

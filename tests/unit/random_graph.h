@@ -233,10 +233,10 @@ static inline bool second_operand(gen_t* s, uint32_t a, uint32_t* b) {
 
 static inline bool gen_unary(gen_t* s) {
   static const tj_op_t kOps[] = {
-      TJ_OP_NEG,   TJ_OP_ABS,  TJ_OP_EXP,     TJ_OP_LOG,  TJ_OP_SQRT,
-      TJ_OP_RSQRT, TJ_OP_TANH, TJ_OP_SIGMOID, TJ_OP_ERF,  TJ_OP_SIN,
-      TJ_OP_COS,   TJ_OP_RELU, TJ_OP_FLOOR,   TJ_OP_CEIL, TJ_OP_ROUND,
-      TJ_OP_SIGN,  TJ_OP_ISNAN};
+      TJ_OP_NEG,   TJ_OP_ABS,   TJ_OP_EXP,     TJ_OP_LOG,  TJ_OP_SQRT,
+      TJ_OP_RSQRT, TJ_OP_TANH,  TJ_OP_SIGMOID, TJ_OP_ERF,  TJ_OP_SIN,
+      TJ_OP_COS,   TJ_OP_RELU,  TJ_OP_FLOOR,   TJ_OP_CEIL, TJ_OP_ROUND,
+      TJ_OP_SIGN,  TJ_OP_ISNAN, TJ_OP_ERFC};
   return op1(s, kOps[below(s->r, TJ_ARRAY_SIZE(kOps))], pick(s), NULL);
 }
 

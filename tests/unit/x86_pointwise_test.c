@@ -29,6 +29,7 @@ static const unary_case_t kUnaryF32[] = {
     {TJ_OP_TANH, {-12, 12, true, false}, 3},
     {TJ_OP_SIGMOID, {-110, 40, true, false}, 3},
     {TJ_OP_ERF, {-5, 5, true, false}, 3},
+    {TJ_OP_ERFC, {-5, 10, true, false}, 7},
     {TJ_OP_SIN, {-200, 200, true, false}, 3},
     {TJ_OP_COS, {-200, 200, true, false}, 3},
     {TJ_OP_RELU, {-1e3, 1e3, true, false}, 0},
@@ -201,8 +202,8 @@ TEST(integer_ops) {
 TEST(half_and_double_math) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16, TJ_DTYPE_F64};
   static const tj_op_t uns[] = {
-      TJ_OP_EXP, TJ_OP_LOG, TJ_OP_TANH, TJ_OP_ERF,   TJ_OP_SIGMOID,
-      TJ_OP_SIN, TJ_OP_COS, TJ_OP_SQRT, TJ_OP_ROUND, TJ_OP_NEG};
+      TJ_OP_EXP, TJ_OP_LOG,  TJ_OP_TANH,  TJ_OP_ERF, TJ_OP_SIGMOID, TJ_OP_SIN,
+      TJ_OP_COS, TJ_OP_SQRT, TJ_OP_ROUND, TJ_OP_NEG, TJ_OP_ERFC};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(dts); ++t) {
     for (size_t i = 0; i < TJ_ARRAY_SIZE(uns); ++i) {
       char name[64];

@@ -216,6 +216,9 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
       case TJ_OP_ERF:
         r.f = erf(v);
         break;
+      case TJ_OP_ERFC:
+        r.f = erfc(v);
+        break;
       case TJ_OP_SIN:
         r.f = sin(v);
         break;
