@@ -910,39 +910,7 @@ static tj_status_t vjp_pad(ad_t* ad, const vjp_t* v) {
   return NULL;
 }
 
-// gather (numpy.take(a, idx, axis)): a scatter-add of g into a's shape,
-// as onehot^T @ g over a [Pre, P, Post] view of g, where P counts the
-// indices and onehot[p, j] = (idx[p] == j) with negative indices wrapped.
-static tj_status_t vjp_gather(ad_t* ad, const vjp_t* v) {
-  int32_t axis = (int32_t)v->node->attrs.axis;
-  int32_t ra = rank_of(ad, X0), ri = rank_of(ad, X1);
-  int64_t adims[TJ_MAX_RANK], idims[TJ_MAX_RANK];
-  dims_of(ad, X0, adims);
-  dims_of(ad, X1, idims);
-  tj_dtype_t it = dtype_of(ad, X1), dt = dtype_of(ad, X0);
-  int64_t n = adims[axis], pre, post, count;
-  TJ_RETURN_IF_ERROR(tj_dim_product(dimtab(ad), axis, adims, &pre));
-  TJ_RETURN_IF_ERROR(
-      tj_dim_product(dimtab(ad), ra - axis - 1, adims + axis + 1, &post));
-  TJ_RETURN_IF_ERROR(tj_dim_product(dimtab(ad), ri, idims, &count));
-  uint32_t zero, nv, neg, wrapped, idx, io, oh, g3, t;
-  TJ_RETURN_IF_ERROR(scalar(ad, it, 0.0, &zero));
-  TJ_RETURN_IF_ERROR(dim_value(ad, n, it, &nv));
-  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_LT, X1, zero, &neg));
-  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_ADD, X1, nv, &wrapped));
-  TJ_RETURN_IF_ERROR(where(ad, neg, wrapped, X1, &idx));
-  int64_t col[2] = {count, 1}, row[2] = {1, n}, d3[3] = {pre, count, post};
-  TJ_RETURN_IF_ERROR(reshape(ad, idx, 2, col, &idx));
-  TJ_RETURN_IF_ERROR(iota(ad, it, 2, row, 1, &io));
-  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, idx, io, &oh));
-  TJ_RETURN_IF_ERROR(cast(ad, oh, dt, &oh));
-  TJ_RETURN_IF_ERROR(transpose_last2(ad, oh, &oh));
-  TJ_RETURN_IF_ERROR(reshape(ad, G, 3, d3, &g3));
-  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, oh, g3, &t));
-  return reshape(ad, t, ra, adims, &v->out[0]);
-}
-
-// ops (issue 15): |idx| (of the indices' dtype) wrapped once and clamped
+// |idx| (of the indices' dtype) wrapped once and clamped
 // into [0, n - 1] along an axis of |n| elements, as the gathers read.
 static tj_status_t pick_index(ad_t* ad, uint32_t idx, int64_t n,
                               uint32_t* out) {
@@ -956,6 +924,36 @@ static tj_status_t pick_index(ad_t* ad, uint32_t idx, int64_t n,
   TJ_RETURN_IF_ERROR(where(ad, neg, wrapped, idx, &w));
   TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MINIMUM, w, hi, &w));
   return op2(ad, TJ_OP_MAXIMUM, w, zero, out);
+}
+
+// gather (numpy.take(a, idx, axis)): a scatter-add of g into a's shape,
+// as onehot^T @ g over a [Pre, P, Post] view of g, where P counts the
+// indices and onehot[p, j] = (idx[p] == j), idx as the forward read it.
+static tj_status_t vjp_gather(ad_t* ad, const vjp_t* v) {
+  int32_t axis = (int32_t)v->node->attrs.axis;
+  int32_t ra = rank_of(ad, X0), ri = rank_of(ad, X1);
+  int64_t adims[TJ_MAX_RANK], idims[TJ_MAX_RANK];
+  dims_of(ad, X0, adims);
+  dims_of(ad, X1, idims);
+  tj_dtype_t it = dtype_of(ad, X1), dt = dtype_of(ad, X0);
+  int64_t n = adims[axis], pre, post, count;
+  TJ_RETURN_IF_ERROR(tj_dim_product(dimtab(ad), axis, adims, &pre));
+  TJ_RETURN_IF_ERROR(
+      tj_dim_product(dimtab(ad), ra - axis - 1, adims + axis + 1, &post));
+  TJ_RETURN_IF_ERROR(tj_dim_product(dimtab(ad), ri, idims, &count));
+  // The index each output element read: out-of-range ones were clamped,
+  // so their gradient goes to the first or last element as well.
+  uint32_t idx, io, oh, g3, t;
+  TJ_RETURN_IF_ERROR(pick_index(ad, X1, n, &idx));
+  int64_t col[2] = {count, 1}, row[2] = {1, n}, d3[3] = {pre, count, post};
+  TJ_RETURN_IF_ERROR(reshape(ad, idx, 2, col, &idx));
+  TJ_RETURN_IF_ERROR(iota(ad, it, 2, row, 1, &io));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_EQ, idx, io, &oh));
+  TJ_RETURN_IF_ERROR(cast(ad, oh, dt, &oh));
+  TJ_RETURN_IF_ERROR(transpose_last2(ad, oh, &oh));
+  TJ_RETURN_IF_ERROR(reshape(ad, G, 3, d3, &g3));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MATMUL, oh, g3, &t));
+  return reshape(ad, t, ra, adims, &v->out[0]);
 }
 
 // gather_elements: a scatter-add of g into a's shape: with a new axis

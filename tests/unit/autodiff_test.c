@@ -527,6 +527,13 @@ static const fd_case_t kMovement[] = {
      "  %2 = gather %x, %i {axis=0} : f64[4,3]\n"
      "  %3 = mul %2, %2 : f64[4,3]\n  return %3 as \"y\"\n}\n",
      R(-1, 1), 0, -5, 4},
+    // Out-of-range indices are clamped by the forward; the gradient goes
+    // where the forward read.
+    {"gather_out_of_range",
+     "func @f(%x: f64[5,3], %i: i64[6]) {\n"
+     "  %2 = gather %x, %i {axis=0} : f64[6,3]\n"
+     "  %3 = mul %2, %2 : f64[6,3]\n  return %3 as \"y\"\n}\n",
+     R(-1, 1), 0, -12, 11},
     {"gather_axis1_2d_idx",
      "func @f(%x: f64[2,4,3], %i: i32[2,3]) {\n"
      "  %2 = gather %x, %i {axis=1} : f64[2,2,3,3]\n"
@@ -1231,7 +1238,8 @@ TEST(capstone_training_step_compiles_once_for_every_batch) {
     free(saved);
     step_free(&s);
   }
-  tj_executable_stats_t fs = {.struct_size = sizeof(fs)}, bs = {.struct_size = sizeof(bs)};
+  tj_executable_stats_t fs = {.struct_size = sizeof(fs)},
+                        bs = {.struct_size = sizeof(bs)};
   if (fexe && bexe) {
     tj_executable_stats(fexe, &fs);
     tj_executable_stats(bexe, &bs);
