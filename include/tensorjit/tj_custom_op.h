@@ -28,7 +28,7 @@
 //     *out = in[0];  // symbolic dims flow through unchanged
 //     return NULL;
 //   }
-//   tj_custom_op_desc_t d = {sizeof(d)};
+//   tj_custom_op_desc_t d = {.struct_size = sizeof(d)};
 //   d.name = "axpb";
 //   d.version = 1;
 //   d.num_inputs = 1;
