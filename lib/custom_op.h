@@ -58,6 +58,10 @@ struct tj_custom_op_t {
   void (*free_state)(tj_allocator_t allocator, void* state);
 };
 
+// Whether a signature op's calls skip ffi_call (the x86-64 register call of
+// backends/runtime/custom_call.c), for tests and benchmarks.
+bool tj_custom_call_is_direct(const tj_custom_op_t* op);
+
 // Parses |text| into |*out|. INVALID_ARGUMENT "signature \"...\": argument
 // N: expected ..., got ..." (or "at offset N") for anything malformed.
 tj_status_t tj_custom_sig_parse(const char* text, tj_custom_sig_t* out);

@@ -28,7 +28,7 @@
 //     *out = in[0];  // symbolic dims flow through unchanged
 //     return NULL;
 //   }
-//   tj_custom_op_desc_t d = {sizeof(d)};
+//   tj_custom_op_desc_t d = {.struct_size = sizeof(d)};
 //   d.name = "axpb";
 //   d.version = 1;
 //   d.num_inputs = 1;
@@ -142,7 +142,9 @@ typedef struct tj_custom_op_desc_t {
   tj_custom_shape_fn shape;
   // The host implementation: exactly one of
   //   (a) |function| with |signature|, a C function called through libffi
-  //       (the call interface is prepared once, here). The signature is
+  //       (the call interface is prepared once, here; on x86-64 a
+  //       signature whose arguments all go in registers is called
+  //       without ffi_call, the same way the ABI would). The signature is
   //       "R(A, A, ...)" with R void or i32 (non-zero fails the run, with
   //       the value in the message) and each A one of:
   //         T*        the output's data, T its dtype (f32 f16 bf16 f64 i8

@@ -4,12 +4,14 @@
 // text form, the passes (CSE/DCE of pure and impure ops, fold), the run
 // plan's host call between two fused regions on x86 against the reference
 // interpreter, VJPs checked by finite differences, and the OOM sweep over
-// register + compile + run.
+// register + compile + run; the register call and ffi_call of a signature
+// agreeing argument by argument.
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/custom_op.h"
 #include "tensorjit.h"
 #include "tests/unit/test.h"
 
@@ -212,6 +214,91 @@ TEST(signature_argument_kinds) {
   CHECK_STATUS(TJ_STATUS_BACKEND_FAILURE, "inc_i64@1 returned 42",
                tj_executable_run(exe, &in[3], 1, &out[3], 1));
   tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+//===--- the register call and ffi_call ---===//
+
+// y = x + a*1 + b*2 + c*3 + d*4 (k the int attribute, added too): f64 and
+// f32 interleaved, 5 integer-class and 4 SSE-class arguments: registers.
+static void mixed_regs(float* y, int64_t n, const float* x, int64_t m, double a,
+                       float b, int64_t k, float c, double d) {
+  for (int64_t i = 0; i < n && i < m; ++i)
+    y[i] = (float)(x[i] + a + 2 * b + 3 * c + 4 * d + (double)k * 1000);
+}
+// Two f32 inputs of rank 1, an f64 one of rank 2, an int attribute and
+// eight float attributes: 10 integer-class arguments, so some go on the
+// stack (ffi_call). Every argument weighs on the result.
+static void wide_stack(float* y, int64_t n, const float* x0, int64_t m0,
+                       const float* x1, int64_t m1, const double* x2,
+                       int64_t r2, int64_t c2, int64_t k, float f0, double f1,
+                       float f2, double f3, float f4, double f5, float f6,
+                       double f7) {
+  double w = f0 + 2 * f1 + 3 * f2 + 4 * f3 + 5 * f4 + 6 * f5 + 7 * f6 + 8 * f7 +
+             (double)k * 100;
+  for (int64_t i = 0; i < n && i < m0 && i < m1 && i < r2 * c2; ++i)
+    y[i] = (float)(x0[i] + 10 * x1[i] + 100 * x2[i] + w);
+}
+
+// Both call paths of a signature op (x86-64: the register call for short
+// signatures, ffi_call once arguments spill to the stack) against the
+// functions called directly, on the interpreter and compiled.
+TEST(register_call_and_ffi_call) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  tj_custom_op_desc_t d =
+      desc_of("mixed_regs", 1, same_as_first, (void (*)(void))mixed_regs,
+              "void(f32*, i64, const f32*, i64, f64, f32, i64, f32, f64)");
+  CHECK_OK(tj_context_register_op(ctx, &d));
+  d = desc_of("wide_stack", 3, same_as_first, (void (*)(void))wide_stack,
+              "void(f32*, i64, const f32*, i64, const f32*, i64, const f64*, "
+              "i64, i64, i64, f32, f64, f32, f64, f32, f64, f32, f64)");
+  CHECK_OK(tj_context_register_op(ctx, &d));
+#if defined(__x86_64__) && !defined(_WIN32)
+  CHECK(tj_custom_call_is_direct(tj_custom_op_find(ctx, "mixed_regs", 10, 1)));
+#endif
+  CHECK(!tj_custom_call_is_direct(tj_custom_op_find(ctx, "wide_stack", 10, 1)));
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "paths", &g));
+  tj_value_t x0 = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){6}, "x0");
+  tj_value_t x1 = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){6}, "x1");
+  tj_value_t x2 = tj_graph_input(g, TJ_DTYPE_F64, 2, (int64_t[]){2, 3}, "x2");
+  tj_custom_attrs_t a_mixed = {1, (int64_t[]){3}, 4,
+                               (double[]){0.5, 0.25, -1.5, 0.125}};
+  double eight[8] = {1, -2, 0.5, 0.25, 3, -0.75, 0.0625, 2};
+  tj_custom_attrs_t a_wide = {1, (int64_t[]){-7}, 8, eight};
+  tj_value_t three[3] = {x0, x1, x2};
+  tj_graph_output(g, tj_graph_custom(g, "mixed_regs", &x0, 1, &a_mixed), "a");
+  tj_graph_output(g, tj_graph_custom(g, "wide_stack", three, 3, &a_wide), "b");
+  CHECK_OK(tj_graph_finalize(g));
+  float f0[6] = {1, -2, 0.5f, 3, 0.25f, 8}, f1[6] = {2, 0, -1, 4, 5, -6};
+  double f2[6] = {0.5, 1, 1.5, -2, 2.5, 3};
+  float want_a[6], want_b[6], ya[6], yb[6];
+  mixed_regs(want_a, 6, f0, 6, 0.5, 0.25f, 3, -1.5f, 0.125);
+  wide_stack(want_b, 6, f0, 6, f1, 6, f2, 2, 3, -7, 1.0f, -2, 0.5f, 0.25, 3.0f,
+             -0.75, 0.0625f, 2);
+  tj_tensor_t in[3] = {tj_tensor_make(f0, TJ_DTYPE_F32, 1, (int64_t[]){6}),
+                       tj_tensor_make(f1, TJ_DTYPE_F32, 1, (int64_t[]){6}),
+                       tj_tensor_make(f2, TJ_DTYPE_F64, 2, (int64_t[]){2, 3})};
+  tj_tensor_t out[2] = {tj_tensor_make(ya, TJ_DTYPE_F32, 1, (int64_t[]){6}),
+                        tj_tensor_make(yb, TJ_DTYPE_F32, 1, (int64_t[]){6})};
+  for (int target = 0; target < 2; ++target) {
+    memset(ya, 0, sizeof(ya));
+    memset(yb, 0, sizeof(yb));
+    if (target == 0) {
+      CHECK_OK(tj_reference_run(g, in, 3, out, 2));
+    } else {
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, NULL, &exe));
+      CHECK_OK(tj_executable_run(exe, in, 3, out, 2));
+      tj_executable_release(exe);
+    }
+    for (int i = 0; i < 6; ++i) {
+      CHECK(ya[i] == want_a[i]);
+      CHECK(yb[i] == want_b[i]);
+    }
+  }
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
 }
@@ -1054,6 +1141,7 @@ TEST(oom_sweep_data_dependent) {
 
 int main(void) {
   RUN_TEST(signature_argument_kinds);
+  RUN_TEST(register_call_and_ffi_call);
   RUN_TEST(bad_signatures_are_rejected);
   RUN_TEST(shape_function_errors_are_sticky);
   RUN_TEST(symbolic_dims_through_the_shape_function);
