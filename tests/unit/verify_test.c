@@ -11,33 +11,7 @@
 #include "backends/verify.h"
 #include "lib/passes/fusion.h"
 #include "tests/unit/random_graph.h"
-
-// The ISA tiers tried; a tier the host lacks fails the compile and is
-// skipped.
-static const char* const kTiers[] = {"host", "avx512", "avx2", "sse2"};
-
-static tj_context_t* tier_context(const char* isa) {
-  tj_context_options_t o;
-  tj_context_options_initialize(&o);
-  o.x86_isa = isa;
-  o.cache_dir = "";
-  tj_context_t* ctx = NULL;
-  tj_status_t st = tj_context_create(&o, &ctx);
-  if (st) {
-    tj_status_free(st);
-    return NULL;
-  }
-  return ctx;
-}
-
-static tj_compile_options_t x86_options(void) {
-  tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.cache_dir = "";
-  o.verify_each = true;
-  o.x86.num_threads = 2;
-  return o;
-}
+#include "tests/unit/verify_util.h"
 
 // y = sum(exp(x * 0.5) + b, 1) and z = sum(h * h, 1) with
 // h = relu(x @ w + b2): a pointwise prologue into a reduction, and a GEMM
@@ -77,8 +51,6 @@ static tj_verify_options_t options_b(const char* const* names,
   o.symbol_values = values;
   return o;
 }
-
-static const char* const kB[1] = {"B"};
 
 // A verdict a correct pipeline may get: clean, or drift (summation order,
 // which large magnitudes among the edge values bring out in a GEMM or a
