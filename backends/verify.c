@@ -1115,7 +1115,7 @@ static const char* const kBlameText[TJ_LADDER_LEVEL_COUNT_] = {
     "specialization: the shape's own program is wrong"};
 
 // A compiled rung: compiled for its level, checked by tj_verify (outputs
-// against the caller's graph, and on x86 every group boundary).
+// against the caller's graph, and on x86 and CUDA every group boundary).
 static tj_status_t ladder_compiled(ladder_t* L, tj_ladder_rung_t* rung) {
   tj_compile_options_t o = L->copts;
   o.bucket_pow2 = false;
