@@ -434,181 +434,20 @@ static tj_status_t run_profile(const tj_graph_t* graph, int32_t num_syms,
 
 //===--- --diagnose: seed 003's ladder, measured ---===//
 
-static void verdict(const char* question, bool yes, const char* if_yes,
-                    const char* measured) {
-  printf("%-28s %-4s %s\n  -> %s\n", question, yes ? "YES" : "no", measured,
-         yes ? if_yes : "nothing to do here");
-}
-
-// Whether compiling pays: (t_eager - t_compiled) x N_runs > t_compile x
-// N_compiles, t_eager measured on |graph| compiled unfused (options.unfused:
-// one op a kernel, no autotuning), t_compiled from |r1|, t_compile and the
-// recompiles from |exe|'s stats. Prints the break-even number of runs; a
-// baseline that cannot be built is said, not an error.
-static void print_amortization(const tj_graph_t* graph, tj_executable_t* exe,
-                               const tj_profile_report_t* r1, int32_t num_syms,
-                               char** names, const int64_t* values,
-                               int32_t runs,
-                               const tj_compile_options_t* options) {
-  tj_compile_options_t uo = *options;
-  uo.unfused = true;
-  uo.autotune = TJ_AUTOTUNE_OFF;
-  uo.specialize = TJ_SPECIALIZE_NEVER;
-  tj_executable_t* eager = NULL;
-  tj_profile_report_t* ru = NULL;
-  tj_status_t status = tj_compile(graph, &uo, &eager);
-  if (!status) {
-    status = profile_at(graph, eager, num_syms, names, values, runs, &ru);
-  }
-  char m[1024];
-  if (status) {
-    snprintf(m, sizeof(m), "no unfused baseline: %.900s",
-             tj_status_message(status));
-    tj_status_free(status);
-    verdict("Does compiling pay?", false, "", m);
-    tj_executable_release(eager);
-    return;
-  }
-  tj_executable_stats_t st = {.struct_size = sizeof(st)};
-  tj_executable_stats(exe, &st);
-  tj_executable_stats_t ue = {.struct_size = sizeof(ue)};
-  tj_executable_stats(eager, &ue);
-  double saving = ru->run_ms - r1->run_ms;
-  double compiles = 1.0 + (double)st.recompiles;
-  double cost = st.compile_ms * compiles;
-  char runs_text[64];
-  if (saving > 0) {
-    snprintf(runs_text, sizeof(runs_text), "break-even after %.0f runs",
-             ceil(cost / saving));
-  } else {
-    snprintf(runs_text, sizeof(runs_text), "never breaks even");
-  }
-  snprintf(m, sizeof(m),
-           "(t_eager - t_compiled) x N > t_compile x N_compiles: eager "
-           "(unfused, %d kernels) %.3f ms, compiled (%d kernels) %.3f ms, "
-           "saving %.3f ms a run; compile %.1f ms x %.0f compiles (cache "
-           "%lld hits / %lld misses); %s",
-           (int)ue.num_kernels, ru->run_ms, (int)st.num_kernels, r1->run_ms,
-           saving, st.compile_ms, compiles, (long long)st.cache_hits,
-           (long long)st.cache_misses, runs_text);
-  printf("%-28s %-4s %s\n  -> %s\n", "Does compiling pay?",
-         saving > 0 ? "YES" : "no", m,
-         saving > 0 ? "compile where a workload runs past the break-even"
-                    : "leave it eager (unfused): compiling does not pay here");
-  tj_profile_report_destroy(ru);
-  tj_executable_release(eager);
-}
-
-// Each rung of the ladder for |graph| at the --sym values (and the first
-// symbol doubled), with the table's verdict: launch bound, fusible
-// traffic, recompiles, graph breaks, one op dominating, collectives,
-// fragmentation.
+// tj_diagnose's report for |graph| at the --sym values (and the first
+// symbol doubled): launch bound, fusible traffic, recompiles, graph
+// breaks, one op dominating, collectives, fragmentation, and whether
+// compiling pays.
 static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
                                 char** names, const int64_t* values,
                                 int32_t runs,
                                 const tj_compile_options_t* options) {
-  tj_executable_t* exe = NULL;
-  tj_status_t status = tj_compile(graph, options, &exe);
-  tj_profile_report_t *r1 = NULL, *r2 = NULL;
-  int64_t doubled[kMaxSyms];
-  for (int32_t i = 0; i < num_syms; ++i) doubled[i] = values[i];
-  if (num_syms > 0) doubled[0] *= 2;
-  if (!status) {
-    status = profile_at(graph, exe, num_syms, names, values, runs, &r1);
-  }
-  if (!status && num_syms > 0) {
-    status = profile_at(graph, exe, num_syms, names, doubled, runs, &r2);
-  }
-  tj_scoreboard_t sb;
-  if (!status) {
-    status = tj_graph_scoreboard(graph, num_syms, (const char* const*)names,
-                                 values, &sb);
-  }
-  if (status) {
-    tj_profile_report_destroy(r1);
-    tj_profile_report_destroy(r2);
-    tj_executable_release(exe);
-    return status;
-  }
-  tj_executable_stats_t st = {.struct_size = sizeof(st)};
-  tj_executable_stats(exe, &st);
-  printf("diagnose");
-  print_symbols(num_syms, names, values);
-  printf(" (x86, %d runs a measurement)\n", (int)runs);
-  print_compile_stages(exe);
-  char m[1024];
-  // 1. Launch bound: does the run time move with the batch? Host time
-  // (set-up, copies, graph breaks) against kernel time.
-  double host = r1->setup_ms + r1->copy_ms + r1->host_ms;
-  double ratio = r2 ? r2->run_ms / (r1->run_ms > 0 ? r1->run_ms : 1e-9) : 0;
-  snprintf(m, sizeof(m),
-           "%.3f ms a run; %s%.3f ms at %s=%lld (x%.2f); host %.3f ms vs "
-           "kernels %.3f ms",
-           r1->run_ms, r2 ? "" : "(no symbol to grow) ", r2 ? r2->run_ms : 0.0,
-           num_syms ? names[0] : "-", (long long)(num_syms ? doubled[0] : 0),
-           ratio, host, r1->kernel_ms);
-  verdict("Am I launch bound?", host > r1->kernel_ms || (r2 && ratio < 1.2),
-          "compile, then CUDA Graphs (one launch a run)", m);
-  // 2. Fusible traffic: kernels and bytes, eager against compiled.
-  const tj_scoreboard_row_t* eager = &sb.rows[TJ_STAGE_EAGER];
-  const tj_scoreboard_row_t* fused = &sb.rows[TJ_STAGE_MEMPLAN];
-  double em = (double)(eager->bytes_read + eager->bytes_written) / 1e6;
-  double fm = (double)(fused->bytes_read + fused->bytes_written) / 1e6;
-  snprintf(m, sizeof(m),
-           "eager %lld kernels, %.2f MB moved; compiled %d kernels, %.2f MB",
-           (long long)eager->kernels, em, (int)st.num_kernels, fm);
-  verdict("Is there fusible traffic?",
-          eager->kernels > st.num_kernels || em > 1.1 * fm,
-          "torch.compile's fusion: done here by tj_compile", m);
-  // 3. Recompiles over the two shapes.
-  snprintf(m, sizeof(m), "%lld recompiles over 2 shapes (TJ_LOG=recompiles)",
-           (long long)st.recompiles);
-  verdict("Am I recompiling?", st.recompiles > 0,
-          "bucket shapes (bucket_pow2), keep dims symbolic", m);
-  // 4. Graph breaks.
-  char ops[256] = "";
-  for (int32_t i = 0; i < r1->num_entries; ++i) {
-    const tj_profile_entry_t* e = &r1->entries[i];
-    if (e->kind != TJ_PROFILE_HOST) continue;
-    size_t len = strlen(ops);
-    snprintf(ops + len, sizeof(ops) - len, "%s%.60s (%.60s)", len ? ", " : "",
-             e->name, e->detail);
-  }
-  snprintf(m, sizeof(m), "%d graph breaks%s%s (TJ_LOG=graph_breaks)",
-           (int)st.num_graph_breaks, ops[0] ? ": " : "", ops);
-  verdict("Am I breaking graphs?", st.num_graph_breaks > 0,
-          "restructure or accept", m);
-  // 5. One op dominating: a non-GEMM kernel with 10% of the run or more.
-  const tj_profile_entry_t* top = NULL;
-  for (int32_t i = 0; i < r1->num_entries && !top; ++i) {
-    const tj_profile_entry_t* e = &r1->entries[i];
-    if (e->kind == TJ_PROFILE_KERNEL && strcmp(e->detail, "gemm") != 0) top = e;
-  }
-  snprintf(m, sizeof(m),
-           "top kernel %.100s (%.20s) %.1f%%; top non-GEMM %.100s %.1f%%",
-           r1->num_entries ? r1->entries[0].name : "-",
-           r1->num_entries ? r1->entries[0].detail : "-",
-           r1->num_entries ? 100 * r1->entries[0].share : 0.0,
-           top ? top->name : "none", top ? 100 * top->share : 0.0);
-  verdict("Is one op dominating?", top && top->share >= 0.10,
-          "hand-write it (the profile's top entry)", m);
-  // 6. Collectives: none on one device.
-  verdict("Is a collective dominating?", false, "",
-          "one device, no collectives");
-  // 7. Fragmentation: the arena's size against what is live at its peak.
-  double arena = (double)sb.arena_bytes, live = (double)sb.live_peak_bytes;
-  double waste = arena > 0 ? (arena - live) / arena : 0;
-  snprintf(m, sizeof(m),
-           "arena %.2f MB, live at the peak %.2f MB (%.0f%% above it)",
-           arena / 1e6, live / 1e6, 100 * waste);
-  verdict("Am I fragmenting?", waste > 0.25,
-          "bucket shapes; plan the arena per bucket", m);
-  // 8. Compile amortization: the eager-like baseline is the same graph
-  // compiled unfused (one op a kernel), timed the same way.
-  print_amortization(graph, exe, r1, num_syms, names, values, runs, options);
-  tj_profile_report_destroy(r1);
-  tj_profile_report_destroy(r2);
-  tj_executable_release(exe);
+  tj_diagnose_report_t* report = NULL;
+  TJ_RETURN_IF_ERROR_TOOL(tj_diagnose(graph, options, num_syms,
+                                      (const char* const*)names, values, runs,
+                                      &report));
+  printf("%s", report->text);
+  tj_diagnose_report_destroy(report);
   return NULL;
 }
 
