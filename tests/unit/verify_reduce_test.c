@@ -188,6 +188,28 @@ TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   CHECK(r.tests <= 200);
   // The reduced graph still fails, and only because of the planted kernel.
   CHECK(interesting(&r, g));
+  // On the inputs tj-reduce writes beside it (random, of the seed and the
+  // shrunk symbols), given to tj_verify as tj-run --inputs gives them.
+  {
+    int64_t sym[TJ_MAX_SYMBOLS];
+    tj_verify_tensors_t in;
+    memset(&in, 0, sizeof(in));
+    in.allocator = tj_context_allocator(ctx);
+    CHECK_OK(
+        tj_verify_bind_names(g, 1, (const char* const*)names, values, sym));
+    CHECK_OK(
+        tj_verify_random_inputs(g, sym, r.seed, r.edge_values, false, &in));
+    tj_compile_options_t co;
+    tj_compile_options_initialize(&co);
+    tj_executable_t* exe = NULL;
+    CHECK_OK(planted_compile(NULL, g, &co, &exe));
+    tj_verify_report_t* rep = NULL;
+    if (exe) CHECK_OK(tj_verify(exe, g, in.tensors, in.count, NULL, &rep));
+    if (rep) CHECK(verdict_fails(rep->verdict));
+    tj_verify_report_destroy(rep);
+    tj_executable_release(exe);
+    tj_verify_tensors_deinitialize(&in);
+  }
   r.compile = NULL;
   CHECK(!interesting(&r, g));
   char* text = NULL;
