@@ -247,6 +247,29 @@ tj_status_t tj_verify_make_outputs(const tj_graph_t* graph,
   return status;
 }
 
+// The inputs of one check and the reference interpreter's run of |g| on
+// them (tj_verify's and the ladder's): |*inputs| as given, or, when NULL,
+// random ones made in |random| from |vo|'s symbols, seed and special
+// values; |want| gets |g|'s outputs.
+static tj_status_t reference_on_inputs(const tj_graph_t* g,
+                                       const tj_verify_options_t* vo,
+                                       tj_verify_tensors_t* random,
+                                       const tj_tensor_t** inputs,
+                                       int32_t* num_inputs,
+                                       tj_verify_tensors_t* want) {
+  if (!*inputs) {
+    int64_t sym[TJ_MAX_SYMBOLS];
+    TJ_RETURN_IF_ERROR(tj_verify_bind_names(
+        g, vo->num_symbols, vo->symbol_names, vo->symbol_values, sym));
+    TJ_RETURN_IF_ERROR(tj_verify_random_inputs(
+        g, sym, vo->seed, vo->edge_values, vo->nonfinite, random));
+    *inputs = random->tensors;
+    *num_inputs = random->count;
+  }
+  TJ_RETURN_IF_ERROR(tj_verify_make_outputs(g, *inputs, *num_inputs, want));
+  return tj_reference_run(g, *inputs, *num_inputs, want->tensors, want->count);
+}
+
 //===--- the values between the groups ---===//
 
 // A value that crosses a group boundary: written by step |step|.
@@ -824,23 +847,11 @@ static void verify_deinitialize(verify_t* v) {
 static tj_status_t run_all(verify_t* v) {
   tj_executable_t* exe = v->exe;
   const tj_graph_t* g = v->graph;
-  if (!v->inputs) {
-    int64_t sym[TJ_MAX_SYMBOLS];
-    TJ_RETURN_IF_ERROR(tj_verify_bind_names(g, v->opts.num_symbols,
-                                            v->opts.symbol_names,
-                                            v->opts.symbol_values, sym));
-    TJ_RETURN_IF_ERROR(
-        tj_verify_random_inputs(g, sym, v->opts.seed, v->opts.edge_values,
-                                v->opts.nonfinite, &v->random_inputs));
-    v->inputs = v->random_inputs.tensors;
-    v->num_inputs = v->random_inputs.count;
-  }
-  TJ_RETURN_IF_ERROR(
-      tj_verify_make_outputs(g, v->inputs, v->num_inputs, &v->want_out));
+  TJ_RETURN_IF_ERROR(reference_on_inputs(g, &v->opts, &v->random_inputs,
+                                         &v->inputs, &v->num_inputs,
+                                         &v->want_out));
   TJ_RETURN_IF_ERROR(
       tj_verify_make_outputs(g, v->inputs, v->num_inputs, &v->got_out));
-  TJ_RETURN_IF_ERROR(tj_reference_run(g, v->inputs, v->num_inputs,
-                                      v->want_out.tensors, v->want_out.count));
   const tj_backend_t* b = exe->backend;
   bool boundaries = b->lowers && b->run_observed;
   v->report->boundaries = boundaries;
@@ -1104,7 +1115,7 @@ static const char* const kBlameText[TJ_LADDER_LEVEL_COUNT_] = {
     "specialization: the shape's own program is wrong"};
 
 // A compiled rung: compiled for its level, checked by tj_verify (outputs
-// against the caller's graph, and on x86 every group boundary).
+// against the caller's graph, and on x86 and CUDA every group boundary).
 static tj_status_t ladder_compiled(ladder_t* L, tj_ladder_rung_t* rung) {
   tj_compile_options_t o = L->copts;
   o.bucket_pow2 = false;
@@ -1187,21 +1198,8 @@ static tj_status_t ladder_compiled(ladder_t* L, tj_ladder_rung_t* rung) {
 static tj_status_t ladder_climb(ladder_t* L) {
   tj_ladder_report_t* r = L->r;
   const tj_graph_t* g = L->graph;
-  if (!L->inputs) {
-    int64_t sym[TJ_MAX_SYMBOLS];
-    TJ_RETURN_IF_ERROR(tj_verify_bind_names(g, L->vopts.num_symbols,
-                                            L->vopts.symbol_names,
-                                            L->vopts.symbol_values, sym));
-    TJ_RETURN_IF_ERROR(
-        tj_verify_random_inputs(g, sym, L->vopts.seed, L->vopts.edge_values,
-                                L->vopts.nonfinite, &L->random_inputs));
-    L->inputs = L->random_inputs.tensors;
-    L->num_inputs = L->random_inputs.count;
-  }
-  TJ_RETURN_IF_ERROR(
-      tj_verify_make_outputs(g, L->inputs, L->num_inputs, &L->want));
-  TJ_RETURN_IF_ERROR(tj_reference_run(g, L->inputs, L->num_inputs,
-                                      L->want.tensors, L->want.count));
+  TJ_RETURN_IF_ERROR(reference_on_inputs(g, &L->vopts, &L->random_inputs,
+                                         &L->inputs, &L->num_inputs, &L->want));
   replay_t rp = {g,
                  L->debug && L->debug->evaluate ? L->debug->evaluate
                                                 : tj_pass_reference_evaluator,

@@ -22,16 +22,22 @@
 //  - cut nodes: a set of nodes (halves, quarters, ... single nodes) becomes
 //    new inputs of the same types, so that what only fed them goes;
 //  - bypass a node: its uses read one of its operands of the same type;
+//  - halve the concrete dims of the types (every dim of one size at once,
+//    f32[B,8] -> f32[B,4]; a candidate whose attributes still need the old
+//    size does not parse and is not kept);
 //  - shrink the symbols: each --sym value to 1, else halved;
 //  - (constants are nodes: cutting one replaces it with an input.)
-// It prints the sizes before and after and the command that reproduces the
-// failure with the reduced file (the inputs are tj-run's random inputs of
-// the same seed and symbols: tj-run --verify --seed=N).
+// It writes the inputs the reduced graph fails on beside it
+// (OUT.inputs.npz: one NAME.npy per input, np.load reads it; the random
+// inputs of --seed and the shrunk symbols) and prints the sizes before and
+// after and the command that reproduces the failure with both files
+// (tj-run --verify --target=T --inputs OUT.inputs.npz OUT.tj).
 //
 // The core (tj_reduce) is also compiled into tests/unit/verify_reduce_test.c
 // (with TJ_REDUCE_NO_MAIN), which plants a wrong kernel behind the
 // predicate.
 
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -328,6 +334,104 @@ static uint32_t count_ops(const tj_graph_t* g) {
   return n;
 }
 
+// Whether the identifier that ends before text[at] (a '[') is a dtype's
+// name: the bracket opens a type's dims.
+static bool opens_type(const char* text, size_t at) {
+  size_t start = at;
+  while (start > 0 &&
+         (isalnum((unsigned char)text[start - 1]) || text[start - 1] == '_')) {
+    --start;
+  }
+  for (int k = 0; k < TJ_DTYPE_COUNT_; ++k) {
+    const char* name = tj_dtype_name((tj_dtype_t)k);
+    if (strlen(name) == at - start &&
+        memcmp(text + start, name, at - start) == 0)
+      return true;
+  }
+  return false;
+}
+
+// |text| with every concrete dim |from| of a type ("f32[B,8]": the 8) as
+// |to|, or with |to| 0 the largest concrete dim above 1 that is less than
+// |from| (0 when none) in |*out_largest| and NULL. malloc'd.
+static char* text_with_dim(const char* text, int64_t from, int64_t to,
+                           int64_t* out_largest) {
+  size_t len = strlen(text);
+  char* out = to ? malloc(len * 2 + 1) : NULL;
+  if (to && !out) return NULL;
+  size_t o = 0;
+  bool in_type = false;
+  int64_t largest = 0;
+  for (size_t i = 0; i < len;) {
+    char c = text[i];
+    if (c == '[' && opens_type(text, i)) in_type = true;
+    if (c == ']') in_type = false;
+    bool token_start =
+        in_type && isdigit((unsigned char)c) &&
+        (text[i - 1] == '[' || text[i - 1] == ',' || text[i - 1] == ' ');
+    if (token_start) {
+      size_t j = i;
+      while (j < len && isdigit((unsigned char)text[j])) ++j;
+      if (text[j] == ',' || text[j] == ']') {
+        long long v = strtoll(text + i, NULL, 10);
+        if (!to && v > 1 && v < from && v > largest) largest = v;
+        if (to && v == from) {
+          o += (size_t)sprintf(out + o, "%lld", (long long)to);
+        } else if (to) {
+          memcpy(out + o, text + i, j - i);
+          o += j - i;
+        }
+        i = j;
+        continue;
+      }
+    }
+    if (to) out[o++] = c;
+    ++i;
+  }
+  if (to) out[o] = '\0';
+  if (out_largest) *out_largest = largest;
+  return out;
+}
+
+// Halves the concrete dims of the types (every dim of one size at once,
+// so that the dims that must agree still do), each while the predicate
+// holds; whether any was kept. A candidate whose attributes still name
+// the old size does not parse and is not kept.
+static bool shrink_dims(tj_reduce_t* r, tj_graph_t** g) {
+  bool progress = false;
+  char* text = NULL;
+  for (int64_t from = INT64_MAX;;) {
+    tj_status_t status = tj_graph_print(*g, &text);
+    if (status) {
+      tj_status_free(status);
+      break;
+    }
+    int64_t size = 0;
+    text_with_dim(text, from, 0, &size);
+    char* cand_text = size ? text_with_dim(text, size, size / 2, NULL) : NULL;
+    tj_graph_t* cand = NULL;
+    if (cand_text) {
+      status = tj_graph_parse(tj_graph_context(*g), cand_text,
+                              strlen(cand_text), "reduce.tj", &cand);
+      tj_status_free(status);
+    }
+    if (cand && interesting(r, cand)) {
+      tj_graph_destroy(*g);
+      *g = cand;
+      progress = true;
+    } else {
+      tj_graph_destroy(cand);
+    }
+    free(cand_text);
+    tj_context_free_string(tj_graph_context(*g), text);
+    text = NULL;
+    if (!size) break;
+    // The next size down (|size| / 2 when it was kept: halved again).
+    from = size;
+  }
+  return progress;
+}
+
 // One sweep of every reduction; whether any was kept.
 static bool sweep(tj_reduce_t* r, tj_graph_t** g) {
   bool progress = false;
@@ -387,6 +491,8 @@ static bool sweep(tj_reduce_t* r, tj_graph_t** g) {
       }
     }
   }
+  // Concrete dims: halved.
+  if (shrink_dims(r, g)) progress = true;
   // Symbols: to 1, else halved.
   for (int32_t s = 0; s < r->num_syms; ++s) {
     int64_t before = r->values[s];
@@ -438,6 +544,7 @@ static tj_status_t tj_reduce(tj_reduce_t* r, tj_graph_t** graph) {
 #ifndef TJ_REDUCE_NO_MAIN
 
 #include "tools/tool_io.h"
+#include "tools/tool_npz.h"
 
 static void usage(FILE* out) {
   fprintf(out,
@@ -453,7 +560,10 @@ static void usage(FILE* out) {
           "status (--error), when a child process compiling and running it\n"
           "dies by a signal (--crash), or when 'CMD FILE.tj' exits nonzero\n"
           "(--command=CMD). Reductions: drop outputs, cut nodes into new\n"
-          "inputs of the same type, bypass nodes, shrink the symbols.\n");
+          "inputs of the same type, bypass nodes, halve concrete dims,\n"
+          "shrink the symbols. The inputs it fails on go beside it as\n"
+          "OUT.inputs.npz (tj-run --inputs reads them); it prints the\n"
+          "command that reproduces the failure.\n");
 }
 
 typedef struct main_args_t {
@@ -480,6 +590,38 @@ static bool take_piece(const char* text, size_t length, void* user) {
   }
   a->graph = g;
   return true;
+}
+
+// Writes the inputs the predicate ran the reduced graph |g| on (random, of
+// |r|'s seed and symbol values, as tj_verify makes them) to |path| as .npz
+// (NAME.npy per input, what tj-run --inputs reads).
+static tj_status_t write_inputs(const tj_reduce_t* r, const tj_graph_t* g,
+                                const char* path) {
+  int64_t sym[TJ_MAX_SYMBOLS];
+  tj_verify_tensors_t in;
+  memset(&in, 0, sizeof(in));
+  in.allocator = tj_context_allocator(tj_graph_context(g));
+  tj_status_t status = tj_verify_bind_names(
+      g, r->num_syms, (const char* const*)r->names, r->values, sym);
+  if (!status) {
+    status =
+        tj_verify_random_inputs(g, sym, r->seed, r->edge_values, false, &in);
+  }
+  const char** input_names =
+      status ? NULL : calloc((size_t)in.count + 1, sizeof(char*));
+  if (!status && !input_names) {
+    status =
+        tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "tj-reduce: out of memory");
+  }
+  for (int32_t i = 0; !status && i < in.count; ++i) {
+    input_names[i] = tj_graph_input_name(g, i);
+  }
+  if (!status) {
+    status = tj_tool_npz_write(path, input_names, in.tensors, in.count);
+  }
+  free(input_names);
+  tj_verify_tensors_deinitialize(&in);
+  return status;
 }
 
 static const char* target_name(tj_target_t t) {
@@ -609,23 +751,33 @@ int main(int argc, char** argv) {
                               "tj-reduce: cannot write '%s'", out_path);
     }
   }
+  char inputs_path[4096];
+  if (!status) {
+    size_t len = strlen(out_path);
+    size_t stem =
+        len > 3 && strcmp(out_path + len - 3, ".tj") == 0 ? len - 3 : len;
+    snprintf(inputs_path, sizeof(inputs_path), "%.*s.inputs.npz", (int)stem,
+             out_path);
+    status = write_inputs(&r, args.graph, inputs_path);
+  }
   if (!status) {
     printf("reduced @%s: %u nodes (%u ops) -> %u nodes (%u ops), %lld tests\n",
            tj_graph_name(args.graph), nodes_before, ops_before,
            args.graph->num_nodes, count_ops(args.graph), (long long)r.tests);
-    printf("wrote %s\n", out_path);
+    printf("wrote %s and %s\n", out_path, inputs_path);
     printf("reproduce: ");
     if (r.mode == REDUCE_COMMAND) {
       printf("%s %s\n", r.command, out_path);
     } else {
-      printf("tj-run --verify --target=%s --seed=%llu%s %s",
-             target_name(r.target), (unsigned long long)r.seed,
-             r.edge_values ? "" : " --no-edge-values", out_path);
-      for (int32_t s = 0; s < r.num_syms; ++s) {
-        printf(" --sym %s=%lld", names[s], (long long)values[s]);
-      }
-      printf("\n");
+      printf("tj-run --verify --target=%s --inputs %s %s\n",
+             target_name(r.target), inputs_path, out_path);
     }
+    printf("(the inputs: random, seed %llu%s", (unsigned long long)r.seed,
+           r.edge_values ? ", edge values" : "");
+    for (int32_t s = 0; s < r.num_syms; ++s) {
+      printf(", %s=%lld", names[s], (long long)values[s]);
+    }
+    printf(")\n");
   }
   if (status) {
     fprintf(stderr, "%s\n", tj_status_message(status));

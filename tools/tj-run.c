@@ -44,17 +44,20 @@
 // (one op a kernel), and the break-even number of runs.
 //
 //   tj-run --run [--target=x86|reference|cuda] [--reps=N] [--seed=N]
-//          [--input NAME=FILE.npy]... FILE.tj [--sym NAME=VALUE]...
+//          [--input NAME=FILE.npy]... [--inputs FILE.npz] FILE.tj
+//          [--sym NAME=VALUE]...
 //
 // compiles each function for the target and runs it: on random inputs
 // (seeded; the symbols' values from --sym; tj_verify's mix of values:
 // uniform floats with 1 in 16 an edge value: +-0, denormals, large
 // magnitudes, and with --nonfinite NaN and infinities; integers in
 // [-4, 4]) or on the given .npy files (numpy's format, version 1-3,
-// C order; dtypes <f4 <f8 <f2 |i1 <i4 <i8 |b1, one file per input, by
-// input name). It prints each output (dtype, shape, first values, min,
-// max, mean, NaN and inf counts), the run time (median of --reps runs
-// after one warm-up run; default 10) and the executable's stats.
+// C order; dtypes <f4 <f8 <f2 |i1 <i4 <i8 |b1 |u1, one file per input, by
+// input name) and the members of a .npz file (np.savez's, or the inputs
+// file tj-reduce writes: one NAME.npy member per input; tools/tool_npz.h). It
+// prints each output (dtype, shape, first values, min, max, mean, NaN and inf
+// counts), the run time (median of --reps runs after one warm-up run; default
+// 10) and the executable's stats.
 //
 //   tj-run --verify [same options] FILE.tj [--sym NAME=VALUE]...
 //
@@ -83,6 +86,7 @@
 #include "lib/ir.h"
 #include "tensorjit.h"
 #include "tools/tool_io.h"
+#include "tools/tool_npz.h"
 
 enum { kMaxSyms = 64 };
 
@@ -93,43 +97,46 @@ enum { kMaxSyms = 64 };
   } while (0)
 
 static void usage(FILE* out) {
-  fprintf(out,
-          "usage: tj-run --scoreboard [--func NAME] FILE.tj "
-          "[--sym NAME=VALUE]...\n"
-          "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
-          " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
-          "       tj-run --profile[=RUNS] [--scoreboard] [--func NAME] FILE.tj"
-          " [--sym NAME=VALUE]...\n"
-          "       tj-run --diagnose [--profile=RUNS] [--specialize=POLICY]"
-          " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
-          "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
-          "bytes moved and peak memory per pipeline stage. With --grad,\n"
-          "for its forward and backward graphs (LEVEL: none, pointwise,\n"
-          "reductions, all). A file of several functions separated by\n"
-          "lines '// -----' is handled function by function, or only\n"
-          "@NAME with --func NAME.\n"
-          "       tj-run --run|--verify|--ladder [--target=x86|reference|cuda]"
-          " [--reps=N] [--seed=N]\n"
-          "              [--nonfinite] [--no-edge-values] [--bisect=SPEC]"
-          " [--specialize=POLICY]"
-          " [--input NAME=FILE.npy]... [--func NAME]\n"
-          "              FILE.tj [--sym NAME=VALUE]...\n"
-          "--run compiles and runs each function on random inputs (seeded;\n"
-          "floats uniform in [-2, 2] with 1 in 16 an edge value: +-0,\n"
-          "denormals, large magnitudes; NaN and infinities with\n"
-          "--nonfinite; integers in [-4, 4]) or on .npy files given per\n"
-          "input name (numpy format, C order; <f4 <f8 <f2 |i1 <i4 <i8 |b1),\n"
-          "printing each output's shape, first values, min, max and mean,\n"
-          "the median run time of --reps runs (default 10) and the stats.\n"
-          "--verify checks each executable against the reference\n"
-          "interpreter at every fusion-group boundary (tj_verify) and\n"
-          "prints the report; exit status 2 when a verdict is neither\n"
-          "clean nor drift.\n"
-          "--ladder climbs tj_verify_ladder's rungs (decomposed, unfused,\n"
-          "fused, full, specialized) on the same inputs, names the first\n"
-          "that diverges and what to blame, bisecting a wrong pass to its\n"
-          "first bad rewrite; exit status 2 when a rung diverges.\n"
-          "--bisect=N|PASS:N compiles with that TJ_BISECT rewrite budget.\n");
+  fprintf(
+      out,
+      "usage: tj-run --scoreboard [--func NAME] FILE.tj "
+      "[--sym NAME=VALUE]...\n"
+      "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
+      " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
+      "       tj-run --profile[=RUNS] [--scoreboard] [--func NAME] FILE.tj"
+      " [--sym NAME=VALUE]...\n"
+      "       tj-run --diagnose [--profile=RUNS] [--specialize=POLICY]"
+      " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
+      "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
+      "bytes moved and peak memory per pipeline stage. With --grad,\n"
+      "for its forward and backward graphs (LEVEL: none, pointwise,\n"
+      "reductions, all). A file of several functions separated by\n"
+      "lines '// -----' is handled function by function, or only\n"
+      "@NAME with --func NAME.\n"
+      "       tj-run --run|--verify|--ladder [--target=x86|reference|cuda]"
+      " [--reps=N] [--seed=N]\n"
+      "              [--nonfinite] [--no-edge-values] [--bisect=SPEC]"
+      " [--specialize=POLICY]"
+      " [--input NAME=FILE.npy]... [--inputs FILE.npz]"
+      " [--func NAME]\n"
+      "              FILE.tj [--sym NAME=VALUE]...\n"
+      "--run compiles and runs each function on random inputs (seeded;\n"
+      "floats uniform in [-2, 2] with 1 in 16 an edge value: +-0,\n"
+      "denormals, large magnitudes; NaN and infinities with\n"
+      "--nonfinite; integers in [-4, 4]) or on .npy files given per\n"
+      "input name (numpy format, C order; <f4 <f8 <f2 |i1 <i4 <i8 |b1 |u1)\n"
+      "or as the NAME.npy members of one .npz file (--inputs),\n"
+      "printing each output's shape, first values, min, max and mean,\n"
+      "the median run time of --reps runs (default 10) and the stats.\n"
+      "--verify checks each executable against the reference\n"
+      "interpreter at every fusion-group boundary (tj_verify) and\n"
+      "prints the report; exit status 2 when a verdict is neither\n"
+      "clean nor drift.\n"
+      "--ladder climbs tj_verify_ladder's rungs (decomposed, unfused,\n"
+      "fused, full, specialized) on the same inputs, names the first\n"
+      "that diverges and what to blame, bisecting a wrong pass to its\n"
+      "first bad rewrite; exit status 2 when a rung diverges.\n"
+      "--bisect=N|PASS:N compiles with that TJ_BISECT rewrite budget.\n");
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -427,181 +434,20 @@ static tj_status_t run_profile(const tj_graph_t* graph, int32_t num_syms,
 
 //===--- --diagnose: seed 003's ladder, measured ---===//
 
-static void verdict(const char* question, bool yes, const char* if_yes,
-                    const char* measured) {
-  printf("%-28s %-4s %s\n  -> %s\n", question, yes ? "YES" : "no", measured,
-         yes ? if_yes : "nothing to do here");
-}
-
-// Whether compiling pays: (t_eager - t_compiled) x N_runs > t_compile x
-// N_compiles, t_eager measured on |graph| compiled unfused (options.unfused:
-// one op a kernel, no autotuning), t_compiled from |r1|, t_compile and the
-// recompiles from |exe|'s stats. Prints the break-even number of runs; a
-// baseline that cannot be built is said, not an error.
-static void print_amortization(const tj_graph_t* graph, tj_executable_t* exe,
-                               const tj_profile_report_t* r1, int32_t num_syms,
-                               char** names, const int64_t* values,
-                               int32_t runs,
-                               const tj_compile_options_t* options) {
-  tj_compile_options_t uo = *options;
-  uo.unfused = true;
-  uo.autotune = TJ_AUTOTUNE_OFF;
-  uo.specialize = TJ_SPECIALIZE_NEVER;
-  tj_executable_t* eager = NULL;
-  tj_profile_report_t* ru = NULL;
-  tj_status_t status = tj_compile(graph, &uo, &eager);
-  if (!status) {
-    status = profile_at(graph, eager, num_syms, names, values, runs, &ru);
-  }
-  char m[1024];
-  if (status) {
-    snprintf(m, sizeof(m), "no unfused baseline: %.900s",
-             tj_status_message(status));
-    tj_status_free(status);
-    verdict("Does compiling pay?", false, "", m);
-    tj_executable_release(eager);
-    return;
-  }
-  tj_executable_stats_t st = {.struct_size = sizeof(st)};
-  tj_executable_stats(exe, &st);
-  tj_executable_stats_t ue = {.struct_size = sizeof(ue)};
-  tj_executable_stats(eager, &ue);
-  double saving = ru->run_ms - r1->run_ms;
-  double compiles = 1.0 + (double)st.recompiles;
-  double cost = st.compile_ms * compiles;
-  char runs_text[64];
-  if (saving > 0) {
-    snprintf(runs_text, sizeof(runs_text), "break-even after %.0f runs",
-             ceil(cost / saving));
-  } else {
-    snprintf(runs_text, sizeof(runs_text), "never breaks even");
-  }
-  snprintf(m, sizeof(m),
-           "(t_eager - t_compiled) x N > t_compile x N_compiles: eager "
-           "(unfused, %d kernels) %.3f ms, compiled (%d kernels) %.3f ms, "
-           "saving %.3f ms a run; compile %.1f ms x %.0f compiles (cache "
-           "%lld hits / %lld misses); %s",
-           (int)ue.num_kernels, ru->run_ms, (int)st.num_kernels, r1->run_ms,
-           saving, st.compile_ms, compiles, (long long)st.cache_hits,
-           (long long)st.cache_misses, runs_text);
-  printf("%-28s %-4s %s\n  -> %s\n", "Does compiling pay?",
-         saving > 0 ? "YES" : "no", m,
-         saving > 0 ? "compile where a workload runs past the break-even"
-                    : "leave it eager (unfused): compiling does not pay here");
-  tj_profile_report_destroy(ru);
-  tj_executable_release(eager);
-}
-
-// Each rung of the ladder for |graph| at the --sym values (and the first
-// symbol doubled), with the table's verdict: launch bound, fusible
-// traffic, recompiles, graph breaks, one op dominating, collectives,
-// fragmentation.
+// tj_diagnose's report for |graph| at the --sym values (and the first
+// symbol doubled): launch bound, fusible traffic, recompiles, graph
+// breaks, one op dominating, collectives, fragmentation, and whether
+// compiling pays.
 static tj_status_t run_diagnose(const tj_graph_t* graph, int32_t num_syms,
                                 char** names, const int64_t* values,
                                 int32_t runs,
                                 const tj_compile_options_t* options) {
-  tj_executable_t* exe = NULL;
-  tj_status_t status = tj_compile(graph, options, &exe);
-  tj_profile_report_t *r1 = NULL, *r2 = NULL;
-  int64_t doubled[kMaxSyms];
-  for (int32_t i = 0; i < num_syms; ++i) doubled[i] = values[i];
-  if (num_syms > 0) doubled[0] *= 2;
-  if (!status) {
-    status = profile_at(graph, exe, num_syms, names, values, runs, &r1);
-  }
-  if (!status && num_syms > 0) {
-    status = profile_at(graph, exe, num_syms, names, doubled, runs, &r2);
-  }
-  tj_scoreboard_t sb;
-  if (!status) {
-    status = tj_graph_scoreboard(graph, num_syms, (const char* const*)names,
-                                 values, &sb);
-  }
-  if (status) {
-    tj_profile_report_destroy(r1);
-    tj_profile_report_destroy(r2);
-    tj_executable_release(exe);
-    return status;
-  }
-  tj_executable_stats_t st = {.struct_size = sizeof(st)};
-  tj_executable_stats(exe, &st);
-  printf("diagnose");
-  print_symbols(num_syms, names, values);
-  printf(" (x86, %d runs a measurement)\n", (int)runs);
-  print_compile_stages(exe);
-  char m[1024];
-  // 1. Launch bound: does the run time move with the batch? Host time
-  // (set-up, copies, graph breaks) against kernel time.
-  double host = r1->setup_ms + r1->copy_ms + r1->host_ms;
-  double ratio = r2 ? r2->run_ms / (r1->run_ms > 0 ? r1->run_ms : 1e-9) : 0;
-  snprintf(m, sizeof(m),
-           "%.3f ms a run; %s%.3f ms at %s=%lld (x%.2f); host %.3f ms vs "
-           "kernels %.3f ms",
-           r1->run_ms, r2 ? "" : "(no symbol to grow) ", r2 ? r2->run_ms : 0.0,
-           num_syms ? names[0] : "-", (long long)(num_syms ? doubled[0] : 0),
-           ratio, host, r1->kernel_ms);
-  verdict("Am I launch bound?", host > r1->kernel_ms || (r2 && ratio < 1.2),
-          "compile, then CUDA Graphs (one launch a run)", m);
-  // 2. Fusible traffic: kernels and bytes, eager against compiled.
-  const tj_scoreboard_row_t* eager = &sb.rows[TJ_STAGE_EAGER];
-  const tj_scoreboard_row_t* fused = &sb.rows[TJ_STAGE_MEMPLAN];
-  double em = (double)(eager->bytes_read + eager->bytes_written) / 1e6;
-  double fm = (double)(fused->bytes_read + fused->bytes_written) / 1e6;
-  snprintf(m, sizeof(m),
-           "eager %lld kernels, %.2f MB moved; compiled %d kernels, %.2f MB",
-           (long long)eager->kernels, em, (int)st.num_kernels, fm);
-  verdict("Is there fusible traffic?",
-          eager->kernels > st.num_kernels || em > 1.1 * fm,
-          "torch.compile's fusion: done here by tj_compile", m);
-  // 3. Recompiles over the two shapes.
-  snprintf(m, sizeof(m), "%lld recompiles over 2 shapes (TJ_LOG=recompiles)",
-           (long long)st.recompiles);
-  verdict("Am I recompiling?", st.recompiles > 0,
-          "bucket shapes (bucket_pow2), keep dims symbolic", m);
-  // 4. Graph breaks.
-  char ops[256] = "";
-  for (int32_t i = 0; i < r1->num_entries; ++i) {
-    const tj_profile_entry_t* e = &r1->entries[i];
-    if (e->kind != TJ_PROFILE_HOST) continue;
-    size_t len = strlen(ops);
-    snprintf(ops + len, sizeof(ops) - len, "%s%.60s (%.60s)", len ? ", " : "",
-             e->name, e->detail);
-  }
-  snprintf(m, sizeof(m), "%d graph breaks%s%s (TJ_LOG=graph_breaks)",
-           (int)st.num_graph_breaks, ops[0] ? ": " : "", ops);
-  verdict("Am I breaking graphs?", st.num_graph_breaks > 0,
-          "restructure or accept", m);
-  // 5. One op dominating: a non-GEMM kernel with 10% of the run or more.
-  const tj_profile_entry_t* top = NULL;
-  for (int32_t i = 0; i < r1->num_entries && !top; ++i) {
-    const tj_profile_entry_t* e = &r1->entries[i];
-    if (e->kind == TJ_PROFILE_KERNEL && strcmp(e->detail, "gemm") != 0) top = e;
-  }
-  snprintf(m, sizeof(m),
-           "top kernel %.100s (%.20s) %.1f%%; top non-GEMM %.100s %.1f%%",
-           r1->num_entries ? r1->entries[0].name : "-",
-           r1->num_entries ? r1->entries[0].detail : "-",
-           r1->num_entries ? 100 * r1->entries[0].share : 0.0,
-           top ? top->name : "none", top ? 100 * top->share : 0.0);
-  verdict("Is one op dominating?", top && top->share >= 0.10,
-          "hand-write it (the profile's top entry)", m);
-  // 6. Collectives: none on one device.
-  verdict("Is a collective dominating?", false, "",
-          "one device, no collectives");
-  // 7. Fragmentation: the arena's size against what is live at its peak.
-  double arena = (double)sb.arena_bytes, live = (double)sb.live_peak_bytes;
-  double waste = arena > 0 ? (arena - live) / arena : 0;
-  snprintf(m, sizeof(m),
-           "arena %.2f MB, live at the peak %.2f MB (%.0f%% above it)",
-           arena / 1e6, live / 1e6, 100 * waste);
-  verdict("Am I fragmenting?", waste > 0.25,
-          "bucket shapes; plan the arena per bucket", m);
-  // 8. Compile amortization: the eager-like baseline is the same graph
-  // compiled unfused (one op a kernel), timed the same way.
-  print_amortization(graph, exe, r1, num_syms, names, values, runs, options);
-  tj_profile_report_destroy(r1);
-  tj_profile_report_destroy(r2);
-  tj_executable_release(exe);
+  tj_diagnose_report_t* report = NULL;
+  TJ_RETURN_IF_ERROR_TOOL(tj_diagnose(graph, options, num_syms,
+                                      (const char* const*)names, values, runs,
+                                      &report));
+  printf("%s", report->text);
+  tj_diagnose_report_destroy(report);
   return NULL;
 }
 
@@ -620,7 +466,8 @@ typedef struct exec_args_t {
   int32_t num_given;
   char* given_names[kMaxGiven];
   const char* given_paths[kMaxGiven];
-  int verdict_failures;  // verdicts neither clean nor drift
+  const char* inputs_npz;  // --inputs FILE.npz
+  int verdict_failures;    // verdicts neither clean nor drift
 } exec_args_t;
 
 static const char* target_name(tj_target_t t) {
@@ -641,143 +488,51 @@ static bool parse_target(const char* text, tj_target_t* out) {
   return false;
 }
 
-// numpy's .npy format: magic, version, header length, a Python dict
-// literal ('descr', 'fortran_order', 'shape'), then the data in C order.
-static tj_status_t load_npy(tj_context_t* context, const char* path,
-                            tj_tensor_t* t, int64_t* shape, void** data,
-                            size_t* data_bytes) {
-  (void)context;
-  size_t length = 0;
-  char* text = tj_tool_read_file("tj-run", path, &length);
-  if (!text)
-    return tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "cannot read %s", path);
-  tj_status_t status = NULL;
-  const unsigned char* u = (const unsigned char*)text;
-  size_t header_len = 0, start = 0;
-  if (length < 10 || memcmp(text, "\x93NUMPY", 6) != 0) {
-    status =
-        tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: not a .npy file", path);
-  } else if (u[6] == 1) {
-    header_len = (size_t)u[8] | (size_t)u[9] << 8;
-    start = 10;
-  } else if ((u[6] == 2 || u[6] == 3) && length >= 12) {
-    header_len = (size_t)u[8] | (size_t)u[9] << 8 | (size_t)u[10] << 16 |
-                 (size_t)u[11] << 24;
-    start = 12;
-  } else {
-    status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
-                            "%s: .npy version %d is not supported", path, u[6]);
-  }
-  char header[4096];
-  if (!status &&
-      (start + header_len > length || header_len >= sizeof(header))) {
-    status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: truncated header",
-                            path);
-  }
-  if (!status) {
-    memcpy(header, text + start, header_len);
-    header[header_len] = '\0';
-    static const struct {
-      const char* descr;
-      tj_dtype_t dtype;
-    } kDescr[] = {{"'<f4'", TJ_DTYPE_F32},  {"'<f8'", TJ_DTYPE_F64},
-                  {"'<f2'", TJ_DTYPE_F16},  {"'|i1'", TJ_DTYPE_I8},
-                  {"'<i4'", TJ_DTYPE_I32},  {"'<i8'", TJ_DTYPE_I64},
-                  {"'|b1'", TJ_DTYPE_BOOL}, {"'|u1'", TJ_DTYPE_U8}};
-    const char* d = strstr(header, "'descr':");
-    bool found = false;
-    for (size_t i = 0; d && i < sizeof(kDescr) / sizeof(kDescr[0]); ++i) {
-      const char* v = d + 8;
-      while (*v == ' ') ++v;
-      if (strncmp(v, kDescr[i].descr, strlen(kDescr[i].descr)) == 0) {
-        t->dtype = kDescr[i].dtype;
-        found = true;
-      }
-    }
-    const char* f = strstr(header, "'fortran_order':");
-    const char* sh = strstr(header, "'shape':");
-    if (!found) {
-      status = tj_status_make(
-          TJ_STATUS_INVALID_ARGUMENT,
-          "%s: dtype not supported (want <f4 <f8 <f2 |i1 <i4 <i8 |b1): %s",
-          path, header);
-    } else if (!f || strncmp(f + 16 + strspn(f + 16, " "), "True", 4) == 0) {
-      status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
-                              "%s: Fortran order is not supported", path);
-    } else if (!sh || !strchr(sh, '(')) {
-      status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT, "%s: no shape", path);
-    } else {
-      const char* p = strchr(sh, '(') + 1;
-      int32_t rank = 0;
-      int64_t numel = 1;
-      while (!status && *p && *p != ')') {
-        while (*p == ' ' || *p == ',') ++p;
-        if (*p == ')') break;
-        char* end = NULL;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0 || rank == TJ_MAX_RANK) {
-          status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
-                                  "%s: bad shape in %s", path, header);
-          break;
-        }
-        shape[rank++] = v;
-        numel *= v;
-        p = end;
-      }
-      size_t bytes = (size_t)numel * tj_dtype_size(t->dtype);
-      if (!status && start + header_len + bytes != length) {
-        status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
-                                "%s: %zu data bytes for %lld elements of %s",
-                                path, length - start - header_len,
-                                (long long)numel, tj_dtype_name(t->dtype));
-      }
-      if (!status) {
-        *data = malloc(bytes ? bytes : 1);
-        if (!*data) {
-          status = tj_status_make(TJ_STATUS_OUT_OF_MEMORY, "out of memory");
-        } else {
-          memcpy(*data, text + start + header_len, bytes);
-          *data_bytes = bytes;
-          *t = tj_tensor_make(*data, t->dtype, rank, shape);
-        }
-      }
-    }
-  }
-  free(text);
-  return status;
-}
-
 typedef struct given_t {
   tj_tensor_t tensors[kMaxGiven];
-  int64_t shapes[kMaxGiven][TJ_MAX_RANK];
-  void* data[kMaxGiven];
-  size_t bytes[kMaxGiven];
+  tj_tool_array_t arrays[kMaxGiven];  // the --input files
+  tj_tool_array_t* npz;               // the --inputs file's members
+  int32_t num_npz;
 } given_t;
 
 static void given_free(given_t* g) {
-  for (int i = 0; i < kMaxGiven; ++i) free(g->data[i]);
+  for (int i = 0; i < kMaxGiven; ++i) free(g->arrays[i].data);
+  tj_tool_arrays_free(g->npz, g->num_npz);
 }
 
-// The .npy inputs of |graph|, one per input name.
+// The inputs of |graph| by name: from the --input files, else the
+// --inputs file's members.
 static tj_status_t load_given(const tj_graph_t* graph, const exec_args_t* e,
                               given_t* out) {
   int32_t n = tj_graph_num_inputs(graph);
   if (n > kMaxGiven)
     return tj_status_make(TJ_STATUS_UNSUPPORTED, "more than %d inputs",
                           kMaxGiven);
+  if (e->inputs_npz) {
+    TJ_RETURN_IF_ERROR_TOOL(
+        tj_tool_npz_read(e->inputs_npz, &out->npz, &out->num_npz));
+  }
   for (int32_t i = 0; i < n; ++i) {
     const char* name = tj_graph_input_name(graph, i);
     int32_t k = 0;
     while (k < e->num_given && strcmp(e->given_names[k], name) != 0) ++k;
-    if (k == e->num_given) {
-      return tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
-                            "@%s: no --input %s=FILE.npy (give every input "
-                            "or none)",
-                            tj_graph_name(graph), name);
+    if (k < e->num_given) {
+      TJ_RETURN_IF_ERROR_TOOL(
+          tj_tool_npy_read(e->given_paths[k], &out->arrays[i]));
+      out->tensors[i] = out->arrays[i].tensor;
+      continue;
     }
-    TJ_RETURN_IF_ERROR_TOOL(load_npy(tj_graph_context(graph), e->given_paths[k],
-                                     &out->tensors[i], out->shapes[i],
-                                     &out->data[i], &out->bytes[i]));
+    k = 0;
+    while (k < out->num_npz && strcmp(out->npz[k].name, name) != 0) ++k;
+    if (k == out->num_npz) {
+      return tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                            "@%s: no --input %s=FILE.npy%s%s (give every "
+                            "input or none)",
+                            tj_graph_name(graph), name,
+                            e->inputs_npz ? " and no member of " : "",
+                            e->inputs_npz ? e->inputs_npz : "");
+    }
+    out->tensors[i] = out->npz[k].tensor;
   }
   return NULL;
 }
@@ -859,7 +614,8 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
   const tj_tensor_t* in = NULL;
   int32_t num_in = 0;
   tj_status_t status = NULL;
-  if (e->num_given) {
+  bool given_inputs = e->num_given || e->inputs_npz;
+  if (given_inputs) {
     status = load_given(graph, e, &given);
     in = given.tensors;
     num_in = tj_graph_num_inputs(graph);
@@ -878,7 +634,7 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
   if (!status && e->run) {
     printf("run @%s on %s", tj_graph_name(graph), target_name(e->target));
     print_symbols(syms->num_syms, syms->names, syms->values);
-    if (e->num_given) {
+    if (given_inputs) {
       printf(", given inputs\n");
     } else {
       printf(", random inputs (seed %llu)\n", (unsigned long long)e->seed);
@@ -915,8 +671,8 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
     vo.nonfinite = e->nonfinite;
     vo.edge_values = e->edge_values;
     tj_verify_report_t* report = NULL;
-    status = tj_verify(exe, graph, e->num_given ? in : NULL,
-                       e->num_given ? num_in : 0, &vo, &report);
+    status = tj_verify(exe, graph, given_inputs ? in : NULL,
+                       given_inputs ? num_in : 0, &vo, &report);
     if (!status) {
       printf("%s", report->text);
       if (report->verdict != TJ_VERIFY_CLEAN &&
@@ -937,8 +693,8 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
     vo.edge_values = e->edge_values;
     tj_ladder_report_t* report = NULL;
     options.bisect = NULL;  // the ladder bisects for itself
-    status = tj_verify_ladder(graph, &options, e->num_given ? in : NULL,
-                              e->num_given ? num_in : 0, &vo, &report);
+    status = tj_verify_ladder(graph, &options, given_inputs ? in : NULL,
+                              given_inputs ? num_in : 0, &vo, &report);
     if (!status) {
       printf("%s", report->text);
       if (report->first_diverging >= 0) ++e->verdict_failures;
@@ -1059,6 +815,15 @@ static int parse_exec_option(int argc, char** argv, int i, exec_args_t* e) {
     } else {
       e->seed = (uint64_t)v;
     }
+  } else if (strcmp(a, "--inputs") == 0 || strncmp(a, "--inputs=", 9) == 0) {
+    bool joined = a[8] == '=';
+    const char* file = joined ? a + 9 : (i + 1 < argc ? argv[i + 1] : NULL);
+    if (!file || !*file) {
+      fprintf(stderr, "tj-run: --inputs wants FILE.npz\n");
+      return -1;
+    }
+    e->inputs_npz = file;
+    return joined ? 1 : 2;
   } else if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
     bool joined = a[7] == '=';
     const char* spec = joined ? a + 8 : (i + 1 < argc ? argv[i + 1] : NULL);

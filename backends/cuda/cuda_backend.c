@@ -113,12 +113,16 @@ static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
       steps[ns].kind = TJ_CUDA_STEP_KERNELS;
       steps[ns].first_kernel = st->first_kernel;
       steps[ns].num_kernels = st->num_kernels;
-      ++ns;
     } else if (st->kind == TJ_RUN_STEP_HOST) {
       steps[ns].kind = TJ_CUDA_STEP_HOST;
       steps[ns].host = &st->host;
-      ++ns;
+    } else {
+      continue;
     }
+    steps[ns].plan_step = q;
+    steps[ns].outputs = rp->fusion->groups[st->group].outputs;
+    steps[ns].num_outputs = rp->fusion->groups[st->group].num_outputs;
+    ++ns;
   }
   tj_status_t status =
       tj_cuda_program_finish(p->cuda, rp->graph, rp->memplan, p->kernels,
@@ -259,6 +263,23 @@ static tj_status_t cuda_run(void* target, void* program, const int64_t* sym,
                         num_outputs, NULL);
 }
 
+static tj_status_t cuda_run_observed(
+    void* target, void* program, const int64_t* sym, const tj_tensor_t* inputs,
+    int32_t num_inputs, const tj_tensor_t* outputs, int32_t num_outputs,
+    tj_step_observer_fn observe, void* user) {
+  (void)num_inputs;
+  (void)num_outputs;
+  target_t* t = target;
+  if (t->offline) {
+    return tj_invalid("an executable compiled for PTX only does not run");
+  }
+  pthread_mutex_lock(&t->run_mutex);
+  tj_status_t status = tj_cuda_program_run_observed(
+      ((program_t*)program)->cuda, sym, inputs, outputs, observe, user);
+  pthread_mutex_unlock(&t->run_mutex);
+  return status;
+}
+
 const tj_backend_t tj_backend_cuda = {
     .name = "cuda",
     .target_size = sizeof(target_t),
@@ -268,6 +289,7 @@ const tj_backend_t tj_backend_cuda = {
     .accept = cuda_accept,
     .compile = cuda_compile,
     .run = cuda_run,
+    .run_observed = cuda_run_observed,
     .prepare = NULL,  // everything is compiled and loaded by compile
     .release = cuda_release,
     .close = cuda_close,

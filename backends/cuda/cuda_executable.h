@@ -42,6 +42,11 @@ typedef struct tj_cuda_step_t {
   // HOST: the run plan's host step (backends/runtime/run_plan.h), run by
   // tj_host_step_run on host copies of the values it reads and writes.
   const tj_host_step_t* host;
+  // The run plan's step this is, and its group's outputs (plan nodes):
+  // what an observed run (tj_cuda_program_run_observed) copies back.
+  uint32_t plan_step;
+  const uint32_t* outputs;
+  uint32_t num_outputs;
 } tj_cuda_step_t;
 
 // Opens the context's device (creating it on first use) and prepares an
@@ -110,6 +115,18 @@ tj_status_t tj_cuda_program_run_timed(tj_cuda_program_t* program,
                                       const tj_tensor_t* inputs,
                                       const tj_tensor_t* outputs,
                                       tj_run_timing_t* timing);
+
+// tj_cuda_program_run launching step by step (no CUDA graph), calling
+// |observe|(|user|, plan_step, loc) after each step with |loc| host copies
+// of that step's outputs (the step's |outputs|, copied back after the
+// stream is synchronized; other entries NULL): tj_verify's values between
+// the groups. Writes to the copies are not seen by the run.
+tj_status_t tj_cuda_program_run_observed(
+    tj_cuda_program_t* program, const int64_t* sym, const tj_tensor_t* inputs,
+    const tj_tensor_t* outputs,
+    tj_status_t (*observe)(void* user, uint32_t step,
+                           unsigned char* const* loc),
+    void* user);
 
 // NULL is a no-op. Waits for the program's work first.
 void tj_cuda_program_destroy(tj_cuda_program_t* program);

@@ -302,10 +302,57 @@ static double elapsed(tj_cuda_program_t* p, const run_events_t* e,
   return ms;
 }
 
+//===--- observed runs ---===//
+
+// backends/runtime/backend.h's step_observer_fn.
+typedef tj_status_t (*step_observer_fn)(void* user, uint32_t step,
+                                        unsigned char* const* loc);
+
+// After step |st| of an observed run: host copies of its outputs, handed
+// to |observe| (tj_cuda_program_run_observed).
+static tj_status_t observe_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
+                                const int64_t* sym, step_observer_fn observe,
+                                void* user) {
+  const tj_graph_t* g = p->plan.graph;
+  const tj_cuda_symbols_t* cu = &p->device->cu;
+  size_t loc_bytes = sizeof(unsigned char*) * (g->num_nodes + 1);
+  unsigned char** loc = tj_calloc(p->al, 1, loc_bytes);
+  size_t* sizes = tj_calloc(p->al, st->num_outputs + 1, sizeof(size_t));
+  tj_status_t status = loc && sizes ? NULL : tj_status_oom();
+  if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
+  for (uint32_t j = 0; j < st->num_outputs && !status; ++j) {
+    uint32_t node = st->outputs[j];
+    const tj_node_t* n = &g->nodes[node];
+    int64_t shape[TJ_MAX_RANK];
+    status = tj_ir_concrete_dims(g, node, sym, shape);
+    if (status || loc[node]) continue;
+    sizes[j] = (size_t)tj_host_numel(n->rank, shape) * tj_dtype_size(n->dtype);
+    loc[node] = tj_alloc(p->al, sizes[j] ? sizes[j] : 1);
+    if (!loc[node]) {
+      status = tj_status_oom();
+    } else if (sizes[j] && p->run.loc[node]) {
+      status = TJ_CU_STATUS(cu, cuMemcpyDtoHAsync,
+                            (loc[node], p->run.loc[node], sizes[j], p->stream));
+    }
+  }
+  if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
+  if (!status) status = observe(user, st->plan_step, loc);
+  for (uint32_t j = 0; loc && sizes && j < st->num_outputs; ++j) {
+    uint32_t node = st->outputs[j];
+    if (!loc[node]) continue;
+    tj_free(p->al, loc[node], sizes[j] ? sizes[j] : 1);
+    loc[node] = NULL;
+  }
+  if (sizes) tj_free(p->al, sizes, sizeof(size_t) * (st->num_outputs + 1));
+  if (loc) tj_free(p->al, loc, loc_bytes);
+  return status;
+}
+
 static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
                               const tj_tensor_t* inputs,
                               const tj_tensor_t* outputs, tj_run_timing_t* tm,
-                              const run_events_t* ev) {
+                              const run_events_t* ev, step_observer_fn observe,
+                              void* user) {
   double t_start = tm ? tj_now_ms() : 0;
   uint32_t copy_ev = 2 * p->num_kernels;  // in: +0, +1; out: +2, +3
   const tj_graph_t* g = p->plan.graph;
@@ -384,7 +431,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     tm->setup_ms += tj_now_ms() - t_start;
   }
   if (p->graphs.enabled && !p->plan.has_host_steps && any &&
-      !p->gemm.fresh_plan && !tm) {
+      !p->gemm.fresh_plan && !tm && !observe) {
     bool fallback = false;
     TJ_RETURN_IF_ERROR(tj_cuda_graph_run(p, sym, &fallback));
     direct = fallback;
@@ -413,6 +460,7 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
       }
       ++host_index;
     }
+    if (observe) TJ_RETURN_IF_ERROR(observe_step(p, st, sym, observe, user));
   }
   TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 2));
   // 4. Outputs the kernels did not write in place: duplicates, inputs and
@@ -483,13 +531,30 @@ tj_status_t tj_cuda_program_run_timed(tj_cuda_program_t* p, const int64_t* sym,
     memset(&ev, 0, sizeof(ev));
     if (timing) status = events_create(p, &ev);
     if (!status) {
-      status = run_locked(p, sym, inputs, outputs, timing, timing ? &ev : NULL);
+      status = run_locked(p, sym, inputs, outputs, timing, timing ? &ev : NULL,
+                          NULL, NULL);
     }
     if (timing) {
       // The events may still be pending after an error.
       if (status) p->device->cu.cuStreamSynchronize(p->stream);
       events_destroy(p, &ev);
     }
+    tj_cuda_device_leave(p->device);
+  }
+  pthread_mutex_unlock(&p->mutex);
+  return status;
+}
+
+tj_status_t tj_cuda_program_run_observed(tj_cuda_program_t* p,
+                                         const int64_t* sym,
+                                         const tj_tensor_t* inputs,
+                                         const tj_tensor_t* outputs,
+                                         step_observer_fn observe, void* user) {
+  pthread_mutex_lock(&p->mutex);
+  tj_status_t status = tj_cuda_device_enter(p->device);
+  if (!status) {
+    status = run_locked(p, sym, inputs, outputs, NULL, NULL, observe, user);
+    if (status) p->device->cu.cuStreamSynchronize(p->stream);
     tj_cuda_device_leave(p->device);
   }
   pthread_mutex_unlock(&p->mutex);

@@ -114,9 +114,10 @@ typedef struct tj_verify_value_t {
 typedef struct tj_verify_report_t {
   tj_verify_verdict_t verdict;
   char target[16];  // "x86", "reference", "cuda"
-  // Whether the values between the groups were compared (x86); false: the
-  // target cannot show them (CUDA, the reference target) and only the
-  // outputs were.
+  // Whether the values between the groups were compared (x86, and CUDA,
+  // whose checked run launches step by step, copying each group's outputs
+  // back); false: the target cannot show them (the reference target) and
+  // only the outputs were.
   bool boundaries;
   uint32_t num_groups;  // of the executable (VIEW groups included)
   // Every compared value: the group boundaries in run order, then the
@@ -224,8 +225,8 @@ typedef struct tj_ladder_rung_t {
   double max_abs_error, max_rel_error;
   double compile_ms;  // 0 for the decomposed rung
   // For a compiled rung that diverges: tj_verify's first diverging value
-  // there (group, node, op, type; the values between the groups on x86),
-  // or "". For the decomposed rung: "".
+  // there (group, node, op, type; the values between the groups on x86 and
+  // CUDA), or "". For the decomposed rung: "".
   char first_value[192];
   char note[256];
 } tj_ladder_rung_t;
@@ -284,6 +285,93 @@ TJ_API tj_status_t tj_verify_ladder(const tj_graph_t* graph,
 
 // Frees |report|. NULL is a no-op.
 TJ_API void tj_ladder_report_destroy(tj_ladder_report_t* report);
+
+//===----------------------------------------------------------------------===//
+// tj_diagnose: seed 003's diagnostic ladder, measured
+//===----------------------------------------------------------------------===//
+
+// The questions, in the order they are asked.
+typedef enum tj_diagnose_question_e {
+  // The run at the given symbol values and with the first symbol doubled
+  // (does the time move with the batch?), host time (set-up, copies, graph
+  // breaks) against kernel time. YES: the time barely grows (under 1.2x)
+  // or the host's share beats the kernels'.
+  TJ_DIAGNOSE_LAUNCH_BOUND = 0,
+  // Kernels and bytes moved, eager (one op a kernel, the scoreboard)
+  // against compiled. YES: fusion saves kernels or over 10% of the bytes.
+  TJ_DIAGNOSE_FUSIBLE_TRAFFIC = 1,
+  // The recompiles over the two shapes (tj_executable_stats_t.recompiles).
+  TJ_DIAGNOSE_RECOMPILING = 2,
+  // The graph breaks, with the host steps' names and ops from the profile.
+  TJ_DIAGNOSE_GRAPH_BREAKS = 3,
+  // The profile's top kernel, and the top non-GEMM kernel. YES: a non-GEMM
+  // kernel has 10% of the run or more.
+  TJ_DIAGNOSE_ONE_OP_DOMINATING = 4,
+  // Collectives: never on one device.
+  TJ_DIAGNOSE_COLLECTIVE = 5,
+  // The arena the memory plan makes against what is live at its peak.
+  // YES: more than 25% of the arena is above the live peak.
+  TJ_DIAGNOSE_FRAGMENTING = 6,
+  // Compile amortization: (t_eager - t_compiled) x N_runs > t_compile x
+  // N_compiles, t_eager the same graph compiled unfused (options.unfused,
+  // no autotuning), with the break-even number of runs. YES: it saves time
+  // a run.
+  TJ_DIAGNOSE_COMPILING_PAYS = 7,
+  TJ_DIAGNOSE_QUESTION_COUNT_ = 8,
+} tj_diagnose_question_t;
+
+typedef struct tj_diagnose_answer_t {
+  bool yes;
+  char question[32];    // "Am I launch bound?"
+  char measured[1024];  // the measurements behind the verdict
+  char advice[96];      // the seed's table's answer to a YES, or "nothing
+                        // to do here"
+} tj_diagnose_answer_t;
+
+// What tj_diagnose measured. Owned by the caller; destroy with
+// tj_diagnose_report_destroy.
+typedef struct tj_diagnose_report_t {
+  tj_diagnose_answer_t answers[TJ_DIAGNOSE_QUESTION_COUNT_];
+  char target[16];  // "x86", "cuda"
+  int32_t runs;     // a measurement
+  // The run (per run, ms) at the symbol values, and with the first symbol
+  // doubled (0 when the graph has none); its host and kernel time.
+  double run_ms, grown_run_ms, host_ms, kernel_ms;
+  int64_t eager_kernels;  // the scoreboard's eager stage
+  int32_t kernels, graph_breaks;
+  int64_t recompiles;
+  int64_t arena_bytes, live_peak_bytes;
+  // Compile amortization: tj_executable_stats_t.compile_ms, the unfused
+  // baseline's run (0 when it could not be built: the answer says why),
+  // and the break-even number of runs (-1: never, or no baseline).
+  double compile_ms, unfused_run_ms;
+  int64_t break_even_runs;
+  // The whole report as text (what tj-run --diagnose prints); borrowed.
+  const char* text;
+  // Private: how the report was allocated.
+  tj_allocator_t allocator_;
+  size_t text_bytes_;
+} tj_diagnose_report_t;
+
+// Compiles finalized |graph| with |options| (NULL: the defaults) and
+// answers each question above with measurements: |runs| profiled runs
+// (tj_executable_profile, 1 to 100000) at the symbol values |names| =
+// |values| (every symbol of |graph|), and again with the first symbol
+// doubled, on random inputs (tj_verify's, no edge values); the
+// scoreboard; the stats; and the graph compiled unfused for the
+// amortization. Errors: INVALID_ARGUMENT for bad arguments or a symbol
+// missing (naming it), the compile's and the runs' errors, OUT_OF_MEMORY;
+// a baseline that cannot be built is said in its answer, not an error. On
+// success |*out_report| is owned by the caller
+// (tj_diagnose_report_destroy); on failure it is NULL.
+TJ_API tj_status_t tj_diagnose(const tj_graph_t* graph,
+                               const tj_compile_options_t* options,
+                               int32_t num_symbols, const char* const* names,
+                               const int64_t* values, int32_t runs,
+                               tj_diagnose_report_t** out_report);
+
+// Frees |report|. NULL is a no-op.
+TJ_API void tj_diagnose_report_destroy(tj_diagnose_report_t* report);
 
 #ifdef __cplusplus
 }  // extern "C"

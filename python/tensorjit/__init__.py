@@ -33,6 +33,7 @@ from .errors import (ArgumentTypeError, BackendError, InternalError,
 from .executable import (TARGETS, Executable, ExecutableStats, Profile,
                          ProfileEntry, VerifyReport, VerifyValue, compile)
 from .executable import LadderReport, LadderRung, ladder
+from .executable import DiagnoseAnswer, DiagnoseReport, diagnose, verify
 from .graph import (Context, Graph, PartitionStats, Scoreboard,
                     ScoreboardRow, Value, default_context)
 
@@ -46,6 +47,7 @@ __all__ = [
     "Value", "VerifyReport", "VerifyValue", "bf16_to_f32", "compile",
     "default_context", "f32_to_bf16", "library_path", "load_library",
     "numpy_dtype", "onnx", "version", "LadderReport", "LadderRung", "ladder",
+    "DiagnoseAnswer", "DiagnoseReport", "diagnose", "verify",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]
 

@@ -226,6 +226,28 @@ class LadderReport_t(ctypes.Structure):
                 ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
 
 
+DIAGNOSE_QUESTION_COUNT = 8
+
+
+class DiagnoseAnswer_t(ctypes.Structure):
+    _fields_ = [("yes", cbool), ("question", ctypes.c_char * 32),
+                ("measured", ctypes.c_char * 1024),
+                ("advice", ctypes.c_char * 96)]
+
+
+class DiagnoseReport_t(ctypes.Structure):
+    _fields_ = [("answers", DiagnoseAnswer_t * DIAGNOSE_QUESTION_COUNT),
+                ("target", ctypes.c_char * 16), ("runs", i32),
+                ("run_ms", cdouble), ("grown_run_ms", cdouble),
+                ("host_ms", cdouble), ("kernel_ms", cdouble),
+                ("eager_kernels", i64), ("kernels", i32),
+                ("graph_breaks", i32), ("recompiles", i64),
+                ("arena_bytes", i64), ("live_peak_bytes", i64),
+                ("compile_ms", cdouble), ("unfused_run_ms", cdouble),
+                ("break_even_runs", i64), ("text", cstr),
+                ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]
+
+
 STAGE_COUNT = 5
 
 
@@ -369,6 +391,10 @@ _SIGNATURES = {
                               ctypes.POINTER(VerifyOptions_t),
                               ctypes.POINTER(ctypes.POINTER(LadderReport_t))]),
     "tj_ladder_report_destroy": (None, [ctypes.POINTER(LadderReport_t)]),
+    "tj_diagnose": (vp, [vp, ctypes.POINTER(CompileOptions_t), i32,
+                         ctypes.POINTER(cstr), p64, i32,
+                         ctypes.POINTER(ctypes.POINTER(DiagnoseReport_t))]),
+    "tj_diagnose_report_destroy": (None, [ctypes.POINTER(DiagnoseReport_t)]),
     "tj_stage_name": (cstr, [cenum]),
     "tj_op_count": (i32, []),
     "tj_op_name": (cstr, [i32]),

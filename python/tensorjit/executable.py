@@ -35,7 +35,8 @@ from .graph import Context, Graph
 
 __all__ = ["compile", "Executable", "ExecutableStats", "Profile",
            "ProfileEntry", "TARGETS", "VerifyReport", "VerifyValue",
-           "LadderReport", "LadderRung", "ladder"]
+           "LadderReport", "LadderRung", "ladder", "DiagnoseAnswer",
+           "DiagnoseReport", "diagnose", "verify"]
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
@@ -623,7 +624,8 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             autotune_budget_ms: int = 0, cuda_device: int = 0,
             cuda_stream: Any = None, cuda_graphs: bool = True,
             precise_math: bool = False,
-            reuse_outputs: bool = False) -> Executable:
+            reuse_outputs: bool = False, unfused: bool = False,
+            bisect: Optional[str] = None) -> Executable:
     """Compiles |graph| (finalizing it first) for |target|
     (``tj_compile`` with ``tj_compile_options_t``).
 
@@ -667,6 +669,14 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             target's precise polynomials instead of the GPU's approximate
             instructions.
         reuse_outputs: see :attr:`Executable.reuse_outputs`.
+        unfused: the eager-like baseline: no fusion, every op its own
+            kernel (``tj_compile_options_t.unfused``; what
+            ``tj-run --diagnose`` measures compiling against).
+        bisect: a rewrite budget for bisecting a wrong pass (TJ_BISECT's
+            syntax): ``"N"`` (the first N rewrites of the rewriting passes)
+            or ``"PASS:N"`` (the first N of that pass, e.g.
+            ``"canonicalize:12"``); ``""``: none; ``None``: the context's
+            ``TJ_BISECT``. A malformed one is InvalidArgumentError.
 
     Raises:
         TensorJitError: the library's status (e.g. UnsupportedError for a
@@ -699,7 +709,8 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             raise InvalidArgumentError(f"compile: {name} {value} is out of "
                                        f"range")
     keep: Dict[str, bytes] = {}
-    for name, value in (("cache_dir", cache_dir), ("pipeline", pipeline)):
+    for name, value in (("cache_dir", cache_dir), ("pipeline", pipeline),
+                        ("bisect", bisect)):
         if value is not None:
             if not isinstance(value, str):
                 raise ArgumentTypeError(f"compile: {name} must be a str")
@@ -718,6 +729,8 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
     opts.cache_dir = keep.get("cache_dir")
     opts.pipeline = keep.get("pipeline")
     opts.verify_each = bool(verify_each)
+    opts.unfused = bool(unfused)
+    opts.bisect = keep.get("bisect")
     opts.autotune = _AUTOTUNE[autotune]
     opts.x86.autotune_budget_ms = int(autotune_budget_ms)
     stream = None
@@ -838,6 +851,115 @@ def ladder(graph: Union[Graph, str], target: str = "x86", *,
             r.bad_rewrite_node.decode(), (r.text or b"").decode())
     finally:
         L.tj_ladder_report_destroy(report)
+
+
+def verify(executable: Union["Executable", Graph, str], *inputs: Any,
+           target: str = "x86", **kwargs: Any) -> "VerifyReport":
+    """``tj_verify`` as a function: checks |executable| (or |executable|
+    compiled for |target| when it is a :class:`Graph` or ``.tj`` text)
+    against the reference interpreter at every fusion-group boundary;
+    |inputs| and |kwargs| as :meth:`Executable.verify` takes them."""
+    if not isinstance(executable, Executable):
+        executable = compile(executable, target)
+    return executable.verify(*inputs, **kwargs)
+
+
+@dataclass(frozen=True)
+class DiagnoseAnswer:
+    """One question of :func:`diagnose` (``tj_diagnose_answer_t``): the
+    question, the verdict, the measurements behind it and the seed's
+    advice for a yes."""
+
+    question: str
+    yes: bool
+    measured: str
+    advice: str
+
+
+@dataclass(frozen=True)
+class DiagnoseReport:
+    """What :func:`diagnose` measured (``tj_diagnose_report_t``): the
+    answers in order (launch bound, fusible traffic, recompiling, graph
+    breaks, one op dominating, collective, fragmenting, compiling pays),
+    the numbers behind them, and ``text`` as ``tj-run --diagnose`` prints
+    it. ``answer(word)`` finds an answer by a word of its question."""
+
+    answers: List[DiagnoseAnswer]
+    target: str
+    runs: int
+    run_ms: float
+    grown_run_ms: float
+    host_ms: float
+    kernel_ms: float
+    eager_kernels: int
+    kernels: int
+    graph_breaks: int
+    recompiles: int
+    arena_bytes: int
+    live_peak_bytes: int
+    compile_ms: float
+    unfused_run_ms: float
+    break_even_runs: int
+    text: str
+
+    def answer(self, word: str) -> DiagnoseAnswer:
+        for a in self.answers:
+            if word.lower() in a.question.lower():
+                return a
+        raise KeyError(word)
+
+
+def diagnose(graph: Union[Graph, str], target: str = "x86", *,
+             symbols: Optional[Mapping[str, int]] = None, runs: int = 10,
+             specialize: str = "never") -> DiagnoseReport:
+    """Seed 003's diagnostic ladder, measured (``tj_diagnose``): compiles
+    |graph| for |target| (|specialize| as :func:`compile` takes it),
+    profiles |runs| runs at |symbols| and with the first symbol doubled,
+    and answers each question with a verdict."""
+    if isinstance(graph, str):
+        graph = Graph.parse(graph)
+    if not isinstance(graph, Graph):
+        raise ArgumentTypeError(f"diagnose: expected a Graph, got "
+                                f"{type(graph).__name__}")
+    if not isinstance(target, str) or target not in TARGETS:
+        raise InvalidArgumentError(f"diagnose: unknown target {target!r}; "
+                                   f"expected x86, reference or cuda")
+    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
+        raise InvalidArgumentError(f"diagnose: unknown specialize policy "
+                                   f"{specialize!r}")
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)):
+        raise ArgumentTypeError("diagnose: runs must be an int")
+    graph.finalize()
+    L = _lib.lib()
+    copts = _lib.CompileOptions_t()
+    L.tj_compile_options_initialize(ctypes.byref(copts))
+    copts.target = TARGETS[target]
+    copts.specialize = _SPECIALIZE[specialize]
+    names = list((symbols or {}).keys())
+    c_names = (ctypes.c_char_p * max(len(names), 1))(
+        *[n.encode() for n in names])
+    c_values = (ctypes.c_int64 * max(len(names), 1))(
+        *[int(symbols[n]) for n in names])  # type: ignore[index]
+    report = ctypes.POINTER(_lib.DiagnoseReport_t)()
+    _lib.check(L.tj_diagnose(graph.handle, ctypes.byref(copts), len(names),
+                             ctypes.cast(c_names,
+                                         ctypes.POINTER(ctypes.c_char_p)),
+                             ctypes.cast(c_values,
+                                         ctypes.POINTER(ctypes.c_int64)),
+                             int(runs), ctypes.byref(report)))
+    try:
+        r = report.contents
+        answers = [DiagnoseAnswer(a.question.decode(), bool(a.yes),
+                                  a.measured.decode(), a.advice.decode())
+                   for a in r.answers]
+        return DiagnoseReport(
+            answers, r.target.decode(), r.runs, r.run_ms, r.grown_run_ms,
+            r.host_ms, r.kernel_ms, r.eager_kernels, r.kernels,
+            r.graph_breaks, r.recompiles, r.arena_bytes, r.live_peak_bytes,
+            r.compile_ms, r.unfused_run_ms, r.break_even_runs,
+            (r.text or b"").decode())
+    finally:
+        L.tj_diagnose_report_destroy(report)
 
 
 # CU_STREAM_LEGACY: the legacy default stream (torch's default stream, whose

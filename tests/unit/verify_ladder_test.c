@@ -15,34 +15,9 @@
 #include "backends/verify.h"
 #include "lib/env.h"
 #include "lib/passes/pass.h"
-#include "tests/unit/test.h"
+#include "tests/unit/verify_util.h"
 
-static const char* const kTiers[] = {"host", "avx512", "avx2", "sse2"};
-static const char* const kB[1] = {"B"};
 static const int64_t kBValue[1] = {6};
-
-static tj_context_t* tier_context(const char* isa) {
-  tj_context_options_t o;
-  tj_context_options_initialize(&o);
-  o.x86_isa = isa;
-  o.cache_dir = "";
-  tj_context_t* ctx = NULL;
-  tj_status_t st = tj_context_create(&o, &ctx);
-  if (st) {
-    tj_status_free(st);
-    return NULL;
-  }
-  return ctx;
-}
-
-static tj_compile_options_t x86_options(void) {
-  tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.cache_dir = "";
-  o.verify_each = true;
-  o.x86.num_threads = 2;
-  return o;
-}
 
 static tj_verify_options_t verify_options(void) {
   tj_verify_options_t o;

@@ -1,13 +1,15 @@
 // tj-reduce's core (tools/tj-reduce.c, compiled in here): a wrong kernel
 // planted behind the predicate (every maximum computes a minimum, through
-// tj_verify_test_compile_planted) makes a 41-node graph fail tj_verify; the
-// reducer shrinks it to at most 5 nodes that still fail, the maximum among
-// them, and shrinks the symbol. Without the planted kernel the graph does
-// not fail and is refused.
+// tj_verify_test_compile_planted) makes a generated 100-node graph (three
+// outputs, one maximum among 97 ops) fail tj_verify; the reducer shrinks
+// it to the maximum and its two operands made inputs, one output, the
+// symbol shrunk to 1 and the concrete dims halved down to 1, in a bounded
+// number of predicate calls. Without the planted kernel the reduced graph
+// does not fail, and the original is refused.
 
 #define TJ_REDUCE_NO_MAIN
 #include "tools/tj-reduce.c"
-#include "tests/unit/test.h"
+#include "tests/unit/verify_util.h"
 
 static const char kBig[] =
     "func @big[B](%x: f32[B,8], %y: f32[B,8], %w: f32[8,8]) {\n"
@@ -68,15 +70,87 @@ static tj_graph_t* big_graph(tj_context_t* ctx) {
   return g;
 }
 
-TEST(planted_bug_is_reduced_to_a_few_nodes) {
+enum { kOps = 97, kPlantedAt = 61 };
+
+// func @hundred[B](%x: f32[B,8], %y: f32[B,8], %w: f32[8,8]): 97 ops, a
+// cycle of exp, add, matmul, neg, mul, sigmoid, sub (bounded values), the
+// maximum of op kPlantedAt with op 5 planted among them; outputs the last
+// op, op 10 and op 80. 100 nodes. malloc'd.
+static char* hundred_text(void) {
+  size_t cap = 16384, n = 0;
+  char* t = malloc(cap);
+  if (!t) return NULL;
+  n += (size_t)snprintf(t + n, cap - n,
+                        "func @hundred[B](%%x: f32[B,8], %%y: f32[B,8], "
+                        "%%w: f32[8,8]) {\n");
+  for (int i = 0; i < kOps; ++i) {
+    char prev[16];
+    if (i == 0) {
+      snprintf(prev, sizeof(prev), "%%x");
+    } else {
+      snprintf(prev, sizeof(prev), "%%v%d", i - 1);
+    }
+    if (i == kPlantedAt) {
+      n += (size_t)snprintf(t + n, cap - n,
+                            "  %%v%d = maximum %s, %%v5 : f32[B,8]\n", i, prev);
+      continue;
+    }
+    switch (i % 7) {
+      case 0:
+        n += (size_t)snprintf(t + n, cap - n, "  %%v%d = exp %s : f32[B,8]\n",
+                              i, prev);
+        break;
+      case 1:
+        n += (size_t)snprintf(t + n, cap - n,
+                              "  %%v%d = add %s, %%y : f32[B,8]\n", i, prev);
+        break;
+      case 2:
+        n += (size_t)snprintf(t + n, cap - n,
+                              "  %%v%d = matmul %s, %%w : f32[B,8]\n", i, prev);
+        break;
+      case 3:
+        n += (size_t)snprintf(t + n, cap - n, "  %%v%d = neg %s : f32[B,8]\n",
+                              i, prev);
+        break;
+      case 4:
+        n += (size_t)snprintf(t + n, cap - n,
+                              "  %%v%d = mul %s, %%v%d : f32[B,8]\n", i, prev,
+                              i - 2);
+        break;
+      case 5:
+        n += (size_t)snprintf(t + n, cap - n,
+                              "  %%v%d = sigmoid %s : f32[B,8]\n", i, prev);
+        break;
+      default:
+        n += (size_t)snprintf(t + n, cap - n,
+                              "  %%v%d = sub %s, %%x : f32[B,8]\n", i, prev);
+        break;
+    }
+  }
+  snprintf(t + n, cap - n,
+           "  return %%v%d as \"out\", %%v10 as \"side\", %%v80 as "
+           "\"late\"\n}\n",
+           kOps - 1);
+  return t;
+}
+
+static tj_graph_t* hundred_graph(tj_context_t* ctx) {
+  char* text = hundred_text();
+  tj_graph_t* g = NULL;
+  if (text) CHECK_OK(tj_graph_parse(ctx, text, strlen(text), "hundred.tj", &g));
+  free(text);
+  return g;
+}
+
+TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
-  tj_graph_t* g = ctx ? big_graph(ctx) : NULL;
+  tj_graph_t* g = ctx ? hundred_graph(ctx) : NULL;
   if (!g) {
     tj_context_destroy(ctx);
     return;
   }
-  CHECK_EQ_INT(41, g->num_nodes);
+  CHECK_EQ_INT(100, g->num_nodes);
   char* names[1] = {(char*)"B"};
   int64_t values[1] = {16};
   tj_reduce_t r;
@@ -89,15 +163,53 @@ TEST(planted_bug_is_reduced_to_a_few_nodes) {
   r.values = values;
   r.compile = planted_compile;
   CHECK_OK(tj_reduce(&r, &g));
-  CHECK(g->num_nodes <= 5);
-  bool has_max = false;
+  // The planted node alone: a maximum of two inputs (its operands cut, or
+  // one input read twice), every dim 1.
+  CHECK(g->num_nodes <= 3);
+  CHECK_EQ_INT(1, g->num_outputs);
+  int maxima = 0, others = 0;
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
-    has_max |= g->nodes[i].op == TJ_OP_MAXIMUM;
+    const tj_node_t* n = &g->nodes[i];
+    if (n->op == TJ_OP_MAXIMUM) {
+      ++maxima;
+    } else if (n->op != TJ_OP_INPUT) {
+      ++others;
+    }
   }
-  CHECK(has_max);
+  CHECK_EQ_INT(1, maxima);
+  CHECK_EQ_INT(0, others);
   CHECK_EQ_INT(1, values[0]);
+  char* typed = NULL;
+  CHECK_OK(tj_graph_print(g, &typed));
+  CHECK(typed && strstr(typed, "f32[B,1]") && !strstr(typed, "8]"));
+  tj_context_free_string(ctx, typed);
+  // A bounded number of predicate calls (each a compile and a check): the
+  // test's time budget on a slow machine.
+  CHECK(r.tests <= 200);
   // The reduced graph still fails, and only because of the planted kernel.
   CHECK(interesting(&r, g));
+  // On the inputs tj-reduce writes beside it (random, of the seed and the
+  // shrunk symbols), given to tj_verify as tj-run --inputs gives them.
+  {
+    int64_t sym[TJ_MAX_SYMBOLS];
+    tj_verify_tensors_t in;
+    memset(&in, 0, sizeof(in));
+    in.allocator = tj_context_allocator(ctx);
+    CHECK_OK(
+        tj_verify_bind_names(g, 1, (const char* const*)names, values, sym));
+    CHECK_OK(
+        tj_verify_random_inputs(g, sym, r.seed, r.edge_values, false, &in));
+    tj_compile_options_t co;
+    tj_compile_options_initialize(&co);
+    tj_executable_t* exe = NULL;
+    CHECK_OK(planted_compile(NULL, g, &co, &exe));
+    tj_verify_report_t* rep = NULL;
+    if (exe) CHECK_OK(tj_verify(exe, g, in.tensors, in.count, NULL, &rep));
+    if (rep) CHECK(verdict_fails(rep->verdict));
+    tj_verify_report_destroy(rep);
+    tj_executable_release(exe);
+    tj_verify_tensors_deinitialize(&in);
+  }
   r.compile = NULL;
   CHECK(!interesting(&r, g));
   char* text = NULL;
@@ -133,7 +245,7 @@ TEST(a_graph_that_does_not_fail_is_refused) {
 }
 
 int main(void) {
-  RUN_TEST(planted_bug_is_reduced_to_a_few_nodes);
+  RUN_TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node);
   RUN_TEST(a_graph_that_does_not_fail_is_refused);
   TEST_MAIN_END();
 }

@@ -11,33 +11,7 @@
 #include "backends/verify.h"
 #include "lib/passes/fusion.h"
 #include "tests/unit/random_graph.h"
-
-// The ISA tiers tried; a tier the host lacks fails the compile and is
-// skipped.
-static const char* const kTiers[] = {"host", "avx512", "avx2", "sse2"};
-
-static tj_context_t* tier_context(const char* isa) {
-  tj_context_options_t o;
-  tj_context_options_initialize(&o);
-  o.x86_isa = isa;
-  o.cache_dir = "";
-  tj_context_t* ctx = NULL;
-  tj_status_t st = tj_context_create(&o, &ctx);
-  if (st) {
-    tj_status_free(st);
-    return NULL;
-  }
-  return ctx;
-}
-
-static tj_compile_options_t x86_options(void) {
-  tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.cache_dir = "";
-  o.verify_each = true;
-  o.x86.num_threads = 2;
-  return o;
-}
+#include "tests/unit/verify_util.h"
 
 // y = sum(exp(x * 0.5) + b, 1) and z = sum(h * h, 1) with
 // h = relu(x @ w + b2): a pointwise prologue into a reduction, and a GEMM
@@ -77,8 +51,6 @@ static tj_verify_options_t options_b(const char* const* names,
   o.symbol_values = values;
   return o;
 }
-
-static const char* const kB[1] = {"B"};
 
 // A verdict a correct pipeline may get: clean, or drift (summation order,
 // which large magnitudes among the edge values bring out in a GEMM or a
@@ -548,10 +520,129 @@ TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
   sweep(true);
 }
 
+//===--- tj_diagnose ---===//
+
+static const char kDiagText[] =
+    "func @frag[B](%x: f32[B,64], %wa: f32[64,1024], %wb: f32[1024,64], "
+    "%wc: f32[64,512], %wd: f32[64,512], %n: i32[4,4]) {\n"
+    "  %a = matmul %x, %wa : f32[B,1024]\n"
+    "  %b = matmul %a, %wb : f32[B,64]\n"
+    "  %c = matmul %b, %wc : f32[B,512]\n"
+    "  %d = matmul %b, %wd : f32[B,512]\n"
+    "  %e = add %c, %d : f32[B,512]\n"
+    "  %s = sum %e {axes=[1]} : f32[B]\n"
+    "  %m = matmul %n, %n : i32[4,4]\n"
+    "  return %s as \"y\", %m as \"m\"\n"
+    "}\n";
+
+// A big value dying beside a small live one, then two values of half its
+// size: the arena a third above what is ever live at once (fragmenting);
+// an integer matmul (a graph break); specialize=always (a recompile for
+// the doubled batch). Bad arguments are INVALID_ARGUMENT naming them.
+TEST(diagnose_answers_the_ladder) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = NULL;
+  if (ctx) {
+    CHECK_OK(tj_graph_parse(ctx, kDiagText, strlen(kDiagText), "frag.tj", &g));
+  }
+  tj_compile_options_t co = x86_options();
+  co.specialize = TJ_SPECIALIZE_ALWAYS;
+  int64_t bv[1] = {64};
+  tj_diagnose_report_t* r = NULL;
+  if (g) CHECK_OK(tj_diagnose(g, &co, 1, kB, bv, 2, &r));
+  if (r) {
+    printf("%s", r->text);
+    CHECK_STREQ("x86", r->target);
+    CHECK(r->answers[TJ_DIAGNOSE_FRAGMENTING].yes);
+    CHECK(r->arena_bytes > r->live_peak_bytes * 5 / 4);
+    CHECK(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].yes);
+    CHECK_EQ_INT(1, r->graph_breaks);
+    CHECK_CONTAINS(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].measured, "(matmul)");
+    CHECK(r->answers[TJ_DIAGNOSE_RECOMPILING].yes);
+    CHECK(r->recompiles >= 1);
+    CHECK(!r->answers[TJ_DIAGNOSE_COLLECTIVE].yes);
+    CHECK(r->answers[TJ_DIAGNOSE_FUSIBLE_TRAFFIC].yes);
+    CHECK(r->eager_kernels > r->kernels);
+    CHECK(r->unfused_run_ms > 0);
+    CHECK_CONTAINS(r->text, "Am I fragmenting?            YES");
+    CHECK_CONTAINS(r->text, "Does compiling pay?");
+  }
+  tj_diagnose_report_destroy(r);
+  // Without specialization: no recompiles.
+  co.specialize = TJ_SPECIALIZE_NEVER;
+  r = NULL;
+  if (g) CHECK_OK(tj_diagnose(g, &co, 1, kB, bv, 1, &r));
+  if (r) {
+    CHECK(!r->answers[TJ_DIAGNOSE_RECOMPILING].yes);
+    CHECK_EQ_INT(0, r->recompiles);
+  }
+  tj_diagnose_report_destroy(r);
+  r = NULL;
+  if (g) {
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "runs is 0",
+                 tj_diagnose(g, &co, 1, kB, bv, 0, &r));
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "B",
+                 tj_diagnose(g, &co, 0, NULL, NULL, 1, &r));
+    CHECK(r == NULL);
+  }
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// Every allocation failure inside tj_diagnose is OUT_OF_MEMORY and leaks
+// nothing (a first call fills the context's kernel cache).
+TEST(diagnose_oom_sweep) {
+  tj_test_allocator_t alloc;
+  tj_test_allocator_initialize(&alloc, -1);
+  tj_context_options_t options;
+  tj_context_options_initialize(&options);
+  options.allocator = tj_test_allocator_get(&alloc);
+  options.cache_dir = "";
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&options, &ctx));
+  static const char kTiny[] =
+      "func @tiny[B](%x: f32[B,4]) {\n"
+      "  %a = exp %x : f32[B,4]\n"
+      "  %b = mul %a, %x : f32[B,4]\n"
+      "  return %b as \"y\"\n"
+      "}\n";
+  tj_graph_t* g = NULL;
+  if (ctx) CHECK_OK(tj_graph_parse(ctx, kTiny, strlen(kTiny), "tiny.tj", &g));
+  tj_compile_options_t co = x86_options();
+  co.x86.num_threads = 1;
+  int64_t bv[1] = {2};
+  tj_diagnose_report_t* r = NULL;
+  if (g) CHECK_OK(tj_diagnose(g, &co, 1, kB, bv, 1, &r));
+  tj_diagnose_report_destroy(r);
+  long failures = 0;
+  for (long n = 0; g; ++n) {
+    long live_before = alloc.live_blocks;
+    alloc.fail_at = alloc.allocations + n;
+    r = NULL;
+    tj_status_t status = tj_diagnose(g, &co, 1, kB, bv, 1, &r);
+    alloc.fail_at = -1;
+    CHECK(status ? r == NULL : r != NULL);
+    tj_diagnose_report_destroy(r);
+    CHECK_EQ_INT(live_before, alloc.live_blocks);
+    if (!status) break;
+    ++failures;
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(status));
+    tj_status_free(status);
+    if (n > 100000) break;
+  }
+  printf("# tj_diagnose: %ld failing allocation points\n", failures);
+  CHECK(failures > 10);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  CHECK_EQ_INT(0, alloc.live_blocks);
+}
+
 int main(void) {
   RUN_TEST(small_graph_is_clean_at_every_tier);
   RUN_TEST(capstone_is_clean_at_every_tier);
   RUN_TEST(planted_wrong_kernel_is_named);
+  RUN_TEST(diagnose_answers_the_ladder);
+  RUN_TEST(diagnose_oom_sweep);
   RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
   RUN_TEST(reference_target_compares_outputs);
   RUN_TEST(given_inputs_and_errors);
