@@ -23,7 +23,8 @@
 //
 // Query heads map to kv heads through the space (h = hkv * G + g): K and V
 // have stride 0 along G, so grouped-query attention never copies them.
-// Everything accumulates in f32; P is not rounded before P . V.
+// Everything accumulates in f32; P is not rounded before P . V. f16/bf16
+// q rows are widened into scratch once per unit.
 
 #include <math.h>
 #include <stdio.h>
@@ -90,7 +91,7 @@ typedef struct attn_t {
   LLVMValueRef d, dv, dvp, tq, tk;
   LLVMValueRef qs, ks, vs, os, ms_i, ms_j;  // row strides (Tq / Tk)
   LLVMValueRef uk_s, uk_pv, uk_pv_edge;
-  LLVMValueRef kt, st, o, m, l;  // scratch parts
+  LLVMValueRef kt, st, o, m, l, qf;  // scratch parts
 } attn_t;
 
 // The unit's softmax update of row |r| of the score tile: scores of keys
@@ -238,8 +239,10 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
   snprintf(n_s, sizeof(n_s), "tj_ukernel_%s_qk", k->name);
   snprintf(n_pv, sizeof(n_pv), "tj_ukernel_%s_pv", k->name);
   snprintf(n_pve, sizeof(n_pve), "tj_ukernel_%s_pv_edge", k->name);
-  tj_ukernel_opts_t os = {a.s.bm, a.s.nr,       false, false, 1,   false,
-                          qdt,    TJ_DTYPE_F32, false, n_s,   true};
+  // f16/bf16 q rows are widened into scratch once per unit (a_dtype f32):
+  // the microkernel would otherwise widen each broadcast, every panel.
+  tj_ukernel_opts_t os = {a.s.bm,       a.s.nr,       false, false, 1,   false,
+                          TJ_DTYPE_F32, TJ_DTYPE_F32, false, n_s,   true};
   tj_ukernel_opts_t opv = {a.s.bm,       a.s.nr, true,  false, 1,   false,
                            TJ_DTYPE_F32, vdt,    false, n_pv,  true};
   tj_ukernel_opts_t ope = {a.s.bm,       a.s.nr, true,  true,  1,   false,
@@ -278,6 +281,8 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
   a.m = gep_i8(em, em->arg_scratch, off);
   off = LLVMBuildAdd(b, off, c64(em, (uq * 4 + 63) / 64 * 64), "");
   a.l = gep_i8(em, em->arg_scratch, off);
+  off = LLVMBuildAdd(b, off, c64(em, (uq * 4 + 63) / 64 * 64), "");
+  a.qf = gep_i8(em, em->arg_scratch, off);
 
   // Units: (batch.., Hkv, G) row-major, then the query block (fastest).
   LLVMValueRef qblocks = LLVMBuildUDiv(
@@ -328,6 +333,25 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
       tj_kir_ival_is_const(k->buffers[a.kb].strides[r - 1], 1);
   LLVMValueRef qbase =
       tj_emit_advance(em, a.qb, base[a.qb], LLVMBuildMul(b, i0, a.qs, ""));
+  LLVMValueRef qlda = a.qs;
+  if (qdt != TJ_DTYPE_F32) {
+    tj_emit_loop_t wl, el;
+    LLVMValueRef wr =
+        tj_emit_loop_begin(em, &wl, c64(em, 0), rows, c64(em, 1), "qrow");
+    LLVMValueRef src =
+        tj_emit_advance(em, a.qb, qbase, LLVMBuildMul(b, wr, a.qs, ""));
+    LLVMValueRef dst = gep_f32(em, a.qf, LLVMBuildMul(b, wr, a.d, ""));
+    LLVMValueRef e =
+        tj_emit_loop_begin(em, &el, c64(em, 0), a.d, c64(em, 1), "qe");
+    LLVMValueRef x = LLVMBuildLoad2(b, tj_emit_memory_type(em, qdt),
+                                    tj_emit_advance(em, a.qb, src, e), "");
+    LLVMSetAlignment(x, 2);
+    LLVMBuildStore(b, tj_emit_widen(em, qdt, x), gep_f32(em, dst, e));
+    tj_emit_loop_end(em, &el);
+    tj_emit_loop_end(em, &wl);
+    qbase = a.qf;
+    qlda = a.d;
+  }
   tj_emit_loop_t jl;
   LLVMValueRef j0 =
       tj_emit_loop_begin(em, &jl, c64(em, 0), kend, c64(em, bn), "j0");
@@ -350,14 +374,16 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
     {
       LLVMValueRef mrv = min64(em, c64(em, bm), LLVMBuildSub(b, rows, rb, ""));
       LLVMValueRef qrow =
-          tj_emit_advance(em, a.qb, qbase, LLVMBuildMul(b, rb, a.qs, ""));
+          qdt == TJ_DTYPE_F32
+              ? tj_emit_advance(em, a.qb, qbase, LLVMBuildMul(b, rb, a.qs, ""))
+              : gep_f32(em, qbase, LLVMBuildMul(b, rb, a.d, ""));
       tj_emit_loop_t pl;
       LLVMValueRef p =
           tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1), "panel");
       {
         LLVMValueRef args[11] = {
             qrow,
-            a.qs,
+            qlda,
             c64(em, 1),
             gep_f32(
                 em, a.kt,

@@ -161,7 +161,8 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       out->scratch_bytes = align64_i64((int64_t)as.bn * d * 4) +
                            align64_i64((int64_t)as.bm * as.bn * 4) +
                            align64_i64((int64_t)as.uq * dvp * 4) +
-                           2 * align64_i64((int64_t)as.uq * 4);
+                           2 * align64_i64((int64_t)as.uq * 4) +
+                           align64_i64((int64_t)as.uq * d * 4);
       return NULL;
     }
   }

@@ -80,8 +80,9 @@ bool tj_kir_gemm_packs_a(const tj_kir_t* kernel);
 // unit and used by its uq / bm row blocks). A unit is one block of uq
 // query rows of one (batch.., kv head, group member); its scratch holds
 // the packed K^T tile (bn x d f32), the score tile (bm x bn), the output
-// accumulators (uq x dv rounded up to nr) and the running max and sum
-// (uq each), each part 64-byte aligned.
+// accumulators (uq x dv rounded up to nr), the running max and sum (uq
+// each) and the unit's query rows widened to f32 (uq x d, f16/bf16 q
+// only), each part 64-byte aligned.
 typedef struct tj_kir_attention_schedule_t {
   int32_t bm, bn, nr, uq;
 } tj_kir_attention_schedule_t;
