@@ -1,7 +1,7 @@
 // The kernel IR: what one JIT-compiled CPU kernel computes, independent of
 // LLVM and of the graph IR. The fusion lowering targets it; jit/emit_*.c
-// turn it into LLVM IR. It is small on purpose: three templates cover the
-// fused groups the middle end forms.
+// turn it into LLVM IR. It is small on purpose: four templates cover the
+// fused groups the middle end forms (and attention, issue 14).
 //
 //===----------------------------------------------------------------------===//
 // The model
