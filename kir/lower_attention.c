@@ -106,6 +106,12 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
     st[4][nb + 2] = full[nb + 1];
     st[4][nb + 3] = full[nb + 2];
   }
+  // Specializing: every size a constant (strides already are).
+  for (int32_t f = 0; f < rank; ++f)
+    TJ_RETURN_IF_ERROR(tj_lower_dim(lw, space[f], &space[f]));
+  int64_t dq, dv;
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, qn, r - 1, &dq));
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, vn, v->rank - 1, &dv));
   lw->num_params = 0;
   TJ_RETURN_IF_ERROR(tj_kir_create(lw->al, TJ_KIR_ATTENTION, name, &lw->k));
   tj_kir_ival_t dims[MAXV], strides[5][MAXV];
@@ -120,8 +126,8 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   }
   tj_kir_attention_t attn;
   memset(&attn, 0, sizeof(attn));
-  TJ_RETURN_IF_ERROR(tj_lower_ival(lw, q->dims[r - 1], &attn.d));
-  TJ_RETURN_IF_ERROR(tj_lower_ival(lw, v->dims[v->rank - 1], &attn.dv));
+  TJ_RETURN_IF_ERROR(tj_lower_ival(lw, dq, &attn.d));
+  TJ_RETURN_IF_ERROR(tj_lower_ival(lw, dv, &attn.dv));
   attn.scale = y->attrs.value;
   attn.causal = y->attrs.num_ints && y->attrs.ints[0];
   tj_kir_set_space(lw->k, rank, dims);
