@@ -132,6 +132,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
     ctx.fuse_max_nodes = debug->fuse_max_nodes;
   }
   ctx.evaluate = exe->evaluate;
+  ctx.native_op = exe->backend->native_op;
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;

@@ -72,6 +72,7 @@
 
 #include <llvm-c/DebugInfo.h>
 
+#include "jit/emit_gemm.h"
 #include "jit/emit_llvm.h"
 #include "lib/dtype.h"
 
@@ -173,28 +174,9 @@ static LLVMValueRef gather_op_vec(tj_emit_t* em, tj_dtype_t dt, int32_t w,
 
 //===--- the microkernel ---===//
 
-typedef struct ukernel_opts_t {
-  int32_t mr;      // rows of the tile
-  int32_t nr;      // columns of the tile, a multiple of the lanes
-  bool direct;     // B in place (row stride ldb) rather than a packed
-                   // panel (row stride nr)
-  bool masked;     // direct: columns past cols read as 0 (the right edge;
-                   // full strips go without the masks, which would take
-                   // more mask registers than there are)
-  int32_t chains;  // accumulator sets over alternating k (1 or 2)
-  // Direct: prefetch each row's continuation in the next strip (nr columns
-  // further) into L2, so that B is fetched in runs of 2 * nr columns. It
-  // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the
-  // capstone) and costs for wide ones (4 x NR at M = 1: 0.20 -> 0.29 ms).
-  bool prefetch_next;
-  // Direct: the operands' dtypes (widened to f32 as they are read). The
-  // packed path reads f32 panels and slivers (F32 here).
-  tj_dtype_t a_dtype, b_dtype;
-  // Packed bf16 pairs: the sliver holds (A[m][2p], A[m][2p+1]) and the
-  // panel (B[2p][n], B[2p+1][n]) in one 32-bit lane each, one step per
-  // pair p, accumulated with vdpbf16ps (16 lanes only).
-  bool dot;
-} ukernel_opts_t;
+// The options live in jit/emit_gemm.h (the attention template reuses the
+// microkernel).
+typedef tj_ukernel_opts_t ukernel_opts_t;
 
 typedef struct ukernel_t {
   tj_emit_t* em;
@@ -399,13 +381,15 @@ static void add_attrs(tj_emit_t* em, LLVMValueRef fn, bool deferrable) {
 // tile[r*ld + c] (+)= sum_k a[r*lda + k*ka] * B(k, c), r < mr, c < nr, with
 // B(k, c) = b[k*nr + c] (packed; ldb and cols unused) or b[k*ldb + c] for
 // c < cols and 0 beyond (direct).
-static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
+LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   const int32_t w = em->target.lanes;
   const int32_t mr = o->mr, nv = o->nr / w;
   char name[256];
   // The packed path's microkernel keeps the plain name (tests look for
   // it); the in-place ones are named by their row count.
-  if (o->direct) {
+  if (o->name) {
+    snprintf(name, sizeof(name), "%s", o->name);
+  } else if (o->direct) {
     snprintf(name, sizeof(name), "tj_ukernel_%s_d%d%s", em->k->name, mr,
              o->masked ? "_edge" : "");
   } else {
@@ -417,7 +401,7 @@ static LLVMValueRef emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 11, 0);
   LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
-  add_attrs(em, fn, o->direct);
+  add_attrs(em, fn, o->direct && !o->hot);
   LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
                ka = LLVMGetParam(fn, 2), bp = LLVMGetParam(fn, 3),
                ldb = LLVMGetParam(fn, 4), kc = LLVMGetParam(fn, 5),
@@ -658,13 +642,19 @@ static void emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
                         uint32_t bbuf, LLVMValueRef src, LLVMValueRef kc,
                         LLVMValueRef nlen, LLVMValueRef dst) {
   const tj_kir_t* k = em->k;
-  const int32_t w = em->target.lanes, nv = s->tile_n / w;
-  const tj_dtype_t dt = k->buffers[bbuf].dtype;
-  LLVMValueRef sk = tj_emit_stride(em, bbuf, k->rank - 2);
-  LLVMValueRef sn = tj_emit_stride(em, bbuf, k->rank - 1);
   const tj_kir_ival_t* st = k->buffers[bbuf].strides;
-  bool unit_n = tj_kir_ival_is_const(st[k->rank - 1], 1);
-  bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
+  tj_emit_pack_b(em, s, k->buffers[bbuf].dtype, src,
+                 tj_emit_stride(em, bbuf, k->rank - 2),
+                 tj_emit_stride(em, bbuf, k->rank - 1),
+                 tj_kir_ival_is_const(st[k->rank - 1], 1),
+                 tj_kir_ival_is_const(st[k->rank - 2], 1), kc, nlen, dst);
+}
+
+void tj_emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                    tj_dtype_t dt, LLVMValueRef src, LLVMValueRef sk,
+                    LLVMValueRef sn, bool unit_n, bool unit_k, LLVMValueRef kc,
+                    LLVMValueRef nlen, LLVMValueRef dst) {
+  const int32_t w = em->target.lanes, nv = s->tile_n / w;
   if (unit_n) {
     pack_b_contiguous(em, s, dt, src, sk, kc, nlen, dst);
     return;
@@ -1571,9 +1561,9 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
           g.bdt == TJ_DTYPE_BF16 && pack_a && s->kc % 2 == 0;
   // The in-place path needs B's rows contiguous along n.
   bool direct = tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
-  ukernel_opts_t po = {s->tile_m, s->tile_n,    false,        false, 1,
-                       false,     TJ_DTYPE_F32, TJ_DTYPE_F32, g.dot};
-  LLVMValueRef ukernel = emit_ukernel(em, &po);
+  ukernel_opts_t po = {s->tile_m,    s->tile_n,    false, false, 1,    false,
+                       TJ_DTYPE_F32, TJ_DTYPE_F32, g.dot, NULL,  false};
+  LLVMValueRef ukernel = tj_emit_ukernel(em, &po);
   direct_t d;
   memset(&d, 0, sizeof(d));
   d.max_tile = s->tile_m * s->tile_n;
@@ -1594,14 +1584,15 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       // on 2 pipes): two chains over alternating k then.
       ukernel_opts_t o = {
           r,      s->tile_n * q, true,  false, r * nv * q < 8 ? 2 : 1,
-          q == 1, g.adt,         g.bdt, false};
-      d.fns[r] = emit_ukernel(em, &o);
+          q == 1, g.adt,         g.bdt, false, NULL,
+          false};
+      d.fns[r] = tj_emit_ukernel(em, &o);
       // The edge pieces sum in the same order as the full strips (same
       // chains), so a column's value does not depend on where a thread's
       // span begins: threaded runs equal serial ones bit for bit.
-      ukernel_opts_t e = {r,    s->tile_n, true,  true, o.chains,
-                          true, g.adt,     g.bdt, false};
-      d.edge[r] = emit_ukernel(em, &e);
+      ukernel_opts_t e = {r,     s->tile_n, true,  true, o.chains, true,
+                          g.adt, g.bdt,     false, NULL, false};
+      d.edge[r] = tj_emit_ukernel(em, &e);
       d.width[r] = o.nr;
       if (r * o.nr > d.max_tile) d.max_tile = r * o.nr;
     }

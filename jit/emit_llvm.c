@@ -377,6 +377,10 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   }
 }
 
+LLVMValueRef tj_emit_narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
+  return narrow(em, dtype, v);
+}
+
 typedef enum stride_kind_e {
   STRIDE_UNIT,
   STRIDE_ZERO,
@@ -1227,6 +1231,9 @@ static tj_status_t emit_kernel(tj_emit_t* em, const tj_kir_t* k) {
       break;
     case TJ_KIR_GEMM:
       s = tj_emit_gemm(em);
+      break;
+    case TJ_KIR_ATTENTION:
+      s = tj_emit_attention(em);
       break;
   }
   if (!s && em->error) {

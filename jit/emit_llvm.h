@@ -181,6 +181,11 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
 // compute type: f16/bf16 -> f32 exactly, bool -> i1; others unchanged.
 LLVMValueRef tj_emit_widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef value);
 
+// The inverse: a compute-type value of |dtype| in its memory type
+// (f16/bf16 rounded to nearest even, bool as i8).
+LLVMValueRef tj_emit_narrow(tj_emit_t* em, tj_dtype_t dtype,
+                            LLVMValueRef value);
+
 // Converts a value of |from| (compute type) to dtype |to| (compute type),
 // with the rounding and saturation rules of kernel_ir.h.
 LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef value, tj_dtype_t from,
@@ -210,6 +215,7 @@ tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
                              LLVMValueRef len);
 tj_status_t tj_emit_row_reduce(tj_emit_t* em);
 tj_status_t tj_emit_gemm(tj_emit_t* em);
+tj_status_t tj_emit_attention(tj_emit_t* em);  // emit_attention.c
 
 // Pointers for every buffer at the point whose multi-index over dims
 // [0, ndims) is derived from |linear| (row-major over those dims); sets

@@ -1029,6 +1029,9 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
     case TJ_KIR_GEMM:
       s = tj_nvptx_emit_gemm(nv);
       break;
+    case TJ_KIR_ATTENTION:  // x86 only: CUDA decomposes attention
+      s = tj_unsupported("kernel @%s: no attention template on CUDA", k->name);
+      break;
     default:
       s = tj_invalid("kernel @%s: unknown template %d", k->name, (int)k->kind);
   }

@@ -19,6 +19,8 @@ const char* tj_kir_kind_name(tj_kir_kind_t kind) {
       return "row_reduce";
     case TJ_KIR_GEMM:
       return "gemm";
+    case TJ_KIR_ATTENTION:
+      return "attention";
   }
   return "?";
 }
@@ -49,6 +51,14 @@ static const char* role_name(tj_kir_role_t role) {
       return "a";
     case TJ_KIR_GEMM_B:
       return "b";
+    case TJ_KIR_ATTN_Q:
+      return "q";
+    case TJ_KIR_ATTN_K:
+      return "k";
+    case TJ_KIR_ATTN_V:
+      return "v";
+    case TJ_KIR_ATTN_MASK:
+      return "mask";
   }
   return "?";
 }
@@ -112,7 +122,7 @@ static uint32_t push_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
 tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
                           const char* name, tj_kir_t** out_kernel) {
   *out_kernel = NULL;
-  if ((unsigned)kind > TJ_KIR_GEMM) {
+  if ((unsigned)kind > TJ_KIR_ATTENTION) {
     return tj_invalid("kernel @%s: unknown template %d", name ? name : "?",
                       (int)kind);
   }
@@ -132,6 +142,7 @@ tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
   k->kind = kind;
   k->name = tj_arena_strdup(&k->arena, name);
   k->gemm_k = tj_kir_constant(0);
+  k->attention.d = k->attention.dv = tj_kir_constant(0);
   if (!k->name) {
     tj_kir_destroy(k);
     return tj_status_oom();
@@ -206,7 +217,9 @@ static bool check_ival(tj_kir_t* k, tj_kir_ival_t v, bool is_size,
 
 void tj_kir_set_space(tj_kir_t* k, int32_t rank, const tj_kir_ival_t* dims) {
   if (!usable(k)) return;
-  int32_t min_rank = k->kind == TJ_KIR_GEMM ? 2 : 1;
+  int32_t min_rank = k->kind == TJ_KIR_GEMM        ? 2
+                     : k->kind == TJ_KIR_ATTENTION ? 4
+                                                   : 1;
   if (rank < min_rank || rank > TJ_KIR_MAX_RANK) {
     record(k, tj_invalid("kernel @%s: %s space rank %d is not in [%d, %d]",
                          k->name, tj_kir_kind_name(k->kind), rank, min_rank,
@@ -238,7 +251,7 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          k->name, name));
     return TJ_KIR_NONE;
   }
-  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_GEMM_B) {
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_ATTN_MASK) {
     record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
                          k->name, name));
     return TJ_KIR_NONE;
@@ -290,6 +303,20 @@ void tj_kir_set_gemm(tj_kir_t* k, tj_kir_ival_t kdim,
     }
     k->schedule = *s;
   }
+}
+
+void tj_kir_set_attention(tj_kir_t* k, const tj_kir_attention_t* attn) {
+  if (!usable(k)) return;
+  if (k->kind != TJ_KIR_ATTENTION) {
+    record(k, tj_invalid("kernel @%s: attention settings on a %s kernel",
+                         k->name, tj_kir_kind_name(k->kind)));
+    return;
+  }
+  if (!check_ival(k, attn->d, true, "attention d") ||
+      !check_ival(k, attn->dv, true, "attention dv")) {
+    return;
+  }
+  k->attention = *attn;
 }
 
 uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
@@ -642,9 +669,31 @@ static tj_status_t verify(const tj_kir_t* k) {
   if (k->rank == 0) {
     return tj_invalid("kernel @%s: no iteration space", k->name);
   }
-  uint32_t num_a = 0, num_b = 0, num_out = 0;
+  uint32_t num_a = 0, num_b = 0, num_out = 0, num_attn[4] = {0, 0, 0, 0};
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role >= TJ_KIR_ATTN_Q) {
+      if (k->kind != TJ_KIR_ATTENTION) {
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: attention operand in a %s "
+            "kernel",
+            k->name, buf->name, tj_kir_kind_name(k->kind));
+      }
+      bool fl = buf->dtype == TJ_DTYPE_F32 || buf->dtype == TJ_DTYPE_F16 ||
+                buf->dtype == TJ_DTYPE_BF16;
+      bool mask_ok =
+          buf->role == TJ_KIR_ATTN_MASK && (buf->dtype == TJ_DTYPE_BOOL || fl);
+      if (!fl && !mask_ok) {
+        return tj_unsupported("kernel @%s: attention operand %%%s is %s",
+                              k->name, buf->name, tj_dtype_name(buf->dtype));
+      }
+      ++num_attn[buf->role - TJ_KIR_ATTN_Q];
+    } else if (k->kind == TJ_KIR_ATTENTION && buf->role != TJ_KIR_OUTPUT) {
+      return tj_invalid(
+          "kernel @%s: buffer %%%s: an attention kernel reads "
+          "only q, k, v and mask buffers",
+          k->name, buf->name);
+    }
     if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) {
       if (k->kind != TJ_KIR_GEMM) {
         return tj_invalid(
@@ -667,7 +716,9 @@ static tj_status_t verify(const tj_kir_t* k) {
       // A zero stride would make several points write one element: in a
       // row reduce only the reduced dim of a row-level output may do it.
       for (int32_t d = 0; d < k->rank; ++d) {
-        bool reduced = k->kind == TJ_KIR_ROW_REDUCE && d == k->rank - 1;
+        bool reduced =
+            (k->kind == TJ_KIR_ROW_REDUCE || k->kind == TJ_KIR_ATTENTION) &&
+            d == k->rank - 1;
         if (tj_kir_ival_is_const(buf->strides[d], 0) && !reduced &&
             !tj_kir_ival_is_const(k->dims[d], 1)) {
           return tj_invalid("kernel @%s: output %%%s has stride 0 in dim %d",
@@ -684,6 +735,14 @@ static tj_status_t verify(const tj_kir_t* k) {
   }
   if (num_out == 0) {
     return tj_invalid("kernel @%s: no output buffer", k->name);
+  }
+  if (k->kind == TJ_KIR_ATTENTION &&
+      (num_attn[0] != 1 || num_attn[1] != 1 || num_attn[2] != 1 ||
+       num_attn[3] > 1 || num_out != 1)) {
+    return tj_invalid(
+        "kernel @%s: an attention kernel needs one q, k, v and "
+        "output buffer and at most one mask",
+        k->name);
   }
   if (k->num_phases == 0) {
     return tj_invalid("kernel @%s: no phases", k->name);
@@ -875,6 +934,14 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     print_sched_field(&s, "mc", k->schedule.mc);
     print_sched_field(&s, "nc", k->schedule.nc);
     print_sched_field(&s, "kc", k->schedule.kc);
+  }
+  if (k->kind == TJ_KIR_ATTENTION) {
+    sbuf_printf(&s, " d ");
+    print_ival(&s, k, k->attention.d);
+    sbuf_printf(&s, " dv ");
+    print_ival(&s, k, k->attention.dv);
+    sbuf_printf(&s, " scale %.17g%s", k->attention.scale,
+                k->attention.causal ? " causal" : "");
   }
   if (k->num_params) {
     sbuf_printf(&s, " (");

@@ -1,7 +1,7 @@
 // The kernel IR: what one JIT-compiled CPU kernel computes, independent of
 // LLVM and of the graph IR. The fusion lowering targets it; jit/emit_*.c
-// turn it into LLVM IR. It is small on purpose: three templates cover the
-// fused groups the middle end forms.
+// turn it into LLVM IR. It is small on purpose: four templates cover the
+// fused groups the middle end forms (and attention, issue 14).
 //
 //===----------------------------------------------------------------------===//
 // The model
@@ -53,6 +53,20 @@
 //                gelu(x @ w + b) is one kernel. A and B must be f32
 //                (f16/bf16 too where allow_half_gemm is set: the product
 //                is still accumulated in f32).
+//   ATTENTION    (issue 14) softmax attention, the attention op of
+//                lib/ops.def, as one flash-attention kernel: space
+//                [batch.., Hkv, G, Tq, Tk] (query head h = hkv * G + g),
+//                buffers with roles ATTN_Q, ATTN_K, ATTN_V, optionally
+//                ATTN_MASK (bool: true keeps; or additive, q's dtype), and
+//                one OUTPUT, each with a stride per space dim (0 where it
+//                does not vary: K and V along G and Tq, Q and the output
+//                along Tk); the head dims (tj_kir_attention_t d and dv)
+//                are contiguous (stride 1) in Q, K, V and the output.
+//                y[.., i, :] = sum_j p_j v[.., j, :] / sum_j p_j with p_j =
+//                exp(s_j - max s), s_j = scale * q_i . k_j + mask, minus
+//                infinity where the mask is false or (causal) j > i; a row
+//                with no key left gives 0. No phases' instructions (its
+//                one MAP phase stays empty).
 //
 //===----------------------------------------------------------------------===//
 // Values and dtypes
@@ -127,6 +141,7 @@ typedef enum tj_kir_kind_e {
   TJ_KIR_POINTWISE = 0,
   TJ_KIR_ROW_REDUCE = 1,
   TJ_KIR_GEMM = 2,
+  TJ_KIR_ATTENTION = 3,
 } tj_kir_kind_t;
 
 // A size or a stride: |value| when |param| < 0, else scalars[param].
@@ -152,7 +167,20 @@ typedef enum tj_kir_role_e {
   TJ_KIR_OUTPUT = 1,  // written by STORE; no two points may alias
   TJ_KIR_GEMM_A = 2,  // GEMM operand A (f32), strides [batch.., m, k]
   TJ_KIR_GEMM_B = 3,  // GEMM operand B (f32), strides [batch.., k, n]
+  // ATTENTION operands (f32, f16 or bf16; the mask bool or q's dtype).
+  TJ_KIR_ATTN_Q = 4,
+  TJ_KIR_ATTN_K = 5,
+  TJ_KIR_ATTN_V = 6,
+  TJ_KIR_ATTN_MASK = 7,
 } tj_kir_role_t;
+
+// ATTENTION only: the head dims of q/k (d) and of v and the output (dv),
+// the scale of the scores and whether keys j > i are masked (top-left).
+typedef struct tj_kir_attention_t {
+  tj_kir_ival_t d, dv;
+  double scale;
+  bool causal;
+} tj_kir_attention_t;
 
 typedef struct tj_kir_buffer_t {
   const char* name;  // owned by the kernel
@@ -233,6 +261,8 @@ typedef struct tj_kir_t {
   // bf16 pairs multiplied by vdpbf16ps where the CPU has avx512bf16;
   // jit/emit_gemm.c).
   bool allow_half_gemm;
+  // ATTENTION only (tj_kir_set_attention).
+  tj_kir_attention_t attention;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;
@@ -266,6 +296,8 @@ uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name, tj_dtype_t dtype,
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);
+// ATTENTION: the head dims, scale and causal flag.
+void tj_kir_set_attention(tj_kir_t* kernel, const tj_kir_attention_t* attn);
 // ROW_REDUCE: opens a new phase (REDUCE phases take |reduce|; the others
 // ignore it) and returns its index. Instructions go to the open phase.
 uint32_t tj_kir_begin_phase(tj_kir_t* kernel, tj_kir_phase_kind_t kind,

@@ -225,6 +225,8 @@ static tj_status_t body(tj_lowering_t* lw) {
       return tj_lower_body_reduce(lw);
     case TJ_KIR_GEMM:
       return tj_lower_body_gemm(lw);
+    case TJ_KIR_ATTENTION:
+      break;
   }
   return tj_internal("lower: bad template");
 }
@@ -544,6 +546,18 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
                          tj_lowered_kernel_t* outs, uint32_t max_out,
                          uint32_t* count) {
   *count = 0;
+  if (lw->grp->kind == TJ_GROUP_OPAQUE &&
+      NODE(lw, lw->grp->anchor)->op == TJ_OP_ATTENTION) {
+    // An attention node left whole (issue 14): the ATTENTION template.
+    tj_status_t status = tj_lower_attention_kernel(lw, name, &outs[0]);
+    if (!status) status = own_dims(lw, &outs[0]);
+    if (status) {
+      tj_lowered_kernel_deinitialize(&outs[0]);
+      return status;
+    }
+    *count = 1;
+    return NULL;
+  }
   TJ_RETURN_IF_ERROR(setup_root(lw));
   for (int32_t d = 0; d < lw->root_rank; ++d) {
     lw->full_dims[d] = lw->root_dims[d];

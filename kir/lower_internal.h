@@ -231,6 +231,13 @@ tj_status_t tj_lower_body_reduce(tj_lowering_t* lw);
 
 tj_status_t tj_lower_body_gemm(tj_lowering_t* lw);
 
+//===--- lower_attention.c ---===//
+
+// The ATTENTION kernel of the group's one attention node into |out| (its
+// kernel, params, buffers; not its dim table).
+tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
+                                      tj_lowered_kernel_t* out);
+
 //===--- lower.c: pad and concat ---===//
 
 // Values of pad and concat: the branch the whole box takes, or a request

@@ -73,6 +73,18 @@ void tj_kir_gemm_resolve(const tj_kir_t* k, int32_t lanes,
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+void tj_kir_attention_resolve(int32_t lanes, tj_kir_attention_schedule_t* out) {
+  if (lanes < 1) lanes = 1;
+  // The GEMM's register tiles: 6 x 4 zmm, 6 x 2 ymm or xmm accumulators.
+  out->bm = 6;
+  out->nr = lanes >= 16 ? 4 * lanes : 2 * lanes;
+  out->bn = lanes >= 8 ? 64 : 32;
+  if (out->bn < out->nr) out->bn = out->nr;
+  out->uq = 4 * out->bm;
+}
+
+static int64_t align64_i64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
                                const int64_t* scalars, tj_kir_launch_t* out) {
   memset(out, 0, sizeof(*out));
@@ -128,6 +140,29 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       }
       if (kk > s->kc) bytes += (int64_t)s->mc * s->nc * 4;
       out->scratch_bytes = bytes;
+      return NULL;
+    }
+    case TJ_KIR_ATTENTION: {
+      // Units: every (batch.., Hkv, G) times the query blocks; scratch as
+      // tj_kir_attention_schedule_t says (emit_attention.c lays it out).
+      tj_kir_attention_schedule_t as;
+      tj_kir_attention_resolve(lanes, &as);
+      int64_t d = tj_kir_ival_eval(k->attention.d, scalars);
+      int64_t dv = tj_kir_ival_eval(k->attention.dv, scalars);
+      if (d < 0 || dv < 0 || d > ((int64_t)1 << 32) ||
+          dv > ((int64_t)1 << 32)) {
+        return tj_invalid("kernel @%s: head dims %" PRId64 " and %" PRId64,
+                          k->name, d, dv);
+      }
+      int64_t heads = 1;
+      for (int32_t x = 0; x + 2 < k->rank; ++x) heads *= dims[x];
+      out->units = heads * ceil_div(dims[k->rank - 2], as.uq);
+      int64_t dvp = ceil_div(dv, as.nr) * as.nr;
+      out->scratch_bytes = align64_i64((int64_t)as.bn * d * 4) +
+                           align64_i64((int64_t)as.bm * as.bn * 4) +
+                           align64_i64((int64_t)as.uq * dvp * 4) +
+                           2 * align64_i64((int64_t)as.uq * 4) +
+                           align64_i64((int64_t)as.uq * d * 4);
       return NULL;
     }
   }

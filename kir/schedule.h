@@ -72,6 +72,23 @@ bool tj_kir_gemm_a_k_contiguous(const tj_kir_t* kernel);
 // shuffle port the FMAs need. It also decides the unit order (above).
 bool tj_kir_gemm_packs_a(const tj_kir_t* kernel);
 
+// The ATTENTION template's blocking for a vector of |f32_lanes| floats:
+// query rows per register tile (bm, the microkernels' rows), keys per K/V
+// tile (bn, packed K^T panels of nr keys), columns of the microkernels'
+// tiles (nr, a multiple of the lanes: the GEMM's tile_n) and query rows
+// per work unit (uq, a multiple of bm: one K/V tile is packed once per
+// unit and used by its uq / bm row blocks). A unit is one block of uq
+// query rows of one (batch.., kv head, group member); its scratch holds
+// the packed K^T tile (bn x d f32), the score tile (bm x bn), the output
+// accumulators (uq x dv rounded up to nr), the running max and sum (uq
+// each) and the unit's query rows widened to f32 (uq x d, f16/bf16 q
+// only), each part 64-byte aligned.
+typedef struct tj_kir_attention_schedule_t {
+  int32_t bm, bn, nr, uq;
+} tj_kir_attention_schedule_t;
+void tj_kir_attention_resolve(int32_t f32_lanes,
+                              tj_kir_attention_schedule_t* out_schedule);
+
 typedef struct tj_kir_launch_t {
   int64_t units;                    // run the kernel over [0, units)
   int64_t scratch_bytes;            // per concurrent call

@@ -72,6 +72,10 @@ typedef struct tj_backend_t {
   bool lowers;
   // Whether runs may take CUDA tensors (the backend checks them).
   bool device_tensors;
+  // Whether the target runs composite |node| of |graph| as one kernel of
+  // its own, so that decompose keeps it whole (tj_pass_ctx_t.native_op;
+  // issue 14: attention on x86). NULL: none.
+  bool (*native_op)(const tj_graph_t* graph, uint32_t node);
 
   // The size of a target's state; the driver allocates it zeroed (no
   // allocation at all when 0: |target| is then NULL) and frees it after

@@ -667,11 +667,32 @@ static tj_status_t x86_prepare(void* target, void* program) {
   return tj_x86_kernel_set_build_cold(&p->set);
 }
 
+// Issue 14: attention runs as one flash-attention kernel (the ATTENTION
+// template, kir/lower_attention.c, jit/emit_attention.c) when its inputs
+// are f32, f16 or bf16, its rank fits the kernel IR's space and the query
+// heads are a constant multiple of the kv heads (else it decomposes).
+static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
+  const tj_node_t* q = &g->nodes[n->operands[0]];
+  const tj_node_t* k = &g->nodes[n->operands[1]];
+  const tj_node_t* v = &g->nodes[n->operands[2]];
+  tj_dtype_t dt = q->dtype;
+  if ((dt != TJ_DTYPE_F32 && dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) ||
+      k->dtype != dt || v->dtype != dt || q->rank != n->rank || k->rank < 3 ||
+      v->rank < 3) {
+    return false;
+  }
+  int64_t h = q->dims[q->rank - 3], hkv = k->dims[k->rank - 3];
+  return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
+}
+
 const tj_backend_t tj_backend_x86 = {
     .name = "x86",
     .target_size = sizeof(target_t),
     .lowers = true,
     .device_tensors = false,
+    .native_op = x86_native_op,
     .open = x86_open,
     .accept = NULL,
     .compile = x86_compile,

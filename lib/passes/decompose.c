@@ -21,7 +21,9 @@
 //               (e @ v) / sum(e) (1 where 0: a row with no key gives 0).
 //               Grouped-query attention reshapes q [.., H, Tq, D] to
 //               [.., Hkv, G*Tq, D] around the two matmuls, so k and v
-//               are never repeated.
+//               are never repeated. Kept whole where the target says it
+//               runs it natively (tj_pass_ctx_t.native_op: x86's flash
+//               kernel).
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //
@@ -1104,7 +1106,9 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     if (node->op == TJ_OP_INPUT) continue;
     // Under a TJ_BISECT budget a composite past it stays whole (it then
     // runs on the reference semantics, a graph break).
+    // A composite the target runs natively stays whole (its own group).
     if (tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
+        !(ctx->native_op && ctx->native_op(g, i)) &&
         tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {

@@ -65,6 +65,11 @@ typedef struct tj_pass_ctx_t {
   // attention_match in the default pipeline (issue 14): written-out
   // softmax attention onto the attention op. On by default.
   bool match_attention;
+  // decompose: whether the target runs composite |node| of |graph| as a
+  // kernel of its own (issue 14: attention on x86), which then stays
+  // whole; the target's answer (tj_backend_t.native_op). NULL: every
+  // composite decomposes.
+  bool (*native_op)(const tj_graph_t* graph, uint32_t node);
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate

@@ -9,6 +9,15 @@
 // (H / Hkv = 1, 2, 4, 8), two batch dims, causal with Tq < Tk and Tq > Tk,
 // bool masks (with fully masked rows: 0) and additive ones, a non-default
 // scale, and symbolic B, T and S: one executable run at two bindings.
+//
+// On x86 the op is one flash-attention kernel (issue 14, task flashx86:
+// jit/emit_attention.c): every compiled case checks through the stats that
+// the executable is that one kernel (the decomposition is at least three:
+// two matmuls never share one). flash_matrix runs the kernel's edges:
+// f32, bf16 and f16; D 1, 7, 64, 80, 128; T 1, 3, 17, 64, 65, 257 with
+// Tq != Tk; masks with fully masked rows, causal both ways, grouped-query
+// heads, and symbolic B, T and S at three bindings of one executable.
+// flash_oom_sweep fails each allocation of a compile and run in turn.
 
 #include <math.h>
 #include <stdio.h>
@@ -38,8 +47,8 @@ typedef enum mask_e {
 typedef struct case_t {
   const char* name;
   int32_t nb;    // batch dims: 1 ([B]) or 2 ([2, B])
-  int64_t b[2];  // B per run (two runs when symbolic)
-  int64_t tq[2], tk[2];
+  int64_t b[3];  // B per run (two or three runs when symbolic)
+  int64_t tq[3], tk[3];
   int64_t h, hkv, d, dv;
   bool causal;
   mask_t mask;
@@ -188,7 +197,7 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
                        : dt == TJ_DTYPE_F16 ? 2e-3
                                             : 1e-2;
   const double tol_r = dt == TJ_DTYPE_F32 ? 1e-5 : tol_c;
-  const int runs = c->symbolic ? 2 : 1;
+  const int runs = c->symbolic ? (c->b[2] ? 3 : 2) : 1;
   const int32_t r = c->nb + 3, o = c->nb - 1;
   // Per context (-1: the reference on the first context's graph) one graph
   // and one executable, run at each binding.
@@ -202,6 +211,12 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
       tj_compile_options_initialize(&opts);
       opts.verify_each = true;
       opts.cache_dir = "";
+      // Symbolic flash cases also run specialized programs (every size a
+      // constant) from their second run of a shape on.
+      if (c->symbolic && c->b[2]) {
+        opts.specialize = TJ_SPECIALIZE_AFTER_N;
+        opts.specialize_after = 1;
+      }
       CHECK_OK(tj_compile(g, &opts, &exe));
       if (exe) {
         tj_executable_stats_t stats;
@@ -211,6 +226,11 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
           fprintf(stderr, "%s: %d graph breaks on %s\n", c->name,
                   stats.num_graph_breaks, g_isa[ci]);
         CHECK_EQ_INT(0, stats.num_graph_breaks);
+        // The fused kernel ran: the whole graph is one kernel.
+        if (stats.num_kernels != 1)
+          fprintf(stderr, "%s: %d kernels on %s\n", c->name, stats.num_kernels,
+                  g_isa[ci]);
+        CHECK_EQ_INT(1, stats.num_kernels);
       }
     }
     for (int run = 0; run < runs; ++run) {
@@ -274,10 +294,15 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
                  (long long)B, (long long)tq, (long long)tk);
         CHECK(compare(what, c->name, dt, ny, want, got, tol_r));
       } else if (exe) {
-        CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
-        snprintf(what, sizeof(what), "x86 %s, B=%lld T=%lld S=%lld", g_isa[ci],
-                 (long long)B, (long long)tq, (long long)tk);
-        CHECK(compare(what, c->name, dt, ny, want, got, tol_c));
+        // Specializing cases: the generic run, then the specialized one.
+        for (int rep = 0; rep < (c->symbolic && c->b[2] ? 2 : 1); ++rep) {
+          memset(got, 0, (size_t)(ny ? ny : 1) * tj_dtype_size(dt));
+          CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
+          snprintf(what, sizeof(what), "x86 %s%s, B=%lld T=%lld S=%lld",
+                   g_isa[ci], rep ? " specialized" : "", (long long)B,
+                   (long long)tq, (long long)tk);
+          CHECK(compare(what, c->name, dt, ny, want, got, tol_c));
+        }
       }
       free(got);
       free(want);
@@ -285,6 +310,12 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
       free(v);
       free(k);
       free(q);
+    }
+    if (exe && c->symbolic && c->b[2]) {
+      tj_executable_stats_t stats;
+      memset(&stats, 0, sizeof(stats));
+      tj_executable_stats(exe, &stats);
+      CHECK(stats.recompiles >= 3);  // one specialization per binding
     }
     tj_executable_release(exe);
     tj_graph_destroy(g);
@@ -411,6 +442,144 @@ TEST(cases_half) {
     run_case(&kCases[picks[i]], TJ_DTYPE_BF16);
     run_case(&kCases[picks[i]], TJ_DTYPE_F16);
   }
+}
+
+// The flash kernel's edges (see the top), in every dtype.
+static const case_t kFlash[] = {
+    {"d1_t1_s3_causal", 1, {2}, {1}, {3}, 2, 2, 1, 1, true, M_NONE, 0, false},
+    {"d7_t17_s65_gqa_bool",
+     1,
+     {1},
+     {17},
+     {65},
+     4,
+     2,
+     7,
+     7,
+     false,
+     M_BOOL_TT,
+     0,
+     false},
+    {"d64_t64_s257_causal_gqa",
+     1,
+     {1},
+     {64},
+     {257},
+     2,
+     1,
+     64,
+     64,
+     true,
+     M_NONE,
+     0,
+     false},
+    {"d80_t65_s64_additive",
+     1,
+     {2},
+     {65},
+     {64},
+     2,
+     2,
+     80,
+     80,
+     false,
+     M_ADD_B1TT,
+     0,
+     false},
+    {"d128_t257_s17_causal_neginf",
+     1,
+     {1},
+     {257},
+     {17},
+     2,
+     2,
+     128,
+     128,
+     true,
+     M_ADD_NEGINF,
+     0,
+     false},
+    {"d64_symbolic_three_sizes",
+     1,
+     {1, 2, 3},
+     {3, 64, 17},
+     {65, 257, 1},
+     4,
+     2,
+     64,
+     64,
+     true,
+     M_BOOL_TT,
+     0,
+     true},
+};
+
+TEST(flash_matrix) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t i = 0; i < sizeof(kFlash) / sizeof(kFlash[0]); ++i)
+    for (size_t d = 0; d < 3; ++d) run_case(&kFlash[i], dts[d]);
+}
+
+// The failing-allocator sweep over a compile and run of a causal, masked,
+// grouped-query attention on x86 (the flash kernel's lowering, emission and
+// launch), with the kernels in a warm disk cache so that each point is
+// cheap: every failure is OUT_OF_MEMORY and nothing leaks.
+static char g_oom_dir[64];
+
+static tj_status_t flash_compile_run(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  s = tj_graph_create(ctx, "flash_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_value_t q =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, T, 8}, "q");
+    tj_value_t k =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 9, 8}, "k");
+    tj_value_t v =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 9, 8}, "v");
+    tj_value_t m = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){T, 9}, "m");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, m, 0, true), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.cache_dir = g_oom_dir;
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    static float q[4 * 5 * 8], kv[2 * 9 * 8], y[4 * 5 * 8];
+    static bool m[5 * 9];
+    for (int i = 0; i < 4 * 5 * 8; ++i) q[i] = (float)(i % 7) * 0.1f;
+    for (int i = 0; i < 2 * 9 * 8; ++i) kv[i] = (float)(i % 5) * 0.2f;
+    for (int i = 0; i < 5 * 9; ++i) m[i] = i % 3 != 0;
+    tj_tensor_t ins[4] = {
+        tj_tensor_make(q, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 5, 8}),
+        tj_tensor_make(kv, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 9, 8}),
+        tj_tensor_make(kv, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 9, 8}),
+        tj_tensor_make(m, TJ_DTYPE_BOOL, 2, (int64_t[]){5, 9})};
+    tj_tensor_t out =
+        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 5, 8});
+    s = tj_executable_run(exe, ins, 4, &out, 1);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(flash_oom_sweep) {
+  snprintf(g_oom_dir, sizeof(g_oom_dir), "/tmp/tj_flash_oom_XXXXXX");
+  CHECK(mkdtemp(g_oom_dir) != NULL);
+  CHECK_OK(flash_compile_run(tj_allocator_system()));  // warms the cache
+  CHECK(tj_test_oom_sweep("flash attention", flash_compile_run) > 0);
+  tj_test_remove_tree(g_oom_dir);
 }
 
 static void expect_error(tj_graph_t* g, const char* needle) {
@@ -718,6 +887,8 @@ int main(void) {
   RUN_TEST(inference_and_errors);
   RUN_TEST(cases_f32);
   RUN_TEST(cases_half);
+  RUN_TEST(flash_matrix);
+  RUN_TEST(flash_oom_sweep);
   RUN_TEST(vjp);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();

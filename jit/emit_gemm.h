@@ -1,0 +1,55 @@
+// The GEMM template's building blocks that other templates reuse
+// (jit/emit_attention.c): the register-tiled microkernel and the packing
+// of B panels. Internal to jit/.
+
+#ifndef TJ_JIT_EMIT_GEMM_H_
+#define TJ_JIT_EMIT_GEMM_H_
+
+#include "jit/emit_llvm.h"
+
+typedef struct tj_ukernel_opts_t {
+  int32_t mr;      // rows of the tile
+  int32_t nr;      // columns of the tile, a multiple of the lanes
+  bool direct;     // B in place (row stride ldb) rather than a packed
+                   // panel (row stride nr)
+  bool masked;     // direct: columns past cols read as 0 (the right edge;
+                   // full strips go without the masks, which would take
+                   // more mask registers than there are)
+  int32_t chains;  // accumulator sets over alternating k (1 or 2)
+  // Direct: prefetch each row's continuation in the next strip (nr columns
+  // further) into L2, so that B is fetched in runs of 2 * nr columns. It
+  // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the
+  // capstone) and costs for wide ones (4 x NR at M = 1: 0.20 -> 0.29 ms).
+  bool prefetch_next;
+  // Direct: the operands' dtypes (widened to f32 as they are read). The
+  // packed path reads f32 panels and slivers (F32 here).
+  tj_dtype_t a_dtype, b_dtype;
+  // Packed bf16 pairs: the sliver holds (A[m][2p], A[m][2p+1]) and the
+  // panel (B[2p][n], B[2p+1][n]) in one 32-bit lane each, one step per
+  // pair p, accumulated with vdpbf16ps (16 lanes only).
+  bool dot;
+  // The function's name; NULL: "tj_ukernel_<kernel>" (packed) or
+  // "tj_ukernel_<kernel>_d<mr>[_edge]" (direct).
+  const char* name;
+  // Never deferred (the x86 JIT's cold part): the caller is hot code.
+  bool hot;
+} tj_ukernel_opts_t;
+
+// Emits the microkernel function for |o| (see jit/emit_gemm.c):
+// void ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kc, i64 mr_valid,
+//              ptr tile, i64 ld, i1 accumulate, i64 cols)
+// tile[r*ld + c] (+)= sum_k a[r*lda + k*ka] * B(k, c), r < mr, c < nr, with
+// B(k, c) = b[k*nr + c] (packed) or b[k*ldb + c] for c < cols and 0
+// beyond (direct). Rows past mr_valid re-read the last valid row.
+LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const tj_ukernel_opts_t* o);
+
+// Packs the B block at |src| (kc rows, nlen columns, element (k, n) at
+// src[k*sk + n*sn], of |dt|; |unit_n| / |unit_k| say that sn / sk is the
+// constant 1) into f32 panels dst[n / NR][k][n % NR] (NR = s->tile_n,
+// panels kc rows long), the last panel zero padded past nlen.
+void tj_emit_pack_b(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                    tj_dtype_t dt, LLVMValueRef src, LLVMValueRef sk,
+                    LLVMValueRef sn, bool unit_n, bool unit_k, LLVMValueRef kc,
+                    LLVMValueRef nlen, LLVMValueRef dst);
+
+#endif  // TJ_JIT_EMIT_GEMM_H_
