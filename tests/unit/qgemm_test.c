@@ -265,6 +265,122 @@ TEST(zero_points) {
   }
 }
 
+// The dequant epilogue a quantized linear layer needs, f32(acc) * scale_a
+// * scale_b[n] + bias[n], fuses into the integer GEMM (one kernel), bit
+// for bit with the reference (each f32 op rounds once on both sides).
+TEST(fused_dequant_epilogue) {
+  for (int t = 0; t < kTiers; ++t) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx[t], "qdeq", &g));
+    int64_t m = 37, n = 70, k = 99;
+    int64_t ad[2] = {m, k}, bd[2] = {k, n}, nd[1] = {n}, yd[2] = {m, n};
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, ad, "a");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_I8, 2, bd, "b");
+    tj_value_t sb = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "scale_b");
+    tj_value_t bias = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "bias");
+    tj_value_t y = tj_graph_cast(g, tj_graph_matmul_i32(g, a, b), TJ_DTYPE_F32);
+    y = tj_graph_mul(g, y, tj_graph_scalar(g, TJ_DTYPE_F32, 0.0123));
+    y = tj_graph_add(g, tj_graph_mul(g, y, sb), bias);
+    tj_graph_output(g, y, "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    tj_status_t st = tj_compile(g, &o, &exe);
+    if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t == 1) {
+      tj_status_free(st);
+      tj_graph_destroy(g);
+      continue;
+    }
+    CHECK_OK(st);
+    tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+    tj_executable_stats(exe, &stats);
+    CHECK_EQ_INT(1, stats.num_kernels);
+    CHECK_EQ_INT(0, stats.num_graph_breaks);
+    unsigned char av[37 * 99], bv[99 * 70];
+    float sv[70], biv[70], want[37 * 70], got[37 * 70];
+    fill(TJ_DTYPE_U8, av, m * k, false);
+    fill(TJ_DTYPE_I8, bv, k * n, true);
+    for (int i = 0; i < 70; ++i) {
+      sv[i] = 0.001f * (float)(i + 1);
+      biv[i] = (float)i - 35.5f;
+    }
+    tj_tensor_t in[4] = {tj_tensor_make(av, TJ_DTYPE_U8, 2, ad),
+                         tj_tensor_make(bv, TJ_DTYPE_I8, 2, bd),
+                         tj_tensor_make(sv, TJ_DTYPE_F32, 1, nd),
+                         tj_tensor_make(biv, TJ_DTYPE_F32, 1, nd)};
+    tj_tensor_t wt = tj_tensor_make(want, TJ_DTYPE_F32, 2, yd);
+    tj_tensor_t gt = tj_tensor_make(got, TJ_DTYPE_F32, 2, yd);
+    CHECK_OK(tj_reference_run(g, in, 4, &wt, 1));
+    CHECK_OK(tj_executable_run(exe, in, 4, &gt, 1));
+    CHECK(memcmp(want, got, sizeof(want)) == 0);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+}
+
+// matmul_integer on the reference under a failing allocator (its shifted
+// i64 copies of a and b are new allocation paths): every failure is
+// OUT_OF_MEMORY and leaks nothing; the run that succeeds is right.
+TEST(reference_oom_sweep) {
+  long failures = 0;
+  for (long n = 0;; ++n) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, -1);
+    tj_context_options_t options;
+    tj_context_options_initialize(&options);
+    options.allocator = tj_test_allocator_get(&alloc);
+    tj_context_t* context = NULL;
+    CHECK_OK(tj_context_create(&options, &context));
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(context, "qoom", &g));
+    int64_t d[2] = {2, 3}, e[2] = {3, 2}, zd[2] = {2, 1}, nd[1] = {2};
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, d, "a");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_I8, 2, e, "b");
+    tj_value_t za = tj_graph_input(g, TJ_DTYPE_U8, 2, zd, "za");
+    tj_value_t zb = tj_graph_input(g, TJ_DTYPE_I8, 1, nd, "zb");
+    tj_graph_output(g, tj_graph_matmul_integer(g, a, b, za, zb), "y");
+    CHECK_OK(tj_graph_finalize(g));
+    unsigned char av[6] = {1, 2, 3, 4, 5, 255}, zav[2] = {1, 4};
+    signed char bv[6] = {1, -1, 2, -2, -128, 127}, zbv[2] = {0, -1};
+    int32_t y[4] = {0, 0, 0, 0};
+    tj_tensor_t in[4] = {tj_tensor_make(av, TJ_DTYPE_U8, 2, d),
+                         tj_tensor_make(bv, TJ_DTYPE_I8, 2, e),
+                         tj_tensor_make(zav, TJ_DTYPE_U8, 2, zd),
+                         tj_tensor_make(zbv, TJ_DTYPE_I8, 1, nd)};
+    int64_t yd[2] = {2, 2};
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_I32, 2, yd);
+    long live_before = alloc.live_blocks;
+    alloc.fail_at = alloc.allocations + n;
+    tj_status_t status = tj_reference_run(g, in, 4, &out, 1);
+    alloc.fail_at = -1;
+    CHECK_EQ_INT(live_before, alloc.live_blocks);
+    tj_graph_destroy(g);
+    tj_context_destroy(context);
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (!status) {
+      // (a - za) = [[0 1 2] [0 1 251]], (b - zb) = [[1 0] [2 -1] [-128 128]]
+      CHECK_EQ_INT(-254, y[0]);
+      CHECK_EQ_INT(255, y[1]);
+      CHECK_EQ_INT(-32126, y[2]);
+      CHECK_EQ_INT(32127, y[3]);
+      CHECK(failures > 2);
+      break;
+    }
+    ++failures;
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(status));
+    tj_status_free(status);
+    if (n > 10000) {
+      CHECK(!"the run never succeeds");
+      break;
+    }
+  }
+  printf("# matmul_integer reference: %ld failure points\n", failures);
+}
+
 // Dtype and shape errors name the op; the gradient is refused.
 TEST(errors) {
   tj_graph_t* g = NULL;
@@ -316,6 +432,8 @@ int main(void) {
   RUN_TEST(extremes_and_long_k);
   RUN_TEST(batch_transpose_symbolic_m);
   RUN_TEST(zero_points);
+  RUN_TEST(fused_dequant_epilogue);
+  RUN_TEST(reference_oom_sweep);
   RUN_TEST(errors);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
