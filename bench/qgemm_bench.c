@@ -102,7 +102,7 @@ static stat_t time_exe(tj_executable_t* exe, tj_tensor_t* in, tj_tensor_t* out,
 
 static void print_machine(void) {
   FILE* f = fopen("/proc/cpuinfo", "r");
-  char line[512], model[256] = "?";
+  char line[8192], model[256] = "?";
   int cpus = 0;
   bool vnni = false, amx = false;
   while (f && fgets(line, sizeof(line), f)) {
