@@ -241,12 +241,24 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
   snprintf(n_pve, sizeof(n_pve), "tj_ukernel_%s_pv_edge", k->name);
   // f16/bf16 q rows are widened into scratch once per unit (a_dtype f32):
   // the microkernel would otherwise widen each broadcast, every panel.
-  tj_ukernel_opts_t os = {a.s.bm,       a.s.nr,       false, false, 1,   false,
-                          TJ_DTYPE_F32, TJ_DTYPE_F32, false, n_s,   true};
-  tj_ukernel_opts_t opv = {a.s.bm,       a.s.nr, true,  false, 1,   false,
-                           TJ_DTYPE_F32, vdt,    false, n_pv,  true};
-  tj_ukernel_opts_t ope = {a.s.bm,       a.s.nr, true,  true,  1,   false,
-                           TJ_DTYPE_F32, vdt,    false, n_pve, true};
+  tj_ukernel_opts_t os = {.mr = a.s.bm,
+                          .nr = a.s.nr,
+                          .chains = 1,
+                          .a_dtype = TJ_DTYPE_F32,
+                          .b_dtype = TJ_DTYPE_F32,
+                          .name = n_s,
+                          .hot = true};
+  tj_ukernel_opts_t opv = {.mr = a.s.bm,
+                           .nr = a.s.nr,
+                           .direct = true,
+                           .chains = 1,
+                           .a_dtype = TJ_DTYPE_F32,
+                           .b_dtype = vdt,
+                           .name = n_pv,
+                           .hot = true};
+  tj_ukernel_opts_t ope = opv;
+  ope.masked = true;
+  ope.name = n_pve;
   a.uk_s = tj_emit_ukernel(em, &os);
   a.uk_pv = tj_emit_ukernel(em, &opv);
   a.uk_pv_edge = tj_emit_ukernel(em, &ope);

@@ -224,6 +224,54 @@ static void ukernel_step_dot(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
   }
 }
 
+// One group step of the integer microkernel (issue 17): |brow| is the
+// panel's row of groups (nr 32-bit lanes), |koff| the group's offset in
+// each sliver row. Pairs: pmaddwd adds a0*b0 + a1*b1 of i16 (exact: the
+// values are 8-bit) into each i32 lane. Quads: vpdpbusd adds four u8 x s8
+// products (exact, no intermediate saturation) into each i32 lane; the
+// sums wrap as i32 does.
+static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
+                             LLVMValueRef* acc) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, nv = u->o->nr / w;
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+  LLVMTypeRef hv = LLVMVectorType(em->t_i16, (unsigned)(2 * w));
+  bool quads = u->o->igroup == 4;
+  const char* fn = quads ? (w == 16 ? "llvm.x86.avx512.vpdpbusd.512"
+                                    : "llvm.x86.avx512.vpdpbusd.256")
+                         : (w == 16  ? "llvm.x86.avx512.pmaddw.d.512"
+                            : w == 8 ? "llvm.x86.avx2.pmadd.wd"
+                                     : "llvm.x86.sse2.pmadd.wd");
+  LLVMValueRef bvec[16], splat[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef bv = LLVMBuildLoad2(
+        b, iv, gep_f32(em, brow, i64c(em, (int64_t)v * w)), "bgroup");
+    LLVMSetAlignment(bv, u->valign);
+    bvec[v] = quads ? bv : LLVMBuildBitCast(b, bv, hv, "");
+  }
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    LLVMValueRef av =
+        LLVMBuildLoad2(b, em->t_i32, gep_f32(em, u->rowp[r], koff), "agroup");
+    LLVMSetAlignment(av, 4);
+    splat[r] = tj_emit_splat(em, av, w);
+    if (!quads) splat[r] = LLVMBuildBitCast(b, splat[r], hv, "");
+  }
+  for (int32_t r = 0; r < u->o->mr; ++r) {
+    for (int32_t v = 0; v < nv; ++v) {
+      if (quads) {
+        LLVMValueRef args[3] = {acc[r * nv + v], splat[r], bvec[v]};
+        acc[r * nv + v] = tj_emit_intrinsic(em, fn, NULL, 0, args, 3);
+      } else {
+        LLVMValueRef args[2] = {splat[r], bvec[v]};
+        acc[r * nv + v] =
+            LLVMBuildAdd(b, acc[r * nv + v],
+                         tj_emit_intrinsic(em, fn, NULL, 0, args, 2), "");
+      }
+    }
+  }
+}
+
 // One k step on accumulator set |acc| (mr * nv values, updated).
 static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   tj_emit_t* em = u->em;
@@ -245,6 +293,10 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   LLVMValueRef splat[16];
   if (u->o->dot) {
     ukernel_step_dot(u, brow, koff, acc);
+    return;
+  }
+  if (u->o->igroup) {
+    ukernel_step_int(u, brow, koff, acc);
     return;
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
@@ -417,7 +469,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   memset(&u, 0, sizeof(u));
   u.em = em;
   u.o = o;
-  u.vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  u.vt = LLVMVectorType(o->igroup ? em->t_i32 : em->t_f32, (unsigned)w);
   u.valign = (unsigned)w * 4;
   u.b = bp;
   u.ldb = o->direct ? ldb : i64c(em, o->nr);
@@ -435,7 +487,8 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   }
   const int32_t per = mr * nv, chains = o->chains;
   LLVMValueRef acc[2 * 16 * 16];
-  LLVMValueRef zero = tj_emit_fconst(u.vt, 0.0);
+  LLVMValueRef zero =
+      o->igroup ? LLVMConstNull(u.vt) : tj_emit_fconst(u.vt, 0.0);
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
       LLVMValueRef p =
@@ -457,11 +510,24 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
     ukernel_loop(&u, kmain, kc, 1, per, acc);
     for (int32_t c = 1; c < chains; ++c) {
       for (int32_t i = 0; i < per; ++i) {
-        acc[i] = LLVMBuildFAdd(b, acc[i], acc[c * per + i], "");
+        acc[i] = o->igroup ? LLVMBuildAdd(b, acc[i], acc[c * per + i], "")
+                           : LLVMBuildFAdd(b, acc[i], acc[c * per + i], "");
       }
     }
   } else {
     ukernel_loop(&u, k0, kc, 1, per, acc);
+  }
+  if (o->corr) {
+    // The panel's correction row (after its kc groups), on every row.
+    LLVMValueRef crow = gep_f32(em, bp, LLVMBuildMul(b, kc, u.ldb, ""));
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef cv = LLVMBuildLoad2(
+          b, u.vt, gep_f32(em, crow, i64c(em, (int64_t)v * w)), "corr");
+      LLVMSetAlignment(cv, u.valign);
+      for (int32_t r = 0; r < mr; ++r) {
+        acc[r * nv + v] = LLVMBuildAdd(b, acc[r * nv + v], cv, "");
+      }
+    }
   }
   for (int32_t r = 0; r < mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
@@ -817,24 +883,111 @@ static LLVMValueRef load16(tj_emit_t* em, int32_t w, LLVMValueRef ptr,
   return masked_load_a(em, vt, ptr, mask, 2);
 }
 
-// Packs pairs [p_begin, p_end) of the bf16 B block whose column c of row k
-// is at src[k*sk + c*sn] into panels dst[c / NR][p][c % NR] (32-bit lanes,
-// panels kc2 = ceil(kc / 2) pairs long); rows >= kc and columns >= nlen
-// read as 0.
+// What one packed 32-bit lane holds (bf16 pairs, qgemm's integer groups):
+// |g| consecutive k of one operand element, the first in the low bits.
+// bf16: 2 raw 16-bit values. Integer (issue 17): 2 i8/u8 widened to i16
+// (sign or zero extended: pmaddwd multiplies them exactly, any dtype
+// mix), or 4 raw bytes for vpdpbusd, |flip| xoring 0x80 (s8 a + 128 is
+// the u8 operand the instruction takes; the B panel then carries the
+// correction row -128 * colsum(B), |corr|).
+typedef struct group_t {
+  int32_t g;      // 2 or 4
+  tj_dtype_t dt;  // the operand's dtype
+  bool widen;     // i8/u8 -> i16 lanes (g == 2)
+  bool flip;      // xor 0x80 (g == 4)
+  bool corr;      // B: a row of -128 * column sums after each panel
+} group_t;
+
+static const group_t kBf16Pairs = {2, TJ_DTYPE_BF16, false, false, false};
+
+// |w| elements of gp->dt at |ptr| (contiguous) or at |ptr| + |offs| (when
+// not NULL) as the group's lane type, lanes off in |mask| 0 and not read.
+static LLVMValueRef load_group_elems(tj_emit_t* em, const group_t* gp,
+                                     int32_t w, LLVMValueRef ptr,
+                                     LLVMValueRef offs, LLVMValueRef mask) {
+  if (gp->dt == TJ_DTYPE_BF16) return load16(em, w, ptr, offs, mask);
+  LLVMTypeRef vt = LLVMVectorType(em->t_i8, (unsigned)w);
+  LLVMValueRef v = offs
+                       ? masked_gather_a(em, vt, gep_i8(em, ptr, offs), mask, 1)
+                       : masked_load_a(em, vt, ptr, mask, 1);
+  if (gp->widen) {
+    LLVMTypeRef wt = LLVMVectorType(em->t_i16, (unsigned)w);
+    return gp->dt == TJ_DTYPE_I8 ? LLVMBuildSExt(em->b, v, wt, "")
+                                 : LLVMBuildZExt(em->b, v, wt, "");
+  }
+  if (gp->flip) {
+    v = LLVMBuildXor(em->b, v,
+                     tj_emit_splat(em, LLVMConstInt(em->t_i8, 0x80, 0), w), "");
+  }
+  return v;
+}
+
+// Element |count| of the group's operand at |ptr|.
+static LLVMValueRef gep_group(tj_emit_t* em, const group_t* gp,
+                              LLVMValueRef ptr, LLVMValueRef count) {
+  return gp->dt == TJ_DTYPE_BF16 ? gep16(em, ptr, count)
+                                 : gep_i8(em, ptr, count);
+}
+
+// <w x T> v[0..g) -> <g*w x T> v0[0], v1[0], .., v0[1], v1[1], ..
+static LLVMValueRef interleave_group(tj_emit_t* em, int32_t w, int32_t g,
+                                     LLVMValueRef* v) {
+  if (g == 2) return interleave(em, w, v[0], v[1]);
+  LLVMValueRef idx[256];
+  for (int32_t i = 0; i < 2 * w; ++i) idx[i] = i32c(em, i);
+  LLVMValueRef cat = LLVMConstVector(idx, (unsigned)(2 * w));
+  LLVMValueRef lo = LLVMBuildShuffleVector(em->b, v[0], v[1], cat, "");
+  LLVMValueRef hi = LLVMBuildShuffleVector(em->b, v[2], v[3], cat, "");
+  for (int32_t i = 0; i < w; ++i) {
+    idx[4 * i] = i32c(em, i);
+    idx[4 * i + 1] = i32c(em, w + i);
+    idx[4 * i + 2] = i32c(em, 2 * w + i);
+    idx[4 * i + 3] = i32c(em, 3 * w + i);
+  }
+  return LLVMBuildShuffleVector(em->b, lo, hi,
+                                LLVMConstVector(idx, (unsigned)(4 * w)), "");
+}
+
+// Packs groups [p_begin, p_end) of the B block whose column c of row k is
+// at src[k*sk + c*sn] into panels dst[c / NR][p][c % NR] (32-bit lanes of
+// gp->g values, panels |prows| lanes long: kcg = ceil(kc / g) groups, and
+// with gp->corr the correction row at kcg, accumulated here and zeroed
+// when p_begin is 0); rows >= kc and columns >= nlen read as 0.
 static void pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
-                         LLVMValueRef src, LLVMValueRef sk, LLVMValueRef sn,
-                         bool unit_n, LLVMValueRef p_begin, LLVMValueRef p_end,
-                         LLVMValueRef kc, LLVMValueRef kc2, LLVMValueRef nlen,
+                         const group_t* gp, LLVMValueRef src, LLVMValueRef sk,
+                         LLVMValueRef sn, bool unit_n, LLVMValueRef p_begin,
+                         LLVMValueRef p_end, LLVMValueRef kc,
+                         LLVMValueRef prows, LLVMValueRef nlen,
                          LLVMValueRef dst) {
-  const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  const int32_t w = em->target.lanes, nv = s->tile_n / w, G = gp->g;
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
   tj_emit_loop_t panels;
   LLVMValueRef j =
       tj_emit_loop_begin(em, &panels, i64c(em, 0),
                          ceil_div(em, nlen, s->tile_n), i64c(em, 1), "ppanel");
   LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef cols = LLVMBuildSub(em->b, nlen, col0, "");
-  LLVMValueRef src_j = gep16(em, src, LLVMBuildMul(em->b, col0, sn, ""));
-  LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, kc2, ""));
+  LLVMValueRef src_j =
+      gep_group(em, gp, src, LLVMBuildMul(em->b, col0, sn, ""));
+  LLVMValueRef dst_j = gep_f32(em, dst, LLVMBuildMul(em->b, col0, prows, ""));
+  LLVMValueRef corr_row = NULL;
+  if (gp->corr) {
+    corr_row =
+        gep_f32(em, dst_j,
+                LLVMBuildMul(em->b, LLVMBuildSub(em->b, prows, i64c(em, 1), ""),
+                             i64c(em, s->tile_n), ""));
+    tj_emit_if_t zero;
+    tj_emit_if_begin(em, &zero,
+                     LLVMBuildICmp(em->b, LLVMIntEQ, p_begin, i64c(em, 0), ""),
+                     "corr_zero");
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMSetAlignment(
+          LLVMBuildStore(em->b, LLVMConstNull(iv),
+                         gep_f32(em, corr_row, i64c(em, (int64_t)v * w))),
+          (unsigned)w * 4);
+    }
+    tj_emit_if_end(em, &zero);
+  }
   LLVMValueRef mask[16];
   for (int32_t v = 0; v < nv; ++v) {
     mask[v] = tj_emit_lane_mask(
@@ -847,23 +1000,44 @@ static void pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_t pl;
   LLVMValueRef p =
       tj_emit_loop_begin(em, &pl, p_begin, p_end, i64c(em, 1), "pack_pair");
-  LLVMValueRef k = LLVMBuildMul(em->b, p, i64c(em, 2), "");
-  LLVMValueRef has_hi = LLVMBuildICmp(
-      em->b, LLVMIntSLT, LLVMBuildAdd(em->b, k, i64c(em, 1), ""), kc, "");
-  LLVMValueRef hi_ok = tj_emit_splat(em, has_hi, w);
-  LLVMValueRef lo_row = gep16(em, src_j, LLVMBuildMul(em->b, k, sk, ""));
-  LLVMValueRef hi_row = gep16(em, lo_row, sk);
+  LLVMValueRef k = LLVMBuildMul(em->b, p, i64c(em, G), "");
+  LLVMValueRef ok[4], row[4];
+  for (int32_t q = 0; q < G; ++q) {
+    LLVMValueRef kq = LLVMBuildAdd(em->b, k, i64c(em, q), "");
+    ok[q] = tj_emit_splat(em, LLVMBuildICmp(em->b, LLVMIntSLT, kq, kc, ""), w);
+    row[q] = gep_group(em, gp, src_j, LLVMBuildMul(em->b, kq, sk, ""));
+  }
   LLVMValueRef out =
       gep_f32(em, dst_j, LLVMBuildMul(em->b, p, i64c(em, s->tile_n), ""));
   for (int32_t v = 0; v < nv; ++v) {
     LLVMValueRef off = LLVMBuildMul(em->b, i64c(em, (int64_t)v * w), sn, "");
-    LLVMValueRef lo = load16(em, w, gep16(em, lo_row, off), offs, mask[v]);
-    LLVMValueRef hi = load16(em, w, gep16(em, hi_row, off), offs,
-                             LLVMBuildAnd(em->b, mask[v], hi_ok, ""));
+    LLVMValueRef e[4];
+    for (int32_t q = 0; q < G; ++q) {
+      // Group 0's row is valid whenever the loop runs (k < kc).
+      LLVMValueRef m = q ? LLVMBuildAnd(em->b, mask[v], ok[q], "") : mask[v];
+      e[q] =
+          load_group_elems(em, gp, w, gep_group(em, gp, row[q], off), offs, m);
+    }
     LLVMValueRef st =
-        LLVMBuildStore(em->b, interleave(em, w, lo, hi),
+        LLVMBuildStore(em->b, interleave_group(em, w, G, e),
                        gep_f32(em, out, i64c(em, (int64_t)v * w)));
     LLVMSetAlignment(st, (unsigned)w * 4);
+    if (gp->corr) {
+      // The bytes as stored are s8 (no flip on B): their sum, times -128.
+      LLVMValueRef sum = LLVMBuildSExt(em->b, e[0], iv, "");
+      for (int32_t q = 1; q < G; ++q) {
+        sum = LLVMBuildAdd(em->b, sum, LLVMBuildSExt(em->b, e[q], iv, ""), "");
+      }
+      LLVMValueRef cp = gep_f32(em, corr_row, i64c(em, (int64_t)v * w));
+      LLVMValueRef old = LLVMBuildLoad2(em->b, iv, cp, "");
+      LLVMSetAlignment(old, (unsigned)w * 4);
+      LLVMValueRef upd = LLVMBuildSub(
+          em->b, old,
+          LLVMBuildShl(em->b, sum,
+                       tj_emit_splat(em, LLVMConstInt(em->t_i32, 7, 0), w), ""),
+          "");
+      LLVMSetAlignment(LLVMBuildStore(em->b, upd, cp), (unsigned)w * 4);
+    }
   }
   tj_emit_loop_end(em, &pl);
   tj_emit_loop_end(em, &panels);
@@ -882,8 +1056,8 @@ static void emit_pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   bool unit_k = tj_kir_ival_is_const(st[k->rank - 2], 1);
   LLVMValueRef kc2 = ceil_div(em, kc, 2);
   if (unit_n || !unit_k) {
-    pack_b_pairs(em, s, src, sk, sn, unit_n, i64c(em, 0), kc2, kc, kc2, nlen,
-                 dst);
+    pack_b_pairs(em, s, &kBf16Pairs, src, sk, sn, unit_n, i64c(em, 0), kc2, kc,
+                 kc2, nlen, dst);
     return;
   }
   // B^T: a column's pairs are contiguous, w of them one 32-bit vector;
@@ -934,7 +1108,8 @@ static void emit_pack_b_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   tj_emit_loop_end(em, &vl);
   tj_emit_loop_end(em, &panels);
   // The last pairs (fewer than w, or an odd kc's last one) by gathers.
-  pack_b_pairs(em, s, src, sk, sn, false, pfull, kc2, kc, kc2, nlen, dst);
+  pack_b_pairs(em, s, &kBf16Pairs, src, sk, sn, false, pfull, kc2, kc, kc2,
+               nlen, dst);
 }
 
 // One chunk of w rows of A pair p (at |from|, the chunk's row 0 at k =
@@ -962,7 +1137,8 @@ static LLVMValueRef a_pairs(tj_emit_t* em, LLVMValueRef from, LLVMValueRef sk,
 // ceil(kc / 2) * MR + W, a vector of slack after each sliver); rows past
 // |mrows| are zero. k pairs outermost, as emit_pack_a and for its reason.
 static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
-                              uint32_t abuf, LLVMValueRef src, LLVMValueRef kc,
+                              const group_t* gp, uint32_t abuf,
+                              LLVMValueRef src, LLVMValueRef kc,
                               LLVMValueRef mrows, LLVMValueRef dst,
                               LLVMValueRef stride) {
   const tj_kir_t* k = em->k;
@@ -977,13 +1153,22 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
                                    tj_emit_splat(em, sm, w), "");
   LLVMValueRef nsl = ceil_div(em, mrows, mr);
   tj_emit_loop_t pl;
-  LLVMValueRef p = tj_emit_loop_begin(em, &pl, i64c(em, 0), ceil_div(em, kc, 2),
+  const int32_t G = gp->g;
+  LLVMValueRef p = tj_emit_loop_begin(em, &pl, i64c(em, 0), ceil_div(em, kc, G),
                                       i64c(em, 1), "pack_a_pair");
-  LLVMValueRef kk = LLVMBuildMul(em->b, p, i64c(em, 2), "");
+  LLVMValueRef kk = LLVMBuildMul(em->b, p, i64c(em, G), "");
   LLVMValueRef has_hi = LLVMBuildICmp(
       em->b, LLVMIntSLT, LLVMBuildAdd(em->b, kk, i64c(em, 1), ""), kc, "");
-  LLVMValueRef row = gep16(em, src, LLVMBuildMul(em->b, kk, sk, ""));
-  if (unit_m) {
+  LLVMValueRef row = gep_group(em, gp, src, LLVMBuildMul(em->b, kk, sk, ""));
+  LLVMValueRef ok[4] = {NULL, NULL, NULL, NULL};
+  for (int32_t q = 1; q < G; ++q) {
+    ok[q] = tj_emit_splat(
+        em,
+        LLVMBuildICmp(em->b, LLVMIntSLT,
+                      LLVMBuildAdd(em->b, kk, i64c(em, q), ""), kc, ""),
+        w);
+  }
+  if (unit_m && gp->dt == TJ_DTYPE_BF16) {
     // A^T: the next rows' lines, as emit_pack_a does.
     LLVMValueRef ahead =
         gep16(em, row, LLVMBuildMul(em->b, i64c(em, PREFETCH_A_ROWS), sk, ""));
@@ -1007,11 +1192,29 @@ static void emit_pack_a_pairs(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
   LLVMValueRef m = LLVMBuildMul(em->b, q, i64c(em, mr), "");
   LLVMValueRef valid =
       tj_emit_min_i64(em, LLVMBuildSub(em->b, mrows, m, ""), i64c(em, mr));
-  LLVMValueRef from = gep16(em, row, LLVMBuildMul(em->b, m, sm, ""));
+  LLVMValueRef from = gep_group(em, gp, row, LLVMBuildMul(em->b, m, sm, ""));
   LLVMValueRef out = gep_f32(em, out_p, LLVMBuildMul(em->b, q, stride, ""));
   for (int32_t c = 0; c < chunks; ++c) {
     LLVMValueRef mask = tj_emit_lane_mask(
         em, LLVMBuildSub(em->b, valid, i64c(em, (int64_t)c * w), ""), w);
+    if (gp->dt != TJ_DTYPE_BF16) {
+      // Integer groups (issue 17): G masked loads (gathers along m), the
+      // rows past kc read as 0.
+      LLVMValueRef at = gep_i8(
+          em, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
+      LLVMValueRef e[4];
+      for (int32_t g = 0; g < G; ++g) {
+        LLVMValueRef mg = g ? LLVMBuildAnd(em->b, mask, ok[g], "") : mask;
+        LLVMValueRef rg =
+            gep_i8(em, at, LLVMBuildMul(em->b, i64c(em, g), sk, ""));
+        e[g] = load_group_elems(em, gp, w, rg, unit_m ? NULL : offs, mg);
+      }
+      LLVMSetAlignment(
+          LLVMBuildStore(em->b, interleave_group(em, w, G, e),
+                         gep_f32(em, out, i64c(em, (int64_t)c * w))),
+          4);
+      continue;
+    }
     LLVMValueRef at =
         gep16(em, from, LLVMBuildMul(em->b, i64c(em, (int64_t)c * w), sm, ""));
     LLVMValueRef dst_c = gep_f32(em, out, i64c(em, (int64_t)c * w));
@@ -1077,7 +1280,8 @@ static tj_status_t emit_epilogue(tj_emit_t* em, const tj_emit_point_t* batch,
   const tj_kir_t* k = em->k;
   const int32_t w = em->target.lanes * group;
   const int32_t dm = k->rank - 2, dn = k->rank - 1;
-  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMTypeRef vt = LLVMVectorType(
+      tj_kir_gemm_is_int8(k) ? em->t_i32 : em->t_f32, (unsigned)w);
   tj_emit_loop_t rl;
   LLVMValueRef r =
       tj_emit_loop_begin(em, &rl, i64c(em, 0), rows, i64c(em, 1), "epi_row");
@@ -1124,6 +1328,10 @@ typedef struct gemm_t {
   LLVMValueRef sa_m, sa_k, sb_k, sb_n;
   tj_dtype_t adt, bdt;  // the operands' dtypes
   bool dot;             // bf16 pairs and vdpbf16ps (the packed path)
+  // qgemm (issue 17): i8/u8 operands in packed groups of igroup k (2 or 4;
+  // 0: not an integer gemm), A and B's packing (ga, gb), i32 accumulators.
+  int32_t igroup;
+  group_t ga, gb;
 } gemm_t;
 
 // The unit |u|: its batch point, m range and n block. Units are ordered
@@ -1374,16 +1582,24 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef packed = em->arg_scratch;
   // Scratch layout: packed B, packed A, partial sums (64-byte aligned parts,
   // as tj_kir_launch_info sizes them).
+  // (An integer gemm's panels hold a correction row more: kc + 1 rows is
+  // enough for it and as tj_kir_launch_info sizes them.)
   LLVMValueRef b_bytes = align64(
-      em, LLVMBuildMul(em->b, kc_eff, i64c(em, (int64_t)s->nc * 4), ""));
+      em, LLVMBuildMul(
+              em->b,
+              g->igroup ? LLVMBuildAdd(em->b, kc_eff, i64c(em, 1), "") : kc_eff,
+              i64c(em, (int64_t)s->nc * 4), ""));
   LLVMValueRef apack = gep_i8(em, packed, b_bytes);
   // Packed A: mc / MR slivers of kc * MR floats (dot: ceil(kc / 2) * MR
   // pairs, which fit the same scratch) and a vector of slack.
-  LLVMValueRef a_stride = LLVMBuildAdd(
-      em->b,
-      LLVMBuildMul(em->b, g->dot ? ceil_div(em, kc_eff, 2) : kc_eff,
-                   i64c(em, s->tile_m), ""),
-      i64c(em, em->target.lanes), "a_stride");
+  LLVMValueRef a_stride =
+      LLVMBuildAdd(em->b,
+                   LLVMBuildMul(em->b,
+                                g->dot      ? ceil_div(em, kc_eff, 2)
+                                : g->igroup ? ceil_div(em, kc_eff, g->igroup)
+                                            : kc_eff,
+                                i64c(em, s->tile_m), ""),
+                   i64c(em, em->target.lanes), "a_stride");
   LLVMValueRef a_bytes =
       pack_a ? align64(em, LLVMBuildMul(
                                em->b, a_stride,
@@ -1415,7 +1631,12 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
       tj_emit_min_i64(em, i64c(em, s->kc), LLVMBuildSub(em->b, K, k0, ""));
   // The K extent of this pass in the packed layout's rows: k values, or
   // pairs on the dot path.
-  LLVMValueRef kc_rows = g->dot ? ceil_div(em, kc, 2) : kc;
+  LLVMValueRef kc_rows = g->dot      ? ceil_div(em, kc, 2)
+                         : g->igroup ? ceil_div(em, kc, g->igroup)
+                                     : kc;
+  // A panel's rows: kc_rows, and the correction row (integer quads).
+  LLVMValueRef prows =
+      g->gb.corr ? LLVMBuildAdd(em->b, kc_rows, i64c(em, 1), "") : kc_rows;
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
       em->b, LLVMIntEQ, LLVMBuildAdd(em->b, pass, i64c(em, 1), ""), passes, "");
@@ -1432,6 +1653,11 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
         gep_op(em, g->bdt, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, ""));
     if (g->dot) {
       emit_pack_b_pairs(em, s, g->bbuf, b_src, kc, un.nlen, packed);
+    } else if (g->igroup) {
+      bool unit_n =
+          tj_kir_ival_is_const(em->k->buffers[g->bbuf].strides[g->dn], 1);
+      pack_b_pairs(em, s, &g->gb, b_src, g->sb_k, g->sb_n, unit_n, i64c(em, 0),
+                   kc_rows, kc, prows, un.nlen, packed);
     } else {
       emit_pack_b(em, s, g->bbuf, b_src, kc, un.nlen, packed);
     }
@@ -1456,8 +1682,9 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                LLVMBuildAdd(em->b, LLVMBuildMul(em->b, un.m0, g->sa_m, ""),
                             LLVMBuildMul(em->b, k0, g->sa_k, ""), ""));
     LLVMValueRef mrows = LLVMBuildSub(em->b, un.m_end, un.m0, "");
-    if (g->dot) {
-      emit_pack_a_pairs(em, s, g->abuf, a_src, kc, mrows, apack, a_stride);
+    if (g->dot || g->igroup) {
+      emit_pack_a_pairs(em, s, &g->ga, g->abuf, a_src, kc, mrows, apack,
+                        a_stride);
     } else {
       emit_pack_a(em, s, g->abuf, a_src, kc, mrows, apack, a_stride);
     }
@@ -1492,7 +1719,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
       tj_emit_loop_begin(em, &jl, i64c(em, 0), ceil_div(em, un.nlen, s->tile_n),
                          i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
-  LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, kc_rows, ""));
+  LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, prows, ""));
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
   LLVMValueRef part_tile = gep_f32(
@@ -1559,10 +1786,35 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
   // the widening path).
   g.dot = em->target.avx512bf16 && w == 16 && g.adt == TJ_DTYPE_BF16 &&
           g.bdt == TJ_DTYPE_BF16 && pack_a && s->kc % 2 == 0;
-  // The in-place path needs B's rows contiguous along n.
-  bool direct = tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
-  ukernel_opts_t po = {s->tile_m,    s->tile_n,    false, false, 1,    false,
-                       TJ_DTYPE_F32, TJ_DTYPE_F32, g.dot, NULL,  false};
+  g.ga = kBf16Pairs;
+  if (tj_kir_gemm_is_int8(k)) {
+    // qgemm (issue 17): vpdpbusd quads where the tier has it (AVX512-VNNI,
+    // AVX-VNNI) and B is s8 (an s8 A is flipped to u8, its -128 * colsum(B)
+    // carried in the panel); else i16 pairs by pmaddwd (any dtypes, every
+    // tier). Quads never straddle two K passes when kc % 4 == 0.
+    g.igroup = em->target.vnni && (w == 16 || w == 8) && g.bdt == TJ_DTYPE_I8 &&
+                       s->kc % 4 == 0
+                   ? 4
+                   : 2;
+    bool quads = g.igroup == 4;
+    g.ga = (group_t){g.igroup, g.adt, !quads, quads && g.adt == TJ_DTYPE_I8,
+                     false};
+    g.gb = (group_t){g.igroup, g.bdt, !quads, false,
+                     quads && g.adt == TJ_DTYPE_I8};
+    pack_a = true;
+  }
+  // The in-place path needs B's rows contiguous along n (and f32, f16 or
+  // bf16: an integer gemm always packs).
+  bool direct =
+      !g.igroup && tj_kir_ival_is_const(k->buffers[g.bbuf].strides[g.dn], 1);
+  ukernel_opts_t po = {.mr = s->tile_m,
+                       .nr = s->tile_n,
+                       .chains = 1,
+                       .a_dtype = TJ_DTYPE_F32,
+                       .b_dtype = TJ_DTYPE_F32,
+                       .dot = g.dot,
+                       .igroup = g.igroup,
+                       .corr = g.gb.corr};
   LLVMValueRef ukernel = tj_emit_ukernel(em, &po);
   direct_t d;
   memset(&d, 0, sizeof(d));
@@ -1582,16 +1834,21 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       while (q < 4 && r * nv * q * 2 <= max_acc && nv * q * 2 <= 16) q *= 2;
       // Fewer than 8 accumulators cannot hide the FMA latency (4 cycles
       // on 2 pipes): two chains over alternating k then.
-      ukernel_opts_t o = {
-          r,      s->tile_n * q, true,  false, r * nv * q < 8 ? 2 : 1,
-          q == 1, g.adt,         g.bdt, false, NULL,
-          false};
+      ukernel_opts_t o = {.mr = r,
+                          .nr = s->tile_n * q,
+                          .direct = true,
+                          .chains = r * nv * q < 8 ? 2 : 1,
+                          .prefetch_next = q == 1,
+                          .a_dtype = g.adt,
+                          .b_dtype = g.bdt};
       d.fns[r] = tj_emit_ukernel(em, &o);
       // The edge pieces sum in the same order as the full strips (same
       // chains), so a column's value does not depend on where a thread's
       // span begins: threaded runs equal serial ones bit for bit.
-      ukernel_opts_t e = {r,     s->tile_n, true,  true, o.chains, true,
-                          g.adt, g.bdt,     false, NULL, false};
+      ukernel_opts_t e = o;
+      e.nr = s->tile_n;
+      e.masked = true;
+      e.prefetch_next = true;
       d.edge[r] = tj_emit_ukernel(em, &e);
       d.width[r] = o.nr;
       if (r * o.nr > d.max_tile) d.max_tile = r * o.nr;

@@ -33,6 +33,11 @@ typedef struct tj_ukernel_opts_t {
   const char* name;
   // Never deferred (the x86 JIT's cold part): the caller is hot code.
   bool hot;
+  // qgemm (issue 17): packed integer groups (0: none; 2: i16 pairs by
+  // pmaddwd; 4: u8 x s8 quads by vpdpbusd) into i32 accumulators; |corr|:
+  // the panel's row after the last group is added to every tile row.
+  int32_t igroup;
+  bool corr;
 } tj_ukernel_opts_t;
 
 // Emits the microkernel function for |o| (see jit/emit_gemm.c):

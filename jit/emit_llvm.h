@@ -34,6 +34,9 @@ typedef struct tj_emit_target_t {
   // vdpbf16ps (llvm.x86.avx512bf16.dpbf16ps.512): the bf16 GEMM multiplies
   // pairs of bf16 into f32 sums in one instruction (emit_gemm.c).
   bool avx512bf16;
+  // qgemm (issue 17): vpdpbusd at this width (AVX512-VNNI with 16 lanes,
+  // AVX-VNNI's VEX form with 8): the integer GEMM's u8 x s8 quads.
+  bool vnni;
   tj_emit_unary_hook_fn unary_f32;  // optional
 } tj_emit_target_t;
 

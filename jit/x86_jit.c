@@ -133,7 +133,8 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
           .has_fma = true,
           .has_f16c = true,
           .avx512 = true,
-          .avx512bf16 = has_feature(host_features, "avx512bf16")};
+          .avx512bf16 = has_feature(host_features, "avx512bf16"),
+          .vnni = has_feature(host_features, "avx512vnni")};
       break;
     case TJ_X86_ISA_X86_64_V4:
       if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");
@@ -145,9 +146,14 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
     case TJ_X86_ISA_AVX2:
       if (!avx2) return tj_unsupported("x86 jit: the host has no AVX2+FMA");
       cpu = "x86-64-v3";
-      features = "";
-      jit->target = (tj_emit_target_t){
-          .lanes = 8, .has_fma = true, .has_f16c = true, .avx512 = false};
+      // qgemm (issue 17): AVX-VNNI (VEX vpdpbusd) where the host has it.
+      features = has_feature(host_features, "avxvnni") ? "+avxvnni" : "";
+      jit->target =
+          (tj_emit_target_t){.lanes = 8,
+                             .has_fma = true,
+                             .has_f16c = true,
+                             .avx512 = false,
+                             .vnni = has_feature(host_features, "avxvnni")};
       break;
     case TJ_X86_ISA_SSE2:
     default:

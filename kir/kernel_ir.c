@@ -465,13 +465,27 @@ uint32_t tj_kir_index(tj_kir_t* k, uint32_t dim) {
   return append(k, &i);
 }
 
+static bool is_int8(tj_dtype_t dt) {
+  return dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_U8;
+}
+
+bool tj_kir_gemm_is_int8(const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_A)
+      return is_int8(k->buffers[b].dtype);
+  }
+  return false;
+}
+
 uint32_t tj_kir_acc(tj_kir_t* k) {
   if (!usable(k)) return TJ_KIR_NONE;
   if (k->kind != TJ_KIR_GEMM) {
     record(k, tj_invalid("kernel @%s: acc outside a gemm epilogue", k->name));
     return TJ_KIR_NONE;
   }
-  tj_kir_inst_t i = new_inst(TJ_KIR_ACC, TJ_DTYPE_F32);
+  tj_kir_inst_t i = new_inst(
+      TJ_KIR_ACC, tj_kir_gemm_is_int8(k) ? TJ_DTYPE_I32 : TJ_DTYPE_F32);
   return append(k, &i);
 }
 
@@ -702,7 +716,14 @@ static tj_status_t verify(const tj_kir_t* k) {
             k->name, buf->name, tj_kir_kind_name(k->kind));
       }
       bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
-      if (buf->dtype != TJ_DTYPE_F32 && !(half && k->allow_half_gemm)) {
+      if (k->allow_int8_gemm && is_int8(buf->dtype) != tj_kir_gemm_is_int8(k)) {
+        return tj_invalid(
+            "kernel @%s: gemm operand %%%s is %s; an integer gemm takes "
+            "i8 or u8 for both operands",
+            k->name, buf->name, tj_dtype_name(buf->dtype));
+      }
+      if (buf->dtype != TJ_DTYPE_F32 && !(half && k->allow_half_gemm) &&
+          !(is_int8(buf->dtype) && k->allow_int8_gemm)) {
         return tj_unsupported(
             "kernel @%s: gemm operand %%%s is %s; only f32 "
             "operands are supported",
@@ -896,7 +917,7 @@ static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
       sbuf_printf(s, "    %%%u = index %u : i64\n", index, in->ref);
       return;
     case TJ_KIR_ACC:
-      sbuf_printf(s, "    %%%u = acc : f32\n", index);
+      sbuf_printf(s, "    %%%u = acc : %s\n", index, dt);
       return;
     case TJ_KIR_ROW:
       sbuf_printf(s, "    %%%u = row ^%u : %s\n", index, in->ref, dt);

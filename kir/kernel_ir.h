@@ -263,6 +263,11 @@ typedef struct tj_kir_t {
   bool allow_half_gemm;
   // ATTENTION only (tj_kir_set_attention).
   tj_kir_attention_t attention;
+  // GEMM only (qgemm, issue 17): i8/u8 operands (either, mixed) are
+  // accepted too, summed exactly into an i32 accumulator (acc is i32).
+  // Set by lowerings for targets with the integer template (x86,
+  // jit/emit_gemm.c).
+  bool allow_int8_gemm;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;
@@ -293,6 +298,9 @@ void tj_kir_set_space(tj_kir_t* kernel, int32_t rank,
 // index, which is also its slot in the |buffers| argument.
 uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name, tj_dtype_t dtype,
                            tj_kir_role_t role, const tj_kir_ival_t* strides);
+// qgemm (issue 17): whether |kernel| is a GEMM on i8/u8 operands (its
+// accumulator is i32).
+bool tj_kir_gemm_is_int8(const tj_kir_t* kernel);
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);

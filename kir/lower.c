@@ -274,7 +274,9 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
       lw->kind = TJ_KIR_GEMM;
       lw->mm = grp->anchor;
       const tj_node_t* mm = NODE(lw, lw->mm);
-      if (mm->op != TJ_OP_MATMUL) return tj_internal("lower: bad gemm anchor");
+      if (mm->op != TJ_OP_MATMUL && mm->op != TJ_OP_MATMUL_I32) {
+        return tj_internal("lower: bad gemm anchor");
+      }
       lw->root_rank = mm->rank;
       for (int32_t d = 0; d < lw->root_rank; ++d) {
         TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, lw->mm, d, &lw->root_dims[d]));
@@ -456,6 +458,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
   if (lw->kind == TJ_KIR_GEMM) {
     tj_kir_set_gemm(lw->k, kdim, NULL);
     lw->k->allow_half_gemm = true;  // every GEMM template takes them
+    lw->k->allow_int8_gemm = true;  // x86's; the CUDA backend refuses them
   }
   if (lw->k->error) return tj_status_clone(lw->k->error);
   lw->emit = true;

@@ -33,10 +33,14 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
   const tj_node_t* b = NODE(lw, bn);
   bool half = a->dtype == b->dtype &&
               (a->dtype == TJ_DTYPE_F16 || a->dtype == TJ_DTYPE_BF16);
-  if ((a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) && !half) {
+  // qgemm (issue 17): matmul_i32's operands are i8/u8 (inference checked).
+  bool int8 = mm->op == TJ_OP_MATMUL_I32;
+  if ((a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) && !half &&
+      !int8) {
     return tj_unsupported(
-        "matmul %%%u is %s; the gemm template takes f32, f16 or bf16", lw->mm,
-        tj_dtype_name(a->dtype));
+        "matmul %%%u is %s; the gemm template takes f32, f16 or bf16 (i8/u8 "
+        "through matmul_i32)",
+        lw->mm, tj_dtype_name(a->dtype));
   }
   int64_t sa[TJ_MAX_RANK], sb[TJ_MAX_RANK];
   uint32_t abase, bbase;

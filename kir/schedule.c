@@ -133,7 +133,10 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       // one unit (mc x nc); each rounded to 64 bytes.
       int64_t kc = kk < s->kc ? kk : s->kc;
       if (kc < 1) kc = 1;
-      int64_t bytes = (kc * s->nc * 4 + 63) / 64 * 64;
+      // An integer gemm's panels (qgemm, issue 17) hold groups of 2 or 4 k
+      // and a correction row: kc + 1 rows bound them.
+      int64_t brows = tj_kir_gemm_is_int8(k) ? kc + 1 : kc;
+      int64_t bytes = (brows * s->nc * 4 + 63) / 64 * 64;
       if (tj_kir_gemm_packs_a(k)) {
         bytes +=
             ((kc * s->tile_m + lanes) * (s->mc / s->tile_m) * 4 + 63) / 64 * 64;

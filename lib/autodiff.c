@@ -1283,6 +1283,9 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_MATMUL] = {vjp_matmul,
                       "ga = g @ b^T, gb = a^T @ g (rank-1 operands promoted, "
                       "batch dims summed)"},
+    // qgemm (issue 17): integer operands and result.
+    [TJ_OP_MATMUL_I32] = NONE_("integers"),
+    [TJ_OP_MATMUL_INTEGER] = NONE_("integers"),
     // ---- data movement: the transposed (adjoint) movement ----
     [TJ_OP_RESHAPE] = {vjp_reshape, "ga = reshape(g, a's shape)"},
     [TJ_OP_TRANSPOSE] = {vjp_transpose, "ga = transpose(g, inverse perm)"},

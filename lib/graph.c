@@ -643,6 +643,17 @@ tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
   return append(graph, &desc);
 }
 
+// qgemm (issue 17): zero points may be none.
+tj_value_t tj_graph_matmul_integer(tj_graph_t* graph, tj_value_t a,
+                                   tj_value_t b, tj_value_t a_zero_point,
+                                   tj_value_t b_zero_point) {
+  if (!building(graph, "tj_graph_matmul_integer")) return tj_value_none();
+  uint32_t ops[4] = {operand(a), operand(b), operand(a_zero_point),
+                     operand(b_zero_point)};
+  tj_node_desc_t desc = make_desc(TJ_OP_MATMUL_INTEGER, 4, ops);
+  return append(graph, &desc);
+}
+
 // attention (issue 14): scale 0 is resolved to 1 / sqrt(D) by inference.
 tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q, tj_value_t k,
                               tj_value_t v, tj_value_t mask, double scale,

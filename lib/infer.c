@@ -168,6 +168,8 @@ static bool is_optional(tj_op_t op, uint32_t slot) {
       return slot == 2;
     case TJ_OP_ATTENTION:
       return slot == 3;
+    case TJ_OP_MATMUL_INTEGER:
+      return slot == 2 || slot == 3;
     default:
       return false;
   }
@@ -596,6 +598,62 @@ static tj_status_t infer_matmul(infer_t* c) {
   TJ_RETURN_IF_ERROR(
       matmul_shape(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
   set_result(c, a->dtype, rank, dims);
+  return NULL;
+}
+
+// qgemm (issue 17): matmul_i32 and matmul_integer: i8/u8 operands (mixed
+// allowed), an i32 result of numpy.matmul's shape.
+static tj_status_t check_int8(infer_t* c, const char* what, tj_dtype_t dt) {
+  if (dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_U8) return NULL;
+  return fail(c, INVALID, "%s must be i8 or u8, got %s", what,
+              tj_dtype_name(dt));
+}
+
+// A zero point |zp| of |x| (the operand it shifts): x's dtype, a scalar or
+// broadcastable to x's shape with the dim aligned to x's K axis (|k_back|
+// dims from the end) of size 1.
+static tj_status_t check_zero_point(infer_t* c, const char* what,
+                                    const tj_node_t* zp, const tj_node_t* x,
+                                    int32_t k_back) {
+  if (zp->dtype != x->dtype) {
+    return fail(c, INVALID, "%s is %s; it must have its operand's dtype %s",
+                what, tj_dtype_name(zp->dtype), tj_dtype_name(x->dtype));
+  }
+  if (zp->rank > x->rank) {
+    return fail(c, INVALID, "%s has rank %d, more than its operand's %d", what,
+                (int)zp->rank, (int)x->rank);
+  }
+  for (int32_t i = 0; i < zp->rank; ++i) {
+    int64_t z = zp->dims[zp->rank - 1 - i], d = x->dims[x->rank - 1 - i];
+    if (i == k_back ? z != 1 : (z != 1 && z != d)) {
+      return fail(c, INVALID,
+                  "%s must be a scalar, one per row of a [.., M, 1] or one "
+                  "per column of b [.., 1, N]; dim %d does not fit",
+                  what, (int)(zp->rank - 1 - i));
+    }
+  }
+  return NULL;
+}
+
+static tj_status_t infer_matmul_integer(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* b = in(c, 1);
+  TJ_RETURN_IF_ERROR(check_int8(c, "a", a->dtype));
+  TJ_RETURN_IF_ERROR(check_int8(c, "b", b->dtype));
+  if (c->desc->num_operands > 2) {
+    const tj_node_t* za = in(c, 2);
+    const tj_node_t* zb = in(c, 3);
+    if (za) TJ_RETURN_IF_ERROR(check_zero_point(c, "a_zero_point", za, a, 0));
+    if (zb) {
+      TJ_RETURN_IF_ERROR(
+          check_zero_point(c, "b_zero_point", zb, b, b->rank >= 2 ? 1 : 0));
+    }
+  }
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      matmul_shape(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
+  set_result(c, TJ_DTYPE_I32, rank, dims);
   return NULL;
 }
 
@@ -1340,6 +1398,10 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_MATMUL:
       status = infer_matmul(&c);
+      break;
+    case TJ_OP_MATMUL_I32:
+    case TJ_OP_MATMUL_INTEGER:
+      status = infer_matmul_integer(&c);
       break;
     case TJ_OP_RESHAPE:
       status = infer_reshape(&c);

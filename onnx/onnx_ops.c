@@ -583,6 +583,24 @@ static tj_status_t cv_matmul(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_matmul(G, in(im, n, 0), in(im, n, 1)));
 }
 
+// qgemm (issue 17): MatMulInteger onto matmul_integer. A 1-D
+// a_zero_point (one per row of a 2-D A, or one element) becomes [M, 1].
+static tj_status_t cv_matmul_integer(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  tj_value_t za = tj_value_none(), zb = tj_value_none();
+  if (has_in(n, 2)) {
+    za = in(im, n, 2);
+    if (rank_of(n, 2) == 1 && rank_of(n, 0) >= 2) {
+      int64_t dims[2] = {n->inputs[2]->dims[0], 1};
+      za = tj_graph_reshape(G, za, 2, dims);
+    }
+  }
+  if (has_in(n, 3)) zb = in(im, n, 3);
+  return out(im, n, 0,
+             tj_graph_matmul_integer(G, in(im, n, 0), in(im, n, 1), za, zb));
+}
+
 static tj_status_t cv_gemm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
@@ -2102,6 +2120,7 @@ static const op_entry_t kOps[] = {
     {"CastLike", "saturate,", cv_cast, NULL, NULL, NULL, 1},
     OP("MatMul", "", cv_matmul),
     OP("Gemm", "alpha,beta,transA,transB,", cv_gemm),
+    OP("MatMulInteger", "", cv_matmul_integer),
     RED("ReduceSum", tj_graph_sum, RD_PLAIN),
     RED("ReduceMean", tj_graph_mean, RD_PLAIN),
     RED("ReduceMax", tj_graph_max, RD_PLAIN),
@@ -2273,6 +2292,7 @@ static const struct {
     {"ReduceMin", 1},
     {"ReduceProd", 1},
     {"MatMul", 9},
+    {"MatMulInteger", 10},
     {"Sign", 9},
     {"Erf", 9},
     {"Where", 9},

@@ -76,6 +76,14 @@ static void cuda_close(void* target) {
 static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
                                uint32_t count) {
   target_t* t = target;
+  // qgemm (issue 17): the integer GEMM template is x86's only; such a
+  // group runs on the reference semantics here.
+  for (uint32_t i = 0; i < count; ++i) {
+    if (tj_kir_gemm_is_int8(kernels[i].kernel)) {
+      return tj_unsupported("kernel @%s: no CUDA template for an i8/u8 gemm",
+                            kernels[i].kernel->name);
+    }
+  }
   return tj_cuda_program_add_kernels(t->pending, kernels, count);
 }
 

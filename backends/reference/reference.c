@@ -952,12 +952,10 @@ static void matmul_block_i64(int64_t rows, int64_t k_dim, int64_t n_dim,
 // are first put in the "full form" [batch..., M, K] x [batch..., K, N] ->
 // [batch..., M, N], where a rank-1 a is one row (M = 1) and a rank-1 b one
 // column (N = 1); the result's dense layout is the same either way.
-static tj_status_t eval_matmul(run_t* run, uint32_t index) {
-  const tj_node_t* node = node_at(run, index);
-  const view_t* a = operand_view(run, index, 0);
-  const view_t* b = operand_view(run, index, 1);
-  const view_t* bias =
-      node->num_operands > 2 ? operand_view(run, index, 2) : NULL;
+// numpy.matmul of |a| and |b| (+ |bias|, or NULL) into node |index|.
+static tj_status_t eval_matmul_views(run_t* run, uint32_t index,
+                                     const view_t* a, const view_t* b,
+                                     const view_t* bias) {
   TJ_RETURN_IF_ERROR(allocate_result(run, index));
   view_t* out = &run->values[index].view;
 
@@ -1085,6 +1083,65 @@ static tj_status_t eval_matmul(run_t* run, uint32_t index) {
   scratch_free(run, amat, amat_bytes);
   scratch_free(run, bmat, bmat_bytes);
   return NULL;
+}
+
+static tj_status_t eval_matmul(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* bias =
+      node->num_operands > 2 ? operand_view(run, index, 2) : NULL;
+  return eval_matmul_views(run, index, operand_view(run, index, 0),
+                           operand_view(run, index, 1), bias);
+}
+
+// qgemm (issue 17): |x| - |zp| (zp broadcast to x's shape; NULL: 0) as a
+// dense i64 view over |*data| (allocated here, |*bytes| long).
+static tj_status_t shifted_i64(run_t* run, const view_t* x, const view_t* zp,
+                               view_t* out, void** data, size_t* bytes) {
+  int64_t numel = view_numel(x);
+  TJ_RETURN_IF_ERROR(scratch_array(run, numel > 0 ? numel : 1, 8, data, bytes));
+  *out = *x;
+  out->dtype = TJ_DTYPE_I64;
+  out->data = *data;
+  int64_t step = 1;
+  for (int32_t d = x->rank - 1; d >= 0; --d) {
+    out->strides[d] = step;
+    step *= x->dims[d];
+  }
+  int64_t zs[TJ_MAX_RANK] = {0};
+  if (zp) broadcast_strides(zp, x->rank, x->dims, zs);
+  iter_t it;
+  iter_initialize(&it, x->rank, x->dims);
+  iter_add_operand(&it, x->strides);
+  iter_add_operand(&it, zs);
+  for (int64_t i = 0; i < numel; ++i, iter_next(&it)) {
+    int64_t v = tj_load_i64(x->dtype, x->data, it.offsets[0]);
+    if (zp) v -= tj_load_i64(zp->dtype, zp->data, it.offsets[1]);
+    ((int64_t*)*data)[i] = v;
+  }
+  return NULL;
+}
+
+// matmul_integer: the matmul of (a - a_zp) and (b - b_zp), exact in i64,
+// stored as i32.
+static tj_status_t eval_matmul_integer(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* zp[2] = {NULL, NULL};
+  for (uint32_t s = 2; s < 4 && s < node->num_operands; ++s) {
+    if (node->operands[s] != TJ_NODE_NONE) {
+      zp[s - 2] = operand_view(run, index, s);
+    }
+  }
+  view_t v[2];
+  void* data[2] = {NULL, NULL};
+  size_t bytes[2] = {0, 0};
+  tj_status_t status = NULL;
+  for (uint32_t s = 0; s < 2 && !status; ++s) {
+    status = shifted_i64(run, operand_view(run, index, s), zp[s], &v[s],
+                         &data[s], &bytes[s]);
+  }
+  if (!status) status = eval_matmul_views(run, index, &v[0], &v[1], NULL);
+  for (int s = 0; s < 2; ++s) scratch_free(run, data[s], bytes[s]);
+  return status;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1838,6 +1895,10 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
     case TJ_OP_MATMUL:
     case TJ_OP_LINEAR:
       return eval_matmul(run, index);
+    case TJ_OP_MATMUL_I32:
+      return eval_matmul(run, index);
+    case TJ_OP_MATMUL_INTEGER:
+      return eval_matmul_integer(run, index);
     case TJ_OP_RESHAPE:
     case TJ_OP_TRANSPOSE:
     case TJ_OP_BROADCAST_TO:

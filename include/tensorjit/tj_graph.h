@@ -288,6 +288,14 @@ TJ_API tj_value_t tj_graph_argmin(tj_graph_t* graph, tj_value_t a, int32_t axis,
 // operand is promoted to a matrix and the added dim removed afterwards.
 TJ_API tj_value_t tj_graph_matmul(tj_graph_t* graph, tj_value_t a,
                                   tj_value_t b);
+// qgemm (issue 17): integer matrix product into i32, numpy.matmul shapes.
+// |a| and |b| are each i8 or u8 (mixed allowed); products and sums are
+// exact in i32 (K up to 65793 cannot overflow; beyond, sums wrap as i32
+// does). On x86 it runs on the integer GEMM kernels (VNNI vpdpbusd where
+// the tier has it, else i16 pairs by pmaddwd). Not differentiable:
+// tj_graph_grad refuses it by name. Any other dtype is INVALID_ARGUMENT.
+TJ_API tj_value_t tj_graph_matmul_i32(tj_graph_t* graph, tj_value_t a,
+                                      tj_value_t b);
 
 //===--- data movement ---===//
 
@@ -369,6 +377,17 @@ TJ_API tj_value_t tj_graph_rms_norm(tj_graph_t* graph, tj_value_t x,
 // x @ w + b; |b| may be none.
 TJ_API tj_value_t tj_graph_linear(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                   tj_value_t b);
+// qgemm (issue 17): ONNX MatMulInteger, y = sum_k (a - a_zero_point) *
+// (b - b_zero_point) in i32 with numpy.matmul shapes; |a|, |b| i8 or u8.
+// Either zero point may be none (0); each has its operand's dtype and is a
+// scalar (per tensor), |a_zero_point| [.., M, 1] (one per row of a; a
+// rank-1 [M] is ONNX's form, reshape it first) and |b_zero_point| [.., 1,
+// N] or [N] (one per column of b). Any other shape or dtype is
+// INVALID_ARGUMENT. Decomposed into tj_graph_matmul_i32 of the raw
+// operands and row/column-sum corrections; not differentiable.
+TJ_API tj_value_t tj_graph_matmul_integer(tj_graph_t* graph, tj_value_t a,
+                                          tj_value_t b, tj_value_t a_zero_point,
+                                          tj_value_t b_zero_point);
 // ONNX OneHot: y has |indices|' shape with |depth| (a dim: constant or
 // symbolic, >= 0) inserted at |axis| (in [-rank - 1, rank], counted over
 // y's rank) and the dtype of |values|, a [2] tensor (off, on). y = on where

@@ -1003,6 +1003,54 @@ static tj_status_t attention(dec_t* d, const tj_node_t* node,
   return cast(d, y, dtype, out);
 }
 
+// qgemm (issue 17): matmul_integer(a, b, za, zb) = matmul_i32(a, b)
+//   - rowsum_k(a) * zb - za * colsum_k(b - zb)
+// (the sum of (a - za)(b - zb) expanded): the GEMM runs on the raw 8-bit
+// operands and the zero points cost a row sum of a and a column sum of b,
+// not a subtraction per product. Rank-1 operands are made matrices first
+// and the result reshaped back.
+static tj_status_t matmul_integer(dec_t* d, const tj_node_t* node,
+                                  const uint32_t* all, uint32_t* out) {
+  const tj_graph_t* g = d->rw.dst;
+  uint32_t a = all[0], b = all[1], za = all[2], zb = all[3], y;
+  bool reshape_out = false;
+  if (g->nodes[a].rank == 1) {
+    int64_t dims[2] = {1, g->nodes[a].dims[0]};
+    TJ_RETURN_IF_ERROR(reshape(d, a, 2, dims, &a));
+    reshape_out = true;
+  }
+  if (g->nodes[b].rank == 1) {
+    int64_t dims[2] = {g->nodes[b].dims[0], 1};
+    TJ_RETURN_IF_ERROR(reshape(d, b, 2, dims, &b));
+    reshape_out = true;
+  }
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL_I32, a, b, &y));
+  if (zb != TJ_NODE_NONE) {
+    uint32_t a32, rows, zb32, t;
+    TJ_RETURN_IF_ERROR(cast(d, a, TJ_DTYPE_I32, &a32));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, a32, g->nodes[a].rank - 1, &rows));
+    TJ_RETURN_IF_ERROR(cast(d, zb, TJ_DTYPE_I32, &zb32));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, rows, zb32, &t));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, y, t, &y));
+  }
+  if (za != TJ_NODE_NONE) {
+    uint32_t b32, cols, za32, t;
+    TJ_RETURN_IF_ERROR(cast(d, b, TJ_DTYPE_I32, &b32));
+    if (zb != TJ_NODE_NONE) {
+      uint32_t zb32;
+      TJ_RETURN_IF_ERROR(cast(d, zb, TJ_DTYPE_I32, &zb32));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, b32, zb32, &b32));
+    }
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, b32, g->nodes[b].rank - 2, &cols));
+    TJ_RETURN_IF_ERROR(cast(d, za, TJ_DTYPE_I32, &za32));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, za32, cols, &t));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, y, t, &y));
+  }
+  if (reshape_out) return reshape(d, y, node->rank, node->dims, out);
+  *out = y;
+  return NULL;
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -1029,6 +1077,15 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
       all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
                                                  : d->rw.map[node->operands[k]];
     TJ_RETURN_IF_ERROR(attention(d, node, all, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
+  if (node->op == TJ_OP_MATMUL_INTEGER) {
+    uint32_t all[4], y;
+    for (uint32_t k = 0; k < 4; ++k)
+      all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
+                                                 : d->rw.map[node->operands[k]];
+    TJ_RETURN_IF_ERROR(matmul_integer(d, node, all, &y));
     d->rw.map[index] = y;
     return NULL;
   }

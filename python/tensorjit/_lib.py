@@ -335,6 +335,8 @@ _SIGNATURES = {
                                       cdouble]),
     "tj_graph_rms_norm": (Value_t, [vp, Value_t, Value_t, cdouble]),
     "tj_graph_linear": (Value_t, [vp, Value_t, Value_t, Value_t]),
+    "tj_graph_matmul_integer": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                          Value_t]),
     "tj_graph_attention": (Value_t, [vp, Value_t, Value_t, Value_t, Value_t,
                                      cdouble, cbool]),
     "tj_graph_one_hot": (Value_t, [vp, Value_t, Value_t, i64, i32]),

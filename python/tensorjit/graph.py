@@ -1090,6 +1090,11 @@ class Graph:
         """numpy.matmul semantics (batch dims broadcast)."""
         return self._binary("matmul", a, b)
 
+    def matmul_i32(self, a: Operand, b: Operand) -> Value:
+        """Integer matmul into i32: a, b each i8 or u8 (mixed allowed),
+        numpy.matmul shapes; not differentiable."""
+        return self._binary("matmul_i32", a, b)
+
     #===--- data movement ---===#
 
     def reshape(self, a: Value, dims: Sequence[Dim]) -> Value:
@@ -1275,6 +1280,24 @@ class Graph:
             _lib.Value_t(0)
         return self._value(_lib.lib().tj_graph_linear(
             self.handle, v._raw(), vw._raw(), vb), "linear")
+
+    def matmul_integer(self, a: Value, b: Operand,
+                       a_zero_point: Optional[Operand] = None,
+                       b_zero_point: Optional[Operand] = None) -> Value:
+        """ONNX MatMulInteger: sum_k (a - a_zero_point) * (b - b_zero_point)
+        in i32; a, b i8 or u8; each zero point optional (0), of its
+        operand's dtype: a scalar, a_zero_point [.., M, 1] per row,
+        b_zero_point [.., 1, N] or [N] per column."""
+        va = self._own(a, "matmul_integer a")
+        vb = self._operand(b, None, "matmul_integer b")
+        za = self._operand(a_zero_point, va, "matmul_integer a_zero_point"
+                           )._raw() if a_zero_point is not None else \
+            _lib.Value_t(0)
+        zb = self._operand(b_zero_point, vb, "matmul_integer b_zero_point"
+                           )._raw() if b_zero_point is not None else \
+            _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_matmul_integer(
+            self.handle, va._raw(), vb._raw(), za, zb), "matmul_integer")
 
     def one_hot(self, indices: Value, values: Operand, depth: Any,
                 axis: int = -1) -> Value:

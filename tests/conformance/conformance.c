@@ -1421,6 +1421,23 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = (tol_t){0, 0};
       return true;
     }
+    // qgemm (issue 17): i8/u8 over their whole range, exact (other dtypes
+    // are not taken: inference refuses them).
+    case TJ_OP_MATMUL_I32:
+    case TJ_OP_MATMUL_INTEGER: {
+      double ilo = d == TJ_DTYPE_U8 ? 0 : -128, ihi = ilo + 255;
+      tj_value_t x = input(c, d, 2, (int64_t[]){B, 21}, ilo, ihi);
+      tj_value_t w = input(c, d, 2, (int64_t[]){21, 19}, ilo, ihi);
+      if (op == TJ_OP_MATMUL_I32) {
+        output(c, tj_graph_matmul_i32(g, x, w));
+      } else {
+        tj_value_t za = input(c, d, 2, (int64_t[]){B, 1}, ilo, ihi);
+        tj_value_t zb = input(c, d, 1, (int64_t[]){19}, ilo, ihi);
+        output(c, tj_graph_matmul_integer(g, x, w, za, zb));
+      }
+      c->tol = (tol_t){0, 0};
+      return true;
+    }
     case TJ_OP_LINEAR: {
       tj_value_t x = input(c, d, 2, (int64_t[]){B, 8}, -1, 1);
       tj_value_t w = input(c, d, 2, (int64_t[]){8, 5}, -1, 1);

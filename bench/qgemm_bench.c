@@ -1,0 +1,232 @@
+// The integer GEMM (qgemm, issue 17): u8 x s8 -> i32 (matmul_i32, the
+// host's best tier: vpdpbusd quads with AVX512-VNNI) beside our f32 GEMM
+// (matmul) and OpenBLAS cblas_sgemm (dlopen'ed, never linked) measured in
+// the same run, at (M, N, K) = (256, 1024, 4096), (2048, 1024, 4096),
+// (1, 4096, 4096) and (16, 4096, 4096), 1 and 2 threads. Each figure is
+// the median of |runs| (default 5) timed runs after a warm-up, with the
+// spread (min..max) printed; GOPS counts 2 M N K. Our executables come
+// from the public API (tj_compile, tj_executable_run), the way a host
+// would run them.
+//
+//   usage: qgemm_bench [runs]
+//   QGEMM_BENCH_ISA=avx2|sse2|x86-64-v4 forces a lower tier (the i16
+//   pairs path: x86-64-v4 or sse2; AVX-VNNI: avx2 where the host has it).
+//
+// Run OpenBLAS at its best (shared/BENCHMARKING.md, trap 1):
+//   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; ./build/bench/qgemm_bench)
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tensorjit/tj_executable.h"
+#include "tensorjit/tj_graph.h"
+
+enum { kRowMajor = 101, kNoTrans = 111, kMaxRuns = 64 };
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k,
+                         float alpha, const float* a, int lda, const float* b,
+                         int ldb, float beta, float* c, int ldc);
+typedef char* (*corename_fn)(void);
+typedef void (*set_threads_fn)(int);
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct stat_t {
+  double med, lo, hi;  // ms
+} stat_t;
+
+static stat_t stats_of(double* t, int n) {
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  stat_t s = {n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t[0],
+              t[n - 1]};
+  return s;
+}
+
+static bool ok(tj_status_t s, const char* what) {
+  if (!s) return true;
+  fprintf(stderr, "%s: %s\n", what, tj_status_message(s));
+  tj_status_free(s);
+  return false;
+}
+
+// y = a @ b for a [M, K] of |adt|, b [K, N] of |bdt| (matmul_i32 when the
+// operands are 8-bit, else matmul).
+static tj_executable_t* build(tj_context_t* ctx, tj_dtype_t adt, tj_dtype_t bdt,
+                              int64_t m, int64_t n, int64_t k,
+                              int32_t threads) {
+  tj_graph_t* g = NULL;
+  if (!ok(tj_graph_create(ctx, "qgemm_bench", &g), "graph")) return NULL;
+  int64_t ad[2] = {m, k}, bd[2] = {k, n};
+  tj_value_t a = tj_graph_input(g, adt, 2, ad, "a");
+  tj_value_t b = tj_graph_input(g, bdt, 2, bd, "b");
+  tj_graph_output(g,
+                  adt == TJ_DTYPE_F32 ? tj_graph_matmul(g, a, b)
+                                      : tj_graph_matmul_i32(g, a, b),
+                  "y");
+  tj_executable_t* exe = NULL;
+  if (ok(tj_graph_finalize(g), "finalize")) {
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.x86.num_threads = threads;
+    if (!ok(tj_compile(g, &o, &exe), "compile")) exe = NULL;
+  }
+  tj_graph_destroy(g);
+  return exe;
+}
+
+static stat_t time_exe(tj_executable_t* exe, tj_tensor_t* in, tj_tensor_t* out,
+                       int runs) {
+  stat_t bad = {-1, -1, -1};
+  if (!exe || !ok(tj_executable_run(exe, in, 2, out, 1), "run")) return bad;
+  double t[kMaxRuns];
+  for (int r = 0; r < runs; ++r) {
+    double t0 = now_ms();
+    tj_executable_run(exe, in, 2, out, 1);
+    t[r] = now_ms() - t0;
+  }
+  return stats_of(t, runs);
+}
+
+static void print_machine(void) {
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  char line[8192], model[256] = "?";
+  int cpus = 0;
+  bool vnni = false, amx = false;
+  while (f && fgets(line, sizeof(line), f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      ++cpus;
+      char* colon = strchr(line, ':');
+      if (colon) {
+        snprintf(model, sizeof(model), "%s", colon + 2);
+        model[strcspn(model, "\n")] = 0;
+      }
+    }
+    if (strncmp(line, "flags", 5) == 0) {
+      vnni = vnni || strstr(line, " avx512_vnni") != NULL;
+      amx = amx || strstr(line, " amx_int8") != NULL;
+    }
+  }
+  if (f) fclose(f);
+  double load[3] = {-1, -1, -1};
+  if (getloadavg(load, 3) != 3) load[0] = load[1] = load[2] = -1;
+  printf(
+      "machine: %s, %d CPUs, avx512_vnni %s, amx_int8 %s, load %.2f %.2f "
+      "%.2f\n",
+      model, cpus, vnni ? "yes" : "no", amx ? "yes" : "no", load[0], load[1],
+      load[2]);
+}
+
+int main(int argc, char** argv) {
+  int runs = argc > 1 ? atoi(argv[1]) : 5;
+  if (runs < 1) runs = 1;
+  if (runs > kMaxRuns) runs = kMaxRuns;
+  print_machine();
+  sgemm_fn sgemm = NULL;
+  set_threads_fn set_threads = NULL;
+  void* blas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (blas) {
+    // dlsym's object pointers become function pointers by copy.
+    void* p = dlsym(blas, "cblas_sgemm");
+    memcpy(&sgemm, &p, sizeof(p));
+    p = dlsym(blas, "openblas_set_num_threads");
+    memcpy(&set_threads, &p, sizeof(p));
+    corename_fn corename = NULL;
+    p = dlsym(blas, "openblas_get_corename");
+    memcpy(&corename, &p, sizeof(p));
+    const char* env = getenv("OPENBLAS_CORETYPE");
+    printf("openblas: %s (OPENBLAS_CORETYPE %s)\n", corename ? corename() : "?",
+           env ? env : "unset");
+  } else {
+    printf("openblas: not found (sgemm column empty)\n");
+  }
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.x86_isa = getenv("QGEMM_BENCH_ISA");
+  tj_context_t* ctx = NULL;
+  if (!ok(tj_context_create(&co, &ctx), "context")) return 1;
+  printf("tier: %s; medians of %d runs (min..max), GOPS = 2MNK / time\n",
+         co.x86_isa ? co.x86_isa : "host", runs);
+  printf("%5s %5s %5s %3s | %21s %6s | %21s %6s | %21s %6s | %6s %6s\n", "M",
+         "N", "K", "thr", "u8s8 ms", "GOPS", "our f32 ms", "GFLOP", "sgemm ms",
+         "GFLOP", "i8/f32", "i8/sg");
+  static const int64_t kShapes[][3] = {
+      {256, 1024, 4096}, {2048, 1024, 4096}, {1, 4096, 4096}, {16, 4096, 4096}};
+  for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); ++s) {
+    int64_t m = kShapes[s][0], n = kShapes[s][1], k = kShapes[s][2];
+    int64_t ad[2] = {m, k}, bd[2] = {k, n}, yd[2] = {m, n};
+    uint8_t* a8 = malloc((size_t)(m * k));
+    int8_t* b8 = malloc((size_t)(k * n));
+    float* af = malloc((size_t)(m * k) * 4);
+    float* bf = malloc((size_t)(k * n) * 4);
+    int32_t* y32 = malloc((size_t)(m * n) * 4);
+    float* yf = malloc((size_t)(m * n) * 4);
+    for (int64_t i = 0; i < m * k; ++i) {
+      a8[i] = (uint8_t)(i * 7 % 256);
+      af[i] = (float)a8[i];
+    }
+    for (int64_t i = 0; i < k * n; ++i) {
+      b8[i] = (int8_t)(i * 13 % 256 - 128);
+      bf[i] = (float)b8[i];
+    }
+    double ops = 2.0 * (double)m * (double)n * (double)k;
+    for (int32_t thr = 1; thr <= 2; ++thr) {
+      tj_tensor_t in8[2] = {tj_tensor_make(a8, TJ_DTYPE_U8, 2, ad),
+                            tj_tensor_make(b8, TJ_DTYPE_I8, 2, bd)};
+      tj_tensor_t inf[2] = {tj_tensor_make(af, TJ_DTYPE_F32, 2, ad),
+                            tj_tensor_make(bf, TJ_DTYPE_F32, 2, bd)};
+      tj_tensor_t o32 = tj_tensor_make(y32, TJ_DTYPE_I32, 2, yd);
+      tj_tensor_t of = tj_tensor_make(yf, TJ_DTYPE_F32, 2, yd);
+      tj_executable_t* e8 = build(ctx, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr);
+      tj_executable_t* ef =
+          build(ctx, TJ_DTYPE_F32, TJ_DTYPE_F32, m, n, k, thr);
+      stat_t t8 = time_exe(e8, in8, &o32, runs);
+      stat_t tf = time_exe(ef, inf, &of, runs);
+      tj_executable_release(e8);
+      tj_executable_release(ef);
+      stat_t tb = {-1, -1, -1};
+      if (sgemm) {
+        if (set_threads) set_threads(thr);
+        double t[kMaxRuns];
+        sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, af,
+              (int)k, bf, (int)n, 0.0f, yf, (int)n);
+        for (int r = 0; r < runs; ++r) {
+          double t0 = now_ms();
+          sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, af,
+                (int)k, bf, (int)n, 0.0f, yf, (int)n);
+          t[r] = now_ms() - t0;
+        }
+        tb = stats_of(t, runs);
+      }
+      printf(
+          "%5lld %5lld %5lld %3d | %7.3f (%5.3f..%5.3f) %6.1f | %7.3f "
+          "(%5.3f..%5.3f) %6.1f | %7.3f (%5.3f..%5.3f) %6.1f | %5.2fx %5.2fx\n",
+          (long long)m, (long long)n, (long long)k, thr, t8.med, t8.lo, t8.hi,
+          ops / t8.med * 1e-6, tf.med, tf.lo, tf.hi, ops / tf.med * 1e-6,
+          tb.med, tb.lo, tb.hi, tb.med > 0 ? ops / tb.med * 1e-6 : 0.0,
+          tf.med / t8.med, tb.med > 0 ? tb.med / t8.med : 0.0);
+      fflush(stdout);
+    }
+    free(a8);
+    free(b8);
+    free(af);
+    free(bf);
+    free(y32);
+    free(yf);
+  }
+  tj_context_destroy(ctx);
+  if (blas) dlclose(blas);
+  return 0;
+}
