@@ -2135,6 +2135,72 @@ static tj_status_t cv_dynamic_quantize_linear(tj_onnx_importer_t* im,
   return out(im, n, 2, z);
 }
 
+// com.microsoft MatMulNBits (ONNX Runtime's weight-only quantized
+// matmul): Y = A @ dequantize(B)^T (+ bias). B [N, ceil(K / block_size),
+// block_size * bits / 8] u8 (4 bits: two a byte, low nibble first; 8 bits:
+// one), scales [N * blocks] of A's dtype, zero points packed u8 like B
+// (default 8, or 128 for 8 bits). Onto dequantize (unsigned int4 or u8,
+// blocked along K), transpose and matmul: the dequantize fuses into the
+// GEMM's B producer. Refused by name: other bit widths, g_idx, float zero
+// points.
+static tj_status_t cv_matmul_nbits(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                   const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 6));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  const char* domain = n->proto->domain ? n->proto->domain : "";
+  if (strcmp(domain, "com.microsoft") != 0)
+    return fail(im, n, "MatMulNBits is an op of domain com.microsoft");
+  const int64_t bits = attr_i(n, "bits", 4), k = attr_i(n, "K", 0);
+  const int64_t nn = attr_i(n, "N", 0), bs = attr_i(n, "block_size", 0);
+  if (bits != 4 && bits != 8)
+    return fail(im, n, "bits = %lld (4 and 8 are supported)", (long long)bits);
+  if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k > INT32_MAX ||
+      nn > INT32_MAX)
+    return bad(im, n,
+               "K and N (>= 1) and block_size (a power of two >= 16) are "
+               "required");
+  if (has_in(n, 4)) return fail(im, n, "g_idx (act-order) is not supported");
+  const int64_t kb = (k + bs - 1) / bs, blob = bs * bits / 8;
+  if (dtype_of(n, 1) != TJ_DTYPE_U8 || rank_of(n, 1) != 3 ||
+      n->inputs[1]->dims[0] != nn || n->inputs[1]->dims[1] != kb ||
+      n->inputs[1]->dims[2] != blob)
+    return bad(im, n, "B must be u8 [N, ceil(K / block_size), %lld]",
+               (long long)blob);
+  tj_value_t b =
+      tj_graph_reshape(G, in(im, n, 1), 2, (int64_t[]){nn, kb * blob});
+  tj_value_t s = tj_graph_reshape(G, in(im, n, 2), 2, (int64_t[]){nn, kb});
+  tj_value_t z;
+  if (has_in(n, 3)) {
+    if (dtype_of(n, 3) != TJ_DTYPE_U8)
+      return fail(im, n, "zero points of a float dtype are not supported");
+    const int64_t zb = bits == 4 ? (kb + 1) / 2 : kb;
+    z = tj_graph_reshape(G, in(im, n, 3), 2, (int64_t[]){nn, zb});
+    if (bits == 4) {
+      tj_quant_attrs_t u = {.int4 = TJ_INT4_UNSIGNED, .odd = (kb & 1) != 0};
+      z = tj_graph_cast(G,
+                        tj_graph_dequantize(G, z, scalar(im, TJ_DTYPE_F32, 1),
+                                            tj_value_none(), &u),
+                        TJ_DTYPE_U8);
+    }
+  } else {
+    z = tj_graph_full(G, TJ_DTYPE_U8, 2, (int64_t[]){nn, kb},
+                      bits == 4 ? 8 : 128);
+  }
+  tj_quant_attrs_t a = {.axis = 1,
+                        .block_size = bs,
+                        .int4 = bits == 4 ? TJ_INT4_UNSIGNED : TJ_INT4_NONE};
+  tj_value_t w = tj_graph_dequantize(G, b, s, z, &a);
+  if (kb * bs != k) {
+    const int64_t starts[2] = {0, 0}, stops[2] = {nn, k}, steps[2] = {1, 1};
+    w = tj_graph_slice(G, w, starts, stops, steps);
+  }
+  static const int32_t kSwap[2] = {1, 0};
+  tj_value_t y =
+      tj_graph_matmul(G, in(im, n, 0), tj_graph_transpose(G, w, kSwap));
+  if (has_in(n, 5)) y = tj_graph_add(G, y, in(im, n, 5));
+  return out(im, n, 0, y);
+}
+
 static const op_entry_t kOps[] = {
     UN("Abs", abs),
     UN("Neg", neg),
@@ -2284,6 +2350,7 @@ static const op_entry_t kOps[] = {
     OP("DequantizeLinear", "axis,block_size,output_dtype,precision,",
        cv_dequantize_linear),
     OP("DynamicQuantizeLinear", "", cv_dynamic_quantize_linear),
+    OP("MatMulNBits", "K,N,accuracy_level,bits,block_size,", cv_matmul_nbits),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
