@@ -685,7 +685,8 @@ tj_value_t tj_graph_quantize(tj_graph_t* graph, tj_value_t x, tj_value_t scale,
   int64_t dims[TJ_MAX_RANK];
   if (xn) {
     desc.rank = xn->rank;
-    memcpy(dims, xn->dims, sizeof(int64_t) * (size_t)xn->rank);
+    if (xn->rank > 0)
+      memcpy(dims, xn->dims, sizeof(int64_t) * (size_t)xn->rank);
     if (ints[TJ_QUANT_INT4] && xn->rank > 0 &&
         tj_dim_is_const(dims[xn->rank - 1])) {
       dims[xn->rank - 1] = (dims[xn->rank - 1] + 1) / 2;

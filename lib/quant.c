@@ -72,8 +72,10 @@ bool tj_quant_check(bool quantize, const tj_node_t* a, const tj_node_t* scale,
   // Shapes: logical dims (x's, or q's unpacked) and stored q dims.
   out->rank = a->rank;
   out->qrank = a->rank;
-  memcpy(out->dims, a->dims, sizeof(int64_t) * (size_t)a->rank);
-  memcpy(out->qdims, a->dims, sizeof(int64_t) * (size_t)a->rank);
+  if (a->rank > 0) {  // rank 0 may have no dims array
+    memcpy(out->dims, a->dims, sizeof(int64_t) * (size_t)a->rank);
+    memcpy(out->qdims, a->dims, sizeof(int64_t) * (size_t)a->rank);
+  }
   if (out->int4) {
     if (a->rank < 1) return bad(msg, msg_size, "packed int4 needs rank >= 1");
     const int64_t last = a->dims[a->rank - 1];
@@ -137,7 +139,8 @@ bool tj_quant_check(bool quantize, const tj_node_t* a, const tj_node_t* scale,
       return bad(msg, msg_size, "the zero point must be %s, not %s",
                  tj_dtype_name(want), tj_dtype_name(zp->dtype));
     if (zp->rank != scale->rank ||
-        memcmp(zp->dims, scale->dims, sizeof(int64_t) * (size_t)zp->rank))
+        (zp->rank &&
+         memcmp(zp->dims, scale->dims, sizeof(int64_t) * (size_t)zp->rank)))
       return bad(msg, msg_size, "the zero point must have the scale's shape");
   }
   return true;
