@@ -1206,6 +1206,23 @@ typedef struct vjp_rule_t {
   const char* formula;  // g is dL/dy; ga, gb, gc the operands' gradients
 } vjp_rule_t;
 
+// quant2 (issue 17): the straight-through estimator. A quantize node's
+// gradient is held as a float of x's dtype and logical shape (its result is
+// integer or packed): dequantize passes g to q unchanged and quantize passes
+// it to x, so dequantize(quantize(x)) has the identity's gradient. The scale
+// and zero point get none (calibration picks them, not training).
+static tj_status_t vjp_quantize(ad_t* ad, const vjp_t* v) {
+  (void)ad;
+  v->out[0] = v->g;
+  return NULL;
+}
+
+static tj_status_t vjp_dequantize(ad_t* ad, const vjp_t* v) {
+  (void)ad;
+  if (v->want[0]) v->out[0] = v->g;
+  return NULL;
+}
+
 #define NONE_(why) \
   { NULL, why }
 static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
@@ -1328,6 +1345,10 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_AVG_POOL] = NONE_("no VJP yet"),
     [TJ_OP_LP_POOL] = NONE_("no VJP yet"),
     // attn (issue 14): decomposed, recomputing p
+    [TJ_OP_QUANTIZE] = {vjp_quantize, "gx = g (straight-through estimator)"},
+    [TJ_OP_DEQUANTIZE] = {vjp_dequantize,
+                          "gq = g when q comes from quantize (STE); no "
+                          "scale or zero-point gradient"},
     [TJ_OP_ATTENTION] = {vjp_attention,
                          "p recomputed; dv = p^T g, ds = p (g v^T - rowsum), "
                          "dq = scale ds k, dk = scale ds^T q, dmask = ds"},
@@ -1349,6 +1370,9 @@ const char* tj_autodiff_rule(tj_op_t op) {
 static tj_status_t accumulate(ad_t* ad, uint32_t operand,
                               uint32_t contribution) {
   uint32_t target = ad->rw.map[operand];
+  // quant2: a quantize node's gradient is x's (the STE above).
+  const tj_node_t* src = &ad->src->nodes[operand];
+  if (src->op == TJ_OP_QUANTIZE) target = ad->rw.map[src->operands[0]];
   int64_t dims[TJ_MAX_RANK];
   dims_of(ad, target, dims);
   uint32_t c;
@@ -1604,7 +1628,8 @@ TJ_API tj_status_t tj_graph_grad(const tj_graph_t* graph, int32_t num_outputs,
     // it through float values and ops gradients flow through.
     for (uint32_t i = 0; i < n; ++i) {
       const tj_node_t* node = &graph->nodes[i];
-      if (node->op == TJ_OP_INPUT || !tj_dtype_is_float(node->dtype) ||
+      if (node->op == TJ_OP_INPUT ||
+          (!tj_dtype_is_float(node->dtype) && node->op != TJ_OP_QUANTIZE) ||
           !kVjpRules[node->op].fn) {
         continue;
       }

@@ -17,6 +17,7 @@
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/infer.h"
+#include "lib/quant.h"
 #include "lib/window.h"
 
 //===--- lifecycle ---===//
@@ -665,6 +666,59 @@ tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q, tj_value_t k,
   desc.attrs.value = scale;
   desc.attrs.ints = &flag;
   desc.attrs.num_ints = 1;
+  return append(graph, &desc);
+}
+
+//===--- quantization (issue 17, quant2; lib/quant.h) ---===//
+
+static void quant_ints(const tj_quant_attrs_t* a, int64_t* ints) {
+  ints[TJ_QUANT_BLOCK] = a ? a->block_size : 0;
+  ints[TJ_QUANT_SATURATE] = a && a->no_saturate ? 0 : 1;
+  ints[TJ_QUANT_INT4] = a ? (int64_t)a->int4 : 0;
+  ints[TJ_QUANT_ODD] = a && a->odd ? 1 : 0;
+}
+
+// quantize is TYPED: the result type is computed here (a malformed call is
+// left for inference to name).
+tj_value_t tj_graph_quantize(tj_graph_t* graph, tj_value_t x, tj_value_t scale,
+                             tj_value_t zero_point,
+                             const tj_quant_attrs_t* attrs) {
+  if (!building(graph, "tj_graph_quantize")) return tj_value_none();
+  uint32_t ops[3] = {operand(x), operand(scale), operand(zero_point)};
+  tj_node_desc_t desc = make_desc(TJ_OP_QUANTIZE, 3, ops);
+  int64_t ints[TJ_QUANT_NUM_INTS];
+  quant_ints(attrs, ints);
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = TJ_QUANT_NUM_INTS;
+  desc.attrs.axis = attrs ? attrs->axis : 0;
+  desc.dtype = attrs ? attrs->dtype : TJ_DTYPE_I8;
+  const tj_node_t* xn = node_of(graph, x);
+  int64_t dims[TJ_MAX_RANK];
+  if (xn) {
+    desc.rank = xn->rank;
+    if (xn->rank > 0)
+      memcpy(dims, xn->dims, sizeof(int64_t) * (size_t)xn->rank);
+    if (ints[TJ_QUANT_INT4] && xn->rank > 0 &&
+        tj_dim_is_const(dims[xn->rank - 1])) {
+      dims[xn->rank - 1] = (dims[xn->rank - 1] + 1) / 2;
+      ints[TJ_QUANT_ODD] = xn->dims[xn->rank - 1] & 1;
+    }
+    desc.dims = dims;
+  }
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_dequantize(tj_graph_t* graph, tj_value_t q,
+                               tj_value_t scale, tj_value_t zero_point,
+                               const tj_quant_attrs_t* attrs) {
+  if (!building(graph, "tj_graph_dequantize")) return tj_value_none();
+  uint32_t ops[3] = {operand(q), operand(scale), operand(zero_point)};
+  tj_node_desc_t desc = make_desc(TJ_OP_DEQUANTIZE, 3, ops);
+  int64_t ints[TJ_QUANT_NUM_INTS];
+  quant_ints(attrs, ints);
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = TJ_QUANT_NUM_INTS;
+  desc.attrs.axis = attrs ? attrs->axis : 0;
   return append(graph, &desc);
 }
 

@@ -28,6 +28,7 @@
 
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
+#include "lib/quant.h"
 #include "lib/window.h"
 
 typedef struct infer_t {
@@ -170,6 +171,9 @@ static bool is_optional(tj_op_t op, uint32_t slot) {
       return slot == 3;
     case TJ_OP_MATMUL_INTEGER:
       return slot == 2 || slot == 3;
+    case TJ_OP_QUANTIZE:  // the zero point
+    case TJ_OP_DEQUANTIZE:
+      return slot == 2;
     default:
       return false;
   }
@@ -1369,6 +1373,40 @@ static tj_status_t infer_window(infer_t* c) {
   return NULL;
 }
 
+//===--- quantization (issue 17, quant2) ---===//
+
+// quantize (of the written type: q's dtype, x's shape, int4 packed) and
+// dequantize (the scale's dtype, q's shape unpacked); lib/quant.h's rule.
+static tj_status_t infer_quant(infer_t* c) {
+  const tj_node_desc_t* d = c->desc;
+  const bool quantize = d->op == TJ_OP_QUANTIZE;
+  tj_quant_shape_t qs;
+  char msg[192];
+  if (!tj_quant_check(quantize, in(c, 0), in(c, 1), in(c, 2), d->dtype,
+                      d->attrs.axis, d->attrs.ints, d->attrs.num_ints, &qs, msg,
+                      sizeof(msg)))
+    return fail(c, INVALID, "%s", msg);
+  if (quantize) {
+    if (d->rank != qs.qrank || (qs.qrank && !d->dims) ||
+        (qs.qrank &&
+         memcmp(d->dims, qs.qdims, sizeof(int64_t) * (size_t)qs.qrank)))
+      return fail(c, INVALID, "the result must have %s",
+                  qs.int4 ? "x's shape with its last dim packed (D + 1) / 2"
+                          : "x's shape");
+  }
+  c->out->attrs.axis = qs.axis;
+  c->out->attrs.num_ints = TJ_QUANT_NUM_INTS;
+  c->out->ints[TJ_QUANT_BLOCK] = qs.block;
+  c->out->ints[TJ_QUANT_SATURATE] = qs.saturate;
+  c->out->ints[TJ_QUANT_INT4] = qs.int4;
+  c->out->ints[TJ_QUANT_ODD] = qs.odd;
+  if (quantize)
+    set_result(c, qs.qdtype, qs.qrank, qs.qdims);
+  else
+    set_result(c, qs.fdtype, qs.rank, qs.dims);
+  return NULL;
+}
+
 //===--- entry points ---===//
 
 tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
@@ -1449,6 +1487,10 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_ATTENTION:
       status = infer_attention(&c);
+      break;
+    case TJ_OP_QUANTIZE:
+    case TJ_OP_DEQUANTIZE:
+      status = infer_quant(&c);
       break;
     case TJ_OP_CONV:
     case TJ_OP_CONV_TRANSPOSE:

@@ -57,6 +57,8 @@ typedef enum tj_attr_kind_e {
                         // (n spatial axes each); value = p (lib/window.h)
   // attention (issue 14): value = scale (resolved, never 0), ints = [causal]
   TJ_ATTR_KIND_ATTENTION,
+  // quantize, dequantize (issue 17): axis, ints = lib/quant.h's TJ_QUANT_*
+  TJ_ATTR_KIND_QUANT,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -741,6 +741,11 @@ typedef enum attr_key_e {
   KEY_P,
   KEY_SCALE,   // attention
   KEY_CAUSAL,  // attention
+  // quantize, dequantize (issue 17)
+  KEY_BLOCK,
+  KEY_INT4,
+  KEY_SATURATE,
+  KEY_ODD,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -786,6 +791,10 @@ static const struct {
     [KEY_P] = {"p", ATTR_FLOAT},
     [KEY_SCALE] = {"scale", ATTR_FLOAT},
     [KEY_CAUSAL] = {"causal", ATTR_FLAG},
+    [KEY_BLOCK] = {"block", ATTR_INT},
+    [KEY_INT4] = {"int4", ATTR_INT},
+    [KEY_SATURATE] = {"saturate", ATTR_FLAG},
+    [KEY_ODD] = {"odd", ATTR_FLAG},
 };
 
 #define BIT(k) (1u << (k))
@@ -839,6 +848,11 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
       *required = BIT(KEY_SCALE);
       *allowed = *required | BIT(KEY_CAUSAL);
       break;
+    case TJ_ATTR_KIND_QUANT:
+      *required = BIT(KEY_AXIS);
+      *allowed = *required | BIT(KEY_BLOCK) | BIT(KEY_SATURATE) |
+                 BIT(KEY_INT4) | BIT(KEY_ODD);
+      break;
   }
 }
 
@@ -848,6 +862,7 @@ typedef struct attr_values_t {
   uint32_t list_lengths[NUM_LIST_KEYS];
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
   int64_t axis, groups;
+  int64_t block, int4;  // quantize, dequantize
   double value, eps;
   int64_t version;                     // custom
   char op[128];                        // custom: the op's name
@@ -942,6 +957,8 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
         case ATTR_INT:
           if (!parse_i64_token(p, key == KEY_VERSION  ? &v->version
                                   : key == KEY_GROUPS ? &v->groups
+                                  : key == KEY_BLOCK  ? &v->block
+                                  : key == KEY_INT4   ? &v->int4
                                                       : &v->axis) ||
               !lex(p))
             return false;
@@ -1095,6 +1112,14 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       ints[0] = (v->present & BIT(KEY_CAUSAL)) ? 1 : 0;
       out->num_ints = 1;
       out->value = v->value;
+      break;
+    case TJ_ATTR_KIND_QUANT:  // lib/quant.h's TJ_QUANT_* order
+      out->axis = v->axis;
+      ints[0] = v->block;
+      ints[1] = (v->present & BIT(KEY_SATURATE)) ? 1 : 0;
+      ints[2] = v->int4;
+      ints[3] = (v->present & BIT(KEY_ODD)) ? 1 : 0;
+      out->num_ints = 4;
       break;
   }
   return true;

@@ -313,6 +313,15 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       print_double(p, a->value, 17);
       if (n && a->ints[0]) sbuf_puts(&p->out, " causal");
       break;
+    case TJ_ATTR_KIND_QUANT:  // lib/quant.h's TJ_QUANT_* order
+      sbuf_printf(&p->out, " {axis=%lld", (long long)a->axis);
+      if (n >= 4 && a->ints[0])
+        sbuf_printf(&p->out, " block=%lld", (long long)a->ints[0]);
+      if (n >= 4 && a->ints[1]) sbuf_puts(&p->out, " saturate");
+      if (n >= 4 && a->ints[2])
+        sbuf_printf(&p->out, " int4=%lld", (long long)a->ints[2]);
+      if (n >= 4 && a->ints[3]) sbuf_puts(&p->out, " odd");
+      break;
   }
   sbuf_puts(&p->out, "}");
 }

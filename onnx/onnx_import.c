@@ -851,7 +851,10 @@ static tj_status_t walk_nodes(tj_onnx_importer_t* im,
         return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,
                                   "output %zu has no name", i);
     }
-    if (!is_default_domain(p->domain)) {
+    // quant2 (issue 17): com.microsoft's MatMulNBits has a converter.
+    if (!is_default_domain(p->domain) &&
+        !(strcmp(p->domain, "com.microsoft") == 0 &&
+          strcmp(p->op_type, "MatMulNBits") == 0)) {
       const Onnx__FunctionProto* f = find_function(im, p);
       if (!f)
         return tj_onnx_node_error(im, &node, TJ_STATUS_UNSUPPORTED,

@@ -2056,6 +2056,169 @@ static tj_status_t cv_softmax_ce_loss(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 #define OP(name, attrs, f) \
   { name, attrs, f, NULL, NULL, NULL, 0 }
 
+//===--- quantization (issue 17, quant2) ---===//
+
+// A scale or zero point of one element given as 1-D [1] where x's axis
+// is not 1: per tensor (opsets before 13 and many exporters write [1]).
+static tj_value_t per_tensor_ok(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                int32_t i, int64_t axis_dim) {
+  tj_value_t v = in(im, n, i);
+  if (rank_of(n, i) == 1 && n->inputs[i]->dims[0] == 1 && axis_dim != 1)
+    v = tj_graph_reshape(G, v, 0, NULL);
+  return v;
+}
+
+static int64_t quant_axis_dim(tj_onnx_node_t* n, int64_t axis) {
+  const int32_t r = rank_of(n, 0);
+  if (axis < -r || axis >= r) return -1;
+  return n->inputs[0]->dims[axis < 0 ? axis + r : axis];
+}
+
+// QuantizeLinear (opsets 10 to 23) onto quantize: axis, block_size,
+// saturate (float8), output_dtype (without a zero point; u8 by default).
+// int4 outputs need the importer's int4 tensors (not yet).
+static tj_status_t cv_quantize_linear(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                      const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  const int64_t axis = attr_i(n, "axis", 1);
+  const int64_t ad = quant_axis_dim(n, axis);
+  tj_dtype_t qd = TJ_DTYPE_U8;
+  const int64_t od = attr_i(n, "output_dtype", 0);
+  if (has_in(n, 2)) {
+    qd = dtype_of(n, 2);
+  } else if (od && !onnx_to_dtype(od, &qd)) {
+    return fail(im, n, "output_dtype %s is not supported",
+                tj_onnx_type_name((int32_t)od));
+  }
+  if (attr_i(n, "precision", 0))
+    return fail(im, n, "precision (x / scale is computed in f32)");
+  tj_quant_attrs_t a = {.dtype = qd,
+                        .axis = (int32_t)axis,
+                        .block_size = attr_i(n, "block_size", 0),
+                        .no_saturate = attr_i(n, "saturate", 1) == 0};
+  tj_value_t z = has_in(n, 2) ? per_tensor_ok(im, n, 2, ad) : tj_value_none();
+  return out(
+      im, n, 0,
+      tj_graph_quantize(G, in(im, n, 0), per_tensor_ok(im, n, 1, ad), z, &a));
+}
+
+// DequantizeLinear (opsets 10 to 23) onto dequantize: the scale's dtype
+// (output_dtype, when given, must name it).
+static tj_status_t cv_dequantize_linear(tj_onnx_importer_t* im,
+                                        tj_onnx_node_t* n,
+                                        const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  const int64_t axis = attr_i(n, "axis", 1);
+  const int64_t ad = quant_axis_dim(n, axis);
+  const int64_t od = attr_i(n, "output_dtype", 0);
+  tj_dtype_t want;
+  if (od && (!onnx_to_dtype(od, &want) || want != dtype_of(n, 1)))
+    return fail(im, n, "output_dtype %s is not the scale's dtype",
+                tj_onnx_type_name((int32_t)od));
+  if (attr_i(n, "precision", 0))
+    return fail(im, n, "precision (computed in f32)");
+  tj_quant_attrs_t a = {.axis = (int32_t)axis,
+                        .block_size = attr_i(n, "block_size", 0)};
+  tj_value_t z = has_in(n, 2) ? per_tensor_ok(im, n, 2, ad) : tj_value_none();
+  return out(
+      im, n, 0,
+      tj_graph_dequantize(G, in(im, n, 0), per_tensor_ok(im, n, 1, ad), z, &a));
+}
+
+// DynamicQuantizeLinear (opset 11): u8 with scale (max(x, 0) - min(x, 0))
+// / 255 and zero point round(clip(-min / scale, 0, 255)), as ONNX's
+// function body.
+static tj_status_t cv_dynamic_quantize_linear(tj_onnx_importer_t* im,
+                                              tj_onnx_node_t* n,
+                                              const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  tj_value_t x = in(im, n, 0);
+  const int32_t r = rank_of(n, 0);
+  int32_t axes[TJ_MAX_RANK];
+  for (int32_t i = 0; i < r; ++i) axes[i] = i;
+  tj_value_t zero = scalar(im, TJ_DTYPE_F32, 0.0);
+  tj_value_t mn = tj_graph_minimum(G, tj_graph_min(G, x, r, axes, false), zero);
+  tj_value_t mx = tj_graph_maximum(G, tj_graph_max(G, x, r, axes, false), zero);
+  tj_value_t s =
+      tj_graph_div(G, tj_graph_sub(G, mx, mn), scalar(im, TJ_DTYPE_F32, 255));
+  tj_value_t zf = tj_graph_sub(G, zero, tj_graph_div(G, mn, s));
+  zf = tj_graph_minimum(G, tj_graph_maximum(G, zf, zero),
+                        scalar(im, TJ_DTYPE_F32, 255));
+  tj_value_t z = tj_graph_cast(G, tj_graph_round(G, zf), TJ_DTYPE_U8);
+  tj_quant_attrs_t a = {.dtype = TJ_DTYPE_U8};
+  TJ_RETURN_IF_ERROR(out(im, n, 0, tj_graph_quantize(G, x, s, z, &a)));
+  TJ_RETURN_IF_ERROR(out(im, n, 1, s));
+  return out(im, n, 2, z);
+}
+
+// com.microsoft MatMulNBits (ONNX Runtime's weight-only quantized
+// matmul): Y = A @ dequantize(B)^T (+ bias). B [N, ceil(K / block_size),
+// block_size * bits / 8] u8 (4 bits: two a byte, low nibble first; 8 bits:
+// one), scales [N * blocks] of A's dtype, zero points packed u8 like B
+// (default 8, or 128 for 8 bits). Onto dequantize (unsigned int4 or u8,
+// blocked along K), transpose and matmul: the dequantize fuses into the
+// GEMM's B producer. Refused by name: other bit widths, g_idx, float zero
+// points.
+static tj_status_t cv_matmul_nbits(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                   const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 6));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  const char* domain = n->proto->domain ? n->proto->domain : "";
+  if (strcmp(domain, "com.microsoft") != 0)
+    return fail(im, n, "MatMulNBits is an op of domain com.microsoft");
+  const int64_t bits = attr_i(n, "bits", 4), k = attr_i(n, "K", 0);
+  const int64_t nn = attr_i(n, "N", 0), bs = attr_i(n, "block_size", 0);
+  if (bits != 4 && bits != 8)
+    return fail(im, n, "bits = %lld (4 and 8 are supported)", (long long)bits);
+  if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) || k > INT32_MAX ||
+      nn > INT32_MAX)
+    return bad(im, n,
+               "K and N (>= 1) and block_size (a power of two >= 16) are "
+               "required");
+  if (has_in(n, 4)) return fail(im, n, "g_idx (act-order) is not supported");
+  const int64_t kb = (k + bs - 1) / bs, blob = bs * bits / 8;
+  if (dtype_of(n, 1) != TJ_DTYPE_U8 || rank_of(n, 1) != 3 ||
+      n->inputs[1]->dims[0] != nn || n->inputs[1]->dims[1] != kb ||
+      n->inputs[1]->dims[2] != blob)
+    return bad(im, n, "B must be u8 [N, ceil(K / block_size), %lld]",
+               (long long)blob);
+  tj_value_t b =
+      tj_graph_reshape(G, in(im, n, 1), 2, (int64_t[]){nn, kb * blob});
+  tj_value_t s = tj_graph_reshape(G, in(im, n, 2), 2, (int64_t[]){nn, kb});
+  tj_value_t z;
+  if (has_in(n, 3)) {
+    if (dtype_of(n, 3) != TJ_DTYPE_U8)
+      return fail(im, n, "zero points of a float dtype are not supported");
+    const int64_t zb = bits == 4 ? (kb + 1) / 2 : kb;
+    z = tj_graph_reshape(G, in(im, n, 3), 2, (int64_t[]){nn, zb});
+    if (bits == 4) {
+      tj_quant_attrs_t u = {.int4 = TJ_INT4_UNSIGNED, .odd = (kb & 1) != 0};
+      z = tj_graph_cast(G,
+                        tj_graph_dequantize(G, z, scalar(im, TJ_DTYPE_F32, 1),
+                                            tj_value_none(), &u),
+                        TJ_DTYPE_U8);
+    }
+  } else {
+    z = tj_graph_full(G, TJ_DTYPE_U8, 2, (int64_t[]){nn, kb},
+                      bits == 4 ? 8 : 128);
+  }
+  tj_quant_attrs_t a = {.axis = 1,
+                        .block_size = bs,
+                        .int4 = bits == 4 ? TJ_INT4_UNSIGNED : TJ_INT4_NONE};
+  tj_value_t w = tj_graph_dequantize(G, b, s, z, &a);
+  if (kb * bs != k) {
+    const int64_t starts[2] = {0, 0}, stops[2] = {nn, k}, steps[2] = {1, 1};
+    w = tj_graph_slice(G, w, starts, stops, steps);
+  }
+  static const int32_t kSwap[2] = {1, 0};
+  tj_value_t y =
+      tj_graph_matmul(G, in(im, n, 0), tj_graph_transpose(G, w, kSwap));
+  if (has_in(n, 5)) y = tj_graph_add(G, y, in(im, n, 5));
+  return out(im, n, 0, y);
+}
+
 static const op_entry_t kOps[] = {
     UN("Abs", abs),
     UN("Neg", neg),
@@ -2200,6 +2363,13 @@ static const op_entry_t kOps[] = {
     // ops (issue 15)
     OP("GatherElements", "axis,", cv_gather_elements),
     OP("GatherND", "batch_dims,", cv_gather_nd),
+    // quant2 (issue 17)
+    OP("QuantizeLinear", "axis,block_size,output_dtype,precision,saturate,",
+       cv_quantize_linear),
+    OP("DequantizeLinear", "axis,block_size,output_dtype,precision,",
+       cv_dequantize_linear),
+    OP("DynamicQuantizeLinear", "", cv_dynamic_quantize_linear),
+    OP("MatMulNBits", "K,N,accuracy_level,bits,block_size,", cv_matmul_nbits),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -2225,8 +2395,6 @@ static const char* const kWaiting[][2] = {
     {"Unique", "unique (a data-dependent shape)"},
     {"Compress", "compress (a data-dependent shape)"},
     {"NonMaxSuppression", "non_max_suppression"},
-    {"QuantizeLinear", "quantization"},
-    {"DequantizeLinear", "quantization"},
     {"Asin", "asin"},
     {"Acos", "acos"},
     {"Atan", "atan"},

@@ -25,6 +25,7 @@
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
+#include "lib/quant.h"
 #include "lib/window.h"
 
 //===----------------------------------------------------------------------===//
@@ -1880,6 +1881,89 @@ static tj_status_t eval_attention(run_t* run, uint32_t index) {
   return NULL;
 }
 
+//===----------------------------------------------------------------------===//
+// quantize and dequantize (issue 17, quant2; lib/quant.h)
+//===----------------------------------------------------------------------===//
+
+// One logical element at a time (x's, or q's unpacked): its scale and zero
+// point by granularity, then the element rule of lib/quant.h; int4 writes
+// the even element's nibble and ors the odd one's (row-major order).
+static tj_status_t eval_quant(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const bool quantize = node->op == TJ_OP_QUANTIZE;
+  const view_t* a = operand_view(run, index, 0);
+  const view_t* s = operand_view(run, index, 1);
+  const view_t* z = operand_view(run, index, 2);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  const view_t* out = &run->values[index].view;
+  const tj_attrs_t* at = &node->attrs;
+  const int64_t block = at->ints[TJ_QUANT_BLOCK];
+  const int32_t int4 = (int32_t)at->ints[TJ_QUANT_INT4];
+  const bool saturate = at->ints[TJ_QUANT_SATURATE] != 0;
+  const view_t* q = quantize ? out : a;  // the stored (packed) side
+  const view_t* f = quantize ? a : out;  // the float side, logical shape
+  const int32_t r = f->rank;
+  const int64_t n = view_numel(f);
+  const int64_t axis = at->axis;
+  const int64_t lo = tj_quant_qmin(q->dtype, int4);
+  const int64_t hi = tj_quant_qmax(q->dtype, int4);
+  const tj_dtype_t fd = quantize ? a->dtype : s->dtype;
+  int64_t idx[TJ_MAX_RANK] = {0};
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t fo = 0, qo = 0, so = 0, zo = 0;
+    for (int32_t d = 0; d < r; ++d) {
+      fo += idx[d] * f->strides[d];
+      qo += (int4 && d == r - 1 ? idx[d] / 2 : idx[d]) * q->strides[d];
+      if (s->rank == 0) continue;
+      // per axis: s[idx[axis]]; blocked: s[idx with idx[axis] / block]
+      const int32_t sd = block ? d : 0;
+      if (!block && d != axis) continue;
+      const int64_t i = d == axis && block ? idx[d] / block : idx[d];
+      so += i * s->strides[sd];
+      if (z) zo += i * z->strides[sd];
+    }
+    const double scale = tj_load_f64(s->dtype, s->data, so);
+    const double zp = z ? tj_load_f64(z->dtype, z->data, zo) : 0.0;
+    const bool high = int4 && (idx[r - 1] & 1);
+    if (quantize) {
+      const double t =
+          tj_quant_divide(fd, tj_load_f64(a->dtype, a->data, fo), scale);
+      if (tj_dtype_is_f8(q->dtype)) {
+        double u = t + zp;
+        if (fd != TJ_DTYPE_F64) u = (double)(float)u;
+        *elem_ptr(q, qo) = tj_quant_to_f8(q->dtype, u, saturate);
+      } else if (int4) {
+        const uint8_t nib = (uint8_t)(tj_quant_to_int(t, zp, lo, hi) & 15);
+        uint8_t* byte = elem_ptr(q, qo);
+        *byte = high ? (uint8_t)(*byte | (nib << 4)) : nib;
+      } else {
+        tj_store_i64(q->dtype, q->data, qo, tj_quant_to_int(t, zp, lo, hi));
+      }
+    } else {
+      double v;
+      if (int4) {
+        int64_t nib = (*elem_ptr(q, qo) >> (high ? 4 : 0)) & 15;
+        if (int4 == 1 && nib >= 8) nib -= 16;
+        v = (double)nib;
+      } else {
+        v = tj_load_f64(q->dtype, q->data, qo);
+      }
+      double y;
+      if (fd == TJ_DTYPE_F64) {
+        y = (v - zp) * scale;
+      } else {
+        y = (double)(float)((double)(float)(v - zp) * scale);
+      }
+      tj_store_f64(out->dtype, out->data, fo, y);
+    }
+    for (int32_t d = r - 1; d >= 0; --d) {
+      if (++idx[d] < f->dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return NULL;
+}
+
 static tj_status_t eval_node(run_t* run, uint32_t index) {
   switch (node_at(run, index)->op) {
     case TJ_OP_INPUT:
@@ -1920,6 +2004,9 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_one_hot(run, index);
     case TJ_OP_ATTENTION:
       return eval_attention(run, index);
+    case TJ_OP_QUANTIZE:
+    case TJ_OP_DEQUANTIZE:
+      return eval_quant(run, index);
     case TJ_OP_CONV:
     case TJ_OP_CONV_TRANSPOSE:
     case TJ_OP_MAX_POOL:

@@ -489,6 +489,55 @@ TJ_API tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q,
                                      tj_value_t mask, double scale,
                                      bool causal);
 
+//===--- quantization (issue 17) ---===//
+
+// The attributes of quantize and dequantize (ONNX QuantizeLinear and
+// DequantizeLinear, opsets 10 to 23). Zeroed: axis 0, no block size,
+// saturating, not int4; quantize needs |dtype| set.
+typedef enum tj_int4_e {
+  TJ_INT4_NONE = 0,
+  TJ_INT4_SIGNED = 1,    // [-8, 7]
+  TJ_INT4_UNSIGNED = 2,  // [0, 15]
+} tj_int4_t;
+
+typedef struct tj_quant_attrs_t {
+  tj_dtype_t dtype;    // quantize: I8, U8, F8E4M3, F8E5M2 (U8 for int4)
+  int32_t axis;        // the per-axis or blocked axis (negative: from the
+                       // back); ignored for a rank-0 scale
+  int64_t block_size;  // > 0: blocked along |axis|; 0: per tensor or axis
+  bool no_saturate;    // float8: out of range gives NaN (e4m3) or +-inf
+                       // (e5m2) instead of +-max (ONNX saturate=0)
+  tj_int4_t int4;      // packed int4 in a u8 tensor (see below)
+  bool odd;            // dequantize of int4: the logical last dim is
+                       // 2 * packed - 1 (the last high nibble is padding)
+} tj_quant_attrs_t;
+
+// q = saturate(round_half_even(x / scale) + zero_point) for integer
+// dtypes (i8 [-128, 127], u8 [0, 255], int4 [-8, 7] or [0, 15]); q =
+// float8(x / scale + zero_point), rounding to nearest even, saturating to
+// +-max unless |no_saturate|. x is float; x / scale is computed in f32 (f64
+// for f64 x). The scale's shape gives the granularity: rank 0 per tensor;
+// 1-D of x's dim along |axis| per axis; x's rank with ceil(D / block_size)
+// along |axis| and x's dims elsewhere, blocked (the blocked dim must be
+// constant). |zero_point| is none or of the scale's shape and q's dtype
+// (int4: i8 for signed, u8 for unsigned, one value per byte). int4 packs
+// two values a byte along the last axis (constant), the even element in
+// the low nibble (ONNX's order): q is u8 with ceil(D / 2) there (an odd D
+// pads the last high nibble with 0). Errors (sticky, naming the op): a
+// non-float x or scale, a dtype that is not quantized, a scale or zero
+// point of the wrong shape or dtype.
+TJ_API tj_value_t tj_graph_quantize(tj_graph_t* graph, tj_value_t x,
+                                    tj_value_t scale, tj_value_t zero_point,
+                                    const tj_quant_attrs_t* attrs);
+// y = (q - zero_point) * scale, of the scale's (float) dtype, computed in
+// f32 (f64 for an f64 scale). q is i8, u8, i32 (no zero point), float8, or
+// packed int4 (u8 with |attrs->int4|; y's last dim is twice q's, less one
+// when |odd|). Scale and zero point as for tj_graph_quantize. |attrs| may
+// be NULL: axis 0, no block size, not int4 (|attrs->dtype| is unused).
+TJ_API tj_value_t tj_graph_dequantize(tj_graph_t* graph, tj_value_t q,
+                                      tj_value_t scale, tj_value_t zero_point,
+                                      const tj_quant_attrs_t* attrs);
+
 //===--- reading a graph ---===//
 
 // The graph's name (tj_graph_create's, or the .tj function's after '@');

@@ -44,6 +44,7 @@
 
 #include "lib/dtype.h"
 #include "lib/passes/pass.h"
+#include "lib/passes/quant.h"
 #include "lib/window.h"
 
 typedef struct dec_t {
@@ -1086,6 +1087,12 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
       all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
                                                  : d->rw.map[node->operands[k]];
     TJ_RETURN_IF_ERROR(matmul_integer(d, node, all, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
+  if (node->op == TJ_OP_QUANTIZE || node->op == TJ_OP_DEQUANTIZE) {
+    uint32_t y;  // quant2 (issue 17): lib/passes/quant_decompose.c
+    TJ_RETURN_IF_ERROR(tj_decompose_quant(&d->rw, node, ops, &y));
     d->rw.map[index] = y;
     return NULL;
   }

@@ -66,6 +66,16 @@ class ConvAttrs_t(ctypes.Structure):
                 ("channels_last", ctypes.c_bool)]
 
 
+class QuantAttrs_t(ctypes.Structure):
+    # tj_quant_attrs_t (tj_graph.h): quantize and dequantize (issue 17).
+    _fields_ = [("dtype", cenum),
+                ("axis", i32),
+                ("block_size", ctypes.c_int64),
+                ("no_saturate", ctypes.c_bool),
+                ("int4", cenum),
+                ("odd", ctypes.c_bool)]
+
+
 class Tensor_t(ctypes.Structure):
     """tj_tensor_t: the fields of DLPack's DLTensor."""
 
@@ -339,6 +349,10 @@ _SIGNATURES = {
                                           Value_t]),
     "tj_graph_attention": (Value_t, [vp, Value_t, Value_t, Value_t, Value_t,
                                      cdouble, cbool]),
+    "tj_graph_quantize": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                    ctypes.POINTER(QuantAttrs_t)]),
+    "tj_graph_dequantize": (Value_t, [vp, Value_t, Value_t, Value_t,
+                                      ctypes.POINTER(QuantAttrs_t)]),
     "tj_graph_one_hot": (Value_t, [vp, Value_t, Value_t, i64, i32]),
     "tj_graph_conv": (Value_t, [vp, Value_t, Value_t, Value_t,
                                 ctypes.POINTER(ConvAttrs_t)]),

@@ -1327,6 +1327,60 @@ class Graph:
             self.handle, vq._raw(), vk._raw(), vv._raw(), vm, float(scale),
             bool(causal)), "attention")
 
+    #===--- quantization (issue 17, quant2) ---===#
+
+    @staticmethod
+    def _quant_attrs(dtype: Optional[DTypeLike], axis: int, block_size: int,
+                     saturate: bool, int4: Optional[str],
+                     odd: bool) -> "_lib.QuantAttrs_t":
+        kinds = {None: 0, "int4": 1, "uint4": 2}
+        if int4 not in kinds:
+            raise InvalidArgumentError(
+                f"int4 must be None, 'int4' or 'uint4', got {int4!r}")
+        a = _lib.QuantAttrs_t()
+        a.dtype = int(dtype_of(dtype)) if dtype is not None else 0
+        a.axis = _int_in(axis, _INT32, "quantize axis")
+        a.block_size = int(block_size)
+        a.no_saturate = not saturate
+        a.int4 = kinds[int4]
+        a.odd = bool(odd)
+        return a
+
+    def quantize(self, x: Value, scale: Operand,
+                 zero_point: Optional[Operand] = None, dtype: DTypeLike = "i8",
+                 axis: int = 1, block_size: int = 0, saturate: bool = True,
+                 int4: Optional[str] = None) -> Value:
+        """ONNX QuantizeLinear (tj_graph_quantize): saturate(round_half_even(
+        x / scale) + zero_point) as |dtype| (i8, u8, f8e4m3, f8e5m2); the
+        scale's shape picks per tensor (scalar), per axis (1-D) or blocked
+        (x's rank, |block_size| along |axis|). |int4| 'int4' or 'uint4'
+        packs two values a byte into u8, low nibble first."""
+        v = self._own(x, "quantize x")
+        vs = self._operand(scale, v, "quantize scale")
+        vz = self._operand(zero_point, None, "quantize zero_point")._raw() \
+            if zero_point is not None else _lib.Value_t(0)
+        a = self._quant_attrs("u8" if int4 else dtype, axis, block_size,
+                              saturate, int4, False)
+        return self._value(_lib.lib().tj_graph_quantize(
+            self.handle, v._raw(), vs._raw(), vz, ctypes.byref(a)),
+            "quantize")
+
+    def dequantize(self, q: Value, scale: Operand,
+                   zero_point: Optional[Operand] = None, axis: int = 1,
+                   block_size: int = 0, int4: Optional[str] = None,
+                   odd: bool = False) -> Value:
+        """ONNX DequantizeLinear (tj_graph_dequantize): (q - zero_point) *
+        scale, of the scale's dtype. Packed int4 (|int4|) unpacks to twice
+        q's last dim, less one when |odd|."""
+        v = self._own(q, "dequantize q")
+        vs = self._operand(scale, None, "dequantize scale")
+        vz = self._operand(zero_point, v, "dequantize zero_point")._raw() \
+            if zero_point is not None else _lib.Value_t(0)
+        a = self._quant_attrs(None, axis, block_size, True, int4, odd)
+        return self._value(_lib.lib().tj_graph_dequantize(
+            self.handle, v._raw(), vs._raw(), vz, ctypes.byref(a)),
+            "dequantize")
+
     #===--- convolution and pooling (convpool) ---===#
 
     @staticmethod

@@ -1458,6 +1458,28 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 1e-5);
       return true;
     }
+    // quant2 (issue 17): x of dtype d to i8 per axis with zero points and
+    // back, and blocked int4 (tests/unit/quant_ops_test.c has the rest).
+    case TJ_OP_QUANTIZE:
+    case TJ_OP_DEQUANTIZE: {
+      tj_value_t x = input(c, d, 2, (int64_t[]){B, 8}, -3, 3);
+      tj_value_t s = input(c, d, 1, (int64_t[]){8}, 0.02, 0.05);
+      tj_value_t z = input(c, TJ_DTYPE_I8, 1, (int64_t[]){8}, -4, 4);
+      tj_quant_attrs_t a = {.dtype = TJ_DTYPE_I8, .axis = 1};
+      tj_value_t q = tj_graph_quantize(g, x, s, z, &a);
+      output(c, q);
+      output(c, tj_graph_dequantize(g, q, s, z, &a));
+      tj_value_t sb = input(c, d, 2, (int64_t[]){B, 2}, 0.2, 0.5);
+      tj_quant_attrs_t b = {.dtype = TJ_DTYPE_U8,
+                            .axis = 1,
+                            .block_size = 4,
+                            .int4 = TJ_INT4_SIGNED};
+      tj_value_t q4 = tj_graph_quantize(g, x, sb, tj_value_none(), &b);
+      output(c, q4);
+      output(c, tj_graph_dequantize(g, q4, sb, tj_value_none(), &b));
+      c->tol = (tol_t){0, 0};
+      return true;
+    }
     // convpool: conv, conv_transpose and the pools (tests/unit/conv_test.c
     // has the shapes and attributes in depth).
     case TJ_OP_CONV:

@@ -91,6 +91,13 @@ int main(void) {
   FIELD(tj_executable_stats_t, cache_load_ms);
   FIELD(tj_executable_stats_t, run_ms);
   FIELD(tj_executable_stats_t, num_shared_kernels);
+  STRUCT(tj_quant_attrs_t);  // quant2 (issue 17)
+  FIELD(tj_quant_attrs_t, dtype);
+  FIELD(tj_quant_attrs_t, axis);
+  FIELD(tj_quant_attrs_t, block_size);
+  FIELD(tj_quant_attrs_t, no_saturate);
+  FIELD(tj_quant_attrs_t, int4);
+  FIELD(tj_quant_attrs_t, odd);
 
   STRUCT(tj_profile_entry_t);
   FIELD(tj_profile_entry_t, kind);

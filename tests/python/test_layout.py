@@ -20,6 +20,7 @@ MIRRORS = {
     "tj_value_t": _lib.Value_t,
     "tj_tensor_t": _lib.Tensor_t,
     "tj_custom_attrs_t": _lib.CustomAttrs_t,
+    "tj_quant_attrs_t": _lib.QuantAttrs_t,
     "tj_allocator_t": _lib.Allocator_t,
     "tj_context_options_t": _lib.ContextOptions_t,
     "tj_compile_options_t": _lib.CompileOptions_t,

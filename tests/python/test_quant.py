@@ -95,3 +95,35 @@ def test_u8_wraps_like_numpy() -> None:
     for target in TARGETS:
         (got,) = tj.compile(g, target=target).run([x])
         assert got.dtype == np.uint8 and np.array_equal(got, want), target
+
+
+def test_quantize_dequantize_like_numpy() -> None:
+    # quant2 (issue 17): per-axis u8 with zero points and blocked int4
+    # against numpy's ONNX formulas, on the reference and on x86.
+    rng = np.random.default_rng(17)
+    x = rng.uniform(-3, 3, (5, 8)).astype(np.float32)
+    s = rng.uniform(0.01, 0.05, 8).astype(np.float32)
+    z = rng.integers(100, 150, 8).astype(np.uint8)
+    sb = rng.uniform(0.2, 0.5, (5, 2)).astype(np.float32)
+    g = tj.Graph("qdq")
+    xv = g.input("x", "f32", [5, 8])
+    q = g.quantize(xv, s, z, dtype="u8", axis=1)
+    g.output(q, "q")
+    g.output(g.dequantize(q, s, z, axis=1), "y")
+    q4 = g.quantize(xv, sb, None, axis=1, block_size=4, int4="int4")
+    g.output(q4, "q4")
+    g.output(g.dequantize(q4, sb, None, axis=1, block_size=4, int4="int4"),
+             "y4")
+    want_q = np.clip(np.rint(x / s) + z.astype(np.float32), 0, 255)
+    want_y = (want_q - z.astype(np.float32)) * s
+    sbe = np.repeat(sb, 4, axis=1)
+    v4 = np.clip(np.rint(x / sbe), -8, 7).astype(np.int32)
+    nib = (v4 & 15).astype(np.uint8)
+    want_q4 = nib[:, 0::2] | (nib[:, 1::2] << 4)
+    for target in ("reference", "x86"):
+        got_q, got_y, got_q4, got_y4 = tj.compile(g, target=target).run([x])
+        np.testing.assert_array_equal(got_q, want_q.astype(np.uint8))
+        np.testing.assert_array_equal(got_y, want_y.astype(np.float32))
+        np.testing.assert_array_equal(got_q4, want_q4)
+        np.testing.assert_array_equal(got_y4,
+                                      (v4 * sbe).astype(np.float32))

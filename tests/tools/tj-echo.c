@@ -192,6 +192,18 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_ATTENTION:
       return tj_graph_attention(dst, x[0], x[1], x[2], x[3], at->value,
                                 n && at->ints[0]);
+    case TJ_OP_QUANTIZE:  // quant2 (issue 17): lib/quant.h's ints
+    case TJ_OP_DEQUANTIZE: {
+      tj_quant_attrs_t qa = {.dtype = node->dtype,
+                             .axis = (int32_t)at->axis,
+                             .block_size = at->ints[0],
+                             .no_saturate = !at->ints[1],
+                             .int4 = (tj_int4_t)at->ints[2],
+                             .odd = at->ints[3] != 0};
+      return node->op == TJ_OP_QUANTIZE
+                 ? tj_graph_quantize(dst, x[0], x[1], x[2], &qa)
+                 : tj_graph_dequantize(dst, x[0], x[1], x[2], &qa);
+    }
     case TJ_OP_ONE_HOT:
       return tj_graph_one_hot(dst, x[0], x[1], dims[at->axis],
                               (int32_t)at->axis);

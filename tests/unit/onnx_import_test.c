@@ -908,6 +908,102 @@ TEST(maxpool_ceil_mode) {
   pool_free();
 }
 
+// quant2 (issue 17): com.microsoft MatMulNBits, 4 bits, K = 40 (a ragged
+// last block of 16), packed zero points (3 blocks: the last byte's high
+// nibble is padding) and a bias, against the definition written out.
+static Onnx__TensorProto* tensor_raw(const char* name, int32_t type, int rank,
+                                     const int64_t* dims, const void* data,
+                                     size_t bytes) {
+  Onnx__TensorProto* t = zalloc(sizeof *t);
+  onnx__tensor_proto__init(t);
+  t->name = (char*)name;
+  t->has_data_type = 1;
+  t->data_type = type;
+  t->n_dims = (size_t)rank;
+  t->dims = (int64_t*)dims;
+  t->has_raw_data = 1;
+  t->raw_data.len = bytes;
+  t->raw_data.data = (uint8_t*)data;
+  return t;
+}
+
+TEST(matmul_nbits) {
+  static const int64_t kA[2] = {2, 40}, kY[2] = {2, 3}, kB[3] = {3, 3, 8};
+  static const int64_t kS[1] = {9}, kZ[1] = {6}, kBias[1] = {3};
+  static uint8_t b[72], z[6];
+  static float sc[9], bias[3] = {0.5f, -1, 2};
+  for (int i = 0; i < 72; ++i) b[i] = (uint8_t)((i * 37 + 11) % 256);
+  for (int i = 0; i < 6; ++i) z[i] = (uint8_t)((i * 53 + 7) % 256);
+  for (int i = 0; i < 9; ++i) sc[i] = 0.01f * (float)(i + 1);
+  model_t m;
+  model_init(&m, 21);
+  add_input(&m,
+            value_info("a", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kA, NULL));
+  add_init(&m, tensor_raw("b", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 3, kB, b,
+                          sizeof b));
+  add_init(&m, tensor_f32("s", 1, kS, sc, 9, true));
+  add_init(&m, tensor_raw("z", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 1, kZ, z,
+                          sizeof z));
+  add_init(&m, tensor_f32("bias", 1, kBias, bias, 3, false));
+  static const char* const kIn[6] = {"a", "b", "s", "z", "", "bias"};
+  static const char* const kOut[1] = {"y"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 4);
+  attrs[0] = attr_int("K", 40);
+  attrs[1] = attr_int("N", 3);
+  attrs[2] = attr_int("bits", 4);
+  attrs[3] = attr_int("block_size", 16);
+  Onnx__NodeProto* n = node("MatMulNBits", "mnb", 6, kIn, 1, kOut, 4, attrs);
+  n->domain = (char*)"com.microsoft";
+  add_node(&m, n);
+  add_output(
+      &m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kY, NULL));
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float a[80], y[6];
+    for (int i = 0; i < 80; ++i) a[i] = (float)((i * 7) % 11) * 0.25f - 1;
+    tj_tensor_t in = tj_tensor_make(a, TJ_DTYPE_F32, 2, kA);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, kY);
+    CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    float yc[6];
+    tj_tensor_t outc = tj_tensor_make(yc, TJ_DTYPE_F32, 2, kY);
+    if (exe) CHECK_OK(tj_executable_run(exe, &in, 1, &outc, 1));
+    tj_executable_release(exe);
+    for (int r = 0; r < 2; ++r) {
+      for (int col = 0; col < 3; ++col) {
+        double acc = bias[col];
+        for (int k = 0; k < 40; ++k) {
+          int blk = k / 16;
+          uint8_t byte = b[(col * 3 + blk) * 8 + (k % 16) / 2];
+          int q = (k & 1) ? byte >> 4 : byte & 15;
+          uint8_t zb = z[col * 2 + blk / 2];
+          int zp = (blk & 1) ? zb >> 4 : zb & 15;
+          acc += (double)a[r * 40 + k] *
+                 (double)((float)(q - zp) * sc[col * 3 + blk]);
+        }
+        CHECK(fabs(y[r * 3 + col] - acc) <= 1e-5 * fmax(1.0, fabs(acc)));
+        CHECK(fabs(yc[r * 3 + col] - acc) <= 1e-5 * fmax(1.0, fabs(acc)));
+      }
+    }
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  // bits = 3 is refused by name.
+  attrs[2] = attr_int("bits", 3);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "bits = 3 (4 and 8 are supported)",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -917,6 +1013,7 @@ int main(void) {
   RUN_TEST(import_oom_sweep);
   RUN_TEST(tensor_parse);
   RUN_TEST(conv_same_upper);
+  RUN_TEST(matmul_nbits);
   RUN_TEST(maxpool_ceil_mode);
   RUN_TEST(input_values_pin_inputs);
   TEST_MAIN_END();
