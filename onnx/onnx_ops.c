@@ -262,6 +262,14 @@ static double element_f64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_BOOL:
     case TJ_DTYPE_U8:
       return *(const uint8_t*)p;
+    case TJ_DTYPE_I16:
+      return *(const int16_t*)p;
+    case TJ_DTYPE_U16:
+      return *(const uint16_t*)p;
+    case TJ_DTYPE_U32:
+      return *(const uint32_t*)p;
+    case TJ_DTYPE_U64:
+      return (double)*(const uint64_t*)p;
     default:
       return 0;
   }
@@ -281,6 +289,14 @@ static int64_t element_i64(const tj_onnx_val_t* v) {
       return *(const int64_t*)v->data;
     case TJ_DTYPE_U8:
       return *(const uint8_t*)v->data;
+    case TJ_DTYPE_I16:
+      return *(const int16_t*)v->data;
+    case TJ_DTYPE_U16:
+      return *(const uint16_t*)v->data;
+    case TJ_DTYPE_U32:
+      return *(const uint32_t*)v->data;
+    case TJ_DTYPE_U64:  // the bits
+      return (int64_t) * (const uint64_t*)v->data;
     default:
       return 0;
   }

@@ -683,7 +683,9 @@ static tj_status_t load_npy(tj_context_t* context, const char* path,
     } kDescr[] = {{"'<f4'", TJ_DTYPE_F32},  {"'<f8'", TJ_DTYPE_F64},
                   {"'<f2'", TJ_DTYPE_F16},  {"'|i1'", TJ_DTYPE_I8},
                   {"'<i4'", TJ_DTYPE_I32},  {"'<i8'", TJ_DTYPE_I64},
-                  {"'|b1'", TJ_DTYPE_BOOL}, {"'|u1'", TJ_DTYPE_U8}};
+                  {"'|b1'", TJ_DTYPE_BOOL}, {"'|u1'", TJ_DTYPE_U8},
+                  {"'<i2'", TJ_DTYPE_I16},  {"'<u2'", TJ_DTYPE_U16},
+                  {"'<u4'", TJ_DTYPE_U32},  {"'<u8'", TJ_DTYPE_U64}};
     const char* d = strstr(header, "'descr':");
     bool found = false;
     for (size_t i = 0; d && i < sizeof(kDescr) / sizeof(kDescr[0]); ++i) {
@@ -697,10 +699,10 @@ static tj_status_t load_npy(tj_context_t* context, const char* path,
     const char* f = strstr(header, "'fortran_order':");
     const char* sh = strstr(header, "'shape':");
     if (!found) {
-      status = tj_status_make(
-          TJ_STATUS_INVALID_ARGUMENT,
-          "%s: dtype not supported (want <f4 <f8 <f2 |i1 <i4 <i8 |b1): %s",
-          path, header);
+      status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                              "%s: dtype not supported (want <f4 <f8 <f2 |i1 "
+                              "<i4 <i8 |b1 |u1 <i2 <u2 <u4 <u8): %s",
+                              path, header);
     } else if (!f || strncmp(f + 16 + strspn(f + 16, " "), "True", 4) == 0) {
       status = tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
                               "%s: Fortran order is not supported", path);
