@@ -1052,6 +1052,22 @@ static tj_status_t cv_mod(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, fmod ? tj_graph_fmod(G, a, b) : tj_graph_mod(G, a, b));
 }
 
+// BitShift (opset 11): direction LEFT or RIGHT. ONNX defines it on the
+// unsigned dtypes (a logical shift; counts >= the bits give 0); the signed
+// ones get shift_left / shift_right's rule (arithmetic right shift).
+static tj_status_t cv_bit_shift(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const bool left = attr_s_is(n, "direction", "", "LEFT");
+  if (!left && !attr_s_is(n, "direction", "", "RIGHT"))
+    return bad(im, n, "direction must be \"LEFT\" or \"RIGHT\"");
+  tj_value_t a = in(im, n, 0), b = in(im, n, 1);
+  return out(
+      im, n, 0,
+      left ? tj_graph_shift_left(G, a, b) : tj_graph_shift_right(G, a, b));
+}
+
 static tj_status_t cv_one_hot(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                               const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
@@ -2197,13 +2213,12 @@ static const op_entry_t kOps[] = {
     // ops (issue 15)
     OP("GatherElements", "axis,", cv_gather_elements),
     OP("GatherND", "batch_dims,", cv_gather_nd),
+    // dtypes (issue 15)
+    OP("BitShift", "direction,", cv_bit_shift),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
-    // ONNX BitShift takes only unsigned dtypes; shift_right is arithmetic
-    // on our signed ones.
-    {"BitShift", "unsigned dtypes for a logical shift"},
     {"CumSum", "cumsum"},
     {"ScatterElements", "scatter"},
     {"Scatter", "scatter"},
