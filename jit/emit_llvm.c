@@ -26,9 +26,13 @@ LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype) {
     case TJ_DTYPE_F8E4M3:  // float8: the bits (casts convert them)
     case TJ_DTYPE_F8E5M2:
       return em->t_i8;
-    case TJ_DTYPE_U8:  // held zero-extended; every u8 result is masked
+    case TJ_DTYPE_U8:   // held zero-extended; every u8 result is masked
+    case TJ_DTYPE_U16:  // likewise
+    case TJ_DTYPE_I16:  // held sign-extended; every i16 result is wrapped
     case TJ_DTYPE_I32:
       return em->t_i32;
+    case TJ_DTYPE_U32:  // held zero-extended; every u32 result is masked
+    case TJ_DTYPE_U64:  // its bits: unsigned operations (emit_binary)
     case TJ_DTYPE_I64:
       return em->t_i64;
     case TJ_DTYPE_BOOL:
@@ -47,6 +51,11 @@ LLVMTypeRef tj_emit_memory_type(tj_emit_t* em, tj_dtype_t dtype) {
     case TJ_DTYPE_BOOL:
     case TJ_DTYPE_U8:
       return em->t_i8;
+    case TJ_DTYPE_I16:
+    case TJ_DTYPE_U16:
+      return em->t_i16;
+    case TJ_DTYPE_U32:
+      return em->t_i32;
     default:
       return tj_emit_compute_type(em, dtype);
   }
@@ -344,7 +353,12 @@ static LLVMValueRef widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
     case TJ_DTYPE_BOOL:
       return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
     case TJ_DTYPE_U8:
+    case TJ_DTYPE_U16:
       return LLVMBuildZExt(b, v, i32v, "");
+    case TJ_DTYPE_I16:
+      return LLVMBuildSExt(b, v, i32v, "");
+    case TJ_DTYPE_U32:
+      return LLVMBuildZExt(b, v, tj_emit_vec(em, em->t_i64, lanes), "");
     default:
       return v;
   }
@@ -372,6 +386,11 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       return LLVMBuildZExt(b, v, tj_emit_vec(em, em->t_i8, lanes), "");
     case TJ_DTYPE_U8:
       return LLVMBuildTrunc(b, v, tj_emit_vec(em, em->t_i8, lanes), "");
+    case TJ_DTYPE_I16:
+    case TJ_DTYPE_U16:
+      return LLVMBuildTrunc(b, v, i16v, "");
+    case TJ_DTYPE_U32:
+      return LLVMBuildTrunc(b, v, tj_emit_vec(em, em->t_i32, lanes), "");
     default:
       return v;
   }
@@ -697,9 +716,31 @@ static LLVMValueRef f64_to_f32_odd(tj_emit_t* em, LLVMValueRef d) {
   return LLVMBuildBitCast(b, tj_emit_select(em, inexact, fixed, tb), ft, "");
 }
 
-// Wraps a u8 compute value (i32 lanes) to [0, 255].
-static LLVMValueRef wrap_u8(tj_emit_t* em, LLVMValueRef v) {
-  return LLVMBuildAnd(em->b, v, tj_emit_iconst(LLVMTypeOf(v), 0xFF), "");
+// Whether |dtype| is held in a wider compute integer, so that every result
+// of it is wrapped to its width (wrap_int).
+static bool held_wide(tj_dtype_t dtype) {
+  return dtype == TJ_DTYPE_U8 || dtype == TJ_DTYPE_U16 ||
+         dtype == TJ_DTYPE_U32 || dtype == TJ_DTYPE_I16;
+}
+
+// Wraps a compute value of a dtype held wide to its width: u8, u16, u32
+// masked (zero-extended), i16 sign-extended from its 16 bits.
+static LLVMValueRef wrap_int(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  switch (dtype) {
+    case TJ_DTYPE_U8:
+      return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0xFF), "");
+    case TJ_DTYPE_U16:
+      return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0xFFFF), "");
+    case TJ_DTYPE_U32:
+      return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0xFFFFFFFFll), "");
+    case TJ_DTYPE_I16: {
+      LLVMValueRef sh = tj_emit_iconst(t, 16);
+      return LLVMBuildAShr(em->b, LLVMBuildShl(em->b, v, sh, ""), sh, "");
+    }
+    default:
+      return v;
+  }
 }
 
 // Rounds an f32 compute value to f16 or bf16 precision (kept in f32).
@@ -719,8 +760,11 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
     return tj_emit_cast(em, f8_to_f32(em, v, from), TJ_DTYPE_F32, to);
   }
   if (tj_dtype_is_f8(to)) {
-    if (from == TJ_DTYPE_I64) {  // through double, as the reference does
-      v = LLVMBuildSIToFP(b, v, tj_emit_vec(em, em->t_f64, lanes), "");
+    if (from == TJ_DTYPE_I64 || from == TJ_DTYPE_U64) {
+      // through double, as the reference does
+      LLVMTypeRef dt = tj_emit_vec(em, em->t_f64, lanes);
+      v = from == TJ_DTYPE_U64 ? LLVMBuildUIToFP(b, v, dt, "")
+                               : LLVMBuildSIToFP(b, v, dt, "");
       from = TJ_DTYPE_F64;
     }
     if (from == TJ_DTYPE_F64) return f32_to_f8(em, f64_to_f32_odd(em, v), to);
@@ -746,17 +790,20 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
     return half_to ? round_to_half(em, r, to) : r;
   }
   if (tj_dtype_is_int(from) && tj_dtype_is_float(to)) {
-    LLVMValueRef r = LLVMBuildSIToFP(b, v, tt, "");
+    // The unsigned dtypes held wide are non-negative there.
+    LLVMValueRef r = from == TJ_DTYPE_U64 ? LLVMBuildUIToFP(b, v, tt, "")
+                                          : LLVMBuildSIToFP(b, v, tt, "");
     return half_to ? round_to_half(em, r, to) : r;
   }
   if (tj_dtype_is_int(from) && tj_dtype_is_int(to)) {
-    // A u8 is held zero-extended in i32: sign extension of it is exact.
+    // The unsigned dtypes held wide are non-negative there: sign extension
+    // of them is exact (and of u64 to a wider type never happens).
     unsigned fw = LLVMGetIntTypeWidth(elem_of(LLVMTypeOf(v)));
     unsigned tw = LLVMGetIntTypeWidth(elem_of(tt));
     LLVMValueRef r = fw < tw   ? LLVMBuildSExt(b, v, tt, "")
                      : fw > tw ? LLVMBuildTrunc(b, v, tt, "")
                                : v;
-    return to == TJ_DTYPE_U8 ? wrap_u8(em, r) : r;
+    return wrap_int(em, to, r);
   }
   // float -> int: truncate toward zero; NaN and out-of-range give 0. The
   // range test runs in double with the reference's bounds, and the
@@ -772,17 +819,24 @@ LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from,
         LLVMBuildFCmp(b, LLVMRealOLT, d,
                       tj_emit_fconst(dt, 9223372036854775808.0), ""),
         "");
+  } else if (to == TJ_DTYPE_U64) {
+    // [0, 2^64) converts; (-1, 0) truncates to 0 as the 0 it is replaced by.
+    in_range = LLVMBuildAnd(
+        b, LLVMBuildFCmp(b, LLVMRealOGE, d, tj_emit_fconst(dt, 0.0), ""),
+        LLVMBuildFCmp(b, LLVMRealOLT, d,
+                      tj_emit_fconst(dt, 18446744073709551616.0), ""),
+        "");
   } else {
-    double hi = to == TJ_DTYPE_I8   ? 128.0
-                : to == TJ_DTYPE_U8 ? 256.0
-                                    : 2147483648.0;
-    double lo = to == TJ_DTYPE_U8 ? -1.0 : -hi - 1.0;
+    // Beyond the dtype's extremes by less than 1: (lo, hi) exclusive.
+    double hi = (double)tj_dtype_int_highest(to) + 1.0;
+    double lo = (double)tj_dtype_int_lowest(to) - 1.0;
     in_range = LLVMBuildAnd(
         b, LLVMBuildFCmp(b, LLVMRealOGT, d, tj_emit_fconst(dt, lo), ""),
         LLVMBuildFCmp(b, LLVMRealOLT, d, tj_emit_fconst(dt, hi), ""), "");
   }
   d = tj_emit_select(em, in_range, d, tj_emit_fconst(dt, 0.0));
-  return LLVMBuildFPToSI(b, d, tt, "");
+  return to == TJ_DTYPE_U64 ? LLVMBuildFPToUI(b, d, tt, "")
+                            : LLVMBuildFPToSI(b, d, tt, "");
 }
 
 //===--- op semantics ---===//
@@ -801,6 +855,18 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
   if (em->target.unary_f32 && fl && dt != TJ_DTYPE_F64) {
     LLVMValueRef v = em->target.unary_f32(em, op, x);
     if (v) return v;
+  }
+  if (dt == TJ_DTYPE_U64) {  // never negative (u8/u16/u32: held so)
+    switch (op) {
+      case TJ_OP_ABS:
+      case TJ_OP_RELU:
+        return x;
+      case TJ_OP_SIGN:
+        return LLVMBuildZExt(
+            b, LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstNull(t), ""), t, "");
+      default:
+        break;
+    }
   }
   switch (op) {
     case TJ_OP_NEG:
@@ -919,6 +985,32 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
   LLVMTypeRef t = LLVMTypeOf(x);
   bool fl = tj_dtype_is_float(dt);
   bool is_bool = dt == TJ_DTYPE_BOOL;
+  if (dt == TJ_DTYPE_U64) {
+    // The unsigned operations (u8/u16/u32 are held non-negative in a wider
+    // integer, where the signed ones agree). x / 0 = x % 0 = 0.
+    LLVMValueRef zero = LLVMConstNull(t);
+    switch (op) {
+      case TJ_OP_DIV:
+      case TJ_OP_MOD:
+      case TJ_OP_FMOD: {
+        LLVMValueRef is_zero = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
+        LLVMValueRef safe =
+            tj_emit_select(em, is_zero, tj_emit_iconst(t, 1), y);
+        LLVMValueRef r = op == TJ_OP_DIV ? LLVMBuildUDiv(b, x, safe, "")
+                                         : LLVMBuildURem(b, x, safe, "");
+        return tj_emit_select(em, is_zero, zero, r);
+      }
+      case TJ_OP_MAXIMUM:
+      case TJ_OP_MINIMUM:
+        return tj_emit_select(
+            em,
+            LLVMBuildICmp(b, op == TJ_OP_MAXIMUM ? LLVMIntUGT : LLVMIntULT, x,
+                          y, ""),
+            x, y);
+      default:
+        break;
+    }
+  }
   switch (op) {
     case TJ_OP_ADD:
       return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
@@ -974,7 +1066,8 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
                                             LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
       int i = (int)op - (int)TJ_OP_EQ;
       if (fl) return LLVMBuildFCmp(b, fp[i], x, y, "");
-      return LLVMBuildICmp(b, is_bool ? up[i] : sp[i], x, y, "");
+      return LLVMBuildICmp(
+          b, is_bool || tj_dtype_is_unsigned(dt) ? up[i] : sp[i], x, y, "");
     }
     case TJ_OP_AND:
     case TJ_OP_BITWISE_AND:
@@ -996,9 +1089,12 @@ static LLVMValueRef emit_binary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       unsigned bits = LLVMGetIntTypeWidth(elem_of(t));
       LLVMValueRef out =
           LLVMBuildICmp(b, LLVMIntUGE, y, tj_emit_iconst(t, (int64_t)bits), "");
-      if (op == TJ_OP_SHIFT_LEFT) {
-        LLVMValueRef s = LLVMBuildShl(
-            b, x, tj_emit_select(em, out, LLVMConstNull(t), y), "");
+      // Unsigned: logical, 0 beyond (the held-wide ones are non-negative,
+      // and shift in zeros either way).
+      if (op == TJ_OP_SHIFT_LEFT || tj_dtype_is_unsigned(dt)) {
+        LLVMValueRef c = tj_emit_select(em, out, LLVMConstNull(t), y);
+        LLVMValueRef s = op == TJ_OP_SHIFT_LEFT ? LLVMBuildShl(b, x, c, "")
+                                                : LLVMBuildLShr(b, x, c, "");
         return tj_emit_select(em, out, LLVMConstNull(t), s);
       }
       return LLVMBuildAShr(
@@ -1122,8 +1218,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
         }
-        if (in->dtype == TJ_DTYPE_U8 && in->op != TJ_OP_CAST && vals[i]) {
-          vals[i] = wrap_u8(em, vals[i]);  // arithmetic in i32, wrapped
+        if (held_wide(in->dtype) && in->op != TJ_OP_CAST && vals[i]) {
+          // arithmetic in the wider integer, wrapped
+          vals[i] = wrap_int(em, in->dtype, vals[i]);
         }
         break;
       }

@@ -3,6 +3,7 @@
 
 #include "jit/emit_nvptx.h"
 #include "jit/nvptx_math.h"
+#include "lib/dtype.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -385,11 +386,11 @@ static LLVMValueRef identity(tj_nvptx_emit_t* nv, const reducer_t* r,
     case TJ_KIR_REDUCE_ARGMAX:
       if (fl) return tj_emit_fconst(t, -__builtin_inf());
       if (bits == 1) return tj_emit_iconst(t, 0);
-      return tj_emit_iconst(t, (int64_t)(~0ull << (bits - 1)));  // INT_MIN
+      return tj_emit_iconst(t, tj_dtype_int_lowest(r->dtype));
     case TJ_KIR_REDUCE_MIN:
       if (fl) return tj_emit_fconst(t, __builtin_inf());
       if (bits == 1) return tj_emit_iconst(t, 1);
-      return tj_emit_iconst(t, (int64_t)((1ull << (bits - 1)) - 1));
+      return tj_emit_iconst(t, tj_dtype_int_highest(r->dtype));
   }
   return LLVMConstNull(t);
 }
@@ -412,10 +413,13 @@ static LLVMValueRef combine(tj_nvptx_emit_t* nv, const reducer_t* r,
       bool max = r->kind != TJ_KIR_REDUCE_MIN;
       if (is_bool)
         return max ? LLVMBuildOr(b, a, x, "") : LLVMBuildAnd(b, a, x, "");
-      if (!fl)
-        return tj_emit_select(
-            em, LLVMBuildICmp(b, max ? LLVMIntSGT : LLVMIntSLT, a, x, ""), a,
-            x);
+      if (!fl) {
+        // u64 in its order; the other unsigned are held non-negative.
+        LLVMIntPredicate p = r->dtype == TJ_DTYPE_U64
+                                 ? (max ? LLVMIntUGT : LLVMIntULT)
+                                 : (max ? LLVMIntSGT : LLVMIntSLT);
+        return tj_emit_select(em, LLVMBuildICmp(b, p, a, x, ""), a, x);
+      }
       LLVMValueRef pick = tj_emit_select(
           em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, x, ""), a,
           x);
@@ -440,7 +444,8 @@ static LLVMValueRef argmax_takes(tj_nvptx_emit_t* nv, const reducer_t* r,
       LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, x, a, "");
       return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
     }
-    LLVMValueRef gt = LLVMBuildICmp(b, LLVMIntSGT, x, a, "");
+    LLVMValueRef gt = LLVMBuildICmp(
+        b, r->dtype == TJ_DTYPE_U64 ? LLVMIntUGT : LLVMIntSGT, x, a, "");
     LLVMValueRef eq = LLVMBuildICmp(b, LLVMIntEQ, x, a, "");
     return LLVMBuildOr(b, gt, LLVMBuildAnd(b, eq, earlier, ""), "");
   }

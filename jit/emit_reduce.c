@@ -79,10 +79,8 @@ static bool is_bool(tj_dtype_t d) { return d == TJ_DTYPE_BOOL; }
 static LLVMValueRef identity(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
                              LLVMTypeRef type) {
   bool fl = tj_dtype_is_float(dt);
-  int64_t bits = is_bool(dt) ? 1 : (int64_t)tj_dtype_size(dt) * 8;
-  int64_t imax = is_bool(dt) ? 1 : (int64_t)((~0ULL) >> (65 - bits));
-  int64_t imin = is_bool(dt) ? 0 : -imax - 1;
-  if (dt == TJ_DTYPE_U8) imax = 255, imin = 0;
+  int64_t imax = tj_dtype_int_highest(dt);
+  int64_t imin = tj_dtype_int_lowest(dt);
   switch (op) {
     case TJ_KIR_REDUCE_SUM:
       return fl ? tj_emit_fconst(type, 0.0) : tj_emit_iconst(type, 0);
@@ -115,9 +113,11 @@ static LLVMValueRef combine(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
         return max ? LLVMBuildOr(bl, a, b, "") : LLVMBuildAnd(bl, a, b, "");
       }
       if (!fl) {
-        return tj_emit_select(
-            em, LLVMBuildICmp(bl, max ? LLVMIntSGT : LLVMIntSLT, a, b, ""), a,
-            b);
+        // u64 in its order; the other unsigned are held non-negative.
+        LLVMIntPredicate p = dt == TJ_DTYPE_U64
+                                 ? (max ? LLVMIntUGT : LLVMIntULT)
+                                 : (max ? LLVMIntSGT : LLVMIntSLT);
+        return tj_emit_select(em, LLVMBuildICmp(bl, p, a, b, ""), a, b);
       }
       // NaN propagates: a NaN operand makes a + b NaN.
       LLVMValueRef r = tj_emit_select(
@@ -151,7 +151,9 @@ static LLVMValueRef argmax_take(tj_emit_t* em, tj_dtype_t dt, LLVMValueRef av,
     eq = LLVMBuildOr(bl, LLVMBuildFCmp(bl, LLVMRealOEQ, bv, av, ""),
                      LLVMBuildAnd(bl, a_nan, b_nan, ""), "");
   } else {
-    gt = LLVMBuildICmp(bl, is_bool(dt) ? LLVMIntUGT : LLVMIntSGT, bv, av, "");
+    gt = LLVMBuildICmp(
+        bl, is_bool(dt) || dt == TJ_DTYPE_U64 ? LLVMIntUGT : LLVMIntSGT, bv, av,
+        "");
     eq = LLVMBuildICmp(bl, LLVMIntEQ, bv, av, "");
   }
   LLVMValueRef earlier = LLVMBuildICmp(bl, LLVMIntSLT, bi, ai, "");

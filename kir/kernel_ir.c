@@ -434,10 +434,16 @@ uint32_t tj_kir_const_int(tj_kir_t* k, tj_dtype_t dtype, int64_t value) {
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_CONST, dtype);
+  // Integers wrap to their dtype, as the kernels hold them (u8, u16, u32
+  // zero-extended, i16 sign-extended).
+  const uint64_t u = (uint64_t)value;
   i.ivalue = dtype == TJ_DTYPE_BOOL ? value != 0
              : dtype == TJ_DTYPE_U8 || tj_dtype_is_f8(dtype)
-                 ? (int64_t)(uint8_t)(uint64_t)value
-                 : value;
+                 ? (int64_t)(uint8_t)u
+             : dtype == TJ_DTYPE_U16 ? (int64_t)(uint16_t)u
+             : dtype == TJ_DTYPE_I16 ? (int64_t)(int16_t)(uint16_t)u
+             : dtype == TJ_DTYPE_U32 ? (int64_t)(uint32_t)u
+                                     : value;
   return append(k, &i);
 }
 

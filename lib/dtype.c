@@ -221,6 +221,26 @@ double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index) {
       return tj_f8e4m3_to_f64(p[index]);
     case TJ_DTYPE_F8E5M2:
       return tj_f8e5m2_to_f64(p[index]);
+    case TJ_DTYPE_I16: {
+      int16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return v;
+    }
+    case TJ_DTYPE_U16: {
+      uint16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return v;
+    }
+    case TJ_DTYPE_U32: {
+      uint32_t v;
+      memcpy(&v, p + index * 4, 4);
+      return v;
+    }
+    case TJ_DTYPE_U64: {
+      uint64_t v;
+      memcpy(&v, p + index * 8, 8);
+      return (double)v;
+    }
     default:
       return 0.0;
   }
@@ -274,6 +294,28 @@ void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value) {
     case TJ_DTYPE_F8E5M2:
       p[index] = tj_f64_to_f8e5m2(value);
       return;
+    case TJ_DTYPE_I16: {
+      int16_t v = (int16_t)f64_to_int_checked(value, -32769.0, 32768.0);
+      memcpy(p + index * 2, &v, 2);
+      return;
+    }
+    case TJ_DTYPE_U16: {
+      uint16_t v = (uint16_t)f64_to_int_checked(value, -1.0, 65536.0);
+      memcpy(p + index * 2, &v, 2);
+      return;
+    }
+    case TJ_DTYPE_U32: {
+      uint32_t v = (uint32_t)f64_to_int_checked(value, -1.0, 4294967296.0);
+      memcpy(p + index * 4, &v, 4);
+      return;
+    }
+    case TJ_DTYPE_U64: {
+      // (-1, 2^64): truncation fits (2^64 is exact in a double).
+      uint64_t v =
+          value > -1.0 && value < 18446744073709551616.0 ? (uint64_t)value : 0;
+      memcpy(p + index * 8, &v, 8);
+      return;
+    }
     default:
       return;
   }
@@ -298,6 +340,26 @@ int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index) {
       return p[index] != 0;
     case TJ_DTYPE_U8:
       return p[index];
+    case TJ_DTYPE_I16: {
+      int16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return v;
+    }
+    case TJ_DTYPE_U16: {
+      uint16_t v;
+      memcpy(&v, p + index * 2, 2);
+      return v;
+    }
+    case TJ_DTYPE_U32: {
+      uint32_t v;
+      memcpy(&v, p + index * 4, 4);
+      return v;
+    }
+    case TJ_DTYPE_U64: {  // the bits: values >= 2^63 read negative
+      int64_t v;
+      memcpy(&v, p + index * 8, 8);
+      return v;
+    }
     default:
       return f64_to_i64(tj_load_f64(dtype, data, index));
   }
@@ -324,6 +386,20 @@ void tj_store_i64(tj_dtype_t dtype, void* data, int64_t index, int64_t value) {
       return;
     case TJ_DTYPE_U8:
       p[index] = (unsigned char)(uint8_t)(uint64_t)value;
+      return;
+    case TJ_DTYPE_I16:
+    case TJ_DTYPE_U16: {
+      uint16_t v = (uint16_t)(uint64_t)value;
+      memcpy(p + index * 2, &v, 2);
+      return;
+    }
+    case TJ_DTYPE_U32: {
+      uint32_t v = (uint32_t)(uint64_t)value;
+      memcpy(p + index * 4, &v, 4);
+      return;
+    }
+    case TJ_DTYPE_U64:
+      memcpy(p + index * 8, &value, 8);
       return;
     default:
       // int64 -> double rounds once; double -> f32/f16/bf16 then rounds

@@ -13,7 +13,53 @@ static inline bool tj_dtype_is_float(tj_dtype_t d) {
 }
 static inline bool tj_dtype_is_int(tj_dtype_t d) {
   return d == TJ_DTYPE_I8 || d == TJ_DTYPE_I32 || d == TJ_DTYPE_I64 ||
-         d == TJ_DTYPE_U8;
+         d == TJ_DTYPE_U8 || d == TJ_DTYPE_I16 || d == TJ_DTYPE_U16 ||
+         d == TJ_DTYPE_U32 || d == TJ_DTYPE_U64;
+}
+// The unsigned integers. Kernels hold u8, u16 and u32 zero-extended in a
+// wider integer (their signed operations are exact there); u64 needs the
+// unsigned operations themselves.
+static inline bool tj_dtype_is_unsigned(tj_dtype_t d) {
+  return d == TJ_DTYPE_U8 || d == TJ_DTYPE_U16 || d == TJ_DTYPE_U32 ||
+         d == TJ_DTYPE_U64;
+}
+// The smallest and largest value of an integer dtype (bool: 0, 1), as the
+// int64 that tj_load_i64 gives (u64's largest: -1, its bits).
+static inline int64_t tj_dtype_int_lowest(tj_dtype_t d) {
+  switch (d) {
+    case TJ_DTYPE_I8:
+      return INT8_MIN;
+    case TJ_DTYPE_I16:
+      return INT16_MIN;
+    case TJ_DTYPE_I32:
+      return INT32_MIN;
+    case TJ_DTYPE_I64:
+      return INT64_MIN;
+    default:
+      return 0;  // bool and the unsigned
+  }
+}
+static inline int64_t tj_dtype_int_highest(tj_dtype_t d) {
+  switch (d) {
+    case TJ_DTYPE_I8:
+      return INT8_MAX;
+    case TJ_DTYPE_I16:
+      return INT16_MAX;
+    case TJ_DTYPE_I32:
+      return INT32_MAX;
+    case TJ_DTYPE_U8:
+      return UINT8_MAX;
+    case TJ_DTYPE_U16:
+      return UINT16_MAX;
+    case TJ_DTYPE_U32:
+      return UINT32_MAX;
+    case TJ_DTYPE_U64:
+      return -1;
+    case TJ_DTYPE_BOOL:
+      return 1;
+    default:
+      return INT64_MAX;
+  }
 }
 // The 8-bit floats: storage dtypes (no arithmetic; casts, movement, where,
 // quantize and dequantize only).
@@ -47,7 +93,9 @@ double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index);
 // float->int truncates toward zero, NaN and out-of-range give 0; bool is
 // value != 0; float8 saturates).
 void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value);
-// Exact integer paths (i64 does not fit in a double).
+// Exact integer paths (i64 does not fit in a double). A u64 travels as its
+// bits (values from 2^63 read negative): convert it to a float through
+// tj_load_f64, not through (double) of its int64.
 int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index);
 void tj_store_i64(tj_dtype_t dtype, void* data, int64_t index, int64_t value);
 

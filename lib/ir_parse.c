@@ -564,6 +564,25 @@ static bool parse_i64_token(parser_t* p, int64_t* out) {
   return true;
 }
 
+// A u64 constant: 0 to 2^64 - 1, as its bits.
+static bool parse_u64_token(parser_t* p, int64_t* out) {
+  if (TOK.kind != TOK_NUMBER || !TOK.is_int)
+    return fail_expected(p, "an integer");
+  const char* s = p->text + TOK.start;
+  if (s[0] == '-') {
+    return fail(p, "value %.*s out of range for u64", (int)TOK.length, s);
+  }
+  uint64_t value = 0;
+  for (size_t i = 0; i < TOK.length; ++i) {
+    if (__builtin_mul_overflow(value, 10u, &value) ||
+        __builtin_add_overflow(value, (uint64_t)(s[i] - '0'), &value)) {
+      return fail(p, "integer out of range");
+    }
+  }
+  *out = (int64_t)value;
+  return true;
+}
+
 // A number, nan, inf or -inf as a double (TOK_NUMBER or the words).
 static bool parse_f64_token(parser_t* p, double* out) {
   if (tok_is_word(p, "nan")) {
@@ -682,7 +701,7 @@ static bool dtype_from_token(parser_t* p, tj_dtype_t* out) {
   char buf[64];
   return fail(p,
               "unknown dtype %s (expected f32, f16, bf16, f64, i8, i32, "
-              "i64, bool, u8, f8e4m3 or f8e5m2)",
+              "i64, bool, u8, f8e4m3, f8e5m2, i16, u16, u32 or u64)",
               describe(p, buf, sizeof(buf)));
 }
 
@@ -1173,15 +1192,14 @@ static bool convert_value(parser_t* p, tj_dtype_t dtype, void* data,
       return fail_expected(p, buf);
     }
     int64_t value;
+    if (dtype == TJ_DTYPE_U64) {
+      if (!parse_u64_token(p, &value)) return false;
+      tj_store_i64(dtype, data, index, value);
+      return true;
+    }
     if (!parse_i64_token(p, &value)) return false;
-    int64_t lo = dtype == TJ_DTYPE_I8    ? INT8_MIN
-                 : dtype == TJ_DTYPE_U8  ? 0
-                 : dtype == TJ_DTYPE_I32 ? INT32_MIN
-                                         : INT64_MIN;
-    int64_t hi = dtype == TJ_DTYPE_I8    ? INT8_MAX
-                 : dtype == TJ_DTYPE_U8  ? UINT8_MAX
-                 : dtype == TJ_DTYPE_I32 ? INT32_MAX
-                                         : INT64_MAX;
+    int64_t lo = tj_dtype_int_lowest(dtype);
+    int64_t hi = tj_dtype_int_highest(dtype);
     if (value < lo || value > hi)
       return fail(p, "value %lld out of range for %s", (long long)value, name);
     tj_store_i64(dtype, data, index, value);

@@ -363,6 +363,10 @@ static void print_constant_data(printer_t* p, const tj_node_t* node) {
         sbuf_puts(&p->out,
                   tj_load_i64(node->dtype, data, i) ? "true" : "false");
         break;
+      case TJ_DTYPE_U64:
+        sbuf_printf(&p->out, "%llu",
+                    (unsigned long long)tj_load_i64(node->dtype, data, i));
+        break;
       default:
         sbuf_printf(&p->out, "%lld",
                     (long long)tj_load_i64(node->dtype, data, i));

@@ -112,6 +112,18 @@ bool tj_onnx_dtype(int32_t elem_type, tj_dtype_t* out_dtype) {
     case 19:  // FLOAT8E5M2
       *out_dtype = TJ_DTYPE_F8E5M2;
       return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+      *out_dtype = TJ_DTYPE_I16;
+      return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+      *out_dtype = TJ_DTYPE_U16;
+      return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+      *out_dtype = TJ_DTYPE_U32;
+      return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+      *out_dtype = TJ_DTYPE_U64;
+      return true;
     default:
       return false;
   }
@@ -240,6 +252,8 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
     case 17:  // FLOAT8E4M3FN: the bits, one per int32_data entry
     case 19:  // FLOAT8E5M2
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
       have = t->n_int32_data;
       if ((int64_t)have == n) {
         for (int64_t i = 0; i < n; ++i) {
@@ -250,8 +264,22 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
             ((int8_t*)out)[i] = (int8_t)v;
           else if (dtype == TJ_DTYPE_BOOL)
             ((uint8_t*)out)[i] = v != 0;
+          else if (dtype == TJ_DTYPE_I16 || dtype == TJ_DTYPE_U16)
+            ((uint16_t*)out)[i] = (uint16_t)v;  // the low 16 bits
           else
             ((uint8_t*)out)[i] = (uint8_t)v;
+        }
+      }
+      break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+      have = t->n_uint64_data;
+      if ((int64_t)have == n) {
+        for (int64_t i = 0; i < n; ++i) {
+          if (dtype == TJ_DTYPE_U32)
+            ((uint32_t*)out)[i] = (uint32_t)t->uint64_data[i];
+          else
+            ((uint64_t*)out)[i] = t->uint64_data[i];
         }
       }
       break;

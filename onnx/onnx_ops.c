@@ -262,6 +262,14 @@ static double element_f64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_BOOL:
     case TJ_DTYPE_U8:
       return *(const uint8_t*)p;
+    case TJ_DTYPE_I16:
+      return *(const int16_t*)p;
+    case TJ_DTYPE_U16:
+      return *(const uint16_t*)p;
+    case TJ_DTYPE_U32:
+      return *(const uint32_t*)p;
+    case TJ_DTYPE_U64:
+      return (double)*(const uint64_t*)p;
     default:
       return 0;
   }
@@ -281,6 +289,14 @@ static int64_t element_i64(const tj_onnx_val_t* v) {
       return *(const int64_t*)v->data;
     case TJ_DTYPE_U8:
       return *(const uint8_t*)v->data;
+    case TJ_DTYPE_I16:
+      return *(const int16_t*)v->data;
+    case TJ_DTYPE_U16:
+      return *(const uint16_t*)v->data;
+    case TJ_DTYPE_U32:
+      return *(const uint32_t*)v->data;
+    case TJ_DTYPE_U64:  // the bits
+      return (int64_t) * (const uint64_t*)v->data;
     default:
       return 0;
   }
@@ -1052,6 +1068,22 @@ static tj_status_t cv_mod(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                tj_dtype_name(dtype_of(n, 0)));
   tj_value_t a = in(im, n, 0), b = in(im, n, 1);
   return out(im, n, 0, fmod ? tj_graph_fmod(G, a, b) : tj_graph_mod(G, a, b));
+}
+
+// BitShift (opset 11): direction LEFT or RIGHT. ONNX defines it on the
+// unsigned dtypes (a logical shift; counts >= the bits give 0); the signed
+// ones get shift_left / shift_right's rule (arithmetic right shift).
+static tj_status_t cv_bit_shift(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const bool left = attr_s_is(n, "direction", "", "LEFT");
+  if (!left && !attr_s_is(n, "direction", "", "RIGHT"))
+    return bad(im, n, "direction must be \"LEFT\" or \"RIGHT\"");
+  tj_value_t a = in(im, n, 0), b = in(im, n, 1);
+  return out(
+      im, n, 0,
+      left ? tj_graph_shift_left(G, a, b) : tj_graph_shift_right(G, a, b));
 }
 
 static tj_status_t cv_one_hot(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -2043,6 +2075,354 @@ static tj_status_t cv_softmax_ce_loss(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return nll(im, n, logp, n->inputs[0], 1, 2);
 }
 
+//===--- Resize (dtypes, issue 15) ---===//
+
+// ONNX Resize (opsets 10 to 19) as the ONNX reference computes it: axis by
+// axis in increasing order (interpolation is separable), each output
+// position j mapping to a source coordinate x by the coordinate
+// transformation mode, taps at consecutive indices clamped into the axis
+// (edge padding) with the mode's coefficients. An axis becomes one gather
+// (nearest) or a weighted sum of gathers of constant indices (linear,
+// cubic, antialias), native kernels that fuse; tf_crop_and_resize's
+// positions outside the input take extrapolation_value.
+enum { RS_MAX_TAPS = 64 };
+
+typedef struct rs_t {
+  int mode;     // 0 nearest, 1 linear, 2 cubic
+  int nearest;  // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
+  int ctm;      // kRsModes
+  double a;     // cubic_coeff_a
+  bool exclude_outside, antialias;
+} rs_t;
+
+static const char* const kRsModes[] = {
+    "half_pixel",          "half_pixel_symmetric", "pytorch_half_pixel",
+    "align_corners",       "asymmetric",           "tf_crop_and_resize",
+    "tf_half_pixel_for_nn"};
+
+// The index of attribute |name|'s string among |options| (|def| when
+// absent), or -1.
+static int rs_choice(tj_onnx_node_t* n, const char* name, const char* def,
+                     const char* const* options, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (attr_s_is(n, name, def, options[i])) return i;
+  }
+  return -1;
+}
+
+static double rs_cubic(double x, double a) {
+  x = fabs(x);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
+// The coefficients for |ratio| (in (0, 1]) at |scale|; their count.
+static int rs_coeffs(const rs_t* r, double ratio, double scale, double* c) {
+  if (r->mode == 0) {
+    bool hi = ratio == 1.0 || (r->nearest == 0   ? ratio > 0.5
+                               : r->nearest == 1 ? ratio >= 0.5
+                                                 : r->nearest == 3);
+    c[0] = !hi, c[1] = hi;
+    return 2;
+  }
+  if (!r->antialias && r->mode == 1) {
+    c[0] = 1 - ratio, c[1] = ratio;
+    return 2;
+  }
+  if (!r->antialias) {
+    const double a = r->a, s = ratio + 1, t = 1 - ratio, u = t + 1;
+    c[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+    c[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
+    c[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
+    c[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
+    return 4;
+  }
+  scale = fmin(scale, 1.0);
+  const int start = (int)floor((r->mode == 1 ? -1 : -2) / scale) + 1;
+  const int count = 2 - 2 * start;  // taps start .. 1 - start
+  if (count > RS_MAX_TAPS) return -1;
+  double sum = 0;
+  for (int i = 0; i < count; ++i) {
+    double x = (start + i - ratio) * scale;
+    c[i] = r->mode == 1 ? fmin(fmax(1 - fabs(x), 0), 1) : rs_cubic(x, r->a);
+    sum += c[i];
+  }
+  for (int i = 0; i < count; ++i) c[i] /= sum;
+  return count;
+}
+
+// Resizes axis |ax| of |x| (dims |dims|) from dims[ax] to |out_len| at
+// |scale|; roi [lo, hi] for tf_crop_and_resize.
+static tj_status_t rs_axis(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const rs_t* r, tj_value_t* x, tj_dtype_t dtype,
+                           int32_t rank, int64_t* dims, int32_t ax,
+                           int64_t out_len, double scale, double lo, double hi,
+                           double extrapolation) {
+  const int64_t in_len = dims[ax];
+  if (in_len <= 0 || out_len <= 0 || out_len > (1 << 24))
+    return fail(im, n, "resize of axis %d from %lld to %lld", (int)ax,
+                (long long)in_len, (long long)out_len);
+  double c[RS_MAX_TAPS];
+  const int taps = rs_coeffs(r, 0.5, scale, c);
+  if (taps < 0)
+    return fail(im, n, "antialias at scale %g needs more than %d taps", scale,
+                RS_MAX_TAPS);
+  const size_t cells = (size_t)out_len * (size_t)taps;
+  int64_t* idx = tj_arena_alloc(&im->arena, cells * sizeof(int64_t));
+  double* w = tj_arena_alloc(&im->arena, cells * sizeof(double));
+  uint8_t* outside = tj_arena_alloc(&im->arena, (size_t)out_len);
+  if (!idx || !w || !outside) return tj_status_oom();
+  const double out_width = scale * (double)in_len;
+  bool any_outside = false;
+  for (int64_t j = 0; j < out_len; ++j) {
+    const double y = (double)j;
+    double xo;
+    switch (r->ctm) {
+      case 1: {  // half_pixel_symmetric
+        double adjustment = (double)out_len / out_width;
+        double center = (double)in_len / 2;
+        xo = center * (1 - adjustment) + (y + 0.5) / scale - 0.5;
+        break;
+      }
+      case 2:  // pytorch_half_pixel
+        xo = out_width == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+        break;
+      case 3:  // align_corners
+        xo = out_width == 1 ? 0 : y * (double)(in_len - 1) / (out_width - 1);
+        break;
+      case 4:  // asymmetric
+        xo = y / scale;
+        break;
+      case 5:  // tf_crop_and_resize
+        xo = out_width == 1
+                 ? (hi - lo) * (double)(in_len - 1) / 2
+                 : y * (hi - lo) * (double)(in_len - 1) / (out_width - 1);
+        xo += lo * (double)(in_len - 1);
+        break;
+      case 6:  // tf_half_pixel_for_nn (opset 11 only)
+        xo = (y + 0.5) / scale;
+        break;
+      default:  // half_pixel
+        xo = (y + 0.5) / scale - 0.5;
+        break;
+    }
+    outside[j] = r->ctm == 5 && (xo < 0 || xo > (double)(in_len - 1));
+    any_outside |= outside[j];
+    const double fl = floor(xo);
+    const bool integer = xo == fl;
+    if (!isfinite(xo) || fabs(xo) > 1e15)
+      return fail(im, n, "resize coordinate %g of axis %d", xo, (int)ax);
+    int got = rs_coeffs(r, integer ? 1.0 : xo - fl, scale, c);
+    // The taps nearest x, ties to the lower (an even count: from
+    // floor(x) - taps/2 + 1, or x - taps/2 when x is an integer).
+    int64_t start = (int64_t)fl - taps / 2 + (integer ? 0 : 1);
+    double sum = 0;
+    for (int k = 0; k < got; ++k) {
+      int64_t i = start + k;
+      if (r->exclude_outside && (i < 0 || i >= in_len)) c[k] = 0;
+      sum += c[k];
+      idx[(size_t)k * (size_t)out_len + (size_t)j] = i < 0         ? 0
+                                                     : i >= in_len ? in_len - 1
+                                                                   : i;
+    }
+    if (r->exclude_outside && sum == 0) sum = 1;
+    for (int k = 0; k < got; ++k) {
+      w[(size_t)k * (size_t)out_len + (size_t)j] =
+          r->exclude_outside ? c[k] / sum : c[k];
+    }
+  }
+  int64_t wdims[TJ_MAX_RANK];
+  for (int32_t d = 0; d < rank - ax; ++d) wdims[d] = d == 0 ? out_len : 1;
+  int used = taps;
+  if (r->mode == 0) {  // nearest: the one tap of weight 1, one gather
+    for (int64_t j = 0; j < out_len; ++j) {
+      const size_t up = (size_t)out_len + (size_t)j;
+      if (w[up] == 1) idx[j] = idx[up];
+      w[j] = 1;
+    }
+    used = 1;
+  }
+  tj_value_t acc = tj_value_none();
+  for (int k = 0; k < used; ++k) {
+    const int64_t* ik = idx + (size_t)k * (size_t)out_len;
+    const double* wk = w + (size_t)k * (size_t)out_len;
+    bool zero = true, one = true;
+    for (int64_t j = 0; j < out_len; ++j) {
+      zero &= wk[j] == 0;
+      one &= wk[j] == 1;
+    }
+    if (zero) continue;
+    tj_value_t g =
+        tj_graph_gather(G, *x,
+                        tj_graph_constant(G, TJ_DTYPE_I64, 1, &out_len, ik,
+                                          (size_t)out_len * sizeof(int64_t)),
+                        ax);
+    if (!one) {
+      if (!is_float(dtype))
+        return fail(im, n, "%s interpolation of %s",
+                    r->mode == 1 ? "linear" : "cubic", tj_dtype_name(dtype));
+      // The weights in the input's dtype.
+      void* wt = tj_arena_alloc(&im->arena,
+                                (size_t)out_len * tj_dtype_size(dtype) + 1);
+      if (!wt) return tj_status_oom();
+      for (int64_t j = 0; j < out_len; ++j) {
+        switch (dtype) {
+          case TJ_DTYPE_F64:
+            ((double*)wt)[j] = wk[j];
+            break;
+          default:
+            ((float*)wt)[j] = (float)wk[j];
+            break;
+        }
+      }
+      tj_dtype_t wd = dtype == TJ_DTYPE_F64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+      tj_value_t wv = tj_graph_constant(G, wd, rank - ax, wdims, wt,
+                                        (size_t)out_len * tj_dtype_size(wd));
+      if (wd != dtype) g = tj_graph_cast(G, g, wd);
+      g = tj_graph_mul(G, g, wv);
+    } else if (is_float(dtype) && dtype != TJ_DTYPE_F64) {
+      g = tj_graph_cast(G, g, TJ_DTYPE_F32);
+    }
+    acc = tj_value_is_none(acc) ? g : tj_graph_add(G, acc, g);
+  }
+  if (tj_value_is_none(acc)) return fail(im, n, "resize with no taps");
+  if (is_float(dtype) && dtype != TJ_DTYPE_F64 && dtype != TJ_DTYPE_F32)
+    acc = tj_graph_cast(G, acc, dtype);
+  if (any_outside) {
+    tj_value_t mask = tj_graph_constant(G, TJ_DTYPE_BOOL, rank - ax, wdims,
+                                        outside, (size_t)out_len);
+    acc = tj_graph_where(G, mask, scalar(im, dtype, extrapolation), acc);
+  }
+  *x = acc;
+  dims[ax] = out_len;
+  return NULL;
+}
+
+static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  (void)e;
+  const bool v10 = im->opset < 11;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, v10 ? 2 : 1, v10 ? 2 : 4));
+  tj_onnx_val_t* xv = n->inputs[0];
+  const int32_t rank = xv->rank;
+  const tj_dtype_t dtype = xv->dtype;
+  rs_t r = {0};
+  static const char* const kModes[] = {"nearest", "linear", "cubic"};
+  static const char* const kNearest[] = {"round_prefer_floor",
+                                         "round_prefer_ceil", "floor", "ceil"};
+  static const char* const kPolicies[] = {"stretch", "not_larger",
+                                          "not_smaller"};
+  r.mode = rs_choice(n, "mode", "nearest", kModes, 3);
+  r.nearest = rs_choice(n, "nearest_mode", "round_prefer_floor", kNearest, 4);
+  r.ctm = rs_choice(n, "coordinate_transformation_mode",
+                    v10 ? "asymmetric" : "half_pixel", kRsModes, 7);
+  const int policy =
+      rs_choice(n, "keep_aspect_ratio_policy", "stretch", kPolicies, 3);
+  if (r.mode < 0 || r.nearest < 0 || r.ctm < 0 || policy < 0)
+    return bad(im, n,
+               "unknown mode, nearest_mode, "
+               "coordinate_transformation_mode or "
+               "keep_aspect_ratio_policy");
+  r.a = attr_f(n, "cubic_coeff_a", -0.75);
+  r.exclude_outside = attr_i(n, "exclude_outside", 0) != 0;
+  r.antialias = attr_i(n, "antialias", 0) != 0 && r.mode != 0;
+  const double extrapolation = attr_f(n, "extrapolation_value", 0.0);
+  if (xv->symbolic) return fail(im, n, "resize of a shape tensor");
+  for (int32_t d = 0; d < rank; ++d) {
+    if (xv->dims[d] < 0)
+      return fail(im, n, "input dim %d is symbolic; resize needs static dims",
+                  (int)d);
+  }
+  int32_t num_axes = 0;
+  int64_t axes[MAX_INTS];
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "axes", &num_axes, axes));
+  if (num_axes == 0) {
+    num_axes = rank;
+    for (int32_t d = 0; d < rank; ++d) axes[d] = d;
+  }
+  for (int32_t i = 0; i < num_axes; ++i) {
+    int32_t a;
+    TJ_RETURN_IF_ERROR(norm_axis(im, n, axes[i], rank, &a));
+    axes[i] = a;
+  }
+  // scales (input 1 in opset 10, else 2) or sizes (input 3): constants.
+  const int32_t si = v10 ? 1 : 2;
+  double scales[TJ_MAX_RANK], roi[2 * TJ_MAX_RANK];
+  int64_t sizes[TJ_MAX_RANK];
+  for (int32_t d = 0; d < rank; ++d) {
+    scales[d] = 1, sizes[d] = xv->dims[d], roi[d] = 0, roi[rank + d] = 1;
+  }
+  const bool has_scales = has_in(n, si) && numel_of_val(n->inputs[si]) > 0;
+  const bool has_sizes = !v10 && has_in(n, 3) && numel_of_val(n->inputs[3]) > 0;
+  if (has_scales == has_sizes)
+    return bad(im, n, "exactly one of scales and sizes must be given");
+  if (has_scales) {
+    tj_onnx_val_t* s = n->inputs[si];
+    if (!s->data)
+      return fail(im, n, "input %d (scales, \"%s\") must be a constant",
+                  (int)si, n->proto->input[si]);
+    if (!is_float(s->dtype) || numel_of_val(s) != num_axes)
+      return bad(im, n, "scales must be %d floats", (int)num_axes);
+    for (int32_t i = 0; i < num_axes; ++i) {
+      tj_onnx_val_t one = *s;
+      one.data = (const char*)s->data + (size_t)i * tj_dtype_size(s->dtype);
+      double v = element_f64(&one);
+      if (!(v > 0)) return bad(im, n, "scale %g is not positive", v);
+      scales[axes[i]] = v;
+      sizes[axes[i]] =
+          (int64_t)floor(v * (double)xv->dims[axes[i]]);  // as numpy astype
+    }
+  } else {
+    int32_t count;
+    int64_t want[MAX_INTS];
+    TJ_RETURN_IF_ERROR(known_ints(im, n, 3, "sizes", &count, want, false));
+    if (count != num_axes) return bad(im, n, "sizes must be %d ints", num_axes);
+    for (int32_t i = 0; i < num_axes; ++i) {
+      sizes[axes[i]] = want[i];
+      scales[axes[i]] = (double)want[i] / (double)xv->dims[axes[i]];
+    }
+    if (policy != 0) {
+      double s = scales[axes[0]];
+      for (int32_t i = 1; i < num_axes; ++i) {
+        double v = scales[axes[i]];
+        s = policy == 1 ? fmin(s, v) : fmax(s, v);
+      }
+      for (int32_t i = 0; i < num_axes; ++i) {
+        scales[axes[i]] = s;
+        sizes[axes[i]] = (int64_t)(s * (double)xv->dims[axes[i]] + 0.5);
+      }
+    }
+  }
+  if (r.ctm == 5) {
+    if (!has_in(n, 1) || !n->inputs[1]->data)
+      return fail(im, n, "tf_crop_and_resize needs a constant roi");
+    tj_onnx_val_t* rv = n->inputs[1];
+    if (!is_float(rv->dtype) || numel_of_val(rv) != 2 * num_axes)
+      return bad(im, n, "roi must be %d floats", 2 * (int)num_axes);
+    for (int32_t i = 0; i < 2 * num_axes; ++i) {
+      tj_onnx_val_t one = *rv;
+      one.data = (const char*)rv->data + (size_t)i * tj_dtype_size(rv->dtype);
+      int32_t a = (int32_t)axes[i % num_axes];
+      roi[i < num_axes ? a : rank + a] = element_f64(&one);
+    }
+  }
+  tj_value_t x = in(im, n, 0);
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, xv->dims, sizeof(int64_t) * (size_t)rank);
+  for (int32_t a = 0; a < rank; ++a) {
+    // An axis the reference leaves alone (scale ~1, same size, whole roi).
+    if (fabs(scales[a] - 1) <= 1e-9 && sizes[a] == dims[a] &&
+        (r.ctm != 5 ||
+         (fabs(roi[a]) <= 1e-9 && fabs(roi[rank + a] - 1) <= 1e-9)))
+      continue;
+    TJ_RETURN_IF_ERROR(rs_axis(im, n, &r, &x, dtype, rank, dims, a, sizes[a],
+                               scales[a], roi[a], roi[rank + a],
+                               extrapolation));
+  }
+  return out(im, n, 0, x);
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -2370,19 +2750,22 @@ static const op_entry_t kOps[] = {
        cv_dequantize_linear),
     OP("DynamicQuantizeLinear", "", cv_dynamic_quantize_linear),
     OP("MatMulNBits", "K,N,accuracy_level,bits,block_size,", cv_matmul_nbits),
+    // dtypes (issue 15)
+    OP("BitShift", "direction,", cv_bit_shift),
+    OP("Resize",
+       "antialias,axes,coordinate_transformation_mode,cubic_coeff_a,"
+       "exclude_outside,extrapolation_value,keep_aspect_ratio_policy,mode,"
+       "nearest_mode,",
+       cv_resize),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
-    // ONNX BitShift takes only unsigned dtypes; shift_right is arithmetic
-    // on our signed ones.
-    {"BitShift", "unsigned dtypes for a logical shift"},
     {"CumSum", "cumsum"},
     {"ScatterElements", "scatter"},
     {"Scatter", "scatter"},
     {"ScatterND", "scatter_nd"},
     {"TopK", "topk"},
-    {"Resize", "resize"},
     {"Upsample", "resize"},
     {"Einsum", "einsum"},
     {"LSTM", "lstm"},

@@ -110,8 +110,14 @@ static int nccl_dtype(tj_dtype_t dtype) {
   switch (dtype) {
     case TJ_DTYPE_I8:
       return 0;
+    case TJ_DTYPE_U8:
+      return 1;
     case TJ_DTYPE_I32:
       return 2;
+    case TJ_DTYPE_U32:
+      return 3;
+    case TJ_DTYPE_U64:
+      return 5;
     case TJ_DTYPE_I64:
       return 4;
     case TJ_DTYPE_F16:

@@ -361,7 +361,18 @@ static bool unary_has_int_form(tj_op_t op) {
   return tj_op_info(op)->dtypes != TJ_OP_DTYPES_FLOAT;
 }
 
-static int64_t unary_i64(tj_op_t op, int64_t x) {
+static int64_t unary_i64(tj_op_t op, tj_dtype_t dtype, int64_t x) {
+  if (dtype == TJ_DTYPE_U64) {  // the bits of an unsigned: never negative
+    switch (op) {
+      case TJ_OP_ABS:
+      case TJ_OP_RELU:
+        return x;
+      case TJ_OP_SIGN:
+        return x != 0;
+      default:
+        break;
+    }
+  }
   switch (op) {
     case TJ_OP_NEG:
       return (int64_t)(0 - (uint64_t)x);  // wraps
@@ -404,7 +415,16 @@ static bool compare_f64(tj_op_t op, double a, double b) {
   }
 }
 
-static bool compare_i64(tj_op_t op, int64_t a, int64_t b) {
+// u64 compares as unsigned: flipping the sign bit maps its order onto
+// int64's (the other unsigned dtypes load as non-negative int64).
+static int64_t order_key(tj_dtype_t dtype, int64_t x) {
+  return dtype == TJ_DTYPE_U64 ? (int64_t)((uint64_t)x ^ (UINT64_C(1) << 63))
+                               : x;
+}
+
+static bool compare_i64(tj_op_t op, tj_dtype_t dtype, int64_t a, int64_t b) {
+  a = order_key(dtype, a);
+  b = order_key(dtype, b);
   switch (op) {
     case TJ_OP_EQ:
       return a == b;
@@ -460,7 +480,27 @@ static double binary_f64(tj_op_t op, double a, double b) {
 
 // Integer arithmetic through uint64_t so that overflow wraps instead of
 // being undefined; the store then wraps to the dtype's width.
-static int64_t binary_i64(tj_op_t op, int64_t a, int64_t b) {
+static int64_t binary_i64(tj_op_t op, tj_dtype_t dtype, int64_t a, int64_t b) {
+  if (dtype == TJ_DTYPE_U64) {
+    const uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+      case TJ_OP_DIV:
+        return ub == 0 ? 0 : (int64_t)(ua / ub);
+      case TJ_OP_MOD:
+      case TJ_OP_FMOD:
+        return ub == 0 ? 0 : (int64_t)(ua % ub);
+      case TJ_OP_MAXIMUM:
+        return ua > ub ? a : b;
+      case TJ_OP_MINIMUM:
+        return ua < ub ? a : b;
+      case TJ_OP_SHIFT_LEFT:
+        return ub >= 64 ? 0 : (int64_t)(ua << ub);
+      case TJ_OP_SHIFT_RIGHT:
+        return ub >= 64 ? 0 : (int64_t)(ua >> ub);
+      default:
+        break;
+    }
+  }
   switch (op) {
     case TJ_OP_ADD:
       return (int64_t)((uint64_t)a + (uint64_t)b);
@@ -527,7 +567,11 @@ static tj_status_t eval_unary(run_t* run, uint32_t index) {
   const tj_dtype_t in = a->dtype, res = out->dtype;
   if (node->op == TJ_OP_CAST) {
     for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
-      if (tj_dtype_is_float(in) || tj_dtype_is_f8(in)) {
+      // u64 -> float converts the unsigned value (its int64 would be
+      // negative from 2^63).
+      if (tj_dtype_is_float(in) || tj_dtype_is_f8(in) ||
+          (in == TJ_DTYPE_U64 &&
+           (tj_dtype_is_float(res) || tj_dtype_is_f8(res)))) {
         tj_store_f64(res, out->data, i,
                      tj_load_f64(in, a->data, it.offsets[0]));
       } else {
@@ -544,7 +588,7 @@ static tj_status_t eval_unary(run_t* run, uint32_t index) {
   } else if (!tj_dtype_is_float(in) && unary_has_int_form(node->op)) {
     for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
       int64_t x = tj_load_i64(in, a->data, it.offsets[0]);
-      tj_store_i64(res, out->data, i, unary_i64(node->op, x));
+      tj_store_i64(res, out->data, i, unary_i64(node->op, in, x));
     }
   } else {
     for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
@@ -578,8 +622,8 @@ static tj_status_t eval_binary(run_t* run, uint32_t index) {
     if (exact) {
       int64_t x = tj_load_i64(in, a->data, it.offsets[0]);
       int64_t y = tj_load_i64(in, b->data, it.offsets[1]);
-      int64_t r =
-          is_comparison(op) ? compare_i64(op, x, y) : binary_i64(op, x, y);
+      int64_t r = is_comparison(op) ? compare_i64(op, in, x, y)
+                                    : binary_i64(op, in, x, y);
       tj_store_i64(res, out->data, i, r);
     } else {
       double x = tj_load_f64(in, a->data, it.offsets[0]);
@@ -682,36 +726,8 @@ static tj_status_t eval_iota(run_t* run, uint32_t index) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-// The initial value of max/min over no elements (and before the first one).
-static int64_t int_lowest(tj_dtype_t dtype) {
-  switch (dtype) {
-    case TJ_DTYPE_I8:
-      return INT8_MIN;
-    case TJ_DTYPE_U8:
-      return 0;
-    case TJ_DTYPE_I32:
-      return INT32_MIN;
-    case TJ_DTYPE_BOOL:
-      return 0;
-    default:
-      return INT64_MIN;
-  }
-}
-
-static int64_t int_highest(tj_dtype_t dtype) {
-  switch (dtype) {
-    case TJ_DTYPE_I8:
-      return INT8_MAX;
-    case TJ_DTYPE_U8:
-      return UINT8_MAX;
-    case TJ_DTYPE_I32:
-      return INT32_MAX;
-    case TJ_DTYPE_BOOL:
-      return 1;
-    default:
-      return INT64_MAX;
-  }
-}
+// The initial value of max/min over no elements (and before the first one):
+// tj_dtype_int_lowest / tj_dtype_int_highest (lib/dtype.h).
 
 static tj_status_t eval_reduce(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
@@ -780,13 +796,13 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
         break;
       case TJ_OP_MAX:
         if (exact)
-          acci[k] = int_lowest(a->dtype);
+          acci[k] = tj_dtype_int_lowest(a->dtype);
         else
           accd[k] = -INFINITY;
         break;
       case TJ_OP_MIN:
         if (exact)
-          acci[k] = int_highest(a->dtype);
+          acci[k] = tj_dtype_int_highest(a->dtype);
         else
           accd[k] = INFINITY;
         break;
@@ -808,6 +824,9 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
     const int64_t k = it.offsets[1];
     if (exact) {
       int64_t x = tj_load_i64(a->dtype, a->data, it.offsets[0]);
+      // Compares in the dtype's order (u64 unsigned); the sums wrap alike.
+      const int64_t kx = order_key(a->dtype, x);
+      const int64_t ka = order_key(a->dtype, acci[k]);
       switch (op) {
         case TJ_OP_SUM:
         case TJ_OP_MEAN:
@@ -817,21 +836,21 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
           acci[k] = (int64_t)((uint64_t)acci[k] * (uint64_t)x);
           break;
         case TJ_OP_MAX:
-          if (x > acci[k]) acci[k] = x;
+          if (kx > ka) acci[k] = x;
           break;
         case TJ_OP_MIN:
-          if (x < acci[k]) acci[k] = x;
+          if (kx < ka) acci[k] = x;
           break;
         case TJ_OP_ARGMAX:
           // The first element along the axis starts the search, so the
           // first maximum wins.
-          if (it.index[argmax_axis] == 0 || x > acci[k]) {
+          if (it.index[argmax_axis] == 0 || kx > ka) {
             acci[k] = x;
             arg[k] = it.index[argmax_axis];
           }
           break;
         case TJ_OP_ARGMIN:
-          if (it.index[argmax_axis] == 0 || x < acci[k]) {
+          if (it.index[argmax_axis] == 0 || kx < ka) {
             acci[k] = x;
             arg[k] = it.index[argmax_axis];
           }
@@ -881,7 +900,12 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
       tj_store_i64(out->dtype, out->data, k, arg[k]);
     } else if (exact) {
       int64_t r = acci[k];
-      if (op == TJ_OP_MEAN) r = count ? r / count : 0;
+      if (op == TJ_OP_MEAN) {
+        r = !count ? 0
+            : a->dtype == TJ_DTYPE_U64
+                ? (int64_t)((uint64_t)r / (uint64_t)count)
+                : r / count;
+      }
       tj_store_i64(out->dtype, out->data, k, r);
     } else {
       double r = accd[k];

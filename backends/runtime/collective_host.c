@@ -71,6 +71,20 @@ static tj_status_t sum_into(tj_dtype_t dtype, int32_t n, void* const* srcs,
       return NULL;
     case TJ_DTYPE_BOOL:
       return tj_unsupported("collective: sum of bool");
+    case TJ_DTYPE_U8:
+    case TJ_DTYPE_I16:
+    case TJ_DTYPE_U16:
+    case TJ_DTYPE_U32:
+    case TJ_DTYPE_U64:
+      // Wrapping sums in the dtype's width (u64 as its bits).
+      for (int64_t i = begin; i < end; ++i) {
+        uint64_t s = (uint64_t)tj_load_i64(dtype, srcs[0], i);
+        for (int32_t j = 1; j < n; ++j) {
+          s += (uint64_t)tj_load_i64(dtype, srcs[j], i);
+        }
+        tj_store_i64(dtype, dst, i, (int64_t)s);
+      }
+      return NULL;
     default:
       // f16 and bf16 (and dtypes added later): each partial sum rounded to
       // the dtype, as a device holding that dtype would.

@@ -122,7 +122,15 @@ typedef enum tj_dtype_e {
   // +-max, as ONNX Cast with saturate=1); NaN becomes S.1111111 (0x7F, 0xFF).
   TJ_DTYPE_F8E4M3 = 9,
   TJ_DTYPE_F8E5M2 = 10,
-  TJ_DTYPE_COUNT_ = 11,
+  // More integers (issue 15). Arithmetic wraps modulo 2^bits as numpy;
+  // unsigned values compare, divide, shift right and convert to floats as
+  // unsigned; a float converts to them as to the other integers (truncated
+  // toward zero; NaN and values whose truncation does not fit give 0).
+  TJ_DTYPE_I16 = 11,
+  TJ_DTYPE_U16 = 12,
+  TJ_DTYPE_U32 = 13,
+  TJ_DTYPE_U64 = 14,
+  TJ_DTYPE_COUNT_ = 15,
 } tj_dtype_t;
 
 // "f32", "f16", ...; "?" for an out-of-range value. Static storage.

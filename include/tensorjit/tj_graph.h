@@ -238,9 +238,10 @@ TJ_API tj_value_t tj_graph_bitwise_xor(tj_graph_t* graph, tj_value_t a,
 TJ_API tj_value_t tj_graph_bitwise_not(tj_graph_t* graph, tj_value_t a);
 // a shifted by b bits (ONNX BitShift; integer dtypes only). shift_left
 // wraps and gives 0 when b < 0 or b >= the dtype's bits; shift_right is
-// arithmetic on our signed dtypes (numpy.right_shift; ONNX's unsigned
-// dtypes would shift zeros in) and gives every bit equal to a's sign bit
-// when b < 0 or b >= the bits.
+// arithmetic on the signed dtypes (numpy.right_shift) and gives every bit
+// equal to a's sign bit when b < 0 or b >= the bits; on the unsigned dtypes
+// it is logical (zeros shift in; ONNX BitShift) and gives 0 when b >= the
+// bits.
 TJ_API tj_value_t tj_graph_shift_left(tj_graph_t* graph, tj_value_t a,
                                       tj_value_t b);
 TJ_API tj_value_t tj_graph_shift_right(tj_graph_t* graph, tj_value_t a,

@@ -375,15 +375,22 @@ static bool exact_widening(tj_dtype_t from, tj_dtype_t to) {
     case TJ_DTYPE_F32:
       return to == TJ_DTYPE_F64;
     case TJ_DTYPE_BOOL:
-      return to == TJ_DTYPE_I8 || to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64 ||
-             to == TJ_DTYPE_U8;
+      return tj_dtype_is_int(to);
     case TJ_DTYPE_U8:
+      return to == TJ_DTYPE_I16 || to == TJ_DTYPE_U16 || to == TJ_DTYPE_I32 ||
+             to == TJ_DTYPE_U32 || to == TJ_DTYPE_I64 || to == TJ_DTYPE_U64;
+    case TJ_DTYPE_U16:
+      return to == TJ_DTYPE_I32 || to == TJ_DTYPE_U32 || to == TJ_DTYPE_I64 ||
+             to == TJ_DTYPE_U64;
+    case TJ_DTYPE_U32:
+      return to == TJ_DTYPE_I64 || to == TJ_DTYPE_U64;
+    case TJ_DTYPE_I16:
       return to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64;
     case TJ_DTYPE_F8E4M3:
     case TJ_DTYPE_F8E5M2:
       return tj_dtype_is_float(to);  // every float8 is an f16 and a bf16
     case TJ_DTYPE_I8:
-      return to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64;
+      return to == TJ_DTYPE_I16 || to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64;
     case TJ_DTYPE_I32:
       return to == TJ_DTYPE_I64;
     default:
@@ -487,6 +494,7 @@ static tj_status_t reshape_rules(canon_t* c, match_t* m, uint32_t* out) {
 static bool full_can_hold(tj_dtype_t dtype, const void* data) {
   if (tj_dtype_is_float(dtype) || tj_dtype_is_f8(dtype)) return true;
   int64_t i = tj_load_i64(dtype, data, 0);
+  if (dtype == TJ_DTYPE_U64 && i < 0) return false;  // >= 2^63: its bits
   return (int64_t)(double)i == i && fabs((double)i) < 9007199254740992.0;
 }
 

@@ -171,7 +171,7 @@ class ExecutableStats_t(ctypes.Structure):
                 ("num_shared_kernels", i32)]
 
 
-DTYPE_COUNT = 11  # TJ_DTYPE_COUNT_
+DTYPE_COUNT = 15  # TJ_DTYPE_COUNT_
 
 
 class VerifyOptions_t(ctypes.Structure):

@@ -88,7 +88,9 @@ _DL_DTYPES = {(KDL_FLOAT, 32): DType.F32, (KDL_FLOAT, 16): DType.F16,
               (KDL_BFLOAT, 16): DType.BF16, (KDL_FLOAT, 64): DType.F64,
               (KDL_INT, 8): DType.I8, (KDL_INT, 32): DType.I32,
               (KDL_INT, 64): DType.I64, (KDL_BOOL, 8): DType.BOOL,
-              (KDL_UINT, 8): DType.U8}
+              (KDL_UINT, 8): DType.U8, (KDL_INT, 16): DType.I16,
+              (KDL_UINT, 16): DType.U16, (KDL_UINT, 32): DType.U32,
+              (KDL_UINT, 64): DType.U64}
 
 
 def is_capsule(obj: Any) -> bool:
@@ -140,7 +142,7 @@ class Marshal:
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
         dtype = dtype_from_numpy(arr.dtype)
-        if dtype is None and expect == DType.BF16 and arr.dtype == np.uint16:
+        if expect == DType.BF16 and arr.dtype == np.uint16:
             dtype = DType.BF16  # raw bf16 bits
         if expect is not None and expect.is_float8 and \
                 arr.dtype == np.uint8:
@@ -242,8 +244,7 @@ class Marshal:
         code, bits, lanes = int(dl.dtype.code), int(dl.dtype.bits), \
             int(dl.dtype.lanes)
         dtype = _DL_DTYPES.get((code, bits))
-        if dtype is None and expect == DType.BF16 and (code, bits) == (
-                KDL_UINT, 16):
+        if expect == DType.BF16 and (code, bits) == (KDL_UINT, 16):
             dtype = DType.BF16
         if expect in (DType.BOOL, DType.F8E4M3, DType.F8E5M2) and (
                 code, bits) == (KDL_UINT, 8):

@@ -6,7 +6,8 @@ spellings (``"float32"``, ``"int64"``, ``"bool"``).
 
 numpy has no bfloat16: bf16 arrays cross as ``numpy.uint16`` holding the
 raw bits (the upper half of an f32), or as ``ml_dtypes.bfloat16`` when that
-package is installed. An input declared bf16 accepts either.
+package is installed. An input declared bf16 accepts either; elsewhere
+``numpy.uint16`` is u16.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class DType(enum.IntEnum):
     U8 = 8
     F8E4M3 = 9  # float8 e4m3fn: a storage dtype (casts, movement, QDQ)
     F8E5M2 = 10  # float8 e5m2: a storage dtype
+    I16 = 11
+    U16 = 12
+    U32 = 13
+    U64 = 14
 
     @property
     def short_name(self) -> str:
@@ -52,7 +57,8 @@ class DType(enum.IntEnum):
 
     @property
     def is_integer(self) -> bool:
-        return self in (DType.I8, DType.I32, DType.I64, DType.U8)
+        return self in (DType.I8, DType.I32, DType.I64, DType.U8, DType.I16,
+                        DType.U16, DType.U32, DType.U64)
 
     @property
     def is_float8(self) -> bool:
@@ -65,17 +71,21 @@ class DType(enum.IntEnum):
 _NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16",
           DType.F64: "f64", DType.I8: "i8", DType.I32: "i32",
           DType.I64: "i64", DType.BOOL: "bool", DType.U8: "u8",
-          DType.F8E4M3: "f8e4m3", DType.F8E5M2: "f8e5m2"}
+          DType.F8E4M3: "f8e4m3", DType.F8E5M2: "f8e5m2", DType.I16: "i16",
+          DType.U16: "u16", DType.U32: "u32", DType.U64: "u64"}
 _SIZES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.F64: 8,
           DType.I8: 1, DType.I32: 4, DType.I64: 8, DType.BOOL: 1,
-          DType.U8: 1, DType.F8E4M3: 1, DType.F8E5M2: 1}
+          DType.U8: 1, DType.F8E4M3: 1, DType.F8E5M2: 1, DType.I16: 2,
+          DType.U16: 2, DType.U32: 4, DType.U64: 8}
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 _BY_NAME.update({"float32": DType.F32, "float16": DType.F16, "half":
                  DType.F16, "bfloat16": DType.BF16, "float64": DType.F64,
                  "double": DType.F64, "float": DType.F32, "int8": DType.I8,
                  "int32": DType.I32, "int64": DType.I64, "bool_":
                  DType.BOOL, "uint8": DType.U8, "float8_e4m3fn":
-                 DType.F8E4M3, "float8_e5m2": DType.F8E5M2})
+                 DType.F8E4M3, "float8_e5m2": DType.F8E5M2, "int16":
+                 DType.I16, "uint16": DType.U16, "uint32": DType.U32,
+                 "uint64": DType.U64})
 
 try:  # optional: a real bfloat16 numpy dtype
     import ml_dtypes  # type: ignore
@@ -93,12 +103,16 @@ _TO_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
              DType.I32: np.dtype(np.int32), DType.I64: np.dtype(np.int64),
              DType.BOOL: np.dtype(np.bool_), DType.U8: np.dtype(np.uint8),
              DType.F8E4M3: _F8_NUMPY.get(DType.F8E4M3, np.dtype(np.uint8)),
-             DType.F8E5M2: _F8_NUMPY.get(DType.F8E5M2, np.dtype(np.uint8))}
+             DType.F8E5M2: _F8_NUMPY.get(DType.F8E5M2, np.dtype(np.uint8)),
+             DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
+             DType.U32: np.dtype(np.uint32), DType.U64: np.dtype(np.uint64)}
 _FROM_NUMPY = {np.dtype(np.float32): DType.F32,
                np.dtype(np.float16): DType.F16,
                np.dtype(np.float64): DType.F64, np.dtype(np.int8): DType.I8,
                np.dtype(np.int32): DType.I32, np.dtype(np.int64): DType.I64,
-               np.dtype(np.bool_): DType.BOOL, np.dtype(np.uint8): DType.U8}
+               np.dtype(np.bool_): DType.BOOL, np.dtype(np.uint8): DType.U8,
+               np.dtype(np.int16): DType.I16, np.dtype(np.uint16): DType.U16,
+               np.dtype(np.uint32): DType.U32, np.dtype(np.uint64): DType.U64}
 if _BF16_NUMPY is not None:
     _FROM_NUMPY[_BF16_NUMPY] = DType.BF16
 for _d, _npd in _F8_NUMPY.items():
@@ -145,8 +159,8 @@ def numpy_dtype(dtype: DTypeLike) -> np.dtype:
 
 def dtype_from_numpy(npd: np.dtype) -> Optional[DType]:
     """The DType of numpy dtype |npd| in native byte order, or None.
-    uint16 maps to None: it is bf16 only where a bf16 value is expected;
-    uint8 is u8, or float8 bits where a float8 value is expected."""
+    uint16 is u16, or bf16 bits where a bf16 value is expected; uint8 is
+    u8, or float8 bits where a float8 value is expected."""
     return _FROM_NUMPY.get(npd)
 
 

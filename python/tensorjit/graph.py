@@ -1032,8 +1032,9 @@ class Graph:
         return self._binary("shift_left", a, b)
 
     def shift_right(self, a: Operand, b: Operand) -> Value:
-        """a >> b, arithmetic; the sign bit everywhere when b < 0 or b >=
-        the bits (integers)."""
+        """a >> b, arithmetic on signed integers (the sign bit everywhere
+        when b < 0 or b >= the bits), logical on unsigned ones (0 when
+        b >= the bits)."""
         return self._binary("shift_right", a, b)
 
     #===--- reductions ---===#

@@ -9,7 +9,8 @@
 // unexpected outcome, or a test missing from the list, fails the suite.
 // "pinned": the model takes a shape-determining input (a reduction's axes,
 // Reshape's shape) as a graph input, which the importer cannot fold; it
-// passes once each data set's integer inputs are given at import as input
+// passes once each data set's integer inputs (and small 1-D float inputs
+// after the first: Resize's scales and roi) are given at import as input
 // values (tj_onnx_import_options_t.input_values), as a user would pin them.
 //
 // onnx_node_test EXPECTATIONS [DATA_DIR] [--write] [--only NAME]
@@ -209,7 +210,12 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
       if (s) break;
       tj_tensor_t t =
           tj_tensor_make(ins[i].data, ins[i].dtype, ins[i].rank, ins[i].dims);
-      if (pin && is_integer(ins[i].dtype)) {
+      // Small 1-D float inputs after the first are pinned too: Resize's
+      // scales and roi (dtypes, issue 15).
+      bool small_float =
+          i > 0 && ins[i].rank == 1 && ins[i].dims[0] <= 16 &&
+          (ins[i].dtype == TJ_DTYPE_F32 || ins[i].dtype == TJ_DTYPE_F64);
+      if (pin && (is_integer(ins[i].dtype) || small_float)) {
         values[num_values].name = names[i];
         values[num_values++].value = t;
       } else {

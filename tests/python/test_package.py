@@ -878,9 +878,9 @@ def test_wrong_python_arguments() -> None:
         (tj.InvalidArgumentError, lambda: g.sum(x, [2**40])),
         (tj.ArgumentTypeError, lambda: g.concat(x)),
         (tj.ArgumentTypeError, lambda: g.output(np.ones(2))),
-        (tj.InvalidArgumentError, lambda: g.cast(x, "u32")),
+        (tj.InvalidArgumentError, lambda: g.cast(x, "u128")),
         (tj.ArgumentTypeError, lambda: g.scalar("f32", "1")),
-        (tj.InvalidArgumentError, lambda: g.constant(np.ones(2, np.uint32))),
+        (tj.InvalidArgumentError, lambda: g.constant(np.ones(2, np.complex128))),
         (tj.ArgumentTypeError, lambda: bool(x)),
         (tj.ArgumentTypeError, lambda: tj.Graph(name=None)),
         (tj.ArgumentTypeError, lambda: tj.Graph("c", context=object())),
@@ -940,7 +940,7 @@ def test_run_errors() -> None:
             exe(xv, wv, x=xv)
         with raises(tj.InvalidArgumentError, "no tensorjit equivalent"):
             exe(xv.astype(np.complex64), wv)
-        with raises(tj.InvalidArgumentError, "no tensorjit equivalent"):
+        with raises(tj.InvalidArgumentError, "is u32 but the graph says"):
             exe(xv.astype(np.uint32), wv)
         with raises(tj.ArgumentTypeError):
             exe("x", wv)

@@ -591,10 +591,10 @@ TEST(errors_name_the_node) {
   add_output(&m, value_info("x", 1, 4, kDims, NULL));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "opset 99", import(ctx, &m, NULL, &g));
   model_init(&m, 13);
-  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__UINT16, 4, kDims,
-                           NULL));
+  add_input(&m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64, 4,
+                           kDims, NULL));
   add_output(&m, value_info("x", 1, 4, kDims, NULL));
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "dtype uint16",
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "dtype complex64",
                import(ctx, &m, NULL, &g));
   // Malformed bytes, and a wrong options size.
   static const uint8_t kJunk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2};
@@ -1004,6 +1004,122 @@ TEST(matmul_nbits) {
   pool_free();
 }
 
+// dtypes (issue 15): Resize, linear half_pixel 2x2 -> 4x4 and nearest
+// asymmetric 2x2 -> 3x5 (sizes), imported as gathers: the reference and
+// x86 at every tier against hand-computed values; scales fed at run time
+// are an error naming the node.
+static const int64_t kResX[4] = {1, 1, 2, 2};
+static float g_res_scales[4] = {1, 1, 2, 2};
+
+static void build_resize(model_t* m, bool constant_scales, bool nearest) {
+  static const int64_t kS[1] = {4}, kY[4] = {1, 1, 4, 4}, kN[4] = {1, 1, 3, 5};
+  static const int64_t kSizes[4] = {1, 1, 3, 5};
+  model_init(m, 19);
+  add_input(
+      m, value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, kResX, NULL));
+  if (nearest) {
+    add_init(m, tensor_i64("sizes", 4, kSizes));
+  } else if (constant_scales) {
+    add_init(m, tensor_f32("scales", 1, kS, g_res_scales, 4, false));
+  } else {
+    add_input(m, value_info("scales", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1,
+                            kS, NULL));
+  }
+  static const char* const kIn[4] = {"x", "", "scales", "sizes"};
+  static const char* const kInN[4] = {"x", "", "", "sizes"};
+  static const char* const kOut[1] = {"y"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 2);
+  attrs[0] = attr_str("mode", nearest ? "nearest" : "linear");
+  attrs[1] = attr_str("coordinate_transformation_mode",
+                      nearest ? "asymmetric" : "half_pixel");
+  add_node(m, node("Resize", "rs", nearest ? 4 : 3, nearest ? kInN : kIn, 1,
+                   kOut, 2, attrs));
+  add_output(m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4,
+                           nearest ? kN : kY, NULL));
+}
+
+TEST(resize) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  float x[4] = {1, 2, 3, 4};
+  // half_pixel 2x: source (j + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25
+  // (clamped): weights along each axis {1, .75/.25, .25/.75, 1}.
+  static const float kRow[4][2] = {
+      {1, 0}, {0.75f, 0.25f}, {0.25f, 0.75f}, {0, 1}};
+  float want[16], nwant[15];
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      double v = 0;
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b)
+          v += (double)kRow[i][a] * kRow[j][b] * x[a * 2 + b];
+      want[i * 4 + j] = (float)v;
+    }
+  }
+  // asymmetric nearest (round_prefer_floor), scales 1.5 and 2.5: source
+  // j / s rounded, clamped.
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      double si = i / 1.5, sj = j / 2.5;
+      int a = (int)(si - floor(si) > 0.5 ? ceil(si) : floor(si));
+      int b = (int)(sj - floor(sj) > 0.5 ? ceil(sj) : floor(sj));
+      a = a > 1 ? 1 : a;
+      b = b > 1 ? 1 : b;
+      nwant[i * 5 + j] = x[a * 2 + b];
+    }
+  }
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    for (int nearest = 0; nearest < 2; ++nearest) {
+      model_t m;
+      build_resize(&m, true, nearest);
+      tj_graph_t* g = NULL;
+      CHECK_OK(import(ctx, &m, NULL, &g));
+      if (!g) continue;
+      static const int64_t kY[4] = {1, 1, 4, 4}, kN[4] = {1, 1, 3, 5};
+      float y[16];
+      const int count = nearest ? 15 : 16;
+      const float* w = nearest ? nwant : want;
+      tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, kResX);
+      tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, nearest ? kN : kY);
+      CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+      for (int i = 0; i < count; ++i) CHECK(fabsf(y[i] - w[i]) <= 1e-6f);
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_X86;
+      o.cache_dir = "";
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &o, &exe));
+      if (exe) {
+        memset(y, 0, sizeof y);
+        CHECK_OK(tj_executable_run(exe, &in, 1, &out, 1));
+        for (int i = 0; i < count; ++i) CHECK(fabsf(y[i] - w[i]) <= 1e-6f);
+        tj_executable_stats_t st = {.struct_size = sizeof(st)};
+        tj_executable_stats(exe, &st);
+        CHECK_EQ_INT(0, st.num_graph_breaks);
+        tj_executable_release(exe);
+      }
+      tj_graph_destroy(g);
+    }
+    tj_context_destroy(ctx);
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_resize(&m, false, false);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"rs\" (Resize, opset 19): input 2 (scales, "
+               "\"scales\") must be a constant",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1016,5 +1132,6 @@ int main(void) {
   RUN_TEST(matmul_nbits);
   RUN_TEST(maxpool_ceil_mode);
   RUN_TEST(input_values_pin_inputs);
+  RUN_TEST(resize);
   TEST_MAIN_END();
 }

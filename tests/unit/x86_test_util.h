@@ -119,6 +119,12 @@ static inline int64_t wrap_int(tj_dtype_t d, int64_t v) {
       return (int8_t)(uint8_t)(uint64_t)v;
     case TJ_DTYPE_U8:
       return (uint8_t)(uint64_t)v;
+    case TJ_DTYPE_I16:
+      return (int16_t)(uint16_t)(uint64_t)v;
+    case TJ_DTYPE_U16:
+      return (uint16_t)(uint64_t)v;
+    case TJ_DTYPE_U32:
+      return (uint32_t)(uint64_t)v;
     case TJ_DTYPE_I32:
       return (int32_t)(uint32_t)(uint64_t)v;
     case TJ_DTYPE_BOOL:
@@ -162,15 +168,18 @@ static inline ival_t interp_cast(tj_dtype_t from, tj_dtype_t to, ival_t x) {
       r.i = (x.f >= -9223372036854775808.0 && x.f < 9223372036854775808.0)
                 ? (int64_t)x.f
                 : 0;
+    } else if (to == TJ_DTYPE_U64) {
+      r.i = x.f > -1.0 && x.f < 18446744073709551616.0 ? (int64_t)(uint64_t)x.f
+                                                       : 0;
     } else {
-      double hi = to == TJ_DTYPE_I8   ? 128.0
-                  : to == TJ_DTYPE_U8 ? 256.0
-                                      : 2147483648.0;
-      r.i = f64_to_int_checked(x.f, to == TJ_DTYPE_U8 ? -1.0 : -hi - 1.0, hi);
+      r.i = f64_to_int_checked(x.f, (double)tj_dtype_int_lowest(to) - 1.0,
+                               (double)tj_dtype_int_highest(to) + 1.0);
     }
   } else {
     if (interp_is_float(to)) {
-      r.f = round_to(to, (double)x.i);
+      // u64 travels as its bits (lib/dtype.h): convert the unsigned value.
+      r.f = round_to(
+          to, from == TJ_DTYPE_U64 ? (double)(uint64_t)x.i : (double)x.i);
     } else {
       r.i = wrap_int(to, x.i);
     }
@@ -250,6 +259,11 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
     return r;
   }
   int64_t v = x.i;
+  if (d == TJ_DTYPE_U64 &&
+      (op == TJ_OP_ABS || op == TJ_OP_RELU || op == TJ_OP_SIGN)) {
+    r.i = op == TJ_OP_SIGN ? v != 0 : v;  // never negative
+    return r;
+  }
   switch (op) {
     case TJ_OP_NEG:
       r.i = (int64_t)(0 - (uint64_t)v);
@@ -342,6 +356,30 @@ static inline ival_t interp_binary(tj_op_t op, tj_dtype_t d, ival_t x,
   }
   int64_t a = x.i, b = y.i;
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  if (d == TJ_DTYPE_U64) {
+    switch (op) {  // the unsigned operations on its bits
+      case TJ_OP_DIV:
+        r.i = ub ? (int64_t)(ua / ub) : 0;
+        return r;
+      case TJ_OP_MOD:
+      case TJ_OP_FMOD:
+        r.i = ub ? (int64_t)(ua % ub) : 0;
+        return r;
+      case TJ_OP_SHIFT_RIGHT:
+        r.i = ub >= 64 ? 0 : (int64_t)(ua >> ub);
+        return r;
+      default:  // compare in the unsigned order
+        a = (int64_t)(ua ^ (UINT64_C(1) << 63));
+        b = (int64_t)(ub ^ (UINT64_C(1) << 63));
+        if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) {
+          r.i = (op == TJ_OP_MAXIMUM) == (a > b) ? x.i : y.i;
+          return r;
+        }
+        if (is_cmp(op)) break;
+        a = x.i, b = y.i;
+        break;
+    }
+  }
   switch (op) {
     case TJ_OP_ADD:
       r.i = (int64_t)(ua + ub);
