@@ -57,6 +57,8 @@ typedef enum tj_attr_kind_e {
                         // (n spatial axes each); value = p (lib/window.h)
   // attention (issue 14): value = scale (resolved, never 0), ints = [causal]
   TJ_ATTR_KIND_ATTENTION,
+  // cumsum, cumprod (ops3, issue 15): axis; ints = [exclusive, reverse]
+  TJ_ATTR_KIND_SCAN,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

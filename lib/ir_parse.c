@@ -741,6 +741,9 @@ typedef enum attr_key_e {
   KEY_P,
   KEY_SCALE,   // attention
   KEY_CAUSAL,  // attention
+  // cumsum, cumprod (ops3)
+  KEY_EXCLUSIVE,
+  KEY_REVERSE,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -786,6 +789,8 @@ static const struct {
     [KEY_P] = {"p", ATTR_FLOAT},
     [KEY_SCALE] = {"scale", ATTR_FLOAT},
     [KEY_CAUSAL] = {"causal", ATTR_FLAG},
+    [KEY_EXCLUSIVE] = {"exclusive", ATTR_FLAG},
+    [KEY_REVERSE] = {"reverse", ATTR_FLAG},
 };
 
 #define BIT(k) (1u << (k))
@@ -838,6 +843,10 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
     case TJ_ATTR_KIND_ATTENTION:
       *required = BIT(KEY_SCALE);
       *allowed = *required | BIT(KEY_CAUSAL);
+      break;
+    case TJ_ATTR_KIND_SCAN:
+      *required = BIT(KEY_AXIS);
+      *allowed = *required | BIT(KEY_EXCLUSIVE) | BIT(KEY_REVERSE);
       break;
   }
 }
@@ -1095,6 +1104,12 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       ints[0] = (v->present & BIT(KEY_CAUSAL)) ? 1 : 0;
       out->num_ints = 1;
       out->value = v->value;
+      break;
+    case TJ_ATTR_KIND_SCAN:
+      out->axis = v->axis;
+      ints[0] = (v->present & BIT(KEY_EXCLUSIVE)) ? 1 : 0;
+      ints[1] = (v->present & BIT(KEY_REVERSE)) ? 1 : 0;
+      out->num_ints = 2;
       break;
   }
   return true;

@@ -313,6 +313,11 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       print_double(p, a->value, 17);
       if (n && a->ints[0]) sbuf_puts(&p->out, " causal");
       break;
+    case TJ_ATTR_KIND_SCAN:
+      sbuf_printf(&p->out, " {axis=%lld", (long long)a->axis);
+      if (n > 0 && a->ints[0]) sbuf_puts(&p->out, " exclusive");
+      if (n > 1 && a->ints[1]) sbuf_puts(&p->out, " reverse");
+      break;
   }
   sbuf_puts(&p->out, "}");
 }
