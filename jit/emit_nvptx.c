@@ -781,6 +781,8 @@ static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
       case TJ_KIR_PHASE_ROW:
         TJ_RETURN_IF_ERROR(emit_row_phase(nv, p, c));
         break;
+      case TJ_KIR_PHASE_SCAN:  // emit_scan_rows takes these kernels
+        return tj_internal("kernel @%s: a scan on the row path", k->name);
     }
   }
   return NULL;
@@ -932,12 +934,80 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
   return NULL;
 }
 
+// A kernel of SCAN phases (ops3, issue 15): each thread takes whole rows
+// (grid-stride over them) and walks each one element after the other, in
+// order (backwards when reverse), carrying the running combine that the
+// body reads as ^p. Rows are independent, so the threads of a warp read
+// neighbouring rows: coalesced when the scanned dim is not the innermost
+// in memory (a cumsum over axis 0), L1-served lines when it is.
+static tj_status_t emit_scan_rows(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    if (k->phases[p].kind != TJ_KIR_PHASE_SCAN)
+      return tj_unsupported("kernel @%s: a scan beside other phases", k->name);
+  }
+  nv->info->vector_lanes = 1;
+  nv->info->scan_rows = true;
+  int32_t inner = k->rank - 1;
+  LLVMValueRef len = em->dim[inner];
+  LLVMValueRef rows = outer_size(nv, inner);
+  LLVMValueRef ntid = tj_nvptx_sreg64(nv, "ntid.x");
+  LLVMValueRef first =
+      LLVMBuildAdd(b, LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), ntid, ""),
+                   tj_nvptx_sreg64(nv, "tid.x"), "");
+  LLVMValueRef step =
+      LLVMBuildMul(b, tj_nvptx_sreg64(nv, "nctaid.x"), ntid, "");
+  LLVMValueRef results[64] = {0};
+  tj_emit_loop_t rloop;
+  LLVMValueRef r = loop_begin(nv, &rloop, first, rows, step, "scan_row");
+  tj_emit_point_t row;
+  memset(&row, 0, sizeof(row));
+  row.lanes = 1;
+  row.vdim = inner;
+  row.rows = results;
+  tj_emit_decompose(em, r, inner, &row);
+  row.index[inner] = i64c(nv, 0);
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    reducer_t red;
+    TJ_RETURN_IF_ERROR(make_reducer(nv, p, &red));
+    LLVMValueRef acc = tj_emit_alloca(em, red.type, "scan");
+    LLVMBuildStore(b, identity(nv, &red, 1), acc);
+    tj_emit_loop_t loop;
+    LLVMValueRef i = loop_begin(nv, &loop, i64c(nv, 0), len, i64c(nv, 1), "j");
+    LLVMValueRef j =
+        ph->reverse
+            ? LLVMBuildSub(b, LLVMBuildSub(b, len, i64c(nv, 1), ""), i, "")
+            : i;
+    tj_emit_point_t point;
+    at_column(nv, &row, j, &point);
+    point.lanes = 1;
+    point.mask = NULL;
+    LLVMValueRef prefix = LLVMBuildLoad2(b, red.type, acc, "prefix");
+    results[p] = prefix;
+    LLVMValueRef y = NULL;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &y));
+    if (!y)
+      return tj_invalid("kernel @%s: scan phase %u yields nothing", k->name, p);
+    LLVMBuildStore(b, combine(nv, &red, prefix, y), acc);
+    tj_emit_loop_end(em, &loop);
+    results[p] = NULL;
+  }
+  tj_emit_loop_end(em, &rloop);
+  return NULL;
+}
+
 static tj_status_t emit_row_reduce(tj_nvptx_emit_t* nv) {
   tj_emit_t* em = &nv->em;
   const tj_kir_t* k = em->k;
   if (k->num_phases > 64)
     return tj_unsupported("kernel @%s: %u phases; the GPU path takes 64",
                           k->name, k->num_phases);
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    if (k->phases[p].kind == TJ_KIR_PHASE_SCAN) return emit_scan_rows(nv);
+  }
   bool any_argmax = false;
   for (uint32_t p = 0; p < k->num_phases; ++p)
     any_argmax |= k->phases[p].kind == TJ_KIR_PHASE_REDUCE &&
@@ -1159,6 +1229,15 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
   // warp reduction assumes whole warps per row).
   if (rows == 0) {
     out_launch->empty = true;
+    return NULL;
+  }
+  if (info->scan_rows) {  // a thread per row
+    int64_t g = ceil_div(rows, info->threads);
+    int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 1) * 32;
+    out_launch->block[0] = (uint32_t)info->threads;
+    out_launch->block[1] = 1;
+    out_launch->grid[0] = (uint32_t)(g < cap ? g : cap);
+    out_launch->grid[1] = 1;
     return NULL;
   }
   // With a resident path, as few threads per row as hold it in

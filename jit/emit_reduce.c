@@ -427,6 +427,39 @@ static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
   return NULL;
 }
 
+// A SCAN phase (ops3, issue 15): the body once per element, in order along
+// the row (backwards when reverse), scalar, with ^p the running combine of
+// the values yielded so far. The row's elements are one dependent chain;
+// the rows of a call are independent (work units run in parallel).
+static tj_status_t emit_scan_phase(tj_emit_t* em, uint32_t p,
+                                   const tj_emit_point_t* row, LLVMValueRef len,
+                                   LLVMValueRef* rows) {
+  const tj_kir_phase_t* ph = &em->k->phases[p];
+  tj_dtype_t dt = ph->result_dtype;
+  LLVMTypeRef et = tj_emit_compute_type(em, dt);
+  LLVMValueRef acc = tj_emit_alloca(em, et, "scan");
+  LLVMBuildStore(em->b, identity(em, ph->reduce, dt, et), acc);
+  tj_emit_loop_t loop;
+  LLVMValueRef i =
+      tj_emit_loop_begin(em, &loop, i64c(em, 0), len, i64c(em, 1), "scan");
+  LLVMValueRef j =
+      ph->reverse ? LLVMBuildSub(
+                        em->b, LLVMBuildSub(em->b, len, i64c(em, 1), ""), i, "")
+                  : i;
+  tj_emit_point_t pt;
+  tj_emit_line_point(em, row, j, i64c(em, 0), &pt);
+  pt.lanes = 1;
+  pt.mask = NULL;
+  LLVMValueRef prefix = LLVMBuildLoad2(em->b, et, acc, "prefix");
+  rows[p] = prefix;
+  LLVMValueRef y;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &pt, &y));
+  LLVMBuildStore(em->b, combine(em, ph->reduce, dt, prefix, y), acc);
+  tj_emit_loop_end(em, &loop);
+  rows[p] = NULL;  // no later phase reads a scan
+  return NULL;
+}
+
 //===--- the column schedule ---===//
 
 static bool has_row_ref(const tj_kir_phase_t* ph) {
@@ -460,6 +493,7 @@ static bool use_columns(const tj_emit_t* em) {
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     const tj_kir_phase_t* ph = &k->phases[p];
     if (ph->kind == TJ_KIR_PHASE_ROW) continue;
+    if (ph->kind == TJ_KIR_PHASE_SCAN) return false;
     // After a MAP's stores nothing else may run in the walk: it would read
     // an element (through an in-place alias) that the row schedule reads
     // only after the whole row is stored.
@@ -817,6 +851,9 @@ tj_status_t tj_emit_row_reduce(tj_emit_t* em) {
         TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &once, NULL));
         break;
       }
+      case TJ_KIR_PHASE_SCAN:
+        TJ_RETURN_IF_ERROR(emit_scan_phase(em, p, &row, len, rows));
+        break;
     }
   }
   tj_emit_loop_end(em, &loop);

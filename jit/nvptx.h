@@ -66,6 +66,9 @@ typedef struct tj_nvptx_kernel_t {
   // resident path (the launch sizes blocks so a row needs no more), 0 when
   // the kernel has no such path.
   int32_t row_slots;
+  // ROW_REDUCE with a SCAN phase (ops3, issue 15): a thread per row, the
+  // rows spread over a 1-D grid of |threads|-thread blocks.
+  bool scan_rows;
   // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
   // the vector path's grid is that many times narrower).
   int32_t items_per_thread;

@@ -71,6 +71,8 @@ static const char* phase_kind_name(tj_kir_phase_kind_t kind) {
       return "reduce";
     case TJ_KIR_PHASE_ROW:
       return "row";
+    case TJ_KIR_PHASE_SCAN:
+      return "scan";
   }
   return "?";
 }
@@ -337,6 +339,26 @@ uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
   return push_phase(k, kind, reduce);
 }
 
+uint32_t tj_kir_begin_scan(tj_kir_t* k, tj_kir_reduce_t reduce,
+                           tj_dtype_t dtype, bool reverse) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (k->kind != TJ_KIR_ROW_REDUCE ||
+      (reduce != TJ_KIR_REDUCE_SUM && reduce != TJ_KIR_REDUCE_PROD) ||
+      dtype == TJ_DTYPE_BOOL) {
+    record(k, tj_invalid("kernel @%s: bad scan (reduce %d of %s in a %s "
+                         "kernel)",
+                         k->name, (int)reduce, tj_dtype_name(dtype),
+                         tj_kir_kind_name(k->kind)));
+    return TJ_KIR_NONE;
+  }
+  uint32_t p = push_phase(k, TJ_KIR_PHASE_SCAN, reduce);
+  if (p != TJ_KIR_NONE) {
+    k->phases[p].result_dtype = dtype;
+    k->phases[p].reverse = reverse;
+  }
+  return p;
+}
+
 //===--- instructions ---===//
 
 static uint32_t append(tj_kir_t* k, const tj_kir_inst_t* inst) {
@@ -497,9 +519,13 @@ uint32_t tj_kir_acc(tj_kir_t* k) {
 
 uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
   if (!usable(k)) return TJ_KIR_NONE;
-  if (k->kind != TJ_KIR_ROW_REDUCE || phase + 1 >= k->num_phases ||
-      k->phases[phase].kind != TJ_KIR_PHASE_REDUCE) {
-    record(k, tj_invalid("kernel @%s: row ^%u is not an earlier reduce phase",
+  bool earlier =
+      phase + 1 < k->num_phases && k->phases[phase].kind == TJ_KIR_PHASE_REDUCE;
+  bool scan =
+      phase + 1 == k->num_phases && k->phases[phase].kind == TJ_KIR_PHASE_SCAN;
+  if (k->kind != TJ_KIR_ROW_REDUCE || !(earlier || scan)) {
+    record(k, tj_invalid("kernel @%s: row ^%u is not an earlier reduce "
+                         "phase or the open scan",
                          k->name, phase));
     return TJ_KIR_NONE;
   }
@@ -660,13 +686,20 @@ void tj_kir_store(tj_kir_t* k, uint32_t buffer, uint32_t value) {
 void tj_kir_yield(tj_kir_t* k, uint32_t value) {
   if (!usable(k)) return;
   tj_kir_phase_t* p = open_phase(k);
-  if (!p || p->kind != TJ_KIR_PHASE_REDUCE) {
-    record(k, tj_invalid("kernel @%s: yield outside a reduce phase", k->name));
+  if (!p || (p->kind != TJ_KIR_PHASE_REDUCE && p->kind != TJ_KIR_PHASE_SCAN)) {
+    record(k, tj_invalid("kernel @%s: yield outside a reduce phase or a scan",
+                         k->name));
     return;
   }
   const tj_kir_inst_t* x = arg(k, value, "yield");
   if (!x) return;
   tj_dtype_t d = x->dtype;
+  if (p->kind == TJ_KIR_PHASE_SCAN && d != p->result_dtype) {
+    record(k,
+           tj_invalid("kernel @%s: scan of %s yields %s (%%%u)", k->name,
+                      tj_dtype_name(p->result_dtype), tj_dtype_name(d), value));
+    return;
+  }
   bool ok = p->reduce == TJ_KIR_REDUCE_MAX || p->reduce == TJ_KIR_REDUCE_MIN ||
             p->reduce == TJ_KIR_REDUCE_ARGMAX || d != TJ_DTYPE_BOOL;
   if (!ok) {
@@ -677,7 +710,7 @@ void tj_kir_yield(tj_kir_t* k, uint32_t value) {
   tj_kir_inst_t i = new_inst(TJ_KIR_YIELD, d);
   i.num_args = 1;
   i.args[0] = value;
-  if (append(k, &i) != TJ_KIR_NONE) {
+  if (append(k, &i) != TJ_KIR_NONE && p->kind == TJ_KIR_PHASE_REDUCE) {
     p->result_dtype = p->reduce == TJ_KIR_REDUCE_ARGMAX ? TJ_DTYPE_I64 : d;
   }
 }
@@ -805,7 +838,9 @@ static tj_status_t verify(const tj_kir_t* k) {
             k->name, p, i, k->buffers[in->ref].name);
       }
     }
-    if ((ph->kind == TJ_KIR_PHASE_REDUCE) != (yields == 1)) {
+    bool yielding =
+        ph->kind == TJ_KIR_PHASE_REDUCE || ph->kind == TJ_KIR_PHASE_SCAN;
+    if (yielding != (yields == 1)) {
       return tj_invalid("kernel @%s: phase %u (%s) has %u yields", k->name, p,
                         phase_kind_name(ph->kind), yields);
     }
@@ -990,6 +1025,9 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     if (ph->kind == TJ_KIR_PHASE_REDUCE) {
       sbuf_printf(&s, "  reduce %s -> ^%u {\n", tj_kir_reduce_name(ph->reduce),
                   p);
+    } else if (ph->kind == TJ_KIR_PHASE_SCAN) {
+      sbuf_printf(&s, "  scan %s%s -> ^%u {\n", tj_kir_reduce_name(ph->reduce),
+                  ph->reverse ? " reverse" : "", p);
     } else if (k->kind == TJ_KIR_GEMM) {
       sbuf_printf(&s, "  epilogue {\n");
     } else {

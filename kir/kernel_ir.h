@@ -40,6 +40,16 @@
 //                  ROW: a body evaluated once per row, to store per-row
 //                    results (e.g. mean, rstd, argmax); it may only access
 //                    buffers whose stride along L is 0.
+//                  SCAN <op> -> ^phase (ops3, issue 15): the body runs once
+//                    per element of L, in order (from L - 1 down to 0 when
+//                    reverse), one element after the other; it reads
+//                    TJ_KIR_ROW ^phase (its own phase) as the combine of
+//                    the values it yielded at the elements before this
+//                    one (the exclusive prefix; the identity at the
+//                    first), may store, and yields the element's value.
+//                    cumsum is `%p = row ^0; %x = load; %s = add %p, %x;
+//                    store %y, %s; yield %x`. Sequential along L, rows in
+//                    parallel: O(L) per row.
 //                Softmax is REDUCE max, REDUCE sum of exp(x - ^0), MAP
 //                exp(x - ^0) / ^1. layer_norm is REDUCE sum x, REDUCE sum
 //                (x - mean)^2, MAP normalize.
@@ -221,6 +231,7 @@ typedef enum tj_kir_phase_kind_e {
   TJ_KIR_PHASE_MAP = 0,
   TJ_KIR_PHASE_REDUCE = 1,
   TJ_KIR_PHASE_ROW = 2,
+  TJ_KIR_PHASE_SCAN = 3,
 } tj_kir_phase_kind_t;
 
 typedef enum tj_kir_reduce_e {
@@ -234,7 +245,8 @@ typedef enum tj_kir_reduce_e {
 typedef struct tj_kir_phase_t {
   tj_kir_phase_kind_t kind;
   tj_kir_reduce_t reduce;   // REDUCE only
-  tj_dtype_t result_dtype;  // REDUCE only: dtype of ^phase
+  tj_dtype_t result_dtype;  // REDUCE and SCAN: dtype of ^phase
+  bool reverse;             // SCAN only: L walked from L - 1 down to 0
   tj_kir_inst_t* insts;
   uint32_t num_insts, inst_capacity;
 } tj_kir_phase_t;
@@ -310,6 +322,11 @@ void tj_kir_set_attention(tj_kir_t* kernel, const tj_kir_attention_t* attn);
 // ignore it) and returns its index. Instructions go to the open phase.
 uint32_t tj_kir_begin_phase(tj_kir_t* kernel, tj_kir_phase_kind_t kind,
                             tj_kir_reduce_t reduce);
+// ROW_REDUCE: opens a SCAN phase combining with |reduce| (SUM or PROD)
+// values of |dtype| (not bool), along L reversed when |reverse|; returns
+// its index. Its yield must have |dtype|.
+uint32_t tj_kir_begin_scan(tj_kir_t* kernel, tj_kir_reduce_t reduce,
+                           tj_dtype_t dtype, bool reverse);
 
 // Instructions. Each returns the new value's index in the open phase.
 uint32_t tj_kir_load(tj_kir_t* kernel, uint32_t buffer);
@@ -320,6 +337,8 @@ uint32_t tj_kir_const_int(tj_kir_t* kernel, tj_dtype_t dtype, int64_t value);
 uint32_t tj_kir_param(tj_kir_t* kernel, uint32_t param);
 uint32_t tj_kir_index(tj_kir_t* kernel, uint32_t dim);
 uint32_t tj_kir_acc(tj_kir_t* kernel);
+// The result of the earlier REDUCE phase |phase|, or inside SCAN phase
+// |phase| its running (exclusive) prefix.
 uint32_t tj_kir_row(tj_kir_t* kernel, uint32_t phase);
 // A unary or binary elementwise op of lib/ops.def; the result dtype follows
 // its type rule (comparisons and isnan give bool).

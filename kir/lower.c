@@ -222,6 +222,8 @@ static tj_status_t body(tj_lowering_t* lw) {
     case TJ_KIR_POINTWISE:
       return tj_lower_body_pointwise(lw);
     case TJ_KIR_ROW_REDUCE:
+      if (tj_lower_is_scan(NODE(lw, lw->grp->anchor)->op))
+        return tj_lower_body_scan(lw);
       return tj_lower_body_reduce(lw);
     case TJ_KIR_GEMM:
       return tj_lower_body_gemm(lw);
@@ -250,7 +252,9 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
     case TJ_GROUP_OPAQUE: {
       const tj_node_t* r = NODE(lw, grp->anchor);
       bool argmax = r->op == TJ_OP_ARGMAX || r->op == TJ_OP_ARGMIN;
-      if (grp->kind == TJ_GROUP_OPAQUE && !argmax) {
+      // A scan (cumsum, cumprod) walks its one axis, last in the space.
+      bool scan = tj_lower_is_scan(r->op);
+      if (grp->kind == TJ_GROUP_OPAQUE && !argmax && !scan) {
         return tj_unsupported("%s has no kernel template", op_name(r->op));
       }
       lw->kind = TJ_KIR_ROW_REDUCE;
@@ -261,9 +265,9 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
       }
       lw->red_count = 1;
       // argmax and argmin keep their one normalized axis in attrs.axis.
-      uint32_t num_axes = argmax ? 1 : r->attrs.num_ints;
+      uint32_t num_axes = argmax || scan ? 1 : r->attrs.num_ints;
       for (uint32_t k = 0; k < num_axes; ++k) {
-        int64_t ax = argmax ? r->attrs.axis : r->attrs.ints[k];
+        int64_t ax = argmax || scan ? r->attrs.axis : r->attrs.ints[k];
         lw->root_reduced[ax] = true;
         TJ_RETURN_IF_ERROR(tj_lower_dim_mul(lw, lw->red_count,
                                             lw->root_dims[ax], &lw->red_count));
@@ -576,10 +580,13 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
     bool restart = false;
     do {
       // A box with no points needs no kernel; a reduced dim of size 0
-      // does not empty it: its rows still store the identity.
-      bool empty = false;
+      // does not empty it: its rows still store the identity (but a
+      // scanned one does: a scan's output has the scanned axis).
+      bool empty = false,
+           scan = tj_lower_is_scan(NODE(lw, lw->grp->anchor)->op);
       for (int32_t d = 0; d < lw->root_rank; ++d) {
-        empty |= !lw->root_reduced[d] && lw->seg_size[d][lw->cur_seg[d]] == 0;
+        empty |= (!lw->root_reduced[d] || scan) &&
+                 lw->seg_size[d][lw->cur_seg[d]] == 0;
       }
       if (empty) continue;
       if (*count == max_out || *count == MAX_BOXES) {

@@ -123,6 +123,9 @@ typedef struct tj_lowering_t {
   // per kernel; NONE32 when none.
   uint32_t gather_check;
   int64_t gather_extent;
+  // ops3 (issue 15): the value the SCAN phase yields (the scanned
+  // operand's at the point), set by tj_lower_scan_value.
+  uint32_t scan_yield;
 } tj_lowering_t;
 
 static inline const tj_node_t* NODE(const tj_lowering_t* lw, uint32_t i) {
@@ -226,6 +229,12 @@ tj_status_t tj_lower_gather_nd_value(tj_lowering_t* lw, uint32_t node,
 bool tj_lower_is_reduction(tj_op_t op);
 tj_status_t tj_lower_row_value(tj_lowering_t* lw, uint32_t node, uint32_t* out);
 tj_status_t tj_lower_body_reduce(tj_lowering_t* lw);
+// ops3 (issue 15): cumsum and cumprod, an OPAQUE group on the ROW_REDUCE
+// template: one SCAN phase along the scanned axis (last in the space).
+bool tj_lower_is_scan(tj_op_t op);
+tj_status_t tj_lower_scan_value(tj_lowering_t* lw, uint32_t node,
+                                const tj_lower_map_t* map, uint32_t* out);
+tj_status_t tj_lower_body_scan(tj_lowering_t* lw);
 
 //===--- lower_gemm.c ---===//
 

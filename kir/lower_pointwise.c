@@ -127,6 +127,9 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
     }
     case TJ_OP_IOTA:
       return iota_value(lw, node, map, out);
+    case TJ_OP_CUMSUM:
+    case TJ_OP_CUMPROD:
+      return tj_lower_scan_value(lw, node, map, out);
     case TJ_OP_TRANSPOSE:
       TJ_RETURN_IF_ERROR(tj_lower_transpose_map(lw, node, map, &sub));
       return tj_lower_value(lw, n->operands[0], &sub, out);

@@ -64,6 +64,59 @@ tj_status_t tj_lower_row_value(tj_lowering_t* lw, uint32_t node,
   return NULL;
 }
 
+//===--- scans (ops3, issue 15) ---===//
+
+bool tj_lower_is_scan(tj_op_t op) {
+  return op == TJ_OP_CUMSUM || op == TJ_OP_CUMPROD;
+}
+
+// The scan at the current point: ^0 (the combine of the elements before
+// it in scan order) combined with the operand's value there, or ^0 alone
+// when exclusive. The operand's value is what the phase yields.
+tj_status_t tj_lower_scan_value(tj_lowering_t* lw, uint32_t node,
+                                const tj_lower_map_t* map, uint32_t* out) {
+  const tj_node_t* n = NODE(lw, node);
+  if (lw->kind != TJ_KIR_ROW_REDUCE || lw->phase != TJ_KIR_PHASE_SCAN ||
+      node != lw->grp->anchor) {
+    return tj_unsupported("%s (node %%%u) outside its own scan kernel",
+                          op_name(n->op), node);
+  }
+  uint32_t x;
+  TJ_RETURN_IF_ERROR(tj_lower_value(lw, n->operands[0], map, &x));
+  if (!lw->emit) {
+    *out = 0;
+    return NULL;
+  }
+  uint32_t prefix = tj_kir_row(lw->k, 0);
+  lw->scan_yield = x;
+  *out =
+      n->attrs.ints[0]
+          ? prefix
+          : tj_kir_binary(lw->k, n->op == TJ_OP_CUMSUM ? TJ_OP_ADD : TJ_OP_MUL,
+                          prefix, x);
+  return NULL;
+}
+
+tj_status_t tj_lower_body_scan(tj_lowering_t* lw) {
+  tj_lower_map_t fmap;
+  TJ_RETURN_IF_ERROR(tj_lower_root_map(lw, &fmap));
+  const tj_node_t* n = NODE(lw, lw->grp->anchor);
+  if (lw->grp->num_outputs != 1 || lw->grp->outputs[0] != lw->grp->anchor) {
+    return tj_internal("lower: a scan group writes only its scan");
+  }
+  lw->phase = TJ_KIR_PHASE_SCAN;
+  lw->num_memo = 0;
+  lw->scan_yield = NONE32;
+  if (lw->emit) {
+    tj_kir_begin_scan(
+        lw->k, n->op == TJ_OP_CUMSUM ? TJ_KIR_REDUCE_SUM : TJ_KIR_REDUCE_PROD,
+        n->dtype, n->attrs.ints[1] != 0);
+  }
+  TJ_RETURN_IF_ERROR(tj_lower_store_outputs(lw, &fmap));
+  if (lw->emit) tj_kir_yield(lw->k, lw->scan_yield);
+  return NULL;
+}
+
 static bool same_dims(tj_lowering_t* lw, uint32_t node, int32_t rank,
                       const int64_t* dims) {
   const tj_node_t* n = NODE(lw, node);

@@ -992,6 +992,34 @@ static tj_status_t vjp_gather_elements(ad_t* ad, const vjp_t* v) {
   return reduce(ad, TJ_OP_SUM, t, 1, &axis, false, &v->out[0]);
 }
 
+// ops3 (issue 15): scans. y = cumsum(a) along the axis: each a[j] adds to
+// every y[i] the scan reaches from j, so ga is the scan of g the other way
+// (same exclusiveness, reverse flipped).
+static tj_status_t scan_back(ad_t* ad, const vjp_t* v, uint32_t g,
+                             uint32_t* out) {
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  int64_t flags[2] = {v->node->attrs.ints[0], !v->node->attrs.ints[1]};
+  attrs.axis = v->node->attrs.axis;
+  attrs.ints = flags;
+  attrs.num_ints = 2;
+  return emit(ad, TJ_OP_CUMSUM, 1, &g, &attrs, TJ_DTYPE_F32, 0, NULL, out);
+}
+
+static tj_status_t vjp_cumsum(ad_t* ad, const vjp_t* v) {
+  return scan_back(ad, v, G, &v->out[0]);
+}
+
+// y = cumprod(a): dy[i]/da[j] = y[i] / a[j] for every i the scan reaches
+// from j, so ga = scan_back(g * y) / a (inf or NaN where a is 0, as
+// TensorFlow's rule).
+static tj_status_t vjp_cumprod(ad_t* ad, const vjp_t* v) {
+  uint32_t gy, s;
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, G, Y, &gy));
+  TJ_RETURN_IF_ERROR(scan_back(ad, v, gy, &s));
+  return op2(ad, TJ_OP_DIV, s, X0, &v->out[0]);
+}
+
 // gather_nd: a scatter-add of g's rows: over a viewed as [Bt, P, R] (batch,
 // indexed, rest) and g as [Bt, Q, R], onehot(lin)^T @ g, lin [Bt, Q] the
 // row-major position of the picked (wrapped, clamped) indices among P.
@@ -1321,6 +1349,11 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_GATHER_ND] = {vjp_gather_nd,
                          "ga = scatter-add of g's rows: onehot(lin)^T @ g "
                          "per batch; none to idx"},
+    // ops3 (issue 15)
+    [TJ_OP_CUMSUM] = {vjp_cumsum,
+                      "ga = cumsum(g) the other way (reverse flipped)"},
+    [TJ_OP_CUMPROD] = {vjp_cumprod,
+                       "ga = cumsum(g * y) the other way / a (a != 0)"},
     // ---- composites: own rules in core ops ----
     [TJ_OP_GELU] = {vjp_gelu,
                     "ga = g * (Phi(a) + a phi(a)), or the tanh form's "

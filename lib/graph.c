@@ -554,6 +554,32 @@ tj_value_t tj_graph_gather_elements(tj_graph_t* graph, tj_value_t a,
   return append(graph, &desc);
 }
 
+// ops3 (issue 15): cumsum and cumprod (attr.ints = [exclusive, reverse]).
+static tj_value_t scan_node(tj_graph_t* graph, tj_op_t op, const char* fn,
+                            tj_value_t a, int32_t axis, bool exclusive,
+                            bool reverse) {
+  if (!building(graph, fn)) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(op, 1, ops);
+  int64_t flags[2] = {exclusive ? 1 : 0, reverse ? 1 : 0};
+  desc.attrs.axis = axis;
+  desc.attrs.ints = flags;
+  desc.attrs.num_ints = 2;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_cumsum(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                           bool exclusive, bool reverse) {
+  return scan_node(graph, TJ_OP_CUMSUM, "tj_graph_cumsum", a, axis, exclusive,
+                   reverse);
+}
+
+tj_value_t tj_graph_cumprod(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                            bool exclusive, bool reverse) {
+  return scan_node(graph, TJ_OP_CUMPROD, "tj_graph_cumprod", a, axis, exclusive,
+                   reverse);
+}
+
 tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
                               tj_value_t indices, int32_t batch_dims) {
   if (!building(graph, "tj_graph_gather_nd")) return tj_value_none();

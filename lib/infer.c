@@ -923,6 +923,26 @@ static tj_status_t infer_gather_elements(infer_t* c) {
   return NULL;
 }
 
+// ops3 (issue 15): cumsum and cumprod keep a's type; the axis is
+// normalized, the flags are [exclusive, reverse] (0 or 1).
+static tj_status_t infer_scan(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+  if (a->rank < 1) return fail(c, INVALID, "a must have rank >= 1");
+  const tj_attrs_t* at = &c->desc->attrs;
+  if (at->num_ints != 2 || (uint64_t)at->ints[0] > 1 ||
+      (uint64_t)at->ints[1] > 1)
+    return fail(c, INVALID, "the flags must be [exclusive, reverse], 0 or 1");
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, at->axis, a->rank, &axis));
+  c->out->attrs.axis = axis;
+  c->out->ints[0] = at->ints[0];
+  c->out->ints[1] = at->ints[1];
+  c->out->attrs.num_ints = 2;
+  set_result(c, a->dtype, a->rank, a->dims);
+  return NULL;
+}
+
 // ops (issue 15): gather_nd with attr.axis batch dims b: indices' last dim
 // k is a constant, 1 <= b + k <= rank(a), b < rank(indices), indices'
 // first b dims are a's; y = indices.shape[:-1] + a.shape[b + k:].
@@ -1467,6 +1487,10 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_GATHER_ND:
       status = infer_gather_nd(&c);
+      break;
+    case TJ_OP_CUMSUM:
+    case TJ_OP_CUMPROD:
+      status = infer_scan(&c);
       break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:

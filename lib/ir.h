@@ -59,6 +59,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_ATTENTION,
   // quantize, dequantize (issue 17): axis, ints = lib/quant.h's TJ_QUANT_*
   TJ_ATTR_KIND_QUANT,
+  // cumsum, cumprod (ops3, issue 15): axis; ints = [exclusive, reverse]
+  TJ_ATTR_KIND_SCAN,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -765,6 +765,9 @@ typedef enum attr_key_e {
   KEY_INT4,
   KEY_SATURATE,
   KEY_ODD,
+  // cumsum, cumprod (ops3)
+  KEY_EXCLUSIVE,
+  KEY_REVERSE,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -814,6 +817,8 @@ static const struct {
     [KEY_INT4] = {"int4", ATTR_INT},
     [KEY_SATURATE] = {"saturate", ATTR_FLAG},
     [KEY_ODD] = {"odd", ATTR_FLAG},
+    [KEY_EXCLUSIVE] = {"exclusive", ATTR_FLAG},
+    [KEY_REVERSE] = {"reverse", ATTR_FLAG},
 };
 
 #define BIT(k) (1u << (k))
@@ -871,6 +876,10 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
       *required = BIT(KEY_AXIS);
       *allowed = *required | BIT(KEY_BLOCK) | BIT(KEY_SATURATE) |
                  BIT(KEY_INT4) | BIT(KEY_ODD);
+      break;
+    case TJ_ATTR_KIND_SCAN:
+      *required = BIT(KEY_AXIS);
+      *allowed = *required | BIT(KEY_EXCLUSIVE) | BIT(KEY_REVERSE);
       break;
   }
 }
@@ -1139,6 +1148,12 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       ints[2] = v->int4;
       ints[3] = (v->present & BIT(KEY_ODD)) ? 1 : 0;
       out->num_ints = 4;
+      break;
+    case TJ_ATTR_KIND_SCAN:
+      out->axis = v->axis;
+      ints[0] = (v->present & BIT(KEY_EXCLUSIVE)) ? 1 : 0;
+      ints[1] = (v->present & BIT(KEY_REVERSE)) ? 1 : 0;
+      out->num_ints = 2;
       break;
   }
   return true;

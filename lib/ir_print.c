@@ -322,6 +322,11 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
         sbuf_printf(&p->out, " int4=%lld", (long long)a->ints[2]);
       if (n >= 4 && a->ints[3]) sbuf_puts(&p->out, " odd");
       break;
+    case TJ_ATTR_KIND_SCAN:
+      sbuf_printf(&p->out, " {axis=%lld", (long long)a->axis);
+      if (n > 0 && a->ints[0]) sbuf_puts(&p->out, " exclusive");
+      if (n > 1 && a->ints[1]) sbuf_puts(&p->out, " reverse");
+      break;
   }
   sbuf_puts(&p->out, "}");
 }

@@ -1793,6 +1793,25 @@ static tj_status_t cv_gather_nd(tj_onnx_importer_t* im, tj_onnx_node_t* n,
              tj_graph_gather_nd(G, in(im, n, 0), in(im, n, 1), (int32_t)b));
 }
 
+// ops3 (issue 15): CumSum and CumProd (param 1): the axis is a constant
+// scalar input (0-D or one element), exclusive and reverse attributes.
+static tj_status_t cv_cumulative(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  int64_t ax[MAX_INTS];
+  int32_t count;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "axis", &count, ax, false));
+  if (count != 1) return bad(im, n, "axis has %d elements, not 1", (int)count);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, ax[0], rank_of(n, 0), &axis));
+  bool exclusive = attr_i(n, "exclusive", 0) != 0;
+  bool reverse = attr_i(n, "reverse", 0) != 0;
+  tj_value_t x = in(im, n, 0);
+  return out(im, n, 0,
+             e->param ? tj_graph_cumprod(G, x, axis, exclusive, reverse)
+                      : tj_graph_cumsum(G, x, axis, exclusive, reverse));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -2757,11 +2776,13 @@ static const op_entry_t kOps[] = {
        "exclude_outside,extrapolation_value,keep_aspect_ratio_policy,mode,"
        "nearest_mode,",
        cv_resize),
+    // ops3 (issue 15)
+    {"CumSum", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 0},
+    {"CumProd", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 1},
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
-    {"CumSum", "cumsum"},
     {"ScatterElements", "scatter"},
     {"Scatter", "scatter"},
     {"ScatterND", "scatter_nd"},

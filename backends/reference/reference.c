@@ -1475,6 +1475,57 @@ static tj_status_t eval_gather_elements(run_t* run, uint32_t index) {
   return NULL;
 }
 
+// ops3 (issue 15): cumsum and cumprod along attr.axis, attr.ints =
+// [exclusive, reverse]: floats accumulate in f64 (rounded once per element
+// stored), integers in i64 with wrapping (the store keeps the low bits).
+static tj_status_t eval_scan(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  if (view_numel(out) == 0) return NULL;
+  const int32_t axis = (int32_t)node->attrs.axis, rank = a->rank;
+  const bool exclusive = node->attrs.ints[0] != 0;
+  const bool reverse = node->attrs.ints[1] != 0;
+  const bool prod = node->op == TJ_OP_CUMPROD;
+  const bool fl = tj_dtype_is_float(a->dtype);
+  const int64_t n = a->dims[axis];
+  int64_t dense[TJ_MAX_RANK], rows[TJ_MAX_RANK];
+  int64_t step = 1;
+  for (int32_t d = rank; d-- > 0;) {
+    dense[d] = step;
+    step *= a->dims[d];
+  }
+  memcpy(rows, a->dims, sizeof(int64_t) * (size_t)rank);
+  rows[axis] = 1;
+  iter_t it;
+  iter_initialize(&it, rank, rows);
+  iter_add_operand(&it, a->strides);
+  iter_add_operand(&it, dense);
+  const int64_t num_rows = dims_numel(rank, rows);
+  for (int64_t r = 0; r < num_rows; ++r, iter_next(&it)) {
+    double f = prod ? 1.0 : 0.0;
+    uint64_t u = prod ? 1 : 0;
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t k = reverse ? n - 1 - s : s;
+      int64_t ia = it.offsets[0] + k * a->strides[axis];
+      int64_t io = it.offsets[1] + k * dense[axis];
+      if (fl) {
+        double x = tj_load_f64(a->dtype, a->data, ia);
+        if (!exclusive) f = prod ? f * x : f + x;
+        tj_store_f64(out->dtype, out->data, io, f);
+        if (exclusive) f = prod ? f * x : f + x;
+      } else {
+        uint64_t x = (uint64_t)tj_load_i64(a->dtype, a->data, ia);
+        if (!exclusive) u = prod ? u * x : u + x;
+        tj_store_i64(out->dtype, out->data, io, (int64_t)u);
+        if (exclusive) u = prod ? u * x : u + x;
+      }
+    }
+  }
+  return NULL;
+}
+
 // ONNX GatherND with b = attr.axis batch dims and k = indices' last dim.
 static tj_status_t eval_gather_nd(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
@@ -2022,6 +2073,9 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_gather_elements(run, index);
     case TJ_OP_GATHER_ND:
       return eval_gather_nd(run, index);
+    case TJ_OP_CUMSUM:
+    case TJ_OP_CUMPROD:
+      return eval_scan(run, index);
     case TJ_OP_CUSTOM:
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:

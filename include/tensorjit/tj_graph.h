@@ -353,6 +353,20 @@ TJ_API tj_value_t tj_graph_gather_elements(tj_graph_t* graph, tj_value_t a,
 // fuses with its consumers; |a| is read from memory.
 TJ_API tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
                                      tj_value_t indices, int32_t batch_dims);
+// ops3 (issue 15): ONNX CumSum. y has a's type (numeric, rank >= 1; |axis|
+// may be negative) and y[.., i, ..] = sum of a[.., j, ..] along |axis| over
+// j <= i, j < i when |exclusive|, j >= i (j > i) when |reverse|; an empty
+// sum is 0; integers wrap; f16/bf16 sums run in f32 on the native kernels
+// (rounded once per element stored). A native kernel per scan: a walk
+// along the axis per row, O(n), the rows in parallel; |a| is read from
+// memory. Differentiable (the gradient is the scan of dy the other way).
+TJ_API tj_value_t tj_graph_cumsum(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                                  bool exclusive, bool reverse);
+// ops3 (issue 15): ONNX CumProd: as tj_graph_cumsum with products (an
+// empty product is 1). Its gradient is sum-scan(dy * y) reversed, divided
+// by a: infinite or NaN where a has zeros (as TensorFlow's).
+TJ_API tj_value_t tj_graph_cumprod(tj_graph_t* graph, tj_value_t a,
+                                   int32_t axis, bool exclusive, bool reverse);
 
 //===--- composites (decomposed into the ops above by the compiler) ---===//
 

@@ -336,6 +336,8 @@ _SIGNATURES = {
     "tj_graph_gather": (Value_t, [vp, Value_t, Value_t, i32]),
     "tj_graph_gather_elements": (Value_t, [vp, Value_t, Value_t, i32]),
     "tj_graph_gather_nd": (Value_t, [vp, Value_t, Value_t, i32]),
+    "tj_graph_cumsum": (Value_t, [vp, Value_t, i32, cbool, cbool]),
+    "tj_graph_cumprod": (Value_t, [vp, Value_t, i32, cbool, cbool]),
     "tj_graph_custom": (Value_t, [vp, cstr, ctypes.POINTER(Value_t), i32,
                                   ctypes.POINTER(CustomAttrs_t)]),
     "tj_graph_gelu": (Value_t, [vp, Value_t, cbool]),

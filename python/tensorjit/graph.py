@@ -1212,6 +1212,26 @@ class Graph:
             self.handle, v._raw(), idx._raw(),
             _int_in(batch_dims, _INT32, "gather_nd batch_dims")), "gather_nd")
 
+    def cumsum(self, a: Value, axis: int, exclusive: bool = False,
+               reverse: bool = False) -> Value:
+        """ONNX CumSum (numpy.cumsum when neither flag is set): running sums
+        along |axis|; exclusive leaves each element out of its own sum,
+        reverse runs from the end. Integers wrap. A native kernel (a walk
+        along the axis per row, the rows in parallel)."""
+        v = self._own(a, "cumsum")
+        return self._value(_lib.lib().tj_graph_cumsum(
+            self.handle, v._raw(), _int_in(axis, _INT32, "cumsum axis"),
+            bool(exclusive), bool(reverse)), "cumsum")
+
+    def cumprod(self, a: Value, axis: int, exclusive: bool = False,
+                reverse: bool = False) -> Value:
+        """ONNX CumProd (numpy.cumprod when neither flag is set): running
+        products along |axis|, with cumsum's flags."""
+        v = self._own(a, "cumprod")
+        return self._value(_lib.lib().tj_graph_cumprod(
+            self.handle, v._raw(), _int_in(axis, _INT32, "cumprod axis"),
+            bool(exclusive), bool(reverse)), "cumprod")
+
     def custom(self, name: str, inputs: Sequence[Value],
                ints: Sequence[int] = (), floats: Sequence[float] = ()) -> Value:
         """The custom op |name| ("op" or "op@version") registered in the

@@ -1368,6 +1368,17 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       output(c, tj_graph_gather_nd(g, x, idx, 1));
       return true;
     }
+    // ops3 (issue 15): scans along a middle axis (exclusive, reversed).
+    case TJ_OP_CUMSUM:
+    case TJ_OP_CUMPROD: {
+      bool prod = op == TJ_OP_CUMPROD;
+      ranges(d, prod ? 0.5 : -5, prod ? 1.5 : 5, prod ? -3 : -50, prod ? 3 : 50,
+             &lo, &hi);
+      tj_value_t x = input(c, d, 3, (int64_t[]){B, 6, 4}, lo, hi);
+      output(c, prod ? tj_graph_cumprod(g, x, 1, false, true)
+                     : tj_graph_cumsum(g, x, -2, true, false));
+      return true;
+    }
     case TJ_OP_CUSTOM: {
       register_cts_copy(tj_graph_context(g));
       ranges(d, -5, 5, -50, 50, &lo, &hi);

@@ -492,6 +492,12 @@ def test_data_movement() -> None:
         (lambda g, x: g.gather_nd(x, np.array([[[2], [0]], [[1], [1]]]),
                                   batch_dims=1),
          np.stack([a[0][[2, 0]], a[1][[1, 1]]])),
+        # ops3 (issue 15): numpy.cumsum / cumprod, and the flags (exclusive
+        # drops the element itself; reverse runs from the end).
+        (lambda g, x: g.cumsum(x, 1), np.cumsum(a, 1)),
+        (lambda g, x: g.cumprod(x, -1), np.cumprod(a, -1)),
+        (lambda g, x: g.cumsum(x, 2, exclusive=True, reverse=True),
+         np.flip(np.cumsum(np.flip(a, 2), 2), 2) - a),
     ]
     for build, want in checks:
         run_both(lambda g, build=build: g.output(

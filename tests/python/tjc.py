@@ -104,6 +104,10 @@ def _declare(L):
         "tj_graph_gather": (Value, [vp, Value, Value, i32]),
         "tj_graph_gather_elements": (Value, [vp, Value, Value, i32]),
         "tj_graph_gather_nd": (Value, [vp, Value, Value, i32]),
+        "tj_graph_cumsum": (Value, [vp, Value, i32, ctypes.c_bool,
+                                    ctypes.c_bool]),
+        "tj_graph_cumprod": (Value, [vp, Value, i32, ctypes.c_bool,
+                                     ctypes.c_bool]),
         "tj_graph_gelu": (Value, [vp, Value, ctypes.c_bool]),
         "tj_graph_softmax": (Value, [vp, Value, i32]),
         "tj_graph_log_softmax": (Value, [vp, Value, i32]),
@@ -306,6 +310,12 @@ class Graph:
 
     def gather_nd(self, a, indices, batch_dims):
         return lib().tj_graph_gather_nd(self.handle, a, indices, batch_dims)
+
+    def cumsum(self, a, axis, exclusive=False, reverse=False):
+        return lib().tj_graph_cumsum(self.handle, a, axis, exclusive, reverse)
+
+    def cumprod(self, a, axis, exclusive=False, reverse=False):
+        return lib().tj_graph_cumprod(self.handle, a, axis, exclusive, reverse)
 
     def gelu(self, x, approximate=False):
         return lib().tj_graph_gelu(self.handle, x, approximate)

@@ -177,6 +177,12 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
       return tj_graph_gather_elements(dst, x[0], x[1], (int32_t)at->axis);
     case TJ_OP_GATHER_ND:
       return tj_graph_gather_nd(dst, x[0], x[1], (int32_t)at->axis);
+    case TJ_OP_CUMSUM:
+      return tj_graph_cumsum(dst, x[0], (int32_t)at->axis, at->ints[0] != 0,
+                             at->ints[1] != 0);
+    case TJ_OP_CUMPROD:
+      return tj_graph_cumprod(dst, x[0], (int32_t)at->axis, at->ints[0] != 0,
+                              at->ints[1] != 0);
     case TJ_OP_GELU:
       return tj_graph_gelu(dst, x[0], at->approximate);
     case TJ_OP_SOFTMAX:

@@ -544,7 +544,28 @@ static const fd_case_t kMovement[] = {
      "func @f[B](%x: f64[B,3], %i: i64[2]) {\n"
      "  %2 = gather %x, %i {axis=0} : f64[2,3]\n"
      "  return %2 as \"y\"\n}\n",
-     R(-1, 1), 0, 0, 0},
+     R(-1, 1), 0, 0,
+     0},  // ops3 (issue 15): scans, every flag; cumprod's rule divides by x, so
+    // its inputs stay away from 0.
+    {"cumsum",
+     "func @f(%x: f64[3,5]) {\n"
+     "  %1 = cumsum %x {axis=1} : f64[3,5]\n"
+     "  %2 = mul %1, %1 : f64[3,5]\n  return %2 as \"y\"\n}\n",
+     R(-1, 1)},
+    {"cumsum_exclusive_reverse_symbolic",
+     "func @f[B](%x: f64[B,4]) {\n"
+     "  %1 = cumsum %x {axis=0 exclusive reverse} : f64[B,4]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-1, 1)},
+    {"cumprod",
+     "func @f(%x: f64[2,4,3]) {\n"
+     "  %1 = cumprod %x {axis=-2} : f64[2,4,3]\n  return %1 as \"y\"\n}\n",
+     R(-2, 2), 0.3},
+    {"cumprod_exclusive_reverse",
+     "func @f(%x: f64[6]) {\n"
+     "  %1 = cumprod %x {axis=0 exclusive reverse} : f64[6]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-2, 2), 0.3},
 };
 
 static const fd_case_t kComposite[] = {
