@@ -24,6 +24,8 @@ static void op_free(tj_allocator_t al, tj_custom_op_t* op) {
   if (!op) return;
   tj_free_string(al, op->name);
   tj_free_string(al, op->signature);
+  tj_free_string(al, op->cuda_ptx);
+  tj_free_string(al, op->cuda_entry);
   if (op->call_state && op->free_state) op->free_state(al, op->call_state);
   tj_free(al, op, sizeof(*op));
 }
@@ -96,6 +98,19 @@ const tj_custom_op_t* tj_custom_op_of(const tj_graph_t* graph,
                            strlen(node->attrs.name), (int32_t)node->attrs.axis);
 }
 
+// The CUDA fields of |d|, zero when |d| is from before them (struct_size).
+static void cuda_fields(const tj_custom_op_desc_t* d, const char** ptx,
+                        const char** entry, tj_custom_launch_fn* launch) {
+  *ptx = *entry = NULL;
+  *launch = NULL;
+  if (d->struct_size <
+      offsetof(tj_custom_op_desc_t, cuda_launch) + sizeof(d->cuda_launch))
+    return;
+  *ptx = d->cuda_ptx;
+  *entry = d->cuda_entry;
+  *launch = d->cuda_launch;
+}
+
 tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* d) {
   if (!d) return tj_invalid("tj_context_register_op: desc is NULL");
   if (d->struct_size <
@@ -135,6 +150,19 @@ tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* d) {
   if (d->flags & ~known)
     return tj_invalid("tj_context_register_op: op %s: unknown flags 0x%x", n,
                       d->flags & ~known);
+  const char *ptx, *entry;
+  tj_custom_launch_fn launch;
+  cuda_fields(d, &ptx, &entry, &launch);
+  if ((ptx != NULL) != (launch != NULL) || (ptx != NULL) != (entry != NULL))
+    return tj_invalid(
+        "tj_context_register_op: op %s: a CUDA implementation needs all of "
+        "cuda_ptx, cuda_entry and cuda_launch",
+        n);
+  if (entry && !tj_is_c_identifier(entry))
+    return tj_invalid(
+        "tj_context_register_op: op %s: cuda_entry \"%s\" is not a C "
+        "identifier",
+        n, entry);
   return NULL;
 }
 
@@ -160,7 +188,14 @@ tj_status_t tj_custom_op_add(tj_context_t* context,
   op->call = call;
   op->name = tj_strdup(al, d->name);
   if (d->signature) op->signature = tj_strdup(al, d->signature);
-  if (!op->name || (d->signature && !op->signature)) {
+  const char *ptx, *entry;
+  cuda_fields(d, &ptx, &entry, &op->cuda_launch);
+  if (ptx) {
+    op->cuda_ptx = tj_strdup(al, ptx);
+    op->cuda_entry = tj_strdup(al, entry);
+  }
+  if (!op->name || (d->signature && !op->signature) ||
+      (ptx && (!op->cuda_ptx || !op->cuda_entry))) {
     op_free(al, op);
     return tj_status_oom();
   }

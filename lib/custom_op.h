@@ -56,6 +56,10 @@ struct tj_custom_op_t {
   tj_custom_call_fn call;
   void* call_state;  // the caller's, freed with |free_state|
   void (*free_state)(tj_allocator_t allocator, void* state);
+  // The CUDA implementation (tj_custom_op_desc_t.cuda_ptx), or NULL.
+  char* cuda_ptx;
+  char* cuda_entry;
+  tj_custom_launch_fn cuda_launch;
 };
 
 // Whether a signature op's calls skip ffi_call (the x86-64 register call of

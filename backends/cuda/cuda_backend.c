@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_executable.h"
 #include "jit/cache.h"
 #include "jit/kernel_dump.h"
+#include "lib/custom_op.h"
 #include "lib/env.h"
 
 typedef struct program_t {
@@ -122,7 +123,12 @@ static tj_status_t finish(target_t* t, program_t* p, const tj_run_plan_t* rp) {
       steps[ns].first_kernel = st->first_kernel;
       steps[ns].num_kernels = st->num_kernels;
     } else if (st->kind == TJ_RUN_STEP_HOST) {
-      steps[ns].kind = TJ_CUDA_STEP_HOST;
+      // A custom op with a CUDA implementation runs on the device (an op
+      // with data-dependent dims stays a host call, which refuses them).
+      steps[ns].kind = st->host.call && st->host.call->cuda_ptx &&
+                               !tj_custom_graph_is_dynamic(rp->graph)
+                           ? TJ_CUDA_STEP_CUSTOM
+                           : TJ_CUDA_STEP_HOST;
       steps[ns].host = &st->host;
     } else {
       continue;

@@ -32,6 +32,9 @@ typedef struct tj_cuda_program_t tj_cuda_program_t;
 typedef enum tj_cuda_step_kind_e {
   TJ_CUDA_STEP_KERNELS = 0,  // kernels [first_kernel, +num_kernels)
   TJ_CUDA_STEP_HOST = 1,     // the reference interpreter (a graph break)
+  // A custom op's CUDA implementation (tj_custom_op_desc_t.cuda_ptx): the
+  // run plan's host call |host| launched on the device (cuda_custom.c).
+  TJ_CUDA_STEP_CUSTOM = 2,
 } tj_cuda_step_kind_t;
 
 // One step of a run, in order. Everything is borrowed from the executable,
@@ -47,6 +50,7 @@ typedef struct tj_cuda_step_t {
   uint32_t plan_step;
   const uint32_t* outputs;
   uint32_t num_outputs;
+  uint32_t custom;  // CUSTOM: its index in the program (set by finish)
 } tj_cuda_step_t;
 
 // Opens the context's device (creating it on first use) and prepares an

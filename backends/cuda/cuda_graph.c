@@ -1,7 +1,8 @@
 // backends/cuda/cuda_graph.c
 //
 // CUDA graphs of a CUDA program (cuda_program.h): when a run has no graph
-// break, its kernel launches are captured into a graph keyed by the
+// break, its kernel launches (custom ops' device steps among them) are
+// captured into a graph keyed by the
 // symbols, every kernel argument, the arena base and every GEMM's
 // candidate, and the graph is replayed while the key repeats (a few are
 // kept, the least recently used replaced).
@@ -18,8 +19,7 @@ static tj_status_t capture(tj_cuda_program_t* p, tj_cuda_graph_entry_t* e) {
   TJ_CU_RETURN_IF_ERROR(cu, cuStreamBeginCapture,
                         (p->stream, TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   int64_t ignored = 0;
-  tj_status_t status =
-      tj_cuda_program_launch_range(p, 0, p->num_kernels, &ignored);
+  tj_status_t status = tj_cuda_program_launch_steps(p, &ignored);
   tj_cu_graph_t graph = NULL;
   tj_status_t end = TJ_CU_STATUS(cu, cuStreamEndCapture, (p->stream, &graph));
   if (!status)
@@ -52,6 +52,7 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
   for (uint32_t k = 0; k < p->num_kernels; ++k) {
     *key++ = p->gemm.tunes ? p->gemm.tunes[k].current : 0;
   }
+  key = tj_cuda_custom_key(p, key);
   tj_cuda_graph_entry_t* hit = NULL;
   tj_cuda_graph_entry_t* victim = &p->graphs.entries[0];
   for (int i = 0; i < TJ_CUDA_MAX_GRAPHS; ++i) {

@@ -154,6 +154,7 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
     tj_cuda_host_free(d, p->run.pinned);
   }
   tj_cuda_module_destroy(p->mod.cumod);
+  tj_cuda_custom_release(p);
   tj_free_string(p->al, p->mod.ptx);
   tj_free_string(p->al, p->mod.variants_ptx);
   tj_nvptx_module_destroy(p->mod.nvptx);
@@ -570,7 +571,9 @@ tj_status_t tj_cuda_program_finish(
   for (uint32_t i = graph->num_outputs; i-- > 0;) {
     p->plan.first_output[graph->outputs[i].node] = (int32_t)i;
   }
+  TJ_RETURN_IF_ERROR(tj_cuda_custom_setup(p));
   TJ_RETURN_IF_ERROR(alloc_run_state(p));
+  TJ_RETURN_IF_ERROR(tj_cuda_custom_load(p));
   if (num_kernels > 0) {
     TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
     double start = tj_now_ms();

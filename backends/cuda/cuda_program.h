@@ -11,6 +11,7 @@
 //   cuda_staging.c    device tensor checks, host/device copies of strided
 //                     tensors, the strided copy kernels
 //   cuda_graph.c      CUDA graph capture and replay
+//   cuda_custom.c     custom ops' CUDA implementations as device steps
 //   cuda_run.c        the run plan, kernel arguments, launches, host steps,
 //                     run and stats
 //
@@ -135,6 +136,19 @@ typedef struct tj_cuda_graph_entry_t {
   tj_cu_graph_exec_t exec;
 } tj_cuda_graph_entry_t;
 
+//===--- custom ops' device steps (cuda_custom.c) ---===//
+
+typedef struct tj_cuda_custom_t {
+  const struct tj_custom_op_t* op;  // the context's
+  uint32_t node;                    // its plan node
+  tj_cuda_module_t* module;         // its PTX, loaded
+  tj_cuda_kernel_t fn;
+  uint32_t num_params;
+  uint64_t* argv;  // this run's parameters (tj_custom_op_desc_t.cuda_ptx)
+  void** argp;     // &argv[i]
+  tj_nvptx_launch_t launch;  // this run's
+} tj_cuda_custom_t;
+
 //===--- the program ---===//
 
 struct tj_cuda_program_t {
@@ -227,6 +241,13 @@ struct tj_cuda_program_t {
     char last_choice[64];
   } gemm;
 
+  // Custom ops' device steps, in step order (cuda_custom.c).
+  struct {
+    tj_cuda_custom_t* ops;
+    uint32_t num;
+    uint32_t key_len;  // their part of the graph key
+  } custom;
+
   // Strided copy kernels (cuda_staging.c).
   struct {
     tj_cuda_copy_kernel_t copies[TJ_CUDA_MAX_COPY_KERNELS];
@@ -250,9 +271,11 @@ struct tj_cuda_program_t {
 };
 
 // The graph key: symbols, every kernel argument, the arena base (GEMM
-// temporaries live there) and every kernel's GEMM candidate.
+// temporaries live there), every kernel's GEMM candidate and every custom
+// op's parameters and launch shape.
 static inline size_t tj_cuda_graph_key_len(const tj_cuda_program_t* p) {
-  return p->plan.num_symbols + p->run.num_args + 1 + p->num_kernels;
+  return p->plan.num_symbols + p->run.num_args + 1 + p->num_kernels +
+         p->custom.key_len;
 }
 
 //===--- cuda_program.c ---===//
@@ -310,6 +333,27 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
 // Destroys the instantiated graphs; the device is entered.
 void tj_cuda_graph_destroy_execs(tj_cuda_program_t* p);
 
+//===--- cuda_custom.c ---===//
+
+// Sets up a tj_cuda_custom_t per CUSTOM step (numbering the steps) and
+// their part of the graph key; before the run state is allocated.
+tj_status_t tj_cuda_custom_setup(tj_cuda_program_t* p);
+// Loads every custom op's PTX; a rejection carries the driver's log and
+// names the op and node.
+tj_status_t tj_cuda_custom_load(tj_cuda_program_t* p);
+// Unloads the modules and frees the steps; the device is entered.
+void tj_cuda_custom_release(tj_cuda_program_t* p);
+// This run's parameters and launch shapes (the ops' callbacks); after
+// every value's location is known.
+tj_status_t tj_cuda_custom_args(tj_cuda_program_t* p, const int64_t* sym);
+// Writes the custom ops' part of the graph key at |key|; returns its end.
+int64_t* tj_cuda_custom_key(const tj_cuda_program_t* p, int64_t* key);
+// Whether any custom op launches this run.
+bool tj_cuda_custom_any_launch(const tj_cuda_program_t* p);
+// Enqueues custom step |index| (counting it in |*launched| unless empty).
+tj_status_t tj_cuda_custom_launch(tj_cuda_program_t* p, uint32_t index,
+                                  int64_t* launched);
+
 //===--- cuda_run.c ---===//
 
 // cuLaunchKernel of |fn| on the program's stream; an empty launch is
@@ -318,6 +362,10 @@ tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
                                             tj_cu_function_t fn,
                                             const tj_nvptx_launch_t* l,
                                             void** args, const char* entry);
+// Enqueues every KERNELS and CUSTOM step in order (a run with no host
+// step), counting the non-empty launches in |*launched|.
+tj_status_t tj_cuda_program_launch_steps(tj_cuda_program_t* p,
+                                         int64_t* launched);
 // Enqueues kernels [first, first + count) as this run's candidates,
 // counting the non-empty launches in |*launched|.
 tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,

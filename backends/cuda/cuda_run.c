@@ -171,6 +171,20 @@ static tj_status_t launch(tj_cuda_program_t* p, uint32_t ki) {
                              p->gemm.tunes ? p->gemm.tunes[ki].current : 0);
 }
 
+tj_status_t tj_cuda_program_launch_steps(tj_cuda_program_t* p,
+                                         int64_t* launched) {
+  for (uint32_t s = 0; s < p->plan.num_steps; ++s) {
+    const tj_cuda_step_t* st = &p->plan.steps[s];
+    if (st->kind == TJ_CUDA_STEP_KERNELS) {
+      TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
+          p, st->first_kernel, st->num_kernels, launched));
+    } else if (st->kind == TJ_CUDA_STEP_CUSTOM) {
+      TJ_RETURN_IF_ERROR(tj_cuda_custom_launch(p, st->custom, launched));
+    }
+  }
+  return NULL;
+}
+
 tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,
                                          uint32_t count, int64_t* launched) {
   for (uint32_t i = first; i < first + count; ++i) {
@@ -420,12 +434,14 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
   for (uint32_t k = 0; k < p->num_kernels; ++k) {
     TJ_RETURN_IF_ERROR(kernel_args(p, k, sym));
   }
+  TJ_RETURN_IF_ERROR(tj_cuda_custom_args(p, sym));
   TJ_RETURN_IF_ERROR(tj_cuda_gemm_choose(p));
   // 3. The steps: one graph launch, or kernels and host steps in order.
   bool direct = true, any = false;
   uint32_t host_index = 0;  // HOST steps so far (the run plan's order)
   for (uint32_t k = 0; k < p->num_kernels; ++k)
     any |= !p->run.launches[k].empty;
+  any |= tj_cuda_custom_any_launch(p);
   if (tm) {
     tm->graphs_disabled = p->graphs.enabled;
     tm->setup_ms += tj_now_ms() - t_start;
@@ -449,6 +465,11 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     } else if (st->kind == TJ_CUDA_STEP_KERNELS) {
       TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
           p, st->first_kernel, st->num_kernels, &p->stats.kernel_launches));
+    } else if (st->kind == TJ_CUDA_STEP_CUSTOM) {
+      // The run plan's host call, on the device: its host_ms stays 0.
+      TJ_RETURN_IF_ERROR(
+          tj_cuda_custom_launch(p, st->custom, &p->stats.kernel_launches));
+      ++host_index;
     } else {
       // Profiled, the host step's time is its own: the kernels before it
       // finish first (their time is the events'), not inside its wait.

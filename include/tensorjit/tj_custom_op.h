@@ -113,6 +113,27 @@ typedef tj_status_t (*tj_custom_vjp_fn)(void* user_data, tj_graph_t* graph,
                                         const tj_custom_attrs_t* attrs,
                                         tj_value_t* out_grads);
 
+// A CUDA implementation's launch shape: the grid, the block (threads per
+// block) and the dynamic shared memory in bytes (at most 48 KiB).
+typedef struct tj_custom_launch_t {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+} tj_custom_launch_t;
+
+// Computes a CUDA implementation's launch shape for one run from the
+// concrete types of its |inputs| and |output| (every dim a number) and the
+// node's |attrs|. Called on the host before each run's launches (also when
+// the run replays a captured CUDA graph). A status it returns fails the
+// run, prefixed with the op's name and node. A zero grid or block dim
+// skips the launch.
+typedef tj_status_t (*tj_custom_launch_fn)(void* user_data,
+                                           const tj_custom_type_t* inputs,
+                                           int32_t num_inputs,
+                                           const tj_custom_attrs_t* attrs,
+                                           const tj_custom_type_t* output,
+                                           tj_custom_launch_t* out);
+
 // tj_custom_op_desc_t.flags.
 typedef enum tj_custom_op_flag_e {
   // Same inputs, same output, no side effect: the optimizer may merge two
@@ -167,6 +188,25 @@ typedef struct tj_custom_op_desc_t {
   // Passed to every callback; owned by the caller, who keeps it alive as
   // long as the context (and any executable compiled in it).
   void* user_data;
+  // Optional, all three or none: a CUDA implementation. |cuda_ptx| is
+  // NUL-terminated PTX text (copied) holding the kernel |cuda_entry|
+  // (copied), and |cuda_launch| computes its launch shape. The CUDA target
+  // then runs the op as a device step between its kernels: the module is
+  // loaded with the program's (a PTX the driver rejects fails the compile
+  // with the driver's log, naming the op and node), the kernel is launched
+  // on the executable's stream and captured in its CUDA graph with the
+  // other kernels (no host call, no staging). The kernel's parameters, in
+  // order:
+  //   u64  the output's device pointer (dense row-major, 256-byte aligned);
+  //   u64  each input's device pointer, in order (dense row-major);
+  //   s64  the output's dims, outermost first, then each input's dims;
+  //   s64  the int attributes, then f64 the float attributes.
+  // Without it (or on the other targets) the host implementation runs,
+  // which the reference interpreter always uses. Not for ops with
+  // data-dependent dims (tj_custom_dynamic_dim).
+  const char* cuda_ptx;
+  const char* cuda_entry;
+  tj_custom_launch_fn cuda_launch;
 } tj_custom_op_desc_t;
 
 // A new status with |code| (TJ_STATUS_OK reads as BACKEND_FAILURE) and a

@@ -104,7 +104,10 @@ class CustomOpDesc_t(ctypes.Structure):
                 ("version", _i32), ("num_inputs", _i32), ("shape", SHAPE_FN),
                 ("function", _vp), ("signature", ctypes.c_char_p),
                 ("host", HOST_FN), ("vjp", VJP_FN), ("flags", ctypes.c_uint32),
-                ("user_data", _vp)]
+                ("user_data", _vp),
+                # The CUDA implementation: not offered from Python (NULL).
+                ("cuda_ptx", ctypes.c_char_p), ("cuda_entry", ctypes.c_char_p),
+                ("cuda_launch", _vp)]
 
 
 _declared = False

@@ -263,5 +263,8 @@ int main(void) {
   FIELD(tj_custom_op_desc_t, vjp);
   FIELD(tj_custom_op_desc_t, flags);
   FIELD(tj_custom_op_desc_t, user_data);
+  FIELD(tj_custom_op_desc_t, cuda_ptx);
+  FIELD(tj_custom_op_desc_t, cuda_entry);
+  FIELD(tj_custom_op_desc_t, cuda_launch);
   return 0;
 }

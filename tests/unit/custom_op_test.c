@@ -1024,6 +1024,15 @@ TEST(data_dependent_dims_errors) {
 
 //===--- OOM ---===//
 
+// A CUDA implementation's launch shape (the x86 target never asks).
+static tj_status_t no_launch(void* user, const tj_custom_type_t* in, int32_t n,
+                             const tj_custom_attrs_t* attrs,
+                             const tj_custom_type_t* out,
+                             tj_custom_launch_t* l) {
+  (void)user, (void)in, (void)n, (void)attrs, (void)out, (void)l;
+  return tj_status_create(TJ_STATUS_INTERNAL, "not on x86");
+}
+
 // Register + build + compile + run with the Nth allocation failing.
 static tj_status_t register_compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
@@ -1034,6 +1043,10 @@ static tj_status_t register_compile_run(tj_allocator_t allocator) {
   tj_custom_op_desc_t d =
       desc_of("scale_f32", 1, same_as_first, (void (*)(void))scale_f32,
               "void(f32*, i64, const f32*, i64, f32)");
+  // Its PTX and entry are copied too (x86 runs the host function).
+  d.cuda_ptx = ".version 7.8\n.target sm_80\n.address_size 64\n";
+  d.cuda_entry = "scale_f32";
+  d.cuda_launch = no_launch;
   s = tj_context_register_op(ctx, &d);
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;

@@ -1,0 +1,329 @@
+// A custom op's CUDA implementation from PTX text
+// (tj_custom_op_desc_t.cuda_ptx): y = x * a + b written in PTX here, kept
+// mid-chain between two fused regions of a CUDA executable as a device
+// step (no host call, no graph break), at three batch sizes from one
+// executable with CUDA graph capture on, against the reference interpreter
+// (which runs the op's host function); a launch-shape callback's error
+// becomes the run's error; PTX the driver rejects fails the compile with
+// its log, naming the op.
+//
+// Usage: custom_op_cuda_test            (needs a GPU; exits 77 without)
+//        custom_op_cuda_test --ptxas P  (assembles the PTX with ptxas P for
+//                                        sm_90a; exits 77 when P is empty)
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cuda/cuda_entry.h"
+#include "backends/cuda/cuda_executable.h"
+#include "tensorjit.h"
+#include "tests/unit/test.h"
+
+#define TJ_TEST_EXIT_SKIP 77
+
+// The kernel's parameters as tj_custom_op_desc_t.cuda_ptx gives them for
+// one rank-2 input and two float attributes: out, in, the output's dims,
+// the input's dims, a, b.
+static const char kAxpbPtx[] =
+    ".version 7.8\n"
+    ".target sm_80\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry tj_test_axpb(\n"
+    "    .param .u64 p_out, .param .u64 p_in,\n"
+    "    .param .s64 p_od0, .param .s64 p_od1,\n"
+    "    .param .s64 p_id0, .param .s64 p_id1,\n"
+    "    .param .f64 p_a, .param .f64 p_b)\n"
+    "{\n"
+    "  .reg .pred %p<2>;\n"
+    "  .reg .b32 %r<4>;\n"
+    "  .reg .b64 %rd<12>;\n"
+    "  .reg .f32 %f<5>;\n"
+    "  .reg .f64 %fd<3>;\n"
+    "  ld.param.u64 %rd1, [p_out];\n"
+    "  ld.param.u64 %rd2, [p_in];\n"
+    "  ld.param.s64 %rd3, [p_od0];\n"
+    "  ld.param.s64 %rd4, [p_od1];\n"
+    "  ld.param.f64 %fd1, [p_a];\n"
+    "  ld.param.f64 %fd2, [p_b];\n"
+    "  mov.u32 %r1, %ctaid.x;\n"
+    "  mov.u32 %r2, %ntid.x;\n"
+    "  mov.u32 %r3, %tid.x;\n"
+    "  mul.wide.u32 %rd5, %r1, %r2;\n"
+    "  cvt.u64.u32 %rd6, %r3;\n"
+    "  add.s64 %rd5, %rd5, %rd6;\n"
+    "  mul.lo.s64 %rd7, %rd3, %rd4;\n"
+    "  setp.ge.s64 %p1, %rd5, %rd7;\n"
+    "  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd8, %rd1;\n"
+    "  cvta.to.global.u64 %rd9, %rd2;\n"
+    "  shl.b64 %rd10, %rd5, 2;\n"
+    "  add.s64 %rd11, %rd9, %rd10;\n"
+    "  ld.global.f32 %f1, [%rd11];\n"
+    "  cvt.rn.f32.f64 %f2, %fd1;\n"
+    "  cvt.rn.f32.f64 %f3, %fd2;\n"
+    "  fma.rn.f32 %f4, %f1, %f2, %f3;\n"
+    "  add.s64 %rd11, %rd8, %rd10;\n"
+    "  st.global.f32 [%rd11], %f4;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n";
+
+// The host implementation (the reference interpreter's), the same math.
+static void axpb(float* y, int64_t n0, int64_t n1, const float* x, int64_t m0,
+                 int64_t m1, float a, float b) {
+  (void)m0, (void)m1;
+  for (int64_t i = 0; i < n0 * n1; ++i) y[i] = fmaf(x[i], a, b);
+}
+
+static tj_status_t same_type(void* user, tj_graph_t* g,
+                             const tj_custom_type_t* in, int32_t n,
+                             const tj_custom_attrs_t* attrs,
+                             tj_custom_type_t* out) {
+  (void)user, (void)g, (void)n, (void)attrs;
+  *out = in[0];
+  return NULL;
+}
+
+// One thread per element, 128 per block; a batch of 13 is refused (the
+// error test).
+static tj_status_t axpb_launch(void* user, const tj_custom_type_t* in,
+                               int32_t n, const tj_custom_attrs_t* attrs,
+                               const tj_custom_type_t* out,
+                               tj_custom_launch_t* l) {
+  int* calls = user;
+  ++*calls;
+  (void)in, (void)n, (void)attrs;
+  if (out->dims[0] == 13)
+    return tj_status_create(TJ_STATUS_INVALID_ARGUMENT, "no batch of 13");
+  int64_t elems = out->dims[0] * out->dims[1];
+  l->grid[0] = (uint32_t)((elems + 127) / 128);
+  l->grid[1] = l->grid[2] = 1;
+  l->block[0] = 128;
+  l->block[1] = l->block[2] = 1;
+  l->shared_bytes = 0;
+  return NULL;
+}
+
+static void register_axpb(tj_context_t* ctx, const char* name, const char* ptx,
+                          int* calls) {
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = name;
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = same_type;
+  d.function = (void (*)(void))axpb;
+  d.signature = "void(f32*, i64, i64, const f32*, i64, i64, f32, f32)";
+  d.flags = TJ_CUSTOM_OP_PURE;
+  d.user_data = calls;
+  d.cuda_ptx = ptx;
+  d.cuda_entry = "tj_test_axpb";
+  d.cuda_launch = axpb_launch;
+  CHECK_OK(tj_context_register_op(ctx, &d));
+}
+
+// x [B, 64] -> exp(x) * 0.5 + x (region 1) -> axpb(a=2, b=1) ->
+// tanh(c) * c - 0.25 (region 2).
+static tj_graph_t* chain(tj_context_t* ctx, const char* op) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "custom_cuda", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 64}, "x");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t h = tj_graph_add(g, tj_graph_mul(g, tj_graph_exp(g, x), half), x);
+  tj_custom_attrs_t at = {0, NULL, 2, (double[]){2.0, 1.0}};
+  tj_value_t c = tj_graph_custom(g, op, &h, 1, &at);
+  tj_value_t q = tj_graph_scalar(g, TJ_DTYPE_F32, 0.25);
+  tj_value_t y = tj_graph_sub(g, tj_graph_mul(g, tj_graph_tanh(g, c), c), q);
+  tj_graph_output(g, y, "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static tj_compile_options_t cuda_options(void) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.verify_each = true;
+  return o;
+}
+
+static tj_context_t* g_ctx;
+
+// Mid-chain between two fused regions, three batch sizes, graphs on.
+TEST(ptx_op_mid_chain_in_cuda_graph) {
+  int calls = 0;
+  register_axpb(g_ctx, "axpb_cuda", kAxpbPtx, &calls);
+  tj_graph_t* g = chain(g_ctx, "axpb_cuda");
+  tj_compile_options_t o = cuda_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  CHECK_EQ_INT(2, st.num_kernels);
+  CHECK_EQ_INT(0, st.num_graph_breaks);
+  // Largest first: the arena grows once, so each size's graph key (the
+  // arena's base among it) repeats in the second round.
+  const int64_t sizes[] = {33, 7, 1};
+  enum { kMax = 33 * 64 };
+  float* xs = malloc(sizeof(float) * kMax);
+  float* ys = malloc(sizeof(float) * kMax);
+  float* rs = malloc(sizeof(float) * kMax);
+  CHECK(xs && ys && rs);
+  for (int rep = 0; rep < 2; ++rep) {
+    for (size_t s = 0; s < TJ_ARRAY_SIZE(sizes); ++s) {
+      int64_t shape[2] = {sizes[s], 64};
+      int64_t n = shape[0] * shape[1];
+      for (int64_t i = 0; i < n; ++i)
+        xs[i] = (float)sin((double)i * 0.37 + (double)s) * 1.5f;
+      tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, shape);
+      tj_tensor_t out = tj_tensor_make(ys, TJ_DTYPE_F32, 2, shape);
+      tj_tensor_t ref = tj_tensor_make(rs, TJ_DTYPE_F32, 2, shape);
+      memset(ys, 0, sizeof(float) * (size_t)n);
+      CHECK_OK(tj_executable_run(exe, &in, 1, &out, 1));
+      CHECK_OK(tj_reference_run(g, &in, 1, &ref, 1));
+      // The GPU's tanh and exp: a few ulp apart from the reference's.
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double tol = 1e-5 + 2e-5 * fabs((double)rs[i]);
+        if (!(fabs((double)ys[i] - (double)rs[i]) <= tol) && bad++ < 4)
+          printf("# B=%lld [%lld]: %.9g, reference %.9g\n", (long long)sizes[s],
+                 (long long)i, ys[i], rs[i]);
+      }
+      CHECK_EQ_INT(0, bad);
+    }
+  }
+  tj_cuda_program_stats_t cs;
+  CHECK_OK(tj_executable_cuda_stats(exe, &cs));
+  printf(
+      "# %lld runs: %lld graph captures, %lld graph launches, %lld host "
+      "steps, %lld launches, %d launch-shape calls\n",
+      (long long)cs.runs, (long long)cs.graph_captures,
+      (long long)cs.graph_launches, (long long)cs.host_steps,
+      (long long)cs.kernel_launches, calls);
+  // No host step: the op ran on the device, inside the captured graphs
+  // (one per batch size; the second round replays them).
+  CHECK_EQ_INT(0, (int)cs.host_steps);
+  CHECK_EQ_INT(3, (int)cs.graph_captures);
+  CHECK_EQ_INT(6, (int)cs.graph_launches);
+  CHECK_EQ_INT(6, calls);
+  tj_executable_stats(exe, &st);
+  CHECK_EQ_INT(0, st.recompiles);
+  // The launch-shape callback's error is the run's, naming the op.
+  int64_t shape13[2] = {13, 64};
+  for (int64_t i = 0; i < 13 * 64; ++i) xs[i] = 0.5f;
+  tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, shape13);
+  tj_tensor_t out = tj_tensor_make(ys, TJ_DTYPE_F32, 2, shape13);
+  tj_status_t s = tj_executable_run(exe, &in, 1, &out, 1);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "no batch of 13", s);
+  s = tj_executable_run(exe, &in, 1, &out, 1);
+  CHECK_CONTAINS(tj_status_message(s), "custom op axpb_cuda");
+  tj_status_free(s);
+  // The executable still runs other sizes after it.
+  int64_t shape2[2] = {2, 64};
+  in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, shape2);
+  out = tj_tensor_make(ys, TJ_DTYPE_F32, 2, shape2);
+  CHECK_OK(tj_executable_run(exe, &in, 1, &out, 1));
+  free(xs);
+  free(ys);
+  free(rs);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+}
+
+// PTX the driver rejects fails tj_compile with the driver's log, naming
+// the op and node.
+TEST(bad_ptx_names_op) {
+  int calls = 0;
+  static const char kBad[] =
+      ".version 7.8\n.target sm_80\n.address_size 64\n"
+      ".visible .entry tj_test_axpb(.param .u64 p)\n"
+      "{\n  not_an_instruction %r1;\n  ret;\n}\n";
+  register_axpb(g_ctx, "axpb_bad", kBad, &calls);
+  tj_graph_t* g = chain(g_ctx, "axpb_bad");
+  tj_compile_options_t o = cuda_options();
+  tj_executable_t* exe = NULL;
+  tj_status_t s = tj_compile(g, &o, &exe);
+  CHECK(s != NULL);
+  if (s) {
+    printf("# %s\n", tj_status_message(s));
+    CHECK_CONTAINS(tj_status_message(s), "custom op axpb_bad");
+    CHECK_CONTAINS(tj_status_message(s), "not_an_instruction");
+  }
+  tj_status_free(s);
+  CHECK(exe == NULL);
+  tj_graph_destroy(g);
+}
+
+// A registration with part of the CUDA implementation is refused.
+TEST(partial_cuda_desc_refused) {
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = "half_cuda";
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = same_type;
+  d.function = (void (*)(void))axpb;
+  d.signature = "void(f32*, i64, i64, const f32*, i64, i64, f32, f32)";
+  d.cuda_ptx = kAxpbPtx;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "cuda_launch",
+               tj_context_register_op(g_ctx, &d));
+}
+
+static int ptxas_main(const char* ptxas) {
+  if (!ptxas[0] || access(ptxas, X_OK) != 0) {
+    printf("# skipped: ptxas not found\n");
+    return TJ_TEST_EXIT_SKIP;
+  }
+  char dir[] = "/tmp/tj-custom-ptx-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char path[128], cmd[512];
+  snprintf(path, sizeof(path), "%s/axpb.ptx", dir);
+  FILE* f = fopen(path, "w");
+  if (!f) return 1;
+  fputs(kAxpbPtx, f);
+  fclose(f);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a --warning-as-error -o /dev/null '%s'", ptxas,
+           path);
+  int rc = system(cmd);
+  remove(path);
+  rmdir(dir);
+  printf("# ptxas -arch=sm_90a: %s\n", rc == 0 ? "ok" : "failed");
+  return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "--ptxas") == 0)
+    return ptxas_main(argc > 2 ? argv[2] : "");
+  CHECK_OK(tj_test_context_create(&g_ctx));
+  RUN_TEST(partial_cuda_desc_refused);
+  // Skips (exit 77) without a driver or GPU: tj_compile says UNSUPPORTED.
+  tj_graph_t* g;
+  CHECK_OK(tj_graph_create(g_ctx, "probe", &g));
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
+  tj_graph_output(g, tj_graph_exp(g, x), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t o = cuda_options();
+  tj_executable_t* exe = NULL;
+  tj_status_t s = tj_compile(g, &o, &exe);
+  tj_graph_destroy(g);
+  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
+    printf("# skipped: tj_compile(TJ_TARGET_CUDA): %s\n", tj_status_message(s));
+    tj_status_free(s);
+    tj_context_destroy(g_ctx);
+    return TJ_TEST_EXIT_SKIP;
+  }
+  CHECK_OK(s);
+  tj_executable_release(exe);
+  RUN_TEST(ptx_op_mid_chain_in_cuda_graph);
+  RUN_TEST(bad_ptx_names_op);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
