@@ -12,12 +12,11 @@
 static const struct {
   const char* descr;
   tj_dtype_t dtype;
-} kDescr[] = {{"<f4", TJ_DTYPE_F32},  {"<f8", TJ_DTYPE_F64},
-              {"<f2", TJ_DTYPE_F16},  {"|i1", TJ_DTYPE_I8},
-              {"<i4", TJ_DTYPE_I32},  {"<i8", TJ_DTYPE_I64},
-              {"|b1", TJ_DTYPE_BOOL}, {"|u1", TJ_DTYPE_U8},
-              {"<i2", TJ_DTYPE_I16},  {"<u2", TJ_DTYPE_U16},
-              {"<u4", TJ_DTYPE_U32},  {"<u8", TJ_DTYPE_U64}};
+} kDescr[] = {
+    {"<f4", TJ_DTYPE_F32},  {"<f8", TJ_DTYPE_F64}, {"<f2", TJ_DTYPE_F16},
+    {"|i1", TJ_DTYPE_I8},   {"<i4", TJ_DTYPE_I32}, {"<i8", TJ_DTYPE_I64},
+    {"|b1", TJ_DTYPE_BOOL}, {"|u1", TJ_DTYPE_U8},  {"<i2", TJ_DTYPE_I16},
+    {"<u2", TJ_DTYPE_U16},  {"<u4", TJ_DTYPE_U32}, {"<u8", TJ_DTYPE_U64}};
 enum { kNumDescr = sizeof(kDescr) / sizeof(kDescr[0]) };
 
 static size_t dtype_bytes(tj_dtype_t dtype) {
@@ -81,10 +80,10 @@ tj_status_t tj_tool_npy_parse(const char* what, const unsigned char* buf,
   const char* f = strstr(header, "'fortran_order':");
   const char* sh = strstr(header, "'shape':");
   if (!found) {
-    return tj_status_make(
-        TJ_STATUS_INVALID_ARGUMENT,
-        "%s: dtype not supported (want <f4 <f8 <f2 |i1 <i4 <i8 |b1 |u1 <i2 <u2 <u4 <u8): %s",
-        what, header);
+    return tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
+                          "%s: dtype not supported (want <f4 <f8 <f2 |i1 <i4 "
+                          "<i8 |b1 |u1 <i2 <u2 <u4 <u8): %s",
+                          what, header);
   }
   if (!f || strncmp(f + 16 + strspn(f + 16, " "), "True", 4) == 0) {
     return tj_status_make(TJ_STATUS_INVALID_ARGUMENT,
