@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "tests/unit/ptx_check.h"
 #include "tests/unit/tier_ops_check.h"
 
 //===--- exact values on the reference ---===//
@@ -284,33 +285,7 @@ TEST(bad_scale_and_zero_point_are_named) {
 static const char* g_ptxas = "";
 
 static void check_ptx(const char* what, build_fn build) {
-  tj_graph_t* g = build(g_ctx[0]);
-  CHECK_OK(tj_graph_finalize(g));
-  tj_cuda_offline_ptx_t ptx;
-  memset(&ptx, 0, sizeof(ptx));
-  tj_allocator_t al = tj_allocator_system();
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
-  CHECK(ptx.num_kernels >= 1);
-  CHECK_EQ_INT(0, ptx.num_host_steps);
-  if (g_ptxas[0] && ptx.ptx) {
-    char path[] = "/tmp/tj_quant_ops_ptx_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f) {
-      fputs(ptx.ptx, f);
-      fclose(f);
-      char cmd[1200];
-      snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
-               g_ptxas, path);
-      int rc = system(cmd);
-      if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-      CHECK_EQ_INT(0, rc);
-      remove(path);
-    }
-  }
-  tj_cuda_offline_ptx_deinitialize(al, &ptx);
-  tj_graph_destroy(g);
+  tj_test_check_ptx(g_ptxas, what, build(g_ctx[0]));
 }
 
 TEST(ptx_of_quantize_and_dequantize) {

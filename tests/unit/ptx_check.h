@@ -1,0 +1,49 @@
+// A graph's kernels through the NVPTX emitter for sm_90a (no GPU needed):
+// every node in a kernel (no host steps), and the PTX assembled by ptxas
+// when the test was given its path. Shared by the dtype and op tests that
+// check their PTX offline.
+
+#ifndef TJ_TESTS_UNIT_PTX_CHECK_H_
+#define TJ_TESTS_UNIT_PTX_CHECK_H_
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cuda/cuda_entry.h"
+#include "tests/unit/test.h"
+
+// Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
+// the graph in a failure.
+static inline void tj_test_check_ptx(const char* ptxas, const char* what,
+                                     tj_graph_t* g) {
+  CHECK_OK(tj_graph_finalize(g));
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK(ptx.num_kernels >= 1);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  if (ptxas[0] && ptx.ptx) {
+    char path[] = "/tmp/tj_test_ptx_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f) {
+      fputs(ptx.ptx, f);
+      fclose(f);
+      char cmd[1200];
+      snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
+               ptxas, path);
+      int rc = system(cmd);
+      if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+      CHECK_EQ_INT(0, rc);
+      remove(path);
+    }
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+#endif  // TJ_TESTS_UNIT_PTX_CHECK_H_
