@@ -16,42 +16,6 @@
 #include "lib/ir.h"
 #include "tensorjit.h"
 
-//===--- the text ---===//
-
-typedef struct dtext_t {
-  tj_allocator_t al;
-  char* buf;
-  size_t len, cap;
-  bool oom;
-} dtext_t;
-
-static void text_add(dtext_t* t, const char* format, ...) TJ_PRINTF_LIKE(2, 3);
-static void text_add(dtext_t* t, const char* format, ...) {
-  if (t->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, format);
-    size_t room = t->cap - t->len;
-    int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? room : 0,
-                      format, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < room) {
-      t->len += (size_t)n;
-      return;
-    }
-    size_t cap = t->cap ? t->cap * 2 : 2048;
-    while (cap - t->len <= (size_t)n) cap *= 2;
-    char* p = tj_realloc(t->al, t->buf, t->cap, cap);
-    if (!p) {
-      t->oom = true;
-      return;
-    }
-    t->buf = p;
-    t->cap = cap;
-  }
-}
-
 //===--- measuring ---===//
 
 // Profiles |exe| (compiled from |g|) |runs| times at symbol values |sym|
@@ -245,24 +209,26 @@ static void answer_all(tj_diagnose_report_t* r, const tj_graph_t* g,
            arena / 1e6, live / 1e6, 100 * waste);
 }
 
-static void render(dtext_t* t, const tj_diagnose_report_t* r,
+static void render(tj_verify_text_t* t, const tj_diagnose_report_t* r,
                    const tj_executable_stats_t* st, int32_t num_symbols,
                    const char* const* names, const int64_t* values) {
-  text_add(t, "diagnose");
+  tj_verify_text_printf(t, "diagnose");
   for (int32_t i = 0; i < num_symbols; ++i) {
-    text_add(t, " %s=%lld", names[i], (long long)values[i]);
+    tj_verify_text_printf(t, " %s=%lld", names[i], (long long)values[i]);
   }
-  text_add(t, " (%s, %d runs a measurement)\n", r->target, (int)r->runs);
-  text_add(t,
-           "compile %.1f ms: passes %.1f, lowering %.1f, LLVM %.1f, ptxas "
-           "%.1f, tuning %.1f, cache load %.1f; %d kernels, %d graph breaks\n",
-           st->compile_ms, st->passes_ms, st->lowering_ms, st->llvm_ms,
-           st->ptxas_ms, st->tuning_ms, st->cache_load_ms, (int)st->num_kernels,
-           (int)st->num_graph_breaks);
+  tj_verify_text_printf(t, " (%s, %d runs a measurement)\n", r->target,
+                        (int)r->runs);
+  tj_verify_text_printf(
+      t,
+      "compile %.1f ms: passes %.1f, lowering %.1f, LLVM %.1f, ptxas "
+      "%.1f, tuning %.1f, cache load %.1f; %d kernels, %d graph breaks\n",
+      st->compile_ms, st->passes_ms, st->lowering_ms, st->llvm_ms, st->ptxas_ms,
+      st->tuning_ms, st->cache_load_ms, (int)st->num_kernels,
+      (int)st->num_graph_breaks);
   for (int q = 0; q < TJ_DIAGNOSE_QUESTION_COUNT_; ++q) {
     const tj_diagnose_answer_t* a = &r->answers[q];
-    text_add(t, "%-28s %-4s %s\n  -> %s\n", a->question, a->yes ? "YES" : "no",
-             a->measured, a->advice);
+    tj_verify_text_printf(t, "%-28s %-4s %s\n  -> %s\n", a->question,
+                          a->yes ? "YES" : "no", a->measured, a->advice);
   }
 }
 
@@ -342,7 +308,7 @@ tj_status_t tj_diagnose(const tj_graph_t* graph,
     status = amortization(graph, exe, r1, sym, runs, &o, r);
   }
   if (!status) {
-    dtext_t t = {al, NULL, 0, 0, false};
+    tj_verify_text_t t = {al, NULL, 0, 0, false};
     render(&t, r, &st, num_symbols, names, values);
     if (t.oom) {
       tj_free(al, t.buf, t.cap);

@@ -432,16 +432,7 @@ static void fill_value(tj_verify_value_t* v, const tj_graph_t* g, uint32_t node,
 
 //===--- the text ---===//
 
-typedef struct text_t {
-  tj_allocator_t al;
-  char* buf;
-  size_t len, cap;
-  bool oom;
-} text_t;
-
-static void text_printf(text_t* t, const char* format, ...)
-    TJ_PRINTF_LIKE(2, 3);
-static void text_printf(text_t* t, const char* format, ...) {
+void tj_verify_text_printf(tj_verify_text_t* t, const char* format, ...) {
   if (t->oom) return;
   for (;;) {
     va_list ap;
@@ -467,61 +458,66 @@ static void text_printf(text_t* t, const char* format, ...) {
   }
 }
 
-static void text_value(text_t* t, const tj_verify_value_t* v) {
+static void text_value(tj_verify_text_t* t, const tj_verify_value_t* v) {
   if (v->against_caller) {
-    text_printf(t, "output \"%s\" %s against the caller's graph",
-                v->output_name, v->type);
+    tj_verify_text_printf(t, "output \"%s\" %s against the caller's graph",
+                          v->output_name, v->type);
   } else {
-    text_printf(t, "group %d (%s, step %d), node %%%u %s %s", (int)v->group,
-                v->group_kind, (int)v->step, v->node, v->op, v->type);
-    if (v->output_name[0]) text_printf(t, " (output \"%s\")", v->output_name);
+    tj_verify_text_printf(t, "group %d (%s, step %d), node %%%u %s %s",
+                          (int)v->group, v->group_kind, (int)v->step, v->node,
+                          v->op, v->type);
+    if (v->output_name[0])
+      tj_verify_text_printf(t, " (output \"%s\")", v->output_name);
   }
 }
 
-static void render(text_t* t, const tj_verify_report_t* r,
+static void render(tj_verify_text_t* t, const tj_verify_report_t* r,
                    const tj_graph_t* graph, const char* unfused_note) {
-  text_printf(t, "tj_verify @%s on %s: %u fusion groups, %u values compared",
-              graph->name, r->target, r->num_groups, r->num_values);
-  text_printf(t, r->boundaries ? " (every group boundary and the outputs)\n"
+  tj_verify_text_printf(
+      t, "tj_verify @%s on %s: %u fusion groups, %u values compared",
+      graph->name, r->target, r->num_groups, r->num_values);
+  tj_verify_text_printf(t, r->boundaries
+                               ? " (every group boundary and the outputs)\n"
                                : " (outputs only: the target cannot show the "
                                  "values between its kernels)\n");
-  text_printf(t, "verdict: %s\n", tj_verify_verdict_name(r->verdict));
+  tj_verify_text_printf(t, "verdict: %s\n", tj_verify_verdict_name(r->verdict));
   if (r->first_bad >= 0) {
     const tj_verify_value_t* v = &r->values[r->first_bad];
-    text_printf(t, "first divergence: ");
+    tj_verify_text_printf(t, "first divergence: ");
     text_value(t, v);
-    text_printf(t,
-                "\n  %lld of %lld elements out of budget (rtol %g, atol %g), "
-                "%lld NaN-position mismatches, max abs error %.6g, max rel "
-                "error %.6g\n  first bad element %lld: got %.9g, want %.9g\n",
-                (long long)v->mismatches, (long long)v->numel, v->rtol, v->atol,
-                (long long)v->nan_mismatches, v->max_abs_error,
-                v->max_rel_error, (long long)v->first_bad_index,
-                v->first_bad_got, v->first_bad_want);
+    tj_verify_text_printf(
+        t,
+        "\n  %lld of %lld elements out of budget (rtol %g, atol %g), "
+        "%lld NaN-position mismatches, max abs error %.6g, max rel "
+        "error %.6g\n  first bad element %lld: got %.9g, want %.9g\n",
+        (long long)v->mismatches, (long long)v->numel, v->rtol, v->atol,
+        (long long)v->nan_mismatches, v->max_abs_error, v->max_rel_error,
+        (long long)v->first_bad_index, v->first_bad_got, v->first_bad_want);
   }
-  if (unfused_note[0]) text_printf(t, "%s\n", unfused_note);
-  text_printf(t,
-              "totals: %lld elements out of budget, max abs error %.6g, "
-              "max rel error %.6g\n",
-              (long long)r->total_mismatches, r->max_abs_error,
-              r->max_rel_error);
-  text_printf(t, "%-5s %-6s %-10s %-7s %-16s %-24s %10s %12s %12s\n", "step",
-              "group", "kind", "node", "op", "type", "bad", "max abs",
-              "max rel");
+  if (unfused_note[0]) tj_verify_text_printf(t, "%s\n", unfused_note);
+  tj_verify_text_printf(
+      t,
+      "totals: %lld elements out of budget, max abs error %.6g, "
+      "max rel error %.6g\n",
+      (long long)r->total_mismatches, r->max_abs_error, r->max_rel_error);
+  tj_verify_text_printf(t, "%-5s %-6s %-10s %-7s %-16s %-24s %10s %12s %12s\n",
+                        "step", "group", "kind", "node", "op", "type", "bad",
+                        "max abs", "max rel");
   for (uint32_t i = 0; i < r->num_values; ++i) {
     const tj_verify_value_t* v = &r->values[i];
     char node[16];
     snprintf(node, sizeof(node), "%%%u", v->node);
     if (v->against_caller) {
-      text_printf(t, "%-5s %-6s %-10s %-7s %-16s %-24s", "-", "-", "output",
-                  node, v->output_name, v->type);
+      tj_verify_text_printf(t, "%-5s %-6s %-10s %-7s %-16s %-24s", "-", "-",
+                            "output", node, v->output_name, v->type);
     } else {
-      text_printf(t, "%-5d %-6d %-10s %-7s %-16s %-24s", (int)v->step,
-                  (int)v->group, v->group_kind, node, v->op, v->type);
+      tj_verify_text_printf(t, "%-5d %-6d %-10s %-7s %-16s %-24s", (int)v->step,
+                            (int)v->group, v->group_kind, node, v->op, v->type);
     }
-    text_printf(t, " %10lld %12.4g %12.4g%s\n", (long long)v->mismatches,
-                v->max_abs_error, v->max_rel_error,
-                (int32_t)i == r->first_bad ? "  <- first" : "");
+    tj_verify_text_printf(t, " %10lld %12.4g %12.4g%s\n",
+                          (long long)v->mismatches, v->max_abs_error,
+                          v->max_rel_error,
+                          (int32_t)i == r->first_bad ? "  <- first" : "");
   }
 }
 
@@ -1043,7 +1039,7 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   if (!status) status = compare_all(&v);
   if (!status) status = judge(&v);
   if (!status) {
-    text_t t = {v.al, NULL, 0, 0, false};
+    tj_verify_text_t t = {v.al, NULL, 0, 0, false};
     render(&t, v.report, graph, v.unfused.note);
     if (t.oom) {
       tj_free(v.al, t.buf, t.cap);
@@ -1250,70 +1246,78 @@ static tj_status_t ladder_climb(ladder_t* L) {
                          r->bad_rewrite_node);
 }
 
-static void render_ladder(text_t* t, const ladder_t* L) {
+static void render_ladder(tj_verify_text_t* t, const ladder_t* L) {
   const tj_ladder_report_t* r = L->r;
   const tj_verify_options_t* o = &L->vopts;
   const char* target = L->copts.target == TJ_TARGET_CUDA        ? "cuda"
                        : L->copts.target == TJ_TARGET_REFERENCE ? "reference"
                                                                 : "x86";
-  text_printf(t,
-              "tj_verify_ladder @%s on %s: every rung on the same inputs "
-              "against the reference (budget f32 rtol %g atol %g, f64 rtol "
-              "%g atol %g)\n",
-              L->graph->name, target, o->rtol[TJ_DTYPE_F32],
-              o->atol[TJ_DTYPE_F32], o->rtol[TJ_DTYPE_F64],
-              o->atol[TJ_DTYPE_F64]);
-  text_printf(t, "%-4s %-12s %-9s %10s %12s %12s %11s\n", "rung", "level",
-              "verdict", "bad", "max abs", "max rel", "compile ms");
+  tj_verify_text_printf(
+      t,
+      "tj_verify_ladder @%s on %s: every rung on the same inputs "
+      "against the reference (budget f32 rtol %g atol %g, f64 rtol "
+      "%g atol %g)\n",
+      L->graph->name, target, o->rtol[TJ_DTYPE_F32], o->atol[TJ_DTYPE_F32],
+      o->rtol[TJ_DTYPE_F64], o->atol[TJ_DTYPE_F64]);
+  tj_verify_text_printf(t, "%-4s %-12s %-9s %10s %12s %12s %11s\n", "rung",
+                        "level", "verdict", "bad", "max abs", "max rel",
+                        "compile ms");
   for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
     const tj_ladder_rung_t* g = &r->rungs[l];
     const char* verdict = !g->ran ? "-" : g->diverges ? "DIVERGES" : "clean";
-    text_printf(t, "%-4d %-12s %-9s", l, tj_ladder_level_name(g->level),
-                verdict);
+    tj_verify_text_printf(t, "%-4d %-12s %-9s", l,
+                          tj_ladder_level_name(g->level), verdict);
     if (g->ran) {
-      text_printf(t, " %10lld %12.4g %12.4g %11.1f", (long long)g->mismatches,
-                  g->max_abs_error, g->max_rel_error, g->compile_ms);
+      tj_verify_text_printf(t, " %10lld %12.4g %12.4g %11.1f",
+                            (long long)g->mismatches, g->max_abs_error,
+                            g->max_rel_error, g->compile_ms);
     }
-    text_printf(t, "%s\n", l == r->first_diverging ? "  <- first" : "");
-    if (g->note[0]) text_printf(t, "       %s\n", g->note);
+    tj_verify_text_printf(t, "%s\n",
+                          l == r->first_diverging ? "  <- first" : "");
+    if (g->note[0]) tj_verify_text_printf(t, "       %s\n", g->note);
     if (g->first_value[0]) {
-      text_printf(t, "       first diverging value: %s\n", g->first_value);
+      tj_verify_text_printf(t, "       first diverging value: %s\n",
+                            g->first_value);
     }
   }
   if (r->first_diverging < 0) {
-    text_printf(t, "verdict: every rung agrees with the reference\n");
+    tj_verify_text_printf(t, "verdict: every rung agrees with the reference\n");
     return;
   }
-  text_printf(t, "verdict: first diverging rung %d (%s): blame %s: %s\n",
-              (int)r->first_diverging,
-              tj_ladder_level_name((tj_ladder_level_t)r->first_diverging),
-              r->blame, kBlameText[r->first_diverging]);
+  tj_verify_text_printf(
+      t, "verdict: first diverging rung %d (%s): blame %s: %s\n",
+      (int)r->first_diverging,
+      tj_ladder_level_name((tj_ladder_level_t)r->first_diverging), r->blame,
+      kBlameText[r->first_diverging]);
   if (r->first_diverging != TJ_LADDER_DECOMPOSED) return;
   if (r->blamed_pass_index < 0) {
-    text_printf(t,
-                "blamed pass: none alone (no pass replayed one at a time "
-                "changes the outputs)\n");
+    tj_verify_text_printf(
+        t,
+        "blamed pass: none alone (no pass replayed one at a time "
+        "changes the outputs)\n");
     return;
   }
-  text_printf(t,
-              "blamed pass: %s (position %d of canonicalize, cse, dce, "
-              "decompose, canonicalize, cse, dce)\n",
-              r->blamed_pass, (int)r->blamed_pass_index);
+  tj_verify_text_printf(
+      t,
+      "blamed pass: %s (position %d of canonicalize, cse, dce, "
+      "decompose, canonicalize, cse, dce)\n",
+      r->blamed_pass, (int)r->blamed_pass_index);
   if (r->bad_rewrite < 0) {
-    text_printf(t,
-                "bisect: %lld rewrites of %s; no single rewrite isolated "
-                "(zero rewrites already diverge)\n",
-                (long long)r->pass_rewrites, r->blamed_pass);
+    tj_verify_text_printf(
+        t,
+        "bisect: %lld rewrites of %s; no single rewrite isolated "
+        "(zero rewrites already diverge)\n",
+        (long long)r->pass_rewrites, r->blamed_pass);
     return;
   }
-  text_printf(t,
-              "bisect: %lld rewrites of %s; the first bad one is rewrite %lld, "
-              "%s\n  (TJ_BISECT=%s:%lld diverges, TJ_BISECT=%s:%lld does "
-              "not)\n",
-              (long long)r->pass_rewrites, r->blamed_pass,
-              (long long)r->bad_rewrite, r->bad_rewrite_node, r->blamed_pass,
-              (long long)r->bad_rewrite, r->blamed_pass,
-              (long long)(r->bad_rewrite - 1));
+  tj_verify_text_printf(
+      t,
+      "bisect: %lld rewrites of %s; the first bad one is rewrite %lld, "
+      "%s\n  (TJ_BISECT=%s:%lld diverges, TJ_BISECT=%s:%lld does "
+      "not)\n",
+      (long long)r->pass_rewrites, r->blamed_pass, (long long)r->bad_rewrite,
+      r->bad_rewrite_node, r->blamed_pass, (long long)r->bad_rewrite,
+      r->blamed_pass, (long long)(r->bad_rewrite - 1));
 }
 
 static tj_status_t ladder_run(const tj_graph_t* graph,
@@ -1374,7 +1378,7 @@ static tj_status_t ladder_run(const tj_graph_t* graph,
   L.r->first_diverging = -1;
   tj_status_t status = ladder_climb(&L);
   if (!status) {
-    text_t t = {L.al, NULL, 0, 0, false};
+    tj_verify_text_t t = {L.al, NULL, 0, 0, false};
     render_ladder(&t, &L);
     if (t.oom) {
       tj_free(L.al, t.buf, t.cap);

@@ -77,4 +77,16 @@ typedef struct tj_verify_plant_t {
 tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* plan,
                                  tj_lowered_kernel_t* kernels);
 
+// A growable text in |al|'s memory, for reports: printf appends; after
+// an allocation failure |oom| is set and further appends do nothing.
+typedef struct tj_verify_text_t {
+  tj_allocator_t al;
+  char* buf;
+  size_t len, cap;
+  bool oom;
+} tj_verify_text_t;
+
+void tj_verify_text_printf(tj_verify_text_t* t, const char* format, ...)
+    TJ_PRINTF_LIKE(2, 3);
+
 #endif  // TJ_BACKENDS_VERIFY_H_
