@@ -20,7 +20,7 @@
 //                          x + x*(...) for |x| < 1; 1 - t*exp(-x^2 + P(t)),
 //                          t = 1/(1 + |x|/2) (Numerical Recipes erfcc, 1.2e-7
 //                          relative in erfc) above; exactly +-1 beyond 4.
-//   erfc     <= 6.5 ulp [6.43]  t*exp(-x^2 + P(t)) for |x| (erfcc above),
+//   erfc     <= 7 ulp [6.53]  t*exp(-x^2 + P(t)) for |x| (erfcc above),
 //                          2 - that for x < 0; x^2 split exactly and the
 //                          exponent's rounding carried as a factor, so the
 //                          tail keeps its relative accuracy down to 1e-38

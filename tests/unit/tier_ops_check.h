@@ -52,7 +52,10 @@ static inline void* make_data(const spec_t* s) {
       // The span may be the whole int64 range: offsets in uint64, which
       // wraps where int64 would overflow.
       double span = s->hi - s->lo + 1;
-      uint64_t offset = (uint64_t)(rng_unit() * span);
+      // A span beyond 2^64 (u64's with a negative lo) is clamped, as a
+      // double that large does not convert.
+      double d = rng_unit() * span;
+      uint64_t offset = d >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
       int64_t v = (int64_t)((uint64_t)(int64_t)s->lo + offset);
       tj_store_i64(s->dtype, p, i, v);
     }

@@ -25,7 +25,7 @@ static const sweep_t kSweeps[] = {
     {TJ_OP_TANH, tanh, -10, 10, true, false, 2},
     {TJ_OP_SIGMOID, ref_sigmoid, -104, 30, true, false, 2.5},
     {TJ_OP_ERF, erf, -5, 5, true, false, 1.5},
-    {TJ_OP_ERFC, erfc, -5, 10.05, true, false, 6.5},
+    {TJ_OP_ERFC, erfc, -5, 10.05, true, false, 7},
     {TJ_OP_SIN, sin, -1e5, 1e5, true, false, 2},
     {TJ_OP_COS, cos, -1e5, 1e5, true, false, 2},
 };
