@@ -793,6 +793,25 @@ class LadderReport:
 _LADDER_LEVELS = ["decomposed", "unfused", "fused", "full", "specialized"]
 
 
+def _checked_graph(what: str, graph: Union[Graph, str], target: str,
+                   specialize: str) -> Graph:
+    """|graph| (parsed when text) after checking it, |target| and
+    |specialize| as :func:`ladder` and :func:`diagnose` take them; errors
+    name |what|."""
+    if isinstance(graph, str):
+        graph = Graph.parse(graph)
+    if not isinstance(graph, Graph):
+        raise ArgumentTypeError(f"{what}: expected a Graph, got "
+                                f"{type(graph).__name__}")
+    if not isinstance(target, str) or target not in TARGETS:
+        raise InvalidArgumentError(f"{what}: unknown target {target!r}; "
+                                   f"expected x86, reference or cuda")
+    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
+        raise InvalidArgumentError(f"{what}: unknown specialize policy "
+                                   f"{specialize!r}")
+    return graph
+
+
 def ladder(graph: Union[Graph, str], target: str = "x86", *,
            symbols: Optional[Mapping[str, int]] = None, seed: int = 1,
            edge_values: bool = True, nonfinite: bool = False,
@@ -804,17 +823,7 @@ def ladder(graph: Union[Graph, str], target: str = "x86", *,
     |nonfinite| as :meth:`Executable.verify` makes them) against the
     reference; names the first rung that diverges and what to blame,
     bisecting a blamed pass to its first bad rewrite."""
-    if isinstance(graph, str):
-        graph = Graph.parse(graph)
-    if not isinstance(graph, Graph):
-        raise ArgumentTypeError(f"ladder: expected a Graph, got "
-                                f"{type(graph).__name__}")
-    if not isinstance(target, str) or target not in TARGETS:
-        raise InvalidArgumentError(f"ladder: unknown target {target!r}; "
-                                   f"expected x86, reference or cuda")
-    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
-        raise InvalidArgumentError(f"ladder: unknown specialize policy "
-                                   f"{specialize!r}")
+    graph = _checked_graph("ladder", graph, target, specialize)
     graph.finalize()
     L = _lib.lib()
     copts = _lib.CompileOptions_t()
@@ -916,17 +925,7 @@ def diagnose(graph: Union[Graph, str], target: str = "x86", *,
     |graph| for |target| (|specialize| as :func:`compile` takes it),
     profiles |runs| runs at |symbols| and with the first symbol doubled,
     and answers each question with a verdict."""
-    if isinstance(graph, str):
-        graph = Graph.parse(graph)
-    if not isinstance(graph, Graph):
-        raise ArgumentTypeError(f"diagnose: expected a Graph, got "
-                                f"{type(graph).__name__}")
-    if not isinstance(target, str) or target not in TARGETS:
-        raise InvalidArgumentError(f"diagnose: unknown target {target!r}; "
-                                   f"expected x86, reference or cuda")
-    if not isinstance(specialize, str) or specialize not in _SPECIALIZE:
-        raise InvalidArgumentError(f"diagnose: unknown specialize policy "
-                                   f"{specialize!r}")
+    graph = _checked_graph("diagnose", graph, target, specialize)
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)):
         raise ArgumentTypeError("diagnose: runs must be an int")
     graph.finalize()
