@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Stages what the GPU machine runs (../shared/device/README.md): that
+# machine has no LLVM 19 headers and cannot build, so a release build made
+# here is copied, lean, into a git-ignored directory that the device tool
+# carries beside the working tree, together with .devdeps:
+#
+#   bash scripts/device_stage.sh [BUILD_DIR [STAGE_DIR]]   # build-dev, build-run
+#   run: bash scripts/device_run.sh build-run [tests|python|bench]...
+#        carry ["build-run", ".devdeps"]
+#
+# BUILD_DIR is set up here if missing (release, stripped, LLVM 19 named in
+# a native file, Debian's python3: the GPU machine's own interpreter runs
+# the Python tests). The stage keeps the build tree's layout for the test
+# binaries, so that the fault driver and the library are found as meson
+# sets them up; the carried total must stay under the tool's 64 MiB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-dev}
+stage=${2:-build-run}
+
+if [ ! -f "$build/build.ninja" ]; then
+  [ -f llvm19.ini ] ||
+    printf "[binaries]\nllvm-config = 'llvm-config-19'\n" > llvm19.ini
+  meson setup "$build" --native-file llvm19.ini -Ddebug=false -Dstrip=true \
+    -Dpython=/usr/bin/python3
+fi
+ninja -C "$build"
+
+rm -rf "$stage"
+mkdir -p "$stage/lib" "$stage/tests" "$stage/bench" "$stage/tools"
+for f in "$build"/libtensorjit.so*; do
+  [ -d "$f" ] || cp -P "$f" "$stage/lib/"  # not meson's object dirs
+done
+# The GPU machine's Ubuntu lacks protobuf-c (the ONNX importer's).
+cp -P /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1* "$stage/lib/"
+
+# Every test that needs the GPU, or that runs the x86 kernels on the GPU
+# machine's Xeon: the CUDA suite, and the unit tests that have a CUDA leg.
+for t in "$build"/tests/cuda/*_test; do
+  case "$(basename "$t")" in
+    nvptx_ptxas_test | cuda_abi_test) ;;  # offline; run in CI here
+    *) cp "$t" "$stage/tests/" ;;
+  esac
+done
+mkdir -p "$stage/tests/fault"
+cp -P "$build"/tests/cuda/fault/*.so* "$stage/tests/fault/" 2>/dev/null || true
+for t in attention_test shard_test shard_nccl_test; do
+  [ -x "$build/tests/unit/$t" ] && cp "$build/tests/unit/$t" "$stage/tests/"
+done
+for b in cuda_bench cuda_capstone cuda_warm_start; do
+  [ -x "$build/tests/cuda/$b" ] && cp "$build/tests/cuda/$b" "$stage/bench/"
+done
+for b in "$build"/bench/*; do
+  [ -f "$b" ] && [ -x "$b" ] && cp "$b" "$stage/bench/"
+done
+for t in tj-run tj-reduce; do
+  [ -x "$build/tools/$t" ] && cp "$build/tools/$t" "$stage/tools/"
+done
+du -sh "$stage" .devdeps 2>/dev/null
