@@ -300,7 +300,10 @@ static double round_half_even(double x) {
 
 static double gelu(double x, bool approximate) {
   if (approximate) {
-    return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+    // 0.5 (1 + tanh(z)) as sigmoid(2 z): 1 + tanh(z) cancels to 0 for
+    // z below about -19 even in double, where the product is a tiny
+    // negative number (and its log NaN, not -inf).
+    return x * sigmoid(2.0 * kSqrt2OverPi * (x + 0.044715 * x * x * x));
   }
   // Through erfc: 1 + erf(x / sqrt 2) cancels to 0 below x = -5.7 in
   // f32 (-8 in f64), while erfc keeps its relative accuracy there.

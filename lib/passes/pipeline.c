@@ -244,12 +244,29 @@ static bool has_softmax(const tj_graph_t* graph) {
   return false;
 }
 
+// canonicalize, cse, dce, again while cse merged something, a few rounds at
+// most. cse can break canonicalize's normal form: merging a later node into
+// an equal earlier one changes an operand's index, and commutative operands
+// are ordered by index (mul(full, c2) with c2 merged into an earlier c1
+// wants swapping). The normal form is a fixpoint of the three, so a second
+// canonicalize of the pipeline's result finds nothing to do.
+static tj_status_t cleanup(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
+  enum { kMaxRounds = 4 };
+  for (int round = 0; round < kMaxRounds; ++round) {
+    TJ_RUN_PASS(ctx, plan, canonicalize);
+    const tj_graph_t* before_cse = plan->graph;
+    TJ_RUN_PASS(ctx, plan, cse);
+    bool merged = plan->graph != before_cse;
+    TJ_RUN_PASS(ctx, plan, dce);
+    if (!merged) break;
+  }
+  return NULL;
+}
+
 tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                       const char* stage) {
   // Cleanup first, so that decomposition and fusion see one normal form.
-  TJ_RUN_PASS(ctx, plan, canonicalize);
-  TJ_RUN_PASS(ctx, plan, cse);
-  TJ_RUN_PASS(ctx, plan, dce);
+  TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
   TJ_STAGE_END(stage, "canonicalize");
   // Written-out attention onto the op (before decompose expands it again
   // where there is no fused kernel); only graphs with a softmax can match.
@@ -258,9 +275,7 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   // Composites into core ops, then clean up what the expansion exposes
   // (constants it folds, shared subexpressions).
   TJ_RUN_PASS(ctx, plan, decompose);
-  TJ_RUN_PASS(ctx, plan, canonicalize);
-  TJ_RUN_PASS(ctx, plan, cse);
-  TJ_RUN_PASS(ctx, plan, dce);
+  TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
   TJ_STAGE_END(stage, "decompose");
   TJ_RUN_PASS(ctx, plan, fuse);
   TJ_STAGE_END(stage, "fuse");
