@@ -9,7 +9,10 @@
 // (tj_custom_op_desc_t.cuda_llvm_ir, compiled by our NVPTX back end at
 // registration): its PTX checked offline (an entry, and ptxas for sm_90a),
 // bad IR refused with LLVM's diagnostic naming the op, and on the GPU the
-// same chain against the reference.
+// same chain against the reference. A host op with data-dependent output
+// dims (a filter) before a fused CUDA region: the region's generic
+// kernels run at the size the op reports, at several sizes from one
+// executable with no recompile.
 //
 // Usage: custom_op_cuda_test            (needs a GPU; exits 77 without)
 //        custom_op_cuda_test --ptxas P  (assembles the PTX with ptxas P for
@@ -338,11 +341,14 @@ TEST(partial_cuda_desc_refused) {
                tj_context_register_op(g_ctx, &d));
 }
 
+// The launch-shape calls of the op from LLVM IR, which lives as long as
+// g_ctx (its user data must too).
+static int g_ir_calls;
+
 // LLVM IR registers as PTX with the kernel's entry (no GPU needed).
 TEST(llvm_ir_compiles_to_ptx) {
-  int calls = 0;
   tj_custom_op_desc_t d =
-      axpb_ir_desc("axpb_ir", kAxpbIr, "tj_test_axpb_ir", &calls);
+      axpb_ir_desc("axpb_ir", kAxpbIr, "tj_test_axpb_ir", &g_ir_calls);
   CHECK_OK(tj_context_register_op(g_ctx, &d));
   const tj_custom_op_t* op = tj_custom_op_find(g_ctx, "axpb_ir", 7, 1);
   CHECK(op != NULL);
@@ -437,12 +443,164 @@ TEST(llvm_ir_op_mid_chain) {
     tj_cuda_program_stats_t cs;
     CHECK_OK(tj_executable_cuda_stats(exe, &cs));
     CHECK_EQ_INT(0, (int)cs.host_steps);
+    CHECK_EQ_INT(3, g_ir_calls);  // one launch shape per batch size
     tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     CHECK_EQ_INT(0, (int)st.recompiles);
     CHECK_EQ_INT(0, st.num_graph_breaks);
   }
   tj_executable_release(exe);
+  tj_graph_destroy(g);
+}
+
+//===--- data-dependent output dims ---===//
+
+// positives: x f32[R, C] -> its elements > 0, in order, as f32[N]: N
+// data-dependent, bounded by R * C. |report| >= 0 overrides the count.
+typedef struct filter_t {
+  int calls;
+  int64_t report;
+} filter_t;
+
+static tj_status_t positives_shape(void* user, tj_graph_t* g,
+                                   const tj_custom_type_t* in, int32_t n,
+                                   const tj_custom_attrs_t* attrs,
+                                   tj_custom_type_t* out) {
+  (void)user, (void)n, (void)attrs;
+  int64_t bound = tj_graph_dim_mul(g, in[0].dims[0], in[0].dims[1]);
+  out->dtype = in[0].dtype;
+  out->rank = 1;
+  out->dims[0] = tj_custom_dynamic_dim(g, "N", bound);
+  return NULL;
+}
+
+static tj_status_t positives_host(void* user, const tj_tensor_t* in, int32_t n,
+                                  const tj_custom_attrs_t* attrs,
+                                  const tj_tensor_t* out) {
+  (void)n, (void)attrs;
+  filter_t* f = user;
+  ++f->calls;
+  int64_t numel = in[0].shape[0] * in[0].shape[1], count = 0;
+  const float* x = in[0].data;
+  float* y = out->data;
+  for (int64_t i = 0; i < numel; ++i) {
+    if (x[i] > 0) y[count++] = x[i];
+  }
+  if (f->report >= 0) count = f->report;
+  return tj_custom_set_output_shape(out, 1, &count);
+}
+
+// x[R, 4] -> h = x * 2 - 1 (CUDA) -> c = positives(h) (host) ->
+// y = exp(-c) * c + c (CUDA, over N elements): outputs sum(y) and the
+// count sum(c * 0 + 1).
+static tj_graph_t* positives_graph(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "filter_cuda", &g));
+  int64_t R = tj_graph_symbol(g, "R");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 4}, "x");
+  tj_value_t two = tj_graph_scalar(g, TJ_DTYPE_F32, 2.0);
+  tj_value_t one = tj_graph_scalar(g, TJ_DTYPE_F32, 1.0);
+  tj_value_t h = tj_graph_sub(g, tj_graph_mul(g, x, two), one);
+  tj_value_t c = tj_graph_custom(g, "positives_cuda", &h, 1, NULL);
+  tj_value_t y = tj_graph_add(
+      g, tj_graph_mul(g, tj_graph_exp(g, tj_graph_neg(g, c)), c), c);
+  tj_value_t zero = tj_graph_scalar(g, TJ_DTYPE_F32, 0.0);
+  tj_value_t ones = tj_graph_add(g, tj_graph_mul(g, c, zero), one);
+  tj_graph_output(g, tj_graph_sum(g, y, 0, NULL, false), "total");
+  tj_graph_output(g, tj_graph_sum(g, ones, 0, NULL, false), "count");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+// One CUDA executable, several R and counts N (none, some, all of R * 4),
+// against a direct computation and the reference interpreter; no
+// recompile under either specialization policy; a count beyond the bound
+// is the run's error, naming the op.
+TEST(data_dependent_dims_then_cuda_region) {
+  filter_t f = {0, -1};
+  tj_custom_op_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.name = "positives_cuda";
+  d.version = 1;
+  d.num_inputs = 1;
+  d.shape = positives_shape;
+  d.host = positives_host;
+  d.flags = TJ_CUSTOM_OP_PURE | TJ_CUSTOM_OP_CONTIGUOUS_INPUTS;
+  d.user_data = &f;
+  CHECK_OK(tj_context_register_op(g_ctx, &d));
+  tj_graph_t* g = positives_graph(g_ctx);
+  for (int mode = 0; mode < 2; ++mode) {
+    tj_compile_options_t o = cuda_options();
+    o.specialize = mode ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (!exe) break;
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(1, st.num_host_calls);
+    CHECK_EQ_INT(0, st.num_graph_breaks);
+    CHECK(st.num_kernels >= 2);
+    const int64_t rows[] = {64, 17, 3, 1};
+    int sizes_seen = 0;
+    for (size_t ri = 0; ri < TJ_ARRAY_SIZE(rows); ++ri) {
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        int64_t R = rows[ri];
+        float xs[256];
+        double want_total = 0, want_count = 0;
+        for (int64_t i = 0; i < R * 4; ++i) {
+          double v = pattern == 0   ? -1.0 - (double)i  // none positive
+                     : pattern == 1 ? sin((double)i * 1.3 + (double)R)
+                                    : 1.0 + (double)i * 0.01;  // all
+          xs[i] = (float)v;
+          float hv = (float)v * 2.0f - 1.0f;
+          if (hv > 0) {
+            want_total += exp(-(double)hv) * hv + hv;
+            want_count += 1;
+          }
+        }
+        tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){R, 4});
+        float got[2] = {-1, -1}, ref[2];
+        tj_tensor_t outs[2] = {tj_tensor_make(&got[0], TJ_DTYPE_F32, 0, NULL),
+                               tj_tensor_make(&got[1], TJ_DTYPE_F32, 0, NULL)};
+        tj_tensor_t refs[2] = {tj_tensor_make(&ref[0], TJ_DTYPE_F32, 0, NULL),
+                               tj_tensor_make(&ref[1], TJ_DTYPE_F32, 0, NULL)};
+        CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+        CHECK_OK(tj_reference_run(g, &in, 1, refs, 2));
+        CHECK(fabs(got[1] - want_count) < 0.5);
+        CHECK(fabs(got[0] - want_total) <= 1e-4 * (1 + fabs(want_total)));
+        CHECK(fabs(got[0] - ref[0]) <= 1e-4 * (1 + fabs(want_total)));
+        if (!(fabs(got[1] - want_count) < 0.5) ||
+            !(fabs(got[0] - want_total) <= 1e-4 * (1 + fabs(want_total))))
+          printf("# R=%lld pattern %d: got %g, %g; want %g, %g\n", (long long)R,
+                 pattern, got[0], got[1], want_total, want_count);
+        ++sizes_seen;
+      }
+    }
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(0, (int)st.recompiles);
+    tj_cuda_program_stats_t cs;
+    CHECK_OK(tj_executable_cuda_stats(exe, &cs));
+    CHECK_EQ_INT(sizes_seen, (int)cs.host_steps);
+    printf("# data-dependent N, policy %s: %d runs, %lld recompiles\n",
+           mode ? "always" : "never", sizes_seen, (long long)st.recompiles);
+    // A count beyond the bound: the run's error, naming the op.
+    float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, o2[2];
+    tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 2, (int64_t[]){2, 4});
+    tj_tensor_t outs[2] = {tj_tensor_make(&o2[0], TJ_DTYPE_F32, 0, NULL),
+                           tj_tensor_make(&o2[1], TJ_DTYPE_F32, 0, NULL)};
+    f.report = 9;
+    tj_status_t s = tj_executable_run(exe, &in, 1, outs, 2);
+    CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, (int)tj_status_code(s));
+    CHECK_CONTAINS(tj_status_message(s), "positives_cuda");
+    CHECK_CONTAINS(tj_status_message(s), "outside [0, 8]");
+    tj_status_free(s);
+    f.report = -1;
+    CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+    CHECK(fabs(o2[1] - 8) < 0.5);
+    tj_executable_release(exe);
+  }
+  CHECK(f.calls > 0);
   tj_graph_destroy(g);
 }
 
@@ -526,6 +684,7 @@ int main(int argc, char** argv) {
   RUN_TEST(ptx_op_mid_chain_in_cuda_graph);
   RUN_TEST(bad_ptx_names_op);
   RUN_TEST(llvm_ir_op_mid_chain);
+  RUN_TEST(data_dependent_dims_then_cuda_region);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
