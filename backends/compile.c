@@ -89,6 +89,8 @@ static const tj_backend_t* backend_of(tj_target_t target) {
 
 static void destroy(tj_executable_t* exe) {
   tj_allocator_t al = exe->allocator;
+  // No compile may find it from here on.
+  if (exe->memoized) tj_compile_memo_forget(exe->context, exe);
   const tj_backend_t* b = exe->backend;
   spec_t* s = atomic_load(&exe->specs);
   while (s) {
@@ -96,6 +98,16 @@ static void destroy(tj_executable_t* exe) {
     if (b->release) b->release(exe->target, s->program);
     tj_free(al, s, sizeof(spec_t));
     s = next;
+  }
+  if (exe->core) {
+    // The rest is the core's (compile_memo.c).
+    if (exe->mutex_ready) pthread_mutex_destroy(&exe->mutex);
+    tj_executable_t* core = exe->core;
+    tj_context_t* context = exe->context;
+    tj_free(al, exe, sizeof(*exe));
+    tj_executable_release(core);
+    tj_context_release(context);
+    return;
   }
   if (exe->opened) {
     if (b->release) b->release(exe->target, exe->generic);
@@ -214,6 +226,48 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg,
   return NULL;
 }
 
+// An executable sharing |core| (a reference, taken over): a memo hit.
+// Nothing is compiled or loaded; the kernels it reuses count as hits of
+// the memory cache.
+static tj_status_t share_core(tj_executable_t* core,
+                              const tj_compile_options_t* opts, double start,
+                              tj_executable_t** out_executable) {
+  tj_executable_t* exe = tj_alloc(core->allocator, sizeof(*exe));
+  if (exe) memset(exe, 0, sizeof(*exe));
+  if (!exe || pthread_mutex_init(&exe->mutex, NULL) != 0) {
+    tj_free(core->allocator, exe, exe ? sizeof(*exe) : 0);
+    tj_executable_release(core);
+    return exe ? tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                                "tj_compile: pthread_mutex_init failed")
+               : tj_status_oom();
+  }
+  exe->mutex_ready = true;
+  atomic_init(&exe->refs, 1);
+  tj_context_retain(core->context);
+  exe->context = core->context;
+  exe->allocator = core->allocator;
+  exe->options = *opts;
+  exe->options.pipeline = NULL;
+  exe->options.cache_dir = NULL;
+  exe->options.bisect = NULL;
+  exe->backend = core->backend;
+  exe->evaluate = core->evaluate;
+  exe->log_recompiles = core->log_recompiles;
+  exe->core = core;
+  exe->plan = core->plan;
+  exe->graph = core->graph;
+  exe->num_symbols = core->num_symbols;
+  exe->target = core->target;
+  exe->generic = core->generic;
+  exe->run_plan = core->run_plan;
+  exe->num_shared_kernels = core->num_shared_kernels;
+  atomic_init(&exe->cache_hits, atomic_load(&core->cache_hits) +
+                                    atomic_load(&core->cache_misses));
+  exe->compile_ms = tj_now_ms() - start;
+  *out_executable = exe;
+  return NULL;
+}
+
 static tj_status_t compile_executable(const tj_graph_t* graph,
                                       const tj_compile_options_t* options,
                                       const tj_backend_t* backend,
@@ -242,6 +296,14 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
   if (!backend) backend = backend_of(opts.target);
   double start = tj_now_ms();
   tj_context_t* context = tj_graph_context(graph);
+  tj_cache_key_t key;
+  bool memo =
+      !arg && !debug && tj_compile_memo_key(graph, &opts, backend, &key);
+  if (memo) {
+    tj_executable_t* core = NULL;
+    TJ_RETURN_IF_ERROR(tj_compile_memo_find(context, key, &core));
+    if (core) return share_core(core, &opts, start, out_executable);
+  }
   tj_allocator_t al = tj_context_allocator(context);
   tj_executable_t* exe = tj_alloc(al, sizeof(*exe));
   if (!exe) return tj_status_oom();
@@ -283,6 +345,12 @@ static tj_status_t compile_executable(const tj_graph_t* graph,
     return status;
   }
   exe->compile_ms = tj_now_ms() - start;
+  // From here on, compiles of an equal graph share |exe| while it lives.
+  if (memo) status = tj_compile_memo_store(context, key, exe);
+  if (status) {
+    destroy(exe);
+    return status;
+  }
   *out_executable = exe;
   return NULL;
 }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "backends/compile.h"
+#include "jit/cache.h"
 
 #define TJ_MAX_SPECIALIZATIONS 16
 #define TJ_SHAPE_COUNTERS 32
@@ -53,6 +54,12 @@ struct tj_executable_t {
   _Atomic(double) run_ms;
   atomic_llong cache_hits, cache_misses, recompiles, runs;
   int32_t num_shared_kernels;  // the generic program's (region compile)
+  // Region compile (compile_memo.c): an executable made by a memo hit
+  // borrows |plan|, |graph|, |target|, |generic| and |run_plan| from
+  // |core| (retained) and frees none of them. |memoized|: this one is in
+  // its context's memo, to be found by equal compiles while it lives.
+  struct tj_executable_t* core;
+  bool memoized;
 };
 
 // "B=7,S=128" for the values |key| of |g|'s symbols.
@@ -62,6 +69,27 @@ void tj_executable_format_key(const tj_graph_t* g, const int64_t* key,
 // Adds a compiled program's kernel-cache hits and misses to the stats.
 void tj_executable_count_cache(tj_executable_t* exe,
                                const tj_lowered_program_t* program);
+
+//===--- backends/compile_memo.c ---===//
+
+// The structural key of compiling |graph| with |opts| on |backend| into
+// |*out_key|; false when such a compile is not memoized (compile_memo.c
+// says which).
+bool tj_compile_memo_key(const tj_graph_t* graph,
+                         const tj_compile_options_t* opts,
+                         const tj_backend_t* backend, tj_cache_key_t* out_key);
+// The live executable stored under |key| in |context|'s memo, retained,
+// or NULL.
+tj_status_t tj_compile_memo_find(tj_context_t* context, tj_cache_key_t key,
+                                 tj_executable_t** out_core);
+// Stores |core| (not retained: the memo holds it until it is destroyed,
+// which calls tj_compile_memo_forget) under |key|, unless |key| is there
+// already (another thread's compile). Sets core->memoized when stored.
+tj_status_t tj_compile_memo_store(tj_context_t* context, tj_cache_key_t key,
+                                  tj_executable_t* core);
+// Removes |core| from |context|'s memo; called once its last reference
+// is gone, before it is freed.
+void tj_compile_memo_forget(tj_context_t* context, tj_executable_t* core);
 
 //===--- backends/specialize.c ---===//
 

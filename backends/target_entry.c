@@ -4,12 +4,18 @@
 // tj_x86_executable_tuner. They sit in the driver, above the backends,
 // because they reach an executable (the driver's) and one backend's
 // program; the backends only expose accessors of their own programs.
+// Also tj_context_register_op: a custom op's CUDA code given as LLVM IR
+// goes through our NVPTX back end (jit/), which the registry's layer
+// (backends/runtime) may not reach.
 
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/compile.h"
 #include "backends/cuda/cuda_entry.h"
 #include "backends/x86/gemm_tune.h"
+#include "jit/nvptx.h"
+#include "lib/custom_op.h"
 
 // The compile of a CUDA executable with an offline program: the PTX is
 // copied out and the executable, never run, released.
@@ -68,4 +74,39 @@ tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
   const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
   if (b != &tj_backend_x86) return NULL;
   return tj_x86_backend_tuner(program);
+}
+
+//===--- custom ops ---===//
+
+// cuda_llvm_ir: compiled to PTX here, once, for sm_80 (the driver compiles
+// that PTX for any newer GPU); the op is then registered as if the PTX had
+// been given.
+static tj_status_t register_llvm_ir(tj_context_t* context,
+                                    const tj_custom_op_desc_t* desc,
+                                    const char* ir) {
+  tj_allocator_t al = tj_context_allocator(context);
+  char what[160];
+  snprintf(what, sizeof(what), "tj_context_register_op: op %s", desc->name);
+  tj_nvptx_target_t* target = NULL;
+  TJ_RETURN_IF_ERROR(tj_nvptx_target_create(al, TJ_NVPTX_SM_80, &target));
+  char* ptx = NULL;
+  tj_status_t status =
+      tj_nvptx_compile_ir_text(target, ir, desc->cuda_entry, what, al, &ptx);
+  tj_nvptx_target_destroy(target);
+  if (status) return status;
+  tj_custom_op_desc_t d = *desc;  // its struct_size covers cuda_llvm_ir
+  d.cuda_ptx = ptx;
+  d.cuda_llvm_ir = NULL;
+  status = tj_custom_op_register(context, &d);  // copies the PTX
+  tj_free_string(al, ptx);
+  return status;
+}
+
+tj_status_t tj_context_register_op(tj_context_t* context,
+                                   const tj_custom_op_desc_t* desc) {
+  if (!context) return tj_invalid("tj_context_register_op: context is NULL");
+  TJ_RETURN_IF_ERROR(tj_custom_op_check_desc(desc));
+  const char* ir = tj_custom_op_desc_llvm_ir(desc);
+  if (ir) return register_llvm_ir(context, desc, ir);
+  return tj_custom_op_register(context, desc);
 }

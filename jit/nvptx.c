@@ -3,6 +3,7 @@
 #include "jit/nvptx.h"
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/IRReader.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -246,4 +247,85 @@ tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
   tj_status_t status = tj_nvptx_compile(module->target, m, allocator, out_ptx);
   tj_nvptx_module_destroy(module);
   return status;
+}
+
+//===--- a host's own LLVM IR ---===//
+
+// Whether |ptx| declares the kernel |entry| (".entry NAME(" or
+// ".entry NAME\n", after ".visible" or ".weak").
+static bool ptx_has_entry(const char* ptx, const char* entry) {
+  size_t n = strlen(entry);
+  for (const char* p = strstr(ptx, ".entry "); p;
+       p = strstr(p + 1, ".entry ")) {
+    const char* name = p + 7;
+    if (strncmp(name, entry, n) == 0 && (name[n] == '(' || name[n] == '\n' ||
+                                         name[n] == ' ' || name[n] == '\r'))
+      return true;
+  }
+  return false;
+}
+
+tj_status_t tj_nvptx_compile_ir_text(const tj_nvptx_target_t* target,
+                                     const char* ir, const char* entry,
+                                     const char* what, tj_allocator_t allocator,
+                                     char** out_ptx) {
+  *out_ptx = NULL;
+  TJ_RETURN_IF_ERROR(tj_llvm_headroom());
+  LLVMContextRef context = LLVMContextCreate();
+  // The text is not copied into the buffer: ParseIR reads it and takes
+  // ownership of the buffer (not of |ir|), on every path.
+  LLVMMemoryBufferRef buffer = LLVMCreateMemoryBufferWithMemoryRange(
+      ir, strlen(ir), "cuda_llvm_ir", /*RequiresNullTerminator=*/1);
+  LLVMModuleRef module = NULL;
+  char* message = NULL;
+  tj_status_t status = NULL;
+  if (LLVMParseIRInContext(context, buffer, &module, &message)) {
+    status = tj_invalid("%s: its LLVM IR does not parse: %s", what,
+                        message ? message : "(no diagnostic)");
+    LLVMDisposeMessage(message);
+    LLVMContextDispose(context);
+    return status;
+  }
+  LLVMDisposeMessage(message);
+  message = NULL;
+  // Verified here, as the caller's input: tj_nvptx_compile treats an
+  // invalid module as our own bug.
+  if (LLVMVerifyModule(module, LLVMReturnStatusAction, &message)) {
+    status = tj_invalid("%s: its LLVM IR is not valid: %s", what,
+                        message ? message : "(no diagnostic)");
+  }
+  LLVMDisposeMessage(message);
+  const char* triple = LLVMGetTarget(module);
+  if (!status && triple && *triple && strcmp(triple, kTriple) != 0) {
+    status = tj_invalid("%s: its LLVM IR targets \"%s\", not \"%s\"", what,
+                        triple, kTriple);
+  }
+  LLVMValueRef fn = status ? NULL : LLVMGetNamedFunction(module, entry);
+  if (!status && (!fn || LLVMIsDeclaration(fn))) {
+    status = tj_invalid("%s: its LLVM IR defines no function @%s (cuda_entry)",
+                        what, entry);
+  }
+  if (status) {
+    LLVMDisposeModule(module);
+    LLVMContextDispose(context);
+    return status;
+  }
+  LLVMSetTarget(module, kTriple);
+  LLVMSetDataLayout(module, target->data_layout);
+  char* ptx = NULL;
+  compile_call_t call = {target, module, allocator, &ptx};
+  bool interrupted = false;
+  status = tj_llvm_guard(compile_call, &call, &interrupted);
+  // An interrupted compile abandons the context with the module.
+  if (!interrupted) LLVMContextDispose(context);
+  if (status) return tj_status_annotate(status, "%s: its LLVM IR", what);
+  if (!ptx_has_entry(ptx, entry)) {
+    tj_free_string(allocator, ptx);
+    return tj_invalid(
+        "%s: @%s is not a kernel in the PTX (give it the ptx_kernel calling "
+        "convention or an nvvm.annotations \"kernel\" mark)",
+        what, entry);
+  }
+  *out_ptx = ptx;
+  return NULL;
 }

@@ -178,4 +178,20 @@ tj_status_t tj_nvptx_module_print(const tj_nvptx_module_t* module,
 tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
                                     tj_allocator_t allocator, char** out_ptx);
 
+//===--- a host's own LLVM IR ---===//
+
+// Compiles |ir| (NUL-terminated LLVM IR text, the .ll form, written for
+// NVPTX) to PTX for |target|'s arch, the PTX from |allocator| (free with
+// tj_free_string); |what| names the IR's owner in messages ("custom op
+// topk"). The module gets our triple and data layout (a triple other than
+// nvptx64-nvidia-cuda is refused), then the same O3 and PTX emission as
+// our kernels. INVALID_ARGUMENT, carrying LLVM's diagnostic, for IR that
+// does not parse or verify, and when the PTX has no kernel entry |entry|
+// (a function without the ptx_kernel calling convention or an
+// nvvm.annotations "kernel" mark). On failure |*out_ptx| is NULL.
+tj_status_t tj_nvptx_compile_ir_text(const tj_nvptx_target_t* target,
+                                     const char* ir, const char* entry,
+                                     const char* what, tj_allocator_t allocator,
+                                     char** out_ptx);
+
 #endif  // TJ_JIT_NVPTX_H_

@@ -109,9 +109,10 @@ void tj_context_diagnosticv(const tj_context_t* context, tj_severity_t severity,
 // with the context, so lib/ needs no knowledge of what is stored.
 typedef enum tj_context_extension_e {
   TJ_CONTEXT_EXTENSION_KERNEL_CACHE = 0,
-  TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,  // backends/cuda/cuda_program.c
-  TJ_CONTEXT_EXTENSION_X86_RUNTIME = 2,  // backends/x86/x86_backend.c
-  TJ_CONTEXT_EXTENSION_CUSTOM_OPS = 3,   // lib/custom_op.c (the registry)
+  TJ_CONTEXT_EXTENSION_CUDA_DEVICE = 1,   // backends/cuda/cuda_program.c
+  TJ_CONTEXT_EXTENSION_X86_RUNTIME = 2,   // backends/x86/x86_backend.c
+  TJ_CONTEXT_EXTENSION_CUSTOM_OPS = 3,    // lib/custom_op.c (the registry)
+  TJ_CONTEXT_EXTENSION_COMPILE_MEMO = 4,  // backends/compile_memo.c
   TJ_CONTEXT_EXTENSION_COUNT_,
 } tj_context_extension_t;
 typedef tj_status_t (*tj_extension_create_fn)(tj_context_t* context,

@@ -111,6 +111,13 @@ static void cuda_fields(const tj_custom_op_desc_t* d, const char** ptx,
   *launch = d->cuda_launch;
 }
 
+const char* tj_custom_op_desc_llvm_ir(const tj_custom_op_desc_t* d) {
+  if (d->struct_size <
+      offsetof(tj_custom_op_desc_t, cuda_llvm_ir) + sizeof(d->cuda_llvm_ir))
+    return NULL;
+  return d->cuda_llvm_ir;
+}
+
 tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* d) {
   if (!d) return tj_invalid("tj_context_register_op: desc is NULL");
   if (d->struct_size <
@@ -153,10 +160,17 @@ tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* d) {
   const char *ptx, *entry;
   tj_custom_launch_fn launch;
   cuda_fields(d, &ptx, &entry, &launch);
-  if ((ptx != NULL) != (launch != NULL) || (ptx != NULL) != (entry != NULL))
+  const char* ir = tj_custom_op_desc_llvm_ir(d);
+  if (ptx && ir)
+    return tj_invalid(
+        "tj_context_register_op: op %s: give cuda_ptx or cuda_llvm_ir, not "
+        "both",
+        n);
+  bool code = ptx || ir;
+  if (code != (launch != NULL) || code != (entry != NULL))
     return tj_invalid(
         "tj_context_register_op: op %s: a CUDA implementation needs all of "
-        "cuda_ptx, cuda_entry and cuda_launch",
+        "cuda_ptx (or cuda_llvm_ir), cuda_entry and cuda_launch",
         n);
   if (entry && !tj_is_c_identifier(entry))
     return tj_invalid(

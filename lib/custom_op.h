@@ -65,6 +65,12 @@ struct tj_custom_op_t {
 // Whether a signature op's calls skip ffi_call (the x86-64 register call of
 // backends/runtime/custom_call.c), for tests and benchmarks.
 bool tj_custom_call_is_direct(const tj_custom_op_t* op);
+// Registers |desc| (checked, its CUDA code as PTX): prepares a signature
+// op's call and adds the op (backends/runtime/custom_call.c). The public
+// tj_context_register_op (backends/target_entry.c) compiles a
+// cuda_llvm_ir to PTX first.
+tj_status_t tj_custom_op_register(tj_context_t* context,
+                                  const tj_custom_op_desc_t* desc);
 
 // Parses |text| into |*out|. INVALID_ARGUMENT "signature \"...\": argument
 // N: expected ..., got ..." (or "at offset N") for anything malformed.
@@ -79,6 +85,9 @@ tj_status_t tj_custom_op_add(tj_context_t* context,
                              const tj_custom_sig_t* sig, tj_custom_call_fn call,
                              void* state,
                              void (*free_state)(tj_allocator_t, void*));
+
+// |d|'s cuda_llvm_ir, or NULL when |d| is from before it (struct_size).
+const char* tj_custom_op_desc_llvm_ir(const tj_custom_op_desc_t* d);
 
 // Checks the fields of |desc| (before anything is prepared).
 tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* desc);

@@ -6,6 +6,8 @@
 #ifndef TJ_LIB_IR_H_
 #define TJ_LIB_IR_H_
 
+#include <stdatomic.h>
+
 #include "lib/arena.h"
 #include "lib/base.h"
 #include "lib/shape.h"
@@ -172,6 +174,13 @@ struct tj_graph_t {
   tj_dimtab_t dims;
   tj_status_t error;  // first recorded error (sticky); owned
   bool finalized;
+  // The structural key of this (finalized, so immutable) graph, computed
+  // by the compile memo (backends/compile_memo.c) at its first compile
+  // and kept for the next: 0 not yet, 1 |memo_key| holds it, 2 the graph
+  // is not memoized. Atomic: a finalized graph may be compiled from
+  // several threads at once.
+  atomic_int memo_state;
+  _Atomic(uint64_t) memo_key[2];
 };
 
 //===--- internal builder ---===//

@@ -433,8 +433,12 @@ static tj_status_t measure(void* context, int32_t c, int32_t repeats,
 // tuning launches write only the GEMM's outputs and its temporary, which
 // this run's own launches write again afterwards.
 tj_status_t tj_cuda_gemm_choose(tj_cuda_program_t* p) {
+  return tj_cuda_gemm_choose_from(p, 0);
+}
+
+tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
   if (!p->gemm.tunes) return NULL;
-  for (uint32_t ki = 0; ki < p->num_kernels; ++ki) {
+  for (uint32_t ki = first; ki < p->num_kernels; ++ki) {
     tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
     t->current = 0;
     if (!t->tunable || p->run.launches[ki].empty) continue;

@@ -303,6 +303,9 @@ void tj_cuda_gemm_release(tj_cuda_program_t* p);
 // Picks (tuning on the first run of a bucket) and prepares the candidate
 // of every tensor-core GEMM for this run. Runs after the kernel arguments.
 tj_status_t tj_cuda_gemm_choose(tj_cuda_program_t* p);
+// The same for the kernels from |first| on (after a data-dependent host
+// call set new sizes; the earlier ones have run).
+tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first);
 // Enqueues kernel |ki| as candidate |c|.
 tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c);
 

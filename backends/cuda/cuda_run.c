@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_program.h"
+#include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
@@ -197,9 +198,12 @@ tj_status_t tj_cuda_program_launch_range(tj_cuda_program_t* p, uint32_t first,
 // A graph break: the values it reads copied down to host temporaries (CPU
 // inputs are read where they are), the run plan's host step on them
 // (tj_host_step_run, as on x86), the values it writes copied up.
+// In a graph with data-dependent dims (tj_custom_dynamic_dim), a host
+// call may set its symbols in |sym| (tj_host_step_run_dynamic): the
+// values it reads and writes are copied at the sizes before the call (the
+// bound, for its own output).
 static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
-                                 const int64_t* sym,
-                                 const tj_tensor_t* inputs) {
+                                 int64_t* sym, const tj_tensor_t* inputs) {
   const tj_host_step_t* h = st->host;
   const tj_graph_t* g = p->plan.graph;
   const tj_cuda_symbols_t* cu = &p->device->cu;
@@ -247,7 +251,7 @@ static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
     }
   }
   if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
-  if (!status) status = tj_host_step_run(g, al, h, sym, ins, loc);
+  if (!status) status = tj_host_step_run_dynamic(g, al, h, sym, ins, loc);
   for (uint32_t j = nread; j < nt && !status; ++j) {
     uint32_t node = h->outputs[j - nread];
     if (sizes[j]) {
@@ -438,7 +442,13 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
   TJ_RETURN_IF_ERROR(tj_cuda_gemm_choose(p));
   // 3. The steps: one graph launch, or kernels and host steps in order.
   bool direct = true, any = false;
-  uint32_t host_index = 0;  // HOST steps so far (the run plan's order)
+  uint32_t host_index = 0;    // HOST steps so far (the run plan's order)
+  uint32_t kernels_done = 0;  // of the KERNELS steps so far
+  // The symbols as the steps see them: a data-dependent host call binds
+  // its output's (bound by tj_ir_bind_symbols to their upper bounds, at
+  // which the memory was planned) to the actual sizes for the steps after.
+  int64_t step_sym[TJ_MAX_SYMBOLS];
+  memcpy(step_sym, sym, sizeof(step_sym));
   for (uint32_t k = 0; k < p->num_kernels; ++k)
     any |= !p->run.launches[k].empty;
   any |= tj_cuda_custom_any_launch(p);
@@ -465,6 +475,9 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     } else if (st->kind == TJ_CUDA_STEP_KERNELS) {
       TJ_RETURN_IF_ERROR(tj_cuda_program_launch_range(
           p, st->first_kernel, st->num_kernels, &p->stats.kernel_launches));
+    }
+    if (st->kind == TJ_CUDA_STEP_KERNELS) {
+      kernels_done = st->first_kernel + st->num_kernels;
     } else if (st->kind == TJ_CUDA_STEP_CUSTOM) {
       // The run plan's host call, on the device: its host_ms stays 0.
       TJ_RETURN_IF_ERROR(
@@ -475,13 +488,24 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
       // finish first (their time is the events'), not inside its wait.
       if (tm) TJ_CU_RETURN_IF_ERROR(cu, cuStreamSynchronize, (p->stream));
       double start = tm ? tj_now_ms() : 0;
-      TJ_RETURN_IF_ERROR(run_host_step(p, st, sym, inputs));
+      TJ_RETURN_IF_ERROR(run_host_step(p, st, step_sym, inputs));
       if (tm && host_index < tm->num_host_steps) {
         tm->host_ms[host_index] += tj_now_ms() - start;
       }
       ++host_index;
+      if (memcmp(step_sym, sym, sizeof(step_sym)) != 0) {
+        // The generic kernels after it run at the actual sizes: their
+        // scalars, arguments (views' offsets) and grids again; the values
+        // stay where the bound's plan put them. No recompile.
+        for (uint32_t k = kernels_done; k < p->num_kernels; ++k) {
+          TJ_RETURN_IF_ERROR(kernel_scalars(p, k, step_sym));
+          TJ_RETURN_IF_ERROR(kernel_args(p, k, step_sym));
+        }
+        TJ_RETURN_IF_ERROR(tj_cuda_gemm_choose_from(p, kernels_done));
+      }
     }
-    if (observe) TJ_RETURN_IF_ERROR(observe_step(p, st, sym, observe, user));
+    if (observe)
+      TJ_RETURN_IF_ERROR(observe_step(p, st, step_sym, observe, user));
   }
   TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 2));
   // 4. Outputs the kernels did not write in place: duplicates, inputs and

@@ -1,4 +1,4 @@
-// backends/runtime/custom_call.c: tj_context_register_op and the libffi
+// backends/runtime/custom_call.c: custom ops' registration and the libffi
 // call of a signature op. The call interface (ffi_cif) is prepared once, at
 // registration, and shared read-only by every later call on any thread
 // (libffi allows concurrent ffi_call on a prepared cif). The registry and
@@ -127,10 +127,10 @@ static ffi_type* arg_type(const tj_custom_sig_t* sig, int32_t k) {
   return &ffi_type_void;
 }
 
-tj_status_t tj_context_register_op(tj_context_t* context,
-                                   const tj_custom_op_desc_t* desc) {
-  if (!context) return tj_invalid("tj_context_register_op: context is NULL");
-  TJ_RETURN_IF_ERROR(tj_custom_op_check_desc(desc));
+// tj_context_register_op (backends/target_entry.c) once a cuda_llvm_ir
+// is PTX.
+tj_status_t tj_custom_op_register(tj_context_t* context,
+                                  const tj_custom_op_desc_t* desc) {
   if (desc->host)
     return tj_custom_op_add(context, desc, NULL, NULL, NULL, NULL);
   tj_custom_sig_t sig;

@@ -365,8 +365,8 @@ static tj_status_t set_key(tj_x86_jit_t* jit,
   // by an older build would keep serving the old code (the library
   // version alone changes only at releases). 2: column reductions, hot
   // and cold parts; 3: the small-M GEMM path a deferred function of its
-  // own.
-  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 3");
+  // own; 4: buffer names out of the key.
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 4");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
   static const char* const kParts[] = {"whole", "hot part", "cold part"};
@@ -375,8 +375,16 @@ static tj_status_t set_key(tj_x86_jit_t* jit,
     const tj_kir_t* k = kernels[i].kernel;
     char* text;
     TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
+    size_t bytes = strlen(text) + 1;  // its allocation, before stripping
+    // Buffers are named after plan nodes, whose numbers move with the
+    // rest of the graph (a stack of 24 layers numbers its first layer's
+    // nodes differently from a stack of 1): the code is the same, and so
+    // is the key. The kernel's name stays in it: it names the object's
+    // entry point.
+    strip_names(text);
+    tj_cache_hasher_update_string(&h, k->name);
     tj_cache_hasher_update_string(&h, text);
-    tj_free_string(k->allocator, text);
+    tj_free(k->allocator, text, bytes);
   }
   *out = tj_cache_hasher_finalize(&h);
   return NULL;

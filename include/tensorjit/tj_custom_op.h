@@ -207,6 +207,17 @@ typedef struct tj_custom_op_desc_t {
   const char* cuda_ptx;
   const char* cuda_entry;
   tj_custom_launch_fn cuda_launch;
+  // Optional, instead of |cuda_ptx|: the kernel as NUL-terminated LLVM IR
+  // text (the .ll form, for NVPTX; |cuda_entry| a function of it with the
+  // ptx_kernel calling convention or an nvvm.annotations "kernel" mark),
+  // with the same parameters. tj_context_register_op compiles it with the
+  // library's own NVPTX back end (the LLVM it links) to PTX for sm_80
+  // (PTX ISA 7.8), which the driver compiles for any newer GPU, and keeps
+  // the PTX as if given in |cuda_ptx|. IR that does not parse or verify,
+  // targets another triple, or lacks the kernel |cuda_entry| is refused
+  // there with INVALID_ARGUMENT carrying LLVM's diagnostic and the op's
+  // name. Give |cuda_ptx| or this, not both. Available since: 0.1.
+  const char* cuda_llvm_ir;
 } tj_custom_op_desc_t;
 
 // A new status with |code| (TJ_STATUS_OK reads as BACKEND_FAILURE) and a

@@ -3,6 +3,8 @@
 // others share their code. Checked on x86: equal numbers against the
 // reference interpreter, kernels compiled (cache_misses) equal to one
 // layer's, num_shared_kernels the rest, and the OOM sweep over the path.
+// A warm compile of an equal graph shares the compiled graph (the compile
+// memo), and the kernels' cache key does not depend on the layer count.
 // Prints the compile time of 1, 8 and 24 layers (not asserted).
 
 #include <math.h>
@@ -17,13 +19,14 @@ enum { WIDTH = 32, MAX_LAYERS = 24 };
 // x[B, WIDTH] -> per layer: h = h + tanh(h @ w_i + b_i) * 0.5, then
 // layer-normalized (no affine): every layer a GEMM with an epilogue and a
 // row reduction, over its own weights w_i, b_i (graph inputs).
-static tj_status_t build_mlp(tj_context_t* ctx, int layers, tj_graph_t** out) {
+static tj_status_t build_mlp_scaled(tj_context_t* ctx, int layers, double scale,
+                                    tj_graph_t** out) {
   tj_graph_t* g = NULL;
   tj_status_t s = tj_graph_create(ctx, "mlp", &g);
   if (s) return s;
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
-  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, scale);
   for (int l = 0; l < layers; ++l) {
     char wn[16], bn[16];
     snprintf(wn, sizeof(wn), "w%d", l);
@@ -43,6 +46,10 @@ static tj_status_t build_mlp(tj_context_t* ctx, int layers, tj_graph_t** out) {
   }
   *out = g;
   return NULL;
+}
+
+static tj_status_t build_mlp(tj_context_t* ctx, int layers, tj_graph_t** out) {
+  return build_mlp_scaled(ctx, layers, 0.5, out);
 }
 
 static float g_weights[MAX_LAYERS][WIDTH * WIDTH];
@@ -68,10 +75,12 @@ static void make_inputs(int layers, int64_t* b, float* x, tj_tensor_t* in) {
   }
 }
 
-// Compiles an |layers|-layer stack in a fresh context twice: |*ms| is the
-// cold compile's time, |*warm_ms| the second's (the memory cache warm).
+// Compiles an |layers|-layer stack in a fresh context three times: |*ms|
+// is the cold compile's time, |*warm_ms| the second's while the first
+// executable lives (shared, compile_memo.c), |*reload_ms| the third's after
+// both were released (the kernels from the memory cache).
 static tj_executable_stats_t compile_stats(int layers, double* ms,
-                                           double* warm_ms) {
+                                           double* warm_ms, double* reload_ms) {
   tj_context_t* ctx = NULL;  // fresh: no memory cache, no disk cache
   CHECK_OK(tj_test_context_create(&ctx));
   tj_graph_t* g = NULL;
@@ -79,18 +88,24 @@ static tj_executable_stats_t compile_stats(int layers, double* ms,
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.x86.num_threads = 1;
-  tj_executable_t* exe = NULL;
+  tj_executable_t *exe = NULL, *warm_exe = NULL;
   CHECK_OK(tj_compile(g, &opts, &exe));
   tj_executable_stats_t st = {.struct_size = sizeof(st)};
   tj_executable_stats(exe, &st);
   *ms = st.compile_ms;
-  tj_executable_release(exe);
-  exe = NULL;
-  CHECK_OK(tj_compile(g, &opts, &exe));
+  CHECK_OK(tj_compile(g, &opts, &warm_exe));
   tj_executable_stats_t warm = {.struct_size = sizeof(warm)};
-  tj_executable_stats(exe, &warm);
+  tj_executable_stats(warm_exe, &warm);
   *warm_ms = warm.compile_ms;
   CHECK_EQ_INT(0, (int)warm.cache_misses);
+  tj_executable_release(exe);
+  tj_executable_release(warm_exe);
+  exe = NULL;
+  CHECK_OK(tj_compile(g, &opts, &exe));
+  tj_executable_stats_t reload = {.struct_size = sizeof(reload)};
+  tj_executable_stats(exe, &reload);
+  *reload_ms = reload.compile_ms;
+  CHECK_EQ_INT(0, (int)reload.cache_misses);
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
@@ -98,10 +113,10 @@ static tj_executable_stats_t compile_stats(int layers, double* ms,
 }
 
 TEST(stacked_layers_compile_one_layer) {
-  double ms1, ms8, ms24, w1, w8, w24;
-  tj_executable_stats_t one = compile_stats(1, &ms1, &w1);
-  tj_executable_stats_t eight = compile_stats(8, &ms8, &w8);
-  tj_executable_stats_t many = compile_stats(24, &ms24, &w24);
+  double ms1, ms8, ms24, w1, w8, w24, r1, r8, r24;
+  tj_executable_stats_t one = compile_stats(1, &ms1, &w1, &r1);
+  tj_executable_stats_t eight = compile_stats(8, &ms8, &w8, &r8);
+  tj_executable_stats_t many = compile_stats(24, &ms24, &w24, &r24);
   CHECK(one.num_kernels >= 2);
   CHECK_EQ_INT(0, one.num_shared_kernels);
   CHECK_EQ_INT(8 * one.num_kernels, eight.num_kernels);
@@ -116,9 +131,13 @@ TEST(stacked_layers_compile_one_layer) {
       "%.1f ms (%.2fx); %d kernels per layer\n",
       ms1, ms8, ms8 / ms1, ms24, ms24 / ms1, one.num_kernels);
   printf(
-      "# warm compile: 1 layer %.2f ms, 8 layers %.2f ms (%.2fx), 24 layers "
-      "%.2f ms (%.2fx)\n",
+      "# warm compile: 1 layer %.4f ms, 8 layers %.4f ms (%.2fx), 24 layers "
+      "%.4f ms (%.2fx)\n",
       w1, w8, w8 / w1, w24, w24 / w1);
+  printf(
+      "# after release (kernel cache): 1 layer %.2f ms, 8 layers %.2f ms "
+      "(%.2fx), 24 layers %.2f ms (%.2fx)\n",
+      r1, r8, r8 / r1, r24, r24 / r1);
 }
 
 // The shared kernels compute each layer with its own weights: the 8-layer
@@ -157,6 +176,115 @@ TEST(shared_kernels_equal_the_reference) {
   tj_context_destroy(ctx);
 }
 
+// Runs |exe| (compiled from |g|, |layers| layers) at batch 5 and checks
+// it against the reference interpreter.
+static void check_against_reference(tj_executable_t* exe, const tj_graph_t* g,
+                                    int layers) {
+  static float x[5 * WIDTH], y[5 * WIDTH], r[5 * WIDTH];
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) x[i] = (float)cos(i * 0.3) * 1.5f;
+  int64_t shape[2] = {5, WIDTH};
+  tj_tensor_t in[1 + 2 * MAX_LAYERS];
+  make_inputs(layers, shape, x, in);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
+  tj_tensor_t ref = tj_tensor_make(r, TJ_DTYPE_F32, 2, shape);
+  CHECK_OK(tj_executable_run(exe, in, 1 + 2 * layers, &out, 1));
+  CHECK_OK(tj_reference_run(g, in, 1 + 2 * layers, &ref, 1));
+  double worst = 0;
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) {
+    double e = fabs((double)y[i] - (double)r[i]);
+    if (!(e <= worst)) worst = e;
+  }
+  CHECK(worst <= 1e-3);
+  if (!(worst <= 1e-3))
+    fprintf(stderr, "%d layers: max error %g\n", layers, worst);
+}
+
+static tj_executable_stats_t stats_of(const tj_executable_t* exe) {
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  return st;
+}
+
+// A warm compile of an equal graph (the same one, or one built again)
+// while an executable of it lives runs no pass and lowers and loads
+// nothing: it shares that compile's processed graph, run plan and
+// kernels, which outlive the first executable and the graphs, and even the
+// host's context handle.
+TEST(warm_compile_shares_the_compiled_graph) {
+  for (int layers = 1; layers <= MAX_LAYERS; layers += 23) {
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    tj_graph_t *g1 = NULL, *g2 = NULL, *g3 = NULL;
+    CHECK_OK(build_mlp(ctx, layers, &g1));
+    CHECK_OK(build_mlp(ctx, layers, &g2));
+    tj_executable_t *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    CHECK_OK(tj_compile(g1, NULL, &e1));
+    tj_executable_stats_t cold = stats_of(e1);
+    CHECK(cold.passes_ms > 0);
+    CHECK(cold.cache_misses > 0);
+    CHECK_OK(tj_compile(g1, NULL, &e2));  // the same graph
+    tj_executable_release(e1);            // the core lives on
+    tj_graph_destroy(g1);
+    CHECK_OK(tj_compile(g2, NULL, &e3));  // an equal graph built again
+    const tj_executable_t* warm[2] = {e2, e3};
+    for (int i = 0; i < 2; ++i) {
+      tj_executable_stats_t st = stats_of(warm[i]);
+      CHECK(st.passes_ms == 0 && st.lowering_ms == 0);
+      CHECK_EQ_INT(0, (int)st.cache_misses);
+      CHECK_EQ_INT((int)(cold.cache_misses + cold.cache_hits),
+                   (int)st.cache_hits);
+      CHECK_EQ_INT(cold.num_kernels, st.num_kernels);
+      CHECK_EQ_INT(cold.num_shared_kernels, st.num_shared_kernels);
+    }
+    check_against_reference(e2, g2, layers);
+    check_against_reference(e3, g2, layers);
+    // A different constant is a different graph: compiled, not shared.
+    CHECK_OK(build_mlp_scaled(ctx, layers, 0.25, &g3));
+    tj_executable_t* e4 = NULL;
+    CHECK_OK(tj_compile(g3, NULL, &e4));
+    CHECK(stats_of(e4).passes_ms > 0);
+    check_against_reference(e4, g3, layers);
+    tj_executable_release(e2);
+    tj_graph_destroy(g2);
+    tj_graph_destroy(g3);
+    // The host lets go of the context first: the executables keep it.
+    tj_context_destroy(ctx);
+    float x[WIDTH], y[WIDTH];
+    for (int i = 0; i < WIDTH; ++i) x[i] = (float)i * 0.05f;
+    int64_t shape[2] = {1, WIDTH};
+    tj_tensor_t in[1 + 2 * MAX_LAYERS];
+    make_inputs(layers, shape, x, in);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
+    CHECK_OK(tj_executable_run(e3, in, 1 + 2 * layers, &out, 1));
+    tj_executable_release(e3);
+    tj_executable_release(e4);
+  }
+}
+
+// The kernels' memory-cache key does not depend on the number of layers:
+// after a 1-layer stack, a 24-layer one in the same context compiles no
+// kernel.
+TEST(kernel_cache_key_ignores_the_layer_count) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  tj_graph_t *one = NULL, *many = NULL;
+  CHECK_OK(build_mlp(ctx, 1, &one));
+  CHECK_OK(build_mlp(ctx, MAX_LAYERS, &many));
+  tj_executable_t *e1 = NULL, *e24 = NULL;
+  CHECK_OK(tj_compile(one, NULL, &e1));
+  CHECK_OK(tj_compile(many, NULL, &e24));
+  tj_executable_stats_t s1 = stats_of(e1), s24 = stats_of(e24);
+  CHECK(s1.cache_misses > 0);
+  CHECK_EQ_INT(0, (int)s24.cache_misses);
+  CHECK_EQ_INT((int)s1.cache_misses, (int)s24.cache_hits);
+  check_against_reference(e24, many, MAX_LAYERS);
+  tj_executable_release(e1);
+  tj_executable_release(e24);
+  tj_graph_destroy(one);
+  tj_graph_destroy(many);
+  tj_context_destroy(ctx);
+}
+
 // Compile + run of a 3-layer stack with the Nth allocation failing.
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
@@ -192,6 +320,8 @@ int main(void) {
   fill_weights();
   RUN_TEST(stacked_layers_compile_one_layer);
   RUN_TEST(shared_kernels_equal_the_reference);
+  RUN_TEST(warm_compile_shares_the_compiled_graph);
+  RUN_TEST(kernel_cache_key_ignores_the_layer_count);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }

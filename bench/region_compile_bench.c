@@ -1,0 +1,171 @@
+// Region compile (issue 16): compile time of a stack of N identical layers
+// (different weights, graph inputs) against one layer, as
+// region_compile_test builds it: h = layer_norm(h + tanh(h @ w_i + b_i) *
+// 0.5), two kernels per layer, x86, one thread.
+//
+//   cold     a fresh context (no memory cache; no disk cache)
+//   warm     the same graph again while the first executable lives (the
+//            compile memo shares its compiled graph): the median of 31
+//   rebuilt  an equal graph built again (its structural key computed; the
+//            building itself not counted) while the first lives: the
+//            median of 31
+//   reload   the same graph after every executable of it was released: the
+//            passes and lowering run, the kernels come from the memory cache
+//
+// Usage: region_compile_bench [--reps R] [--layers N]
+// Prints the median and the range of tj_executable_stats' compile_ms over
+// R repetitions of each, for 1 and N layers, and the ratios of medians.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorjit.h"
+
+enum { WIDTH = 32 };
+
+static tj_graph_t* build(tj_context_t* ctx, int layers) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "mlp", &g)) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+  }
+  tj_graph_output(g, h, "y");
+  tj_status_t s = tj_graph_finalize(g);
+  if (s) {
+    fprintf(stderr, "finalize: %s\n", tj_status_message(s));
+    tj_status_free(s);
+    tj_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static double compile_ms(const tj_graph_t* g, tj_executable_t** out) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.x86.num_threads = 1;
+  tj_status_t s = tj_compile(g, &o, out);
+  if (s) {
+    fprintf(stderr, "compile: %s\n", tj_status_message(s));
+    exit(1);
+  }
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(*out, &st);
+  return st.compile_ms;
+}
+
+typedef struct figures_t {
+  double cold, warm, rebuilt, reload;
+} figures_t;
+
+static int cmp_double(const void* a, const void* b);
+
+// The median of |n| compiles of |g| while |first| lives (each released).
+static double warm_median(const tj_graph_t* g, int n) {
+  double v[64];
+  for (int i = 0; i < n; ++i) {
+    tj_executable_t* e = NULL;
+    v[i] = compile_ms(g, &e);
+    tj_executable_release(e);
+  }
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
+
+enum { kWarmCompiles = 31 };
+
+static figures_t one_rep(int layers) {
+  figures_t f;
+  tj_context_t* ctx = NULL;
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.cache_dir = "";  // no disk cache: cold means compiled by LLVM
+  if (tj_context_create(&co, &ctx)) exit(1);
+  tj_graph_t* g = build(ctx, layers);
+  if (!g) exit(1);
+  tj_executable_t *first = NULL, *e = NULL;
+  f.cold = compile_ms(g, &first);
+  f.warm = warm_median(g, kWarmCompiles);
+  // Equal graphs built again: each compile computes its key once.
+  double v[kWarmCompiles];
+  for (int i = 0; i < kWarmCompiles; ++i) {
+    tj_graph_t* g2 = build(ctx, layers);
+    if (!g2) exit(1);
+    v[i] = compile_ms(g2, &e);
+    tj_executable_release(e);
+    tj_graph_destroy(g2);
+  }
+  qsort(v, kWarmCompiles, sizeof(double), cmp_double);
+  f.rebuilt = v[kWarmCompiles / 2];
+  tj_executable_release(first);
+  f.reload = compile_ms(g, &e);
+  tj_executable_release(e);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return f;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct stat_t {
+  double median, lo, hi;
+} stat_t;
+
+static stat_t summarize(double* v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  stat_t s = {v[n / 2], v[0], v[n - 1]};
+  return s;
+}
+
+int main(int argc, char** argv) {
+  int reps = 7, layers = 24;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--layers") == 0) layers = atoi(argv[i + 1]);
+  }
+  if (reps < 1 || reps > 100 || layers < 1 || layers > 512) {
+    fprintf(stderr, "usage: region_compile_bench [--reps R] [--layers N]\n");
+    return 2;
+  }
+  const int counts[2] = {1, layers};
+  stat_t st[2][4];
+  for (int c = 0; c < 2; ++c) {
+    double* v = malloc(sizeof(double) * 4 * (size_t)reps);
+    if (!v) return 1;
+    for (int r = 0; r < reps; ++r) {
+      figures_t f = one_rep(counts[c]);
+      v[0 * reps + r] = f.cold;
+      v[1 * reps + r] = f.warm;
+      v[2 * reps + r] = f.rebuilt;
+      v[3 * reps + r] = f.reload;
+    }
+    for (int k = 0; k < 4; ++k) st[c][k] = summarize(v + k * reps, reps);
+    free(v);
+  }
+  static const char* const kNames[4] = {
+      "cold", "warm (memo)", "rebuilt graph (memo)", "reload (kernel cache)"};
+  printf("# region compile, %d reps, ms (median [min, max])\n", reps);
+  printf("%-22s %-30s %-30s %s\n", "compile", "1 layer", "N layers", "ratio");
+  for (int k = 0; k < 4; ++k) {
+    printf("%-22s %9.4f [%.4f, %.4f]   %9.4f [%.4f, %.4f]   %.2fx\n", kNames[k],
+           st[0][k].median, st[0][k].lo, st[0][k].hi, st[1][k].median,
+           st[1][k].lo, st[1][k].hi, st[1][k].median / st[0][k].median);
+  }
+  printf("# N = %d\n", layers);
+  return 0;
+}
