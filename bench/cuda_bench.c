@@ -4,8 +4,9 @@
 //
 //   cuda_bench [--quick | --gemm]
 //
-// --gemm prints only the tensor-core GEMM table (every main loop and tile
-// on the issue's three bf16 shapes, medians of 7 samples).
+// --gemm prints only the tensor-core GEMM table (every main loop and tile,
+// TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
+// samples).
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -287,10 +288,34 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
         .gemm_tile_n = 128,
         .gemm_stages = 5,
         .gemm_persistent = true}},
+      {"tma ws 128x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tma ws 128x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tma ws 128x256 s3",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 3}},
   };
   enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
-  static const int64_t kShapes[3][3] = {
-      {2048, 1024, 4096}, {256, 1024, 4096}, {1024, 1024, 1024}};
+  // (M, K, N): the issue's shapes (13), then two of the first table's.
+  static const int64_t kShapes[][3] = {{2048, 1024, 4096}, {8192, 768, 2304},
+                                       {8192, 768, 768},   {8192, 768, 3072},
+                                       {8192, 3072, 768},  {4096, 4096, 4096},
+                                       {256, 1024, 4096},  {1024, 1024, 1024}};
+  enum { kShapesCount = sizeof(kShapes) / sizeof(kShapes[0]) };
   tj_cuda_kir_kernel_t* ks[kLoopsCount];
   tj_cuda_kir_kernel_t* kf[kLoopsCount];
   for (int l = 0; l < kLoopsCount; ++l) {
@@ -317,7 +342,7 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
       "\n| bf16 x@w (M, K, N) | main loop | ours ms | TFLOP/s | cuBLAS ms "
       "| speed vs cuBLAS | ours gelu(x@w+b) ms | fused / cuBLAS x@w "
       "|\n|---|---|---|---|---|---|---|---|\n");
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kShapesCount; ++s) {
     int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
     tj_cu_deviceptr_t x = dev_random_bf16(m * kk, 2.0f);
     tj_cu_deviceptr_t w = dev_random_bf16(kk * n, 0.2f);

@@ -1043,6 +1043,44 @@ static void annotate(tj_nvptx_emit_t* nv, const char* key, int32_t value) {
       LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
+// Parameters |first| and |first| + 1 of the kernel are CUtensorMaps passed
+// by value (128 bytes, 64-byte aligned) and read in place: byval, and
+// "grid_constant" in nvvm.annotations so that LLVM keeps them in the
+// parameter space (cvta.param gives their generic address, which TMA
+// takes) instead of copying them to a local stack slot.
+static void tensor_map_params(tj_nvptx_emit_t* nv, uint32_t first) {
+  tj_emit_t* em = &nv->em;
+  LLVMTypeRef words = LLVMArrayType2(em->t_i64, 16);
+  LLVMTypeRef map = LLVMStructTypeInContext(em->ctx, &words, 1, 1);
+  const char* byval = "byval";
+  const char* align = "align";
+  LLVMMetadataRef index[2];
+  for (uint32_t i = 0; i < 2; ++i) {
+    unsigned at = first + i + 1;  // attribute index 0 is the return value
+    LLVMAddAttributeAtIndex(
+        em->fn, at,
+        LLVMCreateTypeAttribute(
+            em->ctx, LLVMGetEnumAttributeKindForName(byval, strlen(byval)),
+            map));
+    LLVMAddAttributeAtIndex(
+        em->fn, at,
+        LLVMCreateEnumAttribute(
+            em->ctx, LLVMGetEnumAttributeKindForName(align, strlen(align)),
+            64));
+    nv->tensor_map[i] = LLVMGetParam(em->fn, first + i);
+    index[i] = LLVMValueAsMetadata(LLVMConstInt(em->t_i32, at, 0));
+  }
+  const char* key = "grid_constant";
+  LLVMMetadataRef md[3] = {
+      LLVMValueAsMetadata(em->fn),
+      LLVMMDStringInContext2(em->ctx, key, strlen(key)),
+      LLVMMDNodeInContext2(em->ctx, index, 2),
+  };
+  LLVMAddNamedMetadataOperand(
+      em->mod, "nvvm.annotations",
+      LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
+}
+
 static void init_types(tj_emit_t* em, LLVMModuleRef module) {
   em->mod = module;
   em->ctx = LLVMGetModuleContext(module);
@@ -1068,13 +1106,17 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
     return tj_invalid("kernel @%s: two kernels with this name in one module",
                       k->name);
   uint32_t n = k->num_buffers + k->num_params;
-  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
   for (uint32_t i = 0; i < k->num_buffers; ++i) params[i] = em->t_ptr;
   for (uint32_t i = 0; i < k->num_params; ++i)
     params[k->num_buffers + i] = em->t_i64;
-  em->fn = LLVMAddFunction(em->mod, info->entry,
-                           LLVMFunctionType(em->t_void, params, n, 0));
+  bool maps = k->kind == TJ_KIR_GEMM && nv->options.gemm_tma;
+  if (maps) params[n] = params[n + 1] = em->t_ptr;
+  em->fn = LLVMAddFunction(
+      em->mod, info->entry,
+      LLVMFunctionType(em->t_void, params, n + (maps ? 2 : 0), 0));
   LLVMSetFunctionCallConv(em->fn, LLVMPTXKernelCallConv);
+  if (maps) tensor_map_params(nv, n);
   const char* nounwind = "nounwind";
   LLVMAddAttributeAtIndex(
       em->fn, LLVMAttributeFunctionIndex,

@@ -21,7 +21,9 @@
 //               epilogue phase on every accumulator (bias, gelu, residual,
 //               cast) before the store. On sm_90a the main loop is
 //               wgmma.mma_async instead, reading both operands from the
-//               ring in the 128-byte swizzle layout (emit_nvptx_wgmma.c).
+//               ring in the 128-byte swizzle layout (emit_nvptx_wgmma.c);
+//               with gemm_tma, a producer warpgroup fills the ring by TMA
+//               through two tensor-map parameters after the scalars.
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
@@ -74,6 +76,8 @@ typedef struct tj_nvptx_emit_t {
   LLVMTypeRef t_ptr_shared;  // ptr addrspace(3)
   LLVMTypeRef t_ptr_global;  // ptr addrspace(1)
   tj_nvptx_kernel_t* info;
+  // gemm_tma: the tensor-map parameters of A and B (byval pointers).
+  LLVMValueRef tensor_map[2];
 } tj_nvptx_emit_t;
 
 // A special register (e.g. "tid.x") as i32.
@@ -125,6 +129,14 @@ typedef struct tj_nvptx_wgmma_t {
   // |epilogue| for each group of |rows| rows of a tile's C, staged at |c|
   // (row |row0| of the tile first).
   bool persistent;
+  // TMA (tj_nvptx_options_t.gemm_tma): a producer warpgroup (threads
+  // [0, 128)) loads through |map_a| and |map_b| (i64 generic addresses of
+  // the tensor maps), tile_m / 64 consumer warpgroups compute; the tile
+  // loop, tile_origin and epilogue are as for |persistent| (which here only
+  // sizes the grid), and the epilogue runs on the consumers alone, whose
+  // threads count from 0 (tid - 128).
+  bool tma;
+  LLVMValueRef map_a, map_b;
   LLVMValueRef tiles;
   void (*tile_origin)(void* ctx, LLVMValueRef tile, LLVMValueRef* out_m0,
                       LLVMValueRef* out_n0);

@@ -885,6 +885,12 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   if (w.stages < 3 || w.stages > 8)
     return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
                       (int)w.stages);
+  w.tma = o->gemm_tma;
+  if (w.tma && (w.tile_m != 128 || g->rank != 2 || o->gemm_wgmma_drain))
+    return tj_unsupported(
+        "kernel @%s: the TMA gemm takes rank-2 gemms (here rank %d), "
+        "gemm_tile_m 128 (here %d) and no gemm_wgmma_drain",
+        k->name, (int)g->rank, (int)w.tile_m);
   g->tile_m = w.tile_m;
   g->tile_n = w.tile_n;
   g->threads = w.tile_m / 64 * 128;
@@ -902,9 +908,10 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "kernel @%s: a %dx%d wgmma tile with %d stages needs %d bytes of "
         "shared memory; the limit is 227 KiB",
         k->name, (int)w.tile_m, (int)w.tile_n, (int)w.stages, (int)shared);
-  info->threads = g->threads;
+  info->threads = g->threads + (w.tma ? 128 : 0);
   info->tensor_cores = true;
   info->wgmma = true;
+  info->tma = w.tma;
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
   info->tile_n = w.tile_n;
@@ -920,13 +927,16 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->min_blocks_per_sm =
       !w.persistent && 2 * (shared + 1024) <= 228 * 1024 && w.tile_n <= 128 ? 2
                                                                             : 0;
+  // TMA: one block an SM, whose register cap (65536 / 384 = 168) is what
+  // setmaxnreg redistributes; ptxas ignores setmaxnreg without one (C7508).
+  if (w.tma) info->min_blocks_per_sm = 1;
   g->m = em->dim[r - 2];
   g->n = em->dim[r - 1];
   g->kdim = em->gemm_k;
   g->tid = tj_nvptx_sreg(nv, "tid.x");
   g->smem = tj_nvptx_dynamic_shared(nv);
   tile_origin(g);
-  if (w.persistent) {
+  if (w.persistent || w.tma) {
     w.tiles = tile_count(g);
     w.tile_origin = wgmma_tile_origin;
     w.epilogue = wgmma_epilogue;
@@ -943,8 +953,18 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   w.n0 = g->n0;
   w.tid = g->tid;
   w.smem = g->smem;
+  if (w.tma) {
+    for (int i = 0; i < 2; ++i) {
+      if (!nv->tensor_map[i])
+        return tj_internal("kernel @%s: no tensor-map parameters", k->name);
+    }
+    w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
+    w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
+    // The epilogue runs on the consumer warpgroups alone.
+    g->tid = LLVMBuildSub(em->b, g->tid, c32(g, 128), "consumer_tid");
+  }
   TJ_RETURN_IF_ERROR(tj_nvptx_emit_wgmma(nv, &w));
-  return w.persistent ? NULL : emit_epilogue(g);
+  return w.persistent || w.tma ? NULL : emit_epilogue(g);
 }
 
 tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
@@ -983,10 +1003,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
     return emit_wgmma_gemm(&g);
   if (o->gemm_tile_m || o->gemm_tile_n || o->gemm_wgmma_drain ||
-      o->gemm_persistent)
+      o->gemm_persistent || o->gemm_tma)
     return tj_invalid(
-        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain and gemm_persistent are "
-        "wgmma options; this gemm is %s",
+        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain, gemm_persistent and "
+        "gemm_tma are wgmma options; this gemm is %s",
         k->name, tc ? "mma.sync" : "f32");
   g.tile_m = kBM;
   g.tile_n = kBN;

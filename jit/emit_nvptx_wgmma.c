@@ -35,6 +35,10 @@
 // The accumulators are tied in/out operands of every wgmma and wait asm,
 // so LLVM can neither read them early nor move other writes between them
 // (ptxas would serialize the wgmmas, C7515). No calls inside the loop.
+//
+// With |tma| the same ring is filled by TMA from a producer warpgroup and
+// drained by consumer warpgroups through mbarriers instead ("TMA,
+// warp-specialized" below).
 
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +75,7 @@ typedef struct wg_t {
   LLVMValueRef wg;       // i32: this thread's warpgroup
   LLVMValueRef k_tiles;  // i64
   int32_t ahead;         // k-tiles loading beyond the one in the math
+  LLVMValueRef bars;     // TMA: i32 address of full[0] (empty[s] follows)
 } wg_t;
 
 static LLVMValueRef c32(wg_t* w, int64_t v) {
@@ -441,9 +446,27 @@ static int32_t ring_bytes(const tj_nvptx_wgmma_t* p) {
 // own, so that the next tile's first k-tiles load during the epilogue.
 #define kPersistentRows 32
 
+// TMA: the ring's full and empty mbarriers (8 bytes each, at most 8
+// stages) sit between the ring and the C rows.
+#define kBarrierBytes 128
+// Shared memory a block may have (227 KiB), and the rows of C a TMA
+// block stages at a time: the whole tile when it fits beside the ring.
+#define kMaxShared (227 * 1024)
+
+static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
+  int32_t rows = p->tile_m;
+  while (rows > 16 &&
+         ring_bytes(p) + kBarrierBytes + kAtom + rows * p->c_stride * 4 >
+             kMaxShared)
+    rows /= 2;
+  return rows;
+}
+
 int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* p,
                                     int32_t c_bytes) {
   int32_t ring = ring_bytes(p);
+  if (p->tma)
+    return ring + kBarrierBytes + tma_c_rows(p) * p->c_stride * 4 + kAtom;
   if (p->persistent) return ring + kPersistentRows * p->c_stride * 4 + kAtom;
   return (ring > c_bytes ? ring : c_bytes) + kAtom;
 }
@@ -456,7 +479,7 @@ static void init(wg_t* w, tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* p) {
   w->p = p;
   tj_emit_t* em = w->em;
   LLVMBuilderRef b = w->b;
-  w->threads = p->tile_m / 64 * 128;
+  w->threads = p->tile_m / 64 * 128 + (p->tma ? 128 : 0);
   w->a_bytes = p->tile_m * kRow;
   w->stage_bytes = w->a_bytes + kBK * p->tile_n * 2;
   w->a_copies = p->tile_m * 8 / w->threads;
@@ -546,6 +569,263 @@ static void main_loop(wg_t* w, LLVMValueRef inner) {
   wgmma_wait(w, 0);
 }
 
+//===--- TMA, warp-specialized ---===//
+//
+// Threads [0, 128) are the producer warpgroup, the others tile_m / 64
+// consumer warpgroups. The ring is the one above (same stage layout and
+// descriptors: a TMA box of 64 elements x rows with the 128-byte swizzle,
+// landing 1024-byte aligned, is what the cp.async copies wrote), filled
+// by TMA instead:
+//   producer, one thread, per k-tile it (counted across the block's tiles)
+//   in stage s = it % stages, phase ph = (it / stages) & 1:
+//     wait empty[s] with parity ph ^ 1 (a fresh barrier counts as a
+//       completed phase of parity 1, so the first lap does not wait);
+//     arrive.expect_tx full[s] with the bytes its boxes bring;
+//     cp.async.bulk.tensor: the A box {k0, m0} (64 x tile_m), one B box
+//       {n0 + 64 p, k0} (64 x 64) a panel p of 64 columns, skipping the
+//       panels wholly past N (their columns of C are never stored);
+//   consumer warpgroup w, per k-tile: wait full[s] with parity ph, the
+//     four wgmmas of its 64 rows, commit, wait_group 1 (so the previous
+//     k-tile's wgmmas are done), and lane 0 of each warp arrives on that
+//     k-tile's empty barrier (count: 4 warps a consumer warpgroup).
+// The producer gives its registers to the consumers (setmaxnreg 40 and
+// 232; the entry cap comes from maxntid 384 and minctasm 1). TMA
+// zero-fills boxes past M, N and K, so the math needs no masks, and
+// symbolic sizes come in through the tensor maps.
+// After a tile's k-tiles the consumers stage C rows in their own region
+// (named barrier 1 over the consumers only: the producer may be loading
+// the next tile meanwhile, which is the persistent schedule's overlap)
+// and run the epilogue on them.
+
+// The shared-window address |off| bytes into the ring (i32).
+static LLVMValueRef ring_at(wg_t* w, LLVMValueRef off) {
+  return LLVMBuildAdd(w->b, w->ring_addr, off, "");
+}
+
+static LLVMValueRef full_bar(wg_t* w, LLVMValueRef s) {
+  return LLVMBuildAdd(w->b, w->bars, LLVMBuildMul(w->b, s, c32(w, 8), ""),
+                      "full");
+}
+
+static LLVMValueRef empty_bar(wg_t* w, LLVMValueRef s) {
+  return LLVMBuildAdd(
+      w->b, w->bars,
+      LLVMBuildMul(w->b, LLVMBuildAdd(w->b, s, c32(w, w->p->stages), ""),
+                   c32(w, 8), ""),
+      "empty");
+}
+
+static void void_asm(wg_t* w, const char* text, const char* constraints,
+                     LLVMValueRef* args, unsigned n) {
+  inline_asm(w, w->em->t_void, text, constraints, args, n);
+}
+
+// Spins until the phase of parity |parity| (i32) of barrier |bar| has
+// completed.
+static void mbar_wait(wg_t* w, LLVMValueRef bar, LLVMValueRef parity) {
+  LLVMValueRef a[2] = {bar, parity};
+  void_asm(w,
+           "{\n.reg .pred p;\nTJ_WAIT_${:uid}:\n"
+           "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+           "@!p bra TJ_WAIT_${:uid};\n}",
+           "r,r,~{memory}", a, 2);
+}
+
+static void mbar_arrive(wg_t* w, LLVMValueRef bar) {
+  void_asm(w, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", &bar,
+           1);
+}
+
+// One 2-D box of |map| (i64) at {|x|, |y|} (i64, innermost first) into
+// shared address |dst|, completing on |bar|.
+static void tma_load(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
+                     LLVMValueRef x, LLVMValueRef y, LLVMValueRef bar) {
+  LLVMValueRef a[5] = {dst, map, LLVMBuildTrunc(w->b, x, w->em->t_i32, ""),
+                       LLVMBuildTrunc(w->b, y, w->em->t_i32, ""), bar};
+  void_asm(w,
+           "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_"
+           "tx::bytes [$0], [$1, {$2, $3}], [$4];",
+           "r,l,r,r,r,~{memory}", a, 5);
+}
+
+// Stage and phase parity of k-tile number |it| (i64) as i32.
+static void ring_slot(wg_t* w, LLVMValueRef it, LLVMValueRef* out_s,
+                      LLVMValueRef* out_phase) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef st = c64(w, w->p->stages);
+  *out_s = LLVMBuildTrunc(b, LLVMBuildURem(b, it, st, ""), w->em->t_i32, "s");
+  *out_phase = LLVMBuildTrunc(
+      b, LLVMBuildAnd(b, LLVMBuildUDiv(b, it, st, ""), c64(w, 1), ""),
+      w->em->t_i32, "phase");
+}
+
+static LLVMValueRef load_i64(wg_t* w, LLVMValueRef slot) {
+  return LLVMBuildLoad2(w->b, w->em->t_i64, slot, "");
+}
+
+static void bump(wg_t* w, LLVMValueRef slot) {
+  LLVMBuildStore(w->b, LLVMBuildAdd(w->b, load_i64(w, slot), c64(w, 1), ""),
+                 slot);
+}
+
+static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  plain_asm(w, "setmaxnreg.dec.sync.aligned.u32 40;");
+  tj_emit_if_t one;
+  tj_emit_if_begin(em, &one, LLVMBuildICmp(b, LLVMIntEQ, p->tid, c32(w, 0), ""),
+                   "issuer");
+  LLVMValueRef it = tj_emit_alloca(em, em->t_i64, "it");
+  LLVMBuildStore(b, c64(w, 0), it);
+  int32_t panels = p->tile_n / 64;
+  tj_emit_loop_t tiles, ks;
+  LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
+  LLVMValueRef m0, n0;
+  p->tile_origin(p->ctx, t, &m0, &n0);
+  // Panels of B with a column inside N: ceil((N - n0) / 64), at most all.
+  LLVMValueRef live = tj_emit_min_i64(
+      em,
+      LLVMBuildSDiv(
+          b, LLVMBuildAdd(b, LLVMBuildSub(b, p->n, n0, ""), c64(w, 63), ""),
+          c64(w, 64), ""),
+      c64(w, panels));
+  LLVMValueRef bytes = LLVMBuildTrunc(
+      b,
+      LLVMBuildAdd(b, c64(w, w->a_bytes),
+                   LLVMBuildMul(b, live, c64(w, 64 * 64 * 2), ""), ""),
+      em->t_i32, "tx_bytes");
+  LLVMValueRef kt =
+      tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
+  LLVMValueRef s, phase;
+  ring_slot(w, load_i64(w, it), &s, &phase);
+  mbar_wait(w, empty_bar(w, s), LLVMBuildXor(b, phase, c32(w, 1), ""));
+  LLVMValueRef full = full_bar(w, s);
+  LLVMValueRef tx[2] = {full, bytes};
+  void_asm(w, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+           "r,r,~{memory}", tx, 2);
+  LLVMValueRef base =
+      ring_at(w, LLVMBuildMul(b, s, c32(w, w->stage_bytes), ""));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(w, kBK), "k0");
+  tma_load(w, base, p->map_a, k0, m0, full);
+  for (int32_t q = 0; q < panels; ++q) {
+    tj_emit_if_t in;
+    if (q > 0)
+      tj_emit_if_begin(
+          em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
+    tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * kPanel), ""),
+             p->map_b, LLVMBuildAdd(b, n0, c64(w, 64 * q), ""), k0, full);
+    if (q > 0) tj_emit_if_end(em, &in);
+  }
+  bump(w, it);
+  tj_emit_loop_end(em, &ks);
+  tj_emit_loop_end(em, &tiles);
+  tj_emit_if_end(em, &one);
+}
+
+// Lane 0 of each consumer warp: the stage of k-tile |it| (i64) is read.
+static void release(wg_t* w, LLVMValueRef it) {
+  tj_emit_if_t lane0;
+  tj_emit_if_begin(w->em, &lane0,
+                   LLVMBuildICmp(w->b, LLVMIntEQ,
+                                 LLVMBuildAnd(w->b, w->p->tid, c32(w, 31), ""),
+                                 c32(w, 0), ""),
+                   "release");
+  LLVMValueRef s, phase;
+  ring_slot(w, it, &s, &phase);
+  mbar_arrive(w, empty_bar(w, s));
+  tj_emit_if_end(w->em, &lane0);
+}
+
+static tj_status_t consumer(wg_t* w, LLVMValueRef first, LLVMValueRef step,
+                            LLVMValueRef any) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  plain_asm(w, "setmaxnreg.inc.sync.aligned.u32 232;");
+  LLVMValueRef cw = LLVMBuildSub(b, w->wg, c32(w, 1), "consumer");
+  int32_t c_rows = tma_c_rows(p);
+  LLVMValueRef c_region = at(w, w->ring, c32(w, ring_bytes(p) + kBarrierBytes));
+  char bar[48];
+  snprintf(bar, sizeof(bar), "bar.sync 1, %d;", (int)(w->threads - 128));
+  LLVMValueRef it = tj_emit_alloca(em, em->t_i64, "it");
+  LLVMBuildStore(b, c64(w, 0), it);
+  tj_emit_loop_t tiles, ks;
+  LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
+  LLVMValueRef m0, n0;
+  p->tile_origin(p->ctx, t, &m0, &n0);
+  LLVMValueRef kt =
+      tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
+  LLVMValueRef cur = load_i64(w, it);
+  LLVMValueRef s, phase;
+  ring_slot(w, cur, &s, &phase);
+  mbar_wait(w, full_bar(w, s), phase);
+  compute_tile(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), cw);
+  wgmma_wait(w, 1);
+  tj_emit_if_t prev;
+  tj_emit_if_begin(em, &prev, LLVMBuildICmp(b, LLVMIntSGT, kt, c64(w, 0), ""),
+                   "prev");
+  release(w, LLVMBuildSub(b, cur, c64(w, 1), ""));
+  tj_emit_if_end(em, &prev);
+  bump(w, it);
+  tj_emit_loop_end(em, &ks);
+  wgmma_wait(w, 0);
+  tj_emit_if_t last;
+  tj_emit_if_begin(em, &last, any, "last");
+  release(w, LLVMBuildSub(b, load_i64(w, it), c64(w, 1), ""));
+  tj_emit_if_end(em, &last);
+  for (int32_t r = 0; r < p->tile_m; r += c_rows) {
+    stage_c(w, cw, c_region, r, c_rows, any);
+    plain_asm(w, bar);
+    TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
+    plain_asm(w, bar);
+  }
+  tj_emit_loop_end(em, &tiles);
+  return NULL;
+}
+
+static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  w->bars = LLVMBuildAdd(b, w->ring_addr, c32(w, ring_bytes(p)), "bars");
+  tj_emit_if_t t0;
+  tj_emit_if_begin(em, &t0, LLVMBuildICmp(b, LLVMIntEQ, p->tid, c32(w, 0), ""),
+                   "init");
+  for (int32_t s = 0; s < p->stages; ++s) {
+    LLVMValueRef full[2] = {full_bar(w, c32(w, s)), c32(w, 1)};
+    LLVMValueRef empty[2] = {empty_bar(w, c32(w, s)),
+                             c32(w, (w->threads - 128) / 32)};
+    void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+             full, 2);
+    void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+             empty, 2);
+  }
+  // The inits are visible to the async proxy (TMA's complete_tx) too.
+  plain_asm(w, "fence.mbarrier_init.release.cluster;");
+  // With K = 0 the host leaves the maps zeroed (nothing is loaded).
+  tj_emit_if_t maps;
+  tj_emit_if_begin(em, &maps, any, "prefetch_maps");
+  LLVMValueRef map[2] = {p->map_a, p->map_b};
+  for (int i = 0; i < 2; ++i)
+    void_asm(w, "prefetch.tensormap [$0];", "l,~{memory}", &map[i], 1);
+  tj_emit_if_end(em, &maps);
+  tj_emit_if_end(em, &t0);
+  tj_nvptx_barrier(w->nv);
+  LLVMValueRef first = tj_nvptx_sreg64(w->nv, "ctaid.x");
+  LLVMValueRef step = tj_nvptx_sreg64(w->nv, "nctaid.x");
+  LLVMValueRef is_producer =
+      LLVMBuildICmp(b, LLVMIntEQ, w->wg, c32(w, 0), "producer");
+  tj_emit_if_t prod, cons;
+  tj_emit_if_begin(em, &prod, is_producer, "producer");
+  producer(w, first, step);
+  tj_emit_if_end(em, &prod);
+  tj_emit_if_begin(em, &cons, LLVMBuildNot(b, is_producer, ""), "consumer");
+  tj_status_t s = consumer(w, first, step, any);
+  tj_emit_if_end(em, &cons);
+  return s;
+}
+
 tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
                                 const tj_nvptx_wgmma_t* p) {
   wg_t w;
@@ -554,6 +834,7 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   LLVMBuilderRef b = w.b;
   LLVMValueRef any =
       LLVMBuildICmp(b, LLVMIntSGT, w.k_tiles, c64(&w, 0), "any_k");
+  if (p->tma) return emit_tma(&w, any);
   if (!p->persistent) {
     LLVMValueRef inner = setup_tile(&w, p->m0, p->n0);
     prologue_loads(&w, inner);

@@ -76,6 +76,10 @@ typedef struct tj_nvptx_kernel_t {
   bool tensor_cores;  // mma.sync or wgmma path (f16/bf16 operands)
   bool wgmma;         // the sm_90a wgmma main loop
   bool persistent;    // grid of at most one block per SM, looping
+  // The TMA schedule (tj_nvptx_options_t.gemm_tma): 384 threads, and two
+  // more kernel parameters after the scalars, the 128-byte CUtensorMaps of
+  // A and B (by value; tj_cuda_gemm_tensor_maps encodes them).
+  bool tma;
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
 } tj_nvptx_kernel_t;
@@ -113,6 +117,12 @@ typedef struct tj_nvptx_options_t {
   // next tile's first k-tiles load while the current tile's epilogue
   // runs.
   bool gemm_persistent;
+  // wgmma, sm_90a, rank-2 GEMMs, tile_m 128: operands loaded by TMA
+  // (cp.async.bulk.tensor through tensor maps passed as kernel
+  // parameters) by a producer warpgroup, into an mbarrier ring that two
+  // consumer warpgroups drain (emit_nvptx_wgmma.c). With gemm_persistent,
+  // the producer loads the next tile while the consumers run the epilogue.
+  bool gemm_tma;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

@@ -19,6 +19,7 @@
 #define TJ_BACKENDS_CUDA_CUDA_ABI_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 // cuda.h's enums have no negative values, so the C compiler gives them the
 // type unsigned int; these typedefs keep our function pointer types
@@ -39,6 +40,15 @@ typedef struct CUgraphExec_st* tj_cu_graph_exec_t;  // CUgraphExec
 typedef unsigned int tj_cu_capture_mode_t;          // CUstreamCaptureMode
 typedef struct CUlinkState_st* tj_cu_link_state_t;  // CUlinkState
 typedef unsigned int tj_cu_jit_input_type_t;        // CUjitInputType
+// CUtensorMap: 128 opaque bytes, 64-byte aligned. Left incomplete here (so
+// that it never clashes with cuda.h's definition); callers keep the bytes
+// in storage of their own (tj_cuda_tensor_maps_t).
+typedef struct CUtensorMap_st tj_cu_tensor_map_t;
+typedef unsigned int tj_cu_tensor_map_data_type_t;     // CUtensorMapDataType
+typedef unsigned int tj_cu_tensor_map_interleave_t;    // CUtensorMapInterleave
+typedef unsigned int tj_cu_tensor_map_swizzle_t;       // CUtensorMapSwizzle
+typedef unsigned int tj_cu_tensor_map_l2_promotion_t;  // ..L2promotion
+typedef unsigned int tj_cu_tensor_map_oob_fill_t;  // CUtensorMapFloatOOBfill
 
 // CUresult values that libtensorjit treats specially (every other value is
 // reported through cuGetErrorName/cuGetErrorString).
@@ -126,6 +136,15 @@ enum {
   TJ_CU_STREAM_NON_BLOCKING = 0x1,
   TJ_CU_EVENT_DEFAULT = 0x0,
   TJ_CU_EVENT_DISABLE_TIMING = 0x2,
+};
+
+enum {
+  TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+  TJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+  TJ_CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+  TJ_CU_TENSOR_MAP_SWIZZLE_128B = 3,
+  TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+  TJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
 };
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_ABI_H_

@@ -30,7 +30,10 @@
 // skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
-// round trip of the intermediate.
+// round trip of the intermediate. 7 and 8 are the TMA, warp-specialized
+// persistent schedule (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise),
+// whose launches add the tensor maps encoded for the run's pointers and
+// sizes (tj_cuda_gemm_tensor_maps).
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -50,6 +53,20 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tile_m = 128,
            .gemm_tile_n = 128},
+    // TMA loads by a producer warpgroup, two consumer warpgroups, a
+    // persistent grid (rank-2 GEMMs; emit_nvptx_wgmma.c).
+    [7] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tma = true,
+           .gemm_persistent = true,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 128},
+    [8] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tma = true,
+           .gemm_persistent = true,
+           .gemm_tile_m = 128,
+           .gemm_tile_n = 256},
 };
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
@@ -58,7 +75,9 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused wgmma 128x256 s4",
     "cublaslt matmul + epilogue kernel",
     "fused wgmma 64x128 s4",
-    "fused wgmma 128x128 s4"};
+    "fused wgmma 128x128 s4",
+    "fused tma ws 128x128 s4 persistent",
+    "fused tma ws 128x256 s4 persistent"};
 
 //===--- GEMM candidates: setup ---===//
 
@@ -240,8 +259,20 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
                                   &p->run.launches[ki]);
   }
   if (c != TJ_CUDA_GEMM_CUBLASLT) {
-    return tj_nvptx_launch_config(g, &t->variant[c]->info, scalars,
-                                  p->device->num_sms, &p->run.launches[ki]);
+    const tj_nvptx_kernel_t* info = &t->variant[c]->info;
+    TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+        g, info, scalars, p->device->num_sms, &p->run.launches[ki]));
+    if (!info->tma || p->run.launches[ki].empty) return NULL;
+    // Encoded per run: the maps hold the pointers and sizes (the graph
+    // key has both, so a replayed graph's copies stay right).
+    const uint64_t* argv = p->run.argv + kern->arg_offset;
+    TJ_RETURN_IF_ERROR(tj_cuda_gemm_tensor_maps(&p->device->cu, g, info, argv,
+                                                scalars, &t->maps));
+    uint32_t n = g->num_buffers + g->num_params;
+    memcpy(t->tma_argp, p->run.argp + kern->arg_offset, n * sizeof(void*));
+    t->tma_argp[n] = t->maps.a;
+    t->tma_argp[n + 1] = t->maps.b;
+    return NULL;
   }
   const uint64_t* argv = p->run.argv + kern->arg_offset;
   const tj_kir_t* e = t->epi;
@@ -290,9 +321,9 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
         p, k->fn.function, &p->run.launches[ki], args, k->info.entry);
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   if (c != TJ_CUDA_GEMM_CUBLASLT)
-    return tj_cuda_program_launch_function(p, t->variant[c]->function.function,
-                                           &p->run.launches[ki], args,
-                                           k->info.entry);
+    return tj_cuda_program_launch_function(
+        p, t->variant[c]->function.function, &p->run.launches[ki],
+        t->variant[c]->info.tma ? t->tma_argp : args, k->info.entry);
   if (p->run.launches[ki].empty) return NULL;
   const uint64_t* argv = p->run.argv + k->arg_offset;
   TJ_RETURN_IF_ERROR(
@@ -468,7 +499,7 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
         ++p->stats.tunings;
         p->stats.tuning_cache_hits += r.from_cache;
         p->stats.tuning_ms += r.tune_ms;
-        char line[256] = "";
+        char line[640] = "";
         int n = 0;
         for (int i = 0;
              i < prob.num_candidates && n >= 0 && (size_t)n < sizeof(line);

@@ -135,13 +135,87 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   for (uint32_t i = 0; i < k->num_buffers; ++i) addresses[i] = buffers[i];
   TJ_RETURN_IF_ERROR(tj_nvptx_gemm_check_pointers(k, &kernel->info, addresses));
   // cuLaunchKernel takes a pointer to each parameter's value.
-  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
   for (uint32_t i = 0; i < k->num_buffers; ++i) args[i] = (void*)&buffers[i];
   for (uint32_t i = 0; i < k->num_params; ++i)
     args[k->num_buffers + i] = (void*)&scalars[i];
+  tj_cuda_tensor_maps_t maps;
+  if (kernel->info.tma) {
+    TJ_RETURN_IF_ERROR(tj_cuda_gemm_tensor_maps(
+        &kernel->device->cu, k, &kernel->info, addresses, scalars, &maps));
+    args[k->num_buffers + k->num_params] = maps.a;
+    args[k->num_buffers + k->num_params + 1] = maps.b;
+  }
   tj_cuda_launch_t l;
   memcpy(l.grid, launch.grid, sizeof(l.grid));
   memcpy(l.block, launch.block, sizeof(l.block));
   l.shared_bytes = launch.shared_bytes;
   return tj_cuda_kernel_launch(&kernel->function, &l, args);
+}
+
+//===--- tensor maps ---===//
+
+// One 2-D map: |rows| x |cols| elements of 2 bytes, rows |pitch| elements
+// apart, boxes of 64 columns x |box_rows|.
+static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
+                              const tj_kir_buffer_t* buf, uint64_t address,
+                              int64_t rows, int64_t cols, int64_t pitch,
+                              uint32_t box_rows, uint64_t* out) {
+  int64_t pitch_bytes = pitch * 2;
+  if (address % 16 != 0 || pitch_bytes % 16 != 0 || pitch_bytes <= 0 ||
+      pitch_bytes >= ((int64_t)1 << 40) || rows > ((int64_t)1 << 32) ||
+      cols > ((int64_t)1 << 32) || pitch < cols)
+    return tj_unsupported(
+        "kernel @%s: TMA cannot address gemm operand %%%s: %lld x %lld "
+        "elements, rows %lld bytes apart, at 0x%llx (it needs a 16-byte "
+        "aligned base, a pitch of 16-byte multiples below 2^40 and sizes up "
+        "to 2^32)",
+        k->name, buf->name, (long long)rows, (long long)cols,
+        (long long)pitch_bytes, (unsigned long long)address);
+  uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows};
+  uint64_t strides[1] = {(uint64_t)pitch_bytes};
+  uint32_t box[2] = {64, box_rows};
+  uint32_t element_strides[2] = {1, 1};
+  tj_cu_tensor_map_data_type_t dt = buf->dtype == TJ_DTYPE_F16
+                                        ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                        : TJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return tj_status_annotate(
+      TJ_CU_STATUS(
+          cu, cuTensorMapEncodeTiled,
+          ((tj_cu_tensor_map_t*)out, dt, 2, (void*)(uintptr_t)address, dims,
+           strides, box, element_strides, TJ_CU_TENSOR_MAP_INTERLEAVE_NONE,
+           TJ_CU_TENSOR_MAP_SWIZZLE_128B, TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+           TJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
+      "kernel @%s: the tensor map of gemm operand %%%s (%lld x %lld)", k->name,
+      buf->name, (long long)rows, (long long)cols);
+}
+
+tj_status_t tj_cuda_gemm_tensor_maps(const tj_cuda_symbols_t* cu,
+                                     const tj_kir_t* k,
+                                     const tj_nvptx_kernel_t* info,
+                                     const uint64_t* buffers,
+                                     const int64_t* scalars,
+                                     tj_cuda_tensor_maps_t* out) {
+  memset(out, 0, sizeof(*out));
+  if (k->kind != TJ_KIR_GEMM || !info->tma || k->rank != 2)
+    return tj_invalid("kernel @%s: not a rank-2 TMA gemm", k->name);
+  int64_t m = tj_kir_ival_eval(k->dims[0], scalars);
+  int64_t n = tj_kir_ival_eval(k->dims[1], scalars);
+  int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
+  if (m <= 0 || n <= 0 || kk <= 0) return NULL;  // no load is issued
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    bool is_a = buf->role == TJ_KIR_GEMM_A;
+    if (!is_a && buf->role != TJ_KIR_GEMM_B) continue;
+    if (!tj_kir_ival_is_const(buf->strides[1], 1))
+      return tj_unsupported(
+          "kernel @%s: TMA gemm operand %%%s is not contiguous", k->name,
+          buf->name);
+    int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
+    TJ_RETURN_IF_ERROR(
+        is_a ? encode_map(cu, k, buf, buffers[i], m, kk, pitch,
+                          (uint32_t)info->tile_m, out->a)
+             : encode_map(cu, k, buf, buffers[i], kk, n, pitch, 64, out->b));
+  }
+  return NULL;
 }

@@ -53,4 +53,27 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
                                const tj_cu_deviceptr_t* buffers,
                                const int64_t* scalars);
 
+// The tensor maps a TMA GEMM kernel (tj_nvptx_kernel_t.tma) takes by
+// value after its scalars: CUtensorMaps of A and B, 64-byte aligned.
+typedef struct tj_cuda_tensor_maps_t {
+  _Alignas(64) uint64_t a[16];
+  _Alignas(64) uint64_t b[16];
+} tj_cuda_tensor_maps_t;
+
+// Encodes the tensor maps of TMA GEMM |kernel| (|info|) for a run with
+// device pointers |buffers| (declaration order) and |scalars|: A [M, K] as
+// boxes of 64 k x tile_m rows, B [K, N] as boxes of 64 n x 64 k, both with
+// the 128-byte swizzle and zero fill past the edges. With K = 0 the maps
+// are zeros (the kernel reads neither). UNSUPPORTED, naming the kernel
+// and the operand, for what TMA cannot address (a base not 16-byte
+// aligned, a row pitch not a multiple of 16 bytes, under a row or past
+// 2^40, a size past 2^32); INVALID_ARGUMENT for a kernel that is not a
+// rank-2 TMA gemm; a driver refusal is its status, annotated the same way.
+tj_status_t tj_cuda_gemm_tensor_maps(const tj_cuda_symbols_t* cu,
+                                     const tj_kir_t* kernel,
+                                     const tj_nvptx_kernel_t* info,
+                                     const uint64_t* buffers,
+                                     const int64_t* scalars,
+                                     tj_cuda_tensor_maps_t* out_maps);
+
 #endif  // TJ_BACKENDS_CUDA_CUDA_KIR_H_

@@ -76,7 +76,7 @@ typedef struct tj_cuda_program_kernel_t {
 // Every tensor-core GEMM kernel has TJ_CUDA_GEMM_CANDIDATES
 // implementations; cuda_gemm_tune.c says which. TJ_CUDA_GEMM_CUBLASLT is
 // cuBLASLt's matmul plus an epilogue kernel.
-enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 7 };
+enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 9 };
 
 typedef struct tj_cuda_gemm_choice_t {
   int64_t bucket;
@@ -108,6 +108,9 @@ typedef struct tj_cuda_gemm_tune_t {
   uint64_t epi_argv[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
   void* epi_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
   tj_nvptx_launch_t epi_launch;
+  // A TMA candidate's arguments: the kernel's, then its tensor maps.
+  tj_cuda_tensor_maps_t maps;
+  void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
 } tj_cuda_gemm_tune_t;
 
 //===--- strided copies (cuda_staging.c) ---===//

@@ -814,6 +814,158 @@ TEST(wgmma_gemm) {
   }
 }
 
+//===--- TMA, warp-specialized (sm_90a) ---===//
+
+// The TMA schedules the autotuner may pick, and a non-persistent grid.
+static const tj_nvptx_options_t kTma[] = {
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5},
+};
+
+// Odd M, N and K (K = 0 too: no load, C is the epilogue of zeros) and a
+// big tile count, so the persistent grid loops.
+static const int64_t kTmaSizes[][3] = {
+    {1, 264, 72},  {17, 128, 64}, {1000, 264, 200},  {300, 520, 1024},
+    {129, 200, 8}, {64, 128, 0},  {2048, 4096, 1024}};
+
+// y (f32) = x @ w + r: the residual and the cast epilogue on the TMA path.
+static tj_kir_t* residual_kir(tj_dtype_t dt) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "tma_res", &k));
+  if (!k) return NULL;
+  tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  tj_kir_ival_t c1 = tj_kir_constant(1);
+  tj_kir_ival_t dims[2] = {m, n}, sa[2] = {kk, c1}, sw[2] = {n, c1};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_add_buffer(k, "x", dt, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", dt, TJ_KIR_GEMM_B, sw);
+  uint32_t r = tj_kir_add_buffer(k, "r", dt, TJ_KIR_INPUT, sw);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sw);
+  tj_kir_store(k, y,
+               tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k),
+                             tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, r))));
+  CHECK(k->error == NULL);
+  return k;
+}
+
+typedef struct res_case_t {
+  int64_t n, k;
+  const float *x, *w, *r;
+} res_case_t;
+
+static double ref_res(void* ctx, int64_t i, int64_t j) {
+  const res_case_t* h = ctx;
+  double s = 0;
+  for (int64_t q = 0; q < h->k; ++q)
+    s += (double)h->x[i * h->k + q] * (double)h->w[q * h->n + j];
+  return s + h->r[i * h->n + j];
+}
+
+static void check_residual(const compiled_t* c, tj_dtype_t dt) {
+  static const int64_t kSizes[][3] = {{33, 200, 136}, {257, 392, 520}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(kSizes); ++t) {
+    int64_t m = kSizes[t][0], n = kSizes[t][1], kk = kSizes[t][2];
+    uint16_t* xh = malloc((size_t)(m * kk) * 2);
+    uint16_t* wh = malloc((size_t)(kk * n) * 2);
+    uint16_t* rh = malloc((size_t)(m * n) * 2);
+    float* x = malloc((size_t)(m * kk) * 4);
+    float* w = malloc((size_t)(kk * n) * 4);
+    float* r = malloc((size_t)(m * n) * 4);
+    float* y = malloc((size_t)(m * n) * 4);
+    for (int64_t i = 0; i < m * kk; ++i) {
+      xh[i] = to_half(dt, frand(-1, 1));
+      x[i] = from_half(dt, xh[i]);
+    }
+    for (int64_t i = 0; i < kk * n; ++i) {
+      wh[i] = to_half(dt, frand(-1, 1) * 0.1f);
+      w[i] = from_half(dt, wh[i]);
+    }
+    for (int64_t i = 0; i < m * n; ++i) {
+      rh[i] = to_half(dt, frand(-1, 1));
+      r[i] = from_half(dt, rh[i]);
+    }
+    tj_cu_deviceptr_t d[4] = {
+        upload(xh, (size_t)(m * kk) * 2), upload(wh, (size_t)(kk * n) * 2),
+        upload(rh, (size_t)(m * n) * 2), device_zeros((size_t)(m * n) * 4)};
+    int64_t scalars[3] = {m, n, kk};
+    if (launch(c, d, scalars)) {
+      download(y, d[3], (size_t)(m * n) * 4);
+      res_case_t h = {n, kk, x, w, r};
+      char what[64];
+      snprintf(what, sizeof(what), "tma residual %s %lldx%lldx%lld",
+               tj_dtype_name(dt), (long long)m, (long long)n, (long long)kk);
+      // f32 accumulation of K products of bf16/f16 values.
+      CHECK_EQ_INT(0, check_gemm_out(what, y, m, n, 0, ref_res, &h, 1e-5,
+                                     1e-4 * (double)kk / 64));
+    }
+    for (int i = 0; i < 4; ++i) release(d[i]);
+    free(xh), free(wh), free(rh), free(x), free(w), free(r), free(y);
+  }
+}
+
+TEST(tma_gemm) {
+  const tj_dtype_t kTypes[2] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
+    for (int d = 0; d < 2; ++d) {
+      compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), &kTma[v], "tma");
+      if (c.ck) CHECK(c.ck->info.tma && c.ck->info.threads == 384);
+      check_half_gemm(&c, kTypes[d], 1, kTmaSizes, TJ_ARRAY_SIZE(kTmaSizes));
+      release_compiled(&c);
+      compiled_t r = compile_kir(residual_kir(kTypes[d]), &kTma[v], "tma res");
+      check_residual(&r, kTypes[d]);
+      release_compiled(&r);
+    }
+  }
+}
+
+// Tensor maps TMA cannot make are statuses naming the kernel and operand.
+TEST(tma_map_errors) {
+  compiled_t c =
+      compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1), &kTma[0], "tma maps");
+  if (!c.ck) return;
+  int64_t scalars[5] = {64, 128, 64, 64 * 64, 64 * 128};
+  uint64_t ptrs[4] = {0x10000, 0x20000, 0x30000, 0x40000};
+  tj_cuda_tensor_maps_t maps;
+  CHECK_OK(tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &c.ck->info, ptrs,
+                                    scalars, &maps));
+  uint64_t odd[4] = {0x10008, 0x20000, 0x30000, 0x40000};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "TMA cannot address gemm operand %x",
+               tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &c.ck->info, odd,
+                                        scalars, &maps));
+  // A box the driver refuses (512 rows > 256): its error, annotated.
+  tj_nvptx_kernel_t big = c.ck->info;
+  big.tile_m = 512;
+  CHECK_STATUS(
+      TJ_STATUS_BACKEND_FAILURE, "tensor map of gemm operand %x",
+      tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &big, ptrs, scalars, &maps));
+  tj_nvptx_kernel_t plain = c.ck->info;
+  plain.tma = false;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not a rank-2 TMA gemm",
+               tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &plain, ptrs,
+                                        scalars, &maps));
+  release_compiled(&c);
+}
+
 int main(void) {
   g_device = tj_test_open_device_or_skip();
   const char* arch_name = tj_cuda_device_arch_name(g_device);
@@ -837,6 +989,8 @@ int main(void) {
   if (arch == TJ_NVPTX_SM_90A) {
     RUN_TEST(wgmma_descriptor_probe);
     RUN_TEST(wgmma_gemm);
+    RUN_TEST(tma_gemm);
+    RUN_TEST(tma_map_errors);
   } else {
     printf("# wgmma tests skipped: %s is not sm_90a\n", arch_name);
   }

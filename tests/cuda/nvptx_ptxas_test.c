@@ -82,6 +82,50 @@ static int run_ptxas(const char* arch, const char* name, const char* ptx) {
   return rc;
 }
 
+// The TMA schedules the autotuner may pick, and the ring depth bounds.
+static const tj_nvptx_options_t kTma[] = {
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5,
+     .gemm_persistent = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4,
+     .gemm_persistent = true,
+     .approx_math = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 64,
+     .gemm_stages = 8},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 3},
+};
+
+// What the TMA schedule's PTX must contain.
+static const char* const kExpectedTma[] = {
+    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx",
+    "mbarrier.arrive.expect_tx.shared::cta.b64",
+    "mbarrier.try_wait.parity.shared::cta.b64",
+    "setmaxnreg.inc.sync.aligned.u32 232",
+    "setmaxnreg.dec.sync.aligned.u32 40",
+    ".param .align 64 .b8",  // the tensor maps, by value
+    "cvta.param.u64",        // ... read in place, not copied to .local
+    "wgmma.mma_async.sync.aligned.m64n",
+};
+
 static void check_sample(tj_nvptx_target_t* target, sample_t s,
                          const tj_nvptx_options_t* options) {
   tj_nvptx_arch_t arch = tj_nvptx_target_arch(target);
@@ -104,10 +148,24 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
   if (ptx) {
     CHECK_CONTAINS(ptx, ".entry tj_kernel_");
     const char* const* expected = info.wgmma ? kExpectedWgmma[s] : kExpected[s];
-    for (int i = 0; i < 4 && expected[i]; ++i) CHECK_CONTAINS(ptx, expected[i]);
+    // (TMA-filled operands need no fence.proxy.async: kExpectedTma.)
+    for (int i = 0; i < 4 && expected[i] && !info.tma; ++i)
+      CHECK_CONTAINS(ptx, expected[i]);
+    if (info.tma) {
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kExpectedTma); ++i)
+        CHECK_CONTAINS(ptx, kExpectedTma[i]);
+      CHECK(strstr(ptx, "cp.async.cg") == NULL);
+      CHECK(strstr(ptx, ".local") == NULL);
+      CHECK_EQ_INT(384, info.threads);
+    }
     char name[96];
     if (!options) {
       snprintf(name, sizeof(name), "%s", kSampleNames[s]);
+    } else if (info.tma) {
+      snprintf(name, sizeof(name), "%s_tma%dx%ds%d%s%s", kSampleNames[s],
+               (int)info.tile_m, (int)info.tile_n, (int)info.stages,
+               options->gemm_persistent ? "_persistent" : "",
+               options->approx_math ? "_approx" : "");
     } else if (info.wgmma) {
       snprintf(name, sizeof(name), "%s_wgmma%dx%ds%d%s%s", kSampleNames[s],
                (int)info.tile_m, (int)info.tile_n, (int)info.stages,
@@ -207,6 +265,10 @@ TEST(every_sample_every_arch) {
       check_sample(target, SAMPLE_GEMM_BF16, &wgmma[v]);
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &wgmma[v]);
     }
+    // sm_90a: the TMA, warp-specialized schedules (rank-2 GEMMs only: the
+    // batched sample is refused, see bad_options).
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTma); ++v)
+      check_sample(target, SAMPLE_GEMM_BF16, &kTma[v]);
     tj_nvptx_target_destroy(target);
   }
 }
@@ -257,6 +319,35 @@ TEST(bad_options) {
   CHECK_STATUS(
       TJ_STATUS_INVALID_ARGUMENT, "227 KiB",
       tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &wg_big, &info));
+  // TMA: rank-2 GEMMs with 128-row tiles, on sm_90a.
+  tj_nvptx_options_t tma = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                            .gemm_tma = true};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "sm_90a",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &tma, &info));
+  tj_nvptx_options_t tma_64 = {
+      .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tma = true, .gemm_tile_m = 64};
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "gemm_tile_m 128 (here 64)",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &tma_64, &info));
+  tj_nvptx_options_t tma_big = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                                .gemm_tma = true,
+                                .gemm_tile_n = 256,
+                                .gemm_stages = 5};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "227 KiB",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &tma_big, &info));
+  tj_kir_t* batched = NULL;
+  CHECK_OK(
+      sample_build(tj_allocator_system(), SAMPLE_GEMM_F16_BATCHED, &batched));
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "rank-2",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, batched, &tma, &info));
+  tj_kir_destroy(batched);
+  tj_nvptx_options_t mma_tma = {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC,
+                                .gemm_tma = true};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "gemm_tma are wgmma options",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &mma_tma, &info));
   tj_nvptx_options_t mma_tile = {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC,
                                  .gemm_tile_n = 256};
   CHECK_STATUS(
