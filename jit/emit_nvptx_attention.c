@@ -11,26 +11,29 @@
 //     zero-filled) -> A fragments in registers (ldmatrix), once;
 //   for each K/V tile of 64 keys (causal: only tiles left of the block's
 //     last row; tiles past the diagonal are never loaded):
-//     wait for K_j; V_j's copy starts;
+//     wait for K_j; the copies of V_j and K_{j+1} (into the other K
+//       buffer) start;
 //     S = Q . K_j^T: mma.sync m16n8k16 (f32 accumulators), K fragments by
 //       ldmatrix from K's rows (they are the "col" B operand as stored);
 //     in registers: t = S * scale * log2(e) (+ additive mask * log2(e)),
-//       -inf where j >= Tk, causal j > i, or the bool mask is false;
+//       -inf where j >= Tk, causal j > i, or the bool mask is false (tiles
+//       that need no mask skip the compares, a uniform branch);
 //       m' = max(m, rowmax t) over the quad's 4 lanes; p = 2^(t - m')
 //       (ex2.approx; m' = -inf uses 0, so a row with no key so far keeps
 //       p = 0); l = 2^(m - m') l + rowsum p; O *= 2^(m - m');
-//     wait for V_j; K_{j+1}'s copy starts;
+//     wait for V_j;
 //     O += P . V_j: P rounded to the input dtype is already the A fragment
 //       of the next mma (a C fragment's layout), V fragments by
 //       ldmatrix.trans;
 //   y = O / l (0 where l = 0: every key masked, what the reference gives),
 //   rounded, staged in the warp's own rows of the Q tile and stored 16
 //   bytes a lane.
-// One K and one V buffer suffice: each copy starts after the barrier that
-// every warp passes once done with the buffer's previous tile, and runs
-// under the other operand's product. Shared tiles are XOR-swizzled by
-// 16-byte chunk (chunk c of row r at c ^ (r & 7)), so that the 8 rows an
-// ldmatrix phase reads hit distinct banks.
+// Two K buffers and one V buffer suffice: each copy starts after the
+// barrier that every warp passes once done with the buffer's previous
+// tile; K_{j+1} loads under the whole of step j, V_j under Q.K_j and the
+// softmax. Shared tiles are XOR-swizzled by 16-byte chunk (chunk c of row
+// r at c ^ (r & 7)), so that the 8 rows an ldmatrix phase reads hit
+// distinct banks.
 //
 // Strides along the batch, head and T dims come from the kernel IR (any
 // symbolic sizes are read at run time); the launch checks that they are
@@ -111,9 +114,9 @@ static LLVMValueRef swizzled(fa_t* f, LLVMValueRef row, LLVMValueRef ch) {
 // Starts the copy of rows [r0, r0 + 64) of a [rows, d] operand of buffer
 // |buf| (row r at |base| + r * |stride| elements; rows >= |limit| are
 // zero-filled) into the tile at byte |dst| of shared memory.
-static void load_tile(fa_t* f, uint32_t buf, LLVMValueRef base,
-                      LLVMValueRef stride, LLVMValueRef r0, LLVMValueRef limit,
-                      int32_t dst) {
+static void load_tile_at(fa_t* f, uint32_t buf, LLVMValueRef base,
+                         LLVMValueRef stride, LLVMValueRef r0,
+                         LLVMValueRef limit, LLVMValueRef dst) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
   const int32_t shift = f->chunks == 8 ? 3 : 4;
@@ -132,10 +135,16 @@ static void load_tile(fa_t* f, uint32_t buf, LLVMValueRef base,
     LLVMValueRef src = LLVMBuildAddrSpaceCast(
         b, tj_emit_advance(em, buf, base, off), f->nv->t_ptr_global, "");
     LLVMValueRef args[3] = {
-        smem_at(f, LLVMBuildAdd(b, c32(f, dst), swizzled(f, row, ch), "")), src,
+        smem_at(f, LLVMBuildAdd(b, dst, swizzled(f, row, ch), "")), src,
         tj_emit_select(em, ok, c32(f, 16), c32(f, 0))};
     intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
   }
+}
+
+static void load_tile(fa_t* f, uint32_t buf, LLVMValueRef base,
+                      LLVMValueRef stride, LLVMValueRef r0, LLVMValueRef limit,
+                      int32_t dst) {
+  load_tile_at(f, buf, base, stride, r0, limit, c32(f, dst));
 }
 
 static void commit(fa_t* f) {
@@ -268,7 +277,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   const int32_t d = f->d;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kThreads;
-  info->shared_bytes = 3 * f->tile_bytes;
+  info->shared_bytes = 4 * f->tile_bytes;
   // Registers for 3 blocks an SM at d 64 (168 a thread: 128, 4 blocks,
   // spill), 2 at d 128 (255, none spilled).
   info->min_blocks_per_sm = d == 64 ? 3 : 2;
@@ -306,7 +315,8 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     kend = tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, kBM), ""));
   LLVMValueRef ntiles = LLVMBuildSDiv(
       b, LLVMBuildAdd(b, kend, c64(f, kBN - 1), ""), c64(f, kBN), "ntiles");
-  const int32_t sQ = 0, sK = f->tile_bytes, sV = 2 * f->tile_bytes;
+  // Q, two K tiles (K_j+1 loads while K_j is read), V.
+  const int32_t sQ = 0, sK = f->tile_bytes, sV = 3 * f->tile_bytes;
 
   // Q, then K_0 (an empty group when there is no key).
   load_tile(f, f->qb, qbase, sq, c64(f, 0), LLVMBuildSub(b, tq, q0, ""), sQ);
@@ -373,6 +383,12 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     }
   }
 
+  // The keys every row of the block may see: tiles below it need no mask.
+  LLVMValueRef lim_lo =
+      k->attention.causal
+          ? tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, 1), ""))
+          : tk;
+
   // Loop-carried state: O (d/8 blocks x 4), m and l for the two rows.
   const int32_t nd = d / 8;
   LLVMValueRef o_slot[16][4], m_slot[2], l_slot[2];
@@ -395,7 +411,25 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, kBN), "j0");
   wait_groups(f, 0);  // K_j
   tj_nvptx_barrier(nv);
+  // Every warp is past P.V_j-1 and Q.K_j-1: V_j and K_j+1 may land.
   load_tile(f, f->vb, at.ptr[f->vb], sv, j0, tk, sV);
+  commit(f);
+  LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
+  LLVMValueRef kcur = LLVMBuildAdd(
+      b, c32(f, sK),
+      LLVMBuildMul(
+          b,
+          LLVMBuildTrunc(b, LLVMBuildAnd(b, jt, c64(f, 1), ""), em->t_i32, ""),
+          c32(f, f->tile_bytes), ""),
+      "kcur");
+  LLVMValueRef knext = LLVMBuildSub(b, c32(f, 3 * f->tile_bytes), kcur,
+                                    "knext");  // the other K tile
+  tj_emit_if_t next;
+  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
+                   "knext");
+  load_tile_at(f, f->kb, at.ptr[f->kb], sk,
+               LLVMBuildMul(b, jn, c64(f, kBN), ""), tk, knext);
+  tj_emit_if_end(em, &next);
   commit(f);
 
   // S = Q . K^T: 8 n-blocks of 8 keys, 4 accumulators each.
@@ -407,14 +441,27 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
       LLVMValueRef row = LLVMBuildAdd(b, krow, c32(f, 16 * np), "");
       LLVMValueRef ch = LLVMBuildAdd(b, kch, c32(f, 2 * kk), "");
       LLVMValueRef kf[4];
-      ldmatrix(f, false, LLVMBuildAdd(b, c32(f, sK), swizzled(f, row, ch), ""),
-               kf);
+      ldmatrix(f, false, LLVMBuildAdd(b, kcur, swizzled(f, row, ch), ""), kf);
       mma(f, qf[kk], &kf[0], s[2 * np]);
       mma(f, qf[kk], &kf[2], s[2 * np + 1]);
     }
   }
 
-  // Masks and the online softmax, in base 2.
+  // Scores in base 2, then the masks: only tiles that reach past Tk or
+  // (causal) past the block's first row, or every tile with a mask
+  // operand; the others skip the compares (a uniform branch).
+  for (int32_t n = 0; n < 8; ++n)
+    for (int32_t e = 0; e < 4; ++e)
+      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+  LLVMBasicBlockRef unmasked = LLVMGetInsertBlock(b);
+  tj_emit_if_t masked;
+  if (f->mb < 0) {
+    tj_emit_if_begin(
+        em, &masked,
+        LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, kBN), ""),
+                      lim_lo, ""),
+        "mask");
+  }
   LLVMValueRef rel[2];
   for (int32_t h = 0; h < 2; ++h) {
     LLVMValueRef x = LLVMBuildSub(b, lim[h], j0, "");
@@ -424,13 +471,13 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     rel[h] = LLVMBuildTrunc(b, x, em->t_i32, "rel");
   }
   LLVMValueRef tk_1 = LLVMBuildSub(b, tk, c64(f, 1), "");
-  LLVMValueRef mx[2] = {cf(f, -INFINITY), cf(f, -INFINITY)};
+  LLVMValueRef sm[8][4];
   for (int32_t n = 0; n < 8; ++n) {
     for (int32_t e = 0; e < 4; ++e) {
       const int32_t h = e / 2;
       LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n + (e & 1)), "");
       LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, col, rel[h], "");
-      LLVMValueRef x = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+      LLVMValueRef x = s[n][e];
       if (f->mb >= 0) {
         // Keys past Tk read key Tk - 1 (masked anyway).
         LLVMValueRef j = tj_emit_min_i64(
@@ -448,10 +495,27 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
           x = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, mv, cf(f, kLog2e), ""), "");
         }
       }
-      s[n][e] = tj_emit_select(em, ok, x, cf(f, -INFINITY));
-      mx[h] = fmax2(f, mx[h], s[n][e]);
+      sm[n][e] = tj_emit_select(em, ok, x, cf(f, -INFINITY));
     }
   }
+  if (f->mb < 0) {
+    LLVMBasicBlockRef done_masking = LLVMGetInsertBlock(b);
+    tj_emit_if_end(em, &masked);
+    for (int32_t n = 0; n < 8; ++n)
+      for (int32_t e = 0; e < 4; ++e) {
+        LLVMValueRef phi = LLVMBuildPhi(b, em->t_f32, "");
+        LLVMValueRef vals[2] = {sm[n][e], s[n][e]};
+        LLVMBasicBlockRef from[2] = {done_masking, unmasked};
+        LLVMAddIncoming(phi, vals, from, 2);
+        sm[n][e] = phi;
+      }
+  }
+  LLVMValueRef mx[2] = {cf(f, -INFINITY), cf(f, -INFINITY)};
+  for (int32_t n = 0; n < 8; ++n)
+    for (int32_t e = 0; e < 4; ++e) {
+      s[n][e] = sm[n][e];
+      mx[e / 2] = fmax2(f, mx[e / 2], s[n][e]);
+    }
   LLVMValueRef m_use[2], alpha[2];
   for (int32_t h = 0; h < 2; ++h) {
     mx[h] = fmax2(f, mx[h], shfl_xor(f, mx[h], 1));
@@ -492,16 +556,8 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
     pf[kk][3] = pack(f, s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
-  wait_groups(f, 0);  // V_j
+  wait_groups(f, 1);  // V_j (K_j+1 may still be in flight)
   tj_nvptx_barrier(nv);
-  tj_emit_if_t next;
-  LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
-  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
-                   "knext");
-  load_tile(f, f->kb, at.ptr[f->kb], sk, LLVMBuildMul(b, jn, c64(f, kBN), ""),
-            tk, sK);
-  tj_emit_if_end(em, &next);
-  commit(f);
   // O += P . V.
   for (int32_t kk = 0; kk < 4; ++kk) {
     for (int32_t np = 0; np < nd / 2; ++np) {
