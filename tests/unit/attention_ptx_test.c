@@ -6,8 +6,9 @@
 // without .trans, cp.async, ex2.approx), and ptxas -arch=sm_90a assembles
 // it when the test is given ptxas's path (registers and spills printed).
 // The cases the template does not take (f32, head dim 80, dv != d) are
-// decomposed: more than one kernel, still no graph break. Numbers on the
-// GPU: tests/cuda/cuda_attention_test.c.
+// decomposed: more than one kernel, still no graph break. The offline
+// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
+// Numbers on the GPU: tests/cuda/cuda_attention_test.c.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,45 @@ TEST(decomposed_outside_the_template) {
   }
 }
 
+// The offline CUDA compile of a fused attention (bf16, GQA, a bool mask,
+// symbolic T) with allocation |al|: context, graph, passes, lowering,
+// emission and PTX all from it.
+static tj_status_t ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_graph_create(ctx, "attn_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_BF16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, 9, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, 9, 64}, "v");
+    tj_value_t m = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){T, 9}, "m");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, m, 0, true), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx);
+  if (!s && ptx.num_kernels != 1)
+    s = tj_status_make(TJ_STATUS_INTERNAL, "attn_oom: %u kernels",
+                       ptx.num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(oom_sweep) {
+  CHECK_OK(ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention ptx", ptx_compile) > 0);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
@@ -176,6 +216,7 @@ int main(int argc, char** argv) {
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(decomposed_outside_the_template);
+  RUN_TEST(oom_sweep);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
