@@ -8,6 +8,9 @@
 // The cases the template does not take (f32, head dim 80, dv != d) are
 // decomposed: more than one kernel, still no graph break. The offline
 // compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
+// The launch of a kernel-IR attention kernel: its grid for run-time sizes,
+// nothing for empty ones, and UNSUPPORTED (naming the operand) for strides
+// or base pointers that break the 16-byte copies; the emitter's refusals.
 // Numbers on the GPU: tests/cuda/cuda_attention_test.c.
 
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
 #include "tests/unit/test.h"
 
 static const char* g_ptxas = "";
@@ -207,6 +211,104 @@ TEST(oom_sweep) {
   CHECK(tj_test_oom_sweep("cuda attention ptx", ptx_compile) > 0);
 }
 
+// An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
+// with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
+// row pitch is only known at run time) and the output's outer strides
+// params 4, 5, 6.
+static tj_kir_t* make_kernel(const char* name, tj_dtype_t dt, int64_t d) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_ATTENTION, name, &k));
+  if (!k) return NULL;
+  uint32_t pb = tj_kir_add_param(k, "B"), pt = tj_kir_add_param(k, "T"),
+           ps = tj_kir_add_param(k, "S"), pq = tj_kir_add_param(k, "qrow"),
+           p0 = tj_kir_add_param(k, "ob"), p1 = tj_kir_add_param(k, "oh"),
+           p2 = tj_kir_add_param(k, "og");
+  tj_kir_ival_t dims[5] = {tj_kir_runtime(pb), tj_kir_constant(2),
+                           tj_kir_constant(2), tj_kir_runtime(pt),
+                           tj_kir_runtime(ps)};
+  tj_kir_set_space(k, 5, dims);
+  tj_kir_ival_t z = tj_kir_constant(0), dd = tj_kir_constant(d);
+  // Inputs' outer strides are left 0 (a broadcast): what the launch checks
+  // are the strides of rows and of the output.
+  tj_kir_ival_t sq[5] = {z, z, z, tj_kir_runtime(pq), z};
+  tj_kir_ival_t skv[5] = {z, z, z, z, dd};
+  tj_kir_ival_t so[5] = {tj_kir_runtime(p0), tj_kir_runtime(p1),
+                         tj_kir_runtime(p2), dd, z};
+  tj_kir_add_buffer(k, "q", dt, TJ_KIR_ATTN_Q, sq);
+  tj_kir_add_buffer(k, "k", dt, TJ_KIR_ATTN_K, skv);
+  tj_kir_add_buffer(k, "v", dt, TJ_KIR_ATTN_V, skv);
+  tj_kir_add_buffer(k, "out", dt, TJ_KIR_OUTPUT, so);
+  tj_kir_attention_t a = {dd, dd, 0.125, true};
+  tj_kir_set_attention(k, &a);
+  CHECK_OK(tj_kir_finalize(k));
+  return k;
+}
+
+static void expect(tj_status_t s, tj_status_code_t code, const char* needle) {
+  CHECK_EQ_INT(code, tj_status_code(s));
+  if (s && !strstr(tj_status_message(s), needle))
+    fprintf(stderr, "message: %s (want '%s')\n", tj_status_message(s), needle);
+  CHECK(s && strstr(tj_status_message(s), needle) != NULL);
+  tj_status_free(s);
+}
+
+TEST(launch_and_refusals) {
+  tj_allocator_t al = tj_allocator_system();
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(tj_nvptx_target_create(al, TJ_NVPTX_SM_90A, &target));
+  tj_nvptx_module_t* mod = NULL;
+  CHECK_OK(tj_nvptx_module_new(target, al, "attn", &mod));
+  tj_kir_t* k = make_kernel("attn", TJ_DTYPE_BF16, 128);
+  tj_nvptx_kernel_t info;
+  if (k && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
+    CHECK_EQ_INT(128, info.threads);
+    // Q, two K tiles and V: 4 x 64 rows x 256 bytes.
+    CHECK_EQ_INT(4 * 64 * 256, info.shared_bytes);
+    // B 3, T 130 (3 query tiles), S 77, q rows 128 apart: one block per
+    // query tile and head, 128 threads.
+    int64_t sc[7] = {3, 130, 77, 128, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(k, &info, sc, 132, &l));
+    CHECK_EQ_INT(3 * 2 * 2 * 3, l.grid[0]);
+    CHECK_EQ_INT(128, l.block[0]);
+    CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
+    CHECK(!l.empty);
+    // T 0 or B 0: nothing to launch.
+    int64_t none[7] = {3, 0, 77, 128, 0, 0, 0};
+    CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &l));
+    CHECK(l.empty);
+    // A q row pitch that is not a whole number of 16-byte chunks.
+    int64_t odd[7] = {3, 130, 77, 132, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
+    expect(tj_nvptx_launch_config(k, &info, odd, 132, &l),
+           TJ_STATUS_UNSUPPORTED, "stride 132 in dim 3");
+    // A negative size.
+    int64_t neg[7] = {3, -1, 77, 128, 0, 0, 0};
+    expect(tj_nvptx_launch_config(k, &info, neg, 132, &l),
+           TJ_STATUS_INVALID_ARGUMENT, "dim 3 is -1");
+    // Base pointers: 16-byte aligned or UNSUPPORTED, naming the operand.
+    uint64_t ok[4] = {0x1000, 0x2000, 0x3000, 0x4000};
+    CHECK_OK(tj_nvptx_gemm_check_pointers(k, &info, ok));
+    uint64_t bad[4] = {0x1000, 0x2008, 0x3000, 0x4000};
+    expect(tj_nvptx_gemm_check_pointers(k, &info, bad), TJ_STATUS_UNSUPPORTED,
+           "attention operand %k");
+  }
+  tj_kir_destroy(k);
+  // What the template does not take: UNSUPPORTED, naming the kernel.
+  tj_kir_t* f32 = make_kernel("attn_f32", TJ_DTYPE_F32, 64);
+  if (f32 && mod)
+    expect(tj_nvptx_module_add_kernel(mod, f32, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "f16 or bf16 q, k, v (q is f32)");
+  tj_kir_destroy(f32);
+  tj_kir_t* d80 = make_kernel("attn_d80", TJ_DTYPE_F16, 80);
+  if (d80 && mod)
+    expect(tj_nvptx_module_add_kernel(mod, d80, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "head dims 64 and 128 (d 80, dv 80)");
+  tj_kir_destroy(d80);
+  tj_nvptx_module_destroy(mod);
+  tj_nvptx_target_destroy(target);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
@@ -217,6 +319,7 @@ int main(int argc, char** argv) {
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(decomposed_outside_the_template);
   RUN_TEST(oom_sweep);
+  RUN_TEST(launch_and_refusals);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
