@@ -278,8 +278,8 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kThreads;
   info->shared_bytes = 4 * f->tile_bytes;
-  // Registers for 3 blocks an SM at d 64 (168 a thread: 128, 4 blocks,
-  // spill), 2 at d 128 (255, none spilled).
+  // Registers for 3 blocks an SM at d 64 (168 a thread; the 128 that 4
+  // blocks leave spilled), 2 at d 128 (255, no spill).
   info->min_blocks_per_sm = d == 64 ? 3 : 2;
   f->smem = tj_nvptx_dynamic_shared(nv);
   f->tid = tj_nvptx_sreg(nv, "tid.x");
