@@ -25,6 +25,11 @@
 //               with gemm_tma, a producer warpgroup fills the ring by TMA
 //               through two tensor-map parameters after the scalars.
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
+//   ATTENTION   FlashAttention-2's forward (issue 14): f16/bf16, head dims
+//               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
+//               of 64 keys through shared memory by cp.async, mma.sync for
+//               Q.K^T and P.V, the online softmax in registers. See
+//               emit_nvptx_attention.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then
@@ -107,6 +112,15 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* kernel,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out_launch);
+
+// The ATTENTION template (emit_nvptx_attention.c): f16/bf16 q, k, v with
+// head dims 64 and 128 (else UNSUPPORTED). Called with the kernel function
+// open in the entry block.
+tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv);
+tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
+                                      const tj_nvptx_kernel_t* info,
+                                      const int64_t* scalars,
+                                      tj_nvptx_launch_t* out_launch);
 
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
 // template hands it.

@@ -1146,6 +1146,19 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
 tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* k,
                                          const tj_nvptx_kernel_t* info,
                                          const uint64_t* buffers) {
+  // The attention template copies q, k, v and stores its output 16 bytes
+  // at a time too (emit_nvptx_attention.c).
+  if (k->kind == TJ_KIR_ATTENTION) {
+    for (uint32_t i = 0; i < k->num_buffers; ++i) {
+      const tj_kir_buffer_t* buf = &k->buffers[i];
+      if (buf->role != TJ_KIR_ATTN_MASK && buffers[i] % 16 != 0)
+        return tj_unsupported(
+            "kernel @%s: attention operand %%%s at 0x%llx is not 16-byte "
+            "aligned",
+            k->name, buf->name, (unsigned long long)buffers[i]);
+    }
+    return NULL;
+  }
   if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];

@@ -142,9 +142,10 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
                                    const int64_t* scalars, int32_t num_sms,
                                    tj_nvptx_launch_t* out_launch);
 
-// Tensor-core GEMMs read A and B with 16-byte cp.async: their base
-// addresses (|buffers|, device pointers in declaration order) must be
-// 16-byte aligned. UNSUPPORTED otherwise.
+// Tensor-core GEMMs read A and B with 16-byte cp.async, and attention
+// kernels q, k, v and their output: their base addresses (|buffers|,
+// device pointers in declaration order) must be 16-byte aligned.
+// UNSUPPORTED otherwise.
 tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* kernel,
                                          const tj_nvptx_kernel_t* info,
                                          const uint64_t* buffers);

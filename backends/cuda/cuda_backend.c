@@ -88,6 +88,30 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
   return tj_cuda_program_add_kernels(t->pending, kernels, count);
 }
 
+// Issue 14: attention runs as one flash-attention kernel (the ATTENTION
+// template, jit/emit_nvptx_attention.c) when q, k and v are f16 or bf16
+// with head dims of 64 or 128 (equal for q/k and v), its rank fits the
+// kernel IR's space and the query heads are a constant multiple of the kv
+// heads. Otherwise (f32 among them) it decomposes into batched matmuls and
+// a masked softmax.
+static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
+  const tj_node_t* q = &g->nodes[n->operands[0]];
+  const tj_node_t* k = &g->nodes[n->operands[1]];
+  const tj_node_t* v = &g->nodes[n->operands[2]];
+  tj_dtype_t dt = q->dtype;
+  if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) || k->dtype != dt ||
+      v->dtype != dt || q->rank != n->rank || k->rank < 3 || v->rank < 3) {
+    return false;
+  }
+  int64_t d = q->dims[q->rank - 1], dv = v->dims[v->rank - 1];
+  if ((d != 64 && d != 128) || dv != d || k->dims[k->rank - 1] != d)
+    return false;
+  int64_t h = q->dims[q->rank - 3], hkv = k->dims[k->rank - 3];
+  return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
+}
+
 static void cuda_release(void* target, void* program) {
   target_t* t = target;
   program_t* p = program;
@@ -299,6 +323,7 @@ const tj_backend_t tj_backend_cuda = {
     .target_size = sizeof(target_t),
     .lowers = true,
     .device_tensors = true,
+    .native_op = cuda_native_op,
     .open = cuda_open,
     .accept = cuda_accept,
     .compile = cuda_compile,

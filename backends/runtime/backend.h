@@ -74,7 +74,7 @@ typedef struct tj_backend_t {
   bool device_tensors;
   // Whether the target runs composite |node| of |graph| as one kernel of
   // its own, so that decompose keeps it whole (tj_pass_ctx_t.native_op;
-  // issue 14: attention on x86). NULL: none.
+  // issue 14: attention on x86 and CUDA). NULL: none.
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
 
   // The size of a target's state; the driver allocates it zeroed (no

@@ -22,8 +22,8 @@
 //               Grouped-query attention reshapes q [.., H, Tq, D] to
 //               [.., Hkv, G*Tq, D] around the two matmuls, so k and v
 //               are never repeated. Kept whole where the target says it
-//               runs it natively (tj_pass_ctx_t.native_op: x86's flash
-//               kernel).
+//               runs it natively (tj_pass_ctx_t.native_op: the flash
+//               kernels of x86 and, for f16/bf16 at head dims 64/128, CUDA).
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //

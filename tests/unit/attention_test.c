@@ -29,168 +29,13 @@
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_tensor.h"
+#include "tests/unit/attention_cases.h"
 #include "tests/unit/test.h"
 
 enum { kMaxCtx = 3 };
 static tj_context_t* g_ctx[kMaxCtx];
 static const char* g_isa[kMaxCtx];
 static int g_num_ctx;
-
-typedef enum mask_e {
-  M_NONE,
-  M_BOOL_TT,     // bool [Tq, Tk], row 0 fully masked
-  M_ADD_B1TT,    // additive [B, 1, Tq, Tk]
-  M_BOOL_FULL,   // bool [B..., H, Tq, Tk]
-  M_ADD_NEGINF,  // additive [Tq, Tk] of 0 and -inf (row 1 all -inf)
-} mask_t;
-
-typedef struct case_t {
-  const char* name;
-  int32_t nb;    // batch dims: 1 ([B]) or 2 ([2, B])
-  int64_t b[3];  // B per run (two or three runs when symbolic)
-  int64_t tq[3], tk[3];
-  int64_t h, hkv, d, dv;
-  bool causal;
-  mask_t mask;
-  double scale;  // 0: default
-  bool symbolic;
-} case_t;
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static double uniform(double lo, double hi) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return lo + (hi - lo) * (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-// A dense tensor of |dtype| filled from uniform(lo, hi) (bool: 70 % true).
-static void* fill(tj_dtype_t dtype, int64_t n, double lo, double hi) {
-  size_t es = tj_dtype_size(dtype);
-  unsigned char* p = malloc((size_t)(n ? n : 1) * es);
-  for (int64_t i = 0; i < n; ++i) {
-    double v = dtype == TJ_DTYPE_BOOL ? (uniform(0, 1) < 0.7) : uniform(lo, hi);
-    tj_store_f64(dtype, p, i, v);
-  }
-  return p;
-}
-
-static double at(tj_dtype_t dtype, const void* p, int64_t i) {
-  return tj_load_f64(dtype, p, i);
-}
-
-// The oracle: y [batch, H, Tq, Dv] from the definition (two passes).
-static void oracle(const case_t* c, tj_dtype_t dt, int64_t batch, int64_t tq,
-                   int64_t tk, const void* q, const void* k, const void* v,
-                   const void* m, double* y) {
-  const int64_t g = c->h / c->hkv;
-  const double scale = c->scale ? c->scale : 1.0 / sqrt((double)c->d);
-  double* s = malloc((size_t)(tk ? tk : 1) * sizeof(double));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < c->h; ++h)
-      for (int64_t i = 0; i < tq; ++i) {
-        const int64_t hk = h / g;
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < tk; ++j) {
-          double dot = 0;
-          for (int64_t e = 0; e < c->d; ++e)
-            dot += at(dt, q, ((b * c->h + h) * tq + i) * c->d + e) *
-                   at(dt, k, ((b * c->hkv + hk) * tk + j) * c->d + e);
-          double x = dot * scale;
-          bool keep = !(c->causal && j > i);
-          switch (c->mask) {
-            case M_BOOL_TT:
-              keep = keep && at(TJ_DTYPE_BOOL, m, i * tk + j) != 0;
-              break;
-            case M_BOOL_FULL:
-              keep = keep && at(TJ_DTYPE_BOOL, m,
-                                ((b * c->h + h) * tq + i) * tk + j) != 0;
-              break;
-            case M_ADD_B1TT:
-              x += at(dt, m, (b * tq + i) * tk + j);
-              break;
-            case M_ADD_NEGINF:
-              x += at(dt, m, i * tk + j);
-              break;
-            case M_NONE:
-              break;
-          }
-          s[j] = keep ? x : -INFINITY;
-          if (s[j] > mx) mx = s[j];
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < tk; ++j)
-          sum += mx == -INFINITY ? 0 : exp(s[j] - mx);
-        for (int64_t e = 0; e < c->dv; ++e) {
-          double acc = 0;
-          for (int64_t j = 0; j < tk && sum > 0; ++j)
-            acc += exp(s[j] - mx) / sum *
-                   at(dt, v, ((b * c->hkv + hk) * tk + j) * c->dv + e);
-          y[((b * c->h + h) * tq + i) * c->dv + e] = acc;
-        }
-      }
-  free(s);
-}
-
-static bool compare(const char* what, const char* name, tj_dtype_t dt,
-                    int64_t n, const double* want, const void* got,
-                    double tol) {
-  int bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double g = at(dt, got, i), w = want[i];
-    if (!(fabs(g - w) <= tol + tol * fabs(w))) {
-      if (bad++ < 3)
-        fprintf(stderr, "%s %s (%s): [%lld] got %.9g want %.9g\n", name, what,
-                tj_dtype_name(dt), (long long)i, g, w);
-    }
-  }
-  return bad == 0;
-}
-
-// Builds the case's graph; dims symbolic where asked, else run 0's.
-static tj_graph_t* build(tj_context_t* ctx, const case_t* c, tj_dtype_t dt) {
-  tj_graph_t* g = NULL;
-  if (tj_graph_create(ctx, c->name, &g)) return NULL;
-  int64_t B = c->b[0], T = c->tq[0], S = c->tk[0];
-  if (c->symbolic) {
-    B = tj_graph_symbol(g, "B");
-    T = tj_graph_symbol(g, "T");
-    S = tj_graph_symbol(g, "S");
-  }
-  int32_t r = c->nb + 3, o = c->nb - 1;
-  int64_t qd[5] = {2, B, c->h, T, c->d}, kd[5] = {2, B, c->hkv, S, c->d},
-          vd[5] = {2, B, c->hkv, S, c->dv};
-  tj_value_t q = tj_graph_input(g, dt, r, qd + 1 - o, "q");
-  tj_value_t k = tj_graph_input(g, dt, r, kd + 1 - o, "k");
-  tj_value_t v = tj_graph_input(g, dt, r, vd + 1 - o, "v");
-  tj_value_t m = tj_value_none();
-  switch (c->mask) {
-    case M_BOOL_TT:
-      m = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){T, S}, "m");
-      break;
-    case M_ADD_NEGINF:
-      m = tj_graph_input(g, dt, 2, (int64_t[]){T, S}, "m");
-      break;
-    case M_ADD_B1TT:
-      m = tj_graph_input(g, dt, 4, (int64_t[]){B, 1, T, S}, "m");
-      break;
-    case M_BOOL_FULL: {
-      int64_t md[5] = {2, B, c->h, T, S};
-      m = tj_graph_input(g, TJ_DTYPE_BOOL, r, md + 1 - o, "m");
-      break;
-    }
-    case M_NONE:
-      break;
-  }
-  tj_graph_output(g, tj_graph_attention(g, q, k, v, m, c->scale, c->causal),
-                  "y");
-  tj_status_t st = tj_graph_finalize(g);
-  if (st) {
-    fprintf(stderr, "%s: %s\n", c->name, tj_status_message(st));
-    tj_status_free(st);
-    tj_graph_destroy(g);
-    return NULL;
-  }
-  return g;
-}
 
 static void run_case(const case_t* c, tj_dtype_t dt) {
   const double tol_c = dt == TJ_DTYPE_F32   ? 1e-4
@@ -234,59 +79,14 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
       }
     }
     for (int run = 0; run < runs; ++run) {
-      const int64_t B = c->b[run], tq = c->tq[run], tk = c->tk[run];
-      const int64_t batch = B * (c->nb == 2 ? 2 : 1);
-      const int64_t nq = batch * c->h * tq * c->d;
-      const int64_t nk = batch * c->hkv * tk * c->d;
-      const int64_t nv = batch * c->hkv * tk * c->dv;
-      const int64_t ny = batch * c->h * tq * c->dv;
-      g_rng = 0x1234567ull + (uint64_t)run;  // the same data per context
-      void* q = fill(dt, nq, -2, 2);
-      void* k = fill(dt, nk, -2, 2);
-      void* v = fill(dt, nv, -1, 1);
-      void* m = NULL;
-      int64_t md[5];
-      int32_t mr = 0;
-      tj_dtype_t mdt = TJ_DTYPE_BOOL;
-      switch (c->mask) {
-        case M_BOOL_TT:
-          mr = 2, md[0] = tq, md[1] = tk;
-          m = fill(mdt, tq * tk, 0, 1);
-          for (int64_t j = 0; j < tk; ++j) tj_store_f64(mdt, m, j, 0);
-          break;
-        case M_ADD_NEGINF:
-          mdt = dt, mr = 2, md[0] = tq, md[1] = tk;
-          m = fill(dt, tq * tk, -1, 1);
-          for (int64_t e = 0; e < tq * tk; ++e)
-            tj_store_f64(dt, m, e,
-                         (e / tk == 1 || at(dt, m, e) < -0.3) ? -INFINITY : 0);
-          break;
-        case M_ADD_B1TT:
-          mdt = dt, mr = 4, md[0] = B, md[1] = 1, md[2] = tq, md[3] = tk;
-          m = fill(dt, B * tq * tk, -3, 3);
-          break;
-        case M_BOOL_FULL: {
-          int64_t full[5] = {2, B, c->h, tq, tk};
-          mr = r;
-          memcpy(md, full + 1 - o, (size_t)r * sizeof(int64_t));
-          m = fill(mdt, batch * c->h * tq * tk, 0, 1);
-          break;
-        }
-        case M_NONE:
-          break;
-      }
-      double* want = malloc((size_t)(ny ? ny : 1) * sizeof(double));
-      oracle(c, dt, batch, tq, tk, q, k, v, m, want);
-      int64_t qd[5] = {2, B, c->h, tq, c->d}, kd[5] = {2, B, c->hkv, tk, c->d},
-              vd[5] = {2, B, c->hkv, tk, c->dv},
-              yd[5] = {2, B, c->h, tq, c->dv};
-      tj_tensor_t ins[4] = {tj_tensor_make(q, dt, r, qd + 1 - o),
-                            tj_tensor_make(k, dt, r, kd + 1 - o),
-                            tj_tensor_make(v, dt, r, vd + 1 - o),
-                            tj_tensor_make(m, mdt, mr, md)};
+      case_run_t x;
+      case_run_make(c, dt, run, &x);
+      const int64_t B = x.B, tq = x.tq, tk = x.tk, ny = x.ny;
+      const double* want = x.want;
+      const tj_tensor_t* ins = x.ins;
       void* got = calloc((size_t)(ny ? ny : 1), tj_dtype_size(dt));
-      tj_tensor_t out = tj_tensor_make(got, dt, r, yd + 1 - o);
-      const int32_t nin = m ? 4 : 3;
+      tj_tensor_t out = tj_tensor_make(got, dt, r, x.yd + 1 - o);
+      const int32_t nin = x.nin;
       char what[96];
       if (ci < 0) {
         CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
@@ -305,11 +105,7 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
         }
       }
       free(got);
-      free(want);
-      free(m);
-      free(v);
-      free(k);
-      free(q);
+      case_run_free(&x);
     }
     if (exe && c->symbolic && c->b[2]) {
       tj_executable_stats_t stats;
@@ -321,114 +117,6 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
     tj_graph_destroy(g);
   }
 }
-
-static const case_t kCases[] = {
-    {"plain", 1, {2}, {5}, {7}, 4, 4, 64, 64, false, M_NONE, 0, false},
-    {"gqa_causal_long_q",
-     1,
-     {1},
-     {19},
-     {11},
-     8,
-     2,
-     80,
-     48,
-     true,
-     M_NONE,
-     0,
-     false},
-    {"mqa_causal_long_k",
-     1,
-     {2},
-     {9},
-     {37},
-     8,
-     1,
-     128,
-     128,
-     true,
-     M_NONE,
-     0.05,
-     false},
-    {"bool_mask_rows_off",
-     1,
-     {2},
-     {6},
-     {13},
-     4,
-     2,
-     64,
-     64,
-     false,
-     M_BOOL_TT,
-     0,
-     false},
-    {"additive_b1tt",
-     1,
-     {3},
-     {7},
-     {7},
-     2,
-     2,
-     16,
-     24,
-     true,
-     M_ADD_B1TT,
-     0.3,
-     false},
-    {"neginf_rows_two_batch_dims",
-     2,
-     {2},
-     {5},
-     {9},
-     4,
-     4,
-     32,
-     32,
-     false,
-     M_ADD_NEGINF,
-     0,
-     false},
-    {"full_bool_mask_two_batch_dims",
-     2,
-     {1},
-     {3},
-     {66},
-     6,
-     3,
-     64,
-     40,
-     true,
-     M_BOOL_FULL,
-     0,
-     false},
-    {"symbolic_b_t_s",
-     1,
-     {2, 3},
-     {17, 5},
-     {33, 70},
-     4,
-     2,
-     64,
-     64,
-     true,
-     M_BOOL_TT,
-     0,
-     true},
-    {"symbolic_additive",
-     1,
-     {1, 2},
-     {1, 65},
-     {65, 3},
-     8,
-     1,
-     64,
-     64,
-     false,
-     M_ADD_B1TT,
-     0,
-     true},
-};
 
 TEST(cases_f32) {
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
@@ -443,76 +131,6 @@ TEST(cases_half) {
     run_case(&kCases[picks[i]], TJ_DTYPE_F16);
   }
 }
-
-// The flash kernel's edges (see the top), in every dtype.
-static const case_t kFlash[] = {
-    {"d1_t1_s3_causal", 1, {2}, {1}, {3}, 2, 2, 1, 1, true, M_NONE, 0, false},
-    {"d7_t17_s65_gqa_bool",
-     1,
-     {1},
-     {17},
-     {65},
-     4,
-     2,
-     7,
-     7,
-     false,
-     M_BOOL_TT,
-     0,
-     false},
-    {"d64_t64_s257_causal_gqa",
-     1,
-     {1},
-     {64},
-     {257},
-     2,
-     1,
-     64,
-     64,
-     true,
-     M_NONE,
-     0,
-     false},
-    {"d80_t65_s64_additive",
-     1,
-     {2},
-     {65},
-     {64},
-     2,
-     2,
-     80,
-     80,
-     false,
-     M_ADD_B1TT,
-     0,
-     false},
-    {"d128_t257_s17_causal_neginf",
-     1,
-     {1},
-     {257},
-     {17},
-     2,
-     2,
-     128,
-     128,
-     true,
-     M_ADD_NEGINF,
-     0,
-     false},
-    {"d64_symbolic_three_sizes",
-     1,
-     {1, 2, 3},
-     {3, 64, 17},
-     {65, 257, 1},
-     4,
-     2,
-     64,
-     64,
-     true,
-     M_BOOL_TT,
-     0,
-     true},
-};
 
 TEST(flash_matrix) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16, TJ_DTYPE_F16};

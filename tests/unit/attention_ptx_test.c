@@ -1,0 +1,325 @@
+// The CUDA attention kernel (issue 14, jit/emit_nvptx_attention.c) without
+// a GPU: every variant (head dim 64/128 x bf16/f16 x causal or not, with
+// no mask, a bool mask, an additive mask; grouped-query heads; symbolic B,
+// T and S) compiled for sm_90a and sm_80 is one kernel with no graph break,
+// its PTX holds the tensor-core path (mma.sync m16n8k16, ldmatrix with and
+// without .trans, cp.async, ex2.approx), and ptxas -arch=sm_90a assembles
+// it when the test is given ptxas's path (registers and spills printed).
+// The cases the template does not take (f32, head dim 80, dv != d) are
+// decomposed: more than one kernel, still no graph break. The offline
+// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
+// The launch of a kernel-IR attention kernel: its grid for run-time sizes,
+// nothing for empty ones, and UNSUPPORTED (naming the operand) for strides
+// or base pointers that break the 16-byte copies; the emitter's refusals.
+// Numbers on the GPU: tests/cuda/cuda_attention_test.c.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
+#include "tests/unit/test.h"
+
+static const char* g_ptxas = "";
+static tj_context_t* g_ctx;
+
+typedef struct variant_t {
+  tj_dtype_t dt;
+  int64_t d, dv, h, hkv;
+  bool causal;
+  int mask;  // 0 none, 1 bool [T, S], 2 additive [B, 1, T, S]
+  bool symbolic;
+} variant_t;
+
+static tj_graph_t* build(const variant_t* v) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, "attn", &g));
+  if (!g) return NULL;
+  int64_t B = 2, T = 129, S = 77;
+  if (v->symbolic) {
+    B = tj_graph_symbol(g, "B");
+    T = tj_graph_symbol(g, "T");
+    S = tj_graph_symbol(g, "S");
+  }
+  tj_value_t q =
+      tj_graph_input(g, v->dt, 4, (int64_t[]){B, v->h, T, v->d}, "q");
+  tj_value_t k =
+      tj_graph_input(g, v->dt, 4, (int64_t[]){B, v->hkv, S, v->d}, "k");
+  tj_value_t vv =
+      tj_graph_input(g, v->dt, 4, (int64_t[]){B, v->hkv, S, v->dv}, "v");
+  tj_value_t m = tj_value_none();
+  if (v->mask == 1)
+    m = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){T, S}, "m");
+  if (v->mask == 2)
+    m = tj_graph_input(g, v->dt, 4, (int64_t[]){B, 1, T, S}, "m");
+  tj_graph_output(g, tj_graph_attention(g, q, k, vv, m, 0, v->causal), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static void describe(const variant_t* v, char* buf, size_t n) {
+  snprintf(buf, n, "%s d%lld dv%lld h%lld/%lld%s mask%d%s",
+           tj_dtype_name(v->dt), (long long)v->d, (long long)v->dv,
+           (long long)v->h, (long long)v->hkv, v->causal ? " causal" : "",
+           v->mask, v->symbolic ? " symbolic" : "");
+}
+
+// Assembles |ptx| with ptxas -v; returns whether it succeeded and prints
+// its register and spill lines.
+static bool assemble(const char* what, const char* ptx) {
+  char path[] = "/tmp/tj_attn_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return false;
+  FILE* f = fdopen(fd, "w");
+  if (!f) return false;
+  fputs(ptx, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -v -arch=sm_90a -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  FILE* p = popen(cmd, "r");
+  bool ok = false;
+  if (p) {
+    char line[512];
+    while (fgets(line, sizeof(line), p)) {
+      if (strstr(line, "registers") || strstr(line, "spill") ||
+          strstr(line, "error"))
+        printf("#   %s: %s", what, line);
+    }
+    ok = pclose(p) == 0;
+  }
+  remove(path);
+  return ok;
+}
+
+static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
+  char what[128];
+  describe(v, what, sizeof(what));
+  tj_graph_t* g = build(v);
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  if (ptx.num_kernels != 1)
+    fprintf(stderr, "%s: %u kernels\n", what, ptx.num_kernels);
+  CHECK_EQ_INT(1, ptx.num_kernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  CHECK(ptx.ptx != NULL);
+  if (ptx.ptx) {
+    CHECK(strstr(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL);
+    CHECK(strstr(ptx.ptx, v->dt == TJ_DTYPE_F16 ? ".f16.f16.f32"
+                                                : ".bf16.bf16.f32") != NULL);
+    CHECK(strstr(ptx.ptx, "ldmatrix.sync.aligned.m8n8.x4.trans") != NULL);
+    CHECK(strstr(ptx.ptx, "ldmatrix.sync.aligned.m8n8.x4.shared") != NULL ||
+          strstr(ptx.ptx, "ldmatrix.sync.aligned.m8n8.x4.b16") != NULL);
+    CHECK(strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL);
+    CHECK(strstr(ptx.ptx, "ex2.approx") != NULL);
+    if (arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
+      bool ok = assemble(what, ptx.ptx);
+      if (!ok) fprintf(stderr, "%s: ptxas failed\n", what);
+      CHECK(ok);
+    }
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+TEST(fused_variants) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int ti = 0; ti < 2; ++ti)
+      for (int causal = 0; causal < 2; ++causal)
+        for (int mask = 0; mask < 3; ++mask) {
+          variant_t v = {dts[ti], ds[di],      ds[di], 4,
+                         4,       causal != 0, mask,   false};
+          check_fused(&v, TJ_NVPTX_SM_90A);
+        }
+}
+
+TEST(fused_gqa_symbolic_sm80) {
+  // Grouped-query heads (K and V with stride 0 along the group), symbolic
+  // sizes read at run time, and the sm_80 target (the same instructions).
+  variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_fused(&gqa, TJ_NVPTX_SM_90A);
+  check_fused(&gqa, TJ_NVPTX_SM_80);
+  variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 1, true};
+  check_fused(&mqa, TJ_NVPTX_SM_90A);
+  check_fused(&mqa, TJ_NVPTX_SM_80);
+}
+
+TEST(decomposed_outside_the_template) {
+  // f32, a head dim of 80, dv != d: batched matmuls and a masked softmax.
+  static const variant_t vs[] = {
+      {TJ_DTYPE_F32, 64, 64, 4, 4, true, 0, false},
+      {TJ_DTYPE_BF16, 80, 80, 4, 4, false, 0, false},
+      {TJ_DTYPE_F16, 64, 128, 4, 2, false, 1, false},
+  };
+  for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); ++i) {
+    tj_graph_t* g = build(&vs[i]);
+    if (!g) continue;
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    tj_allocator_t al = tj_allocator_system();
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK(ptx.num_kernels > 1);
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+  }
+}
+
+// The offline CUDA compile of a fused attention (bf16, GQA, a bool mask,
+// symbolic T) with allocation |al|: context, graph, passes, lowering,
+// emission and PTX all from it.
+static tj_status_t ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_graph_create(ctx, "attn_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_BF16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, 9, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, 9, 64}, "v");
+    tj_value_t m = tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){T, 9}, "m");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, m, 0, true), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx);
+  if (!s && ptx.num_kernels != 1)
+    s = tj_status_make(TJ_STATUS_INTERNAL, "attn_oom: %u kernels",
+                       ptx.num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(oom_sweep) {
+  CHECK_OK(ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention ptx", ptx_compile) > 0);
+}
+
+// An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
+// with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
+// row pitch is only known at run time) and the output's outer strides
+// params 4, 5, 6.
+static tj_kir_t* make_kernel(const char* name, tj_dtype_t dt, int64_t d) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_ATTENTION, name, &k));
+  if (!k) return NULL;
+  uint32_t pb = tj_kir_add_param(k, "B"), pt = tj_kir_add_param(k, "T"),
+           ps = tj_kir_add_param(k, "S"), pq = tj_kir_add_param(k, "qrow"),
+           p0 = tj_kir_add_param(k, "ob"), p1 = tj_kir_add_param(k, "oh"),
+           p2 = tj_kir_add_param(k, "og");
+  tj_kir_ival_t dims[5] = {tj_kir_runtime(pb), tj_kir_constant(2),
+                           tj_kir_constant(2), tj_kir_runtime(pt),
+                           tj_kir_runtime(ps)};
+  tj_kir_set_space(k, 5, dims);
+  tj_kir_ival_t z = tj_kir_constant(0), dd = tj_kir_constant(d);
+  // Inputs' outer strides are left 0 (a broadcast): what the launch checks
+  // are the strides of rows and of the output.
+  tj_kir_ival_t sq[5] = {z, z, z, tj_kir_runtime(pq), z};
+  tj_kir_ival_t skv[5] = {z, z, z, z, dd};
+  tj_kir_ival_t so[5] = {tj_kir_runtime(p0), tj_kir_runtime(p1),
+                         tj_kir_runtime(p2), dd, z};
+  tj_kir_add_buffer(k, "q", dt, TJ_KIR_ATTN_Q, sq);
+  tj_kir_add_buffer(k, "k", dt, TJ_KIR_ATTN_K, skv);
+  tj_kir_add_buffer(k, "v", dt, TJ_KIR_ATTN_V, skv);
+  tj_kir_add_buffer(k, "out", dt, TJ_KIR_OUTPUT, so);
+  tj_kir_attention_t a = {dd, dd, 0.125, true};
+  tj_kir_set_attention(k, &a);
+  CHECK_OK(tj_kir_finalize(k));
+  return k;
+}
+
+static void expect(tj_status_t s, tj_status_code_t code, const char* needle) {
+  CHECK_EQ_INT(code, tj_status_code(s));
+  if (s && !strstr(tj_status_message(s), needle))
+    fprintf(stderr, "message: %s (want '%s')\n", tj_status_message(s), needle);
+  CHECK(s && strstr(tj_status_message(s), needle) != NULL);
+  tj_status_free(s);
+}
+
+TEST(launch_and_refusals) {
+  tj_allocator_t al = tj_allocator_system();
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(tj_nvptx_target_create(al, TJ_NVPTX_SM_90A, &target));
+  tj_nvptx_module_t* mod = NULL;
+  CHECK_OK(tj_nvptx_module_new(target, al, "attn", &mod));
+  tj_kir_t* k = make_kernel("attn", TJ_DTYPE_BF16, 128);
+  tj_nvptx_kernel_t info;
+  if (k && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
+    CHECK_EQ_INT(128, info.threads);
+    // Q, two K tiles and V: 4 x 64 rows x 256 bytes.
+    CHECK_EQ_INT(4 * 64 * 256, info.shared_bytes);
+    // B 3, T 130 (3 query tiles), S 77, q rows 128 apart: one block per
+    // query tile and head, 128 threads.
+    int64_t sc[7] = {3, 130, 77, 128, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(k, &info, sc, 132, &l));
+    CHECK_EQ_INT(3 * 2 * 2 * 3, l.grid[0]);
+    CHECK_EQ_INT(128, l.block[0]);
+    CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
+    CHECK(!l.empty);
+    // T 0 or B 0: nothing to launch.
+    int64_t none[7] = {3, 0, 77, 128, 0, 0, 0};
+    CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &l));
+    CHECK(l.empty);
+    // A q row pitch that is not a whole number of 16-byte chunks.
+    int64_t odd[7] = {3, 130, 77, 132, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
+    expect(tj_nvptx_launch_config(k, &info, odd, 132, &l),
+           TJ_STATUS_UNSUPPORTED, "stride 132 in dim 3");
+    // A negative size.
+    int64_t neg[7] = {3, -1, 77, 128, 0, 0, 0};
+    expect(tj_nvptx_launch_config(k, &info, neg, 132, &l),
+           TJ_STATUS_INVALID_ARGUMENT, "dim 3 is -1");
+    // Base pointers: 16-byte aligned or UNSUPPORTED, naming the operand.
+    uint64_t ok[4] = {0x1000, 0x2000, 0x3000, 0x4000};
+    CHECK_OK(tj_nvptx_gemm_check_pointers(k, &info, ok));
+    uint64_t bad[4] = {0x1000, 0x2008, 0x3000, 0x4000};
+    expect(tj_nvptx_gemm_check_pointers(k, &info, bad), TJ_STATUS_UNSUPPORTED,
+           "attention operand %k");
+  }
+  tj_kir_destroy(k);
+  // What the template does not take: UNSUPPORTED, naming the kernel.
+  tj_kir_t* f32 = make_kernel("attn_f32", TJ_DTYPE_F32, 64);
+  if (f32 && mod)
+    expect(tj_nvptx_module_add_kernel(mod, f32, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "f16 or bf16 q, k, v (q is f32)");
+  tj_kir_destroy(f32);
+  tj_kir_t* d80 = make_kernel("attn_d80", TJ_DTYPE_F16, 80);
+  if (d80 && mod)
+    expect(tj_nvptx_module_add_kernel(mod, d80, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "head dims 64 and 128 (d 80, dv 80)");
+  tj_kir_destroy(d80);
+  tj_nvptx_module_destroy(mod);
+  tj_nvptx_target_destroy(target);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_ptxas = argv[1];
+  if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  CHECK_OK(tj_context_create(&o, &g_ctx));
+  RUN_TEST(fused_variants);
+  RUN_TEST(fused_gqa_symbolic_sm80);
+  RUN_TEST(decomposed_outside_the_template);
+  RUN_TEST(oom_sweep);
+  RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
