@@ -1124,6 +1124,34 @@ static double round_const(tj_dtype_t dtype, double v) {
   }
 }
 
+// scatter (issue 15): buffer in->ref at |point| plus |offs| elements =
+// |value|, or that element combined with |value| by in->op. Scalar: the
+// kernel IR allows it only in SCAN phases, which walk one point at a time
+// (a vector of lanes could hold two writes to one element).
+static void store_at(tj_emit_t* em, const tj_emit_point_t* point,
+                     const tj_kir_inst_t* in, LLVMValueRef offs,
+                     LLVMValueRef value) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[in->ref];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  unsigned align = elem_bytes(buf->dtype);
+  LLVMValueRef zero = LLVMConstInt(em->t_i32, 0, 0);
+  if (LLVMGetTypeKind(LLVMTypeOf(offs)) == LLVMVectorTypeKind)
+    offs = LLVMBuildExtractElement(em->b, offs, zero, "");
+  if (LLVMGetTypeKind(LLVMTypeOf(value)) == LLVMVectorTypeKind)
+    value = LLVMBuildExtractElement(em->b, value, zero, "");
+  LLVMValueRef p =
+      LLVMBuildGEP2(em->b, mt, point->ptr[in->ref], &offs, 1, "at");
+  if (in->op != TJ_OP_COUNT_) {
+    LLVMValueRef old = LLVMBuildLoad2(em->b, mt, p, buf->name);
+    LLVMSetAlignment(old, align);
+    value =
+        emit_binary(em, in->op, buf->dtype, widen(em, buf->dtype, old), value);
+    if (held_wide(buf->dtype)) value = wrap_int(em, buf->dtype, value);
+  }
+  LLVMSetAlignment(LLVMBuildStore(em->b, narrow(em, buf->dtype, value), p),
+                   align);
+}
+
 tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
                          const tj_emit_point_t* point,
                          LLVMValueRef* out_yield) {
@@ -1229,6 +1257,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         break;
       case TJ_KIR_YIELD:
         if (out_yield) *out_yield = vals[in->args[0]];
+        break;
+      case TJ_KIR_STORE_AT:
+        store_at(em, point, in, vals[in->args[0]], vals[in->args[1]]);
         break;
     }
   }

@@ -383,7 +383,7 @@ static uint32_t append(tj_kir_t* k, const tj_kir_inst_t* inst) {
 static const tj_kir_inst_t* arg(tj_kir_t* k, uint32_t v, const char* what) {
   tj_kir_phase_t* p = open_phase(k);
   if (!p || v >= p->num_insts || p->insts[v].kind == TJ_KIR_STORE ||
-      p->insts[v].kind == TJ_KIR_YIELD) {
+      p->insts[v].kind == TJ_KIR_STORE_AT || p->insts[v].kind == TJ_KIR_YIELD) {
     record(k, tj_invalid("kernel @%s: %s: operand %%%d is not a value of "
                          "phase %u",
                          k->name, what, v == TJ_KIR_NONE ? -1 : (int)v,
@@ -683,6 +683,51 @@ void tj_kir_store(tj_kir_t* k, uint32_t buffer, uint32_t value) {
   append(k, &i);
 }
 
+void tj_kir_store_at(tj_kir_t* k, uint32_t buffer, uint32_t offset,
+                     uint32_t value, tj_op_t op) {
+  if (!usable(k)) return;
+  tj_kir_phase_t* p = open_phase(k);
+  if (!p || p->kind != TJ_KIR_PHASE_SCAN) {
+    record(k, tj_invalid("kernel @%s: store_at outside a scan phase", k->name));
+    return;
+  }
+  if (buffer >= k->num_buffers || k->buffers[buffer].role != TJ_KIR_OUTPUT) {
+    record(k, tj_invalid("kernel @%s: store_at: buffer %u is not an output",
+                         k->name, buffer));
+    return;
+  }
+  if (op != TJ_OP_COUNT_ && op != TJ_OP_ADD && op != TJ_OP_MUL &&
+      op != TJ_OP_MAXIMUM && op != TJ_OP_MINIMUM) {
+    record(k, tj_invalid("kernel @%s: store_at: %s does not combine", k->name,
+                         tj_op_info(op)->name));
+    return;
+  }
+  const tj_kir_inst_t* o = arg(k, offset, "store_at");
+  if (!o) return;
+  if (o->dtype != TJ_DTYPE_I64) {
+    record(k, tj_invalid("kernel @%s: store_at: offset %%%u is %s, not i64",
+                         k->name, offset, tj_dtype_name(o->dtype)));
+    return;
+  }
+  const tj_kir_inst_t* x = arg(k, value, "store_at");
+  if (!x) return;
+  tj_dtype_t bd = k->buffers[buffer].dtype;
+  if (x->dtype != bd || (op != TJ_OP_COUNT_ && bd == TJ_DTYPE_BOOL)) {
+    record(k, tj_invalid("kernel @%s: store_at of %s (%%%u) into %s buffer "
+                         "%%%s",
+                         k->name, tj_dtype_name(x->dtype), value,
+                         tj_dtype_name(bd), k->buffers[buffer].name));
+    return;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_STORE_AT, x->dtype);
+  i.ref = buffer;
+  i.op = op;
+  i.num_args = 2;
+  i.args[0] = offset;
+  i.args[1] = value;
+  append(k, &i);
+}
+
 void tj_kir_yield(tj_kir_t* k, uint32_t value) {
   if (!usable(k)) return;
   tj_kir_phase_t* p = open_phase(k);
@@ -976,6 +1021,12 @@ static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
       return;
     case TJ_KIR_YIELD:
       sbuf_printf(s, "    yield %%%u\n", in->args[0]);
+      return;
+    case TJ_KIR_STORE_AT:
+      sbuf_printf(s, "    store %s%s%%%s + %%%u, %%%u\n",
+                  in->op == TJ_OP_COUNT_ ? "" : tj_op_info(in->op)->name,
+                  in->op == TJ_OP_COUNT_ ? "" : " ", k->buffers[in->ref].name,
+                  in->args[0], in->args[1]);
       return;
   }
 }

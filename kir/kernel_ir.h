@@ -119,6 +119,8 @@
 //   }
 //
 // An indexed load prints as `%5 = load %x + %4 : f32` (TJ_KIR_LOAD_AT).
+// An indexed store prints as `store %y + %4, %6` or, combining,
+// `store add %y + %4, %6` (TJ_KIR_STORE_AT).
 // ROW_REDUCE phases print as `reduce max -> ^0 { ... yield %3 }`, `map`,
 // `row`; a GEMM header prints `gemm [$B, 4096] k 1024 tile 6x64 mc 256 nc
 // 128 kc 1024` ("auto" for unset schedule fields). Constants print with
@@ -214,6 +216,15 @@ typedef enum tj_kir_inst_kind_e {
   // code producing args[0] keeps the address inside the buffer (gather
   // clamps its indices); the access is a vector gather when vectorized.
   TJ_KIR_LOAD_AT = 9,
+  // scatter (issue 15): output buffer[ref] at the current point plus
+  // args[0] (an i64 count of elements) = args[1], or, when |op| is ADD, MUL,
+  // MAXIMUM or MINIMUM, that element combined with args[1] by |op| (a
+  // read-modify-write; TJ_OP_COUNT_: a plain store). The code producing
+  // args[0] keeps the address inside the buffer (scatter clamps its
+  // indices). Only in SCAN phases, whose walk is scalar and in order along
+  // L: the writes of one row land in the order of L, and the rows of a
+  // kernel must write disjoint elements.
+  TJ_KIR_STORE_AT = 10,
 } tj_kir_inst_kind_t;
 
 typedef struct tj_kir_inst_t {
@@ -349,6 +360,12 @@ uint32_t tj_kir_cast(tj_kir_t* kernel, tj_dtype_t dtype, uint32_t a);
 // Stores |value| (converted to the buffer's dtype, which must equal the
 // value's) into output |buffer| at the current point.
 void tj_kir_store(tj_kir_t* kernel, uint32_t buffer, uint32_t value);
+// scatter (issue 15): in a SCAN phase, output |buffer| at the current point
+// plus |offset| elements (an i64 value) = |value| (of the buffer's dtype),
+// or combined with it by |op| (TJ_OP_ADD, TJ_OP_MUL, TJ_OP_MAXIMUM,
+// TJ_OP_MINIMUM; TJ_OP_COUNT_ for a plain store).
+void tj_kir_store_at(tj_kir_t* kernel, uint32_t buffer, uint32_t offset,
+                     uint32_t value, tj_op_t op);
 // REDUCE phases: the value reduced (exactly one yield, last).
 void tj_kir_yield(tj_kir_t* kernel, uint32_t value);
 

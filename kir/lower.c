@@ -565,6 +565,16 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
     *count = 1;
     return NULL;
   }
+  if (lw->grp->kind == TJ_GROUP_OPAQUE &&
+      tj_lower_is_scatter(NODE(lw, lw->grp->anchor)->op)) {
+    // scatter (issue 15): a copy, then the walk of the updates.
+    tj_status_t status =
+        tj_lower_scatter_kernels(lw, name, outs, max_out, count);
+    for (uint32_t i = 0; !status && i < *count; ++i)
+      status = own_dims(lw, &outs[i]);
+    if (status) free_outputs(outs, count);
+    return status;
+  }
   TJ_RETURN_IF_ERROR(setup_root(lw));
   for (int32_t d = 0; d < lw->root_rank; ++d) {
     lw->full_dims[d] = lw->root_dims[d];
@@ -719,10 +729,12 @@ tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
   const tj_node_t* in = &graph->nodes[node->operands[0]];
   int64_t dims[TJ_MAX_RANK];
   if (node->op != TJ_OP_ARGMAX && node->op != TJ_OP_ARGMIN) {
-    // A gather with no result element reads nothing.
-    TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(graph, lowered->nonempty_node,
-                                           symbol_values, dims));
-    for (int32_t d = 0; d < node->rank; ++d) {
+    // A gather with no result element reads nothing; a scatter with no
+    // update writes nothing.
+    bool scatter = tj_lower_is_scatter(node->op);
+    uint32_t of = scatter ? node->operands[2] : lowered->nonempty_node;
+    TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(graph, of, symbol_values, dims));
+    for (int32_t d = 0; d < graph->nodes[of].rank; ++d) {
       if (dims[d] == 0) return NULL;
     }
   }
@@ -731,7 +743,8 @@ tj_status_t tj_lowered_kernel_scalars(const tj_lowered_kernel_t* lowered,
   char shape[160];
   tj_shape_format(&graph->dims, in->rank, dims, shape, sizeof(shape));
   int64_t axis = node->attrs.axis;
-  if (node->op == TJ_OP_GATHER_ND) {  // the first empty indexed axis
+  if (node->op == TJ_OP_GATHER_ND ||
+      node->op == TJ_OP_SCATTER_ND) {  // the first empty indexed axis
     while (axis + 1 < in->rank && dims[axis] != 0) ++axis;
   }
   return tj_invalid("%s (node %%%u): axis %lld of %s%s is empty",

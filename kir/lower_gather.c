@@ -13,12 +13,9 @@
 
 #include "kir/lower_internal.h"
 
-// The offset (elements, i64) of the table's row picked by index value
-// |iv| (of dtype |idt|) along an axis of |extent| elements whose row-major
-// stride is |stride| (dims).
-static tj_status_t clamped_offset(tj_lowering_t* lw, uint32_t iv,
-                                  tj_dtype_t idt, int64_t extent,
-                                  int64_t stride, uint32_t* out) {
+tj_status_t tj_lower_clamped_offset(tj_lowering_t* lw, uint32_t iv,
+                                    tj_dtype_t idt, int64_t extent,
+                                    int64_t stride, uint32_t* out) {
   uint32_t n, zero, one, s = 0;
   TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, extent, &n));
   if (stride != 1) TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, stride, &s));
@@ -116,7 +113,7 @@ tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
   uint32_t iv, offset;
   TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, &imap, &iv));
   TJ_RETURN_IF_ERROR(
-      clamped_offset(lw, iv, ix->dtype, extent, ms[axis], &offset));
+      tj_lower_clamped_offset(lw, iv, ix->dtype, extent, ms[axis], &offset));
   return load_table(lw, node, &amap, offset, out);
 }
 
@@ -138,8 +135,8 @@ tj_status_t tj_lower_gather_elements_value(tj_lowering_t* lw, uint32_t node,
   TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, table, ms));
   uint32_t iv, offset;
   TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, map, &iv));
-  TJ_RETURN_IF_ERROR(clamped_offset(lw, iv, NODE(lw, indices)->dtype, extent,
-                                    ms[axis], &offset));
+  TJ_RETURN_IF_ERROR(tj_lower_clamped_offset(lw, iv, NODE(lw, indices)->dtype,
+                                             extent, ms[axis], &offset));
   return load_table(lw, node, &amap, offset, out);
 }
 
@@ -179,7 +176,7 @@ tj_status_t tj_lower_gather_nd_value(tj_lowering_t* lw, uint32_t node,
     uint32_t iv, o;
     TJ_RETURN_IF_ERROR(tj_lower_value(lw, indices, &imap, &iv));
     TJ_RETURN_IF_ERROR(
-        clamped_offset(lw, iv, ix->dtype, extent, ms[b + j], &o));
+        tj_lower_clamped_offset(lw, iv, ix->dtype, extent, ms[b + j], &o));
     if (lw->emit) offset = j ? tj_kir_binary(lw->k, TJ_OP_ADD, offset, o) : o;
   }
   return load_table(lw, node, &amap, offset, out);

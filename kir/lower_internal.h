@@ -215,6 +215,13 @@ tj_status_t tj_lower_body_pointwise(tj_lowering_t* lw);
 // clamped, as an offset into the table read from memory (lower_gather.c).
 tj_status_t tj_lower_gather_value(tj_lowering_t* lw, uint32_t node,
                                   const tj_lower_map_t* map, uint32_t* out);
+// The offset (elements, i64) of the row picked by index value |iv| (of
+// dtype |idt|) along an axis of |extent| elements whose row-major stride is
+// |stride| (dims): wrapped once when negative, clamped into [0, n - 1]
+// (gathers and scatters alike).
+tj_status_t tj_lower_clamped_offset(tj_lowering_t* lw, uint32_t iv,
+                                    tj_dtype_t idt, int64_t extent,
+                                    int64_t stride, uint32_t* out);
 // The same for gather_elements and gather_nd (ops, issue 15).
 tj_status_t tj_lower_gather_elements_value(tj_lowering_t* lw, uint32_t node,
                                            const tj_lower_map_t* map,
@@ -246,6 +253,17 @@ tj_status_t tj_lower_body_gemm(tj_lowering_t* lw);
 // kernel, params, buffers; not its dim table).
 tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
                                       tj_lowered_kernel_t* out);
+
+//===--- lower_scatter.c ---===//
+
+// scatter (issue 15): scatter_elements and scatter_nd, a group of the node
+// alone: a POINTWISE copy of data into the output, then a ROW_REDUCE walk
+// of the updates (|*out_count| = 2 kernels into |out|; their params and
+// buffers, not their dim tables).
+bool tj_lower_is_scatter(tj_op_t op);
+tj_status_t tj_lower_scatter_kernels(tj_lowering_t* lw, const char* name,
+                                     tj_lowered_kernel_t* out, uint32_t max_out,
+                                     uint32_t* out_count);
 
 //===--- lower.c: pad and concat ---===//
 

@@ -992,6 +992,45 @@ static tj_status_t vjp_gather_elements(ad_t* ad, const vjp_t* v) {
   return reduce(ad, TJ_OP_SUM, t, 1, &axis, false, &v->out[0]);
 }
 
+// scatter (issue 15): y = data with updates written (none) or added (add)
+// at the clamped indices. gupdates = g gathered at those positions
+// (gather_elements / gather_nd, which wrap and clamp alike; with none and
+// duplicate indices every duplicate gets g, as torch's scatter); gdata = g
+// (add), or g with zeros scattered over the written positions (none).
+// mul, max and min are refused by name.
+static tj_status_t vjp_scatter(ad_t* ad, const vjp_t* v) {
+  const tj_node_t* n = v->node;
+  const bool nd = n->op == TJ_OP_SCATTER_ND;
+  const int64_t red = n->attrs.ints[0];
+  if (red != TJ_SCATTER_REDUCTION_NONE && red != TJ_SCATTER_REDUCTION_ADD) {
+    return tj_unsupported("%s: no VJP for reduction %s (only none and add)",
+                          tj_op_info(n->op)->name,
+                          red == TJ_SCATTER_REDUCTION_MUL   ? "mul"
+                          : red == TJ_SCATTER_REDUCTION_MAX ? "max"
+                                                            : "min");
+  }
+  if (v->want[2]) {
+    uint32_t ops[2] = {G, X1};
+    tj_attrs_t attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    attrs.axis = nd ? 0 : n->attrs.axis;
+    TJ_RETURN_IF_ERROR(emit(ad, nd ? TJ_OP_GATHER_ND : TJ_OP_GATHER_ELEMENTS, 2,
+                            ops, &attrs, TJ_DTYPE_F32, 0, NULL, &v->out[2]));
+  }
+  if (!v->want[0]) return NULL;
+  if (red == TJ_SCATTER_REDUCTION_ADD) {
+    v->out[0] = G;
+    return NULL;
+  }
+  int64_t udims[TJ_MAX_RANK];
+  dims_of(ad, X2, udims);
+  uint32_t zero;
+  TJ_RETURN_IF_ERROR(scalar(ad, dtype_of(ad, G), 0.0, &zero));
+  TJ_RETURN_IF_ERROR(broadcast_to(ad, zero, rank_of(ad, X2), udims, &zero));
+  uint32_t ops[3] = {G, X1, zero};
+  return emit(ad, n->op, 3, ops, &n->attrs, TJ_DTYPE_F32, 0, NULL, &v->out[0]);
+}
+
 // ops3 (issue 15): scans. y = cumsum(a) along the axis: each a[j] adds to
 // every y[i] the scan reaches from j, so ga is the scan of g the other way
 // (same exclusiveness, reverse flipped).
@@ -1251,8 +1290,7 @@ static tj_status_t vjp_dequantize(ad_t* ad, const vjp_t* v) {
   return NULL;
 }
 
-#define NONE_(why) \
-  { NULL, why }
+#define NONE_(why) {NULL, why}
 static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     // ---- leaves ----
     [TJ_OP_INPUT] = NONE_("a leaf: its gradient is a graph output"),
@@ -1354,6 +1392,15 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                       "ga = cumsum(g) the other way (reverse flipped)"},
     [TJ_OP_CUMPROD] = {vjp_cumprod,
                        "ga = cumsum(g * y) the other way / a (a != 0)"},
+    // scatter (issue 15)
+    [TJ_OP_SCATTER_ELEMENTS] = {vjp_scatter,
+                                "gu = gather_elements(g, idx); gdata = g "
+                                "(add) or g zeroed where written (none); "
+                                "none to idx; mul, max, min refused"},
+    [TJ_OP_SCATTER_ND] = {vjp_scatter,
+                          "gu = gather_nd(g, idx); gdata = g (add) or g "
+                          "zeroed where written (none); none to idx; mul, "
+                          "max, min refused"},
     // ---- composites: own rules in core ops ----
     [TJ_OP_GELU] = {vjp_gelu,
                     "ga = g * (Phi(a) + a phi(a)), or the tanh form's "

@@ -580,6 +580,38 @@ tj_value_t tj_graph_cumprod(tj_graph_t* graph, tj_value_t a, int32_t axis,
                    reverse);
 }
 
+// scatter (issue 15): attr.axis (0 for scatter_nd), attr.ints =
+// [reduction].
+static tj_value_t scatter_node(tj_graph_t* graph, tj_op_t op, const char* fn,
+                               tj_value_t data, tj_value_t indices,
+                               tj_value_t updates, int32_t axis,
+                               tj_scatter_reduction_t reduction) {
+  if (!building(graph, fn)) return tj_value_none();
+  uint32_t ops[3] = {operand(data), operand(indices), operand(updates)};
+  tj_node_desc_t desc = make_desc(op, 3, ops);
+  int64_t ints[1] = {(int64_t)reduction};
+  desc.attrs.axis = axis;
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = 1;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_scatter_elements(tj_graph_t* graph, tj_value_t data,
+                                     tj_value_t indices, tj_value_t updates,
+                                     int32_t axis,
+                                     tj_scatter_reduction_t reduction) {
+  return scatter_node(graph, TJ_OP_SCATTER_ELEMENTS,
+                      "tj_graph_scatter_elements", data, indices, updates, axis,
+                      reduction);
+}
+
+tj_value_t tj_graph_scatter_nd(tj_graph_t* graph, tj_value_t data,
+                               tj_value_t indices, tj_value_t updates,
+                               tj_scatter_reduction_t reduction) {
+  return scatter_node(graph, TJ_OP_SCATTER_ND, "tj_graph_scatter_nd", data,
+                      indices, updates, 0, reduction);
+}
+
 tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
                               tj_value_t indices, int32_t batch_dims) {
   if (!building(graph, "tj_graph_gather_nd")) return tj_value_none();

@@ -29,6 +29,7 @@
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
 #include "lib/quant.h"
+#include "lib/scatter.h"
 #include "lib/window.h"
 
 typedef struct infer_t {
@@ -943,6 +944,88 @@ static tj_status_t infer_scan(infer_t* c) {
   return NULL;
 }
 
+// scatter (issue 15): the reduction (attr.ints[0]) and the shared checks:
+// indices i32 or i64, updates of data's dtype, no arithmetic on bool.
+static tj_status_t scatter_common(infer_t* c, const tj_node_t* data,
+                                  const tj_node_t* ix, const tj_node_t* up) {
+  const tj_attrs_t* at = &c->desc->attrs;
+  if (at->num_ints != 1 || !tj_scatter_reduction_name(at->ints[0]))
+    return fail(c, INVALID,
+                "the reduction must be one of none, add, mul, max, min "
+                "(0 to 4)");
+  if (ix->dtype != TJ_DTYPE_I32 && ix->dtype != TJ_DTYPE_I64)
+    return fail(c, INVALID, "indices must be i32 or i64, got %s",
+                tj_dtype_name(ix->dtype));
+  if (up->dtype != data->dtype)
+    return fail(c, INVALID, "updates are %s but data is %s",
+                tj_dtype_name(up->dtype), tj_dtype_name(data->dtype));
+  if (at->ints[0] != TJ_SCATTER_REDUCTION_NONE && data->dtype == TJ_DTYPE_BOOL)
+    return fail(c, INVALID, "reduction %s of bool",
+                tj_scatter_reduction_name(at->ints[0]));
+  c->out->ints[0] = at->ints[0];
+  c->out->attrs.num_ints = 1;
+  return NULL;
+}
+
+// scatter_elements: indices and updates share one shape of data's rank;
+// along every axis but |axis| it is data's dim, or both are constants and
+// it is at most data's. y has data's type.
+static tj_status_t infer_scatter_elements(infer_t* c) {
+  const tj_node_t* data = in(c, 0);
+  const tj_node_t* ix = in(c, 1);
+  const tj_node_t* up = in(c, 2);
+  TJ_RETURN_IF_ERROR(scatter_common(c, data, ix, up));
+  if (data->rank < 1) return fail(c, INVALID, "data must have rank >= 1");
+  if (ix->rank != data->rank)
+    return fail(c, INVALID, "indices have rank %d, data has rank %d",
+                (int)ix->rank, (int)data->rank);
+  for (int32_t d = 0; d < ix->rank; ++d) {
+    if (up->rank != ix->rank || up->dims[d] != ix->dims[d])
+      return fail(c, INVALID, "updates must have indices' shape");
+  }
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, c->desc->attrs.axis, data->rank, &axis));
+  for (int32_t d = 0; d < data->rank; ++d) {
+    if (d == axis || ix->dims[d] == data->dims[d]) continue;
+    if (ix->dims[d] < 0 || data->dims[d] < 0 || ix->dims[d] > data->dims[d])
+      return fail(c, INVALID,
+                  "indices' dim %d must be data's or a constant at most "
+                  "data's",
+                  d);
+  }
+  c->out->attrs.axis = axis;
+  set_result(c, data->dtype, data->rank, data->dims);
+  return NULL;
+}
+
+// scatter_nd: indices' last dim k is a constant, 1 <= k <= rank(data);
+// updates = indices.shape[:-1] + data.shape[k:]. y has data's type.
+static tj_status_t infer_scatter_nd(infer_t* c) {
+  const tj_node_t* data = in(c, 0);
+  const tj_node_t* ix = in(c, 1);
+  const tj_node_t* up = in(c, 2);
+  TJ_RETURN_IF_ERROR(scatter_common(c, data, ix, up));
+  if (ix->rank < 1) return fail(c, INVALID, "indices must have rank >= 1");
+  int64_t k = ix->dims[ix->rank - 1];
+  if (k < 1 || k > data->rank)
+    return fail(c, INVALID,
+                "indices' last dim must be a constant k with 1 <= k <= %d",
+                (int)data->rank);
+  int32_t rank = ix->rank - 1 + data->rank - (int32_t)k;
+  bool ok = up->rank == rank;
+  for (int32_t d = 0; ok && d < ix->rank - 1; ++d)
+    ok = up->dims[d] == ix->dims[d];
+  for (int32_t d = (int32_t)k; ok && d < data->rank; ++d)
+    ok = up->dims[ix->rank - 1 + d - k] == data->dims[d];
+  if (!ok)
+    return fail(c, INVALID,
+                "updates must be indices.shape[:-1] + data.shape[%lld:]",
+                (long long)k);
+  c->out->attrs.axis = 0;
+  set_result(c, data->dtype, data->rank, data->dims);
+  return NULL;
+}
+
 // ops (issue 15): gather_nd with attr.axis batch dims b: indices' last dim
 // k is a constant, 1 <= b + k <= rank(a), b < rank(indices), indices'
 // first b dims are a's; y = indices.shape[:-1] + a.shape[b + k:].
@@ -1491,6 +1574,12 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
     case TJ_OP_CUMSUM:
     case TJ_OP_CUMPROD:
       status = infer_scan(&c);
+      break;
+    case TJ_OP_SCATTER_ELEMENTS:
+      status = infer_scatter_elements(&c);
+      break;
+    case TJ_OP_SCATTER_ND:
+      status = infer_scatter_nd(&c);
       break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:

@@ -63,6 +63,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_QUANT,
   // cumsum, cumprod (ops3, issue 15): axis; ints = [exclusive, reverse]
   TJ_ATTR_KIND_SCAN,
+  // scatter_elements, scatter_nd (issue 15): axis; ints = [reduction]
+  TJ_ATTR_KIND_SCATTER,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -19,6 +19,7 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "lib/ir_text.h"
+#include "lib/scatter.h"
 
 // Longer numbers are rejected rather than copied: the printer never writes
 // more than 24 characters for one.
@@ -768,6 +769,8 @@ typedef enum attr_key_e {
   // cumsum, cumprod (ops3)
   KEY_EXCLUSIVE,
   KEY_REVERSE,
+  // scatter_elements, scatter_nd (issue 15)
+  KEY_REDUCTION,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -819,13 +822,14 @@ static const struct {
     [KEY_ODD] = {"odd", ATTR_FLAG},
     [KEY_EXCLUSIVE] = {"exclusive", ATTR_FLAG},
     [KEY_REVERSE] = {"reverse", ATTR_FLAG},
+    [KEY_REDUCTION] = {"reduction", ATTR_STRING},
 };
 
-#define BIT(k) (1u << (k))
+#define BIT(k) (UINT64_C(1) << (k))  // more keys than 32 (scatter)
 
 // Allowed and required keys per attribute kind, in printing order.
-static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
-                         uint32_t* required) {
+static void attr_keys_of(tj_attr_kind_t kind, uint64_t* allowed,
+                         uint64_t* required) {
   *allowed = *required = 0;
   switch (kind) {
     case TJ_ATTR_KIND_NONE:
@@ -881,11 +885,14 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
       *required = BIT(KEY_AXIS);
       *allowed = *required | BIT(KEY_EXCLUSIVE) | BIT(KEY_REVERSE);
       break;
+    case TJ_ATTR_KIND_SCATTER:
+      *allowed = BIT(KEY_AXIS) | BIT(KEY_REDUCTION);
+      break;
   }
 }
 
 typedef struct attr_values_t {
-  uint32_t present;  // BIT(key) for each key given
+  uint64_t present;  // BIT(key) for each key given
   int64_t lists[NUM_LIST_KEYS][TJ_MAX_RANK];
   uint32_t list_lengths[NUM_LIST_KEYS];
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
@@ -944,7 +951,7 @@ static bool parse_float_list(parser_t* p, double* values, uint32_t* out_count) {
 // '{' (key ('=' value)?)* '}' for an op of |op_name| with |kind|.
 static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
                         attr_values_t* v) {
-  uint32_t allowed, required;
+  uint64_t allowed, required;
   attr_keys_of(kind, &allowed, &required);
   uint32_t brace_line = TOK.line, brace_col = TOK.col;
   if (TOK.kind == TOK_LBRACE) {
@@ -1018,7 +1025,7 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
     }
     if (!lex(p)) return false;
   }
-  uint32_t missing = required & ~v->present;
+  uint64_t missing = required & ~v->present;
   for (int k = 0; k < KEY_COUNT_; ++k) {
     if (missing & BIT(k)) {
       return fail_at(p, brace_line, brace_col, "'%s' requires attribute '%s'",
@@ -1154,6 +1161,21 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       ints[0] = (v->present & BIT(KEY_EXCLUSIVE)) ? 1 : 0;
       ints[1] = (v->present & BIT(KEY_REVERSE)) ? 1 : 0;
       out->num_ints = 2;
+      break;
+    case TJ_ATTR_KIND_SCATTER:  // the reduction's name is in v->op
+      out->axis = v->axis;
+      ints[0] = TJ_SCATTER_REDUCTION_NONE;
+      if (v->present & BIT(KEY_REDUCTION)) {
+        int32_t r = tj_scatter_reduction_of(v->op);
+        if (r < 0) {
+          return fail(p,
+                      "unknown reduction \"%s\" (expected none, add, mul, "
+                      "max or min)",
+                      v->op);
+        }
+        ints[0] = r;
+      }
+      out->num_ints = 1;
       break;
   }
   return true;

@@ -11,6 +11,7 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "lib/ir_text.h"
+#include "lib/scatter.h"
 #include "lib/window.h"
 
 //===--- a growable string from the context allocator ---===//
@@ -327,6 +328,17 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       if (n > 0 && a->ints[0]) sbuf_puts(&p->out, " exclusive");
       if (n > 1 && a->ints[1]) sbuf_puts(&p->out, " reverse");
       break;
+    case TJ_ATTR_KIND_SCATTER: {
+      // scatter_nd with no reduction has nothing to print.
+      bool elements = node->op == TJ_OP_SCATTER_ELEMENTS;
+      const char* r =
+          n > 0 && a->ints[0] ? tj_scatter_reduction_name(a->ints[0]) : NULL;
+      if (!elements && !r) return;
+      sbuf_puts(&p->out, " {");
+      if (elements) sbuf_printf(&p->out, "axis=%lld", (long long)a->axis);
+      if (r) sbuf_printf(&p->out, "%sreduction=\"%s\"", elements ? " " : "", r);
+      break;
+    }
   }
   sbuf_puts(&p->out, "}");
 }

@@ -248,7 +248,7 @@ static double element_f64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_F16:
       return half_to_f64(*(const uint16_t*)p);
     case TJ_DTYPE_BF16: {
-      uint32_t bits = (uint32_t) * (const uint16_t*)p << 16;
+      uint32_t bits = (uint32_t)*(const uint16_t*)p << 16;
       float f;
       memcpy(&f, &bits, sizeof f);
       return f;
@@ -296,7 +296,7 @@ static int64_t element_i64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_U32:
       return *(const uint32_t*)v->data;
     case TJ_DTYPE_U64:  // the bits
-      return (int64_t) * (const uint64_t*)v->data;
+      return (int64_t)*(const uint64_t*)v->data;
     default:
       return 0;
   }
@@ -1812,6 +1812,78 @@ static tj_status_t cv_cumulative(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                       : tj_graph_cumsum(G, x, axis, exclusive, reverse));
 }
 
+// scatter (issue 15): ScatterElements (and the deprecated Scatter, opset 9
+// to 10, without reduction) and ScatterND. Indices out of range are
+// clamped, as Gather's (ONNX calls them an error).
+static tj_status_t scatter_reduction(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     tj_scatter_reduction_t* out) {
+  static const char* const kNames[] = {"none", "add", "mul", "max", "min"};
+  for (int32_t r = 0; r < 5; ++r) {
+    if (attr_s_is(n, "reduction", "none", kNames[r])) {
+      *out = (tj_scatter_reduction_t)r;
+      return NULL;
+    }
+  }
+  return bad(im, n, "unknown reduction");
+}
+
+static tj_status_t cv_scatter_elements(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(
+      norm_axis(im, n, attr_i(n, "axis", 0), rank_of(n, 0), &axis));
+  tj_scatter_reduction_t r = TJ_SCATTER_REDUCTION_NONE;
+  TJ_RETURN_IF_ERROR(scatter_reduction(im, n, &r));
+  return out(im, n, 0,
+             tj_graph_scatter_elements(G, in(im, n, 0), in(im, n, 1),
+                                       in(im, n, 2), axis, r));
+}
+
+static tj_status_t cv_scatter_nd(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  tj_scatter_reduction_t r = TJ_SCATTER_REDUCTION_NONE;
+  TJ_RETURN_IF_ERROR(scatter_reduction(im, n, &r));
+  return out(
+      im, n, 0,
+      tj_graph_scatter_nd(G, in(im, n, 0), in(im, n, 1), in(im, n, 2), r));
+}
+
+// TensorScatter (opset 24), the KV-cache write: update [B, .., S, ..] into
+// past_cache [B, .., L, ..] along |axis| (>= 1) from write_indices[b]
+// (int64 [B], 0 when absent), modulo L when mode is circular: a
+// scatter_elements whose indices are write_indices[b] + s along the axis.
+static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  const tj_onnx_val_t* u = n->inputs[1];
+  const int32_t r = rank_of(n, 0);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -2), r, &axis));
+  if (axis == 0) return bad(im, n, "axis 0 is the batch axis");
+  bool circular = attr_s_is(n, "mode", "linear", "circular");
+  if (!circular && !attr_s_is(n, "mode", "linear", "linear"))
+    return bad(im, n, "unknown mode");
+  if (u->rank != r) return bad(im, n, "update has rank %d, not %d", u->rank, r);
+  tj_value_t idx = tj_graph_iota(G, TJ_DTYPE_I64, r, u->dims, axis);
+  if (has_in(n, 2)) {
+    int64_t shape[TJ_MAX_RANK];
+    for (int32_t d = 0; d < r; ++d) shape[d] = d == 0 ? u->dims[0] : 1;
+    tj_value_t w = tj_graph_reshape(G, in(im, n, 2), r, shape);
+    idx = tj_graph_add(G, idx, tj_graph_cast(G, w, TJ_DTYPE_I64));
+  }
+  if (circular) {
+    int64_t len = n->inputs[0]->dims[axis];
+    if (len < 0) return bad(im, n, "circular mode over a symbolic axis");
+    idx = tj_graph_mod(G, idx,
+                       tj_graph_full(G, TJ_DTYPE_I64, 0, NULL, (double)len));
+  }
+  return out(im, n, 0,
+             tj_graph_scatter_elements(G, in(im, n, 0), idx, in(im, n, 1), axis,
+                                       TJ_SCATTER_REDUCTION_NONE));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -2779,13 +2851,15 @@ static const op_entry_t kOps[] = {
     // ops3 (issue 15)
     {"CumSum", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 0},
     {"CumProd", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 1},
+    // scatter (issue 15)
+    OP("ScatterElements", "axis,reduction,", cv_scatter_elements),
+    OP("Scatter", "axis,", cv_scatter_elements),
+    OP("ScatterND", "reduction,", cv_scatter_nd),
+    OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
-    {"ScatterElements", "scatter"},
-    {"Scatter", "scatter"},
-    {"ScatterND", "scatter_nd"},
     {"TopK", "topk"},
     {"Upsample", "resize"},
     {"Einsum", "einsum"},

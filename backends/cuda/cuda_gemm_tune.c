@@ -156,7 +156,7 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
         break;
       default:
         v[i] = TJ_KIR_NONE;
-        break;  // ROW, YIELD: not in a GEMM
+        break;  // ROW, YIELD, STORE_AT: not in a GEMM
     }
   }
   tj_free(p->al, v, sizeof(uint32_t) * (ph->num_insts + 1));

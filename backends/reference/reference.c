@@ -26,6 +26,7 @@
 #include "lib/dtype.h"
 #include "lib/ir.h"
 #include "lib/quant.h"
+#include "lib/scatter.h"
 #include "lib/window.h"
 
 //===----------------------------------------------------------------------===//
@@ -1223,7 +1224,7 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
   for (int64_t lane = 0; lane < lanes; ++lane, iter_next(&it)) {
     const int64_t x0 = it.offsets[0], o0 = it.offsets[1];
     const int64_t g0 = it.offsets[2], b0 = it.offsets[3];
-#define X(t) tj_load_f64(x->dtype, x->data, x0 + (t)*xs)
+#define X(t) tj_load_f64(x->dtype, x->data, x0 + (t) * xs)
     if (op == TJ_OP_SOFTMAX || op == TJ_OP_LOG_SOFTMAX) {
       double max = -INFINITY;
       for (int64_t t = 0; t < len; ++t) {
@@ -1569,6 +1570,104 @@ static tj_status_t eval_gather_nd(run_t* run, uint32_t index) {
       memcpy(out->data + (size_t)o * es, elem_ptr(a, base + in_it.offsets[0]),
              es);
       ++o;
+    }
+  }
+  return NULL;
+}
+
+// scatter (issue 15): out[o] combined with update |u| by |reduction|
+// (tj_scatter_reduction_t), rounded to the dtype at each update as the
+// kernels store it: floats in f64 (exact for the sum or product of two
+// f32 before that rounding), integers in i64 wrapping, NaN propagating
+// through max and min.
+static void scatter_one(const view_t* out, int64_t o, const view_t* up,
+                        int64_t u, int64_t reduction) {
+  if (reduction == TJ_SCATTER_REDUCTION_NONE) {
+    memcpy(elem_ptr(out, o), elem_ptr(up, u), tj_dtype_size(out->dtype));
+    return;
+  }
+  if (tj_dtype_is_float(out->dtype)) {
+    double x = tj_load_f64(out->dtype, out->data, o);
+    double y = tj_load_f64(up->dtype, up->data, u);
+    double r = reduction == TJ_SCATTER_REDUCTION_ADD   ? x + y
+               : reduction == TJ_SCATTER_REDUCTION_MUL ? x * y
+               : isnan(x) || isnan(y)                  ? NAN
+               : reduction == TJ_SCATTER_REDUCTION_MAX ? (x > y ? x : y)
+                                                       : (x < y ? x : y);
+    tj_store_f64(out->dtype, out->data, o, r);
+    return;
+  }
+  int64_t x = tj_load_i64(out->dtype, out->data, o);
+  int64_t y = tj_load_i64(up->dtype, up->data, u);
+  int64_t r = reduction == TJ_SCATTER_REDUCTION_ADD
+                  ? (int64_t)((uint64_t)x + (uint64_t)y)
+              : reduction == TJ_SCATTER_REDUCTION_MUL
+                  ? (int64_t)((uint64_t)x * (uint64_t)y)
+              : reduction == TJ_SCATTER_REDUCTION_MAX ? (x > y ? x : y)
+                                                      : (x < y ? x : y);
+  tj_store_i64(out->dtype, out->data, o, r);
+}
+
+// ONNX ScatterElements and ScatterND: y = data, then every update in
+// row-major order (the last of duplicates wins, or they combine in that
+// order), each index treated as gather's. Updates aimed at an empty axis
+// are an error, checked before anything is written.
+static tj_status_t eval_scatter(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* data = operand_view(run, index, 0);
+  const view_t* idx = operand_view(run, index, 1);
+  const view_t* up = operand_view(run, index, 2);
+  const int64_t reduction = node->attrs.ints[0];
+  const bool nd = node->op == TJ_OP_SCATTER_ND;
+  const int32_t axis = (int32_t)node->attrs.axis;
+  const int32_t k = nd ? (int32_t)idx->dims[idx->rank - 1] : 1;
+  const int64_t count = view_numel(up);
+  for (int32_t j = 0; count > 0 && j < k; ++j) {
+    int32_t d = nd ? j : axis;
+    if (data->dims[d] == 0) return empty_axis_error(node, index, data, d);
+  }
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  copy_view(data, out);
+  if (count == 0) return NULL;
+  if (!nd) {
+    int64_t ostr[TJ_MAX_RANK];
+    memcpy(ostr, out->strides, sizeof(ostr));
+    ostr[axis] = 0;
+    iter_t it;
+    iter_initialize(&it, idx->rank, idx->dims);
+    iter_add_operand(&it, idx->strides);
+    iter_add_operand(&it, up->strides);
+    iter_add_operand(&it, ostr);
+    for (int64_t i = 0; i < count; ++i, iter_next(&it)) {
+      int64_t p = pick_index(tj_load_i64(idx->dtype, idx->data, it.offsets[0]),
+                             data->dims[axis]);
+      scatter_one(out, it.offsets[2] + p * out->strides[axis], up,
+                  it.offsets[1], reduction);
+    }
+    return NULL;
+  }
+  const int32_t q = idx->rank, inner_rank = data->rank - k;
+  const int64_t outer = dims_numel(q - 1, idx->dims);
+  const int64_t inner = dims_numel(inner_rank, data->dims + k);
+  iter_t it;
+  iter_initialize(&it, q - 1, idx->dims);
+  iter_add_operand(&it, idx->strides);
+  iter_add_operand(&it, up->strides);
+  for (int64_t i = 0; i < outer; ++i, iter_next(&it)) {
+    int64_t base = 0;
+    for (int32_t j = 0; j < k; ++j) {
+      int64_t v = tj_load_i64(idx->dtype, idx->data,
+                              it.offsets[0] + j * idx->strides[q - 1]);
+      base += pick_index(v, data->dims[j]) * out->strides[j];
+    }
+    iter_t in_it;
+    iter_initialize(&in_it, inner_rank, data->dims + k);
+    iter_add_operand(&in_it, out->strides + k);
+    iter_add_operand(&in_it, up->strides + q - 1);
+    for (int64_t t = 0; t < inner; ++t, iter_next(&in_it)) {
+      scatter_one(out, base + in_it.offsets[0], up,
+                  it.offsets[1] + in_it.offsets[1], reduction);
     }
   }
   return NULL;
@@ -2079,6 +2178,9 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
     case TJ_OP_CUMSUM:
     case TJ_OP_CUMPROD:
       return eval_scan(run, index);
+    case TJ_OP_SCATTER_ELEMENTS:
+    case TJ_OP_SCATTER_ND:
+      return eval_scatter(run, index);
     case TJ_OP_CUSTOM:
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:

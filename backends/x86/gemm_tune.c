@@ -185,6 +185,7 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
         break;
       case TJ_KIR_ROW:
       case TJ_KIR_YIELD:
+      case TJ_KIR_STORE_AT:
         break;  // not in a GEMM epilogue (finalize rejected them)
     }
     map[i] = v;

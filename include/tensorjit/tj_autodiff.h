@@ -53,8 +53,12 @@ extern "C" {
 // floor, ceil, round, sign have derivative 0; comparisons, argmax, isnan
 // and values of integer or bool dtype carry no gradient; the index
 // operands of gather, gather_elements and gather_nd carry none (a's
-// gradient is the scatter-add of g at the clamped indices). Composites (gelu, silu, softmax, log_softmax,
-// layer_norm, rms_norm, linear) have their own rules, written in core ops.
+// gradient is the scatter-add of g at the clamped indices); scatter_elements
+// and scatter_nd (issue 15) give updates g gathered at the written
+// positions and data g (add) or g with zeros where written (none), none to
+// the indices, and refuse mul, max and min by name. Composites (gelu, silu,
+// softmax, log_softmax, layer_norm, rms_norm, linear) have their own rules,
+// written in core ops.
 //
 // INVALID_ARGUMENT names a non-float or repeated selection, or a "grad_"
 // name that collides with an existing input or output name.

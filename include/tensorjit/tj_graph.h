@@ -367,6 +367,47 @@ TJ_API tj_value_t tj_graph_cumsum(tj_graph_t* graph, tj_value_t a, int32_t axis,
 // by a: infinite or NaN where a has zeros (as TensorFlow's).
 TJ_API tj_value_t tj_graph_cumprod(tj_graph_t* graph, tj_value_t a,
                                    int32_t axis, bool exclusive, bool reverse);
+// scatter (issue 15): how an update combines with the element it lands on.
+typedef enum tj_scatter_reduction_e {
+  TJ_SCATTER_REDUCTION_NONE = 0,  // replaced by the update
+  TJ_SCATTER_REDUCTION_ADD = 1,   // y + u (integers wrap)
+  TJ_SCATTER_REDUCTION_MUL = 2,   // y * u (integers wrap)
+  TJ_SCATTER_REDUCTION_MAX = 3,   // max(y, u); NaN if either is NaN
+  TJ_SCATTER_REDUCTION_MIN = 4,   // min(y, u); NaN if either is NaN
+} tj_scatter_reduction_t;
+// scatter (issue 15): ONNX ScatterElements (and the deprecated Scatter).
+// |indices| (i32 or i64) and |updates| (data's dtype) have one shape, of
+// data's rank; along every axis but |axis| (may be negative) it is data's
+// dim, or both are constants and indices' is at most data's. y has data's
+// type: y = data, then for every i of indices' shape, in row-major order,
+// y[i with its |axis| coordinate replaced by indices[i]] = updates[i]
+// combined by |reduction| with what is there. An index treated as
+// gather's: negative wraps once, then clamped into [0, n - 1] (never a
+// write outside y; ONNX calls such an index an error). Duplicates: with
+// NONE the last update in row-major order wins; the others combine in that
+// order, on every target (add/mul/max/min of bool are refused). Updates
+// aimed at an empty axis are INVALID_ARGUMENT at run time. Two native
+// kernels: a copy of data, then one walk per row of the other axes over
+// the updates along |axis|, in order (a thread per row on the GPU).
+// Operands are read from memory. Gradients: NONE and ADD (data's is dy
+// where no update landed for NONE, dy for ADD; updates' is dy gathered).
+TJ_API tj_value_t tj_graph_scatter_elements(tj_graph_t* graph, tj_value_t data,
+                                            tj_value_t indices,
+                                            tj_value_t updates, int32_t axis,
+                                            tj_scatter_reduction_t reduction);
+// scatter (issue 15): ONNX ScatterND (KV-cache writes, index_put).
+// |indices| (i32 or i64, rank q >= 1) has a constant last dim k, 1 <= k <=
+// rank(data); |updates| (data's dtype) is indices.shape[:-1] +
+// data.shape[k:]. y = data, then for every p of indices.shape[:-1], in
+// row-major order, y[indices[p, 0..k).., r..] = updates[p, r..] combined by
+// |reduction|; each index treated as gather's (wrap once, then clamp).
+// Duplicates as tj_graph_scatter_elements: the last wins (NONE) or they
+// combine in order. A copy, then one walk per element of the slice
+// data.shape[k:] over the index tuples in order. Gradients as
+// tj_graph_scatter_elements.
+TJ_API tj_value_t tj_graph_scatter_nd(tj_graph_t* graph, tj_value_t data,
+                                      tj_value_t indices, tj_value_t updates,
+                                      tj_scatter_reduction_t reduction);
 
 //===--- composites (decomposed into the ops above by the compiler) ---===//
 

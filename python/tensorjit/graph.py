@@ -1232,6 +1232,56 @@ class Graph:
             self.handle, v._raw(), _int_in(axis, _INT32, "cumprod axis"),
             bool(exclusive), bool(reverse)), "cumprod")
 
+    _SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+    def _scatter_args(self, op: str, data: Value, indices: Operand,
+                      updates: Operand, reduction: str):
+        if reduction not in self._SCATTER_REDUCTIONS:
+            raise ValueError(f"{op}: reduction must be one of "
+                             f"{', '.join(self._SCATTER_REDUCTIONS)}, "
+                             f"got {reduction!r}")
+        d = self._own(data, op)
+        if isinstance(indices, Value):
+            idx = self._own(indices, f"{op} indices")
+        else:
+            idx = self.constant(np.asarray(indices, dtype=np.int64))
+        if isinstance(updates, Value):
+            upd = self._own(updates, f"{op} updates")
+        else:
+            upd = self.constant(updates, d.dtype)
+        return d, idx, upd, self._SCATTER_REDUCTIONS.index(reduction)
+
+    def scatter_elements(self, data: Value, indices: Operand,
+                         updates: Operand, axis: int = 0,
+                         reduction: str = "none") -> Value:
+        """ONNX ScatterElements: a copy of |data| in which, for every
+        position i of |indices| (i32 or i64, data's rank) in row-major order,
+        the element at i with its |axis| coordinate replaced by indices[i]
+        becomes updates[i] (|reduction| "none"), or is combined with it
+        ("add", "mul", "max", "min"). With "none" the last of duplicate
+        indices wins. Indices are treated as gather's (negative wraps, then
+        clamped). Native kernels: a copy, then a walk over the updates in
+        order per row."""
+        d, idx, upd, r = self._scatter_args("scatter_elements", data,
+                                            indices, updates, reduction)
+        return self._value(_lib.lib().tj_graph_scatter_elements(
+            self.handle, d._raw(), idx._raw(), upd._raw(),
+            _int_in(axis, _INT32, "scatter_elements axis"), r),
+            "scatter_elements")
+
+    def scatter_nd(self, data: Value, indices: Operand, updates: Operand,
+                   reduction: str = "none") -> Value:
+        """ONNX ScatterND (index_put, KV-cache writes): the last dim k of
+        |indices| indexes data's first k axes; |updates| has shape
+        indices.shape[:-1] + data.shape[k:]. Each slice is written, or
+        combined by |reduction|, in row-major order of the index tuples
+        (the last of duplicates wins with "none"). Indices are treated as
+        gather's."""
+        d, idx, upd, r = self._scatter_args("scatter_nd", data, indices,
+                                            updates, reduction)
+        return self._value(_lib.lib().tj_graph_scatter_nd(
+            self.handle, d._raw(), idx._raw(), upd._raw(), r), "scatter_nd")
+
     def custom(self, name: str, inputs: Sequence[Value],
                ints: Sequence[int] = (), floats: Sequence[float] = ()) -> Value:
         """The custom op |name| ("op" or "op@version") registered in the

@@ -1368,6 +1368,30 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       output(c, tj_graph_gather_nd(g, x, idx, 1));
       return true;
     }
+    // scatter (issue 15): indices out of range and duplicated; add (max
+    // for scatter_nd), bool replaced.
+    case TJ_OP_SCATTER_ELEMENTS: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 2, (int64_t[]){B, 5}, lo, hi);
+      tj_value_t idx = input(c, TJ_DTYPE_I64, 2, (int64_t[]){B, 7}, -7, 7);
+      tj_value_t u = input(c, d, 2, (int64_t[]){B, 7}, lo, hi);
+      output(c, tj_graph_scatter_elements(g, x, idx, u, 1,
+                                          d == TJ_DTYPE_BOOL
+                                              ? TJ_SCATTER_REDUCTION_NONE
+                                              : TJ_SCATTER_REDUCTION_ADD));
+      return true;
+    }
+    case TJ_OP_SCATTER_ND: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 2, (int64_t[]){6, B}, lo, hi);
+      tj_value_t idx = input(c, TJ_DTYPE_I32, 2, (int64_t[]){3, 1}, -6, 6);
+      tj_value_t u = input(c, d, 2, (int64_t[]){3, B}, lo, hi);
+      output(c, tj_graph_scatter_nd(g, x, idx, u,
+                                    d == TJ_DTYPE_BOOL
+                                        ? TJ_SCATTER_REDUCTION_NONE
+                                        : TJ_SCATTER_REDUCTION_MAX));
+      return true;
+    }
     // ops3 (issue 15): scans along a middle axis (exclusive, reversed).
     case TJ_OP_CUMSUM:
     case TJ_OP_CUMPROD: {

@@ -466,6 +466,21 @@ def test_matmul_family() -> None:
              [f64a, f64b], f64a @ f64b, rtol=1e-12)
 
 
+def _put_along(a, idx, value):
+    # numpy.put_along_axis along 2 over idx's extent on axis 1 (numpy
+    # itself would broadcast idx there); out[:, :n] is a view.
+    out = a.copy()
+    np.put_along_axis(out[:, :idx.shape[1]], idx, value, 2)
+    return out
+
+
+def _add_at(a, rows):
+    out = a.copy()
+    for r in rows:
+        out[r] += 1.0
+    return out
+
+
 def test_data_movement() -> None:
     a = f32(2, 3, 4)
     idx = np.array([[2, 0], [1, 1]], np.int64)
@@ -498,6 +513,15 @@ def test_data_movement() -> None:
         (lambda g, x: g.cumprod(x, -1), np.cumprod(a, -1)),
         (lambda g, x: g.cumsum(x, 2, exclusive=True, reverse=True),
          np.flip(np.cumsum(np.flip(a, 2), 2), 2) - a),
+        # scatter (issue 15): numpy.put_along_axis (the last of duplicates
+        # wins), and index_put as ScatterND with add (np.add.at).
+        (lambda g, x: g.scatter_elements(x, np.array([[[3, 0, -1]]] * 2),
+                                         np.full((2, 1, 3), 7.0), axis=2),
+         _put_along(a, np.array([[[3, 0, 3]]] * 2), 7.0)),
+        (lambda g, x: g.scatter_nd(x, np.array([[1, 2], [0, 0], [1, 2]]),
+                                   np.ones((3, 4), np.float32),
+                                   reduction="add"),
+         _add_at(a, [(1, 2), (0, 0), (1, 2)])),
     ]
     for build, want in checks:
         run_both(lambda g, build=build: g.output(

@@ -917,6 +917,54 @@ def test_movement():
             run_case(f"gather_nd/{NAME[dt]}/{shape}/{ishape}/batch{bd}/"
                      f"{NAME[idt]}", body)
 
+        # scatter (issue 15): reduction none moves bytes, so every dtype is
+        # exact; written out in row-major order of the updates (the last of
+        # duplicates wins), indices out of range wrapped once and clamped.
+        def pick(v, n):
+            p = v + n if v < 0 else v
+            return min(max(p, 0), n - 1)
+
+        for shape, ishape, axis, idt in (((4, 3), (4, 5), 1, I64),
+                                         ((4, 3), (2, 3), 0, I32),
+                                         ((2, 3, 4), (2, 2, 6), -1, I64)):
+            def body(rng, dt=dt, shape=shape, ishape=ishape, axis=axis,
+                     idt=idt):
+                a = rand(rng, dt, shape)
+                u = rand(rng, dt, ishape)
+                n = shape[axis]
+                idx = rng.integers(-n - 2, n + 2, ishape).astype(
+                    tjc.NUMPY_DTYPES[idt])
+                want = a.copy()
+                for pos in np.ndindex(*ishape):
+                    t = list(pos)
+                    t[axis] = pick(int(idx[pos]), n)
+                    want[tuple(t)] = u[pos]
+                return expect_one(
+                    [(dt, a), (idt, idx), (dt, u)],
+                    lambda g, x, i, v: g.scatter_elements(x, i, v, axis),
+                    want, dt)
+            run_case(f"scatter_elements/{NAME[dt]}/{shape}/{ishape}/"
+                     f"axis{axis}/{NAME[idt]}", body)
+
+        for shape, ishape, idt in (((5, 3), (4, 1), I64),
+                                   ((3, 4, 2), (2, 3, 2), I32)):
+            def body(rng, dt=dt, shape=shape, ishape=ishape, idt=idt):
+                a = rand(rng, dt, shape)
+                k = ishape[-1]
+                u = rand(rng, dt, ishape[:-1] + shape[k:])
+                idx = rng.integers(-6, 6, ishape).astype(
+                    tjc.NUMPY_DTYPES[idt])
+                want = a.copy()
+                for pos in np.ndindex(*ishape[:-1]):
+                    t = tuple(pick(int(idx[pos][j]), shape[j])
+                              for j in range(k))
+                    want[t] = u[pos]
+                return expect_one([(dt, a), (idt, idx), (dt, u)],
+                                  lambda g, x, i, v: g.scatter_nd(x, i, v),
+                                  want, dt)
+            run_case(f"scatter_nd/{NAME[dt]}/{shape}/{ishape}/"
+                     f"{NAME[idt]}", body)
+
 
 #===--- symbolic dims, strided tensors, graphs of several nodes ---===#
 

@@ -108,6 +108,9 @@ def _declare(L):
                                     ctypes.c_bool]),
         "tj_graph_cumprod": (Value, [vp, Value, i32, ctypes.c_bool,
                                      ctypes.c_bool]),
+        "tj_graph_scatter_elements": (Value, [vp, Value, Value, Value, i32,
+                                              i32]),
+        "tj_graph_scatter_nd": (Value, [vp, Value, Value, Value, i32]),
         "tj_graph_gelu": (Value, [vp, Value, ctypes.c_bool]),
         "tj_graph_softmax": (Value, [vp, Value, i32]),
         "tj_graph_log_softmax": (Value, [vp, Value, i32]),
@@ -316,6 +319,14 @@ class Graph:
 
     def cumprod(self, a, axis, exclusive=False, reverse=False):
         return lib().tj_graph_cumprod(self.handle, a, axis, exclusive, reverse)
+
+    def scatter_elements(self, a, indices, updates, axis, reduction=0):
+        return lib().tj_graph_scatter_elements(self.handle, a, indices,
+                                               updates, axis, reduction)
+
+    def scatter_nd(self, a, indices, updates, reduction=0):
+        return lib().tj_graph_scatter_nd(self.handle, a, indices, updates,
+                                         reduction)
 
     def gelu(self, x, approximate=False):
         return lib().tj_graph_gelu(self.handle, x, approximate)

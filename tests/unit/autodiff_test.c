@@ -566,6 +566,30 @@ static const fd_case_t kMovement[] = {
      "  %1 = cumprod %x {axis=0 exclusive reverse} : f64[6]\n"
      "  return %1 as \"y\"\n}\n",
      R(-2, 2), 0.3},
+    // scatter (issue 15): none (one update per row, so no update is
+    // overwritten) and add (duplicates sum), indices in [-5, 4] (wrapped,
+    // clamped).
+    {"scatter_elements_none",
+     "func @f(%x: f64[3,5], %i: i64[3,1], %u: f64[3,1]) {\n"
+     "  %3 = scatter_elements %x, %i, %u {axis=1} : f64[3,5]\n"
+     "  %4 = mul %3, %3 : f64[3,5]\n  return %4 as \"y\"\n}\n",
+     R(-1, 1), 0, -5, 4},
+    {"scatter_elements_add_symbolic",
+     "func @f[B](%x: f64[B,4], %i: i64[B,6], %u: f64[B,6]) {\n"
+     "  %3 = scatter_elements %x, %i, %u {axis=-1 reduction=\"add\"} : "
+     "f64[B,4]\n"
+     "  %4 = mul %3, %3 : f64[B,4]\n  return %4 as \"y\"\n}\n",
+     R(-1, 1), 0, -5, 4},
+    {"scatter_nd_none",
+     "func @f(%x: f64[4,3], %i: i64[1,1], %u: f64[1,3]) {\n"
+     "  %3 = scatter_nd %x, %i, %u : f64[4,3]\n"
+     "  %4 = mul %3, %3 : f64[4,3]\n  return %4 as \"y\"\n}\n",
+     R(-1, 1), 0, -5, 4},
+    {"scatter_nd_add",
+     "func @f(%x: f64[5,3], %i: i64[4,1], %u: f64[4,3]) {\n"
+     "  %3 = scatter_nd %x, %i, %u {reduction=\"add\"} : f64[5,3]\n"
+     "  %4 = mul %3, %3 : f64[5,3]\n  return %4 as \"y\"\n}\n",
+     R(-1, 1), 0, -5, 4},
 };
 
 static const fd_case_t kComposite[] = {

@@ -544,6 +544,28 @@ static inline ival_t interp_body(interp_t* it, const tj_kir_phase_t* ph) {
       case TJ_KIR_YIELD:
         yield = vals[in->args[0]];
         break;
+      case TJ_KIR_STORE_AT: {  // scatter: plain, or combined by in->op
+        const tj_kir_buffer_t* buf = &it->k->buffers[in->ref];
+        int64_t off = interp_offset(it, in->ref) + vals[in->args[0]].i;
+        ival_t v = vals[in->args[1]];
+        bool fl = interp_is_float(buf->dtype);
+        if (in->op != TJ_OP_COUNT_) {
+          ival_t old;
+          memset(&old, 0, sizeof(old));
+          if (fl) {
+            old.f = tj_load_f64(buf->dtype, it->buffers[in->ref], off);
+          } else {
+            old.i = tj_load_i64(buf->dtype, it->buffers[in->ref], off);
+          }
+          v = interp_binary(in->op, buf->dtype, old, v);
+        }
+        if (fl) {
+          tj_store_f64(buf->dtype, it->buffers[in->ref], off, v.f);
+        } else {
+          tj_store_i64(buf->dtype, it->buffers[in->ref], off, v.i);
+        }
+        break;
+      }
     }
     vals[i] = r;
   }
