@@ -211,7 +211,13 @@ typedef struct tj_executable_t tj_executable_t;
 
 // Compiles finalized |graph| with |options| (NULL for the defaults; copied).
 // On success |*out_executable| holds one reference owned by the caller
-// (tj_executable_release); on failure it is NULL.
+// (tj_executable_release); on failure it is NULL. On x86, while an
+// executable compiled in the same context from an equal graph (the same
+// ops, attributes, types, constants and names; input values do not
+// matter) with equal options lives, the new one shares its compiled code
+// and plans and compiles nothing: its stats show no passes, lowering or
+// cache misses (not with a specialization policy, a pass list or compile
+// logs).
 TJ_API tj_status_t tj_compile(const tj_graph_t* graph,
                               const tj_compile_options_t* options,
                               tj_executable_t** out_executable);

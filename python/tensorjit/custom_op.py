@@ -107,7 +107,7 @@ class CustomOpDesc_t(ctypes.Structure):
                 ("user_data", _vp),
                 # The CUDA implementation: not offered from Python (NULL).
                 ("cuda_ptx", ctypes.c_char_p), ("cuda_entry", ctypes.c_char_p),
-                ("cuda_launch", _vp)]
+                ("cuda_launch", _vp), ("cuda_llvm_ir", ctypes.c_char_p)]
 
 
 _declared = False

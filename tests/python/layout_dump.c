@@ -266,5 +266,6 @@ int main(void) {
   FIELD(tj_custom_op_desc_t, cuda_ptx);
   FIELD(tj_custom_op_desc_t, cuda_entry);
   FIELD(tj_custom_op_desc_t, cuda_launch);
+  FIELD(tj_custom_op_desc_t, cuda_llvm_ir);
   return 0;
 }
