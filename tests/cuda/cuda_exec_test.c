@@ -80,7 +80,7 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 // and cuBLASLt + the epilogue as a pointwise kernel (the batched case
 // falls back to the generated kernel: cuBLASLt takes rank-2 GEMMs here).
 TEST(gemm_candidates) {
-  static const char* const kForced[] = {"1", "2", "3", "4", "7", "8"};
+  static const char* const kForced[] = {"1", "2", "3", "4", "7", "8", "9"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
     tj_context_options_t o = tj_test_context_options();
     o.cuda_gemm_candidate = kForced[i];
