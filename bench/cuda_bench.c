@@ -308,6 +308,20 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
         .gemm_tile_m = 128,
         .gemm_tile_n = 256,
         .gemm_stages = 3}},
+      {"tma pingpong 64x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tma pingpong 64x128 s6 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 128,
+        .gemm_stages = 6,
+        .gemm_persistent = true}},
   };
   enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
   // (M, K, N): the shapes (13), then two of the first table's.

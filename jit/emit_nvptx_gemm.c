@@ -886,11 +886,11 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
                       (int)w.stages);
   w.tma = o->gemm_tma;
-  if (w.tma && (w.tile_m != 128 || g->rank != 2 || o->gemm_wgmma_drain))
+  if (w.tma && (g->rank != 2 || o->gemm_wgmma_drain))
     return tj_unsupported(
-        "kernel @%s: the TMA gemm takes rank-2 gemms (here rank %d), "
-        "gemm_tile_m 128 (here %d) and no gemm_wgmma_drain",
-        k->name, (int)g->rank, (int)w.tile_m);
+        "kernel @%s: the TMA gemm takes rank-2 gemms (here rank %d) and no "
+        "gemm_wgmma_drain",
+        k->name, (int)g->rank);
   g->tile_m = w.tile_m;
   g->tile_n = w.tile_n;
   g->threads = w.tile_m / 64 * 128;
@@ -908,7 +908,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "kernel @%s: a %dx%d wgmma tile with %d stages needs %d bytes of "
         "shared memory; the limit is 227 KiB",
         k->name, (int)w.tile_m, (int)w.tile_n, (int)w.stages, (int)shared);
-  info->threads = g->threads + (w.tma ? 128 : 0);
+  info->threads = w.tma ? 384 : g->threads;
   info->tensor_cores = true;
   info->wgmma = true;
   info->tma = w.tma;
@@ -960,8 +960,11 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     }
     w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
     w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
-    // The epilogue runs on the consumer warpgroups alone.
-    g->tid = LLVMBuildSub(em->b, g->tid, c32(g, 128), "consumer_tid");
+    // The epilogue runs on the consumer warpgroups alone: both (tile_m
+    // 128, cooperative) or each on its own tiles (64, pingpong).
+    g->tid = w.tile_m == 64
+                 ? LLVMBuildAnd(em->b, g->tid, c32(g, 127), "consumer_tid")
+                 : LLVMBuildSub(em->b, g->tid, c32(g, 128), "consumer_tid");
   }
   TJ_RETURN_IF_ERROR(tj_nvptx_emit_wgmma(nv, &w));
   return w.persistent || w.tma ? NULL : emit_epilogue(g);

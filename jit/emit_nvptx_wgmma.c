@@ -447,17 +447,23 @@ static int32_t ring_bytes(const tj_nvptx_wgmma_t* p) {
 #define kPersistentRows 32
 
 // TMA: the ring's full and empty mbarriers (8 bytes each, at most 8
-// stages) sit between the ring and the C rows.
-#define kBarrierBytes 128
+// stages) and pingpong's two turn barriers sit between the ring and the C
+// rows.
+#define kBarrierBytes 256
 // Shared memory a block may have (227 KiB), and the rows of C a TMA
 // block stages at a time: the whole tile when it fits beside the ring.
 #define kMaxShared (227 * 1024)
 
+// Pingpong (tile_m 64) has a region of C rows per consumer warpgroup.
+static int32_t tma_c_regions(const tj_nvptx_wgmma_t* p) {
+  return p->tile_m == 64 ? 2 : 1;
+}
+
 static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
   int32_t rows = p->tile_m;
-  while (rows > 16 &&
-         ring_bytes(p) + kBarrierBytes + kAtom + rows * p->c_stride * 4 >
-             kMaxShared)
+  while (rows > 16 && ring_bytes(p) + kBarrierBytes + kAtom +
+                              tma_c_regions(p) * rows * p->c_stride * 4 >
+                          kMaxShared)
     rows /= 2;
   return rows;
 }
@@ -466,7 +472,8 @@ int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* p,
                                     int32_t c_bytes) {
   int32_t ring = ring_bytes(p);
   if (p->tma)
-    return ring + kBarrierBytes + tma_c_rows(p) * p->c_stride * 4 + kAtom;
+    return ring + kBarrierBytes +
+           tma_c_regions(p) * tma_c_rows(p) * p->c_stride * 4 + kAtom;
   if (p->persistent) return ring + kPersistentRows * p->c_stride * 4 + kAtom;
   return (ring > c_bytes ? ring : c_bytes) + kAtom;
 }
@@ -479,7 +486,7 @@ static void init(wg_t* w, tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* p) {
   w->p = p;
   tj_emit_t* em = w->em;
   LLVMBuilderRef b = w->b;
-  w->threads = p->tile_m / 64 * 128 + (p->tma ? 128 : 0);
+  w->threads = p->tma ? 384 : p->tile_m / 64 * 128;
   w->a_bytes = p->tile_m * kRow;
   w->stage_bytes = w->a_bytes + kBK * p->tile_n * 2;
   w->a_copies = p->tile_m * 8 / w->threads;
@@ -571,11 +578,12 @@ static void main_loop(wg_t* w, LLVMValueRef inner) {
 
 //===--- TMA, warp-specialized ---===//
 //
-// Threads [0, 128) are the producer warpgroup, the others tile_m / 64
-// consumer warpgroups. The ring is the one above (same stage layout and
-// descriptors: a TMA box of 64 elements x rows with the 128-byte swizzle,
-// landing 1024-byte aligned, is what the cp.async copies wrote), filled
-// by TMA instead:
+// Threads [0, 128) are the producer warpgroup, [128, 384) two consumer
+// warpgroups: cooperative with tile_m 128 (each 64 rows of every tile),
+// pingpong with tile_m 64 (each every other tile; see consumer()). The ring is
+// the one above (same stage layout and descriptors: a TMA box of 64 elements x
+// rows with the 128-byte swizzle, landing 1024-byte aligned, is what the
+// cp.async copies wrote), filled by TMA instead:
 //   producer, one thread, per k-tile it (counted across the block's tiles)
 //   in stage s = it % stages, phase ph = (it / stages) & 1:
 //     wait empty[s] with parity ph ^ 1 (a fresh barrier counts as a
@@ -587,7 +595,8 @@ static void main_loop(wg_t* w, LLVMValueRef inner) {
 //   consumer warpgroup w, per k-tile: wait full[s] with parity ph, the
 //     four wgmmas of its 64 rows, commit, wait_group 1 (so the previous
 //     k-tile's wgmmas are done), and lane 0 of each warp arrives on that
-//     k-tile's empty barrier (count: 4 warps a consumer warpgroup).
+//     k-tile's empty barrier (count: 4 warps a consumer warpgroup that
+//     reads the stage).
 // The producer gives its registers to the consumers (setmaxnreg 40 and
 // 232; the entry cap comes from maxntid 384 and minctasm 1). TMA
 // zero-fills boxes past M, N and K, so the math needs no masks, and
@@ -613,6 +622,17 @@ static LLVMValueRef empty_bar(wg_t* w, LLVMValueRef s) {
       LLVMBuildMul(w->b, LLVMBuildAdd(w->b, s, c32(w, w->p->stages), ""),
                    c32(w, 8), ""),
       "empty");
+}
+
+// Pingpong: the barrier consumer warpgroup |c| (i32) waits on before a
+// tile's k-tiles (the other one arrives when it has waited for all of its
+// own tile's).
+static LLVMValueRef turn_bar(wg_t* w, LLVMValueRef c) {
+  return LLVMBuildAdd(
+      w->b, w->bars,
+      LLVMBuildMul(w->b, LLVMBuildAdd(w->b, c, c32(w, 2 * w->p->stages), ""),
+                   c32(w, 8), ""),
+      "turn");
 }
 
 static void void_asm(wg_t* w, const char* text, const char* constraints,
@@ -737,48 +757,97 @@ static void release(wg_t* w, LLVMValueRef it) {
   tj_emit_if_end(w->em, &lane0);
 }
 
-static tj_status_t consumer(wg_t* w, LLVMValueRef first, LLVMValueRef step,
-                            LLVMValueRef any) {
+// Consumer warpgroup |cw| (i32, 0 or 1). Cooperative (tile_m 128): both
+// take every tile, warpgroup cw its rows [64 cw, 64 cw + 64). Pingpong
+// (tile_m 64): warpgroup cw takes every other tile of the block, so that
+// one's epilogue runs while the other's wgmmas do; each has its own C rows
+// and named barrier (1 + cw).
+static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
+                            LLVMValueRef step, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
   tj_emit_t* em = w->em;
   const tj_nvptx_wgmma_t* p = w->p;
+  bool pingpong = p->tile_m == 64;
   plain_asm(w, "setmaxnreg.inc.sync.aligned.u32 232;");
-  LLVMValueRef cw = LLVMBuildSub(b, w->wg, c32(w, 1), "consumer");
   int32_t c_rows = tma_c_rows(p);
-  LLVMValueRef c_region = at(w, w->ring, c32(w, ring_bytes(p) + kBarrierBytes));
-  char bar[48];
-  snprintf(bar, sizeof(bar), "bar.sync 1, %d;", (int)(w->threads - 128));
-  LLVMValueRef it = tj_emit_alloca(em, em->t_i64, "it");
-  LLVMBuildStore(b, c64(w, 0), it);
+  LLVMValueRef region = c32(w, ring_bytes(p) + kBarrierBytes);
+  LLVMValueRef rows_wg = pingpong ? c32(w, 0) : cw;  // of the stage's A
+  LLVMValueRef bar_id = c32(w, 1);
+  if (pingpong) {
+    region = LLVMBuildAdd(
+        b, region, LLVMBuildMul(b, cw, c32(w, c_rows * p->c_stride * 4), ""),
+        "");
+    bar_id = LLVMBuildAdd(b, cw, c32(w, 1), "bar_id");
+  }
+  LLVMValueRef c_region = at(w, w->ring, region);
+  LLVMValueRef bar_args[2] = {bar_id, c32(w, pingpong ? 128 : 256)};
+  LLVMValueRef start = first, stride = step;
+  if (pingpong) {
+    start = LLVMBuildAdd(
+        b, first,
+        LLVMBuildMul(b, LLVMBuildZExt(b, cw, em->t_i64, ""), step, ""), "");
+    stride = LLVMBuildMul(b, step, c64(w, 2), "");
+  }
   tj_emit_loop_t tiles, ks;
-  LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
+  LLVMValueRef t = tj_emit_loop_begin(em, &tiles, start, p->tiles, stride, "t");
   LLVMValueRef m0, n0;
   p->tile_origin(p->ctx, t, &m0, &n0);
+  // Pingpong: the warpgroups take turns through the ring, a tile each.
+  // Warpgroup cw waits for the other to have seen all of the block's
+  // previous tile land (warpgroup 0's first wait passes: a fresh barrier
+  // counts as a completed phase of parity 1): without the turns it could
+  // wait on a full barrier more than one phase ahead of it, which the
+  // parity cannot tell from a completed one.
+  if (pingpong) {
+    LLVMValueRef u =
+        LLVMBuildUDiv(b, LLVMBuildSub(b, t, start, ""), stride, "");
+    LLVMValueRef parity = LLVMBuildXor(
+        b, LLVMBuildTrunc(b, LLVMBuildAnd(b, u, c64(w, 1), ""), em->t_i32, ""),
+        LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntEQ, cw, c32(w, 0), ""),
+                      em->t_i32, ""),
+        "turn_parity");
+    mbar_wait(w, turn_bar(w, cw), parity);
+  }
+  // The block's j-th tile's k-tiles are numbers j k_tiles .. in the ring.
+  LLVMValueRef it0 =
+      LLVMBuildMul(b, LLVMBuildUDiv(b, LLVMBuildSub(b, t, first, ""), step, ""),
+                   w->k_tiles, "it0");
   LLVMValueRef kt =
       tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
-  LLVMValueRef cur = load_i64(w, it);
+  LLVMValueRef cur = LLVMBuildAdd(b, it0, kt, "it");
   LLVMValueRef s, phase;
   ring_slot(w, cur, &s, &phase);
   mbar_wait(w, full_bar(w, s), phase);
-  compute_tile(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), cw);
+  compute_tile(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), rows_wg);
   wgmma_wait(w, 1);
   tj_emit_if_t prev;
   tj_emit_if_begin(em, &prev, LLVMBuildICmp(b, LLVMIntSGT, kt, c64(w, 0), ""),
                    "prev");
   release(w, LLVMBuildSub(b, cur, c64(w, 1), ""));
   tj_emit_if_end(em, &prev);
-  bump(w, it);
   tj_emit_loop_end(em, &ks);
+  if (pingpong) {
+    // This warpgroup's waits for the tile are over: the other's turn.
+    tj_emit_if_t lane0;
+    tj_emit_if_begin(
+        em, &lane0,
+        LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, p->tid, c32(w, 31), ""),
+                      c32(w, 0), ""),
+        "turn_over");
+    mbar_arrive(w, turn_bar(w, LLVMBuildSub(b, c32(w, 1), cw, "")));
+    tj_emit_if_end(em, &lane0);
+  }
   wgmma_wait(w, 0);
   tj_emit_if_t last;
   tj_emit_if_begin(em, &last, any, "last");
-  release(w, LLVMBuildSub(b, load_i64(w, it), c64(w, 1), ""));
+  release(w,
+          LLVMBuildSub(b, LLVMBuildAdd(b, it0, w->k_tiles, ""), c64(w, 1), ""));
   tj_emit_if_end(em, &last);
   for (int32_t r = 0; r < p->tile_m; r += c_rows) {
-    stage_c(w, cw, c_region, r, c_rows, any);
-    plain_asm(w, bar);
+    stage_c(w, rows_wg, c_region, r, c_rows, any);
+    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
     TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
-    plain_asm(w, bar);
+    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
   }
   tj_emit_loop_end(em, &tiles);
   return NULL;
@@ -794,12 +863,20 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
                    "init");
   for (int32_t s = 0; s < p->stages; ++s) {
     LLVMValueRef full[2] = {full_bar(w, c32(w, s)), c32(w, 1)};
+    // One arrival a consumer warp that reads the stage: both warpgroups'
+    // (cooperative) or one's (pingpong).
     LLVMValueRef empty[2] = {empty_bar(w, c32(w, s)),
-                             c32(w, (w->threads - 128) / 32)};
+                             c32(w, p->tile_m == 64 ? 4 : 8)};
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              full, 2);
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              empty, 2);
+  }
+  // Pingpong's turns: one arrival a warp of the other warpgroup.
+  for (int32_t c = 0; c < 2 && p->tile_m == 64; ++c) {
+    LLVMValueRef turn[2] = {turn_bar(w, c32(w, c)), c32(w, 4)};
+    void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+             turn, 2);
   }
   // The inits are visible to the async proxy (TMA's complete_tx) too.
   plain_asm(w, "fence.mbarrier_init.release.cluster;");
@@ -821,7 +898,8 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
   producer(w, first, step);
   tj_emit_if_end(em, &prod);
   tj_emit_if_begin(em, &cons, LLVMBuildNot(b, is_producer, ""), "consumer");
-  tj_status_t s = consumer(w, first, step, any);
+  tj_status_t s = consumer(w, LLVMBuildSub(b, w->wg, c32(w, 1), "consumer"),
+                           first, step, any);
   tj_emit_if_end(em, &cons);
   return s;
 }

@@ -117,11 +117,14 @@ typedef struct tj_nvptx_options_t {
   // next tile's first k-tiles load while the current tile's epilogue
   // runs.
   bool gemm_persistent;
-  // wgmma, sm_90a, rank-2 GEMMs, tile_m 128: operands loaded by TMA
+  // wgmma, sm_90a, rank-2 GEMMs: operands loaded by TMA
   // (cp.async.bulk.tensor through tensor maps passed as kernel
   // parameters) by a producer warpgroup, into an mbarrier ring that two
-  // consumer warpgroups drain (emit_nvptx_wgmma.c). With gemm_persistent,
-  // the producer loads the next tile while the consumers run the epilogue.
+  // consumer warpgroups drain (emit_nvptx_wgmma.c): both on each
+  // 128-row tile (gemm_tile_m 128, cooperative) or each on every other
+  // 64-row tile (gemm_tile_m 64, pingpong: one's epilogue overlaps the
+  // other's wgmmas). With gemm_persistent, the producer loads the next
+  // tile while the consumers run the epilogue.
   bool gemm_tma;
 } tj_nvptx_options_t;
 

@@ -30,10 +30,10 @@
 // skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
-// round trip of the intermediate. 7 and 8 are the TMA, warp-specialized
-// persistent schedule (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise),
-// whose launches add the tensor maps encoded for the run's pointers and
-// sizes (tj_cuda_gemm_tensor_maps).
+// round trip of the intermediate. 7, 8 and 9 are the TMA, warp-specialized
+// persistent schedule (cooperative, then pingpong) (rank-2 GEMMs; UNSUPPORTED,
+// so skipped, otherwise), whose launches add the tensor maps encoded for the
+// run's pointers and sizes (tj_cuda_gemm_tensor_maps).
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -67,6 +67,14 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_persistent = true,
            .gemm_tile_m = 128,
            .gemm_tile_n = 256},
+    // The same, pingpong: 64-row tiles, the two consumer warpgroups on
+    // alternate tiles, so one's epilogue overlaps the other's wgmmas.
+    [9] = {.gemm_stages = 4,
+           .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+           .gemm_tma = true,
+           .gemm_persistent = true,
+           .gemm_tile_m = 64,
+           .gemm_tile_n = 256},
 };
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
@@ -77,7 +85,8 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused wgmma 64x128 s4",
     "fused wgmma 128x128 s4",
     "fused tma ws 128x128 s4 persistent",
-    "fused tma ws 128x256 s4 persistent"};
+    "fused tma ws 128x256 s4 persistent",
+    "fused tma pingpong 64x256 s4 persistent"};
 
 //===--- GEMM candidates: setup ---===//
 
@@ -266,8 +275,8 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     // Encoded per run: the maps hold the pointers and sizes (the graph
     // key has both, so a replayed graph's copies stay right).
     const uint64_t* argv = p->run.argv + kern->arg_offset;
-    TJ_RETURN_IF_ERROR(tj_cuda_gemm_tensor_maps(&p->device->cu, g, info, argv,
-                                                scalars, &t->maps));
+    TJ_RETURN_IF_ERROR(
+        tj_cuda_gemm_tensor_maps(p->device, g, info, argv, scalars, &t->maps));
     uint32_t n = g->num_buffers + g->num_params;
     memcpy(t->tma_argp, p->run.argp + kern->arg_offset, n * sizeof(void*));
     t->tma_argp[n] = t->maps.a;

@@ -142,7 +142,7 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   tj_cuda_tensor_maps_t maps;
   if (kernel->info.tma) {
     TJ_RETURN_IF_ERROR(tj_cuda_gemm_tensor_maps(
-        &kernel->device->cu, k, &kernel->info, addresses, scalars, &maps));
+        kernel->device, k, &kernel->info, addresses, scalars, &maps));
     args[k->num_buffers + k->num_params] = maps.a;
     args[k->num_buffers + k->num_params + 1] = maps.b;
   }
@@ -190,7 +190,7 @@ static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
       buf->name, (long long)rows, (long long)cols);
 }
 
-tj_status_t tj_cuda_gemm_tensor_maps(const tj_cuda_symbols_t* cu,
+tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
                                      const tj_kir_t* k,
                                      const tj_nvptx_kernel_t* info,
                                      const uint64_t* buffers,
@@ -203,19 +203,25 @@ tj_status_t tj_cuda_gemm_tensor_maps(const tj_cuda_symbols_t* cu,
   int64_t n = tj_kir_ival_eval(k->dims[1], scalars);
   int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
   if (m <= 0 || n <= 0 || kk <= 0) return NULL;  // no load is issued
-  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+  const tj_cuda_symbols_t* cu = &device->cu;
+  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < k->num_buffers && !status; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
     bool is_a = buf->role == TJ_KIR_GEMM_A;
     if (!is_a && buf->role != TJ_KIR_GEMM_B) continue;
-    if (!tj_kir_ival_is_const(buf->strides[1], 1))
-      return tj_unsupported(
-          "kernel @%s: TMA gemm operand %%%s is not contiguous", k->name,
-          buf->name);
     int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
-    TJ_RETURN_IF_ERROR(
-        is_a ? encode_map(cu, k, buf, buffers[i], m, kk, pitch,
-                          (uint32_t)info->tile_m, out->a)
-             : encode_map(cu, k, buf, buffers[i], kk, n, pitch, 64, out->b));
+    if (!tj_kir_ival_is_const(buf->strides[1], 1)) {
+      status =
+          tj_unsupported("kernel @%s: TMA gemm operand %%%s is not contiguous",
+                         k->name, buf->name);
+    } else if (is_a) {
+      status = encode_map(cu, k, buf, buffers[i], m, kk, pitch,
+                          (uint32_t)info->tile_m, out->a);
+    } else {
+      status = encode_map(cu, k, buf, buffers[i], kk, n, pitch, 64, out->b);
+    }
   }
-  return NULL;
+  tj_cuda_device_leave(device);
+  return status;
 }

@@ -60,7 +60,8 @@ typedef struct tj_cuda_tensor_maps_t {
   _Alignas(64) uint64_t b[16];
 } tj_cuda_tensor_maps_t;
 
-// Encodes the tensor maps of TMA GEMM |kernel| (|info|) for a run with
+// Encodes the tensor maps of TMA GEMM |kernel| (|info|) on |device| (the
+// driver wants its context current; this makes it so) for a run with
 // device pointers |buffers| (declaration order) and |scalars|: A [M, K] as
 // boxes of 64 k x tile_m rows, B [K, N] as boxes of 64 n x 64 k, both with
 // the 128-byte swizzle and zero fill past the edges. With K = 0 the maps
@@ -69,7 +70,7 @@ typedef struct tj_cuda_tensor_maps_t {
 // aligned, a row pitch not a multiple of 16 bytes, under a row or past
 // 2^40, a size past 2^32); INVALID_ARGUMENT for a kernel that is not a
 // rank-2 TMA gemm; a driver refusal is its status, annotated the same way.
-tj_status_t tj_cuda_gemm_tensor_maps(const tj_cuda_symbols_t* cu,
+tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
                                      const tj_kir_t* kernel,
                                      const tj_nvptx_kernel_t* info,
                                      const uint64_t* buffers,

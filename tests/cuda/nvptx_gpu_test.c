@@ -816,7 +816,8 @@ TEST(wgmma_gemm) {
 
 //===--- TMA, warp-specialized (sm_90a) ---===//
 
-// The TMA schedules the autotuner may pick, and a non-persistent grid.
+// The TMA schedules the autotuner may pick, a non-persistent grid, and
+// pingpong (64-row tiles).
 static const tj_nvptx_options_t kTma[] = {
     {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
      .gemm_tma = true,
@@ -835,6 +836,18 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 128,
      .gemm_tile_n = 128,
      .gemm_stages = 5},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,  // pingpong
+     .gemm_tma = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,  // pingpong
+     .gemm_tma = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 128,
+     .gemm_stages = 6},
 };
 
 // Odd M, N and K (K = 0 too: no load, C is the epilogue of zeros) and a
@@ -946,23 +959,23 @@ TEST(tma_map_errors) {
   int64_t scalars[5] = {64, 128, 64, 64 * 64, 64 * 128};
   uint64_t ptrs[4] = {0x10000, 0x20000, 0x30000, 0x40000};
   tj_cuda_tensor_maps_t maps;
-  CHECK_OK(tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &c.ck->info, ptrs,
-                                    scalars, &maps));
+  CHECK_OK(tj_cuda_gemm_tensor_maps(g_device, c.k, &c.ck->info, ptrs, scalars,
+                                    &maps));
   uint64_t odd[4] = {0x10008, 0x20000, 0x30000, 0x40000};
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "TMA cannot address gemm operand %x",
-               tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &c.ck->info, odd,
+               tj_cuda_gemm_tensor_maps(g_device, c.k, &c.ck->info, odd,
                                         scalars, &maps));
   // A box the driver refuses (512 rows > 256): its error, annotated.
   tj_nvptx_kernel_t big = c.ck->info;
   big.tile_m = 512;
   CHECK_STATUS(
       TJ_STATUS_BACKEND_FAILURE, "tensor map of gemm operand %x",
-      tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &big, ptrs, scalars, &maps));
+      tj_cuda_gemm_tensor_maps(g_device, c.k, &big, ptrs, scalars, &maps));
   tj_nvptx_kernel_t plain = c.ck->info;
   plain.tma = false;
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "not a rank-2 TMA gemm",
-               tj_cuda_gemm_tensor_maps(&g_device->cu, c.k, &plain, ptrs,
-                                        scalars, &maps));
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "not a rank-2 TMA gemm",
+      tj_cuda_gemm_tensor_maps(g_device, c.k, &plain, ptrs, scalars, &maps));
   release_compiled(&c);
 }
 

@@ -112,6 +112,20 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 128,
      .gemm_tile_n = 256,
      .gemm_stages = 3},
+    // Pingpong: 64-row tiles, one consumer warpgroup each.
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4,
+     .gemm_persistent = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 128,
+     .gemm_stages = 6,
+     .gemm_persistent = true,
+     .approx_math = true},
 };
 
 // What the TMA schedule's PTX must contain.
@@ -324,11 +338,12 @@ TEST(bad_options) {
                             .gemm_tma = true};
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "sm_90a",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, &tma, &info));
-  tj_nvptx_options_t tma_64 = {
-      .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tma = true, .gemm_tile_m = 64};
+  tj_nvptx_options_t tma_drain = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                                  .gemm_tma = true,
+                                  .gemm_wgmma_drain = true};
   CHECK_STATUS(
-      TJ_STATUS_UNSUPPORTED, "gemm_tile_m 128 (here 64)",
-      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &tma_64, &info));
+      TJ_STATUS_UNSUPPORTED, "no gemm_wgmma_drain",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &tma_drain, &info));
   tj_nvptx_options_t tma_big = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
                                 .gemm_tma = true,
                                 .gemm_tile_n = 256,
