@@ -1417,34 +1417,27 @@ tj_status_t tj_verify_test_ladder(const tj_graph_t* graph,
 
 //===--- the test hook ---===//
 
-tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* rp,
-                                 tj_lowered_kernel_t* kernels) {
+tj_status_t tj_verify_test_plant(void* user, uint32_t group,
+                                 tj_lowered_kernel_t* kernels, uint32_t count) {
   tj_verify_plant_t* p = user;
-  bool every = p->group == UINT32_MAX;
-  for (uint32_t s = 0; s < rp->num_steps; ++s) {
-    const tj_run_step_t* step = &rp->steps[s];
-    if ((!every && step->group != p->group) ||
-        step->kind != TJ_RUN_STEP_KERNELS || step->num_kernels == 0) {
-      continue;
-    }
-    for (uint32_t kk = 0; kk < (every ? step->num_kernels : 1); ++kk) {
-      tj_kir_t* k = kernels[step->first_kernel + kk].kernel;
-      for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
-        tj_kir_phase_t* phase = &k->phases[ph];
-        for (uint32_t i = 0; i < phase->num_insts; ++i) {
-          tj_kir_inst_t* inst = &phase->insts[i];
-          if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
-            inst->op = p->to;
-            p->planted = true;
-            if (!every) return NULL;
-          }
+  bool every = p->group == TJ_VERIFY_PLANT_EVERY_GROUP;
+  if (!every && (group != p->group || p->planted)) return NULL;
+  uint32_t n = every ? count : (count ? 1u : 0u);  // one group: its first
+  for (uint32_t kk = 0; kk < n; ++kk) {
+    tj_kir_t* k = kernels[kk].kernel;
+    for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
+      tj_kir_phase_t* phase = &k->phases[ph];
+      for (uint32_t i = 0; i < phase->num_insts; ++i) {
+        tj_kir_inst_t* inst = &phase->insts[i];
+        if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
+          inst->op = p->to;
+          p->planted = true;
+          if (!every) return NULL;
         }
       }
     }
   }
-  if (every) return NULL;
-  return tj_invalid("plant: group %u has no kernel with a %s", p->group,
-                    tj_op_info(p->from)->name);
+  return NULL;
 }
 
 tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
@@ -1457,5 +1450,17 @@ tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
   memset(&debug, 0, sizeof(debug));
   debug.lowered = tj_verify_test_plant;
   debug.user = &p;
-  return tj_compile_debug(graph, options, &debug, out_executable);
+  TJ_RETURN_IF_ERROR(tj_compile_debug(graph, options, &debug, out_executable));
+  if (group == TJ_VERIFY_PLANT_EVERY_GROUP) return NULL;
+  // The hook sees the group's kernels before the backend accepts them; a
+  // group the backend then refuses runs on the host, without the defect.
+  const tj_run_plan_t* rp = &(*out_executable)->run_plan;
+  bool kernels = group < rp->num_steps &&
+                 rp->steps[group].kind == TJ_RUN_STEP_KERNELS &&
+                 rp->steps[group].num_kernels > 0;
+  if (p.planted && kernels) return NULL;
+  tj_executable_release(*out_executable);
+  *out_executable = NULL;
+  return tj_invalid("plant: group %u has no kernel with a %s", group,
+                    tj_op_info(from)->name);
 }
