@@ -1097,6 +1097,11 @@ typedef struct ladder_t {
   const tj_tensor_t* inputs;
   int32_t num_inputs;
   tj_verify_tensors_t want;  // the reference run of |graph|
+  // The caller's TJ_BISECT budget (options.bisect, NULL: the context's):
+  // the compiled rungs compile with it, the decomposed rung replays with
+  // it. |bisect_limit| -1: none.
+  const char* bisect_pass;
+  int64_t bisect_limit;
   tj_ladder_report_t* r;
 } ladder_t;
 
@@ -1211,8 +1216,8 @@ static tj_status_t ladder_climb(ladder_t* L) {
   tj_ladder_rung_t* d = &r->rungs[TJ_LADDER_DECOMPOSED];
   stats_t st;
   bool bad = false;
-  tj_status_t status =
-      replay(&rp, TJ_ARRAY_SIZE(kPasses) - 1, NULL, -1, &bad, &st, NULL, NULL);
+  tj_status_t status = replay(&rp, TJ_ARRAY_SIZE(kPasses) - 1, L->bisect_pass,
+                              L->bisect_limit, &bad, &st, NULL, NULL);
   if (status && tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
     return status;
   }
@@ -1259,6 +1264,12 @@ static void render_ladder(tj_verify_text_t* t, const ladder_t* L) {
       "%g atol %g)\n",
       L->graph->name, target, o->rtol[TJ_DTYPE_F32], o->atol[TJ_DTYPE_F32],
       o->rtol[TJ_DTYPE_F64], o->atol[TJ_DTYPE_F64]);
+  if (L->bisect_limit >= 0) {
+    tj_verify_text_printf(
+        t, "every rung under the rewrite budget TJ_BISECT=%s%s%lld\n",
+        L->bisect_pass ? L->bisect_pass : "", L->bisect_pass ? ":" : "",
+        (long long)L->bisect_limit);
+  }
   tj_verify_text_printf(t, "%-4s %-12s %-9s %10s %12s %12s %11s\n", "rung",
                         "level", "verdict", "bad", "max abs", "max rel",
                         "compile ms");
@@ -1370,6 +1381,17 @@ static tj_status_t ladder_run(const tj_graph_t* graph,
   }
   L.inputs = inputs;
   L.num_inputs = num_inputs;
+  L.bisect_limit = -1;
+  if (!L.copts.bisect) {
+    tj_pass_ctx_t ctx;  // the context's TJ_BISECT, as the compiles read it
+    tj_pass_ctx_initialize(&ctx, tj_graph_context(graph));
+    L.bisect_pass = ctx.bisect_pass;
+    L.bisect_limit = ctx.bisect_limit;
+  } else if (*L.copts.bisect) {
+    TJ_RETURN_IF_ERROR(tj_bisect_parse(L.copts.bisect,
+                                       "tj_verify_ladder: options.bisect",
+                                       &L.bisect_pass, &L.bisect_limit));
+  }
   L.r = tj_calloc(L.al, 1, sizeof(tj_ladder_report_t));
   if (!L.r) return tj_status_oom();
   L.r->allocator_ = L.al;

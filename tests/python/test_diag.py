@@ -94,6 +94,25 @@ def test_verify_ladder_profile_functions() -> None:
     assert p.entries and abs(sum(e.share for e in p.entries) - 1) < 0.1
 
 
+def test_ladder_bisect() -> None:
+    # The budget reaches every rung: the report says so, and a budget of 0
+    # rewrites (composites left whole, on the reference semantics) still
+    # climbs clean.
+    for spec in ("0", "canonicalize:2"):
+        lad = tj.ladder(BLOCK, symbols={"B": 3}, edge_values=False,
+                        bisect=spec)
+        assert lad.first_diverging is None, lad.text
+        assert all(r.ran for r in lad.rungs), lad.text
+        assert (f"every rung under the rewrite budget TJ_BISECT={spec}\n"
+                in lad.text), lad.text
+    none = tj.ladder(BLOCK, symbols={"B": 3}, edge_values=False, bisect="")
+    assert "rewrite budget" not in none.text
+    with pytest.raises(tj.InvalidArgumentError, match="options.bisect"):
+        tj.ladder(BLOCK, symbols={"B": 3}, bisect="canon:3")
+    with pytest.raises(tj.ArgumentTypeError, match="bisect"):
+        tj.ladder(BLOCK, symbols={"B": 3}, bisect=3)  # type: ignore
+
+
 def test_diagnose() -> None:
     r = tj.diagnose(FRAG, symbols={"B": 64}, runs=2, specialize="always")
     assert r.target == "x86" and r.runs == 2
