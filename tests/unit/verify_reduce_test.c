@@ -144,6 +144,19 @@ static tj_graph_t* hundred_graph(tj_context_t* ctx) {
   return g;
 }
 
+// A reducer for |target| with the random inputs of seed 1 and the one
+// symbol B (|names|, |values|: shrunk in place).
+static tj_reduce_t reducer(tj_target_t target, char** names, int64_t* values) {
+  tj_reduce_t r;
+  memset(&r, 0, sizeof(r));
+  r.target = target;
+  r.seed = 1;
+  r.num_syms = 1;
+  r.names = names;
+  r.values = values;
+  return r;
+}
+
 TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
@@ -155,14 +168,8 @@ TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   CHECK_EQ_INT(100, g->num_nodes);
   char* names[1] = {(char*)"B"};
   int64_t values[1] = {16};
-  tj_reduce_t r;
-  memset(&r, 0, sizeof(r));
-  r.target = TJ_TARGET_X86;
-  r.seed = 1;
+  tj_reduce_t r = reducer(TJ_TARGET_X86, names, values);
   r.edge_values = true;
-  r.num_syms = 1;
-  r.names = names;
-  r.values = values;
   r.compile = planted_compile;
   CHECK_OK(tj_reduce(&r, &g));
   // The planted node alone: a maximum of two inputs (its operands cut, or
@@ -229,13 +236,7 @@ TEST(a_graph_that_does_not_fail_is_refused) {
   tj_graph_t* g = ctx ? big_graph(ctx) : NULL;
   char* names[1] = {(char*)"B"};
   int64_t values[1] = {4};
-  tj_reduce_t r;
-  memset(&r, 0, sizeof(r));
-  r.target = TJ_TARGET_X86;
-  r.seed = 1;
-  r.num_syms = 1;
-  r.names = names;
-  r.values = values;
+  tj_reduce_t r = reducer(TJ_TARGET_X86, names, values);
   if (g) {
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
                  "does not fail the predicate to begin with",
@@ -270,14 +271,8 @@ TEST(error_and_crash_modes_reduce_to_the_failing_op) {
     tj_graph_t* g = ctx ? big_graph(ctx) : NULL;
     char* names[1] = {(char*)"B"};
     int64_t values[1] = {4};
-    tj_reduce_t r;
-    memset(&r, 0, sizeof(r));
+    tj_reduce_t r = reducer(TJ_TARGET_REFERENCE, names, values);
     r.mode = kModes[m];
-    r.target = TJ_TARGET_REFERENCE;
-    r.seed = 1;
-    r.num_syms = 1;
-    r.names = names;
-    r.values = values;
     r.compile = sigmoid_fails;
     r.compile_user = r.mode == REDUCE_CRASH ? (void*)&r : NULL;
     if (g) CHECK_OK(tj_reduce(&r, &g));
