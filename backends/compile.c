@@ -176,6 +176,27 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   return NULL;
 }
 
+// One group's lowered kernels while the run plan is built: the debug hook
+// first, then the backend's accept. One path for every target: a backend
+// that takes a group as it accepts it (CUDA emits it then) gets the kernels
+// the hook rewrote, as one that takes them all at compile (x86) does.
+typedef struct accept_t {
+  const tj_compile_debug_t* debug;
+  const tj_backend_t* backend;
+  void* target;
+} accept_t;
+
+static tj_status_t accept_group(void* user, uint32_t group,
+                                tj_lowered_kernel_t* kernels, uint32_t count) {
+  const accept_t* a = user;
+  if (a->debug && a->debug->lowered) {
+    TJ_RETURN_IF_ERROR(
+        a->debug->lowered(a->debug->user, group, kernels, count));
+  }
+  return a->backend->accept ? a->backend->accept(a->target, kernels, count)
+                            : NULL;
+}
+
 static tj_status_t compile(tj_executable_t* exe, const void* arg,
                            const tj_compile_debug_t* debug) {
   const tj_backend_t* b = exe->backend;
@@ -198,19 +219,12 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg,
     exe->graph = exe->plan.graph;
     exe->num_symbols = tj_dim_num_symbols(&exe->graph->dims);
     start = tj_now_ms();
+    accept_t accept = {debug, b, exe->target};
+    bool hooked = b->accept || (debug && debug->lowered);
     TJ_RETURN_IF_ERROR(tj_run_plan_build(
         &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
-        b->accept, exe->target, &program.kernels));
+        hooked ? accept_group : NULL, &accept, &program.kernels));
     exe->lowering_ms = tj_now_ms() - start;
-    if (debug && debug->lowered) {
-      tj_status_t status =
-          debug->lowered(debug->user, &exe->run_plan, program.kernels);
-      if (status) {
-        tj_run_plan_free_kernels(exe->allocator, program.kernels,
-                                 exe->run_plan.num_kernels);
-        return status;
-      }
-    }
   } else {
     exe->run_plan.context = exe->context;
     exe->run_plan.allocator = exe->allocator;
@@ -393,8 +407,9 @@ tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
                                     const tj_compile_options_t* options,
                                     const tj_backend_t* backend,
                                     const void* arg,
+                                    const tj_compile_debug_t* debug,
                                     tj_executable_t** out_executable) {
-  return compile_maybe_unfused(graph, options, backend, arg, NULL,
+  return compile_maybe_unfused(graph, options, backend, arg, debug,
                                out_executable);
 }
 

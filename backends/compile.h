@@ -7,13 +7,6 @@
 
 #include "backends/runtime/backend.h"
 
-// tj_compile with |backend| opened with |arg| (tj_backend_config_t.arg).
-tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
-                                    const tj_compile_options_t* options,
-                                    const tj_backend_t* backend,
-                                    const void* arg,
-                                    tj_executable_t** out_executable);
-
 // The backend of |executable|; its target and generic program in
 // |*out_target| and |*out_program|. NULL executable: NULL.
 const tj_backend_t* tj_executable_backend(const tj_executable_t* executable,
@@ -37,11 +30,15 @@ typedef struct tj_compile_debug_t {
   // The fuser's largest group (tj_pass_ctx_t.fuse_max_nodes); 1: no fusion
   // (every node its own kernel, generators aside). 0: the default.
   uint32_t fuse_max_nodes;
-  // Called with the generic program's kernels once the run plan is built,
-  // before the backend compiles them; may rewrite them (the test hook that
-  // plants a wrong kernel, backends/verify.h). A status fails the compile.
-  tj_status_t (*lowered)(void* user, const tj_run_plan_t* plan,
-                         tj_lowered_kernel_t* kernels);
+  // Called with each fusion group's |count| freshly lowered kernels of the
+  // generic program while the run plan is built, before the backend
+  // accepts them (CUDA emits a group when it accepts it), so that on every
+  // target the backend takes what the hook left. May rewrite them (the
+  // test hook that plants a wrong kernel, backends/verify.h). UNSUPPORTED
+  // makes the group a host step (as the backend's refusal does); another
+  // status fails the compile.
+  tj_status_t (*lowered)(void* user, uint32_t group,
+                         tj_lowered_kernel_t* kernels, uint32_t count);
   void* user;
   // The constant evaluator of the passes (folding) instead of the
   // reference interpreter's; kept by the executable (tj_executable_evaluator)
@@ -60,6 +57,16 @@ tj_status_t tj_compile_debug(const tj_graph_t* graph,
                              const tj_compile_options_t* options,
                              const tj_compile_debug_t* debug,
                              tj_executable_t** out_executable);
+
+// tj_compile_debug with |backend| opened with |arg|
+// (tj_backend_config_t.arg; the offline CUDA program,
+// backends/cuda/cuda_entry.h).
+tj_status_t tj_compile_with_backend(const tj_graph_t* graph,
+                                    const tj_compile_options_t* options,
+                                    const tj_backend_t* backend,
+                                    const void* arg,
+                                    const tj_compile_debug_t* debug,
+                                    tj_executable_t** out_executable);
 
 // tj_executable_run, calling |observe| after every step of the run plan
 // (tj_step_observer_fn). UNSUPPORTED for a target that cannot (CUDA) or

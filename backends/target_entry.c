@@ -33,8 +33,8 @@ tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
   opts.target = TJ_TARGET_CUDA;
   tj_cuda_offline_arg_t arg = {arch};
   tj_executable_t* exe = NULL;
-  TJ_RETURN_IF_ERROR(
-      tj_compile_with_backend(graph, &opts, &tj_backend_cuda, &arg, &exe));
+  TJ_RETURN_IF_ERROR(tj_compile_with_backend(graph, &opts, &tj_backend_cuda,
+                                             &arg, NULL, &exe));
   void *target, *program;
   tj_executable_backend(exe, &target, &program);
   tj_cuda_offline_ptx_t r;

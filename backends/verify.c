@@ -1097,6 +1097,11 @@ typedef struct ladder_t {
   const tj_tensor_t* inputs;
   int32_t num_inputs;
   tj_verify_tensors_t want;  // the reference run of |graph|
+  // The caller's TJ_BISECT budget (options.bisect, NULL: the context's):
+  // the compiled rungs compile with it, the decomposed rung replays with
+  // it. |bisect_limit| -1: none.
+  const char* bisect_pass;
+  int64_t bisect_limit;
   tj_ladder_report_t* r;
 } ladder_t;
 
@@ -1211,8 +1216,8 @@ static tj_status_t ladder_climb(ladder_t* L) {
   tj_ladder_rung_t* d = &r->rungs[TJ_LADDER_DECOMPOSED];
   stats_t st;
   bool bad = false;
-  tj_status_t status =
-      replay(&rp, TJ_ARRAY_SIZE(kPasses) - 1, NULL, -1, &bad, &st, NULL, NULL);
+  tj_status_t status = replay(&rp, TJ_ARRAY_SIZE(kPasses) - 1, L->bisect_pass,
+                              L->bisect_limit, &bad, &st, NULL, NULL);
   if (status && tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
     return status;
   }
@@ -1259,6 +1264,12 @@ static void render_ladder(tj_verify_text_t* t, const ladder_t* L) {
       "%g atol %g)\n",
       L->graph->name, target, o->rtol[TJ_DTYPE_F32], o->atol[TJ_DTYPE_F32],
       o->rtol[TJ_DTYPE_F64], o->atol[TJ_DTYPE_F64]);
+  if (L->bisect_limit >= 0) {
+    tj_verify_text_printf(
+        t, "every rung under the rewrite budget TJ_BISECT=%s%s%lld\n",
+        L->bisect_pass ? L->bisect_pass : "", L->bisect_pass ? ":" : "",
+        (long long)L->bisect_limit);
+  }
   tj_verify_text_printf(t, "%-4s %-12s %-9s %10s %12s %12s %11s\n", "rung",
                         "level", "verdict", "bad", "max abs", "max rel",
                         "compile ms");
@@ -1370,6 +1381,17 @@ static tj_status_t ladder_run(const tj_graph_t* graph,
   }
   L.inputs = inputs;
   L.num_inputs = num_inputs;
+  L.bisect_limit = -1;
+  if (!L.copts.bisect) {
+    tj_pass_ctx_t ctx;  // the context's TJ_BISECT, as the compiles read it
+    tj_pass_ctx_initialize(&ctx, tj_graph_context(graph));
+    L.bisect_pass = ctx.bisect_pass;
+    L.bisect_limit = ctx.bisect_limit;
+  } else if (*L.copts.bisect) {
+    TJ_RETURN_IF_ERROR(tj_bisect_parse(L.copts.bisect,
+                                       "tj_verify_ladder: options.bisect",
+                                       &L.bisect_pass, &L.bisect_limit));
+  }
   L.r = tj_calloc(L.al, 1, sizeof(tj_ladder_report_t));
   if (!L.r) return tj_status_oom();
   L.r->allocator_ = L.al;
@@ -1417,34 +1439,27 @@ tj_status_t tj_verify_test_ladder(const tj_graph_t* graph,
 
 //===--- the test hook ---===//
 
-tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* rp,
-                                 tj_lowered_kernel_t* kernels) {
+tj_status_t tj_verify_test_plant(void* user, uint32_t group,
+                                 tj_lowered_kernel_t* kernels, uint32_t count) {
   tj_verify_plant_t* p = user;
-  bool every = p->group == UINT32_MAX;
-  for (uint32_t s = 0; s < rp->num_steps; ++s) {
-    const tj_run_step_t* step = &rp->steps[s];
-    if ((!every && step->group != p->group) ||
-        step->kind != TJ_RUN_STEP_KERNELS || step->num_kernels == 0) {
-      continue;
-    }
-    for (uint32_t kk = 0; kk < (every ? step->num_kernels : 1); ++kk) {
-      tj_kir_t* k = kernels[step->first_kernel + kk].kernel;
-      for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
-        tj_kir_phase_t* phase = &k->phases[ph];
-        for (uint32_t i = 0; i < phase->num_insts; ++i) {
-          tj_kir_inst_t* inst = &phase->insts[i];
-          if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
-            inst->op = p->to;
-            p->planted = true;
-            if (!every) return NULL;
-          }
+  bool every = p->group == TJ_VERIFY_PLANT_EVERY_GROUP;
+  if (!every && (group != p->group || p->planted)) return NULL;
+  uint32_t n = every ? count : (count ? 1u : 0u);  // one group: its first
+  for (uint32_t kk = 0; kk < n; ++kk) {
+    tj_kir_t* k = kernels[kk].kernel;
+    for (uint32_t ph = 0; ph < k->num_phases; ++ph) {
+      tj_kir_phase_t* phase = &k->phases[ph];
+      for (uint32_t i = 0; i < phase->num_insts; ++i) {
+        tj_kir_inst_t* inst = &phase->insts[i];
+        if (inst->kind == TJ_KIR_OP && inst->op == p->from) {
+          inst->op = p->to;
+          p->planted = true;
+          if (!every) return NULL;
         }
       }
     }
   }
-  if (every) return NULL;
-  return tj_invalid("plant: group %u has no kernel with a %s", p->group,
-                    tj_op_info(p->from)->name);
+  return NULL;
 }
 
 tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
@@ -1457,5 +1472,17 @@ tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
   memset(&debug, 0, sizeof(debug));
   debug.lowered = tj_verify_test_plant;
   debug.user = &p;
-  return tj_compile_debug(graph, options, &debug, out_executable);
+  TJ_RETURN_IF_ERROR(tj_compile_debug(graph, options, &debug, out_executable));
+  if (group == TJ_VERIFY_PLANT_EVERY_GROUP) return NULL;
+  // The hook sees the group's kernels before the backend accepts them; a
+  // group the backend then refuses runs on the host, without the defect.
+  const tj_run_plan_t* rp = &(*out_executable)->run_plan;
+  bool kernels = group < rp->num_steps &&
+                 rp->steps[group].kind == TJ_RUN_STEP_KERNELS &&
+                 rp->steps[group].num_kernels > 0;
+  if (p.planted && kernels) return NULL;
+  tj_executable_release(*out_executable);
+  *out_executable = NULL;
+  return tj_invalid("plant: group %u has no kernel with a %s", group,
+                    tj_op_info(from)->name);
 }

@@ -46,8 +46,11 @@ tj_status_t tj_verify_make_outputs(const tj_graph_t* graph,
 // like tj_compile, then, in the first kernel of fusion group |group| (the
 // group's position in the run plan, not a VIEW or host step) changes the
 // first elementwise op |from| into |to| (e.g. add into sub) before the
-// backend compiles it. INVALID_ARGUMENT when that group has no such op.
-// Test-only: nothing in the library calls it.
+// backend accepts it. INVALID_ARGUMENT when that group has no such op, or
+// when the backend then refuses the group (it runs on the host). With
+// group TJ_VERIFY_PLANT_EVERY_GROUP (below) every |from| of every kernel
+// becomes |to|, and no op to change is no error. Test-only: nothing in the
+// library calls it.
 tj_status_t tj_verify_test_compile_planted(const tj_graph_t* graph,
                                            const tj_compile_options_t* options,
                                            uint32_t group, tj_op_t from,
@@ -74,8 +77,8 @@ typedef struct tj_verify_plant_t {
   tj_op_t from, to;
   bool planted;
 } tj_verify_plant_t;
-tj_status_t tj_verify_test_plant(void* user, const tj_run_plan_t* plan,
-                                 tj_lowered_kernel_t* kernels);
+tj_status_t tj_verify_test_plant(void* user, uint32_t group,
+                                 tj_lowered_kernel_t* kernels, uint32_t count);
 
 // A growable text in |al|'s memory, for reports: printf appends; after
 // an allocation failure |oom| is set and further appends do nothing.

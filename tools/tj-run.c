@@ -72,7 +72,8 @@
 // specialized), each rung on the same inputs against the reference, and
 // prints which rung diverges first and what to blame; for the passes, the
 // pass and the first bad rewrite (TJ_BISECT). --bisect=N|PASS:N compiles
-// --run and --verify with that rewrite budget, --specialize=POLICY with
+// --run and --verify with that rewrite budget (--ladder: every rung,
+// the decomposed one's replay included), --specialize=POLICY with
 // that policy (a specialized program's dumps go to TJ_DUMP_DIR as
 // <graph>.B=3.<kernel>.*). Exit status 2 when a rung diverges.
 
@@ -136,7 +137,8 @@ static void usage(FILE* out) {
       "fused, full, specialized) on the same inputs, names the first\n"
       "that diverges and what to blame, bisecting a wrong pass to its\n"
       "first bad rewrite; exit status 2 when a rung diverges.\n"
-      "--bisect=N|PASS:N compiles with that TJ_BISECT rewrite budget.\n");
+      "--bisect=N|PASS:N compiles with that TJ_BISECT rewrite budget\n"
+      "(with --ladder, every rung climbs under it).\n");
 }
 
 static double mb(int64_t bytes) { return (double)bytes / 1e6; }
@@ -692,7 +694,6 @@ static tj_status_t run_exec(const tj_graph_t* graph, exec_args_t* e,
     vo.nonfinite = e->nonfinite;
     vo.edge_values = e->edge_values;
     tj_ladder_report_t* report = NULL;
-    options.bisect = NULL;  // the ladder bisects for itself
     status = tj_verify_ladder(graph, &options, given_inputs ? in : NULL,
                               given_inputs ? num_in : 0, &vo, &report);
     if (!status) {

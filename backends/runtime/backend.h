@@ -85,8 +85,11 @@ typedef struct tj_backend_t {
   // to close. NULL: nothing to open.
   tj_status_t (*open)(void* target, const tj_backend_config_t* config);
   // While the generic run plan is built: whether the target takes one
-  // group's lowered kernels (tj_run_plan_accept_fn). NULL: all.
-  tj_run_plan_accept_fn accept;
+  // group's |count| lowered kernels (borrowed; the driver's debug hook has
+  // already rewritten them); UNSUPPORTED makes the group a host step.
+  // NULL: all.
+  tj_status_t (*accept)(void* target, const tj_lowered_kernel_t* kernels,
+                        uint32_t count);
   // Compiles |program|. Specializations are compiled under the driver's
   // lock, one at a time, while runs may use other programs. UNSUPPORTED
   // for a specialization means "serve this shape with the generic

@@ -286,7 +286,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       // The backend may still refuse a kernel (the CUDA templates: f64
       // transcendentals, misaligned tensor-core operands): the group then
       // runs on the host.
-      status = accept(accept_user, &kernels[nk], made);
+      status = accept(accept_user, q, &kernels[nk], made);
       if (status) {
         for (uint32_t i = 0; i < made; ++i) {
           tj_lowered_kernel_deinitialize(&kernels[nk + i]);

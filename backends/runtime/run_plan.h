@@ -65,11 +65,13 @@ typedef struct tj_run_plan_t {
   uint32_t num_host_calls;  // custom ops' host calls
 } tj_run_plan_t;
 
-// Whether a backend takes the |count| lowered kernels of one group
-// (borrowed); UNSUPPORTED makes the group a host step. NULL: every group
-// that lowers is taken.
-typedef tj_status_t (*tj_run_plan_accept_fn)(void* user,
-                                             const tj_lowered_kernel_t* kernels,
+// Called with the |count| freshly lowered kernels of fusion group |group|
+// (borrowed) before anything takes them: may rewrite them (the driver's
+// test hook, backends/compile.h) and says whether the target takes them;
+// UNSUPPORTED makes the group a host step, another status fails the build.
+// NULL: every group that lowers is taken as lowered.
+typedef tj_status_t (*tj_run_plan_accept_fn)(void* user, uint32_t group,
+                                             tj_lowered_kernel_t* kernels,
                                              uint32_t count);
 
 // Builds |rp| for |plan| (after fuse and memplan): lowers every group

@@ -270,7 +270,11 @@ typedef struct tj_ladder_report_t {
 // the reference interpreter's run of |graph| within |verify_options|'
 // budgets (NULL: the defaults). It reports every rung, the first that
 // diverges and the part to blame; for the passes, the pass and, by
-// bisecting the TJ_BISECT budget, the first bad rewrite and its node. A
+// bisecting the TJ_BISECT budget, the first bad rewrite and its node.
+// |options|' rewrite budget (tj_compile_options_t.bisect; NULL: the
+// context's TJ_BISECT) applies to every rung, the decomposed rung's replay
+// of the passes included, so that a budget that stops before the first bad
+// rewrite climbs clean; a malformed one is INVALID_ARGUMENT. A
 // divergence is not an error: the status is for what kept the ladder from
 // being climbed (bad arguments, OUT_OF_MEMORY, inputs it cannot make, the
 // reference failing); a rung that cannot compile is noted and skipped.

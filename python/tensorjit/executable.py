@@ -815,21 +815,36 @@ def _checked_graph(what: str, graph: Union[Graph, str], target: str,
 def ladder(graph: Union[Graph, str], target: str = "x86", *,
            symbols: Optional[Mapping[str, int]] = None, seed: int = 1,
            edge_values: bool = True, nonfinite: bool = False,
-           specialize: str = "never") -> LadderReport:
+           specialize: str = "never",
+           bisect: Optional[str] = None) -> LadderReport:
     """Climbs the diagnostic ladder for |graph| (``tj_verify_ladder``): the
     passes on the reference interpreter, then compiled for |target| unfused,
     fused without autotuning, with the full pipeline and specialized, each
     on the same random inputs (|symbols|, |seed|, edge values and
     |nonfinite| as :meth:`Executable.verify` makes them) against the
     reference; names the first rung that diverges and what to blame,
-    bisecting a blamed pass to its first bad rewrite."""
+    bisecting a blamed pass to its first bad rewrite.
+
+    bisect: a rewrite budget (TJ_BISECT's syntax, ``"N"`` or ``"PASS:N"``)
+        every rung climbs under, the decomposed rung's replay of the passes
+        included: with the budget that stops before the reported bad
+        rewrite (``f"{r.blamed_pass}:{r.bad_rewrite - 1}"``) the ladder
+        climbs clean. None: the environment's TJ_BISECT; "": none. A
+        malformed budget raises InvalidArgumentError."""
     graph = _checked_graph("ladder", graph, target, specialize)
+    if bisect is not None:
+        if not isinstance(bisect, str):
+            raise ArgumentTypeError("ladder: bisect must be a str")
+        if "\0" in bisect:
+            raise InvalidArgumentError("ladder: bisect contains NUL")
+    c_bisect = bisect.encode() if bisect is not None else None
     graph.finalize()
     L = _lib.lib()
     copts = _lib.CompileOptions_t()
     L.tj_compile_options_initialize(ctypes.byref(copts))
     copts.target = TARGETS[target]
     copts.specialize = _SPECIALIZE[specialize]
+    copts.bisect = c_bisect
     vopts = _lib.VerifyOptions_t()
     L.tj_verify_options_initialize(ctypes.byref(vopts))
     names = list((symbols or {}).keys())

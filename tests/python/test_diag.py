@@ -51,6 +51,16 @@ func @frag[B](%x: f32[B,64], %wa: f32[64,1024], %wb: f32[1024,64],
 """
 
 
+TINY = """
+func @tiny[B](%x: f32[B,4]) {
+  %a = exp %x : f32[B,4]
+  %b = mul %a, %x : f32[B,4]
+  %c = tanh %b : f32[B,4]
+  return %c as "y"
+}
+"""
+
+
 def block_inputs(b: int) -> list:
     rng = np.random.default_rng(7)
     return [rng.standard_normal((b, 32)).astype(np.float32),
@@ -94,6 +104,55 @@ def test_verify_ladder_profile_functions() -> None:
     assert p.entries and abs(sum(e.share for e in p.entries) - 1) < 0.1
 
 
+def test_ladder_bisect() -> None:
+    # The budget reaches every rung: the report says so, and a budget of 0
+    # rewrites (composites left whole, on the reference semantics) still
+    # climbs clean.
+    for spec in ("0", "canonicalize:2"):
+        lad = tj.ladder(BLOCK, symbols={"B": 3}, edge_values=False,
+                        bisect=spec)
+        assert lad.first_diverging is None, lad.text
+        assert all(r.ran for r in lad.rungs), lad.text
+        assert (f"every rung under the rewrite budget TJ_BISECT={spec}\n"
+                in lad.text), lad.text
+    none = tj.ladder(BLOCK, symbols={"B": 3}, edge_values=False, bisect="")
+    assert "rewrite budget" not in none.text
+    with pytest.raises(tj.InvalidArgumentError, match="options.bisect"):
+        tj.ladder(BLOCK, symbols={"B": 3}, bisect="canon:3")
+    with pytest.raises(tj.ArgumentTypeError, match="bisect"):
+        tj.ladder(BLOCK, symbols={"B": 3}, bisect=3)  # type: ignore
+
+
+def test_dumps_name_the_profiled_kernels() -> None:
+    # Context(dump_dir=) from Python: per kernel the profile names, its
+    # kernel IR, LLVM IR before and after optimization, assembly and
+    # tuning decisions; llc takes the LLVM IR where it is installed.
+    with tempfile.TemporaryDirectory() as d:
+        ctx = tj.Context(dump_dir=d)
+        try:
+            g = tj.Graph.parse(BLOCK, context=ctx)
+            exe = tj.compile(g, cache_dir="")
+            p = exe.profile(*block_inputs(8), runs=1)
+            kernels = [e.name for e in p.entries if e.kind == "kernel"]
+            assert kernels, p.text
+            for k in kernels:
+                for ext in (".kir", ".ll", ".opt.ll", ".s", ".tune.txt"):
+                    path = os.path.join(d, f"block.{k}{ext}")
+                    assert os.path.getsize(path) > 0, path
+                with open(os.path.join(d, f"block.{k}.kir")) as f:
+                    assert f.read().startswith(f"kernel @{k} ")
+            llc = next((os.path.join(b, n) for n in ("llc-19", "llc")
+                        for b in os.environ.get("PATH", "").split(":")
+                        if os.access(os.path.join(b, n), os.X_OK)), None)
+            if llc:
+                subprocess.run([llc, "-filetype=null",
+                                os.path.join(d, f"block.{kernels[0]}.opt.ll")],
+                               check=True)
+            exe.close()
+        finally:
+            ctx.close()
+
+
 def test_diagnose() -> None:
     r = tj.diagnose(FRAG, symbols={"B": 64}, runs=2, specialize="always")
     assert r.target == "x86" and r.runs == 2
@@ -106,6 +165,15 @@ def test_diagnose() -> None:
     assert not r.answer("collective").yes
     assert r.answer("compiling pay").question == "Does compiling pay?"
     assert "Am I fragmenting?" in r.text
+    # Launch bound: a graph of a few microseconds barely moves when B
+    # doubles, its host time beating its kernels'.
+    tiny = tj.diagnose(TINY, symbols={"B": 2}, runs=40)
+    assert tiny.answer("launch bound").yes, tiny.text
+    assert not tiny.answer("fragmenting").yes, tiny.text
+    # Not launch bound: 4M elements a run, whose time doubles with B.
+    wide = tj.diagnose(TINY.replace("4]", "16384]"), symbols={"B": 256},
+                       runs=10)
+    assert not wide.answer("launch bound").yes, wide.text
     plain = tj.diagnose(BLOCK, symbols={"B": 4}, runs=2)
     assert not plain.answer("recompiling").yes
     assert not plain.answer("breaking").yes

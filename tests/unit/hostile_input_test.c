@@ -3,12 +3,15 @@
 // negative, dims that overflow at run time, too few and too many tensors,
 // wrong dtypes, devices and shapes, NULL handles to every public function
 // that takes one, out-of-range enums and hostile attributes to the builders,
-// and constant data whose byte length is not its type's. Each is refused
-// with INVALID_ARGUMENT (or the documented result) and a message naming the
-// problem, on the reference target and x86 (and through tj_reference_run
-// and tj_graph_output_shape where the graph is checked directly). Every test
-// runs in a context of its own over a counting allocator: nothing may be
-// left allocated when the context is destroyed.
+// constant data whose byte length is not its type's, and builder calls
+// after finalize. Each is refused with INVALID_ARGUMENT (or the documented
+// result) and a message naming the problem, on the reference target and
+// x86 (and through tj_reference_run and tj_graph_output_shape where the
+// graph is checked directly). Every test runs in a context of its own over
+// a counting allocator: nothing may be left allocated when the context is
+// destroyed. The defects issue's run-argument cases (outputs overlapping
+// inputs, each other or themselves, pointers that wrap, huge and
+// zero-element dims) are run_args_test's, one test each.
 
 #include <stdint.h>
 
@@ -944,6 +947,30 @@ TEST(constant_buffer_smaller_than_its_type) {
   end_context();
 }
 
+// A builder call after tj_graph_finalize (the defects issue): a sticky
+// INVALID_ARGUMENT naming the first call, nothing added, and nothing
+// leaked (a late constant's data is not kept, a late input not declared).
+TEST(builder_call_after_finalize) {
+  begin_context();
+  tj_graph_t* g = add_graph();
+  CHECK_OK(tj_graph_finalize(g));
+  float data[3] = {1, 2, 3};
+  CHECK(tj_value_is_none(tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){3},
+                                           data, sizeof(data))));
+  CHECK(tj_value_is_none(
+      tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){3}, "late")));
+  tj_graph_output(g, tj_graph_scalar(g, TJ_DTYPE_F32, 1.0), "late");
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "tj_graph_constant: graph @hostile is finalized",
+               tj_graph_status(g));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "tj_graph_constant",
+               tj_graph_finalize(g));
+  CHECK_EQ_INT(1, tj_graph_num_inputs(g));
+  CHECK_EQ_INT(1, tj_graph_num_outputs(g));
+  tj_graph_destroy(g);
+  end_context();
+}
+
 int main(void) {
   RUN_TEST(graph_input_rank_beyond_limit);
   RUN_TEST(run_tensor_rank_beyond_limit);
@@ -971,5 +998,6 @@ int main(void) {
   RUN_TEST(concat_hostile);
   RUN_TEST(pad_hostile);
   RUN_TEST(constant_buffer_smaller_than_its_type);
+  RUN_TEST(builder_call_after_finalize);
   TEST_MAIN_END();
 }

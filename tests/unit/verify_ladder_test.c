@@ -6,7 +6,8 @@
 //    tj_pass_ctx_t.test_rule) diverges first on the decomposed rung, is
 //    blamed on canonicalize, and bisection names the rewrite and its node;
 //    the budget it names reproduces it through the compile option
-//    (PASS:N wrong, PASS:N-1 clean) and through TJ_BISECT's setting;
+//    (PASS:N wrong, PASS:N-1 clean) and through TJ_BISECT's setting, and
+//    the ladder climbed under PASS:N-1 is clean on every rung;
 //  - a wrong kernel for one op (planted in every group) diverges first on
 //    the unfused rung, blamed on the kernel, the node named;
 //  - malformed budgets are INVALID_ARGUMENT naming where they came from;
@@ -210,6 +211,34 @@ TEST(planted_wrong_rewrite_is_bisected_to_its_node) {
     CHECK_EQ_INT(TJ_VERIFY_CLEAN, verdict_with_budget(g, "0"));
     CHECK_EQ_INT(TJ_VERIFY_WRONG_PASSES, verdict_with_budget(g, ""));
   }
+  // The ladder climbs under the caller's budget, every rung (the decomposed
+  // rung's replay included): N - 1 rewrites climb clean; N diverge first
+  // on the decomposed rung and on the compiled ones, bisected to the same
+  // rewrite.
+  for (int64_t k = n - 1; n > 0 && k <= n; ++k) {
+    char spec[64], line[128];
+    snprintf(spec, sizeof(spec), "canonicalize:%lld", (long long)k);
+    snprintf(line, sizeof(line),
+             "every rung under the rewrite budget TJ_BISECT=%s\n", spec);
+    co.bisect = spec;
+    r = NULL;
+    CHECK_OK(tj_verify_test_ladder(g, &co, &d, &vo, &r));
+    if (!r) continue;
+    CHECK_CONTAINS(r->text, line);
+    for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
+      CHECK(r->rungs[l].ran);
+      CHECK_EQ_INT(k == n, r->rungs[l].diverges);
+    }
+    if (k < n) {
+      CHECK_EQ_INT(-1, r->first_diverging);
+      CHECK_CONTAINS(r->text, "every rung agrees with the reference");
+    } else {
+      CHECK_EQ_INT(TJ_LADDER_DECOMPOSED, r->first_diverging);
+      CHECK_STREQ("canonicalize", r->blamed_pass);
+      CHECK_EQ_INT(n, r->bad_rewrite);
+    }
+    tj_ladder_report_destroy(r);
+  }
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
 }
@@ -280,6 +309,11 @@ TEST(malformed_budgets_are_refused) {
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "tj_compile_options_t.bisect",
                  tj_compile(g, &co, &exe));
     CHECK(exe == NULL);
+    tj_ladder_report_t* r = NULL;
+    tj_verify_options_t vo = verify_options();
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "tj_verify_ladder: options.bisect",
+                 tj_verify_ladder(g, &co, NULL, 0, &vo, &r));
+    CHECK(r == NULL);
   }
   const char* pass = NULL;
   int64_t limit = 0;

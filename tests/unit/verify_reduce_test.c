@@ -5,7 +5,9 @@
 // it to the maximum and its two operands made inputs, one output, the
 // symbol shrunk to 1 and the concrete dims halved down to 1, in a bounded
 // number of predicate calls. Without the planted kernel the reduced graph
-// does not fail, and the original is refused.
+// does not fail, and the original is refused. The --error and --crash
+// predicates (a planted compile failure, a planted kill of the child)
+// reduce the 41-node graph to the failing op.
 
 #define TJ_REDUCE_NO_MAIN
 #include "tools/tj-reduce.c"
@@ -142,6 +144,19 @@ static tj_graph_t* hundred_graph(tj_context_t* ctx) {
   return g;
 }
 
+// A reducer for |target| with the random inputs of seed 1 and the one
+// symbol B (|names|, |values|: shrunk in place).
+static tj_reduce_t reducer(tj_target_t target, char** names, int64_t* values) {
+  tj_reduce_t r;
+  memset(&r, 0, sizeof(r));
+  r.target = target;
+  r.seed = 1;
+  r.num_syms = 1;
+  r.names = names;
+  r.values = values;
+  return r;
+}
+
 TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
@@ -153,14 +168,8 @@ TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node) {
   CHECK_EQ_INT(100, g->num_nodes);
   char* names[1] = {(char*)"B"};
   int64_t values[1] = {16};
-  tj_reduce_t r;
-  memset(&r, 0, sizeof(r));
-  r.target = TJ_TARGET_X86;
-  r.seed = 1;
+  tj_reduce_t r = reducer(TJ_TARGET_X86, names, values);
   r.edge_values = true;
-  r.num_syms = 1;
-  r.names = names;
-  r.values = values;
   r.compile = planted_compile;
   CHECK_OK(tj_reduce(&r, &g));
   // The planted node alone: a maximum of two inputs (its operands cut, or
@@ -227,13 +236,7 @@ TEST(a_graph_that_does_not_fail_is_refused) {
   tj_graph_t* g = ctx ? big_graph(ctx) : NULL;
   char* names[1] = {(char*)"B"};
   int64_t values[1] = {4};
-  tj_reduce_t r;
-  memset(&r, 0, sizeof(r));
-  r.target = TJ_TARGET_X86;
-  r.seed = 1;
-  r.num_syms = 1;
-  r.names = names;
-  r.values = values;
+  tj_reduce_t r = reducer(TJ_TARGET_X86, names, values);
   if (g) {
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
                  "does not fail the predicate to begin with",
@@ -244,8 +247,64 @@ TEST(a_graph_that_does_not_fail_is_refused) {
   tj_context_destroy(ctx);
 }
 
+// The planted failure of the error and crash modes: a graph with a sigmoid
+// fails to compile (UNSUPPORTED), or, with |user| set, kills the process
+// compiling it (tj-reduce's child; SIGKILL leaves no core file).
+static tj_status_t sigmoid_fails(void* user, const tj_graph_t* graph,
+                                 const tj_compile_options_t* options,
+                                 tj_executable_t** out) {
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+    if (graph->nodes[i].op != TJ_OP_SIGMOID) continue;
+    if (user) raise(SIGKILL);
+    return tj_unsupported("planted: sigmoid %%%u", i);
+  }
+  return tj_compile(graph, options, out);
+}
+
+// --error and --crash: the 41-node graph (five sigmoids among its ops)
+// shrinks to one sigmoid of one input, one output, the symbol 1.
+TEST(error_and_crash_modes_reduce_to_the_failing_op) {
+  static const reduce_mode_t kModes[2] = {REDUCE_ERROR, REDUCE_CRASH};
+  for (int m = 0; m < 2; ++m) {
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    tj_graph_t* g = ctx ? big_graph(ctx) : NULL;
+    char* names[1] = {(char*)"B"};
+    int64_t values[1] = {4};
+    tj_reduce_t r = reducer(TJ_TARGET_REFERENCE, names, values);
+    r.mode = kModes[m];
+    r.compile = sigmoid_fails;
+    r.compile_user = r.mode == REDUCE_CRASH ? (void*)&r : NULL;
+    if (g) CHECK_OK(tj_reduce(&r, &g));
+    if (r.mode == REDUCE_ERROR) {
+      CHECK_EQ_INT(TJ_STATUS_UNSUPPORTED, r.error_code);
+    }
+    int sigmoids = 0, others = 0;
+    for (uint32_t i = 0; g && i < g->num_nodes; ++i) {
+      tj_op_t op = g->nodes[i].op;
+      sigmoids += op == TJ_OP_SIGMOID;
+      others += op != TJ_OP_SIGMOID && op != TJ_OP_INPUT;
+    }
+    CHECK_EQ_INT(1, sigmoids);
+    CHECK_EQ_INT(0, others);
+    if (g) CHECK_EQ_INT(2, g->num_nodes);
+    if (g) CHECK_EQ_INT(1, g->num_outputs);
+    CHECK_EQ_INT(1, values[0]);
+    CHECK(r.tests <= 200);
+    // Without the planted failure the reduced graph compiles and runs.
+    r.compile = NULL;
+    if (g) CHECK(!interesting(&r, g));
+    printf("# %s: %u nodes in %lld tests\n",
+           r.mode == REDUCE_ERROR ? "--error" : "--crash", g ? g->num_nodes : 0,
+           (long long)r.tests);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
 int main(void) {
   RUN_TEST(planted_bug_in_100_nodes_is_reduced_to_the_planted_node);
   RUN_TEST(a_graph_that_does_not_fail_is_refused);
+  RUN_TEST(error_and_crash_modes_reduce_to_the_failing_op);
   TEST_MAIN_END();
 }

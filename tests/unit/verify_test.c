@@ -7,6 +7,7 @@
 // on its pass; the reference target compares outputs only; errors; and every
 // allocation failure of a check is OUT_OF_MEMORY and leaks nothing.
 
+#include "backends/cuda/cuda_entry.h"
 #include "backends/reference/reference_eval.h"
 #include "backends/verify.h"
 #include "lib/passes/fusion.h"
@@ -261,6 +262,99 @@ static tj_graph_t* folded_graph(tj_context_t* ctx) {
 // evaluator) agrees with the optimized graph at every boundary but not
 // with the caller's graph: "wrong passes", blamed on the first
 // canonicalize.
+// The PTX of |g| for sm_90a (no GPU: the CUDA backend opened offline) with
+// |debug|, and the executable's run plan's steps in |out_steps| (kernels
+// per group, 0 for a group that is not KERNELS). NULL on failure.
+static char* offline_ptx(const tj_graph_t* g, const tj_compile_debug_t* debug,
+                         uint32_t* out_steps, uint32_t max_steps) {
+  tj_compile_options_t co = x86_options();
+  co.target = TJ_TARGET_CUDA;
+  co.autotune = TJ_AUTOTUNE_OFF;
+  tj_cuda_offline_arg_t arg = {TJ_NVPTX_SM_90A};
+  tj_executable_t* exe = NULL;
+  CHECK_OK(
+      tj_compile_with_backend(g, &co, &tj_backend_cuda, &arg, debug, &exe));
+  if (!exe) return NULL;
+  void *target, *program;
+  tj_executable_backend(exe, &target, &program);
+  const char* ptx = tj_cuda_backend_ptx(program);
+  char* copy = ptx ? strdup(ptx) : NULL;
+  const tj_run_plan_t* rp = tj_executable_run_plan(exe);
+  for (uint32_t s = 0; s < max_steps; ++s) {
+    bool k = s < rp->num_steps && rp->steps[s].kind == TJ_RUN_STEP_KERNELS;
+    out_steps[s] = k ? rp->steps[s].num_kernels : 0;
+  }
+  tj_executable_release(exe);
+  return copy;
+}
+
+// The text of the kernels of group |group| in |ptx| (from its first
+// ".entry tj_kernel_gN_" to the next entry of another group), copied; ""
+// if none.
+static char* group_ptx(const char* ptx, uint32_t group) {
+  char name[32];
+  snprintf(name, sizeof(name), ".entry tj_kernel_g%u_", group);
+  const char* start = strstr(ptx, name);
+  if (!start) return strdup("");
+  const char* end = start + 1;
+  while ((end = strstr(end, ".entry ")) &&
+         strncmp(end, name, strlen(name)) == 0)
+    ++end;
+  size_t n = end ? (size_t)(end - start) : strlen(start);
+  return strndup(start, n);
+}
+
+// The bug the H200 found: the CUDA backend emits a group's kernels when it
+// accepts them, while the run plan is built, and the hook that plants a
+// wrong kernel ran only after that, so the planted defect never reached
+// the CUDA program. Now the driver runs the hook before the backend
+// accepts a group, on every target. Offline (no GPU): with add -> sub
+// planted in one group, that group's PTX differs from the clean compile's
+// and every other group's is the same.
+TEST(planted_kernel_reaches_the_cuda_program) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = ctx ? small_graph(ctx) : NULL;
+  enum { kMaxSteps = 32 };
+  uint32_t clean_steps[kMaxSteps], steps[kMaxSteps];
+  char* clean = g ? offline_ptx(g, NULL, clean_steps, kMaxSteps) : NULL;
+  CHECK(clean != NULL);
+  int planted = 0;
+  for (uint32_t q = 0; clean && q < kMaxSteps; ++q) {
+    if (clean_steps[q] == 0) continue;
+    tj_verify_plant_t plant = {q, TJ_OP_ADD, TJ_OP_SUB, false};
+    tj_compile_debug_t debug;
+    memset(&debug, 0, sizeof(debug));
+    debug.lowered = tj_verify_test_plant;
+    debug.user = &plant;
+    char* ptx = offline_ptx(g, &debug, steps, kMaxSteps);
+    CHECK(ptx != NULL);
+    if (!ptx || !plant.planted) {  // no add in this group
+      free(ptx);
+      continue;
+    }
+    ++planted;
+    CHECK_EQ_INT(clean_steps[q], steps[q]);
+    for (uint32_t other = 0; other < kMaxSteps; ++other) {
+      if (clean_steps[other] == 0) continue;
+      char* want = group_ptx(clean, other);
+      char* got = group_ptx(ptx, other);
+      CHECK(want[0] != '\0');
+      if (other == q) {
+        CHECK(strcmp(want, got) != 0);
+      } else {
+        CHECK_STREQ(want, got);
+      }
+      free(want);
+      free(got);
+    }
+    free(ptx);
+  }
+  CHECK(planted >= 2);  // the reduction's prologue and the GEMM's epilogue
+  free(clean);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 TEST(planted_wrong_fold_is_blamed_on_its_pass) {
   tj_context_t* ctx = tier_context("host");
   tj_graph_t* g = folded_graph(ctx);
@@ -641,6 +735,7 @@ int main(void) {
   RUN_TEST(small_graph_is_clean_at_every_tier);
   RUN_TEST(capstone_is_clean_at_every_tier);
   RUN_TEST(planted_wrong_kernel_is_named);
+  RUN_TEST(planted_kernel_reaches_the_cuda_program);
   RUN_TEST(diagnose_answers_the_ladder);
   RUN_TEST(diagnose_oom_sweep);
   RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
