@@ -974,37 +974,145 @@ static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, dtype));
 }
 
-// Attention (opset 23) onto the attention op, without a KV cache: Q, K, V
-// as [B, H, S, D], or as [B, S, H*D] with q_num_heads and kv_num_heads;
-// attn_mask bool (true attends) or added; is_causal top-left aligned (no
-// past, so ONNX's offset is 0); scale 0 or absent means 1/sqrt(D). A fully
-// masked row gives 0, as ONNX's reference does. Refused, by name: past_key,
-// past_value, nonpad_kv_seqlen, softcap, and the present_* and qk_matmul
-// outputs.
+// Attention (opsets 23 to 25). Q, K, V as [B, H, S, D], or as [B, S, H*D]
+// with q_num_heads and kv_num_heads; past_key/past_value ([B, Hkv, P, D])
+// are concatenated before K and V along the sequence axis and are the
+// present_key/present_value outputs. Every mask ONNX composes (attn_mask,
+// bool or added, shorter than the keys and padded; is_causal, aligned at
+// the bottom right by the offset P, or per batch nonpad_kv_seqlen[b] - Sq;
+// the sliding window left_window_size/right_window_size around the same
+// offset; keys j >= nonpad_kv_seqlen[b]) is built from iota comparisons
+// into one mask, so the whole node stays one attention op (fused into the
+// flash kernel on x86). softcap (c * tanh(s / c) before the mask), the
+// qk_matmul_output output and a softmax_precision narrower than the
+// compute type change the scores themselves: those nodes decompose into
+// matmul, softmax and elementwise ops instead, with ONNX's reference
+// semantics (modes 0 and 1 give the softcapped scores, 2 adds the mask, 3
+// the probabilities; a row with every key masked gives 0).
+
+// The dim |d| (constant or symbolic) as an i64 scalar: a symbolic one is
+// the sum of |d| ones, so a mask may depend on a cache length known only at
+// run time.
+static tj_value_t dim_value(tj_onnx_importer_t* im, int64_t d) {
+  if (d >= 0) return scalar(im, TJ_DTYPE_I64, (double)d);
+  static const int32_t kAxis0[1] = {0};
+  return tj_graph_sum(G, tj_graph_full(G, TJ_DTYPE_I64, 1, &d, 1.0), 1, kAxis0,
+                      false);
+}
+
+typedef struct attn_t {
+  bool causal, has_nonpad, has_past;
+  int64_t left, right;  // -1: unbounded
+  int64_t sq, sk, past;
+  tj_value_t nonpad;  // [B] i64
+} attn_t;
+
+// The bool mask of the keys each query may see by causality, the sliding
+// window and nonpad_kv_seqlen: [Sq, Sk], or [B, 1, Sq, Sk] when it depends
+// on the batch (nonpad_kv_seqlen). None when nothing restricts the keys.
+static tj_value_t attn_structure(tj_onnx_importer_t* im, const attn_t* a) {
+  bool window = a->left >= 0 || a->right >= 0;
+  if (!a->causal && !window && !a->has_nonpad) return tj_value_none();
+  const int64_t dims[2] = {a->sq, a->sk};
+  tj_value_t i = tj_graph_iota(G, TJ_DTYPE_I64, 2, dims, 0);
+  tj_value_t j = tj_graph_iota(G, TJ_DTYPE_I64, 2, dims, 1);
+  tj_value_t nonpad = tj_value_none();
+  if (a->has_nonpad) {
+    int64_t bdims[TJ_MAX_RANK];
+    tj_graph_value_dims(G, a->nonpad, bdims);
+    const int64_t shape[3] = {bdims[0], 1, 1};
+    nonpad = tj_graph_reshape(G, tj_graph_cast(G, a->nonpad, TJ_DTYPE_I64), 3,
+                              shape);
+  }
+  // diff = (offset + i) - j: the query's absolute position minus the key's.
+  // The offset is the count of valid keys before the query block: P with a
+  // past, nonpad_kv_seqlen[b] - Sq with an external cache, else 0.
+  tj_value_t diff = tj_graph_sub(G, i, j);
+  if (a->has_nonpad)
+    diff = tj_graph_add(G, diff, tj_graph_sub(G, nonpad, dim_value(im, a->sq)));
+  else if (a->has_past)
+    diff = tj_graph_add(G, diff, dim_value(im, a->past));
+  tj_value_t allowed = tj_value_none();
+  tj_value_t zero = scalar(im, TJ_DTYPE_I64, 0);
+  tj_value_t conds[4];
+  int32_t count = 0;
+  if (a->causal) conds[count++] = tj_graph_ge(G, diff, zero);
+  if (a->left >= 0)
+    conds[count++] =
+        tj_graph_le(G, diff, scalar(im, TJ_DTYPE_I64, (double)a->left));
+  if (a->right >= 0)
+    conds[count++] =
+        tj_graph_ge(G, diff, scalar(im, TJ_DTYPE_I64, -(double)a->right));
+  if (a->has_nonpad) conds[count++] = tj_graph_lt(G, j, nonpad);
+  for (int32_t c = 0; c < count; ++c)
+    allowed = c ? tj_graph_logical_and(G, allowed, conds[c]) : conds[c];
+  if (tj_graph_value_rank(G, allowed) == 3) {
+    int64_t d3[TJ_MAX_RANK];
+    tj_graph_value_dims(G, allowed, d3);
+    const int64_t d4[4] = {d3[0], 1, d3[1], d3[2]};
+    allowed = tj_graph_reshape(G, allowed, 4, d4);
+  }
+  return allowed;
+}
+
+// [B, Hkv*G, S, X] -> [B, Hkv, G, S, X] (G > 1), or [B, Hkv, 1, S, X]
+// (G = 1, for K and V against grouped queries).
+static tj_value_t split_heads(tj_onnx_importer_t* im, tj_value_t x, int64_t hkv,
+                              int64_t group) {
+  int64_t d[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, d);
+  const int64_t shape[5] = {d[0], hkv, group, d[2], d[3]};
+  return tj_graph_reshape(G, x, 5, shape);
+}
+
 static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                 const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 7));
-  for (int32_t i = 4; i < 7; ++i) {
-    if (has_in(n, i))
-      return fail(im, n,
-                  "input %d (past_key, past_value or "
-                  "nonpad_kv_seqlen: a KV cache)",
-                  (int)i);
-  }
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
-  if (attr_f(n, "softcap", 0) != 0) return fail(im, n, "softcap");
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 4));
   int32_t rank = rank_of(n, 0);
   if (rank != 3 && rank != 4)
     return bad(im, n, "Q has rank %d (3 or 4)", (int)rank);
   if (rank_of(n, 1) != rank || rank_of(n, 2) != rank)
     return bad(im, n, "Q, K and V differ in rank");
+  tj_dtype_t dtype = dtype_of(n, 0);
+  if (!is_float(dtype))
+    return bad(im, n, "Q is %s (a float type)", tj_dtype_name(dtype));
+  attn_t a;
+  memset(&a, 0, sizeof a);
+  a.causal = attr_i(n, "is_causal", 0) != 0;
+  a.left = attr_i(n, "left_window_size", -1);
+  a.right = attr_i(n, "right_window_size", -1);
+  if (a.left < -1 || a.right < -1)
+    return bad(im, n,
+               "left_window_size %lld, right_window_size %lld (each "
+               "-1 or >= 0)",
+               (long long)a.left, (long long)a.right);
+  double softcap = attr_f(n, "softcap", 0);
+  if (!(softcap >= 0) || isinf(softcap))
+    return bad(im, n, "softcap %g (0, none, or a finite positive cap)",
+               softcap);
+  int64_t mode = attr_i(n, "qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3)
+    return bad(im, n, "qk_matmul_output_mode %lld (0 to 3)", (long long)mode);
+  tj_dtype_t compute =
+      dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : dtype;
+  tj_dtype_t sm_dtype = compute;
+  if (attr(n, "softmax_precision")) {
+    int64_t p = attr_i(n, "softmax_precision", 1);
+    if (!onnx_to_dtype(p, &sm_dtype) || !is_float(sm_dtype))
+      return fail(im, n, "softmax_precision %lld (a float type)", (long long)p);
+  }
+  if (has_in(n, 4) != has_in(n, 5))
+    return bad(im, n, "past_key and past_value go together");
+  a.has_past = has_in(n, 4);
+  a.has_nonpad = has_in(n, 6);
+  if (a.has_past && a.has_nonpad)
+    return bad(im, n, "nonpad_kv_seqlen with past_key and past_value");
   tj_value_t q = in(im, n, 0), k = in(im, n, 1), v = in(im, n, 2);
-  int64_t qh = 0, kvh = 0;
   static const int32_t kPerm[4] = {0, 2, 1, 3};  // its own inverse
+  int64_t qh = attr_i(n, "q_num_heads", 0), kvh = attr_i(n, "kv_num_heads", 0);
   if (rank == 3) {
     // [B, S, H*D] -> [B, H, S, D].
-    qh = attr_i(n, "q_num_heads", 0);
-    kvh = attr_i(n, "kv_num_heads", 0);
     if (qh <= 0 || kvh <= 0)
       return bad(im, n, "3-D inputs need q_num_heads and kv_num_heads");
     tj_value_t* vals[3] = {&q, &k, &v};
@@ -1019,21 +1127,168 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       *vals[i] =
           tj_graph_transpose(G, tj_graph_reshape(G, *vals[i], 4, shape), kPerm);
     }
+  } else {
+    const int64_t* qd = n->inputs[0]->dims;
+    const int64_t* kd = n->inputs[1]->dims;
+    if ((qh && qh != qd[1]) || (kvh && kvh != kd[1]))
+      return bad(im, n,
+                 "q_num_heads %lld and kv_num_heads %lld disagree "
+                 "with Q's and K's head dims",
+                 (long long)qh, (long long)kvh);
   }
+  if (a.has_past) {
+    for (int32_t i = 4; i < 6; ++i) {
+      if (rank_of(n, i) != 4)
+        return bad(im, n, "input %d (%s) has rank %d (4)", (int)i,
+                   i == 4 ? "past_key" : "past_value", (int)rank_of(n, i));
+    }
+    a.past = n->inputs[4]->dims[2];
+    if (n->inputs[5]->dims[2] != a.past)
+      return bad(im, n, "past_key and past_value differ in length");
+    tj_value_t kk[2] = {in(im, n, 4), k}, vv[2] = {in(im, n, 5), v};
+    k = tj_graph_concat(G, 2, kk, 2);
+    v = tj_graph_concat(G, 2, vv, 2);
+  }
+  TJ_RETURN_IF_ERROR(out(im, n, 1, k));
+  TJ_RETURN_IF_ERROR(out(im, n, 2, v));
+  if (a.has_nonpad) {
+    if (rank_of(n, 6) != 1 ||
+        !(dtype_of(n, 6) == TJ_DTYPE_I64 || dtype_of(n, 6) == TJ_DTYPE_I32))
+      return bad(im, n, "nonpad_kv_seqlen must be a 1-D int64 tensor");
+    a.nonpad = in(im, n, 6);
+  }
+  int64_t qd[TJ_MAX_RANK], kd[TJ_MAX_RANK], vd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, q, qd);
+  tj_graph_value_dims(G, k, kd);
+  tj_graph_value_dims(G, v, vd);
+  a.sq = qd[2];
+  a.sk = kd[2];
+  // attn_mask: its last dim may be shorter than the keys: padded with
+  // false or -inf.
   tj_value_t mask = has_in(n, 3) ? in(im, n, 3) : tj_value_none();
-  double scale = attr_f(n, "scale", 0);
-  tj_value_t y = tj_graph_attention(G, q, k, v, mask, scale,
-                                    attr_i(n, "is_causal", 0) != 0);
-  if (rank == 3) {
-    // [B, H, Sq, Dv] -> [B, Sq, H*Dv].
-    const tj_onnx_val_t* qv = n->inputs[0];
-    int64_t dv = n->inputs[2]->dims[2] / kvh, width;
-    if (__builtin_mul_overflow(qh, dv, &width))
-      return bad(im, n, "q_num_heads x the value head size overflows");
-    int64_t shape[3] = {qv->dims[0], qv->dims[1], width};
-    y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
+  bool bool_mask = false;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* mv = n->inputs[3];
+    bool_mask = mv->dtype == TJ_DTYPE_BOOL;
+    if (!bool_mask && !is_float(mv->dtype))
+      return bad(im, n, "attn_mask is %s (bool or float)",
+                 tj_dtype_name(mv->dtype));
+    if (mv->rank < 1) return bad(im, n, "attn_mask is a scalar");
+    int64_t last = mv->dims[mv->rank - 1];
+    if (last != a.sk) {
+      if (last < 0 || a.sk < 0)
+        return fail(im, n,
+                    "attn_mask's last dim and the key count differ "
+                    "symbolically (padding it needs both constant)");
+      if (last > a.sk)
+        return bad(im, n, "attn_mask has %lld keys, more than the %lld keys",
+                   (long long)last, (long long)a.sk);
+      int64_t lo[TJ_MAX_RANK] = {0}, hi[TJ_MAX_RANK] = {0};
+      hi[mv->rank - 1] = a.sk - last;
+      mask = tj_graph_pad(G, mask, lo, hi, bool_mask ? 0.0 : -INFINITY);
+    }
+    if (!bool_mask) mask = tj_graph_cast(G, mask, compute);
   }
-  return out(im, n, 0, y);
+  bool has_scale = attr(n, "scale") != NULL;
+  double scale = attr_f(n, "scale", 0);
+  if (!isfinite(scale)) return bad(im, n, "scale %g", scale);
+  bool decompose = softcap > 0 || has_out(n, 3) || sm_dtype != compute ||
+                   (has_scale && scale == 0);
+  // Top-left causality with no cache is the attention op's own flag.
+  bool plain_causal = a.causal && !a.has_nonpad && a.left < 0 && a.right < 0 &&
+                      (!a.has_past || a.past == 0);
+  attn_t structural = a;
+  if (plain_causal && !decompose) structural.causal = false;
+  tj_value_t allowed = attn_structure(im, &structural);
+  if (!decompose) {
+    if (!tj_value_is_none(allowed)) {
+      if (tj_value_is_none(mask))
+        mask = allowed;
+      else if (bool_mask)
+        mask = tj_graph_logical_and(G, mask, allowed);
+      else
+        mask = tj_graph_add(G, mask,
+                            tj_graph_where(G, allowed, scalar(im, compute, 0),
+                                           scalar(im, compute, -INFINITY)));
+    }
+    if (!tj_value_is_none(mask) &&
+        tj_graph_value_dtype(G, mask) != TJ_DTYPE_BOOL)
+      mask = tj_graph_cast(G, mask, dtype);
+    tj_value_t y = tj_graph_attention(G, q, k, v, mask, scale, plain_causal);
+    if (rank == 3) {
+      int64_t yd[TJ_MAX_RANK];
+      tj_graph_value_dims(G, y, yd);
+      int64_t width = tj_graph_dim_mul(G, yd[1], yd[3]);
+      int64_t shape[3] = {yd[0], yd[2], width};
+      y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
+    }
+    return out(im, n, 0, y);
+  }
+  // Decomposed: s = scale * q k^T (softcapped), + bias, softmax, p v; in f32
+  // for f16 and bf16. Grouped queries multiply [B, Hkv, G, Sq, D] by
+  // [B, Hkv, 1, D, Sk], so K and V are never repeated.
+  int64_t h = qd[1], hkv = kd[1];
+  if (h < 0 || hkv <= 0 || h % hkv || vd[1] != hkv)
+    return bad(im, n,
+               "%lld query heads and %lld/%lld key/value heads (a "
+               "multiple of them)",
+               (long long)h, (long long)hkv, (long long)vd[1]);
+  if (!has_scale) scale = qd[3] > 0 ? 1.0 / sqrt((double)qd[3]) : 1.0;
+  int64_t group = h / hkv;
+  tj_value_t qc = tj_graph_cast(G, q, compute);
+  tj_value_t kc = tj_graph_cast(G, k, compute);
+  tj_value_t vc = tj_graph_cast(G, v, compute);
+  static const int32_t kSwapLast[5] = {0, 1, 2, 4, 3};
+  tj_value_t kt = tj_graph_transpose(G, split_heads(im, kc, hkv, 1), kSwapLast);
+  tj_value_t s = tj_graph_matmul(G, split_heads(im, qc, hkv, group), kt);
+  int64_t sd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, s, sd);
+  const int64_t sdims[4] = {sd[0], h, a.sq, a.sk};
+  s = tj_graph_reshape(G, s, 4, sdims);
+  s = tj_graph_mul(G, s, scalar(im, compute, scale));
+  if (softcap > 0)
+    s = tj_graph_mul(
+        G, tj_graph_tanh(G, tj_graph_div(G, s, scalar(im, compute, softcap))),
+        scalar(im, compute, softcap));
+  tj_value_t bias = tj_value_none();
+  if (!tj_value_is_none(mask) && !bool_mask) bias = mask;
+  tj_value_t keep = bool_mask ? mask : tj_value_none();
+  if (!tj_value_is_none(allowed))
+    keep = tj_value_is_none(keep) ? allowed
+                                  : tj_graph_logical_and(G, keep, allowed);
+  if (!tj_value_is_none(keep)) {
+    tj_value_t b = tj_graph_where(G, keep, scalar(im, compute, 0),
+                                  scalar(im, compute, -INFINITY));
+    bias = tj_value_is_none(bias) ? b : tj_graph_add(G, bias, b);
+  }
+  tj_value_t sb = tj_value_is_none(bias) ? s : tj_graph_add(G, s, bias);
+  tj_value_t p = tj_graph_cast(
+      G, tj_graph_softmax(G, tj_graph_cast(G, sb, sm_dtype), 3), compute);
+  if (!tj_value_is_none(bias)) {
+    // A row whose bias is -inf at every key gives 0, decided on the bias
+    // (its scores may be NaN).
+    int32_t last = tj_graph_value_rank(G, bias) - 1;
+    tj_value_t dead = tj_graph_eq(G, tj_graph_max(G, bias, 1, &last, true),
+                                  scalar(im, compute, -INFINITY));
+    p = tj_graph_where(G, dead, scalar(im, compute, 0), p);
+  }
+  tj_value_t qk = mode == 3 ? p : mode == 2 ? sb : s;
+  TJ_RETURN_IF_ERROR(out(im, n, 3, tj_graph_cast(G, qk, dtype)));
+  tj_value_t y = tj_graph_matmul(G, split_heads(im, p, hkv, group),
+                                 split_heads(im, vc, hkv, 1));
+  int64_t yd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, y, yd);
+  if (rank == 3) {
+    // [B, Hkv, G, Sq, Dv] -> [B, Sq, H*Dv].
+    static const int32_t kToRows[5] = {0, 3, 1, 2, 4};
+    int64_t width = tj_graph_dim_mul(G, h, yd[4]);
+    const int64_t shape[3] = {yd[0], a.sq, width};
+    y = tj_graph_reshape(G, tj_graph_transpose(G, y, kToRows), 3, shape);
+  } else {
+    const int64_t shape[4] = {yd[0], h, a.sq, yd[4]};
+    y = tj_graph_reshape(G, y, 4, shape);
+  }
+  return out(im, n, 0, tj_graph_cast(G, y, dtype));
 }
 
 static tj_status_t cv_global_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -2706,7 +2961,7 @@ static const op_entry_t kOps[] = {
     OP("RMSNormalization", "axis,epsilon,stash_type,", cv_rms_norm),
     OP("Attention",
        "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,"
-       "softcap,softmax_precision,",
+       "softcap,softmax_precision,left_window_size,right_window_size,",
        cv_attention),
     {"GlobalAveragePool", "", cv_global_pool, NULL, NULL, tj_graph_mean, 0},
     {"GlobalMaxPool", "", cv_global_pool, NULL, NULL, tj_graph_max, 1},

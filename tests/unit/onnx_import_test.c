@@ -1120,6 +1120,169 @@ TEST(resize) {
   pool_free();
 }
 
+// Attention (opset 25) with a KV cache whose length P is a dim_param:
+// present_key/present_value are the caches with K and V appended; the
+// causal mask is aligned at the bottom right by P (read at run time) and
+// cut to a sliding window of 2 keys back; 2 query heads share 1 kv head.
+// Imported as one attention op fed by an iota-built mask (no graph break),
+// checked on the reference and on x86 at every tier against a direct
+// evaluation of ONNX's definition. Bad attribute combinations are errors
+// naming the node.
+enum { AT_SQ = 2, AT_P = 3, AT_D = 4, AT_H = 2, AT_T = AT_SQ + AT_P };
+
+static void build_attention(model_t* m, int variant) {
+  static const int64_t kQ[4] = {1, AT_H, AT_SQ, AT_D};
+  static const int64_t kKV[4] = {1, 1, AT_SQ, AT_D};
+  static const int64_t kPast[4] = {1, 1, 0, AT_D};
+  static const int64_t kPres[4] = {1, 1, 0, AT_D};
+  static const char* const kPastP[4] = {NULL, NULL, "P", NULL};
+  static const char* const kPresP[4] = {NULL, NULL, "", NULL};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 25);
+  add_input(m, value_info("q", f, 4, kQ, NULL));
+  add_input(m, value_info("k", f, 4, kKV, NULL));
+  add_input(m, value_info("v", f, 4, kKV, NULL));
+  add_input(m, value_info("past_k", f, 4, kPast, kPastP));
+  add_input(m, value_info("past_v", f, 4, kPast, kPastP));
+  static const char* const kIn[6] = {"q", "k", "v", "", "past_k", "past_v"};
+  static const char* const kOut[3] = {"y", "present_k", "present_v"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 3);
+  attrs[0] = attr_int("is_causal", 1);
+  attrs[1] = attr_int("left_window_size", variant == 1 ? -2 : 2);
+  attrs[2] = attr_int("softmax_precision", 7);  // int64: dropped below
+  int nin = variant == 2 ? 5 : 6;
+  add_node(m, node("Attention", "attn", nin, kIn, 3, kOut, variant == 3 ? 3 : 2,
+                   attrs));
+  add_output(m, value_info("y", f, 4, kQ, NULL));
+  add_output(m, value_info("present_k", f, 4, kPres, kPresP));
+  add_output(m, value_info("present_v", f, 4, kPres, kPresP));
+}
+
+TEST(attention_kv_cache) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  float q[AT_H * AT_SQ * AT_D], k[AT_SQ * AT_D], v[AT_SQ * AT_D];
+  float pk[AT_P * AT_D], pv[AT_P * AT_D];
+  for (int i = 0; i < AT_H * AT_SQ * AT_D; ++i) q[i] = sinf(0.7f * i);
+  for (int i = 0; i < AT_SQ * AT_D; ++i) {
+    k[i] = cosf(0.3f * i);
+    v[i] = 0.25f * i - 1;
+  }
+  for (int i = 0; i < AT_P * AT_D; ++i) {
+    pk[i] = sinf(1.1f * i + 0.5f);
+    pv[i] = 1.5f - 0.125f * i;
+  }
+  // ONNX's definition: keys = past ++ new; query i (absolute P + i) sees
+  // key j when j <= P + i (causal) and P + i - j <= 2 (the window).
+  float want[AT_H * AT_SQ * AT_D];
+  for (int h = 0; h < AT_H; ++h) {
+    for (int i = 0; i < AT_SQ; ++i) {
+      double s[AT_T], max = -INFINITY, sum = 0;
+      for (int j = 0; j < AT_T; ++j) {
+        const float* kr = j < AT_P ? pk + j * AT_D : k + (j - AT_P) * AT_D;
+        double dot = 0;
+        for (int d = 0; d < AT_D; ++d)
+          dot += (double)q[(h * AT_SQ + i) * AT_D + d] * kr[d];
+        bool seen = j <= AT_P + i && AT_P + i - j <= 2;
+        s[j] = seen ? dot / 2.0 : -INFINITY;  // 1 / sqrt(D)
+        if (s[j] > max) max = s[j];
+      }
+      double acc[AT_D] = {0};
+      for (int j = 0; j < AT_T; ++j) {
+        double p = exp(s[j] - max);
+        sum += p;
+        const float* vr = j < AT_P ? pv + j * AT_D : v + (j - AT_P) * AT_D;
+        for (int d = 0; d < AT_D; ++d) acc[d] += p * vr[d];
+      }
+      for (int d = 0; d < AT_D; ++d)
+        want[(h * AT_SQ + i) * AT_D + d] = (float)(acc[d] / sum);
+    }
+  }
+  static const int64_t kQ[4] = {1, AT_H, AT_SQ, AT_D};
+  static const int64_t kKV[4] = {1, 1, AT_SQ, AT_D};
+  static const int64_t kPast[4] = {1, 1, AT_P, AT_D};
+  static const int64_t kPres[4] = {1, 1, AT_T, AT_D};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    model_t m;
+    build_attention(&m, 0);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) {
+      tj_context_destroy(ctx);
+      continue;
+    }
+    tj_tensor_t in[5] = {
+        tj_tensor_make(q, TJ_DTYPE_F32, 4, kQ),
+        tj_tensor_make(k, TJ_DTYPE_F32, 4, kKV),
+        tj_tensor_make(v, TJ_DTYPE_F32, 4, kKV),
+        tj_tensor_make(pk, TJ_DTYPE_F32, 4, kPast),
+        tj_tensor_make(pv, TJ_DTYPE_F32, 4, kPast),
+    };
+    float y[AT_H * AT_SQ * AT_D], ck[AT_T * AT_D], cv[AT_T * AT_D];
+    tj_tensor_t out[3] = {
+        tj_tensor_make(y, TJ_DTYPE_F32, 4, kQ),
+        tj_tensor_make(ck, TJ_DTYPE_F32, 4, kPres),
+        tj_tensor_make(cv, TJ_DTYPE_F32, 4, kPres),
+    };
+    for (int run = 0; run < 2; ++run) {
+      memset(y, 0, sizeof y);
+      memset(ck, 0, sizeof ck);
+      memset(cv, 0, sizeof cv);
+      tj_executable_t* exe = NULL;
+      if (run == 0) {
+        CHECK_OK(tj_reference_run(g, in, 5, out, 3));
+      } else {
+        tj_compile_options_t o;
+        tj_compile_options_initialize(&o);
+        o.target = TJ_TARGET_X86;
+        o.cache_dir = "";
+        CHECK_OK(tj_compile(g, &o, &exe));
+        if (!exe) continue;
+        CHECK_OK(tj_executable_run(exe, in, 5, out, 3));
+        tj_executable_stats_t st = {.struct_size = sizeof(st)};
+        tj_executable_stats(exe, &st);
+        CHECK_EQ_INT(0, st.num_graph_breaks);
+        tj_executable_release(exe);
+      }
+      for (int i = 0; i < AT_H * AT_SQ * AT_D; ++i)
+        CHECK(fabsf(y[i] - want[i]) <= 1e-5f);
+      for (int i = 0; i < AT_T * AT_D; ++i) {
+        CHECK(ck[i] == (i < AT_P * AT_D ? pk[i] : k[i - AT_P * AT_D]));
+        CHECK(cv[i] == (i < AT_P * AT_D ? pv[i] : v[i - AT_P * AT_D]));
+      }
+    }
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const char* const kWant[4] = {
+      NULL,
+      "node 0 \"attn\" (Attention, opset 25): left_window_size -2, "
+      "right_window_size -1 (each -1 or >= 0)",
+      "node 0 \"attn\" (Attention, opset 25): past_key and past_value go "
+      "together",
+      "node 0 \"attn\" (Attention, opset 25): softmax_precision 7 (a float "
+      "type)",
+  };
+  static const tj_status_code_t kCode[4] = {
+      TJ_STATUS_OK, TJ_STATUS_INVALID_ARGUMENT, TJ_STATUS_INVALID_ARGUMENT,
+      TJ_STATUS_UNSUPPORTED};
+  for (int variant = 1; variant < 4; ++variant) {
+    model_t m;
+    build_attention(&m, variant);
+    tj_graph_t* g = NULL;
+    CHECK_STATUS(kCode[variant], kWant[variant], import(ctx, &m, NULL, &g));
+    CHECK(g == NULL);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1133,5 +1296,6 @@ int main(void) {
   RUN_TEST(maxpool_ceil_mode);
   RUN_TEST(input_values_pin_inputs);
   RUN_TEST(resize);
+  RUN_TEST(attention_kv_cache);
   TEST_MAIN_END();
 }
