@@ -1291,6 +1291,109 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, dtype));
 }
 
+// RotaryEmbedding (opset 23): x is [B, H, S, D], or [B, S, H*D] with
+// num_heads; the first rotary_embedding_dim (R, default D) entries of each
+// head rotate by the angles whose cos and sin are cos_cache/sin_cache
+// ([B, S, R/2], or [max_position, R/2] gathered at position_ids [B, S]):
+// pairs (x[k], x[k + R/2]), or (x[2k], x[2k+1]) when interleaved, become
+// (c x1 - s x2, s x1 + c x2); the rest pass through.
+static tj_status_t cv_rotary(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank != 3 && rank != 4)
+    return bad(im, n, "the input has rank %d (3 or 4)", (int)rank);
+  if (!is_float(xv->dtype))
+    return bad(im, n, "the input is %s (a float type)",
+               tj_dtype_name(xv->dtype));
+  if (dtype_of(n, 1) != xv->dtype || dtype_of(n, 2) != xv->dtype)
+    return bad(im, n, "cos_cache and sin_cache must be of the input's type");
+  int64_t heads = attr_i(n, "num_heads", 0);
+  bool interleaved = attr_i(n, "interleaved", 0) != 0;
+  tj_value_t x = in(im, n, 0);
+  int64_t dims[4];
+  if (rank == 3) {
+    // [B, S, H*D] -> [B, S, H, D].
+    int64_t hidden = xv->dims[2];
+    if (heads <= 0)
+      return bad(im, n, "a 3-D input needs num_heads (got %lld)",
+                 (long long)heads);
+    if (hidden < 0 || hidden % heads)
+      return bad(im, n, "hidden size %lld is not a multiple of num_heads %lld",
+                 (long long)hidden, (long long)heads);
+    const int64_t shape[4] = {xv->dims[0], xv->dims[1], heads, hidden / heads};
+    memcpy(dims, shape, sizeof shape);
+    x = tj_graph_reshape(G, x, 4, dims);
+  } else {
+    memcpy(dims, xv->dims, sizeof dims);
+    if (heads && heads != dims[1])
+      return bad(im, n, "num_heads %lld but the input has %lld heads",
+                 (long long)heads, (long long)dims[1]);
+  }
+  int64_t d = dims[3];
+  if (d < 0) return fail(im, n, "the head size is symbolic");
+  int64_t rd = attr_i(n, "rotary_embedding_dim", 0);
+  if (rd == 0) rd = d;
+  if (rd < 0 || rd > d || rd % 2)
+    return bad(im, n,
+               "rotary_embedding_dim %lld (even, at most the head "
+               "size %lld)",
+               (long long)rd, (long long)d);
+  int64_t half = rd / 2;
+  tj_value_t c = in(im, n, 1), s = in(im, n, 2);
+  if (has_in(n, 3)) {
+    // position_ids [B, S] index the caches' first axis.
+    if (rank_of(n, 1) != 2 || rank_of(n, 2) != 2)
+      return bad(im, n, "with position_ids the caches must be 2-D");
+    tj_value_t pos = in(im, n, 3);
+    c = tj_graph_gather(G, c, pos, 0);
+    s = tj_graph_gather(G, s, pos, 0);
+  } else if (rank_of(n, 1) != 3 || rank_of(n, 2) != 3) {
+    return bad(im, n, "without position_ids the caches must be 3-D");
+  }
+  int64_t cd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, c, cd);
+  if (tj_graph_value_rank(G, c) != 3 || cd[2] != half)
+    return bad(im, n, "the caches' last dim must be %lld (half of %lld)",
+               (long long)half, (long long)rd);
+  // [B, S, R/2] against [B, H, S, .] (4-D) or [B, S, H, .] (3-D).
+  const int64_t c4[4] = {cd[0], rank == 4 ? 1 : cd[1], rank == 4 ? cd[1] : 1,
+                         half};
+  c = tj_graph_reshape(G, c, 4, c4);
+  s = tj_graph_reshape(G, s, 4, c4);
+  // Element k of the result is x[k] c[ci[k]] + x[pk[k]] s[ci[k]] sign[k],
+  // pk[k] the other element of k's pair and sign -1 on its first element:
+  // gathers along the last axis and elementwise ops, no concat, so the
+  // whole rotation is one kernel (concats along a reshaped axis are not).
+  int64_t* pk = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)d * 2);
+  float* sign = tj_arena_alloc(&im->arena, sizeof(float) * (size_t)d);
+  if (!pk || !sign) return tj_status_oom();
+  int64_t* ci = pk + d;
+  for (int64_t k = 0; k < d; ++k) {
+    bool first = interleaved ? k % 2 == 0 : k < half;
+    pk[k] = k >= rd ? k : interleaved ? k ^ 1 : first ? k + half : k - half;
+    ci[k] = k >= rd ? 0 : interleaved ? k / 2 : first ? k : k - half;
+    sign[k] = k >= rd ? 0.0f : first ? -1.0f : 1.0f;
+  }
+  tj_value_t sg = tj_graph_cast(
+      G, tj_graph_constant(G, TJ_DTYPE_F32, 1, &d, sign, sizeof(float) * d),
+      xv->dtype);
+  tj_value_t cg = gather_list(im, c, 3, ci, d);
+  tj_value_t sgn = tj_graph_mul(G, gather_list(im, s, 3, ci, d), sg);
+  tj_value_t rot =
+      tj_graph_add(G, tj_graph_mul(G, x, cg),
+                   tj_graph_mul(G, gather_list(im, x, 3, pk, d), sgn));
+  if (rd < d) {
+    // The entries past R pass through.
+    tj_value_t keep = tj_graph_lt(G, tj_graph_iota(G, TJ_DTYPE_I64, 1, &d, 0),
+                                  scalar(im, TJ_DTYPE_I64, (double)rd));
+    rot = tj_graph_where(G, keep, rot, x);
+  }
+  if (rank == 3) rot = tj_graph_reshape(G, rot, 3, xv->dims);
+  return out(im, n, 0, rot);
+}
+
 static tj_status_t cv_global_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                   const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
@@ -3034,6 +3137,9 @@ static const op_entry_t kOps[] = {
     // ops3 (issue 15)
     {"CumSum", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 0},
     {"CumProd", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 1},
+    // onnxcov (issue 15)
+    OP("RotaryEmbedding", "interleaved,num_heads,rotary_embedding_dim,",
+       cv_rotary),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
