@@ -2800,6 +2800,275 @@ static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, x);
 }
 
+//===--- GridSample and AffineGrid (onnxcov) ---===//
+
+enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };
+enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
+
+// ONNX's reflection of |u| into [lo, hi]: by the nearer border, as many
+// times as it takes (lo == hi: every point is lo).
+static tj_value_t gs_reflect(tj_onnx_importer_t* im, tj_value_t u, double lo,
+                             double hi, tj_dtype_t dt) {
+  double range = hi - lo;
+  if (!(range > 0))
+    return tj_graph_add(G, tj_graph_mul(G, u, scalar(im, dt, 0)),
+                        scalar(im, dt, lo));
+  tj_value_t vlo = scalar(im, dt, lo), vhi = scalar(im, dt, hi);
+  tj_value_t below = tj_graph_lt(G, u, vlo), above = tj_graph_gt(G, u, vhi);
+  tj_value_t dx = tj_graph_where(G, below, tj_graph_sub(G, vlo, u),
+                                 tj_graph_sub(G, u, vhi));
+  tj_value_t nr = tj_graph_floor(G, tj_graph_div(G, dx, scalar(im, dt, range)));
+  tj_value_t r =
+      tj_graph_sub(G, dx, tj_graph_mul(G, nr, scalar(im, dt, range)));
+  tj_value_t even = tj_graph_eq(G, tj_graph_fmod(G, nr, scalar(im, dt, 2)),
+                                scalar(im, dt, 0));
+  tj_value_t up = tj_graph_add(G, vlo, r), down = tj_graph_sub(G, vhi, r);
+  tj_value_t from_lo = tj_graph_where(G, even, up, down);
+  tj_value_t from_hi = tj_graph_where(G, even, down, up);
+  return tj_graph_where(G, below, from_lo,
+                        tj_graph_where(G, above, from_hi, u));
+}
+
+// Keys' cubic convolution weight (a = -0.75) of tap |k| (0..3, at offsets
+// -1..2) for the fraction |t|.
+static tj_value_t gs_cubic_weight(tj_onnx_importer_t* im, tj_value_t t, int k,
+                                  tj_dtype_t dt) {
+  const double a = -0.75;
+  // The distance to the tap: 1 + t, t, 1 - t, 2 - t.
+  static const double kOff[4] = {1, 0, 1, 2}, kSign[4] = {1, 1, -1, -1};
+  tj_value_t x = tj_graph_add(G, scalar(im, dt, kOff[k]),
+                              tj_graph_mul(G, t, scalar(im, dt, kSign[k])));
+  if (k == 1 || k == 2) {
+    // ((a + 2) x - (a + 3)) x^2 + 1
+    tj_value_t p = tj_graph_sub(G, tj_graph_mul(G, x, scalar(im, dt, a + 2)),
+                                scalar(im, dt, a + 3));
+    return tj_graph_add(G, tj_graph_mul(G, p, tj_graph_mul(G, x, x)),
+                        scalar(im, dt, 1));
+  }
+  // ((a x - 5a) x + 8a) x - 4a
+  tj_value_t p = tj_graph_sub(G, tj_graph_mul(G, x, scalar(im, dt, a)),
+                              scalar(im, dt, 5 * a));
+  p = tj_graph_add(G, tj_graph_mul(G, p, x), scalar(im, dt, 8 * a));
+  return tj_graph_sub(G, tj_graph_mul(G, p, x), scalar(im, dt, 4 * a));
+}
+
+// GridSample (opsets 16 to 22): y[n, c, o] = the interpolation of x[n, c]
+// at grid[n, o] (normalized to [-1, 1], the last spatial axis first). Each
+// spatial axis gives 1 (nearest), 2 (linear) or 4 (cubic) taps, each an
+// index and a weight computed elementwise from the grid (padding: zeros
+// weighs taps outside by 0, border clamps them, reflection folds them
+// back); every combination of taps is a gather_elements of x flattened
+// over its spatial axes, weighted and summed. x's spatial dims constant.
+static tj_status_t cv_grid_sample(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* gv = n->inputs[1];
+  int32_t r = xv->rank - 2;
+  if (r < 1 || r > 3 || (im->opset < 20 && r != 2))
+    return fail(im, n, "%d spatial axes (%s)", (int)r,
+                im->opset < 20 ? "2 before opset 20" : "1 to 3");
+  if (gv->rank != r + 2 || gv->dims[r + 1] != r)
+    return bad(im, n, "the grid must be [N, %d spatial dims, %d]", (int)r,
+               (int)r);
+  if (!is_float(xv->dtype) || !is_float(gv->dtype))
+    return bad(im, n, "x and the grid must be float");
+  bool new_names = im->opset >= 20;
+  int mode;
+  if (attr_s_is(n, "mode", new_names ? "linear" : "bilinear", "nearest"))
+    mode = GS_NEAREST;
+  else if (attr_s_is(n, "mode", new_names ? "linear" : "bilinear",
+                     new_names ? "linear" : "bilinear"))
+    mode = GS_LINEAR;
+  else if (attr_s_is(n, "mode", "", new_names ? "cubic" : "bicubic"))
+    mode = GS_CUBIC;
+  else
+    return fail(im, n, "mode (%s)",
+                new_names ? "nearest, linear or cubic"
+                          : "nearest, bilinear or bicubic");
+  int pad;
+  if (attr_s_is(n, "padding_mode", "zeros", "zeros"))
+    pad = GS_ZEROS;
+  else if (attr_s_is(n, "padding_mode", "zeros", "border"))
+    pad = GS_BORDER;
+  else if (attr_s_is(n, "padding_mode", "zeros", "reflection"))
+    pad = GS_REFLECTION;
+  else
+    return fail(im, n, "padding_mode (zeros, border or reflection)");
+  bool align = attr_i(n, "align_corners", 0) != 0;
+  for (int32_t i = 0; i < r; ++i) {
+    if (xv->dims[2 + i] < 0)
+      return fail(im, n, "x's spatial dim %d is symbolic", (int)i);
+  }
+  tj_dtype_t dt = gv->dtype == TJ_DTYPE_F64 || xv->dtype == TJ_DTYPE_F64
+                      ? TJ_DTYPE_F64
+                      : TJ_DTYPE_F32;
+  int64_t nb = xv->dims[0], c = xv->dims[1];
+  int64_t outs = dims_product(im, gv->dims, 1, r + 1);
+  int64_t plane = dims_product(im, xv->dims, 2, r + 2);
+  const int64_t col[3] = {gv->dims[0], 1, outs};
+  tj_value_t grid = tj_graph_cast(G, in(im, n, 1), dt);
+  // Per spatial axis: its taps' indices [N, 1, O] (i64, in range) and
+  // weights (dt).
+  tj_value_t idx[3][4], wt[3][4];
+  int taps = mode == GS_NEAREST ? 1 : mode == GS_LINEAR ? 2 : 4;
+  int64_t stride = 1;
+  int64_t strides[3];
+  for (int32_t i = r - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= xv->dims[2 + i];
+  }
+  for (int32_t i = 0; i < r; ++i) {
+    int64_t len = xv->dims[2 + i];
+    double lo = align ? 0 : -0.5, hi = align ? len - 1.0 : len - 0.5;
+    // The grid's component for axis i is r - 1 - i (x first).
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+    for (int32_t a = 0; a < r + 2; ++a) stops[a] = INT64_MAX;
+    starts[r + 1] = r - 1 - i;
+    stops[r + 1] = r - i;
+    tj_value_t g = tj_graph_reshape(
+        G, tj_graph_slice(G, grid, starts, stops, NULL), 3, col);
+    // Denormalized: (g + 1) (len - 1) / 2, or ((g + 1) len - 1) / 2.
+    tj_value_t u = tj_graph_add(G, g, scalar(im, dt, 1));
+    u = align ? tj_graph_mul(G, u, scalar(im, dt, (len - 1) / 2.0))
+              : tj_graph_mul(
+                    G,
+                    tj_graph_sub(G, tj_graph_mul(G, u, scalar(im, dt, len)),
+                                 scalar(im, dt, 1)),
+                    scalar(im, dt, 0.5));
+    if (mode == GS_NEAREST) u = tj_graph_round(G, u);
+    if (pad == GS_BORDER) {
+      tj_value_t out_of =
+          tj_graph_logical_or(G, tj_graph_lt(G, u, scalar(im, dt, lo)),
+                              tj_graph_gt(G, u, scalar(im, dt, hi)));
+      tj_value_t clamped =
+          tj_graph_minimum(G, tj_graph_maximum(G, u, scalar(im, dt, 0)),
+                           scalar(im, dt, len - 1.0));
+      u = tj_graph_where(G, out_of, clamped, u);
+    } else if (pad == GS_REFLECTION) {
+      u = gs_reflect(im, u, lo, hi, dt);
+    }
+    tj_value_t base, t = tj_value_none();
+    if (mode == GS_NEAREST) {
+      base = tj_graph_cast(G, u, TJ_DTYPE_I64);  // truncates, as ONNX's
+    } else {
+      tj_value_t f = tj_graph_floor(G, u);
+      t = tj_graph_sub(G, u, f);
+      base = tj_graph_cast(G, f, TJ_DTYPE_I64);
+    }
+    for (int k = 0; k < taps; ++k) {
+      int64_t off = mode == GS_CUBIC ? k - 1 : k;
+      tj_value_t ix =
+          off ? tj_graph_add(G, base, scalar(im, TJ_DTYPE_I64, (double)off))
+              : base;
+      tj_value_t w = mode == GS_NEAREST ? scalar(im, dt, 1)
+                     : mode == GS_LINEAR
+                         ? (k ? t : tj_graph_sub(G, scalar(im, dt, 1), t))
+                         : gs_cubic_weight(im, t, k, dt);
+      tj_value_t zero_i = scalar(im, TJ_DTYPE_I64, 0);
+      tj_value_t last_i = scalar(im, TJ_DTYPE_I64, (double)(len - 1));
+      if (pad == GS_ZEROS) {
+        tj_value_t inside = tj_graph_logical_and(G, tj_graph_ge(G, ix, zero_i),
+                                                 tj_graph_le(G, ix, last_i));
+        w = tj_graph_where(G, inside, w, scalar(im, dt, 0));
+      } else if (pad == GS_REFLECTION && mode != GS_NEAREST) {
+        // The tap folded back into range (ONNX reflects each tap too).
+        tj_value_t fx = gs_reflect(im, tj_graph_cast(G, ix, dt), lo, hi, dt);
+        ix = tj_graph_cast(G, tj_graph_maximum(G, fx, scalar(im, dt, 0)),
+                           TJ_DTYPE_I64);
+      }
+      ix = tj_graph_minimum(G, tj_graph_maximum(G, ix, zero_i), last_i);
+      idx[i][k] =
+          tj_graph_mul(G, ix, scalar(im, TJ_DTYPE_I64, (double)strides[i]));
+      wt[i][k] = w;
+    }
+  }
+  const int64_t flat[3] = {nb, c, plane};
+  const int64_t wide[3] = {gv->dims[0], c, outs};
+  tj_value_t xf = tj_graph_reshape(G, in(im, n, 0), 3, flat);
+  tj_value_t y = tj_value_none();
+  int combos = 1;
+  for (int32_t i = 0; i < r; ++i) combos *= taps;
+  for (int combo = 0; combo < combos; ++combo) {
+    tj_value_t f = tj_value_none(), w = tj_value_none();
+    for (int32_t i = 0, rest = combo; i < r; ++i, rest /= taps) {
+      int k = rest % taps;
+      f = i ? tj_graph_add(G, f, idx[i][k]) : idx[i][k];
+      w = i ? tj_graph_mul(G, w, wt[i][k]) : wt[i][k];
+    }
+    tj_value_t v =
+        tj_graph_cast(G,
+                      tj_graph_gather_elements(
+                          G, xf, tj_graph_broadcast_to(G, f, 3, wide), 2),
+                      dt);
+    tj_value_t term = tj_graph_mul(G, v, w);
+    y = combo ? tj_graph_add(G, y, term) : term;
+  }
+  int64_t ydims[TJ_MAX_RANK];
+  ydims[0] = gv->dims[0];
+  ydims[1] = c;
+  for (int32_t i = 0; i < r; ++i) ydims[2 + i] = gv->dims[1 + i];
+  y = tj_graph_reshape(G, y, r + 2, ydims);
+  return out(im, n, 0, tj_graph_cast(G, y, xv->dtype));
+}
+
+// AffineGrid (opset 20): grid[n, p] = theta[n] (x_p, y_p[, z_p], 1), the
+// base coordinates of each output point (the last spatial axis first)
+// spread over [-1, 1] (align_corners: on the end pixels' centers, else
+// their edges): one matmul with a constant base grid. size is constant.
+static tj_status_t cv_affine_grid(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* tv = n->inputs[0];
+  int64_t size[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "size", &count, size, false));
+  int32_t r = count - 2;
+  if (r != 2 && r != 3)
+    return bad(im, n, "size has %d entries (4 or 5)", (int)count);
+  if (!is_float(tv->dtype) || tv->rank != 3 || tv->dims[1] != r ||
+      tv->dims[2] != r + 1)
+    return bad(im, n, "theta must be float [N, %d, %d]", (int)r, (int)r + 1);
+  bool align = attr_i(n, "align_corners", 0) != 0;
+  int64_t points = 1;
+  for (int32_t i = 0; i < r; ++i) {
+    if (size[2 + i] <= 0 || size[2 + i] > TJ_ONNX_FOLD_LIMIT)
+      return fail(im, n, "spatial size %lld", (long long)size[2 + i]);
+    points *= size[2 + i];
+  }
+  if (points > TJ_ONNX_FOLD_LIMIT)
+    return fail(im, n, "a grid of %lld points (at most %d)", (long long)points,
+                TJ_ONNX_FOLD_LIMIT);
+  double* base =
+      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(points * (r + 1)));
+  if (!base) return tj_status_oom();
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int32_t i = r - 1; i >= 0; --i) {
+      int64_t len = size[2 + i], at = rest % len;
+      rest /= len;
+      double v = align ? (len > 1 ? -1.0 + 2.0 * at / (len - 1) : -1.0)
+                       : -1.0 + (2.0 * at + 1.0) / len;
+      base[p * (r + 1) + (r - 1 - i)] = v;  // x (the last axis) first
+    }
+    base[p * (r + 1) + r] = 1.0;
+  }
+  const int64_t bdims[2] = {points, r + 1};
+  tj_value_t b = tj_graph_cast(
+      G,
+      tj_graph_constant(G, TJ_DTYPE_F64, 2, bdims, base,
+                        sizeof(double) * (size_t)(points * (r + 1))),
+      tv->dtype);
+  static const int32_t kSwap[3] = {0, 2, 1};
+  tj_value_t g =
+      tj_graph_matmul(G, b, tj_graph_transpose(G, in(im, n, 0), kSwap));
+  int64_t gdims[TJ_MAX_RANK];
+  gdims[0] = tv->dims[0];
+  for (int32_t i = 0; i < r; ++i) gdims[1 + i] = size[2 + i];
+  gdims[r + 1] = r;
+  return out(im, n, 0, tj_graph_reshape(G, g, r + 2, gdims));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3140,6 +3409,8 @@ static const op_entry_t kOps[] = {
     // onnxcov (issue 15)
     OP("RotaryEmbedding", "interleaved,num_heads,rotary_embedding_dim,",
        cv_rotary),
+    OP("GridSample", "align_corners,mode,padding_mode,", cv_grid_sample),
+    OP("AffineGrid", "align_corners,", cv_affine_grid),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.

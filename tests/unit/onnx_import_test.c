@@ -1283,6 +1283,113 @@ TEST(attention_kv_cache) {
   pool_free();
 }
 
+// GridSample with a symbolic batch (dim_param N, run with N = 2): x
+// [N, 1, 2, 2] sampled bilinearly at the grid points (0, 0) (the mean of
+// the 4 pixels), (-1, -1) (a corner, half outside: zeros padding weighs
+// the outside taps 0) and (1, 0.5); reference and x86 at every tier, no
+// graph break. Unsupported modes and bad rotary dims are errors naming the
+// node.
+static void build_grid_sample(model_t* m, int variant) {
+  static const int64_t kX[4] = {0, 1, 2, 2}, kG[4] = {0, 1, 3, 2};
+  static const int64_t kY[4] = {0, 1, 1, 3};
+  static const char* const kP[4] = {"N", NULL, NULL, NULL};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 22);
+  add_input(m, value_info("x", f, 4, kX, kP));
+  add_input(m, value_info("grid", f, 4, kG, kP));
+  static const char* const kIn[4] = {"x", "grid", "cos", "sin"};
+  static const char* const kOut[1] = {"y"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 1);
+  if (variant == 2) {
+    // RotaryEmbedding of x [N, 1, 2, 2] with an odd rotary dim.
+    static const int64_t kC[3] = {0, 2, 1};
+    add_input(m, value_info("cos", f, 3, kC, kP));
+    add_input(m, value_info("sin", f, 3, kC, kP));
+    static const char* const kRIn[3] = {"x", "cos", "sin"};
+    attrs[0] = attr_int("rotary_embedding_dim", 1);
+    add_node(m, node("RotaryEmbedding", "rope", 3, kRIn, 1, kOut, 1, attrs));
+    add_output(m, value_info("y", f, 4, kX, kP));
+    return;
+  }
+  attrs[0] = attr_str("mode", variant == 1 ? "bicubic" : "linear");
+  add_node(m, node("GridSample", "gs", 2, kIn, 1, kOut, 1, attrs));
+  add_output(m, value_info("y", f, 4, kY, kP));
+}
+
+TEST(grid_sample) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  float x[8] = {1, 2, 3, 4, -2, 6, 0.5f, 8};
+  float grid[12] = {0, 0, -1, -1, 1, 0.5f, 0, 0, -1, -1, 1, 0.5f};
+  // Unaligned: u = ((g + 1) * 2 - 1) / 2. (0, 0) -> (0.5, 0.5): the mean;
+  // (-1, -1) -> (-0.5, -0.5): a quarter of pixel (0, 0); (1, 0.5) ->
+  // column 1.5, row 1: half of pixel (1, 1).
+  float want[6];
+  for (int b = 0; b < 2; ++b) {
+    const float* p = x + 4 * b;
+    want[3 * b] = (p[0] + p[1] + p[2] + p[3]) / 4;
+    want[3 * b + 1] = p[0] / 4;
+    want[3 * b + 2] = p[3] / 2;
+  }
+  static const int64_t kX[4] = {2, 1, 2, 2}, kG[4] = {2, 1, 3, 2};
+  static const int64_t kY[4] = {2, 1, 1, 3};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    model_t m;
+    build_grid_sample(&m, 0);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) {
+      tj_context_destroy(ctx);
+      continue;
+    }
+    tj_tensor_t in[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 4, kX),
+                         tj_tensor_make(grid, TJ_DTYPE_F32, 4, kG)};
+    float y[6];
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, kY);
+    memset(y, 0, sizeof y);
+    CHECK_OK(tj_reference_run(g, in, 2, &out, 1));
+    for (int i = 0; i < 6; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-6f);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(y, 0, sizeof y);
+      CHECK_OK(tj_executable_run(exe, in, 2, &out, 1));
+      for (int i = 0; i < 6; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-6f);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      CHECK_EQ_INT(0, st.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_grid_sample(&m, 1);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"gs\" (GridSample, opset 22): mode (nearest, linear "
+               "or cubic)",
+               import(ctx, &m, NULL, &g));
+  build_grid_sample(&m, 2);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"rope\" (RotaryEmbedding, opset 22): "
+               "rotary_embedding_dim 1 (even, at most the head size 2)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1297,5 +1404,6 @@ int main(void) {
   RUN_TEST(input_values_pin_inputs);
   RUN_TEST(resize);
   RUN_TEST(attention_kv_cache);
+  RUN_TEST(grid_sample);
   TEST_MAIN_END();
 }
