@@ -2052,14 +2052,20 @@ static tj_status_t cv_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     high[a] = pads[k + count];
   }
   double value = 0;
+  tj_value_t computed = tj_value_none();
+  bool constant = attr_s_is(n, "mode", "constant", "constant");
   if (has_in(n, 2)) {
     tj_onnx_val_t* v = n->inputs[2];
-    if (!v->data) return fail(im, n, "constant_value must be a constant");
-    if (numel_of_val(v) != 1)
+    if (numel_of_val(v) != 1 || v->rank > 1)
       return bad(im, n, "constant_value must have one element");
-    value = element_f64(v);
+    if (v->dtype != x->dtype)
+      return bad(im, n, "constant_value is %s, the input %s",
+                 tj_dtype_name(v->dtype), tj_dtype_name(x->dtype));
+    if (v->data)
+      value = element_f64(v);
+    else if (constant)  // known only at run time: selected in below
+      computed = in(im, n, 2);
   }
-  bool constant = attr_s_is(n, "mode", "constant", "constant");
   bool edge = attr_s_is(n, "mode", "constant", "edge");
   bool reflect = attr_s_is(n, "mode", "constant", "reflect");
   bool wrap = attr_s_is(n, "mode", "constant", "wrap");
@@ -2085,7 +2091,18 @@ static tj_status_t cv_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   }
   tj_value_t y = in(im, n, 0);
   if (cut) y = tj_graph_slice(G, y, starts, stops, NULL);
-  if (constant) return out(im, n, 0, tj_graph_pad(G, y, low, high, value));
+  if (constant) {
+    tj_value_t padded = tj_graph_pad(G, y, low, high, value);
+    if (!tj_value_is_none(computed)) {
+      // Pad with 0, then select the computed value outside the input.
+      int64_t ydims[TJ_MAX_RANK];
+      tj_graph_value_dims(G, y, ydims);
+      tj_value_t inside = tj_graph_pad(
+          G, tj_graph_full(G, TJ_DTYPE_BOOL, rank, ydims, 1), low, high, 0);
+      padded = tj_graph_where(G, inside, padded, computed);
+    }
+    return out(im, n, 0, padded);
+  }
   int64_t dims[TJ_MAX_RANK];
   tj_graph_value_dims(G, y, dims);
   for (int32_t a = 0; a < rank; ++a) {
