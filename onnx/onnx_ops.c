@@ -3086,6 +3086,233 @@ static tj_status_t cv_affine_grid(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_reshape(G, g, r + 2, gdims));
 }
 
+//===--- small ops (onnxcov) ---===//
+
+// x * sigmoid(alpha x): silu for alpha 1.
+static tj_value_t swish(tj_onnx_importer_t* im, tj_value_t x, tj_dtype_t d,
+                        double alpha) {
+  if (alpha == 1.0) return tj_graph_silu(G, x);
+  return tj_graph_mul(
+      G, x, tj_graph_sigmoid(G, tj_graph_mul(G, x, scalar(im, d, alpha))));
+}
+
+// Swish (opset 24): x * sigmoid(alpha x). SwiGLU (opset 28): Swish(a) * b,
+// a and b of one shape and dtype.
+static tj_status_t cv_swish(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                            const op_entry_t* e) {
+  bool glu = e->param != 0;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, glu ? 2 : 1, glu ? 2 : 1));
+  tj_dtype_t d = dtype_of(n, 0);
+  if (!is_float(d))
+    return bad(im, n, "the input is %s (a float type)", tj_dtype_name(d));
+  double alpha = attr_f(n, "alpha", 1.0);
+  if (!isfinite(alpha)) return bad(im, n, "alpha %g", alpha);
+  tj_value_t y = swish(im, in(im, n, 0), d, alpha);
+  if (glu) {
+    const tj_onnx_val_t* a = n->inputs[0];
+    const tj_onnx_val_t* b = n->inputs[1];
+    if (b->dtype != d || b->rank != a->rank ||
+        memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank))
+      return bad(im, n,
+                 "A and B must have one shape and dtype (no "
+                 "broadcasting)");
+    y = tj_graph_mul(G, y, in(im, n, 1));
+  }
+  return out(im, n, 0, y);
+}
+
+// LRN (opset 13): x / (bias + alpha / size * sum of x^2 over the channels
+// c - floor((size-1)/2) .. c + ceil((size-1)/2))^beta, the window sum as
+// |size| slices of the zero-padded squares.
+static tj_status_t cv_lrn(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank < 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C, D1, ...]");
+  int64_t size = attr_i(n, "size", 0);
+  if (size <= 0 || size > 1024)
+    return bad(im, n, "size %lld (1 to 1024)", (long long)size);
+  if (xv->dims[1] < 0) return fail(im, n, "the channel dim is symbolic");
+  double alpha = attr_f(n, "alpha", 1e-4), beta = attr_f(n, "beta", 0.75);
+  double bias = attr_f(n, "bias", 1.0);
+  tj_dtype_t d = xv->dtype;
+  tj_dtype_t wide = d == TJ_DTYPE_F16 || d == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : d;
+  tj_value_t x = tj_graph_cast(G, in(im, n, 0), wide);
+  int32_t rank = xv->rank;
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  low[1] = lo;
+  high[1] = hi;
+  tj_value_t sq = tj_graph_pad(G, tj_graph_mul(G, x, x), low, high, 0);
+  tj_value_t sum = tj_value_none();
+  for (int64_t k = 0; k < size; ++k) {
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+    for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+    starts[1] = k;
+    stops[1] = k + xv->dims[1];
+    tj_value_t s = tj_graph_slice(G, sq, starts, stops, NULL);
+    sum = k ? tj_graph_add(G, sum, s) : s;
+  }
+  tj_value_t den = tj_graph_add(
+      G, scalar(im, wide, bias),
+      tj_graph_mul(G, sum, scalar(im, wide, alpha / (double)size)));
+  tj_value_t y =
+      tj_graph_div(G, x, tj_graph_pow(G, den, scalar(im, wide, beta)));
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
+// GroupNormalization (opsets 18 and 21): x [N, C, ...] normalized over
+// each group of C / num_groups channels and the spatial dims, then scaled
+// and shifted per channel (opset 21) or per group (opset 18). stash_type
+// 1: f16/bf16 compute in f32.
+static tj_status_t cv_group_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C, ...]");
+  if (attr_i(n, "stash_type", 1) != 1)
+    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
+                (long long)attr_i(n, "stash_type", 1));
+  int64_t groups = attr_i(n, "num_groups", 0), c = xv->dims[1];
+  if (c < 0) return fail(im, n, "the channel dim is symbolic");
+  if (groups <= 0 || c % groups)
+    return bad(im, n, "num_groups %lld does not divide %lld channels",
+               (long long)groups, (long long)c);
+  bool channelwise = im->opset >= 21;
+  int64_t want = channelwise ? c : groups;
+  for (int32_t i = 1; i < 3; ++i) {
+    if (rank_of(n, i) != 1 || n->inputs[i]->dims[0] != want)
+      return bad(im, n, "%s must be [%lld]", i == 1 ? "scale" : "bias",
+                 (long long)want);
+  }
+  tj_dtype_t d = xv->dtype;
+  tj_dtype_t wide = d == TJ_DTYPE_F16 || d == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : d;
+  // [N, G, C/G, spatial]: normalized over the last two axes, scaled per
+  // channel ([G, C/G, 1]) or group ([G, 1, 1]) there, reshaped back last.
+  int64_t cg = c / groups;
+  const int64_t gdims[4] = {xv->dims[0], groups, cg,
+                            dims_product(im, xv->dims, 2, rank)};
+  tj_value_t x =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 0), wide), 4, gdims);
+  static const int32_t kAxes[2] = {2, 3};
+  tj_value_t y = normalize(im, x, wide, 2, kAxes, attr_f(n, "epsilon", 1e-5));
+  const int64_t sdims[3] = {groups, channelwise ? cg : 1, 1};
+  tj_value_t scale =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 1), wide), 3, sdims);
+  tj_value_t bias =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 2), wide), 3, sdims);
+  y = tj_graph_add(G, tj_graph_mul(G, y, scale), bias);
+  y = tj_graph_reshape(G, y, rank, xv->dims);
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
+// LpNormalization (opset 22): x / (sum |x|) or x / sqrt(sum x^2) along
+// axis; 0 where the norm is 0.
+static tj_status_t cv_lp_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (!is_float(xv->dtype) || xv->rank == 0)
+    return bad(im, n, "the input must be a float tensor of rank >= 1");
+  int64_t p = attr_i(n, "p", 2);
+  if (p != 1 && p != 2) return bad(im, n, "p %lld (1 or 2)", (long long)p);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), xv->rank, &axis));
+  tj_dtype_t d = xv->dtype;
+  tj_value_t x = in(im, n, 0);
+  tj_value_t norm =
+      p == 1 ? tj_graph_sum(G, tj_graph_abs(G, x), 1, &axis, true)
+             : tj_graph_sqrt(
+                   G, tj_graph_sum(G, tj_graph_mul(G, x, x), 1, &axis, true));
+  tj_value_t zero = scalar(im, d, 0);
+  return out(im, n, 0,
+             tj_graph_where(G, tj_graph_eq(G, norm, zero), zero,
+                            tj_graph_div(G, x, norm)));
+}
+
+// CenterCropPad (opset 18): each listed axis cropped (start floor((dim -
+// s) / 2)) or zero-padded (floor((s - dim) / 2) before) to the constant
+// shape.
+static tj_status_t cv_center_crop_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                      const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  int64_t shape[MAX_INTS], raw[MAX_INTS];
+  int32_t count = 0, na = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "shape", &count, shape, false));
+  if (attr(n, "axes")) {
+    TJ_RETURN_IF_ERROR(attr_ints(im, n, "axes", &na, raw));
+  } else {
+    na = rank;
+    for (int32_t i = 0; i < rank; ++i) raw[i] = i;
+  }
+  if (na != count)
+    return bad(im, n, "shape has %d entries for %d axes", (int)count, (int)na);
+  int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  bool cut = false, grow = false;
+  for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+  for (int32_t i = 0; i < na; ++i) {
+    int32_t a;
+    TJ_RETURN_IF_ERROR(norm_axis(im, n, raw[i], rank, &a));
+    int64_t dim = xv->dims[a], s = shape[i];
+    if (s < 0) return bad(im, n, "shape entry %lld", (long long)s);
+    if (dim < 0) return fail(im, n, "axis %d is symbolic", (int)a);
+    if (s < dim) {
+      starts[a] = (dim - s) / 2;
+      stops[a] = starts[a] + s;
+      cut = true;
+    } else if (s > dim) {
+      low[a] = (s - dim) / 2;
+      high[a] = s - dim - low[a];
+      grow = true;
+    }
+  }
+  tj_value_t y = in(im, n, 0);
+  if (cut) y = tj_graph_slice(G, y, starts, stops, NULL);
+  if (grow) y = tj_graph_pad(G, y, low, high, 0);
+  if (!cut && !grow) y = tj_graph_reshape(G, y, rank, xv->dims);
+  return out(im, n, 0, y);
+}
+
+// ReverseSequence (opset 10): along time_axis, the first sequence_lens[b]
+// entries of batch b reversed: a gather_elements at
+// t < len ? len - 1 - t : t.
+static tj_status_t cv_reverse_sequence(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  int64_t batch_axis = attr_i(n, "batch_axis", 1);
+  int64_t time_axis = attr_i(n, "time_axis", 0);
+  if (rank < 2 || (batch_axis != 0 && batch_axis != 1) ||
+      (time_axis != 0 && time_axis != 1) || batch_axis == time_axis)
+    return bad(im, n,
+               "batch_axis %lld and time_axis %lld (0 and 1) of rank "
+               "%d",
+               (long long)batch_axis, (long long)time_axis, (int)rank);
+  if (rank_of(n, 1) != 1 ||
+      !(dtype_of(n, 1) == TJ_DTYPE_I64 || dtype_of(n, 1) == TJ_DTYPE_I32))
+    return bad(im, n, "sequence_lens must be a 1-D int64 tensor");
+  int64_t lshape[TJ_MAX_RANK];
+  for (int32_t a = 0; a < rank; ++a) lshape[a] = 1;
+  lshape[batch_axis] = n->inputs[1]->dims[0];
+  tj_value_t len = tj_graph_reshape(
+      G, tj_graph_cast(G, in(im, n, 1), TJ_DTYPE_I64), rank, lshape);
+  tj_value_t t =
+      tj_graph_iota(G, TJ_DTYPE_I64, rank, xv->dims, (int32_t)time_axis);
+  tj_value_t rev =
+      tj_graph_sub(G, tj_graph_sub(G, len, scalar(im, TJ_DTYPE_I64, 1)), t);
+  tj_value_t idx = tj_graph_where(G, tj_graph_lt(G, t, len), rev, t);
+  return out(
+      im, n, 0,
+      tj_graph_gather_elements(G, in(im, n, 0), idx, (int32_t)time_axis));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3428,6 +3655,13 @@ static const op_entry_t kOps[] = {
        cv_rotary),
     OP("GridSample", "align_corners,mode,padding_mode,", cv_grid_sample),
     OP("AffineGrid", "align_corners,", cv_affine_grid),
+    {"Swish", "alpha,", cv_swish, NULL, NULL, NULL, 0},
+    {"SwiGLU", "alpha,", cv_swish, NULL, NULL, NULL, 1},
+    OP("LRN", "alpha,beta,bias,size,", cv_lrn),
+    OP("GroupNormalization", "epsilon,num_groups,stash_type,", cv_group_norm),
+    OP("LpNormalization", "axis,p,", cv_lp_norm),
+    OP("CenterCropPad", "axes,", cv_center_crop_pad),
+    OP("ReverseSequence", "batch_axis,time_axis,", cv_reverse_sequence),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -3521,6 +3755,7 @@ static const struct {
     {"Transpose", 1},
     {"Shape", 1},
     {"Size", 1},
+    {"ReverseSequence", 10},
 };
 
 static int64_t since_opset(const char* op) {

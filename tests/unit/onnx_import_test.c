@@ -544,11 +544,11 @@ TEST(errors_name_the_node) {
                            NULL));
   add_node(&m, node("Relu", "r", 1, (const char* const[]){"x"}, 1,
                     (const char* const[]){"t"}, 0, NULL));
-  add_node(&m, node("LRN", "my_lrn", 1, (const char* const[]){"t"}, 1,
+  add_node(&m, node("Col2Im", "my_col2im", 1, (const char* const[]){"t"}, 1,
                     (const char* const[]){"y"}, 0, NULL));
   add_output(&m, value_info("y", 1, 4, kDims, NULL));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "onnx: node 1 \"my_lrn\" (LRN, opset 13): unsupported op",
+               "onnx: node 1 \"my_col2im\" (Col2Im, opset 13): unsupported op",
                import(ctx, &m, NULL, &g));
   CHECK(g == NULL);
   // An attribute the converter does not know.
@@ -1390,6 +1390,51 @@ TEST(grid_sample) {
   pool_free();
 }
 
+// onnxcov's small ops: bad attribute and shape combinations are errors
+// naming the node, op and opset (their values are the node suite's).
+TEST(small_op_errors) {
+  static const int64_t kX[4] = {1, 6, 2, 2}, kS[1] = {6}, kB[4] = {1, 6, 2, 1};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const char* const kIn[3] = {"x", "s", "b"};
+  static const char* const kOut[1] = {"y"};
+  for (int variant = 0; variant < 3; ++variant) {
+    model_t m;
+    model_init(&m, 28);
+    add_input(&m, value_info("x", f, 4, kX, NULL));
+    Onnx__AttributeProto** attrs = zalloc(sizeof(void*));
+    if (variant == 0) {
+      // 6 channels in 4 groups.
+      add_input(&m, value_info("s", f, 1, kS, NULL));
+      add_input(&m, value_info("b", f, 1, kS, NULL));
+      attrs[0] = attr_int("num_groups", 4);
+      add_node(&m, node("GroupNormalization", "gn", 3, kIn, 1, kOut, 1, attrs));
+    } else if (variant == 1) {
+      // SwiGLU does not broadcast.
+      add_input(&m, value_info("s", f, 4, kB, NULL));
+      add_node(&m, node("SwiGLU", "glu", 2, kIn, 1, kOut, 0, attrs));
+    } else {
+      attrs[0] = attr_int("p", 3);
+      add_node(&m, node("LpNormalization", "lp", 1, kIn, 1, kOut, 1, attrs));
+    }
+    add_output(&m, value_info("y", f, 4, kX, NULL));
+    tj_graph_t* g = NULL;
+    static const char* const kWant[3] = {
+        "node 0 \"gn\" (GroupNormalization, opset 28): num_groups 4 does not "
+        "divide 6 channels",
+        "node 0 \"glu\" (SwiGLU, opset 28): A and B must have one shape and "
+        "dtype (no broadcasting)",
+        "node 0 \"lp\" (LpNormalization, opset 28): p 3 (1 or 2)",
+    };
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, kWant[variant],
+                 import(ctx, &m, NULL, &g));
+    CHECK(g == NULL);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1405,5 +1450,6 @@ int main(void) {
   RUN_TEST(resize);
   RUN_TEST(attention_kv_cache);
   RUN_TEST(grid_sample);
+  RUN_TEST(small_op_errors);
   TEST_MAIN_END();
 }
