@@ -3313,6 +3313,57 @@ static tj_status_t cv_reverse_sequence(tj_onnx_importer_t* im,
       tj_graph_gather_elements(G, in(im, n, 0), idx, (int32_t)time_axis));
 }
 
+enum { WIN_HANN, WIN_HAMMING, WIN_BLACKMAN };
+
+// HannWindow, HammingWindow, BlackmanWindow (opset 17): for n in
+// [0, size), with N = size (periodic, the default) or size - 1: Hann
+// sin^2(pi n / N), Hamming 25/46 - 21/46 cos(2 pi n / N), Blackman
+// 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N); computed in f64 from
+// an iota (size must be known: it is the output's length), then cast to
+// output_datatype.
+static tj_status_t cv_window(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  int64_t size_v[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 0, "size", &count, size_v, false));
+  if (count != 1 || n->inputs[0]->rank != 0)
+    return bad(im, n, "size must be a scalar");
+  int64_t size = size_v[0];
+  if (size < 0) return bad(im, n, "size %lld", (long long)size);
+  tj_dtype_t d;
+  int64_t odt = attr_i(n, "output_datatype", 1);
+  if (!onnx_to_dtype(odt, &d) || d == TJ_DTYPE_BOOL)
+    return fail(im, n, "output_datatype %lld", (long long)odt);
+  double big_n = attr_i(n, "periodic", 1) ? (double)size : (double)size - 1;
+  tj_value_t i = tj_graph_iota(G, TJ_DTYPE_F64, 1, &size, 0);
+  // The angle 2 pi n / N (N = 0, a single-point symmetric window: inf or
+  // NaN, as ONNX's reference gives).
+  tj_value_t ang =
+      tj_graph_div(G, tj_graph_mul(G, i, scalar(im, TJ_DTYPE_F64, 2 * M_PI)),
+                   scalar(im, TJ_DTYPE_F64, big_n));
+  tj_value_t y;
+  if (e->param == WIN_HANN) {
+    tj_value_t s =
+        tj_graph_sin(G, tj_graph_mul(G, ang, scalar(im, TJ_DTYPE_F64, 0.5)));
+    y = tj_graph_mul(G, s, s);
+  } else if (e->param == WIN_HAMMING) {
+    double alpha = 25.0 / 46.0;
+    y = tj_graph_sub(G, scalar(im, TJ_DTYPE_F64, alpha),
+                     tj_graph_mul(G, tj_graph_cos(G, ang),
+                                  scalar(im, TJ_DTYPE_F64, 1 - alpha)));
+  } else {
+    tj_value_t c2 =
+        tj_graph_cos(G, tj_graph_mul(G, ang, scalar(im, TJ_DTYPE_F64, 2)));
+    y = tj_graph_add(G,
+                     tj_graph_sub(G, scalar(im, TJ_DTYPE_F64, 0.42),
+                                  tj_graph_mul(G, tj_graph_cos(G, ang),
+                                               scalar(im, TJ_DTYPE_F64, 0.5))),
+                     tj_graph_mul(G, c2, scalar(im, TJ_DTYPE_F64, 0.08)));
+  }
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3662,6 +3713,12 @@ static const op_entry_t kOps[] = {
     OP("LpNormalization", "axis,p,", cv_lp_norm),
     OP("CenterCropPad", "axes,", cv_center_crop_pad),
     OP("ReverseSequence", "batch_axis,time_axis,", cv_reverse_sequence),
+    {"HannWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_HANN},
+    {"HammingWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_HAMMING},
+    {"BlackmanWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_BLACKMAN},
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
