@@ -3364,6 +3364,56 @@ static tj_status_t cv_window(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, d));
 }
 
+// TensorScatter (opset 24): a KV-cache write. present = past_cache with
+// update's L entries along |axis| written from write_indices[b] (0 when
+// absent) on, wrapping modulo the cache length M in circular mode. As a
+// gather: cache position s takes update[o] where o = s - w (circular:
+// (s - w) mod M) is in [0, L), else keeps past_cache[s]; one fused kernel.
+static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  const tj_onnx_val_t* pv = n->inputs[0];
+  const tj_onnx_val_t* uv = n->inputs[1];
+  int32_t rank = pv->rank, axis;
+  if (rank < 2 || uv->rank != rank || uv->dtype != pv->dtype)
+    return bad(im, n,
+               "past_cache and update must have one rank (>= 2) and "
+               "dtype");
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -2), rank, &axis));
+  if (axis == 0) return bad(im, n, "axis 0 is the batch axis");
+  bool circular = attr_s_is(n, "mode", "linear", "circular");
+  if (!circular && !attr_s_is(n, "mode", "linear", "linear"))
+    return fail(im, n, "mode (linear or circular)");
+  for (int32_t a = 0; a < rank; ++a) {
+    if (a != axis && uv->dims[a] != pv->dims[a])
+      return bad(im, n, "update's dim %d differs from past_cache's", (int)a);
+  }
+  int64_t m = pv->dims[axis], len = uv->dims[axis];
+  if (m >= 0 && len >= 0 && len > m)
+    return bad(im, n, "update has %lld entries along axis %d, the cache %lld",
+               (long long)len, (int)axis, (long long)m);
+  tj_value_t s = tj_graph_iota(G, TJ_DTYPE_I64, rank, pv->dims, axis);
+  tj_value_t o = s;
+  if (has_in(n, 2)) {
+    if (rank_of(n, 2) != 1 ||
+        !(dtype_of(n, 2) == TJ_DTYPE_I64 || dtype_of(n, 2) == TJ_DTYPE_I32))
+      return bad(im, n, "write_indices must be a 1-D int64 tensor");
+    int64_t wshape[TJ_MAX_RANK];
+    for (int32_t a = 0; a < rank; ++a) wshape[a] = 1;
+    wshape[0] = n->inputs[2]->dims[0];
+    tj_value_t w = tj_graph_reshape(
+        G, tj_graph_cast(G, in(im, n, 2), TJ_DTYPE_I64), rank, wshape);
+    o = tj_graph_sub(G, s, w);
+  }
+  if (circular) o = tj_graph_mod(G, o, dim_value(im, m));
+  tj_value_t inside =
+      tj_graph_logical_and(G, tj_graph_ge(G, o, scalar(im, TJ_DTYPE_I64, 0)),
+                           tj_graph_lt(G, o, dim_value(im, len)));
+  tj_value_t idx = tj_graph_where(G, inside, o, scalar(im, TJ_DTYPE_I64, 0));
+  tj_value_t taken = tj_graph_gather_elements(G, in(im, n, 1), idx, axis);
+  return out(im, n, 0, tj_graph_where(G, inside, taken, in(im, n, 0)));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3719,6 +3769,7 @@ static const op_entry_t kOps[] = {
      WIN_HAMMING},
     {"BlackmanWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
      WIN_BLACKMAN},
+    OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
