@@ -2340,11 +2340,18 @@ static tj_status_t cv_depth_space(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   }
   if (H % b || W % b)
     return bad(im, n, "H or W is not a multiple of blocksize");
+  // SpaceToDepth inverts DepthToSpace of the same mode (opset 28 added
+  // mode): DCR puts the block offset outermost in the channel, CRD
+  // innermost.
+  bool crd = attr_s_is(n, "mode", "DCR", "CRD");
+  if (!crd && !attr_s_is(n, "mode", "DCR", "DCR"))
+    return fail(im, n, "an unknown mode");
   int64_t d6[6] = {N, C, H / b, b, W / b, b};
-  static const int32_t kPerm[6] = {0, 3, 5, 1, 2, 4};
+  static const int32_t kDcr[6] = {0, 3, 5, 1, 2, 4},
+                       kCrd[6] = {0, 1, 3, 5, 2, 4};
   int64_t o4[4] = {N, C * b * b, H / b, W / b};
   y = tj_graph_reshape(G, y, 6, d6);
-  y = tj_graph_transpose(G, y, kPerm);
+  y = tj_graph_transpose(G, y, crd ? kCrd : kDcr);
   return out(im, n, 0, tj_graph_reshape(G, y, 4, o4));
 }
 
@@ -3726,7 +3733,7 @@ static const op_entry_t kOps[] = {
     OP("EyeLike", "dtype,k,", cv_eye_like),
     OP("Trilu", "upper,", cv_trilu),
     {"DepthToSpace", "blocksize,mode,", cv_depth_space, NULL, NULL, NULL, 0},
-    {"SpaceToDepth", "blocksize,", cv_depth_space, NULL, NULL, NULL, 1},
+    {"SpaceToDepth", "blocksize,mode,", cv_depth_space, NULL, NULL, NULL, 1},
     OP("Split", "axis,num_outputs,split,", cv_split),
     OP("NegativeLogLikelihoodLoss", "ignore_index,reduction,", cv_nll_loss),
     OP("SoftmaxCrossEntropyLoss", "ignore_index,reduction,",
