@@ -3421,6 +3421,127 @@ static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_where(G, inside, taken, in(im, n, 0)));
 }
 
+// DFT (opsets 17 to 20) as one matmul: the signal axis moved next to the
+// last (real, or real and imaginary) axis, the two flattened, times a
+// constant [L*C, M*Cout] matrix of cos and sin of 2 pi jk / N (N the
+// dft_length: the input truncated or zero-padded to it): the forward
+// transform (M = N, or N/2 + 1 onesided), the inverse (scaled by 1/N), or
+// the inverse of a onesided spectrum (irfft: M = N real outputs, the
+// Hermitian half counted twice). O(L M) per signal, native on every
+// target.
+static tj_status_t cv_dft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [..., signal, 1 or 2]");
+  int64_t c = xv->dims[rank - 1];
+  if (c != 1 && c != 2)
+    return bad(im, n, "the last dim is %lld (1: real, 2: complex)",
+               (long long)c);
+  bool inverse = attr_i(n, "inverse", 0) != 0;
+  bool onesided = attr_i(n, "onesided", 0) != 0;
+  int64_t raw_axis = 1;
+  int64_t vals[MAX_INTS];
+  int32_t count = 0;
+  if (im->opset >= 20) {
+    if (attr(n, "axis")) return fail(im, n, "unsupported attribute axis");
+    raw_axis = -2;
+    if (has_in(n, 2)) {
+      TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "axis", &count, vals, false));
+      if (count != 1) return bad(im, n, "axis must be a scalar");
+      raw_axis = vals[0];
+    }
+  } else {
+    if (has_in(n, 2)) return bad(im, n, "3 inputs before opset 20");
+    raw_axis = attr_i(n, "axis", 1);
+  }
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, raw_axis, rank, &axis));
+  if (axis == rank - 1) return bad(im, n, "axis is the complex axis");
+  int64_t len = xv->dims[axis];
+  if (len < 0) return fail(im, n, "the signal axis is symbolic");
+  int64_t big_n = inverse && onesided ? 2 * (len - 1) : len;
+  if (has_in(n, 1)) {
+    TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "dft_length", &count, vals, false));
+    if (count != 1) return bad(im, n, "dft_length must be a scalar");
+    big_n = vals[0];
+  }
+  if (big_n <= 0) return bad(im, n, "dft_length %lld", (long long)big_n);
+  bool irfft = inverse && onesided;
+  int64_t m = !inverse && onesided ? big_n / 2 + 1 : big_n;
+  int64_t cout = irfft ? 1 : 2;
+  int64_t rows = len * c, cols = m * cout;
+  if (rows > (1 << 14) || cols > (1 << 14) || rows * cols > (1 << 22))
+    return fail(im, n,
+                "a %lld-point transform of %lld inputs (the matrix "
+                "form is limited to 4M coefficients)",
+                (long long)big_n, (long long)len);
+  double* w =
+      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(rows * cols));
+  if (!w) return tj_status_oom();
+  memset(w, 0, sizeof(double) * (size_t)(rows * cols));
+  double inv_n = 1.0 / (double)big_n;
+  for (int64_t j = 0; j < len && j < big_n; ++j) {
+    if (irfft && j > big_n / 2) break;
+    // irfft: bins 0 and N/2 (N even) once, the others for their mirror
+    // image too.
+    double twice = irfft && j != 0 && 2 * j != big_n ? 2.0 : 1.0;
+    for (int64_t k = 0; k < m; ++k) {
+      double theta = 2.0 * M_PI * (double)((j * k) % big_n) * inv_n;
+      double co = cos(theta), si = sin(theta);
+      double* re_row = w + (j * c) * cols;                      // from Re x
+      double* im_row = c == 2 ? w + (j * c + 1) * cols : NULL;  // from Im x
+      if (irfft) {
+        re_row[k] = twice * co * inv_n;
+        if (im_row) im_row[k] = -twice * si * inv_n;
+      } else if (inverse) {
+        re_row[2 * k] = co * inv_n;
+        re_row[2 * k + 1] = si * inv_n;
+        if (im_row) {
+          im_row[2 * k] = -si * inv_n;
+          im_row[2 * k + 1] = co * inv_n;
+        }
+      } else {
+        re_row[2 * k] = co;
+        re_row[2 * k + 1] = -si;
+        if (im_row) {
+          im_row[2 * k] = si;
+          im_row[2 * k + 1] = co;
+        }
+      }
+    }
+  }
+  // [..., axis, ..., C] -> [..., rest, L, C] -> [..., L*C].
+  int32_t perm[TJ_MAX_RANK], back[TJ_MAX_RANK];
+  int32_t k = 0;
+  for (int32_t a = 0; a < rank - 1; ++a)
+    if (a != axis) perm[k++] = a;
+  perm[k++] = axis;
+  perm[k++] = rank - 1;
+  for (int32_t a = 0; a < rank; ++a) back[perm[a]] = a;
+  tj_value_t x = tj_graph_transpose(G, in(im, n, 0), perm);
+  int64_t td[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, td);
+  td[rank - 2] = rows;
+  x = tj_graph_reshape(G, x, rank - 1, td);
+  const int64_t wd[2] = {rows, cols};
+  // The coefficients in x's dtype: an f64 matmul is no native kernel.
+  // (ONNX's two inverse tests expect single-precision FFT rounding, about
+  // 2e-7 on outputs that are exactly 0, beyond its 1e-7 tolerance.)
+  tj_value_t wm =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F64, 2, wd, w,
+                                      sizeof(double) * (size_t)(rows * cols)),
+                    xv->dtype);
+  tj_value_t y = tj_graph_matmul(G, x, wm);
+  td[rank - 2] = m;
+  td[rank - 1] = cout;
+  y = tj_graph_reshape(G, y, rank, td);
+  return out(im, n, 0, tj_graph_transpose(G, y, back));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3777,6 +3898,7 @@ static const op_entry_t kOps[] = {
     {"BlackmanWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
      WIN_BLACKMAN},
     OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
+    OP("DFT", "axis,inverse,onesided,", cv_dft),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
