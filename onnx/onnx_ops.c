@@ -3542,6 +3542,93 @@ static tj_status_t cv_dft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_transpose(G, y, back));
 }
 
+// Col2Im (opset 18): the adjoint of im2col, as one conv_transpose. The
+// input [N, C*K, L] (K the block's positions, c major) is viewed as
+// [N, C*K, L1, ...] over the grid of block positions and transposed-
+// convolved with a constant one-hot weight [C*K, 1, block...] in C groups:
+// the entry of block position kk lands at i * stride + kk * dilation - pad,
+// summed where blocks overlap. image_shape and block_shape constant.
+static tj_status_t cv_col2im(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int64_t image[MAX_INTS], block[MAX_INTS], raw[MAX_INTS];
+  int32_t ni = 0, nk = 0, count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "image_shape", &ni, image, false));
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "block_shape", &nk, block, false));
+  int32_t r = ni;
+  if (r < 1 || r > 3 || nk != r)
+    return fail(im, n,
+                "image_shape and block_shape of %d and %d entries (1 "
+                "to 3 spatial axes)",
+                (int)ni, (int)nk);
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C*K, L]");
+  tj_conv_attrs_t a;
+  memset(&a, 0, sizeof a);
+  int64_t kcount = 1, blocks = 1;
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "strides", &count, raw));
+  if (count && count != r) return bad(im, n, "strides has %d entries", count);
+  for (int32_t i = 0; i < count; ++i) a.strides[i] = raw[i];
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "dilations", &count, raw));
+  if (count && count != r) return bad(im, n, "dilations has %d entries", count);
+  for (int32_t i = 0; i < count; ++i) a.dilations[i] = raw[i];
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "pads", &count, raw));
+  if (count && count != 2 * r) return bad(im, n, "pads has %d entries", count);
+  for (int32_t i = 0; i < count; ++i)
+    (i < r ? a.pads_begin : a.pads_end)[i % r] = raw[i];
+  int64_t grid[3];
+  for (int32_t i = 0; i < r; ++i) {
+    int64_t s = a.strides[i] ? a.strides[i] : 1;
+    int64_t d = a.dilations[i] ? a.dilations[i] : 1;
+    if (s <= 0 || d <= 0 || block[i] <= 0 || image[i] <= 0 ||
+        a.pads_begin[i] < 0 || a.pads_end[i] < 0 || block[i] > 4096)
+      return bad(im, n,
+                 "axis %d: image %lld, block %lld, stride %lld, "
+                 "dilation %lld, pads %lld/%lld",
+                 (int)i, (long long)image[i], (long long)block[i], (long long)s,
+                 (long long)d, (long long)a.pads_begin[i],
+                 (long long)a.pads_end[i]);
+    int64_t span =
+        image[i] + a.pads_begin[i] + a.pads_end[i] - (d * (block[i] - 1) + 1);
+    if (span < 0)
+      return bad(im, n, "axis %d: the block exceeds the image", (int)i);
+    grid[i] = span / s + 1;
+    // The rows the last block does not reach are output padding.
+    a.output_padding[i] = span % s;
+    a.kernel[i] = block[i];
+    kcount *= block[i];
+    blocks *= grid[i];
+  }
+  int64_t ck = xv->dims[1];
+  if (ck < 0 || ck % kcount)
+    return bad(im, n, "dim 1 (%lld) is not a multiple of the block size %lld",
+               (long long)ck, (long long)kcount);
+  if (xv->dims[2] != blocks)
+    return bad(im, n, "%lld blocks, the image and block shapes give %lld",
+               (long long)xv->dims[2], (long long)blocks);
+  int64_t c = ck / kcount;
+  if (ck * kcount > (1 << 24))
+    return fail(im, n, "a one-hot weight of %lld entries",
+                (long long)(ck * kcount));
+  a.groups = c;
+  float* w = tj_arena_alloc(&im->arena, sizeof(float) * (size_t)(ck * kcount));
+  if (!w) return tj_status_oom();
+  memset(w, 0, sizeof(float) * (size_t)(ck * kcount));
+  for (int64_t ch = 0; ch < ck; ++ch) w[ch * kcount + ch % kcount] = 1.0f;
+  int64_t wd[TJ_MAX_RANK] = {ck, 1};
+  for (int32_t i = 0; i < r; ++i) wd[2 + i] = block[i];
+  tj_value_t wv =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F32, r + 2, wd, w,
+                                      sizeof(float) * (size_t)(ck * kcount)),
+                    xv->dtype);
+  int64_t xd[TJ_MAX_RANK] = {xv->dims[0], ck};
+  for (int32_t i = 0; i < r; ++i) xd[2 + i] = grid[i];
+  tj_value_t x = tj_graph_reshape(G, in(im, n, 0), r + 2, xd);
+  return out(im, n, 0, tj_graph_conv_transpose(G, x, wv, tj_value_none(), &a));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -3899,6 +3986,7 @@ static const op_entry_t kOps[] = {
      WIN_BLACKMAN},
     OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
     OP("DFT", "axis,inverse,onesided,", cv_dft),
+    OP("Col2Im", "dilations,pads,strides,", cv_col2im),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.

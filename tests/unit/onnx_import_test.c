@@ -544,11 +544,11 @@ TEST(errors_name_the_node) {
                            NULL));
   add_node(&m, node("Relu", "r", 1, (const char* const[]){"x"}, 1,
                     (const char* const[]){"t"}, 0, NULL));
-  add_node(&m, node("Col2Im", "my_col2im", 1, (const char* const[]){"t"}, 1,
+  add_node(&m, node("Det", "my_det", 1, (const char* const[]){"t"}, 1,
                     (const char* const[]){"y"}, 0, NULL));
   add_output(&m, value_info("y", 1, 4, kDims, NULL));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "onnx: node 1 \"my_col2im\" (Col2Im, opset 13): unsupported op",
+               "onnx: node 1 \"my_det\" (Det, opset 13): unsupported op",
                import(ctx, &m, NULL, &g));
   CHECK(g == NULL);
   // An attribute the converter does not know.
