@@ -825,9 +825,8 @@ static tj_value_t per_channel(tj_onnx_importer_t* im, tj_value_t v,
 static tj_status_t cv_batch_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                  const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 5, 5));
-  if (attr_i(n, "training_mode", 0))
-    return fail(im, n, "training_mode = 1 is not supported");
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  bool training = attr_i(n, "training_mode", 0) != 0;
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, training ? 3 : 1));
   int32_t rank = rank_of(n, 0);
   if (rank < 2) return bad(im, n, "the input has rank %d", (int)rank);
   tj_dtype_t d = dtype_of(n, 0);
@@ -836,6 +835,33 @@ static tj_status_t cv_batch_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   tj_value_t bias = per_channel(im, in(im, n, 2), rank);
   tj_value_t mean = per_channel(im, in(im, n, 3), rank);
   tj_value_t var = per_channel(im, in(im, n, 4), rank);
+  if (training) {
+    // Normalized by the batch's statistics (over every axis but 1, the
+    // variance biased); outputs 1 and 2 are the running mean and variance
+    // moved toward them: r * momentum + batch * (1 - momentum).
+    int32_t axes[TJ_MAX_RANK], count = 0;
+    for (int32_t a = 0; a < rank; ++a)
+      if (a != 1) axes[count++] = a;
+    tj_value_t bm = tj_graph_mean(G, x, count, axes, true);
+    tj_value_t cx = tj_graph_sub(G, x, bm);
+    tj_value_t bv =
+        tj_graph_mean(G, tj_graph_mul(G, cx, cx), count, axes, true);
+    double momentum = attr_f(n, "momentum", 0.9);
+    const int64_t* cdims = n->inputs[3]->dims;
+    int32_t crank = rank_of(n, 3);
+    tj_value_t keep = scalar(im, d, momentum),
+               take = scalar(im, d, 1 - momentum);
+    tj_value_t run_mean = tj_graph_add(
+        G, tj_graph_mul(G, in(im, n, 3), keep),
+        tj_graph_mul(G, tj_graph_reshape(G, bm, crank, cdims), take));
+    tj_value_t run_var = tj_graph_add(
+        G, tj_graph_mul(G, in(im, n, 4), keep),
+        tj_graph_mul(G, tj_graph_reshape(G, bv, crank, cdims), take));
+    TJ_RETURN_IF_ERROR(out(im, n, 1, run_mean));
+    TJ_RETURN_IF_ERROR(out(im, n, 2, run_var));
+    mean = bm;
+    var = bv;
+  }
   tj_value_t inv = tj_graph_rsqrt(
       G, tj_graph_add(G, var, scalar(im, d, attr_f(n, "epsilon", 1e-5))));
   tj_value_t y =
