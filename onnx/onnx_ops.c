@@ -839,13 +839,24 @@ static tj_status_t cv_batch_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     // Normalized by the batch's statistics (over every axis but 1, the
     // variance biased); outputs 1 and 2 are the running mean and variance
     // moved toward them: r * momentum + batch * (1 - momentum).
-    int32_t axes[TJ_MAX_RANK], count = 0;
-    for (int32_t a = 0; a < rank; ++a)
-      if (a != 1) axes[count++] = a;
-    tj_value_t bm = tj_graph_mean(G, x, count, axes, true);
-    tj_value_t cx = tj_graph_sub(G, x, bm);
-    tj_value_t bv =
-        tj_graph_mean(G, tj_graph_mul(G, cx, cx), count, axes, true);
+    // The statistics over one axis: x as [C, everything else] (a
+    // reduction over several axes is no native kernel when x is also
+    // used whole).
+    int32_t perm[TJ_MAX_RANK] = {1, 0};
+    for (int32_t a = 2; a < rank; ++a) perm[a] = a;
+    const tj_onnx_val_t* xv = n->inputs[0];
+    int64_t c = xv->dims[1];
+    const int64_t flat[2] = {
+        c,
+        tj_graph_dim_mul(G, xv->dims[0], dims_product(im, xv->dims, 2, rank))};
+    tj_value_t xt =
+        tj_graph_reshape(G, tj_graph_transpose(G, x, perm), 2, flat);
+    int32_t last = 1;
+    tj_value_t m2 = tj_graph_mean(G, xt, 1, &last, true);
+    tj_value_t c2 = tj_graph_sub(G, xt, m2);
+    tj_value_t v2 = tj_graph_mean(G, tj_graph_mul(G, c2, c2), 1, &last, true);
+    tj_value_t bm = per_channel(im, tj_graph_reshape(G, m2, 1, &c), rank);
+    tj_value_t bv = per_channel(im, tj_graph_reshape(G, v2, 1, &c), rank);
     double momentum = attr_f(n, "momentum", 0.9);
     const int64_t* cdims = n->inputs[3]->dims;
     int32_t crank = rank_of(n, 3);
