@@ -3458,6 +3458,69 @@ static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_where(G, inside, taken, in(im, n, 0)));
 }
 
+// The [len * c, m * cout] matrix of a |big_n|-point DFT (see cv_dft) of
+// |len| inputs of |c| (1 or 2) components, in the arena: m bins (N/2 + 1
+// onesided forward) of cout (2; irfft 1) components. NULL after an error
+// (*out_status).
+static double* dft_matrix(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          int64_t len, int64_t c, int64_t big_n, bool inverse,
+                          bool onesided, int64_t* out_m, int64_t* out_cout,
+                          tj_status_t* out_status) {
+  bool irfft = inverse && onesided;
+  int64_t m = !inverse && onesided ? big_n / 2 + 1 : big_n;
+  int64_t cout = irfft ? 1 : 2;
+  int64_t rows = len * c, cols = m * cout;
+  *out_m = m;
+  *out_cout = cout;
+  *out_status = NULL;
+  if (rows > (1 << 14) || cols > (1 << 14) || rows * cols > (1 << 22)) {
+    *out_status = fail(im, n,
+                       "a %lld-point transform of %lld inputs (the matrix "
+                       "form is limited to 4M coefficients)",
+                       (long long)big_n, (long long)len);
+    return NULL;
+  }
+  double* w =
+      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(rows * cols));
+  if (!w) {
+    *out_status = tj_status_oom();
+    return NULL;
+  }
+  memset(w, 0, sizeof(double) * (size_t)(rows * cols));
+  double inv_n = 1.0 / (double)big_n;
+  for (int64_t j = 0; j < len && j < big_n; ++j) {
+    if (irfft && j > big_n / 2) break;
+    // irfft: bins 0 and N/2 (N even) once, the others for their mirror
+    // image too.
+    double twice = irfft && j != 0 && 2 * j != big_n ? 2.0 : 1.0;
+    for (int64_t k = 0; k < m; ++k) {
+      double theta = 2.0 * M_PI * (double)((j * k) % big_n) * inv_n;
+      double co = cos(theta), si = sin(theta);
+      double* re_row = w + (j * c) * cols;                      // from Re x
+      double* im_row = c == 2 ? w + (j * c + 1) * cols : NULL;  // from Im x
+      if (irfft) {
+        re_row[k] = twice * co * inv_n;
+        if (im_row) im_row[k] = -twice * si * inv_n;
+      } else if (inverse) {
+        re_row[2 * k] = co * inv_n;
+        re_row[2 * k + 1] = si * inv_n;
+        if (im_row) {
+          im_row[2 * k] = -si * inv_n;
+          im_row[2 * k + 1] = co * inv_n;
+        }
+      } else {
+        re_row[2 * k] = co;
+        re_row[2 * k + 1] = -si;
+        if (im_row) {
+          im_row[2 * k] = si;
+          im_row[2 * k + 1] = co;
+        }
+      }
+    }
+  }
+  return w;
+}
+
 // DFT (opsets 17 to 20) as one matmul: the signal axis moved next to the
 // last (real, or real and imaginary) axis, the two flattened, times a
 // constant [L*C, M*Cout] matrix of cos and sin of 2 pi jk / N (N the
@@ -3506,50 +3569,12 @@ static tj_status_t cv_dft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     big_n = vals[0];
   }
   if (big_n <= 0) return bad(im, n, "dft_length %lld", (long long)big_n);
-  bool irfft = inverse && onesided;
-  int64_t m = !inverse && onesided ? big_n / 2 + 1 : big_n;
-  int64_t cout = irfft ? 1 : 2;
-  int64_t rows = len * c, cols = m * cout;
-  if (rows > (1 << 14) || cols > (1 << 14) || rows * cols > (1 << 22))
-    return fail(im, n,
-                "a %lld-point transform of %lld inputs (the matrix "
-                "form is limited to 4M coefficients)",
-                (long long)big_n, (long long)len);
+  int64_t m, cout;
+  tj_status_t st = NULL;
   double* w =
-      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(rows * cols));
-  if (!w) return tj_status_oom();
-  memset(w, 0, sizeof(double) * (size_t)(rows * cols));
-  double inv_n = 1.0 / (double)big_n;
-  for (int64_t j = 0; j < len && j < big_n; ++j) {
-    if (irfft && j > big_n / 2) break;
-    // irfft: bins 0 and N/2 (N even) once, the others for their mirror
-    // image too.
-    double twice = irfft && j != 0 && 2 * j != big_n ? 2.0 : 1.0;
-    for (int64_t k = 0; k < m; ++k) {
-      double theta = 2.0 * M_PI * (double)((j * k) % big_n) * inv_n;
-      double co = cos(theta), si = sin(theta);
-      double* re_row = w + (j * c) * cols;                      // from Re x
-      double* im_row = c == 2 ? w + (j * c + 1) * cols : NULL;  // from Im x
-      if (irfft) {
-        re_row[k] = twice * co * inv_n;
-        if (im_row) im_row[k] = -twice * si * inv_n;
-      } else if (inverse) {
-        re_row[2 * k] = co * inv_n;
-        re_row[2 * k + 1] = si * inv_n;
-        if (im_row) {
-          im_row[2 * k] = -si * inv_n;
-          im_row[2 * k + 1] = co * inv_n;
-        }
-      } else {
-        re_row[2 * k] = co;
-        re_row[2 * k + 1] = -si;
-        if (im_row) {
-          im_row[2 * k] = si;
-          im_row[2 * k + 1] = co;
-        }
-      }
-    }
-  }
+      dft_matrix(im, n, len, c, big_n, inverse, onesided, &m, &cout, &st);
+  if (!w) return st;
+  int64_t rows = len * c, cols = m * cout;
   // [..., axis, ..., C] -> [..., rest, L, C] -> [..., L*C].
   int32_t perm[TJ_MAX_RANK], back[TJ_MAX_RANK];
   int32_t k = 0;
@@ -3664,6 +3689,78 @@ static tj_status_t cv_col2im(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   for (int32_t i = 0; i < r; ++i) xd[2 + i] = grid[i];
   tj_value_t x = tj_graph_reshape(G, in(im, n, 0), r + 2, xd);
   return out(im, n, 0, tj_graph_conv_transpose(G, x, wv, tj_value_none(), &a));
+}
+
+// STFT (opset 17): signal [B, L, 1 or 2] cut into F = 1 + (L - T) / step
+// frames of T = frame_length (default the window's length, else L) by one
+// gather with a constant [F, T] index, weighted by the window (default
+// ones), and transformed as DFT does (one matmul; onesided by default):
+// [B, F, bins, 2]. frame_step and frame_length must be known.
+static tj_status_t cv_stft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank != 3 || !is_float(xv->dtype) ||
+      (xv->dims[2] != 1 && xv->dims[2] != 2))
+    return bad(im, n, "the signal must be float [B, L, 1 or 2]");
+  int64_t len = xv->dims[1], c = xv->dims[2];
+  if (len < 0) return fail(im, n, "the signal length is symbolic");
+  int64_t vals[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "frame_step", &count, vals, false));
+  if (count != 1 || vals[0] <= 0)
+    return bad(im, n, "frame_step must be a positive scalar");
+  int64_t step = vals[0];
+  int64_t frame = has_in(n, 2) ? n->inputs[2]->dims[0] : len;
+  if (has_in(n, 2) && (rank_of(n, 2) != 1 || dtype_of(n, 2) != xv->dtype))
+    return bad(im, n, "the window must be 1-D of the signal's dtype");
+  if (has_in(n, 3)) {
+    TJ_RETURN_IF_ERROR(
+        known_ints(im, n, 3, "frame_length", &count, vals, false));
+    if (count != 1) return bad(im, n, "frame_length must be a scalar");
+    if (has_in(n, 2) && vals[0] != frame)
+      return bad(im, n, "frame_length %lld, a window of %lld",
+                 (long long)vals[0], (long long)frame);
+    frame = vals[0];
+  }
+  if (frame <= 0 || frame > len)
+    return bad(im, n, "frame_length %lld for a signal of %lld",
+               (long long)frame, (long long)len);
+  int64_t frames = 1 + (len - frame) / step;
+  bool onesided = attr_i(n, "onesided", 1) != 0;
+  int64_t m, cout;
+  tj_status_t st = NULL;
+  double* w =
+      dft_matrix(im, n, frame, c, frame, false, onesided, &m, &cout, &st);
+  if (!w) return st;
+  if (frames * frame > (1 << 24))
+    return fail(im, n, "%lld frames of %lld", (long long)frames,
+                (long long)frame);
+  int64_t* idx =
+      tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)(frames * frame));
+  if (!idx) return tj_status_oom();
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t t = 0; t < frame; ++t) idx[f * frame + t] = f * step + t;
+  const int64_t idims[2] = {frames, frame};
+  tj_value_t iv = tj_graph_constant(G, TJ_DTYPE_I64, 2, idims, idx,
+                                    sizeof(int64_t) * (size_t)(frames * frame));
+  tj_value_t x = tj_graph_gather(G, in(im, n, 0), iv, 1);  // [B, F, T, C]
+  if (has_in(n, 2)) {
+    const int64_t wdims[2] = {frame, 1};
+    x = tj_graph_mul(G, x, tj_graph_reshape(G, in(im, n, 2), 2, wdims));
+  }
+  int64_t b = xv->dims[0];
+  const int64_t flat[3] = {b, frames, frame * c};
+  x = tj_graph_reshape(G, x, 3, flat);
+  const int64_t wd[2] = {frame * c, m * cout};
+  tj_value_t wm = tj_graph_cast(
+      G,
+      tj_graph_constant(G, TJ_DTYPE_F64, 2, wd, w,
+                        sizeof(double) * (size_t)(frame * c * m * cout)),
+      xv->dtype);
+  const int64_t ydims[4] = {b, frames, m, cout};
+  return out(im, n, 0,
+             tj_graph_reshape(G, tj_graph_matmul(G, x, wm), 4, ydims));
 }
 
 //===--- the table ---===//
@@ -4024,6 +4121,7 @@ static const op_entry_t kOps[] = {
     OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
     OP("DFT", "axis,inverse,onesided,", cv_dft),
     OP("Col2Im", "dilations,pads,strides,", cv_col2im),
+    OP("STFT", "onesided,", cv_stft),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
