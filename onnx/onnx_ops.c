@@ -3763,6 +3763,65 @@ static tj_status_t cv_stft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
              tj_graph_reshape(G, tj_graph_matmul(G, x, wm), 4, ydims));
 }
 
+// CausalConvWithState (opset 27): input [B, C, L] left-extended by
+// past_state [B, C, k - 1] (zeros when absent), a depthwise conv (the conv
+// op, groups C, valid padding) with weight [C, 1, k] and bias, then
+// optionally SiLU (activation silu or swish, in f32 for f16/bf16);
+// present_state is the last k - 1 positions of the extended input.
+static tj_status_t cv_causal_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* wv = n->inputs[1];
+  bool silu = attr_s_is(n, "activation", "none", "silu") ||
+              attr_s_is(n, "activation", "none", "swish");
+  if (!silu && !attr_s_is(n, "activation", "none", "none"))
+    return fail(im, n, "activation (none, silu or swish)");
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [B, C, L]");
+  int64_t c = xv->dims[1];
+  if (wv->rank != 3 || wv->dims[0] != c || wv->dims[1] != 1 ||
+      wv->dims[2] <= 0 || wv->dtype != xv->dtype)
+    return bad(im, n, "the weight must be [C, 1, k] of the input's dtype");
+  if (c <= 0) return fail(im, n, "the channel dim is symbolic or 0");
+  int64_t k = wv->dims[2];
+  tj_value_t x = in(im, n, 0);
+  tj_value_t ext;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* sv = n->inputs[3];
+    if (sv->rank != 3 || sv->dims[1] != c || sv->dims[2] != k - 1 ||
+        sv->dtype != xv->dtype)
+      return bad(im, n, "past_state must be [B, C, k - 1]");
+    tj_value_t parts[2] = {in(im, n, 3), x};
+    ext = tj_graph_concat(G, 2, parts, 2);
+  } else {
+    const int64_t low[3] = {0, 0, k - 1}, high[3] = {0, 0, 0};
+    ext = tj_graph_pad(G, x, low, high, 0);
+  }
+  tj_conv_attrs_t a;
+  memset(&a, 0, sizeof a);
+  a.kernel[0] = k;
+  a.groups = c;
+  tj_value_t bias = has_in(n, 2) ? in(im, n, 2) : tj_value_none();
+  tj_value_t y = tj_graph_conv(G, ext, in(im, n, 1), bias, &a);
+  if (silu) {
+    tj_dtype_t wide = xv->dtype == TJ_DTYPE_F16 || xv->dtype == TJ_DTYPE_BF16
+                          ? TJ_DTYPE_F32
+                          : xv->dtype;
+    y = tj_graph_cast(G, tj_graph_silu(G, tj_graph_cast(G, y, wide)),
+                      xv->dtype);
+  }
+  if (has_out(n, 1)) {
+    int64_t len = xv->dims[2];
+    if (len < 0) return fail(im, n, "present_state of a symbolic length input");
+    const int64_t starts[3] = {0, 0, len},
+                  stops[3] = {INT64_MAX, INT64_MAX, len + k - 1};
+    TJ_RETURN_IF_ERROR(
+        out(im, n, 1, tj_graph_slice(G, ext, starts, stops, NULL)));
+  }
+  return out(im, n, 0, y);
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -4122,6 +4181,7 @@ static const op_entry_t kOps[] = {
     OP("DFT", "axis,inverse,onesided,", cv_dft),
     OP("Col2Im", "dilations,pads,strides,", cv_col2im),
     OP("STFT", "onesided,", cv_stft),
+    OP("CausalConvWithState", "activation,", cv_causal_conv),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
