@@ -3822,6 +3822,145 @@ static tj_status_t cv_causal_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+// [B, T, H*D] -> [B, H, T, D] in |wide|.
+static tj_value_t heads_first(tj_onnx_importer_t* im, tj_value_t x,
+                              const int64_t* dims, int64_t heads,
+                              tj_dtype_t wide) {
+  static const int32_t kPerm[4] = {0, 2, 1, 3};
+  const int64_t shape[4] = {dims[0], dims[1], heads, dims[2] / heads};
+  return tj_graph_cast(
+      G, tj_graph_transpose(G, tj_graph_reshape(G, x, 4, shape), kPerm), wide);
+}
+
+// Step |i| of [B, H, T, X] as [B, H, 1, X].
+static tj_value_t time_step(tj_onnx_importer_t* im, tj_value_t x, int64_t i) {
+  const int64_t starts[4] = {0, 0, i, 0};
+  const int64_t stops[4] = {INT64_MAX, INT64_MAX, i + 1, INT64_MAX};
+  return tj_graph_slice(G, x, starts, stops, NULL);
+}
+
+#define LA_MAX_STEPS 256
+
+// LinearAttention (opset 27): the recurrence of ONNX's definition over a
+// state S [B, Hkv, dk, dv] (past_state or 0, in f32), unrolled over the T
+// steps (T constant, at most LA_MAX_STEPS): gated rules decay S by
+// exp(decay_t) (per head or per key dim), delta rules replace v_t by
+// beta_t (v_t - k_t S), then S += k_t^T v_t and o_t = scale q_t S, query
+// head h reading kv head h / (Hq / Hkv). Each step is small matmuls and
+// elementwise ops; the outputs are concatenated over time.
+static tj_status_t cv_linear_attention(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 6));
+  bool gating = false, delta = false;
+  const char* rule = "gated_delta";
+  if (attr_s_is(n, "update_rule", rule, "linear")) {
+  } else if (attr_s_is(n, "update_rule", rule, "gated")) {
+    gating = true;
+  } else if (attr_s_is(n, "update_rule", rule, "delta")) {
+    delta = true;
+  } else if (attr_s_is(n, "update_rule", rule, "gated_delta")) {
+    gating = delta = true;
+  } else {
+    return fail(im, n, "update_rule (linear, gated, delta or gated_delta)");
+  }
+  if (gating != has_in(n, 4) || delta != has_in(n, 5))
+    return bad(im, n, "the update rule %s decay and %s beta",
+               gating ? "needs" : "forbids", delta ? "needs" : "forbids");
+  int64_t hq = attr_i(n, "q_num_heads", 0), hkv = attr_i(n, "kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv)
+    return bad(im, n,
+               "q_num_heads %lld, kv_num_heads %lld (a positive "
+               "multiple of it)",
+               (long long)hq, (long long)hkv);
+  const tj_onnx_val_t* qv = n->inputs[0];
+  const tj_onnx_val_t* kv = n->inputs[1];
+  const tj_onnx_val_t* vv = n->inputs[2];
+  if (qv->rank != 3 || kv->rank != 3 || vv->rank != 3 || !is_float(qv->dtype))
+    return bad(im, n, "query, key and value must be float [B, T, H*D]");
+  int64_t t = qv->dims[1];
+  if (t < 0 || t > LA_MAX_STEPS)
+    return fail(im, n,
+                "%lld steps (the recurrence is unrolled: a constant "
+                "T of at most %d)",
+                (long long)t, LA_MAX_STEPS);
+  if (qv->dims[2] < 0 || qv->dims[2] % hq || kv->dims[2] < 0 ||
+      kv->dims[2] % hkv || vv->dims[2] < 0 || vv->dims[2] % hkv)
+    return bad(im, n, "hidden sizes not multiples of the head counts");
+  int64_t dk = qv->dims[2] / hq, dv = vv->dims[2] / hkv, b = qv->dims[0];
+  if (kv->dims[2] / hkv != dk)
+    return bad(im, n, "query and key head sizes differ");
+  int64_t group = hq / hkv;
+  tj_dtype_t f = TJ_DTYPE_F32;
+  if (qv->dtype == TJ_DTYPE_F64) f = TJ_DTYPE_F64;
+  tj_value_t q4 = heads_first(im, in(im, n, 0), qv->dims, hq, f);
+  tj_value_t k4 = heads_first(im, in(im, n, 1), kv->dims, hkv, f);
+  tj_value_t v4 = heads_first(im, in(im, n, 2), vv->dims, hkv, f);
+  tj_value_t decay = tj_value_none(), beta = tj_value_none();
+  if (gating) {
+    const tj_onnx_val_t* gv = n->inputs[4];
+    if (gv->rank != 3 || (gv->dims[2] != hkv && gv->dims[2] != hkv * dk))
+      return bad(im, n, "decay must be [B, T, kv_num_heads (* d_k)]");
+    decay = heads_first(im, in(im, n, 4), gv->dims, hkv, f);
+  }
+  if (delta) {
+    const tj_onnx_val_t* bv = n->inputs[5];
+    if (bv->rank != 3 || (bv->dims[2] != hkv && bv->dims[2] != 1))
+      return bad(im, n, "beta must be [B, T, kv_num_heads or 1]");
+    beta = heads_first(im, in(im, n, 5), bv->dims, bv->dims[2], f);
+  }
+  const int64_t sdims[4] = {b, hkv, dk, dv};
+  tj_value_t state;
+  tj_dtype_t state_dtype = qv->dtype;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* pv = n->inputs[3];
+    if (pv->rank != 4 || memcmp(pv->dims + 1, sdims + 1, 3 * sizeof(int64_t)))
+      return bad(im, n, "past_state must be [B, kv_num_heads, d_k, d_v]");
+    state_dtype = pv->dtype;
+    state = tj_graph_cast(G, in(im, n, 3), f);
+  } else {
+    state = tj_graph_full(G, f, 4, sdims, 0);
+  }
+  double scale = attr_f(n, "scale", 0);
+  if (scale == 0) scale = 1.0 / sqrt((double)dk);
+  tj_value_t* outs =
+      tj_arena_alloc(&im->arena, sizeof(tj_value_t) * (size_t)(t ? t : 1));
+  if (!outs) return tj_status_oom();
+  const int64_t col[4] = {b, hkv, dk, 1};
+  const int64_t q5[5] = {b, hkv, group, 1, dk};
+  const int64_t s5[5] = {b, hkv, 1, dk, dv};
+  const int64_t o4[4] = {b, hq, 1, dv};
+  for (int64_t i = 0; i < t; ++i) {
+    tj_value_t k_t = time_step(im, k4, i), v_t = time_step(im, v4, i);
+    if (gating) {
+      // exp(g) per head [B, Hkv, 1, 1] or per key dim [B, Hkv, dk, 1].
+      tj_value_t g = time_step(im, decay, i);
+      int64_t gd[TJ_MAX_RANK];
+      tj_graph_value_dims(G, g, gd);
+      const int64_t gcol[4] = {b, hkv, gd[3], 1};
+      state = tj_graph_mul(G, state,
+                           tj_graph_exp(G, tj_graph_reshape(G, g, 4, gcol)));
+    }
+    if (delta) {
+      tj_value_t got = tj_graph_matmul(G, k_t, state);  // [B, Hkv, 1, dv]
+      v_t = tj_graph_mul(G, time_step(im, beta, i), tj_graph_sub(G, v_t, got));
+    }
+    state = tj_graph_add(
+        G, state, tj_graph_mul(G, tj_graph_reshape(G, k_t, 4, col), v_t));
+    tj_value_t o =
+        tj_graph_matmul(G, tj_graph_reshape(G, time_step(im, q4, i), 5, q5),
+                        tj_graph_reshape(G, state, 5, s5));
+    outs[i] =
+        tj_graph_mul(G, tj_graph_reshape(G, o, 4, o4), scalar(im, f, scale));
+  }
+  if (t == 0) return fail(im, n, "an empty sequence");
+  tj_value_t y = t == 1 ? outs[0] : tj_graph_concat(G, (int32_t)t, outs, 2);
+  static const int32_t kPerm[4] = {0, 2, 1, 3};
+  const int64_t ydims[3] = {b, t, hq * dv};
+  y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, ydims);
+  TJ_RETURN_IF_ERROR(out(im, n, 1, tj_graph_cast(G, state, state_dtype)));
+  return out(im, n, 0, tj_graph_cast(G, y, qv->dtype));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -4182,6 +4321,9 @@ static const op_entry_t kOps[] = {
     OP("Col2Im", "dilations,pads,strides,", cv_col2im),
     OP("STFT", "onesided,", cv_stft),
     OP("CausalConvWithState", "activation,", cv_causal_conv),
+    OP("LinearAttention",
+       "chunk_size,kv_num_heads,q_num_heads,scale,update_rule,",
+       cv_linear_attention),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
