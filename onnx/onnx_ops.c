@@ -3961,6 +3961,162 @@ static tj_status_t cv_linear_attention(tj_onnx_importer_t* im,
   return out(im, n, 0, tj_graph_cast(G, y, qv->dtype));
 }
 
+// One axis of RoiAlign's sampling: for |count| rois, the sample positions
+// start + bin * (p + (s + 0.5) / S) ([R, out * S]), clamped as ONNX does,
+// as low/high indices (i64) and weights (zeroed outside [-1, len]).
+static void roi_axis(tj_onnx_importer_t* im, tj_value_t start, tj_value_t bin,
+                     int64_t out_len, int64_t ratio, int64_t len, tj_dtype_t f,
+                     tj_value_t* lo, tj_value_t* hi, tj_value_t* w_lo,
+                     tj_value_t* w_hi) {
+  int64_t samples = out_len * ratio;
+  double* a = tj_arena_alloc(&im->arena, sizeof(double) * (size_t)samples);
+  if (!a) {
+    *lo = *hi = *w_lo = *w_hi = tj_value_none();
+    return;
+  }
+  for (int64_t p = 0; p < out_len; ++p)
+    for (int64_t s = 0; s < ratio; ++s)
+      a[p * ratio + s] = (double)p + ((double)s + 0.5) / (double)ratio;
+  tj_value_t av =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F64, 1, &samples, a,
+                                      sizeof(double) * (size_t)samples),
+                    f);
+  tj_value_t y = tj_graph_add(G, start, tj_graph_mul(G, bin, av));  // [R, P]
+  tj_value_t valid =
+      tj_graph_logical_and(G, tj_graph_ge(G, y, scalar(im, f, -1.0)),
+                           tj_graph_le(G, y, scalar(im, f, (double)len)));
+  y = tj_graph_maximum(G, y, scalar(im, f, 0));
+  tj_value_t fl = tj_graph_floor(G, y);
+  tj_value_t top = scalar(im, f, (double)(len - 1));
+  tj_value_t edge = tj_graph_ge(G, fl, top);
+  tj_value_t low = tj_graph_where(G, edge, top, fl);
+  tj_value_t high =
+      tj_graph_where(G, edge, top, tj_graph_add(G, fl, scalar(im, f, 1)));
+  tj_value_t frac =
+      tj_graph_where(G, edge, scalar(im, f, 0), tj_graph_sub(G, y, fl));
+  tj_value_t v = tj_graph_cast(G, valid, f);
+  *lo = tj_graph_cast(G, low, TJ_DTYPE_I64);
+  *hi = tj_graph_cast(G, high, TJ_DTYPE_I64);
+  *w_lo = tj_graph_mul(G, tj_graph_sub(G, scalar(im, f, 1), frac), v);
+  *w_hi = tj_graph_mul(G, frac, v);
+}
+
+// RoiAlign (opsets 10 to 22) with a fixed sampling_ratio: per roi, S x S
+// bilinear samples per output bin (ONNX's clamping: samples outside
+// [-1, len] weigh 0), each a gather of the roi's image flattened over
+// H x W at 4 computed positions, then averaged (avg) or the max of the
+// weighted corner terms taken (max, as ONNX's reference does) over each
+// bin. sampling_ratio 0 (adaptive: a data-dependent grid) is an error.
+static tj_status_t cv_roi_align(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* rv = n->inputs[1];
+  if (xv->rank != 4 || !is_float(xv->dtype) || rv->rank != 2 ||
+      rv->dims[1] != 4 || rv->dtype != xv->dtype || rank_of(n, 2) != 1)
+    return bad(im, n,
+               "X [N, C, H, W], rois [R, 4] of X's dtype and "
+               "batch_indices [R] are required");
+  int64_t ratio = attr_i(n, "sampling_ratio", 0);
+  if (ratio <= 0)
+    return fail(im, n,
+                "sampling_ratio %lld (adaptive sampling makes the "
+                "grid depend on the rois: a positive ratio is needed)",
+                (long long)ratio);
+  int64_t oh = attr_i(n, "output_height", 1), ow = attr_i(n, "output_width", 1);
+  if (oh <= 0 || ow <= 0 || oh * ratio > 4096 || ow * ratio > 4096)
+    return bad(im, n, "output %lldx%lld with sampling_ratio %lld",
+               (long long)oh, (long long)ow, (long long)ratio);
+  bool half = im->opset >= 16 ? attr_s_is(n, "coordinate_transformation_mode",
+                                          "half_pixel", "half_pixel")
+                              : false;
+  if (im->opset >= 16 && !half &&
+      !attr_s_is(n, "coordinate_transformation_mode", "half_pixel",
+                 "output_half_pixel"))
+    return fail(im, n,
+                "coordinate_transformation_mode (half_pixel or "
+                "output_half_pixel)");
+  bool max_mode = attr_s_is(n, "mode", "avg", "max");
+  if (!max_mode && !attr_s_is(n, "mode", "avg", "avg"))
+    return fail(im, n, "mode (avg or max)");
+  int64_t nb = xv->dims[0], c = xv->dims[1], h = xv->dims[2], w = xv->dims[3];
+  if (c < 0 || h <= 0 || w <= 0)
+    return fail(im, n, "C, H and W must be constant and positive");
+  int64_t r = rv->dims[0];
+  tj_dtype_t f = xv->dtype == TJ_DTYPE_F64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+  double scale = attr_f(n, "spatial_scale", 1.0), off = half ? 0.5 : 0.0;
+  tj_value_t rois = tj_graph_cast(G, in(im, n, 1), f);
+  tj_value_t corner[4];
+  for (int64_t k = 0; k < 4; ++k) {
+    const int64_t starts[2] = {0, k}, stops[2] = {INT64_MAX, k + 1};
+    corner[k] = tj_graph_sub(
+        G,
+        tj_graph_mul(G, tj_graph_slice(G, rois, starts, stops, NULL),
+                     scalar(im, f, scale)),
+        scalar(im, f, off));  // [R, 1]
+  }
+  tj_value_t rw = tj_graph_sub(G, corner[2], corner[0]);
+  tj_value_t rh = tj_graph_sub(G, corner[3], corner[1]);
+  if (!half) {
+    rw = tj_graph_maximum(G, rw, scalar(im, f, 1));
+    rh = tj_graph_maximum(G, rh, scalar(im, f, 1));
+  }
+  tj_value_t ylo, yhi, wylo, wyhi, xlo, xhi, wxlo, wxhi;
+  roi_axis(im, corner[1], tj_graph_div(G, rh, scalar(im, f, (double)oh)), oh,
+           ratio, h, f, &ylo, &yhi, &wylo, &wyhi);
+  roi_axis(im, corner[0], tj_graph_div(G, rw, scalar(im, f, (double)ow)), ow,
+           ratio, w, f, &xlo, &xhi, &wxlo, &wxhi);
+  if (tj_value_is_none(ylo) || tj_value_is_none(xlo)) return tj_status_oom();
+  // The samples flattened in (ph, pw, iy, ix) order, so that each bin's
+  // S x S samples are contiguous and every reshape below only splits:
+  // sample s reads row sample pm[s] and column sample qm[s].
+  int64_t ss = ratio * ratio, total = oh * ow * ss;
+  int64_t* pm = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)total * 2);
+  if (!pm) return tj_status_oom();
+  int64_t* qm = pm + total;
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t bin = i / ss, sample = i % ss;
+    pm[i] = (bin / ow) * ratio + sample / ratio;
+    qm[i] = (bin % ow) * ratio + sample % ratio;
+  }
+  // The rois' images, [R, C, H*W].
+  const int64_t flat[3] = {nb, c, h * w};
+  tj_value_t img = tj_graph_gather(
+      G, tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 0), f), 3, flat),
+      in(im, n, 2), 0);
+  const int64_t idx3[3] = {r, 1, total};
+  const int64_t wide[3] = {r, c, total};
+  tj_value_t ys[2] = {ylo, yhi}, wys[2] = {wylo, wyhi};
+  tj_value_t xs[2] = {xlo, xhi}, wxs[2] = {wxlo, wxhi};
+  tj_value_t acc = tj_value_none();
+  for (int32_t a = 0; a < 2; ++a) {
+    for (int32_t b = 0; b < 2; ++b) {
+      tj_value_t pos =
+          tj_graph_add(G,
+                       tj_graph_mul(G, gather_list(im, ys[a], 1, pm, total),
+                                    scalar(im, TJ_DTYPE_I64, (double)w)),
+                       gather_list(im, xs[b], 1, qm, total));  // [R, total]
+      tj_value_t wt = tj_graph_mul(G, gather_list(im, wys[a], 1, pm, total),
+                                   gather_list(im, wxs[b], 1, qm, total));
+      tj_value_t v = tj_graph_gather_elements(
+          G, img,
+          tj_graph_broadcast_to(G, tj_graph_reshape(G, pos, 3, idx3), 3, wide),
+          2);
+      tj_value_t term = tj_graph_mul(G, v, tj_graph_reshape(G, wt, 3, idx3));
+      acc = a + b == 0 ? term
+            : max_mode ? tj_graph_maximum(G, acc, term)
+                       : tj_graph_add(G, acc, term);
+    }
+  }
+  const int64_t d5[5] = {r, c, oh, ow, ss};
+  tj_value_t s5 = tj_graph_reshape(G, acc, 5, d5);
+  int32_t last = 4;
+  tj_value_t y = max_mode ? tj_graph_max(G, s5, 1, &last, false)
+                          : tj_graph_mean(G, s5, 1, &last, false);
+  return out(im, n, 0, tj_graph_cast(G, y, xv->dtype));
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -4324,6 +4480,10 @@ static const op_entry_t kOps[] = {
     OP("LinearAttention",
        "chunk_size,kv_num_heads,q_num_heads,scale,update_rule,",
        cv_linear_attention),
+    OP("RoiAlign",
+       "coordinate_transformation_mode,mode,output_height,output_width,"
+       "sampling_ratio,spatial_scale,",
+       cv_roi_align),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
