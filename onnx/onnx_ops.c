@@ -1689,15 +1689,103 @@ static tj_status_t cv_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                       : tj_graph_conv(G, x, w, b, &a));
 }
 
+// MaxPool's Indices output: the flat index (row-major over N, C and the
+// spatial axes; storage_order 1: the spatial axes column-major) of each
+// window's first maximum, padding excluded. The window's taps are strided
+// slices of x padded with -inf; a running compare keeps the first maximum
+// and its position, computed from iotas. Spatial dims constant.
+static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                    const tj_conv_attrs_t* a, tj_value_t y,
+                                    tj_value_t* out_idx) {
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank, sp = rank - 2;
+  int64_t order = attr_i(n, "storage_order", 0);
+  if (order != 0 && order != 1)
+    return bad(im, n, "storage_order %lld", (long long)order);
+  int64_t yd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, y, yd);
+  int64_t taps = 1, plane = 1, stride_of[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    if (xv->dims[2 + i] < 0 || yd[2 + i] < 0)
+      return fail(im, n, "Indices of a symbolic spatial dim");
+    taps *= a->kernel[i];
+    plane *= xv->dims[2 + i];
+  }
+  if (taps > 1024)
+    return fail(im, n, "Indices of a %lld-tap window", (long long)taps);
+  // The spatial strides of the flat index.
+  for (int32_t i = 0, acc = 1; i < sp; ++i) {
+    int32_t axis = order ? i : sp - 1 - i;
+    stride_of[axis] = acc;
+    acc *= (int32_t)xv->dims[2 + axis];
+  }
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  int64_t s[3], d[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    s[i] = a->strides[i] ? a->strides[i] : 1;
+    d[i] = a->dilations[i] ? a->dilations[i] : 1;
+    int64_t extent = (yd[2 + i] - 1) * s[i] + (a->kernel[i] - 1) * d[i] + 1;
+    low[2 + i] = a->pads_begin[i];
+    high[2 + i] = extent - a->pads_begin[i] - xv->dims[2 + i];
+    if (high[2 + i] < 0) high[2 + i] = 0;
+  }
+  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, -INFINITY);
+  // The N and C part of the index, and each spatial axis's output iota.
+  int64_t nc[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) nc[i] = i < 2 ? yd[i] : 1;
+  tj_value_t base = tj_graph_add(
+      G,
+      tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, nc, 0),
+                   scalar(im, TJ_DTYPE_I64, (double)(xv->dims[1] * plane))),
+      tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, nc, 1),
+                   scalar(im, TJ_DTYPE_I64, (double)plane)));
+  tj_value_t at[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    int64_t one[TJ_MAX_RANK];
+    for (int32_t j = 0; j < rank; ++j) one[j] = 1;
+    one[2 + i] = yd[2 + i];
+    at[i] = tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, one, 2 + i),
+                         scalar(im, TJ_DTYPE_I64, (double)s[i]));
+  }
+  tj_value_t best = tj_value_none(), idx = tj_value_none();
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK], steps[TJ_MAX_RANK];
+    stops[0] = stops[1] = INT64_MAX;
+    steps[0] = steps[1] = 1;
+    tj_value_t pos = base;
+    for (int32_t i = sp - 1, rest = (int32_t)t; i >= 0; --i) {
+      int64_t k = rest % a->kernel[i];
+      rest /= (int32_t)a->kernel[i];
+      starts[2 + i] = k * d[i];
+      stops[2 + i] = starts[2 + i] + (yd[2 + i] - 1) * s[i] + 1;
+      steps[2 + i] = s[i];
+      // The input coordinate o * s + k * d - pad.
+      tj_value_t coord = tj_graph_add(
+          G, at[i],
+          scalar(im, TJ_DTYPE_I64, (double)(k * d[i] - a->pads_begin[i])));
+      pos = tj_graph_add(
+          G, pos,
+          tj_graph_mul(G, coord,
+                       scalar(im, TJ_DTYPE_I64, (double)stride_of[i])));
+    }
+    tj_value_t v = tj_graph_slice(G, xp, starts, stops, steps);
+    if (t == 0) {
+      best = v;
+      idx = tj_graph_broadcast_to(G, pos, rank, yd);
+    } else {
+      tj_value_t win = tj_graph_gt(G, v, best);
+      best = tj_graph_where(G, win, v, best);
+      idx = tj_graph_where(G, win, pos, idx);
+    }
+  }
+  *out_idx = idx;
+  return NULL;
+}
+
 static tj_status_t cv_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
-  if (e->param == POOL_MAX) {
-    if (has_out(n, 1))
-      return fail(im, n, "output 1 (Indices, \"%s\") is not supported",
-                  n->proto->output[1]);
-  }
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, e->param == POOL_MAX ? 2 : 1));
   int64_t v[MAX_INTS];
   int32_t c;
   TJ_RETURN_IF_ERROR(attr_ints(im, n, "kernel_shape", &c, v));
@@ -1710,8 +1798,15 @@ static tj_status_t cv_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   TJ_RETURN_IF_ERROR(window_attrs(im, n, (int32_t)e->param, kernel, &a));
   tj_value_t x = in(im, n, 0);
   switch (e->param) {
-    case POOL_MAX:
-      return out(im, n, 0, tj_graph_max_pool(G, x, &a));
+    case POOL_MAX: {
+      tj_value_t y = tj_graph_max_pool(G, x, &a);
+      if (has_out(n, 1) && !tj_value_is_none(y)) {
+        tj_value_t idx;
+        TJ_RETURN_IF_ERROR(max_pool_indices(im, n, &a, y, &idx));
+        TJ_RETURN_IF_ERROR(out(im, n, 1, idx));
+      }
+      return out(im, n, 0, y);
+    }
     case POOL_AVG: {
       int64_t cip = attr_i(n, "count_include_pad", 0);
       if (cip != 0 && cip != 1)
