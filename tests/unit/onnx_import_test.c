@@ -856,8 +856,8 @@ TEST(conv_same_upper) {
 }
 
 // MaxPool 3x3 stride 2 with ceil_mode on 6x7: out = ceil((S - 3) / 2) + 1 =
-// 3x3 (the last windows hang past the end); and the Indices output is an
-// error naming the node.
+// 3x3 (the last windows hang past the end), with and without the Indices
+// output; a bad storage_order is an error naming the node.
 TEST(maxpool_ceil_mode) {
   static const int64_t kX[4] = {1, 1, 6, 7}, kY[4] = {1, 1, 3, 3};
   static const int64_t kK[2] = {3, 3}, kStrides[2] = {2, 2};
@@ -899,9 +899,50 @@ TEST(maxpool_ceil_mode) {
   }
   tj_graph_destroy(g);
   g = NULL;
-  pool->n_output = 2;  // asks for Indices
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "node 0 \"pool\" (MaxPool, opset 12): output 1 (Indices",
+  // Indices: the flat index of each window's first maximum (the windows
+  // past the end see only the input), on the reference and on x86.
+  pool->n_output = 2;
+  add_output(
+      &m, value_info("idx", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 4, kY, NULL));
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[42], y[9];
+    int64_t idx[9], want[9];
+    for (int i = 0; i < 42; ++i) x[i] = (float)((i * 17) % 23 % 9) - 4;
+    for (int oh = 0; oh < 3; ++oh) {
+      for (int ow = 0; ow < 3; ++ow) {
+        float best = -INFINITY;
+        for (int ih = oh * 2; ih < oh * 2 + 3 && ih < 6; ++ih)
+          for (int iw = ow * 2; iw < ow * 2 + 3 && iw < 7; ++iw)
+            if (x[ih * 7 + iw] > best) {
+              best = x[ih * 7 + iw];
+              want[oh * 3 + ow] = ih * 7 + iw;
+            }
+      }
+    }
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, kX);
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 4, kY),
+                           tj_tensor_make(idx, TJ_DTYPE_I64, 4, kY)};
+    CHECK_OK(tj_reference_run(g, &in, 1, outs, 2));
+    for (int i = 0; i < 9; ++i) CHECK(idx[i] == want[i]);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(idx, 0, sizeof idx);
+      CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+      for (int i = 0; i < 9; ++i) CHECK(idx[i] == want[i]);
+      tj_executable_release(exe);
+    }
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  attrs[2] = attr_int("storage_order", 2);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"pool\" (MaxPool, opset 12): storage_order 2",
                import(ctx, &m, NULL, &g));
   CHECK(g == NULL);
   tj_context_destroy(ctx);
