@@ -340,7 +340,12 @@ static tj_status_t cv_identity(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                               const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
-  if (has_in(n, 2)) {
+  // A ratio known to be 0 drops nothing: the identity in either mode, so
+  // training_mode may then be anything (even fed at run time).
+  const tj_onnx_val_t* r = has_in(n, 1) ? n->inputs[1] : NULL;
+  bool keep_all = r && r->data && numel_of_val(r) == 1 && is_float(r->dtype) &&
+                  element_f64(r) == 0;
+  if (has_in(n, 2) && !keep_all) {
     tj_onnx_val_t* t = n->inputs[2];
     if (!t->data || t->dtype != TJ_DTYPE_BOOL || t->rank != 0)
       return fail(im, n, "training_mode must be a constant bool scalar");
