@@ -4468,6 +4468,282 @@ static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+//===--- RNN, GRU, LSTM (onnxcov) ---===//
+
+enum { REC_RNN, REC_GRU, REC_LSTM };
+#define REC_MAX_STEPS 1024
+
+// Columns [k*h, (k+1)*h) of the 2-D |x|.
+static tj_value_t gate_of(tj_onnx_importer_t* im, tj_value_t x, int64_t k,
+                          int64_t h) {
+  const int64_t starts[2] = {0, k * h}, stops[2] = {INT64_MAX, (k + 1) * h};
+  return tj_graph_slice(G, x, starts, stops, NULL);
+}
+
+// Entry |d| of the leading axis of |x| (rank |rank|), that axis dropped.
+static tj_value_t entry_of(tj_onnx_importer_t* im, tj_value_t x, int32_t rank,
+                           int64_t d) {
+  int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK], dims[TJ_MAX_RANK];
+  for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+  starts[0] = d;
+  stops[0] = d + 1;
+  tj_value_t s = tj_graph_slice(G, x, starts, stops, NULL);
+  tj_graph_value_dims(G, s, dims);
+  return tj_graph_reshape(G, s, rank - 1, dims + 1);
+}
+
+static tj_value_t rec_clip(tj_onnx_importer_t* im, tj_value_t x, double clip,
+                           tj_dtype_t dt) {
+  if (clip <= 0) return x;
+  return tj_graph_minimum(G, tj_graph_maximum(G, x, scalar(im, dt, -clip)),
+                          scalar(im, dt, clip));
+}
+
+// RNN, GRU and LSTM (opsets 14 to 22) unrolled over a constant T: X's
+// projection by W for every step is one matmul; each step adds h R^T and
+// applies ONNX's gate equations (the default activations; clip;
+// linear_before_reset; LSTM's peepholes), holding the state and zeroing Y
+// past sequence_lens[b]. reverse walks each batch's sequence from its own
+// end (gathers of X and Y by per-batch reversed indices).
+static tj_status_t cv_recurrent(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  int kind = e->param;
+  int64_t gates = kind == REC_RNN ? 1 : kind == REC_GRU ? 3 : 4;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, kind == REC_LSTM ? 8 : 6));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, kind == REC_LSTM ? 3 : 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "X must be float and 3-D");
+  int64_t hs = attr_i(n, "hidden_size", 0);
+  if (hs <= 0) return bad(im, n, "hidden_size %lld", (long long)hs);
+  int64_t dirs;
+  bool reverse_only = false;
+  if (attr_s_is(n, "direction", "forward", "forward")) {
+    dirs = 1;
+  } else if (attr_s_is(n, "direction", "forward", "reverse")) {
+    dirs = 1;
+    reverse_only = true;
+  } else if (attr_s_is(n, "direction", "forward", "bidirectional")) {
+    dirs = 2;
+  } else {
+    return fail(im, n, "direction (forward, reverse or bidirectional)");
+  }
+  if (attr(n, "activation_alpha") || attr(n, "activation_beta"))
+    return fail(im, n,
+                "activation_alpha and activation_beta (only the "
+                "default activations are supported)");
+  const Onnx__AttributeProto* acts = attr(n, "activations");
+  if (acts) {
+    static const char* const kDefault[3][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    size_t per = kind == REC_RNN ? 1 : kind == REC_GRU ? 2 : 3;
+    bool ok = acts->n_strings == per * (size_t)dirs;
+    for (size_t i = 0; ok && i < acts->n_strings; ++i) {
+      const char* want = kDefault[kind][i % per];
+      ok = acts->strings[i].len == strlen(want);
+      for (size_t j = 0; ok && j < strlen(want); ++j) {
+        char c = (char)acts->strings[i].data[j];
+        ok = (c | 0x20) == (want[j] | 0x20);  // ASCII, any case
+      }
+    }
+    if (!ok) return fail(im, n, "activations other than the defaults");
+  }
+  if (attr_i(n, "input_forget", 0))
+    return fail(im, n, "input_forget = 1 is not supported");
+  double clip = attr_f(n, "clip", 0);
+  if (attr(n, "clip") && !(clip > 0)) return bad(im, n, "clip %g", clip);
+  bool lbr = attr_i(n, "linear_before_reset", 0) != 0;
+  int64_t layout = attr_i(n, "layout", 0);
+  if (layout != 0 && layout != 1)
+    return bad(im, n, "layout %lld", (long long)layout);
+  static const int32_t kSwap01[4] = {1, 0, 2, 3};
+  static const int32_t kYB[4] = {2, 0, 1, 3};  // [T, D, B, H] -> [B, T, D, H]
+  static const int32_t kHB[3] = {1, 0, 2};     // [D, B, H] <-> [B, D, H]
+  tj_value_t x = in(im, n, 0);
+  if (layout) x = tj_graph_transpose(G, x, kSwap01);
+  int64_t xd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, xd);
+  int64_t t_len = xd[0], nb = xd[1];
+  if (t_len <= 0 || t_len > REC_MAX_STEPS)
+    return fail(im, n, "%lld steps (unrolled: a constant of 1 to %d)",
+                (long long)t_len, REC_MAX_STEPS);
+  const tj_onnx_val_t* wv = n->inputs[1];
+  const tj_onnx_val_t* rv = n->inputs[2];
+  if (wv->rank != 3 || wv->dims[0] != dirs || wv->dims[1] != gates * hs ||
+      rv->rank != 3 || rv->dims[0] != dirs || rv->dims[1] != gates * hs ||
+      rv->dims[2] != hs)
+    return bad(im, n, "W and R must be [%lld, %lld, .] (R's last %lld)",
+               (long long)dirs, (long long)(gates * hs), (long long)hs);
+  tj_dtype_t dt = xv->dtype;
+  static const int32_t kT[2] = {1, 0};
+  tj_value_t lens = tj_value_none(), valid_all = tj_value_none();
+  if (has_in(n, 4)) {
+    // [T, B, 1]: step t of batch b is inside its sequence.
+    const int64_t l3[3] = {1, nb, 1}, tb[3] = {t_len, nb, 1};
+    lens = tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 4), TJ_DTYPE_I64), 3,
+                            l3);
+    valid_all = tj_graph_lt(G, tj_graph_iota(G, TJ_DTYPE_I64, 3, tb, 0), lens);
+  }
+  tj_value_t ys[2], hs_out[2], cs_out[2];
+  for (int64_t d = 0; d < dirs; ++d) {
+    bool rev = reverse_only || d == 1;
+    tj_value_t w = entry_of(im, in(im, n, 1), 3, d);  // [G*H, I]
+    tj_value_t r = entry_of(im, in(im, n, 2), 3, d);  // [G*H, H]
+    tj_value_t wb = tj_value_none(), rb = tj_value_none();
+    if (has_in(n, 3)) {
+      tj_value_t b = entry_of(im, in(im, n, 3), 2, d);  // [2*G*H]
+      const int64_t s0[1] = {0}, e0[1] = {gates * hs}, e1[1] = {2 * gates * hs};
+      wb = tj_graph_slice(G, b, s0, e0, NULL);
+      rb = tj_graph_slice(G, b, e0, e1, NULL);
+    }
+    // Per-batch reversed time when walking backwards: [T, B, 1] indices.
+    tj_value_t order = tj_value_none();
+    if (rev) {
+      const int64_t tb[3] = {t_len, nb, 1};
+      tj_value_t t = tj_graph_iota(G, TJ_DTYPE_I64, 3, tb, 0);
+      tj_value_t last = tj_value_is_none(lens)
+                            ? scalar(im, TJ_DTYPE_I64, (double)t_len)
+                            : lens;
+      tj_value_t back = tj_graph_sub(
+          G, tj_graph_sub(G, last, scalar(im, TJ_DTYPE_I64, 1)), t);
+      order = tj_value_is_none(lens)
+                  ? back
+                  : tj_graph_where(G, tj_graph_lt(G, t, lens), back, t);
+    }
+    tj_value_t xs = x;
+    if (rev) {
+      const int64_t full[3] = {t_len, nb, xd[2]};
+      xs = tj_graph_gather_elements(
+          G, x, tj_graph_broadcast_to(G, order, 3, full), 0);
+    }
+    tj_value_t xw = tj_graph_matmul(G, xs, tj_graph_transpose(G, w, kT));
+    if (!tj_value_is_none(wb)) xw = tj_graph_add(G, xw, wb);  // [T, B, G*H]
+    tj_value_t rt = tj_graph_transpose(G, r, kT);             // [H, G*H]
+    const int64_t bh[2] = {nb, hs};
+    tj_value_t h =
+        has_in(n, 5)
+            ? (layout ? entry_of(im, tj_graph_transpose(G, in(im, n, 5), kHB),
+                                 3, d)
+                      : entry_of(im, in(im, n, 5), 3, d))
+            : tj_graph_full(G, dt, 2, bh, 0);
+    tj_value_t c = tj_value_none();
+    tj_value_t pi = tj_value_none(), po = tj_value_none(), pf = tj_value_none();
+    if (kind == REC_LSTM) {
+      c = has_in(n, 6)
+              ? (layout ? entry_of(im, tj_graph_transpose(G, in(im, n, 6), kHB),
+                                   3, d)
+                        : entry_of(im, in(im, n, 6), 3, d))
+              : tj_graph_full(G, dt, 2, bh, 0);
+      if (has_in(n, 7)) {
+        tj_value_t p = entry_of(im, in(im, n, 7), 2, d);  // [3H]
+        const int64_t one[2] = {1, 3 * hs};
+        p = tj_graph_reshape(G, p, 2, one);
+        pi = gate_of(im, p, 0, hs);
+        po = gate_of(im, p, 1, hs);
+        pf = gate_of(im, p, 2, hs);
+      }
+    }
+    tj_value_t* steps =
+        tj_arena_alloc(&im->arena, sizeof(tj_value_t) * (size_t)t_len);
+    if (!steps) return tj_status_oom();
+    for (int64_t t = 0; t < t_len; ++t) {
+      const int64_t s3[3] = {t, 0, 0}, e3[3] = {t + 1, INT64_MAX, INT64_MAX};
+      const int64_t b2[2] = {nb, gates * hs};
+      tj_value_t gx =
+          tj_graph_reshape(G, tj_graph_slice(G, xw, s3, e3, NULL), 2, b2);
+      tj_value_t gh = tj_graph_matmul(G, h, rt);
+      if (!tj_value_is_none(rb)) gh = tj_graph_add(G, gh, rb);
+      tj_value_t h2, c2 = tj_value_none();
+      if (kind == REC_RNN) {
+        h2 = tj_graph_tanh(G, rec_clip(im, tj_graph_add(G, gx, gh), clip, dt));
+      } else if (kind == REC_GRU) {
+        tj_value_t z =
+            tj_graph_sigmoid(G, rec_clip(im,
+                                         tj_graph_add(G, gate_of(im, gx, 0, hs),
+                                                      gate_of(im, gh, 0, hs)),
+                                         clip, dt));
+        tj_value_t rr =
+            tj_graph_sigmoid(G, rec_clip(im,
+                                         tj_graph_add(G, gate_of(im, gx, 1, hs),
+                                                      gate_of(im, gh, 1, hs)),
+                                         clip, dt));
+        tj_value_t hh;
+        if (lbr) {
+          hh = tj_graph_mul(G, rr, gate_of(im, gh, 2, hs));
+        } else {
+          // (r * h) R_h^T + Rb_h.
+          const int64_t s2[2] = {0, 2 * hs}, e2[2] = {INT64_MAX, 3 * hs};
+          hh = tj_graph_matmul(G, tj_graph_mul(G, rr, h),
+                               tj_graph_slice(G, rt, s2, e2, NULL));
+          if (!tj_value_is_none(rb)) {
+            const int64_t s1[1] = {2 * hs}, e1[1] = {3 * hs};
+            hh = tj_graph_add(G, hh, tj_graph_slice(G, rb, s1, e1, NULL));
+          }
+        }
+        hh = tj_graph_tanh(
+            G, rec_clip(im, tj_graph_add(G, gate_of(im, gx, 2, hs), hh), clip,
+                        dt));
+        h2 = tj_graph_add(
+            G, tj_graph_mul(G, tj_graph_sub(G, scalar(im, dt, 1), z), hh),
+            tj_graph_mul(G, z, h));
+      } else {
+        tj_value_t g = tj_graph_add(G, gx, gh);  // gates i, o, f, c
+        tj_value_t gi = gate_of(im, g, 0, hs), go = gate_of(im, g, 1, hs);
+        tj_value_t gf = gate_of(im, g, 2, hs), gc = gate_of(im, g, 3, hs);
+        if (!tj_value_is_none(pi)) {
+          gi = tj_graph_add(G, gi, tj_graph_mul(G, pi, c));
+          gf = tj_graph_add(G, gf, tj_graph_mul(G, pf, c));
+        }
+        tj_value_t ig = tj_graph_sigmoid(G, rec_clip(im, gi, clip, dt));
+        tj_value_t fg = tj_graph_sigmoid(G, rec_clip(im, gf, clip, dt));
+        tj_value_t cc = tj_graph_tanh(G, rec_clip(im, gc, clip, dt));
+        c2 = tj_graph_add(G, tj_graph_mul(G, fg, c), tj_graph_mul(G, ig, cc));
+        if (!tj_value_is_none(po))
+          go = tj_graph_add(G, go, tj_graph_mul(G, po, c2));
+        tj_value_t og = tj_graph_sigmoid(G, rec_clip(im, go, clip, dt));
+        h2 = tj_graph_mul(G, og, tj_graph_tanh(G, c2));
+      }
+      tj_value_t y = h2;
+      if (!tj_value_is_none(valid_all)) {
+        const int64_t b1[2] = {nb, 1};
+        tj_value_t v = tj_graph_reshape(
+            G, tj_graph_slice(G, valid_all, s3, e3, NULL), 2, b1);
+        h2 = tj_graph_where(G, v, h2, h);
+        if (kind == REC_LSTM) c2 = tj_graph_where(G, v, c2, c);
+        y = tj_graph_where(G, v, y, scalar(im, dt, 0));
+      }
+      h = h2;
+      c = c2;
+      const int64_t y3[3] = {1, nb, hs};
+      steps[t] = tj_graph_reshape(G, y, 3, y3);
+    }
+    tj_value_t yd =
+        t_len == 1 ? steps[0] : tj_graph_concat(G, (int32_t)t_len, steps, 0);
+    if (rev) {
+      const int64_t full[3] = {t_len, nb, hs};
+      yd = tj_graph_gather_elements(
+          G, yd, tj_graph_broadcast_to(G, order, 3, full), 0);
+    }
+    const int64_t y4[4] = {t_len, 1, nb, hs}, h3[3] = {1, nb, hs};
+    ys[d] = tj_graph_reshape(G, yd, 4, y4);
+    hs_out[d] = tj_graph_reshape(G, h, 3, h3);
+    if (kind == REC_LSTM) cs_out[d] = tj_graph_reshape(G, c, 3, h3);
+  }
+  tj_value_t y = dirs == 1 ? ys[0] : tj_graph_concat(G, 2, ys, 1);
+  tj_value_t yh = dirs == 1 ? hs_out[0] : tj_graph_concat(G, 2, hs_out, 0);
+  if (layout) {
+    y = tj_graph_transpose(G, y, kYB);
+    yh = tj_graph_transpose(G, yh, kHB);
+  }
+  if (kind == REC_LSTM && has_out(n, 2)) {
+    tj_value_t yc = dirs == 1 ? cs_out[0] : tj_graph_concat(G, 2, cs_out, 0);
+    if (layout) yc = tj_graph_transpose(G, yc, kHB);
+    TJ_RETURN_IF_ERROR(out(im, n, 2, yc));
+  }
+  TJ_RETURN_IF_ERROR(out(im, n, 1, yh));
+  return out(im, n, 0, y);
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -4836,6 +5112,18 @@ static const op_entry_t kOps[] = {
        "sampling_ratio,spatial_scale,",
        cv_roi_align),
     OP("Einsum", "equation,", cv_einsum),
+    {"RNN",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "layout,",
+     cv_recurrent, NULL, NULL, NULL, REC_RNN},
+    {"GRU",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "layout,linear_before_reset,",
+     cv_recurrent, NULL, NULL, NULL, REC_GRU},
+    {"LSTM",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "input_forget,layout,",
+     cv_recurrent, NULL, NULL, NULL, REC_LSTM},
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -4845,9 +5133,6 @@ static const char* const kWaiting[][2] = {
     {"ScatterND", "scatter_nd"},
     {"TopK", "topk"},
     {"Upsample", "resize"},
-    {"LSTM", "lstm"},
-    {"GRU", "gru"},
-    {"RNN", "rnn"},
     {"If", "control flow"},
     {"Loop", "control flow"},
     {"Scan", "control flow"},

@@ -1476,6 +1476,87 @@ TEST(small_op_errors) {
   pool_free();
 }
 
+// RNN (bidirectional, hidden 1) with sequence_lens {2, 3} of T = 3: each
+// direction holds its state and zeroes Y past a sequence's end, and the
+// reverse direction walks each sequence from its own last step; checked
+// against a direct evaluation on the reference and on x86.
+TEST(rnn_sequence_lens) {
+  static const int64_t kX[3] = {3, 2, 1}, kW[3] = {2, 1, 1}, kL[1] = {2};
+  static const int64_t kY[4] = {3, 2, 2, 1}, kH[3] = {2, 2, 1};
+  static const float kWData[2] = {0.5f, -0.75f}, kRData[2] = {0.25f, 0.5f};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_t m;
+  model_init(&m, 22);
+  add_input(&m, value_info("x", f, 3, kX, NULL));
+  add_input(&m, value_info("lens", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, kL,
+                           NULL));
+  add_init(&m, tensor_f32("w", 3, kW, kWData, 2, false));
+  add_init(&m, tensor_f32("r", 3, kW, kRData, 2, false));
+  static const char* const kIn[5] = {"x", "w", "r", "", "lens"};
+  static const char* const kOut[2] = {"y", "yh"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 2);
+  attrs[0] = attr_int("hidden_size", 1);
+  attrs[1] = attr_str("direction", "bidirectional");
+  add_node(&m, node("RNN", "rnn", 5, kIn, 2, kOut, 2, attrs));
+  add_output(&m, value_info("y", f, 4, kY, NULL));
+  add_output(&m, value_info("yh", f, 3, kH, NULL));
+  float x[6] = {1, -2, 0.5f, 3, -1, 0.25f};  // [t][b]
+  int32_t lens[2] = {2, 3};
+  float want_y[12] = {0}, want_h[4];
+  for (int d = 0; d < 2; ++d) {
+    for (int b = 0; b < 2; ++b) {
+      double h = 0;
+      for (int k = 0; k < lens[b]; ++k) {
+        int t = d ? lens[b] - 1 - k : k;
+        h = tanh(kWData[d] * x[t * 2 + b] + kRData[d] * h);
+        want_y[(t * 2 + d) * 2 + b] = (float)h;
+      }
+      want_h[d * 2 + b] = (float)h;
+    }
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float y[12], yh[4];
+    tj_tensor_t in[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 3, kX),
+                         tj_tensor_make(lens, TJ_DTYPE_I32, 1, kL)};
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 4, kY),
+                           tj_tensor_make(yh, TJ_DTYPE_F32, 3, kH)};
+    CHECK_OK(tj_reference_run(g, in, 2, outs, 2));
+    for (int i = 0; i < 12; ++i) CHECK(fabsf(y[i] - want_y[i]) <= 1e-6f);
+    for (int i = 0; i < 4; ++i) CHECK(fabsf(yh[i] - want_h[i]) <= 1e-6f);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(y, 0, sizeof y);
+      memset(yh, 0, sizeof yh);
+      CHECK_OK(tj_executable_run(exe, in, 2, outs, 2));
+      for (int i = 0; i < 12; ++i) CHECK(fabsf(y[i] - want_y[i]) <= 1e-6f);
+      for (int i = 0; i < 4; ++i) CHECK(fabsf(yh[i] - want_h[i]) <= 1e-6f);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      CHECK_EQ_INT(0, st.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  attrs[1] = attr_str("direction", "sideways");
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"rnn\" (RNN, opset 22): direction (forward, reverse "
+               "or bidirectional)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1492,5 +1573,6 @@ int main(void) {
   RUN_TEST(attention_kv_cache);
   RUN_TEST(grid_sample);
   RUN_TEST(small_op_errors);
+  RUN_TEST(rnn_sequence_lens);
   TEST_MAIN_END();
 }
