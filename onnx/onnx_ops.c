@@ -4397,6 +4397,9 @@ static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                (int)n->num_inputs);
   for (int32_t i = 0; i < count; ++i) {
     const char* dots = strstr(terms[i], "...");
+    if (dots && strstr(dots + 3, "."))
+      return bad(im, n, "operand %d: \"%s\" has more than one ellipsis", (int)i,
+                 terms[i]);
     int32_t letters = (int32_t)strlen(terms[i]) - (dots ? 3 : 0);
     ell_of[i] = rank_of(n, i) - letters;
     if (ell_of[i] < 0 || (!dots && ell_of[i] != 0))
@@ -4428,8 +4431,10 @@ static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   int32_t nw = 0;
   if (arrow) {
     for (const char* c = arrow + 2; *c; ++c) {
-      if (nw + ell > TJ_MAX_RANK) return bad(im, n, "too many output axes");
-      if (strncmp(c, "...", 3) == 0) {
+      bool dots = strncmp(c, "...", 3) == 0;
+      if (nw + (dots ? ell : 1) > TJ_MAX_RANK)
+        return bad(im, n, "too many output axes");
+      if (dots) {
         for (int32_t j = 0; j < ell; ++j) want[nw++] = (char)('0' + j);
         c += 2;
       } else if (*c > 0 && seen[(int)*c]) {

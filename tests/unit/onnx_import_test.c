@@ -1431,8 +1431,8 @@ TEST(grid_sample) {
   pool_free();
 }
 
-// onnxcov's small ops: bad attribute and shape combinations are errors
-// naming the node, op and opset (their values are the node suite's).
+// onnxcov's small ops and Einsum: bad attribute and shape combinations,
+// and malformed equations, are errors naming the node, op and opset.
 TEST(small_op_errors) {
   static const int64_t kX[4] = {1, 6, 2, 2}, kS[1] = {6}, kB[4] = {1, 6, 2, 1};
   const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
@@ -1440,7 +1440,7 @@ TEST(small_op_errors) {
   CHECK_OK(tj_context_create(NULL, &ctx));
   static const char* const kIn[3] = {"x", "s", "b"};
   static const char* const kOut[1] = {"y"};
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     model_t m;
     model_init(&m, 28);
     add_input(&m, value_info("x", f, 4, kX, NULL));
@@ -1455,18 +1455,26 @@ TEST(small_op_errors) {
       // SwiGLU does not broadcast.
       add_input(&m, value_info("s", f, 4, kB, NULL));
       add_node(&m, node("SwiGLU", "glu", 2, kIn, 1, kOut, 0, attrs));
-    } else {
+    } else if (variant == 2) {
       attrs[0] = attr_int("p", 3);
       add_node(&m, node("LpNormalization", "lp", 1, kIn, 1, kOut, 1, attrs));
+    } else {
+      // Two operands for one input; two ellipses in one operand.
+      attrs[0] = attr_str("equation", variant == 3 ? "ij,jk->ik" : "......");
+      add_node(&m, node("Einsum", "ein", 1, kIn, 1, kOut, 1, attrs));
     }
     add_output(&m, value_info("y", f, 4, kX, NULL));
     tj_graph_t* g = NULL;
-    static const char* const kWant[3] = {
+    static const char* const kWant[5] = {
         "node 0 \"gn\" (GroupNormalization, opset 28): num_groups 4 does not "
         "divide 6 channels",
         "node 0 \"glu\" (SwiGLU, opset 28): A and B must have one shape and "
         "dtype (no broadcasting)",
         "node 0 \"lp\" (LpNormalization, opset 28): p 3 (1 or 2)",
+        "node 0 \"ein\" (Einsum, opset 28): the equation has 2 operands for "
+        "1 inputs",
+        "node 0 \"ein\" (Einsum, opset 28): operand 0: \"......\" has more "
+        "than one ellipsis",
     };
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, kWant[variant],
                  import(ctx, &m, NULL, &g));
