@@ -1565,6 +1565,47 @@ TEST(rnn_sequence_lens) {
   pool_free();
 }
 
+// The failing-allocator sweep over the import of onnxcov's decompositions:
+// Attention with a KV cache and a window (symbolic cache length) and
+// GridSample; every allocation failure is OUT_OF_MEMORY, nothing leaks.
+TEST(onnxcov_oom_sweep) {
+  model_t a, b;
+  build_attention(&a, 0);
+  build_grid_sample(&b, 0);
+  size_t sizes[2];
+  uint8_t* bytes[2] = {pack(&a, &sizes[0]), pack(&b, &sizes[1])};
+  for (int which = 0; which < 2; ++which) {
+    long runs = 0;
+    for (long fail_at = 0;; ++fail_at, ++runs) {
+      tj_test_allocator_t alloc;
+      tj_test_allocator_initialize(&alloc, fail_at);
+      tj_context_options_t options;
+      tj_context_options_initialize(&options);
+      options.allocator = tj_test_allocator_get(&alloc);
+      tj_context_t* ctx = NULL;
+      tj_status_t s = tj_context_create(&options, &ctx);
+      if (s) {
+        tj_status_free(s);
+        CHECK_EQ_INT(0, alloc.live_blocks);
+        continue;
+      }
+      tj_graph_t* g = NULL;
+      s = tj_onnx_import(ctx, bytes[which], sizes[which], NULL, &g);
+      if (s) CHECK(g == NULL);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      CHECK_EQ_INT(0, alloc.live_blocks);
+      CHECK_EQ_INT(0, alloc.bad_frees);
+      if (!s) break;
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+      if (runs > 100000) break;
+    }
+    CHECK(runs > 10);
+  }
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1582,5 +1623,6 @@ int main(void) {
   RUN_TEST(grid_sample);
   RUN_TEST(small_op_errors);
   RUN_TEST(rnn_sequence_lens);
+  RUN_TEST(onnxcov_oom_sweep);
   TEST_MAIN_END();
 }
