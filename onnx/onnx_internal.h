@@ -18,7 +18,8 @@
 // where it was missing) and new optional attributes (Cast's round_mode,
 // Range's stash_type, SpaceToDepth's mode, QuantizeLinear's precision):
 // a converter refuses a dtype or an attribute it does not know, so those
-// models get an error naming it rather than a wrong graph. Checked against
+// models get an error naming it rather than a wrong graph (SpaceToDepth's
+// mode, DCR or CRD, is mapped since). Checked against
 // onnx 1.23's schemas (get_schema at 22 and 28 for every converted op); a
 // new opset needs the same check before it is added here.
 #define TJ_ONNX_MIN_OPSET 11

@@ -340,7 +340,12 @@ static tj_status_t cv_identity(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                               const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
-  if (has_in(n, 2)) {
+  // A ratio known to be 0 drops nothing: the identity in either mode, so
+  // training_mode may then be anything (even fed at run time).
+  const tj_onnx_val_t* r = has_in(n, 1) ? n->inputs[1] : NULL;
+  bool keep_all = r && r->data && numel_of_val(r) == 1 && is_float(r->dtype) &&
+                  element_f64(r) == 0;
+  if (has_in(n, 2) && !keep_all) {
     tj_onnx_val_t* t = n->inputs[2];
     if (!t->data || t->dtype != TJ_DTYPE_BOOL || t->rank != 0)
       return fail(im, n, "training_mode must be a constant bool scalar");
@@ -825,9 +830,8 @@ static tj_value_t per_channel(tj_onnx_importer_t* im, tj_value_t v,
 static tj_status_t cv_batch_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                  const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 5, 5));
-  if (attr_i(n, "training_mode", 0))
-    return fail(im, n, "training_mode = 1 is not supported");
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  bool training = attr_i(n, "training_mode", 0) != 0;
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, training ? 3 : 1));
   int32_t rank = rank_of(n, 0);
   if (rank < 2) return bad(im, n, "the input has rank %d", (int)rank);
   tj_dtype_t d = dtype_of(n, 0);
@@ -836,6 +840,44 @@ static tj_status_t cv_batch_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   tj_value_t bias = per_channel(im, in(im, n, 2), rank);
   tj_value_t mean = per_channel(im, in(im, n, 3), rank);
   tj_value_t var = per_channel(im, in(im, n, 4), rank);
+  if (training) {
+    // Normalized by the batch's statistics (over every axis but 1, the
+    // variance biased); outputs 1 and 2 are the running mean and variance
+    // moved toward them: r * momentum + batch * (1 - momentum).
+    // The statistics over one axis: x as [C, everything else] (a
+    // reduction over several axes is no native kernel when x is also
+    // used whole).
+    int32_t perm[TJ_MAX_RANK] = {1, 0};
+    for (int32_t a = 2; a < rank; ++a) perm[a] = a;
+    const tj_onnx_val_t* xv = n->inputs[0];
+    int64_t c = xv->dims[1];
+    const int64_t flat[2] = {
+        c,
+        tj_graph_dim_mul(G, xv->dims[0], dims_product(im, xv->dims, 2, rank))};
+    tj_value_t xt =
+        tj_graph_reshape(G, tj_graph_transpose(G, x, perm), 2, flat);
+    int32_t last = 1;
+    tj_value_t m2 = tj_graph_mean(G, xt, 1, &last, true);
+    tj_value_t c2 = tj_graph_sub(G, xt, m2);
+    tj_value_t v2 = tj_graph_mean(G, tj_graph_mul(G, c2, c2), 1, &last, true);
+    tj_value_t bm = per_channel(im, tj_graph_reshape(G, m2, 1, &c), rank);
+    tj_value_t bv = per_channel(im, tj_graph_reshape(G, v2, 1, &c), rank);
+    double momentum = attr_f(n, "momentum", 0.9);
+    const int64_t* cdims = n->inputs[3]->dims;
+    int32_t crank = rank_of(n, 3);
+    tj_value_t keep = scalar(im, d, momentum),
+               take = scalar(im, d, 1 - momentum);
+    tj_value_t run_mean = tj_graph_add(
+        G, tj_graph_mul(G, in(im, n, 3), keep),
+        tj_graph_mul(G, tj_graph_reshape(G, bm, crank, cdims), take));
+    tj_value_t run_var = tj_graph_add(
+        G, tj_graph_mul(G, in(im, n, 4), keep),
+        tj_graph_mul(G, tj_graph_reshape(G, bv, crank, cdims), take));
+    TJ_RETURN_IF_ERROR(out(im, n, 1, run_mean));
+    TJ_RETURN_IF_ERROR(out(im, n, 2, run_var));
+    mean = bm;
+    var = bv;
+  }
   tj_value_t inv = tj_graph_rsqrt(
       G, tj_graph_add(G, var, scalar(im, d, attr_f(n, "epsilon", 1e-5))));
   tj_value_t y =
@@ -974,37 +1016,145 @@ static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, dtype));
 }
 
-// Attention (opset 23) onto the attention op, without a KV cache: Q, K, V
-// as [B, H, S, D], or as [B, S, H*D] with q_num_heads and kv_num_heads;
-// attn_mask bool (true attends) or added; is_causal top-left aligned (no
-// past, so ONNX's offset is 0); scale 0 or absent means 1/sqrt(D). A fully
-// masked row gives 0, as ONNX's reference does. Refused, by name: past_key,
-// past_value, nonpad_kv_seqlen, softcap, and the present_* and qk_matmul
-// outputs.
+// Attention (opsets 23 to 25). Q, K, V as [B, H, S, D], or as [B, S, H*D]
+// with q_num_heads and kv_num_heads; past_key/past_value ([B, Hkv, P, D])
+// are concatenated before K and V along the sequence axis and are the
+// present_key/present_value outputs. Every mask ONNX composes (attn_mask,
+// bool or added, shorter than the keys and padded; is_causal, aligned at
+// the bottom right by the offset P, or per batch nonpad_kv_seqlen[b] - Sq;
+// the sliding window left_window_size/right_window_size around the same
+// offset; keys j >= nonpad_kv_seqlen[b]) is built from iota comparisons
+// into one mask, so the whole node stays one attention op (fused into the
+// flash kernel on x86). softcap (c * tanh(s / c) before the mask), the
+// qk_matmul_output output and a softmax_precision narrower than the
+// compute type change the scores themselves: those nodes decompose into
+// matmul, softmax and elementwise ops instead, with ONNX's reference
+// semantics (modes 0 and 1 give the softcapped scores, 2 adds the mask, 3
+// the probabilities; a row with every key masked gives 0).
+
+// The dim |d| (constant or symbolic) as an i64 scalar: a symbolic one is
+// the sum of |d| ones, so a mask may depend on a cache length known only at
+// run time.
+static tj_value_t dim_value(tj_onnx_importer_t* im, int64_t d) {
+  if (d >= 0) return scalar(im, TJ_DTYPE_I64, (double)d);
+  static const int32_t kAxis0[1] = {0};
+  return tj_graph_sum(G, tj_graph_full(G, TJ_DTYPE_I64, 1, &d, 1.0), 1, kAxis0,
+                      false);
+}
+
+typedef struct attn_t {
+  bool causal, has_nonpad, has_past;
+  int64_t left, right;  // -1: unbounded
+  int64_t sq, sk, past;
+  tj_value_t nonpad;  // [B] i64
+} attn_t;
+
+// The bool mask of the keys each query may see by causality, the sliding
+// window and nonpad_kv_seqlen: [Sq, Sk], or [B, 1, Sq, Sk] when it depends
+// on the batch (nonpad_kv_seqlen). None when nothing restricts the keys.
+static tj_value_t attn_structure(tj_onnx_importer_t* im, const attn_t* a) {
+  bool window = a->left >= 0 || a->right >= 0;
+  if (!a->causal && !window && !a->has_nonpad) return tj_value_none();
+  const int64_t dims[2] = {a->sq, a->sk};
+  tj_value_t i = tj_graph_iota(G, TJ_DTYPE_I64, 2, dims, 0);
+  tj_value_t j = tj_graph_iota(G, TJ_DTYPE_I64, 2, dims, 1);
+  tj_value_t nonpad = tj_value_none();
+  if (a->has_nonpad) {
+    int64_t bdims[TJ_MAX_RANK];
+    tj_graph_value_dims(G, a->nonpad, bdims);
+    const int64_t shape[3] = {bdims[0], 1, 1};
+    nonpad = tj_graph_reshape(G, tj_graph_cast(G, a->nonpad, TJ_DTYPE_I64), 3,
+                              shape);
+  }
+  // diff = (offset + i) - j: the query's absolute position minus the key's.
+  // The offset is the count of valid keys before the query block: P with a
+  // past, nonpad_kv_seqlen[b] - Sq with an external cache, else 0.
+  tj_value_t diff = tj_graph_sub(G, i, j);
+  if (a->has_nonpad)
+    diff = tj_graph_add(G, diff, tj_graph_sub(G, nonpad, dim_value(im, a->sq)));
+  else if (a->has_past)
+    diff = tj_graph_add(G, diff, dim_value(im, a->past));
+  tj_value_t allowed = tj_value_none();
+  tj_value_t zero = scalar(im, TJ_DTYPE_I64, 0);
+  tj_value_t conds[4];
+  int32_t count = 0;
+  if (a->causal) conds[count++] = tj_graph_ge(G, diff, zero);
+  if (a->left >= 0)
+    conds[count++] =
+        tj_graph_le(G, diff, scalar(im, TJ_DTYPE_I64, (double)a->left));
+  if (a->right >= 0)
+    conds[count++] =
+        tj_graph_ge(G, diff, scalar(im, TJ_DTYPE_I64, -(double)a->right));
+  if (a->has_nonpad) conds[count++] = tj_graph_lt(G, j, nonpad);
+  for (int32_t c = 0; c < count; ++c)
+    allowed = c ? tj_graph_logical_and(G, allowed, conds[c]) : conds[c];
+  if (tj_graph_value_rank(G, allowed) == 3) {
+    int64_t d3[TJ_MAX_RANK];
+    tj_graph_value_dims(G, allowed, d3);
+    const int64_t d4[4] = {d3[0], 1, d3[1], d3[2]};
+    allowed = tj_graph_reshape(G, allowed, 4, d4);
+  }
+  return allowed;
+}
+
+// [B, Hkv*G, S, X] -> [B, Hkv, G, S, X] (G > 1), or [B, Hkv, 1, S, X]
+// (G = 1, for K and V against grouped queries).
+static tj_value_t split_heads(tj_onnx_importer_t* im, tj_value_t x, int64_t hkv,
+                              int64_t group) {
+  int64_t d[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, d);
+  const int64_t shape[5] = {d[0], hkv, group, d[2], d[3]};
+  return tj_graph_reshape(G, x, 5, shape);
+}
+
 static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                 const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 7));
-  for (int32_t i = 4; i < 7; ++i) {
-    if (has_in(n, i))
-      return fail(im, n,
-                  "input %d (past_key, past_value or "
-                  "nonpad_kv_seqlen: a KV cache)",
-                  (int)i);
-  }
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
-  if (attr_f(n, "softcap", 0) != 0) return fail(im, n, "softcap");
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 4));
   int32_t rank = rank_of(n, 0);
   if (rank != 3 && rank != 4)
     return bad(im, n, "Q has rank %d (3 or 4)", (int)rank);
   if (rank_of(n, 1) != rank || rank_of(n, 2) != rank)
     return bad(im, n, "Q, K and V differ in rank");
+  tj_dtype_t dtype = dtype_of(n, 0);
+  if (!is_float(dtype))
+    return bad(im, n, "Q is %s (a float type)", tj_dtype_name(dtype));
+  attn_t a;
+  memset(&a, 0, sizeof a);
+  a.causal = attr_i(n, "is_causal", 0) != 0;
+  a.left = attr_i(n, "left_window_size", -1);
+  a.right = attr_i(n, "right_window_size", -1);
+  if (a.left < -1 || a.right < -1)
+    return bad(im, n,
+               "left_window_size %lld, right_window_size %lld (each "
+               "-1 or >= 0)",
+               (long long)a.left, (long long)a.right);
+  double softcap = attr_f(n, "softcap", 0);
+  if (!(softcap >= 0) || isinf(softcap))
+    return bad(im, n, "softcap %g (0, none, or a finite positive cap)",
+               softcap);
+  int64_t mode = attr_i(n, "qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3)
+    return bad(im, n, "qk_matmul_output_mode %lld (0 to 3)", (long long)mode);
+  tj_dtype_t compute =
+      dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : dtype;
+  tj_dtype_t sm_dtype = compute;
+  if (attr(n, "softmax_precision")) {
+    int64_t p = attr_i(n, "softmax_precision", 1);
+    if (!onnx_to_dtype(p, &sm_dtype) || !is_float(sm_dtype))
+      return fail(im, n, "softmax_precision %lld (a float type)", (long long)p);
+  }
+  if (has_in(n, 4) != has_in(n, 5))
+    return bad(im, n, "past_key and past_value go together");
+  a.has_past = has_in(n, 4);
+  a.has_nonpad = has_in(n, 6);
+  if (a.has_past && a.has_nonpad)
+    return bad(im, n, "nonpad_kv_seqlen with past_key and past_value");
   tj_value_t q = in(im, n, 0), k = in(im, n, 1), v = in(im, n, 2);
-  int64_t qh = 0, kvh = 0;
   static const int32_t kPerm[4] = {0, 2, 1, 3};  // its own inverse
+  int64_t qh = attr_i(n, "q_num_heads", 0), kvh = attr_i(n, "kv_num_heads", 0);
   if (rank == 3) {
     // [B, S, H*D] -> [B, H, S, D].
-    qh = attr_i(n, "q_num_heads", 0);
-    kvh = attr_i(n, "kv_num_heads", 0);
     if (qh <= 0 || kvh <= 0)
       return bad(im, n, "3-D inputs need q_num_heads and kv_num_heads");
     tj_value_t* vals[3] = {&q, &k, &v};
@@ -1019,21 +1169,271 @@ static tj_status_t cv_attention(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       *vals[i] =
           tj_graph_transpose(G, tj_graph_reshape(G, *vals[i], 4, shape), kPerm);
     }
+  } else {
+    const int64_t* qd = n->inputs[0]->dims;
+    const int64_t* kd = n->inputs[1]->dims;
+    if ((qh && qh != qd[1]) || (kvh && kvh != kd[1]))
+      return bad(im, n,
+                 "q_num_heads %lld and kv_num_heads %lld disagree "
+                 "with Q's and K's head dims",
+                 (long long)qh, (long long)kvh);
   }
+  if (a.has_past) {
+    for (int32_t i = 4; i < 6; ++i) {
+      if (rank_of(n, i) != 4)
+        return bad(im, n, "input %d (%s) has rank %d (4)", (int)i,
+                   i == 4 ? "past_key" : "past_value", (int)rank_of(n, i));
+    }
+    a.past = n->inputs[4]->dims[2];
+    if (n->inputs[5]->dims[2] != a.past)
+      return bad(im, n, "past_key and past_value differ in length");
+    tj_value_t kk[2] = {in(im, n, 4), k}, vv[2] = {in(im, n, 5), v};
+    k = tj_graph_concat(G, 2, kk, 2);
+    v = tj_graph_concat(G, 2, vv, 2);
+  }
+  TJ_RETURN_IF_ERROR(out(im, n, 1, k));
+  TJ_RETURN_IF_ERROR(out(im, n, 2, v));
+  if (a.has_nonpad) {
+    if (rank_of(n, 6) != 1 ||
+        !(dtype_of(n, 6) == TJ_DTYPE_I64 || dtype_of(n, 6) == TJ_DTYPE_I32))
+      return bad(im, n, "nonpad_kv_seqlen must be a 1-D int64 tensor");
+    a.nonpad = in(im, n, 6);
+  }
+  int64_t qd[TJ_MAX_RANK], kd[TJ_MAX_RANK], vd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, q, qd);
+  tj_graph_value_dims(G, k, kd);
+  tj_graph_value_dims(G, v, vd);
+  a.sq = qd[2];
+  a.sk = kd[2];
+  // attn_mask: its last dim may be shorter than the keys: padded with
+  // false or -inf.
   tj_value_t mask = has_in(n, 3) ? in(im, n, 3) : tj_value_none();
-  double scale = attr_f(n, "scale", 0);
-  tj_value_t y = tj_graph_attention(G, q, k, v, mask, scale,
-                                    attr_i(n, "is_causal", 0) != 0);
-  if (rank == 3) {
-    // [B, H, Sq, Dv] -> [B, Sq, H*Dv].
-    const tj_onnx_val_t* qv = n->inputs[0];
-    int64_t dv = n->inputs[2]->dims[2] / kvh, width;
-    if (__builtin_mul_overflow(qh, dv, &width))
-      return bad(im, n, "q_num_heads x the value head size overflows");
-    int64_t shape[3] = {qv->dims[0], qv->dims[1], width};
-    y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
+  bool bool_mask = false;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* mv = n->inputs[3];
+    bool_mask = mv->dtype == TJ_DTYPE_BOOL;
+    if (!bool_mask && !is_float(mv->dtype))
+      return bad(im, n, "attn_mask is %s (bool or float)",
+                 tj_dtype_name(mv->dtype));
+    if (mv->rank < 1) return bad(im, n, "attn_mask is a scalar");
+    int64_t last = mv->dims[mv->rank - 1];
+    if (last != a.sk) {
+      if (last < 0 || a.sk < 0)
+        return fail(im, n,
+                    "attn_mask's last dim and the key count differ "
+                    "symbolically (padding it needs both constant)");
+      if (last > a.sk)
+        return bad(im, n, "attn_mask has %lld keys, more than the %lld keys",
+                   (long long)last, (long long)a.sk);
+      int64_t lo[TJ_MAX_RANK] = {0}, hi[TJ_MAX_RANK] = {0};
+      hi[mv->rank - 1] = a.sk - last;
+      mask = tj_graph_pad(G, mask, lo, hi, bool_mask ? 0.0 : -INFINITY);
+    }
+    if (!bool_mask) mask = tj_graph_cast(G, mask, compute);
   }
-  return out(im, n, 0, y);
+  bool has_scale = attr(n, "scale") != NULL;
+  double scale = attr_f(n, "scale", 0);
+  if (!isfinite(scale)) return bad(im, n, "scale %g", scale);
+  bool decompose = softcap > 0 || has_out(n, 3) || sm_dtype != compute ||
+                   (has_scale && scale == 0);
+  // Top-left causality with no cache is the attention op's own flag.
+  bool plain_causal = a.causal && !a.has_nonpad && a.left < 0 && a.right < 0 &&
+                      (!a.has_past || a.past == 0);
+  attn_t structural = a;
+  if (plain_causal && !decompose) structural.causal = false;
+  tj_value_t allowed = attn_structure(im, &structural);
+  if (!decompose) {
+    if (!tj_value_is_none(allowed)) {
+      if (tj_value_is_none(mask))
+        mask = allowed;
+      else if (bool_mask)
+        mask = tj_graph_logical_and(G, mask, allowed);
+      else
+        mask = tj_graph_add(G, mask,
+                            tj_graph_where(G, allowed, scalar(im, compute, 0),
+                                           scalar(im, compute, -INFINITY)));
+    }
+    if (!tj_value_is_none(mask) &&
+        tj_graph_value_dtype(G, mask) != TJ_DTYPE_BOOL)
+      mask = tj_graph_cast(G, mask, dtype);
+    tj_value_t y = tj_graph_attention(G, q, k, v, mask, scale, plain_causal);
+    if (rank == 3) {
+      int64_t yd[TJ_MAX_RANK];
+      tj_graph_value_dims(G, y, yd);
+      int64_t width = tj_graph_dim_mul(G, yd[1], yd[3]);
+      int64_t shape[3] = {yd[0], yd[2], width};
+      y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, shape);
+    }
+    return out(im, n, 0, y);
+  }
+  // Decomposed: s = scale * q k^T (softcapped), + bias, softmax, p v; in f32
+  // for f16 and bf16. Grouped queries multiply [B, Hkv, G, Sq, D] by
+  // [B, Hkv, 1, D, Sk], so K and V are never repeated.
+  int64_t h = qd[1], hkv = kd[1];
+  if (h < 0 || hkv <= 0 || h % hkv || vd[1] != hkv)
+    return bad(im, n,
+               "%lld query heads and %lld/%lld key/value heads (a "
+               "multiple of them)",
+               (long long)h, (long long)hkv, (long long)vd[1]);
+  if (!has_scale) scale = qd[3] > 0 ? 1.0 / sqrt((double)qd[3]) : 1.0;
+  int64_t group = h / hkv;
+  tj_value_t qc = tj_graph_cast(G, q, compute);
+  tj_value_t kc = tj_graph_cast(G, k, compute);
+  tj_value_t vc = tj_graph_cast(G, v, compute);
+  static const int32_t kSwapLast[5] = {0, 1, 2, 4, 3};
+  tj_value_t kt = tj_graph_transpose(G, split_heads(im, kc, hkv, 1), kSwapLast);
+  tj_value_t s = tj_graph_matmul(G, split_heads(im, qc, hkv, group), kt);
+  int64_t sd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, s, sd);
+  const int64_t sdims[4] = {sd[0], h, a.sq, a.sk};
+  s = tj_graph_reshape(G, s, 4, sdims);
+  s = tj_graph_mul(G, s, scalar(im, compute, scale));
+  if (softcap > 0)
+    s = tj_graph_mul(
+        G, tj_graph_tanh(G, tj_graph_div(G, s, scalar(im, compute, softcap))),
+        scalar(im, compute, softcap));
+  tj_value_t bias = tj_value_none();
+  if (!tj_value_is_none(mask) && !bool_mask) bias = mask;
+  tj_value_t keep = bool_mask ? mask : tj_value_none();
+  if (!tj_value_is_none(allowed))
+    keep = tj_value_is_none(keep) ? allowed
+                                  : tj_graph_logical_and(G, keep, allowed);
+  if (!tj_value_is_none(keep)) {
+    tj_value_t b = tj_graph_where(G, keep, scalar(im, compute, 0),
+                                  scalar(im, compute, -INFINITY));
+    bias = tj_value_is_none(bias) ? b : tj_graph_add(G, bias, b);
+  }
+  tj_value_t sb = tj_value_is_none(bias) ? s : tj_graph_add(G, s, bias);
+  tj_value_t p = tj_graph_cast(
+      G, tj_graph_softmax(G, tj_graph_cast(G, sb, sm_dtype), 3), compute);
+  if (!tj_value_is_none(bias)) {
+    // A row whose bias is -inf at every key gives 0, decided on the bias
+    // (its scores may be NaN).
+    int32_t last = tj_graph_value_rank(G, bias) - 1;
+    tj_value_t dead = tj_graph_eq(G, tj_graph_max(G, bias, 1, &last, true),
+                                  scalar(im, compute, -INFINITY));
+    p = tj_graph_where(G, dead, scalar(im, compute, 0), p);
+  }
+  tj_value_t qk = mode == 3 ? p : mode == 2 ? sb : s;
+  TJ_RETURN_IF_ERROR(out(im, n, 3, tj_graph_cast(G, qk, dtype)));
+  tj_value_t y = tj_graph_matmul(G, split_heads(im, p, hkv, group),
+                                 split_heads(im, vc, hkv, 1));
+  int64_t yd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, y, yd);
+  if (rank == 3) {
+    // [B, Hkv, G, Sq, Dv] -> [B, Sq, H*Dv].
+    static const int32_t kToRows[5] = {0, 3, 1, 2, 4};
+    int64_t width = tj_graph_dim_mul(G, h, yd[4]);
+    const int64_t shape[3] = {yd[0], a.sq, width};
+    y = tj_graph_reshape(G, tj_graph_transpose(G, y, kToRows), 3, shape);
+  } else {
+    const int64_t shape[4] = {yd[0], h, a.sq, yd[4]};
+    y = tj_graph_reshape(G, y, 4, shape);
+  }
+  return out(im, n, 0, tj_graph_cast(G, y, dtype));
+}
+
+// RotaryEmbedding (opset 23): x is [B, H, S, D], or [B, S, H*D] with
+// num_heads; the first rotary_embedding_dim (R, default D) entries of each
+// head rotate by the angles whose cos and sin are cos_cache/sin_cache
+// ([B, S, R/2], or [max_position, R/2] gathered at position_ids [B, S]):
+// pairs (x[k], x[k + R/2]), or (x[2k], x[2k+1]) when interleaved, become
+// (c x1 - s x2, s x1 + c x2); the rest pass through.
+static tj_status_t cv_rotary(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank != 3 && rank != 4)
+    return bad(im, n, "the input has rank %d (3 or 4)", (int)rank);
+  if (!is_float(xv->dtype))
+    return bad(im, n, "the input is %s (a float type)",
+               tj_dtype_name(xv->dtype));
+  if (dtype_of(n, 1) != xv->dtype || dtype_of(n, 2) != xv->dtype)
+    return bad(im, n, "cos_cache and sin_cache must be of the input's type");
+  int64_t heads = attr_i(n, "num_heads", 0);
+  bool interleaved = attr_i(n, "interleaved", 0) != 0;
+  tj_value_t x = in(im, n, 0);
+  int64_t dims[4];
+  if (rank == 3) {
+    // [B, S, H*D] -> [B, S, H, D].
+    int64_t hidden = xv->dims[2];
+    if (heads <= 0)
+      return bad(im, n, "a 3-D input needs num_heads (got %lld)",
+                 (long long)heads);
+    if (hidden < 0 || hidden % heads)
+      return bad(im, n, "hidden size %lld is not a multiple of num_heads %lld",
+                 (long long)hidden, (long long)heads);
+    const int64_t shape[4] = {xv->dims[0], xv->dims[1], heads, hidden / heads};
+    memcpy(dims, shape, sizeof shape);
+    x = tj_graph_reshape(G, x, 4, dims);
+  } else {
+    memcpy(dims, xv->dims, sizeof dims);
+    if (heads && heads != dims[1])
+      return bad(im, n, "num_heads %lld but the input has %lld heads",
+                 (long long)heads, (long long)dims[1]);
+  }
+  int64_t d = dims[3];
+  if (d < 0) return fail(im, n, "the head size is symbolic");
+  int64_t rd = attr_i(n, "rotary_embedding_dim", 0);
+  if (rd == 0) rd = d;
+  if (rd < 0 || rd > d || rd % 2)
+    return bad(im, n,
+               "rotary_embedding_dim %lld (even, at most the head "
+               "size %lld)",
+               (long long)rd, (long long)d);
+  int64_t half = rd / 2;
+  tj_value_t c = in(im, n, 1), s = in(im, n, 2);
+  if (has_in(n, 3)) {
+    // position_ids [B, S] index the caches' first axis.
+    if (rank_of(n, 1) != 2 || rank_of(n, 2) != 2)
+      return bad(im, n, "with position_ids the caches must be 2-D");
+    tj_value_t pos = in(im, n, 3);
+    c = tj_graph_gather(G, c, pos, 0);
+    s = tj_graph_gather(G, s, pos, 0);
+  } else if (rank_of(n, 1) != 3 || rank_of(n, 2) != 3) {
+    return bad(im, n, "without position_ids the caches must be 3-D");
+  }
+  int64_t cd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, c, cd);
+  if (tj_graph_value_rank(G, c) != 3 || cd[2] != half)
+    return bad(im, n, "the caches' last dim must be %lld (half of %lld)",
+               (long long)half, (long long)rd);
+  // [B, S, R/2] against [B, H, S, .] (4-D) or [B, S, H, .] (3-D).
+  const int64_t c4[4] = {cd[0], rank == 4 ? 1 : cd[1], rank == 4 ? cd[1] : 1,
+                         half};
+  c = tj_graph_reshape(G, c, 4, c4);
+  s = tj_graph_reshape(G, s, 4, c4);
+  // Element k of the result is x[k] c[ci[k]] + x[pk[k]] s[ci[k]] sign[k],
+  // pk[k] the other element of k's pair and sign -1 on its first element:
+  // gathers along the last axis and elementwise ops, no concat, so the
+  // whole rotation is one kernel (concats along a reshaped axis are not).
+  int64_t* pk = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)d * 2);
+  float* sign = tj_arena_alloc(&im->arena, sizeof(float) * (size_t)d);
+  if (!pk || !sign) return tj_status_oom();
+  int64_t* ci = pk + d;
+  for (int64_t k = 0; k < d; ++k) {
+    bool first = interleaved ? k % 2 == 0 : k < half;
+    pk[k] = k >= rd ? k : interleaved ? k ^ 1 : first ? k + half : k - half;
+    ci[k] = k >= rd ? 0 : interleaved ? k / 2 : first ? k : k - half;
+    sign[k] = k >= rd ? 0.0f : first ? -1.0f : 1.0f;
+  }
+  tj_value_t sg = tj_graph_cast(
+      G, tj_graph_constant(G, TJ_DTYPE_F32, 1, &d, sign, sizeof(float) * d),
+      xv->dtype);
+  tj_value_t cg = gather_list(im, c, 3, ci, d);
+  tj_value_t sgn = tj_graph_mul(G, gather_list(im, s, 3, ci, d), sg);
+  tj_value_t rot =
+      tj_graph_add(G, tj_graph_mul(G, x, cg),
+                   tj_graph_mul(G, gather_list(im, x, 3, pk, d), sgn));
+  if (rd < d) {
+    // The entries past R pass through.
+    tj_value_t keep = tj_graph_lt(G, tj_graph_iota(G, TJ_DTYPE_I64, 1, &d, 0),
+                                  scalar(im, TJ_DTYPE_I64, (double)rd));
+    rot = tj_graph_where(G, keep, rot, x);
+  }
+  if (rank == 3) rot = tj_graph_reshape(G, rot, 3, xv->dims);
+  return out(im, n, 0, rot);
 }
 
 static tj_status_t cv_global_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -1294,15 +1694,103 @@ static tj_status_t cv_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                       : tj_graph_conv(G, x, w, b, &a));
 }
 
+// MaxPool's Indices output: the flat index (row-major over N, C and the
+// spatial axes; storage_order 1: the spatial axes column-major) of each
+// window's first maximum, padding excluded. The window's taps are strided
+// slices of x padded with -inf; a running compare keeps the first maximum
+// and its position, computed from iotas. Spatial dims constant.
+static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                    const tj_conv_attrs_t* a, tj_value_t y,
+                                    tj_value_t* out_idx) {
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank, sp = rank - 2;
+  int64_t order = attr_i(n, "storage_order", 0);
+  if (order != 0 && order != 1)
+    return bad(im, n, "storage_order %lld", (long long)order);
+  int64_t yd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, y, yd);
+  int64_t taps = 1, plane = 1, stride_of[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    if (xv->dims[2 + i] < 0 || yd[2 + i] < 0)
+      return fail(im, n, "Indices of a symbolic spatial dim");
+    taps *= a->kernel[i];
+    plane *= xv->dims[2 + i];
+  }
+  if (taps > 1024)
+    return fail(im, n, "Indices of a %lld-tap window", (long long)taps);
+  // The spatial strides of the flat index.
+  for (int32_t i = 0, acc = 1; i < sp; ++i) {
+    int32_t axis = order ? i : sp - 1 - i;
+    stride_of[axis] = acc;
+    acc *= (int32_t)xv->dims[2 + axis];
+  }
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  int64_t s[3], d[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    s[i] = a->strides[i] ? a->strides[i] : 1;
+    d[i] = a->dilations[i] ? a->dilations[i] : 1;
+    int64_t extent = (yd[2 + i] - 1) * s[i] + (a->kernel[i] - 1) * d[i] + 1;
+    low[2 + i] = a->pads_begin[i];
+    high[2 + i] = extent - a->pads_begin[i] - xv->dims[2 + i];
+    if (high[2 + i] < 0) high[2 + i] = 0;
+  }
+  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, -INFINITY);
+  // The N and C part of the index, and each spatial axis's output iota.
+  int64_t nc[TJ_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) nc[i] = i < 2 ? yd[i] : 1;
+  tj_value_t base = tj_graph_add(
+      G,
+      tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, nc, 0),
+                   scalar(im, TJ_DTYPE_I64, (double)(xv->dims[1] * plane))),
+      tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, nc, 1),
+                   scalar(im, TJ_DTYPE_I64, (double)plane)));
+  tj_value_t at[3];
+  for (int32_t i = 0; i < sp; ++i) {
+    int64_t one[TJ_MAX_RANK];
+    for (int32_t j = 0; j < rank; ++j) one[j] = 1;
+    one[2 + i] = yd[2 + i];
+    at[i] = tj_graph_mul(G, tj_graph_iota(G, TJ_DTYPE_I64, rank, one, 2 + i),
+                         scalar(im, TJ_DTYPE_I64, (double)s[i]));
+  }
+  tj_value_t best = tj_value_none(), idx = tj_value_none();
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK], steps[TJ_MAX_RANK];
+    stops[0] = stops[1] = INT64_MAX;
+    steps[0] = steps[1] = 1;
+    tj_value_t pos = base;
+    for (int32_t i = sp - 1, rest = (int32_t)t; i >= 0; --i) {
+      int64_t k = rest % a->kernel[i];
+      rest /= (int32_t)a->kernel[i];
+      starts[2 + i] = k * d[i];
+      stops[2 + i] = starts[2 + i] + (yd[2 + i] - 1) * s[i] + 1;
+      steps[2 + i] = s[i];
+      // The input coordinate o * s + k * d - pad.
+      tj_value_t coord = tj_graph_add(
+          G, at[i],
+          scalar(im, TJ_DTYPE_I64, (double)(k * d[i] - a->pads_begin[i])));
+      pos = tj_graph_add(
+          G, pos,
+          tj_graph_mul(G, coord,
+                       scalar(im, TJ_DTYPE_I64, (double)stride_of[i])));
+    }
+    tj_value_t v = tj_graph_slice(G, xp, starts, stops, steps);
+    if (t == 0) {
+      best = v;
+      idx = tj_graph_broadcast_to(G, pos, rank, yd);
+    } else {
+      tj_value_t win = tj_graph_gt(G, v, best);
+      best = tj_graph_where(G, win, v, best);
+      idx = tj_graph_where(G, win, pos, idx);
+    }
+  }
+  *out_idx = idx;
+  return NULL;
+}
+
 static tj_status_t cv_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
-  if (e->param == POOL_MAX) {
-    if (has_out(n, 1))
-      return fail(im, n, "output 1 (Indices, \"%s\") is not supported",
-                  n->proto->output[1]);
-  }
-  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, 1));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, e->param == POOL_MAX ? 2 : 1));
   int64_t v[MAX_INTS];
   int32_t c;
   TJ_RETURN_IF_ERROR(attr_ints(im, n, "kernel_shape", &c, v));
@@ -1315,8 +1803,15 @@ static tj_status_t cv_pool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   TJ_RETURN_IF_ERROR(window_attrs(im, n, (int32_t)e->param, kernel, &a));
   tj_value_t x = in(im, n, 0);
   switch (e->param) {
-    case POOL_MAX:
-      return out(im, n, 0, tj_graph_max_pool(G, x, &a));
+    case POOL_MAX: {
+      tj_value_t y = tj_graph_max_pool(G, x, &a);
+      if (has_out(n, 1) && !tj_value_is_none(y)) {
+        tj_value_t idx;
+        TJ_RETURN_IF_ERROR(max_pool_indices(im, n, &a, y, &idx));
+        TJ_RETURN_IF_ERROR(out(im, n, 1, idx));
+      }
+      return out(im, n, 0, y);
+    }
     case POOL_AVG: {
       int64_t cip = attr_i(n, "count_include_pad", 0);
       if (cip != 0 && cip != 1)
@@ -1694,14 +2189,20 @@ static tj_status_t cv_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     high[a] = pads[k + count];
   }
   double value = 0;
+  tj_value_t computed = tj_value_none();
+  bool constant = attr_s_is(n, "mode", "constant", "constant");
   if (has_in(n, 2)) {
     tj_onnx_val_t* v = n->inputs[2];
-    if (!v->data) return fail(im, n, "constant_value must be a constant");
-    if (numel_of_val(v) != 1)
+    if (numel_of_val(v) != 1 || v->rank > 1)
       return bad(im, n, "constant_value must have one element");
-    value = element_f64(v);
+    if (v->dtype != x->dtype)
+      return bad(im, n, "constant_value is %s, the input %s",
+                 tj_dtype_name(v->dtype), tj_dtype_name(x->dtype));
+    if (v->data)
+      value = element_f64(v);
+    else if (constant)  // known only at run time: selected in below
+      computed = in(im, n, 2);
   }
-  bool constant = attr_s_is(n, "mode", "constant", "constant");
   bool edge = attr_s_is(n, "mode", "constant", "edge");
   bool reflect = attr_s_is(n, "mode", "constant", "reflect");
   bool wrap = attr_s_is(n, "mode", "constant", "wrap");
@@ -1727,7 +2228,18 @@ static tj_status_t cv_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   }
   tj_value_t y = in(im, n, 0);
   if (cut) y = tj_graph_slice(G, y, starts, stops, NULL);
-  if (constant) return out(im, n, 0, tj_graph_pad(G, y, low, high, value));
+  if (constant) {
+    tj_value_t padded = tj_graph_pad(G, y, low, high, value);
+    if (!tj_value_is_none(computed)) {
+      // Pad with 0, then select the computed value outside the input.
+      int64_t ydims[TJ_MAX_RANK];
+      tj_graph_value_dims(G, y, ydims);
+      tj_value_t inside = tj_graph_pad(
+          G, tj_graph_full(G, TJ_DTYPE_BOOL, rank, ydims, 1), low, high, 0);
+      padded = tj_graph_where(G, inside, padded, computed);
+    }
+    return out(im, n, 0, padded);
+  }
   int64_t dims[TJ_MAX_RANK];
   tj_graph_value_dims(G, y, dims);
   for (int32_t a = 0; a < rank; ++a) {
@@ -1848,40 +2360,6 @@ static tj_status_t cv_scatter_nd(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(
       im, n, 0,
       tj_graph_scatter_nd(G, in(im, n, 0), in(im, n, 1), in(im, n, 2), r));
-}
-
-// TensorScatter (opset 24), the KV-cache write: update [B, .., S, ..] into
-// past_cache [B, .., L, ..] along |axis| (>= 1) from write_indices[b]
-// (int64 [B], 0 when absent), modulo L when mode is circular: a
-// scatter_elements whose indices are write_indices[b] + s along the axis.
-static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
-                                     const op_entry_t* e) {
-  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
-  const tj_onnx_val_t* u = n->inputs[1];
-  const int32_t r = rank_of(n, 0);
-  int32_t axis;
-  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -2), r, &axis));
-  if (axis == 0) return bad(im, n, "axis 0 is the batch axis");
-  bool circular = attr_s_is(n, "mode", "linear", "circular");
-  if (!circular && !attr_s_is(n, "mode", "linear", "linear"))
-    return bad(im, n, "unknown mode");
-  if (u->rank != r) return bad(im, n, "update has rank %d, not %d", u->rank, r);
-  tj_value_t idx = tj_graph_iota(G, TJ_DTYPE_I64, r, u->dims, axis);
-  if (has_in(n, 2)) {
-    int64_t shape[TJ_MAX_RANK];
-    for (int32_t d = 0; d < r; ++d) shape[d] = d == 0 ? u->dims[0] : 1;
-    tj_value_t w = tj_graph_reshape(G, in(im, n, 2), r, shape);
-    idx = tj_graph_add(G, idx, tj_graph_cast(G, w, TJ_DTYPE_I64));
-  }
-  if (circular) {
-    int64_t len = n->inputs[0]->dims[axis];
-    if (len < 0) return bad(im, n, "circular mode over a symbolic axis");
-    idx = tj_graph_mod(G, idx,
-                       tj_graph_full(G, TJ_DTYPE_I64, 0, NULL, (double)len));
-  }
-  return out(im, n, 0,
-             tj_graph_scatter_elements(G, in(im, n, 0), idx, in(im, n, 1), axis,
-                                       TJ_SCATTER_REDUCTION_NONE));
 }
 
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -2037,11 +2515,18 @@ static tj_status_t cv_depth_space(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   }
   if (H % b || W % b)
     return bad(im, n, "H or W is not a multiple of blocksize");
+  // SpaceToDepth inverts DepthToSpace of the same mode (opset 28 added
+  // mode): DCR puts the block offset outermost in the channel, CRD
+  // innermost.
+  bool crd = attr_s_is(n, "mode", "DCR", "CRD");
+  if (!crd && !attr_s_is(n, "mode", "DCR", "DCR"))
+    return fail(im, n, "an unknown mode");
   int64_t d6[6] = {N, C, H / b, b, W / b, b};
-  static const int32_t kPerm[6] = {0, 3, 5, 1, 2, 4};
+  static const int32_t kDcr[6] = {0, 3, 5, 1, 2, 4},
+                       kCrd[6] = {0, 1, 3, 5, 2, 4};
   int64_t o4[4] = {N, C * b * b, H / b, W / b};
   y = tj_graph_reshape(G, y, 6, d6);
-  y = tj_graph_transpose(G, y, kPerm);
+  y = tj_graph_transpose(G, y, crd ? kCrd : kDcr);
   return out(im, n, 0, tj_graph_reshape(G, y, 4, o4));
 }
 
@@ -2514,6 +2999,1794 @@ static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, x);
 }
 
+//===--- GridSample and AffineGrid (onnxcov) ---===//
+
+enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };
+enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
+
+// ONNX's reflection of |u| into [lo, hi]: by the nearer border, as many
+// times as it takes (lo == hi: every point is lo).
+static tj_value_t gs_reflect(tj_onnx_importer_t* im, tj_value_t u, double lo,
+                             double hi, tj_dtype_t dt) {
+  double range = hi - lo;
+  if (!(range > 0))
+    return tj_graph_add(G, tj_graph_mul(G, u, scalar(im, dt, 0)),
+                        scalar(im, dt, lo));
+  tj_value_t vlo = scalar(im, dt, lo), vhi = scalar(im, dt, hi);
+  tj_value_t below = tj_graph_lt(G, u, vlo), above = tj_graph_gt(G, u, vhi);
+  tj_value_t dx = tj_graph_where(G, below, tj_graph_sub(G, vlo, u),
+                                 tj_graph_sub(G, u, vhi));
+  tj_value_t nr = tj_graph_floor(G, tj_graph_div(G, dx, scalar(im, dt, range)));
+  tj_value_t r =
+      tj_graph_sub(G, dx, tj_graph_mul(G, nr, scalar(im, dt, range)));
+  tj_value_t even = tj_graph_eq(G, tj_graph_fmod(G, nr, scalar(im, dt, 2)),
+                                scalar(im, dt, 0));
+  tj_value_t up = tj_graph_add(G, vlo, r), down = tj_graph_sub(G, vhi, r);
+  tj_value_t from_lo = tj_graph_where(G, even, up, down);
+  tj_value_t from_hi = tj_graph_where(G, even, down, up);
+  return tj_graph_where(G, below, from_lo,
+                        tj_graph_where(G, above, from_hi, u));
+}
+
+// Keys' cubic convolution weight (a = -0.75) of tap |k| (0..3, at offsets
+// -1..2) for the fraction |t|.
+static tj_value_t gs_cubic_weight(tj_onnx_importer_t* im, tj_value_t t, int k,
+                                  tj_dtype_t dt) {
+  const double a = -0.75;
+  // The distance to the tap: 1 + t, t, 1 - t, 2 - t.
+  static const double kOff[4] = {1, 0, 1, 2}, kSign[4] = {1, 1, -1, -1};
+  tj_value_t x = tj_graph_add(G, scalar(im, dt, kOff[k]),
+                              tj_graph_mul(G, t, scalar(im, dt, kSign[k])));
+  if (k == 1 || k == 2) {
+    // ((a + 2) x - (a + 3)) x^2 + 1
+    tj_value_t p = tj_graph_sub(G, tj_graph_mul(G, x, scalar(im, dt, a + 2)),
+                                scalar(im, dt, a + 3));
+    return tj_graph_add(G, tj_graph_mul(G, p, tj_graph_mul(G, x, x)),
+                        scalar(im, dt, 1));
+  }
+  // ((a x - 5a) x + 8a) x - 4a
+  tj_value_t p = tj_graph_sub(G, tj_graph_mul(G, x, scalar(im, dt, a)),
+                              scalar(im, dt, 5 * a));
+  p = tj_graph_add(G, tj_graph_mul(G, p, x), scalar(im, dt, 8 * a));
+  return tj_graph_sub(G, tj_graph_mul(G, p, x), scalar(im, dt, 4 * a));
+}
+
+// GridSample (opsets 16 to 22): y[n, c, o] = the interpolation of x[n, c]
+// at grid[n, o] (normalized to [-1, 1], the last spatial axis first). Each
+// spatial axis gives 1 (nearest), 2 (linear) or 4 (cubic) taps, each an
+// index and a weight computed elementwise from the grid (padding: zeros
+// weighs taps outside by 0, border clamps them, reflection folds them
+// back); every combination of taps is a gather_elements of x flattened
+// over its spatial axes, weighted and summed. x's spatial dims constant.
+static tj_status_t cv_grid_sample(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* gv = n->inputs[1];
+  int32_t r = xv->rank - 2;
+  if (r < 1 || r > 3 || (im->opset < 20 && r != 2))
+    return fail(im, n, "%d spatial axes (%s)", (int)r,
+                im->opset < 20 ? "2 before opset 20" : "1 to 3");
+  if (gv->rank != r + 2 || gv->dims[r + 1] != r)
+    return bad(im, n, "the grid must be [N, %d spatial dims, %d]", (int)r,
+               (int)r);
+  if (!is_float(xv->dtype) || !is_float(gv->dtype))
+    return bad(im, n, "x and the grid must be float");
+  bool new_names = im->opset >= 20;
+  int mode;
+  if (attr_s_is(n, "mode", new_names ? "linear" : "bilinear", "nearest"))
+    mode = GS_NEAREST;
+  else if (attr_s_is(n, "mode", new_names ? "linear" : "bilinear",
+                     new_names ? "linear" : "bilinear"))
+    mode = GS_LINEAR;
+  else if (attr_s_is(n, "mode", "", new_names ? "cubic" : "bicubic"))
+    mode = GS_CUBIC;
+  else
+    return fail(im, n, "mode (%s)",
+                new_names ? "nearest, linear or cubic"
+                          : "nearest, bilinear or bicubic");
+  int pad;
+  if (attr_s_is(n, "padding_mode", "zeros", "zeros"))
+    pad = GS_ZEROS;
+  else if (attr_s_is(n, "padding_mode", "zeros", "border"))
+    pad = GS_BORDER;
+  else if (attr_s_is(n, "padding_mode", "zeros", "reflection"))
+    pad = GS_REFLECTION;
+  else
+    return fail(im, n, "padding_mode (zeros, border or reflection)");
+  bool align = attr_i(n, "align_corners", 0) != 0;
+  for (int32_t i = 0; i < r; ++i) {
+    if (xv->dims[2 + i] < 0)
+      return fail(im, n, "x's spatial dim %d is symbolic", (int)i);
+  }
+  tj_dtype_t dt = gv->dtype == TJ_DTYPE_F64 || xv->dtype == TJ_DTYPE_F64
+                      ? TJ_DTYPE_F64
+                      : TJ_DTYPE_F32;
+  int64_t nb = xv->dims[0], c = xv->dims[1];
+  int64_t outs = dims_product(im, gv->dims, 1, r + 1);
+  int64_t plane = dims_product(im, xv->dims, 2, r + 2);
+  const int64_t col[3] = {gv->dims[0], 1, outs};
+  tj_value_t grid = tj_graph_cast(G, in(im, n, 1), dt);
+  // Per spatial axis: its taps' indices [N, 1, O] (i64, in range) and
+  // weights (dt).
+  tj_value_t idx[3][4], wt[3][4];
+  int taps = mode == GS_NEAREST ? 1 : mode == GS_LINEAR ? 2 : 4;
+  int64_t stride = 1;
+  int64_t strides[3];
+  for (int32_t i = r - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= xv->dims[2 + i];
+  }
+  for (int32_t i = 0; i < r; ++i) {
+    int64_t len = xv->dims[2 + i];
+    double lo = align ? 0 : -0.5, hi = align ? len - 1.0 : len - 0.5;
+    // The grid's component for axis i is r - 1 - i (x first).
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+    for (int32_t a = 0; a < r + 2; ++a) stops[a] = INT64_MAX;
+    starts[r + 1] = r - 1 - i;
+    stops[r + 1] = r - i;
+    tj_value_t g = tj_graph_reshape(
+        G, tj_graph_slice(G, grid, starts, stops, NULL), 3, col);
+    // Denormalized: (g + 1) (len - 1) / 2, or ((g + 1) len - 1) / 2.
+    tj_value_t u = tj_graph_add(G, g, scalar(im, dt, 1));
+    u = align ? tj_graph_mul(G, u, scalar(im, dt, (len - 1) / 2.0))
+              : tj_graph_mul(
+                    G,
+                    tj_graph_sub(G, tj_graph_mul(G, u, scalar(im, dt, len)),
+                                 scalar(im, dt, 1)),
+                    scalar(im, dt, 0.5));
+    if (mode == GS_NEAREST) u = tj_graph_round(G, u);
+    if (pad == GS_BORDER) {
+      tj_value_t out_of =
+          tj_graph_logical_or(G, tj_graph_lt(G, u, scalar(im, dt, lo)),
+                              tj_graph_gt(G, u, scalar(im, dt, hi)));
+      tj_value_t clamped =
+          tj_graph_minimum(G, tj_graph_maximum(G, u, scalar(im, dt, 0)),
+                           scalar(im, dt, len - 1.0));
+      u = tj_graph_where(G, out_of, clamped, u);
+    } else if (pad == GS_REFLECTION) {
+      u = gs_reflect(im, u, lo, hi, dt);
+    }
+    tj_value_t base, t = tj_value_none();
+    if (mode == GS_NEAREST) {
+      base = tj_graph_cast(G, u, TJ_DTYPE_I64);  // truncates, as ONNX's
+    } else {
+      tj_value_t f = tj_graph_floor(G, u);
+      t = tj_graph_sub(G, u, f);
+      base = tj_graph_cast(G, f, TJ_DTYPE_I64);
+    }
+    for (int k = 0; k < taps; ++k) {
+      int64_t off = mode == GS_CUBIC ? k - 1 : k;
+      tj_value_t ix =
+          off ? tj_graph_add(G, base, scalar(im, TJ_DTYPE_I64, (double)off))
+              : base;
+      tj_value_t w = mode == GS_NEAREST ? scalar(im, dt, 1)
+                     : mode == GS_LINEAR
+                         ? (k ? t : tj_graph_sub(G, scalar(im, dt, 1), t))
+                         : gs_cubic_weight(im, t, k, dt);
+      tj_value_t zero_i = scalar(im, TJ_DTYPE_I64, 0);
+      tj_value_t last_i = scalar(im, TJ_DTYPE_I64, (double)(len - 1));
+      if (pad == GS_ZEROS) {
+        tj_value_t inside = tj_graph_logical_and(G, tj_graph_ge(G, ix, zero_i),
+                                                 tj_graph_le(G, ix, last_i));
+        w = tj_graph_where(G, inside, w, scalar(im, dt, 0));
+      } else if (pad == GS_REFLECTION && mode != GS_NEAREST) {
+        // The tap folded back into range (ONNX reflects each tap too).
+        tj_value_t fx = gs_reflect(im, tj_graph_cast(G, ix, dt), lo, hi, dt);
+        ix = tj_graph_cast(G, tj_graph_maximum(G, fx, scalar(im, dt, 0)),
+                           TJ_DTYPE_I64);
+      }
+      ix = tj_graph_minimum(G, tj_graph_maximum(G, ix, zero_i), last_i);
+      idx[i][k] =
+          tj_graph_mul(G, ix, scalar(im, TJ_DTYPE_I64, (double)strides[i]));
+      wt[i][k] = w;
+    }
+  }
+  const int64_t flat[3] = {nb, c, plane};
+  const int64_t wide[3] = {gv->dims[0], c, outs};
+  tj_value_t xf = tj_graph_reshape(G, in(im, n, 0), 3, flat);
+  tj_value_t y = tj_value_none();
+  int combos = 1;
+  for (int32_t i = 0; i < r; ++i) combos *= taps;
+  for (int combo = 0; combo < combos; ++combo) {
+    tj_value_t f = tj_value_none(), w = tj_value_none();
+    for (int32_t i = 0, rest = combo; i < r; ++i, rest /= taps) {
+      int k = rest % taps;
+      f = i ? tj_graph_add(G, f, idx[i][k]) : idx[i][k];
+      w = i ? tj_graph_mul(G, w, wt[i][k]) : wt[i][k];
+    }
+    tj_value_t v =
+        tj_graph_cast(G,
+                      tj_graph_gather_elements(
+                          G, xf, tj_graph_broadcast_to(G, f, 3, wide), 2),
+                      dt);
+    tj_value_t term = tj_graph_mul(G, v, w);
+    y = combo ? tj_graph_add(G, y, term) : term;
+  }
+  int64_t ydims[TJ_MAX_RANK];
+  ydims[0] = gv->dims[0];
+  ydims[1] = c;
+  for (int32_t i = 0; i < r; ++i) ydims[2 + i] = gv->dims[1 + i];
+  y = tj_graph_reshape(G, y, r + 2, ydims);
+  return out(im, n, 0, tj_graph_cast(G, y, xv->dtype));
+}
+
+// AffineGrid (opset 20): grid[n, p] = theta[n] (x_p, y_p[, z_p], 1), the
+// base coordinates of each output point (the last spatial axis first)
+// spread over [-1, 1] (align_corners: on the end pixels' centers, else
+// their edges): one matmul with a constant base grid. size is constant.
+static tj_status_t cv_affine_grid(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* tv = n->inputs[0];
+  int64_t size[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "size", &count, size, false));
+  int32_t r = count - 2;
+  if (r != 2 && r != 3)
+    return bad(im, n, "size has %d entries (4 or 5)", (int)count);
+  if (!is_float(tv->dtype) || tv->rank != 3 || tv->dims[1] != r ||
+      tv->dims[2] != r + 1)
+    return bad(im, n, "theta must be float [N, %d, %d]", (int)r, (int)r + 1);
+  bool align = attr_i(n, "align_corners", 0) != 0;
+  int64_t points = 1;
+  for (int32_t i = 0; i < r; ++i) {
+    if (size[2 + i] <= 0 || size[2 + i] > TJ_ONNX_FOLD_LIMIT)
+      return fail(im, n, "spatial size %lld", (long long)size[2 + i]);
+    points *= size[2 + i];
+  }
+  if (points > TJ_ONNX_FOLD_LIMIT)
+    return fail(im, n, "a grid of %lld points (at most %d)", (long long)points,
+                TJ_ONNX_FOLD_LIMIT);
+  double* base =
+      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(points * (r + 1)));
+  if (!base) return tj_status_oom();
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int32_t i = r - 1; i >= 0; --i) {
+      int64_t len = size[2 + i], at = rest % len;
+      rest /= len;
+      double v = align ? (len > 1 ? -1.0 + 2.0 * at / (len - 1) : -1.0)
+                       : -1.0 + (2.0 * at + 1.0) / len;
+      base[p * (r + 1) + (r - 1 - i)] = v;  // x (the last axis) first
+    }
+    base[p * (r + 1) + r] = 1.0;
+  }
+  const int64_t bdims[2] = {points, r + 1};
+  tj_value_t b = tj_graph_cast(
+      G,
+      tj_graph_constant(G, TJ_DTYPE_F64, 2, bdims, base,
+                        sizeof(double) * (size_t)(points * (r + 1))),
+      tv->dtype);
+  static const int32_t kSwap[3] = {0, 2, 1};
+  tj_value_t g =
+      tj_graph_matmul(G, b, tj_graph_transpose(G, in(im, n, 0), kSwap));
+  int64_t gdims[TJ_MAX_RANK];
+  gdims[0] = tv->dims[0];
+  for (int32_t i = 0; i < r; ++i) gdims[1 + i] = size[2 + i];
+  gdims[r + 1] = r;
+  return out(im, n, 0, tj_graph_reshape(G, g, r + 2, gdims));
+}
+
+//===--- small ops (onnxcov) ---===//
+
+// x * sigmoid(alpha x): silu for alpha 1.
+static tj_value_t swish(tj_onnx_importer_t* im, tj_value_t x, tj_dtype_t d,
+                        double alpha) {
+  if (alpha == 1.0) return tj_graph_silu(G, x);
+  return tj_graph_mul(
+      G, x, tj_graph_sigmoid(G, tj_graph_mul(G, x, scalar(im, d, alpha))));
+}
+
+// Swish (opset 24): x * sigmoid(alpha x). SwiGLU (opset 28): Swish(a) * b,
+// a and b of one shape and dtype.
+static tj_status_t cv_swish(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                            const op_entry_t* e) {
+  bool glu = e->param != 0;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, glu ? 2 : 1, glu ? 2 : 1));
+  tj_dtype_t d = dtype_of(n, 0);
+  if (!is_float(d))
+    return bad(im, n, "the input is %s (a float type)", tj_dtype_name(d));
+  double alpha = attr_f(n, "alpha", 1.0);
+  if (!isfinite(alpha)) return bad(im, n, "alpha %g", alpha);
+  tj_value_t y = swish(im, in(im, n, 0), d, alpha);
+  if (glu) {
+    const tj_onnx_val_t* a = n->inputs[0];
+    const tj_onnx_val_t* b = n->inputs[1];
+    if (b->dtype != d || b->rank != a->rank ||
+        memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank))
+      return bad(im, n,
+                 "A and B must have one shape and dtype (no "
+                 "broadcasting)");
+    y = tj_graph_mul(G, y, in(im, n, 1));
+  }
+  return out(im, n, 0, y);
+}
+
+// LRN (opset 13): x / (bias + alpha / size * sum of x^2 over the channels
+// c - floor((size-1)/2) .. c + ceil((size-1)/2))^beta, the window sum as
+// |size| slices of the zero-padded squares.
+static tj_status_t cv_lrn(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank < 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C, D1, ...]");
+  int64_t size = attr_i(n, "size", 0);
+  if (size <= 0 || size > 1024)
+    return bad(im, n, "size %lld (1 to 1024)", (long long)size);
+  if (xv->dims[1] < 0) return fail(im, n, "the channel dim is symbolic");
+  double alpha = attr_f(n, "alpha", 1e-4), beta = attr_f(n, "beta", 0.75);
+  double bias = attr_f(n, "bias", 1.0);
+  tj_dtype_t d = xv->dtype;
+  tj_dtype_t wide = d == TJ_DTYPE_F16 || d == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : d;
+  tj_value_t x = tj_graph_cast(G, in(im, n, 0), wide);
+  int32_t rank = xv->rank;
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  low[1] = lo;
+  high[1] = hi;
+  tj_value_t sq = tj_graph_pad(G, tj_graph_mul(G, x, x), low, high, 0);
+  tj_value_t sum = tj_value_none();
+  for (int64_t k = 0; k < size; ++k) {
+    int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+    for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+    starts[1] = k;
+    stops[1] = k + xv->dims[1];
+    tj_value_t s = tj_graph_slice(G, sq, starts, stops, NULL);
+    sum = k ? tj_graph_add(G, sum, s) : s;
+  }
+  tj_value_t den = tj_graph_add(
+      G, scalar(im, wide, bias),
+      tj_graph_mul(G, sum, scalar(im, wide, alpha / (double)size)));
+  tj_value_t y =
+      tj_graph_div(G, x, tj_graph_pow(G, den, scalar(im, wide, beta)));
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
+// GroupNormalization (opsets 18 and 21): x [N, C, ...] normalized over
+// each group of C / num_groups channels and the spatial dims, then scaled
+// and shifted per channel (opset 21) or per group (opset 18). stash_type
+// 1: f16/bf16 compute in f32.
+static tj_status_t cv_group_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C, ...]");
+  if (attr_i(n, "stash_type", 1) != 1)
+    return fail(im, n, "stash_type %lld (only 1, float, is supported)",
+                (long long)attr_i(n, "stash_type", 1));
+  int64_t groups = attr_i(n, "num_groups", 0), c = xv->dims[1];
+  if (c < 0) return fail(im, n, "the channel dim is symbolic");
+  if (groups <= 0 || c % groups)
+    return bad(im, n, "num_groups %lld does not divide %lld channels",
+               (long long)groups, (long long)c);
+  bool channelwise = im->opset >= 21;
+  int64_t want = channelwise ? c : groups;
+  for (int32_t i = 1; i < 3; ++i) {
+    if (rank_of(n, i) != 1 || n->inputs[i]->dims[0] != want)
+      return bad(im, n, "%s must be [%lld]", i == 1 ? "scale" : "bias",
+                 (long long)want);
+  }
+  tj_dtype_t d = xv->dtype;
+  tj_dtype_t wide = d == TJ_DTYPE_F16 || d == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : d;
+  // [N, G, C/G, spatial]: normalized over the last two axes, scaled per
+  // channel ([G, C/G, 1]) or group ([G, 1, 1]) there, reshaped back last.
+  int64_t cg = c / groups;
+  const int64_t gdims[4] = {xv->dims[0], groups, cg,
+                            dims_product(im, xv->dims, 2, rank)};
+  tj_value_t x =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 0), wide), 4, gdims);
+  static const int32_t kAxes[2] = {2, 3};
+  tj_value_t y = normalize(im, x, wide, 2, kAxes, attr_f(n, "epsilon", 1e-5));
+  const int64_t sdims[3] = {groups, channelwise ? cg : 1, 1};
+  tj_value_t scale =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 1), wide), 3, sdims);
+  tj_value_t bias =
+      tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 2), wide), 3, sdims);
+  y = tj_graph_add(G, tj_graph_mul(G, y, scale), bias);
+  y = tj_graph_reshape(G, y, rank, xv->dims);
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
+// LpNormalization (opset 22): x / (sum |x|) or x / sqrt(sum x^2) along
+// axis; 0 where the norm is 0.
+static tj_status_t cv_lp_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (!is_float(xv->dtype) || xv->rank == 0)
+    return bad(im, n, "the input must be a float tensor of rank >= 1");
+  int64_t p = attr_i(n, "p", 2);
+  if (p != 1 && p != 2) return bad(im, n, "p %lld (1 or 2)", (long long)p);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -1), xv->rank, &axis));
+  tj_dtype_t d = xv->dtype;
+  tj_value_t x = in(im, n, 0);
+  tj_value_t norm =
+      p == 1 ? tj_graph_sum(G, tj_graph_abs(G, x), 1, &axis, true)
+             : tj_graph_sqrt(
+                   G, tj_graph_sum(G, tj_graph_mul(G, x, x), 1, &axis, true));
+  tj_value_t zero = scalar(im, d, 0);
+  return out(im, n, 0,
+             tj_graph_where(G, tj_graph_eq(G, norm, zero), zero,
+                            tj_graph_div(G, x, norm)));
+}
+
+// CenterCropPad (opset 18): each listed axis cropped (start floor((dim -
+// s) / 2)) or zero-padded (floor((s - dim) / 2) before) to the constant
+// shape.
+static tj_status_t cv_center_crop_pad(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                      const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  int64_t shape[MAX_INTS], raw[MAX_INTS];
+  int32_t count = 0, na = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "shape", &count, shape, false));
+  if (attr(n, "axes")) {
+    TJ_RETURN_IF_ERROR(attr_ints(im, n, "axes", &na, raw));
+  } else {
+    na = rank;
+    for (int32_t i = 0; i < rank; ++i) raw[i] = i;
+  }
+  if (na != count)
+    return bad(im, n, "shape has %d entries for %d axes", (int)count, (int)na);
+  int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK];
+  int64_t low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK] = {0};
+  bool cut = false, grow = false;
+  for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+  for (int32_t i = 0; i < na; ++i) {
+    int32_t a;
+    TJ_RETURN_IF_ERROR(norm_axis(im, n, raw[i], rank, &a));
+    int64_t dim = xv->dims[a], s = shape[i];
+    if (s < 0) return bad(im, n, "shape entry %lld", (long long)s);
+    if (dim < 0) return fail(im, n, "axis %d is symbolic", (int)a);
+    if (s < dim) {
+      starts[a] = (dim - s) / 2;
+      stops[a] = starts[a] + s;
+      cut = true;
+    } else if (s > dim) {
+      low[a] = (s - dim) / 2;
+      high[a] = s - dim - low[a];
+      grow = true;
+    }
+  }
+  tj_value_t y = in(im, n, 0);
+  if (cut) y = tj_graph_slice(G, y, starts, stops, NULL);
+  if (grow) y = tj_graph_pad(G, y, low, high, 0);
+  if (!cut && !grow) y = tj_graph_reshape(G, y, rank, xv->dims);
+  return out(im, n, 0, y);
+}
+
+// ReverseSequence (opset 10): along time_axis, the first sequence_lens[b]
+// entries of batch b reversed: a gather_elements at
+// t < len ? len - 1 - t : t.
+static tj_status_t cv_reverse_sequence(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  int64_t batch_axis = attr_i(n, "batch_axis", 1);
+  int64_t time_axis = attr_i(n, "time_axis", 0);
+  if (rank < 2 || (batch_axis != 0 && batch_axis != 1) ||
+      (time_axis != 0 && time_axis != 1) || batch_axis == time_axis)
+    return bad(im, n,
+               "batch_axis %lld and time_axis %lld (0 and 1) of rank "
+               "%d",
+               (long long)batch_axis, (long long)time_axis, (int)rank);
+  if (rank_of(n, 1) != 1 ||
+      !(dtype_of(n, 1) == TJ_DTYPE_I64 || dtype_of(n, 1) == TJ_DTYPE_I32))
+    return bad(im, n, "sequence_lens must be a 1-D int64 tensor");
+  int64_t lshape[TJ_MAX_RANK];
+  for (int32_t a = 0; a < rank; ++a) lshape[a] = 1;
+  lshape[batch_axis] = n->inputs[1]->dims[0];
+  tj_value_t len = tj_graph_reshape(
+      G, tj_graph_cast(G, in(im, n, 1), TJ_DTYPE_I64), rank, lshape);
+  tj_value_t t =
+      tj_graph_iota(G, TJ_DTYPE_I64, rank, xv->dims, (int32_t)time_axis);
+  tj_value_t rev =
+      tj_graph_sub(G, tj_graph_sub(G, len, scalar(im, TJ_DTYPE_I64, 1)), t);
+  tj_value_t idx = tj_graph_where(G, tj_graph_lt(G, t, len), rev, t);
+  return out(
+      im, n, 0,
+      tj_graph_gather_elements(G, in(im, n, 0), idx, (int32_t)time_axis));
+}
+
+enum { WIN_HANN, WIN_HAMMING, WIN_BLACKMAN };
+
+// HannWindow, HammingWindow, BlackmanWindow (opset 17): for n in
+// [0, size), with N = size (periodic, the default) or size - 1: Hann
+// sin^2(pi n / N), Hamming 25/46 - 21/46 cos(2 pi n / N), Blackman
+// 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N); computed in f64 from
+// an iota (size must be known: it is the output's length), then cast to
+// output_datatype.
+static tj_status_t cv_window(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  int64_t size_v[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 0, "size", &count, size_v, false));
+  if (count != 1 || n->inputs[0]->rank != 0)
+    return bad(im, n, "size must be a scalar");
+  int64_t size = size_v[0];
+  if (size < 0) return bad(im, n, "size %lld", (long long)size);
+  tj_dtype_t d;
+  int64_t odt = attr_i(n, "output_datatype", 1);
+  if (!onnx_to_dtype(odt, &d) || d == TJ_DTYPE_BOOL)
+    return fail(im, n, "output_datatype %lld", (long long)odt);
+  double big_n = attr_i(n, "periodic", 1) ? (double)size : (double)size - 1;
+  tj_value_t i = tj_graph_iota(G, TJ_DTYPE_F64, 1, &size, 0);
+  // The angle 2 pi n / N (N = 0, a single-point symmetric window: inf or
+  // NaN, as ONNX's reference gives).
+  tj_value_t ang =
+      tj_graph_div(G, tj_graph_mul(G, i, scalar(im, TJ_DTYPE_F64, 2 * M_PI)),
+                   scalar(im, TJ_DTYPE_F64, big_n));
+  tj_value_t y;
+  if (e->param == WIN_HANN) {
+    tj_value_t s =
+        tj_graph_sin(G, tj_graph_mul(G, ang, scalar(im, TJ_DTYPE_F64, 0.5)));
+    y = tj_graph_mul(G, s, s);
+  } else if (e->param == WIN_HAMMING) {
+    double alpha = 25.0 / 46.0;
+    y = tj_graph_sub(G, scalar(im, TJ_DTYPE_F64, alpha),
+                     tj_graph_mul(G, tj_graph_cos(G, ang),
+                                  scalar(im, TJ_DTYPE_F64, 1 - alpha)));
+  } else {
+    tj_value_t c2 =
+        tj_graph_cos(G, tj_graph_mul(G, ang, scalar(im, TJ_DTYPE_F64, 2)));
+    y = tj_graph_add(G,
+                     tj_graph_sub(G, scalar(im, TJ_DTYPE_F64, 0.42),
+                                  tj_graph_mul(G, tj_graph_cos(G, ang),
+                                               scalar(im, TJ_DTYPE_F64, 0.5))),
+                     tj_graph_mul(G, c2, scalar(im, TJ_DTYPE_F64, 0.08)));
+  }
+  return out(im, n, 0, tj_graph_cast(G, y, d));
+}
+
+// TensorScatter (opset 24): a KV-cache write. present = past_cache with
+// update's L entries along |axis| written from write_indices[b] (0 when
+// absent) on, wrapping modulo the cache length M in circular mode. As a
+// gather: cache position s takes update[o] where o = s - w (circular:
+// (s - w) mod M) is in [0, L), else keeps past_cache[s]; one fused kernel.
+static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  const tj_onnx_val_t* pv = n->inputs[0];
+  const tj_onnx_val_t* uv = n->inputs[1];
+  int32_t rank = pv->rank, axis;
+  if (rank < 2 || uv->rank != rank || uv->dtype != pv->dtype)
+    return bad(im, n,
+               "past_cache and update must have one rank (>= 2) and "
+               "dtype");
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, attr_i(n, "axis", -2), rank, &axis));
+  if (axis == 0) return bad(im, n, "axis 0 is the batch axis");
+  bool circular = attr_s_is(n, "mode", "linear", "circular");
+  if (!circular && !attr_s_is(n, "mode", "linear", "linear"))
+    return fail(im, n, "mode (linear or circular)");
+  for (int32_t a = 0; a < rank; ++a) {
+    if (a != axis && uv->dims[a] != pv->dims[a])
+      return bad(im, n, "update's dim %d differs from past_cache's", (int)a);
+  }
+  int64_t m = pv->dims[axis], len = uv->dims[axis];
+  if (m >= 0 && len >= 0 && len > m)
+    return bad(im, n, "update has %lld entries along axis %d, the cache %lld",
+               (long long)len, (int)axis, (long long)m);
+  tj_value_t s = tj_graph_iota(G, TJ_DTYPE_I64, rank, pv->dims, axis);
+  tj_value_t o = s;
+  if (has_in(n, 2)) {
+    if (rank_of(n, 2) != 1 ||
+        !(dtype_of(n, 2) == TJ_DTYPE_I64 || dtype_of(n, 2) == TJ_DTYPE_I32))
+      return bad(im, n, "write_indices must be a 1-D int64 tensor");
+    int64_t wshape[TJ_MAX_RANK];
+    for (int32_t a = 0; a < rank; ++a) wshape[a] = 1;
+    wshape[0] = n->inputs[2]->dims[0];
+    tj_value_t w = tj_graph_reshape(
+        G, tj_graph_cast(G, in(im, n, 2), TJ_DTYPE_I64), rank, wshape);
+    o = tj_graph_sub(G, s, w);
+  }
+  if (circular) o = tj_graph_mod(G, o, dim_value(im, m));
+  tj_value_t inside =
+      tj_graph_logical_and(G, tj_graph_ge(G, o, scalar(im, TJ_DTYPE_I64, 0)),
+                           tj_graph_lt(G, o, dim_value(im, len)));
+  tj_value_t idx = tj_graph_where(G, inside, o, scalar(im, TJ_DTYPE_I64, 0));
+  tj_value_t taken = tj_graph_gather_elements(G, in(im, n, 1), idx, axis);
+  return out(im, n, 0, tj_graph_where(G, inside, taken, in(im, n, 0)));
+}
+
+// The [len * c, m * cout] matrix of a |big_n|-point DFT (see cv_dft) of
+// |len| inputs of |c| (1 or 2) components, in the arena: m bins (N/2 + 1
+// onesided forward) of cout (2; irfft 1) components. NULL after an error
+// (*out_status).
+static double* dft_matrix(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          int64_t len, int64_t c, int64_t big_n, bool inverse,
+                          bool onesided, int64_t* out_m, int64_t* out_cout,
+                          tj_status_t* out_status) {
+  bool irfft = inverse && onesided;
+  int64_t m = !inverse && onesided ? big_n / 2 + 1 : big_n;
+  int64_t cout = irfft ? 1 : 2;
+  int64_t rows = len * c, cols = m * cout;
+  *out_m = m;
+  *out_cout = cout;
+  *out_status = NULL;
+  if (rows > (1 << 14) || cols > (1 << 14) || rows * cols > (1 << 22)) {
+    *out_status = fail(im, n,
+                       "a %lld-point transform of %lld inputs (the matrix "
+                       "form is limited to 4M coefficients)",
+                       (long long)big_n, (long long)len);
+    return NULL;
+  }
+  double* w =
+      tj_arena_alloc(&im->arena, sizeof(double) * (size_t)(rows * cols));
+  if (!w) {
+    *out_status = tj_status_oom();
+    return NULL;
+  }
+  memset(w, 0, sizeof(double) * (size_t)(rows * cols));
+  double inv_n = 1.0 / (double)big_n;
+  for (int64_t j = 0; j < len && j < big_n; ++j) {
+    if (irfft && j > big_n / 2) break;
+    // irfft: bins 0 and N/2 (N even) once, the others for their mirror
+    // image too.
+    double twice = irfft && j != 0 && 2 * j != big_n ? 2.0 : 1.0;
+    for (int64_t k = 0; k < m; ++k) {
+      double theta = 2.0 * M_PI * (double)((j * k) % big_n) * inv_n;
+      double co = cos(theta), si = sin(theta);
+      double* re_row = w + (j * c) * cols;                      // from Re x
+      double* im_row = c == 2 ? w + (j * c + 1) * cols : NULL;  // from Im x
+      if (irfft) {
+        re_row[k] = twice * co * inv_n;
+        if (im_row) im_row[k] = -twice * si * inv_n;
+      } else if (inverse) {
+        re_row[2 * k] = co * inv_n;
+        re_row[2 * k + 1] = si * inv_n;
+        if (im_row) {
+          im_row[2 * k] = -si * inv_n;
+          im_row[2 * k + 1] = co * inv_n;
+        }
+      } else {
+        re_row[2 * k] = co;
+        re_row[2 * k + 1] = -si;
+        if (im_row) {
+          im_row[2 * k] = si;
+          im_row[2 * k + 1] = co;
+        }
+      }
+    }
+  }
+  return w;
+}
+
+// DFT (opsets 17 to 20) as one matmul: the signal axis moved next to the
+// last (real, or real and imaginary) axis, the two flattened, times a
+// constant [L*C, M*Cout] matrix of cos and sin of 2 pi jk / N (N the
+// dft_length: the input truncated or zero-padded to it): the forward
+// transform (M = N, or N/2 + 1 onesided), the inverse (scaled by 1/N), or
+// the inverse of a onesided spectrum (irfft: M = N real outputs, the
+// Hermitian half counted twice). O(L M) per signal, native on every
+// target.
+static tj_status_t cv_dft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [..., signal, 1 or 2]");
+  int64_t c = xv->dims[rank - 1];
+  if (c != 1 && c != 2)
+    return bad(im, n, "the last dim is %lld (1: real, 2: complex)",
+               (long long)c);
+  bool inverse = attr_i(n, "inverse", 0) != 0;
+  bool onesided = attr_i(n, "onesided", 0) != 0;
+  int64_t raw_axis = 1;
+  int64_t vals[MAX_INTS];
+  int32_t count = 0;
+  if (im->opset >= 20) {
+    if (attr(n, "axis")) return fail(im, n, "unsupported attribute axis");
+    raw_axis = -2;
+    if (has_in(n, 2)) {
+      TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "axis", &count, vals, false));
+      if (count != 1) return bad(im, n, "axis must be a scalar");
+      raw_axis = vals[0];
+    }
+  } else {
+    if (has_in(n, 2)) return bad(im, n, "3 inputs before opset 20");
+    raw_axis = attr_i(n, "axis", 1);
+  }
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(norm_axis(im, n, raw_axis, rank, &axis));
+  if (axis == rank - 1) return bad(im, n, "axis is the complex axis");
+  int64_t len = xv->dims[axis];
+  if (len < 0) return fail(im, n, "the signal axis is symbolic");
+  int64_t big_n = inverse && onesided ? 2 * (len - 1) : len;
+  if (has_in(n, 1)) {
+    TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "dft_length", &count, vals, false));
+    if (count != 1) return bad(im, n, "dft_length must be a scalar");
+    big_n = vals[0];
+  }
+  if (big_n <= 0) return bad(im, n, "dft_length %lld", (long long)big_n);
+  int64_t m, cout;
+  tj_status_t st = NULL;
+  double* w =
+      dft_matrix(im, n, len, c, big_n, inverse, onesided, &m, &cout, &st);
+  if (!w) return st;
+  int64_t rows = len * c, cols = m * cout;
+  // [..., axis, ..., C] -> [..., rest, L, C] -> [..., L*C].
+  int32_t perm[TJ_MAX_RANK], back[TJ_MAX_RANK];
+  int32_t k = 0;
+  for (int32_t a = 0; a < rank - 1; ++a)
+    if (a != axis) perm[k++] = a;
+  perm[k++] = axis;
+  perm[k++] = rank - 1;
+  for (int32_t a = 0; a < rank; ++a) back[perm[a]] = a;
+  tj_value_t x = tj_graph_transpose(G, in(im, n, 0), perm);
+  int64_t td[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, td);
+  td[rank - 2] = rows;
+  x = tj_graph_reshape(G, x, rank - 1, td);
+  const int64_t wd[2] = {rows, cols};
+  // The coefficients in x's dtype: an f64 matmul is no native kernel.
+  // (ONNX's two inverse tests expect single-precision FFT rounding, about
+  // 2e-7 on outputs that are exactly 0, beyond its 1e-7 tolerance.)
+  tj_value_t wm =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F64, 2, wd, w,
+                                      sizeof(double) * (size_t)(rows * cols)),
+                    xv->dtype);
+  tj_value_t y = tj_graph_matmul(G, x, wm);
+  td[rank - 2] = m;
+  td[rank - 1] = cout;
+  y = tj_graph_reshape(G, y, rank, td);
+  return out(im, n, 0, tj_graph_transpose(G, y, back));
+}
+
+// Col2Im (opset 18): the adjoint of im2col, as one conv_transpose. The
+// input [N, C*K, L] (K the block's positions, c major) is viewed as
+// [N, C*K, L1, ...] over the grid of block positions and transposed-
+// convolved with a constant one-hot weight [C*K, 1, block...] in C groups:
+// the entry of block position kk lands at i * stride + kk * dilation - pad,
+// summed where blocks overlap. image_shape and block_shape constant.
+static tj_status_t cv_col2im(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int64_t image[MAX_INTS], block[MAX_INTS], raw[MAX_INTS];
+  int32_t ni = 0, nk = 0, count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "image_shape", &ni, image, false));
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "block_shape", &nk, block, false));
+  int32_t r = ni;
+  if (r < 1 || r > 3 || nk != r)
+    return fail(im, n,
+                "image_shape and block_shape of %d and %d entries (1 "
+                "to 3 spatial axes)",
+                (int)ni, (int)nk);
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [N, C*K, L]");
+  tj_conv_attrs_t a;
+  memset(&a, 0, sizeof a);
+  int64_t kcount = 1, blocks = 1;
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "strides", &count, raw));
+  if (count && count != r) return bad(im, n, "strides has %d entries", count);
+  for (int32_t i = 0; i < count; ++i) a.strides[i] = raw[i];
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "dilations", &count, raw));
+  if (count && count != r) return bad(im, n, "dilations has %d entries", count);
+  for (int32_t i = 0; i < count; ++i) a.dilations[i] = raw[i];
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "pads", &count, raw));
+  if (count && count != 2 * r) return bad(im, n, "pads has %d entries", count);
+  for (int32_t i = 0; i < count; ++i)
+    (i < r ? a.pads_begin : a.pads_end)[i % r] = raw[i];
+  int64_t grid[3];
+  for (int32_t i = 0; i < r; ++i) {
+    int64_t s = a.strides[i] ? a.strides[i] : 1;
+    int64_t d = a.dilations[i] ? a.dilations[i] : 1;
+    if (s <= 0 || d <= 0 || block[i] <= 0 || image[i] <= 0 ||
+        a.pads_begin[i] < 0 || a.pads_end[i] < 0 || block[i] > 4096)
+      return bad(im, n,
+                 "axis %d: image %lld, block %lld, stride %lld, "
+                 "dilation %lld, pads %lld/%lld",
+                 (int)i, (long long)image[i], (long long)block[i], (long long)s,
+                 (long long)d, (long long)a.pads_begin[i],
+                 (long long)a.pads_end[i]);
+    int64_t span =
+        image[i] + a.pads_begin[i] + a.pads_end[i] - (d * (block[i] - 1) + 1);
+    if (span < 0)
+      return bad(im, n, "axis %d: the block exceeds the image", (int)i);
+    grid[i] = span / s + 1;
+    // The rows the last block does not reach are output padding.
+    a.output_padding[i] = span % s;
+    a.kernel[i] = block[i];
+    kcount *= block[i];
+    blocks *= grid[i];
+  }
+  int64_t ck = xv->dims[1];
+  if (ck < 0 || ck % kcount)
+    return bad(im, n, "dim 1 (%lld) is not a multiple of the block size %lld",
+               (long long)ck, (long long)kcount);
+  if (xv->dims[2] != blocks)
+    return bad(im, n, "%lld blocks, the image and block shapes give %lld",
+               (long long)xv->dims[2], (long long)blocks);
+  int64_t c = ck / kcount;
+  if (ck * kcount > (1 << 24))
+    return fail(im, n, "a one-hot weight of %lld entries",
+                (long long)(ck * kcount));
+  a.groups = c;
+  float* w = tj_arena_alloc(&im->arena, sizeof(float) * (size_t)(ck * kcount));
+  if (!w) return tj_status_oom();
+  memset(w, 0, sizeof(float) * (size_t)(ck * kcount));
+  for (int64_t ch = 0; ch < ck; ++ch) w[ch * kcount + ch % kcount] = 1.0f;
+  int64_t wd[TJ_MAX_RANK] = {ck, 1};
+  for (int32_t i = 0; i < r; ++i) wd[2 + i] = block[i];
+  tj_value_t wv =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F32, r + 2, wd, w,
+                                      sizeof(float) * (size_t)(ck * kcount)),
+                    xv->dtype);
+  int64_t xd[TJ_MAX_RANK] = {xv->dims[0], ck};
+  for (int32_t i = 0; i < r; ++i) xd[2 + i] = grid[i];
+  tj_value_t x = tj_graph_reshape(G, in(im, n, 0), r + 2, xd);
+  return out(im, n, 0, tj_graph_conv_transpose(G, x, wv, tj_value_none(), &a));
+}
+
+// STFT (opset 17): signal [B, L, 1 or 2] cut into F = 1 + (L - T) / step
+// frames of T = frame_length (default the window's length, else L) by one
+// gather with a constant [F, T] index, weighted by the window (default
+// ones), and transformed as DFT does (one matmul; onesided by default):
+// [B, F, bins, 2]. frame_step and frame_length must be known.
+static tj_status_t cv_stft(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank != 3 || !is_float(xv->dtype) ||
+      (xv->dims[2] != 1 && xv->dims[2] != 2))
+    return bad(im, n, "the signal must be float [B, L, 1 or 2]");
+  int64_t len = xv->dims[1], c = xv->dims[2];
+  if (len < 0) return fail(im, n, "the signal length is symbolic");
+  int64_t vals[MAX_INTS];
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "frame_step", &count, vals, false));
+  if (count != 1 || vals[0] <= 0)
+    return bad(im, n, "frame_step must be a positive scalar");
+  int64_t step = vals[0];
+  int64_t frame = has_in(n, 2) ? n->inputs[2]->dims[0] : len;
+  if (has_in(n, 2) && (rank_of(n, 2) != 1 || dtype_of(n, 2) != xv->dtype))
+    return bad(im, n, "the window must be 1-D of the signal's dtype");
+  if (has_in(n, 3)) {
+    TJ_RETURN_IF_ERROR(
+        known_ints(im, n, 3, "frame_length", &count, vals, false));
+    if (count != 1) return bad(im, n, "frame_length must be a scalar");
+    if (has_in(n, 2) && vals[0] != frame)
+      return bad(im, n, "frame_length %lld, a window of %lld",
+                 (long long)vals[0], (long long)frame);
+    frame = vals[0];
+  }
+  if (frame <= 0 || frame > len)
+    return bad(im, n, "frame_length %lld for a signal of %lld",
+               (long long)frame, (long long)len);
+  int64_t frames = 1 + (len - frame) / step;
+  bool onesided = attr_i(n, "onesided", 1) != 0;
+  int64_t m, cout;
+  tj_status_t st = NULL;
+  double* w =
+      dft_matrix(im, n, frame, c, frame, false, onesided, &m, &cout, &st);
+  if (!w) return st;
+  if (frames * frame > (1 << 24))
+    return fail(im, n, "%lld frames of %lld", (long long)frames,
+                (long long)frame);
+  int64_t* idx =
+      tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)(frames * frame));
+  if (!idx) return tj_status_oom();
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t t = 0; t < frame; ++t) idx[f * frame + t] = f * step + t;
+  const int64_t idims[2] = {frames, frame};
+  tj_value_t iv = tj_graph_constant(G, TJ_DTYPE_I64, 2, idims, idx,
+                                    sizeof(int64_t) * (size_t)(frames * frame));
+  tj_value_t x = tj_graph_gather(G, in(im, n, 0), iv, 1);  // [B, F, T, C]
+  if (has_in(n, 2)) {
+    const int64_t wdims[2] = {frame, 1};
+    x = tj_graph_mul(G, x, tj_graph_reshape(G, in(im, n, 2), 2, wdims));
+  }
+  int64_t b = xv->dims[0];
+  const int64_t flat[3] = {b, frames, frame * c};
+  x = tj_graph_reshape(G, x, 3, flat);
+  const int64_t wd[2] = {frame * c, m * cout};
+  tj_value_t wm = tj_graph_cast(
+      G,
+      tj_graph_constant(G, TJ_DTYPE_F64, 2, wd, w,
+                        sizeof(double) * (size_t)(frame * c * m * cout)),
+      xv->dtype);
+  const int64_t ydims[4] = {b, frames, m, cout};
+  return out(im, n, 0,
+             tj_graph_reshape(G, tj_graph_matmul(G, x, wm), 4, ydims));
+}
+
+// CausalConvWithState (opset 27): input [B, C, L] left-extended by
+// past_state [B, C, k - 1] (zeros when absent), a depthwise conv (the conv
+// op, groups C, valid padding) with weight [C, 1, k] and bias, then
+// optionally SiLU (activation silu or swish, in f32 for f16/bf16);
+// present_state is the last k - 1 positions of the extended input.
+static tj_status_t cv_causal_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                  const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* wv = n->inputs[1];
+  bool silu = attr_s_is(n, "activation", "none", "silu") ||
+              attr_s_is(n, "activation", "none", "swish");
+  if (!silu && !attr_s_is(n, "activation", "none", "none"))
+    return fail(im, n, "activation (none, silu or swish)");
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [B, C, L]");
+  int64_t c = xv->dims[1];
+  if (wv->rank != 3 || wv->dims[0] != c || wv->dims[1] != 1 ||
+      wv->dims[2] <= 0 || wv->dtype != xv->dtype)
+    return bad(im, n, "the weight must be [C, 1, k] of the input's dtype");
+  if (c <= 0) return fail(im, n, "the channel dim is symbolic or 0");
+  int64_t k = wv->dims[2];
+  tj_value_t x = in(im, n, 0);
+  tj_value_t ext;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* sv = n->inputs[3];
+    if (sv->rank != 3 || sv->dims[1] != c || sv->dims[2] != k - 1 ||
+        sv->dtype != xv->dtype)
+      return bad(im, n, "past_state must be [B, C, k - 1]");
+    tj_value_t parts[2] = {in(im, n, 3), x};
+    ext = tj_graph_concat(G, 2, parts, 2);
+  } else {
+    const int64_t low[3] = {0, 0, k - 1}, high[3] = {0, 0, 0};
+    ext = tj_graph_pad(G, x, low, high, 0);
+  }
+  tj_conv_attrs_t a;
+  memset(&a, 0, sizeof a);
+  a.kernel[0] = k;
+  a.groups = c;
+  tj_value_t bias = has_in(n, 2) ? in(im, n, 2) : tj_value_none();
+  tj_value_t y = tj_graph_conv(G, ext, in(im, n, 1), bias, &a);
+  if (silu) {
+    tj_dtype_t wide = xv->dtype == TJ_DTYPE_F16 || xv->dtype == TJ_DTYPE_BF16
+                          ? TJ_DTYPE_F32
+                          : xv->dtype;
+    y = tj_graph_cast(G, tj_graph_silu(G, tj_graph_cast(G, y, wide)),
+                      xv->dtype);
+  }
+  if (has_out(n, 1)) {
+    int64_t len = xv->dims[2];
+    if (len < 0) return fail(im, n, "present_state of a symbolic length input");
+    const int64_t starts[3] = {0, 0, len},
+                  stops[3] = {INT64_MAX, INT64_MAX, len + k - 1};
+    TJ_RETURN_IF_ERROR(
+        out(im, n, 1, tj_graph_slice(G, ext, starts, stops, NULL)));
+  }
+  return out(im, n, 0, y);
+}
+
+// [B, T, H*D] -> [B, H, T, D] in |wide|.
+static tj_value_t heads_first(tj_onnx_importer_t* im, tj_value_t x,
+                              const int64_t* dims, int64_t heads,
+                              tj_dtype_t wide) {
+  static const int32_t kPerm[4] = {0, 2, 1, 3};
+  const int64_t shape[4] = {dims[0], dims[1], heads, dims[2] / heads};
+  return tj_graph_cast(
+      G, tj_graph_transpose(G, tj_graph_reshape(G, x, 4, shape), kPerm), wide);
+}
+
+// Step |i| of [B, H, T, X] as [B, H, 1, X].
+static tj_value_t time_step(tj_onnx_importer_t* im, tj_value_t x, int64_t i) {
+  const int64_t starts[4] = {0, 0, i, 0};
+  const int64_t stops[4] = {INT64_MAX, INT64_MAX, i + 1, INT64_MAX};
+  return tj_graph_slice(G, x, starts, stops, NULL);
+}
+
+#define LA_MAX_STEPS 256
+
+// LinearAttention (opset 27): the recurrence of ONNX's definition over a
+// state S [B, Hkv, dk, dv] (past_state or 0, in f32), unrolled over the T
+// steps (T constant, at most LA_MAX_STEPS): gated rules decay S by
+// exp(decay_t) (per head or per key dim), delta rules replace v_t by
+// beta_t (v_t - k_t S), then S += k_t^T v_t and o_t = scale q_t S, query
+// head h reading kv head h / (Hq / Hkv). Each step is small matmuls and
+// elementwise ops; the outputs are concatenated over time.
+static tj_status_t cv_linear_attention(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 6));
+  bool gating = false, delta = false;
+  const char* rule = "gated_delta";
+  if (attr_s_is(n, "update_rule", rule, "linear")) {
+  } else if (attr_s_is(n, "update_rule", rule, "gated")) {
+    gating = true;
+  } else if (attr_s_is(n, "update_rule", rule, "delta")) {
+    delta = true;
+  } else if (attr_s_is(n, "update_rule", rule, "gated_delta")) {
+    gating = delta = true;
+  } else {
+    return fail(im, n, "update_rule (linear, gated, delta or gated_delta)");
+  }
+  if (gating != has_in(n, 4) || delta != has_in(n, 5))
+    return bad(im, n, "the update rule %s decay and %s beta",
+               gating ? "needs" : "forbids", delta ? "needs" : "forbids");
+  int64_t hq = attr_i(n, "q_num_heads", 0), hkv = attr_i(n, "kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv)
+    return bad(im, n,
+               "q_num_heads %lld, kv_num_heads %lld (a positive "
+               "multiple of it)",
+               (long long)hq, (long long)hkv);
+  const tj_onnx_val_t* qv = n->inputs[0];
+  const tj_onnx_val_t* kv = n->inputs[1];
+  const tj_onnx_val_t* vv = n->inputs[2];
+  if (qv->rank != 3 || kv->rank != 3 || vv->rank != 3 || !is_float(qv->dtype))
+    return bad(im, n, "query, key and value must be float [B, T, H*D]");
+  int64_t t = qv->dims[1];
+  if (t < 0 || t > LA_MAX_STEPS)
+    return fail(im, n,
+                "%lld steps (the recurrence is unrolled: a constant "
+                "T of at most %d)",
+                (long long)t, LA_MAX_STEPS);
+  if (qv->dims[2] < 0 || qv->dims[2] % hq || kv->dims[2] < 0 ||
+      kv->dims[2] % hkv || vv->dims[2] < 0 || vv->dims[2] % hkv)
+    return bad(im, n, "hidden sizes not multiples of the head counts");
+  int64_t dk = qv->dims[2] / hq, dv = vv->dims[2] / hkv, b = qv->dims[0];
+  if (kv->dims[2] / hkv != dk)
+    return bad(im, n, "query and key head sizes differ");
+  int64_t group = hq / hkv;
+  tj_dtype_t f = TJ_DTYPE_F32;
+  if (qv->dtype == TJ_DTYPE_F64) f = TJ_DTYPE_F64;
+  tj_value_t q4 = heads_first(im, in(im, n, 0), qv->dims, hq, f);
+  tj_value_t k4 = heads_first(im, in(im, n, 1), kv->dims, hkv, f);
+  tj_value_t v4 = heads_first(im, in(im, n, 2), vv->dims, hkv, f);
+  tj_value_t decay = tj_value_none(), beta = tj_value_none();
+  if (gating) {
+    const tj_onnx_val_t* gv = n->inputs[4];
+    if (gv->rank != 3 || (gv->dims[2] != hkv && gv->dims[2] != hkv * dk))
+      return bad(im, n, "decay must be [B, T, kv_num_heads (* d_k)]");
+    decay = heads_first(im, in(im, n, 4), gv->dims, hkv, f);
+  }
+  if (delta) {
+    const tj_onnx_val_t* bv = n->inputs[5];
+    if (bv->rank != 3 || (bv->dims[2] != hkv && bv->dims[2] != 1))
+      return bad(im, n, "beta must be [B, T, kv_num_heads or 1]");
+    beta = heads_first(im, in(im, n, 5), bv->dims, bv->dims[2], f);
+  }
+  const int64_t sdims[4] = {b, hkv, dk, dv};
+  tj_value_t state;
+  tj_dtype_t state_dtype = qv->dtype;
+  if (has_in(n, 3)) {
+    const tj_onnx_val_t* pv = n->inputs[3];
+    if (pv->rank != 4 || memcmp(pv->dims + 1, sdims + 1, 3 * sizeof(int64_t)))
+      return bad(im, n, "past_state must be [B, kv_num_heads, d_k, d_v]");
+    state_dtype = pv->dtype;
+    state = tj_graph_cast(G, in(im, n, 3), f);
+  } else {
+    state = tj_graph_full(G, f, 4, sdims, 0);
+  }
+  double scale = attr_f(n, "scale", 0);
+  if (scale == 0) scale = 1.0 / sqrt((double)dk);
+  tj_value_t* outs =
+      tj_arena_alloc(&im->arena, sizeof(tj_value_t) * (size_t)(t ? t : 1));
+  if (!outs) return tj_status_oom();
+  const int64_t col[4] = {b, hkv, dk, 1};
+  const int64_t q5[5] = {b, hkv, group, 1, dk};
+  const int64_t s5[5] = {b, hkv, 1, dk, dv};
+  const int64_t o4[4] = {b, hq, 1, dv};
+  for (int64_t i = 0; i < t; ++i) {
+    tj_value_t k_t = time_step(im, k4, i), v_t = time_step(im, v4, i);
+    if (gating) {
+      // exp(g) per head [B, Hkv, 1, 1] or per key dim [B, Hkv, dk, 1].
+      tj_value_t g = time_step(im, decay, i);
+      int64_t gd[TJ_MAX_RANK];
+      tj_graph_value_dims(G, g, gd);
+      const int64_t gcol[4] = {b, hkv, gd[3], 1};
+      state = tj_graph_mul(G, state,
+                           tj_graph_exp(G, tj_graph_reshape(G, g, 4, gcol)));
+    }
+    if (delta) {
+      tj_value_t got = tj_graph_matmul(G, k_t, state);  // [B, Hkv, 1, dv]
+      v_t = tj_graph_mul(G, time_step(im, beta, i), tj_graph_sub(G, v_t, got));
+    }
+    state = tj_graph_add(
+        G, state, tj_graph_mul(G, tj_graph_reshape(G, k_t, 4, col), v_t));
+    tj_value_t o =
+        tj_graph_matmul(G, tj_graph_reshape(G, time_step(im, q4, i), 5, q5),
+                        tj_graph_reshape(G, state, 5, s5));
+    outs[i] =
+        tj_graph_mul(G, tj_graph_reshape(G, o, 4, o4), scalar(im, f, scale));
+  }
+  if (t == 0) return fail(im, n, "an empty sequence");
+  tj_value_t y = t == 1 ? outs[0] : tj_graph_concat(G, (int32_t)t, outs, 2);
+  static const int32_t kPerm[4] = {0, 2, 1, 3};
+  const int64_t ydims[3] = {b, t, hq * dv};
+  y = tj_graph_reshape(G, tj_graph_transpose(G, y, kPerm), 3, ydims);
+  TJ_RETURN_IF_ERROR(out(im, n, 1, tj_graph_cast(G, state, state_dtype)));
+  return out(im, n, 0, tj_graph_cast(G, y, qv->dtype));
+}
+
+// One axis of RoiAlign's sampling: for |count| rois, the sample positions
+// start + bin * (p + (s + 0.5) / S) ([R, out * S]), clamped as ONNX does,
+// as low/high indices (i64) and weights (zeroed outside [-1, len]).
+static void roi_axis(tj_onnx_importer_t* im, tj_value_t start, tj_value_t bin,
+                     int64_t out_len, int64_t ratio, int64_t len, tj_dtype_t f,
+                     tj_value_t* lo, tj_value_t* hi, tj_value_t* w_lo,
+                     tj_value_t* w_hi) {
+  int64_t samples = out_len * ratio;
+  double* a = tj_arena_alloc(&im->arena, sizeof(double) * (size_t)samples);
+  if (!a) {
+    *lo = *hi = *w_lo = *w_hi = tj_value_none();
+    return;
+  }
+  for (int64_t p = 0; p < out_len; ++p)
+    for (int64_t s = 0; s < ratio; ++s)
+      a[p * ratio + s] = (double)p + ((double)s + 0.5) / (double)ratio;
+  tj_value_t av =
+      tj_graph_cast(G,
+                    tj_graph_constant(G, TJ_DTYPE_F64, 1, &samples, a,
+                                      sizeof(double) * (size_t)samples),
+                    f);
+  tj_value_t y = tj_graph_add(G, start, tj_graph_mul(G, bin, av));  // [R, P]
+  tj_value_t valid =
+      tj_graph_logical_and(G, tj_graph_ge(G, y, scalar(im, f, -1.0)),
+                           tj_graph_le(G, y, scalar(im, f, (double)len)));
+  y = tj_graph_maximum(G, y, scalar(im, f, 0));
+  tj_value_t fl = tj_graph_floor(G, y);
+  tj_value_t top = scalar(im, f, (double)(len - 1));
+  tj_value_t edge = tj_graph_ge(G, fl, top);
+  tj_value_t low = tj_graph_where(G, edge, top, fl);
+  tj_value_t high =
+      tj_graph_where(G, edge, top, tj_graph_add(G, fl, scalar(im, f, 1)));
+  tj_value_t frac =
+      tj_graph_where(G, edge, scalar(im, f, 0), tj_graph_sub(G, y, fl));
+  tj_value_t v = tj_graph_cast(G, valid, f);
+  *lo = tj_graph_cast(G, low, TJ_DTYPE_I64);
+  *hi = tj_graph_cast(G, high, TJ_DTYPE_I64);
+  *w_lo = tj_graph_mul(G, tj_graph_sub(G, scalar(im, f, 1), frac), v);
+  *w_hi = tj_graph_mul(G, frac, v);
+}
+
+// RoiAlign (opsets 10 to 22) with a fixed sampling_ratio: per roi, S x S
+// bilinear samples per output bin (ONNX's clamping: samples outside
+// [-1, len] weigh 0), each a gather of the roi's image flattened over
+// H x W at 4 computed positions, then averaged (avg) or the max of the
+// weighted corner terms taken (max, as ONNX's reference does) over each
+// bin. sampling_ratio 0 (adaptive: a data-dependent grid) is an error.
+static tj_status_t cv_roi_align(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  const tj_onnx_val_t* rv = n->inputs[1];
+  if (xv->rank != 4 || !is_float(xv->dtype) || rv->rank != 2 ||
+      rv->dims[1] != 4 || rv->dtype != xv->dtype || rank_of(n, 2) != 1)
+    return bad(im, n,
+               "X [N, C, H, W], rois [R, 4] of X's dtype and "
+               "batch_indices [R] are required");
+  int64_t ratio = attr_i(n, "sampling_ratio", 0);
+  if (ratio <= 0)
+    return fail(im, n,
+                "sampling_ratio %lld (adaptive sampling makes the "
+                "grid depend on the rois: a positive ratio is needed)",
+                (long long)ratio);
+  int64_t oh = attr_i(n, "output_height", 1), ow = attr_i(n, "output_width", 1);
+  if (oh <= 0 || ow <= 0 || oh * ratio > 4096 || ow * ratio > 4096)
+    return bad(im, n, "output %lldx%lld with sampling_ratio %lld",
+               (long long)oh, (long long)ow, (long long)ratio);
+  bool half = im->opset >= 16 ? attr_s_is(n, "coordinate_transformation_mode",
+                                          "half_pixel", "half_pixel")
+                              : false;
+  if (im->opset >= 16 && !half &&
+      !attr_s_is(n, "coordinate_transformation_mode", "half_pixel",
+                 "output_half_pixel"))
+    return fail(im, n,
+                "coordinate_transformation_mode (half_pixel or "
+                "output_half_pixel)");
+  bool max_mode = attr_s_is(n, "mode", "avg", "max");
+  if (!max_mode && !attr_s_is(n, "mode", "avg", "avg"))
+    return fail(im, n, "mode (avg or max)");
+  int64_t nb = xv->dims[0], c = xv->dims[1], h = xv->dims[2], w = xv->dims[3];
+  if (c < 0 || h <= 0 || w <= 0)
+    return fail(im, n, "C, H and W must be constant and positive");
+  int64_t r = rv->dims[0];
+  tj_dtype_t f = xv->dtype == TJ_DTYPE_F64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+  double scale = attr_f(n, "spatial_scale", 1.0), off = half ? 0.5 : 0.0;
+  tj_value_t rois = tj_graph_cast(G, in(im, n, 1), f);
+  tj_value_t corner[4];
+  for (int64_t k = 0; k < 4; ++k) {
+    const int64_t starts[2] = {0, k}, stops[2] = {INT64_MAX, k + 1};
+    corner[k] = tj_graph_sub(
+        G,
+        tj_graph_mul(G, tj_graph_slice(G, rois, starts, stops, NULL),
+                     scalar(im, f, scale)),
+        scalar(im, f, off));  // [R, 1]
+  }
+  tj_value_t rw = tj_graph_sub(G, corner[2], corner[0]);
+  tj_value_t rh = tj_graph_sub(G, corner[3], corner[1]);
+  if (!half) {
+    rw = tj_graph_maximum(G, rw, scalar(im, f, 1));
+    rh = tj_graph_maximum(G, rh, scalar(im, f, 1));
+  }
+  tj_value_t ylo, yhi, wylo, wyhi, xlo, xhi, wxlo, wxhi;
+  roi_axis(im, corner[1], tj_graph_div(G, rh, scalar(im, f, (double)oh)), oh,
+           ratio, h, f, &ylo, &yhi, &wylo, &wyhi);
+  roi_axis(im, corner[0], tj_graph_div(G, rw, scalar(im, f, (double)ow)), ow,
+           ratio, w, f, &xlo, &xhi, &wxlo, &wxhi);
+  if (tj_value_is_none(ylo) || tj_value_is_none(xlo)) return tj_status_oom();
+  // The samples flattened in (ph, pw, iy, ix) order, so that each bin's
+  // S x S samples are contiguous and every reshape below only splits:
+  // sample s reads row sample pm[s] and column sample qm[s].
+  int64_t ss = ratio * ratio, total = oh * ow * ss;
+  int64_t* pm = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)total * 2);
+  if (!pm) return tj_status_oom();
+  int64_t* qm = pm + total;
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t bin = i / ss, sample = i % ss;
+    pm[i] = (bin / ow) * ratio + sample / ratio;
+    qm[i] = (bin % ow) * ratio + sample % ratio;
+  }
+  // The rois' images, [R, C, H*W].
+  const int64_t flat[3] = {nb, c, h * w};
+  tj_value_t img = tj_graph_gather(
+      G, tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 0), f), 3, flat),
+      in(im, n, 2), 0);
+  const int64_t idx3[3] = {r, 1, total};
+  const int64_t wide[3] = {r, c, total};
+  tj_value_t ys[2] = {ylo, yhi}, wys[2] = {wylo, wyhi};
+  tj_value_t xs[2] = {xlo, xhi}, wxs[2] = {wxlo, wxhi};
+  tj_value_t acc = tj_value_none();
+  for (int32_t a = 0; a < 2; ++a) {
+    for (int32_t b = 0; b < 2; ++b) {
+      tj_value_t pos =
+          tj_graph_add(G,
+                       tj_graph_mul(G, gather_list(im, ys[a], 1, pm, total),
+                                    scalar(im, TJ_DTYPE_I64, (double)w)),
+                       gather_list(im, xs[b], 1, qm, total));  // [R, total]
+      tj_value_t wt = tj_graph_mul(G, gather_list(im, wys[a], 1, pm, total),
+                                   gather_list(im, wxs[b], 1, qm, total));
+      tj_value_t v = tj_graph_gather_elements(
+          G, img,
+          tj_graph_broadcast_to(G, tj_graph_reshape(G, pos, 3, idx3), 3, wide),
+          2);
+      tj_value_t term = tj_graph_mul(G, v, tj_graph_reshape(G, wt, 3, idx3));
+      acc = a + b == 0 ? term
+            : max_mode ? tj_graph_maximum(G, acc, term)
+                       : tj_graph_add(G, acc, term);
+    }
+  }
+  const int64_t d5[5] = {r, c, oh, ow, ss};
+  tj_value_t s5 = tj_graph_reshape(G, acc, 5, d5);
+  int32_t last = 4;
+  tj_value_t y = max_mode ? tj_graph_max(G, s5, 1, &last, false)
+                          : tj_graph_mean(G, s5, 1, &last, false);
+  return out(im, n, 0, tj_graph_cast(G, y, xv->dtype));
+}
+
+//===--- Einsum (onnxcov) ---===//
+
+// An operand of Einsum: its value and one label per axis ('0' + k for the
+// k-th ellipsis axis, right-aligned across operands).
+typedef struct ein_t {
+  tj_value_t v;
+  int32_t rank;
+  char labels[TJ_MAX_RANK + 1];
+} ein_t;
+
+static bool ein_has(const char* set, char c) { return c && strchr(set, c); }
+
+// Takes |e|'s diagonals (a label twice: the two axes' common diagonal, by
+// a gather of their flattened product) and sums the axes whose labels are
+// not in |keep|.
+static tj_status_t ein_prepare(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               ein_t* e, const char* keep) {
+  for (;;) {
+    int32_t p = -1, q = -1;
+    for (int32_t i = 0; i < e->rank && p < 0; ++i)
+      for (int32_t j = i + 1; j < e->rank; ++j)
+        if (e->labels[i] == e->labels[j]) {
+          p = i;
+          q = j;
+          break;
+        }
+    if (p < 0) break;
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(G, e->v, dims);
+    int64_t len = dims[p];
+    if (len < 0 || dims[q] != len)
+      return bad(im, n, "label %c repeats over dims %lld and %lld",
+                 e->labels[p], (long long)dims[p], (long long)dims[q]);
+    int32_t perm[TJ_MAX_RANK], k = 0;
+    int64_t shape[TJ_MAX_RANK];
+    char labels[TJ_MAX_RANK + 1] = {0};
+    for (int32_t i = 0; i < e->rank; ++i)
+      if (i != p && i != q) {
+        labels[k] = e->labels[i];
+        shape[k] = dims[i];
+        perm[k++] = i;
+      }
+    perm[k] = p;
+    perm[k + 1] = q;
+    shape[k] = len * len;
+    labels[k] = e->labels[p];
+    int64_t* idx = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)len);
+    if (!idx) return tj_status_oom();
+    for (int64_t i = 0; i < len; ++i) idx[i] = i * (len + 1);
+    tj_value_t t =
+        tj_graph_reshape(G, tj_graph_transpose(G, e->v, perm), k + 1, shape);
+    e->v = gather_list(im, t, k, idx, len);
+    e->rank = k + 1;
+    memcpy(e->labels, labels, sizeof labels);
+  }
+  int32_t axes[TJ_MAX_RANK], count = 0, k = 0;
+  char labels[TJ_MAX_RANK + 1] = {0};
+  for (int32_t i = 0; i < e->rank; ++i) {
+    if (ein_has(keep, e->labels[i]))
+      labels[k++] = e->labels[i];
+    else
+      axes[count++] = i;
+  }
+  if (count) {
+    e->v = tj_graph_sum(G, e->v, count, axes, false);
+    e->rank = k;
+    memcpy(e->labels, labels, sizeof labels);
+  }
+  return NULL;
+}
+
+// |a| and |b| (prepared against |keep| plus each other) contracted into
+// |a|: [batch, a-only, contracted] x [batch, contracted, b-only] as one
+// batched matmul, the batch labels those both keep.
+static tj_status_t ein_pair(tj_onnx_importer_t* im, tj_onnx_node_t* n, ein_t* a,
+                            const ein_t* b, const char* keep) {
+  int64_t ad[TJ_MAX_RANK], bd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, a->v, ad);
+  tj_graph_value_dims(G, b->v, bd);
+  char batch[TJ_MAX_RANK + 1] = {0}, aonly[TJ_MAX_RANK + 1] = {0},
+                           bonly[TJ_MAX_RANK + 1] = {0},
+                           con[TJ_MAX_RANK + 1] = {0};
+  int32_t nb = 0, na = 0, nbo = 0, nc = 0;
+  for (int32_t i = 0; i < a->rank; ++i) {
+    char c = a->labels[i];
+    if (!ein_has(b->labels, c))
+      aonly[na++] = c;
+    else if (ein_has(keep, c))
+      batch[nb++] = c;
+    else
+      con[nc++] = c;
+  }
+  for (int32_t i = 0; i < b->rank; ++i)
+    if (!ein_has(a->labels, b->labels[i])) bonly[nbo++] = b->labels[i];
+  if (nb + na + nbo > TJ_MAX_RANK)
+    return fail(im, n, "the result has more than %d axes", TJ_MAX_RANK);
+  // Each label's size (a 1 broadcasts against the other operand's).
+  int64_t size[128];
+  for (int32_t i = 0; i < a->rank; ++i) size[(int)a->labels[i]] = ad[i];
+  for (int32_t i = 0; i < b->rank; ++i) {
+    int64_t* s = &size[(int)b->labels[i]];
+    if (!ein_has(a->labels, b->labels[i]) || *s == 1)
+      *s = bd[i];
+    else if (bd[i] != 1 && bd[i] != *s)
+      return bad(im, n, "label %c has sizes %lld and %lld", b->labels[i],
+                 (long long)*s, (long long)bd[i]);
+  }
+  const char* a_order[3] = {batch, aonly, con};
+  const char* b_order[3] = {batch, con, bonly};
+  tj_value_t ops[2];
+  const ein_t* src[2] = {a, b};
+  const char* const* orders[2] = {a_order, b_order};
+  for (int32_t o = 0; o < 2; ++o) {
+    int32_t perm[TJ_MAX_RANK], k = 0;
+    int64_t full[TJ_MAX_RANK], flat[3];
+    for (int32_t g = 0; g < 3; ++g) {
+      flat[g] = 1;
+      for (const char* c = orders[o][g]; *c; ++c) {
+        if (!ein_has(src[o]->labels, *c)) continue;  // a-only in b
+        perm[k] = (int32_t)(strchr(src[o]->labels, *c) - src[o]->labels);
+        full[k++] = size[(int)*c];
+        flat[g] = tj_graph_dim_mul(G, flat[g], size[(int)*c]);
+      }
+    }
+    tj_value_t t = tj_graph_transpose(G, src[o]->v, perm);
+    if (k) t = tj_graph_broadcast_to(G, t, k, full);
+    ops[o] = tj_graph_reshape(G, t, 3, flat);
+  }
+  tj_value_t y = tj_graph_matmul(G, ops[0], ops[1]);
+  int64_t dims[TJ_MAX_RANK];
+  char labels[TJ_MAX_RANK + 1] = {0};
+  int32_t k = 0;
+  const char* y_order[3] = {batch, aonly, bonly};
+  for (int32_t g = 0; g < 3; ++g)
+    for (const char* c = y_order[g]; *c; ++c) {
+      labels[k] = *c;
+      dims[k++] = size[(int)*c];
+    }
+  a->v = tj_graph_reshape(G, y, k, dims);
+  a->rank = k;
+  memcpy(a->labels, labels, sizeof labels);
+  return NULL;
+}
+
+// Einsum (opset 12): the equation's operands reduced to their diagonals
+// and kept labels, contracted left to right by batched matmuls, summed and
+// transposed to the output's labels (given after "->", or the labels
+// occurring once, sorted, after the ellipsis's axes).
+static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 8));
+  const Onnx__AttributeProto* eq = attr(n, "equation");
+  if (!eq || !eq->has_s || eq->s.len > 256)
+    return bad(im, n, "the equation attribute is required");
+  char text[260];
+  size_t len = 0;
+  for (size_t i = 0; i < eq->s.len; ++i)
+    if (eq->s.data[i] != ' ') text[len++] = (char)eq->s.data[i];
+  text[len] = 0;
+  char* arrow = strstr(text, "->");
+  if (arrow) *arrow = 0;
+  ein_t ops[8];
+  int32_t count = 0, ell = 0, ell_of[8];
+  const char* terms[8];
+  for (char* t = text;; ++count) {
+    if (count == 8) return bad(im, n, "more than 8 operands");
+    terms[count] = t;
+    char* comma = strchr(t, ',');
+    if (!comma) {
+      ++count;
+      break;
+    }
+    *comma = 0;
+    t = comma + 1;
+  }
+  if (count != n->num_inputs)
+    return bad(im, n, "the equation has %d operands for %d inputs", (int)count,
+               (int)n->num_inputs);
+  for (int32_t i = 0; i < count; ++i) {
+    const char* dots = strstr(terms[i], "...");
+    if (dots && strstr(dots + 3, "."))
+      return bad(im, n, "operand %d: \"%s\" has more than one ellipsis", (int)i,
+                 terms[i]);
+    int32_t letters = (int32_t)strlen(terms[i]) - (dots ? 3 : 0);
+    ell_of[i] = rank_of(n, i) - letters;
+    if (ell_of[i] < 0 || (!dots && ell_of[i] != 0))
+      return bad(im, n, "operand %d: \"%s\" for rank %d", (int)i, terms[i],
+                 (int)rank_of(n, i));
+    if (ell_of[i] > ell) ell = ell_of[i];
+  }
+  int32_t seen[128] = {0};
+  for (int32_t i = 0; i < count; ++i) {
+    ein_t* o = &ops[i];
+    memset(o, 0, sizeof *o);
+    o->v = in(im, n, i);
+    o->rank = rank_of(n, i);
+    int32_t k = 0;
+    for (const char* c = terms[i]; *c; ++c) {
+      if (strncmp(c, "...", 3) == 0) {
+        for (int32_t j = 0; j < ell_of[i]; ++j)
+          o->labels[k++] = (char)('0' + ell - ell_of[i] + j);
+        c += 2;
+      } else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) {
+        o->labels[k++] = *c;
+        seen[(int)*c]++;
+      } else {
+        return bad(im, n, "the equation has '%c'", *c);
+      }
+    }
+  }
+  char want[TJ_MAX_RANK + 1] = {0};
+  int32_t nw = 0;
+  if (arrow) {
+    for (const char* c = arrow + 2; *c; ++c) {
+      bool dots = strncmp(c, "...", 3) == 0;
+      if (nw + (dots ? ell : 1) > TJ_MAX_RANK)
+        return bad(im, n, "too many output axes");
+      if (dots) {
+        for (int32_t j = 0; j < ell; ++j) want[nw++] = (char)('0' + j);
+        c += 2;
+      } else if (*c > 0 && seen[(int)*c]) {
+        want[nw++] = *c;
+      } else {
+        return bad(im, n, "output label '%c' is no input's", *c);
+      }
+    }
+  } else {
+    for (int32_t j = 0; j < ell; ++j) want[nw++] = (char)('0' + j);
+    for (int c = 'A'; c <= 'z'; ++c)
+      if (seen[c] == 1 && nw < TJ_MAX_RANK) want[nw++] = (char)c;
+  }
+  // Fold left: keep what the output and the operands not yet folded need
+  // (and, while preparing operand i, what operand 0 has).
+  for (int32_t i = 0; i < count; ++i) {
+    char keep[9 * TJ_MAX_RANK + 1] = {0}, both[10 * TJ_MAX_RANK + 1] = {0};
+    size_t kl = strlen(want);
+    memcpy(keep, want, kl);
+    for (int32_t j = i + 1; j < count; ++j) {
+      size_t l = strlen(ops[j].labels);
+      memcpy(keep + kl, ops[j].labels, l);
+      kl += l;
+    }
+    memcpy(both, keep, kl);
+    if (i > 0) memcpy(both + kl, ops[0].labels, strlen(ops[0].labels));
+    TJ_RETURN_IF_ERROR(ein_prepare(im, n, &ops[i], both));
+    if (i > 0) TJ_RETURN_IF_ERROR(ein_pair(im, n, &ops[0], &ops[i], keep));
+  }
+  TJ_RETURN_IF_ERROR(ein_prepare(im, n, &ops[0], want));
+  int32_t perm[TJ_MAX_RANK];
+  for (int32_t i = 0; i < nw; ++i)
+    perm[i] = (int32_t)(strchr(ops[0].labels, want[i]) - ops[0].labels);
+  tj_value_t y = ops[0].v;
+  if (nw > 1) y = tj_graph_transpose(G, y, perm);
+  return out(im, n, 0, y);
+}
+
+//===--- RNN, GRU, LSTM (onnxcov) ---===//
+
+enum { REC_RNN, REC_GRU, REC_LSTM };
+#define REC_MAX_STEPS 1024
+
+// Columns [k*h, (k+1)*h) of the 2-D |x|.
+static tj_value_t gate_of(tj_onnx_importer_t* im, tj_value_t x, int64_t k,
+                          int64_t h) {
+  const int64_t starts[2] = {0, k * h}, stops[2] = {INT64_MAX, (k + 1) * h};
+  return tj_graph_slice(G, x, starts, stops, NULL);
+}
+
+// Entry |d| of the leading axis of |x| (rank |rank|), that axis dropped.
+static tj_value_t entry_of(tj_onnx_importer_t* im, tj_value_t x, int32_t rank,
+                           int64_t d) {
+  int64_t starts[TJ_MAX_RANK] = {0}, stops[TJ_MAX_RANK], dims[TJ_MAX_RANK];
+  for (int32_t a = 0; a < rank; ++a) stops[a] = INT64_MAX;
+  starts[0] = d;
+  stops[0] = d + 1;
+  tj_value_t s = tj_graph_slice(G, x, starts, stops, NULL);
+  tj_graph_value_dims(G, s, dims);
+  return tj_graph_reshape(G, s, rank - 1, dims + 1);
+}
+
+static tj_value_t rec_clip(tj_onnx_importer_t* im, tj_value_t x, double clip,
+                           tj_dtype_t dt) {
+  if (clip <= 0) return x;
+  return tj_graph_minimum(G, tj_graph_maximum(G, x, scalar(im, dt, -clip)),
+                          scalar(im, dt, clip));
+}
+
+// RNN, GRU and LSTM (opsets 14 to 22) unrolled over a constant T: X's
+// projection by W for every step is one matmul; each step adds h R^T and
+// applies ONNX's gate equations (the default activations; clip;
+// linear_before_reset; LSTM's peepholes), holding the state and zeroing Y
+// past sequence_lens[b]. reverse walks each batch's sequence from its own
+// end (gathers of X and Y by per-batch reversed indices).
+static tj_status_t cv_recurrent(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                const op_entry_t* e) {
+  int kind = e->param;
+  int64_t gates = kind == REC_RNN ? 1 : kind == REC_GRU ? 3 : 4;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, kind == REC_LSTM ? 8 : 6));
+  TJ_RETURN_IF_ERROR(no_extra_outputs(im, n, kind == REC_LSTM ? 3 : 2));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  if (xv->rank != 3 || !is_float(xv->dtype))
+    return bad(im, n, "X must be float and 3-D");
+  int64_t hs = attr_i(n, "hidden_size", 0);
+  if (hs <= 0) return bad(im, n, "hidden_size %lld", (long long)hs);
+  int64_t dirs;
+  bool reverse_only = false;
+  if (attr_s_is(n, "direction", "forward", "forward")) {
+    dirs = 1;
+  } else if (attr_s_is(n, "direction", "forward", "reverse")) {
+    dirs = 1;
+    reverse_only = true;
+  } else if (attr_s_is(n, "direction", "forward", "bidirectional")) {
+    dirs = 2;
+  } else {
+    return fail(im, n, "direction (forward, reverse or bidirectional)");
+  }
+  if (attr(n, "activation_alpha") || attr(n, "activation_beta"))
+    return fail(im, n,
+                "activation_alpha and activation_beta (only the "
+                "default activations are supported)");
+  const Onnx__AttributeProto* acts = attr(n, "activations");
+  if (acts) {
+    static const char* const kDefault[3][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    size_t per = kind == REC_RNN ? 1 : kind == REC_GRU ? 2 : 3;
+    bool ok = acts->n_strings == per * (size_t)dirs;
+    for (size_t i = 0; ok && i < acts->n_strings; ++i) {
+      const char* want = kDefault[kind][i % per];
+      ok = acts->strings[i].len == strlen(want);
+      for (size_t j = 0; ok && j < strlen(want); ++j) {
+        char c = (char)acts->strings[i].data[j];
+        ok = (c | 0x20) == (want[j] | 0x20);  // ASCII, any case
+      }
+    }
+    if (!ok) return fail(im, n, "activations other than the defaults");
+  }
+  if (attr_i(n, "input_forget", 0))
+    return fail(im, n, "input_forget = 1 is not supported");
+  double clip = attr_f(n, "clip", 0);
+  if (attr(n, "clip") && !(clip > 0)) return bad(im, n, "clip %g", clip);
+  bool lbr = attr_i(n, "linear_before_reset", 0) != 0;
+  int64_t layout = attr_i(n, "layout", 0);
+  if (layout != 0 && layout != 1)
+    return bad(im, n, "layout %lld", (long long)layout);
+  static const int32_t kSwap01[4] = {1, 0, 2, 3};
+  static const int32_t kYB[4] = {2, 0, 1, 3};  // [T, D, B, H] -> [B, T, D, H]
+  static const int32_t kHB[3] = {1, 0, 2};     // [D, B, H] <-> [B, D, H]
+  tj_value_t x = in(im, n, 0);
+  if (layout) x = tj_graph_transpose(G, x, kSwap01);
+  int64_t xd[TJ_MAX_RANK];
+  tj_graph_value_dims(G, x, xd);
+  int64_t t_len = xd[0], nb = xd[1];
+  if (t_len <= 0 || t_len > REC_MAX_STEPS)
+    return fail(im, n, "%lld steps (unrolled: a constant of 1 to %d)",
+                (long long)t_len, REC_MAX_STEPS);
+  const tj_onnx_val_t* wv = n->inputs[1];
+  const tj_onnx_val_t* rv = n->inputs[2];
+  if (wv->rank != 3 || wv->dims[0] != dirs || wv->dims[1] != gates * hs ||
+      rv->rank != 3 || rv->dims[0] != dirs || rv->dims[1] != gates * hs ||
+      rv->dims[2] != hs)
+    return bad(im, n, "W and R must be [%lld, %lld, .] (R's last %lld)",
+               (long long)dirs, (long long)(gates * hs), (long long)hs);
+  tj_dtype_t dt = xv->dtype;
+  static const int32_t kT[2] = {1, 0};
+  tj_value_t lens = tj_value_none(), valid_all = tj_value_none();
+  if (has_in(n, 4)) {
+    // [T, B, 1]: step t of batch b is inside its sequence.
+    const int64_t l3[3] = {1, nb, 1}, tb[3] = {t_len, nb, 1};
+    lens = tj_graph_reshape(G, tj_graph_cast(G, in(im, n, 4), TJ_DTYPE_I64), 3,
+                            l3);
+    valid_all = tj_graph_lt(G, tj_graph_iota(G, TJ_DTYPE_I64, 3, tb, 0), lens);
+  }
+  tj_value_t ys[2], hs_out[2], cs_out[2];
+  for (int64_t d = 0; d < dirs; ++d) {
+    bool rev = reverse_only || d == 1;
+    tj_value_t w = entry_of(im, in(im, n, 1), 3, d);  // [G*H, I]
+    tj_value_t r = entry_of(im, in(im, n, 2), 3, d);  // [G*H, H]
+    tj_value_t wb = tj_value_none(), rb = tj_value_none();
+    if (has_in(n, 3)) {
+      tj_value_t b = entry_of(im, in(im, n, 3), 2, d);  // [2*G*H]
+      const int64_t s0[1] = {0}, e0[1] = {gates * hs}, e1[1] = {2 * gates * hs};
+      wb = tj_graph_slice(G, b, s0, e0, NULL);
+      rb = tj_graph_slice(G, b, e0, e1, NULL);
+    }
+    // Per-batch reversed time when walking backwards: [T, B, 1] indices.
+    tj_value_t order = tj_value_none();
+    if (rev) {
+      const int64_t tb[3] = {t_len, nb, 1};
+      tj_value_t t = tj_graph_iota(G, TJ_DTYPE_I64, 3, tb, 0);
+      tj_value_t last = tj_value_is_none(lens)
+                            ? scalar(im, TJ_DTYPE_I64, (double)t_len)
+                            : lens;
+      tj_value_t back = tj_graph_sub(
+          G, tj_graph_sub(G, last, scalar(im, TJ_DTYPE_I64, 1)), t);
+      order = tj_value_is_none(lens)
+                  ? back
+                  : tj_graph_where(G, tj_graph_lt(G, t, lens), back, t);
+    }
+    tj_value_t xs = x;
+    if (rev) {
+      const int64_t full[3] = {t_len, nb, xd[2]};
+      xs = tj_graph_gather_elements(
+          G, x, tj_graph_broadcast_to(G, order, 3, full), 0);
+    }
+    tj_value_t xw = tj_graph_matmul(G, xs, tj_graph_transpose(G, w, kT));
+    if (!tj_value_is_none(wb)) xw = tj_graph_add(G, xw, wb);  // [T, B, G*H]
+    tj_value_t rt = tj_graph_transpose(G, r, kT);             // [H, G*H]
+    const int64_t bh[2] = {nb, hs};
+    tj_value_t h =
+        has_in(n, 5)
+            ? (layout ? entry_of(im, tj_graph_transpose(G, in(im, n, 5), kHB),
+                                 3, d)
+                      : entry_of(im, in(im, n, 5), 3, d))
+            : tj_graph_full(G, dt, 2, bh, 0);
+    tj_value_t c = tj_value_none();
+    tj_value_t pi = tj_value_none(), po = tj_value_none(), pf = tj_value_none();
+    if (kind == REC_LSTM) {
+      c = has_in(n, 6)
+              ? (layout ? entry_of(im, tj_graph_transpose(G, in(im, n, 6), kHB),
+                                   3, d)
+                        : entry_of(im, in(im, n, 6), 3, d))
+              : tj_graph_full(G, dt, 2, bh, 0);
+      if (has_in(n, 7)) {
+        tj_value_t p = entry_of(im, in(im, n, 7), 2, d);  // [3H]
+        const int64_t one[2] = {1, 3 * hs};
+        p = tj_graph_reshape(G, p, 2, one);
+        pi = gate_of(im, p, 0, hs);
+        po = gate_of(im, p, 1, hs);
+        pf = gate_of(im, p, 2, hs);
+      }
+    }
+    tj_value_t* steps =
+        tj_arena_alloc(&im->arena, sizeof(tj_value_t) * (size_t)t_len);
+    if (!steps) return tj_status_oom();
+    for (int64_t t = 0; t < t_len; ++t) {
+      const int64_t s3[3] = {t, 0, 0}, e3[3] = {t + 1, INT64_MAX, INT64_MAX};
+      const int64_t b2[2] = {nb, gates * hs};
+      tj_value_t gx =
+          tj_graph_reshape(G, tj_graph_slice(G, xw, s3, e3, NULL), 2, b2);
+      tj_value_t gh = tj_graph_matmul(G, h, rt);
+      if (!tj_value_is_none(rb)) gh = tj_graph_add(G, gh, rb);
+      tj_value_t h2, c2 = tj_value_none();
+      if (kind == REC_RNN) {
+        h2 = tj_graph_tanh(G, rec_clip(im, tj_graph_add(G, gx, gh), clip, dt));
+      } else if (kind == REC_GRU) {
+        tj_value_t z =
+            tj_graph_sigmoid(G, rec_clip(im,
+                                         tj_graph_add(G, gate_of(im, gx, 0, hs),
+                                                      gate_of(im, gh, 0, hs)),
+                                         clip, dt));
+        tj_value_t rr =
+            tj_graph_sigmoid(G, rec_clip(im,
+                                         tj_graph_add(G, gate_of(im, gx, 1, hs),
+                                                      gate_of(im, gh, 1, hs)),
+                                         clip, dt));
+        tj_value_t hh;
+        if (lbr) {
+          hh = tj_graph_mul(G, rr, gate_of(im, gh, 2, hs));
+        } else {
+          // (r * h) R_h^T + Rb_h.
+          const int64_t s2[2] = {0, 2 * hs}, e2[2] = {INT64_MAX, 3 * hs};
+          hh = tj_graph_matmul(G, tj_graph_mul(G, rr, h),
+                               tj_graph_slice(G, rt, s2, e2, NULL));
+          if (!tj_value_is_none(rb)) {
+            const int64_t s1[1] = {2 * hs}, e1[1] = {3 * hs};
+            hh = tj_graph_add(G, hh, tj_graph_slice(G, rb, s1, e1, NULL));
+          }
+        }
+        hh = tj_graph_tanh(
+            G, rec_clip(im, tj_graph_add(G, gate_of(im, gx, 2, hs), hh), clip,
+                        dt));
+        h2 = tj_graph_add(
+            G, tj_graph_mul(G, tj_graph_sub(G, scalar(im, dt, 1), z), hh),
+            tj_graph_mul(G, z, h));
+      } else {
+        tj_value_t g = tj_graph_add(G, gx, gh);  // gates i, o, f, c
+        tj_value_t gi = gate_of(im, g, 0, hs), go = gate_of(im, g, 1, hs);
+        tj_value_t gf = gate_of(im, g, 2, hs), gc = gate_of(im, g, 3, hs);
+        if (!tj_value_is_none(pi)) {
+          gi = tj_graph_add(G, gi, tj_graph_mul(G, pi, c));
+          gf = tj_graph_add(G, gf, tj_graph_mul(G, pf, c));
+        }
+        tj_value_t ig = tj_graph_sigmoid(G, rec_clip(im, gi, clip, dt));
+        tj_value_t fg = tj_graph_sigmoid(G, rec_clip(im, gf, clip, dt));
+        tj_value_t cc = tj_graph_tanh(G, rec_clip(im, gc, clip, dt));
+        c2 = tj_graph_add(G, tj_graph_mul(G, fg, c), tj_graph_mul(G, ig, cc));
+        if (!tj_value_is_none(po))
+          go = tj_graph_add(G, go, tj_graph_mul(G, po, c2));
+        tj_value_t og = tj_graph_sigmoid(G, rec_clip(im, go, clip, dt));
+        h2 = tj_graph_mul(G, og, tj_graph_tanh(G, c2));
+      }
+      tj_value_t y = h2;
+      if (!tj_value_is_none(valid_all)) {
+        const int64_t b1[2] = {nb, 1};
+        tj_value_t v = tj_graph_reshape(
+            G, tj_graph_slice(G, valid_all, s3, e3, NULL), 2, b1);
+        h2 = tj_graph_where(G, v, h2, h);
+        if (kind == REC_LSTM) c2 = tj_graph_where(G, v, c2, c);
+        y = tj_graph_where(G, v, y, scalar(im, dt, 0));
+      }
+      h = h2;
+      c = c2;
+      const int64_t y3[3] = {1, nb, hs};
+      steps[t] = tj_graph_reshape(G, y, 3, y3);
+    }
+    tj_value_t yd =
+        t_len == 1 ? steps[0] : tj_graph_concat(G, (int32_t)t_len, steps, 0);
+    if (rev) {
+      const int64_t full[3] = {t_len, nb, hs};
+      yd = tj_graph_gather_elements(
+          G, yd, tj_graph_broadcast_to(G, order, 3, full), 0);
+    }
+    const int64_t y4[4] = {t_len, 1, nb, hs}, h3[3] = {1, nb, hs};
+    ys[d] = tj_graph_reshape(G, yd, 4, y4);
+    hs_out[d] = tj_graph_reshape(G, h, 3, h3);
+    if (kind == REC_LSTM) cs_out[d] = tj_graph_reshape(G, c, 3, h3);
+  }
+  tj_value_t y = dirs == 1 ? ys[0] : tj_graph_concat(G, 2, ys, 1);
+  tj_value_t yh = dirs == 1 ? hs_out[0] : tj_graph_concat(G, 2, hs_out, 0);
+  if (layout) {
+    y = tj_graph_transpose(G, y, kYB);
+    yh = tj_graph_transpose(G, yh, kHB);
+  }
+  if (kind == REC_LSTM && has_out(n, 2)) {
+    tj_value_t yc = dirs == 1 ? cs_out[0] : tj_graph_concat(G, 2, cs_out, 0);
+    if (layout) yc = tj_graph_transpose(G, yc, kHB);
+    TJ_RETURN_IF_ERROR(out(im, n, 2, yc));
+  }
+  TJ_RETURN_IF_ERROR(out(im, n, 1, yh));
+  return out(im, n, 0, y);
+}
+
 //===--- the table ---===//
 
 #define UN(name, b) \
@@ -2778,7 +5051,7 @@ static const op_entry_t kOps[] = {
     OP("RMSNormalization", "axis,epsilon,stash_type,", cv_rms_norm),
     OP("Attention",
        "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,"
-       "softcap,softmax_precision,",
+       "softcap,softmax_precision,left_window_size,right_window_size,",
        cv_attention),
     {"GlobalAveragePool", "", cv_global_pool, NULL, NULL, tj_graph_mean, 0},
     {"GlobalMaxPool", "", cv_global_pool, NULL, NULL, tj_graph_max, 1},
@@ -2826,7 +5099,7 @@ static const op_entry_t kOps[] = {
     OP("EyeLike", "dtype,k,", cv_eye_like),
     OP("Trilu", "upper,", cv_trilu),
     {"DepthToSpace", "blocksize,mode,", cv_depth_space, NULL, NULL, NULL, 0},
-    {"SpaceToDepth", "blocksize,", cv_depth_space, NULL, NULL, NULL, 1},
+    {"SpaceToDepth", "blocksize,mode,", cv_depth_space, NULL, NULL, NULL, 1},
     OP("Split", "axis,num_outputs,split,", cv_split),
     OP("NegativeLogLikelihoodLoss", "ignore_index,reduction,", cv_nll_loss),
     OP("SoftmaxCrossEntropyLoss", "ignore_index,reduction,",
@@ -2855,17 +5128,55 @@ static const op_entry_t kOps[] = {
     OP("ScatterElements", "axis,reduction,", cv_scatter_elements),
     OP("Scatter", "axis,", cv_scatter_elements),
     OP("ScatterND", "reduction,", cv_scatter_nd),
+    // onnxcov (issue 15)
+    OP("RotaryEmbedding", "interleaved,num_heads,rotary_embedding_dim,",
+       cv_rotary),
+    OP("GridSample", "align_corners,mode,padding_mode,", cv_grid_sample),
+    OP("AffineGrid", "align_corners,", cv_affine_grid),
+    {"Swish", "alpha,", cv_swish, NULL, NULL, NULL, 0},
+    {"SwiGLU", "alpha,", cv_swish, NULL, NULL, NULL, 1},
+    OP("LRN", "alpha,beta,bias,size,", cv_lrn),
+    OP("GroupNormalization", "epsilon,num_groups,stash_type,", cv_group_norm),
+    OP("LpNormalization", "axis,p,", cv_lp_norm),
+    OP("CenterCropPad", "axes,", cv_center_crop_pad),
+    OP("ReverseSequence", "batch_axis,time_axis,", cv_reverse_sequence),
+    {"HannWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_HANN},
+    {"HammingWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_HAMMING},
+    {"BlackmanWindow", "output_datatype,periodic,", cv_window, NULL, NULL, NULL,
+     WIN_BLACKMAN},
     OP("TensorScatter", "axis,mode,", cv_tensor_scatter),
+    OP("DFT", "axis,inverse,onesided,", cv_dft),
+    OP("Col2Im", "dilations,pads,strides,", cv_col2im),
+    OP("STFT", "onesided,", cv_stft),
+    OP("CausalConvWithState", "activation,", cv_causal_conv),
+    OP("LinearAttention",
+       "chunk_size,kv_num_heads,q_num_heads,scale,update_rule,",
+       cv_linear_attention),
+    OP("RoiAlign",
+       "coordinate_transformation_mode,mode,output_height,output_width,"
+       "sampling_ratio,spatial_scale,",
+       cv_roi_align),
+    OP("Einsum", "equation,", cv_einsum),
+    {"RNN",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "layout,",
+     cv_recurrent, NULL, NULL, NULL, REC_RNN},
+    {"GRU",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "layout,linear_before_reset,",
+     cv_recurrent, NULL, NULL, NULL, REC_GRU},
+    {"LSTM",
+     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
+     "input_forget,layout,",
+     cv_recurrent, NULL, NULL, NULL, REC_LSTM},
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
     {"TopK", "topk"},
     {"Upsample", "resize"},
-    {"Einsum", "einsum"},
-    {"LSTM", "lstm"},
-    {"GRU", "gru"},
-    {"RNN", "rnn"},
     {"If", "control flow"},
     {"Loop", "control flow"},
     {"Scan", "control flow"},
@@ -2946,6 +5257,7 @@ static const struct {
     {"Transpose", 1},
     {"Shape", 1},
     {"Size", 1},
+    {"ReverseSequence", 10},
 };
 
 static int64_t since_opset(const char* op) {

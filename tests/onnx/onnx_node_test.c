@@ -9,9 +9,10 @@
 // unexpected outcome, or a test missing from the list, fails the suite.
 // "pinned": the model takes a shape-determining input (a reduction's axes,
 // Reshape's shape) as a graph input, which the importer cannot fold; it
-// passes once each data set's integer inputs (and small 1-D float inputs
-// after the first: Resize's scales and roi) are given at import as input
-// values (tj_onnx_import_options_t.input_values), as a user would pin them.
+// passes once each data set's integer inputs (and small 1-D or scalar
+// float inputs after the first: Resize's scales and roi, OneHot's depth)
+// are given at import as input values
+// (tj_onnx_import_options_t.input_values), as a user would pin them.
 //
 // onnx_node_test EXPECTATIONS [DATA_DIR] [--write] [--only NAME]
 // --write rewrites EXPECTATIONS from the outcomes (then review the diff).
@@ -211,9 +212,11 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
       tj_tensor_t t =
           tj_tensor_make(ins[i].data, ins[i].dtype, ins[i].rank, ins[i].dims);
       // Small 1-D float inputs after the first are pinned too: Resize's
-      // scales and roi (dtypes, issue 15).
+      // scales and roi (dtypes, issue 15); and float scalars after the
+      // first: OneHot's depth (onnxcov, issue 15).
       bool small_float =
-          i > 0 && ins[i].rank == 1 && ins[i].dims[0] <= 16 &&
+          i > 0 &&
+          ((ins[i].rank == 1 && ins[i].dims[0] <= 16) || ins[i].rank == 0) &&
           (ins[i].dtype == TJ_DTYPE_F32 || ins[i].dtype == TJ_DTYPE_F64);
       if (pin && (is_integer(ins[i].dtype) || small_float)) {
         values[num_values].name = names[i];

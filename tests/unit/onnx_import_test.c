@@ -544,11 +544,11 @@ TEST(errors_name_the_node) {
                            NULL));
   add_node(&m, node("Relu", "r", 1, (const char* const[]){"x"}, 1,
                     (const char* const[]){"t"}, 0, NULL));
-  add_node(&m, node("LRN", "my_lrn", 1, (const char* const[]){"t"}, 1,
+  add_node(&m, node("Det", "my_det", 1, (const char* const[]){"t"}, 1,
                     (const char* const[]){"y"}, 0, NULL));
   add_output(&m, value_info("y", 1, 4, kDims, NULL));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "onnx: node 1 \"my_lrn\" (LRN, opset 13): unsupported op",
+               "onnx: node 1 \"my_det\" (Det, opset 13): unsupported op",
                import(ctx, &m, NULL, &g));
   CHECK(g == NULL);
   // An attribute the converter does not know.
@@ -856,8 +856,8 @@ TEST(conv_same_upper) {
 }
 
 // MaxPool 3x3 stride 2 with ceil_mode on 6x7: out = ceil((S - 3) / 2) + 1 =
-// 3x3 (the last windows hang past the end); and the Indices output is an
-// error naming the node.
+// 3x3 (the last windows hang past the end), with and without the Indices
+// output; a bad storage_order is an error naming the node.
 TEST(maxpool_ceil_mode) {
   static const int64_t kX[4] = {1, 1, 6, 7}, kY[4] = {1, 1, 3, 3};
   static const int64_t kK[2] = {3, 3}, kStrides[2] = {2, 2};
@@ -899,9 +899,50 @@ TEST(maxpool_ceil_mode) {
   }
   tj_graph_destroy(g);
   g = NULL;
-  pool->n_output = 2;  // asks for Indices
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "node 0 \"pool\" (MaxPool, opset 12): output 1 (Indices",
+  // Indices: the flat index of each window's first maximum (the windows
+  // past the end see only the input), on the reference and on x86.
+  pool->n_output = 2;
+  add_output(
+      &m, value_info("idx", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 4, kY, NULL));
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[42], y[9];
+    int64_t idx[9], want[9];
+    for (int i = 0; i < 42; ++i) x[i] = (float)((i * 17) % 23 % 9) - 4;
+    for (int oh = 0; oh < 3; ++oh) {
+      for (int ow = 0; ow < 3; ++ow) {
+        float best = -INFINITY;
+        for (int ih = oh * 2; ih < oh * 2 + 3 && ih < 6; ++ih)
+          for (int iw = ow * 2; iw < ow * 2 + 3 && iw < 7; ++iw)
+            if (x[ih * 7 + iw] > best) {
+              best = x[ih * 7 + iw];
+              want[oh * 3 + ow] = ih * 7 + iw;
+            }
+      }
+    }
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, kX);
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 4, kY),
+                           tj_tensor_make(idx, TJ_DTYPE_I64, 4, kY)};
+    CHECK_OK(tj_reference_run(g, &in, 1, outs, 2));
+    for (int i = 0; i < 9; ++i) CHECK(idx[i] == want[i]);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(idx, 0, sizeof idx);
+      CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+      for (int i = 0; i < 9; ++i) CHECK(idx[i] == want[i]);
+      tj_executable_release(exe);
+    }
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  attrs[2] = attr_int("storage_order", 2);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"pool\" (MaxPool, opset 12): storage_order 2",
                import(ctx, &m, NULL, &g));
   CHECK(g == NULL);
   tj_context_destroy(ctx);
@@ -1120,6 +1161,451 @@ TEST(resize) {
   pool_free();
 }
 
+// Attention (opset 25) with a KV cache whose length P is a dim_param:
+// present_key/present_value are the caches with K and V appended; the
+// causal mask is aligned at the bottom right by P (read at run time) and
+// cut to a sliding window of 2 keys back; 2 query heads share 1 kv head.
+// Imported as one attention op fed by an iota-built mask (no graph break),
+// checked on the reference and on x86 at every tier against a direct
+// evaluation of ONNX's definition. Bad attribute combinations are errors
+// naming the node.
+enum { AT_SQ = 2, AT_P = 3, AT_D = 4, AT_H = 2, AT_T = AT_SQ + AT_P };
+
+static void build_attention(model_t* m, int variant) {
+  static const int64_t kQ[4] = {1, AT_H, AT_SQ, AT_D};
+  static const int64_t kKV[4] = {1, 1, AT_SQ, AT_D};
+  static const int64_t kPast[4] = {1, 1, 0, AT_D};
+  static const int64_t kPres[4] = {1, 1, 0, AT_D};
+  static const char* const kPastP[4] = {NULL, NULL, "P", NULL};
+  static const char* const kPresP[4] = {NULL, NULL, "", NULL};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 25);
+  add_input(m, value_info("q", f, 4, kQ, NULL));
+  add_input(m, value_info("k", f, 4, kKV, NULL));
+  add_input(m, value_info("v", f, 4, kKV, NULL));
+  add_input(m, value_info("past_k", f, 4, kPast, kPastP));
+  add_input(m, value_info("past_v", f, 4, kPast, kPastP));
+  static const char* const kIn[6] = {"q", "k", "v", "", "past_k", "past_v"};
+  static const char* const kOut[3] = {"y", "present_k", "present_v"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 3);
+  attrs[0] = attr_int("is_causal", 1);
+  attrs[1] = attr_int("left_window_size", variant == 1 ? -2 : 2);
+  attrs[2] = attr_int("softmax_precision", 7);  // int64: dropped below
+  int nin = variant == 2 ? 5 : 6;
+  add_node(m, node("Attention", "attn", nin, kIn, 3, kOut, variant == 3 ? 3 : 2,
+                   attrs));
+  add_output(m, value_info("y", f, 4, kQ, NULL));
+  add_output(m, value_info("present_k", f, 4, kPres, kPresP));
+  add_output(m, value_info("present_v", f, 4, kPres, kPresP));
+}
+
+TEST(attention_kv_cache) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  float q[AT_H * AT_SQ * AT_D], k[AT_SQ * AT_D], v[AT_SQ * AT_D];
+  float pk[AT_P * AT_D], pv[AT_P * AT_D];
+  for (int i = 0; i < AT_H * AT_SQ * AT_D; ++i) q[i] = sinf(0.7f * i);
+  for (int i = 0; i < AT_SQ * AT_D; ++i) {
+    k[i] = cosf(0.3f * i);
+    v[i] = 0.25f * i - 1;
+  }
+  for (int i = 0; i < AT_P * AT_D; ++i) {
+    pk[i] = sinf(1.1f * i + 0.5f);
+    pv[i] = 1.5f - 0.125f * i;
+  }
+  // ONNX's definition: keys = past ++ new; query i (absolute P + i) sees
+  // key j when j <= P + i (causal) and P + i - j <= 2 (the window).
+  float want[AT_H * AT_SQ * AT_D];
+  for (int h = 0; h < AT_H; ++h) {
+    for (int i = 0; i < AT_SQ; ++i) {
+      double s[AT_T], max = -INFINITY, sum = 0;
+      for (int j = 0; j < AT_T; ++j) {
+        const float* kr = j < AT_P ? pk + j * AT_D : k + (j - AT_P) * AT_D;
+        double dot = 0;
+        for (int d = 0; d < AT_D; ++d)
+          dot += (double)q[(h * AT_SQ + i) * AT_D + d] * kr[d];
+        bool seen = j <= AT_P + i && AT_P + i - j <= 2;
+        s[j] = seen ? dot / 2.0 : -INFINITY;  // 1 / sqrt(D)
+        if (s[j] > max) max = s[j];
+      }
+      double acc[AT_D] = {0};
+      for (int j = 0; j < AT_T; ++j) {
+        double p = exp(s[j] - max);
+        sum += p;
+        const float* vr = j < AT_P ? pv + j * AT_D : v + (j - AT_P) * AT_D;
+        for (int d = 0; d < AT_D; ++d) acc[d] += p * vr[d];
+      }
+      for (int d = 0; d < AT_D; ++d)
+        want[(h * AT_SQ + i) * AT_D + d] = (float)(acc[d] / sum);
+    }
+  }
+  static const int64_t kQ[4] = {1, AT_H, AT_SQ, AT_D};
+  static const int64_t kKV[4] = {1, 1, AT_SQ, AT_D};
+  static const int64_t kPast[4] = {1, 1, AT_P, AT_D};
+  static const int64_t kPres[4] = {1, 1, AT_T, AT_D};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    model_t m;
+    build_attention(&m, 0);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) {
+      tj_context_destroy(ctx);
+      continue;
+    }
+    tj_tensor_t in[5] = {
+        tj_tensor_make(q, TJ_DTYPE_F32, 4, kQ),
+        tj_tensor_make(k, TJ_DTYPE_F32, 4, kKV),
+        tj_tensor_make(v, TJ_DTYPE_F32, 4, kKV),
+        tj_tensor_make(pk, TJ_DTYPE_F32, 4, kPast),
+        tj_tensor_make(pv, TJ_DTYPE_F32, 4, kPast),
+    };
+    float y[AT_H * AT_SQ * AT_D], ck[AT_T * AT_D], cv[AT_T * AT_D];
+    tj_tensor_t out[3] = {
+        tj_tensor_make(y, TJ_DTYPE_F32, 4, kQ),
+        tj_tensor_make(ck, TJ_DTYPE_F32, 4, kPres),
+        tj_tensor_make(cv, TJ_DTYPE_F32, 4, kPres),
+    };
+    for (int run = 0; run < 2; ++run) {
+      memset(y, 0, sizeof y);
+      memset(ck, 0, sizeof ck);
+      memset(cv, 0, sizeof cv);
+      tj_executable_t* exe = NULL;
+      if (run == 0) {
+        CHECK_OK(tj_reference_run(g, in, 5, out, 3));
+      } else {
+        tj_compile_options_t o;
+        tj_compile_options_initialize(&o);
+        o.target = TJ_TARGET_X86;
+        o.cache_dir = "";
+        CHECK_OK(tj_compile(g, &o, &exe));
+        if (!exe) continue;
+        CHECK_OK(tj_executable_run(exe, in, 5, out, 3));
+        tj_executable_stats_t st = {.struct_size = sizeof(st)};
+        tj_executable_stats(exe, &st);
+        CHECK_EQ_INT(0, st.num_graph_breaks);
+        tj_executable_release(exe);
+      }
+      for (int i = 0; i < AT_H * AT_SQ * AT_D; ++i)
+        CHECK(fabsf(y[i] - want[i]) <= 1e-5f);
+      for (int i = 0; i < AT_T * AT_D; ++i) {
+        CHECK(ck[i] == (i < AT_P * AT_D ? pk[i] : k[i - AT_P * AT_D]));
+        CHECK(cv[i] == (i < AT_P * AT_D ? pv[i] : v[i - AT_P * AT_D]));
+      }
+    }
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const char* const kWant[4] = {
+      NULL,
+      "node 0 \"attn\" (Attention, opset 25): left_window_size -2, "
+      "right_window_size -1 (each -1 or >= 0)",
+      "node 0 \"attn\" (Attention, opset 25): past_key and past_value go "
+      "together",
+      "node 0 \"attn\" (Attention, opset 25): softmax_precision 7 (a float "
+      "type)",
+  };
+  static const tj_status_code_t kCode[4] = {
+      TJ_STATUS_OK, TJ_STATUS_INVALID_ARGUMENT, TJ_STATUS_INVALID_ARGUMENT,
+      TJ_STATUS_UNSUPPORTED};
+  for (int variant = 1; variant < 4; ++variant) {
+    model_t m;
+    build_attention(&m, variant);
+    tj_graph_t* g = NULL;
+    CHECK_STATUS(kCode[variant], kWant[variant], import(ctx, &m, NULL, &g));
+    CHECK(g == NULL);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// GridSample with a symbolic batch (dim_param N, run with N = 2): x
+// [N, 1, 2, 2] sampled bilinearly at the grid points (0, 0) (the mean of
+// the 4 pixels), (-1, -1) (a corner, half outside: zeros padding weighs
+// the outside taps 0) and (1, 0.5); reference and x86 at every tier, no
+// graph break. Unsupported modes and bad rotary dims are errors naming the
+// node.
+static void build_grid_sample(model_t* m, int variant) {
+  static const int64_t kX[4] = {0, 1, 2, 2}, kG[4] = {0, 1, 3, 2};
+  static const int64_t kY[4] = {0, 1, 1, 3};
+  static const char* const kP[4] = {"N", NULL, NULL, NULL};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 22);
+  add_input(m, value_info("x", f, 4, kX, kP));
+  add_input(m, value_info("grid", f, 4, kG, kP));
+  static const char* const kIn[4] = {"x", "grid", "cos", "sin"};
+  static const char* const kOut[1] = {"y"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 1);
+  if (variant == 2) {
+    // RotaryEmbedding of x [N, 1, 2, 2] with an odd rotary dim.
+    static const int64_t kC[3] = {0, 2, 1};
+    add_input(m, value_info("cos", f, 3, kC, kP));
+    add_input(m, value_info("sin", f, 3, kC, kP));
+    static const char* const kRIn[3] = {"x", "cos", "sin"};
+    attrs[0] = attr_int("rotary_embedding_dim", 1);
+    add_node(m, node("RotaryEmbedding", "rope", 3, kRIn, 1, kOut, 1, attrs));
+    add_output(m, value_info("y", f, 4, kX, kP));
+    return;
+  }
+  attrs[0] = attr_str("mode", variant == 1 ? "bicubic" : "linear");
+  add_node(m, node("GridSample", "gs", 2, kIn, 1, kOut, 1, attrs));
+  add_output(m, value_info("y", f, 4, kY, kP));
+}
+
+TEST(grid_sample) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  float x[8] = {1, 2, 3, 4, -2, 6, 0.5f, 8};
+  float grid[12] = {0, 0, -1, -1, 1, 0.5f, 0, 0, -1, -1, 1, 0.5f};
+  // Unaligned: u = ((g + 1) * 2 - 1) / 2. (0, 0) -> (0.5, 0.5): the mean;
+  // (-1, -1) -> (-0.5, -0.5): a quarter of pixel (0, 0); (1, 0.5) ->
+  // column 1.5, row 1: half of pixel (1, 1).
+  float want[6];
+  for (int b = 0; b < 2; ++b) {
+    const float* p = x + 4 * b;
+    want[3 * b] = (p[0] + p[1] + p[2] + p[3]) / 4;
+    want[3 * b + 1] = p[0] / 4;
+    want[3 * b + 2] = p[3] / 2;
+  }
+  static const int64_t kX[4] = {2, 1, 2, 2}, kG[4] = {2, 1, 3, 2};
+  static const int64_t kY[4] = {2, 1, 1, 3};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    model_t m;
+    build_grid_sample(&m, 0);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) {
+      tj_context_destroy(ctx);
+      continue;
+    }
+    tj_tensor_t in[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 4, kX),
+                         tj_tensor_make(grid, TJ_DTYPE_F32, 4, kG)};
+    float y[6];
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, kY);
+    memset(y, 0, sizeof y);
+    CHECK_OK(tj_reference_run(g, in, 2, &out, 1));
+    for (int i = 0; i < 6; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-6f);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(y, 0, sizeof y);
+      CHECK_OK(tj_executable_run(exe, in, 2, &out, 1));
+      for (int i = 0; i < 6; ++i) CHECK(fabsf(y[i] - want[i]) <= 1e-6f);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      CHECK_EQ_INT(0, st.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_grid_sample(&m, 1);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"gs\" (GridSample, opset 22): mode (nearest, linear "
+               "or cubic)",
+               import(ctx, &m, NULL, &g));
+  build_grid_sample(&m, 2);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"rope\" (RotaryEmbedding, opset 22): "
+               "rotary_embedding_dim 1 (even, at most the head size 2)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// onnxcov's small ops and Einsum: bad attribute and shape combinations,
+// and malformed equations, are errors naming the node, op and opset.
+TEST(small_op_errors) {
+  static const int64_t kX[4] = {1, 6, 2, 2}, kS[1] = {6}, kB[4] = {1, 6, 2, 1};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const char* const kIn[3] = {"x", "s", "b"};
+  static const char* const kOut[1] = {"y"};
+  for (int variant = 0; variant < 5; ++variant) {
+    model_t m;
+    model_init(&m, 28);
+    add_input(&m, value_info("x", f, 4, kX, NULL));
+    Onnx__AttributeProto** attrs = zalloc(sizeof(void*));
+    if (variant == 0) {
+      // 6 channels in 4 groups.
+      add_input(&m, value_info("s", f, 1, kS, NULL));
+      add_input(&m, value_info("b", f, 1, kS, NULL));
+      attrs[0] = attr_int("num_groups", 4);
+      add_node(&m, node("GroupNormalization", "gn", 3, kIn, 1, kOut, 1, attrs));
+    } else if (variant == 1) {
+      // SwiGLU does not broadcast.
+      add_input(&m, value_info("s", f, 4, kB, NULL));
+      add_node(&m, node("SwiGLU", "glu", 2, kIn, 1, kOut, 0, attrs));
+    } else if (variant == 2) {
+      attrs[0] = attr_int("p", 3);
+      add_node(&m, node("LpNormalization", "lp", 1, kIn, 1, kOut, 1, attrs));
+    } else {
+      // Two operands for one input; two ellipses in one operand.
+      attrs[0] = attr_str("equation", variant == 3 ? "ij,jk->ik" : "......");
+      add_node(&m, node("Einsum", "ein", 1, kIn, 1, kOut, 1, attrs));
+    }
+    add_output(&m, value_info("y", f, 4, kX, NULL));
+    tj_graph_t* g = NULL;
+    static const char* const kWant[5] = {
+        "node 0 \"gn\" (GroupNormalization, opset 28): num_groups 4 does not "
+        "divide 6 channels",
+        "node 0 \"glu\" (SwiGLU, opset 28): A and B must have one shape and "
+        "dtype (no broadcasting)",
+        "node 0 \"lp\" (LpNormalization, opset 28): p 3 (1 or 2)",
+        "node 0 \"ein\" (Einsum, opset 28): the equation has 2 operands for "
+        "1 inputs",
+        "node 0 \"ein\" (Einsum, opset 28): operand 0: \"......\" has more "
+        "than one ellipsis",
+    };
+    CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, kWant[variant],
+                 import(ctx, &m, NULL, &g));
+    CHECK(g == NULL);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// RNN (bidirectional, hidden 1) with sequence_lens {2, 3} of T = 3: each
+// direction holds its state and zeroes Y past a sequence's end, and the
+// reverse direction walks each sequence from its own last step; checked
+// against a direct evaluation on the reference and on x86.
+TEST(rnn_sequence_lens) {
+  static const int64_t kX[3] = {3, 2, 1}, kW[3] = {2, 1, 1}, kL[1] = {2};
+  static const int64_t kY[4] = {3, 2, 2, 1}, kH[3] = {2, 2, 1};
+  static const float kWData[2] = {0.5f, -0.75f}, kRData[2] = {0.25f, 0.5f};
+  const int32_t f = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_t m;
+  model_init(&m, 22);
+  add_input(&m, value_info("x", f, 3, kX, NULL));
+  add_input(&m, value_info("lens", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, kL,
+                           NULL));
+  add_init(&m, tensor_f32("w", 3, kW, kWData, 2, false));
+  add_init(&m, tensor_f32("r", 3, kW, kRData, 2, false));
+  static const char* const kIn[5] = {"x", "w", "r", "", "lens"};
+  static const char* const kOut[2] = {"y", "yh"};
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 2);
+  attrs[0] = attr_int("hidden_size", 1);
+  attrs[1] = attr_str("direction", "bidirectional");
+  add_node(&m, node("RNN", "rnn", 5, kIn, 2, kOut, 2, attrs));
+  add_output(&m, value_info("y", f, 4, kY, NULL));
+  add_output(&m, value_info("yh", f, 3, kH, NULL));
+  float x[6] = {1, -2, 0.5f, 3, -1, 0.25f};  // [t][b]
+  int32_t lens[2] = {2, 3};
+  float want_y[12] = {0}, want_h[4];
+  for (int d = 0; d < 2; ++d) {
+    for (int b = 0; b < 2; ++b) {
+      double h = 0;
+      for (int k = 0; k < lens[b]; ++k) {
+        int t = d ? lens[b] - 1 - k : k;
+        h = tanh(kWData[d] * x[t * 2 + b] + kRData[d] * h);
+        want_y[(t * 2 + d) * 2 + b] = (float)h;
+      }
+      want_h[d * 2 + b] = (float)h;
+    }
+  }
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float y[12], yh[4];
+    tj_tensor_t in[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 3, kX),
+                         tj_tensor_make(lens, TJ_DTYPE_I32, 1, kL)};
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 4, kY),
+                           tj_tensor_make(yh, TJ_DTYPE_F32, 3, kH)};
+    CHECK_OK(tj_reference_run(g, in, 2, outs, 2));
+    for (int i = 0; i < 12; ++i) CHECK(fabsf(y[i] - want_y[i]) <= 1e-6f);
+    for (int i = 0; i < 4; ++i) CHECK(fabsf(yh[i] - want_h[i]) <= 1e-6f);
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      memset(y, 0, sizeof y);
+      memset(yh, 0, sizeof yh);
+      CHECK_OK(tj_executable_run(exe, in, 2, outs, 2));
+      for (int i = 0; i < 12; ++i) CHECK(fabsf(y[i] - want_y[i]) <= 1e-6f);
+      for (int i = 0; i < 4; ++i) CHECK(fabsf(yh[i] - want_h[i]) <= 1e-6f);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      CHECK_EQ_INT(0, st.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+  }
+  tj_graph_destroy(g);
+  g = NULL;
+  attrs[1] = attr_str("direction", "sideways");
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"rnn\" (RNN, opset 22): direction (forward, reverse "
+               "or bidirectional)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// The failing-allocator sweep over the import of onnxcov's decompositions:
+// Attention with a KV cache and a window (symbolic cache length) and
+// GridSample; every allocation failure is OUT_OF_MEMORY, nothing leaks.
+TEST(onnxcov_oom_sweep) {
+  model_t a, b;
+  build_attention(&a, 0);
+  build_grid_sample(&b, 0);
+  size_t sizes[2];
+  uint8_t* bytes[2] = {pack(&a, &sizes[0]), pack(&b, &sizes[1])};
+  for (int which = 0; which < 2; ++which) {
+    long runs = 0;
+    for (long fail_at = 0;; ++fail_at, ++runs) {
+      tj_test_allocator_t alloc;
+      tj_test_allocator_initialize(&alloc, fail_at);
+      tj_context_options_t options;
+      tj_context_options_initialize(&options);
+      options.allocator = tj_test_allocator_get(&alloc);
+      tj_context_t* ctx = NULL;
+      tj_status_t s = tj_context_create(&options, &ctx);
+      if (s) {
+        tj_status_free(s);
+        CHECK_EQ_INT(0, alloc.live_blocks);
+        continue;
+      }
+      tj_graph_t* g = NULL;
+      s = tj_onnx_import(ctx, bytes[which], sizes[which], NULL, &g);
+      if (s) CHECK(g == NULL);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      CHECK_EQ_INT(0, alloc.live_blocks);
+      CHECK_EQ_INT(0, alloc.bad_frees);
+      if (!s) break;
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+      if (runs > 100000) break;
+    }
+    CHECK(runs > 10);
+  }
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1133,5 +1619,10 @@ int main(void) {
   RUN_TEST(maxpool_ceil_mode);
   RUN_TEST(input_values_pin_inputs);
   RUN_TEST(resize);
+  RUN_TEST(attention_kv_cache);
+  RUN_TEST(grid_sample);
+  RUN_TEST(small_op_errors);
+  RUN_TEST(rnn_sequence_lens);
+  RUN_TEST(onnxcov_oom_sweep);
   TEST_MAIN_END();
 }
