@@ -265,7 +265,8 @@ class ScoreboardRow_t(ctypes.Structure):
     _fields_ = [("stage", cenum), ("nodes", i64), ("kernels", i64),
                 ("bytes_read", i64), ("bytes_written", i64),
                 ("peak_bytes", i64), ("graph_breaks", i64),
-                ("percent_compiled", cdouble), ("host_calls", i64)]
+                ("percent_compiled", cdouble), ("host_calls", i64),
+                ("weight_bytes_read", i64)]
 
 
 class Scoreboard_t(ctypes.Structure):

@@ -224,6 +224,7 @@ int main(void) {
   FIELD(tj_scoreboard_row_t, graph_breaks);
   FIELD(tj_scoreboard_row_t, host_calls);
   FIELD(tj_scoreboard_row_t, percent_compiled);
+  FIELD(tj_scoreboard_row_t, weight_bytes_read);
 
   STRUCT(tj_scoreboard_t);
   FIELD(tj_scoreboard_t, rows);
