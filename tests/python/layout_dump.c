@@ -239,6 +239,18 @@ int main(void) {
   FIELD(tj_partition_options_t, symbol_names);
   FIELD(tj_partition_options_t, symbol_values);
 
+  STRUCT(tj_quantize_weights_options_t);
+  FIELD(tj_quantize_weights_options_t, format);
+  FIELD(tj_quantize_weights_options_t, group_size);
+  FIELD(tj_quantize_weights_options_t, min_elements);
+  FIELD(tj_quantize_weights_options_t, flags);
+
+  STRUCT(tj_calibrate_options_t);
+  FIELD(tj_calibrate_options_t, method);
+  FIELD(tj_calibrate_options_t, percentile);
+  FIELD(tj_calibrate_options_t, dtype);
+  FIELD(tj_calibrate_options_t, flags);
+
   STRUCT(tj_partition_stats_t);
   FIELD(tj_partition_stats_t, saved_bytes);
   FIELD(tj_partition_stats_t, num_saved);
