@@ -7,6 +7,12 @@
 // shapes M = 1, 4, 16 and a prefill M = 256, N = K = 4096. Each figure is
 // the median of |runs| (default 5) timed runs after a warm-up, with the
 // spread (min..max); one thread unless QUANT_BENCH_THREADS says more.
+// Decode shapes cycle through copies of the weights (distinct memory,
+// each copy its own executable or buffer) totalling at least
+// QUANT_BENCH_COLD_MB (default 256; 0: one copy), so that no format's
+// weights are read from the last-level cache where another's cannot be
+// (this VM's L3 is 32 MB: int8's 16 MB and int4's 8.5 MB fit, f32's 64 MB
+// does not).
 //
 //   usage: quant_bench [runs]
 //   QUANT_BENCH_ISA=avx2|sse2 forces a lower tier.
@@ -77,8 +83,9 @@ static tj_executable_t* build_weights(tj_context_t* ctx, const float* w,
   tj_graph_t* g = NULL;
   if (!ok(tj_graph_create(ctx, "quant_bench", &g), "graph")) return NULL;
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){m, k}, "x");
-  tj_value_t wv = tj_graph_constant_borrowed(
-      g, TJ_DTYPE_F32, 2, (int64_t[]){k, n}, w, (size_t)(k * n) * 4);
+  // Copied (not borrowed): each executable holds weights of its own.
+  tj_value_t wv = tj_graph_constant(g, TJ_DTYPE_F32, 2, (int64_t[]){k, n}, w,
+                                    (size_t)(k * n) * 4);
   tj_graph_output(g, tj_graph_matmul(g, x, wv), "y");
   tj_executable_t* exe = NULL;
   if (ok(tj_graph_finalize(g), "finalize")) {
@@ -115,17 +122,37 @@ static tj_executable_t* build_i8(tj_context_t* ctx, int64_t m, int64_t n,
   return exe;
 }
 
-static stat_t time_exe(tj_executable_t* exe, tj_tensor_t* in, int32_t n_in,
-                       tj_tensor_t* out, int runs) {
+enum { kMaxCopies = 64 };
+
+// Runs copy r % copies on run r (copy c: executable exes[c], inputs
+// in[c * n_in ..]); each copy runs once first.
+static stat_t time_exes(tj_executable_t** exes, int copies, tj_tensor_t* in,
+                        int32_t n_in, tj_tensor_t* out, int runs) {
   stat_t bad = {-1, -1, -1};
-  if (!exe || !ok(tj_executable_run(exe, in, n_in, out, 1), "run")) return bad;
+  for (int c = 0; c < copies; ++c) {
+    if (!exes[c] ||
+        !ok(tj_executable_run(exes[c], in + c * n_in, n_in, out, 1), "run")) {
+      return bad;
+    }
+  }
   double t[kMaxRuns];
   for (int r = 0; r < runs; ++r) {
+    int c = r % copies;
     double t0 = now_ms();
-    tj_executable_run(exe, in, n_in, out, 1);
+    tj_executable_run(exes[c], in + c * n_in, n_in, out, 1);
     t[r] = now_ms() - t0;
   }
   return stats_of(t, runs);
+}
+
+// Copies of a weight of |bytes| for |m| rows: enough to exceed the cold
+// size at decode shapes, one for prefill.
+static int copies_for(int64_t m, double bytes) {
+  const char* env = getenv("QUANT_BENCH_COLD_MB");
+  double cold = (env ? atof(env) : 256.0) * 1e6;
+  if (m > 16 || cold <= 0) return 1;
+  int c = (int)((cold + bytes - 1) / bytes);
+  return c < 1 ? 1 : c > kMaxCopies ? kMaxCopies : c;
 }
 
 static void print_machine(void) {
@@ -206,34 +233,64 @@ int main(int argc, char** argv) {
   for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); ++s) {
     int64_t m = kShapes[s][0], n = kShapes[s][1], k = kShapes[s][2];
     int64_t xd[2] = {m, k}, yd[2] = {m, n}, bd[2] = {k, n};
-    tj_tensor_t xin = tj_tensor_make(x, TJ_DTYPE_F32, 2, xd);
+    tj_tensor_t xin[kMaxCopies];
+    for (int c = 0; c < kMaxCopies; ++c) {
+      xin[c] = tj_tensor_make(x, TJ_DTYPE_F32, 2, xd);
+    }
     tj_tensor_t yo = tj_tensor_make(y, TJ_DTYPE_F32, 2, yd);
     stat_t t[4];
+    int ncopies[5];
     for (int f = 0; f < 3; ++f) {
       static const int kFormats[3] = {0, 8, 4};
-      tj_executable_t* e = build_weights(ctx, w, m, n, k, kFormats[f]);
-      t[f] = time_exe(e, &xin, 1, &yo, runs);
-      tj_executable_release(e);
+      static const double kBytes[3] = {4.0, 1.0, 0.53};  // int4: + scales
+      int copies = copies_for(m, kBytes[f] * (double)(k * n));
+      ncopies[f] = copies;
+      tj_executable_t* e[kMaxCopies];
+      for (int c = 0; c < copies; ++c) {
+        e[c] = build_weights(ctx, w, m, n, k, kFormats[f]);
+      }
+      t[f] = time_exes(e, copies, xin, 1, &yo, runs);
+      for (int c = 0; c < copies; ++c) tj_executable_release(e[c]);
     }
-    tj_tensor_t in8[2] = {tj_tensor_make(a8, TJ_DTYPE_U8, 2, xd),
-                          tj_tensor_make(b8, TJ_DTYPE_I8, 2, bd)};
+    // The int8 GEMM's W is an input: copies of its buffer.
+    int copies8 = copies_for(m, (double)(k * n));
+    ncopies[3] = copies8;
+    tj_tensor_t in8[2 * kMaxCopies];
+    int8_t* b8c[kMaxCopies];
+    for (int c = 0; c < copies8; ++c) {
+      b8c[c] = c ? malloc((size_t)(k * n)) : b8;
+      if (c) memcpy(b8c[c], b8, (size_t)(k * n));
+      in8[2 * c] = tj_tensor_make(a8, TJ_DTYPE_U8, 2, xd);
+      in8[2 * c + 1] = tj_tensor_make(b8c[c], TJ_DTYPE_I8, 2, bd);
+    }
     tj_tensor_t o32 = tj_tensor_make(y32, TJ_DTYPE_I32, 2, yd);
     tj_executable_t* e8 = build_i8(ctx, m, n, k);
-    t[3] = time_exe(e8, in8, 2, &o32, runs);
+    tj_executable_t* e8s[kMaxCopies];
+    for (int c = 0; c < copies8; ++c) e8s[c] = e8;
+    t[3] = time_exes(e8s, copies8, in8, 2, &o32, runs);
     tj_executable_release(e8);
+    for (int c = 1; c < copies8; ++c) free(b8c[c]);
     stat_t tb = {-1, -1, -1};
+    int copiesf = copies_for(m, 4.0 * (double)(k * n));
+    ncopies[4] = copiesf;
     if (sgemm) {
       if (set_threads) set_threads(g_threads);
+      float* wc[kMaxCopies];
+      for (int c = 0; c < copiesf; ++c) {
+        wc[c] = c ? malloc((size_t)(k * n) * 4) : w;
+        if (c) memcpy(wc[c], w, (size_t)(k * n) * 4);
+        sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, x,
+              (int)k, wc[c], (int)n, 0.0f, y, (int)n);
+      }
       double tt[kMaxRuns];
-      sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, x,
-            (int)k, w, (int)n, 0.0f, y, (int)n);
       for (int q = 0; q < runs; ++q) {
         double t0 = now_ms();
         sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, x,
-              (int)k, w, (int)n, 0.0f, y, (int)n);
+              (int)k, wc[q % copiesf], (int)n, 0.0f, y, (int)n);
         tt[q] = now_ms() - t0;
       }
       tb = stats_of(tt, runs);
+      for (int c = 1; c < copiesf; ++c) free(wc[c]);
     }
     printf("%5lld %5lld %5lld |", (long long)m, (long long)n, (long long)k);
     for (int f = 0; f < 4; ++f) {
@@ -241,8 +298,9 @@ int main(int argc, char** argv) {
       printf(" |");
     }
     print_stat(tb);
-    printf(" | %5.2fx %5.2fx %5.2fx\n", t[0].med / t[1].med,
-           t[0].med / t[2].med, t[0].med / t[3].med);
+    printf(" | %5.2fx %5.2fx %5.2fx  (copies %d %d %d %d %d)\n",
+           t[0].med / t[1].med, t[0].med / t[2].med, t[0].med / t[3].med,
+           ncopies[0], ncopies[1], ncopies[2], ncopies[3], ncopies[4]);
     fflush(stdout);
   }
   free(w);
