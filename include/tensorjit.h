@@ -39,6 +39,7 @@
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_onnx.h"
 #include "tensorjit/tj_optimize.h"
+#include "tensorjit/tj_quant.h"
 #include "tensorjit/tj_tensor.h"
 #include "tensorjit/tj_verify.h"
 #include "tensorjit/tj_shard.h"

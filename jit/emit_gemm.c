@@ -172,6 +172,114 @@ static LLVMValueRef gather_op_vec(tj_emit_t* em, tj_dtype_t dt, int32_t w,
                        masked_gather_a(em, vt, ptrs, mask, op_bytes(dt)));
 }
 
+//===--- quantized B (qfold, issue 17) ---===//
+//
+// A B of quantized weights (tj_kir_bq_t) is dequantized where it is read:
+// by the B packing of the packed path (into the usual f32 panels) and by
+// the in-place microkernels of the small-M path, so the weight crosses
+// memory as 1 byte (int8) or half a byte (int4) per element instead of 4.
+// Each value is (q - zero) * scale: q - zero is an exact integer and the
+// product one f32 rounding, as the reference's dequantize computes it, so
+// the sums differ from the unfolded graph's only by the order of their
+// additions.
+
+typedef struct bq_read_t {
+  int32_t bits;  // 8 or 4
+  bool int4_signed;
+  tj_dtype_t qdt;  // i8 or u8
+} bq_read_t;
+
+// |w| bytes (or, for int4, the |w| nibbles of w / 2 bytes) at |ptr| as
+// <w x i32>; lanes off in |mask| (NULL: none) read as 0.
+static LLVMValueRef bq_ints(tj_emit_t* em, const bq_read_t* r, int32_t w,
+                            LLVMValueRef ptr, LLVMValueRef mask, bool zero) {
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+  if (r->bits == 8 || zero) {
+    // Zero points are unpacked (a byte each) for int4 too.
+    LLVMTypeRef bt = LLVMVectorType(em->t_i8, (unsigned)w);
+    LLVMValueRef v;
+    if (mask) {
+      v = masked_load_a(em, bt, ptr, mask, 1);
+    } else {
+      v = LLVMBuildLoad2(em->b, bt, ptr, "q");
+      LLVMSetAlignment(v, 1);
+    }
+    bool sign = zero && r->bits == 4 ? r->int4_signed : r->qdt == TJ_DTYPE_I8;
+    return sign ? LLVMBuildSExt(em->b, v, iv, "")
+                : LLVMBuildZExt(em->b, v, iv, "");
+  }
+  const int32_t h = w / 2;
+  LLVMTypeRef ht = LLVMVectorType(em->t_i8, (unsigned)h);
+  LLVMValueRef v;
+  if (mask) {
+    // Byte i holds lanes 2i and 2i + 1: valid when lane 2i is.
+    LLVMValueRef idx[32];
+    for (int32_t i = 0; i < h; ++i) idx[i] = i32c(em, 2 * i);
+    LLVMValueRef bm =
+        LLVMBuildShuffleVector(em->b, mask, LLVMGetUndef(LLVMTypeOf(mask)),
+                               LLVMConstVector(idx, (unsigned)h), "");
+    v = masked_load_a(em, ht, ptr, bm, 1);
+  } else {
+    v = LLVMBuildLoad2(em->b, ht, ptr, "q4");
+    LLVMSetAlignment(v, 1);
+  }
+  LLVMTypeRef hi32 = LLVMVectorType(em->t_i32, (unsigned)h);
+  LLVMValueRef x = LLVMBuildZExt(em->b, v, hi32, "");
+  LLVMValueRef lo = LLVMBuildAnd(
+      em->b, x, tj_emit_splat(em, LLVMConstInt(em->t_i32, 15, 0), h), "");
+  LLVMValueRef hi = LLVMBuildLShr(
+      em->b, x, tj_emit_splat(em, LLVMConstInt(em->t_i32, 4, 0), h), "");
+  LLVMValueRef idx[64];
+  for (int32_t i = 0; i < h; ++i) {
+    idx[2 * i] = i32c(em, i);
+    idx[2 * i + 1] = i32c(em, h + i);
+  }
+  LLVMValueRef q = LLVMBuildShuffleVector(
+      em->b, lo, hi, LLVMConstVector(idx, (unsigned)w), "");
+  if (r->int4_signed) {
+    // [0, 15] bits as [-8, 7]: (x ^ 8) - 8.
+    LLVMValueRef eight = tj_emit_splat(em, LLVMConstInt(em->t_i32, 8, 0), w);
+    q = LLVMBuildSub(em->b, LLVMBuildXor(em->b, q, eight, ""), eight, "");
+  }
+  return q;
+}
+
+// The dequantized B columns [col, col + w) of one row as <w x float>: the
+// row's bytes at |qrow| (int4: half a byte a column; |col| even), the
+// group's scale at |srow| and zero points at |zrow| (NULL: none).
+static LLVMValueRef bq_load(tj_emit_t* em, const bq_read_t* r, int32_t w,
+                            LLVMValueRef qrow, LLVMValueRef srow,
+                            LLVMValueRef zrow, int64_t col, LLVMValueRef mask) {
+  LLVMValueRef qp = gep_i8(em, qrow, i64c(em, r->bits == 4 ? col / 2 : col));
+  LLVMValueRef q = bq_ints(em, r, w, qp, mask, false);
+  if (zrow) {
+    q = LLVMBuildSub(
+        em->b, q,
+        bq_ints(em, r, w, gep_i8(em, zrow, i64c(em, col)), mask, true), "");
+  }
+  LLVMTypeRef fv = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMValueRef sp = gep_f32(em, srow, i64c(em, col));
+  LLVMValueRef sv;
+  if (mask) {
+    sv = masked_load_a(em, fv, sp, mask, 4);
+  } else {
+    sv = LLVMBuildLoad2(em->b, fv, sp, "scale");
+    LLVMSetAlignment(sv, 4);
+  }
+  return LLVMBuildFMul(em->b, LLVMBuildSIToFP(em->b, q, fv, ""), sv, "");
+}
+
+// The scale (or zero point) row of k row |kk|: |base| + (kk / group) *
+// |ss| elements of |elem| (one row when |group| is 0).
+static LLVMValueRef bq_group_row(tj_emit_t* em, LLVMTypeRef elem,
+                                 LLVMValueRef base, LLVMValueRef ss,
+                                 int64_t group, LLVMValueRef kk) {
+  if (!group) return base;
+  LLVMValueRef gi = LLVMBuildUDiv(em->b, kk, i64c(em, group), "");
+  LLVMValueRef off = LLVMBuildMul(em->b, gi, ss, "");
+  return LLVMBuildGEP2(em->b, elem, base, &off, 1, "");
+}
+
 //===--- the microkernel ---===//
 
 // The options live in jit/emit_gemm.h (the attention template reuses the
@@ -185,6 +293,7 @@ typedef struct ukernel_t {
   unsigned valign;
   LLVMValueRef rowp[16], mask[16];
   LLVMValueRef b, ldb, ka;
+  LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
 } ukernel_t;
 
 // One k-pair step of the dot microkernel: |brow| is the panel's row of
@@ -291,6 +400,17 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   }
   LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
   LLVMValueRef splat[16];
+  // qfold: this row's scale and zero point row (a quantized B).
+  bq_read_t bqr = {u->o->bq_bits, u->o->bq_int4_signed, u->o->bq_qdt};
+  LLVMValueRef srow = NULL, zrow = NULL;
+  if (bqr.bits) {
+    srow =
+        bq_group_row(em, em->t_f32, u->bq_scale, u->bq_ss, u->o->bq_group, kk);
+    if (u->o->bq_zero) {
+      zrow =
+          bq_group_row(em, em->t_i8, u->bq_zero, u->bq_ss, u->o->bq_group, kk);
+    }
+  }
   if (u->o->dot) {
     ukernel_step_dot(u, brow, koff, acc);
     return;
@@ -313,9 +433,12 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
     // live at once would not fit beside the accumulators. (Taller tiles
     // hold fewer B vectors than broadcasts: the order below.)
     for (int32_t v = 0; v < nv; ++v) {
-      LLVMValueRef p = gep_op(em, bdt, brow, i64c(em, (int64_t)v * w));
+      LLVMValueRef bm = u->o->masked ? u->mask[v] : NULL;
       LLVMValueRef bv =
-          load_op_vec(em, bdt, w, p, u->o->masked ? u->mask[v] : NULL);
+          bqr.bits ? bq_load(em, &bqr, w, brow, srow, zrow, (int64_t)v * w, bm)
+                   : load_op_vec(
+                         em, bdt, w,
+                         gep_op(em, bdt, brow, i64c(em, (int64_t)v * w)), bm);
       for (int32_t r = 0; r < u->o->mr; ++r) {
         LLVMValueRef args[3] = {splat[r], bv, acc[r * nv + v]};
         acc[r * nv + v] = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
@@ -326,7 +449,10 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   LLVMValueRef bvec[16];
   for (int32_t v = 0; v < nv; ++v) {
     LLVMValueRef p = gep_op(em, bdt, brow, i64c(em, (int64_t)v * w));
-    if (u->o->masked || bdt != TJ_DTYPE_F32) {
+    if (bqr.bits) {
+      bvec[v] = bq_load(em, &bqr, w, brow, srow, zrow, (int64_t)v * w,
+                        u->o->masked ? u->mask[v] : NULL);
+    } else if (u->o->masked || bdt != TJ_DTYPE_F32) {
       bvec[v] = load_op_vec(em, bdt, w, p, u->o->masked ? u->mask[v] : NULL);
     } else {
       bvec[v] = LLVMBuildLoad2(b, u->vt, p, "b");
@@ -447,10 +573,13 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   } else {
     snprintf(name, sizeof(name), "tj_ukernel_%s", em->k->name);
   }
-  LLVMTypeRef params[11] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr,
+  LLVMTypeRef params[14] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr,
                             em->t_i64, em->t_i64, em->t_i64, em->t_ptr,
-                            em->t_i64, em->t_i1,  em->t_i64};
-  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 11, 0);
+                            em->t_i64, em->t_i1,  em->t_i64, em->t_ptr,
+                            em->t_ptr, em->t_i64};
+  // qfold: a quantized B's scale, zero point and group stride.
+  LLVMTypeRef fty =
+      LLVMFunctionType(em->t_void, params, o->bq_bits ? 14 : 11, 0);
   LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   add_attrs(em, fn, o->direct && !o->hot);
@@ -474,6 +603,11 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.b = bp;
   u.ldb = o->direct ? ldb : i64c(em, o->nr);
   u.ka = ka;
+  if (o->bq_bits) {
+    u.bq_scale = LLVMGetParam(fn, 11);
+    u.bq_zero = LLVMGetParam(fn, 12);
+    u.bq_ss = LLVMGetParam(fn, 13);
+  }
   LLVMValueRef last = LLVMBuildSub(b, mrv, i64c(em, 1), "");
   for (int32_t r = 0; r < mr; ++r) {
     LLVMValueRef rr = tj_emit_min_i64(em, i64c(em, r), last);
@@ -667,6 +801,80 @@ static void pack_b_contiguous(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
     for (int32_t v = 0; v < nv; ++v) {
       LLVMValueRef val = load_op_vec(
           em, dt, w, gep_op(em, dt, from_e, i64c(em, (int64_t)v * w)), mask[v]);
+      LLVMSetAlignment(
+          LLVMBuildStore(em->b, val,
+                         gep_f32(em, out_e, i64c(em, (int64_t)v * w))),
+          (unsigned)w * 4);
+    }
+  }
+  tj_emit_if_end(em, &edge);
+  loop_end_no_unroll(em, &kl);
+}
+
+// qfold: packs rows [0, kc) of a quantized B block (row k's bytes at
+// src + k * sk, its columns from the block's first; k0: the block's first
+// row in B, for the groups) into f32 panels dst[c / NR][k][c % NR],
+// dequantized, zero padded: k outermost as in pack_b_contiguous, full
+// panels unmasked, the last one masked.
+static void pack_b_quant(tj_emit_t* em, const tj_kir_gemm_schedule_t* s,
+                         const bq_read_t* r, int64_t group, LLVMValueRef src,
+                         LLVMValueRef sk, LLVMValueRef scale, LLVMValueRef zero,
+                         LLVMValueRef ss, LLVMValueRef k0, LLVMValueRef kc,
+                         LLVMValueRef nlen, LLVMValueRef dst) {
+  const int32_t w = em->target.lanes, nv = s->tile_n / w;
+  LLVMValueRef full =
+      LLVMBuildUDiv(em->b, nlen, i64c(em, s->tile_n), "full_panels");
+  LLVMValueRef col_rest = LLVMBuildMul(em->b, full, i64c(em, s->tile_n), "");
+  LLVMValueRef rest = LLVMBuildSub(em->b, nlen, col_rest, "");
+  LLVMValueRef mask[16];
+  for (int32_t v = 0; v < nv; ++v) {
+    mask[v] = tj_emit_lane_mask(
+        em, LLVMBuildSub(em->b, rest, i64c(em, (int64_t)v * w), ""), w);
+  }
+  LLVMValueRef panel_stride =
+      LLVMBuildMul(em->b, kc, i64c(em, s->tile_n), "panel_stride");
+  tj_emit_loop_t kl;
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, i64c(em, 0), kc, i64c(em, 1), "qpack_k");
+  LLVMValueRef row = gep_i8(em, src, LLVMBuildMul(em->b, kk, sk, ""));
+  LLVMValueRef kabs = LLVMBuildAdd(em->b, k0, kk, "");
+  LLVMValueRef srow = bq_group_row(em, em->t_f32, scale, ss, group, kabs);
+  LLVMValueRef zrow =
+      zero ? bq_group_row(em, em->t_i8, zero, ss, group, kabs) : NULL;
+  LLVMValueRef out_k =
+      gep_f32(em, dst, LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
+  tj_emit_loop_t pl;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &pl, i64c(em, 0), full, i64c(em, 1), "qpanel");
+  LLVMValueRef col0 = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
+  LLVMValueRef qcol0 =
+      r->bits == 4 ? LLVMBuildUDiv(em->b, col0, i64c(em, 2), "") : col0;
+  LLVMValueRef out =
+      gep_f32(em, out_k, LLVMBuildMul(em->b, j, panel_stride, ""));
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef val =
+        bq_load(em, r, w, gep_i8(em, row, qcol0), gep_f32(em, srow, col0),
+                zrow ? gep_i8(em, zrow, col0) : NULL, (int64_t)v * w, NULL);
+    LLVMSetAlignment(
+        LLVMBuildStore(em->b, val, gep_f32(em, out, i64c(em, (int64_t)v * w))),
+        (unsigned)w * 4);
+  }
+  loop_end_no_unroll(em, &pl);
+  tj_emit_if_t edge;
+  tj_emit_if_begin(em, &edge,
+                   LLVMBuildICmp(em->b, LLVMIntSGT, rest, i64c(em, 0), ""),
+                   "qpack_edge");
+  {
+    LLVMValueRef qc = r->bits == 4
+                          ? LLVMBuildUDiv(em->b, col_rest, i64c(em, 2), "")
+                          : col_rest;
+    LLVMValueRef out_e = gep_f32(
+        em, gep_f32(em, dst, LLVMBuildMul(em->b, full, panel_stride, "")),
+        LLVMBuildMul(em->b, kk, i64c(em, s->tile_n), ""));
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef val = bq_load(
+          em, r, w, gep_i8(em, row, qc), gep_f32(em, srow, col_rest),
+          zrow ? gep_i8(em, zrow, col_rest) : NULL, (int64_t)v * w, mask[v]);
       LLVMSetAlignment(
           LLVMBuildStore(em->b, val,
                          gep_f32(em, out_e, i64c(em, (int64_t)v * w))),
@@ -1332,6 +1540,12 @@ typedef struct gemm_t {
   // 0: not an integer gemm), A and B's packing (ga, gb), i32 accumulators.
   int32_t igroup;
   group_t ga, gb;
+  // qfold (issue 17): a quantized B (bq.bits 0: not), its scale and zero
+  // point buffers (zbuf TJ_KIR_NONE: none) and the scale's group stride.
+  bq_read_t bq;
+  int64_t bq_group;
+  uint32_t sbuf, zbuf;
+  LLVMValueRef ss;
 } gemm_t;
 
 // The unit |u|: its batch point, m range and n block. Units are ordered
@@ -1375,6 +1589,12 @@ static void decompose_unit(gemm_t* g, LLVMValueRef u, bool a_major,
   out->n0 = LLVMBuildMul(em->b, nb, i64c(em, g->s.nc), "n0");
   out->nlen = tj_emit_min_i64(em, i64c(em, g->s.nc),
                               LLVMBuildSub(em->b, g->N, out->n0, ""));
+}
+
+// qfold: B's element offset of column |n| (int4: its byte, n even).
+static LLVMValueRef b_col(const gemm_t* g, LLVMValueRef n) {
+  if (g->bq.bits != 4) return n;
+  return LLVMBuildUDiv(g->em->b, n, i64c(g->em, 2), "");
 }
 
 // The direct microkernels: one per row count 1..tile_m, each as wide as
@@ -1428,7 +1648,7 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
                    ""));
   LLVMValueRef nlen = LLVMBuildSub(em->b, n_end, un.n0, "");
   LLVMValueRef b_blk =
-      gep_op(em, g->bdt, un.batch.ptr[g->bbuf], un.n0);  // sn == 1
+      gep_op(em, g->bdt, un.batch.ptr[g->bbuf], b_col(g, un.n0));  // sn == 1
   tj_emit_loop_t ml;
   LLVMValueRef m =
       tj_emit_loop_begin(em, &ml, un.m0, un.m_end, i64c(em, s->tile_m), "dm");
@@ -1467,10 +1687,22 @@ static tj_status_t emit_direct(gemm_t* g, const direct_t* d) {
   LLVMValueRef fn = LLVMBuildSelect(em->b, is_full, full, edge, "");
   LLVMValueRef step =
       LLVMBuildSelect(em->b, is_full, width, i64c(em, s->tile_n), "");
-  LLVMValueRef args[11] = {
-      a_ptr, g->sa_m, g->sa_k, gep_op(em, g->bdt, b_blk, col), g->sb_k, g->K,
-      rows,  g->tile, step,    LLVMConstInt(em->t_i1, 0, 0),   cols};
-  LLVMBuildCall2(em->b, fty, fn, args, 11, "");
+  LLVMValueRef args[14] = {a_ptr,   g->sa_m,
+                           g->sa_k, gep_op(em, g->bdt, b_blk, b_col(g, col)),
+                           g->sb_k, g->K,
+                           rows,    g->tile,
+                           step,    LLVMConstInt(em->t_i1, 0, 0),
+                           cols,    NULL,
+                           NULL,    NULL};
+  if (g->bq.bits) {
+    // The scale and zero point at column n0 + col.
+    LLVMValueRef c = LLVMBuildAdd(em->b, un.n0, col, "");
+    args[11] = gep_f32(em, un.batch.ptr[g->sbuf], c);
+    args[12] = g->zbuf != TJ_KIR_NONE ? gep_i8(em, un.batch.ptr[g->zbuf], c)
+                                      : LLVMConstNull(em->t_ptr);
+    args[13] = g->ss;
+  }
+  LLVMBuildCall2(em->b, fty, fn, args, g->bq.bits ? 14 : 11, "");
   TJ_RETURN_IF_ERROR(emit_epilogue(em, &un.batch, g->tile, step, rows, m,
                                    LLVMBuildAdd(em->b, un.n0, col, ""), cols,
                                    LLVMBuildUDiv(em->b, step, i64c(em, w), ""),
@@ -1498,6 +1730,7 @@ static void gemm_values(gemm_t* g) {
   g->sa_k = tj_emit_stride(em, g->abuf, g->dn);
   g->sb_k = tj_emit_stride(em, g->bbuf, g->dm);
   g->sb_n = tj_emit_stride(em, g->bbuf, g->dn);
+  if (g->bq.bits) g->ss = tj_emit_stride(em, g->sbuf, g->dm);
 }
 
 // The small-M path as a function of its own, "tj_small_m_<kernel>", with
@@ -1616,8 +1849,9 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                                       i64c(em, 1), "unit");
   unit_t un;
   decompose_unit(g, u, pack_a, &un);
-  LLVMValueRef b_blk = gep_op(em, g->bdt, un.batch.ptr[g->bbuf],
-                              LLVMBuildMul(em->b, un.n0, g->sb_n, ""));
+  LLVMValueRef b_blk =
+      gep_op(em, g->bdt, un.batch.ptr[g->bbuf],
+             b_col(g, LLVMBuildMul(em->b, un.n0, g->sb_n, "")));
   // Passes over K; K == 0 still runs one (empty) pass so the epilogue
   // writes C = epilogue(0).
   LLVMValueRef passes = LLVMBuildSelect(
@@ -1651,7 +1885,14 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
     tj_emit_if_begin(em, &pack, LLVMBuildNot(em->b, have, ""), "pack");
     LLVMValueRef b_src =
         gep_op(em, g->bdt, b_blk, LLVMBuildMul(em->b, k0, g->sb_k, ""));
-    if (g->dot) {
+    if (g->bq.bits) {
+      pack_b_quant(em, s, &g->bq, g->bq_group, b_src, g->sb_k,
+                   gep_f32(em, un.batch.ptr[g->sbuf], un.n0),
+                   g->zbuf != TJ_KIR_NONE
+                       ? gep_i8(em, un.batch.ptr[g->zbuf], un.n0)
+                       : NULL,
+                   g->ss, k0, kc, un.nlen, packed);
+    } else if (g->dot) {
       emit_pack_b_pairs(em, s, g->bbuf, b_src, kc, un.nlen, packed);
     } else if (g->igroup) {
       bool unit_n =
@@ -1772,14 +2013,21 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     return tj_internal("kernel @%s: unresolvable gemm tile %dx%d", k->name,
                        s->tile_m, s->tile_n);
   }
+  g.zbuf = TJ_KIR_NONE;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (k->buffers[b].role == TJ_KIR_GEMM_A) g.abuf = b;
     if (k->buffers[b].role == TJ_KIR_GEMM_B) g.bbuf = b;
+    if (k->buffers[b].role == TJ_KIR_GEMM_BSCALE) g.sbuf = b;
+    if (k->buffers[b].role == TJ_KIR_GEMM_BZERO) g.zbuf = b;
   }
   g.dm = k->rank - 2;
   g.dn = k->rank - 1;
   g.adt = k->buffers[g.abuf].dtype;
   g.bdt = k->buffers[g.bbuf].dtype;
+  if (k->bq.bits) {
+    g.bq = (bq_read_t){k->bq.bits, k->bq.int4_signed, g.bdt};
+    g.bq_group = k->bq.group;
+  }
   bool pack_a = tj_kir_gemm_packs_a(k);
   // vdpbf16ps where the CPU has it. Pairs never straddle two K passes when
   // kc is even (odd only through an explicit schedule: such a kernel takes
@@ -1840,7 +2088,12 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                           .chains = r * nv * q < 8 ? 2 : 1,
                           .prefetch_next = q == 1,
                           .a_dtype = g.adt,
-                          .b_dtype = g.bdt};
+                          .b_dtype = g.bdt,
+                          .bq_bits = g.bq.bits,
+                          .bq_int4_signed = g.bq.int4_signed,
+                          .bq_zero = g.zbuf != TJ_KIR_NONE,
+                          .bq_qdt = g.bdt,
+                          .bq_group = g.bq_group};
       d.fns[r] = tj_emit_ukernel(em, &o);
       // The edge pieces sum in the same order as the full strips (same
       // chains), so a column's value does not depend on where a thread's

@@ -38,6 +38,15 @@ typedef struct tj_ukernel_opts_t {
   // the panel's row after the last group is added to every tile row.
   int32_t igroup;
   bool corr;
+  // qfold (issue 17), direct only: B is quantized (tj_kir_bq_t; bq_bits 0:
+  // not) and dequantized as it is read. The function then takes three more
+  // parameters: ptr scale, ptr zero (unused without |bq_zero|), i64 the
+  // scale's stride from one group of bq_group rows to the next; B's row
+  // stride ldb counts bytes.
+  int32_t bq_bits;
+  bool bq_int4_signed, bq_zero;
+  tj_dtype_t bq_qdt;  // the bytes' dtype: i8 or u8
+  int64_t bq_group;   // 0: one group over all of K
 } tj_ukernel_opts_t;
 
 // Emits the microkernel function for |o| (see jit/emit_gemm.c):

@@ -59,6 +59,10 @@ static const char* role_name(tj_kir_role_t role) {
       return "v";
     case TJ_KIR_ATTN_MASK:
       return "mask";
+    case TJ_KIR_GEMM_BSCALE:
+      return "bscale";
+    case TJ_KIR_GEMM_BZERO:
+      return "bzero";
   }
   return "?";
 }
@@ -253,7 +257,7 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          k->name, name));
     return TJ_KIR_NONE;
   }
-  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_ATTN_MASK) {
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_GEMM_BZERO) {
     record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
                          k->name, name));
     return TJ_KIR_NONE;
@@ -495,6 +499,18 @@ uint32_t tj_kir_index(tj_kir_t* k, uint32_t dim) {
 
 static bool is_int8(tj_dtype_t dt) {
   return dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_U8;
+}
+
+// qfold: the dtype of a quantized B's bytes (and of its zero points).
+static tj_dtype_t bq_dtype(const tj_kir_t* k) {
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_B) {
+      tj_dtype_t dt = k->buffers[b].dtype;
+      if (k->bq.bits == 4) return TJ_DTYPE_U8;
+      return dt == TJ_DTYPE_I8 ? TJ_DTYPE_I8 : TJ_DTYPE_U8;
+    }
+  }
+  return TJ_DTYPE_U8;
 }
 
 bool tj_kir_gemm_is_int8(const tj_kir_t* k) {
@@ -768,8 +784,25 @@ static tj_status_t verify(const tj_kir_t* k) {
     return tj_invalid("kernel @%s: no iteration space", k->name);
   }
   uint32_t num_a = 0, num_b = 0, num_out = 0, num_attn[4] = {0, 0, 0, 0};
+  uint32_t num_bq[2] = {0, 0};
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_BSCALE || buf->role == TJ_KIR_GEMM_BZERO) {
+      // qfold (issue 17): a quantized B's tables.
+      // Zero points are unpacked: int4's are i8 (signed) or u8.
+      const tj_dtype_t want =
+          buf->role == TJ_KIR_GEMM_BSCALE ? TJ_DTYPE_F32
+          : k->bq.bits == 4 ? (k->bq.int4_signed ? TJ_DTYPE_I8 : TJ_DTYPE_U8)
+                            : bq_dtype(k);
+      if (k->kind != TJ_KIR_GEMM || !k->bq.bits || buf->dtype != want ||
+          num_bq[buf->role - TJ_KIR_GEMM_BSCALE]++) {
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: a quantized gemm B's %s must be %s, one "
+            "per kernel",
+            k->name, buf->name, role_name(buf->role), tj_dtype_name(want));
+      }
+      continue;
+    }
     if (buf->role >= TJ_KIR_ATTN_Q) {
       if (k->kind != TJ_KIR_ATTENTION) {
         return tj_invalid(
@@ -800,6 +833,21 @@ static tj_status_t verify(const tj_kir_t* k) {
             k->name, buf->name, tj_kir_kind_name(k->kind));
       }
       bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
+      if (k->bq.bits) {
+        // qfold: f32 A, quantized B (its bytes), f32 accumulation.
+        bool ok = buf->role == TJ_KIR_GEMM_A ? buf->dtype == TJ_DTYPE_F32
+                                             : buf->dtype == bq_dtype(k);
+        if (!ok) {
+          return tj_invalid(
+              "kernel @%s: gemm operand %%%s is %s; a quantized-B gemm takes "
+              "f32 A and %s B",
+              k->name, buf->name, tj_dtype_name(buf->dtype),
+              tj_dtype_name(bq_dtype(k)));
+        }
+        num_a += buf->role == TJ_KIR_GEMM_A;
+        num_b += buf->role == TJ_KIR_GEMM_B;
+        continue;
+      }
       if (k->allow_int8_gemm && is_int8(buf->dtype) != tj_kir_gemm_is_int8(k)) {
         return tj_invalid(
             "kernel @%s: gemm operand %%%s is %s; an integer gemm takes "
@@ -831,6 +879,13 @@ static tj_status_t verify(const tj_kir_t* k) {
         }
       }
     }
+  }
+  if (k->bq.bits && (k->kind != TJ_KIR_GEMM || num_bq[0] != 1 ||
+                     (k->bq.bits != 8 && k->bq.bits != 4) || k->bq.group < 0)) {
+    return tj_invalid(
+        "kernel @%s: a quantized gemm B needs bits 8 or 4, a group >= 0 and "
+        "one scale buffer",
+        k->name);
   }
   if (k->kind == TJ_KIR_GEMM && (num_a != 1 || num_b != 1)) {
     return tj_invalid(
@@ -1047,6 +1102,12 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     print_sched_field(&s, "mc", k->schedule.mc);
     print_sched_field(&s, "nc", k->schedule.nc);
     print_sched_field(&s, "kc", k->schedule.kc);
+    if (k->bq.bits == 8) {
+      sbuf_printf(&s, " bq int8 group %lld", (long long)k->bq.group);
+    } else if (k->bq.bits == 4) {
+      sbuf_printf(&s, " bq int4%s group %lld", k->bq.int4_signed ? "s" : "u",
+                  (long long)k->bq.group);
+    }
   }
   if (k->kind == TJ_KIR_ATTENTION) {
     sbuf_printf(&s, " d ");

@@ -184,7 +184,24 @@ typedef enum tj_kir_role_e {
   TJ_KIR_ATTN_K = 5,
   TJ_KIR_ATTN_V = 6,
   TJ_KIR_ATTN_MASK = 7,
+  // qfold (issue 17): a GEMM whose B is a quantized weight (tj_kir_bq_t):
+  // its scale (f32) and zero point (B's dtype), strides [batch.., k group,
+  // n] (the k slot steps from one group of bq.group rows of B to the next).
+  TJ_KIR_GEMM_BSCALE = 8,
+  TJ_KIR_GEMM_BZERO = 9,
 } tj_kir_role_t;
+
+// qfold (issue 17): GEMM only. B holds quantized weights, dequantized as
+// they are read (packing, the in-place microkernels): B(k, n) = (q(k, n) -
+// zero(k / group, n)) * scale(k / group, n) in f32, q i8 or u8 (bits 8),
+// or int4 packed two a byte along n (bits 4, the even column in the low
+// nibble; B's strides count bytes and its n stride is 1). No zero buffer:
+// zero 0. group 0: one group over all of K (per output channel).
+typedef struct tj_kir_bq_t {
+  int32_t bits;      // 0: B is not quantized; 8 or 4
+  bool int4_signed;  // bits 4: [-8, 7] (else [0, 15])
+  int64_t group;     // rows of B per scale row; 0: all of K
+} tj_kir_bq_t;
 
 // ATTENTION only: the head dims of q/k (d) and of v and the output (dv),
 // the scale of the scores and whether keys j > i are masked (top-left).
@@ -291,6 +308,8 @@ typedef struct tj_kir_t {
   // Set by lowerings for targets with the integer template (x86,
   // jit/emit_gemm.c).
   bool allow_int8_gemm;
+  // GEMM only (qfold, issue 17): B is quantized (bits 0: not).
+  tj_kir_bq_t bq;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;

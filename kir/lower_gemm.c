@@ -3,8 +3,65 @@
 // [batch.., m, k] and [batch.., k, n], offset to the box of the output;
 // the rest of the group is the epilogue, evaluated on the accumulator.
 
+#include <string.h>
+
 #include "kir/lower_internal.h"
 #include "lib/dtype.h"
+#include "lib/quant.h"
+
+// qfold (issue 17): B is a dequantize of constants in the group (the x86
+// backend kept it whole: tj_kir_bq_t). Its q, scale and zero point become
+// the B, BSCALE and BZERO buffers, read in place; lib/passes/quant_prepack.c
+// gave them the layout this takes: q [K, N] (int4: [K, ceil(N / 2)]),
+// scale and zero point [N] (per output channel) or [ceil(K / g), N].
+static tj_status_t quantized_b(tj_lowering_t* lw, uint32_t dq,
+                               const int64_t* start, int32_t nb) {
+  const tj_node_t* n = NODE(lw, dq);
+  const tj_node_t* q = NODE(lw, n->operands[0]);
+  const tj_node_t* s = NODE(lw, n->operands[1]);
+  const uint32_t zp = n->operands[2];
+  const int64_t* ints = n->attrs.ints;
+  int32_t int4 =
+      n->attrs.num_ints > TJ_QUANT_INT4 ? (int32_t)ints[TJ_QUANT_INT4] : 0;
+  int64_t block = n->attrs.num_ints > TJ_QUANT_BLOCK ? ints[TJ_QUANT_BLOCK] : 0;
+  bool blocked = s->rank == 2 && block > 0 && n->attrs.axis == 0;
+  bool per_n = s->rank == 1 && n->attrs.axis == 1;
+  if (n->rank != 2 || q->rank != 2 || (!blocked && !per_n) ||
+      s->dtype != TJ_DTYPE_F32 || n->dtype != TJ_DTYPE_F32) {
+    return tj_unsupported(
+        "matmul %%%u: dequantized B %%%u is not a [K, N] weight quantized per "
+        "output channel or per group along K",
+        lw->mm, dq);
+  }
+  for (int32_t i = 0; i < nb + 2; ++i) {
+    if (start[i] != 0 && i != nb) {
+      return tj_unsupported(
+          "matmul %%%u: a box of the output past column 0 of a quantized B",
+          lw->mm);
+    }
+  }
+  int64_t sq[TJ_MAX_RANK], ss[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, n->operands[0], sq));
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, n->operands[1], ss));
+  int64_t vb[MAXV] = {0}, vs[MAXV] = {0};
+  vb[nb] = sq[0];
+  vb[nb + 1] = 1;
+  vs[nb] = blocked ? ss[0] : 0;
+  vs[nb + 1] = 1;
+  uint32_t idx;
+  TJ_RETURN_IF_ERROR(
+      tj_lower_add_buffer(lw, n->operands[0], TJ_KIR_GEMM_B, vb, 0, &idx));
+  TJ_RETURN_IF_ERROR(
+      tj_lower_add_buffer(lw, n->operands[1], TJ_KIR_GEMM_BSCALE, vs, 0, &idx));
+  if (zp != TJ_NODE_NONE) {
+    TJ_RETURN_IF_ERROR(
+        tj_lower_add_buffer(lw, zp, TJ_KIR_GEMM_BZERO, vs, 0, &idx));
+  }
+  lw->bq.bits = int4 ? 4 : 8;
+  lw->bq.int4_signed = int4 == 1;
+  lw->bq.group = blocked ? block : 0;
+  return NULL;
+}
 
 // |node|'s storage seen through at most one in-group transpose: the node in
 // memory and the strides over |node|'s coordinates.
@@ -35,30 +92,40 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
               (a->dtype == TJ_DTYPE_F16 || a->dtype == TJ_DTYPE_BF16);
   // qgemm (issue 17): matmul_i32's operands are i8/u8 (inference checked).
   bool int8 = mm->op == TJ_OP_MATMUL_I32;
-  if ((a->dtype != TJ_DTYPE_F32 || b->dtype != TJ_DTYPE_F32) && !half &&
-      !int8) {
+  bool bq = lw->in_group[bn] && b->op == TJ_OP_DEQUANTIZE;
+  memset(&lw->bq, 0, sizeof(lw->bq));
+  // A quantized B's own types are checked by quantized_b.
+  if ((a->dtype != TJ_DTYPE_F32 || (!bq && b->dtype != TJ_DTYPE_F32)) &&
+      !half && !int8) {
     return tj_unsupported(
         "matmul %%%u is %s; the gemm template takes f32, f16 or bf16 (i8/u8 "
         "through matmul_i32)",
         lw->mm, tj_dtype_name(a->dtype));
   }
-  int64_t sa[TJ_MAX_RANK], sb[TJ_MAX_RANK];
-  uint32_t abase, bbase;
+  int64_t sa[TJ_MAX_RANK], sb[TJ_MAX_RANK] = {0};
+  uint32_t abase, bbase = 0;
   TJ_RETURN_IF_ERROR(operand_view(lw, an, &abase, sa));
-  TJ_RETURN_IF_ERROR(operand_view(lw, bn, &bbase, sb));
+  if (!bq) TJ_RETURN_IF_ERROR(operand_view(lw, bn, &bbase, sb));
   int32_t nb = lw->vrank - 2;
+  if (bq && NODE(lw, bn)->rank != 2) {
+    return tj_unsupported("matmul %%%u: a quantized B of rank %d", lw->mm,
+                          NODE(lw, bn)->rank);
+  }
   int64_t va[MAXV] = {0}, vb[MAXV] = {0};
   int32_t ba = a->rank >= 2 ? a->rank - 2 : 0;
   int32_t bb = b->rank >= 2 ? b->rank - 2 : 0;
   for (int32_t i = 0; i < nb; ++i) {
     int32_t ja = i - (nb - ba), jb = i - (nb - bb);
     if (ja >= 0 && !(a->dims[ja] == 1 && lw->vdims[i] != 1)) va[i] = sa[ja];
-    if (jb >= 0 && !(b->dims[jb] == 1 && lw->vdims[i] != 1)) vb[i] = sb[jb];
+    if (!bq && jb >= 0 && !(b->dims[jb] == 1 && lw->vdims[i] != 1))
+      vb[i] = sb[jb];
   }
-  va[nb] = a->rank >= 2 ? sa[a->rank - 2] : 0;      // m
-  va[nb + 1] = sa[a->rank - 1];                     // k
-  vb[nb] = b->rank >= 2 ? sb[b->rank - 2] : sb[0];  // k
-  vb[nb + 1] = b->rank >= 2 ? sb[b->rank - 1] : 0;  // n
+  va[nb] = a->rank >= 2 ? sa[a->rank - 2] : 0;  // m
+  va[nb + 1] = sa[a->rank - 1];                 // k
+  if (!bq) {
+    vb[nb] = b->rank >= 2 ? sb[b->rank - 2] : sb[0];  // k
+    vb[nb + 1] = b->rank >= 2 ? sb[b->rank - 1] : 0;  // n
+  }
   // A box of the output (pad or concat in the epilogue) starts at some
   // (batch.., m0, n0): A from row m0, B from column n0.
   int64_t start[MAXV] = {0};
@@ -74,7 +141,7 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
       TJ_RETURN_IF_ERROR(tj_lower_dim_mul(lw, start[i], va[i], &t));
       TJ_RETURN_IF_ERROR(tj_lower_dim_add(lw, aoff, t, &aoff));
     }
-    if (i != nb) {  // batch and n: B
+    if (i != nb && !bq) {  // batch and n: B
       TJ_RETURN_IF_ERROR(tj_lower_dim_mul(lw, start[i], vb[i], &t));
       TJ_RETURN_IF_ERROR(tj_lower_dim_add(lw, boff, t, &boff));
     }
@@ -82,8 +149,12 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
   uint32_t idx;
   TJ_RETURN_IF_ERROR(
       tj_lower_add_buffer(lw, abase, TJ_KIR_GEMM_A, va, aoff, &idx));
-  TJ_RETURN_IF_ERROR(
-      tj_lower_add_buffer(lw, bbase, TJ_KIR_GEMM_B, vb, boff, &idx));
+  if (bq) {
+    TJ_RETURN_IF_ERROR(quantized_b(lw, bn, start, nb));
+  } else {
+    TJ_RETURN_IF_ERROR(
+        tj_lower_add_buffer(lw, bbase, TJ_KIR_GEMM_B, vb, boff, &idx));
+  }
   return tj_lower_node_dim(lw, an, a->rank - 1, &lw->gemm_k);
 }
 

@@ -118,6 +118,7 @@ typedef struct tj_lowering_t {
   // GEMM facts.
   uint32_t mm;
   int64_t gemm_k;
+  tj_kir_bq_t bq;  // qfold: a GEMM's quantized B (lower_gemm.c)
   // A gather whose indexed axis may be empty at run time (a symbolic dim):
   // the kernel's run-time check (tj_lowered_kernel_t.nonempty_node), one
   // per kernel; NONE32 when none.

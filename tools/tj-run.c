@@ -158,9 +158,11 @@ static void print_scoreboard(const tj_graph_t* graph, int32_t num_syms,
   print_symbols(num_syms, names, values);
   printf("\nactivation (outputs) %.2f MB, inputs and constants %.2f MB\n\n",
          mb(sb->activation_bytes), mb(sb->input_bytes));
-  printf("%-13s %6s %8s %10s %10s %10s %8s %10s %7s %9s\n", "stage", "nodes",
-         "kernels", "read MB", "write MB", "moved MB", "x act", "peak MB",
-         "breaks", "compiled");
+  // The last two columns split moved MB into weights (constants read, as
+  // stored: quantized weights count their bytes) and activations.
+  printf("%-13s %6s %8s %10s %10s %10s %8s %10s %7s %9s %10s %10s\n", "stage",
+         "nodes", "kernels", "read MB", "write MB", "moved MB", "x act",
+         "peak MB", "breaks", "compiled", "weight MB", "act MB");
   for (int s = 0; s < TJ_STAGE_COUNT_; ++s) {
     const tj_scoreboard_row_t* r = &sb->rows[s];
     int64_t moved = r->bytes_read + r->bytes_written;
@@ -168,10 +170,12 @@ static void print_scoreboard(const tj_graph_t* graph, int32_t num_syms,
                        ? (double)moved / (double)sb->activation_bytes
                        : 0.0;
     printf(
-        "%-13s %6lld %8lld %10.2f %10.2f %10.2f %8.2f %10.2f %7lld %8.0f%%\n",
+        "%-13s %6lld %8lld %10.2f %10.2f %10.2f %8.2f %10.2f %7lld %8.0f%% "
+        "%10.2f %10.2f\n",
         tj_stage_name(r->stage), (long long)r->nodes, (long long)r->kernels,
         mb(r->bytes_read), mb(r->bytes_written), mb(moved), ratio,
-        mb(r->peak_bytes), (long long)r->graph_breaks, r->percent_compiled);
+        mb(r->peak_bytes), (long long)r->graph_breaks, r->percent_compiled,
+        mb(r->weight_bytes_read), mb(moved - r->weight_bytes_read));
   }
   printf("\nmemplan arena %.2f MB (most intermediates live at once: %.2f MB)\n",
          mb(sb->arena_bytes), mb(sb->live_peak_bytes));

@@ -84,6 +84,13 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
       return tj_unsupported("kernel @%s: no CUDA template for an i8/u8 gemm",
                             kernels[i].kernel->name);
     }
+    // qfold: nor for a quantized B (a dequantize CUDA's native_op never
+    // keeps whole reaches a GEMM only under a TJ_BISECT budget).
+    if (kernels[i].kernel->bq.bits) {
+      return tj_unsupported(
+          "kernel @%s: no CUDA template for a gemm on quantized weights",
+          kernels[i].kernel->name);
+    }
   }
   return tj_cuda_program_add_kernels(t->pending, kernels, count);
 }

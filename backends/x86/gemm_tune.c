@@ -102,7 +102,9 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
   for (uint32_t b = 0; b < src->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &src->buffers[b];
     tj_kir_role_t role = buf->role;
-    if (epilogue_only && (role == TJ_KIR_GEMM_A || role == TJ_KIR_GEMM_B)) {
+    if (epilogue_only &&
+        (role == TJ_KIR_GEMM_A || role == TJ_KIR_GEMM_B ||
+         role == TJ_KIR_GEMM_BSCALE || role == TJ_KIR_GEMM_BZERO)) {
       role = TJ_KIR_INPUT;  // unused: keeps the buffer slots in place
     }
     tj_kir_add_buffer(k, buf->name, buf->dtype, role, buf->strides);
@@ -134,6 +136,7 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
   } else {
     tj_kir_set_gemm(k, src->gemm_k, schedule);
     k->allow_half_gemm = src->allow_half_gemm;
+    k->bq = src->bq;  // qfold: a quantized B stays quantized
   }
   const tj_kir_phase_t* ph = &src->phases[0];
   tj_allocator_t al = src->allocator;

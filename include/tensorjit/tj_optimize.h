@@ -70,6 +70,11 @@ typedef struct tj_scoreboard_row_t {
   // Custom ops kept in the graph (tj_custom_op.h): host calls of their
   // implementations between compiled regions, not graph breaks.
   int64_t host_calls;
+  // Of bytes_read, the bytes read from the graph's constants (the
+  // weights); the rest of bytes_read and bytes_written is activations.
+  // Quantized weights that the x86 GEMM reads as they are stored (issue
+  // 17) count their stored bytes. Available since: 0.1.
+  int64_t weight_bytes_read;
 } tj_scoreboard_row_t;
 
 typedef struct tj_scoreboard_t {

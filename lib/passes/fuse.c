@@ -171,6 +171,21 @@ static void* scratch(fuse_t* f, size_t bytes) {
 
 //===--- phase 1: materialize or inline ---===//
 
+// qfold: whether |v|, a dequantize, is matmul |u|'s B (only) and reads
+// only constants.
+static bool is_quantized_b(const fuse_t* f, uint32_t u, uint32_t v) {
+  const tj_node_t* mm = N(f, u);
+  if (mm->op != TJ_OP_MATMUL || mm->operands[0] == v || mm->operands[1] != v) {
+    return false;
+  }
+  const tj_node_t* dq = N(f, v);
+  for (uint32_t k = 0; k < dq->num_operands; ++k) {
+    uint32_t o = dq->operands[k];
+    if (o != TJ_NODE_NONE && N(f, o)->op != TJ_OP_CONSTANT) return false;
+  }
+  return true;
+}
+
 // Whether user |u| can read operand |v| other than from memory.
 static bool fusing_use(const fuse_t* f, uint32_t u, uint32_t v) {
   switch (f->cls[u]) {
@@ -182,6 +197,10 @@ static bool fusing_use(const fuse_t* f, uint32_t u, uint32_t v) {
       return !tj_op_has(N(f, u)->op, TJ_OPF_MEMORY_OPERANDS) ||
              N(f, u)->operands[0] != v;
     case C_MATMUL: {
+      // qfold (issue 17): a dequantize left whole (the target reads
+      // quantized weights: tj_pass_ctx_t.native_op) is B read as it is
+      // dequantized, from its constants.
+      if (N(f, v)->op == TJ_OP_DEQUANTIZE) return is_quantized_b(f, u, v);
       // A transpose of a buffer in memory is a strided load: of an input or
       // constant, or of a matmul, reduction or opaque result, which stays
       // in memory as this very read is from another kernel.
@@ -624,6 +643,9 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
       for (uint32_t k = 0; k < node->num_operands; ++k) {
         uint32_t o = node->operands[k];
         if (f->in_set[o] != f->stamp) continue;
+        if (N(f, o)->op == TJ_OP_DEQUANTIZE && is_quantized_b(f, i, o)) {
+          continue;  // reads constants only (qfold)
+        }
         if (N(f, o)->op != TJ_OP_TRANSPOSE ||
             f->in_set[N(f, o)->operands[0]] == f->stamp) {
           v->why = "a matmul operand computed in the same kernel";
@@ -1191,6 +1213,16 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     memset(f.seen, 0, n * sizeof(uint32_t));
     for (uint32_t i = 0; i < f.n; ++i) {
       f.cls[i] = (uint8_t)classify_op(g->nodes[i].op);
+      // qfold (issue 17): a dequantize decompose left whole (the target
+      // reads the quantized weight in its GEMM) is a movement of its
+      // constants into the matmul's B (fusing_use).
+      if (g->nodes[i].op == TJ_OP_DEQUANTIZE && !f.uses.is_output[i]) {
+        bool all_b = f.uses.offsets[i + 1] > f.uses.offsets[i];
+        for (uint32_t k = f.uses.offsets[i]; k < f.uses.offsets[i + 1]; ++k) {
+          all_b = all_b && is_quantized_b(&f, f.uses.users[k], i);
+        }
+        if (all_b) f.cls[i] = C_INJECTIVE;
+      }
       f.home[i] = TJ_GROUP_NONE;
       f.bytes[i] = tj_pass_node_bytes(ctx, g, i);
     }

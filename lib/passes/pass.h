@@ -194,13 +194,13 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
 
 // tj_graph_scoreboard (include/tensorjit/tj_optimize.h) with constant
 // folding through |evaluate| (NULL: no folding); the public function, in
-// backends/scoreboard.c, passes the reference evaluator.
-tj_status_t tj_scoreboard_measure(const tj_graph_t* graph, int32_t num_symbols,
-                                  const char* const* symbol_names,
-                                  const int64_t* symbol_values,
-                                  tj_pass_eval_fn evaluate,
-                                  void* evaluate_user_data,
-                                  tj_scoreboard_t* out);
+// backends/scoreboard.c, passes the reference evaluator. |native_op| (NULL:
+// none) is tj_pass_ctx_t.native_op for the pipeline it measures.
+tj_status_t tj_scoreboard_measure(
+    const tj_graph_t* graph, int32_t num_symbols,
+    const char* const* symbol_names, const int64_t* symbol_values,
+    tj_pass_eval_fn evaluate, void* evaluate_user_data,
+    bool (*native_op)(const tj_graph_t*, uint32_t), tj_scoreboard_t* out);
 
 // Checks a comma-separated pass list ("default" names the default
 // pipeline); INVALID_ARGUMENT naming the first unknown or empty name.

@@ -238,6 +238,12 @@ tj_status_t tj_pipeline_run_one(tj_pass_ctx_t* ctx, tj_plan_t* plan,
 #define TJ_STAGE_END(stage, name) \
   if (stage && strcmp(stage, name) == 0) return NULL
 
+static bool has_op(const tj_graph_t* graph, tj_op_t op) {
+  for (uint32_t i = 0; i < graph->num_nodes; ++i)
+    if (graph->nodes[i].op == op) return true;
+  return false;
+}
+
 static bool has_softmax(const tj_graph_t* graph) {
   for (uint32_t i = 0; i < graph->num_nodes; ++i)
     if (graph->nodes[i].op == TJ_OP_SOFTMAX) return true;
@@ -268,6 +274,10 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   // Cleanup first, so that decomposition and fusion see one normal form.
   TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
   TJ_STAGE_END(stage, "canonicalize");
+  // Quantized weights in the layout the GEMMs read them in (issue 17);
+  // only graphs with a dequantize can have them.
+  if (has_op(plan->graph, TJ_OP_DEQUANTIZE))
+    TJ_RUN_PASS(ctx, plan, quant_prepack);
   // Written-out attention onto the op (before decompose expands it again
   // where there is no fused kernel); only graphs with a softmax can match.
   if (ctx->match_attention && has_softmax(plan->graph))

@@ -13,6 +13,10 @@
 // outputs + intermediates, the intermediates each separately allocated
 // until memory planning and sharing the planned arena after it.
 //
+// Quantized weights (issue 17): the caller's |native_op| keeps the
+// dequantize of weights that a GEMM reads quantized whole, so the fused
+// stages read their stored bytes (weight_bytes_read).
+//
 // Folding needs a constant evaluator, which lib/ does not have (it must not
 // reach backends/): the public entry point, backends/scoreboard.c, passes
 // the reference interpreter's to tj_scoreboard_measure.
@@ -84,7 +88,12 @@ static void measure_core(const board_t* b, const tj_graph_t* g,
         uint32_t p = node->operands[j];
         seen = p != TJ_NODE_NONE && storage_root(g, p) == root;
       }
-      if (!seen) row->bytes_read += bytes_of(b, g, root);
+      if (!seen) {
+        row->bytes_read += bytes_of(b, g, root);
+        if (g->nodes[root].op == TJ_OP_CONSTANT) {
+          row->weight_bytes_read += bytes_of(b, g, root);
+        }
+      }
     }
   }
   row->peak_bytes = resident;
@@ -168,6 +177,9 @@ static void measure_fused(const board_t* b, const tj_plan_t* plan,
     row->host_calls += call;
     for (uint32_t k = 0; k < grp->num_inputs; ++k) {
       row->bytes_read += bytes_of(b, g, grp->inputs[k]);
+      if (g->nodes[grp->inputs[k]].op == TJ_OP_CONSTANT) {
+        row->weight_bytes_read += bytes_of(b, g, grp->inputs[k]);
+      }
     }
     for (uint32_t k = 0; k < grp->num_outputs; ++k) {
       int64_t w = bytes_of(b, g, grp->outputs[k]);
@@ -263,12 +275,11 @@ static tj_status_t score(board_t* b, tj_scoreboard_t* out) {
   return NULL;
 }
 
-tj_status_t tj_scoreboard_measure(const tj_graph_t* graph, int32_t num_symbols,
-                                  const char* const* symbol_names,
-                                  const int64_t* symbol_values,
-                                  tj_pass_eval_fn evaluate,
-                                  void* evaluate_user_data,
-                                  tj_scoreboard_t* out) {
+tj_status_t tj_scoreboard_measure(
+    const tj_graph_t* graph, int32_t num_symbols,
+    const char* const* symbol_names, const int64_t* symbol_values,
+    tj_pass_eval_fn evaluate, void* evaluate_user_data,
+    bool (*native_op)(const tj_graph_t*, uint32_t), tj_scoreboard_t* out) {
   if (!out) return tj_invalid("tj_graph_scoreboard: out is NULL");
   memset(out, 0, sizeof(*out));
   if (!graph) return tj_invalid("tj_graph_scoreboard: graph is NULL");
@@ -282,6 +293,7 @@ tj_status_t tj_scoreboard_measure(const tj_graph_t* graph, int32_t num_symbols,
   tj_pass_ctx_initialize(&b->ctx, graph->context);
   b->ctx.evaluate = evaluate;
   b->ctx.evaluate_user_data = evaluate_user_data;
+  b->ctx.native_op = native_op;
   b->graph = graph;
   tj_status_t status = bind(b, num_symbols, symbol_names, symbol_values);
   if (!status) status = score(b, out);

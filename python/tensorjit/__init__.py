@@ -36,6 +36,7 @@ from .executable import LadderReport, LadderRung, ladder
 from .executable import DiagnoseAnswer, DiagnoseReport, diagnose, verify
 from .graph import (Context, Graph, PartitionStats, Scoreboard,
                     ScoreboardRow, Value, default_context)
+from .quant import calibrate, quantize_weights
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "Context", "CustomOp", "DType",
@@ -48,6 +49,7 @@ __all__ = [
     "default_context", "f32_to_bf16", "library_path", "load_library",
     "numpy_dtype", "onnx", "version", "LadderReport", "LadderRung", "ladder",
     "DiagnoseAnswer", "DiagnoseReport", "diagnose", "verify",
+    "calibrate", "quantize_weights",
     "F32", "F16", "BF16", "F64", "I8", "I32", "I64", "BOOL",
 ]
 

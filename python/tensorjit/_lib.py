@@ -84,6 +84,20 @@ class Tensor_t(ctypes.Structure):
                 ("strides", p64), ("byte_offset", ctypes.c_uint64)]
 
 
+class QuantizeWeightsOptions_t(ctypes.Structure):
+    """tj_quantize_weights_options_t (tj_quant.h)."""
+
+    _fields_ = [("format", ctypes.c_uint32), ("group_size", i64),
+                ("min_elements", i64), ("flags", ctypes.c_uint32)]
+
+
+class CalibrateOptions_t(ctypes.Structure):
+    """tj_calibrate_options_t (tj_quant.h)."""
+
+    _fields_ = [("method", ctypes.c_uint32), ("percentile", cdouble),
+                ("dtype", cenum), ("flags", ctypes.c_uint32)]
+
+
 class CustomAttrs_t(ctypes.Structure):
     """tj_custom_attrs_t."""
 
@@ -265,7 +279,8 @@ class ScoreboardRow_t(ctypes.Structure):
     _fields_ = [("stage", cenum), ("nodes", i64), ("kernels", i64),
                 ("bytes_read", i64), ("bytes_written", i64),
                 ("peak_bytes", i64), ("graph_breaks", i64),
-                ("percent_compiled", cdouble), ("host_calls", i64)]
+                ("percent_compiled", cdouble), ("host_calls", i64),
+                ("weight_bytes_read", i64)]
 
 
 class Scoreboard_t(ctypes.Structure):
@@ -424,6 +439,14 @@ _SIGNATURES = {
     "tj_graph_scoreboard": (vp, [vp, i32, ctypes.POINTER(cstr), p64,
                                  ctypes.POINTER(Scoreboard_t)]),
     "tj_graph_grad": (vp, [vp, i32, p32, i32, p32, ctypes.POINTER(vp)]),
+    "tj_quantize_weights_options_initialize": (None, [ctypes.POINTER(
+        QuantizeWeightsOptions_t)]),
+    "tj_graph_quantize_weights": (vp, [vp, ctypes.POINTER(
+        QuantizeWeightsOptions_t), ctypes.POINTER(vp), p32]),
+    "tj_calibrate_options_initialize": (None, [ctypes.POINTER(
+        CalibrateOptions_t)]),
+    "tj_calibrate": (vp, [vp, ctypes.POINTER(CalibrateOptions_t), i32,
+                          ctypes.POINTER(Tensor_t), ctypes.POINTER(vp), p32]),
     "tj_partition_options_initialize": (None, [ctypes.POINTER(
         PartitionOptions_t)]),
     "tj_graph_partition": (vp, [vp, i32, i32,

@@ -409,6 +409,14 @@ class ScoreboardRow:
     peak_bytes: int
     graph_breaks: int
     percent_compiled: float
+    # Of bytes_read, the bytes of constants (weights); quantized weights
+    # count their stored bytes.
+    weight_bytes_read: int = 0
+
+    @property
+    def activation_bytes_moved(self) -> int:
+        """Bytes moved that are not weights."""
+        return self.bytes_read + self.bytes_written - self.weight_bytes_read
 
 
 @dataclass(frozen=True)
@@ -1607,7 +1615,7 @@ class Graph:
         rows = tuple(
             ScoreboardRow(STAGES[i], r.nodes, r.kernels, r.bytes_read,
                           r.bytes_written, r.peak_bytes, r.graph_breaks,
-                          r.percent_compiled)
+                          r.percent_compiled, r.weight_bytes_read)
             for i, r in enumerate(out.rows))
         return Scoreboard(rows, out.activation_bytes, out.input_bytes,
                           out.arena_bytes, out.live_peak_bytes)

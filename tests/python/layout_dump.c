@@ -224,6 +224,7 @@ int main(void) {
   FIELD(tj_scoreboard_row_t, graph_breaks);
   FIELD(tj_scoreboard_row_t, host_calls);
   FIELD(tj_scoreboard_row_t, percent_compiled);
+  FIELD(tj_scoreboard_row_t, weight_bytes_read);
 
   STRUCT(tj_scoreboard_t);
   FIELD(tj_scoreboard_t, rows);
@@ -237,6 +238,18 @@ int main(void) {
   FIELD(tj_partition_options_t, num_symbols);
   FIELD(tj_partition_options_t, symbol_names);
   FIELD(tj_partition_options_t, symbol_values);
+
+  STRUCT(tj_quantize_weights_options_t);
+  FIELD(tj_quantize_weights_options_t, format);
+  FIELD(tj_quantize_weights_options_t, group_size);
+  FIELD(tj_quantize_weights_options_t, min_elements);
+  FIELD(tj_quantize_weights_options_t, flags);
+
+  STRUCT(tj_calibrate_options_t);
+  FIELD(tj_calibrate_options_t, method);
+  FIELD(tj_calibrate_options_t, percentile);
+  FIELD(tj_calibrate_options_t, dtype);
+  FIELD(tj_calibrate_options_t, flags);
 
   STRUCT(tj_partition_stats_t);
   FIELD(tj_partition_stats_t, saved_bytes);

@@ -36,6 +36,8 @@ MIRRORS = {
     "tj_ladder_report_t": _lib.LadderReport_t,
     "tj_partition_options_t": _lib.PartitionOptions_t,
     "tj_partition_stats_t": _lib.PartitionStats_t,
+    "tj_quantize_weights_options_t": _lib.QuantizeWeightsOptions_t,
+    "tj_calibrate_options_t": _lib.CalibrateOptions_t,
     "tj_custom_type_t": CustomType_t,
     "tj_custom_op_desc_t": CustomOpDesc_t,
 }

@@ -7,6 +7,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -127,3 +128,58 @@ def test_quantize_dequantize_like_numpy() -> None:
         np.testing.assert_array_equal(got_q4, want_q4)
         np.testing.assert_array_equal(got_y4,
                                       (v4 * sbe).astype(np.float32))
+
+
+def _capstone(w: np.ndarray, b: np.ndarray) -> "tj.Graph":
+    g = tj.Graph("capstone")
+    x = g.input("x", "f32", ["B", w.shape[0]])
+    g.output(g.gelu(g.add(g.matmul(x, g.constant(w)), g.constant(b))), "y")
+    return g
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(a @ b / np.sqrt((a @ a) * (b @ b)))
+
+
+def test_quantize_weights_and_calibrate() -> None:
+    # qfold (issue 17): tj_graph_quantize_weights and tj_calibrate from
+    # Python; the weights' numpy model (symmetric, round half to even) and
+    # the capstone's accuracy against f32 on x86.
+    rng = np.random.default_rng(18)
+    w = rng.normal(0, 0.1, (256, 96)).astype(np.float32)
+    b = rng.normal(0, 0.5, 96).astype(np.float32)
+    xs = [rng.normal(0, 2, (8, 256)).astype(np.float32) for _ in range(3)]
+    g = _capstone(w, b)
+    want = tj.compile(g, target="reference")(xs[0])
+    for fmt, group, floor in (("int8", 128, 0.999), ("int4", 128, 0.99),
+                              ("int4", 32, 0.99)):
+        q = tj.quantize_weights(g, fmt, group_size=group)
+        got = tj.compile(q, target="x86")(xs[0])
+        ref = tj.compile(q, target="reference")(xs[0])
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        assert _cosine(got, want) >= floor
+    # int8 per channel: the numpy model of the dequantized weight.
+    s = np.abs(w).max(axis=0) / np.float32(127)
+    wq = np.clip(np.rint(w / s), -128, 127) * s
+    gw = tj.Graph("w")
+    x = gw.input("x", "f32", [1, 256])
+    gw.output(gw.matmul(x, gw.constant(w)), "y")
+    qw = tj.quantize_weights(gw, "int8")
+    eye = np.zeros((1, 256), np.float32)
+    eye[0, 3] = 1
+    np.testing.assert_allclose(tj.compile(qw, target="reference")(eye)[0],
+                               wq[3], rtol=1e-6)
+    # Static activation QDQ: deterministic, accurate on a held-out sample.
+    q8 = tj.quantize_weights(g, "int8")
+    a = tj.calibrate(q8, [(x,) for x in xs[:2]], method="percentile",
+                     percentile=99.99)
+    a2 = tj.calibrate(q8, [(x,) for x in xs[:2]], method="percentile",
+                      percentile=99.99)
+    assert str(a) == str(a2) and "quantize" in str(a)
+    got = tj.compile(a, target="x86")(xs[2])
+    assert _cosine(got, tj.compile(g, target="reference")(xs[2])) >= 0.999
+    with pytest.raises(tj.InvalidArgumentError, match="group size 48"):
+        tj.quantize_weights(g, "int4", group_size=48)
+    with pytest.raises(tj.InvalidArgumentError, match="sample 0"):
+        tj.calibrate(g, [(np.zeros((2, 7), np.float32),)])
