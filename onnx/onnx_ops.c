@@ -2629,6 +2629,9 @@ static const op_entry_t kOps[] = {
     UN("Erf", erf),
     UN("Sin", sin),
     UN("Cos", cos),
+    UN("Asin", asin),
+    UN("Acos", acos),
+    UN("Atan", atan),
     UN("Relu", relu),
     UN("Floor", floor),
     UN("Ceil", ceil),
@@ -2799,9 +2802,6 @@ static const char* const kWaiting[][2] = {
     {"Unique", "unique (a data-dependent shape)"},
     {"Compress", "compress (a data-dependent shape)"},
     {"NonMaxSuppression", "non_max_suppression"},
-    {"Asin", "asin"},
-    {"Acos", "acos"},
-    {"Atan", "atan"},
 };
 
 // Ops the converters map in opsets below TJ_ONNX_MIN_OPSET too: the first
@@ -2825,6 +2825,9 @@ static const struct {
     {"Reciprocal", 6},
     {"Sin", 7},
     {"Cos", 7},
+    {"Asin", 7},
+    {"Acos", 7},
+    {"Atan", 7},
     {"Tan", 7},
     {"Sinh", 9},
     {"Cosh", 9},

@@ -334,6 +334,12 @@ static double unary_f64(const tj_node_t* node, double x) {
       return sin(x);
     case TJ_OP_COS:
       return cos(x);
+    case TJ_OP_ASIN:
+      return asin(x);
+    case TJ_OP_ACOS:
+      return acos(x);
+    case TJ_OP_ATAN:
+      return atan(x);
     case TJ_OP_RELU:
       return x > 0.0 ? x : (isnan(x) ? x : 0.0);
     case TJ_OP_FLOOR:

@@ -170,6 +170,10 @@ TJ_API tj_value_t tj_graph_erf(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_erfc(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_sin(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_cos(tj_graph_t* graph, tj_value_t a);
+// Inverse trigonometric functions (C99: NaN for |a| > 1 in asin and acos).
+TJ_API tj_value_t tj_graph_asin(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_acos(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_atan(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_floor(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_ceil(tj_graph_t* graph, tj_value_t a);
 // Rounds half to even, as numpy.round.

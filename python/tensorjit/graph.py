@@ -897,6 +897,18 @@ class Graph:
         """cos(a) (float)."""
         return self._unary("cos", a)
 
+    def asin(self, a: Value) -> Value:
+        """asin(a) in [-pi/2, pi/2]; NaN for |a| > 1 (float)."""
+        return self._unary("asin", a)
+
+    def acos(self, a: Value) -> Value:
+        """acos(a) in [0, pi]; NaN for |a| > 1 (float)."""
+        return self._unary("acos", a)
+
+    def atan(self, a: Value) -> Value:
+        """atan(a) in (-pi/2, pi/2) (float)."""
+        return self._unary("atan", a)
+
     def floor(self, a: Value) -> Value:
         """floor(a) (float)."""
         return self._unary("floor", a)
