@@ -1382,6 +1382,8 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                       "ga = cumsum(g) the other way (reverse flipped)"},
     [TJ_OP_CUMPROD] = {vjp_cumprod,
                        "ga = cumsum(g * y) the other way / a (a != 0)"},
+    [TJ_OP_ARGTOPK] = NONE_("integer result (topk's values differentiate "
+                            "through their gather_elements)"),
     // ---- composites: own rules in core ops ----
     [TJ_OP_GELU] = {vjp_gelu,
                     "ga = g * (Phi(a) + a phi(a)), or the tanh form's "

@@ -61,6 +61,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_QUANT,
   // cumsum, cumprod (ops3, issue 15): axis; ints = [exclusive, reverse]
   TJ_ATTR_KIND_SCAN,
+  // argtopk (topk, issue 15): axis; ints = [k (-1: whole axis), largest]
+  TJ_ATTR_KIND_TOPK,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -768,6 +768,9 @@ typedef enum attr_key_e {
   // cumsum, cumprod (ops3)
   KEY_EXCLUSIVE,
   KEY_REVERSE,
+  // argtopk (topk)
+  KEY_K,
+  KEY_LARGEST,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -819,13 +822,16 @@ static const struct {
     [KEY_ODD] = {"odd", ATTR_FLAG},
     [KEY_EXCLUSIVE] = {"exclusive", ATTR_FLAG},
     [KEY_REVERSE] = {"reverse", ATTR_FLAG},
+    [KEY_K] = {"k", ATTR_INT},
+    [KEY_LARGEST] = {"largest", ATTR_FLAG},
 };
 
-#define BIT(k) (1u << (k))
+// 64 bits: the keys outgrew 32 with argtopk's.
+#define BIT(k) ((uint64_t)1 << (k))
 
 // Allowed and required keys per attribute kind, in printing order.
-static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
-                         uint32_t* required) {
+static void attr_keys_of(tj_attr_kind_t kind, uint64_t* allowed,
+                         uint64_t* required) {
   *allowed = *required = 0;
   switch (kind) {
     case TJ_ATTR_KIND_NONE:
@@ -881,16 +887,21 @@ static void attr_keys_of(tj_attr_kind_t kind, uint32_t* allowed,
       *required = BIT(KEY_AXIS);
       *allowed = *required | BIT(KEY_EXCLUSIVE) | BIT(KEY_REVERSE);
       break;
+    case TJ_ATTR_KIND_TOPK:
+      *required = BIT(KEY_AXIS);
+      *allowed = *required | BIT(KEY_K) | BIT(KEY_LARGEST);
+      break;
   }
 }
 
 typedef struct attr_values_t {
-  uint32_t present;  // BIT(key) for each key given
+  uint64_t present;  // BIT(key) for each key given
   int64_t lists[NUM_LIST_KEYS][TJ_MAX_RANK];
   uint32_t list_lengths[NUM_LIST_KEYS];
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
   int64_t axis, groups;
   int64_t block, int4;  // quantize, dequantize
+  int64_t k;            // argtopk
   double value, eps;
   int64_t version;                     // custom
   char op[128];                        // custom: the op's name
@@ -944,7 +955,7 @@ static bool parse_float_list(parser_t* p, double* values, uint32_t* out_count) {
 // '{' (key ('=' value)?)* '}' for an op of |op_name| with |kind|.
 static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
                         attr_values_t* v) {
-  uint32_t allowed, required;
+  uint64_t allowed, required;
   attr_keys_of(kind, &allowed, &required);
   uint32_t brace_line = TOK.line, brace_col = TOK.col;
   if (TOK.kind == TOK_LBRACE) {
@@ -987,6 +998,7 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
                                   : key == KEY_GROUPS ? &v->groups
                                   : key == KEY_BLOCK  ? &v->block
                                   : key == KEY_INT4   ? &v->int4
+                                  : key == KEY_K      ? &v->k
                                                       : &v->axis) ||
               !lex(p))
             return false;
@@ -1018,7 +1030,7 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
     }
     if (!lex(p)) return false;
   }
-  uint32_t missing = required & ~v->present;
+  uint64_t missing = required & ~v->present;
   for (int k = 0; k < KEY_COUNT_; ++k) {
     if (missing & BIT(k)) {
       return fail_at(p, brace_line, brace_col, "'%s' requires attribute '%s'",
@@ -1153,6 +1165,12 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
       out->axis = v->axis;
       ints[0] = (v->present & BIT(KEY_EXCLUSIVE)) ? 1 : 0;
       ints[1] = (v->present & BIT(KEY_REVERSE)) ? 1 : 0;
+      out->num_ints = 2;
+      break;
+    case TJ_ATTR_KIND_TOPK:
+      out->axis = v->axis;
+      ints[0] = (v->present & BIT(KEY_K)) ? v->k : -1;
+      ints[1] = (v->present & BIT(KEY_LARGEST)) ? 1 : 0;
       out->num_ints = 2;
       break;
   }

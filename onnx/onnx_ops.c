@@ -1812,6 +1812,70 @@ static tj_status_t cv_cumulative(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                       : tj_graph_cumsum(G, x, axis, exclusive, reverse));
 }
 
+// topk (issue 15): TopK onto tj_graph_topk. K must be known when the
+// graph is built (the result's shape depends on it). sorted = 0 leaves the
+// order unspecified: the sorted order is one, so both map to the same op.
+static tj_status_t cv_topk(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  int64_t ks[MAX_INTS];
+  int32_t count;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "K", &count, ks, false));
+  if (count != 1) return bad(im, n, "K has %d elements, not 1", (int)count);
+  if (ks[0] < 0) return bad(im, n, "K is %lld, negative", (long long)ks[0]);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(
+      norm_axis(im, n, attr_i(n, "axis", -1), rank_of(n, 0), &axis));
+  bool largest = attr_i(n, "largest", 1) != 0;
+  tj_value_t indices;
+  tj_value_t values =
+      tj_graph_topk(G, in(im, n, 0), ks[0], axis, largest, &indices);
+  TJ_RETURN_IF_ERROR(out(im, n, 0, values));
+  return out(im, n, 1, indices);
+}
+
+// topk (issue 15): Einsum onto tj_graph_einsum (its decomposition).
+static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  (void)e;
+  enum { kMaxOperands = 16 };
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, kMaxOperands));
+  const Onnx__AttributeProto* a = attr(n, "equation");
+  if (!a || !a->has_s) return bad(im, n, "the equation attribute is missing");
+  char eq[256];
+  if (a->s.len >= sizeof(eq))
+    return fail(im, n, "the equation has %zu characters", a->s.len);
+  memcpy(eq, a->s.data, a->s.len);
+  eq[a->s.len] = 0;
+  tj_value_t xs[kMaxOperands];
+  for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (!has_in(n, i)) return bad(im, n, "input %d is missing", (int)i);
+    xs[i] = in(im, n, i);
+  }
+  return out(im, n, 0, tj_graph_einsum(G, eq, xs, n->num_inputs));
+}
+
+// topk (issue 15): LpNormalization, x / ||x||_p along the axis (p = 1 or
+// 2; no epsilon: a zero row gives NaN, as ONNX's reference).
+static tj_status_t cv_lp_normalization(tj_onnx_importer_t* im,
+                                       tj_onnx_node_t* n, const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  int64_t p = attr_i(n, "p", 2);
+  if (p != 1 && p != 2)
+    return fail(im, n, "p = %lld; only 1 and 2 are supported", (long long)p);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(
+      norm_axis(im, n, attr_i(n, "axis", -1), rank_of(n, 0), &axis));
+  tj_value_t x = in(im, n, 0);
+  tj_value_t norm =
+      p == 1 ? tj_graph_sum(G, tj_graph_abs(G, x), 1, &axis, true)
+             : tj_graph_sqrt(
+                   G, tj_graph_sum(G, tj_graph_mul(G, x, x), 1, &axis, true));
+  return out(im, n, 0, tj_graph_div(G, x, norm));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -2782,6 +2846,10 @@ static const op_entry_t kOps[] = {
     // ops3 (issue 15)
     {"CumSum", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 0},
     {"CumProd", "exclusive,reverse,", cv_cumulative, NULL, NULL, NULL, 1},
+    // topk (issue 15)
+    OP("TopK", "axis,largest,sorted,", cv_topk),
+    OP("LpNormalization", "axis,p,", cv_lp_normalization),
+    OP("Einsum", "equation,", cv_einsum),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -2789,9 +2857,7 @@ static const char* const kWaiting[][2] = {
     {"ScatterElements", "scatter"},
     {"Scatter", "scatter"},
     {"ScatterND", "scatter_nd"},
-    {"TopK", "topk"},
     {"Upsample", "resize"},
-    {"Einsum", "einsum"},
     {"LSTM", "lstm"},
     {"GRU", "gru"},
     {"RNN", "rnn"},
@@ -2826,6 +2892,7 @@ static const struct {
     {"Sin", 7},
     {"Cos", 7},
     {"Asin", 7},
+    {"LpNormalization", 1},
     {"Acos", 7},
     {"Atan", 7},
     {"Tan", 7},

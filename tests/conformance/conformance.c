@@ -1382,6 +1382,14 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
                      : tj_graph_cumsum(g, x, -2, true, false));
       return true;
     }
+    // topk (issue 15): the indices of the 3 largest along a middle axis;
+    // random inputs have no ties, so every target must agree exactly.
+    case TJ_OP_ARGTOPK: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 3, (int64_t[]){B, 7, 4}, lo, hi);
+      output(c, tj_graph_argtopk(g, x, 3, 1, true));
+      return true;
+    }
     case TJ_OP_CUSTOM: {
       register_cts_copy(tj_graph_context(g));
       ranges(d, -5, 5, -50, 50, &lo, &hi);

@@ -183,6 +183,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_CUMPROD:
       return tj_graph_cumprod(dst, x[0], (int32_t)at->axis, at->ints[0] != 0,
                               at->ints[1] != 0);
+    case TJ_OP_ARGTOPK:
+      return tj_graph_argtopk(dst, x[0], at->ints[0], (int32_t)at->axis,
+                              at->ints[1] != 0);
     case TJ_OP_GELU:
       return tj_graph_gelu(dst, x[0], at->approximate);
     case TJ_OP_SOFTMAX:
