@@ -134,7 +134,7 @@ TEST(argtopk_by_hand) {
 static void check_with_breaks(const char* what, build_fn build, int32_t num_in,
                               const spec_t* in, int32_t num_out,
                               const spec_t* out, int32_t breaks) {
-  enum { kMax = 8 };  // more outputs than tier_ops_check.h's kMaxIo
+  enum { kMax = 9 };  // more outputs than tier_ops_check.h's kMaxIo
   CHECK(num_in <= kMax && num_out <= kMax);
   void* in_data[kMax];
   void* want[kMax];
@@ -193,14 +193,16 @@ static void check_with_breaks(const char* what, build_fn build, int32_t num_in,
 }
 
 // x [B, 37, 5] f32: topk 4 largest along 1 (values feed a kernel), 3
-// smallest along -1; i32 [B, 19] sorted descending with ties; a sort of
-// f16 along the symbolic axis.
+// smallest along -1; i32 [B, 19] sorted descending with ties (these rows
+// are short: native rank kernels); a sort of f16 along the symbolic axis
+// and the top 5 of rows of 300 (graph breaks).
 static tj_graph_t* build_topk(tj_context_t* ctx) {
   tj_graph_t* g = new_graph(ctx, "topk");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){B, 37, 5}, "x");
   tj_value_t a = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){B, 19}, "a");
   tj_value_t h = tj_graph_input(g, TJ_DTYPE_F16, 2, (int64_t[]){3, B}, "h");
+  tj_value_t l = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 300}, "l");
   tj_value_t i1, i2, i3, i4;
   tj_value_t v1 = tj_graph_topk(g, x, 4, 1, true, &i1);
   tj_graph_output(g, tj_graph_exp(g, v1), "v1");
@@ -211,6 +213,7 @@ static tj_graph_t* build_topk(tj_context_t* ctx) {
   tj_graph_output(g, i3, "i3");
   tj_graph_output(g, tj_graph_sort(g, h, 1, false, &i4), "v4");
   tj_graph_output(g, i4, "i4");
+  tj_graph_output(g, tj_graph_argtopk(g, l, 5, 1, true), "i5");
   return g;
 }
 
@@ -218,19 +221,22 @@ TEST(topk_every_tier_symbolic) {
   static const int64_t kSizes[] = {0, 1, 6};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kSizes); ++i) {
     int64_t B = kSizes[i];
-    spec_t in[3] = {{TJ_DTYPE_F32, 3, {B, 37, 5}, -1, 1},
+    spec_t in[4] = {{TJ_DTYPE_F32, 3, {B, 37, 5}, -1, 1},
                     {TJ_DTYPE_I32, 2, {B, 19}, -3, 3},
-                    {TJ_DTYPE_F16, 2, {3, B}, -2, 2}};
-    spec_t out[8] = {{TJ_DTYPE_F32, 3, {B, 4, 5}, 0, 0},
+                    {TJ_DTYPE_F16, 2, {3, B}, -2, 2},
+                    {TJ_DTYPE_F32, 2, {2, 300}, -1, 1}};
+    spec_t out[9] = {{TJ_DTYPE_F32, 3, {B, 4, 5}, 0, 0},
                      {TJ_DTYPE_I64, 3, {B, 4, 5}, 0, 0},
                      {TJ_DTYPE_F32, 3, {B, 37, 3}, 0, 0},
                      {TJ_DTYPE_I64, 3, {B, 37, 3}, 0, 0},
                      {TJ_DTYPE_I32, 2, {B, 19}, 0, 0},
                      {TJ_DTYPE_I64, 2, {B, 19}, 0, 0},
                      {TJ_DTYPE_F16, 2, {3, B}, 0, 0},
-                     {TJ_DTYPE_I64, 2, {3, B}, 0, 0}};
-    // Four argtopk nodes, each a graph break; values are kernels.
-    check_with_breaks("topk", build_topk, 3, in, 8, out, 4);
+                     {TJ_DTYPE_I64, 2, {3, B}, 0, 0},
+                     {TJ_DTYPE_I64, 2, {2, 5}, 0, 0}};
+    // The symbolic axis and the rows of 300 are graph breaks; the rest
+    // kernels.
+    check_with_breaks("topk", build_topk, 4, in, 9, out, 2);
   }
 }
 
@@ -249,7 +255,7 @@ TEST(topk_dtypes) {
                   {TJ_DTYPE_I8, 2, {3, 33}, -2, 2}};
   spec_t out[2] = {{TJ_DTYPE_I64, 2, {4, 5}, 0, 0},
                    {TJ_DTYPE_I64, 2, {3, 33}, 0, 0}};
-  check_with_breaks("topk_dtypes", build_topk_dtypes, 2, in, 2, out, 2);
+  check_with_breaks("topk_dtypes", build_topk_dtypes, 2, in, 2, out, 0);
   // u64 by hand: 2^63 + 1 ranks above 5, which a signed compare would not.
   tj_graph_t* g = new_graph(g_ctx[0], "topk_u64");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_U64, 1, (int64_t[]){3}, "u");
@@ -262,6 +268,56 @@ TEST(topk_dtypes) {
   CHECK_OK(tj_reference_run(g, &in_t, 1, &out_t, 1));
   CHECK_EQ_INT(1, got);
   tj_graph_destroy(g);
+}
+
+// The native rank kernels (rows <= 256) on rows with ties and NaN, both
+// orders, every tier: exactly the oracle's indices, no graph break.
+static bool g_largest;
+static tj_graph_t* build_nan_rows(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "topk_nan");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){6, 41}, "x");
+  tj_graph_output(g, tj_graph_argtopk(g, x, 7, 1, g_largest), "i");
+  tj_graph_output(g, tj_graph_argsort(g, x, 1, g_largest), "s");
+  return g;
+}
+
+TEST(topk_native_nan_and_ties) {
+  enum { R = 6, N = 41, K = 7 };
+  double xd[R * N];
+  float xf[R * N];
+  tied_values(xd, R * N, true);
+  for (int i = 0; i < R * N; ++i) xf[i] = (float)xd[i];
+  int64_t want_k[R * K], want_s[R * N], got_k[R * K], got_s[R * N];
+  for (int largest = 0; largest < 2; ++largest) {
+    g_largest = largest != 0;
+    oracle_rows(xd, R, N, K, g_largest, want_k);
+    oracle_rows(xd, R, N, N, g_largest, want_s);
+    for (int t = 0; t < kTiers; ++t) {
+      tj_graph_t* g = build_nan_rows(g_ctx[t]);
+      CHECK_OK(tj_graph_finalize(g));
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_X86;
+      o.verify_each = true;
+      o.cache_dir = "";
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &o, &exe));
+      if (exe) {
+        tj_tensor_t in = tj_tensor_make(xf, TJ_DTYPE_F32, 2, (int64_t[]){R, N});
+        tj_tensor_t out[2] = {
+            tj_tensor_make(got_k, TJ_DTYPE_I64, 2, (int64_t[]){R, K}),
+            tj_tensor_make(got_s, TJ_DTYPE_I64, 2, (int64_t[]){R, N})};
+        CHECK_OK(tj_executable_run(exe, &in, 1, out, 2));
+        CHECK(memcmp(got_k, want_k, sizeof got_k) == 0);
+        CHECK(memcmp(got_s, want_s, sizeof got_s) == 0);
+        tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+        tj_executable_stats(exe, &stats);
+        CHECK_EQ_INT(0, stats.num_graph_breaks);
+        tj_executable_release(exe);
+      }
+      tj_graph_destroy(g);
+    }
+  }
 }
 
 //===--- the values' gradient ---===//
@@ -517,12 +573,15 @@ TEST(trig_every_tier) {
 
 static const char* g_ptxas = "";
 
-TEST(ptx_of_einsum_and_trig) {
+TEST(ptx_of_einsum_trig_and_argtopk) {
   g_einsum_case = 1;  // batched matmul
   tj_test_check_ptx(g_ptxas, "einsum", build_einsum(g_ctx[0]));
   g_einsum_case = 4;  // batched diagonal
   tj_test_check_ptx(g_ptxas, "einsum diagonal", build_einsum(g_ctx[0]));
   tj_test_check_ptx(g_ptxas, "trig", build_trig(g_ctx[0]));
+  tj_test_check_ptx(g_ptxas, "argtopk ranks", build_topk_dtypes(g_ctx[0]));
+  g_largest = true;
+  tj_test_check_ptx(g_ptxas, "argtopk NaN", build_nan_rows(g_ctx[0]));
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
 }
 
@@ -578,13 +637,14 @@ int main(int argc, char** argv) {
   RUN_TEST(argtopk_by_hand);
   RUN_TEST(topk_every_tier_symbolic);
   RUN_TEST(topk_dtypes);
+  RUN_TEST(topk_native_nan_and_ties);
   RUN_TEST(topk_gradient_finite_differences);
   RUN_TEST(topk_builder_errors);
   RUN_TEST(einsum_every_tier);
   RUN_TEST(einsum_against_loops);
   RUN_TEST(einsum_errors);
   RUN_TEST(trig_every_tier);
-  RUN_TEST(ptx_of_einsum_and_trig);
+  RUN_TEST(ptx_of_einsum_trig_and_argtopk);
   RUN_TEST(topk_oom_sweep);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   close_jits();
