@@ -24,8 +24,9 @@
 //               are never repeated. Kept whole where the target says it
 //               runs it natively (tj_pass_ctx_t.native_op: x86's flash
 //               kernel).
-//   argtopk     (not a composite) on rows of constant length <= 256: the
-//               rank of each element by a fused compare-and-sum, then
+//   argtopk     (not a composite) with k <= 16: k selection passes of
+//               row reductions; else on rows of constant length <= 256:
+//               the rank of each element by a fused compare-and-sum, then
 //               each output position's index by a second sum (below).
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
@@ -40,7 +41,7 @@
 //
 // Requires: nothing.  Preserves: inputs, outputs, symbols, guards.
 // Invalidates: fusion groups, memory plan.  Idempotent (no composite is
-// left, and an argtopk left whole has a long or symbolic row).
+// left, and an argtopk left whole has k > 16 on a long or symbolic row).
 
 #include <math.h>
 #include <string.h>
@@ -1161,6 +1162,116 @@ static tj_status_t argtopk_ranks(dec_t* d, const tj_node_t* node, uint32_t x,
   return NULL;
 }
 
+// argtopk with 1 <= k <= kMaxSelectK on a constant axis of any length:
+// k passes, each two or three native row reductions, O(n k) a row. Pass p
+// takes the best value m among the elements not yet taken, then the lowest
+// index holding it: floats (largest) m = max(where(taken, -inf, x)), NaN
+// propagating, so NaNs come first and tie; (smallest) NaNs are masked to
+// +inf with the taken ones and taken last, when no number is left.
+// Integers mask the taken ones with the row's own extreme.
+enum { kMaxSelectK = 16 };
+
+static bool topk_by_selection(const tj_node_t* node) {
+  if (node->op != TJ_OP_ARGTOPK) return false;
+  int64_t k = node->attrs.ints[0];
+  return k >= 1 && k <= kMaxSelectK;
+}
+
+static tj_status_t argtopk_select(dec_t* d, const tj_node_t* node, uint32_t x,
+                                  uint32_t* out) {
+  const tj_node_t* xn = &d->rw.dst->nodes[x];
+  const int32_t r = xn->rank;
+  const int64_t axis = node->attrs.axis, n = xn->dims[axis];
+  const int64_t k = node->attrs.ints[0];
+  const bool largest = node->attrs.ints[1] != 0;
+  const bool fl = tj_dtype_is_float(xn->dtype);
+  const tj_op_t best = largest ? TJ_OP_MAX : TJ_OP_MIN;
+  int64_t perm[TJ_MAX_RANK], dims[TJ_MAX_RANK];
+  int32_t m = 0;
+  for (int32_t i = 0; i < r; ++i) {
+    if (i != axis) perm[m++] = i;
+  }
+  perm[m] = axis;
+  uint32_t t = x;
+  if (axis != r - 1) TJ_RETURN_IF_ERROR(transpose(d, x, r, perm, &t));
+  for (int32_t i = 0; i < r - 1; ++i) dims[i] = 1;
+  dims[r - 1] = n;
+  uint32_t io, none, fill, nan = TJ_NODE_NONE, masked0 = TJ_NODE_NONE;
+  TJ_RETURN_IF_ERROR(iota_i32(d, r, dims, r - 1, &io));  // [1.., n]
+  TJ_RETURN_IF_ERROR(
+      tj_rewriter_scalar(&d->rw, TJ_DTYPE_I32, (double)n, &none));
+  if (fl) {
+    TJ_RETURN_IF_ERROR(tj_rewriter_scalar(
+        &d->rw, xn->dtype, largest ? -INFINITY : INFINITY, &fill));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, t, &nan));
+    if (!largest) masked0 = nan;  // NaNs wait until no number is left
+  } else {
+    // The row's opposite extreme: never better than an element not taken.
+    TJ_RETURN_IF_ERROR(
+        reduce(d, largest ? TJ_OP_MIN : TJ_OP_MAX, t, r - 1, &fill));
+  }
+  uint32_t picks[kMaxSelectK], taken = TJ_NODE_NONE;
+  for (int64_t p = 0; p < k; ++p) {
+    uint32_t skip = taken, xm, best_v, hit, free_, cand, where_i, idx;
+    if (masked0 != TJ_NODE_NONE) {
+      if (skip == TJ_NODE_NONE) {
+        skip = masked0;
+      } else {
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, skip, masked0, &skip));
+      }
+    }
+    xm = t;
+    if (skip != TJ_NODE_NONE) TJ_RETURN_IF_ERROR(where(d, skip, fill, t, &xm));
+    TJ_RETURN_IF_ERROR(reduce(d, best, xm, r - 1, &best_v));  // [R.., 1]
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, t, best_v, &hit));
+    if (fl && largest) {
+      // max propagates NaN: then the NaNs are the candidates.
+      uint32_t bn, both;
+      TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, best_v, &bn));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, nan, bn, &both));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, hit, both, &hit));
+    }
+    cand = hit;
+    if (skip != TJ_NODE_NONE) {
+      TJ_RETURN_IF_ERROR(op1(d, TJ_OP_NOT, skip, &free_));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, hit, free_, &cand));
+    }
+    TJ_RETURN_IF_ERROR(where(d, cand, io, none, &where_i));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MIN, where_i, r - 1, &idx));
+    if (fl && !largest) {
+      // No number left (idx == n): the first NaN not yet taken.
+      uint32_t nan_free = nan, nan_i, nidx, none_left;
+      if (taken != TJ_NODE_NONE) {
+        uint32_t not_taken;
+        TJ_RETURN_IF_ERROR(op1(d, TJ_OP_NOT, taken, &not_taken));
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, nan, not_taken, &nan_free));
+      }
+      TJ_RETURN_IF_ERROR(where(d, nan_free, io, none, &nan_i));
+      TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MIN, nan_i, r - 1, &nidx));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, idx, none, &none_left));
+      TJ_RETURN_IF_ERROR(where(d, none_left, nidx, idx, &idx));
+    }
+    picks[p] = idx;
+    uint32_t now;
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, io, idx, &now));
+    if (taken == TJ_NODE_NONE) {
+      taken = now;
+    } else {
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, taken, now, &taken));
+    }
+  }
+  uint32_t y;
+  TJ_RETURN_IF_ERROR(concat_n(d, (uint32_t)k, picks, r - 1, &y));  // [R.., k]
+  TJ_RETURN_IF_ERROR(cast(d, y, TJ_DTYPE_I64, &y));
+  if (axis != r - 1) {
+    int64_t back[TJ_MAX_RANK];
+    for (int32_t i = 0; i < r; ++i) back[perm[i]] = i;
+    TJ_RETURN_IF_ERROR(transpose(d, y, r, back, &y));
+  }
+  *out = y;
+  return NULL;
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -1171,7 +1282,9 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   }
   if (node->op == TJ_OP_ARGTOPK) {
     uint32_t y;
-    TJ_RETURN_IF_ERROR(argtopk_ranks(d, node, ops[0], &y));
+    TJ_RETURN_IF_ERROR(topk_by_selection(node)
+                           ? argtopk_select(d, node, ops[0], &y)
+                           : argtopk_ranks(d, node, ops[0], &y));
     d->rw.map[index] = y;
     return NULL;
   }
@@ -1274,7 +1387,7 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   bool any = false;
   for (uint32_t i = 0; i < g->num_nodes && !any; ++i) {
     any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE ||
-          topk_by_ranks(&g->nodes[i], g);
+          topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]);
   }
   if (!any) return NULL;
   dec_t d;
@@ -1289,7 +1402,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     // A composite the target runs natively stays whole (its own group).
     bool composite = tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
                      !(ctx->native_op && ctx->native_op(g, i));
-    if ((composite || topk_by_ranks(node, g)) && tj_pass_rewrite(ctx, g, i)) {
+    bool topk = topk_by_ranks(node, g) || topk_by_selection(node);
+    if ((composite || topk) && tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {
       status = tj_rewriter_clone(&d.rw, i);

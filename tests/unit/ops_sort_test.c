@@ -134,7 +134,7 @@ TEST(argtopk_by_hand) {
 static void check_with_breaks(const char* what, build_fn build, int32_t num_in,
                               const spec_t* in, int32_t num_out,
                               const spec_t* out, int32_t breaks) {
-  enum { kMax = 9 };  // more outputs than tier_ops_check.h's kMaxIo
+  enum { kMax = 8 };  // more outputs than tier_ops_check.h's kMaxIo
   CHECK(num_in <= kMax && num_out <= kMax);
   void* in_data[kMax];
   void* want[kMax];
@@ -193,16 +193,15 @@ static void check_with_breaks(const char* what, build_fn build, int32_t num_in,
 }
 
 // x [B, 37, 5] f32: topk 4 largest along 1 (values feed a kernel), 3
-// smallest along -1; i32 [B, 19] sorted descending with ties (these rows
-// are short: native rank kernels); a sort of f16 along the symbolic axis
-// and the top 5 of rows of 300 (graph breaks).
+// smallest along -1 (k <= 16: native selection passes); i32 [B, 19] sorted
+// descending with ties (a short row: native rank kernels); a sort of f16
+// along the symbolic axis (a graph break).
 static tj_graph_t* build_topk(tj_context_t* ctx) {
   tj_graph_t* g = new_graph(ctx, "topk");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){B, 37, 5}, "x");
   tj_value_t a = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){B, 19}, "a");
   tj_value_t h = tj_graph_input(g, TJ_DTYPE_F16, 2, (int64_t[]){3, B}, "h");
-  tj_value_t l = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 300}, "l");
   tj_value_t i1, i2, i3, i4;
   tj_value_t v1 = tj_graph_topk(g, x, 4, 1, true, &i1);
   tj_graph_output(g, tj_graph_exp(g, v1), "v1");
@@ -213,7 +212,6 @@ static tj_graph_t* build_topk(tj_context_t* ctx) {
   tj_graph_output(g, i3, "i3");
   tj_graph_output(g, tj_graph_sort(g, h, 1, false, &i4), "v4");
   tj_graph_output(g, i4, "i4");
-  tj_graph_output(g, tj_graph_argtopk(g, l, 5, 1, true), "i5");
   return g;
 }
 
@@ -221,41 +219,46 @@ TEST(topk_every_tier_symbolic) {
   static const int64_t kSizes[] = {0, 1, 6};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kSizes); ++i) {
     int64_t B = kSizes[i];
-    spec_t in[4] = {{TJ_DTYPE_F32, 3, {B, 37, 5}, -1, 1},
+    spec_t in[3] = {{TJ_DTYPE_F32, 3, {B, 37, 5}, -1, 1},
                     {TJ_DTYPE_I32, 2, {B, 19}, -3, 3},
-                    {TJ_DTYPE_F16, 2, {3, B}, -2, 2},
-                    {TJ_DTYPE_F32, 2, {2, 300}, -1, 1}};
-    spec_t out[9] = {{TJ_DTYPE_F32, 3, {B, 4, 5}, 0, 0},
+                    {TJ_DTYPE_F16, 2, {3, B}, -2, 2}};
+    spec_t out[8] = {{TJ_DTYPE_F32, 3, {B, 4, 5}, 0, 0},
                      {TJ_DTYPE_I64, 3, {B, 4, 5}, 0, 0},
                      {TJ_DTYPE_F32, 3, {B, 37, 3}, 0, 0},
                      {TJ_DTYPE_I64, 3, {B, 37, 3}, 0, 0},
                      {TJ_DTYPE_I32, 2, {B, 19}, 0, 0},
                      {TJ_DTYPE_I64, 2, {B, 19}, 0, 0},
                      {TJ_DTYPE_F16, 2, {3, B}, 0, 0},
-                     {TJ_DTYPE_I64, 2, {3, B}, 0, 0},
-                     {TJ_DTYPE_I64, 2, {2, 5}, 0, 0}};
-    // The symbolic axis and the rows of 300 are graph breaks; the rest
-    // kernels.
-    check_with_breaks("topk", build_topk, 4, in, 9, out, 2);
+                     {TJ_DTYPE_I64, 2, {3, B}, 0, 0}};
+    // The sort along the symbolic axis is a graph break; the rest kernels.
+    check_with_breaks("topk", build_topk, 3, in, 8, out, 1);
   }
 }
 
-// u64 beyond 2^63 (unsigned order), i8 with ties, f64 with NaN.
+// u64 beyond 2^63 (unsigned order), i8 with ties; rows of 300: the top 5
+// (selection passes) and the 20 smallest (k > 16 of a long row: a graph
+// break).
 static tj_graph_t* build_topk_dtypes(tj_context_t* ctx) {
   tj_graph_t* g = new_graph(ctx, "topk_dtypes");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_U64, 2, (int64_t[]){4, 9}, "u");
   tj_value_t c = tj_graph_input(g, TJ_DTYPE_I8, 2, (int64_t[]){3, 33}, "c");
   tj_graph_output(g, tj_graph_argtopk(g, u, 5, 1, true), "iu");
   tj_graph_output(g, tj_graph_argsort(g, c, 0, false), "ic");
+  tj_value_t l = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 300}, "l");
+  tj_graph_output(g, tj_graph_argtopk(g, l, 5, 1, true), "i5");
+  tj_graph_output(g, tj_graph_argtopk(g, l, 20, 1, false), "i6");
   return g;
 }
 
 TEST(topk_dtypes) {
-  spec_t in[2] = {{TJ_DTYPE_U64, 2, {4, 9}, 0, 18446744073709551615.0},
-                  {TJ_DTYPE_I8, 2, {3, 33}, -2, 2}};
-  spec_t out[2] = {{TJ_DTYPE_I64, 2, {4, 5}, 0, 0},
-                   {TJ_DTYPE_I64, 2, {3, 33}, 0, 0}};
-  check_with_breaks("topk_dtypes", build_topk_dtypes, 2, in, 2, out, 0);
+  spec_t in[3] = {{TJ_DTYPE_U64, 2, {4, 9}, 0, 18446744073709551615.0},
+                  {TJ_DTYPE_I8, 2, {3, 33}, -2, 2},
+                  {TJ_DTYPE_F32, 2, {2, 300}, -1, 1}};
+  spec_t out[4] = {{TJ_DTYPE_I64, 2, {4, 5}, 0, 0},
+                   {TJ_DTYPE_I64, 2, {3, 33}, 0, 0},
+                   {TJ_DTYPE_I64, 2, {2, 5}, 0, 0},
+                   {TJ_DTYPE_I64, 2, {2, 20}, 0, 0}};
+  check_with_breaks("topk_dtypes", build_topk_dtypes, 3, in, 4, out, 1);
   // u64 by hand: 2^63 + 1 ranks above 5, which a signed compare would not.
   tj_graph_t* g = new_graph(g_ctx[0], "topk_u64");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_U64, 1, (int64_t[]){3}, "u");
@@ -579,9 +582,11 @@ TEST(ptx_of_einsum_trig_and_argtopk) {
   g_einsum_case = 4;  // batched diagonal
   tj_test_check_ptx(g_ptxas, "einsum diagonal", build_einsum(g_ctx[0]));
   tj_test_check_ptx(g_ptxas, "trig", build_trig(g_ctx[0]));
-  tj_test_check_ptx(g_ptxas, "argtopk ranks", build_topk_dtypes(g_ctx[0]));
+  // Selection passes (k = 7) and rank kernels (the argsort), both orders.
+  g_largest = false;
+  tj_test_check_ptx(g_ptxas, "argtopk smallest", build_nan_rows(g_ctx[0]));
   g_largest = true;
-  tj_test_check_ptx(g_ptxas, "argtopk NaN", build_nan_rows(g_ctx[0]));
+  tj_test_check_ptx(g_ptxas, "argtopk largest", build_nan_rows(g_ctx[0]));
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
 }
 
