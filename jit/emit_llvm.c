@@ -897,6 +897,12 @@ static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
       return tj_vm_sin(em, x);
     case TJ_OP_COS:
       return tj_vm_cos(em, x);
+    case TJ_OP_ASIN:
+      return tj_vm_asin(em, x);
+    case TJ_OP_ACOS:
+      return tj_vm_acos(em, x);
+    case TJ_OP_ATAN:
+      return tj_vm_atan(em, x);
     case TJ_OP_RELU:
       if (fl) {
         // x > 0 or NaN: x; else +0 (the reference's rule).

@@ -138,6 +138,9 @@ static tj_status_t check_bodies(const tj_kir_t* k) {
         case TJ_OP_ERFC:
         case TJ_OP_SIN:
         case TJ_OP_COS:
+        case TJ_OP_ASIN:
+        case TJ_OP_ACOS:
+        case TJ_OP_ATAN:
         case TJ_OP_POW:
           return tj_unsupported(
               "kernel @%s: phase %u instruction %%%u: f64 %s is not "

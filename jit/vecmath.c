@@ -445,6 +445,89 @@ LLVMValueRef tj_vm_cos(tj_emit_t* em, LLVMValueRef x) {
   return sincos_f32(em, x, 1);
 }
 
+//===--- asin, acos, atan ---===//
+
+// pi/2, pi and pi/4 as an f32 head plus the rest: adding the rest last keeps
+// the constant's own rounding (up to 0.4 ulp of pi/2) out of the result.
+#define PIO2_HI 1.57079637050628662109375
+#define PIO2_LO (1.5707963267948966192 - PIO2_HI)
+#define PI_HI 3.1415927410125732421875
+#define PI_LO (3.1415926535897932385 - PI_HI)
+#define PIO4_HI 0.785398185253143310546875
+#define PIO4_LO (0.78539816339744830962 - PIO4_HI)
+
+// The Cephes asinf core on a = |x| in [0, 1]: for a <= 1/2, p = asin(a) by
+// an odd polynomial; above, p = asin(s) with s = sqrt((1 - a) / 2), since
+// asin(a) = pi/2 - 2 asin(s) keeps the argument small where asin's slope
+// blows up. |a| > 1 makes s NaN, as C99 wants. Sets |*big| to the second
+// case.
+static LLVMValueRef asin_core(tj_emit_t* em, LLVMValueRef a,
+                              LLVMValueRef* big) {
+  *big = fcmp(em, LLVMRealOGT, a, fc(a, 0.5));
+  LLVMValueRef zb = vmul(em, fc(a, 0.5), vsub(em, fc(a, 1.0), a));
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef sb = tj_emit_intrinsic(em, "llvm.sqrt", &t, 1, &zb, 1);
+  LLVMValueRef z = sel(em, *big, zb, vmul(em, a, a));
+  LLVMValueRef s = sel(em, *big, sb, a);
+  static const double p[] = {4.2163199048E-2, 2.4181311049E-2, 4.5470025998E-2,
+                             7.4953002686E-2, 1.6666752422E-1};
+  return tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, p, 5), z), s, s);
+}
+
+// hi - 2p + lo, the reflection of the core's second case.
+static LLVMValueRef reflect(tj_emit_t* em, double hi, double lo,
+                            LLVMValueRef p) {
+  return vadd(em, vsub(em, fc(p, hi), vadd(em, p, p)), fc(p, lo));
+}
+
+LLVMValueRef tj_vm_asin(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "asin", x, NULL);
+  LLVMValueRef big;
+  LLVMValueRef p = asin_core(em, fabs_(em, x), &big);
+  LLVMValueRef r = sel(em, big, reflect(em, PIO2_HI, PIO2_LO, p), p);
+  // copysign keeps asin(-0) = -0 and passes NaN through.
+  return copysign_(em, r, x);
+}
+
+LLVMValueRef tj_vm_acos(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "acos", x, NULL);
+  LLVMValueRef big;
+  LLVMValueRef p = asin_core(em, fabs_(em, x), &big);
+  // |x| > 1/2: acos(x) = 2 asin(s) for x > 0, pi - 2 asin(s) below;
+  // otherwise pi/2 - asin(x).
+  LLVMValueRef pos = vadd(em, p, p);
+  LLVMValueRef neg = reflect(em, PI_HI, PI_LO, p);
+  LLVMValueRef mid =
+      vadd(em, vsub(em, fc(x, PIO2_HI), copysign_(em, p, x)), fc(x, PIO2_LO));
+  LLVMValueRef r = sel(em, fcmp(em, LLVMRealOLT, x, fc(x, 0.0)), neg, pos);
+  return sel(em, big, r, mid);
+}
+
+LLVMValueRef tj_vm_atan(tj_emit_t* em, LLVMValueRef x) {
+  if (is_double(x)) return libm_call(em, "atan", x, NULL);
+  // Cephes atanf: a = |x| is moved into [0, tan(pi/8)] by
+  // atan(a) = pi/2 + atan(-1/a) (a > tan(3pi/8)) or
+  // pi/4 + atan((a - 1) / (a + 1)) (a > tan(pi/8)), then an odd
+  // polynomial. At a = inf, -1/a = -0 and the result is pi/2 rounded.
+  LLVMValueRef a = fabs_(em, x);
+  LLVMValueRef big = fcmp(em, LLVMRealOGT, a, fc(x, 2.414213562373095));
+  LLVMValueRef mid = fcmp(em, LLVMRealOGT, a, fc(x, 0.4142135623730950));
+  LLVMValueRef xr =
+      sel(em, big, vdiv(em, fc(x, -1.0), a),
+          sel(em, mid,
+              vdiv(em, vsub(em, a, fc(x, 1.0)), vadd(em, a, fc(x, 1.0))), a));
+  LLVMValueRef hi =
+      sel(em, big, fc(x, PIO2_HI), sel(em, mid, fc(x, PIO4_HI), fc(x, 0.0)));
+  LLVMValueRef lo =
+      sel(em, big, fc(x, PIO2_LO), sel(em, mid, fc(x, PIO4_LO), fc(x, 0.0)));
+  LLVMValueRef z = vmul(em, xr, xr);
+  static const double p[] = {8.05374449538e-2, -1.38776856032E-1,
+                             1.99777106478E-1, -3.33329491539E-1};
+  LLVMValueRef r =
+      tj_emit_fmuladd(em, vmul(em, tj_emit_poly(em, z, p, 4), z), xr, xr);
+  return copysign_(em, vadd(em, hi, vadd(em, r, lo)), x);
+}
+
 //===--- pow ---===//
 
 LLVMValueRef tj_vm_pow(tj_emit_t* em, LLVMValueRef x, LLVMValueRef y) {

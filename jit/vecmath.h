@@ -30,6 +30,13 @@
 //                          pi/2 (exact for |x| < 1.6e6, tested to 1e5, usable
 //                          to ~2^40; beyond 2^40 the result is that of 0),
 //                          then Cephes sinf/cosf polynomials on |r| <= pi/4.
+//   asin,    <= 2 ulp [1.87, acos 1.24]  Cephes asinf: an odd polynomial
+//   acos                   for |x| <= 1/2, else pi/2 - 2 asin(sqrt((1-|x|)/2));
+//                          acos as pi/2 - asin, 2 asin(s) or pi - 2 asin(s);
+//                          the constants added as an f32 head and tail.
+//   atan     <= 2.5 ulp [2.15]  Cephes atanf: |x| reduced by
+//                          pi/2 + atan(-1/x) or pi/4 + atan((x-1)/(x+1)) to
+//                          [0, tan(pi/8)], then an odd polynomial.
 //   pow      <= 1 ulp [0.50]  exp(y * log|x|) in double precision (the
 //                          double exp/log below), with C99 pow's special
 //                          cases.
@@ -40,8 +47,8 @@
 // f64: exp and log are vectorized (fdlibm-style reduction, degree-13
 // Taylor / Lg1..Lg7 polynomials; <= 1.5 ulp [exp 1.13 without FMA, 1.00
 // with; log 0.72]); sigmoid uses that exp. tanh,
-// erf, erfc, sin, cos and pow call the C library per lane: f64 is the
-// verification dtype, where accuracy matters more than speed.
+// erf, erfc, sin, cos, asin, acos, atan and pow call the C library per lane:
+// f64 is the verification dtype, where accuracy matters more than speed.
 
 #ifndef TJ_JIT_VECMATH_H_
 #define TJ_JIT_VECMATH_H_
@@ -56,6 +63,9 @@ LLVMValueRef tj_vm_erf(tj_emit_t* em, LLVMValueRef x);
 LLVMValueRef tj_vm_erfc(tj_emit_t* em, LLVMValueRef x);
 LLVMValueRef tj_vm_sin(tj_emit_t* em, LLVMValueRef x);
 LLVMValueRef tj_vm_cos(tj_emit_t* em, LLVMValueRef x);
+LLVMValueRef tj_vm_asin(tj_emit_t* em, LLVMValueRef x);
+LLVMValueRef tj_vm_acos(tj_emit_t* em, LLVMValueRef x);
+LLVMValueRef tj_vm_atan(tj_emit_t* em, LLVMValueRef x);
 LLVMValueRef tj_vm_pow(tj_emit_t* em, LLVMValueRef x, LLVMValueRef y);
 
 #endif  // TJ_JIT_VECMATH_H_

@@ -406,6 +406,31 @@ static tj_status_t vjp_cos(ad_t* ad, const vjp_t* v) {
   return op1(ad, TJ_OP_NEG, t, &v->out[0]);
 }
 
+// asin' = 1 / sqrt(1 - a^2), acos' its negation (|a| < 1).
+static tj_status_t arc_sine_slope(ad_t* ad, const vjp_t* v, double sign) {
+  uint32_t t;
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, X0, X0, &t));
+  TJ_RETURN_IF_ERROR(c_op(ad, TJ_OP_SUB, 1.0, t, &t));
+  TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_RSQRT, t, &t));
+  if (sign < 0) TJ_RETURN_IF_ERROR(op1(ad, TJ_OP_NEG, t, &t));
+  return op2(ad, TJ_OP_MUL, G, t, &v->out[0]);
+}
+
+static tj_status_t vjp_asin(ad_t* ad, const vjp_t* v) {
+  return arc_sine_slope(ad, v, 1.0);
+}
+
+static tj_status_t vjp_acos(ad_t* ad, const vjp_t* v) {
+  return arc_sine_slope(ad, v, -1.0);
+}
+
+static tj_status_t vjp_atan(ad_t* ad, const vjp_t* v) {
+  uint32_t t;
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, X0, X0, &t));
+  TJ_RETURN_IF_ERROR(op_c(ad, TJ_OP_ADD, t, 1.0, &t));
+  return op2(ad, TJ_OP_DIV, G, t, &v->out[0]);
+}
+
 static tj_status_t vjp_relu(ad_t* ad, const vjp_t* v) {
   uint32_t zero, c;
   TJ_RETURN_IF_ERROR(scalar(ad, dtype_of(ad, X0), 0.0, &zero));
@@ -1310,6 +1335,9 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_ERFC] = {vjp_erfc, "ga = -g * 2/sqrt(pi) exp(-a^2)"},
     [TJ_OP_SIN] = {vjp_sin, "ga = g * cos(a)"},
     [TJ_OP_COS] = {vjp_cos, "ga = -(g * sin(a))"},
+    [TJ_OP_ASIN] = {vjp_asin, "ga = g * rsqrt(1 - a^2)"},
+    [TJ_OP_ACOS] = {vjp_acos, "ga = -g * rsqrt(1 - a^2)"},
+    [TJ_OP_ATAN] = {vjp_atan, "ga = g / (1 + a^2)"},
     [TJ_OP_RELU] = {vjp_relu, "ga = where(a > 0, g, 0)"},
     [TJ_OP_FLOOR] = NONE_("piecewise constant: derivative 0"),
     [TJ_OP_CEIL] = NONE_("piecewise constant: derivative 0"),
@@ -1401,6 +1429,8 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                           "gu = gather_nd(g, idx); gdata = g (add) or g "
                           "zeroed where written (none); none to idx; mul, "
                           "max, min refused"},
+    [TJ_OP_ARGTOPK] = NONE_("integer result (topk's values differentiate "
+                            "through their gather_elements)"),
     // ---- composites: own rules in core ops ----
     [TJ_OP_GELU] = {vjp_gelu,
                     "ga = g * (Phi(a) + a phi(a)), or the tanh form's "

@@ -612,6 +612,52 @@ tj_value_t tj_graph_scatter_nd(tj_graph_t* graph, tj_value_t data,
                       indices, updates, 0, reduction);
 }
 
+// topk (issue 15): one argtopk node does the selection; topk's values and
+// sort's are gather_elements of it, so they fuse as any gather and the
+// gradient flows through gather_elements' VJP.
+tj_value_t tj_graph_argtopk(tj_graph_t* graph, tj_value_t a, int64_t k,
+                            int32_t axis, bool largest) {
+  if (!building(graph, "tj_graph_argtopk")) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_ARGTOPK, 1, ops);
+  int64_t ints[2] = {k, largest ? 1 : 0};
+  desc.attrs.axis = axis;
+  desc.attrs.ints = ints;
+  desc.attrs.num_ints = 2;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_topk(tj_graph_t* graph, tj_value_t a, int64_t k,
+                         int32_t axis, bool largest, tj_value_t* out_indices) {
+  if (out_indices) *out_indices = tj_value_none();
+  if (k < 0) {
+    if (!building(graph, "tj_graph_topk")) return tj_value_none();
+    // -1 is argtopk's whole-axis spelling, not a k a caller may pass here.
+    tj_graph_record_error(
+        graph,
+        tj_invalid("tj_graph_topk: k must be >= 0, got %lld", (long long)k));
+    return tj_value_none();
+  }
+  tj_value_t indices = tj_graph_argtopk(graph, a, k, axis, largest);
+  if (tj_value_is_none(indices)) return tj_value_none();
+  if (out_indices) *out_indices = indices;
+  return tj_graph_gather_elements(graph, a, indices, axis);
+}
+
+tj_value_t tj_graph_argsort(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                            bool descending) {
+  return tj_graph_argtopk(graph, a, -1, axis, descending);
+}
+
+tj_value_t tj_graph_sort(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                         bool descending, tj_value_t* out_indices) {
+  if (out_indices) *out_indices = tj_value_none();
+  tj_value_t indices = tj_graph_argtopk(graph, a, -1, axis, descending);
+  if (tj_value_is_none(indices)) return tj_value_none();
+  if (out_indices) *out_indices = indices;
+  return tj_graph_gather_elements(graph, a, indices, axis);
+}
+
 tj_value_t tj_graph_gather_nd(tj_graph_t* graph, tj_value_t a,
                               tj_value_t indices, int32_t batch_dims) {
   if (!building(graph, "tj_graph_gather_nd")) return tj_value_none();

@@ -1026,6 +1026,44 @@ static tj_status_t infer_scatter_nd(infer_t* c) {
   return NULL;
 }
 
+// topk (issue 15): argtopk keeps a's shape but for attr.axis, which becomes
+// k (the axis itself when k is -1, a sort); the result is i64. k must fit a
+// constant axis; along a symbolic one only the whole axis may be taken,
+// since no guard can state n >= k.
+static tj_status_t infer_topk(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
+  if (a->rank < 1) return fail(c, INVALID, "a must have rank >= 1");
+  const tj_attrs_t* at = &c->desc->attrs;
+  if (at->num_ints != 2 || at->ints[0] < -1 || (uint64_t)at->ints[1] > 1)
+    return fail(c, INVALID,
+                "the attributes must be [k >= 0 or -1 (the whole axis), "
+                "largest 0 or 1]");
+  int64_t axis = 0;
+  TJ_RETURN_IF_ERROR(normalize_axis(c, at->axis, a->rank, &axis));
+  int64_t n = a->dims[axis], k = at->ints[0];
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, a->dims, (size_t)a->rank * sizeof(int64_t));
+  if (k >= 0) {
+    dimtext_t t = {0};
+    if (!tj_dim_is_const(n))
+      return fail(c, INVALID,
+                  "k=%lld along axis %lld of symbolic length %s: only the "
+                  "whole axis (k = -1) may be taken along a symbolic axis",
+                  (long long)k, (long long)axis, dimstr(c, &t, n));
+    if (k > n)
+      return fail(c, INVALID, "k=%lld exceeds the length %lld of axis %lld",
+                  (long long)k, (long long)n, (long long)axis);
+    dims[axis] = k;
+  }
+  c->out->attrs.axis = axis;
+  c->out->ints[0] = k;
+  c->out->ints[1] = at->ints[1];
+  c->out->attrs.num_ints = 2;
+  set_result(c, TJ_DTYPE_I64, a->rank, dims);
+  return NULL;
+}
+
 // ops (issue 15): gather_nd with attr.axis batch dims b: indices' last dim
 // k is a constant, 1 <= b + k <= rank(a), b < rank(indices), indices'
 // first b dims are a's; y = indices.shape[:-1] + a.shape[b + k:].
@@ -1580,6 +1618,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       break;
     case TJ_OP_SCATTER_ND:
       status = infer_scatter_nd(&c);
+      break;
+    case TJ_OP_ARGTOPK:
+      status = infer_topk(&c);
       break;
     case TJ_OP_SOFTMAX:
     case TJ_OP_LOG_SOFTMAX:

@@ -65,6 +65,8 @@ typedef enum tj_attr_kind_e {
   TJ_ATTR_KIND_SCAN,
   // scatter_elements, scatter_nd (issue 15): axis; ints = [reduction]
   TJ_ATTR_KIND_SCATTER,
+  // argtopk (topk, issue 15): axis; ints = [k (-1: whole axis), largest]
+  TJ_ATTR_KIND_TOPK,
 } tj_attr_kind_t;
 
 // The dtypes an op's (main) operands may have.

@@ -771,6 +771,9 @@ typedef enum attr_key_e {
   KEY_REVERSE,
   // scatter_elements, scatter_nd (issue 15)
   KEY_REDUCTION,
+  // argtopk (topk)
+  KEY_K,
+  KEY_LARGEST,
   KEY_COUNT_,
 } attr_key_t;
 
@@ -823,9 +826,12 @@ static const struct {
     [KEY_EXCLUSIVE] = {"exclusive", ATTR_FLAG},
     [KEY_REVERSE] = {"reverse", ATTR_FLAG},
     [KEY_REDUCTION] = {"reduction", ATTR_STRING},
+    [KEY_K] = {"k", ATTR_INT},
+    [KEY_LARGEST] = {"largest", ATTR_FLAG},
 };
 
-#define BIT(k) (UINT64_C(1) << (k))  // more keys than 32 (scatter)
+// 64 bits: the keys outgrew 32 (scatter's reduction, argtopk's k, largest).
+#define BIT(k) (UINT64_C(1) << (k))
 
 // Allowed and required keys per attribute kind, in printing order.
 static void attr_keys_of(tj_attr_kind_t kind, uint64_t* allowed,
@@ -888,6 +894,10 @@ static void attr_keys_of(tj_attr_kind_t kind, uint64_t* allowed,
     case TJ_ATTR_KIND_SCATTER:
       *allowed = BIT(KEY_AXIS) | BIT(KEY_REDUCTION);
       break;
+    case TJ_ATTR_KIND_TOPK:
+      *required = BIT(KEY_AXIS);
+      *allowed = *required | BIT(KEY_K) | BIT(KEY_LARGEST);
+      break;
   }
 }
 
@@ -898,6 +908,7 @@ typedef struct attr_values_t {
   uint32_t list_line[NUM_LIST_KEYS], list_col[NUM_LIST_KEYS];
   int64_t axis, groups;
   int64_t block, int4;  // quantize, dequantize
+  int64_t k;            // argtopk
   double value, eps;
   int64_t version;                     // custom
   char op[128];                        // custom: the op's name
@@ -994,6 +1005,7 @@ static bool parse_attrs(parser_t* p, const char* op_name, tj_attr_kind_t kind,
                                   : key == KEY_GROUPS ? &v->groups
                                   : key == KEY_BLOCK  ? &v->block
                                   : key == KEY_INT4   ? &v->int4
+                                  : key == KEY_K      ? &v->k
                                                       : &v->axis) ||
               !lex(p))
             return false;
@@ -1176,6 +1188,12 @@ static bool build_attrs(parser_t* p, tj_attr_kind_t kind,
         ints[0] = r;
       }
       out->num_ints = 1;
+      break;
+    case TJ_ATTR_KIND_TOPK:
+      out->axis = v->axis;
+      ints[0] = (v->present & BIT(KEY_K)) ? v->k : -1;
+      ints[1] = (v->present & BIT(KEY_LARGEST)) ? 1 : 0;
+      out->num_ints = 2;
       break;
   }
   return true;

@@ -339,6 +339,13 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       if (r) sbuf_printf(&p->out, "%sreduction=\"%s\"", elements ? " " : "", r);
       break;
     }
+      break;
+    case TJ_ATTR_KIND_TOPK:
+      sbuf_printf(&p->out, " {axis=%lld", (long long)a->axis);
+      if (n > 0 && a->ints[0] >= 0)
+        sbuf_printf(&p->out, " k=%lld", (long long)a->ints[0]);
+      if (n > 1 && a->ints[1]) sbuf_puts(&p->out, " largest");
+      break;
   }
   sbuf_puts(&p->out, "}");
 }

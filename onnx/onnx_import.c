@@ -786,7 +786,13 @@ static tj_status_t fold_node(tj_onnx_importer_t* im, tj_onnx_node_t* node,
     if (numel_of(v->rank, v->dims) > TJ_ONNX_FOLD_LIMIT ||
         tj_value_is_none(v->value))
       small = false;
-    if (small) tj_graph_output(scratch, v->value, "y");
+    if (small) {
+      // A name per output: a node may have several (TopK's values and
+      // indices), and a graph's output names are unique.
+      char name[16];
+      snprintf(name, sizeof name, "y%d", (int)k);
+      tj_graph_output(scratch, v->value, name);
+    }
   }
   if (!status && all_known) {
     *out_folded = true;

@@ -2362,6 +2362,50 @@ static tj_status_t cv_scatter_nd(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       tj_graph_scatter_nd(G, in(im, n, 0), in(im, n, 1), in(im, n, 2), r));
 }
 
+// topk (issue 15): TopK onto tj_graph_topk. K must be known when the
+// graph is built (the result's shape depends on it). sorted = 0 leaves the
+// order unspecified: the sorted order is one, so both map to the same op.
+static tj_status_t cv_topk(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  int64_t ks[MAX_INTS];
+  int32_t count;
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "K", &count, ks, false));
+  if (count != 1) return bad(im, n, "K has %d elements, not 1", (int)count);
+  if (ks[0] < 0) return bad(im, n, "K is %lld, negative", (long long)ks[0]);
+  int32_t axis;
+  TJ_RETURN_IF_ERROR(
+      norm_axis(im, n, attr_i(n, "axis", -1), rank_of(n, 0), &axis));
+  bool largest = attr_i(n, "largest", 1) != 0;
+  tj_value_t indices;
+  tj_value_t values =
+      tj_graph_topk(G, in(im, n, 0), ks[0], axis, largest, &indices);
+  TJ_RETURN_IF_ERROR(out(im, n, 0, values));
+  return out(im, n, 1, indices);
+}
+
+// topk (issue 15): Einsum onto tj_graph_einsum (its decomposition).
+static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  (void)e;
+  enum { kMaxOperands = 16 };
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, kMaxOperands));
+  const Onnx__AttributeProto* a = attr(n, "equation");
+  if (!a || !a->has_s) return bad(im, n, "the equation attribute is missing");
+  char eq[256];
+  if (a->s.len >= sizeof(eq))
+    return fail(im, n, "the equation has %zu characters", a->s.len);
+  memcpy(eq, a->s.data, a->s.len);
+  eq[a->s.len] = 0;
+  tj_value_t xs[kMaxOperands];
+  for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (!has_in(n, i)) return bad(im, n, "input %d is missing", (int)i);
+    xs[i] = in(im, n, i);
+  }
+  return out(im, n, 0, tj_graph_einsum(G, eq, xs, n->num_inputs));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -4255,262 +4299,6 @@ static tj_status_t cv_roi_align(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_cast(G, y, xv->dtype));
 }
 
-//===--- Einsum (onnxcov) ---===//
-
-// An operand of Einsum: its value and one label per axis ('0' + k for the
-// k-th ellipsis axis, right-aligned across operands).
-typedef struct ein_t {
-  tj_value_t v;
-  int32_t rank;
-  char labels[TJ_MAX_RANK + 1];
-} ein_t;
-
-static bool ein_has(const char* set, char c) { return c && strchr(set, c); }
-
-// Takes |e|'s diagonals (a label twice: the two axes' common diagonal, by
-// a gather of their flattened product) and sums the axes whose labels are
-// not in |keep|.
-static tj_status_t ein_prepare(tj_onnx_importer_t* im, tj_onnx_node_t* n,
-                               ein_t* e, const char* keep) {
-  for (;;) {
-    int32_t p = -1, q = -1;
-    for (int32_t i = 0; i < e->rank && p < 0; ++i)
-      for (int32_t j = i + 1; j < e->rank; ++j)
-        if (e->labels[i] == e->labels[j]) {
-          p = i;
-          q = j;
-          break;
-        }
-    if (p < 0) break;
-    int64_t dims[TJ_MAX_RANK];
-    tj_graph_value_dims(G, e->v, dims);
-    int64_t len = dims[p];
-    if (len < 0 || dims[q] != len)
-      return bad(im, n, "label %c repeats over dims %lld and %lld",
-                 e->labels[p], (long long)dims[p], (long long)dims[q]);
-    int32_t perm[TJ_MAX_RANK], k = 0;
-    int64_t shape[TJ_MAX_RANK];
-    char labels[TJ_MAX_RANK + 1] = {0};
-    for (int32_t i = 0; i < e->rank; ++i)
-      if (i != p && i != q) {
-        labels[k] = e->labels[i];
-        shape[k] = dims[i];
-        perm[k++] = i;
-      }
-    perm[k] = p;
-    perm[k + 1] = q;
-    shape[k] = len * len;
-    labels[k] = e->labels[p];
-    int64_t* idx = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)len);
-    if (!idx) return tj_status_oom();
-    for (int64_t i = 0; i < len; ++i) idx[i] = i * (len + 1);
-    tj_value_t t =
-        tj_graph_reshape(G, tj_graph_transpose(G, e->v, perm), k + 1, shape);
-    e->v = gather_list(im, t, k, idx, len);
-    e->rank = k + 1;
-    memcpy(e->labels, labels, sizeof labels);
-  }
-  int32_t axes[TJ_MAX_RANK], count = 0, k = 0;
-  char labels[TJ_MAX_RANK + 1] = {0};
-  for (int32_t i = 0; i < e->rank; ++i) {
-    if (ein_has(keep, e->labels[i]))
-      labels[k++] = e->labels[i];
-    else
-      axes[count++] = i;
-  }
-  if (count) {
-    e->v = tj_graph_sum(G, e->v, count, axes, false);
-    e->rank = k;
-    memcpy(e->labels, labels, sizeof labels);
-  }
-  return NULL;
-}
-
-// |a| and |b| (prepared against |keep| plus each other) contracted into
-// |a|: [batch, a-only, contracted] x [batch, contracted, b-only] as one
-// batched matmul, the batch labels those both keep.
-static tj_status_t ein_pair(tj_onnx_importer_t* im, tj_onnx_node_t* n, ein_t* a,
-                            const ein_t* b, const char* keep) {
-  int64_t ad[TJ_MAX_RANK], bd[TJ_MAX_RANK];
-  tj_graph_value_dims(G, a->v, ad);
-  tj_graph_value_dims(G, b->v, bd);
-  char batch[TJ_MAX_RANK + 1] = {0}, aonly[TJ_MAX_RANK + 1] = {0},
-                           bonly[TJ_MAX_RANK + 1] = {0},
-                           con[TJ_MAX_RANK + 1] = {0};
-  int32_t nb = 0, na = 0, nbo = 0, nc = 0;
-  for (int32_t i = 0; i < a->rank; ++i) {
-    char c = a->labels[i];
-    if (!ein_has(b->labels, c))
-      aonly[na++] = c;
-    else if (ein_has(keep, c))
-      batch[nb++] = c;
-    else
-      con[nc++] = c;
-  }
-  for (int32_t i = 0; i < b->rank; ++i)
-    if (!ein_has(a->labels, b->labels[i])) bonly[nbo++] = b->labels[i];
-  if (nb + na + nbo > TJ_MAX_RANK)
-    return fail(im, n, "the result has more than %d axes", TJ_MAX_RANK);
-  // Each label's size (a 1 broadcasts against the other operand's).
-  int64_t size[128];
-  for (int32_t i = 0; i < a->rank; ++i) size[(int)a->labels[i]] = ad[i];
-  for (int32_t i = 0; i < b->rank; ++i) {
-    int64_t* s = &size[(int)b->labels[i]];
-    if (!ein_has(a->labels, b->labels[i]) || *s == 1)
-      *s = bd[i];
-    else if (bd[i] != 1 && bd[i] != *s)
-      return bad(im, n, "label %c has sizes %lld and %lld", b->labels[i],
-                 (long long)*s, (long long)bd[i]);
-  }
-  const char* a_order[3] = {batch, aonly, con};
-  const char* b_order[3] = {batch, con, bonly};
-  tj_value_t ops[2];
-  const ein_t* src[2] = {a, b};
-  const char* const* orders[2] = {a_order, b_order};
-  for (int32_t o = 0; o < 2; ++o) {
-    int32_t perm[TJ_MAX_RANK], k = 0;
-    int64_t full[TJ_MAX_RANK], flat[3];
-    for (int32_t g = 0; g < 3; ++g) {
-      flat[g] = 1;
-      for (const char* c = orders[o][g]; *c; ++c) {
-        if (!ein_has(src[o]->labels, *c)) continue;  // a-only in b
-        perm[k] = (int32_t)(strchr(src[o]->labels, *c) - src[o]->labels);
-        full[k++] = size[(int)*c];
-        flat[g] = tj_graph_dim_mul(G, flat[g], size[(int)*c]);
-      }
-    }
-    tj_value_t t = tj_graph_transpose(G, src[o]->v, perm);
-    if (k) t = tj_graph_broadcast_to(G, t, k, full);
-    ops[o] = tj_graph_reshape(G, t, 3, flat);
-  }
-  tj_value_t y = tj_graph_matmul(G, ops[0], ops[1]);
-  int64_t dims[TJ_MAX_RANK];
-  char labels[TJ_MAX_RANK + 1] = {0};
-  int32_t k = 0;
-  const char* y_order[3] = {batch, aonly, bonly};
-  for (int32_t g = 0; g < 3; ++g)
-    for (const char* c = y_order[g]; *c; ++c) {
-      labels[k] = *c;
-      dims[k++] = size[(int)*c];
-    }
-  a->v = tj_graph_reshape(G, y, k, dims);
-  a->rank = k;
-  memcpy(a->labels, labels, sizeof labels);
-  return NULL;
-}
-
-// Einsum (opset 12): the equation's operands reduced to their diagonals
-// and kept labels, contracted left to right by batched matmuls, summed and
-// transposed to the output's labels (given after "->", or the labels
-// occurring once, sorted, after the ellipsis's axes).
-static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
-                             const op_entry_t* e) {
-  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 8));
-  const Onnx__AttributeProto* eq = attr(n, "equation");
-  if (!eq || !eq->has_s || eq->s.len > 256)
-    return bad(im, n, "the equation attribute is required");
-  char text[260];
-  size_t len = 0;
-  for (size_t i = 0; i < eq->s.len; ++i)
-    if (eq->s.data[i] != ' ') text[len++] = (char)eq->s.data[i];
-  text[len] = 0;
-  char* arrow = strstr(text, "->");
-  if (arrow) *arrow = 0;
-  ein_t ops[8];
-  int32_t count = 0, ell = 0, ell_of[8];
-  const char* terms[8];
-  for (char* t = text;; ++count) {
-    if (count == 8) return bad(im, n, "more than 8 operands");
-    terms[count] = t;
-    char* comma = strchr(t, ',');
-    if (!comma) {
-      ++count;
-      break;
-    }
-    *comma = 0;
-    t = comma + 1;
-  }
-  if (count != n->num_inputs)
-    return bad(im, n, "the equation has %d operands for %d inputs", (int)count,
-               (int)n->num_inputs);
-  for (int32_t i = 0; i < count; ++i) {
-    const char* dots = strstr(terms[i], "...");
-    if (dots && strstr(dots + 3, "."))
-      return bad(im, n, "operand %d: \"%s\" has more than one ellipsis", (int)i,
-                 terms[i]);
-    int32_t letters = (int32_t)strlen(terms[i]) - (dots ? 3 : 0);
-    ell_of[i] = rank_of(n, i) - letters;
-    if (ell_of[i] < 0 || (!dots && ell_of[i] != 0))
-      return bad(im, n, "operand %d: \"%s\" for rank %d", (int)i, terms[i],
-                 (int)rank_of(n, i));
-    if (ell_of[i] > ell) ell = ell_of[i];
-  }
-  int32_t seen[128] = {0};
-  for (int32_t i = 0; i < count; ++i) {
-    ein_t* o = &ops[i];
-    memset(o, 0, sizeof *o);
-    o->v = in(im, n, i);
-    o->rank = rank_of(n, i);
-    int32_t k = 0;
-    for (const char* c = terms[i]; *c; ++c) {
-      if (strncmp(c, "...", 3) == 0) {
-        for (int32_t j = 0; j < ell_of[i]; ++j)
-          o->labels[k++] = (char)('0' + ell - ell_of[i] + j);
-        c += 2;
-      } else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) {
-        o->labels[k++] = *c;
-        seen[(int)*c]++;
-      } else {
-        return bad(im, n, "the equation has '%c'", *c);
-      }
-    }
-  }
-  char want[TJ_MAX_RANK + 1] = {0};
-  int32_t nw = 0;
-  if (arrow) {
-    for (const char* c = arrow + 2; *c; ++c) {
-      bool dots = strncmp(c, "...", 3) == 0;
-      if (nw + (dots ? ell : 1) > TJ_MAX_RANK)
-        return bad(im, n, "too many output axes");
-      if (dots) {
-        for (int32_t j = 0; j < ell; ++j) want[nw++] = (char)('0' + j);
-        c += 2;
-      } else if (*c > 0 && seen[(int)*c]) {
-        want[nw++] = *c;
-      } else {
-        return bad(im, n, "output label '%c' is no input's", *c);
-      }
-    }
-  } else {
-    for (int32_t j = 0; j < ell; ++j) want[nw++] = (char)('0' + j);
-    for (int c = 'A'; c <= 'z'; ++c)
-      if (seen[c] == 1 && nw < TJ_MAX_RANK) want[nw++] = (char)c;
-  }
-  // Fold left: keep what the output and the operands not yet folded need
-  // (and, while preparing operand i, what operand 0 has).
-  for (int32_t i = 0; i < count; ++i) {
-    char keep[9 * TJ_MAX_RANK + 1] = {0}, both[10 * TJ_MAX_RANK + 1] = {0};
-    size_t kl = strlen(want);
-    memcpy(keep, want, kl);
-    for (int32_t j = i + 1; j < count; ++j) {
-      size_t l = strlen(ops[j].labels);
-      memcpy(keep + kl, ops[j].labels, l);
-      kl += l;
-    }
-    memcpy(both, keep, kl);
-    if (i > 0) memcpy(both + kl, ops[0].labels, strlen(ops[0].labels));
-    TJ_RETURN_IF_ERROR(ein_prepare(im, n, &ops[i], both));
-    if (i > 0) TJ_RETURN_IF_ERROR(ein_pair(im, n, &ops[0], &ops[i], keep));
-  }
-  TJ_RETURN_IF_ERROR(ein_prepare(im, n, &ops[0], want));
-  int32_t perm[TJ_MAX_RANK];
-  for (int32_t i = 0; i < nw; ++i)
-    perm[i] = (int32_t)(strchr(ops[0].labels, want[i]) - ops[0].labels);
-  tj_value_t y = ops[0].v;
-  if (nw > 1) y = tj_graph_transpose(G, y, perm);
-  return out(im, n, 0, y);
-}
-
 //===--- RNN, GRU, LSTM (onnxcov) ---===//
 
 enum { REC_RNN, REC_GRU, REC_LSTM };
@@ -4974,6 +4762,9 @@ static const op_entry_t kOps[] = {
     UN("Erf", erf),
     UN("Sin", sin),
     UN("Cos", cos),
+    UN("Asin", asin),
+    UN("Acos", acos),
+    UN("Atan", atan),
     UN("Relu", relu),
     UN("Floor", floor),
     UN("Ceil", ceil),
@@ -5171,11 +4962,12 @@ static const op_entry_t kOps[] = {
      "activation_alpha,activation_beta,activations,clip,direction,hidden_size,"
      "input_forget,layout,",
      cv_recurrent, NULL, NULL, NULL, REC_LSTM},
+    // topk (issue 15)
+    OP("TopK", "axis,largest,sorted,", cv_topk),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
-    {"TopK", "topk"},
     {"Upsample", "resize"},
     {"If", "control flow"},
     {"Loop", "control flow"},
@@ -5184,9 +4976,6 @@ static const char* const kWaiting[][2] = {
     {"Unique", "unique (a data-dependent shape)"},
     {"Compress", "compress (a data-dependent shape)"},
     {"NonMaxSuppression", "non_max_suppression"},
-    {"Asin", "asin"},
-    {"Acos", "acos"},
-    {"Atan", "atan"},
 };
 
 // Ops the converters map in opsets below TJ_ONNX_MIN_OPSET too: the first
@@ -5210,6 +4999,10 @@ static const struct {
     {"Reciprocal", 6},
     {"Sin", 7},
     {"Cos", 7},
+    {"Asin", 7},
+    {"LpNormalization", 1},
+    {"Acos", 7},
+    {"Atan", 7},
     {"Tan", 7},
     {"Sinh", 9},
     {"Cosh", 9},

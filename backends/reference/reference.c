@@ -338,6 +338,12 @@ static double unary_f64(const tj_node_t* node, double x) {
       return sin(x);
     case TJ_OP_COS:
       return cos(x);
+    case TJ_OP_ASIN:
+      return asin(x);
+    case TJ_OP_ACOS:
+      return acos(x);
+    case TJ_OP_ATAN:
+      return atan(x);
     case TJ_OP_RELU:
       return x > 0.0 ? x : (isnan(x) ? x : 0.0);
     case TJ_OP_FLOOR:
@@ -1530,6 +1536,97 @@ static tj_status_t eval_scan(run_t* run, uint32_t index) {
   return NULL;
 }
 
+// topk (issue 15): argtopk, a stable merge sort of each row by key
+// (numpy.argsort(kind="stable")), then its first k indices.
+typedef struct topk_entry_t {
+  double f;    // float keys
+  int64_t i;   // integer keys (u64 as its bits)
+  int64_t at;  // the index along the axis
+} topk_entry_t;
+
+typedef struct topk_order_t {
+  bool fl, unsigned_, largest;
+} topk_order_t;
+
+// Whether |x| ranks strictly before |y|: NaN is the largest float, and
+// equal keys never rank before each other (the sort keeps index order).
+static bool topk_before(const topk_order_t* o, const topk_entry_t* x,
+                        const topk_entry_t* y) {
+  if (o->fl) {
+    bool xn = isnan(x->f), yn = isnan(y->f);
+    if (xn || yn) return o->largest ? xn && !yn : yn && !xn;
+    return o->largest ? x->f > y->f : x->f < y->f;
+  }
+  if (o->unsigned_) {
+    uint64_t a = (uint64_t)x->i, b = (uint64_t)y->i;
+    return o->largest ? a > b : a < b;
+  }
+  return o->largest ? x->i > y->i : x->i < y->i;
+}
+
+// Bottom-up merge sort of |e| (n entries) through |tmp|; a tie takes the
+// left run's entry first, which keeps it stable.
+static void topk_sort(const topk_order_t* o, topk_entry_t* e, topk_entry_t* tmp,
+                      int64_t n) {
+  for (int64_t width = 1; width < n; width *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * width) {
+      int64_t mid = lo + width < n ? lo + width : n;
+      int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int64_t i = lo, j = mid, t = lo;
+      while (i < mid && j < hi)
+        tmp[t++] = topk_before(o, &e[j], &e[i]) ? e[j++] : e[i++];
+      while (i < mid) tmp[t++] = e[i++];
+      while (j < hi) tmp[t++] = e[j++];
+    }
+    memcpy(e, tmp, (size_t)n * sizeof(*e));
+  }
+}
+
+static tj_status_t eval_topk(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const view_t* a = operand_view(run, index, 0);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  view_t* out = &run->values[index].view;
+  const int32_t axis = (int32_t)node->attrs.axis, rank = a->rank;
+  const int64_t n = a->dims[axis], k = out->dims[axis];
+  if (view_numel(out) == 0) return NULL;
+  topk_order_t order = {tj_dtype_is_float(a->dtype),
+                        tj_dtype_is_unsigned(a->dtype),
+                        node->attrs.ints[1] != 0};
+  size_t bytes = 0;
+  topk_entry_t* e = NULL;
+  TJ_RETURN_IF_ERROR(scratch_array(run, 2 * n, sizeof(*e), (void**)&e, &bytes));
+  int64_t dense[TJ_MAX_RANK], rows[TJ_MAX_RANK];
+  int64_t step = 1;
+  for (int32_t d = rank; d-- > 0;) {
+    dense[d] = step;
+    step *= out->dims[d];
+  }
+  memcpy(rows, a->dims, sizeof(int64_t) * (size_t)rank);
+  rows[axis] = 1;
+  iter_t it;
+  iter_initialize(&it, rank, rows);
+  iter_add_operand(&it, a->strides);
+  iter_add_operand(&it, dense);
+  const int64_t num_rows = dims_numel(rank, rows);
+  for (int64_t r = 0; r < num_rows; ++r, iter_next(&it)) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t ia = it.offsets[0] + j * a->strides[axis];
+      e[j].at = j;
+      if (order.fl)
+        e[j].f = tj_load_f64(a->dtype, a->data, ia);
+      else
+        e[j].i = tj_load_i64(a->dtype, a->data, ia);
+    }
+    topk_sort(&order, e, e + n, n);
+    for (int64_t j = 0; j < k; ++j)
+      tj_store_i64(out->dtype, out->data, it.offsets[1] + j * dense[axis],
+                   e[j].at);
+  }
+  scratch_free(run, e, bytes);
+  return NULL;
+}
+
 // ONNX GatherND with b = attr.axis batch dims and k = indices' last dim.
 static tj_status_t eval_gather_nd(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
@@ -2181,6 +2278,8 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
     case TJ_OP_SCATTER_ELEMENTS:
     case TJ_OP_SCATTER_ND:
       return eval_scatter(run, index);
+    case TJ_OP_ARGTOPK:
+      return eval_topk(run, index);
     case TJ_OP_CUSTOM:
       return eval_custom(run, index);
     case TJ_OP_ONE_HOT:

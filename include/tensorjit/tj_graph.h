@@ -170,6 +170,10 @@ TJ_API tj_value_t tj_graph_erf(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_erfc(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_sin(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_cos(tj_graph_t* graph, tj_value_t a);
+// Inverse trigonometric functions (C99: NaN for |a| > 1 in asin and acos).
+TJ_API tj_value_t tj_graph_asin(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_acos(tj_graph_t* graph, tj_value_t a);
+TJ_API tj_value_t tj_graph_atan(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_floor(tj_graph_t* graph, tj_value_t a);
 TJ_API tj_value_t tj_graph_ceil(tj_graph_t* graph, tj_value_t a);
 // Rounds half to even, as numpy.round.
@@ -408,6 +412,43 @@ TJ_API tj_value_t tj_graph_scatter_elements(tj_graph_t* graph, tj_value_t data,
 TJ_API tj_value_t tj_graph_scatter_nd(tj_graph_t* graph, tj_value_t data,
                                       tj_value_t indices, tj_value_t updates,
                                       tj_scatter_reduction_t reduction);
+
+// topk (issue 15): the i64 indices along |axis| of the |k| largest
+// (|largest|) or smallest elements of each row of |a| (numeric, rank >= 1),
+// best first: y has a's shape with k along |axis|. Ties keep the lower
+// index first and NaN counts as larger than every number (numpy's stable
+// argsort; ONNX TopK). k = -1 takes the whole axis (an argsort); otherwise
+// 0 <= k <= the axis' length, which must then be a constant. Not
+// differentiable (an integer result).
+TJ_API tj_value_t tj_graph_argtopk(tj_graph_t* graph, tj_value_t a, int64_t k,
+                                   int32_t axis, bool largest);
+// ONNX TopK (sorted = 1): the values of tj_graph_argtopk's selection
+// (gather_elements of |a| at the indices), returned; |*out_indices|, when
+// not NULL, gets the indices. Differentiable in |a| (the gradient scatters
+// dy to the selected positions). k >= 0.
+TJ_API tj_value_t tj_graph_topk(tj_graph_t* graph, tj_value_t a, int64_t k,
+                                int32_t axis, bool largest,
+                                tj_value_t* out_indices);
+// A stable sort of |a| along |axis|, ascending or |descending| (NaN last,
+// or first when descending; equal elements keep their order), as
+// tj_graph_topk over the whole axis; a symbolic axis is allowed.
+TJ_API tj_value_t tj_graph_sort(tj_graph_t* graph, tj_value_t a, int32_t axis,
+                                bool descending, tj_value_t* out_indices);
+// The i64 indices that sort |a| along |axis| (tj_graph_sort's).
+TJ_API tj_value_t tj_graph_argsort(tj_graph_t* graph, tj_value_t a,
+                                   int32_t axis, bool descending);
+
+// topk (issue 15): numpy.einsum / ONNX Einsum over |count| operands (1 to
+// 16), built from transposes, reshapes, strided slices (diagonals: a label
+// repeated within one operand, of constant length), sums and batched
+// matmuls, so no node of its own. |equation| is "TERMS->OUT" or "TERMS"
+// (the output then holds "..." and the letters used once, in ASCII order);
+// terms are letters a-z, A-Z and at most one "..." of broadcast axes,
+// aligned from the right; spaces are ignored. A malformed equation, or one
+// that disagrees with the operands' ranks, records INVALID_ARGUMENT naming
+// it and returns the none value. Differentiable through its parts.
+TJ_API tj_value_t tj_graph_einsum(tj_graph_t* graph, const char* equation,
+                                  const tj_value_t* inputs, int32_t count);
 
 //===--- composites (decomposed into the ops above by the compiler) ---===//
 

@@ -24,6 +24,10 @@
 //               are never repeated. Kept whole where the target says it
 //               runs it natively (tj_pass_ctx_t.native_op: the flash
 //               kernels of x86 and, for f16/bf16 at head dims 64/128, CUDA).
+//   argtopk     (not a composite) with k <= 16: k selection passes of
+//               row reductions; else on rows of constant length <= 256:
+//               the rank of each element by a fused compare-and-sum, then
+//               each output position's index by a second sum (below).
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //
@@ -37,7 +41,7 @@
 //
 // Requires: nothing.  Preserves: inputs, outputs, symbols, guards.
 // Invalidates: fusion groups, memory plan.  Idempotent (no composite is
-// left).
+// left, and an argtopk left whole has k > 16 on a long or symbolic row).
 
 #include <math.h>
 #include <string.h>
@@ -1052,6 +1056,222 @@ static tj_status_t matmul_integer(dec_t* d, const tj_node_t* node,
   return NULL;
 }
 
+//===--- argtopk on short rows (topk, issue 15) ---===//
+//
+// argtopk has no kernel template; on a row of constant length n <= this it
+// becomes ranks computed by native reductions, O(n^2) compares a row in one
+// fused kernel, where a graph break would sort on the host (the reference's
+// O(n log n) in double, plus staging on CUDA). Longer rows stay whole.
+enum { kMaxNativeTopkRow = 256 };
+
+static bool topk_by_ranks(const tj_node_t* node, const tj_graph_t* g) {
+  if (node->op != TJ_OP_ARGTOPK || node->rank + 1 > TJ_MAX_RANK) return false;
+  const tj_node_t* x = &g->nodes[node->operands[0]];
+  int64_t n = x->dims[node->attrs.axis];
+  return tj_dim_is_const(n) && n > 0 && n <= kMaxNativeTopkRow;
+}
+
+static tj_status_t iota_i32(dec_t* d, int32_t rank, const int64_t* dims,
+                            int64_t axis, uint32_t* out) {
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_IOTA;
+  desc.dtype = TJ_DTYPE_I32;
+  desc.rank = rank;
+  desc.dims = dims;
+  desc.attrs.axis = axis;
+  return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+// With the axis moved last (t: [R.., n]) and r = rank: rank_i = the count
+// of j that rank before i, sum_j before(x_j, x_i) over [R.., n(i), n(j)]
+// (before: better, or NaN against a number, or a tie with j < i); then
+// y[R.., p] = sum_i (rank_i == p ? i : 0) over [R.., n(i), k(p)], and the
+// axis moved back. Counts and indices are below 256: i32 lanes, twice
+// i64's per vector, and one cast to i64 at the end.
+static tj_status_t argtopk_ranks(dec_t* d, const tj_node_t* node, uint32_t x,
+                                 uint32_t* out) {
+  const tj_node_t* xn = &d->rw.dst->nodes[x];
+  const int32_t r = xn->rank;
+  const int64_t axis = node->attrs.axis, n = xn->dims[axis];
+  const int64_t k = node->dims[axis];
+  const bool largest = node->attrs.ints[1] != 0;
+  const bool fl = tj_dtype_is_float(xn->dtype);
+  int64_t perm[TJ_MAX_RANK], rows[TJ_MAX_RANK], dims[TJ_MAX_RANK + 1];
+  int32_t m = 0;
+  for (int32_t i = 0; i < r; ++i) {
+    if (i == axis) continue;
+    perm[m] = i;
+    rows[m++] = xn->dims[i];
+  }
+  perm[m] = axis;
+  uint32_t t = x;
+  if (axis != r - 1) TJ_RETURN_IF_ERROR(transpose(d, x, r, perm, &t));
+  // x_i as [R.., n, 1], x_j as [R.., 1, n].
+  uint32_t xi, xj, ii, ij;
+  memcpy(dims, rows, sizeof(int64_t) * (size_t)m);
+  dims[m] = n;
+  dims[m + 1] = 1;
+  TJ_RETURN_IF_ERROR(reshape(d, t, r + 1, dims, &xi));
+  dims[m] = 1;
+  dims[m + 1] = n;
+  TJ_RETURN_IF_ERROR(reshape(d, t, r + 1, dims, &xj));
+  for (int32_t i = 0; i < m; ++i) dims[i] = 1;
+  TJ_RETURN_IF_ERROR(iota_i32(d, r + 1, dims, m + 1, &ij));  // [1.., 1, n]
+  dims[m] = n;
+  dims[m + 1] = 1;
+  TJ_RETURN_IF_ERROR(iota_i32(d, r + 1, dims, m, &ii));  // [1.., n, 1]
+  uint32_t better, tie, lower, before;
+  TJ_RETURN_IF_ERROR(op2(d, largest ? TJ_OP_GT : TJ_OP_LT, xj, xi, &better));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, xj, xi, &tie));
+  if (fl) {
+    // NaN is the largest: it beats every number, and NaNs tie.
+    uint32_t nj, ni, both, win, not_n;
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, xj, &nj));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, xi, &ni));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, nj, ni, &both));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, tie, both, &tie));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_NOT, largest ? ni : nj, &not_n));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, largest ? nj : ni, not_n, &win));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, better, win, &better));
+  }
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_LT, ij, ii, &lower));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, tie, lower, &tie));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, better, tie, &before));
+  uint32_t count, p, hit, zero, pick, y;
+  TJ_RETURN_IF_ERROR(cast(d, before, TJ_DTYPE_I32, &count));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, count, m + 1, &count));  // [R..,n,1]
+  for (int32_t i = 0; i < m; ++i) dims[i] = 1;
+  dims[m] = 1;
+  dims[m + 1] = k;
+  TJ_RETURN_IF_ERROR(iota_i32(d, r + 1, dims, m + 1, &p));  // [1.., 1, k]
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, count, p, &hit));     // [R.., n, k]
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, TJ_DTYPE_I32, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(where(d, hit, ii, zero, &pick));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, pick, m, &y));  // [R.., 1, k]
+  memcpy(dims, rows, sizeof(int64_t) * (size_t)m);
+  dims[m] = k;
+  TJ_RETURN_IF_ERROR(reshape(d, y, r, dims, &y));
+  TJ_RETURN_IF_ERROR(cast(d, y, TJ_DTYPE_I64, &y));
+  if (axis != r - 1) {
+    int64_t back[TJ_MAX_RANK];
+    for (int32_t i = 0; i < r; ++i) back[perm[i]] = i;
+    TJ_RETURN_IF_ERROR(transpose(d, y, r, back, &y));
+  }
+  *out = y;
+  return NULL;
+}
+
+// argtopk with 1 <= k <= kMaxSelectK on a constant axis of any length:
+// k passes, each two or three native row reductions, O(n k) a row. Pass p
+// takes the best value m among the elements not yet taken, then the lowest
+// index holding it: floats (largest) m = max(where(taken, -inf, x)), NaN
+// propagating, so NaNs come first and tie; (smallest) NaNs are masked to
+// +inf with the taken ones and taken last, when no number is left.
+// Integers mask the taken ones with the row's own extreme.
+enum { kMaxSelectK = 16 };
+
+static bool topk_by_selection(const tj_node_t* node) {
+  if (node->op != TJ_OP_ARGTOPK) return false;
+  int64_t k = node->attrs.ints[0];
+  return k >= 1 && k <= kMaxSelectK;
+}
+
+static tj_status_t argtopk_select(dec_t* d, const tj_node_t* node, uint32_t x,
+                                  uint32_t* out) {
+  const tj_node_t* xn = &d->rw.dst->nodes[x];
+  const int32_t r = xn->rank;
+  const int64_t axis = node->attrs.axis, n = xn->dims[axis];
+  const int64_t k = node->attrs.ints[0];
+  const bool largest = node->attrs.ints[1] != 0;
+  const bool fl = tj_dtype_is_float(xn->dtype);
+  const tj_op_t best = largest ? TJ_OP_MAX : TJ_OP_MIN;
+  int64_t perm[TJ_MAX_RANK], dims[TJ_MAX_RANK];
+  int32_t m = 0;
+  for (int32_t i = 0; i < r; ++i) {
+    if (i != axis) perm[m++] = i;
+  }
+  perm[m] = axis;
+  uint32_t t = x;
+  if (axis != r - 1) TJ_RETURN_IF_ERROR(transpose(d, x, r, perm, &t));
+  for (int32_t i = 0; i < r - 1; ++i) dims[i] = 1;
+  dims[r - 1] = n;
+  uint32_t io, none, fill, nan = TJ_NODE_NONE, masked0 = TJ_NODE_NONE;
+  TJ_RETURN_IF_ERROR(iota_i32(d, r, dims, r - 1, &io));  // [1.., n]
+  TJ_RETURN_IF_ERROR(
+      tj_rewriter_scalar(&d->rw, TJ_DTYPE_I32, (double)n, &none));
+  if (fl) {
+    TJ_RETURN_IF_ERROR(tj_rewriter_scalar(
+        &d->rw, xn->dtype, largest ? -INFINITY : INFINITY, &fill));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, t, &nan));
+    if (!largest) masked0 = nan;  // NaNs wait until no number is left
+  } else {
+    // The row's opposite extreme: never better than an element not taken.
+    TJ_RETURN_IF_ERROR(
+        reduce(d, largest ? TJ_OP_MIN : TJ_OP_MAX, t, r - 1, &fill));
+  }
+  uint32_t picks[kMaxSelectK], taken = TJ_NODE_NONE;
+  for (int64_t p = 0; p < k; ++p) {
+    uint32_t skip = taken, xm, best_v, hit, free_, cand, where_i, idx;
+    if (masked0 != TJ_NODE_NONE) {
+      if (skip == TJ_NODE_NONE) {
+        skip = masked0;
+      } else {
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, skip, masked0, &skip));
+      }
+    }
+    xm = t;
+    if (skip != TJ_NODE_NONE) TJ_RETURN_IF_ERROR(where(d, skip, fill, t, &xm));
+    TJ_RETURN_IF_ERROR(reduce(d, best, xm, r - 1, &best_v));  // [R.., 1]
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, t, best_v, &hit));
+    if (fl && largest) {
+      // max propagates NaN: then the NaNs are the candidates.
+      uint32_t bn, both;
+      TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, best_v, &bn));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, nan, bn, &both));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, hit, both, &hit));
+    }
+    cand = hit;
+    if (skip != TJ_NODE_NONE) {
+      TJ_RETURN_IF_ERROR(op1(d, TJ_OP_NOT, skip, &free_));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, hit, free_, &cand));
+    }
+    TJ_RETURN_IF_ERROR(where(d, cand, io, none, &where_i));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MIN, where_i, r - 1, &idx));
+    if (fl && !largest) {
+      // No number left (idx == n): the first NaN not yet taken.
+      uint32_t nan_free = nan, nan_i, nidx, none_left;
+      if (taken != TJ_NODE_NONE) {
+        uint32_t not_taken;
+        TJ_RETURN_IF_ERROR(op1(d, TJ_OP_NOT, taken, &not_taken));
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_AND, nan, not_taken, &nan_free));
+      }
+      TJ_RETURN_IF_ERROR(where(d, nan_free, io, none, &nan_i));
+      TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MIN, nan_i, r - 1, &nidx));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, idx, none, &none_left));
+      TJ_RETURN_IF_ERROR(where(d, none_left, nidx, idx, &idx));
+    }
+    picks[p] = idx;
+    uint32_t now;
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, io, idx, &now));
+    if (taken == TJ_NODE_NONE) {
+      taken = now;
+    } else {
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_OR, taken, now, &taken));
+    }
+  }
+  uint32_t y;
+  TJ_RETURN_IF_ERROR(concat_n(d, (uint32_t)k, picks, r - 1, &y));  // [R.., k]
+  TJ_RETURN_IF_ERROR(cast(d, y, TJ_DTYPE_I64, &y));
+  if (axis != r - 1) {
+    int64_t back[TJ_MAX_RANK];
+    for (int32_t i = 0; i < r; ++i) back[perm[i]] = i;
+    TJ_RETURN_IF_ERROR(transpose(d, y, r, back, &y));
+  }
+  *out = y;
+  return NULL;
+}
+
 static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   const tj_node_t* node = &d->rw.src->nodes[index];
   uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
@@ -1059,6 +1279,14 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
     if (node->operands[k] != TJ_NODE_NONE) {
       ops[k] = d->rw.map[node->operands[k]];
     }
+  }
+  if (node->op == TJ_OP_ARGTOPK) {
+    uint32_t y;
+    TJ_RETURN_IF_ERROR(topk_by_selection(node)
+                           ? argtopk_select(d, node, ops[0], &y)
+                           : argtopk_ranks(d, node, ops[0], &y));
+    d->rw.map[index] = y;
+    return NULL;
   }
   if (node->op == TJ_OP_ONE_HOT) {
     uint32_t y;
@@ -1158,7 +1386,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   const tj_graph_t* g = plan->graph;
   bool any = false;
   for (uint32_t i = 0; i < g->num_nodes && !any; ++i) {
-    any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE;
+    any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE ||
+          topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]);
   }
   if (!any) return NULL;
   dec_t d;
@@ -1171,9 +1400,10 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     // Under a TJ_BISECT budget a composite past it stays whole (it then
     // runs on the reference semantics, a graph break).
     // A composite the target runs natively stays whole (its own group).
-    if (tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
-        !(ctx->native_op && ctx->native_op(g, i)) &&
-        tj_pass_rewrite(ctx, g, i)) {
+    bool composite = tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
+                     !(ctx->native_op && ctx->native_op(g, i));
+    bool topk = topk_by_ranks(node, g) || topk_by_selection(node);
+    if ((composite || topk) && tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {
       status = tj_rewriter_clone(&d.rw, i);

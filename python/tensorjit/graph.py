@@ -905,6 +905,18 @@ class Graph:
         """cos(a) (float)."""
         return self._unary("cos", a)
 
+    def asin(self, a: Value) -> Value:
+        """asin(a) in [-pi/2, pi/2]; NaN for |a| > 1 (float)."""
+        return self._unary("asin", a)
+
+    def acos(self, a: Value) -> Value:
+        """acos(a) in [0, pi]; NaN for |a| > 1 (float)."""
+        return self._unary("acos", a)
+
+    def atan(self, a: Value) -> Value:
+        """atan(a) in (-pi/2, pi/2) (float)."""
+        return self._unary("atan", a)
+
     def floor(self, a: Value) -> Value:
         """floor(a) (float)."""
         return self._unary("floor", a)
@@ -1230,6 +1242,62 @@ class Graph:
         return self._value(_lib.lib().tj_graph_cumsum(
             self.handle, v._raw(), _int_in(axis, _INT32, "cumsum axis"),
             bool(exclusive), bool(reverse)), "cumsum")
+
+    def argtopk(self, a: Value, k: int, axis: int = -1,
+                largest: bool = True) -> Value:
+        """The i64 indices along |axis| of the |k| largest (or smallest)
+        elements of each row, best first; ties keep the lower index first,
+        NaN counts as the largest. k = -1 takes the whole axis (argsort);
+        otherwise the axis must have a constant length >= k."""
+        v = self._own(a, "argtopk")
+        return self._value(_lib.lib().tj_graph_argtopk(
+            self.handle, v._raw(), _int_in(k, _INT64, "argtopk k"),
+            _int_in(axis, _INT32, "argtopk axis"), bool(largest)), "argtopk")
+
+    def topk(self, a: Value, k: int, axis: int = -1,
+             largest: bool = True) -> Tuple[Value, Value]:
+        """ONNX TopK: (values, i64 indices) of the |k| largest (or smallest)
+        elements along |axis|, sorted best first (argtopk's order). The
+        values differentiate in |a|."""
+        v = self._own(a, "topk")
+        idx = _lib.Value_t(0)
+        values = self._value(_lib.lib().tj_graph_topk(
+            self.handle, v._raw(), _int_in(k, _INT64, "topk k"),
+            _int_in(axis, _INT32, "topk axis"), bool(largest),
+            ctypes.byref(idx)), "topk")
+        return values, self._value(idx, "topk")
+
+    def sort(self, a: Value, axis: int = -1,
+             descending: bool = False) -> Tuple[Value, Value]:
+        """A stable sort along |axis| (numpy.sort; NaN last, first when
+        descending): (values, i64 indices)."""
+        v = self._own(a, "sort")
+        idx = _lib.Value_t(0)
+        values = self._value(_lib.lib().tj_graph_sort(
+            self.handle, v._raw(), _int_in(axis, _INT32, "sort axis"),
+            bool(descending), ctypes.byref(idx)), "sort")
+        return values, self._value(idx, "sort")
+
+    def argsort(self, a: Value, axis: int = -1,
+                descending: bool = False) -> Value:
+        """numpy.argsort(a, axis, kind="stable") (descending: equal
+        elements still in index order)."""
+        v = self._own(a, "argsort")
+        return self._value(_lib.lib().tj_graph_argsort(
+            self.handle, v._raw(), _int_in(axis, _INT32, "argsort axis"),
+            bool(descending)), "argsort")
+
+    def einsum(self, equation: str, *operands: Value) -> Value:
+        """numpy.einsum(equation, *operands) (ONNX Einsum) by decomposition
+        into transposes, reshapes, diagonal slices, sums and batched
+        matmuls; "..." broadcasts."""
+        if not isinstance(equation, str):
+            raise ArgumentTypeError("einsum: equation must be a str")
+        items = [self._own(x, f"einsum operand {i}")
+                 for i, x in enumerate(operands)]
+        arr = (_lib.Value_t * max(len(items), 1))(*[x._raw() for x in items])
+        return self._value(_lib.lib().tj_graph_einsum(
+            self.handle, equation.encode(), arr, len(items)), "einsum")
 
     def cumprod(self, a: Value, axis: int, exclusive: bool = False,
                 reverse: bool = False) -> Value:

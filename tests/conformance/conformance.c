@@ -612,6 +612,9 @@ static const unary_case_t kUnary[] = {
     {"erfc", tj_graph_erfc, -4, 9, 4e-6, false},
     {"sin", tj_graph_sin, -10, 10, 4e-6, false},
     {"cos", tj_graph_cos, -10, 10, 4e-6, false},
+    {"asin", tj_graph_asin, -0.99, 0.99, 4e-6, false},
+    {"acos", tj_graph_acos, -0.99, 0.99, 4e-6, false},
+    {"atan", tj_graph_atan, -20, 20, 4e-6, false},
     {"relu", tj_graph_relu, -10, 10, 0, true},
     {"floor", tj_graph_floor, -10, 10, 0, false},
     {"ceil", tj_graph_ceil, -10, 10, 0, false},
@@ -1401,6 +1404,14 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       tj_value_t x = input(c, d, 3, (int64_t[]){B, 6, 4}, lo, hi);
       output(c, prod ? tj_graph_cumprod(g, x, 1, false, true)
                      : tj_graph_cumsum(g, x, -2, true, false));
+      return true;
+    }
+    // topk (issue 15): the indices of the 3 largest along a middle axis;
+    // random inputs have no ties, so every target must agree exactly.
+    case TJ_OP_ARGTOPK: {
+      ranges(d, -5, 5, -50, 50, &lo, &hi);
+      tj_value_t x = input(c, d, 3, (int64_t[]){B, 7, 4}, lo, hi);
+      output(c, tj_graph_argtopk(g, x, 3, 1, true));
       return true;
     }
     case TJ_OP_CUSTOM: {

@@ -126,6 +126,9 @@ TEST(math_accuracy) {
       {"sigmoid", tj_graph_sigmoid, sigmoid_d, -80.0f, 30.0f, 5, 2.5},
       {"erf", tj_graph_erf, erf, -5.0f, 5.0f, 3, 2.5},
       {"erfc", tj_graph_erfc, erfc, -5.0f, 10.0f, 7, 7},
+      {"asin", tj_graph_asin, asin, -1.0f, 1.0f, 2, 2},
+      {"acos", tj_graph_acos, acos, -1.0f, 1.0f, 2, 2},
+      {"atan", tj_graph_atan, atan, -50.0f, 50.0f, 2.5, 2.5},
   };
   const int64_t n = 1 << 21;
   float* xs = malloc(sizeof(float) * (size_t)n);

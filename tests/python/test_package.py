@@ -174,6 +174,8 @@ UNARY = {
     "tanh": (np.tanh, None), "sigmoid": (lambda a: 1 / (1 + np.exp(-a)),
                                          None),
     "erf": (_erf, None), "erfc": (_erfc, None), "sin": (np.sin, None), "cos": (np.cos, None),
+    "asin": (np.arcsin, (-0.9, 0.9)), "acos": (np.arccos, (-0.9, 0.9)),
+    "atan": (np.arctan, None),
     "floor": (np.floor, None), "ceil": (np.ceil, None),
     "round": (np.round, None), "relu": (lambda a: np.maximum(a, 0), None),
     "sign": (np.sign, None),

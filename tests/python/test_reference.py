@@ -244,6 +244,7 @@ UNARY_FLOAT = {
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": np_erf,
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "round": np.round, "relu": np_relu, "sign": np.sign,
 }
 UNARY_INT = {

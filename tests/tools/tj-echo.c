@@ -189,6 +189,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_SCATTER_ND:
       return tj_graph_scatter_nd(dst, x[0], x[1], x[2],
                                  (tj_scatter_reduction_t)at->ints[0]);
+    case TJ_OP_ARGTOPK:
+      return tj_graph_argtopk(dst, x[0], at->ints[0], (int32_t)at->axis,
+                              at->ints[1] != 0);
     case TJ_OP_GELU:
       return tj_graph_gelu(dst, x[0], at->approximate);
     case TJ_OP_SOFTMAX:

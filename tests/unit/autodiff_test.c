@@ -290,6 +290,18 @@ static const fd_case_t kUnary[] = {
      "func @f(%x: f64[4]) {\n  %1 = cos %x : f64[4]\n"
      "  return %1 as \"y\"\n}\n",
      R(-3, 3)},
+    {"asin",
+     "func @f(%x: f64[4]) {\n  %1 = asin %x : f64[4]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-0.9, 0.9)},
+    {"acos",
+     "func @f(%x: f64[4]) {\n  %1 = acos %x : f64[4]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-0.9, 0.9)},
+    {"atan",
+     "func @f(%x: f64[4]) {\n  %1 = atan %x : f64[4]\n"
+     "  return %1 as \"y\"\n}\n",
+     R(-3, 3)},
     {"relu",
      "func @f(%x: f64[6]) {\n  %1 = relu %x : f64[6]\n"
      "  return %1 as \"y\"\n}\n",

@@ -1606,6 +1606,66 @@ TEST(onnxcov_oom_sweep) {
   pool_free();
 }
 
+// topk (issue 15): TopK's K must be known at import (the result's shape is
+// k), and the error says so naming the input; LpNormalization takes p = 1
+// or 2 only; TopK with a constant K gives values and indices.
+TEST(topk_lp_norm_import) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const int64_t kX[2] = {2, 5}, kOne[1] = {1}, kY[2] = {2, 2};
+  model_t m;
+  tj_graph_t* g = NULL;
+  model_init(&m, 13);
+  add_input(&m,
+            value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kX, NULL));
+  add_input(
+      &m, value_info("k", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, kOne, NULL));
+  add_node(&m, node("TopK", "top", 2, (const char* const[]){"x", "k"}, 2,
+                    (const char* const[]){"v", "i"}, 0, NULL));
+  add_output(&m, value_info("v", 1, 2, kY, NULL));
+  add_output(&m, value_info("i", 7, 2, kY, NULL));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"top\" (TopK, opset 13): input 1 (K, \"k\") must be "
+               "a constant",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  // K as an initializer: imported, run on the reference.
+  model_init(&m, 13);
+  add_input(&m,
+            value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kX, NULL));
+  add_init(&m, tensor_i64("k", 1, (const int64_t[]){2}));
+  add_node(&m, node("TopK", "top", 2, (const char* const[]){"x", "k"}, 2,
+                    (const char* const[]){"v", "i"}, 1,
+                    (Onnx__AttributeProto*[]){attr_int("largest", 0)}));
+  add_output(&m, value_info("v", 1, 2, kY, NULL));
+  add_output(&m, value_info("i", 7, 2, kY, NULL));
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    float x[10] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, v[4];
+    int64_t i[4];
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 2, kX);
+    tj_tensor_t out[2] = {tj_tensor_make(v, TJ_DTYPE_F32, 2, kY),
+                          tj_tensor_make(i, TJ_DTYPE_I64, 2, kY)};
+    CHECK_OK(tj_reference_run(g, &in, 1, out, 2));
+    // Row 0: the two 1s, index order; row 1: 2 then 3.
+    CHECK(v[0] == 1 && v[1] == 1 && v[2] == 2 && v[3] == 3);
+    CHECK(i[0] == 1 && i[1] == 3 && i[2] == 1 && i[3] == 4);
+    tj_graph_destroy(g);
+    g = NULL;
+  }
+  model_init(&m, 13);
+  add_input(&m,
+            value_info("x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, kX, NULL));
+  add_node(&m, node("LpNormalization", "lp", 1, (const char* const[]){"x"}, 1,
+                    (const char* const[]){"y"}, 1,
+                    (Onnx__AttributeProto*[]){attr_int("p", 3)}));
+  add_output(&m, value_info("y", 1, 2, kX, NULL));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(LpNormalization, opset 13): p 3 (1 or 2)",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1624,5 +1684,6 @@ int main(void) {
   RUN_TEST(small_op_errors);
   RUN_TEST(rnn_sequence_lens);
   RUN_TEST(onnxcov_oom_sweep);
+  RUN_TEST(topk_lp_norm_import);
   TEST_MAIN_END();
 }

@@ -28,6 +28,9 @@ static const sweep_t kSweeps[] = {
     {TJ_OP_ERFC, erfc, -5, 10.05, true, false, 7},
     {TJ_OP_SIN, sin, -1e5, 1e5, true, false, 2},
     {TJ_OP_COS, cos, -1e5, 1e5, true, false, 2},
+    {TJ_OP_ASIN, asin, -1, 1, true, false, 2},
+    {TJ_OP_ACOS, acos, -1, 1, true, false, 2},
+    {TJ_OP_ATAN, atan, -100, 100, true, false, 2.5},
 };
 
 #define SWEEP_N (1 << 20)
@@ -201,6 +204,21 @@ TEST(special_values) {
       {TJ_OP_SIN, 0, 0, false},
       {TJ_OP_COS, -INFINITY, 0, true},
       {TJ_OP_COS, 0, 1, false},
+      {TJ_OP_ASIN, 1, (float)M_PI_2, false},
+      {TJ_OP_ASIN, -1, (float)-M_PI_2, false},
+      {TJ_OP_ASIN, 1.0000001f, 0, true},
+      {TJ_OP_ASIN, -2, 0, true},
+      {TJ_OP_ASIN, INFINITY, 0, true},
+      {TJ_OP_ASIN, NAN, 0, true},
+      {TJ_OP_ACOS, 1, 0, false},
+      {TJ_OP_ACOS, -1, (float)M_PI, false},
+      {TJ_OP_ACOS, 0, (float)M_PI_2, false},
+      {TJ_OP_ACOS, -1.0000001f, 0, true},
+      {TJ_OP_ACOS, NAN, 0, true},
+      {TJ_OP_ATAN, INFINITY, (float)M_PI_2, false},
+      {TJ_OP_ATAN, -INFINITY, (float)-M_PI_2, false},
+      {TJ_OP_ATAN, 1, (float)M_PI_4, false},
+      {TJ_OP_ATAN, NAN, 0, true},
   };
   for (int j = 0; j < g_num_jits; ++j) {
     for (size_t i = 0; i < TJ_ARRAY_SIZE(cases); ++i) {
@@ -233,9 +251,9 @@ TEST(special_values) {
 // the sign of tiny and subnormal inputs; rsqrt(-0) is -inf. Checked as
 // signbit and value against libm, in f32 and f64, on every level.
 TEST(signed_zeros) {
-  static const tj_op_t ops[] = {TJ_OP_TANH, TJ_OP_SIN,   TJ_OP_ERF,
-                                TJ_OP_SQRT, TJ_OP_RSQRT, TJ_OP_SIGMOID,
-                                TJ_OP_COS};
+  static const tj_op_t ops[] = {
+      TJ_OP_TANH,    TJ_OP_SIN, TJ_OP_ERF,  TJ_OP_SQRT, TJ_OP_RSQRT,
+      TJ_OP_SIGMOID, TJ_OP_COS, TJ_OP_ASIN, TJ_OP_ATAN, TJ_OP_ACOS};
   static const double ins[] = {-0.0,  0.0,     -1e-30, 1e-30, -1e-40,
                                1e-40, -1e-300, -1e-5,  1e-5,  -0.3};
   enum { N = sizeof(ins) / sizeof(ins[0]) };
@@ -279,6 +297,15 @@ TEST(signed_zeros) {
               break;
             case TJ_OP_SIGMOID:
               want = ref_sigmoid(x);
+              break;
+            case TJ_OP_ASIN:
+              want = asin(x);
+              break;
+            case TJ_OP_ATAN:
+              want = atan(x);
+              break;
+            case TJ_OP_ACOS:
+              want = acos(x);
               break;
             default:
               want = cos(x);

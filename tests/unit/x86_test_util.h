@@ -234,6 +234,15 @@ static inline ival_t interp_unary(tj_op_t op, tj_dtype_t d, ival_t x) {
       case TJ_OP_COS:
         r.f = cos(v);
         break;
+      case TJ_OP_ASIN:
+        r.f = asin(v);
+        break;
+      case TJ_OP_ACOS:
+        r.f = acos(v);
+        break;
+      case TJ_OP_ATAN:
+        r.f = atan(v);
+        break;
       case TJ_OP_RELU:
         r.f = v > 0.0 ? v : (isnan(v) ? v : 0.0);
         break;
