@@ -1471,10 +1471,10 @@ TEST(small_op_errors) {
         "node 0 \"glu\" (SwiGLU, opset 28): A and B must have one shape and "
         "dtype (no broadcasting)",
         "node 0 \"lp\" (LpNormalization, opset 28): p 3 (1 or 2)",
-        "node 0 \"ein\" (Einsum, opset 28): the equation has 2 operands for "
-        "1 inputs",
-        "node 0 \"ein\" (Einsum, opset 28): operand 0: \"......\" has more "
-        "than one ellipsis",
+        "node 0 \"ein\" (Einsum, opset 28): tj_graph_einsum \"ij,jk->ik\": "
+        "more terms than operands",
+        "node 0 \"ein\" (Einsum, opset 28): tj_graph_einsum \"......\": a "
+        "term is malformed",
     };
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, kWant[variant],
                  import(ctx, &m, NULL, &g));
