@@ -15,9 +15,10 @@
 //      sizes, still never more than two separate slots);
 //   3. else a new slot.
 // "Provably" compares sizes coeff * product of symbolic dims: p >= q for
-// every symbol value when q's dims are a sub-multiset of p's and p's coeff
-// is at least q's (a symbolic dim is >= 1). Sharing a slot never costs
-// more than two slots would, so rule 2 always prefers sharing.
+// every symbol value, 0 included, when q's dims are a sub-multiset of p's,
+// p's coeff is at least q's, and p's other dims are among q's (size_ge).
+// Sharing a slot never costs more than two slots would, so rule 2 always
+// prefers sharing.
 //
 // Requires: fusion groups (fuse).  Preserves: the graph and the groups.
 // Invalidates: nothing.  Idempotent.
@@ -61,16 +62,34 @@ static bool size_equal(const tj_mem_size_t* p, const tj_mem_size_t* q) {
   return true;
 }
 
-// p >= q for every value of the symbols.
+static bool has_factor(const tj_mem_size_t* s, int64_t dim) {
+  for (uint32_t i = 0; i < s->num_factors; ++i) {
+    if (s->factors[i] == dim) return true;
+  }
+  return false;
+}
+
+// p >= q for every value of the symbols, 0 included (a batch of 0 is a
+// valid run): q's factors are a sub-multiset of p's, p's coeff is at least
+// q's, and each factor of p beyond q's is one of q's symbols too, so that
+// when it is 0 so is q. (20*B >= 8 holds for B >= 1 only: at B = 0 a slot
+// sized 20*B holds nothing.)
 static bool size_ge(const tj_mem_size_t* p, const tj_mem_size_t* q) {
-  if (p->coeff < q->coeff) return false;
   if (q->coeff == 0) return true;
-  // Sub-multiset test over ascending lists.
+  if (p->coeff < q->coeff) return false;
+  // Sub-multiset test over ascending lists; the factors of p it skips are
+  // its extra ones.
   uint32_t i = 0;
   for (uint32_t j = 0; j < q->num_factors; ++j) {
-    while (i < p->num_factors && p->factors[i] < q->factors[j]) ++i;
+    while (i < p->num_factors && p->factors[i] < q->factors[j]) {
+      if (!has_factor(q, p->factors[i])) return false;
+      ++i;
+    }
     if (i == p->num_factors || p->factors[i] != q->factors[j]) return false;
     ++i;
+  }
+  for (; i < p->num_factors; ++i) {
+    if (!has_factor(q, p->factors[i])) return false;
   }
   return true;
 }
