@@ -5,8 +5,9 @@
 // size a constant (tj_run_plan_lower) and compiled by the same backend,
 // logged under TJ_LOG=recompiles with the reason. The generic program
 // serves meanwhile, for every shape under NEVER, for a shape whose
-// specialization the backend refuses, and for every power-of-two bucket
-// under bucket_pow2 (see tj_executable_note_bucket).
+// specialization the backend refuses, for a shape with a symbol of 0, and
+// for every power-of-two bucket under bucket_pow2 (see
+// tj_executable_note_bucket).
 
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,13 @@ tj_status_t tj_executable_choose_program(tj_executable_t* exe,
                                          const int64_t* sym, void** out) {
   *out = exe->generic;
   uint32_t n = exe->num_symbols;
+  // An empty batch (a symbol 0) runs the generic program: its tensors are
+  // empty or broadcast, constant sizes gain nothing, and the kernel
+  // templates do not lower a zero-sized dim as a constant (an output's
+  // stride along it would be 0).
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sym[i] == 0) return NULL;
+  }
   for (spec_t* s = atomic_load_explicit(&exe->specs, memory_order_acquire); s;
        s = s->next) {
     if (key_equal(s->key, sym, n)) {

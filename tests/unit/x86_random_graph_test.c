@@ -123,11 +123,13 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
     tj_graph_destroy(g);
     return;
   }
-  // Two batch sizes the graph accepts: its guards may fix B (B == 4).
+  // Two batch sizes the graph accepts (its guards may fix B: B == 4), then
+  // B = 0, an empty batch, which every size computation must survive.
   static const int64_t kB[] = {1, 3, 2, 5, 4};
   int runs = 0;
-  for (int b = 0; b < 5 && runs < 2; ++b) {
-    int64_t B = kB[(seed + (uint64_t)b) % 5];
+  for (int b = 0; b < 6; ++b) {
+    if (b < 5 && runs >= 2) continue;
+    int64_t B = b < 5 ? kB[(seed + (uint64_t)b) % 5] : 0;
     inputs_t in, noisy;
     if (!make_inputs(g, B, seed + (uint64_t)b, false, &in)) {
       inputs_free(&in);
