@@ -22,44 +22,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 
-enum { kRowMajor = 101, kNoTrans = 111, kMaxRuns = 64 };
-typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k,
-                         float alpha, const float* a, int lda, const float* b,
-                         int ldb, float beta, float* c, int ldc);
+enum { kMaxRuns = 64 };
 typedef char* (*corename_fn)(void);
-typedef void (*set_threads_fn)(int);
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-typedef struct stat_t {
-  double med, lo, hi;  // ms
-} stat_t;
-
-static stat_t stats_of(double* t, int n) {
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
-  stat_t s = {n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t[0],
-              t[n - 1]};
-  return s;
-}
-
-static bool ok(tj_status_t s, const char* what) {
-  if (!s) return true;
-  fprintf(stderr, "%s: %s\n", what, tj_status_message(s));
-  tj_status_free(s);
-  return false;
-}
 
 // y = a @ b for a [M, K] of |adt|, b [K, N] of |bdt| (matmul_i32 when the
 // operands are 8-bit, else matmul).
