@@ -121,16 +121,23 @@ static void answer_all(tj_diagnose_report_t* r, const tj_graph_t* g,
                        const tj_executable_stats_t* st) {
   (void)g;
   tj_diagnose_answer_t* a = r->answers;
-  // 1. Launch bound: does the run time move with the batch? Host time
-  // (set-up, copies, graph breaks) against kernel time.
+  // 1. Launch bound: host time (set-up, copies, graph breaks) above kernel
+  // time, or a run time that does not move with the batch while the
+  // kernels are short enough for launches to matter (under kShortKernelUs
+  // each on average). Kernels of milliseconds whose time stays flat are
+  // noise or a symbol that does not size the work, not launch overhead.
+  enum { kShortKernelUs = 50 };
   double host = r1->setup_ms + r1->copy_ms + r1->host_ms;
   double ratio = r2 ? r2->run_ms / (r1->run_ms > 0 ? r1->run_ms : 1e-9) : 0;
+  bool short_kernels =
+      r1->kernel_ms <
+      1e-3 * kShortKernelUs * (double)(st->num_kernels ? st->num_kernels : 1);
   r->run_ms = r1->run_ms;
   r->grown_run_ms = r2 ? r2->run_ms : 0;
   r->host_ms = host;
   r->kernel_ms = r1->kernel_ms;
   answer(&a[TJ_DIAGNOSE_LAUNCH_BOUND], "Am I launch bound?",
-         host > r1->kernel_ms || (r2 && ratio < 1.2),
+         host > r1->kernel_ms || (r2 && ratio < 1.2 && short_kernels),
          "compile, then CUDA Graphs (one launch a run)");
   snprintf(a[TJ_DIAGNOSE_LAUNCH_BOUND].measured,
            sizeof(a[TJ_DIAGNOSE_LAUNCH_BOUND].measured),

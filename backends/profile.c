@@ -153,9 +153,14 @@ tj_status_t tj_executable_profile(tj_executable_t* executable,
     return tj_invalid("tj_executable_profile: runs is %d (at least 1)",
                       (int)runs);
   }
-  // The warm-up: deferred code, specializations, tuning, arena growth.
+  // The warm-up: deferred code, specializations, tuning, arena growth;
+  // then wait for whatever the library builds in the background (the
+  // deferred code's thread), which would otherwise share the cores with
+  // the timed runs (a transformer block's first profile took 8x its
+  // second).
   TJ_RETURN_IF_ERROR(
       tj_executable_run(exe, inputs, num_inputs, outputs, num_outputs));
+  TJ_RETURN_IF_ERROR(tj_executable_prepare(exe, inputs, num_inputs));
   const tj_run_plan_t* rp = &exe->run_plan;
   tj_run_timing_t tm;
   memset(&tm, 0, sizeof(tm));
