@@ -86,6 +86,7 @@ typedef struct key_writer_t {
 } key_writer_t;
 
 static void put(key_writer_t* w, const void* data, size_t size) {
+  if (size == 0) return;  // data may be NULL (an empty array)
   if (size > sizeof(w->buffer) - w->used) {
     if (w->used) tj_cache_hasher_update(&w->hasher, w->buffer, w->used);
     w->used = 0;
