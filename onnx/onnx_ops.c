@@ -4577,16 +4577,12 @@ static tj_status_t cv_recurrent(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 
 //===--- the table ---===//
 
-#define UN(name, b) \
-  { name, "", cv_unary, tj_graph_##b, NULL, NULL, 0 }
-#define BIN(name, b) \
-  { name, "", cv_binary, NULL, tj_graph_##b, NULL, 0 }
-#define FN(name, attrs, p) \
-  { name, attrs, cv_fn, NULL, NULL, NULL, p }
+#define UN(name, b) {name, "", cv_unary, tj_graph_##b, NULL, NULL, 0}
+#define BIN(name, b) {name, "", cv_binary, NULL, tj_graph_##b, NULL, 0}
+#define FN(name, attrs, p) {name, attrs, cv_fn, NULL, NULL, NULL, p}
 #define RED(name, r, p) \
-  { name, "axes,keepdims,noop_with_empty_axes,", cv_reduce, NULL, NULL, r, p }
-#define OP(name, attrs, f) \
-  { name, attrs, f, NULL, NULL, NULL, 0 }
+  {name, "axes,keepdims,noop_with_empty_axes,", cv_reduce, NULL, NULL, r, p}
+#define OP(name, attrs, f) {name, attrs, f, NULL, NULL, NULL, 0}
 
 //===--- quantization (issue 17, quant2) ---===//
 

@@ -381,19 +381,19 @@ typedef struct tj_profile_entry_t {
   // KERNEL: its template ("pointwise", "row_reduce", "gemm"); HOST: the
   // ops of the group; else "".
   char detail[96];
-  double ms;         // time per run
-  double share;      // ms / the report's run_ms
-  double launches;   // launches that did work, per run (KERNEL)
-  double bytes;      // moved per run (KERNEL: every buffer's elements once)
-  double flops;      // per run (KERNEL; GEMM: 2*M*N*K plus the epilogue)
+  double ms;            // time per run
+  double share;         // ms / the report's run_ms
+  double launches;      // launches that did work, per run (KERNEL)
+  double bytes;         // moved per run (KERNEL: every buffer's elements once)
+  double flops;         // per run (KERNEL; GEMM: 2*M*N*K plus the epilogue)
   double gbytes_per_s;  // bytes / ms (0 when ms is 0)
   double gflops_per_s;
 } tj_profile_entry_t;
 
 typedef struct tj_profile_report_t {
-  char graph[128];      // the graph's name
-  const char* target;   // "x86", "cuda", "reference"; static storage
-  int32_t runs;         // profiled runs (after one untimed warm-up run)
+  char graph[128];     // the graph's name
+  const char* target;  // "x86", "cuda", "reference"; static storage
+  int32_t runs;        // profiled runs (after one untimed warm-up run)
   // Wall time of one profiled run through the whole of tj_executable_run,
   // measured around each run (the mean): what the entries' shares divide.
   double run_ms;

@@ -290,8 +290,15 @@ static tj_graph_t* build_grads(tj_context_t* ctx) {
   tj_value_t i = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){B, 4}, "i");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 4}, "u");
   tj_value_t j = tj_graph_input(g, TJ_DTYPE_I32, 2, (int64_t[]){4, 1}, "j");
-  tj_graph_output(g, tj_graph_scatter_elements(g, d, i, u, 1, TJ_SCATTER_REDUCTION_ADD), "y");
-  tj_graph_output(g, tj_graph_scatter_nd(g, tj_graph_transpose(g, d, (int32_t[]){1, 0}), j, tj_graph_transpose(g, u, (int32_t[]){1, 0}), TJ_SCATTER_REDUCTION_NONE), "z");
+  tj_graph_output(
+      g, tj_graph_scatter_elements(g, d, i, u, 1, TJ_SCATTER_REDUCTION_ADD),
+      "y");
+  tj_graph_output(
+      g,
+      tj_graph_scatter_nd(g, tj_graph_transpose(g, d, (int32_t[]){1, 0}), j,
+                          tj_graph_transpose(g, u, (int32_t[]){1, 0}),
+                          TJ_SCATTER_REDUCTION_NONE),
+      "z");
   CHECK_OK(tj_graph_finalize(g));
   tj_graph_t* joint = NULL;
   CHECK_OK(tj_graph_grad(g, 0, NULL, 0, NULL, &joint));
@@ -302,12 +309,10 @@ static tj_graph_t* build_grads(tj_context_t* ctx) {
 TEST(scatter_gradients_compiled) {
   for (int64_t B = 1; B <= 5; B += 4) {
     // Inputs: d, i, u, j, then the cotangents of y and z.
-    spec_t in[6] = {{TJ_DTYPE_F32, 2, {B, 6}, -1, 1},
-                    {TJ_DTYPE_I64, 2, {B, 4}, -7, 6},
-                    {TJ_DTYPE_F32, 2, {B, 4}, -1, 1},
-                    {TJ_DTYPE_I32, 2, {4, 1}, -6, 5},
-                    {TJ_DTYPE_F32, 2, {B, 6}, -1, 1},
-                    {TJ_DTYPE_F32, 2, {6, B}, -1, 1}};
+    spec_t in[6] = {
+        {TJ_DTYPE_F32, 2, {B, 6}, -1, 1}, {TJ_DTYPE_I64, 2, {B, 4}, -7, 6},
+        {TJ_DTYPE_F32, 2, {B, 4}, -1, 1}, {TJ_DTYPE_I32, 2, {4, 1}, -6, 5},
+        {TJ_DTYPE_F32, 2, {B, 6}, -1, 1}, {TJ_DTYPE_F32, 2, {6, B}, -1, 1}};
     spec_t out[4] = {{TJ_DTYPE_F32, 2, {B, 6}, 0, 0},
                      {TJ_DTYPE_F32, 2, {6, B}, 0, 0},
                      {TJ_DTYPE_F32, 2, {B, 6}, 0, 0},
@@ -322,7 +327,9 @@ TEST(scatter_gradient_refused) {
   tj_value_t d = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){3, 4}, "d");
   tj_value_t i = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){3, 2}, "i");
   tj_value_t u = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){3, 2}, "u");
-  tj_graph_output(g, tj_graph_scatter_elements(g, d, i, u, 1, TJ_SCATTER_REDUCTION_MAX), "y");
+  tj_graph_output(
+      g, tj_graph_scatter_elements(g, d, i, u, 1, TJ_SCATTER_REDUCTION_MAX),
+      "y");
   CHECK_OK(tj_graph_finalize(g));
   tj_graph_t* joint = NULL;
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "no VJP for reduction max",
