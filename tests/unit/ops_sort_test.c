@@ -129,67 +129,14 @@ TEST(argtopk_by_hand) {
 
 //===--- compiled at every tier ---===//
 
-// Like tier_ops_check.h's check_ops, but argtopk is a graph break: its
-// count is |breaks| on every compiled executable.
+// tier_ops_check.h's check, where argtopk may be a graph break: its count
+// is |breaks| on every compiled executable. Indices and gathered values
+// exactly (same() compares integers exactly); a float computed from them
+// (exp) within 2 ulp.
 static void check_with_breaks(const char* what, build_fn build, int32_t num_in,
                               const spec_t* in, int32_t num_out,
                               const spec_t* out, int32_t breaks) {
-  enum { kMax = 8 };  // more outputs than tier_ops_check.h's kMaxIo
-  CHECK(num_in <= kMax && num_out <= kMax);
-  void* in_data[kMax];
-  void* want[kMax];
-  void* got[kMax];
-  tj_tensor_t in_t[kMax], want_t[kMax], got_t[kMax];
-  for (int32_t i = 0; i < num_in; ++i) {
-    in_data[i] = make_data(&in[i]);
-    in_t[i] = tj_tensor_make(in_data[i], in[i].dtype, in[i].rank, in[i].dims);
-  }
-  for (int32_t o = 0; o < num_out; ++o) {
-    size_t bytes = (size_t)(numel(&out[o]) ? numel(&out[o]) : 1) *
-                   tj_dtype_size(out[o].dtype);
-    want[o] = calloc(1, bytes);
-    got[o] = calloc(1, bytes);
-    want_t[o] = tj_tensor_make(want[o], out[o].dtype, out[o].rank, out[o].dims);
-    got_t[o] = tj_tensor_make(got[o], out[o].dtype, out[o].rank, out[o].dims);
-  }
-  for (int32_t t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = build(g_ctx[t]);
-    CHECK_OK(tj_graph_finalize(g));
-    CHECK_OK(tj_reference_run(g, in_t, num_in, want_t, num_out));
-    for (int policy = 0; policy < 2; ++policy) {
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 2;
-      o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
-      tj_executable_t* exe = NULL;
-      CHECK_OK(tj_compile(g, &o, &exe));
-      if (!exe) continue;
-      CHECK_OK(tj_executable_run(exe, in_t, num_in, got_t, num_out));
-      for (int32_t k = 0; k < num_out; ++k) {
-        // Indices and gathered values exactly (same() compares integers
-        // exactly); a float computed from them (exp) within 2 ulp.
-        bool ok = same(what, &out[k], got[k], want[k], 2.5e-7);
-        if (!ok)
-          fprintf(stderr, "  %s: output %d at tier %s, %s\n", what, k,
-                  kIsa[t] ? kIsa[t] : "host",
-                  policy ? "specialized" : "generic");
-        CHECK(ok);
-      }
-      tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-      tj_executable_stats(exe, &stats);
-      CHECK_EQ_INT(breaks, stats.num_graph_breaks);
-      tj_executable_release(exe);
-    }
-    tj_graph_destroy(g);
-  }
-  for (int32_t i = 0; i < num_in; ++i) free(in_data[i]);
-  for (int32_t o = 0; o < num_out; ++o) {
-    free(want[o]);
-    free(got[o]);
-  }
+  check_ops_breaks(what, build, num_in, in, num_out, out, 2.5e-7, NULL, breaks);
 }
 
 // x [B, 37, 5] f32: topk 4 largest along 1 (values feed a kernel), 3
