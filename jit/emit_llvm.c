@@ -847,8 +847,8 @@ static LLVMValueRef unary_intrinsic(tj_emit_t* em, const char* name,
   return tj_emit_intrinsic(em, name, &t, 1, &x, 1);
 }
 
-static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
-                               LLVMValueRef x) {
+LLVMValueRef tj_emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
+                           LLVMValueRef x) {
   LLVMBuilderRef b = em->b;
   LLVMTypeRef t = LLVMTypeOf(x);
   bool fl = tj_dtype_is_float(dt);
@@ -1248,7 +1248,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else if (in->op == TJ_OP_WHERE) {
           vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
-          vals[i] = emit_unary(em, in->op, dt, x);
+          vals[i] = tj_emit_unary(em, in->op, dt, x);
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
         }

@@ -194,6 +194,13 @@ LLVMValueRef tj_emit_narrow(tj_emit_t* em, tj_dtype_t dtype,
 LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef value, tj_dtype_t from,
                           tj_dtype_t to);
 
+// Unary op |op| of a body (TJ_KIR_OP with one argument) on |x|, a compute-
+// type value (scalar or vector) of |dtype|, as bodies emit it (the
+// target's hook first). For emitters that restructure a body's math, such
+// as the NVPTX online softmax, and must round as the body would.
+LLVMValueRef tj_emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dtype,
+                           LLVMValueRef x);
+
 //===--- bodies ---===//
 
 // Emits |phase|'s instructions at |point|. Returns the yielded value in
