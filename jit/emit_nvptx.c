@@ -551,6 +551,17 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
       *v = combine(nv, r, *v, o);
     }
   }
+  LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
+  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
+  LLVMBuildStore(b, *v, acc);
+  LLVMBuildStore(b, arg ? *vi : i64c(nv, INT64_MAX), acc_i);
+  // A row of one warp has its result now: no shared memory and no barrier,
+  // so that the rows of a block (a warp each when short) do not wait for
+  // one another. The condition is uniform over the block.
+  tj_emit_if_t multi;
+  tj_emit_if_begin(em, &multi,
+                   LLVMBuildICmp(b, LLVMIntUGT, c->warps, i64c(nv, 1), ""),
+                   "warps");
   // Across warps: lane 0 of each publishes; all read their row's slots.
   LLVMValueRef slot_v =
       LLVMBuildGEP2(b, em->t_i64, c->smem_val, &c->warp_slot, 1, "");
@@ -565,8 +576,6 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   if (arg) LLVMBuildStore(b, *vi, slot_i);
   tj_emit_if_end(em, &lane0);
   tj_nvptx_barrier(nv);
-  LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
-  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
   LLVMBuildStore(b, identity(nv, r, 1), acc);
   LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
   tj_emit_loop_t w;
@@ -586,10 +595,11 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
     LLVMBuildStore(b, combine(nv, r, cur, x), acc);
   }
   tj_emit_loop_end(em, &w);
-  *v = LLVMBuildLoad2(b, r->type, acc, "");
-  if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
   // The slots are reused by the next phase.
   tj_nvptx_barrier(nv);
+  tj_emit_if_end(em, &multi);
+  *v = LLVMBuildLoad2(b, r->type, acc, "");
+  if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
 }
 
 // Adds the block partial at |acc| (a vector of type |vt|, its lanes added
