@@ -38,6 +38,12 @@ typedef struct tj_emit_target_t {
   // AVX-VNNI's VEX form with 8): the integer GEMM's u8 x s8 quads.
   bool vnni;
   tj_emit_unary_hook_fn unary_f32;  // optional
+  // An f32 division whose divisor is the same along the innermost dim (a
+  // row result, a broadcast operand) and whose dividend is not becomes a
+  // multiplication by the divisor's reciprocal: within 1.5 ulp of the
+  // division (a divisor below 2^-126 in magnitude gives +-inf); NVPTX,
+  // where a correctly rounded division is a dozen instructions.
+  bool recip_invariant_div;
 } tj_emit_target_t;
 
 // Emits one function "tj_kernel_<name>" (a tj_kir_fn_t) per finalized
