@@ -423,6 +423,14 @@ static LLVMValueRef combine(tj_nvptx_emit_t* nv, const reducer_t* r,
                                  : (max ? LLVMIntSGT : LLVMIntSLT);
         return tj_emit_select(em, LLVMBuildICmp(b, p, a, x, ""), a, x);
       }
+      // f32: max.NaN / min.NaN (sm_80 and later), one instruction for the
+      // compare, select and NaN test below.
+      if (LLVMGetTypeKind(r->type) == LLVMFloatTypeKind) {
+        LLVMTypeRef t = LLVMTypeOf(a);
+        LLVMValueRef args[2] = {a, x};
+        return tj_emit_intrinsic(em, max ? "llvm.maximum" : "llvm.minimum", &t,
+                                 1, args, 2);
+      }
       LLVMValueRef pick = tj_emit_select(
           em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, x, ""), a,
           x);
