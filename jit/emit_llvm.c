@@ -847,8 +847,8 @@ static LLVMValueRef unary_intrinsic(tj_emit_t* em, const char* name,
   return tj_emit_intrinsic(em, name, &t, 1, &x, 1);
 }
 
-static LLVMValueRef emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
-                               LLVMValueRef x) {
+LLVMValueRef tj_emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dt,
+                           LLVMValueRef x) {
   LLVMBuilderRef b = em->b;
   LLVMTypeRef t = LLVMTypeOf(x);
   bool fl = tj_dtype_is_float(dt);
@@ -1170,9 +1170,13 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   // ops of such values): an indexed load at a uniform offset is a vector
   // load.
   bool* uniform = tj_calloc(a, phase->num_insts, sizeof(bool));
-  if (!vals || !uniform) {
+  // Per value: the same at every point along the innermost dim (a row
+  // value, a broadcast load, ...), for target.recip_invariant_div.
+  bool* invariant = tj_calloc(a, phase->num_insts, sizeof(bool));
+  if (!vals || !uniform || !invariant) {
     tj_free(a, vals, vals ? phase->num_insts * sizeof(LLVMValueRef) : 0);
     tj_free(a, uniform, uniform ? phase->num_insts * sizeof(bool) : 0);
+    tj_free(a, invariant, invariant ? phase->num_insts * sizeof(bool) : 0);
     return tj_status_oom();
   }
   int32_t lanes = point->lanes;
@@ -1202,6 +1206,28 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         bool u = true;
         for (uint32_t k = 0; k < in->num_args; ++k) u &= uniform[in->args[k]];
         uniform[i] = u;
+        break;
+      }
+      default:
+        break;
+    }
+    switch (in->kind) {
+      case TJ_KIR_LOAD:
+        invariant[i] = tj_kir_ival_is_const(
+            em->k->buffers[in->ref].strides[point->vdim], 0);
+        break;
+      case TJ_KIR_CONST:
+      case TJ_KIR_PARAM:
+      case TJ_KIR_ROW:
+        invariant[i] = true;
+        break;
+      case TJ_KIR_INDEX:
+        invariant[i] = (int32_t)in->ref != point->vdim;
+        break;
+      case TJ_KIR_OP: {
+        bool v = true;
+        for (uint32_t k = 0; k < in->num_args; ++k) v &= invariant[in->args[k]];
+        invariant[i] = v;
         break;
       }
       default:
@@ -1248,7 +1274,17 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else if (in->op == TJ_OP_WHERE) {
           vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
-          vals[i] = emit_unary(em, in->op, dt, x);
+          vals[i] = tj_emit_unary(em, in->op, dt, x);
+        } else if (in->op == TJ_OP_DIV && dt == TJ_DTYPE_F32 &&
+                   em->target.recip_invariant_div && !invariant[i] &&
+                   invariant[in->args[1]]) {
+          // x / s with s the same along the row (softmax's sum, a norm's
+          // denominator): x * (1 / s), one division a row, not an element.
+          LLVMValueRef y = vals[in->args[1]];
+          vals[i] = LLVMBuildFMul(
+              em->b, x,
+              LLVMBuildFDiv(em->b, tj_emit_fconst(LLVMTypeOf(y), 1.0), y, ""),
+              "");
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
         }
@@ -1271,6 +1307,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   }
   tj_free(a, vals, phase->num_insts * sizeof(LLVMValueRef));
   tj_free(a, uniform, phase->num_insts * sizeof(bool));
+  tj_free(a, invariant, phase->num_insts * sizeof(bool));
   return NULL;
 }
 

@@ -38,6 +38,12 @@ typedef struct tj_emit_target_t {
   // AVX-VNNI's VEX form with 8): the integer GEMM's u8 x s8 quads.
   bool vnni;
   tj_emit_unary_hook_fn unary_f32;  // optional
+  // An f32 division whose divisor is the same along the innermost dim (a
+  // row result, a broadcast operand) and whose dividend is not becomes a
+  // multiplication by the divisor's reciprocal: within 1.5 ulp of the
+  // division (a divisor below 2^-126 in magnitude gives +-inf); NVPTX,
+  // where a correctly rounded division is a dozen instructions.
+  bool recip_invariant_div;
 } tj_emit_target_t;
 
 // Emits one function "tj_kernel_<name>" (a tj_kir_fn_t) per finalized
@@ -193,6 +199,13 @@ LLVMValueRef tj_emit_narrow(tj_emit_t* em, tj_dtype_t dtype,
 // with the rounding and saturation rules of kernel_ir.h.
 LLVMValueRef tj_emit_cast(tj_emit_t* em, LLVMValueRef value, tj_dtype_t from,
                           tj_dtype_t to);
+
+// Unary op |op| of a body (TJ_KIR_OP with one argument) on |x|, a compute-
+// type value (scalar or vector) of |dtype|, as bodies emit it (the
+// target's hook first). For emitters that restructure a body's math, such
+// as the NVPTX online softmax, and must round as the body would.
+LLVMValueRef tj_emit_unary(tj_emit_t* em, tj_op_t op, tj_dtype_t dtype,
+                           LLVMValueRef x);
 
 //===--- bodies ---===//
 

@@ -423,6 +423,14 @@ static LLVMValueRef combine(tj_nvptx_emit_t* nv, const reducer_t* r,
                                  : (max ? LLVMIntSGT : LLVMIntSLT);
         return tj_emit_select(em, LLVMBuildICmp(b, p, a, x, ""), a, x);
       }
+      // f32: max.NaN / min.NaN (sm_80 and later), one instruction for the
+      // compare, select and NaN test below.
+      if (LLVMGetTypeKind(r->type) == LLVMFloatTypeKind) {
+        LLVMTypeRef t = LLVMTypeOf(a);
+        LLVMValueRef args[2] = {a, x};
+        return tj_emit_intrinsic(em, max ? "llvm.maximum" : "llvm.minimum", &t,
+                                 1, args, 2);
+      }
       LLVMValueRef pick = tj_emit_select(
           em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, x, ""), a,
           x);
@@ -551,6 +559,17 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
       *v = combine(nv, r, *v, o);
     }
   }
+  LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
+  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
+  LLVMBuildStore(b, *v, acc);
+  LLVMBuildStore(b, arg ? *vi : i64c(nv, INT64_MAX), acc_i);
+  // A row of one warp has its result now: no shared memory and no barrier,
+  // so that the rows of a block (a warp each when short) do not wait for
+  // one another. The condition is uniform over the block.
+  tj_emit_if_t multi;
+  tj_emit_if_begin(em, &multi,
+                   LLVMBuildICmp(b, LLVMIntUGT, c->warps, i64c(nv, 1), ""),
+                   "warps");
   // Across warps: lane 0 of each publishes; all read their row's slots.
   LLVMValueRef slot_v =
       LLVMBuildGEP2(b, em->t_i64, c->smem_val, &c->warp_slot, 1, "");
@@ -565,8 +584,6 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   if (arg) LLVMBuildStore(b, *vi, slot_i);
   tj_emit_if_end(em, &lane0);
   tj_nvptx_barrier(nv);
-  LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
-  LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
   LLVMBuildStore(b, identity(nv, r, 1), acc);
   LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
   tj_emit_loop_t w;
@@ -586,10 +603,11 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
     LLVMBuildStore(b, combine(nv, r, cur, x), acc);
   }
   tj_emit_loop_end(em, &w);
-  *v = LLVMBuildLoad2(b, r->type, acc, "");
-  if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
   // The slots are reused by the next phase.
   tj_nvptx_barrier(nv);
+  tj_emit_if_end(em, &multi);
+  *v = LLVMBuildLoad2(b, r->type, acc, "");
+  if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
 }
 
 // Adds the block partial at |acc| (a vector of type |vt|, its lanes added
@@ -732,6 +750,193 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   return NULL;
 }
 
+//===--- the online softmax pair ---===//
+
+// Whether instruction |a| of |pa| computes the same value as instruction
+// |b| of |pb| (same kinds, dtypes, buffers, constants and operands, the
+// operands compared the same way); |budget| bounds the comparisons.
+static bool same_value(const tj_kir_phase_t* pa, uint32_t a,
+                       const tj_kir_phase_t* pb, uint32_t b, int32_t* budget) {
+  if (--*budget < 0 || a >= pa->num_insts || b >= pb->num_insts) return false;
+  const tj_kir_inst_t* x = &pa->insts[a];
+  const tj_kir_inst_t* y = &pb->insts[b];
+  if (x->kind != y->kind || x->dtype != y->dtype ||
+      x->num_args != y->num_args || x->ref != y->ref)
+    return false;
+  switch (x->kind) {
+    case TJ_KIR_CONST:
+      if (memcmp(&x->fvalue, &y->fvalue, sizeof(x->fvalue)) != 0 ||
+          x->ivalue != y->ivalue)
+        return false;
+      break;
+    case TJ_KIR_OP:
+      if (x->op != y->op) return false;
+      break;
+    case TJ_KIR_LOAD:
+    case TJ_KIR_LOAD_AT:
+    case TJ_KIR_PARAM:
+    case TJ_KIR_INDEX:
+    case TJ_KIR_ROW:
+      break;
+    default:
+      return false;
+  }
+  for (uint32_t i = 0; i < x->num_args; ++i)
+    if (!same_value(pa, x->args[i], pb, y->args[i], budget)) return false;
+  return true;
+}
+
+// Whether phases |p| and |p| + 1 are softmax's pair: REDUCE max of an f32
+// value a, then REDUCE sum of exp(a - ^p) with a computed the same way
+// (the lowering of softmax and log_softmax, kir/lower_reduce.c).
+static bool online_pair(const tj_kir_t* k, uint32_t p) {
+  if (p + 1 >= k->num_phases) return false;
+  const tj_kir_phase_t* pm = &k->phases[p];
+  const tj_kir_phase_t* ps = &k->phases[p + 1];
+  if (pm->kind != TJ_KIR_PHASE_REDUCE || pm->reduce != TJ_KIR_REDUCE_MAX ||
+      ps->kind != TJ_KIR_PHASE_REDUCE || ps->reduce != TJ_KIR_REDUCE_SUM ||
+      pm->num_insts < 2 || ps->num_insts < 4)
+    return false;
+  const tj_kir_inst_t* ym = &pm->insts[pm->num_insts - 1];
+  const tj_kir_inst_t* ys = &ps->insts[ps->num_insts - 1];
+  if (ym->kind != TJ_KIR_YIELD || ys->kind != TJ_KIR_YIELD ||
+      ym->dtype != TJ_DTYPE_F32 || ys->dtype != TJ_DTYPE_F32)
+    return false;
+  const tj_kir_inst_t* e = &ps->insts[ys->args[0]];
+  if (e->kind != TJ_KIR_OP || e->op != TJ_OP_EXP || e->dtype != TJ_DTYPE_F32)
+    return false;
+  const tj_kir_inst_t* d = &ps->insts[e->args[0]];
+  if (d->kind != TJ_KIR_OP || d->op != TJ_OP_SUB || d->dtype != TJ_DTYPE_F32)
+    return false;
+  const tj_kir_inst_t* r = &ps->insts[d->args[1]];
+  if (r->kind != TJ_KIR_ROW || r->ref != p) return false;
+  int32_t budget = 4096;
+  return same_value(pm, ym->args[0], ps, d->args[0], &budget);
+}
+
+// exp(x - y) for scalars, 1 where x == y (so -inf - -inf gives no NaN).
+static LLVMValueRef rescale(tj_nvptx_emit_t* nv, LLVMValueRef x,
+                            LLVMValueRef y) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef e =
+      tj_emit_unary(em, TJ_OP_EXP, TJ_DTYPE_F32, LLVMBuildFSub(b, x, y, ""));
+  return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, x, y, ""),
+                        tj_emit_fconst(em->t_f32, 1.0), e);
+}
+
+// Softmax's pair (online_pair) in one pass over the row instead of two:
+// the online normalizer (Milakov and Gimelshein, arXiv 1805.02867). A
+// thread keeps a running maximum m (one scalar) and per lane a running sum
+// s of exp(a - m). Each loop step evaluates the max phase's body at its
+// kUnroll points, takes the step's maximum m', multiplies s by exp(m - m')
+// once, and adds the sum phase's body evaluated with ^p = m' (its loads
+// reuse the max body's, tj_emit_load_cache_t): one exponential an element,
+// as in the two passes, plus one a step. Across threads the (m, s) pairs
+// combine the same way. ^p is exact; ^p+1 differs from the two passes
+// only in rounding. While m' is -inf (every element so far masked) the
+// sum body runs with ^p = 0, whose exp(-inf) adds 0, so that no NaN comes
+// from -inf - -inf; a row whose maximum is -inf then gets the NaN the two
+// passes give (the sum of exp(-inf - -inf)), an empty row the sum 0.
+static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
+                                    row_ctx_t* c) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_phase_t* pm = &em->k->phases[p];
+  const tj_kir_phase_t* ps = &em->k->phases[p + 1];
+  reducer_t rmax, rsum;
+  TJ_RETURN_IF_ERROR(make_reducer(nv, p, &rmax));
+  TJ_RETURN_IF_ERROR(make_reducer(nv, p + 1, &rsum));
+  const int32_t lanes = c->lanes;
+  LLVMTypeRef ft = em->t_f32;
+  LLVMTypeRef vt = tj_emit_vec(em, ft, lanes);
+  LLVMValueRef ninf = tj_emit_fconst(ft, -__builtin_inf());
+  LLVMValueRef m_var = tj_emit_alloca(em, ft, "m");
+  LLVMValueRef s_var = tj_emit_alloca(em, vt, "s");
+  LLVMValueRef j_var = tj_emit_alloca(em, em->t_i64, "j");
+  LLVMBuildStore(b, ninf, m_var);
+  LLVMBuildStore(b, LLVMConstNull(vt), s_var);
+  LLVMBuildStore(b, c->j0, j_var);
+  tj_emit_load_cache_t cache;
+  for (int32_t pass = 0; pass < 2; ++pass) {
+    const int32_t steps = pass == 0 ? kUnroll : 1;
+    LLVMBasicBlockRef cond =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBasicBlockRef body =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBasicBlockRef done =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, cond);
+    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+    LLVMValueRef last = LLVMBuildAdd(
+        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
+                    done);
+    LLVMPositionBuilderAtEnd(b, body);
+    // Loads of this step only: the cache's values must dominate their uses.
+    memset(&cache, 0, sizeof(cache));
+    cache.insert = true;
+    em->load_cache = &cache;
+    tj_emit_point_t points[kUnroll];
+    LLVMValueRef a[kUnroll], y[kUnroll];
+    tj_status_t status = NULL;
+    for (int32_t u = 0; u < steps && !status; ++u) {
+      LLVMValueRef ju =
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+      at_column(nv, &c->row, ju, &points[u]);
+      points[u].rows = c->rows;
+      cache.slot = u;
+      status = tj_emit_body(em, pm, &points[u], &a[u]);
+      if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &points[u], lanes);
+    }
+    LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
+    LLVMValueRef mnew = m;
+    if (!status) {
+      LLVMValueRef v = a[0];
+      for (int32_t u = 1; u < steps; ++u) v = combine(nv, &rmax, v, a[u]);
+      if (lanes > 1) v = combine_lanes(nv, &rmax, v, lanes);
+      mnew = combine(nv, &rmax, m, v);
+    }
+    LLVMValueRef saved = c->rows[p];
+    c->rows[p] =
+        tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, mnew, ninf, ""),
+                       tj_emit_fconst(ft, 0.0), mnew);
+    for (int32_t u = 0; u < steps && !status; ++u) {
+      cache.slot = u;
+      status = tj_emit_body(em, ps, &points[u], &y[u]);
+    }
+    c->rows[p] = saved;
+    em->load_cache = NULL;
+    if (status) return status;
+    LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
+    s = LLVMBuildFMul(b, s, tj_emit_splat(em, rescale(nv, m, mnew), lanes), "");
+    for (int32_t u = 0; u < steps; ++u) s = LLVMBuildFAdd(b, s, y[u], "");
+    LLVMBuildStore(b, s, s_var);
+    LLVMBuildStore(b, mnew, m_var);
+    LLVMBuildStore(
+        b,
+        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
+        j_var);
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, done);
+  }
+  LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
+  LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
+  if (lanes > 1) s = combine_lanes(nv, &rsum, s, lanes);
+  LLVMValueRef big = m, none = NULL;
+  reduce_across_threads(nv, &rmax, c, &big, &none);
+  s = LLVMBuildFMul(b, s, rescale(nv, m, big), "");
+  reduce_across_threads(nv, &rsum, c, &s, &none);
+  LLVMValueRef dead =
+      LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOEQ, big, ninf, ""),
+                   LLVMBuildICmp(b, LLVMIntSGT, c->limit, i64c(nv, 0), ""), "");
+  c->rows[p] = big;
+  c->rows[p + 1] =
+      tj_emit_select(em, dead, tj_emit_fconst(ft, __builtin_nan("")), s);
+  return NULL;
+}
+
 static tj_status_t emit_map_phase(tj_nvptx_emit_t* nv, uint32_t p,
                                   row_ctx_t* c) {
   tj_emit_t* em = &nv->em;
@@ -770,12 +975,18 @@ static int32_t row_slots(int32_t lanes) {
 }
 
 // The phases over a row of any length: each phase walks the row from
-// memory (the later passes mostly hit L1/L2).
+// memory (the later passes mostly hit L1/L2), except softmax's max and sum,
+// which walk it once together (emit_online_pair).
 static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
   const tj_kir_t* k = nv->em.k;
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     switch (k->phases[p].kind) {
       case TJ_KIR_PHASE_REDUCE:
+        if (online_pair(k, p)) {  // softmax: max and sum in one pass
+          TJ_RETURN_IF_ERROR(emit_online_pair(nv, p, c));
+          ++p;
+          break;
+        }
         TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, c));
         break;
       case TJ_KIR_PHASE_MAP:
@@ -1194,6 +1405,7 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   nv.em.target.lanes = 4;
   nv.em.target.has_fma = true;
   nv.em.target.has_f16c = true;
+  nv.em.target.recip_invariant_div = true;
   if (options && options->approx_math)
     nv.em.target.unary_f32 = tj_nvptx_approx_unary;
   nv.em.b = LLVMCreateBuilderInContext(nv.em.ctx);

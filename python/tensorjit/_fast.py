@@ -13,6 +13,13 @@ executable.py, which builds the plan for the new shape.
 A plan serves one call at a time (its tensor arrays are shared): a call
 that finds it busy (another thread inside ``tj_executable_run``, which runs
 without the GIL) takes the general path.
+
+The checks and stores of a plan are one Python function generated for it
+(:func:`specialize`): its inputs' shapes, strides and dtypes are constants
+of the function, its loops unrolled, so a call runs straight-line code with
+no per-input tuple unpacking or attribute lookups on the plan. That halves
+the Python part of a call (measured in bench/python_overhead.py; the
+ctypes call itself is most of the rest).
 """
 
 from __future__ import annotations
@@ -189,7 +196,7 @@ class Plan:
     __slots__ = ("kind", "n_in", "n_out", "checks", "in_arr", "out_arr",
                  "in_words", "out_words", "out_specs", "out_bytes",
                  "in_bytes", "in_ref", "out_ref", "keep", "lock", "last",
-                 "order")
+                 "order", "call")
 
     def __init__(self, kind: str, in_specs: Sequence[Tuple[Any, ...]],
                  out_specs: Sequence[Tuple[Tuple[int, ...], DType]],
@@ -240,49 +247,8 @@ class Plan:
         self.lock = threading.Lock()
         self.last: Optional[List[Any]] = None
         self.order = order
-
-    def run(self, fn: Any, handle: Any, inputs: Sequence[Any], out: Any,
-            reuse: bool) -> Any:
-        """Runs |inputs| through |fn| (tj_executable_run, called with
-        pre-converted arguments) when they fit the plan; returns the output
-        (or the tuple of them), or MISS (nothing run) when they do not."""
-        words = self.in_words
-        k = 0
-        ptrs = []
-        if self.kind == "numpy":
-            ndarray = np.ndarray
-            off = _DATA_OFFSET
-            for x, (shape, strides, dtype) in zip(inputs, self.checks):
-                if type(x) is not ndarray or x.dtype is not dtype or \
-                        x.shape != shape or x.strides != strides:
-                    return MISS
-                p = _from_address(id(x) + off).value if off else \
-                    x.__array_interface__["data"][0]
-                words[k] = p
-                ptrs.append(p)
-                k += _WORDS
-        else:
-            tensor = sys.modules["torch"].Tensor
-            for x, (shape, dtype, dev) in zip(inputs, self.checks):
-                if type(x) is not tensor or x.dtype is not dtype or \
-                        x.shape != shape or x.get_device() != dev or \
-                        x.requires_grad or not x.is_contiguous():
-                    return MISS
-                p = x.data_ptr()
-                words[k] = p
-                ptrs.append(p)
-                k += _WORDS
-        outs = self.outputs(out, reuse, ptrs)
-        if outs is None:
-            return MISS
-        order = self.order
-        cur = order.before() if order is not None else None
-        status = fn(handle, self.in_ref, self.n_in, self.out_ref, self.n_out)
-        if status:
-            _lib.check(status)
-        if order is not None:
-            order.after(cur)
-        return outs[0] if self.n_out == 1 else tuple(outs)
+        # The generated call (specialize), set by the executable.
+        self.call: Any = None
 
     def outputs(self, out: Any, reuse: bool, in_ptrs: Sequence[Any]
                 ) -> Optional[List[Any]]:
@@ -387,3 +353,134 @@ def plan_for(inputs: Sequence[Any], in_dtypes: Sequence[DType],
         specs.append((tuple(x.shape), x.dtype, dt))
     order = order_fn(device.index or 0) if device.type == "cuda" else None
     return Plan("torch", specs, out_specs_fn(), device, order)
+
+
+def _unpack(names: Sequence[str], src: str) -> str:
+    """`a, b = src` (one name: `a, = src`)."""
+    return ", ".join(names) + (", = " if len(names) == 1 else " = ") + src
+
+
+def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
+    """The call of |plan| as one generated function
+    ``call(inputs, out, reuse)`` with Plan.run's contract (the output or
+    the tuple of them, or MISS with nothing run), also taking the plan's
+    lock (MISS when another thread holds it). |fn| is tj_executable_run
+    without argument conversion, |handle| its converted executable.
+
+    numpy's inputs and outputs are checked and their data pointers stored
+    inline; an out= of torch tensors goes through Plan.outputs."""
+    n_in, n_out = plan.n_in, plan.n_out
+    xs = [f"x{i}" for i in range(n_in)]
+    os_ = [f"o{j}" for j in range(n_out)]
+    env: dict = {"MISS": MISS, "plan": plan, "fn": fn, "h": handle,
+                 "pi": plan.in_ref, "po": plan.out_ref, "check": _lib.check,
+                 "acquire": plan.lock.acquire, "release": plan.lock.release,
+                 "w": plan.in_words, "ow": plan.out_words}
+    numpy = plan.kind == "numpy"
+    off = _DATA_OFFSET if numpy else 0
+    flags_off = _FLAGS_OFFSET if numpy else 0
+    if numpy:
+        env.update(ndarray=np.ndarray, empty=np.empty, fa=_from_address,
+                   int_at=_int_at)
+    else:
+        torch = sys.modules["torch"]
+        env.update(Tensor=torch.Tensor, empty=torch.empty)
+    order = plan.order
+    if order is not None:
+        env.update(before=order.before, after=order.after)
+
+    def pointer(x: str) -> str:
+        if not numpy:
+            return f"{x}.data_ptr()"
+        if off:
+            return f"(fa(id({x}) + {off}).value or 0)"
+        return f"{x}.__array_interface__['data'][0]"
+
+    body = [f"if len(inputs) != {n_in} or not acquire(False):",
+            "    return MISS",
+            "try:",
+            "    " + _unpack(xs, "inputs")]
+    lines = []
+    for i, (x, check) in enumerate(zip(xs, plan.checks)):
+        if numpy:
+            shape, strides, dtype = check
+            env[f"s{i}"], env[f"t{i}"], env[f"d{i}"] = shape, strides, dtype
+            lines += [f"if type({x}) is not ndarray or {x}.dtype is not d{i} "
+                      f"or {x}.shape != s{i} or {x}.strides != t{i}:",
+                      "    return MISS"]
+        else:
+            shape, dtype, dev = check
+            env[f"s{i}"], env[f"d{i}"] = shape, dtype
+            lines += [f"if type({x}) is not Tensor or {x}.dtype is not d{i} "
+                      f"or {x}.shape != s{i} or {x}.get_device() != {dev} "
+                      f"or {x}.requires_grad or not {x}.is_contiguous():",
+                      "    return MISS"]
+        lines += [f"p{i} = {pointer(x)}", f"w[{i * _WORDS}] = p{i}"]
+    # Outputs: out= (checked here for numpy), the previous call's when
+    # reusing, else new ones.
+    lines.append("if out is not None:")
+    if numpy:
+        if n_out == 1:
+            lines += ["    if type(out) is ndarray:", "        o0 = out",
+                      "    elif type(out) in (list, tuple) and "
+                      "len(out) == 1:", "        o0 = out[0]",
+                      "    else:", "        return MISS"]
+        else:
+            lines += [f"    if type(out) not in (list, tuple) or len(out) != "
+                      f"{n_out}:", "        return MISS",
+                      "    " + _unpack(os_, "out")]
+        spans = [(f"p{i}", n) for i, n in enumerate(plan.in_bytes) if n]
+        for j, (o, (shape, dtype)) in enumerate(zip(os_, plan.out_specs)):
+            env[f"os{j}"], env[f"od{j}"] = shape, dtype
+            lines += [f"    if type({o}) is not ndarray or {o}.dtype is not "
+                      f"od{j} or {o}.shape != os{j}:", "        return MISS"]
+            if flags_off:
+                lines += [f"    if int_at(id({o}) + {flags_off}).value & "
+                          f"{_DENSE_WRITABLE} != {_DENSE_WRITABLE}:",
+                          "        return MISS"]
+            else:
+                lines += [f"    if not {o}.flags.c_contiguous or not "
+                          f"{o}.flags.writeable:", "        return MISS"]
+            lines += [f"    q{j} = {pointer(o)}", f"    ow[{j * _WORDS}] = "
+                      f"q{j} or None"]
+            nb = plan.out_bytes[j]
+            if nb:
+                # Overlap with an input or an earlier output: the general
+                # path says which.
+                for p, n in spans:
+                    lines += [f"    if {p} and q{j} < {p} + {n} and {p} < "
+                              f"q{j} + {nb}:", "        return MISS"]
+                spans.append((f"q{j}", nb))
+    else:
+        lines += [f"    outs = plan.outputs(out, reuse, ({', '.join(f'p{i}' for i in range(n_in))},))",
+                  "    if outs is None:", "        return MISS",
+                  "    " + _unpack(os_, "outs")]
+    lines += ["elif reuse and plan.last is not None:",
+              "    " + _unpack(os_, "plan.last"), "else:"]
+    for j, spec in enumerate(plan.out_specs):
+        if numpy:
+            env[f"os{j}"], env[f"od{j}"] = spec
+            lines.append(f"    o{j} = empty(os{j}, od{j})")
+        else:
+            env[f"os{j}"], env[f"od{j}"], env[f"ov{j}"] = spec
+            lines.append(f"    o{j} = empty(os{j}, dtype=od{j}, "
+                         f"device=ov{j})")
+        lines.append(f"    ow[{j * _WORDS}] = {pointer(f'o{j}')}")
+    lines.append(f"    plan.last = [{', '.join(os_)}] if reuse else None")
+    if order is not None:
+        lines.append("cur = before()")
+    lines += [f"status = fn(h, pi, {n_in}, po, {n_out})",
+              "if status:", "    check(status)"]
+    if order is not None:
+        lines.append("after(cur)")
+    if n_out == 1:
+        lines.append("return o0")
+    else:
+        lines.append(f"return ({', '.join(os_)})")
+    body += ["    " + line for line in lines]
+    body += ["finally:", "    release()"]
+    src = "def call(inputs, out, reuse):\n" + "".join(
+        f"    {line}\n" for line in body)
+    exec(compile(src, f"<tensorjit plan {plan.kind} {n_in}->{n_out}>",
+                 "exec"), env)
+    return env["call"]

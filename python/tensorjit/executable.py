@@ -447,13 +447,8 @@ class Executable(_Runner):
         takes the hot path: no output-shape query, no marshalling beyond
         storing the data pointers."""
         plan = self._plan
-        if plan is not None and not named and len(inputs) == plan.n_in \
-                and plan.lock.acquire(False):
-            try:
-                r = plan.run(self._raw_run, self._handle_arg, inputs, out,
-                             self.reuse_outputs)
-            finally:
-                plan.lock.release()
+        if plan is not None and not named:
+            r = plan.call(inputs, out, self.reuse_outputs)
             if r is not _fast.MISS:
                 return r
         return self.call(inputs, named, out)
@@ -467,6 +462,9 @@ class Executable(_Runner):
         try:
             plan = _fast.plan_for(bound, self.input_dtypes, out_specs,
                                   self._cuda_order)
+            if plan is not None:
+                plan.call = _fast.specialize(plan, self._raw_run,
+                                             self._handle_arg)
         except Exception:  # noqa: BLE001 - the general path still works
             plan = None
         if plan is not None and self._handle:

@@ -107,6 +107,32 @@ def test_hot_path_falls_back_on_layout_and_dtype():
     np.testing.assert_allclose(exe(a, b), a * b + a, rtol=1e-6)
 
 
+def test_generated_plan_checks_every_input_and_output():
+    # The plan's call is generated per signature (_fast.specialize): each
+    # input and each out= array is checked, not just the first.
+    g = two_outputs()
+    exe = tj.compile(g, num_threads=1)
+    a, b = rand(3, 6), rand(6)
+    exe(a, b)
+    code = exe._plan.call.__code__
+    assert code.co_filename == "<tensorjit plan numpy 2->2>"
+    with pytest.raises(tj.InvalidArgumentError, match='input "b"'):
+        exe(a, rand(7))
+    e, s = exe(a, rand(12)[::2])  # b strided: the general path
+    np.testing.assert_allclose(s, a.sum(1), rtol=1e-5, atol=1e-5)
+    outs = [np.empty((3, 6), np.float32), np.empty(3, np.float32)]
+    assert exe(a, b, out=tuple(outs))[1] is outs[1]
+    np.testing.assert_allclose(outs[0], np.exp(a + b), rtol=1e-5)
+    with pytest.raises(tj.InvalidArgumentError, match='output "s"'):
+        exe(a, b, out=[outs[0], np.empty(4, np.float32)])
+    with pytest.raises(tj.InvalidArgumentError, match="overlaps input 'b'"):
+        exe(a, b, out=[outs[0], b[:3]])
+    with pytest.raises(tj.TensorJitError, match="list of 2 arrays"):
+        exe(a, b, out=outs[0])
+    with pytest.raises(tj.InvalidArgumentError, match="missing inputs b"):
+        exe(a)
+
+
 def test_hot_path_multiple_outputs():
     g = two_outputs()
     exe = tj.compile(g, num_threads=1)

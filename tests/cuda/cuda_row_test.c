@@ -1,0 +1,130 @@
+// Row kernels on the GPU (issue 14): softmax, attention's masked and scaled
+// softmax, log_softmax, layer_norm and rms_norm over the last axis, f32 and
+// bf16, compiled for CUDA and run against the reference interpreter at row
+// lengths around the resident path's end (4096, 4097), the streaming path
+// (8191, 8192, 32767, 32768, 65536: softmax's maximum and sum in one pass,
+// emit_online_pair in jit/emit_nvptx.c) and short rows of a warp each
+// (128, 509, 512 over thousands of rows: no barrier between the rows of a
+// block). Rows with special values: partly masked (-inf every third
+// element), entirely masked (NaN, as the reference), a masked tail, a
+// constant row. Tolerances: f32 2e-5 relative + 1e-6, bf16 2^-7 + 2^-9;
+// NaN exactly where the reference has it; no graph break. Skips without a
+// GPU. Offline PTX: tests/unit/row_ptx_test.c.
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/unit/row_cases.h"
+
+static tj_context_t* g_ctx;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static double normal(void) {
+  double u[2];
+  for (int i = 0; i < 2; ++i) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    u[i] = ((double)(g_rng >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
+  char what[96];
+  snprintf(what, sizeof(what), "%s %s [%lld, %lld]", kRowOpNames[op],
+           tj_dtype_name(dt), (long long)rows, (long long)n);
+  tj_graph_t* g = row_case_build(g_ctx, op, dt, 0, 0);
+  CHECK(g != NULL);
+  if (!g) return;
+  CHECK_OK(tj_graph_finalize(g));
+  const int nin = row_case_inputs(op);
+  void* in[3] = {NULL, NULL, NULL};
+  tj_tensor_t it[3];
+  const int64_t xd[2] = {rows, n}, vd[1] = {n};
+  for (int i = 0; i < nin; ++i) {
+    bool vec = op == ROW_LAYER_NORM || op == ROW_RMS_NORM ? i > 0 : false;
+    int64_t count = vec ? n : rows * n;
+    in[i] = calloc((size_t)count, tj_dtype_size(dt));
+    for (int64_t k = 0; k < count; ++k) {
+      double v = normal() * (i == 0 ? 4.0 : 1.0);
+      if (op == ROW_MASKED_SOFTMAX && i == 1) {  // the mask
+        int64_t r = k / n, c = k % n;
+        v = (r % 5 == 1 && c % 3 == 0) || r % 5 == 2 ||
+                    (r % 5 == 3 && c >= n / 2)
+                ? -INFINITY
+                : 0.0;
+      }
+      if (i == 0 && (k / n) % 5 == 4) v = 0.0;  // a constant row
+      tj_store_f64(dt, in[i], k, v);
+    }
+    it[i] = tj_tensor_make(in[i], dt, vec ? 1 : 2, vec ? vd : xd);
+  }
+  size_t bytes = (size_t)(rows * n) * tj_dtype_size(dt);
+  void* want = calloc(1, bytes);
+  void* got = calloc(1, bytes);
+  tj_tensor_t want_t = tj_tensor_make(want, dt, 2, xd);
+  tj_tensor_t got_t = tj_tensor_make(got, dt, 2, xd);
+  CHECK_OK(tj_reference_run(g, it, nin, &want_t, 1));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cache_dir = "";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  if (exe) {
+    CHECK_OK(tj_executable_run(exe, it, nin, &got_t, 1));
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(0, st.num_graph_breaks);
+    tj_executable_release(exe);
+  }
+  const double rtol = dt == TJ_DTYPE_F32 ? 2e-5 : 0.0078125;
+  const double atol = dt == TJ_DTYPE_F32 ? 1e-6 : 0.001953125;
+  int64_t bad = 0;
+  for (int64_t e = 0; e < rows * n; ++e) {
+    double w = tj_load_f64(dt, want, e), v = tj_load_f64(dt, got, e);
+    bool ok = isnan(w) ? isnan(v) : fabs(v - w) <= atol + rtol * fabs(w);
+    if (!ok && bad++ < 3)
+      fprintf(stderr, "  %s: element [%lld, %lld]: %.9g, want %.9g\n", what,
+              (long long)(e / n), (long long)(e % n), v, w);
+  }
+  CHECK_EQ_INT(0, (int)bad);
+  for (int i = 0; i < nin; ++i) free(in[i]);
+  free(want);
+  free(got);
+  tj_graph_destroy(g);
+  printf("# %s: checked\n", what);
+}
+
+TEST(long_rows) {
+  static const int64_t kLengths[] = {4096,  4097,  8191, 8192,
+                                     32767, 32768, 65536};
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
+      for (int t = 0; t < 2; ++t)
+        run_case((row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 5,
+                 kLengths[l]);
+}
+
+TEST(short_rows_a_warp_each) {
+  static const int64_t kLengths[] = {128, 509, 512};
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
+      for (int t = 0; t < 2; ++t)
+        run_case((row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 3000,
+                 kLengths[l]);
+}
+
+int main(void) {
+  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+  tj_cuda_device_destroy(device);
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  CHECK_OK(tj_context_create(&o, &g_ctx));
+  RUN_TEST(long_rows);
+  RUN_TEST(short_rows_a_warp_each);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
