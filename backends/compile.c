@@ -27,6 +27,7 @@
 #include "backends/executable.h"
 #include "backends/runtime/host_tensor.h"
 #include "backends/reference/reference_eval.h"
+#include "lib/custom_op.h"
 #include "lib/env.h"
 
 //===--- options ---===//
@@ -455,7 +456,7 @@ uint32_t tj_executable_num_host_steps(const tj_executable_t* executable) {
 static tj_status_t run(tj_executable_t* exe, const tj_tensor_t* inputs,
                        int32_t num_inputs, const tj_tensor_t* outputs,
                        int32_t num_outputs, tj_run_timing_t* timing,
-                       tj_step_observer_fn observe, void* user) {
+                       tj_step_observer_fn observe, void* user, bool shaped) {
   double start = tj_now_ms();
   if (!exe) return tj_invalid("tj_executable_run: executable is NULL");
   const tj_graph_t* g = exe->graph;
@@ -465,6 +466,7 @@ static tj_status_t run(tj_executable_t* exe, const tj_tensor_t* inputs,
                       g->num_outputs, (int)num_outputs);
   }
   if (num_outputs > 0 && !outputs) return tj_invalid("outputs is NULL");
+  TJ_RETURN_IF_ERROR(tj_custom_check_outputs(g, outputs, shaped));
   int64_t sym[TJ_MAX_SYMBOLS];
   void* program = exe->generic;
   if (b->lowers) {
@@ -518,14 +520,14 @@ tj_status_t tj_executable_run(tj_executable_t* executable,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_tensor_t* outputs, int32_t num_outputs) {
   return run(executable, inputs, num_inputs, outputs, num_outputs, NULL, NULL,
-             NULL);
+             NULL, false);
 }
 
 tj_status_t tj_executable_run_timed(
     tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
     const tj_tensor_t* outputs, int32_t num_outputs, tj_run_timing_t* timing) {
   return run(executable, inputs, num_inputs, outputs, num_outputs, timing, NULL,
-             NULL);
+             NULL, false);
 }
 
 tj_status_t tj_executable_run_observed(
@@ -540,7 +542,53 @@ tj_status_t tj_executable_run_observed(
                           executable->backend->name);
   }
   return run(executable, inputs, num_inputs, outputs, num_outputs, NULL,
-             observe, user);
+             observe, user, false);
+}
+
+tj_status_t tj_executable_run_shaped(tj_executable_t* executable,
+                                     const tj_tensor_t* inputs,
+                                     int32_t num_inputs,
+                                     const tj_tensor_t* outputs,
+                                     int32_t num_outputs, int64_t* out_shapes) {
+  if (!executable) return tj_invalid("tj_executable_run: executable is NULL");
+  if (num_outputs < 0 ||
+      (uint32_t)num_outputs != executable->graph->num_outputs)
+    return tj_invalid("graph @%s makes %u outputs, got %d",
+                      executable->graph->name, executable->graph->num_outputs,
+                      (int)num_outputs);
+  if (num_outputs > 0 && (!outputs || !out_shapes))
+    return tj_invalid(
+        "tj_executable_run_shaped: outputs or out_shapes is NULL");
+  // The outputs with shape arrays of the library's own (|out_shapes|),
+  // where the backends write the actual dims of data-dependent ones.
+  enum { kOnStack = 16 };
+  tj_tensor_t stack[kOnStack];
+  tj_tensor_t* own = stack;
+  size_t bytes = sizeof(tj_tensor_t) * (size_t)num_outputs;
+  if (num_outputs > kOnStack) {
+    own = tj_alloc(executable->allocator, bytes);
+    if (!own) return tj_status_oom();
+  }
+  tj_status_t status = NULL;
+  for (int32_t i = 0; !status && i < num_outputs; ++i) {
+    own[i] = outputs[i];
+    if (outputs[i].rank < 0 || outputs[i].rank > TJ_MAX_RANK ||
+        (outputs[i].rank > 0 && !outputs[i].shape)) {
+      status =
+          tj_invalid("output %d: rank %d with %s shape", (int)i,
+                     (int)outputs[i].rank, outputs[i].shape ? "a" : "a NULL");
+      break;
+    }
+    int64_t* shape = out_shapes + (size_t)i * TJ_MAX_RANK;
+    for (int32_t k = 0; k < outputs[i].rank; ++k)
+      shape[k] = outputs[i].shape[k];
+    own[i].shape = shape;
+  }
+  if (!status)
+    status = run(executable, inputs, num_inputs, own, num_outputs, NULL, NULL,
+                 NULL, true);
+  if (own != stack) tj_free(executable->allocator, own, bytes);
+  return status;
 }
 
 //===--- warming up ---===//

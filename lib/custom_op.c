@@ -79,6 +79,8 @@ static const tj_custom_op_t* find_locked(const registry_t* r, const char* name,
 
 const tj_custom_op_t* tj_custom_op_find(tj_context_t* context, const char* name,
                                         size_t length, int32_t version) {
+  const tj_custom_op_t* builtin = tj_dd_builtin_find(name, length, version);
+  if (builtin) return builtin;
   registry_t* r = NULL;
   tj_status_t status = registry_of(context, &r);
   if (status) {
@@ -226,7 +228,11 @@ tj_status_t tj_custom_op_add(tj_context_t* context,
     op->flags |= TJ_CUSTOM_OP_CONTIGUOUS_INPUTS;
   }
   pthread_mutex_lock(&r->mutex);
-  if (find_locked(r, d->name, strlen(d->name), d->version)) {
+  if (tj_dd_builtin_find(d->name, strlen(d->name), 0)) {
+    status = tj_invalid(
+        "tj_context_register_op: op %s is a built-in op of the library",
+        d->name);
+  } else if (find_locked(r, d->name, strlen(d->name), d->version)) {
     status = tj_invalid(
         "tj_context_register_op: op %s version %d is already registered",
         d->name, (int)d->version);
@@ -856,29 +862,76 @@ tj_status_t tj_custom_bind_result(const tj_graph_t* graph, uint32_t index,
   return NULL;
 }
 
-tj_status_t tj_custom_check_outputs(const tj_graph_t* graph) {
+// The first data-dependent symbol dim |k| of output |i| depends on, or -1.
+static int32_t output_dim_symbol(const tj_graph_t* graph, uint32_t i,
+                                 int32_t k) {
+  const tj_dimtab_t* tab = &graph->dims;
+  const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+  if (!tab->dynamic_symbols || n->dims[k] >= 0) return -1;
+  for (uint32_t s = 0; s < tab->num_symbols; ++s) {
+    if (!(tab->dynamic_symbols >> s & 1u)) continue;
+    int64_t probe[TJ_MAX_SYMBOLS], v = 0;
+    for (uint32_t j = 0; j < TJ_MAX_SYMBOLS; ++j) probe[j] = 1;
+    probe[s] = -1;  // unbound: the dim depends on it iff eval fails
+    tj_status_t st = tj_dim_eval(tab, n->dims[k], probe, &v);
+    if (!st) continue;
+    tj_status_free(st);
+    return (int32_t)s;
+  }
+  return -1;
+}
+
+bool tj_custom_output_is_dynamic(const tj_graph_t* graph, uint32_t i) {
+  const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+  for (int32_t k = 0; k < n->rank; ++k)
+    if (output_dim_symbol(graph, i, k) >= 0) return true;
+  return false;
+}
+
+tj_status_t tj_custom_check_outputs(const tj_graph_t* graph,
+                                    const tj_tensor_t* outputs, bool shaped) {
   const tj_dimtab_t* tab = &graph->dims;
   if (!tab->dynamic_symbols) return NULL;
   for (uint32_t i = 0; i < graph->num_outputs; ++i) {
     const tj_node_t* n = &graph->nodes[graph->outputs[i].node];
+    const char* name = graph->outputs[i].name ? graph->outputs[i].name : "?";
     for (int32_t k = 0; k < n->rank; ++k) {
-      if (n->dims[k] >= 0) continue;
-      for (uint32_t s = 0; s < tab->num_symbols; ++s) {
-        if (!(tab->dynamic_symbols >> s & 1u)) continue;
-        int64_t probe[TJ_MAX_SYMBOLS], v = 0;
-        for (uint32_t j = 0; j < TJ_MAX_SYMBOLS; ++j) probe[j] = 1;
-        probe[s] = -1;  // unbound: the dim depends on it iff eval fails
-        tj_status_t st = tj_dim_eval(tab, n->dims[k], probe, &v);
-        if (!st) continue;
-        tj_status_free(st);
+      int32_t s = output_dim_symbol(graph, i, k);
+      if (s < 0) continue;
+      if (!shaped)
         return tj_invalid(
-            "output \"%s\" dim %d depends on data-dependent symbol %s (set by "
-            "a custom op at run time); graph outputs must have shapes known "
-            "from the inputs",
-            graph->outputs[i].name ? graph->outputs[i].name : "?", (int)k,
-            tj_dim_symbol_name(tab, s));
+            "output \"%s\" dim %d depends on data-dependent symbol %s (set "
+            "by an op at run time): run it with tj_executable_run_shaped or "
+            "tj_reference_run_shaped, which return the actual shape",
+            name, (int)k, tj_dim_symbol_name(tab, (uint32_t)s));
+      const tj_tensor_t* t = &outputs[i];
+      bool dense = true;
+      int64_t step = 1;
+      for (int32_t d = t->rank - 1; t->strides && d >= 0; --d) {
+        if (t->shape[d] != 1 && t->strides[d] != step) dense = false;
+        step *= t->shape[d];
       }
+      if (!dense)
+        return tj_invalid(
+            "output \"%s\" has a data-dependent dim (%s) and must be dense "
+            "row-major: its data is written in the actual shape",
+            name, tj_dim_symbol_name(tab, (uint32_t)s));
+      break;
     }
+  }
+  return NULL;
+}
+
+tj_status_t tj_custom_write_output_shapes(const tj_graph_t* graph,
+                                          const int64_t* sym,
+                                          const tj_tensor_t* outputs) {
+  if (!graph->dims.dynamic_symbols) return NULL;
+  for (uint32_t i = 0; i < graph->num_outputs; ++i) {
+    if (!tj_custom_output_is_dynamic(graph, i)) continue;
+    // Under tj_*_run_shaped the shape arrays are the library's own.
+    int64_t* shape = (int64_t*)(uintptr_t)outputs[i].shape;
+    TJ_RETURN_IF_ERROR(
+        tj_ir_concrete_dims(graph, graph->outputs[i].node, sym, shape));
   }
   return NULL;
 }

@@ -98,6 +98,12 @@ tj_status_t tj_custom_op_check_desc(const tj_custom_op_desc_t* desc);
 const tj_custom_op_t* tj_custom_op_find(tj_context_t* context, const char* name,
                                         size_t length, int32_t version);
 
+// The library's own op |name| (|length| bytes) at |version| (0: any), or
+// NULL: the data-dependent ops of lib/dd_ops.c (tj_nonzero, tj_unique,
+// tj_nms), found before a context's own and never registered by a host.
+const tj_custom_op_t* tj_dd_builtin_find(const char* name, size_t length,
+                                         int32_t version);
+
 // The op of CUSTOM node |node| of |graph|; NULL if not registered.
 const tj_custom_op_t* tj_custom_op_of(const tj_graph_t* graph,
                                       const tj_node_t* node);
@@ -142,8 +148,22 @@ tj_status_t tj_custom_bind_result(const tj_graph_t* graph, uint32_t index,
                                   const int64_t* bound, const int64_t* actual,
                                   int64_t* sym);
 
-// INVALID_ARGUMENT naming the output when a graph output's shape depends
-// on a data-dependent symbol (tj_graph_finalize).
-tj_status_t tj_custom_check_outputs(const tj_graph_t* graph);
+// Whether graph output |i|'s shape depends on a data-dependent symbol.
+bool tj_custom_output_is_dynamic(const tj_graph_t* graph, uint32_t i);
+
+// The run-time check of graph outputs with data-dependent dims: without
+// |shaped| (a plain tj_executable_run or tj_reference_run, which cannot say
+// the actual shape) INVALID_ARGUMENT naming the output; with it each such
+// output of |outputs| must be dense row-major (its data is written in the
+// actual shape, from the start of the bound's buffer).
+tj_status_t tj_custom_check_outputs(const tj_graph_t* graph,
+                                    const tj_tensor_t* outputs, bool shaped);
+
+// At the end of a run under tj_*_run_shaped: writes the actual dims (under
+// the run's final |sym|) of each output with data-dependent dims into
+// |outputs|' shape arrays, which the driver made its own.
+tj_status_t tj_custom_write_output_shapes(const tj_graph_t* graph,
+                                          const int64_t* sym,
+                                          const tj_tensor_t* outputs);
 
 #endif  // TJ_LIB_CUSTOM_OP_H_

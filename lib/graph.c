@@ -75,7 +75,6 @@ tj_status_t tj_graph_finalize(tj_graph_t* graph) {
     return tj_invalid("graph @%s has no outputs: mark one with tj_graph_output",
                       graph->name);
   TJ_RETURN_IF_ERROR(tj_ir_verify(graph));
-  TJ_RETURN_IF_ERROR(tj_custom_check_outputs(graph));  // custom2
   graph->finalized = true;
   return NULL;
 }

@@ -799,25 +799,42 @@ static tj_status_t fold_node(tj_onnx_importer_t* im, tj_onnx_node_t* node,
   } else if (!status && small) {
     status = tj_graph_finalize(scratch);
     tj_tensor_t tensors[16];
+    // The shapes to run with: a data-dependent dim (NonZero, Unique) at
+    // its bound, which the run replaces with the actual size.
+    int64_t shapes[16][TJ_MAX_RANK];
     int32_t n = 0;
     for (int32_t k = 0; !status && k < num_outs; ++k) {
       tj_onnx_val_t* v = outs[k];
       if (v->data) continue;
-      size_t bytes =
-          (size_t)numel_of(v->rank, v->dims) * tj_dtype_size(v->dtype);
+      int32_t rank = 0;
+      status = tj_graph_output_shape(scratch, NULL, 0, n, &rank, shapes[n]);
+      if (status) break;
+      int64_t numel = numel_of(rank, shapes[n]);
+      if (numel < 0 || numel > TJ_ONNX_FOLD_LIMIT) {
+        status = tj_onnx_node_error(im, node, TJ_STATUS_UNSUPPORTED,
+                                    "folding an output of %lld elements",
+                                    (long long)numel);
+        break;
+      }
+      size_t bytes = (size_t)numel * tj_dtype_size(v->dtype);
       void* buf = tj_arena_alloc(&im->arena, bytes);
       if (!buf) {
         status = tj_status_oom();
         break;
       }
-      tensors[n++] = tj_tensor_make(buf, v->dtype, v->rank, v->dims);
+      tensors[n] = tj_tensor_make(buf, v->dtype, rank, shapes[n]);
+      ++n;
     }
-    if (!status) status = tj_reference_run(scratch, NULL, 0, tensors, n);
+    int64_t actual[16 * TJ_MAX_RANK];
+    if (!status)
+      status = tj_reference_run_shaped(scratch, NULL, 0, tensors, n, actual);
     if (!status) {
       n = 0;
       for (int32_t k = 0; k < num_outs; ++k) {
         tj_onnx_val_t* v = outs[k];
         if (v->data) continue;
+        memcpy(v->dims, actual + (size_t)n * TJ_MAX_RANK,
+               sizeof(int64_t) * (size_t)v->rank);
         v->data = tensors[n++].data;
         v->value = tj_value_none();
         v->symbolic = symbolic;

@@ -2406,6 +2406,54 @@ static tj_status_t cv_einsum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, tj_graph_einsum(G, eq, xs, n->num_inputs));
 }
 
+// ddshape (issue 15): the ops whose output size the data decides, onto
+// the library's data-dependent builders (one host kernel each, the rest
+// core ops; lib/dd_ops.c).
+static tj_status_t cv_nonzero(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  return out(im, n, 0, tj_graph_nonzero(G, in(im, n, 0)));
+}
+
+static tj_status_t cv_compress(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
+  bool has_axis = attr(n, "axis") != NULL;
+  int32_t axis = (int32_t)attr_i(n, "axis", 0);
+  return out(im, n, 0,
+             tj_graph_compress(G, in(im, n, 0), in(im, n, 1), has_axis, axis));
+}
+
+static tj_status_t cv_unique(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                             const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  bool has_axis = attr(n, "axis") != NULL;
+  int32_t axis = (int32_t)attr_i(n, "axis", 0);
+  bool sorted = attr_i(n, "sorted", 1) != 0;
+  tj_value_t idx, inv, cnt;
+  tj_value_t y = tj_graph_unique(
+      G, in(im, n, 0), has_axis, axis, sorted, has_out(n, 1) ? &idx : NULL,
+      has_out(n, 2) ? &inv : NULL, has_out(n, 3) ? &cnt : NULL);
+  TJ_RETURN_IF_ERROR(out(im, n, 0, y));
+  if (has_out(n, 1)) TJ_RETURN_IF_ERROR(out(im, n, 1, idx));
+  if (has_out(n, 2)) TJ_RETURN_IF_ERROR(out(im, n, 2, inv));
+  if (has_out(n, 3)) TJ_RETURN_IF_ERROR(out(im, n, 3, cnt));
+  return no_extra_outputs(im, n, 4);
+}
+
+static tj_status_t cv_nms(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  (void)e;
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 5));
+  return out(im, n, 0,
+             tj_graph_non_max_suppression(
+                 G, in(im, n, 0), in(im, n, 1), in(im, n, 2), in(im, n, 3),
+                 in(im, n, 4), attr_i(n, "center_point_box", 0) != 0));
+}
+
 static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                            const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 2));
@@ -4960,6 +5008,11 @@ static const op_entry_t kOps[] = {
      cv_recurrent, NULL, NULL, NULL, REC_LSTM},
     // topk (issue 15)
     OP("TopK", "axis,largest,sorted,", cv_topk),
+    // ddshape (issue 15)
+    OP("NonZero", "", cv_nonzero),
+    OP("Compress", "axis,", cv_compress),
+    OP("Unique", "axis,sorted,", cv_unique),
+    OP("NonMaxSuppression", "center_point_box,", cv_nms),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
@@ -4968,10 +5021,6 @@ static const char* const kWaiting[][2] = {
     {"If", "control flow"},
     {"Loop", "control flow"},
     {"Scan", "control flow"},
-    {"NonZero", "nonzero (a data-dependent shape)"},
-    {"Unique", "unique (a data-dependent shape)"},
-    {"Compress", "compress (a data-dependent shape)"},
-    {"NonMaxSuppression", "non_max_suppression"},
 };
 
 // Ops the converters map in opsets below TJ_ONNX_MIN_OPSET too: the first

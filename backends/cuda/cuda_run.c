@@ -507,6 +507,9 @@ static tj_status_t run_locked(tj_cuda_program_t* p, const int64_t* sym,
     if (observe)
       TJ_RETURN_IF_ERROR(observe_step(p, st, step_sym, observe, user));
   }
+  // Outputs with data-dependent dims (tj_executable_run_shaped): their
+  // actual shapes, which the copies below follow.
+  TJ_RETURN_IF_ERROR(tj_custom_write_output_shapes(g, step_sym, outputs));
   TJ_RETURN_IF_ERROR(record(p, ev, copy_ev + 2));
   // 4. Outputs the kernels did not write in place: duplicates, inputs and
   // constants returned as outputs; and every CPU output, through pinned.

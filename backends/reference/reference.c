@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/reference/reference_eval.h"
 #include "lib/base.h"
 #include "lib/custom_op.h"
 #include "lib/dtype.h"
@@ -2366,22 +2367,30 @@ static tj_status_t check_tensors(const run_t* run, const tj_tensor_t* outputs,
 }
 
 // Writes node |index|'s value to every output that names it.
-static void write_outputs(const run_t* run, uint32_t index,
-                          const tj_tensor_t* outputs) {
+static tj_status_t write_outputs(const run_t* run, uint32_t index,
+                                 const tj_tensor_t* outputs) {
   const tj_graph_t* g = run->graph;
   for (uint32_t k = 0; k < g->num_outputs; ++k) {
     if (g->outputs[k].node != index) continue;
+    // Data-dependent dims are known now: the actual shape goes to the
+    // output's shape array (the run's own, tj_reference_run_shaped), and
+    // the copy below writes the data dense in it.
+    if (tj_custom_output_is_dynamic(g, k)) {
+      TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, index, run->symbols,
+                                             (int64_t*)outputs[k].shape));
+    }
     view_t dst;
     tensor_view(&outputs[k], &dst);
     copy_view(&run->values[index].view, &dst);
   }
+  return NULL;
 }
 
 static tj_status_t run_nodes(run_t* run, const tj_tensor_t* outputs) {
   const tj_graph_t* g = run->graph;
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
     TJ_RETURN_IF_ERROR(eval_node(run, i));
-    write_outputs(run, i, outputs);
+    TJ_RETURN_IF_ERROR(write_outputs(run, i, outputs));
     const tj_node_t* node = node_at(run, i);
     for (uint32_t k = 0; k < node->num_operands; ++k) {
       uint32_t operand = node->operands[k];
@@ -2394,9 +2403,9 @@ static tj_status_t run_nodes(run_t* run, const tj_tensor_t* outputs) {
   return NULL;
 }
 
-tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
+static tj_status_t run_graph(const tj_graph_t* graph, const tj_tensor_t* inputs,
                              int32_t num_inputs, const tj_tensor_t* outputs,
-                             int32_t num_outputs) {
+                             int32_t num_outputs, bool own_shapes) {
   if (!graph) return tj_invalid("tj_reference_run: graph is NULL");
   if (!graph->finalized) {
     return tj_invalid(
@@ -2425,6 +2434,7 @@ tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
                       (int)num_outputs);
   }
 
+  TJ_RETURN_IF_ERROR(tj_custom_check_outputs(graph, outputs, own_shapes));
   run_t run;
   memset(&run, 0, sizeof(run));
   run.graph = graph;
@@ -2458,5 +2468,56 @@ tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
   for (uint32_t i = 0; i < graph->num_nodes; ++i) release_value(&run, i);
   tj_free(run.allocator, run.last_use, uses_bytes);
   tj_free(run.allocator, run.values, values_bytes);
+  return status;
+}
+
+tj_status_t tj_reference_run(const tj_graph_t* graph, const tj_tensor_t* inputs,
+                             int32_t num_inputs, const tj_tensor_t* outputs,
+                             int32_t num_outputs) {
+  return run_graph(graph, inputs, num_inputs, outputs, num_outputs, false);
+}
+
+tj_status_t tj_reference_run_own_shapes(const tj_graph_t* graph,
+                                        const tj_tensor_t* inputs,
+                                        int32_t num_inputs,
+                                        const tj_tensor_t* outputs,
+                                        int32_t num_outputs) {
+  return run_graph(graph, inputs, num_inputs, outputs, num_outputs, true);
+}
+
+tj_status_t tj_reference_run_shaped(const tj_graph_t* graph,
+                                    const tj_tensor_t* inputs,
+                                    int32_t num_inputs,
+                                    const tj_tensor_t* outputs,
+                                    int32_t num_outputs, int64_t* out_shapes) {
+  if (!graph) return tj_invalid("tj_reference_run: graph is NULL");
+  if (num_outputs != (int32_t)graph->num_outputs)
+    return tj_invalid(
+        "tj_reference_run: graph '%s' has %u outputs but %d were given",
+        graph->name ? graph->name : "?", graph->num_outputs, (int)num_outputs);
+  if (num_outputs > 0 && (!outputs || !out_shapes))
+    return tj_invalid("tj_reference_run_shaped: outputs or out_shapes is NULL");
+  // The outputs with shape arrays of the run's own (|out_shapes|).
+  size_t bytes = sizeof(tj_tensor_t) * (size_t)(num_outputs ? num_outputs : 1);
+  tj_tensor_t* own = tj_alloc(graph->allocator, bytes);
+  if (!own) return tj_status_oom();
+  tj_status_t status = NULL;
+  for (int32_t i = 0; !status && i < num_outputs; ++i) {
+    own[i] = outputs[i];
+    if (outputs[i].rank < 0 || outputs[i].rank > TJ_MAX_RANK ||
+        (outputs[i].rank > 0 && !outputs[i].shape)) {
+      status = tj_invalid("tj_reference_run: output %d: rank %d with %s shape",
+                          (int)i, (int)outputs[i].rank,
+                          outputs[i].shape ? "a" : "a NULL");
+      break;
+    }
+    int64_t* shape = out_shapes + (size_t)i * TJ_MAX_RANK;
+    for (int32_t k = 0; k < outputs[i].rank; ++k)
+      shape[k] = outputs[i].shape[k];
+    own[i].shape = shape;
+  }
+  if (!status)
+    status = run_graph(graph, inputs, num_inputs, own, num_outputs, true);
+  tj_free(graph->allocator, own, bytes);
   return status;
 }

@@ -16,4 +16,13 @@ tj_status_t tj_pass_reference_evaluator(void* user_data,
                                         const tj_graph_t* graph,
                                         void* const* outputs);
 
+// tj_reference_run for a caller whose outputs' shape arrays are its own
+// and already checked (the reference target under tj_executable_run_shaped):
+// data-dependent dims are written into them.
+tj_status_t tj_reference_run_own_shapes(const tj_graph_t* graph,
+                                        const tj_tensor_t* inputs,
+                                        int32_t num_inputs,
+                                        const tj_tensor_t* outputs,
+                                        int32_t num_outputs);
+
 #endif  // TJ_BACKENDS_REFERENCE_REFERENCE_EVAL_H_

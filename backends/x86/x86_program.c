@@ -602,6 +602,10 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
     if (observe) TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
   }
   if (tm) tm->setup_ms += tj_now_ms() - t_start;
+  // Outputs with data-dependent dims (tj_executable_run_shaped): their
+  // actual shapes, which the copies below follow.
+  if (dynamic)
+    TJ_RETURN_IF_ERROR(tj_custom_write_output_shapes(g, sym, outputs));
   // 4. Outputs not written in place: staged, duplicated, or inputs and
   // constants returned as outputs.
   if (tm) t_copy = tj_now_ms();

@@ -256,8 +256,9 @@ TJ_API tj_value_t tj_graph_custom(tj_graph_t* graph, const char* name,
 // shape); the nodes after it then run with the symbol bound to that value:
 // the compiled kernels downstream are the generic ones, never recompiled
 // (an executable with data-dependent symbols does not specialize). A graph
-// output's shape may not depend on such a symbol (tj_graph_finalize
-// refuses it: reduce or pad it back first). Each node needs a symbol of
+// output whose shape depends on such a symbol is read with
+// tj_executable_run_shaped (or tj_reference_run_shaped), which return the
+// actual shape; tj_executable_run refuses it. Each node needs a symbol of
 // its own (name it after an attribute or a counter the host keeps). Errors
 // (a symbol bound by a graph input or made by another node, another bound
 // for the same symbol, an invalid bound) are
@@ -275,6 +276,66 @@ TJ_API int64_t tj_custom_dynamic_dim(tj_graph_t* graph, const char* symbol,
 TJ_API tj_status_t tj_custom_set_output_shape(const tj_tensor_t* output,
                                               int32_t rank,
                                               const int64_t* dims);
+
+//===----------------------------------------------------------------------===//
+// Built-in ops with data-dependent output dims (issue 15)
+//===----------------------------------------------------------------------===//
+
+// The library's own data-dependent ops. Each puts one node of a built-in
+// custom op in the graph (tj_nonzero, tj_unique or tj_nms, present in every
+// context; a host cannot register those names) for the step whose size only
+// the data decides, and writes the rest with core ops that fuse with their
+// neighbours. The data-dependent dim is a symbol of the node's own
+// (tj_custom_dynamic_dim), bounded as stated: memory is planned at the
+// bound, and the kernels after it run generic at the actual size, with no
+// recompile. The host kernel runs between the compiled kernels (a host
+// call, not a graph break) on every target; on CUDA through host staging.
+// A graph output with such a dim is read with tj_executable_run_shaped.
+// Errors are the graph's sticky error, naming the op.
+
+// numpy.nonzero as one i64 tensor (ONNX NonZero): [max(rank, 1), NZ], row k
+// the axis-k coordinates of the non-zero elements in row-major order
+// (a float's -0.0 is zero, NaN is not). NZ <= numel(|x|).
+TJ_API tj_value_t tj_graph_nonzero(tj_graph_t* graph, tj_value_t x);
+
+// ONNX Compress: the slices of |x| along |axis| (|has_axis|; else of |x|
+// flattened) whose entry of 1-D |condition| is non-zero; a condition
+// shorter than the axis drops the rest, a longer one is cut to it. A
+// gather at the nonzero positions, so it fuses with what reads it.
+TJ_API tj_value_t tj_graph_compress(tj_graph_t* graph, tj_value_t x,
+                                    tj_value_t condition, bool has_axis,
+                                    int32_t axis);
+
+// ONNX Unique (numpy.unique with return_index, return_inverse and
+// return_counts): the distinct slices of |x| along |axis| (|has_axis|;
+// else its distinct elements, |x| flattened), in sorted order (|sorted|;
+// slices compare lexicographically, NaN last and equal to NaN) or in order
+// of first appearance. Returns them ([U] or |x|'s shape with U at |axis|);
+// |out_indices| (i64 [U]) gets each one's first position, |out_inverse|
+// (i64 [A], A the axis' or the element count) each position's index in the
+// result, |out_counts| (i64 [U]) how often each occurs; any may be NULL.
+// U <= A. Only the first positions come from the host kernel; the rest are
+// gathers, compares and sums over [A, U].
+TJ_API tj_value_t tj_graph_unique(tj_graph_t* graph, tj_value_t x,
+                                  bool has_axis, int32_t axis, bool sorted,
+                                  tj_value_t* out_indices,
+                                  tj_value_t* out_inverse,
+                                  tj_value_t* out_counts);
+
+// ONNX NonMaxSuppression: |boxes| [B, N, 4] and |scores| [B, C, N]
+// (floats); per batch and class, the boxes with score > |score_threshold|
+// (none: every box) by descending score (ties: lower index), greedily kept
+// unless their IoU with a kept box exceeds |iou_threshold| (none: 0), at
+// most |max_output_boxes_per_class| (none: 0, nothing) of them. Boxes are
+// [y1, x1, y2, x2] (any two opposite corners) or, with
+// |center_point_box|, [x_center, y_center, width, height]. The scalars
+// are one-element tensors read at run time. Returns i64 [K, 3] rows
+// (batch, class, box), K <= B * C * N. f32 boxes compute IoU in f32 steps
+// as ONNX's reference does.
+TJ_API tj_value_t tj_graph_non_max_suppression(
+    tj_graph_t* graph, tj_value_t boxes, tj_value_t scores,
+    tj_value_t max_output_boxes_per_class, tj_value_t iou_threshold,
+    tj_value_t score_threshold, bool center_point_box);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -271,6 +271,21 @@ TJ_API tj_status_t tj_executable_run(tj_executable_t* executable,
                                      const tj_tensor_t* outputs,
                                      int32_t num_outputs);
 
+// tj_executable_run for graphs whose outputs have data-dependent dims
+// (tj_graph_nonzero, tj_graph_unique, a custom op's tj_custom_dynamic_dim),
+// which tj_executable_run refuses (INVALID_ARGUMENT naming the output):
+// allocate each output at the shape tj_executable_output_shape gives (a
+// data-dependent dim at its upper bound), dense row-major for those
+// outputs; after the run |out_shapes| (|num_outputs| * TJ_MAX_RANK
+// entries, output i's dims from out_shapes[i * TJ_MAX_RANK]) holds each
+// output's actual dims, and its data is dense row-major in them from the
+// start of its buffer (the rest of the buffer is unspecified). Works for
+// any graph (outputs without such dims get their own shapes back).
+// Available since: 0.1.
+TJ_API tj_status_t tj_executable_run_shaped(
+    tj_executable_t* executable, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, int64_t* out_shapes);
+
 // Warm-up at load time: compiles now everything that a run with these
 // input shapes would otherwise compile on first use, so that no run of
 // them compiles anything afterwards (a game engine calls it on its loading

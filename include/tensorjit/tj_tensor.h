@@ -98,6 +98,14 @@ TJ_API tj_status_t tj_reference_run(const tj_graph_t* graph,
                                     const tj_tensor_t* outputs,
                                     int32_t num_outputs);
 
+// tj_reference_run for graphs whose outputs have data-dependent dims, as
+// tj_executable_run_shaped: outputs at their upper bounds (dense for those
+// outputs), the actual dims to |out_shapes| (TJ_MAX_RANK per output), the
+// data dense in them from the start of each buffer.
+TJ_API tj_status_t tj_reference_run_shaped(
+    const tj_graph_t* graph, const tj_tensor_t* inputs, int32_t num_inputs,
+    const tj_tensor_t* outputs, int32_t num_outputs, int64_t* out_shapes);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif
