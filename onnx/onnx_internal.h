@@ -69,6 +69,12 @@ typedef struct tj_onnx_importer_t {
   uint32_t index_capacity;
   uint32_t function_depth, function_counter;
   uint32_t name_counter;
+  // Subgraph scopes: the values defined since |scope_base| belong to the
+  // innermost scope; an outer value a scope redefines is saved in |undo|
+  // first, so popping the scope restores it.
+  uint32_t scope_depth, scope_base;
+  struct tj_onnx_undo_t* undo;
+  uint32_t num_undo, undo_capacity;
 } tj_onnx_importer_t;
 
 // A node being converted: its inputs resolved (NULL for an absent optional
@@ -107,6 +113,22 @@ tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
 // The graph value of |val| in the current graph (a known value becomes a
 // constant on first use); none after an error.
 tj_value_t tj_onnx_value(tj_onnx_importer_t* im, tj_onnx_val_t* val);
+
+// A subgraph's scope: what tj_onnx_scope_pop needs to forget it.
+typedef struct tj_onnx_scope_t {
+  uint32_t num_vals, num_undo, base;
+} tj_onnx_scope_t;
+
+// Opens a scope: names defined until the matching tj_onnx_scope_pop are
+// forgotten then, and outer values they redefine come back. Scopes nest.
+void tj_onnx_scope_push(tj_onnx_importer_t* im, tj_onnx_scope_t* out_scope);
+void tj_onnx_scope_pop(tj_onnx_importer_t* im, const tj_onnx_scope_t* scope);
+
+// Converts |n| nodes in order (a graph's or a subgraph's), numbering them
+// from *|counter| in errors; folds nodes whose inputs are all known.
+tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
+                               Onnx__NodeProto* const* nodes, size_t n,
+                               int32_t* counter);
 
 // Converts one node of the default domain: defines its outputs.
 tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* node);
