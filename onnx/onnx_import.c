@@ -948,7 +948,8 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
       }
     }
     bool folded = false;
-    if (all_known && (!symbolic || moves_only(p->op_type)))
+    if (all_known && (!symbolic || moves_only(p->op_type)) &&
+        !tj_onnx_is_control(p->op_type))
       TJ_RETURN_IF_ERROR(fold_node(im, &node, &folded));
     if (!folded) TJ_RETURN_IF_ERROR(tj_onnx_convert_node(im, &node));
   }

@@ -4747,6 +4747,21 @@ static tj_status_t cv_matmul_nbits(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+// Control flow (onnx_control.c): the table's signature over its entry
+// points.
+static tj_status_t cv_if(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                         const op_entry_t* e) {
+  return tj_onnx_convert_if(im, n);
+}
+static tj_status_t cv_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  return tj_onnx_convert_loop(im, n);
+}
+static tj_status_t cv_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  return tj_onnx_convert_scan(im, n);
+}
+
 static const op_entry_t kOps[] = {
     UN("Abs", abs),
     UN("Neg", neg),
@@ -4960,14 +4975,18 @@ static const op_entry_t kOps[] = {
      cv_recurrent, NULL, NULL, NULL, REC_LSTM},
     // topk (issue 15)
     OP("TopK", "axis,largest,sorted,", cv_topk),
+    // ctrlflow (issue 15): onnx_control.c
+    OP("If", "else_branch,then_branch,", cv_if),
+    OP("Loop", "body,", cv_loop),
+    OP("Scan",
+       "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
+       "scan_output_axes,scan_output_directions,",
+       cv_scan),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
     {"Upsample", "resize"},
-    {"If", "control flow"},
-    {"Loop", "control flow"},
-    {"Scan", "control flow"},
     {"NonZero", "nonzero (a data-dependent shape)"},
     {"Unique", "unique (a data-dependent shape)"},
     {"Compress", "compress (a data-dependent shape)"},
@@ -5047,6 +5066,8 @@ static const struct {
     {"Shape", 1},
     {"Size", 1},
     {"ReverseSequence", 10},
+    {"If", 1},
+    {"Scan", 9},
 };
 
 static int64_t since_opset(const char* op) {
@@ -5092,7 +5113,7 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&
-        strcmp(e->op, "Cast"))
+        strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op))
       return fail(im, n, "input %d is a shape with symbolic dims", (int)i);
   }
   return e->fn(im, n, e);
