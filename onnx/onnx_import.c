@@ -144,20 +144,32 @@ const char* tj_onnx_type_name(int32_t elem_type) {
 
 //===--- the value table ---===//
 
+struct tj_onnx_undo_t {
+  tj_onnx_val_t* slot;
+  tj_onnx_val_t saved;
+};
+typedef struct tj_onnx_undo_t tj_onnx_undo_t;
+
 static uint32_t hash_name(const char* s) {
   uint32_t h = 2166136261u;
   for (; *s; ++s) h = (h ^ (uint8_t)*s) * 16777619u;
   return h;
 }
 
-tj_onnx_val_t* tj_onnx_lookup(tj_onnx_importer_t* im, const char* name) {
-  if (!name || !im->index_capacity) return NULL;
+// The index entry of |name| (its value's position + 1), or 0.
+static uint32_t find_slot(tj_onnx_importer_t* im, const char* name) {
+  if (!name || !im->index_capacity) return 0;
   uint32_t mask = im->index_capacity - 1;
   for (uint32_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
     uint32_t slot = im->index[i];
-    if (!slot) return NULL;
-    if (strcmp(im->vals[slot - 1]->name, name) == 0) return im->vals[slot - 1];
+    if (!slot) return 0;
+    if (strcmp(im->vals[slot - 1]->name, name) == 0) return slot;
   }
+}
+
+tj_onnx_val_t* tj_onnx_lookup(tj_onnx_importer_t* im, const char* name) {
+  uint32_t slot = find_slot(im, name);
+  return slot ? im->vals[slot - 1] : NULL;
 }
 
 static tj_status_t grow_index(tj_onnx_importer_t* im) {
@@ -177,8 +189,17 @@ static tj_status_t grow_index(tj_onnx_importer_t* im) {
 
 tj_status_t tj_onnx_define(tj_onnx_importer_t* im, const char* name,
                            const tj_onnx_val_t* val) {
-  tj_onnx_val_t* old = tj_onnx_lookup(im, name);
-  if (old) {
+  uint32_t old_slot = find_slot(im, name);
+  if (old_slot) {
+    tj_onnx_val_t* old = im->vals[old_slot - 1];
+    if (im->scope_depth && old_slot <= im->scope_base) {
+      // An outer value redefined in a subgraph: saved for the scope's pop.
+      TJ_RETURN_IF_ERROR(tj_array_reserve(im->allocator, (void**)&im->undo,
+                                          &im->undo_capacity, im->num_undo + 1,
+                                          sizeof(tj_onnx_undo_t)));
+      im->undo[im->num_undo].slot = old;
+      im->undo[im->num_undo++].saved = *old;
+    }
     *old = *val;
     old->name = name;
     return NULL;
@@ -200,6 +221,33 @@ tj_status_t tj_onnx_define(tj_onnx_importer_t* im, const char* name,
   while (im->index[i]) i = (i + 1) & mask;
   im->index[i] = ++im->num_vals;
   return NULL;
+}
+
+void tj_onnx_scope_push(tj_onnx_importer_t* im, tj_onnx_scope_t* out_scope) {
+  out_scope->num_vals = im->num_vals;
+  out_scope->num_undo = im->num_undo;
+  out_scope->base = im->scope_base;
+  im->scope_base = im->num_vals;
+  im->scope_depth++;
+}
+
+void tj_onnx_scope_pop(tj_onnx_importer_t* im, const tj_onnx_scope_t* scope) {
+  // Removing the newest entries first from a linear-probing table leaves
+  // it exactly as it was before they were inserted (a growth rehashed them
+  // in insertion order, which is the same table).
+  uint32_t mask = im->index_capacity - 1;
+  while (im->num_vals > scope->num_vals) {
+    uint32_t slot = im->num_vals--;
+    uint32_t i = hash_name(im->vals[slot - 1]->name) & mask;
+    while (im->index[i] != slot) i = (i + 1) & mask;
+    im->index[i] = 0;
+  }
+  while (im->num_undo > scope->num_undo) {
+    tj_onnx_undo_t* u = &im->undo[--im->num_undo];
+    *u->slot = u->saved;
+  }
+  im->scope_base = scope->base;
+  im->scope_depth--;
 }
 
 static int64_t numel_of(int32_t rank, const int64_t* dims) {
@@ -636,10 +684,6 @@ static tj_status_t add_input_value(tj_onnx_importer_t* im,
 
 //===--- the node walk ---===//
 
-static tj_status_t walk_nodes(tj_onnx_importer_t* im,
-                              Onnx__NodeProto* const* nodes, size_t n,
-                              int32_t* counter);
-
 static bool is_default_domain(const char* domain) {
   return !domain || !domain[0] || strcmp(domain, "ai.onnx") == 0;
 }
@@ -749,7 +793,7 @@ static tj_status_t expand_function(tj_onnx_importer_t* im,
   im->opset = scope_opset(f->opset_import, f->n_opset_import, im->opset);
   im->function_depth++;
   int32_t counter = 0;
-  tj_status_t status = walk_nodes(im, body, f->n_node, &counter);
+  tj_status_t status = tj_onnx_walk_nodes(im, body, f->n_node, &counter);
   im->function_depth--;
   im->opset = saved;
   if (status)
@@ -866,9 +910,9 @@ static bool moves_only(const char* op) {
   return false;
 }
 
-static tj_status_t walk_nodes(tj_onnx_importer_t* im,
-                              Onnx__NodeProto* const* nodes, size_t n,
-                              int32_t* counter) {
+tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
+                               Onnx__NodeProto* const* nodes, size_t n,
+                               int32_t* counter) {
   for (size_t k = 0; k < n; ++k) {
     const Onnx__NodeProto* p = nodes[k];
     tj_onnx_node_t node;
@@ -921,7 +965,8 @@ static tj_status_t walk_nodes(tj_onnx_importer_t* im,
       }
     }
     bool folded = false;
-    if (all_known && (!symbolic || moves_only(p->op_type)))
+    if (all_known && (!symbolic || moves_only(p->op_type)) &&
+        !tj_onnx_is_control(p->op_type))
       TJ_RETURN_IF_ERROR(fold_node(im, &node, &folded));
     if (!folded) TJ_RETURN_IF_ERROR(tj_onnx_convert_node(im, &node));
   }
@@ -1019,7 +1064,7 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
                       : "names no graph input, or one named before it");
   }
   int32_t counter = 0;
-  TJ_RETURN_IF_ERROR(walk_nodes(im, g->node, g->n_node, &counter));
+  TJ_RETURN_IF_ERROR(tj_onnx_walk_nodes(im, g->node, g->n_node, &counter));
   if (g->n_output == 0) return tj_invalid("onnx: the graph has no output");
   num_used = 0;
   for (size_t i = 0; i < g->n_output; ++i) {
@@ -1088,6 +1133,7 @@ tj_status_t tj_onnx_import(tj_context_t* context, const void* bytes,
   if (!status) status = import_model(&im, model);
   tj_free(im.allocator, im.vals, im.val_capacity * sizeof(tj_onnx_val_t*));
   tj_free(im.allocator, im.index, im.index_capacity * sizeof(uint32_t));
+  tj_free(im.allocator, im.undo, im.undo_capacity * sizeof(tj_onnx_undo_t));
   tj_arena_deinitialize(&im.arena);
   onnx__model_proto__free_unpacked(model, &pba);
   if (status) {

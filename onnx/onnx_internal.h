@@ -29,6 +29,10 @@
 // elements are folded on the reference interpreter when every input of a
 // node is known.
 #define TJ_ONNX_FOLD_LIMIT 65536
+// Loop and Scan bodies are unrolled: at most this many body node copies
+// per outermost control-flow node (nested loops multiply), e.g. 1024
+// iterations of a 64-node body. The IR has no run-time loop to fall back on.
+#define TJ_ONNX_UNROLL_LIMIT 65536
 
 // One ONNX value (a tensor name in the current scope).
 typedef struct tj_onnx_val_t {
@@ -69,6 +73,15 @@ typedef struct tj_onnx_importer_t {
   uint32_t index_capacity;
   uint32_t function_depth, function_counter;
   uint32_t name_counter;
+  // Subgraph scopes: the values defined since |scope_base| belong to the
+  // innermost scope; an outer value a scope redefines is saved in |undo|
+  // first, so popping the scope restores it.
+  uint32_t scope_depth, scope_base;
+  struct tj_onnx_undo_t* undo;
+  uint32_t num_undo, undo_capacity;
+  // Body node copies made by the unrolling of the outermost control-flow
+  // node being converted (TJ_ONNX_UNROLL_LIMIT).
+  int64_t unrolled_nodes;
 } tj_onnx_importer_t;
 
 // A node being converted: its inputs resolved (NULL for an absent optional
@@ -108,9 +121,34 @@ tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
 // constant on first use); none after an error.
 tj_value_t tj_onnx_value(tj_onnx_importer_t* im, tj_onnx_val_t* val);
 
+// A subgraph's scope: what tj_onnx_scope_pop needs to forget it.
+typedef struct tj_onnx_scope_t {
+  uint32_t num_vals, num_undo, base;
+} tj_onnx_scope_t;
+
+// Opens a scope: names defined until the matching tj_onnx_scope_pop are
+// forgotten then, and outer values they redefine come back. Scopes nest.
+void tj_onnx_scope_push(tj_onnx_importer_t* im, tj_onnx_scope_t* out_scope);
+void tj_onnx_scope_pop(tj_onnx_importer_t* im, const tj_onnx_scope_t* scope);
+
+// Converts |n| nodes in order (a graph's or a subgraph's), numbering them
+// from *|counter| in errors; folds nodes whose inputs are all known.
+tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
+                               Onnx__NodeProto* const* nodes, size_t n,
+                               int32_t* counter);
+
 // Converts one node of the default domain: defines its outputs.
 tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 // True if |op_type| is an op the converters may fold on known inputs.
 bool tj_onnx_op_known(const char* op_type);
+
+// Control flow (onnx_control.c): If, Loop and Scan, their subgraphs
+// imported inline (the taken branch, or both and a select; loops unrolled).
+// True for those ops: they are never folded as one node (their bodies'
+// nodes fold one by one).
+bool tj_onnx_is_control(const char* op_type);
+tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* node);
+tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* node);
+tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 
 #endif  // TJ_ONNX_ONNX_INTERNAL_H_

@@ -4795,6 +4795,21 @@ static tj_status_t cv_matmul_nbits(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+// Control flow (onnx_control.c): the table's signature over its entry
+// points.
+static tj_status_t cv_if(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                         const op_entry_t* e) {
+  return tj_onnx_convert_if(im, n);
+}
+static tj_status_t cv_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  return tj_onnx_convert_loop(im, n);
+}
+static tj_status_t cv_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  return tj_onnx_convert_scan(im, n);
+}
+
 static const op_entry_t kOps[] = {
     UN("Abs", abs),
     UN("Neg", neg),
@@ -5013,14 +5028,18 @@ static const op_entry_t kOps[] = {
     OP("Compress", "axis,", cv_compress),
     OP("Unique", "axis,sorted,", cv_unique),
     OP("NonMaxSuppression", "center_point_box,", cv_nms),
+    // ctrlflow (issue 15): onnx_control.c
+    OP("If", "else_branch,then_branch,", cv_if),
+    OP("Loop", "body,", cv_loop),
+    OP("Scan",
+       "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
+       "scan_output_axes,scan_output_directions,",
+       cv_scan),
 };
 
 // ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
 static const char* const kWaiting[][2] = {
     {"Upsample", "resize"},
-    {"If", "control flow"},
-    {"Loop", "control flow"},
-    {"Scan", "control flow"},
 };
 
 // Ops the converters map in opsets below TJ_ONNX_MIN_OPSET too: the first
@@ -5096,6 +5115,8 @@ static const struct {
     {"Shape", 1},
     {"Size", 1},
     {"ReverseSequence", 10},
+    {"If", 1},
+    {"Scan", 9},
 };
 
 static int64_t since_opset(const char* op) {
@@ -5141,7 +5162,7 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&
-        strcmp(e->op, "Cast"))
+        strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op))
       return fail(im, n, "input %d is a shape with symbolic dims", (int)i);
   }
   return e->fn(im, n, e);

@@ -1,0 +1,995 @@
+// ONNX control flow through tj_onnx_import (onnx/onnx_control.c): models
+// with If, Loop and Scan built here with protobuf-c's generated code,
+// imported and run on the reference interpreter against values computed
+// here. Covers subgraph scopes (outer values captured, body names gone
+// after the node, outer names a body redefines restored), If on a known
+// condition (only the taken branch imported) and on a run-time one (both
+// and a select), Loop unrolled (a for loop, a while loop on a known
+// condition, carried values that grow, scan outputs), Scan with axes and
+// directions, every error path by code and message, and the
+// failing-allocator sweep over the import of each.
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "onnx.pb-c.h"
+#include "tests/unit/test.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+#define BOOL ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
+
+//===--- building models ---===//
+
+// Everything a model is built from lives in one pool freed at the end.
+static void* g_pool[8192];
+static int g_pool_used;
+static void* keep(void* p) {
+  g_pool[g_pool_used++] = p;
+  return p;
+}
+static void pool_free(void) {
+  while (g_pool_used) free(g_pool[--g_pool_used]);
+}
+static void* zalloc(size_t n) { return keep(calloc(1, n)); }
+
+static char** names(int count, const char* const* list) {
+  char** out = zalloc(sizeof(char*) * (size_t)(count + 1));
+  for (int i = 0; i < count; ++i) out[i] = (char*)list[i];
+  return out;
+}
+
+static Onnx__AttributeProto* attr_int(const char* name, int64_t v) {
+  Onnx__AttributeProto* a = zalloc(sizeof *a);
+  onnx__attribute_proto__init(a);
+  a->name = (char*)name;
+  a->has_type = 1;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  a->has_i = 1;
+  a->i = v;
+  return a;
+}
+
+static Onnx__AttributeProto* attr_ints(const char* name, int n,
+                                       const int64_t* v) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  a->n_ints = (size_t)n;
+  a->ints = (int64_t*)v;
+  return a;
+}
+
+static Onnx__AttributeProto* attr_graph(const char* name, Onnx__GraphProto* g) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+  a->g = g;
+  return a;
+}
+
+static Onnx__AttributeProto** attrs(int n, ...) {
+  Onnx__AttributeProto** out = zalloc(sizeof(void*) * (size_t)(n + 1));
+  va_list args;
+  va_start(args, n);
+  for (int i = 0; i < n; ++i) out[i] = va_arg(args, Onnx__AttributeProto*);
+  va_end(args);
+  return out;
+}
+
+static Onnx__NodeProto* node(const char* op, const char* name, int nin,
+                             const char* const* ins, int nout,
+                             const char* const* outs, int nattr,
+                             Onnx__AttributeProto** as) {
+  Onnx__NodeProto* n = zalloc(sizeof *n);
+  onnx__node_proto__init(n);
+  n->op_type = (char*)op;
+  n->name = (char*)name;
+  n->n_input = (size_t)nin;
+  n->input = names(nin, ins);
+  n->n_output = (size_t)nout;
+  n->output = names(nout, outs);
+  n->n_attribute = (size_t)nattr;
+  n->attribute = as;
+  return n;
+}
+
+#define NODE(op, name, INS, OUTS, nattr, as)                                   \
+  node(op, name, (int)ARRAY_SIZE(((const char* const[])INS)),                  \
+       (const char* const[])INS, (int)ARRAY_SIZE(((const char* const[])OUTS)), \
+       (const char* const[])OUTS, nattr, as)
+#define L(...) {__VA_ARGS__}
+
+// A tensor value info of static |dims| (rank -1: no type at all, as ONNX's
+// function bodies write subgraph inputs and outputs).
+static Onnx__ValueInfoProto* value_info(const char* name, int32_t elem,
+                                        int rank, const int64_t* dims) {
+  Onnx__ValueInfoProto* v = zalloc(sizeof *v);
+  onnx__value_info_proto__init(v);
+  v->name = (char*)name;
+  if (rank < 0) return v;
+  Onnx__TypeProto* t = zalloc(sizeof *t);
+  onnx__type_proto__init(t);
+  Onnx__TypeProto__Tensor* tt = zalloc(sizeof *tt);
+  onnx__type_proto__tensor__init(tt);
+  tt->has_elem_type = 1;
+  tt->elem_type = elem;
+  Onnx__TensorShapeProto* shape = zalloc(sizeof *shape);
+  onnx__tensor_shape_proto__init(shape);
+  shape->n_dim = (size_t)rank;
+  shape->dim = zalloc(sizeof(void*) * (size_t)(rank + 1));
+  for (int i = 0; i < rank; ++i) {
+    Onnx__TensorShapeProto__Dimension* d = zalloc(sizeof *d);
+    onnx__tensor_shape_proto__dimension__init(d);
+    if (dims[i] < 0) {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      d->dim_param = (char*)"T";
+    } else {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      d->dim_value = dims[i];
+    }
+    shape->dim[i] = d;
+  }
+  tt->shape = shape;
+  t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  t->tensor_type = tt;
+  v->type = t;
+  return v;
+}
+static Onnx__ValueInfoProto* untyped(const char* name) {
+  return value_info(name, 0, -1, NULL);
+}
+
+static Onnx__TensorProto* tensor(const char* name, int32_t elem, int rank,
+                                 const int64_t* dims, const void* data,
+                                 size_t bytes) {
+  Onnx__TensorProto* t = zalloc(sizeof *t);
+  onnx__tensor_proto__init(t);
+  t->name = (char*)name;
+  t->has_data_type = 1;
+  t->data_type = elem;
+  t->n_dims = (size_t)rank;
+  t->dims = (int64_t*)dims;
+  t->has_raw_data = 1;
+  t->raw_data.len = bytes;
+  t->raw_data.data = (uint8_t*)data;
+  return t;
+}
+static Onnx__TensorProto* scalar_i64(const char* name, int64_t v) {
+  int64_t* p = zalloc(sizeof *p);
+  *p = v;
+  return tensor(name, I64, 0, NULL, p, sizeof *p);
+}
+static Onnx__TensorProto* scalar_bool(const char* name, bool v) {
+  uint8_t* p = zalloc(1);
+  *p = v;
+  return tensor(name, BOOL, 0, NULL, p, 1);
+}
+static Onnx__TensorProto* scalar_f32(const char* name, float v) {
+  float* p = zalloc(sizeof *p);
+  *p = v;
+  return tensor(name, F32, 0, NULL, p, sizeof *p);
+}
+
+// A Constant node of one float scalar.
+static Onnx__NodeProto* constant_f32(const char* out, float v) {
+  Onnx__AttributeProto* a = attr_int("value", 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+  a->t = scalar_f32("", v);
+  return node("Constant", "", 0, NULL, 1, (const char* const[]){out}, 1,
+              attrs(1, a));
+}
+
+static Onnx__GraphProto* subgraph(const char* name, int nnode,
+                                  Onnx__NodeProto** nodes, int nin,
+                                  Onnx__ValueInfoProto** ins, int nout,
+                                  Onnx__ValueInfoProto** outs) {
+  Onnx__GraphProto* g = zalloc(sizeof *g);
+  onnx__graph_proto__init(g);
+  g->name = (char*)name;
+  // The lists are copied: callers pass compound literals of their frame.
+  g->n_node = (size_t)nnode;
+  g->node = zalloc(sizeof(void*) * (size_t)(nnode + 1));
+  if (nnode) memcpy(g->node, nodes, sizeof(void*) * (size_t)nnode);
+  g->n_input = (size_t)nin;
+  g->input = zalloc(sizeof(void*) * (size_t)(nin + 1));
+  if (nin) memcpy(g->input, ins, sizeof(void*) * (size_t)nin);
+  g->n_output = (size_t)nout;
+  g->output = zalloc(sizeof(void*) * (size_t)(nout + 1));
+  if (nout) memcpy(g->output, outs, sizeof(void*) * (size_t)nout);
+  return g;
+}
+#define NODES(...) \
+  (Onnx__NodeProto*[]) { __VA_ARGS__ }
+#define INFOS(...) \
+  (Onnx__ValueInfoProto*[]) { __VA_ARGS__ }
+
+typedef struct {
+  Onnx__ModelProto model;
+  Onnx__GraphProto graph;
+  Onnx__OperatorSetIdProto opset;
+  Onnx__OperatorSetIdProto* opsets[1];
+  Onnx__NodeProto* nodes[32];
+  Onnx__ValueInfoProto* inputs[8];
+  Onnx__ValueInfoProto* outputs[8];
+  Onnx__TensorProto* inits[8];
+} model_t;
+
+static void model_init(model_t* m, int64_t opset) {
+  memset(m, 0, sizeof *m);
+  onnx__model_proto__init(&m->model);
+  onnx__graph_proto__init(&m->graph);
+  onnx__operator_set_id_proto__init(&m->opset);
+  m->opset.domain = (char*)"";
+  m->opset.has_version = 1;
+  m->opset.version = opset;
+  m->opsets[0] = &m->opset;
+  m->model.n_opset_import = 1;
+  m->model.opset_import = m->opsets;
+  m->model.has_ir_version = 1;
+  m->model.ir_version = 8;
+  m->graph.name = (char*)"control";
+  m->graph.node = m->nodes;
+  m->graph.input = m->inputs;
+  m->graph.output = m->outputs;
+  m->graph.initializer = m->inits;
+  m->model.graph = &m->graph;
+}
+static void add_node(model_t* m, Onnx__NodeProto* n) {
+  m->nodes[m->graph.n_node++] = n;
+}
+static void add_input(model_t* m, Onnx__ValueInfoProto* v) {
+  m->inputs[m->graph.n_input++] = v;
+}
+static void add_output(model_t* m, Onnx__ValueInfoProto* v) {
+  m->outputs[m->graph.n_output++] = v;
+}
+static void add_init(model_t* m, Onnx__TensorProto* t) {
+  m->inits[m->graph.n_initializer++] = t;
+}
+
+static uint8_t* pack(model_t* m, size_t* size) {
+  *size = onnx__model_proto__get_packed_size(&m->model);
+  uint8_t* buf = keep(malloc(*size + 1));
+  onnx__model_proto__pack(&m->model, buf);
+  return buf;
+}
+
+static tj_status_t import(tj_context_t* ctx, model_t* m, tj_graph_t** graph) {
+  size_t size;
+  uint8_t* bytes = pack(m, &size);
+  return tj_onnx_import(ctx, bytes, size, NULL, graph);
+}
+
+static const int64_t kVec3[1] = {3};
+
+// Runs |g| (one or two f32 or bool inputs, one f32 output of |n| elements)
+// on the reference interpreter.
+static tj_status_t run1(tj_graph_t* g, const tj_tensor_t* ins, int32_t nin,
+                        float* y, int32_t rank, const int64_t* dims) {
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, rank, dims);
+  return tj_reference_run(g, ins, nin, &out, 1);
+}
+
+//===--- If ---===//
+
+// y = If(cond) then x + 1 (a Constant in the branch, x captured) else
+// x * x; |cond| an initializer (|known| 0 false, 1 true) or, for |known|
+// -1, a graph input. With |broken_else|, the else branch reads a name
+// nothing defines: importable only when it is not taken.
+static void build_if(model_t* m, int known, bool broken_else) {
+  model_init(m, 13);
+  add_input(m, value_info("x", F32, 1, kVec3));
+  if (known >= 0)
+    add_init(m, scalar_bool("cond", known == 1));
+  else
+    add_input(m, value_info("cond", BOOL, 0, NULL));
+  Onnx__GraphProto* then_g =
+      subgraph("then", 2,
+               NODES(constant_f32("one", 1),
+                     NODE("Add", "add1", L("x", "one"), L("then_y"), 0, NULL)),
+               0, NULL, 1, INFOS(value_info("then_y", F32, 1, kVec3)));
+  Onnx__GraphProto* else_g =
+      subgraph("else", 1,
+               NODES(NODE("Mul", "sq", L("x", broken_else ? "nowhere" : "x"),
+                          L("else_y"), 0, NULL)),
+               0, NULL, 1, INFOS(untyped("else_y")));
+  add_node(m, NODE("If", "if", L("cond"), L("y"), 2,
+                   attrs(2, attr_graph("then_branch", then_g),
+                         attr_graph("else_branch", else_g))));
+  add_output(m, value_info("y", F32, 1, kVec3));
+}
+
+TEST(if_known_condition_takes_one_branch) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  float x[3] = {1, -2, 0.5f}, y[3];
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 1, kVec3);
+  for (int known = 0; known < 2; ++known) {
+    model_t m;
+    // The untaken branch is not imported: a broken else is fine when the
+    // condition is true.
+    build_if(&m, known, known == 1);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    CHECK_EQ_INT(1, tj_graph_num_inputs(g));  // cond is no input
+    CHECK_OK(run1(g, &in, 1, y, 1, kVec3));
+    for (int i = 0; i < 3; ++i) CHECK(y[i] == (known ? x[i] + 1 : x[i] * x[i]));
+    tj_graph_destroy(g);
+  }
+  // Taken, the broken branch is an error naming the If and the branch.
+  model_t m;
+  build_if(&m, 0, true);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "onnx: node 0 \"if\" (If, opset 13): else_branch: onnx: node 0 "
+               "\"sq\" (Mul, opset 13): input 1 \"nowhere\" is not defined",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+TEST(if_runtime_condition_selects) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_if(&m, -1, false);
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) {
+    CHECK_EQ_INT(2, tj_graph_num_inputs(g));
+    float x[3] = {1, -2, 0.5f}, y[3];
+    for (int c = 0; c < 2; ++c) {
+      bool cond = c;
+      tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 1, kVec3),
+                            tj_tensor_make(&cond, TJ_DTYPE_BOOL, 0, NULL)};
+      CHECK_OK(run1(g, ins, 2, y, 1, kVec3));
+      for (int i = 0; i < 3; ++i)
+        CHECK(y[i] == (cond ? x[i] + 1 : x[i] * x[i]));
+    }
+    tj_graph_destroy(g);
+  }
+  // With a run-time condition both branches are imported: a broken one is
+  // an error.
+  build_if(&m, -1, true);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(If, opset 13): else_branch: onnx: node 0",
+               import(ctx, &m, &g));
+  // Branches of another shape cannot be selected elementwise.
+  build_if(&m, -1, false);
+  Onnx__GraphProto* else_g = m.nodes[0]->attribute[1]->g;
+  else_g->node[0] = NODE("ReduceSum", "rs", L("x"), L("else_y"), 1,
+                         attrs(1, attr_int("keepdims", 1)));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"if\" (If, opset 13): output 0: then_branch gives "
+               "f32[3], else_branch f32[1]; with a condition known only at "
+               "run time both branches are computed",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+TEST(if_errors) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // No else_branch.
+  build_if(&m, 1, false);
+  m.nodes[0]->n_attribute = 1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"if\" (If, opset 13): attribute else_branch (a "
+               "graph) is required",
+               import(ctx, &m, &g));
+  // A branch attribute that is no graph.
+  build_if(&m, 1, false);
+  m.nodes[0]->attribute[1] = attr_int("else_branch", 3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute else_branch is not a graph", import(ctx, &m, &g));
+  // Branch output counts that disagree with the node.
+  build_if(&m, 1, false);
+  m.nodes[0]->attribute[0]->g->n_output = 0;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "1 outputs, but then_branch has 0 and else_branch 1",
+               import(ctx, &m, &g));
+  // A condition of two elements.
+  static const int64_t kTwo[1] = {2};
+  build_if(&m, -1, false);
+  m.inputs[1] = value_info("cond", BOOL, 1, kTwo);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "the condition has 2 elements; one expected",
+               import(ctx, &m, &g));
+  // A branch output that nothing defines, a declared dtype that is not the
+  // value's, a sequence-typed output.
+  build_if(&m, 1, false);
+  Onnx__GraphProto* then_g = m.nodes[0]->attribute[0]->g;
+  then_g->output[0] = untyped("ghost");
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "then_branch output 0 \"ghost\" is not defined",
+               import(ctx, &m, &g));
+  then_g->output[0] = value_info("then_y", I64, 1, kVec3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "then_branch output 0 \"then_y\" is declared i64 but is f32",
+               import(ctx, &m, &g));
+  Onnx__ValueInfoProto* seq = untyped("then_y");
+  seq->type = zalloc(sizeof *seq->type);
+  onnx__type_proto__init(seq->type);
+  seq->type->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  seq->type->sequence_type = zalloc(sizeof *seq->type->sequence_type);
+  onnx__type_proto__sequence__init(seq->type->sequence_type);
+  then_g->output[0] = seq;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "(If, opset 13): then_branch output 0 \"then_y\" is not a "
+               "tensor (sequence",
+               import(ctx, &m, &g));
+  // Sparse initializers in a branch.
+  build_if(&m, 1, false);
+  m.nodes[0]->attribute[0]->g->n_sparse_initializer = 1;
+  m.nodes[0]->attribute[0]->g->sparse_initializer =
+      zalloc(sizeof(Onnx__SparseTensorProto*));
+  m.nodes[0]->attribute[0]->g->sparse_initializer[0] =
+      zalloc(sizeof(Onnx__SparseTensorProto));
+  onnx__sparse_tensor_proto__init(
+      m.nodes[0]->attribute[0]->g->sparse_initializer[0]);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "then_branch has sparse initializers",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// Subgraph scopes: sibling branches reuse a name; a name defined in a
+// branch is gone after the If; an outer name a branch redefines comes back.
+TEST(subgraph_scopes) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  model_init(&m, 13);
+  add_input(&m, value_info("x", F32, 1, kVec3));
+  add_input(&m, value_info("cond", BOOL, 0, NULL));
+  add_init(&m, scalar_f32("k", 10));
+  // Both branches define "t"; the then branch also redefines outer "k".
+  Onnx__GraphProto* then_g =
+      subgraph("then", 2,
+               NODES(constant_f32("k", 2),
+                     NODE("Mul", "m", L("x", "k"), L("t"), 0, NULL)),
+               0, NULL, 1, INFOS(untyped("t")));
+  Onnx__GraphProto* else_g =
+      subgraph("else", 1, NODES(NODE("Add", "a", L("x", "k"), L("t"), 0, NULL)),
+               0, NULL, 1, INFOS(untyped("t")));
+  add_node(&m, NODE("If", "if", L("cond"), L("y0"), 2,
+                    attrs(2, attr_graph("then_branch", then_g),
+                          attr_graph("else_branch", else_g))));
+  // After the If, "k" is the outer 10 again.
+  add_node(&m, NODE("Add", "after", L("y0", "k"), L("y"), 0, NULL));
+  add_output(&m, value_info("y", F32, 1, kVec3));
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) {
+    float x[3] = {1, 2, 3}, y[3];
+    for (int c = 0; c < 2; ++c) {
+      bool cond = c;
+      tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 1, kVec3),
+                            tj_tensor_make(&cond, TJ_DTYPE_BOOL, 0, NULL)};
+      CHECK_OK(run1(g, ins, 2, y, 1, kVec3));
+      for (int i = 0; i < 3; ++i)
+        CHECK(y[i] == (cond ? x[i] * 2 : x[i] + 10) + 10);
+    }
+    tj_graph_destroy(g);
+    g = NULL;
+  }
+  // A branch's "t" is not visible after the If.
+  m.nodes[1] = NODE("Add", "after", L("y0", "t"), L("y"), 0, NULL);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 1 \"after\" (Add, opset 13): input 1 \"t\" is not "
+               "defined",
+               import(ctx, &m, &g));
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+//===--- Loop ---===//
+
+// y, ys = Loop(M, cond, y0): y = y + x * float(i) for i < M (x captured),
+// ys the y of each iteration; |m_value| < 0: M a graph input; |cond_mode|
+// 0: no cond, 1: cond true, 2: cond a graph input; with |while_stop| >= 0
+// the body's condition is i < while_stop - 1 (a while loop, M absent when
+// |m_value| is 0).
+static void build_loop(model_t* m, int64_t m_value, int cond_mode,
+                       int64_t while_stop) {
+  model_init(m, 13);
+  add_input(m, value_info("x", F32, 1, kVec3));
+  add_input(m, value_info("y0", F32, 1, kVec3));
+  const char* mname = "M";
+  if (m_value < 0)
+    add_input(m, value_info("M", I64, 0, NULL));
+  else if (m_value == 0 && while_stop >= 0)
+    mname = "";
+  else
+    add_init(m, scalar_i64("M", m_value));
+  const char* cname = "";
+  if (cond_mode == 1) {
+    add_init(m, scalar_bool("c0", true));
+    cname = "c0";
+  } else if (cond_mode == 2) {
+    add_input(m, value_info("c0", BOOL, 0, NULL));
+    cname = "c0";
+  }
+  add_init(m, scalar_i64("stop", while_stop));
+  Onnx__NodeProto** body_nodes = zalloc(sizeof(void*) * 5);
+  int nb = 0;
+  body_nodes[nb++] =
+      NODE("Cast", "fi", L("i"), L("fi"), 1, attrs(1, attr_int("to", F32)));
+  body_nodes[nb++] = NODE("Mul", "xi", L("x", "fi"), L("xi"), 0, NULL);
+  body_nodes[nb++] = NODE("Add", "acc", L("y_in", "xi"), L("y_out"), 0, NULL);
+  body_nodes[nb++] =
+      while_stop >= 0
+          ? node("Less", "lt", 2, (const char* const[]){"i", "stop_m1"}, 1,
+                 (const char* const[]){"c_out"}, 0, NULL)
+          : NODE("Identity", "c", L("c_in"), L("c_out"), 0, NULL);
+  Onnx__GraphProto* body =
+      subgraph("body", nb, body_nodes, 3,
+               INFOS(value_info("i", I64, 0, NULL),
+                     value_info("c_in", BOOL, 0, NULL), untyped("y_in")),
+               3, INFOS(untyped("c_out"), untyped("y_out"), untyped("y_out")));
+  if (while_stop >= 0) {
+    // stop_m1 = stop - 1, outside the loop (captured).
+    add_init(m, scalar_i64("one", 1));
+    add_node(m, NODE("Sub", "sm1", L("stop", "one"), L("stop_m1"), 0, NULL));
+  }
+  add_node(m, node("Loop", "loop", 3, (const char* const[]){mname, cname, "y0"},
+                   2, (const char* const[]){"y", "ys"}, 1,
+                   attrs(1, attr_graph("body", body))));
+  add_output(m, value_info("y", F32, 1, kVec3));
+  add_output(m, value_info("ys", F32, 0, NULL));
+}
+
+// Runs a loop model: y and ys for |iters| iterations, checked.
+static void check_loop(tj_graph_t* g, int64_t iters) {
+  float x[3] = {1, -2, 0.25f}, y0[3] = {0.5f, 1, -1}, y[3], ys[64 * 3];
+  int64_t ys_dims[2] = {iters, 3};
+  tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 1, kVec3),
+                        tj_tensor_make(y0, TJ_DTYPE_F32, 1, kVec3)};
+  tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 1, kVec3),
+                         tj_tensor_make(ys, TJ_DTYPE_F32, 2, ys_dims)};
+  tj_value_t v = tj_graph_output_value(g, 1);
+  CHECK_EQ_INT(2, tj_graph_value_rank(g, v));
+  int64_t dims[TJ_MAX_RANK];
+  tj_graph_value_dims(g, v, dims);
+  CHECK_EQ_INT(iters, dims[0]);
+  CHECK_EQ_INT(3, dims[1]);
+  CHECK_OK(tj_reference_run(g, ins, 2, outs, 2));
+  float acc[3] = {y0[0], y0[1], y0[2]};
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      acc[j] += x[j] * (float)i;
+      CHECK(fabsf(ys[i * 3 + j] - acc[j]) <= 1e-6f * (1 + fabsf(acc[j])));
+    }
+  }
+  for (int j = 0; j < 3; ++j)
+    CHECK(fabsf(y[j] - acc[j]) <= 1e-6f * (1 + fabsf(acc[j])));
+}
+
+TEST(loop_unrolled) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // A for loop (no cond), and one with a constant-true cond.
+  for (int cond_mode = 0; cond_mode < 2; ++cond_mode) {
+    build_loop(&m, 5, cond_mode, -1);
+    CHECK_OK(import(ctx, &m, &g));
+    if (g) check_loop(g, 5);
+    tj_graph_destroy(g);
+    g = NULL;
+  }
+  // A while loop: no M, the body's condition (i < 3) known each iteration:
+  // it runs for i = 0..3.
+  build_loop(&m, 0, 1, 4);
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) check_loop(g, 4);
+  tj_graph_destroy(g);
+  g = NULL;
+  // M and a condition: the smaller wins.
+  build_loop(&m, 2, 1, 4);
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) check_loop(g, 2);
+  tj_graph_destroy(g);
+  g = NULL;
+  // A Loop inside a Loop's body: the outer runs 3 times an inner loop of
+  // 2 iterations that adds 1 to the carried value: y = y0 + 6.
+  model_init(&m, 13);
+  add_input(&m, value_info("y0", F32, 1, kVec3));
+  add_init(&m, scalar_i64("three", 3));
+  add_init(&m, scalar_i64("two", 2));
+  Onnx__GraphProto* inner =
+      subgraph("inner", 3,
+               NODES(constant_f32("one", 1),
+                     NODE("Add", "inc", L("u_in", "one"), L("u_out"), 0, NULL),
+                     NODE("Identity", "c", L("ci"), L("co"), 0, NULL)),
+               3, INFOS(untyped("j"), untyped("ci"), untyped("u_in")), 2,
+               INFOS(untyped("co"), untyped("u_out")));
+  Onnx__GraphProto* outer =
+      subgraph("outer", 2,
+               NODES(node("Loop", "inner_loop", 3,
+                          (const char* const[]){"two", "", "v_in"}, 1,
+                          (const char* const[]){"v_mid"}, 1,
+                          attrs(1, attr_graph("body", inner))),
+                     NODE("Identity", "c", L("c_in"), L("c_out"), 0, NULL)),
+               3, INFOS(untyped("i"), untyped("c_in"), untyped("v_in")), 2,
+               INFOS(untyped("c_out"), untyped("v_mid")));
+  add_node(
+      &m,
+      node("Loop", "outer_loop", 3, (const char* const[]){"three", "", "y0"}, 1,
+           (const char* const[]){"y"}, 1, attrs(1, attr_graph("body", outer))));
+  add_output(&m, value_info("y", F32, 1, kVec3));
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) {
+    float y0[3] = {1, 2, 3}, y[3];
+    tj_tensor_t in = tj_tensor_make(y0, TJ_DTYPE_F32, 1, kVec3);
+    CHECK_OK(run1(g, &in, 1, y, 1, kVec3));
+    for (int i = 0; i < 3; ++i) CHECK(y[i] == y0[i] + 6);
+    tj_graph_destroy(g);
+    g = NULL;
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// A loop-carried value that grows each iteration (Concat), everything
+// known at import: the result is a known value, folded, so it can feed a
+// Reshape's shape.
+TEST(loop_carried_known_values_grow) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  model_init(&m, 13);
+  static const int64_t kX[2] = {2, 6}, kOne[1] = {1}, kY[3] = {2, 3, 2};
+  add_input(&m, value_info("x", F32, 2, kX));
+  int64_t* two = zalloc(sizeof(int64_t));
+  *two = 2;
+  add_init(&m, tensor("shape0", I64, 1, kOne, two, sizeof(int64_t)));
+  add_init(&m, scalar_i64("M", 2));
+  static const int64_t kAxes[1] = {0};
+  // Appends 3 - i: shape0 = [2] -> [2, 3] -> [2, 3, 2].
+  Onnx__GraphProto* body =
+      subgraph("grow", 4,
+               NODES(node("Constant", "three", 0, NULL, 1,
+                          (const char* const[]){"three"}, 1,
+                          attrs(1, attr_int("value_int", 3))),
+                     NODE("Sub", "d", L("three", "i"), L("d"), 0, NULL),
+                     node("Unsqueeze", "u", 1, (const char* const[]){"d"}, 1,
+                          (const char* const[]){"d1"}, 1,
+                          attrs(1, attr_ints("axes", 1, kAxes))),
+                     NODE("Concat", "cat", L("s_in", "d1"), L("s_out"), 1,
+                          attrs(1, attr_int("axis", 0)))),
+               3, INFOS(untyped("i"), untyped("c"), untyped("s_in")), 2,
+               INFOS(untyped("c"), untyped("s_out")));
+  add_node(&m, node("Loop", "loop", 3, (const char* const[]){"M", "", "shape0"},
+                    1, (const char* const[]){"shape"}, 1,
+                    attrs(1, attr_graph("body", body))));
+  add_node(&m, NODE("Reshape", "r", L("x", "shape"), L("y"), 0, NULL));
+  add_output(&m, value_info("y", F32, 3, kY));
+  tj_graph_t* g = NULL;
+  // Opset 11 for Unsqueeze's axes attribute.
+  m.opset.version = 11;
+  CHECK_OK(import(ctx, &m, &g));
+  if (g) {
+    tj_value_t y = tj_graph_output_value(g, 0);
+    int64_t dims[TJ_MAX_RANK];
+    CHECK_EQ_INT(3, tj_graph_value_rank(g, y));
+    tj_graph_value_dims(g, y, dims);
+    CHECK(dims[0] == 2 && dims[1] == 3 && dims[2] == 2);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+TEST(loop_errors) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // A trip count known only at run time.
+  build_loop(&m, -1, 0, -1);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"loop\" (Loop, opset 13): input 0 (trip count M, "
+               "\"M\") must be a constant: the IR has no run-time loops",
+               import(ctx, &m, &g));
+  // A condition known only at run time.
+  build_loop(&m, 3, 2, -1);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "input 1 (cond, \"c0\") must be a constant: the IR has no "
+               "run-time loops",
+               import(ctx, &m, &g));
+  // Neither M nor cond.
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->input[0] = (char*)"";
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "neither a trip count nor a condition: an infinite loop",
+               import(ctx, &m, &g));
+  // Unrolling past the limit: 20000 iterations of a 4-node body.
+  build_loop(&m, 20000, 0, -1);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "65540 body node copies are above the limit of 65536 "
+               "(TJ_ONNX_UNROLL_LIMIT",
+               import(ctx, &m, &g));
+  // A body that does not match the loop-carried values.
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->attribute[0]->g->n_input = 2;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "the body has 2 inputs and 3 outputs for 1 loop-carried values",
+               import(ctx, &m, &g));
+  // A declared body input dtype that is not the value's (i is int64).
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->attribute[0]->g->input[0] = value_info("i", F32, 0, NULL);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "the body input 0 \"i\" is declared f32 but is i64",
+               import(ctx, &m, &g));
+  // An error in the body names the iteration.
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->attribute[0]->g->node[1]->input[0] = (char*)"nowhere";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 0 \"loop\" (Loop, opset 13): the body, iteration 0: onnx: "
+               "node 1 \"xi\" (Mul, opset 13): input 0 \"nowhere\" is not "
+               "defined",
+               import(ctx, &m, &g));
+  // Zero iterations with a scan output: its element shape is unknown.
+  build_loop(&m, 0, 0, -1);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "zero iterations: scan output 0 (\"ys\")",
+               import(ctx, &m, &g));
+  // A scan output whose shape changes between iterations.
+  model_init(&m, 13);
+  add_init(&m, scalar_i64("M", 2));
+  int64_t* one = zalloc(sizeof(int64_t));
+  static const int64_t kOne[1] = {1};
+  *one = 1;
+  add_init(&m, tensor("s0", I64, 1, kOne, one, sizeof(int64_t)));
+  Onnx__GraphProto* body =
+      subgraph("grow", 1,
+               NODES(NODE("Concat", "cat", L("s_in", "s_in"), L("s_out"), 1,
+                          attrs(1, attr_int("axis", 0)))),
+               3, INFOS(untyped("i"), untyped("c"), untyped("s_in")), 3,
+               INFOS(untyped("c"), untyped("s_out"), untyped("s_out")));
+  add_node(&m, node("Loop", "loop", 3, (const char* const[]){"M", "", "s0"}, 2,
+                    (const char* const[]){"s", "ss"}, 1,
+                    attrs(1, attr_graph("body", body))));
+  add_output(&m, value_info("ss", I64, 0, NULL));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan output 0 of the body is i64[4] in iteration 1 but i64[2] "
+               "in iteration 0",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+//===--- Scan ---===//
+
+// Scan over x[2,4,3] along axis 1 (|in_dir| 1: in reverse) with a state
+// s[2,3]: s += x_t; out_t = s * 2, stacked along |out_axis| (|out_dir| 1:
+// prepended). |symbolic|: x's axis 1 is a dim_param.
+static void build_scan(model_t* m, int64_t in_dir, int64_t out_axis,
+                       int64_t out_dir, bool symbolic) {
+  static const int64_t kX[3] = {2, 4, 3}, kXs[3] = {2, -1, 3}, kS[2] = {2, 3};
+  model_init(m, 16);
+  add_input(m, value_info("s0", F32, 2, kS));
+  add_input(m, value_info("x", F32, 3, symbolic ? kXs : kX));
+  static int64_t one[1] = {1}, dirs[1], oaxes[1], odirs[1];
+  dirs[0] = in_dir;
+  oaxes[0] = out_axis;
+  odirs[0] = out_dir;
+  Onnx__GraphProto* body =
+      subgraph("step", 3,
+               NODES(NODE("Add", "acc", L("s_in", "x_t"), L("s_out"), 0, NULL),
+                     constant_f32("two", 2),
+                     NODE("Mul", "dbl", L("s_out", "two"), L("o_t"), 0, NULL)),
+               2, INFOS(value_info("s_in", F32, 2, kS), untyped("x_t")), 2,
+               INFOS(untyped("s_out"), untyped("o_t")));
+  add_node(
+      m, NODE("Scan", "scan", L("s0", "x"), L("s", "o"), 6,
+              attrs(6, attr_graph("body", body), attr_int("num_scan_inputs", 1),
+                    attr_ints("scan_input_axes", 1, one),
+                    attr_ints("scan_input_directions", 1, dirs),
+                    attr_ints("scan_output_axes", 1, oaxes),
+                    attr_ints("scan_output_directions", 1, odirs))));
+  add_output(m, value_info("s", F32, 2, kS));
+  add_output(m, value_info("o", F32, 0, NULL));
+}
+
+TEST(scan_axes_directions) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  float s0[6], x[24];
+  for (int i = 0; i < 6; ++i) s0[i] = (float)i - 2;
+  for (int i = 0; i < 24; ++i) x[i] = (float)((i * 5) % 7) - 3;
+  static const int64_t kS[2] = {2, 3}, kX[3] = {2, 4, 3};
+  for (int variant = 0; variant < 8; ++variant) {
+    int64_t in_dir = variant & 1, out_dir = (variant >> 1) & 1;
+    int64_t out_axis = (variant >> 2) ? -1 : 0;  // -1: axis 2 of [2,3,T]
+    model_t m;
+    build_scan(&m, in_dir, out_axis, out_dir, false);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    int64_t o_dims[3] = {4, 2, 3};
+    if (out_axis == -1) {
+      o_dims[0] = 2;
+      o_dims[1] = 3;
+      o_dims[2] = 4;
+    }
+    int64_t dims[TJ_MAX_RANK];
+    tj_value_t ov = tj_graph_output_value(g, 1);
+    CHECK_EQ_INT(3, tj_graph_value_rank(g, ov));
+    tj_graph_value_dims(g, ov, dims);
+    CHECK(memcmp(dims, o_dims, sizeof o_dims) == 0);
+    float s[6], o[24];
+    tj_tensor_t ins[2] = {tj_tensor_make(s0, TJ_DTYPE_F32, 2, kS),
+                          tj_tensor_make(x, TJ_DTYPE_F32, 3, kX)};
+    tj_tensor_t outs[2] = {tj_tensor_make(s, TJ_DTYPE_F32, 2, kS),
+                           tj_tensor_make(o, TJ_DTYPE_F32, 3, o_dims)};
+    CHECK_OK(tj_reference_run(g, ins, 2, outs, 2));
+    float acc[6];
+    memcpy(acc, s0, sizeof acc);
+    for (int t = 0; t < 4; ++t) {
+      int at = in_dir ? 3 - t : t;    // the element this iteration reads
+      int pos = out_dir ? 3 - t : t;  // where its output lands
+      for (int b = 0; b < 2; ++b) {
+        for (int c = 0; c < 3; ++c) {
+          acc[b * 3 + c] += x[(b * 4 + at) * 3 + c];
+          float want = acc[b * 3 + c] * 2;
+          float got = out_axis == 0 ? o[(pos * 2 + b) * 3 + c]
+                                    : o[(b * 3 + c) * 4 + pos];
+          CHECK(got == want);
+        }
+      }
+    }
+    for (int i = 0; i < 6; ++i) CHECK(s[i] == acc[i]);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+// A Scan of known values (no state, an initializer scanned in reverse)
+// stays known: its output can be a Reshape's shape. Reversed twice it is
+// the sequence itself, once its reverse.
+TEST(scan_known_values_fold) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  static const int64_t kTwo[1] = {2}, kSix[1] = {6}, kSeq[2] = {3, 2};
+  for (int out_dir = 0; out_dir < 2; ++out_dir) {
+    model_t m;
+    model_init(&m, 16);
+    add_input(&m, value_info("x", F32, 1, kSix));
+    add_init(&m, tensor("seq", I64, 1, kTwo, kSeq, sizeof kSeq));
+    static const int64_t kRev[1] = {1};
+    int64_t* odir = zalloc(sizeof(int64_t));
+    *odir = out_dir;
+    Onnx__GraphProto* body = subgraph(
+        "id", 1, NODES(NODE("Identity", "id", L("e"), L("o_t"), 0, NULL)), 1,
+        INFOS(untyped("e")), 1, INFOS(untyped("o_t")));
+    add_node(&m, NODE("Scan", "scan", L("seq"), L("shape"), 4,
+                      attrs(4, attr_graph("body", body),
+                            attr_int("num_scan_inputs", 1),
+                            attr_ints("scan_input_directions", 1, kRev),
+                            attr_ints("scan_output_directions", 1, odir))));
+    add_node(&m, NODE("Reshape", "r", L("x", "shape"), L("y"), 0, NULL));
+    add_output(&m, value_info("y", F32, 0, NULL));
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    tj_value_t y = tj_graph_output_value(g, 0);
+    int64_t dims[TJ_MAX_RANK];
+    CHECK_EQ_INT(2, tj_graph_value_rank(g, y));
+    tj_graph_value_dims(g, y, dims);
+    CHECK_EQ_INT(out_dir ? 3 : 2, dims[0]);
+    CHECK_EQ_INT(out_dir ? 2 : 3, dims[1]);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+TEST(scan_errors) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // A symbolic sequence length.
+  build_scan(&m, 0, 0, 0, true);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"scan\" (Scan, opset 16): scan input 0 (\"x\"): the "
+               "sequence length (axis 1) is a symbolic dim; it must be static",
+               import(ctx, &m, &g));
+  // A direction that is neither 0 nor 1.
+  build_scan(&m, 2, 0, 0, false);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan_input_directions[0] is 2 (0 forward, 1 reverse)",
+               import(ctx, &m, &g));
+  // An output axis outside the stacked rank.
+  build_scan(&m, 0, 3, 0, false);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan output 0: axis 3 is outside rank 3", import(ctx, &m, &g));
+  // num_scan_inputs missing, and too large.
+  build_scan(&m, 0, 0, 0, false);
+  m.nodes[0]->attribute[1] = attr_int("num_scan_inputs", 3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "num_scan_inputs must be 1 to the 2 inputs",
+               import(ctx, &m, &g));
+  // An input axis list of the wrong length.
+  build_scan(&m, 0, 0, 0, false);
+  static const int64_t kTwoAxes[2] = {0, 1};
+  m.nodes[0]->attribute[2] = attr_ints("scan_input_axes", 2, kTwoAxes);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute scan_input_axes has 2 entries for 1 values",
+               import(ctx, &m, &g));
+  // Opset 8's Scan (a batch axis and sequence_lens) is not mapped.
+  build_scan(&m, 0, 0, 0, false);
+  m.opset.version = 8;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "the importer maps Scan from opset 9",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+//===--- allocation failures ---===//
+
+static uint8_t* g_bytes[4];
+static size_t g_sizes[4];
+static int g_which;
+
+static tj_status_t import_with(tj_allocator_t allocator) {
+  tj_context_options_t options = tj_test_context_options();
+  options.allocator = allocator;
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&options, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_onnx_import(ctx, g_bytes[g_which], g_sizes[g_which], NULL, &g);
+  if (s) CHECK(g == NULL);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+// Every allocation failure during the import of a Loop (scan outputs, a
+// growing array of them), a known-value Loop, a Scan and an If on a
+// run-time condition: OUT_OF_MEMORY each time, nothing leaked.
+TEST(control_oom_sweep) {
+  model_t a, b, c, d;
+  build_loop(&a, 5, 1, -1);
+  build_loop(&b, 0, 1, 4);
+  build_scan(&c, 1, -1, 1, false);
+  build_if(&d, -1, false);
+  model_t* models[4] = {&a, &b, &c, &d};
+  static const char* const kWhat[4] = {"loop", "while loop", "scan", "if"};
+  for (g_which = 0; g_which < 4; ++g_which) {
+    g_bytes[g_which] = pack(models[g_which], &g_sizes[g_which]);
+    CHECK(tj_test_oom_sweep(kWhat[g_which], import_with) > 10);
+  }
+  pool_free();
+}
+
+int main(void) {
+  RUN_TEST(if_known_condition_takes_one_branch);
+  RUN_TEST(if_runtime_condition_selects);
+  RUN_TEST(if_errors);
+  RUN_TEST(subgraph_scopes);
+  RUN_TEST(loop_unrolled);
+  RUN_TEST(loop_carried_known_values_grow);
+  RUN_TEST(loop_errors);
+  RUN_TEST(scan_axes_directions);
+  RUN_TEST(scan_known_values_fold);
+  RUN_TEST(scan_errors);
+  RUN_TEST(control_oom_sweep);
+  TEST_MAIN_END();
+}
