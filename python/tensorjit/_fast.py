@@ -196,7 +196,7 @@ class Plan:
     __slots__ = ("kind", "n_in", "n_out", "checks", "in_arr", "out_arr",
                  "in_words", "out_words", "out_specs", "out_bytes",
                  "in_bytes", "in_ref", "out_ref", "keep", "lock", "last",
-                 "order", "call")
+                 "order")
 
     def __init__(self, kind: str, in_specs: Sequence[Tuple[Any, ...]],
                  out_specs: Sequence[Tuple[Tuple[int, ...], DType]],
@@ -247,8 +247,6 @@ class Plan:
         self.lock = threading.Lock()
         self.last: Optional[List[Any]] = None
         self.order = order
-        # The generated call (specialize), set by the executable.
-        self.call: Any = None
 
     def outputs(self, out: Any, reuse: bool, in_ptrs: Sequence[Any]
                 ) -> Optional[List[Any]]:
@@ -368,7 +366,10 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     without argument conversion, |handle| its converted executable.
 
     numpy's inputs and outputs are checked and their data pointers stored
-    inline; an out= of torch tensors goes through Plan.outputs."""
+    inline; an out= of torch tensors goes through Plan.outputs. The plan
+    does not hold the function (the function holds the plan), so that no
+    reference cycle keeps a dropped executable's plan and outputs alive
+    until the garbage collector runs."""
     n_in, n_out = plan.n_in, plan.n_out
     xs = [f"x{i}" for i in range(n_in)]
     os_ = [f"o{j}" for j in range(n_out)]
@@ -483,4 +484,6 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
         f"    {line}\n" for line in body)
     exec(compile(src, f"<tensorjit plan {plan.kind} {n_in}->{n_out}>",
                  "exec"), env)
-    return env["call"]
+    # env is the function's globals: leave the function out of it (no
+    # cycle through env either).
+    return env.pop("call")

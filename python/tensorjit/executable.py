@@ -373,6 +373,7 @@ class Executable(_Runner):
         self._handle: Optional[int] = handle
         # The hot path (see _fast.py): the plan of the last call signature.
         self._plan: Optional[_fast.Plan] = None
+        self._call: Any = None  # _fast.specialize(self._plan)
         self._handle_arg = ctypes.c_void_p(handle)
         # tj_executable_run without ctypes argument conversion (the plan
         # converts its arguments once).
@@ -406,7 +407,7 @@ class Executable(_Runner):
 
     def close(self) -> None:
         """Drops this object's reference (tj_executable_release)."""
-        self._plan = None
+        self._plan = self._call = None
         if self._handle:
             _lib.lib().tj_executable_release(self._handle)
             self._handle = None
@@ -446,9 +447,9 @@ class Executable(_Runner):
         have the dtypes, shapes and (dense) layout of the previous call
         takes the hot path: no output-shape query, no marshalling beyond
         storing the data pointers."""
-        plan = self._plan
-        if plan is not None and not named:
-            r = plan.call(inputs, out, self.reuse_outputs)
+        call = self._call
+        if call is not None and not named:
+            r = call(inputs, out, self.reuse_outputs)
             if r is not _fast.MISS:
                 return r
         return self.call(inputs, named, out)
@@ -459,16 +460,17 @@ class Executable(_Runner):
                     for k in range(len(self.output_names))]
         if self._plan is not None and self._plan.lock.locked():
             return  # another thread's call is on it: keep it
+        call = None
         try:
             plan = _fast.plan_for(bound, self.input_dtypes, out_specs,
                                   self._cuda_order)
             if plan is not None:
-                plan.call = _fast.specialize(plan, self._raw_run,
-                                             self._handle_arg)
+                call = _fast.specialize(plan, self._raw_run,
+                                        self._handle_arg)
         except Exception:  # noqa: BLE001 - the general path still works
             plan = None
         if plan is not None and self._handle:
-            self._plan = plan
+            self._plan, self._call = plan, call
 
     def _cuda_order(self, device_id: int) -> Optional[_fast.CudaOrder]:
         if self.target != "cuda":

@@ -114,7 +114,7 @@ def test_generated_plan_checks_every_input_and_output():
     exe = tj.compile(g, num_threads=1)
     a, b = rand(3, 6), rand(6)
     exe(a, b)
-    code = exe._plan.call.__code__
+    code = exe._call.__code__
     assert code.co_filename == "<tensorjit plan numpy 2->2>"
     with pytest.raises(tj.InvalidArgumentError, match='input "b"'):
         exe(a, rand(7))
@@ -131,6 +131,25 @@ def test_generated_plan_checks_every_input_and_output():
         exe(a, b, out=outs[0])
     with pytest.raises(tj.InvalidArgumentError, match="missing inputs b"):
         exe(a)
+
+
+def test_dropped_executable_frees_its_plan_without_gc():
+    # The generated call holds its plan, not the other way round: dropping
+    # the executable frees the plan (and the outputs it keeps for
+    # reuse_outputs) at once, with the collector off.
+    import gc
+    import weakref
+    gc.disable()
+    try:
+        exe = tj.compile(pointwise(), num_threads=1, reuse_outputs=True)
+        exe(rand(4, 5), rand(4, 5))  # builds the plan
+        y = exe(rand(4, 5), rand(4, 5))
+        assert exe(rand(4, 5), rand(4, 5)) is y  # the plan keeps y
+        out = weakref.ref(y)
+        del exe, y
+        assert out() is None
+    finally:
+        gc.enable()
 
 
 def test_hot_path_multiple_outputs():
