@@ -1184,7 +1184,10 @@ static tj_status_t argtopk_select(dec_t* d, const tj_node_t* node, uint32_t x,
   const int64_t axis = node->attrs.axis, n = xn->dims[axis];
   const int64_t k = node->attrs.ints[0];
   const bool largest = node->attrs.ints[1] != 0;
-  const bool fl = tj_dtype_is_float(xn->dtype);
+  // |xn| points into the graph's node array, which the nodes added below
+  // may move: everything needed of it is read now.
+  const tj_dtype_t dtype = xn->dtype;
+  const bool fl = tj_dtype_is_float(dtype);
   const tj_op_t best = largest ? TJ_OP_MAX : TJ_OP_MIN;
   int64_t perm[TJ_MAX_RANK], dims[TJ_MAX_RANK];
   int32_t m = 0;
@@ -1202,7 +1205,7 @@ static tj_status_t argtopk_select(dec_t* d, const tj_node_t* node, uint32_t x,
       tj_rewriter_scalar(&d->rw, TJ_DTYPE_I32, (double)n, &none));
   if (fl) {
     TJ_RETURN_IF_ERROR(tj_rewriter_scalar(
-        &d->rw, xn->dtype, largest ? -INFINITY : INFINITY, &fill));
+        &d->rw, dtype, largest ? -INFINITY : INFINITY, &fill));
     TJ_RETURN_IF_ERROR(op1(d, TJ_OP_ISNAN, t, &nan));
     if (!largest) masked0 = nan;  // NaNs wait until no number is left
   } else {
