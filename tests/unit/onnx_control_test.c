@@ -804,6 +804,76 @@ static void build_scan(model_t* m, int64_t in_dir, int64_t out_axis,
   add_output(m, value_info("o", F32, 0, NULL));
 }
 
+// Opset 8's Scan over x[2,4,3] (batch 2, sequence 4) with a state s[2,3]:
+// per batch element s += x_t, out_t = s * 2; |dir| 1 reads the sequence in
+// reverse. |lens| > 0: sequence_lens given as an initializer, all |lens|.
+static void build_scan8(model_t* m, int64_t dir, int32_t lens) {
+  static const int64_t kX[3] = {2, 4, 3}, kS[2] = {2, 3}, kB[1] = {2};
+  model_init(m, 8);
+  add_input(m, value_info("s0", F32, 2, kS));
+  add_input(m, value_info("x", F32, 3, kX));
+  if (lens > 0) {
+    int32_t* l = zalloc(2 * sizeof(int32_t));
+    l[0] = l[1] = lens;
+    add_init(m, tensor("lens", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, kB, l,
+                       2 * sizeof(int32_t)));
+  }
+  int64_t* dirs = zalloc(sizeof(int64_t));
+  *dirs = dir;
+  add_init(m, scalar_f32("two", 2));  // captured by the body
+  Onnx__GraphProto* body =
+      subgraph("step8", 2,
+               NODES(NODE("Add", "acc", L("s_in", "x_t"), L("s_out"), 0, NULL),
+                     NODE("Mul", "dbl", L("s_out", "two"), L("o_t"), 0, NULL)),
+               2, INFOS(untyped("s_in"), untyped("x_t")), 2,
+               INFOS(untyped("s_out"), untyped("o_t")));
+  add_node(
+      m, node("Scan", "scan8", 3,
+              (const char* const[]){lens > 0 ? "lens" : "", "s0", "x"}, 2,
+              (const char* const[]){"s", "o"}, 3,
+              attrs(3, attr_graph("body", body), attr_int("num_scan_inputs", 1),
+                    attr_ints("directions", 1, dirs))));
+  add_output(m, value_info("s", F32, 2, kS));
+  add_output(m, value_info("o", F32, 3, kX));
+}
+
+TEST(scan8_batch_axis) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  float s0[6], x[24];
+  for (int i = 0; i < 6; ++i) s0[i] = (float)i * 0.5f;
+  for (int i = 0; i < 24; ++i) x[i] = (float)((i * 3) % 5) - 2;
+  static const int64_t kS[2] = {2, 3}, kX[3] = {2, 4, 3};
+  for (int variant = 0; variant < 3; ++variant) {
+    int64_t dir = variant == 1;
+    model_t m;
+    build_scan8(&m, dir, variant == 2 ? 4 : 0);  // full sequence_lens
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    float s[6], o[24];
+    tj_tensor_t ins[2] = {tj_tensor_make(s0, TJ_DTYPE_F32, 2, kS),
+                          tj_tensor_make(x, TJ_DTYPE_F32, 3, kX)};
+    tj_tensor_t outs[2] = {tj_tensor_make(s, TJ_DTYPE_F32, 2, kS),
+                           tj_tensor_make(o, TJ_DTYPE_F32, 3, kX)};
+    CHECK_OK(tj_reference_run(g, ins, 2, outs, 2));
+    for (int b = 0; b < 2; ++b) {
+      float acc[3] = {s0[b * 3], s0[b * 3 + 1], s0[b * 3 + 2]};
+      for (int t = 0; t < 4; ++t) {
+        int at = dir ? 3 - t : t;
+        for (int c = 0; c < 3; ++c) {
+          acc[c] += x[(b * 4 + at) * 3 + c];
+          CHECK(o[(b * 4 + t) * 3 + c] == acc[c] * 2);
+        }
+      }
+      for (int c = 0; c < 3; ++c) CHECK(s[b * 3 + c] == acc[c]);
+    }
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 TEST(scan_axes_directions) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(NULL, &ctx));
@@ -906,7 +976,7 @@ TEST(scan_errors) {
   // A symbolic sequence length.
   build_scan(&m, 0, 0, 0, true);
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "node 0 \"scan\" (Scan, opset 16): scan input 0 (\"x\"): the "
+               "node 0 \"scan\" (Scan, opset 16): input 1 (\"x\"): the "
                "sequence length (axis 1) is a symbolic dim; it must be static",
                import(ctx, &m, &g));
   // A direction that is neither 0 nor 1.
@@ -931,10 +1001,25 @@ TEST(scan_errors) {
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
                "attribute scan_input_axes has 2 entries for 1 values",
                import(ctx, &m, &g));
-  // Opset 8's Scan (a batch axis and sequence_lens) is not mapped.
+  // Opset 9's attributes on opset 8's Scan, and the other way round.
   build_scan(&m, 0, 0, 0, false);
   m.opset.version = 8;
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "the importer maps Scan from opset 9",
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute scan_input_axes is Scan 9's; opset 8's Scan takes "
+               "directions",
+               import(ctx, &m, &g));
+  build_scan8(&m, 0, 0);
+  m.opset.version = 9;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute directions is Scan 8's; opset 9's Scan takes "
+               "scan_input_directions",
+               import(ctx, &m, &g));
+  // Opset 8: sequence_lens shorter than the sequence.
+  build_scan8(&m, 0, 3);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"scan8\" (Scan, opset 8): input 0 (sequence_lens, "
+               "\"lens\") must be a constant equal to the sequence length 4 "
+               "for every batch element",
                import(ctx, &m, &g));
   CHECK(g == NULL);
   tj_context_destroy(ctx);
@@ -943,8 +1028,8 @@ TEST(scan_errors) {
 
 //===--- allocation failures ---===//
 
-static uint8_t* g_bytes[4];
-static size_t g_sizes[4];
+static uint8_t* g_bytes[5];
+static size_t g_sizes[5];
 static int g_which;
 
 static tj_status_t import_with(tj_allocator_t allocator) {
@@ -962,17 +1047,19 @@ static tj_status_t import_with(tj_allocator_t allocator) {
 }
 
 // Every allocation failure during the import of a Loop (scan outputs, a
-// growing array of them), a known-value Loop, a Scan and an If on a
-// run-time condition: OUT_OF_MEMORY each time, nothing leaked.
+// growing array of them), a while Loop, a Scan, an If on a run-time
+// condition and an opset 8 Scan: OUT_OF_MEMORY each time, nothing leaked.
 TEST(control_oom_sweep) {
-  model_t a, b, c, d;
+  model_t a, b, c, d, e;
   build_loop(&a, 5, 1, -1);
   build_loop(&b, 0, 1, 4);
   build_scan(&c, 1, -1, 1, false);
   build_if(&d, -1, false);
-  model_t* models[4] = {&a, &b, &c, &d};
-  static const char* const kWhat[4] = {"loop", "while loop", "scan", "if"};
-  for (g_which = 0; g_which < 4; ++g_which) {
+  build_scan8(&e, 1, 4);
+  model_t* models[5] = {&a, &b, &c, &d, &e};
+  static const char* const kWhat[5] = {"loop", "while loop", "scan", "if",
+                                       "scan8"};
+  for (g_which = 0; g_which < 5; ++g_which) {
     g_bytes[g_which] = pack(models[g_which], &g_sizes[g_which]);
     CHECK(tj_test_oom_sweep(kWhat[g_which], import_with) > 10);
   }
@@ -989,6 +1076,7 @@ int main(void) {
   RUN_TEST(loop_errors);
   RUN_TEST(scan_axes_directions);
   RUN_TEST(scan_known_values_fold);
+  RUN_TEST(scan8_batch_axis);
   RUN_TEST(scan_errors);
   RUN_TEST(control_oom_sweep);
   TEST_MAIN_END();
