@@ -6,8 +6,9 @@
 // condition (only the taken branch imported) and on a run-time one (both
 // and a select), Loop unrolled (a for loop, a while loop on a known
 // condition, carried values that grow, scan outputs), Scan with axes and
-// directions, every error path by code and message, and the
-// failing-allocator sweep over the import of each.
+// directions, opset 8's Scan, every error path by code and message, the
+// graphs compiled for x86 at every ISA tier against the reference, and
+// the failing-allocator sweep over the import of each.
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "onnx.pb-c.h"
 #include "tests/unit/test.h"
+#include "tests/unit/tier_ops_check.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -1026,6 +1028,50 @@ TEST(scan_errors) {
   pool_free();
 }
 
+//===--- compiled for x86 ---===//
+
+// The imported graphs compiled for x86 at every ISA tier (generic and
+// specialized) against the reference interpreter, with no graph break:
+// what control flow becomes (where, slices, reshapes, concats) is native.
+static tj_graph_t* imported(tj_context_t* ctx, model_t* m) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, m, &g));
+  return g;
+}
+static tj_graph_t* if_graph(tj_context_t* ctx) {
+  model_t m;
+  build_if(&m, -1, false);
+  return imported(ctx, &m);
+}
+static tj_graph_t* loop_graph(tj_context_t* ctx) {
+  model_t m;
+  build_loop(&m, 5, 1, -1);
+  return imported(ctx, &m);
+}
+static tj_graph_t* scan_graph(tj_context_t* ctx) {
+  model_t m;
+  build_scan(&m, 1, -1, 1, false);
+  return imported(ctx, &m);
+}
+
+TEST(compiled_every_tier) {
+  const spec_t if_in[2] = {{TJ_DTYPE_F32, 1, {3}, -2, 2},
+                           {TJ_DTYPE_BOOL, 0, {0}, 0, 1}};
+  const spec_t if_out[1] = {{TJ_DTYPE_F32, 1, {3}, 0, 0}};
+  check_ops("if", if_graph, 2, if_in, 1, if_out, 1e-6, NULL);
+  const spec_t loop_in[2] = {{TJ_DTYPE_F32, 1, {3}, -2, 2},
+                             {TJ_DTYPE_F32, 1, {3}, -2, 2}};
+  const spec_t loop_out[2] = {{TJ_DTYPE_F32, 1, {3}, 0, 0},
+                              {TJ_DTYPE_F32, 2, {5, 3}, 0, 0}};
+  check_ops("loop", loop_graph, 2, loop_in, 2, loop_out, 1e-6, NULL);
+  const spec_t scan_in[2] = {{TJ_DTYPE_F32, 2, {2, 3}, -2, 2},
+                             {TJ_DTYPE_F32, 3, {2, 4, 3}, -2, 2}};
+  const spec_t scan_out[2] = {{TJ_DTYPE_F32, 2, {2, 3}, 0, 0},
+                              {TJ_DTYPE_F32, 3, {2, 3, 4}, 0, 0}};
+  check_ops("scan", scan_graph, 2, scan_in, 2, scan_out, 1e-6, NULL);
+  pool_free();
+}
+
 //===--- allocation failures ---===//
 
 static uint8_t* g_bytes[5];
@@ -1067,6 +1113,11 @@ TEST(control_oom_sweep) {
 }
 
 int main(void) {
+  for (int t = 0; t < kTiers; ++t) {
+    tj_context_options_t o = tj_test_context_options();
+    o.x86_isa = kIsa[t];
+    CHECK_OK(tj_context_create(&o, &g_ctx[t]));
+  }
   RUN_TEST(if_known_condition_takes_one_branch);
   RUN_TEST(if_runtime_condition_selects);
   RUN_TEST(if_errors);
@@ -1078,6 +1129,8 @@ int main(void) {
   RUN_TEST(scan_known_values_fold);
   RUN_TEST(scan8_batch_axis);
   RUN_TEST(scan_errors);
+  RUN_TEST(compiled_every_tier);
   RUN_TEST(control_oom_sweep);
+  for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
 }
