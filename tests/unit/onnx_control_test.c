@@ -1028,6 +1028,165 @@ TEST(scan_errors) {
   pool_free();
 }
 
+//===--- the other error paths ---===//
+
+// Each remaining refusal of onnx_control.c, by code and message.
+TEST(more_error_paths) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // If: a second input.
+  build_if(&m, 1, false);
+  m.nodes[0]->n_input = 2;
+  m.nodes[0]->input = names(2, (const char* const[]){"cond", "x"});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(If, opset 13): 2 inputs; it takes the condition only",
+               import(ctx, &m, &g));
+  // If: a branch initializer with no name, a branch input with no name, a
+  // declared dtype the library has no dtype for.
+  build_if(&m, 1, false);
+  Onnx__GraphProto* then_g = m.nodes[0]->attribute[0]->g;
+  then_g->n_initializer = 1;
+  then_g->initializer = zalloc(sizeof(void*));
+  then_g->initializer[0] = scalar_f32("", 1);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(If, opset 13): then_branch: initializer 0 has no name",
+               import(ctx, &m, &g));
+  build_if(&m, 1, false);
+  m.nodes[0]->attribute[0]->g->output[0] =
+      value_info("then_y", ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64, 1, kVec3);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "then_branch output 0 \"then_y\": dtype complex64 is not "
+               "supported",
+               import(ctx, &m, &g));
+  // If on a run-time condition between shapes of symbolic dims.
+  model_init(&m, 13);
+  static const int64_t kSym[1] = {-1};
+  add_input(&m, value_info("xa", F32, 1, kSym));
+  add_input(&m, value_info("xb", F32, 1, kVec3));
+  add_input(&m, value_info("cond", BOOL, 0, NULL));
+  add_node(&m,
+           NODE("If", "if", L("cond"), L("shape"), 2,
+                attrs(2,
+                      attr_graph("then_branch",
+                                 subgraph("t", 1,
+                                          NODES(NODE("Shape", "sa", L("xa"),
+                                                     L("sa"), 0, NULL)),
+                                          0, NULL, 1, INFOS(untyped("sa")))),
+                      attr_graph("else_branch",
+                                 subgraph("e", 1,
+                                          NODES(NODE("Shape", "sb", L("xb"),
+                                                     L("sb"), 0, NULL)),
+                                          0, NULL, 1, INFOS(untyped("sb")))))));
+  add_node(&m, NODE("Reshape", "r", L("xb", "shape"), L("y"), 0, NULL));
+  add_output(&m, value_info("y", F32, 1, kVec3));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "output 0 is a shape with symbolic dims chosen by a condition "
+               "known only at run time",
+               import(ctx, &m, &g));
+  // Subgraphs nested 34 deep (each an If on a known condition).
+  model_init(&m, 13);
+  add_input(&m, value_info("x", F32, 1, kVec3));
+  add_init(&m, scalar_bool("cond", true));
+  Onnx__GraphProto* inner = subgraph(
+      "leaf", 1, NODES(NODE("Identity", "id", L("x"), L("leaf_y"), 0, NULL)), 0,
+      NULL, 1, INFOS(untyped("leaf_y")));
+  // The else branches share the leaf (both branches the inner graph would
+  // double the model at each level).
+  Onnx__GraphProto* leaf = inner;
+  Onnx__NodeProto* outer = NULL;
+  char* out = NULL;
+  for (int d = 0; d < 34; ++d) {
+    out = zalloc(16);
+    snprintf(out, 16, "y%d", d);
+    outer = node("If", "nest", 1, (const char* const[]){"cond"}, 1,
+                 (const char* const[]){out}, 2,
+                 attrs(2, attr_graph("then_branch", inner),
+                       attr_graph("else_branch", leaf)));
+    inner = subgraph("level", 1, NODES(outer), 0, NULL, 1, INFOS(untyped(out)));
+  }
+  add_node(&m, outer);
+  add_output(&m, value_info(out, F32, 1, kVec3));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "subgraphs nest deeper than 32",
+               import(ctx, &m, &g));
+  // Loop: one input; a float trip count; an absent loop-carried value; more
+  // outputs than the body gives; a body input with no name.
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->n_input = 1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(Loop, opset 13): 1 inputs; it takes M, cond and the "
+               "loop-carried values",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.inits[0] = scalar_f32("M", 3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "the trip count must be one int64",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->input[2] = (char*)"";
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "loop-carried value 0 is absent",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->n_output = 3;
+  m.nodes[0]->output = names(3, (const char* const[]){"y", "ys", "extra"});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "3 outputs for 1 loop-carried and 1 scan outputs",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->attribute[0]->g->input[0] = untyped("");
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "the body input 0 has no name",
+               import(ctx, &m, &g));
+  // Loop: the body's condition computed from a graph input.
+  build_loop(&m, 3, 1, -1);
+  add_input(&m, value_info("limit", I64, 0, NULL));
+  m.nodes[0]->attribute[0]->g->node[3] =
+      NODE("Less", "lt", L("i", "limit"), L("c_out"), 0, NULL);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "the body's condition output (\"c_out\") is computed at run "
+               "time in iteration 0",
+               import(ctx, &m, &g));
+  // Scan: an input axis outside the rank; an absent input; a body of
+  // another arity; scan inputs of two lengths.
+  build_scan(&m, 0, 0, 0, false);
+  static const int64_t kFive[1] = {5};
+  m.nodes[0]->attribute[2] = attr_ints("scan_input_axes", 1, kFive);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan input 0: axis 5 is outside rank 3", import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  m.nodes[0]->input[0] = (char*)"";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(Scan, opset 16): input 0 is absent", import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  m.nodes[0]->attribute[0]->g->n_input = 1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "the body has 1 inputs and 2 outputs for 1 states and 1 scan "
+               "inputs",
+               import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  static const int64_t kOnes[2] = {1, 1}, kZeros[2] = {0, 0};
+  m.nodes[0]->attribute[1] = attr_int("num_scan_inputs", 2);
+  m.nodes[0]->attribute[2] = attr_ints("scan_input_axes", 2, kOnes);
+  m.nodes[0]->attribute[3] = attr_ints("scan_input_directions", 2, kZeros);
+  m.nodes[0]->attribute[4] = attr_ints("scan_output_axes", 2, kZeros);
+  m.nodes[0]->attribute[5] = attr_ints("scan_output_directions", 2, kZeros);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan input 1 has sequence length 4; scan input 0 has 3",
+               import(ctx, &m, &g));
+  // Scan 8: a batch that differs between inputs; a bad direction.
+  build_scan8(&m, 0, 0);
+  static const int64_t kS3[2] = {3, 3};
+  m.inputs[0] = value_info("s0", F32, 2, kS3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "(Scan, opset 8): input 2 is 2 x 4",
+               import(ctx, &m, &g));
+  build_scan8(&m, 2, 0);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "directions[0] is 2 (0 forward, 1 reverse)",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 //===--- compiled for x86 ---===//
 
 // The imported graphs compiled for x86 at every ISA tier (generic and
@@ -1129,6 +1288,7 @@ int main(void) {
   RUN_TEST(scan_known_values_fold);
   RUN_TEST(scan8_batch_axis);
   RUN_TEST(scan_errors);
+  RUN_TEST(more_error_paths);
   RUN_TEST(compiled_every_tier);
   RUN_TEST(control_oom_sweep);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
