@@ -456,6 +456,34 @@ static tj_status_t define_scan_out(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return status;
 }
 
+// Defines node output |o| (scan output |k|) as an empty known tensor of
+// [0] + |elem|'s shape: a loop that ran zero times.
+static tj_status_t define_empty(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                int32_t k, size_t o,
+                                const tj_onnx_val_t* elem) {
+  if (o >= n->proto->n_output || !n->proto->output[o][0]) return NULL;
+  if (elem->rank + 1 > TJ_MAX_RANK)
+    return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
+                              "scan output %d: rank %d is above %d", (int)k,
+                              (int)elem->rank + 1, TJ_MAX_RANK);
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  val.dtype = elem->dtype;
+  val.rank = elem->rank + 1;
+  for (int32_t i = 0; i < elem->rank; ++i) {
+    if (elem->dims[i] < 0)
+      return tj_onnx_node_error(
+          im, n, TJ_STATUS_UNSUPPORTED,
+          "zero iterations: scan output %d (\"%s\") would be an empty "
+          "tensor of a symbolic dim",
+          (int)k, n->proto->output[o]);
+    val.dims[i + 1] = elem->dims[i];
+  }
+  val.data = tj_arena_alloc(&im->arena, 0);
+  if (!val.data) return tj_status_oom();
+  return define_out(im, n, o, &val);
+}
+
 //===--- If ---===//
 
 tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
@@ -639,7 +667,21 @@ tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   }
   for (int32_t i = 0; !status && i < carried_n; ++i)
     status = define_out(im, n, (size_t)i, &ins[2 + i]);
-  for (int32_t k = 0; !status && k < scan_n; ++k)
+  if (!status && scans.count == 0 && scan_n > 0) {
+    // Zero iterations: each scan output is empty, [0] + the shape one
+    // iteration would give it, so the body is imported once for that
+    // shape (its nodes stay unused in the graph).
+    status = known_scalar(im, TJ_DTYPE_I64, 0, &ins[0]);
+    if (!status) status = known_scalar(im, TJ_DTYPE_BOOL, 1, &ins[1]);
+    if (!status)
+      status = import_body(im, n, body, "the body (the shape of empty scans)",
+                           -1, ins, (size_t)carried_n + 2, outs,
+                           (size_t)carried_n + 1 + (size_t)scan_n);
+    for (int32_t k = 0; !status && k < scan_n; ++k)
+      status = define_empty(im, n, k, (size_t)(carried_n + k),
+                            &outs[1 + carried_n + k]);
+  }
+  for (int32_t k = 0; !status && scans.count && k < scan_n; ++k)
     status = define_scan_out(im, n, &scans, k, (size_t)carried_n, 0, false);
   scans_free(im, &scans);
   return status;
