@@ -1213,6 +1213,11 @@ static tj_graph_t* loop_graph(tj_context_t* ctx) {
   build_loop(&m, 5, 1, -1);
   return imported(ctx, &m);
 }
+static tj_graph_t* loop0_graph(tj_context_t* ctx) {
+  model_t m;
+  build_loop(&m, 0, 0, -1);  // zero iterations: unused body nodes
+  return imported(ctx, &m);
+}
 static tj_graph_t* scan_graph(tj_context_t* ctx) {
   model_t m;
   build_scan(&m, 1, -1, 1, false);
@@ -1229,6 +1234,9 @@ TEST(compiled_every_tier) {
   const spec_t loop_out[2] = {{TJ_DTYPE_F32, 1, {3}, 0, 0},
                               {TJ_DTYPE_F32, 2, {5, 3}, 0, 0}};
   check_ops("loop", loop_graph, 2, loop_in, 2, loop_out, 1e-6, NULL);
+  const spec_t loop0_out[2] = {{TJ_DTYPE_F32, 1, {3}, 0, 0},
+                               {TJ_DTYPE_F32, 2, {0, 3}, 0, 0}};
+  check_ops("loop0", loop0_graph, 2, loop_in, 2, loop0_out, 1e-6, NULL);
   const spec_t scan_in[2] = {{TJ_DTYPE_F32, 2, {2, 3}, -2, 2},
                              {TJ_DTYPE_F32, 3, {2, 4, 3}, -2, 2}};
   const spec_t scan_out[2] = {{TJ_DTYPE_F32, 2, {2, 3}, 0, 0},
