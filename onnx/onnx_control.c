@@ -456,6 +456,34 @@ static tj_status_t define_scan_out(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return status;
 }
 
+// Defines node output |o| (scan output |k|) as an empty known tensor of
+// [0] + |elem|'s shape: a loop that ran zero times.
+static tj_status_t define_empty(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                int32_t k, size_t o,
+                                const tj_onnx_val_t* elem) {
+  if (o >= n->proto->n_output || !n->proto->output[o][0]) return NULL;
+  if (elem->rank + 1 > TJ_MAX_RANK)
+    return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
+                              "scan output %d: rank %d is above %d", (int)k,
+                              (int)elem->rank + 1, TJ_MAX_RANK);
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  val.dtype = elem->dtype;
+  val.rank = elem->rank + 1;
+  for (int32_t i = 0; i < elem->rank; ++i) {
+    if (elem->dims[i] < 0)
+      return tj_onnx_node_error(
+          im, n, TJ_STATUS_UNSUPPORTED,
+          "zero iterations: scan output %d (\"%s\") would be an empty "
+          "tensor of a symbolic dim",
+          (int)k, n->proto->output[o]);
+    val.dims[i + 1] = elem->dims[i];
+  }
+  val.data = tj_arena_alloc(&im->arena, 0);
+  if (!val.data) return tj_status_oom();
+  return define_out(im, n, o, &val);
+}
+
 //===--- If ---===//
 
 tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
@@ -481,7 +509,11 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
                               "the condition has %lld elements; one expected",
                               (long long)numel(cond));
-  tj_onnx_val_t then_out[MAX_VALUES], else_out[MAX_VALUES];
+  // In the arena, not on the stack: subgraphs nest MAX_DEPTH deep.
+  tj_onnx_val_t* then_out =
+      tj_arena_alloc(&im->arena, 2 * (num_out + 1) * sizeof *then_out);
+  if (!then_out) return tj_status_oom();
+  tj_onnx_val_t* else_out = then_out + num_out + 1;
   if (cond->data) {
     // Known at import: only the taken branch exists (the other may not even
     // be valid for these inputs, as in ONNX's own function bodies).
@@ -595,7 +627,10 @@ tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
           n->proto->input[1]);
     go = known_truth(cond_in);
   }
-  tj_onnx_val_t ins[MAX_VALUES + 2], outs[MAX_VALUES + 1];
+  tj_onnx_val_t* ins =
+      tj_arena_alloc(&im->arena, (2 * MAX_VALUES + 3) * sizeof *ins);
+  if (!ins) return tj_status_oom();
+  tj_onnx_val_t* outs = ins + MAX_VALUES + 2;
   for (int32_t i = 0; i < carried_n; ++i) {
     if (!n->inputs[2 + i])
       return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
@@ -632,13 +667,217 @@ tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   }
   for (int32_t i = 0; !status && i < carried_n; ++i)
     status = define_out(im, n, (size_t)i, &ins[2 + i]);
-  for (int32_t k = 0; !status && k < scan_n; ++k)
+  if (!status && scans.count == 0 && scan_n > 0) {
+    // Zero iterations: each scan output is empty, [0] + the shape one
+    // iteration would give it, so the body is imported once for that
+    // shape (its nodes stay unused in the graph).
+    status = known_scalar(im, TJ_DTYPE_I64, 0, &ins[0]);
+    if (!status) status = known_scalar(im, TJ_DTYPE_BOOL, 1, &ins[1]);
+    if (!status)
+      status = import_body(im, n, body, "the body (the shape of empty scans)",
+                           -1, ins, (size_t)carried_n + 2, outs,
+                           (size_t)carried_n + 1 + (size_t)scan_n);
+    for (int32_t k = 0; !status && k < scan_n; ++k)
+      status = define_empty(im, n, k, (size_t)(carried_n + k),
+                            &outs[1 + carried_n + k]);
+  }
+  for (int32_t k = 0; !status && scans.count && k < scan_n; ++k)
     status = define_scan_out(im, n, &scans, k, (size_t)carried_n, 0, false);
   scans_free(im, &scans);
   return status;
 }
 
 //===--- Scan ---===//
+
+// Scan's recurrence over |len| elements: |states| (|state_n|, updated in
+// place) and scan inputs |xs| (|scan_in|) taken along |axes| in |dirs|;
+// each iteration's scan outputs are appended to |scans|. |first| numbers
+// the iterations in errors.
+static tj_status_t run_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                            const Onnx__GraphProto* body, int32_t state_n,
+                            tj_onnx_val_t* states, int32_t scan_in,
+                            tj_onnx_val_t* xs, const int32_t* axes,
+                            const int64_t* dirs, int64_t len, int32_t scan_out,
+                            scans_t* scans, int64_t first) {
+  tj_onnx_val_t* ins = tj_arena_alloc(
+      &im->arena,
+      (size_t)(state_n + scan_in + state_n + scan_out) * sizeof *ins);
+  if (!ins) return tj_status_oom();
+  tj_onnx_val_t* outs = ins + state_n + scan_in;
+  memcpy(ins, states, (size_t)state_n * sizeof *ins);
+  tj_status_t status = NULL;
+  for (int64_t t = 0; !status && t < len; ++t) {
+    for (int32_t j = 0; !status && j < scan_in; ++j) {
+      int64_t at = dirs[j] ? len - 1 - t : t;
+      status = take(im, n, &xs[j], axes[j], at, &ins[state_n + j]);
+    }
+    if (!status)
+      status = import_body(im, n, body, "the body", first + t, ins,
+                           (size_t)(state_n + scan_in), outs,
+                           (size_t)(state_n + scan_out));
+    if (status) break;
+    memcpy(ins, outs, (size_t)state_n * sizeof *ins);
+    status = scans_append(im, scans, &outs[state_n]);
+  }
+  memcpy(states, ins, (size_t)state_n * sizeof *ins);
+  return status;
+}
+
+// A static dim |d| of input |i| named in an error when it is symbolic.
+static tj_status_t static_dim(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              int32_t i, int32_t axis, const char* what) {
+  if (n->inputs[i]->dims[axis] >= 0) return NULL;
+  return tj_onnx_node_error(
+      im, n, TJ_STATUS_UNSUPPORTED,
+      "input %d (\"%s\"): the %s (axis %d) is a symbolic dim; it must be "
+      "static: the IR has no run-time loops, so the body is unrolled once "
+      "per element",
+      (int)i, n->proto->input[i], what, (int)axis);
+}
+
+// Opset 8's Scan: a batch axis 0 on every state and scan input (the
+// sequence is axis 1), an optional sequence_lens first, one direction
+// per scan input, outputs stacked on axis 1. Unrolled per batch element
+// and per step.
+static tj_status_t convert_scan8(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const Onnx__GraphProto* body,
+                                 int32_t scan_in) {
+  int32_t state_n = n->num_inputs - 1 - scan_in;
+  if (state_n < 0)
+    return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                              "%d inputs for sequence_lens and %d scan inputs",
+                              (int)n->num_inputs, (int)scan_in);
+  if (body->n_input != (size_t)(state_n + scan_in) ||
+      body->n_output < (size_t)state_n)
+    return tj_onnx_node_error(
+        im, n, TJ_STATUS_INVALID_ARGUMENT,
+        "the body has %zu inputs and %zu outputs for %d states and %d scan "
+        "inputs",
+        body->n_input, body->n_output, (int)state_n, (int)scan_in);
+  int32_t scan_out = (int32_t)body->n_output - state_n;
+  if (n->proto->n_output > (size_t)(state_n + scan_out))
+    return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                              "%zu outputs for %d states and %d scan outputs",
+                              n->proto->n_output, (int)state_n, (int)scan_out);
+  int64_t dirs[MAX_VALUES] = {0};
+  int32_t count;
+  TJ_RETURN_IF_ERROR(ints_attr(im, n, "directions", dirs, &count, scan_in));
+  if (count && count != scan_in)
+    return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                              "attribute directions has %d entries for %d "
+                              "scan inputs",
+                              (int)count, (int)scan_in);
+  for (int32_t j = 0; j < scan_in; ++j) {
+    if (dirs[j] != 0 && dirs[j] != 1)
+      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                                "directions[%d] is %lld (0 forward, 1 reverse)",
+                                (int)j, (long long)dirs[j]);
+  }
+  // Every state and scan input: batch first, static and equal; the scan
+  // inputs' sequence (axis 1) static and equal.
+  int64_t batch = -1, len = -1;
+  for (int32_t i = 1; i < n->num_inputs; ++i) {
+    tj_onnx_val_t* x = n->inputs[i];
+    bool scanned = i > state_n;
+    if (!x || x->rank < (scanned ? 2 : 1))
+      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                                "input %d must be present, with a batch axis%s",
+                                (int)i, scanned ? " and a sequence axis" : "");
+    TJ_RETURN_IF_ERROR(static_dim(im, n, i, 0, "batch"));
+    if (scanned) TJ_RETURN_IF_ERROR(static_dim(im, n, i, 1, "sequence length"));
+    if ((batch >= 0 && x->dims[0] != batch) ||
+        (scanned && len >= 0 && x->dims[1] != len))
+      return tj_onnx_node_error(
+          im, n, TJ_STATUS_INVALID_ARGUMENT,
+          "input %d is %lld x %lld; the batch and sequence length of the "
+          "others are %lld and %lld",
+          (int)i, (long long)x->dims[0], (long long)(scanned ? x->dims[1] : 0),
+          (long long)batch, (long long)len);
+    batch = x->dims[0];
+    if (scanned) len = x->dims[1];
+  }
+  tj_onnx_val_t* lens = n->inputs[0];
+  if (lens) {
+    bool full = lens->data && !lens->symbolic && lens->rank == 1 &&
+                lens->dims[0] == batch &&
+                (lens->dtype == TJ_DTYPE_I32 || lens->dtype == TJ_DTYPE_I64);
+    for (int64_t b = 0; full && b < batch; ++b) {
+      int64_t l = lens->dtype == TJ_DTYPE_I32 ? ((const int32_t*)lens->data)[b]
+                                              : ((const int64_t*)lens->data)[b];
+      full = l == len;
+    }
+    if (!full)
+      return tj_onnx_node_error(
+          im, n, TJ_STATUS_UNSUPPORTED,
+          "input 0 (sequence_lens, \"%s\") must be a constant equal to the "
+          "sequence length %lld for every batch element (shorter sequences "
+          "are not supported)",
+          n->proto->input[0], (long long)len);
+  }
+  if (batch > TJ_ONNX_UNROLL_LIMIT || len > TJ_ONNX_UNROLL_LIMIT ||
+      batch * (len > 0 ? len : 1) > TJ_ONNX_UNROLL_LIMIT)
+    return tj_onnx_node_error(
+        im, n, TJ_STATUS_UNSUPPORTED,
+        "unrolling the body over a batch of %lld and %lld steps is above the "
+        "limit of %d body copies (TJ_ONNX_UNROLL_LIMIT)",
+        (long long)batch, (long long)len, TJ_ONNX_UNROLL_LIMIT);
+  // Per batch element: its states, its scan inputs, then the final states
+  // and stacked scan outputs of each element, stacked over the batch.
+  size_t per = (size_t)(state_n + scan_in);
+  size_t kept = (size_t)batch * (size_t)(state_n + scan_out);
+  tj_onnx_val_t* vals =
+      tj_arena_alloc(&im->arena, (per + kept + 1) * sizeof *vals);
+  if (!vals) return tj_status_oom();
+  tj_onnx_val_t* finals = vals + per;  // [state_n + scan_out][batch]
+  int32_t axes[MAX_VALUES] = {0};
+  scans_t scans = {NULL, 0, 0, scan_out};
+  tj_status_t status = NULL;
+  for (int64_t b = 0; !status && b < batch; ++b) {
+    for (int32_t i = 0; !status && i < (int32_t)per; ++i)
+      status = take(im, n, n->inputs[1 + i], 0, b, &vals[i]);
+    scans.count = 0;
+    if (!status)
+      status = run_scan(im, n, body, state_n, vals, scan_in, vals + state_n,
+                        axes, dirs, len, scan_out, &scans, b * len);
+    for (int32_t i = 0; !status && i < state_n; ++i)
+      finals[(size_t)i * (size_t)batch + (size_t)b] = vals[i];
+    for (int32_t k = 0; !status && k < scan_out; ++k) {
+      if (len == 0) {
+        status = tj_onnx_node_error(
+            im, n, TJ_STATUS_UNSUPPORTED,
+            "zero iterations: scan output %d would be empty of a shape no "
+            "iteration gave",
+            (int)k);
+        break;
+      }
+      tj_onnx_val_t* parts =
+          tj_arena_alloc(&im->arena, (size_t)len * sizeof *parts);
+      if (!parts) {
+        status = tj_status_oom();
+        break;
+      }
+      for (int64_t t = 0; t < len; ++t) parts[t] = scans.vals[t * scan_out + k];
+      status =
+          stack(im, n, "the body", k, parts, len, 0, false,
+                &finals[(size_t)(state_n + k) * (size_t)batch + (size_t)b]);
+    }
+  }
+  scans_free(im, &scans);
+  for (int32_t k = 0; !status && k < state_n + scan_out; ++k) {
+    size_t o = (size_t)k;
+    if (o >= n->proto->n_output || !n->proto->output[o][0]) continue;
+    if (batch == 0) {
+      status =
+          tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED, "a batch of zero");
+      break;
+    }
+    tj_onnx_val_t val;
+    status = stack(im, n, "the batch", k, &finals[o * (size_t)batch], batch, 0,
+                   false, &val);
+    if (!status) status = define_out(im, n, o, &val);
+  }
+  return status;
+}
 
 tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   if (im->scope_depth == 0) im->unrolled_nodes = 0;
@@ -650,12 +889,28 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
                               "num_scan_inputs must be 1 to the %d inputs",
                               (int)n->num_inputs);
   int32_t scan_in = (int32_t)nsi->i;
-  int32_t state_n = n->num_inputs - scan_in;
-  if (state_n > MAX_VALUES || scan_in > MAX_VALUES ||
-      body->n_output > MAX_VALUES)
+  if (n->num_inputs > MAX_VALUES || body->n_output > MAX_VALUES)
     return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
                               "more than %d states or scanned values",
                               MAX_VALUES);
+  bool opset8 = im->opset < 9;
+  static const char* const kOpset9[] = {
+      "scan_input_axes", "scan_input_directions", "scan_output_axes",
+      "scan_output_directions"};
+  for (size_t a = 0; opset8 && a < 4; ++a) {
+    if (find_attr(n, kOpset9[a]))
+      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                                "attribute %s is Scan 9's; opset %lld's Scan "
+                                "takes directions",
+                                kOpset9[a], (long long)im->opset);
+  }
+  if (!opset8 && find_attr(n, "directions"))
+    return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                              "attribute directions is Scan 8's; opset %lld's "
+                              "Scan takes scan_input_directions",
+                              (long long)im->opset);
+  if (opset8) return convert_scan8(im, n, body, scan_in);
+  int32_t state_n = n->num_inputs - scan_in;
   if (body->n_input != (size_t)n->num_inputs ||
       body->n_output < (size_t)state_n)
     return tj_onnx_node_error(
@@ -671,46 +926,44 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   int64_t in_axes[MAX_VALUES] = {0}, in_dirs[MAX_VALUES] = {0};
   int64_t out_axes[MAX_VALUES] = {0}, out_dirs[MAX_VALUES] = {0};
   int32_t count;
-  static const char* const kAttrs[4] = {
-      "scan_input_axes", "scan_input_directions", "scan_output_axes",
-      "scan_output_directions"};
   int64_t* lists[4] = {in_axes, in_dirs, out_axes, out_dirs};
   for (int a = 0; a < 4; ++a) {
     int32_t want = a < 2 ? scan_in : scan_out;
-    TJ_RETURN_IF_ERROR(ints_attr(im, n, kAttrs[a], lists[a], &count, want));
+    TJ_RETURN_IF_ERROR(ints_attr(im, n, kOpset9[a], lists[a], &count, want));
     if (count && count != want)
       return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
                                 "attribute %s has %d entries for %d values",
-                                kAttrs[a], (int)count, (int)want);
+                                kOpset9[a], (int)count, (int)want);
     for (int32_t i = 0; (a & 1) && i < want; ++i) {
       if (lists[a][i] != 0 && lists[a][i] != 1)
         return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
                                   "%s[%d] is %lld (0 forward, 1 reverse)",
-                                  kAttrs[a], (int)i, (long long)lists[a][i]);
+                                  kOpset9[a], (int)i, (long long)lists[a][i]);
     }
   }
   // The sequence length: every scan input's length along its axis, static.
   int64_t len = -1;
   int32_t axes[MAX_VALUES];
+  tj_onnx_val_t* vals =
+      tj_arena_alloc(&im->arena, (size_t)(n->num_inputs + 1) * sizeof *vals);
+  if (!vals) return tj_status_oom();
+  for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (!n->inputs[i])
+      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                                "input %d is absent", (int)i);
+    vals[i] = *n->inputs[i];
+  }
   for (int32_t j = 0; j < scan_in; ++j) {
     tj_onnx_val_t* x = n->inputs[state_n + j];
-    if (!x)
-      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
-                                "scan input %d is absent", (int)j);
     int64_t axis = in_axes[j];
     if (axis < -x->rank || axis >= x->rank)
       return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
                                 "scan input %d: axis %lld is outside rank %d",
                                 (int)j, (long long)axis, (int)x->rank);
     axes[j] = (int32_t)(axis < 0 ? axis + x->rank : axis);
+    TJ_RETURN_IF_ERROR(
+        static_dim(im, n, state_n + j, axes[j], "sequence length"));
     int64_t d = x->dims[axes[j]];
-    if (d < 0)
-      return tj_onnx_node_error(
-          im, n, TJ_STATUS_UNSUPPORTED,
-          "scan input %d (\"%s\"): the sequence length (axis %d) is a "
-          "symbolic dim; it must be static: the IR has no run-time loops, so "
-          "the body is unrolled once per element",
-          (int)j, n->proto->input[state_n + j], (int)axes[j]);
     if (len >= 0 && d != len)
       return tj_onnx_node_error(
           im, n, TJ_STATUS_INVALID_ARGUMENT,
@@ -718,31 +971,12 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
           (int)j, (long long)d, (long long)len);
     len = d;
   }
-  tj_onnx_val_t ins[2 * MAX_VALUES], outs[MAX_VALUES];
-  for (int32_t i = 0; i < state_n; ++i) {
-    if (!n->inputs[i])
-      return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
-                                "state %d is absent", (int)i);
-    ins[i] = *n->inputs[i];
-  }
   scans_t scans = {NULL, 0, 0, scan_out};
-  tj_status_t status = NULL;
-  for (int64_t t = 0; !status && t < len; ++t) {
-    for (int32_t j = 0; !status && j < scan_in; ++j) {
-      int64_t at = in_dirs[j] ? len - 1 - t : t;
-      status =
-          take(im, n, n->inputs[state_n + j], axes[j], at, &ins[state_n + j]);
-    }
-    if (!status)
-      status =
-          import_body(im, n, body, "the body", t, ins, (size_t)n->num_inputs,
-                      outs, (size_t)(state_n + scan_out));
-    if (status) break;
-    for (int32_t i = 0; i < state_n; ++i) ins[i] = outs[i];
-    status = scans_append(im, &scans, &outs[state_n]);
-  }
+  tj_status_t status =
+      run_scan(im, n, body, state_n, vals, scan_in, vals + state_n, axes,
+               in_dirs, len, scan_out, &scans, 0);
   for (int32_t i = 0; !status && i < state_n; ++i)
-    status = define_out(im, n, (size_t)i, &ins[i]);
+    status = define_out(im, n, (size_t)i, &vals[i]);
   for (int32_t k = 0; !status && k < scan_out; ++k)
     status = define_scan_out(im, n, &scans, k, (size_t)state_n, out_axes[k],
                              out_dirs[k] != 0);

@@ -5032,8 +5032,8 @@ static const op_entry_t kOps[] = {
     OP("If", "else_branch,then_branch,", cv_if),
     OP("Loop", "body,", cv_loop),
     OP("Scan",
-       "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
-       "scan_output_axes,scan_output_directions,",
+       "body,directions,num_scan_inputs,scan_input_axes,"
+       "scan_input_directions,scan_output_axes,scan_output_directions,",
        cv_scan),
 };
 
@@ -5116,7 +5116,7 @@ static const struct {
     {"Size", 1},
     {"ReverseSequence", 10},
     {"If", 1},
-    {"Scan", 9},
+    {"Scan", 8},
 };
 
 static int64_t since_opset(const char* op) {

@@ -86,6 +86,17 @@ TJ_API void tj_onnx_import_options_initialize(
 //   from constants and static dims (Shape, Gather, Concat, Cast,
 //   arithmetic, ...); otherwise the error names the node and input.
 // - dtypes: f32, f16, bf16, f64, i8, i32, i64, bool.
+// - Control flow is imported inline; the graph has no control flow op. An
+//   If whose condition is known at import (a constant, folded, or pinned
+//   through |input_values|) imports only its taken branch; a run-time
+//   condition imports and computes both branches and selects each output
+//   (they must agree in dtype and shape). A Loop needs its trip count and
+//   condition known at import (its body's condition too, each iteration)
+//   and is unrolled, scan outputs stacked on axis 0; a Scan is unrolled
+//   over its static sequence length. At most 65536 body node copies are
+//   made per outermost If, Loop or Scan. A dynamic trip count or
+//   condition, or a symbolic sequence length, is UNSUPPORTED naming the
+//   node and the input.
 //
 // Errors: INVALID_ARGUMENT for bytes that are no ModelProto, a malformed
 // model (dangling names, wrong arity, bad tensor data) or an external data

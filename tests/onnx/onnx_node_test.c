@@ -10,8 +10,8 @@
 // "pinned": the model takes a shape-determining input (a reduction's axes,
 // Reshape's shape) as a graph input, which the importer cannot fold; it
 // passes once each data set's integer inputs (and small 1-D or scalar
-// float inputs after the first: Resize's scales and roi, OneHot's depth)
-// are given at import as input values
+// float inputs after the first: Resize's scales and roi, OneHot's depth;
+// and bool scalars: a Loop's condition) are given at import as input values
 // (tj_onnx_import_options_t.input_values), as a user would pin them.
 //
 // onnx_node_test EXPECTATIONS [DATA_DIR] [--write] [--only NAME]
@@ -218,7 +218,10 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
           i > 0 &&
           ((ins[i].rank == 1 && ins[i].dims[0] <= 16) || ins[i].rank == 0) &&
           (ins[i].dtype == TJ_DTYPE_F32 || ins[i].dtype == TJ_DTYPE_F64);
-      if (pin && (is_integer(ins[i].dtype) || small_float)) {
+      // And bool scalars: a Loop's condition (ctrlflow, issue 15), which
+      // decides how many times the body runs.
+      bool bool_scalar = ins[i].dtype == TJ_DTYPE_BOOL && ins[i].rank == 0;
+      if (pin && (is_integer(ins[i].dtype) || small_float || bool_scalar)) {
         values[num_values].name = names[i];
         values[num_values++].value = t;
       } else {

@@ -6,8 +6,9 @@
 // condition (only the taken branch imported) and on a run-time one (both
 // and a select), Loop unrolled (a for loop, a while loop on a known
 // condition, carried values that grow, scan outputs), Scan with axes and
-// directions, every error path by code and message, and the
-// failing-allocator sweep over the import of each.
+// directions, opset 8's Scan, every error path by code and message, the
+// graphs compiled for x86 at every ISA tier against the reference, and
+// the failing-allocator sweep over the import of each.
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "onnx.pb-c.h"
 #include "tests/unit/test.h"
+#include "tests/unit/tier_ops_check.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
@@ -596,6 +598,16 @@ TEST(loop_unrolled) {
   if (g) check_loop(g, 4);
   tj_graph_destroy(g);
   g = NULL;
+  // Zero iterations: y is y0, ys is empty of the shape [0, 3] one iteration
+  // would give it. A condition false at the start is zero iterations too.
+  for (int c = 0; c < 2; ++c) {
+    build_loop(&m, c ? 5 : 0, c, -1);
+    if (c) m.inits[1] = scalar_bool("c0", false);
+    CHECK_OK(import(ctx, &m, &g));
+    if (g) check_loop(g, 0);
+    tj_graph_destroy(g);
+    g = NULL;
+  }
   // M and a condition: the smaller wins.
   build_loop(&m, 2, 1, 4);
   CHECK_OK(import(ctx, &m, &g));
@@ -741,10 +753,6 @@ TEST(loop_errors) {
                "node 1 \"xi\" (Mul, opset 13): input 0 \"nowhere\" is not "
                "defined",
                import(ctx, &m, &g));
-  // Zero iterations with a scan output: its element shape is unknown.
-  build_loop(&m, 0, 0, -1);
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "zero iterations: scan output 0 (\"ys\")",
-               import(ctx, &m, &g));
   // A scan output whose shape changes between iterations.
   model_init(&m, 13);
   add_init(&m, scalar_i64("M", 2));
@@ -802,6 +810,76 @@ static void build_scan(model_t* m, int64_t in_dir, int64_t out_axis,
                     attr_ints("scan_output_directions", 1, odirs))));
   add_output(m, value_info("s", F32, 2, kS));
   add_output(m, value_info("o", F32, 0, NULL));
+}
+
+// Opset 8's Scan over x[2,4,3] (batch 2, sequence 4) with a state s[2,3]:
+// per batch element s += x_t, out_t = s * 2; |dir| 1 reads the sequence in
+// reverse. |lens| > 0: sequence_lens given as an initializer, all |lens|.
+static void build_scan8(model_t* m, int64_t dir, int32_t lens) {
+  static const int64_t kX[3] = {2, 4, 3}, kS[2] = {2, 3}, kB[1] = {2};
+  model_init(m, 8);
+  add_input(m, value_info("s0", F32, 2, kS));
+  add_input(m, value_info("x", F32, 3, kX));
+  if (lens > 0) {
+    int32_t* l = zalloc(2 * sizeof(int32_t));
+    l[0] = l[1] = lens;
+    add_init(m, tensor("lens", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, kB, l,
+                       2 * sizeof(int32_t)));
+  }
+  int64_t* dirs = zalloc(sizeof(int64_t));
+  *dirs = dir;
+  add_init(m, scalar_f32("two", 2));  // captured by the body
+  Onnx__GraphProto* body =
+      subgraph("step8", 2,
+               NODES(NODE("Add", "acc", L("s_in", "x_t"), L("s_out"), 0, NULL),
+                     NODE("Mul", "dbl", L("s_out", "two"), L("o_t"), 0, NULL)),
+               2, INFOS(untyped("s_in"), untyped("x_t")), 2,
+               INFOS(untyped("s_out"), untyped("o_t")));
+  add_node(
+      m, node("Scan", "scan8", 3,
+              (const char* const[]){lens > 0 ? "lens" : "", "s0", "x"}, 2,
+              (const char* const[]){"s", "o"}, 3,
+              attrs(3, attr_graph("body", body), attr_int("num_scan_inputs", 1),
+                    attr_ints("directions", 1, dirs))));
+  add_output(m, value_info("s", F32, 2, kS));
+  add_output(m, value_info("o", F32, 3, kX));
+}
+
+TEST(scan8_batch_axis) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  float s0[6], x[24];
+  for (int i = 0; i < 6; ++i) s0[i] = (float)i * 0.5f;
+  for (int i = 0; i < 24; ++i) x[i] = (float)((i * 3) % 5) - 2;
+  static const int64_t kS[2] = {2, 3}, kX[3] = {2, 4, 3};
+  for (int variant = 0; variant < 3; ++variant) {
+    int64_t dir = variant == 1;
+    model_t m;
+    build_scan8(&m, dir, variant == 2 ? 4 : 0);  // full sequence_lens
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    float s[6], o[24];
+    tj_tensor_t ins[2] = {tj_tensor_make(s0, TJ_DTYPE_F32, 2, kS),
+                          tj_tensor_make(x, TJ_DTYPE_F32, 3, kX)};
+    tj_tensor_t outs[2] = {tj_tensor_make(s, TJ_DTYPE_F32, 2, kS),
+                           tj_tensor_make(o, TJ_DTYPE_F32, 3, kX)};
+    CHECK_OK(tj_reference_run(g, ins, 2, outs, 2));
+    for (int b = 0; b < 2; ++b) {
+      float acc[3] = {s0[b * 3], s0[b * 3 + 1], s0[b * 3 + 2]};
+      for (int t = 0; t < 4; ++t) {
+        int at = dir ? 3 - t : t;
+        for (int c = 0; c < 3; ++c) {
+          acc[c] += x[(b * 4 + at) * 3 + c];
+          CHECK(o[(b * 4 + t) * 3 + c] == acc[c] * 2);
+        }
+      }
+      for (int c = 0; c < 3; ++c) CHECK(s[b * 3 + c] == acc[c]);
+    }
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  pool_free();
 }
 
 TEST(scan_axes_directions) {
@@ -906,7 +984,7 @@ TEST(scan_errors) {
   // A symbolic sequence length.
   build_scan(&m, 0, 0, 0, true);
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
-               "node 0 \"scan\" (Scan, opset 16): scan input 0 (\"x\"): the "
+               "node 0 \"scan\" (Scan, opset 16): input 1 (\"x\"): the "
                "sequence length (axis 1) is a symbolic dim; it must be static",
                import(ctx, &m, &g));
   // A direction that is neither 0 nor 1.
@@ -931,20 +1009,246 @@ TEST(scan_errors) {
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
                "attribute scan_input_axes has 2 entries for 1 values",
                import(ctx, &m, &g));
-  // Opset 8's Scan (a batch axis and sequence_lens) is not mapped.
+  // Opset 9's attributes on opset 8's Scan, and the other way round.
   build_scan(&m, 0, 0, 0, false);
   m.opset.version = 8;
-  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "the importer maps Scan from opset 9",
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute scan_input_axes is Scan 9's; opset 8's Scan takes "
+               "directions",
+               import(ctx, &m, &g));
+  build_scan8(&m, 0, 0);
+  m.opset.version = 9;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "attribute directions is Scan 8's; opset 9's Scan takes "
+               "scan_input_directions",
+               import(ctx, &m, &g));
+  // Opset 8: sequence_lens shorter than the sequence.
+  build_scan8(&m, 0, 3);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"scan8\" (Scan, opset 8): input 0 (sequence_lens, "
+               "\"lens\") must be a constant equal to the sequence length 4 "
+               "for every batch element",
                import(ctx, &m, &g));
   CHECK(g == NULL);
   tj_context_destroy(ctx);
   pool_free();
 }
 
+//===--- the other error paths ---===//
+
+// Each remaining refusal of onnx_control.c, by code and message.
+TEST(more_error_paths) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  tj_graph_t* g = NULL;
+  // If: a second input.
+  build_if(&m, 1, false);
+  m.nodes[0]->n_input = 2;
+  m.nodes[0]->input = names(2, (const char* const[]){"cond", "x"});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(If, opset 13): 2 inputs; it takes the condition only",
+               import(ctx, &m, &g));
+  // If: a branch initializer with no name, a branch input with no name, a
+  // declared dtype the library has no dtype for.
+  build_if(&m, 1, false);
+  Onnx__GraphProto* then_g = m.nodes[0]->attribute[0]->g;
+  then_g->n_initializer = 1;
+  then_g->initializer = zalloc(sizeof(void*));
+  then_g->initializer[0] = scalar_f32("", 1);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(If, opset 13): then_branch: initializer 0 has no name",
+               import(ctx, &m, &g));
+  build_if(&m, 1, false);
+  m.nodes[0]->attribute[0]->g->output[0] =
+      value_info("then_y", ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64, 1, kVec3);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "then_branch output 0 \"then_y\": dtype complex64 is not "
+               "supported",
+               import(ctx, &m, &g));
+  // If on a run-time condition between shapes of symbolic dims.
+  model_init(&m, 13);
+  static const int64_t kSym[1] = {-1};
+  add_input(&m, value_info("xa", F32, 1, kSym));
+  add_input(&m, value_info("xb", F32, 1, kVec3));
+  add_input(&m, value_info("cond", BOOL, 0, NULL));
+  add_node(&m,
+           NODE("If", "if", L("cond"), L("shape"), 2,
+                attrs(2,
+                      attr_graph("then_branch",
+                                 subgraph("t", 1,
+                                          NODES(NODE("Shape", "sa", L("xa"),
+                                                     L("sa"), 0, NULL)),
+                                          0, NULL, 1, INFOS(untyped("sa")))),
+                      attr_graph("else_branch",
+                                 subgraph("e", 1,
+                                          NODES(NODE("Shape", "sb", L("xb"),
+                                                     L("sb"), 0, NULL)),
+                                          0, NULL, 1, INFOS(untyped("sb")))))));
+  add_node(&m, NODE("Reshape", "r", L("xb", "shape"), L("y"), 0, NULL));
+  add_output(&m, value_info("y", F32, 1, kVec3));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "output 0 is a shape with symbolic dims chosen by a condition "
+               "known only at run time",
+               import(ctx, &m, &g));
+  // Subgraphs nested 34 deep (each an If on a known condition).
+  model_init(&m, 13);
+  add_input(&m, value_info("x", F32, 1, kVec3));
+  add_init(&m, scalar_bool("cond", true));
+  Onnx__GraphProto* inner = subgraph(
+      "leaf", 1, NODES(NODE("Identity", "id", L("x"), L("leaf_y"), 0, NULL)), 0,
+      NULL, 1, INFOS(untyped("leaf_y")));
+  // The else branches share the leaf (both branches the inner graph would
+  // double the model at each level).
+  Onnx__GraphProto* leaf = inner;
+  Onnx__NodeProto* outer = NULL;
+  char* out = NULL;
+  for (int d = 0; d < 34; ++d) {
+    out = zalloc(16);
+    snprintf(out, 16, "y%d", d);
+    outer = node("If", "nest", 1, (const char* const[]){"cond"}, 1,
+                 (const char* const[]){out}, 2,
+                 attrs(2, attr_graph("then_branch", inner),
+                       attr_graph("else_branch", leaf)));
+    inner = subgraph("level", 1, NODES(outer), 0, NULL, 1, INFOS(untyped(out)));
+  }
+  add_node(&m, outer);
+  add_output(&m, value_info(out, F32, 1, kVec3));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "subgraphs nest deeper than 32",
+               import(ctx, &m, &g));
+  // Loop: one input; a float trip count; an absent loop-carried value; more
+  // outputs than the body gives; a body input with no name.
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->n_input = 1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(Loop, opset 13): 1 inputs; it takes M, cond and the "
+               "loop-carried values",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.inits[0] = scalar_f32("M", 3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "the trip count must be one int64",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->input[2] = (char*)"";
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "loop-carried value 0 is absent",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->n_output = 3;
+  m.nodes[0]->output = names(3, (const char* const[]){"y", "ys", "extra"});
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "3 outputs for 1 loop-carried and 1 scan outputs",
+               import(ctx, &m, &g));
+  build_loop(&m, 3, 0, -1);
+  m.nodes[0]->attribute[0]->g->input[0] = untyped("");
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "the body input 0 has no name",
+               import(ctx, &m, &g));
+  // Loop: the body's condition computed from a graph input.
+  build_loop(&m, 3, 1, -1);
+  add_input(&m, value_info("limit", I64, 0, NULL));
+  m.nodes[0]->attribute[0]->g->node[3] =
+      NODE("Less", "lt", L("i", "limit"), L("c_out"), 0, NULL);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "the body's condition output (\"c_out\") is computed at run "
+               "time in iteration 0",
+               import(ctx, &m, &g));
+  // Scan: an input axis outside the rank; an absent input; a body of
+  // another arity; scan inputs of two lengths.
+  build_scan(&m, 0, 0, 0, false);
+  static const int64_t kFive[1] = {5};
+  m.nodes[0]->attribute[2] = attr_ints("scan_input_axes", 1, kFive);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan input 0: axis 5 is outside rank 3", import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  m.nodes[0]->input[0] = (char*)"";
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "(Scan, opset 16): input 0 is absent", import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  m.nodes[0]->attribute[0]->g->n_input = 1;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "the body has 1 inputs and 2 outputs for 1 states and 1 scan "
+               "inputs",
+               import(ctx, &m, &g));
+  build_scan(&m, 0, 0, 0, false);
+  static const int64_t kOnes[2] = {1, 1}, kZeros[2] = {0, 0};
+  m.nodes[0]->attribute[1] = attr_int("num_scan_inputs", 2);
+  m.nodes[0]->attribute[2] = attr_ints("scan_input_axes", 2, kOnes);
+  m.nodes[0]->attribute[3] = attr_ints("scan_input_directions", 2, kZeros);
+  m.nodes[0]->attribute[4] = attr_ints("scan_output_axes", 2, kZeros);
+  m.nodes[0]->attribute[5] = attr_ints("scan_output_directions", 2, kZeros);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "scan input 1 has sequence length 4; scan input 0 has 3",
+               import(ctx, &m, &g));
+  // Scan 8: a batch that differs between inputs; a bad direction.
+  build_scan8(&m, 0, 0);
+  static const int64_t kS3[2] = {3, 3};
+  m.inputs[0] = value_info("s0", F32, 2, kS3);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "(Scan, opset 8): input 2 is 2 x 4",
+               import(ctx, &m, &g));
+  build_scan8(&m, 2, 0);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "directions[0] is 2 (0 forward, 1 reverse)",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
+//===--- compiled for x86 ---===//
+
+// The imported graphs compiled for x86 at every ISA tier (generic and
+// specialized) against the reference interpreter, with no graph break:
+// what control flow becomes (where, slices, reshapes, concats) is native.
+static tj_graph_t* imported(tj_context_t* ctx, model_t* m) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, m, &g));
+  return g;
+}
+static tj_graph_t* if_graph(tj_context_t* ctx) {
+  model_t m;
+  build_if(&m, -1, false);
+  return imported(ctx, &m);
+}
+static tj_graph_t* loop_graph(tj_context_t* ctx) {
+  model_t m;
+  build_loop(&m, 5, 1, -1);
+  return imported(ctx, &m);
+}
+static tj_graph_t* loop0_graph(tj_context_t* ctx) {
+  model_t m;
+  build_loop(&m, 0, 0, -1);  // zero iterations: unused body nodes
+  return imported(ctx, &m);
+}
+static tj_graph_t* scan_graph(tj_context_t* ctx) {
+  model_t m;
+  build_scan(&m, 1, -1, 1, false);
+  return imported(ctx, &m);
+}
+
+TEST(compiled_every_tier) {
+  const spec_t if_in[2] = {{TJ_DTYPE_F32, 1, {3}, -2, 2},
+                           {TJ_DTYPE_BOOL, 0, {0}, 0, 1}};
+  const spec_t if_out[1] = {{TJ_DTYPE_F32, 1, {3}, 0, 0}};
+  check_ops("if", if_graph, 2, if_in, 1, if_out, 1e-6, NULL);
+  const spec_t loop_in[2] = {{TJ_DTYPE_F32, 1, {3}, -2, 2},
+                             {TJ_DTYPE_F32, 1, {3}, -2, 2}};
+  const spec_t loop_out[2] = {{TJ_DTYPE_F32, 1, {3}, 0, 0},
+                              {TJ_DTYPE_F32, 2, {5, 3}, 0, 0}};
+  check_ops("loop", loop_graph, 2, loop_in, 2, loop_out, 1e-6, NULL);
+  const spec_t loop0_out[2] = {{TJ_DTYPE_F32, 1, {3}, 0, 0},
+                               {TJ_DTYPE_F32, 2, {0, 3}, 0, 0}};
+  check_ops("loop0", loop0_graph, 2, loop_in, 2, loop0_out, 1e-6, NULL);
+  const spec_t scan_in[2] = {{TJ_DTYPE_F32, 2, {2, 3}, -2, 2},
+                             {TJ_DTYPE_F32, 3, {2, 4, 3}, -2, 2}};
+  const spec_t scan_out[2] = {{TJ_DTYPE_F32, 2, {2, 3}, 0, 0},
+                              {TJ_DTYPE_F32, 3, {2, 3, 4}, 0, 0}};
+  check_ops("scan", scan_graph, 2, scan_in, 2, scan_out, 1e-6, NULL);
+  pool_free();
+}
+
 //===--- allocation failures ---===//
 
-static uint8_t* g_bytes[4];
-static size_t g_sizes[4];
+static uint8_t* g_bytes[5];
+static size_t g_sizes[5];
 static int g_which;
 
 static tj_status_t import_with(tj_allocator_t allocator) {
@@ -962,17 +1266,19 @@ static tj_status_t import_with(tj_allocator_t allocator) {
 }
 
 // Every allocation failure during the import of a Loop (scan outputs, a
-// growing array of them), a known-value Loop, a Scan and an If on a
-// run-time condition: OUT_OF_MEMORY each time, nothing leaked.
+// growing array of them), a while Loop, a Scan, an If on a run-time
+// condition and an opset 8 Scan: OUT_OF_MEMORY each time, nothing leaked.
 TEST(control_oom_sweep) {
-  model_t a, b, c, d;
+  model_t a, b, c, d, e;
   build_loop(&a, 5, 1, -1);
   build_loop(&b, 0, 1, 4);
   build_scan(&c, 1, -1, 1, false);
   build_if(&d, -1, false);
-  model_t* models[4] = {&a, &b, &c, &d};
-  static const char* const kWhat[4] = {"loop", "while loop", "scan", "if"};
-  for (g_which = 0; g_which < 4; ++g_which) {
+  build_scan8(&e, 1, 4);
+  model_t* models[5] = {&a, &b, &c, &d, &e};
+  static const char* const kWhat[5] = {"loop", "while loop", "scan", "if",
+                                       "scan8"};
+  for (g_which = 0; g_which < 5; ++g_which) {
     g_bytes[g_which] = pack(models[g_which], &g_sizes[g_which]);
     CHECK(tj_test_oom_sweep(kWhat[g_which], import_with) > 10);
   }
@@ -980,6 +1286,11 @@ TEST(control_oom_sweep) {
 }
 
 int main(void) {
+  for (int t = 0; t < kTiers; ++t) {
+    tj_context_options_t o = tj_test_context_options();
+    o.x86_isa = kIsa[t];
+    CHECK_OK(tj_context_create(&o, &g_ctx[t]));
+  }
   RUN_TEST(if_known_condition_takes_one_branch);
   RUN_TEST(if_runtime_condition_selects);
   RUN_TEST(if_errors);
@@ -989,7 +1300,11 @@ int main(void) {
   RUN_TEST(loop_errors);
   RUN_TEST(scan_axes_directions);
   RUN_TEST(scan_known_values_fold);
+  RUN_TEST(scan8_batch_axis);
   RUN_TEST(scan_errors);
+  RUN_TEST(more_error_paths);
+  RUN_TEST(compiled_every_tier);
   RUN_TEST(control_oom_sweep);
+  for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
 }
