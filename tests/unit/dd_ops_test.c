@@ -5,7 +5,8 @@
 // against loops written here (numpy's semantics) and against the reference
 // interpreter (tj_reference_run_shaped), no graph break, exactly one host
 // call, no recompile. Then the data-dependent graph outputs
-// (tj_executable_run_shaped), the errors, the text form and the OOM sweep.
+// (tj_executable_run_shaped), the errors, the text form and the OOM sweep;
+// and the graph breaks ddshape removed (pools of many taps).
 
 #include <math.h>
 #include <stdio.h>
@@ -456,6 +457,73 @@ TEST(nms_random_against_reference) {
   tj_graph_destroy(g);
 }
 
+//===--- pools of many taps: no graph break ---===//
+
+// 3-D max, avg and lp pools of 27 and 64 taps (more than a pointwise
+// kernel's 64 buffer views once each tap is a view), with dilations, pads
+// and ceil_mode, at every tier: against the reference, no graph break.
+TEST(pools_of_many_taps_every_tier) {
+  for (int t = 0; t < kTiers; ++t) {
+    for (int kind = 0; kind < 3; ++kind) {
+      for (int big = 0; big < 2; ++big) {
+        tj_graph_t* g = NULL;
+        CHECK_OK(tj_graph_create(g_ctx[t], "pool", &g));
+        int64_t N = tj_graph_symbol(g, "N");
+        tj_value_t x =
+            tj_graph_input(g, TJ_DTYPE_F32, 5, (int64_t[]){N, 2, 9, 8, 7}, "x");
+        tj_conv_attrs_t a;
+        memset(&a, 0, sizeof(a));
+        for (int i = 0; i < 3; ++i) {
+          a.kernel[i] = big ? 4 : 3;
+          a.dilations[i] = 2;
+          a.strides[i] = i + 1;
+          a.pads_begin[i] = 1;
+          a.pads_end[i] = i;
+        }
+        a.ceil_mode = big;
+        a.count_include_pad = kind == 1 && big;
+        a.p = kind == 2 ? 2 : 0;
+        tj_value_t y = kind == 0   ? tj_graph_max_pool(g, x, &a)
+                       : kind == 1 ? tj_graph_avg_pool(g, x, &a)
+                                   : tj_graph_lp_pool(g, x, &a);
+        tj_graph_output(g, y, "y");
+        CHECK_OK(tj_graph_finalize(g));
+        tj_executable_t* exe = compile_x86(g);
+        tj_executable_stats_t st = {.struct_size = sizeof(st)};
+        tj_executable_stats(exe, &st);
+        CHECK_EQ_INT(0, st.num_graph_breaks);
+        for (int64_t n = 1; n <= 2; ++n) {
+          int64_t xd[5] = {n, 2, 9, 8, 7}, yd[TJ_MAX_RANK];
+          int32_t yr;
+          int64_t numel = n * 2 * 9 * 8 * 7;
+          float* xs = malloc(sizeof(float) * (size_t)numel);
+          for (int64_t i = 0; i < numel; ++i) xs[i] = (float)(unit() * 2 - 1);
+          tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 5, xd);
+          CHECK_OK(tj_executable_output_shape(exe, &in, 1, 0, &yr, yd));
+          int64_t ny = 1;
+          for (int32_t k = 0; k < yr; ++k) ny *= yd[k];
+          float* got = malloc(sizeof(float) * (size_t)ny);
+          float* want = malloc(sizeof(float) * (size_t)ny);
+          tj_tensor_t og = tj_tensor_make(got, TJ_DTYPE_F32, yr, yd);
+          tj_tensor_t ow = tj_tensor_make(want, TJ_DTYPE_F32, yr, yd);
+          CHECK_OK(tj_executable_run(exe, &in, 1, &og, 1));
+          CHECK_OK(tj_reference_run(g, &in, 1, &ow, 1));
+          int bad = 0;
+          for (int64_t i = 0; i < ny; ++i)
+            bad +=
+                !(fabsf(got[i] - want[i]) <= 1e-5f * fmaxf(1, fabsf(want[i])));
+          CHECK_EQ_INT(0, bad);
+          free(xs);
+          free(got);
+          free(want);
+        }
+        tj_executable_release(exe);
+        tj_graph_destroy(g);
+      }
+    }
+  }
+}
+
 //===--- errors, the text form ---===//
 
 TEST(errors_name_the_op) {
@@ -594,6 +662,7 @@ int main(void) {
   RUN_TEST(unique_rows_with_nan);
   RUN_TEST(nms_onnx_case_every_tier);
   RUN_TEST(nms_random_against_reference);
+  RUN_TEST(pools_of_many_taps_every_tier);
   RUN_TEST(errors_name_the_op);
   RUN_TEST(oom_sweep_unique);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
