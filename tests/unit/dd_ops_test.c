@@ -314,44 +314,55 @@ TEST(unique_every_tier_several_sizes) {
 
 // Along an axis: rows of f32[R, 3] (values in {0, 1, NaN}), sorted
 // lexicographically, NaN last and equal to NaN (numpy.unique's
-// equal_nan).
+// equal_nan); and the same as the columns of f32[3, R] along axis -1 (a
+// transpose before the host kernel; no graph break either way).
 TEST(unique_rows_with_nan) {
   const float nan = NAN;
   float x[6][3] = {{1, 0, nan}, {0, 1, 1}, {1, 0, nan},
                    {0, 1, 0},   {0, 1, 1}, {nan, 0, 0}};
+  float xt[3][6];  // the same rows as columns (a unique along axis 1)
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 3; ++c) xt[c][r] = x[r][c];
   for (int t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = NULL;
-    CHECK_OK(tj_graph_create(g_ctx[t], "rows", &g));
-    int64_t R = tj_graph_symbol(g, "R");
-    tj_value_t in = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 3}, "x");
-    tj_value_t idx, inv, cnt;
-    tj_value_t y = tj_graph_unique(g, in, true, -2, true, &idx, &inv, &cnt);
-    tj_graph_output(g, y, "y");
-    tj_graph_output(g, inv, "inverse");
-    tj_graph_output(g, cnt, "counts");
-    CHECK_OK(tj_graph_finalize(g));
-    tj_executable_t* exe = compile_x86(g);
-    float ys[18];
-    int64_t invs[6], cnts[6], shapes[3 * TJ_MAX_RANK];
-    int64_t xd[2] = {6, 3}, yd[2] = {6, 3}, nd[1] = {6};
-    tj_tensor_t xt = tj_tensor_make(x, TJ_DTYPE_F32, 2, xd);
-    tj_tensor_t outs[3] = {tj_tensor_make(ys, TJ_DTYPE_F32, 2, yd),
-                           tj_tensor_make(invs, TJ_DTYPE_I64, 1, nd),
-                           tj_tensor_make(cnts, TJ_DTYPE_I64, 1, nd)};
-    CHECK_OK(tj_executable_run_shaped(exe, &xt, 1, outs, 3, shapes));
-    // Sorted: [0 1 0], [0 1 1], [1 0 nan], [nan 0 0].
-    CHECK(shapes[0] == 4 && shapes[1] == 3);
-    const float want[4][3] = {{0, 1, 0}, {0, 1, 1}, {1, 0, nan}, {nan, 0, 0}};
-    for (int i = 0; i < 12; ++i) {
-      float w = want[i / 3][i % 3];
-      CHECK(isnan(w) ? isnan(ys[i]) : ys[i] == w);
+    for (int tr = 0; tr < 2; ++tr) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(tj_graph_create(g_ctx[t], "rows", &g));
+      int64_t R = tj_graph_symbol(g, "R");
+      int64_t dims[2] = {tr ? 3 : R, tr ? R : 3};
+      tj_value_t in = tj_graph_input(g, TJ_DTYPE_F32, 2, dims, "x");
+      tj_value_t idx, inv, cnt;
+      tj_value_t y =
+          tj_graph_unique(g, in, true, tr ? -1 : -2, true, &idx, &inv, &cnt);
+      tj_graph_output(g, y, "y");
+      tj_graph_output(g, inv, "inverse");
+      tj_graph_output(g, cnt, "counts");
+      CHECK_OK(tj_graph_finalize(g));
+      tj_executable_t* exe = compile_x86(g);
+      float ys[18];
+      int64_t invs[6], cnts[6], shapes[3 * TJ_MAX_RANK];
+      int64_t xd[2] = {tr ? 3 : 6, tr ? 6 : 3}, yd[2] = {xd[0], xd[1]};
+      int64_t nd[1] = {6};
+      tj_tensor_t xin =
+          tj_tensor_make(tr ? (void*)xt : (void*)x, TJ_DTYPE_F32, 2, xd);
+      tj_tensor_t outs[3] = {tj_tensor_make(ys, TJ_DTYPE_F32, 2, yd),
+                             tj_tensor_make(invs, TJ_DTYPE_I64, 1, nd),
+                             tj_tensor_make(cnts, TJ_DTYPE_I64, 1, nd)};
+      CHECK_OK(tj_executable_run_shaped(exe, &xin, 1, outs, 3, shapes));
+      // Sorted: [0 1 0], [0 1 1], [1 0 nan], [nan 0 0].
+      CHECK(shapes[0] == (tr ? 3 : 4) && shapes[1] == (tr ? 4 : 3));
+      const float want[4][3] = {{0, 1, 0}, {0, 1, 1}, {1, 0, nan}, {nan, 0, 0}};
+      for (int i = 0; i < 12; ++i) {
+        float w = want[i / 3][i % 3];
+        float got = tr ? ys[(i % 3) * 4 + i / 3] : ys[i];
+        CHECK(isnan(w) ? isnan(got) : got == w);
+      }
+      const int64_t winv[6] = {2, 1, 2, 0, 1, 3}, wcnt[4] = {1, 2, 2, 1};
+      for (int i = 0; i < 6; ++i) CHECK(invs[i] == winv[i]);
+      for (int i = 0; i < 4; ++i) CHECK(cnts[i] == wcnt[i]);
+      check_stats(exe, 1, 2);
+      tj_executable_release(exe);
+      tj_graph_destroy(g);
     }
-    const int64_t winv[6] = {2, 1, 2, 0, 1, 3}, wcnt[4] = {1, 2, 2, 1};
-    for (int i = 0; i < 6; ++i) CHECK(invs[i] == winv[i]);
-    for (int i = 0; i < 4; ++i) CHECK(cnts[i] == wcnt[i]);
-    check_stats(exe, 1, 2);
-    tj_executable_release(exe);
-    tj_graph_destroy(g);
   }
 }
 
