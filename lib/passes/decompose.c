@@ -711,9 +711,10 @@ static tj_status_t avg_divisor(dec_t* d, const tj_window_t* w,
 // (TJ_KIR_MAX_BUFFERS), and each tap of a pool is one or more (a slice of
 // the padded input, a view per pad box). A pool of more taps than
 // kPoolDirectTaps (3-D windows, large kernels) takes them kPoolChunk at a
-// time: the running result goes through a reduction over a new axis of
-// size 1, which the fuser always materializes, so each kernel reads the
-// previous partial and kPoolChunk taps. Was: one kernel of every tap, past
+// time: the running result goes through a reduction over a new axis (of
+// size 1 for sums, 2 for max: see materialize), which the fuser always
+// materializes, so each kernel reads the previous partial and kPoolChunk
+// taps. Was: one kernel of every tap, past
 // 64 views a graph break on the reference interpreter.
 enum { kPoolDirectTaps = 16, kPoolChunk = 8 };
 
@@ -730,6 +731,24 @@ static tj_status_t materialize(dec_t* d, uint32_t a, tj_op_t combine,
   dims[rank] = 1;
   uint32_t r, y;
   TJ_RETURN_IF_ERROR(reshape(d, a, rank + 1, dims, &r));
+  if (combine == TJ_OP_MAXIMUM) {
+    // Canonicalize folds a max over size-1 axes (the cleanup after
+    // decompose would undo it): a max over the value broadcast to 2 is the
+    // value too, -0.0 and NaN included, and stays a reduction.
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_BROADCAST_TO;
+    desc.num_operands = 1;
+    desc.operands = &r;
+    desc.dtype = an->dtype;
+    desc.rank = rank + 1;
+    dims[rank] = 2;
+    desc.dims = dims;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &r));
+    dims[rank] = 1;
+  }
+  // A float sum over one element is the element (+0.0 for -0.0, a sum's
+  // own zero; canonicalize keeps float sums, which that changes).
   TJ_RETURN_IF_ERROR(
       reduce(d, combine == TJ_OP_MAXIMUM ? TJ_OP_MAX : TJ_OP_SUM, r, rank, &y));
   return reshape(d, y, rank, dims, out);

@@ -470,13 +470,13 @@ TEST(nms_random_against_reference) {
 
 //===--- pools of many taps: no graph break ---===//
 
-// 3-D max, avg and lp pools of 27 and 64 taps (more than a pointwise
+// 3-D max, avg and lp pools of 27, 64 and 125 taps (more than a pointwise
 // kernel's 64 buffer views once each tap is a view), with dilations, pads
 // and ceil_mode, at every tier: against the reference, no graph break.
 TEST(pools_of_many_taps_every_tier) {
   for (int t = 0; t < kTiers; ++t) {
     for (int kind = 0; kind < 3; ++kind) {
-      for (int big = 0; big < 2; ++big) {
+      for (int big = 0; big < 3; ++big) {
         tj_graph_t* g = NULL;
         CHECK_OK(tj_graph_create(g_ctx[t], "pool", &g));
         int64_t N = tj_graph_symbol(g, "N");
@@ -485,13 +485,13 @@ TEST(pools_of_many_taps_every_tier) {
         tj_conv_attrs_t a;
         memset(&a, 0, sizeof(a));
         for (int i = 0; i < 3; ++i) {
-          a.kernel[i] = big ? 4 : 3;
+          a.kernel[i] = 3 + big;
           a.dilations[i] = 2;
           a.strides[i] = i + 1;
           a.pads_begin[i] = 1;
           a.pads_end[i] = i;
         }
-        a.ceil_mode = big;
+        a.ceil_mode = big == 1;
         a.count_include_pad = kind == 1 && big;
         a.p = kind == 2 ? 2 : 0;
         tj_value_t y = kind == 0   ? tj_graph_max_pool(g, x, &a)
