@@ -12,10 +12,11 @@
 //   compress(x, c)     gather(x, reshape(nonzero(c), [K]), axis).
 //   unique(x)          the host kernel gives the first index of each
 //                      distinct slice along the axis (tj_unique, sorted or
-//                      in order of appearance); y = gather(x, first),
-//                      inverse = sum_j j * all_r(x[i, r] == y[j, r]) and
-//                      counts = sum_i (inverse[i] == j), compares and
-//                      reductions over [A, U(, R)].
+//                      in order of appearance); y = gather(x, first);
+//                      rep[i] = min k with all_r(x[i, r] == x[k, r]),
+//                      inverse[i] = sum_j j * (first[j] == rep[i]),
+//                      counts[j] = sum_i (first[j] == rep[i]): compares
+//                      and reductions over [A, A, R] and [A, U].
 //   nms(boxes, ...)    the host kernel (tj_nms), [K, 3] triples.
 // The host kernels use no memory beyond their output: an output planned at
 // the bound is large enough to be their scratch (see each), so a run
@@ -494,32 +495,38 @@ tj_value_t tj_graph_unique(tj_graph_t* graph, tj_value_t x, bool has_axis,
   tj_value_t y = tj_graph_gather(g, src, first, axis);
   if (out_indices) *out_indices = first;
   if (!out_inverse && !out_counts) return y;
-  // eq[i, j] = all_r (row i == unique row j), NaN equal to NaN as in the
-  // host kernel; exactly one j holds for every i.
-  int64_t u;
+  // same[i, k] = all_r (row i == row k), NaN equal to NaN as in the host
+  // kernel; rep[i] = the lowest k with same[i, k] (row i's first
+  // occurrence), and inverse[i] = the j with first[j] == rep[i]. Rows are
+  // compared with rows, never with a gather of them: a reduction whose
+  // prologue reads a gathered row is a graph break.
+  int64_t a = shape2[0], u;
   tj_graph_value_dims(g, first, &u);
-  tj_value_t urows = tj_graph_gather(g, rows, first, 0);
-  int64_t a3[3] = {shape2[0], 1, width}, b3[3] = {1, u, width};
+  int64_t a3[3] = {a, 1, width}, b3[3] = {1, a, width};
   tj_value_t ra = tj_graph_reshape(g, rows, 3, a3);
-  tj_value_t rb = tj_graph_reshape(g, urows, 3, b3);
+  tj_value_t rb = tj_graph_reshape(g, rows, 3, b3);
   tj_value_t eq = tj_graph_eq(g, ra, rb);
   tj_dtype_t dt = tj_graph_value_dtype(g, x);
   if (tj_dtype_is_float(dt))
     eq = tj_graph_logical_or(
         g, eq,
         tj_graph_logical_and(g, tj_graph_isnan(g, ra), tj_graph_isnan(g, rb)));
-  int32_t last = 2;
-  tj_value_t all = tj_graph_min(g, eq, 1, &last, false);  // [A, U]
-  int64_t au[2] = {shape2[0], u};
+  int32_t last = 2, one = 1, zero = 0;
+  tj_value_t same = tj_graph_min(g, eq, 1, &last, false);  // [A, A]
+  int64_t aa[2] = {a, a}, a1[2] = {a, 1}, u1[2] = {1, u}, au[2] = {a, u};
+  tj_value_t k = tj_graph_iota(g, TJ_DTYPE_I64, 2, aa, 1);
+  tj_value_t none = tj_graph_scalar(g, TJ_DTYPE_I64, (double)INT32_MAX);
+  tj_value_t rep = tj_graph_reshape(
+      g, tj_graph_min(g, tj_graph_where(g, same, k, none), 1, &one, false), 2,
+      a1);
+  tj_value_t hit = tj_graph_eq(g, rep, tj_graph_reshape(g, first, 2, u1));
   tj_value_t j = tj_graph_iota(g, TJ_DTYPE_I64, 2, au, 1);
-  int32_t one = 1, zero = 0;
   tj_value_t inverse = tj_graph_sum(
-      g, tj_graph_where(g, all, j, tj_graph_scalar(g, TJ_DTYPE_I64, 0)), 1,
+      g, tj_graph_where(g, hit, j, tj_graph_scalar(g, TJ_DTYPE_I64, 0)), 1,
       &one, false);
   if (out_inverse) *out_inverse = inverse;
   if (out_counts) {
-    int64_t a1[2] = {shape2[0], 1};
-    tj_value_t hit = tj_graph_eq(g, tj_graph_reshape(g, inverse, 2, a1), j);
+    // counts[j] = the rows whose first occurrence is first[j].
     *out_counts =
         tj_graph_sum(g, tj_graph_cast(g, hit, TJ_DTYPE_I64), 1, &zero, false);
   }

@@ -707,6 +707,53 @@ static tj_status_t avg_divisor(dec_t* d, const tj_window_t* w,
   return status;
 }
 
+// ddshape (issue 15): a pointwise kernel reads at most 64 buffer views
+// (TJ_KIR_MAX_BUFFERS), and each tap of a pool is one or more (a slice of
+// the padded input, a view per pad box). A pool of more taps than
+// kPoolDirectTaps (3-D windows, large kernels) takes them kPoolChunk at a
+// time: the running result goes through a reduction over a new axis (of
+// size 1 for sums, 2 for max: see materialize), which the fuser always
+// materializes, so each kernel reads the previous partial and kPoolChunk
+// taps. Was: one kernel of every tap, past
+// 64 views a graph break on the reference interpreter.
+enum { kPoolDirectTaps = 16, kPoolChunk = 8 };
+
+static tj_status_t materialize(dec_t* d, uint32_t a, tj_op_t combine,
+                               uint32_t* out) {
+  const tj_node_t* an = &d->rw.dst->nodes[a];
+  int32_t rank = an->rank;
+  int64_t dims[TJ_MAX_RANK];
+  if (rank + 1 > TJ_MAX_RANK) {
+    *out = a;
+    return NULL;
+  }
+  memcpy(dims, an->dims, sizeof(int64_t) * (size_t)rank);
+  dims[rank] = 1;
+  uint32_t r, y;
+  TJ_RETURN_IF_ERROR(reshape(d, a, rank + 1, dims, &r));
+  if (combine == TJ_OP_MAXIMUM) {
+    // Canonicalize folds a max over size-1 axes (the cleanup after
+    // decompose would undo it): a max over the value broadcast to 2 is the
+    // value too, -0.0 and NaN included, and stays a reduction.
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_BROADCAST_TO;
+    desc.num_operands = 1;
+    desc.operands = &r;
+    desc.dtype = an->dtype;
+    desc.rank = rank + 1;
+    dims[rank] = 2;
+    desc.dims = dims;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &r));
+    dims[rank] = 1;
+  }
+  // A float sum over one element is the element (+0.0 for -0.0, a sum's
+  // own zero; canonicalize keeps float sums, which that changes).
+  TJ_RETURN_IF_ERROR(
+      reduce(d, combine == TJ_OP_MAXIMUM ? TJ_OP_MAX : TJ_OP_SUM, r, rank, &y));
+  return reshape(d, y, rank, dims, out);
+}
+
 static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
                         const tj_window_t* w, uint32_t* out) {
   const tj_node_t* src = &d->rw.src->nodes[index];
@@ -745,6 +792,7 @@ static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
   TJ_RETURN_IF_ERROR(
       win_pad(d, v, low, high, op == TJ_OP_MAX_POOL ? -INFINITY : 0.0, &xp));
   uint32_t acc = TJ_NODE_NONE;
+  const tj_op_t combine = op == TJ_OP_MAX_POOL ? TJ_OP_MAXIMUM : TJ_OP_ADD;
   for (int64_t t = 0; t < taps; ++t) {
     int64_t k[3], start[3];
     uint32_t tap;
@@ -754,9 +802,10 @@ static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
     if (t == 0) {
       acc = tap;
     } else {
-      TJ_RETURN_IF_ERROR(op2(
-          d, op == TJ_OP_MAX_POOL ? TJ_OP_MAXIMUM : TJ_OP_ADD, acc, tap, &acc));
+      TJ_RETURN_IF_ERROR(op2(d, combine, acc, tap, &acc));
     }
+    if (taps > kPoolDirectTaps && t + 1 < taps && (t + 1) % kPoolChunk == 0)
+      TJ_RETURN_IF_ERROR(materialize(d, acc, combine, &acc));
   }
   if (op == TJ_OP_AVG_POOL) {
     uint32_t inv;

@@ -5,7 +5,8 @@
 // against loops written here (numpy's semantics) and against the reference
 // interpreter (tj_reference_run_shaped), no graph break, exactly one host
 // call, no recompile. Then the data-dependent graph outputs
-// (tj_executable_run_shaped), the errors, the text form and the OOM sweep.
+// (tj_executable_run_shaped), the errors, the text form and the OOM sweep;
+// and the graph breaks ddshape removed (pools of many taps).
 
 #include <math.h>
 #include <stdio.h>
@@ -313,44 +314,55 @@ TEST(unique_every_tier_several_sizes) {
 
 // Along an axis: rows of f32[R, 3] (values in {0, 1, NaN}), sorted
 // lexicographically, NaN last and equal to NaN (numpy.unique's
-// equal_nan).
+// equal_nan); and the same as the columns of f32[3, R] along axis -1 (a
+// transpose before the host kernel; no graph break either way).
 TEST(unique_rows_with_nan) {
   const float nan = NAN;
   float x[6][3] = {{1, 0, nan}, {0, 1, 1}, {1, 0, nan},
                    {0, 1, 0},   {0, 1, 1}, {nan, 0, 0}};
+  float xt[3][6];  // the same rows as columns (a unique along axis 1)
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 3; ++c) xt[c][r] = x[r][c];
   for (int t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = NULL;
-    CHECK_OK(tj_graph_create(g_ctx[t], "rows", &g));
-    int64_t R = tj_graph_symbol(g, "R");
-    tj_value_t in = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){R, 3}, "x");
-    tj_value_t idx, inv, cnt;
-    tj_value_t y = tj_graph_unique(g, in, true, -2, true, &idx, &inv, &cnt);
-    tj_graph_output(g, y, "y");
-    tj_graph_output(g, inv, "inverse");
-    tj_graph_output(g, cnt, "counts");
-    CHECK_OK(tj_graph_finalize(g));
-    tj_executable_t* exe = compile_x86(g);
-    float ys[18];
-    int64_t invs[6], cnts[6], shapes[3 * TJ_MAX_RANK];
-    int64_t xd[2] = {6, 3}, yd[2] = {6, 3}, nd[1] = {6};
-    tj_tensor_t xt = tj_tensor_make(x, TJ_DTYPE_F32, 2, xd);
-    tj_tensor_t outs[3] = {tj_tensor_make(ys, TJ_DTYPE_F32, 2, yd),
-                           tj_tensor_make(invs, TJ_DTYPE_I64, 1, nd),
-                           tj_tensor_make(cnts, TJ_DTYPE_I64, 1, nd)};
-    CHECK_OK(tj_executable_run_shaped(exe, &xt, 1, outs, 3, shapes));
-    // Sorted: [0 1 0], [0 1 1], [1 0 nan], [nan 0 0].
-    CHECK(shapes[0] == 4 && shapes[1] == 3);
-    const float want[4][3] = {{0, 1, 0}, {0, 1, 1}, {1, 0, nan}, {nan, 0, 0}};
-    for (int i = 0; i < 12; ++i) {
-      float w = want[i / 3][i % 3];
-      CHECK(isnan(w) ? isnan(ys[i]) : ys[i] == w);
+    for (int tr = 0; tr < 2; ++tr) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(tj_graph_create(g_ctx[t], "rows", &g));
+      int64_t R = tj_graph_symbol(g, "R");
+      int64_t dims[2] = {tr ? 3 : R, tr ? R : 3};
+      tj_value_t in = tj_graph_input(g, TJ_DTYPE_F32, 2, dims, "x");
+      tj_value_t idx, inv, cnt;
+      tj_value_t y =
+          tj_graph_unique(g, in, true, tr ? -1 : -2, true, &idx, &inv, &cnt);
+      tj_graph_output(g, y, "y");
+      tj_graph_output(g, inv, "inverse");
+      tj_graph_output(g, cnt, "counts");
+      CHECK_OK(tj_graph_finalize(g));
+      tj_executable_t* exe = compile_x86(g);
+      float ys[18];
+      int64_t invs[6], cnts[6], shapes[3 * TJ_MAX_RANK];
+      int64_t xd[2] = {tr ? 3 : 6, tr ? 6 : 3}, yd[2] = {xd[0], xd[1]};
+      int64_t nd[1] = {6};
+      tj_tensor_t xin =
+          tj_tensor_make(tr ? (void*)xt : (void*)x, TJ_DTYPE_F32, 2, xd);
+      tj_tensor_t outs[3] = {tj_tensor_make(ys, TJ_DTYPE_F32, 2, yd),
+                             tj_tensor_make(invs, TJ_DTYPE_I64, 1, nd),
+                             tj_tensor_make(cnts, TJ_DTYPE_I64, 1, nd)};
+      CHECK_OK(tj_executable_run_shaped(exe, &xin, 1, outs, 3, shapes));
+      // Sorted: [0 1 0], [0 1 1], [1 0 nan], [nan 0 0].
+      CHECK(shapes[0] == (tr ? 3 : 4) && shapes[1] == (tr ? 4 : 3));
+      const float want[4][3] = {{0, 1, 0}, {0, 1, 1}, {1, 0, nan}, {nan, 0, 0}};
+      for (int i = 0; i < 12; ++i) {
+        float w = want[i / 3][i % 3];
+        float got = tr ? ys[(i % 3) * 4 + i / 3] : ys[i];
+        CHECK(isnan(w) ? isnan(got) : got == w);
+      }
+      const int64_t winv[6] = {2, 1, 2, 0, 1, 3}, wcnt[4] = {1, 2, 2, 1};
+      for (int i = 0; i < 6; ++i) CHECK(invs[i] == winv[i]);
+      for (int i = 0; i < 4; ++i) CHECK(cnts[i] == wcnt[i]);
+      check_stats(exe, 1, 2);
+      tj_executable_release(exe);
+      tj_graph_destroy(g);
     }
-    const int64_t winv[6] = {2, 1, 2, 0, 1, 3}, wcnt[4] = {1, 2, 2, 1};
-    for (int i = 0; i < 6; ++i) CHECK(invs[i] == winv[i]);
-    for (int i = 0; i < 4; ++i) CHECK(cnts[i] == wcnt[i]);
-    check_stats(exe, 1, 2);
-    tj_executable_release(exe);
-    tj_graph_destroy(g);
   }
 }
 
@@ -454,6 +466,73 @@ TEST(nms_random_against_reference) {
   check_stats(exe, 1, 1);  // the sigmoid; the op's output is the graph's
   tj_executable_release(exe);
   tj_graph_destroy(g);
+}
+
+//===--- pools of many taps: no graph break ---===//
+
+// 3-D max, avg and lp pools of 27, 64 and 125 taps (more than a pointwise
+// kernel's 64 buffer views once each tap is a view), with dilations, pads
+// and ceil_mode, at every tier: against the reference, no graph break.
+TEST(pools_of_many_taps_every_tier) {
+  for (int t = 0; t < kTiers; ++t) {
+    for (int kind = 0; kind < 3; ++kind) {
+      for (int big = 0; big < 3; ++big) {
+        tj_graph_t* g = NULL;
+        CHECK_OK(tj_graph_create(g_ctx[t], "pool", &g));
+        int64_t N = tj_graph_symbol(g, "N");
+        tj_value_t x =
+            tj_graph_input(g, TJ_DTYPE_F32, 5, (int64_t[]){N, 2, 9, 8, 7}, "x");
+        tj_conv_attrs_t a;
+        memset(&a, 0, sizeof(a));
+        for (int i = 0; i < 3; ++i) {
+          a.kernel[i] = 3 + big;
+          a.dilations[i] = 2;
+          a.strides[i] = i + 1;
+          a.pads_begin[i] = 1;
+          a.pads_end[i] = i;
+        }
+        a.ceil_mode = big == 1;
+        a.count_include_pad = kind == 1 && big;
+        a.p = kind == 2 ? 2 : 0;
+        tj_value_t y = kind == 0   ? tj_graph_max_pool(g, x, &a)
+                       : kind == 1 ? tj_graph_avg_pool(g, x, &a)
+                                   : tj_graph_lp_pool(g, x, &a);
+        tj_graph_output(g, y, "y");
+        CHECK_OK(tj_graph_finalize(g));
+        tj_executable_t* exe = compile_x86(g);
+        tj_executable_stats_t st = {.struct_size = sizeof(st)};
+        tj_executable_stats(exe, &st);
+        CHECK_EQ_INT(0, st.num_graph_breaks);
+        for (int64_t n = 1; n <= 2; ++n) {
+          int64_t xd[5] = {n, 2, 9, 8, 7}, yd[TJ_MAX_RANK];
+          int32_t yr;
+          int64_t numel = n * 2 * 9 * 8 * 7;
+          float* xs = malloc(sizeof(float) * (size_t)numel);
+          for (int64_t i = 0; i < numel; ++i) xs[i] = (float)(unit() * 2 - 1);
+          tj_tensor_t in = tj_tensor_make(xs, TJ_DTYPE_F32, 5, xd);
+          CHECK_OK(tj_executable_output_shape(exe, &in, 1, 0, &yr, yd));
+          int64_t ny = 1;
+          for (int32_t k = 0; k < yr; ++k) ny *= yd[k];
+          float* got = malloc(sizeof(float) * (size_t)ny);
+          float* want = malloc(sizeof(float) * (size_t)ny);
+          tj_tensor_t og = tj_tensor_make(got, TJ_DTYPE_F32, yr, yd);
+          tj_tensor_t ow = tj_tensor_make(want, TJ_DTYPE_F32, yr, yd);
+          CHECK_OK(tj_executable_run(exe, &in, 1, &og, 1));
+          CHECK_OK(tj_reference_run(g, &in, 1, &ow, 1));
+          int bad = 0;
+          for (int64_t i = 0; i < ny; ++i)
+            bad +=
+                !(fabsf(got[i] - want[i]) <= 1e-5f * fmaxf(1, fabsf(want[i])));
+          CHECK_EQ_INT(0, bad);
+          free(xs);
+          free(got);
+          free(want);
+        }
+        tj_executable_release(exe);
+        tj_graph_destroy(g);
+      }
+    }
+  }
 }
 
 //===--- errors, the text form ---===//
@@ -594,6 +673,7 @@ int main(void) {
   RUN_TEST(unique_rows_with_nan);
   RUN_TEST(nms_onnx_case_every_tier);
   RUN_TEST(nms_random_against_reference);
+  RUN_TEST(pools_of_many_taps_every_tier);
   RUN_TEST(errors_name_the_op);
   RUN_TEST(oom_sweep_unique);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
