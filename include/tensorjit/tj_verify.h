@@ -49,7 +49,20 @@ typedef struct tj_verify_options_t {
   // tj_verify_options_initialize; tj_verify rejects another size.
   size_t struct_size;
   // The budget per dtype (indexed by tj_dtype_t): an element is out of it
-  // when |got - want| > atol + rtol * |want|. Defaults: f64 1e-9 / 1e-9,
+  // when |got - want| > atol + rtol * c, c its condition: the sum of the
+  // magnitudes of the terms the element is made of, never less than
+  // |want|. A kernel may add in another order than the reference, so a
+  // contraction's or a reduction's error scales with its terms, not with
+  // its result: after cancellation (a dot product of large terms whose sum
+  // is near 0) |want| is far below them. c is computed by the reference
+  // interpreter in f64 alongside the values, carried through every op: a
+  // matmul's is the matmul of its operands' (>= sum_k |a_k| |b_k|), a
+  // sum's the sum of its operand's, a movement moves it, an elementwise
+  // op's is |y| plus what the op makes of each operand moved anywhere
+  // within that operand's budget (|f'(a)| c_a for a smooth f), leaves and
+  // ops without a rule have |y| (backends/verify_condition.c lists the
+  // rules). Composites (softmax, layer_norm, attention) are decomposed
+  // for it, so their inner reductions count. Defaults: f64 1e-9 / 1e-9,
   // f32 1e-4 / 1e-4, f16 1e-2 / 1e-2, bf16 3e-2 / 3e-2, f8e4m3 0.125 /
   // 0.125 and f8e5m2 0.25 / 0.25 (one rounding step), integers and bool
   // 0 / 0 (exact). NaN matches only NaN (a NaN on one side only is a
@@ -107,6 +120,9 @@ typedef struct tj_verify_value_t {
   int64_t first_bad_index;
   double first_bad_got, first_bad_want;
   double rtol, atol;  // the budget it was held to
+  // The first bad element's condition, the scale of its budget (see
+  // tj_verify_options_t.rtol); 0 when none.
+  double first_bad_condition;
 } tj_verify_value_t;
 
 // What tj_verify found. Owned by the caller; destroy with

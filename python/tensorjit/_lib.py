@@ -209,7 +209,7 @@ class VerifyValue_t(ctypes.Structure):
                 ("max_abs_error", cdouble), ("max_rel_error", cdouble),
                 ("first_bad_index", i64), ("first_bad_got", cdouble),
                 ("first_bad_want", cdouble), ("rtol", cdouble),
-                ("atol", cdouble)]
+                ("atol", cdouble), ("first_bad_condition", cdouble)]
 
 
 class VerifyReport_t(ctypes.Structure):

@@ -146,6 +146,9 @@ class VerifyValue:
     first_bad_want: float
     rtol: float
     atol: float
+    # The first bad element's condition (the sum of the magnitudes of its
+    # terms): its budget is atol + rtol * first_bad_condition.
+    first_bad_condition: float
 
 
 @dataclass(frozen=True)
@@ -613,7 +616,8 @@ def _value(v: Any) -> VerifyValue:
         v.step, v.group, v.group_kind.decode(), v.node, v.op.decode(),
         v.type.decode(), v.output_name.decode(), v.against_caller, v.numel,
         v.mismatches, v.nan_mismatches, v.max_abs_error, v.max_rel_error,
-        v.first_bad_index, v.first_bad_got, v.first_bad_want, v.rtol, v.atol)
+        v.first_bad_index, v.first_bad_got, v.first_bad_want, v.rtol, v.atol,
+        v.first_bad_condition)
 
 
 def compile(graph: Union[Graph, str], target: str = "x86", *,

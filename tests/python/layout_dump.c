@@ -162,6 +162,7 @@ int main(void) {
   FIELD(tj_verify_value_t, first_bad_want);
   FIELD(tj_verify_value_t, rtol);
   FIELD(tj_verify_value_t, atol);
+  FIELD(tj_verify_value_t, first_bad_condition);
 
   STRUCT(tj_verify_report_t);
   FIELD(tj_verify_report_t, verdict);
