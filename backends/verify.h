@@ -92,6 +92,14 @@ typedef struct tj_verify_plant_t {
 tj_status_t tj_verify_test_plant(void* user, uint32_t group,
                                  tj_lowered_kernel_t* kernels, uint32_t count);
 
+// tj_diagnose's answer to "Am I fragmenting?" in |r| (and its
+// arena_bytes, live_peak_bytes and device_* fields): the planned arena
+// against its live peak, and, when |st| has device memory (CUDA), the
+// caching allocator's reserved - allocated.
+void tj_diagnose_fragmentation(tj_diagnose_report_t* r, int64_t arena_bytes,
+                               int64_t live_peak_bytes,
+                               const tj_executable_stats_t* st);
+
 // A growable text in |al|'s memory, for reports: printf appends; after
 // an allocation failure |oom| is set and further appends do nothing.
 typedef struct tj_verify_text_t {

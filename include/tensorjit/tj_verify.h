@@ -329,8 +329,11 @@ typedef enum tj_diagnose_question_e {
   TJ_DIAGNOSE_ONE_OP_DOMINATING = 4,
   // Collectives: never on one device.
   TJ_DIAGNOSE_COLLECTIVE = 5,
-  // The arena the memory plan makes against what is live at its peak.
-  // YES: more than 25% of the arena is above the live peak.
+  // The arena the memory plan makes against what is live at its peak,
+  // and on CUDA the caching allocator's reserved - allocated after the
+  // runs (tj_executable_stats_t.device_*). YES: more than 25% of the arena
+  // is above the live peak, or more than 25% of what the allocator
+  // reserved is unused.
   TJ_DIAGNOSE_FRAGMENTING = 6,
   // Compile amortization: (t_eager - t_compiled) x N_runs > t_compile x
   // N_compiles, t_eager the same graph compiled unfused (options.unfused,
@@ -361,6 +364,9 @@ typedef struct tj_diagnose_report_t {
   int32_t kernels, graph_breaks;
   int64_t recompiles;
   int64_t arena_bytes, live_peak_bytes;
+  // CUDA: the caching allocator's reserved and allocated bytes after the
+  // runs (0 on other targets).
+  int64_t device_reserved_bytes, device_allocated_bytes;
   // Compile amortization: tj_executable_stats_t.compile_ms, the unfused
   // baseline's run (0 when it could not be built: the answer says why),
   // and the break-even number of runs (-1: never, or no baseline).

@@ -800,6 +800,62 @@ TEST(diagnose_answers_the_ladder) {
 
 // Every allocation failure inside tj_diagnose is OUT_OF_MEMORY and leaks
 // nothing (a first call fills the context's kernel cache).
+// "Am I fragmenting?" from the numbers: the planned arena against its live
+// peak everywhere; on CUDA also the caching allocator's reserved -
+// allocated (the stats' device memory), which x86 stats never have.
+TEST(diagnose_fragmentation_reads_the_caching_allocator) {
+  tj_diagnose_report_t r;
+  memset(&r, 0, sizeof(r));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);  // x86: no device
+  const tj_diagnose_answer_t* a = &r.answers[TJ_DIAGNOSE_FRAGMENTING];
+  CHECK(!a->yes);
+  CHECK_STREQ("Am I fragmenting?", a->question);
+  CHECK(strstr(a->measured, "caching allocator") == NULL);
+  CHECK_EQ_INT(0, (int)r.device_reserved_bytes);
+  // CUDA, little cached: the arena decides.
+  st.device_reserved_bytes = 4000000;
+  st.device_allocated_bytes = 3500000;
+  st.device_peak_reserved_bytes = 4000000;
+  st.device_peak_allocated_bytes = 3900000;
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);
+  CHECK(!a->yes);
+  CHECK_CONTAINS(a->measured,
+                 "caching allocator: reserved 4.00 MB, allocated 3.50 MB, "
+                 "reserved - allocated 0.50 MB (12% of it unused); peaks "
+                 "4.00 / 3.90 MB");
+  CHECK(r.device_reserved_bytes == 4000000);
+  CHECK(r.device_allocated_bytes == 3500000);
+  // An outgrown arena cached unused: half of what the driver gave.
+  st.device_allocated_bytes = 2000000;
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);
+  CHECK(a->yes);
+  CHECK_CONTAINS(a->measured, "(50% of it unused)");
+  CHECK_STREQ("bucket shapes; plan the arena per bucket", a->advice);
+  // And the arena alone still answers yes without a device.
+  memset(&st, 0, sizeof(st));
+  tj_diagnose_fragmentation(&r, 1000000, 500000, &st);
+  CHECK(a->yes);
+  CHECK_CONTAINS(a->measured, "(50% above it)");
+}
+
+// An x86 executable has no device memory in its stats.
+TEST(x86_stats_have_no_device_memory) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = small_graph(ctx);
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  st.device_reserved_bytes = -1;
+  tj_executable_stats(exe, &st);
+  CHECK(st.device_reserved_bytes == 0 && st.device_allocated_bytes == 0 &&
+        st.device_arena_bytes == 0);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 TEST(diagnose_oom_sweep) {
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
@@ -855,6 +911,8 @@ int main(void) {
   RUN_TEST(planted_kernel_reaches_the_cuda_program);
   RUN_TEST(diagnose_answers_the_ladder);
   RUN_TEST(diagnose_oom_sweep);
+  RUN_TEST(diagnose_fragmentation_reads_the_caching_allocator);
+  RUN_TEST(x86_stats_have_no_device_memory);
   RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
   RUN_TEST(reference_target_compares_outputs);
   RUN_TEST(given_inputs_and_errors);
