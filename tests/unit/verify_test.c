@@ -199,6 +199,49 @@ TEST(planted_wrong_kernel_in_the_capstone_is_named_with_edge_values) {
   }
 }
 
+// The budget is settable, and drift is told from a wrong kernel: under an
+// f32 budget of rtol 1e-8 (below one rounding) exp(x) * x leaves it by a
+// rounding or two, the unfused pipeline alike and within the drift
+// factor (100 budgets): drift. Under the default budget: clean.
+TEST(a_budget_below_one_rounding_is_drift) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "drift", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 64}, "x");
+  tj_graph_output(g, tj_graph_mul(g, tj_graph_exp(g, x), x), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  int64_t bv[1] = {16};
+  tj_verify_options_t vo = options_b(kB, bv);
+  vo.edge_values = false;
+  tj_verify_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+  tj_verify_report_destroy(r);
+  r = NULL;
+  vo.rtol[TJ_DTYPE_F32] = 1e-8;
+  vo.atol[TJ_DTYPE_F32] = 0;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_DRIFT, r->verdict);
+    CHECK(r->unfused_ran);
+    CHECK(!r->unfused_within_budget);
+    CHECK_EQ_INT(0, (int)r->fused_unfused_mismatches);
+    CHECK(r->first_bad >= 0);
+    if (r->first_bad >= 0) CHECK(r->values[r->first_bad].rtol == 1e-8);
+    CHECK_CONTAINS(r->text, "verdict: drift");
+    CHECK_CONTAINS(r->text, "rtol 1e-08");
+    if (r->verdict != TJ_VERIFY_DRIFT) fprintf(stderr, "%s", r->text);
+  }
+  tj_verify_report_destroy(r);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 // tj_verify_conditions, rule by rule, on values picked for cancellation:
 // the sum of the magnitudes of the terms, carried through each op.
 TEST(conditions_scale_with_the_terms) {
@@ -907,6 +950,7 @@ int main(void) {
   RUN_TEST(capstone_is_clean_at_every_tier);
   RUN_TEST(planted_wrong_kernel_in_the_capstone_is_named_with_edge_values);
   RUN_TEST(conditions_scale_with_the_terms);
+  RUN_TEST(a_budget_below_one_rounding_is_drift);
   RUN_TEST(planted_wrong_kernel_is_named);
   RUN_TEST(planted_kernel_reaches_the_cuda_program);
   RUN_TEST(diagnose_answers_the_ladder);
