@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_entry.h"
 #include "backends/executable.h"
 #include "backends/runtime/host_tensor.h"
 #include "backends/reference/reference_eval.h"
@@ -681,6 +682,7 @@ void tj_executable_stats(const tj_executable_t* executable,
     st.cache_load_ms = exe->cache_load_ms;
     st.run_ms = atomic_load(&exe->run_ms);
     st.num_shared_kernels = exe->num_shared_kernels;
+    tj_executable_cuda_memory(executable, &st);
   }
   // The caller's struct may be an older, shorter one: only what it holds.
   memcpy(out_stats, &st, size < sizeof(st) ? size : sizeof(st));

@@ -241,17 +241,42 @@ static void answer_all(tj_diagnose_report_t* r, const tj_graph_t* g,
   snprintf(a[TJ_DIAGNOSE_COLLECTIVE].measured,
            sizeof(a[TJ_DIAGNOSE_COLLECTIVE].measured),
            "one device, no collectives");
-  // 7. Fragmentation: the arena's size against what is live at its peak.
-  double arena = (double)sb->arena_bytes, live = (double)sb->live_peak_bytes;
+  // 7. Fragmentation.
+  tj_diagnose_fragmentation(r, sb->arena_bytes, sb->live_peak_bytes, st);
+}
+
+void tj_diagnose_fragmentation(tj_diagnose_report_t* r, int64_t arena_bytes,
+                               int64_t live_peak_bytes,
+                               const tj_executable_stats_t* st) {
+  tj_diagnose_answer_t* a = &r->answers[TJ_DIAGNOSE_FRAGMENTING];
+  // The arena the memory plan makes against what is live at its peak.
+  double arena = (double)arena_bytes, live = (double)live_peak_bytes;
   double waste = arena > 0 ? (arena - live) / arena : 0;
-  r->arena_bytes = sb->arena_bytes;
-  r->live_peak_bytes = sb->live_peak_bytes;
-  answer(&a[TJ_DIAGNOSE_FRAGMENTING], "Am I fragmenting?", waste > 0.25,
+  r->arena_bytes = arena_bytes;
+  r->live_peak_bytes = live_peak_bytes;
+  // On CUDA, the caching allocator: blocks it holds that nothing uses
+  // (reserved - allocated), e.g. an arena outgrown by a larger shape,
+  // which a block of another size class never reuses.
+  double reserved = (double)st->device_reserved_bytes;
+  double cached = reserved - (double)st->device_allocated_bytes;
+  double unused = reserved > 0 ? cached / reserved : 0;
+  r->device_reserved_bytes = st->device_reserved_bytes;
+  r->device_allocated_bytes = st->device_allocated_bytes;
+  answer(a, "Am I fragmenting?", waste > 0.25 || unused > 0.25,
          "bucket shapes; plan the arena per bucket");
-  snprintf(a[TJ_DIAGNOSE_FRAGMENTING].measured,
-           sizeof(a[TJ_DIAGNOSE_FRAGMENTING].measured),
-           "arena %.2f MB, live at the peak %.2f MB (%.0f%% above it)",
-           arena / 1e6, live / 1e6, 100 * waste);
+  int n = snprintf(a->measured, sizeof(a->measured),
+                   "arena %.2f MB, live at the peak %.2f MB (%.0f%% above it)",
+                   arena / 1e6, live / 1e6, 100 * waste);
+  if (reserved > 0 && n > 0 && (size_t)n < sizeof(a->measured)) {
+    snprintf(a->measured + n, sizeof(a->measured) - (size_t)n,
+             "; caching allocator: reserved %.2f MB, allocated %.2f MB, "
+             "reserved - allocated %.2f MB (%.0f%% of it unused); peaks "
+             "%.2f / %.2f MB",
+             reserved / 1e6, (double)st->device_allocated_bytes / 1e6,
+             cached / 1e6, 100 * unused,
+             (double)st->device_peak_reserved_bytes / 1e6,
+             (double)st->device_peak_allocated_bytes / 1e6);
+  }
 }
 
 static void render(tj_verify_text_t* t, const tj_diagnose_report_t* r,

@@ -69,6 +69,13 @@ tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
   return NULL;
 }
 
+void tj_executable_cuda_memory(const tj_executable_t* executable,
+                               tj_executable_stats_t* st) {
+  void *target, *program;
+  const tj_backend_t* b = tj_executable_backend(executable, &target, &program);
+  if (b == &tj_backend_cuda && program) tj_cuda_backend_memory(program, st);
+}
+
 tj_x86_tuner_t* tj_x86_executable_tuner(const tj_executable_t* executable) {
   void *target, *program;
   const tj_backend_t* b = tj_executable_backend(executable, &target, &program);

@@ -270,6 +270,30 @@ static tj_status_t reference_on_inputs(const tj_graph_t* g,
   return tj_reference_run(g, *inputs, *num_inputs, want->tensors, want->count);
 }
 
+// The conditions of |g|'s outputs on |inputs| (tj_verify_conditions), the
+// scale of their budgets. A failure other than OUT_OF_MEMORY leaves |out|
+// empty, the budgets relative to |want| alone, and says why in |note|.
+static tj_status_t conditions(const tj_graph_t* g, const tj_tensor_t* inputs,
+                              int32_t num_inputs, const tj_verify_options_t* vo,
+                              tj_verify_tensors_t* out, char* note,
+                              size_t note_size) {
+  tj_status_t status =
+      tj_verify_conditions(g, inputs, num_inputs, vo->rtol, out);
+  if (!status || tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
+    return status;
+  }
+  snprintf(note, note_size,
+           "the conditions of @%s could not be computed (%s): budgets "
+           "relative to |want|",
+           g->name, tj_status_message(status));
+  tj_status_free(status);
+  return NULL;
+}
+
+static const double* condition_of(const tj_verify_tensors_t* cond, uint32_t t) {
+  return cond->count > 0 ? cond->data[t] : NULL;
+}
+
 //===--- the values between the groups ---===//
 
 // A value that crosses a group boundary: written by step |step|.
@@ -353,20 +377,33 @@ static tj_status_t clone_with_outputs(const tj_graph_t* pg, const boundary_t* b,
 
 typedef struct stats_t {
   int64_t mismatches, nan_mismatches, first_bad;
-  double max_abs, max_rel, bad_got, bad_want;
+  double max_abs, max_rel, bad_got, bad_want, bad_condition;
 } stats_t;
 
-static bool element_ok(double got, double want, double rtol, double atol) {
+// |scale| is what rtol is relative to: the element's condition.
+static bool element_ok(double got, double want, double rtol, double atol,
+                       double scale) {
   if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
   if (isinf(got) || isinf(want)) {
     return got == want || (signbit(got) == signbit(want) &&
                            fabs(isinf(want) ? got : want) > 1e30);
   }
-  return fabs(got - want) <= atol + rtol * fabs(want);
+  return fabs(got - want) <= atol + rtol * scale;
 }
 
+// Element |k|'s scale: its condition (tj_verify_conditions; NULL: none
+// computed), never below |want| (a condition that is NaN, from a NaN
+// among its terms, says nothing).
+static double element_scale(const double* cond, int64_t k, double want) {
+  double scale = fabs(want);
+  if (cond && cond[k] > scale) scale = cond[k];
+  return scale;
+}
+
+// |cond|: the conditions of |want|'s elements (f64), or NULL.
 static void compare(tj_dtype_t dtype, const void* got, const void* want,
-                    int64_t numel, double rtol, double atol, stats_t* st) {
+                    const double* cond, int64_t numel, double rtol, double atol,
+                    stats_t* st) {
   memset(st, 0, sizeof(*st));
   st->first_bad = -1;
   bool is_float = tj_dtype_is_float(dtype) || tj_dtype_is_f8(dtype);
@@ -387,7 +424,7 @@ static void compare(tj_dtype_t dtype, const void* got, const void* want,
       }
     }
     bool ok = is_float
-                  ? element_ok(g, w, rtol, atol)
+                  ? element_ok(g, w, rtol, atol, element_scale(cond, k, w))
                   : tj_load_i64(dtype, got, k) == tj_load_i64(dtype, want, k);
     if (ok) continue;
     ++st->mismatches;
@@ -396,6 +433,7 @@ static void compare(tj_dtype_t dtype, const void* got, const void* want,
       st->first_bad = k;
       st->bad_got = g;
       st->bad_want = w;
+      st->bad_condition = is_float ? element_scale(cond, k, w) : 0.0;
     }
   }
 }
@@ -426,6 +464,7 @@ static void fill_value(tj_verify_value_t* v, const tj_graph_t* g, uint32_t node,
   v->first_bad_index = st->first_bad;
   v->first_bad_got = st->bad_got;
   v->first_bad_want = st->bad_want;
+  v->first_bad_condition = st->bad_condition;
   v->rtol = rtol;
   v->atol = atol;
 }
@@ -472,7 +511,8 @@ static void text_value(tj_verify_text_t* t, const tj_verify_value_t* v) {
 }
 
 static void render(tj_verify_text_t* t, const tj_verify_report_t* r,
-                   const tj_graph_t* graph, const char* unfused_note) {
+                   const tj_graph_t* graph, const char* unfused_note,
+                   const char* cond_note) {
   tj_verify_text_printf(
       t, "tj_verify @%s on %s: %u fusion groups, %u values compared",
       graph->name, r->target, r->num_groups, r->num_values);
@@ -480,6 +520,10 @@ static void render(tj_verify_text_t* t, const tj_verify_report_t* r,
                                ? " (every group boundary and the outputs)\n"
                                : " (outputs only: the target cannot show the "
                                  "values between its kernels)\n");
+  tj_verify_text_printf(t,
+                        "budget per element: atol + rtol x condition (the sum "
+                        "of the magnitudes of its terms)\n");
+  if (cond_note[0]) tj_verify_text_printf(t, "%s\n", cond_note);
   tj_verify_text_printf(t, "verdict: %s\n", tj_verify_verdict_name(r->verdict));
   if (r->first_bad >= 0) {
     const tj_verify_value_t* v = &r->values[r->first_bad];
@@ -487,12 +531,14 @@ static void render(tj_verify_text_t* t, const tj_verify_report_t* r,
     text_value(t, v);
     tj_verify_text_printf(
         t,
-        "\n  %lld of %lld elements out of budget (rtol %g, atol %g), "
-        "%lld NaN-position mismatches, max abs error %.6g, max rel "
-        "error %.6g\n  first bad element %lld: got %.9g, want %.9g\n",
-        (long long)v->mismatches, (long long)v->numel, v->rtol, v->atol,
+        "\n  %lld of %lld elements out of budget (atol %g + rtol %g x "
+        "condition), %lld NaN-position mismatches, max abs error %.6g, max "
+        "rel error %.6g\n  first bad element %lld: got %.9g, want %.9g, "
+        "condition %.6g (budget %.6g)\n",
+        (long long)v->mismatches, (long long)v->numel, v->atol, v->rtol,
         (long long)v->nan_mismatches, v->max_abs_error, v->max_rel_error,
-        (long long)v->first_bad_index, v->first_bad_got, v->first_bad_want);
+        (long long)v->first_bad_index, v->first_bad_got, v->first_bad_want,
+        v->first_bad_condition, v->atol + v->rtol * v->first_bad_condition);
   }
   if (unfused_note[0]) tj_verify_text_printf(t, "%s\n", unfused_note);
   tj_verify_text_printf(
@@ -536,8 +582,9 @@ typedef struct unfused_t {
 static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
                                  const tj_tensor_t* inputs, int32_t num_inputs,
                                  uint32_t node, const void* want,
-                                 const void* fused, int64_t numel, size_t bytes,
-                                 double rtol, double atol, unfused_t* u) {
+                                 const double* cond, const void* fused,
+                                 int64_t numel, size_t bytes, double rtol,
+                                 double atol, unfused_t* u) {
   tj_allocator_t al = exe->allocator;
   tj_compile_debug_t debug = exe->debug;
   debug.lowered = NULL;  // a planted wrong kernel is the fused one's
@@ -595,8 +642,9 @@ static tj_status_t check_unfused(tj_executable_t* exe, const tj_graph_t* graph,
     tj_dtype_t dtype = exe->run_plan.graph->nodes[node].dtype;
     u->ran = true;
     u->comparable = true;
-    compare(dtype, capture.data[0], want, numel, rtol, atol, &u->vs_ref);
-    compare(dtype, fused, capture.data[0], numel, rtol, atol, &u->vs_fused);
+    compare(dtype, capture.data[0], want, cond, numel, rtol, atol, &u->vs_ref);
+    compare(dtype, fused, capture.data[0], cond, numel, rtol, atol,
+            &u->vs_fused);
     u->within = u->vs_ref.mismatches == 0;
   }
   if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
@@ -628,6 +676,7 @@ typedef struct replay_t {
   const tj_tensor_t* inputs;
   int32_t num_inputs;
   const tj_verify_tensors_t* want;
+  const tj_verify_tensors_t* cond;  // |want|'s conditions; count 0: none
   const tj_verify_options_t* opts;
 } replay_t;
 
@@ -677,6 +726,7 @@ static tj_status_t replay(const replay_t* rp, size_t last,
     tj_dtype_t dtype = got.tensors[o].dtype;
     stats_t st;
     compare(dtype, got.data[o], rp->want->data[o],
+            rp->cond->count ? rp->cond->data[o] : NULL,
             tj_host_numel(got.tensors[o].rank, got.tensors[o].shape),
             rp->opts->rtol[dtype], rp->opts->atol[dtype], &st);
     *out_bad |= st.mismatches > 0;
@@ -745,10 +795,11 @@ static tj_status_t bisect_rewrites(const replay_t* rp, size_t index,
 static tj_status_t blame_pass(tj_executable_t* exe, const tj_graph_t* graph,
                               const tj_tensor_t* inputs, int32_t num_inputs,
                               const tj_verify_tensors_t* want,
+                              const tj_verify_tensors_t* cond,
                               const tj_verify_options_t* opts,
                               tj_verify_report_t* r) {
   replay_t rp = {graph,      exe->evaluate, &exe->debug, inputs,
-                 num_inputs, want,          opts};
+                 num_inputs, want,          cond,        opts};
   int32_t index = -1;
   TJ_RETURN_IF_ERROR(blame_pass_index(&rp, &index));
   if (index >= 0) {
@@ -824,6 +875,14 @@ typedef struct verify_t {
   tj_verify_tensors_t got_plan;   // captured values (same shapes)
   tj_verify_tensors_t want_out;   // reference of the caller's graph
   tj_verify_tensors_t got_out;    // the executable's outputs
+  // The conditions of |want_plan| and |want_out| (count 0: none; then
+  // |cond_note| says why).
+  tj_verify_tensors_t cond_plan, cond_out;
+  char cond_note[256];
+  // The reference run of the caller's graph and its conditions: |want_out|
+  // and |cond_out|, or the ladder's, made once for every rung.
+  const tj_verify_tensors_t* want_o;
+  const tj_verify_tensors_t* cond_o;
   tj_verify_report_t* report;
   unfused_t unfused;
 } verify_t;
@@ -834,6 +893,8 @@ static void verify_deinitialize(verify_t* v) {
   tj_verify_tensors_deinitialize(&v->got_plan);
   tj_verify_tensors_deinitialize(&v->want_out);
   tj_verify_tensors_deinitialize(&v->got_out);
+  tj_verify_tensors_deinitialize(&v->cond_plan);
+  tj_verify_tensors_deinitialize(&v->cond_out);
   tj_graph_destroy(v->clone);
   tj_free(v->al, v->boundaries, v->num_boundaries * sizeof(boundary_t));
   tj_verify_report_destroy(v->report);
@@ -843,9 +904,16 @@ static void verify_deinitialize(verify_t* v) {
 static tj_status_t run_all(verify_t* v) {
   tj_executable_t* exe = v->exe;
   const tj_graph_t* g = v->graph;
-  TJ_RETURN_IF_ERROR(reference_on_inputs(g, &v->opts, &v->random_inputs,
-                                         &v->inputs, &v->num_inputs,
-                                         &v->want_out));
+  if (!v->want_o) {
+    TJ_RETURN_IF_ERROR(reference_on_inputs(g, &v->opts, &v->random_inputs,
+                                           &v->inputs, &v->num_inputs,
+                                           &v->want_out));
+    TJ_RETURN_IF_ERROR(conditions(g, v->inputs, v->num_inputs, &v->opts,
+                                  &v->cond_out, v->cond_note,
+                                  sizeof(v->cond_note)));
+    v->want_o = &v->want_out;
+    v->cond_o = &v->cond_out;
+  }
   TJ_RETURN_IF_ERROR(
       tj_verify_make_outputs(g, v->inputs, v->num_inputs, &v->got_out));
   const tj_backend_t* b = exe->backend;
@@ -867,6 +935,9 @@ static tj_status_t run_all(verify_t* v) {
   TJ_RETURN_IF_ERROR(tj_reference_run(v->clone, v->inputs, v->num_inputs,
                                       v->want_plan.tensors,
                                       v->want_plan.count));
+  TJ_RETURN_IF_ERROR(conditions(v->clone, v->inputs, v->num_inputs, &v->opts,
+                                &v->cond_plan, v->cond_note,
+                                sizeof(v->cond_note)));
   observed_t o = {v->boundaries, v->num_boundaries, rp->graph->num_outputs,
                   &v->got_plan};
   return tj_executable_run_observed(exe, v->inputs, v->num_inputs,
@@ -892,12 +963,13 @@ static tj_status_t compare_all(verify_t* v) {
     uint32_t t = boundary ? pg->num_outputs + i : i - v->num_boundaries;
     uint32_t node = boundary ? v->boundaries[i].node : g->outputs[t].node;
     const tj_verify_tensors_t* got = boundary ? &v->got_plan : &v->got_out;
-    const tj_verify_tensors_t* want = boundary ? &v->want_plan : &v->want_out;
+    const tj_verify_tensors_t* want = boundary ? &v->want_plan : v->want_o;
+    const double* cond = condition_of(boundary ? &v->cond_plan : v->cond_o, t);
     tj_dtype_t dtype = vg->nodes[node].dtype;
     double rtol = v->opts.rtol[dtype], atol = v->opts.atol[dtype];
     int64_t numel = tj_host_numel(got->tensors[t].rank, got->tensors[t].shape);
     stats_t st;
-    compare(dtype, got->data[t], want->data[t], numel, rtol, atol, &st);
+    compare(dtype, got->data[t], want->data[t], cond, numel, rtol, atol, &st);
     fill_value(val, vg, node, numel, &st, rtol, atol);
     if (boundary) {
       const boundary_t* b = &v->boundaries[i];
@@ -935,7 +1007,7 @@ static tj_status_t judge(verify_t* v) {
     r->verdict = r->boundaries ? TJ_VERIFY_WRONG_PASSES : TJ_VERIFY_MISMATCH;
     if (!r->boundaries) return NULL;
     tj_status_t status = blame_pass(v->exe, v->graph, v->inputs, v->num_inputs,
-                                    &v->want_out, &v->opts, r);
+                                    v->want_o, v->cond_o, &v->opts, r);
     if (status && tj_status_code(status) == TJ_STATUS_OUT_OF_MEMORY) {
       return status;
     }
@@ -960,9 +1032,10 @@ static tj_status_t judge(verify_t* v) {
   if (!v->opts.unfused) return NULL;
   uint32_t t = v->exe->run_plan.graph->num_outputs + (uint32_t)r->first_bad;
   unfused_t* u = &v->unfused;
+  const double* cond = condition_of(&v->cond_plan, t);
   TJ_RETURN_IF_ERROR(
       check_unfused(v->exe, v->graph, v->inputs, v->num_inputs, bad->node,
-                    v->want_plan.data[t], v->got_plan.data[t], bad->numel,
+                    v->want_plan.data[t], cond, v->got_plan.data[t], bad->numel,
                     v->got_plan.bytes[t], bad->rtol, bad->atol, u));
   if (!u->ran) return NULL;
   r->unfused_ran = true;
@@ -983,8 +1056,8 @@ static tj_status_t judge(verify_t* v) {
     double f = v->opts.drift_factor;
     stats_t loose;
     compare(v->exe->run_plan.graph->nodes[bad->node].dtype, v->got_plan.data[t],
-            v->want_plan.data[t], bad->numel, bad->rtol * f, bad->atol * f,
-            &loose);
+            v->want_plan.data[t], cond, bad->numel, bad->rtol * f,
+            bad->atol * f, &loose);
     if (alike && loose.mismatches == 0) {
       r->verdict = TJ_VERIFY_DRIFT;
       why =
@@ -1006,10 +1079,15 @@ static tj_status_t judge(verify_t* v) {
   return NULL;
 }
 
-tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
-                      const tj_tensor_t* inputs, int32_t num_inputs,
-                      const tj_verify_options_t* options,
-                      tj_verify_report_t** out_report) {
+// tj_verify; |want| and |cond| (both or neither), when given, are the
+// reference run of |graph| on |inputs| and its conditions.
+static tj_status_t verify_with(tj_executable_t* executable,
+                               const tj_graph_t* graph,
+                               const tj_tensor_t* inputs, int32_t num_inputs,
+                               const tj_verify_options_t* options,
+                               const tj_verify_tensors_t* want,
+                               const tj_verify_tensors_t* cond,
+                               tj_verify_report_t** out_report) {
   if (!out_report) return tj_invalid("tj_verify: out_report is NULL");
   *out_report = NULL;
   TJ_RETURN_IF_ERROR(
@@ -1027,6 +1105,8 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   }
   v.inputs = inputs;
   v.num_inputs = num_inputs;
+  v.want_o = want;
+  v.cond_o = cond;
   v.report = tj_calloc(v.al, 1, sizeof(tj_verify_report_t));
   if (!v.report) return tj_status_oom();
   v.report->allocator_ = v.al;
@@ -1040,7 +1120,7 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   if (!status) status = judge(&v);
   if (!status) {
     tj_verify_text_t t = {v.al, NULL, 0, 0, false};
-    render(&t, v.report, graph, v.unfused.note);
+    render(&t, v.report, graph, v.unfused.note, v.cond_note);
     if (t.oom) {
       tj_free(v.al, t.buf, t.cap);
       status = tj_status_oom();
@@ -1057,6 +1137,14 @@ tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
   v.report = NULL;
   verify_deinitialize(&v);
   return NULL;
+}
+
+tj_status_t tj_verify(tj_executable_t* executable, const tj_graph_t* graph,
+                      const tj_tensor_t* inputs, int32_t num_inputs,
+                      const tj_verify_options_t* options,
+                      tj_verify_report_t** out_report) {
+  return verify_with(executable, graph, inputs, num_inputs, options, NULL, NULL,
+                     out_report);
 }
 
 //===--- the ladder ---===//
@@ -1097,6 +1185,8 @@ typedef struct ladder_t {
   const tj_tensor_t* inputs;
   int32_t num_inputs;
   tj_verify_tensors_t want;  // the reference run of |graph|
+  tj_verify_tensors_t cond;  // |want|'s conditions (count 0: none)
+  char cond_note[256];
   // The caller's TJ_BISECT budget (options.bisect, NULL: the context's):
   // the compiled rungs compile with it, the decomposed rung replays with
   // it. |bisect_limit| -1: none.
@@ -1150,7 +1240,8 @@ static tj_status_t ladder_compiled(ladder_t* L, tj_ladder_rung_t* rung) {
   if (!status) {
     tj_verify_options_t vo = L->vopts;
     vo.unfused = false;
-    status = tj_verify(exe, L->graph, L->inputs, L->num_inputs, &vo, &rep);
+    status = verify_with(exe, L->graph, L->inputs, L->num_inputs, &vo, &L->want,
+                         &L->cond, &rep);
     if (status && tj_status_code(status) != TJ_STATUS_OUT_OF_MEMORY) {
       status = tj_status_annotate(status, "running it");
     }
@@ -1201,6 +1292,8 @@ static tj_status_t ladder_climb(ladder_t* L) {
   const tj_graph_t* g = L->graph;
   TJ_RETURN_IF_ERROR(reference_on_inputs(g, &L->vopts, &L->random_inputs,
                                          &L->inputs, &L->num_inputs, &L->want));
+  TJ_RETURN_IF_ERROR(conditions(g, L->inputs, L->num_inputs, &L->vopts,
+                                &L->cond, L->cond_note, sizeof(L->cond_note)));
   replay_t rp = {g,
                  L->debug && L->debug->evaluate ? L->debug->evaluate
                                                 : tj_pass_reference_evaluator,
@@ -1208,6 +1301,7 @@ static tj_status_t ladder_climb(ladder_t* L) {
                  L->inputs,
                  L->num_inputs,
                  &L->want,
+                 &L->cond,
                  &L->vopts};
   for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
     r->rungs[l].level = (tj_ladder_level_t)l;
@@ -1260,10 +1354,11 @@ static void render_ladder(tj_verify_text_t* t, const ladder_t* L) {
   tj_verify_text_printf(
       t,
       "tj_verify_ladder @%s on %s: every rung on the same inputs "
-      "against the reference (budget f32 rtol %g atol %g, f64 rtol "
-      "%g atol %g)\n",
+      "against the reference (budget atol + rtol x condition, the sum of the "
+      "magnitudes of the terms: f32 rtol %g atol %g, f64 rtol %g atol %g)\n",
       L->graph->name, target, o->rtol[TJ_DTYPE_F32], o->atol[TJ_DTYPE_F32],
       o->rtol[TJ_DTYPE_F64], o->atol[TJ_DTYPE_F64]);
+  if (L->cond_note[0]) tj_verify_text_printf(t, "%s\n", L->cond_note);
   if (L->bisect_limit >= 0) {
     tj_verify_text_printf(
         t, "every rung under the rewrite budget TJ_BISECT=%s%s%lld\n",
@@ -1369,6 +1464,7 @@ static tj_status_t ladder_run(const tj_graph_t* graph,
   L.al = graph->allocator;
   L.random_inputs.allocator = L.al;
   L.want.allocator = L.al;
+  L.cond.allocator = L.al;
   if (options) {
     L.copts = *options;
   } else {
@@ -1412,6 +1508,7 @@ static tj_status_t ladder_run(const tj_graph_t* graph,
   }
   tj_verify_tensors_deinitialize(&L.random_inputs);
   tj_verify_tensors_deinitialize(&L.want);
+  tj_verify_tensors_deinitialize(&L.cond);
   if (status) {
     tj_ladder_report_destroy(L.r);
     return status;

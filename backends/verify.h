@@ -42,6 +42,18 @@ tj_status_t tj_verify_make_outputs(const tj_graph_t* graph,
                                    int32_t num_inputs,
                                    tj_verify_tensors_t* out);
 
+// The condition of every output of finalized |graph| on |inputs|: one f64
+// tensor per output, of its shape, holding per element the sum of the
+// magnitudes of the terms it is made of, carried through every op (a
+// running error analysis on the reference interpreter; the rules are in
+// backends/verify_condition.c). tj_verify's budget for an element is
+// atol + rtol * max(condition, |want|). |rtol| (per dtype) is how far an
+// operand may move within its budget. Integer and bool outputs get
+// meaningless values (they are compared exactly).
+tj_status_t tj_verify_conditions(const tj_graph_t* graph,
+                                 const tj_tensor_t* inputs, int32_t num_inputs,
+                                 const double* rtol, tj_verify_tensors_t* out);
+
 // The test hook: a wrong kernel planted in an executable. Compiles |graph|
 // like tj_compile, then, in the first kernel of fusion group |group| (the
 // group's position in the run plan, not a VIEW or host step) changes the
@@ -79,6 +91,14 @@ typedef struct tj_verify_plant_t {
 } tj_verify_plant_t;
 tj_status_t tj_verify_test_plant(void* user, uint32_t group,
                                  tj_lowered_kernel_t* kernels, uint32_t count);
+
+// tj_diagnose's answer to "Am I fragmenting?" in |r| (and its
+// arena_bytes, live_peak_bytes and device_* fields): the planned arena
+// against its live peak, and, when |st| has device memory (CUDA), the
+// caching allocator's reserved - allocated.
+void tj_diagnose_fragmentation(tj_diagnose_report_t* r, int64_t arena_bytes,
+                               int64_t live_peak_bytes,
+                               const tj_executable_stats_t* st);
 
 // A growable text in |al|'s memory, for reports: printf appends; after
 // an allocation failure |oom| is set and further appends do nothing.

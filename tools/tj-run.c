@@ -32,7 +32,7 @@
 // tj_executable_stats) and profiles RUNS runs (20) on inputs of the --sym
 // shapes: the top-15 table of tj_executable_profile.
 //
-//   tj-run --diagnose [--profile=RUNS] FILE.tj [--sym NAME=VALUE]...
+//   tj-run --diagnose [--profile=RUNS] [--target=T] FILE.tj [--sym NAME=VALUE]...
 //
 // answers seed 003's diagnostic ladder with measurements, each with the
 // table's verdict: launch bound (the run at the --sym values and with the
@@ -104,10 +104,11 @@ static void usage(FILE* out) {
       "[--sym NAME=VALUE]...\n"
       "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
       " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
-      "       tj-run --profile[=RUNS] [--scoreboard] [--func NAME] FILE.tj"
-      " [--sym NAME=VALUE]...\n"
+      "       tj-run --profile[=RUNS] [--target=x86|reference|cuda]"
+      " [--scoreboard] [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
       "       tj-run --diagnose [--profile=RUNS] [--specialize=POLICY]"
-      " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
+      " [--target=x86|reference|cuda] [--func NAME] FILE.tj"
+      " [--sym NAME=VALUE]...\n"
       "Prints the optimizer's scoreboard for a .tj graph: kernels,\n"
       "bytes moved and peak memory per pipeline stage. With --grad,\n"
       "for its forward and backward graphs (LEVEL: none, pointwise,\n"
@@ -971,6 +972,7 @@ int main(int argc, char** argv) {
         .exec = &exec};
     tj_compile_options_initialize(&args.options);
     args.options.specialize = specialize;
+    args.options.target = exec.target;  // --profile and --diagnose too
     if (!tj_tool_for_each_piece("tj-run", text, length, !tj_tool_is_onnx(path),
                                 run_piece, &args)) {
       rc = 1;

@@ -372,6 +372,16 @@ void tj_cuda_backend_stats(const void* program,
   }
 }
 
+void tj_cuda_backend_memory(const void* program, tj_executable_stats_t* st) {
+  tj_cuda_program_stats_t cs;
+  tj_cuda_backend_stats(program, &cs);
+  st->device_reserved_bytes = (int64_t)cs.allocator.bytes_reserved;
+  st->device_allocated_bytes = (int64_t)cs.allocator.bytes_in_use;
+  st->device_peak_reserved_bytes = (int64_t)cs.allocator.peak_bytes_reserved;
+  st->device_peak_allocated_bytes = (int64_t)cs.allocator.peak_bytes_in_use;
+  st->device_arena_bytes = cs.arena_bytes;
+}
+
 uint32_t tj_cuda_backend_num_kernels(const void* program) {
   return program ? ((const program_t*)program)->num_kernels : 0;
 }

@@ -43,6 +43,13 @@ void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
 tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,
                                      tj_cuda_program_stats_t* out_stats);
 
+// Fills the device memory fields of |st| (tj_executable_stats_t's
+// device_*) from the stats of a CUDA executable's generic program; leaves
+// them alone for other executables (implemented by the driver,
+// backends/target_entry.c).
+void tj_executable_cuda_memory(const tj_executable_t* executable,
+                               tj_executable_stats_t* st);
+
 // tj_backend_config_t.arg that opens tj_backend_cuda offline: PTX for
 // |arch| is made, no device is touched, nothing runs.
 typedef struct tj_cuda_offline_arg_t {
@@ -58,5 +65,7 @@ const char* tj_cuda_backend_variants_ptx(const void* program,
                                          uint32_t* out_num_kernels);
 void tj_cuda_backend_stats(const void* program,
                            tj_cuda_program_stats_t* out_stats);
+// The device memory fields of |st| (tj_executable_stats_t's device_*).
+void tj_cuda_backend_memory(const void* program, tj_executable_stats_t* st);
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_ENTRY_H_

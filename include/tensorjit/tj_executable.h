@@ -356,6 +356,20 @@ typedef struct tj_executable_stats_t {
   // weights), so that only num_kernels - num_shared_kernels were compiled
   // (cache_misses) or loaded (cache_hits) for the generic program.
   int32_t num_shared_kernels;
+  // CUDA (0 on other targets): device memory. The caching allocator of the
+  // device, which every CUDA executable of the process shares
+  // (backends/cuda/cuda_allocator.h): the bytes the driver gave it
+  // (|device_reserved_bytes|: blocks in use plus blocks cached for reuse),
+  // the bytes of the blocks in use (|device_allocated_bytes|, rounded to
+  // their size classes), and the peaks of both; reserved - allocated is
+  // what the cache holds and nothing uses (tj_diagnose's "Am I
+  // fragmenting?"). |device_arena_bytes|: this executable's own arena, as
+  // large as its largest run so far needed.
+  int64_t device_reserved_bytes;
+  int64_t device_allocated_bytes;
+  int64_t device_peak_reserved_bytes;
+  int64_t device_peak_allocated_bytes;
+  int64_t device_arena_bytes;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|

@@ -49,7 +49,20 @@ typedef struct tj_verify_options_t {
   // tj_verify_options_initialize; tj_verify rejects another size.
   size_t struct_size;
   // The budget per dtype (indexed by tj_dtype_t): an element is out of it
-  // when |got - want| > atol + rtol * |want|. Defaults: f64 1e-9 / 1e-9,
+  // when |got - want| > atol + rtol * c, c its condition: the sum of the
+  // magnitudes of the terms the element is made of, never less than
+  // |want|. A kernel may add in another order than the reference, so a
+  // contraction's or a reduction's error scales with its terms, not with
+  // its result: after cancellation (a dot product of large terms whose sum
+  // is near 0) |want| is far below them. c is computed by the reference
+  // interpreter in f64 alongside the values, carried through every op: a
+  // matmul's is the matmul of its operands' (>= sum_k |a_k| |b_k|), a
+  // sum's the sum of its operand's, a movement moves it, an elementwise
+  // op's is |y| plus what the op makes of each operand moved anywhere
+  // within that operand's budget (|f'(a)| c_a for a smooth f), leaves and
+  // ops without a rule have |y| (backends/verify_condition.c lists the
+  // rules). Composites (softmax, layer_norm, attention) are decomposed
+  // for it, so their inner reductions count. Defaults: f64 1e-9 / 1e-9,
   // f32 1e-4 / 1e-4, f16 1e-2 / 1e-2, bf16 3e-2 / 3e-2, f8e4m3 0.125 /
   // 0.125 and f8e5m2 0.25 / 0.25 (one rounding step), integers and bool
   // 0 / 0 (exact). NaN matches only NaN (a NaN on one side only is a
@@ -107,6 +120,9 @@ typedef struct tj_verify_value_t {
   int64_t first_bad_index;
   double first_bad_got, first_bad_want;
   double rtol, atol;  // the budget it was held to
+  // The first bad element's condition, the scale of its budget (see
+  // tj_verify_options_t.rtol); 0 when none.
+  double first_bad_condition;
 } tj_verify_value_t;
 
 // What tj_verify found. Owned by the caller; destroy with
@@ -313,8 +329,11 @@ typedef enum tj_diagnose_question_e {
   TJ_DIAGNOSE_ONE_OP_DOMINATING = 4,
   // Collectives: never on one device.
   TJ_DIAGNOSE_COLLECTIVE = 5,
-  // The arena the memory plan makes against what is live at its peak.
-  // YES: more than 25% of the arena is above the live peak.
+  // The arena the memory plan makes against what is live at its peak,
+  // and on CUDA the caching allocator's reserved - allocated after the
+  // runs (tj_executable_stats_t.device_*). YES: more than 25% of the arena
+  // is above the live peak, or more than 25% of what the allocator
+  // reserved is unused.
   TJ_DIAGNOSE_FRAGMENTING = 6,
   // Compile amortization: (t_eager - t_compiled) x N_runs > t_compile x
   // N_compiles, t_eager the same graph compiled unfused (options.unfused,
@@ -345,6 +364,9 @@ typedef struct tj_diagnose_report_t {
   int32_t kernels, graph_breaks;
   int64_t recompiles;
   int64_t arena_bytes, live_peak_bytes;
+  // CUDA: the caching allocator's reserved and allocated bytes after the
+  // runs (0 on other targets).
+  int64_t device_reserved_bytes, device_allocated_bytes;
   // Compile amortization: tj_executable_stats_t.compile_ms, the unfused
   // baseline's run (0 when it could not be built: the answer says why),
   // and the break-even number of runs (-1: never, or no baseline).

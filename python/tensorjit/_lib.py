@@ -182,7 +182,12 @@ class ExecutableStats_t(ctypes.Structure):
                 ("lowering_ms", cdouble), ("llvm_ms", cdouble),
                 ("ptxas_ms", cdouble), ("tuning_ms", cdouble),
                 ("cache_load_ms", cdouble), ("run_ms", cdouble),
-                ("num_shared_kernels", i32)]
+                ("num_shared_kernels", i32),
+                ("device_reserved_bytes", i64),
+                ("device_allocated_bytes", i64),
+                ("device_peak_reserved_bytes", i64),
+                ("device_peak_allocated_bytes", i64),
+                ("device_arena_bytes", i64)]
 
 
 DTYPE_COUNT = 15  # TJ_DTYPE_COUNT_
@@ -209,7 +214,7 @@ class VerifyValue_t(ctypes.Structure):
                 ("max_abs_error", cdouble), ("max_rel_error", cdouble),
                 ("first_bad_index", i64), ("first_bad_got", cdouble),
                 ("first_bad_want", cdouble), ("rtol", cdouble),
-                ("atol", cdouble)]
+                ("atol", cdouble), ("first_bad_condition", cdouble)]
 
 
 class VerifyReport_t(ctypes.Structure):
@@ -267,6 +272,8 @@ class DiagnoseReport_t(ctypes.Structure):
                 ("eager_kernels", i64), ("kernels", i32),
                 ("graph_breaks", i32), ("recompiles", i64),
                 ("arena_bytes", i64), ("live_peak_bytes", i64),
+                ("device_reserved_bytes", i64),
+                ("device_allocated_bytes", i64),
                 ("compile_ms", cdouble), ("unfused_run_ms", cdouble),
                 ("break_even_runs", i64), ("text", cstr),
                 ("allocator_", Allocator_t), ("text_bytes_", ctypes.c_size_t)]

@@ -62,6 +62,14 @@ class ExecutableStats:
     tuning_ms: float = 0.0
     cache_load_ms: float = 0.0
     run_ms: float = 0.0
+    # CUDA (0 elsewhere): the device's caching allocator, shared by every
+    # CUDA executable: reserved (in use + cached), allocated (in use), their
+    # peaks, and this executable's own arena.
+    device_reserved_bytes: int = 0
+    device_allocated_bytes: int = 0
+    device_peak_reserved_bytes: int = 0
+    device_peak_allocated_bytes: int = 0
+    device_arena_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,9 @@ class VerifyValue:
     first_bad_want: float
     rtol: float
     atol: float
+    # The first bad element's condition (the sum of the magnitudes of its
+    # terms): its budget is atol + rtol * first_bad_condition.
+    first_bad_condition: float
 
 
 @dataclass(frozen=True)
@@ -605,7 +616,12 @@ class Executable(_Runner):
                                s.compile_ms, s.cache_hits, s.cache_misses,
                                s.recompiles, s.runs, s.passes_ms,
                                s.lowering_ms, s.llvm_ms, s.ptxas_ms,
-                               s.tuning_ms, s.cache_load_ms, s.run_ms)
+                               s.tuning_ms, s.cache_load_ms, s.run_ms,
+                               s.device_reserved_bytes,
+                               s.device_allocated_bytes,
+                               s.device_peak_reserved_bytes,
+                               s.device_peak_allocated_bytes,
+                               s.device_arena_bytes)
 
 
 def _value(v: Any) -> VerifyValue:
@@ -613,7 +629,8 @@ def _value(v: Any) -> VerifyValue:
         v.step, v.group, v.group_kind.decode(), v.node, v.op.decode(),
         v.type.decode(), v.output_name.decode(), v.against_caller, v.numel,
         v.mismatches, v.nan_mismatches, v.max_abs_error, v.max_rel_error,
-        v.first_bad_index, v.first_bad_got, v.first_bad_want, v.rtol, v.atol)
+        v.first_bad_index, v.first_bad_got, v.first_bad_want, v.rtol, v.atol,
+        v.first_bad_condition)
 
 
 def compile(graph: Union[Graph, str], target: str = "x86", *,
@@ -925,6 +942,10 @@ class DiagnoseReport:
     unfused_run_ms: float
     break_even_runs: int
     text: str
+    # CUDA: the caching allocator's reserved and allocated bytes after the
+    # runs (0 elsewhere).
+    device_reserved_bytes: int = 0
+    device_allocated_bytes: int = 0
 
     def answer(self, word: str) -> DiagnoseAnswer:
         for a in self.answers:
@@ -971,7 +992,8 @@ def diagnose(graph: Union[Graph, str], target: str = "x86", *,
             r.host_ms, r.kernel_ms, r.eager_kernels, r.kernels,
             r.graph_breaks, r.recompiles, r.arena_bytes, r.live_peak_bytes,
             r.compile_ms, r.unfused_run_ms, r.break_even_runs,
-            (r.text or b"").decode())
+            (r.text or b"").decode(), r.device_reserved_bytes,
+            r.device_allocated_bytes)
     finally:
         L.tj_diagnose_report_destroy(report)
 

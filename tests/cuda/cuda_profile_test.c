@@ -63,9 +63,68 @@ TEST(cuda_profile_names_every_kernel_and_adds_up) {
   tj_context_destroy(context);
 }
 
+// tj_diagnose on CUDA reads the caching allocator: the executable's stats
+// carry the device's reserved and allocated bytes, and "Am I fragmenting?"
+// reports reserved - allocated. The second size outgrows the first's
+// arena, whose block stays cached.
+TEST(cuda_diagnose_reads_the_caching_allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(&co, &context));
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_test_build_capstone(context, 256, 512, &g));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.autotune = TJ_AUTOTUNE_OFF;
+  const char* names[1] = {"B"};
+  int64_t values[1] = {64};
+  tj_diagnose_report_t* r = NULL;
+  if (g) CHECK_OK(tj_diagnose(g, &o, 1, names, values, 3, &r));
+  if (r) {
+    fputs(r->text, stdout);
+    CHECK_STREQ("cuda", r->target);
+    CHECK(r->device_reserved_bytes > 0);
+    CHECK(r->device_reserved_bytes >= r->device_allocated_bytes);
+    CHECK(r->device_allocated_bytes > 0);  // the executable's arena
+    CHECK_CONTAINS(r->answers[TJ_DIAGNOSE_FRAGMENTING].measured,
+                   "caching allocator: reserved ");
+  }
+  tj_diagnose_report_destroy(r);
+  // The same numbers through the stats of a CUDA executable after a run.
+  tj_executable_t* exe = NULL;
+  if (g) CHECK_OK(tj_compile(g, &o, &exe));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(exe, &st);
+  CHECK(st.device_arena_bytes == 0);  // no run yet
+  enum { kRows = 8 };
+  static float x[kRows * 256], w[256 * 512], b[512], y[kRows * 512];
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(w); ++i) w[i] = 0.01f;
+  tj_tensor_t in[3] = {
+      tj_tensor_make(x, TJ_DTYPE_F32, 2, (int64_t[]){kRows, 256}),
+      tj_tensor_make(w, TJ_DTYPE_F32, 2, (int64_t[]){256, 512}),
+      tj_tensor_make(b, TJ_DTYPE_F32, 1, (int64_t[]){512})};
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){kRows, 512});
+  if (exe) CHECK_OK(tj_executable_run(exe, in, 3, &out, 1));
+  tj_executable_stats(exe, &st);
+  CHECK(st.device_arena_bytes > 0);
+  CHECK(st.device_allocated_bytes >= st.device_arena_bytes);
+  CHECK(st.device_reserved_bytes >= st.device_allocated_bytes);
+  CHECK(st.device_peak_reserved_bytes >= st.device_reserved_bytes);
+  CHECK(st.device_peak_allocated_bytes >= st.device_allocated_bytes);
+  printf("stats: reserved %lld, allocated %lld, arena %lld\n",
+         (long long)st.device_reserved_bytes,
+         (long long)st.device_allocated_bytes,
+         (long long)st.device_arena_bytes);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(context);
+}
+
 int main(void) {
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
   RUN_TEST(cuda_profile_names_every_kernel_and_adds_up);
+  RUN_TEST(cuda_diagnose_reads_the_caching_allocator);
   TEST_MAIN_END();
 }

@@ -91,6 +91,11 @@ int main(void) {
   FIELD(tj_executable_stats_t, cache_load_ms);
   FIELD(tj_executable_stats_t, run_ms);
   FIELD(tj_executable_stats_t, num_shared_kernels);
+  FIELD(tj_executable_stats_t, device_reserved_bytes);
+  FIELD(tj_executable_stats_t, device_allocated_bytes);
+  FIELD(tj_executable_stats_t, device_peak_reserved_bytes);
+  FIELD(tj_executable_stats_t, device_peak_allocated_bytes);
+  FIELD(tj_executable_stats_t, device_arena_bytes);
   STRUCT(tj_quant_attrs_t);  // quant2 (issue 17)
   FIELD(tj_quant_attrs_t, dtype);
   FIELD(tj_quant_attrs_t, axis);
@@ -162,6 +167,7 @@ int main(void) {
   FIELD(tj_verify_value_t, first_bad_want);
   FIELD(tj_verify_value_t, rtol);
   FIELD(tj_verify_value_t, atol);
+  FIELD(tj_verify_value_t, first_bad_condition);
 
   STRUCT(tj_verify_report_t);
   FIELD(tj_verify_report_t, verdict);

@@ -219,3 +219,25 @@ def test_reduce_inputs_file_reads_back() -> None:
         r2 = subprocess.run([run, "--run", "--inputs", mine, out],
                             capture_output=True, text=True, check=True)
         assert r2.stdout.split("time:")[0] == r.stdout.split("time:")[0]
+
+
+CAPSTONE = """
+func @block[B](%x: f32[B,1024], %w: f32[1024,4096], %b: f32[4096]) {
+  %3 = linear %x, %w, %b : f32[B,4096]
+  %4 = gelu %3 {approximate} : f32[B,4096]
+  return %4 as "y"
+}
+"""
+
+
+def test_edge_values_budget_scales_with_the_terms() -> None:
+    # Edge values (large magnitudes among the inputs) make the capstone's
+    # K = 1024 sums cancel; the budget scales with the terms (the
+    # condition), so it is clean on every rung and the report says the rule.
+    for seed in (1, 2):
+        r = tj.verify(CAPSTONE, symbols={"B": 3}, seed=seed)
+        assert r.verdict == "clean", r.text
+        assert "atol + rtol x condition" in r.text
+        assert all(v.first_bad_condition == 0 for v in r.values)
+        lad = tj.ladder(CAPSTONE, symbols={"B": 3}, seed=seed)
+        assert lad.first_diverging is None, lad.text

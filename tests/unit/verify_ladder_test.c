@@ -10,6 +10,9 @@
 //    the ladder climbed under PASS:N-1 is clean on every rung;
 //  - a wrong kernel for one op (planted in every group) diverges first on
 //    the unfused rung, blamed on the kernel, the node named;
+//  - the capstone with edge values (K = 1024 sums that cancel) climbs
+//    clean at every tier, the budgets scaling with the terms' magnitudes,
+//    and a wrong kernel planted in it still diverges on the unfused rung;
 //  - malformed budgets are INVALID_ARGUMENT naming where they came from;
 //  - every allocation failure of a ladder is OUT_OF_MEMORY and leaks nothing.
 
@@ -298,6 +301,86 @@ TEST(planted_wrong_kernel_diverges_first_unfused) {
   }
 }
 
+static const int64_t kCapstoneB[1] = {3};
+
+TEST(capstone_with_edge_values_climbs_clean_at_every_tier) {
+  int tiers = 0;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
+    tj_context_t* ctx = tier_context(kTiers[i]);
+    tj_graph_t* g = NULL;
+    tj_status_t st = ctx ? tj_test_build_capstone(ctx, 1024, 4096, &g) : NULL;
+    CHECK_OK(st);
+    tj_compile_options_t co = x86_options();
+    tj_executable_t* probe = NULL;
+    st = g ? tj_compile(g, &co, &probe) : NULL;
+    tj_executable_release(probe);
+    if (st || !g) {  // a tier the host does not have
+      tj_status_free(st);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      continue;
+    }
+    ++tiers;
+    tj_verify_options_t vo = verify_options();
+    vo.symbol_values = kCapstoneB;
+    vo.edge_values = true;
+    tj_ladder_report_t* r = NULL;
+    CHECK_OK(tj_verify_ladder(g, &co, NULL, 0, &vo, &r));
+    if (r) {
+      CHECK_EQ_INT(-1, r->first_diverging);
+      for (int l = 0; l < TJ_LADDER_LEVEL_COUNT_; ++l) {
+        CHECK(r->rungs[l].ran);
+        CHECK(!r->rungs[l].diverges);
+      }
+      // The edge values do cancel: beyond rtol * |want| on a compiled rung.
+      CHECK(r->rungs[TJ_LADDER_UNFUSED].max_rel_error > vo.rtol[TJ_DTYPE_F32]);
+      CHECK_CONTAINS(r->text, "atol + rtol x condition");
+      if (r->first_diverging >= 0) fprintf(stderr, "%s", r->text);
+    }
+    tj_ladder_report_destroy(r);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  CHECK(tiers >= 2);
+}
+
+TEST(planted_wrong_kernel_in_the_capstone_diverges_with_edge_values) {
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
+    if (i != 0 && strcmp(kTiers[i], "sse2") != 0) continue;
+    tj_context_t* ctx = tier_context(kTiers[i]);
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_test_build_capstone(ctx, 1024, 4096, &g));
+    tj_compile_options_t co = x86_options();
+    // gelu's erfc made erf, in every kernel.
+    tj_verify_plant_t plant = {TJ_VERIFY_PLANT_EVERY_GROUP, TJ_OP_ERFC,
+                               TJ_OP_ERF, false};
+    tj_compile_debug_t d;
+    memset(&d, 0, sizeof(d));
+    d.lowered = tj_verify_test_plant;
+    d.user = &plant;
+    tj_verify_options_t vo = verify_options();
+    vo.symbol_values = kCapstoneB;
+    vo.edge_values = true;
+    tj_ladder_report_t* r = NULL;
+    if (g) CHECK_OK(tj_verify_test_ladder(g, &co, &d, &vo, &r));
+    if (r) {
+      CHECK(plant.planted);
+      CHECK(!r->rungs[TJ_LADDER_DECOMPOSED].diverges);
+      CHECK_EQ_INT(TJ_LADDER_UNFUSED, r->first_diverging);
+      CHECK_STREQ("kernel", r->blame);
+      CHECK_CONTAINS(r->rungs[TJ_LADDER_UNFUSED].first_value, " erfc f32");
+      CHECK(r->rungs[TJ_LADDER_FUSED].diverges);
+      CHECK(r->rungs[TJ_LADDER_FULL].diverges);
+      if (r->first_diverging != TJ_LADDER_UNFUSED) {
+        fprintf(stderr, "%s", r->text);
+      }
+    }
+    tj_ladder_report_destroy(r);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
 TEST(malformed_budgets_are_refused) {
   tj_context_t* ctx = tier_context("host");
   tj_graph_t* g = ctx ? relu_graph(ctx, NULL) : NULL;
@@ -404,6 +487,8 @@ int main(void) {
   RUN_TEST(planted_wrong_rewrite_is_bisected_to_its_node);
   RUN_TEST(a_budget_of_zero_keeps_composites_whole_and_right);
   RUN_TEST(planted_wrong_kernel_diverges_first_unfused);
+  RUN_TEST(capstone_with_edge_values_climbs_clean_at_every_tier);
+  RUN_TEST(planted_wrong_kernel_in_the_capstone_diverges_with_edge_values);
   RUN_TEST(malformed_budgets_are_refused);
   RUN_TEST(the_environment_sets_the_budget);
   RUN_TEST(every_allocation_failure_is_reported_and_leaks_nothing);

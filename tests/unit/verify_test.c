@@ -104,7 +104,9 @@ TEST(small_graph_is_clean_at_every_tier) {
   CHECK(tiers >= 2);  // the host's, and sse2 at least
 }
 
-// The capstone: y = gelu(x @ w + b), one GEMM with its epilogue.
+// The capstone: y = gelu(x @ w + b), one GEMM with its epilogue. With
+// edge values its K = 1024 sums cancel: errors far beyond rtol * |want|
+// that are within rtol * the terms' magnitudes, so clean (not drift).
 TEST(capstone_is_clean_at_every_tier) {
   int tiers = 0;
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
@@ -129,10 +131,19 @@ TEST(capstone_is_clean_at_every_tier) {
       int64_t bv[1] = {3};
       tj_verify_options_t vo = options_b(kB, bv);
       tj_verify_report_t* r = NULL;
-      CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
-      if (r) CHECK(passes(r));
-      tj_verify_report_destroy(r);
-      r = NULL;
+      for (uint64_t seed = 1; seed <= 2; ++seed) {
+        vo.seed = seed;
+        CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+        if (r) {
+          CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+          if (r->verdict != TJ_VERIFY_CLEAN) fprintf(stderr, "%s", r->text);
+          // The cancellation is there: errors beyond rtol * |want|.
+          CHECK(r->max_rel_error > vo.rtol[TJ_DTYPE_F32]);
+          CHECK_CONTAINS(r->text, "atol + rtol x condition");
+        }
+        tj_verify_report_destroy(r);
+        r = NULL;
+      }
       vo.edge_values = false;
       CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
       if (r) {
@@ -147,6 +158,153 @@ TEST(capstone_is_clean_at_every_tier) {
     tj_context_destroy(ctx);
   }
   CHECK(tiers >= 2);
+}
+
+// A wrong kernel planted in the capstone's GEMM group is still named with
+// edge values on: budgets that scale with the terms of its sums leave no
+// room for a wrong epilogue.
+TEST(planted_wrong_kernel_in_the_capstone_is_named_with_edge_values) {
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTiers); ++i) {
+    if (i != 0 && strcmp(kTiers[i], "sse2") != 0) continue;
+    tj_context_t* ctx = tier_context(kTiers[i]);
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_test_build_capstone(ctx, 1024, 4096, &g));
+    tj_compile_options_t co = x86_options();
+    tj_executable_t* exe = NULL;
+    // The epilogue's gelu: x * erfc(x * -sqrt(1/2)) * 0.5.
+    CHECK_OK(
+        tj_verify_test_compile_planted(g, &co, 0, TJ_OP_ERFC, TJ_OP_ERF, &exe));
+    int64_t bv[1] = {3};
+    tj_verify_options_t vo = options_b(kB, bv);
+    CHECK(vo.edge_values);
+    tj_verify_report_t* r = NULL;
+    if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+    if (r) {
+      CHECK_EQ_INT(TJ_VERIFY_WRONG_FUSED_KERNEL, r->verdict);
+      CHECK(r->first_bad >= 0);
+      if (r->first_bad >= 0) {
+        const tj_verify_value_t* v = &r->values[r->first_bad];
+        CHECK_EQ_INT(0, v->group);
+        CHECK(v->mismatches > 100);
+        CHECK(v->first_bad_condition > 0);
+      }
+      if (r->verdict != TJ_VERIFY_WRONG_FUSED_KERNEL) {
+        fprintf(stderr, "%s", r->text);
+      }
+    }
+    tj_verify_report_destroy(r);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
+// The budget is settable, and drift is told from a wrong kernel: under an
+// f32 budget of rtol 1e-8 (below one rounding) exp(x) * x leaves it by a
+// rounding or two, the unfused pipeline alike and within the drift
+// factor (100 budgets): drift. Under the default budget: clean.
+TEST(a_budget_below_one_rounding_is_drift) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "drift", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 64}, "x");
+  tj_graph_output(g, tj_graph_mul(g, tj_graph_exp(g, x), x), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  int64_t bv[1] = {16};
+  tj_verify_options_t vo = options_b(kB, bv);
+  vo.edge_values = false;
+  tj_verify_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) CHECK_EQ_INT(TJ_VERIFY_CLEAN, r->verdict);
+  tj_verify_report_destroy(r);
+  r = NULL;
+  vo.rtol[TJ_DTYPE_F32] = 1e-8;
+  vo.atol[TJ_DTYPE_F32] = 0;
+  if (exe) CHECK_OK(tj_verify(exe, g, NULL, 0, &vo, &r));
+  if (r) {
+    CHECK_EQ_INT(TJ_VERIFY_DRIFT, r->verdict);
+    CHECK(r->unfused_ran);
+    CHECK(!r->unfused_within_budget);
+    CHECK_EQ_INT(0, (int)r->fused_unfused_mismatches);
+    CHECK(r->first_bad >= 0);
+    if (r->first_bad >= 0) CHECK(r->values[r->first_bad].rtol == 1e-8);
+    CHECK_CONTAINS(r->text, "verdict: drift");
+    CHECK_CONTAINS(r->text, "rtol 1e-08");
+    if (r->verdict != TJ_VERIFY_DRIFT) fprintf(stderr, "%s", r->text);
+  }
+  tj_verify_report_destroy(r);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// tj_verify_conditions, rule by rule, on values picked for cancellation:
+// the sum of the magnitudes of the terms, carried through each op.
+TEST(conditions_scale_with_the_terms) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "cond", &g));
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
+  tj_value_t a = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){1, 3}, "a");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){3, 1}, "b");
+  int32_t axis0[1] = {0};
+  tj_graph_output(g, tj_graph_sum(g, x, 1, axis0, false), "sum");
+  tj_graph_output(g, tj_graph_matmul(g, a, b), "matmul");
+  tj_graph_output(g,
+                  tj_graph_exp(g, tj_graph_slice(g, x, (int64_t[]){3},
+                                                 (int64_t[]){4}, NULL)),
+                  "exp");
+  tj_graph_output(g, tj_graph_min(g, x, 1, axis0, false), "min");
+  tj_graph_output(g, tj_graph_floor(g, tj_graph_abs(g, x)), "floor");
+  // The cancelled sum times 1e-3: the product carries the sum's condition.
+  tj_graph_output(g,
+                  tj_graph_mul(g, tj_graph_sum(g, x, 1, axis0, false),
+                               tj_graph_scalar(g, TJ_DTYPE_F32, 1e-3)),
+                  "scaled");
+  CHECK_OK(tj_graph_finalize(g));
+  float xv[4] = {1e4f, -1e4f, 2.99999f, 0.5f};
+  float av[3] = {3, -4, 1}, bv[3] = {2, 1.5f, 0};
+  tj_tensor_t in[3] = {tj_tensor_make(xv, TJ_DTYPE_F32, 1, (int64_t[]){4}),
+                       tj_tensor_make(av, TJ_DTYPE_F32, 2, (int64_t[]){1, 3}),
+                       tj_tensor_make(bv, TJ_DTYPE_F32, 2, (int64_t[]){3, 1})};
+  tj_verify_options_t vo;
+  tj_verify_options_initialize(&vo);
+  tj_verify_tensors_t c;
+  CHECK_OK(tj_verify_conditions(g, in, 3, vo.rtol, &c));
+  CHECK_EQ_INT(6, c.count);
+  if (c.count == 6) {
+    for (int i = 0; i < 6; ++i) CHECK_EQ_INT(TJ_DTYPE_F64, c.tensors[i].dtype);
+    const double x2 = (double)xv[2];
+    // sum: |1e4| + |-1e4| + |x2| + |0.5|, not |the sum| = 3.49999.
+    CHECK(fabs(((double*)c.data[0])[0] - (20000.5 + x2)) < 1e-9);
+    // matmul: 3 * 2 + 4 * 1.5 + 0 = 12; the product itself is 0.
+    CHECK(fabs(((double*)c.data[1])[0] - 12.0) < 1e-12);
+    // exp(0.5): |y| + |y'| * c_x = e^0.5 * (1 + 0.5), to first order in
+    // the step eta = rtol(f32).
+    double e = exp(0.5) * 1.5;
+    CHECK(fabs(((double*)c.data[2])[0] - e) < 1e-4 * e);
+    // min: the largest term's condition, 1e4, not |min| alone.
+    CHECK(fabs(((double*)c.data[3])[0] - 1e4) < 1e-9);
+    // floor(|2.99999|): a step of 1 within reach of the budget counts
+    // whole (1 / eta); floor(|0.5|) stays 0 within reach: exactly 0.
+    double* fl = c.data[4];
+    CHECK(fl[2] > 1.0 / vo.rtol[TJ_DTYPE_F32]);
+    CHECK(fl[3] == 0.0);
+    // s * 1e-3, s the cancelled sum (x2 + 0.5): 1e-3 * c_s, plus |s| *
+    // 1e-3 for the scalar's own budget, plus the product's own |y|.
+    double scaled = ((double*)c.data[5])[0];
+    double want = 1e-3 * (20000.5 + x2 + 2 * (x2 + 0.5));
+    CHECK(fabs(scaled - want) < 1e-5);
+    if (!(fabs(scaled - want) < 1e-5))
+      fprintf(stderr, "scaled %.17g, want %.17g\n", scaled, want);
+  }
+  tj_verify_tensors_deinitialize(&c);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
 }
 
 // Whether group |group| of |rp| writes |node| to memory.
@@ -685,6 +843,62 @@ TEST(diagnose_answers_the_ladder) {
 
 // Every allocation failure inside tj_diagnose is OUT_OF_MEMORY and leaks
 // nothing (a first call fills the context's kernel cache).
+// "Am I fragmenting?" from the numbers: the planned arena against its live
+// peak everywhere; on CUDA also the caching allocator's reserved -
+// allocated (the stats' device memory), which x86 stats never have.
+TEST(diagnose_fragmentation_reads_the_caching_allocator) {
+  tj_diagnose_report_t r;
+  memset(&r, 0, sizeof(r));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);  // x86: no device
+  const tj_diagnose_answer_t* a = &r.answers[TJ_DIAGNOSE_FRAGMENTING];
+  CHECK(!a->yes);
+  CHECK_STREQ("Am I fragmenting?", a->question);
+  CHECK(strstr(a->measured, "caching allocator") == NULL);
+  CHECK_EQ_INT(0, (int)r.device_reserved_bytes);
+  // CUDA, little cached: the arena decides.
+  st.device_reserved_bytes = 4000000;
+  st.device_allocated_bytes = 3500000;
+  st.device_peak_reserved_bytes = 4000000;
+  st.device_peak_allocated_bytes = 3900000;
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);
+  CHECK(!a->yes);
+  CHECK_CONTAINS(a->measured,
+                 "caching allocator: reserved 4.00 MB, allocated 3.50 MB, "
+                 "reserved - allocated 0.50 MB (12% of it unused); peaks "
+                 "4.00 / 3.90 MB");
+  CHECK(r.device_reserved_bytes == 4000000);
+  CHECK(r.device_allocated_bytes == 3500000);
+  // An outgrown arena cached unused: half of what the driver gave.
+  st.device_allocated_bytes = 2000000;
+  tj_diagnose_fragmentation(&r, 1000000, 900000, &st);
+  CHECK(a->yes);
+  CHECK_CONTAINS(a->measured, "(50% of it unused)");
+  CHECK_STREQ("bucket shapes; plan the arena per bucket", a->advice);
+  // And the arena alone still answers yes without a device.
+  memset(&st, 0, sizeof(st));
+  tj_diagnose_fragmentation(&r, 1000000, 500000, &st);
+  CHECK(a->yes);
+  CHECK_CONTAINS(a->measured, "(50% above it)");
+}
+
+// An x86 executable has no device memory in its stats.
+TEST(x86_stats_have_no_device_memory) {
+  tj_context_t* ctx = tier_context("host");
+  tj_graph_t* g = small_graph(ctx);
+  tj_compile_options_t co = x86_options();
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &co, &exe));
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  st.device_reserved_bytes = -1;
+  tj_executable_stats(exe, &st);
+  CHECK(st.device_reserved_bytes == 0 && st.device_allocated_bytes == 0 &&
+        st.device_arena_bytes == 0);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 TEST(diagnose_oom_sweep) {
   tj_test_allocator_t alloc;
   tj_test_allocator_initialize(&alloc, -1);
@@ -734,10 +948,15 @@ TEST(diagnose_oom_sweep) {
 int main(void) {
   RUN_TEST(small_graph_is_clean_at_every_tier);
   RUN_TEST(capstone_is_clean_at_every_tier);
+  RUN_TEST(planted_wrong_kernel_in_the_capstone_is_named_with_edge_values);
+  RUN_TEST(conditions_scale_with_the_terms);
+  RUN_TEST(a_budget_below_one_rounding_is_drift);
   RUN_TEST(planted_wrong_kernel_is_named);
   RUN_TEST(planted_kernel_reaches_the_cuda_program);
   RUN_TEST(diagnose_answers_the_ladder);
   RUN_TEST(diagnose_oom_sweep);
+  RUN_TEST(diagnose_fragmentation_reads_the_caching_allocator);
+  RUN_TEST(x86_stats_have_no_device_memory);
   RUN_TEST(planted_wrong_fold_is_blamed_on_its_pass);
   RUN_TEST(reference_target_compares_outputs);
   RUN_TEST(given_inputs_and_errors);
