@@ -44,6 +44,7 @@ int main(void) {
   FIELD(tj_context_options_t, cache_dir);
   FIELD(tj_context_options_t, openblas);
   FIELD(tj_context_options_t, cuda_gemm_candidate);
+  FIELD(tj_context_options_t, retain_compiled);
 
   STRUCT(tj_compile_options_t);
   FIELD(tj_compile_options_t, struct_size);
