@@ -281,5 +281,9 @@ int main(void) {
   FIELD(tj_custom_op_desc_t, cuda_entry);
   FIELD(tj_custom_op_desc_t, cuda_launch);
   FIELD(tj_custom_op_desc_t, cuda_llvm_ir);
+  STRUCT(tj_custom_launch_t);
+  FIELD(tj_custom_launch_t, grid);
+  FIELD(tj_custom_launch_t, block);
+  FIELD(tj_custom_launch_t, shared_bytes);
   return 0;
 }
