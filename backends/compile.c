@@ -89,10 +89,30 @@ static const tj_backend_t* backend_of(tj_target_t target) {
 
 //===--- destruction ---===//
 
+// Frees |exe|; with |release_context|, drops its context reference last.
+static void free_executable(tj_executable_t* exe, bool release_context);
+
 static void destroy(tj_executable_t* exe) {
+  if (exe->memoized) {
+    // The memo may keep the compiled core for an equal compile to come
+    // (compile_memo.c): then it holds no context reference (the context's
+    // teardown frees it), and nothing else is freed now.
+    tj_context_t* context = exe->context;
+    if (tj_compile_memo_retire(context, exe)) {
+      tj_context_release(context);
+      return;
+    }
+  }
+  free_executable(exe, true);
+}
+
+void tj_executable_destroy_retired(tj_executable_t* core) {
+  core->memoized = false;
+  free_executable(core, false);
+}
+
+static void free_executable(tj_executable_t* exe, bool release_context) {
   tj_allocator_t al = exe->allocator;
-  // No compile may find it from here on.
-  if (exe->memoized) tj_compile_memo_forget(exe->context, exe);
   const tj_backend_t* b = exe->backend;
   spec_t* s = atomic_load(&exe->specs);
   while (s) {
@@ -122,7 +142,7 @@ static void destroy(tj_executable_t* exe) {
   tj_context_t* context = exe->context;
   tj_free(al, exe, sizeof(*exe));
   // Last: the backends' JIT, pools and devices were the context's.
-  tj_context_release(context);
+  if (release_context) tj_context_release(context);
 }
 
 void tj_executable_retain(tj_executable_t* executable) {

@@ -18,10 +18,19 @@
 // graph keeps its part of the key (tj_graph_t.memo_key), so compiling the
 // same graph again does not walk it.
 //
-// The memo holds no reference: an executable is found while it lives and
-// forgets itself when it is destroyed, so releasing the last executable of
-// a graph unloads its code, as it did before the memo. (Across a release,
-// the kernel cache still serves the object code.)
+// The memo holds no reference to a live executable. When the last
+// reference to one goes, the memo retires it instead of letting it be
+// freed: its run frames are trimmed (backend trim), it drops its context
+// reference, and it stays compiled, so that compiling an equal graph
+// again (the same model reloaded, a host rebuilding its stack of layers
+// after releasing the first) revives it at the cost of the key, not the
+// passes, lowering and kernel-set load that grow with the number of
+// layers. At most tj_context_options_t.retain_compiled cores (8 by
+// default; 0: none, each is freed at its release) whose graphs hold at
+// most kRetiredBytes of constants together are kept, least recently used
+// first out; the context's teardown frees the rest (memo_destroy, before
+// the x86 runtime whose JIT holds their code: extensions go in reverse
+// order). A retired core runs nothing and holds no arena.
 
 #include <pthread.h>
 #include <string.h>
@@ -32,11 +41,16 @@
 #include "lib/ir.h"
 
 enum { kMemoEntries = 64 };
+static const size_t kRetiredBytes = (size_t)64 << 20;
 
 typedef struct memo_entry_t {
   tj_cache_key_t key;
-  tj_executable_t* core;  // not a reference; NULL: free slot
-  uint64_t used;          // the memo's clock at the last hit or store
+  // Not a reference while it lives; the memo's own once |retired|. NULL:
+  // a free slot.
+  tj_executable_t* core;
+  uint64_t used;  // the memo's clock at the last hit or store
+  bool retired;   // |core| has no reference left but the memo's
+  size_t bytes;   // its graph's constants, when retired
 } memo_entry_t;
 
 typedef struct memo_t {
@@ -59,9 +73,15 @@ static tj_status_t memo_create(tj_context_t* context, void** out_state) {
   return NULL;
 }
 
-// Every executable is gone by then (each holds a context reference).
+// Every live executable is gone by then (each holds a context
+// reference); the retired ones go here, while the backends' extensions
+// (the JIT holding their code) are still there.
 static void memo_destroy(void* state) {
   memo_t* m = state;
+  for (int i = 0; i < kMemoEntries; ++i) {
+    if (m->entries[i].core && m->entries[i].retired)
+      tj_executable_destroy_retired(m->entries[i].core);
+  }
   pthread_mutex_destroy(&m->mutex);
   tj_free(m->allocator, m, sizeof(*m));
 }
@@ -263,11 +283,19 @@ tj_status_t tj_compile_memo_find(tj_context_t* context, tj_cache_key_t key,
   pthread_mutex_lock(&m->mutex);
   for (int i = 0; i < kMemoEntries; ++i) {
     memo_entry_t* e = &m->entries[i];
-    if (e->core && key_equal(e->key, key) && retain_live(e->core)) {
-      e->used = ++m->clock;
-      *out_core = e->core;
-      break;
+    if (!e->core || !key_equal(e->key, key)) continue;
+    if (e->retired) {
+      // Revived: the memo's reference becomes the caller's, and the core
+      // holds the context again.
+      e->retired = false;
+      atomic_store(&e->core->refs, 1);
+      tj_context_retain(e->core->context);
+    } else if (!retain_live(e->core)) {
+      continue;
     }
+    e->used = ++m->clock;
+    *out_core = e->core;
+    break;
   }
   pthread_mutex_unlock(&m->mutex);
   return NULL;
@@ -286,26 +314,78 @@ tj_status_t tj_compile_memo_store(tj_context_t* context, tj_cache_key_t key,
     present = e->core && key_equal(e->key, key);
     if (!slot || !e->core || (slot->core && e->used < slot->used)) slot = e;
   }
+  tj_executable_t* evicted = NULL;
   if (!present) {
-    // The least recently used entry, when every one is taken, is simply
-    // no longer found (its executable still forgets itself: a no-op).
+    // The least recently used entry, when every one is taken, is no
+    // longer found: a live executable's retire finds no entry then, a
+    // retired one is freed.
+    if (slot->core && slot->retired) evicted = slot->core;
     slot->key = key;
     slot->core = core;
+    slot->retired = false;
     slot->used = ++m->clock;
     core->memoized = true;
   }
   pthread_mutex_unlock(&m->mutex);
+  if (evicted) tj_executable_destroy_retired(evicted);
   return NULL;
 }
 
-void tj_compile_memo_forget(tj_context_t* context, tj_executable_t* core) {
+// The bytes of |g|'s constants (what a retired core keeps that may be
+// large; its code and plan are small beside a model's weights).
+static size_t graph_constant_bytes(const tj_graph_t* g) {
+  size_t bytes = 0;
+  for (uint32_t i = 0; i < g->num_nodes; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    if (n->op == TJ_OP_CONSTANT && n->attrs.data) bytes += constant_bytes(n);
+  }
+  return bytes;
+}
+
+bool tj_compile_memo_retire(tj_context_t* context, tj_executable_t* core) {
   memo_t* m;
   tj_status_t status = memo_of(context, &m);  // exists: |core| was stored
   tj_status_free(status);
-  if (status) return;
+  if (status) return false;
+  // No run is under way: its last reference is gone.
+  const tj_backend_t* b = core->backend;
+  if (b->trim && core->opened) b->trim(core->target);
+  size_t bytes = graph_constant_bytes(core->graph);
+  int32_t max_retired = tj_context_retain_compiled(context);
+  tj_executable_t* evicted[kMemoEntries];
+  int num_evicted = 0;
+  bool kept = false;
   pthread_mutex_lock(&m->mutex);
-  for (int i = 0; i < kMemoEntries; ++i) {
-    if (m->entries[i].core == core) m->entries[i].core = NULL;
+  memo_entry_t* mine = NULL;
+  for (int i = 0; i < kMemoEntries && !mine; ++i) {
+    if (m->entries[i].core == core) mine = &m->entries[i];
+  }
+  if (mine && max_retired > 0 && bytes <= kRetiredBytes) {
+    mine->retired = true;
+    mine->bytes = bytes;
+    kept = true;
+    // Over the bounds: the least recently used other retired cores go.
+    for (;;) {
+      int count = 0;
+      size_t total = 0;
+      memo_entry_t* oldest = NULL;
+      for (int i = 0; i < kMemoEntries; ++i) {
+        memo_entry_t* e = &m->entries[i];
+        if (!e->core || !e->retired) continue;
+        ++count;
+        total += e->bytes;
+        if (e != mine && (!oldest || e->used < oldest->used)) oldest = e;
+      }
+      if ((count <= max_retired && total <= kRetiredBytes) || !oldest) break;
+      evicted[num_evicted++] = oldest->core;
+      oldest->core = NULL;
+      oldest->retired = false;
+    }
+  } else if (mine) {
+    mine->core = NULL;
   }
   pthread_mutex_unlock(&m->mutex);
+  for (int i = 0; i < num_evicted; ++i)
+    tj_executable_destroy_retired(evicted[i]);
+  return kept;
 }

@@ -78,18 +78,22 @@ void tj_executable_count_cache(tj_executable_t* exe,
 bool tj_compile_memo_key(const tj_graph_t* graph,
                          const tj_compile_options_t* opts,
                          const tj_backend_t* backend, tj_cache_key_t* out_key);
-// The live executable stored under |key| in |context|'s memo, retained,
-// or NULL.
+// The executable stored under |key| in |context|'s memo (live, or
+// retired and revived), retained, or NULL.
 tj_status_t tj_compile_memo_find(tj_context_t* context, tj_cache_key_t key,
                                  tj_executable_t** out_core);
-// Stores |core| (not retained: the memo holds it until it is destroyed,
-// which calls tj_compile_memo_forget) under |key|, unless |key| is there
-// already (another thread's compile). Sets core->memoized when stored.
+// Stores |core| (not retained: the memo holds it until its last
+// reference goes, which calls tj_compile_memo_retire) under |key|, unless |key|
+// is there already (another thread's compile). Sets core->memoized when stored.
 tj_status_t tj_compile_memo_store(tj_context_t* context, tj_cache_key_t key,
                                   tj_executable_t* core);
-// Removes |core| from |context|'s memo; called once its last reference
-// is gone, before it is freed.
-void tj_compile_memo_forget(tj_context_t* context, tj_executable_t* core);
+// Called once the last reference to memoized |core| is gone: true when
+// the memo keeps it (retired, found again by an equal compile; the caller
+// then drops |core|'s context reference and frees nothing), false when it
+// was removed from the memo and is to be freed.
+bool tj_compile_memo_retire(tj_context_t* context, tj_executable_t* core);
+// Frees a core the memo retired (it holds no context reference).
+void tj_executable_destroy_retired(tj_executable_t* core);
 
 //===--- backends/specialize.c ---===//
 

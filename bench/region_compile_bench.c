@@ -9,8 +9,13 @@
 //   rebuilt  an equal graph built again (its structural key computed; the
 //            building itself not counted) while the first lives: the
 //            median of 31
-//   reload   the same graph after every executable of it was released: the
-//            passes and lowering run, the kernels come from the memory cache
+//   reload   the same graph after every executable of it was released
+//            (the context keeps the compiled core: retain_compiled)
+//   rebuilt after release  an equal graph built again after that
+//   unmemoized  the same graph compiled with the memo out of play (the
+//            pass list "default", the same pipeline): the passes and
+//            lowering run, the kernels come from the memory cache (the
+//            path of a new graph made of known blocks): the median of 31
 //
 // Usage: region_compile_bench [--reps R] [--layers N]
 // Prints the median and the range of tj_executable_stats' compile_ms over
@@ -66,25 +71,38 @@ static double compile_ms(const tj_graph_t* g, tj_executable_t** out) {
   return st.compile_ms;
 }
 
+enum { kFigures = 6 };
+
 typedef struct figures_t {
-  double cold, warm, rebuilt, reload;
+  double v[kFigures];  // cold, warm, rebuilt, reload, rebuilt after
+                       // release, unmemoized
 } figures_t;
 
 static int cmp_double(const void* a, const void* b);
 
-// The median of |n| compiles of |g| while |first| lives (each released).
-static double warm_median(const tj_graph_t* g, int n) {
-  double v[64];
-  for (int i = 0; i < n; ++i) {
-    tj_executable_t* e = NULL;
-    v[i] = compile_ms(g, &e);
-    tj_executable_release(e);
+static double compile_with(const tj_graph_t* g, const char* pipeline) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.x86.num_threads = 1;
+  o.pipeline = pipeline;
+  tj_executable_t* e = NULL;
+  tj_status_t s = tj_compile(g, &o, &e);
+  if (s) {
+    fprintf(stderr, "compile: %s\n", tj_status_message(s));
+    exit(1);
   }
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  return v[n / 2];
+  tj_executable_stats_t st = {.struct_size = sizeof(st)};
+  tj_executable_stats(e, &st);
+  tj_executable_release(e);
+  return st.compile_ms;
 }
 
 enum { kWarmCompiles = 31 };
+
+static double median_of(double* v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
 
 static figures_t one_rep(int layers) {
   figures_t f;
@@ -95,23 +113,27 @@ static figures_t one_rep(int layers) {
   if (tj_context_create(&co, &ctx)) exit(1);
   tj_graph_t* g = build(ctx, layers);
   if (!g) exit(1);
-  tj_executable_t *first = NULL, *e = NULL;
-  f.cold = compile_ms(g, &first);
-  f.warm = warm_median(g, kWarmCompiles);
-  // Equal graphs built again: each compile computes its key once.
+  tj_executable_t* first = NULL;
+  f.v[0] = compile_ms(g, &first);
   double v[kWarmCompiles];
+  for (int i = 0; i < kWarmCompiles; ++i) v[i] = compile_with(g, NULL);
+  f.v[1] = median_of(v, kWarmCompiles);
+  // Equal graphs built again: each compile computes its key once.
   for (int i = 0; i < kWarmCompiles; ++i) {
     tj_graph_t* g2 = build(ctx, layers);
     if (!g2) exit(1);
-    v[i] = compile_ms(g2, &e);
-    tj_executable_release(e);
+    v[i] = compile_with(g2, NULL);
     tj_graph_destroy(g2);
   }
-  qsort(v, kWarmCompiles, sizeof(double), cmp_double);
-  f.rebuilt = v[kWarmCompiles / 2];
+  f.v[2] = median_of(v, kWarmCompiles);
   tj_executable_release(first);
-  f.reload = compile_ms(g, &e);
-  tj_executable_release(e);
+  f.v[3] = compile_with(g, NULL);
+  tj_graph_t* g3 = build(ctx, layers);
+  if (!g3) exit(1);
+  f.v[4] = compile_with(g3, NULL);
+  tj_graph_destroy(g3);
+  for (int i = 0; i < kWarmCompiles; ++i) v[i] = compile_with(g, "default");
+  f.v[5] = median_of(v, kWarmCompiles);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
   return f;
@@ -143,26 +165,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int counts[2] = {1, layers};
-  stat_t st[2][4];
+  stat_t st[2][kFigures];
   for (int c = 0; c < 2; ++c) {
-    double* v = malloc(sizeof(double) * 4 * (size_t)reps);
+    double* v = malloc(sizeof(double) * kFigures * (size_t)reps);
     if (!v) return 1;
     for (int r = 0; r < reps; ++r) {
       figures_t f = one_rep(counts[c]);
-      v[0 * reps + r] = f.cold;
-      v[1 * reps + r] = f.warm;
-      v[2 * reps + r] = f.rebuilt;
-      v[3 * reps + r] = f.reload;
+      for (int k = 0; k < kFigures; ++k) v[k * reps + r] = f.v[k];
     }
-    for (int k = 0; k < 4; ++k) st[c][k] = summarize(v + k * reps, reps);
+    for (int k = 0; k < kFigures; ++k) st[c][k] = summarize(v + k * reps, reps);
     free(v);
   }
-  static const char* const kNames[4] = {
-      "cold", "warm (memo)", "rebuilt graph (memo)", "reload (kernel cache)"};
+  static const char* const kNames[kFigures] = {
+      "cold",          "warm (memo)",           "rebuilt graph (memo)",
+      "reload (kept)", "rebuilt after release", "unmemoized (kernel cache)"};
   printf("# region compile, %d reps, ms (median [min, max])\n", reps);
-  printf("%-22s %-30s %-30s %s\n", "compile", "1 layer", "N layers", "ratio");
-  for (int k = 0; k < 4; ++k) {
-    printf("%-22s %9.4f [%.4f, %.4f]   %9.4f [%.4f, %.4f]   %.2fx\n", kNames[k],
+  printf("%-26s %-30s %-30s %s\n", "compile", "1 layer", "N layers", "ratio");
+  for (int k = 0; k < kFigures; ++k) {
+    printf("%-26s %9.4f [%.4f, %.4f]   %9.4f [%.4f, %.4f]   %.2fx\n", kNames[k],
            st[0][k].median, st[0][k].lo, st[0][k].hi, st[1][k].median,
            st[1][k].lo, st[1][k].hi, st[1][k].median / st[0][k].median);
   }

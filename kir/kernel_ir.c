@@ -1162,3 +1162,80 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
   *out_text = text;
   return NULL;
 }
+
+//===--- same code ---===//
+
+// Every field compared below; a new one changes these sizes (x86-64).
+_Static_assert(sizeof(tj_kir_t) == 384 && sizeof(tj_kir_phase_t) == 32 &&
+                   sizeof(tj_kir_inst_t) == 48 &&
+                   sizeof(tj_kir_buffer_t) == 144,
+               "a field was added: compare it in tj_kir_same_code");
+
+static bool ival_equal(tj_kir_ival_t a, tj_kir_ival_t b) {
+  return a.value == b.value && a.param == b.param;
+}
+
+// Bit for bit: -0.0 and 0.0 are different constants, NaNs by payload.
+static bool double_equal(double a, double b) {
+  return memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+static bool inst_equal(const tj_kir_inst_t* a, const tj_kir_inst_t* b) {
+  if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype ||
+      a->num_args != b->num_args || a->ref != b->ref ||
+      a->ivalue != b->ivalue || !double_equal(a->fvalue, b->fvalue)) {
+    return false;
+  }
+  for (uint32_t i = 0; i < a->num_args && i < 3; ++i) {
+    if (a->args[i] != b->args[i]) return false;
+  }
+  return true;
+}
+
+bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
+  if (a->kind != b->kind || a->rank != b->rank ||
+      a->num_params != b->num_params || a->num_buffers != b->num_buffers ||
+      a->num_phases != b->num_phases || a->finalized != b->finalized ||
+      (a->error != NULL) != (b->error != NULL) ||
+      a->allow_half_gemm != b->allow_half_gemm ||
+      a->allow_int8_gemm != b->allow_int8_gemm ||
+      !ival_equal(a->gemm_k, b->gemm_k) ||
+      a->schedule.tile_m != b->schedule.tile_m ||
+      a->schedule.tile_n != b->schedule.tile_n ||
+      a->schedule.mc != b->schedule.mc || a->schedule.nc != b->schedule.nc ||
+      a->schedule.kc != b->schedule.kc ||
+      !ival_equal(a->attention.d, b->attention.d) ||
+      !ival_equal(a->attention.dv, b->attention.dv) ||
+      !double_equal(a->attention.scale, b->attention.scale) ||
+      a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
+      a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group) {
+    return false;
+  }
+  int32_t rank = a->rank < TJ_KIR_MAX_RANK ? a->rank : TJ_KIR_MAX_RANK;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (!ival_equal(a->dims[d], b->dims[d])) return false;
+  }
+  // Params are the graph's symbols by name: the names are the values.
+  for (uint32_t p = 0; p < a->num_params; ++p) {
+    if (strcmp(a->param_names[p], b->param_names[p]) != 0) return false;
+  }
+  for (uint32_t i = 0; i < a->num_buffers; ++i) {
+    const tj_kir_buffer_t *x = &a->buffers[i], *y = &b->buffers[i];
+    if (x->dtype != y->dtype || x->role != y->role) return false;
+    for (int32_t d = 0; d < TJ_KIR_MAX_RANK; ++d) {
+      if (!ival_equal(x->strides[d], y->strides[d])) return false;
+    }
+  }
+  for (uint32_t f = 0; f < a->num_phases; ++f) {
+    const tj_kir_phase_t *x = &a->phases[f], *y = &b->phases[f];
+    if (x->kind != y->kind || x->reduce != y->reduce ||
+        x->result_dtype != y->result_dtype || x->reverse != y->reverse ||
+        x->num_insts != y->num_insts) {
+      return false;
+    }
+    for (uint32_t i = 0; i < x->num_insts; ++i) {
+      if (!inst_equal(&x->insts[i], &y->insts[i])) return false;
+    }
+  }
+  return true;
+}

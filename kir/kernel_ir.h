@@ -400,6 +400,15 @@ tj_status_t tj_kir_finalize(tj_kir_t* kernel);
 const char* tj_kir_kind_name(tj_kir_kind_t kind);
 const char* tj_kir_reduce_name(tj_kir_reduce_t reduce);
 
+// Whether |a| and |b| are the same code: equal in every field of
+// tj_kir_t but the names (the kernel's, its buffers'), which emission only
+// copies into symbol and value names. Region compile finds the kernels of
+// a repeated block with it, without printing them (x86_backend.c). A new
+// field of tj_kir_t, tj_kir_phase_t, tj_kir_inst_t or tj_kir_buffer_t is
+// compared there too (a static assertion on the sizes in kernel_ir.c
+// fails until it is).
+bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b);
+
 // Prints |kernel| in the text form above into a NUL-terminated string
 // allocated from the kernel's allocator; free it with tj_free_string(
 // kernel->allocator, text). On failure |*out_text| is NULL.

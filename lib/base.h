@@ -98,6 +98,8 @@ void tj_context_retain(tj_context_t* context);
 void tj_context_release(tj_context_t* context);
 // The context's allocator (internal accessor).
 tj_allocator_t tj_context_allocator(const tj_context_t* context);
+// tj_context_options_t.retain_compiled, in [0, 64] (backends/compile_memo.c).
+int32_t tj_context_retain_compiled(const tj_context_t* context);
 // Sends a remark or warning down the context's diagnostic channel.
 void tj_context_diagnostic(const tj_context_t* context, tj_severity_t severity,
                            const char* format, ...) TJ_PRINTF_LIKE(3, 4);

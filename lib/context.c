@@ -34,6 +34,7 @@ struct tj_context_t {
   pthread_mutex_t extension_mutex;
   void* extension_state[TJ_CONTEXT_EXTENSION_COUNT_];
   tj_extension_destroy_fn extension_destroy[TJ_CONTEXT_EXTENSION_COUNT_];
+  int32_t retain_compiled;  // tj_context_options_t's, clamped to [0, 64]
 };
 
 uint32_t tj_version_number(void) { return TJ_VERSION_NUMBER; }
@@ -66,6 +67,7 @@ void tj_context_options_initialize(tj_context_options_t* options) {
   memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
   options->allocator = tj_allocator_system();
+  options->retain_compiled = 8;
 }
 
 tj_status_t tj_context_create(const tj_context_options_t* options,
@@ -103,6 +105,8 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   context->allocator = allocator;
   context->diagnostic_fn = options->diagnostic_fn;
   context->diagnostic_user_data = options->diagnostic_user_data;
+  int32_t retain = options->retain_compiled;
+  context->retain_compiled = retain < 0 ? 0 : retain > 64 ? 64 : retain;
   // Last: a misspelled setting warns through the channel just set up.
   tj_status_t status = tj_settings_read(options, tj_env_getenv, NULL, allocator,
                                         context, &context->settings);
@@ -173,6 +177,10 @@ tj_status_t tj_context_extension(tj_context_t* context,
 
 void tj_context_free_string(tj_context_t* context, char* string) {
   if (context && string) tj_free_string(context->allocator, string);
+}
+
+int32_t tj_context_retain_compiled(const tj_context_t* context) {
+  return context->retain_compiled;
 }
 
 tj_allocator_t tj_context_allocator(const tj_context_t* context) {

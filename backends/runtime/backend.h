@@ -123,6 +123,10 @@ typedef struct tj_backend_t {
                            const tj_tensor_t* inputs, int32_t num_inputs,
                            const tj_tensor_t* outputs, int32_t num_outputs,
                            tj_run_timing_t* timing);
+  // Frees what runs keep between runs (x86: the run frames' arenas), for
+  // a target kept with no executable (compile_memo.c retires it); called
+  // with no run under way. NULL: nothing to free.
+  void (*trim)(void* target);
 } tj_backend_t;
 
 extern const tj_backend_t tj_backend_x86;

@@ -287,26 +287,23 @@ static void strip_names(char* text) {
   *w = '\0';
 }
 
-// Region compile: finds the kernels of |set| identical up to names and
-// fills |unique|, |unique_of| and |num_unique| (left NULL when every
-// kernel is distinct).
+// Region compile: finds the kernels of |set| identical up to names
+// (tj_kir_same_code: field by field, nothing printed; a block repeated N
+// times costs N compares against its few distinct kernels) and fills
+// |unique|, |unique_of| and |num_unique| (left NULL when every kernel is
+// distinct).
 static tj_status_t find_unique(tj_allocator_t allocator,
                                tj_x86_kernel_set_t* set) {
   uint32_t n = set->num_kernels;
   if (n < 2) return NULL;
-  char** texts = tj_calloc(allocator, n, sizeof(char*));
-  size_t* bytes = tj_alloc(allocator, sizeof(size_t) * n);
   uint32_t* of = tj_alloc(allocator, sizeof(uint32_t) * n);
   uint32_t* rep = tj_alloc(allocator, sizeof(uint32_t) * n);
-  tj_status_t status = texts && bytes && of && rep ? NULL : tj_status_oom();
+  tj_status_t status = of && rep ? NULL : tj_status_oom();
   uint32_t num = 0;
   for (uint32_t i = 0; !status && i < n; ++i) {
-    status = tj_kir_print(set->kernels[i].kernel, &texts[i]);
-    if (status) break;
-    bytes[i] = strlen(texts[i]) + 1;  // its allocation, before stripping
-    strip_names(texts[i]);
+    const tj_kir_t* k = set->kernels[i].kernel;
     uint32_t u = 0;
-    while (u < num && strcmp(texts[rep[u]], texts[i]) != 0) ++u;
+    while (u < num && !tj_kir_same_code(set->kernels[rep[u]].kernel, k)) ++u;
     if (u == num) rep[num++] = i;
     of[i] = u;
   }
@@ -321,12 +318,6 @@ static tj_status_t find_unique(tj_allocator_t allocator,
       of = NULL;
     }
   }
-  for (uint32_t i = 0; texts && bytes && i < n; ++i) {
-    if (texts[i])
-      tj_free(set->kernels[i].kernel->allocator, texts[i], bytes[i]);
-  }
-  tj_free(allocator, texts, texts ? sizeof(char*) * n : 0);
-  tj_free(allocator, bytes, bytes ? sizeof(size_t) * n : 0);
   tj_free(allocator, of, of ? sizeof(uint32_t) * n : 0);
   tj_free(allocator, rep, rep ? sizeof(uint32_t) * n : 0);
   return status;

@@ -200,6 +200,14 @@ static void x86_close(void* target) {
   for (int i = 0; i < FRAME_POOL; ++i) frame_free(t, &t->frames[i]);
 }
 
+static void x86_trim(void* target) {
+  target_t* t = target;
+  for (int i = 0; i < FRAME_POOL; ++i) {
+    frame_t* f = &t->frames[i];
+    if (atomic_load(&f->busy) == 0) frame_free(t, f);
+  }
+}
+
 static void x86_release(void* target, void* program) {
   target_t* t = target;
   program_t* p = program;
@@ -753,6 +761,7 @@ const tj_backend_t tj_backend_x86 = {
     .release = x86_release,
     .close = x86_close,
     .run_timed = x86_run_timed,
+    .trim = x86_trim,
 };
 
 tj_x86_tuner_t* tj_x86_backend_tuner(const void* program) {

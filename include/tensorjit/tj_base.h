@@ -201,6 +201,15 @@ typedef struct tj_context_options_t {
   // TJ_CUDA_GEMM_CANDIDATE: a digit that forces every CUDA tensor-core
   // GEMM to one autotuning candidate (for testing each of them).
   const char* cuda_gemm_candidate;
+
+  // How many compiled executables (x86, without specialization) the
+  // context keeps after their last release, together holding at most
+  // 64 MiB of constants, so that compiling an equal graph again (a model
+  // reloaded, a stack of layers built again) takes one back instead of
+  // compiling: least recently used first out, all freed with the context.
+  // 0: each executable's code is unloaded at its last release. At most 64;
+  // tj_context_options_initialize sets 8. Available since: 0.1.
+  int32_t retain_compiled;
 } tj_context_options_t;
 
 // Fills |options| with the defaults and sets |struct_size|.

@@ -217,13 +217,18 @@ typedef struct tj_executable_t tj_executable_t;
 // matter) with equal options lives, the new one shares its compiled code
 // and plans and compiles nothing: its stats show no passes, lowering or
 // cache misses (not with a specialization policy, a pass list or compile
-// logs).
+// logs). The same holds after every such executable was released, while
+// the context keeps its compiled core (tj_context_options_t.
+// retain_compiled).
 TJ_API tj_status_t tj_compile(const tj_graph_t* graph,
                               const tj_compile_options_t* options,
                               tj_executable_t** out_executable);
 
 TJ_API void tj_executable_retain(tj_executable_t* executable);
-// Drops a reference; the last one frees it. NULL is a no-op.
+// Drops a reference; the last one frees it (or, on x86 without
+// specialization, hands its compiled core to the context, which keeps up
+// to tj_context_options_t.retain_compiled of them for equal compiles and
+// frees them with itself). NULL is a no-op.
 TJ_API void tj_executable_release(tj_executable_t* executable);
 
 // The concrete shape of output |output_index| for these inputs (as

@@ -121,7 +121,7 @@ class ContextOptions_t(ctypes.Structure):
                 ("diagnostic_fn", DIAGNOSTIC_FN), ("diagnostic_user_data", vp),
                 ("log", cstr), ("print_after", cstr), ("dump_dir", cstr),
                 ("x86_isa", cstr), ("cache_dir", cstr), ("openblas", cstr),
-                ("cuda_gemm_candidate", cstr)]
+                ("cuda_gemm_candidate", cstr), ("retain_compiled", i32)]
 
 
 class X86CompileOptions_t(ctypes.Structure):

@@ -97,6 +97,19 @@ VJP_FN = ctypes.CFUNCTYPE(_vp, _vp, _vp, ctypes.POINTER(_lib.Value_t), _i32,
                           ctypes.POINTER(_lib.Value_t))
 
 
+class CustomLaunch_t(ctypes.Structure):
+    """tj_custom_launch_t."""
+
+    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
+                ("shared_bytes", ctypes.c_uint32)]
+
+
+LAUNCH_FN = ctypes.CFUNCTYPE(_vp, _vp, ctypes.POINTER(CustomType_t), _i32,
+                             ctypes.POINTER(_lib.CustomAttrs_t),
+                             ctypes.POINTER(CustomType_t),
+                             ctypes.POINTER(CustomLaunch_t))
+
+
 class CustomOpDesc_t(ctypes.Structure):
     """tj_custom_op_desc_t (tests/python/test_layout.py checks the layout)."""
 
@@ -105,9 +118,10 @@ class CustomOpDesc_t(ctypes.Structure):
                 ("function", _vp), ("signature", ctypes.c_char_p),
                 ("host", HOST_FN), ("vjp", VJP_FN), ("flags", ctypes.c_uint32),
                 ("user_data", _vp),
-                # The CUDA implementation: not offered from Python (NULL).
+                # The CUDA implementation (custom_op's cuda_* arguments).
                 ("cuda_ptx", ctypes.c_char_p), ("cuda_entry", ctypes.c_char_p),
-                ("cuda_launch", _vp), ("cuda_llvm_ir", ctypes.c_char_p)]
+                ("cuda_launch", LAUNCH_FN),
+                ("cuda_llvm_ir", ctypes.c_char_p)]
 
 
 _declared = False
@@ -328,12 +342,29 @@ class CustomOp:
     def __init__(self, fn: Callable[..., Any], name: str,
                  shape: Callable[..., Any], num_inputs: Optional[int],
                  vjp: Optional[Callable[..., Any]], version: int, pure: bool,
-                 torch: bool) -> None:
+                 torch: bool, cuda_ptx: Optional[str] = None,
+                 cuda_llvm_ir: Optional[str] = None,
+                 cuda_entry: Optional[str] = None,
+                 cuda_launch: Optional[Callable[..., Any]] = None) -> None:
         if not callable(fn) or not callable(shape):
             raise ArgumentTypeError("custom_op: the function and the shape "
                                     "rule must be callable")
         if vjp is not None and not callable(vjp):
             raise ArgumentTypeError("custom_op: vjp must be callable")
+        for what, text in (("cuda_ptx", cuda_ptx),
+                           ("cuda_llvm_ir", cuda_llvm_ir),
+                           ("cuda_entry", cuda_entry)):
+            if text is not None and not isinstance(text, str):
+                raise ArgumentTypeError(f"custom_op: {what} must be a str, "
+                                        f"got {type(text).__name__}")
+        if cuda_launch is not None and not callable(cuda_launch):
+            raise ArgumentTypeError("custom_op: cuda_launch must be callable")
+        # Checked by the library (all or none, PTX or IR, the IR compiled
+        # by its NVPTX back end) when the op is registered.
+        self.cuda_ptx = cuda_ptx
+        self.cuda_llvm_ir = cuda_llvm_ir
+        self.cuda_entry = cuda_entry
+        self.launch_rule = cuda_launch
         self.fn = fn
         self.name = name
         self.shape_rule = shape
@@ -349,6 +380,8 @@ class CustomOp:
         self._shape_cb = SHAPE_FN(self._shape)
         self._host_cb = HOST_FN(self._host)
         self._vjp_cb = VJP_FN(self._vjp) if vjp is not None else VJP_FN()
+        self._launch_cb = (LAUNCH_FN(self._launch) if cuda_launch is not None
+                           else LAUNCH_FN())
         _keep.append(self)
 
     @property
@@ -375,6 +408,13 @@ class CustomOp:
             d.host = self._host_cb
             d.vjp = self._vjp_cb
             d.flags = FLAG_CONTIGUOUS_INPUTS | (FLAG_PURE if self.pure else 0)
+            if self.cuda_ptx is not None:
+                d.cuda_ptx = self.cuda_ptx.encode()
+            if self.cuda_llvm_ir is not None:
+                d.cuda_llvm_ir = self.cuda_llvm_ir.encode()
+            if self.cuda_entry is not None:
+                d.cuda_entry = self.cuda_entry.encode()
+            d.cuda_launch = self._launch_cb
             _lib.check(_c().tj_context_register_op(ctx.handle,
                                                    ctypes.byref(d)))
             self._contexts[ctx.handle] = ctx
@@ -474,6 +514,44 @@ class CustomOp:
         except BaseException as e:  # noqa: BLE001 - never into C
             return _exception_status(e)
 
+    def _launch(self, user: Any, inputs: Any, n: int, attrs: Any,
+                output: Any, out: Any) -> int:
+        try:
+            def concrete(t: Any) -> TensorType:
+                return TensorType(DType(t.dtype),
+                                  [int(t.dims[k]) for k in range(t.rank)])
+            types = [concrete(inputs[i]) for i in range(n)]
+            ints, floats = _attrs_of(attrs)
+            assert self.launch_rule is not None
+            r = self.launch_rule(*types, concrete(output.contents), *ints,
+                                 *floats)
+            if not isinstance(r, (tuple, list)) or len(r) not in (2, 3):
+                raise ArgumentTypeError(
+                    f"the launch rule returned {r!r}, not (grid, block) or "
+                    f"(grid, block, shared_bytes)")
+            l = out.contents
+            for field, v in (("grid", r[0]), ("block", r[1])):
+                dims = list(v) if isinstance(v, (tuple, list)) else [v]
+                if not 1 <= len(dims) <= 3 or not all(
+                        isinstance(d, (int, np.integer)) and
+                        not isinstance(d, bool) and 0 <= int(d) < 2**32
+                        for d in dims):
+                    raise InvalidArgumentError(
+                        f"the launch rule's {field} {v!r} is not 1 to 3 "
+                        f"dims in [0, 2**32)")
+                dims += [1] * (3 - len(dims))
+                arr = getattr(l, field)
+                for k in range(3):
+                    arr[k] = int(dims[k])
+            shared = int(r[2]) if len(r) == 3 else 0
+            if not 0 <= shared < 2**32:
+                raise InvalidArgumentError(
+                    f"the launch rule's shared_bytes {shared} is out of range")
+            l.shared_bytes = shared
+            return 0
+        except BaseException as e:  # noqa: BLE001 - never into C
+            return _exception_status(e)
+
     def _vjp(self, user: Any, graph: Any, inputs: Any, n: int, output: Any,
              grad_output: Any, attrs: Any, out_grads: Any) -> int:
         try:
@@ -528,7 +606,11 @@ def custom_op(name: str, shape: Callable[..., Any], *,
               num_inputs: Optional[int] = None,
               vjp: Optional[Callable[..., Any]] = None, version: int = 1,
               pure: bool = True, torch: bool = False,
-              context: Optional[Context] = None
+              context: Optional[Context] = None,
+              cuda_ptx: Optional[str] = None,
+              cuda_llvm_ir: Optional[str] = None,
+              cuda_entry: Optional[str] = None,
+              cuda_launch: Optional[Callable[..., Any]] = None
               ) -> Callable[[Callable[..., Any]], CustomOp]:
     """Decorator: registers the function as custom op |name| (a C
     identifier) of |version| in |context| (the default one if None; other
@@ -548,6 +630,22 @@ def custom_op(name: str, shape: Callable[..., Any], *,
             nodes may be merged and an unused one dropped.
         torch: pass torch tensors to the function instead of numpy arrays
             (it may return either).
+        cuda_ptx, cuda_llvm_ir, cuda_entry, cuda_launch: a CUDA
+            implementation (C: ``tj_custom_op_desc_t.cuda_*``): the kernel
+            |cuda_entry| as PTX text, or as LLVM IR text for NVPTX that the
+            library compiles to PTX when the op is registered (IR that
+            does not parse or verify, another triple or a missing kernel
+            raise :class:`~tensorjit.InvalidArgumentError` with LLVM's
+            diagnostic then), and the launch rule
+            ``cuda_launch(*input_types, output_type, *ints, *floats)`` ->
+            ``(grid, block)`` or ``(grid, block, shared_bytes)`` (grid and
+            block an int or up to 3 ints; the types' dims are ints). The
+            kernel's parameters: the output's device pointer, each input's,
+            the output's dims then each input's (i64), the int attributes
+            (i64), the float attributes (f64). Compiled for the CUDA
+            target, the op runs as that kernel on the executable's stream,
+            inside its CUDA graph; the function still serves the other
+            targets and the reference interpreter.
 
     The function receives read-only dense arrays and returns the output
     (any array-like of the shape rule's shape; cast like
@@ -558,7 +656,8 @@ def custom_op(name: str, shape: Callable[..., Any], *,
                                    f"identifier")
 
     def wrap(fn: Callable[..., Any]) -> CustomOp:
-        op = CustomOp(fn, name, shape, num_inputs, vjp, version, pure, torch)
+        op = CustomOp(fn, name, shape, num_inputs, vjp, version, pure, torch,
+                      cuda_ptx, cuda_llvm_ir, cuda_entry, cuda_launch)
         op.register(context)
         return op
 

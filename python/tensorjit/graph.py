@@ -98,6 +98,11 @@ class Context:
             (e.g. ``log="fusion,recompiles"``). ``None`` takes the
             environment variable as it is when the context is created;
             ``""`` turns the setting off.
+        retain_compiled: how many compiled executables the context keeps
+            after their last release, so that compiling an equal graph
+            again takes one back instead of compiling (C:
+            ``tj_context_options_t.retain_compiled``; 8 by default, 0
+            unloads each executable's code when it is released).
 
     Every graph and executable holds a reference to it, and the C
     executables hold one of their own, so that the objects may be
@@ -109,8 +114,17 @@ class Context:
     def __init__(self, diagnostic: Optional[Callable[[str, str], None]] = None,
                  *, log: Optional[str] = None,
                  print_after: Optional[str] = None,
-                 dump_dir: Optional[str] = None) -> None:
+                 dump_dir: Optional[str] = None,
+                 retain_compiled: Optional[int] = None) -> None:
         self._handle: Optional[int] = None
+        if retain_compiled is not None and (
+                isinstance(retain_compiled, bool) or
+                not isinstance(retain_compiled, int)):
+            raise ArgumentTypeError("Context: retain_compiled must be an int")
+        if retain_compiled is not None and not 0 <= retain_compiled <= 64:
+            raise InvalidArgumentError(
+                f"Context: retain_compiled is {retain_compiled}, not in "
+                f"[0, 64]")
         self._children: "weakref.WeakSet[Any]" = weakref.WeakSet()
         settings = {}
         for name, value in (("log", log), ("print_after", print_after),
@@ -126,6 +140,8 @@ class Context:
         L.tj_context_options_initialize(ctypes.byref(options))
         for name, value in settings.items():
             setattr(options, name, value)  # copied by tj_context_create
+        if retain_compiled is not None:
+            options.retain_compiled = retain_compiled
         self._callback = None
         if diagnostic is not None:
             if not callable(diagnostic):

@@ -44,6 +44,7 @@ int main(void) {
   FIELD(tj_context_options_t, cache_dir);
   FIELD(tj_context_options_t, openblas);
   FIELD(tj_context_options_t, cuda_gemm_candidate);
+  FIELD(tj_context_options_t, retain_compiled);
 
   STRUCT(tj_compile_options_t);
   FIELD(tj_compile_options_t, struct_size);
@@ -286,5 +287,9 @@ int main(void) {
   FIELD(tj_custom_op_desc_t, cuda_entry);
   FIELD(tj_custom_op_desc_t, cuda_launch);
   FIELD(tj_custom_op_desc_t, cuda_llvm_ir);
+  STRUCT(tj_custom_launch_t);
+  FIELD(tj_custom_launch_t, grid);
+  FIELD(tj_custom_launch_t, block);
+  FIELD(tj_custom_launch_t, shared_bytes);
   return 0;
 }

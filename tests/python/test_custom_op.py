@@ -380,5 +380,152 @@ def test_data_dependent_errors():
         tj.dynamic_dim("N", 4)
 
 
+# A CUDA implementation from LLVM IR (cuda_llvm_ir): y = x * a + b over a
+# [B, 64] f32 tensor, one thread per element. Its parameters: out, in, the
+# output's dims, the input's dims, then the float attributes a and b.
+AXPB_IR = """target triple = "nvptx64-nvidia-cuda"
+
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare float @llvm.fma.f32(float, float, float)
+
+define ptx_kernel void @py_axpb(ptr %out, ptr %in, i64 %od0, i64 %od1,
+                                i64 %id0, i64 %id1, double %a, double %b) {
+entry:
+  %c = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %n = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %c64 = zext i32 %c to i64
+  %n64 = zext i32 %n to i64
+  %t64 = zext i32 %t to i64
+  %base = mul i64 %c64, %n64
+  %i = add i64 %base, %t64
+  %total = mul i64 %od0, %od1
+  %inside = icmp slt i64 %i, %total
+  br i1 %inside, label %body, label %done
+body:
+  %pi = getelementptr float, ptr %in, i64 %i
+  %x = load float, ptr %pi
+  %af = fptrunc double %a to float
+  %bf = fptrunc double %b to float
+  %y = call float @llvm.fma.f32(float %x, float %af, float %bf)
+  %po = getelementptr float, ptr %out, i64 %i
+  store float %y, ptr %po
+  br label %done
+done:
+  ret void
+}
+"""
+
+ir_calls = {"host": 0, "launch": 0}
+
+
+def axpb_launch(x, out, a, b):
+    """One thread per element, 128 a block; a batch of 13 is refused."""
+    ir_calls["launch"] += 1
+    assert out.shape == x.shape and all(isinstance(d, int) for d in x.shape)
+    if out.shape[0] == 13:
+        raise ValueError("no batch of 13")
+    n = out.shape[0] * out.shape[1]
+    return ((n + 127) // 128, 1, 1), 128
+
+
+@tj.custom_op("py_axpb_ir", shape=same, cuda_llvm_ir=AXPB_IR,
+              cuda_entry="py_axpb", cuda_launch=axpb_launch)
+def py_axpb_ir(x, a=1.0, b=0.0):
+    ir_calls["host"] += 1
+    return (x.astype(np.float64) * a + b).astype(np.float32)
+
+
+def axpb_chain(name="axpb_chain"):
+    """exp(x) * 0.5 + x -> axpb(2, 1) -> tanh(c) * c - 0.25."""
+    g = tj.Graph(name)
+    x = g.input("x", "f32", ["B", 64])
+    c = py_axpb_ir(g.exp(x) * 0.5 + x, 2.0, 1.0)
+    g.output(g.tanh(c) * c - 0.25, "y")
+    return g
+
+
+def test_cuda_llvm_ir_registers_offline():
+    """The IR compiles to PTX when the op is registered (no GPU needed);
+    off the GPU the Python function runs, mid-chain, as a host call."""
+    exe = tj.compile(axpb_chain(), target="x86")
+    ref = tj.compile(axpb_chain(), target="reference")
+    for b in (1, 7):
+        a = RNG.standard_normal((b, 64)).astype(np.float32)
+        before = ir_calls["host"]
+        y = exe(a)
+        assert ir_calls["host"] == before + 1
+        np.testing.assert_allclose(y, ref(a), rtol=1e-5, atol=1e-5)
+    assert host_stats(exe).num_host_calls == 1
+    assert host_stats(exe).num_graph_breaks == 0
+
+
+def test_cuda_llvm_ir_errors():
+    """Bad IR is refused at registration with LLVM's diagnostic and the
+    op's name; PTX and IR together, and IR without a launch rule, too."""
+    undefined = ("define ptx_kernel void @k(ptr %p) {\n"
+                 "  store i32 %nothing, ptr %p\n  ret void\n}\n")
+    x86 = ('target triple = "x86_64-pc-linux-gnu"\n'
+           "define ptx_kernel void @k(ptr %p) {\n  ret void\n}\n")
+    cases = [(undefined, "k", "use of undefined value '%nothing'"),
+             ("define ptx_kernel void @k(", "k", "does not parse"),
+             (x86, "k", "x86_64-pc-linux-gnu"),
+             (AXPB_IR, "k", "no function @k")]
+    for i, (ir, entry, message) in enumerate(cases):
+        with pytest.raises(tj.InvalidArgumentError) as e:
+            tj.custom_op(f"py_bad_ir{i}", shape=same, cuda_llvm_ir=ir,
+                         cuda_entry=entry, cuda_launch=axpb_launch)(
+                lambda x: x)
+        assert f"op py_bad_ir{i}" in str(e.value)
+        assert message in str(e.value)
+    with pytest.raises(tj.InvalidArgumentError, match="not both"):
+        tj.custom_op("py_both", shape=same, cuda_llvm_ir=AXPB_IR,
+                     cuda_ptx=".version 7.8\n", cuda_entry="py_axpb",
+                     cuda_launch=axpb_launch)(lambda x: x)
+    with pytest.raises(tj.InvalidArgumentError, match="cuda_launch"):
+        tj.custom_op("py_nolaunch", shape=same, cuda_llvm_ir=AXPB_IR,
+                     cuda_entry="py_axpb")(lambda x: x)
+    with pytest.raises(tj.ArgumentTypeError, match="cuda_llvm_ir"):
+        tj.custom_op("py_notext", shape=same, cuda_llvm_ir=b"bytes",
+                     cuda_entry="py_axpb", cuda_launch=axpb_launch)(
+            lambda x: x)
+    with pytest.raises(tj.ArgumentTypeError, match="cuda_launch"):
+        tj.custom_op("py_notcallable", shape=same, cuda_llvm_ir=AXPB_IR,
+                     cuda_entry="py_axpb", cuda_launch=3)(lambda x: x)
+
+
+def cuda_available():
+    g = tj.Graph("probe")
+    a = g.input("a", "f32", [1])
+    g.output(a + a, "y")
+    try:
+        tj.compile(g, "cuda").close()
+        return True
+    except (tj.UnsupportedError, tj.BackendError):
+        return False
+
+
+def test_cuda_llvm_ir_on_the_gpu():
+    """On the CUDA target the kernel compiled from the IR runs between the
+    two fused regions (the launch rule called each run, the Python
+    function not at all), three batches from one executable, against the
+    reference; the launch rule's exception is the run's error."""
+    if not cuda_available():
+        pytest.skip("no CUDA device")
+    exe = tj.compile(axpb_chain("axpb_gpu"), target="cuda")
+    ref = tj.compile(axpb_chain("axpb_gpu"), target="reference")
+    for b in (1, 33, 5, 33):
+        a = RNG.standard_normal((b, 64)).astype(np.float32)
+        host, launch = ir_calls["host"], ir_calls["launch"]
+        y = exe(a)
+        assert ir_calls["host"] == host
+        assert ir_calls["launch"] > launch
+        np.testing.assert_allclose(y, ref(a), rtol=1e-5, atol=1e-5)
+    with pytest.raises(tj.TensorJitError, match="py_axpb_ir.*no batch of 13"):
+        exe(np.ones((13, 64), np.float32))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -14,7 +14,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "python"))
 from tensorjit import _lib  # noqa: E402
-from tensorjit.custom_op import CustomOpDesc_t, CustomType_t  # noqa: E402
+from tensorjit.custom_op import (  # noqa: E402
+    CustomLaunch_t, CustomOpDesc_t, CustomType_t)
 
 MIRRORS = {
     "tj_value_t": _lib.Value_t,
@@ -40,6 +41,7 @@ MIRRORS = {
     "tj_calibrate_options_t": _lib.CalibrateOptions_t,
     "tj_custom_type_t": CustomType_t,
     "tj_custom_op_desc_t": CustomOpDesc_t,
+    "tj_custom_launch_t": CustomLaunch_t,
 }
 
 

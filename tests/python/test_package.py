@@ -835,6 +835,27 @@ def test_lifetimes() -> None:
     assert w.closed
 
 
+def test_retain_compiled() -> None:
+    """A closed executable's compiled graph is kept by its context (8 by
+    default): compiling the graph again runs no pass; with
+    retain_compiled=0 the passes run again."""
+    for retain, kept in ((None, True), (0, False)):
+        ctx = tj.Context(retain_compiled=retain)
+        g = tj.Graph("kept", context=ctx)
+        x = g.input("x", "f32", ["B", 8])
+        g.output(g.tanh(x @ g.input("w", "f32", [8, 8])) * 0.5, "y")
+        e = tj.compile(g)
+        assert e.stats.passes_ms > 0
+        e.close()
+        again = tj.compile(g)
+        assert (again.stats.passes_ms == 0) == kept
+        xv = np.ones((3, 8), np.float32)
+        wv = np.full((8, 8), 0.1, np.float32)
+        np.testing.assert_allclose(again(xv, wv),
+                                   np.tanh(xv @ wv) * 0.5, rtol=1e-5)
+        ctx.close()
+
+
 def test_diagnostics_callback() -> None:
     seen: list = []
     ctx = tj.Context(diagnostic=lambda sev, msg: seen.append((sev, msg)),
@@ -931,6 +952,8 @@ def test_wrong_python_arguments() -> None:
         (tj.ArgumentTypeError, lambda: tj.compile(good, cache_dir=3)),
         (tj.ArgumentTypeError, lambda: tj.Context(log=3)),
         (tj.InvalidArgumentError, lambda: tj.Context(dump_dir="a\0b")),
+        (tj.ArgumentTypeError, lambda: tj.Context(retain_compiled="8")),
+        (tj.InvalidArgumentError, lambda: tj.Context(retain_compiled=65)),
         # Last: a C-level error recorded on g (f64 constant + f32 value).
         (tj.InvalidArgumentError, lambda: g.add(x, g.constant(np.ones(3)))),
         (tj.InvalidArgumentError, lambda: tj.Graph.parse("func @f(")),

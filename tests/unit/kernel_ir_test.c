@@ -382,6 +382,67 @@ TEST(launch_pointwise_reduce) {
 
 // Every allocation failure during building and printing is an
 // OUT_OF_MEMORY with nothing leaked.
+// y = x (op) b + c over [P, n]: the variants tj_kir_same_code tells apart.
+typedef struct variant_t {
+  const char *name, *param, *bx, *bb, *by;
+  int64_t n, b_stride;
+  tj_op_t op;
+  double c;
+} variant_t;
+
+static tj_kir_t* build_variant(const variant_t* v) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_POINTWISE, v->name, &k));
+  uint32_t P = tj_kir_add_param(k, v->param);
+  tj_kir_ival_t dims[2] = {tj_kir_runtime(P), tj_kir_constant(v->n)};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_ival_t sx[2] = {tj_kir_constant(v->n), tj_kir_constant(1)};
+  tj_kir_ival_t sb[2] = {tj_kir_constant(0), tj_kir_constant(v->b_stride)};
+  uint32_t x = tj_kir_add_buffer(k, v->bx, TJ_DTYPE_F32, TJ_KIR_INPUT, sx);
+  uint32_t b = tj_kir_add_buffer(k, v->bb, TJ_DTYPE_F32, TJ_KIR_INPUT, sb);
+  uint32_t y = tj_kir_add_buffer(k, v->by, TJ_DTYPE_F32, TJ_KIR_OUTPUT, sx);
+  uint32_t r = tj_kir_binary(k, v->op, tj_kir_load(k, x), tj_kir_load(k, b));
+  uint32_t c = tj_kir_const_float(k, TJ_DTYPE_F32, v->c);
+  tj_kir_store(k, y, tj_kir_binary(k, TJ_OP_ADD, r, c));
+  CHECK_OK(tj_kir_finalize(k));
+  return k;
+}
+
+// Names (the kernel's, its buffers') do not make different code; every
+// other difference does, a constant's sign bit included.
+TEST(same_code_ignores_only_names) {
+  const variant_t base = {"l0_g1", "B", "in3_0",   "in4_1", "out5_0",
+                          32,      1,   TJ_OP_ADD, 0.5};
+  tj_kir_t* k0 = build_variant(&base);
+  variant_t v = base;
+  v.name = "l7_g15", v.bx = "x", v.bb = "b", v.by = "y";
+  tj_kir_t* k1 = build_variant(&v);
+  CHECK(tj_kir_same_code(k0, k1));
+  CHECK(tj_kir_same_code(k1, k0));
+  variant_t other[6];
+  for (int i = 0; i < 6; ++i) other[i] = base;
+  other[0].param = "S";
+  other[1].n = 31;
+  other[2].b_stride = 0;
+  other[3].op = TJ_OP_MUL;
+  other[4].c = 0.25;
+  other[5].c = -0.0;
+  for (int i = 0; i < 6; ++i) {
+    tj_kir_t* k = build_variant(&other[i]);
+    CHECK(!tj_kir_same_code(k0, k));
+    if (i == 5) {
+      variant_t zero = base;
+      zero.c = 0.0;
+      tj_kir_t* z = build_variant(&zero);
+      CHECK(!tj_kir_same_code(z, k));
+      tj_kir_destroy(z);
+    }
+    tj_kir_destroy(k);
+  }
+  tj_kir_destroy(k1);
+  tj_kir_destroy(k0);
+}
+
 TEST(oom_sweep) {
   for (long fail_at = 0;; ++fail_at) {
     tj_test_allocator_t t;
@@ -410,6 +471,7 @@ int main(void) {
   RUN_TEST(builder_errors);
   RUN_TEST(verifier_rules);
   RUN_TEST(launch_pointwise_reduce);
+  RUN_TEST(same_code_ignores_only_names);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }

@@ -4,13 +4,16 @@
 // reference interpreter, kernels compiled (cache_misses) equal to one
 // layer's, num_shared_kernels the rest, and the OOM sweep over the path.
 // A warm compile of an equal graph shares the compiled graph (the compile
-// memo), and the kernels' cache key does not depend on the layer count.
+// memo), also after every executable of it was released (the context
+// keeps the compiled core: retain_compiled), and the kernels' cache key
+// does not depend on the layer count.
 // Prints the compile time of 1, 8 and 24 layers (not asserted).
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/x86/x86_backend.h"
 #include "tensorjit.h"
 #include "tests/unit/test.h"
 
@@ -285,7 +288,68 @@ TEST(kernel_cache_key_ignores_the_layer_count) {
   tj_context_destroy(ctx);
 }
 
-// Compile + run of a 3-layer stack with the Nth allocation failing.
+// The context keeps a released executable's compiled core (retain_compiled,
+// 8 by default): compiling the same graph, or an equal one built again,
+// after every executable of it is gone takes it back: no pass, no
+// lowering, no module loaded, the same results. With retain_compiled = 2
+// the least recently released goes first, and with 0 nothing is kept
+// (the passes run again). The retained cores go with the context: the
+// counting allocator sees nothing left.
+TEST(released_executable_is_kept_for_an_equal_compile) {
+  for (int retain = 0; retain <= 8; retain += 2) {
+    if (retain == 4 || retain == 6) continue;
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, -1);
+    tj_context_options_t co = tj_test_context_options();
+    co.allocator = tj_test_allocator_get(&alloc);
+    co.retain_compiled = retain;
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    // Three distinct stacks (scales 1, 0.5, 0.25), compiled and released
+    // in that order.
+    tj_graph_t* g[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; ++k) {
+      CHECK_OK(build_mlp_scaled(ctx, MAX_LAYERS, 1.0 / (1 << k), &g[k]));
+      tj_executable_t* e = NULL;
+      CHECK_OK(tj_compile(g[k], NULL, &e));
+      CHECK(stats_of(e).passes_ms > 0);
+      tj_executable_release(e);
+    }
+    tj_x86_jit_stats_t before, after;
+    tj_x86_jit_stats(tj_x86_context_jit(ctx), &before);
+    // The last one, rebuilt: kept under every nonzero bound.
+    tj_graph_t* again = NULL;
+    CHECK_OK(build_mlp_scaled(ctx, MAX_LAYERS, 0.25, &again));
+    tj_executable_t* e = NULL;
+    CHECK_OK(tj_compile(again, NULL, &e));
+    tj_executable_stats_t st = stats_of(e);
+    tj_x86_jit_stats(tj_x86_context_jit(ctx), &after);
+    if (retain > 0) {
+      CHECK(st.passes_ms == 0 && st.lowering_ms == 0);
+      CHECK_EQ_INT(0, (int)st.cache_misses);
+      CHECK_EQ_INT((int)before.loads, (int)after.loads);
+    } else {
+      CHECK(st.passes_ms > 0);
+      CHECK(after.loads > before.loads);
+    }
+    check_against_reference(e, again, MAX_LAYERS);
+    tj_executable_release(e);
+    // The first one: kept only when the bound holds all three.
+    CHECK_OK(tj_compile(g[0], NULL, &e));
+    st = stats_of(e);
+    CHECK(retain >= 3 ? st.passes_ms == 0 : st.passes_ms > 0);
+    check_against_reference(e, g[0], MAX_LAYERS);
+    tj_executable_release(e);
+    tj_graph_destroy(again);
+    for (int k = 0; k < 3; ++k) tj_graph_destroy(g[k]);
+    tj_context_destroy(ctx);
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+  }
+}
+
+// Compile + run of a 3-layer stack with the Nth allocation failing; then
+// again after the release (the core kept by the context, taken back).
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
@@ -307,6 +371,10 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
     make_inputs(3, shape, x, in);
     tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
     s = tj_executable_run(exe, in, 1 + 2 * 3, &out, 1);
+    tj_executable_release(exe);
+    exe = NULL;
+    if (!s) s = tj_compile(g, &opts, &exe);
+    if (!s) s = tj_executable_run(exe, in, 1 + 2 * 3, &out, 1);
   }
   tj_executable_release(exe);
   tj_graph_destroy(g);
@@ -322,6 +390,7 @@ int main(void) {
   RUN_TEST(shared_kernels_equal_the_reference);
   RUN_TEST(warm_compile_shares_the_compiled_graph);
   RUN_TEST(kernel_cache_key_ignores_the_layer_count);
+  RUN_TEST(released_executable_is_kept_for_an_equal_compile);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }

@@ -273,7 +273,11 @@ static int count_mappings(void) {
 // count) share one JIT; those with the same thread count share one pool.
 TEST(one_jit_and_pool_per_context) {
   tj_context_t* ctx = NULL;
-  CHECK_OK(tj_test_context_create(&ctx));
+  // Released executables are unloaded, not kept for a later equal compile
+  // (region_compile_test checks that).
+  tj_context_options_t co = tj_test_context_options();
+  co.retain_compiled = 0;
+  CHECK_OK(tj_context_create(&co, &ctx));
   tj_executable_t* exes[NUM_KINDS + 1];
   tj_graph_t* graphs[NUM_KINDS];
   for (int k = 0; k < NUM_KINDS; ++k) {
@@ -746,6 +750,7 @@ TEST(destroy_during_background_build) {
   tj_test_allocator_initialize(&alloc, -1);
   tj_context_options_t co = tj_test_context_options();
   co.allocator = tj_test_allocator_get(&alloc);
+  co.retain_compiled = 0;  // each release unloads (none is kept)
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&co, &ctx));
   for (int i = 0; i < 20; ++i) {
