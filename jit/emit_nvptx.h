@@ -141,7 +141,7 @@ typedef struct tj_nvptx_wgmma_t {
   // tiles ctaid.x, ctaid.x + nctaid.x, ... < |tiles| (i64) and calls
   // |tile_origin| for a tile's origin (m0, n0 above are unused) and
   // |epilogue| for each group of |rows| rows of a tile's C, staged at |c|
-  // (row |row0|, an i64, of the tile first).
+  // (row |row0| of the tile first).
   bool persistent;
   // TMA (tj_nvptx_options_t.gemm_tma): a producer warpgroup (threads
   // [0, 128)) loads through |map_a| and |map_b| (i64 generic addresses of
@@ -155,7 +155,7 @@ typedef struct tj_nvptx_wgmma_t {
   void (*tile_origin)(void* ctx, LLVMValueRef tile, LLVMValueRef* out_m0,
                       LLVMValueRef* out_n0);
   tj_status_t (*epilogue)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
-                          LLVMValueRef c, LLVMValueRef row0, int32_t rows);
+                          LLVMValueRef c, int32_t row0, int32_t rows);
   void* ctx;
 } tj_nvptx_wgmma_t;
 

@@ -735,10 +735,9 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
 }
 
 // The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
-// f32 accumulators are staged at |c| (row row0 (i64) first, c_stride
-// apart).
-static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c,
-                                      LLVMValueRef row0, int32_t rows) {
+// f32 accumulators are staged at |c| (row row0 first, c_stride apart).
+static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
+                                      int32_t rows) {
   tj_emit_t* em = g->em;
   LLVMBuilderRef b = g->b;
   const tj_kir_phase_t* ph = &g->k->phases[0];
@@ -753,7 +752,7 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c,
   LLVMValueRef cl = LLVMBuildMul(b, LLVMBuildSRem(b, it, c64(g, per_row), ""),
                                  c64(g, lanes), "");
   LLVMValueRef row =
-      LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, row0, ""), "row");
+      LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, c64(g, row0), ""), "row");
   LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
   LLVMValueRef c_off = LLVMBuildTrunc(
       b,
@@ -784,26 +783,19 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c,
     tj_nvptx_align_accesses(g->nv, &p, lanes);
   }
   tj_emit_if_end(em, &vector);
-  // The edge columns one at a time, in a loop: one more copy of the body,
-  // not |lanes| (ptxas's time, and the I-cache, grow with each).
   tj_emit_if_begin(em, &scalar, LLVMBuildNot(b, full, ""), "scalar");
-  {
-    tj_emit_loop_t cols;
-    LLVMValueRef e = tj_emit_loop_begin(em, &cols, c64(g, 0), c64(g, lanes),
-                                        c64(g, 1), "lane");
-    LLVMValueRef ce = LLVMBuildAdd(b, col, e, "");
+  for (int32_t e = 0; e < lanes; ++e) {
+    LLVMValueRef ce = LLVMBuildAdd(b, col, c64(g, e), "");
     tj_emit_if_t in_cols;
     tj_emit_if_begin(em, &in_cols, LLVMBuildICmp(b, LLVMIntSLT, ce, g->n, ""),
                      "in_cols");
     tj_emit_point_t p;
     epilogue_point(g, row, ce, 1, &p);
-    LLVMValueRef e_off =
-        LLVMBuildTrunc(b, LLVMBuildMul(b, e, c64(g, 4), ""), em->t_i32, "");
     p.acc = LLVMBuildLoad2(
-        b, em->t_f32, smem_at(g, c, LLVMBuildAdd(b, c_off, e_off, "")), "");
+        b, em->t_f32, smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")),
+        "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
-    tj_emit_loop_end(em, &cols);
   }
   tj_emit_if_end(em, &scalar);
   tj_emit_if_end(em, &in_rows);
@@ -812,7 +804,7 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c,
 }
 
 static tj_status_t emit_epilogue(gemm_t* g) {
-  return emit_epilogue_rows(g, g->smem, c64(g, 0), g->tile_m);
+  return emit_epilogue_rows(g, g->smem, 0, g->tile_m);
 }
 
 //===--- entry ---===//
@@ -860,8 +852,7 @@ static void wgmma_tile_origin(void* ctx, LLVMValueRef tile,
 }
 
 static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
-                                  LLVMValueRef c, LLVMValueRef row0,
-                                  int32_t rows) {
+                                  LLVMValueRef c, int32_t row0, int32_t rows) {
   gemm_t* g = ctx;
   g->m0 = m0;
   g->n0 = n0;

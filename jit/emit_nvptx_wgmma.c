@@ -385,13 +385,12 @@ static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
 }
 
 // Writes the accumulators of rows [row0, row0 + rows) of the tile to
-// |c| (row row0 at its start; |row0| an i32, NULL for the whole tile with
-// |rows| tile_m), zeros where |any| (i1) is false (K = 0 ran no wgmma). Thread
-// t of warpgroup wg (warp q = t / 32 % 4, lane l) holds, in register i, row 64
-// wg + 16 q + l / 4 + 8 ((i / 2) % 2), col 8 (i / 4) + 2 (l % 4) + i % 2 (the
-// m64nNk16 f32 accumulator fragment); |rows| is a multiple of 16, so a warp's
-// rows are all in or all out.
-static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, LLVMValueRef row0,
+// |c| (row row0 at its start), zeros where |any| (i1) is false (K = 0 ran
+// no wgmma). Thread t of warpgroup wg (warp q = t / 32 % 4, lane l) holds,
+// in register i, row 64 wg + 16 q + l / 4 + 8 ((i / 2) % 2), col 8 (i / 4) +
+// 2 (l % 4) + i % 2 (the m64nNk16 f32 accumulator fragment); |rows| is a
+// multiple of 16, so a warp's rows are all in or all out.
+static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
                     int32_t rows, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
   tj_emit_t* em = w->em;
@@ -402,17 +401,15 @@ static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, LLVMValueRef row0,
   LLVMValueRef warp_row = LLVMBuildAdd(b, LLVMBuildMul(b, wg, c32(w, 64), ""),
                                        LLVMBuildMul(b, q, c32(w, 16), ""), "");
   tj_emit_if_t mine;
-  bool all = row0 == NULL;
+  bool all = row0 == 0 && rows == p->tile_m;
   if (!all) {
-    LLVMValueRef in =
-        LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, warp_row, row0, ""),
-                     LLVMBuildICmp(b, LLVMIntSLT, warp_row,
-                                   LLVMBuildAdd(b, row0, c32(w, rows), ""), ""),
-                     "");
+    LLVMValueRef in = LLVMBuildAnd(
+        b, LLVMBuildICmp(b, LLVMIntSGE, warp_row, c32(w, row0), ""),
+        LLVMBuildICmp(b, LLVMIntSLT, warp_row, c32(w, row0 + rows), ""), "");
     tj_emit_if_begin(em, &mine, in, "stage_rows");
   }
   LLVMValueRef row =
-      LLVMBuildAdd(b, all ? warp_row : LLVMBuildSub(b, warp_row, row0, ""),
+      LLVMBuildAdd(b, LLVMBuildSub(b, warp_row, c32(w, row0), ""),
                    LLVMBuildLShr(b, lane, c32(w, 2), ""), "");
   LLVMValueRef col0 =
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
@@ -643,36 +640,6 @@ static void void_asm(wg_t* w, const char* text, const char* constraints,
   inline_asm(w, w->em->t_void, text, constraints, args, n);
 }
 
-// Stages the tile's C |rows| rows at a time in |c| and runs the epilogue
-// on each chunk, between barriers (|bar_args|: a named barrier's id and
-// thread count; NULL: the whole block's). A loop over the chunks, not
-// unrolled: each chunk's epilogue is the whole fused body (a gelu is ~40
-// instructions a column), and an unrolled copy per chunk made ptxas take
-// seconds over the TMA kernels (8 chunks of 16 rows at 128x256 s4).
-static tj_status_t tile_epilogue(wg_t* w, LLVMValueRef wg, LLVMValueRef c,
-                                 int32_t rows, LLVMValueRef m0, LLVMValueRef n0,
-                                 LLVMValueRef any, LLVMValueRef* bar_args) {
-  tj_emit_t* em = w->em;
-  const tj_nvptx_wgmma_t* p = w->p;
-  tj_emit_loop_t chunks;
-  LLVMValueRef r = tj_emit_loop_begin(em, &chunks, c64(w, 0), c64(w, p->tile_m),
-                                      c64(w, rows), "rows");
-  stage_c(w, wg, c, LLVMBuildTrunc(w->b, r, em->t_i32, ""), rows, any);
-  if (bar_args) {
-    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
-  } else {
-    tj_nvptx_barrier(w->nv);
-  }
-  tj_status_t s = p->epilogue(p->ctx, m0, n0, c, r, rows);
-  if (bar_args) {
-    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
-  } else {
-    tj_nvptx_barrier(w->nv);
-  }
-  tj_emit_loop_end(em, &chunks);
-  return s;
-}
-
 // Spins until the phase of parity |parity| (i32) of barrier |bar| has
 // completed.
 static void mbar_wait(wg_t* w, LLVMValueRef bar, LLVMValueRef parity) {
@@ -876,8 +843,12 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   release(w,
           LLVMBuildSub(b, LLVMBuildAdd(b, it0, w->k_tiles, ""), c64(w, 1), ""));
   tj_emit_if_end(em, &last);
-  TJ_RETURN_IF_ERROR(
-      tile_epilogue(w, rows_wg, c_region, c_rows, m0, n0, any, bar_args));
+  for (int32_t r = 0; r < p->tile_m; r += c_rows) {
+    stage_c(w, rows_wg, c_region, r, c_rows, any);
+    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
+    TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
+    void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
+  }
   tj_emit_loop_end(em, &tiles);
   return NULL;
 }
@@ -950,7 +921,7 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
     cp_wait(&w, 0);
     // The C tile reuses the ring: every warpgroup's wgmmas must be done.
     tj_nvptx_barrier(nv);
-    stage_c(&w, w.wg, p->smem, NULL, p->tile_m, any);
+    stage_c(&w, w.wg, p->smem, 0, p->tile_m, any);
     tj_nvptx_barrier(nv);
     return NULL;
   }
@@ -988,8 +959,13 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   }
   tj_emit_if_end(em, &more);
   prologue_commits(&w);
-  TJ_RETURN_IF_ERROR(
-      tile_epilogue(&w, w.wg, c_region, kPersistentRows, m0, n0, any, NULL));
+  for (int32_t r = 0; r < p->tile_m; r += kPersistentRows) {
+    stage_c(&w, w.wg, c_region, r, kPersistentRows, any);
+    tj_nvptx_barrier(nv);
+    TJ_RETURN_IF_ERROR(
+        p->epilogue(p->ctx, m0, n0, c_region, r, kPersistentRows));
+    tj_nvptx_barrier(nv);
+  }
   tj_emit_loop_end(em, &tiles);
   cp_wait(&w, 0);
   return NULL;
