@@ -32,9 +32,10 @@
 // stores) as a pointwise kernel that reads it: 2 launches and one more
 // round trip of the intermediate. 7, 8 and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
-// on a grid of a block a tile (rank-2 GEMMs; UNSUPPORTED, so skipped,
-// otherwise), whose launches add the tensor maps encoded for the run's
-// pointers and sizes (tj_cuda_gemm_tensor_maps).
+// on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
+// N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
+// tensor maps encoded for the run's pointers and sizes
+// (tj_cuda_gemm_tensor_maps).
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -86,6 +87,19 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_tma = true,
             .gemm_tile_m = 128,
             .gemm_tile_n = 256},
+    // TMA 128x64 with an 8-stage ring, persistent: for small M or N,
+    // where 128x128 tiles leave SMs idle (M 256, N 4096: 64 tiles on 132
+    // SMs; 128x64 makes 128) and K is long enough for a deep ring. On the
+    // H200 (bench/RESULTS.md, issue 13, hopper2) 0.99x cuBLAS at (256,
+    // 1024, 4096) and 0.96x at (1024, 1024, 1024), against 0.80x and
+    // 0.78x for the best candidate before (wgmma 64x128 s4); slower than
+    // 128x128 on the large shapes, where timing drops it.
+    [11] = {.gemm_stages = 8,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tma = true,
+            .gemm_persistent = true,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 64},
 };
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
@@ -98,7 +112,8 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused tma ws 128x128 s4 persistent",
     "fused tma ws 128x256 s4 persistent",
     "fused tma pingpong 64x256 s4 persistent",
-    "fused tma ws 128x256 s3"};
+    "fused tma ws 128x256 s3",
+    "fused tma ws 128x64 s8 persistent"};
 
 //===--- GEMM candidates: setup ---===//
 
