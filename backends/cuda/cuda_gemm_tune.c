@@ -31,9 +31,11 @@
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
 // round trip of the intermediate. 7, 8 and 9 are the TMA, warp-specialized
-// persistent schedule (cooperative, then pingpong) (rank-2 GEMMs; UNSUPPORTED,
-// so skipped, otherwise), whose launches add the tensor maps encoded for the
-// run's pointers and sizes (tj_cuda_gemm_tensor_maps).
+// persistent schedule (cooperative, then pingpong), 10 the cooperative one
+// on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
+// N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
+// tensor maps encoded for the run's pointers and sizes
+// (tj_cuda_gemm_tensor_maps).
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -75,6 +77,29 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_persistent = true,
            .gemm_tile_m = 64,
            .gemm_tile_n = 256},
+    // TMA 128x256 with a 3-stage ring, a block a tile: 144 KiB of ring
+    // leave room to stage 64 rows of C at a time (2 epilogue rounds a
+    // tile, against 4 of 32 rows beside s4's 192 KiB). The fastest TMA
+    // kernel at (2048, 1024, 4096) and fused at (4096, 4096, 4096) in
+    // bench/RESULTS.md (issue 13), and not a candidate until now.
+    [10] = {.gemm_stages = 3,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tma = true,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 256},
+    // TMA 128x64 with an 8-stage ring, persistent: for small M or N,
+    // where 128x128 tiles leave SMs idle (M 256, N 4096: 64 tiles on 132
+    // SMs; 128x64 makes 128) and K is long enough for a deep ring. On the
+    // H200 (bench/RESULTS.md, issue 13, hopper2) 0.99x cuBLAS at (256,
+    // 1024, 4096) and 0.96x at (1024, 1024, 1024), against 0.80x and
+    // 0.78x for the best candidate before (wgmma 64x128 s4); slower than
+    // 128x128 on the large shapes, where timing drops it.
+    [11] = {.gemm_stages = 8,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tma = true,
+            .gemm_persistent = true,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 64},
 };
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
@@ -86,7 +111,9 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused wgmma 128x128 s4",
     "fused tma ws 128x128 s4 persistent",
     "fused tma ws 128x256 s4 persistent",
-    "fused tma pingpong 64x256 s4 persistent"};
+    "fused tma pingpong 64x256 s4 persistent",
+    "fused tma ws 128x256 s3",
+    "fused tma ws 128x64 s8 persistent"};
 
 //===--- GEMM candidates: setup ---===//
 
@@ -350,13 +377,90 @@ typedef struct measure_ctx_t {
   const int64_t* scalars;
 } measure_ctx_t;
 
-// Whether tuning times candidate |c|. Where wgmma runs, mma.sync main
-// loops are not worth compiling to time (~0.2 s each, LLVM and ptxas): on
-// the H200 they reached 0.46x cuBLAS where wgmma reached 0.69x
-// (bench/cuda_bench --gemm). They stay available to TJ_CUDA_GEMM_CANDIDATE.
-static bool timed_candidate(const tj_cuda_program_t* p, int32_t c) {
-  return !(p->arch == TJ_NVPTX_SM_90A && c > 0 && c != TJ_CUDA_GEMM_CUBLASLT &&
-           kVariants[c].gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC);
+//===--- GEMM candidates: pruning before compiling ---===//
+
+// Whether the TMA schedules can load this run's operands: what
+// tj_cuda_gemm_tensor_maps will ask (a rank-2 GEMM whose rows are
+// contiguous, 16-byte aligned bases and row pitches).
+static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
+                     const int64_t* scalars) {
+  const tj_cuda_program_kernel_t* kern = &p->kernels[ki];
+  const tj_kir_t* g = kern->low->kernel;
+  if (g->rank != 2) return false;
+  const uint64_t* argv = p->run.argv + kern->arg_offset;
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &g->buffers[b];
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
+    if (!tj_kir_ival_is_const(buf->strides[1], 1) || argv[b] % 16 != 0 ||
+        pitch <= 0 || (pitch * 2) % 16 != 0)
+      return false;
+  }
+  return true;
+}
+
+// The wave model of candidate |c| (a wgmma tile): the C elements the
+// busiest SM computes, ceil(tiles / SMs) tiles of tile_m x tile_n (K is
+// the same for every candidate). It sees wave quantization and tiles
+// larger than the problem, which is what separates the tiles at small M
+// or N; it does not rank schedules of one tile (timing does).
+static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
+                        int64_t n) {
+  int64_t tm = kVariants[c].gemm_tile_m ? kVariants[c].gemm_tile_m : 128;
+  int64_t tn = kVariants[c].gemm_tile_n ? kVariants[c].gemm_tile_n : 128;
+  int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
+  int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+  return (double)((tiles + sms - 1) / sms) * (double)(tm * tn);
+}
+
+// A candidate whose wave model is this many times the best one's is not
+// compiled (at (256, 1024, 4096) on 132 SMs: the 128x256 tiles, 2x the
+// 128x128 and 3.2x the 64x128; these leave 132 SMs a tile or none).
+#define kWaveSlack 2.0
+
+// Whether tuning compiles and times candidate |c| of kernel |ki| for the
+// run with |scalars|: a cost model prunes, before any LLVM or ptxas
+// work (the TMA kernels cost ptxas ~1 s each), what cannot win.
+//   - Where wgmma runs, mma.sync main loops (~0.2 s each to compile): on
+//     the H200 they reached 0.46x cuBLAS where wgmma reached 0.69x
+//     (bench/cuda_bench --gemm).
+//   - The TMA schedules where TMA cannot load the operands (they would
+//     be compiled, then refused by their tensor maps).
+//   - Where the TMA schedules serve, the cp.async wgmma kernels of the
+//     same tiles (128x128 s4, 128x256 s4): the TMA kernel of each tile was
+//     faster on every shape of bench/RESULTS.md's issue 13 table. The
+//     module's own kernel (0) is compiled anyway and always timed.
+//   - Tiles whose wave model (wave_cost) is over kWaveSlack times the
+//     best's.
+// Pruned candidates stay available to TJ_CUDA_GEMM_CANDIDATE.
+static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
+                            const int64_t* scalars) {
+  if (c == 0 || c == TJ_CUDA_GEMM_CUBLASLT) return true;
+  const tj_nvptx_options_t* o = &kVariants[c];
+  if (p->arch != TJ_NVPTX_SM_90A) return o->gemm_kernel != TJ_NVPTX_GEMM_WGMMA;
+  if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
+  bool tma = tma_fits(p, ki, scalars);
+  if (o->gemm_tma && !tma) return false;
+  if (!o->gemm_tma && tma) {
+    for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
+      if (kVariants[v].gemm_tma && kVariants[v].gemm_tile_m == o->gemm_tile_m &&
+          kVariants[v].gemm_tile_n == o->gemm_tile_n)
+        return false;
+    }
+  }
+  const tj_kir_t* g = p->kernels[ki].low->kernel;
+  int64_t m = p->gemm.tunes[ki].m;
+  int64_t n = tj_kir_ival_eval(g->dims[g->rank - 1], scalars);
+  double best = wave_cost(p, 0, m, n);
+  for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
+    if (v == TJ_CUDA_GEMM_CUBLASLT ||
+        kVariants[v].gemm_kernel != TJ_NVPTX_GEMM_WGMMA ||
+        (kVariants[v].gemm_tma && !tma))
+      continue;
+    double cost = wave_cost(p, v, m, n);
+    if (cost < best) best = cost;
+  }
+  return wave_cost(p, c, m, n) <= kWaveSlack * best;
 }
 
 // One kernel compiled on a thread of its own (precompile_candidates).
@@ -388,7 +492,8 @@ static void* precompile_main(void* arg) {
 // threads); the driver calls push the context themselves. A failure is
 // left for ensure_candidate to meet again, and report, when the candidate
 // is timed.
-static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki) {
+static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
+                                  const int64_t* scalars) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   t->precompiled = true;
   precompile_t w[TJ_CUDA_GEMM_CANDIDATES];
@@ -396,7 +501,7 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki) {
   int32_t n = 0;
   tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
   for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
-    if (!timed_candidate(p, c)) continue;
+    if (!timed_candidate(p, ki, c, scalars)) continue;
     if (c == TJ_CUDA_GEMM_CUBLASLT) {
       if (!t->lt_ok || p->gemm.lt_unavailable || t->epi_fn) continue;
       w[n] = (precompile_t){
@@ -435,9 +540,10 @@ static tj_status_t measure(void* context, int32_t c, int32_t repeats,
   measure_ctx_t* m = context;
   tj_cuda_program_t* p = m->p;
   const tj_cuda_symbols_t* cu = &p->device->cu;
-  if (!timed_candidate(p, c))
-    return tj_unsupported("superseded by wgmma on sm_90a");
-  if (!p->gemm.tunes[m->ki].precompiled) precompile_candidates(p, m->ki);
+  if (!timed_candidate(p, m->ki, c, m->scalars))
+    return tj_unsupported("pruned by the cost model");
+  if (!p->gemm.tunes[m->ki].precompiled)
+    precompile_candidates(p, m->ki, m->scalars);
   tj_status_t s = ensure_candidate(p, m->ki, c);
   if (!s) s = candidate_args(p, m->ki, c, m->scalars);
   tj_status_code_t code = tj_status_code(s);

@@ -107,9 +107,11 @@ static tj_status_t program_create(tj_context_t* context,
   p->gemm.forced = -1;
   p->gemm.log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
   const char* force = tj_setting(context, TJ_SETTING_CUDA_GEMM_CANDIDATE);
-  if (force && force[0] >= '0' && force[0] < '0' + TJ_CUDA_GEMM_CANDIDATES &&
-      !force[1])
-    p->gemm.forced = force[0] - '0';
+  if (force && force[0] >= '0' && force[0] <= '9') {
+    char* end = NULL;
+    long c = strtol(force, &end, 10);
+    if (!*end && c < TJ_CUDA_GEMM_CANDIDATES) p->gemm.forced = (int32_t)c;
+  }
   snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s",
            device ? device->name : "offline", tj_nvptx_arch_name(arch),
            p->nv_options.approx_math ? " approx" : "");

@@ -76,7 +76,7 @@ typedef struct tj_cuda_program_kernel_t {
 // Every tensor-core GEMM kernel has TJ_CUDA_GEMM_CANDIDATES
 // implementations; cuda_gemm_tune.c says which. TJ_CUDA_GEMM_CUBLASLT is
 // cuBLASLt's matmul plus an epilogue kernel.
-enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 10 };
+enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 12 };
 
 typedef struct tj_cuda_gemm_choice_t {
   int64_t bucket;

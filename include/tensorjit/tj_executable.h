@@ -99,10 +99,11 @@ typedef struct tj_cuda_compile_options_t {
   // Launch every kernel on every run instead of replaying the CUDA graph
   // captured for the run's shape (for debugging and comparison).
   bool disable_graphs;
-  // exp, tanh, sigmoid and erf of f32/f16/bf16 values with the precise
-  // polynomials of the x86 target (1-2.5 ulp in f32) instead of the GPU's
-  // approximate special-function instructions (<= 5 ulp in f32; far inside
-  // the bf16 and f16 tolerances), which cost ~4x fewer instructions.
+  // exp, tanh, sigmoid, erf and erfc of f32/f16/bf16 values with the precise
+  // polynomials of the x86 target (1-2.5 ulp in f32, erfc 7) instead of
+  // the GPU's approximate special-function instructions (<= 5 ulp in f32,
+  // erfc 7; far inside the bf16 and f16 tolerances), which cost 2-4x fewer
+  // instructions.
   bool precise_math;
 } tj_cuda_compile_options_t;
 

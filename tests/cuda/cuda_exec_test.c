@@ -78,10 +78,11 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 
 // Every GEMM candidate of the autotuner, forced: the other tile schedules,
 // cuBLASLt + the epilogue as a pointwise kernel and the TMA schedules (7,
-// 8 cooperative, 9 pingpong; the batched case falls back to the generated
-// kernel: cuBLASLt and TMA take rank-2 GEMMs here).
+// 8, 10 and 11 cooperative, 9 pingpong; the batched case falls back to
+// the generated kernel: cuBLASLt and TMA take rank-2 GEMMs here).
 TEST(gemm_candidates) {
-  static const char* const kForced[] = {"1", "2", "3", "4", "7", "8", "9"};
+  static const char* const kForced[] = {"1", "2", "3",  "4", "7",
+                                        "8", "9", "10", "11"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
     tj_context_options_t o = tj_test_context_options();
     o.cuda_gemm_candidate = kForced[i];
