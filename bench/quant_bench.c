@@ -16,6 +16,10 @@
 //
 //   usage: quant_bench [runs]
 //   QUANT_BENCH_ISA=avx2|sse2 forces a lower tier.
+//   QUANT_BENCH_CLOCK=cpu times each run in the calling thread's CPU time
+//   instead of wall time (one thread only): on a machine shared with
+//   other work, a run longer than the scheduler's slice is preempted and
+//   its wall time counts the other processes' turns.
 //
 // Run OpenBLAS at its best (shared/BENCHMARKING.md, trap 1):
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; ./build/bench/quant_bench)
@@ -33,6 +37,15 @@
 enum { kMaxRuns = 64 };
 
 static int32_t g_threads = 1;
+static bool g_cpu_clock = false;
+
+// Wall time, or with QUANT_BENCH_CLOCK=cpu this thread's CPU time, in ms.
+static double clock_ms(void) {
+  if (!g_cpu_clock) return now_ms();
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static tj_executable_t* compile(tj_graph_t* g) {
   tj_compile_options_t o;
@@ -106,9 +119,9 @@ static stat_t time_exes(tj_executable_t** exes, int copies, tj_tensor_t* in,
   double t[kMaxRuns];
   for (int r = 0; r < runs; ++r) {
     int c = r % copies;
-    double t0 = now_ms();
+    double t0 = clock_ms();
     tj_executable_run(exes[c], in + c * n_in, n_in, out, 1);
-    t[r] = now_ms() - t0;
+    t[r] = clock_ms() - t0;
   }
   return stats_of(t, runs);
 }
@@ -158,6 +171,8 @@ int main(int argc, char** argv) {
   if (runs > kMaxRuns) runs = kMaxRuns;
   const char* thr = getenv("QUANT_BENCH_THREADS");
   if (thr && atoi(thr) > 0) g_threads = atoi(thr);
+  const char* clk = getenv("QUANT_BENCH_CLOCK");
+  g_cpu_clock = clk && strcmp(clk, "cpu") == 0 && g_threads == 1;
   print_machine();
   sgemm_fn sgemm = NULL;
   set_threads_fn set_threads = NULL;
@@ -174,8 +189,9 @@ int main(int argc, char** argv) {
   co.x86_isa = getenv("QUANT_BENCH_ISA");
   tj_context_t* ctx = NULL;
   if (!ok(tj_context_create(&co, &ctx), "context")) return 1;
-  printf("tier %s, %d thread(s); medians of %d runs (min..max), ms\n",
-         co.x86_isa ? co.x86_isa : "host", g_threads, runs);
+  printf("tier %s, %d thread(s); medians of %d runs (min..max), ms of %s\n",
+         co.x86_isa ? co.x86_isa : "host", g_threads, runs,
+         g_cpu_clock ? "thread CPU time" : "wall time");
   printf("%5s %5s %5s | %26s | %26s | %26s | %26s | %26s | %6s %6s %6s\n", "M",
          "N", "K", "our f32", "int8 weight-only", "int4 g128 weight-only",
          "int8 GEMM (u8 x s8)", "OpenBLAS sgemm", "f32/w8", "f32/w4", "f32/i8");
@@ -252,10 +268,10 @@ int main(int argc, char** argv) {
       }
       double tt[kMaxRuns];
       for (int q = 0; q < runs; ++q) {
-        double t0 = now_ms();
+        double t0 = clock_ms();
         sgemm(kRowMajor, kNoTrans, kNoTrans, (int)m, (int)n, (int)k, 1.0f, x,
               (int)k, wc[q % copiesf], (int)n, 0.0f, y, (int)n);
-        tt[q] = now_ms() - t0;
+        tt[q] = clock_ms() - t0;
       }
       tb = stats_of(tt, runs);
       for (int c = 1; c < copiesf; ++c) free(wc[c]);

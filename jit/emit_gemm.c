@@ -87,6 +87,8 @@
 #define PREFETCH_A_ROWS 16
 // Rows of B the B packing prefetches ahead (pack_b_contiguous).
 #define PREFETCH_B_ROWS 16
+// Rows of a quantized B the in-place microkernels prefetch ahead.
+#define BQ_AHEAD 16
 
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
@@ -294,6 +296,10 @@ typedef struct ukernel_t {
   LLVMValueRef rowp[16], mask[16];
   LLVMValueRef b, ldb, ka;
   LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
+  LLVMValueRef bq_bmask[16];              // qfold, int4 pairs: the bytes' masks
+  // The last |scalars| values of each accumulator set are f32 scalars
+  // (qfold: the rows' sums of x), not vectors.
+  int32_t scalars;
 } ukernel_t;
 
 // One k-pair step of the dot microkernel: |brow| is the panel's row of
@@ -381,8 +387,130 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
   }
 }
 
+//===--- the quantized-B microkernel (qfold, issue 17) ---===//
+//
+// The in-place microkernels of an int4 B factor the scale out of each
+// group of k rows, as ggml's dot products do:
+//   tile[r][c] += s[g][c] * (sum_{k in g} x[r][k] * q[k][c]
+//                            - z[g][c] * sum_{k in g} x[r][k])
+// so that the K loop converts each weight to f32 and multiplies it by the
+// activation, nothing more: no scale load and multiply per weight (the
+// scale changes once per group of 32-128 rows, per channel not at all),
+// no zero point per weight. At each group's end the group's sums are
+// scaled into the tile (on the stack, in L1). The q * x products are the
+// reference's (q - z) * s * x up to f32 reassociation.
+//
+// int4 B: 2w columns are w bytes, loaded and widened to one i32 lane each
+// (vpmovzxbd/vpmovsxbd); the low nibbles are the even columns and the high
+// ones the odd columns, two vectors accumulated as they come (even, odd)
+// rather than interleaved into column order per k row: the accumulators
+// of a pair are put back in column order once per group, by two shuffles.
+// Signed nibbles are sign-extended by shifts ((b << 28) >> 28 for the low
+// one; the high one is the sign-extended byte >> 4). A strip of an odd
+// number of vectors reads its last vector in column order (bq_ints).
+// 4096 x 4096 at M = 1 here: 1.2-1.4 -> 0.38-0.45 ms, f32 3.3 ms.
+//
+// int8 B keeps the dequantize per weight (bq_load in ukernel_step): the
+// same factoring made M = 1-3 faster but M >= 4 (64-column strips, one
+// 4096-byte row per k step) 2x slower here, for a reason not found yet.
+
+// Whether vector |v| of a strip of |nv| starts an int4 pair (v, v + 1).
+static bool bq_pair(const ukernel_t* u, int32_t v, int32_t nv) {
+  return u->o->bq_bits == 4 && v % 2 == 0 && v + 1 < nv;
+}
+
+// One k step of the quantized-B microkernel: |acc| holds mr * nv sums
+// (pairs in (even, odd) order) and, with zero points, one more per row:
+// that row's sum of x (a scalar).
+static void ukernel_step_bq(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, nv = u->o->nr / w, mr = u->o->mr;
+  const tj_dtype_t adt = u->o->a_dtype;
+  const bq_read_t r = {u->o->bq_bits, u->o->bq_int4_signed, u->o->bq_qdt};
+  LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
+  LLVMTypeRef bv8 = LLVMVectorType(em->t_i8, (unsigned)w);
+  LLVMValueRef brow = gep_i8(em, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
+  LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
+  {
+    // The strip's row BQ_AHEAD rows further on, into L1: the rows are ldb
+    // bytes apart (half a page or more for a wide weight), which the
+    // hardware prefetchers do not follow (4096 x 4096 int4 at M = 1 here:
+    // 0.55 -> 0.38-0.45 ms).
+    LLVMValueRef ahead =
+        gep_i8(em, brow, LLVMBuildMul(b, i64c(em, BQ_AHEAD), u->ldb, ""));
+    LLVMTypeRef pt = em->t_ptr;
+    int64_t row_bytes = (int64_t)u->o->nr * u->o->bq_bits / 8;
+    for (int64_t off = 0; off < row_bytes; off += 64) {
+      LLVMValueRef args[4] = {gep_i8(em, ahead, i64c(em, off)), i32c(em, 0),
+                              i32c(em, 3), i32c(em, 1)};
+      tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+    }
+  }
+  LLVMValueRef splat[16];
+  for (int32_t row = 0; row < mr; ++row) {
+    LLVMValueRef av = LLVMBuildLoad2(b, tj_emit_memory_type(em, adt),
+                                     gep_op(em, adt, u->rowp[row], koff), "a");
+    LLVMSetAlignment(av, (unsigned)op_bytes(adt));
+    LLVMValueRef x = tj_emit_widen(em, adt, av);
+    splat[row] = tj_emit_splat(em, x, w);
+    if (u->o->bq_zero) {
+      acc[mr * nv + row] = LLVMBuildFAdd(b, acc[mr * nv + row], x, "xsum");
+    }
+  }
+  LLVMTypeRef t = u->vt;
+  const char* fma = em->target.has_fma ? "llvm.fma" : "llvm.fmuladd";
+  for (int32_t v = 0; v < nv;) {
+    LLVMValueRef q[2];
+    int32_t n = 1;
+    if (bq_pair(u, v, nv)) {
+      LLVMValueRef p = gep_i8(em, brow, i64c(em, (int64_t)v * w / 2));
+      LLVMValueRef bytes;
+      if (u->o->masked) {
+        bytes = masked_load_a(em, bv8, p, u->bq_bmask[v], 1);
+      } else {
+        bytes = LLVMBuildLoad2(b, bv8, p, "q4");
+        LLVMSetAlignment(bytes, 1);
+      }
+      LLVMValueRef lo, hi;
+      if (r.int4_signed) {
+        LLVMValueRef x = LLVMBuildSExt(b, bytes, iv, "");
+        LLVMValueRef c28 = tj_emit_iconst(iv, 28);
+        lo = LLVMBuildAShr(b, LLVMBuildShl(b, x, c28, ""), c28, "");
+        hi = LLVMBuildAShr(b, x, tj_emit_iconst(iv, 4), "");
+      } else {
+        LLVMValueRef x = LLVMBuildZExt(b, bytes, iv, "");
+        lo = LLVMBuildAnd(b, x, tj_emit_iconst(iv, 15), "");
+        hi = LLVMBuildLShr(b, x, tj_emit_iconst(iv, 4), "");
+      }
+      q[0] = LLVMBuildSIToFP(b, lo, u->vt, "");
+      q[1] = LLVMBuildSIToFP(b, hi, u->vt, "");
+      n = 2;
+    } else {
+      int64_t col = (int64_t)v * w;
+      LLVMValueRef p = gep_i8(em, brow, i64c(em, r.bits == 4 ? col / 2 : col));
+      q[0] = LLVMBuildSIToFP(
+          b, bq_ints(em, &r, w, p, u->o->masked ? u->mask[v] : NULL, false),
+          u->vt, "");
+    }
+    // Each pair right before its FMAs: a strip of 16 vectors and their
+    // pairs all live at once would not fit beside the accumulators.
+    for (int32_t i = 0; i < n; ++i) {
+      for (int32_t row = 0; row < mr; ++row) {
+        LLVMValueRef args[3] = {splat[row], q[i], acc[row * nv + v + i]};
+        acc[row * nv + v + i] = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
+      }
+    }
+    v += n;
+  }
+}
+
 // One k step on accumulator set |acc| (mr * nv values, updated).
 static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
+  if (u->o->bq_bits == 4) {
+    ukernel_step_bq(u, kk, acc);
+    return;
+  }
   tj_emit_t* em = u->em;
   LLVMBuilderRef b = em->b;
   const int32_t w = em->target.lanes, nv = u->o->nr / w;
@@ -400,7 +528,7 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   }
   LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
   LLVMValueRef splat[16];
-  // qfold: this row's scale and zero point row (a quantized B).
+  // qfold, int8: this row's scale and zero point row.
   bq_read_t bqr = {u->o->bq_bits, u->o->bq_int4_signed, u->o->bq_qdt};
   LLVMValueRef srow = NULL, zrow = NULL;
   if (bqr.bits) {
@@ -504,10 +632,11 @@ static void ukernel_loop(ukernel_t* u, LLVMValueRef k0, LLVMValueRef k1,
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, k0, k1, ""), body, done);
   LLVMPositionBuilderAtEnd(b, body);
   LLVMValueRef kphi = LLVMBuildPhi(b, em->t_i64, "kk");
-  LLVMValueRef phis[2 * 16 * 16], next[2 * 16 * 16];
+  LLVMValueRef phis[2 * 16 * 16 + 32], next[2 * 16 * 16 + 32];
   int32_t total = n * per;
   for (int32_t i = 0; i < total; ++i) {
-    phis[i] = LLVMBuildPhi(b, u->vt, "acc");
+    phis[i] =
+        LLVMBuildPhi(b, i % per >= per - u->scalars ? em->t_f32 : u->vt, "acc");
     next[i] = phis[i];
   }
   for (int32_t c = 0; c < n; ++c) {
@@ -527,7 +656,8 @@ static void ukernel_loop(ukernel_t* u, LLVMValueRef k0, LLVMValueRef k1,
   }
   LLVMPositionBuilderAtEnd(b, done);
   for (int32_t i = 0; i < total; ++i) {
-    LLVMValueRef out = LLVMBuildPhi(b, u->vt, "out");
+    LLVMValueRef out =
+        LLVMBuildPhi(b, i % per >= per - u->scalars ? em->t_f32 : u->vt, "out");
     LLVMAddIncoming(out, &acc[i], &pre, 1);
     LLVMAddIncoming(out, &next[i], &body_end, 1);
     acc[i] = out;
@@ -552,6 +682,136 @@ static void add_attrs(tj_emit_t* em, LLVMValueRef fn, bool deferrable) {
         LLVMCreateStringAttribute(em->ctx, kDeferrable, sizeof(kDeferrable) - 1,
                                   "", 0));
   }
+}
+
+// The quantized-B microkernel's body (see ukernel_step_bq): the tile
+// (kept with |accum|, else zeroed), then for each group of k rows the
+// group's sums over its rows (chains as the float kernels), scaled into
+// the tile. The tile's mr x nr floats are at |tile| with row stride |ld|.
+static void ukernel_bq_body(ukernel_t* u, LLVMValueRef kc, LLVMValueRef tile,
+                            LLVMValueRef ld, LLVMValueRef accum) {
+  tj_emit_t* em = u->em;
+  LLVMBuilderRef b = em->b;
+  const ukernel_opts_t* o = u->o;
+  const int32_t w = em->target.lanes, nv = o->nr / w, mr = o->mr;
+  const int32_t per = mr * nv + (o->bq_zero ? mr : 0), chains = o->chains;
+  const bq_read_t r = {o->bq_bits, o->bq_int4_signed, o->bq_qdt};
+  const int64_t group = o->bq_group;
+  LLVMValueRef zero = tj_emit_fconst(u->vt, 0.0);
+  LLVMValueRef tp[16 * 16];
+  for (int32_t row = 0; row < mr; ++row) {
+    for (int32_t v = 0; v < nv; ++v) {
+      LLVMValueRef p =
+          gep_f32(em, tile,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, i64c(em, row), ld, ""),
+                               i64c(em, (int64_t)v * w), ""));
+      LLVMValueRef old = LLVMBuildLoad2(b, u->vt, p, "");
+      LLVMSetAlignment(old, u->valign);
+      LLVMSetAlignment(
+          LLVMBuildStore(b, LLVMBuildSelect(b, accum, old, zero, ""), p),
+          u->valign);
+      tp[row * nv + v] = p;
+    }
+  }
+  // for (gi = 0; gi < groups; ++gi): rows [gi * group, min(kc, (gi + 1) *
+  // group)), or all of kc as one group (per channel).
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMValueRef groups = group ? ceil_div(em, kc, group) : i64c(em, 1);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(em->ctx, fn, "group");
+  LLVMBasicBlockRef done =
+      LLVMAppendBasicBlockInContext(em->ctx, fn, "groups_done");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i64c(em, 0), groups, ""),
+                  body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef gi = LLVMBuildPhi(b, em->t_i64, "gi");
+  LLVMValueRef k0 = group ? LLVMBuildMul(b, gi, i64c(em, group), "") : gi;
+  LLVMValueRef k1 =
+      group ? tj_emit_min_i64(em, kc, LLVMBuildAdd(b, k0, i64c(em, group), ""))
+            : kc;
+  LLVMValueRef acc[2 * 16 * 16 + 32];
+  u->scalars = o->bq_zero ? mr : 0;
+  for (int32_t i = 0; i < chains * per; ++i) {
+    acc[i] = i % per >= mr * nv ? LLVMConstReal(em->t_f32, 0.0) : zero;
+  }
+  if (chains > 1) {
+    LLVMValueRef kmain = LLVMBuildSub(
+        b, k1,
+        LLVMBuildSRem(b, LLVMBuildSub(b, k1, k0, ""), i64c(em, chains), ""),
+        "");
+    ukernel_loop(u, k0, kmain, chains, per, acc);
+    ukernel_loop(u, kmain, k1, 1, per, acc);
+    for (int32_t c = 1; c < chains; ++c) {
+      for (int32_t i = 0; i < per; ++i) {
+        acc[i] = LLVMBuildFAdd(b, acc[i], acc[c * per + i], "");
+      }
+    }
+  } else {
+    ukernel_loop(u, k0, k1, 1, per, acc);
+  }
+  // The group's scale (and zero point) row.
+  LLVMValueRef srow = u->bq_scale, zrow = u->bq_zero;
+  if (group) {
+    LLVMValueRef off = LLVMBuildMul(b, gi, u->bq_ss, "");
+    srow = gep_f32(em, srow, off);
+    zrow = gep_i8(em, zrow, off);
+  }
+  LLVMTypeRef t = u->vt;
+  const char* fma = em->target.has_fma ? "llvm.fma" : "llvm.fmuladd";
+  for (int32_t v = 0; v < nv; ++v) {
+    LLVMValueRef mask = o->masked ? u->mask[v] : NULL;
+    LLVMValueRef sp = gep_f32(em, srow, i64c(em, (int64_t)v * w));
+    LLVMValueRef sv;
+    if (mask) {
+      sv = masked_load_a(em, u->vt, sp, mask, 4);
+    } else {
+      sv = LLVMBuildLoad2(b, u->vt, sp, "scale");
+      LLVMSetAlignment(sv, 4);
+    }
+    LLVMValueRef nzf = NULL;  // -z as f32
+    if (o->bq_zero) {
+      LLVMValueRef z = bq_ints(
+          em, &r, w, gep_i8(em, zrow, i64c(em, (int64_t)v * w)), mask, true);
+      nzf = LLVMBuildFNeg(b, LLVMBuildSIToFP(b, z, u->vt, ""), "");
+    }
+    for (int32_t row = 0; row < mr; ++row) {
+      LLVMValueRef d;
+      if (bq_pair(u, v & ~1, nv)) {
+        // Column order from the pair's (even, odd) sums.
+        LLVMValueRef idx[64];
+        const int32_t base = v % 2 ? w / 2 : 0;
+        for (int32_t i = 0; i < w; ++i) {
+          idx[i] = i32c(em, (i % 2 ? w : 0) + base + i / 2);
+        }
+        const int32_t a0 = row * nv + (v & ~1);
+        d = LLVMBuildShuffleVector(b, acc[a0], acc[a0 + 1],
+                                   LLVMConstVector(idx, (unsigned)w), "");
+      } else {
+        d = acc[row * nv + v];
+      }
+      if (nzf) {
+        LLVMValueRef args[3] = {nzf, tj_emit_splat(em, acc[mr * nv + row], w),
+                                d};
+        d = tj_emit_intrinsic(em, fma, &t, 1, args, 3);
+      }
+      LLVMValueRef old = LLVMBuildLoad2(b, u->vt, tp[row * nv + v], "");
+      LLVMSetAlignment(old, u->valign);
+      LLVMValueRef args[3] = {d, sv, old};
+      LLVMSetAlignment(
+          LLVMBuildStore(b, tj_emit_intrinsic(em, fma, &t, 1, args, 3),
+                         tp[row * nv + v]),
+          u->valign);
+    }
+  }
+  LLVMValueRef gnext = LLVMBuildAdd(b, gi, i64c(em, 1), "");
+  LLVMBasicBlockRef body_end = LLVMGetInsertBlock(b);
+  no_unroll(em,
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, gnext, groups, ""),
+                            body, done));
+  LLVMValueRef g0 = i64c(em, 0);
+  LLVMAddIncoming(gi, &g0, &pre, 1);
+  LLVMAddIncoming(gi, &gnext, &body_end, 1);
+  LLVMPositionBuilderAtEnd(b, done);
 }
 
 // void ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kc, i64 mr_valid,
@@ -618,6 +878,24 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
       u.mask[v] = tj_emit_lane_mask(
           em, LLVMBuildSub(b, cols, i64c(em, (int64_t)v * w), ""), w);
     }
+  }
+  if (o->bq_bits == 4) {
+    if (o->masked) {
+      // An int4 pair's bytes: byte i holds columns 2i and 2i + 1.
+      for (int32_t v = 0; v + 1 < nv; v += 2) {
+        LLVMValueRef left = LLVMBuildSub(b, cols, i64c(em, (int64_t)v * w), "");
+        u.bq_bmask[v] = tj_emit_lane_mask(
+            em,
+            LLVMBuildAShr(b, LLVMBuildAdd(b, left, i64c(em, 1), ""),
+                          i64c(em, 1), ""),
+            w);
+      }
+    }
+    ukernel_bq_body(&u, kc, tile, ld, accum);
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    em->b = saved;
+    return fn;
   }
   const int32_t per = mr * nv, chains = o->chains;
   LLVMValueRef acc[2 * 16 * 16];
