@@ -505,10 +505,14 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
         "%zu outputs, but then_branch has %zu and else_branch %zu", num_out,
         then_g->n_output, else_g->n_output);
   tj_onnx_val_t* cond = n->inputs[0];
-  if (numel(cond) != 1 || cond->symbolic)
+  if (numel(cond) != 1)
     return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
                               "the condition has %lld elements; one expected",
                               (long long)numel(cond));
+  if (cond->symbolic)
+    return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
+                              "the condition is a symbolic dim (a shape "
+                              "element known only at run time)");
   // In the arena, not on the stack: subgraphs nest MAX_DEPTH deep.
   tj_onnx_val_t* then_out =
       tj_arena_alloc(&im->arena, 2 * (num_out + 1) * sizeof *then_out);

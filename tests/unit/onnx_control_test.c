@@ -1091,6 +1091,19 @@ TEST(more_error_paths) {
                "output 0 is a shape with symbolic dims chosen by a condition "
                "known only at run time",
                import(ctx, &m, &g));
+  // If on a symbolic dim (Shape -> Gather fold to a shape element known
+  // only at run time).
+  build_if(&m, -1, false);
+  m.inputs[1] = value_info("xa", F32, 1, kSym);
+  add_init(&m, scalar_i64("zero", 0));
+  Onnx__NodeProto* if_node = m.nodes[0];
+  m.graph.n_node = 0;
+  add_node(&m, NODE("Shape", "sh", L("xa"), L("sh"), 0, NULL));
+  add_node(&m, NODE("Gather", "g0", L("sh", "zero"), L("cond"), 0, NULL));
+  add_node(&m, if_node);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 2 \"if\" (If, opset 13): the condition is a symbolic dim",
+               import(ctx, &m, &g));
   // Subgraphs nested 34 deep (each an If on a known condition).
   model_init(&m, 13);
   add_input(&m, value_info("x", F32, 1, kVec3));
