@@ -1173,10 +1173,16 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   // Per value: the same at every point along the innermost dim (a row
   // value, a broadcast load, ...), for target.recip_invariant_div.
   bool* invariant = tj_calloc(a, phase->num_insts, sizeof(bool));
-  if (!vals || !uniform || !invariant) {
+  // Per value: computed from a row value (a reduction's result). Only such
+  // a divisor becomes a reciprocal: a user's x / y with y broadcast stays
+  // a division, correctly rounded, and 1 / y cannot overflow where x / y
+  // does not (y subnormal).
+  bool* from_row = tj_calloc(a, phase->num_insts, sizeof(bool));
+  if (!vals || !uniform || !invariant || !from_row) {
     tj_free(a, vals, vals ? phase->num_insts * sizeof(LLVMValueRef) : 0);
     tj_free(a, uniform, uniform ? phase->num_insts * sizeof(bool) : 0);
     tj_free(a, invariant, invariant ? phase->num_insts * sizeof(bool) : 0);
+    tj_free(a, from_row, from_row ? phase->num_insts * sizeof(bool) : 0);
     return tj_status_oom();
   }
   int32_t lanes = point->lanes;
@@ -1216,18 +1222,25 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         invariant[i] = tj_kir_ival_is_const(
             em->k->buffers[in->ref].strides[point->vdim], 0);
         break;
+      case TJ_KIR_ROW:
+        from_row[i] = true;
+        invariant[i] = true;
+        break;
       case TJ_KIR_CONST:
       case TJ_KIR_PARAM:
-      case TJ_KIR_ROW:
         invariant[i] = true;
         break;
       case TJ_KIR_INDEX:
         invariant[i] = (int32_t)in->ref != point->vdim;
         break;
       case TJ_KIR_OP: {
-        bool v = true;
-        for (uint32_t k = 0; k < in->num_args; ++k) v &= invariant[in->args[k]];
+        bool v = true, r = false;
+        for (uint32_t k = 0; k < in->num_args; ++k) {
+          v &= invariant[in->args[k]];
+          r |= from_row[in->args[k]];
+        }
         invariant[i] = v;
+        from_row[i] = r;
         break;
       }
       default:
@@ -1277,7 +1290,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
           vals[i] = tj_emit_unary(em, in->op, dt, x);
         } else if (in->op == TJ_OP_DIV && dt == TJ_DTYPE_F32 &&
                    em->target.recip_invariant_div && !invariant[i] &&
-                   invariant[in->args[1]]) {
+                   invariant[in->args[1]] && from_row[in->args[1]]) {
           // x / s with s the same along the row (softmax's sum, a norm's
           // denominator): x * (1 / s), one division a row, not an element.
           LLVMValueRef y = vals[in->args[1]];
@@ -1308,6 +1321,7 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
   tj_free(a, vals, phase->num_insts * sizeof(LLVMValueRef));
   tj_free(a, uniform, phase->num_insts * sizeof(bool));
   tj_free(a, invariant, phase->num_insts * sizeof(bool));
+  tj_free(a, from_row, phase->num_insts * sizeof(bool));
   return NULL;
 }
 
