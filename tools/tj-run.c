@@ -32,7 +32,8 @@
 // tj_executable_stats) and profiles RUNS runs (20) on inputs of the --sym
 // shapes: the top-15 table of tj_executable_profile.
 //
-//   tj-run --diagnose [--profile=RUNS] [--target=T] FILE.tj [--sym NAME=VALUE]...
+//   tj-run --diagnose [--profile=RUNS] [--target=T] FILE.tj [--sym
+//   NAME=VALUE]...
 //
 // answers seed 003's diagnostic ladder with measurements, each with the
 // table's verdict: launch bound (the run at the --sym values and with the
