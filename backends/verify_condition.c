@@ -53,23 +53,13 @@ static bool floatish(tj_dtype_t dtype) {
 }
 
 static tj_status_t op1(cond_t* c, tj_op_t op, uint32_t a, uint32_t* out) {
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = op;
-  desc.num_operands = 1;
-  desc.operands = &a;
-  return tj_rewriter_append(&c->rw, &desc, out);
+  return tj_rewriter_op(&c->rw, op, 1, &a, out);
 }
 
 static tj_status_t op2(cond_t* c, tj_op_t op, uint32_t a, uint32_t b,
                        uint32_t* out) {
   uint32_t ops[2] = {a, b};
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = op;
-  desc.num_operands = 2;
-  desc.operands = ops;
-  return tj_rewriter_append(&c->rw, &desc, out);
+  return tj_rewriter_op(&c->rw, op, 2, ops, out);
 }
 
 // |node| (of the new graph) as f64.

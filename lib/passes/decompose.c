@@ -57,23 +57,13 @@ typedef struct dec_t {
 } dec_t;
 
 static tj_status_t op1(dec_t* d, tj_op_t op, uint32_t a, uint32_t* out) {
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = op;
-  desc.num_operands = 1;
-  desc.operands = &a;
-  return tj_rewriter_append(&d->rw, &desc, out);
+  return tj_rewriter_op(&d->rw, op, 1, &a, out);
 }
 
 static tj_status_t op2(dec_t* d, tj_op_t op, uint32_t a, uint32_t b,
                        uint32_t* out) {
   uint32_t ops[2] = {a, b};
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = op;
-  desc.num_operands = 2;
-  desc.operands = ops;
-  return tj_rewriter_append(&d->rw, &desc, out);
+  return tj_rewriter_op(&d->rw, op, 2, ops, out);
 }
 
 static tj_status_t cast(dec_t* d, uint32_t a, tj_dtype_t dtype, uint32_t* out) {

@@ -261,6 +261,9 @@ tj_status_t tj_rewriter_dims(tj_rewriter_t* rw, int32_t rank,
 // Appends |desc| (already in terms of the new graph's nodes and dims).
 tj_status_t tj_rewriter_append(tj_rewriter_t* rw, const tj_node_desc_t* desc,
                                uint32_t* out_node);
+// Appends |op| over |num_operands| new-graph nodes, with no attributes.
+tj_status_t tj_rewriter_op(tj_rewriter_t* rw, tj_op_t op, uint32_t num_operands,
+                           const uint32_t* operands, uint32_t* out_node);
 // Appends a copy of |src|'s node |src_node| whose operands are |operands|
 // (new-graph nodes; NULL means "each operand through |map|", which must be
 // mapped). Does not touch |map|.

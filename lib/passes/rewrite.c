@@ -250,6 +250,16 @@ tj_status_t tj_rewriter_clone(tj_rewriter_t* rw, uint32_t src_node) {
   return NULL;
 }
 
+tj_status_t tj_rewriter_op(tj_rewriter_t* rw, tj_op_t op, uint32_t num_operands,
+                           const uint32_t* operands, uint32_t* out_node) {
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = op;
+  desc.num_operands = num_operands;
+  desc.operands = operands;
+  return tj_rewriter_append(rw, &desc, out_node);
+}
+
 tj_status_t tj_rewriter_scalar(tj_rewriter_t* rw, tj_dtype_t dtype,
                                double value, uint32_t* out_node) {
   unsigned char data[16];
