@@ -49,7 +49,10 @@ static bool is_nonzero(const tj_tensor_t* t, int64_t i) {
   return any != 0;
 }
 
+// NULL stays NULL: an empty tensor may have no data (offsetting NULL is
+// undefined, and clang's UBSan stops on it).
 static const void* data_of(const tj_tensor_t* t) {
+  if (!t->data) return NULL;
   return (const unsigned char*)t->data + t->byte_offset;
 }
 
@@ -322,7 +325,7 @@ static tj_status_t nms_host(void* user, const tj_tensor_t* in, int32_t n,
   // class, and the row for candidate i ends at most at entry i of them
   // (3 (B C - 1) N + 3 i + 2 < 3 B C N - N + i + 1 while i < N), which
   // holds candidate i itself, read before the row is written.
-  int64_t* cand = y + batches * classes * boxes * 3 - boxes;
+  int64_t* cand = y ? y + batches * classes * boxes * 3 - boxes : NULL;
   int64_t k = 0;
   const void* sc = data_of(scores);
   for (int64_t b = 0; b < batches; ++b) {
