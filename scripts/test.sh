@@ -20,9 +20,16 @@ run_suite() {  # build dir, meson setup args..., then meson test args after --
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "${setup[@]}" -Dpython="$PYTHON" || { status=1; return; }
   fi
-  ninja -C "$dir" || { status=1; return; }
+  # A whole build, unless the caller names its targets: then meson test
+  # builds what the selected suites need (and no more).
+  if [ ${#build_targets[@]} -eq 0 ]; then
+    ninja -C "$dir" || { status=1; return; }
+  else
+    ninja -C "$dir" "${build_targets[@]}" || { status=1; return; }
+  fi
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
 }
+build_targets=()
 
 # onnx 1.23's node suite, for onnx_node_test_1_23 (skipped without it).
 . scripts/onnx_node_data.sh
@@ -50,6 +57,11 @@ if [ -f build-asan/build.ninja ] &&
      build-asan/meson-info/intro-buildoptions.json 2>/dev/null; then
   rm -rf build-asan
 fi
+# Only what the three suites and the fuzz targets need: the CUDA tests
+# (which skip without a GPU, and whose suite does not run here) and the
+# benchmarks are not built with the sanitizers.
+fuzz_targets=(fuzz_parse fuzz_run_args fuzz_cache fuzz_builder fuzz_onnx)
+build_targets=("${fuzz_targets[@]/#/tests/fuzz/}")
 CC=clang-19 CXX=clang++-19 run_suite build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
@@ -65,17 +77,35 @@ fuzz_seconds=${TJ_FUZZ_SECONDS:-20}
 fuzz_log=build-asan/fuzz/meson-logs/testlog.json
 mkdir -p build-asan/fuzz/meson-logs
 : > "$fuzz_log"
-for target in fuzz_parse fuzz_run_args fuzz_cache fuzz_builder fuzz_onnx; do
-  exe=build-asan/tests/fuzz/$target
-  out=build-asan/fuzz/$target
+# Two targets at a time (each libFuzzer run is one process), in the order
+# listed; the log lines and the results come out in that order.
+fuzz_one() {  # target: runs it, writes $out/result
+  local target=$1 exe=build-asan/tests/fuzz/$1 out=build-asan/fuzz/$1
   mkdir -p "$out/corpus"
-  result=FAIL
+  rm -f "$out/result"
   if [ -x "$exe" ] &&
      "$exe" -max_total_time="$fuzz_seconds" -timeout=60 -rss_limit_mb=4096 \
        -max_len=8192 -print_final_stats=1 -artifact_prefix="$out/" \
        "$out/corpus" "tests/fuzz/corpus/$target" > "$out/log.txt" 2>&1; then
-    result=OK
+    echo OK > "$out/result"
   else
+    echo FAIL > "$out/result"
+  fi
+}
+running=0
+for target in "${fuzz_targets[@]}"; do
+  if [ $running -ge 2 ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+wait
+for target in "${fuzz_targets[@]}"; do
+  out=build-asan/fuzz/$target
+  result=$(cat "$out/result" 2>/dev/null || echo FAIL)
+  if [ "$result" != OK ]; then
     status=1
     echo "$target failed: $out/log.txt; reproducer (if any):" $out/crash-* \
       $out/leak-* $out/timeout-* $out/oom-*
