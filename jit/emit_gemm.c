@@ -297,6 +297,7 @@ typedef struct ukernel_t {
   LLVMValueRef b, ldb, ka;
   LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
   LLVMValueRef bq_bmask[16];              // qfold, int4 pairs: the bytes' masks
+  LLVMValueRef a_tail;  // a_inplace: <4 x i1>, the last quad's valid k
   // The last |scalars| values of each accumulator set are f32 scalars
   // (qfold: the rows' sums of x), not vectors.
   int32_t scalars;
@@ -345,8 +346,8 @@ static void ukernel_step_dot(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
 // values are 8-bit) into each i32 lane. Quads: vpdpbusd adds four u8 x s8
 // products (exact, no intermediate saturation) into each i32 lane; the
 // sums wrap as i32 does.
-static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
-                             LLVMValueRef* acc) {
+static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
+                             LLVMValueRef koff, LLVMValueRef* acc) {
   tj_emit_t* em = u->em;
   LLVMBuilderRef b = em->b;
   const int32_t w = em->target.lanes, nv = u->o->nr / w;
@@ -366,9 +367,27 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
     bvec[v] = quads ? bv : LLVMBuildBitCast(b, bv, hv, "");
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
-    LLVMValueRef av =
-        LLVMBuildLoad2(b, em->t_i32, gep_f32(em, u->rowp[r], koff), "agroup");
-    LLVMSetAlignment(av, 4);
+    LLVMValueRef av;
+    if (u->o->a_inplace) {
+      // The quad's 4 bytes of row r, in place (see tj_ukernel_opts_t).
+      LLVMValueRef at =
+          gep_i8(em, u->rowp[r], LLVMBuildShl(b, kk, i64c(em, 2), ""));
+      if (u->a_tail) {
+        LLVMTypeRef qt = LLVMVectorType(em->t_i8, 4);
+        av = LLVMBuildBitCast(b, masked_load_a(em, qt, at, u->a_tail, 1),
+                              em->t_i32, "");
+      } else {
+        av = LLVMBuildLoad2(b, em->t_i32, at, "aquad");
+        LLVMSetAlignment(av, 1);
+      }
+      if (u->o->a_flip) {
+        av = LLVMBuildXor(b, av, LLVMConstInt(em->t_i32, 0x80808080u, 0), "");
+      }
+    } else {
+      av =
+          LLVMBuildLoad2(b, em->t_i32, gep_f32(em, u->rowp[r], koff), "agroup");
+      LLVMSetAlignment(av, 4);
+    }
     splat[r] = tj_emit_splat(em, av, w);
     if (!quads) splat[r] = LLVMBuildBitCast(b, splat[r], hv, "");
   }
@@ -544,7 +563,7 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
     return;
   }
   if (u->o->igroup) {
-    ukernel_step_int(u, brow, koff, acc);
+    ukernel_step_int(u, brow, kk, koff, acc);
     return;
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
@@ -871,7 +890,9 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMValueRef last = LLVMBuildSub(b, mrv, i64c(em, 1), "");
   for (int32_t r = 0; r < mr; ++r) {
     LLVMValueRef rr = tj_emit_min_i64(em, i64c(em, r), last);
-    u.rowp[r] = gep_op(em, o->a_dtype, a, LLVMBuildMul(b, rr, lda, ""));
+    u.rowp[r] = o->a_inplace
+                    ? gep_i8(em, a, LLVMBuildMul(b, rr, lda, ""))
+                    : gep_op(em, o->a_dtype, a, LLVMBuildMul(b, rr, lda, ""));
   }
   if (o->masked) {
     for (int32_t v = 0; v < nv; ++v) {
@@ -926,6 +947,16 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
                            : LLVMBuildFAdd(b, acc[i], acc[c * per + i], "");
       }
     }
+  } else if (o->a_inplace) {
+    // Whole quads in place, then the pass's last quad (when k is not a
+    // multiple of 4) through a masked load: 0 or 1 more step.
+    LLVMValueRef full = LLVMBuildUDiv(b, cols, i64c(em, 4), "");
+    ukernel_loop(&u, k0, full, 1, per, acc);
+    u.a_tail = tj_emit_lane_mask(
+        em, LLVMBuildSub(b, cols, LLVMBuildShl(b, full, i64c(em, 2), ""), ""),
+        4);
+    ukernel_loop(&u, full, kc, 1, per, acc);
+    u.a_tail = NULL;
   } else {
     ukernel_loop(&u, k0, kc, 1, per, acc);
   }
@@ -1818,6 +1849,7 @@ typedef struct gemm_t {
   // 0: not an integer gemm), A and B's packing (ga, gb), i32 accumulators.
   int32_t igroup;
   group_t ga, gb;
+  bool a_inplace;  // quads read from A's rows in place (tj_ukernel_opts_t)
   // qfold (issue 17): a quantized B (bq.bits 0: not), its scale and zero
   // point buffers (zbuf TJ_KIR_NONE: none) and the scale's group stride.
   bq_read_t bq;
@@ -2260,7 +2292,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                            tptr,
                            ld,
                            LLVMBuildNot(em->b, first, ""),
-                           i64c(em, s->tile_n)};
+                           g->a_inplace ? kc : i64c(em, s->tile_n)};
   LLVMBuildCall2(em->b, ukernel_ty, ukernel, args, 11, "");
   tj_emit_if_t epi;
   tj_emit_if_begin(em, &epi, last, "epilogue");
@@ -2327,7 +2359,13 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                      false};
     g.gb = (group_t){g.igroup, g.bdt, !quads, false,
                      quads && g.adt == TJ_DTYPE_I8};
-    pack_a = true;
+    // Quads of a k-contiguous A are 4 consecutive bytes of its row: the
+    // microkernel broadcasts them from A in place, as the f32 kernel reads
+    // its A, flipping an s8 A in the register. Packing A (gathers along m
+    // into [kc/4][MR] slivers, every K pass of every unit) cost as much as
+    // the product itself at K = 4096.
+    g.a_inplace = quads && tj_kir_gemm_a_k_contiguous(k);
+    pack_a = !g.a_inplace;
   }
   // The in-place path needs B's rows contiguous along n (and f32, f16 or
   // bf16: an integer gemm always packs).
@@ -2340,7 +2378,9 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                        .b_dtype = TJ_DTYPE_F32,
                        .dot = g.dot,
                        .igroup = g.igroup,
-                       .corr = g.gb.corr};
+                       .corr = g.gb.corr,
+                       .a_inplace = g.a_inplace,
+                       .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8};
   LLVMValueRef ukernel = tj_emit_ukernel(em, &po);
   direct_t d;
   memset(&d, 0, sizeof(d));

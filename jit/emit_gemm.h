@@ -38,6 +38,12 @@ typedef struct tj_ukernel_opts_t {
   // the panel's row after the last group is added to every tile row.
   int32_t igroup;
   bool corr;
+  // qgemm, quads: A is read in place (k-contiguous rows of bytes at a + r *
+  // lda, a quad's 4 k one unaligned 32-bit load; no A packing), |a_flip|
+  // xoring 0x80 into each byte of an s8 A. The call's |cols| argument is
+  // then the pass's k count in elements: a last quad past it is read with
+  // a masked load (never past the row's end).
+  bool a_inplace, a_flip;
   // qfold (issue 17), direct only: B is quantized (tj_kir_bq_t; bq_bits 0:
   // not) and dequantized as it is read. The function then takes three more
   // parameters: ptr scale, ptr zero (unused without |bq_zero|), i64 the

@@ -63,7 +63,16 @@ void tj_kir_gemm_resolve(const tj_kir_t* k, int32_t lanes,
   // A packed A block is reused by the units after it only within one K
   // pass (emit_gemm.c): a longer pass packs it less often (dW = X^T @ dy,
   // K = 2048: 1.22x OpenBLAS's time with kc 1024, 1.04x with 2048).
-  if (s.kc == 0) s.kc = tj_kir_gemm_a_k_contiguous(k) ? 1024 : 2048;
+  // An 8-bit operand's k block is 4x as long for the same bytes (qgemm,
+  // issue 17): kc 4096 keeps the A sliver (6 x 4 KiB) in L1 and the B
+  // block (4096 x 128 bytes) in L2, and runs K <= 4096 in one pass, so the
+  // tile never goes round a partial-sum block and a B block packed once
+  // serves every m block after it.
+  if (s.kc == 0) {
+    s.kc = tj_kir_gemm_is_int8(k)          ? 4096
+           : tj_kir_gemm_a_k_contiguous(k) ? 1024
+                                           : 2048;
+  }
   if (s.nc == 0) s.nc = s.tile_n >= 64 ? 128 : 4 * s.tile_n;
   s.nc = round_up_i32(s.nc, s.tile_n);
   if (s.mc == 0) s.mc = 256;

@@ -220,11 +220,12 @@ TEST(dtype_pairs_odd_sizes_every_tier) {
 }
 
 // All-extreme operands with K large enough that every i16 pair of
-// vpmaddubsw would saturate, and K over several K passes (kc 1024).
+// vpmaddubsw would saturate, and K over several K passes (an 8-bit kc is
+// 4096) ending in a partial quad.
 TEST(extremes_and_long_k) {
   for (int t = 0; t < kTiers; ++t) {
     for (int p = 0; p < 4; ++p) {
-      qcase_t c = {kPairs[p][0], kPairs[p][1], 0,    7,     33,   2500,
+      qcase_t c = {kPairs[p][0], kPairs[p][1], 0,    7,     33,   9001,
                    ZP_NONE,      ZP_NONE,      true, false, false};
       check_case("extremes", &c, t);
     }
