@@ -239,7 +239,8 @@ TEST(extremes_and_long_k) {
 // K a multiple of 64 (the AMX tiles' case where the host has them):
 // every dtype pair (tdpbssd, tdpbsud, tdpbusd, tdpbuud), M across the
 // 16-row tiles and the 96-row m blocks (1, 15, 17, 97; symbolic M from
-// one executable), odd N, and K over two K passes (kc 4096 + 64).
+// one executable), odd N, K over two K passes (kc 4096 + 64), and a
+// 200 x 300 x 1024 product over several m and n blocks.
 TEST(k_multiple_of_64) {
   static const int64_t kSizes[][3] = {
       {1, 1, 64}, {15, 63, 128}, {17, 65, 192}, {97, 100, 256}, {5, 33, 4160},
@@ -253,6 +254,10 @@ TEST(k_multiple_of_64) {
         check_case("k multiple of 64", &c, t);
       }
     }
+    // Several m blocks by several n blocks, threads splitting them.
+    qcase_t c = {TJ_DTYPE_U8, TJ_DTYPE_I8, 0,     200,   300,  1024,
+                 ZP_NONE,     ZP_NONE,     false, false, false};
+    check_case("k multiple of 64, blocks", &c, t);
   }
 }
 
