@@ -54,6 +54,12 @@
 // chain's (see ukernel_step_dot); the small-M path stays on widening,
 // being bound by reading B, which bf16 already halves.
 //
+// 8-bit operands (qgemm, issue 17) take the packed path only, with i32
+// accumulators: B in quads of k for vpdpbusd (or i16 pairs for pmaddwd
+// without VNNI or with a u8 B, A then packed as pairs too), A's quads read
+// in place; on the AMX tier the tile microkernel (emit_amx_ukernel) runs
+// on the same quad panels. See group_t and the AMX section.
+//
 // The microkernel is its own noinline function: its register allocation
 // then sees only the accumulators and the K loop, and the epilogue's
 // constants (GELU's polynomials) never compete with the accumulators for

@@ -48,9 +48,10 @@ const char* tj_x86_isa_name(tj_x86_isa_t isa);
 
 typedef struct tj_x86_jit_options_t {
   tj_x86_isa_t isa;
-  // Generate code for |isa| even where this host cannot run it (tests of
-  // the code for a bigger CPU: the AMX GEMM on a host without AMX). Such a
-  // JIT compiles and prints but refuses to load (UNSUPPORTED).
+  // With TJ_X86_ISA_AMX: generate code for a CPU with AMX (Sapphire
+  // Rapids) whether or not this host has it, to test that code on any
+  // host. Other levels still need the host's support. Such a JIT compiles
+  // and prints but refuses to load (UNSUPPORTED).
   bool compile_only;
 } tj_x86_jit_options_t;
 
