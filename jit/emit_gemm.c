@@ -2508,12 +2508,14 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     pack_a = !g.a_inplace;
     // AMX tiles (see emit_amx_ukernel) when K is a constant multiple of
     // 64, A k-contiguous, any signs: B in quads without correction, A in
-    // place, 16-row tiles. A constant M below 16 (decode) keeps vpdpbusd:
-    // a tile product costs the same for 1 valid row as for 16 (M = 1 at
-    // 4096 x 4096 on the Xeon, 16 threads: 0.64 ms on the tiles, 0.17 ms
-    // with vpdpbusd).
+    // place, 16-row tiles. A constant M of at most 16 (decode) keeps
+    // vpdpbusd: a tile product costs the same for 1 valid row as for 16,
+    // and such a run is a few short units, each packing its B block (N = K
+    // = 4096 on the Xeon, 16 threads: M 1, 0.64 ms on the tiles and 0.17
+    // with vpdpbusd; M 16, 0.67 and 0.29; one thread at M 16: 2.41 and
+    // 2.53).
     tj_kir_ival_t mdim = k->dims[g.dm];
-    bool small_m = mdim.param < 0 && mdim.value < kAmxRows;
+    bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
     if (em->target.amx && w == 16 && !small_m &&
         tj_kir_gemm_a_k_contiguous(k) && k->gemm_k.param < 0 &&
         k->gemm_k.value % 64 == 0 && s->kc % 64 == 0 && s->tile_n == kAmxCols) {

@@ -714,7 +714,7 @@ static tj_kir_t* build_qgemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
 // LLVM verifies and compiles: ldtilecfg, tileloadd, the tdpb*d of each
 // sign pair, tilestored, tilerelease in the microkernel; no vpdpbusd
 // there), keeps vpdpbusd for a K that is not a multiple of 64 and for a
-// constant M below 16, and refuses to load what it compiled.
+// constant M of at most 16, and refuses to load what it compiled.
 TEST(amx_offline) {
   tj_allocator_t a = tj_allocator_system();
   tj_x86_jit_options_t host_amx = {.isa = TJ_X86_ISA_AMX};
@@ -773,9 +773,9 @@ TEST(amx_offline) {
     tj_free_string(a, as);
     tj_kir_destroy(k);
   }
-  // K 100, and a constant M below 16 (decode): the vpdpbusd kernel.
+  // K 100, and a constant M of 16 (decode): the vpdpbusd kernel.
   for (int v = 0; v < 2; ++v) {
-    tj_kir_t* k = build_qgemm(a, "qvnni", TJ_DTYPE_U8, TJ_DTYPE_I8, v ? 4 : 0,
+    tj_kir_t* k = build_qgemm(a, "qvnni", TJ_DTYPE_U8, TJ_DTYPE_I8, v ? 16 : 0,
                               100, v ? 128 : 100);
     if (!k) continue;
     const tj_kir_t* ks[1] = {k};
