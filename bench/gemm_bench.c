@@ -330,7 +330,7 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
       {"capst", 16, 1024, 4096, true},
   };
   static const int thread_counts[] = {1, 2};
-  tj_x86_jit_options_t o4 = {TJ_X86_ISA_X86_64_V4};
+  tj_x86_jit_options_t o4 = {.isa = TJ_X86_ISA_X86_64_V4};
   tj_x86_jit_t* jit4 = NULL;
   if (!ok(tj_x86_jit_create(tj_allocator_system(), &o4, &jit4), "jit v4")) {
     jit4 = NULL;
@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
          sgemm ? "libopenblas.so.0" : "not found", corename ? corename() : "?",
          env_core ? ", OPENBLAS_CORETYPE=" : "", env_core ? env_core : "");
 
-  tj_x86_jit_options_t jit_options = {TJ_X86_ISA_HOST};
+  tj_x86_jit_options_t jit_options = {.isa = TJ_X86_ISA_HOST};
   const char* isa = getenv("GEMM_BENCH_ISA");
   if (isa && strcmp(isa, "avx2") == 0) jit_options.isa = TJ_X86_ISA_AVX2;
   if (isa && strcmp(isa, "sse2") == 0) jit_options.isa = TJ_X86_ISA_SSE2;

@@ -1,16 +1,18 @@
-// The integer GEMM (qgemm, issue 17): u8 x s8 -> i32 (matmul_i32, the
-// host's best tier: vpdpbusd quads with AVX512-VNNI) beside our f32 GEMM
-// (matmul) and OpenBLAS cblas_sgemm (dlopen'ed, never linked) measured in
-// the same run, at (M, N, K) = (256, 1024, 4096), (2048, 1024, 4096),
-// (1, 4096, 4096) and (16, 4096, 4096), 1 and 2 threads. Each figure is
-// the median of |runs| (default 5) timed runs after a warm-up, with the
-// spread (min..max) printed; GOPS counts 2 M N K. Our executables come
-// from the public API (tj_compile, tj_executable_run), the way a host
-// would run them.
+// The integer GEMM (qgemm, issue 17): u8 x s8 -> i32 (matmul_i32) at the
+// host's best tier (AMX tiles where the CPU has them, else vpdpbusd with
+// AVX512-VNNI) and, with QGEMM_BENCH_ALT, at a second tier in the same run
+// (e.g. avx512: VNNI on an AMX host), beside our f32 GEMM (matmul) and
+// OpenBLAS cblas_sgemm (dlopen'ed, never linked), at (M, N, K) = (256,
+// 1024, 4096), (2048, 1024, 4096), (4096, 4096, 4096) and the decode
+// shapes (1, 4096, 4096), (16, 4096, 4096), on 1 thread and on all the
+// CPUs. Each figure is the median of |runs| (default 5) timed runs after
+// a warm-up, with the spread (min..max); GOPS counts 2 M N K. Our
+// executables come from the public API (tj_compile, tj_executable_run),
+// the way a host would run them. B is an input (packed every run).
 //
 //   usage: qgemm_bench [runs]
-//   QGEMM_BENCH_ISA=avx2|sse2|x86-64-v4 forces a lower tier (the i16
-//   pairs path: x86-64-v4 or sse2; AVX-VNNI: avx2 where the host has it).
+//   QGEMM_BENCH_ISA=avx512|avx2|sse2|x86-64-v4 forces the main tier;
+//   QGEMM_BENCH_ALT=<tier> adds the int8 GEMM at that tier as a column.
 //
 // Run OpenBLAS at its best (shared/BENCHMARKING.md, trap 1):
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; ./build/bench/qgemm_bench)
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench/bench_util.h"
 #include "tensorjit/tj_executable.h"
@@ -125,13 +128,29 @@ int main(int argc, char** argv) {
   co.x86_isa = getenv("QGEMM_BENCH_ISA");
   tj_context_t* ctx = NULL;
   if (!ok(tj_context_create(&co, &ctx), "context")) return 1;
-  printf("tier: %s; medians of %d runs (min..max), GOPS = 2MNK / time\n",
-         co.x86_isa ? co.x86_isa : "host", runs);
-  printf("%5s %5s %5s %3s | %21s %6s | %21s %6s | %21s %6s | %6s %6s\n", "M",
-         "N", "K", "thr", "u8s8 ms", "GOPS", "our f32 ms", "GFLOP", "sgemm ms",
-         "GFLOP", "i8/f32", "i8/sg");
-  static const int64_t kShapes[][3] = {
-      {256, 1024, 4096}, {2048, 1024, 4096}, {1, 4096, 4096}, {16, 4096, 4096}};
+  const char* alt_isa = getenv("QGEMM_BENCH_ALT");
+  tj_context_t* alt = NULL;
+  if (alt_isa && *alt_isa) {
+    tj_context_options_t ao;
+    tj_context_options_initialize(&ao);
+    ao.x86_isa = alt_isa;
+    if (!ok(tj_context_create(&ao, &alt), "alt context")) alt = NULL;
+  }
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int32_t all = ncpu > 1 ? (int32_t)ncpu : 1;
+  printf("tier: %s%s%s; medians of %d runs (min..max), GOPS = 2MNK / time\n",
+         co.x86_isa ? co.x86_isa : "host", alt ? ", alt tier: " : "",
+         alt ? alt_isa : "", runs);
+  printf(
+      "%5s %5s %5s %3s | %23s %6s | %23s %6s | %23s %6s | %23s %6s | "
+      "%6s %6s %6s\n",
+      "M", "N", "K", "thr", "u8s8 ms", "GOPS", "u8s8 alt ms", "GOPS",
+      "our f32 ms", "GFLOP", "sgemm ms", "GFLOP", "i8/f32", "alt/f32", "i8/sg");
+  static const int64_t kShapes[][3] = {{256, 1024, 4096},
+                                       {2048, 1024, 4096},
+                                       {4096, 4096, 4096},
+                                       {1, 4096, 4096},
+                                       {16, 4096, 4096}};
   for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); ++s) {
     int64_t m = kShapes[s][0], n = kShapes[s][1], k = kShapes[s][2];
     int64_t ad[2] = {m, k}, bd[2] = {k, n}, yd[2] = {m, n};
@@ -150,7 +169,9 @@ int main(int argc, char** argv) {
       bf[i] = (float)b8[i];
     }
     double ops = 2.0 * (double)m * (double)n * (double)k;
-    for (int32_t thr = 1; thr <= 2; ++thr) {
+    int32_t threads[2] = {1, all};
+    for (int ti = 0; ti < (all > 1 ? 2 : 1); ++ti) {
+      int32_t thr = threads[ti];
       tj_tensor_t in8[2] = {tj_tensor_make(a8, TJ_DTYPE_U8, 2, ad),
                             tj_tensor_make(b8, TJ_DTYPE_I8, 2, bd)};
       tj_tensor_t inf[2] = {tj_tensor_make(af, TJ_DTYPE_F32, 2, ad),
@@ -158,11 +179,18 @@ int main(int argc, char** argv) {
       tj_tensor_t o32 = tj_tensor_make(y32, TJ_DTYPE_I32, 2, yd);
       tj_tensor_t of = tj_tensor_make(yf, TJ_DTYPE_F32, 2, yd);
       tj_executable_t* e8 = build(ctx, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr);
+      stat_t t8 = time_exe(e8, in8, &o32, runs);
+      tj_executable_release(e8);
+      stat_t ta = {-1, -1, -1};
+      if (alt) {
+        tj_executable_t* ea =
+            build(alt, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr);
+        ta = time_exe(ea, in8, &o32, runs);
+        tj_executable_release(ea);
+      }
       tj_executable_t* ef =
           build(ctx, TJ_DTYPE_F32, TJ_DTYPE_F32, m, n, k, thr);
-      stat_t t8 = time_exe(e8, in8, &o32, runs);
       stat_t tf = time_exe(ef, inf, &of, runs);
-      tj_executable_release(e8);
       tj_executable_release(ef);
       stat_t tb = {-1, -1, -1};
       if (sgemm) {
@@ -179,12 +207,16 @@ int main(int argc, char** argv) {
         tb = stats_of(t, runs);
       }
       printf(
-          "%5lld %5lld %5lld %3d | %7.3f (%5.3f..%5.3f) %6.1f | %7.3f "
-          "(%5.3f..%5.3f) %6.1f | %7.3f (%5.3f..%5.3f) %6.1f | %5.2fx %5.2fx\n",
+          "%5lld %5lld %5lld %3d | %7.3f (%6.3f..%6.3f) %6.0f | %7.3f "
+          "(%6.3f..%6.3f) %6.0f | %7.3f (%6.3f..%6.3f) %6.0f | %7.3f "
+          "(%6.3f..%6.3f) %6.0f | %5.2fx %5.2fx %5.2fx\n",
           (long long)m, (long long)n, (long long)k, thr, t8.med, t8.lo, t8.hi,
-          ops / t8.med * 1e-6, tf.med, tf.lo, tf.hi, ops / tf.med * 1e-6,
-          tb.med, tb.lo, tb.hi, tb.med > 0 ? ops / tb.med * 1e-6 : 0.0,
-          tf.med / t8.med, tb.med > 0 ? tb.med / t8.med : 0.0);
+          ops / t8.med * 1e-6, ta.med, ta.lo, ta.hi,
+          ta.med > 0 ? ops / ta.med * 1e-6 : 0.0, tf.med, tf.lo, tf.hi,
+          ops / tf.med * 1e-6, tb.med, tb.lo, tb.hi,
+          tb.med > 0 ? ops / tb.med * 1e-6 : 0.0, tf.med / t8.med,
+          ta.med > 0 ? tf.med / ta.med : 0.0,
+          tb.med > 0 ? tb.med / t8.med : 0.0);
       fflush(stdout);
     }
     free(a8);
@@ -194,6 +226,7 @@ int main(int argc, char** argv) {
     free(y32);
     free(yf);
   }
+  tj_context_destroy(alt);
   tj_context_destroy(ctx);
   if (blas) dlclose(blas);
   return 0;

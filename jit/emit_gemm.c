@@ -54,6 +54,12 @@
 // chain's (see ukernel_step_dot); the small-M path stays on widening,
 // being bound by reading B, which bf16 already halves.
 //
+// 8-bit operands (qgemm, issue 17) take the packed path only, with i32
+// accumulators: B in quads of k for vpdpbusd (or i16 pairs for pmaddwd
+// without VNNI or with a u8 B, A then packed as pairs too), A's quads read
+// in place; on the AMX tier the tile microkernel (emit_amx_ukernel) runs
+// on the same quad panels. See group_t and the AMX section.
+//
 // The microkernel is its own noinline function: its register allocation
 // then sees only the accumulators and the K loop, and the epilogue's
 // constants (GELU's polynomials) never compete with the accumulators for
@@ -987,6 +993,139 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   return fn;
 }
 
+//===--- the AMX microkernel (qgemm, issue 17) ---===//
+//
+// Where the CPU has AMX (tj_emit_target_t.amx) an integer GEMM whose K is
+// a compile-time multiple of 64 multiplies on the tiles: C tiles of 16 x
+// 16 i32 += A tile (16 rows x 64 bytes of k) . B tile (16 quad rows x 16
+// columns: the VNNI4 quads the B packing already writes, one 64-byte tile
+// row per panel row of 16 columns). The 8 tiles are 4 C tiles (a 16 x 64
+// tile of C, one panel wide), the A tile, and 3 B tiles taken in turn.
+// A is read in place (k-contiguous rows, row stride lda). The tdpb*d
+// variants take each sign combination (s8 or u8 A, s8 or u8 B) exactly,
+// so nothing is flipped and the panels carry no correction row. The
+// multiple of 64 is what keeps the edges exact and in bounds without a
+// second tile configuration: every k step is a whole A tile of the row
+// and a whole B tile of the panel; rows past M are configured away (the
+// configuration's row count is the call's valid rows), columns past N are
+// the zero padding of the last panel. Other K take the vpdpbusd kernel.
+//
+// void amx_ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kq,
+//                  i64 mr_valid, ptr tile, i64 ld, i1 accumulate, i64 cols)
+// as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (quads) is a
+// multiple of 16; ka, ldb and cols are unused.
+
+enum { kAmxRows = 16, kAmxCols = 64 };
+
+static LLVMValueRef i8c(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i8, (unsigned long long)v, 0);
+}
+
+static void amx_call(tj_emit_t* em, const char* name, LLVMValueRef* args,
+                     unsigned n) {
+  tj_emit_intrinsic(em, name, NULL, 0, args, n);
+}
+
+static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
+                                     tj_dtype_t bdt) {
+  char name[256];
+  snprintf(name, sizeof(name), "tj_ukernel_%s", em->k->name);
+  LLVMTypeRef params[11] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr,
+                            em->t_i64, em->t_i64, em->t_i64, em->t_ptr,
+                            em->t_i64, em->t_i1,  em->t_i64};
+  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 11, 0);
+  LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  add_attrs(em, fn, false);
+  LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
+               bp = LLVMGetParam(fn, 3), kq = LLVMGetParam(fn, 5),
+               mrv = LLVMGetParam(fn, 6), tile = LLVMGetParam(fn, 7),
+               ld = LLVMGetParam(fn, 8), accum = LLVMGetParam(fn, 9);
+  // The loop and branch helpers build in em->fn (allocas in em->entry).
+  LLVMBuilderRef saved = em->b;
+  LLVMValueRef saved_fn = em->fn;
+  LLVMBasicBlockRef saved_entry = em->entry;
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(em->ctx);
+  em->b = b;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(em->ctx, fn, "entry");
+  em->fn = fn;
+  em->entry = entry;
+  LLVMPositionBuilderAtEnd(b, entry);
+  // The tile configuration (palette 1): bytes per row (u16 at 16 + 2i) and
+  // rows (u8 at 48 + i) of tiles 0-3 (C) and 4 (A): the call's valid rows;
+  // tiles 5-7 (B): 16 rows. Every tile row is 64 bytes.
+  LLVMTypeRef cfg_t = LLVMVectorType(em->t_i8, 64);
+  LLVMValueRef cfg = LLVMBuildAlloca(b, cfg_t, "tilecfg");
+  LLVMSetAlignment(cfg, 64);
+  LLVMSetAlignment(LLVMBuildStore(b, LLVMConstNull(cfg_t), cfg), 64);
+  LLVMBuildStore(b, i8c(em, 1), cfg);
+  LLVMValueRef rows = LLVMBuildTrunc(b, mrv, em->t_i8, "");
+  for (int32_t t = 0; t < 8; ++t) {
+    LLVMValueRef colsb = gep_i8(em, cfg, i64c(em, 16 + 2 * t));
+    LLVMSetAlignment(
+        LLVMBuildStore(b, LLVMConstInt(em->t_i16, kAmxCols, 0), colsb), 2);
+    LLVMBuildStore(b, t < 5 ? rows : i8c(em, kAmxRows),
+                   gep_i8(em, cfg, i64c(em, 48 + t)));
+  }
+  LLVMValueRef cfg_arg[1] = {cfg};
+  amx_call(em, "llvm.x86.ldtilecfg", cfg_arg, 1);
+  // C tiles 0-3: columns 16c.. of the tile at |tile| (row stride ld i32).
+  LLVMValueRef ldb_bytes = LLVMBuildMul(b, ld, i64c(em, 4), "");
+  LLVMValueRef cptr[4];
+  for (int32_t c = 0; c < 4; ++c) cptr[c] = gep_f32(em, tile, i64c(em, 16 * c));
+  tj_emit_if_t load_c, zero_c;
+  tj_emit_if_begin(em, &load_c, accum, "amx_load_c");
+  for (int32_t c = 0; c < 4; ++c) {
+    LLVMValueRef args[3] = {i8c(em, c), cptr[c], ldb_bytes};
+    amx_call(em, "llvm.x86.tileloadd64", args, 3);
+  }
+  tj_emit_if_end(em, &load_c);
+  tj_emit_if_begin(em, &zero_c, LLVMBuildNot(b, accum, ""), "amx_zero_c");
+  for (int32_t c = 0; c < 4; ++c) {
+    LLVMValueRef args[1] = {i8c(em, c)};
+    amx_call(em, "llvm.x86.tilezero", args, 1);
+  }
+  tj_emit_if_end(em, &zero_c);
+  // tdpb[s|u][s|u]d: A's signedness, then B's.
+  const char* dp =
+      adt == TJ_DTYPE_I8
+          ? (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbsud")
+          : (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbusd" : "llvm.x86.tdpbuud");
+  LLVMValueRef panel_row = i64c(em, (int64_t)kAmxCols * 4);  // bytes
+  tj_emit_loop_t kl;
+  LLVMValueRef step = tj_emit_loop_begin(
+      em, &kl, i64c(em, 0), LLVMBuildUDiv(b, kq, i64c(em, kAmxRows), ""),
+      i64c(em, 1), "amx_k");
+  LLVMValueRef a_args[3] = {
+      i8c(em, 4), gep_i8(em, a, LLVMBuildMul(b, step, i64c(em, 64), "")), lda};
+  amx_call(em, "llvm.x86.tileloadd64", a_args, 3);
+  LLVMValueRef brow = gep_i8(
+      em, bp,
+      LLVMBuildMul(b, step, i64c(em, (int64_t)kAmxRows * kAmxCols * 4), ""));
+  for (int32_t c = 0; c < 4; ++c) {
+    int64_t t = 5 + c % 3;
+    LLVMValueRef b_args[3] = {i8c(em, t), gep_i8(em, brow, i64c(em, 64 * c)),
+                              panel_row};
+    amx_call(em, "llvm.x86.tileloadd64", b_args, 3);
+    LLVMValueRef d_args[3] = {i8c(em, c), i8c(em, 4), i8c(em, t)};
+    amx_call(em, dp, d_args, 3);
+  }
+  loop_end_no_unroll(em, &kl);
+  for (int32_t c = 0; c < 4; ++c) {
+    LLVMValueRef args[3] = {i8c(em, c), cptr[c], ldb_bytes};
+    amx_call(em, "llvm.x86.tilestored64", args, 3);
+  }
+  // Back to the init state: a thread that leaves tiles in use makes every
+  // context switch save and restore their 8 KiB.
+  amx_call(em, "llvm.x86.tilerelease", NULL, 0);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  em->b = saved;
+  em->fn = saved_fn;
+  em->entry = saved_entry;
+  return fn;
+}
+
 //===--- packing ---===//
 
 // Packs rows [k_begin, k_end) of a B block whose column c of row k is at
@@ -1850,6 +1989,7 @@ typedef struct gemm_t {
   int32_t igroup;
   group_t ga, gb;
   bool a_inplace;  // quads read from A's rows in place (tj_ukernel_opts_t)
+  bool amx;        // the AMX microkernel (emit_amx_ukernel)
   // qfold (issue 17): a quantized B (bq.bits 0: not), its scale and zero
   // point buffers (zbuf TJ_KIR_NONE: none) and the scale's group stride.
   bq_read_t bq;
@@ -2366,6 +2506,27 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     // the product itself at K = 4096.
     g.a_inplace = quads && tj_kir_gemm_a_k_contiguous(k);
     pack_a = !g.a_inplace;
+    // AMX tiles (see emit_amx_ukernel) when K is a constant multiple of
+    // 64, A k-contiguous, any signs: B in quads without correction, A in
+    // place, 16-row tiles. A constant M of at most 16 (decode) keeps
+    // vpdpbusd: a tile product costs the same for 1 valid row as for 16,
+    // and such a run is a few short units, each packing its B block (N = K
+    // = 4096 on the Xeon, 16 threads: M 1, 0.64 ms on the tiles and 0.17
+    // with vpdpbusd; M 16, 0.67 and 0.29; one thread at M 16: 2.41 and
+    // 2.53).
+    tj_kir_ival_t mdim = k->dims[g.dm];
+    bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
+    if (em->target.amx && w == 16 && !small_m &&
+        tj_kir_gemm_a_k_contiguous(k) && k->gemm_k.param < 0 &&
+        k->gemm_k.value % 64 == 0 && s->kc % 64 == 0 && s->tile_n == kAmxCols) {
+      g.amx = true;
+      g.igroup = 4;
+      g.ga = (group_t){4, g.adt, false, false, false};
+      g.gb = (group_t){4, g.bdt, false, false, false};
+      g.a_inplace = true;
+      g.s.tile_m = kAmxRows;
+      pack_a = false;
+    }
   }
   // The in-place path needs B's rows contiguous along n (and f32, f16 or
   // bf16: an integer gemm always packs).
@@ -2381,7 +2542,8 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                        .corr = g.gb.corr,
                        .a_inplace = g.a_inplace,
                        .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8};
-  LLVMValueRef ukernel = tj_emit_ukernel(em, &po);
+  LLVMValueRef ukernel =
+      g.amx ? emit_amx_ukernel(em, g.adt, g.bdt) : tj_emit_ukernel(em, &po);
   direct_t d;
   memset(&d, 0, sizeof(d));
   d.max_tile = s->tile_m * s->tile_n;

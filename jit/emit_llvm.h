@@ -37,6 +37,9 @@ typedef struct tj_emit_target_t {
   // qgemm (issue 17): vpdpbusd at this width (AVX512-VNNI with 16 lanes,
   // AVX-VNNI's VEX form with 8): the integer GEMM's u8 x s8 quads.
   bool vnni;
+  // qgemm (issue 17): AMX int8 tiles (tdpbusd and its sign variants) for
+  // the integer GEMM; the process has the tile data permission.
+  bool amx;
   tj_emit_unary_hook_fn unary_f32;  // optional
   // An f32 division whose divisor is the same along the innermost dim (a
   // row result, a broadcast operand) and whose dividend is not becomes a

@@ -30,6 +30,8 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -50,8 +52,9 @@ typedef struct dylib_t {
 struct tj_x86_jit_t {
   tj_allocator_t allocator;
   tj_emit_target_t target;
-  tj_x86_isa_t isa;  // never HOST
-  char* triple;      // LLVM-allocated (LLVMDisposeMessage)
+  tj_x86_isa_t isa;   // never HOST
+  bool compile_only;  // tj_x86_jit_options_t: loads are refused
+  char* triple;       // LLVM-allocated (LLVMDisposeMessage)
   char cpu[64];
   char* features;  // tj_strdup
   char* key;       // tj_strdup
@@ -104,10 +107,48 @@ static bool has_feature(const char* features, const char* name) {
   return false;
 }
 
-// Picks the target for |isa| on this host.
+// AMX (issue 17): Linux keeps the tile data state (XSTATE component 18,
+// XFEATURE_XTILEDATA) off until a process asks for it, and the first tile
+// instruction without that permission is fatal (SIGILL). The request is
+// made once per process, and only by a JIT for the HOST or AMX level on a
+// CPU with AMX; it holds for every thread. It enlarges this process's
+// signal frames by the 8 KiB of tile data: the kernel refuses it when an
+// alternate signal stack already installed is too small, and then the
+// GEMMs stay on VNNI (TJ_X86_ISA=avx512 keeps a host from asking at all).
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+static bool g_amx_ok;
+
+static void request_amx(void) {
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+  enum { kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18 };
+  g_amx_ok =
+      syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#endif
+}
+
+// LLVM features that switch AMX off after the host's list (the last
+// setting of a feature wins): the AVX512 level without tiles.
+static const char kNoAmx[] =
+    ",-amx-tile,-amx-int8,-amx-bf16,-amx-fp16,-amx-complex";
+
+// Picks the target for |isa| on this host (|compile_only|: for a CPU that
+// has the level, see tj_x86_jit_options_t).
 static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
-                                 const char* host_cpu,
+                                 bool compile_only, const char* host_cpu,
                                  const char* host_features) {
+  if (compile_only && isa == TJ_X86_ISA_AMX) {
+    jit->isa = isa;
+    snprintf(jit->cpu, sizeof(jit->cpu), "sapphirerapids");
+    jit->features = tj_strdup(jit->allocator, "+amx-tile,+amx-int8");
+    jit->target = (tj_emit_target_t){.lanes = 16,
+                                     .has_fma = true,
+                                     .has_f16c = true,
+                                     .avx512 = true,
+                                     .avx512bf16 = true,
+                                     .vnni = true,
+                                     .amx = true};
+    return jit->features ? NULL : tj_status_oom();
+  }
   bool avx512 = has_feature(host_features, "avx512f") &&
                 has_feature(host_features, "avx512bw") &&
                 has_feature(host_features, "avx512dq") &&
@@ -116,18 +157,47 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
               has_feature(host_features, "fma") &&
               has_feature(host_features, "f16c");
   bool sse2 = has_feature(host_features, "sse2");
+  bool amx = avx512 && has_feature(host_features, "amx-tile") &&
+             has_feature(host_features, "amx-int8");
+  if (amx && (isa == TJ_X86_ISA_HOST || isa == TJ_X86_ISA_AMX)) {
+    pthread_once(&g_amx_once, request_amx);
+    amx = g_amx_ok;
+  }
   if (isa == TJ_X86_ISA_HOST) {
-    isa = avx512 ? TJ_X86_ISA_AVX512 : avx2 ? TJ_X86_ISA_AVX2 : TJ_X86_ISA_SSE2;
+    isa = amx      ? TJ_X86_ISA_AMX
+          : avx512 ? TJ_X86_ISA_AVX512
+          : avx2   ? TJ_X86_ISA_AVX2
+                   : TJ_X86_ISA_SSE2;
   }
   const char* cpu = NULL;
   const char* features = NULL;
+  bool strip_amx = false;
   jit->isa = isa;
   switch (isa) {
-    case TJ_X86_ISA_AVX512:
-      if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");
-      // The host's own CPU name and features: tuning and every extension.
+    case TJ_X86_ISA_AMX:
+      if (!amx) {
+        return tj_unsupported(
+            "x86 jit: the host has no AMX int8 tiles (amx-tile, amx-int8 "
+            "and AVX-512), or Linux refused the tile data permission");
+      }
       cpu = host_cpu;
       features = host_features;
+      jit->target = (tj_emit_target_t){
+          .lanes = 16,
+          .has_fma = true,
+          .has_f16c = true,
+          .avx512 = true,
+          .avx512bf16 = has_feature(host_features, "avx512bf16"),
+          .vnni = has_feature(host_features, "avx512vnni"),
+          .amx = true};
+      break;
+    case TJ_X86_ISA_AVX512:
+      if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");
+      // The host's own CPU name and features: tuning and every extension
+      // but AMX (the AMX level's).
+      cpu = host_cpu;
+      features = host_features;
+      strip_amx = has_feature(host_features, "amx-tile");
       jit->target = (tj_emit_target_t){
           .lanes = 16,
           .has_fma = true,
@@ -166,7 +236,16 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
       break;
   }
   snprintf(jit->cpu, sizeof(jit->cpu), "%s", cpu);
-  jit->features = tj_strdup(jit->allocator, features);
+  if (strip_amx) {
+    size_t n = strlen(features), extra = sizeof(kNoAmx);
+    jit->features = tj_alloc(jit->allocator, n + extra);
+    if (jit->features) {
+      memcpy(jit->features, features, n);
+      memcpy(jit->features + n, kNoAmx, extra);
+    }
+  } else {
+    jit->features = tj_strdup(jit->allocator, features);
+  }
   return jit->features ? NULL : tj_status_oom();
 }
 
@@ -206,8 +285,9 @@ tj_status_t tj_x86_jit_create(tj_allocator_t allocator,
   jit->triple = LLVMGetDefaultTargetTriple();
   char* host_cpu = LLVMGetHostCPUName();
   char* host_features = LLVMGetHostCPUFeatures();
+  jit->compile_only = options && options->compile_only;
   tj_status_t s = choose_target(jit, options ? options->isa : TJ_X86_ISA_HOST,
-                                host_cpu, host_features);
+                                jit->compile_only, host_cpu, host_features);
   LLVMDisposeMessage(host_cpu);
   LLVMDisposeMessage(host_features);
   if (!s) {
@@ -229,7 +309,7 @@ tj_status_t tj_x86_jit_create(tj_allocator_t allocator,
     jit->global_prefix = LLVMOrcLLJITGetGlobalPrefix(jit->lljit);
     unsigned major, minor, patch;
     LLVMGetVersion(&major, &minor, &patch);
-    char key[1024];
+    char key[2048];
     snprintf(key, sizeof(key),
              "llvm=%u.%u.%u;triple=%s;cpu=%s;features=%s;opt=O3;reloc=pic;"
              "code_model=small;lanes=%d",
@@ -268,11 +348,10 @@ void tj_x86_jit_destroy(tj_x86_jit_t* jit) {
   tj_free(jit->allocator, jit, sizeof(*jit));
 }
 
-static const char* const kIsaNames[] = {[TJ_X86_ISA_HOST] = "host",
-                                        [TJ_X86_ISA_AVX512] = "avx512",
-                                        [TJ_X86_ISA_AVX2] = "avx2",
-                                        [TJ_X86_ISA_SSE2] = "sse2",
-                                        [TJ_X86_ISA_X86_64_V4] = "x86-64-v4"};
+static const char* const kIsaNames[] = {
+    [TJ_X86_ISA_HOST] = "host",           [TJ_X86_ISA_AVX512] = "avx512",
+    [TJ_X86_ISA_AVX2] = "avx2",           [TJ_X86_ISA_SSE2] = "sse2",
+    [TJ_X86_ISA_X86_64_V4] = "x86-64-v4", [TJ_X86_ISA_AMX] = "amx"};
 
 bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out) {
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kIsaNames); ++i) {
@@ -821,6 +900,11 @@ static tj_status_t add_object(void* arg) {
 tj_status_t tj_x86_jit_load(tj_x86_jit_t* jit, const void* data, size_t size,
                             tj_x86_module_t** out_module) {
   *out_module = NULL;
+  if (jit->compile_only) {
+    return tj_unsupported(
+        "x86 jit: load: this JIT compiles for a CPU it does not run on (%s)",
+        jit->cpu);
+  }
   if (!data || size < 4 || memcmp(data, "\177ELF", 4) != 0) {
     return tj_invalid("x86 jit: load: not an ELF object (%zu bytes)", size);
   }

@@ -30,9 +30,16 @@ typedef enum tj_x86_isa_e {
   // 16 lanes: a portable AVX-512 level, and how tests run the AVX-512 code
   // without the extensions this host may have.
   TJ_X86_ISA_X86_64_V4 = 4,
+  // AVX-512 with AMX int8 tiles (issue 17): the host's AVX-512 level plus
+  // amx-tile and amx-int8, whose integer GEMMs run on the tiles. Needs the
+  // CPU's AMX and the kernel's permission for tile data
+  // (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once per process): HOST picks
+  // it where both are there; AVX512 is the same level without AMX.
+  TJ_X86_ISA_AMX = 5,
 } tj_x86_isa_t;
 
-// The level named |name|: "host", "avx512", "x86-64-v4", "avx2" or "sse2"
+// The level named |name|: "host", "amx", "avx512", "x86-64-v4", "avx2" or
+// "sse2"
 // (TJ_X86_ISA's values). False, with |*out| untouched, for any other name.
 bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out);
 
@@ -41,6 +48,11 @@ const char* tj_x86_isa_name(tj_x86_isa_t isa);
 
 typedef struct tj_x86_jit_options_t {
   tj_x86_isa_t isa;
+  // With TJ_X86_ISA_AMX: generate code for a CPU with AMX (Sapphire
+  // Rapids) whether or not this host has it, to test that code on any
+  // host. Other levels still need the host's support. Such a JIT compiles
+  // and prints but refuses to load (UNSUPPORTED).
+  bool compile_only;
 } tj_x86_jit_options_t;
 
 // A JIT for one CPU target: TargetMachines (for optimization and object

@@ -75,7 +75,10 @@ void tj_kir_gemm_resolve(const tj_kir_t* k, int32_t lanes,
   }
   if (s.nc == 0) s.nc = s.tile_n >= 64 ? 128 : 4 * s.tile_n;
   s.nc = round_up_i32(s.nc, s.tile_n);
-  if (s.mc == 0) s.mc = 256;
+  // 8-bit: 96 rows, a multiple of both the 6-row VNNI tile and the
+  // 16-row AMX tile (emit_gemm.c), and units enough for 16 threads at M
+  // 256.
+  if (s.mc == 0) s.mc = tj_kir_gemm_is_int8(k) ? 96 : 256;
   s.mc = round_up_i32(s.mc, s.tile_m);
   *out = s;
 }

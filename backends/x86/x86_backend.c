@@ -86,7 +86,7 @@ static void runtime_destroy(void* state) {
 }
 
 // The context's x86 ISA setting (TJ_X86_ISA or tj_context_options_t.x86_isa:
-// avx512|x86-64-v4|avx2|sse2) makes every executable of the context
+// amx|avx512|x86-64-v4|avx2|sse2) makes every executable of the context
 // generate code for that level instead of the host's best; a level the
 // host lacks is UNSUPPORTED (the override can only go down). It is how the
 // test suites run each lower tier on a bigger CPU, and how a user rules the
@@ -97,7 +97,7 @@ static tj_status_t jit_options_from_settings(const tj_context_t* context,
   if (!isa || !*isa) return NULL;
   if (!tj_x86_isa_from_name(isa, &options->isa)) {
     return tj_invalid(
-        "%s=\"%.64s\" is not an x86 level: use host, avx512, x86-64-v4, "
+        "%s=\"%.64s\" is not an x86 level: use host, amx, avx512, x86-64-v4, "
         "avx2 or sse2",
         tj_setting_source(context, TJ_SETTING_X86_ISA), isa);
   }
@@ -114,7 +114,7 @@ static tj_status_t runtime_create(tj_context_t* context, void** out_state) {
     tj_free(al, rt, sizeof(*rt));
     return tj_internal("x86 runtime: pthread_mutex_init failed");
   }
-  tj_x86_jit_options_t jit_options = {TJ_X86_ISA_HOST};
+  tj_x86_jit_options_t jit_options = {.isa = TJ_X86_ISA_HOST};
   tj_status_t status = jit_options_from_settings(context, &jit_options);
   if (!status) {
     status = tj_x86_jit_create(al, &jit_options, &rt->jit);

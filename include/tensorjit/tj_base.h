@@ -186,9 +186,11 @@ typedef struct tj_context_options_t {
   // TJ_DUMP_DIR: a directory (created when missing) that receives the
   // fusion groups as Graphviz files.
   const char* dump_dir;
-  // TJ_X86_ISA: host, avx512, x86-64-v4, avx2 or sse2: the x86 level code
-  // is generated for (only as high as the host has; an unknown or
-  // unavailable level fails the x86 compile).
+  // TJ_X86_ISA: host, amx, avx512, x86-64-v4, avx2 or sse2: the x86 level
+  // code is generated for (only as high as the host has; an unknown or
+  // unavailable level fails the x86 compile). amx is AVX-512 with AMX
+  // int8 tiles for integer GEMMs (host picks it where the CPU has them and
+  // Linux grants the tile permission); avx512 leaves the tiles out.
   const char* x86_isa;
   // The kernel cache directory used when tj_compile_options_t.cache_dir is
   // NULL. NULL here: $TJ_CACHE_DIR, else $XDG_CACHE_HOME/tensorjit, else

@@ -18,8 +18,12 @@
 #include "tensorjit/tj_autodiff.h"
 #include "tests/unit/test.h"
 
-enum { kTiers = 4 };
-static const char* const kIsa[kTiers] = {NULL, "x86-64-v4", "avx2", "sse2"};
+// The host's level is AMX where the CPU has it (the tiles for K a
+// multiple of 64), else AVX-512 with VNNI; "avx512" is AVX-512 without
+// AMX (VNNI where present). A tier the host lacks is skipped.
+enum { kTiers = 5 };
+static const char* const kIsa[kTiers] = {NULL, "avx512", "x86-64-v4", "avx2",
+                                         "sse2"};
 static tj_context_t* g_ctx[kTiers];
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -118,8 +122,8 @@ static void check_case(const char* what, const qcase_t* c, int t) {
   o.x86.num_threads = t == 0 ? 2 : 1;
   tj_executable_t* exe = NULL;
   tj_status_t st = tj_compile(g, &o, &exe);
-  if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t == 1) {
-    tj_status_free(st);  // no AVX-512 here
+  if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
+    tj_status_free(st);  // the host lacks this tier
     tj_graph_destroy(g);
     return;
   }
@@ -232,6 +236,31 @@ TEST(extremes_and_long_k) {
   }
 }
 
+// K a multiple of 64 (the AMX tiles' case where the host has them):
+// every dtype pair (tdpbssd, tdpbsud, tdpbusd, tdpbuud), M across the
+// 16-row tiles and the 96-row m blocks (1, 15, 17, 97; symbolic M from
+// one executable), odd N, K over two K passes (kc 4096 + 64), and a
+// 200 x 300 x 1024 product over several m and n blocks.
+TEST(k_multiple_of_64) {
+  static const int64_t kSizes[][3] = {
+      {1, 1, 64}, {15, 63, 128}, {17, 65, 192}, {97, 100, 256}, {5, 33, 4160},
+  };
+  for (int t = 0; t < kTiers; ++t) {
+    for (int p = 0; p < 4; ++p) {
+      for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
+        qcase_t c = {kPairs[p][0], kPairs[p][1], 0,       kSizes[s][0],
+                     kSizes[s][1], kSizes[s][2], ZP_NONE, ZP_NONE,
+                     s % 2 == 0,   s == 3,       false};
+        check_case("k multiple of 64", &c, t);
+      }
+    }
+    // Several m blocks by several n blocks, threads splitting them.
+    qcase_t c = {TJ_DTYPE_U8, TJ_DTYPE_I8, 0,     200,   300,  1024,
+                 ZP_NONE,     ZP_NONE,     false, false, false};
+    check_case("k multiple of 64, blocks", &c, t);
+  }
+}
+
 // Batch dims (b broadcast), a transposed b, and a symbolic M run at 4
 // sizes from one executable.
 TEST(batch_transpose_symbolic_m) {
@@ -268,57 +297,91 @@ TEST(zero_points) {
 
 // The dequant epilogue a quantized linear layer needs, f32(acc) * scale_a
 // * scale_b[n] + bias[n], fuses into the integer GEMM (one kernel), bit
-// for bit with the reference (each f32 op rounds once on both sides).
+// for bit with the reference (each f32 op rounds once on both sides); and
+// the requantized form, relu then quantize to u8 (scale, zero point,
+// rounding half to even, saturation), fused the same. K 99 and 128 (the
+// AMX tiles' case where the host has them).
 TEST(fused_dequant_epilogue) {
   for (int t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = NULL;
-    CHECK_OK(tj_graph_create(g_ctx[t], "qdeq", &g));
-    int64_t m = 37, n = 70, k = 99;
-    int64_t ad[2] = {m, k}, bd[2] = {k, n}, nd[1] = {n}, yd[2] = {m, n};
-    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, ad, "a");
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_I8, 2, bd, "b");
-    tj_value_t sb = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "scale_b");
-    tj_value_t bias = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "bias");
-    tj_value_t y = tj_graph_cast(g, tj_graph_matmul_i32(g, a, b), TJ_DTYPE_F32);
-    y = tj_graph_mul(g, y, tj_graph_scalar(g, TJ_DTYPE_F32, 0.0123));
-    y = tj_graph_add(g, tj_graph_mul(g, y, sb), bias);
-    tj_graph_output(g, y, "y");
-    CHECK_OK(tj_graph_finalize(g));
-    tj_compile_options_t o;
-    tj_compile_options_initialize(&o);
-    o.target = TJ_TARGET_X86;
-    o.cache_dir = "";
-    tj_executable_t* exe = NULL;
-    tj_status_t st = tj_compile(g, &o, &exe);
-    if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t == 1) {
-      tj_status_free(st);
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool requant = variant % 2 == 1;
+      const int64_t m = 37, n = 70, k = variant < 2 ? 99 : 128;
+      tj_graph_t* g = NULL;
+      CHECK_OK(tj_graph_create(g_ctx[t], "qdeq", &g));
+      int64_t ad[2] = {m, k}, bd[2] = {k, n}, nd[1] = {n}, yd[2] = {m, n};
+      tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, ad, "a");
+      tj_value_t b = tj_graph_input(g, TJ_DTYPE_I8, 2, bd, "b");
+      tj_value_t sb = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "scale_b");
+      tj_value_t bias = tj_graph_input(g, TJ_DTYPE_F32, 1, nd, "bias");
+      tj_value_t y =
+          tj_graph_cast(g, tj_graph_matmul_i32(g, a, b), TJ_DTYPE_F32);
+      y = tj_graph_mul(g, y, tj_graph_scalar(g, TJ_DTYPE_F32, 0.0123));
+      y = tj_graph_add(g, tj_graph_mul(g, y, sb), bias);
+      tj_dtype_t ydt = TJ_DTYPE_F32;
+      if (requant) {
+        tj_quant_attrs_t qa = {.dtype = TJ_DTYPE_U8};
+        y = tj_graph_quantize(g, tj_graph_relu(g, y),
+                              tj_graph_scalar(g, TJ_DTYPE_F32, 0.1),
+                              tj_graph_scalar(g, TJ_DTYPE_U8, 3), &qa);
+        ydt = TJ_DTYPE_U8;
+      }
+      tj_graph_output(g, y, "y");
+      CHECK_OK(tj_graph_finalize(g));
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_X86;
+      o.cache_dir = "";
+      tj_executable_t* exe = NULL;
+      tj_status_t st = tj_compile(g, &o, &exe);
+      if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
+        tj_status_free(st);
+        tj_graph_destroy(g);
+        break;
+      }
+      CHECK_OK(st);
+      tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+      tj_executable_stats(exe, &stats);
+      CHECK_EQ_INT(1, stats.num_kernels);
+      CHECK_EQ_INT(0, stats.num_graph_breaks);
+      unsigned char* av = malloc((size_t)(m * k));
+      unsigned char* bv = malloc((size_t)(k * n));
+      float sv[70], biv[70];
+      size_t ybytes = (size_t)(m * n) * tj_dtype_size(ydt);
+      unsigned char* want = malloc(ybytes);
+      unsigned char* got = malloc(ybytes);
+      fill(TJ_DTYPE_U8, av, m * k, false);
+      // (Extreme weights average -32.5: relu would leave only zeros.)
+      fill(TJ_DTYPE_I8, bv, k * n, !requant);
+      for (int i = 0; i < 70; ++i) {
+        sv[i] = 0.001f * (float)(i + 1);
+        biv[i] = (float)i - 35.5f;
+      }
+      tj_tensor_t in[4] = {tj_tensor_make(av, TJ_DTYPE_U8, 2, ad),
+                           tj_tensor_make(bv, TJ_DTYPE_I8, 2, bd),
+                           tj_tensor_make(sv, TJ_DTYPE_F32, 1, nd),
+                           tj_tensor_make(biv, TJ_DTYPE_F32, 1, nd)};
+      tj_tensor_t wt = tj_tensor_make(want, ydt, 2, yd);
+      tj_tensor_t gt = tj_tensor_make(got, ydt, 2, yd);
+      CHECK_OK(tj_reference_run(g, in, 4, &wt, 1));
+      CHECK_OK(tj_executable_run(exe, in, 4, &gt, 1));
+      CHECK(memcmp(want, got, ybytes) == 0);
+      if (requant) {
+        // Not degenerate: both ends of u8 and values between.
+        int lo = 0, hi = 0, mid = 0;
+        for (size_t i = 0; i < ybytes; ++i) {
+          lo += want[i] == 0 || want[i] == 3;
+          hi += want[i] == 255;
+          mid += want[i] > 3 && want[i] < 255;
+        }
+        CHECK(lo > 0 && hi > 0 && mid > 0);
+      }
+      free(av);
+      free(bv);
+      free(want);
+      free(got);
+      tj_executable_release(exe);
       tj_graph_destroy(g);
-      continue;
     }
-    CHECK_OK(st);
-    tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-    tj_executable_stats(exe, &stats);
-    CHECK_EQ_INT(1, stats.num_kernels);
-    CHECK_EQ_INT(0, stats.num_graph_breaks);
-    unsigned char av[37 * 99], bv[99 * 70];
-    float sv[70], biv[70], want[37 * 70], got[37 * 70];
-    fill(TJ_DTYPE_U8, av, m * k, false);
-    fill(TJ_DTYPE_I8, bv, k * n, true);
-    for (int i = 0; i < 70; ++i) {
-      sv[i] = 0.001f * (float)(i + 1);
-      biv[i] = (float)i - 35.5f;
-    }
-    tj_tensor_t in[4] = {tj_tensor_make(av, TJ_DTYPE_U8, 2, ad),
-                         tj_tensor_make(bv, TJ_DTYPE_I8, 2, bd),
-                         tj_tensor_make(sv, TJ_DTYPE_F32, 1, nd),
-                         tj_tensor_make(biv, TJ_DTYPE_F32, 1, nd)};
-    tj_tensor_t wt = tj_tensor_make(want, TJ_DTYPE_F32, 2, yd);
-    tj_tensor_t gt = tj_tensor_make(got, TJ_DTYPE_F32, 2, yd);
-    CHECK_OK(tj_reference_run(g, in, 4, &wt, 1));
-    CHECK_OK(tj_executable_run(exe, in, 4, &gt, 1));
-    CHECK(memcmp(want, got, sizeof(want)) == 0);
-    tj_executable_release(exe);
-    tj_graph_destroy(g);
   }
 }
 
@@ -431,6 +494,7 @@ int main(void) {
   }
   RUN_TEST(dtype_pairs_odd_sizes_every_tier);
   RUN_TEST(extremes_and_long_k);
+  RUN_TEST(k_multiple_of_64);
   RUN_TEST(batch_transpose_symbolic_m);
   RUN_TEST(zero_points);
   RUN_TEST(fused_dequant_epilogue);

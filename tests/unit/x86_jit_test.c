@@ -4,7 +4,8 @@
 // objects, IR and assembly dumps, the microkernel of every ISA level the
 // host runs, target key, stats, hot and cold parts of
 // a GEMM kernel (what each holds, the same bits as the whole at M = 1..17),
-// concurrent compiles, and an OOM sweep over the JIT's own allocations.
+// concurrent compiles, an OOM sweep over the JIT's own allocations, and the
+// AMX integer GEMM compiled for a CPU with AMX (amx_offline).
 
 #include <pthread.h>
 
@@ -316,7 +317,7 @@ TEST(microkernel_per_isa) {
   tj_kir_t* k = build_capstone(a, "capstone", 4096, 1024);
   if (!k) return;
   for (size_t i = 0; i < TJ_ARRAY_SIZE(isas); ++i) {
-    tj_x86_jit_options_t o = {isas[i]};
+    tj_x86_jit_options_t o = {.isa = isas[i]};
     tj_x86_jit_t* jit = NULL;
     tj_status_t s = tj_x86_jit_create(a, &o, &jit);
     if (s) {  // the host lacks this level
@@ -679,7 +680,119 @@ TEST(hot_and_cold_parts) {
   tj_x86_jit_destroy(jit);
 }
 
+// y = a @ b in i32 (matmul_i32's kernel) for a [M, kk] of |adt| (M at
+// run time, or |m| when > 0), b [kk, n] of |bdt|.
+static tj_kir_t* build_qgemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
+                             tj_dtype_t bdt, int64_t m, int64_t n, int64_t kk) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
+  if (!k) return NULL;
+  k->allow_int8_gemm = true;
+  uint32_t M = tj_kir_add_param(k, "M");
+  tj_kir_ival_t dims[2] = {m > 0 ? tj_kir_constant(m) : tj_kir_runtime(M),
+                           tj_kir_constant(n)};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_ival_t sa[2] = {tj_kir_constant(kk), tj_kir_constant(1)};
+  tj_kir_ival_t sw[2] = {tj_kir_constant(n), tj_kir_constant(1)};
+  tj_kir_add_buffer(k, "a", adt, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "b", bdt, TJ_KIR_GEMM_B, sw);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_I32, TJ_KIR_OUTPUT, sw);
+  tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
+  tj_kir_store(k, y, tj_kir_acc(k));
+  tj_status_t s = tj_kir_finalize(k);
+  if (s) {
+    CHECK_OK(s);
+    tj_kir_destroy(k);
+    return NULL;
+  }
+  return k;
+}
+
+// AMX (issue 17) where this host cannot run it: asking for the AMX level
+// is UNSUPPORTED on a CPU without the tiles; a compile-only JIT for
+// Sapphire Rapids emits the integer GEMM on the tiles (a module that
+// LLVM verifies and compiles: ldtilecfg, tileloadd, the tdpb*d of each
+// sign pair, tilestored, tilerelease in the microkernel; no vpdpbusd
+// there), keeps vpdpbusd for a K that is not a multiple of 64 and for a
+// constant M of at most 16, and refuses to load what it compiled.
+TEST(amx_offline) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_options_t host_amx = {.isa = TJ_X86_ISA_AMX};
+  tj_x86_jit_t* jit = NULL;
+  tj_status_t s = tj_x86_jit_create(a, &host_amx, &jit);
+  if (s) {
+    printf("# no AMX here: %s\n", tj_status_message(s));
+    CHECK_EQ_INT(TJ_STATUS_UNSUPPORTED, tj_status_code(s));
+    CHECK_CONTAINS(tj_status_message(s), "AMX");
+    tj_status_free(s);
+  } else {
+    printf("# this host runs AMX\n");
+    CHECK_EQ_INT(TJ_X86_ISA_AMX, tj_x86_jit_isa(jit));
+    tj_x86_jit_destroy(jit);
+  }
+  tj_x86_jit_options_t off = {.isa = TJ_X86_ISA_AMX, .compile_only = true};
+  CHECK_OK(tj_x86_jit_create(a, &off, &jit));
+  if (!jit) return;
+  CHECK_CONTAINS(tj_x86_jit_target_key(jit), "cpu=sapphirerapids");
+  static const struct {
+    tj_dtype_t adt, bdt;
+    const char* insn;
+  } kPairs[4] = {{TJ_DTYPE_U8, TJ_DTYPE_I8, "tdpbusd"},
+                 {TJ_DTYPE_I8, TJ_DTYPE_I8, "tdpbssd"},
+                 {TJ_DTYPE_U8, TJ_DTYPE_U8, "tdpbuud"},
+                 {TJ_DTYPE_I8, TJ_DTYPE_U8, "tdpbsud"}};
+  for (int p = 0; p < 4; ++p) {
+    tj_kir_t* k =
+        build_qgemm(a, "qamx", kPairs[p].adt, kPairs[p].bdt, 0, 100, 4096 + 64);
+    if (!k) continue;
+    const tj_kir_t* ks[1] = {k};
+    char* as = NULL;
+    CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+    const char* uk = as ? strstr(as, "tj_ukernel_qamx:") : NULL;
+    const char* end = uk ? strstr(uk, ".Lfunc_end") : NULL;
+    CHECK(uk != NULL && end != NULL);
+    if (uk && end) {
+      CHECK_EQ_INT(1, count_in(uk, end, "ldtilecfg"));
+      CHECK_EQ_INT(4, count_in(uk, end, kPairs[p].insn));
+      // 4 C tiles when accumulating, A and 4 B tiles in the K loop.
+      CHECK_EQ_INT(9, count_in(uk, end, "tileloadd"));
+      CHECK_EQ_INT(4, count_in(uk, end, "tilestored"));
+      CHECK_EQ_INT(1, count_in(uk, end, "tilerelease"));
+      CHECK_EQ_INT(0, count_in(uk, end, "vpdpbusd"));
+    }
+    if (p == 0) {
+      tj_x86_object_t obj;
+      CHECK_OK(tj_x86_jit_compile(jit, ks, 1, &obj));
+      tj_x86_module_t* m = NULL;
+      s = tj_x86_jit_load(jit, obj.data, obj.size, &m);
+      CHECK(s && tj_status_code(s) == TJ_STATUS_UNSUPPORTED);
+      CHECK(m == NULL);
+      tj_status_free(s);
+      tj_x86_object_deinitialize(&obj);
+    }
+    tj_free_string(a, as);
+    tj_kir_destroy(k);
+  }
+  // K 100, and a constant M of 16 (decode): the vpdpbusd kernel.
+  for (int v = 0; v < 2; ++v) {
+    tj_kir_t* k = build_qgemm(a, "qvnni", TJ_DTYPE_U8, TJ_DTYPE_I8, v ? 16 : 0,
+                              100, v ? 128 : 100);
+    if (!k) continue;
+    const tj_kir_t* ks[1] = {k};
+    char* as = NULL;
+    CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+    if (as) {
+      CHECK_EQ_INT(0, count_in(as, as + strlen(as), "tdpbusd"));
+      CHECK(count_in(as, as + strlen(as), "vpdpbusd") > 0);
+    }
+    tj_free_string(a, as);
+    tj_kir_destroy(k);
+  }
+  tj_x86_jit_destroy(jit);
+}
+
 int main(void) {
+  RUN_TEST(amx_offline);
   RUN_TEST(object_round_trip_and_timings);
   RUN_TEST(bad_objects_and_names);
   RUN_TEST(ir_and_asm);

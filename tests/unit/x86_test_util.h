@@ -1028,7 +1028,7 @@ static inline void open_jits(void) {
                                       TJ_X86_ISA_SSE2};
   static const char* names[] = {"host", "avx2", "sse2"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(isas); ++i) {
-    tj_x86_jit_options_t o = {isas[i]};
+    tj_x86_jit_options_t o = {.isa = isas[i]};
     tj_x86_jit_t* jit;
     tj_status_t s = tj_x86_jit_create(tj_allocator_system(), &o, &jit);
     if (s) {
@@ -1049,7 +1049,7 @@ static inline void open_jits(void) {
 // Adds a JIT for |isa| (named |name|) after open_jits' ones, unless the
 // host lacks it.
 static inline void open_extra_jit(tj_x86_isa_t isa, const char* name) {
-  tj_x86_jit_options_t o = {isa};
+  tj_x86_jit_options_t o = {.isa = isa};
   tj_x86_jit_t* jit;
   tj_status_t s = tj_x86_jit_create(tj_allocator_system(), &o, &jit);
   if (s || g_num_jits == MAX_TEST_JITS) {
