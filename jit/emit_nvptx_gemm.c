@@ -20,6 +20,8 @@
 // tile and go through the same epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
 // (A stored transposed), each thread an 8x8 register tile of FMAs.
+// TF32 tensor cores (f32 A and B with gemm_tf32 and gemm_tma, sm_90a):
+// the TMA wgmma schedules with .tf32 operands (emit_nvptx_wgmma.c).
 //
 // Epilogue: the accumulator tile goes through shared memory (row stride
 // 136 floats against bank conflicts) so that every thread then walks whole
@@ -901,6 +903,12 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   w.a = g->a;
   w.b = g->bb;
   w.f16 = g->in_dtype == TJ_DTYPE_F16;
+  w.tf32 = g->in_dtype == TJ_DTYPE_F32;
+  if (w.tf32 && (!w.tma || (w.tile_m == 128 && w.tile_n < 128)))
+    return tj_unsupported(
+        "kernel @%s: the tf32 gemm takes the TMA schedules with tile_m 64, or "
+        "128 and tile_n 128 or 256 (here %dx%d%s)",
+        k->name, (int)w.tile_m, (int)w.tile_n, w.tma ? "" : ", no TMA");
   int32_t c_bytes = w.tile_m * w.c_stride * 4;
   int32_t shared = tj_nvptx_wgmma_shared_bytes(&w, c_bytes);
   if (shared > 227 * 1024)
@@ -915,7 +923,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
   info->tile_n = w.tile_n;
-  info->tile_k = 64;
+  info->tile_k = w.tf32 ? 32 : 64;
   info->stages = w.stages;
   info->group_m = kGroupM;
   info->shared_bytes = shared;
@@ -982,25 +990,34 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   g.rank = k->rank;
   TJ_RETURN_IF_ERROR(check_gemm(k, &g.a, &g.bb));
   g.in_dtype = k->buffers[g.a].dtype;
+  tj_nvptx_kernel_t* info = nv->info;
+  const tj_nvptx_options_t* o = &nv->options;
   bool tc = g.in_dtype != TJ_DTYPE_F32;
+  // f32 on TF32 tensor cores: only the TMA schedules, only when allowed.
+  bool tf32 = !tc && o->gemm_tma && o->gemm_kernel != TJ_NVPTX_GEMM_MMA_SYNC;
+  if (tf32 && !o->gemm_tf32)
+    return tj_unsupported(
+        "kernel @%s: the TMA gemm of f32 operands runs on TF32 tensor cores, "
+        "which allow_tf32 has not allowed",
+        k->name);
   int32_t r = g.rank;
-  if (tc && (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
-             !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
+  if ((tc || tf32) &&
+      (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
+       !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
     return tj_unsupported(
         "kernel @%s: the tensor-core gemm needs A contiguous along k and B "
         "along n (stride 1)",
         k->name);
-  tj_nvptx_kernel_t* info = nv->info;
-  const tj_nvptx_options_t* o = &nv->options;
   if ((unsigned)o->gemm_kernel > TJ_NVPTX_GEMM_WGMMA)
     return tj_invalid("kernel @%s: gemm_kernel %d", k->name,
                       (int)o->gemm_kernel);
-  if (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA &&
-      (!tc || nv->arch != TJ_NVPTX_SM_90A))
+  if ((o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA || tf32) &&
+      (!(tc || tf32) || nv->arch != TJ_NVPTX_SM_90A))
     return tj_unsupported(
-        "kernel @%s: the wgmma gemm needs sm_90a and f16/bf16 operands "
-        "(here %s, %s)",
+        "kernel @%s: the wgmma gemm needs sm_90a and f16/bf16 operands, or "
+        "f32 ones with gemm_tma and gemm_tf32 (here %s, %s)",
         k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
+  if (tf32) return emit_wgmma_gemm(&g);
   if (tc &&
       (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA ||
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
@@ -1123,14 +1140,16 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     for (uint32_t i = 0; i < k->num_buffers; ++i) {
       const tj_kir_buffer_t* buf = &k->buffers[i];
       if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
-      // 16-byte chunks: every row and batch entry starts 8 elements aligned.
+      // 16-byte chunks: every row and batch entry starts 16 bytes aligned
+      // (8 halves, or 4 f32 for TF32).
+      int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
       for (int32_t d = 0; d < r - 1; ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
-        if (s % 8 != 0)
+        if (s % per != 0)
           return tj_unsupported(
               "kernel @%s: tensor-core gemm operand %%%s has stride %lld in "
-              "dim %d; it needs multiples of 8 elements (16 bytes)",
-              k->name, buf->name, (long long)s, (int)d);
+              "dim %d; it needs multiples of %lld elements (16 bytes)",
+              k->name, buf->name, (long long)s, (int)d, (long long)per);
       }
     }
   }

@@ -126,6 +126,12 @@ typedef struct tj_nvptx_options_t {
   // other's wgmmas). With gemm_persistent, the producer loads the next
   // tile while the consumers run the epilogue.
   bool gemm_tma;
+  // f32 GEMMs may run on TF32 tensor cores (tj_cuda_compile_options_t.
+  // allow_tf32): on sm_90a, the TMA schedules (gemm_tma) of an f32 GEMM
+  // are wgmma .tf32 kernels (emit_nvptx_wgmma.c); the others stay exact
+  // f32 (CUDA cores). Without it, the TMA schedules of an f32 GEMM are
+  // UNSUPPORTED.
+  bool gemm_tf32;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {
