@@ -476,7 +476,10 @@ static void bench_f32_table(const tj_kir_t* k_plain) {
     const char* name;
     tj_nvptx_options_t o;
   } kLoops[] = {
-      {"f32 cuda cores 128x128 s4", {0}},
+      {"f32 cuda cores 128x128 bk8 s4", {0}},
+      {"f32 cuda cores 128x128 bk8 s3", {.gemm_stages = 3}},
+      {"f32 cuda cores 128x128 bk16 s3", {.gemm_tile_k = 16, .gemm_stages = 3}},
+      {"f32 cuda cores 128x128 bk16 s4", {.gemm_tile_k = 16, .gemm_stages = 4}},
       {"tf32 tma ws 128x128 s4 persistent",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tma = true,

@@ -96,7 +96,8 @@ typedef enum tj_nvptx_gemm_kernel_t {
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
   // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
-  // 128-byte swizzle row of f16/bf16): 0 or 64.
+  // 128-byte swizzle row of f16/bf16): 0 or 64. The f32 CUDA-core loop:
+  // 16, else 8.
   int32_t gemm_tile_k;
   // cp.async ring depth: 2..8 (default 4); wgmma 3..8 (default 4).
   int32_t gemm_stages;

@@ -395,6 +395,11 @@ TEST(every_sample_every_arch) {
       check_sample(target, (sample_t)s, NULL);
       check_sample(target, (sample_t)s, &approx);
     }
+    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages).
+    static const tj_nvptx_options_t f32_bk16[] = {
+        {.gemm_tile_k = 16}, {.gemm_tile_k = 16, .gemm_stages = 3}};
+    for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
+      check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
     static const tj_nvptx_options_t variants[] = {
         {.gemm_tile_k = 32,
