@@ -19,7 +19,8 @@
 // 256 (emit_nvptx_wgmma.c); its accumulators land in the same staged C
 // tile and go through the same epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
-// (A stored transposed), each thread an 8x8 register tile of FMAs.
+// (A stored transposed, rows padded against bank conflicts), k-tiles of 8
+// (or 16), each thread an 8x8 register tile of FMAs.
 // TF32 tensor cores (f32 A and B with gemm_tf32 and gemm_tma, sm_90a):
 // the TMA wgmma schedules with .tf32 operands (emit_nvptx_wgmma.c).
 //
