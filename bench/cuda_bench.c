@@ -2,7 +2,7 @@
 // measured in one process on one stream with CUDA events (mean of N runs
 // after warm-up). Prints a table; never a pass/fail.
 //
-//   cuda_bench [--quick | --gemm]
+//   cuda_bench [--quick | --gemm | --f32]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
@@ -12,6 +12,7 @@
 // our numbers are printed.
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,39 @@ static tj_cu_deviceptr_t dev_random_bf16(int64_t n, float scale) {
   bench_die(tj_cuda_device_synchronize(g_dev), "sync");
   free(h);
   return p;
+}
+
+static tj_cu_deviceptr_t dev_random_f32(int64_t n, float scale) {
+  float* h = malloc((size_t)n * 4);
+  uint64_t s = 88172645463325252ull;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    h[i] = scale * ((float)(s >> 40) / 16777216.0f - 0.5f);
+  }
+  tj_cu_deviceptr_t p;
+  bench_die(tj_cuda_device_alloc(g_dev, (size_t)n * 4, &p), "alloc");
+  bench_die(tj_cuda_copy_to_device(g_dev, p, h, (size_t)n * 4), "copy");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+  free(h);
+  return p;
+}
+
+// max |a - b| over |n| f32 of device memory.
+static double max_abs_f32(tj_cu_deviceptr_t a, tj_cu_deviceptr_t b, int64_t n) {
+  float* ha = malloc((size_t)n * 4);
+  float* hb = malloc((size_t)n * 4);
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+  bench_die(tj_cuda_copy_to_host(g_dev, ha, a, (size_t)n * 4), "copy");
+  bench_die(tj_cuda_copy_to_host(g_dev, hb, b, (size_t)n * 4), "copy");
+  bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = fabs((double)ha[i] - (double)hb[i]);
+    if (d > worst || d != d) worst = d;
+  }
+  free(ha);
+  free(hb);
+  return worst;
 }
 
 static tj_cu_deviceptr_t dev_zeros(size_t bytes) {
@@ -115,6 +149,7 @@ static void open_cublas(void) {
 typedef struct blas_run_t {
   int m, n, k, dtype, out_dtype;
   tj_cu_deviceptr_t a, b, c;
+  int compute;  // cublasComputeType_t; 0: CUBLAS_COMPUTE_32F
 } blas_run_t;
 
 // Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T = B^T A^T.
@@ -125,7 +160,7 @@ static void run_blas(void* ctx) {
                               (void*)(uintptr_t)r->b, r->dtype, r->n,
                               (void*)(uintptr_t)r->a, r->dtype, r->k, &zero,
                               (void*)(uintptr_t)r->c, r->out_dtype, r->n,
-                              68 /* CUBLAS_COMPUTE_32F */, -1);
+                              r->compute ? r->compute : 68 /* 32F */, -1);
   if (status != 0) {
     fprintf(stderr, "cublasGemmEx: status %d\n", status);
     exit(1);
@@ -209,7 +244,7 @@ static void bench_gemm_bf16(int64_t m, int64_t n, int64_t kk,
       (long long)m, (long long)n, (long long)kk, t_fused, flop / t_fused * 1e-9,
       t_plain, flop / t_plain * 1e-9);
   if (g_blas.handle) {
-    blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y};
+    blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y, 0};
     double t_blas = time_ms(run_blas, &r, g_iters);
     printf(
         "| cuBLAS x@w %.3f ms (%.0f) | fused/cuBLAS %.2fx, plain/cuBLAS "
@@ -395,7 +430,7 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
     double flop = 2.0 * (double)m * (double)n * (double)kk;
     double t_blas = 0;
     if (g_blas.handle) {
-      blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y};
+      blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y, 0};
       t_blas = median_ms(run_blas, &r, g_iters);
     }
     double best = 0;
@@ -432,6 +467,114 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
   }
 }
 
+// f32 y = x @ w (M, K, N): our exact kernel (CUDA cores) beside cuBLAS
+// sgemm (GemmEx, CUBLAS_COMPUTE_32F), and our wgmma .tf32 TMA schedules
+// (gemm_tf32, as allow_tf32 lets the autotuner pick) beside cuBLAS in its
+// TF32 mode (CUBLAS_COMPUTE_32F_FAST_TF32); medians of 7 samples.
+static void bench_f32_table(const tj_kir_t* k_plain) {
+  static const struct {
+    const char* name;
+    tj_nvptx_options_t o;
+  } kLoops[] = {
+      {"f32 cuda cores 128x128 bk8 s4", {0}},
+      {"f32 cuda cores 128x128 bk8 s3", {.gemm_stages = 3}},
+      {"f32 cuda cores 128x128 bk16 s3", {.gemm_tile_k = 16, .gemm_stages = 3}},
+      {"f32 cuda cores 128x128 bk16 s4", {.gemm_tile_k = 16, .gemm_stages = 4}},
+      {"tf32 tma ws 128x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tf32 = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tf32 tma ws 128x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tf32 = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tf32 tma pingpong 64x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tf32 = true,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tf32 tma ws 128x256 s3",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tf32 = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 3}},
+  };
+  enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
+  static const int64_t kShapes[][3] = {
+      {2048, 1024, 4096}, {4096, 4096, 4096}, {8192, 768, 3072}};
+  tj_cuda_kir_kernel_t* ks[kLoopsCount];
+  for (int l = 0; l < kLoopsCount; ++l) {
+    tj_status_t st = tj_cuda_kir_compile(g_dev, g_target, k_plain, &kLoops[l].o,
+                                         &ks[l], NULL);
+    if (st) {
+      printf("# %s: %s\n", kLoops[l].name, tj_status_message(st));
+      tj_status_free(st);
+      ks[l] = NULL;
+      continue;
+    }
+    printf("# %-38s %3d regs, %d local bytes, %d B shared\n", kLoops[l].name,
+           ks[l]->function.num_regs, ks[l]->function.local_bytes,
+           ks[l]->info.shared_bytes);
+  }
+  printf(
+      "\n| f32 x@w (M, K, N) | kernel | ours ms | TFLOP/s | cuBLAS ms (same "
+      "math) | speed vs cuBLAS | max |ours - cuBLAS| |\n"
+      "|---|---|---|---|---|---|---|\n");
+  for (int s = 0; s < (int)(sizeof(kShapes) / sizeof(kShapes[0])); ++s) {
+    int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
+    tj_cu_deviceptr_t x = dev_random_f32(m * kk, 2.0f);
+    tj_cu_deviceptr_t w = dev_random_f32(kk * n, 0.2f);
+    tj_cu_deviceptr_t y = dev_zeros((size_t)(m * n) * 4);
+    tj_cu_deviceptr_t y_blas = dev_zeros((size_t)(m * n) * 4);
+    double flop = 2.0 * (double)m * (double)n * (double)kk;
+    double t_blas[2] = {0, 0};
+    if (g_blas.handle) {
+      // 0: CUDA_R_32F; 68 CUBLAS_COMPUTE_32F, 77 ..._32F_FAST_TF32.
+      for (int tf = 0; tf < 2; ++tf) {
+        blas_run_t r = {(int)m, (int)n, (int)kk, 0,           0,
+                        x,      w,      y_blas,  tf ? 77 : 68};
+        t_blas[tf] = median_ms(run_blas, &r, g_iters);
+      }
+    }
+    for (int l = 0; l < kLoopsCount; ++l) {
+      if (!ks[l]) continue;
+      bool tf32 = kLoops[l].o.gemm_tf32;
+      kir_run_t p = {ks[l], {x, w, y}, {m, n, kk}};
+      double t = median_ms(run_kir, &p, g_iters);
+      double diff = -1;
+      if (g_blas.handle) {
+        blas_run_t r = {(int)m, (int)n, (int)kk,       0, 0, x,
+                        w,      y_blas, tf32 ? 77 : 68};
+        run_blas(&r);
+        diff = max_abs_f32(y, y_blas, m * n);
+      }
+      double tb = t_blas[tf32 ? 1 : 0];
+      printf(
+          "| (%lld, %lld, %lld) | %s | %.4f | %.1f | %.4f (%s) | %.2fx | "
+          "%.3g |\n",
+          (long long)m, (long long)kk, (long long)n, kLoops[l].name, t,
+          flop / t * 1e-9, tb, tf32 ? "tf32" : "f32", tb > 0 ? tb / t : 0.0,
+          diff);
+    }
+    tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, w);
+    tj_cuda_device_free(g_dev, y), tj_cuda_device_free(g_dev, y_blas);
+  }
+  for (int l = 0; l < kLoopsCount; ++l) tj_cuda_kir_destroy(ks[l]);
+}
+
 static void bench_gemm_f32(int64_t s, tj_cuda_kir_kernel_t* k) {
   tj_cu_deviceptr_t a = dev_zeros((size_t)(s * s) * 4);
   tj_cu_deviceptr_t b = dev_zeros((size_t)(s * s) * 4);
@@ -442,7 +585,7 @@ static void bench_gemm_f32(int64_t s, tj_cuda_kir_kernel_t* k) {
   printf("| f32 %lld^3 | ours %.3f ms (%.1f TFLOP/s) ", (long long)s, t,
          flop / t * 1e-9);
   if (g_blas.handle) {
-    blas_run_t br = {(int)s, (int)s, (int)s, 0, 0, a, b, c};
+    blas_run_t br = {(int)s, (int)s, (int)s, 0, 0, a, b, c, 0};
     double tb = time_ms(run_blas, &br, g_iters / 4 + 1);
     printf("| cuBLAS %.3f ms (%.1f) | ours/cuBLAS %.2fx |\n", tb,
            flop / tb * 1e-9, t / tb);
@@ -494,6 +637,7 @@ static void bench_memory(tj_cuda_kir_kernel_t* gelu,
 int main(int argc, char** argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   bool gemm_only = argc > 1 && strcmp(argv[1], "--gemm") == 0;
+  bool f32_only = argc > 1 && strcmp(argv[1], "--f32") == 0;
   if (quick) g_iters = 5;
   tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
   if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
@@ -525,8 +669,9 @@ int main(int argc, char** argv) {
   tj_kir_t* k_plain = plain_gemm(TJ_DTYPE_BF16);
   tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
   tj_kir_t* k_affine = affine_map();
-  if (gemm_only) {
-    bench_gemm_table(k_plain, k_fused);
+  if (gemm_only || f32_only) {
+    if (gemm_only) bench_gemm_table(k_plain, k_fused);
+    if (f32_only) bench_f32_table(k_f32);
     tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
     tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
     tj_nvptx_target_destroy(g_target);

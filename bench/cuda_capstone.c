@@ -5,7 +5,10 @@
 // time cold and warm from the disk cache. Timings: CUDA events on one
 // stream, mean of N runs after warm-up. Prints a table; never a pass/fail.
 //
-//   cuda_capstone [--quick] [--out FILE]
+//   cuda_capstone [--quick] [--f32] [--out FILE]
+//
+// --f32 runs only the f32 block, at B = 2048 and 16384, with allow_tf32
+// rows (ours autotuned with TF32 allowed; cuBLASLt in its TF32 mode).
 //
 // --out writes "key value" lines that bench/torch_capstone.py reads to
 // print ratios beside torch eager and torch.compile.
@@ -74,7 +77,7 @@ static tj_graph_t* capstone_graph(tj_dtype_t dt, int64_t K, int64_t N,
 }
 
 static tj_executable_t* compile_cuda(const tj_graph_t* g, bool graphs,
-                                     bool precise, bool tune,
+                                     bool precise, bool tune, bool tf32,
                                      const char* cache_dir) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
@@ -82,6 +85,7 @@ static tj_executable_t* compile_cuda(const tj_graph_t* g, bool graphs,
   o.cuda.stream = g_dev->stream;
   o.cuda.disable_graphs = !graphs;
   o.cuda.precise_math = precise;
+  o.cuda.allow_tf32 = tf32;
   o.autotune = tune ? TJ_AUTOTUNE_ON : TJ_AUTOTUNE_OFF;
   o.cache_dir = cache_dir;
   tj_executable_t* exe = NULL;
@@ -149,25 +153,28 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
   struct {
     const char* name;
     const char* key;
-    bool approximate, graphs, precise, tune;
+    bool approximate, graphs, precise, tune, tf32;
   } kOurs[] = {
       {"ours gelu erf, autotuned, CUDA graph", "ours_erf", false, true, false,
-       true},
+       true, false},
       {"ours fused 1 kernel (autotune off)", "ours_fused", false, true, false,
-       false},
+       false, false},
       {"ours fused, plain launches", "ours_fused_plain", false, false, false,
-       false},
+       false, false},
       {"ours fused, precise math", "ours_fused_precise", false, true, true,
-       false},
+       false, false},
+      {"ours gelu erf, autotuned, allow_tf32", "ours_tf32", false, true, false,
+       true, true},
       {"ours gelu tanh, autotuned (as cuBLASLt's)", "ours_tanh", true, true,
-       false, true},
+       false, true, false},
   };
   char key[96];
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kOurs); ++i) {
+    if (kOurs[i].tf32 && dt != TJ_DTYPE_F32) continue;
     tj_graph_t* g = capstone_graph(dt, K, N, kOurs[i].approximate);
     ours_t o;
-    o.exe =
-        compile_cuda(g, kOurs[i].graphs, kOurs[i].precise, kOurs[i].tune, "");
+    o.exe = compile_cuda(g, kOurs[i].graphs, kOurs[i].precise, kOurs[i].tune,
+                         kOurs[i].tf32, "");
     o.in[0] = dev_tensor(x, dt, 2, xs);
     o.in[1] = dev_tensor(w, dt, 2, ws);
     o.in[2] = dev_tensor(b, dt, 1, bs);
@@ -197,19 +204,27 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
     const char* name;
     const char* key;
     tj_cublaslt_epilogue_t epilogue;
+    bool tf32;
   } kLt[] = {
-      {"cuBLASLt matmul alone", "cublas_matmul", TJ_CUBLASLT_EPILOGUE_NONE},
-      {"cuBLASLt matmul + bias", "cublas_bias", TJ_CUBLASLT_EPILOGUE_BIAS},
+      {"cuBLASLt matmul alone", "cublas_matmul", TJ_CUBLASLT_EPILOGUE_NONE,
+       false},
+      {"cuBLASLt matmul + bias", "cublas_bias", TJ_CUBLASLT_EPILOGUE_BIAS,
+       false},
+      {"cuBLASLt TF32 matmul alone", "cublas_tf32_matmul",
+       TJ_CUBLASLT_EPILOGUE_NONE, true},
+      {"cuBLASLt TF32 matmul + bias + gelu(tanh)", "cublas_tf32_bias_gelu",
+       TJ_CUBLASLT_EPILOGUE_BIAS_GELU, true},
       {"cuBLASLt matmul + bias + gelu(tanh) epilogue", "cublas_bias_gelu",
-       TJ_CUBLASLT_EPILOGUE_BIAS_GELU},
+       TJ_CUBLASLT_EPILOGUE_BIAS_GELU, false},
   };
   size_t ws_bytes = 32u << 20;
   tj_cu_deviceptr_t workspace;
   bench_die(tj_cuda_device_alloc(g_dev, ws_bytes, &workspace), "alloc");
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kLt); ++i) {
+    if (kLt[i].tf32 && dt != TJ_DTYPE_F32) continue;
     lt_run_t r = {NULL, x, w, b, y_lt, workspace};
-    tj_status_t s = tj_cublaslt_gemm_plan(g_lt, dt, B, N, K, kLt[i].epilogue,
-                                          ws_bytes, &r.gemm);
+    tj_status_t s = tj_cublaslt_gemm_plan_tf32(
+        g_lt, dt, kLt[i].tf32, B, N, K, kLt[i].epilogue, ws_bytes, &r.gemm);
     if (s) {
       printf("  %-44s %s\n", kLt[i].name, tj_status_message(s));
       tj_status_free(s);
@@ -254,7 +269,7 @@ static void overhead(void) {
   printf("\nhost overhead of tj_executable_run, tiny graph (f32[256]):\n");
   const int n = 5000;
   for (int graphs = 1; graphs >= 0; --graphs) {
-    tj_executable_t* exe = compile_cuda(g, graphs != 0, false, true, "");
+    tj_executable_t* exe = compile_cuda(g, graphs != 0, false, true, false, "");
     tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     tj_tensor_t in = dev_tensor(dx, TJ_DTYPE_F32, 1, shape);
@@ -318,9 +333,9 @@ static void compile_time(void) {
     }
     tj_graph_t* g = capstone_graph(TJ_DTYPE_BF16, 1024, 4096, false);
     if (i == 2) {
-      tj_executable_release(compile_cuda(g, true, false, true, dir));
+      tj_executable_release(compile_cuda(g, true, false, true, false, dir));
     }
-    tj_executable_t* exe = compile_cuda(g, true, false, true, dir);
+    tj_executable_t* exe = compile_cuda(g, true, false, true, false, dir);
     tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     tj_cuda_program_stats_t cs;
@@ -341,9 +356,10 @@ static void compile_time(void) {
 }
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, f32_only = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
+    if (strcmp(argv[i], "--f32") == 0) f32_only = true;
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       g_out = fopen(argv[++i], "w");
     }
@@ -364,11 +380,16 @@ int main(int argc, char** argv) {
   printf("# %s, sm_%d%d, %d SMs, driver %d, %s\n", g_dev->name, g_dev->sm_major,
          g_dev->sm_minor, g_dev->num_sms, g_dev->cu.driver_version,
          g_lt ? tj_cublaslt_version(g_lt) : "no cuBLASLt");
-  capstone(TJ_DTYPE_BF16, 2048, 1024, 4096);
-  if (!quick) capstone(TJ_DTYPE_BF16, 16384, 1024, 4096);
-  capstone(TJ_DTYPE_F32, 2048, 1024, 4096);
-  overhead();
-  compile_time();
+  if (f32_only) {
+    capstone(TJ_DTYPE_F32, 2048, 1024, 4096);
+    capstone(TJ_DTYPE_F32, 16384, 1024, 4096);
+  } else {
+    capstone(TJ_DTYPE_BF16, 2048, 1024, 4096);
+    if (!quick) capstone(TJ_DTYPE_BF16, 16384, 1024, 4096);
+    capstone(TJ_DTYPE_F32, 2048, 1024, 4096);
+    overhead();
+    compile_time();
+  }
   tj_cublaslt_close(g_lt);
   tj_context_destroy(g_ctx);
   tj_cuda_device_destroy(g_dev);

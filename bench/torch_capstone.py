@@ -9,6 +9,13 @@ dtype, exact erf gelu, CUDA events, mean of N runs after warm-up):
 
 With --ours, prints ours beside torch as ratios (time of ours / time of
 theirs: below 1 means ours is faster).
+
+    cuda_capstone --f32 --out ours.txt
+    python3 bench/torch_capstone.py --f32 --ours ours.txt
+
+--f32 runs only the f32 block, at every batch, with TF32 off and on
+(torch.backends.cuda.matmul.allow_tf32; "f32_tf32" beside our allow_tf32
+row).
 """
 
 import argparse
@@ -58,6 +65,8 @@ def main():
     ap.add_argument("--ours", help="key value lines from cuda_capstone --out")
     ap.add_argument("--batches", default="2048,16384")
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--f32", action="store_true",
+                    help="only f32, every batch, TF32 off and on")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.cuda.get_device_name()
@@ -65,15 +74,18 @@ def main():
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     results = {}
     K, N = 1024, 4096
-    for dtype, dname in [(torch.bfloat16, "bf16"), (torch.float32, "f32")]:
+    kinds = [(torch.bfloat16, "bf16", False), (torch.float32, "f32", False)]
+    if args.f32:
+        kinds = [(torch.float32, "f32", False), (torch.float32, "f32_tf32", True)]
+    for dtype, dname, tf32 in kinds:
         for B in [int(b) for b in args.batches.split(",")]:
-            if dtype == torch.float32 and B != 2048:
+            if dtype == torch.float32 and B != 2048 and not args.f32:
                 continue
             x = torch.randn(B, K, device="cuda", dtype=dtype)
             w = torch.randn(K, N, device="cuda", dtype=dtype) * 0.05
             b = torch.randn(N, device="cuda", dtype=dtype)
             flop = 2.0 * B * K * N
-            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = tf32
             eager = time_ms(block, x, w, b, iters=args.iters)
             mm = time_ms(matmul, x, w, iters=args.iters)
             torch._dynamo.reset()
@@ -104,14 +116,19 @@ def main():
           f"{'/ cuBLASLt+epi':>16}{'/ eager':>10}{'/ compile':>11}")
     for (dname, B), (eager, mm, comp) in results.items():
         for variant, label in [("ours_erf", "autotuned"),
-                               ("ours_fused", "fused")]:
-            key = f"{variant}_{dname}_B{B}_ms"
+                               ("ours_fused", "fused"),
+                               ("ours_tf32", "tf32")]:
+            # Our allow_tf32 row is keyed under f32; it meets torch's TF32.
+            if (variant == "ours_tf32") != dname.endswith("_tf32"):
+                continue
+            key = f"{variant}_{dname.replace('_tf32', '')}_B{B}_ms"
             if key not in ours:
                 continue
             o = ours[key]
-            lt_mm = ours.get(f"cublas_matmul_{dname}_B{B}_ms", float("nan"))
-            lt_epi = ours.get(f"cublas_bias_gelu_{dname}_B{B}_ms",
-                              float("nan"))
+            lt = "cublas_tf32" if variant == "ours_tf32" else "cublas"
+            dn = dname.replace("_tf32", "")
+            lt_mm = ours.get(f"{lt}_matmul_{dn}_B{B}_ms", float("nan"))
+            lt_epi = ours.get(f"{lt}_bias_gelu_{dn}_B{B}_ms", float("nan"))
             print(f"{dname} B={B:<6}{label:<10}{o:>9.4f}{o / lt_mm:>13.2f}"
                   f"{o / lt_epi:>16.2f}{o / eager:>10.2f}{o / comp:>11.2f}")
         print(f"{'':<12}(torch: eager {eager:.4f} ms, matmul alone {mm:.4f} "

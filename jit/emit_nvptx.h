@@ -131,6 +131,7 @@ typedef struct tj_nvptx_wgmma_t {
   int32_t c_stride;             // floats per row of the staged C tile
   uint32_t a, b;                // the GEMM_A and GEMM_B buffers
   bool f16;                     // else bf16
+  bool tf32;                    // f32 on TF32 tensor cores (TMA only)
   LLVMValueRef a_base, b_base;  // the batch entry's A[0, 0], B[0, 0]
   LLVMValueRef sa_m, sb_k;      // i64 element strides of A rows, B rows
   LLVMValueRef m, n, kdim;      // i64 sizes

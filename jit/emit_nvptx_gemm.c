@@ -19,7 +19,10 @@
 // 256 (emit_nvptx_wgmma.c); its accumulators land in the same staged C
 // tile and go through the same epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
-// (A stored transposed), each thread an 8x8 register tile of FMAs.
+// (A stored transposed, rows padded against bank conflicts), k-tiles of 8
+// (or 16), each thread an 8x8 register tile of FMAs.
+// TF32 tensor cores (f32 A and B with gemm_tf32 and gemm_tma, sm_90a):
+// the TMA wgmma schedules with .tf32 operands (emit_nvptx_wgmma.c).
 //
 // Epilogue: the accumulator tile goes through shared memory (row stride
 // 136 floats against bank conflicts) so that every thread then walks whole
@@ -46,12 +49,14 @@
 #define kTcDefaultStages 4
 #define kTcMaxCopies 4  // 16-byte chunks per thread per operand and k-tile
 
-// CUDA-core path.
-#define kF32BK 8
+// CUDA-core path: k-tiles of 8 (default) or 16 (gemm_tile_k).
+#define kF32DefaultBK 8
 #define kF32Stages 4
-#define kF32ABytes (kF32BK * kBM * 4)  // 4 KiB, stored [k][m]
-#define kF32BBytes (kF32BK * kBN * 4)  // 4 KiB
-#define kF32StageBytes (kF32ABytes + kF32BBytes)
+#define kF32MaxCopies 8  // 4-byte copies per thread per operand and k-tile
+// A is stored transposed, [k][m], rows of kBM floats padded to
+// kF32AStride: the copies of a warp write 2 or 4 m of 16 or 8 k, which
+// unpadded rows (512 bytes apart) would put in one bank.
+#define kF32AStride (kBM + 4)
 
 static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
 
@@ -69,7 +74,8 @@ typedef struct gemm_t {
   LLVMValueRef smem;        // ptr addrspace(3): the dynamic shared memory
   tj_emit_point_t batch;    // pointers at the batch entry's origin
   LLVMValueRef acc;         // alloca [64 x float]
-  // Tensor cores: the k-tile and what it implies.
+  // Tensor cores: the k-tile and what it implies (CUDA cores: bk 8 or
+  // 16, a_bytes and stage_bytes likewise).
   int32_t bk;           // 32 or 64
   int32_t a_bytes;      // one stage's A tile: kBM x bk halves
   int32_t stage_bytes;  // A and B tiles
@@ -492,9 +498,12 @@ static void tc_stage_c(gemm_t* g, LLVMValueRef wm, LLVMValueRef wn,
 //===--- CUDA-core (f32) main loop ---===//
 
 typedef struct f32_ctx_t {
-  // Per copy i < 4: A element (m, k) and B element (k, n) of this thread.
-  LLVMValueRef a_src[4], a_dst[4], a_m_ok[4], a_k[4];
-  LLVMValueRef b_src[4], b_dst[4], b_n_ok[4], b_k[4];
+  // Per copy i < bk / 2: A element (m, k) and B element (k, n) of this
+  // thread.
+  LLVMValueRef a_src[kF32MaxCopies], a_dst[kF32MaxCopies];
+  LLVMValueRef a_m_ok[kF32MaxCopies], a_k[kF32MaxCopies];
+  LLVMValueRef b_src[kF32MaxCopies], b_dst[kF32MaxCopies];
+  LLVMValueRef b_n_ok[kF32MaxCopies], b_k[kF32MaxCopies];
   LLVMValueRef a_step, b_step;  // i64 elements per k-tile
   LLVMValueRef ty, tx;          // i32 thread coordinates in the 16x16 grid
 } f32_ctx_t;
@@ -507,15 +516,16 @@ static void f32_setup(gemm_t* g, f32_ctx_t* c) {
   LLVMValueRef sa_k = tj_emit_stride(em, g->a, r - 1);
   LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
   LLVMValueRef sb_n = tj_emit_stride(em, g->bb, r - 1);
-  c->a_step = LLVMBuildMul(b, sa_k, c64(g, kF32BK), "");
-  c->b_step = LLVMBuildMul(b, sb_k, c64(g, kF32BK), "");
-  for (int32_t i = 0; i < 4; ++i) {
+  c->a_step = LLVMBuildMul(b, sa_k, c64(g, g->bk), "");
+  c->b_step = LLVMBuildMul(b, sb_k, c64(g, g->bk), "");
+  for (int32_t i = 0; i < g->copies; ++i) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     // A: k fastest, so a warp reads along rows of a row-major A.
-    LLVMValueRef am = LLVMBuildLShr(b, e, c32(g, 3), "");
-    LLVMValueRef ak = LLVMBuildAnd(b, e, c32(g, 7), "");
+    LLVMValueRef am = LLVMBuildLShr(b, e, c32(g, g->bk == 16 ? 4 : 3), "");
+    LLVMValueRef ak = LLVMBuildAnd(b, e, c32(g, g->bk - 1), "");
     c->a_dst[i] = LLVMBuildMul(
-        b, LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, kBM), ""), am, ""),
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, kF32AStride), ""), am, ""),
         c32(g, 4), "");
     LLVMValueRef gm =
         LLVMBuildAdd(b, g->m0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
@@ -530,7 +540,7 @@ static void f32_setup(gemm_t* g, f32_ctx_t* c) {
     LLVMValueRef bk = LLVMBuildLShr(b, e, c32(g, 7), "");
     LLVMValueRef bn = LLVMBuildAnd(b, e, c32(g, 127), "");
     c->b_dst[i] = LLVMBuildAdd(
-        b, c32(g, kF32ABytes),
+        b, c32(g, g->a_bytes),
         LLVMBuildMul(
             b, LLVMBuildAdd(b, LLVMBuildMul(b, bk, c32(g, kBN), ""), bn, ""),
             c32(g, 4), ""),
@@ -563,10 +573,10 @@ static void f32_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
   tj_emit_t* em = g->em;
   LLVMValueRef base = smem_at(
       g, g->smem,
-      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, kF32StageBytes), ""),
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
                      em->t_i32, ""));
-  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, kF32BK), "");
-  for (int32_t i = 0; i < 4; ++i) {
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, g->bk), "");
+  for (int32_t i = 0; i < g->copies; ++i) {
     LLVMValueRef ak_ok = LLVMBuildICmp(
         b, LLVMIntSLT, LLVMBuildAdd(b, k0, c->a_k[i], ""), g->kdim, "");
     LLVMValueRef a_ok = LLVMBuildAnd(b, ak_ok, c->a_m_ok[i], "");
@@ -600,18 +610,19 @@ static void f32_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
   tj_emit_t* em = g->em;
   LLVMValueRef base = smem_at(
       g, g->smem,
-      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, kF32StageBytes), ""),
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
                      em->t_i32, ""));
   LLVMValueRef ty4 = LLVMBuildMul(b, c->ty, c32(g, 16), "");  // bytes
   LLVMValueRef tx4 = LLVMBuildMul(b, c->tx, c32(g, 16), "");
-  for (int32_t kk = 0; kk < kF32BK; ++kk) {
+  for (int32_t kk = 0; kk < g->bk; ++kk) {
     LLVMValueRef av[2], bv[2];
     for (int32_t h = 0; h < 2; ++h) {
       av[h] = load_v4(
-          g, base, LLVMBuildAdd(b, c32(g, kk * kBM * 4 + h * 64 * 4), ty4, ""));
+          g, base,
+          LLVMBuildAdd(b, c32(g, kk * kF32AStride * 4 + h * 64 * 4), ty4, ""));
       bv[h] = load_v4(
           g, base,
-          LLVMBuildAdd(b, c32(g, kF32ABytes + kk * kBN * 4 + h * 64 * 4), tx4,
+          LLVMBuildAdd(b, c32(g, g->a_bytes + kk * kBN * 4 + h * 64 * 4), tx4,
                        ""));
     }
     LLVMValueRef a[8], bb[8];
@@ -901,6 +912,12 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   w.a = g->a;
   w.b = g->bb;
   w.f16 = g->in_dtype == TJ_DTYPE_F16;
+  w.tf32 = g->in_dtype == TJ_DTYPE_F32;
+  if (w.tf32 && (!w.tma || (w.tile_m == 128 && w.tile_n < 128)))
+    return tj_unsupported(
+        "kernel @%s: the tf32 gemm takes the TMA schedules with tile_m 64, or "
+        "128 and tile_n 128 or 256 (here %dx%d%s)",
+        k->name, (int)w.tile_m, (int)w.tile_n, w.tma ? "" : ", no TMA");
   int32_t c_bytes = w.tile_m * w.c_stride * 4;
   int32_t shared = tj_nvptx_wgmma_shared_bytes(&w, c_bytes);
   if (shared > 227 * 1024)
@@ -915,7 +932,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
   info->tile_n = w.tile_n;
-  info->tile_k = 64;
+  info->tile_k = w.tf32 ? 32 : 64;
   info->stages = w.stages;
   info->group_m = kGroupM;
   info->shared_bytes = shared;
@@ -982,25 +999,34 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   g.rank = k->rank;
   TJ_RETURN_IF_ERROR(check_gemm(k, &g.a, &g.bb));
   g.in_dtype = k->buffers[g.a].dtype;
+  tj_nvptx_kernel_t* info = nv->info;
+  const tj_nvptx_options_t* o = &nv->options;
   bool tc = g.in_dtype != TJ_DTYPE_F32;
+  // f32 on TF32 tensor cores: only the TMA schedules, only when allowed.
+  bool tf32 = !tc && o->gemm_tma && o->gemm_kernel != TJ_NVPTX_GEMM_MMA_SYNC;
+  if (tf32 && !o->gemm_tf32)
+    return tj_unsupported(
+        "kernel @%s: the TMA gemm of f32 operands runs on TF32 tensor cores, "
+        "which allow_tf32 has not allowed",
+        k->name);
   int32_t r = g.rank;
-  if (tc && (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
-             !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
+  if ((tc || tf32) &&
+      (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
+       !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
     return tj_unsupported(
         "kernel @%s: the tensor-core gemm needs A contiguous along k and B "
         "along n (stride 1)",
         k->name);
-  tj_nvptx_kernel_t* info = nv->info;
-  const tj_nvptx_options_t* o = &nv->options;
   if ((unsigned)o->gemm_kernel > TJ_NVPTX_GEMM_WGMMA)
     return tj_invalid("kernel @%s: gemm_kernel %d", k->name,
                       (int)o->gemm_kernel);
-  if (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA &&
-      (!tc || nv->arch != TJ_NVPTX_SM_90A))
+  if ((o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA || tf32) &&
+      (!(tc || tf32) || nv->arch != TJ_NVPTX_SM_90A))
     return tj_unsupported(
-        "kernel @%s: the wgmma gemm needs sm_90a and f16/bf16 operands "
-        "(here %s, %s)",
+        "kernel @%s: the wgmma gemm needs sm_90a and f16/bf16 operands, or "
+        "f32 ones with gemm_tma and gemm_tf32 (here %s, %s)",
         k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
+  if (tf32) return emit_wgmma_gemm(&g);
   if (tc &&
       (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA ||
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
@@ -1023,6 +1049,13 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     g.a_bytes = kBM * g.bk * 2;
     g.stage_bytes = g.a_bytes + g.bk * kBN * 2;
     g.copies = kBM * g.bk / 8 / kThreads;
+  } else {
+    // The autotuner's mma.sync candidates ask k-tiles of 32 or 64, which
+    // the CUDA-core loop reads as its default.
+    g.bk = o->gemm_tile_k == 16 ? 16 : kF32DefaultBK;
+    g.a_bytes = g.bk * kF32AStride * 4;
+    g.stage_bytes = g.a_bytes + g.bk * kBN * 4;
+    g.copies = kBM * g.bk / kThreads;
   }
   int32_t stages = o->gemm_stages ? o->gemm_stages
                    : tc           ? kTcDefaultStages
@@ -1034,11 +1067,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   info->tensor_cores = tc;
   info->tile_m = kBM;
   info->tile_n = kBN;
-  info->tile_k = tc ? g.bk : kF32BK;
+  info->tile_k = g.bk;
   info->stages = stages;
   info->group_m = kGroupM;
-  info->shared_bytes =
-      max_i32(kCBytes, stages * (tc ? g.stage_bytes : kF32StageBytes));
+  info->shared_bytes = max_i32(kCBytes, stages * g.stage_bytes);
   info->vector_lanes = epilogue_lanes(k, r);
   // Two blocks per SM when their shared memory fits two into the 228 KiB
   // of an sm_80/sm_90 SM: 128 registers a thread. The bk = 64 main loop
@@ -1123,14 +1155,16 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     for (uint32_t i = 0; i < k->num_buffers; ++i) {
       const tj_kir_buffer_t* buf = &k->buffers[i];
       if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
-      // 16-byte chunks: every row and batch entry starts 8 elements aligned.
+      // 16-byte chunks: every row and batch entry starts 16 bytes aligned
+      // (8 halves, or 4 f32 for TF32).
+      int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
       for (int32_t d = 0; d < r - 1; ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
-        if (s % 8 != 0)
+        if (s % per != 0)
           return tj_unsupported(
               "kernel @%s: tensor-core gemm operand %%%s has stride %lld in "
-              "dim %d; it needs multiples of 8 elements (16 bytes)",
-              k->name, buf->name, (long long)s, (int)d);
+              "dim %d; it needs multiples of %lld elements (16 bytes)",
+              k->name, buf->name, (long long)s, (int)d, (long long)per);
       }
     }
   }

@@ -39,6 +39,24 @@
 // With |tma| the same ring is filled by TMA from a producer warpgroup and
 // drained by consumer warpgroups through mbarriers instead ("TMA,
 // warp-specialized" below).
+//
+// TF32 (|tf32|, f32 A and B, TMA only): wgmma's .tf32 operands must both
+// be K-major in shared memory, and B ([K, N] row-major) is N-major. So the
+// kernel computes C^T = B^T A^T instead: wgmma's A operand (64 rows of n by
+// k8) comes from registers, which have no layout constraint, loaded with
+// ld.shared from the B panels TMA wrote (32 n x 32 k, 4 KiB, SW128: row k
+// holds 32 n, chunk c of 4 n at c ^ (k & 7)); wgmma's B operand is the A
+// tile as TMA writes it (a row of 32 f32 of k is one 128-byte swizzle
+// row, so its descriptor is the bf16 one: +32 bytes per k8, SBO 1024).
+// A k-tile is 32 of k, so a stage has the bf16 stage's bytes. Consumer
+// warpgroup w of a cooperative tile takes columns [w tile_n / 2, (w + 1)
+// tile_n / 2) of every row (m64n<tile_m>k8 per 64 of them); pingpong's
+// take all columns (m64n64k8 per 64). The accumulators are C^T's fragment
+// (row n, column m), transposed into the staged C tile. Each k-tile's
+// wgmmas are waited for (wait_group 0) before the next k-tile loads new
+// fragments into the registers they read. Operands are not rounded to
+// tf32: the tensor cores ignore the low 13 mantissa bits (truncation, as
+// cuBLAS's TF32 mode does for operands in shared memory).
 
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +94,7 @@ typedef struct wg_t {
   LLVMValueRef k_tiles;  // i64
   int32_t ahead;         // k-tiles loading beyond the one in the math
   LLVMValueRef bars;     // TMA: i32 address of full[0] (empty[s] follows)
+  int32_t bk;            // k per stage: 64 (f16/bf16), 32 (tf32)
 } wg_t;
 
 static LLVMValueRef c32(wg_t* w, int64_t v) {
@@ -117,11 +136,12 @@ static LLVMValueRef acc_slot(wg_t* w, int32_t i) {
                        w->acc, idx, 2, "");
 }
 
-// Runs |text| with the accumulators as tied in/out operands $0.. and
-// |extra| further inputs (constraints |extra_cons|) after them.
-static void acc_asm(wg_t* w, const char* text, LLVMValueRef* extra,
-                    int32_t num_extra, const char* extra_cons) {
-  int32_t n = w->num_acc;
+// Runs |text| with accumulators [first, first + n) as tied in/out
+// operands $0.. and |extra| further inputs (constraints |extra_cons|)
+// after them.
+static void acc_asm_range(wg_t* w, int32_t first, int32_t n, const char* text,
+                          LLVMValueRef* extra, int32_t num_extra,
+                          const char* extra_cons) {
   char cons[1400];
   size_t len = 0;
   for (int32_t i = 0; i < n; ++i)
@@ -135,12 +155,22 @@ static void acc_asm(wg_t* w, const char* text, LLVMValueRef* extra,
   for (int32_t i = 0; i < num_extra; ++i) args[i] = extra[i];
   for (int32_t i = 0; i < n; ++i)
     args[num_extra + i] =
-        LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, i), "");
+        LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, first + i), "");
+  LLVMTypeRef floats[kMaxAcc];
+  for (int32_t i = 0; i < n; ++i) floats[i] = w->em->t_f32;
+  LLVMTypeRef ret = n == w->num_acc ? w->acc_struct
+                                    : LLVMStructTypeInContext(
+                                          w->em->ctx, floats, (unsigned)n, 0);
   LLVMValueRef r =
-      inline_asm(w, w->acc_struct, text, cons, args, (unsigned)(num_extra + n));
+      inline_asm(w, ret, text, cons, args, (unsigned)(num_extra + n));
   for (int32_t i = 0; i < n; ++i)
     LLVMBuildStore(w->b, LLVMBuildExtractValue(w->b, r, (unsigned)i, ""),
-                   acc_slot(w, i));
+                   acc_slot(w, first + i));
+}
+
+static void acc_asm(wg_t* w, const char* text, LLVMValueRef* extra,
+                    int32_t num_extra, const char* extra_cons) {
+  acc_asm_range(w, 0, w->num_acc, text, extra, num_extra, extra_cons);
 }
 
 // wgmma.wait_group |pending|, the accumulators tied through it.
@@ -384,6 +414,144 @@ static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
   plain_asm(w, "wgmma.commit_group.sync.aligned;");
 }
 
+//===--- TF32 math (C^T = B^T A^T) ---===//
+
+// One m64n<tile_m>k8 (.tf32): D = A B + D when |accumulate| (i32) is
+// nonzero, else D = A B, on accumulators [first, first + tile_m / 2),
+// with A the fragment |a| (4 x i32) and B the descriptor |db| (i64).
+static void wgmma_tf32(wg_t* w, int32_t first, LLVMValueRef* a, LLVMValueRef db,
+                       LLVMValueRef accumulate) {
+  int32_t n = w->p->tile_m / 2;
+  char text[1200];
+  size_t len =
+      (size_t)snprintf(text, sizeof(text),
+                       "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
+                       "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {",
+                       (int)n + 5, (int)w->p->tile_m);
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
+                            i ? "," : "", (int)i);
+  // scale-d p, scale-a 1, scale-b 1 (tf32 has no transpose operands).
+  snprintf(text + len, sizeof(text) - len,
+           "}, {$%d,$%d,$%d,$%d}, $%d, p, 1, 1;\n}", (int)n, (int)n + 1,
+           (int)n + 2, (int)n + 3, (int)n + 4);
+  LLVMValueRef d[6] = {a[0], a[1], a[2], a[3], db, accumulate};
+  acc_asm_range(w, first, n, text, d, 6, "r,r,r,r,l,r,");
+}
+
+// Shared byte offset (i32) of B element (k, n) of a stage's B panels
+// (|k| and |n| i32, inside the stage's k-tile and the block's tile).
+static LLVMValueRef tf32_b_offset(wg_t* w, LLVMValueRef k, LLVMValueRef n) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef panel = LLVMBuildLShr(b, n, c32(w, 5), "");
+  LLVMValueRef chunk =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, n, c32(w, 2), ""), c32(w, 7), "");
+  LLVMValueRef swz =
+      LLVMBuildXor(b, chunk, LLVMBuildAnd(b, k, c32(w, 7), ""), "");
+  LLVMValueRef off =
+      LLVMBuildAdd(b, LLVMBuildMul(b, panel, c32(w, 32 * kRow), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, k, c32(w, kRow), ""),
+                                LLVMBuildShl(b, swz, c32(w, 4), ""), ""),
+                   "");
+  return LLVMBuildAdd(
+      b, off, LLVMBuildShl(b, LLVMBuildAnd(b, n, c32(w, 3), ""), c32(w, 2), ""),
+      "");
+}
+
+// The four k8 steps of k-tile |kt| in stage |stage| (i64) for the
+// warpgroup whose columns start at |n_wg| (i32, in the tile).
+static void compute_tile_tf32(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
+                              LLVMValueRef n_wg) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef soff = stage_offset(w, stage);
+  LLVMValueRef a_addr = LLVMBuildAdd(b, w->ring_addr, soff, "stage_addr");
+  LLVMValueRef b_panels =
+      at(w, w->ring, LLVMBuildAdd(b, soff, c32(w, w->a_bytes), ""));
+  // Fragment of A (= B^T) for thread (warp q, lane l), g = l / 4, t = l % 4:
+  // registers 0..3 hold rows (our n) 16 q + g, + 8, + g, + 8 and columns
+  // (our k) t, t, t + 4, t + 4 of each 64 x 8 slab.
+  LLVMValueRef q =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
+  LLVMValueRef g = LLVMBuildLShr(b, lane, c32(w, 2), "");
+  LLVMValueRef t = LLVMBuildAnd(b, lane, c32(w, 3), "");
+  LLVMValueRef row = LLVMBuildAdd(
+      b, n_wg, LLVMBuildAdd(b, LLVMBuildMul(b, q, c32(w, 16), ""), g, ""), "");
+  int32_t blocks = w->num_acc / (p->tile_m / 2);
+  enum { kSteps = 4 };
+  LLVMValueRef frag[4][kSteps][4];
+  for (int32_t j = 0; j < blocks; ++j) {
+    for (int32_t s = 0; s < kSteps; ++s) {
+      for (int32_t r = 0; r < 4; ++r) {
+        LLVMValueRef n = LLVMBuildAdd(b, row, c32(w, 64 * j + 8 * (r & 1)), "");
+        LLVMValueRef k = LLVMBuildAdd(b, t, c32(w, 8 * s + 4 * (r >> 1)), "");
+        LLVMValueRef v = LLVMBuildLoad2(
+            b, em->t_i32, at(w, b_panels, tf32_b_offset(w, k, n)), "frag");
+        LLVMSetAlignment(v, 4);
+        frag[j][s][r] = v;
+      }
+    }
+  }
+  plain_asm(w, "wgmma.fence.sync.aligned;");
+  for (int32_t s = 0; s < kSteps; ++s) {
+    // wgmma's B is the A tile, K-major: +32 bytes per k8 inside the
+    // swizzled rows, 8-row atoms 1024 bytes apart; LBO unused (1).
+    LLVMValueRef db =
+        descriptor(w, LLVMBuildAdd(b, a_addr, c32(w, s * 32), ""), 16, kAtom);
+    // As in compute_tile: the first k-step overwrites the accumulators.
+    LLVMValueRef accumulate =
+        s ? c32(w, 1)
+          : LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntNE, kt, c64(w, 0), ""),
+                          em->t_i32, "");
+    for (int32_t j = 0; j < blocks; ++j)
+      wgmma_tf32(w, j * (p->tile_m / 2), frag[j][s], db, accumulate);
+  }
+  plain_asm(w, "wgmma.commit_group.sync.aligned;");
+}
+
+// stage_c for the tf32 accumulators (C^T's fragment): register i of block
+// j of thread (warp q, lane l) holds C row (m) 8 (i' / 4) + 2 (l % 4) +
+// i' % 2 and column (n) n_wg + 64 j + 16 q + l / 4 + 8 ((i' / 2) % 2), with
+// i' = i - j tile_m / 2. Rows [row0, row0 + rows) are written, |rows| a
+// multiple of 8, so a register's 8-row group is all in or all out.
+static void stage_c_tf32(wg_t* w, LLVMValueRef n_wg, LLVMValueRef c,
+                         int32_t row0, int32_t rows, LLVMValueRef any) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef q =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
+  LLVMValueRef col =
+      LLVMBuildAdd(b, n_wg,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, q, c32(w, 16), ""),
+                                LLVMBuildLShr(b, lane, c32(w, 2), ""), ""),
+                   "");
+  LLVMValueRef row =
+      LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
+  LLVMValueRef base = LLVMBuildMul(
+      b,
+      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(w, p->c_stride), ""), col, ""),
+      c32(w, 4), "");
+  LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
+  int32_t per = p->tile_m / 2;
+  for (int32_t i = 0; i < w->num_acc; ++i) {
+    int32_t j = i / per, r = i % per;
+    int32_t m = 8 * (r / 4) + r % 2;
+    if (8 * (r / 4) < row0 || 8 * (r / 4) >= row0 + rows) continue;
+    int32_t n = 64 * j + 8 * ((r / 2) % 2);
+    int32_t off = ((m - row0) * p->c_stride + n) * 4;
+    // A select into a new value, not a write to the accumulator (C7515).
+    LLVMValueRef x = tj_emit_select(
+        em, any, LLVMBuildLoad2(b, em->t_f32, acc_slot(w, i), ""), zero);
+    LLVMValueRef st =
+        LLVMBuildStore(b, x, at(w, c, LLVMBuildAdd(b, base, c32(w, off), "")));
+    LLVMSetAlignment(st, 4);
+  }
+}
+
 // Writes the accumulators of rows [row0, row0 + rows) of the tile to
 // |c| (row row0 at its start), zeros where |any| (i1) is false (K = 0 ran
 // no wgmma). Thread t of warpgroup wg (warp q = t / 32 % 4, lane l) holds,
@@ -508,8 +676,10 @@ static void init(wg_t* w, tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* p) {
   w->ring = at(w, p->smem, pad);
   w->ring_addr = LLVMBuildAdd(b, addr, pad, "ring_addr");
   w->wg = LLVMBuildLShr(b, p->tid, c32(w, 7), "wg");
-  w->k_tiles = LLVMBuildSDiv(b, LLVMBuildAdd(b, p->kdim, c64(w, kBK - 1), ""),
-                             c64(w, kBK), "k_tiles");
+  // A stage is 128 bytes of k a row either way: 64 halves or 32 f32.
+  w->bk = p->tf32 ? 32 : kBK;
+  w->k_tiles = LLVMBuildSDiv(b, LLVMBuildAdd(b, p->kdim, c64(w, w->bk - 1), ""),
+                             c64(w, w->bk), "k_tiles");
   // k-tiles in flight beyond the current one: a stage is free again once
   // the wgmmas that read it are done, which the barrier at the top of
   // an iteration guarantees for the previous k-tile under |drain| and for
@@ -698,22 +868,28 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
                    "issuer");
   LLVMValueRef it = tj_emit_alloca(em, em->t_i64, "it");
   LLVMBuildStore(b, c64(w, 0), it);
-  int32_t panels = p->tile_n / 64;
+  // B panels: 64 n x 64 k of f16/bf16 (8 KiB), or 32 n x 32 k of f32
+  // (4 KiB); each a box of 128-byte rows.
+  int32_t panel_n = p->tf32 ? 32 : 64;
+  int32_t panel_bytes = p->tf32 ? 32 * kRow : kPanel;
+  int32_t panels = p->tile_n / panel_n;
   tj_emit_loop_t tiles, ks;
   LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
   LLVMValueRef m0, n0;
   p->tile_origin(p->ctx, t, &m0, &n0);
-  // Panels of B with a column inside N: ceil((N - n0) / 64), at most all.
+  // Panels of B with a column inside N: ceil((N - n0) / panel_n), at most
+  // all.
   LLVMValueRef live = tj_emit_min_i64(
       em,
-      LLVMBuildSDiv(
-          b, LLVMBuildAdd(b, LLVMBuildSub(b, p->n, n0, ""), c64(w, 63), ""),
-          c64(w, 64), ""),
+      LLVMBuildSDiv(b,
+                    LLVMBuildAdd(b, LLVMBuildSub(b, p->n, n0, ""),
+                                 c64(w, panel_n - 1), ""),
+                    c64(w, panel_n), ""),
       c64(w, panels));
   LLVMValueRef bytes = LLVMBuildTrunc(
       b,
       LLVMBuildAdd(b, c64(w, w->a_bytes),
-                   LLVMBuildMul(b, live, c64(w, 64 * 64 * 2), ""), ""),
+                   LLVMBuildMul(b, live, c64(w, panel_bytes), ""), ""),
       em->t_i32, "tx_bytes");
   LLVMValueRef kt =
       tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
@@ -726,15 +902,15 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
            "r,r,~{memory}", tx, 2);
   LLVMValueRef base =
       ring_at(w, LLVMBuildMul(b, s, c32(w, w->stage_bytes), ""));
-  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(w, kBK), "k0");
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(w, w->bk), "k0");
   tma_load(w, base, p->map_a, k0, m0, full);
   for (int32_t q = 0; q < panels; ++q) {
     tj_emit_if_t in;
     if (q > 0)
       tj_emit_if_begin(
           em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
-    tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * kPanel), ""),
-             p->map_b, LLVMBuildAdd(b, n0, c64(w, 64 * q), ""), k0, full);
+    tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), ""),
+             p->map_b, LLVMBuildAdd(b, n0, c64(w, panel_n * q), ""), k0, full);
     if (q > 0) tj_emit_if_end(em, &in);
   }
   bump(w, it);
@@ -772,6 +948,9 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   int32_t c_rows = tma_c_rows(p);
   LLVMValueRef region = c32(w, ring_bytes(p) + kBarrierBytes);
   LLVMValueRef rows_wg = pingpong ? c32(w, 0) : cw;  // of the stage's A
+  // TF32: the warpgroup's first column (cooperative: half the columns each).
+  LLVMValueRef n_wg =
+      pingpong ? c32(w, 0) : LLVMBuildMul(b, cw, c32(w, p->tile_n / 2), "n_wg");
   LLVMValueRef bar_id = c32(w, 1);
   if (pingpong) {
     region = LLVMBuildAdd(
@@ -818,13 +997,20 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   LLVMValueRef s, phase;
   ring_slot(w, cur, &s, &phase);
   mbar_wait(w, full_bar(w, s), phase);
-  compute_tile(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), rows_wg);
-  wgmma_wait(w, 1);
-  tj_emit_if_t prev;
-  tj_emit_if_begin(em, &prev, LLVMBuildICmp(b, LLVMIntSGT, kt, c64(w, 0), ""),
-                   "prev");
-  release(w, LLVMBuildSub(b, cur, c64(w, 1), ""));
-  tj_emit_if_end(em, &prev);
+  if (p->tf32) {
+    // The next k-tile's fragments reuse the registers these wgmmas read.
+    compute_tile_tf32(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), n_wg);
+    wgmma_wait(w, 0);
+    release(w, cur);
+  } else {
+    compute_tile(w, kt, LLVMBuildZExt(b, s, em->t_i64, ""), rows_wg);
+    wgmma_wait(w, 1);
+    tj_emit_if_t prev;
+    tj_emit_if_begin(em, &prev, LLVMBuildICmp(b, LLVMIntSGT, kt, c64(w, 0), ""),
+                     "prev");
+    release(w, LLVMBuildSub(b, cur, c64(w, 1), ""));
+    tj_emit_if_end(em, &prev);
+  }
   tj_emit_loop_end(em, &ks);
   if (pingpong) {
     // This warpgroup's waits for the tile are over: the other's turn.
@@ -838,13 +1024,19 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
     tj_emit_if_end(em, &lane0);
   }
   wgmma_wait(w, 0);
-  tj_emit_if_t last;
-  tj_emit_if_begin(em, &last, any, "last");
-  release(w,
-          LLVMBuildSub(b, LLVMBuildAdd(b, it0, w->k_tiles, ""), c64(w, 1), ""));
-  tj_emit_if_end(em, &last);
+  if (!p->tf32) {
+    tj_emit_if_t last;
+    tj_emit_if_begin(em, &last, any, "last");
+    release(w, LLVMBuildSub(b, LLVMBuildAdd(b, it0, w->k_tiles, ""), c64(w, 1),
+                            ""));
+    tj_emit_if_end(em, &last);
+  }
   for (int32_t r = 0; r < p->tile_m; r += c_rows) {
-    stage_c(w, rows_wg, c_region, r, c_rows, any);
+    if (p->tf32) {
+      stage_c_tf32(w, n_wg, c_region, r, c_rows, any);
+    } else {
+      stage_c(w, rows_wg, c_region, r, c_rows, any);
+    }
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
     TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
@@ -912,6 +1104,11 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   LLVMBuilderRef b = w.b;
   LLVMValueRef any =
       LLVMBuildICmp(b, LLVMIntSGT, w.k_tiles, c64(&w, 0), "any_k");
+  if (p->tf32 && (!p->tma || (p->tile_m == 128 && p->tile_n < 128)))
+    return tj_internal(
+        "tf32 wgmma: TMA only, and 128 or 256 columns a "
+        "cooperative tile (here %dx%d)",
+        (int)p->tile_m, (int)p->tile_n);
   if (p->tma) return emit_tma(&w, any);
   if (!p->persistent) {
     LLVMValueRef inner = setup_tile(&w, p->m0, p->n0);

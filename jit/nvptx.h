@@ -96,7 +96,8 @@ typedef enum tj_nvptx_gemm_kernel_t {
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
   // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
-  // 128-byte swizzle row of f16/bf16): 0 or 64.
+  // 128-byte swizzle row of f16/bf16): 0 or 64. The f32 CUDA-core loop:
+  // 16, else 8.
   int32_t gemm_tile_k;
   // cp.async ring depth: 2..8 (default 4); wgmma 3..8 (default 4).
   int32_t gemm_stages;
@@ -126,6 +127,12 @@ typedef struct tj_nvptx_options_t {
   // other's wgmmas). With gemm_persistent, the producer loads the next
   // tile while the consumers run the epilogue.
   bool gemm_tma;
+  // f32 GEMMs may run on TF32 tensor cores (tj_cuda_compile_options_t.
+  // allow_tf32): on sm_90a, the TMA schedules (gemm_tma) of an f32 GEMM
+  // are wgmma .tf32 kernels (emit_nvptx_wgmma.c); the others stay exact
+  // f32 (CUDA cores). Without it, the TMA schedules of an f32 GEMM are
+  // UNSUPPORTED.
+  bool gemm_tf32;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

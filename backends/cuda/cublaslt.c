@@ -11,11 +11,12 @@
 
 enum {
   kStatusSuccess = 0,
-  kComputeF32 = 68,  // CUBLAS_COMPUTE_32F
-  kR32F = 0,         // CUDA_R_32F
-  kR16F = 2,         // CUDA_R_16F
-  kR16BF = 14,       // CUDA_R_16BF
-  kDescTransA = 3,   // CUBLASLT_MATMUL_DESC_TRANSA
+  kComputeF32 = 68,          // CUBLAS_COMPUTE_32F
+  kComputeF32FastTf32 = 77,  // CUBLAS_COMPUTE_32F_FAST_TF32
+  kR32F = 0,                 // CUDA_R_32F
+  kR16F = 2,                 // CUDA_R_16F
+  kR16BF = 14,               // CUDA_R_16BF
+  kDescTransA = 3,           // CUBLASLT_MATMUL_DESC_TRANSA
   kDescTransB = 4,
   kDescEpilogue = 7,
   kDescBiasPointer = 8,
@@ -174,6 +175,16 @@ tj_status_t tj_cublaslt_gemm_plan(tj_cublaslt_t* lt, tj_dtype_t dtype,
                                   tj_cublaslt_epilogue_t epilogue,
                                   size_t workspace_bytes,
                                   tj_cublaslt_gemm_t** out) {
+  return tj_cublaslt_gemm_plan_tf32(lt, dtype, false, m, n, k, epilogue,
+                                    workspace_bytes, out);
+}
+
+tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
+                                       bool allow_tf32, int64_t m, int64_t n,
+                                       int64_t k,
+                                       tj_cublaslt_epilogue_t epilogue,
+                                       size_t workspace_bytes,
+                                       tj_cublaslt_gemm_t** out) {
   *out = NULL;
   int type;
   switch (dtype) {
@@ -197,7 +208,9 @@ tj_status_t tj_cublaslt_gemm_plan(tj_cublaslt_t* lt, tj_dtype_t dtype,
   g->lt = lt;
   g->epilogue = epilogue;
   g->dtype = dtype;
-  tj_status_t s = lt_status(lt->desc_create(&g->desc, kComputeF32, kR32F),
+  int compute =
+      dtype == TJ_DTYPE_F32 && allow_tf32 ? kComputeF32FastTf32 : kComputeF32;
+  tj_status_t s = lt_status(lt->desc_create(&g->desc, compute, kR32F),
                             "cublasLtMatmulDescCreate");
   int op = kOpN;
   if (!s)

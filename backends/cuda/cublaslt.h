@@ -45,6 +45,15 @@ tj_status_t tj_cublaslt_gemm_plan(tj_cublaslt_t* lt, tj_dtype_t dtype,
                                   tj_cublaslt_epilogue_t epilogue,
                                   size_t workspace_bytes,
                                   tj_cublaslt_gemm_t** out);
+// The same; with |allow_tf32|, f32 GEMMs run in cuBLAS's TF32 mode
+// (CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to TF32's 10-bit
+// mantissa, f32 accumulation).
+tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
+                                       bool allow_tf32, int64_t m, int64_t n,
+                                       int64_t k,
+                                       tj_cublaslt_epilogue_t epilogue,
+                                       size_t workspace_bytes,
+                                       tj_cublaslt_gemm_t** out);
 void tj_cublaslt_gemm_destroy(tj_cublaslt_gemm_t* gemm);
 
 // Enqueues the GEMM on |stream| (device pointers; |bias| ignored without

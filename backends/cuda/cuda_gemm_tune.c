@@ -36,6 +36,11 @@
 // N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
 // tensor maps encoded for the run's pointers and sizes
 // (tj_cuda_gemm_tensor_maps).
+// f32 GEMMs are tuned too when allow_tf32 lets them use TF32 tensor cores
+// on sm_90a (nv_options.gemm_tf32): 0 is then the exact f32 kernel (CUDA
+// cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
+// .tf32 (11's 128x64 cooperative tile has no tf32 form, and the cp.async
+// wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped).
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -205,11 +210,24 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
   return NULL;
 }
 
+// Whether kernel |i| has GEMM candidates: a tensor-core GEMM, or an f32
+// one that allow_tf32 lets run on TF32 tensor cores (sm_90a).
+static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
+  const tj_kir_t* g = p->kernels[i].low->kernel;
+  if (p->kernels[i].info.tensor_cores) return true;
+  if (g->kind != TJ_KIR_GEMM || !p->nv_options.gemm_tf32 ||
+      p->arch != TJ_NVPTX_SM_90A)
+    return false;
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    if (g->buffers[b].role == TJ_KIR_GEMM_A)
+      return g->buffers[b].dtype == TJ_DTYPE_F32;
+  }
+  return false;
+}
+
 tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
   bool any = false;
-  for (uint32_t i = 0; i < p->num_kernels; ++i) {
-    any |= p->kernels[i].info.tensor_cores;
-  }
+  for (uint32_t i = 0; i < p->num_kernels; ++i) any |= has_candidates(p, i);
   if (!any) return NULL;
   p->gemm.tunes =
       tj_calloc(p->al, p->num_kernels + 1, sizeof(tj_cuda_gemm_tune_t));
@@ -218,7 +236,7 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
     tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
     t->temp_offset = -1;
     const tj_kir_t* g = p->kernels[i].low->kernel;
-    if (!p->kernels[i].info.tensor_cores) continue;
+    if (!has_candidates(p, i)) continue;
     t->tunable = true;
     for (uint32_t b = 0; b < g->num_buffers; ++b) {
       if (g->buffers[b].role == TJ_KIR_GEMM_A) t->a = b;
@@ -256,6 +274,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
+    o.gemm_tf32 = p->nv_options.gemm_tf32;
     TJ_RETURN_IF_ERROR(
         tj_cuda_program_compile_kernel(p, g, &o, &t->variant[c]));
   }
@@ -338,9 +357,9 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     uint32_t slot = t->next_plan++ % TJ_CUDA_GEMM_MAX_PLANS;
     tj_cublaslt_gemm_destroy(t->plans[slot]);
     t->plans[slot] = NULL;
-    TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan(
-        p->gemm.lt, t->acc_dtype, t->m, n, k, TJ_CUBLASLT_EPILOGUE_NONE,
-        LT_WORKSPACE_BYTES, &t->plans[slot]));
+    TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan_tf32(
+        p->gemm.lt, t->acc_dtype, p->nv_options.gemm_tf32, t->m, n, k,
+        TJ_CUBLASLT_EPILOGUE_NONE, LT_WORKSPACE_BYTES, &t->plans[slot]));
     t->plan_ms[slot] = t->m;
     t->plan = t->plans[slot];
     p->gemm.fresh_plan = true;
@@ -392,8 +411,9 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
     const tj_kir_buffer_t* buf = &g->buffers[b];
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
     int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
+    int64_t bytes = pitch * (int64_t)tj_dtype_size(buf->dtype);
     if (!tj_kir_ival_is_const(buf->strides[1], 1) || argv[b] % 16 != 0 ||
-        pitch <= 0 || (pitch * 2) % 16 != 0)
+        pitch <= 0 || bytes % 16 != 0)
       return false;
   }
   return true;
@@ -440,6 +460,11 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
   if (p->arch != TJ_NVPTX_SM_90A) return o->gemm_kernel != TJ_NVPTX_GEMM_WGMMA;
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
   bool tma = tma_fits(p, ki, scalars);
+  // f32 (allow_tf32): only the TMA schedules have a tf32 form, and not
+  // the 128x64 cooperative tile (emit_nvptx_wgmma.c).
+  if (!p->kernels[ki].info.tensor_cores &&
+      (!o->gemm_tma || (o->gemm_tile_m == 128 && o->gemm_tile_n < 128)))
+    return false;
   if (o->gemm_tma && !tma) return false;
   if (!o->gemm_tma && tma) {
     for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
@@ -512,6 +537,7 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
                             .options = kVariants[c],
                             .slot = &t->variant[c]};
       w[n].options.approx_math = p->nv_options.approx_math;
+      w[n].options.gemm_tf32 = p->nv_options.gemm_tf32;
     }
     w[n].p = p;
     ++n;
@@ -673,6 +699,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
       } else {
         o = kVariants[c];
         o.approx_math = p->nv_options.approx_math;
+        o.gemm_tf32 = p->nv_options.gemm_tf32;
       }
       tj_nvptx_kernel_t info;
       status = tj_nvptx_module_add_kernel(module, k, &o, &info);

@@ -155,13 +155,15 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
 
 //===--- tensor maps ---===//
 
-// One 2-D map: |rows| x |cols| elements of 2 bytes, rows |pitch| elements
-// apart, boxes of 64 columns x |box_rows|.
+// One 2-D map: |rows| x |cols| elements of |buf|'s dtype, rows |pitch|
+// elements apart, boxes of 128 bytes of columns (64 halves, 32 f32 for
+// TF32) x |box_rows|.
 static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
                               const tj_kir_buffer_t* buf, uint64_t address,
                               int64_t rows, int64_t cols, int64_t pitch,
                               uint32_t box_rows, uint64_t* out) {
-  int64_t pitch_bytes = pitch * 2;
+  int64_t elem = (int64_t)tj_dtype_size(buf->dtype);
+  int64_t pitch_bytes = pitch * elem;
   if (address % 16 != 0 || pitch_bytes % 16 != 0 || pitch_bytes <= 0 ||
       pitch_bytes >= ((int64_t)1 << 40) || rows > ((int64_t)1 << 32) ||
       cols > ((int64_t)1 << 32) || pitch < cols)
@@ -174,11 +176,12 @@ static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
         (long long)pitch_bytes, (unsigned long long)address);
   uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows};
   uint64_t strides[1] = {(uint64_t)pitch_bytes};
-  uint32_t box[2] = {64, box_rows};
+  uint32_t box[2] = {(uint32_t)(128 / elem), box_rows};
   uint32_t element_strides[2] = {1, 1};
-  tj_cu_tensor_map_data_type_t dt = buf->dtype == TJ_DTYPE_F16
-                                        ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                        : TJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  tj_cu_tensor_map_data_type_t dt =
+      buf->dtype == TJ_DTYPE_F16   ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+      : buf->dtype == TJ_DTYPE_F32 ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : TJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   return tj_status_annotate(
       TJ_CU_STATUS(
           cu, cuTensorMapEncodeTiled,
@@ -219,7 +222,9 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
       status = encode_map(cu, k, buf, buffers[i], m, kk, pitch,
                           (uint32_t)info->tile_m, out->a);
     } else {
-      status = encode_map(cu, k, buf, buffers[i], kk, n, pitch, 64, out->b);
+      // B: boxes of 128 bytes of n by as many k rows (64 halves, 32 f32).
+      status = encode_map(cu, k, buf, buffers[i], kk, n, pitch,
+                          (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
     }
   }
   tj_cuda_device_leave(device);

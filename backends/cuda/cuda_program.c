@@ -101,6 +101,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->graphs.enabled = !options->cuda.disable_graphs;
   p->arch = arch;
   p->nv_options.approx_math = !options->cuda.precise_math;
+  p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
@@ -112,9 +113,10 @@ static tj_status_t program_create(tj_context_t* context,
     long c = strtol(force, &end, 10);
     if (!*end && c < TJ_CUDA_GEMM_CANDIDATES) p->gemm.forced = (int32_t)c;
   }
-  snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s",
+  snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s%s",
            device ? device->name : "offline", tj_nvptx_arch_name(arch),
-           p->nv_options.approx_math ? " approx" : "");
+           p->nv_options.approx_math ? " approx" : "",
+           p->nv_options.gemm_tf32 ? " tf32" : "");
   tj_status_t status = NULL;
   if (pthread_mutex_init(&p->mutex, NULL) != 0) {
     status = tj_internal("tj_compile: pthread_mutex_init failed");
@@ -181,9 +183,9 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
 
 //===--- kernels ---===//
 
-// Tensor-core operands are read with 16-byte cp.async: strides and offsets
-// that are known now must be multiples of 8 halves (symbolic ones are
-// checked per run by the launch configuration).
+// Tensor-core operands are read 16 bytes at a time: strides and offsets
+// that are known now must be multiples of 8 halves (4 f32 for TF32;
+// symbolic ones are checked per run by the launch configuration).
 static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
                                         const tj_nvptx_kernel_t* info) {
   const tj_kir_t* k = low->kernel;
@@ -191,19 +193,22 @@ static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
     for (int32_t d = 0; d + 1 < k->rank; ++d) {
       tj_kir_ival_t s = buf->strides[d];
-      if (s.param < 0 && s.value % 8 != 0)
+      if (s.param < 0 && s.value % per != 0)
         return tj_unsupported(
             "kernel @%s: tensor-core operand %%%s has stride %lld in dim %d, "
-            "not a multiple of 8 elements (16 bytes)",
-            k->name, buf->name, (long long)s.value, (int)d);
+            "not a multiple of %lld elements (16 bytes)",
+            k->name, buf->name, (long long)s.value, (int)d, (long long)per);
     }
-    if (low->buffer_offset_dims[b] >= 0 && low->buffer_offset_dims[b] % 8 != 0)
+    if (low->buffer_offset_dims[b] >= 0 &&
+        low->buffer_offset_dims[b] % per != 0)
       return tj_unsupported(
           "kernel @%s: tensor-core operand %%%s starts %lld elements into its "
-          "value, not a multiple of 8",
-          k->name, buf->name, (long long)low->buffer_offset_dims[b]);
+          "value, not a multiple of %lld",
+          k->name, buf->name, (long long)low->buffer_offset_dims[b],
+          (long long)per);
   }
   return NULL;
 }

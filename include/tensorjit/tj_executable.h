@@ -105,6 +105,15 @@ typedef struct tj_cuda_compile_options_t {
   // erfc 7; far inside the bf16 and f16 tolerances), which cost 2-4x fewer
   // instructions.
   bool precise_math;
+  // f32 matmuls may run on TF32 tensor cores (off by default, as
+  // torch.backends.cuda.matmul.allow_tf32): on sm_90a the GEMM autotuner
+  // then also times wgmma .tf32 kernels and cuBLASLt's TF32 mode beside the
+  // exact f32 kernel and keeps the fastest. TF32 keeps 10 of f32's 23
+  // mantissa bits of each operand (products then carry a relative error up
+  // to about 2^-10, sums are f32), so an f32 matmul is then good to about
+  // 1e-3 of the sum of its terms' magnitudes, not 1e-6. With autotuning
+  // off f32 matmuls stay exact f32. Available since: 0.1.
+  bool allow_tf32;
 } tj_cuda_compile_options_t;
 
 typedef struct tj_compile_options_t {

@@ -135,7 +135,7 @@ class CudaCompileOptions_t(ctypes.Structure):
     """tj_cuda_compile_options_t."""
 
     _fields_ = [("device", i32), ("stream", vp), ("disable_graphs", cbool),
-                ("precise_math", cbool)]
+                ("precise_math", cbool), ("allow_tf32", cbool)]
 
 
 class CompileOptions_t(ctypes.Structure):

@@ -640,7 +640,7 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             verify_each: bool = False, autotune: str = "default",
             autotune_budget_ms: int = 0, cuda_device: int = 0,
             cuda_stream: Any = None, cuda_graphs: bool = True,
-            precise_math: bool = False,
+            precise_math: bool = False, allow_tf32: bool = False,
             reuse_outputs: bool = False, unfused: bool = False,
             bisect: Optional[str] = None) -> Executable:
     """Compiles |graph| (finalizing it first) for |target|
@@ -685,6 +685,11 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         precise_math: CUDA: exp, tanh, sigmoid and erf with the x86
             target's precise polynomials instead of the GPU's approximate
             instructions.
+        allow_tf32: CUDA: f32 matmuls may run on TF32 tensor cores (off by
+            default, as ``torch.backends.cuda.matmul.allow_tf32``): about
+            1e-3 of the sum of the terms' magnitudes instead of f32's 1e-6.
+            On sm_90a the autotuner then also times TF32 kernels and keeps
+            the fastest (``tj_cuda_compile_options_t.allow_tf32``).
         reuse_outputs: see :attr:`Executable.reuse_outputs`.
         unfused: the eager-like baseline: no fusion, every op its own
             kernel (``tj_compile_options_t.unfused``; what
@@ -758,6 +763,7 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         # The legacy stream (torch's default) cannot be captured.
         opts.cuda.disable_graphs = not cuda_graphs or stream == 1
         opts.cuda.precise_math = bool(precise_math)
+        opts.cuda.allow_tf32 = bool(allow_tf32)
     handle = ctypes.c_void_p()
     _lib.check(L.tj_compile(graph.handle, ctypes.byref(opts),
                             ctypes.byref(handle)))

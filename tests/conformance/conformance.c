@@ -517,6 +517,7 @@ void tj_cts_finish(const tj_cts_backend_t* be, tj_cts_case_t* c, int kernels,
   tj_compile_options_initialize(&opts);
   opts.target = be->target;
   opts.verify_each = true;
+  opts.cuda.allow_tf32 = c->allow_tf32;
   tj_cts_io_t modes[4] = {TJ_CTS_IO_HOST};
   int num_modes = 1;
   if (c->layouts && !g_compile_fn) {
@@ -1004,6 +1005,35 @@ static void group_half_matmuls(void) {
     c.tol = tj_cts_tol_for(d, 0);
     finish(&c, 1, 0);
   }
+}
+
+// f32 matmuls that may run on TF32 tensor cores (allow_tf32; sm_90a's
+// autotuner times its wgmma .tf32 kernels and cuBLASLt's TF32 mode; other
+// targets stay exact). TF32 truncates each operand to a 10-bit mantissa:
+// each product is off by less than 2^-9 of |a_k b_k|, so the sum by less
+// than 2^-9 sum_k |a_k b_k| (here at most 200 x 1 x 0.25 / 512 = 0.1, about
+// 2e-3 for these random signs), plus f32 accumulation. The budget, atol
+// and rtol 1e-2, is that; a wrong fragment or swizzle is off by O(1).
+// K 200 and N 136 leave partial k-tiles and B panels; N 45 has rows TMA
+// cannot load (the exact kernel then serves).
+static void group_tf32_matmuls(void) {
+  case_t c;
+  begin(&c, "matmul_tf32_bias_gelu");
+  c.allow_tf32 = true;
+  tj_value_t x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 200}, -1, 1);
+  tj_value_t w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){200, 136}, -0.25, 0.25);
+  tj_value_t b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){136}, -1, 1);
+  output(&c, tj_graph_gelu(c.g, tj_graph_linear(c.g, x, w, b), true));
+  c.tol = (tol_t){1e-2, 1e-2};
+  finish(&c, 1, 0);
+
+  begin(&c, "matmul_tf32_odd_n");
+  c.allow_tf32 = true;
+  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 64}, -1, 1);
+  w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){64, 45}, -1, 1);
+  output(&c, tj_graph_matmul(c.g, x, w));
+  c.tol = (tol_t){1e-2, 1e-2};
+  finish(&c, 1, 0);
 }
 
 //===--- movement and leaves ---===//
@@ -1702,6 +1732,7 @@ static const group_t kGroups[] = {
     {"softmax_layer_norm", group_softmax_layer_norm},
     {"matmuls", group_matmuls},
     {"half_matmuls", group_half_matmuls},
+    {"tf32_matmuls", group_tf32_matmuls},
     {"movement", group_movement},
     {"op_dtype_matrix", group_op_dtype_matrix},
 };

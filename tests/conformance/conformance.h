@@ -92,7 +92,8 @@ typedef struct tj_cts_case_t {
   double lo[TJ_CTS_MAX_IO], hi[TJ_CTS_MAX_IO];
   int num_inputs;
   tj_cts_tol_t tol;
-  bool layouts;  // also run with device and strided tensors
+  bool layouts;     // also run with device and strided tensors
+  bool allow_tf32;  // tj_cuda_compile_options_t.allow_tf32
 } tj_cts_case_t;
 
 typedef struct tj_cts_report_t {

@@ -99,6 +99,28 @@ TEST(gemm_candidates) {
   }
 }
 
+// allow_tf32's f32 GEMM candidates, forced: the exact kernel (0),
+// cuBLASLt's TF32 mode (4) and the TMA schedules on wgmma .tf32 (7, 8, 10
+// cooperative, 9 pingpong), against the reference within the TF32 budget
+// the group states (the odd-N case has no TMA form: it falls back).
+TEST(tf32_candidates) {
+  static const char* const kForced[] = {"0", "4", "7", "8", "9", "10"};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
+    tj_context_options_t o = tj_test_context_options();
+    o.cuda_gemm_candidate = kForced[i];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&o, &ctx));
+    tj_cts_backend_t be = g_be;
+    be.context = ctx;
+    int before = tj_cts_failures;
+    tj_cts_run_group(&be, "tf32_matmuls");
+    if (tj_cts_failures != before) {
+      fprintf(stderr, "  (with cuda_gemm_candidate %s)\n", kForced[i]);
+    }
+    tj_context_destroy(ctx);
+  }
+}
+
 //===--- the GPU's approximate math ---===//
 
 // Max error in ulps of f32 |got| against the exact |want|, over values
@@ -1060,6 +1082,7 @@ int main(void) {
   g_dev = tj_test_open_device_or_skip();
   g_be = (tj_cts_backend_t){"cuda", TJ_TARGET_CUDA, g_ctx, NULL, NULL, NULL};
   RUN_TEST(gemm_candidates);
+  RUN_TEST(tf32_candidates);
   RUN_TEST(math_accuracy);
   RUN_TEST(capstone_bf16);
   RUN_TEST(capstone_f32);

@@ -151,6 +151,46 @@ static const tj_nvptx_options_t kTma[] = {
      .approx_math = true},
 };
 
+// The TMA schedules of an f32 GEMM on TF32 tensor cores (allow_tf32): the
+// tuner's candidates 7 to 10, and pingpong 64x128.
+static const tj_nvptx_options_t kTf32[] = {
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tf32 = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4,
+     .gemm_persistent = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tf32 = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4,
+     .gemm_persistent = true,
+     .approx_math = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tf32 = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4,
+     .gemm_persistent = true},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tf32 = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 3},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tf32 = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 128,
+     .gemm_stages = 6,
+     .gemm_persistent = true},
+};
+
 // What the TMA schedule's PTX must contain.
 static const char* const kExpectedTma[] = {
     "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx",
@@ -194,13 +234,20 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
       CHECK(strstr(ptx, "cp.async.cg") == NULL);
       CHECK(strstr(ptx, ".local") == NULL);
       CHECK_EQ_INT(384, info.threads);
+      if (s == SAMPLE_GEMM_F32) {
+        // wgmma .tf32 with A from registers (ld.shared fragments), k8.
+        CHECK_CONTAINS(ptx, "k8.f32.tf32.tf32");
+        CHECK_CONTAINS(ptx, "ld.shared.u32");
+        CHECK_EQ_INT(32, info.tile_k);
+      }
     }
     char name[96];
     if (!options) {
       snprintf(name, sizeof(name), "%s", kSampleNames[s]);
     } else if (info.tma) {
-      snprintf(name, sizeof(name), "%s_tma%dx%ds%d%s%s", kSampleNames[s],
-               (int)info.tile_m, (int)info.tile_n, (int)info.stages,
+      snprintf(name, sizeof(name), "%s_tma%s%dx%ds%d%s%s", kSampleNames[s],
+               options->gemm_tf32 ? "_tf32_" : "", (int)info.tile_m,
+               (int)info.tile_n, (int)info.stages,
                options->gemm_persistent ? "_persistent" : "",
                options->approx_math ? "_approx" : "");
     } else if (info.wgmma) {
@@ -348,6 +395,11 @@ TEST(every_sample_every_arch) {
       check_sample(target, (sample_t)s, NULL);
       check_sample(target, (sample_t)s, &approx);
     }
+    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages).
+    static const tj_nvptx_options_t f32_bk16[] = {
+        {.gemm_tile_k = 16}, {.gemm_tile_k = 16, .gemm_stages = 3}};
+    for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
+      check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
     static const tj_nvptx_options_t variants[] = {
         {.gemm_tile_k = 32,
@@ -418,6 +470,9 @@ TEST(every_sample_every_arch) {
     // batched sample is refused, see bad_options).
     for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTma); ++v)
       check_sample(target, SAMPLE_GEMM_BF16, &kTma[v]);
+    // sm_90a, allow_tf32: the f32 GEMM on wgmma .tf32.
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTf32); ++v)
+      check_sample(target, SAMPLE_GEMM_F32, &kTf32[v]);
     tj_nvptx_target_destroy(target);
   }
 }
@@ -503,6 +558,27 @@ TEST(bad_options) {
   CHECK_STATUS(
       TJ_STATUS_INVALID_ARGUMENT, "wgmma options",
       tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &mma_tile, &info));
+  // f32: the TMA schedules only with allow_tf32 (gemm_tf32), on sm_90a,
+  // not the 128x64 cooperative tile; no cp.async wgmma kernel.
+  tj_kir_t* f32 = NULL;
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_F32, &f32));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "allow_tf32",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, f32, &tma, &info));
+  tj_nvptx_options_t tf32 = {
+      .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tma = true, .gemm_tf32 = true};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "sm_90a",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, f32, &tf32, &info));
+  tj_nvptx_options_t tf32_narrow = tf32;
+  tf32_narrow.gemm_tile_n = 64;
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "tile_n 128 or 256 (here 128x64)",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, f32, &tf32_narrow, &info));
+  tj_nvptx_options_t tf32_cp = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                                .gemm_tf32 = true};
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "f16/bf16 operands",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, f32, &tf32_cp, &info));
+  tj_kir_destroy(f32);
   CHECK(LLVMGetFirstFunction(module) == NULL);
   LLVMDisposeModule(module);
   LLVMContextDispose(ctx);

@@ -66,6 +66,7 @@ int main(void) {
   FIELD(tj_compile_options_t, cuda.stream);
   FIELD(tj_compile_options_t, cuda.disable_graphs);
   FIELD(tj_compile_options_t, cuda.precise_math);
+  FIELD(tj_compile_options_t, cuda.allow_tf32);
   FIELD(tj_compile_options_t, unfused);
   FIELD(tj_compile_options_t, bisect);
 

@@ -129,6 +129,22 @@ def test_graph_building() -> None:
     g.finalize()  # idempotent
 
 
+def test_allow_tf32_is_a_cuda_option() -> None:
+    # allow_tf32 lets CUDA f32 matmuls use TF32 tensor cores; other targets
+    # ignore it and stay exact f32.
+    g = tj.Graph("mm")
+    x = g.input("x", "f32", ["B", 40])
+    w = g.input("w", "f32", [40, 24])
+    g.output(x @ w, "y")
+    rng = np.random.default_rng(3)
+    xv = rng.uniform(-1, 1, (5, 40)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (40, 24)).astype(np.float32)
+    got = tj.compile(g, allow_tf32=True)(xv, wv)
+    want = g.run_reference(xv, wv)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_symbolic_dim_expressions() -> None:
     g = tj.Graph("dims")
     x = g.input("x", "f32", ["B", "S"])
