@@ -226,9 +226,9 @@ def time_cuda(fn, iters):
     return statistics.median(means)
 
 
-def ort_session(fn, targs, path):
+def ort_session(fn, targs, path, threads):
     """onnxruntime on |fn| exported with |targs| (None when onnxruntime or
-    the exporter is missing)."""
+    the exporter is missing), on |threads| threads (0: its default)."""
     try:
         import onnxruntime as ort  # type: ignore
     except ImportError:
@@ -245,7 +245,11 @@ def ort_session(fn, targs, path):
     except Exception as e:  # the exporter or the onnx package missing
         print(f"# onnxruntime skipped: export failed: {e}"[:200])
         return None
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    if threads > 0:
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     feed = {n: a.detach().numpy() for n, a in zip(names, targs)}
     return lambda: sess.run(None, feed)
 
@@ -263,7 +267,8 @@ def main():
                     help="x86: our threads and torch's (0: all)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--max-autotune", action="store_true")
-    ap.add_argument("--ort", action="store_true", help="x86: onnxruntime")
+    ap.add_argument("--ort", action="store_true",
+                    help="x86: onnxruntime (on --threads threads)")
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--cpu-clock", action="store_true",
                     help="x86: time the process's CPU time (all threads), "
@@ -328,7 +333,7 @@ def main():
                         tune = timer(lambda: af(*ours_in), args.iters)
                 if args.ort and not cuda and args.dtype == "f32":
                     run = ort_session(torch_block(c, export=True), ours_in,
-                                      f"/tmp/tj_{kind}.onnx")
+                                      f"/tmp/tj_{kind}.onnx", args.threads)
                     if run is not None:
                         ort_ms = timer(run, args.iters)
             print(f"{kind:>6s} {f'{b},{t}':>9s} {ours:9.3f} "
