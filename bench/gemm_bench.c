@@ -12,6 +12,10 @@
 //   (0 = auto), e.g. "8,32,0,0,0".
 //   GEMM_BENCH_CLOCK=cpu times the thread's CPU time, minimum of the runs
 //   (1-thread rows only; see g_cpu_clock).
+//   GEMM_BENCH_EPILOGUE=erf|silu makes the fwd rows' epilogue the erf-form
+//   GELU as decompose writes it, x * erfc(x * -sqrt(1/2)) * 0.5 (the GPT
+//   block's MLP), or x * sigmoid(x) (the Llama block's SwiGLU gate),
+//   instead of the tanh form.
 //   GEMM_BENCH_ASM=file writes the capstone kernel's assembly there.
 //   GEMM_BENCH_ISA=avx2|sse2|v4 forces a lower instruction-set level than
 //   the host's (the AVX2 tier can be timed on an AVX-512 host; compare it
@@ -56,6 +60,10 @@ typedef void (*set_threads_fn)(int);
 // 1-thread run spends descheduled then does not count (2-thread rows are
 // then meaningless: the pool's other thread is not counted).
 static bool g_cpu_clock;
+
+// GEMM_BENCH_EPILOGUE: the fwd rows' activation.
+typedef enum { EPI_TANH, EPI_ERF, EPI_SILU } epi_t;
+static epi_t g_epi = EPI_TANH;
 
 static double now_ms(void) {
   struct timespec ts;
@@ -143,21 +151,36 @@ static tj_kir_t* build_gemm_dt(const char* name, int64_t n, int64_t k_dim,
     if (edt != TJ_DTYPE_F32) acc = tj_kir_cast(k, edt, acc);
     uint32_t v = tj_kir_binary(k, TJ_OP_ADD, acc, tj_kir_load(k, b));
     if (edt != TJ_DTYPE_F32) v = tj_kir_cast(k, TJ_DTYPE_F32, v);
-    uint32_t v3 =
-        tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
-    uint32_t inner = tj_kir_binary(
-        k, TJ_OP_ADD, v,
-        tj_kir_binary(k, TJ_OP_MUL, v3,
-                      tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
-    uint32_t t = tj_kir_unary(
-        k, TJ_OP_TANH,
-        tj_kir_binary(k, TJ_OP_MUL, inner,
-                      tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
-    uint32_t half = tj_kir_binary(k, TJ_OP_MUL, v,
-                                  tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
-    uint32_t out = tj_kir_binary(
-        k, TJ_OP_MUL, half,
-        tj_kir_binary(k, TJ_OP_ADD, t, tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+    uint32_t out;
+    if (g_epi == EPI_ERF) {
+      uint32_t e = tj_kir_unary(
+          k, TJ_OP_ERFC,
+          tj_kir_binary(
+              k, TJ_OP_MUL, v,
+              tj_kir_const_float(k, TJ_DTYPE_F32, -0.7071067811865476)));
+      out = tj_kir_binary(k, TJ_OP_MUL, tj_kir_binary(k, TJ_OP_MUL, v, e),
+                          tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+    } else if (g_epi == EPI_SILU) {
+      out = tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_unary(k, TJ_OP_SIGMOID, v));
+    } else {
+      uint32_t v3 =
+          tj_kir_binary(k, TJ_OP_MUL, v, tj_kir_binary(k, TJ_OP_MUL, v, v));
+      uint32_t inner = tj_kir_binary(
+          k, TJ_OP_ADD, v,
+          tj_kir_binary(k, TJ_OP_MUL, v3,
+                        tj_kir_const_float(k, TJ_DTYPE_F32, 0.044715)));
+      uint32_t t = tj_kir_unary(
+          k, TJ_OP_TANH,
+          tj_kir_binary(
+              k, TJ_OP_MUL, inner,
+              tj_kir_const_float(k, TJ_DTYPE_F32, 0.7978845608028654)));
+      uint32_t half = tj_kir_binary(k, TJ_OP_MUL, v,
+                                    tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+      out =
+          tj_kir_binary(k, TJ_OP_MUL, half,
+                        tj_kir_binary(k, TJ_OP_ADD, t,
+                                      tj_kir_const_float(k, TJ_DTYPE_F32, 1)));
+    }
     if (edt != TJ_DTYPE_F32) out = tj_kir_cast(k, edt, out);
     tj_kir_store(k, y, out);
   }
@@ -462,6 +485,9 @@ int main(int argc, char** argv) {
   if (runs < 1) runs = 1;
   if (runs > 64) runs = 64;
   static const int thread_counts[] = {1, 2};
+  const char* epi_env = getenv("GEMM_BENCH_EPILOGUE");
+  if (epi_env && strcmp(epi_env, "erf") == 0) g_epi = EPI_ERF;
+  if (epi_env && strcmp(epi_env, "silu") == 0) g_epi = EPI_SILU;
   const char* clock_env = getenv("GEMM_BENCH_CLOCK");
   g_cpu_clock = clock_env && strcmp(clock_env, "cpu") == 0;
   print_machine();
@@ -667,8 +693,11 @@ int main(int argc, char** argv) {
         double v = (double)ref[i];
         if (bc->gelu) {
           v += bias[i % N];
-          v = 0.5 * v *
-              (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          v = g_epi == EPI_ERF    ? 0.5 * v * erfc(v * -0.7071067811865476)
+              : g_epi == EPI_SILU ? v / (1 + exp(-v))
+                                  : 0.5 * v *
+                                        (1 + tanh(0.7978845608028654 *
+                                                  (v + 0.044715 * v * v * v)));
         }
         worst = fmax(worst, fabs(v - y[i]));
       }

@@ -16,7 +16,8 @@ tensors:
 
 Timing: wall time from Python of a whole call (our call with out= given;
 CUDA: events around --iters calls, median of 5 means; CPU: the median of 5
-means of --iters calls), so host overhead counts. Ours is checked against
+means of --iters calls; --cpu-clock: the process's CPU time instead), so
+host overhead counts. Ours is checked against
 torch eager before timing (bf16: 5e-2, f32: 1e-3). After each shape it
 prints our per-kernel breakdown (tj_executable_profile, the --top
 largest). Ratios: the alternative's time over ours (above 1: ours faster).
@@ -124,8 +125,16 @@ def build(c, dtype, b, t):
     return g
 
 
-def torch_block(c):
-    """The same block in torch (weights passed in the graph's order)."""
+def torch_block(c, export=False):
+    """The same block in torch (weights passed in the graph's order).
+    With |export|, RMSNorm is written out (the ONNX exporter has no
+    aten::rms_norm before opset 23) and grouped-query attention repeats k
+    and v (nor enable_gqa)."""
+    def rms_norm(x, w, eps):
+        if not export:
+            return F.rms_norm(x, (x.shape[-1],), w, eps)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
     def gpt(x, ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b,
             w1, b1, w2, b2):
         bsz, t, d = x.shape
@@ -148,14 +157,19 @@ def torch_block(c):
         def rope(v):
             lo, hi = v[..., :c.dh // 2], v[..., c.dh // 2:]
             return v * cos + torch.cat([-hi, lo], dim=-1) * sin
-        h = F.rms_norm(x, (d,), rms1_w, 1e-6)
+        h = rms_norm(x, rms1_w, 1e-6)
         q = rope(heads(h @ wq, c.h))
         k = rope(heads(h @ wk, c.hkv))
         v = heads(h @ wv, c.hkv)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           enable_gqa=True)
+        if export:  # the exporter has no enable_gqa: repeat k and v
+            k = k.repeat_interleave(c.h // c.hkv, dim=1)
+            v = v.repeat_interleave(c.h // c.hkv, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               enable_gqa=True)
         x = x + a.transpose(1, 2).reshape(bsz, t, d) @ wo
-        h = F.rms_norm(x, (d,), rms2_w, 1e-6)
+        h = rms_norm(x, rms2_w, 1e-6)
         return x + (F.silu(h @ wg) * (h @ wu)) @ wd
 
     return gpt if c.kind == "gpt" else llama
@@ -181,14 +195,17 @@ def inputs_for(c, b, t, rng):
     return arrs
 
 
+CLOCK = time.perf_counter
+
+
 def time_cpu(fn, iters):
     fn()
     means = []
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(iters):
             fn()
-        means.append((time.perf_counter() - t0) / iters * 1e3)
+        means.append((CLOCK() - t0) / iters * 1e3)
     return statistics.median(means)
 
 
@@ -209,9 +226,9 @@ def time_cuda(fn, iters):
     return statistics.median(means)
 
 
-def ort_session(fn, targs, path):
+def ort_session(fn, targs, path, threads):
     """onnxruntime on |fn| exported with |targs| (None when onnxruntime or
-    the exporter is missing)."""
+    the exporter is missing), on |threads| threads (0: its default)."""
     try:
         import onnxruntime as ort  # type: ignore
     except ImportError:
@@ -221,9 +238,18 @@ def ort_session(fn, targs, path):
         def forward(self, *a):
             return fn(*a)
     names = [f"i{k}" for k in range(len(targs))]
-    torch.onnx.export(M(), tuple(targs), path, input_names=names,
-                      output_names=["y"], opset_version=18, dynamo=False)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    try:
+        torch.onnx.export(M(), tuple(targs), path, input_names=names,
+                          output_names=["y"], opset_version=18,
+                          dynamo=False, verbose=False)
+    except Exception as e:  # the exporter or the onnx package missing
+        print(f"# onnxruntime skipped: export failed: {e}"[:200])
+        return None
+    so = ort.SessionOptions()
+    if threads > 0:
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     feed = {n: a.detach().numpy() for n, a in zip(names, targs)}
     return lambda: sess.run(None, feed)
 
@@ -241,9 +267,18 @@ def main():
                     help="x86: our threads and torch's (0: all)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--max-autotune", action="store_true")
-    ap.add_argument("--ort", action="store_true", help="x86: onnxruntime")
+    ap.add_argument("--ort", action="store_true",
+                    help="x86: onnxruntime (on --threads threads)")
     ap.add_argument("--top", type=int, default=8)
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="x86: time the process's CPU time (all threads), "
+                    "not wall time: on a host shared with other work, time "
+                    "spent descheduled does not count (use with --threads "
+                    "1: spinning pools count their waits)")
     args = ap.parse_args()
+    if args.cpu_clock:
+        global CLOCK
+        CLOCK = time.process_time
     cuda = args.target == "cuda"
     if cuda and (torch is None or not torch.cuda.is_available()):
         sys.exit("--target cuda needs torch with a CUDA device")
@@ -297,7 +332,8 @@ def main():
                         af(*ours_in)
                         tune = timer(lambda: af(*ours_in), args.iters)
                 if args.ort and not cuda and args.dtype == "f32":
-                    run = ort_session(fn, ours_in, f"/tmp/tj_{kind}.onnx")
+                    run = ort_session(torch_block(c, export=True), ours_in,
+                                      f"/tmp/tj_{kind}.onnx", args.threads)
                     if run is not None:
                         ort_ms = timer(run, args.iters)
             print(f"{kind:>6s} {f'{b},{t}':>9s} {ours:9.3f} "

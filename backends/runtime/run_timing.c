@@ -25,6 +25,13 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
         elements *= buffer_extent(k, buf->role, d, scalars);
       }
     }
+    // ATTENTION: the head dims are no space dims (kernel_ir.h): q and k
+    // rows hold d elements, v and output rows dv.
+    if (k->kind == TJ_KIR_ATTENTION && buf->role != TJ_KIR_ATTN_MASK) {
+      bool qk = buf->role == TJ_KIR_ATTN_Q || buf->role == TJ_KIR_ATTN_K;
+      elements *= (double)tj_kir_ival_eval(
+          qk ? k->attention.d : k->attention.dv, scalars);
+    }
     bytes += elements * (double)tj_dtype_size(buf->dtype);
   }
   double points = 1;
@@ -38,6 +45,20 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
   double flops = 0;
   if (k->kind == TJ_KIR_GEMM) {
     flops = 2.0 * points * (double)tj_kir_ival_eval(k->gemm_k, scalars);
+  }
+  if (k->kind == TJ_KIR_ATTENTION && k->rank >= 2) {
+    // q . k over d and p . v over dv per (query, key) pair; causal counts
+    // the pairs j <= i only (the kernel never reads the tiles past them).
+    double tq = (double)tj_kir_ival_eval(k->dims[k->rank - 2], scalars);
+    double tk = (double)tj_kir_ival_eval(k->dims[k->rank - 1], scalars);
+    double pairs = points;
+    if (k->attention.causal && tq * tk > 0) {
+      double full = tq < tk ? tq : tk;  // rows i < tk see i + 1 keys
+      pairs = points / (tq * tk) * (full * (full + 1) / 2 + (tq - full) * tk);
+    }
+    flops = 2.0 * pairs *
+            (double)(tj_kir_ival_eval(k->attention.d, scalars) +
+                     tj_kir_ival_eval(k->attention.dv, scalars));
   }
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     const tj_kir_phase_t* ph = &k->phases[p];

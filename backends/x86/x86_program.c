@@ -340,6 +340,58 @@ static void dump_kernels(target_t* t, const program_t* p, const char* shape) {
   tj_free(t->config.allocator, kirs, sizeof(*kirs) * n);
 }
 
+// The n block of each GEMM kernel whose schedule is left to the default and
+// whose sizes are all constants, chosen so that its work units fill the
+// threads evenly. A unit is (batch, mc rows, nc columns); with fewer units
+// than a few per thread the last wave leaves threads idle: the GPT block's
+// d x d projections at B.T = 1024 are 4 x 6 = 24 units of 256 x 128, two
+// waves on 16 threads of which the second runs 8. Time goes as the waves
+// times a unit's size, so the candidates are nc = the default, then down
+// by a register tile's width: 24 units of 128 columns take 2 waves of 128
+// where 48 of 64 take 3 of 64 (0.75x). Ties keep the wider block, and mc
+// stays: B's packing per unit costs in proportion to nc, as its compute
+// does, while a smaller mc would pack B more often per flop. A host
+// parallel_for (its thread count unknown) and one thread leave it alone.
+static void balance_gemm_units(const target_t* t, tj_lowered_kernel_t* ks,
+                               uint32_t nk) {
+  const tj_compile_options_t* o = t->config.options;
+  if (o->x86.parallel_for) return;
+  int64_t threads = o->x86.num_threads > 0 ? o->x86.num_threads : online_cpus();
+  if (threads < 2) return;
+  int32_t lanes = tj_x86_jit_lanes(t->jit);
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (k->kind != TJ_KIR_GEMM || tj_kir_gemm_is_int8(k) ||
+        k->schedule.nc != 0 || k->schedule.mc != 0) {
+      continue;
+    }
+    bool constant = true;
+    int64_t batch = 1;
+    for (int32_t d = 0; d < k->rank; ++d) {
+      constant = constant && k->dims[d].param < 0;
+      if (d + 2 < k->rank) batch *= k->dims[d].value;
+    }
+    if (!constant || k->rank < 2) continue;
+    tj_kir_gemm_schedule_t s;
+    tj_kir_gemm_resolve(k, lanes, &s);
+    int64_t m = k->dims[k->rank - 2].value, n = k->dims[k->rank - 1].value;
+    if (batch * m * n == 0) continue;
+    int64_t mrows = m < s.mc ? m : s.mc;
+    int64_t mblocks = batch * ((m + s.mc - 1) / s.mc);
+    int64_t best_nc = s.nc, best_cost = -1;
+    for (int64_t nc = s.nc; nc >= s.tile_n; nc -= s.tile_n) {
+      int64_t units = mblocks * ((n + nc - 1) / nc);
+      int64_t waves = (units + threads - 1) / threads;
+      int64_t cost = waves * mrows * (n < nc ? n : nc);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best_nc = nc;
+      }
+    }
+    if (best_nc != s.nc) k->schedule.nc = (int32_t)best_nc;
+  }
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -366,6 +418,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
     tj_disk_cache_open(t->config.context, t->config.options->cache_dir,
                        t->cache_dir, sizeof(t->cache_dir));
   }
+  balance_gemm_units(t, kernels, nk);
   // The GEMM kernels' small-M paths are compiled when a run first takes
   // them (x86_backend.h): most runs never do. The set owns |kernels| now.
   status = tj_x86_kernel_set_build_lazy(

@@ -327,6 +327,54 @@ TEST(stats_stages_and_struct_size) {
   tj_context_destroy(context);
 }
 
+// The fused attention kernel's entry counts its work: q . k over D and
+// p . v over Dv per visible (query, key) pair (causal top-left with
+// Tq 40 > Tk 24: 24 * 25 / 2 + 16 * 24 = 684 pairs a head) and its rows
+// of D and Dv floats (it counted one float a row and no arithmetic).
+TEST(attention_entry_counts_head_dims) {
+  tj_context_options_t co = tj_test_context_options();
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(&co, &context));
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(context, "attn", &g));
+  tj_value_t q =
+      tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 40, 16}, "q");
+  tj_value_t k =
+      tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 24, 16}, "k");
+  tj_value_t v =
+      tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 24, 8}, "v");
+  tj_value_t none = {0};
+  tj_graph_output(g, tj_graph_attention(g, q, k, v, none, 0, true), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  static float qd[4 * 40 * 16], kd[2 * 24 * 16], vd[2 * 24 * 8], yd[4 * 40 * 8];
+  for (size_t i = 0; i < sizeof(qd) / sizeof(qd[0]); ++i) qd[i] = 0.01f * i;
+  tj_tensor_t in[3] = {
+      tj_tensor_make(qd, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 40, 16}),
+      tj_tensor_make(kd, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 24, 16}),
+      tj_tensor_make(vd, TJ_DTYPE_F32, 4, (int64_t[]){1, 2, 24, 8})};
+  tj_tensor_t out =
+      tj_tensor_make(yd, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 40, 8});
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.x86.num_threads = 1;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  tj_profile_report_t* r = NULL;
+  if (exe) CHECK_OK(tj_executable_profile(exe, in, 3, &out, 1, 2, &r));
+  const tj_profile_entry_t* e =
+      r ? find(r, TJ_PROFILE_KERNEL, "attention") : NULL;
+  CHECK(e != NULL);
+  if (e) {
+    CHECK(fabs(e->flops - 2.0 * 4 * 684 * (16 + 8)) < 1e-6);
+    // q, k, v and y: 4*40*16 + 2*24*16 + 2*24*8 + 4*40*8 floats.
+    CHECK(fabs(e->bytes - 4.0 * (2560 + 768 + 384 + 1280)) < 1e-6);
+  }
+  tj_profile_report_destroy(r);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(context);
+}
+
 int main(void) {
   RUN_TEST(x86_profile_names_every_kernel_and_adds_up);
   RUN_TEST(reference_target_is_one_host_entry);
@@ -334,5 +382,6 @@ int main(void) {
   RUN_TEST(errors);
   RUN_TEST(every_allocation_failure_of_a_profile);
   RUN_TEST(stats_stages_and_struct_size);
+  RUN_TEST(attention_entry_counts_head_dims);
   TEST_MAIN_END();
 }
