@@ -271,14 +271,14 @@ static void index_add(lowered_index_t* ix, uint32_t q, uint64_t h) {
 // Group |q|'s kernels copied from those of the equal group |p| (lowered
 // before) to |out|, |*out_count| of them; UNSUPPORTED when they do not
 // copy (q is lowered then).
-static tj_status_t copy_group(const tj_run_plan_t* rp,
+static tj_status_t copy_group(const tj_run_plan_t* rp, const char* prefix,
                               const tj_lowered_kernel_t* kernels, uint32_t p,
                               uint32_t q, tj_lowered_kernel_t* out,
                               uint32_t* out_count) {
   const tj_run_step_t* from = &rp->steps[p];
   char from_name[64], to_name[64];
-  kernel_name(rp, "", p, from_name, sizeof(from_name));
-  kernel_name(rp, "", q, to_name, sizeof(to_name));
+  kernel_name(rp, prefix, p, from_name, sizeof(from_name));
+  kernel_name(rp, prefix, q, to_name, sizeof(to_name));
   *out_count = 0;
   TJ_RETURN_IF_ERROR(tj_lower_group_copy(rp->graph, rp->fusion, p, q, from_name,
                                          to_name, &kernels[from->first_kernel],
@@ -355,7 +355,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       equal = index_find(&index, rp, q, hash);
     }
     if (equal != UINT32_MAX) {
-      status = copy_group(rp, kernels, equal, q, &kernels[nk], &made);
+      status = copy_group(rp, "", kernels, equal, q, &kernels[nk], &made);
       if (tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
         tj_status_free(status);
         status = NULL;
@@ -437,25 +437,44 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
   if (nk == 0) return NULL;
   tj_lowered_kernel_t* kernels = tj_calloc(al, nk, sizeof(tj_lowered_kernel_t));
   if (!kernels) return tj_status_oom();
-  tj_status_t status = NULL;
+  // Region compile as in tj_run_plan_build: a group equal to one lowered
+  // before copies its kernels (equal groups are equal for every value of
+  // the symbols, these included).
+  lowered_index_t index;
+  memset(&index, 0, sizeof(index));
+  tj_status_t status = index_initialize(&index, al, rp->num_steps);
   uint32_t made = 0;
   for (uint32_t q = 0; !status && q < rp->num_steps; ++q) {
     const tj_run_step_t* st = &rp->steps[q];
     if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
     char name[64];
     kernel_name(rp, "s", q, name, sizeof(name));
+    uint64_t hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+    uint32_t equal = index_find(&index, rp, q, hash);
+    uint32_t got = 0;
+    if (equal != UINT32_MAX &&
+        rp->steps[equal].num_kernels == st->num_kernels) {
+      status = copy_group(rp, "s", kernels, equal, q,
+                          &kernels[st->first_kernel], &got);
+      made = st->first_kernel + got;
+      if (!status) continue;
+      if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) break;
+      tj_status_free(status);
+      status = NULL;
+    }
     // Room for the generic count only: a specialization must cut the
     // group into the same boxes, kernel for kernel.
-    uint32_t got = 0;
     status =
         tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym, al, name,
                        &kernels[st->first_kernel], st->num_kernels, &got);
     made = st->first_kernel + got;
+    if (!status && got == st->num_kernels) index_add(&index, q, hash);
     if (!status && got != st->num_kernels) {
       status = tj_unsupported("group %u lowers to %u kernels, not %u", q, got,
                               st->num_kernels);
     }
   }
+  index_deinitialize(&index, al);
   if (status) {
     for (uint32_t k = 0; k < made; ++k) {
       tj_lowered_kernel_deinitialize(&kernels[k]);

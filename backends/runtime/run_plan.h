@@ -94,7 +94,8 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
                               tj_lowered_kernel_t** out_kernels);
 
 // The kernels of every KERNELS step lowered again for symbol values |sym|
-// (exact shapes: every size a constant), in the same order and number.
+// (exact shapes: every size a constant), in the same order and number; a
+// group equal to one lowered before copies its kernels, as above.
 // UNSUPPORTED when a group lowers differently. |*out_kernels| as above.
 tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
                               tj_lowered_kernel_t** out_kernels);

@@ -426,6 +426,38 @@ static void check_copies_equal_lowering(const tj_executable_t* exe,
     tj_context_free_string(rp->context, tb);
   }
   *out_lowered = copied.num_lowered_groups;
+  // Specialized to B = 5 (every size a constant): the copies again as a
+  // fresh lowering of each group makes them.
+  const int64_t sym[1] = {5};
+  tj_lowered_kernel_t* ks = NULL;
+  CHECK_OK(tj_run_plan_lower(rp, sym, &ks));
+  for (uint32_t q = 0; ks && q < rp->num_steps; ++q) {
+    const tj_run_step_t* step = &rp->steps[q];
+    if (step->kind != TJ_RUN_STEP_KERNELS) continue;
+    char name[64];
+    snprintf(name, sizeof(name), "sg%u_%s", q,
+             tj_group_kind_name(rp->fusion->groups[q].kind));
+    tj_lowered_kernel_t fresh[TJ_LOWER_MAX_GROUP_KERNELS];
+    uint32_t got = 0;
+    CHECK_OK(tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym,
+                            rp->allocator, name, fresh,
+                            TJ_LOWER_MAX_GROUP_KERNELS, &got));
+    CHECK_EQ_INT((int)step->num_kernels, (int)got);
+    for (uint32_t k = 0; k < got && k < step->num_kernels; ++k) {
+      char *ta = NULL, *tb = NULL;
+      CHECK_OK(tj_kir_print(ks[step->first_kernel + k].kernel, &ta));
+      CHECK_OK(tj_kir_print(fresh[k].kernel, &tb));
+      CHECK(strcmp(ta, tb) == 0);
+      CHECK(memcmp(ks[step->first_kernel + k].buffer_nodes,
+                   fresh[k].buffer_nodes,
+                   sizeof(uint32_t) * fresh[k].num_buffers) == 0);
+      tj_context_free_string(rp->context, ta);
+      tj_context_free_string(rp->context, tb);
+    }
+    for (uint32_t k = 0; k < got; ++k)
+      tj_lowered_kernel_deinitialize(&fresh[k]);
+  }
+  tj_run_plan_free_kernels(rp->allocator, ks, rp->num_kernels);
   tj_run_plan_free_kernels(rp->allocator, kc, copied.num_kernels);
   tj_run_plan_free_kernels(rp->allocator, kl, lowered.num_kernels);
   tj_run_plan_deinitialize(&copied);
@@ -499,18 +531,24 @@ TEST(equal_groups_are_lowered_once) {
     tj_compile_options_initialize(&opts);
     opts.x86.num_threads = 1;
     opts.pipeline = "default";
-    tj_executable_t *es = NULL, *e1 = NULL;
-    CHECK_OK(tj_compile(stack, &opts, &es));
-    CHECK_OK(tj_compile(one, &opts, &e1));
-    run_layers(es, MAX_LAYERS, 0, x, y);
-    memcpy(h[0], x, sizeof(x));
-    for (int l = 0; l < MAX_LAYERS; ++l) {
-      run_layers(e1, 1, l, h[l % 2], h[(l + 1) % 2]);
+    // Generic, then specialized to the run's shape (its kernels lowered
+    // again with constant sizes, equal groups copied there too).
+    for (int spec = 0; spec < 2; ++spec) {
+      opts.specialize = spec ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
+      tj_executable_t *es = NULL, *e1 = NULL;
+      CHECK_OK(tj_compile(stack, &opts, &es));
+      CHECK_OK(tj_compile(one, &opts, &e1));
+      run_layers(es, MAX_LAYERS, 0, x, y);
+      memcpy(h[0], x, sizeof(x));
+      for (int l = 0; l < MAX_LAYERS; ++l) {
+        run_layers(e1, 1, l, h[l % 2], h[(l + 1) % 2]);
+      }
+      CHECK(memcmp(y, h[MAX_LAYERS % 2], sizeof(y)) == 0);
+      CHECK_EQ_INT(spec, (int)stats_of(es).recompiles);
+      check_against_reference(es, stack, MAX_LAYERS);
+      tj_executable_release(es);
+      tj_executable_release(e1);
     }
-    CHECK(memcmp(y, h[MAX_LAYERS % 2], sizeof(y)) == 0);
-    check_against_reference(es, stack, MAX_LAYERS);
-    tj_executable_release(es);
-    tj_executable_release(e1);
     tj_graph_destroy(stack);
     tj_graph_destroy(one);
     tj_context_destroy(tier);
