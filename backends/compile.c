@@ -245,7 +245,8 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg,
     bool hooked = b->accept || (debug && debug->lowered);
     TJ_RETURN_IF_ERROR(tj_run_plan_build(
         &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
-        hooked ? accept_group : NULL, &accept, &program.kernels));
+        !(debug && debug->lowered), hooked ? accept_group : NULL, &accept,
+        &program.kernels));
     exe->lowering_ms = tj_now_ms() - start;
   } else {
     exe->run_plan.context = exe->context;
@@ -702,6 +703,8 @@ void tj_executable_stats(const tj_executable_t* executable,
     st.cache_load_ms = exe->cache_load_ms;
     st.run_ms = atomic_load(&exe->run_ms);
     st.num_shared_kernels = exe->num_shared_kernels;
+    st.num_lowered_groups = (int32_t)exe->run_plan.num_lowered_groups;
+    st.num_copied_groups = (int32_t)exe->run_plan.num_copied_groups;
     tj_executable_cuda_memory(executable, &st);
   }
   // The caller's struct may be an older, shorter one: only what it holds.

@@ -19,11 +19,16 @@
 //
 // Usage: region_compile_bench [--reps R] [--layers N]
 // Prints the median and the range of tj_executable_stats' compile_ms over
-// R repetitions of each, for 1 and N layers, and the ratios of medians.
+// R repetitions of each, for 1 and N layers, and the ratios of medians;
+// then the same for the calling thread's CPU time in tj_compile
+// (CLOCK_THREAD_CPUTIME_ID: what a loaded machine's other processes do not
+// inflate; it leaves out LLVM's background threads, so read the cold row's
+// wall time).
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tensorjit.h"
 
@@ -57,11 +62,21 @@ static tj_graph_t* build(tj_context_t* ctx, int layers) {
   return g;
 }
 
+static double thread_cpu_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static double g_cpu_ms;  // the last compile's thread CPU time
+
 static double compile_ms(const tj_graph_t* g, tj_executable_t** out) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.x86.num_threads = 1;
+  double c0 = thread_cpu_ms();
   tj_status_t s = tj_compile(g, &o, out);
+  g_cpu_ms = thread_cpu_ms() - c0;
   if (s) {
     fprintf(stderr, "compile: %s\n", tj_status_message(s));
     exit(1);
@@ -74,8 +89,9 @@ static double compile_ms(const tj_graph_t* g, tj_executable_t** out) {
 enum { kFigures = 6 };
 
 typedef struct figures_t {
-  double v[kFigures];  // cold, warm, rebuilt, reload, rebuilt after
-                       // release, unmemoized
+  double v[kFigures];    // cold, warm, rebuilt, reload, rebuilt after
+                         // release, unmemoized
+  double cpu[kFigures];  // the same, thread CPU time
 } figures_t;
 
 static int cmp_double(const void* a, const void* b);
@@ -86,7 +102,9 @@ static double compile_with(const tj_graph_t* g, const char* pipeline) {
   o.x86.num_threads = 1;
   o.pipeline = pipeline;
   tj_executable_t* e = NULL;
+  double c0 = thread_cpu_ms();
   tj_status_t s = tj_compile(g, &o, &e);
+  g_cpu_ms = thread_cpu_ms() - c0;
   if (s) {
     fprintf(stderr, "compile: %s\n", tj_status_message(s));
     exit(1);
@@ -115,25 +133,38 @@ static figures_t one_rep(int layers) {
   if (!g) exit(1);
   tj_executable_t* first = NULL;
   f.v[0] = compile_ms(g, &first);
-  double v[kWarmCompiles];
-  for (int i = 0; i < kWarmCompiles; ++i) v[i] = compile_with(g, NULL);
+  f.cpu[0] = g_cpu_ms;
+  double v[kWarmCompiles], c[kWarmCompiles];
+  for (int i = 0; i < kWarmCompiles; ++i) {
+    v[i] = compile_with(g, NULL);
+    c[i] = g_cpu_ms;
+  }
   f.v[1] = median_of(v, kWarmCompiles);
+  f.cpu[1] = median_of(c, kWarmCompiles);
   // Equal graphs built again: each compile computes its key once.
   for (int i = 0; i < kWarmCompiles; ++i) {
     tj_graph_t* g2 = build(ctx, layers);
     if (!g2) exit(1);
     v[i] = compile_with(g2, NULL);
+    c[i] = g_cpu_ms;
     tj_graph_destroy(g2);
   }
   f.v[2] = median_of(v, kWarmCompiles);
+  f.cpu[2] = median_of(c, kWarmCompiles);
   tj_executable_release(first);
   f.v[3] = compile_with(g, NULL);
+  f.cpu[3] = g_cpu_ms;
   tj_graph_t* g3 = build(ctx, layers);
   if (!g3) exit(1);
   f.v[4] = compile_with(g3, NULL);
+  f.cpu[4] = g_cpu_ms;
   tj_graph_destroy(g3);
-  for (int i = 0; i < kWarmCompiles; ++i) v[i] = compile_with(g, "default");
+  for (int i = 0; i < kWarmCompiles; ++i) {
+    v[i] = compile_with(g, "default");
+    c[i] = g_cpu_ms;
+  }
   f.v[5] = median_of(v, kWarmCompiles);
+  f.cpu[5] = median_of(c, kWarmCompiles);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
   return f;
@@ -165,26 +196,40 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int counts[2] = {1, layers};
-  stat_t st[2][kFigures];
+  stat_t st[2][2][kFigures];  // [wall, cpu][1 layer, N][figure]
   for (int c = 0; c < 2; ++c) {
-    double* v = malloc(sizeof(double) * kFigures * (size_t)reps);
+    double* v = malloc(sizeof(double) * 2 * kFigures * (size_t)reps);
     if (!v) return 1;
     for (int r = 0; r < reps; ++r) {
       figures_t f = one_rep(counts[c]);
-      for (int k = 0; k < kFigures; ++k) v[k * reps + r] = f.v[k];
+      for (int k = 0; k < kFigures; ++k) {
+        v[k * reps + r] = f.v[k];
+        v[(kFigures + k) * reps + r] = f.cpu[k];
+      }
     }
-    for (int k = 0; k < kFigures; ++k) st[c][k] = summarize(v + k * reps, reps);
+    for (int w = 0; w < 2; ++w) {
+      for (int k = 0; k < kFigures; ++k) {
+        st[w][c][k] = summarize(v + (w * kFigures + k) * reps, reps);
+      }
+    }
     free(v);
   }
   static const char* const kNames[kFigures] = {
       "cold",          "warm (memo)",           "rebuilt graph (memo)",
       "reload (kept)", "rebuilt after release", "unmemoized (kernel cache)"};
-  printf("# region compile, %d reps, ms (median [min, max])\n", reps);
-  printf("%-26s %-30s %-30s %s\n", "compile", "1 layer", "N layers", "ratio");
-  for (int k = 0; k < kFigures; ++k) {
-    printf("%-26s %9.4f [%.4f, %.4f]   %9.4f [%.4f, %.4f]   %.2fx\n", kNames[k],
-           st[0][k].median, st[0][k].lo, st[0][k].hi, st[1][k].median,
-           st[1][k].lo, st[1][k].hi, st[1][k].median / st[0][k].median);
+  static const char* const kClocks[2] = {"wall time (compile_ms)",
+                                         "thread CPU time of tj_compile"};
+  for (int w = 0; w < 2; ++w) {
+    printf("# region compile, %d reps, %s, ms (median [min, max])\n", reps,
+           kClocks[w]);
+    printf("%-26s %-30s %-30s %s\n", "compile", "1 layer", "N layers", "ratio");
+    for (int k = 0; k < kFigures; ++k) {
+      const stat_t* a = &st[w][0][k];
+      const stat_t* b = &st[w][1][k];
+      printf("%-26s %9.4f [%.4f, %.4f]   %9.4f [%.4f, %.4f]   %.2fx\n",
+             kNames[k], a->median, a->lo, a->hi, b->median, b->lo, b->hi,
+             b->median / a->median);
+    }
   }
   printf("# N = %d\n", layers);
   return 0;

@@ -1239,3 +1239,92 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
   }
   return true;
 }
+
+//===--- copy ---===//
+
+tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
+                        const char* const* buffer_names,
+                        tj_kir_t** out_kernel) {
+  *out_kernel = NULL;
+  const tj_kir_t* k = kernel;
+  if (!k->finalized || k->error) {
+    return tj_internal("kernel @%s: only a finalized kernel is copied",
+                       k->name);
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (!is_identifier(buffer_names[b])) {
+      return tj_invalid("kernel @%s: buffer name \"%s\" is not an identifier",
+                        name, buffer_names[b] ? buffer_names[b] : "(null)");
+    }
+  }
+  tj_kir_t* c = NULL;
+  // The name's checks and the empty kernel: tj_kir_create's own.
+  TJ_RETURN_IF_ERROR(tj_kir_create(k->allocator, k->kind, name, &c));
+  tj_allocator_t al = k->allocator;
+  const char* own_name = c->name;
+  tj_kir_phase_t* opened = c->phases;  // the MAP phase create opened
+  uint32_t opened_capacity = c->phase_capacity;
+  if (opened) {
+    tj_free(al, opened->insts, opened->inst_capacity * sizeof(tj_kir_inst_t));
+    tj_free(al, opened, opened_capacity * sizeof(tj_kir_phase_t));
+  }
+  tj_arena_t arena = c->arena;
+  *c = *k;  // every scalar field; the arrays below are made the copy's own
+  c->arena = arena;
+  c->name = own_name;
+  c->param_names = NULL;
+  c->param_capacity = 0;
+  c->buffers = NULL;
+  c->buffer_capacity = 0;
+  c->phases = NULL;
+  c->phase_capacity = 0;
+  c->num_phases = 0;
+  c->error = NULL;
+  bool ok = true;
+  if (k->num_params) {
+    c->param_names = tj_alloc(al, sizeof(char*) * k->num_params);
+    ok = c->param_names != NULL;
+    if (ok) c->param_capacity = k->num_params;
+    for (uint32_t p = 0; ok && p < k->num_params; ++p) {
+      c->param_names[p] = tj_arena_strdup(&c->arena, k->param_names[p]);
+      ok = c->param_names[p] != NULL;
+    }
+  }
+  if (ok && k->num_buffers) {
+    c->buffers = tj_alloc(al, sizeof(tj_kir_buffer_t) * k->num_buffers);
+    ok = c->buffers != NULL;
+    if (ok) c->buffer_capacity = k->num_buffers;
+    for (uint32_t b = 0; ok && b < k->num_buffers; ++b) {
+      c->buffers[b] = k->buffers[b];
+      c->buffers[b].name = tj_arena_strdup(&c->arena, buffer_names[b]);
+      ok = c->buffers[b].name != NULL;
+    }
+  }
+  if (ok && k->num_phases) {
+    c->phases = tj_calloc(al, k->num_phases, sizeof(tj_kir_phase_t));
+    ok = c->phases != NULL;
+    if (ok) c->phase_capacity = k->num_phases;
+    for (uint32_t f = 0; ok && f < k->num_phases; ++f) {
+      const tj_kir_phase_t* from = &k->phases[f];
+      tj_kir_phase_t* to = &c->phases[f];
+      *to = *from;
+      to->insts = NULL;
+      to->inst_capacity = 0;
+      to->num_insts = 0;
+      ++c->num_phases;  // destroy frees it from here on
+      if (from->num_insts) {
+        to->insts = tj_alloc(al, sizeof(tj_kir_inst_t) * from->num_insts);
+        ok = to->insts != NULL;
+        if (!ok) break;
+        memcpy(to->insts, from->insts, sizeof(tj_kir_inst_t) * from->num_insts);
+        to->inst_capacity = to->num_insts = from->num_insts;
+      }
+    }
+  }
+  if (!ok) {
+    tj_kir_destroy(c);
+    return tj_status_oom();
+  }
+  *out_kernel = c;
+  return NULL;
+}

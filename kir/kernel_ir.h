@@ -409,6 +409,15 @@ const char* tj_kir_reduce_name(tj_kir_reduce_t reduce);
 // fails until it is).
 bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b);
 
+// A finalized copy of the finalized |kernel| named |name|, its buffer i
+// named |buffer_names|[i] (names copied; they must be C identifiers, as
+// tj_kir_create and tj_kir_add_buffer require): the same code
+// (tj_kir_same_code), for a repeated block whose kernels are copied rather
+// than lowered again (region compile, kir/lower_reuse.c). On success
+// |*out_kernel| is owned by the caller; on failure it is NULL.
+tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
+                        const char* const* buffer_names, tj_kir_t** out_kernel);
+
 // Prints |kernel| in the text form above into a NUL-terminated string
 // allocated from the kernel's allocator; free it with tj_free_string(
 // kernel->allocator, text). On failure |*out_text| is NULL.

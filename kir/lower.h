@@ -75,6 +75,26 @@ tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,
                            tj_lowered_kernel_t* out, uint32_t max_out,
                            uint32_t* out_count);
 
+// Region compile (kir/lower_reuse.c). A hash of what lowering reads of
+// group |group|: equal groups hash equal.
+uint64_t tj_lower_group_hash(const tj_graph_t* graph, const tj_fusion_t* fusion,
+                             const tj_memplan_t* memplan, uint32_t group);
+// Whether groups |a| and |b| lower to the same kernels up to their names
+// and nodes (a block repeated with other weights).
+bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
+                         const tj_memplan_t* memplan, uint32_t a, uint32_t b);
+// The |count| kernels group |from| lowered to (|kernels|, named
+// |from_name|...) as group |to|'s, equal to it by tj_lower_group_same: the
+// same code named |to_name|..., buffers on |to|'s nodes, to |out|.
+// UNSUPPORTED when a kernel does not copy (then lower |to| itself); on
+// failure |out| holds nothing.
+tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
+                                const tj_fusion_t* fusion, uint32_t from,
+                                uint32_t to, const char* from_name,
+                                const char* to_name,
+                                const tj_lowered_kernel_t* kernels,
+                                uint32_t count, tj_lowered_kernel_t* out);
+
 // The most kernels one group lowers to.
 #define TJ_LOWER_MAX_GROUP_KERNELS 64
 

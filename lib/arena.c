@@ -6,6 +6,11 @@
 #include "lib/arena.h"
 
 #define TJ_ARENA_CHUNK_BYTES ((size_t)16 * 1024)
+// The first chunk is small and each next one twice the last, up to
+// TJ_ARENA_CHUNK_BYTES: a kernel's few names (kir/kernel_ir.c; a 24-layer
+// stack makes 48 kernels a compile) cost a small allocation, not 16 KiB of
+// fresh pages each, and a graph's arena still grows in 16 KiB steps.
+#define TJ_ARENA_FIRST_CHUNK_BYTES ((size_t)512)
 #define TJ_ARENA_ALIGN ((size_t)16)
 
 struct tj_arena_chunk_t {
@@ -52,7 +57,12 @@ void* tj_arena_alloc(tj_arena_t* arena, size_t size) {
     return p;
   }
   bool dedicated = rounded > TJ_ARENA_CHUNK_BYTES / 4;
-  size_t capacity = dedicated ? rounded : TJ_ARENA_CHUNK_BYTES;
+  size_t next = TJ_ARENA_FIRST_CHUNK_BYTES;
+  if (head) {
+    next = head->capacity < TJ_ARENA_CHUNK_BYTES / 2 ? head->capacity * 2
+                                                     : TJ_ARENA_CHUNK_BYTES;
+  }
+  size_t capacity = dedicated ? rounded : next < rounded ? rounded : next;
   size_t bytes = header_size() + capacity;
   if (bytes < capacity) return NULL;
   tj_arena_chunk_t* c = tj_alloc(arena->allocator, bytes);

@@ -223,9 +223,74 @@ static tj_status_t reserve_kernels(tj_allocator_t al,
   return NULL;
 }
 
+// Region compile: the groups lowered so far by their tj_lower_group_hash,
+// open addressing; a group equal to one of them copies its kernels.
+typedef struct lowered_index_t {
+  uint64_t* hashes;
+  uint32_t* groups;  // UINT32_MAX: empty
+  uint32_t size;     // a power of two, at least twice the groups
+} lowered_index_t;
+
+static tj_status_t index_initialize(lowered_index_t* ix, tj_allocator_t al,
+                                    uint32_t num_groups) {
+  ix->size = 16;
+  while (ix->size < 2 * num_groups) ix->size *= 2;
+  ix->hashes = tj_alloc(al, sizeof(uint64_t) * ix->size);
+  ix->groups = tj_alloc(al, sizeof(uint32_t) * ix->size);
+  if (!ix->hashes || !ix->groups) return tj_status_oom();
+  memset(ix->groups, 0xff, sizeof(uint32_t) * ix->size);
+  return NULL;
+}
+
+static void index_deinitialize(lowered_index_t* ix, tj_allocator_t al) {
+  tj_free(al, ix->hashes, ix->hashes ? sizeof(uint64_t) * ix->size : 0);
+  tj_free(al, ix->groups, ix->groups ? sizeof(uint32_t) * ix->size : 0);
+}
+
+// The earlier KERNELS group equal to |q| (hash |h|), or UINT32_MAX.
+static uint32_t index_find(const lowered_index_t* ix, const tj_run_plan_t* rp,
+                           uint32_t q, uint64_t h) {
+  for (uint32_t slot = (uint32_t)h & (ix->size - 1);;
+       slot = (slot + 1) & (ix->size - 1)) {
+    uint32_t p = ix->groups[slot];
+    if (p == UINT32_MAX) return UINT32_MAX;
+    if (ix->hashes[slot] == h &&
+        tj_lower_group_same(rp->graph, rp->fusion, rp->memplan, p, q)) {
+      return p;
+    }
+  }
+}
+
+static void index_add(lowered_index_t* ix, uint32_t q, uint64_t h) {
+  uint32_t slot = (uint32_t)h & (ix->size - 1);
+  while (ix->groups[slot] != UINT32_MAX) slot = (slot + 1) & (ix->size - 1);
+  ix->groups[slot] = q;
+  ix->hashes[slot] = h;
+}
+
+// Group |q|'s kernels copied from those of the equal group |p| (lowered
+// before) to |out|, |*out_count| of them; UNSUPPORTED when they do not
+// copy (q is lowered then).
+static tj_status_t copy_group(const tj_run_plan_t* rp, const char* prefix,
+                              const tj_lowered_kernel_t* kernels, uint32_t p,
+                              uint32_t q, tj_lowered_kernel_t* out,
+                              uint32_t* out_count) {
+  const tj_run_step_t* from = &rp->steps[p];
+  char from_name[64], to_name[64];
+  kernel_name(rp, prefix, p, from_name, sizeof(from_name));
+  kernel_name(rp, prefix, q, to_name, sizeof(to_name));
+  *out_count = 0;
+  TJ_RETURN_IF_ERROR(tj_lower_group_copy(rp->graph, rp->fusion, p, q, from_name,
+                                         to_name, &kernels[from->first_kernel],
+                                         from->num_kernels, out));
+  *out_count = from->num_kernels;
+  return NULL;
+}
+
 tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
                               tj_allocator_t al, tj_plan_t* plan, uint32_t log,
-                              tj_run_plan_accept_fn accept, void* accept_user,
+                              bool copy_equal, tj_run_plan_accept_fn accept,
+                              void* accept_user,
                               tj_lowered_kernel_t** out_kernels) {
   *out_kernels = NULL;
   memset(rp, 0, sizeof(*rp));
@@ -249,7 +314,10 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
   bool log_breaks = (log & TJ_LOG_GRAPH_BREAKS) != 0;
   uint32_t cap = 0, nk = 0;
   tj_lowered_kernel_t* kernels = NULL;
-  tj_status_t status = NULL;
+  lowered_index_t index;
+  memset(&index, 0, sizeof(index));
+  tj_status_t status =
+      copy_equal ? index_initialize(&index, al, fu->num_groups) : NULL;
   for (uint32_t q = 0; !status && q < fu->num_groups; ++q) {
     const tj_group_t* grp = &fu->groups[q];
     tj_run_step_t* s = &rp->steps[q];
@@ -280,8 +348,33 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
     char name[64];
     kernel_name(rp, "", q, name, sizeof(name));
     uint32_t made = 0;
-    status = tj_lower_group(plan->graph, fu, rp->memplan, q, NULL, al, name,
-                            &kernels[nk], TJ_LOWER_MAX_GROUP_KERNELS, &made);
+    uint64_t hash = 0;
+    uint32_t equal = UINT32_MAX;
+    if (copy_equal) {
+      hash = tj_lower_group_hash(g, fu, rp->memplan, q);
+      equal = index_find(&index, rp, q, hash);
+    }
+    if (equal != UINT32_MAX) {
+      status = copy_group(rp, "", kernels, equal, q, &kernels[nk], &made);
+      if (tj_status_code(status) == TJ_STATUS_UNSUPPORTED) {
+        tj_status_free(status);
+        status = NULL;
+        equal = UINT32_MAX;
+      } else if (!status) {
+        ++rp->num_copied_groups;
+        if (log_fusion) {
+          tj_context_diagnostic(context, TJ_SEVERITY_REMARK,
+                                "fusion: @%s group %u: the kernels of the "
+                                "equal group %u, copied (region compile)",
+                                g->name, q, equal);
+        }
+      }
+    }
+    if (!status && equal == UINT32_MAX) {
+      status = tj_lower_group(plan->graph, fu, rp->memplan, q, NULL, al, name,
+                              &kernels[nk], TJ_LOWER_MAX_GROUP_KERNELS, &made);
+      if (!status) ++rp->num_lowered_groups;
+    }
     if (!status && accept) {
       // The backend may still refuse a kernel (the CUDA templates: f64
       // transcendentals, misaligned tensor-core operands): the group then
@@ -297,6 +390,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       s->kind = TJ_RUN_STEP_KERNELS;
       s->first_kernel = nk;
       s->num_kernels = made;
+      if (copy_equal && equal == UINT32_MAX) index_add(&index, q, hash);
       if (log_fusion) log_kernels(rp, q, &kernels[nk], made);
       nk += made;
       continue;
@@ -314,6 +408,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
     ++rp->num_host_steps;
     status = build_host_step(rp, q, &s->host);
   }
+  index_deinitialize(&index, al);
   // The programs own arrays of exactly |nk| entries.
   tj_lowered_kernel_t* exact = NULL;
   if (!status && nk) {
@@ -342,25 +437,44 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
   if (nk == 0) return NULL;
   tj_lowered_kernel_t* kernels = tj_calloc(al, nk, sizeof(tj_lowered_kernel_t));
   if (!kernels) return tj_status_oom();
-  tj_status_t status = NULL;
+  // Region compile as in tj_run_plan_build: a group equal to one lowered
+  // before copies its kernels (equal groups are equal for every value of
+  // the symbols, these included).
+  lowered_index_t index;
+  memset(&index, 0, sizeof(index));
+  tj_status_t status = index_initialize(&index, al, rp->num_steps);
   uint32_t made = 0;
   for (uint32_t q = 0; !status && q < rp->num_steps; ++q) {
     const tj_run_step_t* st = &rp->steps[q];
     if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
     char name[64];
     kernel_name(rp, "s", q, name, sizeof(name));
+    uint64_t hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+    uint32_t equal = index_find(&index, rp, q, hash);
+    uint32_t got = 0;
+    if (equal != UINT32_MAX &&
+        rp->steps[equal].num_kernels == st->num_kernels) {
+      status = copy_group(rp, "s", kernels, equal, q,
+                          &kernels[st->first_kernel], &got);
+      made = st->first_kernel + got;
+      if (!status) continue;
+      if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) break;
+      tj_status_free(status);
+      status = NULL;
+    }
     // Room for the generic count only: a specialization must cut the
     // group into the same boxes, kernel for kernel.
-    uint32_t got = 0;
     status =
         tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym, al, name,
                        &kernels[st->first_kernel], st->num_kernels, &got);
     made = st->first_kernel + got;
+    if (!status && got == st->num_kernels) index_add(&index, q, hash);
     if (!status && got != st->num_kernels) {
       status = tj_unsupported("group %u lowers to %u kernels, not %u", q, got,
                               st->num_kernels);
     }
   }
+  index_deinitialize(&index, al);
   if (status) {
     for (uint32_t k = 0; k < made; ++k) {
       tj_lowered_kernel_deinitialize(&kernels[k]);

@@ -63,6 +63,10 @@ typedef struct tj_run_plan_t {
   uint32_t num_kernels;     // of every program
   uint32_t num_host_steps;  // graph breaks
   uint32_t num_host_calls;  // custom ops' host calls
+  // Region compile: KERNELS groups lowered from the graph, and those that
+  // took a copy of an equal group's kernels instead (kir/lower_reuse.c).
+  uint32_t num_lowered_groups;
+  uint32_t num_copied_groups;
 } tj_run_plan_t;
 
 // Called with the |count| freshly lowered kernels of fusion group |group|
@@ -75,20 +79,23 @@ typedef tj_status_t (*tj_run_plan_accept_fn)(void* user, uint32_t group,
                                              uint32_t count);
 
 // Builds |rp| for |plan| (after fuse and memplan): lowers every group
-// once, generic; a group that does not lower, or that |accept| refuses,
-// becomes a host step (logged under TJ_LOG=graph_breaks, and every kernel
-// under TJ_LOG=fusion, per |log| flags). The kernels go to |*out_kernels|
-// (an array of exactly rp->num_kernels, NULL when 0; free it with
-// tj_run_plan_free_kernels). On failure |rp| holds nothing to free beyond
+// once, generic (with |copy_equal|, a group equal to one lowered before
+// takes a copy of its kernels: tj_lower_group_same; off when |accept| may
+// rewrite kernels, which a copy would repeat); a group that does not lower, or
+// that |accept| refuses, becomes a host step (logged under TJ_LOG=graph_breaks,
+// and every kernel under TJ_LOG=fusion, per |log| flags). The kernels go to
+// |*out_kernels| (an array of exactly rp->num_kernels, NULL when 0; free it
+// with tj_run_plan_free_kernels). On failure |rp| holds nothing to free beyond
 // tj_run_plan_deinitialize.
 tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
                               tj_allocator_t allocator, tj_plan_t* plan,
-                              uint32_t log, tj_run_plan_accept_fn accept,
-                              void* accept_user,
+                              uint32_t log, bool copy_equal,
+                              tj_run_plan_accept_fn accept, void* accept_user,
                               tj_lowered_kernel_t** out_kernels);
 
 // The kernels of every KERNELS step lowered again for symbol values |sym|
-// (exact shapes: every size a constant), in the same order and number.
+// (exact shapes: every size a constant), in the same order and number; a
+// group equal to one lowered before copies its kernels, as above.
 // UNSUPPORTED when a group lowers differently. |*out_kernels| as above.
 tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
                               tj_lowered_kernel_t** out_kernels);

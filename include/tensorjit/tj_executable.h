@@ -385,6 +385,12 @@ typedef struct tj_executable_stats_t {
   int64_t device_peak_reserved_bytes;
   int64_t device_peak_allocated_bytes;
   int64_t device_arena_bytes;
+  // Region compile: of the fusion groups that became kernels, how many were
+  // lowered to kernel IR (the distinct ones); the others, equal to one of
+  // them up to their weights (a repeated block), took a copy of its
+  // lowered kernels (TJ_LOG=fusion names each).
+  int32_t num_lowered_groups;
+  int32_t num_copied_groups;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|

@@ -87,8 +87,9 @@ typedef struct tj_pass_ctx_t {
   const char* bisect_pass;
   int64_t bisect_limit;
   // Counted by tj_pass_rewrite over the whole pipeline: rewrites allowed and
-  // skipped (of the budgeted passes), and the last one allowed, as
-  // "canonicalize: %12 = relu f32[8,4]" (its node in that pass's input).
+  // skipped (of the budgeted passes), and, under a budget (|bisect_limit|
+  // >= 0), the last one allowed, as "canonicalize: %12 = relu f32[8,4]"
+  // (its node in that pass's input).
   int64_t rewrites;
   int64_t rewrites_skipped;
   char last_rewrite[160];
@@ -107,7 +108,8 @@ typedef struct tj_pass_ctx_t {
 
 // Whether the pass running in |ctx| may perform one more rewrite, of node
 // |node| of |src| (the pass's input graph), under the TJ_BISECT budget;
-// counts it either way and records the allowed one in ctx->last_rewrite.
+// counts it either way and, under a budget, records the allowed one in
+// ctx->last_rewrite.
 bool tj_pass_rewrite(tj_pass_ctx_t* ctx, const tj_graph_t* src, uint32_t node);
 
 // Parses a TJ_BISECT value, "N" or "PASS:N" (N >= 0, PASS a registered

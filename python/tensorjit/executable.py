@@ -70,6 +70,10 @@ class ExecutableStats:
     device_peak_reserved_bytes: int = 0
     device_peak_allocated_bytes: int = 0
     device_arena_bytes: int = 0
+    # Region compile: fusion groups lowered (the distinct ones) and groups
+    # that copied an equal group's kernels (a repeated block).
+    num_lowered_groups: int = 0
+    num_copied_groups: int = 0
 
 
 @dataclass(frozen=True)
@@ -621,7 +625,8 @@ class Executable(_Runner):
                                s.device_allocated_bytes,
                                s.device_peak_reserved_bytes,
                                s.device_peak_allocated_bytes,
-                               s.device_arena_bytes)
+                               s.device_arena_bytes, s.num_lowered_groups,
+                               s.num_copied_groups)
 
 
 def _value(v: Any) -> VerifyValue:

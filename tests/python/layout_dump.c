@@ -98,6 +98,8 @@ int main(void) {
   FIELD(tj_executable_stats_t, device_peak_reserved_bytes);
   FIELD(tj_executable_stats_t, device_peak_allocated_bytes);
   FIELD(tj_executable_stats_t, device_arena_bytes);
+  FIELD(tj_executable_stats_t, num_lowered_groups);
+  FIELD(tj_executable_stats_t, num_copied_groups);
   STRUCT(tj_quant_attrs_t);  // quant2 (issue 17)
   FIELD(tj_quant_attrs_t, dtype);
   FIELD(tj_quant_attrs_t, axis);

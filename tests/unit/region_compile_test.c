@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/compile.h"
+#include "backends/runtime/run_plan.h"
 #include "backends/x86/x86_backend.h"
 #include "tensorjit.h"
 #include "tests/unit/test.h"
@@ -350,6 +352,245 @@ TEST(released_executable_is_kept_for_an_equal_compile) {
 
 // Compile + run of a 3-layer stack with the Nth allocation failing; then
 // again after the release (the core kept by the context, taken back).
+// Like build_mlp_scaled, each layer's scale its own one-element constant:
+// |scales|[l] (a constant lowering inlines, so layers of other scales are
+// other kernels).
+static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
+                                    const double* scales, tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t c = tj_graph_scalar(g, TJ_DTYPE_F32, scales[l]);
+    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), c));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+  }
+  tj_graph_output(g, h, "y");
+  s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
+// The run plan of |exe| built again, with and without copying the kernels
+// of equal groups: the same kernels, printed text (names included), buffer
+// nodes, params and preconditions alike. |*out_lowered|: groups lowered
+// with copying.
+static void check_copies_equal_lowering(const tj_executable_t* exe,
+                                        uint32_t* out_lowered) {
+  const tj_run_plan_t* rp = tj_executable_run_plan(exe);
+  tj_plan_t plan = {rp->context, rp->graph, (tj_fusion_t*)rp->fusion,
+                    (tj_memplan_t*)rp->memplan};
+  tj_run_plan_t copied, lowered;
+  tj_lowered_kernel_t *kc = NULL, *kl = NULL;
+  CHECK_OK(tj_run_plan_build(&copied, rp->context, rp->allocator, &plan, 0,
+                             true, NULL, NULL, &kc));
+  CHECK_OK(tj_run_plan_build(&lowered, rp->context, rp->allocator, &plan, 0,
+                             false, NULL, NULL, &kl));
+  CHECK_EQ_INT((int)lowered.num_kernels, (int)copied.num_kernels);
+  CHECK_EQ_INT(0, (int)lowered.num_copied_groups);
+  CHECK_EQ_INT((int)lowered.num_lowered_groups,
+               (int)(copied.num_lowered_groups + copied.num_copied_groups));
+  for (uint32_t i = 0; i < copied.num_kernels; ++i) {
+    const tj_lowered_kernel_t *a = &kc[i], *b = &kl[i];
+    char *ta = NULL, *tb = NULL;
+    CHECK_OK(tj_kir_print(a->kernel, &ta));
+    CHECK_OK(tj_kir_print(b->kernel, &tb));
+    CHECK(strcmp(ta, tb) == 0);
+    if (strcmp(ta, tb) != 0)
+      fprintf(stderr, "copied:\n%s\nlowered:\n%s", ta, tb);
+    CHECK(tj_kir_same_code(a->kernel, b->kernel));
+    CHECK_EQ_INT((int)b->num_buffers, (int)a->num_buffers);
+    CHECK(memcmp(a->buffer_nodes, b->buffer_nodes,
+                 sizeof(uint32_t) * b->num_buffers) == 0);
+    CHECK_EQ_INT((int)b->num_params, (int)a->num_params);
+    CHECK(memcmp(a->param_dims, b->param_dims,
+                 sizeof(int64_t) * b->num_params) == 0);
+    CHECK(memcmp(a->buffer_offset_dims, b->buffer_offset_dims,
+                 sizeof(int64_t) * b->num_buffers) == 0);
+    CHECK_EQ_INT((int)b->nonempty_node, (int)a->nonempty_node);
+    CHECK((a->dims == NULL) == (b->dims == NULL));
+    tj_context_free_string(rp->context, ta);
+    tj_context_free_string(rp->context, tb);
+  }
+  *out_lowered = copied.num_lowered_groups;
+  // Specialized to B = 5 (every size a constant): the copies again as a
+  // fresh lowering of each group makes them.
+  const int64_t sym[1] = {5};
+  tj_lowered_kernel_t* ks = NULL;
+  CHECK_OK(tj_run_plan_lower(rp, sym, &ks));
+  for (uint32_t q = 0; ks && q < rp->num_steps; ++q) {
+    const tj_run_step_t* step = &rp->steps[q];
+    if (step->kind != TJ_RUN_STEP_KERNELS) continue;
+    char name[64];
+    snprintf(name, sizeof(name), "sg%u_%s", q,
+             tj_group_kind_name(rp->fusion->groups[q].kind));
+    tj_lowered_kernel_t fresh[TJ_LOWER_MAX_GROUP_KERNELS];
+    uint32_t got = 0;
+    CHECK_OK(tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym,
+                            rp->allocator, name, fresh,
+                            TJ_LOWER_MAX_GROUP_KERNELS, &got));
+    CHECK_EQ_INT((int)step->num_kernels, (int)got);
+    for (uint32_t k = 0; k < got && k < step->num_kernels; ++k) {
+      char *ta = NULL, *tb = NULL;
+      CHECK_OK(tj_kir_print(ks[step->first_kernel + k].kernel, &ta));
+      CHECK_OK(tj_kir_print(fresh[k].kernel, &tb));
+      CHECK(strcmp(ta, tb) == 0);
+      CHECK(memcmp(ks[step->first_kernel + k].buffer_nodes,
+                   fresh[k].buffer_nodes,
+                   sizeof(uint32_t) * fresh[k].num_buffers) == 0);
+      tj_context_free_string(rp->context, ta);
+      tj_context_free_string(rp->context, tb);
+    }
+    for (uint32_t k = 0; k < got; ++k)
+      tj_lowered_kernel_deinitialize(&fresh[k]);
+  }
+  tj_run_plan_free_kernels(rp->allocator, ks, rp->num_kernels);
+  tj_run_plan_free_kernels(rp->allocator, kc, copied.num_kernels);
+  tj_run_plan_free_kernels(rp->allocator, kl, lowered.num_kernels);
+  tj_run_plan_deinitialize(&copied);
+  tj_run_plan_deinitialize(&lowered);
+}
+
+// Runs |exe| (|layers| layers, weights from layer |first| on) on |x| at
+// batch 5 into |y|.
+static void run_layers(tj_executable_t* exe, int layers, int first,
+                       const float* x, float* y) {
+  static const int64_t kSquare[2] = {WIDTH, WIDTH}, kRow[1] = {WIDTH};
+  int64_t shape[2] = {5, WIDTH};
+  tj_tensor_t in[1 + 2 * MAX_LAYERS];
+  in[0] = tj_tensor_make((void*)x, TJ_DTYPE_F32, 2, shape);
+  for (int l = 0; l < layers; ++l) {
+    in[1 + 2 * l] =
+        tj_tensor_make(g_weights[first + l], TJ_DTYPE_F32, 2, kSquare);
+    in[2 + 2 * l] = tj_tensor_make(g_biases[first + l], TJ_DTYPE_F32, 1, kRow);
+  }
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
+  CHECK_OK(tj_executable_run(exe, in, 1 + 2 * layers, &out, 1));
+}
+
+// Region compile in lowering: of a 24-layer stack's groups, only the
+// distinct ones are lowered (as many as for 8 layers: independent of N),
+// the others copy an equal group's kernels, and the copies are what
+// lowering would have made. The stack computes bit for bit what 24
+// separately compiled 1-layer graphs chained by hand do, on every ISA
+// tier. Layers whose one-element scale differs are not copies.
+TEST(equal_groups_are_lowered_once) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  uint32_t lowered_at[2] = {0, 0};
+  int counts[2] = {8, MAX_LAYERS};
+  for (int c = 0; c < 2; ++c) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(build_mlp(ctx, counts[c], &g));
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.x86.num_threads = 1;
+    opts.pipeline = "default";  // no compile memo: lowered every time
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &opts, &exe));
+    tj_executable_stats_t st = stats_of(exe);
+    CHECK_EQ_INT(st.num_kernels, st.num_lowered_groups + st.num_copied_groups);
+    CHECK(st.num_lowered_groups <= 4);  // layer 1, the middle, the last
+    CHECK(st.num_copied_groups >= st.num_kernels - 4);
+    uint32_t lowered = 0;
+    check_copies_equal_lowering(exe, &lowered);
+    CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
+    lowered_at[c] = lowered;
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+  CHECK_EQ_INT((int)lowered_at[0], (int)lowered_at[1]);
+
+  // Bit for bit against 24 separately compiled layers, at every tier (a
+  // tier above the host's gives the host's).
+  static float x[5 * WIDTH], y[5 * WIDTH], h[2][5 * WIDTH];
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) x[i] = (float)cos(i * 0.3) * 1.5f;
+  static const char* const kTiers[] = {NULL, "avx2", "sse2"};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co = tj_test_context_options();
+    co.x86_isa = kTiers[t];
+    tj_context_t* tier = NULL;
+    CHECK_OK(tj_context_create(&co, &tier));
+    tj_graph_t *stack = NULL, *one = NULL;
+    CHECK_OK(build_mlp(tier, MAX_LAYERS, &stack));
+    CHECK_OK(build_mlp(tier, 1, &one));
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.x86.num_threads = 1;
+    opts.pipeline = "default";
+    // Generic, then specialized to the run's shape (its kernels lowered
+    // again with constant sizes, equal groups copied there too).
+    for (int spec = 0; spec < 2; ++spec) {
+      opts.specialize = spec ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
+      tj_executable_t *es = NULL, *e1 = NULL;
+      CHECK_OK(tj_compile(stack, &opts, &es));
+      CHECK_OK(tj_compile(one, &opts, &e1));
+      run_layers(es, MAX_LAYERS, 0, x, y);
+      memcpy(h[0], x, sizeof(x));
+      for (int l = 0; l < MAX_LAYERS; ++l) {
+        run_layers(e1, 1, l, h[l % 2], h[(l + 1) % 2]);
+      }
+      CHECK(memcmp(y, h[MAX_LAYERS % 2], sizeof(y)) == 0);
+      CHECK_EQ_INT(spec, (int)stats_of(es).recompiles);
+      check_against_reference(es, stack, MAX_LAYERS);
+      tj_executable_release(es);
+      tj_executable_release(e1);
+    }
+    tj_graph_destroy(stack);
+    tj_graph_destroy(one);
+    tj_context_destroy(tier);
+  }
+
+  // Scales 0.5 and 0.25 alternating: the groups reading them differ.
+  double scales[MAX_LAYERS];
+  for (int l = 0; l < MAX_LAYERS; ++l) scales[l] = l % 2 ? 0.25 : 0.5;
+  tj_graph_t* g = NULL;
+  CHECK_OK(build_mlp_scales(ctx, MAX_LAYERS, scales, &g));
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.x86.num_threads = 1;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &opts, &exe));
+  tj_executable_stats_t st = stats_of(exe);
+  CHECK(st.num_lowered_groups > (int)lowered_at[1]);
+  CHECK(st.num_copied_groups > 0);
+  uint32_t lowered = 0;
+  check_copies_equal_lowering(exe, &lowered);
+  CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
+  static float xr[5 * WIDTH], yr[5 * WIDTH], rr[5 * WIDTH];
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) xr[i] = (float)sin(i * 0.2);
+  int64_t shape[2] = {5, WIDTH};
+  tj_tensor_t in[1 + 2 * MAX_LAYERS];
+  make_inputs(MAX_LAYERS, shape, xr, in);
+  tj_tensor_t out = tj_tensor_make(yr, TJ_DTYPE_F32, 2, shape);
+  tj_tensor_t ref = tj_tensor_make(rr, TJ_DTYPE_F32, 2, shape);
+  CHECK_OK(tj_executable_run(exe, in, 1 + 2 * MAX_LAYERS, &out, 1));
+  CHECK_OK(tj_reference_run(g, in, 1 + 2 * MAX_LAYERS, &ref, 1));
+  double worst = 0;
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) {
+    double e = fabs((double)yr[i] - (double)rr[i]);
+    if (!(e <= worst)) worst = e;
+  }
+  CHECK(worst <= 1e-3);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
+// 5 layers: the middle ones' groups copy the kernels of equal groups.
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
@@ -358,7 +599,7 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
   if (s) return s;
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;
-  s = build_mlp(ctx, 3, &g);
+  s = build_mlp(ctx, 5, &g);
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.x86.num_threads = 1;
@@ -367,14 +608,14 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
     float x[2 * WIDTH], y[2 * WIDTH];
     for (int i = 0; i < 2 * WIDTH; ++i) x[i] = (float)i * 0.01f;
     int64_t shape[2] = {2, WIDTH};
-    tj_tensor_t in[1 + 2 * 3];
-    make_inputs(3, shape, x, in);
+    tj_tensor_t in[1 + 2 * 5];
+    make_inputs(5, shape, x, in);
     tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, shape);
-    s = tj_executable_run(exe, in, 1 + 2 * 3, &out, 1);
+    s = tj_executable_run(exe, in, 1 + 2 * 5, &out, 1);
     tj_executable_release(exe);
     exe = NULL;
     if (!s) s = tj_compile(g, &opts, &exe);
-    if (!s) s = tj_executable_run(exe, in, 1 + 2 * 3, &out, 1);
+    if (!s) s = tj_executable_run(exe, in, 1 + 2 * 5, &out, 1);
   }
   tj_executable_release(exe);
   tj_graph_destroy(g);
@@ -391,6 +632,7 @@ int main(void) {
   RUN_TEST(warm_compile_shares_the_compiled_graph);
   RUN_TEST(kernel_cache_key_ignores_the_layer_count);
   RUN_TEST(released_executable_is_kept_for_an_equal_compile);
+  RUN_TEST(equal_groups_are_lowered_once);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }

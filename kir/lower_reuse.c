@@ -1,0 +1,293 @@
+// Region compile (issue 16): the fusion groups of a repeated block (N
+// layers with different weights) lower to the same kernels up to names, so
+// a group equal to one already lowered takes a copy of that group's kernels
+// with its own names and nodes instead of being lowered again.
+//
+// Two groups are equal when everything lowering reads of them is: the
+// group's kind, its nodes position by position (op, dtype, dims, attributes,
+// a constant's bytes; each operand the same position among the group's
+// nodes or among its inputs), which of its nodes it writes, the inputs'
+// dtypes and dims and, for a constant input, its bytes (a one-element
+// constant becomes an immediate), and which input the memory plan lets
+// each output overwrite (the in-place check). Dims are compared by id: the
+// groups are of one graph, whose dim table interns every expression, so
+// equal ids are equal sizes for every value of the symbols. Weights are
+// graph inputs or constants the kernels read through buffers; their
+// identity (the node) is remapped, their bytes matter only for one-element
+// constants, which lowering inlines.
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kir/lower_internal.h"
+#include "lib/passes/pass.h"
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+// Position of |node| in the ascending |list|, or NONE32.
+static uint32_t position(const uint32_t* list, uint32_t n, uint32_t node) {
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (list[mid] < node) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < n && list[lo] == node ? lo : NONE32;
+}
+
+// An operand of a node of |grp| as lowering sees it: a position among the
+// group's nodes (even), among its inputs (odd), or NONE32 (absent, or
+// neither: such a group is never shared).
+static uint32_t operand_slot(const tj_group_t* grp, uint32_t operand) {
+  if (operand == TJ_NODE_NONE) return NONE32 - 1;
+  uint32_t p = position(grp->nodes, grp->num_nodes, operand);
+  if (p != NONE32) return 2 * p;
+  p = position(grp->inputs, grp->num_inputs, operand);
+  return p != NONE32 ? 2 * p + 1 : NONE32;
+}
+
+// Bytes of constant |node|'s data, or 0 when it has none or a symbolic
+// shape.
+static size_t constant_bytes(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  int64_t numel;
+  if (n->op != TJ_OP_CONSTANT || !n->attrs.data ||
+      !tj_node_static_numel(g, node, &numel)) {
+    return 0;
+  }
+  return (size_t)numel * tj_dtype_size(n->dtype);
+}
+
+// The input |in| of |grp| that the memory plan lets output |node| overwrite,
+// as a position among the group's inputs (NONE32 - 1: none).
+static uint32_t in_place_slot(const tj_memplan_t* mp, const tj_group_t* grp,
+                              uint32_t node) {
+  if (!mp) return NONE32 - 1;
+  uint32_t bi = mp->buffer_of[node];
+  if (bi == UINT32_MAX) return NONE32 - 1;
+  uint32_t in = mp->buffers[bi].in_place_of;
+  if (in == TJ_NODE_NONE) return NONE32 - 1;
+  return position(grp->inputs, grp->num_inputs, in);
+}
+
+static uint64_t hash_type(uint64_t h, const tj_node_t* n) {
+  h = mix(h, (uint64_t)n->op);
+  h = mix(h, (uint64_t)n->dtype);
+  h = mix(h, (uint64_t)n->rank);
+  for (int32_t d = 0; d < n->rank; ++d) h = mix(h, (uint64_t)n->dims[d]);
+  return h;
+}
+
+uint64_t tj_lower_group_hash(const tj_graph_t* graph, const tj_fusion_t* fusion,
+                             const tj_memplan_t* memplan, uint32_t group) {
+  const tj_group_t* grp = &fusion->groups[group];
+  uint64_t h = mix(0, (uint64_t)grp->kind);
+  h = mix(h, grp->num_nodes);
+  h = mix(h, grp->num_inputs);
+  h = mix(h, grp->num_outputs);
+  h = mix(h, position(grp->nodes, grp->num_nodes, grp->anchor));
+  for (uint32_t j = 0; j < grp->num_nodes; ++j) {
+    const tj_node_t* n = &graph->nodes[grp->nodes[j]];
+    h = hash_type(h, n);
+    for (uint32_t i = 0; i < n->num_operands; ++i) {
+      h = mix(h, operand_slot(grp, n->operands[i]));
+    }
+    for (uint32_t i = 0; i < n->attrs.num_ints; ++i) {
+      h = mix(h, (uint64_t)n->attrs.ints[i]);
+    }
+    h = mix(h, (uint64_t)n->attrs.axis);
+  }
+  for (uint32_t k = 0; k < grp->num_inputs; ++k) {
+    const tj_node_t* n = &graph->nodes[grp->inputs[k]];
+    h = mix(h, (uint64_t)n->dtype);
+    h = mix(h, (uint64_t)n->rank);
+    for (int32_t d = 0; d < n->rank; ++d) h = mix(h, (uint64_t)n->dims[d]);
+    h = mix(h, n->op == TJ_OP_CONSTANT);
+  }
+  for (uint32_t k = 0; k < grp->num_outputs; ++k) {
+    h = mix(h, position(grp->nodes, grp->num_nodes, grp->outputs[k]));
+    h = mix(h, in_place_slot(memplan, grp, grp->outputs[k]));
+  }
+  return h;
+}
+
+static bool same_type(const tj_node_t* a, const tj_node_t* b) {
+  if (a->op != b->op || a->dtype != b->dtype || a->rank != b->rank) {
+    return false;
+  }
+  for (int32_t d = 0; d < a->rank; ++d) {
+    if (a->dims[d] != b->dims[d]) return false;
+  }
+  return true;
+}
+
+// Every attribute but the input name (weights are inputs named per layer;
+// lowering never reads the name).
+static bool same_attrs(const tj_graph_t* g, uint32_t x, uint32_t y) {
+  const tj_attrs_t* s = &g->nodes[x].attrs;
+  const tj_attrs_t* t = &g->nodes[y].attrs;
+  if (s->num_ints != t->num_ints || s->axis != t->axis ||
+      s->keepdims != t->keepdims || s->approximate != t->approximate ||
+      memcmp(&s->value, &t->value, sizeof(double)) != 0) {
+    return false;
+  }
+  if (s->num_ints &&
+      memcmp(s->ints, t->ints, sizeof(int64_t) * s->num_ints) != 0) {
+    return false;
+  }
+  return true;
+}
+
+// Constants |x| and |y| (either may not be one) hold the same bytes.
+static bool same_constant(const tj_graph_t* g, uint32_t x, uint32_t y) {
+  bool cx = g->nodes[x].op == TJ_OP_CONSTANT;
+  bool cy = g->nodes[y].op == TJ_OP_CONSTANT;
+  if (cx != cy) return false;
+  if (!cx) return true;
+  size_t bytes = constant_bytes(g, x);
+  if (bytes == 0 || bytes != constant_bytes(g, y)) return false;
+  return memcmp(g->nodes[x].attrs.data, g->nodes[y].attrs.data, bytes) == 0;
+}
+
+bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
+                         const tj_memplan_t* memplan, uint32_t a, uint32_t b) {
+  const tj_group_t* p = &fusion->groups[a];
+  const tj_group_t* q = &fusion->groups[b];
+  if (p->kind != q->kind || p->num_nodes != q->num_nodes ||
+      p->num_inputs != q->num_inputs || p->num_outputs != q->num_outputs ||
+      position(p->nodes, p->num_nodes, p->anchor) !=
+          position(q->nodes, q->num_nodes, q->anchor)) {
+    return false;
+  }
+  for (uint32_t j = 0; j < p->num_nodes; ++j) {
+    uint32_t x = p->nodes[j], y = q->nodes[j];
+    const tj_node_t* n = &graph->nodes[x];
+    const tj_node_t* m = &graph->nodes[y];
+    if (!same_type(n, m) || n->num_operands != m->num_operands ||
+        !same_attrs(graph, x, y) || !same_constant(graph, x, y)) {
+      return false;
+    }
+    // An opaque or custom node is never lowered from a copy.
+    if (n->op == TJ_OP_CUSTOM) return false;
+    for (uint32_t i = 0; i < n->num_operands; ++i) {
+      uint32_t s = operand_slot(p, n->operands[i]);
+      if (s == NONE32 || s != operand_slot(q, m->operands[i])) return false;
+    }
+  }
+  for (uint32_t k = 0; k < p->num_inputs; ++k) {
+    uint32_t x = p->inputs[k], y = q->inputs[k];
+    const tj_node_t* n = &graph->nodes[x];
+    const tj_node_t* m = &graph->nodes[y];
+    if (n->dtype != m->dtype || n->rank != m->rank ||
+        !same_constant(graph, x, y)) {
+      return false;
+    }
+    for (int32_t d = 0; d < n->rank; ++d) {
+      if (n->dims[d] != m->dims[d]) return false;
+    }
+    if (n->op == TJ_OP_CONSTANT && !same_attrs(graph, x, y)) return false;
+  }
+  for (uint32_t k = 0; k < p->num_outputs; ++k) {
+    if (position(p->nodes, p->num_nodes, p->outputs[k]) !=
+            position(q->nodes, q->num_nodes, q->outputs[k]) ||
+        in_place_slot(memplan, p, p->outputs[k]) !=
+            in_place_slot(memplan, q, q->outputs[k])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// |node| of group |p| as the node at the same place in group |q|, or NONE32.
+static uint32_t map_node(const tj_group_t* p, const tj_group_t* q,
+                         uint32_t node) {
+  uint32_t s = operand_slot(p, node);
+  if (s == NONE32 || s == NONE32 - 1) return NONE32;
+  return s % 2 == 0 ? q->nodes[s / 2] : q->inputs[s / 2];
+}
+
+// |name| ("<role><node>_<index>", as every lowering names buffers) with
+// node |to| for |from| into |out|; false when it is not of that form.
+static bool rename_buffer(const char* name, uint32_t from, uint32_t to,
+                          char* out, size_t size) {
+  size_t role = 0;
+  while (name[role] && !(name[role] >= '0' && name[role] <= '9')) ++role;
+  char digits[16];
+  int n = snprintf(digits, sizeof(digits), "%u", from);
+  if (n <= 0 || strncmp(name + role, digits, (size_t)n) != 0 ||
+      name[role + (size_t)n] != '_') {
+    return false;
+  }
+  int m = snprintf(out, size, "%.*s%u%s", (int)role, name, to,
+                   name + role + (size_t)n);
+  return m > 0 && (size_t)m < size;
+}
+
+tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
+                                const tj_fusion_t* fusion, uint32_t from,
+                                uint32_t to, const char* from_name,
+                                const char* to_name,
+                                const tj_lowered_kernel_t* kernels,
+                                uint32_t count, tj_lowered_kernel_t* out) {
+  (void)graph;
+  const tj_group_t* p = &fusion->groups[from];
+  const tj_group_t* q = &fusion->groups[to];
+  memset(out, 0, sizeof(*out) * count);
+  size_t base = strlen(from_name);
+  tj_status_t status = NULL;
+  uint32_t made = 0;  // kernels of |out| that may hold something
+  while (!status && made < count) {
+    const tj_lowered_kernel_t* src = &kernels[made];
+    tj_lowered_kernel_t* dst = &out[made++];
+    const tj_kir_t* k = src->kernel;
+    // Box kernels are named <group's name>_b<i>.
+    if (strncmp(k->name, from_name, base) != 0) {
+      status =
+          tj_unsupported("kernel @%s is not named after its group", k->name);
+      break;
+    }
+    char name[256];
+    snprintf(name, sizeof(name), "%s%s", to_name, k->name + base);
+    *dst = *src;
+    dst->kernel = NULL;
+    dst->dims = NULL;
+    char names[TJ_KIR_MAX_BUFFERS][48];
+    const char* name_of[TJ_KIR_MAX_BUFFERS];
+    for (uint32_t b = 0; !status && b < src->num_buffers; ++b) {
+      dst->buffer_nodes[b] = map_node(p, q, src->buffer_nodes[b]);
+      if (dst->buffer_nodes[b] == NONE32 ||
+          !rename_buffer(k->buffers[b].name, src->buffer_nodes[b],
+                         dst->buffer_nodes[b], names[b], sizeof(names[b]))) {
+        status =
+            tj_unsupported("buffer %u of kernel @%s is not copied", b, k->name);
+      }
+      name_of[b] = names[b];
+    }
+    if (!status && src->nonempty_node != NONE32) {
+      dst->nonempty_node = map_node(p, q, src->nonempty_node);
+      if (dst->nonempty_node == NONE32) {
+        status = tj_unsupported("kernel @%s: its precondition's node", k->name);
+      }
+    }
+    if (!status) status = tj_kir_copy(k, name, name_of, &dst->kernel);
+    if (!status && src->dims) {
+      dst->dims = tj_alloc(k->allocator, sizeof(tj_dimtab_t));
+      if (!dst->dims) {
+        status = tj_status_oom();
+      } else {
+        // Initialized even when it fails: deinitialized with |dst|.
+        status = tj_dimtab_copy(dst->dims, src->dims, k->allocator);
+      }
+    }
+  }
+  if (status) {
+    for (uint32_t i = 0; i < made; ++i) tj_lowered_kernel_deinitialize(&out[i]);
+  }
+  return status;
+}
