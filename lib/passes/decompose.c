@@ -29,6 +29,9 @@
 //               lse; p = exp(s - lse), ds = p (g @ v^T - delta), dq =
 //               scale ds @ k, [dk | dv] = concat(scale ds^T @ q, p^T @ g);
 //               grouped-query heads on [.., Hkv, G, Tq, n] views (below).
+//               When lse is attention_lse of the node's own scores (as
+//               the VJP builds it), p is their softmax instead, and the
+//               lse node drops out.
 //   argtopk     (not a composite) with k <= 16: k selection passes of
 //               row reductions; else on rows of constant length <= 256:
 //               the rank of each element by a fused compare-and-sum, then
@@ -1094,6 +1097,50 @@ static tj_status_t attention(dec_t* d, const tj_node_t* node,
   return cast(d, y, dtype, out);
 }
 
+// Whether |node|'s lse operand is attention_lse of its own q, k, mask,
+// scale and causal flag (what vjp_attention emits): then the written-out p
+// is the softmax of the scores this node computes anyway, and the lse
+// node, no longer read, is dropped (one score GEMM and exp pass fewer).
+static bool lse_of_same_scores(const dec_t* d, const tj_node_t* node) {
+  const tj_graph_t* src = d->rw.src;
+  const uint32_t li = node->operands[5];
+  if (li == TJ_NODE_NONE) return false;
+  const tj_node_t* l = &src->nodes[li];
+  return l->op == TJ_OP_ATTENTION_LSE && l->operands[0] == node->operands[0] &&
+         l->operands[1] == node->operands[1] &&
+         l->operands[2] == node->operands[3] &&
+         l->attrs.value == node->attrs.value &&
+         l->attrs.num_ints == node->attrs.num_ints &&
+         (!l->attrs.num_ints || l->attrs.ints[0] == node->attrs.ints[0]);
+}
+
+// p [.., Tq, Tk] from the scores |sc| along axis |axis|: with |same|, the
+// softmax (0 on a row with no key: m 0 where -inf, l 1 where 0); else
+// exp(sc - lse) with |lse| a [.., Tq, 1] column (0 where lse is -inf).
+static tj_status_t att_probs(dec_t* d, uint32_t sc, uint32_t lse, bool same,
+                             int64_t axis, uint32_t ninf, uint32_t zero,
+                             uint32_t* out) {
+  uint32_t t, p;
+  if (!same) {
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, lse, &p));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, lse, ninf, &t));
+    return where(d, t, zero, p, out);
+  }
+  uint32_t mx, l, one;
+  const tj_dtype_t c = d->rw.dst->nodes[sc].dtype;
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, axis, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &t));
+  TJ_RETURN_IF_ERROR(where(d, t, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &p));
+  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, p, axis, &l));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &t));
+  TJ_RETURN_IF_ERROR(where(d, t, one, l, &l));
+  return op2(d, TJ_OP_DIV, p, l, out);
+}
+
 // [.., H, x..] -> [.., Hkv, G, x..] (|heads| true: the H axis at |axis|
 // is split; false: a 1 is inserted after the axis, for k and v's Hkv and
 // for an axis of size 1 that broadcasts over H).
@@ -1183,10 +1230,8 @@ static tj_status_t attention_bwd_split(dec_t* d, const tj_node_t* node,
     TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
     TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
   }
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, lse, &p));
-  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, lse, ninf, &t));
-  TJ_RETURN_IF_ERROR(where(d, t, zero, p, &p));  // [.., Hkv, G, Tq, Tk]
+  TJ_RETURN_IF_ERROR(att_probs(d, sc, lse, lse_of_same_scores(d, node), r5 - 1,
+                               ninf, zero, &p));  // [.., Hkv, G, Tq, Tk]
   TJ_RETURN_IF_ERROR(transpose(d, v, r5, perm, &vt));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, gg, vt, &dp));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, dp, delta, &ds));
@@ -1275,10 +1320,8 @@ static tj_status_t attention_bwd(dec_t* d, const tj_node_t* node,
     TJ_RETURN_IF_ERROR(reshape(d, rows[i], r, dims, cols[i]));
     TJ_RETURN_IF_ERROR(cast(d, *cols[i], c, cols[i]));
   }
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, lse, &p));
-  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, lse, ninf, &t));
-  TJ_RETURN_IF_ERROR(where(d, t, zero, p, &p));  // [.., H, Tq, Tk]
+  TJ_RETURN_IF_ERROR(att_probs(d, sc, lse, lse_of_same_scores(d, node), r - 1,
+                               ninf, zero, &p));  // [.., H, Tq, Tk]
   TJ_RETURN_IF_ERROR(att_group(d, &a, ops[4], &gg));
   TJ_RETURN_IF_ERROR(cast(d, gg, c, &gg));
   TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
