@@ -691,8 +691,71 @@ static tj_status_t group_heads(ad_t* ad, uint32_t x, int64_t hkv,
   return reshape(ad, x, r, dims, out);
 }
 
+// The fused form (fabwd): FlashAttention-2's backward as three nodes that
+// recompute p from the scores and the row log-sum-exp, never materializing
+// [.., H, Tq, Tk] where a target keeps them whole:
+//   lse = attention_lse(q, k, mask), delta = rowsum(g y) (in lse's dtype),
+//   dq = attention_dq(..), [dk | dv] = attention_dkv(..) sliced, each
+//   summed to its operand's batch dims.
+// Nodes have one result, so the forward cannot hand its lse over; the
+// recompute costs one q.k^T pass of the backward's five.
+static tj_status_t take_range(ad_t* ad, uint32_t g, int32_t axis, int64_t start,
+                              int64_t length, uint32_t* out);
+
+static tj_status_t vjp_attention_fused(ad_t* ad, const vjp_t* v) {
+  const tj_node_t* node = v->node;
+  const int32_t r = node->rank;
+  const tj_dtype_t c = tj_attention_lse_dtype(node->dtype);
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  int64_t causal = node->attrs.num_ints ? node->attrs.ints[0] : 0;
+  attrs.value = node->attrs.value;
+  attrs.ints = &causal;
+  attrs.num_ints = 1;
+  uint32_t lse, delta, gy, yc, gc;
+  const uint32_t lse_ops[3] = {X0, X1, v->x[3]};
+  TJ_RETURN_IF_ERROR(emit(ad, TJ_OP_ATTENTION_LSE, 3, lse_ops, &attrs,
+                          TJ_DTYPE_F32, 0, NULL, &lse));
+  TJ_RETURN_IF_ERROR(cast(ad, v->y, c, &yc));
+  TJ_RETURN_IF_ERROR(cast(ad, G, c, &gc));
+  TJ_RETURN_IF_ERROR(op2(ad, TJ_OP_MUL, gc, yc, &gy));
+  int64_t axis = r - 1;
+  TJ_RETURN_IF_ERROR(reduce(ad, TJ_OP_SUM, gy, 1, &axis, false, &delta));
+  const uint32_t ops[7] = {X0, X1, X2, v->x[3], G, lse, delta};
+  int64_t qd[TJ_MAX_RANK], kd[TJ_MAX_RANK], vd[TJ_MAX_RANK];
+  dims_of(ad, X0, qd);
+  dims_of(ad, X1, kd);
+  dims_of(ad, X2, vd);
+  uint32_t t;
+  if (v->want[0]) {
+    TJ_RETURN_IF_ERROR(emit(ad, TJ_OP_ATTENTION_DQ, 7, ops, &attrs,
+                            TJ_DTYPE_F32, 0, NULL, &t));
+    TJ_RETURN_IF_ERROR(sum_to(ad, t, r, qd, &v->out[0]));
+  }
+  if (!v->want[1] && !v->want[2]) return NULL;
+  uint32_t kv;
+  TJ_RETURN_IF_ERROR(emit(ad, TJ_OP_ATTENTION_DKV, 7, ops, &attrs, TJ_DTYPE_F32,
+                          0, NULL, &kv));
+  const int64_t d = kd[r - 1], dv = vd[r - 1];
+  if (v->want[1]) {
+    TJ_RETURN_IF_ERROR(take_range(ad, kv, r - 1, 0, d, &t));
+    TJ_RETURN_IF_ERROR(sum_to(ad, t, r, kd, &v->out[1]));
+  }
+  if (v->want[2]) {
+    TJ_RETURN_IF_ERROR(take_range(ad, kv, r - 1, d, dv, &t));
+    TJ_RETURN_IF_ERROR(sum_to(ad, t, r, vd, &v->out[2]));
+  }
+  return NULL;
+}
+
 static tj_status_t vjp_attention(ad_t* ad, const vjp_t* v) {
   const tj_node_t* node = v->node;
+  // An additive mask's gradient is ds itself, [.., H, Tq, Tk]: only the
+  // unfused form below has it.
+  const uint32_t mask = v->x[3];
+  const bool mask_grad =
+      mask != TJ_NODE_NONE && dtype_of(ad, mask) != TJ_DTYPE_BOOL && v->want[3];
+  if (!mask_grad) return vjp_attention_fused(ad, v);
   const int32_t r = node->rank;
   const tj_dtype_t dt = node->dtype;
   const tj_dtype_t c =
@@ -724,7 +787,6 @@ static tj_status_t vjp_attention(ad_t* ad, const vjp_t* v) {
   TJ_RETURN_IF_ERROR(scalar(ad, c, -INFINITY, &ninf));
   TJ_RETURN_IF_ERROR(scalar(ad, c, 0.0, &zero));
   TJ_RETURN_IF_ERROR(scalar(ad, c, 1.0, &one));
-  const uint32_t mask = v->x[3];
   bool additive = false;
   if (mask != TJ_NODE_NONE) {
     if (dtype_of(ad, mask) == TJ_DTYPE_BOOL) {
@@ -1461,7 +1523,12 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
                           "scale or zero-point gradient"},
     [TJ_OP_ATTENTION] = {vjp_attention,
                          "p recomputed; dv = p^T g, ds = p (g v^T - rowsum), "
-                         "dq = scale ds k, dk = scale ds^T q, dmask = ds"},
+                         "dq = scale ds k, dk = scale ds^T q, dmask = ds "
+                         "(attention_lse, attention_dq, attention_dkv but "
+                         "for dmask)"},
+    [TJ_OP_ATTENTION_LSE] = NONE_("attention's backward: no second order"),
+    [TJ_OP_ATTENTION_DQ] = NONE_("attention's backward: no second order"),
+    [TJ_OP_ATTENTION_DKV] = NONE_("attention's backward: no second order"),
 };
 #undef NONE_
 

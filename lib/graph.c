@@ -772,6 +772,45 @@ tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q, tj_value_t k,
   return append(graph, &desc);
 }
 
+// attention's backward (issue 14, fabwd): attention's attributes.
+static tj_value_t attention_bwd(tj_graph_t* graph, tj_op_t op, uint32_t n,
+                                const uint32_t* ops, double scale,
+                                bool causal) {
+  tj_node_desc_t desc = make_desc(op, n, ops);
+  int64_t flag = causal ? 1 : 0;
+  desc.attrs.value = scale;
+  desc.attrs.ints = &flag;
+  desc.attrs.num_ints = 1;
+  return append(graph, &desc);
+}
+
+tj_value_t tj_graph_attention_lse(tj_graph_t* graph, tj_value_t q, tj_value_t k,
+                                  tj_value_t mask, double scale, bool causal) {
+  if (!building(graph, "tj_graph_attention_lse")) return tj_value_none();
+  uint32_t ops[3] = {operand(q), operand(k), operand(mask)};
+  return attention_bwd(graph, TJ_OP_ATTENTION_LSE, 3, ops, scale, causal);
+}
+
+tj_value_t tj_graph_attention_dq(tj_graph_t* graph, tj_value_t q, tj_value_t k,
+                                 tj_value_t v, tj_value_t mask, tj_value_t g,
+                                 tj_value_t lse, tj_value_t delta, double scale,
+                                 bool causal) {
+  if (!building(graph, "tj_graph_attention_dq")) return tj_value_none();
+  uint32_t ops[7] = {operand(q), operand(k),   operand(v),    operand(mask),
+                     operand(g), operand(lse), operand(delta)};
+  return attention_bwd(graph, TJ_OP_ATTENTION_DQ, 7, ops, scale, causal);
+}
+
+tj_value_t tj_graph_attention_dkv(tj_graph_t* graph, tj_value_t q, tj_value_t k,
+                                  tj_value_t v, tj_value_t mask, tj_value_t g,
+                                  tj_value_t lse, tj_value_t delta,
+                                  double scale, bool causal) {
+  if (!building(graph, "tj_graph_attention_dkv")) return tj_value_none();
+  uint32_t ops[7] = {operand(q), operand(k),   operand(v),    operand(mask),
+                     operand(g), operand(lse), operand(delta)};
+  return attention_bwd(graph, TJ_OP_ATTENTION_DKV, 7, ops, scale, causal);
+}
+
 //===--- quantization (issue 17, quant2; lib/quant.h) ---===//
 
 static void quant_ints(const tj_quant_attrs_t* a, int64_t* ints) {

@@ -169,7 +169,11 @@ static bool is_optional(tj_op_t op, uint32_t slot) {
     case TJ_OP_CONV_TRANSPOSE:
       return slot == 2;
     case TJ_OP_ATTENTION:
+    case TJ_OP_ATTENTION_DQ:
+    case TJ_OP_ATTENTION_DKV:
       return slot == 3;
+    case TJ_OP_ATTENTION_LSE:
+      return slot == 2;
     case TJ_OP_MATMUL_INTEGER:
       return slot == 2 || slot == 3;
     case TJ_OP_QUANTIZE:  // the zero point
@@ -1237,11 +1241,23 @@ static tj_status_t infer_custom(infer_t* c) {
 // tj_graph_attention (tj_graph.h): q [B..., H, Tq, D], k [B..., Hkv, Tk, D],
 // v [B..., Hkv, Tk, Dv], mask broadcastable to [B..., H, Tq, Tk]; heads and
 // head dims constant. Stores the resolved scale and the causal flag.
+//
+// attention's backward (fabwd) shares the checks: attention_lse has no v
+// (|v_slot| < 0; its mask is operand 2) and gives [B..., H, Tq] of the
+// compute dtype; attention_dq and attention_dkv add g [B..., H, Tq, Dv]
+// and lse, delta [B..., H, Tq], and give dq [B..., H, Tq, D] and
+// [dk | dv] [B..., Hkv, Tk, D + Dv] of q's dtype.
+static tj_status_t check_grad_operands(infer_t* c, int32_t r,
+                                       const int64_t* full, int64_t d,
+                                       int64_t dv);
+
 static tj_status_t infer_attention(infer_t* c) {
+  const tj_op_t op = c->desc->op;
+  const bool has_v = op != TJ_OP_ATTENTION_LSE;
   const tj_node_t* q = in(c, 0);
   const tj_node_t* k = in(c, 1);
-  const tj_node_t* v = in(c, 2);
-  const tj_node_t* m = in(c, 3);
+  const tj_node_t* v = has_v ? in(c, 2) : k;
+  const tj_node_t* m = in(c, has_v ? 3 : 2);
   TJ_RETURN_IF_ERROR(check_class(c, q->dtype));
   TJ_RETURN_IF_ERROR(check_same_dtype(c, q->dtype, k->dtype));
   TJ_RETURN_IF_ERROR(check_same_dtype(c, q->dtype, v->dtype));
@@ -1320,8 +1336,56 @@ static tj_status_t infer_attention(infer_t* c) {
   c->out->attrs.value = scale;
   c->out->ints[0] = a->ints[0];
   c->out->attrs.num_ints = 1;
-  full[r - 1] = dv;
+  if (op == TJ_OP_ATTENTION_LSE) {
+    set_result(c, tj_attention_lse_dtype(q->dtype), r - 1, full);
+    return NULL;
+  }
+  if (op != TJ_OP_ATTENTION)
+    TJ_RETURN_IF_ERROR(check_grad_operands(c, r, full, d, dv));
+  if (op == TJ_OP_ATTENTION_DKV) {
+    full[r - 3] = hkv;
+    full[r - 2] = tk;
+    full[r - 1] = d + dv;
+  } else {
+    full[r - 1] = op == TJ_OP_ATTENTION_DQ ? d : dv;
+  }
   set_result(c, q->dtype, r, full);
+  return NULL;
+}
+
+// g of q's dtype and the forward's shape; lse and delta of the compute
+// dtype and g's shape less its last axis. |full| is [B..., H, Tq, Tk].
+static tj_status_t check_grad_operands(infer_t* c, int32_t r,
+                                       const int64_t* full, int64_t d,
+                                       int64_t dv) {
+  (void)d;
+  const tj_node_t* q = in(c, 0);
+  const tj_node_t* rows[3] = {in(c, 4), in(c, 5), in(c, 6)};
+  static const char* const kNames[3] = {"g", "lse", "delta"};
+  dimtext_t t = {0};
+  for (int i = 0; i < 3; ++i) {
+    const tj_node_t* x = rows[i];
+    const tj_dtype_t want =
+        i == 0 ? q->dtype : tj_attention_lse_dtype(q->dtype);
+    const int32_t want_rank = i == 0 ? r : r - 1;
+    if (x->dtype != want)
+      return fail(c, INVALID, "%s must be %s, got %s", kNames[i],
+                  tj_dtype_name(want), tj_dtype_name(x->dtype));
+    if (x->rank != want_rank)
+      return fail(c, INVALID, "%s must have rank %d, got %d", kNames[i],
+                  (int)want_rank, (int)x->rank);
+    for (int32_t a = 0; a < want_rank; ++a) {
+      const int64_t want_dim = a == r - 1 ? dv : full[a];
+      int64_t agreed;
+      bool conflict;
+      TJ_RETURN_IF_ERROR(unify(c, x->dims[a], want_dim, &agreed, &conflict));
+      if (conflict)
+        return fail(c, INVALID,
+                    "%s's dim %d is %s, the attention's output has %s",
+                    kNames[i], (int)a, dimstr(c, &t, x->dims[a]),
+                    dimstr(c, &t, want_dim));
+    }
+  }
   return NULL;
 }
 
@@ -1640,6 +1704,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
       status = infer_one_hot(&c);
       break;
     case TJ_OP_ATTENTION:
+    case TJ_OP_ATTENTION_LSE:
+    case TJ_OP_ATTENTION_DQ:
+    case TJ_OP_ATTENTION_DKV:
       status = infer_attention(&c);
       break;
     case TJ_OP_QUANTIZE:

@@ -279,4 +279,10 @@ tj_status_t tj_ir_check_run_memory(const tj_graph_t* graph,
 // Element-count limit for any one tensor: byte sizes must fit in int64.
 #define TJ_MAX_TENSOR_BYTES ((int64_t)1 << 48)
 
+// The dtype of attention's row log-sum-exp and of the backward's delta
+// (issue 14, fabwd): f32 for f16/bf16 q, whose rows sum in f32, else q's.
+static inline tj_dtype_t tj_attention_lse_dtype(tj_dtype_t q) {
+  return q == TJ_DTYPE_F16 || q == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : q;
+}
+
 #endif  // TJ_LIB_IR_H_

@@ -2156,6 +2156,173 @@ static tj_status_t eval_attention(run_t* run, uint32_t index) {
   return NULL;
 }
 
+// attention's backward (issue 14, fabwd), one query row at a time in
+// double as eval_attention: the scores s, then attention_lse stores
+// log sum exp(s) (-inf on a row with no key); attention_dq and
+// attention_dkv take p = exp(s - lse) from the given lse (0 where it is
+// -inf) and ds = p (g.v - delta): dq = scale sum_j ds_j k_j per row, and
+// dk += scale ds_j q_i, dv += p_j g_i into a double buffer of the whole
+// [B..., Hkv, Tk, D + Dv] result, rounded once at the end.
+static tj_status_t eval_attention_bwd(run_t* run, uint32_t index) {
+  const tj_node_t* node = node_at(run, index);
+  const bool lse_op = node->op == TJ_OP_ATTENTION_LSE;
+  const bool dkv_op = node->op == TJ_OP_ATTENTION_DKV;
+  const view_t* q = operand_view(run, index, 0);
+  const view_t* k = operand_view(run, index, 1);
+  const view_t* v = lse_op ? NULL : operand_view(run, index, 2);
+  const view_t* m = operand_view(run, index, lse_op ? 2 : 3);
+  const view_t* g = lse_op ? NULL : operand_view(run, index, 4);
+  const view_t* lv = lse_op ? NULL : operand_view(run, index, 5);
+  const view_t* dl = lse_op ? NULL : operand_view(run, index, 6);
+  TJ_RETURN_IF_ERROR(allocate_result(run, index));
+  const view_t* out = &run->values[index].view;
+  if (view_numel(out) == 0) return NULL;
+  const int32_t r = q->rank, nb = r - 3;
+  const int64_t h_count = q->dims[r - 3], d = q->dims[r - 1];
+  const int64_t hkv = k->dims[r - 3], group = h_count / hkv;
+  const int64_t tk = k->dims[r - 2];
+  const int64_t dv = v ? v->dims[r - 1] : 0;
+  const int64_t tq = q->dims[r - 2];
+  const double scale = node->attrs.value;
+  const bool causal = node->attrs.num_ints && node->attrs.ints[0];
+  // Strides of each operand broadcast to [B..., X, Y, Z] (its own last
+  // three dims), the mask's to [B..., H, Tq, Tk], the rows' (lse, delta:
+  // rank r - 1) to [B..., H, Tq].
+  int64_t target[TJ_MAX_RANK], sq[TJ_MAX_RANK], sk[TJ_MAX_RANK],
+      sv[TJ_MAX_RANK] = {0}, sg[TJ_MAX_RANK] = {0}, sm[TJ_MAX_RANK] = {0},
+      sl[TJ_MAX_RANK] = {0}, sd[TJ_MAX_RANK] = {0}, so[TJ_MAX_RANK] = {0};
+  memcpy(target, out->dims, (size_t)nb * sizeof(int64_t));
+  const view_t* ops[4] = {q, k, v, g};
+  int64_t* strides[4] = {sq, sk, sv, sg};
+  for (int i = 0; i < 4; ++i) {
+    if (!ops[i]) continue;
+    for (int32_t a = nb; a < r; ++a) target[a] = ops[i]->dims[a];
+    broadcast_strides(ops[i], r, target, strides[i]);
+  }
+  target[r - 3] = h_count;
+  target[r - 2] = tq;
+  target[r - 1] = tk;
+  if (m) broadcast_strides(m, r, target, sm);
+  if (lv) broadcast_strides(lv, r - 1, target, sl);
+  if (dl) broadcast_strides(dl, r - 1, target, sd);
+  if (lse_op) {
+    memcpy(so, out->strides, (size_t)(r - 1) * sizeof(int64_t));
+  } else {
+    memcpy(so, out->strides, (size_t)r * sizeof(int64_t));
+  }
+  const int64_t batches = dims_numel(nb, out->dims);
+  // Scratch: the row's scores [tk], and for dkv the whole result in double.
+  const int64_t acc_count = dkv_op ? batches * hkv * tk * (d + dv) : d;
+  double* s = NULL;
+  size_t s_bytes = 0;
+  TJ_RETURN_IF_ERROR(
+      scratch_array(run, tk + acc_count, sizeof(double), (void**)&s, &s_bytes));
+  double* acc = s + tk;
+  for (int64_t e = 0; e < acc_count; ++e) acc[e] = 0.0;
+  int64_t bidx[TJ_MAX_RANK] = {0};
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t oq = 0, ok = 0, ov = 0, og = 0, om = 0, ol = 0, od = 0, oo = 0;
+    for (int32_t a = 0; a < nb; ++a) {
+      oq += bidx[a] * sq[a];
+      ok += bidx[a] * sk[a];
+      ov += bidx[a] * sv[a];
+      og += bidx[a] * sg[a];
+      om += bidx[a] * sm[a];
+      ol += bidx[a] * sl[a];
+      od += bidx[a] * sd[a];
+      oo += bidx[a] * so[a];
+    }
+    for (int64_t h = 0; h < h_count; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t q0 = oq + h * sq[r - 3] + i * sq[r - 2];
+        const int64_t m0 = om + h * sm[r - 3] + i * sm[r - 2];
+        double max = -INFINITY;
+        for (int64_t j = 0; j < tk; ++j) {
+          double x = -INFINITY;
+          bool keep = !(causal && j > i);
+          if (keep && m && m->dtype == TJ_DTYPE_BOOL)
+            keep = tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]) != 0;
+          if (keep) {
+            const int64_t k0 = ok + hk * sk[r - 3] + j * sk[r - 2];
+            double dot = 0.0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += tj_load_f64(q->dtype, q->data, q0 + e * sq[r - 1]) *
+                     tj_load_f64(k->dtype, k->data, k0 + e * sk[r - 1]);
+            x = scale * dot;
+            if (m && m->dtype != TJ_DTYPE_BOOL)
+              x += tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]);
+          }
+          s[j] = x;
+          if (isnan(x) || x > max) max = isnan(max) ? max : x;
+        }
+        if (lse_op) {
+          double sum = 0.0;
+          if (max != -INFINITY && !isnan(max))
+            for (int64_t j = 0; j < tk; ++j) sum += exp(s[j] - max);
+          const double lse = isnan(max)         ? max
+                             : max == -INFINITY ? -INFINITY
+                                                : max + log(sum);
+          tj_store_f64(out->dtype, out->data,
+                       oo + h * so[r - 3] + i * so[r - 2], lse);
+          continue;
+        }
+        const double lse = tj_load_f64(lv->dtype, lv->data,
+                                       ol + h * sl[r - 3] + i * sl[r - 2]);
+        const double delta = tj_load_f64(dl->dtype, dl->data,
+                                         od + h * sd[r - 3] + i * sd[r - 2]);
+        const int64_t g0 = og + h * sg[r - 3] + i * sg[r - 2];
+        if (!dkv_op)
+          for (int64_t e = 0; e < d; ++e) acc[e] = 0.0;
+        for (int64_t j = 0; j < tk; ++j) {
+          const double p = lse == -INFINITY ? 0.0 : exp(s[j] - lse);
+          if (p == 0.0) continue;
+          const int64_t v0 = ov + hk * sv[r - 3] + j * sv[r - 2];
+          const int64_t k0 = ok + hk * sk[r - 3] + j * sk[r - 2];
+          double dp = 0.0;
+          for (int64_t e = 0; e < dv; ++e)
+            dp += tj_load_f64(g->dtype, g->data, g0 + e * sg[r - 1]) *
+                  tj_load_f64(v->dtype, v->data, v0 + e * sv[r - 1]);
+          const double ds = p * (dp - delta);
+          if (!dkv_op) {
+            for (int64_t e = 0; e < d; ++e)
+              acc[e] += scale * ds *
+                        tj_load_f64(k->dtype, k->data, k0 + e * sk[r - 1]);
+            continue;
+          }
+          double* row = acc + ((b * hkv + hk) * tk + j) * (d + dv);
+          for (int64_t e = 0; e < d; ++e)
+            row[e] +=
+                scale * ds * tj_load_f64(q->dtype, q->data, q0 + e * sq[r - 1]);
+          for (int64_t e = 0; e < dv; ++e)
+            row[d + e] +=
+                p * tj_load_f64(g->dtype, g->data, g0 + e * sg[r - 1]);
+        }
+        if (!dkv_op) {
+          const int64_t o0 = oo + h * so[r - 3] + i * so[r - 2];
+          for (int64_t e = 0; e < d; ++e)
+            tj_store_f64(out->dtype, out->data, o0 + e * so[r - 1], acc[e]);
+        }
+      }
+    }
+    if (dkv_op) {
+      for (int64_t hk = 0; hk < hkv; ++hk)
+        for (int64_t j = 0; j < tk; ++j) {
+          const double* row = acc + ((b * hkv + hk) * tk + j) * (d + dv);
+          const int64_t o0 = oo + hk * so[r - 3] + j * so[r - 2];
+          for (int64_t e = 0; e < d + dv; ++e)
+            tj_store_f64(out->dtype, out->data, o0 + e * so[r - 1], row[e]);
+        }
+    }
+    for (int32_t a = nb - 1; a >= 0; --a) {
+      if (++bidx[a] < out->dims[a]) break;
+      bidx[a] = 0;
+    }
+  }
+  scratch_free(run, s, s_bytes);
+  return NULL;
+}
+
 //===----------------------------------------------------------------------===//
 // quantize and dequantize (issue 17, quant2; lib/quant.h)
 //===----------------------------------------------------------------------===//
@@ -2287,6 +2454,10 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
       return eval_one_hot(run, index);
     case TJ_OP_ATTENTION:
       return eval_attention(run, index);
+    case TJ_OP_ATTENTION_LSE:
+    case TJ_OP_ATTENTION_DQ:
+    case TJ_OP_ATTENTION_DKV:
+      return eval_attention_bwd(run, index);
     case TJ_OP_QUANTIZE:
     case TJ_OP_DEQUANTIZE:
       return eval_quant(run, index);

@@ -586,6 +586,34 @@ TJ_API tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q,
                                      tj_value_t mask, double scale,
                                      bool causal);
 
+// Attention's backward (issue 14), as FlashAttention-2 computes it: the
+// probabilities are recomputed from the scores and the row log-sum-exp,
+// never stored. q, k, v, mask, scale and causal are attention's (scale 0
+// means 1 / sqrt(D)); with s the scores and p = exp(s - lse) (0 on a row
+// whose lse is -inf):
+// attention_lse: lse [B..., H, Tq] = log sum_j exp(s_j), -inf on a row
+// with every key masked; f32 for f16/bf16 q, else q's dtype.
+TJ_API tj_value_t tj_graph_attention_lse(tj_graph_t* graph, tj_value_t q,
+                                         tj_value_t k, tj_value_t mask,
+                                         double scale, bool causal);
+// g = dL/dy [B..., H, Tq, Dv] (q's dtype), lse from attention_lse and
+// delta [B..., H, Tq] = sum_e g y (lse's dtype); ds = p (g v^T - delta):
+// attention_dq: dq = scale ds k, [B..., H, Tq, D] of q's dtype.
+TJ_API tj_value_t tj_graph_attention_dq(tj_graph_t* graph, tj_value_t q,
+                                        tj_value_t k, tj_value_t v,
+                                        tj_value_t mask, tj_value_t g,
+                                        tj_value_t lse, tj_value_t delta,
+                                        double scale, bool causal);
+// attention_dkv: dk = scale ds^T q and dv = p^T g side by side along the
+// last axis, [B..., Hkv, Tk, D + Dv] of q's dtype, each summed over the H /
+// Hkv query heads that share a kv head (B... the broadcast batch dims: sum
+// them to k's and v's own).
+TJ_API tj_value_t tj_graph_attention_dkv(tj_graph_t* graph, tj_value_t q,
+                                         tj_value_t k, tj_value_t v,
+                                         tj_value_t mask, tj_value_t g,
+                                         tj_value_t lse, tj_value_t delta,
+                                         double scale, bool causal);
+
 //===--- quantization (issue 17) ---===//
 
 // The attributes of quantize and dequantize (ONNX QuantizeLinear and

@@ -24,6 +24,14 @@
 //               are never repeated. Kept whole where the target says it
 //               runs it natively (tj_pass_ctx_t.native_op: the flash
 //               kernels of x86 and, for f16/bf16 at head dims 64/128, CUDA).
+//   attention_lse, attention_dq, attention_dkv (attention's backward,
+//               fabwd): the scores as above, log(sum(exp(s - m))) + m for
+//               lse; p = exp(s - lse), ds = p (g @ v^T - delta), dq =
+//               scale ds @ k, [dk | dv] = concat(scale ds^T @ q, p^T @ g);
+//               grouped-query heads on [.., Hkv, G, Tq, n] views (below).
+//               When lse is attention_lse of the node's own scores (as
+//               the VJP builds it), p is their softmax instead, and the
+//               lse node drops out.
 //   argtopk     (not a composite) with k <= 16: k selection passes of
 //               row reductions; else on rows of constant length <= 256:
 //               the rank of each element by a fused compare-and-sum, then
@@ -953,52 +961,86 @@ static tj_status_t decompose_window(dec_t* d, uint32_t index,
 
 // attention (issue 14): see the table at the top. |ops| are q, k, v, mask
 // (TJ_NODE_NONE when absent), already of the new graph.
-static tj_status_t attention(dec_t* d, const tj_node_t* node,
-                             const uint32_t* ops, uint32_t* out) {
-  const tj_dtype_t dtype = node->dtype;
-  const tj_dtype_t c =
-      d->upcast_half && (dtype == TJ_DTYPE_F16 || dtype == TJ_DTYPE_BF16)
-          ? TJ_DTYPE_F32
-          : dtype;
-  uint32_t q = ops[0], k, v, kt, sc, y;
-  const tj_graph_t* g = d->rw.dst;
-  const int32_t r = node->rank;
-  const int64_t h = g->nodes[q].dims[r - 3], hkv = g->nodes[ops[1]].dims[r - 3];
-  const int64_t tq = g->nodes[q].dims[r - 2], tk = g->nodes[ops[1]].dims[r - 2];
-  const int64_t group = h / hkv;
-  int64_t grouped[TJ_MAX_RANK], dims[TJ_MAX_RANK], perm[TJ_MAX_RANK];
-  if (group > 1) {
-    // [.., H, Tq, D] -> [.., Hkv, G*Tq, D]: head h = hk*G + g, row g*Tq + i
-    // (before the cast: a reshape reads its operand densely).
-    memcpy(grouped, g->nodes[q].dims, (size_t)r * sizeof(int64_t));
-    grouped[r - 3] = hkv;
-    grouped[r - 2] = TJ_DIM_INFER;
-    TJ_RETURN_IF_ERROR(reshape(d, q, r, grouped, &q));
+// The shapes and compute dtype an attention node and its backward share.
+typedef struct att_t {
+  tj_dtype_t dtype, c;  // q's dtype, the compute dtype
+  int32_t r;            // q's rank
+  int64_t h, hkv, group, tq, tk;
+} att_t;
+
+static att_t att_shape(const dec_t* d, uint32_t q, uint32_t k) {
+  const tj_node_t* nq = &d->rw.dst->nodes[q];
+  const tj_node_t* nk = &d->rw.dst->nodes[k];
+  att_t a;
+  a.dtype = nq->dtype;
+  a.c = d->upcast_half && (a.dtype == TJ_DTYPE_F16 || a.dtype == TJ_DTYPE_BF16)
+            ? TJ_DTYPE_F32
+            : a.dtype;
+  a.r = nq->rank;
+  a.h = nq->dims[a.r - 3];
+  a.hkv = nk->dims[a.r - 3];
+  a.group = a.h / a.hkv;
+  a.tq = nq->dims[a.r - 2];
+  a.tk = nk->dims[a.r - 2];
+  return a;
+}
+
+// [.., H, Tq, n] <-> [.., Hkv, G*Tq, n] (head h = hk*G + g, row g*Tq + i);
+// nothing when G = 1.
+static tj_status_t att_group(dec_t* d, const att_t* a, uint32_t x,
+                             uint32_t* out) {
+  if (a->group == 1) {
+    *out = x;
+    return NULL;
   }
-  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
-  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
-  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, d->rw.dst->nodes[x].dims, (size_t)a->r * sizeof(int64_t));
+  dims[a->r - 3] = a->hkv;
+  dims[a->r - 2] = TJ_DIM_INFER;
+  return reshape(d, x, a->r, dims, out);
+}
+
+static tj_status_t att_ungroup(dec_t* d, const att_t* a, uint32_t x,
+                               uint32_t* out) {
+  if (a->group == 1) {
+    *out = x;
+    return NULL;
+  }
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, d->rw.dst->nodes[x].dims, (size_t)a->r * sizeof(int64_t));
+  dims[a->r - 3] = a->h;
+  dims[a->r - 2] = a->tq;
+  return reshape(d, x, a->r, dims, out);
+}
+
+// The scores s [.., H, Tq, Tk] in the compute dtype: (q @ k^T) * scale,
+// masked (where / add), causal by iota compares. |qg| is q grouped and
+// cast, |k| cast, |mask| of the new graph or TJ_NODE_NONE.
+static tj_status_t attention_scores(dec_t* d, const tj_node_t* node,
+                                    const att_t* a, uint32_t qg, uint32_t k,
+                                    uint32_t mask, uint32_t* out) {
+  const tj_graph_t* g = d->rw.dst;
+  const tj_dtype_t c = a->c;
+  const int32_t r = a->r;
+  const int64_t tq = a->tq, tk = a->tk;
+  uint32_t q = qg, kt, sc;
+  int64_t perm[TJ_MAX_RANK];
   for (int32_t i = 0; i < r; ++i) perm[i] = i;
   perm[r - 2] = r - 1;
   perm[r - 1] = r - 2;
   TJ_RETURN_IF_ERROR(transpose(d, k, r, perm, &kt));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, q, kt, &sc));
-  if (group > 1) {
-    memcpy(dims, g->nodes[sc].dims, (size_t)r * sizeof(int64_t));
-    dims[r - 3] = h;
-    dims[r - 2] = tq;
-    TJ_RETURN_IF_ERROR(reshape(d, sc, r, dims, &sc));
-  }
+  TJ_RETURN_IF_ERROR(att_ungroup(d, a, sc, &sc));
   TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, sc, node->attrs.value, &sc));
   uint32_t ninf;
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
-  if (ops[3] != TJ_NODE_NONE) {
-    if (g->nodes[ops[3]].dtype == TJ_DTYPE_BOOL) {
-      TJ_RETURN_IF_ERROR(where(d, ops[3], sc, ninf, &sc));
+  if (mask != TJ_NODE_NONE) {
+    if (g->nodes[mask].dtype == TJ_DTYPE_BOOL) {
+      TJ_RETURN_IF_ERROR(where(d, mask, sc, ninf, &sc));
     } else {
-      uint32_t mask;
-      TJ_RETURN_IF_ERROR(cast(d, ops[3], c, &mask));
-      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, mask, &sc));
+      uint32_t add;
+      TJ_RETURN_IF_ERROR(cast(d, mask, c, &add));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, add, &sc));
     }
   }
   if (node->attrs.num_ints && node->attrs.ints[0]) {
@@ -1018,6 +1060,24 @@ static tj_status_t attention(dec_t* d, const tj_node_t* node,
     TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
     TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
   }
+  *out = sc;
+  return NULL;
+}
+
+static tj_status_t attention(dec_t* d, const tj_node_t* node,
+                             const uint32_t* ops, uint32_t* out) {
+  const att_t a = att_shape(d, ops[0], ops[1]);
+  const tj_dtype_t dtype = a.dtype, c = a.c;
+  uint32_t q, k, v, sc, y;
+  const int32_t r = a.r;
+  // Grouped before the cast: a reshape reads its operand densely.
+  TJ_RETURN_IF_ERROR(att_group(d, &a, ops[0], &q));
+  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
+  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
+  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
+  TJ_RETURN_IF_ERROR(attention_scores(d, node, &a, q, k, ops[3], &sc));
+  uint32_t ninf;
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
   // The row max, 0 for a row with no key left (then e = 0 and y = 0).
   uint32_t mx, is_ninf, zero, e, l, one, l_ok, pv;
   TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r - 1, &mx));
@@ -1030,21 +1090,267 @@ static tj_status_t attention(dec_t* d, const tj_node_t* node,
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &l_ok));
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
   TJ_RETURN_IF_ERROR(where(d, l_ok, one, l, &l));
-  if (group > 1) {
-    memcpy(dims, g->nodes[e].dims, (size_t)r * sizeof(int64_t));
-    dims[r - 3] = hkv;
-    dims[r - 2] = TJ_DIM_INFER;
-    TJ_RETURN_IF_ERROR(reshape(d, e, r, dims, &e));
-  }
+  TJ_RETURN_IF_ERROR(att_group(d, &a, e, &e));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, e, v, &pv));
-  if (group > 1) {
-    memcpy(dims, g->nodes[pv].dims, (size_t)r * sizeof(int64_t));
-    dims[r - 3] = h;
-    dims[r - 2] = tq;
-    TJ_RETURN_IF_ERROR(reshape(d, pv, r, dims, &pv));
-  }
+  TJ_RETURN_IF_ERROR(att_ungroup(d, &a, pv, &pv));
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_DIV, pv, l, &y));
   return cast(d, y, dtype, out);
+}
+
+// Whether |node|'s lse operand is attention_lse of its own q, k, mask,
+// scale and causal flag (what vjp_attention emits): then the written-out p
+// is the softmax of the scores this node computes anyway, and the lse
+// node, no longer read, is dropped (one score GEMM and exp pass fewer).
+static bool lse_of_same_scores(const dec_t* d, const tj_node_t* node) {
+  const tj_graph_t* src = d->rw.src;
+  const uint32_t li = node->operands[5];
+  if (li == TJ_NODE_NONE) return false;
+  const tj_node_t* l = &src->nodes[li];
+  return l->op == TJ_OP_ATTENTION_LSE && l->operands[0] == node->operands[0] &&
+         l->operands[1] == node->operands[1] &&
+         l->operands[2] == node->operands[3] &&
+         l->attrs.value == node->attrs.value &&
+         l->attrs.num_ints == node->attrs.num_ints &&
+         (!l->attrs.num_ints || l->attrs.ints[0] == node->attrs.ints[0]);
+}
+
+// p [.., Tq, Tk] from the scores |sc| along axis |axis|: with |same|, the
+// softmax (0 on a row with no key: m 0 where -inf, l 1 where 0); else
+// exp(sc - lse) with |lse| a [.., Tq, 1] column (0 where lse is -inf).
+static tj_status_t att_probs(dec_t* d, uint32_t sc, uint32_t lse, bool same,
+                             int64_t axis, uint32_t ninf, uint32_t zero,
+                             uint32_t* out) {
+  uint32_t t, p;
+  if (!same) {
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, lse, &p));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, lse, ninf, &t));
+    return where(d, t, zero, p, out);
+  }
+  uint32_t mx, l, one;
+  const tj_dtype_t c = d->rw.dst->nodes[sc].dtype;
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, axis, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &t));
+  TJ_RETURN_IF_ERROR(where(d, t, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &p));
+  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, p, &p));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, p, axis, &l));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &t));
+  TJ_RETURN_IF_ERROR(where(d, t, one, l, &l));
+  return op2(d, TJ_OP_DIV, p, l, out);
+}
+
+// [.., H, x..] -> [.., Hkv, G, x..] (|heads| true: the H axis at |axis|
+// is split; false: a 1 is inserted after the axis, for k and v's Hkv and
+// for an axis of size 1 that broadcasts over H).
+static tj_status_t att_split(dec_t* d, uint32_t x, int32_t axis, int64_t hkv,
+                             int64_t group, bool heads, uint32_t* out) {
+  const tj_node_t* n = &d->rw.dst->nodes[x];
+  const int32_t r = n->rank;
+  int64_t dims[TJ_MAX_RANK];
+  memcpy(dims, n->dims, (size_t)axis * sizeof(int64_t));
+  dims[axis] = heads ? hkv : n->dims[axis];
+  dims[axis + 1] = heads ? group : 1;
+  memcpy(dims + axis + 2, n->dims + axis + 1,
+         (size_t)(r - axis - 1) * sizeof(int64_t));
+  return reshape(d, x, r + 1, dims, out);
+}
+
+// attention_dq and attention_dkv with grouped-query heads (G > 1) on
+// [.., Hkv, G, Tq, n] views: q, g, lse and delta split their H axis, k and
+// v gain a G axis of 1 that the matmuls broadcast, so every reshape splits
+// an axis (the lowering reads a merge of computed values only densely, and
+// [.., Hkv, G*Tq, n] views of the pointwise p and ds would merge); dk and
+// dv sum their [.., Hkv, G, Tk, n] products over G.
+static tj_status_t attention_bwd_split(dec_t* d, const tj_node_t* node,
+                                       const att_t* a, const uint32_t* ops,
+                                       uint32_t* out) {
+  const tj_graph_t* g = d->rw.dst;
+  const tj_dtype_t c = a->c;
+  const int32_t r = a->r, r5 = r + 1, h_axis = r - 3;
+  const int64_t hkv = a->hkv, grp = a->group;
+  uint32_t q, k, v, gg, lse, delta, kt, vt, sc, ninf, zero, t, p, dp, ds, y;
+  TJ_RETURN_IF_ERROR(att_split(d, ops[0], h_axis, hkv, grp, true, &q));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[1], h_axis, hkv, grp, false, &k));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[2], h_axis, hkv, grp, false, &v));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[4], h_axis, hkv, grp, true, &gg));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[5], h_axis, hkv, grp, true, &lse));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[6], h_axis, hkv, grp, true, &delta));
+  uint32_t* cast_me[6] = {&q, &k, &v, &gg, &lse, &delta};
+  for (int i = 0; i < 6; ++i)
+    TJ_RETURN_IF_ERROR(cast(d, *cast_me[i], c, cast_me[i]));
+  int64_t dims[TJ_MAX_RANK];
+  uint32_t* cols[2] = {&lse, &delta};  // [.., Hkv, G, Tq] -> [.., Tq, 1]
+  for (int i = 0; i < 2; ++i) {
+    memcpy(dims, g->nodes[*cols[i]].dims, (size_t)r * sizeof(int64_t));
+    dims[r] = 1;
+    TJ_RETURN_IF_ERROR(reshape(d, *cols[i], r5, dims, cols[i]));
+  }
+  int64_t perm[TJ_MAX_RANK];
+  for (int32_t i = 0; i < r5; ++i) perm[i] = i;
+  perm[r5 - 2] = r5 - 1;
+  perm[r5 - 1] = r5 - 2;
+  TJ_RETURN_IF_ERROR(transpose(d, k, r5, perm, &kt));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, q, kt, &sc));
+  TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, sc, node->attrs.value, &sc));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
+  const uint32_t mask = ops[3];
+  if (mask != TJ_NODE_NONE) {
+    // The mask broadcasts to [.., H, Tq, Tk]: a mask with an H axis splits
+    // it (or inserts G's 1 where it is 1); one of rank 2 or less is right
+    // of the heads already.
+    const tj_node_t* m = &g->nodes[mask];
+    uint32_t m5 = mask;
+    if (m->rank >= 3) {
+      const int32_t ax = m->rank - 3;
+      TJ_RETURN_IF_ERROR(
+          att_split(d, mask, ax, hkv, grp, m->dims[ax] != 1, &m5));
+    }
+    if (g->nodes[m5].dtype == TJ_DTYPE_BOOL) {
+      TJ_RETURN_IF_ERROR(where(d, m5, sc, ninf, &sc));
+    } else {
+      TJ_RETURN_IF_ERROR(cast(d, m5, c, &m5));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, m5, &sc));
+    }
+  }
+  if (node->attrs.num_ints && node->attrs.ints[0]) {
+    int64_t qk[2] = {a->tq, a->tk};
+    uint32_t row, col, keep;
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_IOTA;
+    desc.dtype = TJ_DTYPE_I64;
+    desc.rank = 2;
+    desc.dims = qk;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &row));
+    desc.attrs.axis = 1;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &col));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
+    TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
+  }
+  TJ_RETURN_IF_ERROR(att_probs(d, sc, lse, lse_of_same_scores(d, node), r5 - 1,
+                               ninf, zero, &p));  // [.., Hkv, G, Tq, Tk]
+  TJ_RETURN_IF_ERROR(transpose(d, v, r5, perm, &vt));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, gg, vt, &dp));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, dp, delta, &ds));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, p, ds, &ds));
+  TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, ds, node->attrs.value, &ds));
+  if (node->op == TJ_OP_ATTENTION_DQ) {
+    // [.., Hkv, G, Tq, D] -> [.., H, Tq, D]: a merge of a GEMM's result,
+    // which is read densely.
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, ds, k, &y));
+    memcpy(dims, g->nodes[y].dims, (size_t)r5 * sizeof(int64_t));
+    dims[h_axis] = a->h;
+    memmove(dims + h_axis + 1, dims + h_axis + 2,
+            (size_t)(r5 - h_axis - 2) * sizeof(int64_t));
+    TJ_RETURN_IF_ERROR(reshape(d, y, r, dims, &y));
+    return cast(d, y, node->dtype, out);
+  }
+  uint32_t parts[2];
+  TJ_RETURN_IF_ERROR(transpose(d, ds, r5, perm, &t));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, t, q, &parts[0]));
+  TJ_RETURN_IF_ERROR(transpose(d, p, r5, perm, &t));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, t, gg, &parts[1]));
+  int64_t axis = r - 2;  // G
+  for (int i = 0; i < 2; ++i) {
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_SUM;
+    desc.num_operands = 1;
+    desc.operands = &parts[i];
+    desc.attrs.ints = &axis;
+    desc.attrs.num_ints = 1;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &parts[i]));
+  }
+  TJ_RETURN_IF_ERROR(concat_n(d, 2, parts, r - 1, &y));
+  return cast(d, y, node->dtype, out);
+}
+
+// attention's backward (fabwd; tj_graph.h), unfused: the scores as the
+// forward's, then
+//   attention_lse  m = max(s) (0 where -inf); log(sum(exp(s - m))) + m
+//                  (log 0 = -inf on a row with no key)
+//   attention_dq   p = exp(s - lse) (0 where lse = -inf),
+//   attention_dkv  ds = p (g @ v^T - delta); dq = (scale ds) @ k,
+//                  [dk | dv] = concat((scale ds)^T @ q, p^T @ g)
+// with grouped-query heads through [.., Hkv, G*Tq, n] views, so the
+// matmuls over G*Tq rows sum dk and dv over the group. A target with a
+// fused kernel keeps the nodes whole instead.
+static tj_status_t attention_bwd(dec_t* d, const tj_node_t* node,
+                                 const uint32_t* ops, uint32_t* out) {
+  const att_t a = att_shape(d, ops[0], ops[1]);
+  const tj_dtype_t c = a.c;
+  const int32_t r = a.r;
+  const tj_graph_t* g = d->rw.dst;
+  const bool lse_op = node->op == TJ_OP_ATTENTION_LSE;
+  if (!lse_op && a.group > 1 && r < TJ_MAX_RANK)
+    return attention_bwd_split(d, node, &a, ops, out);
+  uint32_t q, k, sc, ninf, zero, t, y;
+  TJ_RETURN_IF_ERROR(att_group(d, &a, ops[0], &q));
+  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
+  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
+  TJ_RETURN_IF_ERROR(
+      attention_scores(d, node, &a, q, k, ops[lse_op ? 2 : 3], &sc));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
+  int64_t dims[TJ_MAX_RANK];
+  if (lse_op) {
+    uint32_t mx, e;
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r - 1, &mx));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &t));
+    TJ_RETURN_IF_ERROR(where(d, t, zero, mx, &mx));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &e));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, e, &e));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, e, r - 1, &e));
+    TJ_RETURN_IF_ERROR(op1(d, TJ_OP_LOG, e, &e));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, e, mx, &y));  // [.., H, Tq, 1]
+    memcpy(dims, g->nodes[y].dims, (size_t)(r - 1) * sizeof(int64_t));
+    TJ_RETURN_IF_ERROR(reshape(d, y, r - 1, dims, &y));
+    return cast(d, y, node->dtype, out);
+  }
+  // lse and delta as [.., H, Tq, 1] columns of the compute dtype.
+  uint32_t lse, delta, gg, v, vt, p, dp, ds, dsg;
+  const uint32_t rows[2] = {ops[5], ops[6]};
+  uint32_t* cols[2] = {&lse, &delta};
+  for (int i = 0; i < 2; ++i) {
+    memcpy(dims, g->nodes[rows[i]].dims, (size_t)(r - 1) * sizeof(int64_t));
+    dims[r - 1] = 1;
+    TJ_RETURN_IF_ERROR(reshape(d, rows[i], r, dims, cols[i]));
+    TJ_RETURN_IF_ERROR(cast(d, *cols[i], c, cols[i]));
+  }
+  TJ_RETURN_IF_ERROR(att_probs(d, sc, lse, lse_of_same_scores(d, node), r - 1,
+                               ninf, zero, &p));  // [.., H, Tq, Tk]
+  TJ_RETURN_IF_ERROR(att_group(d, &a, ops[4], &gg));
+  TJ_RETURN_IF_ERROR(cast(d, gg, c, &gg));
+  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
+  int64_t perm[TJ_MAX_RANK];
+  for (int32_t i = 0; i < r; ++i) perm[i] = i;
+  perm[r - 2] = r - 1;
+  perm[r - 1] = r - 2;
+  TJ_RETURN_IF_ERROR(transpose(d, v, r, perm, &vt));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, gg, vt, &dp));
+  TJ_RETURN_IF_ERROR(att_ungroup(d, &a, dp, &dp));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, dp, delta, &ds));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, p, ds, &ds));
+  TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, ds, node->attrs.value, &ds));
+  TJ_RETURN_IF_ERROR(att_group(d, &a, ds, &dsg));
+  if (node->op == TJ_OP_ATTENTION_DQ) {
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, dsg, k, &y));
+    TJ_RETURN_IF_ERROR(att_ungroup(d, &a, y, &y));
+    return cast(d, y, node->dtype, out);
+  }
+  uint32_t parts[2], pg;
+  TJ_RETURN_IF_ERROR(transpose(d, dsg, r, perm, &t));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, t, q, &parts[0]));
+  TJ_RETURN_IF_ERROR(att_group(d, &a, p, &pg));
+  TJ_RETURN_IF_ERROR(transpose(d, pg, r, perm, &t));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, t, gg, &parts[1]));
+  // dk's batch dims are those of ds and q, dv's those of p and g: both
+  // the broadcast batch the result has.
+  TJ_RETURN_IF_ERROR(concat_n(d, 2, parts, r - 1, &y));
+  return cast(d, y, node->dtype, out);
 }
 
 // qgemm (issue 17): matmul_integer(a, b, za, zb) = matmul_i32(a, b)
@@ -1348,6 +1654,16 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
       all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
                                                  : d->rw.map[node->operands[k]];
     TJ_RETURN_IF_ERROR(attention(d, node, all, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
+  if (node->op == TJ_OP_ATTENTION_LSE || node->op == TJ_OP_ATTENTION_DQ ||
+      node->op == TJ_OP_ATTENTION_DKV) {
+    uint32_t all[7], y;
+    for (uint32_t k = 0; k < node->num_operands; ++k)
+      all[k] = node->operands[k] == TJ_NODE_NONE ? TJ_NODE_NONE
+                                                 : d->rw.map[node->operands[k]];
+    TJ_RETURN_IF_ERROR(attention_bwd(d, node, all, &y));
     d->rw.map[index] = y;
     return NULL;
   }

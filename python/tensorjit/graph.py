@@ -1490,6 +1490,51 @@ class Graph:
             self.handle, vq._raw(), vk._raw(), vv._raw(), vm, float(scale),
             bool(causal)), "attention")
 
+    def attention_lse(self, q: Value, k: Operand,
+                      mask: Optional[Operand] = None, scale: float = 0.0,
+                      causal: bool = False) -> Value:
+        """The row log-sum-exp of attention's scores (tj_graph_attention_lse):
+        [B..., H, Tq], f32 for f16/bf16 q; -inf on a row with no key."""
+        vq = self._own(q, "attention_lse q")
+        vk = self._operand(k, vq, "attention_lse k")
+        vm = self._operand(mask, vq, "attention_lse mask")._raw() \
+            if mask is not None else _lib.Value_t(0)
+        return self._value(_lib.lib().tj_graph_attention_lse(
+            self.handle, vq._raw(), vk._raw(), vm, float(scale),
+            bool(causal)), "attention_lse")
+
+    def _attention_grad(self, name: str, q: Value, k: Operand, v: Operand,
+                        mask: Optional[Operand], g: Operand, lse: Operand,
+                        delta: Operand, scale: float, causal: bool) -> Value:
+        vq = self._own(q, name + " q")
+        raw = [self._operand(x, vq, f"{name} {what}")._raw()
+               for x, what in ((k, "k"), (v, "v"))]
+        vm = self._operand(mask, vq, name + " mask")._raw() \
+            if mask is not None else _lib.Value_t(0)
+        rest = [self._operand(x, vq, f"{name} {what}")._raw()
+                for x, what in ((g, "g"), (lse, "lse"), (delta, "delta"))]
+        fn = getattr(_lib.lib(), "tj_graph_" + name)
+        return self._value(fn(self.handle, vq._raw(), *raw, vm, *rest,
+                              float(scale), bool(causal)), name)
+
+    def attention_dq(self, q: Value, k: Operand, v: Operand,
+                     mask: Optional[Operand], g: Operand, lse: Operand,
+                     delta: Operand, scale: float = 0.0,
+                     causal: bool = False) -> Value:
+        """dq of attention (tj_graph_attention_dq) from g = dL/dy, lse
+        (attention_lse) and delta = rowsum(g * y): [B..., H, Tq, D]."""
+        return self._attention_grad("attention_dq", q, k, v, mask, g, lse,
+                                    delta, scale, causal)
+
+    def attention_dkv(self, q: Value, k: Operand, v: Operand,
+                      mask: Optional[Operand], g: Operand, lse: Operand,
+                      delta: Operand, scale: float = 0.0,
+                      causal: bool = False) -> Value:
+        """[dk | dv] of attention (tj_graph_attention_dkv), summed over each
+        group of query heads: [B..., Hkv, Tk, D + Dv]."""
+        return self._attention_grad("attention_dkv", q, k, v, mask, g, lse,
+                                    delta, scale, causal)
+
     #===--- quantization (issue 17, quant2) ---===#
 
     @staticmethod

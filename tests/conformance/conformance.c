@@ -1534,6 +1534,36 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = composite_tol(d, 1e-5);
       return true;
     }
+    // fabwd (issue 14): attention's backward on the same shapes; lse and
+    // delta are inputs of the compute dtype (tests/unit/attention_grad_test.c
+    // checks them against finite differences).
+    case TJ_OP_ATTENTION_LSE:
+    case TJ_OP_ATTENTION_DQ:
+    case TJ_OP_ATTENTION_DKV: {
+      const tj_dtype_t rd =
+          d == TJ_DTYPE_F16 || d == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : d;
+      tj_value_t q = input(c, d, 4, (int64_t[]){B, 4, 5, 8}, -1, 1);
+      tj_value_t k = input(c, d, 4, (int64_t[]){B, 2, 7, 8}, -1, 1);
+      tj_value_t m = input(c, d, 2, (int64_t[]){5, 7}, -1, 1);
+      if (op == TJ_OP_ATTENTION_LSE) {
+        output(c, tj_graph_attention_lse(g, q, k, tj_value_none(), 0, false));
+        output(c, tj_graph_attention_lse(g, q, k, m, 0.5, true));
+      } else {
+        tj_value_t v = input(c, d, 4, (int64_t[]){B, 2, 7, 6}, -1, 1);
+        tj_value_t gy = input(c, d, 4, (int64_t[]){B, 4, 5, 6}, -1, 1);
+        tj_value_t lse = input(c, rd, 3, (int64_t[]){B, 4, 5}, 1, 2);
+        tj_value_t delta = input(c, rd, 3, (int64_t[]){B, 4, 5}, -1, 1);
+        tj_value_t (*fn)(tj_graph_t*, tj_value_t, tj_value_t, tj_value_t,
+                         tj_value_t, tj_value_t, tj_value_t, tj_value_t, double,
+                         bool) = op == TJ_OP_ATTENTION_DQ
+                                     ? tj_graph_attention_dq
+                                     : tj_graph_attention_dkv;
+        output(c, fn(g, q, k, v, tj_value_none(), gy, lse, delta, 0, false));
+        output(c, fn(g, q, k, v, m, gy, lse, delta, 0.5, true));
+      }
+      c->tol = composite_tol(d, 1e-5);
+      return true;
+    }
     // quant2 (issue 17): x of dtype d to i8 per axis with zero points and
     // back, and blocked int4 (tests/unit/quant_ops_test.c has the rest).
     case TJ_OP_QUANTIZE:

@@ -439,3 +439,69 @@ def test_torch_cuda_in_gives_cuda_out_on_the_current_stream():
         z3 = y3 + 0
     side.synchronize()
     torch.testing.assert_close(z3, a * b + a)
+
+
+def _attention_numpy(q, k, v, scale, causal):
+    """y and the row log-sum-exp of softmax attention, G = H / Hkv."""
+    grp = q.shape[1] // k.shape[1]
+    kk, vv = np.repeat(k, grp, axis=1), np.repeat(v, grp, axis=1)
+    s = scale * q @ kk.transpose(0, 1, 3, 2)
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    lse = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    p /= p.sum(-1, keepdims=True)
+    return p @ vv, lse, p, kk, vv, grp
+
+
+def test_attention_grad_nodes_against_numpy():
+    # fabwd (issue 14): Graph.grad of attention emits attention_lse,
+    # attention_dq and attention_dkv; their numbers against numpy's
+    # softmax VJP, grouped-query heads, causal, symbolic B; the three
+    # builders by hand give the same.
+    scale = 0.3
+    g = tj.Graph("attn")
+    q = g.input("q", "f64", ["B", 4, 5, 3])
+    k = g.input("k", "f64", ["B", 2, 6, 3])
+    v = g.input("v", "f64", ["B", 2, 6, 2])
+    g.output(g.attention(q, k, v, scale=scale, causal=True), "y")
+    joint = g.grad()
+    assert [n for n, _ in joint.outputs] == ["y", "grad_q", "grad_k",
+                                             "grad_v"]
+    text = str(joint)
+    for op in ("attention_lse", "attention_dq", "attention_dkv"):
+        assert op in text, text
+    qs, ks, vs, dy = (RNG.standard_normal(s) for s in
+                      ((2, 4, 5, 3), (2, 2, 6, 3), (2, 2, 6, 2), (2, 4, 5, 2)))
+    y, gq, gk, gv = tj.compile(joint, num_threads=1)(qs, ks, vs, dy)
+    want, lse, p, kk, vv, grp = _attention_numpy(qs, ks, vs, scale, True)
+    dp = dy @ vv.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gq, scale * ds @ kk, rtol=1e-9, atol=1e-12)
+    dk = scale * ds.transpose(0, 1, 3, 2) @ qs
+    dv = p.transpose(0, 1, 3, 2) @ dy
+    np.testing.assert_allclose(
+        gk, dk.reshape(2, 2, grp, 6, 3).sum(2), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        gv, dv.reshape(2, 2, grp, 6, 2).sum(2), rtol=1e-9, atol=1e-12)
+
+    h = tj.Graph("bwd")
+    hq = h.input("q", "f64", ["B", 4, 5, 3])
+    hk = h.input("k", "f64", ["B", 2, 6, 3])
+    hv = h.input("v", "f64", ["B", 2, 6, 2])
+    hy = h.input("y", "f64", ["B", 4, 5, 2])
+    hg = h.input("g", "f64", ["B", 4, 5, 2])
+    lse_v = h.attention_lse(hq, hk, scale=scale, causal=True)
+    delta = (hg * hy).sum(axes=[-1])
+    h.output(lse_v, "lse")
+    h.output(h.attention_dq(hq, hk, hv, None, hg, lse_v, delta, scale, True),
+             "dq")
+    h.output(h.attention_dkv(hq, hk, hv, None, hg, lse_v, delta, scale,
+                             True), "dkv")
+    l2, dq2, dkv2 = tj.compile(h, num_threads=1)(qs, ks, vs, y, dy)
+    np.testing.assert_allclose(l2, lse, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dq2, gq, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dkv2, np.concatenate([gk, gv], -1),
+                               rtol=1e-10, atol=1e-12)

@@ -105,9 +105,9 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
   const tj_node_t* node = &src->nodes[index];
   const tj_attrs_t* at = &node->attrs;
   tj_value_t self = {index + 1};
-  tj_value_t x[4] = {tj_value_none(), tj_value_none(), tj_value_none(),
-                     tj_value_none()};
-  for (uint32_t i = 0; i < node->num_operands && i < 4; ++i) {
+  tj_value_t x[7];  // attention_dq and attention_dkv have 7 operands
+  for (int i = 0; i < 7; ++i) x[i] = tj_value_none();
+  for (uint32_t i = 0; i < node->num_operands && i < 7; ++i) {
     uint32_t operand = node->operands[i];
     if (operand != TJ_NODE_NONE) x[i] = map[operand];
   }
@@ -207,6 +207,15 @@ static tj_value_t echo_node(const tj_graph_t* src, tj_graph_t* dst,
     case TJ_OP_ATTENTION:
       return tj_graph_attention(dst, x[0], x[1], x[2], x[3], at->value,
                                 n && at->ints[0]);
+    case TJ_OP_ATTENTION_LSE:
+      return tj_graph_attention_lse(dst, x[0], x[1], x[2], at->value,
+                                    n && at->ints[0]);
+    case TJ_OP_ATTENTION_DQ:
+      return tj_graph_attention_dq(dst, x[0], x[1], x[2], x[3], x[4], x[5],
+                                   x[6], at->value, n && at->ints[0]);
+    case TJ_OP_ATTENTION_DKV:
+      return tj_graph_attention_dkv(dst, x[0], x[1], x[2], x[3], x[4], x[5],
+                                    x[6], at->value, n && at->ints[0]);
     case TJ_OP_QUANTIZE:  // quant2 (issue 17): lib/quant.h's ints
     case TJ_OP_DEQUANTIZE: {
       tj_quant_attrs_t qa = {.dtype = node->dtype,

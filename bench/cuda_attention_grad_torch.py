@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Attention's training step on the GPU (issue 14, fabwd): ours, the joint
+graph of one attention op from Graph.grad (y, then dq, dk, dv through the
+VJP's attention_lse, attention_dq and attention_dkv nodes, which decompose
+on CUDA: no fused backward kernel exists yet) compiled for CUDA, beside
+torch's scaled_dot_product_attention forward + backward with its flash and
+cuDNN backends, in the same run, on the same tensors. bf16, B*T = 16384
+tokens, H*D = 2048 (the note's counting), D 64 and 128, T 512 and 2048 by
+default, causal and not. Timing: CUDA events, median of 5 means of --iters
+calls after a warm-up, ms per forward + backward. TFLOP/s counts 3.5 x 4 B
+H T^2 D (2 forward and 5 backward matmuls), halved when causal. Our dq,
+dk and dv are compared with torch's flash backend's (max err: the largest
+difference over the largest magnitude).
+
+    TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_attention_grad_torch.py
+
+Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+import tensorjit as tj  # noqa: E402
+
+
+def time_ms(fn, iters):
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    means = []
+    for _ in range(5):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        means.append(start.elapsed_time(end) / iters)
+    return statistics.median(means), min(means), max(means)
+
+
+def torch_step(backend, q, k, v, dy, causal):
+    def run():
+        with sdpa_kernel(backend):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return torch.autograd.grad(y, (q, k, v), dy)
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=16384)
+    ap.add_argument("--hd", type=int, default=2048)
+    ap.add_argument("--t", type=int, nargs="*", default=[512, 2048])
+    ap.add_argument("--d", type=int, nargs="*", default=[64, 128])
+    ap.add_argument("--iters", type=int, default=5)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no GPU")
+    tdt = torch.bfloat16
+    print(f"# cuda_attention_grad_torch: {torch.cuda.get_device_name()}, "
+          f"bf16, torch {torch.__version__}, cuDNN "
+          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}")
+    print(f"{'B,H,T,D,causal':>22s} {'ours ms':>15s} {'flash ms':>9s} "
+          f"{'cudnn ms':>9s} {'ours TF':>8s} {'flash TF':>8s} "
+          f"{'cudnn TF':>8s} {'/flash':>7s} {'/cudnn':>7s} {'max err':>8s}")
+    for d in args.d:
+        h = args.hd // d
+        for t in args.t:
+            b = max(1, args.tokens // t)
+            for causal in (False, True):
+                shape = (b, h, t, d)
+                gen = torch.Generator(device="cuda").manual_seed(1)
+                q, k, v, dy = (torch.randn(shape, device="cuda", dtype=tdt,
+                                           generator=gen) for _ in range(4))
+                for x in (q, k, v):
+                    x.requires_grad_(True)
+                g = tj.Graph("attention")
+                gq = g.input("q", "bf16", list(shape))
+                gk = g.input("k", "bf16", list(shape))
+                gv = g.input("v", "bf16", list(shape))
+                g.output(g.attention(gq, gk, gv, causal=causal), "y")
+                exe = tj.compile(g.grad(), "cuda")
+                outs = [torch.empty(shape, device="cuda", dtype=tdt)
+                        for _ in range(4)]
+                qd, kd, vd = (x.detach() for x in (q, k, v))
+                exe(qd, kd, vd, dy, out=outs)
+                want = torch_step(SDPBackend.FLASH_ATTENTION, q, k, v, dy,
+                                  causal)()
+                # The largest error relative to the largest magnitude, per
+                # gradient (printed: a wrong result still shows its time).
+                err = max(float((a.float() - w.float()).abs().max()
+                                / w.float().abs().max().clamp(min=1e-6))
+                          for a, w in zip(outs[1:], want))
+                flops = 3.5 * 4.0 * b * h * t * t * d * (0.5 if causal
+                                                         else 1.0)
+                ours = time_ms(lambda: exe(qd, kd, vd, dy, out=outs),
+                               args.iters)
+                fl = time_ms(torch_step(SDPBackend.FLASH_ATTENTION, q, k, v,
+                                        dy, causal), args.iters)
+                try:
+                    cd = time_ms(torch_step(SDPBackend.CUDNN_ATTENTION, q, k,
+                                            v, dy, causal), args.iters)
+                except RuntimeError:
+                    cd = (float("nan"),) * 3
+                tf = [flops / x[0] * 1e-9 for x in (ours, fl, cd)]
+                print(f"{b:>4d},{h:>3d},{t:>5d},{d:>4d},"
+                      f"{'yes' if causal else 'no':>4s} "
+                      f"{ours[0]:8.3f}({ours[2] - ours[1]:5.3f}) "
+                      f"{fl[0]:9.3f} {cd[0]:9.3f} {tf[0]:8.1f} {tf[1]:8.1f} "
+                      f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
+                      f"{cd[0] / ours[0]:7.2f} {err:8.1e}", flush=True)
+                del exe, outs
+                torch.cuda.empty_cache()
+    print("# ms per forward + backward (ours: median, (max-min) of the 5 "
+          "means); /flash, /cudnn above 1: ours faster")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+// attention's backward on the CUDA target (issue 14, fabwd): the joint
+// graph of one attention from tj_graph_grad (y, dL/dq, dL/dk, dL/dv; the
+// VJP's attention_lse, attention_dq and attention_dkv, which decompose on
+// CUDA, beside the forward's flash kernel where it applies) compiled for
+// CUDA with no graph break and compared with the f64 reference on the
+// same rounded inputs: bf16 within 2e-2 of each output's largest
+// magnitude, f32 within 2e-4 absolute + relative. Shapes cross several
+// 64-row and 64-key tiles: grouped-query heads, causal with Tq != Tk, a
+// bool mask with a fully masked row, head dims 64 and 128 (the flash
+// forward's) and 40 (decomposed), symbolic B and T at two bindings. Skips
+// (exit 77) without a driver or GPU.
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/dtype.h"
+#include "tensorjit/tj_autodiff.h"
+#include "tests/cuda/cuda_test_util.h"
+
+static tj_context_t* g_ctx;
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static double uniform(double lo, double hi) {
+  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (hi - lo) * (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+typedef struct case_t {
+  const char* name;
+  int64_t b, h, hkv, tq, tk, d;
+  bool causal, mask, symbolic;
+  int64_t b2, t2;  // the second binding (symbolic: Tq = Tk = T)
+} case_t;
+
+static const case_t kCases[] = {
+    {"d64_gqa_causal_wide", 2, 4, 2, 70, 130, 64, true, false, false, 0, 0},
+    {"d128_bool_mask", 1, 4, 4, 130, 100, 128, false, true, false, 0, 0},
+    {"d40_causal_tall", 1, 2, 1, 90, 65, 40, true, false, false, 0, 0},
+    {"d64_symbolic", 2, 4, 2, 129, 129, 64, true, true, true, 1, 200},
+};
+
+static tj_graph_t* build(const case_t* c, tj_dtype_t dt) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(g_ctx, c->name, &g)) return NULL;
+  const int64_t B = c->symbolic ? tj_graph_symbol(g, "B") : c->b;
+  const int64_t T = c->symbolic ? tj_graph_symbol(g, "T") : 0;
+  const int64_t tq = c->symbolic ? T : c->tq, tk = c->symbolic ? T : c->tk;
+  tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){B, c->h, tq, c->d}, "q");
+  tj_value_t k =
+      tj_graph_input(g, dt, 4, (int64_t[]){B, c->hkv, tk, c->d}, "k");
+  tj_value_t v =
+      tj_graph_input(g, dt, 4, (int64_t[]){B, c->hkv, tk, c->d}, "v");
+  tj_value_t m =
+      c->mask ? tj_graph_input(g, TJ_DTYPE_BOOL, 2, (int64_t[]){tq, tk}, "m")
+              : tj_value_none();
+  tj_graph_output(g, tj_graph_attention(g, q, k, v, m, 0, c->causal), "y");
+  tj_graph_t* joint = NULL;
+  tj_status_t st = tj_graph_finalize(g);
+  if (!st) st = tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint);
+  CHECK_OK(st);
+  tj_graph_destroy(g);
+  return joint;
+}
+
+// Runs |joint| (on the reference in f64 when |exe| is NULL) on the values
+// |in| (q, k, v, mask, dy), rounded to |dt|; the 4 outputs as f64.
+static void run(const case_t* c, tj_graph_t* joint, tj_executable_t* exe,
+                tj_dtype_t dt, int64_t b, int64_t tq, int64_t tk,
+                double* const* in, double** out) {
+  int64_t dims[5][4] = {{b, c->h, tq, c->d},
+                        {b, c->hkv, tk, c->d},
+                        {b, c->hkv, tk, c->d},
+                        {tq, tk, 0, 0},
+                        {b, c->h, tq, c->d}};
+  static const int kOut[4] = {4, 0, 1, 2};
+  tj_tensor_t ins[5], outs[4];
+  void* bufs[9];
+  int nin = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3 && !c->mask) continue;
+    const int r = i == 3 ? 2 : 4;
+    const tj_dtype_t et = i == 3 ? TJ_DTYPE_BOOL : dt;
+    int64_t n = 1;
+    for (int a = 0; a < r; ++a) n *= dims[i][a];
+    bufs[nin] = malloc((size_t)n * tj_dtype_size(et));
+    for (int64_t e = 0; e < n; ++e) tj_store_f64(et, bufs[nin], e, in[i][e]);
+    ins[nin] = tj_tensor_make(bufs[nin], et, r, dims[i]);
+    ++nin;
+  }
+  for (int o = 0; o < 4; ++o) {
+    const int64_t* dd = dims[kOut[o]];
+    const int64_t n = dd[0] * dd[1] * dd[2] * dd[3];
+    bufs[nin + o] = calloc((size_t)n, tj_dtype_size(dt));
+    outs[o] = tj_tensor_make(bufs[nin + o], dt, 4, dd);
+  }
+  if (exe)
+    CHECK_OK(tj_executable_run(exe, ins, nin, outs, 4));
+  else
+    CHECK_OK(tj_reference_run(joint, ins, nin, outs, 4));
+  for (int o = 0; o < 4; ++o) {
+    const int64_t* dd = dims[kOut[o]];
+    const int64_t n = dd[0] * dd[1] * dd[2] * dd[3];
+    for (int64_t e = 0; e < n; ++e)
+      out[o][e] = tj_load_f64(dt, bufs[nin + o], e);
+  }
+  for (int i = 0; i < nin + 4; ++i) free(bufs[i]);
+}
+
+static void run_case(const case_t* c, tj_dtype_t dt) {
+  tj_graph_t* joint = build(c, dt);
+  tj_graph_t* ref = build(c, TJ_DTYPE_F64);
+  CHECK(joint != NULL && ref != NULL);
+  tj_executable_t* exe = NULL;
+  if (joint) {
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.target = TJ_TARGET_CUDA;
+    opts.verify_each = true;
+    opts.cache_dir = "";
+    CHECK_OK(tj_compile(joint, &opts, &exe));
+  }
+  if (exe) {
+    tj_executable_stats_t stats;
+    memset(&stats, 0, sizeof(stats));
+    tj_executable_stats(exe, &stats);
+    CHECK_EQ_INT(0, stats.num_graph_breaks);
+    printf("# %s %s: %d kernels\n", c->name, tj_dtype_name(dt),
+           stats.num_kernels);
+  }
+  for (int bi = 0; bi < (c->symbolic ? 2 : 1) && exe && ref; ++bi) {
+    const int64_t b = bi ? c->b2 : c->b;
+    const int64_t tq = bi ? c->t2 : c->tq, tk = bi ? c->t2 : c->tk;
+    const int64_t sizes[5] = {b * c->h * tq * c->d, b * c->hkv * tk * c->d,
+                              b * c->hkv * tk * c->d, tq * tk,
+                              b * c->h * tq * c->d};
+    double* in[5];
+    for (int i = 0; i < 5; ++i) {
+      in[i] = malloc((size_t)sizes[i] * sizeof(double));
+      for (int64_t e = 0; e < sizes[i]; ++e) {
+        // A mask's first row all false: a fully masked query row.
+        in[i][e] =
+            i == 3 ? (double)(e >= tk && uniform(0, 1) < 0.85) : uniform(-1, 1);
+      }
+    }
+    // The reference sees the inputs as rounded to |dt|.
+    for (int i = 0; i < 5; ++i) {
+      if (i == 3) continue;
+      for (int64_t e = 0; e < sizes[i]; ++e) {
+        uint64_t tmp = 0;
+        tj_store_f64(dt, &tmp, 0, in[i][e]);
+        in[i][e] = tj_load_f64(dt, &tmp, 0);
+      }
+    }
+    static const int kOut[4] = {4, 0, 1, 2};
+    double *want[4], *got[4];
+    for (int o = 0; o < 4; ++o) {
+      want[o] = malloc((size_t)sizes[kOut[o]] * sizeof(double));
+      got[o] = malloc((size_t)sizes[kOut[o]] * sizeof(double));
+    }
+    run(c, ref, NULL, TJ_DTYPE_F64, b, tq, tk, in, want);
+    run(c, joint, exe, dt, b, tq, tk, in, got);
+    for (int o = 0; o < 4; ++o) {
+      const int64_t n = sizes[kOut[o]];
+      double mx = 0;
+      for (int64_t e = 0; e < n; ++e) mx = fmax(mx, fabs(want[o][e]));
+      int wrong = 0;
+      for (int64_t e = 0; e < n; ++e) {
+        const double tol = dt == TJ_DTYPE_F32 ? 2e-4 + 2e-4 * fabs(want[o][e])
+                                              : 2e-2 * (mx > 1 ? mx : 1);
+        if (!(fabs(got[o][e] - want[o][e]) <= tol) && wrong++ < 3)
+          fprintf(stderr,
+                  "%s %s B=%lld T=%lld: output %d [%lld] %.6g vs %.6g\n",
+                  c->name, tj_dtype_name(dt), (long long)b, (long long)tq, o,
+                  (long long)e, got[o][e], want[o][e]);
+      }
+      CHECK_EQ_INT(0, wrong);
+    }
+    for (int i = 0; i < 5; ++i) free(in[i]);
+    for (int o = 0; o < 4; ++o) {
+      free(want[o]);
+      free(got[o]);
+    }
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(joint);
+  tj_graph_destroy(ref);
+}
+
+TEST(grads_bf16) {
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
+    run_case(&kCases[i], TJ_DTYPE_BF16);
+}
+
+TEST(grads_f32) {
+  run_case(&kCases[0], TJ_DTYPE_F32);
+  run_case(&kCases[2], TJ_DTYPE_F32);
+}
+
+int main(void) {
+  CHECK_OK(tj_test_context_create(&g_ctx));
+  tj_graph_t* g;
+  CHECK_OK(tj_graph_create(g_ctx, "probe", &g));
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
+  tj_graph_output(g, tj_graph_exp(g, x), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  tj_executable_t* exe = NULL;
+  tj_status_t s = tj_compile(g, &o, &exe);
+  tj_graph_destroy(g);
+  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
+    printf("# skipped: tj_compile(TJ_TARGET_CUDA): %s\n", tj_status_message(s));
+    tj_status_free(s);
+    tj_context_destroy(g_ctx);
+    return TJ_TEST_EXIT_SKIP;
+  }
+  CHECK_OK(s);
+  tj_executable_release(exe);
+  RUN_TEST(grads_bf16);
+  RUN_TEST(grads_f32);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
