@@ -208,12 +208,14 @@ static tj_status_t check_operands(infer_t* c) {
 // Whether |dtype| is one the op's (main) operands may have (lib/ops.def).
 // max and min take bool too: logical or and and (ONNX).
 static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
-  // float8 is a storage dtype: only ops that do no arithmetic on it (ANY
-  // operands, no reduction, no comparison: casts, where, movement) take it.
+  // float8, float4 and the 4- and 2-bit integers are storage dtypes: only
+  // ops that do no arithmetic on them (ANY operands, no reduction, no
+  // comparison: casts, where, movement) take them.
   const tj_op_info_t* info = tj_op_info(c->desc->op);
-  if (tj_dtype_is_f8(dtype) && (info->dtypes != TJ_OP_DTYPES_ANY ||
-                                info->pattern == TJ_OP_PATTERN_REDUCE ||
-                                tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT))) {
+  if (tj_dtype_is_narrow(dtype) &&
+      (info->dtypes != TJ_OP_DTYPES_ANY ||
+       info->pattern == TJ_OP_PATTERN_REDUCE ||
+       tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT))) {
     return fail(c, INVALID,
                 "%s is a storage dtype (cast it, or dequantize it, first)",
                 tj_dtype_name(dtype));

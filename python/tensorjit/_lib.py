@@ -190,7 +190,7 @@ class ExecutableStats_t(ctypes.Structure):
                 ("device_arena_bytes", i64)]
 
 
-DTYPE_COUNT = 15  # TJ_DTYPE_COUNT_
+DTYPE_COUNT = 23  # TJ_DTYPE_COUNT_
 
 
 class VerifyOptions_t(ctypes.Structure):
