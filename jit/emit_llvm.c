@@ -1355,6 +1355,13 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         LLVMValueRef x = vals[in->args[0]];
         if (in->op == TJ_OP_CAST) {
           vals[i] = tj_emit_cast(em, x, dt, in->dtype);
+        } else if (in->op == TJ_OP_BITCAST) {
+          // The memory form's bits (both of one size), read back as the
+          // result's compute form.
+          LLVMValueRef m = narrow(em, dt, x);
+          LLVMTypeRef mt = tj_emit_vec(em, tj_emit_memory_type(em, in->dtype),
+                                       tj_emit_lanes_of(LLVMTypeOf(x)));
+          vals[i] = widen(em, in->dtype, LLVMBuildBitCast(em->b, m, mt, ""));
         } else if (in->op == TJ_OP_WHERE) {
           vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
@@ -1372,7 +1379,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
         }
-        if (held_wide(in->dtype) && in->op != TJ_OP_CAST && vals[i]) {
+        if (held_wide(in->dtype) && in->op != TJ_OP_CAST &&
+            in->op != TJ_OP_BITCAST && vals[i]) {
           // arithmetic in the wider integer, wrapped
           vals[i] = wrap_int(em, in->dtype, vals[i]);
         }

@@ -576,7 +576,8 @@ static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
 
 // The result dtype of unary |op| on |a|, or false if the op does not apply.
 static bool unary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t* out) {
-  if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST) {
+  if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST ||
+      op == TJ_OP_BITCAST) {
     return false;
   }
   *out = tj_op_has(op, TJ_OPF_BOOL_RESULT) ? TJ_DTYPE_BOOL : a;
@@ -674,6 +675,24 @@ uint32_t tj_kir_cast(tj_kir_t* k, tj_dtype_t dtype, uint32_t a) {
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_OP, dtype);
   i.op = TJ_OP_CAST;
+  i.num_args = 1;
+  i.args[0] = a;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_bitcast(tj_kir_t* k, tj_dtype_t dtype, uint32_t a) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  const tj_kir_inst_t* x = arg(k, a, "bitcast");
+  if (!x) return TJ_KIR_NONE;
+  const tj_dtype_t from = x->dtype;
+  if (!tj_dtype_is_valid(dtype) ||
+      tj_dtype_size(dtype) != tj_dtype_size(from)) {
+    record(k, tj_invalid("kernel @%s: bitcast of %s to dtype %d", k->name,
+                         tj_dtype_name(from), (int)dtype));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, dtype);
+  i.op = TJ_OP_BITCAST;
   i.num_args = 1;
   i.args[0] = a;
   return append(k, &i);

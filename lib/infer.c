@@ -476,9 +476,23 @@ static tj_status_t infer_iota(infer_t* c) {
 static tj_status_t infer_unary(infer_t* c) {
   const tj_node_t* a = in(c, 0);
   tj_dtype_t dtype = a->dtype;
-  if (c->desc->op == TJ_OP_CAST) {
+  if (c->desc->op == TJ_OP_CAST || c->desc->op == TJ_OP_BITCAST) {
     dtype = c->desc->dtype;
     TJ_RETURN_IF_ERROR(check_dtype_valid(c, dtype));
+    if (c->desc->op == TJ_OP_BITCAST) {
+      if (tj_dtype_size(dtype) != tj_dtype_size(a->dtype))
+        return fail(c, INVALID,
+                    "bitcast needs dtypes of one size: %s is %zu bytes, %s %zu",
+                    tj_dtype_name(a->dtype), tj_dtype_size(a->dtype),
+                    tj_dtype_name(dtype), tj_dtype_size(dtype));
+      // A byte holds one 4- or 2-bit element, so its bits are not theirs.
+      if (tj_dtype_is_small_int(dtype) || tj_dtype_is_small_int(a->dtype) ||
+          dtype == TJ_DTYPE_F4E2M1 || a->dtype == TJ_DTYPE_F4E2M1)
+        return fail(c, TJ_STATUS_UNSUPPORTED,
+                    "bitcast of %s to %s: 4- and 2-bit dtypes "
+                    "are held one per byte",
+                    tj_dtype_name(a->dtype), tj_dtype_name(dtype));
+    }
   } else {
     TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
     if (tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT)) dtype = TJ_DTYPE_BOOL;

@@ -620,6 +620,19 @@ static tj_status_t cv_cast(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, y);
 }
 
+// BitCast (opset 26): the same bits read as |to|, of the same size.
+static tj_status_t cv_bitcast(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const Onnx__AttributeProto* a = attr(n, "to");
+  if (!a || !a->has_i) return bad(im, n, "attribute to is required");
+  tj_dtype_t to;
+  if (!onnx_to_dtype(a->i, &to))
+    return fail(im, n, "bitcast to dtype %s is not supported",
+                tj_onnx_type_name((int32_t)a->i));
+  return out(im, n, 0, tj_graph_bitcast(G, in(im, n, 0), to));
+}
+
 //===--- contraction ---===//
 
 static tj_status_t cv_matmul(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -4940,6 +4953,7 @@ static const op_entry_t kOps[] = {
     OP("Identity", "", cv_identity),
     OP("Dropout", "ratio,seed,", cv_dropout),
     {"Cast", "to,saturate,round_mode,", cv_cast, NULL, NULL, NULL, 0},
+    OP("BitCast", "to,", cv_bitcast),
     {"CastLike", "saturate,round_mode,", cv_cast, NULL, NULL, NULL, 1},
     OP("MatMul", "", cv_matmul),
     OP("Gemm", "alpha,beta,transA,transB,", cv_gemm),

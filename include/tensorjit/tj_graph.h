@@ -219,6 +219,14 @@ TJ_API tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond,
 
 // Converts to |dtype|. Float to int truncates toward zero (NaN and out of
 // range give 0); anything to bool is (x != 0); bool to number is 0 or 1.
+// a's bits, element by element, read as |dtype|, which must have a's element
+// size (ONNX BitCast): f32 <-> i32, f64 <-> i64, i8 <-> u8, bool -> u8, ...
+// A bool result holds a nonzero byte as true. Compiled kernels hold f16 and
+// bf16 as f32, so an f16/bf16 NaN stays a NaN but may lose its payload (or
+// be quieted); every other pattern keeps its bits.
+TJ_API tj_value_t tj_graph_bitcast(tj_graph_t* graph, tj_value_t a,
+                                   tj_dtype_t dtype);
+
 TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
                                 tj_dtype_t dtype);
 

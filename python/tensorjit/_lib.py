@@ -347,6 +347,7 @@ _SIGNATURES = {
     "tj_graph_output": (None, [vp, Value_t, cstr]),
     "tj_graph_where": (Value_t, [vp, Value_t, Value_t, Value_t]),
     "tj_graph_cast": (Value_t, [vp, Value_t, cenum]),
+    "tj_graph_bitcast": (Value_t, [vp, Value_t, cenum]),
     "tj_graph_argmax": (Value_t, [vp, Value_t, i32, cbool]),
     "tj_graph_argmin": (Value_t, [vp, Value_t, i32, cbool]),
     "tj_graph_reshape": (Value_t, [vp, Value_t, i32, p64]),

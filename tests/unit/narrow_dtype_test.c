@@ -355,13 +355,16 @@ TEST(onnx_packed_tensors) {
 //===--- compiled casts, every tier ---===//
 
 static tj_dtype_t g_from, g_to;
+static bool g_bitcast;  // build_cast builds a bitcast instead
 
 static tj_graph_t* build_cast(tj_context_t* ctx) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "cast", &g));
   int64_t dims[1] = {tj_graph_symbol(g, "N")};
   tj_value_t x = tj_graph_input(g, g_from, 1, dims, "x");
-  tj_graph_output(g, tj_graph_cast(g, x, g_to), "y");
+  tj_graph_output(
+      g, g_bitcast ? tj_graph_bitcast(g, x, g_to) : tj_graph_cast(g, x, g_to),
+      "y");
   return g;
 }
 
@@ -483,6 +486,85 @@ TEST(casts_every_tier) {
   }
 }
 
+// bitcast: the bytes unchanged (a bool result normalized), every tier,
+// against the reference; and a byte count the reference can check by hand.
+TEST(bitcast_every_tier) {
+  static const tj_dtype_t kPairs[][2] = {
+      {TJ_DTYPE_F32, TJ_DTYPE_I32},       {TJ_DTYPE_I32, TJ_DTYPE_F32},
+      {TJ_DTYPE_F64, TJ_DTYPE_I64},       {TJ_DTYPE_I64, TJ_DTYPE_F64},
+      {TJ_DTYPE_U32, TJ_DTYPE_I32},       {TJ_DTYPE_I8, TJ_DTYPE_U8},
+      {TJ_DTYPE_U8, TJ_DTYPE_I8},         {TJ_DTYPE_BOOL, TJ_DTYPE_U8},
+      {TJ_DTYPE_U8, TJ_DTYPE_BOOL},       {TJ_DTYPE_U16, TJ_DTYPE_I16},
+      {TJ_DTYPE_F16, TJ_DTYPE_I16},       {TJ_DTYPE_I16, TJ_DTYPE_F16},
+      {TJ_DTYPE_BF16, TJ_DTYPE_U16},      {TJ_DTYPE_U16, TJ_DTYPE_BF16},
+      {TJ_DTYPE_F16, TJ_DTYPE_BF16},      {TJ_DTYPE_F8E4M3, TJ_DTYPE_U8},
+      {TJ_DTYPE_U8, TJ_DTYPE_F8E5M2FNUZ}, {TJ_DTYPE_U64, TJ_DTYPE_F64},
+  };
+  enum { kN = 517 };
+  unsigned char* in = malloc(kN * 8);
+  uint64_t state = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < kN * 8; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    in[i] = (unsigned char)(state >> 56);
+  }
+  g_bitcast = true;
+  for (size_t p = 0; p < TJ_ARRAY_SIZE(kPairs); ++p) {
+    g_from = kPairs[p][0];
+    g_to = kPairs[p][1];
+    // Valid inputs of the source dtype: bool 0/1, u8..u32 as they come.
+    if (g_from == TJ_DTYPE_BOOL)
+      for (int i = 0; i < kN; ++i) in[i] &= 1;
+    // f16 and bf16 NaNs keep their NaN-ness, not their payload (kernels
+    // hold those dtypes as f32): no such pattern here (bit 14 clear: the
+    // exponent is not all ones).
+    const bool half = g_from == TJ_DTYPE_F16 || g_from == TJ_DTYPE_BF16 ||
+                      g_to == TJ_DTYPE_F16 || g_to == TJ_DTYPE_BF16;
+    if (half)
+      for (int i = 1; i < kN * 8; i += 2) in[i] &= 0xBF;
+    check_cast_bits(in, kN);
+  }
+  g_bitcast = false;
+  // By hand: 1.0f is 0x3F800000.
+  tj_graph_t* g = NULL;
+  g_from = TJ_DTYPE_F32;
+  g_to = TJ_DTYPE_I32;
+  g_bitcast = true;
+  g = build_cast(g_ctx[0]);
+  g_bitcast = false;
+  CHECK_OK(tj_graph_finalize(g));
+  float one[2] = {1.0f, -2.0f};
+  int32_t bits[2] = {0, 0};
+  int64_t n = 2;
+  tj_tensor_t it = tj_tensor_make(one, TJ_DTYPE_F32, 1, &n);
+  tj_tensor_t ot = tj_tensor_make(bits, TJ_DTYPE_I32, 1, &n);
+  CHECK_OK(tj_reference_run(g, &it, 1, &ot, 1));
+  CHECK_EQ_INT(0x3F800000, bits[0]);
+  CHECK_EQ_INT((int32_t)0xC0000000u, bits[1]);
+  tj_graph_destroy(g);
+  // Sizes must agree; the 4- and 2-bit dtypes are refused.
+  static const tj_dtype_t kBad[][2] = {{TJ_DTYPE_F32, TJ_DTYPE_I64},
+                                       {TJ_DTYPE_I4, TJ_DTYPE_I8},
+                                       {TJ_DTYPE_U8, TJ_DTYPE_F4E2M1}};
+  static const char* const kWhy[] = {"bitcast needs dtypes of one size",
+                                     "4- and 2-bit dtypes",
+                                     "4- and 2-bit dtypes"};
+  for (size_t b = 0; b < TJ_ARRAY_SIZE(kBad); ++b) {
+    g_from = kBad[b][0];
+    g_to = kBad[b][1];
+    g_bitcast = true;
+    g = build_cast(g_ctx[0]);
+    g_bitcast = false;
+    tj_status_t s = tj_graph_finalize(g);
+    CHECK(s != NULL);
+    if (s) {
+      CHECK_CONTAINS(tj_status_message(s), kWhy[b]);
+      tj_status_free(s);
+    }
+    tj_graph_destroy(g);
+  }
+  free(in);
+}
+
 // The same casts through the NVPTX emitter (no GPU needed), assembled by
 // ptxas -arch=sm_90a when it is installed.
 static const char* g_ptxas = "";
@@ -499,6 +581,11 @@ TEST(ptx_of_casts) {
     g_to = pairs[i][1];
     tj_test_check_ptx(g_ptxas, tj_dtype_name(g_to), build_cast(g_ctx[0]));
   }
+  g_bitcast = true;
+  g_from = TJ_DTYPE_F16;
+  g_to = TJ_DTYPE_I16;
+  tj_test_check_ptx(g_ptxas, "bitcast", build_cast(g_ctx[0]));
+  g_bitcast = false;
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
 }
 
@@ -516,6 +603,7 @@ int main(int argc, char** argv) {
   RUN_TEST(text_round_trip_and_storage_rule);
   RUN_TEST(onnx_packed_tensors);
   RUN_TEST(casts_every_tier);
+  RUN_TEST(bitcast_every_tier);
   RUN_TEST(ptx_of_casts);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
