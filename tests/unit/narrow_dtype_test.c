@@ -565,6 +565,68 @@ TEST(bitcast_every_tier) {
   free(in);
 }
 
+// quantize / dequantize with i16 and u16 (ONNX QuantizeLinear opset 21),
+// per tensor with a zero point, every tier against the reference and the
+// hand-computed values: saturation at the dtype's range, ties to even.
+static tj_dtype_t g_qdtype;
+
+static tj_graph_t* build_qdq(tj_context_t* ctx) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "qdq", &g));
+  int64_t dims[1] = {8};
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, dims, "x");
+  tj_value_t s = tj_graph_scalar(g, TJ_DTYPE_F32, 2.0);
+  tj_value_t z = tj_graph_scalar(g, g_qdtype, 3.0);
+  tj_quant_attrs_t a = {.dtype = g_qdtype};
+  tj_value_t q = tj_graph_quantize(g, x, s, z, &a);
+  tj_graph_output(g, q, "q");
+  tj_graph_output(g, tj_graph_dequantize(g, q, s, z, &a), "y");
+  return g;
+}
+
+TEST(quantize_16_bit_every_tier) {
+  static const float kX[8] = {0.0f, 1.0f, 3.0f, -5.0f, 1e6f, -1e6f, 7.0f, 9.0f};
+  // round_half_even(x / 2) + 3, saturated.
+  static const int32_t kI16[8] = {3, 3, 5, 1, 32767, -32768, 7, 7};
+  static const int32_t kU16[8] = {3, 3, 5, 1, 65535, 0, 7, 7};
+  for (int u = 0; u < 2; ++u) {
+    g_qdtype = u ? TJ_DTYPE_U16 : TJ_DTYPE_I16;
+    const int32_t* want = u ? kU16 : kI16;
+    for (int t = 0; t < kTiers; ++t) {
+      tj_graph_t* g = build_qdq(g_ctx[t]);
+      CHECK_OK(tj_graph_finalize(g));
+      int64_t n = 8;
+      uint16_t q_ref[8], q[8];
+      float y_ref[8], y[8];
+      tj_tensor_t in = tj_tensor_make((void*)kX, TJ_DTYPE_F32, 1, &n);
+      tj_tensor_t outs_ref[2] = {tj_tensor_make(q_ref, g_qdtype, 1, &n),
+                                 tj_tensor_make(y_ref, TJ_DTYPE_F32, 1, &n)};
+      tj_tensor_t outs[2] = {tj_tensor_make(q, g_qdtype, 1, &n),
+                             tj_tensor_make(y, TJ_DTYPE_F32, 1, &n)};
+      CHECK_OK(tj_reference_run(g, &in, 1, outs_ref, 2));
+      for (int i = 0; i < 8; ++i) {
+        CHECK_EQ_INT(want[i], tj_load_i64(g_qdtype, q_ref, i));
+        CHECK(y_ref[i] == (float)((want[i] - 3) * 2));
+      }
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_X86;
+      o.verify_each = true;
+      o.cache_dir = "";
+      o.x86.num_threads = 1;
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &o, &exe));
+      if (exe) {
+        CHECK_OK(tj_executable_run(exe, &in, 1, outs, 2));
+        CHECK(memcmp(q, q_ref, sizeof(q)) == 0);
+        CHECK(memcmp(y, y_ref, sizeof(y)) == 0);
+        tj_executable_release(exe);
+      }
+      tj_graph_destroy(g);
+    }
+  }
+}
+
 // The same casts through the NVPTX emitter (no GPU needed), assembled by
 // ptxas -arch=sm_90a when it is installed.
 static const char* g_ptxas = "";
@@ -604,6 +666,7 @@ int main(int argc, char** argv) {
   RUN_TEST(onnx_packed_tensors);
   RUN_TEST(casts_every_tier);
   RUN_TEST(bitcast_every_tier);
+  RUN_TEST(quantize_16_bit_every_tier);
   RUN_TEST(ptx_of_casts);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
