@@ -25,6 +25,14 @@ LLVMTypeRef tj_emit_compute_type(tj_emit_t* em, tj_dtype_t dtype) {
     case TJ_DTYPE_I8:
     case TJ_DTYPE_F8E4M3:  // float8: the bits (casts convert them)
     case TJ_DTYPE_F8E5M2:
+    case TJ_DTYPE_F8E4M3FNUZ:
+    case TJ_DTYPE_F8E5M2FNUZ:
+    case TJ_DTYPE_F4E2M1:
+    case TJ_DTYPE_F8E8M0:
+    case TJ_DTYPE_I4:  // held sign-extended; every result is wrapped
+    case TJ_DTYPE_I2:
+    case TJ_DTYPE_U4:  // held zero-extended; every result is masked
+    case TJ_DTYPE_U2:
       return em->t_i8;
     case TJ_DTYPE_U8:   // held zero-extended; every u8 result is masked
     case TJ_DTYPE_U16:  // likewise
@@ -583,32 +591,33 @@ static LLVMValueRef unary_abs(tj_emit_t* em, LLVMValueRef x) {
   return tj_emit_intrinsic(em, "llvm.fabs", &t, 1, &x, 1);
 }
 
-// The layout of a float8 format: stored mantissa bits, bias, the largest
-// finite pattern (saturation) and whether it has infinities (E5M2).
-typedef struct f8_format_t {
-  int mant_bits;
-  int bias;
-  int64_t max_pattern;
-  bool has_inf;
-} f8_format_t;
-
-static f8_format_t f8_format(tj_dtype_t dtype) {
-  if (dtype == TJ_DTYPE_F8E4M3) return (f8_format_t){3, 7, 0x7E, false};
-  return (f8_format_t){2, 15, 0x7B, true};
-}
-
-// float8 bits (i8 lanes) -> f32, exactly (lib/dtype.c's tj_f8*_to_f64).
+// float8 / float4 bits (i8 lanes) -> f32, exactly (lib/dtype.c's
+// tj_narrow_to_f64); the layouts are lib/dtype.h's tj_minifloat_t.
 static LLVMValueRef f8_to_f32(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from) {
   LLVMBuilderRef b = em->b;
-  const f8_format_t f = f8_format(from);
   int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
   LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
   LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, lanes);
   LLVMValueRef u = LLVMBuildZExt(b, v, it, "");
-  LLVMValueRef sign =
-      LLVMBuildShl(b, LLVMBuildAnd(b, u, tj_emit_iconst(it, 0x80), ""),
-                   tj_emit_iconst(it, 24), "");
-  LLVMValueRef mag = LLVMBuildAnd(b, u, tj_emit_iconst(it, 0x7F), "");
+  if (from == TJ_DTYPE_F8E8M0) {
+    // 2^(bits - 127): the bits as an f32 exponent field; 0 is 2^-127, an
+    // f32 subnormal; 0xFF is NaN.
+    LLVMValueRef r = LLVMBuildShl(b, u, tj_emit_iconst(it, 23), "");
+    r = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, u, tj_emit_iconst(it, 0), ""),
+        tj_emit_iconst(it, 0x00400000), r);
+    r = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, u, tj_emit_iconst(it, 0xFF), ""),
+        tj_emit_iconst(it, 0x7FC00000), r);
+    return LLVMBuildBitCast(b, r, ft, "");
+  }
+  tj_minifloat_t f;
+  (void)tj_minifloat_format(from, &f);
+  LLVMValueRef sign = LLVMBuildShl(
+      b, LLVMBuildAnd(b, u, tj_emit_iconst(it, INT64_C(1) << f.sign_bit), ""),
+      tj_emit_iconst(it, 31 - f.sign_bit), "");
+  LLVMValueRef mag = LLVMBuildAnd(
+      b, u, tj_emit_iconst(it, (INT64_C(1) << f.sign_bit) - 1), "");
   // Normal: the exponent field rebased to f32's bias, the mantissa shifted.
   LLVMValueRef normal = LLVMBuildAdd(
       b, LLVMBuildShl(b, mag, tj_emit_iconst(it, 23 - f.mant_bits), ""),
@@ -623,27 +632,62 @@ static LLVMValueRef f8_to_f32(tj_emit_t* em, LLVMValueRef v, tj_dtype_t from) {
   LLVMValueRef is_sub = LLVMBuildICmp(
       b, LLVMIntULT, mag, tj_emit_iconst(it, INT64_C(1) << f.mant_bits), "");
   LLVMValueRef r = tj_emit_select(em, is_sub, sub, normal);
-  if (f.has_inf) {
-    LLVMValueRef inf_pat = tj_emit_iconst(it, f.max_pattern + 1);
+  LLVMValueRef nan = tj_emit_iconst(it, 0x7FC00000);
+  if (f.special == TJ_MINIFLOAT_IEEE) {
+    LLVMValueRef inf_pat = tj_emit_iconst(it, f.max_mag + 1);
     r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, mag, inf_pat, ""),
                        tj_emit_iconst(it, 0x7F800000), r);
-    r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntUGT, mag, inf_pat, ""),
-                       tj_emit_iconst(it, 0x7FC00000), r);
-  } else {
+    r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntUGT, mag, inf_pat, ""), nan,
+                       r);
+  } else if (f.special == TJ_MINIFLOAT_FN) {
     r = tj_emit_select(
-        em, LLVMBuildICmp(b, LLVMIntEQ, mag, tj_emit_iconst(it, 0x7F), ""),
-        tj_emit_iconst(it, 0x7FC00000), r);
+        em, LLVMBuildICmp(b, LLVMIntEQ, mag, tj_emit_iconst(it, 0x7F), ""), nan,
+        r);
+  } else if (f.special == TJ_MINIFLOAT_FNUZ) {
+    // 0x80 (the sign alone) is the NaN: clear the sign so it stays one.
+    LLVMValueRef is_nan =
+        LLVMBuildICmp(b, LLVMIntEQ, u, tj_emit_iconst(it, 0x80), "");
+    r = tj_emit_select(em, is_nan, nan, r);
+    sign = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0), sign);
   }
   return LLVMBuildBitCast(b, LLVMBuildOr(b, r, sign, ""), ft, "");
 }
 
-// f32 -> float8 bits: round to nearest even, saturate to +-max (infinities
-// too), NaN -> 0x7F with the sign (lib/dtype.c's tj_f64_to_f8*). Rounding
-// an f32 that was itself rounded from a double or an integer agrees with
-// rounding that value once: 24 >= 2 * 4 + 2 bits.
-static LLVMValueRef f32_to_f8(tj_emit_t* em, LLVMValueRef x, tj_dtype_t to) {
+// f32 -> E8M0 bits (lib/dtype.c's tj_f64_to_narrow): the exponent field,
+// plus one when any mantissa bit is set (rounding up; an f32 subnormal
+// gives 1), saturating at 0xFE; NaN gives 0xFF. The sign is ignored.
+static LLVMValueRef f32_to_e8m0(tj_emit_t* em, LLVMValueRef x) {
   LLVMBuilderRef b = em->b;
-  const f8_format_t f = f8_format(to);
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
+  LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
+  LLVMValueRef ab = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""),
+                                 tj_emit_iconst(it, 0x7FFFFFFF), "");
+  LLVMValueRef field = LLVMBuildLShr(b, ab, tj_emit_iconst(it, 23), "");
+  LLVMValueRef has_mant = LLVMBuildZExt(
+      b,
+      LLVMBuildICmp(b, LLVMIntNE,
+                    LLVMBuildAnd(b, ab, tj_emit_iconst(it, 0x7FFFFF), ""),
+                    tj_emit_iconst(it, 0), ""),
+      it, "");
+  LLVMValueRef r = LLVMBuildAdd(b, field, has_mant, "");
+  LLVMValueRef max = tj_emit_iconst(it, 0xFE);
+  r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntUGT, r, max, ""), max, r);
+  LLVMValueRef is_nan =
+      LLVMBuildICmp(b, LLVMIntUGT, ab, tj_emit_iconst(it, 0x7F800000), "");
+  r = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0xFF), r);
+  return LLVMBuildTrunc(b, r, tj_emit_vec(em, em->t_i8, lanes), "");
+}
+
+// f32 -> float8 / float4 bits: round to nearest even, saturate to +-max
+// (infinities too); NaN -> the format's NaN (lib/dtype.c's
+// tj_f64_to_narrow with saturate). Rounding an f32 that was itself rounded
+// from a double or an integer agrees with rounding that value once: 24 >=
+// 2 * 4 + 2 bits.
+static LLVMValueRef f32_to_f8(tj_emit_t* em, LLVMValueRef x, tj_dtype_t to) {
+  if (to == TJ_DTYPE_F8E8M0) return f32_to_e8m0(em, x);
+  LLVMBuilderRef b = em->b;
+  tj_minifloat_t f;
+  (void)tj_minifloat_format(to, &f);
   int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));
   LLVMTypeRef it = tj_emit_vec(em, em->t_i32, lanes);
   LLVMTypeRef ft = tj_emit_vec(em, em->t_f32, lanes);
@@ -651,8 +695,8 @@ static LLVMValueRef f32_to_f8(tj_emit_t* em, LLVMValueRef x, tj_dtype_t to) {
   const int min_exp = 1 - f.bias;  // the smallest normal is 2^min_exp
   LLVMValueRef xb = LLVMBuildBitCast(b, x, it, "");
   LLVMValueRef sign =
-      LLVMBuildAnd(b, LLVMBuildLShr(b, xb, tj_emit_iconst(it, 24), ""),
-                   tj_emit_iconst(it, 0x80), "");
+      LLVMBuildShl(b, LLVMBuildLShr(b, xb, tj_emit_iconst(it, 31), ""),
+                   tj_emit_iconst(it, f.sign_bit), "");
   LLVMValueRef ab = LLVMBuildAnd(b, xb, tj_emit_iconst(it, 0x7FFFFFFF), "");
   LLVMValueRef a = LLVMBuildBitCast(b, ab, ft, "");
   // Normal: round the f32 bits at the format's last mantissa bit (ties to
@@ -680,13 +724,27 @@ static LLVMValueRef f32_to_f8(tj_emit_t* em, LLVMValueRef x, tj_dtype_t to) {
   LLVMValueRef is_sub = LLVMBuildFCmp(
       b, LLVMRealOLT, a, tj_emit_fconst(ft, ldexp(1.0, min_exp)), "");
   LLVMValueRef r = tj_emit_select(em, is_sub, sub, normal);
-  LLVMValueRef max = tj_emit_iconst(it, f.max_pattern);
+  LLVMValueRef max = tj_emit_iconst(it, f.max_mag);
   r = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, r, max, ""), max, r);
   LLVMValueRef is_nan =
       LLVMBuildICmp(b, LLVMIntUGT, ab, tj_emit_iconst(it, 0x7F800000), "");
-  r = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0x7F), r);
-  return LLVMBuildTrunc(b, LLVMBuildOr(b, r, sign, ""),
-                        tj_emit_vec(em, em->t_i8, lanes), "");
+  if (f.special == TJ_MINIFLOAT_FNUZ) {
+    // No -0: a zero magnitude drops the sign; NaN is 0x80 whatever its sign.
+    sign = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, r, tj_emit_iconst(it, 0), ""),
+        tj_emit_iconst(it, 0), sign);
+    r = LLVMBuildOr(b, r, sign, "");
+    r = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0x80), r);
+  } else if (f.special == TJ_MINIFLOAT_NONE) {
+    // E2M1 has no NaN: ONNX's reference gives -0 (the sign bit alone).
+    r = LLVMBuildOr(b, r, sign, "");
+    r = tj_emit_select(em, is_nan, tj_emit_iconst(it, INT64_C(1) << f.sign_bit),
+                       r);
+  } else {
+    r = tj_emit_select(em, is_nan, tj_emit_iconst(it, 0x7F), r);
+    r = LLVMBuildOr(b, r, sign, "");
+  }
+  return LLVMBuildTrunc(b, r, tj_emit_vec(em, em->t_i8, lanes), "");
 }
 
 // f64 -> f32 rounding to odd (an inexact result gets an odd last bit), so
@@ -720,7 +778,8 @@ static LLVMValueRef f64_to_f32_odd(tj_emit_t* em, LLVMValueRef d) {
 // of it is wrapped to its width (wrap_int).
 static bool held_wide(tj_dtype_t dtype) {
   return dtype == TJ_DTYPE_U8 || dtype == TJ_DTYPE_U16 ||
-         dtype == TJ_DTYPE_U32 || dtype == TJ_DTYPE_I16;
+         dtype == TJ_DTYPE_U32 || dtype == TJ_DTYPE_I16 ||
+         tj_dtype_is_small_int(dtype);
 }
 
 // Wraps a compute value of a dtype held wide to its width: u8, u16, u32
@@ -736,6 +795,18 @@ static LLVMValueRef wrap_int(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0xFFFFFFFFll), "");
     case TJ_DTYPE_I16: {
       LLVMValueRef sh = tj_emit_iconst(t, 16);
+      return LLVMBuildAShr(em->b, LLVMBuildShl(em->b, v, sh, ""), sh, "");
+    }
+    case TJ_DTYPE_U4:
+      return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0xF), "");
+    case TJ_DTYPE_U2:
+      return LLVMBuildAnd(em->b, v, tj_emit_iconst(t, 0x3), "");
+    case TJ_DTYPE_I4:
+    case TJ_DTYPE_I2: {
+      // Sign-extend from the low 4 (2) bits of whatever width |v| has.
+      unsigned width = LLVMGetIntTypeWidth(elem_of(t));
+      LLVMValueRef sh =
+          tj_emit_iconst(t, (int64_t)width - (dtype == TJ_DTYPE_I4 ? 4 : 2));
       return LLVMBuildAShr(em->b, LLVMBuildShl(em->b, v, sh, ""), sh, "");
     }
     default:
@@ -1284,6 +1355,13 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         LLVMValueRef x = vals[in->args[0]];
         if (in->op == TJ_OP_CAST) {
           vals[i] = tj_emit_cast(em, x, dt, in->dtype);
+        } else if (in->op == TJ_OP_BITCAST) {
+          // The memory form's bits (both of one size), read back as the
+          // result's compute form.
+          LLVMValueRef m = narrow(em, dt, x);
+          LLVMTypeRef mt = tj_emit_vec(em, tj_emit_memory_type(em, in->dtype),
+                                       tj_emit_lanes_of(LLVMTypeOf(x)));
+          vals[i] = widen(em, in->dtype, LLVMBuildBitCast(em->b, m, mt, ""));
         } else if (in->op == TJ_OP_WHERE) {
           vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
@@ -1301,7 +1379,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else {
           vals[i] = emit_binary(em, in->op, dt, x, vals[in->args[1]]);
         }
-        if (held_wide(in->dtype) && in->op != TJ_OP_CAST && vals[i]) {
+        if (held_wide(in->dtype) && in->op != TJ_OP_CAST &&
+            in->op != TJ_OP_BITCAST && vals[i]) {
           // arithmetic in the wider integer, wrapped
           vals[i] = wrap_int(em, in->dtype, vals[i]);
         }

@@ -463,7 +463,10 @@ uint32_t tj_kir_const_int(tj_kir_t* k, tj_dtype_t dtype, int64_t value) {
   // Integers wrap to their dtype, as the kernels hold them (u8, u16, u32
   // zero-extended, i16 sign-extended).
   const uint64_t u = (uint64_t)value;
-  i.ivalue = dtype == TJ_DTYPE_BOOL ? value != 0
+  uint8_t small = 0;  // i4, u4, i2, u2: wrapped as tj_store_i64 does
+  if (tj_dtype_is_small_int(dtype)) tj_store_i64(dtype, &small, 0, value);
+  i.ivalue = dtype == TJ_DTYPE_BOOL         ? value != 0
+             : tj_dtype_is_small_int(dtype) ? tj_load_i64(dtype, &small, 0)
              : dtype == TJ_DTYPE_U8 || tj_dtype_is_f8(dtype)
                  ? (int64_t)(uint8_t)u
              : dtype == TJ_DTYPE_U16 ? (int64_t)(uint16_t)u
@@ -553,7 +556,7 @@ uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
 // Whether |op| takes operands of dtype |a| (the DTYPES column of
 // lib/ops.def).
 static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
-  if (tj_dtype_is_f8(a) && tj_op_info(op)->dtypes != TJ_OP_DTYPES_ANY) {
+  if (tj_dtype_is_narrow(a) && tj_op_info(op)->dtypes != TJ_OP_DTYPES_ANY) {
     return false;  // a storage dtype: no arithmetic (lib/infer.c)
   }
   switch (tj_op_info(op)->dtypes) {
@@ -573,7 +576,8 @@ static bool dtype_fits(tj_op_t op, tj_dtype_t a) {
 
 // The result dtype of unary |op| on |a|, or false if the op does not apply.
 static bool unary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t* out) {
-  if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST) {
+  if (tj_op_info(op)->kind != TJ_OP_KIND_UNARY || op == TJ_OP_CAST ||
+      op == TJ_OP_BITCAST) {
     return false;
   }
   *out = tj_op_has(op, TJ_OPF_BOOL_RESULT) ? TJ_DTYPE_BOOL : a;
@@ -587,10 +591,10 @@ static bool binary_type(tj_op_t op, tj_dtype_t a, tj_dtype_t b,
   // minimum take bool too (or and and).
   if (tj_op_has(op, TJ_OPF_BOOL_RESULT)) {
     *out = TJ_DTYPE_BOOL;
-    return !tj_dtype_is_f8(a);
+    return !tj_dtype_is_narrow(a);
   }
   *out = a;
-  if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) return !tj_dtype_is_f8(a);
+  if (op == TJ_OP_MAXIMUM || op == TJ_OP_MINIMUM) return !tj_dtype_is_narrow(a);
   return dtype_fits(op, a);
 }
 
@@ -671,6 +675,24 @@ uint32_t tj_kir_cast(tj_kir_t* k, tj_dtype_t dtype, uint32_t a) {
   }
   tj_kir_inst_t i = new_inst(TJ_KIR_OP, dtype);
   i.op = TJ_OP_CAST;
+  i.num_args = 1;
+  i.args[0] = a;
+  return append(k, &i);
+}
+
+uint32_t tj_kir_bitcast(tj_kir_t* k, tj_dtype_t dtype, uint32_t a) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  const tj_kir_inst_t* x = arg(k, a, "bitcast");
+  if (!x) return TJ_KIR_NONE;
+  const tj_dtype_t from = x->dtype;
+  if (!tj_dtype_is_valid(dtype) ||
+      tj_dtype_size(dtype) != tj_dtype_size(from)) {
+    record(k, tj_invalid("kernel @%s: bitcast of %s to dtype %d", k->name,
+                         tj_dtype_name(from), (int)dtype));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_OP, dtype);
+  i.op = TJ_OP_BITCAST;
   i.num_args = 1;
   i.args[0] = a;
   return append(k, &i);

@@ -376,6 +376,8 @@ uint32_t tj_kir_unary(tj_kir_t* kernel, tj_op_t op, uint32_t a);
 uint32_t tj_kir_binary(tj_kir_t* kernel, tj_op_t op, uint32_t a, uint32_t b);
 uint32_t tj_kir_where(tj_kir_t* kernel, uint32_t cond, uint32_t a, uint32_t b);
 uint32_t tj_kir_cast(tj_kir_t* kernel, tj_dtype_t dtype, uint32_t a);
+// |a|'s bits read as |dtype|, of the same element size (TJ_OP_BITCAST).
+uint32_t tj_kir_bitcast(tj_kir_t* kernel, tj_dtype_t dtype, uint32_t a);
 // Stores |value| (converted to the buffer's dtype, which must equal the
 // value's) into output |buffer| at the current point.
 void tj_kir_store(tj_kir_t* kernel, uint32_t buffer, uint32_t value);

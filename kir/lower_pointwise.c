@@ -200,6 +200,8 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       *out = 0;
     } else if (n->op == TJ_OP_CAST) {
       *out = tj_kir_cast(k, n->dtype, a);
+    } else if (n->op == TJ_OP_BITCAST) {
+      *out = tj_kir_bitcast(k, n->dtype, a);
     } else {
       *out = tj_kir_unary(k, n->op, a);
     }

@@ -1409,6 +1409,8 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     [TJ_OP_ISNAN] = NONE_("bool result"),
     [TJ_OP_CAST] = {vjp_cast, "ga = cast(g, a's dtype) (float to float only)"},
     [TJ_OP_BITWISE_NOT] = NONE_("integers"),
+    [TJ_OP_BITCAST] = NONE_("a reinterpretation of bits, not a function of "
+                            "the value"),
     // ---- elementwise binary (each ga, gb then summed to its shape) ----
     [TJ_OP_ADD] = {vjp_add, "ga = g, gb = g"},
     [TJ_OP_SUB] = {vjp_sub, "ga = g, gb = -g"},

@@ -49,10 +49,11 @@ const char* tj_version_string(void) {
 }
 
 static const char* const kDtypeNames[TJ_DTYPE_COUNT_] = {
-    "f32", "f16",    "bf16",   "f64", "i8",  "i32", "i64", "bool",
-    "u8",  "f8e4m3", "f8e5m2", "i16", "u16", "u32", "u64"};
-static const size_t kDtypeSizes[TJ_DTYPE_COUNT_] = {4, 2, 2, 8, 1, 4, 8, 1,
-                                                    1, 1, 1, 2, 2, 4, 8};
+    "f32",        "f16",    "bf16",   "f64", "i8",  "i32", "i64", "bool",
+    "u8",         "f8e4m3", "f8e5m2", "i16", "u16", "u32", "u64", "f8e4m3fnuz",
+    "f8e5m2fnuz", "f4e2m1", "f8e8m0", "i4",  "u4",  "i2",  "u2"};
+static const size_t kDtypeSizes[TJ_DTYPE_COUNT_] = {
+    4, 2, 2, 8, 1, 4, 8, 1, 1, 1, 1, 2, 2, 4, 8, 1, 1, 1, 1, 1, 1, 1, 1};
 
 const char* tj_dtype_name(tj_dtype_t dtype) {
   return (unsigned)dtype < TJ_DTYPE_COUNT_ ? kDtypeNames[dtype] : "?";

@@ -159,6 +159,149 @@ uint8_t tj_f64_to_f8e5m2(double value) {
   return (uint8_t)(sign | bits);
 }
 
+//===--- the other narrow floats ---===//
+
+bool tj_minifloat_format(tj_dtype_t d, tj_minifloat_t* out) {
+  switch (d) {
+    case TJ_DTYPE_F8E4M3:
+      *out = (tj_minifloat_t){3, 7, 7, 0x7E, TJ_MINIFLOAT_FN};
+      return true;
+    case TJ_DTYPE_F8E5M2:
+      *out = (tj_minifloat_t){2, 15, 7, 0x7B, TJ_MINIFLOAT_IEEE};
+      return true;
+    case TJ_DTYPE_F8E4M3FNUZ:
+      *out = (tj_minifloat_t){3, 8, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
+      return true;
+    case TJ_DTYPE_F8E5M2FNUZ:
+      *out = (tj_minifloat_t){2, 16, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
+      return true;
+    case TJ_DTYPE_F4E2M1:
+      *out = (tj_minifloat_t){1, 1, 3, 0x7, TJ_MINIFLOAT_NONE};
+      return true;
+    default:
+      return false;
+  }
+}
+
+static double minifloat_decode(const tj_minifloat_t* f, uint32_t bits) {
+  const uint32_t mag = bits & ((UINT32_C(1) << f->sign_bit) - 1);
+  const bool negative = (bits >> f->sign_bit) & 1;
+  if (f->special == TJ_MINIFLOAT_FNUZ && bits == 0x80) return (double)NAN;
+  double magnitude;
+  if (mag > f->max_mag) {  // FN's all ones, IEEE's infinity and NaNs
+    magnitude = f->special == TJ_MINIFLOAT_IEEE && mag == f->max_mag + 1
+                    ? (double)INFINITY
+                    : (double)NAN;
+  } else {
+    const uint32_t exp_field = mag >> f->mant_bits;
+    const uint32_t mant = mag & ((UINT32_C(1) << f->mant_bits) - 1);
+    magnitude = exp_field == 0
+                    ? ldexp((double)mant, 1 - f->bias - f->mant_bits)
+                    : ldexp((double)(mant | (UINT32_C(1) << f->mant_bits)),
+                            (int)exp_field - f->bias - f->mant_bits);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+static uint8_t minifloat_encode(const tj_minifloat_t* f, double value,
+                                bool saturate) {
+  const uint32_t sign = signbit(value) ? UINT32_C(1) << f->sign_bit : 0;
+  if (isnan(value)) {
+    switch (f->special) {
+      case TJ_MINIFLOAT_FNUZ:
+        return 0x80;
+      case TJ_MINIFLOAT_NONE:  // E2M1: -0, as ONNX's reference has it
+        return (uint8_t)(UINT32_C(1) << f->sign_bit);
+      default:
+        return (uint8_t)(sign | 0x7F);
+    }
+  }
+  const double a = fabs(value);
+  const int min_exp = 1 - f->bias;  // the smallest normal is 2^min_exp
+  uint32_t mag;
+  if (isinf(a)) {
+    mag = f->max_mag + 1;
+  } else if (a < ldexp(1.0, min_exp)) {
+    // Subnormal: a count of 2^(min_exp - mant_bits) quanta (scaling by a
+    // power of two is exact; one rounding). 2^mant_bits quanta is the
+    // smallest normal's pattern.
+    mag = (uint32_t)nearbyint(ldexp(a, f->mant_bits - min_exp));
+  } else {
+    int e;
+    (void)frexp(a, &e);  // a in [2^(e-1), 2^e)
+    const int lead = e - 1;
+    if (lead + f->bias > 32) {
+      mag = f->max_mag + 1;  // far out of range
+    } else {
+      // q in [2^m, 2^(m+1)]; q = 2^(m+1) carries into the exponent field.
+      const double q = nearbyint(ldexp(a, f->mant_bits - lead));
+      mag = ((uint32_t)(lead + f->bias) << f->mant_bits) + (uint32_t)q -
+            (UINT32_C(1) << f->mant_bits);
+    }
+  }
+  if (mag > f->max_mag) {
+    if (saturate || f->special == TJ_MINIFLOAT_NONE) {
+      mag = f->max_mag;
+    } else if (f->special == TJ_MINIFLOAT_FNUZ) {
+      return 0x80;
+    } else if (f->special == TJ_MINIFLOAT_FN) {
+      return (uint8_t)(sign | 0x7F);
+    } else {
+      return (uint8_t)(sign | (f->max_mag + 1));  // infinity
+    }
+  }
+  if (f->special == TJ_MINIFLOAT_FNUZ && mag == 0) return 0;  // no -0
+  return (uint8_t)(sign | mag);
+}
+
+double tj_narrow_to_f64(tj_dtype_t d, uint8_t bits) {
+  if (d == TJ_DTYPE_F8E8M0)
+    return bits == 0xFF ? (double)NAN : ldexp(1.0, (int)bits - 127);
+  tj_minifloat_t f;
+  if (!tj_minifloat_format(d, &f)) return 0.0;
+  return minifloat_decode(&f, bits);
+}
+
+uint8_t tj_f64_to_narrow(tj_dtype_t d, double value, bool saturate) {
+  if (d == TJ_DTYPE_F8E8M0) {
+    // As ONNX's reference reads an f32: its exponent field, plus one when
+    // any mantissa bit is set (an f32 subnormal's field is 0, so it gives
+    // 2^-126, and 2^-127 itself too). The sign is ignored.
+    const double a = fabs(value);
+    if (isnan(a)) return 0xFF;
+    if (isinf(a)) return saturate ? 0xFE : 0xFF;
+    if (a == 0.0) return 0;
+    if (a < 0x1p-126) return 1;
+    int e;
+    const double fr = frexp(a, &e);  // a = fr * 2^e, fr in [0.5, 1)
+    const int field = e - 1 + 127 + (fr != 0.5);
+    if (field > 254) return saturate ? 0xFE : 0xFF;
+    return (uint8_t)field;
+  }
+  tj_minifloat_t f;
+  if (!tj_minifloat_format(d, &f)) return 0;
+  return minifloat_encode(&f, value, saturate);
+}
+
+bool tj_narrow_overflow_bound(tj_dtype_t d, double* out_bound,
+                              bool* out_inclusive) {
+  if (d == TJ_DTYPE_F8E8M0) {  // above 2^127 rounds up past it
+    *out_bound = 0x1p127;
+    *out_inclusive = false;
+    return true;
+  }
+  tj_minifloat_t f;
+  if (!tj_minifloat_format(d, &f) || f.special == TJ_MINIFLOAT_NONE)
+    return false;
+  // The midpoint between the largest finite and the next step; a tie
+  // rounds to even, which is the step past max when max's last bit is odd.
+  const double max = minifloat_decode(&f, f.max_mag);
+  const int exp_field = (int)(f.max_mag >> f.mant_bits);
+  *out_bound = max + ldexp(0.5, exp_field - f.bias - f.mant_bits);
+  *out_inclusive = (f.max_mag & 1) != 0;
+  return true;
+}
+
 //===--- casts ---===//
 
 // Float -> integer as tj_graph_cast defines it: truncate toward zero; NaN
@@ -241,6 +384,17 @@ double tj_load_f64(tj_dtype_t dtype, const void* data, int64_t index) {
       memcpy(&v, p + index * 8, 8);
       return (double)v;
     }
+    case TJ_DTYPE_F8E4M3FNUZ:
+    case TJ_DTYPE_F8E5M2FNUZ:
+    case TJ_DTYPE_F4E2M1:
+    case TJ_DTYPE_F8E8M0:
+      return tj_narrow_to_f64(dtype, p[index]);
+    case TJ_DTYPE_I4:
+    case TJ_DTYPE_I2:
+      return (double)(int8_t)p[index];
+    case TJ_DTYPE_U4:
+    case TJ_DTYPE_U2:
+      return (double)p[index];
     default:
       return 0.0;
   }
@@ -316,6 +470,24 @@ void tj_store_f64(tj_dtype_t dtype, void* data, int64_t index, double value) {
       memcpy(p + index * 8, &v, 8);
       return;
     }
+    case TJ_DTYPE_F8E4M3FNUZ:
+    case TJ_DTYPE_F8E5M2FNUZ:
+    case TJ_DTYPE_F4E2M1:
+    case TJ_DTYPE_F8E8M0:
+      p[index] = tj_f64_to_narrow(dtype, value, true);
+      return;
+    case TJ_DTYPE_I4:
+      p[index] = (unsigned char)(uint8_t)f64_to_int_checked(value, -9.0, 8.0);
+      return;
+    case TJ_DTYPE_U4:
+      p[index] = (unsigned char)f64_to_int_checked(value, -1.0, 16.0);
+      return;
+    case TJ_DTYPE_I2:
+      p[index] = (unsigned char)(uint8_t)f64_to_int_checked(value, -3.0, 2.0);
+      return;
+    case TJ_DTYPE_U2:
+      p[index] = (unsigned char)f64_to_int_checked(value, -1.0, 4.0);
+      return;
     default:
       return;
   }
@@ -360,6 +532,12 @@ int64_t tj_load_i64(tj_dtype_t dtype, const void* data, int64_t index) {
       memcpy(&v, p + index * 8, 8);
       return v;
     }
+    case TJ_DTYPE_I4:
+    case TJ_DTYPE_I2:
+      return (int8_t)p[index];
+    case TJ_DTYPE_U4:
+    case TJ_DTYPE_U2:
+      return p[index];
     default:
       return f64_to_i64(tj_load_f64(dtype, data, index));
   }
@@ -400,6 +578,21 @@ void tj_store_i64(tj_dtype_t dtype, void* data, int64_t index, int64_t value) {
     }
     case TJ_DTYPE_U64:
       memcpy(p + index * 8, &value, 8);
+      return;
+    case TJ_DTYPE_I4:
+    case TJ_DTYPE_I2: {
+      // The low 4 (2) bits, sign-extended into the byte.
+      const int bits = dtype == TJ_DTYPE_I4 ? 4 : 2;
+      const uint64_t low = (uint64_t)value & ((UINT64_C(1) << bits) - 1);
+      const uint64_t half = UINT64_C(1) << (bits - 1);
+      p[index] = (unsigned char)(uint8_t)(low & half ? low - 2 * half : low);
+      return;
+    }
+    case TJ_DTYPE_U4:
+      p[index] = (unsigned char)((uint64_t)value & 0xF);
+      return;
+    case TJ_DTYPE_U2:
+      p[index] = (unsigned char)((uint64_t)value & 0x3);
       return;
     default:
       // int64 -> double rounds once; double -> f32/f16/bf16 then rounds

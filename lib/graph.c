@@ -370,6 +370,14 @@ tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a, tj_dtype_t dtype) {
   return append(graph, &desc);
 }
 
+tj_value_t tj_graph_bitcast(tj_graph_t* graph, tj_value_t a, tj_dtype_t dtype) {
+  if (!building(graph, "tj_graph_bitcast")) return tj_value_none();
+  uint32_t ops[1] = {operand(a)};
+  tj_node_desc_t desc = make_desc(TJ_OP_BITCAST, 1, ops);
+  desc.dtype = dtype;
+  return append(graph, &desc);
+}
+
 //===--- reductions ---===//
 
 static tj_value_t reduce(tj_graph_t* graph, tj_op_t op, tj_value_t a,

@@ -212,12 +212,14 @@ static tj_status_t check_operands(infer_t* c) {
 // Whether |dtype| is one the op's (main) operands may have (lib/ops.def).
 // max and min take bool too: logical or and and (ONNX).
 static tj_status_t check_class(infer_t* c, tj_dtype_t dtype) {
-  // float8 is a storage dtype: only ops that do no arithmetic on it (ANY
-  // operands, no reduction, no comparison: casts, where, movement) take it.
+  // float8, float4 and the 4- and 2-bit integers are storage dtypes: only
+  // ops that do no arithmetic on them (ANY operands, no reduction, no
+  // comparison: casts, where, movement) take them.
   const tj_op_info_t* info = tj_op_info(c->desc->op);
-  if (tj_dtype_is_f8(dtype) && (info->dtypes != TJ_OP_DTYPES_ANY ||
-                                info->pattern == TJ_OP_PATTERN_REDUCE ||
-                                tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT))) {
+  if (tj_dtype_is_narrow(dtype) &&
+      (info->dtypes != TJ_OP_DTYPES_ANY ||
+       info->pattern == TJ_OP_PATTERN_REDUCE ||
+       tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT))) {
     return fail(c, INVALID,
                 "%s is a storage dtype (cast it, or dequantize it, first)",
                 tj_dtype_name(dtype));
@@ -478,9 +480,23 @@ static tj_status_t infer_iota(infer_t* c) {
 static tj_status_t infer_unary(infer_t* c) {
   const tj_node_t* a = in(c, 0);
   tj_dtype_t dtype = a->dtype;
-  if (c->desc->op == TJ_OP_CAST) {
+  if (c->desc->op == TJ_OP_CAST || c->desc->op == TJ_OP_BITCAST) {
     dtype = c->desc->dtype;
     TJ_RETURN_IF_ERROR(check_dtype_valid(c, dtype));
+    if (c->desc->op == TJ_OP_BITCAST) {
+      if (tj_dtype_size(dtype) != tj_dtype_size(a->dtype))
+        return fail(c, INVALID,
+                    "bitcast needs dtypes of one size: %s is %zu bytes, %s %zu",
+                    tj_dtype_name(a->dtype), tj_dtype_size(a->dtype),
+                    tj_dtype_name(dtype), tj_dtype_size(dtype));
+      // A byte holds one 4- or 2-bit element, so its bits are not theirs.
+      if (tj_dtype_is_small_int(dtype) || tj_dtype_is_small_int(a->dtype) ||
+          dtype == TJ_DTYPE_F4E2M1 || a->dtype == TJ_DTYPE_F4E2M1)
+        return fail(c, TJ_STATUS_UNSUPPORTED,
+                    "bitcast of %s to %s: 4- and 2-bit dtypes "
+                    "are held one per byte",
+                    tj_dtype_name(a->dtype), tj_dtype_name(dtype));
+    }
   } else {
     TJ_RETURN_IF_ERROR(check_class(c, a->dtype));
     if (tj_op_has(c->desc->op, TJ_OPF_BOOL_RESULT)) dtype = TJ_DTYPE_BOOL;

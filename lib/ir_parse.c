@@ -702,7 +702,8 @@ static bool dtype_from_token(parser_t* p, tj_dtype_t* out) {
   char buf[64];
   return fail(p,
               "unknown dtype %s (expected f32, f16, bf16, f64, i8, i32, "
-              "i64, bool, u8, f8e4m3, f8e5m2, i16, u16, u32 or u64)",
+              "i64, bool, u8, f8e4m3, f8e5m2, i16, u16, u32, u64, "
+              "f8e4m3fnuz, f8e5m2fnuz, f4e2m1, f8e8m0, i4, u4, i2 or u2)",
               describe(p, buf, sizeof(buf)));
 }
 
@@ -1269,9 +1270,12 @@ static bool convert_value(parser_t* p, tj_dtype_t dtype, void* data,
   double value;
   if (!parse_f64_token(p, &value)) return false;
   tj_store_f64(dtype, data, index, value);
-  const double f8_max = dtype == TJ_DTYPE_F8E4M3   ? 448.0
-                        : dtype == TJ_DTYPE_F8E5M2 ? 57344.0
-                                                   : INFINITY;
+  // A narrow float's largest finite (casts saturate; a constant must fit).
+  tj_minifloat_t mf;
+  const double f8_max = dtype == TJ_DTYPE_F8E8M0 ? 0x1p127
+                        : tj_minifloat_format(dtype, &mf)
+                            ? tj_narrow_to_f64(dtype, (uint8_t)mf.max_mag)
+                            : INFINITY;
   if ((!isinf(value) && isinf(tj_load_f64(dtype, data, index))) ||
       (!isinf(value) && fabs(value) > f8_max)) {
     char buf[64];

@@ -338,8 +338,7 @@ static void print_attrs(printer_t* p, const tj_node_t* node) {
       if (elements) sbuf_printf(&p->out, "axis=%lld", (long long)a->axis);
       if (r) sbuf_printf(&p->out, "%sreduction=\"%s\"", elements ? " " : "", r);
       break;
-    }
-      break;
+    } break;
     case TJ_ATTR_KIND_TOPK:
       sbuf_printf(&p->out, " {axis=%lld", (long long)a->axis);
       if (n > 0 && a->ints[0] >= 0)
@@ -378,6 +377,10 @@ static void print_constant_data(printer_t* p, const tj_node_t* node) {
       case TJ_DTYPE_BF16:
       case TJ_DTYPE_F8E4M3:
       case TJ_DTYPE_F8E5M2:
+      case TJ_DTYPE_F8E4M3FNUZ:
+      case TJ_DTYPE_F8E5M2FNUZ:
+      case TJ_DTYPE_F4E2M1:
+      case TJ_DTYPE_F8E8M0:
         print_double(p, tj_load_f64(node->dtype, data, i), 9);
         break;
       case TJ_DTYPE_F64:

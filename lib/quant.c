@@ -21,7 +21,8 @@ static bool bad(char* msg, size_t size, const char* format, ...) {
 }
 
 static bool is_quant_dtype(tj_dtype_t d) {
-  return d == TJ_DTYPE_I8 || d == TJ_DTYPE_U8 || tj_dtype_is_f8(d);
+  return d == TJ_DTYPE_I8 || d == TJ_DTYPE_U8 || d == TJ_DTYPE_I16 ||
+         d == TJ_DTYPE_U16 || d == TJ_DTYPE_F8E4M3 || d == TJ_DTYPE_F8E5M2;
 }
 
 bool tj_quant_check(bool quantize, const tj_node_t* a, const tj_node_t* scale,
@@ -57,8 +58,8 @@ bool tj_quant_check(bool quantize, const tj_node_t* a, const tj_node_t* scale,
                  tj_dtype_name(qdtype));
   } else if (!is_quant_dtype(qdtype) && (quantize || qdtype != TJ_DTYPE_I32)) {
     return bad(msg, msg_size,
-               "the quantized dtype must be i8, u8, f8e4m3 or f8e5m2%s, not "
-               "%s",
+               "the quantized dtype must be i8, u8, i16, u16, f8e4m3 or "
+               "f8e5m2%s, not %s",
                quantize ? "" : " (or i32)", tj_dtype_name(qdtype));
   }
   // The float side.
@@ -148,11 +149,15 @@ bool tj_quant_check(bool quantize, const tj_node_t* a, const tj_node_t* scale,
 
 int64_t tj_quant_qmin(tj_dtype_t qdtype, int32_t int4) {
   if (int4) return int4 == 1 ? -8 : 0;
+  if (qdtype == TJ_DTYPE_I16 || qdtype == TJ_DTYPE_U16)
+    return tj_dtype_int_lowest(qdtype);
   return qdtype == TJ_DTYPE_I8 ? -128 : qdtype == TJ_DTYPE_U8 ? 0 : INT32_MIN;
 }
 
 int64_t tj_quant_qmax(tj_dtype_t qdtype, int32_t int4) {
   if (int4) return int4 == 1 ? 7 : 15;
+  if (qdtype == TJ_DTYPE_I16 || qdtype == TJ_DTYPE_U16)
+    return tj_dtype_int_highest(qdtype);
   return qdtype == TJ_DTYPE_I8 ? 127 : qdtype == TJ_DTYPE_U8 ? 255 : INT32_MAX;
 }
 

@@ -51,7 +51,7 @@ typedef struct tj_quant_shape_t {
 } tj_quant_shape_t;
 
 // The type rule of both ops. |quantize|: |a| is x, |qdtype| the result's
-// dtype (I8, U8, F8E4M3, F8E5M2; U8 for int4); else |a| is q and the
+// dtype (I8, U8, I16, U16, F8E4M3, F8E5M2; U8 for int4); else |a| is q and the
 // result's dtype is the scale's. |zp| may be NULL. |ints| holds
 // TJ_QUANT_NUM_INTS values (NULL: all 0 but saturate), |axis| as given
 // (negative from the back). On failure returns false with a message in

@@ -124,19 +124,78 @@ bool tj_onnx_dtype(int32_t elem_type, tj_dtype_t* out_dtype) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
       *out_dtype = TJ_DTYPE_U64;
       return true;
+    // The later narrow codes (onnx.proto 1.14 to 1.23), by number for the
+    // same reason as float8 above.
+    case 18:  // FLOAT8E4M3FNUZ
+      *out_dtype = TJ_DTYPE_F8E4M3FNUZ;
+      return true;
+    case 20:  // FLOAT8E5M2FNUZ
+      *out_dtype = TJ_DTYPE_F8E5M2FNUZ;
+      return true;
+    case 21:  // UINT4
+      *out_dtype = TJ_DTYPE_U4;
+      return true;
+    case 22:  // INT4
+      *out_dtype = TJ_DTYPE_I4;
+      return true;
+    case 23:  // FLOAT4E2M1
+      *out_dtype = TJ_DTYPE_F4E2M1;
+      return true;
+    case 24:  // FLOAT8E8M0
+      *out_dtype = TJ_DTYPE_F8E8M0;
+      return true;
+    case 25:  // UINT2
+      *out_dtype = TJ_DTYPE_U2;
+      return true;
+    case 26:  // INT2
+      *out_dtype = TJ_DTYPE_I2;
+      return true;
     default:
       return false;
   }
 }
 
+// ONNX packs the 4- and 2-bit types in its data, the first element in the
+// lowest bits of a byte; libtensorjit holds one per byte.
+static int packed_bits(int32_t elem_type) {
+  switch (elem_type) {
+    case 21:  // UINT4
+    case 22:  // INT4
+    case 23:  // FLOAT4E2M1
+      return 4;
+    case 25:  // UINT2
+    case 26:  // INT2
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// Unpacks |n| elements of |bits| each from |packed| into |out| (a byte
+// each), sign-extending the signed integers.
+static void unpack_elements(const uint8_t* packed, int64_t n, int bits,
+                            tj_dtype_t dtype, uint8_t* out) {
+  const int per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
+  const bool is_signed = dtype == TJ_DTYPE_I4 || dtype == TJ_DTYPE_I2;
+  for (int64_t i = 0; i < n; ++i) {
+    unsigned v = (packed[i / per_byte] >> (bits * (int)(i % per_byte))) & mask;
+    if (is_signed && (v & (1u << (bits - 1)))) v |= ~mask;  // negative
+    out[i] = (uint8_t)v;
+  }
+}
+
 const char* tj_onnx_type_name(int32_t elem_type) {
   static const char* const kNames[] = {
-      "undefined",      "float",        "uint8",          "int8",
-      "uint16",         "int16",        "int32",          "int64",
-      "string",         "bool",         "float16",        "double",
-      "uint32",         "uint64",       "complex64",      "complex128",
-      "bfloat16",       "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
-      "float8e5m2fnuz", "uint4",        "int4",           "float4e2m1"};
+      "undefined",      "float",      "uint8",
+      "int8",           "uint16",     "int16",
+      "int32",          "int64",      "string",
+      "bool",           "float16",    "double",
+      "uint32",         "uint64",     "complex64",
+      "complex128",     "bfloat16",   "float8e4m3fn",
+      "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+      "uint4",          "int4",       "float4e2m1",
+      "float8e8m0",     "uint2",      "int2"};
   if (elem_type >= 0 && (size_t)elem_type < TJ_ARRAY_SIZE(kNames))
     return kNames[elem_type];
   return "unknown";
@@ -299,7 +358,10 @@ static tj_status_t typed_field(const Onnx__TensorProto* t, tj_dtype_t dtype,
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
     case 17:  // FLOAT8E4M3FN: the bits, one per int32_data entry
+    case 18:  // FLOAT8E4M3FNUZ
     case 19:  // FLOAT8E5M2
+    case 20:  // FLOAT8E5M2FNUZ
+    case 24:  // FLOAT8E8M0
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
       have = t->n_int32_data;
@@ -449,6 +511,46 @@ static tj_status_t external_data(tj_onnx_importer_t* im,
   return read_external(im, location, offset, bytes, out, what);
 }
 
+// A tensor of a packed type (packed_bits): its ceil(n * bits / 8) bytes
+// from raw_data, an external file or int32_data (a byte per entry),
+// unpacked to one element per byte.
+static tj_status_t packed_value(tj_onnx_importer_t* im,
+                                const Onnx__TensorProto* t, const char* what,
+                                int64_t n, int bits, tj_onnx_val_t* out) {
+  const size_t stored = (size_t)((n * bits + 7) / 8);
+  const uint8_t* packed = NULL;
+  uint8_t* buf = NULL;
+  if (t->has_data_location &&
+      t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    buf = tj_arena_alloc(&im->arena, stored);
+    if (!buf) return tj_status_oom();
+    TJ_RETURN_IF_ERROR(external_data(im, t, stored, buf, what));
+    packed = buf;
+  } else if (t->has_raw_data) {
+    if (t->raw_data.len != stored)
+      return tj_invalid("onnx: tensor %s: raw_data has %zu bytes, not %zu",
+                        what, t->raw_data.len, stored);
+    packed = t->raw_data.data;
+  } else {
+    size_t have = t->n_float_data + t->n_double_data + t->n_int64_data +
+                  t->n_int32_data + t->n_uint64_data;
+    if (have != stored || t->n_int32_data != stored)
+      return tj_invalid(
+          "onnx: tensor %s: %zu packed bytes stored for %lld elements of %d "
+          "bits",
+          what, have, (long long)n, bits);
+    buf = tj_arena_alloc(&im->arena, stored);
+    if (!buf) return tj_status_oom();
+    for (size_t i = 0; i < stored; ++i) buf[i] = (uint8_t)t->int32_data[i];
+    packed = buf;
+  }
+  uint8_t* data = tj_arena_alloc(&im->arena, (size_t)n);
+  if (!data) return tj_status_oom();
+  unpack_elements(packed, n, bits, out->dtype, data);
+  out->data = data;
+  return NULL;
+}
+
 tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
                                  const Onnx__TensorProto* t, const char* what,
                                  tj_onnx_val_t* out) {
@@ -468,6 +570,8 @@ tj_status_t tj_onnx_tensor_value(tj_onnx_importer_t* im,
   size_t bytes = (size_t)n * esize;
   if (t->segment)
     return tj_unsupported("onnx: tensor %s: segmented tensors", what);
+  const int bits = packed_bits(t->data_type);
+  if (bits) return packed_value(im, t, what, n, bits, out);
   if (t->has_data_location &&
       t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
     void* buf = tj_arena_alloc(&im->arena, bytes);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "lib/dtype.h"
 #include "onnx/onnx_internal.h"
 
 typedef struct op_entry_t op_entry_t;
@@ -581,19 +582,55 @@ static tj_status_t cv_cast(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       return fail(im, n, "cast to dtype %s is not supported",
                   tj_onnx_type_name((int32_t)a->i));
   }
-  const Onnx__AttributeProto* sat = attr(n, "saturate");
-  if ((to == TJ_DTYPE_F8E4M3 || to == TJ_DTYPE_F8E5M2) && sat && sat->has_i &&
-      sat->i == 0) {
+  // round_mode (opset 25) applies to float8e8m0 only; its cast rounds up.
+  if (to == TJ_DTYPE_F8E8M0 && !attr_s_is(n, "round_mode", "up", "up"))
     return fail(im, n,
-                "saturate=0 (float8 overflow to NaN/inf) is not "
-                "supported: casts to float8 saturate");
-  }
+                "round_mode other than \"up\" is not supported: casts to "
+                "float8e8m0 round up");
   tj_onnx_val_t* x = n->inputs[0];
   if (x->symbolic) {
     if (to != TJ_DTYPE_I64) return fail(im, n, "cast of a symbolic shape");
     return cv_identity(im, n, e);
   }
-  return out(im, n, 0, tj_graph_cast(G, in(im, n, 0), to));
+  tj_value_t y = tj_graph_cast(G, in(im, n, 0), to);
+  double bound;
+  bool inclusive;
+  if (attr_i(n, "saturate", 1) == 0 &&
+      tj_narrow_overflow_bound(to, &bound, &inclusive)) {
+    // saturate=0: what rounds past the largest finite (or is infinite)
+    // becomes the format's infinity or NaN instead of +-max. The test runs
+    // in f32 (f64 for f64), where the bound is exact and rounding an
+    // integer or a half to it is monotonic.
+    tj_dtype_t xd = dtype_of(n, 0);
+    tj_dtype_t cd = xd == TJ_DTYPE_F64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+    tj_value_t xc =
+        xd == cd ? in(im, n, 0) : tj_graph_cast(G, in(im, n, 0), cd);
+    tj_value_t hi = scalar(im, cd, bound), lo = scalar(im, cd, -bound);
+    tj_value_t over =
+        inclusive ? tj_graph_ge(G, xc, hi) : tj_graph_gt(G, xc, hi);
+    tj_value_t under =
+        inclusive ? tj_graph_le(G, xc, lo) : tj_graph_lt(G, xc, lo);
+    uint8_t pos = tj_f64_to_narrow(to, (double)INFINITY, false);
+    uint8_t neg = tj_f64_to_narrow(to, -(double)INFINITY, false);
+    y = tj_graph_where(
+        G, over, tj_graph_constant(G, to, 0, NULL, &pos, 1),
+        tj_graph_where(G, under, tj_graph_constant(G, to, 0, NULL, &neg, 1),
+                       y));
+  }
+  return out(im, n, 0, y);
+}
+
+// BitCast (opset 26): the same bits read as |to|, of the same size.
+static tj_status_t cv_bitcast(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                              const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const Onnx__AttributeProto* a = attr(n, "to");
+  if (!a || !a->has_i) return bad(im, n, "attribute to is required");
+  tj_dtype_t to;
+  if (!onnx_to_dtype(a->i, &to))
+    return fail(im, n, "bitcast to dtype %s is not supported",
+                tj_onnx_type_name((int32_t)a->i));
+  return out(im, n, 0, tj_graph_bitcast(G, in(im, n, 0), to));
 }
 
 //===--- contraction ---===//
@@ -1463,9 +1500,6 @@ static tj_status_t cv_mod(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   int64_t fmod = attr_i(n, "fmod", 0);
   if (fmod != 0 && fmod != 1)
     return bad(im, n, "fmod = %lld; it is 0 or 1", (long long)fmod);
-  if (!fmod && is_float(dtype_of(n, 0)))
-    return bad(im, n, "fmod = 0 on %s; ONNX requires fmod = 1 for floats",
-               tj_dtype_name(dtype_of(n, 0)));
   tj_value_t a = in(im, n, 0), b = in(im, n, 1);
   return out(im, n, 0, fmod ? tj_graph_fmod(G, a, b) : tj_graph_mod(G, a, b));
 }
@@ -4674,6 +4708,40 @@ static tj_status_t cv_quantize_linear(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                         .block_size = attr_i(n, "block_size", 0),
                         .no_saturate = attr_i(n, "saturate", 1) == 0};
   tj_value_t z = has_in(n, 2) ? per_tensor_ok(im, n, 2, ad) : tj_value_none();
+  if (tj_dtype_is_small_int(qd)) {
+    // 4- and 2-bit: quantize to i8 (u8), whose saturation range holds
+    // theirs, clamp to theirs and cast (exact).
+    const bool is_signed = qd == TJ_DTYPE_I4 || qd == TJ_DTYPE_I2;
+    a.dtype = is_signed ? TJ_DTYPE_I8 : TJ_DTYPE_U8;
+    if (!tj_value_is_none(z)) z = tj_graph_cast(G, z, a.dtype);
+    tj_value_t q =
+        tj_graph_quantize(G, in(im, n, 0), per_tensor_ok(im, n, 1, ad), z, &a);
+    q = tj_graph_maximum(G, q, scalar(im, a.dtype, tj_dtype_int_lowest(qd)));
+    q = tj_graph_minimum(G, q, scalar(im, a.dtype, tj_dtype_int_highest(qd)));
+    return out(im, n, 0, tj_graph_cast(G, q, qd));
+  }
+  if (qd == TJ_DTYPE_F4E2M1) {
+    // float4: cast(x / s + zp), as quantize does float8, with x / s in f32
+    // (f64 for f64); per tensor or per axis.
+    tj_dtype_t xd = dtype_of(n, 0);
+    tj_dtype_t cd = xd == TJ_DTYPE_F64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+    tj_value_t x = tj_graph_cast(G, in(im, n, 0), cd);
+    tj_value_t sc = tj_graph_cast(G, per_tensor_ok(im, n, 1, ad), cd);
+    if (!tj_value_is_none(z)) z = tj_graph_cast(G, z, cd);
+    const int32_t r = rank_of(n, 0);
+    if (a.block_size)
+      return fail(im, n, "a blocked float4e2m1 quantization is not supported");
+    if (tj_graph_value_rank(G, sc) == 1 && r > 1) {
+      const int64_t k = axis < 0 ? axis + r : axis;
+      int64_t dims[TJ_MAX_RANK];
+      for (int32_t i = 0; i < r; ++i) dims[i] = i == k ? ad : 1;
+      sc = tj_graph_reshape(G, sc, r, dims);
+      if (!tj_value_is_none(z)) z = tj_graph_reshape(G, z, r, dims);
+    }
+    tj_value_t t = tj_graph_div(G, x, sc);
+    if (!tj_value_is_none(z)) t = tj_graph_add(G, t, z);
+    return out(im, n, 0, tj_graph_cast(G, t, qd));
+  }
   return out(
       im, n, 0,
       tj_graph_quantize(G, in(im, n, 0), per_tensor_ok(im, n, 1, ad), z, &a));
@@ -4698,9 +4766,20 @@ static tj_status_t cv_dequantize_linear(tj_onnx_importer_t* im,
   tj_quant_attrs_t a = {.axis = (int32_t)axis,
                         .block_size = attr_i(n, "block_size", 0)};
   tj_value_t z = has_in(n, 2) ? per_tensor_ok(im, n, 2, ad) : tj_value_none();
-  return out(
-      im, n, 0,
-      tj_graph_dequantize(G, in(im, n, 0), per_tensor_ok(im, n, 1, ad), z, &a));
+  tj_value_t q = in(im, n, 0);
+  const tj_dtype_t qd = dtype_of(n, 0);
+  // The 4- and 2-bit integers as i8 (u8), float4 as float8 e4m3 (every
+  // e2m1 value is one): exact widenings the op takes.
+  tj_dtype_t wide = qd == TJ_DTYPE_I4 || qd == TJ_DTYPE_I2   ? TJ_DTYPE_I8
+                    : qd == TJ_DTYPE_U4 || qd == TJ_DTYPE_U2 ? TJ_DTYPE_U8
+                    : qd == TJ_DTYPE_F4E2M1                  ? TJ_DTYPE_F8E4M3
+                                                             : qd;
+  if (wide != qd) {
+    q = tj_graph_cast(G, q, wide);
+    if (!tj_value_is_none(z)) z = tj_graph_cast(G, z, wide);
+  }
+  return out(im, n, 0,
+             tj_graph_dequantize(G, q, per_tensor_ok(im, n, 1, ad), z, &a));
 }
 
 // DynamicQuantizeLinear (opset 11): u8 with scale (max(x, 0) - min(x, 0))
@@ -4873,8 +4952,9 @@ static const op_entry_t kOps[] = {
     OP("Clip", "", cv_clip),
     OP("Identity", "", cv_identity),
     OP("Dropout", "ratio,seed,", cv_dropout),
-    {"Cast", "to,saturate,", cv_cast, NULL, NULL, NULL, 0},
-    {"CastLike", "saturate,", cv_cast, NULL, NULL, NULL, 1},
+    {"Cast", "to,saturate,round_mode,", cv_cast, NULL, NULL, NULL, 0},
+    OP("BitCast", "to,", cv_bitcast),
+    {"CastLike", "saturate,round_mode,", cv_cast, NULL, NULL, NULL, 1},
     OP("MatMul", "", cv_matmul),
     OP("Gemm", "alpha,beta,transA,transB,", cv_gemm),
     OP("MatMulInteger", "", cv_matmul_integer),

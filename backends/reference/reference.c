@@ -590,6 +590,14 @@ static tj_status_t eval_unary(run_t* run, uint32_t index) {
                      tj_load_i64(in, a->data, it.offsets[0]));
       }
     }
+  } else if (node->op == TJ_OP_BITCAST) {
+    // The element's bytes as they are (a bool result: nonzero is true).
+    const size_t es = tj_dtype_size(res);
+    for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
+      unsigned char* dst = elem_ptr(out, i);
+      memcpy(dst, elem_ptr(a, it.offsets[0]), es);
+      if (res == TJ_DTYPE_BOOL) dst[0] = dst[0] != 0;
+    }
   } else if (node->op == TJ_OP_ISNAN) {
     for (int64_t i = 0; i < n; ++i, iter_next(&it)) {
       bool nan = tj_dtype_is_float(in) &&

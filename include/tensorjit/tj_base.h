@@ -130,7 +130,29 @@ typedef enum tj_dtype_e {
   TJ_DTYPE_U16 = 12,
   TJ_DTYPE_U32 = 13,
   TJ_DTYPE_U64 = 14,
-  TJ_DTYPE_COUNT_ = 15,
+  // The other narrow formats of ONNX (onnx 1.14 to 1.23), one element per
+  // byte (ONNX packs the 4- and 2-bit ones in its files; the importer
+  // unpacks them). Storage dtypes like float8 above: only casts, movement,
+  // where, quantize and dequantize take them.
+  // E4M3FNUZ: bias 8, max 240; E5M2FNUZ: bias 16, max 57344. Neither has
+  // an infinity or a negative zero; their one NaN is 0x80.
+  TJ_DTYPE_F8E4M3FNUZ = 15,
+  TJ_DTYPE_F8E5M2FNUZ = 16,
+  // float4 E2M1 in the low 4 bits (sign bit 3): bias 1, max 6, no infinity
+  // or NaN (infinities become +-6, NaN -0 as in ONNX's reference).
+  TJ_DTYPE_F4E2M1 = 17,
+  // E8M0: an unsigned power of two 2^(bits - 127), 0xFF is NaN. Casts to it
+  // round up (ONNX Cast's default round_mode) and saturate to 2^127.
+  TJ_DTYPE_F8E8M0 = 18,
+  // 4- and 2-bit integers, held at their value in a byte: [-8, 7], [0, 15],
+  // [-2, 1], [0, 3]. Casts convert as to the other integers (floats
+  // truncate toward zero, NaN and out-of-range values give 0; integers
+  // wrap).
+  TJ_DTYPE_I4 = 19,
+  TJ_DTYPE_U4 = 20,
+  TJ_DTYPE_I2 = 21,
+  TJ_DTYPE_U2 = 22,
+  TJ_DTYPE_COUNT_ = 23,
 } tj_dtype_t;
 
 // "f32", "f16", ...; "?" for an out-of-range value. Static storage.

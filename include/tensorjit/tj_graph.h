@@ -219,6 +219,14 @@ TJ_API tj_value_t tj_graph_where(tj_graph_t* graph, tj_value_t cond,
 
 // Converts to |dtype|. Float to int truncates toward zero (NaN and out of
 // range give 0); anything to bool is (x != 0); bool to number is 0 or 1.
+// a's bits, element by element, read as |dtype|, which must have a's element
+// size (ONNX BitCast): f32 <-> i32, f64 <-> i64, i8 <-> u8, bool -> u8, ...
+// A bool result holds a nonzero byte as true. Compiled kernels hold f16 and
+// bf16 as f32, so an f16/bf16 NaN stays a NaN but may lose its payload (or
+// be quieted); every other pattern keeps its bits.
+TJ_API tj_value_t tj_graph_bitcast(tj_graph_t* graph, tj_value_t a,
+                                   tj_dtype_t dtype);
+
 TJ_API tj_value_t tj_graph_cast(tj_graph_t* graph, tj_value_t a,
                                 tj_dtype_t dtype);
 
@@ -626,7 +634,8 @@ typedef enum tj_int4_e {
 } tj_int4_t;
 
 typedef struct tj_quant_attrs_t {
-  tj_dtype_t dtype;    // quantize: I8, U8, F8E4M3, F8E5M2 (U8 for int4)
+  tj_dtype_t dtype;    // quantize: I8, U8, I16, U16, F8E4M3, F8E5M2 (U8
+                       // for int4)
   int32_t axis;        // the per-axis or blocked axis (negative: from the
                        // back); ignored for a rank-0 scale
   int64_t block_size;  // > 0: blocked along |axis|; 0: per tensor or axis
@@ -638,7 +647,7 @@ typedef struct tj_quant_attrs_t {
 } tj_quant_attrs_t;
 
 // q = saturate(round_half_even(x / scale) + zero_point) for integer
-// dtypes (i8 [-128, 127], u8 [0, 255], int4 [-8, 7] or [0, 15]); q =
+// dtypes (i8 [-128, 127], u8 [0, 255], i16, u16, int4 [-8, 7] or [0, 15]); q =
 // float8(x / scale + zero_point), rounding to nearest even, saturating to
 // +-max unless |no_saturate|. x is float; x / scale is computed in f32 (f64
 // for f64 x). The scale's shape gives the granularity: rank 0 per tensor;
@@ -655,7 +664,8 @@ TJ_API tj_value_t tj_graph_quantize(tj_graph_t* graph, tj_value_t x,
                                     tj_value_t scale, tj_value_t zero_point,
                                     const tj_quant_attrs_t* attrs);
 // y = (q - zero_point) * scale, of the scale's (float) dtype, computed in
-// f32 (f64 for an f64 scale). q is i8, u8, i32 (no zero point), float8, or
+// f32 (f64 for an f64 scale). q is i8, u8, i16, u16, i32 (no zero point),
+// float8 (e4m3, e5m2), or
 // packed int4 (u8 with |attrs->int4|; y's last dim is twice q's, less one
 // when |odd|). Scale and zero point as for tj_graph_quantize. |attrs| may
 // be NULL: axis 0, no block size, not int4 (|attrs->dtype| is unused).

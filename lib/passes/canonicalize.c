@@ -388,7 +388,12 @@ static bool exact_widening(tj_dtype_t from, tj_dtype_t to) {
       return to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64;
     case TJ_DTYPE_F8E4M3:
     case TJ_DTYPE_F8E5M2:
+    case TJ_DTYPE_F8E4M3FNUZ:
+    case TJ_DTYPE_F8E5M2FNUZ:
+    case TJ_DTYPE_F4E2M1:
       return tj_dtype_is_float(to);  // every float8 is an f16 and a bf16
+    case TJ_DTYPE_F8E8M0:            // 2^-127 to 2^127: not an f16
+      return to == TJ_DTYPE_F32 || to == TJ_DTYPE_F64 || to == TJ_DTYPE_BF16;
     case TJ_DTYPE_I8:
       return to == TJ_DTYPE_I16 || to == TJ_DTYPE_I32 || to == TJ_DTYPE_I64;
     case TJ_DTYPE_I32:

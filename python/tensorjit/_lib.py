@@ -191,7 +191,7 @@ class ExecutableStats_t(ctypes.Structure):
                 ("num_lowered_groups", i32), ("num_copied_groups", i32)]
 
 
-DTYPE_COUNT = 15  # TJ_DTYPE_COUNT_
+DTYPE_COUNT = 23  # TJ_DTYPE_COUNT_
 
 
 class VerifyOptions_t(ctypes.Structure):
@@ -348,6 +348,7 @@ _SIGNATURES = {
     "tj_graph_output": (None, [vp, Value_t, cstr]),
     "tj_graph_where": (Value_t, [vp, Value_t, Value_t, Value_t]),
     "tj_graph_cast": (Value_t, [vp, Value_t, cenum]),
+    "tj_graph_bitcast": (Value_t, [vp, Value_t, cenum]),
     "tj_graph_argmax": (Value_t, [vp, Value_t, i32, cbool]),
     "tj_graph_argmin": (Value_t, [vp, Value_t, i32, cbool]),
     "tj_graph_reshape": (Value_t, [vp, Value_t, i32, p64]),

@@ -41,6 +41,16 @@ class DType(enum.IntEnum):
     U16 = 12
     U32 = 13
     U64 = 14
+    # The other narrow storage dtypes, one element per byte (tj_base.h):
+    # numpy sees their bits as uint8 (int8 for i4 and i2).
+    F8E4M3FNUZ = 15
+    F8E5M2FNUZ = 16
+    F4E2M1 = 17
+    F8E8M0 = 18
+    I4 = 19
+    U4 = 20
+    I2 = 21
+    U2 = 22
 
     @property
     def short_name(self) -> str:
@@ -58,11 +68,14 @@ class DType(enum.IntEnum):
     @property
     def is_integer(self) -> bool:
         return self in (DType.I8, DType.I32, DType.I64, DType.U8, DType.I16,
-                        DType.U16, DType.U32, DType.U64)
+                        DType.U16, DType.U32, DType.U64, DType.I4, DType.U4,
+                        DType.I2, DType.U2)
 
     @property
     def is_float8(self) -> bool:
-        return self in (DType.F8E4M3, DType.F8E5M2)
+        """The narrow floats (float8 and float4): bytes holding bits."""
+        return self in (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ,
+                        DType.F8E5M2FNUZ, DType.F4E2M1, DType.F8E8M0)
 
     def __str__(self) -> str:
         return self.short_name
@@ -72,11 +85,16 @@ _NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16",
           DType.F64: "f64", DType.I8: "i8", DType.I32: "i32",
           DType.I64: "i64", DType.BOOL: "bool", DType.U8: "u8",
           DType.F8E4M3: "f8e4m3", DType.F8E5M2: "f8e5m2", DType.I16: "i16",
-          DType.U16: "u16", DType.U32: "u32", DType.U64: "u64"}
+          DType.U16: "u16", DType.U32: "u32", DType.U64: "u64",
+          DType.F8E4M3FNUZ: "f8e4m3fnuz", DType.F8E5M2FNUZ: "f8e5m2fnuz",
+          DType.F4E2M1: "f4e2m1", DType.F8E8M0: "f8e8m0", DType.I4: "i4",
+          DType.U4: "u4", DType.I2: "i2", DType.U2: "u2"}
 _SIZES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.F64: 8,
           DType.I8: 1, DType.I32: 4, DType.I64: 8, DType.BOOL: 1,
           DType.U8: 1, DType.F8E4M3: 1, DType.F8E5M2: 1, DType.I16: 2,
-          DType.U16: 2, DType.U32: 4, DType.U64: 8}
+          DType.U16: 2, DType.U32: 4, DType.U64: 8, DType.F8E4M3FNUZ: 1,
+          DType.F8E5M2FNUZ: 1, DType.F4E2M1: 1, DType.F8E8M0: 1, DType.I4: 1,
+          DType.U4: 1, DType.I2: 1, DType.U2: 1}
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 _BY_NAME.update({"float32": DType.F32, "float16": DType.F16, "half":
                  DType.F16, "bfloat16": DType.BF16, "float64": DType.F64,
@@ -105,7 +123,12 @@ _TO_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
              DType.F8E4M3: _F8_NUMPY.get(DType.F8E4M3, np.dtype(np.uint8)),
              DType.F8E5M2: _F8_NUMPY.get(DType.F8E5M2, np.dtype(np.uint8)),
              DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
-             DType.U32: np.dtype(np.uint32), DType.U64: np.dtype(np.uint64)}
+             DType.U32: np.dtype(np.uint32), DType.U64: np.dtype(np.uint64),
+             DType.F8E4M3FNUZ: np.dtype(np.uint8),
+             DType.F8E5M2FNUZ: np.dtype(np.uint8),
+             DType.F4E2M1: np.dtype(np.uint8), DType.F8E8M0: np.dtype(np.uint8),
+             DType.I4: np.dtype(np.int8), DType.U4: np.dtype(np.uint8),
+             DType.I2: np.dtype(np.int8), DType.U2: np.dtype(np.uint8)}
 _FROM_NUMPY = {np.dtype(np.float32): DType.F32,
                np.dtype(np.float16): DType.F16,
                np.dtype(np.float64): DType.F64, np.dtype(np.int8): DType.I8,

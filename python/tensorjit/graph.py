@@ -1035,6 +1035,13 @@ class Graph:
         return self._value(_lib.lib().tj_graph_cast(
             self.handle, v._raw(), int(dtype_of(dtype))), "cast")
 
+    def bitcast(self, a: Value, dtype: DTypeLike) -> Value:
+        """|a|'s bits read as |dtype|, of the same element size (ONNX
+        BitCast: f32 <-> i32, i8 <-> u8, bool -> u8, ...)."""
+        v = self._own(a, "bitcast")
+        return self._value(_lib.lib().tj_graph_bitcast(
+            self.handle, v._raw(), int(dtype_of(dtype))), "bitcast")
+
     # Remainders, bitwise ops and shifts (ONNX semantics; they fuse).
 
     def mod(self, a: Operand, b: Operand) -> Value:

@@ -1639,6 +1639,19 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       case TJ_OP_BITWISE_NOT:
         output(c, tj_graph_bitwise_not(g, x));
         break;
+      case TJ_OP_BITCAST: {
+        // To an integer of the same size (the other-signed twin of an
+        // integer), compared exactly.
+        const size_t sz = tj_dtype_size(d);
+        const tj_dtype_t to =
+            sz == 1   ? (d == TJ_DTYPE_U8 ? TJ_DTYPE_I8 : TJ_DTYPE_U8)
+            : sz == 2 ? (d == TJ_DTYPE_I16 ? TJ_DTYPE_U16 : TJ_DTYPE_I16)
+            : sz == 4 ? (d == TJ_DTYPE_I32 ? TJ_DTYPE_U32 : TJ_DTYPE_I32)
+                      : (d == TJ_DTYPE_I64 ? TJ_DTYPE_U64 : TJ_DTYPE_I64);
+        output(c, tj_graph_bitcast(g, x, to));
+        c->tol = (tol_t){0, 0};
+        break;
+      }
       default:
         if (!u) return false;
         output(c, u->fn(g, x));

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "lib/base.h"
+#include "lib/dtype.h"
 #include "onnx/onnx_tensor.h"
 
 #define MAX_IO 16
@@ -98,8 +99,8 @@ static double element(const host_tensor_t* t, int64_t i) {
       return (double)((const int64_t*)p)[i];
     case TJ_DTYPE_BOOL:
       return ((const uint8_t*)p)[i];
-    default:
-      return 0;
+    default:  // u8, the 16-bit and unsigned ints, the narrow formats
+      return tj_load_f64(t->dtype, p, i);
   }
 }
 
@@ -108,8 +109,7 @@ static bool close_enough(const host_tensor_t* want, const host_tensor_t* got,
                          char* why, size_t why_size) {
   int64_t n = 1;
   for (int32_t i = 0; i < want->rank; ++i) n *= want->dims[i];
-  bool is_float = want->dtype == TJ_DTYPE_F32 || want->dtype == TJ_DTYPE_F64 ||
-                  want->dtype == TJ_DTYPE_F16 || want->dtype == TJ_DTYPE_BF16;
+  bool is_float = tj_dtype_is_float(want->dtype) || tj_dtype_is_f8(want->dtype);
   double rtol = want->dtype == TJ_DTYPE_BF16 ? 1e-2 : 1e-3, atol = 1e-7;
   for (int64_t i = 0; i < n; ++i) {
     double w = element(want, i), g = element(got, i);
