@@ -946,6 +946,17 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
         return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,
                                   "output %zu has no name", i);
     }
+    if (tj_onnx_is_training(p->domain)) {
+      TJ_RETURN_IF_ERROR(tj_onnx_convert_training(im, &node));
+      continue;
+    }
+    // A model may import only other domains (a training step imports only
+    // ai.onnx.preview.training): then a node of the default domain has no
+    // opset to be read in.
+    if (is_default_domain(p->domain) && im->opset == 0 && !find_function(im, p))
+      return tj_onnx_node_error(
+          im, &node, TJ_STATUS_INVALID_ARGUMENT,
+          "the model imports no opset of the default domain");
     // quant2 (issue 17): com.microsoft's MatMulNBits has a converter.
     if (!is_default_domain(p->domain) &&
         !(strcmp(p->domain, "com.microsoft") == 0 &&
@@ -1008,10 +1019,13 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
                                 const Onnx__ModelProto* model) {
   const Onnx__GraphProto* g = model->graph;
   if (!g) return tj_invalid("onnx: the model has no graph");
-  im->opset = scope_opset(model->opset_import, model->n_opset_import, -1);
-  if (im->opset < 0)
+  // No opset of the default domain: im->opset 0, and a node of that domain
+  // is an error (tj_onnx_walk_nodes).
+  im->opset = scope_opset(model->opset_import, model->n_opset_import, 0);
+  if (im->opset == 0 && model->n_opset_import == 0)
     return tj_invalid("onnx: the model imports no opset of the default domain");
-  if (im->opset < TJ_ONNX_OLDEST_OPSET || im->opset > TJ_ONNX_MAX_OPSET)
+  if (im->opset != 0 &&
+      (im->opset < TJ_ONNX_OLDEST_OPSET || im->opset > TJ_ONNX_MAX_OPSET))
     return tj_unsupported("onnx: opset %lld; the importer maps opsets %d to %d",
                           (long long)im->opset, TJ_ONNX_MIN_OPSET,
                           TJ_ONNX_MAX_OPSET);

@@ -151,4 +151,10 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 
+// The ai.onnx.preview.training domain (onnx_training.c): its optimizer
+// ops (Adagrad, Adam, Momentum) as pointwise ops.
+bool tj_onnx_is_training(const char* domain);
+tj_status_t tj_onnx_convert_training(tj_onnx_importer_t* im,
+                                     tj_onnx_node_t* node);
+
 #endif  // TJ_ONNX_ONNX_INTERNAL_H_

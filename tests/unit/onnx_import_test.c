@@ -174,7 +174,7 @@ typedef struct {
   Onnx__OperatorSetIdProto opset;
   Onnx__OperatorSetIdProto* opsets[1];
   Onnx__NodeProto* nodes[32];
-  Onnx__ValueInfoProto* inputs[8];
+  Onnx__ValueInfoProto* inputs[16];
   Onnx__ValueInfoProto* outputs[8];
   Onnx__TensorProto* inits[8];
 } model_t;
@@ -1666,6 +1666,224 @@ TEST(topk_lp_norm_import) {
   tj_context_destroy(ctx);
 }
 
+//===--- onnxseq (issue 15) ---===//
+
+static Onnx__AttributeProto* attr_float(const char* name, float v) {
+  Onnx__AttributeProto* a = attr_int(name, 0);
+  a->has_i = 0;
+  a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+  a->has_f = 1;
+  a->f = v;
+  return a;
+}
+
+// Imports |bytes| under an allocator failing at each point in turn: every
+// failure is OUT_OF_MEMORY and leaks nothing.
+static void import_sweep(const uint8_t* bytes, size_t size) {
+  long runs = 0;
+  for (long fail_at = 0;; ++fail_at, ++runs) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, fail_at);
+    tj_context_options_t options;
+    tj_context_options_initialize(&options);
+    options.allocator = tj_test_allocator_get(&alloc);
+    tj_context_t* ctx = NULL;
+    tj_status_t s = tj_context_create(&options, &ctx);
+    if (s) {
+      tj_status_free(s);
+      CHECK_EQ_INT(0, alloc.live_blocks);
+      continue;
+    }
+    tj_graph_t* g = NULL;
+    s = tj_onnx_import(ctx, bytes, size, NULL, &g);
+    if (s) CHECK(g == NULL);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (!s) break;
+    CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+    tj_status_free(s);
+    if (runs > 100000) break;
+  }
+  CHECK(runs > 10);
+}
+
+// Imports |m| and runs it on the reference and compiled for x86 at every
+// tier the host runs; |check| is called on the outputs after each run.
+typedef void (*outputs_check_fn)(tj_tensor_t* outs, int n, const void* arg);
+static void run_everywhere(model_t* m, tj_tensor_t* ins, int num_in,
+                           tj_tensor_t* outs, int num_out,
+                           outputs_check_fn check, const void* arg) {
+  static const char* const kIsa[3] = {NULL, "avx2", "sse2"};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co = tj_test_context_options();
+    co.x86_isa = kIsa[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, m, NULL, &g));
+    if (g && t == 0) {
+      CHECK_OK(tj_reference_run(g, ins, num_in, outs, num_out));
+      check(outs, num_out, arg);
+    }
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    if (g) CHECK_OK(tj_compile(g, &o, &exe));
+    if (exe) {
+      for (int k = 0; k < num_out; ++k) {
+        size_t bytes = tj_dtype_size(outs[k].dtype);
+        for (int32_t d = 0; d < outs[k].rank; ++d)
+          bytes *= (size_t)outs[k].shape[d];
+        memset(outs[k].data, 0, bytes);
+      }
+      CHECK_OK(tj_executable_run(exe, ins, num_in, outs, num_out));
+      check(outs, num_out, arg);
+      tj_executable_stats_t st = {.struct_size = sizeof(st)};
+      tj_executable_stats(exe, &st);
+      CHECK_EQ_INT(0, st.num_graph_breaks);
+      tj_executable_release(exe);
+    }
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
+// The training domain's optimizers: Adagrad, Adam and Momentum (nesterov)
+// on one X in a model importing only ai.onnx.preview.training, T fed at
+// run time (0: no bias correction, beta_adjusted 1; 3), against ONNX's
+// reference formulas evaluated here in double.
+enum { TR_N = 5 };
+static const float kTrX[TR_N] = {1, -2, 0.5f, 3, -0.25f};
+static const float kTrG[TR_N] = {0.1f, -0.3f, 0.7f, 0, 2};
+static const float kTrV[TR_N] = {0.2f, 0.1f, -0.5f, 1, 0};
+static const float kTrH[TR_N] = {0.4f, 1, 0.05f, 2, 0.3f};
+
+static void build_training(model_t* m, bool momentum_attrs, bool relu) {
+  static const int64_t kX[1] = {TR_N};
+  model_init(m, 1);
+  m->opset.domain = (char*)"ai.onnx.preview.training";
+  add_input(m,
+            value_info("R", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, kX, NULL));
+  add_input(m,
+            value_info("T", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, kX, NULL));
+  static const char* const kIn[4] = {"X", "G", "V", "H"};
+  for (int i = 0; i < 4; ++i)
+    add_input(m, value_info(kIn[i], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, kX,
+                            NULL));
+  Onnx__AttributeProto** ag = zalloc(sizeof(void*) * 3);
+  ag[0] = attr_float("decay_factor", 0.1f);
+  ag[1] = attr_float("epsilon", 1e-5f);
+  ag[2] = attr_float("norm_coefficient", 0.001f);
+  Onnx__NodeProto* n =
+      node("Adagrad", "ag", 5, (const char* const[]){"R", "T", "X", "G", "H"},
+           2, (const char* const[]){"Xa", "Ha"}, 3, ag);
+  n->domain = (char*)"ai.onnx.preview.training";
+  add_node(m, n);
+  Onnx__AttributeProto** ad = zalloc(sizeof(void*) * 4);
+  ad[0] = attr_float("alpha", 0.95f);
+  ad[1] = attr_float("beta", 0.1f);
+  ad[2] = attr_float("norm_coefficient_post", 0.01f);
+  ad[3] = attr_float("norm_coefficient", 0.001f);
+  n = node("Adam", "ad", 6, (const char* const[]){"R", "T", "X", "G", "V", "H"},
+           3, (const char* const[]){"Xb", "Vb", "Hb"}, 4, ad);
+  n->domain = (char*)"ai.onnx.preview.training";
+  add_node(m, n);
+  Onnx__AttributeProto** mo = zalloc(sizeof(void*) * 4);
+  mo[0] = attr_float("alpha", 0.9f);
+  mo[1] = attr_float("beta", 0.5f);
+  mo[2] = attr_float("norm_coefficient", 0.01f);
+  mo[3] = attr_str("mode", "nesterov");
+  n = node("Momentum", "mo", 5, (const char* const[]){"R", "T", "X", "G", "V"},
+           2, (const char* const[]){"Xc", "Vc"}, momentum_attrs ? 4 : 3, mo);
+  n->domain = (char*)"ai.onnx.preview.training";
+  add_node(m, n);
+  static const char* const kOut[7] = {"Xa", "Ha", "Xb", "Vb", "Hb", "Xc", "Vc"};
+  for (int i = 0; i < 7; ++i)
+    add_output(m, value_info(kOut[i], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1,
+                             kX, NULL));
+  if (relu)
+    add_node(m, node("Relu", "r", 1, (const char* const[]){"X"}, 1,
+                     (const char* const[]){"Xr"}, 0, NULL));
+}
+
+static void check_training(tj_tensor_t* outs, int n, const void* arg) {
+  (void)n;
+  const double r = 0.1, t = *(const int64_t*)arg;
+  for (int i = 0; i < TR_N; ++i) {
+    double x = kTrX[i], g = kTrG[i], v = kTrV[i], h = kTrH[i];
+    double want[7];
+    // Adagrad
+    double gr = 0.001f * x + g, r_ = r / (1 + t * 0.1f);
+    want[1] = h + gr * gr;
+    want[0] = x - r_ * gr / (sqrt(want[1]) + 1e-5f);
+    // Adam
+    double alpha = 0.95f, beta = 0.1f;
+    want[3] = alpha * v + (1 - alpha) * gr;
+    want[4] = beta * h + (1 - beta) * gr * gr;
+    double ra = t > 0 ? r * sqrt(1 - pow(beta, t)) / (1 - pow(alpha, t)) : r;
+    double xn = x - ra * (want[3] / (sqrt(want[4]) + 1e-6f));
+    want[2] = (1 - 0.01f) * xn;
+    // Momentum, nesterov
+    double gm = 0.01f * x + g, ba = t > 0 ? 0.5f : 1;
+    want[6] = 0.9f * v + ba * gm;
+    want[5] = x - r * (gm + 0.9f * want[6]);
+    for (int k = 0; k < 7; ++k) {
+      double got = ((const float*)outs[k].data)[i];
+      if (!(fabs(got - want[k]) <= 1e-5 * fabs(want[k]) + 1e-6)) {
+        fprintf(stderr, "T %g output %d element %d: %.9g, expected %.9g\n", t,
+                k, i, got, want[k]);
+        CHECK(false);
+      }
+    }
+  }
+}
+
+TEST(training_ops) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_training(&m, true, false);
+  tj_graph_t* g = NULL;
+  {
+    static const int64_t kX[1] = {TR_N};
+    float r = 0.1f, ys[7][TR_N];
+    tj_tensor_t ins[6], outs[7];
+    ins[0] = tj_tensor_make(&r, TJ_DTYPE_F32, 0, kX);
+    const float* data[4] = {kTrX, kTrG, kTrV, kTrH};
+    for (int i = 0; i < 4; ++i)
+      ins[2 + i] = tj_tensor_make((void*)data[i], TJ_DTYPE_F32, 1, kX);
+    for (int k = 0; k < 7; ++k)
+      outs[k] = tj_tensor_make(ys[k], TJ_DTYPE_F32, 1, kX);
+    for (int64_t t = 0; t <= 3; t += 3) {
+      ins[1] = tj_tensor_make(&t, TJ_DTYPE_I64, 0, kX);
+      run_everywhere(&m, ins, 6, outs, 7, check_training, &t);
+    }
+  }
+  // A node of the default domain has no opset to be read in.
+  build_training(&m, true, true);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 3 \"r\" (Relu, opset 0): the model imports no opset of "
+               "the default domain",
+               import(ctx, &m, NULL, &g));
+  // Momentum's attributes are required.
+  build_training(&m, false, false);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 2 \"mo\" (Momentum, ai.onnx.preview.training opset 1): "
+               "Momentum requires the attributes alpha, beta, mode and "
+               "norm_coefficient",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  build_training(&m, true, false);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1685,5 +1903,6 @@ int main(void) {
   RUN_TEST(rnn_sequence_lens);
   RUN_TEST(onnxcov_oom_sweep);
   RUN_TEST(topk_lp_norm_import);
+  RUN_TEST(training_ops);
   TEST_MAIN_END();
 }
