@@ -1884,6 +1884,140 @@ TEST(training_ops) {
   pool_free();
 }
 
+// QLinearMatMul (u8, per-row a_scale) and ConvInteger (u8, a zero point
+// per output channel) on run-time inputs against a direct evaluation of
+// ONNX's reference: the int32 product exact, then scaled in double,
+// rounded half to even and saturated.
+static const uint8_t kQa[6] = {0, 255, 17, 128, 3, 200};
+static const uint8_t kQb[6] = {255, 1, 60, 9, 100, 250};
+static const float kQas[2] = {0.02f, 0.5f};
+
+static void build_qlinear(model_t* m, int32_t a_type) {
+  static const int64_t kA[2] = {2, 3}, kB[2] = {3, 2}, kOne[1] = {1},
+                       kTwo[1] = {2};
+  static const int64_t kXc[4] = {1, 1, 3, 3}, kWc[4] = {2, 1, 2, 2},
+                       kYc[4] = {1, 2, 2, 2};
+  const int32_t u8 = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8,
+                f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 21);
+  add_input(m, value_info("a", a_type, 2, kA, NULL));
+  add_input(m, value_info("as", f32, 1, kTwo, NULL));
+  add_input(m, value_info("az", u8, 1, kOne, NULL));
+  add_input(m, value_info("b", u8, 2, kB, NULL));
+  add_input(m, value_info("bs", f32, 0, kOne, NULL));
+  add_input(m, value_info("bz", u8, 0, kOne, NULL));
+  add_input(m, value_info("ys", f32, 0, kOne, NULL));
+  add_input(m, value_info("yz", u8, 0, kOne, NULL));
+  add_node(m, node("QLinearMatMul", "qmm", 8,
+                   (const char* const[]){"a", "as", "az", "b", "bs", "bz", "ys",
+                                         "yz"},
+                   1, (const char* const[]){"y"}, 0, NULL));
+  add_output(m, value_info("y", u8, 2, kA, NULL));
+  // ConvInteger over constants: x 3x3 of kQa's bytes, w [2, 1, 2, 2].
+  static uint8_t xc[9] = {1, 2, 3, 250, 5, 6, 7, 8, 9};
+  static uint8_t wc[8] = {1, 255, 3, 4, 128, 0, 7, 1};
+  static uint8_t wz[2] = {1, 128};
+  static const int64_t kWz[1] = {2};
+  Onnx__TensorProto* t[3];
+  const uint8_t* d[3] = {xc, wc, wz};
+  const int64_t* dims[3] = {kXc, kWc, kWz};
+  const int ranks[3] = {4, 4, 1}, counts[3] = {9, 8, 2};
+  const char* nm[3] = {"xc", "wc", "wz"};
+  for (int i = 0; i < 3; ++i) {
+    t[i] = zalloc(sizeof *t[i]);
+    onnx__tensor_proto__init(t[i]);
+    t[i]->name = (char*)nm[i];
+    t[i]->has_data_type = 1;
+    t[i]->data_type = u8;
+    t[i]->n_dims = (size_t)ranks[i];
+    t[i]->dims = (int64_t*)dims[i];
+    t[i]->has_raw_data = 1;
+    t[i]->raw_data.len = (size_t)counts[i];
+    t[i]->raw_data.data = (uint8_t*)d[i];
+    add_init(m, t[i]);
+  }
+  add_input(m, value_info("xcz", u8, 0, kOne, NULL));
+  add_node(m, node("ConvInteger", "ci", 4,
+                   (const char* const[]){"xc", "wc", "xcz", "wz"}, 1,
+                   (const char* const[]){"yc"}, 0, NULL));
+  add_output(
+      m, value_info("yc", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 4, kYc, NULL));
+}
+
+static void check_qlinear(tj_tensor_t* outs, int n, const void* arg) {
+  (void)n;
+  (void)arg;
+  const uint8_t* y = outs[0].data;
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      int32_t acc = 0;
+      for (int k = 0; k < 3; ++k)
+        acc += (kQa[i * 3 + k] - 7) * (kQb[k * 2 + j] - 9);
+      float scale = kQas[i] * 0.25f / 0.75f;  // in f32, as numpy does
+      double v = nearbyint((double)acc * scale + 100);
+      v = v < 0 ? 0 : v > 255 ? 255 : v;
+      CHECK_EQ_INT((int)v, y[i * 2 + j]);
+    }
+  }
+  static const uint8_t xc[9] = {1, 2, 3, 250, 5, 6, 7, 8, 9};
+  static const uint8_t wc[8] = {1, 255, 3, 4, 128, 0, 7, 1};
+  static const int wz[2] = {1, 128};
+  const int32_t* yc = outs[1].data;
+  for (int o = 0; o < 2; ++o) {
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < 2; ++q) {
+        int32_t acc = 0;
+        for (int a = 0; a < 2; ++a)
+          for (int b = 0; b < 2; ++b)
+            acc +=
+                (xc[(p + a) * 3 + q + b] - 2) * (wc[o * 4 + a * 2 + b] - wz[o]);
+        CHECK_EQ_INT(acc, yc[o * 4 + p * 2 + q]);
+      }
+    }
+  }
+}
+
+TEST(qlinear_matmul_conv_integer) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  model_t m;
+  build_qlinear(&m, ONNX__TENSOR_PROTO__DATA_TYPE__UINT8);
+  tj_graph_t* g = NULL;
+  {
+    static const int64_t kA[2] = {2, 3}, kB[2] = {3, 2}, kOne[1] = {1},
+                         kTwo[1] = {2}, kYc[4] = {1, 2, 2, 2};
+    uint8_t az = 7, bz = 9, yz = 100, xcz = 2, y[4];
+    float bs = 0.25f, ys = 0.75f;
+    int32_t yc[8];
+    tj_tensor_t ins[9] = {
+        tj_tensor_make((void*)kQa, TJ_DTYPE_U8, 2, kA),
+        tj_tensor_make((void*)kQas, TJ_DTYPE_F32, 1, kTwo),
+        tj_tensor_make(&az, TJ_DTYPE_U8, 1, kOne),
+        tj_tensor_make((void*)kQb, TJ_DTYPE_U8, 2, kB),
+        tj_tensor_make(&bs, TJ_DTYPE_F32, 0, kOne),
+        tj_tensor_make(&bz, TJ_DTYPE_U8, 0, kOne),
+        tj_tensor_make(&ys, TJ_DTYPE_F32, 0, kOne),
+        tj_tensor_make(&yz, TJ_DTYPE_U8, 0, kOne),
+        tj_tensor_make(&xcz, TJ_DTYPE_U8, 0, kOne),
+    };
+    static const int64_t kY[2] = {2, 2};
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_U8, 2, kY),
+                           tj_tensor_make(yc, TJ_DTYPE_I32, 4, kYc)};
+    run_everywhere(&m, ins, 9, outs, 2, check_qlinear, NULL);
+  }
+  build_qlinear(&m, ONNX__TENSOR_PROTO__DATA_TYPE__INT16);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"qmm\" (QLinearMatMul, opset 21): a, b and y must be "
+               "int8 or uint8, not i16, u8, u8",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  build_qlinear(&m, ONNX__TENSOR_PROTO__DATA_TYPE__UINT8);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -1904,5 +2038,6 @@ int main(void) {
   RUN_TEST(onnxcov_oom_sweep);
   RUN_TEST(topk_lp_norm_import);
   RUN_TEST(training_ops);
+  RUN_TEST(qlinear_matmul_conv_integer);
   TEST_MAIN_END();
 }
