@@ -1091,6 +1091,11 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
       return tj_unsupported(
           "onnx: graph output \"%s\" is a shape with symbolic dims",
           info->name);
+    if (v->none)
+      return tj_unsupported(
+          "onnx: graph output \"%s\" is an empty optional (a graph output "
+          "is a tensor)",
+          info->name);
     char* name = identifier(im, info->name, "output", used, num_used);
     if (!name) return tj_status_oom();
     used[num_used++] = name;

@@ -47,6 +47,9 @@ typedef struct tj_onnx_val_t {
   // dims (tj_graph_symbol encodings), usable only as a shape.
   const void* data;
   bool symbolic;
+  // An empty optional (Optional with no input): no tensor at all. Only the
+  // Optional ops and Identity take one (tj_onnx_convert_node).
+  bool none;
 } tj_onnx_val_t;
 
 typedef struct tj_onnx_importer_t {

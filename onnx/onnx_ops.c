@@ -337,6 +337,41 @@ static tj_status_t cv_identity(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return tj_onnx_define(im, n->proto->output[0], &copy);
 }
 
+// Optional, OptionalHasElement and OptionalGetElement (onnxseq, issue 15)
+// on values known at import: an optional holding a tensor is that tensor,
+// an empty one a value marked none. Optional and sequence graph inputs are
+// not read (tj_onnx_import refuses them by name).
+static tj_status_t cv_optional(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 0, 1));
+  if (has_in(n, 0)) return cv_identity(im, n, e);
+  if (!attr(n, "type"))
+    return bad(im, n, "an empty Optional needs its type attribute");
+  if (!has_out(n, 0)) return NULL;
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  val.none = true;
+  return tj_onnx_define(im, n->proto->output[0], &val);
+}
+
+static tj_status_t cv_optional_has_element(tj_onnx_importer_t* im,
+                                           tj_onnx_node_t* n,
+                                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 0, 1));
+  uint8_t has = has_in(n, 0) && !n->inputs[0]->none;
+  return out_known(im, n, 0, TJ_DTYPE_BOOL, 0, NULL, &has, 1, false);
+}
+
+static tj_status_t cv_optional_get_element(tj_onnx_importer_t* im,
+                                           tj_onnx_node_t* n,
+                                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  if (n->inputs[0]->none)
+    return bad(im, n, "input 0 (\"%s\") is an empty optional",
+               n->proto->input[0]);
+  return cv_identity(im, n, e);
+}
+
 static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                               const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
@@ -5286,6 +5321,9 @@ static const op_entry_t kOps[] = {
     // onnxseq (issue 15): quantized products
     OP("QLinearMatMul", "", cv_qlinear_matmul),
     {"Upsample", "mode,", cv_resize, NULL, NULL, NULL, 1},
+    OP("Optional", "type,", cv_optional),
+    OP("OptionalHasElement", "", cv_optional_has_element),
+    OP("OptionalGetElement", "", cv_optional_get_element),
     OP("MaxUnpool", "kernel_shape,pads,strides,", cv_max_unpool),
     OP("ConvInteger", "auto_pad,dilations,group,kernel_shape,pads,strides,",
        cv_conv_integer),
@@ -5372,6 +5410,9 @@ static const struct {
     {"QLinearConv", 10},
     {"QLinearMatMul", 10},
     {"Upsample", 9},
+    {"Optional", 15},
+    {"OptionalHasElement", 15},
+    {"OptionalGetElement", 15},
     {"MaxUnpool", 9},
     // Scatter-9 is ScatterElements-11 under its old name (axis only).
     {"Scatter", 9},
@@ -5410,6 +5451,10 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (!ok) return fail(im, n, "unsupported attribute %s", name);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (n->inputs[i] && n->inputs[i]->none && strcmp(e->op, "Identity") &&
+        strncmp(e->op, "Optional", 8))
+      return fail(im, n, "input %d (\"%s\") is an empty optional", (int)i,
+                  n->proto->input[i]);
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&

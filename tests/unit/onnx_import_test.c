@@ -2018,6 +2018,85 @@ TEST(qlinear_matmul_conv_integer) {
   pool_free();
 }
 
+// Optional values known at import: Optional(x) is x, an Optional with no
+// input (its type given) is empty; OptionalHasElement folds to a constant
+// (also with no input, or an absent one); OptionalGetElement of x is x, of
+// an empty optional an error naming the node, and an empty optional is no
+// graph output.
+static void build_optional(model_t* m, int variant) {
+  static const int64_t kX[1] = {3};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                b = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+  model_init(m, 18);
+  add_input(m, value_info("x", f32, 1, kX, NULL));
+  add_node(m, node("Optional", "o", 1, (const char* const[]){"x"}, 1,
+                   (const char* const[]){"ox"}, 0, NULL));
+  Onnx__AttributeProto* type = attr_int("type", 0);
+  type->has_i = 0;
+  type->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO;
+  type->tp = value_info("t", f32, 1, kX, NULL)->type;
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*));
+  attrs[0] = type;
+  add_node(m, node("Optional", "e", 0, NULL, 1, (const char* const[]){"oe"}, 1,
+                   attrs));
+  add_node(m, node("OptionalHasElement", "hx", 1, (const char* const[]){"ox"},
+                   1, (const char* const[]){"hx"}, 0, NULL));
+  add_node(m, node("OptionalHasElement", "he", 1, (const char* const[]){"oe"},
+                   1, (const char* const[]){"he"}, 0, NULL));
+  add_node(m, node("OptionalHasElement", "hn", 1, (const char* const[]){""}, 1,
+                   (const char* const[]){"hn"}, 0, NULL));
+  add_node(m, node("OptionalGetElement", "g", 1,
+                   (const char* const[]){variant == 1 ? "oe" : "ox"}, 1,
+                   (const char* const[]){"y"}, 0, NULL));
+  add_output(m, value_info("hx", b, 0, kX, NULL));
+  add_output(m, value_info("he", b, 0, kX, NULL));
+  add_output(m, value_info("hn", b, 0, kX, NULL));
+  add_output(m, value_info("y", f32, 1, kX, NULL));
+  if (variant == 2) add_output(m, value_info("oe", f32, 1, kX, NULL));
+}
+
+static void check_optional(tj_tensor_t* outs, int n, const void* arg) {
+  (void)n;
+  (void)arg;
+  CHECK_EQ_INT(1, *(const uint8_t*)outs[0].data);
+  CHECK_EQ_INT(0, *(const uint8_t*)outs[1].data);
+  CHECK_EQ_INT(0, *(const uint8_t*)outs[2].data);
+  for (int i = 0; i < 3; ++i)
+    CHECK(((const float*)outs[3].data)[i] == (float)(i + 1) * 0.5f);
+}
+
+TEST(optional_values) {
+  static const int64_t kX[1] = {3};
+  float x[3] = {0.5f, 1, 1.5f}, y[3];
+  uint8_t h[3];
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 1, kX);
+  tj_tensor_t outs[4] = {tj_tensor_make(&h[0], TJ_DTYPE_BOOL, 0, kX),
+                         tj_tensor_make(&h[1], TJ_DTYPE_BOOL, 0, kX),
+                         tj_tensor_make(&h[2], TJ_DTYPE_BOOL, 0, kX),
+                         tj_tensor_make(y, TJ_DTYPE_F32, 1, kX)};
+  model_t m;
+  build_optional(&m, 0);
+  run_everywhere(&m, &in, 1, outs, 4, check_optional, NULL);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  build_optional(&m, 1);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "node 5 \"g\" (OptionalGetElement, opset 18): input 0 "
+               "(\"oe\") is an empty optional",
+               import(ctx, &m, NULL, &g));
+  build_optional(&m, 2);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "graph output \"oe\" is an empty optional",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  build_optional(&m, 0);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2039,5 +2118,6 @@ int main(void) {
   RUN_TEST(topk_lp_norm_import);
   RUN_TEST(training_ops);
   RUN_TEST(qlinear_matmul_conv_integer);
+  RUN_TEST(optional_values);
   TEST_MAIN_END();
 }
