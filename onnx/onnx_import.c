@@ -977,7 +977,7 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
     }
     bool folded = false;
     if (all_known && (!symbolic || moves_only(p->op_type)) &&
-        !tj_onnx_is_control(p->op_type))
+        !tj_onnx_is_control(p->op_type) && !tj_onnx_is_sequence_op(p->op_type))
       TJ_RETURN_IF_ERROR(fold_node(im, &node, &folded));
     if (!folded) TJ_RETURN_IF_ERROR(tj_onnx_convert_node(im, &node));
   }
@@ -1080,6 +1080,15 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
   int32_t counter = 0;
   TJ_RETURN_IF_ERROR(tj_onnx_walk_nodes(im, g->node, g->n_node, &counter));
   if (g->n_output == 0) return tj_invalid("onnx: the graph has no output");
+  // A sequence output is one graph output per element, NAME_0, NAME_1, ...
+  size_t num_names = 0;
+  for (size_t i = 0; i < g->n_output; ++i) {
+    tj_onnx_val_t* v =
+        g->output[i]->name ? tj_onnx_lookup(im, g->output[i]->name) : NULL;
+    num_names += v && v->is_sequence ? (size_t)v->seq_length : 1;
+  }
+  used = tj_arena_alloc(&im->arena, (num_names + 1) * sizeof(char*));
+  if (!used) return tj_status_oom();
   num_used = 0;
   for (size_t i = 0; i < g->n_output; ++i) {
     const Onnx__ValueInfoProto* info = g->output[i];
@@ -1096,6 +1105,19 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
           "onnx: graph output \"%s\" is an empty optional (a graph output "
           "is a tensor)",
           info->name);
+    if (v->is_sequence) {
+      for (int32_t k = 0; k < v->seq_length; ++k) {
+        size_t len = strlen(info->name) + 16;
+        char* elem = tj_arena_alloc(&im->arena, len);
+        if (!elem) return tj_status_oom();
+        snprintf(elem, len, "%s_%d", info->name, (int)k);
+        char* name = identifier(im, elem, "output", used, num_used);
+        if (!name) return tj_status_oom();
+        used[num_used++] = name;
+        tj_graph_output(im->graph, tj_onnx_value(im, v->seq[k]), name);
+      }
+      continue;
+    }
     char* name = identifier(im, info->name, "output", used, num_used);
     if (!name) return tj_status_oom();
     used[num_used++] = name;

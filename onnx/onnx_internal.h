@@ -50,6 +50,11 @@ typedef struct tj_onnx_val_t {
   // An empty optional (Optional with no input): no tensor at all. Only the
   // Optional ops and Identity take one (tj_onnx_convert_node).
   bool none;
+  // A sequence (onnx_sequence.c): |seq_length| tensor values |seq| (in the
+  // arena) of element dtype |dtype|; no graph value of its own.
+  bool is_sequence;
+  int32_t seq_length;
+  struct tj_onnx_val_t* const* seq;
 } tj_onnx_val_t;
 
 typedef struct tj_onnx_importer_t {
@@ -158,6 +163,13 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 // ops (Adagrad, Adam, Momentum) as pointwise ops.
 bool tj_onnx_is_training(const char* domain);
 tj_status_t tj_onnx_convert_training(tj_onnx_importer_t* im,
+                                     tj_onnx_node_t* node);
+
+// Sequences (onnx_sequence.c), resolved at import into lists of tensor
+// values: SequenceEmpty/Construct/Insert/Erase/At/Length, SplitToSequence
+// and ConcatFromSequence.
+bool tj_onnx_is_sequence_op(const char* op_type);
+tj_status_t tj_onnx_convert_sequence(tj_onnx_importer_t* im,
                                      tj_onnx_node_t* node);
 
 #endif  // TJ_ONNX_ONNX_INTERNAL_H_

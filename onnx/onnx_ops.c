@@ -5430,9 +5430,13 @@ static const op_entry_t* find_op(const char* op) {
   return NULL;
 }
 
-bool tj_onnx_op_known(const char* op_type) { return find_op(op_type) != NULL; }
+bool tj_onnx_op_known(const char* op_type) {
+  return find_op(op_type) != NULL || tj_onnx_is_sequence_op(op_type);
+}
 
 tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
+  if (tj_onnx_is_sequence_op(n->proto->op_type))
+    return tj_onnx_convert_sequence(im, n);
   const op_entry_t* e = find_op(n->proto->op_type);
   if (!e) return fail(im, n, "unsupported op");
   if (im->opset < since_opset(e->op))
@@ -5451,6 +5455,10 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (!ok) return fail(im, n, "unsupported attribute %s", name);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (n->inputs[i] && n->inputs[i]->is_sequence &&
+        strcmp(e->op, "Identity") && strncmp(e->op, "Optional", 8))
+      return fail(im, n, "input %d (\"%s\") is a sequence", (int)i,
+                  n->proto->input[i]);
     if (n->inputs[i] && n->inputs[i]->none && strcmp(e->op, "Identity") &&
         strncmp(e->op, "Optional", 8))
       return fail(im, n, "input %d (\"%s\") is an empty optional", (int)i,

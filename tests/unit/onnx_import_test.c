@@ -2097,6 +2097,126 @@ TEST(optional_values) {
   pool_free();
 }
 
+// Sequences resolved at import: SplitToSequence with constant split,
+// SequenceInsert/Erase/At at constant positions, SequenceLength folded,
+// ConcatFromSequence (concat and new_axis stack), SequenceConstruct, and a
+// sequence graph output as one graph output per element; on the reference
+// and x86 at every tier. A position fed at run time and a sequence given
+// to a tensor op are errors naming the node.
+static Onnx__TensorProto* scalar_i64(const char* name, int64_t v) {
+  int64_t* data = zalloc(sizeof(int64_t));
+  *data = v;
+  Onnx__TensorProto* t = tensor_i64(name, 1, data);
+  t->n_dims = 0;
+  return t;
+}
+
+static void build_sequences(model_t* m, int variant) {
+  static const int64_t kX[2] = {4, 3}, kT[2] = {1, 3}, kC[2] = {2, 3},
+                       kE[2] = {3, 3}, kS[3] = {1, 2, 3}, kSplit[2] = {1, 3};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 18);
+  add_input(m, value_info("x", f32, 2, kX, NULL));
+  add_input(m, value_info("t", f32, 2, kT, NULL));
+  add_init(m, tensor_i64("split", 2, kSplit));
+  add_init(m, scalar_i64("zero", 0));
+  add_init(m, scalar_i64("last", -1));
+  if (variant == 1) {
+    add_input(m, value_info("two", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, kX,
+                            NULL));
+  } else {
+    add_init(m, scalar_i64("two", 2));
+  }
+  add_node(m,
+           node("SplitToSequence", "sp", 2, (const char* const[]){"x", "split"},
+                1, (const char* const[]){"s"}, 0, NULL));
+  add_node(m, node("SequenceInsert", "ins", 3,
+                   (const char* const[]){"s", "t", "zero"}, 1,
+                   (const char* const[]){"s2"}, 0, NULL));
+  add_node(
+      m, node("SequenceErase", "er", 2, (const char* const[]){"s2", "last"}, 1,
+              (const char* const[]){"s3"}, 0, NULL));
+  Onnx__AttributeProto** cat = zalloc(sizeof(void*));
+  cat[0] = attr_int("axis", 0);
+  add_node(m, node("ConcatFromSequence", "cat", 1, (const char* const[]){"s3"},
+                   1, (const char* const[]){"c"}, 1, cat));
+  add_node(m, node("SequenceLength", "len", 1, (const char* const[]){"s2"}, 1,
+                   (const char* const[]){"n"}, 0, NULL));
+  add_node(m, node("SequenceAt", "at", 2, (const char* const[]){"s2", "two"}, 1,
+                   (const char* const[]){"e"}, 0, NULL));
+  add_node(
+      m, node("SequenceConstruct", "con", 2, (const char* const[]){"t", "t"}, 1,
+              (const char* const[]){"k"}, 0, NULL));
+  Onnx__AttributeProto** stack = zalloc(sizeof(void*) * 2);
+  stack[0] = attr_int("axis", 1);
+  stack[1] = attr_int("new_axis", 1);
+  add_node(m, node("ConcatFromSequence", "st", 1, (const char* const[]){"k"}, 1,
+                   (const char* const[]){"st"}, 2, stack));
+  if (variant == 2)
+    add_node(m, node("Relu", "r", 1, (const char* const[]){"s"}, 1,
+                     (const char* const[]){"rs"}, 0, NULL));
+  add_output(m, value_info("c", f32, 2, kC, NULL));
+  add_output(
+      m, value_info("n", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, kX, NULL));
+  add_output(m, value_info("e", f32, 2, kE, NULL));
+  add_output(m, value_info("st", f32, 3, kS, NULL));
+  add_output(m, value_info("s3", f32, 2, kT, NULL));  // a sequence
+}
+
+static void check_sequences(tj_tensor_t* outs, int n, const void* arg) {
+  (void)n;
+  const float* x = arg;  // x then t
+  const float* t = x + 12;
+  const float* c = outs[0].data;
+  for (int j = 0; j < 3; ++j) {
+    CHECK(c[j] == t[j] && c[3 + j] == x[j]);
+    const float* st = outs[3].data;
+    CHECK(st[j] == t[j] && st[3 + j] == t[j]);
+    CHECK(((const float*)outs[4].data)[j] == t[j]);
+    CHECK(((const float*)outs[5].data)[j] == x[j]);
+  }
+  CHECK_EQ_INT(3, (int)*(const int64_t*)outs[1].data);
+  for (int i = 0; i < 9; ++i)
+    CHECK(((const float*)outs[2].data)[i] == x[3 + i]);
+}
+
+TEST(sequences_resolved) {
+  static const int64_t kX[2] = {4, 3}, kT[2] = {1, 3}, kC[2] = {2, 3},
+                       kE[2] = {3, 3}, kS[3] = {1, 2, 3};
+  float xt[15], c[6], e[9], st[6], s0[3], s1[3];
+  int64_t len = 0;
+  for (int i = 0; i < 15; ++i) xt[i] = (float)i * 0.5f - 2;
+  tj_tensor_t ins[2] = {tj_tensor_make(xt, TJ_DTYPE_F32, 2, kX),
+                        tj_tensor_make(xt + 12, TJ_DTYPE_F32, 2, kT)};
+  tj_tensor_t outs[6] = {tj_tensor_make(c, TJ_DTYPE_F32, 2, kC),
+                         tj_tensor_make(&len, TJ_DTYPE_I64, 0, kX),
+                         tj_tensor_make(e, TJ_DTYPE_F32, 2, kE),
+                         tj_tensor_make(st, TJ_DTYPE_F32, 3, kS),
+                         tj_tensor_make(s0, TJ_DTYPE_F32, 2, kT),
+                         tj_tensor_make(s1, TJ_DTYPE_F32, 2, kT)};
+  model_t m;
+  build_sequences(&m, 0);
+  run_everywhere(&m, ins, 2, outs, 6, check_sequences, xt);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  build_sequences(&m, 1);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 5 \"at\" (SequenceAt, opset 18): input 1 (position, "
+               "\"two\") must be a constant",
+               import(ctx, &m, NULL, &g));
+  build_sequences(&m, 2);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 8 \"r\" (Relu, opset 18): input 0 (\"s\") is a sequence",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  build_sequences(&m, 0);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2119,5 +2239,6 @@ int main(void) {
   RUN_TEST(training_ops);
   RUN_TEST(qlinear_matmul_conv_integer);
   RUN_TEST(optional_values);
+  RUN_TEST(sequences_resolved);
   TEST_MAIN_END();
 }
