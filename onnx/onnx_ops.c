@@ -1911,6 +1911,66 @@ static tj_status_t cv_qlinear_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return out(im, n, 0, requantize(im, acc, scale, in(im, n, 7), d));
 }
 
+// Det (onnxseq, issue 15) of [..., n, n] for n up to 3, by cofactor
+// expansion over the matrix's elements (each a strided slice): the exact
+// polynomial numpy.linalg.det's LU evaluates. Larger matrices need a
+// pivoted elimination, which is not built; they are an error.
+static tj_status_t cv_det(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [..., n, n], not %s rank %d",
+               tj_dtype_name(xv->dtype), (int)rank);
+  int64_t m = xv->dims[rank - 1];
+  if (m != xv->dims[rank - 2] || m < 1)
+    return bad(im, n, "the matrices are %lldx%lld, not square",
+               (long long)xv->dims[rank - 2], (long long)m);
+  if (m > 3)
+    return fail(im, n,
+                "%lldx%lld matrices: Det is built for up to 3x3 (cofactor "
+                "expansion)",
+                (long long)m, (long long)m);
+  tj_value_t x = in(im, n, 0);
+  // a[i][j]: x[..., i, j] as [...].
+  tj_value_t a[3][3];
+  int64_t bdims[TJ_MAX_RANK];
+  for (int32_t d = 0; d < rank - 2; ++d) bdims[d] = xv->dims[d];
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t starts[TJ_MAX_RANK], stops[TJ_MAX_RANK];
+      for (int32_t d = 0; d < rank; ++d) {
+        starts[d] = 0;
+        stops[d] = INT64_MAX;
+      }
+      starts[rank - 2] = i;
+      stops[rank - 2] = i + 1;
+      starts[rank - 1] = j;
+      stops[rank - 1] = j + 1;
+      a[i][j] = tj_graph_reshape(G, tj_graph_slice(G, x, starts, stops, NULL),
+                                 rank - 2, bdims);
+    }
+  }
+#define MUL(p, q) tj_graph_mul(G, (p), (q))
+#define SUB(p, q) tj_graph_sub(G, (p), (q))
+  tj_value_t det;
+  if (m == 1) {
+    det = a[0][0];
+  } else if (m == 2) {
+    det = SUB(MUL(a[0][0], a[1][1]), MUL(a[0][1], a[1][0]));
+  } else {
+    tj_value_t c0 = SUB(MUL(a[1][1], a[2][2]), MUL(a[1][2], a[2][1]));
+    tj_value_t c1 = SUB(MUL(a[1][0], a[2][2]), MUL(a[1][2], a[2][0]));
+    tj_value_t c2 = SUB(MUL(a[1][0], a[2][1]), MUL(a[1][1], a[2][0]));
+    det = tj_graph_add(G, SUB(MUL(a[0][0], c0), MUL(a[0][1], c1)),
+                       MUL(a[0][2], c2));
+  }
+#undef MUL
+#undef SUB
+  return out(im, n, 0, det);
+}
+
 // MaxUnpool (onnxseq, issue 15), as ONNX's reference: each x element is
 // written at its flat index (MaxPool's Indices) into zeros of the inferred
 // shape, (in - 1) * stride - pads + kernel per spatial axis; an
@@ -5325,6 +5385,7 @@ static const op_entry_t kOps[] = {
     OP("OptionalHasElement", "", cv_optional_has_element),
     OP("OptionalGetElement", "", cv_optional_get_element),
     OP("MaxUnpool", "kernel_shape,pads,strides,", cv_max_unpool),
+    OP("Det", "", cv_det),
     OP("ConvInteger", "auto_pad,dilations,group,kernel_shape,pads,strides,",
        cv_conv_integer),
     OP("QLinearConv", "auto_pad,dilations,group,kernel_shape,pads,strides,",
