@@ -167,6 +167,36 @@ static tj_status_t check_declared(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                   const tj_onnx_val_t* val) {
   const Onnx__TypeProto* t = info->type;
   if (!t || t->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return NULL;
+  // An optional is the value it holds, or an empty one (onnx_ops.c); a
+  // sequence a list of tensors of its element type (onnx_sequence.c).
+  if (t->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE &&
+      t->optional_type && t->optional_type->elem_type) {
+    if (val->none) return NULL;
+    t = t->optional_type->elem_type;
+  }
+  if (t->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE &&
+      t->sequence_type && val->is_sequence) {
+    const Onnx__TypeProto* e = t->sequence_type->elem_type;
+    if (e && e->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+        e->tensor_type && e->tensor_type->has_elem_type &&
+        e->tensor_type->elem_type) {
+      tj_dtype_t dtype;
+      if (!tj_onnx_dtype(e->tensor_type->elem_type, &dtype) ||
+          dtype != val->dtype)
+        return tj_onnx_node_error(
+            im, n, TJ_STATUS_INVALID_ARGUMENT,
+            "%s %s %zu \"%s\" is declared a sequence of %s but holds %s", what,
+            kind, index, info->name,
+            tj_onnx_type_name(e->tensor_type->elem_type),
+            tj_dtype_name(val->dtype));
+    }
+    return NULL;
+  }
+  if (val->is_sequence || val->none)
+    return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,
+                              "%s %s %zu \"%s\" is declared a tensor but is %s",
+                              what, kind, index, info->name,
+                              val->none ? "an empty optional" : "a sequence");
   if (t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
     return tj_onnx_node_error(
         im, n, TJ_STATUS_UNSUPPORTED,
@@ -540,6 +570,13 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   for (size_t k = 0; k < num_out; ++k) {
     tj_onnx_val_t* a = &then_out[k];
     tj_onnx_val_t* b = &else_out[k];
+    if (a->is_sequence || b->is_sequence || a->none || b->none)
+      return tj_onnx_node_error(
+          im, n, TJ_STATUS_UNSUPPORTED,
+          "output %zu is a sequence or an optional, so input 0 (the "
+          "condition, \"%s\") must be a constant: sequences and optionals "
+          "are resolved at import",
+          k, n->proto->input[0]);
     if (!same_type(a, b)) {
       char ta[160], tb[160];
       return tj_onnx_node_error(

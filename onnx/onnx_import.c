@@ -1050,6 +1050,17 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
         return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,
                                   "output %zu has no name", i);
     }
+    if (tj_onnx_is_training(p->domain)) {
+      TJ_RETURN_IF_ERROR(tj_onnx_convert_training(im, &node));
+      continue;
+    }
+    // A model may import only other domains (a training step imports only
+    // ai.onnx.preview.training): then a node of the default domain has no
+    // opset to be read in.
+    if (is_default_domain(p->domain) && im->opset == 0 && !find_function(im, p))
+      return tj_onnx_node_error(
+          im, &node, TJ_STATUS_INVALID_ARGUMENT,
+          "the model imports no opset of the default domain");
     // quant2 (issue 17): com.microsoft's MatMulNBits has a converter.
     if (!is_default_domain(p->domain) &&
         !(strcmp(p->domain, "com.microsoft") == 0 &&
@@ -1070,7 +1081,7 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
     }
     bool folded = false;
     if (all_known && (!symbolic || moves_only(p->op_type)) &&
-        !tj_onnx_is_control(p->op_type))
+        !tj_onnx_is_control(p->op_type) && !tj_onnx_is_sequence_op(p->op_type))
       TJ_RETURN_IF_ERROR(fold_node(im, &node, &folded));
     if (!folded) TJ_RETURN_IF_ERROR(tj_onnx_convert_node(im, &node));
   }
@@ -1112,10 +1123,13 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
                                 const Onnx__ModelProto* model) {
   const Onnx__GraphProto* g = model->graph;
   if (!g) return tj_invalid("onnx: the model has no graph");
-  im->opset = scope_opset(model->opset_import, model->n_opset_import, -1);
-  if (im->opset < 0)
+  // No opset of the default domain: im->opset 0, and a node of that domain
+  // is an error (tj_onnx_walk_nodes).
+  im->opset = scope_opset(model->opset_import, model->n_opset_import, 0);
+  if (im->opset == 0 && model->n_opset_import == 0)
     return tj_invalid("onnx: the model imports no opset of the default domain");
-  if (im->opset < TJ_ONNX_OLDEST_OPSET || im->opset > TJ_ONNX_MAX_OPSET)
+  if (im->opset != 0 &&
+      (im->opset < TJ_ONNX_OLDEST_OPSET || im->opset > TJ_ONNX_MAX_OPSET))
     return tj_unsupported("onnx: opset %lld; the importer maps opsets %d to %d",
                           (long long)im->opset, TJ_ONNX_MIN_OPSET,
                           TJ_ONNX_MAX_OPSET);
@@ -1170,6 +1184,15 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
   int32_t counter = 0;
   TJ_RETURN_IF_ERROR(tj_onnx_walk_nodes(im, g->node, g->n_node, &counter));
   if (g->n_output == 0) return tj_invalid("onnx: the graph has no output");
+  // A sequence output is one graph output per element, NAME_0, NAME_1, ...
+  size_t num_names = 0;
+  for (size_t i = 0; i < g->n_output; ++i) {
+    tj_onnx_val_t* v =
+        g->output[i]->name ? tj_onnx_lookup(im, g->output[i]->name) : NULL;
+    num_names += v && v->is_sequence ? (size_t)v->seq_length : 1;
+  }
+  used = tj_arena_alloc(&im->arena, (num_names + 1) * sizeof(char*));
+  if (!used) return tj_status_oom();
   num_used = 0;
   for (size_t i = 0; i < g->n_output; ++i) {
     const Onnx__ValueInfoProto* info = g->output[i];
@@ -1181,6 +1204,24 @@ static tj_status_t import_model(tj_onnx_importer_t* im,
       return tj_unsupported(
           "onnx: graph output \"%s\" is a shape with symbolic dims",
           info->name);
+    if (v->none)
+      return tj_unsupported(
+          "onnx: graph output \"%s\" is an empty optional (a graph output "
+          "is a tensor)",
+          info->name);
+    if (v->is_sequence) {
+      for (int32_t k = 0; k < v->seq_length; ++k) {
+        size_t len = strlen(info->name) + 16;
+        char* elem = tj_arena_alloc(&im->arena, len);
+        if (!elem) return tj_status_oom();
+        snprintf(elem, len, "%s_%d", info->name, (int)k);
+        char* name = identifier(im, elem, "output", used, num_used);
+        if (!name) return tj_status_oom();
+        used[num_used++] = name;
+        tj_graph_output(im->graph, tj_onnx_value(im, v->seq[k]), name);
+      }
+      continue;
+    }
     char* name = identifier(im, info->name, "output", used, num_used);
     if (!name) return tj_status_oom();
     used[num_used++] = name;

@@ -47,6 +47,14 @@ typedef struct tj_onnx_val_t {
   // dims (tj_graph_symbol encodings), usable only as a shape.
   const void* data;
   bool symbolic;
+  // An empty optional (Optional with no input): no tensor at all. Only the
+  // Optional ops and Identity take one (tj_onnx_convert_node).
+  bool none;
+  // A sequence (onnx_sequence.c): |seq_length| tensor values |seq| (in the
+  // arena) of element dtype |dtype|; no graph value of its own.
+  bool is_sequence;
+  int32_t seq_length;
+  struct tj_onnx_val_t* const* seq;
 } tj_onnx_val_t;
 
 typedef struct tj_onnx_importer_t {
@@ -150,5 +158,18 @@ bool tj_onnx_is_control(const char* op_type);
 tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
+
+// The ai.onnx.preview.training domain (onnx_training.c): its optimizer
+// ops (Adagrad, Adam, Momentum) as pointwise ops.
+bool tj_onnx_is_training(const char* domain);
+tj_status_t tj_onnx_convert_training(tj_onnx_importer_t* im,
+                                     tj_onnx_node_t* node);
+
+// Sequences (onnx_sequence.c), resolved at import into lists of tensor
+// values: SequenceEmpty/Construct/Insert/Erase/At/Length, SplitToSequence
+// and ConcatFromSequence.
+bool tj_onnx_is_sequence_op(const char* op_type);
+tj_status_t tj_onnx_convert_sequence(tj_onnx_importer_t* im,
+                                     tj_onnx_node_t* node);
 
 #endif  // TJ_ONNX_ONNX_INTERNAL_H_

@@ -338,6 +338,41 @@ static tj_status_t cv_identity(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return tj_onnx_define(im, n->proto->output[0], &copy);
 }
 
+// Optional, OptionalHasElement and OptionalGetElement (onnxseq, issue 15)
+// on values known at import: an optional holding a tensor is that tensor,
+// an empty one a value marked none. Optional and sequence graph inputs are
+// not read (tj_onnx_import refuses them by name).
+static tj_status_t cv_optional(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 0, 1));
+  if (has_in(n, 0)) return cv_identity(im, n, e);
+  if (!attr(n, "type"))
+    return bad(im, n, "an empty Optional needs its type attribute");
+  if (!has_out(n, 0)) return NULL;
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  val.none = true;
+  return tj_onnx_define(im, n->proto->output[0], &val);
+}
+
+static tj_status_t cv_optional_has_element(tj_onnx_importer_t* im,
+                                           tj_onnx_node_t* n,
+                                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 0, 1));
+  uint8_t has = has_in(n, 0) && !n->inputs[0]->none;
+  return out_known(im, n, 0, TJ_DTYPE_BOOL, 0, NULL, &has, 1, false);
+}
+
+static tj_status_t cv_optional_get_element(tj_onnx_importer_t* im,
+                                           tj_onnx_node_t* n,
+                                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  if (n->inputs[0]->none)
+    return bad(im, n, "input 0 (\"%s\") is an empty optional",
+               n->proto->input[0]);
+  return cv_identity(im, n, e);
+}
+
 static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                               const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 3));
@@ -1698,34 +1733,339 @@ static tj_status_t window_attrs(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return NULL;
 }
 
-static tj_status_t cv_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
-                           const op_entry_t* e) {
-  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+// The conv attributes of a Conv-like node whose input 0 is x and input
+// |wi| the weight.
+static tj_status_t conv_window(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               int32_t wi, bool transpose, tj_conv_attrs_t* a) {
   int32_t rank = rank_of(n, 0);
-  if (rank_of(n, 1) != rank)
+  if (rank_of(n, wi) != rank)
     return bad(im, n, "the weight has rank %d, the input %d",
-               (int)rank_of(n, 1), (int)rank);
+               (int)rank_of(n, wi), (int)rank);
   int64_t kernel[3] = {0, 0, 0};
   int64_t v[MAX_INTS];
   int32_t c;
   TJ_RETURN_IF_ERROR(attr_ints(im, n, "kernel_shape", &c, v));
   for (int32_t i = 0; i < rank - 2 && i < 3; ++i) {
-    int64_t wd = n->inputs[1]->dims[i + 2];
+    int64_t wd = n->inputs[wi]->dims[i + 2];
     if (wd < 0) return fail(im, n, "the weight has a symbolic dim");
     if (c && (c != rank - 2 || v[i] != wd))
       return bad(im, n, "kernel_shape does not match the weight");
     kernel[i] = wd;
   }
-  tj_conv_attrs_t a;
   TJ_RETURN_IF_ERROR(
-      window_attrs(im, n, e->param ? CONV_T : POOL_NONE, kernel, &a));
+      window_attrs(im, n, transpose ? CONV_T : POOL_NONE, kernel, a));
   int64_t g = attr_i(n, "group", 1);
   if (g < 1) return bad(im, n, "group = %lld", (long long)g);
-  a.groups = g;
+  a->groups = g;
+  return NULL;
+}
+
+static tj_status_t cv_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                           const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  tj_conv_attrs_t a;
+  TJ_RETURN_IF_ERROR(conv_window(im, n, 1, e->param != 0, &a));
   tj_value_t x = in(im, n, 0), w = in(im, n, 1), b = in(im, n, 2);
   return out(im, n, 0,
              e->param ? tj_graph_conv_transpose(G, x, w, b, &a)
                       : tj_graph_conv(G, x, w, b, &a));
+}
+
+// QLinearMatMul, QLinearConv and ConvInteger (onnxseq, issue 15). The
+// integer product is exact: matmul_integer, or a float conv of the
+// zero-point-shifted operands (integer_conv). QLinear*'s requantization is
+// ONNX's reference's: the int32 product times the scales' ratio (computed in
+// the scales' dtype, then widened, as numpy's promotion of an int32 array does)
+// in f64, plus y_zero_point, rounded half to even and clipped to the output
+// dtype.
+
+// An 8-bit integer dtype's range; false for another dtype.
+static bool int8_range(tj_dtype_t d, double* lo, double* hi) {
+  if (d == TJ_DTYPE_I8) {
+    *lo = -128;
+    *hi = 127;
+    return true;
+  }
+  if (d == TJ_DTYPE_U8) {
+    *lo = 0;
+    *hi = 255;
+    return true;
+  }
+  return false;
+}
+
+// round_half_even(acc * scale + zero_point) clipped to |d|'s range, in |d|.
+static tj_value_t requantize(tj_onnx_importer_t* im, tj_value_t acc,
+                             tj_value_t scale, tj_value_t zero_point,
+                             tj_dtype_t d) {
+  double lo = 0, hi = 0;
+  int8_range(d, &lo, &hi);
+  tj_value_t y = tj_graph_mul(G, tj_graph_cast(G, acc, TJ_DTYPE_F64),
+                              tj_graph_cast(G, scale, TJ_DTYPE_F64));
+  if (!tj_value_is_none(zero_point))
+    y = tj_graph_add(G, y, tj_graph_cast(G, zero_point, TJ_DTYPE_F64));
+  y = tj_graph_round(G, y);
+  y = tj_graph_maximum(G, y, tj_graph_scalar(G, TJ_DTYPE_F64, lo));
+  y = tj_graph_minimum(G, y, tj_graph_scalar(G, TJ_DTYPE_F64, hi));
+  return tj_graph_cast(G, y, d);
+}
+
+// Input |i| (a per-row scale or zero point of A: 1-D of more than one
+// element) as [M, 1]; any other shape as it is.
+static tj_value_t per_row(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          int32_t i) {
+  tj_value_t v = in(im, n, i);
+  if (has_in(n, i) && rank_of(n, i) == 1 && rank_of(n, 0) >= 2) {
+    int64_t dims[2] = {n->inputs[i]->dims[0], 1};
+    v = tj_graph_reshape(G, v, 2, dims);
+  }
+  return v;
+}
+
+static tj_status_t cv_qlinear_matmul(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                     const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 8, 8));
+  tj_dtype_t d = dtype_of(n, 7);
+  double lo, hi;
+  if (!int8_range(dtype_of(n, 0), &lo, &hi) ||
+      !int8_range(dtype_of(n, 3), &lo, &hi) || !int8_range(d, &lo, &hi))
+    return fail(im, n, "a, b and y must be int8 or uint8, not %s, %s, %s",
+                tj_dtype_name(dtype_of(n, 0)), tj_dtype_name(dtype_of(n, 3)),
+                tj_dtype_name(d));
+  tj_dtype_t sd = dtype_of(n, 1);
+  if (!is_float(sd) || dtype_of(n, 4) != sd || dtype_of(n, 6) != sd)
+    return bad(im, n, "the scales must be of one float dtype");
+  tj_value_t acc = tj_graph_matmul_integer(G, in(im, n, 0), in(im, n, 3),
+                                           per_row(im, n, 2), in(im, n, 5));
+  if (tj_value_is_none(acc)) return graph_error(im, n);
+  tj_value_t scale = tj_graph_div(
+      G, tj_graph_mul(G, per_row(im, n, 1), in(im, n, 4)), in(im, n, 6));
+  return out(im, n, 0, requantize(im, acc, scale, in(im, n, 7), d));
+}
+
+// x - x_zero_point, or w - w_zero_point with a 1-D zero point per output
+// channel, in |d|.
+static tj_value_t shifted(tj_onnx_importer_t* im, tj_onnx_node_t* n, int32_t i,
+                          int32_t zi, tj_dtype_t d) {
+  tj_value_t v = tj_graph_cast(G, in(im, n, i), d);
+  if (zi < 0 || !has_in(n, zi)) return v;
+  tj_value_t z = tj_graph_cast(G, in(im, n, zi), d);
+  if (rank_of(n, zi) == 1) {
+    int64_t dims[TJ_MAX_RANK];
+    dims[0] = n->inputs[zi]->dims[0];
+    for (int32_t k = 1; k < rank_of(n, i); ++k) dims[k] = 1;
+    z = tj_graph_reshape(G, z, rank_of(n, i), dims);
+  }
+  return tj_graph_sub(G, v, z);
+}
+
+// The integer conv of x (input 0) and w (input |wi|), zero points |xz| and
+// |wz|, plus an int32 bias (input |bi|, -1: none), exact, in f64. The conv
+// runs in f32 when every partial sum is below 2^24 whatever the order (a
+// tap's product is at most 255 * 255 in magnitude), which a native kernel
+// does; else in f64 (a graph break on x86: no f64 matmul kernel).
+static tj_status_t integer_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                int32_t wi, int32_t xz, int32_t wz, int32_t bi,
+                                tj_value_t* out_acc) {
+  double lo, hi;
+  if (!int8_range(dtype_of(n, 0), &lo, &hi) ||
+      !int8_range(dtype_of(n, wi), &lo, &hi))
+    return fail(im, n, "x and w must be int8 or uint8, not %s and %s",
+                tj_dtype_name(dtype_of(n, 0)), tj_dtype_name(dtype_of(n, wi)));
+  for (int32_t z = 0; z < 2; ++z) {
+    int32_t zi = z ? wz : xz;
+    if (has_in(n, zi) &&
+        (rank_of(n, zi) > 1 ||
+         (rank_of(n, zi) == 1 && n->inputs[zi]->dims[0] != 1 &&
+          (!z || n->inputs[zi]->dims[0] != n->inputs[wi]->dims[0]))))
+      return bad(im, n, "%s_zero_point must be a scalar%s", z ? "w" : "x",
+                 z ? " or one per output channel" : "");
+  }
+  tj_conv_attrs_t a;
+  TJ_RETURN_IF_ERROR(conv_window(im, n, wi, false, &a));
+  // Taps per output: w's dims after the first.
+  double taps = 1;
+  for (int32_t k = 1; k < rank_of(n, wi); ++k)
+    taps *= (double)n->inputs[wi]->dims[k];
+  tj_dtype_t d =
+      taps * 255.0 * 255.0 < 16777216.0 ? TJ_DTYPE_F32 : TJ_DTYPE_F64;
+  tj_value_t x = shifted(im, n, 0, xz, d), w = shifted(im, n, wi, wz, d);
+  tj_value_t acc = tj_graph_conv(G, x, w, tj_value_none(), &a);
+  if (tj_value_is_none(acc)) return graph_error(im, n);
+  acc = tj_graph_cast(G, acc, TJ_DTYPE_F64);
+  if (bi >= 0 && has_in(n, bi)) {
+    // The bias [O] per output channel: [1, O, 1, ...].
+    int32_t rank = rank_of(n, 0);
+    int64_t dims[TJ_MAX_RANK];
+    for (int32_t k = 0; k < rank; ++k) dims[k] = 1;
+    dims[1] = n->inputs[bi]->dims[0];
+    tj_value_t b = tj_graph_cast(G, in(im, n, bi), TJ_DTYPE_F64);
+    acc = tj_graph_add(G, acc, tj_graph_reshape(G, b, rank, dims));
+  }
+  *out_acc = acc;
+  return tj_value_is_none(acc) ? graph_error(im, n) : NULL;
+}
+
+static tj_status_t cv_conv_integer(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                   const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 4));
+  tj_value_t acc;
+  TJ_RETURN_IF_ERROR(integer_conv(im, n, 1, 2, 3, -1, &acc));
+  return out(im, n, 0, tj_graph_cast(G, acc, TJ_DTYPE_I32));
+}
+
+static tj_status_t cv_qlinear_conv(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                   const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 8, 9));
+  tj_dtype_t d = dtype_of(n, 7);
+  double lo, hi;
+  if (!int8_range(d, &lo, &hi))
+    return fail(im, n, "y must be int8 or uint8, not %s", tj_dtype_name(d));
+  if (has_in(n, 8) && (dtype_of(n, 8) != TJ_DTYPE_I32 || rank_of(n, 8) != 1))
+    return bad(im, n, "the bias must be 1-D int32, not %s rank %d",
+               tj_dtype_name(dtype_of(n, 8)), (int)rank_of(n, 8));
+  tj_dtype_t sd = dtype_of(n, 1);
+  if (!is_float(sd) || dtype_of(n, 4) != sd || dtype_of(n, 6) != sd)
+    return bad(im, n, "the scales must be of one float dtype");
+  tj_value_t acc;
+  TJ_RETURN_IF_ERROR(integer_conv(im, n, 3, 2, 5, 8, &acc));
+  // A 1-D w_scale is per output channel: [1, O, 1, ...].
+  tj_value_t ws = in(im, n, 4);
+  int32_t rank = rank_of(n, 0);
+  if (rank_of(n, 4) == 1) {
+    int64_t dims[TJ_MAX_RANK];
+    for (int32_t k = 0; k < rank; ++k) dims[k] = 1;
+    dims[1] = n->inputs[4]->dims[0];
+    ws = tj_graph_reshape(G, ws, rank, dims);
+  } else if (rank_of(n, 4) > 1) {
+    return bad(im, n, "w_scale must be a scalar or 1-D");
+  }
+  tj_value_t scale =
+      tj_graph_div(G, tj_graph_mul(G, in(im, n, 1), ws), in(im, n, 6));
+  return out(im, n, 0, requantize(im, acc, scale, in(im, n, 7), d));
+}
+
+// Det (onnxseq, issue 15) of [..., n, n] for n up to 3, by cofactor
+// expansion over the matrix's elements (each a strided slice): the exact
+// polynomial numpy.linalg.det's LU evaluates. Larger matrices need a
+// pivoted elimination, which is not built; they are an error.
+static tj_status_t cv_det(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                          const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 1, 1));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank;
+  if (rank < 2 || !is_float(xv->dtype))
+    return bad(im, n, "the input must be float [..., n, n], not %s rank %d",
+               tj_dtype_name(xv->dtype), (int)rank);
+  int64_t m = xv->dims[rank - 1];
+  if (m != xv->dims[rank - 2] || m < 1)
+    return bad(im, n, "the matrices are %lldx%lld, not square",
+               (long long)xv->dims[rank - 2], (long long)m);
+  if (m > 3)
+    return fail(im, n,
+                "%lldx%lld matrices: Det is built for up to 3x3 (cofactor "
+                "expansion)",
+                (long long)m, (long long)m);
+  tj_value_t x = in(im, n, 0);
+  // a[i][j]: x[..., i, j] as [...].
+  tj_value_t a[3][3];
+  int64_t bdims[TJ_MAX_RANK];
+  for (int32_t d = 0; d < rank - 2; ++d) bdims[d] = xv->dims[d];
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t starts[TJ_MAX_RANK], stops[TJ_MAX_RANK];
+      for (int32_t d = 0; d < rank; ++d) {
+        starts[d] = 0;
+        stops[d] = INT64_MAX;
+      }
+      starts[rank - 2] = i;
+      stops[rank - 2] = i + 1;
+      starts[rank - 1] = j;
+      stops[rank - 1] = j + 1;
+      a[i][j] = tj_graph_reshape(G, tj_graph_slice(G, x, starts, stops, NULL),
+                                 rank - 2, bdims);
+    }
+  }
+#define MUL(p, q) tj_graph_mul(G, (p), (q))
+#define SUB(p, q) tj_graph_sub(G, (p), (q))
+  tj_value_t det;
+  if (m == 1) {
+    det = a[0][0];
+  } else if (m == 2) {
+    det = SUB(MUL(a[0][0], a[1][1]), MUL(a[0][1], a[1][0]));
+  } else {
+    tj_value_t c0 = SUB(MUL(a[1][1], a[2][2]), MUL(a[1][2], a[2][1]));
+    tj_value_t c1 = SUB(MUL(a[1][0], a[2][2]), MUL(a[1][2], a[2][0]));
+    tj_value_t c2 = SUB(MUL(a[1][0], a[2][1]), MUL(a[1][1], a[2][0]));
+    det = tj_graph_add(G, SUB(MUL(a[0][0], c0), MUL(a[0][1], c1)),
+                       MUL(a[0][2], c2));
+  }
+#undef MUL
+#undef SUB
+  return out(im, n, 0, det);
+}
+
+// MaxUnpool (onnxseq, issue 15), as ONNX's reference: each x element is
+// written at its flat index (MaxPool's Indices) into zeros of the inferred
+// shape, (in - 1) * stride - pads + kernel per spatial axis; an
+// output_shape input (a constant) pads that with zeros at the end.
+static tj_status_t cv_max_unpool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 2, 3));
+  const tj_onnx_val_t* xv = n->inputs[0];
+  int32_t rank = xv->rank, sp = rank - 2;
+  if (sp < 1 || sp > 3)
+    return fail(im, n, "the input has rank %d; 3 to 5 are supported",
+                (int)rank);
+  if (rank_of(n, 1) != rank ||
+      memcmp(n->inputs[1]->dims, xv->dims, sizeof(int64_t) * (size_t)rank))
+    return bad(im, n, "the indices must have the input's shape");
+  int64_t kernel[MAX_INTS], strides[MAX_INTS], pads[MAX_INTS];
+  int32_t nk, ns, np;
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "kernel_shape", &nk, kernel));
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "strides", &ns, strides));
+  TJ_RETURN_IF_ERROR(attr_ints(im, n, "pads", &np, pads));
+  if (nk != sp || (ns && ns != sp) || (np && np != 2 * sp))
+    return bad(im, n, "kernel_shape needs %d values, strides %d and pads %d",
+               (int)sp, (int)sp, (int)(2 * sp));
+  int64_t inferred[TJ_MAX_RANK], total = 1, numel = 1;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (xv->dims[d] < 0) return fail(im, n, "input dim %d is symbolic", (int)d);
+    numel *= xv->dims[d];
+    if (d < 2) {
+      inferred[d] = xv->dims[d];
+    } else {
+      int32_t k = d - 2;
+      inferred[d] = (xv->dims[d] - 1) * (ns ? strides[k] : 1) -
+                    (np ? pads[k] + pads[sp + k] : 0) + kernel[k];
+      if (inferred[d] < 0)
+        return bad(im, n, "the inferred output dim %d is negative", (int)d);
+    }
+    total *= inferred[d];
+  }
+  tj_value_t flat_x = tj_graph_reshape(G, in(im, n, 0), 1, &numel);
+  tj_value_t flat_i = tj_graph_reshape(G, in(im, n, 1), 1, &numel);
+  tj_value_t zeros = tj_graph_full(G, xv->dtype, 1, &total, 0);
+  tj_value_t y = tj_graph_scatter_elements(G, zeros, flat_i, flat_x, 0,
+                                           TJ_SCATTER_REDUCTION_NONE);
+  y = tj_graph_reshape(G, y, rank, inferred);
+  if (has_in(n, 2)) {
+    int64_t shape[MAX_INTS], low[TJ_MAX_RANK] = {0}, high[TJ_MAX_RANK];
+    int32_t count;
+    TJ_RETURN_IF_ERROR(
+        known_ints(im, n, 2, "output_shape", &count, shape, false));
+    if (count != rank)
+      return bad(im, n, "output_shape has %d values, not %d", (int)count,
+                 (int)rank);
+    for (int32_t d = 0; d < rank; ++d) {
+      high[d] = shape[d] - inferred[d];
+      if (high[d] < 0)
+        return bad(im, n, "output_shape[%d] = %lld is below the inferred %lld",
+                   (int)d, (long long)shape[d], (long long)inferred[d]);
+    }
+    y = tj_graph_pad(G, y, low, high, 0);
+  }
+  return out(im, n, 0, y);
 }
 
 // MaxPool's Indices output: the flat index (row-major over N, C and the
@@ -3001,9 +3341,10 @@ static tj_status_t rs_axis(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return NULL;
 }
 
+// Upsample (param 1; opsets 9 and 10) is Resize-10 with its nearest mode
+// taking the floor: ONNX's reference repeats each element |scale| times.
 static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                              const op_entry_t* e) {
-  (void)e;
   const bool v10 = im->opset < 11;
   TJ_RETURN_IF_ERROR(need_inputs(im, n, v10 ? 2 : 1, v10 ? 2 : 4));
   tj_onnx_val_t* xv = n->inputs[0];
@@ -3016,7 +3357,9 @@ static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   static const char* const kPolicies[] = {"stretch", "not_larger",
                                           "not_smaller"};
   r.mode = rs_choice(n, "mode", "nearest", kModes, 3);
-  r.nearest = rs_choice(n, "nearest_mode", "round_prefer_floor", kNearest, 4);
+  r.nearest = e->param ? 2
+                       : rs_choice(n, "nearest_mode", "round_prefer_floor",
+                                   kNearest, 4);
   r.ctm = rs_choice(n, "coordinate_transformation_mode",
                     v10 ? "asymmetric" : "half_pixel", kRsModes, 7);
   const int policy =
@@ -5115,11 +5458,18 @@ static const op_entry_t kOps[] = {
        "body,directions,num_scan_inputs,scan_input_axes,"
        "scan_input_directions,scan_output_axes,scan_output_directions,",
        cv_scan),
-};
-
-// ONNX ops with no libtensorjit op to map onto yet, and the op each needs.
-static const char* const kWaiting[][2] = {
-    {"Upsample", "resize"},
+    // onnxseq (issue 15): quantized products
+    OP("QLinearMatMul", "", cv_qlinear_matmul),
+    {"Upsample", "mode,", cv_resize, NULL, NULL, NULL, 1},
+    OP("Optional", "type,", cv_optional),
+    OP("OptionalHasElement", "", cv_optional_has_element),
+    OP("OptionalGetElement", "", cv_optional_get_element),
+    OP("MaxUnpool", "kernel_shape,pads,strides,", cv_max_unpool),
+    OP("Det", "", cv_det),
+    OP("ConvInteger", "auto_pad,dilations,group,kernel_shape,pads,strides,",
+       cv_conv_integer),
+    OP("QLinearConv", "auto_pad,dilations,group,kernel_shape,pads,strides,",
+       cv_qlinear_conv),
 };
 
 // Ops the converters map in opsets below TJ_ONNX_MIN_OPSET too: the first
@@ -5197,6 +5547,16 @@ static const struct {
     {"ReverseSequence", 10},
     {"If", 1},
     {"Scan", 8},
+    {"ConvInteger", 10},
+    {"QLinearConv", 10},
+    {"QLinearMatMul", 10},
+    {"Upsample", 9},
+    {"Optional", 15},
+    {"OptionalHasElement", 15},
+    {"OptionalGetElement", 15},
+    {"MaxUnpool", 9},
+    // Scatter-9 is ScatterElements-11 under its old name (axis only).
+    {"Scatter", 9},
 };
 
 static int64_t since_opset(const char* op) {
@@ -5211,18 +5571,15 @@ static const op_entry_t* find_op(const char* op) {
   return NULL;
 }
 
-bool tj_onnx_op_known(const char* op_type) { return find_op(op_type) != NULL; }
+bool tj_onnx_op_known(const char* op_type) {
+  return find_op(op_type) != NULL || tj_onnx_is_sequence_op(op_type);
+}
 
 tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
+  if (tj_onnx_is_sequence_op(n->proto->op_type))
+    return tj_onnx_convert_sequence(im, n);
   const op_entry_t* e = find_op(n->proto->op_type);
-  if (!e) {
-    for (size_t i = 0; i < TJ_ARRAY_SIZE(kWaiting); ++i) {
-      if (strcmp(kWaiting[i][0], n->proto->op_type) == 0)
-        return fail(im, n, "unsupported op: libtensorjit has no %s op",
-                    kWaiting[i][1]);
-    }
-    return fail(im, n, "unsupported op");
-  }
+  if (!e) return fail(im, n, "unsupported op");
   if (im->opset < since_opset(e->op))
     return fail(im, n, "the importer maps %s from opset %lld", e->op,
                 (long long)since_opset(e->op));
@@ -5239,6 +5596,14 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (!ok) return fail(im, n, "unsupported attribute %s", name);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
+    if (n->inputs[i] && n->inputs[i]->is_sequence &&
+        strcmp(e->op, "Identity") && strncmp(e->op, "Optional", 8))
+      return fail(im, n, "input %d (\"%s\") is a sequence", (int)i,
+                  n->proto->input[i]);
+    if (n->inputs[i] && n->inputs[i]->none && strcmp(e->op, "Identity") &&
+        strncmp(e->op, "Optional", 8))
+      return fail(im, n, "input %d (\"%s\") is an empty optional", (int)i,
+                  n->proto->input[i]);
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&

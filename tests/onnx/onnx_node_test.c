@@ -27,6 +27,7 @@
 #include "lib/base.h"
 #include "lib/dtype.h"
 #include "onnx/onnx_tensor.h"
+#include "onnx_sequence.pb-c.h"
 
 #define MAX_IO 16
 
@@ -63,6 +64,51 @@ static tj_status_t load_tensor(tj_context_t* ctx, const char* path,
                                        t->dims, &t->data, &t->bytes);
   free(bytes);
   return s;
+}
+
+// The expected outputs of data set |sdir|: output_K.pb for each graph
+// output K of |model|, a sequence's elements one by one (the importer makes
+// a sequence output one graph output per element). At most |max|.
+static tj_status_t load_outputs(tj_context_t* ctx,
+                                const Onnx__ModelProto* model, const char* sdir,
+                                host_tensor_t* want, int max, int* out_count) {
+  char path[4096];
+  int count = 0;
+  size_t n_out = model && model->graph ? model->graph->n_output : 0;
+  for (size_t k = 0; k < n_out; ++k) {
+    snprintf(path, sizeof path, "%s/output_%d.pb", sdir, (int)k);
+    const Onnx__TypeProto* type = model->graph->output[k]->type;
+    if (!type || type->value_case != ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
+      if (count == max) return tj_unsupported("more than %d outputs", max);
+      TJ_RETURN_IF_ERROR(load_tensor(ctx, path, &want[count++]));
+      continue;
+    }
+    size_t size = 0;
+    char* bytes = read_all(path, &size);
+    if (!bytes) return tj_invalid("cannot read %s", path);
+    Onnx__SequenceProto* seq =
+        onnx__sequence_proto__unpack(NULL, size, (const uint8_t*)bytes);
+    free(bytes);
+    if (!seq) return tj_invalid("%s is no SequenceProto", path);
+    tj_status_t s = NULL;
+    for (size_t e = 0; !s && e < seq->n_tensor_values; ++e) {
+      if (count == max) {
+        s = tj_unsupported("more than %d outputs", max);
+        break;
+      }
+      size_t tsize = onnx__tensor_proto__get_packed_size(seq->tensor_values[e]);
+      uint8_t* tbytes = malloc(tsize + 1);
+      onnx__tensor_proto__pack(seq->tensor_values[e], tbytes);
+      host_tensor_t* t = &want[count++];
+      s = tj_onnx_tensor_parse(ctx, tbytes, tsize, &t->dtype, &t->rank, t->dims,
+                               &t->data, &t->bytes);
+      free(tbytes);
+    }
+    onnx__sequence_proto__free_unpacked(seq, NULL);
+    if (s) return s;
+  }
+  *out_count = count;
+  return NULL;
 }
 
 static void free_tensor(tj_context_t* ctx, host_tensor_t* t) {
@@ -182,6 +228,8 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
   if (!bytes) return strdup("no model.onnx");
   tj_graph_t* graph = NULL;
   tj_executable_t* exe = NULL;
+  Onnx__ModelProto* model =
+      onnx__model_proto__unpack(NULL, size, (const uint8_t*)bytes);
   tj_status_t s =
       pin ? NULL : import_compile(ctx, bytes, size, NULL, 0, &graph, &exe);
   int sets = 0;
@@ -244,10 +292,16 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
       snprintf(why, sizeof why, "%d inputs in data set %d, the graph takes %d",
                (int)num_in, set, (int)tj_graph_num_inputs(graph));
     }
+    int num_want = 0;
+    if (!s && !why[0] && graph)
+      s = load_outputs(ctx, model, sdir, want, MAX_IO, &num_want);
+    if (!s && !why[0] && graph && num_want != num_out) {
+      snprintf(why, sizeof why,
+               "%d outputs in data set %d (sequences' elements each one), "
+               "the graph has %d",
+               num_want, set, (int)num_out);
+    }
     for (int32_t k = 0; !s && !why[0] && k < num_out && k < MAX_IO; ++k) {
-      snprintf(path, sizeof path, "%s/output_%d.pb", sdir, (int)k);
-      s = load_tensor(ctx, path, &want[k]);
-      if (s) break;
       got[k].dtype =
           tj_graph_value_dtype(graph, tj_graph_output_value(graph, k));
       s = tj_executable_output_shape(exe, tin, num_in, k, &got[k].rank,
@@ -299,6 +353,7 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
     }
   }
   free(bytes);
+  onnx__model_proto__free_unpacked(model, NULL);
   if (!s && !why[0] && sets == 0) snprintf(why, sizeof why, "no data set");
   if (s) {
     snprintf(why, sizeof why, "%s: %s", tj_status_code_name(tj_status_code(s)),

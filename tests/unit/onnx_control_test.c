@@ -1298,6 +1298,66 @@ TEST(control_oom_sweep) {
   pool_free();
 }
 
+// onnxseq (issue 15): an If whose branches give sequences (resolved at
+// import, onnx_sequence.c) takes the branch a known condition names, and
+// its sequence output is one graph output per element; with a condition
+// known only at run time it is an error saying the condition must be a
+// constant.
+static void build_if_sequence(model_t* m, int known) {
+  model_init(m, 13);
+  add_input(m, value_info("x", F32, 1, kVec3));
+  if (known >= 0)
+    add_init(m, scalar_bool("cond", known == 1));
+  else
+    add_input(m, value_info("cond", BOOL, 0, NULL));
+  Onnx__GraphProto* then_g = subgraph(
+      "then", 1,
+      NODES(NODE("SequenceConstruct", "one", L("x"), L("then_s"), 0, NULL)), 0,
+      NULL, 1, INFOS(untyped("then_s")));
+  Onnx__GraphProto* else_g =
+      subgraph("else", 1,
+               NODES(NODE("SequenceConstruct", "two", L("x", "x"), L("else_s"),
+                          0, NULL)),
+               0, NULL, 1, INFOS(untyped("else_s")));
+  add_node(m, NODE("If", "if", L("cond"), L("s"), 2,
+                   attrs(2, attr_graph("then_branch", then_g),
+                         attr_graph("else_branch", else_g))));
+  add_output(m, untyped("s"));
+}
+
+TEST(if_sequence_output) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  float x[3] = {1, -2, 0.5f}, y[2][3];
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 1, kVec3);
+  for (int known = 0; known < 2; ++known) {
+    model_t m;
+    build_if_sequence(&m, known);
+    tj_graph_t* g = NULL;
+    CHECK_OK(import(ctx, &m, &g));
+    if (!g) continue;
+    int32_t count = known ? 1 : 2;
+    CHECK_EQ_INT(count, tj_graph_num_outputs(g));
+    tj_tensor_t outs[2] = {tj_tensor_make(y[0], TJ_DTYPE_F32, 1, kVec3),
+                           tj_tensor_make(y[1], TJ_DTYPE_F32, 1, kVec3)};
+    CHECK_OK(tj_reference_run(g, &in, 1, outs, count));
+    for (int32_t k = 0; k < count; ++k)
+      for (int i = 0; i < 3; ++i) CHECK(y[k][i] == x[i]);
+    tj_graph_destroy(g);
+  }
+  model_t m;
+  build_if_sequence(&m, -1);
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"if\" (If, opset 13): output 0 is a sequence or an "
+               "optional, so input 0 (the condition, \"cond\") must be a "
+               "constant",
+               import(ctx, &m, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   for (int t = 0; t < kTiers; ++t) {
     tj_context_options_t o = tj_test_context_options();
@@ -1318,6 +1378,7 @@ int main(void) {
   RUN_TEST(more_error_paths);
   RUN_TEST(compiled_every_tier);
   RUN_TEST(control_oom_sweep);
+  RUN_TEST(if_sequence_output);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
 }
