@@ -2064,6 +2064,47 @@ static tj_status_t eval_custom(run_t* run, uint32_t index) {
 // attention (issue 14)
 //===----------------------------------------------------------------------===//
 
+// The operands and strides attention's score rows read (forward and
+// backward evaluate the same rows).
+typedef struct score_row_t {
+  const view_t *q, *k, *m;
+  const int64_t *sq, *sk, *sm;
+  int32_t r;
+  int64_t d, tk;
+  double scale;
+  bool causal;
+} score_row_t;
+
+// Query row i's scores into s[0..tk): scale * q.k plus an additive mask;
+// a key dropped by a bool mask or causality is -inf. Returns their max
+// (NaN if any score is NaN). q0, k0 and m0 are the row's (and head's)
+// offsets into q, k and the mask.
+static double attention_score_row(const score_row_t* a, int64_t i, int64_t q0,
+                                  int64_t k0, int64_t m0, double* s) {
+  const view_t *q = a->q, *k = a->k, *m = a->m;
+  const int32_t r = a->r;
+  double max = -INFINITY;
+  for (int64_t j = 0; j < a->tk; ++j) {
+    double x = -INFINITY;
+    bool keep = !(a->causal && j > i);
+    if (keep && m && m->dtype == TJ_DTYPE_BOOL)
+      keep = tj_load_f64(m->dtype, m->data, m0 + j * a->sm[r - 1]) != 0;
+    if (keep) {
+      const int64_t kj = k0 + j * a->sk[r - 2];
+      double dot = 0.0;
+      for (int64_t e = 0; e < a->d; ++e)
+        dot += tj_load_f64(q->dtype, q->data, q0 + e * a->sq[r - 1]) *
+               tj_load_f64(k->dtype, k->data, kj + e * a->sk[r - 1]);
+      x = a->scale * dot;
+      if (m && m->dtype != TJ_DTYPE_BOOL)
+        x += tj_load_f64(m->dtype, m->data, m0 + j * a->sm[r - 1]);
+    }
+    s[j] = x;
+    if (isnan(x) || x > max) max = isnan(max) ? max : x;
+  }
+  return max;
+}
+
 // One query row at a time in double: the scores (scale * q.k, the mask
 // added or applied, causal keys j > i dropped), their max, p = exp(s - max),
 // y = sum p v / sum p; a row with no key left is 0.
@@ -2117,25 +2158,9 @@ static tj_status_t eval_attention(run_t* run, uint32_t index) {
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t q0 = oq + h * sq[r - 3] + i * sq[r - 2];
         const int64_t m0 = om + h * sm[r - 3] + i * sm[r - 2];
-        double max = -INFINITY;
-        for (int64_t j = 0; j < tk; ++j) {
-          double x = -INFINITY;
-          bool keep = !(causal && j > i);
-          if (keep && m && m->dtype == TJ_DTYPE_BOOL)
-            keep = tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]) != 0;
-          if (keep) {
-            const int64_t k0 = ok + hk * sk[r - 3] + j * sk[r - 2];
-            double dot = 0.0;
-            for (int64_t e = 0; e < d; ++e)
-              dot += tj_load_f64(q->dtype, q->data, q0 + e * sq[r - 1]) *
-                     tj_load_f64(k->dtype, k->data, k0 + e * sk[r - 1]);
-            x = scale * dot;
-            if (m && m->dtype != TJ_DTYPE_BOOL)
-              x += tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]);
-          }
-          s[j] = x;
-          if (isnan(x) || x > max) max = isnan(max) ? max : x;
-        }
+        const double max = attention_score_row(
+            &(const score_row_t){q, k, m, sq, sk, sm, r, d, tk, scale, causal},
+            i, q0, ok + hk * sk[r - 3], m0, s);
         for (int64_t e = 0; e < dv; ++e) acc[e] = 0.0;
         double sum = 0.0;
         if (max != -INFINITY) {
@@ -2245,25 +2270,9 @@ static tj_status_t eval_attention_bwd(run_t* run, uint32_t index) {
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t q0 = oq + h * sq[r - 3] + i * sq[r - 2];
         const int64_t m0 = om + h * sm[r - 3] + i * sm[r - 2];
-        double max = -INFINITY;
-        for (int64_t j = 0; j < tk; ++j) {
-          double x = -INFINITY;
-          bool keep = !(causal && j > i);
-          if (keep && m && m->dtype == TJ_DTYPE_BOOL)
-            keep = tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]) != 0;
-          if (keep) {
-            const int64_t k0 = ok + hk * sk[r - 3] + j * sk[r - 2];
-            double dot = 0.0;
-            for (int64_t e = 0; e < d; ++e)
-              dot += tj_load_f64(q->dtype, q->data, q0 + e * sq[r - 1]) *
-                     tj_load_f64(k->dtype, k->data, k0 + e * sk[r - 1]);
-            x = scale * dot;
-            if (m && m->dtype != TJ_DTYPE_BOOL)
-              x += tj_load_f64(m->dtype, m->data, m0 + j * sm[r - 1]);
-          }
-          s[j] = x;
-          if (isnan(x) || x > max) max = isnan(max) ? max : x;
-        }
+        const double max = attention_score_row(
+            &(const score_row_t){q, k, m, sq, sk, sm, r, d, tk, scale, causal},
+            i, q0, ok + hk * sk[r - 3], m0, s);
         if (lse_op) {
           double sum = 0.0;
           if (max != -INFINITY && !isnan(max))
