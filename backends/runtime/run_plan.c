@@ -610,7 +610,7 @@ tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
     const tj_node_t* n = &g->nodes[h->outputs[j]];
     size_t sz =
         (size_t)tj_host_numel(n->rank, outs[j].shape) * tj_dtype_size(n->dtype);
-    if (!status) memcpy(loc[h->outputs[j]], temps[j], sz);
+    if (!status && sz) memcpy(loc[h->outputs[j]], temps[j], sz);
     tj_free(al, temps[j], sz ? sz : 1);
   }
   tj_free(al, block, bytes);
