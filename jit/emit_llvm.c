@@ -411,8 +411,17 @@ LLVMValueRef tj_emit_narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
 typedef enum stride_kind_e {
   STRIDE_UNIT,
   STRIDE_ZERO,
+  STRIDE_SMALL,  // a constant 2 to kMaxSpanStride: loads read the span
   STRIDE_OTHER
 } stride_kind_t;
+
+// The largest constant lane stride a load reads as one contiguous span and
+// a shuffle (strided windows: pools, depthwise convs and im2col taps of
+// stride 2 to 4) rather than as a gather of every lane: a span of 16 f32
+// lanes at stride 4 is 4 vector loads and 3 two-source permutes, against
+// 16 element loads of a gather (and a scalarized gather where the target
+// has none: AVX2 without fast gathers, SSE2).
+enum { kMaxSpanStride = 4 };
 
 static stride_kind_t vector_stride_kind(tj_emit_t* em,
                                         const tj_emit_point_t* point,
@@ -420,7 +429,51 @@ static stride_kind_t vector_stride_kind(tj_emit_t* em,
   tj_kir_ival_t s = em->k->buffers[b].strides[point->vdim];
   if (tj_kir_ival_is_const(s, 1)) return STRIDE_UNIT;
   if (tj_kir_ival_is_const(s, 0)) return STRIDE_ZERO;
+  if (s.param < 0 && s.value >= 2 && s.value <= kMaxSpanStride &&
+      !em->target.strided_as_gather)
+    return STRIDE_SMALL;
   return STRIDE_OTHER;
+}
+
+// Buffer |b| at |point| whose lanes are |stride| (2 to kMaxSpanStride)
+// elements apart: one load of the (lanes - 1) * stride + 1 elements from
+// the first lane's to the last lane's, which lie inside the tensor (so the
+// span reads nothing the lanes' own addresses would not bound), then a
+// shuffle that picks every stride-th. Masked lanes (a tail) mask their
+// elements of the span; the elements between lanes are masked off too, so
+// a tail reads no element past its last active lane.
+static LLVMValueRef load_span(tj_emit_t* em, const tj_emit_point_t* point,
+                              uint32_t b, int64_t stride) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  const unsigned align = elem_bytes(buf->dtype);
+  const int32_t lanes = point->lanes;
+  const int32_t span = (int32_t)((lanes - 1) * stride + 1);
+  LLVMTypeRef st = tj_emit_vec(em, mt, span);
+  LLVMValueRef pick[64], v;
+  for (int32_t l = 0; l < lanes; ++l)
+    pick[l] = LLVMConstInt(em->t_i32, (unsigned long long)(l * stride), 0);
+  if (point->mask) {
+    // Span element j is lane j / stride's when j % stride == 0, else off:
+    // index |lanes| of the shuffle is the first element of a false vector.
+    LLVMValueRef spread[(64 - 1) * kMaxSpanStride + 1];
+    for (int32_t j = 0; j < span; ++j)
+      spread[j] = LLVMConstInt(
+          em->t_i32, (unsigned long long)(j % stride ? lanes : j / stride), 0);
+    LLVMValueRef mask = LLVMBuildShuffleVector(
+        em->b, point->mask, LLVMConstNull(LLVMTypeOf(point->mask)),
+        LLVMConstVector(spread, (unsigned)span), "");
+    LLVMTypeRef types[2] = {st, em->t_ptr};
+    LLVMValueRef args[4] = {point->ptr[b], LLVMConstInt(em->t_i32, align, 0),
+                            mask, LLVMConstNull(st)};
+    v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+  } else {
+    v = LLVMBuildLoad2(em->b, st, point->ptr[b], buf->name);
+    LLVMSetAlignment(v, align);
+  }
+  v = LLVMBuildShuffleVector(em->b, v, LLVMGetUndef(st),
+                             LLVMConstVector(pick, (unsigned)lanes), "");
+  return widen(em, buf->dtype, v);
 }
 
 // The addresses of the lanes of a strided access.
@@ -465,6 +518,9 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
     LLVMSetAlignment(v, align);
     return tj_emit_splat(em, widen(em, buf->dtype, v), lanes);
   }
+  if (kind == STRIDE_SMALL && lanes <= 64)
+    return load_span(em, point, b,
+                     em->k->buffers[b].strides[point->vdim].value);
   LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
   LLVMValueRef align_v = LLVMConstInt(em->t_i32, align, 0);
   if (kind == STRIDE_UNIT) {

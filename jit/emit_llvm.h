@@ -47,6 +47,11 @@ typedef struct tj_emit_target_t {
   // division (a divisor below 2^-126 in magnitude gives +-inf); NVPTX,
   // where a correctly rounded division is a dozen instructions.
   bool recip_invariant_div;
+  // Vector lanes a small constant stride apart load as a gather of each
+  // lane's element, not as one load of their span and a shuffle
+  // (emit_llvm.c's load_span): NVPTX, which splits a long vector load into
+  // scalar loads anyway and would read the elements between the lanes too.
+  bool strided_as_gather;
 } tj_emit_target_t;
 
 // Emits one function "tj_kernel_<name>" (a tj_kir_fn_t) per finalized

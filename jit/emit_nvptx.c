@@ -1406,6 +1406,7 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   nv.em.target.has_fma = true;
   nv.em.target.has_f16c = true;
   nv.em.target.recip_invariant_div = true;
+  nv.em.target.strided_as_gather = true;
   if (options && options->approx_math)
     nv.em.target.unary_f32 = tj_nvptx_approx_unary;
   nv.em.b = LLVMCreateBuilderInContext(nv.em.ctx);
