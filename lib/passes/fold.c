@@ -5,10 +5,11 @@
 // goes through the context's evaluator hook (tj_pass_eval_fn), which the
 // drivers set to the reference interpreter, so a folded value is bit for bit
 // what running the graph would have produced: folding can never disagree
-// with the oracle. Only small results are folded (ctx->fold_max_bytes), and
-// never a result larger than its operands (XLA's "broadcasts dramatically
-// increase the size of constants"): a broadcast of a constant stays a
-// cheap, fusible broadcast.
+// with the oracle. Only small results are folded (ctx->fold_max_bytes;
+// movement ops, which only rearrange constants, up to
+// ctx->fold_movement_max_bytes), and never a result larger than its operands
+// (XLA's "broadcasts dramatically increase the size of constants"): a broadcast
+// of a constant stays a cheap, fusible broadcast.
 //
 // Requires: an evaluator in the context (without one the pass changes
 // nothing).  Preserves: inputs, outputs, symbols, guards.  Invalidates:
@@ -89,7 +90,12 @@ tj_status_t tj_fold_node(tj_pass_ctx_t* ctx, tj_graph_t* dst,
     return NULL;
   }
   int64_t bytes;
-  if (!static_bytes(mini, node, &bytes) || bytes > ctx->fold_max_bytes ||
+  const int64_t limit =
+      tj_op_info(desc->op)->kind == TJ_OP_KIND_MOVEMENT &&
+              ctx->fold_movement_max_bytes > ctx->fold_max_bytes
+          ? ctx->fold_movement_max_bytes
+          : ctx->fold_max_bytes;
+  if (!static_bytes(mini, node, &bytes) || bytes > limit ||
       (bytes > operand_bytes && bytes > 64)) {
     tj_graph_destroy(mini);
     return NULL;

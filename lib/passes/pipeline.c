@@ -63,6 +63,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   memset(ctx, 0, sizeof(*ctx));
   ctx->context = context;
   ctx->fold_max_bytes = 64 * 1024;
+  ctx->fold_movement_max_bytes = 64 << 20;
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
   ctx->match_attention = true;
