@@ -453,6 +453,9 @@ static int64_t chunk_taps(const tj_window_t* w, const int64_t* in_dims,
   return tc;
 }
 
+static tj_status_t materialize(dec_t* d, uint32_t a, tj_op_t combine,
+                               uint32_t* out);
+
 // The channels-first conv of |x| ([N, C, S...], concrete C and S) and |wt|
 // ([O, C/G, K...]) with window |w| (pads applied by the caller when
 // |w|->low is NULL) and optional |bias|; the result in |*out|.
@@ -484,6 +487,22 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
   }
   uint32_t xp;
   TJ_RETURN_IF_ERROR(win_pad(d, x, low, high, 0, &xp));
+  // A padded GEMM conv reads its taps from the padded x made once (a
+  // kernel of x's size): the taps are then plain strided views, so the
+  // im2col concat needs no pad boxes (8 taps a chunk) and the GEMM's M is
+  // every output position, not only the last axis's (M = 7 at ResNet's
+  // 7x7 layers, each GEMM row block a call of its own).
+  tj_window_t wm = *w;
+  if (xp != x && !(cg == 1 && og == 1)) {
+    uint32_t made;
+    TJ_RETURN_IF_ERROR(materialize(d, xp, TJ_OP_ADD, &made));
+    if (made != xp) {
+      x = xp = made;
+      wm.low = wm.high = NULL;
+      for (int32_t i = 0; i < n; ++i) in_dims[i] += low[2 + i] + high[2 + i];
+      w = &wm;
+    }
+  }
   uint32_t tap_nodes[kMaxTaps];
   for (int64_t t = 0; t < taps; ++t) {
     int64_t k[3], start[3];
@@ -541,6 +560,58 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
     shape[2] = cg;
     TJ_RETURN_IF_ERROR(reshape(d, wt, 3, shape, &wr));
     TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, wr, col, &y));
+    if (bias != TJ_NODE_NONE) {
+      shape[0] = groups;
+      shape[1] = og;
+      shape[2] = 1;
+      TJ_RETURN_IF_ERROR(reshape(d, bias, 3, shape, &bias));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
+    }
+  } else if (!padded) {
+    // im2col, channels first (the taps read x's rows as they lie: unit
+    // stride, or a span load at stride 2 to 4): tap t as [N, G, Cg, L],
+    // joined along Cg: col [N, G, T*Cg, L] (K tap-major); y [N, G, Og, L]
+    // = w as [G, Og, T*Cg] @ col, as the 1x1 kernel's, whose result is
+    // channels first already. More than a concat's taps are cut into
+    // chunks, one GEMM each, summed (each sum the next GEMM's epilogue).
+    for (int64_t t = 0; t < taps; ++t) {
+      shape[0] = TJ_DIM_INFER;
+      shape[1] = groups;
+      shape[2] = cg;
+      shape[3] = plane;
+      TJ_RETURN_IF_ERROR(reshape(d, tap_nodes[t], 4, shape, &tap_nodes[t]));
+    }
+    // w [O, Cg, K...] = [G, Og, Cg, T] -> [G, Og, T, Cg].
+    uint32_t wt4;
+    shape[0] = groups;
+    shape[1] = og;
+    shape[2] = cg;
+    shape[3] = taps;
+    TJ_RETURN_IF_ERROR(reshape(d, wt, 4, shape, &wt4));
+    {
+      int64_t perm[4] = {0, 1, 3, 2};
+      TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, wt4, perm, 4, &wt4));
+    }
+    for (int64_t t0 = 0, tc; t0 < taps; t0 += tc) {
+      tc = chunk_taps(w, in_dims, out_dims, t0, taps);
+      uint32_t col, wr = wt4, part;
+      TJ_RETURN_IF_ERROR(concat_n(d, (uint32_t)tc, tap_nodes + t0, 2, &col));
+      if (tc != taps) {
+        int64_t ints[12] = {0,       0,         t0, 0, INT64_MAX, INT64_MAX,
+                            t0 + tc, INT64_MAX, 1,  1, 1,         1};
+        TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_SLICE, wr, ints, 12, &wr));
+      }
+      shape[0] = groups;
+      shape[1] = og;
+      shape[2] = tc * cg;
+      TJ_RETURN_IF_ERROR(reshape(d, wr, 3, shape, &wr));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, wr, col, &part));
+      if (t0 == 0) {
+        y = part;
+      } else {
+        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, part, y, &y));
+      }
+    }
     if (bias != TJ_NODE_NONE) {
       shape[0] = groups;
       shape[1] = og;
