@@ -2,8 +2,8 @@
 // through the public API, beside the memory-bandwidth yardsticks measured
 // in the same run:
 //   - conv2d on ResNet-50 v1.5's layer shapes (the distinct 1x1 and 3x3
-//     layers and the 7x7/2 stem), f32 NCHW, bias, batch 1 and 32: ms and
-//     GFLOP/s (2 N O C/G K^2 P Q);
+//     layers and the 7x7/2 stem), f32 NCHW, constant weights and bias,
+//     batch 1 and 32: ms and GFLOP/s (2 N O C/G K^2 P Q);
 //   - depthwise 3x3 conv (MobileNet shapes) and max/avg/global pools:
 //     GB/s of input + output bytes;
 //   - gather of 8192 rows of a [50000, 768] f32 table: GB/s of the rows
@@ -23,7 +23,7 @@
 // prints the ratios.
 //
 //   build/bench/conv_bench [--reps N] [--batch 1|32|0] [--only SUBSTR]
-//                          [--threads T] [--csv] [--list]
+//                          [--threads T] [--csv] [--list] [--profile]
 
 #include <pthread.h>
 #include <stdio.h>
@@ -37,6 +37,7 @@
 
 static int g_reps = 5;
 static bool g_csv = false;
+static bool g_profile = false;  // --profile: each case's kernels after it
 
 typedef enum kind_e {
   kConv,
@@ -195,16 +196,18 @@ static void build(tj_context_t* ctx, const case_t* c, int64_t n, int threads,
       wd[1] = c->c / c->groups;
       wd[2] = wd[3] = c->k;
       bd[0] = c->o;
-      tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 4, wd, "w");
-      tj_value_t bias = tj_graph_input(g, TJ_DTYPE_F32, 1, bd, "b");
-      y = tj_graph_conv(g, x, w, bias, &a);
+      // Weights and bias are constants, as a model's (an ONNX file's
+      // initializers): what the compiler does to them once is not timed.
       float* wb = make_data(wd[0] * wd[1] * wd[2] * wd[3], 2);
       float* bb = make_data(c->o, 3);
-      b->in[1] = tj_tensor_make(wb, TJ_DTYPE_F32, 4, wd);
-      b->in[2] = tj_tensor_make(bb, TJ_DTYPE_F32, 1, bd);
-      b->buffers[1] = wb;
-      b->buffers[2] = bb;
-      b->num_in = 3;
+      tj_value_t w = tj_graph_constant(
+          g, TJ_DTYPE_F32, 4, wd, wb,
+          (size_t)(wd[0] * wd[1] * wd[2] * wd[3]) * sizeof(float));
+      tj_value_t bias = tj_graph_constant(g, TJ_DTYPE_F32, 1, bd, bb,
+                                          (size_t)c->o * sizeof(float));
+      y = tj_graph_conv(g, x, w, bias, &a);
+      free(wb);
+      free(bb);
     } else if (c->kind == kMaxPool) {
       y = tj_graph_max_pool(g, x, &a);
     } else if (c->kind == kAvgPool) {
@@ -360,6 +363,8 @@ int main(int argc, char** argv) {
       only_threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--profile") == 0)
+      g_profile = true;
     else if (strcmp(argv[i], "--csv") == 0)
       g_csv = true;
     else if (strcmp(argv[i], "--list") == 0)
@@ -367,7 +372,7 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: conv_bench [--reps N] [--batch 1|32|0] [--only S] "
-              "[--threads T] [--csv] [--list]\n");
+              "[--threads T] [--csv] [--list] [--profile]\n");
       return 2;
     }
   }
@@ -418,6 +423,16 @@ int main(int argc, char** argv) {
         built_t b;
         build(ctx, c, n, threads, &b);
         timing_t s = time_exe(&b);
+        if (g_profile) {
+          tj_profile_report_t* report = NULL;
+          check(tj_executable_profile(b.exe, b.in, b.num_in, &b.out, 1, g_reps,
+                                      &report),
+                "profile");
+          char text[4096];
+          tj_profile_report_format(report, 8, text, sizeof(text));
+          printf("%s", text);
+          tj_profile_report_destroy(report);
+        }
         print_row(c->name, n, threads, work_of(c, n), is_bandwidth(c), &s,
                   copy_gbs);
         destroy(&b);
