@@ -277,13 +277,15 @@ static tj_status_t one_hot(dec_t* d, const tj_node_t* node, uint32_t ix,
 //===--- convolution and pooling (lib/window.h) ---===//
 //
 // conv (x [N, C, S...], w [O, C/G, K...]):
-//   xp = pad(x, low, high, 0); for each of the T = prod K kernel taps a
-//   strided slice of xp (start k*d, step s): the taps' [N, C, out...];
-//   im2col = concat of the taps along a new axis after C -> [N, G, Cg*T, L]
-//   (L = prod out); y = matmul(reshape(w, [G, Og, Cg*T]), im2col)
-//   [N, G, Og, L], + bias as [G, Og, 1] (the GEMM's epilogue), reshaped to
-//   [N, O, out...]. A 1x1 kernel needs no pad nor concat: with stride 1 it
-//   is reshape + matmul. Depthwise with one output per channel (Cg = Og = 1)
+//   xp = pad(x, low, high, 0), materialized once; for each of the T =
+//   prod K kernel taps a strided slice of xp (start k*d, step s): the
+//   taps' [N, G, Cg, L] (L = prod out); im2col = concat of the taps along
+//   Cg (8 taps a chunk, one GEMM each, summed) -> [N, G, T*Cg, L]; y =
+//   matmul(w regrouped [G, Og, T*Cg] (folded: w is constant in a model),
+//   im2col) [N, G, Og, L], + bias as [G, Og, 1] (the GEMM's epilogue),
+//   reshaped to [N, O, out...]: channels first throughout, no transpose.
+//   A 1x1 kernel needs no pad nor concat: with stride 1 it is reshape +
+//   matmul. Depthwise with one output per channel (Cg = Og = 1)
 //   is sum over taps of tap * w[:, tap] instead: one pointwise kernel, no
 //   GEMM of M = 1.
 // pools: the taps of x padded with -inf (max) or 0 (avg, lp; |x|^p taken
@@ -496,12 +498,15 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
   if (xp != x && !(cg == 1 && og == 1)) {
     uint32_t made;
     TJ_RETURN_IF_ERROR(materialize(d, xp, TJ_OP_ADD, &made));
-    if (made != xp) {
-      x = xp = made;
-      wm.low = wm.high = NULL;
-      for (int32_t i = 0; i < n; ++i) in_dims[i] += low[2 + i] + high[2 + i];
-      w = &wm;
-    }
+    if (made == xp)  // only past TJ_MAX_RANK - 1 dims, and conv has <= 5
+      return tj_internal(
+          "conv (node %%%u): the padded x of rank %d is not "
+          "materialized",
+          index, (int)rank);
+    x = xp = made;
+    wm.low = wm.high = NULL;
+    for (int32_t i = 0; i < n; ++i) in_dims[i] += low[2 + i] + high[2 + i];
+    w = &wm;
   }
   uint32_t tap_nodes[kMaxTaps];
   for (int64_t t = 0; t < taps; ++t) {
@@ -545,8 +550,7 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
     *out = y;
     return NULL;
   }
-  const bool padded = xp != x;
-  if (taps == 1 && !padded) {
+  if (taps == 1) {
     // A 1x1 kernel (strided: a slice first): y [N, G, Og, L] =
     // w [G, Og, Cg] @ x [N, G, Cg, L]; no im2col, no transpose.
     shape[0] = TJ_DIM_INFER;
@@ -567,7 +571,7 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       TJ_RETURN_IF_ERROR(reshape(d, bias, 3, shape, &bias));
       TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
     }
-  } else if (!padded) {
+  } else {
     // im2col, channels first (the taps read x's rows as they lie: unit
     // stride, or a span load at stride 2 to 4): tap t as [N, G, Cg, L],
     // joined along Cg: col [N, G, T*Cg, L] (K tap-major); y [N, G, Og, L]
@@ -619,95 +623,6 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       TJ_RETURN_IF_ERROR(reshape(d, bias, 3, shape, &bias));
       TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
     }
-  } else {
-    // im2col, channels last: tap t as [N, (G,) O..., Cg], joined along the
-    // last axis: col [N, (G,) O..., T*Cg] (K tap-major); y = col @ w as
-    // [(G,) T*Cg, Og]: [N, (G,) O..., Og], then transposed to channels
-    // first (where a channels-last caller's transpose cancels it). The
-    // lowering cannot walk a pad's axis merged with another, so with
-    // padding the GEMM's M is the last spatial axis and the others are
-    // batch; without, M is all of them.
-    const bool has_g = groups > 1;
-    const int32_t lead = has_g ? 2 : 1;  // [N, G] or [N]
-    const int32_t prank = lead + n + 1;  // a piece's rank
-    for (int64_t t = 0; t < taps; ++t) {
-      uint32_t v = tap_nodes[t];
-      int64_t perm[TJ_MAX_RANK];
-      if (has_g) {
-        shape[0] = TJ_DIM_INFER;
-        shape[1] = groups;
-        shape[2] = cg;
-        for (int32_t i = 0; i < n; ++i) shape[3 + i] = out_dims[i];
-        TJ_RETURN_IF_ERROR(reshape(d, v, n + 3, shape, &v));
-      }
-      for (int32_t i = 0; i < lead; ++i) perm[i] = i;
-      for (int32_t i = 0; i < n; ++i) perm[lead + i] = lead + 1 + i;
-      perm[lead + n] = lead;
-      TJ_RETURN_IF_ERROR(
-          op_ints(d, TJ_OP_TRANSPOSE, v, perm, prank, &tap_nodes[t]));
-    }
-    // w [O, Cg, K...] = [G, Og, Cg, T] -> [G, T, Cg, Og].
-    uint32_t wt4;
-    shape[0] = groups;
-    shape[1] = og;
-    shape[2] = cg;
-    shape[3] = taps;
-    TJ_RETURN_IF_ERROR(reshape(d, wt, 4, shape, &wt4));
-    {
-      int64_t perm[4] = {0, 3, 2, 1};
-      TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, wt4, perm, 4, &wt4));
-    }
-    // One kernel's concat takes at most kConcatArity pieces along an axis:
-    // more taps are cut into chunks, one GEMM each, summed (each sum is the
-    // next GEMM's epilogue).
-    const bool merge = !padded && n > 1;
-    const int32_t crank = merge ? lead + 2 : prank;
-    for (int64_t t0 = 0, tc; t0 < taps; t0 += tc) {
-      tc = chunk_taps(w, in_dims, out_dims, t0, taps);
-      uint32_t col, wr, part;
-      TJ_RETURN_IF_ERROR(
-          concat_n(d, (uint32_t)tc, tap_nodes + t0, prank - 1, &col));
-      if (merge) {
-        shape[0] = TJ_DIM_INFER;
-        if (has_g) shape[1] = groups;
-        shape[lead] = plane;
-        shape[lead + 1] = cg * tc;
-        TJ_RETURN_IF_ERROR(reshape(d, col, crank, shape, &col));
-      }
-      wr = wt4;
-      if (tc != taps) {
-        int64_t ints[12] = {0,         t0,        0, 0, INT64_MAX, t0 + tc,
-                            INT64_MAX, INT64_MAX, 1, 1, 1,         1};
-        TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_SLICE, wr, ints, 12, &wr));
-      }
-      // [(G,) 1.., tc*Cg, Og]: ones for col's spatial batch axes.
-      int32_t wrank = 0;
-      if (has_g) shape[wrank++] = groups;
-      for (int32_t i = 0; i < crank - lead - 2; ++i) shape[wrank++] = 1;
-      shape[wrank++] = cg * tc;
-      shape[wrank++] = og;
-      TJ_RETURN_IF_ERROR(reshape(d, wr, wrank, shape, &wr));
-      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, col, wr, &part));
-      if (t0 == 0) {
-        y = part;
-      } else {
-        TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, part, y, &y));
-      }
-    }
-    if (bias != TJ_NODE_NONE) {
-      int32_t brank = 0;
-      if (has_g) shape[brank++] = groups;
-      for (int32_t i = 0; i < crank - lead - 1; ++i) shape[brank++] = 1;
-      shape[brank++] = og;
-      TJ_RETURN_IF_ERROR(reshape(d, bias, brank, shape, &bias));
-      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, bias, &y));
-    }
-    // [N, (G,) S..., Og] -> [N, (G,) Og, S...].
-    int64_t perm[TJ_MAX_RANK];
-    for (int32_t i = 0; i < lead; ++i) perm[i] = i;
-    perm[lead] = crank - 1;
-    for (int32_t i = lead + 1; i < crank; ++i) perm[i] = i - 1;
-    TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, y, perm, crank, &y));
   }
   shape[0] = TJ_DIM_INFER;
   shape[1] = out_c;
