@@ -359,6 +359,10 @@ static tj_status_t win_slice(dec_t* d, uint32_t x, const int64_t* start,
 // more become a tree of concats (|values| is overwritten).
 enum { kConcatArity = 8 };
 
+// A conv's GEMM of a shorter K than this (a chunk of kConcatArity taps of
+// few channels) costs more in its pass over y than in its products.
+enum { kNarrowK = 256 };
+
 static tj_status_t concat_n(dec_t* d, uint32_t count, uint32_t* values,
                             int64_t axis, uint32_t* out) {
   while (count > 1) {
@@ -596,7 +600,30 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       int64_t perm[4] = {0, 1, 3, 2};
       TJ_RETURN_IF_ERROR(op_ints(d, TJ_OP_TRANSPOSE, wt4, perm, 4, &wt4));
     }
-    for (int64_t t0 = 0, tc; t0 < taps; t0 += tc) {
+    // Few channels (the RGB stem: 7x7 taps of 3): a GEMM a chunk would have
+    // K = 8 Cg, too short to pay for its pass over y; the chunks' im2col
+    // are made (materialized) and joined, so that one GEMM of K = T Cg
+    // runs.
+    const bool joined = taps > kConcatArity &&
+                        taps <= kConcatArity * kConcatArity &&
+                        cg * kConcatArity < kNarrowK;
+    if (joined) {
+      uint32_t chunks[kConcatArity], num_chunks = 0, col, wr;
+      for (int64_t t0 = 0; t0 < taps; t0 += kConcatArity) {
+        int64_t tc = taps - t0 < kConcatArity ? taps - t0 : kConcatArity;
+        uint32_t part;
+        TJ_RETURN_IF_ERROR(concat_n(d, (uint32_t)tc, tap_nodes + t0, 2, &part));
+        TJ_RETURN_IF_ERROR(materialize(d, part, TJ_OP_ADD, &part));
+        chunks[num_chunks++] = part;
+      }
+      TJ_RETURN_IF_ERROR(concat_n(d, num_chunks, chunks, 2, &col));
+      shape[0] = groups;
+      shape[1] = og;
+      shape[2] = taps * cg;
+      TJ_RETURN_IF_ERROR(reshape(d, wt4, 3, shape, &wr));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, wr, col, &y));
+    }
+    for (int64_t t0 = 0, tc; !joined && t0 < taps; t0 += tc) {
       tc = chunk_taps(w, in_dims, out_dims, t0, taps);
       uint32_t col, wr = wt4, part;
       TJ_RETURN_IF_ERROR(concat_n(d, (uint32_t)tc, tap_nodes + t0, 2, &col));
