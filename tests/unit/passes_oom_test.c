@@ -146,6 +146,55 @@ TEST(conv_pipeline_reports_every_allocation_failure) {
   g_text = kText;
 }
 
+// convx86 (issue 15): a conv whose constant weight (66.8 KB, past
+// fold_max_bytes) is regrouped for its GEMM by a transpose that fold takes
+// (fold_movement_max_bytes): no transpose is left in the plan, and every
+// allocation failure of decompose's materialized pad, the chunks and the
+// large fold is reported.
+static char* conv_constant_text(void) {
+  enum { kCount = 64 * 29 * 3 * 3 };
+  const char head[] = "func @cw[B](%x: f32[B,29,4,4]) {\n  %w = constant [";
+  const char tail[] =
+      "] : f32[64,29,3,3]\n"
+      "  %c = conv %x, %w, none {low=[1,1] high=[1,1]} : f32[B,64,4,4]\n"
+      "  return %c as \"c\"\n}\n";
+  char* text = malloc(sizeof(head) + sizeof(tail) + (size_t)kCount * 8);
+  if (!text) return NULL;
+  size_t n = (size_t)sprintf(text, "%s", head);
+  for (int i = 0; i < kCount; ++i)
+    n += (size_t)sprintf(text + n, i ? ", %d" : "%d", i % 7 - 3);
+  sprintf(text + n, "%s", tail);
+  return text;
+}
+
+static tj_status_t run_pipeline_no_transpose(tj_graph_t* g) {
+  tj_graph_t* copy = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_clone(g, &copy));
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, copy);
+  tj_pass_ctx_t ctx;
+  tj_pass_ctx_initialize(&ctx, tj_graph_context(g));
+  ctx.verify_each = true;
+  ctx.evaluate = tj_pass_reference_evaluator;
+  tj_status_t status = tj_pipeline_default(&ctx, &plan);
+  char* text = NULL;
+  if (!status) status = tj_plan_print(&plan, &text);
+  if (!status) CHECK(text && !strstr(text, "transpose"));
+  tj_context_free_string(tj_graph_context(g), text);
+  tj_plan_deinitialize(&plan);
+  return status;
+}
+
+TEST(conv_constant_weight_folds_and_reports_every_allocation_failure) {
+  char* text = conv_constant_text();
+  CHECK(text != NULL);
+  if (!text) return;
+  g_text = text;
+  sweep(run_pipeline_no_transpose, "conv constant weight pipeline");
+  g_text = kText;
+  free(text);
+}
+
 TEST(attention_pipeline_reports_every_allocation_failure) {
   g_text = kAttentionText;
   sweep(run_pipeline, "attention pipeline");
@@ -155,6 +204,7 @@ TEST(attention_pipeline_reports_every_allocation_failure) {
 int main(void) {
   RUN_TEST(attention_pipeline_reports_every_allocation_failure);
   RUN_TEST(conv_pipeline_reports_every_allocation_failure);
+  RUN_TEST(conv_constant_weight_folds_and_reports_every_allocation_failure);
   RUN_TEST(pipeline_reports_every_allocation_failure);
   RUN_TEST(scoreboard_reports_every_allocation_failure);
   TEST_MAIN_END();
