@@ -11,6 +11,10 @@
 
 #include "jit/emit_llvm.h"
 
+static tj_status_t line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
+                            const tj_emit_point_t* line, LLVMValueRef index0,
+                            LLVMValueRef len);
+
 static LLVMValueRef i64c(tj_emit_t* em, int64_t v) {
   return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
 }
@@ -29,9 +33,56 @@ void tj_emit_line_point(tj_emit_t* em, const tj_emit_point_t* line,
   out->index[vd] = LLVMBuildAdd(em->b, index0, offset, "");
 }
 
+// The inputs |phase| loads that stay put along the line (stride 0 along
+// its vector dim: an embedding lookup's index, a broadcast bias) are
+// loaded once, before the line's loop, and the bodies reuse them through
+// the load cache: left in the loop, LLVM reloads them (and recomputes all
+// that depends on them: the index's wrap, clamp and row offset) for every
+// vector, since it cannot tell that the loop's stores miss them. They do:
+// an output never overlaps an input (tj_executable_run), and the memory
+// plan writes a value in place of an input only when that input is read
+// elementwise at the output's own points (memplan.c's reads_in_place),
+// never with stride 0 along a dim the output walks. Returns the cache to
+// install, or NULL when there is nothing to hoist or a caller's cache is
+// in use.
+static tj_emit_load_cache_t* hoist_line_invariant_loads(
+    tj_emit_t* em, const tj_kir_phase_t* phase, const tj_emit_point_t* line,
+    tj_emit_load_cache_t* cache) {
+  if (em->load_cache || line->lanes <= 1) return NULL;
+  const tj_kir_t* k = em->k;
+  bool any = false;
+  memset(cache->values, 0, sizeof(cache->values));
+  for (uint32_t i = 0; i < phase->num_insts; ++i) {
+    const tj_kir_inst_t* in = &phase->insts[i];
+    if (in->kind != TJ_KIR_LOAD || cache->values[0][in->ref]) continue;
+    const tj_kir_buffer_t* buf = &k->buffers[in->ref];
+    if (buf->role != TJ_KIR_INPUT ||
+        !tj_kir_ival_is_const(buf->strides[line->vdim], 0))
+      continue;
+    cache->values[0][in->ref] = tj_emit_load(em, line, in->ref);
+    any = true;
+  }
+  if (!any) return NULL;
+  cache->slot = 0;
+  cache->insert = false;  // the bodies' own loads are per vector
+  return cache;
+}
+
 tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
                              const tj_emit_point_t* line, LLVMValueRef index0,
                              LLVMValueRef len) {
+  tj_emit_load_cache_t hoisted;
+  tj_emit_load_cache_t* cache =
+      hoist_line_invariant_loads(em, phase, line, &hoisted);
+  if (cache) em->load_cache = cache;
+  tj_status_t status = line_map(em, phase, line, index0, len);
+  if (cache) em->load_cache = NULL;
+  return status;
+}
+
+static tj_status_t line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
+                            const tj_emit_point_t* line, LLVMValueRef index0,
+                            LLVMValueRef len) {
   int32_t w = em->target.lanes;
   LLVMValueRef full =
       LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "full");

@@ -8,7 +8,9 @@
 //   - max, avg pools and depthwise convs of stride 3 and 4, odd sizes,
 //     padding, dilation 2 on the other axis, a symbolic batch;
 //   - no read past the last lane's element: the input ends at a page
-//     followed by an inaccessible one, for a full vector and for a tail.
+//     followed by an inaccessible one, for a full vector and for a tail;
+//   - loads that stay put along a line (an embedding lookup's index, a
+//     broadcast column), hoisted out of the line's vector loop.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -185,6 +187,39 @@ TEST(span_loads_stay_inside_the_tensor) {
   munmap(map, 2 * page);
 }
 
+// Loads that stay put along a line (stride 0 along the vector dim) are
+// hoisted out of the line's vector loop (jit/emit_pointwise.c): an
+// embedding lookup's index (wrapped and clamped: negative and out-of-range
+// ids), a broadcast column, rows of widths below, at and past a vector
+// with tails, every tier, against the reference.
+static int64_t g_width;
+
+static tj_graph_t* build_lookup(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "lookup");
+  tj_value_t t =
+      tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){37, g_width}, "table");
+  tj_value_t ids = tj_graph_input(g, TJ_DTYPE_I64, 1, (int64_t[]){11}, "ids");
+  tj_value_t col =
+      tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){11, 1}, "col");
+  tj_value_t rows = tj_graph_gather(g, t, ids, 0);
+  tj_graph_output(g, tj_graph_mul(g, tj_graph_add(g, rows, col), col), "y");
+  return g;
+}
+
+TEST(line_invariant_loads_hoisted) {
+  static const int64_t kWidths[] = {1, 7, 16, 33, 100};
+  for (size_t w = 0; w < sizeof(kWidths) / sizeof(kWidths[0]); ++w) {
+    g_width = kWidths[w];
+    spec_t in[3] = {{TJ_DTYPE_F32, 2, {37, g_width}, -3, 3},
+                    {TJ_DTYPE_I64, 1, {11}, -45, 45},
+                    {TJ_DTYPE_F32, 2, {11, 1}, -2, 2}};
+    spec_t out = {TJ_DTYPE_F32, 2, {11, g_width}, 0, 0};
+    char what[48];
+    snprintf(what, sizeof(what), "lookup width %lld", (long long)g_width);
+    check_ops(what, build_lookup, 3, in, 1, &out, 1e-6, NULL);
+  }
+}
+
 int main(void) {
   open_jits();
   for (int t = 0; t < kTiers; ++t) {
@@ -196,6 +231,7 @@ int main(void) {
   RUN_TEST(strided_slices_every_dtype_and_stride);
   RUN_TEST(strided_windows_against_the_reference);
   RUN_TEST(span_loads_stay_inside_the_tensor);
+  RUN_TEST(line_invariant_loads_hoisted);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   close_jits();
   TEST_MAIN_END();
