@@ -25,6 +25,8 @@
 //               with gemm_tma, a producer warpgroup fills the ring by TMA
 //               through two tensor-map parameters after the scalars.
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
+//               i8/u8 operands (matmul_i32, sm_90a): 8-bit wgmma into i32
+//               accumulators (emit_nvptx_qgemm.c), the same epilogue.
 //   ATTENTION   FlashAttention-2's forward (issue 14): f16/bf16, head dims
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
@@ -47,7 +49,7 @@
 // returns INVALID_ARGUMENT for what it cannot lower, and UNSUPPORTED for
 // valid kernels the GPU path does not do yet (f64 tanh, erf, sin, cos and
 // pow, which the x86 path takes from libm; a GEMM operand that is neither
-// f32, f16 nor bf16; mixed operand dtypes).
+// f32, f16 nor bf16, or i8/u8 off sm_90a; mixed operand dtypes).
 // |options| may be NULL (defaults); an out-of-range option is
 // INVALID_ARGUMENT.
 tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
