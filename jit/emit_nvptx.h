@@ -184,6 +184,9 @@ typedef struct tj_nvptx_qgemm_t {
   uint32_t a, b;                // the GEMM_A and GEMM_B buffers
   tj_dtype_t a_dtype, b_dtype;  // i8 or u8
   bool b_kmajor;
+  // Mixed signs: the u8 operand is flipped to s8 (x ^ 0x80 = x - 128) in
+  // shared memory and 128 times the other's sums along k are added back.
+  bool flip_a, flip_b;
   LLVMValueRef a_base, b_base;  // the batch entry's A[0, 0], B[0, 0]
   LLVMValueRef sa_m;            // i64 element stride of A rows
   LLVMValueRef sb;              // i64 stride of B along n (k-major) or k
@@ -194,7 +197,8 @@ typedef struct tj_nvptx_qgemm_t {
 } tj_nvptx_qgemm_t;
 
 // Dynamic shared memory of the 8-bit main loop: the ring or the staged C
-// tile of |c_bytes| (which reuses it), plus the 1024-byte alignment slack.
+// tile of |c_bytes| (which reuses it), the sums of a mixed-sign GEMM, and
+// the 1024-byte alignment slack.
 int32_t tj_nvptx_qgemm_shared_bytes(const tj_nvptx_qgemm_t* q, int32_t c_bytes);
 
 // Emits the 8-bit main loop of one block: on return the block's i32 tile

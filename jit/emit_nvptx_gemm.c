@@ -1016,13 +1016,6 @@ static tj_status_t emit_qgemm(gemm_t* g) {
         k->name, (int)o->gemm_tile_k);
   const tj_kir_buffer_t* A = &k->buffers[g->a];
   const tj_kir_buffer_t* B = &k->buffers[g->bb];
-  // wgmma with mixed integer types (s8 x u8) needs PTX ISA 8.4; the
-  // sm_90a modules are 8.0 (jit/nvptx.c), which every Hopper driver loads.
-  if (A->dtype != B->dtype)
-    return tj_unsupported(
-        "kernel @%s: an 8-bit gemm of %s x %s operands needs PTX ISA 8.4 "
-        "(mixed-type wgmma); the sm_90a modules are PTX 8.0",
-        k->name, tj_dtype_name(A->dtype), tj_dtype_name(B->dtype));
   tj_nvptx_qgemm_t q;
   memset(&q, 0, sizeof(q));
   q.tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
@@ -1040,6 +1033,9 @@ static tj_status_t emit_qgemm(gemm_t* g) {
   // 8-bit wgmma reads both operands K-major: A must be contiguous along
   // k; B along k (copied as is) or along n (transposed on the way).
   q.b_kmajor = tj_kir_ival_is_const(B->strides[r - 2], 1);
+  // Mixed signs: the u8 operand runs as s8 (emit_nvptx_qgemm.c).
+  q.flip_a = A->dtype == TJ_DTYPE_U8 && B->dtype == TJ_DTYPE_I8;
+  q.flip_b = A->dtype == TJ_DTYPE_I8 && B->dtype == TJ_DTYPE_U8;
   if (!tj_kir_ival_is_const(A->strides[r - 1], 1) ||
       (!q.b_kmajor && !tj_kir_ival_is_const(B->strides[r - 1], 1)))
     return tj_unsupported(

@@ -28,6 +28,18 @@
 // kt, the loads of kt + stages - 2, wgmma.wait_group 1. The accumulators
 // are tied in/out operands of every wgmma and wait asm (see
 // emit_nvptx_wgmma.c for why).
+// Mixed signs (u8 x s8, s8 x u8): wgmma with mixed integer types needs PTX
+// ISA 8.4 and our sm_90a modules are 8.0, so the u8 operand is flipped to
+// s8 (x ^ 0x80 = x - 128) in shared memory: after its cp.async lands each
+// thread flips the chunks it copied (before the fence.proxy.async; the
+// n-contiguous B flips its words in registers), and the s8 x s8 result
+// misses 128 times the other operand's sums along k, which the threads
+// accumulate from the stages (dp4a over 32-byte quarters of its rows, the
+// 4 quarters of a row in 4 adjacent lanes) and add back when C is staged:
+//   A u8: sum (a - 128) b = sum a b - 128 colsum_k(b);
+//   B u8: sum a (b - 128) = sum a b - 128 rowsum_k(a).
+// Zero fill past K flips to -128 but meets the other operand's zeros there;
+// past M or N it only reaches rows and columns of C that are not stored.
 // After the loop the accumulator fragment (the f32 m64nNk16 one, as s32)
 // is staged in shared memory as i32, where the GEMM template's epilogue
 // reads it as the kernel's i32 acc: the dequantization (a cast and the
@@ -73,6 +85,12 @@ typedef struct qg_t {
   LLVMTypeRef acc_struct;  // {i32 x num_acc}: the asm results
   LLVMValueRef wg;         // i32: this thread's warpgroup
   LLVMValueRef k_tiles;    // i64
+  // Mixed signs: the summed operand's rows (tile_n of B, tile_m of A),
+  // where they start in a stage, the 32-byte units a thread sums, its
+  // running sums (alloca [units x i32]) and the sums' shared region.
+  int32_t sum_rows, sum_base, sum_units;
+  LLVMValueRef sums;
+  int32_t sums_offset;  // bytes past the ring's start
   chunk_t a_copy[kMaxCopies], b_copy[kMaxCopies];
   block_t b_block[kMaxBlocks];
 } qg_t;
@@ -164,8 +182,9 @@ static void wgmma(qg_t* q, LLVMValueRef da, LLVMValueRef db,
       (size_t)snprintf(text, sizeof(text),
                        "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
                        "wgmma.mma_async.sync.aligned.m64n%dk32.s32.%s.%s {",
-                       (int)n + 2, (int)q->p->tile_n, int8_type(q->p->a_dtype),
-                       int8_type(q->p->b_dtype));
+                       (int)n + 2, (int)q->p->tile_n,
+                       q->p->flip_a ? "s8" : int8_type(q->p->a_dtype),
+                       q->p->flip_b ? "s8" : int8_type(q->p->b_dtype));
   for (int32_t i = 0; i < n; ++i)
     len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
                             i ? "," : "", (int)i);
@@ -328,6 +347,22 @@ static void load_chunks(qg_t* q, const chunk_t* c, int32_t n, uint32_t buf,
   }
 }
 
+// The thread's chunks |c| of the stage at |base|, xor 0x80 in every byte.
+static void flip_chunks(qg_t* q, const chunk_t* c, int32_t n,
+                        LLVMValueRef base) {
+  LLVMTypeRef v4 = LLVMVectorType(q->em->t_i32, 4);
+  LLVMValueRef bits[4];
+  for (int32_t j = 0; j < 4; ++j) bits[j] = c32(q, (int32_t)0x80808080);
+  LLVMValueRef mask = LLVMConstVector(bits, 4);
+  for (int32_t i = 0; i < n; ++i) {
+    LLVMValueRef ptr = at(q, base, c[i].dst);
+    LLVMValueRef v = LLVMBuildLoad2(q->b, v4, ptr, "");
+    LLVMSetAlignment(v, 16);
+    LLVMSetAlignment(LLVMBuildStore(q->b, LLVMBuildXor(q->b, v, mask, ""), ptr),
+                     16);
+  }
+}
+
 static LLVMValueRef global_load(qg_t* q, LLVMTypeRef ty, LLVMValueRef ptr,
                                 unsigned align) {
   LLVMValueRef v = LLVMBuildLoad2(
@@ -371,9 +406,12 @@ static void load_blocks(qg_t* q, LLVMValueRef base, LLVMValueRef kt,
       LLVMValueRef bytes = LLVMBuildBitCast(b, rows, v16, "");
       LLVMValueRef words = LLVMBuildBitCast(
           b, LLVMBuildShuffleVector(b, bytes, bytes, transpose, ""), v4, "");
-      for (int32_t j = 0; j < 4; ++j)
-        shared_store(q, base, k->dst[j],
-                     LLVMBuildExtractElement(b, words, c32(q, j), ""));
+      for (int32_t j = 0; j < 4; ++j) {
+        LLVMValueRef wj = LLVMBuildExtractElement(b, words, c32(q, j), "");
+        if (p->flip_b)
+          wj = LLVMBuildXor(b, wj, c32(q, (int32_t)0x80808080), "");
+        shared_store(q, base, k->dst[j], wj);
+      }
       continue;
     }
     LLVMValueRef word[4] = {c32(q, 0), c32(q, 0), c32(q, 0), c32(q, 0)};
@@ -400,7 +438,11 @@ static void load_blocks(qg_t* q, LLVMValueRef base, LLVMValueRef kt,
             LLVMBuildOr(b, word[j], LLVMBuildShl(b, v, c32(q, 8 * r), ""), "");
       }
     }
-    for (int32_t j = 0; j < 4; ++j) shared_store(q, base, k->dst[j], word[j]);
+    for (int32_t j = 0; j < 4; ++j) {
+      if (p->flip_b)
+        word[j] = LLVMBuildXor(b, word[j], c32(q, (int32_t)0x80808080), "");
+      shared_store(q, base, k->dst[j], word[j]);
+    }
   }
 }
 
@@ -438,6 +480,91 @@ static void cp_commit(qg_t* q) {
 static void cp_wait(qg_t* q, int32_t pending) {
   LLVMValueRef n = c32(q, pending);
   call(q, "llvm.nvvm.cp.async.wait.group", &n, 1);
+}
+
+//===--- mixed signs: the other operand's sums along k ---===//
+
+// Unit u = tid + threads j of the summed rows: row u / 4, physical chunks
+// 2 (u % 4) and 2 (u % 4) + 1 of it (a row's 8 chunks in some swizzled
+// order: the sum does not care which k is where).
+static LLVMValueRef unit_offset(qg_t* q, int32_t j) {
+  LLVMBuilderRef b = q->b;
+  LLVMValueRef u = LLVMBuildAdd(b, q->p->tid, c32(q, j * q->threads), "");
+  return LLVMBuildAdd(
+      b, c32(q, q->sum_base),
+      LLVMBuildAdd(
+          b,
+          LLVMBuildMul(b, LLVMBuildLShr(b, u, c32(q, 2), ""), c32(q, kRow), ""),
+          LLVMBuildMul(b, LLVMBuildAnd(b, u, c32(q, 3), ""), c32(q, 32), ""),
+          ""),
+      "");
+}
+
+static LLVMValueRef sum_slot(qg_t* q, int32_t j) {
+  LLVMValueRef idx[2] = {c32(q, 0), c32(q, j)};
+  return LLVMBuildGEP2(q->b,
+                       LLVMArrayType2(q->em->t_i32, (unsigned)q->sum_units),
+                       q->sums, idx, 2, "");
+}
+
+// Adds the signed bytes of the thread's units in stage |stage| (i64) to
+// its running sums.
+static void sum_stage(qg_t* q, LLVMValueRef stage) {
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  LLVMValueRef base = at(q, q->ring, stage_offset(q, stage));
+  LLVMTypeRef v4 = LLVMVectorType(em->t_i32, 4);
+  for (int32_t j = 0; j < q->sum_units; ++j) {
+    LLVMValueRef ptr = at(q, base, unit_offset(q, j));
+    LLVMValueRef s = LLVMBuildLoad2(b, em->t_i32, sum_slot(q, j), "");
+    for (int32_t h = 0; h < 2; ++h) {
+      LLVMValueRef v = LLVMBuildLoad2(b, v4, at(q, ptr, c32(q, 16 * h)), "");
+      LLVMSetAlignment(v, 16);
+      for (int32_t e = 0; e < 4; ++e) {
+        LLVMValueRef args[3] = {LLVMBuildExtractElement(b, v, c32(q, e), ""),
+                                c32(q, 0x01010101), s};
+        s = inline_asm(q, em->t_i32, "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r",
+                       args, 3);
+      }
+    }
+    LLVMBuildStore(b, s, sum_slot(q, j));
+  }
+}
+
+// Combines the 4 lanes of each row and stores the row sums (i32) at the
+// sums region, row r at 4 r.
+static void store_sums(qg_t* q) {
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  for (int32_t j = 0; j < q->sum_units; ++j) {
+    LLVMValueRef s = LLVMBuildLoad2(b, em->t_i32, sum_slot(q, j), "");
+    for (int32_t off = 1; off <= 2; off *= 2) {
+      LLVMValueRef args[4] = {c32(q, -1), s, c32(q, off), c32(q, 0x1f)};
+      s = LLVMBuildAdd(b, s, call(q, "llvm.nvvm.shfl.sync.bfly.i32", args, 4),
+                       "");
+    }
+    LLVMValueRef u = LLVMBuildAdd(b, q->p->tid, c32(q, j * q->threads), "");
+    tj_emit_if_t first;
+    tj_emit_if_begin(
+        em, &first,
+        LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, u, c32(q, 3), ""),
+                      c32(q, 0), ""),
+        "row_sum");
+    LLVMValueRef off = LLVMBuildAdd(
+        b, c32(q, q->sums_offset),
+        LLVMBuildShl(b, LLVMBuildLShr(b, u, c32(q, 2), ""), c32(q, 2), ""), "");
+    LLVMSetAlignment(LLVMBuildStore(b, s, at(q, q->ring, off)), 4);
+    tj_emit_if_end(em, &first);
+  }
+}
+
+// 128 times the sum of row |r| (i32, in the tile) of the summed operand.
+static LLVMValueRef correction(qg_t* q, LLVMValueRef r) {
+  LLVMValueRef off = LLVMBuildAdd(q->b, c32(q, q->sums_offset),
+                                  LLVMBuildShl(q->b, r, c32(q, 2), ""), "");
+  LLVMValueRef v = LLVMBuildLoad2(q->b, q->em->t_i32, at(q, q->ring, off), "");
+  LLVMSetAlignment(v, 4);
+  return LLVMBuildShl(q->b, v, c32(q, 7), "");
 }
 
 //===--- math ---===//
@@ -490,13 +617,23 @@ static void stage_c(qg_t* q, LLVMValueRef any) {
       LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(q, p->c_stride), ""), col0, ""),
       c32(q, 4), "");
   LLVMTypeRef v2 = LLVMVectorType(em->t_i32, 2);
+  // Mixed signs: the flipped operand's missing 128 * sums (by row of C
+  // for a flipped B, by column for a flipped A); zero when K is 0.
+  LLVMValueRef row_fix[2] = {NULL, NULL};
+  for (int32_t h = 0; h < 2 && p->flip_b; ++h)
+    row_fix[h] = correction(q, LLVMBuildAdd(b, row, c32(q, 8 * h), ""));
   for (int32_t i = 0; i < q->num_acc; i += 2) {
     int32_t off = ((8 * ((i / 2) % 2)) * p->c_stride + 8 * (i / 4)) * 4;
     LLVMValueRef v = LLVMGetUndef(v2);
     for (int32_t e = 0; e < 2; ++e) {
-      LLVMValueRef x = tj_emit_select(
-          em, any, LLVMBuildLoad2(b, em->t_i32, acc_slot(q, i + e), ""),
-          c32(q, 0));
+      LLVMValueRef x = LLVMBuildLoad2(b, em->t_i32, acc_slot(q, i + e), "");
+      if (p->flip_b) x = LLVMBuildAdd(b, x, row_fix[(i / 2) % 2], "");
+      if (p->flip_a)
+        x = LLVMBuildAdd(
+            b, x,
+            correction(q, LLVMBuildAdd(b, col0, c32(q, 8 * (i / 4) + e), "")),
+            "");
+      x = tj_emit_select(em, any, x, c32(q, 0));
       v = LLVMBuildInsertElement(b, v, x, c32(q, e), "");
     }
     LLVMValueRef st = LLVMBuildStore(
@@ -511,17 +648,23 @@ static int32_t ring_bytes(const tj_nvptx_qgemm_t* p) {
   return p->stages * (p->tile_m + p->tile_n) * kRow;
 }
 
+// The sums of a mixed-sign GEMM: one i32 a row of the summed operand.
+static int32_t sums_bytes(const tj_nvptx_qgemm_t* p) {
+  if (p->flip_a) return p->tile_n * 4;
+  return p->flip_b ? p->tile_m * 4 : 0;
+}
+
 int32_t tj_nvptx_qgemm_shared_bytes(const tj_nvptx_qgemm_t* p,
                                     int32_t c_bytes) {
   int32_t ring = ring_bytes(p);
-  return (ring > c_bytes ? ring : c_bytes) + kAtom;
+  return (ring > c_bytes ? ring : c_bytes) + sums_bytes(p) + kAtom;
 }
 
 tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv,
                                 const tj_nvptx_qgemm_t* p) {
   if ((p->tile_m != 64 && p->tile_m != 128) ||
       (p->tile_n != 64 && p->tile_n != 128 && p->tile_n != 256) ||
-      p->stages < 3 || p->stages > 8)
+      p->stages < 3 || p->stages > 8 || (p->flip_a && p->flip_b))
     return tj_internal("qgemm: a %dx%d tile with %d stages", (int)p->tile_m,
                        (int)p->tile_n, (int)p->stages);
   qg_t q;
@@ -559,6 +702,18 @@ tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv,
                             c64(&q, kBK), "k_tiles");
   LLVMValueRef any =
       LLVMBuildICmp(b, LLVMIntSGT, q.k_tiles, c64(&q, 0), "any_k");
+  if (p->flip_a || p->flip_b) {
+    // A flipped: B's rows (columns of C) are summed; B flipped: A's.
+    q.sum_rows = p->flip_a ? p->tile_n : p->tile_m;
+    q.sum_base = p->flip_a ? q.a_bytes : 0;
+    q.sum_units = q.sum_rows * 4 / q.threads;
+    int32_t ring = ring_bytes(p), c_bytes = p->tile_m * p->c_stride * 4;
+    q.sums_offset = ring > c_bytes ? ring : c_bytes;
+    q.sums = tj_emit_alloca(
+        em, LLVMArrayType2(em->t_i32, (unsigned)q.sum_units), "sums");
+    for (int32_t j = 0; j < q.sum_units; ++j)
+      LLVMBuildStore(b, c32(&q, 0), sum_slot(&q, j));
+  }
 
   kmajor_setup(&q, q.a_copy, q.a_copies, p->a, p->a_base, p->sa_m, p->m0, p->m,
                0);
@@ -589,9 +744,16 @@ tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv,
   LLVMValueRef kt =
       tj_emit_loop_begin(em, &loop, c64(&q, 0), q.k_tiles, c64(&q, 1), "kt");
   cp_wait(&q, q.ahead - 1);
+  LLVMValueRef stage = LLVMBuildSRem(b, kt, c64(&q, p->stages), "stage");
+  if (p->flip_a || (p->flip_b && p->b_kmajor)) {
+    LLVMValueRef base = at(&q, q.ring, stage_offset(&q, stage));
+    if (p->flip_a) flip_chunks(&q, q.a_copy, q.a_copies, base);
+    if (p->flip_b) flip_chunks(&q, q.b_copy, q.b_copies, base);
+  }
   plain_asm(&q, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(nv);
-  compute_tile(&q, kt, LLVMBuildSRem(b, kt, c64(&q, p->stages), ""));
+  compute_tile(&q, kt, stage);
+  if (p->flip_a || p->flip_b) sum_stage(&q, stage);
   LLVMValueRef next = LLVMBuildAdd(b, kt, c64(&q, q.ahead), "");
   tj_emit_if_t more;
   tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, q.k_tiles, ""),
@@ -603,7 +765,9 @@ tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv,
   tj_emit_loop_end(em, &loop);
   wgmma_wait(&q, 0);
   cp_wait(&q, 0);
-  // The C tile reuses the ring: every warpgroup's wgmmas must be done.
+  if (p->flip_a || p->flip_b) store_sums(&q);
+  // The C tile reuses the ring: every warpgroup's wgmmas must be done
+  // (and the sums are stored).
   tj_nvptx_barrier(nv);
   stage_c(&q, any);
   tj_nvptx_barrier(nv);

@@ -2,8 +2,8 @@
 // of tests/unit/qgemm_cuda_cases.h compiled for CUDA and run against
 // tj_reference_run: i32 results bit for bit, the dequantized f32 ones
 // (f32(acc) * scales: two roundings either side) within 1e-6 relative.
-// The cases the template takes run with no graph break; the others (K =
-// 100, mixed signs) run on the host with the same numbers. A symbolic M
+// The cases the template takes run with no graph break; the other (K =
+// 100) runs on the host with the same numbers. A symbolic M
 // runs at several sizes (1, 129, 513 and the case's) from one executable.
 // Skips (exit 77) without a driver or GPU.
 

@@ -56,9 +56,19 @@ static const qcuda_case_t kQcudaCases[] = {
     // K = 100: A's rows are not 16 bytes apart; the group runs on the host.
     {"s8s8_k100_host", TJ_DTYPE_I8, TJ_DTYPE_I8, 0, 33, 64, 100, true, EPI_NONE,
      false, false, false, true},
-    // Mixed signs need PTX ISA 8.4 (sm_90a's modules are 8.0): the host.
-    {"u8s8_mixed_host", TJ_DTYPE_U8, TJ_DTYPE_I8, 0, 48, 64, 128, false,
-     EPI_NONE, false, false, false, true},
+    // Mixed signs: the u8 operand flipped to s8, the other's sums added.
+    {"u8s8_nmajor_mixed", TJ_DTYPE_U8, TJ_DTYPE_I8, 0, 48, 64, 128, false,
+     EPI_NONE, false, false, false, false},
+    {"u8s8_kmajor_mixed_extreme", TJ_DTYPE_U8, TJ_DTYPE_I8, 0, 200, 136, 400,
+     true, EPI_NONE, false, true, false, false},
+    {"s8u8_kmajor_mixed_extreme", TJ_DTYPE_I8, TJ_DTYPE_U8, 0, 77, 300, 528,
+     true, EPI_NONE, false, true, false, false},
+    {"s8u8_nmajor_mixed_edges", TJ_DTYPE_I8, TJ_DTYPE_U8, 2, 130, 208, 272,
+     false, EPI_NONE, false, false, false, false},
+    // ONNX's DynamicQuantizeLinear -> MatMulInteger: u8 activations with a
+    // zero point, s8 weights.
+    {"u8s8_zero_points_dequant", TJ_DTYPE_U8, TJ_DTYPE_I8, 0, 96, 160, 192,
+     true, EPI_ROW_CHANNEL, true, false, false, false},
 };
 
 enum { kQcudaNumCases = sizeof(kQcudaCases) / sizeof(kQcudaCases[0]) };

@@ -1,9 +1,10 @@
 // The 8-bit GEMM's PTX (issue 17, jit/emit_nvptx_qgemm.c), no GPU needed:
 // each case of tests/unit/qgemm_cuda_cases.h compiled for sm_90a runs
 // on the GPU (no host step; one kernel: the dequant epilogue fused) with
-// the operands' wgmma .s32.{s8,u8}.{s8,u8} instruction, and its PTX is
-// assembled by ptxas -arch=sm_90a where it is installed; the cases the
-// template refuses (K = 100) run on the host instead, as do all of them on
+// the operands' wgmma .s32.{s8,u8}.{s8,u8} instruction (.s8.s8 and dp4a
+// sums for mixed signs), and its PTX is
+// assembled by ptxas -arch=sm_90a where it is installed; the case the
+// template refuses (K = 100) runs on the host instead, as do all of them on
 // sm_80 (no wgmma).
 
 #include <stdio.h>
@@ -54,12 +55,17 @@ static void check_case(const qcuda_case_t* c, tj_nvptx_arch_t arch,
     // matmul_integer's zero-point corrections are reductions of their
     // own; otherwise the dequantization is the GEMM's epilogue.
     if (!c->zero_points) CHECK_EQ_INT(1, ptx.num_kernels);
+    // Mixed signs run as s8 x s8 with the other operand's sums (dp4a).
+    bool mixed = c->adt != c->bdt;
     char inst[96];
-    snprintf(inst, sizeof(inst), "%s.s32.%s.%s", want, type_name(c->adt),
-             type_name(c->bdt));
+    snprintf(inst, sizeof(inst), "%s.s32.%s.%s", want,
+             mixed ? "s8" : type_name(c->adt),
+             mixed ? "s8" : type_name(c->bdt));
     bool found = ptx.ptx && strstr(ptx.ptx, inst) != NULL;
     if (!found) fprintf(stderr, "  %s: no %s in the PTX\n", c->name, inst);
     CHECK(found);
+    bool sums = ptx.ptx && strstr(ptx.ptx, "dp4a.s32.s32") != NULL;
+    CHECK_EQ_INT(mixed, sums);
     if (ptx.ptx) assemble(c->name, ptx.ptx);
   } else {
     CHECK(ptx.num_host_steps >= 1);
