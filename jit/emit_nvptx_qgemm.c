@@ -429,8 +429,10 @@ static void load_blocks(qg_t* q, LLVMValueRef base, LLVMValueRef kt,
         LLVMValueRef off = LLVMBuildAdd(
             b, LLVMBuildAdd(b, step, LLVMBuildMul(b, c64(q, r), p->sb, ""), ""),
             c64(q, j), "");
-        LLVMValueRef ptr = tj_emit_advance(
-            em, p->b, k->src, tj_emit_select(em, ok, off, c64(q, 0)));
+        // A byte past K or N reads B[0, 0] (the block's own rows may be
+        // past K: K < 128) and is dropped.
+        LLVMValueRef ptr = LLVMBuildSelect(
+            b, ok, tj_emit_advance(em, p->b, k->src, off), p->b_base, "");
         LLVMValueRef v =
             LLVMBuildZExt(b, global_load(q, em->t_i8, ptr, 1), em->t_i32, "");
         v = tj_emit_select(em, ok, v, c32(q, 0));
