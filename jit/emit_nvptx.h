@@ -25,6 +25,8 @@
 //               with gemm_tma, a producer warpgroup fills the ring by TMA
 //               through two tensor-map parameters after the scalars.
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
+//               i8/u8 operands (matmul_i32, sm_90a): 8-bit wgmma into i32
+//               accumulators (emit_nvptx_qgemm.c), the same epilogue.
 //   ATTENTION   FlashAttention-2's forward (issue 14): f16/bf16, head dims
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
@@ -47,7 +49,7 @@
 // returns INVALID_ARGUMENT for what it cannot lower, and UNSUPPORTED for
 // valid kernels the GPU path does not do yet (f64 tanh, erf, sin, cos and
 // pow, which the x86 path takes from libm; a GEMM operand that is neither
-// f32, f16 nor bf16; mixed operand dtypes).
+// f32, f16 nor bf16, or i8/u8 off sm_90a; mixed operand dtypes).
 // |options| may be NULL (defaults); an out-of-range option is
 // INVALID_ARGUMENT.
 tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
@@ -171,5 +173,37 @@ int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* w, int32_t c_bytes);
 // epilogue. Persistent: the whole tile loop, epilogues included (their
 // first error is returned).
 tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* w);
+
+// The 8-bit wgmma main loop (emit_nvptx_qgemm.c, issue 17), sm_90a: i8/u8
+// A and B (either, mixed) into i32, for matmul_i32's kernels. A is
+// contiguous along k; B along k (|b_kmajor|) or along n.
+typedef struct tj_nvptx_qgemm_t {
+  int32_t tile_m, tile_n;       // 64|128, 64|128|256
+  int32_t stages;               // 3..8
+  int32_t c_stride;             // i32 words per row of the staged C tile
+  uint32_t a, b;                // the GEMM_A and GEMM_B buffers
+  tj_dtype_t a_dtype, b_dtype;  // i8 or u8
+  bool b_kmajor;
+  // Mixed signs: the u8 operand is flipped to s8 (x ^ 0x80 = x - 128) in
+  // shared memory and 128 times the other's sums along k are added back.
+  bool flip_a, flip_b;
+  LLVMValueRef a_base, b_base;  // the batch entry's A[0, 0], B[0, 0]
+  LLVMValueRef sa_m;            // i64 element stride of A rows
+  LLVMValueRef sb;              // i64 stride of B along n (k-major) or k
+  LLVMValueRef m, n, kdim;      // i64 sizes
+  LLVMValueRef m0, n0;          // i64 origin of the block's tile
+  LLVMValueRef tid;             // i32 tid.x
+  LLVMValueRef smem;            // the dynamic shared memory
+} tj_nvptx_qgemm_t;
+
+// Dynamic shared memory of the 8-bit main loop: the ring or the staged C
+// tile of |c_bytes| (which reuses it), the sums of a mixed-sign GEMM, and
+// the 1024-byte alignment slack.
+int32_t tj_nvptx_qgemm_shared_bytes(const tj_nvptx_qgemm_t* q, int32_t c_bytes);
+
+// Emits the 8-bit main loop of one block: on return the block's i32 tile
+// of C (tile_m x tile_n, rows |c_stride| words apart) is in shared memory
+// at |smem| and every thread has passed a barrier.
+tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv, const tj_nvptx_qgemm_t* q);
 
 #endif  // TJ_JIT_EMIT_NVPTX_H_

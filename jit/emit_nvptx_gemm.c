@@ -83,6 +83,7 @@ typedef struct gemm_t {
   // The block's tile of C and its staging in shared memory (the wgmma
   // path varies them; the others use kBM x kBN, kThreads, kCStride).
   int32_t tile_m, tile_n, threads, c_stride;
+  LLVMTypeRef acc_type;  // of the staged C tile: i32 (8-bit), else f32
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -786,7 +787,7 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
     tj_emit_point_t p;
     epilogue_point(g, row, col, lanes, &p);
     LLVMValueRef acc =
-        LLVMBuildLoad2(b, LLVMVectorType(em->t_f32, (unsigned)lanes),
+        LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
                        smem_at(g, c, c_off), "acc");
     LLVMSetAlignment(acc, 16);
     p.acc = acc;
@@ -803,8 +804,8 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
     tj_emit_point_t p;
     epilogue_point(g, row, ce, 1, &p);
     p.acc = LLVMBuildLoad2(
-        b, em->t_f32, smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")),
-        "");
+        b, g->acc_type,
+        smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")), "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
@@ -839,6 +840,8 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
         "kernel @%s: a gemm needs rank >= 2, one A, one B and one epilogue",
         k->name);
   tj_dtype_t da = k->buffers[*out_a].dtype, db = k->buffers[*out_b].dtype;
+  // matmul_i32's i8/u8 operands may be mixed (emit_qgemm).
+  if (tj_kir_gemm_is_int8(k)) return NULL;
   if (da != db)
     return tj_unsupported("kernel @%s: gemm operands of two dtypes (%s, %s)",
                           k->name, tj_dtype_name(da), tj_dtype_name(db));
@@ -987,6 +990,110 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   return w.persistent || w.tma ? NULL : emit_epilogue(g);
 }
 
+// The 8-bit GEMM (matmul_i32, issue 17): the s8/u8 wgmma main loop of
+// emit_nvptx_qgemm.c (sm_90a), then the staged epilogue on its i32
+// accumulators, where the dequantization fuses. Defaults as the bf16
+// wgmma's: 128x128 tiles, three stages of 32 KiB, two blocks an SM.
+static tj_status_t emit_qgemm(gemm_t* g) {
+  tj_nvptx_emit_t* nv = g->nv;
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = g->k;
+  const tj_nvptx_options_t* o = &nv->options;
+  tj_nvptx_kernel_t* info = nv->info;
+  int32_t r = g->rank;
+  if (nv->arch != TJ_NVPTX_SM_90A)
+    return tj_unsupported(
+        "kernel @%s: the 8-bit gemm runs on wgmma, which needs sm_90a (here "
+        "%s)",
+        k->name, tj_nvptx_arch_name(nv->arch));
+  if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC || o->gemm_tma ||
+      o->gemm_persistent || o->gemm_wgmma_drain ||
+      (o->gemm_tile_k != 0 && o->gemm_tile_k != 128))
+    return tj_unsupported(
+        "kernel @%s: the 8-bit gemm has one schedule (cp.async wgmma, k-tiles "
+        "of 128): no gemm_kernel mma_sync, gemm_tma, gemm_persistent, "
+        "gemm_wgmma_drain or gemm_tile_k %d",
+        k->name, (int)o->gemm_tile_k);
+  const tj_kir_buffer_t* A = &k->buffers[g->a];
+  const tj_kir_buffer_t* B = &k->buffers[g->bb];
+  tj_nvptx_qgemm_t q;
+  memset(&q, 0, sizeof(q));
+  q.tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
+  q.tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
+  q.stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
+  if (q.tile_m != 64 && q.tile_m != 128)
+    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
+                      k->name, (int)q.tile_m);
+  if (q.tile_n != 64 && q.tile_n != 128 && q.tile_n != 256)
+    return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
+                      k->name, (int)q.tile_n);
+  if (q.stages < 3 || q.stages > 8)
+    return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
+                      (int)q.stages);
+  // 8-bit wgmma reads both operands K-major: A must be contiguous along
+  // k; B along k (copied as is) or along n (transposed on the way).
+  q.b_kmajor = tj_kir_ival_is_const(B->strides[r - 2], 1);
+  // Mixed signs: the u8 operand runs as s8 (emit_nvptx_qgemm.c).
+  q.flip_a = A->dtype == TJ_DTYPE_U8 && B->dtype == TJ_DTYPE_I8;
+  q.flip_b = A->dtype == TJ_DTYPE_I8 && B->dtype == TJ_DTYPE_U8;
+  if (!tj_kir_ival_is_const(A->strides[r - 1], 1) ||
+      (!q.b_kmajor && !tj_kir_ival_is_const(B->strides[r - 1], 1)))
+    return tj_unsupported(
+        "kernel @%s: the 8-bit gemm needs A contiguous along k and B along k "
+        "or n (stride 1)",
+        k->name);
+  g->tile_m = q.tile_m;
+  g->tile_n = q.tile_n;
+  g->threads = q.tile_m / 64 * 128;
+  g->c_stride = q.tile_n + 8;
+  q.c_stride = g->c_stride;
+  int32_t shared = tj_nvptx_qgemm_shared_bytes(&q, q.tile_m * q.c_stride * 4);
+  if (shared > 227 * 1024)
+    return tj_invalid(
+        "kernel @%s: a %dx%d 8-bit wgmma tile with %d stages needs %d bytes "
+        "of shared memory; the limit is 227 KiB",
+        k->name, (int)q.tile_m, (int)q.tile_n, (int)q.stages, (int)shared);
+  info->threads = g->threads;
+  info->tensor_cores = true;
+  info->wgmma = true;
+  info->tile_m = q.tile_m;
+  info->tile_n = q.tile_n;
+  info->tile_k = 128;
+  info->stages = q.stages;
+  info->group_m = kGroupM;
+  info->shared_bytes = shared;
+  info->vector_lanes = epilogue_lanes(k, r);
+  // Two blocks an SM as the bf16 kernel, except with the n-contiguous B,
+  // whose transposing loads hold 16 more registers a block: under two
+  // blocks' cap of 128 they spilled (ptxas -v, 328 bytes).
+  info->min_blocks_per_sm =
+      2 * (shared + 1024) <= 228 * 1024 && q.tile_n <= 128 && q.b_kmajor ? 2
+                                                                         : 0;
+  g->m = em->dim[r - 2];
+  g->n = em->dim[r - 1];
+  g->kdim = em->gemm_k;
+  g->tid = tj_nvptx_sreg(nv, "tid.x");
+  g->smem = tj_nvptx_dynamic_shared(nv);
+  tile_origin(g);
+  q.a = g->a;
+  q.b = g->bb;
+  q.a_dtype = A->dtype;
+  q.b_dtype = B->dtype;
+  q.a_base = g->batch.ptr[g->a];
+  q.b_base = g->batch.ptr[g->bb];
+  q.sa_m = tj_emit_stride(em, g->a, r - 2);
+  q.sb = tj_emit_stride(em, g->bb, q.b_kmajor ? r - 1 : r - 2);
+  q.m = g->m;
+  q.n = g->n;
+  q.kdim = g->kdim;
+  q.m0 = g->m0;
+  q.n0 = g->n0;
+  q.tid = g->tid;
+  q.smem = g->smem;
+  TJ_RETURN_IF_ERROR(tj_nvptx_emit_qgemm(nv, &q));
+  return emit_epilogue(g);
+}
+
 tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   tj_emit_t* em = &nv->em;
   const tj_kir_t* k = em->k;
@@ -999,6 +1106,11 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   g.rank = k->rank;
   TJ_RETURN_IF_ERROR(check_gemm(k, &g.a, &g.bb));
   g.in_dtype = k->buffers[g.a].dtype;
+  g.acc_type = em->t_f32;
+  if (tj_kir_gemm_is_int8(k)) {
+    g.acc_type = em->t_i32;
+    return emit_qgemm(&g);
+  }
   tj_nvptx_kernel_t* info = nv->info;
   const tj_nvptx_options_t* o = &nv->options;
   bool tc = g.in_dtype != TJ_DTYPE_F32;
@@ -1158,8 +1270,12 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       // 16-byte chunks: every row and batch entry starts 16 bytes aligned
       // (8 halves, or 4 f32 for TF32).
       int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
-      for (int32_t d = 0; d < r - 1; ++d) {
+      // 8-bit operands: contiguous along k or n, whichever is (the other
+      // dims are checked, a k-major B's n included).
+      bool int8 = tj_kir_gemm_is_int8(k);
+      for (int32_t d = 0; d < (int8 ? r : r - 1); ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
+        if (int8 && tj_kir_ival_is_const(buf->strides[d], 1)) continue;
         if (s % per != 0)
           return tj_unsupported(
               "kernel @%s: tensor-core gemm operand %%%s has stride %lld in "

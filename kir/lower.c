@@ -462,7 +462,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
   if (lw->kind == TJ_KIR_GEMM) {
     tj_kir_set_gemm(lw->k, kdim, NULL);
     lw->k->allow_half_gemm = true;  // every GEMM template takes them
-    lw->k->allow_int8_gemm = true;  // x86's; the CUDA backend refuses them
+    lw->k->allow_int8_gemm = true;  // x86 and CUDA (sm_90a) templates
     lw->k->bq = lw->bq;             // qfold: x86's quantized weights
   }
   if (lw->k->error) return tj_status_clone(lw->k->error);

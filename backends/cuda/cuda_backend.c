@@ -77,13 +77,11 @@ static void cuda_close(void* target) {
 static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
                                uint32_t count) {
   target_t* t = target;
-  // qgemm (issue 17): the integer GEMM template is x86's only; such a
-  // group runs on the reference semantics here.
+  // qgemm (issue 17): an i8/u8 gemm runs on 8-bit wgmma
+  // (jit/emit_nvptx_qgemm.c); where that cannot (not sm_90a, operands
+  // neither k- nor n-contiguous) the emitter's UNSUPPORTED sends the group
+  // to the host.
   for (uint32_t i = 0; i < count; ++i) {
-    if (tj_kir_gemm_is_int8(kernels[i].kernel)) {
-      return tj_unsupported("kernel @%s: no CUDA template for an i8/u8 gemm",
-                            kernels[i].kernel->name);
-    }
     // qfold: nor for a quantized B (a dequantize CUDA's native_op never
     // keeps whole reaches a GEMM only under a TJ_BISECT budget).
     if (kernels[i].kernel->bq.bits) {

@@ -214,6 +214,8 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
 // one that allow_tf32 lets run on TF32 tensor cores (sm_90a).
 static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
   const tj_kir_t* g = p->kernels[i].low->kernel;
+  // The 8-bit gemm (issue 17) has one schedule and no cuBLASLt twin.
+  if (tj_kir_gemm_is_int8(g)) return false;
   if (p->kernels[i].info.tensor_cores) return true;
   if (g->kind != TJ_KIR_GEMM || !p->nv_options.gemm_tf32 ||
       p->arch != TJ_NVPTX_SM_90A)
