@@ -88,6 +88,8 @@ def main():
                     default=os.path.join(HERE, "..", "tests", "onnx", "models"))
     ARGS = ap.parse_args()
     sys.path.insert(0, ARGS.skeletons)
+    # The package beside the bench (a checkout), unless one is importable.
+    sys.path.append(os.path.join(HERE, "..", "python"))
     import onnxruntime as ort
     import skeleton
     import tensorjit as tj

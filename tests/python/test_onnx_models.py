@@ -17,10 +17,12 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-import tensorjit as tj  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "onnx", "models"))
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "onnx",
-                                "models"))
+import tensorjit as tj  # noqa: E402
 import skeleton  # noqa: E402
 
 
