@@ -84,6 +84,7 @@ typedef struct fuse_t {
   uint8_t* cls;
   bool* mat;     // written to memory by its home group
   bool* forced;  // must stay materialized whatever merges
+  bool* wide;    // a pad whose taps would read too many buffers (wide_pads)
   uint32_t* home;
   int64_t* bytes;
   uint32_t* roots;  // n * kMaxRoots
@@ -243,6 +244,45 @@ static uint32_t generators_read(const fuse_t* f, uint32_t i) {
 
 // Consumers first: by the time node i is decided, every kernel it could be
 // inlined into has its root, and f->size bounds each kernel's nodes so far.
+// Whether pad or concat |i| extends an axis that reduction |r| reduces
+// (an axis whose extent differs between |i| and one of its operands), or
+// has another rank than |r|'s input: lowering cuts a kernel's space at a
+// pad's or concat's bounds only along kept axes (kir/lower.c), so such a
+// node inlined before the reduction would make the whole group run on the
+// host (mobilenet_v3_small's squeeze-excitation means read a depthwise
+// conv, whose taps read the padded input). Writing it to memory instead
+// costs one buffer.
+static bool pads_reduced_axis(const fuse_t* f, uint32_t i, uint32_t r) {
+  const tj_node_t* node = N(f, i);
+  if (node->op != TJ_OP_PAD && node->op != TJ_OP_CONCAT) return false;
+  const tj_node_t* red = N(f, r);
+  const tj_node_t* in = N(f, red->operands[0]);
+  if (in->rank != node->rank) return true;
+  for (uint32_t k = 0; k < red->attrs.num_ints; ++k) {
+    int64_t d = red->attrs.ints[k];
+    for (uint32_t q = 0; q < node->num_operands; ++q) {
+      uint32_t o = node->operands[q];
+      if (o != TJ_NODE_NONE && N(f, o)->dims[d] != node->dims[d]) return true;
+    }
+  }
+  return false;
+}
+
+// Whether pad or concat |i| inlined into the kernel of reshape |r| (a
+// value read by a matmul) would be cut where lowering cannot: |r| (one
+// that changes the shape) refines the kernel's space dims into the pad's
+// axes, and a strided read of the padded value (a stride-2 depthwise
+// conv's taps) then needs a box cut inside a refined dim (kir/lower.c, "a
+// pad or concat axis walks a refined space dim"): the group would run on
+// the host.
+static bool pads_reshape(const fuse_t* f, uint32_t i, uint32_t r) {
+  const tj_node_t* node = N(f, i);
+  if (node->op != TJ_OP_PAD && node->op != TJ_OP_CONCAT) return false;
+  const tj_node_t* re = N(f, r);
+  if (re->op != TJ_OP_RESHAPE) return false;
+  return !same_shape(N(f, re->operands[0]), re->rank, re->dims);
+}
+
 static void decide(fuse_t* f) {
   const tj_uses_t* uses = &f->uses;
   for (uint32_t i = f->n; i-- > 0;) {
@@ -258,8 +298,8 @@ static void decide(fuse_t* f) {
       if (!fusing_use(f, uses->users[k], i)) nonfusing = true;
     }
     f->forced[i] = output || nonfusing;
-    bool mat =
-        f->forced[i] || c == C_REDUCTION || c == C_MATMUL || c == C_OPAQUE;
+    bool mat = f->forced[i] || f->wide[i] || c == C_REDUCTION ||
+               c == C_MATMUL || c == C_OPAQUE;
     if (!mat && c == C_GENERATOR) continue;  // read wherever used
     uint32_t set[kMaxRoots];
     uint32_t count = 0;
@@ -283,9 +323,22 @@ static void decide(fuse_t* f) {
           full = set[r];
         }
       }
+      uint32_t reduced = TJ_NODE_NONE;
+      for (uint32_t r = 0; !overflow && r < count; ++r) {
+        if ((f->cls[set[r]] == C_REDUCTION &&
+             pads_reduced_axis(f, i, set[r])) ||
+            pads_reshape(f, i, set[r]))
+          reduced = set[r];
+      }
       if (overflow) {
         log_fusion(f, "%%%u (%s) feeds more than %d kernels: materialized", i,
                    tj_op_info(N(f, i)->op)->name, kMaxRoots);
+        mat = true;
+      } else if (reduced != TJ_NODE_NONE) {
+        log_fusion(f,
+                   "%%%u (%s) extends an axis that %%%u reduces or "
+                   "reshapes: materialized",
+                   i, tj_op_info(N(f, i)->op)->name, reduced);
         mat = true;
       } else if (full != TJ_NODE_NONE) {
         // Inlining it would make a kernel no merge could ever form: more
@@ -343,6 +396,49 @@ static void decide(fuse_t* f) {
       }
     }
   }
+}
+
+// After decide: the inlined pads whose readers (a pool's or conv's taps,
+// each a strided slice) times the buffers the pad's inlined producers read
+// exceed kMaxTapReads. Each tap reads every one of those buffers through
+// its own view, and a kernel has TJ_KIR_MAX_BUFFERS (64) views: resnet18's
+// max pool after the stem (9 taps of a sum of 8 partial matmul results)
+// would run on the host. Such a pad is marked wide, to be written to
+// memory when decide runs again. Returns whether any was marked.
+enum { kMaxTapReads = 32 };
+static bool wide_pads(fuse_t* f) {
+  bool any = false;
+  for (uint32_t i = 0; i < f->n; ++i) {
+    const tj_node_t* node = N(f, i);
+    if (node->op != TJ_OP_PAD || f->mat[i] || f->num_roots[i] == 0) continue;
+    uint32_t readers = tj_uses_count(&f->uses, i);
+    uint32_t buffers = 0, top = 0;
+    ++f->stamp;
+    f->stack[top++] = i;
+    f->in_set[i] = f->stamp;
+    while (top) {
+      const tj_node_t* x = N(f, f->stack[--top]);
+      for (uint32_t k = 0; k < x->num_operands; ++k) {
+        uint32_t o = x->operands[k];
+        if (o == TJ_NODE_NONE || f->in_set[o] == f->stamp) continue;
+        f->in_set[o] = f->stamp;
+        if (f->mat[o] || f->cls[o] == C_EXTERNAL) {
+          ++buffers;
+        } else if (f->cls[o] != C_GENERATOR) {
+          f->stack[top++] = o;
+        }
+      }
+    }
+    if ((uint64_t)readers * buffers > kMaxTapReads) {
+      log_fusion(f,
+                 "%%%u (pad) has %u readers of %u buffers each: "
+                 "materialized",
+                 i, readers, buffers);
+      f->wide[i] = true;
+      any = true;
+    }
+  }
+  return any;
 }
 
 //===--- group membership ---===//
@@ -514,6 +610,35 @@ static space_t space_of(const tj_node_t* node, int32_t rank, const int64_t* F,
   return SPACE_OTHER;
 }
 
+// classify's view of wide_pads: whether pad |i| of the set stamped in
+// f->in_set has readers in the set that, times the buffers its producers in
+// the set read, exceed kMaxTapReads (a merge would undo wide_pads).
+static bool wide_in_set(fuse_t* f, uint32_t i) {
+  if (N(f, i)->op != TJ_OP_PAD) return false;
+  uint32_t readers = 0;
+  for (uint32_t k = f->uses.offsets[i]; k < f->uses.offsets[i + 1]; ++k) {
+    readers += f->in_set[f->uses.users[k]] == f->stamp;
+  }
+  uint32_t buffers = 0, top = 0;
+  ++f->seen_stamp;
+  f->stack[top++] = i;
+  f->seen[i] = f->seen_stamp;
+  while (top) {
+    const tj_node_t* x = N(f, f->stack[--top]);
+    for (uint32_t k = 0; k < x->num_operands; ++k) {
+      uint32_t o = x->operands[k];
+      if (o == TJ_NODE_NONE || f->seen[o] == f->seen_stamp) continue;
+      f->seen[o] = f->seen_stamp;
+      if (f->in_set[o] != f->stamp || f->cls[o] == C_EXTERNAL) {
+        ++buffers;
+      } else if (f->cls[o] != C_GENERATOR) {
+        f->stack[top++] = o;
+      }
+    }
+  }
+  return (uint64_t)readers * buffers > kMaxTapReads;
+}
+
 // |nodes| ascending; f->mat_u says which are written to memory. The set is
 // stamped into f->in_set by the caller.
 static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
@@ -596,6 +721,10 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
       }
     }
     f->dep[i] = dep;
+    if (num_red && !dep && pads_reduced_axis(f, i, first_red)) {
+      v->why = "a pad or concat along a reduced axis before the reduction";
+      return false;
+    }
     if (c == C_REDUCTION && i != first_red) {
       const tj_node_t* in = N(f, node->operands[0]);
       bool same = same_shape(in, rank, F) &&
@@ -679,6 +808,42 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
   if (last_output == TJ_NODE_NONE) {
     v->why = "no output";
     return false;
+  }
+  // A reduction over several axes that also stores a value shaped like its
+  // input: lowering iterates the reduced axes as one of their product when
+  // its reads cannot merge them into one strided axis (a slice's or a
+  // transpose's view), and then cannot store such a value (kir/
+  // lower_index.c, "not one strided axis"); mobilenet_v3_small's
+  // squeeze-excitation mean with the depthwise conv it averages.
+  if (num_red && axes->num_ints > 1) {
+    bool stores_input = false, moves = false;
+    for (uint32_t j = 0; j < count; ++j) {
+      const tj_node_t* node = N(f, nodes[j]);
+      if (f->mat_u[nodes[j]] && f->cls[nodes[j]] != C_REDUCTION &&
+          same_shape(node, rank, F))
+        stores_input = true;
+      if (f->cls[nodes[j]] == C_INJECTIVE) moves = true;
+    }
+    if (stores_input && moves) {
+      v->why =
+          "a reduction over several axes storing its input with a movement "
+          "in its prologue";
+      return false;
+    }
+  }
+  for (uint32_t j = 0; j < count; ++j) {
+    if (wide_in_set(f, nodes[j])) {
+      v->why = "a pad whose taps would read more than 32 buffers";
+      return false;
+    }
+  }
+  for (uint32_t j = 0; !num_red && j < count; ++j) {
+    for (uint32_t k = 0; f->mat_u[nodes[j]] && k < count; ++k) {
+      if (pads_reshape(f, nodes[k], nodes[j])) {
+        v->why = "a pad or concat under a reshape";
+        return false;
+      }
+    }
   }
   if (mm) {
     v->kind = TJ_GROUP_MATMUL;
@@ -1183,6 +1348,7 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   f.cls = scratch(&f, n);
   f.mat = scratch(&f, n * sizeof(bool));
   f.forced = scratch(&f, n * sizeof(bool));
+  f.wide = scratch(&f, n * sizeof(bool));
   f.home = scratch(&f, n * sizeof(uint32_t));
   f.bytes = scratch(&f, n * sizeof(int64_t));
   f.roots = scratch(&f, n * kMaxRoots * sizeof(uint32_t));
@@ -1196,14 +1362,15 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   f.mat_u = scratch(&f, n * sizeof(bool));
   f.seen = scratch(&f, n * sizeof(uint32_t));
   f.stack = scratch(&f, n * sizeof(uint32_t));  // each group pushed once
-  if (!f.cls || !f.mat || !f.forced || !f.home || !f.bytes || !f.roots ||
-      !f.num_roots || !f.size || !f.memb || !f.num_memb || !f.cap_memb ||
-      !f.in_set || !f.dep || !f.mat_u || !f.seen || !f.stack) {
+  if (!f.cls || !f.mat || !f.forced || !f.wide || !f.home || !f.bytes ||
+      !f.roots || !f.num_roots || !f.size || !f.memb || !f.num_memb ||
+      !f.cap_memb || !f.in_set || !f.dep || !f.mat_u || !f.seen || !f.stack) {
     status = tj_status_oom();
   }
   if (!status) {
     memset(f.mat, 0, n * sizeof(bool));
     memset(f.forced, 0, n * sizeof(bool));
+    memset(f.wide, 0, n * sizeof(bool));
     memset(f.num_roots, 0, n);
     memset(f.size, 0, n * sizeof(uint32_t));
     memset(f.memb, 0, n * sizeof(uint32_t*));
@@ -1227,6 +1394,12 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
       f.bytes[i] = tj_pass_node_bytes(ctx, g, i);
     }
     decide(&f);
+    if (wide_pads(&f)) {
+      memset(f.mat, 0, n * sizeof(bool));
+      memset(f.num_roots, 0, n);
+      memset(f.size, 0, n * sizeof(uint32_t));
+      decide(&f);
+    }
     status = build_kernels(&f);
   }
   // Each phase-2 kernel must already be legal on its own.

@@ -165,8 +165,13 @@ def _adopt(handle: int, ctx: Context) -> Graph:
     m = re.search(r"func\s+@([A-Za-z_][A-Za-z0-9_]*)", text)
     g.name = m.group(1) if m else "main"
     L = _lib.lib()
+    # The symbols are listed after the function's name ("func @g[batch,
+    # seq](...)"). Only those are looked up: the graph is finalized, where
+    # tj_graph_symbol with any other word (the "e" of a constant's 1e-05)
+    # records an error in the graph.
+    head = re.match(r"\s*func\s+@[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]", text)
     for word in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*",
-                               " ".join(re.findall(r"\[([^\]]*)\]", text)))):
+                               head.group(1) if head else "")):
         d = int(L.tj_graph_symbol(handle, word.encode()))
         if d != _lib.DIM_INVALID:
             g._symbols[word] = d
