@@ -351,7 +351,11 @@ static void ukernel_step_dot(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
 // each sliver row. Pairs: pmaddwd adds a0*b0 + a1*b1 of i16 (exact: the
 // values are 8-bit) into each i32 lane. Quads: vpdpbusd adds four u8 x s8
 // products (exact, no intermediate saturation) into each i32 lane; the
-// sums wrap as i32 does.
+// sums wrap as i32 does. Quads without VNNI (a B of 7-bit constants,
+// tj_kir_t.b_int7): vpmaddubsw sums the u8 x s8 products two by two into
+// i16 (|a0*b0 + a1*b1| <= 255 * 64 * 2 = 32640 for b in [-64, 63]: its
+// saturation never happens) and vpmaddwd by ones adds those pairs into the
+// i32 lane, the same quad sum with two instructions instead of one.
 static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
                              LLVMValueRef koff, LLVMValueRef* acc) {
   tj_emit_t* em = u->em;
@@ -360,11 +364,18 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
   LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
   LLVMTypeRef hv = LLVMVectorType(em->t_i16, (unsigned)(2 * w));
   bool quads = u->o->igroup == 4;
-  const char* fn = quads ? (w == 16 ? "llvm.x86.avx512.vpdpbusd.512"
-                                    : "llvm.x86.avx512.vpdpbusd.256")
-                         : (w == 16  ? "llvm.x86.avx512.pmaddw.d.512"
-                            : w == 8 ? "llvm.x86.avx2.pmadd.wd"
-                                     : "llvm.x86.sse2.pmadd.wd");
+  bool maddubs = quads && !em->target.vnni;
+  const char* madd = w == 16  ? "llvm.x86.avx512.pmaddw.d.512"
+                     : w == 8 ? "llvm.x86.avx2.pmadd.wd"
+                              : "llvm.x86.sse2.pmadd.wd";
+  const char* fn = !quads    ? madd
+                   : maddubs ? (w == 16 ? "llvm.x86.avx512.pmaddubs.w.512"
+                                        : "llvm.x86.avx2.pmadd.ub.sw")
+                   : w == 16 ? "llvm.x86.avx512.vpdpbusd.512"
+                             : "llvm.x86.avx512.vpdpbusd.256";
+  LLVMTypeRef bytes = LLVMVectorType(em->t_i8, (unsigned)(4 * w));
+  LLVMValueRef ones =
+      maddubs ? tj_emit_splat(em, LLVMConstInt(em->t_i16, 1, 0), 2 * w) : NULL;
   LLVMValueRef bvec[16], splat[16];
   for (int32_t v = 0; v < nv; ++v) {
     LLVMValueRef bv = LLVMBuildLoad2(
@@ -399,7 +410,14 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
-      if (quads) {
+      if (maddubs) {
+        LLVMValueRef ub[2] = {LLVMBuildBitCast(b, splat[r], bytes, ""),
+                              LLVMBuildBitCast(b, bvec[v], bytes, "")};
+        LLVMValueRef wd[2] = {tj_emit_intrinsic(em, fn, NULL, 0, ub, 2), ones};
+        acc[r * nv + v] =
+            LLVMBuildAdd(b, acc[r * nv + v],
+                         tj_emit_intrinsic(em, madd, NULL, 0, wd, 2), "");
+      } else if (quads) {
         LLVMValueRef args[3] = {acc[r * nv + v], splat[r], bvec[v]};
         acc[r * nv + v] = tj_emit_intrinsic(em, fn, NULL, 0, args, 3);
       } else {
@@ -2489,9 +2507,13 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     // qgemm (issue 17): vpdpbusd quads where the tier has it (AVX512-VNNI,
     // AVX-VNNI) and B is s8 (an s8 A is flipped to u8, its -128 * colsum(B)
     // carried in the panel); else i16 pairs by pmaddwd (any dtypes, every
-    // tier). Quads never straddle two K passes when kc % 4 == 0.
-    g.igroup = em->target.vnni && (w == 16 || w == 8) && g.bdt == TJ_DTYPE_I8 &&
-                       s->kc % 4 == 0
+    // tier). Quads never straddle two K passes when kc % 4 == 0. Without
+    // VNNI, a B of 7-bit constants (tj_kir_t.b_int7) still takes the quads,
+    // multiplied by vpmaddubsw (exact for them, see ukernel_step_int): A
+    // read in place, B's panel half the bytes of the pairs' and twice the
+    // products per multiply (AVX2 and x86-64-v4; SSE2 has no pmaddubsw).
+    g.igroup = (em->target.vnni || k->b_int7) && (w == 16 || w == 8) &&
+                       g.bdt == TJ_DTYPE_I8 && s->kc % 4 == 0
                    ? 4
                    : 2;
     bool quads = g.igroup == 4;

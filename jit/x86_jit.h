@@ -36,10 +36,14 @@ typedef enum tj_x86_isa_e {
   // (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once per process): HOST picks
   // it where both are there; AVX512 is the same level without AMX.
   TJ_X86_ISA_AMX = 5,
+  // x86-64-v3: AVX2+FMA+F16C and nothing newer (no AVX-VNNI), 8 lanes: the
+  // AVX2 machines without VNNI (CI's), which AVX2 on a newer host is not
+  // (it keeps the host's AVX-VNNI for integer GEMMs).
+  TJ_X86_ISA_X86_64_V3 = 6,
 } tj_x86_isa_t;
 
-// The level named |name|: "host", "amx", "avx512", "x86-64-v4", "avx2" or
-// "sse2"
+// The level named |name|: "host", "amx", "avx512", "x86-64-v4", "avx2",
+// "x86-64-v3" or "sse2"
 // (TJ_X86_ISA's values). False, with |*out| untouched, for any other name.
 bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out);
 

@@ -310,6 +310,11 @@ typedef struct tj_kir_t {
   bool allow_int8_gemm;
   // GEMM only (qfold, issue 17): B is quantized (bits 0: not).
   tj_kir_bq_t bq;
+  // GEMM only (issue 17): B is an i8 constant whose every value lies in
+  // [-64, 63] (lowering read them), so a u8 x B pair sum is at most 255 *
+  // 64 * 2 = 32640 in magnitude and vpmaddubsw's saturating i16 sums are
+  // exact: x86 tiers without VNNI multiply such a B that way.
+  bool b_int7;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;
