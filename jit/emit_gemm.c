@@ -904,7 +904,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.vt = LLVMVectorType(o->igroup ? em->t_i32 : em->t_f32, (unsigned)w);
   u.valign = (unsigned)w * 4;
   u.b = bp;
-  u.ldb = o->direct ? ldb : i64c(em, o->nr);
+  u.ldb = o->direct || o->b_strided ? ldb : i64c(em, o->nr);
   u.ka = ka;
   if (o->bq_bits) {
     u.bq_scale = LLVMGetParam(fn, 11);
@@ -1031,7 +1031,8 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 // void amx_ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kq,
 //                  i64 mr_valid, ptr tile, i64 ld, i1 accumulate, i64 cols)
 // as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (quads) is a
-// multiple of 16; ka, ldb and cols are unused.
+// multiple of 16; ldb is the B panel's row stride in 32-bit lanes (64, or
+// Np of a prepacked B); ka and cols are unused.
 
 enum { kAmxRows = 16, kAmxCols = 64 };
 
@@ -1056,9 +1057,10 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   add_attrs(em, fn, false);
   LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
-               bp = LLVMGetParam(fn, 3), kq = LLVMGetParam(fn, 5),
-               mrv = LLVMGetParam(fn, 6), tile = LLVMGetParam(fn, 7),
-               ld = LLVMGetParam(fn, 8), accum = LLVMGetParam(fn, 9);
+               bp = LLVMGetParam(fn, 3), ldb = LLVMGetParam(fn, 4),
+               kq = LLVMGetParam(fn, 5), mrv = LLVMGetParam(fn, 6),
+               tile = LLVMGetParam(fn, 7), ld = LLVMGetParam(fn, 8),
+               accum = LLVMGetParam(fn, 9);
   // The loop and branch helpers build in em->fn (allocas in em->entry).
   LLVMBuilderRef saved = em->b;
   LLVMValueRef saved_fn = em->fn;
@@ -1109,7 +1111,9 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
       adt == TJ_DTYPE_I8
           ? (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbsud")
           : (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbusd" : "llvm.x86.tdpbuud");
-  LLVMValueRef panel_row = i64c(em, (int64_t)kAmxCols * 4);  // bytes
+  // A panel row: 64 columns' quads in the packed panels (ldb 64), Np in a
+  // prepacked B (tj_kir_t.b_prepacked).
+  LLVMValueRef panel_row = LLVMBuildMul(b, ldb, i64c(em, 4), "");  // bytes
   tj_emit_loop_t kl;
   LLVMValueRef step = tj_emit_loop_begin(
       em, &kl, i64c(em, 0), LLVMBuildUDiv(b, kq, i64c(em, kAmxRows), ""),
@@ -1119,7 +1123,8 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
   amx_call(em, "llvm.x86.tileloadd64", a_args, 3);
   LLVMValueRef brow = gep_i8(
       em, bp,
-      LLVMBuildMul(b, step, i64c(em, (int64_t)kAmxRows * kAmxCols * 4), ""));
+      LLVMBuildMul(b, step, LLVMBuildMul(b, panel_row, i64c(em, kAmxRows), ""),
+                   ""));
   for (int32_t c = 0; c < 4; ++c) {
     int64_t t = 5 + c % 3;
     LLVMValueRef b_args[3] = {i8c(em, t), gep_i8(em, brow, i64c(em, 64 * c)),
@@ -2342,7 +2347,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
       em->b, LLVMIntEQ, LLVMBuildAdd(em->b, pass, i64c(em, 1), ""), passes, "");
-  {
+  if (!em->k->b_prepacked) {
     LLVMValueRef have = LLVMBuildAnd(
         em->b, single,
         LLVMBuildICmp(em->b, LLVMIntEQ,
@@ -2429,6 +2434,19 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                          i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, prows, ""));
+  LLVMValueRef ldb = i64c(em, s->tile_n);
+  if (em->k->b_prepacked) {
+    // Quad row k0 / 4, column n0 + col of the prepacked B (row stride Np).
+    int64_t np = (em->k->dims[g->dn].value + 63) / 64 * 64;
+    ldb = i64c(em, np);
+    bp = gep_f32(
+        em, un.batch.ptr[g->bbuf],
+        LLVMBuildAdd(
+            em->b,
+            LLVMBuildMul(em->b, LLVMBuildUDiv(em->b, k0, i64c(em, 4), ""), ldb,
+                         ""),
+            LLVMBuildAdd(em->b, un.n0, col, ""), ""));
+  }
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
   LLVMValueRef part_tile = gep_f32(
@@ -2444,7 +2462,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                            lda,
                            ka,
                            bp,
-                           i64c(em, s->tile_n),
+                           ldb,
                            kc_rows,
                            rows,
                            tptr,
@@ -2466,6 +2484,40 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   tj_emit_loop_end(em, &pl);
   tj_emit_loop_end(em, &units);
   return NULL;
+}
+
+bool tj_emit_gemm_prepacks_b(const tj_emit_target_t* target,
+                             const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM || !tj_kir_gemm_is_int8(k) || k->bq.bits ||
+      k->rank < 2) {
+    return false;
+  }
+  const int32_t w = target->lanes, dm = k->rank - 2, dn = k->rank - 1;
+  tj_dtype_t adt = TJ_DTYPE_F32, bdt = TJ_DTYPE_F32;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A) adt = buf->dtype;
+    if (buf->role != TJ_KIR_GEMM_B) continue;
+    bdt = buf->dtype;
+    // One B for every batch: its batch strides are 0.
+    for (int32_t d = 0; d < dm; ++d) {
+      if (!tj_kir_ival_is_const(buf->strides[d], 0)) return false;
+    }
+  }
+  if (k->dims[dn].param >= 0 || k->gemm_k.param >= 0) return false;
+  tj_kir_gemm_schedule_t s;
+  tj_kir_gemm_resolve(k, w, &s);
+  // As tj_emit_gemm decides: the AMX tiles (any signs, no correction row),
+  // else quads for a u8 A (an s8 A needs the per-pass correction row).
+  tj_kir_ival_t mdim = k->dims[dm];
+  bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
+  if (target->amx && w == 16 && !small_m && tj_kir_gemm_a_k_contiguous(k) &&
+      k->gemm_k.value % 64 == 0 && s.kc % 64 == 0 && s.tile_n == kAmxCols) {
+    return true;
+  }
+  return (target->vnni || k->b_int7) && (w == 16 || w == 8) &&
+         bdt == TJ_DTYPE_I8 && adt == TJ_DTYPE_U8 && s.kc % 4 == 0 &&
+         tj_kir_gemm_a_k_contiguous(k);
 }
 
 tj_status_t tj_emit_gemm(tj_emit_t* em) {
@@ -2550,6 +2602,11 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       pack_a = false;
     }
   }
+  if (k->b_prepacked && !(g.amx || (g.igroup == 4 && !g.gb.corr))) {
+    return tj_internal(
+        "gemm %s: B is prepacked but this target does not read it as quads",
+        k->name);
+  }
   // The in-place path needs B's rows contiguous along n (and f32, f16 or
   // bf16: an integer gemm always packs).
   bool direct =
@@ -2563,7 +2620,8 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                        .igroup = g.igroup,
                        .corr = g.gb.corr,
                        .a_inplace = g.a_inplace,
-                       .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8};
+                       .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8,
+                       .b_strided = k->b_prepacked};
   LLVMValueRef ukernel =
       g.amx ? emit_amx_ukernel(em, g.adt, g.bdt) : tj_emit_ukernel(em, &po);
   direct_t d;

@@ -379,6 +379,10 @@ tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit) { return jit->isa; }
 
 int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit) { return jit->target.lanes; }
 
+bool tj_x86_jit_gemm_prepacks_b(const tj_x86_jit_t* jit, const tj_kir_t* k) {
+  return tj_emit_gemm_prepacks_b(&jit->target, k);
+}
+
 const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit) { return jit->key; }
 
 void tj_x86_jit_stats(const tj_x86_jit_t* jit, tj_x86_jit_stats_t* out) {

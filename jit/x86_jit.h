@@ -87,6 +87,10 @@ tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit);
 // tj_kir_launch_info needs.
 int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit);
 
+// Whether GEMM |k| compiled by |jit| would read a prepacked 8-bit B
+// (tj_kir_t.b_prepacked; tj_emit_gemm_prepacks_b for the JIT's target).
+bool tj_x86_jit_gemm_prepacks_b(const tj_x86_jit_t* jit, const tj_kir_t* k);
+
 // Everything an object's validity depends on besides the kernel IR: LLVM
 // version, triple, CPU name, the full feature string, opt level,
 // relocation and code model, lanes. Borrowed; valid until |jit| is

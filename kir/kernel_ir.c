@@ -1131,6 +1131,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
                   (long long)k->bq.group);
     }
     if (k->b_int7) sbuf_printf(&s, " b_int7");
+    if (k->b_prepacked) sbuf_printf(&s, " b_prepacked");
   }
   if (k->kind == TJ_KIR_ATTENTION) {
     sbuf_printf(&s, " d ");
@@ -1232,7 +1233,7 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       !double_equal(a->attention.scale, b->attention.scale) ||
       a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
       a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
-      a->b_int7 != b->b_int7) {
+      a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked) {
     return false;
   }
   int32_t rank = a->rank < TJ_KIR_MAX_RANK ? a->rank : TJ_KIR_MAX_RANK;

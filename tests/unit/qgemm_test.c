@@ -580,6 +580,8 @@ TEST(int7_constant_b_takes_pmaddubsw) {
     if (*kir) {  // (empty: the host has no AVX2)
       CHECK_EQ_INT(!wide, strstr(kir, "b_int7") != NULL);
       CHECK_EQ_INT(!wide, strstr(s, "vpmaddubsw") != NULL);
+      // The quads read the B prepacked at compile time; the pairs pack.
+      CHECK_EQ_INT(!wide, strstr(kir, "b_prepacked") != NULL);
       CHECK(strstr(s, "vpmaddwd") != NULL);
       CHECK(strstr(s, "vpdpbusd") == NULL);
     }
@@ -587,6 +589,123 @@ TEST(int7_constant_b_takes_pmaddubsw) {
     free(s);
     remove_dir(dir);
   }
+}
+
+// Constant-B prepack (issue 17): a u8 (or s8) A times a constant s8 B of
+// any values, at every tier (B prepacked where the tier runs quads with a
+// u8 A or the AMX tiles, packed per run elsewhere), bit for bit: several
+// m and n blocks on two threads, K over two passes with a partial quad,
+// odd N past a panel, and K a multiple of 64 (the tiles).
+TEST(prepacked_constant_b_every_tier) {
+  static const int64_t kSizes[][3] = {
+      {200, 300, 1024}, {5, 33, 4161}, {17, 65, 99}, {40, 130, 128}};
+  for (int t = 0; t < kTiers; ++t) {
+    for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
+      int64_t m = kSizes[s][0], n = kSizes[s][1], k = kSizes[s][2];
+      signed char* b = malloc((size_t)(k * n));
+      fill(TJ_DTYPE_I8, (unsigned char*)b, k * n, s % 2 == 0);
+      check_const_b("prepacked B", TJ_DTYPE_U8, m, n, k, b, s == 1, t, NULL);
+      check_const_b("prepacked B", TJ_DTYPE_I8, m, n, k, b, false, t, NULL);
+      free(b);
+    }
+  }
+}
+
+// Two layers of the same shapes with different constant weights share one
+// compiled kernel (region compile) and each reads its own prepacked B.
+TEST(prepacked_b_per_layer) {
+  enum { M = 33, N = 70, K = 256 };
+  for (int t = 0; t < kTiers; ++t) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx[t], "qlayers", &g));
+    int64_t ad[2] = {M, K}, bd[2] = {K, N}, yd[2] = {M, N};
+    static signed char b1[K * N], b2[K * N];
+    fill(TJ_DTYPE_I8, (unsigned char*)b1, K * N, false);
+    fill(TJ_DTYPE_I8, (unsigned char*)b2, K * N, true);
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, ad, "a");
+    tj_value_t w1 = tj_graph_constant(g, TJ_DTYPE_I8, 2, bd, b1, sizeof(b1));
+    tj_value_t w2 = tj_graph_constant(g, TJ_DTYPE_I8, 2, bd, b2, sizeof(b2));
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w1), "y1");
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w2), "y2");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    tj_status_t st = tj_compile(g, &o, &exe);
+    if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
+      tj_status_free(st);
+      tj_graph_destroy(g);
+      continue;
+    }
+    CHECK_OK(st);
+    static unsigned char av[M * K];
+    static int32_t want[2][M * N], got[2][M * N];
+    fill(TJ_DTYPE_U8, av, M * K, false);
+    tj_tensor_t in = tj_tensor_make(av, TJ_DTYPE_U8, 2, ad);
+    tj_tensor_t wt[2] = {tj_tensor_make(want[0], TJ_DTYPE_I32, 2, yd),
+                         tj_tensor_make(want[1], TJ_DTYPE_I32, 2, yd)};
+    tj_tensor_t gt[2] = {tj_tensor_make(got[0], TJ_DTYPE_I32, 2, yd),
+                         tj_tensor_make(got[1], TJ_DTYPE_I32, 2, yd)};
+    CHECK_OK(tj_reference_run(g, &in, 1, wt, 2));
+    memset(got, 0xA5, sizeof(got));
+    CHECK_OK(tj_executable_run(exe, &in, 1, gt, 2));
+    CHECK(memcmp(want, got, sizeof(want)) == 0);
+    CHECK(memcmp(want[0], want[1], sizeof(want[0])) != 0);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+}
+
+// Compiling and running a prepacked GEMM (x86-64-v3, a 7-bit constant B:
+// prepacked on any AVX2 host) under a failing allocator: every failure is
+// OUT_OF_MEMORY and frees all, the prepacked copy included.
+static tj_status_t prepack_compile_run(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  co.x86_isa = __builtin_cpu_supports("avx2") ? "x86-64-v3" : NULL;
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_graph_create(ctx, "qpoom", &g);
+  tj_executable_t* exe = NULL;
+  static signed char b[64 * 20];
+  for (int i = 0; i < 64 * 20; ++i) b[i] = (signed char)(i % 128 - 64);
+  if (!s) {
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, (int64_t[]){3, 64}, "a");
+    tj_value_t w =
+        tj_graph_constant(g, TJ_DTYPE_I8, 2, (int64_t[]){64, 20}, b, sizeof(b));
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.target = TJ_TARGET_X86;
+  opts.x86.num_threads = 1;
+  opts.cache_dir = "";
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    unsigned char a[3 * 64];
+    int32_t y[3 * 20];
+    for (int i = 0; i < 3 * 64; ++i) a[i] = (unsigned char)(i * 7);
+    tj_tensor_t in = tj_tensor_make(a, TJ_DTYPE_U8, 2, (int64_t[]){3, 64});
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_I32, 2, (int64_t[]){3, 20});
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+    // y[0][0] = sum_k a[k] * b[k][0], b[k][0] = (20k) % 128 - 64.
+    int32_t want = 0;
+    for (int i = 0; i < 64; ++i) want += a[i] * b[i * 20];
+    if (!s && y[0] != want) s = tj_internal("y[0] %d, want %d", y[0], want);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(prepack_oom_sweep) {
+  tj_test_oom_sweep("prepacked int8 GEMM compile and run", prepack_compile_run);
 }
 
 // matmul_integer on the reference under a failing allocator (its shifted
@@ -704,6 +823,9 @@ int main(void) {
   RUN_TEST(fused_dequant_epilogue);
   RUN_TEST(int7_constant_b_every_tier);
   RUN_TEST(int7_constant_b_takes_pmaddubsw);
+  RUN_TEST(prepacked_constant_b_every_tier);
+  RUN_TEST(prepacked_b_per_layer);
+  RUN_TEST(prepack_oom_sweep);
   RUN_TEST(reference_oom_sweep);
   RUN_TEST(errors);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
