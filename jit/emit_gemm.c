@@ -904,7 +904,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.vt = LLVMVectorType(o->igroup ? em->t_i32 : em->t_f32, (unsigned)w);
   u.valign = (unsigned)w * 4;
   u.b = bp;
-  u.ldb = o->direct || o->b_strided ? ldb : i64c(em, o->nr);
+  u.ldb = o->direct ? ldb : i64c(em, o->nr);
   u.ka = ka;
   if (o->bq_bits) {
     u.bq_scale = LLVMGetParam(fn, 11);
@@ -1031,8 +1031,8 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 // void amx_ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kq,
 //                  i64 mr_valid, ptr tile, i64 ld, i1 accumulate, i64 cols)
 // as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (quads) is a
-// multiple of 16; ldb is the B panel's row stride in 32-bit lanes (64, or
-// Np of a prepacked B); ka and cols are unused.
+// multiple of 16; ldb is the B panel's row stride in 32-bit lanes (64,
+// packed per run or prepacked); ka and cols are unused.
 
 enum { kAmxRows = 16, kAmxCols = 64 };
 
@@ -1111,8 +1111,7 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
       adt == TJ_DTYPE_I8
           ? (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbsud")
           : (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbusd" : "llvm.x86.tdpbuud");
-  // A panel row: 64 columns' quads in the packed panels (ldb 64), Np in a
-  // prepacked B (tj_kir_t.b_prepacked).
+  // A panel row: 64 columns' quads (ldb).
   LLVMValueRef panel_row = LLVMBuildMul(b, ldb, i64c(em, 4), "");  // bytes
   tj_emit_loop_t kl;
   LLVMValueRef step = tj_emit_loop_begin(
@@ -2434,18 +2433,19 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                          i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, prows, ""));
-  LLVMValueRef ldb = i64c(em, s->tile_n);
   if (em->k->b_prepacked) {
-    // Quad row k0 / 4, column n0 + col of the prepacked B (row stride Np).
-    int64_t np = (em->k->dims[g->dn].value + 63) / 64 * 64;
-    ldb = i64c(em, np);
+    // Panel (n0 + col) / tile_n of the prepacked B, from its quad row k0 / 4
+    // (tj_kir_t.b_prepacked: panels of ceil(K / 4) rows of tile_n lanes).
+    int64_t kq = (em->k->gemm_k.value + 3) / 4;
+    LLVMValueRef panel = LLVMBuildUDiv(
+        em->b, LLVMBuildAdd(em->b, un.n0, col, ""), i64c(em, s->tile_n), "");
     bp = gep_f32(
         em, un.batch.ptr[g->bbuf],
-        LLVMBuildAdd(
+        LLVMBuildMul(
             em->b,
-            LLVMBuildMul(em->b, LLVMBuildUDiv(em->b, k0, i64c(em, 4), ""), ldb,
-                         ""),
-            LLVMBuildAdd(em->b, un.n0, col, ""), ""));
+            LLVMBuildAdd(em->b, LLVMBuildMul(em->b, panel, i64c(em, kq), ""),
+                         LLVMBuildUDiv(em->b, k0, i64c(em, 4), ""), ""),
+            i64c(em, s->tile_n), ""));
   }
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
@@ -2462,7 +2462,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                            lda,
                            ka,
                            bp,
-                           ldb,
+                           i64c(em, s->tile_n),
                            kc_rows,
                            rows,
                            tptr,
@@ -2512,9 +2512,11 @@ bool tj_emit_gemm_prepacks_b(const tj_emit_target_t* target,
   tj_kir_ival_t mdim = k->dims[dm];
   bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
   if (target->amx && w == 16 && !small_m && tj_kir_gemm_a_k_contiguous(k) &&
-      k->gemm_k.value % 64 == 0 && s.kc % 64 == 0 && s.tile_n == kAmxCols) {
+      k->gemm_k.value % 64 == 0 && s.kc % 64 == 0 && s.tile_n == kAmxCols &&
+      s.nc % s.tile_n == 0) {
     return true;
   }
+  if (s.nc % s.tile_n != 0) return false;  // n blocks of whole panels
   return (target->vnni || k->b_int7) && (w == 16 || w == 8) &&
          bdt == TJ_DTYPE_I8 && adt == TJ_DTYPE_U8 && s.kc % 4 == 0 &&
          tj_kir_gemm_a_k_contiguous(k);
@@ -2620,8 +2622,7 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
                        .igroup = g.igroup,
                        .corr = g.gb.corr,
                        .a_inplace = g.a_inplace,
-                       .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8,
-                       .b_strided = k->b_prepacked};
+                       .a_flip = g.a_inplace && g.adt == TJ_DTYPE_I8};
   LLVMValueRef ukernel =
       g.amx ? emit_amx_ukernel(em, g.adt, g.bdt) : tj_emit_ukernel(em, &po);
   direct_t d;

@@ -44,9 +44,6 @@ typedef struct tj_ukernel_opts_t {
   // then the pass's k count in elements: a last quad past it is read with
   // a masked load (never past the row's end).
   bool a_inplace, a_flip;
-  // Packed form, integer quads (issue 17): B's rows are |ldb| 32-bit lanes
-  // apart (a prepacked B, tj_kir_t.b_prepacked) instead of nr.
-  bool b_strided;
   // qfold (issue 17), direct only: B is quantized (tj_kir_bq_t; bq_bits 0:
   // not) and dequantized as it is read. The function then takes three more
   // parameters: ptr scale, ptr zero (unused without |bq_zero|), i64 the

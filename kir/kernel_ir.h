@@ -316,11 +316,13 @@ typedef struct tj_kir_t {
   // exact: x86 tiers without VNNI multiply such a B that way.
   bool b_int7;
   // GEMM only (issue 17): B's buffer holds an 8-bit constant B prepacked
-  // once at compile time (x86 backend) in the quads the integer
-  // microkernels read: i32 lanes [ceil(K / 4)][Np], Np = N rounded up to a
-  // multiple of 64, lane (q, n) the bytes of B(4q .. 4q + 3, n), zero past
-  // K and N, and 256 bytes of slack after. Only where the x86 emitter runs
-  // B as quads without a correction row (tj_emit_gemm_prepacks_b).
+  // once at compile time (x86 backend) as the panels the integer
+  // microkernels read: i32 lanes [ceil(N / P)][ceil(K / 4)][P], P the
+  // schedule's tile_n at the target's lanes (tj_kir_gemm_resolve), lane (j,
+  // q, c) the bytes of B(4q .. 4q + 3, jP + c), zero past K and N: each
+  // panel contiguous over all of K, as the per-run packing lays one pass
+  // out. Only where the x86 emitter runs B as quads without a correction
+  // row (tj_emit_gemm_prepacks_b).
   bool b_prepacked;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;

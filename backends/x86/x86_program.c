@@ -442,20 +442,27 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
       if (!p->prepacked) return tj_status_oom();
       p->num_kernels = nk;
     }
+    // Panels of P = tile_n columns, each all of K's quads (see
+    // tj_kir_t.b_prepacked).
+    tj_kir_gemm_schedule_t sched;
+    tj_kir_gemm_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
     const int64_t K = k->gemm_k.value, N = k->dims[dn].value;
-    const int64_t sk = st[dk].value, sn = st[dn].value;
-    const int64_t np = (N + 63) / 64 * 64, kq = (K + 3) / 4;
+    const int64_t sk = st[dk].value, sn = st[dn].value, P = sched.tile_n;
+    const int64_t panels = (N + P - 1) / P, kq = (K + 3) / 4;
+    const size_t bytes = (size_t)(panels * kq * P * 4);
     prepacked_t* pp = &p->prepacked[i];
-    pp->bytes = (size_t)(kq * np * 4) + 256 + 64;  // slack, alignment
+    pp->bytes = bytes + 64;  // alignment
     pp->raw = tj_alloc(al, pp->bytes);
     if (!pp->raw) return tj_status_oom();
     pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
     pp->buffer = bb;
-    memset(pp->data, 0, (size_t)(kq * np * 4) + 256);
+    memset(pp->data, 0, bytes);
     const unsigned char* src = n->attrs.data;
-    for (int64_t kk = 0; kk < K; ++kk) {
-      unsigned char* row = pp->data + (kk / 4) * np * 4 + kk % 4;
-      for (int64_t c = 0; c < N; ++c) row[c * 4] = src[kk * sk + c * sn];
+    for (int64_t c = 0; c < N; ++c) {
+      unsigned char* col = pp->data + ((c / P) * kq * P + c % P) * 4;
+      for (int64_t kk = 0; kk < K; ++kk) {
+        col[(kk / 4) * P * 4 + kk % 4] = src[kk * sk + c * sn];
+      }
     }
     k->b_prepacked = true;
   }
