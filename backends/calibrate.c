@@ -4,9 +4,10 @@
 // on the reference interpreter (so the values are the oracle's, whatever
 // target compiles the result), and each activation gets quantize ->
 // dequantize with a scale (and zero point) from the values seen: min-max,
-// or percentiles (ONNX Runtime's calibrators; the percentile is a rank in
-// the sorted values, so the choice is deterministic). Above lib/ because it
-// runs the reference.
+// percentiles, or entropy (ONNX Runtime's calibrators; the percentile is a
+// rank in the sorted values, the entropy threshold a scan over a fixed
+// histogram, so the choices are deterministic). Above lib/ because it runs
+// the reference.
 
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ TJ_API void tj_calibrate_options_initialize(tj_calibrate_options_t* options) {
 typedef struct act_t {
   uint32_t node;
   double lo, hi;   // min-max
-  double* values;  // percentile: every value seen
+  double* values;  // percentile, entropy: every value seen
   size_t count, capacity;
 } act_t;
 
@@ -74,7 +75,7 @@ static tj_status_t record(calib_t* c, act_t* a, const float* v, int64_t n) {
     if (v[i] < a->lo) a->lo = v[i];
     if (v[i] > a->hi) a->hi = v[i];
   }
-  if (c->o->method != TJ_CALIBRATE_PERCENTILE) return NULL;
+  if (c->o->method == TJ_CALIBRATE_MINMAX) return NULL;
   if (a->count + (size_t)n > a->capacity) {
     size_t cap = a->capacity ? a->capacity : 1024;
     while (cap < a->count + (size_t)n) cap *= 2;
@@ -162,9 +163,87 @@ static double quantile(const double* v, size_t n, double q) {
   return v[i < n ? i : n - 1];
 }
 
+// ONNX Runtime's (and TensorRT's) smoothing before the divergence: |eps|
+// to each empty bin, taken in equal parts from the others, so that the
+// divergence is finite. False when every bin is empty.
+static bool smooth(double* p, int32_t n) {
+  const double eps = 1e-4;
+  int32_t zeros = 0;
+  for (int32_t i = 0; i < n; ++i) zeros += p[i] == 0.0;
+  if (zeros == n) return false;
+  const double take = eps * zeros / (n - zeros);
+  for (int32_t i = 0; i < n; ++i) p[i] += p[i] == 0.0 ? eps : -take;
+  return true;
+}
+
+enum { kEntropyBins = 2048, kEntropyLevels = 128 };
+
+// The entropy (KL) calibration threshold of |v| (TensorRT's method, as
+// ONNX Runtime's entropy calibrator): the histogram of |x| over [0, max
+// |x|] in 2048 bins; for each candidate i (128 .. 2048 bins kept) the
+// reference P is the first i bins with everything above folded into bin
+// i - 1, Q those i bins (without the fold) merged into 128 levels and
+// spread back evenly over the bins that P has nonzero; the threshold is
+// the upper edge of the i with the least KL(P || Q). Clips the outliers
+// whose range would cost the bulk of the values its resolution.
+static double entropy_threshold(const double* v, size_t n, double* hist,
+                                double* p, double* q) {
+  double amax = 0.0;
+  for (size_t i = 0; i < n; ++i) amax = fmax(amax, fabs(v[i]));
+  if (!(amax > 0.0)) return 0.0;
+  const double width = amax / kEntropyBins;
+  memset(hist, 0, sizeof(double) * kEntropyBins);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t b = (int64_t)(fabs(v[i]) / width);
+    hist[b < kEntropyBins ? b : kEntropyBins - 1] += 1.0;
+  }
+  double best = INFINITY;
+  int32_t best_i = kEntropyBins;
+  for (int32_t i = kEntropyLevels; i <= kEntropyBins; ++i) {
+    double above = 0.0;
+    for (int32_t b = i; b < kEntropyBins; ++b) above += hist[b];
+    memcpy(p, hist, sizeof(double) * (size_t)i);
+    p[i - 1] += above;
+    const int32_t merged = i / kEntropyLevels;
+    for (int32_t j = 0; j < kEntropyLevels; ++j) {
+      int32_t b0 = j * merged;
+      int32_t b1 = j == kEntropyLevels - 1 ? i : b0 + merged;
+      double sum = 0.0;
+      int32_t nonzero = 0;
+      for (int32_t b = b0; b < b1; ++b) {
+        sum += hist[b];
+        nonzero += p[b] != 0.0;
+      }
+      for (int32_t b = b0; b < b1; ++b) {
+        q[b] = p[b] != 0.0 ? sum / nonzero : 0.0;
+      }
+    }
+    double ps = 0.0, qs = 0.0;
+    for (int32_t b = 0; b < i; ++b) {
+      ps += p[b];
+      qs += q[b];
+    }
+    if (!(ps > 0.0) || !(qs > 0.0)) continue;
+    for (int32_t b = 0; b < i; ++b) {
+      p[b] /= ps;
+      q[b] /= qs;
+    }
+    if (!smooth(p, i) || !smooth(q, i)) continue;
+    double kl = 0.0;
+    for (int32_t b = 0; b < i; ++b) {
+      if (p[b] > 0.0 && q[b] > 0.0) kl += p[b] * log(p[b] / q[b]);
+    }
+    if (kl < best) {
+      best = kl;
+      best_i = i;
+    }
+  }
+  return best_i * width;
+}
+
 // The scale and zero point of |a|.
-static void pick(const calib_t* c, act_t* a, float* out_scale,
-                 int64_t* out_zp) {
+static tj_status_t pick(const calib_t* c, act_t* a, float* out_scale,
+                        int64_t* out_zp) {
   const bool sym = c->o->dtype == TJ_DTYPE_I8;
   double lo = a->lo, hi = a->hi;
   if (!(lo <= hi)) lo = hi = 0.0;  // no value seen
@@ -176,6 +255,16 @@ static void pick(const calib_t* c, act_t* a, float* out_scale,
     qsort(a->values, a->count, sizeof(double), cmp_double);
     hi = quantile(a->values, a->count, p);
     lo = sym ? -hi : quantile(a->values, a->count, 1.0 - p);
+  }
+  if (c->o->method == TJ_CALIBRATE_ENTROPY && a->count) {
+    double* work = tj_alloc(c->al, sizeof(double) * 3 * kEntropyBins);
+    if (!work) return tj_status_oom();
+    double t = entropy_threshold(a->values, a->count, work, work + kEntropyBins,
+                                 work + 2 * kEntropyBins);
+    tj_free(c->al, work, sizeof(double) * 3 * kEntropyBins);
+    // Symmetric: [-t, t]; u8: the range seen, clipped to it.
+    hi = sym ? t : fmin(hi, t);
+    lo = sym ? -t : fmax(lo, -t);
   }
   // The range holds 0 so that 0 is exact (padding, relu's zeros).
   if (lo > 0) lo = 0;
@@ -193,15 +282,16 @@ static void pick(const calib_t* c, act_t* a, float* out_scale,
   *out_zp =
       sym ? 0
           : tj_quant_to_int(tj_quant_divide(TJ_DTYPE_F32, -lo, s), 0, 0, 255);
+  return NULL;
 }
 
 // quantize -> dequantize of activation |j| in the new graph.
 static tj_status_t insert_qdq(const calib_t* c, tj_rewriter_t* rw, uint32_t j,
                               uint32_t* out) {
   act_t* a = &c->acts[j];
-  float s;
-  int64_t zp;
-  pick(c, a, &s, &zp);
+  float s = 1.0f;
+  int64_t zp = 0;
+  TJ_RETURN_IF_ERROR(pick(c, a, &s, &zp));
   const bool sym = c->o->dtype == TJ_DTYPE_I8;
   uint32_t sn, zn = TJ_NODE_NONE, qn;
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(rw, TJ_DTYPE_F32, s, &sn));
@@ -335,14 +425,15 @@ TJ_API tj_status_t tj_calibrate(const tj_graph_t* graph,
   }
   const tj_calibrate_options_t* o = options;
   if ((o->method != TJ_CALIBRATE_MINMAX &&
-       o->method != TJ_CALIBRATE_PERCENTILE) ||
+       o->method != TJ_CALIBRATE_PERCENTILE &&
+       o->method != TJ_CALIBRATE_ENTROPY) ||
       (o->dtype != TJ_DTYPE_U8 && o->dtype != TJ_DTYPE_I8) || o->flags != 0 ||
       (o->method == TJ_CALIBRATE_PERCENTILE &&
        !(o->percentile > 50.0 && o->percentile <= 100.0))) {
     return tj_invalid(
         "tj_calibrate: method %u, percentile %g, dtype %s, flags %u: the "
-        "methods are min-max and percentile (in (50, 100]), the dtypes u8 "
-        "and i8; flags must be 0",
+        "methods are min-max, percentile (in (50, 100]) and entropy, the "
+        "dtypes u8 and i8; flags must be 0",
         (unsigned)o->method, o->percentile, tj_dtype_name(o->dtype),
         (unsigned)o->flags);
   }

@@ -8,11 +8,16 @@
 // CPUs. Each figure is the median of |runs| (default 5) timed runs after
 // a warm-up, with the spread (min..max); GOPS counts 2 M N K. Our
 // executables come from the public API (tj_compile, tj_executable_run),
-// the way a host would run them. B is an input (packed every run).
+// the way a host would run them. B is an input (packed every run), or
+// with QGEMM_BENCH_CONST=1 a constant (a weight: the int8 GEMMs prepack
+// it at compile time; our f32 GEMM's B is then a constant too).
 //
 //   usage: qgemm_bench [runs]
-//   QGEMM_BENCH_ISA=avx512|avx2|sse2|x86-64-v4 forces the main tier;
-//   QGEMM_BENCH_ALT=<tier> adds the int8 GEMM at that tier as a column.
+//   QGEMM_BENCH_ISA=avx512|avx2|x86-64-v3|sse2|x86-64-v4 forces the main
+//   tier; QGEMM_BENCH_ALT=<tier> adds the int8 GEMM at that tier as a
+//   column; QGEMM_BENCH_INT7=1 makes B's values 7-bit ([-64, 63]: the
+//   vpmaddubsw path of the tiers without VNNI); QGEMM_BENCH_SHAPES=small
+//   keeps the shapes with M < 4096.
 //
 // Run OpenBLAS at its best (shared/BENCHMARKING.md, trap 1):
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; ./build/bench/qgemm_bench)
@@ -34,14 +39,18 @@ typedef char* (*corename_fn)(void);
 
 // y = a @ b for a [M, K] of |adt|, b [K, N] of |bdt| (matmul_i32 when the
 // operands are 8-bit, else matmul).
+// |bconst|: B is that constant (borrowed), not an input.
 static tj_executable_t* build(tj_context_t* ctx, tj_dtype_t adt, tj_dtype_t bdt,
-                              int64_t m, int64_t n, int64_t k,
-                              int32_t threads) {
+                              int64_t m, int64_t n, int64_t k, int32_t threads,
+                              const void* bconst) {
   tj_graph_t* g = NULL;
   if (!ok(tj_graph_create(ctx, "qgemm_bench", &g), "graph")) return NULL;
   int64_t ad[2] = {m, k}, bd[2] = {k, n};
   tj_value_t a = tj_graph_input(g, adt, 2, ad, "a");
-  tj_value_t b = tj_graph_input(g, bdt, 2, bd, "b");
+  tj_value_t b = bconst ? tj_graph_constant_borrowed(
+                              g, bdt, 2, bd, bconst,
+                              (size_t)(k * n) * (bdt == TJ_DTYPE_F32 ? 4 : 1))
+                        : tj_graph_input(g, bdt, 2, bd, "b");
   tj_graph_output(g,
                   adt == TJ_DTYPE_F32 ? tj_graph_matmul(g, a, b)
                                       : tj_graph_matmul_i32(g, a, b),
@@ -58,14 +67,14 @@ static tj_executable_t* build(tj_context_t* ctx, tj_dtype_t adt, tj_dtype_t bdt,
   return exe;
 }
 
-static stat_t time_exe(tj_executable_t* exe, tj_tensor_t* in, tj_tensor_t* out,
-                       int runs) {
+static stat_t time_exe(tj_executable_t* exe, tj_tensor_t* in, uint32_t nin,
+                       tj_tensor_t* out, int runs) {
   stat_t bad = {-1, -1, -1};
-  if (!exe || !ok(tj_executable_run(exe, in, 2, out, 1), "run")) return bad;
+  if (!exe || !ok(tj_executable_run(exe, in, nin, out, 1), "run")) return bad;
   double t[kMaxRuns];
   for (int r = 0; r < runs; ++r) {
     double t0 = now_ms();
-    tj_executable_run(exe, in, 2, out, 1);
+    tj_executable_run(exe, in, nin, out, 1);
     t[r] = now_ms() - t0;
   }
   return stats_of(t, runs);
@@ -136,6 +145,14 @@ int main(int argc, char** argv) {
     ao.x86_isa = alt_isa;
     if (!ok(tj_context_create(&ao, &alt), "alt context")) alt = NULL;
   }
+  const char* env = getenv("QGEMM_BENCH_CONST");
+  bool cb = env && *env == '1';
+  env = getenv("QGEMM_BENCH_INT7");
+  bool int7 = env && *env == '1';
+  env = getenv("QGEMM_BENCH_SHAPES");
+  bool small = env && strcmp(env, "small") == 0;
+  printf("B: %s, %s values\n", cb ? "a constant" : "an input",
+         int7 ? "7-bit" : "8-bit");
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int32_t all = ncpu > 1 ? (int32_t)ncpu : 1;
   printf("tier: %s%s%s; medians of %d runs (min..max), GOPS = 2MNK / time\n",
@@ -153,6 +170,7 @@ int main(int argc, char** argv) {
                                        {16, 4096, 4096}};
   for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); ++s) {
     int64_t m = kShapes[s][0], n = kShapes[s][1], k = kShapes[s][2];
+    if (small && m >= 4096) continue;
     int64_t ad[2] = {m, k}, bd[2] = {k, n}, yd[2] = {m, n};
     uint8_t* a8 = malloc((size_t)(m * k));
     int8_t* b8 = malloc((size_t)(k * n));
@@ -165,7 +183,7 @@ int main(int argc, char** argv) {
       af[i] = (float)a8[i];
     }
     for (int64_t i = 0; i < k * n; ++i) {
-      b8[i] = (int8_t)(i * 13 % 256 - 128);
+      b8[i] = int7 ? (int8_t)(i * 13 % 128 - 64) : (int8_t)(i * 13 % 256 - 128);
       bf[i] = (float)b8[i];
     }
     double ops = 2.0 * (double)m * (double)n * (double)k;
@@ -178,19 +196,21 @@ int main(int argc, char** argv) {
                             tj_tensor_make(bf, TJ_DTYPE_F32, 2, bd)};
       tj_tensor_t o32 = tj_tensor_make(y32, TJ_DTYPE_I32, 2, yd);
       tj_tensor_t of = tj_tensor_make(yf, TJ_DTYPE_F32, 2, yd);
-      tj_executable_t* e8 = build(ctx, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr);
-      stat_t t8 = time_exe(e8, in8, &o32, runs);
+      const uint32_t nin = cb ? 1 : 2;
+      tj_executable_t* e8 =
+          build(ctx, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr, cb ? b8 : NULL);
+      stat_t t8 = time_exe(e8, in8, nin, &o32, runs);
       tj_executable_release(e8);
       stat_t ta = {-1, -1, -1};
       if (alt) {
         tj_executable_t* ea =
-            build(alt, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr);
-        ta = time_exe(ea, in8, &o32, runs);
+            build(alt, TJ_DTYPE_U8, TJ_DTYPE_I8, m, n, k, thr, cb ? b8 : NULL);
+        ta = time_exe(ea, in8, nin, &o32, runs);
         tj_executable_release(ea);
       }
       tj_executable_t* ef =
-          build(ctx, TJ_DTYPE_F32, TJ_DTYPE_F32, m, n, k, thr);
-      stat_t tf = time_exe(ef, inf, &of, runs);
+          build(ctx, TJ_DTYPE_F32, TJ_DTYPE_F32, m, n, k, thr, cb ? bf : NULL);
+      stat_t tf = time_exe(ef, inf, nin, &of, runs);
       tj_executable_release(ef);
       stat_t tb = {-1, -1, -1};
       if (sgemm) {

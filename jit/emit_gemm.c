@@ -351,7 +351,11 @@ static void ukernel_step_dot(ukernel_t* u, LLVMValueRef brow, LLVMValueRef koff,
 // each sliver row. Pairs: pmaddwd adds a0*b0 + a1*b1 of i16 (exact: the
 // values are 8-bit) into each i32 lane. Quads: vpdpbusd adds four u8 x s8
 // products (exact, no intermediate saturation) into each i32 lane; the
-// sums wrap as i32 does.
+// sums wrap as i32 does. Quads without VNNI (a B of 7-bit constants,
+// tj_kir_t.b_int7): vpmaddubsw sums the u8 x s8 products two by two into
+// i16 (|a0*b0 + a1*b1| <= 255 * 64 * 2 = 32640 for b in [-64, 63]: its
+// saturation never happens) and vpmaddwd by ones adds those pairs into the
+// i32 lane, the same quad sum with two instructions instead of one.
 static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
                              LLVMValueRef koff, LLVMValueRef* acc) {
   tj_emit_t* em = u->em;
@@ -360,11 +364,18 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
   LLVMTypeRef iv = LLVMVectorType(em->t_i32, (unsigned)w);
   LLVMTypeRef hv = LLVMVectorType(em->t_i16, (unsigned)(2 * w));
   bool quads = u->o->igroup == 4;
-  const char* fn = quads ? (w == 16 ? "llvm.x86.avx512.vpdpbusd.512"
-                                    : "llvm.x86.avx512.vpdpbusd.256")
-                         : (w == 16  ? "llvm.x86.avx512.pmaddw.d.512"
-                            : w == 8 ? "llvm.x86.avx2.pmadd.wd"
-                                     : "llvm.x86.sse2.pmadd.wd");
+  bool maddubs = quads && !em->target.vnni;
+  const char* madd = w == 16  ? "llvm.x86.avx512.pmaddw.d.512"
+                     : w == 8 ? "llvm.x86.avx2.pmadd.wd"
+                              : "llvm.x86.sse2.pmadd.wd";
+  const char* fn = !quads    ? madd
+                   : maddubs ? (w == 16 ? "llvm.x86.avx512.pmaddubs.w.512"
+                                        : "llvm.x86.avx2.pmadd.ub.sw")
+                   : w == 16 ? "llvm.x86.avx512.vpdpbusd.512"
+                             : "llvm.x86.avx512.vpdpbusd.256";
+  LLVMTypeRef bytes = LLVMVectorType(em->t_i8, (unsigned)(4 * w));
+  LLVMValueRef ones =
+      maddubs ? tj_emit_splat(em, LLVMConstInt(em->t_i16, 1, 0), 2 * w) : NULL;
   LLVMValueRef bvec[16], splat[16];
   for (int32_t v = 0; v < nv; ++v) {
     LLVMValueRef bv = LLVMBuildLoad2(
@@ -399,7 +410,14 @@ static void ukernel_step_int(ukernel_t* u, LLVMValueRef brow, LLVMValueRef kk,
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
     for (int32_t v = 0; v < nv; ++v) {
-      if (quads) {
+      if (maddubs) {
+        LLVMValueRef ub[2] = {LLVMBuildBitCast(b, splat[r], bytes, ""),
+                              LLVMBuildBitCast(b, bvec[v], bytes, "")};
+        LLVMValueRef wd[2] = {tj_emit_intrinsic(em, fn, NULL, 0, ub, 2), ones};
+        acc[r * nv + v] =
+            LLVMBuildAdd(b, acc[r * nv + v],
+                         tj_emit_intrinsic(em, madd, NULL, 0, wd, 2), "");
+      } else if (quads) {
         LLVMValueRef args[3] = {acc[r * nv + v], splat[r], bvec[v]};
         acc[r * nv + v] = tj_emit_intrinsic(em, fn, NULL, 0, args, 3);
       } else {
@@ -1013,7 +1031,8 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 // void amx_ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kq,
 //                  i64 mr_valid, ptr tile, i64 ld, i1 accumulate, i64 cols)
 // as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (quads) is a
-// multiple of 16; ka, ldb and cols are unused.
+// multiple of 16; ldb is the B panel's row stride in 32-bit lanes (64,
+// packed per run or prepacked); ka and cols are unused.
 
 enum { kAmxRows = 16, kAmxCols = 64 };
 
@@ -1038,9 +1057,10 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   add_attrs(em, fn, false);
   LLVMValueRef a = LLVMGetParam(fn, 0), lda = LLVMGetParam(fn, 1),
-               bp = LLVMGetParam(fn, 3), kq = LLVMGetParam(fn, 5),
-               mrv = LLVMGetParam(fn, 6), tile = LLVMGetParam(fn, 7),
-               ld = LLVMGetParam(fn, 8), accum = LLVMGetParam(fn, 9);
+               bp = LLVMGetParam(fn, 3), ldb = LLVMGetParam(fn, 4),
+               kq = LLVMGetParam(fn, 5), mrv = LLVMGetParam(fn, 6),
+               tile = LLVMGetParam(fn, 7), ld = LLVMGetParam(fn, 8),
+               accum = LLVMGetParam(fn, 9);
   // The loop and branch helpers build in em->fn (allocas in em->entry).
   LLVMBuilderRef saved = em->b;
   LLVMValueRef saved_fn = em->fn;
@@ -1091,7 +1111,8 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
       adt == TJ_DTYPE_I8
           ? (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbsud")
           : (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbusd" : "llvm.x86.tdpbuud");
-  LLVMValueRef panel_row = i64c(em, (int64_t)kAmxCols * 4);  // bytes
+  // A panel row: 64 columns' quads (ldb).
+  LLVMValueRef panel_row = LLVMBuildMul(b, ldb, i64c(em, 4), "");  // bytes
   tj_emit_loop_t kl;
   LLVMValueRef step = tj_emit_loop_begin(
       em, &kl, i64c(em, 0), LLVMBuildUDiv(b, kq, i64c(em, kAmxRows), ""),
@@ -1101,7 +1122,8 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
   amx_call(em, "llvm.x86.tileloadd64", a_args, 3);
   LLVMValueRef brow = gep_i8(
       em, bp,
-      LLVMBuildMul(b, step, i64c(em, (int64_t)kAmxRows * kAmxCols * 4), ""));
+      LLVMBuildMul(b, step, LLVMBuildMul(b, panel_row, i64c(em, kAmxRows), ""),
+                   ""));
   for (int32_t c = 0; c < 4; ++c) {
     int64_t t = 5 + c % 3;
     LLVMValueRef b_args[3] = {i8c(em, t), gep_i8(em, brow, i64c(em, 64 * c)),
@@ -2324,7 +2346,7 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, pass, i64c(em, 0), "");
   LLVMValueRef last = LLVMBuildICmp(
       em->b, LLVMIntEQ, LLVMBuildAdd(em->b, pass, i64c(em, 1), ""), passes, "");
-  {
+  if (!em->k->b_prepacked) {
     LLVMValueRef have = LLVMBuildAnd(
         em->b, single,
         LLVMBuildICmp(em->b, LLVMIntEQ,
@@ -2411,6 +2433,20 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
                          i64c(em, 1), "panel");
   LLVMValueRef col = LLVMBuildMul(em->b, j, i64c(em, s->tile_n), "");
   LLVMValueRef bp = gep_f32(em, packed, LLVMBuildMul(em->b, col, prows, ""));
+  if (em->k->b_prepacked) {
+    // Panel (n0 + col) / tile_n of the prepacked B, from its quad row k0 / 4
+    // (tj_kir_t.b_prepacked: panels of ceil(K / 4) rows of tile_n lanes).
+    int64_t kq = (em->k->gemm_k.value + 3) / 4;
+    LLVMValueRef panel = LLVMBuildUDiv(
+        em->b, LLVMBuildAdd(em->b, un.n0, col, ""), i64c(em, s->tile_n), "");
+    bp = gep_f32(
+        em, un.batch.ptr[g->bbuf],
+        LLVMBuildMul(
+            em->b,
+            LLVMBuildAdd(em->b, LLVMBuildMul(em->b, panel, i64c(em, kq), ""),
+                         LLVMBuildUDiv(em->b, k0, i64c(em, 4), ""), ""),
+            i64c(em, s->tile_n), ""));
+  }
   // Single pass: the tile lives on the stack. Several passes: it lives in
   // the unit's partial-sum block, row stride nc.
   LLVMValueRef part_tile = gep_f32(
@@ -2448,6 +2484,42 @@ static tj_status_t emit_packed(gemm_t* g, LLVMValueRef ukernel, bool pack_a) {
   tj_emit_loop_end(em, &pl);
   tj_emit_loop_end(em, &units);
   return NULL;
+}
+
+bool tj_emit_gemm_prepacks_b(const tj_emit_target_t* target,
+                             const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM || !tj_kir_gemm_is_int8(k) || k->bq.bits ||
+      k->rank < 2) {
+    return false;
+  }
+  const int32_t w = target->lanes, dm = k->rank - 2, dn = k->rank - 1;
+  tj_dtype_t adt = TJ_DTYPE_F32, bdt = TJ_DTYPE_F32;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A) adt = buf->dtype;
+    if (buf->role != TJ_KIR_GEMM_B) continue;
+    bdt = buf->dtype;
+    // One B for every batch: its batch strides are 0.
+    for (int32_t d = 0; d < dm; ++d) {
+      if (!tj_kir_ival_is_const(buf->strides[d], 0)) return false;
+    }
+  }
+  if (k->dims[dn].param >= 0 || k->gemm_k.param >= 0) return false;
+  tj_kir_gemm_schedule_t s;
+  tj_kir_gemm_resolve(k, w, &s);
+  // As tj_emit_gemm decides: the AMX tiles (any signs, no correction row),
+  // else quads for a u8 A (an s8 A needs the per-pass correction row).
+  tj_kir_ival_t mdim = k->dims[dm];
+  bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
+  if (target->amx && w == 16 && !small_m && tj_kir_gemm_a_k_contiguous(k) &&
+      k->gemm_k.value % 64 == 0 && s.kc % 64 == 0 && s.tile_n == kAmxCols &&
+      s.nc % s.tile_n == 0) {
+    return true;
+  }
+  if (s.nc % s.tile_n != 0) return false;  // n blocks of whole panels
+  return (target->vnni || k->b_int7) && (w == 16 || w == 8) &&
+         bdt == TJ_DTYPE_I8 && adt == TJ_DTYPE_U8 && s.kc % 4 == 0 &&
+         tj_kir_gemm_a_k_contiguous(k);
 }
 
 tj_status_t tj_emit_gemm(tj_emit_t* em) {
@@ -2489,9 +2561,13 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     // qgemm (issue 17): vpdpbusd quads where the tier has it (AVX512-VNNI,
     // AVX-VNNI) and B is s8 (an s8 A is flipped to u8, its -128 * colsum(B)
     // carried in the panel); else i16 pairs by pmaddwd (any dtypes, every
-    // tier). Quads never straddle two K passes when kc % 4 == 0.
-    g.igroup = em->target.vnni && (w == 16 || w == 8) && g.bdt == TJ_DTYPE_I8 &&
-                       s->kc % 4 == 0
+    // tier). Quads never straddle two K passes when kc % 4 == 0. Without
+    // VNNI, a B of 7-bit constants (tj_kir_t.b_int7) still takes the quads,
+    // multiplied by vpmaddubsw (exact for them, see ukernel_step_int): A
+    // read in place, B's panel half the bytes of the pairs' and twice the
+    // products per multiply (AVX2 and x86-64-v4; SSE2 has no pmaddubsw).
+    g.igroup = (em->target.vnni || k->b_int7) && (w == 16 || w == 8) &&
+                       g.bdt == TJ_DTYPE_I8 && s->kc % 4 == 0
                    ? 4
                    : 2;
     bool quads = g.igroup == 4;
@@ -2527,6 +2603,11 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
       g.s.tile_m = kAmxRows;
       pack_a = false;
     }
+  }
+  if (k->b_prepacked && !(g.amx || (g.igroup == 4 && !g.gb.corr))) {
+    return tj_internal(
+        "gemm %s: B is prepacked but this target does not read it as quads",
+        k->name);
   }
   // The in-place path needs B's rows contiguous along n (and f32, f16 or
   // bf16: an integer gemm always packs).

@@ -239,6 +239,11 @@ tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
                              LLVMValueRef len);
 tj_status_t tj_emit_row_reduce(tj_emit_t* em);
 tj_status_t tj_emit_gemm(tj_emit_t* em);
+// Whether GEMM |k| on |target| reads B as the quads of a prepacked B
+// (tj_kir_t.b_prepacked) could give: an 8-bit GEMM on the AMX tiles, or
+// on vpdpbusd / vpmaddubsw quads with a u8 A; B one for every batch, K and
+// N constants.
+bool tj_emit_gemm_prepacks_b(const tj_emit_target_t* target, const tj_kir_t* k);
 tj_status_t tj_emit_attention(tj_emit_t* em);  // emit_attention.c
 
 // Pointers for every buffer at the point whose multi-index over dims

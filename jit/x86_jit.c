@@ -225,6 +225,13 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
                              .avx512 = false,
                              .vnni = has_feature(host_features, "avxvnni")};
       break;
+    case TJ_X86_ISA_X86_64_V3:
+      if (!avx2) return tj_unsupported("x86 jit: the host has no AVX2+FMA");
+      cpu = "x86-64-v3";
+      features = "";
+      jit->target = (tj_emit_target_t){
+          .lanes = 8, .has_fma = true, .has_f16c = true, .avx512 = false};
+      break;
     case TJ_X86_ISA_SSE2:
     default:
       jit->isa = TJ_X86_ISA_SSE2;
@@ -351,7 +358,8 @@ void tj_x86_jit_destroy(tj_x86_jit_t* jit) {
 static const char* const kIsaNames[] = {
     [TJ_X86_ISA_HOST] = "host",           [TJ_X86_ISA_AVX512] = "avx512",
     [TJ_X86_ISA_AVX2] = "avx2",           [TJ_X86_ISA_SSE2] = "sse2",
-    [TJ_X86_ISA_X86_64_V4] = "x86-64-v4", [TJ_X86_ISA_AMX] = "amx"};
+    [TJ_X86_ISA_X86_64_V4] = "x86-64-v4", [TJ_X86_ISA_AMX] = "amx",
+    [TJ_X86_ISA_X86_64_V3] = "x86-64-v3"};
 
 bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out) {
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kIsaNames); ++i) {
@@ -370,6 +378,10 @@ const char* tj_x86_isa_name(tj_x86_isa_t isa) {
 tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit) { return jit->isa; }
 
 int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit) { return jit->target.lanes; }
+
+bool tj_x86_jit_gemm_prepacks_b(const tj_x86_jit_t* jit, const tj_kir_t* k) {
+  return tj_emit_gemm_prepacks_b(&jit->target, k);
+}
 
 const char* tj_x86_jit_target_key(const tj_x86_jit_t* jit) { return jit->key; }
 

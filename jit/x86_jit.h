@@ -36,10 +36,14 @@ typedef enum tj_x86_isa_e {
   // (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once per process): HOST picks
   // it where both are there; AVX512 is the same level without AMX.
   TJ_X86_ISA_AMX = 5,
+  // x86-64-v3: AVX2+FMA+F16C and nothing newer (no AVX-VNNI), 8 lanes: the
+  // AVX2 machines without VNNI (CI's), which AVX2 on a newer host is not
+  // (it keeps the host's AVX-VNNI for integer GEMMs).
+  TJ_X86_ISA_X86_64_V3 = 6,
 } tj_x86_isa_t;
 
-// The level named |name|: "host", "amx", "avx512", "x86-64-v4", "avx2" or
-// "sse2"
+// The level named |name|: "host", "amx", "avx512", "x86-64-v4", "avx2",
+// "x86-64-v3" or "sse2"
 // (TJ_X86_ISA's values). False, with |*out| untouched, for any other name.
 bool tj_x86_isa_from_name(const char* name, tj_x86_isa_t* out);
 
@@ -82,6 +86,10 @@ tj_x86_isa_t tj_x86_jit_isa(const tj_x86_jit_t* jit);
 // f32 lanes per vector of the generated code (16, 8 or 4): the value
 // tj_kir_launch_info needs.
 int32_t tj_x86_jit_lanes(const tj_x86_jit_t* jit);
+
+// Whether GEMM |k| compiled by |jit| would read a prepacked 8-bit B
+// (tj_kir_t.b_prepacked; tj_emit_gemm_prepacks_b for the JIT's target).
+bool tj_x86_jit_gemm_prepacks_b(const tj_x86_jit_t* jit, const tj_kir_t* k);
 
 // Everything an object's validity depends on besides the kernel IR: LLVM
 // version, triple, CPU name, the full feature string, opt level,

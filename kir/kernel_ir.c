@@ -1130,6 +1130,8 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
       sbuf_printf(&s, " bq int4%s group %lld", k->bq.int4_signed ? "s" : "u",
                   (long long)k->bq.group);
     }
+    if (k->b_int7) sbuf_printf(&s, " b_int7");
+    if (k->b_prepacked) sbuf_printf(&s, " b_prepacked");
   }
   if (k->kind == TJ_KIR_ATTENTION) {
     sbuf_printf(&s, " d ");
@@ -1188,7 +1190,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
 //===--- same code ---===//
 
 // Every field compared below; a new one changes these sizes (x86-64).
-_Static_assert(sizeof(tj_kir_t) == 384 && sizeof(tj_kir_phase_t) == 32 &&
+_Static_assert(sizeof(tj_kir_t) == 392 && sizeof(tj_kir_phase_t) == 32 &&
                    sizeof(tj_kir_inst_t) == 48 &&
                    sizeof(tj_kir_buffer_t) == 144,
                "a field was added: compare it in tj_kir_same_code");
@@ -1230,7 +1232,8 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       !ival_equal(a->attention.dv, b->attention.dv) ||
       !double_equal(a->attention.scale, b->attention.scale) ||
       a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
-      a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group) {
+      a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
+      a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked) {
     return false;
   }
   int32_t rank = a->rank < TJ_KIR_MAX_RANK ? a->rank : TJ_KIR_MAX_RANK;

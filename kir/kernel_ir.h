@@ -310,6 +310,20 @@ typedef struct tj_kir_t {
   bool allow_int8_gemm;
   // GEMM only (qfold, issue 17): B is quantized (bits 0: not).
   tj_kir_bq_t bq;
+  // GEMM only (issue 17): B is an i8 constant whose every value lies in
+  // [-64, 63] (lowering read them), so a u8 x B pair sum is at most 255 *
+  // 64 * 2 = 32640 in magnitude and vpmaddubsw's saturating i16 sums are
+  // exact: x86 tiers without VNNI multiply such a B that way.
+  bool b_int7;
+  // GEMM only (issue 17): B's buffer holds an 8-bit constant B prepacked
+  // once at compile time (x86 backend) as the panels the integer
+  // microkernels read: i32 lanes [ceil(N / P)][ceil(K / 4)][P], P the
+  // schedule's tile_n at the target's lanes (tj_kir_gemm_resolve), lane (j,
+  // q, c) the bytes of B(4q .. 4q + 3, jP + c), zero past K and N: each
+  // panel contiguous over all of K, as the per-run packing lays one pass
+  // out. Only where the x86 emitter runs B as quads without a correction
+  // row (tj_emit_gemm_prepacks_b).
+  bool b_prepacked;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;
 } tj_kir_t;

@@ -464,6 +464,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
     lw->k->allow_half_gemm = true;  // every GEMM template takes them
     lw->k->allow_int8_gemm = true;  // x86 and CUDA (sm_90a) templates
     lw->k->bq = lw->bq;             // qfold: x86's quantized weights
+    lw->k->b_int7 = lw->b_int7;
   }
   if (lw->k->error) return tj_status_clone(lw->k->error);
   lw->emit = true;

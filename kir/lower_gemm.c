@@ -63,6 +63,30 @@ static tj_status_t quantized_b(tj_lowering_t* lw, uint32_t dq,
   return NULL;
 }
 
+// Whether |node| is an i8 constant whose every value lies in [-64, 63]
+// (issue 17): then a u8 x s8 pair sum of vpmaddubsw is at most 255 * 64 *
+// 2 = 32640 in magnitude and its i16 saturation never happens, so the x86
+// tiers without VNNI may multiply B four k at a time (tj_kir_t.b_int7).
+// Weights quantized to 7 bits (ONNX Runtime's reduce_range, meant for
+// exactly these CPUs) are such constants; a scan of the weight's bytes
+// once per compile.
+static bool int7_constant(const tj_lowering_t* lw, uint32_t node) {
+  const tj_node_t* n = NODE(lw, node);
+  if (n->op != TJ_OP_CONSTANT || n->dtype != TJ_DTYPE_I8 || !n->attrs.data) {
+    return false;
+  }
+  int64_t count = 1;
+  for (int32_t d = 0; d < n->rank; ++d) {
+    if (n->dims[d] < 0) return false;
+    count *= n->dims[d];
+  }
+  const int8_t* v = n->attrs.data;
+  for (int64_t i = 0; i < count; ++i) {
+    if (v[i] < -64 || v[i] > 63) return false;
+  }
+  return true;
+}
+
 // |node|'s storage seen through at most one in-group transpose: the node in
 // memory and the strides over |node|'s coordinates.
 static tj_status_t operand_view(tj_lowering_t* lw, uint32_t node,
@@ -94,6 +118,7 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
   bool int8 = mm->op == TJ_OP_MATMUL_I32;
   bool bq = lw->in_group[bn] && b->op == TJ_OP_DEQUANTIZE;
   memset(&lw->bq, 0, sizeof(lw->bq));
+  lw->b_int7 = false;
   // A quantized B's own types are checked by quantized_b.
   if ((a->dtype != TJ_DTYPE_F32 || (!bq && b->dtype != TJ_DTYPE_F32)) &&
       !half && !int8) {
@@ -154,6 +179,7 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
   } else {
     TJ_RETURN_IF_ERROR(
         tj_lower_add_buffer(lw, bbase, TJ_KIR_GEMM_B, vb, boff, &idx));
+    lw->b_int7 = int8 && int7_constant(lw, bbase);
   }
   return tj_lower_node_dim(lw, an, a->rank - 1, &lw->gemm_k);
 }

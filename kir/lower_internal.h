@@ -119,6 +119,7 @@ typedef struct tj_lowering_t {
   uint32_t mm;
   int64_t gemm_k;
   tj_kir_bq_t bq;  // qfold: a GEMM's quantized B (lower_gemm.c)
+  bool b_int7;     // a GEMM's B is an i8 constant in [-64, 63] (lower_gemm.c)
   // A gather whose indexed axis may be empty at run time (a symbolic dim):
   // the kernel's run-time check (tj_lowered_kernel_t.nonempty_node), one
   // per kernel; NONE32 when none.

@@ -334,13 +334,20 @@ static tj_status_t init_entry(tj_x86_tuner_t* t, const char* blas_why,
   return NULL;
 }
 
+// The GEMMs the tuner times. Not one whose B is prepacked (issue 17):
+// its B buffer is the program's prepacked copy, which the variants (and
+// OpenBLAS) cannot read.
+static bool tunable(const tj_kir_t* k) {
+  return k->kind == TJ_KIR_GEMM && !k->b_prepacked;
+}
+
 tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
                                 tj_x86_tuner_t** out) {
   *out = NULL;
   const tj_x86_kernel_set_t* set = config->set;
   uint32_t n = 0;
   for (uint32_t i = 0; i < set->num_kernels; ++i) {
-    n += set->kernels[i].kernel->kind == TJ_KIR_GEMM;
+    n += tunable(set->kernels[i].kernel);
   }
   if (n == 0) return NULL;
   tj_allocator_t al = config->allocator;
@@ -379,7 +386,7 @@ tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
   }
   for (uint32_t i = 0; i < set->num_kernels; ++i) {
     t->entry_of[i] = -1;
-    if (set->kernels[i].kernel->kind != TJ_KIR_GEMM) continue;
+    if (!tunable(set->kernels[i].kernel)) continue;
     entry_t* e = &t->entries[t->num_entries];
     e->kernel = i;
     t->entry_of[i] = (int32_t)t->num_entries++;
@@ -411,7 +418,7 @@ void tj_x86_tuner_destroy(tj_x86_tuner_t* t) {
   }
   uint32_t n = 0;
   for (uint32_t i = 0; i < t->set->num_kernels; ++i) {
-    n += t->set->kernels[i].kernel->kind == TJ_KIR_GEMM;
+    n += tunable(t->set->kernels[i].kernel);
   }
   if (t->entries) tj_free(al, t->entries, sizeof(entry_t) * n);
   if (t->entry_of)

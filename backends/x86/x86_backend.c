@@ -86,8 +86,8 @@ static void runtime_destroy(void* state) {
 }
 
 // The context's x86 ISA setting (TJ_X86_ISA or tj_context_options_t.x86_isa:
-// amx|avx512|x86-64-v4|avx2|sse2) makes every executable of the context
-// generate code for that level instead of the host's best; a level the
+// amx|avx512|x86-64-v4|avx2|x86-64-v3|sse2) makes every executable of the
+// context generate code for that level instead of the host's best; a level the
 // host lacks is UNSUPPORTED (the override can only go down). It is how the
 // test suites run each lower tier on a bigger CPU, and how a user rules the
 // AVX-512 code out when a bug is suspected there.
@@ -98,7 +98,7 @@ static tj_status_t jit_options_from_settings(const tj_context_t* context,
   if (!tj_x86_isa_from_name(isa, &options->isa)) {
     return tj_invalid(
         "%s=\"%.64s\" is not an x86 level: use host, amx, avx512, x86-64-v4, "
-        "avx2 or sse2",
+        "avx2, x86-64-v3 or sse2",
         tj_setting_source(context, TJ_SETTING_X86_ISA), isa);
   }
   return NULL;

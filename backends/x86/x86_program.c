@@ -53,10 +53,22 @@ typedef struct frame_t {
   int64_t capacity;
 } frame_t;
 
+// A GEMM's constant 8-bit B packed at compile time (issue 17): the quads
+// the integer microkernels read (tj_kir_t.b_prepacked), passed as the
+// kernel's B buffer in place of the constant.
+typedef struct prepacked_t {
+  void* raw;  // the allocation; NULL: this kernel's B is not prepacked
+  size_t bytes;
+  unsigned char* data;  // 64-byte aligned
+  uint32_t buffer;      // the kernel's B buffer
+} prepacked_t;
+
 typedef struct program_t {
   tj_x86_kernel_set_t set;
   bool generic;
-  tj_x86_tuner_t* tuner;  // the generic program's (autotune ON), or NULL
+  tj_x86_tuner_t* tuner;   // the generic program's (autotune ON), or NULL
+  prepacked_t* prepacked;  // per kernel, or NULL when none is
+  uint32_t num_kernels;    // of |prepacked|
 } program_t;
 
 typedef struct target_t {
@@ -214,6 +226,13 @@ static void x86_release(void* target, void* program) {
   if (!p) return;
   tj_x86_tuner_destroy(p->tuner);  // borrows the set
   tj_x86_kernel_set_deinitialize(t->config.allocator, &p->set);
+  for (uint32_t i = 0; p->prepacked && i < p->num_kernels; ++i) {
+    tj_free(t->config.allocator, p->prepacked[i].raw, p->prepacked[i].bytes);
+  }
+  if (p->prepacked) {
+    tj_free(t->config.allocator, p->prepacked,
+            sizeof(prepacked_t) * p->num_kernels);
+  }
   tj_free(t->config.allocator, p, sizeof(*p));
 }
 
@@ -392,6 +411,64 @@ static void balance_gemm_units(const target_t* t, tj_lowered_kernel_t* ks,
   }
 }
 
+// Constant-B prepack (issue 17): each 8-bit GEMM whose B is a constant
+// (a weight) and which the JIT runs on quads (the AMX tiles, vpdpbusd or
+// vpmaddubsw with a u8 A; tj_x86_jit_gemm_prepacks_b) gets its B packed
+// here, once, into the quads layout of tj_kir_t.b_prepacked, and the
+// kernel reads that instead of packing B into scratch on every run: at M
+// 256, N 1024, K 4096 the per-run packing was most of the AMX kernel's
+// time (bench/RESULTS.md, "x86 int8 GEMM on VNNI and AMX").
+static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
+                                  const tj_graph_t* g, tj_lowered_kernel_t* ks,
+                                  uint32_t nk) {
+  tj_allocator_t al = t->config.allocator;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (!tj_x86_jit_gemm_prepacks_b(t->jit, k)) continue;
+    uint32_t bb = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_GEMM_B) bb = b;
+    }
+    if (bb == TJ_KIR_NONE || ks[i].buffer_offset_dims[bb] != 0) continue;
+    const tj_node_t* n = &g->nodes[ks[i].buffer_nodes[bb]];
+    const tj_kir_ival_t* st = k->buffers[bb].strides;
+    int32_t dk = k->rank - 2, dn = k->rank - 1;
+    if (n->op != TJ_OP_CONSTANT || !n->attrs.data || st[dk].param >= 0 ||
+        st[dn].param >= 0) {
+      continue;
+    }
+    if (!p->prepacked) {
+      p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
+      if (!p->prepacked) return tj_status_oom();
+      p->num_kernels = nk;
+    }
+    // Panels of P = tile_n columns, each all of K's quads (see
+    // tj_kir_t.b_prepacked).
+    tj_kir_gemm_schedule_t sched;
+    tj_kir_gemm_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
+    const int64_t K = k->gemm_k.value, N = k->dims[dn].value;
+    const int64_t sk = st[dk].value, sn = st[dn].value, P = sched.tile_n;
+    const int64_t panels = (N + P - 1) / P, kq = (K + 3) / 4;
+    const size_t bytes = (size_t)(panels * kq * P * 4);
+    prepacked_t* pp = &p->prepacked[i];
+    pp->bytes = bytes + 64;  // alignment
+    pp->raw = tj_alloc(al, pp->bytes);
+    if (!pp->raw) return tj_status_oom();
+    pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
+    pp->buffer = bb;
+    memset(pp->data, 0, bytes);
+    const unsigned char* src = n->attrs.data;
+    for (int64_t c = 0; c < N; ++c) {
+      unsigned char* col = pp->data + ((c / P) * kq * P + c % P) * 4;
+      for (int64_t kk = 0; kk < K; ++kk) {
+        col[(kk / 4) * P * 4 + kk % 4] = src[kk * sk + c * sn];
+      }
+    }
+    k->b_prepacked = true;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -419,6 +496,12 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                        t->cache_dir, sizeof(t->cache_dir));
   }
   balance_gemm_units(t, kernels, nk);
+  status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
+  if (status) {
+    tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
+    x86_release(t, p);
+    return status;
+  }
   // The GEMM kernels' small-M paths are compiled when a run first takes
   // them (x86_backend.h): most runs never do. The set owns |kernels| now.
   status = tj_x86_kernel_set_build_lazy(
@@ -608,6 +691,9 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
         buffers[b] = tj_host_byte_at(
             f->loc[node], off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
+      }
+      if (p->prepacked && p->prepacked[k].data) {
+        buffers[p->prepacked[k].buffer] = p->prepacked[k].data;
       }
       const int64_t* scalars = f->scalars + (size_t)k * TJ_KIR_MAX_PARAMS;
       if (tm) {

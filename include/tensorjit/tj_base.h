@@ -208,7 +208,8 @@ typedef struct tj_context_options_t {
   // TJ_DUMP_DIR: a directory (created when missing) that receives the
   // fusion groups as Graphviz files.
   const char* dump_dir;
-  // TJ_X86_ISA: host, amx, avx512, x86-64-v4, avx2 or sse2: the x86 level
+  // TJ_X86_ISA: host, amx, avx512, x86-64-v4, avx2, x86-64-v3 (AVX2
+  // without the host's AVX-VNNI) or sse2: the x86 level
   // code is generated for (only as high as the host has; an unknown or
   // unavailable level fails the x86 compile). amx is AVX-512 with AMX
   // int8 tiles for integer GEMMs (host picks it where the CPU has them and

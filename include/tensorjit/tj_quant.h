@@ -13,7 +13,8 @@
 //       bytes than f32.
 //   tj_calibrate  runs sample inputs through the graph on the reference
 //       interpreter, picks a scale (and zero point) for the activation each
-//       matmul reads (by min-max or a percentile of the values seen) and
+//       matmul reads (by min-max, a percentile of the values seen, or the
+//       entropy threshold) and
 //       inserts quantize -> dequantize on it (static QDQ). Deterministic for
 //       fixed inputs.
 //
@@ -87,6 +88,12 @@ enum tj_calibrate_method_e {
   // The |percentile| and 100 - |percentile| percentiles of the values seen
   // (symmetric i8: the |percentile| percentile of |x|): outliers clip.
   TJ_CALIBRATE_PERCENTILE = 1,
+  // Entropy (KL divergence, TensorRT's and ONNX Runtime's method): the
+  // histogram of |x| in 2048 bins, and the threshold t (a bin edge, 128 bins
+  // or more) whose clipped distribution merged into 128 levels loses the
+  // least information (KL(P || Q)); the range is [-t, t] (symmetric i8) or
+  // the values' range clipped to it (u8). Clips rare outliers.
+  TJ_CALIBRATE_ENTROPY = 2,
 };
 
 typedef struct tj_calibrate_options_t {

@@ -25,7 +25,7 @@ from .errors import InvalidArgumentError
 from .graph import Graph
 
 _FORMATS = {"int8": 1, "int4": 2}
-_METHODS = {"minmax": 0, "percentile": 1}
+_METHODS = {"minmax": 0, "percentile": 1, "entropy": 2}
 _ACT_DTYPES = {"u8": 8, "i8": 4}  # TJ_DTYPE_U8, TJ_DTYPE_I8
 
 
@@ -89,8 +89,9 @@ def calibrate(graph: Graph, samples: Sequence[Sequence[Any]], *,
     """``tj_calibrate``: runs each sample (a sequence of host arrays, one
     per graph input, in order) through |graph| on the reference
     interpreter and returns a copy with quantize -> dequantize on every
-    f32 activation a matmul reads, its scale from ``"minmax"`` or the
-    ``"percentile"`` |percentile| of the values seen; |dtype| ``"u8"``
+    f32 activation a matmul reads, its scale from ``"minmax"``, the
+    ``"percentile"`` |percentile| of the values seen, or ``"entropy"``
+    (the KL-divergence threshold over a histogram); |dtype| ``"u8"``
     (asymmetric) or ``"i8"`` (symmetric). Deterministic for fixed
     samples."""
     graph.finalize()

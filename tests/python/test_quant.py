@@ -179,6 +179,14 @@ def test_quantize_weights_and_calibrate() -> None:
     assert str(a) == str(a2) and "quantize" in str(a)
     got = tj.compile(a, target="x86")(xs[2])
     assert _cosine(got, tj.compile(g, target="reference")(xs[2])) >= 0.999
+    # Entropy (KL) thresholds: deterministic and as accurate.
+    e = tj.calibrate(q8, [(x,) for x in xs[:2]], method="entropy", dtype="i8")
+    e2 = tj.calibrate(q8, [(x,) for x in xs[:2]], method="entropy", dtype="i8")
+    assert str(e) == str(e2) and "quantize" in str(e)
+    got = tj.compile(e, target="x86")(xs[2])
+    assert _cosine(got, tj.compile(g, target="reference")(xs[2])) >= 0.999
+    with pytest.raises(tj.InvalidArgumentError, match="calibration method"):
+        tj.calibrate(q8, [(xs[0],)], method="kl")
     with pytest.raises(tj.InvalidArgumentError, match="group size 48"):
         tj.quantize_weights(g, "int4", group_size=48)
     with pytest.raises(tj.InvalidArgumentError, match="sample 0"):

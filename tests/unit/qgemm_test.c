@@ -2,7 +2,8 @@
 // and matmul_integer (ONNX MatMulInteger: zero points folded as row and
 // column sums) compiled for x86 at every ISA tier the host has (the
 // host's: AVX-512 with VNNI where present; x86-64-v4: AVX-512 without
-// VNNI; AVX2, with AVX-VNNI where present; SSE2), each compared bit for
+// VNNI; AVX2, with AVX-VNNI where present; x86-64-v3, AVX2 without it;
+// SSE2), each compared bit for
 // bit with tj_reference_run. Covers every dtype pair (u8 x s8 takes the
 // vpdpbusd quads on VNNI tiers, s8 x s8 the same with the +128 flip and
 // its column-sum correction, B u8 the i16 pairs), the extremes (-128, 127,
@@ -11,8 +12,10 @@
 // spanning several K passes, zero points scalar and per row/column, shape
 // and dtype errors, and the refused gradient.
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/dtype.h"
 #include "tensorjit/tj_autodiff.h"
@@ -21,9 +24,11 @@
 // The host's level is AMX where the CPU has it (the tiles for K a
 // multiple of 64), else AVX-512 with VNNI; "avx512" is AVX-512 without
 // AMX (VNNI where present). A tier the host lacks is skipped.
-enum { kTiers = 5 };
-static const char* const kIsa[kTiers] = {NULL, "avx512", "x86-64-v4", "avx2",
-                                         "sse2"};
+// "x86-64-v3" is AVX2 without AVX-VNNI (the pairs, or vpmaddubsw for a
+// 7-bit constant B), as CI's AVX2 machines have it.
+enum { kTiers = 6 };
+static const char* const kIsa[kTiers] = {NULL,   "avx512",    "x86-64-v4",
+                                         "avx2", "x86-64-v3", "sse2"};
 static tj_context_t* g_ctx[kTiers];
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -385,6 +390,324 @@ TEST(fused_dequant_epilogue) {
   }
 }
 
+// A constant i8 B (a weight) times |adt| A [M, K], at tier |t|, bit for
+// bit against the reference; B is |bvals| [K, N] (or its transpose read
+// through a transpose node, |transposed|). |dir|: the context's dump
+// directory (NULL: none), for the caller to look at the kernels.
+static void check_const_b(const char* what, tj_dtype_t adt, int64_t m,
+                          int64_t n, int64_t k, const signed char* bvals,
+                          bool transposed, int t, const char* dir) {
+  tj_context_t* ctx = g_ctx[t];
+  if (dir) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.x86_isa = kIsa[t];
+    co.dump_dir = dir;
+    CHECK_OK(tj_context_create(&co, &ctx));
+  }
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "qconst", &g));
+  int64_t ad[2] = {m, k}, bd[2] = {k, n}, btd[2] = {n, k}, yd[2] = {m, n};
+  tj_value_t a = tj_graph_input(g, adt, 2, ad, "a");
+  tj_value_t b;
+  if (transposed) {
+    signed char* bt = malloc((size_t)(k * n));
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) bt[j * k + i] = bvals[i * n + j];
+    }
+    int32_t perm[2] = {1, 0};
+    b = tj_graph_transpose(
+        g, tj_graph_constant(g, TJ_DTYPE_I8, 2, btd, bt, (size_t)(k * n)),
+        perm);
+    free(bt);
+  } else {
+    b = tj_graph_constant(g, TJ_DTYPE_I8, 2, bd, bvals, (size_t)(k * n));
+  }
+  tj_graph_output(g, tj_graph_matmul_i32(g, a, b), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_X86;
+  o.cache_dir = "";
+  o.x86.num_threads = t == 0 ? 2 : 1;
+  tj_executable_t* exe = NULL;
+  tj_status_t st = tj_compile(g, &o, &exe);
+  if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
+    tj_status_free(st);  // the host lacks this tier
+    tj_graph_destroy(g);
+    if (dir) tj_context_destroy(ctx);
+    return;
+  }
+  CHECK_OK(st);
+  unsigned char* av = malloc((size_t)(m * k));
+  int32_t* want = malloc((size_t)(m * n) * 4);
+  int32_t* got = malloc((size_t)(m * n) * 4);
+  // Row 0 all at the top of A's range (255, or an s8 127 flipped to 255):
+  // with B's -64 and 63 columns the quads' pair sums reach -32640 and
+  // 32130, the most vpmaddubsw can meet with 7-bit B; row 1 the bottom;
+  // the rest extremes and between.
+  fill(adt, av, m * k, true);
+  for (int64_t i = 0; i < k; ++i) {
+    av[i] = adt == TJ_DTYPE_U8 ? 255 : 127;
+    if (m > 1) av[k + i] = adt == TJ_DTYPE_U8 ? 0 : (unsigned char)-128;
+  }
+  tj_tensor_t in = tj_tensor_make(av, adt, 2, ad);
+  tj_tensor_t wt = tj_tensor_make(want, TJ_DTYPE_I32, 2, yd);
+  tj_tensor_t gt = tj_tensor_make(got, TJ_DTYPE_I32, 2, yd);
+  CHECK_OK(tj_reference_run(g, &in, 1, &wt, 1));
+  memset(got, 0xA5, (size_t)(m * n) * 4);
+  CHECK_OK(tj_executable_run(exe, &in, 1, &gt, 1));
+  for (int64_t i = 0; i < m * n; ++i) {
+    if (got[i] != want[i]) {
+      fprintf(stderr,
+              "  %s at tier %s, %s x constant i8, M %lld N %lld K %lld: "
+              "element %lld: got %d, want %d\n",
+              what, kIsa[t] ? kIsa[t] : "host", tj_dtype_name(adt),
+              (long long)m, (long long)n, (long long)k, (long long)i, got[i],
+              want[i]);
+      CHECK(false);
+      break;
+    }
+  }
+  free(av);
+  free(want);
+  free(got);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  if (dir) tj_context_destroy(ctx);
+}
+
+// B [K, N] of 7-bit values: column j % 4 == 0 all -64, == 1 all 63 (the
+// pair sums' extremes against A's 255 rows), the rest random in [-64,
+// 63]; |wide| puts one -65 in the last column (no longer 7-bit).
+static signed char* int7_weights(int64_t k, int64_t n, bool wide) {
+  signed char* b = malloc((size_t)(k * n));
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      b[i * n + j] = j % 4 == 0   ? -64
+                     : j % 4 == 1 ? 63
+                                  : (signed char)((int)(rnd() % 128) - 64);
+    }
+  }
+  if (wide) b[(k / 2) * n + n - 1] = -65;
+  return b;
+}
+
+// The saturation of vpmaddubsw's i16 pair sums (issue 17): a constant B
+// whose values all lie in [-64, 63] is multiplied four k at a time by
+// vpmaddubsw + vpmaddwd on the tiers without VNNI (x86-64-v4, x86-64-v3),
+// where |a0*b0 + a1*b1| <= 255 * 64 * 2 = 32640 < 32767 keeps every pair
+// exact. Worst-case operands (A's rows of 255 against B's columns of -64
+// and of 63, s8 A at 127 / -128 flipped to u8, K 4099 over a partial
+// quad), odd sizes, a transposed constant, and a B with one -65 (the pairs
+// path, which would saturate under vpmaddubsw) at every tier, bit for bit.
+TEST(int7_constant_b_every_tier) {
+  static const int64_t kSizes[][3] = {
+      {7, 33, 4099}, {1, 17, 64}, {65, 70, 257}, {13, 64, 4160}};
+  for (int t = 0; t < kTiers; ++t) {
+    for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
+      int64_t m = kSizes[s][0], n = kSizes[s][1], k = kSizes[s][2];
+      for (int wide = 0; wide < 2; ++wide) {
+        signed char* b = int7_weights(k, n, wide);
+        check_const_b(wide ? "constant B with a -65" : "7-bit constant B",
+                      s % 2 ? TJ_DTYPE_I8 : TJ_DTYPE_U8, m, n, k, b, s == 2, t,
+                      NULL);
+        check_const_b(wide ? "constant B with a -65" : "7-bit constant B",
+                      s % 2 ? TJ_DTYPE_U8 : TJ_DTYPE_I8, m, n, k, b, false, t,
+                      NULL);
+        free(b);
+      }
+    }
+  }
+}
+
+// The concatenation of the files in |dir| whose names end in |ext|
+// (malloc'ed; "" when none).
+static char* dumped(const char* dir, const char* ext) {
+  char* all = calloc(1, 1);
+  size_t len = 0;
+  DIR* d = opendir(dir);
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL) {
+    size_t nl = strlen(e->d_name), el = strlen(ext);
+    if (nl < el || strcmp(e->d_name + nl - el, ext) != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "rb");
+    if (!f) continue;
+    char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+      all = realloc(all, len + got + 1);
+      memcpy(all + len, buf, got);
+      len += got;
+      all[len] = '\0';
+    }
+    fclose(f);
+  }
+  if (d) closedir(d);
+  return all;
+}
+
+static void remove_dir(const char* dir) {
+  DIR* d = opendir(dir);
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    remove(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
+// Which path the kernels took, from the dump directory: a 7-bit constant B
+// is marked b_int7 in the kernel IR and multiplied by vpmaddubsw at
+// x86-64-v3 (AVX2 without VNNI; vpmaddwd pairs before this); one -65 in B
+// takes the pairs (no vpmaddubsw), and an input B is never marked.
+TEST(int7_constant_b_takes_pmaddubsw) {
+  const int t = 4;  // x86-64-v3
+  for (int wide = 0; wide < 2; ++wide) {
+    char dir[] = "/tmp/tj_qgemm_test_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    signed char* b = int7_weights(64, 48, wide);
+    check_const_b("dumped", TJ_DTYPE_U8, 9, 48, 64, b, false, t, dir);
+    free(b);
+    char* kir = dumped(dir, ".kir");
+    char* s = dumped(dir, ".s");
+    CHECK(*kir || !__builtin_cpu_supports("avx2"));
+    if (*kir) {  // (empty: the host has no AVX2)
+      CHECK_EQ_INT(!wide, strstr(kir, "b_int7") != NULL);
+      CHECK_EQ_INT(!wide, strstr(s, "vpmaddubsw") != NULL);
+      // The quads read the B prepacked at compile time; the pairs pack.
+      CHECK_EQ_INT(!wide, strstr(kir, "b_prepacked") != NULL);
+      CHECK(strstr(s, "vpmaddwd") != NULL);
+      CHECK(strstr(s, "vpdpbusd") == NULL);
+    }
+    free(kir);
+    free(s);
+    remove_dir(dir);
+  }
+}
+
+// Constant-B prepack (issue 17): a u8 (or s8) A times a constant s8 B of
+// any values, at every tier (B prepacked where the tier runs quads with a
+// u8 A or the AMX tiles, packed per run elsewhere), bit for bit: several
+// m and n blocks on two threads, K over two passes with a partial quad,
+// odd N past a panel, and K a multiple of 64 (the tiles).
+TEST(prepacked_constant_b_every_tier) {
+  static const int64_t kSizes[][3] = {
+      {200, 300, 1024}, {5, 33, 4161}, {17, 65, 99}, {40, 130, 128}};
+  for (int t = 0; t < kTiers; ++t) {
+    for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
+      int64_t m = kSizes[s][0], n = kSizes[s][1], k = kSizes[s][2];
+      signed char* b = malloc((size_t)(k * n));
+      fill(TJ_DTYPE_I8, (unsigned char*)b, k * n, s % 2 == 0);
+      check_const_b("prepacked B", TJ_DTYPE_U8, m, n, k, b, s == 1, t, NULL);
+      check_const_b("prepacked B", TJ_DTYPE_I8, m, n, k, b, false, t, NULL);
+      free(b);
+    }
+  }
+}
+
+// Two layers of the same shapes with different constant weights share one
+// compiled kernel (region compile) and each reads its own prepacked B.
+TEST(prepacked_b_per_layer) {
+  enum { M = 33, N = 70, K = 256 };
+  for (int t = 0; t < kTiers; ++t) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx[t], "qlayers", &g));
+    int64_t ad[2] = {M, K}, bd[2] = {K, N}, yd[2] = {M, N};
+    static signed char b1[K * N], b2[K * N];
+    fill(TJ_DTYPE_I8, (unsigned char*)b1, K * N, false);
+    fill(TJ_DTYPE_I8, (unsigned char*)b2, K * N, true);
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, ad, "a");
+    tj_value_t w1 = tj_graph_constant(g, TJ_DTYPE_I8, 2, bd, b1, sizeof(b1));
+    tj_value_t w2 = tj_graph_constant(g, TJ_DTYPE_I8, 2, bd, b2, sizeof(b2));
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w1), "y1");
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w2), "y2");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_X86;
+    o.cache_dir = "";
+    tj_executable_t* exe = NULL;
+    tj_status_t st = tj_compile(g, &o, &exe);
+    if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
+      tj_status_free(st);
+      tj_graph_destroy(g);
+      continue;
+    }
+    CHECK_OK(st);
+    static unsigned char av[M * K];
+    static int32_t want[2][M * N], got[2][M * N];
+    fill(TJ_DTYPE_U8, av, M * K, false);
+    tj_tensor_t in = tj_tensor_make(av, TJ_DTYPE_U8, 2, ad);
+    tj_tensor_t wt[2] = {tj_tensor_make(want[0], TJ_DTYPE_I32, 2, yd),
+                         tj_tensor_make(want[1], TJ_DTYPE_I32, 2, yd)};
+    tj_tensor_t gt[2] = {tj_tensor_make(got[0], TJ_DTYPE_I32, 2, yd),
+                         tj_tensor_make(got[1], TJ_DTYPE_I32, 2, yd)};
+    CHECK_OK(tj_reference_run(g, &in, 1, wt, 2));
+    memset(got, 0xA5, sizeof(got));
+    CHECK_OK(tj_executable_run(exe, &in, 1, gt, 2));
+    CHECK(memcmp(want, got, sizeof(want)) == 0);
+    CHECK(memcmp(want[0], want[1], sizeof(want[0])) != 0);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+}
+
+// Compiling and running a prepacked GEMM (x86-64-v3, a 7-bit constant B:
+// prepacked on any AVX2 host) under a failing allocator: every failure is
+// OUT_OF_MEMORY and frees all, the prepacked copy included.
+static tj_status_t prepack_compile_run(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  co.x86_isa = __builtin_cpu_supports("avx2") ? "x86-64-v3" : NULL;
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_graph_create(ctx, "qpoom", &g);
+  tj_executable_t* exe = NULL;
+  static signed char b[64 * 20];
+  for (int i = 0; i < 64 * 20; ++i) b[i] = (signed char)(i % 128 - 64);
+  if (!s) {
+    tj_value_t a = tj_graph_input(g, TJ_DTYPE_U8, 2, (int64_t[]){3, 64}, "a");
+    tj_value_t w =
+        tj_graph_constant(g, TJ_DTYPE_I8, 2, (int64_t[]){64, 20}, b, sizeof(b));
+    tj_graph_output(g, tj_graph_matmul_i32(g, a, w), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.target = TJ_TARGET_X86;
+  opts.x86.num_threads = 1;
+  opts.cache_dir = "";
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    unsigned char a[3 * 64];
+    int32_t y[3 * 20];
+    for (int i = 0; i < 3 * 64; ++i) a[i] = (unsigned char)(i * 7);
+    tj_tensor_t in = tj_tensor_make(a, TJ_DTYPE_U8, 2, (int64_t[]){3, 64});
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_I32, 2, (int64_t[]){3, 20});
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+    // y[0][0] = sum_k a[k] * b[k][0], b[k][0] = (20k) % 128 - 64.
+    int32_t want = 0;
+    for (int i = 0; i < 64; ++i) want += a[i] * b[i * 20];
+    if (!s && y[0] != want) s = tj_internal("y[0] %d, want %d", y[0], want);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(prepack_oom_sweep) {
+  tj_test_oom_sweep("prepacked int8 GEMM compile and run", prepack_compile_run);
+}
+
 // matmul_integer on the reference under a failing allocator (its shifted
 // i64 copies of a and b are new allocation paths): every failure is
 // OUT_OF_MEMORY and leaks nothing; the run that succeeds is right.
@@ -498,6 +821,11 @@ int main(void) {
   RUN_TEST(batch_transpose_symbolic_m);
   RUN_TEST(zero_points);
   RUN_TEST(fused_dequant_epilogue);
+  RUN_TEST(int7_constant_b_every_tier);
+  RUN_TEST(int7_constant_b_takes_pmaddubsw);
+  RUN_TEST(prepacked_constant_b_every_tier);
+  RUN_TEST(prepacked_b_per_layer);
+  RUN_TEST(prepack_oom_sweep);
   RUN_TEST(reference_oom_sweep);
   RUN_TEST(errors);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
