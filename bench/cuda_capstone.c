@@ -12,7 +12,7 @@
 //
 // --splitk runs only y = x @ w + b on shapes of small M x N and long K
 // (issue 13's split-K), bf16 and exact f32: ours with each GEMM candidate
-// that matters there forced (the fused kernel, split-K 2 and 4) and
+// that matters there forced (the fused kernel, split-K 2, 4 and 8) and
 // autotuned, beside cuBLASLt's matmul + bias; each figure the median of 5
 // samples (each a mean of N runs), with their range.
 //
@@ -295,6 +295,7 @@ static void splitk(tj_dtype_t dt, int64_t M, int64_t K, int64_t N) {
       {"ours fused kernel (candidate 0)", "0"},
       {"ours split-k 2 (candidate 12)", "12"},
       {"ours split-k 4 (candidate 13)", "13"},
+      {"ours split-k 8 (candidate 14)", "14"},
       {"ours autotuned", NULL},
   };
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kOurs); ++i) {

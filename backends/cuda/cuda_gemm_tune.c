@@ -41,8 +41,8 @@
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
 // .tf32 (11's 128x64 cooperative tile has no tf32 form, and the cp.async
 // wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped).
-// 12 and 13 are split-K (tj_cuda_gemm_split_t, kSplits): K in 2 or 4
-// slices, each a batch entry of the module's main loop (wgmma on sm_90a,
+// 12, 13 and 14 are split-K (tj_cuda_gemm_split_t, kSplits): K in 2, 4
+// or 8 slices, each a batch entry of the module's main loop (wgmma on sm_90a,
 // mma.sync before, the exact CUDA-core kernel for f32) writing f32
 // partials, then a pointwise kernel that sums them in slice order and runs
 // the epilogue once: 2 launches, for M x N too small to fill the GPU with
@@ -128,10 +128,13 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused tma ws 128x256 s3",
     "fused tma ws 128x64 s8 persistent",
     "split-k 2 + reduce epilogue",
-    "split-k 4 + reduce epilogue"};
+    "split-k 4 + reduce epilogue",
+    "split-k 8 + reduce epilogue"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
-static const int32_t kSplits[TJ_CUDA_GEMM_SPLITS] = {2, 4};
+// 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
+// 512), whose 16 tiles leave 68 of 132 SMs idle even at 4 slices.
+static const int32_t kSplits[TJ_CUDA_GEMM_SPLITS] = {2, 4, 8};
 
 // The split-K entry of candidate |c|, or -1.
 static int32_t split_index(int32_t c) {

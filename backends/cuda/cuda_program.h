@@ -80,8 +80,8 @@ typedef struct tj_cuda_program_kernel_t {
 enum {
   TJ_CUDA_GEMM_CUBLASLT = 4,
   TJ_CUDA_GEMM_SPLIT_K = 12,
-  TJ_CUDA_GEMM_SPLITS = 2,
-  TJ_CUDA_GEMM_CANDIDATES = 14
+  TJ_CUDA_GEMM_SPLITS = 3,
+  TJ_CUDA_GEMM_CANDIDATES = 15
 };
 
 // A split-K candidate (cuda_gemm_tune.c) of a rank-2 GEMM: |part| computes

@@ -1038,10 +1038,10 @@ static void group_tf32_matmuls(void) {
 
 // GEMMs of small M x N and long constant K, the shapes split-K serves on
 // the GPU (issue 13: K in 2 or 4 slices summed in slice order, then the
-// epilogue once; tests/cuda forces those candidates). K 512 and 768 are
-// whole k-tiles in every slice; N 136 leaves a partial tile. f32 stays
-// exact: the slices' sums add f32 partials of 192 to 384 terms, an error
-// of the order of the unsplit loop's (|w| <= 0.1 keeps sums near 1).
+// epilogue once; tests/cuda forces those candidates). K 512 and 1024
+// are whole k-tiles in every slice; N 136 leaves a partial tile. f32
+// stays exact: the slices' sums add f32 partials of 128 to 512 terms, an
+// error of the order of the unsplit loop's (|w| <= 0.1 keeps sums near 1).
 static void group_splitk_matmuls(void) {
   case_t c;
   begin(&c, "matmul_splitk_bf16_bias_gelu");
@@ -1053,8 +1053,8 @@ static void group_splitk_matmuls(void) {
   finish(&c, 1, 0);
 
   begin(&c, "matmul_splitk_f32_bias_residual");
-  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 768}, -1, 1);
-  w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){768, 72}, -0.1, 0.1);
+  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 1024}, -1, 1);
+  w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){1024, 72}, -0.1, 0.1);
   b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){72}, -1, 1);
   tj_value_t r = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 72}, -1, 1);
   output(&c, tj_graph_add(c.g, tj_graph_linear(c.g, x, w, b), r));

@@ -121,14 +121,14 @@ TEST(tf32_candidates) {
   }
 }
 
-// Split-K in 2 and 4 slices (candidates 12 and 13), forced, against the
+// Split-K in 2, 4 and 8 slices (candidates 12 to 14), forced, against the
 // reference: bf16 on the module's tensor-core main loop, exact f32 on the
 // CUDA-core kernel, the partials summed in slice order before the epilogue
 // (bias, gelu, residual). Then the same bf16 case again, twice on one
 // executable: the order of the sum is fixed, so the two results agree to
 // the bit.
 TEST(split_k_candidates) {
-  static const char* const kForced[] = {"12", "13"};
+  static const char* const kForced[] = {"12", "13", "14"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
     tj_context_options_t o = tj_test_context_options();
     o.cuda_gemm_candidate = kForced[i];

@@ -384,8 +384,8 @@ TEST(capstone_gelu_erf) {
 
 // Split-K (issue 13) of the f32 transformer's [B, 3072] @ [3072, 768] +
 // bias, exact (no allow_tf32): the GEMM's only candidates are the partial
-// GEMM and the reduction of 2 and 4 slices (4 kernels: <entry>_c12,
-// _c12r, _c13, _c13r), assembled by ptxas for sm_90a; the bf16 form's
+// GEMM and the reduction of 2, 4 and 8 slices (6 kernels: <entry>_c12,
+// _c12r, .., _c14r), assembled by ptxas for sm_90a; the bf16 form's
 // candidates keep them beside the tensor-core schedules.
 TEST(split_k_candidates) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
@@ -409,9 +409,10 @@ TEST(split_k_candidates) {
     CHECK(ptx.variants_ptx != NULL);
     if (ptx.variants_ptx) {
       const char* v = ptx.variants_ptx;
-      if (dt == TJ_DTYPE_F32) CHECK_EQ_INT(4, count_of(v, ".entry "));
+      if (dt == TJ_DTYPE_F32) CHECK_EQ_INT(6, count_of(v, ".entry "));
       CHECK(count_of(v, "_c12(") == 1 && count_of(v, "_c12r(") == 1);
       CHECK(count_of(v, "_c13(") == 1 && count_of(v, "_c13r(") == 1);
+      CHECK(count_of(v, "_c14(") == 1 && count_of(v, "_c14r(") == 1);
       CHECK(strstr(v, "call") == NULL);
       CHECK_EQ_INT(0, run_ptxas("sm_90a", "splitk", v));
     }
@@ -434,9 +435,12 @@ TEST(every_sample_every_arch) {
       check_sample(target, (sample_t)s, NULL);
       check_sample(target, (sample_t)s, &approx);
     }
-    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages).
+    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages), and with
+    // its 4-byte copies alone (no 16-byte path).
     static const tj_nvptx_options_t f32_bk16[] = {
-        {.gemm_tile_k = 16}, {.gemm_tile_k = 16, .gemm_stages = 3}};
+        {.gemm_tile_k = 16},
+        {.gemm_tile_k = 16, .gemm_stages = 3},
+        {.gemm_f32_scalar_copies = true}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
