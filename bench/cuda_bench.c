@@ -2,11 +2,12 @@
 // measured in one process on one stream with CUDA events (mean of N runs
 // after warm-up). Prints a table; never a pass/fail.
 //
-//   cuda_bench [--quick | --gemm | --f32]
+//   cuda_bench [--quick | --gemm | --f32 | --f32-exact]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
-// samples).
+// samples). --f32 prints the f32 table (the exact CUDA-core loops and the
+// TF32 ones beside cuBLAS); --f32-exact its exact rows alone.
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -471,7 +472,7 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
 // sgemm (GemmEx, CUBLAS_COMPUTE_32F), and our wgmma .tf32 TMA schedules
 // (gemm_tf32, as allow_tf32 lets the autotuner pick) beside cuBLAS in its
 // TF32 mode (CUBLAS_COMPUTE_32F_FAST_TF32); medians of 7 samples.
-static void bench_f32_table(const tj_kir_t* k_plain) {
+static void bench_f32_table(const tj_kir_t* k_plain, bool exact_only) {
   static const struct {
     const char* name;
     tj_nvptx_options_t o;
@@ -480,6 +481,10 @@ static void bench_f32_table(const tj_kir_t* k_plain) {
       {"f32 cuda cores 128x128 bk8 s3", {.gemm_stages = 3}},
       {"f32 cuda cores 128x128 bk16 s3", {.gemm_tile_k = 16, .gemm_stages = 3}},
       {"f32 cuda cores 128x128 bk16 s4", {.gemm_tile_k = 16, .gemm_stages = 4}},
+      {"f32 cuda cores 128x128 bk8 s4, 4-byte copies",
+       {.gemm_f32_scalar_copies = true}},
+      {"f32 cuda cores 128x128 bk16 s4, 4-byte copies",
+       {.gemm_tile_k = 16, .gemm_f32_scalar_copies = true}},
       {"tf32 tma ws 128x128 s4 persistent",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tma = true,
@@ -513,10 +518,16 @@ static void bench_f32_table(const tj_kir_t* k_plain) {
         .gemm_stages = 3}},
   };
   enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
-  static const int64_t kShapes[][3] = {
-      {2048, 1024, 4096}, {4096, 4096, 4096}, {8192, 768, 3072}};
+  static const int64_t kShapes[][3] = {{2048, 1024, 4096},
+                                       {4096, 4096, 4096},
+                                       {8192, 768, 3072},
+                                       {1024, 3072, 768}};
   tj_cuda_kir_kernel_t* ks[kLoopsCount];
   for (int l = 0; l < kLoopsCount; ++l) {
+    if (exact_only && kLoops[l].o.gemm_tf32) {
+      ks[l] = NULL;
+      continue;
+    }
     tj_status_t st = tj_cuda_kir_compile(g_dev, g_target, k_plain, &kLoops[l].o,
                                          &ks[l], NULL);
     if (st) {
@@ -638,6 +649,8 @@ int main(int argc, char** argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   bool gemm_only = argc > 1 && strcmp(argv[1], "--gemm") == 0;
   bool f32_only = argc > 1 && strcmp(argv[1], "--f32") == 0;
+  bool f32_exact = argc > 1 && strcmp(argv[1], "--f32-exact") == 0;
+  f32_only |= f32_exact;
   if (quick) g_iters = 5;
   tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
   if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
@@ -671,7 +684,7 @@ int main(int argc, char** argv) {
   tj_kir_t* k_affine = affine_map();
   if (gemm_only || f32_only) {
     if (gemm_only) bench_gemm_table(k_plain, k_fused);
-    if (f32_only) bench_f32_table(k_f32);
+    if (f32_only) bench_f32_table(k_f32, f32_exact);
     tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
     tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
     tj_nvptx_target_destroy(g_target);

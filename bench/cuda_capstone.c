@@ -5,10 +5,16 @@
 // time cold and warm from the disk cache. Timings: CUDA events on one
 // stream, mean of N runs after warm-up. Prints a table; never a pass/fail.
 //
-//   cuda_capstone [--quick] [--f32] [--out FILE]
+//   cuda_capstone [--quick] [--f32] [--splitk] [--out FILE]
 //
 // --f32 runs only the f32 block, at B = 2048 and 16384, with allow_tf32
 // rows (ours autotuned with TF32 allowed; cuBLASLt in its TF32 mode).
+//
+// --splitk runs only y = x @ w + b on shapes of small M x N and long K
+// (issue 13's split-K), bf16 and exact f32: ours with each GEMM candidate
+// that matters there forced (the fused kernel, split-K 2, 4 and 8) and
+// autotuned, beside cuBLASLt's matmul + bias; each figure the median of 5
+// samples (each a mean of N runs), with their range.
 //
 // --out writes "key value" lines that bench/torch_capstone.py reads to
 // print ratios beside torch eager and torch.compile.
@@ -249,6 +255,111 @@ static void capstone(tj_dtype_t dt, int64_t B, int64_t K, int64_t N) {
   bench_die(tj_cuda_device_free(g_dev, y_lt), "free");
 }
 
+//===--- split-K (issue 13) ---===//
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+// Median of 5 samples of time_ms, and their range.
+static double median_ms(work_fn fn, void* ctx, double* lo, double* hi) {
+  double t[5];
+  for (int i = 0; i < 5; ++i) t[i] = time_ms(fn, ctx, g_iters);
+  qsort(t, 5, sizeof(double), cmp_double);
+  *lo = t[0];
+  *hi = t[4];
+  return t[2];
+}
+
+static void splitk(tj_dtype_t dt, int64_t M, int64_t K, int64_t N) {
+  const char* dn = tj_dtype_name(dt);
+  tj_cu_deviceptr_t x = dev_random(dt, M * K, 2.0);
+  tj_cu_deviceptr_t w = dev_random(dt, K * N, 0.1);
+  tj_cu_deviceptr_t b = dev_random(dt, N, 2.0);
+  size_t ybytes = (size_t)(M * N) * tj_dtype_size(dt);
+  tj_cu_deviceptr_t y, y_ref, y_lt;
+  bench_die(tj_cuda_device_alloc(g_dev, ybytes, &y), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, ybytes, &y_ref), "alloc");
+  bench_die(tj_cuda_device_alloc(g_dev, ybytes, &y_lt), "alloc");
+  int64_t xs[2] = {M, K}, ws[2] = {K, N}, bs[1] = {N}, ys[2] = {M, N};
+  double flop = 2.0 * (double)M * (double)K * (double)N;
+  printf("\n%s x @ w + b, (M, K, N) = (%lld, %lld, %lld)\n", dn, (long long)M,
+         (long long)K, (long long)N);
+  printf("  %-34s %9s %19s %8s %10s\n", "", "ms", "range", "TFLOP/s",
+         "max diff");
+  static const struct {
+    const char* name;
+    const char* forced;  // cuda_gemm_candidate; NULL: autotuned
+  } kOurs[] = {
+      {"ours fused kernel (candidate 0)", "0"},
+      {"ours split-k 2 (candidate 12)", "12"},
+      {"ours split-k 4 (candidate 13)", "13"},
+      {"ours split-k 8 (candidate 14)", "14"},
+      {"ours autotuned", NULL},
+  };
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kOurs); ++i) {
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.cuda_gemm_candidate = kOurs[i].forced;
+    tj_context_t* ctx = NULL;
+    bench_die(tj_context_create(&co, &ctx), "context");
+    tj_graph_t* g;
+    bench_die(tj_graph_create(ctx, "linear", &g), "graph");
+    tj_value_t vx = tj_graph_input(g, dt, 2, xs, "x");
+    tj_value_t vw = tj_graph_input(g, dt, 2, ws, "w");
+    tj_value_t vb = tj_graph_input(g, dt, 1, bs, "b");
+    tj_graph_output(g, tj_graph_linear(g, vx, vw, vb), "y");
+    bench_die(tj_graph_finalize(g), "finalize");
+    ours_t o;
+    o.exe = compile_cuda(g, true, false, kOurs[i].forced == NULL, false, "");
+    o.in[0] = dev_tensor(x, dt, 2, xs);
+    o.in[1] = dev_tensor(w, dt, 2, ws);
+    o.in[2] = dev_tensor(b, dt, 1, bs);
+    o.out = dev_tensor(i == 0 ? y_ref : y, dt, 2, ys);
+    run_ours(&o);
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+    double lo, hi;
+    double ms = median_ms(run_ours, &o, &lo, &hi);
+    tj_cuda_program_stats_t cs;
+    bench_die(tj_executable_cuda_stats(o.exe, &cs), "stats");
+    printf("  %-34s %9.4f %9.4f-%-9.4f %8.1f %10.3g   [%s]\n", kOurs[i].name,
+           ms, lo, hi, flop / ms * 1e-9,
+           i == 0 ? 0.0 : max_abs_diff(dt, y, y_ref, M * N), cs.gemm_choice);
+    char key[96];
+    snprintf(key, sizeof(key), "splitk_%s_%s_%lld_%lld_%lld_ms",
+             kOurs[i].forced ? kOurs[i].forced : "tuned", dn, (long long)M,
+             (long long)K, (long long)N);
+    record(key, ms);
+    tj_executable_release(o.exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+  if (g_lt) {
+    size_t ws_bytes = 32u << 20;
+    tj_cu_deviceptr_t workspace;
+    bench_die(tj_cuda_device_alloc(g_dev, ws_bytes, &workspace), "alloc");
+    lt_run_t r = {NULL, x, w, b, y_lt, workspace};
+    tj_status_t s = tj_cublaslt_gemm_plan_tf32(
+        g_lt, dt, false, M, N, K, TJ_CUBLASLT_EPILOGUE_BIAS, ws_bytes, &r.gemm);
+    if (s) {
+      printf("  cuBLASLt: %s\n", tj_status_message(s));
+      tj_status_free(s);
+    } else {
+      double lo, hi;
+      double ms = median_ms(run_lt, &r, &lo, &hi);
+      printf("  %-34s %9.4f %9.4f-%-9.4f %8.1f %10.3g\n",
+             "cuBLASLt matmul + bias", ms, lo, hi, flop / ms * 1e-9,
+             max_abs_diff(dt, y_lt, y_ref, M * N));
+      tj_cublaslt_gemm_destroy(r.gemm);
+    }
+    bench_die(tj_cuda_device_free(g_dev, workspace), "free");
+  }
+  tj_cu_deviceptr_t bufs[] = {x, w, b, y, y_ref, y_lt};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(bufs); ++i)
+    bench_die(tj_cuda_device_free(g_dev, bufs[i]), "free");
+}
+
 //===--- host overhead of a run ---===//
 
 static void overhead(void) {
@@ -356,9 +467,10 @@ static void compile_time(void) {
 }
 
 int main(int argc, char** argv) {
-  bool quick = false, f32_only = false;
+  bool quick = false, f32_only = false, splitk_only = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
+    if (strcmp(argv[i], "--splitk") == 0) splitk_only = true;
     if (strcmp(argv[i], "--f32") == 0) f32_only = true;
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       g_out = fopen(argv[++i], "w");
@@ -380,7 +492,14 @@ int main(int argc, char** argv) {
   printf("# %s, sm_%d%d, %d SMs, driver %d, %s\n", g_dev->name, g_dev->sm_major,
          g_dev->sm_minor, g_dev->num_sms, g_dev->cu.driver_version,
          g_lt ? tj_cublaslt_version(g_lt) : "no cuBLASLt");
-  if (f32_only) {
+  if (splitk_only) {
+    static const int64_t kShapes[][3] = {
+        {1024, 3072, 768}, {256, 4096, 1024}, {512, 8192, 512}};
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kShapes); ++i) {
+      splitk(TJ_DTYPE_BF16, kShapes[i][0], kShapes[i][1], kShapes[i][2]);
+      splitk(TJ_DTYPE_F32, kShapes[i][0], kShapes[i][1], kShapes[i][2]);
+    }
+  } else if (f32_only) {
     capstone(TJ_DTYPE_F32, 2048, 1024, 4096);
     capstone(TJ_DTYPE_F32, 16384, 1024, 4096);
   } else {

@@ -20,7 +20,9 @@
 // tile and go through the same epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
 // (A stored transposed, rows padded against bank conflicts), k-tiles of 8
-// (or 16), each thread an 8x8 register tile of FMAs.
+// (or 16), each thread an 8x8 register tile of FMAs; where A is contiguous
+// along k and B along n with 16-byte aligned rows (checked per block at
+// run time), 16-byte cp.async instead, A kept row-major (f32v_*).
 // TF32 tensor cores (f32 A and B with gemm_tf32 and gemm_tma, sm_90a):
 // the TMA wgmma schedules with .tf32 operands (emit_nvptx_wgmma.c).
 //
@@ -644,15 +646,202 @@ static void f32_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
   }
 }
 
-static void f32_stage_c(gemm_t* g, const f32_ctx_t* c) {
+//===--- CUDA-core (f32) main loop, 16-byte copies ---===//
+//
+// Where A is contiguous along k and B along n, with 16-byte aligned rows
+// (checked per block at run time: f32_vector_ok), each thread copies one
+// 16-byte chunk of A and one of B per 8 of k (4x fewer cp.async, and
+// their address arithmetic, than the 4-byte path). A then stays row-major
+// in shared memory, [m][bk]: a thread reads 2 consecutive k of each of its
+// 8 rows with one ld.shared.v2 (all lanes of a quarter warp read one row,
+// a broadcast; 4 k as v4 keep 32 registers of A live, which spilled under
+// the 128-register cap), then runs those k from registers; B as in
+// the 4-byte path. The thread's 8x8 tile of C is the same, so the staging
+// of C is shared.
+
+typedef struct f32v_ctx_t {
+  // Per copy i < bk / 8: one 16-byte chunk of A (row m, k offset) and of
+  // B (row k, n offset), or fewer bytes at the edges.
+  LLVMValueRef a_src[kF32MaxCopies], a_dst[kF32MaxCopies];
+  LLVMValueRef a_m_ok[kF32MaxCopies], a_k[kF32MaxCopies];
+  LLVMValueRef b_src[kF32MaxCopies], b_dst[kF32MaxCopies];
+  LLVMValueRef b_left[kF32MaxCopies], b_k[kF32MaxCopies];
+  LLVMValueRef a_step, b_step;  // i64 elements per k-tile
+  LLVMValueRef ty, tx;
+} f32v_ctx_t;
+
+// Whether this block's A and B allow the 16-byte copies: contiguous along
+// k and n (known when compiling) and 16-byte aligned bases and row
+// pitches (i1, uniform across the block).
+static LLVMValueRef f32_vector_ok(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  const tj_kir_t* k = g->k;
+  if (g->nv->options.gemm_f32_scalar_copies ||
+      !tj_kir_ival_is_const(k->buffers[g->a].strides[r - 1], 1) ||
+      !tj_kir_ival_is_const(k->buffers[g->bb].strides[r - 1], 1))
+    return NULL;
+  LLVMValueRef bits =
+      LLVMBuildOr(b, LLVMBuildPtrToInt(b, g->batch.ptr[g->a], em->t_i64, ""),
+                  LLVMBuildPtrToInt(b, g->batch.ptr[g->bb], em->t_i64, ""), "");
+  bits = LLVMBuildOr(
+      b, bits, LLVMBuildShl(b, tj_emit_stride(em, g->a, r - 2), c64(g, 2), ""),
+      "");
+  bits = LLVMBuildOr(
+      b, bits, LLVMBuildShl(b, tj_emit_stride(em, g->bb, r - 2), c64(g, 2), ""),
+      "");
+  return LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, bits, c64(g, 15), ""),
+                       c64(g, 0), "f32v");
+}
+
+static void f32v_setup(gemm_t* g, f32v_ctx_t* c) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  LLVMValueRef sa_m = tj_emit_stride(em, g->a, r - 2);
+  LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
+  c->a_step = c64(g, g->bk);
+  c->b_step = LLVMBuildMul(b, sb_k, c64(g, g->bk), "");
+  int32_t chunks = g->bk / 4;  // of A's rows
+  for (int32_t i = 0; i < g->bk / 8; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef am = LLVMBuildUDiv(b, e, c32(g, chunks), "");
+    LLVMValueRef ac = LLVMBuildURem(b, e, c32(g, chunks), "");
+    c->a_dst[i] =
+        LLVMBuildMul(b,
+                     LLVMBuildAdd(b, LLVMBuildMul(b, am, c32(g, g->bk), ""),
+                                  LLVMBuildMul(b, ac, c32(g, 4), ""), ""),
+                     c32(g, 4), "");
+    LLVMValueRef gm =
+        LLVMBuildAdd(b, g->m0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
+    c->a_m_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, gm, g->m, "");
+    c->a_k[i] =
+        LLVMBuildZExt(b, LLVMBuildMul(b, ac, c32(g, 4), ""), em->t_i64, "");
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, c->a_m_ok[i], gm, g->m0), sa_m, ""),
+        c->a_k[i], "");
+    c->a_src[i] = tj_emit_advance(em, g->a, g->batch.ptr[g->a], off);
+    // B: 32 chunks a row of the tile.
+    LLVMValueRef bk = LLVMBuildLShr(b, e, c32(g, 5), "");
+    LLVMValueRef bn =
+        LLVMBuildMul(b, LLVMBuildAnd(b, e, c32(g, 31), ""), c32(g, 4), "");
+    c->b_dst[i] = LLVMBuildAdd(
+        b, c32(g, g->a_bytes),
+        LLVMBuildMul(
+            b, LLVMBuildAdd(b, LLVMBuildMul(b, bk, c32(g, kBN), ""), bn, ""),
+            c32(g, 4), ""),
+        "");
+    LLVMValueRef gn =
+        LLVMBuildAdd(b, g->n0, LLVMBuildZExt(b, bn, em->t_i64, ""), "");
+    c->b_left[i] = clamp0(g, LLVMBuildSub(b, g->n, gn, ""), 4);
+    c->b_k[i] = LLVMBuildZExt(b, bk, em->t_i64, "");
+    LLVMValueRef n_ok = LLVMBuildICmp(b, LLVMIntSLT, gn, g->n, "");
+    LLVMValueRef boff = LLVMBuildAdd(b, LLVMBuildMul(b, c->b_k[i], sb_k, ""),
+                                     tj_emit_select(em, n_ok, gn, g->n0), "");
+    c->b_src[i] = tj_emit_advance(em, g->bb, g->batch.ptr[g->bb], boff);
+  }
+  c->ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "ty");
+  c->tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "tx");
+}
+
+static void f32v_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
+                         LLVMValueRef kt) {
+  f32v_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, g->bk), "");
+  for (int32_t i = 0; i < g->bk / 8; ++i) {
+    // A: the chunk's k left in its row (K need not be a multiple of 4).
+    LLVMValueRef aleft = clamp0(
+        g, LLVMBuildSub(b, g->kdim, LLVMBuildAdd(b, k0, c->a_k[i], ""), ""), 4);
+    LLVMValueRef abytes = tj_emit_select(
+        em, c->a_m_ok[i], LLVMBuildMul(b, aleft, c64(g, 4), ""), c64(g, 0));
+    LLVMValueRef asrc = tj_emit_advance(
+        em, g->a, c->a_src[i],
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, abytes, c64(g, 0), ""),
+                       LLVMBuildMul(b, kt, c->a_step, ""), c64(g, 0)));
+    cp_async16(g, base, c->a_dst[i], asrc, abytes);
+    LLVMValueRef k_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, c->b_k[i], ""), g->kdim, "");
+    LLVMValueRef bbytes = tj_emit_select(
+        em, k_ok, LLVMBuildMul(b, c->b_left[i], c64(g, 4), ""), c64(g, 0));
+    LLVMValueRef bsrc = tj_emit_advance(
+        em, g->bb, c->b_src[i],
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bbytes, c64(g, 0), ""),
+                       LLVMBuildMul(b, kt, c->b_step, ""), c64(g, 0)));
+    cp_async16(g, base, c->b_dst[i], bsrc, bbytes);
+  }
+}
+
+static void f32v_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
+  f32v_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  // Row ty * 4 + i % 4 + 64 * (i / 4) of A, in bytes.
+  LLVMValueRef arow = LLVMBuildMul(b, c->ty, c32(g, 16 * g->bk), "");
+  LLVMValueRef tx4 = LLVMBuildMul(b, c->tx, c32(g, 16), "");
+  LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
+  for (int32_t q = 0; q < g->bk / 2; ++q) {
+    LLVMValueRef av[8];
+    for (int32_t i = 0; i < 8; ++i) {
+      int32_t row = i % 4 + 64 * (i / 4);
+      LLVMValueRef off =
+          LLVMBuildAdd(b, arow, c32(g, (row * g->bk + q * 2) * 4), "");
+      av[i] = LLVMBuildLoad2(b, v2, smem_at(g, base, off), "");
+      LLVMSetAlignment(av[i], 8);
+    }
+    for (int32_t j = 0; j < 2; ++j) {
+      int32_t kk = q * 2 + j;
+      LLVMValueRef bv[2];
+      for (int32_t h = 0; h < 2; ++h) {
+        bv[h] = load_v4(
+            g, base,
+            LLVMBuildAdd(b, c32(g, g->a_bytes + kk * kBN * 4 + h * 64 * 4), tx4,
+                         ""));
+      }
+      LLVMValueRef a[8], bb[8];
+      for (int32_t i = 0; i < 8; ++i) {
+        a[i] = LLVMBuildExtractElement(b, av[i], c32(g, j), "");
+        bb[i] = LLVMBuildExtractElement(b, bv[i / 4], c32(g, i % 4), "");
+      }
+      for (int32_t i = 0; i < 8; ++i) {
+        for (int32_t jj = 0; jj < 8; ++jj) {
+          LLVMValueRef slot = acc_slot(g, i * 8 + jj);
+          LLVMValueRef cur = LLVMBuildLoad2(b, em->t_f32, slot, "");
+          LLVMValueRef args[3] = {a[i], bb[jj], cur};
+          LLVMTypeRef t = em->t_f32;
+          LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
+                         slot);
+        }
+      }
+    }
+  }
+}
+
+// The thread's 8x8 accumulators into the staged C tile (either copy path:
+// thread (ty, tx) = (tid / 16, tid % 16) holds rows ty * 4 + {0..3} and
+// 64 more, columns tx * 4 + {0..3} and 64 more).
+static void f32_stage_c(gemm_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
   LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
+  LLVMValueRef ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "");
+  LLVMValueRef tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "");
   for (int32_t i = 0; i < 8; ++i) {
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, c->ty, c32(g, 4), ""),
+    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, ty, c32(g, 4), ""),
                                     c32(g, (i / 4) * 64 + i % 4), "");
     for (int32_t h = 0; h < 2; ++h) {
-      LLVMValueRef col = LLVMBuildAdd(b, LLVMBuildMul(b, c->tx, c32(g, 4), ""),
+      LLVMValueRef col = LLVMBuildAdd(b, LLVMBuildMul(b, tx, c32(g, 4), ""),
                                       c32(g, h * 64), "");
       LLVMValueRef v = LLVMGetUndef(v4);
       for (int32_t j = 0; j < 4; ++j)
@@ -1219,13 +1408,37 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     run_pipeline(&g, &p);
     tc_stage_c(&g, wm, wn, lane);
   } else {
+    // The 16-byte copies where this block's operands allow them, else the
+    // 4-byte ones; the C tile is the same.
+    LLVMValueRef vec = f32_vector_ok(&g);
+    if (vec) {
+      int32_t a_bytes = g.a_bytes, stage_bytes = g.stage_bytes;
+      g.a_bytes = kBM * g.bk * 4;
+      g.stage_bytes = g.a_bytes + g.bk * kBN * 4;
+      tj_emit_if_t fast;
+      tj_emit_if_begin(em, &fast, vec, "f32v");
+      f32v_ctx_t cv;
+      f32v_setup(&g, &cv);
+      pipeline_t pv = p;
+      pv.load = f32v_load_cb;
+      pv.compute = f32v_compute_cb;
+      pv.ctx = &cv;
+      run_pipeline(&g, &pv);
+      tj_emit_if_end(em, &fast);
+      g.a_bytes = a_bytes;
+      g.stage_bytes = stage_bytes;
+      vec = LLVMBuildNot(b, vec, "");
+    }
+    tj_emit_if_t slow;
+    if (vec) tj_emit_if_begin(em, &slow, vec, "f32s");
     f32_ctx_t c;
     f32_setup(&g, &c);
     p.load = f32_load_cb;
     p.compute = f32_compute_cb;
     p.ctx = &c;
     run_pipeline(&g, &p);
-    f32_stage_c(&g, &c);
+    if (vec) tj_emit_if_end(em, &slow);
+    f32_stage_c(&g);
   }
   tj_nvptx_barrier(nv);
   return emit_epilogue(&g);

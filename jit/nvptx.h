@@ -133,6 +133,11 @@ typedef struct tj_nvptx_options_t {
   // f32 (CUDA cores). Without it, the TMA schedules of an f32 GEMM are
   // UNSUPPORTED.
   bool gemm_tf32;
+  // The f32 CUDA-core loop copies A and B with 16-byte cp.async when both
+  // are contiguous along k and n and 16-byte aligned (checked per block at
+  // run time), else 4 bytes at a time; this keeps the 4-byte copies
+  // always (benchmarks compare the two).
+  bool gemm_f32_scalar_copies;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

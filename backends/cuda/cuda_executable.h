@@ -100,7 +100,7 @@ tj_status_t tj_cuda_program_finish(tj_cuda_program_t* program,
 // the fastest kept (jit/autotune.h: cached in memory and on disk with the
 // kernels), unless autotune is TJ_AUTOTUNE_OFF (the generated kernel
 // then serves). The context's cuda_gemm_candidate setting
-// (TJ_CUDA_GEMM_CANDIDATE=<0..9>) forces a candidate (tests, benchmarks);
+// (TJ_CUDA_GEMM_CANDIDATE=<0..14>) forces a candidate (tests, benchmarks);
 // TJ_LOG=autotune logs every decision with the candidates' timings.
 
 // Runs the program for symbol values |sym| (bound and checked by the

@@ -41,6 +41,14 @@
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
 // .tf32 (11's 128x64 cooperative tile has no tf32 form, and the cp.async
 // wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped).
+// 12, 13 and 14 are split-K (tj_cuda_gemm_split_t, kSplits): K in 2, 4
+// or 8 slices, each a batch entry of the module's main loop (wgmma on sm_90a,
+// mma.sync before, the exact CUDA-core kernel for f32) writing f32
+// partials, then a pointwise kernel that sums them in slice order and runs
+// the epilogue once: 2 launches, for M x N too small to fill the GPU with
+// tiles while K is long. Rank-2 GEMMs whose K and N are constants (the
+// slices' bounds and the workspace's strides are then constants too);
+// exact f32 GEMMs (no allow_tf32) have these as their only candidates.
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -118,7 +126,21 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused tma ws 128x256 s4 persistent",
     "fused tma pingpong 64x256 s4 persistent",
     "fused tma ws 128x256 s3",
-    "fused tma ws 128x64 s8 persistent"};
+    "fused tma ws 128x64 s8 persistent",
+    "split-k 2 + reduce epilogue",
+    "split-k 4 + reduce epilogue",
+    "split-k 8 + reduce epilogue"};
+
+// The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
+// 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
+// 512), whose 16 tiles leave 68 of 132 SMs idle even at 4 slices.
+static const int32_t kSplits[TJ_CUDA_GEMM_SPLITS] = {2, 4, 8};
+
+// The split-K entry of candidate |c|, or -1.
+static int32_t split_index(int32_t c) {
+  int32_t j = c - TJ_CUDA_GEMM_SPLIT_K;
+  return j >= 0 && j < TJ_CUDA_GEMM_SPLITS ? j : -1;
+}
 
 //===--- GEMM candidates: setup ---===//
 
@@ -127,13 +149,19 @@ static bool ival_eq(tj_kir_ival_t a, tj_kir_ival_t b) {
 }
 
 // The GEMM's epilogue phase as a POINTWISE kernel over the same space and
-// params that reads the accumulator from a dense [M, N] temporary of
-// |t->acc_dtype| (already rounded to the matmul's dtype, as the GEMM's
-// epilogue rounds it first thing).
-static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
-                                 tj_cuda_gemm_tune_t* t) {
+// params, named <g>_<suffix>, whose accumulator is read from |num_acc|
+// buffers of |acc_dtype| with strides |acc_strides| (the first is
+// *|out_acc|, the others follow it) and summed in their order. The
+// buffers of g it reads besides A and B are mapped in |out_map| (epilogue
+// buffer -> GEMM buffer).
+static tj_status_t epilogue_kernel(tj_cuda_program_t* p, const tj_kir_t* g,
+                                   const char* suffix, int32_t num_acc,
+                                   tj_dtype_t acc_dtype,
+                                   const tj_kir_ival_t* acc_strides,
+                                   tj_kir_t** out, uint32_t* out_acc,
+                                   uint32_t* out_map) {
   char name[232];
-  snprintf(name, sizeof(name), "%s_epi", g->name);
+  snprintf(name, sizeof(name), "%s_%s", g->name, suffix);
   tj_kir_t* k = NULL;
   TJ_RETURN_IF_ERROR(tj_kir_create(p->al, TJ_KIR_POINTWISE, name, &k));
   for (uint32_t i = 0; i < g->num_params; ++i) {
@@ -147,10 +175,16 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
     if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
     map[b] =
         tj_kir_add_buffer(k, buf->name, buf->dtype, buf->role, buf->strides);
-    if (map[b] < TJ_KIR_MAX_BUFFERS) t->epi_map[map[b]] = b;
+    if (map[b] < TJ_KIR_MAX_BUFFERS) out_map[map[b]] = b;
   }
-  tj_kir_ival_t st[2] = {g->dims[1], tj_kir_constant(1)};
-  t->epi_acc = tj_kir_add_buffer(k, "acc", t->acc_dtype, TJ_KIR_INPUT, st);
+  uint32_t acc = TJ_KIR_NONE;
+  for (int32_t s = 0; s < num_acc; ++s) {
+    char acc_name[16];
+    snprintf(acc_name, sizeof(acc_name), "acc%d", (int)s);
+    uint32_t a = tj_kir_add_buffer(k, num_acc == 1 ? "acc" : acc_name,
+                                   acc_dtype, TJ_KIR_INPUT, acc_strides);
+    if (s == 0) acc = a;
+  }
   const tj_kir_phase_t* ph = &g->phases[0];
   uint32_t* v = tj_calloc(p->al, ph->num_insts + 1, sizeof(uint32_t));
   if (!v) {
@@ -179,7 +213,12 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
         v[i] = tj_kir_index(k, in->ref);
         break;
       case TJ_KIR_ACC:
-        v[i] = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, t->epi_acc));
+        v[i] = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, acc));
+        for (int32_t s = 1; s < num_acc; ++s) {
+          v[i] = tj_kir_binary(
+              k, TJ_OP_ADD, v[i],
+              tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, acc + (uint32_t)s)));
+        }
         break;
       case TJ_KIR_OP:
         if (in->op == TJ_OP_CAST) {
@@ -206,23 +245,148 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
     tj_kir_destroy(k);
     return status;
   }
-  t->epi = k;
+  *out = k;
+  *out_acc = acc;
   return NULL;
 }
 
-// Whether kernel |i| has GEMM candidates: a tensor-core GEMM, or an f32
-// one that allow_tf32 lets run on TF32 tensor cores (sm_90a).
-static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
+// The cuBLASLt candidate's epilogue: it reads the accumulator from a dense
+// [M, N] temporary of |t->acc_dtype| (already rounded to the matmul's
+// dtype, as the GEMM's epilogue rounds it first thing).
+static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
+                                 tj_cuda_gemm_tune_t* t) {
+  tj_kir_ival_t st[2] = {g->dims[1], tj_kir_constant(1)};
+  return epilogue_kernel(p, g, "epi", 1, t->acc_dtype, st, &t->epi, &t->epi_acc,
+                         t->epi_map);
+}
+
+//===--- GEMM candidates: split-K ---===//
+
+// Whether split-K in |s| slices fits GEMM |g|: rank 2, f32/f16/bf16
+// operands (no quantized B), K and N constants, K a multiple of 64 * s
+// (each slice whole k-tiles, its start 16-byte aligned for cp.async), and
+// the k strides of A and B constants (the slices' offsets).
+static bool split_fits(const tj_kir_t* g, int32_t s) {
+  if (g->kind != TJ_KIR_GEMM || g->rank != 2 || g->num_phases != 1 ||
+      g->bq.bits != 0 || tj_kir_gemm_is_int8(g) || g->gemm_k.param >= 0 ||
+      g->dims[1].param >= 0 || g->gemm_k.value % (64 * s) != 0)
+    return false;
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &g->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A && buf->strides[1].param >= 0) return false;
+    if (buf->role == TJ_KIR_GEMM_B && buf->strides[0].param >= 0) return false;
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
+        buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT)
+      return false;
+  }
+  return true;
+}
+
+// The partial GEMM of split |sp| of |g|: space [S, M, N], K / S, batch
+// entry s reading A's columns and B's rows from s * K / S on, its
+// epilogue one store of the f32 accumulator into the workspace [M, S, N].
+static tj_status_t make_split_part(tj_cuda_program_t* p, const tj_kir_t* g,
+                                   tj_cuda_gemm_split_t* sp) {
+  char name[232];
+  snprintf(name, sizeof(name), "%s_sk%d", g->name, (int)sp->s);
+  tj_kir_t* k = NULL;
+  TJ_RETURN_IF_ERROR(tj_kir_create(p->al, TJ_KIR_GEMM, name, &k));
+  for (uint32_t i = 0; i < g->num_params; ++i) {
+    tj_kir_add_param(k, g->param_names[i]);
+  }
+  int64_t n = g->dims[1].value;
+  int64_t kslice = g->gemm_k.value / sp->s;
+  tj_kir_ival_t dims[3] = {tj_kir_constant(sp->s), g->dims[0], g->dims[1]};
+  tj_kir_set_space(k, 3, dims);
+  tj_kir_set_gemm(k, tj_kir_constant(kslice), &g->schedule);
+  k->allow_half_gemm = g->allow_half_gemm;
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &g->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_A) {
+      tj_kir_ival_t st[3] = {tj_kir_constant(kslice * buf->strides[1].value),
+                             buf->strides[0], buf->strides[1]};
+      tj_kir_add_buffer(k, buf->name, buf->dtype, buf->role, st);
+    } else if (buf->role == TJ_KIR_GEMM_B) {
+      tj_kir_ival_t st[3] = {tj_kir_constant(kslice * buf->strides[0].value),
+                             buf->strides[0], buf->strides[1]};
+      tj_kir_add_buffer(k, buf->name, buf->dtype, buf->role, st);
+    }
+  }
+  tj_kir_ival_t ws_st[3] = {tj_kir_constant(n), tj_kir_constant(sp->s * n),
+                            tj_kir_constant(1)};
+  uint32_t ws =
+      tj_kir_add_buffer(k, "partial", TJ_DTYPE_F32, TJ_KIR_OUTPUT, ws_st);
+  tj_kir_store(k, ws, tj_kir_acc(k));
+  tj_status_t status = tj_kir_finalize(k);
+  if (status) {
+    tj_kir_destroy(k);
+    return status;
+  }
+  sp->part = k;
+  return NULL;
+}
+
+// Sets up split-K candidate j of kernel |g|: its two kernel IR kernels
+// (a kernel whose epilogue is no pointwise kernel has none).
+static tj_status_t make_split(tj_cuda_program_t* p, const tj_kir_t* g,
+                              tj_cuda_gemm_tune_t* t, int32_t j) {
+  tj_cuda_gemm_split_t* sp = &t->split[j];
+  sp->s = kSplits[j];
+  if (!split_fits(g, sp->s)) return NULL;
+  int64_t n = g->dims[1].value;
+  tj_kir_ival_t st[2] = {tj_kir_constant(sp->s * n), tj_kir_constant(1)};
+  char suffix[16];
+  snprintf(suffix, sizeof(suffix), "skr%d", (int)sp->s);
+  tj_status_t s = epilogue_kernel(p, g, suffix, sp->s, TJ_DTYPE_F32, st,
+                                  &sp->reduce, &sp->reduce_acc, sp->reduce_map);
+  if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
+  if (s) {
+    tj_status_free(s);
+    return NULL;
+  }
+  s = make_split_part(p, g, sp);
+  if (s) {
+    tj_kir_destroy(sp->reduce);
+    sp->reduce = NULL;
+    if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
+    tj_status_free(s);
+    return NULL;
+  }
+  t->split_ok = true;
+  return NULL;
+}
+
+// Whether kernel |i| is an f32 GEMM that allow_tf32 lets run on TF32
+// tensor cores (sm_90a).
+static bool tf32_gemm(const tj_cuda_program_t* p, uint32_t i) {
   const tj_kir_t* g = p->kernels[i].low->kernel;
-  // The 8-bit gemm (issue 17) has one schedule and no cuBLASLt twin.
-  if (tj_kir_gemm_is_int8(g)) return false;
-  if (p->kernels[i].info.tensor_cores) return true;
-  if (g->kind != TJ_KIR_GEMM || !p->nv_options.gemm_tf32 ||
-      p->arch != TJ_NVPTX_SM_90A)
+  if (p->kernels[i].info.tensor_cores || g->kind != TJ_KIR_GEMM ||
+      !p->nv_options.gemm_tf32 || p->arch != TJ_NVPTX_SM_90A)
     return false;
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     if (g->buffers[b].role == TJ_KIR_GEMM_A)
       return g->buffers[b].dtype == TJ_DTYPE_F32;
+  }
+  return false;
+}
+
+// Whether kernel |i| runs on CUDA cores with no candidate but split-K:
+// an exact f32 GEMM (no allow_tf32).
+static bool exact_f32(const tj_cuda_program_t* p, uint32_t i) {
+  return !p->kernels[i].info.tensor_cores && !tf32_gemm(p, i);
+}
+
+// Whether kernel |i| has GEMM candidates: a tensor-core GEMM, an f32 one
+// that allow_tf32 lets run on TF32 tensor cores (sm_90a), or an exact f32
+// GEMM that split-K fits.
+static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
+  const tj_kir_t* g = p->kernels[i].low->kernel;
+  // The 8-bit gemm (issue 17) has one schedule and no cuBLASLt twin.
+  if (tj_kir_gemm_is_int8(g)) return false;
+  if (p->kernels[i].info.tensor_cores || tf32_gemm(p, i)) return true;
+  if (g->kind != TJ_KIR_GEMM) return false;
+  for (int32_t j = 0; j < TJ_CUDA_GEMM_SPLITS; ++j) {
+    if (split_fits(g, kSplits[j])) return true;
   }
   return false;
 }
@@ -237,6 +401,7 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
     t->temp_offset = -1;
+    t->split_offset = -1;
     const tj_kir_t* g = p->kernels[i].low->kernel;
     if (!has_candidates(p, i)) continue;
     t->tunable = true;
@@ -249,7 +414,10 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
     const tj_kir_buffer_t* A = &g->buffers[t->a];
     const tj_kir_buffer_t* B = &g->buffers[t->b];
     t->acc_dtype = A->dtype;
-    t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
+    // Exact f32 GEMMs keep to the generated kernels (cuBLASLt's f32 is
+    // not a candidate of theirs).
+    t->lt_ok = !exact_f32(p, i) && g->rank == 2 &&
+               tj_kir_ival_is_const(A->strides[1], 1) &&
                tj_kir_ival_is_const(B->strides[1], 1) &&
                ival_eq(A->strides[0], g->gemm_k) &&
                ival_eq(B->strides[0], g->dims[1]);
@@ -262,6 +430,8 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
         t->lt_ok = false;
       }
     }
+    for (int32_t j = 0; j < TJ_CUDA_GEMM_SPLITS; ++j)
+      TJ_RETURN_IF_ERROR(make_split(p, g, t, j));
   }
   return NULL;
 }
@@ -273,6 +443,21 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
                                     int32_t c) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   const tj_kir_t* g = p->kernels[ki].low->kernel;
+  int32_t j = split_index(c);
+  if (j >= 0) {
+    tj_cuda_gemm_split_t* sp = &t->split[j];
+    if (!sp->part)
+      return tj_unsupported("split-K in %d does not fit kernel @%s",
+                            (int)kSplits[j], g->name);
+    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    if (!sp->part_fn)
+      TJ_RETURN_IF_ERROR(
+          tj_cuda_program_compile_kernel(p, sp->part, &o, &sp->part_fn));
+    if (!sp->reduce_fn)
+      TJ_RETURN_IF_ERROR(
+          tj_cuda_program_compile_kernel(p, sp->reduce, &o, &sp->reduce_fn));
+    return NULL;
+  }
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
@@ -304,6 +489,53 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
   return NULL;
 }
 
+// Arguments and grids of split-K candidate |c| of kernel |ki| for this
+// run: the partial GEMM reads A and B and writes the workspace; the
+// reduction reads the workspace (partial s at column block s of each row
+// of [M, S, N]) and the GEMM's other buffers.
+static tj_status_t split_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
+                              const int64_t* scalars) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  tj_cuda_program_kernel_t* kern = &p->kernels[ki];
+  const tj_kir_t* g = kern->low->kernel;
+  tj_cuda_gemm_split_t* sp = &t->split[split_index(c)];
+  if (t->split_offset < 0)
+    return tj_unsupported("kernel @%s: no split-K workspace this run", g->name);
+  const uint64_t* argv = p->run.argv + kern->arg_offset;
+  uint64_t ws = p->run.arena + (uint64_t)t->split_offset;
+  const tj_kir_t* part = sp->part;
+  for (uint32_t b = 0; b < part->num_buffers; ++b) {
+    tj_kir_role_t role = part->buffers[b].role;
+    sp->part_argv[b] = role == TJ_KIR_GEMM_A   ? argv[t->a]
+                       : role == TJ_KIR_GEMM_B ? argv[t->b]
+                                               : ws;
+    sp->part_argp[b] = &sp->part_argv[b];
+  }
+  for (uint32_t i = 0; i < part->num_params; ++i) {
+    memcpy(&sp->part_argv[part->num_buffers + i], &scalars[i], sizeof(int64_t));
+    sp->part_argp[part->num_buffers + i] =
+        &sp->part_argv[part->num_buffers + i];
+  }
+  TJ_RETURN_IF_ERROR(
+      tj_nvptx_gemm_check_pointers(part, &sp->part_fn->info, sp->part_argv));
+  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+      part, &sp->part_fn->info, scalars, p->device->num_sms, &sp->part_launch));
+  const tj_kir_t* e = sp->reduce;
+  uint64_t row = (uint64_t)g->dims[1].value * sizeof(float);
+  for (uint32_t b = 0; b < e->num_buffers; ++b) {
+    bool acc = b >= sp->reduce_acc && b < sp->reduce_acc + (uint32_t)sp->s;
+    sp->reduce_argv[b] =
+        acc ? ws + (b - sp->reduce_acc) * row : argv[sp->reduce_map[b]];
+    sp->reduce_argp[b] = &sp->reduce_argv[b];
+  }
+  for (uint32_t i = 0; i < e->num_params; ++i) {
+    memcpy(&sp->reduce_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
+    sp->reduce_argp[e->num_buffers + i] = &sp->reduce_argv[e->num_buffers + i];
+  }
+  return tj_nvptx_launch_config(e, &sp->reduce_fn->info, scalars,
+                                p->device->num_sms, &sp->reduce_launch);
+}
+
 // Arguments and grids of candidate |c| of kernel |ki| for this run (the
 // fused kernel's arguments are in argv already).
 static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
@@ -315,6 +547,7 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     return tj_nvptx_launch_config(g, &kern->info, scalars, p->device->num_sms,
                                   &p->run.launches[ki]);
   }
+  if (split_index(c) >= 0) return split_args(p, ki, c, scalars);
   if (c != TJ_CUDA_GEMM_CUBLASLT) {
     const tj_nvptx_kernel_t* info = &t->variant[c]->info;
     TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
@@ -377,6 +610,16 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
     return tj_cuda_program_launch_function(
         p, k->fn.function, &p->run.launches[ki], args, k->info.entry);
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  int32_t j = split_index(c);
+  if (j >= 0) {
+    tj_cuda_gemm_split_t* sp = &t->split[j];
+    TJ_RETURN_IF_ERROR(tj_cuda_program_launch_function(
+        p, sp->part_fn->function.function, &sp->part_launch, sp->part_argp,
+        sp->part_fn->info.entry));
+    return tj_cuda_program_launch_function(p, sp->reduce_fn->function.function,
+                                           &sp->reduce_launch, sp->reduce_argp,
+                                           sp->reduce_fn->info.entry);
+  }
   if (c != TJ_CUDA_GEMM_CUBLASLT)
     return tj_cuda_program_launch_function(
         p, t->variant[c]->function.function, &p->run.launches[ki],
@@ -440,6 +683,51 @@ static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
 // 128x128 and 3.2x the 64x128; these leave 132 SMs a tile or none).
 #define kWaveSlack 2.0
 
+// Split-K is timed where the GEMM's 128x128 tiles leave at least half the
+// SMs idle and each slice keeps at least this much of K: below it the
+// partials' round trip through memory outweighs what the slices gain.
+#define kSplitMinK 256
+
+static bool split_timed(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
+                        const int64_t* scalars) {
+  const tj_cuda_gemm_split_t* sp = &p->gemm.tunes[ki].split[split_index(c)];
+  if (!sp->part) return false;
+  const tj_kir_t* g = p->kernels[ki].low->kernel;
+  if (g->gemm_k.value / sp->s < kSplitMinK) return false;
+  int64_t m = tj_kir_ival_eval(g->dims[0], scalars);
+  int64_t n = g->dims[1].value;
+  int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
+  int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+  return 2 * tiles <= sms;
+}
+
+int64_t tj_cuda_gemm_split_bytes(const tj_cuda_program_t* p, uint32_t ki,
+                                 const int64_t* scalars) {
+  if (!p->gemm.tunes || !p->gemm.tunes[ki].split_ok) return 0;
+  const tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  const tj_kir_t* g = p->kernels[ki].low->kernel;
+  int64_t m = tj_kir_ival_eval(g->dims[0], scalars);
+  if (m <= 0) return 0;
+  // A bucket tuned earlier may have chosen split-K where this run's M
+  // alone would not time it.
+  int32_t chosen = -1;
+  for (uint32_t i = 0; i < t->num_choices; ++i) {
+    if (t->choices[i].bucket == tj_pow2_bucket(m))
+      chosen = t->choices[i].candidate;
+  }
+  int64_t most = 0;
+  for (int32_t j = 0; j < TJ_CUDA_GEMM_SPLITS; ++j) {
+    int32_t c = TJ_CUDA_GEMM_SPLIT_K + j;
+    if (!t->split[j].part) continue;
+    bool used = p->gemm.forced >= 0 ? p->gemm.forced == c
+                : chosen >= 0
+                    ? chosen == c
+                    : p->gemm.autotune && split_timed(p, ki, c, scalars);
+    if (used && t->split[j].s > most) most = t->split[j].s;
+  }
+  return m * most * g->dims[1].value * (int64_t)sizeof(float);
+}
+
 // Whether tuning compiles and times candidate |c| of kernel |ki| for the
 // run with |scalars|: a cost model prunes, before any LLVM or ptxas
 // work (the TMA kernels cost ptxas ~1 s each), what cannot win.
@@ -454,10 +742,14 @@ static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
 //     module's own kernel (0) is compiled anyway and always timed.
 //   - Tiles whose wave model (wave_cost) is over kWaveSlack times the
 //     best's.
+//   - Split-K where the tiles fill the GPU or the slices are short
+//     (split_timed).
 // Pruned candidates stay available to TJ_CUDA_GEMM_CANDIDATE.
 static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
                             const int64_t* scalars) {
+  if (split_index(c) >= 0) return split_timed(p, ki, c, scalars);
   if (c == 0 || c == TJ_CUDA_GEMM_CUBLASLT) return true;
+  if (exact_f32(p, ki)) return false;
   const tj_nvptx_options_t* o = &kVariants[c];
   if (p->arch != TJ_NVPTX_SM_90A) return o->gemm_kernel != TJ_NVPTX_GEMM_WGMMA;
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
@@ -523,12 +815,27 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
                                   const int64_t* scalars) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   t->precompiled = true;
-  precompile_t w[TJ_CUDA_GEMM_CANDIDATES];
+  precompile_t w[TJ_CUDA_GEMM_CANDIDATES + TJ_CUDA_GEMM_SPLITS];
   memset(w, 0, sizeof(w));
   int32_t n = 0;
   tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
   for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
     if (!timed_candidate(p, ki, c, scalars)) continue;
+    int32_t j = split_index(c);
+    if (j >= 0) {
+      tj_cuda_gemm_split_t* sp = &t->split[j];
+      if (!sp->part_fn) {
+        w[n] = (precompile_t){
+            .kernel = sp->part, .options = approx, .slot = &sp->part_fn};
+        w[n++].p = p;
+      }
+      if (!sp->reduce_fn) {
+        w[n] = (precompile_t){
+            .kernel = sp->reduce, .options = approx, .slot = &sp->reduce_fn};
+        w[n++].p = p;
+      }
+      continue;
+    }
     if (c == TJ_CUDA_GEMM_CUBLASLT) {
       if (!t->lt_ok || p->gemm.lt_unavailable || t->epi_fn) continue;
       w[n] = (precompile_t){
@@ -642,7 +949,7 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
         ++p->stats.tunings;
         p->stats.tuning_cache_hits += r.from_cache;
         p->stats.tuning_ms += r.tune_ms;
-        char line[640] = "";
+        char line[1024] = "";
         int n = 0;
         for (int i = 0;
              i < prob.num_candidates && n >= 0 && (size_t)n < sizeof(line);
@@ -680,6 +987,27 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
 
 //===--- offline programs ---===//
 
+// Emits split-K candidate |c|'s two kernels into |module|, renamed
+// <entry>_c<c> (the partial GEMM) and <entry>_c<c>r (the reduction).
+static tj_status_t emit_split(tj_cuda_program_t* p, tj_nvptx_module_t* module,
+                              const tj_cuda_gemm_split_t* sp, int32_t c) {
+  const tj_kir_t* kernels[2] = {sp->part, sp->reduce};
+  for (int i = 0; i < 2; ++i) {
+    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    tj_nvptx_kernel_t info;
+    tj_status_t status =
+        tj_nvptx_module_add_kernel(module, kernels[i], &o, &info);
+    if (status)
+      return tj_status_annotate(status, "GEMM candidate %d (%s)", (int)c,
+                                kCandidateNames[c]);
+    char name[sizeof(info.entry) + 16];
+    snprintf(name, sizeof(name), "%s_c%d%s", info.entry, (int)c, i ? "r" : "");
+    tj_nvptx_module_rename_kernel(module, info.entry, name);
+    ++p->mod.num_variant_kernels;
+  }
+  return NULL;
+}
+
 // Emits into |module| every kernel the candidates of each tensor-core GEMM
 // compile apart on a GPU (the other main loops and tiles of kVariants, the
 // cuBLASLt candidate's epilogue), each function renamed
@@ -695,6 +1023,12 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
     for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES && !status; ++c) {
       tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
       const tj_kir_t* k = p->kernels[i].low->kernel;
+      int32_t j = split_index(c);
+      if (j >= 0) {
+        if (t->split[j].part) status = emit_split(p, module, &t->split[j], c);
+        continue;
+      }
+      if (exact_f32(p, i)) continue;
       if (c == TJ_CUDA_GEMM_CUBLASLT) {
         if (!t->lt_ok) continue;
         k = t->epi;
@@ -735,6 +1069,12 @@ void tj_cuda_gemm_release(tj_cuda_program_t* p) {
         tj_cuda_kir_destroy(t->variant[v]);
       tj_cuda_kir_destroy(t->epi_fn);
       tj_kir_destroy(t->epi);
+      for (int j = 0; j < TJ_CUDA_GEMM_SPLITS; ++j) {
+        tj_cuda_kir_destroy(t->split[j].part_fn);
+        tj_cuda_kir_destroy(t->split[j].reduce_fn);
+        tj_kir_destroy(t->split[j].part);
+        tj_kir_destroy(t->split[j].reduce);
+      }
       for (int j = 0; j < TJ_CUDA_GEMM_MAX_PLANS; ++j)
         tj_cublaslt_gemm_destroy(t->plans[j]);
       tj_free_string(p->al, t->text);

@@ -75,8 +75,35 @@ typedef struct tj_cuda_program_kernel_t {
 
 // Every tensor-core GEMM kernel has TJ_CUDA_GEMM_CANDIDATES
 // implementations; cuda_gemm_tune.c says which. TJ_CUDA_GEMM_CUBLASLT is
-// cuBLASLt's matmul plus an epilogue kernel.
-enum { TJ_CUDA_GEMM_CUBLASLT = 4, TJ_CUDA_GEMM_CANDIDATES = 12 };
+// cuBLASLt's matmul plus an epilogue kernel; TJ_CUDA_GEMM_SPLIT_K and
+// the next TJ_CUDA_GEMM_SPLITS - 1 are split-K (tj_cuda_gemm_split_t).
+enum {
+  TJ_CUDA_GEMM_CUBLASLT = 4,
+  TJ_CUDA_GEMM_SPLIT_K = 12,
+  TJ_CUDA_GEMM_SPLITS = 3,
+  TJ_CUDA_GEMM_CANDIDATES = 15
+};
+
+// A split-K candidate (cuda_gemm_tune.c) of a rank-2 GEMM: |part| computes
+// the s-th slice of K's partial product into a workspace [M, S, N] of f32
+// (a batched GEMM whose batch entry s reads A and B from s * K / S on);
+// |reduce| sums the S partials of each element in slice order (so the
+// result does not depend on the schedule), then runs the GEMM's epilogue.
+typedef struct tj_cuda_gemm_split_t {
+  int32_t s;            // slices of K
+  tj_kir_t* part;       // owned
+  tj_kir_t* reduce;     // owned
+  uint32_t reduce_acc;  // reduce's first partial (S consecutive buffers)
+  uint32_t reduce_map[TJ_KIR_MAX_BUFFERS];  // reduce buffer -> GEMM buffer
+  tj_cuda_kir_kernel_t* part_fn;
+  tj_cuda_kir_kernel_t* reduce_fn;
+  // This run.
+  uint64_t part_argv[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  void* part_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  uint64_t reduce_argv[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  void* reduce_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS];
+  tj_nvptx_launch_t part_launch, reduce_launch;
+} tj_cuda_gemm_split_t;
 
 typedef struct tj_cuda_gemm_choice_t {
   int64_t bucket;
@@ -92,7 +119,8 @@ typedef struct tj_cuda_gemm_tune_t {
   uint32_t epi_acc;      // epi's buffer reading the temporary
   uint32_t epi_map[TJ_KIR_MAX_BUFFERS];  // epi buffer -> GEMM buffer
   char* text;  // the GEMM's canonical text (the tuning key)
-  tj_cuda_kir_kernel_t* variant[TJ_CUDA_GEMM_CANDIDATES];  // [0], [4] unused
+  tj_cuda_kir_kernel_t*
+      variant[TJ_CUDA_GEMM_CANDIDATES];  // [0], [4], splits unused
   tj_cuda_kir_kernel_t* epi_fn;
   bool precompiled;  // the tuning candidates were compiled together
   tj_cuda_gemm_choice_t choices[TJ_CUDA_GEMM_MAX_CHOICES];
@@ -111,6 +139,10 @@ typedef struct tj_cuda_gemm_tune_t {
   // A TMA candidate's arguments: the kernel's, then its tensor maps.
   tj_cuda_tensor_maps_t maps;
   void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
+  // Split-K: |split_ok| when K and N are constants that the slices divide.
+  bool split_ok;
+  tj_cuda_gemm_split_t split[TJ_CUDA_GEMM_SPLITS];
+  int64_t split_offset;  // arena offset of the workspace, or -1
 } tj_cuda_gemm_tune_t;
 
 //===--- strided copies (cuda_staging.c) ---===//
@@ -309,6 +341,10 @@ tj_status_t tj_cuda_gemm_choose(tj_cuda_program_t* p);
 // The same for the kernels from |first| on (after a data-dependent host
 // call set new sizes; the earlier ones have run).
 tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first);
+// The bytes of split-K workspace kernel |ki| may use in a run with its
+// |scalars| (0 when no split-K candidate can serve or be timed there).
+int64_t tj_cuda_gemm_split_bytes(const tj_cuda_program_t* p, uint32_t ki,
+                                 const int64_t* scalars);
 // Enqueues kernel |ki| as candidate |c|.
 tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c);
 

@@ -94,11 +94,19 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
     pin += bytes;
   }
   // Kernel scalars, and the temporaries of GEMMs that may run as cuBLASLt
-  // plus an epilogue kernel.
+  // plus an epilogue kernel or as split-K (its partials).
   for (uint32_t k = 0; k < p->num_kernels; ++k) {
     TJ_RETURN_IF_ERROR(kernel_scalars(p, k, sym));
     tj_cuda_gemm_tune_t* t = p->gemm.tunes ? &p->gemm.tunes[k] : NULL;
-    if (!t || !t->lt_ok) continue;
+    if (!t) continue;
+    t->split_offset = -1;
+    int64_t split = tj_cuda_gemm_split_bytes(
+        p, k, p->run.scalars + (size_t)k * TJ_KIR_MAX_PARAMS);
+    if (split > 0) {
+      t->split_offset = total;
+      total += tj_cuda_align_up(split, TJ_CUDA_STAGE_ALIGN);
+    }
+    if (!t->lt_ok) continue;
     t->temp_offset = -1;
     if (!p->gemm.autotune && p->gemm.forced != TJ_CUDA_GEMM_CUBLASLT) continue;
     const tj_kir_t* gk = p->kernels[k].low->kernel;

@@ -1036,6 +1036,32 @@ static void group_tf32_matmuls(void) {
   finish(&c, 1, 0);
 }
 
+// GEMMs of small M x N and long constant K, the shapes split-K serves on
+// the GPU (issue 13: K in 2 or 4 slices summed in slice order, then the
+// epilogue once; tests/cuda forces those candidates). K 512 and 1024
+// are whole k-tiles in every slice; N 136 leaves a partial tile. f32
+// stays exact: the slices' sums add f32 partials of 128 to 512 terms, an
+// error of the order of the unsplit loop's (|w| <= 0.1 keeps sums near 1).
+static void group_splitk_matmuls(void) {
+  case_t c;
+  begin(&c, "matmul_splitk_bf16_bias_gelu");
+  tj_value_t x = input(&c, TJ_DTYPE_BF16, 2, (int64_t[]){c.B, 512}, -1, 1);
+  tj_value_t w = input(&c, TJ_DTYPE_BF16, 2, (int64_t[]){512, 136}, -0.1, 0.1);
+  tj_value_t b = input(&c, TJ_DTYPE_BF16, 1, (int64_t[]){136}, -1, 1);
+  output(&c, tj_graph_gelu(c.g, tj_graph_linear(c.g, x, w, b), true));
+  c.tol = tj_cts_tol_for(TJ_DTYPE_BF16, 0);
+  finish(&c, 1, 0);
+
+  begin(&c, "matmul_splitk_f32_bias_residual");
+  x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 1024}, -1, 1);
+  w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){1024, 72}, -0.1, 0.1);
+  b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){72}, -1, 1);
+  tj_value_t r = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 72}, -1, 1);
+  output(&c, tj_graph_add(c.g, tj_graph_linear(c.g, x, w, b), r));
+  c.tol = (tol_t){1e-4, 1e-4};
+  finish(&c, 1, 0);
+}
+
 //===--- movement and leaves ---===//
 
 static void group_movement(void) {
@@ -1776,6 +1802,7 @@ static const group_t kGroups[] = {
     {"matmuls", group_matmuls},
     {"half_matmuls", group_half_matmuls},
     {"tf32_matmuls", group_tf32_matmuls},
+    {"splitk_matmuls", group_splitk_matmuls},
     {"movement", group_movement},
     {"op_dtype_matrix", group_op_dtype_matrix},
 };

@@ -121,6 +121,63 @@ TEST(tf32_candidates) {
   }
 }
 
+// Split-K in 2, 4 and 8 slices (candidates 12 to 14), forced, against the
+// reference: bf16 on the module's tensor-core main loop, exact f32 on the
+// CUDA-core kernel, the partials summed in slice order before the epilogue
+// (bias, gelu, residual). Then the same bf16 case again, twice on one
+// executable: the order of the sum is fixed, so the two results agree to
+// the bit.
+TEST(split_k_candidates) {
+  static const char* const kForced[] = {"12", "13", "14"};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
+    tj_context_options_t o = tj_test_context_options();
+    o.cuda_gemm_candidate = kForced[i];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&o, &ctx));
+    tj_cts_backend_t be = g_be;
+    be.context = ctx;
+    int before = tj_cts_failures;
+    tj_cts_run_group(&be, "splitk_matmuls");
+    if (tj_cts_failures != before) {
+      fprintf(stderr, "  (with cuda_gemm_candidate %s)\n", kForced[i]);
+    }
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(ctx, "splitk_twice", &g));
+    enum { M = 96, K = 1024, N = 256 };
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){M, K}, "x");
+    tj_value_t w = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){K, N}, "w");
+    tj_graph_output(g, tj_graph_matmul(g, x, w), "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t co = cuda_options();
+    tj_executable_t* exe = NULL;
+    CHECK_OK(tj_compile(g, &co, &exe));
+    uint16_t* xs = malloc(sizeof(uint16_t) * M * K);
+    uint16_t* ws = malloc(sizeof(uint16_t) * K * N);
+    uint16_t* y[2] = {calloc(M * N, 2), calloc(M * N, 2)};
+    fill(TJ_DTYPE_BF16, xs, M * K, -1, 1);
+    fill(TJ_DTYPE_BF16, ws, K * N, -1, 1);
+    for (int r = 0; r < 2; ++r) {
+      tj_tensor_t in[2] = {
+          tj_tensor_make(xs, TJ_DTYPE_BF16, 2, (int64_t[]){M, K}),
+          tj_tensor_make(ws, TJ_DTYPE_BF16, 2, (int64_t[]){K, N})};
+      tj_tensor_t out =
+          tj_tensor_make(y[r], TJ_DTYPE_BF16, 2, (int64_t[]){M, N});
+      CHECK_OK(tj_executable_run(exe, in, 2, &out, 1));
+    }
+    CHECK(memcmp(y[0], y[1], sizeof(uint16_t) * M * N) == 0);
+    tj_cuda_program_stats_t cs;
+    CHECK_OK(tj_executable_cuda_stats(exe, &cs));
+    CHECK(strncmp(cs.gemm_choice, "split-k", 7) == 0);
+    free(xs);
+    free(ws);
+    free(y[0]);
+    free(y[1]);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
 //===--- the GPU's approximate math ---===//
 
 // Max error in ulps of f32 |got| against the exact |want|, over values
@@ -1082,6 +1139,7 @@ int main(void) {
   g_dev = tj_test_open_device_or_skip();
   g_be = (tj_cts_backend_t){"cuda", TJ_TARGET_CUDA, g_ctx, NULL, NULL, NULL};
   RUN_TEST(gemm_candidates);
+  RUN_TEST(split_k_candidates);
   RUN_TEST(tf32_candidates);
   RUN_TEST(math_accuracy);
   RUN_TEST(capstone_bf16);

@@ -382,6 +382,46 @@ TEST(capstone_gelu_erf) {
   tj_context_destroy(ctx);
 }
 
+// Split-K (issue 13) of the f32 transformer's [B, 3072] @ [3072, 768] +
+// bias, exact (no allow_tf32): the GEMM's only candidates are the partial
+// GEMM and the reduction of 2, 4 and 8 slices (6 kernels: <entry>_c12,
+// _c12r, .., _c14r), assembled by ptxas for sm_90a; the bf16 form's
+// candidates keep them beside the tensor-core schedules.
+TEST(split_k_candidates) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTypes); ++i) {
+    tj_dtype_t dt = kTypes[i];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(ctx, "splitk", &g));
+    int64_t B = tj_graph_symbol(g, "B");
+    tj_value_t x = tj_graph_input(g, dt, 2, (int64_t[]){B, 3072}, "x");
+    tj_value_t w = tj_graph_input(g, dt, 2, (int64_t[]){3072, 768}, "w");
+    tj_value_t b = tj_graph_input(g, dt, 1, (int64_t[]){768}, "b");
+    tj_graph_output(g, tj_graph_linear(g, x, w, b), "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_allocator_t al = tj_allocator_system();
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(1, ptx.num_kernels);
+    CHECK(ptx.variants_ptx != NULL);
+    if (ptx.variants_ptx) {
+      const char* v = ptx.variants_ptx;
+      if (dt == TJ_DTYPE_F32) CHECK_EQ_INT(6, count_of(v, ".entry "));
+      CHECK(count_of(v, "_c12(") == 1 && count_of(v, "_c12r(") == 1);
+      CHECK(count_of(v, "_c13(") == 1 && count_of(v, "_c13r(") == 1);
+      CHECK(count_of(v, "_c14(") == 1 && count_of(v, "_c14r(") == 1);
+      CHECK(strstr(v, "call") == NULL);
+      CHECK_EQ_INT(0, run_ptxas("sm_90a", "splitk", v));
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
 TEST(every_sample_every_arch) {
   for (int a = 0; a < TJ_NVPTX_ARCH_COUNT_; ++a) {
     tj_nvptx_target_t* target = NULL;
@@ -395,9 +435,12 @@ TEST(every_sample_every_arch) {
       check_sample(target, (sample_t)s, NULL);
       check_sample(target, (sample_t)s, &approx);
     }
-    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages).
+    // The CUDA-core f32 loop with k-tiles of 16 (and 3 stages), and with
+    // its 4-byte copies alone (no 16-byte path).
     static const tj_nvptx_options_t f32_bk16[] = {
-        {.gemm_tile_k = 16}, {.gemm_tile_k = 16, .gemm_stages = 3}};
+        {.gemm_tile_k = 16},
+        {.gemm_tile_k = 16, .gemm_stages = 3},
+        {.gemm_f32_scalar_copies = true}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
@@ -737,6 +780,7 @@ int main(int argc, char** argv) {
   RUN_TEST(every_sample_every_arch);
   RUN_TEST(erfc_approx_instructions);
   RUN_TEST(capstone_gelu_erf);
+  RUN_TEST(split_k_candidates);
   if (!dump || !dump[0]) {
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
