@@ -40,7 +40,9 @@
 // on sm_90a (nv_options.gemm_tf32): 0 is then the exact f32 kernel (CUDA
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
 // .tf32 (11's 128x64 cooperative tile has no tf32 form, and the cp.async
-// wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped).
+// wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped). Without
+// allow_tf32 (or before sm_90a) an f32 GEMM has two: 0, the exact kernel,
+// and 4, cuBLASLt's exact sgemm (CUBLAS_COMPUTE_32F) and the epilogue.
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -211,18 +213,27 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
 }
 
 // Whether kernel |i| has GEMM candidates: a tensor-core GEMM, or an f32
-// one that allow_tf32 lets run on TF32 tensor cores (sm_90a).
+// one: with allow_tf32 on sm_90a every TF32 candidate, else (exact f32)
+// only cuBLASLt's exact sgemm beside the module's kernel (lt_only).
 static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
   const tj_kir_t* g = p->kernels[i].low->kernel;
   if (p->kernels[i].info.tensor_cores) return true;
-  if (g->kind != TJ_KIR_GEMM || !p->nv_options.gemm_tf32 ||
-      p->arch != TJ_NVPTX_SM_90A)
-    return false;
+  if (g->kind != TJ_KIR_GEMM) return false;
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     if (g->buffers[b].role == TJ_KIR_GEMM_A)
       return g->buffers[b].dtype == TJ_DTYPE_F32;
   }
   return false;
+}
+
+// Whether the only candidate of kernel |i| besides its own (0) is cuBLASLt
+// (4): an f32 GEMM on CUDA cores that may not use TF32 (or not on this
+// arch), for which none of kVariants' main loops has an exact form. Our
+// exact f32 kernel reached 0.71-0.77x cuBLAS's sgemm on the H200
+// (bench/RESULTS.md), so the transformer blocks' f32 GEMMs time both.
+static bool lt_only(const tj_cuda_program_t* p, uint32_t i) {
+  return !p->kernels[i].info.tensor_cores &&
+         !(p->nv_options.gemm_tf32 && p->arch == TJ_NVPTX_SM_90A);
 }
 
 tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
@@ -271,6 +282,8 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
                                     int32_t c) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   const tj_kir_t* g = p->kernels[ki].low->kernel;
+  if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && lt_only(p, ki))
+    return tj_unsupported("candidate %d has no exact f32 form", (int)c);
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
@@ -456,6 +469,7 @@ static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
 static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
                             const int64_t* scalars) {
   if (c == 0 || c == TJ_CUDA_GEMM_CUBLASLT) return true;
+  if (lt_only(p, ki)) return false;
   const tj_nvptx_options_t* o = &kVariants[c];
   if (p->arch != TJ_NVPTX_SM_90A) return o->gemm_kernel != TJ_NVPTX_GEMM_WGMMA;
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
@@ -693,6 +707,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
     for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES && !status; ++c) {
       tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
       const tj_kir_t* k = p->kernels[i].low->kernel;
+      if (c != TJ_CUDA_GEMM_CUBLASLT && lt_only(p, i)) continue;
       if (c == TJ_CUDA_GEMM_CUBLASLT) {
         if (!t->lt_ok) continue;
         k = t->epi;

@@ -142,6 +142,45 @@ TEST(both_blocks_every_dtype_no_host_step) {
   }
 }
 
+// An f32 GEMM (the blocks' linears with their bias and GELU epilogue) has
+// GEMM candidates without allow_tf32 too: cuBLASLt's exact sgemm and the
+// epilogue kernel after it (candidate 4, <entry>_c4), and none of the
+// tensor-core main loops; with allow_tf32 the TF32 ones join.
+TEST(f32_gemm_has_the_cublaslt_candidate) {
+  for (int tf32 = 0; tf32 < 2; ++tf32) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx, "f32_linear", &g));
+    int64_t B = tj_graph_symbol(g, "B");
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 768}, "x");
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){768, 3072}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){3072}, "b");
+    tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false),
+                    "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.cuda.allow_tf32 = tf32 != 0;
+    tj_allocator_t al = tj_allocator_system();
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(g, &o, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(1, ptx.num_kernels);
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    CHECK(ptx.variants_ptx != NULL);
+    if (ptx.variants_ptx) {
+      CHECK(strstr(ptx.variants_ptx, "_c4(") != NULL);
+      if (!tf32) {
+        CHECK_EQ_INT(1, ptx.num_variant_kernels);
+      } else {
+        CHECK(ptx.num_variant_kernels > 1);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
@@ -149,6 +188,7 @@ int main(int argc, char** argv) {
   tj_context_options_initialize(&o);
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(both_blocks_every_dtype_no_host_step);
+  RUN_TEST(f32_gemm_has_the_cublaslt_candidate);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
