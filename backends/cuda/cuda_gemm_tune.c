@@ -30,7 +30,9 @@
 // skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
-// round trip of the intermediate. 7, 8 and 9 are the TMA, warp-specialized
+// round trip of the intermediate (a plain matmul's, whose epilogue only
+// rounds and stores into a dense output: cuBLASLt into that output, one
+// launch, lt_direct). 7, 8 and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
 // on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
 // N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
@@ -212,6 +214,34 @@ static tj_status_t make_epilogue(tj_cuda_program_t* p, const tj_kir_t* g,
   return NULL;
 }
 
+// Whether |g|'s epilogue only stores the accumulator, rounded to |dtype|,
+// into a dense row-major [M, N] output of |dtype| (a plain matmul): then
+// cuBLASLt can write that output itself. Sets |*out| to its buffer.
+static bool plain_store(const tj_kir_t* g, tj_dtype_t dtype, uint32_t* out) {
+  const tj_kir_phase_t* ph = &g->phases[0];
+  uint32_t stores = 0, value = TJ_KIR_NONE;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    const tj_kir_inst_t* in = &ph->insts[i];
+    if (in->kind == TJ_KIR_ACC) {
+      value = i;
+    } else if (in->kind == TJ_KIR_OP && in->op == TJ_OP_CAST &&
+               in->args[0] == value && in->dtype == dtype) {
+      value = i;
+    } else if (in->kind == TJ_KIR_STORE && value != TJ_KIR_NONE &&
+               in->args[0] == value && ph->insts[value].dtype == dtype) {
+      const tj_kir_buffer_t* b = &g->buffers[in->ref];
+      if (b->dtype != dtype || !tj_kir_ival_is_const(b->strides[1], 1) ||
+          !ival_eq(b->strides[0], g->dims[1]))
+        return false;
+      *out = in->ref;
+      ++stores;
+    } else {
+      return false;
+    }
+  }
+  return stores == 1;
+}
+
 // Whether kernel |i| has GEMM candidates: a tensor-core GEMM, or an f32
 // one: with allow_tf32 on sm_90a every TF32 candidate, else (exact f32)
 // only cuBLASLt's exact sgemm beside the module's kernel (lt_only).
@@ -263,6 +293,7 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
                ival_eq(A->strides[0], g->gemm_k) &&
                ival_eq(B->strides[0], g->dims[1]);
     if (t->lt_ok) {
+      t->lt_direct = g->rank == 2 && plain_store(g, t->acc_dtype, &t->out);
       tj_status_t s = make_epilogue(p, g, t);
       if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
       if (s) {
@@ -344,21 +375,28 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
   }
   const uint64_t* argv = p->run.argv + kern->arg_offset;
   const tj_kir_t* e = t->epi;
-  if (t->temp_offset < 0) return tj_internal("no GEMM temporary");
-  uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
-  // cuBLASLt plans assume 256-byte aligned operands.
-  if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
-    return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
-  for (uint32_t b = 0; b < e->num_buffers; ++b) {
-    t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
-    t->epi_argp[b] = &t->epi_argv[b];
+  if (t->lt_direct) {
+    if (argv[t->a] % 256 || argv[t->b] % 256 || argv[t->out] % 256)
+      return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+  } else if (t->temp_offset < 0) {
+    return tj_internal("no GEMM temporary");
   }
-  for (uint32_t i = 0; i < e->num_params; ++i) {
-    memcpy(&t->epi_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
-    t->epi_argp[e->num_buffers + i] = &t->epi_argv[e->num_buffers + i];
+  if (!t->lt_direct) {
+    uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
+    // cuBLASLt plans assume 256-byte aligned operands.
+    if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
+      return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+    for (uint32_t b = 0; b < e->num_buffers; ++b) {
+      t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
+      t->epi_argp[b] = &t->epi_argv[b];
+    }
+    for (uint32_t i = 0; i < e->num_params; ++i) {
+      memcpy(&t->epi_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
+      t->epi_argp[e->num_buffers + i] = &t->epi_argv[e->num_buffers + i];
+    }
+    TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+        e, &t->epi_fn->info, scalars, p->device->num_sms, &t->epi_launch));
   }
-  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
-      e, &t->epi_fn->info, scalars, p->device->num_sms, &t->epi_launch));
   int64_t n = tj_kir_ival_eval(g->dims[1], scalars);
   int64_t k = tj_kir_ival_eval(g->gemm_k, scalars);
   t->plan = NULL;
@@ -394,6 +432,9 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
         t->variant[c]->info.tma ? t->tma_argp : args, k->info.entry);
   if (p->run.launches[ki].empty) return NULL;
   const uint64_t* argv = p->run.argv + k->arg_offset;
+  if (t->lt_direct)
+    return tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
+                                argv[t->out], p->gemm.lt_workspace, p->stream);
   TJ_RETURN_IF_ERROR(
       tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
                            p->run.arena + (uint64_t)t->temp_offset,

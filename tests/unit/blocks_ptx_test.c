@@ -73,8 +73,7 @@ static tj_graph_t* gpt_block(tj_dtype_t dt, int64_t b, int64_t t) {
 
 // v [b, n, t, dh]: v * cos + concat(-v[.., dh/2:], v[.., :dh/2]) * sin
 static tj_value_t rope(tj_graph_t* g, tj_value_t v, tj_value_t cos,
-                       tj_value_t sin, int64_t b, int64_t n, int64_t t,
-                       int64_t dh) {
+                       tj_value_t sin, int64_t n, int64_t t, int64_t dh) {
   tj_value_t lo = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, 0},
                                  (int64_t[]){INT64_MAX, n, t, dh / 2}, NULL);
   tj_value_t hi = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, dh / 2},
@@ -104,10 +103,10 @@ static tj_graph_t* llama_block(tj_dtype_t dt, int64_t b, int64_t t) {
   tj_value_t sin = input(g, dt, "sin", 2, (int64_t[]){t, dh});
   tj_value_t h = tj_graph_rms_norm(g, x, rms1_w, 1e-6);
   tj_value_t q = rope(g, heads(g, tj_graph_matmul(g, h, wq), b, t, LLAMA_H, dh),
-                      cos, sin, b, LLAMA_H, t, dh);
+                      cos, sin, LLAMA_H, t, dh);
   tj_value_t k =
       rope(g, heads(g, tj_graph_matmul(g, h, wk), b, t, LLAMA_HKV, dh), cos,
-           sin, b, LLAMA_HKV, t, dh);
+           sin, LLAMA_HKV, t, dh);
   tj_value_t v = heads(g, tj_graph_matmul(g, h, wv), b, t, LLAMA_HKV, dh);
   tj_value_t a = merge(
       g, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, true), b, t, d);
