@@ -30,7 +30,9 @@
 // skipped, before sm_90a); 4 is cuBLASLt's matmul into a temporary of the
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
-// round trip of the intermediate. 7, 8 and 9 are the TMA, warp-specialized
+// round trip of the intermediate (a plain matmul's, whose epilogue only
+// rounds and stores into a dense output: cuBLASLt into that output, one
+// launch, lt_direct). 7, 8 and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
 // on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
 // N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
@@ -48,7 +50,8 @@
 // the epilogue once: 2 launches, for M x N too small to fill the GPU with
 // tiles while K is long. Rank-2 GEMMs whose K and N are constants (the
 // slices' bounds and the workspace's strides are then constants too);
-// exact f32 GEMMs (no allow_tf32) have these as their only candidates.
+// exact f32 GEMMs (no allow_tf32, or before sm_90a) have these and 4,
+// cuBLASLt's exact sgemm (CUBLAS_COMPUTE_32F) and the epilogue, beside 0.
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -273,7 +276,12 @@ static bool split_fits(const tj_kir_t* g, int32_t s) {
     return false;
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
-    if (buf->role == TJ_KIR_GEMM_A && buf->strides[1].param >= 0) return false;
+    // f32 partials: exact for f32, f16 and bf16 operands, not for f64.
+    if (buf->role == TJ_KIR_GEMM_A &&
+        (buf->strides[1].param >= 0 ||
+         (buf->dtype != TJ_DTYPE_F32 && buf->dtype != TJ_DTYPE_F16 &&
+          buf->dtype != TJ_DTYPE_BF16)))
+      return false;
     if (buf->role == TJ_KIR_GEMM_B && buf->strides[0].param >= 0) return false;
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
         buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT)
@@ -356,6 +364,34 @@ static tj_status_t make_split(tj_cuda_program_t* p, const tj_kir_t* g,
   return NULL;
 }
 
+// Whether |g|'s epilogue only stores the accumulator, rounded to |dtype|,
+// into a dense row-major [M, N] output of |dtype| (a plain matmul): then
+// cuBLASLt can write that output itself. Sets |*out| to its buffer.
+static bool plain_store(const tj_kir_t* g, tj_dtype_t dtype, uint32_t* out) {
+  const tj_kir_phase_t* ph = &g->phases[0];
+  uint32_t stores = 0, value = TJ_KIR_NONE;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    const tj_kir_inst_t* in = &ph->insts[i];
+    if (in->kind == TJ_KIR_ACC) {
+      value = i;
+    } else if (in->kind == TJ_KIR_OP && in->op == TJ_OP_CAST &&
+               in->args[0] == value && in->dtype == dtype) {
+      value = i;
+    } else if (in->kind == TJ_KIR_STORE && value != TJ_KIR_NONE &&
+               in->args[0] == value && ph->insts[value].dtype == dtype) {
+      const tj_kir_buffer_t* b = &g->buffers[in->ref];
+      if (b->dtype != dtype || !tj_kir_ival_is_const(b->strides[1], 1) ||
+          !ival_eq(b->strides[0], g->dims[1]))
+        return false;
+      *out = in->ref;
+      ++stores;
+    } else {
+      return false;
+    }
+  }
+  return stores == 1;
+}
+
 // Whether kernel |i| is an f32 GEMM that allow_tf32 lets run on TF32
 // tensor cores (sm_90a).
 static bool tf32_gemm(const tj_cuda_program_t* p, uint32_t i) {
@@ -370,21 +406,29 @@ static bool tf32_gemm(const tj_cuda_program_t* p, uint32_t i) {
   return false;
 }
 
-// Whether kernel |i| runs on CUDA cores with no candidate but split-K:
-// an exact f32 GEMM (no allow_tf32).
+// Whether kernel |i| runs on CUDA cores, where none of kVariants' main
+// loops has an exact form: an exact f32 GEMM (no allow_tf32, or not on
+// sm_90a). Its candidates besides its own (0) are cuBLASLt's exact sgemm
+// (4; our exact kernel reached 0.71-0.82x of it on the H200,
+// bench/RESULTS.md) and split-K.
 static bool exact_f32(const tj_cuda_program_t* p, uint32_t i) {
   return !p->kernels[i].info.tensor_cores && !tf32_gemm(p, i);
 }
 
 // Whether kernel |i| has GEMM candidates: a tensor-core GEMM, an f32 one
 // that allow_tf32 lets run on TF32 tensor cores (sm_90a), or an exact f32
-// GEMM that split-K fits.
+// GEMM (cuBLASLt's sgemm, and split-K where it fits).
 static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
   const tj_kir_t* g = p->kernels[i].low->kernel;
   // The 8-bit gemm (issue 17) has one schedule and no cuBLASLt twin.
   if (tj_kir_gemm_is_int8(g)) return false;
   if (p->kernels[i].info.tensor_cores || tf32_gemm(p, i)) return true;
   if (g->kind != TJ_KIR_GEMM) return false;
+  for (uint32_t b = 0; b < g->num_buffers; ++b) {
+    if (g->buffers[b].role == TJ_KIR_GEMM_A &&
+        g->buffers[b].dtype == TJ_DTYPE_F32)
+      return true;
+  }
   for (int32_t j = 0; j < TJ_CUDA_GEMM_SPLITS; ++j) {
     if (split_fits(g, kSplits[j])) return true;
   }
@@ -414,14 +458,12 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
     const tj_kir_buffer_t* A = &g->buffers[t->a];
     const tj_kir_buffer_t* B = &g->buffers[t->b];
     t->acc_dtype = A->dtype;
-    // Exact f32 GEMMs keep to the generated kernels (cuBLASLt's f32 is
-    // not a candidate of theirs).
-    t->lt_ok = !exact_f32(p, i) && g->rank == 2 &&
-               tj_kir_ival_is_const(A->strides[1], 1) &&
+    t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
                tj_kir_ival_is_const(B->strides[1], 1) &&
                ival_eq(A->strides[0], g->gemm_k) &&
                ival_eq(B->strides[0], g->dims[1]);
     if (t->lt_ok) {
+      t->lt_direct = g->rank == 2 && plain_store(g, t->acc_dtype, &t->out);
       tj_status_t s = make_epilogue(p, g, t);
       if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
       if (s) {
@@ -458,6 +500,8 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
           tj_cuda_program_compile_kernel(p, sp->reduce, &o, &sp->reduce_fn));
     return NULL;
   }
+  if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && exact_f32(p, ki))
+    return tj_unsupported("candidate %d has no exact f32 form", (int)c);
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
@@ -566,21 +610,28 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
   }
   const uint64_t* argv = p->run.argv + kern->arg_offset;
   const tj_kir_t* e = t->epi;
-  if (t->temp_offset < 0) return tj_internal("no GEMM temporary");
-  uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
-  // cuBLASLt plans assume 256-byte aligned operands.
-  if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
-    return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
-  for (uint32_t b = 0; b < e->num_buffers; ++b) {
-    t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
-    t->epi_argp[b] = &t->epi_argv[b];
+  if (t->lt_direct) {
+    if (argv[t->a] % 256 || argv[t->b] % 256 || argv[t->out] % 256)
+      return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+  } else if (t->temp_offset < 0) {
+    return tj_internal("no GEMM temporary");
   }
-  for (uint32_t i = 0; i < e->num_params; ++i) {
-    memcpy(&t->epi_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
-    t->epi_argp[e->num_buffers + i] = &t->epi_argv[e->num_buffers + i];
+  if (!t->lt_direct) {
+    uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
+    // cuBLASLt plans assume 256-byte aligned operands.
+    if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
+      return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+    for (uint32_t b = 0; b < e->num_buffers; ++b) {
+      t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
+      t->epi_argp[b] = &t->epi_argv[b];
+    }
+    for (uint32_t i = 0; i < e->num_params; ++i) {
+      memcpy(&t->epi_argv[e->num_buffers + i], &scalars[i], sizeof(int64_t));
+      t->epi_argp[e->num_buffers + i] = &t->epi_argv[e->num_buffers + i];
+    }
+    TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
+        e, &t->epi_fn->info, scalars, p->device->num_sms, &t->epi_launch));
   }
-  TJ_RETURN_IF_ERROR(tj_nvptx_launch_config(
-      e, &t->epi_fn->info, scalars, p->device->num_sms, &t->epi_launch));
   int64_t n = tj_kir_ival_eval(g->dims[1], scalars);
   int64_t k = tj_kir_ival_eval(g->gemm_k, scalars);
   t->plan = NULL;
@@ -626,6 +677,9 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
         t->variant[c]->info.tma ? t->tma_argp : args, k->info.entry);
   if (p->run.launches[ki].empty) return NULL;
   const uint64_t* argv = p->run.argv + k->arg_offset;
+  if (t->lt_direct)
+    return tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
+                                argv[t->out], p->gemm.lt_workspace, p->stream);
   TJ_RETURN_IF_ERROR(
       tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
                            p->run.arena + (uint64_t)t->temp_offset,
@@ -1028,7 +1082,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
         if (t->split[j].part) status = emit_split(p, module, &t->split[j], c);
         continue;
       }
-      if (exact_f32(p, i)) continue;
+      if (c != TJ_CUDA_GEMM_CUBLASLT && exact_f32(p, i)) continue;
       if (c == TJ_CUDA_GEMM_CUBLASLT) {
         if (!t->lt_ok) continue;
         k = t->epi;

@@ -111,9 +111,14 @@ typedef struct tj_cuda_gemm_choice_t {
 } tj_cuda_gemm_choice_t;
 
 typedef struct tj_cuda_gemm_tune_t {
-  bool tunable;   // a tensor-core GEMM
-  bool lt_ok;     // rank 2, row-major contiguous operands: candidate 4 fits
-  uint32_t a, b;  // its GEMM_A / GEMM_B buffers
+  bool tunable;  // a tensor-core GEMM
+  bool lt_ok;    // rank 2, row-major contiguous operands: candidate 4 fits
+  // Candidate 4 stores straight into the output: the epilogue is the
+  // accumulator rounded to the matmul's dtype into a dense [M, N] output
+  // (no temporary, no epilogue kernel).
+  bool lt_direct;
+  uint32_t out;          // that output's buffer
+  uint32_t a, b;         // its GEMM_A / GEMM_B buffers
   tj_dtype_t acc_dtype;  // the temporary's: the matmul's dtype
   tj_kir_t* epi;         // the epilogue as a POINTWISE kernel; owned
   uint32_t epi_acc;      // epi's buffer reading the temporary

@@ -108,6 +108,7 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
     }
     if (!t->lt_ok) continue;
     t->temp_offset = -1;
+    if (t->lt_direct) continue;  // cuBLASLt writes the output itself
     if (!p->gemm.autotune && p->gemm.forced != TJ_CUDA_GEMM_CUBLASLT) continue;
     const tj_kir_t* gk = p->kernels[k].low->kernel;
     const int64_t* sc = p->run.scalars + (size_t)k * TJ_KIR_MAX_PARAMS;

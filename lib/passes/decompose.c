@@ -19,11 +19,13 @@
 //   attention   s = (q @ k^T) * scale, masked (where / add, causal by iota
 //               compares); m = max(s) (0 where -inf); e = exp(s - m);
 //               (e @ v) / sum(e) (1 where 0: a row with no key gives 0).
-//               Grouped-query attention reshapes q [.., H, Tq, D] to
-//               [.., Hkv, G*Tq, D] around the two matmuls, so k and v
-//               are never repeated. Kept whole where the target says it
-//               runs it natively (tj_pass_ctx_t.native_op: the flash
-//               kernels of x86 and, for f16/bf16 at head dims 64/128, CUDA).
+//               Grouped-query attention splits q [.., H, Tq, D] to
+//               [.., Hkv, G, Tq, D] and gives k and v a G axis of 1 that
+//               the two matmuls broadcast, so k and v are never repeated
+//               and no reshape merges a computed value. Kept whole where the
+//               target says it runs it natively (tj_pass_ctx_t.native_op: the
+//               flash kernels of x86 and, for f16/bf16 at head dims 64/128,
+//               CUDA).
 //   attention_lse, attention_dq, attention_dkv (attention's backward,
 //               fabwd): the scores as above, log(sum(exp(s - m))) + m for
 //               lse; p = exp(s - lse), ds = p (g @ v^T - delta), dq =
@@ -1077,39 +1079,6 @@ static tj_status_t attention_scores(dec_t* d, const tj_node_t* node,
   return NULL;
 }
 
-static tj_status_t attention(dec_t* d, const tj_node_t* node,
-                             const uint32_t* ops, uint32_t* out) {
-  const att_t a = att_shape(d, ops[0], ops[1]);
-  const tj_dtype_t dtype = a.dtype, c = a.c;
-  uint32_t q, k, v, sc, y;
-  const int32_t r = a.r;
-  // Grouped before the cast: a reshape reads its operand densely.
-  TJ_RETURN_IF_ERROR(att_group(d, &a, ops[0], &q));
-  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
-  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
-  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
-  TJ_RETURN_IF_ERROR(attention_scores(d, node, &a, q, k, ops[3], &sc));
-  uint32_t ninf;
-  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
-  // The row max, 0 for a row with no key left (then e = 0 and y = 0).
-  uint32_t mx, is_ninf, zero, e, l, one, l_ok, pv;
-  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r - 1, &mx));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &is_ninf));
-  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
-  TJ_RETURN_IF_ERROR(where(d, is_ninf, zero, mx, &mx));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &e));
-  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, e, &e));
-  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, e, r - 1, &l));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &l_ok));
-  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
-  TJ_RETURN_IF_ERROR(where(d, l_ok, one, l, &l));
-  TJ_RETURN_IF_ERROR(att_group(d, &a, e, &e));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, e, v, &pv));
-  TJ_RETURN_IF_ERROR(att_ungroup(d, &a, pv, &pv));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_DIV, pv, l, &y));
-  return cast(d, y, dtype, out);
-}
-
 // Whether |node|'s lse operand is attention_lse of its own q, k, mask,
 // scale and causal flag (what vjp_attention emits): then the written-out p
 // is the softmax of the scores this node computes anyway, and the lse
@@ -1170,6 +1139,53 @@ static tj_status_t att_split(dec_t* d, uint32_t x, int32_t axis, int64_t hkv,
   return reshape(d, x, r + 1, dims, out);
 }
 
+// The mask and the causal flag of |node| applied to the scores |sc|
+// [.., Hkv, G, Tq, Tk] of grouped-query heads (|mask| of the new graph or
+// TJ_NODE_NONE; masked scores become |ninf|).
+static tj_status_t att_split_mask(dec_t* d, const tj_node_t* node,
+                                  const att_t* a, uint32_t mask, uint32_t ninf,
+                                  uint32_t* sc_io) {
+  const tj_graph_t* g = d->rw.dst;
+  const tj_dtype_t c = a->c;
+  const int64_t hkv = a->hkv, grp = a->group;
+  uint32_t sc = *sc_io;
+  if (mask != TJ_NODE_NONE) {
+    // The mask broadcasts to [.., H, Tq, Tk]: a mask with an H axis splits
+    // it (or inserts G's 1 where it is 1); one of rank 2 or less is right
+    // of the heads already.
+    const tj_node_t* m = &g->nodes[mask];
+    uint32_t m5 = mask;
+    if (m->rank >= 3) {
+      const int32_t ax = m->rank - 3;
+      TJ_RETURN_IF_ERROR(
+          att_split(d, mask, ax, hkv, grp, m->dims[ax] != 1, &m5));
+    }
+    if (g->nodes[m5].dtype == TJ_DTYPE_BOOL) {
+      TJ_RETURN_IF_ERROR(where(d, m5, sc, ninf, &sc));
+    } else {
+      TJ_RETURN_IF_ERROR(cast(d, m5, c, &m5));
+      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, m5, &sc));
+    }
+  }
+  if (node->attrs.num_ints && node->attrs.ints[0]) {
+    int64_t qk[2] = {a->tq, a->tk};
+    uint32_t row, col, keep;
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_IOTA;
+    desc.dtype = TJ_DTYPE_I64;
+    desc.rank = 2;
+    desc.dims = qk;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &row));
+    desc.attrs.axis = 1;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &col));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
+    TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
+  }
+  *sc_io = sc;
+  return NULL;
+}
+
 // attention_dq and attention_dkv with grouped-query heads (G > 1) on
 // [.., Hkv, G, Tq, n] views: q, g, lse and delta split their H axis, k and
 // v gain a G axis of 1 that the matmuls broadcast, so every reshape splits
@@ -1209,40 +1225,7 @@ static tj_status_t attention_bwd_split(dec_t* d, const tj_node_t* node,
   TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, sc, node->attrs.value, &sc));
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
-  const uint32_t mask = ops[3];
-  if (mask != TJ_NODE_NONE) {
-    // The mask broadcasts to [.., H, Tq, Tk]: a mask with an H axis splits
-    // it (or inserts G's 1 where it is 1); one of rank 2 or less is right
-    // of the heads already.
-    const tj_node_t* m = &g->nodes[mask];
-    uint32_t m5 = mask;
-    if (m->rank >= 3) {
-      const int32_t ax = m->rank - 3;
-      TJ_RETURN_IF_ERROR(
-          att_split(d, mask, ax, hkv, grp, m->dims[ax] != 1, &m5));
-    }
-    if (g->nodes[m5].dtype == TJ_DTYPE_BOOL) {
-      TJ_RETURN_IF_ERROR(where(d, m5, sc, ninf, &sc));
-    } else {
-      TJ_RETURN_IF_ERROR(cast(d, m5, c, &m5));
-      TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, sc, m5, &sc));
-    }
-  }
-  if (node->attrs.num_ints && node->attrs.ints[0]) {
-    int64_t qk[2] = {a->tq, a->tk};
-    uint32_t row, col, keep;
-    tj_node_desc_t desc;
-    memset(&desc, 0, sizeof(desc));
-    desc.op = TJ_OP_IOTA;
-    desc.dtype = TJ_DTYPE_I64;
-    desc.rank = 2;
-    desc.dims = qk;
-    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &row));
-    desc.attrs.axis = 1;
-    TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &col));
-    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_GE, row, col, &keep));
-    TJ_RETURN_IF_ERROR(where(d, keep, sc, ninf, &sc));
-  }
+  TJ_RETURN_IF_ERROR(att_split_mask(d, node, a, ops[3], ninf, &sc));
   TJ_RETURN_IF_ERROR(att_probs(d, sc, lse, lse_of_same_scores(d, node), r5 - 1,
                                ninf, zero, &p));  // [.., Hkv, G, Tq, Tk]
   TJ_RETURN_IF_ERROR(transpose(d, v, r5, perm, &vt));
@@ -1279,6 +1262,97 @@ static tj_status_t attention_bwd_split(dec_t* d, const tj_node_t* node,
   }
   TJ_RETURN_IF_ERROR(concat_n(d, 2, parts, r - 1, &y));
   return cast(d, y, node->dtype, out);
+}
+
+// attention with grouped-query heads (G > 1) on [.., Hkv, G, Tq, n] views,
+// as attention_bwd_split: q and a mask with an H axis split it, k and v
+// gain a G axis of 1 that the matmuls broadcast. The [.., Hkv, G*Tq, D]
+// view of q would merge two axes of a computed value, which the lowering
+// reads only densely: q read through a transpose (the heads of a linear,
+// with rotary embeddings applied: the Llama block) made that a graph break,
+// on CUDA a host step staging the whole block (f32 decomposes there). The
+// result merges back to [.., H, Tq, Dv] from the GEMM's output and the
+// row sums, both stored values read densely.
+static tj_status_t attention_split(dec_t* d, const tj_node_t* node,
+                                   const att_t* a, const uint32_t* ops,
+                                   uint32_t* out) {
+  const tj_graph_t* g = d->rw.dst;
+  const tj_dtype_t c = a->c;
+  const int32_t r = a->r, r5 = r + 1, h_axis = r - 3;
+  const int64_t hkv = a->hkv, grp = a->group;
+  uint32_t q, k, v, kt, sc, ninf, zero, mx, t, e, l, one, pv, y;
+  TJ_RETURN_IF_ERROR(att_split(d, ops[0], h_axis, hkv, grp, true, &q));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[1], h_axis, hkv, grp, false, &k));
+  TJ_RETURN_IF_ERROR(att_split(d, ops[2], h_axis, hkv, grp, false, &v));
+  TJ_RETURN_IF_ERROR(cast(d, q, c, &q));
+  TJ_RETURN_IF_ERROR(cast(d, k, c, &k));
+  TJ_RETURN_IF_ERROR(cast(d, v, c, &v));
+  int64_t perm[TJ_MAX_RANK];
+  for (int32_t i = 0; i < r5; ++i) perm[i] = i;
+  perm[r5 - 2] = r5 - 1;
+  perm[r5 - 1] = r5 - 2;
+  TJ_RETURN_IF_ERROR(transpose(d, k, r5, perm, &kt));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, q, kt, &sc));
+  TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_MUL, sc, node->attrs.value, &sc));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(att_split_mask(d, node, a, ops[3], ninf, &sc));
+  // As attention's: m 0 and l 1 on a row with no key left (then y = 0).
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r5 - 1, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &t));
+  TJ_RETURN_IF_ERROR(where(d, t, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &e));
+  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, e, &e));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, e, r5 - 1, &l));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, e, v, &pv));
+  // [.., Hkv, G, Tq, n] -> [.., H, Tq, n] for pv (n = Dv) and l (n = 1),
+  // each straight from its GEMM or reduction, so that the merge reads a
+  // stored value (a pointwise step before it would fuse with the merge).
+  uint32_t* merge[2] = {&pv, &l};
+  for (int i = 0; i < 2; ++i) {
+    int64_t dims[TJ_MAX_RANK];
+    memcpy(dims, g->nodes[*merge[i]].dims, (size_t)r5 * sizeof(int64_t));
+    dims[h_axis] = a->h;
+    memmove(dims + h_axis + 1, dims + h_axis + 2,
+            (size_t)(r5 - h_axis - 2) * sizeof(int64_t));
+    TJ_RETURN_IF_ERROR(reshape(d, *merge[i], r, dims, merge[i]));
+  }
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &t));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
+  TJ_RETURN_IF_ERROR(where(d, t, one, l, &l));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_DIV, pv, l, &y));
+  return cast(d, y, a->dtype, out);
+}
+
+// attention with G = 1 (one query head a kv head): see the table at the top.
+static tj_status_t attention(dec_t* d, const tj_node_t* node,
+                             const uint32_t* ops, uint32_t* out) {
+  const att_t a = att_shape(d, ops[0], ops[1]);
+  if (a.group > 1) return attention_split(d, node, &a, ops, out);
+  const tj_dtype_t dtype = a.dtype, c = a.c;
+  uint32_t q, k, v, sc, y;
+  const int32_t r = a.r;
+  TJ_RETURN_IF_ERROR(cast(d, ops[0], c, &q));
+  TJ_RETURN_IF_ERROR(cast(d, ops[1], c, &k));
+  TJ_RETURN_IF_ERROR(cast(d, ops[2], c, &v));
+  TJ_RETURN_IF_ERROR(attention_scores(d, node, &a, q, k, ops[3], &sc));
+  uint32_t ninf;
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, -INFINITY, &ninf));
+  // The row max, 0 for a row with no key left (then e = 0 and y = 0).
+  uint32_t mx, is_ninf, zero, e, l, one, l_ok, pv;
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MAX, sc, r - 1, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, mx, ninf, &is_ninf));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 0.0, &zero));
+  TJ_RETURN_IF_ERROR(where(d, is_ninf, zero, mx, &mx));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, sc, mx, &e));
+  TJ_RETURN_IF_ERROR(op1(d, TJ_OP_EXP, e, &e));
+  TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_SUM, e, r - 1, &l));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_EQ, l, zero, &l_ok));
+  TJ_RETURN_IF_ERROR(tj_rewriter_scalar(&d->rw, c, 1.0, &one));
+  TJ_RETURN_IF_ERROR(where(d, l_ok, one, l, &l));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, e, v, &pv));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_DIV, pv, l, &y));
+  return cast(d, y, dtype, out);
 }
 
 // attention's backward (fabwd; tj_graph.h), unfused: the scores as the

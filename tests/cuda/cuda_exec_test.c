@@ -178,6 +178,20 @@ TEST(split_k_candidates) {
   }
 }
 
+// Exact f32 GEMMs (no allow_tf32) have one candidate beside their own
+// kernel: cuBLASLt's exact sgemm (4; plain matmuls straight into their
+// output, others through the epilogue kernel), against the reference.
+TEST(f32_cublaslt_candidate) {
+  tj_context_options_t o = tj_test_context_options();
+  o.cuda_gemm_candidate = "4";
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&o, &ctx));
+  tj_cts_backend_t be = g_be;
+  be.context = ctx;
+  tj_cts_run_group(&be, "matmuls");
+  tj_context_destroy(ctx);
+}
+
 //===--- the GPU's approximate math ---===//
 
 // Max error in ulps of f32 |got| against the exact |want|, over values
@@ -1141,6 +1155,7 @@ int main(void) {
   RUN_TEST(gemm_candidates);
   RUN_TEST(split_k_candidates);
   RUN_TEST(tf32_candidates);
+  RUN_TEST(f32_cublaslt_candidate);
   RUN_TEST(math_accuracy);
   RUN_TEST(capstone_bf16);
   RUN_TEST(capstone_f32);

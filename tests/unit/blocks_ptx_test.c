@@ -1,0 +1,193 @@
+// The transformer blocks of bench/transformer_blocks.py (issue 14) compiled
+// for CUDA without a GPU: the GPT-style block (LayerNorm, Q/K/V linears
+// with bias, causal attention, output projection, residual, GELU MLP) and
+// the Llama-style block (RMSNorm, grouped-query heads, rotary embeddings,
+// causal attention, SwiGLU MLP), in f32 and bf16, at the bench's shapes
+// (T 512, B 2 and 16) and with a symbolic B: every node runs in a kernel,
+// none on the host (a host step on CUDA stages every tensor it touches
+// through host memory; the f32 Llama block had one, 358 ms a call on the
+// H200), and the PTX assembles with ptxas -arch=sm_90a when the test is
+// given its path. Numbers on the GPU: bench/transformer_blocks.py.
+
+#include <stdio.h>
+
+#include "tests/unit/ptx_check.h"
+
+static const char* g_ptxas = "";
+static tj_context_t* g_ctx;
+
+enum { GPT_D = 768, GPT_H = 12, GPT_FFN = 3072 };
+enum { LLAMA_D = 2048, LLAMA_H = 16, LLAMA_HKV = 4, LLAMA_FFN = 5632 };
+
+static tj_value_t input(tj_graph_t* g, tj_dtype_t dt, const char* name,
+                        int32_t rank, const int64_t* dims) {
+  return tj_graph_input(g, dt, rank, dims, name);
+}
+
+// [b, t, n*dh] -> [b, n, t, dh]
+static tj_value_t heads(tj_graph_t* g, tj_value_t v, int64_t b, int64_t t,
+                        int64_t n, int64_t dh) {
+  tj_value_t r = tj_graph_reshape(g, v, 4, (int64_t[]){b, t, n, dh});
+  return tj_graph_transpose(g, r, (int32_t[]){0, 2, 1, 3});
+}
+
+// [b, h, t, dh] -> [b, t, h*dh]
+static tj_value_t merge(tj_graph_t* g, tj_value_t v, int64_t b, int64_t t,
+                        int64_t d) {
+  tj_value_t r = tj_graph_transpose(g, v, (int32_t[]){0, 2, 1, 3});
+  return tj_graph_reshape(g, r, 3, (int64_t[]){b, t, d});
+}
+
+static tj_graph_t* gpt_block(tj_dtype_t dt, int64_t b, int64_t t) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(g_ctx, "gpt_block", &g) != NULL) return NULL;
+  if (b == 0) b = tj_graph_symbol(g, "B");
+  const int64_t d = GPT_D, dh = GPT_D / GPT_H;
+  tj_value_t x = input(g, dt, "x", 3, (int64_t[]){b, t, d});
+  const int64_t vd[] = {d}, md[] = {d, d};
+  tj_value_t ln1_w = input(g, dt, "ln1_w", 1, vd);
+  tj_value_t ln1_b = input(g, dt, "ln1_b", 1, vd);
+  tj_value_t wq = input(g, dt, "wq", 2, md), bq = input(g, dt, "bq", 1, vd);
+  tj_value_t wk = input(g, dt, "wk", 2, md), bk = input(g, dt, "bk", 1, vd);
+  tj_value_t wv = input(g, dt, "wv", 2, md), bv = input(g, dt, "bv", 1, vd);
+  tj_value_t wo = input(g, dt, "wo", 2, md), bo = input(g, dt, "bo", 1, vd);
+  tj_value_t ln2_w = input(g, dt, "ln2_w", 1, vd);
+  tj_value_t ln2_b = input(g, dt, "ln2_b", 1, vd);
+  tj_value_t w1 = input(g, dt, "w1", 2, (int64_t[]){d, GPT_FFN});
+  tj_value_t b1 = input(g, dt, "b1", 1, (int64_t[]){GPT_FFN});
+  tj_value_t w2 = input(g, dt, "w2", 2, (int64_t[]){GPT_FFN, d});
+  tj_value_t b2 = input(g, dt, "b2", 1, vd);
+  tj_value_t h = tj_graph_layer_norm(g, x, ln1_w, ln1_b, 1e-5);
+  tj_value_t q = heads(g, tj_graph_linear(g, h, wq, bq), b, t, GPT_H, dh);
+  tj_value_t k = heads(g, tj_graph_linear(g, h, wk, bk), b, t, GPT_H, dh);
+  tj_value_t v = heads(g, tj_graph_linear(g, h, wv, bv), b, t, GPT_H, dh);
+  tj_value_t a = merge(
+      g, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, true), b, t, d);
+  x = tj_graph_add(g, x, tj_graph_linear(g, a, wo, bo));
+  h = tj_graph_layer_norm(g, x, ln2_w, ln2_b, 1e-5);
+  tj_value_t m = tj_graph_linear(
+      g, tj_graph_gelu(g, tj_graph_linear(g, h, w1, b1), false), w2, b2);
+  tj_graph_output(g, tj_graph_add(g, x, m), "y");
+  return g;
+}
+
+// v [b, n, t, dh]: v * cos + concat(-v[.., dh/2:], v[.., :dh/2]) * sin
+static tj_value_t rope(tj_graph_t* g, tj_value_t v, tj_value_t cos,
+                       tj_value_t sin, int64_t n, int64_t t, int64_t dh) {
+  tj_value_t lo = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, 0},
+                                 (int64_t[]){INT64_MAX, n, t, dh / 2}, NULL);
+  tj_value_t hi = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, dh / 2},
+                                 (int64_t[]){INT64_MAX, n, t, dh}, NULL);
+  tj_value_t rot =
+      tj_graph_concat(g, 2, (tj_value_t[]){tj_graph_neg(g, hi), lo}, 3);
+  return tj_graph_add(g, tj_graph_mul(g, v, cos), tj_graph_mul(g, rot, sin));
+}
+
+static tj_graph_t* llama_block(tj_dtype_t dt, int64_t b, int64_t t) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(g_ctx, "llama_block", &g) != NULL) return NULL;
+  if (b == 0) b = tj_graph_symbol(g, "B");
+  const int64_t d = LLAMA_D, dh = LLAMA_D / LLAMA_H, kvd = LLAMA_HKV * dh;
+  tj_value_t x = input(g, dt, "x", 3, (int64_t[]){b, t, d});
+  const int64_t vd[] = {d};
+  tj_value_t rms1_w = input(g, dt, "rms1_w", 1, vd);
+  tj_value_t wq = input(g, dt, "wq", 2, (int64_t[]){d, d});
+  tj_value_t wk = input(g, dt, "wk", 2, (int64_t[]){d, kvd});
+  tj_value_t wv = input(g, dt, "wv", 2, (int64_t[]){d, kvd});
+  tj_value_t wo = input(g, dt, "wo", 2, (int64_t[]){d, d});
+  tj_value_t rms2_w = input(g, dt, "rms2_w", 1, vd);
+  tj_value_t wg = input(g, dt, "wg", 2, (int64_t[]){d, LLAMA_FFN});
+  tj_value_t wu = input(g, dt, "wu", 2, (int64_t[]){d, LLAMA_FFN});
+  tj_value_t wd = input(g, dt, "wd", 2, (int64_t[]){LLAMA_FFN, d});
+  tj_value_t cos = input(g, dt, "cos", 2, (int64_t[]){t, dh});
+  tj_value_t sin = input(g, dt, "sin", 2, (int64_t[]){t, dh});
+  tj_value_t h = tj_graph_rms_norm(g, x, rms1_w, 1e-6);
+  tj_value_t q = rope(g, heads(g, tj_graph_matmul(g, h, wq), b, t, LLAMA_H, dh),
+                      cos, sin, LLAMA_H, t, dh);
+  tj_value_t k =
+      rope(g, heads(g, tj_graph_matmul(g, h, wk), b, t, LLAMA_HKV, dh), cos,
+           sin, LLAMA_HKV, t, dh);
+  tj_value_t v = heads(g, tj_graph_matmul(g, h, wv), b, t, LLAMA_HKV, dh);
+  tj_value_t a = merge(
+      g, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, true), b, t, d);
+  x = tj_graph_add(g, x, tj_graph_matmul(g, a, wo));
+  h = tj_graph_rms_norm(g, x, rms2_w, 1e-6);
+  tj_value_t m = tj_graph_matmul(
+      g,
+      tj_graph_mul(g, tj_graph_silu(g, tj_graph_matmul(g, h, wg)),
+                   tj_graph_matmul(g, h, wu)),
+      wd);
+  tj_graph_output(g, tj_graph_add(g, x, m), "y");
+  return g;
+}
+
+TEST(both_blocks_every_dtype_no_host_step) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
+  static const int64_t kBatch[] = {2, 0};  // 0: symbolic B
+  for (int kind = 0; kind < 2; ++kind) {
+    for (size_t i = 0; i < sizeof(kTypes) / sizeof(kTypes[0]); ++i) {
+      for (size_t j = 0; j < sizeof(kBatch) / sizeof(kBatch[0]); ++j) {
+        char what[96];
+        snprintf(what, sizeof(what), "%s %s B=%lld", kind ? "llama" : "gpt",
+                 tj_dtype_name(kTypes[i]), (long long)kBatch[j]);
+        tj_graph_t* g = kind ? llama_block(kTypes[i], kBatch[j], 512)
+                             : gpt_block(kTypes[i], kBatch[j], 512);
+        CHECK(g != NULL);
+        if (!g) continue;
+        printf("# %s\n", what);
+        tj_test_check_ptx(g_ptxas, what, g);
+      }
+    }
+  }
+}
+
+// An f32 GEMM (the blocks' linears with their bias and GELU epilogue) has
+// GEMM candidates without allow_tf32 too: cuBLASLt's exact sgemm and the
+// epilogue kernel after it (candidate 4, <entry>_c4), and none of the
+// tensor-core main loops; with allow_tf32 the TF32 ones join.
+TEST(f32_gemm_has_the_cublaslt_candidate) {
+  for (int tf32 = 0; tf32 < 2; ++tf32) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx, "f32_linear", &g));
+    int64_t B = tj_graph_symbol(g, "B");
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 768}, "x");
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){768, 3072}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){3072}, "b");
+    tj_graph_output(g, tj_graph_gelu(g, tj_graph_linear(g, x, w, b), false),
+                    "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.cuda.allow_tf32 = tf32 != 0;
+    tj_allocator_t al = tj_allocator_system();
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(g, &o, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(1, ptx.num_kernels);
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    CHECK(ptx.variants_ptx != NULL);
+    if (ptx.variants_ptx) {
+      CHECK(strstr(ptx.variants_ptx, "_c4(") != NULL);
+      if (!tf32) {
+        CHECK_EQ_INT(1, ptx.num_variant_kernels);
+      } else {
+        CHECK(ptx.num_variant_kernels > 1);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_ptxas = argv[1];
+  if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  CHECK_OK(tj_context_create(&o, &g_ctx));
+  RUN_TEST(both_blocks_every_dtype_no_host_step);
+  RUN_TEST(f32_gemm_has_the_cublaslt_candidate);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
