@@ -6,6 +6,15 @@
 # "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, printed as a table before the count: CI has a
+# time budget, and this says where it goes.
+phase_names=() phase_secs=()
+phase_t0=$SECONDS
+phase() {  # name: ends the phase running since the last call
+  phase_names+=("$1")
+  phase_secs+=($((SECONDS - phase_t0)))
+  phase_t0=$SECONDS
+}
 bash scripts/deps.sh || exit 1
 # The interpreter deps.sh provided for (it may be a venv under build/).
 . scripts/python_env.sh
@@ -23,17 +32,21 @@ run_suite() {  # build dir, meson setup args..., then meson test args after --
   # A whole build, unless the caller names its targets: then meson test
   # builds what the selected suites need (and no more).
   if [ ${#build_targets[@]} -eq 0 ]; then
-    ninja -C "$dir" || { status=1; return; }
+    ninja -C "$dir" || { status=1; phase "$dir: build"; return; }
   else
-    ninja -C "$dir" "${build_targets[@]}" || { status=1; return; }
+    ninja -C "$dir" "${build_targets[@]}" ||
+      { status=1; phase "$dir: build"; return; }
   fi
+  phase "$dir: build"
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
+  phase "$dir: tests"
 }
 build_targets=()
 
 # onnx 1.23's node suite, for onnx_node_test_1_23 (skipped without it).
 . scripts/onnx_node_data.sh
 tj_onnx_node_data
+phase "setup: deps, onnx node data"
 run_suite build
 # The sanitizer build runs the native suites; the Python suite loads the
 # library into an uninstrumented interpreter, so it runs only in the plain
@@ -115,6 +128,7 @@ for target in "${fuzz_targets[@]}"; do
   grep -E '^stat::number_of_executed_units' "$out/log.txt" |
     sed "s/^/$target: /"
 done
+phase "build-asan: fuzz"
 # ThreadSanitizer: a third build (TSan cannot share one with ASan), with
 # clang-19, of the library and the threaded tests only, which keeps it to a
 # fraction of a full build. LLVM (a shared library) is not instrumented:
@@ -130,11 +144,19 @@ run_tsan() {
   # A build that fails leaves no test log, so count_tests.py counts it.
   rm -f "$dir/meson-logs/testlog.json"
   ninja -C "$dir" "${tests[@]/#/tests/unit/}" || { status=1; return; }
+  phase "$dir: build"
   TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 \
     "${tests[@]}" || status=1
+  phase "$dir: tests"
 }
 run_tsan
+
+echo "phase wall times (s):"
+for i in "${!phase_names[@]}"; do
+  printf '%6d  %s\n' "${phase_secs[$i]}" "${phase_names[$i]}"
+done
+printf '%6d  total\n' "$SECONDS"
 
 "$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?
