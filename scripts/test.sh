@@ -6,14 +6,28 @@
 # "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# Each phase's wall time, printed as a table before the count: CI has a
-# time budget, and this says where it goes.
-phase_names=() phase_secs=()
+# Each phase's wall time, and the CPU time (user + system) its commands
+# took, printed as a table before the count: CI has a time budget, and this
+# says where it goes; the CPU time holds when other work shares the cores.
+phase_names=() phase_secs=() phase_cpus=()
+cpu_file=$(mktemp)
+cpu_now=0
+cpu_read() {  # sets cpu_now: CPU seconds of this shell's finished children
+  times > "$cpu_file"  # "1m2.500s 0m3.250s" (user, system) on its 2nd line
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/);
+                           printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+            "$cpu_file")
+}
 phase_t0=$SECONDS
+cpu_read
+phase_c0=$cpu_now
 phase() {  # name: ends the phase running since the last call
+  cpu_read
   phase_names+=("$1")
   phase_secs+=($((SECONDS - phase_t0)))
+  phase_cpus+=($((cpu_now - phase_c0)))
   phase_t0=$SECONDS
+  phase_c0=$cpu_now
 }
 bash scripts/deps.sh || exit 1
 # The interpreter deps.sh provided for (it may be a venv under build/).
@@ -152,11 +166,14 @@ run_tsan() {
 }
 run_tsan
 
-echo "phase wall times (s):"
+echo "phase times (s):   wall    cpu"
 for i in "${!phase_names[@]}"; do
-  printf '%6d  %s\n' "${phase_secs[$i]}" "${phase_names[$i]}"
+  printf '%-18s %6d %6d\n' "${phase_names[$i]}" "${phase_secs[$i]}" \
+    "${phase_cpus[$i]}"
 done
-printf '%6d  total\n' "$SECONDS"
+cpu_read
+rm -f "$cpu_file"
+printf '%-18s %6d %6d\n' total "$SECONDS" "$cpu_now"
 
 "$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?
