@@ -89,7 +89,15 @@ fi
 # benchmarks are not built with the sanitizers.
 fuzz_targets=(fuzz_parse fuzz_run_args fuzz_cache fuzz_builder fuzz_onnx)
 build_targets=("${fuzz_targets[@]/#/tests/fuzz/}")
-CC=clang-19 CXX=clang++-19 run_suite build-asan \
+# TJ_TEST_TIERS=host: the slowest tests that compile whole graphs at every
+# x86 tier (tj_test_tiers in tests/unit/test.h says which) compile at the
+# host's alone. What the sanitizers watch is our C code, and the lower
+# tiers mostly run it again on the same paths (the JIT's kernels are not
+# instrumented); the emitters' tier-specific branches stay covered here by
+# the kernel-level tests (x86_jit_test and the others on open_jits), which
+# still run every tier, and the plain build's leg above runs every tier in
+# every test.
+TJ_TEST_TIERS=host CC=clang-19 CXX=clang++-19 run_suite build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
   -- --suite unit --suite lit --suite examples

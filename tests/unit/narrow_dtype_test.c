@@ -377,7 +377,7 @@ static void check_cast_bits(const void* in, int64_t n) {
   tj_tensor_t in_t = tj_tensor_make((void*)in, g_from, 1, &n);
   tj_tensor_t want_t = tj_tensor_make(want, g_to, 1, &n);
   tj_tensor_t got_t = tj_tensor_make(got, g_to, 1, &n);
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = build_cast(g_ctx[t]);
     CHECK_OK(tj_graph_finalize(g));
     CHECK_OK(tj_reference_run(g, &in_t, 1, &want_t, 1));
@@ -592,7 +592,7 @@ TEST(quantize_16_bit_every_tier) {
   for (int u = 0; u < 2; ++u) {
     g_qdtype = u ? TJ_DTYPE_U16 : TJ_DTYPE_I16;
     const int32_t* want = u ? kU16 : kI16;
-    for (int t = 0; t < kTiers; ++t) {
+    for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
       tj_graph_t* g = build_qdq(g_ctx[t]);
       CHECK_OK(tj_graph_finalize(g));
       int64_t n = 8;

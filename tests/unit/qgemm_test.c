@@ -211,7 +211,7 @@ TEST(dtype_pairs_odd_sizes_every_tier) {
       {1, 1, 1},   {3, 17, 5},   {17, 63, 64}, {64, 65, 63},
       {65, 64, 3}, {6, 257, 65}, {63, 3, 257},
   };
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
         qcase_t c = {kPairs[p][0], kPairs[p][1], 0,       kSizes[s][0],
@@ -227,7 +227,7 @@ TEST(dtype_pairs_odd_sizes_every_tier) {
 // vpmaddubsw would saturate, and K over several K passes (an 8-bit kc is
 // 4096) ending in a partial quad.
 TEST(extremes_and_long_k) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       qcase_t c = {kPairs[p][0], kPairs[p][1], 0,    7,     33,   9001,
                    ZP_NONE,      ZP_NONE,      true, false, false};
@@ -245,7 +245,7 @@ TEST(k_multiple_of_64) {
   static const int64_t kSizes[][3] = {
       {1, 1, 64}, {15, 63, 128}, {17, 65, 192}, {97, 100, 256}, {5, 33, 4160},
   };
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
         qcase_t c = {kPairs[p][0], kPairs[p][1], 0,       kSizes[s][0],
@@ -264,7 +264,7 @@ TEST(k_multiple_of_64) {
 // Batch dims (b broadcast), a transposed b, and a symbolic M run at 4
 // sizes from one executable.
 TEST(batch_transpose_symbolic_m) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       qcase_t c = {kPairs[p][0], kPairs[p][1], 3,     5,    19,   37,
                    ZP_NONE,      ZP_NONE,      false, true, false};
@@ -279,7 +279,7 @@ TEST(batch_transpose_symbolic_m) {
 // matmul_integer's zero points: scalar and per row / per column, each
 // alone and together, with and without batch dims.
 TEST(zero_points) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (int za = 0; za < 3; ++za) {
         for (int zb = 0; zb < 3; ++zb) {
@@ -302,7 +302,7 @@ TEST(zero_points) {
 // rounding half to even, saturation), fused the same. K 99 and 128 (the
 // AMX tiles' case where the host has them).
 TEST(fused_dequant_epilogue) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool requant = variant % 2 == 1;
       const int64_t m = 37, n = 70, k = variant < 2 ? 99 : 128;

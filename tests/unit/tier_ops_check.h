@@ -116,7 +116,8 @@ static inline void check_ops_breaks(const char* what, build_fn build,
     want_t[o] = tj_tensor_make(want[o], out[o].dtype, out[o].rank, out[o].dims);
     got_t[o] = tj_tensor_make(got[o], out[o].dtype, out[o].rank, out[o].dims);
   }
-  for (int32_t t = 0; t < kTiers; ++t) {
+  // Every tier, or the host's alone under TJ_TEST_TIERS=host (test.h).
+  for (int32_t t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = build(g_ctx[t]);
     CHECK_OK(tj_graph_finalize(g));
     if (error) {
