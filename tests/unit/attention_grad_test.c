@@ -480,11 +480,8 @@ TEST(inference_and_errors) {
 // with a bool mask, compiled for x86 and run; every failure is
 // OUT_OF_MEMORY and nothing leaks.
 static tj_status_t grad_compile_run(tj_allocator_t allocator) {
-  tj_context_options_t co = tj_test_context_options();
-  co.allocator = allocator;
-  co.log = "";
   tj_context_t* ctx = NULL;
-  tj_status_t s = tj_context_create(&co, &ctx);
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
   if (s) return s;
   tj_graph_t *g = NULL, *joint = NULL;
   tj_executable_t* exe = NULL;

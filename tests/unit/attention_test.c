@@ -145,11 +145,8 @@ TEST(flash_matrix) {
 static char g_oom_dir[64];
 
 static tj_status_t flash_compile_run(tj_allocator_t allocator) {
-  tj_context_options_t co = tj_test_context_options();
-  co.allocator = allocator;
-  co.log = "";
   tj_context_t* ctx = NULL;
-  tj_status_t s = tj_context_create(&co, &ctx);
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
   if (s) return s;
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;

@@ -278,6 +278,16 @@ static inline int tj_test_tier_contexts(tj_context_t* out_ctx[3],
   return n;
 }
 
+// A context for one step of a failing-allocator sweep: the options of
+// tj_test_context_options with |allocator|, logging off.
+static inline tj_status_t tj_test_sweep_context_create(
+    tj_allocator_t allocator, tj_context_t** out_context) {
+  tj_context_options_t o = tj_test_context_options();
+  o.allocator = allocator;
+  o.log = "";
+  return tj_context_create(&o, out_context);
+}
+
 //===--- diagnostics and temporary directories ---===//
 
 // A context's warnings, counted, with their text (remarks are dropped: a
