@@ -1,6 +1,7 @@
-"""Timing shared by the torch comparison scripts of bench/: the CPU ones
-(attention_torch.py, attention_grad_torch.py) and the GPU ones
-(cuda_attention_torch.py, cuda_attention_grad_torch.py). They import it
+"""Timing shared by the torch scripts of bench/: the CPU comparisons
+(attention_torch.py, attention_grad_torch.py) and the GPU ones with CUDA
+events (cuda_attention_torch.py, cuda_attention_grad_torch.py,
+softmax_bhtt.py, softmax_rows.py, transformer_blocks.py). They import it
 from their own folder, so a copy of one of them run elsewhere needs this
 file beside it.
 """
