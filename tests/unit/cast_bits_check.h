@@ -35,12 +35,7 @@ static void check_bits(const char* what, build_fn build, tj_dtype_t in_dtype,
     CHECK_OK(tj_graph_finalize(g));
     CHECK_OK(tj_reference_run(g, &in_t, 1, &want_t, 1));
     for (int policy = 0; policy < 2; ++policy) {
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 1;
+      tj_compile_options_t o = tj_test_x86_options(1);
       o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
       tj_executable_t* exe = NULL;
       CHECK_OK(tj_compile(g, &o, &exe));

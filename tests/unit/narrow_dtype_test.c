@@ -562,12 +562,7 @@ TEST(quantize_16_bit_every_tier) {
         CHECK_EQ_INT(want[i], tj_load_i64(g_qdtype, q_ref, i));
         CHECK(y_ref[i] == (float)((want[i] - 3) * 2));
       }
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 1;
+      tj_compile_options_t o = tj_test_x86_options(1);
       tj_executable_t* exe = NULL;
       CHECK_OK(tj_compile(g, &o, &exe));
       if (exe) {

@@ -114,12 +114,7 @@ static void check_case(const char* what, const qcase_t* c, int t) {
                                 : tj_graph_matmul_i32(g, a, b);
   tj_graph_output(g, y, "y");
   CHECK_OK(tj_graph_finalize(g));
-  tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_X86;
-  o.verify_each = true;
-  o.cache_dir = "";
-  o.x86.num_threads = t == 0 ? 2 : 1;
+  tj_compile_options_t o = tj_test_x86_options(t == 0 ? 2 : 1);
   tj_executable_t* exe = NULL;
   tj_status_t st = tj_compile(g, &o, &exe);
   if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {

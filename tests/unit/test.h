@@ -278,6 +278,18 @@ static inline int tj_test_tier_contexts(tj_context_t* out_ctx[3],
   return n;
 }
 
+// Compile options for x86 as the tests that compare with the reference use
+// them: no disk cache, the IR verified after every pass, |num_threads|.
+static inline tj_compile_options_t tj_test_x86_options(int32_t num_threads) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_X86;
+  o.verify_each = true;
+  o.cache_dir = "";
+  o.x86.num_threads = num_threads;
+  return o;
+}
+
 // A context for one step of a failing-allocator sweep: the options of
 // tj_test_context_options with |allocator|, logging off.
 static inline tj_status_t tj_test_sweep_context_create(
