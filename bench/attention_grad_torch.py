@@ -10,18 +10,13 @@ y = sdpa(q, k, v) and y.backward(dy), with torch's own thread count unless
     python3 bench/attention_grad_torch.py [--reps N] [--threads N] [--quick]
 """
 
-import argparse
-import statistics
 import sys
-import time
+
+from torch_timing import cpu_args, cpu_time_ms
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = cpu_args("torch's attention forward + backward on the CPU")
     try:
         import torch
         import torch.nn.functional as F
@@ -40,20 +35,20 @@ def main():
                            for _ in range(4))
             for x in (q, k, v):
                 x.requires_grad_(True)
-            times = []
-            for r in range(args.reps + 1):
-                t0 = time.perf_counter()
+
+            def step(q=q, k=k, v=v, dy=dy, causal=causal):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 y.backward(dy)
-                if r:
-                    times.append((time.perf_counter() - t0) * 1e3)
+
+            def clear(q=q, k=k, v=v):
                 for x in (q, k, v):
                     x.grad = None
+
+            med, lo, hi = cpu_time_ms(step, args.reps, after=clear)
             flops = 3.5 * 4.0 * 8 * t * t * 64 * (0.5 if causal else 1.0)
-            med = statistics.median(times)
             print("1 8 %d 64 %-5s  %8.2f (%.2f-%.2f) %6.1f"
-                  % (t, "yes" if causal else "no", med, min(times),
-                     max(times), flops / med * 1e-6))
+                  % (t, "yes" if causal else "no", med, lo, hi,
+                     flops / med * 1e-6))
     return 0
 
 

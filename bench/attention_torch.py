@@ -10,18 +10,13 @@ Exits 2 when torch is not importable.
     python3 bench/attention_torch.py [--reps N] [--threads N] [--quick]
 """
 
-import argparse
-import statistics
 import sys
-import time
+
+from torch_timing import cpu_args, cpu_time_ms
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = cpu_args("torch's scaled_dot_product_attention on the CPU")
     try:
         import torch
         import torch.nn.functional as F
@@ -40,19 +35,14 @@ def main():
                     g = torch.Generator().manual_seed(1)
                     q, k, v = (torch.rand(1, 8, t, d, generator=g).sub(0.5)
                                .to(dt) for _ in range(3))
-                    times = []
-                    for r in range(args.reps + 1):
-                        t0 = time.perf_counter()
-                        F.scaled_dot_product_attention(q, k, v,
-                                                       is_causal=causal)
-                        if r:
-                            times.append((time.perf_counter() - t0) * 1e3)
+                    med, lo, hi = cpu_time_ms(
+                        lambda: F.scaled_dot_product_attention(
+                            q, k, v, is_causal=causal), args.reps)
                     flops = 4.0 * 8 * t * t * d * (0.5 if causal else 1.0)
-                    med = statistics.median(times)
                     print("%-5s 1 8 8 %d %d %-5s  %8.2f (%.2f-%.2f) %6.1f"
                           % (str(dt).replace("torch.", ""), t, d,
-                             "yes" if causal else "no", med, min(times),
-                             max(times), flops / med * 1e-6))
+                             "yes" if causal else "no", med, lo, hi,
+                             flops / med * 1e-6))
     return 0
 
 

@@ -21,7 +21,6 @@ Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -32,23 +31,11 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import tensorjit as tj  # noqa: E402
+from torch_timing import cuda_time_ms  # noqa: E402
 
 
 def time_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    means = []
-    for _ in range(5):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        means.append(start.elapsed_time(end) / iters)
-    return statistics.median(means), min(means), max(means)
+    return cuda_time_ms(fn, iters, warmup=3)
 
 
 def sdpa(backend, q, k, v, causal):

@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import numpy as np  # noqa: E402
 
 import tensorjit as tj  # noqa: E402
+from torch_timing import cuda_time_ms  # noqa: E402
 
 try:
     import torch  # type: ignore
@@ -210,20 +211,7 @@ def time_cpu(fn, iters):
 
 
 def time_cuda(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    means = []
-    for _ in range(5):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        means.append(start.elapsed_time(end) / iters)
-    return statistics.median(means)
+    return cuda_time_ms(fn, iters)[0]  # the median
 
 
 def ort_session(fn, targs, path, threads):

@@ -9,6 +9,7 @@ import sys
 
 def main(dirs):
     passed = failed = skipped = 0
+    durations = []
     for d in dirs:
         try:
             lines = open(f"{d}/meson-logs/testlog.json").read().splitlines()
@@ -20,6 +21,7 @@ def main(dirs):
             if not line.strip():
                 continue
             r = json.loads(line)
+            durations.append((r.get("duration", 0.0), f"{d}: {r.get('name')}"))
             result = r.get("result")
             if result in ("OK", "EXPECTEDFAIL"):
                 passed += 1
@@ -28,6 +30,10 @@ def main(dirs):
             else:
                 failed += 1
                 print(f"FAILED: {d}: {r.get('name')} ({result})")
+    # Where CI's time goes: the slowest tests, longest first.
+    print("slowest tests (s):")
+    for duration, name in sorted(durations, reverse=True)[:12]:
+        print(f"{duration:7.1f}  {name}")
     if skipped:
         print(f"{skipped} skipped")
     print(f"{passed} passed, {failed} failed")

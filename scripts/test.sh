@@ -6,6 +6,29 @@
 # "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, and the CPU time (user + system) its commands
+# took, printed as a table before the count: CI has a time budget, and this
+# says where it goes; the CPU time holds when other work shares the cores.
+phase_names=() phase_secs=() phase_cpus=()
+cpu_file=$(mktemp)
+cpu_now=0
+cpu_read() {  # sets cpu_now: CPU seconds of this shell's finished children
+  times > "$cpu_file"  # "1m2.500s 0m3.250s" (user, system) on its 2nd line
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/);
+                           printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+            "$cpu_file")
+}
+phase_t0=$SECONDS
+cpu_read
+phase_c0=$cpu_now
+phase() {  # name: ends the phase running since the last call
+  cpu_read
+  phase_names+=("$1")
+  phase_secs+=($((SECONDS - phase_t0)))
+  phase_cpus+=($((cpu_now - phase_c0)))
+  phase_t0=$SECONDS
+  phase_c0=$cpu_now
+}
 bash scripts/deps.sh || exit 1
 # The interpreter deps.sh provided for (it may be a venv under build/).
 . scripts/python_env.sh
@@ -23,17 +46,21 @@ run_suite() {  # build dir, meson setup args..., then meson test args after --
   # A whole build, unless the caller names its targets: then meson test
   # builds what the selected suites need (and no more).
   if [ ${#build_targets[@]} -eq 0 ]; then
-    ninja -C "$dir" || { status=1; return; }
+    ninja -C "$dir" || { status=1; phase "$dir: build"; return; }
   else
-    ninja -C "$dir" "${build_targets[@]}" || { status=1; return; }
+    ninja -C "$dir" "${build_targets[@]}" ||
+      { status=1; phase "$dir: build"; return; }
   fi
+  phase "$dir: build"
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
+  phase "$dir: tests"
 }
 build_targets=()
 
 # onnx 1.23's node suite, for onnx_node_test_1_23 (skipped without it).
 . scripts/onnx_node_data.sh
 tj_onnx_node_data
+phase "setup: deps, onnx node data"
 run_suite build
 # The sanitizer build runs the native suites; the Python suite loads the
 # library into an uninstrumented interpreter, so it runs only in the plain
@@ -62,7 +89,15 @@ fi
 # benchmarks are not built with the sanitizers.
 fuzz_targets=(fuzz_parse fuzz_run_args fuzz_cache fuzz_builder fuzz_onnx)
 build_targets=("${fuzz_targets[@]/#/tests/fuzz/}")
-CC=clang-19 CXX=clang++-19 run_suite build-asan \
+# TJ_TEST_TIERS=host: the slowest tests that compile whole graphs at every
+# x86 tier (tj_test_tiers in tests/unit/test.h says which) compile at the
+# host's alone. What the sanitizers watch is our C code, and the lower
+# tiers mostly run it again on the same paths (the JIT's kernels are not
+# instrumented); the emitters' tier-specific branches stay covered here by
+# the kernel-level tests (x86_jit_test and the others on open_jits), which
+# still run every tier, and the plain build's leg above runs every tier in
+# every test.
+TJ_TEST_TIERS=host CC=clang-19 CXX=clang++-19 run_suite build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
   -- --suite unit --suite lit --suite examples
@@ -115,6 +150,7 @@ for target in "${fuzz_targets[@]}"; do
   grep -E '^stat::number_of_executed_units' "$out/log.txt" |
     sed "s/^/$target: /"
 done
+phase "build-asan: fuzz"
 # ThreadSanitizer: a third build (TSan cannot share one with ASan), with
 # clang-19, of the library and the threaded tests only, which keeps it to a
 # fraction of a full build. LLVM (a shared library) is not instrumented:
@@ -130,11 +166,22 @@ run_tsan() {
   # A build that fails leaves no test log, so count_tests.py counts it.
   rm -f "$dir/meson-logs/testlog.json"
   ninja -C "$dir" "${tests[@]/#/tests/unit/}" || { status=1; return; }
+  phase "$dir: build"
   TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 \
     "${tests[@]}" || status=1
+  phase "$dir: tests"
 }
 run_tsan
+
+echo "phase times (s):   wall    cpu"
+for i in "${!phase_names[@]}"; do
+  printf '%-18s %6d %6d\n' "${phase_names[$i]}" "${phase_secs[$i]}" \
+    "${phase_cpus[$i]}"
+done
+cpu_read
+rm -f "$cpu_file"
+printf '%-18s %6d %6d\n' total "$SECONDS" "$cpu_now"
 
 "$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?

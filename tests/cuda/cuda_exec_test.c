@@ -1132,24 +1132,11 @@ int main(void) {
   CHECK_OK(tj_test_context_create(&g_ctx));
   // Skips (exit 77) without a driver or GPU; tj_compile must then say
   // UNSUPPORTED too.
-  tj_graph_t* g;
-  CHECK_OK(tj_graph_create(g_ctx, "probe", &g));
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
-  tj_graph_output(g, tj_graph_exp(g, x), "y");
-  CHECK_OK(tj_graph_finalize(g));
   tj_compile_options_t o = cuda_options();
-  tj_executable_t* exe = NULL;
-  tj_status_t s = tj_compile(g, &o, &exe);
-  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
-    printf("# skipped: tj_compile(TJ_TARGET_CUDA): %s\n", tj_status_message(s));
-    tj_status_free(s);
-    tj_graph_destroy(g);
+  if (tj_test_cuda_unsupported(g_ctx, &o)) {
     tj_context_destroy(g_ctx);
     return TJ_TEST_EXIT_SKIP;
   }
-  CHECK_OK(s);
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
   g_dev = tj_test_open_device_or_skip();
   g_be = (tj_cts_backend_t){"cuda", TJ_TARGET_CUDA, g_ctx, NULL, NULL, NULL};
   RUN_TEST(gemm_candidates);

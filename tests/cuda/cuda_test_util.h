@@ -33,4 +33,32 @@ static inline tj_cuda_device_t* tj_test_open_device_or_skip(void) {
   return device;
 }
 
+// Whether tj_compile for the CUDA target says UNSUPPORTED (no driver or
+// GPU: the test skips, and this prints why) for a one-op graph of |ctx|,
+// compiled with |options| (NULL: the defaults, target CUDA). Any other
+// failure fails the test.
+static inline bool tj_test_cuda_unsupported(
+    tj_context_t* ctx, const tj_compile_options_t* options) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "probe", &g));
+  if (!g) return false;
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
+  tj_graph_output(g, tj_graph_exp(g, x), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  tj_executable_t* exe = NULL;
+  tj_status_t s = tj_compile(g, options ? options : &o, &exe);
+  tj_graph_destroy(g);
+  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
+    printf("# skipped: tj_compile(TJ_TARGET_CUDA): %s\n", tj_status_message(s));
+    tj_status_free(s);
+    return true;
+  }
+  CHECK_OK(s);
+  tj_executable_release(exe);
+  return false;
+}
+
 #endif  // TJ_TESTS_CUDA_CUDA_TEST_UTIL_H_

@@ -28,9 +28,8 @@
 #include "backends/cuda/cuda_executable.h"
 #include "lib/custom_op.h"
 #include "tensorjit.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/unit/test.h"
-
-#define TJ_TEST_EXIT_SKIP 77
 
 // The kernel's parameters as tj_custom_op_desc_t.cuda_ptx gives them for
 // one rank-2 input and two float attributes: out, in, the output's dims,
@@ -685,24 +684,12 @@ int main(int argc, char** argv) {
   RUN_TEST(bad_llvm_ir_refused_with_diagnostic);
   RUN_TEST(llvm_ir_registration_oom_sweep);
   // Skips (exit 77) without a driver or GPU: tj_compile says UNSUPPORTED.
-  tj_graph_t* g;
-  CHECK_OK(tj_graph_create(g_ctx, "probe", &g));
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "x");
-  tj_graph_output(g, tj_graph_exp(g, x), "y");
-  CHECK_OK(tj_graph_finalize(g));
   tj_compile_options_t o = cuda_options();
-  tj_executable_t* exe = NULL;
-  tj_status_t s = tj_compile(g, &o, &exe);
-  tj_graph_destroy(g);
-  if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {
-    printf("# skipped: tj_compile(TJ_TARGET_CUDA): %s\n", tj_status_message(s));
-    tj_status_free(s);
+  if (tj_test_cuda_unsupported(g_ctx, &o)) {
     tj_context_destroy(g_ctx);
     // The offline tests above still count.
     return g_test_failures ? 1 : TJ_TEST_EXIT_SKIP;
   }
-  CHECK_OK(s);
-  tj_executable_release(exe);
   RUN_TEST(ptx_op_mid_chain_in_cuda_graph);
   RUN_TEST(bad_ptx_names_op);
   RUN_TEST(llvm_ir_op_mid_chain);

@@ -480,11 +480,8 @@ TEST(inference_and_errors) {
 // with a bool mask, compiled for x86 and run; every failure is
 // OUT_OF_MEMORY and nothing leaks.
 static tj_status_t grad_compile_run(tj_allocator_t allocator) {
-  tj_context_options_t co = tj_test_context_options();
-  co.allocator = allocator;
-  co.log = "";
   tj_context_t* ctx = NULL;
-  tj_status_t s = tj_context_create(&co, &ctx);
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
   if (s) return s;
   tj_graph_t *g = NULL, *joint = NULL;
   tj_executable_t* exe = NULL;
@@ -533,23 +530,7 @@ static tj_status_t grad_compile_run(tj_allocator_t allocator) {
 TEST(oom_sweep) { tj_test_oom_sweep("attention grad", grad_compile_run); }
 
 int main(void) {
-  static const char* isas[] = {"host", "avx2", "sse2"};
-  for (int i = 0; i < 3; ++i) {
-    // avx2 only where it is not the host's own tier.
-    if (i == 1 && !__builtin_cpu_supports("avx512f")) continue;
-    tj_context_options_t o;
-    tj_context_options_initialize(&o);
-    o.x86_isa = isas[i];
-    o.log = "";
-    tj_context_t* ctx = NULL;
-    tj_status_t st = tj_context_create(&o, &ctx);
-    if (st) {
-      tj_status_free(st);
-      continue;
-    }
-    g_isa[g_num_ctx] = isas[i];
-    g_ctx[g_num_ctx++] = ctx;
-  }
+  g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(inference_and_errors);
   RUN_TEST(lse);
   RUN_TEST(grads);

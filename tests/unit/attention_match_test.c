@@ -211,22 +211,7 @@ int main(void) {
     double s = kWd[i][1] ? 1.0 / sqrt((double)kWd[i][0]) : 0.1;
     for (size_t e = 0; e < n; ++e) g_w[i][e] = uniform(-s, s);
   }
-  static const char* isas[] = {"host", "avx2", "sse2"};
-  for (int i = 0; i < 3; ++i) {
-    if (i == 1 && !__builtin_cpu_supports("avx512f")) continue;
-    tj_context_options_t o;
-    tj_context_options_initialize(&o);
-    o.x86_isa = isas[i];
-    o.log = "";
-    tj_context_t* ctx = NULL;
-    tj_status_t st = tj_context_create(&o, &ctx);
-    if (st) {
-      tj_status_free(st);
-      continue;
-    }
-    g_isa[g_num_ctx] = isas[i];
-    g_ctx[g_num_ctx++] = ctx;
-  }
+  g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(causal_block);
   RUN_TEST(padding_block);
   RUN_TEST(finite_fill_block_is_refused);

@@ -422,8 +422,7 @@ static void run_case(const case_t* k) {
   free(b);
 }
 
-#define ATTRS(...) \
-  { __VA_ARGS__ }
+#define ATTRS(...) {__VA_ARGS__}
 
 TEST(conv2d) {
   static const case_t cases[] = {
@@ -885,23 +884,7 @@ TEST(inference_and_errors) {
 }
 
 int main(void) {
-  static const char* isas[] = {"host", "avx2", "sse2"};
-  for (int i = 0; i < 3; ++i) {
-    // avx2 only where it is not the host's own tier.
-    if (i == 1 && !__builtin_cpu_supports("avx512f")) continue;
-    tj_context_options_t o;
-    tj_context_options_initialize(&o);
-    o.x86_isa = isas[i];
-    o.log = "";
-    tj_context_t* ctx = NULL;
-    tj_status_t st = tj_context_create(&o, &ctx);
-    if (st) {
-      tj_status_free(st);
-      continue;
-    }
-    g_isa[g_num_ctx] = isas[i];
-    g_ctx[g_num_ctx++] = ctx;
-  }
+  g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(conv2d);
   RUN_TEST(conv1d_3d);
   RUN_TEST(conv_transpose);

@@ -122,7 +122,7 @@ static void run_nonzero(tj_graph_t* g, tj_executable_t* exe, int64_t rows) {
 }
 
 TEST(nonzero_every_tier_several_sizes) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = build_nonzero(g_ctx[t]);
     tj_executable_t* exe = compile_x86(g);
     const int64_t sizes[] = {7, 1, 0, 33, 2, 7};
@@ -203,7 +203,7 @@ static void run_compress(tj_graph_t* g, tj_executable_t* exe, int64_t b,
 }
 
 TEST(compress_every_tier_several_sizes) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = build_compress(g_ctx[t], true);
     tj_executable_t* exe = compile_x86(g);
     const int64_t sizes[] = {8, 1, 0, 20, 8};
@@ -297,7 +297,7 @@ static void run_unique(tj_graph_t* g, tj_executable_t* exe, int64_t n,
 
 TEST(unique_every_tier_several_sizes) {
   for (int sorted = 0; sorted < 2; ++sorted) {
-    for (int t = 0; t < kTiers; ++t) {
+    for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
       tj_graph_t* g = build_unique(g_ctx[t], sorted);
       tj_executable_t* exe = compile_x86(g);
       const int64_t sizes[] = {12, 1, 0, 100, 3, 12};
@@ -323,7 +323,7 @@ TEST(unique_rows_with_nan) {
   float xt[3][6];  // the same rows as columns (a unique along axis 1)
   for (int r = 0; r < 6; ++r)
     for (int c = 0; c < 3; ++c) xt[c][r] = x[r][c];
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int tr = 0; tr < 2; ++tr) {
       tj_graph_t* g = NULL;
       CHECK_OK(tj_graph_create(g_ctx[t], "rows", &g));
@@ -376,7 +376,7 @@ TEST(nms_onnx_case_every_tier) {
                              {0, -0.1f, 1, 0.9f},  {0, 10, 1, 11},
                              {0, 10.1f, 1, 11.1f}, {0, 100, 1, 101}};
   const float scores[6] = {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f};
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = NULL;
     CHECK_OK(tj_graph_create(g_ctx[t], "nms", &g));
     int64_t N = tj_graph_symbol(g, "N");
@@ -474,7 +474,7 @@ TEST(nms_random_against_reference) {
 // kernel's 64 buffer views once each tap is a view), with dilations, pads
 // and ceil_mode, at every tier: against the reference, no graph break.
 TEST(pools_of_many_taps_every_tier) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int kind = 0; kind < 3; ++kind) {
       for (int big = 0; big < 3; ++big) {
         tj_graph_t* g = NULL;

@@ -14,11 +14,8 @@
 #include "lib/dtype.h"
 #include "onnx/onnx_tensor.h"
 #include "tests/unit/ptx_check.h"
+#include "tests/unit/cast_bits_check.h"
 #include "tests/unit/test.h"
-
-enum { kTiers = 3 };
-static const char* const kIsa[kTiers] = {NULL, "avx2", "sse2"};
-static tj_context_t* g_ctx[kTiers];
 
 static double dec(tj_dtype_t d, int b) {
   return tj_narrow_to_f64(d, (uint8_t)b);
@@ -368,55 +365,12 @@ static tj_graph_t* build_cast(tj_context_t* ctx) {
   return g;
 }
 
-// Compiles cast(from -> to) at every tier, generic and specialized, runs it
-// on |in| and compares the output's bytes with the reference's.
+// check_bits of cast(from -> to) on |in|.
 static void check_cast_bits(const void* in, int64_t n) {
-  const size_t es = tj_dtype_size(g_to);
-  unsigned char* want = calloc((size_t)n, es);
-  unsigned char* got = calloc((size_t)n, es);
-  tj_tensor_t in_t = tj_tensor_make((void*)in, g_from, 1, &n);
-  tj_tensor_t want_t = tj_tensor_make(want, g_to, 1, &n);
-  tj_tensor_t got_t = tj_tensor_make(got, g_to, 1, &n);
-  for (int t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = build_cast(g_ctx[t]);
-    CHECK_OK(tj_graph_finalize(g));
-    CHECK_OK(tj_reference_run(g, &in_t, 1, &want_t, 1));
-    for (int policy = 0; policy < 2; ++policy) {
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 1;
-      o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
-      tj_executable_t* exe = NULL;
-      CHECK_OK(tj_compile(g, &o, &exe));
-      if (!exe) continue;
-      memset(got, 0xA5, (size_t)n * es);
-      CHECK_OK(tj_executable_run(exe, &in_t, 1, &got_t, 1));
-      for (int64_t i = 0; i < n; ++i) {
-        if (memcmp(got + i * (int64_t)es, want + i * (int64_t)es, es) != 0) {
-          fprintf(stderr,
-                  "  %s->%s at tier %s (%s): element %lld (in %.9g): got "
-                  "%.9g, want %.9g\n",
-                  tj_dtype_name(g_from), tj_dtype_name(g_to),
-                  kIsa[t] ? kIsa[t] : "host",
-                  policy ? "specialized" : "generic", (long long)i,
-                  tj_load_f64(g_from, in, i), tj_load_f64(g_to, got, i),
-                  tj_load_f64(g_to, want, i));
-          CHECK(false);
-          break;
-        }
-      }
-      tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-      tj_executable_stats(exe, &stats);
-      CHECK_EQ_INT(0, stats.num_graph_breaks);
-      tj_executable_release(exe);
-    }
-    tj_graph_destroy(g);
-  }
-  free(want);
-  free(got);
+  char what[64];
+  snprintf(what, sizeof(what), "%s->%s", tj_dtype_name(g_from),
+           tj_dtype_name(g_to));
+  check_bits(what, build_cast, g_from, in, n, g_to);
 }
 
 static const tj_dtype_t kWides[] = {TJ_DTYPE_F32,  TJ_DTYPE_F64, TJ_DTYPE_F16,
@@ -592,7 +546,7 @@ TEST(quantize_16_bit_every_tier) {
   for (int u = 0; u < 2; ++u) {
     g_qdtype = u ? TJ_DTYPE_U16 : TJ_DTYPE_I16;
     const int32_t* want = u ? kU16 : kI16;
-    for (int t = 0; t < kTiers; ++t) {
+    for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
       tj_graph_t* g = build_qdq(g_ctx[t]);
       CHECK_OK(tj_graph_finalize(g));
       int64_t n = 8;
@@ -608,12 +562,7 @@ TEST(quantize_16_bit_every_tier) {
         CHECK_EQ_INT(want[i], tj_load_i64(g_qdtype, q_ref, i));
         CHECK(y_ref[i] == (float)((want[i] - 3) * 2));
       }
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 1;
+      tj_compile_options_t o = tj_test_x86_options(1);
       tj_executable_t* exe = NULL;
       CHECK_OK(tj_compile(g, &o, &exe));
       if (exe) {

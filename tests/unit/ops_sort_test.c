@@ -242,7 +242,7 @@ TEST(topk_native_nan_and_ties) {
     g_largest = largest != 0;
     oracle_rows(xd, R, N, K, g_largest, want_k);
     oracle_rows(xd, R, N, N, g_largest, want_s);
-    for (int t = 0; t < kTiers; ++t) {
+    for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
       tj_graph_t* g = build_nan_rows(g_ctx[t]);
       CHECK_OK(tj_graph_finalize(g));
       tj_compile_options_t o;

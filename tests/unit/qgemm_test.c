@@ -119,12 +119,7 @@ static void check_case(const char* what, const qcase_t* c, int t) {
                                 : tj_graph_matmul_i32(g, a, b);
   tj_graph_output(g, y, "y");
   CHECK_OK(tj_graph_finalize(g));
-  tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_X86;
-  o.verify_each = true;
-  o.cache_dir = "";
-  o.x86.num_threads = t == 0 ? 2 : 1;
+  tj_compile_options_t o = tj_test_x86_options(t == 0 ? 2 : 1);
   tj_executable_t* exe = NULL;
   tj_status_t st = tj_compile(g, &o, &exe);
   if (st && tj_status_code(st) == TJ_STATUS_UNSUPPORTED && t > 0) {
@@ -216,7 +211,7 @@ TEST(dtype_pairs_odd_sizes_every_tier) {
       {1, 1, 1},   {3, 17, 5},   {17, 63, 64}, {64, 65, 63},
       {65, 64, 3}, {6, 257, 65}, {63, 3, 257},
   };
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
         qcase_t c = {kPairs[p][0], kPairs[p][1], 0,       kSizes[s][0],
@@ -232,7 +227,7 @@ TEST(dtype_pairs_odd_sizes_every_tier) {
 // vpmaddubsw would saturate, and K over several K passes (an 8-bit kc is
 // 4096) ending in a partial quad.
 TEST(extremes_and_long_k) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       qcase_t c = {kPairs[p][0], kPairs[p][1], 0,    7,     33,   9001,
                    ZP_NONE,      ZP_NONE,      true, false, false};
@@ -250,7 +245,7 @@ TEST(k_multiple_of_64) {
   static const int64_t kSizes[][3] = {
       {1, 1, 64}, {15, 63, 128}, {17, 65, 192}, {97, 100, 256}, {5, 33, 4160},
   };
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (size_t s = 0; s < TJ_ARRAY_SIZE(kSizes); ++s) {
         qcase_t c = {kPairs[p][0], kPairs[p][1], 0,       kSizes[s][0],
@@ -269,7 +264,7 @@ TEST(k_multiple_of_64) {
 // Batch dims (b broadcast), a transposed b, and a symbolic M run at 4
 // sizes from one executable.
 TEST(batch_transpose_symbolic_m) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       qcase_t c = {kPairs[p][0], kPairs[p][1], 3,     5,    19,   37,
                    ZP_NONE,      ZP_NONE,      false, true, false};
@@ -284,7 +279,7 @@ TEST(batch_transpose_symbolic_m) {
 // matmul_integer's zero points: scalar and per row / per column, each
 // alone and together, with and without batch dims.
 TEST(zero_points) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int p = 0; p < 4; ++p) {
       for (int za = 0; za < 3; ++za) {
         for (int zb = 0; zb < 3; ++zb) {
@@ -307,7 +302,7 @@ TEST(zero_points) {
 // rounding half to even, saturation), fused the same. K 99 and 128 (the
 // AMX tiles' case where the host has them).
 TEST(fused_dequant_epilogue) {
-  for (int t = 0; t < kTiers; ++t) {
+  for (int t = 0; t < tj_test_tiers(kTiers); ++t) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool requant = variant % 2 == 1;
       const int64_t m = 37, n = 70, k = variant < 2 ? 99 : 128;

@@ -12,11 +12,8 @@
 #include "backends/cuda/cuda_entry.h"
 #include "tests/unit/ptx_check.h"
 #include "lib/dtype.h"
+#include "tests/unit/cast_bits_check.h"
 #include "tests/unit/test.h"
-
-enum { kTiers = 3 };
-static const char* const kIsa[kTiers] = {NULL, "avx2", "sse2"};
-static tj_context_t* g_ctx[kTiers];
 
 //===--- scalar conversions ---===//
 
@@ -140,60 +137,6 @@ TEST(float8_is_a_storage_dtype) {
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "f8e4m3 is a storage dtype",
                tj_graph_finalize(g));
   tj_graph_destroy(g);
-}
-
-typedef tj_graph_t* (*build_fn)(tj_context_t* ctx);
-
-// Compiles |build|'s graph at every tier, generic and specialized, runs it
-// on |in| and compares the output's bytes with the reference's.
-static void check_bits(const char* what, build_fn build, tj_dtype_t in_dtype,
-                       const void* in, int64_t n, tj_dtype_t out_dtype) {
-  size_t out_bytes = (size_t)n * tj_dtype_size(out_dtype);
-  unsigned char* want = calloc(1, out_bytes);
-  unsigned char* got = calloc(1, out_bytes);
-  tj_tensor_t in_t = tj_tensor_make((void*)in, in_dtype, 1, &n);
-  tj_tensor_t want_t = tj_tensor_make(want, out_dtype, 1, &n);
-  tj_tensor_t got_t = tj_tensor_make(got, out_dtype, 1, &n);
-  for (int t = 0; t < kTiers; ++t) {
-    tj_graph_t* g = build(g_ctx[t]);
-    CHECK_OK(tj_graph_finalize(g));
-    CHECK_OK(tj_reference_run(g, &in_t, 1, &want_t, 1));
-    for (int policy = 0; policy < 2; ++policy) {
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 1;
-      o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
-      tj_executable_t* exe = NULL;
-      CHECK_OK(tj_compile(g, &o, &exe));
-      if (!exe) continue;
-      memset(got, 0xA5, out_bytes);
-      CHECK_OK(tj_executable_run(exe, &in_t, 1, &got_t, 1));
-      for (int64_t i = 0; i < n; ++i) {
-        size_t es = tj_dtype_size(out_dtype);
-        if (memcmp(got + i * (int64_t)es, want + i * (int64_t)es, es) != 0) {
-          fprintf(stderr,
-                  "  %s at tier %s (%s): element %lld (in %.9g): got %.9g, "
-                  "want %.9g\n",
-                  what, kIsa[t] ? kIsa[t] : "host",
-                  policy ? "specialized" : "generic", (long long)i,
-                  tj_load_f64(in_dtype, in, i), tj_load_f64(out_dtype, got, i),
-                  tj_load_f64(out_dtype, want, i));
-          CHECK(false);
-          break;
-        }
-      }
-      tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-      tj_executable_stats(exe, &stats);
-      CHECK_EQ_INT(0, stats.num_graph_breaks);
-      tj_executable_release(exe);
-    }
-    tj_graph_destroy(g);
-  }
-  free(want);
-  free(got);
 }
 
 static tj_dtype_t g_from, g_to;

@@ -239,6 +239,67 @@ static inline tj_status_t tj_test_context_create(tj_context_t** out_context) {
   return tj_context_create(&o, out_context);
 }
 
+//===--- x86 ISA tiers ---===//
+
+// How many of a test's x86 ISA tiers to run, of the |count| it lists with
+// the host's first: all of them, or the host's alone where TJ_TEST_TIERS
+// is "host". The sanitizer leg of scripts/test.sh sets it (the plain
+// build's leg runs every tier). The tests that read it: those on
+// tj_test_tier_contexts, tier_ops_check.h and verify_util.h, and qgemm,
+// dd_ops, narrow_dtype, quant_dtype, ops_scatter and ops_sort.
+static inline int tj_test_tiers(int count) {
+  const char* tiers = getenv("TJ_TEST_TIERS");
+  return count > 1 && tiers && strcmp(tiers, "host") == 0 ? 1 : count;
+}
+
+// A context for each x86 tier that tj_test_tiers keeps of three: the
+// host's, AVX2 where the host has AVX-512 (elsewhere it is the host's own)
+// and SSE2, logging off; a tier the host cannot run is left out. Fills
+// |out_ctx| and |out_isa| (the tiers' names) and returns how many.
+static inline int tj_test_tier_contexts(tj_context_t* out_ctx[3],
+                                        const char* out_isa[3]) {
+  static const char* isas[] = {"host", "avx2", "sse2"};
+  int n = 0;
+  for (int i = 0; i < tj_test_tiers(3); ++i) {
+    if (i == 1 && !__builtin_cpu_supports("avx512f")) continue;
+    tj_context_options_t o;
+    tj_context_options_initialize(&o);
+    o.x86_isa = isas[i];
+    o.log = "";
+    tj_context_t* ctx = NULL;
+    tj_status_t st = tj_context_create(&o, &ctx);
+    if (st) {
+      tj_status_free(st);
+      continue;
+    }
+    out_isa[n] = isas[i];
+    out_ctx[n++] = ctx;
+  }
+  return n;
+}
+
+// Compile options for x86 as the tests that compare with the reference use
+// them: no disk cache, the IR verified after every pass, |num_threads|.
+static inline tj_compile_options_t tj_test_x86_options(int32_t num_threads) {
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_X86;
+  o.verify_each = true;
+  o.cache_dir = "";
+  o.x86.num_threads = num_threads;
+  return o;
+}
+
+// A context for one step of a failing-allocator sweep: the options of
+// tj_test_context_options with |allocator|, logging off.
+static inline tj_status_t tj_test_sweep_context_create(
+    tj_allocator_t allocator, tj_context_t** out_context) {
+  tj_context_options_t o = tj_test_context_options();
+  o.allocator = allocator;
+  o.log = "";
+  return tj_context_create(&o, out_context);
+}
+
 //===--- diagnostics and temporary directories ---===//
 
 // A context's warnings, counted, with their text (remarks are dropped: a

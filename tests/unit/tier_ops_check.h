@@ -116,7 +116,8 @@ static inline void check_ops_breaks(const char* what, build_fn build,
     want_t[o] = tj_tensor_make(want[o], out[o].dtype, out[o].rank, out[o].dims);
     got_t[o] = tj_tensor_make(got[o], out[o].dtype, out[o].rank, out[o].dims);
   }
-  for (int32_t t = 0; t < kTiers; ++t) {
+  // Every tier, or the host's alone under TJ_TEST_TIERS=host (test.h).
+  for (int32_t t = 0; t < tj_test_tiers(kTiers); ++t) {
     tj_graph_t* g = build(g_ctx[t]);
     CHECK_OK(tj_graph_finalize(g));
     if (error) {
@@ -126,12 +127,7 @@ static inline void check_ops_breaks(const char* what, build_fn build,
       CHECK_OK(tj_reference_run(g, in_t, num_in, want_t, num_out));
     }
     for (int policy = 0; policy < 2; ++policy) {
-      tj_compile_options_t o;
-      tj_compile_options_initialize(&o);
-      o.target = TJ_TARGET_X86;
-      o.verify_each = true;
-      o.cache_dir = "";
-      o.x86.num_threads = 2;
+      tj_compile_options_t o = tj_test_x86_options(2);
       o.specialize = policy ? TJ_SPECIALIZE_ALWAYS : TJ_SPECIALIZE_NEVER;
       tj_executable_t* exe = NULL;
       CHECK_OK(tj_compile(g, &o, &exe));

@@ -13,6 +13,14 @@
 static const char* const kTiers[] = {"host", "avx512", "avx2", "sse2"};
 static const char* const kB[1] = {"B"};
 
+// How many of kTiers a test tries (tj_test_tiers: the host's alone under
+// TJ_TEST_TIERS=host), and how many of them the host must have run: the
+// host's, and sse2 where it is tried.
+static inline size_t num_tiers(void) {
+  return (size_t)tj_test_tiers((int)TJ_ARRAY_SIZE(kTiers));
+}
+static inline int min_tiers(void) { return num_tiers() > 1 ? 2 : 1; }
+
 static inline tj_context_t* tier_context(const char* isa) {
   tj_context_options_t o;
   tj_context_options_initialize(&o);

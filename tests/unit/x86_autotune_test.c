@@ -264,6 +264,12 @@ TEST(candidates_agree) {
   CHECK(ts.variant_runs > 0);
   CHECK(have_blas == (ts.openblas_runs > 0));
   CHECK_EQ_INT(0, ts.tunings);  // forced: nothing timed
+  // A name no candidate has on any host, whatever its tier: candidates are
+  // matched by their whole name, "jit MxN ncX kcY" (schedule_name in
+  // backends/x86/gemm_tune.c) or "openblas ...", so "jit 99x99" never
+  // matches; nor could any tier's tile be 99x99, as tj_kir_gemm_resolve
+  // (kir/schedule.c) caps a tile's accumulators at 28 zmm (AVX-512) or 13
+  // ymm/xmm registers.
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "no GEMM kernel",
                tj_x86_tuner_force(tuner, "jit 99x99"));
   CHECK_OK(tj_x86_tuner_force(tuner, NULL));
