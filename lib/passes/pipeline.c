@@ -292,7 +292,7 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
     if (blocks) {
       ctx->region_blocks = blocks;
       ctx->region_blocks_processed = 3;
-      TJ_RUN_PASS(ctx, plan, fuse);
+      if (!plan->fusion) TJ_RUN_PASS(ctx, plan, fuse);
       TJ_RUN_PASS(ctx, plan, memplan);
       return NULL;
     }

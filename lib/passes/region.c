@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "lib/dtype.h"
+#include "lib/passes/fusion.h"
 #include "lib/passes/pass.h"
 
 enum {
@@ -451,8 +452,6 @@ static tj_status_t label(const tj_graph_t* p, uint32_t num_outputs,
   }
   memset(parts->part, kUnset, n);
   for (uint32_t i = 0; i < p->num_inputs; ++i) parts->part[p->inputs[i]] = 0;
-  for (uint32_t e = 0; e < kProbeBlocks; ++e)
-    parts->value[e] = p->outputs[num_outputs + e].node;
   for (uint8_t l = 1; l <= 4; ++l) {
     memset(need, 0, n);
     if (l < 4) {
@@ -545,13 +544,85 @@ static bool periodic(const tj_graph_t* p, const probe_t* probe,
       }
     }
   }
-  for (uint32_t i = 0; i + kProbeBlocks < p->num_outputs; ++i)
+  for (uint32_t i = 0; i < p->num_outputs; ++i)
     if (parts->part[p->outputs[i].node] == 2) return false;
   for (uint32_t j = 0; j < parts->size[4]; ++j) {
     const tj_node_t* n = &p->nodes[parts->list[4][j]];
     for (uint32_t k = 0; k < n->num_operands; ++k) {
       uint32_t u = n->operands[k];
       if (u != TJ_NODE_NONE && parts->part[u] == 2) return false;
+    }
+  }
+  return true;
+}
+
+// Whether block 1's node |u| and block 2's |v| stand in the same place: a
+// node of each at the same position, block 0's and block 1's values, the
+// same shared node, or inputs as periodic() says.
+static bool corresponds(const tj_graph_t* p, const probe_t* probe,
+                        const region_t* r, const parts_t* parts, uint32_t u,
+                        uint32_t v) {
+  uint8_t pu = parts->part[u], pv = parts->part[v];
+  if (pu == 2 && pv == 3) return parts->rel[u] == parts->rel[v];
+  if (pu == 1 && pv == 2) return u == parts->value[0] && v == parts->value[1];
+  if (pu == 1 && pv == 1) return u == v;
+  if (pu != 0 || pv != 0) return false;
+  uint32_t ou = input_orig(p, probe, u), ov = input_orig(p, probe, v);
+  if (ou == NONE32 || ov == NONE32) return false;
+  uint32_t bu = r->owner[ou], bv = r->owner[ov];
+  if (bu == NONE32 && bv == NONE32) return ou == ov;
+  return bu == 1 && bv == 2 && to_block(r, ou, 2) == ov;
+}
+
+// The part a group belongs to (that of its anchor), or kUnset when its
+// nodes are not all of that part or shared (block 0's part): a group across
+// two blocks, which copies could not reproduce.
+static uint8_t group_part(const parts_t* parts, const tj_group_t* grp) {
+  uint8_t part = parts->part[grp->anchor];
+  for (uint32_t i = 0; i < grp->num_nodes; ++i) {
+    uint8_t q = parts->part[grp->nodes[i]];
+    if (q != part && q != 1) return kUnset;
+  }
+  return part;
+}
+
+static bool same_list(const tj_graph_t* p, const probe_t* probe,
+                      const region_t* r, const parts_t* parts, uint32_t n,
+                      const uint32_t* a, const uint32_t* b) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (!corresponds(p, probe, r, parts, a[i], b[i])) return false;
+  return true;
+}
+
+// Whether the probe's fusion groups are in part order, none across two
+// blocks, and block 2's groups are block 1's in the same places (so that
+// the copies of block 2 take copies of its groups).
+static bool groups_periodic(const tj_graph_t* p, const tj_fusion_t* fusion,
+                            const probe_t* probe, const region_t* r,
+                            const parts_t* parts, uint32_t* out_first) {
+  uint8_t last = 1;
+  uint32_t count[5] = {0, 0, 0, 0, 0};
+  for (uint32_t k = 0; k < fusion->num_groups; ++k) {
+    uint8_t part = group_part(parts, &fusion->groups[k]);
+    if (part == kUnset || part == 0 || part < last) return false;
+    last = part;
+    ++count[part];
+  }
+  out_first[1] = 0;
+  for (uint32_t q = 2; q <= 4; ++q)
+    out_first[q] = out_first[q - 1] + count[q - 1];
+  if (count[2] != count[3] || count[2] == 0) return false;
+  for (uint32_t k = 0; k < count[2]; ++k) {
+    const tj_group_t* a = &fusion->groups[out_first[2] + k];
+    const tj_group_t* b = &fusion->groups[out_first[3] + k];
+    if (a->kind != b->kind || a->num_nodes != b->num_nodes ||
+        a->num_inputs != b->num_inputs || a->num_outputs != b->num_outputs ||
+        !corresponds(p, probe, r, parts, a->anchor, b->anchor) ||
+        !same_list(p, probe, r, parts, a->num_nodes, a->nodes, b->nodes) ||
+        !same_list(p, probe, r, parts, a->num_inputs, a->inputs, b->inputs) ||
+        !same_list(p, probe, r, parts, a->num_outputs, a->outputs,
+                   b->outputs)) {
+      return false;
     }
   }
   return true;
@@ -570,6 +641,10 @@ typedef struct stitch_t {
   uint32_t* input_of;  // original input node -> s node
   uint32_t* base;      // instance -> s node of its part's first node
   uint32_t* probe_to_s;
+  // The probe's fusion groups (NULL: fuse runs over the whole graph) and
+  // where each part's begin.
+  const tj_fusion_t* pf;
+  const uint32_t* first;
 } stitch_t;
 
 // Node |t| of the probe with dims, ints, name and owned data in s's arena,
@@ -717,8 +792,7 @@ static tj_status_t stitch(stitch_t* st) {
   }
   // The original's outputs (the probe's first ones), the last block's
   // value for block 2's.
-  uint32_t num_outputs = p->num_outputs - kProbeBlocks;
-  for (uint32_t i = 0; i < num_outputs; ++i) {
+  for (uint32_t i = 0; i < p->num_outputs; ++i) {
     uint32_t u = p->outputs[i].node;
     uint32_t node = parts->part[u] == 3 ? st->base[r->count - 1] + parts->rel[u]
                                         : map_operand(st, r->count, u);
@@ -735,12 +809,89 @@ static tj_status_t stitch(stitch_t* st) {
   return NULL;
 }
 
+// Group |src| of the probe as instance |j|'s, appended to |f|.
+static tj_status_t map_list(const stitch_t* st, tj_fusion_t* f, uint32_t j,
+                            uint32_t n, const uint32_t* src, uint32_t** out) {
+  uint32_t* list = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (n ? n : 1));
+  if (!list) return tj_status_oom();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t v = map_operand(st, j, src[i]);
+    // ascending, as fusion.h wants (a shared node may map below a copy's)
+    uint32_t k = i;
+    for (; k > 0 && list[k - 1] > v; --k) list[k] = list[k - 1];
+    list[k] = v;
+  }
+  *out = list;
+  return NULL;
+}
+
+static tj_status_t copy_group(const stitch_t* st, tj_fusion_t* f, uint32_t j,
+                              const tj_group_t* src) {
+  tj_group_t* grp = &f->groups[f->num_groups++];
+  grp->kind = src->kind;
+  grp->anchor = map_operand(st, j, src->anchor);
+  grp->num_nodes = src->num_nodes;
+  grp->num_inputs = src->num_inputs;
+  grp->num_outputs = src->num_outputs;
+  TJ_RETURN_IF_ERROR(
+      map_list(st, f, j, src->num_nodes, src->nodes, &grp->nodes));
+  TJ_RETURN_IF_ERROR(
+      map_list(st, f, j, src->num_inputs, src->inputs, &grp->inputs));
+  TJ_RETURN_IF_ERROR(
+      map_list(st, f, j, src->num_outputs, src->outputs, &grp->outputs));
+  for (uint32_t i = 0; i < grp->num_outputs; ++i)
+    f->producer[grp->outputs[i]] = f->num_groups - 1;
+  return NULL;
+}
+
+// The probe's groups over the whole graph: block 0's, block 1's, block
+// 2's once per copy, the suffix's.
+static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
+  const tj_fusion_t* pf = st->pf;
+  const uint32_t* first = st->first;
+  uint32_t count = st->r->count;
+  uint32_t per_block = first[4] - first[3];
+  uint64_t total = (uint64_t)pf->num_groups + (count - 3) * per_block;
+  tj_allocator_t a = st->s->allocator;
+  tj_fusion_t* f = tj_alloc(a, sizeof(*f));
+  if (!f) return tj_status_oom();
+  memset(f, 0, sizeof(*f));
+  tj_arena_initialize(&f->arena, a);
+  uint32_t n = st->s->num_nodes;
+  f->num_nodes = n;
+  f->groups = tj_arena_alloc(&f->arena, sizeof(tj_group_t) * (total + 1));
+  f->producer = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (n ? n : 1));
+  tj_status_t status = f->groups && f->producer ? NULL : tj_status_oom();
+  for (uint32_t i = 0; !status && i < n; ++i) f->producer[i] = TJ_GROUP_NONE;
+  for (uint32_t k = 0; !status && k < first[3]; ++k)
+    status = copy_group(st, f, k < first[2] ? 0 : 1, &pf->groups[k]);
+  for (uint32_t j = 2; j < count; ++j) {
+    for (uint32_t k = first[3]; !status && k < first[4]; ++k)
+      status = copy_group(st, f, j, &pf->groups[k]);
+  }
+  for (uint32_t k = first[4]; !status && k < pf->num_groups; ++k)
+    status = copy_group(st, f, count, &pf->groups[k]);
+  if (status) {
+    tj_fusion_destroy(f);
+    return status;
+  }
+  *out = f;
+  return NULL;
+}
+
 static tj_status_t build_whole(const tj_graph_t* g, const probe_t* probe,
                                const region_t* r, const parts_t* parts,
-                               tj_graph_t** out_graph) {
+                               const uint32_t* first, tj_graph_t** out_graph,
+                               tj_fusion_t** out_fusion) {
   const tj_graph_t* p = probe->plan.graph;
   tj_allocator_t a = g->allocator;
-  stitch_t st = {.g = g, .p = p, .probe = probe, .r = r, .parts = parts};
+  stitch_t st = {.g = g,
+                 .p = p,
+                 .probe = probe,
+                 .r = r,
+                 .parts = parts,
+                 .pf = first ? probe->plan.fusion : NULL,
+                 .first = first};
   tj_status_t status = tj_graph_create(g->context, g->name, &st.s);
   if (status) return status;
   tj_dimtab_deinitialize(&st.s->dims);
@@ -752,6 +903,7 @@ static tj_status_t build_whole(const tj_graph_t* g, const probe_t* probe,
   if (!status && (!st.tmpl || !st.input_of || !st.base || !st.probe_to_s))
     status = tj_status_oom();
   if (!status) status = stitch(&st);
+  if (!status && st.pf) status = stitch_fusion(&st, out_fusion);
   tj_free(a, st.tmpl, sizeof(tj_node_t) * p->num_nodes);
   tj_free(a, st.input_of, sizeof(uint32_t) * g->num_nodes);
   tj_free(a, st.base, sizeof(uint32_t) * (r->count + 1));
@@ -796,15 +948,37 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
     status = tj_pipeline_default_until(ctx, &probe.plan, "decompose");
   parts_t parts;
   memset(&parts, 0, sizeof(parts));
+  if (!status) {
+    // The blocks' values were outputs so that the graph stages keep them
+    // apart; fuse sees the probe as the whole graph is: read by the next
+    // block, not written out.
+    tj_graph_t* p = probe.plan.graph;
+    for (uint32_t e = 0; e < kProbeBlocks; ++e)
+      parts.value[e] = p->outputs[g->num_outputs + e].node;
+    p->num_outputs = g->num_outputs;
+  }
+  // Fusion too, unless its log or dump should show every group as made.
+  bool fuse = !ctx->log_fusion && !(ctx->dump_dir && *ctx->dump_dir);
+  if (!status && fuse)
+    status = tj_pipeline_run_one(ctx, &probe.plan, &tj_pass_info_fuse);
   bool ok = false;
   if (!status) status = label(probe.plan.graph, g->num_outputs, &parts, &ok);
   tj_graph_t* whole = NULL;
-  if (!status && ok && periodic(probe.plan.graph, &probe, &r, &parts))
-    status = build_whole(g, &probe, &r, &parts, &whole);
+  tj_fusion_t* fusion = NULL;
+  uint32_t first[5] = {0, 0, 0, 0, 0};
+  if (!status && ok && periodic(probe.plan.graph, &probe, &r, &parts)) {
+    fuse = fuse && groups_periodic(probe.plan.graph, probe.plan.fusion, &probe,
+                                   &r, &parts, first);
+    status = build_whole(g, &probe, &r, &parts, fuse ? first : NULL, &whole,
+                         &fusion);
+  }
   if (whole && ctx->verify_each) {
     status = tj_ir_verify(whole);
+    if (!status && fusion) status = tj_fusion_verify(fusion, whole);
     if (status) {
+      tj_fusion_destroy(fusion);
       tj_graph_destroy(whole);
+      fusion = NULL;
       whole = NULL;
     }
   }
@@ -812,9 +986,10 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
     tj_context_diagnostic(
         ctx->context, TJ_SEVERITY_REMARK,
         "region: %u blocks of %u nodes (prefix %u, suffix %u): passes over "
-        "%u, %u copied, %u -> %u nodes",
+        "%u, %u copied, %u -> %u nodes, %s",
         r.count, r.period, r.start, g->num_nodes - r.end, kProbeBlocks,
-        r.count - kProbeBlocks, g->num_nodes, whole->num_nodes);
+        r.count - kProbeBlocks, g->num_nodes, whole->num_nodes,
+        fusion ? "fusion groups copied too" : "fuse runs over the whole");
   }
   if (probe.plan.graph) parts_deinitialize(probe.plan.graph, &parts);
   probe_deinitialize(g, &probe);
@@ -826,6 +1001,7 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   }
   if (!whole) return NULL;
   tj_plan_set_graph(plan, whole);
+  if (fusion) tj_plan_set_fusion(plan, fusion);
   *out_blocks = r.count;
   return NULL;
 }
