@@ -170,6 +170,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;
+    ctx.region_template = !debug->no_region_template;
   }
   if (exe->options.bisect) {  // checked by check_options; "" is no budget
     ctx.bisect_pass = NULL;
@@ -186,6 +187,8 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   } else {
     TJ_RETURN_IF_ERROR(tj_pipeline_default(&ctx, &exe->plan));
   }
+  exe->region_blocks = ctx.region_blocks;
+  exe->region_blocks_processed = ctx.region_blocks_processed;
   // The backends consume fusion groups and a memory plan.
   if (!exe->plan.fusion) {
     TJ_RETURN_IF_ERROR(
@@ -705,6 +708,8 @@ void tj_executable_stats(const tj_executable_t* executable,
     st.num_shared_kernels = exe->num_shared_kernels;
     st.num_lowered_groups = (int32_t)exe->run_plan.num_lowered_groups;
     st.num_copied_groups = (int32_t)exe->run_plan.num_copied_groups;
+    st.num_region_blocks = (int32_t)exe->region_blocks;
+    st.num_region_blocks_processed = (int32_t)exe->region_blocks_processed;
     tj_executable_cuda_memory(executable, &st);
   }
   // The caller's struct may be an older, shorter one: only what it holds.

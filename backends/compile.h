@@ -50,6 +50,9 @@ typedef struct tj_compile_debug_t {
   tj_status_t (*test_rule)(void* user, tj_rewriter_t* rw, uint32_t src_node,
                            const uint32_t* operands, uint32_t* out);
   void* test_rule_user;
+  // The default pipeline over every node even of a repeated-block graph
+  // (tj_pass_ctx_t.region_template off): what region templates must equal.
+  bool no_region_template;
 } tj_compile_debug_t;
 
 // tj_compile with |debug| (NULL: as tj_compile).

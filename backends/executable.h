@@ -51,6 +51,9 @@ struct tj_executable_t {
   // Stats.
   double compile_ms;
   double passes_ms, lowering_ms, llvm_ms, ptxas_ms, tuning_ms, cache_load_ms;
+  // tj_pass_ctx_t.region_blocks and region_blocks_processed of the default
+  // pipeline's run (region templates, lib/passes/region.c).
+  uint32_t region_blocks, region_blocks_processed;
   _Atomic(double) run_ms;
   atomic_llong cache_hits, cache_misses, recompiles, runs;
   int32_t num_shared_kernels;  // the generic program's (region compile)

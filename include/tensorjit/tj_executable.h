@@ -391,6 +391,13 @@ typedef struct tj_executable_stats_t {
   // lowered kernels (TJ_LOG=fusion names each).
   int32_t num_lowered_groups;
   int32_t num_copied_groups;
+  // Region compile one step earlier (lib/passes/region.c): the graph was
+  // |num_region_blocks| equal blocks chained by one value (0: it was not,
+  // or templates were off), and the passes before fusion ran over
+  // |num_region_blocks_processed| of them (3); the others are copies of
+  // the third's result with their own inputs (TJ_LOG=passes says so).
+  int32_t num_region_blocks;
+  int32_t num_region_blocks_processed;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|

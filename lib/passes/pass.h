@@ -110,6 +110,14 @@ typedef struct tj_pass_ctx_t {
   tj_status_t (*test_rule)(void* user, tj_rewriter_t* rw, uint32_t src_node,
                            const uint32_t* operands, uint32_t* out);
   void* test_rule_user;
+  // Region templates (lib/passes/region.c, issue 16): the default
+  // pipeline's graph stages over three blocks of a repeated-block graph,
+  // copied for the others. On by default; tests turn it off to compare.
+  bool region_template;
+  // Set by the default pipeline: the blocks of the last region templated
+  // (0: none) and how many of them the passes ran over.
+  uint32_t region_blocks;
+  uint32_t region_blocks_processed;
 } tj_pass_ctx_t;
 
 // Whether the pass running in |ctx| may perform one more rewrite, of node
@@ -199,6 +207,20 @@ tj_status_t tj_pipeline_default(tj_pass_ctx_t* ctx, tj_plan_t* plan);
 // "memplan"). Used by the scoreboard to measure each stage.
 tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                       const char* stage_pass);
+
+// Region templates (lib/passes/region.c): when |plan|'s graph is a prefix,
+// N >= 4 equal blocks chained by one value and a suffix, runs the default
+// pipeline up to its "decompose" stage over a probe of the prefix, the
+// first three blocks and the suffix, and when the third block came out as
+// the second did, replaces the graph by the processed probe with the
+// blocks after it copied from the third: the graph the whole pipeline's
+// stages would give, made without running them over every block.
+// *|out_blocks| is N, or 0 when the graph is not such a stack or the probe
+// did not come out periodic (the plan is then untouched). Fails only as
+// the pipeline would not: never; what the probe meets is left for the
+// whole graph's pipeline to report.
+tj_status_t tj_region_template(tj_pass_ctx_t* ctx, tj_plan_t* plan,
+                               uint32_t* out_blocks);
 
 // tj_graph_scoreboard (include/tensorjit/tj_optimize.h) with constant
 // folding through |evaluate| (NULL: no folding); the public function, in

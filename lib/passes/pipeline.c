@@ -67,6 +67,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
   ctx->match_attention = true;
+  ctx->region_template = true;
   const char* print_after = tj_setting(context, TJ_SETTING_PRINT_AFTER);
   if (print_after && *print_after) {
     ctx->print_after = print_after;
@@ -274,8 +275,29 @@ static tj_status_t cleanup(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   return NULL;
 }
 
+// Whether the graph stages may run over a probe of a repeated-block graph
+// (lib/passes/region.c): not when a rewrite budget, a printout after each
+// pass or a planted rule asks for every node to go through every pass.
+static bool region_allowed(const tj_pass_ctx_t* ctx) {
+  return ctx->region_template && ctx->bisect_limit < 0 && !ctx->bisect_pass &&
+         !ctx->print_after && !ctx->test_rule;
+}
+
 tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
                                       const char* stage) {
+  ctx->region_blocks = 0;
+  ctx->region_blocks_processed = 0;
+  if (!stage && region_allowed(ctx)) {
+    uint32_t blocks = 0;
+    TJ_RETURN_IF_ERROR(tj_region_template(ctx, plan, &blocks));
+    if (blocks) {
+      ctx->region_blocks = blocks;
+      ctx->region_blocks_processed = 3;
+      if (!plan->fusion) TJ_RUN_PASS(ctx, plan, fuse);
+      TJ_RUN_PASS(ctx, plan, memplan);
+      return NULL;
+    }
+  }
   // Cleanup first, so that decomposition and fusion see one normal form.
   TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
   TJ_STAGE_END(stage, "canonicalize");

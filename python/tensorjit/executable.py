@@ -74,6 +74,10 @@ class ExecutableStats:
     # that copied an equal group's kernels (a repeated block).
     num_lowered_groups: int = 0
     num_copied_groups: int = 0
+    # Region templates: the equal blocks the graph was made of (0: none)
+    # and how many of them the passes before fusion ran over.
+    num_region_blocks: int = 0
+    num_region_blocks_processed: int = 0
 
 
 @dataclass(frozen=True)
@@ -626,7 +630,8 @@ class Executable(_Runner):
                                s.device_peak_reserved_bytes,
                                s.device_peak_allocated_bytes,
                                s.device_arena_bytes, s.num_lowered_groups,
-                               s.num_copied_groups)
+                               s.num_copied_groups, s.num_region_blocks,
+                               s.num_region_blocks_processed)
 
 
 def _value(v: Any) -> VerifyValue:

@@ -14,8 +14,10 @@
 #include <string.h>
 
 #include "backends/compile.h"
+#include "backends/reference/reference_eval.h"
 #include "backends/runtime/run_plan.h"
 #include "backends/x86/x86_backend.h"
+#include "lib/passes/pass.h"
 #include "tensorjit.h"
 #include "tests/unit/test.h"
 
@@ -590,6 +592,145 @@ TEST(equal_groups_are_lowered_once) {
   tj_context_destroy(ctx);
 }
 
+// build_mlp's stack with a computed prefix (h = tanh(x) * 0.75) and a
+// suffix reading the last layer and the input (y = relu(h) + x) when
+// |ends|.
+static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
+                                  tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t h = x;
+  if (ends) {
+    h = tj_graph_mul(g, tj_graph_tanh(g, x),
+                     tj_graph_scalar(g, TJ_DTYPE_F32, 0.75));
+  }
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+  }
+  if (ends) h = tj_graph_add(g, tj_graph_relu(g, h), x);
+  tj_graph_output(g, h, "y");
+  s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
+// The default pipeline over |g| (taken), with region templates or
+// without: the plan printed (grouped by fusion), and the blocks templated.
+static char* pipeline_text(tj_context_t* ctx, tj_graph_t* g, bool templates,
+                           uint32_t* out_blocks, uint32_t* out_processed) {
+  tj_plan_t plan;
+  tj_plan_initialize(&plan, g);
+  tj_pass_ctx_t pc;
+  tj_pass_ctx_initialize(&pc, ctx);
+  pc.evaluate = tj_pass_reference_evaluator;
+  pc.verify_each = true;
+  pc.region_template = templates;
+  CHECK_OK(tj_pipeline_default(&pc, &plan));
+  *out_blocks = pc.region_blocks;
+  *out_processed = pc.region_blocks_processed;
+  char* text = NULL;
+  CHECK_OK(tj_plan_print(&plan, &text));
+  tj_plan_deinitialize(&plan);
+  return text;
+}
+
+// Region templates (lib/passes/region.c): the graph stages of the
+// pipeline over three blocks, the others copied, give the graph and fusion
+// groups the pipeline gives over every node: the printed plans are equal,
+// for 1 to 24 layers, with and without a computed prefix and a suffix,
+// for the graph as built (weights within the blocks) and as tj_compile
+// copies it (inputs first). From 4 blocks on the passes ran over 3.
+TEST(region_template_equals_the_whole_pipeline) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  static const int kCounts[] = {1, 3, 4, 5, 9, MAX_LAYERS};
+  for (int ends = 0; ends < 2; ++ends) {
+    for (int copy = 0; copy < 2; ++copy) {
+      for (size_t c = 0; c < TJ_ARRAY_SIZE(kCounts); ++c) {
+        int layers = kCounts[c];
+        char* text[2];
+        uint32_t blocks[2], processed[2];
+        for (int t = 0; t < 2; ++t) {
+          tj_graph_t* g = NULL;
+          CHECK_OK(build_mlp_ends(ctx, layers, ends, &g));
+          if (copy) {
+            tj_graph_t* clone = NULL;
+            CHECK_OK(tj_graph_clone(g, &clone));
+            tj_graph_destroy(g);
+            g = clone;
+          }
+          text[t] = pipeline_text(ctx, g, t == 1, &blocks[t], &processed[t]);
+        }
+        CHECK_STREQ(text[0], text[1]);
+        CHECK_EQ_INT(0, (int)blocks[0]);
+        CHECK_EQ_INT(layers >= 4 ? layers : 0, (int)blocks[1]);
+        CHECK_EQ_INT(layers >= 4 ? 3 : 0, (int)processed[1]);
+        if (strcmp(text[0], text[1]) != 0 ||
+            (int)blocks[1] != (layers >= 4 ? layers : 0)) {
+          fprintf(stderr, "layers %d, ends %d, copy %d\n", layers, ends, copy);
+        }
+        tj_context_free_string(ctx, text[0]);
+        tj_context_free_string(ctx, text[1]);
+      }
+    }
+  }
+  tj_context_destroy(ctx);
+}
+
+// The executables with and without region templates compute the same
+// bits, at every ISA tier (a tier above the host's gives the host's), and
+// equal the reference; the stats say 24 blocks, 3 run through the passes.
+TEST(region_template_gives_the_same_numbers) {
+  static float x[5 * WIDTH], y[2][5 * WIDTH];
+  for (int64_t i = 0; i < 5 * WIDTH; ++i) x[i] = (float)cos(i * 0.3) * 1.5f;
+  static const char* const kTiers[] = {NULL, "avx2", "sse2"};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co = tj_test_context_options();
+    co.x86_isa = kTiers[t];
+    tj_context_t* tier = NULL;
+    CHECK_OK(tj_context_create(&co, &tier));
+    for (int ends = 0; ends < 2; ++ends) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(build_mlp_ends(tier, MAX_LAYERS, ends, &g));
+      tj_compile_options_t opts;
+      tj_compile_options_initialize(&opts);
+      opts.x86.num_threads = 1;
+      for (int off = 0; off < 2; ++off) {
+        tj_compile_debug_t debug;
+        memset(&debug, 0, sizeof(debug));
+        debug.no_region_template = off;
+        tj_executable_t* exe = NULL;
+        CHECK_OK(tj_compile_debug(g, &opts, &debug, &exe));
+        tj_executable_stats_t st = stats_of(exe);
+        CHECK_EQ_INT(off ? 0 : MAX_LAYERS, st.num_region_blocks);
+        CHECK_EQ_INT(off ? 0 : 3, st.num_region_blocks_processed);
+        run_layers(exe, MAX_LAYERS, 0, x, y[off]);
+        check_against_reference(exe, g, MAX_LAYERS);
+        tj_executable_release(exe);
+      }
+      CHECK(memcmp(y[0], y[1], sizeof(y[0])) == 0);
+      tj_graph_destroy(g);
+    }
+    tj_context_destroy(tier);
+  }
+}
+
 // 5 layers: the middle ones' groups copy the kernels of equal groups.
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
@@ -633,6 +774,8 @@ int main(void) {
   RUN_TEST(kernel_cache_key_ignores_the_layer_count);
   RUN_TEST(released_executable_is_kept_for_an_equal_compile);
   RUN_TEST(equal_groups_are_lowered_once);
+  RUN_TEST(region_template_equals_the_whole_pipeline);
+  RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }
