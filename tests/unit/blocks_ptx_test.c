@@ -143,8 +143,8 @@ TEST(both_blocks_every_dtype_no_host_step) {
 
 // An f32 GEMM (the blocks' linears with their bias and GELU epilogue) has
 // GEMM candidates without allow_tf32 too: cuBLASLt's exact sgemm and the
-// epilogue kernel after it (candidate 4, <entry>_c4), and none of the
-// tensor-core main loops; with allow_tf32 the TF32 ones join.
+// epilogue kernel after it (candidate 4, <entry>_c4) and split-K, none of
+// the tensor-core main loops; with allow_tf32 the TF32 ones join.
 TEST(f32_gemm_has_the_cublaslt_candidate) {
   for (int tf32 = 0; tf32 < 2; ++tf32) {
     tj_graph_t* g = NULL;
@@ -170,7 +170,18 @@ TEST(f32_gemm_has_the_cublaslt_candidate) {
     if (ptx.variants_ptx) {
       CHECK(strstr(ptx.variants_ptx, "_c4(") != NULL);
       if (!tf32) {
-        CHECK_EQ_INT(1, ptx.num_variant_kernels);
+        // No tensor-core main loop (candidates 1 to 11 but cuBLASLt's 4);
+        // split-K (12 to 14, issue 13) where K = 768 splits in whole
+        // k-tiles: in 2 and 4 slices, each a partial and a reduce kernel.
+        for (int c = 1; c <= 11; ++c) {
+          char name[16];
+          snprintf(name, sizeof(name), "_c%d(", c);
+          if (c != 4) CHECK(strstr(ptx.variants_ptx, name) == NULL);
+        }
+        CHECK(strstr(ptx.variants_ptx, "_c12r(") != NULL);
+        CHECK(strstr(ptx.variants_ptx, "_c13r(") != NULL);
+        CHECK(strstr(ptx.variants_ptx, "_c14(") == NULL);
+        CHECK_EQ_INT(5, ptx.num_variant_kernels);
       } else {
         CHECK(ptx.num_variant_kernels > 1);
       }
