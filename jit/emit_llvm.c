@@ -144,6 +144,22 @@ LLVMValueRef tj_emit_intrinsic(tj_emit_t* em, const char* name,
   return LLVMBuildCall2(em->b, fty, fn, args, num_args, "");
 }
 
+LLVMValueRef tj_emit_inline_asm(tj_emit_t* em, LLVMTypeRef ret,
+                                const char* text, const char* constraints,
+                                LLVMValueRef* args, unsigned num_args) {
+  LLVMTypeRef types[132];
+  if (num_args > 132) {
+    if (!em->error) em->error = tj_internal("inline asm of %u args", num_args);
+    return LLVMGetUndef(ret);
+  }
+  for (unsigned i = 0; i < num_args; ++i) types[i] = LLVMTypeOf(args[i]);
+  LLVMTypeRef fty = LLVMFunctionType(ret, types, num_args, 0);
+  LLVMValueRef fn =
+      LLVMGetInlineAsm(fty, text, strlen(text), constraints,
+                       strlen(constraints), 1, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(em->b, fty, fn, args, num_args, "");
+}
+
 LLVMValueRef tj_emit_fmuladd(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
                              LLVMValueRef c) {
   LLVMTypeRef t = LLVMTypeOf(a);

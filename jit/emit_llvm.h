@@ -141,6 +141,12 @@ LLVMValueRef tj_emit_iota(tj_emit_t* em, LLVMTypeRef elem, int32_t lanes);
 LLVMValueRef tj_emit_intrinsic(tj_emit_t* em, const char* name,
                                LLVMTypeRef* types, unsigned num_types,
                                LLVMValueRef* args, unsigned num_args);
+// A call of inline assembly |text| (AT&T dialect, with side effects)
+// returning |ret|, for instructions LLVM 19 has no intrinsic for (NVPTX's
+// wgmma, fence.proxy, descriptors). At most 132 arguments.
+LLVMValueRef tj_emit_inline_asm(tj_emit_t* em, LLVMTypeRef ret,
+                                const char* text, const char* constraints,
+                                LLVMValueRef* args, unsigned num_args);
 // a * b + c, fused when the target has FMA (llvm.fmuladd).
 LLVMValueRef tj_emit_fmuladd(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b,
                              LLVMValueRef c);

@@ -115,13 +115,7 @@ static LLVMValueRef call(qg_t* q, const char* name, LLVMValueRef* args,
 static LLVMValueRef inline_asm(qg_t* q, LLVMTypeRef ret, const char* text,
                                const char* constraints, LLVMValueRef* args,
                                unsigned n) {
-  LLVMTypeRef types[kMaxAcc + 4];
-  for (unsigned i = 0; i < n; ++i) types[i] = LLVMTypeOf(args[i]);
-  LLVMTypeRef fty = LLVMFunctionType(ret, types, n, 0);
-  LLVMValueRef fn =
-      LLVMGetInlineAsm(fty, text, strlen(text), constraints,
-                       strlen(constraints), 1, 0, LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(q->b, fty, fn, args, n, "");
+  return tj_emit_inline_asm(q->em, ret, text, constraints, args, n);
 }
 
 static void plain_asm(qg_t* q, const char* text) {

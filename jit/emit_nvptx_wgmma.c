@@ -117,13 +117,7 @@ static LLVMValueRef call(wg_t* w, const char* name, LLVMValueRef* args,
 static LLVMValueRef inline_asm(wg_t* w, LLVMTypeRef ret, const char* text,
                                const char* constraints, LLVMValueRef* args,
                                unsigned n) {
-  LLVMTypeRef types[kMaxAcc + 4];
-  for (unsigned i = 0; i < n; ++i) types[i] = LLVMTypeOf(args[i]);
-  LLVMTypeRef fty = LLVMFunctionType(ret, types, n, 0);
-  LLVMValueRef fn =
-      LLVMGetInlineAsm(fty, text, strlen(text), constraints,
-                       strlen(constraints), 1, 0, LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(w->b, fty, fn, args, n, "");
+  return tj_emit_inline_asm(w->em, ret, text, constraints, args, n);
 }
 
 static void plain_asm(wg_t* w, const char* text) {
