@@ -1062,6 +1062,27 @@ static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
   return emit_epilogue_rows(g, c, row0, rows);
 }
 
+// The wgmma tile (m 64|128, n 64|128|256) and pipeline depth (3 to 8
+// stages) that |o| asks for, or the defaults; shared by the 16-bit/tf32
+// and the 8-bit wgmma kernels.
+static tj_status_t wgmma_shape(const tj_kir_t* k, const tj_nvptx_options_t* o,
+                               int32_t* tile_m, int32_t* tile_n,
+                               int32_t* stages) {
+  *tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
+  *tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
+  *stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
+  if (*tile_m != 64 && *tile_m != 128)
+    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
+                      k->name, (int)*tile_m);
+  if (*tile_n != 64 && *tile_n != 128 && *tile_n != 256)
+    return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
+                      k->name, (int)*tile_n);
+  if (*stages < 3 || *stages > 8)
+    return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
+                      (int)*stages);
+  return NULL;
+}
+
 // The sm_90a GEMM: the wgmma main loop (emit_nvptx_wgmma.c), then the
 // same staged epilogue as the mma.sync path.
 static tj_status_t emit_wgmma_gemm(gemm_t* g) {
@@ -1073,21 +1094,10 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   int32_t r = g->rank;
   tj_nvptx_wgmma_t w;
   memset(&w, 0, sizeof(w));
-  w.tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
-  w.tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
-  w.stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
-  if (w.tile_m != 64 && w.tile_m != 128)
-    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
-                      k->name, (int)w.tile_m);
-  if (w.tile_n != 64 && w.tile_n != 128 && w.tile_n != 256)
-    return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
-                      k->name, (int)w.tile_n);
+  TJ_RETURN_IF_ERROR(wgmma_shape(k, o, &w.tile_m, &w.tile_n, &w.stages));
   if (o->gemm_tile_k != 0 && o->gemm_tile_k != 64)
     return tj_invalid("kernel @%s: gemm_tile_k %d; wgmma k-tiles are 64",
                       k->name, (int)o->gemm_tile_k);
-  if (w.stages < 3 || w.stages > 8)
-    return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
-                      (int)w.stages);
   w.tma = o->gemm_tma;
   if (w.tma && (g->rank != 2 || o->gemm_wgmma_drain))
     return tj_unsupported(
@@ -1207,18 +1217,7 @@ static tj_status_t emit_qgemm(gemm_t* g) {
   const tj_kir_buffer_t* B = &k->buffers[g->bb];
   tj_nvptx_qgemm_t q;
   memset(&q, 0, sizeof(q));
-  q.tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
-  q.tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
-  q.stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
-  if (q.tile_m != 64 && q.tile_m != 128)
-    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
-                      k->name, (int)q.tile_m);
-  if (q.tile_n != 64 && q.tile_n != 128 && q.tile_n != 256)
-    return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
-                      k->name, (int)q.tile_n);
-  if (q.stages < 3 || q.stages > 8)
-    return tj_invalid("kernel @%s: gemm_stages %d; wgmma takes 3 to 8", k->name,
-                      (int)q.stages);
+  TJ_RETURN_IF_ERROR(wgmma_shape(k, o, &q.tile_m, &q.tile_n, &q.stages));
   // 8-bit wgmma reads both operands K-major: A must be contiguous along
   // k; B along k (copied as is) or along n (transposed on the way).
   q.b_kmajor = tj_kir_ival_is_const(B->strides[r - 2], 1);
