@@ -2,12 +2,17 @@
 // measured in one process on one stream with CUDA events (mean of N runs
 // after warm-up). Prints a table; never a pass/fail.
 //
-//   cuda_bench [--quick | --gemm | --f32 | --f32-exact]
+//   cuda_bench [--quick | --gemm [--shape=M,K,N]... [--loop=TEXT]...
+//               [--plain] [--profile] | --f32 | --f32-exact]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
-// samples). --f32 prints the f32 table (the exact CUDA-core loops and the
-// TF32 ones beside cuBLAS); --f32-exact its exact rows alone.
+// samples). --shape keeps only the shapes given, --loop only the main
+// loops whose name contains TEXT, --plain leaves out the fused kernels;
+// --profile launches each kept kernel and cuBLAS once per shape, untimed,
+// for a profiler (ncu) to capture one launch of each. --f32 prints the f32
+// table (the exact CUDA-core loops and the TF32 ones beside cuBLAS);
+// --f32-exact its exact rows alone.
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -274,7 +279,28 @@ static double median_ms(work_fn fn, void* ctx, int iters) {
 // The issue's table: bf16 y = x @ w (M, K, N) for each tensor-core main
 // loop and tile, beside cuBLAS (GemmEx, bf16 in and out, f32 compute) on
 // the same buffers; medians of 7 samples; "speed" is cuBLAS time / ours.
-static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
+typedef struct gemm_filter_t {
+  int64_t shapes[8][3];
+  int num_shapes;  // 0: every shape
+  const char* loops[8];
+  int num_loops;  // 0: every main loop
+  bool plain_only, profile;
+} gemm_filter_t;
+
+static bool keep_shape(const gemm_filter_t* f, const int64_t* mkn) {
+  for (int i = 0; i < f->num_shapes; ++i)
+    if (memcmp(f->shapes[i], mkn, sizeof(f->shapes[i])) == 0) return true;
+  return f->num_shapes == 0;
+}
+
+static bool keep_loop(const gemm_filter_t* f, const char* name) {
+  for (int i = 0; i < f->num_loops; ++i)
+    if (strstr(name, f->loops[i])) return true;
+  return f->num_loops == 0;
+}
+
+static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
+                             const gemm_filter_t* filter) {
   static const struct {
     const char* name;
     tj_nvptx_options_t o;
@@ -400,11 +426,14 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
   tj_cuda_kir_kernel_t* kf[kLoopsCount];
   for (int l = 0; l < kLoopsCount; ++l) {
     ks[l] = kf[l] = NULL;
+    if (!keep_loop(filter, kLoops[l].name)) continue;
     // The fused kernel as the capstone compiles it (approximate math).
     tj_nvptx_options_t fo = kLoops[l].o;
     fo.approx_math = true;
     tj_status_t fs =
-        tj_cuda_kir_compile(g_dev, g_target, k_fused, &fo, &kf[l], NULL);
+        filter->plain_only
+            ? NULL
+            : tj_cuda_kir_compile(g_dev, g_target, k_fused, &fo, &kf[l], NULL);
     if (fs) kf[l] = NULL;
     tj_status_free(fs);
     tj_status_t st = tj_cuda_kir_compile(g_dev, g_target, k_plain, &kLoops[l].o,
@@ -423,12 +452,33 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused) {
       "| speed vs cuBLAS | ours gelu(x@w+b) ms | fused / cuBLAS x@w "
       "|\n|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < kShapesCount; ++s) {
+    if (!keep_shape(filter, kShapes[s])) continue;
     int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
     tj_cu_deviceptr_t x = dev_random_bf16(m * kk, 2.0f);
     tj_cu_deviceptr_t w = dev_random_bf16(kk * n, 0.2f);
     tj_cu_deviceptr_t y = dev_zeros((size_t)(m * n) * 2);
     tj_cu_deviceptr_t bias = dev_random_bf16(n, 1.0f);
     double flop = 2.0 * (double)m * (double)n * (double)kk;
+    if (filter->profile) {
+      // One launch each, in the table's order, for ncu to capture.
+      printf("# profile (%lld, %lld, %lld): cuBLAS", (long long)m,
+             (long long)kk, (long long)n);
+      if (g_blas.handle) {
+        blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y, 0};
+        run_blas(&r);
+      }
+      for (int l = 0; l < kLoopsCount; ++l) {
+        if (!ks[l]) continue;
+        printf(", %s", kLoops[l].name);
+        kir_run_t p = {ks[l], {x, w, y}, {m, n, kk}};
+        run_kir(&p);
+      }
+      printf("\n");
+      bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+      tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, w);
+      tj_cuda_device_free(g_dev, y), tj_cuda_device_free(g_dev, bias);
+      continue;
+    }
     double t_blas = 0;
     if (g_blas.handle) {
       blas_run_t r = {(int)m, (int)n, (int)kk, 14, 14, x, w, y, 0};
@@ -683,7 +733,28 @@ int main(int argc, char** argv) {
   tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
   tj_kir_t* k_affine = affine_map();
   if (gemm_only || f32_only) {
-    if (gemm_only) bench_gemm_table(k_plain, k_fused);
+    if (gemm_only) {
+      gemm_filter_t filter = {0};
+      for (int i = 2; i < argc; ++i) {
+        long long m, k, n;
+        if (sscanf(argv[i], "--shape=%lld,%lld,%lld", &m, &k, &n) == 3 &&
+            filter.num_shapes < 8) {
+          int64_t* sh = filter.shapes[filter.num_shapes++];
+          sh[0] = m, sh[1] = k, sh[2] = n;
+        } else if (strncmp(argv[i], "--loop=", 7) == 0 &&
+                   filter.num_loops < 8) {
+          filter.loops[filter.num_loops++] = argv[i] + 7;
+        } else if (strcmp(argv[i], "--plain") == 0) {
+          filter.plain_only = true;
+        } else if (strcmp(argv[i], "--profile") == 0) {
+          filter.profile = filter.plain_only = true;
+        } else {
+          fprintf(stderr, "cuda_bench --gemm: unknown argument %s\n", argv[i]);
+          return 2;
+        }
+      }
+      bench_gemm_table(k_plain, k_fused, &filter);
+    }
     if (f32_only) bench_f32_table(k_f32, f32_exact);
     tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
     tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
@@ -730,7 +801,7 @@ int main(int argc, char** argv) {
       tj_cuda_kir_destroy(vf), tj_cuda_kir_destroy(vp);
     }
   }
-  bench_gemm_table(k_plain, k_fused);
+  bench_gemm_table(k_plain, k_fused, &(gemm_filter_t){0});
   bench_gemm_f32(quick ? 2048 : 4096, f32);
   printf("\n");
   bench_memory(gelu, soft, affine, quick ? 4096 : 65536, 4096);
