@@ -405,6 +405,12 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       }
       return LLVMBuildTrunc(b, float_to_half_bits(em, v), i16v, "");
     case TJ_DTYPE_BF16:
+      if (em->target.has_bf16_cvt) {
+        LLVMTypeRef bf = LLVMBFloatTypeInContext(em->ctx);
+        return LLVMBuildBitCast(
+            b, LLVMBuildFPTrunc(b, v, tj_emit_vec(em, bf, lanes), ""), i16v,
+            "");
+      }
       return LLVMBuildTrunc(b, float_to_bf16_bits(em, v), i16v, "");
     case TJ_DTYPE_BOOL:
       return LLVMBuildZExt(b, v, tj_emit_vec(em, em->t_i8, lanes), "");

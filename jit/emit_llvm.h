@@ -30,7 +30,13 @@ typedef struct tj_emit_target_t {
   int32_t lanes;  // f32 lanes per vector: 16, 8 or 4
   bool has_fma;   // llvm.fma is one instruction (else fmuladd: mul + add)
   bool has_f16c;  // f16 <-> f32 in hardware (else integer emulation)
-  bool avx512;    // 32 vector registers, masked loads for every width
+  // f32 -> bf16 in hardware (fptrunc to bfloat: NVPTX's cvt.rn.bf16.f32,
+  // sm_80 and later), else the integer rounding of float_to_bf16_bits,
+  // seven instructions a value that dominated the GPU GEMM epilogues
+  // (ncu, issue 13). Round to nearest even either way; a NaN stays a NaN
+  // (the hardware's is the canonical one).
+  bool has_bf16_cvt;
+  bool avx512;  // 32 vector registers, masked loads for every width
   // vdpbf16ps (llvm.x86.avx512bf16.dpbf16ps.512): the bf16 GEMM multiplies
   // pairs of bf16 into f32 sums in one instruction (emit_gemm.c).
   bool avx512bf16;

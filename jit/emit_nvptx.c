@@ -1401,10 +1401,12 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   memset(&nv, 0, sizeof(nv));
   init_types(&nv.em, module);
   nv.em.k = kernel;
-  // The GPU has FMA and f16 conversions (cvt.f32.f16) in every target.
+  // The GPU has FMA, f16 conversions (cvt.f32.f16) and, from sm_80 (every
+  // target here), f32 -> bf16 ones (cvt.rn.bf16.f32).
   nv.em.target.lanes = 4;
   nv.em.target.has_fma = true;
   nv.em.target.has_f16c = true;
+  nv.em.target.has_bf16_cvt = true;
   nv.em.target.recip_invariant_div = true;
   nv.em.target.strided_as_gather = true;
   if (options && options->approx_math)
