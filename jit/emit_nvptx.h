@@ -27,6 +27,8 @@
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
 //               i8/u8 operands (matmul_i32, sm_90a): 8-bit wgmma into i32
 //               accumulators (emit_nvptx_qgemm.c), the same epilogue.
+//               A quantized B (qfold, tj_kir_bq_t): the decode kernel of
+//               emit_nvptx_wqgemm.c, the same epilogue.
 //   ATTENTION   FlashAttention-2's forward (issue 14): f16/bf16, head dims
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
