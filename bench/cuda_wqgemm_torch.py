@@ -23,6 +23,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "python"))
@@ -31,6 +32,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import tensorjit as tj  # noqa: E402
+
+T0 = time.time()
+
+
+def step(what):
+    """A progress line on stderr, so that a slow step shows where it is."""
+    print(f"# {time.time() - T0:7.1f} s: {what}", file=sys.stderr, flush=True)
 
 
 def time_ms(fn, iters):
@@ -86,9 +94,11 @@ def main():
         w = (rng.standard_normal((k, n), dtype=np.float32) * 0.05)
         wt = torch.from_numpy(w).cuda()
         wbf = wt.t().contiguous().bfloat16()
-        exes = {"int4": compile_quant(w, "int4"),
-                "int8": compile_quant(w, "int8"),
-                "bf16": compile_bf16(n, k)}
+        exes = {}
+        for fmt in ("int4", "int8", "bf16"):
+            step(f"{shape} {fmt}: compile")
+            exes[fmt] = (compile_bf16(n, k) if fmt == "bf16" else
+                         compile_quant(w, fmt))
         wbytes = {"int4": k * n / 2, "int8": k * n, "bf16": k * n * 2,
                   "torch": k * n * 2}
         for m in ms:
@@ -97,6 +107,7 @@ def main():
             want = x @ wt
             rows = {}
             for fmt in ("int4", "int8"):
+                step(f"{shape} M {m} {fmt}: first run")
                 y = torch.empty((m, n), device="cuda")
                 exes[fmt](x, out=y)
                 cos = torch.nn.functional.cosine_similarity(
@@ -105,6 +116,7 @@ def main():
                 t = time_ms(lambda: exes[fmt](x, out=y), args.iters)
                 kern = exes[fmt].profile(x, runs=args.iters, out=y).kernel_ms
                 rows[fmt] = (t, kern)
+            step(f"{shape} M {m} bf16: first run")
             yb = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
             exes["bf16"](xb, wbf, out=yb)
             rows["bf16"] = (time_ms(lambda: exes["bf16"](xb, wbf, out=yb),
