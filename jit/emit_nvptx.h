@@ -209,10 +209,12 @@ int32_t tj_nvptx_qgemm_shared_bytes(const tj_nvptx_qgemm_t* q, int32_t c_bytes);
 tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv, const tj_nvptx_qgemm_t* q);
 
 // The weight-only quantized GEMM (emit_nvptx_wqgemm.c, issue 17, qfold):
-// f32 A times a B of quantized weights (tj_kir_bq_t), for decode-sized M.
+// f32, f16 or bf16 A times a B of quantized weights (tj_kir_bq_t), for
+// decode-sized M.
 // Blocks of 256 threads own 16 rows and |tile_n| columns of C.
 typedef struct tj_nvptx_wqgemm_t {
   int32_t bits;      // 4 or 8
+  tj_dtype_t dtype;  // A's and the scale's: f32, f16 or bf16
   bool flip;         // signed q (int4 signed, i8): the sign bit flipped
   bool zero_signed;  // the zero point's bytes are signed
   int64_t group;     // rows of K a scale row; 0: one for all of K

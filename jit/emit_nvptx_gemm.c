@@ -1303,14 +1303,16 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   }
   const tj_kir_buffer_t* B = &k->buffers[g->bb];
   int32_t chunk = k->bq.bits == 4 ? 32 : 16;
-  if (sc == UINT32_MAX || g->in_dtype != TJ_DTYPE_F32 ||
+  if (sc == UINT32_MAX ||
+      (g->in_dtype != TJ_DTYPE_F32 && g->in_dtype != TJ_DTYPE_F16 &&
+       g->in_dtype != TJ_DTYPE_BF16) ||
       (B->dtype != TJ_DTYPE_I8 && B->dtype != TJ_DTYPE_U8) ||
       (k->bq.bits != 4 && k->bq.bits != 8) ||
-      k->buffers[sc].dtype != TJ_DTYPE_F32 ||
+      k->buffers[sc].dtype != g->in_dtype ||
       !tj_kir_ival_is_const(B->strides[r - 1], 1))
     return tj_invalid(
-        "kernel @%s: a quantized-B gemm needs an f32 A, an i8/u8 B of %d "
-        "bits contiguous along n and an f32 scale",
+        "kernel @%s: a quantized-B gemm needs an f32, f16 or bf16 A, an "
+        "i8/u8 B of %d bits contiguous along n and a scale of A's dtype",
         k->name, (int)k->bq.bits);
   if (k->bq.group % chunk != 0)
     return tj_unsupported(
@@ -1320,6 +1322,7 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   tj_nvptx_wqgemm_t w;
   memset(&w, 0, sizeof(w));
   w.bits = k->bq.bits;
+  w.dtype = g->in_dtype;
   bool sgn = w.bits == 4 ? k->bq.int4_signed : B->dtype == TJ_DTYPE_I8;
   w.flip = sgn;
   w.zero_signed = sgn;

@@ -1,6 +1,8 @@
 // The weight-only quantized GEMM's main loop for NVPTX (issue 17, qfold):
 // C[m, n] = sum_k A[m, k] * (q[k, n] - zero[k / g, n]) * scale[k / g, n]
-// for decode-sized M, where reading the weight is the whole cost. B is the
+// for decode-sized M, where reading the weight is the whole cost; A and
+// the scale f32, f16 or bf16 (the dequantized weight rounded to their
+// dtype, as the reference's dequantize gives it), the sums in f32. B is the
 // quantized weight as lib/passes/quant_prepack.c lays it out ([K, N], int4
 // two a byte along n, scale and zero point per column or per group of g
 // rows along k; tj_kir_bq_t), read once, as its stored bytes.
@@ -71,6 +73,23 @@ static LLVMValueRef acc_slot(wq_t* q, int32_t i) {
                        idx, 2, "");
 }
 
+// The LLVM type of A and the scale.
+static LLVMTypeRef in_type(wq_t* q) {
+  tj_emit_t* em = q->em;
+  LLVMContextRef cx = LLVMGetTypeContext(em->t_f32);
+  return q->w->dtype == TJ_DTYPE_F16    ? LLVMHalfTypeInContext(cx)
+         : q->w->dtype == TJ_DTYPE_BF16 ? LLVMBFloatTypeInContext(cx)
+                                        : em->t_f32;
+}
+
+// A value of A's or the scale's dtype at element |at| of |base|, as f32.
+static LLVMValueRef load_f32(wq_t* q, LLVMValueRef base, LLVMValueRef at,
+                             const char* name) {
+  LLVMTypeRef t = in_type(q);
+  LLVMValueRef v = LLVMBuildLoad2(q->b, t, gep(q, t, base, at), name);
+  return t == q->em->t_f32 ? v : LLVMBuildFPExt(q->b, v, q->em->t_f32, "");
+}
+
 static LLVMValueRef min64(wq_t* q, LLVMValueRef a, LLVMValueRef b) {
   return tj_emit_min_i64(q->em, a, b);
 }
@@ -128,8 +147,7 @@ static void load_group(wq_t* q, LLVMValueRef k0, LLVMValueRef* scale,
   for (int32_t j = 0; j < kCols; ++j) {
     LLVMValueRef c = min64(q, LLVMBuildAdd(b, q->col, c64(q, j), ""), last);
     LLVMValueRef at = LLVMBuildAdd(b, grow, c, "");
-    scale[j] =
-        LLVMBuildLoad2(b, em->t_f32, gep(q, em->t_f32, w->s_base, at), "s");
+    scale[j] = load_f32(q, w->s_base, at, "s");
     LLVMValueRef off = cf(q, 8388608.0 + bias);
     if (w->z_base) {
       LLVMValueRef z =
@@ -158,7 +176,7 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
   LLVMValueRef arow[16];
   for (int32_t r = 0; r < mt; ++r) {
     LLVMValueRef m = LLVMBuildAdd(b, w->m0, min64(q, c64(q, r), rlast), "");
-    arow[r] = gep(q, em->t_f32, w->a_base, LLVMBuildMul(b, m, w->sa_m, ""));
+    arow[r] = gep(q, in_type(q), w->a_base, LLVMBuildMul(b, m, w->sa_m, ""));
   }
   tj_emit_loop_t loop;
   LLVMValueRef c =
@@ -183,8 +201,7 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
     LLVMValueRef ka = LLVMBuildMul(b, kk, w->sa_k, "");
     LLVMValueRef x[16];
     for (int32_t r = 0; r < mt; ++r) {
-      LLVMValueRef v =
-          LLVMBuildLoad2(b, em->t_f32, gep(q, em->t_f32, arow[r], ka), "x");
+      LLVMValueRef v = load_f32(q, arow[r], ka, "x");
       // k past K: the weight row is a clamped copy; x = 0 drops it.
       x[r] = LLVMBuildSelect(b, valid[i], v, cf(q, 0.0), "");
     }
@@ -203,6 +220,12 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
           LLVMBuildBitCast(b, LLVMBuildOr(b, u, magic, ""), em->t_f32, "");
       LLVMValueRef wv =
           LLVMBuildFMul(b, LLVMBuildFSub(b, f, offset[j], ""), scale[j], "w");
+      // f16/bf16: the dequantized weight is of that dtype, as the
+      // reference's dequantize gives it (the f32 product of |q - z| <=
+      // 255 and a 16-bit scale is exact, so this is its one rounding).
+      if (in_type(q) != em->t_f32)
+        wv = LLVMBuildFPExt(b, LLVMBuildFPTrunc(b, wv, in_type(q), ""),
+                            em->t_f32, "");
       for (int32_t r = 0; r < mt; ++r)
         acc[r * kCols + j] = tj_emit_fmuladd(em, x[r], wv, acc[r * kCols + j]);
     }

@@ -191,8 +191,10 @@ uint8_t tj_quant_to_f8(tj_dtype_t qdtype, double t, bool saturate) {
 
 bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu) {
   const tj_node_t* n = &g->nodes[node];
+  // f32; on the GPU f16 and bf16 too (scale, dequantized B and A alike).
+  bool half = n->dtype == TJ_DTYPE_F16 || n->dtype == TJ_DTYPE_BF16;
   if (n->op != TJ_OP_DEQUANTIZE || n->num_operands < 2 || n->rank != 2 ||
-      n->dtype != TJ_DTYPE_F32) {
+      (n->dtype != TJ_DTYPE_F32 && !(gpu && half))) {
     return false;
   }
   const tj_node_t* q = &g->nodes[n->operands[0]];
@@ -206,7 +208,7 @@ bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu) {
   bool per_n = s->rank == 1 && n->attrs.axis == 1 && s->dims[0] == n->dims[1];
   if (q->op != TJ_OP_CONSTANT || s->op != TJ_OP_CONSTANT ||
       (q->dtype != TJ_DTYPE_I8 && q->dtype != TJ_DTYPE_U8) || q->rank != 2 ||
-      s->dtype != TJ_DTYPE_F32 || (!blocked && !per_n) ||
+      s->dtype != n->dtype || (!blocked && !per_n) ||
       (zp != TJ_NODE_NONE &&
        (g->nodes[zp].op != TJ_OP_CONSTANT || g->nodes[zp].rank != s->rank))) {
     return false;
@@ -220,7 +222,7 @@ bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu) {
     for (uint32_t k = 0; k < un->num_operands; ++k) {
       if (un->operands[k] != node) continue;
       if (un->op != TJ_OP_MATMUL || k != 1 || un->operands[0] == node ||
-          g->nodes[un->operands[0]].dtype != TJ_DTYPE_F32) {
+          g->nodes[un->operands[0]].dtype != n->dtype) {
         return false;
       }
       used = true;

@@ -6,8 +6,10 @@
 // with x [M, K] f32 and M symbolic: int4 per group of 32, 64 or 128 along
 // K (signed or unsigned, with or without zero points) and int8 per output
 // channel, odd K and N, the weight given [K, N] or [N, K] then transposed
-// (MatMulNBits; lib/passes/quant_prepack.c relays it). A group of 16 is
-// not the GPU kernel's (its int4 chunks are 32 rows): it decomposes.
+// (MatMulNBits; lib/passes/quant_prepack.c relays it); x, the scale, the
+// bias and y f32, or all f16 or bf16 (then the dequantize gives f16/bf16,
+// as tj_graph_quantize_weights writes bf16 weights). A group of 16 is not
+// the GPU kernel's (its int4 chunks are 32 rows): it decomposes.
 
 #ifndef TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_
 #define TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/dtype.h"
 #include "tests/unit/test.h"
 
 typedef struct wq_case_t {
@@ -26,18 +29,40 @@ typedef struct wq_case_t {
   int64_t group;    // 0: per output channel
   bool transposed;  // weights given [N, K] and transposed (MatMulNBits)
   bool decomposed;  // not the weight-only kernel: the dequantize decomposes
+  tj_dtype_t adt;   // x, the scale, the bias and y: f32, f16 or bf16
 } wq_case_t;
 
 static const wq_case_t kWqCases[] = {
-    {"int4_g32_zp_odd", 250, 77, 4, true, true, 32, false, false},
-    {"int4_g64", 517, 130, 4, true, false, 64, false, false},
-    {"uint4_g128_zp", 384, 255, 4, false, true, 128, false, false},
-    {"int4_g128_nbits", 300, 96, 4, true, true, 128, true, false},
-    {"int8_channel", 333, 101, 8, true, false, 0, false, false},
-    {"uint8_channel_zp", 200, 64, 8, false, true, 0, false, false},
-    {"int8_channel_nk", 129, 40, 8, true, true, 0, true, false},
-    {"int4_g16_decomposed", 96, 33, 4, true, false, 16, false, true},
+    {"int4_g32_zp_odd", 250, 77, 4, true, true, 32, false, false, TJ_DTYPE_F32},
+    {"int4_g64", 517, 130, 4, true, false, 64, false, false, TJ_DTYPE_F32},
+    {"uint4_g128_zp", 384, 255, 4, false, true, 128, false, false,
+     TJ_DTYPE_F32},
+    {"int4_g128_nbits", 300, 96, 4, true, true, 128, true, false, TJ_DTYPE_F32},
+    {"int8_channel", 333, 101, 8, true, false, 0, false, false, TJ_DTYPE_F32},
+    {"uint8_channel_zp", 200, 64, 8, false, true, 0, false, false,
+     TJ_DTYPE_F32},
+    {"int8_channel_nk", 129, 40, 8, true, true, 0, true, false, TJ_DTYPE_F32},
+    {"int4_g16_decomposed", 96, 33, 4, true, false, 16, false, true,
+     TJ_DTYPE_F32},
+    {"int4_g128_bf16", 300, 90, 4, true, true, 128, false, false,
+     TJ_DTYPE_BF16},
+    {"int8_channel_f16", 200, 75, 8, true, false, 0, false, false,
+     TJ_DTYPE_F16},
+    {"uint4_g32_f16_zp", 161, 64, 4, false, true, 32, false, false,
+     TJ_DTYPE_F16},
 };
+
+// The case's float dtype.
+static inline tj_dtype_t wq_adt(const wq_case_t* c) { return c->adt; }
+
+// |n| floats as |dt| (f32, f16, bf16) in a new buffer, rounded to nearest
+// even.
+static inline void* wq_floats(tj_dtype_t dt, const float* v, int64_t n) {
+  size_t es = dt == TJ_DTYPE_F32 ? 4 : 2;
+  uint8_t* out = malloc(es * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; ++i) tj_store_f64(dt, out, i, (double)v[i]);
+  return out;
+}
 
 enum { kWqNumCases = sizeof(kWqCases) / sizeof(kWqCases[0]) };
 
@@ -114,14 +139,18 @@ static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
   tj_graph_t* g = NULL;
   if (tj_graph_create(ctx, c->name, &g) != NULL) return NULL;
   int64_t M = tj_graph_symbol(g, "M");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){M, c->K}, "x");
+  tj_dtype_t ft = wq_adt(c);
+  size_t fs = ft == TJ_DTYPE_F32 ? 4 : 2;
+  tj_value_t x = tj_graph_input(g, ft, 2, (int64_t[]){M, c->K}, "x");
   tj_dtype_t qd = c->bits == 8 && c->is_signed ? TJ_DTYPE_I8 : TJ_DTYPE_U8;
   tj_dtype_t zd = c->is_signed ? TJ_DTYPE_I8 : TJ_DTYPE_U8;
   tj_value_t q = tj_graph_constant(g, qd, 2, d->qdims, d->q,
                                    (size_t)(d->qdims[0] * d->qdims[1]));
   int64_t ns = d->srank == 1 ? d->sdims[0] : d->sdims[0] * d->sdims[1];
-  tj_value_t s = tj_graph_constant(g, TJ_DTYPE_F32, d->srank, d->sdims, d->s,
-                                   sizeof(float) * (size_t)ns);
+  void* sv = wq_floats(ft, d->s, ns);
+  tj_value_t s =
+      tj_graph_constant(g, ft, d->srank, d->sdims, sv, fs * (size_t)ns);
+  free(sv);
   tj_value_t z =
       c->zp ? tj_graph_constant(g, zd, d->srank, d->sdims, d->z, (size_t)ns)
             : tj_value_none();
@@ -138,8 +167,9 @@ static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
   }
   tj_value_t w = tj_graph_dequantize(g, q, s, z, &a);
   if (c->transposed) w = tj_graph_transpose(g, w, (int32_t[]){1, 0});
-  tj_value_t b = tj_graph_constant(g, TJ_DTYPE_F32, 1, &c->N, d->bias,
-                                   sizeof(float) * (size_t)c->N);
+  void* bv = wq_floats(ft, d->bias, c->N);
+  tj_value_t b = tj_graph_constant(g, ft, 1, &c->N, bv, fs * (size_t)c->N);
+  free(bv);
   tj_value_t y =
       tj_graph_gelu(g, tj_graph_add(g, tj_graph_matmul(g, x, w), b), false);
   tj_graph_output(g, y, "y");
