@@ -27,6 +27,8 @@
 //               f32 operands: CUDA-core FMA tiles. See emit_nvptx_gemm.c.
 //               i8/u8 operands (matmul_i32, sm_90a): 8-bit wgmma into i32
 //               accumulators (emit_nvptx_qgemm.c), the same epilogue.
+//               A quantized B (qfold, tj_kir_bq_t): the decode kernel of
+//               emit_nvptx_wqgemm.c, the same epilogue.
 //   ATTENTION   FlashAttention-2's forward (issue 14): f16/bf16, head dims
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
@@ -205,5 +207,37 @@ int32_t tj_nvptx_qgemm_shared_bytes(const tj_nvptx_qgemm_t* q, int32_t c_bytes);
 // of C (tile_m x tile_n, rows |c_stride| words apart) is in shared memory
 // at |smem| and every thread has passed a barrier.
 tj_status_t tj_nvptx_emit_qgemm(tj_nvptx_emit_t* nv, const tj_nvptx_qgemm_t* q);
+
+// The weight-only quantized GEMM (emit_nvptx_wqgemm.c, issue 17, qfold):
+// f32, f16 or bf16 A times a B of quantized weights (tj_kir_bq_t), for
+// decode-sized M.
+// Blocks of 256 threads own 16 rows and |tile_n| columns of C.
+typedef struct tj_nvptx_wqgemm_t {
+  int32_t bits;      // 4 or 8
+  tj_dtype_t dtype;  // A's and the scale's: f32, f16 or bf16
+  bool flip;         // signed q (int4 signed, i8): the sign bit flipped
+  bool zero_signed;  // the zero point's bytes are signed
+  int64_t group;     // rows of K a scale row; 0: one for all of K
+  int32_t tile_n;    // tj_nvptx_wqgemm_tile_n(bits)
+  int32_t c_stride;  // floats per row of the staged C tile (% 4 == 0)
+  LLVMValueRef a_base, b_base, s_base, z_base;  // z_base NULL: no zero
+  LLVMValueRef sa_m, sa_k;                      // i64 element strides of A
+  LLVMValueRef sb_k;                            // i64 bytes between B rows
+  LLVMValueRef ss_g;        // i64 elements between scale / zero rows
+  LLVMValueRef row_bytes;   // i64 bytes of a B row that hold columns
+  LLVMValueRef m, n, kdim;  // i64 sizes
+  LLVMValueRef m0, n0;      // i64 origin of the block's tile
+  LLVMValueRef tid;         // i32 tid.x
+  LLVMValueRef smem;        // the dynamic shared memory
+} tj_nvptx_wqgemm_t;
+
+int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);
+// The staged C tile (16 rows of |c_stride| floats) and the reduction area.
+int32_t tj_nvptx_wqgemm_shared_bytes(const tj_nvptx_wqgemm_t* w);
+// Emits the main loop of one block: on return its f32 16 x tile_n tile of
+// C is staged at |smem| and every thread has passed a barrier. The group
+// must be a multiple of 32 (int4) or 16 (int8) rows.
+tj_status_t tj_nvptx_emit_wqgemm(tj_nvptx_emit_t* nv,
+                                 const tj_nvptx_wqgemm_t* w);
 
 #endif  // TJ_JIT_EMIT_NVPTX_H_

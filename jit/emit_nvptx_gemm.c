@@ -860,6 +860,12 @@ static void f32_stage_c(gemm_t* g) {
 
 //===--- the epilogue ---===//
 
+// Whether a buffer of |role| is read by the main loop, not the epilogue.
+static bool gemm_operand(tj_kir_role_t role) {
+  return role == TJ_KIR_GEMM_A || role == TJ_KIR_GEMM_B ||
+         role == TJ_KIR_GEMM_BSCALE || role == TJ_KIR_GEMM_BZERO;
+}
+
 // The point (batch, row, col) with |lanes| columns.
 static void epilogue_point(gemm_t* g, LLVMValueRef row, LLVMValueRef col,
                            int32_t lanes, tj_emit_point_t* p) {
@@ -873,9 +879,7 @@ static void epilogue_point(gemm_t* g, LLVMValueRef row, LLVMValueRef col,
   p->index[r - 2] = row;
   p->index[r - 1] = col;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
-    if (k->buffers[i].role == TJ_KIR_GEMM_A ||
-        k->buffers[i].role == TJ_KIR_GEMM_B)
-      continue;
+    if (gemm_operand(k->buffers[i].role)) continue;
     LLVMValueRef off = LLVMBuildAdd(
         g->b, LLVMBuildMul(g->b, row, tj_emit_stride(em, i, r - 2), ""),
         LLVMBuildMul(g->b, col, tj_emit_stride(em, i, r - 1), ""), "");
@@ -894,7 +898,7 @@ static LLVMValueRef epilogue_vector_ok(gemm_t* g, int32_t lanes) {
       b, LLVMIntEQ, LLVMBuildSRem(b, g->n, c64(g, lanes), ""), c64(g, 0), "");
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    if (gemm_operand(buf->role)) continue;
     if (!tj_kir_ival_is_const(buf->strides[r - 1], 1)) continue;
     int64_t bytes = (int64_t)lanes * (int64_t)tj_dtype_size(buf->dtype);
     ok = LLVMBuildAnd(
@@ -925,7 +929,7 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
   int32_t widest = 0;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    if (gemm_operand(buf->role)) continue;
     if (!tj_kir_ival_is_const(buf->strides[rank - 1], 1)) continue;
     int32_t s = (int32_t)tj_dtype_size(buf->dtype);
     if (s > widest) widest = s;
@@ -1029,8 +1033,9 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
         "kernel @%s: a gemm needs rank >= 2, one A, one B and one epilogue",
         k->name);
   tj_dtype_t da = k->buffers[*out_a].dtype, db = k->buffers[*out_b].dtype;
-  // matmul_i32's i8/u8 operands may be mixed (emit_qgemm).
-  if (tj_kir_gemm_is_int8(k)) return NULL;
+  // matmul_i32's i8/u8 operands may be mixed (emit_qgemm); a quantized B
+  // is i8/u8 under an f32 A (emit_wqgemm).
+  if (tj_kir_gemm_is_int8(k) || k->bq.bits) return NULL;
   if (da != db)
     return tj_unsupported("kernel @%s: gemm operands of two dtypes (%s, %s)",
                           k->name, tj_dtype_name(da), tj_dtype_name(db));
@@ -1282,6 +1287,90 @@ static tj_status_t emit_qgemm(gemm_t* g) {
   return emit_epilogue(g);
 }
 
+// The weight-only quantized GEMM (qfold, issue 17): B's quantized weight
+// read once by the decode kernel of emit_nvptx_wqgemm.c, which stages a
+// 16-row tile of C for the usual epilogue. Blocks are 16 x 64 (int4) or
+// 16 x 32 (int8) tiles of C, rastered as the other GEMMs.
+static tj_status_t emit_wqgemm(gemm_t* g) {
+  tj_nvptx_emit_t* nv = g->nv;
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = g->k;
+  int32_t r = g->rank;
+  uint32_t sc = UINT32_MAX, zr = UINT32_MAX;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    if (k->buffers[i].role == TJ_KIR_GEMM_BSCALE) sc = i;
+    if (k->buffers[i].role == TJ_KIR_GEMM_BZERO) zr = i;
+  }
+  const tj_kir_buffer_t* B = &k->buffers[g->bb];
+  int32_t chunk = k->bq.bits == 4 ? 32 : 16;
+  if (sc == UINT32_MAX ||
+      (g->in_dtype != TJ_DTYPE_F32 && g->in_dtype != TJ_DTYPE_F16 &&
+       g->in_dtype != TJ_DTYPE_BF16) ||
+      (B->dtype != TJ_DTYPE_I8 && B->dtype != TJ_DTYPE_U8) ||
+      (k->bq.bits != 4 && k->bq.bits != 8) ||
+      k->buffers[sc].dtype != g->in_dtype ||
+      !tj_kir_ival_is_const(B->strides[r - 1], 1))
+    return tj_invalid(
+        "kernel @%s: a quantized-B gemm needs an f32, f16 or bf16 A, an "
+        "i8/u8 B of %d bits contiguous along n and a scale of A's dtype",
+        k->name, (int)k->bq.bits);
+  if (k->bq.group % chunk != 0)
+    return tj_unsupported(
+        "kernel @%s: the quantized-B gemm on the GPU takes groups of a "
+        "multiple of %d rows (here %lld)",
+        k->name, (int)chunk, (long long)k->bq.group);
+  tj_nvptx_wqgemm_t w;
+  memset(&w, 0, sizeof(w));
+  w.bits = k->bq.bits;
+  w.dtype = g->in_dtype;
+  bool sgn = w.bits == 4 ? k->bq.int4_signed : B->dtype == TJ_DTYPE_I8;
+  w.flip = sgn;
+  w.zero_signed = sgn;
+  w.group = k->bq.group;
+  w.tile_n = tj_nvptx_wqgemm_tile_n(w.bits);
+  w.c_stride = w.tile_n + 4;
+  g->tile_m = 16;
+  g->tile_n = w.tile_n;
+  g->threads = 256;
+  g->c_stride = w.c_stride;
+  tj_nvptx_kernel_t* info = nv->info;
+  info->threads = g->threads;
+  info->tile_m = g->tile_m;
+  info->tile_n = g->tile_n;
+  info->tile_k = chunk;
+  info->stages = 1;
+  info->group_m = kGroupM;
+  info->shared_bytes = tj_nvptx_wqgemm_shared_bytes(&w);
+  info->vector_lanes = epilogue_lanes(k, r);
+  g->m = em->dim[r - 2];
+  g->n = em->dim[r - 1];
+  g->kdim = em->gemm_k;
+  g->tid = tj_nvptx_sreg(nv, "tid.x");
+  g->smem = tj_nvptx_dynamic_shared(nv);
+  tile_origin(g);
+  w.a_base = g->batch.ptr[g->a];
+  w.b_base = g->batch.ptr[g->bb];
+  w.s_base = g->batch.ptr[sc];
+  w.z_base = zr == UINT32_MAX ? NULL : g->batch.ptr[zr];
+  w.sa_m = tj_emit_stride(em, g->a, r - 2);
+  w.sa_k = tj_emit_stride(em, g->a, r - 1);
+  w.sb_k = tj_emit_stride(em, g->bb, r - 2);
+  w.ss_g = tj_emit_stride(em, sc, r - 2);
+  w.row_bytes =
+      w.bits == 4 ? LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, g->n, c64(g, 1), ""),
+                                  c64(g, 2), "")
+                  : g->n;
+  w.m = g->m;
+  w.n = g->n;
+  w.kdim = g->kdim;
+  w.m0 = g->m0;
+  w.n0 = g->n0;
+  w.tid = g->tid;
+  w.smem = g->smem;
+  TJ_RETURN_IF_ERROR(tj_nvptx_emit_wqgemm(nv, &w));
+  return emit_epilogue(g);
+}
+
 tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   tj_emit_t* em = &nv->em;
   const tj_kir_t* k = em->k;
@@ -1299,6 +1388,7 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     g.acc_type = em->t_i32;
     return emit_qgemm(&g);
   }
+  if (k->bq.bits) return emit_wqgemm(&g);
   tj_nvptx_kernel_t* info = nv->info;
   const tj_nvptx_options_t* o = &nv->options;
   bool tc = g.in_dtype != TJ_DTYPE_F32;

@@ -504,6 +504,14 @@ static bool is_int8(tj_dtype_t dt) {
   return dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_U8;
 }
 
+// qfold: the dtype of a quantized gemm's A, which its scale shares.
+static tj_dtype_t bq_a_dtype(const tj_kir_t* k) {
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_A) return k->buffers[b].dtype;
+  }
+  return TJ_DTYPE_F32;
+}
+
 // qfold: the dtype of a quantized B's bytes (and of its zero points).
 static tj_dtype_t bq_dtype(const tj_kir_t* k) {
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
@@ -810,10 +818,10 @@ static tj_status_t verify(const tj_kir_t* k) {
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role == TJ_KIR_GEMM_BSCALE || buf->role == TJ_KIR_GEMM_BZERO) {
-      // qfold (issue 17): a quantized B's tables.
-      // Zero points are unpacked: int4's are i8 (signed) or u8.
+      // qfold (issue 17): a quantized B's tables. The scale is A's
+      // dtype. Zero points are unpacked: int4's are i8 (signed) or u8.
       const tj_dtype_t want =
-          buf->role == TJ_KIR_GEMM_BSCALE ? TJ_DTYPE_F32
+          buf->role == TJ_KIR_GEMM_BSCALE ? bq_a_dtype(k)
           : k->bq.bits == 4 ? (k->bq.int4_signed ? TJ_DTYPE_I8 : TJ_DTYPE_U8)
                             : bq_dtype(k);
       if (k->kind != TJ_KIR_GEMM || !k->bq.bits || buf->dtype != want ||
@@ -856,13 +864,15 @@ static tj_status_t verify(const tj_kir_t* k) {
       }
       bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
       if (k->bq.bits) {
-        // qfold: f32 A, quantized B (its bytes), f32 accumulation.
-        bool ok = buf->role == TJ_KIR_GEMM_A ? buf->dtype == TJ_DTYPE_F32
+        // qfold: f32 A (f16/bf16 with allow_half_gemm: the CUDA kernel),
+        // quantized B (its bytes), f32 accumulation.
+        bool ok = buf->role == TJ_KIR_GEMM_A ? buf->dtype == TJ_DTYPE_F32 ||
+                                                   (half && k->allow_half_gemm)
                                              : buf->dtype == bq_dtype(k);
         if (!ok) {
           return tj_invalid(
               "kernel @%s: gemm operand %%%s is %s; a quantized-B gemm takes "
-              "f32 A and %s B",
+              "f32 (or f16/bf16) A and %s B",
               k->name, buf->name, tj_dtype_name(buf->dtype),
               tj_dtype_name(bq_dtype(k)));
         }

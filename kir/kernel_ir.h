@@ -185,7 +185,7 @@ typedef enum tj_kir_role_e {
   TJ_KIR_ATTN_V = 6,
   TJ_KIR_ATTN_MASK = 7,
   // qfold (issue 17): a GEMM whose B is a quantized weight (tj_kir_bq_t):
-  // its scale (f32) and zero point (B's dtype), strides [batch.., k group,
+  // its scale (A's dtype) and zero point (B's dtype), strides [batch.., k group,
   // n] (the k slot steps from one group of bq.group rows of B to the next).
   TJ_KIR_GEMM_BSCALE = 8,
   TJ_KIR_GEMM_BZERO = 9,

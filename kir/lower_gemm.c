@@ -26,8 +26,11 @@ static tj_status_t quantized_b(tj_lowering_t* lw, uint32_t dq,
   int64_t block = n->attrs.num_ints > TJ_QUANT_BLOCK ? ints[TJ_QUANT_BLOCK] : 0;
   bool blocked = s->rank == 2 && block > 0 && n->attrs.axis == 0;
   bool per_n = s->rank == 1 && n->attrs.axis == 1;
+  // The scale and the dequantized B are f32, or (CUDA) A's f16/bf16.
+  bool fl = n->dtype == TJ_DTYPE_F32 || n->dtype == TJ_DTYPE_F16 ||
+            n->dtype == TJ_DTYPE_BF16;
   if (n->rank != 2 || q->rank != 2 || (!blocked && !per_n) ||
-      s->dtype != TJ_DTYPE_F32 || n->dtype != TJ_DTYPE_F32) {
+      s->dtype != n->dtype || !fl) {
     return tj_unsupported(
         "matmul %%%u: dequantized B %%%u is not a [K, N] weight quantized per "
         "output channel or per group along K",

@@ -188,3 +188,48 @@ uint8_t tj_quant_to_f8(tj_dtype_t qdtype, double t, bool saturate) {
   }
   return qdtype == TJ_DTYPE_F8E4M3 ? tj_f64_to_f8e4m3(t) : tj_f64_to_f8e5m2(t);
 }
+
+bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu) {
+  const tj_node_t* n = &g->nodes[node];
+  // f32; on the GPU f16 and bf16 too (scale, dequantized B and A alike).
+  bool half = n->dtype == TJ_DTYPE_F16 || n->dtype == TJ_DTYPE_BF16;
+  if (n->op != TJ_OP_DEQUANTIZE || n->num_operands < 2 || n->rank != 2 ||
+      (n->dtype != TJ_DTYPE_F32 && !(gpu && half))) {
+    return false;
+  }
+  const tj_node_t* q = &g->nodes[n->operands[0]];
+  const tj_node_t* s = &g->nodes[n->operands[1]];
+  uint32_t zp = n->num_operands > 2 ? n->operands[2] : TJ_NODE_NONE;
+  int64_t block =
+      n->attrs.num_ints > TJ_QUANT_BLOCK ? n->attrs.ints[TJ_QUANT_BLOCK] : 0;
+  bool int4 = n->attrs.num_ints > TJ_QUANT_INT4 && n->attrs.ints[TJ_QUANT_INT4];
+  bool blocked = s->rank == 2 && block > 0 && n->attrs.axis == 0 &&
+                 s->dims[1] == n->dims[1];
+  bool per_n = s->rank == 1 && n->attrs.axis == 1 && s->dims[0] == n->dims[1];
+  if (q->op != TJ_OP_CONSTANT || s->op != TJ_OP_CONSTANT ||
+      (q->dtype != TJ_DTYPE_I8 && q->dtype != TJ_DTYPE_U8) || q->rank != 2 ||
+      s->dtype != n->dtype || (!blocked && !per_n) ||
+      (zp != TJ_NODE_NONE &&
+       (g->nodes[zp].op != TJ_OP_CONSTANT || g->nodes[zp].rank != s->rank))) {
+    return false;
+  }
+  // The GPU kernel's chunks of 32 (int4) or 16 (int8) rows lie inside
+  // one group (jit/emit_nvptx_wqgemm.c).
+  if (gpu && blocked && block % (int4 ? 32 : 16) != 0) return false;
+  bool used = false;
+  for (uint32_t u = node + 1; u < g->num_nodes; ++u) {
+    const tj_node_t* un = &g->nodes[u];
+    for (uint32_t k = 0; k < un->num_operands; ++k) {
+      if (un->operands[k] != node) continue;
+      if (un->op != TJ_OP_MATMUL || k != 1 || un->operands[0] == node ||
+          g->nodes[un->operands[0]].dtype != n->dtype) {
+        return false;
+      }
+      used = true;
+    }
+  }
+  for (uint32_t o = 0; o < g->num_outputs; ++o) {
+    if (g->outputs[o].node == node) return false;
+  }
+  return used;
+}

@@ -16,6 +16,7 @@
 #include "jit/kernel_dump.h"
 #include "lib/custom_op.h"
 #include "lib/env.h"
+#include "lib/quant.h"
 
 typedef struct program_t {
   tj_cuda_program_t* cuda;
@@ -81,15 +82,6 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
   // (jit/emit_nvptx_qgemm.c); where that cannot (not sm_90a, operands
   // neither k- nor n-contiguous) the emitter's UNSUPPORTED sends the group
   // to the host.
-  for (uint32_t i = 0; i < count; ++i) {
-    // qfold: nor for a quantized B (a dequantize CUDA's native_op never
-    // keeps whole reaches a GEMM only under a TJ_BISECT budget).
-    if (kernels[i].kernel->bq.bits) {
-      return tj_unsupported(
-          "kernel @%s: no CUDA template for a gemm on quantized weights",
-          kernels[i].kernel->name);
-    }
-  }
   return tj_cuda_program_add_kernels(t->pending, kernels, count);
 }
 
@@ -99,8 +91,14 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
 // kernel IR's space and the query heads are a constant multiple of the kv
 // heads. Otherwise (f32 among them) it decomposes into batched matmuls and
 // a masked softmax.
+//
+// qfold (issue 17): a dequantize of constant weights read only as matmuls'
+// B (f32 A; tj_quant_gemm_weight) stays whole, so that the GEMM reads the
+// weight as its quantized bytes (jit/emit_nvptx_wqgemm.c) instead of a
+// widened f32 copy every call.
 static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
+  if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, true);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
   const tj_node_t* k = &g->nodes[n->operands[1]];

@@ -825,52 +825,12 @@ static tj_status_t x86_prepare(void* target, void* program) {
 // heads are a constant multiple of the kv heads (else it decomposes).
 //
 // qfold (issue 17): a dequantize of constant weights whose every user is
-// a matmul reading it as B (f32 A) stays whole: the GEMM reads the
-// quantized bytes and dequantizes them in registers (kir/lower_gemm.c,
-// jit/emit_gemm.c) in the layout lib/passes/quant_prepack.c gives them:
-// q [K, N] i8 / u8 or int4 packed along N, scale f32 [N] or [ceil(K/g), N]
-// blocked along K, zero point absent or of the scale's shape.
-static bool quantized_weight(const tj_graph_t* g, uint32_t node) {
-  const tj_node_t* n = &g->nodes[node];
-  if (n->num_operands < 2 || n->rank != 2 || n->dtype != TJ_DTYPE_F32) {
-    return false;
-  }
-  const tj_node_t* q = &g->nodes[n->operands[0]];
-  const tj_node_t* s = &g->nodes[n->operands[1]];
-  uint32_t zp = n->num_operands > 2 ? n->operands[2] : TJ_NODE_NONE;
-  int64_t block =
-      n->attrs.num_ints > TJ_QUANT_BLOCK ? n->attrs.ints[TJ_QUANT_BLOCK] : 0;
-  bool blocked = s->rank == 2 && block > 0 && n->attrs.axis == 0 &&
-                 s->dims[1] == n->dims[1];
-  bool per_n = s->rank == 1 && n->attrs.axis == 1 && s->dims[0] == n->dims[1];
-  if (q->op != TJ_OP_CONSTANT || s->op != TJ_OP_CONSTANT ||
-      (q->dtype != TJ_DTYPE_I8 && q->dtype != TJ_DTYPE_U8) || q->rank != 2 ||
-      s->dtype != TJ_DTYPE_F32 || (!blocked && !per_n) ||
-      (zp != TJ_NODE_NONE &&
-       (g->nodes[zp].op != TJ_OP_CONSTANT || g->nodes[zp].rank != s->rank))) {
-    return false;
-  }
-  bool used = false;
-  for (uint32_t u = node + 1; u < g->num_nodes; ++u) {
-    const tj_node_t* un = &g->nodes[u];
-    for (uint32_t k = 0; k < un->num_operands; ++k) {
-      if (un->operands[k] != node) continue;
-      if (un->op != TJ_OP_MATMUL || k != 1 || un->operands[0] == node ||
-          g->nodes[un->operands[0]].dtype != TJ_DTYPE_F32) {
-        return false;
-      }
-      used = true;
-    }
-  }
-  for (uint32_t o = 0; o < g->num_outputs; ++o) {
-    if (g->outputs[o].node == node) return false;
-  }
-  return used;
-}
-
+// a matmul reading it as B (f32 A) stays whole (tj_quant_gemm_weight):
+// the GEMM reads the quantized bytes and dequantizes them in registers
+// (kir/lower_gemm.c, jit/emit_gemm.c).
 static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
-  if (n->op == TJ_OP_DEQUANTIZE) return quantized_weight(g, node);
+  if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, false);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
   const tj_node_t* k = &g->nodes[n->operands[1]];

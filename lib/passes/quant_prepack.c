@@ -45,7 +45,9 @@ static bool match(const tj_graph_t* g, const tj_node_t* t,
   const tj_node_t* q = &g->nodes[d->operands[0]];
   const tj_node_t* s = &g->nodes[d->operands[1]];
   uint32_t zp = d->operands[2];
+  // The relayout copies the scale as f32 (an f16/bf16 one stays).
   if (q->op != TJ_OP_CONSTANT || s->op != TJ_OP_CONSTANT ||
+      s->dtype != TJ_DTYPE_F32 ||
       (q->dtype != TJ_DTYPE_I8 && q->dtype != TJ_DTYPE_U8) ||
       !zp_known(g, zp)) {
     return false;

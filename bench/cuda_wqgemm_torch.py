@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Weight-only quantized GEMM on the GPU for decode (issue 17, qfold on
+CUDA, jit/emit_nvptx_wqgemm.c): y = x @ W with W [K, N] a constant, at M =
+1, 4, 16, in the same run:
+  int4    ours: W quantized by tensorjit.quantize_weights("int4", group
+          128: signed, per group along K), x f32; the GEMM reads the
+          packed weight (half a byte an element)
+  int8    ours: the same with "int8" (per output channel)
+  bf16    ours: x bf16 @ W bf16 (W an input, [N, K] transposed)
+  torch   torch.matmul(x bf16, W^T bf16) (cuBLAS)
+The quantized outputs are checked against x @ W in f32 (cosine >= 0.99)
+before they are timed. One executable per format and shape with M
+symbolic (the same one runs M = 1, 4, 16). Timing: CUDA events, median of
+5 means of --iters calls after a warm-up (ms per call, spread max - min of
+the 5 means); kern: our kernels alone (tj_executable_profile).
+
+    TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_wqgemm_torch.py
+
+Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tensorjit as tj  # noqa: E402
+
+T0 = time.time()
+
+
+def step(what):
+    """A progress line on stderr, so that a slow step shows where it is."""
+    print(f"# {time.time() - T0:7.1f} s: {what}", file=sys.stderr, flush=True)
+
+
+def time_ms(fn, iters):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    means = []
+    for _ in range(5):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        means.append(start.elapsed_time(end) / iters)
+    return statistics.median(means), max(means) - min(means)
+
+
+def compile_quant(w, fmt):
+    k, n = w.shape
+    g = tj.Graph("wq_" + fmt)
+    x = g.input("x", "f32", ["M", k])
+    g.output(g.matmul(x, g.constant(w)), "y")
+    return tj.compile(tj.quantize_weights(g, fmt, group_size=128), "cuda")
+
+
+def compile_bf16(n, k):
+    g = tj.Graph("gemm_bf16")
+    x = g.input("x", "bf16", ["M", k])
+    w = g.transpose(g.input("w", "bf16", [n, k]), [1, 0])
+    g.output(g.matmul(x, w), "y")
+    return tj.compile(g, "cuda")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", nargs="*", default=["4096,4096", "11008,4096"],
+                    help="N,K")
+    ap.add_argument("--ms", default="1,4,16")
+    ap.add_argument("--iters", type=int, default=50)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no GPU")
+    print(f"# cuda_wqgemm_torch: {torch.cuda.get_device_name()}, torch "
+          f"{torch.__version__}, tensorjit {tj.version()}")
+    print(f"{'N,K':>11s} {'M':>3s} {'case':>6s} {'ms':>16s} {'kern ms':>8s} "
+          f"{'GB/s':>7s} {'/our bf16':>9s} {'/torch':>7s}", flush=True)
+    rng = np.random.default_rng(1)
+    ms = [int(v) for v in args.ms.split(",")]
+    for shape in args.shapes:
+        n, k = (int(v) for v in shape.split(","))
+        w = (rng.standard_normal((k, n), dtype=np.float32) * 0.05)
+        wt = torch.from_numpy(w).cuda()
+        wbf = wt.t().contiguous().bfloat16()
+        exes = {}
+        for fmt in ("int4", "int8", "bf16"):
+            step(f"{shape} {fmt}: compile")
+            exes[fmt] = (compile_bf16(n, k) if fmt == "bf16" else
+                         compile_quant(w, fmt))
+        wbytes = {"int4": k * n / 2, "int8": k * n, "bf16": k * n * 2,
+                  "torch": k * n * 2}
+        for m in ms:
+            x = torch.randn((m, k), device="cuda")
+            xb = x.bfloat16()
+            want = x @ wt
+            rows = {}
+            for fmt in ("int4", "int8"):
+                step(f"{shape} M {m} {fmt}: first run")
+                y = torch.empty((m, n), device="cuda")
+                exes[fmt](x, out=y)
+                cos = torch.nn.functional.cosine_similarity(
+                    y.flatten(), want.flatten(), dim=0).item()
+                assert cos >= 0.99, (fmt, m, cos)
+                t = time_ms(lambda: exes[fmt](x, out=y), args.iters)
+                kern = exes[fmt].profile(x, runs=args.iters, out=y).kernel_ms
+                rows[fmt] = (t, kern)
+            step(f"{shape} M {m} bf16: first run")
+            yb = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+            exes["bf16"](xb, wbf, out=yb)
+            rows["bf16"] = (time_ms(lambda: exes["bf16"](xb, wbf, out=yb),
+                                    args.iters),
+                            exes["bf16"].profile(xb, wbf, runs=args.iters,
+                                                 out=yb).kernel_ms)
+            rows["torch"] = (time_ms(lambda: torch.matmul(xb, wbf.t()),
+                                     args.iters), None)
+            for name in ("int4", "int8", "bf16", "torch"):
+                (t, spread), kern = rows[name]
+                gbs = wbytes[name] / (t * 1e-3) * 1e-9
+                print(f"{shape:>11s} {m:3d} {name:>6s} {t:8.4f}({spread:6.4f}) "
+                      f"{kern if kern is not None else float('nan'):8.4f} "
+                      f"{gbs:7.0f} {rows['bf16'][0][0] / t:9.2f} "
+                      f"{rows['torch'][0][0] / t:7.2f}", flush=True)
+    print("# ms per call: median (max-min) of 5 means; kern: our kernels "
+          "alone; GB/s: weight bytes / ms; /our bf16 and /torch above 1: "
+          "faster than our bf16 GEMM / torch.matmul bf16")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// The weight-only quantized GEMM on the GPU (issue 17, qfold,
+// jit/emit_nvptx_wqgemm.c): every case of tests/unit/wqgemm_cuda_cases.h
+// compiled once for CUDA (M symbolic, no graph break) and run at M = 1, 3,
+// 16, 17 and 64 against tj_reference_run (the dequantize, then the
+// product): within 1e-6 of sum_k |x| * max |w| of each output (f32 sums
+// in another order), on gelu(. + b); f16/bf16 cases a few roundings of
+// their dtype more. Skips (exit 77) without a
+// driver or GPU.
+
+#include <math.h>
+
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/unit/wqgemm_cuda_cases.h"
+
+static tj_context_t* g_ctx;
+
+static void run_case(const wq_case_t* c) {
+  wq_data_t d;
+  wq_make(c, &d);
+  tj_graph_t* g = wq_build(g_ctx, c, &d);
+  CHECK(g != NULL);
+  if (!g) {
+    wq_free(&d);
+    return;
+  }
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cache_dir = "";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  if (exe) {
+    tj_executable_stats_t stats;
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    tj_executable_stats(exe, &stats);
+    CHECK_EQ_INT(0, stats.num_graph_breaks);
+  }
+  const int64_t ms[] = {1, 3, 16, 17, 64};
+  for (int i = 0; i < 5 && exe; ++i) {
+    int64_t M = ms[i], K = c->K, N = c->N;
+    tj_dtype_t ft = wq_adt(c);
+    float* x = malloc(sizeof(float) * (size_t)(M * K));
+    float* want = malloc(sizeof(float) * (size_t)(M * N));
+    float* got = malloc(sizeof(float) * (size_t)(M * N));
+    for (int64_t j = 0; j < M * K; ++j)
+      x[j] = (float)(wq_rnd() % 2001) / 1000.0f - 1.0f;
+    // x as the case's dtype, and back (the values the GPU sees).
+    void* xt = wq_floats(ft, x, M * K);
+    for (int64_t j = 0; j < M * K; ++j) x[j] = (float)tj_load_f64(ft, xt, j);
+    size_t ys = (ft == TJ_DTYPE_F32 ? 4 : 2) * (size_t)(M * N);
+    void* wy = malloc(ys);
+    void* gy = malloc(ys);
+    tj_tensor_t in = tj_tensor_make(xt, ft, 2, (int64_t[]){M, K});
+    tj_tensor_t wt = tj_tensor_make(wy, ft, 2, (int64_t[]){M, N});
+    tj_tensor_t gt = tj_tensor_make(gy, ft, 2, (int64_t[]){M, N});
+    CHECK_OK(tj_reference_run(g, &in, 1, &wt, 1));
+    memset(gy, 0xA5, ys);
+    CHECK_OK(tj_executable_run(exe, &in, 1, &gt, 1));
+    for (int64_t j = 0; j < M * N; ++j) {
+      want[j] = (float)tj_load_f64(ft, wy, j);
+      got[j] = (float)tj_load_f64(ft, gy, j);
+    }
+    // The bound per row: 1e-6 of sum_k |x| * max |w| (|q - z| * scale is
+    // at most 0.05 * 15 for int4, 0.05 * 255 for int8), the f32 sums'
+    // order apart, through gelu (slope at most 1.13). One wrong weight
+    // moves a sum by about |x| * scale, far more. f16/bf16: plus a few
+    // roundings of the output dtype (the matmul's, the add's, gelu's) of
+    // values up to about 4.
+    double wmax = 0.05 * (c->bits == 4 ? 15 : 255);
+    double eps = ft == TJ_DTYPE_BF16  ? 1.0 / 64
+                 : ft == TJ_DTYPE_F16 ? 1.0 / 512
+                                      : 0.0;
+    int bad = 0;
+    for (int64_t j = 0; j < M * N && bad < 5; ++j) {
+      double sx = 0;
+      for (int64_t k = 0; k < K; ++k) sx += fabs((double)x[j / N * K + k]);
+      double tol =
+          1e-6 * sx * wmax * 1.13 + 1e-6 + eps * (fabs((double)want[j]) + 4.0);
+      if (!(fabs((double)got[j] - (double)want[j]) <= tol)) {
+        fprintf(stderr, "  %s at M %lld: element %lld: got %.9g, want %.9g\n",
+                c->name, (long long)M, (long long)j, (double)got[j],
+                (double)want[j]);
+        ++bad;
+      }
+    }
+    CHECK_EQ_INT(0, bad);
+    free(xt);
+    free(wy);
+    free(gy);
+    free(x);
+    free(want);
+    free(got);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  wq_free(&d);
+}
+
+TEST(every_case_against_the_reference) {
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i]);
+}
+
+int main(void) {
+  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+  tj_cuda_device_destroy(device);
+  if (tj_test_context_create(&g_ctx) != NULL) return 1;
+  RUN_TEST(every_case_against_the_reference);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
