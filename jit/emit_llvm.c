@@ -457,6 +457,20 @@ static stride_kind_t vector_stride_kind(tj_emit_t* em,
   return STRIDE_OTHER;
 }
 
+bool tj_emit_dim_stores_scatter(tj_emit_t* em, int32_t vdim) {
+  tj_emit_point_t point;
+  memset(&point, 0, sizeof(point));
+  point.vdim = vdim;
+  point.lanes = em->target.lanes;
+  bool any = false;
+  for (uint32_t b = 0; b < em->k->num_buffers; ++b) {
+    if (em->k->buffers[b].role != TJ_KIR_OUTPUT) continue;
+    if (vector_stride_kind(em, &point, b) != STRIDE_OTHER) return false;
+    any = true;
+  }
+  return any;
+}
+
 // Buffer |b| at |point| whose lanes are |stride| (2 to kMaxSpanStride)
 // elements apart: one load of the (lanes - 1) * stride + 1 elements from
 // the first lane's to the last lane's, which lie inside the tensor (so the

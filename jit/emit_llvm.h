@@ -202,6 +202,11 @@ LLVMValueRef tj_emit_lane_mask(tj_emit_t* em, LLVMValueRef count,
 // Loads buffer |b| at |point| as its compute type (vector or scalar).
 LLVMValueRef tj_emit_load(tj_emit_t* em, const tj_emit_point_t* point,
                           uint32_t b);
+// Whether a vector along space dim |vdim| would store every output it
+// writes as a scatter: each output's stride along it is neither 1, nor 0,
+// nor a span's 2 to 4 (the edge columns and corners of a padded window,
+// where the boxes cut the innermost axis into pieces of one element).
+bool tj_emit_dim_stores_scatter(tj_emit_t* em, int32_t vdim);
 // Stores compute-type |value| to buffer |b| at |point|.
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
                    LLVMValueRef value);

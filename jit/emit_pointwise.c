@@ -1,12 +1,14 @@
 // The POINTWISE template: each work unit is up to TJ_KIR_POINTWISE_BLOCK
 // elements of one innermost line; full vectors first, then one masked tail.
-//
-//   for u in [begin, end):
-//     line = u / blocks_per_line, block = u % blocks_per_line
-//     pointers at (line's multi-index, block * BLOCK)
-//     for i in 0 .. len & ~(W-1) step W: body (unmasked)
-//     if len % W: body (mask lane < len % W)
+// A line whose every store would be a scatter (tj_emit_dim_stores_scatter:
+// the edge columns and corners of a padded window, cut into boxes one
+// element wide) runs one element at a time instead: its vectors' scatters
+// and gathers cost more than the scalar stores and loads they stand for
+// (the edge boxes of a padded 3x3 depthwise conv at 144@56, batch 32,
+// AVX-512: 88 ms of gathers and scatters against 29 ms for the
+// scalarized 4-lane ones of SSE2, beside 53 ms for the interior).
 
+#include <llvm-c/DebugInfo.h>  // LLVMTemporaryMDNode (loop metadata)
 #include <string.h>
 
 #include "jit/emit_llvm.h"
@@ -80,10 +82,24 @@ tj_status_t tj_emit_line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
   return status;
 }
 
+// Marks the loop whose latch is |br| "llvm.loop.vectorize.width" 1.
+static void no_vectorize(tj_emit_t* em, LLVMValueRef br) {
+  static const char kWidth[] = "llvm.loop.vectorize.width";
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(em->ctx, NULL, 0);
+  LLVMMetadataRef what[2] = {
+      LLVMMDStringInContext2(em->ctx, kWidth, sizeof(kWidth) - 1),
+      LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0))};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(em->ctx, what, 2)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(em->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, loop);  // a loop id refers to itself
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(em->ctx, "llvm.loop", 9),
+                  LLVMMetadataAsValue(em->ctx, loop));
+}
+
 static tj_status_t line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
                             const tj_emit_point_t* line, LLVMValueRef index0,
                             LLVMValueRef len) {
-  int32_t w = em->target.lanes;
+  const int32_t w = line->lanes;
   LLVMValueRef full =
       LLVMBuildAnd(em->b, len, i64c(em, ~(int64_t)(w - 1)), "full");
   tj_emit_loop_t loop;
@@ -93,7 +109,14 @@ static tj_status_t line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
   tj_emit_line_point(em, line, i, index0, &p);
   p.mask = NULL;
   TJ_RETURN_IF_ERROR(tj_emit_body(em, phase, &p, NULL));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(em->b);
   tj_emit_loop_end(em, &loop);
+  if (w == 1) {
+    // No tail (every element was a whole "vector"), and no vectorizing:
+    // LLVM's loop vectorizer would bring back the gathers and scatters.
+    no_vectorize(em, LLVMGetBasicBlockTerminator(latch));
+    return NULL;
+  }
   tj_emit_if_t tail;
   tj_emit_if_begin(em, &tail, LLVMBuildICmp(em->b, LLVMIntSLT, full, len, ""),
                    "tail");
@@ -120,7 +143,7 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
   LLVMValueRef line_index = LLVMBuildUDiv(em->b, u, blocks, "");
   tj_emit_point_t line;
   memset(&line, 0, sizeof(line));
-  line.lanes = em->target.lanes;
+  line.lanes = tj_emit_dim_stores_scatter(em, vd) ? 1 : em->target.lanes;
   line.vdim = vd;
   tj_emit_decompose(em, line_index, vd, &line);
   LLVMValueRef i0 = LLVMBuildMul(em->b, blk, block, "");
@@ -132,6 +155,10 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
                         LLVMBuildMul(em->b, i0, tj_emit_stride(em, b, vd), ""));
   }
   TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(em->b);
   tj_emit_loop_end(em, &units);
+  // A scalar line of a known short length is unrolled whole, and the
+  // vectorizer would then take the loop over the lines instead.
+  if (line.lanes == 1) no_vectorize(em, LLVMGetBasicBlockTerminator(latch));
   return NULL;
 }

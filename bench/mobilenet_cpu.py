@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""mobilenet_v3_small on x86 by CPU time at 1 thread, for a shared, loaded
+machine where wall times are mostly descheduling (bench/RESULTS.md,
+issue 15 dwpool): the process CPU time of our runs (median, min..max) at
+batch 1 and 32, with --ort onnxruntime's beside it, and with --profile
+each kernel's minimum over --profiles per-kernel profiles
+(Executable.profile at num_threads=1), grouped: pad boxes (interior = the
+largest box of a group, the rest edges), other pointwise, GEMMs,
+row reductions, set-up. Run the profile with bench/cpu_clock_shim.c
+preloaded, or its times are wall times.
+
+  TJ_LIBRARY=build/libtensorjit.so python3 bench/mobilenet_cpu.py
+      [--ort] [--profile] [--profiles N] [--top N]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cpu_times(fn, runs):
+    for _ in range(2):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t = time.process_time()
+        fn()
+        ts.append((time.process_time() - t) * 1e3)
+    return "%.2f (%.2f..%.2f)" % (statistics.median(ts), min(ts), max(ts))
+
+
+def profile(exe, x, n, top):
+    best, kind = {}, {}
+    for _ in range(n):
+        for e in exe.profile(x, runs=1).entries:
+            best[e.name] = min(best.get(e.name, 1e30), e.ms)
+            kind[e.name] = e.detail or e.kind
+    groups = {}
+    for name, ms in best.items():
+        if "_b" in name and name.rsplit("_b", 1)[1].isdigit():
+            groups.setdefault(name.rsplit("_b", 1)[0], []).append(ms)
+    interior = sum(max(v) for v in groups.values())
+    boxes = sum(sum(v) for v in groups.values())
+    parts = {}
+    for name, ms in best.items():
+        if not ("_b" in name and name.rsplit("_b", 1)[1].isdigit()):
+            parts[kind[name]] = parts.get(kind[name], 0) + ms
+    print("  sum of per-kernel minima over %d profiles: %.3f ms" % (
+        n, sum(best.values())))
+    print("  pad boxes: interior %.3f, edges %.3f ms" % (
+        interior, boxes - interior))
+    for k, ms in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print("  %-12s %.3f ms" % (k, ms))
+    for name, ms in sorted(best.items(), key=lambda kv: -kv[1])[:top]:
+        print("    %8.3f  %-24s %s" % (ms, name, kind[name]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ort", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--profiles", type=int, default=3)
+    ap.add_argument("--top", type=int, default=10)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "onnx", "models"))
+    sys.path.append(os.path.join(HERE, "..", "python"))
+    import skeleton
+    import tensorjit as tj
+    model = skeleton.filled("mobilenet_v3_small").SerializeToString()
+    exe = tj.compile(tj.onnx.load(model), "x86", num_threads=1)
+    sess = None
+    if args.ort:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model, so,
+                                    providers=["CPUExecutionProvider"])
+    for b, runs in ((1, 15), (32, 7)):
+        x = np.random.default_rng(0).standard_normal((b, 3, 224, 224),
+                                                     dtype=np.float32)
+        out = np.asarray(exe(x)).copy()
+        print("batch %d, CPU ms at 1 thread: ours %s" % (
+            b, cpu_times(lambda: exe(x, out=out), runs)))
+        if sess:
+            print("  onnxruntime %s" % cpu_times(
+                lambda: sess.run(None, {"input": x}), runs))
+        if args.profile:
+            profile(exe, x, args.profiles, args.top)
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
