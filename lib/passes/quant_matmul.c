@@ -6,16 +6,20 @@
 // against a quantized weight) and ONNX's QDQ MatMul give it, runs as a
 // GEMM of the stored 8-bit values with the scales applied to its result:
 //   cast(matmul_integer(qa, qb, za', zb'), f32) * sa' * sb
-// where za', sa' are per-row values made [M, 1]. decompose turns
+// where za', sa' are per-row values made [M, 1]; with float8 operands
+// (e4m3, e5m2, zero points absent or 0) as matmul_f8(qa, qb) * sa' * sb,
+// which CUDA sm_90a runs on fp8 wgmma and other targets as an f32 matmul
+// of the exactly decoded values. decompose turns
 // matmul_integer into matmul_i32 and its zero-point corrections, so the
 // integer GEMM (VNNI / AMX on x86, 8-bit wgmma on CUDA) computes the sum of
 // (qa - za)(qb - zb) exactly and the scales fuse as its epilogue.
 //
-// Numerics: the sum is exact in i32 (the fold requires a constant K with
+// Numerics (int8): the sum is exact in i32 (the fold requires a constant K with
 // K * 255 * 255 < 2^31), so the result differs from the reference's
 // (dequantize rounds each (q - z) * s to f32, the matmul sums the products
 // in f32) only by the reference's own roundings: |error| <= about
-// (K + 3) * 2^-24 * sum_k |a_k * b_k|. The fold fires only where the scales
+// (K + 3) * 2^-24 * sum_k |a_k * b_k|. float8: the products are exact and
+// summed in f32, the same bound. The fold fires only where the scales
 // are f32 and apply per tensor or per row of A (axis M of [.., M, K]) and
 // per tensor or per column of B (axis N of [K, N]); a blocked, int4 or
 // 16-bit dequantize, another granularity, a non-f32 result or a symbolic
@@ -46,6 +50,28 @@ static bool is_int8(tj_dtype_t d) {
   return d == TJ_DTYPE_I8 || d == TJ_DTYPE_U8;
 }
 
+static bool is_float8(tj_dtype_t d) {
+  return d == TJ_DTYPE_F8E4M3 || d == TJ_DTYPE_F8E5M2;
+}
+
+// A float8 dequantize's zero point must be absent or zero (ONNX allows
+// only 0 there); any other would make q - zp round.
+static bool zero_f8(const tj_node_t* z) {
+  if (!z) return true;
+  if (z->op == TJ_OP_FULL) return z->attrs.value == 0;
+  if (z->op != TJ_OP_CONSTANT || !z->attrs.data) return false;
+  const uint8_t* bits = z->attrs.data;
+  int64_t n = 1;
+  for (int32_t i = 0; i < z->rank; ++i) {
+    if (!tj_dim_is_const(z->dims[i])) return false;
+    n *= z->dims[i];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (bits[i] & 0x7F) return false;  // +0 and -0 only
+  }
+  return true;
+}
+
 // Whether matmul operand |index| (0: A, 1: B) of rank |rank| is a
 // dequantize the fold can take: decoded in |out|.
 static bool match_operand(const tj_graph_t* g, uint32_t index, int32_t which,
@@ -59,7 +85,7 @@ static bool match_operand(const tj_graph_t* g, uint32_t index, int32_t which,
   const tj_node_t* s = &g->nodes[d->operands[1]];
   const tj_node_t* z =
       d->operands[2] == TJ_NODE_NONE ? NULL : &g->nodes[d->operands[2]];
-  if (!is_int8(q->dtype)) return false;
+  if (!is_int8(q->dtype) && !(is_float8(q->dtype) && zero_f8(z))) return false;
   char msg[8];
   if (!tj_quant_check(false, q, s, z, q->dtype, d->attrs.axis, d->attrs.ints,
                       d->attrs.num_ints, &out->qs, msg, sizeof(msg))) {
@@ -91,6 +117,9 @@ static bool match(const tj_graph_t* g, const tj_node_t* m, qm_operand_t* a,
       !match_operand(g, m->operands[1], 1, b)) {
     return false;
   }
+  // Both integer or both float8 (f32 sums: no bound on K).
+  if (is_float8(a->qs.qdtype) || is_float8(b->qs.qdtype))
+    return is_float8(a->qs.qdtype) && is_float8(b->qs.qdtype);
   int64_t K = b->deq->dims[0];
   return tj_dim_is_const(K) && K >= 1 && K <= QM_MAX_K;
 }
@@ -125,25 +154,30 @@ static tj_status_t parts(tj_rewriter_t* rw, const qm_operand_t* o, bool row,
   return NULL;
 }
 
-// cast(matmul_integer(qa, qb, za', zb), f32) * sa' * sb in the new graph.
+// cast(matmul_integer(qa, qb, za', zb), f32) * sa' * sb in the new graph;
+// float8: matmul_f8(qa, qb) * sa' * sb (the zero points are 0).
 static tj_status_t rewrite(tj_rewriter_t* rw, const qm_operand_t* a,
                            const qm_operand_t* b, uint32_t* out) {
   uint32_t qa, sa, za, qb, sb, zb;
   TJ_RETURN_IF_ERROR(parts(rw, a, true, &qa, &sa, &za));
   TJ_RETURN_IF_ERROR(parts(rw, b, false, &qb, &sb, &zb));
   uint32_t ops[4] = {qa, qb, za, zb}, y;
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_MATMUL_INTEGER;
-  desc.num_operands = 4;
-  desc.operands = ops;
-  TJ_RETURN_IF_ERROR(tj_rewriter_append(rw, &desc, &y));
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_CAST;
-  desc.num_operands = 1;
-  desc.operands = &y;
-  desc.dtype = TJ_DTYPE_F32;
-  TJ_RETURN_IF_ERROR(tj_rewriter_append(rw, &desc, &y));
+  if (is_float8(a->qs.qdtype)) {
+    TJ_RETURN_IF_ERROR(tj_rewriter_op(rw, TJ_OP_MATMUL_F8, 2, ops, &y));
+  } else {
+    tj_node_desc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_MATMUL_INTEGER;
+    desc.num_operands = 4;
+    desc.operands = ops;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(rw, &desc, &y));
+    memset(&desc, 0, sizeof(desc));
+    desc.op = TJ_OP_CAST;
+    desc.num_operands = 1;
+    desc.operands = &y;
+    desc.dtype = TJ_DTYPE_F32;
+    TJ_RETURN_IF_ERROR(tj_rewriter_append(rw, &desc, &y));
+  }
   uint32_t m1[2] = {y, sa};
   TJ_RETURN_IF_ERROR(tj_rewriter_op(rw, TJ_OP_MUL, 2, m1, &y));
   uint32_t m2[2] = {y, sb};

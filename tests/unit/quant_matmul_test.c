@@ -10,7 +10,11 @@
 // column), per-row scales and zero points of A given as inputs, per
 // tensor B, batched A. The default pipeline must turn each into
 // matmul_i32 (and not with tj_pass_ctx_t.quant_matmul off), and leave a
-// blocked or per-K dequantize alone. Then the OOM sweep.
+// blocked or per-K dequantize alone. fp8: the same with float8 operands
+// (matmul_f8, an f32 GEMM of the decoded values on x86): static QDQ to
+// e4m3 (saturating) and e5m2 against e4m3 weights, per-row A scales, and
+// a non-saturating quantize whose overflow is NaN (NaN rows in y, as the
+// reference has them). Then the OOM sweep.
 
 #include <stdlib.h>
 
@@ -18,12 +22,56 @@
 #include "tests/unit/tier_ops_check.h"
 
 enum { K = 67, N = 45 };
+// f32 sums of K products in the reference against exact ones.
+static const double kTol = 2e-5;
 static int8_t g_w[K * N];
 static float g_ws[N];
+
+static uint8_t g_w8[K * N];  // e4m3 bits, no NaN
 
 static void make_weights(void) {
   for (int i = 0; i < K * N; ++i) g_w[i] = (int8_t)(rng_unit() * 255.0 - 127);
   for (int n = 0; n < N; ++n) g_ws[n] = 0.01f + 0.04f * (float)rng_unit();
+  for (int i = 0; i < K * N; ++i) {
+    uint8_t v = (uint8_t)(rng_unit() * 256.0);
+    g_w8[i] = (v & 0x7F) == 0x7F ? (uint8_t)(v & 0xF0) : v;
+  }
+}
+
+// fp8: y = dequantize(quantize(x, s) to |g_f8a|) @ dequantize(W e4m3, s
+// per column); per tensor s = 1/400 (|x| past 1.12 saturates, or with
+// |g_f8_nosat| past 1.16 becomes NaN), or per row (|g_f8_row|: s [M] an
+// input).
+static tj_dtype_t g_f8a = TJ_DTYPE_F8E4M3;
+static bool g_f8_row, g_f8_nosat;
+static tj_graph_t* build_f8(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "f8_qdq");
+  int64_t M = tj_graph_symbol(g, "M");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){M, K}, "x");
+  float sx = 1.0f / 400.0f;
+  tj_value_t s = g_f8_row
+                     ? tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){M}, "sx")
+                     : tj_graph_constant(g, TJ_DTYPE_F32, 0, NULL, &sx, 4);
+  tj_quant_attrs_t qa = {.dtype = g_f8a, .no_saturate = g_f8_nosat};
+  tj_value_t q = tj_graph_quantize(g, x, s, tj_value_none(), &qa);
+  tj_value_t a = tj_graph_dequantize(g, q, s, tj_value_none(), &qa);
+  tj_value_t wq = tj_graph_constant(g, TJ_DTYPE_F8E4M3, 2, (int64_t[]){K, N},
+                                    g_w8, sizeof(g_w8));
+  tj_value_t ws =
+      tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){N}, g_ws, sizeof(g_ws));
+  tj_quant_attrs_t wa = {.dtype = TJ_DTYPE_F8E4M3, .axis = 1};
+  tj_value_t w = tj_graph_dequantize(g, wq, ws, tj_value_none(), &wa);
+  tj_graph_output(g, tj_graph_matmul(g, a, w), "y");
+  return g;
+}
+
+// matmul_f8 itself on a bad operand: an f32 A.
+static tj_graph_t* build_f8_bad(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "f8_bad");
+  tj_value_t a = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){2, 3}, "a");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F8E4M3, 2, (int64_t[]){3, 2}, "b");
+  tj_graph_output(g, tj_graph_matmul_f8(g, a, b), "y");
+  return g;
 }
 
 // y = dequantize(quantize(x, 2/255, 128)) @ dequantize(W, s per column) + b.
@@ -109,6 +157,38 @@ static int count_after_pipeline(build_fn build, bool fold, tj_op_t op) {
   return count;
 }
 
+TEST(f8_static_qdq) {
+  static const int64_t kM[] = {1, 6, 31};
+  static const tj_dtype_t kA[] = {TJ_DTYPE_F8E4M3, TJ_DTYPE_F8E5M2};
+  for (int row = 0; row < 2; ++row) {
+    for (int ai = 0; ai < 2; ++ai) {
+      g_f8a = kA[ai];
+      g_f8_row = row != 0;
+      g_f8_nosat = false;
+      CHECK_EQ_INT(0, count_after_pipeline(build_f8, true, TJ_OP_DEQUANTIZE));
+      for (size_t i = 0; i < sizeof(kM) / sizeof(kM[0]); ++i) {
+        spec_t in[2] = {{TJ_DTYPE_F32, 2, {kM[i], K}, -1.2, 1.2},
+                        {TJ_DTYPE_F32, 1, {kM[i]}, 0.002, 0.004}};
+        spec_t out = {TJ_DTYPE_F32, 2, {kM[i], N}, 0, 0};
+        check_ops(ai ? "f8 e5m2 x e4m3 qdq" : "f8 e4m3 qdq", build_f8,
+                  row ? 2 : 1, in, 1, &out, kTol, NULL);
+      }
+    }
+  }
+  // Not saturating: |x / s| past 464 is NaN, which the GEMM propagates.
+  g_f8a = TJ_DTYPE_F8E4M3;
+  g_f8_row = false;
+  g_f8_nosat = true;
+  spec_t in = {TJ_DTYPE_F32, 2, {40, K}, -1.17, 1.17};
+  spec_t out = {TJ_DTYPE_F32, 2, {40, N}, 0, 0};
+  check_ops("f8 e4m3 qdq, NaN past the range", build_f8, 1, &in, 1, &out, kTol,
+            NULL);
+  tj_graph_t* g = build_f8_bad(g_ctx[0]);
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "a must be f8e4m3 or f8e5m2, got f32", tj_graph_finalize(g));
+  tj_graph_destroy(g);
+}
+
 TEST(fires_and_refuses) {
   CHECK_EQ_INT(1, count_after_pipeline(build_static, true, TJ_OP_MATMUL_I32));
   CHECK_EQ_INT(0, count_after_pipeline(build_static, false, TJ_OP_MATMUL_I32));
@@ -119,8 +199,6 @@ TEST(fires_and_refuses) {
   CHECK_EQ_INT(1, count_after_pipeline(build_blocked, true, TJ_OP_MATMUL));
 }
 
-// f32 sums of K products in the reference against exact ones.
-static const double kTol = 2e-5;
 
 TEST(static_qdq) {
   static const int64_t kM[] = {1, 5, 33};
@@ -223,6 +301,7 @@ int main(void) {
   }
   make_weights();
   RUN_TEST(fires_and_refuses);
+  RUN_TEST(f8_static_qdq);
   RUN_TEST(static_qdq);
   RUN_TEST(per_row_inputs);
   RUN_TEST(blocked_refused_runs);
