@@ -14,7 +14,8 @@
 // (matmul_f8, an f32 GEMM of the decoded values on x86): static QDQ to
 // e4m3 (saturating) and e5m2 against e4m3 weights, per-row A scales, and
 // a non-saturating quantize whose overflow is NaN (NaN rows in y, as the
-// reference has them). Then the OOM sweep.
+// reference has them), matmul_f8 itself (batched, saturating casts) and
+// its refusal of an f32 operand. Then the OOM sweep.
 
 #include <stdlib.h>
 
@@ -62,6 +63,24 @@ static tj_graph_t* build_f8(tj_context_t* ctx) {
   tj_quant_attrs_t wa = {.dtype = TJ_DTYPE_F8E4M3, .axis = 1};
   tj_value_t w = tj_graph_dequantize(g, wq, ws, tj_value_none(), &wa);
   tj_graph_output(g, tj_graph_matmul(g, a, w), "y");
+  return g;
+}
+
+// matmul_f8 itself: y = matmul_f8(cast(x, e4m3), cast(w, e5m2)) * 0.5,
+// x [2, M, K] batched against w [K, N] (the reference decodes and sums in
+// f64; x86 runs the decomposition, an f32 GEMM of exact values).
+static tj_graph_t* build_f8_op(tj_context_t* ctx) {
+  tj_graph_t* g = new_graph(ctx, "f8_op");
+  int64_t M = tj_graph_symbol(g, "M");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){2, M, K}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){K, N}, "w");
+  tj_value_t y = tj_graph_matmul_f8(g, tj_graph_cast(g, x, TJ_DTYPE_F8E4M3),
+                                    tj_graph_cast(g, w, TJ_DTYPE_F8E5M2));
+  float half = 0.5f;
+  tj_graph_output(
+      g,
+      tj_graph_mul(g, y, tj_graph_constant(g, TJ_DTYPE_F32, 0, NULL, &half, 4)),
+      "y");
   return g;
 }
 
@@ -183,6 +202,12 @@ TEST(f8_static_qdq) {
   spec_t out = {TJ_DTYPE_F32, 2, {40, N}, 0, 0};
   check_ops("f8 e4m3 qdq, NaN past the range", build_f8, 1, &in, 1, &out, kTol,
             NULL);
+  for (int64_t m = 1; m <= 19; m += 18) {
+    spec_t op_in[2] = {{TJ_DTYPE_F32, 3, {2, m, K}, -500, 500},  // saturates
+                       {TJ_DTYPE_F32, 2, {K, N}, -3, 3}};
+    spec_t op_out = {TJ_DTYPE_F32, 3, {2, m, N}, 0, 0};
+    check_ops("matmul_f8", build_f8_op, 2, op_in, 1, &op_out, kTol, NULL);
+  }
   tj_graph_t* g = build_f8_bad(g_ctx[0]);
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
                "a must be f8e4m3 or f8e5m2, got f32", tj_graph_finalize(g));
@@ -198,7 +223,6 @@ TEST(fires_and_refuses) {
   CHECK_EQ_INT(0, count_after_pipeline(build_blocked, true, TJ_OP_MATMUL_I32));
   CHECK_EQ_INT(1, count_after_pipeline(build_blocked, true, TJ_OP_MATMUL));
 }
-
 
 TEST(static_qdq) {
   static const int64_t kM[] = {1, 5, 33};
