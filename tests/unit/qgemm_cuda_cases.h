@@ -98,6 +98,10 @@ static const qcuda_case_t kQcudaCases[] = {
      EPI_NONE, false, false, false, false, true, false},
     {"e4m3_k100_host", TJ_DTYPE_F8E4M3, TJ_DTYPE_F8E4M3, 0, 33, 64, 100, true,
      EPI_NONE, false, false, false, true, false, false},
+    // int8 static QDQ: quant_matmul folds it onto matmul_integer (no
+    // zero points: matmul_i32) with the scales in the epilogue.
+    {"s8_static_qdq", TJ_DTYPE_I8, TJ_DTYPE_I8, 0, 130, 208, 320, false,
+     EPI_NONE, false, false, false, false, false, true},
     {"e4m3_static_qdq_symbolic", TJ_DTYPE_F8E4M3, TJ_DTYPE_F8E4M3, 0, 257, 384,
      1024, false, EPI_NONE, false, false, true, false, false, true},
 };
@@ -141,8 +145,11 @@ static inline void qcuda_fill_f8(tj_dtype_t dt, unsigned char* p, int64_t n,
   }
 }
 
-// The value of float8 bits |v| (as the reference decodes them).
+// The value of float8 bits |v| (as the reference decodes them), or of an
+// i8 / u8 byte.
 static inline double qcuda_f8_value(tj_dtype_t dt, unsigned v) {
+  if (dt == TJ_DTYPE_I8) return (double)(signed char)v;
+  if (dt == TJ_DTYPE_U8) return (double)v;
   bool e4 = dt == TJ_DTYPE_F8E4M3;
   int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
   unsigned mag = v & 0x7F;
@@ -231,7 +238,8 @@ typedef struct qcuda_run_t {
   uint32_t nin;
   void* data[6];
   int64_t dims[6][3];
-  double* bound;  // float8: sum_k |a b| (times the scales) per element
+  double* bound;  // float8, QDQ: sum_k |a b| (times the scales) each
+  bool f8;        // float8 operands
   int64_t ydims[3];
   int32_t yrank;
   int64_t ny;
@@ -285,7 +293,8 @@ static inline void qcuda_run_make(const qcuda_case_t* c, int64_t m,
   if (c->qdq) {
     int64_t sbd[1] = {c->n};
     float* sx = qcuda_add(r, TJ_DTYPE_F32, 0, NULL);
-    *sx = 1.0f / 400.0f;
+    // float8: 1 / 400 (e4m3 saturates past 1.12); int8: 1 / 100.
+    *sx = qcuda_is_f8(c->adt) ? 1.0f / 400.0f : 1.0f / 100.0f;
     qcuda_add(r, TJ_DTYPE_F32, 1, sbd);
   }
   if (c->zero_points) {
@@ -303,10 +312,11 @@ static inline void qcuda_run_make(const qcuda_case_t* c, int64_t m,
   int64_t yd[3] = {c->batch, m, c->n};
   memcpy(r->ydims, c->batch ? yd : yd + 1, sizeof(int64_t) * (size_t)ar);
   r->ny = (c->batch ? c->batch : 1) * m * c->n;
-  r->ydt =
-      c->epi == EPI_NONE && !qcuda_is_f8(c->adt) ? TJ_DTYPE_I32 : TJ_DTYPE_F32;
+  r->ydt = c->epi == EPI_NONE && !qcuda_is_f8(c->adt) && !c->qdq ? TJ_DTYPE_I32
+                                                                 : TJ_DTYPE_F32;
   r->bound = NULL;
-  if (!qcuda_is_f8(c->adt)) return;
+  r->f8 = qcuda_is_f8(c->adt);
+  if (!r->f8 && !c->qdq) return;
   // sum_k |a b| times the scales' magnitudes: what an f32 (or the
   // tensor cores' narrower) accumulation's error is relative to.
   r->bound = calloc((size_t)(r->ny ? r->ny : 1), sizeof(double));
