@@ -171,6 +171,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;
     ctx.region_template = !debug->no_region_template;
+    ctx.quant_matmul = !debug->no_quant_matmul;
   }
   if (exe->options.bisect) {  // checked by check_options; "" is no budget
     ctx.bisect_pass = NULL;

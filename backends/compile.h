@@ -53,6 +53,9 @@ typedef struct tj_compile_debug_t {
   // The default pipeline over every node even of a repeated-block graph
   // (tj_pass_ctx_t.region_template off): what region templates must equal.
   bool no_region_template;
+  // The default pipeline without quant_matmul (tj_pass_ctx_t.quant_matmul
+  // off): the float matmul of dequantized operands, what the fold must equal.
+  bool no_quant_matmul;
 } tj_compile_debug_t;
 
 // tj_compile with |debug| (NULL: as tj_compile).

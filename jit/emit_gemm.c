@@ -2546,6 +2546,13 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
   g.dn = k->rank - 1;
   g.adt = k->buffers[g.abuf].dtype;
   g.bdt = k->buffers[g.bbuf].dtype;
+  // fp8 (issue 17): x86 decomposes matmul_f8 into an f32 GEMM of casts;
+  // a float8 GEMM kernel only reaches here when that expansion was skipped
+  // (a TJ_BISECT budget).
+  if (tj_kir_gemm_is_f8(k)) {
+    return tj_unsupported("kernel @%s: no x86 gemm template for float8",
+                          k->name);
+  }
   if (k->bq.bits) {
     g.bq = (bq_read_t){k->bq.bits, k->bq.int4_signed, g.bdt};
     g.bq_group = k->bq.group;

@@ -184,7 +184,7 @@ typedef struct tj_nvptx_qgemm_t {
   int32_t stages;               // 3..8
   int32_t c_stride;             // i32 words per row of the staged C tile
   uint32_t a, b;                // the GEMM_A and GEMM_B buffers
-  tj_dtype_t a_dtype, b_dtype;  // i8 or u8
+  tj_dtype_t a_dtype, b_dtype;  // i8 or u8; f8e4m3 or f8e5m2 (fp8)
   bool b_kmajor;
   // Mixed signs: the u8 operand is flipped to s8 (x ^ 0x80 = x - 128) in
   // shared memory and 128 times the other's sums along k are added back.

@@ -1033,9 +1033,11 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
         "kernel @%s: a gemm needs rank >= 2, one A, one B and one epilogue",
         k->name);
   tj_dtype_t da = k->buffers[*out_a].dtype, db = k->buffers[*out_b].dtype;
-  // matmul_i32's i8/u8 operands may be mixed (emit_qgemm); a quantized B
-  // is i8/u8 under an f32 A (emit_wqgemm).
-  if (tj_kir_gemm_is_int8(k) || k->bq.bits) return NULL;
+  // matmul_i32's i8/u8 operands may be mixed (emit_qgemm), and so may
+  // matmul_f8's e4m3/e5m2 (fp8); a quantized B is i8/u8 under an f32 A
+  // (emit_wqgemm).
+  if (tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) || k->bq.bits)
+    return NULL;
   if (da != db)
     return tj_unsupported("kernel @%s: gemm operands of two dtypes (%s, %s)",
                           k->name, tj_dtype_name(da), tj_dtype_name(db));
@@ -1196,7 +1198,8 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
 
 // The 8-bit GEMM (matmul_i32, issue 17): the s8/u8 wgmma main loop of
 // emit_nvptx_qgemm.c (sm_90a), then the staged epilogue on its i32
-// accumulators, where the dequantization fuses. Defaults as the bf16
+// accumulators, where the dequantization fuses. matmul_f8 (fp8) takes the
+// same loop on e4m3/e5m2 wgmma with f32 accumulators. Defaults as the bf16
 // wgmma's: 128x128 tiles, three stages of 32 KiB, two blocks an SM.
 static tj_status_t emit_qgemm(gemm_t* g) {
   tj_nvptx_emit_t* nv = g->nv;
@@ -1226,7 +1229,8 @@ static tj_status_t emit_qgemm(gemm_t* g) {
   // 8-bit wgmma reads both operands K-major: A must be contiguous along
   // k; B along k (copied as is) or along n (transposed on the way).
   q.b_kmajor = tj_kir_ival_is_const(B->strides[r - 2], 1);
-  // Mixed signs: the u8 operand runs as s8 (emit_nvptx_qgemm.c).
+  // Mixed signs: the u8 operand runs as s8 (emit_nvptx_qgemm.c). Float8
+  // wgmma takes e4m3 and e5m2 in any pair: nothing to flip.
   q.flip_a = A->dtype == TJ_DTYPE_U8 && B->dtype == TJ_DTYPE_I8;
   q.flip_b = A->dtype == TJ_DTYPE_I8 && B->dtype == TJ_DTYPE_U8;
   if (!tj_kir_ival_is_const(A->strides[r - 1], 1) ||
@@ -1388,6 +1392,8 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     g.acc_type = em->t_i32;
     return emit_qgemm(&g);
   }
+  // fp8 (issue 17): the same 8-bit main loop on fp8 wgmma, f32 acc.
+  if (tj_kir_gemm_is_f8(k)) return emit_qgemm(&g);
   if (k->bq.bits) return emit_wqgemm(&g);
   tj_nvptx_kernel_t* info = nv->info;
   const tj_nvptx_options_t* o = &nv->options;
@@ -1574,7 +1580,7 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
       // 8-bit operands: contiguous along k or n, whichever is (the other
       // dims are checked, a k-major B's n included).
-      bool int8 = tj_kir_gemm_is_int8(k);
+      bool int8 = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k);
       for (int32_t d = 0; d < (int8 ? r : r - 1); ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
         if (int8 && tj_kir_ival_is_const(buf->strides[d], 1)) continue;

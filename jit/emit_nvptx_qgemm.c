@@ -1,7 +1,9 @@
 // The sm_90a main loop of the 8-bit GEMM (qgemm on CUDA, issue 17):
 // wgmma.mma_async m64n<tile_n>k32 .s32 with .s8/.u8 operands (either,
 // mixed) and i32 accumulators, for the kernels of matmul_i32
-// (tj_kir_gemm_is_int8).
+// (tj_kir_gemm_is_int8), and .f32 with .e4m3/.e5m2 operands (either,
+// mixed: float8 wgmma takes any pair, so nothing is flipped) and f32
+// accumulators for matmul_f8's (fp8, tj_kir_gemm_is_f8).
 //
 // 8-bit wgmma operands cannot be transposed: A and B must both be K-major
 // in shared memory. A k-tile is 128 of k, one 128-byte row per row of A and
@@ -161,29 +163,47 @@ static void wgmma_wait(qg_t* q, int32_t pending) {
   acc_asm(q, text, NULL, 0, "");
 }
 
-static const char* int8_type(tj_dtype_t dt) {
-  return dt == TJ_DTYPE_U8 ? "u8" : "s8";
+// The wgmma operand type of an 8-bit dtype: s8, u8, or the float8
+// formats (fp8, issue 17).
+static const char* wgmma_type(tj_dtype_t dt) {
+  switch (dt) {
+    case TJ_DTYPE_U8:
+      return "u8";
+    case TJ_DTYPE_F8E4M3:
+      return "e4m3";
+    case TJ_DTYPE_F8E5M2:
+      return "e5m2";
+    default:
+      return "s8";
+  }
+}
+
+static bool is_float8(tj_dtype_t dt) {
+  return dt == TJ_DTYPE_F8E4M3 || dt == TJ_DTYPE_F8E5M2;
 }
 
 // One m64n<tile_n>k32 on descriptors |da| and |db| (i64): D = A B + D
 // when |accumulate| (i32) is nonzero, else D = A B. Integer wgmma has no
-// scale or transpose operands.
+// scale or transpose operands; float8 wgmma (f32 accumulators, held in the
+// same 32-bit registers: PTX lets a .b32 register stand for an .f32 one)
+// takes the operand scales +1 and no transposes.
 static void wgmma(qg_t* q, LLVMValueRef da, LLVMValueRef db,
                   LLVMValueRef accumulate) {
   int32_t n = q->num_acc;
+  bool f8 = is_float8(q->p->a_dtype);
   char text[2400];
   size_t len =
       (size_t)snprintf(text, sizeof(text),
                        "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
-                       "wgmma.mma_async.sync.aligned.m64n%dk32.s32.%s.%s {",
-                       (int)n + 2, (int)q->p->tile_n,
-                       q->p->flip_a ? "s8" : int8_type(q->p->a_dtype),
-                       q->p->flip_b ? "s8" : int8_type(q->p->b_dtype));
+                       "wgmma.mma_async.sync.aligned.m64n%dk32.%s.%s.%s {",
+                       (int)n + 2, (int)q->p->tile_n, f8 ? "f32" : "s32",
+                       q->p->flip_a ? "s8" : wgmma_type(q->p->a_dtype),
+                       q->p->flip_b ? "s8" : wgmma_type(q->p->b_dtype));
   for (int32_t i = 0; i < n; ++i)
     len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
                             i ? "," : "", (int)i);
-  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p;\n}", (int)n,
-           (int)n + 1);
+  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p%s;\n}", (int)n,
+           (int)n + 1, f8 ? ", 1, 1" : "");
   LLVMValueRef d[3] = {da, db, accumulate};
   acc_asm(q, text, d, 3, "l,l,r,");
 }

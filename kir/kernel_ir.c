@@ -524,6 +524,19 @@ static tj_dtype_t bq_dtype(const tj_kir_t* k) {
   return TJ_DTYPE_U8;
 }
 
+static bool is_float8(tj_dtype_t dt) {
+  return dt == TJ_DTYPE_F8E4M3 || dt == TJ_DTYPE_F8E5M2;
+}
+
+bool tj_kir_gemm_is_f8(const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_A)
+      return is_float8(k->buffers[b].dtype);
+  }
+  return false;
+}
+
 bool tj_kir_gemm_is_int8(const tj_kir_t* k) {
   if (k->kind != TJ_KIR_GEMM) return false;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
@@ -886,8 +899,15 @@ static tj_status_t verify(const tj_kir_t* k) {
             "i8 or u8 for both operands",
             k->name, buf->name, tj_dtype_name(buf->dtype));
       }
+      if (k->allow_int8_gemm && is_float8(buf->dtype) != tj_kir_gemm_is_f8(k)) {
+        return tj_invalid(
+            "kernel @%s: gemm operand %%%s is %s; a float8 gemm takes "
+            "f8e4m3 or f8e5m2 for both operands",
+            k->name, buf->name, tj_dtype_name(buf->dtype));
+      }
       if (buf->dtype != TJ_DTYPE_F32 && !(half && k->allow_half_gemm) &&
-          !(is_int8(buf->dtype) && k->allow_int8_gemm)) {
+          !((is_int8(buf->dtype) || is_float8(buf->dtype)) &&
+            k->allow_int8_gemm)) {
         return tj_unsupported(
             "kernel @%s: gemm operand %%%s is %s; only f32 "
             "operands are supported",

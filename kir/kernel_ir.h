@@ -306,7 +306,8 @@ typedef struct tj_kir_t {
   // GEMM only (qgemm, issue 17): i8/u8 operands (either, mixed) are
   // accepted too, summed exactly into an i32 accumulator (acc is i32).
   // Set by lowerings for targets with the integer template (x86,
-  // jit/emit_gemm.c).
+  // jit/emit_gemm.c). fp8: float8 operands likewise (both float8) into the
+  // f32 acc; only CUDA's template runs them (x86 decomposes matmul_f8).
   bool allow_int8_gemm;
   // GEMM only (qfold, issue 17): B is quantized (bits 0: not).
   tj_kir_bq_t bq;
@@ -357,6 +358,9 @@ uint32_t tj_kir_add_buffer(tj_kir_t* kernel, const char* name, tj_dtype_t dtype,
 // qgemm (issue 17): whether |kernel| is a GEMM on i8/u8 operands (its
 // accumulator is i32).
 bool tj_kir_gemm_is_int8(const tj_kir_t* kernel);
+// fp8 (issue 17): whether |kernel| is a GEMM of float8 operands (f8e4m3 or
+// f8e5m2, either, mixed; matmul_f8): f32 acc, CUDA's 8-bit template only.
+bool tj_kir_gemm_is_f8(const tj_kir_t* kernel);
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);

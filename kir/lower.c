@@ -278,8 +278,12 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
       lw->kind = TJ_KIR_GEMM;
       lw->mm = grp->anchor;
       const tj_node_t* mm = NODE(lw, lw->mm);
-      if (mm->op != TJ_OP_MATMUL && mm->op != TJ_OP_MATMUL_I32) {
-        return tj_internal("lower: bad gemm anchor");
+      // Other contractions are composites decompose left (a TJ_BISECT
+      // budget): no template, a graph break.
+      if (mm->op != TJ_OP_MATMUL && mm->op != TJ_OP_MATMUL_I32 &&
+          mm->op != TJ_OP_MATMUL_F8) {
+        return tj_unsupported("%s has no kernel template",
+                              tj_op_info(mm->op)->name);
       }
       lw->root_rank = mm->rank;
       for (int32_t d = 0; d < lw->root_rank; ++d) {
@@ -462,7 +466,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
   if (lw->kind == TJ_KIR_GEMM) {
     tj_kir_set_gemm(lw->k, kdim, NULL);
     lw->k->allow_half_gemm = true;  // every GEMM template takes them
-    lw->k->allow_int8_gemm = true;  // x86 and CUDA (sm_90a) templates
+    lw->k->allow_int8_gemm = true;  // x86 and CUDA (sm_90a); float8: CUDA
     lw->k->bq = lw->bq;             // qfold: x86's quantized weights
     lw->k->b_int7 = lw->b_int7;
   }

@@ -117,14 +117,16 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
   const tj_node_t* b = NODE(lw, bn);
   bool half = a->dtype == b->dtype &&
               (a->dtype == TJ_DTYPE_F16 || a->dtype == TJ_DTYPE_BF16);
-  // qgemm (issue 17): matmul_i32's operands are i8/u8 (inference checked).
+  // qgemm (issue 17): matmul_i32's operands are i8/u8 (inference checked),
+  // matmul_f8's float8 (fp8).
   bool int8 = mm->op == TJ_OP_MATMUL_I32;
+  bool f8 = mm->op == TJ_OP_MATMUL_F8;
   bool bq = lw->in_group[bn] && b->op == TJ_OP_DEQUANTIZE;
   memset(&lw->bq, 0, sizeof(lw->bq));
   lw->b_int7 = false;
   // A quantized B's own types are checked by quantized_b.
   if ((a->dtype != TJ_DTYPE_F32 || (!bq && b->dtype != TJ_DTYPE_F32)) &&
-      !half && !int8) {
+      !half && !int8 && !f8) {
     return tj_unsupported(
         "matmul %%%u is %s; the gemm template takes f32, f16 or bf16 (i8/u8 "
         "through matmul_i32)",

@@ -160,6 +160,7 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       return tj_lower_gather_elements_value(lw, node, map, out);
     case TJ_OP_GATHER_ND:
       return tj_lower_gather_nd_value(lw, node, map, out);
+    case TJ_OP_MATMUL_F8:   // fp8 (issue 17): the acc is f32, as the node
     case TJ_OP_MATMUL_I32:  // qgemm (issue 17): the acc is i32, as the node
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;

@@ -1461,6 +1461,7 @@ static const vjp_rule_t kVjpRules[TJ_OP_COUNT_] = {
     // qgemm (issue 17): integer operands and result.
     [TJ_OP_MATMUL_I32] = NONE_("integers"),
     [TJ_OP_MATMUL_INTEGER] = NONE_("integers"),
+    [TJ_OP_MATMUL_F8] = NONE_("float8 operands"),  // fp8 (issue 17)
     // ---- data movement: the transposed (adjoint) movement ----
     [TJ_OP_RESHAPE] = {vjp_reshape, "ga = reshape(g, a's shape)"},
     [TJ_OP_TRANSPOSE] = {vjp_transpose, "ga = transpose(g, inverse perm)"},

@@ -660,6 +660,26 @@ static tj_status_t check_zero_point(infer_t* c, const char* what,
   return NULL;
 }
 
+// fp8 (issue 17): matmul_f8: f8e4m3/f8e5m2 operands (mixed allowed), an
+// f32 result of numpy.matmul's shape.
+static tj_status_t infer_matmul_f8(infer_t* c) {
+  const tj_node_t* a = in(c, 0);
+  const tj_node_t* b = in(c, 1);
+  for (int i = 0; i < 2; ++i) {
+    tj_dtype_t dt = (i ? b : a)->dtype;
+    if (dt != TJ_DTYPE_F8E4M3 && dt != TJ_DTYPE_F8E5M2) {
+      return fail(c, INVALID, "%s must be f8e4m3 or f8e5m2, got %s",
+                  i ? "b" : "a", tj_dtype_name(dt));
+    }
+  }
+  int32_t rank;
+  int64_t dims[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(
+      matmul_shape(c, a->rank, a->dims, b->rank, b->dims, &rank, dims));
+  set_result(c, TJ_DTYPE_F32, rank, dims);
+  return NULL;
+}
+
 static tj_status_t infer_matmul_integer(infer_t* c) {
   const tj_node_t* a = in(c, 0);
   const tj_node_t* b = in(c, 1);
@@ -1661,6 +1681,9 @@ tj_status_t tj_ir_infer(tj_graph_t* graph, const tj_node_desc_t* desc,
     case TJ_OP_MATMUL_I32:
     case TJ_OP_MATMUL_INTEGER:
       status = infer_matmul_integer(&c);
+      break;
+    case TJ_OP_MATMUL_F8:
+      status = infer_matmul_f8(&c);
       break;
     case TJ_OP_RESHAPE:
       status = infer_reshape(&c);

@@ -99,6 +99,14 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
 static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
   if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, true);
+  // fp8 (issue 17): matmul_f8 of matrices stays whole for the 8-bit GEMM
+  // template's fp8 wgmma (jit/emit_nvptx_qgemm.c); where it cannot run
+  // (not sm_90a, strides) the emitter's UNSUPPORTED makes it a graph
+  // break, as for matmul_i32.
+  if (n->op == TJ_OP_MATMUL_F8) {
+    return g->nodes[n->operands[0]].rank >= 2 &&
+           g->nodes[n->operands[1]].rank >= 2;
+  }
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
   const tj_node_t* k = &g->nodes[n->operands[1]];

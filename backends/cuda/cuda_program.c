@@ -196,7 +196,7 @@ static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
     int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
     // 8-bit operands (issue 17) are contiguous along k or n: every other
     // dim is checked, a k-major B's n included.
-    bool int8 = tj_kir_gemm_is_int8(k);
+    bool int8 = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k);
     for (int32_t d = 0; d + (int8 ? 0 : 1) < k->rank; ++d) {
       tj_kir_ival_t s = buf->strides[d];
       if (int8 && tj_kir_ival_is_const(s, 1)) continue;

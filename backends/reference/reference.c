@@ -2439,6 +2439,7 @@ static tj_status_t eval_node(run_t* run, uint32_t index) {
     case TJ_OP_LINEAR:
       return eval_matmul(run, index);
     case TJ_OP_MATMUL_I32:
+    case TJ_OP_MATMUL_F8:  // float8 decodes exactly; f64 sums, one rounding
       return eval_matmul(run, index);
     case TJ_OP_MATMUL_INTEGER:
       return eval_matmul_integer(run, index);

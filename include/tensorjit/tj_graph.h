@@ -309,6 +309,14 @@ TJ_API tj_value_t tj_graph_matmul(tj_graph_t* graph, tj_value_t a,
 // tj_graph_grad refuses it by name. Any other dtype is INVALID_ARGUMENT.
 TJ_API tj_value_t tj_graph_matmul_i32(tj_graph_t* graph, tj_value_t a,
                                       tj_value_t b);
+// fp8 (issue 17): float8 matrix product into f32, numpy.matmul shapes.
+// |a| and |b| are each f8e4m3 or f8e5m2 (mixed allowed); each product of
+// the decoded values is exact in f32 and the sum is f32 (the reference
+// sums in f64 and rounds once). CUDA sm_90a runs it on fp8 wgmma; other
+// targets as a matmul of f32 casts. Not differentiable. Any other dtype is
+// INVALID_ARGUMENT.
+TJ_API tj_value_t tj_graph_matmul_f8(tj_graph_t* graph, tj_value_t a,
+                                     tj_value_t b);
 
 //===--- data movement ---===//
 

@@ -1781,6 +1781,16 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
     d->rw.map[index] = y;
     return NULL;
   }
+  if (node->op == TJ_OP_MATMUL_F8) {
+    // fp8 (issue 17): float8 values are exact in f32, and so are their
+    // products (8 significant bits at most); the f32 GEMM sums them.
+    uint32_t a, b, y;
+    TJ_RETURN_IF_ERROR(cast(d, ops[0], TJ_DTYPE_F32, &a));
+    TJ_RETURN_IF_ERROR(cast(d, ops[1], TJ_DTYPE_F32, &b));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MATMUL, a, b, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
   if (node->op == TJ_OP_QUANTIZE || node->op == TJ_OP_DEQUANTIZE) {
     uint32_t y;  // quant2 (issue 17): lib/passes/quant_decompose.c
     TJ_RETURN_IF_ERROR(tj_decompose_quant(&d->rw, node, ops, &y));

@@ -118,10 +118,15 @@ typedef struct fuse_t {
 //===--- facts about nodes ---===//
 
 // The op's class from its pattern in lib/ops.def. Decompose runs first: a
-// composite left over is opaque.
+// composite left over is opaque, but for a contraction of two operands,
+// which the target kept for its GEMM template (matmul_f8 on CUDA, fp8
+// issue 17); attention and the contractions with more operands (linear's
+// bias, matmul_integer's zero points) stay opaque.
 static cls_t classify_op(tj_op_t op) {
   const tj_op_info_t* info = tj_op_info(op);
-  if (info->kind == TJ_OP_KIND_COMPOSITE) return C_OPAQUE;
+  if (info->kind == TJ_OP_KIND_COMPOSITE &&
+      (info->pattern != TJ_OP_PATTERN_CONTRACTION || info->arity != 2))
+    return C_OPAQUE;
   switch (info->pattern) {
     case TJ_OP_PATTERN_EXTERNAL:
       return C_EXTERNAL;

@@ -71,6 +71,9 @@ typedef struct tj_pass_ctx_t {
   // attention_match in the default pipeline (issue 14): written-out
   // softmax attention onto the attention op. On by default.
   bool match_attention;
+  // quant_matmul in the default pipeline (issue 17): matmuls of two
+  // dequantized 8-bit operands onto the 8-bit GEMM. On by default.
+  bool quant_matmul;
   // decompose: whether the target runs composite |node| of |graph| as a
   // kernel of its own (issue 14: attention on x86), which then stays
   // whole; the target's answer (tj_backend_t.native_op). NULL: every

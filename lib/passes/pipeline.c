@@ -67,6 +67,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->fuse_max_nodes = 128;
   ctx->decompose_upcast_half = true;
   ctx->match_attention = true;
+  ctx->quant_matmul = true;
   ctx->region_template = true;
   const char* print_after = tj_setting(context, TJ_SETTING_PRINT_AFTER);
   if (print_after && *print_after) {
@@ -305,6 +306,10 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   // only graphs with a dequantize can have them.
   if (has_op(plan->graph, TJ_OP_DEQUANTIZE))
     TJ_RUN_PASS(ctx, plan, quant_prepack);
+  // Matmuls of two dequantizes onto the 8-bit GEMM (issue 17), after the
+  // relayout so that transposed weights are [K, N] dequantizes.
+  if (ctx->quant_matmul && has_op(plan->graph, TJ_OP_DEQUANTIZE))
+    TJ_RUN_PASS(ctx, plan, quant_matmul);
   // Written-out attention onto the op (before decompose expands it again
   // where there is no fused kernel); only graphs with a softmax can match.
   if (ctx->match_attention && has_softmax(plan->graph))

@@ -1139,6 +1139,11 @@ class Graph:
         numpy.matmul shapes; not differentiable."""
         return self._binary("matmul_i32", a, b)
 
+    def matmul_f8(self, a: Operand, b: Operand) -> Value:
+        """Float8 matmul into f32: a, b each f8e4m3 or f8e5m2 (mixed
+        allowed), numpy.matmul shapes; not differentiable."""
+        return self._binary("matmul_f8", a, b)
+
     #===--- data movement ---===#
 
     def reshape(self, a: Value, dims: Sequence[Dim]) -> Value:

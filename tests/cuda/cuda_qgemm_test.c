@@ -3,7 +3,10 @@
 // tj_reference_run: i32 results bit for bit, the dequantized f32 ones
 // (f32(acc) * scales: two roundings either side) within 1e-6 relative.
 // The cases the template takes run with no graph break; the other (K =
-// 100) runs on the host with the same numbers. A symbolic M
+// 100) runs on the host with the same numbers. fp8 (matmul_f8 and the
+// static QDQ quant_matmul folds onto it): NaN where the reference has it,
+// else within 2^-8 of sum_k |a b| (the tensor cores' f32 accumulation of
+// float8 products keeps fewer bits; the worst ratio is printed). A symbolic M
 // runs at several sizes (1, 129, 513 and the case's) from one executable.
 // Skips (exit 77) without a driver or GPU.
 
@@ -13,6 +16,7 @@
 #include "tests/unit/qgemm_cuda_cases.h"
 
 static tj_context_t* g_ctx;
+static double g_worst;  // fp8: the largest |got - want| / sum_k |a b|
 
 static bool compare(const char* what, const qcuda_run_t* r, const void* want,
                     const void* got) {
@@ -24,6 +28,20 @@ static bool compare(const char* what, const qcuda_run_t* r, const void* want,
                 (long long)i, g, w);
         return false;
       }
+    } else if (r->bound) {
+      // fp8: NaN where the reference has NaN; else within 2^-8 of sum_k
+      // |a b| (times the scales): wgmma accumulates float8 products in
+      // f32 with fewer mantissa bits than an f32 add keeps.
+      float w = ((const float*)want)[i], g = ((const float*)got)[i];
+      double err = fabs((double)g - (double)w), b = r->bound[i];
+      // (int8 static QDQ: exact i32 sums, so only f32 roundings: 1e-6.)
+      double tol = r->f8 ? 0x1p-8 : 1e-6;
+      if (isnan(w) ? !isnan(g) : !(err <= tol * b + 1e-6 * fabs(w))) {
+        fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g (bound %g)\n",
+                what, (long long)i, (double)g, (double)w, b);
+        return false;
+      }
+      if (b > 0 && err / b > g_worst) g_worst = err / b;
     } else {
       float w = ((const float*)want)[i], g = ((const float*)got)[i];
       if (!(fabsf(g - w) <= 1e-6f * fabsf(w) + 1e-30f)) {
@@ -72,8 +90,10 @@ static void run_case(const qcuda_case_t* c) {
     CHECK_OK(tj_executable_run(exe, r.in, r.nin, &gt, 1));
     char what[128];
     snprintf(what, sizeof(what), "%s at M %lld", c->name, (long long)ms[i]);
+    g_worst = 0;
     bool same = compare(what, &r, want, got);
     CHECK(same);
+    if (r.bound) printf("# %s: max |error| / sum|ab| = %.3g\n", what, g_worst);
     free(want);
     free(got);
     qcuda_run_free(&r);

@@ -2,7 +2,7 @@
 // each case of tests/unit/qgemm_cuda_cases.h compiled for sm_90a runs
 // on the GPU (no host step; one kernel: the dequant epilogue fused) with
 // the operands' wgmma .s32.{s8,u8}.{s8,u8} instruction (.s8.s8 and dp4a
-// sums for mixed signs), and its PTX is
+// sums for mixed signs; fp8: .f32.{e4m3,e5m2}.{e4m3,e5m2}), and its PTX is
 // assembled by ptxas -arch=sm_90a where it is installed; the case the
 // template refuses (K = 100) runs on the host instead, as do all of them on
 // sm_80 (no wgmma).
@@ -36,7 +36,10 @@ static void assemble(const char* what, const char* text) {
 }
 
 static const char* type_name(tj_dtype_t dt) {
-  return dt == TJ_DTYPE_U8 ? "u8" : "s8";
+  return dt == TJ_DTYPE_U8       ? "u8"
+         : dt == TJ_DTYPE_F8E4M3 ? "e4m3"
+         : dt == TJ_DTYPE_F8E5M2 ? "e5m2"
+                                 : "s8";
 }
 
 static void check_case(const qcuda_case_t* c, tj_nvptx_arch_t arch,
@@ -53,12 +56,15 @@ static void check_case(const qcuda_case_t* c, tj_nvptx_arch_t arch,
       fprintf(stderr, "  %s: %u host steps\n", c->name, ptx.num_host_steps);
     CHECK_EQ_INT(0, ptx.num_host_steps);
     // matmul_integer's zero-point corrections are reductions of their
-    // own; otherwise the dequantization is the GEMM's epilogue.
-    if (!c->zero_points) CHECK_EQ_INT(1, ptx.num_kernels);
-    // Mixed signs run as s8 x s8 with the other operand's sums (dp4a).
-    bool mixed = c->adt != c->bdt;
+    // own, as is the static QDQ's quantize; otherwise the dequantization
+    // is the GEMM's epilogue.
+    if (!c->zero_points) CHECK_EQ_INT(c->qdq ? 2 : 1, ptx.num_kernels);
+    // Mixed signs run as s8 x s8 with the other operand's sums (dp4a);
+    // float8 wgmma takes e4m3 and e5m2 in any pair, into f32.
+    bool f8 = qcuda_is_f8(c->adt);
+    bool mixed = c->adt != c->bdt && !f8;
     char inst[96];
-    snprintf(inst, sizeof(inst), "%s.s32.%s.%s", want,
+    snprintf(inst, sizeof(inst), "%s.%s.%s.%s", want, f8 ? "f32" : "s32",
              mixed ? "s8" : type_name(c->adt),
              mixed ? "s8" : type_name(c->bdt));
     bool found = ptx.ptx && strstr(ptx.ptx, inst) != NULL;

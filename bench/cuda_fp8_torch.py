@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Prefill GEMMs with both operands quantized on the GPU (issue 17, fp8):
+ours beside torch, in the same run, on the same shapes (M, N, K), every
+output bf16 y = (a @ w^T) * sa[M, 1] * sw[N] (w given [N, K], as Linear
+weights are):
+  fp8   ours: matmul_f8 of e4m3 (fp8 wgmma, jit/emit_nvptx_qgemm.c) with
+        the scales in the epilogue, one kernel; torch: _scaled_mm e4m3
+        with per-row / per-column scales (rowwise; per-tensor where the
+        build has no rowwise)
+  int8  ours: matmul_i32 of s8 (8-bit wgmma) with the same epilogue;
+        torch: _int_mm, then the scaling in eager ops
+  bf16  ours: x @ w^T of bf16; torch: mm (cuBLAS)
+Each of ours is checked against torch's result before it is timed. Timing:
+CUDA events, median of 5 means of --iters calls after a warm-up (ms per
+call, the spread max - min of the 5 means). TOP/s counts 2 M N K.
+
+    TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_fp8_torch.py
+    ... --shapes 4096,4096,4096 8192,768,3072
+
+Prints a table; never a pass/fail. Needs torch with CUDA.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+
+import torch  # noqa: E402
+
+import tensorjit as tj  # noqa: E402
+
+
+def time_ms(fn, iters):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    means = []
+    for _ in range(5):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        means.append(start.elapsed_time(end) / iters)
+    return statistics.median(means), max(means) - min(means)
+
+
+def compile_q(m, n, k, dt):
+    g = tj.Graph("qgemm_" + dt)
+    a = g.input("a", dt, [m, k])
+    w = g.transpose(g.input("w", dt, [n, k]), [1, 0])
+    y = g.matmul_f8(a, w) if dt.startswith("f8") else \
+        g.cast(g.matmul_i32(a, w), "f32")
+    y = g.mul(g.mul(y, g.input("sa", "f32", [m, 1])),
+              g.input("sw", "f32", [n]))
+    g.output(g.cast(y, "bf16"), "y")
+    return tj.compile(g, "cuda")
+
+
+def compile_bf16(m, n, k):
+    g = tj.Graph("gemm_bf16")
+    x = g.input("x", "bf16", [m, k])
+    w = g.transpose(g.input("w", "bf16", [n, k]), [1, 0])
+    g.output(g.matmul(x, w), "y")
+    return tj.compile(g, "cuda")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", nargs="*",
+                    default=["4096,4096,4096", "8192,768,3072"])
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no GPU")
+    print(f"# cuda_fp8_torch: {torch.cuda.get_device_name()}, torch "
+          f"{torch.__version__}, tensorjit {tj.version()}")
+    print(f"{'M,N,K':>16s} {'case':>5s} {'ours ms':>15s} {'torch ms':>15s} "
+          f"{'ours TOP/s':>10s} {'torch TOP/s':>11s} {'/torch':>7s} "
+          f"{'/our bf16':>9s}", flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for shape in args.shapes:
+        m, n, k = (int(v) for v in shape.split(","))
+        flops = 2.0 * m * n * k
+        sa = torch.rand((m, 1), device="cuda", generator=gen) + 0.5
+        sw = torch.rand((n,), device="cuda", generator=gen) + 0.5
+        rows = []
+        # bf16
+        xb = torch.randn((m, k), device="cuda", dtype=torch.bfloat16,
+                         generator=gen)
+        wb = torch.randn((n, k), device="cuda", dtype=torch.bfloat16,
+                         generator=gen)
+        exe = compile_bf16(m, n, k)
+        yb = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+        exe(xb, wb, out=yb)
+        torch.testing.assert_close(yb.float(), (xb @ wb.t()).float(),
+                                   rtol=2e-2, atol=2e-1)
+        ours_bf = time_ms(lambda: exe(xb, wb, out=yb), args.iters)
+        rows.append(("bf16", ours_bf,
+                     time_ms(lambda: torch.mm(xb, wb.t()), args.iters)))
+        del exe
+        # fp8 e4m3
+        x8 = (xb * 8).to(torch.float8_e4m3fn)
+        w8 = (wb * 8).to(torch.float8_e4m3fn)
+        exe = compile_q(m, n, k, "f8e4m3")
+        y8 = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+        exe(x8, w8, sa, sw, out=y8)
+        ref = ((x8.float() @ w8.float().t()) * sa * sw)
+        torch.testing.assert_close(y8.float(), ref, rtol=2e-2,
+                                   atol=2e-2 * ref.abs().max().item())
+        ours8 = time_ms(lambda: exe(x8, w8, sa, sw, out=y8), args.iters)
+        try:
+            t8 = time_ms(lambda: torch._scaled_mm(
+                x8, w8.t(), scale_a=sa, scale_b=sw.view(1, n),
+                out_dtype=torch.bfloat16), args.iters)
+            note = "rowwise"
+        except RuntimeError:
+            one = torch.ones((), device="cuda")
+            t8 = time_ms(lambda: torch._scaled_mm(
+                x8, w8.t(), scale_a=one, scale_b=one,
+                out_dtype=torch.bfloat16), args.iters)
+            note = "per-tensor"
+        rows.append((f"fp8", ours8, t8))
+        del exe
+        # int8
+        a = torch.randint(-128, 128, (m, k), device="cuda", dtype=torch.int8,
+                          generator=gen)
+        w = torch.randint(-128, 128, (n, k), device="cuda", dtype=torch.int8,
+                          generator=gen)
+        exe = compile_q(m, n, k, "i8")
+        yi = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+        exe(a, w, sa, sw, out=yi)
+        ref = (torch._int_mm(a, w.t()).float() * sa * sw)
+        torch.testing.assert_close(yi.float(), ref, rtol=1e-2, atol=1e-2)
+        oursi = time_ms(lambda: exe(a, w, sa, sw, out=yi), args.iters)
+        ti = time_ms(lambda: (torch._int_mm(a, w.t()).float() * sa * sw)
+                     .bfloat16(), args.iters)
+        rows.append(("int8", oursi, ti))
+        del exe
+        for name, ours, tt in rows:
+            print(f"{shape:>16s} {name:>5s} {ours[0]:8.4f}({ours[1]:5.3f}) "
+                  f"{tt[0]:8.4f}({tt[1]:5.3f}) {flops / ours[0] * 1e-9:10.1f} "
+                  f"{flops / tt[0] * 1e-9:11.1f} {tt[0] / ours[0]:7.2f} "
+                  f"{ours_bf[0] / ours[0]:9.2f}", flush=True)
+        print(f"# {shape}: torch fp8 _scaled_mm {note} scales", flush=True)
+    print("# ms per call: median (max-min) of 5 means; /torch above 1: ours "
+          "faster; /our bf16: our bf16 time over this row's; torch: mm "
+          "(bf16), _scaled_mm e4m3 -> bf16 (fp8), _int_mm + eager scaling "
+          "(int8)")
+
+
+if __name__ == "__main__":
+    main()
