@@ -426,6 +426,37 @@ static bool mergeable(tj_lowering_t* lw, int32_t i, int32_t j, int64_t* tmp,
   return true;
 }
 
+// GEMM (linear3d, issues 13 and 14): whether batch dim |i| folds into the
+// dim |j| after it, which is m or a batch dim already folded into m, so
+// that x[B, T, d] @ w[d, n] is one [B*T, d] @ [d, n] GEMM rather than a
+// batched one broadcasting w. Only a rank-2 GEMM takes every main loop:
+// cuBLASLt, the TMA schedules and split-K (backends/cuda) and, on x86, m
+// blocks that run across the batch. It folds when no buffer tells the two
+// apart: B (and a quantized B's scale and zero point), whose slot of m
+// holds its k stride, is the same matrix for every batch entry (stride 0
+// along |i|); A and the epilogue's buffers read |i| and |j| as one strided
+// dim (stride(i) = size(j) * stride(j), 0 and 0 for a broadcast bias); and
+// no index of either is read (an iota in the epilogue). A symbolic batch
+// makes m a product of symbols, a param like any other: one kernel serves
+// every B.
+static bool gemm_joins_m(tj_lowering_t* lw, int32_t i, int32_t j,
+                         tj_status_t* status) {
+  if (lw->index_used[i] || lw->index_used[j]) return false;
+  for (uint32_t b = 0; b < lw->num_bufs; ++b) {
+    const tj_lower_buffer_t* v = &lw->bufs[b];
+    if (v->role == TJ_KIR_GEMM_B || v->role == TJ_KIR_GEMM_BSCALE ||
+        v->role == TJ_KIR_GEMM_BZERO) {
+      if (v->strides[i] != 0) return false;
+      continue;
+    }
+    int64_t tmp;
+    *status = tj_lower_dim_mul(lw, lw->vdims[j], v->strides[j], &tmp);
+    if (*status) return false;
+    if (v->strides[i] != tmp) return false;
+  }
+  return true;
+}
+
 static tj_status_t add_final(tj_lowering_t* lw, int32_t beg, int32_t end) {
   int32_t f = lw->frank++;
   lw->fbeg[f] = beg;
@@ -481,10 +512,21 @@ tj_status_t tj_lower_decide_space(tj_lowering_t* lw) {
     }
   }
   if (lw->kind == TJ_KIR_GEMM) {
-    for (int32_t t = 0; t < no; ++t) {
+    // outer ends with m and n (fixed, so kept). The batch dims that fold
+    // into m (gemm_joins_m) go into m's final dim; the others stay apart.
+    int32_t m = no - 2, first = m;
+    while (first > 0) {
+      tj_status_t status = NULL;
+      bool joins = gemm_joins_m(lw, outer[first - 1], outer[first], &status);
+      if (status) return status;
+      if (!joins) break;
+      --first;
+    }
+    for (int32_t t = 0; t < first; ++t) {
       TJ_RETURN_IF_ERROR(add_final(lw, outer[t], outer[t] + 1));
     }
-    return NULL;
+    TJ_RETURN_IF_ERROR(add_final(lw, outer[first], outer[m] + 1));
+    return add_final(lw, outer[no - 1], outer[no - 1] + 1);
   }
   TJ_RETURN_IF_ERROR(merge_run(lw, outer, no, true, false));
   if (lw->kind == TJ_KIR_ROW_REDUCE) {

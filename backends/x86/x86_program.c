@@ -359,18 +359,23 @@ static void dump_kernels(target_t* t, const program_t* p, const char* shape) {
   tj_free(t->config.allocator, kirs, sizeof(*kirs) * n);
 }
 
-// The n block of each GEMM kernel whose schedule is left to the default and
-// whose sizes are all constants, chosen so that its work units fill the
-// threads evenly. A unit is (batch, mc rows, nc columns); with fewer units
-// than a few per thread the last wave leaves threads idle: the GPT block's
-// d x d projections at B.T = 1024 are 4 x 6 = 24 units of 256 x 128, two
-// waves on 16 threads of which the second runs 8. Time goes as the waves
-// times a unit's size, so the candidates are nc = the default, then down
-// by a register tile's width: 24 units of 128 columns take 2 waves of 128
-// where 48 of 64 take 3 of 64 (0.75x). Ties keep the wider block, and mc
-// stays: B's packing per unit costs in proportion to nc, as its compute
-// does, while a smaller mc would pack B more often per flop. A host
-// parallel_for (its thread count unknown) and one thread leave it alone.
+// The n block (and where it pays the m block) of each GEMM kernel whose
+// schedule is left to the default and whose sizes are all constants,
+// chosen so that its work units fill the threads evenly. A unit is (batch, mc
+// rows, nc columns); with fewer units than a few per thread the last wave
+// leaves threads idle: the GPT block's d x d projections at B.T = 1024 are 4 x
+// 6 = 24 units of 256 x 128, two waves on 16 threads of which the second
+// runs 8. Time goes as the waves times a unit's size, so the candidates are nc
+// = the default, then down by a register tile's width: 24 units of 128 columns
+// take 2 waves of 128 where 48 of 64 take 3 of 64 (0.75x). Ties keep the wider
+// block, and mc stays unless halving it (at most twice) is strictly better than
+// every wider block: B's packing per unit costs in proportion to nc, as its
+// compute does, while a smaller mc packs B more often per flop. It can be:
+// a batch that lowering folded into m (kir/lower_index.c, x[2, 64, d] @ w
+// as one GEMM of 128 rows) is one m block of 128 rows, 2 units on 3
+// threads where the batched GEMM had 4 units of 64 rows; 66-row blocks
+// give back its 8 units of 64 columns in 3 waves. A host parallel_for (its
+// thread count unknown) and one thread leave it alone.
 static void balance_gemm_units(const target_t* t, tj_lowered_kernel_t* ks,
                                uint32_t nk) {
   const tj_compile_options_t* o = t->config.options;
@@ -395,19 +400,26 @@ static void balance_gemm_units(const target_t* t, tj_lowered_kernel_t* ks,
     tj_kir_gemm_resolve(k, lanes, &s);
     int64_t m = k->dims[k->rank - 2].value, n = k->dims[k->rank - 1].value;
     if (batch * m * n == 0) continue;
-    int64_t mrows = m < s.mc ? m : s.mc;
-    int64_t mblocks = batch * ((m + s.mc - 1) / s.mc);
-    int64_t best_nc = s.nc, best_cost = -1;
-    for (int64_t nc = s.nc; nc >= s.tile_n; nc -= s.tile_n) {
-      int64_t units = mblocks * ((n + nc - 1) / nc);
-      int64_t waves = (units + threads - 1) / threads;
-      int64_t cost = waves * mrows * (n < nc ? n : nc);
-      if (best_cost < 0 || cost < best_cost) {
-        best_cost = cost;
-        best_nc = nc;
+    int64_t best_nc = s.nc, best_mc = s.mc, best_cost = -1;
+    for (int32_t half = 0; half < 3; ++half) {
+      int64_t mc = s.mc >> half;
+      mc = (mc + s.tile_m - 1) / s.tile_m * s.tile_m;
+      if (half > 0 && mc >= m) continue;  // no more m blocks than before
+      int64_t mrows = m < mc ? m : mc;
+      int64_t mblocks = batch * ((m + mc - 1) / mc);
+      for (int64_t nc = s.nc; nc >= s.tile_n; nc -= s.tile_n) {
+        int64_t units = mblocks * ((n + nc - 1) / nc);
+        int64_t waves = (units + threads - 1) / threads;
+        int64_t cost = waves * mrows * (n < nc ? n : nc);
+        if (best_cost < 0 || cost < best_cost) {
+          best_cost = cost;
+          best_nc = nc;
+          best_mc = mc;
+        }
       }
     }
     if (best_nc != s.nc) k->schedule.nc = (int32_t)best_nc;
+    if (best_mc != s.mc) k->schedule.mc = (int32_t)best_mc;
   }
 }
 

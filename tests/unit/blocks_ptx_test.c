@@ -191,14 +191,114 @@ TEST(f32_gemm_has_the_cublaslt_candidate) {
   }
 }
 
+// linear3d (issues 13, 14): the blocks' linears x[B, T, d] @ w[d, n] are
+// one rank-2 GEMM each (kir/lower_index.c, gemm_joins_m), so each has the
+// rank-2 candidates a batched GEMM lacks: cuBLASLt (its epilogue kernel,
+// <entry>_epi.._c4), split-K (<entry>_sk2.._c12, K being a multiple of 128
+// in both blocks) and, in bf16, the TMA warp-specialized schedules
+// (<entry>_c7, _c9). Counted over the matmul kernels of the program: GPT's
+// 6 linears (q, k, v, the output projection, the MLP's two) and Llama's 7
+// (q, k, v, o, gate, up, down); f32's attention decomposes into batched
+// matmuls of the scores, which stay batched (their B differs per head) and
+// have none of these. At B symbolic and, in bf16, at B = 16 (B*T = 8192,
+// the bench's larger size).
+
+static bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_';
+}
+
+// Whether |variants| has an entry named |name|... ending in |suffix|.
+static bool has_variant(const char* variants, const char* name,
+                        const char* suffix) {
+  size_t n = strlen(name), sn = strlen(suffix);
+  for (const char* p = variants; (p = strstr(p, name)) != NULL; p += n) {
+    if (p > variants && ident_char(p[-1])) continue;
+    const char* e = p + n;
+    while (ident_char(*e)) ++e;
+    if (*e == '(' && (size_t)(e - p) >= n + sn &&
+        memcmp(e - sn, suffix, sn) == 0)
+      return true;
+  }
+  return false;
+}
+
+// How many matmul kernels of |ptx| (|*num_matmuls|) have such a variant.
+static int count_with(const char* ptx, const char* variants, const char* suffix,
+                      int* num_matmuls) {
+  int with = 0;
+  *num_matmuls = 0;
+  for (const char* p = ptx; (p = strstr(p, ".entry ")) != NULL;) {
+    p += 7;
+    const char* e = strchr(p, '(');
+    if (!e || e - p > 200) break;
+    char name[256];
+    snprintf(name, sizeof(name), "%.*s", (int)(e - p), p);
+    if (!strstr(name, "matmul")) continue;
+    ++*num_matmuls;
+    if (variants && has_variant(variants, name, suffix)) ++with;
+  }
+  return with;
+}
+
+TEST(block_linears_are_rank2_gemm_candidates) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
+  static const int64_t kBatch[] = {0, 16};  // 0: symbolic B
+  for (int kind = 0; kind < 2; ++kind) {
+    const int linears = kind ? 7 : 6;
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kTypes); ++i) {
+      for (size_t j = 0; j < TJ_ARRAY_SIZE(kBatch); ++j) {
+        if (kBatch[j] && kTypes[i] == TJ_DTYPE_F32) continue;  // time
+        tj_graph_t* g = kind ? llama_block(kTypes[i], kBatch[j], 512)
+                             : gpt_block(kTypes[i], kBatch[j], 512);
+        CHECK(g != NULL);
+        if (!g) continue;
+        CHECK_OK(tj_graph_finalize(g));
+        tj_allocator_t al = tj_allocator_system();
+        tj_cuda_offline_ptx_t ptx;
+        memset(&ptx, 0, sizeof(ptx));
+        CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+        CHECK(ptx.ptx != NULL && ptx.variants_ptx != NULL);
+        if (ptx.ptx) {
+          bool bf16 = kTypes[i] == TJ_DTYPE_BF16;
+          int matmuls = 0;
+          int lt = count_with(ptx.ptx, ptx.variants_ptx, "_c4", &matmuls);
+          int split = count_with(ptx.ptx, ptx.variants_ptx, "_c12", &matmuls);
+          int tma = count_with(ptx.ptx, ptx.variants_ptx, "_c7", &matmuls);
+          int pingpong = count_with(ptx.ptx, ptx.variants_ptx, "_c9", &matmuls);
+          printf(
+              "# %s %s B=%lld: %d matmul kernels, cublaslt %d, split-k %d, "
+              "tma %d, pingpong %d\n",
+              kind ? "llama" : "gpt", tj_dtype_name(kTypes[i]),
+              (long long)kBatch[j], matmuls, lt, split, tma, pingpong);
+          // bf16 attention is one kernel: every matmul kernel is a linear.
+          if (bf16) CHECK_EQ_INT(linears, matmuls);
+          CHECK_EQ_INT(linears, lt);
+          CHECK_EQ_INT(linears, split);
+          CHECK_EQ_INT(bf16 ? linears : 0, tma);
+          CHECK_EQ_INT(bf16 ? linears : 0, pingpong);
+        }
+        tj_cuda_offline_ptx_deinitialize(al, &ptx);
+        tj_graph_destroy(g);
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
   CHECK_OK(tj_context_create(&o, &g_ctx));
-  RUN_TEST(both_blocks_every_dtype_no_host_step);
-  RUN_TEST(f32_gemm_has_the_cublaslt_candidate);
+  // argv[2] "linears": that test alone (a meson test of its own, so each
+  // stays within its time limit); otherwise the others.
+  if (argc > 2 && strcmp(argv[2], "linears") == 0) {
+    RUN_TEST(block_linears_are_rank2_gemm_candidates);
+  } else {
+    RUN_TEST(both_blocks_every_dtype_no_host_step);
+    RUN_TEST(f32_gemm_has_the_cublaslt_candidate);
+  }
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

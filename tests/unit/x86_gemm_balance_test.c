@@ -3,10 +3,11 @@
 // constant sizes, compiled for several thread counts at every ISA tier
 // the host has, agrees with the reference interpreter, and the kernel's
 // n block (the kernel dump's schedule) is narrowed only where the threads
-// would otherwise idle: 2 x 1 x 2 = 4 units of 128 columns leave one of 3
-// threads idle in the second wave, 8 units of 64 columns take 3 waves of
-// half the size (AVX-512: 64-column register tiles); 2 threads, 1 thread
-// and a symbolic M keep the default ("nc auto").
+// would otherwise idle: the batch of 2 folds into m (one GEMM of 128 rows,
+// kir/lower_index.c), so 2 units of 128 x 128 leave one of 3 threads idle,
+// where 8 units of 66 rows (mc halved twice) and 64 columns take 3 waves
+// of a quarter the size (AVX-512: 64-column register tiles); 2 threads, 1
+// thread and a symbolic M keep the default ("nc auto").
 
 #define _XOPEN_SOURCE 700
 
