@@ -86,6 +86,7 @@ typedef struct gemm_t {
   // path varies them; the others use kBM x kBN, kThreads, kCStride).
   int32_t tile_m, tile_n, threads, c_stride;
   LLVMTypeRef acc_type;  // of the staged C tile: i32 (8-bit), else f32
+  bool c_swizzled;       // the wgmma kernels' tj_nvptx_wgmma_c_col layout
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -935,6 +936,43 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
   return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
 }
 
+// Byte offset (i32) of staged C column |cl| (i64) of the row at byte
+// |row_off| (i64), swizzled where the main loop staged it so.
+static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef row_off, LLVMValueRef cl) {
+  LLVMBuilderRef b = g->b;
+  if (g->c_swizzled)
+    cl = LLVMBuildXor(
+        b, cl,
+        LLVMBuildAnd(b, LLVMBuildLShr(b, cl, c64(g, 3), ""), c64(g, 4), ""),
+        "c_col");
+  return LLVMBuildTrunc(
+      b, LLVMBuildAdd(b, row_off, LLVMBuildMul(b, cl, c64(g, 4), ""), ""),
+      g->em->t_i32, "");
+}
+
+// The |lanes| staged accumulators of columns [cl, cl + lanes) (cl a
+// multiple of lanes) of the row at byte |row_off|: one 16-byte load a
+// chunk, which the swizzle keeps whole (and an 8-column group's two
+// chunks, which it may swap, are loaded one at a time).
+static LLVMValueRef load_acc(gemm_t* g, LLVMValueRef c, LLVMValueRef row_off,
+                             LLVMValueRef cl, int32_t lanes) {
+  LLVMBuilderRef b = g->b;
+  int32_t chunk = lanes < 4 ? lanes : 4;
+  LLVMTypeRef t = LLVMVectorType(g->acc_type, (unsigned)chunk);
+  LLVMValueRef part[2];
+  for (int32_t h = 0; h < lanes / chunk; ++h) {
+    LLVMValueRef off =
+        c_offset(g, row_off, LLVMBuildAdd(b, cl, c64(g, h * chunk), ""));
+    part[h] = LLVMBuildLoad2(b, t, smem_at(g, c, off), "acc");
+    LLVMSetAlignment(part[h], (unsigned)chunk * 4);
+  }
+  if (lanes == chunk) return part[0];
+  LLVMValueRef mask[8];
+  for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
+  return LLVMBuildShuffleVector(b, part[0], part[1], LLVMConstVector(mask, 8),
+                                "acc");
+}
+
 // The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
 // f32 accumulators are staged at |c| (row row0 first, c_stride apart).
 static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
@@ -955,13 +993,7 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   LLVMValueRef row =
       LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, c64(g, row0), ""), "row");
   LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
-  LLVMValueRef c_off = LLVMBuildTrunc(
-      b,
-      LLVMBuildMul(
-          b,
-          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, g->c_stride), ""), cl, ""),
-          c64(g, 4), ""),
-      em->t_i32, "");
+  LLVMValueRef row_off = LLVMBuildMul(b, r, c64(g, g->c_stride * 4), "");
   tj_emit_if_t in_rows;
   tj_emit_if_begin(em, &in_rows, LLVMBuildICmp(b, LLVMIntSLT, row, g->m, ""),
                    "in_rows");
@@ -975,11 +1007,7 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   {
     tj_emit_point_t p;
     epilogue_point(g, row, col, lanes, &p);
-    LLVMValueRef acc =
-        LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
-                       smem_at(g, c, c_off), "acc");
-    LLVMSetAlignment(acc, 16);
-    p.acc = acc;
+    p.acc = load_acc(g, c, row_off, cl, lanes);
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_nvptx_align_accesses(g->nv, &p, lanes);
   }
@@ -994,7 +1022,8 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
     epilogue_point(g, row, ce, 1, &p);
     p.acc = LLVMBuildLoad2(
         b, g->acc_type,
-        smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")), "");
+        smem_at(g, c, c_offset(g, row_off, LLVMBuildAdd(b, cl, c64(g, e), ""))),
+        "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
@@ -1108,6 +1137,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   g->tile_n = w.tile_n;
   g->threads = w.tile_m / 64 * 128;
   g->c_stride = w.tile_n + 8;
+  g->c_swizzled = true;
   w.c_stride = g->c_stride;
   w.drain = o->gemm_wgmma_drain;
   w.persistent = o->gemm_persistent;
