@@ -936,9 +936,9 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
   return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
 }
 
-// Byte offset (i32) of staged C column |cl| (i64) of the row at byte
-// |row_off| (i64), swizzled where the main loop staged it so.
-static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef row_off, LLVMValueRef cl) {
+// Byte offset (i32) of staged C column |cl| of row |r| (both i64),
+// swizzled where the main loop staged it so (c_swizzled).
+static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef r, LLVMValueRef cl) {
   LLVMBuilderRef b = g->b;
   if (g->c_swizzled)
     cl = LLVMBuildXor(
@@ -946,31 +946,12 @@ static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef row_off, LLVMValueRef cl) {
         LLVMBuildAnd(b, LLVMBuildLShr(b, cl, c64(g, 3), ""), c64(g, 4), ""),
         "c_col");
   return LLVMBuildTrunc(
-      b, LLVMBuildAdd(b, row_off, LLVMBuildMul(b, cl, c64(g, 4), ""), ""),
+      b,
+      LLVMBuildMul(
+          b,
+          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, g->c_stride), ""), cl, ""),
+          c64(g, 4), ""),
       g->em->t_i32, "");
-}
-
-// The |lanes| staged accumulators of columns [cl, cl + lanes) (cl a
-// multiple of lanes) of the row at byte |row_off|: one 16-byte load a
-// chunk, which the swizzle keeps whole (and an 8-column group's two
-// chunks, which it may swap, are loaded one at a time).
-static LLVMValueRef load_acc(gemm_t* g, LLVMValueRef c, LLVMValueRef row_off,
-                             LLVMValueRef cl, int32_t lanes) {
-  LLVMBuilderRef b = g->b;
-  int32_t chunk = lanes < 4 ? lanes : 4;
-  LLVMTypeRef t = LLVMVectorType(g->acc_type, (unsigned)chunk);
-  LLVMValueRef part[2];
-  for (int32_t h = 0; h < lanes / chunk; ++h) {
-    LLVMValueRef off =
-        c_offset(g, row_off, LLVMBuildAdd(b, cl, c64(g, h * chunk), ""));
-    part[h] = LLVMBuildLoad2(b, t, smem_at(g, c, off), "acc");
-    LLVMSetAlignment(part[h], (unsigned)chunk * 4);
-  }
-  if (lanes == chunk) return part[0];
-  LLVMValueRef mask[8];
-  for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
-  return LLVMBuildShuffleVector(b, part[0], part[1], LLVMConstVector(mask, 8),
-                                "acc");
 }
 
 // The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
@@ -993,7 +974,14 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   LLVMValueRef row =
       LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, c64(g, row0), ""), "row");
   LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
-  LLVMValueRef row_off = LLVMBuildMul(b, r, c64(g, g->c_stride * 4), "");
+  // The staged columns [cl, cl + lanes) are at c_off, one 16-byte chunk
+  // or, with 8 lanes, two, of which the swizzle may swap the two: then the
+  // second is loaded from c_off_hi.
+  LLVMValueRef c_off = c_offset(g, r, cl);
+  LLVMValueRef c_off_hi =
+      lanes > 4 && g->c_swizzled
+          ? c_offset(g, r, LLVMBuildAdd(b, cl, c64(g, 4), ""))
+          : NULL;
   tj_emit_if_t in_rows;
   tj_emit_if_begin(em, &in_rows, LLVMBuildICmp(b, LLVMIntSLT, row, g->m, ""),
                    "in_rows");
@@ -1007,7 +995,23 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   {
     tj_emit_point_t p;
     epilogue_point(g, row, col, lanes, &p);
-    p.acc = load_acc(g, c, row_off, cl, lanes);
+    if (c_off_hi) {
+      LLVMTypeRef t = LLVMVectorType(g->acc_type, 4);
+      LLVMValueRef half[2];
+      for (int32_t h = 0; h < 2; ++h) {
+        half[h] =
+            LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
+        LLVMSetAlignment(half[h], 16);
+      }
+      LLVMValueRef mask[8];
+      for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
+      p.acc = LLVMBuildShuffleVector(b, half[0], half[1],
+                                     LLVMConstVector(mask, 8), "acc");
+    } else {
+      p.acc = LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
+                             smem_at(g, c, c_off), "acc");
+      LLVMSetAlignment(p.acc, lanes < 4 ? (unsigned)lanes * 4 : 16);
+    }
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_nvptx_align_accesses(g->nv, &p, lanes);
   }
@@ -1020,10 +1024,13 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
                      "in_cols");
     tj_emit_point_t p;
     epilogue_point(g, row, ce, 1, &p);
-    p.acc = LLVMBuildLoad2(
-        b, g->acc_type,
-        smem_at(g, c, c_offset(g, row_off, LLVMBuildAdd(b, cl, c64(g, e), ""))),
-        "");
+    bool hi = c_off_hi && e >= 4;
+    p.acc =
+        LLVMBuildLoad2(b, g->acc_type,
+                       smem_at(g, c,
+                               LLVMBuildAdd(b, hi ? c_off_hi : c_off,
+                                            c32(g, (hi ? e - 4 : e) * 4), "")),
+                       "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
