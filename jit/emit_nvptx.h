@@ -164,6 +164,18 @@ typedef struct tj_nvptx_wgmma_t {
   void* ctx;
 } tj_nvptx_wgmma_t;
 
+// The wgmma kernels' staged C rows hold column c at column
+// tj_nvptx_wgmma_c_col(c): the 16-byte chunk c / 4 swaps with its
+// neighbour (chunk ^ 1) where chunk bit 3 is set. The epilogue's 16-byte
+// reads (a thread's 8 consecutive columns, 32 bytes apart across a warp)
+// then hit the 8 chunks of a 128-byte bank line once per 8 threads instead
+// of twice, and the accumulator fragment's 8-byte writes, whose pairs of
+// chunks only swap, stay conflict-free. It permutes each aligned group of
+// 8 columns, so a row of any multiple of 8 columns maps onto itself.
+static inline int64_t tj_nvptx_wgmma_c_col(int64_t c) {
+  return c ^ ((c >> 3) & 4);
+}
+
 // Dynamic shared memory of the wgmma main loop: the ring (or the staged
 // C tile of |c_bytes|, which reuses it) plus the slack that aligns the
 // ring to the 1024-byte swizzle atom.

@@ -86,6 +86,7 @@ typedef struct gemm_t {
   // path varies them; the others use kBM x kBN, kThreads, kCStride).
   int32_t tile_m, tile_n, threads, c_stride;
   LLVMTypeRef acc_type;  // of the staged C tile: i32 (8-bit), else f32
+  bool c_swizzled;       // the wgmma kernels' tj_nvptx_wgmma_c_col layout
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -939,6 +940,24 @@ static int32_t epilogue_lanes(const tj_kir_t* k, int32_t rank) {
   return lanes < 1 ? 1 : lanes > 8 ? 8 : lanes;
 }
 
+// Byte offset (i32) of staged C column |cl| of row |r| (both i64),
+// swizzled where the main loop staged it so (c_swizzled).
+static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef r, LLVMValueRef cl) {
+  LLVMBuilderRef b = g->b;
+  if (g->c_swizzled)
+    cl = LLVMBuildXor(
+        b, cl,
+        LLVMBuildAnd(b, LLVMBuildLShr(b, cl, c64(g, 3), ""), c64(g, 4), ""),
+        "c_col");
+  return LLVMBuildTrunc(
+      b,
+      LLVMBuildMul(
+          b,
+          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, g->c_stride), ""), cl, ""),
+          c64(g, 4), ""),
+      g->em->t_i32, "");
+}
+
 // The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
 // f32 accumulators are staged at |c| (row row0 first, c_stride apart).
 static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
@@ -959,13 +978,14 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   LLVMValueRef row =
       LLVMBuildAdd(b, g->m0, LLVMBuildAdd(b, r, c64(g, row0), ""), "row");
   LLVMValueRef col = LLVMBuildAdd(b, g->n0, cl, "col");
-  LLVMValueRef c_off = LLVMBuildTrunc(
-      b,
-      LLVMBuildMul(
-          b,
-          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(g, g->c_stride), ""), cl, ""),
-          c64(g, 4), ""),
-      em->t_i32, "");
+  // The staged columns [cl, cl + lanes) are at c_off, one 16-byte chunk
+  // or, with 8 lanes, two, of which the swizzle may swap the two: then the
+  // second is loaded from c_off_hi.
+  LLVMValueRef c_off = c_offset(g, r, cl);
+  LLVMValueRef c_off_hi =
+      lanes > 4 && g->c_swizzled
+          ? c_offset(g, r, LLVMBuildAdd(b, cl, c64(g, 4), ""))
+          : NULL;
   tj_emit_if_t in_rows;
   tj_emit_if_begin(em, &in_rows, LLVMBuildICmp(b, LLVMIntSLT, row, g->m, ""),
                    "in_rows");
@@ -979,11 +999,23 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   {
     tj_emit_point_t p;
     epilogue_point(g, row, col, lanes, &p);
-    LLVMValueRef acc =
-        LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
-                       smem_at(g, c, c_off), "acc");
-    LLVMSetAlignment(acc, 16);
-    p.acc = acc;
+    if (c_off_hi) {
+      LLVMTypeRef t = LLVMVectorType(g->acc_type, 4);
+      LLVMValueRef half[2];
+      for (int32_t h = 0; h < 2; ++h) {
+        half[h] =
+            LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
+        LLVMSetAlignment(half[h], 16);
+      }
+      LLVMValueRef mask[8];
+      for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
+      p.acc = LLVMBuildShuffleVector(b, half[0], half[1],
+                                     LLVMConstVector(mask, 8), "acc");
+    } else {
+      p.acc = LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
+                             smem_at(g, c, c_off), "acc");
+      LLVMSetAlignment(p.acc, lanes < 4 ? (unsigned)lanes * 4 : 16);
+    }
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_nvptx_align_accesses(g->nv, &p, lanes);
   }
@@ -996,9 +1028,13 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
                      "in_cols");
     tj_emit_point_t p;
     epilogue_point(g, row, ce, 1, &p);
-    p.acc = LLVMBuildLoad2(
-        b, g->acc_type,
-        smem_at(g, c, LLVMBuildAdd(b, c_off, c32(g, e * 4), "")), "");
+    bool hi = c_off_hi && e >= 4;
+    p.acc =
+        LLVMBuildLoad2(b, g->acc_type,
+                       smem_at(g, c,
+                               LLVMBuildAdd(b, hi ? c_off_hi : c_off,
+                                            c32(g, (hi ? e - 4 : e) * 4), "")),
+                       "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
@@ -1115,6 +1151,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   g->tile_n = w.tile_n;
   g->threads = w.tile_m / 64 * 128;
   g->c_stride = w.tile_n + 8;
+  g->c_swizzled = true;
   w.c_stride = g->c_stride;
   w.drain = o->gemm_wgmma_drain;
   w.persistent = o->gemm_persistent;

@@ -505,11 +505,24 @@ static void compute_tile_tf32(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
   plain_asm(w, "wgmma.commit_group.sync.aligned;");
 }
 
+// tj_nvptx_wgmma_c_col of an i32 column: where the staged C row keeps it.
+static LLVMValueRef c_col(wg_t* w, LLVMValueRef col) {
+  return LLVMBuildXor(
+      w->b, col,
+      LLVMBuildAnd(w->b, LLVMBuildLShr(w->b, col, c32(w, 3), ""), c32(w, 4),
+                   ""),
+      "c_col");
+}
+
 // stage_c for the tf32 accumulators (C^T's fragment): register i of block
 // j of thread (warp q, lane l) holds C row (m) 8 (i' / 4) + 2 (l % 4) +
 // i' % 2 and column (n) n_wg + 64 j + 16 q + l / 4 + 8 ((i' / 2) % 2), with
 // i' = i - j tile_m / 2. Rows [row0, row0 + rows) are written, |rows| a
 // multiple of 8, so a register's 8-row group is all in or all out.
+// Columns are swizzled (tj_nvptx_wgmma_c_col): the part of a column that
+// varies by thread (n_wg + 16 q + l / 4, n_wg a multiple of 16) holds its
+// bit 5, and the constant part (64 j + 8 x) has no bit 2 for the swizzle
+// to flip, so swizzling the former is swizzling the sum.
 static void stage_c_tf32(wg_t* w, LLVMValueRef n_wg, LLVMValueRef c,
                          int32_t row0, int32_t rows, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
@@ -518,11 +531,11 @@ static void stage_c_tf32(wg_t* w, LLVMValueRef n_wg, LLVMValueRef c,
   LLVMValueRef q =
       LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
   LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
-  LLVMValueRef col =
-      LLVMBuildAdd(b, n_wg,
-                   LLVMBuildAdd(b, LLVMBuildMul(b, q, c32(w, 16), ""),
-                                LLVMBuildLShr(b, lane, c32(w, 2), ""), ""),
-                   "");
+  LLVMValueRef col = c_col(
+      w, LLVMBuildAdd(b, n_wg,
+                      LLVMBuildAdd(b, LLVMBuildMul(b, q, c32(w, 16), ""),
+                                   LLVMBuildLShr(b, lane, c32(w, 2), ""), ""),
+                      ""));
   LLVMValueRef row =
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
   LLVMValueRef base = LLVMBuildMul(
@@ -551,7 +564,9 @@ static void stage_c_tf32(wg_t* w, LLVMValueRef n_wg, LLVMValueRef c,
 // no wgmma). Thread t of warpgroup wg (warp q = t / 32 % 4, lane l) holds,
 // in register i, row 64 wg + 16 q + l / 4 + 8 ((i / 2) % 2), col 8 (i / 4) +
 // 2 (l % 4) + i % 2 (the m64nNk16 f32 accumulator fragment); |rows| is a
-// multiple of 16, so a warp's rows are all in or all out.
+// multiple of 16, so a warp's rows are all in or all out. Columns are
+// swizzled (tj_nvptx_wgmma_c_col): register i's column 8 (i / 4) decides
+// the swap, which moves the thread's 2 (l % 4) by 4 within the 8.
 static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
                     int32_t rows, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
@@ -575,14 +590,18 @@ static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
                    LLVMBuildLShr(b, lane, c32(w, 2), ""), "");
   LLVMValueRef col0 =
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
-  LLVMValueRef base = LLVMBuildMul(
-      b,
-      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(w, p->c_stride), ""), col0, ""),
-      c32(w, 4), "");
+  LLVMValueRef row_off = LLVMBuildMul(b, row, c32(w, p->c_stride), "");
+  LLVMValueRef base[2] = {
+      LLVMBuildMul(b, LLVMBuildAdd(b, row_off, col0, ""), c32(w, 4), ""),
+      LLVMBuildMul(
+          b, LLVMBuildAdd(b, row_off, LLVMBuildXor(b, col0, c32(w, 4), ""), ""),
+          c32(w, 4), "")};
   LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
   LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
   for (int32_t i = 0; i < w->num_acc; i += 2) {
-    int32_t off = ((8 * ((i / 2) % 2)) * p->c_stride + 8 * (i / 4)) * 4;
+    int32_t col = 8 * (i / 4);
+    bool swap = tj_nvptx_wgmma_c_col(col) != col;
+    int32_t off = ((8 * ((i / 2) % 2)) * p->c_stride + col) * 4;
     LLVMValueRef v = LLVMGetUndef(v2);
     for (int32_t e = 0; e < 2; ++e) {
       // A select into a new value, not a write to the accumulator: that
@@ -591,8 +610,8 @@ static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
           em, any, LLVMBuildLoad2(b, em->t_f32, acc_slot(w, i + e), ""), zero);
       v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
     }
-    LLVMValueRef st =
-        LLVMBuildStore(b, v, at(w, c, LLVMBuildAdd(b, base, c32(w, off), "")));
+    LLVMValueRef st = LLVMBuildStore(
+        b, v, at(w, c, LLVMBuildAdd(b, base[swap], c32(w, off), "")));
     LLVMSetAlignment(st, 8);
   }
   if (!all) tj_emit_if_end(em, &mine);

@@ -184,6 +184,10 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
     // and later), not by integer arithmetic: seven instructions a value
     // that were most of the TMA GEMMs' epilogue (ncu, issue 13, hopper5).
     if (s == SAMPLE_GEMM_BF16) CHECK_CONTAINS(ptx, "cvt.rn.bf16.f32");
+    // The wgmma kernels' staged C is still read 16 bytes at a time with its
+    // chunks swizzled (tj_nvptx_wgmma_c_col; wgmma_c_layout_test counts the
+    // banks).
+    if (info.wgmma) CHECK_CONTAINS(ptx, "ld.shared.v4.f32");
     char name[96];
     if (!options) {
       snprintf(name, sizeof(name), "%s", kSampleNames[s]);
