@@ -94,6 +94,26 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                           .name = uname,
                           .hot = true};
   LLVMValueRef uk = tj_emit_ukernel(em, &uo);
+  // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
+  // place: rows of P pixels per input channel, nothing to pack.
+  bool direct = KS == 1;
+  for (int32_t d = 0; d < 3; ++d) {
+    direct =
+        direct && cv->stride[d] == 1 && cv->low[d] == 0 && cv->in[d] == od[d];
+  }
+  LLVMValueRef ukd = NULL, uke = NULL;
+  if (direct) {
+    char dname[256], ename[256];
+    snprintf(dname, sizeof(dname), "tj_ukernel_%s_conv_d", k->name);
+    snprintf(ename, sizeof(ename), "tj_ukernel_%s_conv_e", k->name);
+    tj_ukernel_opts_t dopt = uo;
+    dopt.direct = true;
+    dopt.name = dname;
+    ukd = tj_emit_ukernel(em, &dopt);
+    dopt.masked = true;
+    dopt.name = ename;
+    uke = tj_emit_ukernel(em, &dopt);
+  }
 
   LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
   LLVMTypeRef vi32 = LLVMVectorType(em->t_i32, (unsigned)w);
@@ -135,7 +155,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                    ""));
 
   // The pixels' corner coordinates and offsets in x.
-  {
+  if (!direct) {
     tj_emit_loop_t jl;
     LLVMValueRef j =
         tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
@@ -178,9 +198,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
     // offset plus the tap's, where the tap's coordinates are inside x.
     tj_emit_loop_t rl;
-    LLVMValueRef kk =
-        tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
-    {
+    LLVMValueRef kk = NULL;
+    if (!direct)
+      kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
+    if (!direct) {
       LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
       LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
       LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
@@ -217,14 +238,56 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
               b, LLVMIntULT, in, tj_emit_splat(em, c32(em, cv->in[d]), w), "");
           mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
         }
-        LLVMValueRef offs =
-            LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-        set_align(offs, 8);
-        LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-        LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                tj_emit_fconst(vf, 0.0)};
-        LLVMValueRef v =
-            tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+        // Lanes of one output row with stride 1 along it read consecutive
+        // elements: one masked load; other lanes a masked gather.
+        LLVMValueRef o_first =
+            LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
+        LLVMValueRef o_last = LLVMBuildLoad2(
+            b, em->t_i64,
+            gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
+            "");
+        LLVMValueRef v = NULL;
+        if (cv->stride[2] == 1) {
+          LLVMValueRef run =
+              LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
+                            c64(em, w - 1), "run");
+          LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
+          tj_emit_if_t ri;
+          tj_emit_if_begin(em, &ri, run, "contig");
+          {
+            LLVMTypeRef lt[2] = {vf, em->t_ptr};
+            LLVMValueRef largs[4] = {gep(em, em->t_f32, xrow, o_first),
+                                     c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
+            LLVMBuildStore(
+                b, tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4),
+                slot);
+          }
+          tj_emit_if_end(em, &ri);
+          tj_emit_if_t gi;
+          tj_emit_if_begin(em, &gi, LLVMBuildNot(b, run, ""), "gather");
+          {
+            LLVMValueRef offs =
+                LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+            set_align(offs, 8);
+            LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+            LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
+                                    tj_emit_fconst(vf, 0.0)};
+            LLVMBuildStore(
+                b,
+                tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4),
+                slot);
+          }
+          tj_emit_if_end(em, &gi);
+          v = LLVMBuildLoad2(b, vf, slot, "");
+        } else {
+          LLVMValueRef offs =
+              LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+          set_align(offs, 8);
+          LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+          LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
+                                  tj_emit_fconst(vf, 0.0)};
+          v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+        }
         LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
         LLVMValueRef dst =
             gep(em, em->t_f32, drow,
@@ -234,7 +297,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       }
       tj_emit_loop_end(em, &jl);
     }
-    tj_emit_loop_end(em, &rl);
+    if (!direct) tj_emit_loop_end(em, &rl);
     // acc (+)= w rows . panels, mr channels at a time.
     LLVMValueRef first_pass =
         LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
@@ -253,7 +316,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       tj_emit_loop_t pl;
       LLVMValueRef pi =
           tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1), "panel");
-      {
+      if (!direct) {
         LLVMValueRef args[11] = {
             arow,
             c64(em, K),
@@ -267,6 +330,28 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             accumulate,
             c64(em, nr)};
         LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+      } else {
+        // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
+        LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+        LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+        LLVMValueRef bsrc =
+            gep(em, em->t_f32, xbase,
+                LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
+                             LLVMBuildAdd(b, p0, c0, ""), ""));
+        LLVMValueRef args[11] = {
+            arow,        c64(em, K), c64(em, 1), bsrc,
+            c64(em, P),  kn,         mrv,        gep(em, em->t_f32, trow, c0),
+            c64(em, nc), accumulate, cols};
+        tj_emit_if_t fi;
+        LLVMValueRef whole =
+            LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+        tj_emit_if_begin(em, &fi, whole, "dfull");
+        LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
+        tj_emit_if_end(em, &fi);
+        tj_emit_if_t ei;
+        tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
+        LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
+        tj_emit_if_end(em, &ei);
       }
       tj_emit_loop_end(em, &pl);
     }
