@@ -247,20 +247,42 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
             "");
         LLVMValueRef v = NULL;
-        if (cv->stride[2] == 1) {
+        const int64_t sx = cv->stride[2];
+        if (sx <= 4) {
           LLVMValueRef run =
               LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
-                            c64(em, w - 1), "run");
+                            c64(em, (w - 1) * sx), "run");
           LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
           tj_emit_if_t ri;
           tj_emit_if_begin(em, &ri, run, "contig");
           {
-            LLVMTypeRef lt[2] = {vf, em->t_ptr};
+            // Stride sx > 1: the span of sx * w elements from the first
+            // lane's, every sx-th kept (the mask spread the same way), as
+            // the pointwise emitter's load_span does for strided windows.
+            LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(sx * w));
+            LLVMValueRef smask = mask;
+            if (sx > 1) {
+              LLVMValueRef spread[64];
+              for (int64_t i = 0; i < sx * w; ++i)
+                spread[i] = c32(em, i % sx == 0 ? i / sx : w);
+              smask = LLVMBuildShuffleVector(
+                  b, mask, LLVMConstNull(LLVMVectorType(em->t_i1, (unsigned)w)),
+                  LLVMConstVector(spread, (unsigned)(sx * w)), "");
+            }
+            LLVMTypeRef lt[2] = {st, em->t_ptr};
             LLVMValueRef largs[4] = {gep(em, em->t_f32, xrow, o_first),
-                                     c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
-            LLVMBuildStore(
-                b, tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4),
-                slot);
+                                     c32(em, 4), smask,
+                                     tj_emit_fconst(st, 0.0)};
+            LLVMValueRef lv =
+                tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
+            if (sx > 1) {
+              LLVMValueRef pick[16];
+              for (int32_t i = 0; i < w; ++i) pick[i] = c32(em, i * sx);
+              lv = LLVMBuildShuffleVector(b, lv, LLVMGetUndef(st),
+                                          LLVMConstVector(pick, (unsigned)w),
+                                          "");
+            }
+            LLVMBuildStore(b, lv, slot);
           }
           tj_emit_if_end(em, &ri);
           tj_emit_if_t gi;
