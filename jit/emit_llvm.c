@@ -1591,6 +1591,9 @@ static tj_status_t emit_kernel(tj_emit_t* em, const tj_kir_t* k) {
     case TJ_KIR_ATTENTION:
       s = tj_emit_attention(em);
       break;
+    case TJ_KIR_CONV:
+      s = tj_emit_conv(em);
+      break;
   }
   if (!s && em->error) {
     s = em->error;

@@ -21,6 +21,8 @@ const char* tj_kir_kind_name(tj_kir_kind_t kind) {
       return "gemm";
     case TJ_KIR_ATTENTION:
       return "attention";
+    case TJ_KIR_CONV:
+      return "conv";
   }
   return "?";
 }
@@ -63,6 +65,12 @@ static const char* role_name(tj_kir_role_t role) {
       return "bscale";
     case TJ_KIR_GEMM_BZERO:
       return "bzero";
+    case TJ_KIR_CONV_X:
+      return "x";
+    case TJ_KIR_CONV_W:
+      return "w";
+    case TJ_KIR_CONV_BIAS:
+      return "bias";
   }
   return "?";
 }
@@ -128,7 +136,7 @@ static uint32_t push_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
 tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
                           const char* name, tj_kir_t** out_kernel) {
   *out_kernel = NULL;
-  if ((unsigned)kind > TJ_KIR_ATTENTION) {
+  if ((unsigned)kind > TJ_KIR_CONV) {
     return tj_invalid("kernel @%s: unknown template %d", name ? name : "?",
                       (int)kind);
   }
@@ -225,6 +233,7 @@ void tj_kir_set_space(tj_kir_t* k, int32_t rank, const tj_kir_ival_t* dims) {
   if (!usable(k)) return;
   int32_t min_rank = k->kind == TJ_KIR_GEMM        ? 2
                      : k->kind == TJ_KIR_ATTENTION ? 4
+                     : k->kind == TJ_KIR_CONV      ? 3
                                                    : 1;
   if (rank < min_rank || rank > TJ_KIR_MAX_RANK) {
     record(k, tj_invalid("kernel @%s: %s space rank %d is not in [%d, %d]",
@@ -257,7 +266,7 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          k->name, name));
     return TJ_KIR_NONE;
   }
-  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_GEMM_BZERO) {
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_CONV_BIAS) {
     record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
                          k->name, name));
     return TJ_KIR_NONE;
@@ -323,6 +332,28 @@ void tj_kir_set_attention(tj_kir_t* k, const tj_kir_attention_t* attn) {
     return;
   }
   k->attention = *attn;
+}
+
+void tj_kir_set_conv(tj_kir_t* k, const tj_kir_conv_t* conv) {
+  if (!usable(k)) return;
+  if (k->kind != TJ_KIR_CONV) {
+    record(k, tj_invalid("kernel @%s: conv settings on a %s kernel", k->name,
+                         tj_kir_kind_name(k->kind)));
+    return;
+  }
+  bool ok = conv->spatial >= 1 && conv->spatial <= 3 && conv->c >= 1;
+  int64_t kk = conv->c;
+  for (int32_t i = 0; ok && i < 3; ++i) {
+    ok = conv->in[i] >= 1 && conv->kernel[i] >= 1 && conv->stride[i] >= 1 &&
+         conv->dilation[i] >= 1 && conv->low[i] >= 0 &&
+         !tj_mul_overflow_i64(kk, conv->kernel[i], &kk);
+  }
+  if (!ok || kk > ((int64_t)1 << 31)) {
+    record(k, tj_invalid("kernel @%s: bad conv window", k->name));
+    return;
+  }
+  k->conv = *conv;
+  k->gemm_k = tj_kir_constant(kk);
 }
 
 uint32_t tj_kir_begin_phase(tj_kir_t* k, tj_kir_phase_kind_t kind,
@@ -827,7 +858,7 @@ static tj_status_t verify(const tj_kir_t* k) {
     return tj_invalid("kernel @%s: no iteration space", k->name);
   }
   uint32_t num_a = 0, num_b = 0, num_out = 0, num_attn[4] = {0, 0, 0, 0};
-  uint32_t num_bq[2] = {0, 0};
+  uint32_t num_bq[2] = {0, 0}, num_conv[3] = {0, 0, 0};
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role == TJ_KIR_GEMM_BSCALE || buf->role == TJ_KIR_GEMM_BZERO) {
@@ -845,6 +876,22 @@ static tj_status_t verify(const tj_kir_t* k) {
             k->name, buf->name, role_name(buf->role), tj_dtype_name(want));
       }
       continue;
+    }
+    if (buf->role >= TJ_KIR_CONV_X) {
+      if (k->kind != TJ_KIR_CONV || buf->dtype != TJ_DTYPE_F32 ||
+          num_conv[buf->role - TJ_KIR_CONV_X]++) {
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: a conv operand must be f32, one of each "
+            "role, in a conv kernel",
+            k->name, buf->name);
+      }
+      continue;
+    }
+    if (k->kind == TJ_KIR_CONV && buf->role != TJ_KIR_OUTPUT) {
+      return tj_invalid(
+          "kernel @%s: buffer %%%s: a conv kernel reads only x, w and bias "
+          "buffers",
+          k->name, buf->name);
     }
     if (buf->role >= TJ_KIR_ATTN_Q) {
       if (k->kind != TJ_KIR_ATTENTION) {
@@ -955,6 +1002,21 @@ static tj_status_t verify(const tj_kir_t* k) {
         "kernel @%s: an attention kernel needs one q, k, v and "
         "output buffer and at most one mask",
         k->name);
+  }
+  if (k->kind == TJ_KIR_CONV) {
+    // The space is [N, O, out spatial..] and the window the conv's.
+    bool ok = num_conv[0] == 1 && num_conv[1] == 1 && num_out == 1 &&
+              k->conv.spatial == k->rank - 2 && k->conv.c >= 1 &&
+              k->buffers[0].dtype == TJ_DTYPE_F32;
+    for (int32_t d = 1; ok && d < k->rank; ++d) ok = k->dims[d].param < 0;
+    for (uint32_t b = 0; ok && b < k->num_buffers; ++b)
+      ok = k->buffers[b].dtype == TJ_DTYPE_F32;
+    if (!ok) {
+      return tj_invalid(
+          "kernel @%s: a conv kernel needs one f32 x, w and output, a "
+          "constant [O, spatial..] and a window of rank - 2 axes",
+          k->name);
+    }
   }
   if (k->num_phases == 0) {
     return tj_invalid("kernel @%s: no phases", k->name);
@@ -1171,6 +1233,20 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     sbuf_printf(&s, " scale %.17g%s", k->attention.scale,
                 k->attention.causal ? " causal" : "");
   }
+  if (k->kind == TJ_KIR_CONV) {
+    const tj_kir_conv_t* c = &k->conv;
+    sbuf_printf(&s, " c %lld", (long long)c->c);
+    static const char* const names[5] = {"in", "kernel", "stride", "dilation",
+                                         "low"};
+    const int64_t* lists[5] = {c->in, c->kernel, c->stride, c->dilation,
+                               c->low};
+    for (int32_t l = 0; l < 5; ++l) {
+      sbuf_printf(&s, " %s", names[l]);
+      for (int32_t i = 3 - c->spatial; i < 3; ++i)
+        sbuf_printf(&s, "%s%lld", i > 3 - c->spatial ? "x" : " ",
+                    (long long)lists[l][i]);
+    }
+  }
   if (k->num_params) {
     sbuf_printf(&s, " (");
     for (uint32_t p = 0; p < k->num_params; ++p) {
@@ -1220,7 +1296,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
 //===--- same code ---===//
 
 // Every field compared below; a new one changes these sizes (x86-64).
-_Static_assert(sizeof(tj_kir_t) == 392 && sizeof(tj_kir_phase_t) == 32 &&
+_Static_assert(sizeof(tj_kir_t) == 528 && sizeof(tj_kir_phase_t) == 32 &&
                    sizeof(tj_kir_inst_t) == 48 &&
                    sizeof(tj_kir_buffer_t) == 144,
                "a field was added: compare it in tj_kir_same_code");
@@ -1263,7 +1339,8 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       !double_equal(a->attention.scale, b->attention.scale) ||
       a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
       a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
-      a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked) {
+      a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked ||
+      memcmp(&a->conv, &b->conv, sizeof(a->conv)) != 0) {
     return false;
   }
   int32_t rank = a->rank < TJ_KIR_MAX_RANK ? a->rank : TJ_KIR_MAX_RANK;

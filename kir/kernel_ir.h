@@ -77,6 +77,14 @@
 //                infinity where the mask is false or (causal) j > i; a row
 //                with no key left gives 0. No phases' instructions (its
 //                one MAP phase stays empty).
+//   CONV         (issue 15) a groups == 1 convolution, the conv op of
+//                lib/ops.def, as one implicit GEMM: space [N, O, out
+//                spatial..] (1 to 3 spatial dims), buffers CONV_X, CONV_W,
+//                optionally CONV_BIAS, and one OUTPUT (row-major, the
+//                space's strides); y[n, o, i] = b[o] + sum_{c, t} x[n, c,
+//                i * stride + t * dilation - low] * w[o, c, t], x read as 0
+//                outside its bounds. tj_kir_conv_t holds the window; only
+//                N may be a runtime size. No phases' instructions.
 //
 //===----------------------------------------------------------------------===//
 // Values and dtypes
@@ -154,6 +162,7 @@ typedef enum tj_kir_kind_e {
   TJ_KIR_ROW_REDUCE = 1,
   TJ_KIR_GEMM = 2,
   TJ_KIR_ATTENTION = 3,
+  TJ_KIR_CONV = 4,
 } tj_kir_kind_t;
 
 // A size or a stride: |value| when |param| < 0, else scalars[param].
@@ -189,6 +198,13 @@ typedef enum tj_kir_role_e {
   // n] (the k slot steps from one group of bq.group rows of B to the next).
   TJ_KIR_GEMM_BSCALE = 8,
   TJ_KIR_GEMM_BZERO = 9,
+  // CONV operands (f32): the input x [N, C, spatial..] and the weight w
+  // [O, C, kernel..], each with its own row-major strides (by its own
+  // dims, not the space's); the bias [O] (optional) with the space's
+  // strides (1 along O, 0 elsewhere).
+  TJ_KIR_CONV_X = 10,
+  TJ_KIR_CONV_W = 11,
+  TJ_KIR_CONV_BIAS = 12,
 } tj_kir_role_t;
 
 // qfold (issue 17): GEMM only. B holds quantized weights, dequantized as
@@ -210,6 +226,17 @@ typedef struct tj_kir_attention_t {
   double scale;
   bool causal;
 } tj_kir_attention_t;
+
+// CONV only: the window of a groups == 1 convolution over up to 3 spatial
+// axes, every entry a constant; fewer axes are the last ones, the leading
+// entries 1 (in, kernel, stride, dilation) and 0 (low pad). The output's
+// spatial sizes are the space's dims 2.. (out = (in + low + high - (kernel
+// - 1) * dilation - 1) / stride + 1, high implied). c: input channels.
+typedef struct tj_kir_conv_t {
+  int32_t spatial;  // 1 to 3
+  int64_t c;
+  int64_t in[3], kernel[3], stride[3], dilation[3], low[3];
+} tj_kir_conv_t;
 
 typedef struct tj_kir_buffer_t {
   const char* name;  // owned by the kernel
@@ -303,6 +330,9 @@ typedef struct tj_kir_t {
   bool allow_half_gemm;
   // ATTENTION only (tj_kir_set_attention).
   tj_kir_attention_t attention;
+  // CONV only (tj_kir_set_conv); gemm_k then holds C * prod(kernel), the
+  // contraction length.
+  tj_kir_conv_t conv;
   // GEMM only (qgemm, issue 17): i8/u8 operands (either, mixed) are
   // accepted too, summed exactly into an i32 accumulator (acc is i32).
   // Set by lowerings for targets with the integer template (x86,
@@ -366,6 +396,8 @@ void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);
 // ATTENTION: the head dims, scale and causal flag.
 void tj_kir_set_attention(tj_kir_t* kernel, const tj_kir_attention_t* attn);
+// CONV: the window (constants; checked against the space at finalize).
+void tj_kir_set_conv(tj_kir_t* kernel, const tj_kir_conv_t* conv);
 // ROW_REDUCE: opens a new phase (REDUCE phases take |reduce|; the others
 // ignore it) and returns its index. Instructions go to the open phase.
 uint32_t tj_kir_begin_phase(tj_kir_t* kernel, tj_kir_phase_kind_t kind,

@@ -228,6 +228,7 @@ static tj_status_t body(tj_lowering_t* lw) {
     case TJ_KIR_GEMM:
       return tj_lower_body_gemm(lw);
     case TJ_KIR_ATTENTION:
+    case TJ_KIR_CONV:
       break;
   }
   return tj_internal("lower: bad template");
@@ -563,6 +564,18 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
       NODE(lw, lw->grp->anchor)->op == TJ_OP_ATTENTION) {
     // An attention node left whole (issue 14): the ATTENTION template.
     tj_status_t status = tj_lower_attention_kernel(lw, name, &outs[0]);
+    if (!status) status = own_dims(lw, &outs[0]);
+    if (status) {
+      tj_lowered_kernel_deinitialize(&outs[0]);
+      return status;
+    }
+    *count = 1;
+    return NULL;
+  }
+  if (lw->grp->kind == TJ_GROUP_OPAQUE &&
+      NODE(lw, lw->grp->anchor)->op == TJ_OP_CONV) {
+    // A conv node left whole (issue 15): the CONV template.
+    tj_status_t status = tj_lower_conv_kernel(lw, name, &outs[0]);
     if (!status) status = own_dims(lw, &outs[0]);
     if (status) {
       tj_lowered_kernel_deinitialize(&outs[0]);

@@ -256,6 +256,13 @@ tj_status_t tj_lower_body_gemm(tj_lowering_t* lw);
 tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
                                       tj_lowered_kernel_t* out);
 
+//===--- lower_conv.c ---===//
+
+// The CONV kernel of the group's one conv node (groups 1, f32) into |out|
+// (its kernel, params, buffers; not its dim table).
+tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
+                                 tj_lowered_kernel_t* out);
+
 //===--- lower_scatter.c ---===//
 
 // scatter (issue 15): scatter_elements and scatter_nd, a group of the node

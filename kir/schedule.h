@@ -89,6 +89,23 @@ typedef struct tj_kir_attention_schedule_t {
 void tj_kir_attention_resolve(int32_t f32_lanes,
                               tj_kir_attention_schedule_t* out_schedule);
 
+// The CONV template's blocking (jit/emit_conv.c) for a vector of
+// |f32_lanes| floats: the GEMM microkernel's register tile (mr output
+// channels x nr output pixels), kc (the contraction, C x taps, per packed
+// pass), nc (output pixels per work unit, a multiple of nr) and oc (output
+// channels per work unit, a multiple of mr). A unit is an (oc x nc) block
+// of one image's output, the unit order image, channel block, pixel block
+// (fastest). Its scratch holds the packed patches (kc x nc f32, as nc / nr
+// panels of kc x nr), the f32 accumulators (oc x nc) and the unit's pixel
+// coordinates (nc x 3 i32 and nc i64), each 64-byte aligned.
+typedef struct tj_kir_conv_schedule_t {
+  int32_t mr, nr, kc, nc, oc;
+} tj_kir_conv_schedule_t;
+void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
+                         tj_kir_conv_schedule_t* out_schedule);
+// The scratch bytes of a CONV unit under |s|.
+int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
+
 typedef struct tj_kir_launch_t {
   int64_t units;                    // run the kernel over [0, units)
   int64_t scratch_bytes;            // per concurrent call

@@ -43,7 +43,7 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
     row_points *= (double)tj_kir_ival_eval(k->dims[d], scalars);
   }
   double flops = 0;
-  if (k->kind == TJ_KIR_GEMM) {
+  if (k->kind == TJ_KIR_GEMM || k->kind == TJ_KIR_CONV) {
     flops = 2.0 * points * (double)tj_kir_ival_eval(k->gemm_k, scalars);
   }
   if (k->kind == TJ_KIR_ATTENTION && k->rank >= 2) {

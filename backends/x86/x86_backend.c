@@ -906,7 +906,7 @@ tj_status_t tj_x86_launch_prepare(const tj_x86_runner_t* runner,
     work = sat_mul(work, tj_kir_ival_eval(kernel->dims[d], scalars));
   }
   int64_t threshold = INLINE_WORK;
-  if (kernel->kind == TJ_KIR_GEMM) {
+  if (kernel->kind == TJ_KIR_GEMM || kernel->kind == TJ_KIR_CONV) {
     work = sat_mul(work, tj_kir_ival_eval(kernel->gemm_k, scalars));
     threshold = INLINE_GEMM_WORK;
   }

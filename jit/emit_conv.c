@@ -1,0 +1,435 @@
+// The CONV template (issue 15): a groups == 1 convolution on the CPU as an
+// implicit GEMM, out[o, p] = b[o] + sum_k w[o, k] * X(k, p) per image, with
+// k = (c, taps) and p the output pixel, built from the GEMM template's
+// microkernel (jit/emit_gemm.h):
+//
+//   for u in [begin, end):          // (image, channel block, pixel block)
+//     the unit's pixel coordinates: i * stride - low per spatial axis, and
+//       their offset in x (-2^30 past the last pixel, so they fail the
+//       bounds check)
+//     for k0 in [0, K) step kc:
+//       pack X(k0 : k0+kc, pixels) as f32 panels [nc/nr][kc][nr], each row
+//         a masked gather of x at the pixels' offsets plus the tap's;
+//         lanes outside x (the padding) are 0: no padded copy of x exists
+//       for each block of mr channels, each panel:
+//         acc (+)= w[o rows, k0 : k0+kc] . panel  (the packed microkernel,
+//           reading w's rows in place: they are k-contiguous, which is how
+//           the GEMM reads an unpacked A)
+//     out[o, p] = acc + b[o] for the unit's valid pixels (masked tail)
+//
+// Every size but the batch is a constant of the kernel (kir/lower_conv.c),
+// so the index arithmetic is by constants. f32 only.
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/emit_gemm.h"
+#include "jit/emit_llvm.h"
+
+static LLVMValueRef c64(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef c32(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i32, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef gep(tj_emit_t* em, LLVMTypeRef t, LLVMValueRef ptr,
+                        LLVMValueRef n) {
+  return LLVMBuildGEP2(em->b, t, ptr, &n, 1, "");
+}
+
+static void set_align(LLVMValueRef inst, unsigned bytes) {
+  LLVMSetAlignment(inst, bytes);
+}
+
+static int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+tj_status_t tj_emit_conv(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  const tj_kir_conv_t* cv = &k->conv;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  tj_kir_conv_schedule_t s;
+  tj_kir_conv_resolve(k, w, &s);
+  int32_t xb = -1, wb = -1, ob = -1, bb = -1;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    switch (k->buffers[i].role) {
+      case TJ_KIR_CONV_X:
+        xb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_W:
+        wb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_BIAS:
+        bb = (int32_t)i;
+        break;
+      default:
+        ob = (int32_t)i;
+        break;
+    }
+  }
+  if (xb < 0 || wb < 0 || ob < 0) {
+    return tj_internal("kernel @%s: conv buffers missing", k->name);
+  }
+  // The window's constants, three spatial axes (the leading ones 1).
+  int64_t od[3] = {1, 1, 1};
+  for (int32_t i = 0; i < cv->spatial; ++i)
+    od[3 - cv->spatial + i] = k->dims[2 + i].value;
+  const int64_t O = k->dims[1].value, C = cv->c;
+  const int64_t P = od[0] * od[1] * od[2];
+  const int64_t KS = cv->kernel[0] * cv->kernel[1] * cv->kernel[2];
+  const int64_t K = C * KS;
+  const int64_t INS = cv->in[0] * cv->in[1] * cv->in[2];
+  const int64_t nr = s.nr, nc = s.nc, oc = s.oc, mr = s.mr, kc = s.kc;
+  const int32_t first = 3 - cv->spatial;  // the first checked axis
+
+  char uname[256];
+  snprintf(uname, sizeof(uname), "tj_ukernel_%s_conv", k->name);
+  tj_ukernel_opts_t uo = {.mr = (int32_t)mr,
+                          .nr = (int32_t)nr,
+                          .chains = 1,
+                          .a_dtype = TJ_DTYPE_F32,
+                          .b_dtype = TJ_DTYPE_F32,
+                          .name = uname,
+                          .hot = true};
+  LLVMValueRef uk = tj_emit_ukernel(em, &uo);
+  // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
+  // place: rows of P pixels per input channel, nothing to pack.
+  bool direct = KS == 1;
+  for (int32_t d = 0; d < 3; ++d) {
+    direct =
+        direct && cv->stride[d] == 1 && cv->low[d] == 0 && cv->in[d] == od[d];
+  }
+  LLVMValueRef ukd = NULL, uke = NULL;
+  if (direct) {
+    char dname[256], ename[256];
+    snprintf(dname, sizeof(dname), "tj_ukernel_%s_conv_d", k->name);
+    snprintf(ename, sizeof(ename), "tj_ukernel_%s_conv_e", k->name);
+    tj_ukernel_opts_t dopt = uo;
+    dopt.direct = true;
+    dopt.name = dname;
+    ukd = tj_emit_ukernel(em, &dopt);
+    dopt.masked = true;
+    dopt.name = ename;
+    uke = tj_emit_ukernel(em, &dopt);
+  }
+
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMTypeRef vi32 = LLVMVectorType(em->t_i32, (unsigned)w);
+  LLVMTypeRef vi64 = LLVMVectorType(em->t_i64, (unsigned)w);
+  // Scratch (tj_kir_conv_scratch_bytes sizes it the same way).
+  LLVMValueRef bp = em->arg_scratch;
+  int64_t off = align64(kc * nc * 4);
+  LLVMValueRef acc = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(oc * nc * 4);
+  LLVMValueRef cy = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(nc * 3 * 4);
+  LLVMValueRef pix = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+
+  const int64_t pblocks = (P + nc - 1) / nc, oblocks = (O + oc - 1) / oc;
+  tj_emit_loop_t ul;
+  LLVMValueRef u =
+      tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
+  LLVMValueRef pb = LLVMBuildURem(b, u, c64(em, pblocks), "pb");
+  LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, pblocks), "");
+  LLVMValueRef obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
+  LLVMValueRef n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
+  LLVMValueRef o0 = LLVMBuildMul(b, obk, c64(em, oc), "o0");
+  LLVMValueRef ocn =
+      tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, O), o0, ""));
+  LLVMValueRef p0 = LLVMBuildMul(b, pb, c64(em, nc), "p0");
+  LLVMValueRef pn =
+      tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, c64(em, P), p0, ""));
+  LLVMValueRef panels = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, pn, c64(em, nr - 1), ""), c64(em, nr), "panels");
+  LLVMValueRef pcols = LLVMBuildMul(b, panels, c64(em, nr), "pcols");
+  LLVMValueRef xbase = tj_emit_advance(
+      em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
+  LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
+                                       LLVMBuildMul(b, o0, c64(em, K), ""));
+  LLVMValueRef obase = tj_emit_advance(
+      em, (uint32_t)ob, em->base[ob],
+      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, O * P), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""), p0, ""),
+                   ""));
+
+  // The pixels' corner coordinates and offsets in x.
+  if (!direct) {
+    tj_emit_loop_t jl;
+    LLVMValueRef j =
+        tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
+    LLVMValueRef p = LLVMBuildAdd(b, p0, j, "p");
+    LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, p, c64(em, P), "");
+    LLVMValueRef idx[3];
+    idx[2] = LLVMBuildURem(b, p, c64(em, od[2]), "");
+    LLVMValueRef t = LLVMBuildUDiv(b, p, c64(em, od[2]), "");
+    idx[1] = LLVMBuildURem(b, t, c64(em, od[1]), "");
+    idx[0] = LLVMBuildUDiv(b, t, c64(em, od[1]), "");
+    LLVMValueRef offset = c64(em, 0);
+    const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
+    for (int32_t d = 0; d < 3; ++d) {
+      LLVMValueRef c =
+          LLVMBuildSub(b, LLVMBuildMul(b, idx[d], c64(em, cv->stride[d]), ""),
+                       c64(em, cv->low[d]), "");
+      offset = LLVMBuildAdd(b, offset,
+                            LLVMBuildMul(b, c, c64(em, inner[d]), ""), "");
+      // Past the last pixel: far outside x, so every tap is masked.
+      c = LLVMBuildSelect(b, valid, LLVMBuildTrunc(b, c, em->t_i32, ""),
+                          c32(em, -(1 << 30)), "");
+      set_align(LLVMBuildStore(b, c,
+                               gep(em, em->t_i32, cy,
+                                   LLVMBuildAdd(b, j, c64(em, d * nc), ""))),
+                4);
+    }
+    offset = LLVMBuildSelect(b, valid, offset, c64(em, 0), "");
+    set_align(LLVMBuildStore(b, offset, gep(em, em->t_i64, pix, j)), 8);
+    tj_emit_loop_end(em, &jl);
+  }
+
+  LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
+  tj_emit_loop_t kl;
+  LLVMValueRef k0 =
+      tj_emit_loop_begin(em, &kl, c64(em, 0), c64(em, K), c64(em, kc), "k0");
+  {
+    LLVMValueRef kn =
+        tj_emit_min_i64(em, c64(em, kc), LLVMBuildSub(b, c64(em, K), k0, ""));
+    LLVMValueRef pstride = LLVMBuildMul(b, kn, c64(em, nr), "pstride");
+    // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
+    // offset plus the tap's, where the tap's coordinates are inside x.
+    tj_emit_loop_t rl;
+    LLVMValueRef kk = NULL;
+    if (!direct)
+      kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
+    if (!direct) {
+      LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
+      LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
+      LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
+      LLVMValueRef tap[3];
+      tap[2] = LLVMBuildURem(b, t, c64(em, cv->kernel[2]), "");
+      t = LLVMBuildUDiv(b, t, c64(em, cv->kernel[2]), "");
+      tap[1] = LLVMBuildURem(b, t, c64(em, cv->kernel[1]), "");
+      tap[0] = LLVMBuildUDiv(b, t, c64(em, cv->kernel[1]), "");
+      const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
+      LLVMValueRef rowbase = LLVMBuildMul(b, ci, c64(em, INS), "");
+      LLVMValueRef toff[3];
+      for (int32_t d = 0; d < 3; ++d) {
+        LLVMValueRef td = LLVMBuildMul(b, tap[d], c64(em, cv->dilation[d]), "");
+        toff[d] = tj_emit_splat(em, LLVMBuildTrunc(b, td, em->t_i32, ""), w);
+        rowbase = LLVMBuildAdd(b, rowbase,
+                               LLVMBuildMul(b, td, c64(em, inner[d]), ""), "");
+      }
+      LLVMValueRef xrow = gep(em, em->t_f32, xbase, rowbase);
+      LLVMValueRef drow =
+          gep(em, em->t_f32, bp, LLVMBuildMul(b, kk, c64(em, nr), ""));
+      tj_emit_loop_t jl;
+      LLVMValueRef j =
+          tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, w), "j");
+      {
+        LLVMValueRef mask = NULL;
+        for (int32_t d = first; d < 3; ++d) {
+          LLVMValueRef cvec = LLVMBuildLoad2(
+              b, vi32,
+              gep(em, em->t_i32, cy, LLVMBuildAdd(b, j, c64(em, d * nc), "")),
+              "");
+          set_align(cvec, 4);
+          LLVMValueRef in = LLVMBuildAdd(b, cvec, toff[d], "");
+          LLVMValueRef ok = LLVMBuildICmp(
+              b, LLVMIntULT, in, tj_emit_splat(em, c32(em, cv->in[d]), w), "");
+          mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+        }
+        // Lanes of one output row with stride 1 along it read consecutive
+        // elements: one masked load; other lanes a masked gather.
+        LLVMValueRef o_first =
+            LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
+        LLVMValueRef o_last = LLVMBuildLoad2(
+            b, em->t_i64,
+            gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
+            "");
+        LLVMValueRef v = NULL;
+        const int64_t sx = cv->stride[2];
+        if (sx <= 4) {
+          LLVMValueRef run =
+              LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
+                            c64(em, (w - 1) * sx), "run");
+          LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
+          tj_emit_if_t ri;
+          tj_emit_if_begin(em, &ri, run, "contig");
+          {
+            // Stride sx > 1: the span of sx * w elements from the first
+            // lane's, every sx-th kept (the mask spread the same way), as
+            // the pointwise emitter's load_span does for strided windows.
+            LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(sx * w));
+            LLVMValueRef smask = mask;
+            if (sx > 1) {
+              LLVMValueRef spread[64];
+              for (int64_t i = 0; i < sx * w; ++i)
+                spread[i] = c32(em, i % sx == 0 ? i / sx : w);
+              smask = LLVMBuildShuffleVector(
+                  b, mask, LLVMConstNull(LLVMVectorType(em->t_i1, (unsigned)w)),
+                  LLVMConstVector(spread, (unsigned)(sx * w)), "");
+            }
+            LLVMTypeRef lt[2] = {st, em->t_ptr};
+            LLVMValueRef largs[4] = {gep(em, em->t_f32, xrow, o_first),
+                                     c32(em, 4), smask,
+                                     tj_emit_fconst(st, 0.0)};
+            LLVMValueRef lv =
+                tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
+            if (sx > 1) {
+              LLVMValueRef pick[16];
+              for (int32_t i = 0; i < w; ++i) pick[i] = c32(em, i * sx);
+              lv = LLVMBuildShuffleVector(b, lv, LLVMGetUndef(st),
+                                          LLVMConstVector(pick, (unsigned)w),
+                                          "");
+            }
+            LLVMBuildStore(b, lv, slot);
+          }
+          tj_emit_if_end(em, &ri);
+          tj_emit_if_t gi;
+          tj_emit_if_begin(em, &gi, LLVMBuildNot(b, run, ""), "gather");
+          {
+            LLVMValueRef offs =
+                LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+            set_align(offs, 8);
+            LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+            LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
+                                    tj_emit_fconst(vf, 0.0)};
+            LLVMBuildStore(
+                b,
+                tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4),
+                slot);
+          }
+          tj_emit_if_end(em, &gi);
+          v = LLVMBuildLoad2(b, vf, slot, "");
+        } else {
+          LLVMValueRef offs =
+              LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+          set_align(offs, 8);
+          LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+          LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
+                                  tj_emit_fconst(vf, 0.0)};
+          v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+        }
+        LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
+        LLVMValueRef dst =
+            gep(em, em->t_f32, drow,
+                LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
+                             LLVMBuildURem(b, j, c64(em, nr), ""), ""));
+        set_align(LLVMBuildStore(b, v, dst), 4);
+      }
+      tj_emit_loop_end(em, &jl);
+    }
+    if (!direct) tj_emit_loop_end(em, &rl);
+    // acc (+)= w rows . panels, mr channels at a time.
+    LLVMValueRef first_pass =
+        LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
+    LLVMValueRef accumulate = LLVMBuildNot(b, first_pass, "");
+    tj_emit_loop_t ml;
+    LLVMValueRef ob0 =
+        tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
+    {
+      LLVMValueRef mrv =
+          tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, ocn, ob0, ""));
+      LLVMValueRef arow = tj_emit_advance(
+          em, (uint32_t)wb, wbase,
+          LLVMBuildAdd(b, LLVMBuildMul(b, ob0, c64(em, K), ""), k0, ""));
+      LLVMValueRef trow =
+          gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
+      tj_emit_loop_t pl;
+      LLVMValueRef pi =
+          tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1), "panel");
+      if (!direct) {
+        LLVMValueRef args[11] = {
+            arow,
+            c64(em, K),
+            c64(em, 1),
+            gep(em, em->t_f32, bp, LLVMBuildMul(b, pi, pstride, "")),
+            c64(em, nr),
+            kn,
+            mrv,
+            gep(em, em->t_f32, trow, LLVMBuildMul(b, pi, c64(em, nr), "")),
+            c64(em, nc),
+            accumulate,
+            c64(em, nr)};
+        LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+      } else {
+        // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
+        LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+        LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+        LLVMValueRef bsrc =
+            gep(em, em->t_f32, xbase,
+                LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
+                             LLVMBuildAdd(b, p0, c0, ""), ""));
+        LLVMValueRef args[11] = {
+            arow,        c64(em, K), c64(em, 1), bsrc,
+            c64(em, P),  kn,         mrv,        gep(em, em->t_f32, trow, c0),
+            c64(em, nc), accumulate, cols};
+        tj_emit_if_t fi;
+        LLVMValueRef whole =
+            LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+        tj_emit_if_begin(em, &fi, whole, "dfull");
+        LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
+        tj_emit_if_end(em, &fi);
+        tj_emit_if_t ei;
+        tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
+        LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
+        tj_emit_if_end(em, &ei);
+      }
+      tj_emit_loop_end(em, &pl);
+    }
+    tj_emit_loop_end(em, &ml);
+  }
+  tj_emit_loop_end(em, &kl);
+
+  // out = acc + bias over the unit's valid pixels.
+  LLVMValueRef full =
+      LLVMBuildMul(b, LLVMBuildUDiv(b, pn, c64(em, w), ""), c64(em, w), "full");
+  tj_emit_loop_t orl;
+  LLVMValueRef rr =
+      tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
+  {
+    LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
+    if (bb >= 0) {
+      LLVMValueRef bv =
+          LLVMBuildLoad2(b, em->t_f32,
+                         tj_emit_advance(em, (uint32_t)bb, em->base[bb],
+                                         LLVMBuildAdd(b, o0, rr, "")),
+                         "");
+      set_align(bv, 4);
+      bias = tj_emit_splat(em, bv, w);
+    }
+    LLVMValueRef arow =
+        gep(em, em->t_f32, acc, LLVMBuildMul(b, rr, c64(em, nc), ""));
+    LLVMValueRef orow = tj_emit_advance(em, (uint32_t)ob, obase,
+                                        LLVMBuildMul(b, rr, c64(em, P), ""));
+    tj_emit_loop_t cl;
+    LLVMValueRef c =
+        tj_emit_loop_begin(em, &cl, c64(em, 0), full, c64(em, w), "oc");
+    {
+      LLVMValueRef v = LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, c), "");
+      set_align(v, 4);
+      v = LLVMBuildFAdd(b, v, bias, "");
+      set_align(LLVMBuildStore(b, v, gep(em, em->t_f32, orow, c)), 4);
+    }
+    tj_emit_loop_end(em, &cl);
+    tj_emit_if_t tail;
+    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, pn, ""),
+                     "otail");
+    {
+      LLVMValueRef v =
+          LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, full), "");
+      set_align(v, 4);
+      v = LLVMBuildFAdd(b, v, bias, "");
+      LLVMValueRef mask =
+          tj_emit_lane_mask(em, LLVMBuildSub(b, pn, full, ""), w);
+      LLVMTypeRef types[2] = {vf, em->t_ptr};
+      LLVMValueRef args[4] = {v, gep(em, em->t_f32, orow, full), c32(em, 4),
+                              mask};
+      tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+    }
+    tj_emit_if_end(em, &tail);
+  }
+  tj_emit_loop_end(em, &orl);
+  tj_emit_loop_end(em, &ul);
+  return NULL;
+}

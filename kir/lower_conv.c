@@ -1,0 +1,107 @@
+// kir/lower_conv.c: a conv node left whole by decompose (a target with a
+// native conv kernel, tj_pass_ctx_t.native_op: x86, groups == 1) on the
+// CONV template. The group is the node alone: x, w and the bias are
+// memory, the output is written row-major over the space [N, O, out
+// spatial..]. Only N may be symbolic: the window, C, O and the spatial
+// sizes are constants of the kernel (jit/emit_conv.c specializes on them).
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kir/lower_internal.h"
+#include "lib/dtype.h"
+#include "lib/shape.h"
+#include "lib/window.h"
+
+tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
+                                 tj_lowered_kernel_t* out) {
+  const uint32_t yn = lw->grp->anchor;
+  const tj_node_t* y = NODE(lw, yn);
+  const uint32_t xn = y->operands[0], wn = y->operands[1];
+  const uint32_t bn = y->num_operands > 2 ? y->operands[2] : TJ_NODE_NONE;
+  const tj_node_t* x = NODE(lw, xn);
+  const tj_node_t* w = NODE(lw, wn);
+  const tj_window_t win = tj_window_of(&y->attrs);
+  const int32_t r = y->rank, ns = r - 2;
+  if (y->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 ||
+      w->dtype != TJ_DTYPE_F32 || win.groups != 1 || ns < 1 ||
+      ns > TJ_WINDOW_MAX_SPATIAL || win.n != ns || x->rank != r ||
+      w->rank != r) {
+    return tj_unsupported(
+        "conv %%%u (%s, groups %lld, rank %d): the conv template takes f32 "
+        "with groups 1 and 1 to 3 spatial axes",
+        yn, tj_dtype_name(y->dtype), (long long)win.groups, r);
+  }
+  tj_kir_conv_t cv;
+  memset(&cv, 0, sizeof(cv));  // padding too: kernels compare by bytes
+  cv.spatial = ns;
+  for (int32_t i = 0; i < 3; ++i) {
+    cv.in[i] = cv.kernel[i] = cv.stride[i] = cv.dilation[i] = 1;
+  }
+  int64_t c, o;
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, xn, 1, &c));
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, wn, 0, &o));
+  bool constant = tj_dim_is_const(c) && tj_dim_is_const(o);
+  int64_t space[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, yn, 0, &space[0]));
+  space[1] = o;
+  for (int32_t i = 0; i < ns; ++i) {
+    const int32_t j = 3 - ns + i;
+    int64_t in, ker, yd;
+    TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, xn, 2 + i, &in));
+    TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, wn, 2 + i, &ker));
+    TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, yn, 2 + i, &yd));
+    constant = constant && tj_dim_is_const(in) && tj_dim_is_const(ker) &&
+               tj_dim_is_const(yd);
+    cv.in[j] = in;
+    cv.kernel[j] = ker;
+    cv.stride[j] = win.strides ? win.strides[i] : 1;
+    cv.dilation[j] = win.dilations ? win.dilations[i] : 1;
+    cv.low[j] = win.low ? win.low[i] : 0;
+    space[2 + i] = yd;
+  }
+  if (!constant || c < 1) {
+    return tj_unsupported(
+        "conv %%%u: the conv template needs constant channels and spatial "
+        "sizes (only the batch may be symbolic)",
+        yn);
+  }
+  cv.c = c;
+  int64_t sx[TJ_MAX_RANK], sw[TJ_MAX_RANK], so[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, xn, sx));
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, wn, sw));
+  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, yn, so));
+  lw->num_params = 0;
+  TJ_RETURN_IF_ERROR(tj_kir_create(lw->al, TJ_KIR_CONV, name, &lw->k));
+  tj_kir_ival_t dims[TJ_KIR_MAX_RANK], st[4][TJ_KIR_MAX_RANK];
+  for (int32_t f = 0; f < r; ++f) {
+    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, space[f], &dims[f]));
+    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sx[f], &st[0][f]));
+    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sw[f], &st[1][f]));
+    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, so[f], &st[2][f]));
+    st[3][f] = tj_kir_constant(f == 1 ? 1 : 0);
+  }
+  tj_kir_set_space(lw->k, r, dims);
+  static const tj_kir_role_t roles[4] = {TJ_KIR_CONV_X, TJ_KIR_CONV_W,
+                                         TJ_KIR_OUTPUT, TJ_KIR_CONV_BIAS};
+  static const char* const names[4] = {"x", "w", "out", "b"};
+  const uint32_t nodes[4] = {xn, wn, yn, bn};
+  const uint32_t nbuf = bn != TJ_NODE_NONE ? 4 : 3;
+  for (uint32_t bi = 0; bi < nbuf; ++bi) {
+    char bname[32];
+    snprintf(bname, sizeof(bname), "%s%u_%u", names[bi], nodes[bi], bi);
+    tj_kir_add_buffer(lw->k, bname, NODE(lw, nodes[bi])->dtype, roles[bi],
+                      st[bi]);
+    out->buffer_nodes[bi] = nodes[bi];
+    out->buffer_offset_dims[bi] = 0;
+  }
+  out->num_buffers = nbuf;
+  tj_kir_set_conv(lw->k, &cv);
+  TJ_RETURN_IF_ERROR(tj_kir_finalize(lw->k));
+  out->num_params = lw->num_params;
+  memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
+  out->nonempty_node = NONE32;
+  out->kernel = lw->k;
+  lw->k = NULL;
+  return NULL;
+}
