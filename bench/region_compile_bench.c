@@ -16,6 +16,10 @@
 //            pass list "default", the same pipeline): the passes and
 //            lowering run, the kernels come from the memory cache (the
 //            path of a new graph made of known blocks): the median of 31
+//   restart  a fresh process (this program run again) whose context's
+//            disk cache holds the kernels (a service restarted): its
+//            first tj_compile, one per repetition; the cache directory
+//            is a new temporary one, filled by a first such process
 //
 // Usage: region_compile_bench [--reps R] [--layers N]
 // Prints the median and the range of tj_executable_stats' compile_ms over
@@ -25,10 +29,13 @@
 // inflate; it leaves out LLVM's background threads, so read the cold row's
 // wall time).
 
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tensorjit.h"
 
@@ -86,11 +93,11 @@ static double compile_ms(const tj_graph_t* g, tj_executable_t** out) {
   return st.compile_ms;
 }
 
-enum { kFigures = 6 };
+enum { kFigures = 7 };
 
 typedef struct figures_t {
   double v[kFigures];    // cold, warm, rebuilt, reload, rebuilt after
-                         // release, unmemoized
+                         // release, unmemoized, restart
   double cpu[kFigures];  // the same, thread CPU time
 } figures_t;
 
@@ -120,6 +127,61 @@ enum { kWarmCompiles = 31 };
 static double median_of(double* v, int n) {
   qsort(v, (size_t)n, sizeof(double), cmp_double);
   return v[n / 2];
+}
+
+// The restart row's child: one compile in a context whose disk cache is
+// |dir|; prints "<compile_ms> <thread CPU ms>".
+static int restart_child(int layers, const char* dir) {
+  tj_context_t* ctx = NULL;
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.cache_dir = dir;
+  if (tj_context_create(&co, &ctx)) return 1;
+  tj_graph_t* g = build(ctx, layers);
+  if (!g) return 1;
+  tj_executable_t* e = NULL;
+  double ms = compile_ms(g, &e);
+  printf("%.6f %.6f\n", ms, g_cpu_ms);
+  tj_executable_release(e);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return 0;
+}
+
+static char g_cache_dir[64];  // the restart row's disk cache
+
+// Runs restart_child in a new process; its figures to |*ms| and |*cpu|.
+static void restart(int layers, double* ms, double* cpu) {
+  char n[16];
+  snprintf(n, sizeof(n), "%d", layers);
+  char self[] = "/proc/self/exe", flag[] = "--restart-child";
+  char* argv[] = {self, flag, n, g_cache_dir, NULL};
+  int fds[2];
+  if (pipe(fds) != 0) exit(1);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid;
+  extern char** environ;
+  if (posix_spawn(&pid, self, &fa, NULL, argv, environ) != 0) exit(1);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  char out[128] = {0};
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < sizeof(out) &&
+         (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0) {
+    got += (size_t)r;
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+      sscanf(out, "%lf %lf", ms, cpu) != 2) {
+    fprintf(stderr, "restart child failed\n");
+    exit(1);
+  }
 }
 
 static figures_t one_rep(int layers) {
@@ -165,6 +227,7 @@ static figures_t one_rep(int layers) {
   }
   f.v[5] = median_of(v, kWarmCompiles);
   f.cpu[5] = median_of(c, kWarmCompiles);
+  restart(layers, &f.v[6], &f.cpu[6]);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
   return f;
@@ -187,6 +250,9 @@ static stat_t summarize(double* v, int n) {
 
 int main(int argc, char** argv) {
   int reps = 7, layers = 24;
+  if (argc == 4 && strcmp(argv[1], "--restart-child") == 0) {
+    return restart_child(atoi(argv[2]), argv[3]);
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--layers") == 0) layers = atoi(argv[i + 1]);
@@ -196,6 +262,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int counts[2] = {1, layers};
+  snprintf(g_cache_dir, sizeof(g_cache_dir), "/tmp/tj_region_bench_XXXXXX");
+  if (!mkdtemp(g_cache_dir)) return 1;
+  for (int c = 0; c < 2; ++c) {
+    double ms, cpu;
+    restart(counts[c], &ms, &cpu);  // fills the disk cache
+  }
   stat_t st[2][2][kFigures];  // [wall, cpu][1 layer, N][figure]
   for (int c = 0; c < 2; ++c) {
     double* v = malloc(sizeof(double) * 2 * kFigures * (size_t)reps);
@@ -214,9 +286,13 @@ int main(int argc, char** argv) {
     }
     free(v);
   }
-  static const char* const kNames[kFigures] = {
-      "cold",          "warm (memo)",           "rebuilt graph (memo)",
-      "reload (kept)", "rebuilt after release", "unmemoized (kernel cache)"};
+  static const char* const kNames[kFigures] = {"cold",
+                                               "warm (memo)",
+                                               "rebuilt graph (memo)",
+                                               "reload (kept)",
+                                               "rebuilt after release",
+                                               "unmemoized (kernel cache)",
+                                               "restart (disk cache)"};
   static const char* const kClocks[2] = {"wall time (compile_ms)",
                                          "thread CPU time of tj_compile"};
   for (int w = 0; w < 2; ++w) {
@@ -232,5 +308,8 @@ int main(int argc, char** argv) {
     }
   }
   printf("# N = %d\n", layers);
+  char rm[96];
+  snprintf(rm, sizeof(rm), "rm -rf %s", g_cache_dir);
+  if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", g_cache_dir);
   return 0;
 }

@@ -1372,6 +1372,106 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
   return true;
 }
 
+// tj_kir_code_bytes' writer: fields gathered in a buffer, handed to the
+// caller's sink a kilobyte at a time.
+typedef struct code_writer_t {
+  tj_kir_put_fn put;
+  void* user;
+  size_t used;
+  unsigned char buffer[1024];
+} code_writer_t;
+
+static void code_flush(code_writer_t* w) {
+  if (w->used) w->put(w->user, w->buffer, w->used);
+  w->used = 0;
+}
+
+static void code_put(code_writer_t* w, const void* data, size_t size) {
+  if (size > sizeof(w->buffer) - w->used) code_flush(w);
+  if (size > sizeof(w->buffer)) {
+    w->put(w->user, data, size);
+    return;
+  }
+  memcpy(w->buffer + w->used, data, size);
+  w->used += size;
+}
+
+static void code_i64(code_writer_t* w, int64_t v) {
+  code_put(w, &v, sizeof(v));
+}
+
+static void code_f64(code_writer_t* w, double v) { code_put(w, &v, sizeof(v)); }
+
+static void code_ival(code_writer_t* w, tj_kir_ival_t v) {
+  code_i64(w, v.value);
+  code_i64(w, v.param);
+}
+
+void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
+  code_writer_t w = {.put = put, .user = user, .used = 0};
+  // Field by field, as tj_kir_same_code compares them (no struct bytes:
+  // padding), every count before what it counts, so that two kernels
+  // write the same bytes exactly when they have the same code.
+  int64_t head[] = {k->kind,
+                    k->rank,
+                    k->num_params,
+                    k->num_buffers,
+                    k->num_phases,
+                    k->finalized,
+                    k->error != NULL,
+                    k->allow_half_gemm,
+                    k->allow_int8_gemm,
+                    k->schedule.tile_m,
+                    k->schedule.tile_n,
+                    k->schedule.mc,
+                    k->schedule.nc,
+                    k->schedule.kc,
+                    k->attention.causal,
+                    k->bq.bits,
+                    k->bq.int4_signed,
+                    k->bq.group,
+                    k->b_int7,
+                    k->b_prepacked};
+  code_put(&w, head, sizeof(head));
+  code_ival(&w, k->gemm_k);
+  code_ival(&w, k->attention.d);
+  code_ival(&w, k->attention.dv);
+  code_f64(&w, k->attention.scale);
+  int32_t rank = k->rank < TJ_KIR_MAX_RANK ? k->rank : TJ_KIR_MAX_RANK;
+  for (int32_t d = 0; d < rank; ++d) code_ival(&w, k->dims[d]);
+  for (uint32_t p = 0; p < k->num_params; ++p) {
+    size_t n = strlen(k->param_names[p]);
+    code_i64(&w, (int64_t)n);
+    code_put(&w, k->param_names[p], n);
+  }
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* b = &k->buffers[i];
+    code_i64(&w, b->dtype);
+    code_i64(&w, b->role);
+    for (int32_t d = 0; d < TJ_KIR_MAX_RANK; ++d) code_ival(&w, b->strides[d]);
+  }
+  for (uint32_t f = 0; f < k->num_phases; ++f) {
+    const tj_kir_phase_t* ph = &k->phases[f];
+    int64_t phase[] = {ph->kind, ph->reduce, ph->result_dtype, ph->reverse,
+                       ph->num_insts};
+    code_put(&w, phase, sizeof(phase));
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      const tj_kir_inst_t* in = &ph->insts[i];
+      // The args past num_args are not compared (nor written).
+      uint32_t words[8] = {(uint32_t)in->kind, (uint32_t)in->op,
+                           (uint32_t)in->dtype, in->num_args, in->ref};
+      uint32_t n = 5;
+      for (uint32_t a = 0; a < in->num_args && a < 3; ++a) {
+        words[n++] = in->args[a];
+      }
+      code_put(&w, words, sizeof(uint32_t) * n);
+      code_f64(&w, in->fvalue);
+      code_i64(&w, in->ivalue);
+    }
+  }
+  code_flush(&w);
+}
+
 //===--- copy ---===//
 
 tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,

@@ -461,6 +461,14 @@ const char* tj_kir_reduce_name(tj_kir_reduce_t reduce);
 // fails until it is).
 bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b);
 
+// Writes the fields tj_kir_same_code compares, and nothing else, to
+// |put| (a few calls, a kilobyte or so each): the same bytes for two
+// kernels exactly when they have the same code, so a cache key may hash
+// them instead of the printed text (x86_backend.c's set_key; the names
+// are not in them: hash the kernel's own name beside them if it matters).
+typedef void (*tj_kir_put_fn)(void* user, const void* data, size_t size);
+void tj_kir_code_bytes(const tj_kir_t* kernel, tj_kir_put_fn put, void* user);
+
 // A finalized copy of the finalized |kernel| named |name|, its buffer i
 // named |buffer_names|[i] (names copied; they must be C identifiers, as
 // tj_kir_create and tj_kir_add_buffer require): the same code

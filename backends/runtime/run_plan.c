@@ -168,10 +168,27 @@ static tj_status_t build_call_step(const tj_run_plan_t* rp, uint32_t q,
   return NULL;
 }
 
+// "<prefix>g<q>_<group kind>" in |buf| (64 bytes: prefixes are "" and "s",
+// kind names short). No printf: a copied group names two kernels a copy.
 static void kernel_name(const tj_run_plan_t* rp, const char* prefix, uint32_t q,
-                        char* buf, size_t size) {
-  const tj_group_t* grp = &rp->fusion->groups[q];
-  snprintf(buf, size, "%sg%u_%s", prefix, q, tj_group_kind_name(grp->kind));
+                        char buf[64]) {
+  const char* kind = tj_group_kind_name(rp->fusion->groups[q].kind);
+  char digits[10];
+  int nd = 0;
+  do {
+    digits[nd++] = (char)('0' + q % 10);
+    q /= 10;
+  } while (q);
+  size_t np = strlen(prefix), nk = strlen(kind);
+  if (np + 1 + (size_t)nd + 1 + nk >= 64) nk = 64 - 1 - np - 1 - (size_t)nd - 1;
+  char* w = buf;
+  memcpy(w, prefix, np);
+  w += np;
+  *w++ = 'g';
+  while (nd) *w++ = digits[--nd];
+  *w++ = '_';
+  memcpy(w, kind, nk);
+  w[nk] = '\0';
 }
 
 static void log_space(const tj_kir_t* k, char* buf, size_t size) {
@@ -277,8 +294,8 @@ static tj_status_t copy_group(const tj_run_plan_t* rp, const char* prefix,
                               uint32_t* out_count) {
   const tj_run_step_t* from = &rp->steps[p];
   char from_name[64], to_name[64];
-  kernel_name(rp, prefix, p, from_name, sizeof(from_name));
-  kernel_name(rp, prefix, q, to_name, sizeof(to_name));
+  kernel_name(rp, prefix, p, from_name);
+  kernel_name(rp, prefix, q, to_name);
   *out_count = 0;
   TJ_RETURN_IF_ERROR(tj_lower_group_copy(rp->graph, rp->fusion, p, q, from_name,
                                          to_name, &kernels[from->first_kernel],
@@ -346,7 +363,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
         reserve_kernels(al, &kernels, &cap, nk + TJ_LOWER_MAX_GROUP_KERNELS);
     if (status) break;
     char name[64];
-    kernel_name(rp, "", q, name, sizeof(name));
+    kernel_name(rp, "", q, name);
     uint32_t made = 0;
     uint64_t hash = 0;
     uint32_t equal = UINT32_MAX;
@@ -448,7 +465,7 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
     const tj_run_step_t* st = &rp->steps[q];
     if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
     char name[64];
-    kernel_name(rp, "s", q, name, sizeof(name));
+    kernel_name(rp, "s", q, name);
     uint64_t hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
     uint32_t equal = index_find(&index, rp, q, hash);
     uint32_t got = 0;

@@ -255,38 +255,6 @@ static void free_unique(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
   set->num_unique = 0;
 }
 
-// |text| (a kernel's tj_kir_print) without the names that differ between
-// copies of one block: the kernel's (@name) and its buffers'
-// (%in<node>_<b>, %out<node>_<b> become %in_<b>, %out_<b>), in place.
-static void strip_names(char* text) {
-  char* w = text;
-  for (const char* r = text; *r;) {
-    if (r[0] == '@') {
-      *w++ = '@';
-      ++r;
-      while ((*r >= 'a' && *r <= 'z') || (*r >= 'A' && *r <= 'Z') ||
-             (*r >= '0' && *r <= '9') || *r == '_')
-        ++r;
-      continue;
-    }
-    size_t role = strncmp(r, "%in", 3) == 0    ? 3
-                  : strncmp(r, "%out", 4) == 0 ? 4
-                                               : 0;
-    if (role && r[role] >= '0' && r[role] <= '9') {
-      const char* d = r + role;
-      while (*d >= '0' && *d <= '9') ++d;
-      if (*d == '_') {
-        memmove(w, r, role);
-        w += role;
-        r = d;
-        continue;
-      }
-    }
-    *w++ = *r++;
-  }
-  *w = '\0';
-}
-
 // Region compile: finds the kernels of |set| identical up to names
 // (tj_kir_same_code: field by field, nothing printed; a block repeated N
 // times costs N compares against its few distinct kernels) and fills
@@ -343,6 +311,10 @@ void tj_x86_kernel_set_deinitialize(tj_allocator_t allocator,
   memset(set, 0, sizeof(*set));
 }
 
+static void hash_put(void* user, const void* data, size_t size) {
+  tj_cache_hasher_update(user, data, size);
+}
+
 // The cache key: what the object code depends on besides LLVM's behaviour,
 // which the target key pins (LLVM version, CPU, features).
 static tj_status_t set_key(tj_x86_jit_t* jit,
@@ -356,26 +328,24 @@ static tj_status_t set_key(tj_x86_jit_t* jit,
   // by an older build would keep serving the old code (the library
   // version alone changes only at releases). 2: column reductions, hot
   // and cold parts; 3: the small-M GEMM path a deferred function of its
-  // own; 4: buffer names out of the key.
-  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 4");
+  // own; 4: buffer names out of the key; 5: the kernels' fields hashed
+  // (tj_kir_code_bytes) instead of their text.
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 5");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
   static const char* const kParts[] = {"whole", "hot part", "cold part"};
   tj_cache_hasher_update_string(&h, kParts[part]);
   for (uint32_t i = 0; i < num_kernels; ++i) {
     const tj_kir_t* k = kernels[i].kernel;
-    char* text;
-    TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
-    size_t bytes = strlen(text) + 1;  // its allocation, before stripping
-    // Buffers are named after plan nodes, whose numbers move with the
-    // rest of the graph (a stack of 24 layers numbers its first layer's
-    // nodes differently from a stack of 1): the code is the same, and so
-    // is the key. The kernel's name stays in it: it names the object's
-    // entry point.
-    strip_names(text);
+    // The kernel's code field by field (tj_kir_code_bytes), not its text:
+    // the same bytes exactly when tj_kir_same_code holds, without printing
+    // it. Buffer names are not in them: they are named after plan nodes,
+    // whose numbers move with the rest of the graph (a stack of 24 layers
+    // numbers its first layer's nodes differently from a stack of 1), and
+    // the code does not depend on them. The kernel's name is: it names
+    // the object's entry point.
     tj_cache_hasher_update_string(&h, k->name);
-    tj_cache_hasher_update_string(&h, text);
-    tj_free(k->allocator, text, bytes);
+    tj_kir_code_bytes(k, hash_put, &h);
   }
   *out = tj_cache_hasher_finalize(&h);
   return NULL;

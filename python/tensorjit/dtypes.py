@@ -13,6 +13,7 @@ package is installed. An input declared bf16 accepts either; elsewhere
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -105,23 +106,42 @@ _BY_NAME.update({"float32": DType.F32, "float16": DType.F16, "half":
                  DType.I16, "uint16": DType.U16, "uint32": DType.U32,
                  "uint64": DType.U64})
 
-try:  # optional: a real bfloat16 numpy dtype
-    import ml_dtypes  # type: ignore
+# ml_dtypes (optional: real bfloat16 and float8 numpy dtypes) is imported
+# on first need, not with the package: importing it costs about 0.7 s per
+# interpreter, which an f32-only program should not pay. Needed means: a
+# bf16 or float8 numpy dtype asked for (numpy_dtype), or a numpy dtype not
+# otherwise known while ml_dtypes is already imported (a caller's
+# ml_dtypes.bfloat16 array: the caller imported it).
+_ML_DTYPES_LOADED = False
+_ML_KINDS = ("BF16", "F8E4M3", "F8E5M2")
 
-    _BF16_NUMPY: Optional[np.dtype] = np.dtype(ml_dtypes.bfloat16)
-    _F8_NUMPY = {DType.F8E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
+
+def _load_ml_dtypes() -> None:
+    """Puts ml_dtypes' bf16 and float8 dtypes in the tables, once; without
+    ml_dtypes they stay raw bits (uint16, uint8)."""
+    global _ML_DTYPES_LOADED
+    if _ML_DTYPES_LOADED:
+        return
+    _ML_DTYPES_LOADED = True
+    try:
+        import ml_dtypes  # type: ignore
+        found = {DType.BF16: np.dtype(ml_dtypes.bfloat16),
+                 DType.F8E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
                  DType.F8E5M2: np.dtype(ml_dtypes.float8_e5m2)}
-except Exception:  # noqa: BLE001 - any import failure means "absent"
-    _BF16_NUMPY = None
-    _F8_NUMPY = {}
+    except Exception:  # noqa: BLE001 - any import failure means "absent"
+        return
+    for d, npd in found.items():
+        _TO_NUMPY[d] = npd
+        _FROM_NUMPY[npd] = d
+
 
 _TO_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
-             DType.BF16: _BF16_NUMPY or np.dtype(np.uint16),
+             DType.BF16: np.dtype(np.uint16),
              DType.F64: np.dtype(np.float64), DType.I8: np.dtype(np.int8),
              DType.I32: np.dtype(np.int32), DType.I64: np.dtype(np.int64),
              DType.BOOL: np.dtype(np.bool_), DType.U8: np.dtype(np.uint8),
-             DType.F8E4M3: _F8_NUMPY.get(DType.F8E4M3, np.dtype(np.uint8)),
-             DType.F8E5M2: _F8_NUMPY.get(DType.F8E5M2, np.dtype(np.uint8)),
+             DType.F8E4M3: np.dtype(np.uint8),
+             DType.F8E5M2: np.dtype(np.uint8),
              DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
              DType.U32: np.dtype(np.uint32), DType.U64: np.dtype(np.uint64),
              DType.F8E4M3FNUZ: np.dtype(np.uint8),
@@ -136,10 +156,14 @@ _FROM_NUMPY = {np.dtype(np.float32): DType.F32,
                np.dtype(np.bool_): DType.BOOL, np.dtype(np.uint8): DType.U8,
                np.dtype(np.int16): DType.I16, np.dtype(np.uint16): DType.U16,
                np.dtype(np.uint32): DType.U32, np.dtype(np.uint64): DType.U64}
-if _BF16_NUMPY is not None:
-    _FROM_NUMPY[_BF16_NUMPY] = DType.BF16
-for _d, _npd in _F8_NUMPY.items():
-    _FROM_NUMPY[_npd] = _d
+
+
+def _from_numpy(npd: np.dtype) -> Optional[DType]:
+    found = _FROM_NUMPY.get(npd)
+    if found is None and not _ML_DTYPES_LOADED and "ml_dtypes" in sys.modules:
+        _load_ml_dtypes()
+        found = _FROM_NUMPY.get(npd)
+    return found
 
 DTypeLike = Union[DType, str, np.dtype, type]
 
@@ -166,8 +190,8 @@ def dtype_of(value: Any) -> DType:
         npd = np.dtype(value)
     except TypeError:
         raise ArgumentTypeError(f"not a dtype: {value!r}") from None
-    found = _FROM_NUMPY.get(npd.newbyteorder("=") if npd.byteorder in "<>"
-                            else npd)
+    found = _from_numpy(npd.newbyteorder("=") if npd.byteorder in "<>"
+                        else npd)
     if found is None:
         raise InvalidArgumentError(f"numpy dtype {npd} has no tensorjit "
                                    f"equivalent")
@@ -177,14 +201,17 @@ def dtype_of(value: Any) -> DType:
 def numpy_dtype(dtype: DTypeLike) -> np.dtype:
     """The numpy dtype arrays of |dtype| use (uint16 bits for bf16 and uint8
     bits for the float8 dtypes unless ml_dtypes is installed)."""
-    return _TO_NUMPY[dtype_of(dtype)]
+    d = dtype_of(dtype)
+    if d.name in _ML_KINDS:
+        _load_ml_dtypes()
+    return _TO_NUMPY[d]
 
 
 def dtype_from_numpy(npd: np.dtype) -> Optional[DType]:
     """The DType of numpy dtype |npd| in native byte order, or None.
     uint16 is u16, or bf16 bits where a bf16 value is expected; uint8 is
     u8, or float8 bits where a float8 value is expected."""
-    return _FROM_NUMPY.get(npd)
+    return _from_numpy(npd)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:

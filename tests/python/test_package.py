@@ -576,6 +576,48 @@ def test_composites() -> None:
             want.astype(np.float32), rtol=1e-5, atol=1e-5)
 
 
+_LAZY_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import tensorjit as tj
+g = tj.Graph("f")
+x = g.input("x", "f32", [4])
+g.output(x * 2.0 + 1.0, "y")
+y = tj.compile(g, target="x86")(np.arange(4, dtype=np.float32))
+assert np.array_equal(y, np.arange(4, dtype=np.float32) * 2 + 1), y
+assert tj.dtypes.dtype_of(np.float32) == tj.DType.F32
+assert tj.numpy_dtype("f32") == np.float32
+print("after f32:", "ml_dtypes" in sys.modules)
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+if ml_dtypes is not None:
+    # The caller's own bfloat16 arrays: known without numpy_dtype first.
+    assert tj.dtypes.dtype_of(ml_dtypes.bfloat16) == tj.DType.BF16
+    assert tj.dtypes.dtype_from_numpy(np.dtype(ml_dtypes.float8_e5m2)) == \
+        tj.DType.F8E5M2
+    assert tj.numpy_dtype("bf16") == np.dtype(ml_dtypes.bfloat16)
+else:
+    assert tj.numpy_dtype("bf16") == np.uint16
+print("bf16:", tj.numpy_dtype("bf16"), tj.numpy_dtype("f8e4m3"))
+"""
+
+
+def test_ml_dtypes_imported_lazily() -> None:
+    # Importing ml_dtypes costs ~0.7 s per interpreter: an f32-only program
+    # (building, compiling, running, dtype lookups) does not import it; a
+    # bf16 numpy dtype asked for, or the caller's own ml_dtypes arrays,
+    # still get ml_dtypes' types when it is installed.
+    out = subprocess.run(
+        [sys.executable, "-c", _LAZY_SCRIPT, os.path.join(ROOT, "python")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+        env=dict(os.environ)).stdout.decode(errors="replace")
+    assert "after f32: False" in out, out
+    assert "bf16: " in out, out
+
+
 def test_dtypes() -> None:
     cases = [("f16", np.float16, 1e-3), ("f64", np.float64, 1e-12),
              ("i8", np.int8, 0), ("i32", np.int32, 0), ("i64", np.int64, 0)]

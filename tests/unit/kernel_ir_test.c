@@ -443,6 +443,65 @@ TEST(same_code_ignores_only_names) {
   tj_kir_destroy(k0);
 }
 
+// tj_kir_code_bytes' output gathered for comparison.
+typedef struct code_buf_t {
+  unsigned char bytes[4096];
+  size_t size;
+  int calls;
+} code_buf_t;
+
+static void code_buf_put(void* user, const void* data, size_t size) {
+  code_buf_t* b = user;
+  ++b->calls;
+  if (size > sizeof(b->bytes) - b->size) size = sizeof(b->bytes) - b->size;
+  memcpy(b->bytes + b->size, data, size);
+  b->size += size;
+}
+
+static bool same_code_bytes(const tj_kir_t* a, const tj_kir_t* b) {
+  code_buf_t x = {.size = 0}, y = {.size = 0};
+  tj_kir_code_bytes(a, code_buf_put, &x);
+  tj_kir_code_bytes(b, code_buf_put, &y);
+  CHECK(x.size > 0 && x.size < sizeof(x.bytes));
+  return x.size == y.size && memcmp(x.bytes, y.bytes, x.size) == 0;
+}
+
+// The bytes the x86 cache key hashes instead of the printed kernel: equal
+// exactly where tj_kir_same_code holds (names left out), on the same
+// variants.
+TEST(code_bytes_follow_same_code) {
+  const variant_t base = {"l0_g1", "B", "in3_0",   "in4_1", "out5_0",
+                          32,      1,   TJ_OP_ADD, 0.5};
+  tj_kir_t* k0 = build_variant(&base);
+  variant_t v = base;
+  v.name = "l7_g15", v.bx = "x", v.bb = "b", v.by = "y";
+  tj_kir_t* k1 = build_variant(&v);
+  CHECK(same_code_bytes(k0, k1));
+  CHECK(same_code_bytes(k0, k0));
+  variant_t other[7];
+  for (int i = 0; i < 7; ++i) other[i] = base;
+  other[0].param = "S";
+  other[1].n = 31;
+  other[2].b_stride = 0;
+  other[3].op = TJ_OP_MUL;
+  other[4].c = 0.25;
+  other[5].c = -0.0;
+  other[6].c = 0.0;
+  for (int i = 0; i < 7; ++i) {
+    tj_kir_t* k = build_variant(&other[i]);
+    CHECK(!same_code_bytes(k0, k));
+    CHECK(!tj_kir_same_code(k0, k));
+    if (i == 5) {
+      tj_kir_t* z = build_variant(&other[6]);
+      CHECK(!same_code_bytes(z, k));  // 0.0 and -0.0
+      tj_kir_destroy(z);
+    }
+    tj_kir_destroy(k);
+  }
+  tj_kir_destroy(k1);
+  tj_kir_destroy(k0);
+}
+
 TEST(oom_sweep) {
   for (long fail_at = 0;; ++fail_at) {
     tj_test_allocator_t t;
@@ -472,6 +531,7 @@ int main(void) {
   RUN_TEST(verifier_rules);
   RUN_TEST(launch_pointwise_reduce);
   RUN_TEST(same_code_ignores_only_names);
+  RUN_TEST(code_bytes_follow_same_code);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }
