@@ -1322,6 +1322,34 @@ static bool inst_equal(const tj_kir_inst_t* a, const tj_kir_inst_t* b) {
   return true;
 }
 
+// tj_kir_same_code and tj_kir_code_bytes must name every field of a kernel
+// that its code depends on (the kernel set's cache key is the latter's
+// bytes: a field left out lets two different kernels share one object).
+// A field added to tj_kir_t or tj_kir_conv_t changes these sizes on
+// x86-64: add it to both functions, then update the numbers.
+#if defined(__x86_64__)
+_Static_assert(sizeof(tj_kir_t) == 528,
+               "a new tj_kir_t field: add it to tj_kir_same_code and "
+               "tj_kir_code_bytes");
+_Static_assert(sizeof(tj_kir_conv_t) == 136,
+               "a new tj_kir_conv_t field: add it to conv_equal and "
+               "tj_kir_code_bytes");
+#endif
+
+// Field by field: the struct has padding after |spatial|, which a copy
+// need not preserve.
+static bool conv_equal(const tj_kir_conv_t* a, const tj_kir_conv_t* b) {
+  if (a->spatial != b->spatial || a->c != b->c) return false;
+  for (int32_t i = 0; i < 3; ++i) {
+    if (a->in[i] != b->in[i] || a->kernel[i] != b->kernel[i] ||
+        a->stride[i] != b->stride[i] || a->dilation[i] != b->dilation[i] ||
+        a->low[i] != b->low[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
   if (a->kind != b->kind || a->rank != b->rank ||
       a->num_params != b->num_params || a->num_buffers != b->num_buffers ||
@@ -1340,7 +1368,7 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
       a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
       a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked ||
-      memcmp(&a->conv, &b->conv, sizeof(a->conv)) != 0) {
+      !conv_equal(&a->conv, &b->conv)) {
     return false;
   }
   int32_t rank = a->rank < TJ_KIR_MAX_RANK ? a->rank : TJ_KIR_MAX_RANK;
@@ -1437,6 +1465,14 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
   code_ival(&w, k->attention.d);
   code_ival(&w, k->attention.dv);
   code_f64(&w, k->attention.scale);
+  const tj_kir_conv_t* conv = &k->conv;
+  code_i64(&w, conv->spatial);
+  code_i64(&w, conv->c);
+  for (int32_t i = 0; i < 3; ++i) {
+    int64_t window[] = {conv->in[i], conv->kernel[i], conv->stride[i],
+                        conv->dilation[i], conv->low[i]};
+    code_put(&w, window, sizeof(window));
+  }
   int32_t rank = k->rank < TJ_KIR_MAX_RANK ? k->rank : TJ_KIR_MAX_RANK;
   for (int32_t d = 0; d < rank; ++d) code_ival(&w, k->dims[d]);
   for (uint32_t p = 0; p < k->num_params; ++p) {

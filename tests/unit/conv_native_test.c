@@ -155,6 +155,41 @@ static const case_t kCases[] = {
      P_NONE,
      2,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // Three convs equal but for where the padding goes (the same output
+    // sizes), compiled one after another in one context: their kernels
+    // differ only in the window's low pads, which the kernel set's cache
+    // key must tell apart (it did not when the key was first made from
+    // tj_kir_code_bytes: the second and third ran the first's kernel).
+    {"pads_low_2_0",
+     2,
+     3,
+     5,
+     {8, 8},
+     {3, 3},
+     false,
+     P_NONE,
+     0,
+     {.pads_begin = {2, 0}, .pads_end = {0, 2}}},
+    {"pads_low_0_2",
+     2,
+     3,
+     5,
+     {8, 8},
+     {3, 3},
+     false,
+     P_NONE,
+     0,
+     {.pads_begin = {0, 2}, .pads_end = {2, 0}}},
+    {"pads_low_1_1",
+     2,
+     3,
+     5,
+     {8, 8},
+     {3, 3},
+     false,
+     P_NONE,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
 };
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
