@@ -329,8 +329,9 @@ static tj_status_t set_key(tj_x86_jit_t* jit,
   // version alone changes only at releases). 2: column reductions, hot
   // and cold parts; 3: the small-M GEMM path a deferred function of its
   // own; 4: buffer names out of the key; 5: the kernels' fields hashed
-  // (tj_kir_code_bytes) instead of their text.
-  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 5");
+  // (tj_kir_code_bytes) instead of their text; 6: the conv window in
+  // those fields (5 keyed convs that differ only in their pads alike).
+  tj_cache_hasher_update_string(&h, "tensorjit x86 kernel set 6");
   tj_cache_hasher_update_string(&h, tj_version_string());
   tj_cache_hasher_update_string(&h, tj_x86_jit_target_key(jit));
   static const char* const kParts[] = {"whole", "hot part", "cold part"};
