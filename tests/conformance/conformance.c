@@ -1540,6 +1540,17 @@ static bool build_op(case_t* c, tj_op_t op, tj_dtype_t d) {
       c->tol = (tol_t){0, 0};
       return true;
     }
+    // fp8 (issue 17): e4m3 x e5m2 into f32, taken once (as the f32 case);
+    // every other dtype is an operand inference refuses.
+    case TJ_OP_MATMUL_F8: {
+      tj_dtype_t da = d == TJ_DTYPE_F32 ? TJ_DTYPE_F8E4M3 : d;
+      tj_dtype_t db = d == TJ_DTYPE_F32 ? TJ_DTYPE_F8E5M2 : d;
+      tj_value_t x = input(c, da, 2, (int64_t[]){B, 21}, -8, 8);
+      tj_value_t w = input(c, db, 2, (int64_t[]){21, 19}, -8, 8);
+      output(c, tj_graph_matmul_f8(g, x, w));
+      c->tol = composite_tol(TJ_DTYPE_F32, 1e-5);
+      return true;
+    }
     case TJ_OP_LINEAR: {
       tj_value_t x = input(c, d, 2, (int64_t[]){B, 8}, -1, 1);
       tj_value_t w = input(c, d, 2, (int64_t[]){8, 5}, -1, 1);
