@@ -26,7 +26,6 @@ Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -36,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import torch  # noqa: E402
 
 import tensorjit as tj  # noqa: E402
+from torch_timing import cuda_time_ms  # noqa: E402
 
 
 T0 = time.time()
@@ -47,20 +47,9 @@ def step(what):
 
 
 def time_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    means = []
-    for _ in range(5):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        means.append(start.elapsed_time(end) / iters)
-    return statistics.median(means), max(means) - min(means)
+    """(median ms a call over 5 rounds, max - min of the rounds)."""
+    median, low, high = cuda_time_ms(fn, iters)
+    return median, high - low
 
 
 def compile_int8(m, n, k, kmajor, dequant):
