@@ -1,7 +1,7 @@
 """Timing shared by the torch scripts of bench/: the CPU comparisons
 (attention_torch.py, attention_grad_torch.py) and the GPU ones with CUDA
-events (cuda_attention_torch.py, cuda_attention_grad_torch.py, cuda_qgemm_torch.py,
-cuda_wqgemm_torch.py, cuda_fp8_torch.py,
+events (cuda_attention_torch.py, cuda_attention_grad_torch.py,
+cuda_qgemm_torch.py, cuda_wqgemm_torch.py, cuda_fp8_torch.py,
 softmax_bhtt.py, softmax_rows.py, transformer_blocks.py). They import it
 from their own folder, so a copy of one of them run elsewhere needs this
 file beside it.
