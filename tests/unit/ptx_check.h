@@ -14,6 +14,27 @@
 #include "backends/cuda/cuda_entry.h"
 #include "tests/unit/test.h"
 
+// |text| assembled by ptxas for sm_90a; |ptxas| "" skips it. |what| names
+// the module in a failure.
+static inline void tj_test_assemble_ptx(const char* ptxas, const char* what,
+                                        const char* text) {
+  if (!ptxas[0] || !text) return;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1", ptxas,
+           path);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  remove(path);
+}
+
 // Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
 // the graph in a failure.
 static inline void tj_test_check_ptx(const char* ptxas, const char* what,
@@ -25,23 +46,7 @@ static inline void tj_test_check_ptx(const char* ptxas, const char* what,
   CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
   CHECK(ptx.num_kernels >= 1);
   CHECK_EQ_INT(0, ptx.num_host_steps);
-  if (ptxas[0] && ptx.ptx) {
-    char path[] = "/tmp/tj_test_ptx_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f) {
-      fputs(ptx.ptx, f);
-      fclose(f);
-      char cmd[1200];
-      snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
-               ptxas, path);
-      int rc = system(cmd);
-      if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-      CHECK_EQ_INT(0, rc);
-      remove(path);
-    }
-  }
+  tj_test_assemble_ptx(ptxas, what, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
 }

@@ -12,28 +12,11 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "tests/unit/ptx_check.h"
 #include "tests/unit/qgemm_cuda_cases.h"
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
-
-static void assemble(const char* what, const char* text) {
-  if (!g_ptxas[0]) return;
-  char path[] = "/tmp/tj_qgemm_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-  char cmd[1200];
-  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
-           g_ptxas, path);
-  int rc = system(cmd);
-  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-  CHECK_EQ_INT(0, rc);
-  remove(path);
-}
 
 static const char* type_name(tj_dtype_t dt) {
   return dt == TJ_DTYPE_U8       ? "u8"
@@ -72,7 +55,7 @@ static void check_case(const qcuda_case_t* c, tj_nvptx_arch_t arch,
     CHECK(found);
     bool sums = ptx.ptx && strstr(ptx.ptx, "dp4a.s32.s32") != NULL;
     CHECK_EQ_INT(mixed, sums);
-    if (ptx.ptx) assemble(c->name, ptx.ptx);
+    if (ptx.ptx) tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   } else {
     CHECK(ptx.num_host_steps >= 1);
     bool found = ptx.ptx && strstr(ptx.ptx, "wgmma.mma_async") != NULL;

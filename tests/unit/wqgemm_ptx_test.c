@@ -12,28 +12,11 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "tests/unit/ptx_check.h"
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
-
-static void assemble(const char* what, const char* text) {
-  if (!g_ptxas[0]) return;
-  char path[] = "/tmp/tj_wqgemm_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-  char cmd[1200];
-  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -o /dev/null '%s' 2>&1",
-           g_ptxas, path);
-  int rc = system(cmd);
-  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-  CHECK_EQ_INT(0, rc);
-  remove(path);
-}
 
 static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
   wq_data_t d;
@@ -62,7 +45,8 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
     if (!magic) fprintf(stderr, "  %s: no magic-number dequantize\n", c->name);
     CHECK(magic);
   }
-  if (ptx.ptx && arch == TJ_NVPTX_SM_90A) assemble(c->name, ptx.ptx);
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
+    tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
   wq_free(&d);
