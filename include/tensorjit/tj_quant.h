@@ -65,9 +65,9 @@ TJ_API void tj_quantize_weights_options_initialize(
     tj_quantize_weights_options_t* options);
 
 // Returns a copy of finalized |graph| in which every matmul whose B operand
-// is a rank-2 f32 or bf16 constant [K, N] of at least |min_elements|
-// elements reads dequantize(q, scale) instead (q rounded half to even, as
-// quantize does). |*out_num_quantized| (may be NULL) is the number of
+// (or linear whose w) is a rank-2 f32 or bf16 constant [K, N] of at least
+// |min_elements| elements reads dequantize(q, scale) instead (q rounded half to
+// even, as quantize does). |*out_num_quantized| (may be NULL) is the number of
 // weights replaced. On success |*out_graph| is finalized and owned by the
 // caller; destroy with tj_graph_destroy. On failure it is NULL:
 // INVALID_ARGUMENT for an unfinalized graph, a bad format, group size or

@@ -40,8 +40,8 @@ def quantize_weights(graph: Graph, format: str = "int8", *,
                      group_size: int = 128,
                      min_elements: int = 1024) -> Graph:
     """``tj_graph_quantize_weights``: a copy of |graph| (finalized first)
-    whose matmuls read their rank-2 f32/bf16 constant weights of at least
-    |min_elements| elements as ``dequantize(q, scale)``: ``"int8"`` per
+    whose matmuls (and linears) read their rank-2 f32/bf16 constant
+    weights of at least |min_elements| elements as ``dequantize(q, scale)``: ``"int8"`` per
     output channel, or ``"int4"`` per group of |group_size| (32, 64, 128)
     along K. Symmetric scales (max |w| / 127 or / 7)."""
     graph.finalize()

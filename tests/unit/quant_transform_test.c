@@ -4,7 +4,8 @@
 // >= 0.999, int4 per group of 128 >= 0.99), weights kept quantized by the
 // x86 GEMM (one kernel, the compiled run equal to the reference's of the
 // quantized graph), static QDQ on activations by min-max and percentile,
-// deterministic for fixed samples, bad options named, and the OOM sweeps.
+// deterministic for fixed samples, a linear's weight quantized as a
+// matmul's, bad options named, and the OOM sweeps.
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,9 +33,9 @@ static void make_inputs(void) {
   }
 }
 
-// The capstone: gelu(x @ w + b), x [B, K] (B symbolic), w and b constants
-// (w as bf16 when |bf16|, the graph then bf16 throughout).
-static tj_graph_t* capstone(tj_context_t* ctx) {
+// The capstone: gelu(x @ w + b), x [B, K] (B symbolic), w and b constants;
+// with |linear| the one op linear(x, w, b), as Linear layers write it.
+static tj_graph_t* capstone_of(tj_context_t* ctx, bool linear) {
   tj_graph_t* g = new_graph(ctx, "capstone");
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, K}, "x");
@@ -42,11 +43,15 @@ static tj_graph_t* capstone(tj_context_t* ctx) {
                                    sizeof(g_w));
   int64_t n = N;
   tj_value_t b = tj_graph_constant(g, TJ_DTYPE_F32, 1, &n, g_b, sizeof(g_b));
-  tj_graph_output(
-      g, tj_graph_gelu(g, tj_graph_add(g, tj_graph_matmul(g, x, w), b), false),
-      "y");
+  tj_value_t y = linear ? tj_graph_linear(g, x, w, b)
+                        : tj_graph_add(g, tj_graph_matmul(g, x, w), b);
+  tj_graph_output(g, tj_graph_gelu(g, y, false), "y");
   CHECK_OK(tj_graph_finalize(g));
   return g;
+}
+
+static tj_graph_t* capstone(tj_context_t* ctx) {
+  return capstone_of(ctx, false);
 }
 
 static void run_ref(const tj_graph_t* g, const float* x, float* y) {
@@ -135,6 +140,33 @@ TEST(weight_formats_accuracy) {
     check_compiled(q, got);
     tj_graph_destroy(q);
   }
+  tj_graph_destroy(g);
+}
+
+// A linear's w is a weight too: quantized like a matmul's B, read
+// quantized by the GEMM (one kernel, as for the matmul), with the
+// matmul form's numbers.
+TEST(linear_weights) {
+  tj_graph_t* g = capstone_of(g_ctx[0], true);
+  tj_graph_t* gm = capstone(g_ctx[0]);
+  static float want[M * N], got[M * N];
+  tj_weight_format_t formats[2] = {TJ_WEIGHT_INT8_PER_CHANNEL,
+                                   TJ_WEIGHT_INT4_PER_GROUP};
+  for (int f = 0; f < 2; ++f) {
+    tj_graph_t* q = quantized(g, formats[f], 64);
+    tj_graph_t* qm = quantized(gm, formats[f], 64);
+    run_ref(qm, g_x[1], want);
+    run_ref(q, g_x[1], got);
+    double rel, cs;
+    compare(f ? "linear, int4 group 64" : "linear, int8 per channel", got, want,
+            &rel, &cs);
+    CHECK(rel < 1e-6);
+    run_ref(q, g_x[0], got);
+    check_compiled(q, got);
+    tj_graph_destroy(q);
+    tj_graph_destroy(qm);
+  }
+  tj_graph_destroy(gm);
   tj_graph_destroy(g);
 }
 
@@ -328,6 +360,7 @@ int main(void) {
     CHECK_OK(tj_context_create(&o, &g_ctx[t]));
   }
   RUN_TEST(weight_formats_accuracy);
+  RUN_TEST(linear_weights);
   RUN_TEST(calibrate_activations);
   RUN_TEST(entropy_clips_outliers);
   RUN_TEST(bad_options_are_named);
