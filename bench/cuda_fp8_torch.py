@@ -50,7 +50,7 @@ def compiled(what, make):
     """make() timed, with the executable's compile stats on stderr."""
     t = time.time()
     exe = make()
-    st = exe.stats()
+    st = exe.stats
     step(f"{what}: compiled in {(time.time() - t) * 1e3:.0f} ms (passes "
          f"{st.passes_ms:.0f}, lowering {st.lowering_ms:.0f}, LLVM "
          f"{st.llvm_ms:.0f}, ptxas {st.ptxas_ms:.0f} ms)")

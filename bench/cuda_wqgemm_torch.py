@@ -99,7 +99,7 @@ def main():
             except Exception as e:  # noqa: BLE001
                 step(f"{shape} {fmt}: compile failed: {e!r}")
                 continue
-            st = exes[fmt].stats()
+            st = exes[fmt].stats
             step(f"{shape} {fmt}: compiled in {(time.time() - t) * 1e3:.0f} "
                  f"ms (passes {st.passes_ms:.0f}, lowering "
                  f"{st.lowering_ms:.0f}, LLVM {st.llvm_ms:.0f}, ptxas "
