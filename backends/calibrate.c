@@ -32,6 +32,11 @@ typedef struct act_t {
   double lo, hi;   // min-max
   double* values;  // percentile, entropy: every value seen
   size_t count, capacity;
+  // TJ_CALIBRATE_SMOOTH: the channels (the last dim, K) when every matmul
+  // reading this activation has a float constant B [K, N]; 0 otherwise.
+  // Per channel: min, max and max |x| seen, then the smoothing factor s.
+  int64_t channels;
+  double* ch;  // [4 * channels]: lo, hi, amax, s
 } act_t;
 
 typedef struct calib_t {
@@ -49,24 +54,144 @@ static bool is_activation(const tj_graph_t* g, uint32_t a) {
          n->op != TJ_OP_DEQUANTIZE;
 }
 
+// Whether matmul |m|'s B is a float constant [K, N] whose rows a smoothing
+// factor can scale (SmoothQuant).
+static bool smoothable_b(const tj_graph_t* g, const tj_node_t* m) {
+  const tj_node_t* a = &g->nodes[m->operands[0]];
+  const tj_node_t* b = &g->nodes[m->operands[1]];
+  return b->op == TJ_OP_CONSTANT && b->dtype == TJ_DTYPE_F32 && b->rank == 2 &&
+         a->rank >= 1 && a->dims[a->rank - 1] == b->dims[0] && b->dims[0] > 0 &&
+         m->operands[0] != m->operands[1];
+}
+
 static tj_status_t find_activations(calib_t* c) {
   const tj_graph_t* g = c->graph;
   c->acts = tj_calloc(c->al, g->num_nodes, sizeof(act_t));
   if (!c->acts) return tj_status_oom();
+  const bool smooth = (c->o->flags & TJ_CALIBRATE_SMOOTH) != 0;
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
     const tj_node_t* n = &g->nodes[i];
     if (n->op != TJ_OP_MATMUL || !is_activation(g, n->operands[0])) continue;
-    bool seen = false;
-    for (uint32_t j = 0; j < c->num_acts && !seen; ++j) {
-      seen = c->acts[j].node == n->operands[0];
+    act_t* a = NULL;
+    for (uint32_t j = 0; j < c->num_acts && !a; ++j) {
+      if (c->acts[j].node == n->operands[0]) a = &c->acts[j];
     }
-    if (seen) continue;
-    act_t* a = &c->acts[c->num_acts++];
-    a->node = n->operands[0];
-    a->lo = INFINITY;
-    a->hi = -INFINITY;
+    if (!a) {
+      a = &c->acts[c->num_acts++];
+      a->node = n->operands[0];
+      a->lo = INFINITY;
+      a->hi = -INFINITY;
+      a->channels = smooth ? -1 : 0;  // -1: no matmul seen refuses yet
+    }
+    if (a->channels < 0 && !smoothable_b(g, n)) a->channels = 0;
+  }
+  for (uint32_t j = 0; j < c->num_acts; ++j) {
+    act_t* a = &c->acts[j];
+    if (a->channels == 0) continue;
+    const tj_node_t* an = &g->nodes[a->node];
+    a->channels = an->dims[an->rank - 1];
+    a->ch = tj_alloc(c->al, sizeof(double) * 4 * (size_t)a->channels);
+    if (!a->ch) return tj_status_oom();
+    for (int64_t k = 0; k < a->channels; ++k) {
+      a->ch[4 * k] = INFINITY;
+      a->ch[4 * k + 1] = -INFINITY;
+      a->ch[4 * k + 2] = 0.0;
+      a->ch[4 * k + 3] = 1.0;
+    }
   }
   return NULL;
+}
+
+// SmoothQuant (TJ_CALIBRATE_SMOOTH): the factor s_k of each channel of
+// activation |a| from the samples' max |x_k| and the weights' max |W[k,
+// :]| over every matmul reading |a| (alpha 0.5: the square root of their
+// ratio; 1 where either is 0), then the statistics the scale is picked
+// from made those of x / s.
+static void smooth_factors(const calib_t* c, act_t* a) {
+  const tj_graph_t* g = c->graph;
+  const int64_t K = a->channels;
+  for (int64_t k = 0; k < K; ++k) {
+    double wmax = 0.0;
+    for (uint32_t i = 0; i < g->num_nodes; ++i) {
+      const tj_node_t* m = &g->nodes[i];
+      if (m->op != TJ_OP_MATMUL || m->operands[0] != a->node) continue;
+      const tj_node_t* b = &g->nodes[m->operands[1]];
+      const float* w = b->attrs.data;
+      for (int64_t n = 0; n < b->dims[1]; ++n) {
+        wmax = fmax(wmax, fabs((double)w[k * b->dims[1] + n]));
+      }
+    }
+    double x = a->ch[4 * k + 2];
+    double s = x > 0.0 && wmax > 0.0 ? sqrt(x / wmax) : 1.0;
+    // In f32, as the graph holds it, so that x * (1 / s) and s * W are
+    // the values the statistics describe.
+    a->ch[4 * k + 3] = isfinite(s) && (float)s > 0.0f ? (float)s : 1.0;
+  }
+  a->lo = INFINITY;
+  a->hi = -INFINITY;
+  for (int64_t k = 0; k < K; ++k) {
+    double s = a->ch[4 * k + 3];
+    if (a->ch[4 * k] <= a->ch[4 * k + 1]) {
+      a->lo = fmin(a->lo, a->ch[4 * k] / s);
+      a->hi = fmax(a->hi, a->ch[4 * k + 1] / s);
+    }
+  }
+  // Values are recorded row-major: value i is of channel i % K (NaNs
+  // kept for that, dropped here).
+  size_t kept = 0;
+  for (size_t i = 0; i < a->count; ++i) {
+    double v = a->values[i] / a->ch[4 * (int64_t)(i % (size_t)K) + 3];
+    if (!isnan(v)) a->values[kept++] = v;
+  }
+  a->count = kept;
+}
+
+// The new-graph constant [K] (|inverse|: 1 / s, else s) of activation |a|'s
+// factors.
+static tj_status_t factor_constant(const calib_t* c, tj_rewriter_t* rw,
+                                   const act_t* a, uint32_t* out) {
+  float* f = tj_alloc(c->al, sizeof(float) * (size_t)a->channels);
+  if (!f) return tj_status_oom();
+  for (int64_t k = 0; k < a->channels; ++k) {
+    f[k] = (float)(1.0 / a->ch[4 * k + 3]);
+  }
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = TJ_OP_CONSTANT;
+  d.dtype = TJ_DTYPE_F32;
+  d.rank = 1;
+  d.dims = &a->channels;
+  d.attrs.data = f;
+  tj_status_t s = tj_rewriter_append(rw, &d, out);
+  tj_free(c->al, f, sizeof(float) * (size_t)a->channels);
+  return s;
+}
+
+// Matmul |m|'s constant B [K, N] with row k times activation |a|'s s_k, in
+// the new graph.
+static tj_status_t smoothed_weight(const calib_t* c, tj_rewriter_t* rw,
+                                   const act_t* a, const tj_node_t* m,
+                                   uint32_t* out) {
+  const tj_node_t* b = &c->graph->nodes[m->operands[1]];
+  const int64_t K = b->dims[0], N = b->dims[1];
+  const float* w = b->attrs.data;
+  float* f = tj_alloc(c->al, sizeof(float) * (size_t)(K * N));
+  if (!f) return tj_status_oom();
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t n = 0; n < N; ++n) {
+      f[k * N + n] = (float)((double)w[k * N + n] * a->ch[4 * k + 3]);
+    }
+  }
+  tj_node_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.op = TJ_OP_CONSTANT;
+  d.dtype = TJ_DTYPE_F32;
+  d.rank = 2;
+  d.dims = b->dims;
+  d.attrs.data = f;
+  tj_status_t s = tj_rewriter_append(rw, &d, out);
+  tj_free(c->al, f, sizeof(float) * (size_t)(K * N));
+  return s;
 }
 
 static tj_status_t record(calib_t* c, act_t* a, const float* v, int64_t n) {
@@ -74,6 +199,13 @@ static tj_status_t record(calib_t* c, act_t* a, const float* v, int64_t n) {
     if (isnan(v[i])) continue;
     if (v[i] < a->lo) a->lo = v[i];
     if (v[i] > a->hi) a->hi = v[i];
+  }
+  for (int64_t i = 0; a->channels > 0 && i < n; ++i) {
+    double* ch = &a->ch[4 * (i % a->channels)];
+    if (isnan(v[i])) continue;
+    ch[0] = fmin(ch[0], v[i]);
+    ch[1] = fmax(ch[1], v[i]);
+    ch[2] = fmax(ch[2], fabs((double)v[i]));
   }
   if (c->o->method == TJ_CALIBRATE_MINMAX) return NULL;
   if (a->count + (size_t)n > a->capacity) {
@@ -86,7 +218,9 @@ static tj_status_t record(calib_t* c, act_t* a, const float* v, int64_t n) {
     a->capacity = cap;
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (!isnan(v[i])) a->values[a->count++] = v[i];
+    // Smoothing divides value i by its channel's factor: i % K must hold,
+    // so NaNs are then kept here and dropped in smooth_factors.
+    if (!isnan(v[i]) || a->channels > 0) a->values[a->count++] = v[i];
   }
   return NULL;
 }
@@ -294,6 +428,12 @@ static tj_status_t insert_qdq(const calib_t* c, tj_rewriter_t* rw, uint32_t j,
   TJ_RETURN_IF_ERROR(pick(c, a, &s, &zp));
   const bool sym = c->o->dtype == TJ_DTYPE_I8;
   uint32_t sn, zn = TJ_NODE_NONE, qn;
+  uint32_t x = rw->map[a->node];
+  if (a->channels > 0) {  // SmoothQuant: x * (1 / s) is what is quantized
+    uint32_t ops2[2] = {x, TJ_NODE_NONE};
+    TJ_RETURN_IF_ERROR(factor_constant(c, rw, a, &ops2[1]));
+    TJ_RETURN_IF_ERROR(tj_rewriter_op(rw, TJ_OP_MUL, 2, ops2, &x));
+  }
   TJ_RETURN_IF_ERROR(tj_rewriter_scalar(rw, TJ_DTYPE_F32, s, &sn));
   if (!sym) {
     TJ_RETURN_IF_ERROR(tj_rewriter_scalar(rw, TJ_DTYPE_U8, (double)zp, &zn));
@@ -302,7 +442,7 @@ static tj_status_t insert_qdq(const calib_t* c, tj_rewriter_t* rw, uint32_t j,
   int64_t dims[TJ_MAX_RANK];
   TJ_RETURN_IF_ERROR(tj_rewriter_dims(rw, an->rank, an->dims, dims));
   int64_t ints[TJ_QUANT_NUM_INTS] = {0, 1, 0, 0};
-  uint32_t ops[3] = {rw->map[a->node], sn, zn};
+  uint32_t ops[3] = {x, sn, zn};
   tj_node_desc_t d;
   memset(&d, 0, sizeof(d));
   d.op = TJ_OP_QUANTIZE;
@@ -378,6 +518,9 @@ static tj_status_t calibrate(calib_t* c, int32_t num_samples,
   }
   tj_graph_destroy(probe);
   TJ_RETURN_IF_ERROR(status);
+  for (uint32_t j = 0; j < c->num_acts; ++j) {
+    if (c->acts[j].channels > 0) smooth_factors(c, &c->acts[j]);
+  }
   // The graph with QDQ on each activation, before its matmuls.
   tj_rewriter_t rw;
   TJ_RETURN_IF_ERROR(tj_rewriter_begin(&rw, g));
@@ -398,6 +541,8 @@ static tj_status_t calibrate(calib_t* c, int32_t num_samples,
     }
     if (qdq[j] == TJ_NODE_NONE) status = insert_qdq(c, &rw, j, &qdq[j]);
     uint32_t ops[2] = {qdq[j], rw.map[n->operands[1]]};
+    if (!status && c->acts[j].channels > 0)
+      status = smoothed_weight(c, &rw, &c->acts[j], n, &ops[1]);
     if (!status) status = tj_rewriter_copy(&rw, i, ops, &rw.map[i]);
   }
   if (qdq) tj_free(c->al, qdq, c->num_acts * sizeof(uint32_t));
@@ -427,13 +572,14 @@ TJ_API tj_status_t tj_calibrate(const tj_graph_t* graph,
   if ((o->method != TJ_CALIBRATE_MINMAX &&
        o->method != TJ_CALIBRATE_PERCENTILE &&
        o->method != TJ_CALIBRATE_ENTROPY) ||
-      (o->dtype != TJ_DTYPE_U8 && o->dtype != TJ_DTYPE_I8) || o->flags != 0 ||
+      (o->dtype != TJ_DTYPE_U8 && o->dtype != TJ_DTYPE_I8) ||
+      (o->flags & ~(uint32_t)TJ_CALIBRATE_SMOOTH) != 0 ||
       (o->method == TJ_CALIBRATE_PERCENTILE &&
        !(o->percentile > 50.0 && o->percentile <= 100.0))) {
     return tj_invalid(
         "tj_calibrate: method %u, percentile %g, dtype %s, flags %u: the "
         "methods are min-max, percentile (in (50, 100]) and entropy, the "
-        "dtypes u8 and i8; flags must be 0",
+        "dtypes u8 and i8; flags TJ_CALIBRATE_SMOOTH or 0",
         (unsigned)o->method, o->percentile, tj_dtype_name(o->dtype),
         (unsigned)o->flags);
   }
@@ -451,6 +597,10 @@ TJ_API tj_status_t tj_calibrate(const tj_graph_t* graph,
   for (uint32_t j = 0; c.acts && j < c.num_acts; ++j) {
     if (c.acts[j].values) {
       tj_free(c.al, c.acts[j].values, c.acts[j].capacity * sizeof(double));
+    }
+    if (c.acts[j].ch) {
+      tj_free(c.al, c.acts[j].ch,
+              sizeof(double) * 4 * (size_t)c.acts[j].channels);
     }
   }
   if (c.acts) tj_free(c.al, c.acts, graph->num_nodes * sizeof(act_t));

@@ -82,12 +82,18 @@ def rope_tables(t, dh):
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-def build(c, dtype, b, t):
-    """Our block for x [b, t, d] (constant sizes: one compile a shape)."""
+def build(c, dtype, b, t, constants=None):
+    """Our block for x [b, t, d] (constant sizes: one compile a shape).
+    |constants| (name -> array, as inputs_for gives them): the weights are
+    graph constants of |dtype| instead of inputs (bench/quant_accuracy.py
+    quantizes them)."""
     g = tj.Graph(f"{c.kind}_block")
     x = g.input("x", dtype, [b, t, c.d])
     w = {}
     for name, shape in weight_shapes(c):
+        if constants is not None:
+            w[name] = g.constant(constants[name], dtype)
+            continue
         w[name] = g.input(name, dtype, [t if s == "T" else s for s in shape])
 
     def heads(v, n):  # [b, t, n*dh] -> [b, n, t, dh]

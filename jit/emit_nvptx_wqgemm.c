@@ -11,7 +11,8 @@
 // each thread 8 consecutive columns (one 4-byte word of int4, two of int8)
 // and one of 256 / (tile_n / 8) k-groups. The k-groups take chunks of
 // |chunk| rows of K round-robin (chunks lie inside one scale group), issue
-// the chunk's weight loads at once (so that many are in flight), then
+// the chunk's weight loads at once (so that many are in flight; in blocks
+// of fewer rows for tiles of more rows, see rows_unrolled), then
 // dequantize in registers: a field u (the nibble or byte, its sign bit
 // flipped for signed types) is or-ed into the mantissa of 2^23, so that
 // float(0x4B000000 | u) - (2^23 + bias + zero) is q - zero exactly with no
@@ -160,6 +161,23 @@ static void load_group(wq_t* q, LLVMValueRef k0, LLVMValueRef* scale,
   }
 }
 
+// The k rows of a chunk whose loads and FMAs are emitted as one unrolled
+// block (a loop runs the chunk's blocks), for a tile of |mt| rows: at most
+// 32 k-row x tile-row products (256 FMAs), so the whole chunk (|chunk|
+// loads in flight) at M = 1, where the weight's bytes are the whole cost,
+// and fewer rows as mt grows, where the FMAs are. A 32-row chunk unrolled
+// at every tier on both load paths was 36,000 lines of PTX for int4
+// (15,872 FMAs): 3.0 s of LLVM and 6.6 s of ptxas (CPU time) for one GEMM,
+// against 0.6 s and 0.9 s now (bench/cuda_compile_cost). Each accumulator
+// still adds the chunk's rows in k order, so the sums do not depend on the
+// split. The byte-by-byte path (unaligned rows, a ragged N: the edge of a
+// tile, or a weight that quant_prepack did not lay out) takes one row at
+// a time.
+static int32_t rows_unrolled(const wq_t* q, int32_t mt, bool fast) {
+  int32_t n = fast ? 32 / mt : 1;
+  return n > q->chunk ? q->chunk : n;
+}
+
 // The k-group's chunks for a tile of |mt| rows.
 static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
   const tj_nvptx_wqgemm_t* w = q->w;
@@ -184,10 +202,18 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(q, q->chunk), "k0");
   LLVMValueRef scale[kCols], offset[kCols];
   load_group(q, k0, scale, offset);
-  // Every weight word of the chunk first: |chunk| loads in flight.
+  int32_t nu = rows_unrolled(q, mt, fast);
+  tj_emit_loop_t sub;
+  bool split = nu < q->chunk;
+  if (split) {
+    LLVMValueRef k1 = tj_emit_loop_begin(em, &sub, c64(q, 0), c64(q, q->chunk),
+                                         c64(q, nu), "rows");
+    k0 = LLVMBuildAdd(b, k0, k1, "k1");
+  }
+  // Every weight word of the block first: |nu| loads in flight.
   LLVMValueRef words[32][2];
   LLVMValueRef valid[32];
-  for (int32_t i = 0; i < q->chunk; ++i) {
+  for (int32_t i = 0; i < nu; ++i) {
     LLVMValueRef kk = LLVMBuildAdd(b, k0, c64(q, i), "");
     valid[i] = LLVMBuildICmp(b, LLVMIntSLT, kk, w->kdim, "");
     load_word(q, min64(q, kk, klast), fast, words[i]);
@@ -196,7 +222,7 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
   for (int32_t i = 0; i < mt * kCols; ++i)
     acc[i] = LLVMBuildLoad2(b, em->t_f32, acc_slot(q, i), "");
   LLVMValueRef magic = c32(q, 0x4B000000);
-  for (int32_t i = 0; i < q->chunk; ++i) {
+  for (int32_t i = 0; i < nu; ++i) {
     LLVMValueRef kk = min64(q, LLVMBuildAdd(b, k0, c64(q, i), ""), klast);
     LLVMValueRef ka = LLVMBuildMul(b, kk, w->sa_k, "");
     LLVMValueRef x[16];
@@ -232,6 +258,7 @@ static void emit_chunks(wq_t* q, int32_t mt, bool fast) {
   }
   for (int32_t i = 0; i < mt * kCols; ++i)
     LLVMBuildStore(b, acc[i], acc_slot(q, i));
+  if (split) tj_emit_loop_end(em, &sub);
   tj_emit_loop_end(em, &loop);
 }
 

@@ -221,7 +221,9 @@ bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu) {
     const tj_node_t* un = &g->nodes[u];
     for (uint32_t k = 0; k < un->num_operands; ++k) {
       if (un->operands[k] != node) continue;
-      if (un->op != TJ_OP_MATMUL || k != 1 || un->operands[0] == node ||
+      // linear (x @ w + b) decomposes into a matmul that reads w as B.
+      if ((un->op != TJ_OP_MATMUL && un->op != TJ_OP_LINEAR) || k != 1 ||
+          un->operands[0] == node ||
           g->nodes[un->operands[0]].dtype != n->dtype) {
         return false;
       }

@@ -80,10 +80,10 @@ bool tj_quant_f8_overflows(tj_dtype_t qdtype, double t);
 // quantized (the targets' native_op keeps it whole): constants q (i8/u8,
 // int4 packed) [K, N], a scale [N] per output column or [ceil(K/g),
 // N] per group along K, a constant zero point or none, in the layout
-// lib/passes/quant_prepack.c gives them; every user a matmul reading it as
-// B with an f32 A. |gpu|: groups also a multiple of the CUDA kernel's
-// chunk (32 rows for int4, 16 for int8), and the scale, the dequantized B
-// and A may be f16 or bf16 (all three alike).
+// lib/passes/quant_prepack.c gives them; every user a matmul (or a linear,
+// which decomposes into one) reading it as B with an f32 A. |gpu|: groups also
+// a multiple of the CUDA kernel's chunk (32 rows for int4, 16 for int8), and
+// the scale, the dequantized B and A may be f16 or bf16 (all three alike).
 bool tj_quant_gemm_weight(const tj_graph_t* g, uint32_t node, bool gpu);
 
 #endif  // TJ_LIB_QUANT_H_

@@ -29,10 +29,14 @@ static double in_dtype(tj_dtype_t dtype, double v) {
   return tj_load_f64(dtype, tmp, 0);
 }
 
-// Whether matmul |m|'s B is a weight to quantize.
+// Whether matmul |m|'s B (or linear |m|'s w: x @ w + b, as Linear layers
+// and the GPT block write them) is a weight to quantize.
 static bool is_weight(const tj_graph_t* g, const tj_node_t* m,
                       const tj_quantize_weights_options_t* o) {
-  if (m->op != TJ_OP_MATMUL || m->num_operands != 2) return false;
+  if (!(m->op == TJ_OP_MATMUL && m->num_operands == 2) &&
+      !(m->op == TJ_OP_LINEAR &&
+        (m->num_operands == 2 || m->num_operands == 3)))
+    return false;
   const tj_node_t* w = &g->nodes[m->operands[1]];
   if (w->op != TJ_OP_CONSTANT || w->rank != 2 ||
       (w->dtype != TJ_DTYPE_F32 && w->dtype != TJ_DTYPE_BF16) ||
@@ -195,7 +199,9 @@ TJ_API tj_status_t tj_graph_quantize_weights(
       status = quantize_weight(&rw, &g->nodes[wi], o, &done[wi]);
       count += !status;
     }
-    uint32_t ops[2] = {rw.map[node->operands[0]], done[wi]};
+    uint32_t ops[3] = {rw.map[node->operands[0]], done[wi], TJ_NODE_NONE};
+    if (node->num_operands == 3 && node->operands[2] != TJ_NODE_NONE)
+      ops[2] = rw.map[node->operands[2]];
     if (!status) status = tj_rewriter_copy(&rw, i, ops, &rw.map[i]);
   }
   if (done) tj_free(g->allocator, done, sizeof(uint32_t) * g->num_nodes);

@@ -13,6 +13,13 @@
 // "moved" is bytes read + written, also as a multiple of the activation
 // (the bytes of the graph's outputs).
 //
+// --quantize=int8|int4[:GROUP] (issue 17) quantizes the graph's constant
+// matmul and linear weights first (tj_graph_quantize_weights: int8 per
+// output channel, int4 per group of GROUP = 32, 64 or 128 rows, 128 by
+// default); with --scoreboard it prints the float graph's scoreboard,
+// then the quantized one's, so the weight bytes are seen to fall. The
+// other modes run the quantized graph.
+//
 //   tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL] FILE.tj
 //          [--sym NAME=VALUE]...
 //
@@ -101,8 +108,8 @@ enum { kMaxSyms = 64 };
 static void usage(FILE* out) {
   fprintf(
       out,
-      "usage: tj-run --scoreboard [--func NAME] FILE.tj "
-      "[--sym NAME=VALUE]...\n"
+      "usage: tj-run --scoreboard [--quantize=int8|int4[:GROUP]] [--func "
+      "NAME] FILE.tj [--sym NAME=VALUE]...\n"
       "       tj-run --grad [--scoreboard] [--print] [--recompute=LEVEL]"
       " [--func NAME] FILE.tj [--sym NAME=VALUE]...\n"
       "       tj-run --profile[=RUNS] [--target=x86|reference|cuda]"
@@ -115,7 +122,10 @@ static void usage(FILE* out) {
       "for its forward and backward graphs (LEVEL: none, pointwise,\n"
       "reductions, all). A file of several functions separated by\n"
       "lines '// -----' is handled function by function, or only\n"
-      "@NAME with --func NAME.\n"
+      "@NAME with --func NAME. --quantize=int8|int4[:GROUP] quantizes\n"
+      "the constant matmul weights first (int8 per channel, int4 per\n"
+      "group of 32, 64 or 128 rows) and, with --scoreboard, prints the\n"
+      "float and the quantized graph's scoreboards.\n"
       "       tj-run --run|--verify|--ladder [--target=x86|reference|cuda]"
       " [--reps=N] [--seed=N]\n"
       "              [--nonfinite] [--no-edge-values] [--bisect=SPEC]"
@@ -728,7 +738,68 @@ typedef struct run_args_t {
   grad_args_t grad_args;
   exec_args_t* exec;  // --run / --verify
   int32_t matched;    // functions handled
+  // --quantize: format 0 when not given.
+  tj_quantize_weights_options_t quantize;
 } run_args_t;
+
+// Parses --quantize's value: int8, int4 or int4:GROUP.
+static bool parse_quantize(const char* v, tj_quantize_weights_options_t* o) {
+  tj_quantize_weights_options_initialize(o);
+  if (strcmp(v, "int8") == 0) {
+    o->format = TJ_WEIGHT_INT8_PER_CHANNEL;
+    return true;
+  }
+  if (strncmp(v, "int4", 4) != 0 || (v[4] != '\0' && v[4] != ':')) return false;
+  o->format = TJ_WEIGHT_INT4_PER_GROUP;
+  if (v[4] == '\0') return true;
+  char* end = NULL;
+  o->group_size = strtoll(v + 5, &end, 10);
+  return end != v + 5 && !*end &&
+         (o->group_size == 32 || o->group_size == 64 || o->group_size == 128);
+}
+
+// --quantize: the float graph's scoreboard (with --scoreboard), then
+// |*graph| replaced by its quantized copy, with a line saying how many
+// weights were quantized and the weight bytes the kernels read before and
+// after (the scoreboard's memplan row, exact: its MB columns round small
+// graphs away).
+static tj_status_t quantize_piece(run_args_t* a, tj_graph_t** graph) {
+  const grad_args_t* g = &a->grad_args;
+  const char* const* names = (const char* const*)g->names;
+  tj_scoreboard_t before, after;
+  TJ_RETURN_IF_ERROR_TOOL(
+      tj_graph_scoreboard(*graph, g->num_syms, names, g->values, &before));
+  bool board = a->scoreboard && !a->grad;
+  if (board)
+    print_scoreboard(*graph, g->num_syms, g->names, g->values, &before);
+  tj_graph_t* q = NULL;
+  int32_t count = 0;
+  TJ_RETURN_IF_ERROR_TOOL(
+      tj_graph_quantize_weights(*graph, &a->quantize, &q, &count));
+  tj_status_t status =
+      tj_graph_scoreboard(q, g->num_syms, names, g->values, &after);
+  if (status) {
+    tj_graph_destroy(q);
+    return status;
+  }
+  tj_graph_destroy(*graph);
+  *graph = q;
+  int64_t w0 = before.rows[TJ_STAGE_MEMPLAN].weight_bytes_read;
+  int64_t w1 = after.rows[TJ_STAGE_MEMPLAN].weight_bytes_read;
+  char format[48];
+  if (a->quantize.format == TJ_WEIGHT_INT8_PER_CHANNEL) {
+    snprintf(format, sizeof(format), "int8 per channel");
+  } else {
+    snprintf(format, sizeof(format), "int4 per group of %lld",
+             (long long)a->quantize.group_size);
+  }
+  printf(
+      "%squantized: %d weights, %s; weight bytes read %lld -> %lld "
+      "(%.2fx fewer)\n%s",
+      board ? "\n" : "", (int)count, format, (long long)w0, (long long)w1,
+      w1 > 0 ? (double)w0 / (double)w1 : 0.0, board ? "\n" : "");
+  return NULL;
+}
 
 // Handles one function of the file.
 static bool run_piece(const char* text, size_t length, void* user) {
@@ -746,6 +817,7 @@ static bool run_piece(const char* text, size_t length, void* user) {
     }
     ++a->matched;
   }
+  if (!status && a->quantize.format) status = quantize_piece(a, &graph);
   if (!status && (a->exec->run || a->exec->verify || a->exec->ladder)) {
     status = run_exec(graph, a->exec, &a->grad_args);
   } else if (!status && a->grad) {
@@ -855,6 +927,7 @@ int main(int argc, char** argv) {
   bool scoreboard = false, grad = false, print = false;
   int32_t profile = 0;
   bool diagnose = false;
+  tj_quantize_weights_options_t quantize = {0};
   tj_specialize_t specialize = TJ_SPECIALIZE_NEVER;
   tj_recompute_t recompute = TJ_RECOMPUTE_POINTWISE;
   char* names[kMaxSyms];
@@ -907,6 +980,14 @@ int main(int argc, char** argv) {
       values[num_syms++] = v;
     } else if (strcmp(a, "--diagnose") == 0) {
       diagnose = true;
+    } else if (strncmp(a, "--quantize=", 11) == 0) {
+      if (!parse_quantize(a + 11, &quantize)) {
+        fprintf(stderr,
+                "tj-run: --quantize wants int8, int4 or int4:GROUP (GROUP 32, "
+                "64 or 128), got '%s'\n",
+                a + 11);
+        return 1;
+      }
     } else if (strncmp(a, "--specialize=", 13) == 0) {
       static const char* const kPolicies[] = {"never", "after_n", "always"};
       bool known = false;
@@ -970,7 +1051,8 @@ int main(int argc, char** argv) {
         .profile = profile,
         .diagnose = diagnose,
         .grad_args = {print, scoreboard, recompute, num_syms, names, values},
-        .exec = &exec};
+        .exec = &exec,
+        .quantize = quantize};
     tj_compile_options_initialize(&args.options);
     args.options.specialize = specialize;
     args.options.target = exec.target;  // --profile and --diagnose too

@@ -420,9 +420,12 @@ static bool exact_f32(const tj_cuda_program_t* p, uint32_t i) {
 // GEMM (cuBLASLt's sgemm, and split-K where it fits).
 static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
   const tj_kir_t* g = p->kernels[i].low->kernel;
-  // The 8-bit gemm and the quantized-B one (issue 17) have one schedule
-  // and no cuBLASLt twin.
-  if (tj_kir_gemm_is_int8(g) || g->bq.bits) return false;
+  // The 8-bit gemms (int8 and fp8) and the quantized-B one (issue 17)
+  // have one schedule and no cuBLASLt twin. (fp8 had the cp.async wgmma
+  // tiles as candidates by accident, and cuBLASLt and the TMA schedules,
+  // which it cannot run, tried at every first run.)
+  if (tj_kir_gemm_is_int8(g) || tj_kir_gemm_is_f8(g) || g->bq.bits)
+    return false;
   if (p->kernels[i].info.tensor_cores || tf32_gemm(p, i)) return true;
   if (g->kind != TJ_KIR_GEMM) return false;
   for (uint32_t b = 0; b < g->num_buffers; ++b) {

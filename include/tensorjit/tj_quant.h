@@ -65,9 +65,9 @@ TJ_API void tj_quantize_weights_options_initialize(
     tj_quantize_weights_options_t* options);
 
 // Returns a copy of finalized |graph| in which every matmul whose B operand
-// is a rank-2 f32 or bf16 constant [K, N] of at least |min_elements|
-// elements reads dequantize(q, scale) instead (q rounded half to even, as
-// quantize does). |*out_num_quantized| (may be NULL) is the number of
+// (or linear whose w) is a rank-2 f32 or bf16 constant [K, N] of at least
+// |min_elements| elements reads dequantize(q, scale) instead (q rounded half to
+// even, as quantize does). |*out_num_quantized| (may be NULL) is the number of
 // weights replaced. On success |*out_graph| is finalized and owned by the
 // caller; destroy with tj_graph_destroy. On failure it is NULL:
 // INVALID_ARGUMENT for an unfinalized graph, a bad format, group size or
@@ -102,8 +102,20 @@ typedef struct tj_calibrate_options_t {
   // The activations' quantized dtype: TJ_DTYPE_U8 (asymmetric, zero point;
   // the default) or TJ_DTYPE_I8 (symmetric, no zero point).
   tj_dtype_t dtype;
-  uint32_t flags;  // must be 0
+  uint32_t flags;  // TJ_CALIBRATE_* flags below, or 0
 } tj_calibrate_options_t;
+
+// tj_calibrate_options_t.flags.
+enum tj_calibrate_flag_e {
+  // SmoothQuant's scale migration (alpha 0.5) for activations whose every
+  // matmul reads a float constant weight [K, N]: per input channel k,
+  // s_k = sqrt(max |x_k| / max_n |W[k, n]|) over the samples, the
+  // activation divided by s (a mul by 1/s before its quantize) and the
+  // weights' rows multiplied by it (new constants), so that channels of
+  // outlier activations no longer set the whole tensor's scale. Quantize
+  // the weights after (tj_graph_quantize_weights on the result).
+  TJ_CALIBRATE_SMOOTH = 1u << 0,
+};
 
 // Defaults: min-max, percentile 99.99, u8.
 TJ_API void tj_calibrate_options_initialize(tj_calibrate_options_t* options);

@@ -33,6 +33,7 @@ import numpy as np
 
 from . import _lib
 from .dtypes import DType, numpy_dtype
+from .errors import UnsupportedError
 
 # Slots of a tj_tensor_t, viewed as pointer-sized words (data is word 0).
 _WORDS = ctypes.sizeof(_lib.Tensor_t) // ctypes.sizeof(ctypes.c_void_p)
@@ -107,7 +108,21 @@ def torch_dtype(dtype: DType) -> Any:
             DType.F32: torch.float32, DType.F16: torch.float16,
             DType.BF16: torch.bfloat16, DType.F64: torch.float64,
             DType.I8: torch.int8, DType.I32: torch.int32,
-            DType.I64: torch.int64, DType.BOOL: torch.bool}
+            DType.I64: torch.int64, DType.BOOL: torch.bool,
+            DType.U8: torch.uint8, DType.I16: torch.int16}
+        # The quantized dtypes where this torch has them (float8 since
+        # 2.1, the wider unsigned integers since 2.3).
+        for dt, name in ((DType.F8E4M3, "float8_e4m3fn"),
+                         (DType.F8E5M2, "float8_e5m2"),
+                         (DType.F8E4M3FNUZ, "float8_e4m3fnuz"),
+                         (DType.F8E5M2FNUZ, "float8_e5m2fnuz"),
+                         (DType.F8E8M0, "float8_e8m0fnu"),
+                         (DType.U16, "uint16"), (DType.U32, "uint32"),
+                         (DType.U64, "uint64")):
+            if hasattr(torch, name):
+                _TORCH_DTYPES[dt] = getattr(torch, name)
+    if dtype not in _TORCH_DTYPES:
+        raise UnsupportedError(f"no torch dtype for {dtype}")
     return _TORCH_DTYPES[dtype]
 
 

@@ -90,7 +90,13 @@ _DL_DTYPES = {(KDL_FLOAT, 32): DType.F32, (KDL_FLOAT, 16): DType.F16,
               (KDL_INT, 64): DType.I64, (KDL_BOOL, 8): DType.BOOL,
               (KDL_UINT, 8): DType.U8, (KDL_INT, 16): DType.I16,
               (KDL_UINT, 16): DType.U16, (KDL_UINT, 32): DType.U32,
-              (KDL_UINT, 64): DType.U64}
+              (KDL_UINT, 64): DType.U64,
+              # DLPack 1.1's float8 codes (torch exports its float8 tensors
+              # with them): e4m3fn 10, e4m3fnuz 11, e5m2 12, e5m2fnuz 13,
+              # e8m0fnu 14.
+              (10, 8): DType.F8E4M3, (11, 8): DType.F8E4M3FNUZ,
+              (12, 8): DType.F8E5M2, (13, 8): DType.F8E5M2FNUZ,
+              (14, 8): DType.F8E8M0}
 
 
 def is_capsule(obj: Any) -> bool:

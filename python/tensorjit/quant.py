@@ -40,8 +40,8 @@ def quantize_weights(graph: Graph, format: str = "int8", *,
                      group_size: int = 128,
                      min_elements: int = 1024) -> Graph:
     """``tj_graph_quantize_weights``: a copy of |graph| (finalized first)
-    whose matmuls read their rank-2 f32/bf16 constant weights of at least
-    |min_elements| elements as ``dequantize(q, scale)``: ``"int8"`` per
+    whose matmuls (and linears) read their rank-2 f32/bf16 constant
+    weights of at least |min_elements| elements as ``dequantize(q, scale)``: ``"int8"`` per
     output channel, or ``"int4"`` per group of |group_size| (32, 64, 128)
     along K. Symmetric scales (max |w| / 127 or / 7)."""
     graph.finalize()
@@ -85,15 +85,18 @@ def _host_tensor(a: Any, keep: List[Any], what: str) -> Any:
 
 def calibrate(graph: Graph, samples: Sequence[Sequence[Any]], *,
               method: str = "minmax", percentile: float = 99.99,
-              dtype: str = "u8") -> Graph:
+              dtype: str = "u8", smooth: bool = False) -> Graph:
     """``tj_calibrate``: runs each sample (a sequence of host arrays, one
     per graph input, in order) through |graph| on the reference
     interpreter and returns a copy with quantize -> dequantize on every
     f32 activation a matmul reads, its scale from ``"minmax"``, the
     ``"percentile"`` |percentile| of the values seen, or ``"entropy"``
     (the KL-divergence threshold over a histogram); |dtype| ``"u8"``
-    (asymmetric) or ``"i8"`` (symmetric). Deterministic for fixed
-    samples."""
+    (asymmetric) or ``"i8"`` (symmetric). |smooth|: SmoothQuant's scale
+    migration (``TJ_CALIBRATE_SMOOTH``, alpha 0.5) where the matmuls read
+    float constant weights: the activation divided per channel by
+    sqrt(max |x| / max |w|), the weights' rows multiplied by it; quantize
+    the weights afterwards. Deterministic for fixed samples."""
     graph.finalize()
     n_in = len(graph.inputs)
     keep: List[Any] = []
@@ -114,6 +117,7 @@ def calibrate(graph: Graph, samples: Sequence[Sequence[Any]], *,
     o.method = _enum(_METHODS, method, "calibration method")
     o.percentile = float(percentile)
     o.dtype = _enum(_ACT_DTYPES, dtype, "activation dtype")
+    o.flags = 1 if smooth else 0  # TJ_CALIBRATE_SMOOTH
     handle = ctypes.c_void_p()
     count = ctypes.c_int32()
     _lib.check(L.tj_calibrate(graph.handle, ctypes.byref(o), len(samples),

@@ -191,3 +191,58 @@ def test_quantize_weights_and_calibrate() -> None:
         tj.quantize_weights(g, "int4", group_size=48)
     with pytest.raises(tj.InvalidArgumentError, match="sample 0"):
         tj.calibrate(g, [(np.zeros((2, 7), np.float32),)])
+
+
+def test_torch_float8_tensors() -> None:
+    # torch exports float8 tensors with DLPack 1.1's float8 codes: they go
+    # in (and come out) as float8, not only as their uint8 bits.
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("no float8 in this torch")
+    gen = torch.Generator().manual_seed(3)
+    a = (torch.randn((5, 7), generator=gen) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn((7, 3), generator=gen) * 4).to(torch.float8_e5m2)
+    g = tj.Graph("f8_torch")
+    ia = g.input("a", "f8e4m3", [5, 7])
+    ib = g.input("b", "f8e5m2", [7, 3])
+    y = g.matmul_f8(ia, ib)
+    g.output(y, "y")
+    g.output(g.cast(y, "f8e4m3"), "y8")
+    want = a.double() @ b.double()  # exact products, f64 sums
+    for target in TARGETS:
+        y_, y8 = tj.compile(g, target=target)(a, b)
+        assert torch.allclose(y_.double(), want, rtol=1e-6, atol=1e-6), \
+            target
+        assert y8.dtype == torch.float8_e4m3fn, (target, y8.dtype)
+        assert torch.equal(y8.view(torch.uint8),
+                           y_.to(torch.float8_e4m3fn).view(torch.uint8)), \
+            target
+
+
+def test_calibrate_smooth_outlier_channels() -> None:
+    # SmoothQuant: a few activation channels 40x the rest; smoothing
+    # before static i8 W8A8 brings the cosine against f32 above 0.999.
+    rng = np.random.default_rng(5)
+    k, n = 256, 64
+    w = (rng.standard_normal((k, n)) / 16).astype(np.float32)
+    g = tj.Graph("smooth")
+    x = g.input("x", "f32", ["B", k])
+    g.output(g.matmul(x, g.constant(w)), "y")
+
+    def acts():
+        a = rng.standard_normal((32, k)).astype(np.float32)
+        a[:, :8] *= 40
+        return a
+
+    samples = [(acts(),) for _ in range(3)]
+    held = acts()
+    want = held.astype(np.float64) @ w.astype(np.float64)
+    cos = {}
+    for smooth in (False, True):
+        q = tj.quantize_weights(
+            tj.calibrate(g, samples, dtype="i8", smooth=smooth), "int8")
+        assert (" = mul " in str(q)) == smooth
+        y = tj.compile(q)(held).astype(np.float64).ravel()
+        cos[smooth] = y @ want.ravel() / np.linalg.norm(y) / \
+            np.linalg.norm(want)
+    assert cos[True] >= 0.999 and cos[True] > cos[False], cos

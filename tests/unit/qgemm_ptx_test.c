@@ -55,6 +55,12 @@ static void check_case(const qcuda_case_t* c, tj_nvptx_arch_t arch,
     CHECK(found);
     bool sums = ptx.ptx && strstr(ptx.ptx, "dp4a.s32.s32") != NULL;
     CHECK_EQ_INT(mixed, sums);
+    // One schedule: no autotuning candidates (each would be compiled, and
+    // timed, at the first run of a shape).
+    if (ptx.num_variant_kernels != 0)
+      fprintf(stderr, "  %s: %u candidate kernels\n", c->name,
+              ptx.num_variant_kernels);
+    CHECK_EQ_INT(0, ptx.num_variant_kernels);
     if (ptx.ptx) tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   } else {
     CHECK(ptx.num_host_steps >= 1);

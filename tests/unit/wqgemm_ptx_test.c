@@ -45,6 +45,21 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
     if (!magic) fprintf(stderr, "  %s: no magic-number dequantize\n", c->name);
     CHECK(magic);
   }
+  // Compile cost: each row tier's unrolled block holds at most 32 k-row x
+  // tile-row products (8 FMAs each) on the aligned path and one k row on
+  // the byte path, so the main loop has at most 5 x 256 + 8 x 31 = 1528
+  // FMAs (emit_nvptx_wqgemm.c's rows_unrolled); 2048 leaves room for an
+  // epilogue's polynomial (gelu). A whole 32-row chunk unrolled at every
+  // tier was 15,872 for int4: 36,000 lines of PTX, ~3 s of LLVM and ~6.6 s
+  // of ptxas (CPU) for one GEMM.
+  if (!c->decomposed && ptx.ptx) {
+    int fmas = 0;
+    for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
+    if (fmas > 2048 || fmas < 8 * 31)
+      fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
+    CHECK(fmas <= 2048);
+    CHECK(fmas >= 8 * 31);
+  }
   if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
     tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
