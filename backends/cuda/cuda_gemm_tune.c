@@ -142,6 +142,10 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_tile_m = 256,
             .gemm_tile_n = 128},
 };
+// Every candidate is timed by jit/autotune.h, which takes at most
+// TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
+_Static_assert(TJ_CUDA_GEMM_CANDIDATES <= TJ_AUTOTUNE_MAX_CANDIDATES,
+               "jit/autotune.h times at most TJ_AUTOTUNE_MAX_CANDIDATES");
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
     "fused mma bk32 s3",
