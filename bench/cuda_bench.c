@@ -3,7 +3,7 @@
 // after warm-up). Prints a table; never a pass/fail.
 //
 //   cuda_bench [--quick | --gemm [--shape=M,K,N]... [--loop=TEXT]...
-//               [--plain] [--profile] | --f32 | --f32-exact]
+//               [--plain] [--profile] | --f32 | --f32-exact | --batched]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
@@ -12,7 +12,8 @@
 // --profile launches each kept kernel and cuBLAS once per shape, untimed,
 // for a profiler (ncu) to capture one launch of each. --f32 prints the f32
 // table (the exact CUDA-core loops and the TF32 ones beside cuBLAS);
-// --f32-exact its exact rows alone.
+// --f32-exact its exact rows alone. --batched prints the batched attention
+// GEMMs of issue 13 beside cuBLAS's strided batched GEMM.
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -117,9 +118,19 @@ typedef int (*cublas_gemm_ex_fn)(void* handle, int transa, int transb, int m,
                                  int ldb, const void* beta, void* c, int ctype,
                                  int ldc, int compute, int algo);
 
+typedef int (*cublas_gemm_strided_fn)(void* handle, int transa, int transb,
+                                      int m, int n, int k, const void* alpha,
+                                      const void* a, int atype, int lda,
+                                      long long stride_a, const void* b,
+                                      int btype, int ldb, long long stride_b,
+                                      const void* beta, void* c, int ctype,
+                                      int ldc, long long stride_c, int batch,
+                                      int compute, int algo);
+
 static struct {
   void* handle;
   cublas_gemm_ex_fn gemm_ex;
+  cublas_gemm_strided_fn gemm_strided;
   char version[64];
 } g_blas;
 
@@ -142,6 +153,8 @@ static void open_cublas(void) {
   memcpy(&set_stream, &sym, sizeof(sym));
   sym = dlsym(lib, "cublasGemmEx");
   memcpy(&g_blas.gemm_ex, &sym, sizeof(sym));
+  sym = dlsym(lib, "cublasGemmStridedBatchedEx");
+  memcpy(&g_blas.gemm_strided, &sym, sizeof(sym));
   if (!create || !set_stream || !g_blas.gemm_ex) return;
   bench_die(tj_cuda_device_enter(g_dev), "enter");
   if (create(&g_blas.handle) != 0 ||
@@ -169,6 +182,26 @@ static void run_blas(void* ctx) {
                               r->compute ? r->compute : 68 /* 32F */, -1);
   if (status != 0) {
     fprintf(stderr, "cublasGemmEx: status %d\n", status);
+    exit(1);
+  }
+}
+
+typedef struct blas_batched_t {
+  int batch, m, n, k;
+  tj_cu_deviceptr_t a, b, c;
+} blas_batched_t;
+
+// Row-major bf16 C[i] = A[i] B[i] for each of |batch| dense entries.
+static void run_blas_batched(void* ctx) {
+  blas_batched_t* r = ctx;
+  float one = 1.0f, zero = 0.0f;
+  int status = g_blas.gemm_strided(
+      g_blas.handle, 0, 0, r->n, r->m, r->k, &one, (void*)(uintptr_t)r->b, 14,
+      r->n, (long long)r->k * r->n, (void*)(uintptr_t)r->a, 14, r->k,
+      (long long)r->m * r->k, &zero, (void*)(uintptr_t)r->c, 14, r->n,
+      (long long)r->m * r->n, r->batch, 68 /* 32F */, -1);
+  if (status != 0) {
+    fprintf(stderr, "cublasGemmStridedBatchedEx: status %d\n", status);
     exit(1);
   }
 }
@@ -413,6 +446,38 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
         .gemm_tile_m = 64,
         .gemm_tile_n = 256,
         .gemm_stages = 3,
+        .gemm_persistent = true}},
+      // Two row blocks a consumer warpgroup (issue 13, hopper7): pingpong
+      // on 128-row tiles and cooperative on 256-row ones.
+      {"tma pingpong 128x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_pingpong = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
+      {"tma pingpong 128x128 s5 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_pingpong = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 5,
+        .gemm_persistent = true}},
+      {"tma ws 256x128 s3 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 256,
+        .gemm_tile_n = 128,
+        .gemm_stages = 3,
+        .gemm_persistent = true}},
+      {"tma ws 256x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 256,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4,
         .gemm_persistent = true}},
   };
   enum { kLoopsCount = sizeof(kLoops) / sizeof(kLoops[0]) };
@@ -695,11 +760,126 @@ static void bench_memory(tj_cuda_kir_kernel_t* gelu,
   tj_cuda_device_free(g_dev, b);
 }
 
+// A batched bf16 matmul y[b] = x[b] @ w[b] of dense [B, M, K] and [B, K, N]
+// operands, every size a constant (attention's scores and context).
+static tj_kir_t* batched_gemm(int64_t batch, int64_t m, int64_t kk, int64_t n) {
+  tj_kir_t* k = NULL;
+  bench_die(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "mm_batched", &k),
+            "kir");
+  tj_kir_ival_t dims[3] = {tj_kir_constant(batch), tj_kir_constant(m),
+                           tj_kir_constant(n)};
+  tj_kir_set_space(k, 3, dims);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, tj_kir_constant(kk), &sched);
+  tj_kir_ival_t c1 = tj_kir_constant(1);
+  tj_kir_ival_t sa[3] = {tj_kir_constant(m * kk), tj_kir_constant(kk), c1};
+  tj_kir_ival_t sb[3] = {tj_kir_constant(kk * n), tj_kir_constant(n), c1};
+  tj_kir_ival_t sy[3] = {tj_kir_constant(m * n), tj_kir_constant(n), c1};
+  tj_kir_add_buffer(k, "x", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_BF16, TJ_KIR_OUTPUT, sy);
+  tj_kir_store(k, y, tj_kir_cast(k, TJ_DTYPE_BF16, tj_kir_acc(k)));
+  if (k->error) bench_die(tj_status_clone(k->error), "kir");
+  return k;
+}
+
+// Issue 13's batched attention GEMMs, bf16: the scores [16 x 12, 512, 64]
+// @ [.., 64, 512] and the context [.., 512, 512] @ [.., 512, 64], ours
+// with each main loop the autotuner has for a batched GEMM (the TMA
+// schedules take rank-2 GEMMs only) beside cuBLAS's strided batched GEMM;
+// medians of 7 samples, with the samples' range.
+static void bench_batched_table(void) {
+  static const struct {
+    const char* name;
+    tj_nvptx_options_t o;
+  } kLoops[] = {
+      {"default (wgmma 128x128 s3)", {0}},
+      {"wgmma 128x256 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4}},
+      {"wgmma 64x128 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"wgmma 128x128 s4",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"wgmma 128x64 s4 (not a candidate)",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 64,
+        .gemm_stages = 4}},
+  };
+  static const int64_t kShapes[][4] = {{192, 512, 64, 512},
+                                       {192, 512, 512, 64}};
+  printf(
+      "\n| bf16 batched x@w (B, M, K, N) | main loop | ours ms (range) | "
+      "TFLOP/s | cuBLAS ms (range) | speed vs cuBLAS |\n"
+      "|---|---|---|---|---|---|\n");
+  for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); ++s) {
+    int64_t bt = kShapes[s][0], m = kShapes[s][1], kk = kShapes[s][2],
+            n = kShapes[s][3];
+    tj_kir_t* k = batched_gemm(bt, m, kk, n);
+    tj_cu_deviceptr_t x = dev_random_bf16(bt * m * kk, 2.0f);
+    tj_cu_deviceptr_t w = dev_random_bf16(bt * kk * n, 0.2f);
+    tj_cu_deviceptr_t y = dev_zeros((size_t)(bt * m * n) * 2);
+    double flop = 2.0 * (double)bt * (double)m * (double)n * (double)kk;
+    double t_blas = 0, lo_blas = 0, hi_blas = 0;
+    if (g_blas.handle && g_blas.gemm_strided) {
+      blas_batched_t r = {(int)bt, (int)m, (int)n, (int)kk, x, w, y};
+      double t[7];
+      for (int i = 0; i < 7; ++i) t[i] = time_ms(run_blas_batched, &r, g_iters);
+      qsort(t, 7, sizeof(double), compare_double);
+      t_blas = t[3], lo_blas = t[0], hi_blas = t[6];
+    }
+    double best = 0;
+    const char* best_name = NULL;
+    for (size_t l = 0; l < sizeof(kLoops) / sizeof(kLoops[0]); ++l) {
+      tj_cuda_kir_kernel_t* ck = NULL;
+      tj_status_t st = tj_cuda_kir_compile(g_dev, g_target, k,
+                                           l ? &kLoops[l].o : NULL, &ck, NULL);
+      if (st) {
+        printf("# %s: %s\n", kLoops[l].name, tj_status_message(st));
+        tj_status_free(st);
+        continue;
+      }
+      kir_run_t p = {ck, {x, w, y}, {0}};
+      double t[7];
+      for (int i = 0; i < 7; ++i) t[i] = time_ms(run_kir, &p, g_iters);
+      qsort(t, 7, sizeof(double), compare_double);
+      printf(
+          "| (%lld, %lld, %lld, %lld) | %s | %.4f (%.4f-%.4f) | %.0f | %.4f "
+          "(%.4f-%.4f) | %.2fx |\n",
+          (long long)bt, (long long)m, (long long)kk, (long long)n,
+          kLoops[l].name, t[3], t[0], t[6], flop / t[3] * 1e-9, t_blas, lo_blas,
+          hi_blas, t_blas > 0 ? t_blas / t[3] : 0.0);
+      if (!best_name || t[3] < best) best = t[3], best_name = kLoops[l].name;
+      tj_cuda_kir_destroy(ck);
+    }
+    if (best_name)
+      printf(
+          "| (%lld, %lld, %lld, %lld) | **best: %s** | %.4f | %.0f | %.4f "
+          "| **%.2fx** |\n",
+          (long long)bt, (long long)m, (long long)kk, (long long)n, best_name,
+          best, flop / best * 1e-9, t_blas, t_blas > 0 ? t_blas / best : 0.0);
+    tj_cuda_device_free(g_dev, x), tj_cuda_device_free(g_dev, w);
+    tj_cuda_device_free(g_dev, y);
+    tj_kir_destroy(k);
+  }
+}
+
 int main(int argc, char** argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   bool gemm_only = argc > 1 && strcmp(argv[1], "--gemm") == 0;
   bool f32_only = argc > 1 && strcmp(argv[1], "--f32") == 0;
   bool f32_exact = argc > 1 && strcmp(argv[1], "--f32-exact") == 0;
+  bool batched_only = argc > 1 && strcmp(argv[1], "--batched") == 0;
   f32_only |= f32_exact;
   if (quick) g_iters = 5;
   tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
@@ -732,6 +912,14 @@ int main(int argc, char** argv) {
   tj_kir_t* k_plain = plain_gemm(TJ_DTYPE_BF16);
   tj_kir_t* k_f32 = plain_gemm(TJ_DTYPE_F32);
   tj_kir_t* k_affine = affine_map();
+  if (batched_only) {
+    bench_batched_table();
+    tj_kir_destroy(k_fused), tj_kir_destroy(k_plain), tj_kir_destroy(k_f32);
+    tj_kir_destroy(k_gelu), tj_kir_destroy(k_soft), tj_kir_destroy(k_affine);
+    tj_nvptx_target_destroy(g_target);
+    tj_cuda_device_destroy(g_dev);
+    return 0;
+  }
   if (gemm_only || f32_only) {
     if (gemm_only) {
       gemm_filter_t filter = {0};

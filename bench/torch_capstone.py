@@ -15,7 +15,9 @@ theirs: below 1 means ours is faster).
 
 --f32 runs only the f32 block, at every batch, with TF32 off and on
 (torch.backends.cuda.matmul.allow_tf32; "f32_tf32" beside our allow_tf32
-row).
+row). --max-autotune adds torch.compile(mode="max-autotune") beside the
+default mode (bf16 only; its compile benchmarks Triton GEMM templates and
+takes minutes).
 """
 
 import argparse
@@ -67,12 +69,15 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--f32", action="store_true",
                     help="only f32, every batch, TF32 off and on")
+    ap.add_argument("--max-autotune", action="store_true",
+                    help="also torch.compile(mode='max-autotune'), bf16")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.cuda.get_device_name()
     print(f"# torch {torch.__version__}, {dev}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     results = {}
+    results_ma = {}
     K, N = 1024, 4096
     kinds = [(torch.bfloat16, "bf16", False), (torch.float32, "f32", False)]
     if args.f32:
@@ -101,6 +106,18 @@ def main():
                   f"{mm:.4f} ms ({flop / mm * 1e-9:.0f} TFLOP/s), "
                   f"torch.compile {comp:.4f} ms (compiled in {compile_s:.1f} "
                   f"s; max err vs f32 {err:.3g})")
+            if args.max_autotune and dname == "bf16":
+                torch._dynamo.reset()
+                tuned = torch.compile(block, dynamic=False,
+                                      mode="max-autotune")
+                t0 = time.perf_counter()
+                tuned(x, w, b)
+                torch.cuda.synchronize()
+                tuned_s = time.perf_counter() - t0
+                ma = time_ms(tuned, x, w, b, iters=args.iters)
+                print(f"{dname} B={B}: torch.compile max-autotune {ma:.4f} ms"
+                      f" (compiled in {tuned_s:.1f} s)")
+                results_ma[(dname, B)] = ma
             results[(dname, B)] = (eager, mm, comp)
     overhead = tiny_op_overhead_us()
     print(f"torch eager tiny op: {overhead:.2f} us/op to enqueue")
@@ -133,6 +150,12 @@ def main():
                   f"{o / lt_epi:>16.2f}{o / eager:>10.2f}{o / comp:>11.2f}")
         print(f"{'':<12}(torch: eager {eager:.4f} ms, matmul alone {mm:.4f} "
               f"ms, torch.compile {comp:.4f} ms)")
+        if (dname, B) in results_ma:
+            key = f"ours_erf_{dname}_B{B}_ms"
+            ma = results_ma[(dname, B)]
+            if key in ours:
+                print(f"{'':<12}ours / torch.compile max-autotune "
+                      f"({ma:.4f} ms): {ours[key] / ma:.2f}")
     if "overhead_graph_us" in ours:
         print(f"tiny graph run overhead: ours {ours['overhead_graph_us']:.2f} us"
               f" per run (CUDA graph replay, enqueue only) vs torch eager "

@@ -15,7 +15,7 @@
 
 #include "jit/cache.h"
 
-#define TJ_AUTOTUNE_MAX_CANDIDATES 16
+#define TJ_AUTOTUNE_MAX_CANDIDATES 24
 
 // Times candidate |candidate| once (|*out_ms|, lower is better; the caller
 // runs it |repeats| times between two events and divides). UNSUPPORTED

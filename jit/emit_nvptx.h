@@ -129,7 +129,7 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
 // template hands it.
 typedef struct tj_nvptx_wgmma_t {
-  int32_t tile_m, tile_n;       // 64|128, 64|128|256
+  int32_t tile_m, tile_n;       // 64|128 (256: TMA cooperative), 64|128|256
   int32_t stages;               // 3..8
   bool drain;                   // tj_nvptx_options_t.gemm_wgmma_drain
   int32_t c_stride;             // floats per row of the staged C tile
@@ -155,6 +155,10 @@ typedef struct tj_nvptx_wgmma_t {
   // sizes the grid), and the epilogue runs on the consumers alone, whose
   // threads count from 0 (tid - 128).
   bool tma;
+  // TMA: the consumer warpgroups take alternate tiles (pingpong), each
+  // all tile_m rows of its tile (tile_m / 64 m64 wgmmas a k16); else both
+  // take every tile (cooperative), each tile_m / 2 rows of it.
+  bool pingpong;
   LLVMValueRef map_a, map_b;
   LLVMValueRef tiles;
   void (*tile_origin)(void* ctx, LLVMValueRef tile, LLVMValueRef* out_m0,

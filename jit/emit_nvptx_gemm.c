@@ -1072,8 +1072,7 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
   // matmul_i32's i8/u8 operands may be mixed (emit_qgemm), and so may
   // matmul_f8's e4m3/e5m2 (fp8); a quantized B is i8/u8 under an f32 A
   // (emit_wqgemm).
-  if (tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) || k->bq.bits)
-    return NULL;
+  if (tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) || k->bq.bits) return NULL;
   if (da != db)
     return tj_unsupported("kernel @%s: gemm operands of two dtypes (%s, %s)",
                           k->name, tj_dtype_name(da), tj_dtype_name(db));
@@ -1114,9 +1113,11 @@ static tj_status_t wgmma_shape(const tj_kir_t* k, const tj_nvptx_options_t* o,
   *tile_m = o->gemm_tile_m ? o->gemm_tile_m : kWgDefaultTile;
   *tile_n = o->gemm_tile_n ? o->gemm_tile_n : kWgDefaultTile;
   *stages = o->gemm_stages ? o->gemm_stages : kWgDefaultStages;
-  if (*tile_m != 64 && *tile_m != 128)
-    return tj_invalid("kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128",
-                      k->name, (int)*tile_m);
+  if (*tile_m != 64 && *tile_m != 128 && *tile_m != 256)
+    return tj_invalid(
+        "kernel @%s: gemm_tile_m %d; wgmma takes 64 or 128 (256: the TMA "
+        "cooperative schedule)",
+        k->name, (int)*tile_m);
   if (*tile_n != 64 && *tile_n != 128 && *tile_n != 256)
     return tj_invalid("kernel @%s: gemm_tile_n %d; wgmma takes 64, 128 or 256",
                       k->name, (int)*tile_n);
@@ -1147,9 +1148,27 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "kernel @%s: the TMA gemm takes rank-2 gemms (here rank %d) and no "
         "gemm_wgmma_drain",
         k->name, (int)g->rank);
+  // Pingpong: tile_m 64, or 128 with gemm_pingpong (two row blocks of
+  // tile_n / 2 accumulators a thread: at most 128, so tile_n <= 128).
+  w.pingpong = w.tma && (w.tile_m == 64 || o->gemm_pingpong);
+  bool f32 = g->in_dtype == TJ_DTYPE_F32;
+  if (o->gemm_pingpong && (!w.tma || w.tile_m != 128 || w.tile_n > 128 || f32))
+    return tj_unsupported(
+        "kernel @%s: gemm_pingpong takes gemm_tma, 128x64 or 128x128 tiles "
+        "and f16/bf16 operands (here %dx%d, %s%s)",
+        k->name, (int)w.tile_m, (int)w.tile_n, tj_dtype_name(g->in_dtype),
+        w.tma ? "" : ", no TMA");
+  if (w.tile_m == 256 && (!w.tma || w.tile_n > 128 || f32))
+    return tj_unsupported(
+        "kernel @%s: gemm_tile_m 256 takes gemm_tma (cooperative), tile_n 64 "
+        "or 128 and f16/bf16 operands (here %dx%d, %s%s)",
+        k->name, (int)w.tile_m, (int)w.tile_n, tj_dtype_name(g->in_dtype),
+        w.tma ? "" : ", no TMA");
   g->tile_m = w.tile_m;
   g->tile_n = w.tile_n;
-  g->threads = w.tile_m / 64 * 128;
+  // The epilogue's threads: one consumer warpgroup (pingpong), both
+  // (cooperative TMA), or tile_m / 64 warpgroups (cp.async).
+  g->threads = w.pingpong ? 128 : w.tma ? 256 : w.tile_m / 64 * 128;
   g->c_stride = w.tile_n + 8;
   g->c_swizzled = true;
   w.c_stride = g->c_stride;
@@ -1223,9 +1242,9 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     }
     w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
     w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
-    // The epilogue runs on the consumer warpgroups alone: both (tile_m
-    // 128, cooperative) or each on its own tiles (64, pingpong).
-    g->tid = w.tile_m == 64
+    // The epilogue runs on the consumer warpgroups alone: both
+    // (cooperative) or each on its own tiles (pingpong).
+    g->tid = w.pingpong
                  ? LLVMBuildAnd(em->b, g->tid, c32(g, 127), "consumer_tid")
                  : LLVMBuildSub(em->b, g->tid, c32(g, 128), "consumer_tid");
   }
@@ -1251,18 +1270,22 @@ static tj_status_t emit_qgemm(gemm_t* g) {
         "%s)",
         k->name, tj_nvptx_arch_name(nv->arch));
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC || o->gemm_tma ||
-      o->gemm_persistent || o->gemm_wgmma_drain ||
+      o->gemm_pingpong || o->gemm_persistent || o->gemm_wgmma_drain ||
       (o->gemm_tile_k != 0 && o->gemm_tile_k != 128))
     return tj_unsupported(
         "kernel @%s: the 8-bit gemm has one schedule (cp.async wgmma, k-tiles "
-        "of 128): no gemm_kernel mma_sync, gemm_tma, gemm_persistent, "
-        "gemm_wgmma_drain or gemm_tile_k %d",
+        "of 128): no gemm_kernel mma_sync, gemm_tma, gemm_pingpong, "
+        "gemm_persistent, gemm_wgmma_drain or gemm_tile_k %d",
         k->name, (int)o->gemm_tile_k);
   const tj_kir_buffer_t* A = &k->buffers[g->a];
   const tj_kir_buffer_t* B = &k->buffers[g->bb];
   tj_nvptx_qgemm_t q;
   memset(&q, 0, sizeof(q));
   TJ_RETURN_IF_ERROR(wgmma_shape(k, o, &q.tile_m, &q.tile_n, &q.stages));
+  if (q.tile_m > 128)
+    return tj_unsupported(
+        "kernel @%s: the 8-bit gemm takes gemm_tile_m 64 or 128 (here %d)",
+        k->name, (int)q.tile_m);
   // 8-bit wgmma reads both operands K-major: A must be contiguous along
   // k; B along k (copied as is) or along n (transposed on the way).
   q.b_kmajor = tj_kir_ival_is_const(B->strides[r - 2], 1);
@@ -1465,10 +1488,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
     return emit_wgmma_gemm(&g);
   if (o->gemm_tile_m || o->gemm_tile_n || o->gemm_wgmma_drain ||
-      o->gemm_persistent || o->gemm_tma)
+      o->gemm_persistent || o->gemm_tma || o->gemm_pingpong)
     return tj_invalid(
-        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain, gemm_persistent and "
-        "gemm_tma are wgmma options; this gemm is %s",
+        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain, gemm_persistent, "
+        "gemm_tma and gemm_pingpong are wgmma options; this gemm is %s",
         k->name, tc ? "mma.sync" : "f32");
   g.tile_m = kBM;
   g.tile_n = kBN;

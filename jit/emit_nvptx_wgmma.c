@@ -95,6 +95,10 @@ typedef struct wg_t {
   int32_t ahead;         // k-tiles loading beyond the one in the math
   LLVMValueRef bars;     // TMA: i32 address of full[0] (empty[s] follows)
   int32_t bk;            // k per stage: 64 (f16/bf16), 32 (tf32)
+  // 64-row blocks of a tile that one consumer warpgroup computes, each
+  // with its own block_acc accumulators (num_acc = blocks * block_acc):
+  // 1, except TMA pingpong with tile_m 128 and cooperative with 256 (2).
+  int32_t blocks, block_acc;
 } wg_t;
 
 static LLVMValueRef c32(wg_t* w, int64_t v) {
@@ -175,11 +179,12 @@ static void wgmma_wait(wg_t* w, int32_t pending) {
   acc_asm(w, text, NULL, 0, "");
 }
 
-// One m64n<tile_n>k16 on descriptors |da| and |db| (i64): D = A B + D
-// when |accumulate| (i32) is nonzero, else D = A B.
-static void wgmma(wg_t* w, LLVMValueRef da, LLVMValueRef db,
+// One m64n<tile_n>k16 on descriptors |da| and |db| (i64) into the
+// accumulators of row block |j|: D = A B + D when |accumulate| (i32) is
+// nonzero, else D = A B.
+static void wgmma(wg_t* w, int32_t j, LLVMValueRef da, LLVMValueRef db,
                   LLVMValueRef accumulate) {
-  int32_t n = w->num_acc;
+  int32_t n = w->block_acc;
   char text[2400];
   size_t len =
       (size_t)snprintf(text, sizeof(text),
@@ -195,7 +200,7 @@ static void wgmma(wg_t* w, LLVMValueRef da, LLVMValueRef db,
   snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p, 1, 1, 0, 1;\n}",
            (int)n, (int)n + 1);
   LLVMValueRef d[3] = {da, db, accumulate};
-  acc_asm(w, text, d, 3, "l,l,r,");
+  acc_asm_range(w, j * n, n, text, d, 3, "l,l,r,");
 }
 
 // A shared-memory matrix descriptor: start |addr| (i32), 128-byte
@@ -379,7 +384,8 @@ static void cp_wait(wg_t* w, int32_t pending) {
 //===--- math ---===//
 
 // The four k16 steps of k-tile |kt| in stage |stage| (both i64) for
-// warpgroup |wg| (i32).
+// the w->blocks row blocks of 64 from block |wg| (i32) on, each a wgmma
+// a k16 into its own accumulators.
 static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
                          LLVMValueRef wg) {
   LLVMBuilderRef b = w->b;
@@ -390,9 +396,6 @@ static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
   LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(w, w->a_bytes), "");
   plain_asm(w, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < kBK / 16; ++kk) {
-    // A: +32 bytes per k16 inside the swizzled rows; LBO unused (1).
-    LLVMValueRef da =
-        descriptor(w, LLVMBuildAdd(b, a_addr, c32(w, kk * 32), ""), 16, kAtom);
     // B: +16 k rows per k16; panels of 64 columns kPanel apart.
     LLVMValueRef db = descriptor(
         w, LLVMBuildAdd(b, b_addr, c32(w, kk * 16 * kRow), ""), kPanel, kAtom);
@@ -403,7 +406,13 @@ static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
         kk ? c32(w, 1)
            : LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntNE, kt, c64(w, 0), ""),
                            w->em->t_i32, "");
-    wgmma(w, da, db, accumulate);
+    for (int32_t j = 0; j < w->blocks; ++j) {
+      // A: +32 bytes per k16 inside the swizzled rows; LBO unused (1).
+      LLVMValueRef da = descriptor(
+          w, LLVMBuildAdd(b, a_addr, c32(w, j * kPanel + kk * 32), ""), 16,
+          kAtom);
+      wgmma(w, j, da, db, accumulate);
+    }
   }
   plain_asm(w, "wgmma.commit_group.sync.aligned;");
 }
@@ -559,24 +568,27 @@ static void stage_c_tf32(wg_t* w, LLVMValueRef n_wg, LLVMValueRef c,
   }
 }
 
-// Writes the accumulators of rows [row0, row0 + rows) of the tile to
-// |c| (row row0 at its start), zeros where |any| (i1) is false (K = 0 ran
-// no wgmma). Thread t of warpgroup wg (warp q = t / 32 % 4, lane l) holds,
-// in register i, row 64 wg + 16 q + l / 4 + 8 ((i / 2) % 2), col 8 (i / 4) +
-// 2 (l % 4) + i % 2 (the m64nNk16 f32 accumulator fragment); |rows| is a
+// Writes the accumulators of row block |j| of the warpgroup's blocks
+// (from block |wg| (i32) on) that fall in rows [row0, row0 + rows) of the
+// tile to |c| (row row0 at its start), zeros where |any| (i1) is false
+// (K = 0 ran no wgmma). Thread t (warp q = t / 32 % 4, lane l) holds, in
+// register i of block j's accumulators, row 64 (wg + j) + 16 q + l / 4 + 8
+// ((i / 2) % 2), col 8 (i / 4) + 2 (l % 4) + i % 2 (the m64nNk16 f32
+// accumulator fragment); |rows| is a
 // multiple of 16, so a warp's rows are all in or all out. Columns are
 // swizzled (tj_nvptx_wgmma_c_col): register i's column 8 (i / 4) decides
 // the swap, which moves the thread's 2 (l % 4) by 4 within the 8.
-static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
-                    int32_t rows, LLVMValueRef any) {
+static void stage_c(wg_t* w, LLVMValueRef wg, int32_t j, LLVMValueRef c,
+                    int32_t row0, int32_t rows, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
   tj_emit_t* em = w->em;
   const tj_nvptx_wgmma_t* p = w->p;
   LLVMValueRef q =
       LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
   LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
-  LLVMValueRef warp_row = LLVMBuildAdd(b, LLVMBuildMul(b, wg, c32(w, 64), ""),
-                                       LLVMBuildMul(b, q, c32(w, 16), ""), "");
+  LLVMValueRef warp_row = LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildAdd(b, wg, c32(w, j), ""), c32(w, 64), ""),
+      LLVMBuildMul(b, q, c32(w, 16), ""), "");
   tj_emit_if_t mine;
   bool all = row0 == 0 && rows == p->tile_m;
   if (!all) {
@@ -598,7 +610,8 @@ static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
           c32(w, 4), "")};
   LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
   LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
-  for (int32_t i = 0; i < w->num_acc; i += 2) {
+  int32_t first = j * w->block_acc;
+  for (int32_t i = 0; i < w->block_acc; i += 2) {
     int32_t col = 8 * (i / 4);
     bool swap = tj_nvptx_wgmma_c_col(col) != col;
     int32_t off = ((8 * ((i / 2) % 2)) * p->c_stride + col) * 4;
@@ -607,7 +620,8 @@ static void stage_c(wg_t* w, LLVMValueRef wg, LLVMValueRef c, int32_t row0,
       // A select into a new value, not a write to the accumulator: that
       // would be a non-wgmma definition inside a persistent pipeline.
       LLVMValueRef x = tj_emit_select(
-          em, any, LLVMBuildLoad2(b, em->t_f32, acc_slot(w, i + e), ""), zero);
+          em, any, LLVMBuildLoad2(b, em->t_f32, acc_slot(w, first + i + e), ""),
+          zero);
       v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
     }
     LLVMValueRef st = LLVMBuildStore(
@@ -635,9 +649,9 @@ static int32_t ring_bytes(const tj_nvptx_wgmma_t* p) {
 // block stages at a time: the whole tile when it fits beside the ring.
 #define kMaxShared (227 * 1024)
 
-// Pingpong (tile_m 64) has a region of C rows per consumer warpgroup.
+// Pingpong has a region of C rows per consumer warpgroup.
 static int32_t tma_c_regions(const tj_nvptx_wgmma_t* p) {
-  return p->tile_m == 64 ? 2 : 1;
+  return p->pingpong ? 2 : 1;
 }
 
 static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
@@ -672,7 +686,11 @@ static void init(wg_t* w, tj_nvptx_emit_t* nv, const tj_nvptx_wgmma_t* p) {
   w->stage_bytes = w->a_bytes + kBK * p->tile_n * 2;
   w->a_copies = p->tile_m * 8 / w->threads;
   w->b_copies = kBK * p->tile_n / 8 / w->threads;
-  w->num_acc = p->tile_n / 2;
+  // TMA tiles of 128 rows a pingpong warpgroup or 256 a cooperative pair:
+  // two row blocks a warpgroup (tf32 keeps one: its tiles are C^T's).
+  w->blocks = p->tma && !p->tf32 ? p->tile_m / (p->pingpong ? 64 : 128) : 1;
+  w->block_acc = p->tile_n / 2;
+  w->num_acc = w->blocks * w->block_acc;
   LLVMTypeRef floats[kMaxAcc];
   for (int32_t i = 0; i < w->num_acc; ++i) floats[i] = em->t_f32;
   w->acc_struct =
@@ -762,8 +780,9 @@ static void main_loop(wg_t* w, LLVMValueRef inner) {
 //===--- TMA, warp-specialized ---===//
 //
 // Threads [0, 128) are the producer warpgroup, [128, 384) two consumer
-// warpgroups: cooperative with tile_m 128 (each 64 rows of every tile),
-// pingpong with tile_m 64 (each every other tile; see consumer()). The ring is
+// warpgroups: cooperative (each tile_m / 2 rows of every tile: 64, or 128
+// at tile_m 256), or pingpong (|pingpong|: tile_m 64, or 128 with two m64
+// wgmmas a k16; each every other tile; see consumer()). The ring is
 // the one above (same stage layout and descriptors: a TMA box of 64 elements x
 // rows with the 128-byte swizzle, landing 1024-byte aligned, is what the
 // cp.async copies wrote), filled by TMA instead:
@@ -776,10 +795,10 @@ static void main_loop(wg_t* w, LLVMValueRef inner) {
 //       {n0 + 64 p, k0} (64 x 64) a panel p of 64 columns, skipping the
 //       panels wholly past N (their columns of C are never stored);
 //   consumer warpgroup w, per k-tile: wait full[s] with parity ph, the
-//     four wgmmas of its 64 rows, commit, wait_group 1 (so the previous
-//     k-tile's wgmmas are done), and lane 0 of each warp arrives on that
-//     k-tile's empty barrier (count: 4 warps a consumer warpgroup that
-//     reads the stage).
+//     four wgmmas of each of its 64-row blocks, commit, wait_group 1 (so
+//     the previous k-tile's wgmmas are done), and lane 0 of each warp
+//     arrives on that k-tile's empty barrier (count: 4 warps a consumer
+//     warpgroup that reads the stage).
 // The producer gives its registers to the consumers (setmaxnreg 40 and
 // 232; the entry cap comes from maxntid 384 and minctasm 1). TMA
 // zero-fills boxes past M, N and K, so the math needs no masks, and
@@ -946,21 +965,23 @@ static void release(wg_t* w, LLVMValueRef it) {
   tj_emit_if_end(w->em, &lane0);
 }
 
-// Consumer warpgroup |cw| (i32, 0 or 1). Cooperative (tile_m 128): both
-// take every tile, warpgroup cw its rows [64 cw, 64 cw + 64). Pingpong
-// (tile_m 64): warpgroup cw takes every other tile of the block, so that
-// one's epilogue runs while the other's wgmmas do; each has its own C rows
-// and named barrier (1 + cw).
+// Consumer warpgroup |cw| (i32, 0 or 1). Cooperative: both take every
+// tile, warpgroup cw its rows [h cw, h cw + h), h = tile_m / 2. Pingpong:
+// warpgroup cw takes every other tile of the block, all of its rows, so
+// that one's epilogue runs while the other's wgmmas do; each has its own C
+// rows and named barrier (1 + cw).
 static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
                             LLVMValueRef step, LLVMValueRef any) {
   LLVMBuilderRef b = w->b;
   tj_emit_t* em = w->em;
   const tj_nvptx_wgmma_t* p = w->p;
-  bool pingpong = p->tile_m == 64;
+  bool pingpong = p->pingpong;
   plain_asm(w, "setmaxnreg.inc.sync.aligned.u32 232;");
   int32_t c_rows = tma_c_rows(p);
   LLVMValueRef region = c32(w, ring_bytes(p) + kBarrierBytes);
-  LLVMValueRef rows_wg = pingpong ? c32(w, 0) : cw;  // of the stage's A
+  // The warpgroup's first row block of the stage's A.
+  LLVMValueRef rows_wg =
+      pingpong ? c32(w, 0) : LLVMBuildMul(b, cw, c32(w, w->blocks), "");
   // TF32: the warpgroup's first column (cooperative: half the columns each).
   LLVMValueRef n_wg =
       pingpong ? c32(w, 0) : LLVMBuildMul(b, cw, c32(w, p->tile_n / 2), "n_wg");
@@ -1048,7 +1069,8 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
     if (p->tf32) {
       stage_c_tf32(w, n_wg, c_region, r, c_rows, any);
     } else {
-      stage_c(w, rows_wg, c_region, r, c_rows, any);
+      for (int32_t j = 0; j < w->blocks; ++j)
+        stage_c(w, rows_wg, j, c_region, r, c_rows, any);
     }
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
     TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
@@ -1071,14 +1093,14 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
     // One arrival a consumer warp that reads the stage: both warpgroups'
     // (cooperative) or one's (pingpong).
     LLVMValueRef empty[2] = {empty_bar(w, c32(w, s)),
-                             c32(w, p->tile_m == 64 ? 4 : 8)};
+                             c32(w, p->pingpong ? 4 : 8)};
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              full, 2);
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              empty, 2);
   }
   // Pingpong's turns: one arrival a warp of the other warpgroup.
-  for (int32_t c = 0; c < 2 && p->tile_m == 64; ++c) {
+  for (int32_t c = 0; c < 2 && p->pingpong; ++c) {
     LLVMValueRef turn[2] = {turn_bar(w, c32(w, c)), c32(w, 4)};
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              turn, 2);
@@ -1131,7 +1153,7 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
     cp_wait(&w, 0);
     // The C tile reuses the ring: every warpgroup's wgmmas must be done.
     tj_nvptx_barrier(nv);
-    stage_c(&w, w.wg, p->smem, 0, p->tile_m, any);
+    stage_c(&w, w.wg, 0, p->smem, 0, p->tile_m, any);
     tj_nvptx_barrier(nv);
     return NULL;
   }
@@ -1170,7 +1192,7 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   tj_emit_if_end(em, &more);
   prologue_commits(&w);
   for (int32_t r = 0; r < p->tile_m; r += kPersistentRows) {
-    stage_c(&w, w.wg, c_region, r, kPersistentRows, any);
+    stage_c(&w, w.wg, 0, c_region, r, kPersistentRows, any);
     tj_nvptx_barrier(nv);
     TJ_RETURN_IF_ERROR(
         p->epilogue(p->ctx, m0, n0, c_region, r, kPersistentRows));

@@ -108,7 +108,9 @@ typedef struct tj_nvptx_options_t {
   bool approx_math;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
-  // of 128 threads per 64 rows), tile_n 64, 128 or 256; 0 means 128.
+  // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer
+  // warpgroups of 128 rows each, tile_n 64 or 128), tile_n 64, 128 or
+  // 256; 0 means 128.
   int32_t gemm_tile_m, gemm_tile_n;
   // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
   // which lets the ring run one stage further ahead; by default one
@@ -138,6 +140,13 @@ typedef struct tj_nvptx_options_t {
   // run time), else 4 bytes at a time; this keeps the 4-byte copies
   // always (benchmarks compare the two).
   bool gemm_f32_scalar_copies;
+  // gemm_tma with gemm_tile_m 128 (tile_n 64 or 128): the pingpong schedule
+  // on 128-row tiles, each consumer warpgroup on every other tile with two
+  // m64 wgmmas a k16 (128 accumulators a thread at tile_n 128), so that one
+  // warpgroup's epilogue overlaps the other's main loop at the cooperative
+  // tile's operand traffic. gemm_tile_m 64 with gemm_tma is pingpong
+  // without it. f16/bf16 only (UNSUPPORTED for tf32).
+  bool gemm_pingpong;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

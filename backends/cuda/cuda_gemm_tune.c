@@ -35,14 +35,16 @@
 // launch, lt_direct). 7, 8 and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
 // on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
-// N (rank-2 GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
+// N, 15 pingpong on 128x128 tiles and 16 cooperative on 256x128 (rank-2
+// GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
 // tensor maps encoded for the run's pointers and sizes
 // (tj_cuda_gemm_tensor_maps).
 // f32 GEMMs are tuned too when allow_tf32 lets them use TF32 tensor cores
 // on sm_90a (nv_options.gemm_tf32): 0 is then the exact f32 kernel (CUDA
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
-// .tf32 (11's 128x64 cooperative tile has no tf32 form, and the cp.async
-// wgmma and mma.sync ones none at all: UNSUPPORTED, so skipped).
+// .tf32 (11's 128x64 cooperative tile, 15 and 16 have no tf32 form, and
+// the cp.async wgmma and mma.sync ones none at all: UNSUPPORTED, so
+// skipped).
 // 12, 13 and 14 are split-K (tj_cuda_gemm_split_t, kSplits): K in 2, 4
 // or 8 slices, each a batch entry of the module's main loop (wgmma on sm_90a,
 // mma.sync before, the exact CUDA-core kernel for f32) writing f32
@@ -116,7 +118,34 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_persistent = true,
             .gemm_tile_m = 128,
             .gemm_tile_n = 64},
+    // TMA pingpong on 128x128 tiles (issue 13, hopper7): each consumer
+    // warpgroup computes a whole tile (two m64 wgmmas a k16) and the two
+    // alternate, so one's epilogue overlaps the other's main loop, which
+    // the cooperative tiles cannot (hopper5's profile: 35-43% of their
+    // samples in the epilogue); the operand bytes a flop are the
+    // cooperative 128x128's, 4/5 of the 64x256 pingpong's.
+    [15] = {.gemm_stages = 4,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tma = true,
+            .gemm_persistent = true,
+            .gemm_pingpong = true,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 128},
+    // TMA cooperative on 256x128 tiles, each consumer warpgroup 128 rows
+    // (two m64 wgmmas a k16): cuBLAS's tile on the H200 (its kernel
+    // nvjet_sm90_tst_256x128_64x4, hopper5), the fewest operand bytes a
+    // flop of any candidate; 3 stages leave room for 128 rows of C.
+    [16] = {.gemm_stages = 3,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tma = true,
+            .gemm_persistent = true,
+            .gemm_tile_m = 256,
+            .gemm_tile_n = 128},
 };
+// Every candidate is timed by jit/autotune.h, which takes at most
+// TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
+_Static_assert(TJ_CUDA_GEMM_CANDIDATES <= TJ_AUTOTUNE_MAX_CANDIDATES,
+               "jit/autotune.h times at most TJ_AUTOTUNE_MAX_CANDIDATES");
 static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused default",
     "fused mma bk32 s3",
@@ -132,7 +161,9 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused tma ws 128x64 s8 persistent",
     "split-k 2 + reduce epilogue",
     "split-k 4 + reduce epilogue",
-    "split-k 8 + reduce epilogue"};
+    "split-k 8 + reduce epilogue",
+    "fused tma pingpong 128x128 s4 persistent",
+    "fused tma ws 256x128 s3 persistent"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
 // 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
@@ -813,9 +844,11 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
   bool tma = tma_fits(p, ki, scalars);
   // f32 (allow_tf32): only the TMA schedules have a tf32 form, and not
-  // the 128x64 cooperative tile (emit_nvptx_wgmma.c).
+  // the 128x64 cooperative tile or the two-row-block ones, pingpong
+  // 128x128 and 256x128 (emit_nvptx_wgmma.c).
   if (!p->kernels[ki].info.tensor_cores &&
-      (!o->gemm_tma || (o->gemm_tile_m == 128 && o->gemm_tile_n < 128)))
+      (!o->gemm_tma || (o->gemm_tile_m == 128 && o->gemm_tile_n < 128) ||
+       o->gemm_pingpong || o->gemm_tile_m == 256))
     return false;
   if (o->gemm_tma && !tma) return false;
   if (!o->gemm_tma && tma) {

@@ -78,12 +78,12 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 
 // Every GEMM candidate of the autotuner, forced: the other tile schedules,
 // cuBLASLt + the epilogue as a pointwise kernel and the TMA schedules (7,
-// 8, 10 and 11 cooperative, 9 pingpong; the batched case, x [2, B, 64] @
-// w [64, 72], is one rank-2 GEMM of 2B rows (kir/lower_index.c), so it
+// 8, 10, 11 and 16 cooperative, 9 and 15 pingpong; the batched case, x [2, B,
+// 64] @ w [64, 72], is one rank-2 GEMM of 2B rows (kir/lower_index.c), so it
 // takes them too).
 TEST(gemm_candidates) {
-  static const char* const kForced[] = {"1", "2", "3",  "4", "7",
-                                        "8", "9", "10", "11"};
+  static const char* const kForced[] = {"1", "2",  "3",  "4",  "7", "8",
+                                        "9", "10", "11", "15", "16"};
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
     tj_context_options_t o = tj_test_context_options();
     o.cuda_gemm_candidate = kForced[i];

@@ -817,7 +817,7 @@ TEST(wgmma_gemm) {
 //===--- TMA, warp-specialized (sm_90a) ---===//
 
 // The TMA schedules the autotuner may pick, a non-persistent grid, and
-// pingpong (64-row tiles).
+// pingpong (64-row tiles, and 128-row ones).
 static const tj_nvptx_options_t kTma[] = {
     {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
      .gemm_tma = true,
@@ -848,6 +848,34 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 64,
      .gemm_tile_n = 128,
      .gemm_stages = 6},
+    // Two 64-row blocks a consumer warpgroup (issue 13, hopper7):
+    // pingpong on 128-row tiles (the tuner's candidate 15), then on a grid
+    // of a block a tile, cooperative on 256-row tiles (16) and with 64
+    // columns.
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_pingpong = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_pingpong = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 64,
+     .gemm_stages = 6},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 256,
+     .gemm_tile_n = 128,
+     .gemm_stages = 3},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tile_m = 256,
+     .gemm_tile_n = 64,
+     .gemm_stages = 4},
 };
 
 // Odd M, N and K (K = 0 too: no load, C is the epilogue of zeros) and a
