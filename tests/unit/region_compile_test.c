@@ -592,6 +592,96 @@ TEST(equal_groups_are_lowered_once) {
   tj_context_destroy(ctx);
 }
 
+// build_mlp's stack of |layers| in which layer |odd| differs from the
+// others in one thing. Every layer adds to its bias 0.01 times the sum of
+// its weights over axis 0 (a reduction of [WIDTH, WIDTH] to [WIDTH]);
+// |what| 1: layer |odd| sums over axis 1 instead (the same types, another
+// attribute); 2: layer |odd| computes in f64 (its input, weights and bias
+// cast to f64 and its result back to f32: its groups' nodes of another
+// dtype). 0: no layer differs.
+static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
+                                 int what, tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    bool f64 = l == odd && what == 2;
+    tj_dtype_t dt = f64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
+    if (f64) {
+      h = tj_graph_cast(g, h, dt);
+      w = tj_graph_cast(g, w, dt);
+      b = tj_graph_cast(g, b, dt);
+    }
+    int32_t axis = l == odd && what == 1 ? 1 : 0;
+    tj_value_t ws = tj_graph_sum(g, w, 1, &axis, false);
+    b = tj_graph_add(g, b, tj_graph_mul(g, ws, tj_graph_scalar(g, dt, 0.01)));
+    tj_value_t half = tj_graph_scalar(g, dt, 0.5);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    if (f64) h = tj_graph_cast(g, h, TJ_DTYPE_F32);
+  }
+  tj_graph_output(g, h, "y");
+  s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
+// A wrong share is a silent wrong answer: a stack in which one layer
+// differs from the others in an attribute or a dtype lowers that layer's
+// groups itself (more groups lowered than for the uniform stack), every
+// copy is what lowering would have made, and the numbers are the
+// reference's, with and without the compile memo, at every tier. (A
+// different one-element constant: equal_groups_are_lowered_once.)
+TEST(layers_that_differ_do_not_share) {
+  static const char* const kTiers[] = {NULL, "avx2", "sse2"};
+  for (int t = 0; t < 3; ++t) {
+    tj_context_options_t co = tj_test_context_options();
+    co.x86_isa = kTiers[t];
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    int uniform_lowered = 0;
+    for (int what = 0; what < 3; ++what) {
+      for (int memo = 0; memo < 2; ++memo) {
+        tj_graph_t* g = NULL;
+        CHECK_OK(build_mlp_odd(ctx, MAX_LAYERS, 12, what, &g));
+        tj_compile_options_t opts;
+        tj_compile_options_initialize(&opts);
+        opts.x86.num_threads = 1;
+        opts.pipeline = memo ? NULL : "default";
+        tj_executable_t* exe = NULL;
+        CHECK_OK(tj_compile(g, &opts, &exe));
+        tj_executable_stats_t st = stats_of(exe);
+        CHECK(st.num_copied_groups > 0);
+        if (what == 0) {
+          uniform_lowered = st.num_lowered_groups;
+        } else {
+          CHECK(st.num_lowered_groups > uniform_lowered);
+        }
+        uint32_t lowered = 0;
+        check_copies_equal_lowering(exe, &lowered);
+        CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
+        check_against_reference(exe, g, MAX_LAYERS);
+        tj_executable_release(exe);
+        tj_graph_destroy(g);
+      }
+    }
+    tj_context_destroy(ctx);
+  }
+}
+
 // build_mlp's stack with a computed prefix (h = tanh(x) * 0.75) and a
 // suffix reading the last layer and the input (y = relu(h) + x) when
 // |ends|.
@@ -776,6 +866,7 @@ int main(void) {
   RUN_TEST(equal_groups_are_lowered_once);
   RUN_TEST(region_template_equals_the_whole_pipeline);
   RUN_TEST(region_template_gives_the_same_numbers);
+  RUN_TEST(layers_that_differ_do_not_share);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }
