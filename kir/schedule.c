@@ -97,6 +97,8 @@ void tj_kir_attention_resolve(int32_t lanes, tj_kir_attention_schedule_t* out) {
 
 static int64_t align64_i64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+enum { kReuseBytes = 2 << 20 };
+
 void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
                          tj_kir_conv_schedule_t* out) {
   if (lanes < 1) lanes = 1;
@@ -122,12 +124,30 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   if (oc > 192) oc = 192;
   if (oc < out->mr) oc = out->mr;
   out->oc = (int32_t)oc;
+  out->passes = (int32_t)ceil_div(kk < 1 ? 1 : kk, out->kc);
+  // Keep the patches for all channel blocks when there are several and
+  // all passes' panels fit in 2 MiB (an L2 of the Xeons; beyond it the
+  // blocks would stream them from L3, no cheaper than packing again). A
+  // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
+  bool packs = true;
+  if (k->rank >= 3 && kk == k->conv.c) {
+    packs = false;
+    for (int32_t d = 0; d < 3; ++d) {
+      packs |= k->conv.stride[d] != 1 || k->conv.low[d] != 0 ||
+               (3 - d <= k->rank - 2 &&
+                k->conv.in[d] != k->dims[k->rank - 3 + d].value);
+    }
+  }
+  out->reuse = packs && o > oc &&
+               (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
 }
 
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
-  return align64_i64((int64_t)s->kc * s->nc * 4) +
+  const int64_t passes = s->reuse ? s->passes : 1;
+  return align64_i64(passes * s->kc * s->nc * 4) +
          align64_i64((int64_t)s->oc * s->nc * 4) +
-         align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8);
+         align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
+         64;
 }
 
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,

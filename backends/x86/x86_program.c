@@ -483,6 +483,57 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
   return NULL;
 }
 
+// Constant-weight prepack of the CONV template (issue 15, convfuse): a
+// conv whose weight w [O, C, taps..] (row-major, [O][K]) is a constant gets
+// it relaid once here as the microkernel's A slivers, mr channels
+// k-major ([ceil(O / mr)][K][mr] f32, zero padded; tj_kir_t.b_prepacked
+// of a CONV kernel), so that each step of the microkernel reads its mr
+// weights from one cache line instead of one from each of mr rows K
+// floats apart.
+static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
+                                  const tj_graph_t* g, tj_lowered_kernel_t* ks,
+                                  uint32_t nk) {
+  tj_allocator_t al = t->config.allocator;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (k->kind != TJ_KIR_CONV) continue;
+    uint32_t wb = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_CONV_W) wb = b;
+    }
+    if (wb == TJ_KIR_NONE || ks[i].buffer_offset_dims[wb] != 0) continue;
+    const tj_node_t* n = &g->nodes[ks[i].buffer_nodes[wb]];
+    if (n->op != TJ_OP_CONSTANT || !n->attrs.data || n->dtype != TJ_DTYPE_F32) {
+      continue;
+    }
+    if (!p->prepacked) {
+      p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
+      if (!p->prepacked) return tj_status_oom();
+      p->num_kernels = nk;
+    }
+    tj_kir_conv_schedule_t sched;
+    tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
+    const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
+    const int64_t slivers = (O + mr - 1) / mr;
+    const size_t bytes = (size_t)(slivers * K * mr) * sizeof(float);
+    prepacked_t* pp = &p->prepacked[i];
+    pp->bytes = bytes + 64;  // alignment
+    pp->raw = tj_alloc(al, pp->bytes);
+    if (!pp->raw) return tj_status_oom();
+    pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
+    pp->buffer = wb;
+    memset(pp->data, 0, bytes);
+    const float* src = n->attrs.data;
+    float* dst = (float*)pp->data;
+    for (int64_t o = 0; o < O; ++o) {
+      float* sliver = dst + (o / mr) * K * mr + o % mr;
+      for (int64_t kk = 0; kk < K; ++kk) sliver[kk * mr] = src[o * K + kk];
+    }
+    k->b_prepacked = true;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -511,6 +562,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   }
   balance_gemm_units(t, kernels, nk);
   status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
+  if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
     x86_release(t, p);
