@@ -362,7 +362,8 @@ typedef struct tj_kir_t {
   // out. Only where the x86 emitter runs B as quads without a correction
   // row (tj_emit_gemm_prepacks_b). CONV (issue 15, convfuse): the
   // CONV_W buffer holds a constant weight [O][K] relaid once (x86 backend)
-  // as the microkernel's A slivers, f32 [ceil(O / mr)][K][mr], zero past O.
+  // pass by pass: pass k0 of kc (tj_kir_conv_resolve) at k0 * Opad, f32
+  // rows [Opad][kn], Opad = O rounded up to mr, zero past O.
   bool b_prepacked;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;

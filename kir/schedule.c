@@ -99,6 +99,21 @@ static int64_t align64_i64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 enum { kReuseBytes = 2 << 20 };
 
+bool tj_kir_conv_reads_x_in_place(const tj_kir_t* k) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (k->kind != TJ_KIR_CONV || k->rank < 3 ||
+      cv->kernel[0] * cv->kernel[1] * cv->kernel[2] != 1) {
+    return false;
+  }
+  for (int32_t d = 0; d < 3; ++d) {
+    // Output dim d of the three (the leading ones 1) is space dim d - 3 +
+    // rank.
+    int64_t od = 3 - d <= k->rank - 2 ? k->dims[k->rank - 3 + d].value : 1;
+    if (cv->stride[d] != 1 || cv->low[d] != 0 || cv->in[d] != od) return false;
+  }
+  return true;
+}
+
 void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
                          tj_kir_conv_schedule_t* out) {
   if (lanes < 1) lanes = 1;
@@ -129,16 +144,7 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   // all passes' panels fit in 2 MiB (an L2 of the Xeons; beyond it the
   // blocks would stream them from L3, no cheaper than packing again). A
   // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
-  bool packs = true;
-  if (k->rank >= 3 && kk == k->conv.c) {
-    packs = false;
-    for (int32_t d = 0; d < 3; ++d) {
-      packs |= k->conv.stride[d] != 1 || k->conv.low[d] != 0 ||
-               (3 - d <= k->rank - 2 &&
-                k->conv.in[d] != k->dims[k->rank - 3 + d].value);
-    }
-  }
-  out->reuse = packs && o > oc &&
+  out->reuse = !tj_kir_conv_reads_x_in_place(k) && o > oc &&
                (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
 }
 

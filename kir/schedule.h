@@ -113,6 +113,10 @@ typedef struct tj_kir_conv_schedule_t {
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
+// Whether CONV kernel |k| reads x in place as the GEMM's B (a 1x1 window,
+// stride 1, no padding: rows of the image's pixels per channel), packing
+// no patches (jit/emit_conv.c's direct microkernels).
+bool tj_kir_conv_reads_x_in_place(const tj_kir_t* kernel);
 // The scratch bytes of a CONV unit under |s|.
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
 
