@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""mobilenet_v3_small on x86 by CPU time at 1 thread, for a shared, loaded
-machine where wall times are mostly descheduling (bench/RESULTS.md,
+"""mobilenet_v3_small (or --model M) on x86 by CPU time at 1 thread, for a
+shared, loaded machine where wall times are mostly descheduling
+(bench/RESULTS.md,
 issue 15 dwpool): the process CPU time of our runs (median, min..max) at
 batch 1 and 32, with --ort onnxruntime's beside it, and with --profile
 each kernel's minimum over --profiles per-kernel profiles
@@ -67,12 +68,15 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profiles", type=int, default=3)
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--model", default="mobilenet_v3_small",
+                    help="a skeleton of tests/onnx/models (resnet18: "
+                    "bench/RESULTS.md, convfuse)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "onnx", "models"))
     sys.path.append(os.path.join(HERE, "..", "python"))
     import skeleton
     import tensorjit as tj
-    model = skeleton.filled("mobilenet_v3_small").SerializeToString()
+    model = skeleton.filled(args.model).SerializeToString()
     exe = tj.compile(tj.onnx.load(model), "x86", num_threads=1)
     sess = None
     if args.ort:

@@ -15,7 +15,8 @@
 //         acc (+)= w[o rows, k0 : k0+kc] . panel  (the packed microkernel,
 //           reading w's rows in place: they are k-contiguous, which is how
 //           the GEMM reads an unpacked A)
-//     out[o, p] = acc + b[o] for the unit's valid pixels (masked tail)
+//     out[o, p] = acc + b[o] for the unit's valid pixels (masked tail), or
+//       the epilogue (the MAP phase: relu, a residual add, ...) on it
 //
 // Every size but the batch is a constant of the kernel (kir/lower_conv.c),
 // so the index arithmetic is by constants. f32 only.
@@ -45,6 +46,149 @@ static void set_align(LLVMValueRef inst, unsigned bytes) {
 
 static int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// Lanes i < w of x at xrow[off + i * sx] where |mask| is set (0 elsewhere):
+// the span of sx * w elements from off, every sx-th kept (the mask spread
+// the same way), as the pointwise emitter's load_span does for strided
+// windows. Masked-off lanes are not read, so off may lie outside x when
+// they are the lanes that would.
+static LLVMValueRef span_load(tj_emit_t* em, LLVMValueRef xrow,
+                              LLVMValueRef off, LLVMValueRef mask, int64_t sx) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(sx * w));
+  LLVMValueRef smask = mask;
+  if (sx > 1) {
+    LLVMValueRef spread[64];
+    for (int64_t i = 0; i < sx * w; ++i)
+      spread[i] = c32(em, i % sx == 0 ? i / sx : w);
+    smask = LLVMBuildShuffleVector(
+        b, mask, LLVMConstNull(LLVMVectorType(em->t_i1, (unsigned)w)),
+        LLVMConstVector(spread, (unsigned)(sx * w)), "");
+  }
+  LLVMTypeRef lt[2] = {st, em->t_ptr};
+  LLVMValueRef largs[4] = {gep(em, em->t_f32, xrow, off), c32(em, 4), smask,
+                           tj_emit_fconst(st, 0.0)};
+  LLVMValueRef lv = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
+  if (sx > 1) {
+    LLVMValueRef pick[16];
+    for (int32_t i = 0; i < w; ++i) pick[i] = c32(em, i * sx);
+    lv = LLVMBuildShuffleVector(b, lv, LLVMGetUndef(st),
+                                LLVMConstVector(pick, (unsigned)w), "");
+  }
+  return lv;
+}
+
+// Whether the epilogue may walk a unit's pixels as one line, its vectors
+// crossing output rows: every buffer it touches has spatial strides
+// row-major over the output's (or 0: a per-channel or scalar operand), and
+// no instruction reads an index. Otherwise it walks one output row at a
+// time (a 7x7 output then fills 7 of a vector's lanes).
+static bool flat_epilogue(const tj_kir_t* k) {
+  const tj_kir_phase_t* ph = &k->phases[0];
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_INDEX) return false;
+  }
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT) continue;
+    for (int32_t d = 2; d + 1 < k->rank; ++d) {
+      const tj_kir_ival_t a = buf->strides[d], c = buf->strides[d + 1];
+      if (a.param >= 0 || c.param >= 0 ||
+          a.value != c.value * k->dims[d + 1].value) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// The epilogue (the kernel's MAP phase) over the unit's finished block:
+// acc [ocn][pn] (row stride nc) plus the bias is y at (n, o0 + row, p0 +
+// column), which the phase reads as TJ_KIR_ACC while it loads its inputs
+// and stores its outputs at that point, a vector of pixels at a time.
+static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
+                                  int64_t nc, LLVMValueRef n, LLVMValueRef o0,
+                                  LLVMValueRef ocn, LLVMValueRef p0,
+                                  LLVMValueRef pn) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, r = k->rank;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  int64_t P = 1;
+  for (int32_t d = 2; d < r; ++d) P *= k->dims[d].value;
+  // Lines of L pixels: the whole image, or one output row.
+  const int64_t L = flat_epilogue(k) ? P : k->dims[r - 1].value;
+  LLVMValueRef pend = LLVMBuildAdd(b, p0, pn, "");
+  LLVMValueRef line0 = LLVMBuildUDiv(b, p0, c64(em, L), "");
+  LLVMValueRef line1 = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, pend, c64(em, L - 1), ""), c64(em, L), "");
+  tj_emit_loop_t orl;
+  LLVMValueRef rr =
+      tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
+  LLVMValueRef o = LLVMBuildAdd(b, o0, rr, "o");
+  LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
+  if (bb >= 0) {
+    LLVMValueRef bv = LLVMBuildLoad2(
+        b, em->t_f32, tj_emit_advance(em, (uint32_t)bb, em->base[bb], o), "");
+    set_align(bv, 4);
+    bias = tj_emit_splat(em, bv, w);
+  }
+  tj_emit_loop_t ll;
+  LLVMValueRef line =
+      tj_emit_loop_begin(em, &ll, line0, line1, c64(em, 1), "line");
+  LLVMValueRef lbeg = LLVMBuildMul(b, line, c64(em, L), "");
+  LLVMValueRef s = LLVMBuildSelect(
+      b, LLVMBuildICmp(b, LLVMIntSGT, p0, lbeg, ""), p0, lbeg, "s");
+  LLVMValueRef e =
+      tj_emit_min_i64(em, pend, LLVMBuildAdd(b, lbeg, c64(em, L), ""));
+  LLVMValueRef len = LLVMBuildSub(b, e, s, "len");
+  // The point of pixel s: its coordinates along the spatial dims.
+  tj_emit_point_t pt;
+  memset(&pt, 0, sizeof(pt));
+  pt.lanes = w;
+  pt.vdim = r - 1;
+  pt.index[0] = n;
+  pt.index[1] = o;
+  LLVMValueRef rest = s;
+  for (int32_t d = r - 1; d >= 2; --d) {
+    pt.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
+    rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
+  }
+  for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
+    tj_kir_role_t role = k->buffers[bi].role;
+    if (role != TJ_KIR_INPUT && role != TJ_KIR_OUTPUT) {
+      pt.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
+      continue;
+    }
+    LLVMValueRef off = c64(em, 0);
+    for (int32_t d = 0; d < r; ++d) {
+      off = LLVMBuildAdd(
+          b, off, LLVMBuildMul(b, pt.index[d], tj_emit_stride(em, bi, d), ""),
+          "");
+    }
+    pt.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], off);
+  }
+  LLVMValueRef arow = gep(em, em->t_f32, acc,
+                          LLVMBuildAdd(b, LLVMBuildMul(b, rr, c64(em, nc), ""),
+                                       LLVMBuildSub(b, s, p0, ""), ""));
+  tj_emit_loop_t vl;
+  LLVMValueRef v =
+      tj_emit_loop_begin(em, &vl, c64(em, 0), len, c64(em, w), "v");
+  tj_emit_point_t p;
+  tj_emit_line_point(em, &pt, v, pt.index[r - 1], &p);
+  p.mask = tj_emit_lane_mask(em, LLVMBuildSub(b, len, v, ""), w);
+  LLVMTypeRef lt[2] = {vf, em->t_ptr};
+  LLVMValueRef largs[4] = {gep(em, em->t_f32, arow, v), c32(em, 4), p.mask,
+                           tj_emit_fconst(vf, 0.0)};
+  p.acc = LLVMBuildFAdd(
+      b, tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4), bias, "");
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
+  tj_emit_loop_end(em, &vl);
+  tj_emit_loop_end(em, &ll);
+  tj_emit_loop_end(em, &orl);
+  return NULL;
+}
+
 tj_status_t tj_emit_conv(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   const tj_kir_conv_t* cv = &k->conv;
@@ -64,12 +208,15 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       case TJ_KIR_CONV_BIAS:
         bb = (int32_t)i;
         break;
-      default:
+      case TJ_KIR_OUTPUT:
         ob = (int32_t)i;
+        break;
+      default:  // an epilogue's input
         break;
     }
   }
-  if (xb < 0 || wb < 0 || ob < 0) {
+  const bool epilogue = k->phases[0].num_insts > 0;
+  if (xb < 0 || wb < 0 || (ob < 0 && !epilogue)) {
     return tj_internal("kernel @%s: conv buffers missing", k->name);
   }
   // The window's constants, three spatial axes (the leading ones 1).
@@ -96,11 +243,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   LLVMValueRef uk = tj_emit_ukernel(em, &uo);
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.
-  bool direct = KS == 1;
-  for (int32_t d = 0; d < 3; ++d) {
-    direct =
-        direct && cv->stride[d] == 1 && cv->low[d] == 0 && cv->in[d] == od[d];
-  }
+  const bool direct = tj_kir_conv_reads_x_in_place(k);
   LLVMValueRef ukd = NULL, uke = NULL;
   if (direct) {
     char dname[256], ename[256];
@@ -115,26 +258,50 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     uke = tj_emit_ukernel(em, &dopt);
   }
 
+  // The patches packed once for every channel block
+  // (tj_kir_conv_schedule_t.reuse), and the weight prepacked at compile
+  // time (tj_kir_t.b_prepacked; backends/x86/x86_program.c) rather than
+  // read in place.
+  const bool reuse = s.reuse && !direct;
+  const bool wpacked = k->b_prepacked;
+  // Prepacked, pass by pass: the rows of pass k0 (kn long) at k0 * opad,
+  // so that a pass over a channel block reads one contiguous run. (Slivers
+  // k-major, mr weights a step in one line, ran 1.3x slower on 3x3
+  // 512-512 @7: the microkernel's A loads are faster along k.)
+  const int64_t opad = (O + s.mr - 1) / s.mr * s.mr;
+
   LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
   LLVMTypeRef vi32 = LLVMVectorType(em->t_i32, (unsigned)w);
   LLVMTypeRef vi64 = LLVMVectorType(em->t_i64, (unsigned)w);
   // Scratch (tj_kir_conv_scratch_bytes sizes it the same way).
   LLVMValueRef bp = em->arg_scratch;
-  int64_t off = align64(kc * nc * 4);
+  int64_t off = align64((s.reuse ? s.passes : 1) * kc * nc * 4);
   LLVMValueRef acc = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   off += align64(oc * nc * 4);
   LLVMValueRef cy = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   off += align64(nc * 3 * 4);
   LLVMValueRef pix = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(nc * 8);
+  LLVMValueRef keyp = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  // No patches held yet (the scratch may hold another run's).
+  if (reuse) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
   const int64_t pblocks = (P + nc - 1) / nc, oblocks = (O + oc - 1) / oc;
   tj_emit_loop_t ul;
   LLVMValueRef u =
       tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
-  LLVMValueRef pb = LLVMBuildURem(b, u, c64(em, pblocks), "pb");
-  LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, pblocks), "");
-  LLVMValueRef obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
-  LLVMValueRef n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
+  LLVMValueRef pb, obk, n;
+  if (reuse) {  // image, pixel block, channel block (fastest)
+    obk = LLVMBuildURem(b, u, c64(em, oblocks), "ob");
+    LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, oblocks), "");
+    pb = LLVMBuildURem(b, rest, c64(em, pblocks), "pb");
+    n = LLVMBuildUDiv(b, rest, c64(em, pblocks), "n");
+  } else {  // image, channel block, pixel block (fastest)
+    pb = LLVMBuildURem(b, u, c64(em, pblocks), "pb");
+    LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, pblocks), "");
+    obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
+    n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
+  }
   LLVMValueRef o0 = LLVMBuildMul(b, obk, c64(em, oc), "o0");
   LLVMValueRef ocn =
       tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, O), o0, ""));
@@ -148,12 +315,27 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
-  LLVMValueRef obase = tj_emit_advance(
-      em, (uint32_t)ob, em->base[ob],
-      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, O * P), ""),
-                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""), p0, ""),
-                   ""));
+  LLVMValueRef obase = NULL;
+  if (!epilogue) {
+    obase = tj_emit_advance(
+        em, (uint32_t)ob, em->base[ob],
+        LLVMBuildAdd(
+            b, LLVMBuildMul(b, n, c64(em, O * P), ""),
+            LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""), p0, ""), ""));
+  }
 
+  // With reuse, the unit packs only when the thread's last unit was of
+  // another pixel block (or image).
+  tj_emit_if_t need_if;
+  if (reuse) {
+    LLVMValueRef key =
+        LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, pblocks), ""), pb, "key");
+    LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
+    set_align(held, 8);
+    tj_emit_if_begin(em, &need_if, LLVMBuildICmp(b, LLVMIntNE, key, held, ""),
+                     "pack_unit");
+    set_align(LLVMBuildStore(b, key, keyp), 8);
+  }
   // The pixels' corner coordinates and offsets in x.
   if (!direct) {
     tj_emit_loop_t jl;
@@ -188,199 +370,250 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   }
 
   LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
-  tj_emit_loop_t kl;
-  LLVMValueRef k0 =
-      tj_emit_loop_begin(em, &kl, c64(em, 0), c64(em, K), c64(em, kc), "k0");
-  {
-    LLVMValueRef kn =
-        tj_emit_min_i64(em, c64(em, kc), LLVMBuildSub(b, c64(em, K), k0, ""));
-    LLVMValueRef pstride = LLVMBuildMul(b, kn, c64(em, nr), "pstride");
-    // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
-    // offset plus the tap's, where the tap's coordinates are inside x.
-    tj_emit_loop_t rl;
-    LLVMValueRef kk = NULL;
-    if (!direct)
-      kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
-    if (!direct) {
-      LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
-      LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
-      LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
-      LLVMValueRef tap[3];
-      tap[2] = LLVMBuildURem(b, t, c64(em, cv->kernel[2]), "");
-      t = LLVMBuildUDiv(b, t, c64(em, cv->kernel[2]), "");
-      tap[1] = LLVMBuildURem(b, t, c64(em, cv->kernel[1]), "");
-      tap[0] = LLVMBuildUDiv(b, t, c64(em, cv->kernel[1]), "");
-      const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
-      LLVMValueRef rowbase = LLVMBuildMul(b, ci, c64(em, INS), "");
-      LLVMValueRef toff[3];
-      for (int32_t d = 0; d < 3; ++d) {
-        LLVMValueRef td = LLVMBuildMul(b, tap[d], c64(em, cv->dilation[d]), "");
-        toff[d] = tj_emit_splat(em, LLVMBuildTrunc(b, td, em->t_i32, ""), w);
-        rowbase = LLVMBuildAdd(b, rowbase,
-                               LLVMBuildMul(b, td, c64(em, inner[d]), ""), "");
-      }
-      LLVMValueRef xrow = gep(em, em->t_f32, xbase, rowbase);
-      LLVMValueRef drow =
-          gep(em, em->t_f32, bp, LLVMBuildMul(b, kk, c64(em, nr), ""));
-      tj_emit_loop_t jl;
-      LLVMValueRef j =
-          tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, w), "j");
-      {
-        LLVMValueRef mask = NULL;
-        for (int32_t d = first; d < 3; ++d) {
-          LLVMValueRef cvec = LLVMBuildLoad2(
-              b, vi32,
-              gep(em, em->t_i32, cy, LLVMBuildAdd(b, j, c64(em, d * nc), "")),
-              "");
-          set_align(cvec, 4);
-          LLVMValueRef in = LLVMBuildAdd(b, cvec, toff[d], "");
-          LLVMValueRef ok = LLVMBuildICmp(
-              b, LLVMIntULT, in, tj_emit_splat(em, c32(em, cv->in[d]), w), "");
-          mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+  // One pass over K packing and multiplying; with reuse, a pass packing
+  // every kc block (when the unit packs) and then one multiplying.
+  for (int32_t round = 0; round < (reuse ? 2 : 1); ++round) {
+    const bool packing = !direct && round == 0;
+    const bool multiplying = !reuse || round == 1;
+    tj_emit_loop_t kl;
+    LLVMValueRef k0 =
+        tj_emit_loop_begin(em, &kl, c64(em, 0), c64(em, K), c64(em, kc), "k0");
+    {
+      LLVMValueRef kn =
+          tj_emit_min_i64(em, c64(em, kc), LLVMBuildSub(b, c64(em, K), k0, ""));
+      LLVMValueRef pstride = LLVMBuildMul(b, kn, c64(em, nr), "pstride");
+      // This pass's panels: [nc / nr][kn][nr] from kc x nc floats in.
+      LLVMValueRef pbase =
+          reuse ? gep(em, em->t_f32, bp, LLVMBuildMul(b, k0, c64(em, nc), ""))
+                : bp;
+      // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
+      // offset plus the tap's, where the tap's coordinates are inside x.
+      tj_emit_loop_t rl;
+      LLVMValueRef kk = NULL;
+      if (packing)
+        kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
+      if (packing) {
+        LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
+        LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
+        LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
+        LLVMValueRef tap[3];
+        tap[2] = LLVMBuildURem(b, t, c64(em, cv->kernel[2]), "");
+        t = LLVMBuildUDiv(b, t, c64(em, cv->kernel[2]), "");
+        tap[1] = LLVMBuildURem(b, t, c64(em, cv->kernel[1]), "");
+        tap[0] = LLVMBuildUDiv(b, t, c64(em, cv->kernel[1]), "");
+        const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
+        LLVMValueRef rowbase = LLVMBuildMul(b, ci, c64(em, INS), "");
+        LLVMValueRef toff[3];
+        for (int32_t d = 0; d < 3; ++d) {
+          LLVMValueRef td =
+              LLVMBuildMul(b, tap[d], c64(em, cv->dilation[d]), "");
+          toff[d] = tj_emit_splat(em, LLVMBuildTrunc(b, td, em->t_i32, ""), w);
+          rowbase = LLVMBuildAdd(
+              b, rowbase, LLVMBuildMul(b, td, c64(em, inner[d]), ""), "");
         }
-        // Lanes of one output row with stride 1 along it read consecutive
-        // elements: one masked load; other lanes a masked gather.
-        LLVMValueRef o_first =
-            LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
-        LLVMValueRef o_last = LLVMBuildLoad2(
-            b, em->t_i64,
-            gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
-            "");
-        LLVMValueRef v = NULL;
-        const int64_t sx = cv->stride[2];
-        if (sx <= 4) {
-          LLVMValueRef run =
-              LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
-                            c64(em, (w - 1) * sx), "run");
-          LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
-          tj_emit_if_t ri;
-          tj_emit_if_begin(em, &ri, run, "contig");
-          {
-            // Stride sx > 1: the span of sx * w elements from the first
-            // lane's, every sx-th kept (the mask spread the same way), as
-            // the pointwise emitter's load_span does for strided windows.
-            LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(sx * w));
-            LLVMValueRef smask = mask;
-            if (sx > 1) {
-              LLVMValueRef spread[64];
-              for (int64_t i = 0; i < sx * w; ++i)
-                spread[i] = c32(em, i % sx == 0 ? i / sx : w);
-              smask = LLVMBuildShuffleVector(
-                  b, mask, LLVMConstNull(LLVMVectorType(em->t_i1, (unsigned)w)),
-                  LLVMConstVector(spread, (unsigned)(sx * w)), "");
-            }
-            LLVMTypeRef lt[2] = {st, em->t_ptr};
-            LLVMValueRef largs[4] = {gep(em, em->t_f32, xrow, o_first),
-                                     c32(em, 4), smask,
-                                     tj_emit_fconst(st, 0.0)};
-            LLVMValueRef lv =
-                tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
-            if (sx > 1) {
-              LLVMValueRef pick[16];
-              for (int32_t i = 0; i < w; ++i) pick[i] = c32(em, i * sx);
-              lv = LLVMBuildShuffleVector(b, lv, LLVMGetUndef(st),
-                                          LLVMConstVector(pick, (unsigned)w),
-                                          "");
-            }
-            LLVMBuildStore(b, lv, slot);
+        LLVMValueRef xrow = gep(em, em->t_f32, xbase, rowbase);
+        LLVMValueRef drow =
+            gep(em, em->t_f32, pbase, LLVMBuildMul(b, kk, c64(em, nr), ""));
+        tj_emit_loop_t jl;
+        LLVMValueRef j =
+            tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, w), "j");
+        {
+          LLVMValueRef mask = NULL;
+          for (int32_t d = first; d < 3; ++d) {
+            LLVMValueRef cvec = LLVMBuildLoad2(
+                b, vi32,
+                gep(em, em->t_i32, cy, LLVMBuildAdd(b, j, c64(em, d * nc), "")),
+                "");
+            set_align(cvec, 4);
+            LLVMValueRef in = LLVMBuildAdd(b, cvec, toff[d], "");
+            LLVMValueRef ok =
+                LLVMBuildICmp(b, LLVMIntULT, in,
+                              tj_emit_splat(em, c32(em, cv->in[d]), w), "");
+            mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
           }
-          tj_emit_if_end(em, &ri);
-          tj_emit_if_t gi;
-          tj_emit_if_begin(em, &gi, LLVMBuildNot(b, run, ""), "gather");
-          {
+          // Lanes of one output row with stride 1 along it read consecutive
+          // elements: one masked load; other lanes a masked gather.
+          LLVMValueRef o_first =
+              LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
+          LLVMValueRef o_last = LLVMBuildLoad2(
+              b, em->t_i64,
+              gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
+              "");
+          LLVMValueRef v = NULL;
+          const int64_t sx = cv->stride[2];
+          if (sx <= 4) {
+            LLVMValueRef run = LLVMBuildICmp(
+                b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
+                c64(em, (w - 1) * sx), "run");
+            LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
+            tj_emit_if_t ri;
+            tj_emit_if_begin(em, &ri, run, "contig");
+            LLVMBuildStore(b, span_load(em, xrow, o_first, mask, sx), slot);
+            tj_emit_if_end(em, &ri);
+            // A vector crossing one output row boundary (a rows of w - a
+            // lanes left in this output row, the rest all in the next):
+            // two span loads, each masked to its lanes, and a blend. At
+            // 28 or 56 pixels a row and 16 lanes, a third to a half of
+            // the vectors cross a row, which the gather took slowly.
+            LLVMValueRef pcur = LLVMBuildAdd(b, p0, j, "");
+            LLVMValueRef left = LLVMBuildSub(
+                b, c64(em, od[2]), LLVMBuildURem(b, pcur, c64(em, od[2]), ""),
+                "left");
+            LLVMValueRef split = LLVMBuildAnd(
+                b, LLVMBuildNot(b, run, ""),
+                LLVMBuildICmp(b, LLVMIntULT, left, c64(em, w), ""), "");
+            LLVMValueRef at = LLVMBuildSelect(b, split, left, c64(em, 0), "");
+            LLVMValueRef o_mid = LLVMBuildLoad2(
+                b, em->t_i64,
+                gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, at, "")), "");
+            LLVMValueRef tail_run = LLVMBuildICmp(
+                b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_mid, ""),
+                LLVMBuildMul(b, LLVMBuildSub(b, c64(em, w - 1), at, ""),
+                             c64(em, sx), ""),
+                "");
+            split = LLVMBuildAnd(b, split, tail_run, "two");
+            tj_emit_if_t si;
+            tj_emit_if_begin(em, &si, split, "two_rows");
+            {
+              LLVMValueRef lo = LLVMBuildICmp(
+                  b, LLVMIntULT, tj_emit_iota(em, em->t_i32, w),
+                  tj_emit_splat(em, LLVMBuildTrunc(b, at, em->t_i32, ""), w),
+                  "lo");
+              LLVMValueRef first_row = span_load(
+                  em, xrow, o_first, LLVMBuildAnd(b, mask, lo, ""), sx);
+              // Lane i of the second load reads o_mid + (i - at) * sx.
+              LLVMValueRef second_row = span_load(
+                  em, xrow,
+                  LLVMBuildSub(b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""),
+                               ""),
+                  LLVMBuildAnd(b, mask, LLVMBuildNot(b, lo, ""), ""), sx);
+              LLVMBuildStore(
+                  b, LLVMBuildSelect(b, lo, first_row, second_row, ""), slot);
+            }
+            tj_emit_if_end(em, &si);
+            tj_emit_if_t gi;
+            tj_emit_if_begin(em, &gi,
+                             LLVMBuildAnd(b, LLVMBuildNot(b, run, ""),
+                                          LLVMBuildNot(b, split, ""), ""),
+                             "gather");
+            {
+              LLVMValueRef offs =
+                  LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+              set_align(offs, 8);
+              LLVMValueRef ptrs =
+                  LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+              LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
+                                      tj_emit_fconst(vf, 0.0)};
+              LLVMBuildStore(b,
+                             tj_emit_intrinsic(em, "llvm.masked.gather", gtypes,
+                                               2, args, 4),
+                             slot);
+            }
+            tj_emit_if_end(em, &gi);
+            v = LLVMBuildLoad2(b, vf, slot, "");
+          } else {
             LLVMValueRef offs =
                 LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
             set_align(offs, 8);
             LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
             LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
                                     tj_emit_fconst(vf, 0.0)};
-            LLVMBuildStore(
-                b,
-                tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4),
-                slot);
+            v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
           }
-          tj_emit_if_end(em, &gi);
-          v = LLVMBuildLoad2(b, vf, slot, "");
-        } else {
-          LLVMValueRef offs =
-              LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-          set_align(offs, 8);
-          LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-          LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                  tj_emit_fconst(vf, 0.0)};
-          v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+          LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
+          LLVMValueRef dst =
+              gep(em, em->t_f32, drow,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
+                               LLVMBuildURem(b, j, c64(em, nr), ""), ""));
+          set_align(LLVMBuildStore(b, v, dst), 4);
         }
-        LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
-        LLVMValueRef dst =
-            gep(em, em->t_f32, drow,
-                LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
-                             LLVMBuildURem(b, j, c64(em, nr), ""), ""));
-        set_align(LLVMBuildStore(b, v, dst), 4);
+        tj_emit_loop_end(em, &jl);
       }
-      tj_emit_loop_end(em, &jl);
-    }
-    if (!direct) tj_emit_loop_end(em, &rl);
-    // acc (+)= w rows . panels, mr channels at a time.
-    LLVMValueRef first_pass =
-        LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
-    LLVMValueRef accumulate = LLVMBuildNot(b, first_pass, "");
-    tj_emit_loop_t ml;
-    LLVMValueRef ob0 =
-        tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
-    {
-      LLVMValueRef mrv =
-          tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, ocn, ob0, ""));
-      LLVMValueRef arow = tj_emit_advance(
-          em, (uint32_t)wb, wbase,
-          LLVMBuildAdd(b, LLVMBuildMul(b, ob0, c64(em, K), ""), k0, ""));
-      LLVMValueRef trow =
-          gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
-      tj_emit_loop_t pl;
-      LLVMValueRef pi =
-          tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1), "panel");
-      if (!direct) {
-        LLVMValueRef args[11] = {
-            arow,
-            c64(em, K),
-            c64(em, 1),
-            gep(em, em->t_f32, bp, LLVMBuildMul(b, pi, pstride, "")),
-            c64(em, nr),
-            kn,
-            mrv,
-            gep(em, em->t_f32, trow, LLVMBuildMul(b, pi, c64(em, nr), "")),
-            c64(em, nc),
-            accumulate,
-            c64(em, nr)};
-        LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
-      } else {
-        // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
-        LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
-        LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
-        LLVMValueRef bsrc =
-            gep(em, em->t_f32, xbase,
-                LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
-                             LLVMBuildAdd(b, p0, c0, ""), ""));
-        LLVMValueRef args[11] = {
-            arow,        c64(em, K), c64(em, 1), bsrc,
-            c64(em, P),  kn,         mrv,        gep(em, em->t_f32, trow, c0),
-            c64(em, nc), accumulate, cols};
-        tj_emit_if_t fi;
-        LLVMValueRef whole =
-            LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
-        tj_emit_if_begin(em, &fi, whole, "dfull");
-        LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
-        tj_emit_if_end(em, &fi);
-        tj_emit_if_t ei;
-        tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
-        LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
-        tj_emit_if_end(em, &ei);
+      if (packing) tj_emit_loop_end(em, &rl);
+      if (multiplying) {
+        // acc (+)= w rows . panels, mr channels at a time.
+        LLVMValueRef first_pass =
+            LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
+        LLVMValueRef accumulate = LLVMBuildNot(b, first_pass, "");
+        tj_emit_loop_t ml;
+        LLVMValueRef ob0 =
+            tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
+        {
+          LLVMValueRef mrv =
+              tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, ocn, ob0, ""));
+          // In place: row o0 + ob0 of w, from k0 (lda K). Prepacked: row o0 +
+          // ob0 of the pass's block (lda kn).
+          LLVMValueRef arow =
+              wpacked
+                  ? tj_emit_advance(
+                        em, (uint32_t)wb, em->base[wb],
+                        LLVMBuildAdd(
+                            b, LLVMBuildMul(b, k0, c64(em, opad), ""),
+                            LLVMBuildMul(b, LLVMBuildAdd(b, o0, ob0, ""), kn,
+                                         ""),
+                            ""))
+                  : tj_emit_advance(
+                        em, (uint32_t)wb, wbase,
+                        LLVMBuildAdd(b, LLVMBuildMul(b, ob0, c64(em, K), ""),
+                                     k0, ""));
+          LLVMValueRef lda = wpacked ? kn : c64(em, K);
+          LLVMValueRef ka = c64(em, 1);
+          LLVMValueRef trow =
+              gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
+          tj_emit_loop_t pl;
+          LLVMValueRef pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels,
+                                               c64(em, 1), "panel");
+          if (!direct) {
+            LLVMValueRef args[11] = {
+                arow,
+                lda,
+                ka,
+                gep(em, em->t_f32, pbase, LLVMBuildMul(b, pi, pstride, "")),
+                c64(em, nr),
+                kn,
+                mrv,
+                gep(em, em->t_f32, trow, LLVMBuildMul(b, pi, c64(em, nr), "")),
+                c64(em, nc),
+                accumulate,
+                c64(em, nr)};
+            LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+          } else {
+            // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
+            LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+            LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+            LLVMValueRef bsrc =
+                gep(em, em->t_f32, xbase,
+                    LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
+                                 LLVMBuildAdd(b, p0, c0, ""), ""));
+            LLVMValueRef args[11] = {
+                arow,        lda,        ka,  bsrc,
+                c64(em, P),  kn,         mrv, gep(em, em->t_f32, trow, c0),
+                c64(em, nc), accumulate, cols};
+            tj_emit_if_t fi;
+            LLVMValueRef whole =
+                LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+            tj_emit_if_begin(em, &fi, whole, "dfull");
+            LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
+            tj_emit_if_end(em, &fi);
+            tj_emit_if_t ei;
+            tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
+            LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
+            tj_emit_if_end(em, &ei);
+          }
+          tj_emit_loop_end(em, &pl);
+        }
+        tj_emit_loop_end(em, &ml);
       }
-      tj_emit_loop_end(em, &pl);
     }
-    tj_emit_loop_end(em, &ml);
+    tj_emit_loop_end(em, &kl);
+    if (reuse && round == 0) tj_emit_if_end(em, &need_if);
   }
-  tj_emit_loop_end(em, &kl);
 
+  if (epilogue) {
+    TJ_RETURN_IF_ERROR(store_epilogue(em, bb, acc, nc, n, o0, ocn, p0, pn));
+    tj_emit_loop_end(em, &ul);
+    return NULL;
+  }
   // out = acc + bias over the unit's valid pixels.
   LLVMValueRef full =
       LLVMBuildMul(b, LLVMBuildUDiv(b, pn, c64(em, w), ""), c64(em, w), "full");

@@ -579,8 +579,9 @@ bool tj_kir_gemm_is_int8(const tj_kir_t* k) {
 
 uint32_t tj_kir_acc(tj_kir_t* k) {
   if (!usable(k)) return TJ_KIR_NONE;
-  if (k->kind != TJ_KIR_GEMM) {
-    record(k, tj_invalid("kernel @%s: acc outside a gemm epilogue", k->name));
+  if (k->kind != TJ_KIR_GEMM && k->kind != TJ_KIR_CONV) {
+    record(k, tj_invalid("kernel @%s: acc outside a gemm or conv epilogue",
+                         k->name));
     return TJ_KIR_NONE;
   }
   tj_kir_inst_t i = new_inst(
@@ -887,10 +888,11 @@ static tj_status_t verify(const tj_kir_t* k) {
       }
       continue;
     }
-    if (k->kind == TJ_KIR_CONV && buf->role != TJ_KIR_OUTPUT) {
+    if (k->kind == TJ_KIR_CONV && buf->role != TJ_KIR_OUTPUT &&
+        buf->role != TJ_KIR_INPUT) {
       return tj_invalid(
-          "kernel @%s: buffer %%%s: a conv kernel reads only x, w and bias "
-          "buffers",
+          "kernel @%s: buffer %%%s: a conv kernel reads x, w, the bias and "
+          "its epilogue's inputs",
           k->name, buf->name);
     }
     if (buf->role >= TJ_KIR_ATTN_Q) {
@@ -1004,17 +1006,21 @@ static tj_status_t verify(const tj_kir_t* k) {
         k->name);
   }
   if (k->kind == TJ_KIR_CONV) {
-    // The space is [N, O, out spatial..] and the window the conv's.
-    bool ok = num_conv[0] == 1 && num_conv[1] == 1 && num_out == 1 &&
-              k->conv.spatial == k->rank - 2 && k->conv.c >= 1 &&
-              k->buffers[0].dtype == TJ_DTYPE_F32;
+    // The space is [N, O, out spatial..] and the window the conv's. With
+    // no epilogue (an empty MAP phase) the one output is the conv's f32
+    // value; an epilogue stores what it computes, of any dtype.
+    bool epilogue = k->num_phases == 1 && k->phases[0].num_insts > 0;
+    bool ok = num_conv[0] == 1 && num_conv[1] == 1 &&
+              (num_out == 1 || epilogue) && k->conv.spatial == k->rank - 2 &&
+              k->conv.c >= 1;
     for (int32_t d = 1; ok && d < k->rank; ++d) ok = k->dims[d].param < 0;
-    for (uint32_t b = 0; ok && b < k->num_buffers; ++b)
+    for (uint32_t b = 0; ok && !epilogue && b < k->num_buffers; ++b)
       ok = k->buffers[b].dtype == TJ_DTYPE_F32;
     if (!ok) {
       return tj_invalid(
-          "kernel @%s: a conv kernel needs one f32 x, w and output, a "
-          "constant [O, spatial..] and a window of rank - 2 axes",
+          "kernel @%s: a conv kernel needs one f32 x and w, one f32 output "
+          "or an epilogue, a constant [O, spatial..] and a window of rank - "
+          "2 axes",
           k->name);
     }
   }
@@ -1236,6 +1242,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
   if (k->kind == TJ_KIR_CONV) {
     const tj_kir_conv_t* c = &k->conv;
     sbuf_printf(&s, " c %lld", (long long)c->c);
+    if (k->b_prepacked) sbuf_printf(&s, " w_prepacked");
     static const char* const names[5] = {"in", "kernel", "stride", "dilation",
                                          "low"};
     const int64_t* lists[5] = {c->in, c->kernel, c->stride, c->dilation,

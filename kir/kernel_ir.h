@@ -84,7 +84,13 @@
 //                space's strides); y[n, o, i] = b[o] + sum_{c, t} x[n, c,
 //                i * stride + t * dilation - low] * w[o, c, t], x read as 0
 //                outside its bounds. tj_kir_conv_t holds the window; only
-//                N may be a runtime size. No phases' instructions.
+//                N may be a runtime size. Either no phases' instructions
+//                (the OUTPUT is y, f32), or (issue 15, convfuse) an
+//                epilogue as a GEMM's: the MAP phase runs at each output
+//                point with TJ_KIR_ACC reading y (the bias added), loads
+//                of INPUT buffers (a residual) at the point, and stores to
+//                the OUTPUT buffers (any dtype): relu(conv + residual) is
+//                one kernel.
 //
 //===----------------------------------------------------------------------===//
 // Values and dtypes
@@ -194,8 +200,9 @@ typedef enum tj_kir_role_e {
   TJ_KIR_ATTN_V = 6,
   TJ_KIR_ATTN_MASK = 7,
   // qfold (issue 17): a GEMM whose B is a quantized weight (tj_kir_bq_t):
-  // its scale (A's dtype) and zero point (B's dtype), strides [batch.., k group,
-  // n] (the k slot steps from one group of bq.group rows of B to the next).
+  // its scale (A's dtype) and zero point (B's dtype), strides [batch.., k
+  // group, n] (the k slot steps from one group of bq.group rows of B to the
+  // next).
   TJ_KIR_GEMM_BSCALE = 8,
   TJ_KIR_GEMM_BZERO = 9,
   // CONV operands (f32): the input x [N, C, spatial..] and the weight w
@@ -353,7 +360,10 @@ typedef struct tj_kir_t {
   // q, c) the bytes of B(4q .. 4q + 3, jP + c), zero past K and N: each
   // panel contiguous over all of K, as the per-run packing lays one pass
   // out. Only where the x86 emitter runs B as quads without a correction
-  // row (tj_emit_gemm_prepacks_b).
+  // row (tj_emit_gemm_prepacks_b). CONV (issue 15, convfuse): the
+  // CONV_W buffer holds a constant weight [O][K] relaid once (x86 backend)
+  // pass by pass: pass k0 of kc (tj_kir_conv_resolve) at k0 * Opad, f32
+  // rows [Opad][kn], Opad = O rounded up to mr, zero past O.
   bool b_prepacked;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;

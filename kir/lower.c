@@ -227,8 +227,9 @@ static tj_status_t body(tj_lowering_t* lw) {
       return tj_lower_body_reduce(lw);
     case TJ_KIR_GEMM:
       return tj_lower_body_gemm(lw);
-    case TJ_KIR_ATTENTION:
     case TJ_KIR_CONV:
+      return tj_lower_body_conv(lw);
+    case TJ_KIR_ATTENTION:
       break;
   }
   return tj_internal("lower: bad template");
@@ -252,6 +253,18 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
     case TJ_GROUP_REDUCTION:
     case TJ_GROUP_OPAQUE: {
       const tj_node_t* r = NODE(lw, grp->anchor);
+      if (r->op == TJ_OP_CONV) {
+        // A conv with an epilogue (issue 15): the CONV template over the
+        // conv's output space.
+        lw->kind = TJ_KIR_CONV;
+        lw->mm = grp->anchor;
+        lw->root_rank = r->rank;
+        for (int32_t d = 0; d < lw->root_rank; ++d) {
+          TJ_RETURN_IF_ERROR(
+              tj_lower_node_dim(lw, grp->anchor, d, &lw->root_dims[d]));
+        }
+        return NULL;
+      }
       bool argmax = r->op == TJ_OP_ARGMAX || r->op == TJ_OP_ARGMIN;
       // A scan (cumsum, cumprod) walks its one axis, last in the space.
       bool scan = tj_lower_is_scan(r->op);
@@ -310,6 +323,9 @@ static void setup_virtual(tj_lowering_t* lw) {
   }
   if (lw->kind != TJ_KIR_GEMM) {
     tj_lower_build_virtual(lw, order);
+    // CONV: the template indexes every space dim [N, O, spatial..].
+    for (int32_t i = 0; lw->kind == TJ_KIR_CONV && i < lw->vrank; ++i)
+      lw->vfixed[i] = true;
     return;
   }
   const tj_node_t* mm = NODE(lw, lw->mm);
@@ -572,9 +588,10 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
     *count = 1;
     return NULL;
   }
-  if (lw->grp->kind == TJ_GROUP_OPAQUE &&
+  if (lw->grp->kind == TJ_GROUP_OPAQUE && lw->grp->num_nodes == 1 &&
       NODE(lw, lw->grp->anchor)->op == TJ_OP_CONV) {
-    // A conv node left whole (issue 15): the CONV template.
+    // A conv node left whole (issue 15): the CONV template. With an
+    // epilogue it takes the generic path below (tj_lower_body_conv).
     tj_status_t status = tj_lower_conv_kernel(lw, name, &outs[0]);
     if (!status) status = own_dims(lw, &outs[0]);
     if (status) {

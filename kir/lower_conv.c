@@ -4,6 +4,10 @@
 // memory, the output is written row-major over the space [N, O, out
 // spatial..]. Only N may be symbolic: the window, C, O and the spatial
 // sizes are constants of the kernel (jit/emit_conv.c specializes on them).
+// A conv alone in its group is built here directly (its one MAP phase
+// empty); a conv with an elementwise epilogue (relu, clip, a residual
+// add: lib/passes/fuse.c) goes through the generic lowering with
+// tj_lower_body_conv, its epilogue the MAP phase as a GEMM's is.
 
 #include <stdio.h>
 #include <string.h>
@@ -13,12 +17,11 @@
 #include "lib/shape.h"
 #include "lib/window.h"
 
-tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
-                                 tj_lowered_kernel_t* out) {
-  const uint32_t yn = lw->grp->anchor;
+// The window of conv |yn| and its output space [N, O, out spatial..].
+static tj_status_t conv_window(tj_lowering_t* lw, uint32_t yn,
+                               tj_kir_conv_t* out_cv, int64_t* space) {
   const tj_node_t* y = NODE(lw, yn);
   const uint32_t xn = y->operands[0], wn = y->operands[1];
-  const uint32_t bn = y->num_operands > 2 ? y->operands[2] : TJ_NODE_NONE;
   const tj_node_t* x = NODE(lw, xn);
   const tj_node_t* w = NODE(lw, wn);
   const tj_window_t win = tj_window_of(&y->attrs);
@@ -42,7 +45,6 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
   TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, xn, 1, &c));
   TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, wn, 0, &o));
   bool constant = tj_dim_is_const(c) && tj_dim_is_const(o);
-  int64_t space[TJ_MAX_RANK];
   TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, yn, 0, &space[0]));
   space[1] = o;
   for (int32_t i = 0; i < ns; ++i) {
@@ -67,6 +69,20 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
         yn);
   }
   cv.c = c;
+  *out_cv = cv;
+  return NULL;
+}
+
+tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
+                                 tj_lowered_kernel_t* out) {
+  const uint32_t yn = lw->grp->anchor;
+  const tj_node_t* y = NODE(lw, yn);
+  const uint32_t xn = y->operands[0], wn = y->operands[1];
+  const uint32_t bn = y->num_operands > 2 ? y->operands[2] : TJ_NODE_NONE;
+  const int32_t r = y->rank;
+  tj_kir_conv_t cv;
+  int64_t space[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(conv_window(lw, yn, &cv, space));
   int64_t sx[TJ_MAX_RANK], sw[TJ_MAX_RANK], so[TJ_MAX_RANK];
   TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, xn, sx));
   TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, wn, sw));
@@ -104,4 +120,40 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
   out->kernel = lw->k;
   lw->k = NULL;
   return NULL;
+}
+
+// A conv with an epilogue (lib/passes/fusion.h, OPAQUE): the generic
+// lowering (kir/lower.c) over the conv's output space, one virtual dim per
+// space dim (none merged or dropped: the template indexes them), with x, w
+// and the bias added here and the epilogue as the MAP phase, the conv's
+// value its accumulator (TJ_KIR_ACC, the bias added).
+tj_status_t tj_lower_body_conv(tj_lowering_t* lw) {
+  const uint32_t yn = lw->mm;
+  const tj_node_t* y = NODE(lw, yn);
+  const int32_t r = y->rank;
+  tj_kir_conv_t cv;
+  int64_t space[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(conv_window(lw, yn, &cv, space));
+  if (lw->vrank != r) {
+    return tj_unsupported("conv %%%u: an epilogue that refines its space", yn);
+  }
+  int64_t st[TJ_MAX_RANK];
+  const tj_kir_role_t roles[3] = {TJ_KIR_CONV_X, TJ_KIR_CONV_W,
+                                  TJ_KIR_CONV_BIAS};
+  for (uint32_t i = 0; i < 3 && i < y->num_operands; ++i) {
+    const uint32_t o = y->operands[i];
+    if (o == TJ_NODE_NONE) continue;
+    if (i < 2) {
+      TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, o, st));
+    } else {
+      for (int32_t f = 0; f < r; ++f) st[f] = f == 1 ? 1 : 0;
+    }
+    uint32_t idx;
+    TJ_RETURN_IF_ERROR(tj_lower_add_buffer(lw, o, roles[i], st, 0, &idx));
+  }
+  if (lw->emit) tj_kir_set_conv(lw->k, &cv);
+  tj_lower_map_t map;
+  TJ_RETURN_IF_ERROR(tj_lower_root_map(lw, &map));
+  tj_lower_begin_phase(lw, TJ_KIR_PHASE_MAP, TJ_KIR_REDUCE_SUM);
+  return tj_lower_store_outputs(lw, &map);
 }

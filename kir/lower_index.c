@@ -528,6 +528,12 @@ tj_status_t tj_lower_decide_space(tj_lowering_t* lw) {
     TJ_RETURN_IF_ERROR(add_final(lw, outer[first], outer[m] + 1));
     return add_final(lw, outer[no - 1], outer[no - 1] + 1);
   }
+  if (lw->kind == TJ_KIR_CONV) {  // every dim its own (setup_virtual)
+    for (int32_t t = 0; t < no; ++t) {
+      TJ_RETURN_IF_ERROR(add_final(lw, outer[t], outer[t] + 1));
+    }
+    return NULL;
+  }
   TJ_RETURN_IF_ERROR(merge_run(lw, outer, no, true, false));
   if (lw->kind == TJ_KIR_ROW_REDUCE) {
     if (nr == 0) {

@@ -262,6 +262,9 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
 // (its kernel, params, buffers; not its dim table).
 tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
                                  tj_lowered_kernel_t* out);
+// The body of a conv group with an epilogue (kind TJ_KIR_CONV through the
+// generic lowering): x, w and the bias, then the epilogue as the MAP phase.
+tj_status_t tj_lower_body_conv(tj_lowering_t* lw);
 
 //===--- lower_scatter.c ---===//
 

@@ -165,6 +165,10 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;
       return NULL;
+    case TJ_OP_CONV:  // issue 15: the CONV template's epilogue
+      if (lw->kind != TJ_KIR_CONV || node != lw->mm) break;
+      *out = lw->emit ? tj_kir_acc(k) : 0;
+      return NULL;
     case TJ_OP_MATMUL:
       if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
       *out = lw->emit ? tj_kir_acc(k) : 0;

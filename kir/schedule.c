@@ -97,6 +97,23 @@ void tj_kir_attention_resolve(int32_t lanes, tj_kir_attention_schedule_t* out) {
 
 static int64_t align64_i64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+enum { kReuseBytes = 2 << 20 };
+
+bool tj_kir_conv_reads_x_in_place(const tj_kir_t* k) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (k->kind != TJ_KIR_CONV || k->rank < 3 ||
+      cv->kernel[0] * cv->kernel[1] * cv->kernel[2] != 1) {
+    return false;
+  }
+  for (int32_t d = 0; d < 3; ++d) {
+    // Output dim d of the three (the leading ones 1) is space dim d - 3 +
+    // rank.
+    int64_t od = 3 - d <= k->rank - 2 ? k->dims[k->rank - 3 + d].value : 1;
+    if (cv->stride[d] != 1 || cv->low[d] != 0 || cv->in[d] != od) return false;
+  }
+  return true;
+}
+
 void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
                          tj_kir_conv_schedule_t* out) {
   if (lanes < 1) lanes = 1;
@@ -122,12 +139,21 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   if (oc > 192) oc = 192;
   if (oc < out->mr) oc = out->mr;
   out->oc = (int32_t)oc;
+  out->passes = (int32_t)ceil_div(kk < 1 ? 1 : kk, out->kc);
+  // Keep the patches for all channel blocks when there are several and
+  // all passes' panels fit in 2 MiB (an L2 of the Xeons; beyond it the
+  // blocks would stream them from L3, no cheaper than packing again). A
+  // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
+  out->reuse = !tj_kir_conv_reads_x_in_place(k) && o > oc &&
+               (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
 }
 
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
-  return align64_i64((int64_t)s->kc * s->nc * 4) +
+  const int64_t passes = s->reuse ? s->passes : 1;
+  return align64_i64(passes * s->kc * s->nc * 4) +
          align64_i64((int64_t)s->oc * s->nc * 4) +
-         align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8);
+         align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
+         64;
 }
 
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,

@@ -98,11 +98,25 @@ void tj_kir_attention_resolve(int32_t f32_lanes,
 // (fastest). Its scratch holds the packed patches (kc x nc f32, as nc / nr
 // panels of kc x nr), the f32 accumulators (oc x nc) and the unit's pixel
 // coordinates (nc x 3 i32 and nc i64), each 64-byte aligned.
+//
+// With |reuse| (convfuse: several channel blocks and a packing of all of
+// K x nc that fits kReuseBytes) the order is image, pixel block, channel
+// block (fastest) instead, and the scratch holds the packed patches of
+// every pass (passes x kc x nc f32) plus the i64 key (image x pixel
+// blocks + pixel block) of the block they hold: consecutive units of one
+// thread pack their patches once for all channel blocks, where each unit
+// packed its own (1x1/2 512-1024 @28 packed them 6 times).
 typedef struct tj_kir_conv_schedule_t {
   int32_t mr, nr, kc, nc, oc;
+  int32_t reuse;   // bool
+  int32_t passes;  // ceil(K / kc)
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
+// Whether CONV kernel |k| reads x in place as the GEMM's B (a 1x1 window,
+// stride 1, no padding: rows of the image's pixels per channel), packing
+// no patches (jit/emit_conv.c's direct microkernels).
+bool tj_kir_conv_reads_x_in_place(const tj_kir_t* kernel);
 // The scratch bytes of a CONV unit under |s|.
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
 

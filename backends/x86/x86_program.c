@@ -483,6 +483,60 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
   return NULL;
 }
 
+// Constant-weight prepack of the CONV template (issue 15, convfuse): a
+// conv whose weight w [O, C, taps..] (row-major, [O][K]) is a constant gets
+// it relaid once here pass by pass (tj_kir_t.b_prepacked of a CONV
+// kernel): per pass of kc over K, the rows [Opad][kn] f32, zero past O, so
+// that the microkernel's pass over a block of channels reads one
+// contiguous run of A rows kn apart instead of rows K apart.
+static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
+                                  const tj_graph_t* g, tj_lowered_kernel_t* ks,
+                                  uint32_t nk) {
+  tj_allocator_t al = t->config.allocator;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    // A 1x1 reading x in place keeps w in place too: its prepacked rows
+    // ran 1.2-1.4x slower (1x1 2048-512 @7, bench/RESULTS.md, convfuse).
+    if (k->kind != TJ_KIR_CONV || tj_kir_conv_reads_x_in_place(k)) continue;
+    uint32_t wb = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_CONV_W) wb = b;
+    }
+    if (wb == TJ_KIR_NONE || ks[i].buffer_offset_dims[wb] != 0) continue;
+    const tj_node_t* n = &g->nodes[ks[i].buffer_nodes[wb]];
+    if (n->op != TJ_OP_CONSTANT || !n->attrs.data || n->dtype != TJ_DTYPE_F32) {
+      continue;
+    }
+    if (!p->prepacked) {
+      p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
+      if (!p->prepacked) return tj_status_oom();
+      p->num_kernels = nk;
+    }
+    tj_kir_conv_schedule_t sched;
+    tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
+    const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
+    const int64_t kc = sched.kc, opad = (O + mr - 1) / mr * mr;
+    const size_t bytes = (size_t)(opad * K) * sizeof(float);
+    prepacked_t* pp = &p->prepacked[i];
+    pp->bytes = bytes + 64;  // alignment
+    pp->raw = tj_alloc(al, pp->bytes);
+    if (!pp->raw) return tj_status_oom();
+    pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
+    pp->buffer = wb;
+    memset(pp->data, 0, bytes);
+    const float* src = n->attrs.data;
+    float* dst = (float*)pp->data;
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const int64_t kn = K - k0 < kc ? K - k0 : kc;
+      float* pass = dst + k0 * opad;
+      for (int64_t o = 0; o < O; ++o)
+        memcpy(pass + o * kn, src + o * K + k0, (size_t)kn * sizeof(float));
+    }
+    k->b_prepacked = true;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -511,6 +565,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   }
   balance_gemm_units(t, kernels, nk);
   status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
+  if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
     x86_release(t, p);

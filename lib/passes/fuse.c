@@ -24,7 +24,8 @@
 //    epilogues first, then by bytes no longer written and read), then
 //    siblings reading the same buffer (by bytes shared, only above
 //    kSiblingMinBytes). A merge happens only if the union is a legal group
-//    (classify(): one matmul with an elementwise epilogue of its shape;
+//    (classify(): one matmul, or one conv left whole, with an elementwise
+//    epilogue of its shape;
 //    reductions over the same axes of one shape with elementwise epilogues;
 //    pointwise groups of one output shape) and creates no cycle among the
 //    groups. A value all of whose readers end up inside its group stops
@@ -644,6 +645,51 @@ static bool wide_in_set(fuse_t* f, uint32_t i) {
   return (uint64_t)readers * buffers > kMaxTapReads;
 }
 
+// A conv the target kept whole (x86's CONV template, issue 15) with an
+// elementwise epilogue of its shape (bias-free followers: relu, clip, a
+// residual add, their casts), which the template evaluates as it stores
+// each finished block (kir/lower_conv.c): resnet's conv -> add -> relu is
+// one kernel. Any other opaque op, or a conv with anything else, fuses
+// with nothing. x, w and the bias are read from memory, never computed in
+// the kernel.
+static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
+                          uint32_t num_opaque, uint32_t num_anchors,
+                          verdict_t* v) {
+  v->why = "an opaque op fuses with nothing";
+  uint32_t conv = TJ_NODE_NONE;
+  for (uint32_t j = 0; j < count; ++j) {
+    if (f->cls[nodes[j]] == C_OPAQUE) conv = nodes[j];
+  }
+  if (num_opaque != 1 || num_anchors || N(f, conv)->op != TJ_OP_CONV) {
+    return false;
+  }
+  const tj_node_t* cv = N(f, conv);
+  for (uint32_t k = 0; k < cv->num_operands; ++k) {
+    uint32_t o = cv->operands[k];
+    if (o != TJ_NODE_NONE && f->in_set[o] == f->stamp) {
+      v->why = "a conv operand computed in the same kernel";
+      return false;
+    }
+  }
+  for (uint32_t j = 0; j < count; ++j) {
+    uint32_t i = nodes[j];
+    cls_t c = (cls_t)f->cls[i];
+    if (i == conv || c == C_GENERATOR) continue;
+    if (c != C_ELEMENTWISE) {
+      v->why = "a conv epilogue that is not elementwise";
+      return false;
+    }
+    if (!same_shape(N(f, i), cv->rank, cv->dims)) {
+      v->why = "a conv epilogue not shaped like the conv";
+      return false;
+    }
+  }
+  v->why = NULL;
+  v->kind = TJ_GROUP_OPAQUE;
+  v->anchor = conv;
+  return true;
+}
+
 // |nodes| ascending; f->mat_u says which are written to memory. The set is
 // stamped into f->in_set by the caller.
 static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
@@ -676,8 +722,8 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
   }
   if (num_opaque) {
     if (num_real != 1 || count != 1) {
-      v->why = "an opaque op fuses with nothing";
-      return false;
+      return conv_epilogue(f, nodes, count, num_opaque, num_matmul + num_red,
+                           v);
     }
     v->kind = TJ_GROUP_OPAQUE;
     v->anchor = nodes[0];
@@ -1044,7 +1090,9 @@ static tj_status_t collect(fuse_t* f, cand_t** out, uint32_t* out_count) {
         if (f->mat[o] && f->home[o] != TJ_GROUP_NONE) {
           uint32_t p = f->home[o];
           PUSH(.a = p, .b = c, .sibling = false,
-               .epilogue = f->groups[p].kind == TJ_GROUP_MATMUL,
+               .epilogue = f->groups[p].kind == TJ_GROUP_MATMUL ||
+                           (f->groups[p].kind == TJ_GROUP_OPAQUE &&
+                            N(f, f->groups[p].anchor)->op == TJ_OP_CONV),
                .score = f->bytes[o], .order = g->nodes[0]);
         }
       }

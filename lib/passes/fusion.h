@@ -36,7 +36,10 @@
 //               one transpose of a value in memory (a strided load, listed
 //               in |nodes|). Outputs are shaped like the matmul output.
 //   OPAQUE      One node compiled alone (gather, argmax, a composite no
-//               pass decomposed). Its operands are read from memory.
+//               pass decomposed). Its operands are read from memory. A conv
+//               (anchor) may carry an epilogue of elementwise nodes shaped
+//               like its output, as a MATMUL group does (issue 15: x86's
+//               CONV template stores through it).
 //   VIEW        Only reshapes of a value in memory: no kernel; the output
 //               aliases the input's storage (the memory plan says so).
 //

@@ -9,9 +9,12 @@
 // asymmetric pads, pads wider than the kernel reaches, C and O not
 // multiples of the tiles, 1D and 3D; the batch symbolic with one
 // executable run at N = 3, 1 and 0; followers (relu, a residual add, a
-// sigmoid gate) around it. A grouped conv keeps the decomposition.
+// sigmoid gate, clip, a row-broadcast residual, the conv also an output)
+// after it, fused into its kernel as the epilogue (convfuse: one kernel
+// in all). A grouped conv keeps the decomposition.
 // conv_oom_sweep fails each allocation of a compile and run in turn.
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +30,20 @@ static tj_context_t* g_ctx[kMaxCtx];
 static const char* g_isa[kMaxCtx];
 static int g_num_ctx;
 
-typedef enum post_e { P_NONE, P_RELU, P_RESIDUAL, P_GATE } post_t;
+// Followers, fused into the conv's kernel as its epilogue (convfuse): relu;
+// relu(conv + residual); y * sigmoid(y); clip to [0, 6] (relu6); a
+// residual broadcast along the rows ([H, 1], whose strides are not
+// row-major over the pixels: the epilogue walks one output row at a time);
+// the conv also stored as a second output beside relu(y).
+typedef enum post_e {
+  P_NONE,
+  P_RELU,
+  P_RESIDUAL,
+  P_GATE,
+  P_CLIP,
+  P_ROWS,
+  P_TWO
+} post_t;
 
 typedef struct case_t {
   const char* name;
@@ -39,6 +55,10 @@ typedef struct case_t {
   post_t post;
   int64_t groups;  // 0: 1
   tj_conv_attrs_t a;
+  // The weight a constant of the graph (random, from the test's seed), which
+  // the x86 backend prepacks at compile time (tj_kir_t.b_prepacked); else
+  // an input, read in place.
+  bool wconst;
 } case_t;
 
 static const case_t kCases[] = {
@@ -51,7 +71,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
     {"3x3_s2_asym",
      2,
      3,
@@ -61,7 +82,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.strides = {2, 2}, .pads_begin = {0, 2}, .pads_end = {1, 0}}},
+     {.strides = {2, 2}, .pads_begin = {0, 2}, .pads_end = {1, 0}},
+     false},
     {"3x3_d2",
      2,
      4,
@@ -71,7 +93,8 @@ static const case_t kCases[] = {
      false,
      P_NONE,
      0,
-     {.dilations = {2, 2}, .pads_begin = {2, 1}, .pads_end = {2, 3}}},
+     {.dilations = {2, 2}, .pads_begin = {2, 1}, .pads_end = {2, 3}},
+     false},
     {"7x7_s2_p3",
      2,
      3,
@@ -81,9 +104,20 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
-    {"1x1", 2, 17, 9, {5, 6}, {1, 1}, true, P_NONE, 0, {.groups = 0}},
-    {"1x1_s2", 2, 8, 70, {7, 9}, {1, 1}, false, P_NONE, 0, {.strides = {2, 2}}},
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}},
+     false},
+    {"1x1", 2, 17, 9, {5, 6}, {1, 1}, true, P_NONE, 0, {.groups = 0}, false},
+    {"1x1_s2",
+     2,
+     8,
+     70,
+     {7, 9},
+     {1, 1},
+     false,
+     P_NONE,
+     0,
+     {.strides = {2, 2}},
+     false},
     {"1x5_5x1_wide_pad",
      2,
      6,
@@ -93,7 +127,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.strides = {1, 3}, .pads_begin = {2, 4}, .pads_end = {0, 5}}},
+     {.strides = {1, 3}, .pads_begin = {2, 4}, .pads_end = {0, 5}},
+     false},
     {"many_k",
      2,
      70,
@@ -103,7 +138,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
     {"1d",
      1,
      4,
@@ -113,7 +149,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}}},
+     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}},
+     false},
     {"3d",
      3,
      3,
@@ -123,7 +160,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      0,
-     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}}},
+     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}},
+     false},
     {"relu",
      2,
      5,
@@ -133,7 +171,8 @@ static const case_t kCases[] = {
      true,
      P_RELU,
      0,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
     {"residual",
      2,
      6,
@@ -143,8 +182,144 @@ static const case_t kCases[] = {
      true,
      P_RESIDUAL,
      0,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
-    {"gate", 2, 4, 7, {6, 5}, {1, 1}, true, P_GATE, 0, {.groups = 0}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
+    {"gate", 2, 4, 7, {6, 5}, {1, 1}, true, P_GATE, 0, {.groups = 0}, false},
+    {"clip_s2",
+     2,
+     7,
+     13,
+     {11, 9},
+     {3, 3},
+     true,
+     P_CLIP,
+     0,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
+    {"rows_residual",
+     2,
+     5,
+     8,
+     {7, 7},
+     {3, 3},
+     false,
+     P_ROWS,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
+    {"two_outputs_1x1",
+     2,
+     12,
+     20,
+     {5, 5},
+     {1, 1},
+     true,
+     P_TWO,
+     0,
+     {.groups = 0},
+     false},
+    {"1d_residual",
+     1,
+     6,
+     6,
+     {40},
+     {3},
+     true,
+     P_RESIDUAL,
+     0,
+     {.dilations = {3}, .pads_begin = {3}, .pads_end = {3}},
+     false},
+    {"3d_clip",
+     3,
+     4,
+     7,
+     {4, 5, 6},
+     {3, 3, 3},
+     false,
+     P_CLIP,
+     0,
+     {.strides = {2, 1, 2}, .pads_begin = {1, 1, 1}, .pads_end = {1, 1, 1}},
+     false},
+    {"many_channels_residual",
+     2,
+     40,
+     200,
+     {9, 10},
+     {3, 3},
+     true,
+     P_RESIDUAL,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
+    // Constant weights, prepacked; O past one block of 192 channels with
+    // C x taps * pixels small enough that the patches are packed once
+    // for all channel blocks (tj_kir_conv_schedule_t.reuse), and not.
+    {"const_w_3x3",
+     2,
+     9,
+     13,
+     {8, 7},
+     {3, 3},
+     true,
+     P_NONE,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
+    {"const_w_1x1_s2_reuse",
+     2,
+     24,
+     400,
+     {14, 13},
+     {1, 1},
+     true,
+     P_RELU,
+     0,
+     {.strides = {2, 2}},
+     true},
+    {"const_w_3x3_reuse_residual",
+     2,
+     30,
+     199,
+     {6, 9},
+     {3, 3},
+     false,
+     P_RESIDUAL,
+     0,
+     {.strides = {1, 2}, .pads_begin = {1, 0}, .pads_end = {1, 2}},
+     true},
+    {"const_w_1x1_direct",
+     2,
+     33,
+     200,
+     {5, 7},
+     {1, 1},
+     true,
+     P_CLIP,
+     0,
+     {.groups = 0},
+     true},
+    {"in_place_w_reuse",
+     2,
+     7,
+     390,
+     {9, 9},
+     {3, 3},
+     true,
+     P_NONE,
+     0,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
+    {"const_w_3d_reuse",
+     3,
+     5,
+     200,
+     {3, 4, 5},
+     {3, 3, 3},
+     true,
+     P_RELU,
+     0,
+     {.pads_begin = {1, 1, 1}, .pads_end = {1, 1, 1}},
+     true},
     {"grouped_decomposes",
      2,
      4,
@@ -154,7 +329,8 @@ static const case_t kCases[] = {
      true,
      P_NONE,
      2,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
     // Three convs equal but for where the padding goes (the same output
     // sizes), compiled one after another in one context: their kernels
     // differ only in the window's low pads, which the kernel set's cache
@@ -169,7 +345,8 @@ static const case_t kCases[] = {
      false,
      P_NONE,
      0,
-     {.pads_begin = {2, 0}, .pads_end = {0, 2}}},
+     {.pads_begin = {2, 0}, .pads_end = {0, 2}},
+     false},
     {"pads_low_0_2",
      2,
      3,
@@ -179,7 +356,8 @@ static const case_t kCases[] = {
      false,
      P_NONE,
      0,
-     {.pads_begin = {0, 2}, .pads_end = {2, 0}}},
+     {.pads_begin = {0, 2}, .pads_end = {2, 0}},
+     false},
     {"pads_low_1_1",
      2,
      3,
@@ -189,7 +367,8 @@ static const case_t kCases[] = {
      false,
      P_NONE,
      0,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     false},
 };
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -227,7 +406,18 @@ static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
     yd[2 + i] = out_size(c, i);
   }
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, r, xd, "x");
-  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
+  tj_value_t w;
+  if (c->wconst) {
+    int64_t nw = 1;
+    for (int32_t i = 0; i < r; ++i) nw *= wd[i];
+    float* data = malloc((size_t)nw * sizeof(float));
+    for (int64_t i = 0; i < nw; ++i) data[i] = uniform();
+    w = tj_graph_constant(g, TJ_DTYPE_F32, r, wd, data,
+                          (size_t)nw * sizeof(float));
+    free(data);
+  } else {
+    w = tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
+  }
   tj_value_t b = {0};
   if (c->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &c->o, "b");
   tj_conv_attrs_t a = c->a;
@@ -240,6 +430,17 @@ static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
     y = tj_graph_relu(g, tj_graph_add(g, y, res));
   } else if (c->post == P_GATE) {
     y = tj_graph_mul(g, y, tj_graph_sigmoid(g, y));
+  } else if (c->post == P_CLIP) {
+    tj_value_t zero = tj_graph_scalar(g, TJ_DTYPE_F32, 0.0);
+    tj_value_t six = tj_graph_scalar(g, TJ_DTYPE_F32, 6.0);
+    y = tj_graph_minimum(g, tj_graph_maximum(g, y, zero), six);
+  } else if (c->post == P_ROWS) {
+    int64_t rd[2] = {yd[r - 2], 1};
+    tj_value_t res = tj_graph_input(g, TJ_DTYPE_F32, 2, rd, "res");
+    y = tj_graph_relu(g, tj_graph_add(g, y, res));
+  } else if (c->post == P_TWO) {
+    tj_graph_output(g, y, "conv");
+    y = tj_graph_relu(g, y);
   }
   tj_graph_output(g, y, "y");
   tj_status_t s = tj_graph_finalize(g);
@@ -266,9 +467,10 @@ static float* random_buffer(int64_t n) {
 
 // Whether the profile of |exe| has a kernel of the conv template.
 static bool ran_conv_kernel(tj_executable_t* exe, const tj_tensor_t* ins,
-                            int32_t nin, const tj_tensor_t* out) {
+                            int32_t nin, const tj_tensor_t* outs,
+                            int32_t nout) {
   tj_profile_report_t* rep = NULL;
-  tj_status_t s = tj_executable_profile(exe, ins, nin, out, 1, 1, &rep);
+  tj_status_t s = tj_executable_profile(exe, ins, nin, outs, nout, 1, &rep);
   if (s) {
     fprintf(stderr, "profile: %s\n", tj_status_message(s));
     tj_status_free(s);
@@ -305,6 +507,13 @@ static void run_case(const case_t* c) {
     memset(&stats, 0, sizeof(stats));
     tj_executable_stats(exe, &stats);
     CHECK_EQ_INT(0, stats.num_graph_breaks);
+    // The followers are the conv kernel's epilogue: one kernel in all.
+    if (native) {
+      if (stats.num_kernels != 1)
+        fprintf(stderr, "%s on %s: %d kernels\n", c->name, g_isa[ci],
+                stats.num_kernels);
+      CHECK_EQ_INT(1, stats.num_kernels);
+    }
     // One executable, three batches; the last one empty.
     static const int64_t batches[3] = {3, 1, 0};
     for (int bi = 0; bi < 3; ++bi) {
@@ -318,21 +527,30 @@ static void run_case(const case_t* c) {
       float* w = random_buffer(nw);
       float* b = random_buffer(c->o);
       float* res = random_buffer(ny);
-      float* got = calloc((size_t)(ny ? ny : 1), sizeof(float));
-      float* want = calloc((size_t)(ny ? ny : 1), sizeof(float));
+      // P_TWO: the conv, then relu of it, side by side.
+      const int32_t nout = c->post == P_TWO ? 2 : 1;
+      const int64_t nall = ny * nout;
+      float* got = calloc((size_t)(nall ? nall : 1), sizeof(float));
+      float* want = calloc((size_t)(nall ? nall : 1), sizeof(float));
       tj_tensor_t ins[4];
       int32_t nin = 0;
       ins[nin++] = tj_tensor_make(x, TJ_DTYPE_F32, r, xs);
-      ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
+      if (!c->wconst) ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
       if (c->bias) ins[nin++] = tj_tensor_make(b, TJ_DTYPE_F32, 1, &c->o);
       if (c->post == P_RESIDUAL)
         ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, r, ys);
-      tj_tensor_t out = tj_tensor_make(want, TJ_DTYPE_F32, r, ys);
-      CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
-      out = tj_tensor_make(got, TJ_DTYPE_F32, r, ys);
-      CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
+      const int64_t rows[2] = {ys[r - 2], 1};
+      if (c->post == P_ROWS)
+        ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, 2, rows);
+      tj_tensor_t outs[2], gots[2];
+      for (int32_t j = 0; j < nout; ++j) {
+        outs[j] = tj_tensor_make(want + j * ny, TJ_DTYPE_F32, r, ys);
+        gots[j] = tj_tensor_make(got + j * ny, TJ_DTYPE_F32, r, ys);
+      }
+      CHECK_OK(tj_reference_run(g, ins, nin, outs, nout));
+      CHECK_OK(tj_executable_run(exe, ins, nin, gots, nout));
       int64_t bad = 0, first = -1;
-      for (int64_t i = 0; i < ny; ++i) {
+      for (int64_t i = 0; i < nall; ++i) {
         double tol = 1e-4 * fabs((double)want[i]) + 2e-6 * kk;
         if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
           if (first < 0) first = i;
@@ -340,15 +558,15 @@ static void run_case(const case_t* c) {
         }
       }
       if (bad) {
-        fprintf(stderr,
-                "%s on %s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
-                c->name, g_isa[ci], (long long)N, (long long)bad, (long long)ny,
-                (long long)first, (double)got[first], (double)want[first]);
+        fprintf(
+            stderr, "%s on %s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+            c->name, g_isa[ci], (long long)N, (long long)bad, (long long)nall,
+            (long long)first, (double)got[first], (double)want[first]);
       }
       CHECK_EQ_INT(0, bad);
       if (bi == 0) {
         // The conv template ran, unless the conv is grouped.
-        bool conv = ran_conv_kernel(exe, ins, nin, &out);
+        bool conv = ran_conv_kernel(exe, ins, nin, gots, nout);
         if (conv != native)
           fprintf(stderr, "%s on %s: conv kernel %s\n", c->name, g_isa[ci],
                   conv ? "ran" : "did not run");
@@ -369,6 +587,67 @@ static void run_case(const case_t* c) {
 TEST(cases) {
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
     run_case(&kCases[i]);
+}
+
+static char* dumped_kir(const char* dir) {
+  char* all = calloc(1, 1);
+  size_t len = 0;
+  DIR* d = opendir(dir);
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL) {
+    size_t nl = strlen(e->d_name);
+    if (nl < 4 || strcmp(e->d_name + nl - 4, ".kir") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "rb");
+    if (!f) continue;
+    char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+      all = realloc(all, len + got + 1);
+      memcpy(all + len, buf, got);
+      len += got;
+      all[len] = '\0';
+    }
+    fclose(f);
+  }
+  if (d) closedir(d);
+  return all;
+}
+
+// A constant weight is prepacked at compile time (the kernel is marked
+// w_prepacked), an input weight is read in place (not marked); both
+// kernels carry their followers as the epilogue (a map phase storing the
+// relu, no separate pointwise kernel).
+TEST(prepacked_weight_marked) {
+  for (int wc = 0; wc < 2; ++wc) {
+    char dir[] = "/tmp/tj_conv_native_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.dump_dir = dir;
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    case_t c = kCases[0];
+    c.wconst = wc == 1;
+    c.post = P_RELU;
+    int64_t xd[5], wd[5], yd[5];
+    tj_graph_t* g = ctx ? build(ctx, &c, xd, wd, yd) : NULL;
+    CHECK(g != NULL);
+    tj_compile_options_t opts = tj_test_x86_options(1);
+    tj_executable_t* exe = NULL;
+    if (g) CHECK_OK(tj_compile(g, &opts, &exe));
+    char* kir = dumped_kir(dir);
+    CHECK(strstr(kir, " c 5") != NULL);  // the conv kernel was dumped
+    CHECK_EQ_INT(wc, strstr(kir, "w_prepacked") != NULL);
+    CHECK(strstr(kir, "acc") != NULL);
+    CHECK(strstr(kir, "pointwise") == NULL);
+    free(kir);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    tj_test_remove_tree(dir);
+  }
 }
 
 // A wrong input shape at run time is an error naming the input, not a
@@ -397,8 +676,9 @@ TEST(bad_input_shape) {
 }
 
 // The failing-allocator sweep over a compile and run of a padded, strided
-// conv with a symbolic batch and a relu after it (the conv's lowering,
-// emission and launch), with the kernels in a warm disk cache so that each
+// conv with a symbolic batch, a constant (prepacked) weight and a relu
+// after it, its epilogue (the conv's lowering, emission, prepack and
+// launch), with the kernels in a warm disk cache so that each
 // point is cheap: every failure is OUT_OF_MEMORY and nothing leaks.
 static char g_oom_dir[64];
 
@@ -413,8 +693,11 @@ static tj_status_t conv_compile_run(tj_allocator_t allocator) {
     int64_t N = tj_graph_symbol(g, "N");
     tj_value_t x =
         tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){N, 3, 9, 8}, "x");
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){5, 3, 3, 3}, "w");
+    // A constant weight: its prepack is swept too.
+    float wv[5 * 3 * 3 * 3];
+    for (int i = 0; i < 5 * 27; ++i) wv[i] = (float)(i % 5) * 0.2f;
+    tj_value_t w = tj_graph_constant(g, TJ_DTYPE_F32, 4,
+                                     (int64_t[]){5, 3, 3, 3}, wv, sizeof(wv));
     tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){5}, "b");
     tj_conv_attrs_t a = {
         .strides = {2, 1}, .pads_begin = {1, 0}, .pads_end = {0, 2}};
@@ -427,16 +710,14 @@ static tj_status_t conv_compile_run(tj_allocator_t allocator) {
   opts.x86.num_threads = 1;
   if (!s) s = tj_compile(g, &opts, &exe);
   if (!s) {
-    static float x[2 * 3 * 9 * 8], w[5 * 3 * 3 * 3], b[5], y[2 * 5 * 4 * 8];
+    static float x[2 * 3 * 9 * 8], b[5], y[2 * 5 * 4 * 8];
     for (int i = 0; i < 2 * 3 * 9 * 8; ++i) x[i] = (float)(i % 7) * 0.1f;
-    for (int i = 0; i < 5 * 27; ++i) w[i] = (float)(i % 5) * 0.2f;
-    tj_tensor_t ins[3] = {
+    tj_tensor_t ins[2] = {
         tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){2, 3, 9, 8}),
-        tj_tensor_make(w, TJ_DTYPE_F32, 4, (int64_t[]){5, 3, 3, 3}),
         tj_tensor_make(b, TJ_DTYPE_F32, 1, (int64_t[]){5})};
     tj_tensor_t out =
         tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){2, 5, 4, 8});
-    s = tj_executable_run(exe, ins, 3, &out, 1);
+    s = tj_executable_run(exe, ins, 2, &out, 1);
   }
   tj_executable_release(exe);
   tj_graph_destroy(g);
@@ -455,6 +736,7 @@ TEST(conv_oom_sweep) {
 int main(void) {
   g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(cases);
+  RUN_TEST(prepacked_weight_marked);
   RUN_TEST(bad_input_shape);
   RUN_TEST(conv_oom_sweep);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);

@@ -238,8 +238,8 @@ TEST(builder_errors) {
 
   k = simple(TJ_KIR_POINTWISE, "acc_outside");
   tj_kir_acc(k);
-  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "acc outside a gemm epilogue",
-               tj_kir_finalize(k));
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT,
+               "acc outside a gemm or conv epilogue", tj_kir_finalize(k));
   tj_kir_destroy(k);
 
   k = simple(TJ_KIR_POINTWISE, "bad_param");
