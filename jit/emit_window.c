@@ -81,7 +81,19 @@ static LLVMValueRef load_lanes(window_t* wd, LLVMValueRef ptr,
   if (s <= 4) {
     LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(s * w));
     LLVMValueRef span;
-    if (!mask) {
+    if (!mask && em->target.avx512) {
+      // The span's last s - 1 elements are not lanes: a constant mask
+      // leaves them unread, so that a vector whose last lane reads the
+      // row's last element is still a plain one (AVX-512 masks are free).
+      LLVMValueRef on[64];
+      for (int64_t i = 0; i < s * w; ++i)
+        on[i] = LLVMConstInt(em->t_i1, i <= (w - 1) * s, 0);
+      LLVMTypeRef lt[2] = {st, em->t_ptr};
+      LLVMValueRef args[4] = {ptr, c32(em, 4),
+                              LLVMConstVector(on, (unsigned)(s * w)),
+                              LLVMGetUndef(st)};
+      span = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    } else if (!mask) {
       span = LLVMBuildLoad2(b, st, ptr, "");
       LLVMSetAlignment(span, 4);
     } else {
@@ -330,8 +342,9 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
   // from jlo to jhi (and j0 + lanes <= OW). A span load (stride 2 to 4)
   // reads s * lanes elements from the first lane's.
   const int64_t s2 = cv->stride[2];
+  const bool whole_span = s2 > 1 && s2 <= 4 && !em->target.avx512;
   const int64_t reach = (cv->kernel[2] - 1) * cv->dilation[2] +
-                        (s2 <= 4 ? s2 * w : (w - 1) * s2 + 1);
+                        (whole_span ? s2 * w : (w - 1) * s2 + 1);
   const int64_t jlo = (cv->low[2] + s2 - 1) / s2;
   int64_t jhi = floor_div(cv->in[2] + cv->low[2] - reach, s2);
   if (jhi > wd.ow - w) jhi = wd.ow - w;
@@ -391,6 +404,10 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
     LLVMValueRef j0 = tj_emit_loop_begin(em, &cl, c64(em, 0), c64(em, wd.ow),
                                          c64(em, w), "j0");
     {
+      // The last vector of a row of at least a vector ends at the row's
+      // end, overlapping the one before (its lanes store the same values
+      // again), so that it takes the plain loads when its taps allow.
+      if (wd.ow >= w) j0 = tj_emit_min_i64(em, j0, c64(em, wd.ow - w));
       LLVMValueRef fast = LLVMConstInt(em->t_i1, 0, 0);
       if (jlo <= jhi) {
         fast = LLVMBuildAnd(
