@@ -218,6 +218,11 @@ static void emit_chunk(window_t* wd, LLVMValueRef j0, bool masked) {
         row_pad_ok = ok;
       }
     }
+    // The row's taps combine into a partial of their own, then into acc:
+    // a dependency chain of kw + kh ops, not kw * kh (the rows' partials
+    // overlap in the core), which bounded the stride-2 kernels.
+    LLVMValueRef row_slot = tj_emit_alloca(em, wd->vf, "row");
+    LLVMBuildStore(b, ident, row_slot);
     LLVMValueRef tap_row = LLVMBuildMul(
         b,
         LLVMBuildAdd(b, LLVMBuildMul(b, t0, c64(em, cv->kernel[1]), ""), t1,
@@ -263,10 +268,18 @@ static void emit_chunk(window_t* wd, LLVMValueRef j0, bool masked) {
         wt = tj_emit_splat(em, ws, w);
       }
       LLVMValueRef v = load_lanes(wd, ptr, mask, ident);
-      LLVMValueRef acc = LLVMBuildLoad2(b, wd->vf, acc_slot, "");
-      LLVMBuildStore(b, combine(wd, acc, v, wt), acc_slot);
+      LLVMValueRef part = LLVMBuildLoad2(b, wd->vf, row_slot, "");
+      LLVMBuildStore(b, combine(wd, part, v, wt), row_slot);
     }
     tj_emit_loop_end(em, &l2);
+    LLVMValueRef acc = LLVMBuildLoad2(b, wd->vf, acc_slot, "");
+    LLVMValueRef part = LLVMBuildLoad2(b, wd->vf, row_slot, "");
+    // Depthwise rows add (their products are in the partial already).
+    LLVMBuildStore(b,
+                   wd->op == TJ_KIR_WINDOW_DEPTHWISE
+                       ? LLVMBuildFAdd(b, acc, part, "")
+                       : combine(wd, acc, part, NULL),
+                   acc_slot);
   }
   tj_emit_loop_end(em, &l1);
   tj_emit_loop_end(em, &l0);
