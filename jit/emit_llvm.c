@@ -1592,7 +1592,9 @@ static tj_status_t emit_kernel(tj_emit_t* em, const tj_kir_t* k) {
       s = tj_emit_attention(em);
       break;
     case TJ_KIR_CONV:
-      s = tj_emit_conv(em);
+      // dwbw: depthwise convs and pools are the direct window variant.
+      s = k->conv.window != TJ_KIR_WINDOW_GEMM ? tj_emit_window(em)
+                                               : tj_emit_conv(em);
       break;
   }
   if (!s && em->error) {

@@ -263,6 +263,7 @@ tj_status_t tj_emit_gemm(tj_emit_t* em);
 bool tj_emit_gemm_prepacks_b(const tj_emit_target_t* target, const tj_kir_t* k);
 tj_status_t tj_emit_attention(tj_emit_t* em);  // emit_attention.c
 tj_status_t tj_emit_conv(tj_emit_t* em);       // emit_conv.c
+tj_status_t tj_emit_window(tj_emit_t* em);     // emit_window.c (dwbw)
 
 // Pointers for every buffer at the point whose multi-index over dims
 // [0, ndims) is derived from |linear| (row-major over those dims); sets

@@ -341,11 +341,14 @@ void tj_kir_set_conv(tj_kir_t* k, const tj_kir_conv_t* conv) {
                          tj_kir_kind_name(k->kind)));
     return;
   }
-  bool ok = conv->spatial >= 1 && conv->spatial <= 3 && conv->c >= 1;
+  bool ok = conv->spatial >= 1 && conv->spatial <= 3 && conv->c >= 1 &&
+            conv->window >= TJ_KIR_WINDOW_GEMM &&
+            conv->window <= TJ_KIR_WINDOW_AVG_PAD &&
+            (conv->window == TJ_KIR_WINDOW_GEMM || conv->c == 1);
   int64_t kk = conv->c;
   for (int32_t i = 0; ok && i < 3; ++i) {
     ok = conv->in[i] >= 1 && conv->kernel[i] >= 1 && conv->stride[i] >= 1 &&
-         conv->dilation[i] >= 1 && conv->low[i] >= 0 &&
+         conv->dilation[i] >= 1 && conv->low[i] >= 0 && conv->high[i] >= 0 &&
          !tj_mul_overflow_i64(kk, conv->kernel[i], &kk);
   }
   if (!ok || kk > ((int64_t)1 << 31)) {
@@ -1008,11 +1011,15 @@ static tj_status_t verify(const tj_kir_t* k) {
   if (k->kind == TJ_KIR_CONV) {
     // The space is [N, O, out spatial..] and the window the conv's. With
     // no epilogue (an empty MAP phase) the one output is the conv's f32
-    // value; an epilogue stores what it computes, of any dtype.
+    // value; an epilogue (dense convs only) stores what it computes, of any
+    // dtype. A pool (dwbw) reads no weight.
+    const bool pool = k->conv.window >= TJ_KIR_WINDOW_MAX;
     bool epilogue = k->num_phases == 1 && k->phases[0].num_insts > 0;
-    bool ok = num_conv[0] == 1 && num_conv[1] == 1 &&
-              (num_out == 1 || epilogue) && k->conv.spatial == k->rank - 2 &&
-              k->conv.c >= 1;
+    bool ok = num_conv[0] == 1 && num_conv[1] == !pool &&
+              (!pool || num_conv[2] == 0) &&
+              (num_out == 1 || epilogue) && !(epilogue && k->conv.window) &&
+              k->conv.spatial == k->rank - 2 && k->conv.c >= 1 &&
+              k->buffers[0].dtype == TJ_DTYPE_F32;
     for (int32_t d = 1; ok && d < k->rank; ++d) ok = k->dims[d].param < 0;
     for (uint32_t b = 0; ok && !epilogue && b < k->num_buffers; ++b)
       ok = k->buffers[b].dtype == TJ_DTYPE_F32;
@@ -1241,13 +1248,15 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
   }
   if (k->kind == TJ_KIR_CONV) {
     const tj_kir_conv_t* c = &k->conv;
-    sbuf_printf(&s, " c %lld", (long long)c->c);
+    static const char* const windows[5] = {"", " depthwise", " max", " avg",
+                                           " avg_pad"};
+    sbuf_printf(&s, "%s c %lld", windows[c->window], (long long)c->c);
     if (k->b_prepacked) sbuf_printf(&s, " w_prepacked");
-    static const char* const names[5] = {"in", "kernel", "stride", "dilation",
-                                         "low"};
-    const int64_t* lists[5] = {c->in, c->kernel, c->stride, c->dilation,
-                               c->low};
-    for (int32_t l = 0; l < 5; ++l) {
+    static const char* const names[6] = {"in",       "kernel", "stride",
+                                         "dilation", "low",    "high"};
+    const int64_t* lists[6] = {c->in,       c->kernel, c->stride,
+                               c->dilation, c->low,    c->high};
+    for (int32_t l = 0; l < (c->window ? 6 : 5); ++l) {
       sbuf_printf(&s, " %s", names[l]);
       for (int32_t i = 3 - c->spatial; i < 3; ++i)
         sbuf_printf(&s, "%s%lld", i > 3 - c->spatial ? "x" : " ",
@@ -1303,7 +1312,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
 //===--- same code ---===//
 
 // Every field compared below; a new one changes these sizes (x86-64).
-_Static_assert(sizeof(tj_kir_t) == 528 && sizeof(tj_kir_phase_t) == 32 &&
+_Static_assert(sizeof(tj_kir_t) == 552 && sizeof(tj_kir_phase_t) == 32 &&
                    sizeof(tj_kir_inst_t) == 48 &&
                    sizeof(tj_kir_buffer_t) == 144,
                "a field was added: compare it in tj_kir_same_code");
@@ -1335,10 +1344,10 @@ static bool inst_equal(const tj_kir_inst_t* a, const tj_kir_inst_t* b) {
 // A field added to tj_kir_t or tj_kir_conv_t changes these sizes on
 // x86-64: add it to both functions, then update the numbers.
 #if defined(__x86_64__)
-_Static_assert(sizeof(tj_kir_t) == 528,
+_Static_assert(sizeof(tj_kir_t) == 552,
                "a new tj_kir_t field: add it to tj_kir_same_code and "
                "tj_kir_code_bytes");
-_Static_assert(sizeof(tj_kir_conv_t) == 136,
+_Static_assert(sizeof(tj_kir_conv_t) == 160,
                "a new tj_kir_conv_t field: add it to conv_equal and "
                "tj_kir_code_bytes");
 #endif
@@ -1346,11 +1355,12 @@ _Static_assert(sizeof(tj_kir_conv_t) == 136,
 // Field by field: the struct has padding after |spatial|, which a copy
 // need not preserve.
 static bool conv_equal(const tj_kir_conv_t* a, const tj_kir_conv_t* b) {
-  if (a->spatial != b->spatial || a->c != b->c) return false;
+  if (a->spatial != b->spatial || a->window != b->window || a->c != b->c)
+    return false;
   for (int32_t i = 0; i < 3; ++i) {
     if (a->in[i] != b->in[i] || a->kernel[i] != b->kernel[i] ||
         a->stride[i] != b->stride[i] || a->dilation[i] != b->dilation[i] ||
-        a->low[i] != b->low[i]) {
+        a->low[i] != b->low[i] || a->high[i] != b->high[i]) {
       return false;
     }
   }
@@ -1474,10 +1484,11 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
   code_f64(&w, k->attention.scale);
   const tj_kir_conv_t* conv = &k->conv;
   code_i64(&w, conv->spatial);
+  code_i64(&w, conv->window);
   code_i64(&w, conv->c);
   for (int32_t i = 0; i < 3; ++i) {
-    int64_t window[] = {conv->in[i], conv->kernel[i], conv->stride[i],
-                        conv->dilation[i], conv->low[i]};
+    int64_t window[] = {conv->in[i],       conv->kernel[i], conv->stride[i],
+                        conv->dilation[i], conv->low[i],    conv->high[i]};
     code_put(&w, window, sizeof(window));
   }
   int32_t rank = k->rank < TJ_KIR_MAX_RANK ? k->rank : TJ_KIR_MAX_RANK;

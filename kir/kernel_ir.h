@@ -239,10 +239,27 @@ typedef struct tj_kir_attention_t {
 // entries 1 (in, kernel, stride, dilation) and 0 (low pad). The output's
 // spatial sizes are the space's dims 2.. (out = (in + low + high - (kernel
 // - 1) * dilation - 1) / stride + 1, high implied). c: input channels.
+//
+// dwbw (issue 15): |window| other than TJ_KIR_WINDOW_GEMM makes the kernel a
+// direct window kernel (jit/emit_window.c, kir/lower_window.c) instead of
+// the implicit GEMM: y[n, o, i] = the window op over x[n, o / (O / C), i *
+// stride + t * dilation - low] (depthwise: times w[o, 0, t], plus b[o]),
+// taps outside x skipped; c is then 1 (no sum over channels) and the
+// channel count of x is its strides' ratio. high is the declared end pad,
+// which avg_pool's count_include_pad counts (taps past it do not count).
+typedef enum tj_kir_window_t {
+  TJ_KIR_WINDOW_GEMM = 0,       // groups == 1 conv, the implicit GEMM
+  TJ_KIR_WINDOW_DEPTHWISE = 1,  // conv with one input channel a group
+  TJ_KIR_WINDOW_MAX = 2,        // max_pool (NaN propagates)
+  TJ_KIR_WINDOW_AVG = 3,        // avg_pool over the taps inside x
+  TJ_KIR_WINDOW_AVG_PAD = 4,    // avg_pool, count_include_pad
+} tj_kir_window_t;
+
 typedef struct tj_kir_conv_t {
   int32_t spatial;  // 1 to 3
+  int32_t window;   // tj_kir_window_t
   int64_t c;
-  int64_t in[3], kernel[3], stride[3], dilation[3], low[3];
+  int64_t in[3], kernel[3], stride[3], dilation[3], low[3], high[3];
 } tj_kir_conv_t;
 
 typedef struct tj_kir_buffer_t {

@@ -48,6 +48,7 @@
 
 #include "kir/lower_internal.h"
 #include "lib/dtype.h"
+#include "lib/window.h"
 
 //===--- pad and concat: one branch per box ---===//
 
@@ -588,11 +589,18 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
     *count = 1;
     return NULL;
   }
+  const tj_op_t anchor_op = NODE(lw, lw->grp->anchor)->op;
   if (lw->grp->kind == TJ_GROUP_OPAQUE && lw->grp->num_nodes == 1 &&
-      NODE(lw, lw->grp->anchor)->op == TJ_OP_CONV) {
-    // A conv node left whole (issue 15): the CONV template. With an
-    // epilogue it takes the generic path below (tj_lower_body_conv).
-    tj_status_t status = tj_lower_conv_kernel(lw, name, &outs[0]);
+      (anchor_op == TJ_OP_CONV || anchor_op == TJ_OP_MAX_POOL ||
+       anchor_op == TJ_OP_AVG_POOL)) {
+    // A conv node left whole (issue 15): the CONV template; a depthwise
+    // conv or a pool (dwbw): its direct window variant. A dense conv with
+    // an epilogue takes the generic path below (tj_lower_body_conv).
+    tj_status_t status =
+        anchor_op == TJ_OP_CONV &&
+                tj_window_of(&NODE(lw, lw->grp->anchor)->attrs).groups == 1
+            ? tj_lower_conv_kernel(lw, name, &outs[0])
+            : tj_lower_window_kernel(lw, name, &outs[0]);
     if (!status) status = own_dims(lw, &outs[0]);
     if (status) {
       tj_lowered_kernel_deinitialize(&outs[0]);

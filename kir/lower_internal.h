@@ -266,6 +266,15 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
 // generic lowering): x, w and the bias, then the epilogue as the MAP phase.
 tj_status_t tj_lower_body_conv(tj_lowering_t* lw);
 
+//===--- lower_window.c ---===//
+
+// dwbw (issue 15): the CONV template's direct window kernel of the group's
+// one depthwise conv (groups > 1, one input channel a group), max_pool or
+// avg_pool node (f32) into |out| (its kernel, params, buffers; not its dim
+// table).
+tj_status_t tj_lower_window_kernel(tj_lowering_t* lw, const char* name,
+                                   tj_lowered_kernel_t* out);
+
 //===--- lower_scatter.c ---===//
 
 // scatter (issue 15): scatter_elements and scatter_nd, a group of the node

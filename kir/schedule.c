@@ -156,6 +156,18 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
          64;
 }
 
+int64_t tj_kir_window_rows(const tj_kir_t* k) {
+  // About 16K output elements a unit: planes of mobilenet's depthwise
+  // layers (112x112 at most) split in a few blocks, so that a batch of 1
+  // still has units for every thread, while a unit's rows are many enough
+  // that its set-up (row pointers, masks) is small beside its loads.
+  int64_t rows = 1, cols = k->rank >= 3 ? k->dims[k->rank - 1].value : 1;
+  for (int32_t d = 2; d + 1 < k->rank; ++d) rows *= k->dims[d].value;
+  if (cols < 1) cols = 1;
+  int64_t per = (16384 + cols - 1) / cols;
+  return per < rows ? per : (rows < 1 ? 1 : rows);
+}
+
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
                                const int64_t* scalars, tj_kir_launch_t* out) {
   memset(out, 0, sizeof(*out));
@@ -240,6 +252,14 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       return NULL;
     }
     case TJ_KIR_CONV: {
+      if (k->conv.window != TJ_KIR_WINDOW_GEMM) {
+        if (k->rank < 3) return tj_invalid("kernel @%s: window rank", k->name);
+        int64_t rows = 1;
+        for (int32_t d = 2; d + 1 < k->rank; ++d) rows *= dims[d];
+        out->units = dims[0] * dims[1] * ceil_div(rows, tj_kir_window_rows(k));
+        out->scratch_bytes = 0;
+        return NULL;
+      }
       tj_kir_conv_schedule_t cs;
       tj_kir_conv_resolve(k, lanes, &cs);
       if (k->rank < 3) return tj_invalid("kernel @%s: conv rank", k->name);

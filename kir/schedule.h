@@ -120,6 +120,12 @@ bool tj_kir_conv_reads_x_in_place(const tj_kir_t* kernel);
 // The scratch bytes of a CONV unit under |s|.
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
 
+// dwbw (issue 15): a direct window kernel's (conv.window != GEMM) output
+// rows (every output spatial axis but the last, flattened) per work unit.
+// A unit is that many rows of one (image, channel) plane, the unit order
+// image, channel, row block (fastest). No scratch.
+int64_t tj_kir_window_rows(const tj_kir_t* kernel);
+
 typedef struct tj_kir_launch_t {
   int64_t units;                    // run the kernel over [0, units)
   int64_t scratch_bytes;            // per concurrent call

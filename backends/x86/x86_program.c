@@ -915,6 +915,43 @@ static bool native_conv(const tj_graph_t* g, const tj_node_t* n) {
   return tj_dim_is_const(w->dims[0]) && x->dims[1] >= 1;
 }
 
+// dwbw (issue 15): a depthwise conv (groups = C, one input channel a
+// group) and max/avg pools, f32 with every size but the batch a constant,
+// run as the CONV template's direct window kernel (kir/lower_window.c,
+// jit/emit_window.c): one kernel reading x's rows in place, its pads as
+// masked lanes, instead of a pointwise kernel per pad box. Others (lp_pool,
+// f16/bf16, symbolic spatial sizes) decompose.
+static bool native_window(const tj_graph_t* g, const tj_node_t* n) {
+  const tj_node_t* x = &g->nodes[n->operands[0]];
+  const tj_window_t win = tj_window_of(&n->attrs);
+  if (n->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 || n->rank < 3 ||
+      n->rank > 5 || win.n != n->rank - 2 || x->rank != n->rank ||
+      win.kernel == NULL) {
+    return false;
+  }
+  if (n->op == TJ_OP_CONV) {
+    const tj_node_t* w = &g->nodes[n->operands[1]];
+    if (win.groups < 2 || x->dims[1] != win.groups ||
+        w->dtype != TJ_DTYPE_F32 || w->rank != n->rank || w->dims[1] != 1)
+      return false;
+    if (n->num_operands > 2 && n->operands[2] != TJ_NODE_NONE &&
+        g->nodes[n->operands[2]].dtype != TJ_DTYPE_F32)
+      return false;
+  }
+  for (int32_t d = 1; d < n->rank; ++d) {
+    // Lane coordinates are i32.
+    if (!tj_dim_is_const(x->dims[d]) || !tj_dim_is_const(n->dims[d]) ||
+        x->dims[d] > INT32_MAX / 4 || n->dims[d] > INT32_MAX / 4)
+      return false;
+  }
+  for (int32_t i = 0; i < win.n; ++i) {
+    if (win.kernel[i] > 1024 || win.strides[i] > 1024 ||
+        win.dilations[i] > 1024 || win.low[i] > 1024 || win.high[i] > 1024)
+      return false;
+  }
+  return x->dims[1] >= 1 && n->dims[1] % x->dims[1] == 0;
+}
+
 // Issue 14: attention runs as one flash-attention kernel (the ATTENTION
 // template, kir/lower_attention.c, jit/emit_attention.c) when its inputs
 // are f32, f16 or bf16, its rank fits the kernel IR's space and the query
@@ -927,7 +964,9 @@ static bool native_conv(const tj_graph_t* g, const tj_node_t* n) {
 static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
   if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, false);
-  if (n->op == TJ_OP_CONV) return native_conv(g, n);
+  if (n->op == TJ_OP_CONV) return native_conv(g, n) || native_window(g, n);
+  if (n->op == TJ_OP_MAX_POOL || n->op == TJ_OP_AVG_POOL)
+    return native_window(g, n);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
   const tj_node_t* k = &g->nodes[n->operands[1]];

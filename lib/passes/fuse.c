@@ -43,6 +43,7 @@
 
 #include "lib/env.h"
 #include "lib/passes/fusion.h"
+#include "lib/window.h"
 
 enum {
   kMaxRoots = 8,
@@ -664,6 +665,13 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
     return false;
   }
   const tj_node_t* cv = N(f, conv);
+  // Dense convs only: a depthwise conv kept whole runs on the CONV
+  // template's direct window variant (kir/lower_window.c), which has no
+  // epilogue.
+  if (tj_window_of(&cv->attrs).groups != 1) {
+    v->why = "a depthwise or grouped conv takes no epilogue";
+    return false;
+  }
   for (uint32_t k = 0; k < cv->num_operands; ++k) {
     uint32_t o = cv->operands[k];
     if (o != TJ_NODE_NONE && f->in_set[o] == f->stamp) {

@@ -1,0 +1,447 @@
+// The CONV template's direct window variant (dwbw, issue 15): a depthwise
+// conv, max_pool or avg_pool over NCHW f32 (kir/lower_window.c), one pass
+// over x with no padded copy and no pad boxes:
+//
+//   for u in [begin, end):                // (image, channel, row block)
+//     for each output row (od, oh) of the block:
+//       interior = every (kd, kh) tap row of it lies inside x
+//       for j0 in [0, OW) step lanes:     // a vector of output columns
+//         if interior and the columns' taps all lie inside the row:
+//           acc = op over the taps of plain loads of x's rows
+//         else:
+//           the same with masked loads: a lane whose tap lies outside x
+//           reads nothing and takes the op's identity (0, or -inf for
+//           max); avg_pool counts the lanes' taps as it goes
+//         out[row, j0 ..] = acc (+ bias, / count)
+//
+// A tap row is read by the kw column taps at kw offsets from it: the rows
+// of a unit stay in L1 across its output rows, so each element of x comes
+// from memory once. Lanes a stride s > 1 apart read the span of s * lanes
+// elements and keep every s-th (one or two wide loads and a shuffle), as
+// the CONV template's packing does; s > 4 gathers. Every size but the
+// batch is a constant of the kernel.
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/emit_llvm.h"
+#include "kir/schedule.h"
+
+static LLVMValueRef c64(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef c32(tj_emit_t* em, int64_t v) {
+  return LLVMConstInt(em->t_i32, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef gep(tj_emit_t* em, LLVMTypeRef t, LLVMValueRef ptr,
+                        LLVMValueRef n) {
+  return LLVMBuildGEP2(em->b, t, ptr, &n, 1, "");
+}
+
+// floor(a / b) for b > 0.
+static int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+typedef struct window_t {
+  tj_emit_t* em;
+  const tj_kir_conv_t* cv;
+  int32_t op;  // tj_kir_window_t
+  int32_t w;   // lanes
+  int32_t xb, wb, ob, bb;
+  int64_t ow, ks;  // output columns; taps per output
+  LLVMTypeRef vf, vi32;
+  // Per unit and row (set by the caller before emit_chunk).
+  LLVMValueRef xplane, wrow, bias, orow;
+  LLVMValueRef r0, r1;  // the row's first tap coordinates (d, h), i64
+} window_t;
+
+// |v| read at stride s along a row: lanes i of the result are elements
+// ptr[i * s], those whose |mask| lane is off (NULL: all on) reading
+// nothing and giving |pass|.
+static LLVMValueRef load_lanes(window_t* wd, LLVMValueRef ptr,
+                               LLVMValueRef mask, LLVMValueRef pass) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const int64_t s = wd->cv->stride[2];
+  const int32_t w = wd->w;
+  if (s == 1) {
+    if (!mask) {
+      LLVMValueRef v = LLVMBuildLoad2(b, wd->vf, ptr, "");
+      LLVMSetAlignment(v, 4);
+      return v;
+    }
+    LLVMTypeRef lt[2] = {wd->vf, em->t_ptr};
+    LLVMValueRef args[4] = {ptr, c32(em, 4), mask, pass};
+    return tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+  }
+  if (s <= 4) {
+    LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(s * w));
+    LLVMValueRef span;
+    if (!mask && em->target.avx512) {
+      // The span's last s - 1 elements are not lanes: a constant mask
+      // leaves them unread, so that a vector whose last lane reads the
+      // row's last element is still a plain one (AVX-512 masks are free).
+      LLVMValueRef on[64];
+      for (int64_t i = 0; i < s * w; ++i)
+        on[i] = LLVMConstInt(em->t_i1, i <= (w - 1) * s, 0);
+      LLVMTypeRef lt[2] = {st, em->t_ptr};
+      LLVMValueRef args[4] = {ptr, c32(em, 4),
+                              LLVMConstVector(on, (unsigned)(s * w)),
+                              LLVMGetUndef(st)};
+      span = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    } else if (!mask) {
+      span = LLVMBuildLoad2(b, st, ptr, "");
+      LLVMSetAlignment(span, 4);
+    } else {
+      // The mask spread to every s-th lane of the span (the lanes between
+      // are not read), the pass-through value likewise.
+      LLVMValueRef spread[64];
+      for (int64_t i = 0; i < s * w; ++i)
+        spread[i] = c32(em, i % s == 0 ? i / s : w);
+      LLVMValueRef smask = LLVMBuildShuffleVector(
+          b, mask, LLVMConstNull(LLVMVectorType(em->t_i1, (unsigned)w)),
+          LLVMConstVector(spread, (unsigned)(s * w)), "");
+      LLVMValueRef spass = LLVMBuildShuffleVector(
+          b, pass, pass, LLVMConstVector(spread, (unsigned)(s * w)), "");
+      LLVMTypeRef lt[2] = {st, em->t_ptr};
+      LLVMValueRef args[4] = {ptr, c32(em, 4), smask, spass};
+      span = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    }
+    LLVMValueRef pick[16];
+    for (int32_t i = 0; i < w; ++i) pick[i] = c32(em, i * s);
+    return LLVMBuildShuffleVector(b, span, LLVMGetUndef(st),
+                                  LLVMConstVector(pick, (unsigned)w), "");
+  }
+  LLVMValueRef offs = LLVMBuildMul(b, tj_emit_iota(em, em->t_i64, w),
+                                   tj_emit_splat(em, c64(em, s), w), "");
+  LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, ptr, &offs, 1, "");
+  LLVMValueRef all = LLVMConstAllOnes(LLVMVectorType(em->t_i1, (unsigned)w));
+  LLVMTypeRef gt[2] = {wd->vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
+  LLVMValueRef args[4] = {ptrs, c32(em, 4), mask ? mask : all, pass};
+  return tj_emit_intrinsic(em, "llvm.masked.gather", gt, 2, args, 4);
+}
+
+// acc combined with the tap value |v| (weight |wt| for depthwise).
+static LLVMValueRef combine(window_t* wd, LLVMValueRef acc, LLVMValueRef v,
+                            LLVMValueRef wt) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  switch (wd->op) {
+    case TJ_KIR_WINDOW_DEPTHWISE:
+      return tj_emit_fmuladd(em, v, wt, acc);
+    case TJ_KIR_WINDOW_MAX: {
+      // NaN propagates, as the reference's maximum: the larger of the two
+      // (v when either is NaN), then acc again where acc is NaN already.
+      LLVMValueRef m = LLVMBuildSelect(
+          b, LLVMBuildFCmp(b, LLVMRealOGT, acc, v, ""), acc, v, "");
+      return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, acc, acc, ""),
+                             acc, m, "");
+    }
+    default:
+      return LLVMBuildFAdd(b, acc, v, "");
+  }
+}
+
+// One vector of output columns from |j0|: plain loads when |masked| is
+// false (every tap inside x), else masked ones; stores it (the lanes
+// before OW when masked).
+static void emit_chunk(window_t* wd, LLVMValueRef j0, bool masked) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int32_t w = wd->w;
+  const bool max = wd->op == TJ_KIR_WINDOW_MAX;
+  const bool avg =
+      wd->op == TJ_KIR_WINDOW_AVG || wd->op == TJ_KIR_WINDOW_AVG_PAD;
+  const bool pad_counts = wd->op == TJ_KIR_WINDOW_AVG_PAD;
+  LLVMValueRef ident = tj_emit_fconst(wd->vf, max ? -INFINITY : 0.0);
+  LLVMValueRef acc_slot = tj_emit_alloca(em, wd->vf, "acc");
+  LLVMBuildStore(b, ident, acc_slot);
+  LLVMValueRef cnt_slot = NULL;
+  if (masked && avg) {
+    cnt_slot = tj_emit_alloca(em, wd->vf, "count");
+    LLVMBuildStore(b, tj_emit_fconst(wd->vf, 0.0), cnt_slot);
+  }
+  // The lanes' first column coordinates (i32) and which lanes are outputs.
+  LLVMValueRef iota = tj_emit_iota(em, em->t_i32, w);
+  LLVMValueRef col0 =
+      LLVMBuildSub(b, LLVMBuildMul(b, j0, c64(em, cv->stride[2]), ""),
+                   c64(em, cv->low[2]), "col0");
+  LLVMValueRef lane_col = NULL, live = NULL;
+  if (masked) {
+    lane_col = LLVMBuildAdd(
+        b, tj_emit_splat(em, LLVMBuildTrunc(b, col0, em->t_i32, ""), w),
+        LLVMBuildMul(b, iota, tj_emit_splat(em, c32(em, cv->stride[2]), w), ""),
+        "lane_col");
+    live = tj_emit_lane_mask(em, LLVMBuildSub(b, c64(em, wd->ow), j0, ""), w);
+  }
+  const int64_t in_inner[2] = {cv->in[1] * cv->in[2], cv->in[2]};
+  tj_emit_loop_t l0, l1, l2;
+  LLVMValueRef t0 = tj_emit_loop_begin(
+      em, &l0, c64(em, 0), c64(em, cv->kernel[0]), c64(em, 1), "kd");
+  LLVMValueRef t1 = tj_emit_loop_begin(
+      em, &l1, c64(em, 0), c64(em, cv->kernel[1]), c64(em, 1), "kh");
+  {
+    LLVMValueRef p0 = LLVMBuildAdd(
+        b, wd->r0, LLVMBuildMul(b, t0, c64(em, cv->dilation[0]), ""), "");
+    LLVMValueRef p1 = LLVMBuildAdd(
+        b, wd->r1, LLVMBuildMul(b, t1, c64(em, cv->dilation[1]), ""), "");
+    LLVMValueRef xrow =
+        gep(em, em->t_f32, wd->xplane,
+            LLVMBuildAdd(
+                b,
+                LLVMBuildAdd(b, LLVMBuildMul(b, p0, c64(em, in_inner[0]), ""),
+                             LLVMBuildMul(b, p1, c64(em, in_inner[1]), ""), ""),
+                col0, ""));
+    LLVMValueRef row_ok = NULL, row_pad_ok = NULL;
+    if (masked) {
+      row_ok = LLVMBuildAnd(
+          b, LLVMBuildICmp(b, LLVMIntULT, p0, c64(em, cv->in[0]), ""),
+          LLVMBuildICmp(b, LLVMIntULT, p1, c64(em, cv->in[1]), ""), "row_ok");
+      if (pad_counts) {
+        // count_include_pad: taps within the declared pads count, those
+        // past them (ceil_mode's last windows) do not.
+        LLVMValueRef ok = NULL;
+        const LLVMValueRef p[2] = {p0, p1};
+        for (int32_t d = 0; d < 2; ++d) {
+          LLVMValueRef lo =
+              LLVMBuildICmp(b, LLVMIntSGE, p[d], c64(em, -cv->low[d]), "");
+          LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntSLT, p[d],
+                                          c64(em, cv->in[d] + cv->high[d]), "");
+          LLVMValueRef both = LLVMBuildAnd(b, lo, hi, "");
+          ok = ok ? LLVMBuildAnd(b, ok, both, "") : both;
+        }
+        row_pad_ok = ok;
+      }
+    }
+    // The row's taps combine into a partial of their own, then into acc:
+    // a dependency chain of kw + kh ops, not kw * kh (the rows' partials
+    // overlap in the core), which bounded the stride-2 kernels.
+    LLVMValueRef row_slot = tj_emit_alloca(em, wd->vf, "row");
+    LLVMBuildStore(b, ident, row_slot);
+    LLVMValueRef tap_row = LLVMBuildMul(
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, t0, c64(em, cv->kernel[1]), ""), t1,
+                     ""),
+        c64(em, cv->kernel[2]), "");
+    LLVMValueRef t2 = tj_emit_loop_begin(
+        em, &l2, c64(em, 0), c64(em, cv->kernel[2]), c64(em, 1), "kw");
+    {
+      LLVMValueRef tcol = LLVMBuildMul(b, t2, c64(em, cv->dilation[2]), "");
+      LLVMValueRef ptr = gep(em, em->t_f32, xrow, tcol);
+      LLVMValueRef mask = NULL;
+      if (masked) {
+        LLVMValueRef c = LLVMBuildAdd(
+            b, lane_col,
+            tj_emit_splat(em, LLVMBuildTrunc(b, tcol, em->t_i32, ""), w), "");
+        mask = LLVMBuildICmp(b, LLVMIntULT, c,
+                             tj_emit_splat(em, c32(em, cv->in[2]), w), "");
+        mask = LLVMBuildAnd(b, mask, live, "");
+        mask = LLVMBuildAnd(b, mask, tj_emit_splat(em, row_ok, w), "");
+        if (avg) {
+          LLVMValueRef counted = mask;
+          if (pad_counts) {
+            LLVMValueRef lo =
+                LLVMBuildICmp(b, LLVMIntSGE, c,
+                              tj_emit_splat(em, c32(em, -cv->low[2]), w), "");
+            LLVMValueRef hi = LLVMBuildICmp(
+                b, LLVMIntSLT, c,
+                tj_emit_splat(em, c32(em, cv->in[2] + cv->high[2]), w), "");
+            counted = LLVMBuildAnd(b, LLVMBuildAnd(b, lo, hi, ""),
+                                   tj_emit_splat(em, row_pad_ok, w), "");
+          }
+          LLVMValueRef one = LLVMBuildUIToFP(b, counted, wd->vf, "");
+          LLVMValueRef cnt = LLVMBuildLoad2(b, wd->vf, cnt_slot, "");
+          LLVMBuildStore(b, LLVMBuildFAdd(b, cnt, one, ""), cnt_slot);
+        }
+      }
+      LLVMValueRef wt = NULL;
+      if (wd->op == TJ_KIR_WINDOW_DEPTHWISE) {
+        LLVMValueRef ws = LLVMBuildLoad2(
+            b, em->t_f32,
+            gep(em, em->t_f32, wd->wrow, LLVMBuildAdd(b, tap_row, t2, "")), "");
+        LLVMSetAlignment(ws, 4);
+        wt = tj_emit_splat(em, ws, w);
+      }
+      LLVMValueRef v = load_lanes(wd, ptr, mask, ident);
+      LLVMValueRef part = LLVMBuildLoad2(b, wd->vf, row_slot, "");
+      LLVMBuildStore(b, combine(wd, part, v, wt), row_slot);
+    }
+    tj_emit_loop_end(em, &l2);
+    LLVMValueRef acc = LLVMBuildLoad2(b, wd->vf, acc_slot, "");
+    LLVMValueRef part = LLVMBuildLoad2(b, wd->vf, row_slot, "");
+    // Depthwise rows add (their products are in the partial already).
+    LLVMBuildStore(b,
+                   wd->op == TJ_KIR_WINDOW_DEPTHWISE
+                       ? LLVMBuildFAdd(b, acc, part, "")
+                       : combine(wd, acc, part, NULL),
+                   acc_slot);
+  }
+  tj_emit_loop_end(em, &l1);
+  tj_emit_loop_end(em, &l0);
+  LLVMValueRef acc = LLVMBuildLoad2(b, wd->vf, acc_slot, "");
+  if (wd->op == TJ_KIR_WINDOW_DEPTHWISE && wd->bias)
+    acc = LLVMBuildFAdd(b, acc, wd->bias, "");
+  if (avg) {
+    LLVMValueRef cnt = masked ? LLVMBuildLoad2(b, wd->vf, cnt_slot, "")
+                              : tj_emit_fconst(wd->vf, (double)wd->ks);
+    acc = LLVMBuildFDiv(b, acc, cnt, "");
+  }
+  LLVMValueRef dst = gep(em, em->t_f32, wd->orow, j0);
+  if (!masked) {
+    LLVMSetAlignment(LLVMBuildStore(b, acc, dst), 4);
+  } else {
+    LLVMTypeRef st[2] = {wd->vf, em->t_ptr};
+    LLVMValueRef args[4] = {acc, dst, c32(em, 4), live};
+    tj_emit_intrinsic(em, "llvm.masked.store", st, 2, args, 4);
+  }
+}
+
+tj_status_t tj_emit_window(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  window_t wd;
+  memset(&wd, 0, sizeof(wd));
+  wd.em = em;
+  wd.cv = &k->conv;
+  wd.op = k->conv.window;
+  wd.w = em->target.lanes;
+  wd.xb = wd.wb = wd.ob = wd.bb = -1;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    switch (k->buffers[i].role) {
+      case TJ_KIR_CONV_X:
+        wd.xb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_W:
+        wd.wb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_BIAS:
+        wd.bb = (int32_t)i;
+        break;
+      default:
+        wd.ob = (int32_t)i;
+        break;
+    }
+  }
+  const tj_kir_conv_t* cv = wd.cv;
+  const tj_kir_buffer_t* xbuf = wd.xb >= 0 ? &k->buffers[wd.xb] : NULL;
+  if (!xbuf || wd.ob < 0 ||
+      (wd.op == TJ_KIR_WINDOW_DEPTHWISE) != (wd.wb >= 0) ||
+      xbuf->strides[0].param >= 0 || xbuf->strides[1].param >= 0 ||
+      xbuf->strides[1].value < 1) {
+    return tj_internal("kernel @%s: window kernel buffers", k->name);
+  }
+  const int32_t w = wd.w;
+  wd.vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  wd.vi32 = LLVMVectorType(em->t_i32, (unsigned)w);
+  int64_t od[3] = {1, 1, 1};
+  for (int32_t i = 0; i < cv->spatial; ++i)
+    od[3 - cv->spatial + i] = k->dims[2 + i].value;
+  const int64_t O = k->dims[1].value;
+  const int64_t INS = cv->in[0] * cv->in[1] * cv->in[2];
+  const int64_t C = xbuf->strides[0].value / xbuf->strides[1].value;
+  const int64_t mult = C > 0 && O % C == 0 ? O / C : 1;
+  const int64_t P = od[0] * od[1] * od[2];
+  const int64_t R = od[0] * od[1];
+  wd.ow = od[2];
+  wd.ks = cv->kernel[0] * cv->kernel[1] * cv->kernel[2];
+  const int64_t rb = tj_kir_window_rows(k);
+  const int64_t rblocks = (R + rb - 1) / rb;
+  // The vectors of output columns whose taps all lie inside the row: j0
+  // from jlo to jhi (and j0 + lanes <= OW). A span load (stride 2 to 4)
+  // reads s * lanes elements from the first lane's.
+  const int64_t s2 = cv->stride[2];
+  const bool whole_span = s2 > 1 && s2 <= 4 && !em->target.avx512;
+  const int64_t reach = (cv->kernel[2] - 1) * cv->dilation[2] +
+                        (whole_span ? s2 * w : (w - 1) * s2 + 1);
+  const int64_t jlo = (cv->low[2] + s2 - 1) / s2;
+  int64_t jhi = floor_div(cv->in[2] + cv->low[2] - reach, s2);
+  if (jhi > wd.ow - w) jhi = wd.ow - w;
+
+  tj_emit_loop_t ul;
+  LLVMValueRef u =
+      tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
+  LLVMValueRef rbk = LLVMBuildURem(b, u, c64(em, rblocks), "rblock");
+  LLVMValueRef plane = LLVMBuildUDiv(b, u, c64(em, rblocks), "plane");
+  LLVMValueRef o = LLVMBuildURem(b, plane, c64(em, O), "o");
+  LLVMValueRef n = LLVMBuildUDiv(b, plane, c64(em, O), "n");
+  LLVMValueRef ci = LLVMBuildUDiv(b, o, c64(em, mult), "ci");
+  wd.xplane =
+      tj_emit_advance(em, (uint32_t)wd.xb, em->base[wd.xb],
+                      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, C * INS), ""),
+                                   LLVMBuildMul(b, ci, c64(em, INS), ""), ""));
+  if (wd.wb >= 0) {
+    wd.wrow = tj_emit_advance(em, (uint32_t)wd.wb, em->base[wd.wb],
+                              LLVMBuildMul(b, o, c64(em, wd.ks), ""));
+  }
+  if (wd.bb >= 0) {
+    LLVMValueRef bv = LLVMBuildLoad2(
+        b, em->t_f32, tj_emit_advance(em, (uint32_t)wd.bb, em->base[wd.bb], o),
+        "");
+    LLVMSetAlignment(bv, 4);
+    wd.bias = tj_emit_splat(em, bv, w);
+  }
+  LLVMValueRef oplane = tj_emit_advance(em, (uint32_t)wd.ob, em->base[wd.ob],
+                                        LLVMBuildMul(b, plane, c64(em, P), ""));
+  LLVMValueRef r_begin = LLVMBuildMul(b, rbk, c64(em, rb), "");
+  LLVMValueRef r_end = tj_emit_min_i64(
+      em, c64(em, R), LLVMBuildAdd(b, r_begin, c64(em, rb), ""));
+  tj_emit_loop_t rl;
+  LLVMValueRef rr =
+      tj_emit_loop_begin(em, &rl, r_begin, r_end, c64(em, 1), "row");
+  {
+    LLVMValueRef oh = LLVMBuildURem(b, rr, c64(em, od[1]), "oh");
+    LLVMValueRef odd = LLVMBuildUDiv(b, rr, c64(em, od[1]), "od");
+    wd.r0 = LLVMBuildSub(b, LLVMBuildMul(b, odd, c64(em, cv->stride[0]), ""),
+                         c64(em, cv->low[0]), "");
+    wd.r1 = LLVMBuildSub(b, LLVMBuildMul(b, oh, c64(em, cv->stride[1]), ""),
+                         c64(em, cv->low[1]), "");
+    wd.orow =
+        gep(em, em->t_f32, oplane, LLVMBuildMul(b, rr, c64(em, wd.ow), ""));
+    // Whether every tap row of this output row lies inside x.
+    LLVMValueRef interior = NULL;
+    const LLVMValueRef r[2] = {wd.r0, wd.r1};
+    for (int32_t d = 0; d < 2; ++d) {
+      const int64_t last = (cv->kernel[d] - 1) * cv->dilation[d];
+      LLVMValueRef lo = LLVMBuildICmp(b, LLVMIntSGE, r[d], c64(em, 0), "");
+      LLVMValueRef hi =
+          LLVMBuildICmp(b, LLVMIntSLT, r[d], c64(em, cv->in[d] - last), "");
+      LLVMValueRef both = LLVMBuildAnd(b, lo, hi, "");
+      interior = interior ? LLVMBuildAnd(b, interior, both, "") : both;
+    }
+    tj_emit_loop_t cl;
+    LLVMValueRef j0 = tj_emit_loop_begin(em, &cl, c64(em, 0), c64(em, wd.ow),
+                                         c64(em, w), "j0");
+    {
+      // The last vector of a row of at least a vector ends at the row's
+      // end, overlapping the one before (its lanes store the same values
+      // again), so that it takes the plain loads when its taps allow.
+      if (wd.ow >= w) j0 = tj_emit_min_i64(em, j0, c64(em, wd.ow - w));
+      LLVMValueRef fast = LLVMConstInt(em->t_i1, 0, 0);
+      if (jlo <= jhi) {
+        fast = LLVMBuildAnd(
+            b, interior,
+            LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, j0, c64(em, jlo), ""),
+                         LLVMBuildICmp(b, LLVMIntSLE, j0, c64(em, jhi), ""),
+                         ""),
+            "fast");
+      }
+      tj_emit_if_t fi;
+      tj_emit_if_begin(em, &fi, fast, "inside");
+      emit_chunk(&wd, j0, false);
+      tj_emit_if_end(em, &fi);
+      tj_emit_if_t ei;
+      tj_emit_if_begin(em, &ei, LLVMBuildNot(b, fast, ""), "edge");
+      emit_chunk(&wd, j0, true);
+      tj_emit_if_end(em, &ei);
+    }
+    tj_emit_loop_end(em, &cl);
+  }
+  tj_emit_loop_end(em, &rl);
+  tj_emit_loop_end(em, &ul);
+  return NULL;
+}
