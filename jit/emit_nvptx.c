@@ -1466,7 +1466,7 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
   if (kernel->kind == TJ_KIR_ATTENTION)
     return tj_nvptx_attention_launch(kernel, info, scalars, out_launch);
   if (kernel->kind == TJ_KIR_CONV)
-    return tj_nvptx_conv_launch(kernel, info, scalars, out_launch);
+    return tj_nvptx_conv_launch(kernel, info, scalars, num_sms, out_launch);
   int64_t dims[TJ_KIR_MAX_RANK];
   int64_t rows = 0;
   TJ_RETURN_IF_ERROR(eval_dims(kernel, scalars, dims, &rows));

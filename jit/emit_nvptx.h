@@ -137,7 +137,7 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
 tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv);
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* kernel,
                                  const tj_nvptx_kernel_t* info,
-                                 const int64_t* scalars,
+                                 const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out_launch);
 
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM

@@ -24,6 +24,12 @@
 //     operands rounded to TF32 by cvt.rna), f32 accumulators. Both shared
 //     tiles then have rows of 136 floats, so a fragment's 32 loads (rows
 //     t4, columns grp) hit 32 banks.
+// Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
+// pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
+// at least 32 k-tiles, each block adds its slice's sums into out by
+// atomic adds (out zeroed by the launcher first: tj_nvptx_launch_t's
+// zero_bytes; the first slice adds the bias). The sums' order then
+// varies from run to run.
 // Epilogue from the registers: + b[o], stored to out's rows (a pixel run
 // of 4, or 2 for TF32, as one vector store where P is a multiple of it and
 // out is 16-byte aligned, checked at run time; else element by element).
@@ -41,6 +47,8 @@
 #define kThreads 256
 #define kStages 4
 #define kCopies (kBM * kBK / kThreads)  // 4-byte copies per operand a thread
+#define kMinSliceTiles 32  // k-tiles a slice of a split conv, at least
+#define kMaxSlices 16
 
 typedef struct conv_t {
   tj_nvptx_emit_t* nv;
@@ -52,13 +60,16 @@ typedef struct conv_t {
   bool tf32;
   int64_t O, C, K, KS, P, INS;
   int64_t od[3], in[3], ker[3], st[3], dil[3], low[3];
-  int32_t first;     // the first spatial axis of the three
+  int32_t axis0;     // the first spatial axis of the three
   LLVMTypeRef it;    // i32, or i64 where an image's x does not fit i32
   int32_t a_stride;  // floats per row of the A tile ([k][o])
   int32_t b_stride;  // floats per row of the B tile ([k][pixel])
   int32_t a_bytes, stage_bytes;
   LLVMValueRef tid, o0, p0, np, smem;
-  LLVMValueRef acc;  // alloca [64 x float]
+  LLVMValueRef kt0, kt1;  // i64: the block's slice of k-tiles
+  LLVMValueRef split;     // i1: more than one slice (nctaid.z > 1)
+  LLVMValueRef first;     // i1: the first slice (ctaid.z == 0)
+  LLVMValueRef acc;       // alloca [64 x float]
   // Copies: A's rows and k, B's pixel (one per thread) and k rows.
   LLVMValueRef a_src[kCopies], a_dst[kCopies], a_ok[kCopies], a_k[kCopies];
   LLVMValueRef b_dst[kCopies], b_k[kCopies];
@@ -149,10 +160,10 @@ static void copy_setup(conv_t* g) {
       em->t_i32, "pix");
   g->x_image = LLVMBuildMul(b, n, c64(g, g->C * g->INS), "");
   LLVMValueRef rest = pix;
-  for (int32_t d = 2; d >= g->first; --d) {
+  for (int32_t d = 2; d >= g->axis0; --d) {
     LLVMValueRef idx =
-        d == g->first ? rest : LLVMBuildURem(b, rest, c32(g, g->od[d]), "");
-    if (d != g->first) rest = LLVMBuildUDiv(b, rest, c32(g, g->od[d]), "");
+        d == g->axis0 ? rest : LLVMBuildURem(b, rest, c32(g, g->od[d]), "");
+    if (d != g->axis0) rest = LLVMBuildUDiv(b, rest, c32(g, g->od[d]), "");
     LLVMValueRef org = LLVMBuildSub(
         b, LLVMBuildMul(b, idx, c32(g, g->st[d]), ""), c32(g, g->low[d]), "");
     g->origin[d] = LLVMBuildSExt(b, org, g->it, "");
@@ -189,9 +200,9 @@ static void load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
     LLVMValueRef off =
         LLVMBuildMul(b, LLVMBuildZExt(b, c, g->it, ""), cit(g, g->INS), "");
     int64_t pitch = 1;
-    for (int32_t d = 2; d >= g->first; --d) {
+    for (int32_t d = 2; d >= g->axis0; --d) {
       LLVMValueRef td = t;
-      if (d != g->first) {
+      if (d != g->axis0) {
         td = LLVMBuildURem(b, t, c32(g, g->ker[d]), "");
         t = LLVMBuildUDiv(b, t, c32(g, g->ker[d]), "");
       }
@@ -355,32 +366,39 @@ static void tf32_compute(conv_t* g, LLVMValueRef base) {
   }
 }
 
-// The ring: stages - 1 k-tiles in flight ahead of the math; the stage
-// refilled in an iteration was read in the previous one, which every thread
-// has finished (it passed that iteration's barrier).
+// The ring over the block's k-tiles [kt0, kt1): stages - 1 in flight
+// ahead of the math; the stage refilled in an iteration was read in the
+// previous one, which every thread has finished (it passed that
+// iteration's barrier).
 static void main_loop(conv_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
-  LLVMValueRef k_tiles = c64(g, (g->K + kBK - 1) / kBK);
+  LLVMValueRef count = LLVMBuildSub(b, g->kt1, g->kt0, "");
   for (int32_t s = 0; s < kStages - 1; ++s) {
-    if (s * kBK < g->K) load_tile(g, c64(g, s), c64(g, s));
+    tj_emit_if_t have;
+    tj_emit_if_begin(em, &have,
+                     LLVMBuildICmp(b, LLVMIntSLT, c64(g, s), count, ""),
+                     "prologue");
+    load_tile(g, c64(g, s), LLVMBuildAdd(b, g->kt0, c64(g, s), ""));
+    tj_emit_if_end(em, &have);
     // Empty groups keep the group count in step with the k-tiles.
     call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
   }
   tj_emit_loop_t loop;
-  LLVMValueRef kt =
-      tj_emit_loop_begin(em, &loop, c64(g, 0), k_tiles, c64(g, 1), "kt");
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &loop, c64(g, 0), count, c64(g, 1), "j");
   LLVMValueRef pending = c32(g, kStages - 2);
   call(g, "llvm.nvvm.cp.async.wait.group", &pending, 1);
   tj_nvptx_barrier(g->nv);
-  LLVMValueRef next = LLVMBuildAdd(b, kt, c64(g, kStages - 1), "");
+  LLVMValueRef next = LLVMBuildAdd(b, j, c64(g, kStages - 1), "");
   tj_emit_if_t more;
-  tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, k_tiles, ""),
+  tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, count, ""),
                    "prefetch");
-  load_tile(g, LLVMBuildSRem(b, next, c64(g, kStages), ""), next);
+  load_tile(g, LLVMBuildSRem(b, next, c64(g, kStages), ""),
+            LLVMBuildAdd(b, g->kt0, next, ""));
   tj_emit_if_end(em, &more);
   call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
-  LLVMValueRef stage = LLVMBuildSRem(b, kt, c64(g, kStages), "");
+  LLVMValueRef stage = LLVMBuildSRem(b, j, c64(g, kStages), "");
   LLVMValueRef base = smem_at(
       g, g->smem,
       LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
@@ -495,9 +513,13 @@ static void epilogue(conv_t* g) {
                      "row");
     LLVMValueRef bias = NULL;
     if (g->bb >= 0) {
-      bias = LLVMBuildLoad2(
-          b, em->t_f32,
-          tj_emit_advance(em, (uint32_t)g->bb, em->base[g->bb], o), "");
+      // Split along k: the first slice adds it.
+      bias = tj_emit_select(
+          em, g->first,
+          LLVMBuildLoad2(
+              b, em->t_f32,
+              tj_emit_advance(em, (uint32_t)g->bb, em->base[g->bb], o), ""),
+          tj_emit_fconst(em->t_f32, 0.0));
     }
     LLVMValueRef orow = LLVMBuildMul(b, o, c64(g, g->P), "");
     for (int32_t h = 0; h < pt.groups; ++h) {
@@ -506,10 +528,29 @@ static void epilogue(conv_t* g) {
         v[j] = LLVMBuildLoad2(b, em->t_f32, acc_slot(g, pt.acc[i][h][j]), "");
         if (bias) v[j] = LLVMBuildFAdd(b, v[j], bias, "");
       }
+      // Split along k: the slices' sums meet in out (zeroed by the
+      // launcher) by atomic adds.
+      tj_emit_if_t split;
+      tj_emit_if_begin(em, &split, g->split, "split");
+      for (int32_t j = 0; j < w; ++j) {
+        tj_emit_if_t one;
+        tj_emit_if_begin(em, &one, col_ok[h][j], "col");
+        LLVMBuildAtomicRMW(
+            b, LLVMAtomicRMWBinOpFAdd,
+            tj_emit_advance(em, g->ob, em->base[g->ob],
+                            LLVMBuildAdd(b, orow, col_off[h][j], "")),
+            v[j], LLVMAtomicOrderingMonotonic, 0);
+        tj_emit_if_end(em, &one);
+      }
+      tj_emit_if_end(em, &split);
+      LLVMValueRef whole = LLVMBuildNot(b, g->split, "");
       tj_emit_if_t vec;
       if (vec_ok) {
-        tj_emit_if_begin(em, &vec, LLVMBuildAnd(b, vec_ok, col_ok[h][0], ""),
-                         "vec");
+        tj_emit_if_begin(
+            em, &vec,
+            LLVMBuildAnd(b, whole, LLVMBuildAnd(b, vec_ok, col_ok[h][0], ""),
+                         ""),
+            "vec");
         LLVMValueRef x = LLVMGetUndef(vt);
         for (int32_t j = 0; j < w; ++j)
           x = LLVMBuildInsertElement(b, x, v[j], c32(g, j), "");
@@ -521,11 +562,16 @@ static void epilogue(conv_t* g) {
         tj_emit_if_end(em, &vec);
         // Every column of the group exists when its first does (N x P is a
         // multiple of w), so the element path runs only off vec_ok.
-        tj_emit_if_begin(em, &vec, LLVMBuildNot(b, vec_ok, ""), "elems");
+        tj_emit_if_begin(
+            em, &vec, LLVMBuildAnd(b, whole, LLVMBuildNot(b, vec_ok, ""), ""),
+            "elems");
       }
       for (int32_t j = 0; j < w; ++j) {
         tj_emit_if_t one;
-        tj_emit_if_begin(em, &one, col_ok[h][j], "col");
+        tj_emit_if_begin(
+            em, &one,
+            vec_ok ? col_ok[h][j] : LLVMBuildAnd(b, whole, col_ok[h][j], ""),
+            "col");
         LLVMBuildStore(
             b, v[j],
             tj_emit_advance(em, g->ob, em->base[g->ob],
@@ -577,10 +623,10 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.xb = (uint32_t)xb;
   g.wb = (uint32_t)wb;
   g.ob = (uint32_t)ob;
-  g.first = 3 - cv->spatial;
+  g.axis0 = 3 - cv->spatial;
   g.P = g.KS = g.INS = 1;
   for (int32_t d = 0; d < 3; ++d) {
-    g.od[d] = d >= g.first ? k->dims[2 + d - g.first].value : 1;
+    g.od[d] = d >= g.axis0 ? k->dims[2 + d - g.axis0].value : 1;
     g.in[d] = cv->in[d];
     g.ker[d] = cv->kernel[d];
     g.st[d] = cv->stride[d];
@@ -624,6 +670,17 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, kBN), "p0");
   g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"), c64(&g, kBM), "o0");
   g.np = LLVMBuildMul(b, em->dim[0], c64(&g, g.P), "np");
+  // The block's slice of the k-tiles: nctaid.z slices of
+  // ceil(tiles / slices) (tj_nvptx_conv_launch leaves none empty).
+  LLVMValueRef slices = tj_nvptx_sreg64(nv, "nctaid.z");
+  LLVMValueRef z = tj_nvptx_sreg64(nv, "ctaid.z");
+  const int64_t tiles = (g.K + kBK - 1) / kBK;
+  LLVMValueRef per = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, c64(&g, tiles - 1), slices, ""), slices, "per");
+  g.kt0 = LLVMBuildMul(b, z, per, "kt0");
+  g.kt1 = tj_emit_min_i64(em, LLVMBuildAdd(b, g.kt0, per, ""), c64(&g, tiles));
+  g.split = LLVMBuildICmp(b, LLVMIntUGT, slices, c64(&g, 1), "split");
+  g.first = LLVMBuildICmp(b, LLVMIntEQ, z, c64(&g, 0), "first");
   g.smem = tj_nvptx_dynamic_shared(nv);
   g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
   for (int32_t i = 0; i < 64; ++i)
@@ -636,7 +693,7 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
 
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
                                  const tj_nvptx_kernel_t* info,
-                                 const int64_t* scalars,
+                                 const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out) {
   int64_t n = tj_kir_ival_eval(k->dims[0], scalars);
   if (n < 0)
@@ -658,9 +715,32 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
         "kernel @%s: %lld pixel tiles x %lld channel tiles is more than one "
         "launch covers",
         k->name, (long long)gx, (long long)gy);
+  // Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has
+  // 1 or 2 pixel tiles): split k into slices of at least kMinSliceTiles
+  // k-tiles, up to two blocks an SM; the slices add into out, which the
+  // launcher zeroes first (zero_bytes). f32 sums in another order: not
+  // bitwise equal to the unsplit kernel's.
+  const int64_t tiles = (k->gemm_k.value + kBK - 1) / kBK;
+  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
+  if (gx * gy < target) {
+    slices = (target + gx * gy - 1) / (gx * gy);
+    if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
+    if (slices > kMaxSlices) slices = kMaxSlices;
+    if (slices < 1) slices = 1;
+    // The kernel's slices are ceil(tiles / slices) long: as many as that
+    // length needs, so that none is empty.
+    int64_t per = (tiles + slices - 1) / slices;
+    slices = (tiles + per - 1) / per;
+  }
   out->grid[0] = (uint32_t)gx;
   out->grid[1] = (uint32_t)gy;
-  out->grid[2] = 1;
+  out->grid[2] = (uint32_t)slices;
+  if (slices > 1) {
+    for (uint32_t i = 0; i < k->num_buffers; ++i) {
+      if (k->buffers[i].role == TJ_KIR_OUTPUT) out->zero_buffer = i;
+    }
+    out->zero_bytes = (uint64_t)(np * o) * 4;
+  }
   out->block[0] = (uint32_t)info->threads;
   out->block[1] = out->block[2] = 1;
   out->shared_bytes = (uint32_t)info->shared_bytes;

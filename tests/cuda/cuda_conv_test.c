@@ -9,12 +9,12 @@
 // bits, a relative error near 2^-11 a product, random in sign: the inputs
 // are in [-1, 1], so the sum's error grows as sqrt(K) and stays about 10x
 // below this; a tap lost or read from the wrong place is off by far
-// more). A plain
-// conv must be exactly one kernel (the decomposition is several) and no
-// case has a graph break. Shapes: 1D, 2D, 3D; stride, dilation,
-// asymmetric pads and pads wider than the kernel reaches; odd C and O, O
-// past one 128-channel tile, more pixels than a 128-pixel tile and images
-// that end inside one; K not a multiple of the 8-deep k-tile; with and
+// more). A plain conv must be exactly one kernel (the decomposition is
+// several) and no case has a graph break. Shapes: 1D, 2D, 3D; stride,
+// dilation, asymmetric pads and pads wider than the kernel reaches; odd C
+// and O, O past one 128-channel tile, more pixels than a 128-pixel tile
+// and images that end inside one; K not a multiple of the 8-deep k-tile;
+// K deep enough over few pixels that the launch splits it; with and
 // without bias; relu and a residual add after it; the batch symbolic, one
 // executable run at N = 3, 1 and 0. Skips (exit 77) without a driver or
 // GPU.
@@ -104,6 +104,16 @@ static const case_t kCases[] = {
      9,
      33,
      {21, 23},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // 338 k-tiles over 1 or 2 blocks: k split into 10 slices.
+    {"deep_split",
+     2,
+     300,
+     40,
+     {7, 7},
      {3, 3},
      true,
      P_NONE,

@@ -8,11 +8,12 @@
 // cvt.rna-rounded operands), and ptxas -arch=sm_90a assembles it when the
 // test is given ptxas's path (registers and spills printed). A grouped
 // conv still decomposes (several kernels, no graph break). The launch of a
-// kernel-IR conv: its grid for run-time batches, nothing for an empty one,
-// INVALID_ARGUMENT for a negative batch; the emitter's refusal of a conv
-// past its 32-bit indices, naming the kernel. The offline compile fails
-// each allocation in turn: OUT_OF_MEMORY, nothing leaked. Numbers on the
-// GPU: tests/cuda/cuda_conv_test.c.
+// kernel-IR conv: its grid for run-time batches, k split into slices
+// (the output zeroed first) where the tiles alone leave SMs idle, nothing
+// for an empty one, INVALID_ARGUMENT for a negative batch; the emitter's
+// refusal of a conv past its 32-bit indices, naming the kernel. The offline
+// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. Numbers
+// on the GPU: tests/cuda/cuda_conv_test.c.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,8 @@ TEST(launch_and_refusals) {
     CHECK_EQ_INT(256, l.block[0]);
     CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
     CHECK(!l.empty);
+    CHECK_EQ_INT(1, l.grid[2]);
+    CHECK_EQ_INT(0, l.zero_bytes);
     int64_t none[1] = {0};
     CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &l));
     CHECK(l.empty);
@@ -274,6 +277,27 @@ TEST(launch_and_refusals) {
            TJ_STATUS_INVALID_ARGUMENT, "batch is -1");
   }
   tj_kir_destroy(k);
+  // C 512 (576 k-tiles) at N 1: 2 blocks, so k splits into slices of at
+  // least 32 k-tiles, 16 at most: 16 slices of 36, which add into out,
+  // zeroed by the launcher (99 x 130 floats of buffer 2).
+  tj_kir_t* deep = make_kernel("conv_deep", 512, 130);
+  if (deep && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, deep, NULL, &info));
+    int64_t one[1] = {1};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(deep, &info, one, 132, &l));
+    CHECK_EQ_INT(1, l.grid[0]);
+    CHECK_EQ_INT(2, l.grid[1]);
+    CHECK_EQ_INT(16, l.grid[2]);
+    CHECK_EQ_INT(99 * 130 * 4, l.zero_bytes);
+    CHECK_EQ_INT(2, l.zero_buffer);
+    // N 32: 25 x 2 tiles, 6 slices of 96 k-tiles.
+    int64_t many[1] = {32};
+    CHECK_OK(tj_nvptx_launch_config(deep, &info, many, 132, &l));
+    CHECK_EQ_INT(25, l.grid[0]);
+    CHECK_EQ_INT(6, l.grid[2]);
+  }
+  tj_kir_destroy(deep);
   // K = C x 9 within what the kernel IR takes (2^31) but past the
   // template's int32 k index: UNSUPPORTED, naming the kernel.
   tj_kir_t* big = make_kernel("conv_big", 238609294, 4);
