@@ -167,6 +167,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   }
   ctx.evaluate = exe->evaluate;
   ctx.native_op = exe->backend->native_op;
+  ctx.conv_epilogue = exe->backend->conv_epilogue;
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;

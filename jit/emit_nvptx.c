@@ -1363,6 +1363,9 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
     case TJ_KIR_ATTENTION:
       s = tj_nvptx_emit_attention(nv);
       break;
+    case TJ_KIR_CONV:
+      s = tj_nvptx_emit_conv(nv);
+      break;
     default:
       s = tj_invalid("kernel @%s: unknown template %d", k->name, (int)k->kind);
   }
@@ -1462,6 +1465,8 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
     return tj_nvptx_gemm_launch(kernel, info, scalars, num_sms, out_launch);
   if (kernel->kind == TJ_KIR_ATTENTION)
     return tj_nvptx_attention_launch(kernel, info, scalars, out_launch);
+  if (kernel->kind == TJ_KIR_CONV)
+    return tj_nvptx_conv_launch(kernel, info, scalars, num_sms, out_launch);
   int64_t dims[TJ_KIR_MAX_RANK];
   int64_t rows = 0;
   TJ_RETURN_IF_ERROR(eval_dims(kernel, scalars, dims, &rows));

@@ -34,6 +34,11 @@
 //               of 64 keys through shared memory by cp.async, mma.sync for
 //               Q.K^T and P.V, the online softmax in registers. See
 //               emit_nvptx_attention.c.
+//   CONV        an f32 groups == 1 conv as an implicit GEMM (issue 15): a
+//               128 x 128 tile of (output channels, pixels) a block, the
+//               patch tile gathered from x through the window by cp.async
+//               (zero-filled padding), FFMA register tiles or TF32
+//               mma.sync (gemm_tf32). See emit_nvptx_conv.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then
@@ -125,6 +130,15 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
                                       const tj_nvptx_kernel_t* info,
                                       const int64_t* scalars,
                                       tj_nvptx_launch_t* out_launch);
+
+// The CONV template (emit_nvptx_conv.c, issue 15): an f32 implicit GEMM
+// of a groups == 1 conv, FFMA, or TF32 mma.sync with gemm_tf32. Called
+// with the kernel function open in the entry block.
+tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv);
+tj_status_t tj_nvptx_conv_launch(const tj_kir_t* kernel,
+                                 const tj_nvptx_kernel_t* info,
+                                 const int64_t* scalars, int32_t num_sms,
+                                 tj_nvptx_launch_t* out_launch);
 
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
 // template hands it.

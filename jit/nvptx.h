@@ -154,6 +154,10 @@ typedef struct tj_nvptx_launch_t {
   uint32_t block[3];
   uint32_t shared_bytes;
   bool empty;  // no work at these sizes: skip the launch
+  // Bytes of buffer |zero_buffer| the launcher sets to 0 before the launch
+  // (a conv split along k adds its slices' sums into its output); 0: none.
+  uint64_t zero_bytes;
+  uint32_t zero_buffer;
 } tj_nvptx_launch_t;
 
 // The launch of |info| (from |kernel|) for |scalars| on a GPU with

@@ -1016,10 +1016,9 @@ static tj_status_t verify(const tj_kir_t* k) {
     const bool pool = k->conv.window >= TJ_KIR_WINDOW_MAX;
     bool epilogue = k->num_phases == 1 && k->phases[0].num_insts > 0;
     bool ok = num_conv[0] == 1 && num_conv[1] == !pool &&
-              (!pool || num_conv[2] == 0) &&
-              (num_out == 1 || epilogue) && !(epilogue && k->conv.window) &&
-              k->conv.spatial == k->rank - 2 && k->conv.c >= 1 &&
-              k->buffers[0].dtype == TJ_DTYPE_F32;
+              (!pool || num_conv[2] == 0) && (num_out == 1 || epilogue) &&
+              !(epilogue && k->conv.window) && k->conv.spatial == k->rank - 2 &&
+              k->conv.c >= 1 && k->buffers[0].dtype == TJ_DTYPE_F32;
     for (int32_t d = 1; ok && d < k->rank; ++d) ok = k->dims[d].param < 0;
     for (uint32_t b = 0; ok && !epilogue && b < k->num_buffers; ++b)
       ok = k->buffers[b].dtype == TJ_DTYPE_F32;

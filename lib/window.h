@@ -45,4 +45,12 @@ static inline tj_window_t tj_window_of(const tj_attrs_t* a) {
   return w;
 }
 
+// Whether conv node |node| of |g| is one the CONV kernel template takes
+// whole (issue 15; kir/lower_conv.c, emitted by jit/emit_conv.c on x86 and
+// jit/emit_nvptx_conv.c on CUDA): f32, groups 1, 1 to 3 spatial axes,
+// every size but the batch a constant. Others (depthwise and grouped,
+// f16/bf16, symbolic spatial sizes) decompose. False for any other op.
+// Both backends' native_op hooks ask it, so they keep the same convs.
+bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node);
+
 #endif  // TJ_LIB_WINDOW_H_

@@ -17,6 +17,7 @@
 #include "lib/custom_op.h"
 #include "lib/env.h"
 #include "lib/quant.h"
+#include "lib/window.h"
 
 typedef struct program_t {
   tj_cuda_program_t* cuda;
@@ -107,6 +108,9 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
     return g->nodes[n->operands[0]].rank >= 2 &&
            g->nodes[n->operands[1]].rank >= 2;
   }
+  // Issue 15: the convs x86's CONV template keeps run on the NVPTX one
+  // (jit/emit_nvptx_conv.c), the same kernel IR.
+  if (n->op == TJ_OP_CONV) return tj_window_conv_whole(g, node);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
   const tj_node_t* k = &g->nodes[n->operands[1]];

@@ -146,6 +146,9 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
     args[k->num_buffers + k->num_params] = maps.a;
     args[k->num_buffers + k->num_params + 1] = maps.b;
   }
+  // A conv split along k adds into its output (tj_nvptx_launch_t).
+  TJ_RETURN_IF_ERROR(tj_cuda_fill_bytes(
+      kernel->device, buffers[launch.zero_buffer], 0, launch.zero_bytes));
   tj_cuda_launch_t l;
   memcpy(l.grid, launch.grid, sizeof(l.grid));
   memcpy(l.block, launch.block, sizeof(l.block));

@@ -20,6 +20,13 @@ tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
                                             const tj_nvptx_launch_t* l,
                                             void** args, const char* entry) {
   if (l->empty) return NULL;
+  if (l->zero_bytes) {
+    uint64_t out = *(const uint64_t*)args[l->zero_buffer];
+    TJ_RETURN_IF_ERROR(
+        tj_status_annotate(TJ_CU_STATUS(&p->device->cu, cuMemsetD8Async,
+                                        (out, 0, l->zero_bytes, p->stream)),
+                           "kernel %s: zeroing its output", entry));
+  }
   return tj_status_annotate(
       TJ_CU_STATUS(
           &p->device->cu, cuLaunchKernel,

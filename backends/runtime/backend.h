@@ -76,6 +76,10 @@ typedef struct tj_backend_t {
   // its own, so that decompose keeps it whole (tj_pass_ctx_t.native_op;
   // issue 14: attention on x86 and CUDA). NULL: none.
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
+  // Whether the kernel of a conv kept whole runs an elementwise epilogue
+  // (tj_pass_ctx_t.conv_epilogue): its emitter handles a CONV kernel whose
+  // MAP phase has instructions. false: followers stay kernels of their own.
+  bool conv_epilogue;
 
   // The size of a target's state; the driver allocates it zeroed (no
   // allocation at all when 0: |target| is then NULL) and frees it after

@@ -888,33 +888,6 @@ static tj_status_t x86_prepare(void* target, void* program) {
   return tj_x86_kernel_set_build_cold(&p->set);
 }
 
-// A conv the CONV template runs (issue 15; kir/lower_conv.c,
-// jit/emit_conv.c): f32, groups 1, 1 to 3 spatial axes, every size but the
-// batch a constant. Others (depthwise and grouped, f16/bf16, symbolic
-// spatial sizes) decompose.
-static bool native_conv(const tj_graph_t* g, const tj_node_t* n) {
-  const tj_node_t* x = &g->nodes[n->operands[0]];
-  const tj_node_t* w = &g->nodes[n->operands[1]];
-  const tj_window_t win = tj_window_of(&n->attrs);
-  if (n->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 ||
-      w->dtype != TJ_DTYPE_F32 || win.groups != 1 || n->rank < 3 ||
-      n->rank > 5 || win.n != n->rank - 2 || x->rank != n->rank ||
-      w->rank != n->rank) {
-    return false;
-  }
-  if (n->num_operands > 2 && n->operands[2] != TJ_NODE_NONE &&
-      g->nodes[n->operands[2]].dtype != TJ_DTYPE_F32) {
-    return false;
-  }
-  for (int32_t d = 1; d < n->rank; ++d) {
-    if (!tj_dim_is_const(x->dims[d]) || !tj_dim_is_const(w->dims[d]) ||
-        !tj_dim_is_const(n->dims[d]) || x->dims[d] > INT32_MAX / 2) {
-      return false;
-    }
-  }
-  return tj_dim_is_const(w->dims[0]) && x->dims[1] >= 1;
-}
-
 // dwbw (issue 15): a depthwise conv (groups = C, one input channel a
 // group) and max/avg pools, f32 with every size but the batch a constant,
 // run as the CONV template's direct window kernel (kir/lower_window.c,
@@ -964,7 +937,11 @@ static bool native_window(const tj_graph_t* g, const tj_node_t* n) {
 static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
   if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, false);
-  if (n->op == TJ_OP_CONV) return native_conv(g, n) || native_window(g, n);
+  // issue 15: lib/window.h says which convs the CONV template keeps
+  // (tj_window_conv_whole, shared with CUDA); dwbw's window variant keeps
+  // depthwise convs and max/avg pools.
+  if (n->op == TJ_OP_CONV)
+    return tj_window_conv_whole(g, node) || native_window(g, n);
   if (n->op == TJ_OP_MAX_POOL || n->op == TJ_OP_AVG_POOL)
     return native_window(g, n);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
@@ -987,6 +964,7 @@ const tj_backend_t tj_backend_x86 = {
     .lowers = true,
     .device_tensors = false,
     .native_op = x86_native_op,
+    .conv_epilogue = true,
     .open = x86_open,
     .accept = NULL,
     .compile = x86_compile,

@@ -112,7 +112,9 @@ typedef struct tj_cuda_compile_options_t {
   // mantissa bits of each operand (products then carry a relative error up
   // to about 2^-10, sums are f32), so an f32 matmul is then good to about
   // 1e-3 of the sum of its terms' magnitudes, not 1e-6. With autotuning
-  // off f32 matmuls stay exact f32. Available since: 0.1.
+  // off f32 matmuls stay exact f32. f32 convs that run as one kernel
+  // (groups 1) then use TF32 mma.sync, as cuDNN's do under torch's
+  // default torch.backends.cudnn.allow_tf32. Available since: 0.1.
   bool allow_tf32;
 } tj_cuda_compile_options_t;
 

@@ -554,8 +554,9 @@ typedef struct tj_conv_attrs_t {
 // [N, O, out...]. Float dtypes; x, w and bias of one dtype. |attrs| may be
 // NULL (all defaults). Decomposed by the compiler into pad, strided slices
 // (im2col), one (batched over groups) matmul and an add: a 1x1 kernel with
-// stride 1 and no padding is a plain matmul. x86 runs an f32 conv with
-// groups 1 and constant sizes but the batch as one implicit-GEMM kernel.
+// stride 1 and no padding is a plain matmul. x86 and CUDA run an f32 conv
+// with groups 1 and constant sizes but the batch as one implicit-GEMM
+// kernel.
 TJ_API tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                 tj_value_t bias, const tj_conv_attrs_t* attrs);
 // The transpose (gradient with respect to x) of conv, as

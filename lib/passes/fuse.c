@@ -664,6 +664,10 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
   if (num_opaque != 1 || num_anchors || N(f, conv)->op != TJ_OP_CONV) {
     return false;
   }
+  if (!f->ctx->conv_epilogue) {
+    v->why = "the target's conv kernel takes no epilogue";
+    return false;
+  }
   const tj_node_t* cv = N(f, conv);
   // Dense convs only: a depthwise conv kept whole runs on the CONV
   // template's direct window variant (kir/lower_window.c), which has no

@@ -4,7 +4,9 @@
 // GEMM over the joined chunks for few: the RGB stem), depthwise, strided
 // pools, conv_transpose and an embedding lookup: every node in a kernel
 // and the PTX assembled by ptxas (its path is the first argument; "" skips
-// the assembly).
+// the assembly). Since cudaconv the f32 groups == 1 convs here are one
+// kernel of the CUDA CONV template (tests/unit/conv_cuda_ptx_test.c has
+// its variants), the grouped and depthwise ones still decompose.
 
 #include <string.h>
 

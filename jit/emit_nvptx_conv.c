@@ -1,0 +1,748 @@
+// The CONV template for NVPTX (issue 15): a groups == 1 convolution as an
+// implicit GEMM, out[n, o, p] = b[o] + sum_k w[o, k] * X(k, (n, p)), with
+// k = (c, taps) (K = C x taps) and the GEMM's columns the output pixels of
+// every image, (n, p) flattened (N x P of them, N the run-time batch).
+//
+// One 128 x 128 tile of out per block of 256 threads: 128 output channels
+// (ctaid.y) by 128 pixels (ctaid.x). Per k-tile of 8:
+//   - A, the weight's rows w[o, k0 : k0+8], read in place (k-contiguous),
+//     stored transposed ([k][o]) in shared memory;
+//   - B, the patch matrix X(k0 : k0+8, pixels), gathered from x through
+//     the window: each thread owns one pixel column (its image, its
+//     window origin i * stride - low, computed once) and decomposes the
+//     k rows it copies into (c, taps); a tap outside x is a 4-byte
+//     cp.async of 0 source bytes, which zero-fills: no padded copy of x
+//     is made and the main loop needs no masks;
+//   both by 4-byte cp.async.ca into a ring of 4 stages, 3 k-tiles ahead
+//   of the math (the f32 SIMT GEMM's pipeline, emit_nvptx_gemm.c).
+// The math, f32 operands:
+//   - CUDA cores (exact f32): each thread an 8 x 8 register tile of FFMAs,
+//     A and B read from shared memory as float4 (the SIMT GEMM's layout);
+//   - TF32 tensor cores (tj_nvptx_options_t.gemm_tf32, from the compile
+//     option allow_tf32, as for GEMMs): 8 warps as 2 (o) x 4 (pixels),
+//     each a 64 x 32 warp tile of mma.sync m16n8k8 .tf32 (inline PTX; the
+//     operands rounded to TF32 by cvt.rna), f32 accumulators. Both shared
+//     tiles then have rows of 136 floats, so a fragment's 32 loads (rows
+//     t4, columns grp) hit 32 banks.
+// Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
+// pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
+// at least 32 k-tiles, each block adds its slice's sums into out by
+// atomic adds (out zeroed by the launcher first: tj_nvptx_launch_t's
+// zero_bytes; the first slice adds the bias). The sums' order then
+// varies from run to run.
+// Epilogue from the registers: + b[o], stored to out's rows (a pixel run
+// of 4, or 2 for TF32, as one vector store where P is a multiple of it and
+// out is 16-byte aligned, checked at run time; else element by element).
+// Every size but the batch is a constant of the kernel (kir/lower_conv.c),
+// so the index arithmetic is by constants, in i32 where it fits.
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/emit_nvptx.h"
+
+#define kBM 128  // output channels a block
+#define kBN 128  // output pixels a block
+#define kBK 8
+#define kThreads 256
+#define kStages 4
+#define kCopies (kBM * kBK / kThreads)  // 4-byte copies per operand a thread
+#define kMinSliceTiles 32  // k-tiles a slice of a split conv, at least
+#define kMaxSlices 16
+
+typedef struct conv_t {
+  tj_nvptx_emit_t* nv;
+  tj_emit_t* em;
+  LLVMBuilderRef b;
+  const tj_kir_t* k;
+  uint32_t xb, wb, ob;
+  int32_t bb;  // the bias, -1 for none
+  bool tf32;
+  int64_t O, C, K, KS, P, INS;
+  int64_t od[3], in[3], ker[3], st[3], dil[3], low[3];
+  int32_t axis0;     // the first spatial axis of the three
+  LLVMTypeRef it;    // i32, or i64 where an image's x does not fit i32
+  int32_t a_stride;  // floats per row of the A tile ([k][o])
+  int32_t b_stride;  // floats per row of the B tile ([k][pixel])
+  int32_t a_bytes, stage_bytes;
+  LLVMValueRef tid, o0, p0, np, smem;
+  LLVMValueRef kt0, kt1;  // i64: the block's slice of k-tiles
+  LLVMValueRef split;     // i1: more than one slice (nctaid.z > 1)
+  LLVMValueRef first;     // i1: the first slice (ctaid.z == 0)
+  LLVMValueRef acc;       // alloca [64 x float]
+  // Copies: A's rows and k, B's pixel (one per thread) and k rows.
+  LLVMValueRef a_src[kCopies], a_dst[kCopies], a_ok[kCopies], a_k[kCopies];
+  LLVMValueRef b_dst[kCopies], b_k[kCopies];
+  LLVMValueRef pix_ok, x_image, origin[3];
+} conv_t;
+
+static LLVMValueRef c32(conv_t* g, int64_t v) {
+  return LLVMConstInt(g->em->t_i32, (unsigned long long)v, 1);
+}
+static LLVMValueRef c64(conv_t* g, int64_t v) {
+  return LLVMConstInt(g->em->t_i64, (unsigned long long)v, 1);
+}
+static LLVMValueRef cit(conv_t* g, int64_t v) {
+  return LLVMConstInt(g->it, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef smem_at(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
+  return LLVMBuildGEP2(g->b, g->em->t_i8, base, &off, 1, "");
+}
+
+static LLVMValueRef acc_slot(conv_t* g, int32_t i) {
+  LLVMValueRef idx[2] = {c32(g, 0), c32(g, i)};
+  return LLVMBuildGEP2(g->b, LLVMArrayType2(g->em->t_f32, 64), g->acc, idx, 2,
+                       "");
+}
+
+static LLVMValueRef call(conv_t* g, const char* name, LLVMValueRef* args,
+                         unsigned n) {
+  return tj_emit_intrinsic(g->em, name, NULL, 0, args, n);
+}
+
+static void cp_async4(conv_t* g, LLVMValueRef stage_base, LLVMValueRef dst,
+                      LLVMValueRef src, LLVMValueRef ok) {
+  LLVMValueRef args[3] = {
+      smem_at(g, stage_base, dst),
+      LLVMBuildAddrSpaceCast(g->b, src, g->nv->t_ptr_global, ""),
+      tj_emit_select(g->em, ok, c32(g, 4), c32(g, 0))};
+  call(g, "llvm.nvvm.cp.async.ca.shared.global.4.s", args, 3);
+}
+
+//===--- copies ---===//
+
+static void copy_setup(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  for (int32_t i = 0; i < kCopies; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    // A: k fastest, so a warp reads 4 runs of 8 k of the weight's rows.
+    LLVMValueRef am = LLVMBuildLShr(b, e, c32(g, 3), "");
+    LLVMValueRef ak = LLVMBuildAnd(b, e, c32(g, kBK - 1), "");
+    g->a_dst[i] = LLVMBuildMul(
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, g->a_stride), ""), am, ""),
+        c32(g, 4), "");
+    LLVMValueRef o =
+        LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
+    g->a_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, o, c64(g, g->O), "");
+    g->a_k[i] = ak;
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, g->a_ok[i], o, c64(g, 0)),
+                     c64(g, g->K), ""),
+        LLVMBuildZExt(b, ak, em->t_i64, ""), "");
+    g->a_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
+    // B: pixels fastest (consecutive x at stride 1); a thread's column is
+    // tid % 128 for every copy, its k rows tid / 128 + 2 i.
+    LLVMValueRef bn = LLVMBuildAnd(b, g->tid, c32(g, kBN - 1), "");
+    LLVMValueRef bk = LLVMBuildLShr(b, e, c32(g, 7), "");
+    g->b_dst[i] = LLVMBuildAdd(
+        b, c32(g, g->a_bytes),
+        LLVMBuildMul(
+            b,
+            LLVMBuildAdd(b, LLVMBuildMul(b, bk, c32(g, g->b_stride), ""), bn,
+                         ""),
+            c32(g, 4), ""),
+        "");
+    g->b_k[i] = bk;
+  }
+  // The thread's pixel: its image and window origin.
+  LLVMValueRef bn = LLVMBuildAnd(b, g->tid, c32(g, kBN - 1), "");
+  LLVMValueRef gp =
+      LLVMBuildAdd(b, g->p0, LLVMBuildZExt(b, bn, em->t_i64, ""), "");
+  g->pix_ok = LLVMBuildICmp(b, LLVMIntSLT, gp, g->np, "");
+  gp = tj_emit_select(em, g->pix_ok, gp, c64(g, 0));
+  LLVMValueRef n = LLVMBuildUDiv(b, gp, c64(g, g->P), "n");
+  LLVMValueRef pix = LLVMBuildTrunc(
+      b, LLVMBuildSub(b, gp, LLVMBuildMul(b, n, c64(g, g->P), ""), ""),
+      em->t_i32, "pix");
+  g->x_image = LLVMBuildMul(b, n, c64(g, g->C * g->INS), "");
+  LLVMValueRef rest = pix;
+  for (int32_t d = 2; d >= g->axis0; --d) {
+    LLVMValueRef idx =
+        d == g->axis0 ? rest : LLVMBuildURem(b, rest, c32(g, g->od[d]), "");
+    if (d != g->axis0) rest = LLVMBuildUDiv(b, rest, c32(g, g->od[d]), "");
+    LLVMValueRef org = LLVMBuildSub(
+        b, LLVMBuildMul(b, idx, c32(g, g->st[d]), ""), c32(g, g->low[d]), "");
+    g->origin[d] = LLVMBuildSExt(b, org, g->it, "");
+  }
+}
+
+static void load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 =
+      LLVMBuildTrunc(b, LLVMBuildMul(b, kt, c64(g, kBK), ""), em->t_i32, "k0");
+  for (int32_t i = 0; i < kCopies; ++i) {
+    LLVMValueRef ak_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, g->a_k[i], ""), c32(g, g->K), "");
+    LLVMValueRef a_ok = LLVMBuildAnd(b, ak_ok, g->a_ok[i], "");
+    LLVMValueRef asrc = tj_emit_advance(
+        em, g->wb, g->a_src[i],
+        tj_emit_select(em, a_ok, LLVMBuildZExt(b, k0, em->t_i64, ""),
+                       c64(g, 0)));
+    cp_async4(g, base, g->a_dst[i], asrc, a_ok);
+    // B row k: (c, taps) by constants; the tap's coordinate per axis is
+    // origin + t * dilation, inside x when below the size as unsigned.
+    LLVMValueRef kk = LLVMBuildAdd(b, k0, g->b_k[i], "");
+    LLVMValueRef ok = LLVMBuildAnd(
+        b, g->pix_ok, LLVMBuildICmp(b, LLVMIntSLT, kk, c32(g, g->K), ""), "");
+    kk = tj_emit_select(em, ok, kk, c32(g, 0));
+    LLVMValueRef c = LLVMBuildUDiv(b, kk, c32(g, g->KS), "c");
+    LLVMValueRef t =
+        LLVMBuildSub(b, kk, LLVMBuildMul(b, c, c32(g, g->KS), ""), "t");
+    LLVMValueRef off =
+        LLVMBuildMul(b, LLVMBuildZExt(b, c, g->it, ""), cit(g, g->INS), "");
+    int64_t pitch = 1;
+    for (int32_t d = 2; d >= g->axis0; --d) {
+      LLVMValueRef td = t;
+      if (d != g->axis0) {
+        td = LLVMBuildURem(b, t, c32(g, g->ker[d]), "");
+        t = LLVMBuildUDiv(b, t, c32(g, g->ker[d]), "");
+      }
+      LLVMValueRef coord = g->origin[d];
+      if (g->ker[d] > 1) {
+        coord = LLVMBuildAdd(b, coord,
+                             LLVMBuildMul(b, LLVMBuildZExt(b, td, g->it, ""),
+                                          cit(g, g->dil[d]), ""),
+                             "");
+      }
+      // Axes that no window can leave (no padding, kernel 1, stride 1)
+      // need no check.
+      bool can_leave = g->low[d] != 0 || g->ker[d] > 1 ||
+                       (g->od[d] - 1) * g->st[d] >= g->in[d];
+      if (can_leave) {
+        ok = LLVMBuildAnd(
+            b, ok, LLVMBuildICmp(b, LLVMIntULT, coord, cit(g, g->in[d]), ""),
+            "");
+      }
+      off = LLVMBuildAdd(b, off, LLVMBuildMul(b, coord, cit(g, pitch), ""), "");
+      pitch *= g->in[d];
+    }
+    LLVMValueRef xoff = LLVMBuildAdd(
+        b, g->x_image,
+        g->it == em->t_i64 ? off : LLVMBuildSExt(b, off, em->t_i64, ""), "");
+    LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
+                                       tj_emit_select(em, ok, xoff, c64(g, 0)));
+    cp_async4(g, base, g->b_dst[i], src, ok);
+  }
+}
+
+//===--- the math ---===//
+
+static LLVMValueRef load_f32(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
+  LLVMValueRef v =
+      LLVMBuildLoad2(g->b, g->em->t_f32, smem_at(g, base, off), "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+static LLVMValueRef load_v4(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
+  LLVMValueRef v = LLVMBuildLoad2(g->b, LLVMVectorType(g->em->t_f32, 4),
+                                  smem_at(g, base, off), "");
+  LLVMSetAlignment(v, 16);
+  return v;
+}
+
+// CUDA cores: thread (ty, tx) = (tid / 16, tid % 16) owns rows ty * 4 +
+// {0..3} and 64 more, columns tx * 4 + {0..3} and 64 more.
+static void simt_compute(conv_t* g, LLVMValueRef base) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef ty4 =
+      LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 4), ""), c32(g, 16), "");
+  LLVMValueRef tx4 =
+      LLVMBuildMul(b, LLVMBuildAnd(b, g->tid, c32(g, 15), ""), c32(g, 16), "");
+  for (int32_t kk = 0; kk < kBK; ++kk) {
+    LLVMValueRef av[2], bv[2];
+    for (int32_t h = 0; h < 2; ++h) {
+      av[h] = load_v4(
+          g, base,
+          LLVMBuildAdd(b, c32(g, (kk * g->a_stride + h * 64) * 4), ty4, ""));
+      bv[h] = load_v4(
+          g, base,
+          LLVMBuildAdd(b, c32(g, g->a_bytes + (kk * g->b_stride + h * 64) * 4),
+                       tx4, ""));
+    }
+    LLVMValueRef a[8], bb[8];
+    for (int32_t i = 0; i < 8; ++i) {
+      a[i] = LLVMBuildExtractElement(b, av[i / 4], c32(g, i % 4), "");
+      bb[i] = LLVMBuildExtractElement(b, bv[i / 4], c32(g, i % 4), "");
+    }
+    LLVMTypeRef t = em->t_f32;
+    for (int32_t i = 0; i < 8; ++i) {
+      for (int32_t j = 0; j < 8; ++j) {
+        LLVMValueRef slot = acc_slot(g, i * 8 + j);
+        LLVMValueRef args[3] = {a[i], bb[j],
+                                LLVMBuildLoad2(b, em->t_f32, slot, "")};
+        LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
+                       slot);
+      }
+    }
+  }
+}
+
+// An f32 rounded to TF32 (nearest, ties away), as the .tf32 operand bits.
+static LLVMValueRef to_tf32(conv_t* g, LLVMValueRef x) {
+  return tj_emit_inline_asm(g->em, g->em->t_i32, "cvt.rna.tf32.f32 $0, $1;",
+                            "=r,f", &x, 1);
+}
+
+// TF32 tensor cores: warp w is (wm, wn) = (w / 4, w % 4), a 64 x 32 warp
+// tile of 4 x 4 m16n8k8 tiles; acc (mi, ni, e) at (mi * 4 + ni) * 4 + e.
+static void tf32_compute(conv_t* g, LLVMValueRef base) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef wm = LLVMBuildLShr(b, warp, c32(g, 2), "");
+  LLVMValueRef wn = LLVMBuildAnd(b, warp, c32(g, 3), "");
+  LLVMValueRef grp = LLVMBuildLShr(b, lane, c32(g, 2), "");
+  LLVMValueRef t4 = LLVMBuildAnd(b, lane, c32(g, 3), "");
+  // A[o][k] sits at [k][o]: (k * a_stride + o) * 4.
+  LLVMValueRef a0 = LLVMBuildMul(
+      b,
+      LLVMBuildAdd(
+          b, LLVMBuildMul(b, t4, c32(g, g->a_stride), ""),
+          LLVMBuildAdd(b, LLVMBuildMul(b, wm, c32(g, 64), ""), grp, ""), ""),
+      c32(g, 4), "");
+  LLVMValueRef b0 = LLVMBuildAdd(
+      b, c32(g, g->a_bytes),
+      LLVMBuildMul(
+          b,
+          LLVMBuildAdd(
+              b, LLVMBuildMul(b, t4, c32(g, g->b_stride), ""),
+              LLVMBuildAdd(b, LLVMBuildMul(b, wn, c32(g, 32), ""), grp, ""),
+              ""),
+          c32(g, 4), ""),
+      "");
+  LLVMValueRef af[4][4], bf[4][2];
+  for (int32_t mi = 0; mi < 4; ++mi) {
+    for (int32_t r = 0; r < 4; ++r) {
+      // a0: (grp, t4), a1: (grp + 8, t4), a2: (grp, t4 + 4), a3: both.
+      int32_t dm = mi * 16 + (r & 1) * 8, dk = (r >> 1) * 4;
+      af[mi][r] = to_tf32(
+          g, load_f32(
+                 g, base,
+                 LLVMBuildAdd(b, a0, c32(g, (dk * g->a_stride + dm) * 4), "")));
+    }
+  }
+  for (int32_t ni = 0; ni < 4; ++ni) {
+    for (int32_t r = 0; r < 2; ++r) {
+      // b0: (k t4, n grp), b1: (k t4 + 4, n grp).
+      bf[ni][r] = to_tf32(
+          g,
+          load_f32(g, base,
+                   LLVMBuildAdd(
+                       b, b0, c32(g, (r * 4 * g->b_stride + ni * 8) * 4), "")));
+    }
+  }
+  LLVMTypeRef f4[4] = {em->t_f32, em->t_f32, em->t_f32, em->t_f32};
+  LLVMTypeRef ret = LLVMStructTypeInContext(em->ctx, f4, 4, 0);
+  for (int32_t mi = 0; mi < 4; ++mi) {
+    for (int32_t ni = 0; ni < 4; ++ni) {
+      LLVMValueRef args[10], slots[4];
+      for (int32_t r = 0; r < 4; ++r) args[r] = af[mi][r];
+      args[4] = bf[ni][0];
+      args[5] = bf[ni][1];
+      for (int32_t e = 0; e < 4; ++e) {
+        slots[e] = acc_slot(g, (mi * 4 + ni) * 4 + e);
+        args[6 + e] = LLVMBuildLoad2(b, em->t_f32, slots[e], "");
+      }
+      LLVMValueRef d = tj_emit_inline_asm(
+          em, ret,
+          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+          "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
+          "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", args, 10);
+      for (unsigned e = 0; e < 4; ++e)
+        LLVMBuildStore(b, LLVMBuildExtractValue(b, d, e, ""), slots[e]);
+    }
+  }
+}
+
+// The ring over the block's k-tiles [kt0, kt1): stages - 1 in flight
+// ahead of the math; the stage refilled in an iteration was read in the
+// previous one, which every thread has finished (it passed that
+// iteration's barrier).
+static void main_loop(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef count = LLVMBuildSub(b, g->kt1, g->kt0, "");
+  for (int32_t s = 0; s < kStages - 1; ++s) {
+    tj_emit_if_t have;
+    tj_emit_if_begin(em, &have,
+                     LLVMBuildICmp(b, LLVMIntSLT, c64(g, s), count, ""),
+                     "prologue");
+    load_tile(g, c64(g, s), LLVMBuildAdd(b, g->kt0, c64(g, s), ""));
+    tj_emit_if_end(em, &have);
+    // Empty groups keep the group count in step with the k-tiles.
+    call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  }
+  tj_emit_loop_t loop;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &loop, c64(g, 0), count, c64(g, 1), "j");
+  LLVMValueRef pending = c32(g, kStages - 2);
+  call(g, "llvm.nvvm.cp.async.wait.group", &pending, 1);
+  tj_nvptx_barrier(g->nv);
+  LLVMValueRef next = LLVMBuildAdd(b, j, c64(g, kStages - 1), "");
+  tj_emit_if_t more;
+  tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, count, ""),
+                   "prefetch");
+  load_tile(g, LLVMBuildSRem(b, next, c64(g, kStages), ""),
+            LLVMBuildAdd(b, g->kt0, next, ""));
+  tj_emit_if_end(em, &more);
+  call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  LLVMValueRef stage = LLVMBuildSRem(b, j, c64(g, kStages), "");
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  if (g->tf32) {
+    tf32_compute(g, base);
+  } else {
+    simt_compute(g, base);
+  }
+  tj_emit_loop_end(em, &loop);
+  LLVMValueRef none = c32(g, 0);
+  call(g, "llvm.nvvm.cp.async.wait.group", &none, 1);
+}
+
+//===--- the epilogue ---===//
+
+// The thread's part of the block tile: 8 rows (local o), 2 or 4 groups of
+// |width| consecutive columns (local pixels), and where each value sits in
+// the accumulators.
+typedef struct part_t {
+  LLVMValueRef row[8];
+  LLVMValueRef col[4];
+  int32_t groups, width;
+  int32_t acc[8][4][4];
+} part_t;
+
+static void thread_part(conv_t* g, part_t* pt) {
+  LLVMBuilderRef b = g->b;
+  memset(pt, 0, sizeof(*pt));
+  if (!g->tf32) {
+    LLVMValueRef ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "");
+    LLVMValueRef tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "");
+    for (int32_t i = 0; i < 8; ++i) {
+      pt->row[i] = LLVMBuildAdd(b, LLVMBuildMul(b, ty, c32(g, 4), ""),
+                                c32(g, (i % 4) + (i / 4) * 64), "");
+    }
+    pt->groups = 2;
+    pt->width = 4;
+    for (int32_t h = 0; h < 2; ++h) {
+      pt->col[h] = LLVMBuildAdd(b, LLVMBuildMul(b, tx, c32(g, 4), ""),
+                                c32(g, h * 64), "");
+      for (int32_t i = 0; i < 8; ++i)
+        for (int32_t j = 0; j < 4; ++j) pt->acc[i][h][j] = i * 8 + h * 4 + j;
+    }
+    return;
+  }
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef wm = LLVMBuildLShr(b, warp, c32(g, 2), "");
+  LLVMValueRef wn = LLVMBuildAnd(b, warp, c32(g, 3), "");
+  LLVMValueRef grp = LLVMBuildLShr(b, lane, c32(g, 2), "");
+  LLVMValueRef t4 = LLVMBuildAnd(b, lane, c32(g, 3), "");
+  // Row i = (mi, half): wm * 64 + mi * 16 + half * 8 + grp; column group
+  // ni: wn * 32 + ni * 8 + t4 * 2, 2 wide (c0 c1 | c2 c3 by half).
+  for (int32_t i = 0; i < 8; ++i) {
+    pt->row[i] = LLVMBuildAdd(
+        b, LLVMBuildAdd(b, LLVMBuildMul(b, wm, c32(g, 64), ""), grp, ""),
+        c32(g, (i / 2) * 16 + (i % 2) * 8), "");
+  }
+  pt->groups = 4;
+  pt->width = 2;
+  for (int32_t ni = 0; ni < 4; ++ni) {
+    pt->col[ni] =
+        LLVMBuildAdd(b,
+                     LLVMBuildAdd(b, LLVMBuildMul(b, wn, c32(g, 32), ""),
+                                  LLVMBuildMul(b, t4, c32(g, 2), ""), ""),
+                     c32(g, ni * 8), "");
+    for (int32_t i = 0; i < 8; ++i)
+      for (int32_t j = 0; j < 2; ++j)
+        pt->acc[i][ni][j] = ((i / 2) * 4 + ni) * 4 + (i % 2) * 2 + j;
+  }
+}
+
+static void epilogue(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  part_t pt;
+  thread_part(g, &pt);
+  const int32_t w = pt.width;
+  // Each column's place in out (n * O * P + p) and whether it exists; a
+  // group of w columns lies in one image when P % w == 0 (its first
+  // column is a multiple of w).
+  LLVMValueRef col_off[4][4], col_ok[4][4];
+  for (int32_t h = 0; h < pt.groups; ++h) {
+    for (int32_t j = 0; j < w; ++j) {
+      LLVMValueRef gp = LLVMBuildAdd(
+          b, g->p0,
+          LLVMBuildZExt(b, LLVMBuildAdd(b, pt.col[h], c32(g, j), ""), em->t_i64,
+                        ""),
+          "");
+      col_ok[h][j] = LLVMBuildICmp(b, LLVMIntSLT, gp, g->np, "");
+      LLVMValueRef n = LLVMBuildUDiv(b, gp, c64(g, g->P), "");
+      LLVMValueRef p =
+          LLVMBuildSub(b, gp, LLVMBuildMul(b, n, c64(g, g->P), ""), "");
+      col_off[h][j] =
+          LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(g, g->O * g->P), ""), p, "");
+    }
+  }
+  LLVMValueRef vec_ok = NULL;
+  if (g->P % w == 0) {
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, em->base[g->ob], em->t_i64, "");
+    vec_ok = LLVMBuildICmp(b, LLVMIntEQ,
+                           LLVMBuildAnd(b, addr, c64(g, 4 * w - 1), ""),
+                           c64(g, 0), "");
+  }
+  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  for (int32_t i = 0; i < 8; ++i) {
+    LLVMValueRef o =
+        LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, pt.row[i], em->t_i64, ""), "");
+    tj_emit_if_t in;
+    tj_emit_if_begin(em, &in, LLVMBuildICmp(b, LLVMIntSLT, o, c64(g, g->O), ""),
+                     "row");
+    LLVMValueRef bias = NULL;
+    if (g->bb >= 0) {
+      // Split along k: the first slice adds it.
+      bias = tj_emit_select(
+          em, g->first,
+          LLVMBuildLoad2(
+              b, em->t_f32,
+              tj_emit_advance(em, (uint32_t)g->bb, em->base[g->bb], o), ""),
+          tj_emit_fconst(em->t_f32, 0.0));
+    }
+    LLVMValueRef orow = LLVMBuildMul(b, o, c64(g, g->P), "");
+    for (int32_t h = 0; h < pt.groups; ++h) {
+      LLVMValueRef v[4];
+      for (int32_t j = 0; j < w; ++j) {
+        v[j] = LLVMBuildLoad2(b, em->t_f32, acc_slot(g, pt.acc[i][h][j]), "");
+        if (bias) v[j] = LLVMBuildFAdd(b, v[j], bias, "");
+      }
+      // Split along k: the slices' sums meet in out (zeroed by the
+      // launcher) by atomic adds.
+      tj_emit_if_t split;
+      tj_emit_if_begin(em, &split, g->split, "split");
+      for (int32_t j = 0; j < w; ++j) {
+        tj_emit_if_t one;
+        tj_emit_if_begin(em, &one, col_ok[h][j], "col");
+        LLVMBuildAtomicRMW(
+            b, LLVMAtomicRMWBinOpFAdd,
+            tj_emit_advance(em, g->ob, em->base[g->ob],
+                            LLVMBuildAdd(b, orow, col_off[h][j], "")),
+            v[j], LLVMAtomicOrderingMonotonic, 0);
+        tj_emit_if_end(em, &one);
+      }
+      tj_emit_if_end(em, &split);
+      LLVMValueRef whole = LLVMBuildNot(b, g->split, "");
+      tj_emit_if_t vec;
+      if (vec_ok) {
+        tj_emit_if_begin(
+            em, &vec,
+            LLVMBuildAnd(b, whole, LLVMBuildAnd(b, vec_ok, col_ok[h][0], ""),
+                         ""),
+            "vec");
+        LLVMValueRef x = LLVMGetUndef(vt);
+        for (int32_t j = 0; j < w; ++j)
+          x = LLVMBuildInsertElement(b, x, v[j], c32(g, j), "");
+        LLVMValueRef st = LLVMBuildStore(
+            b, x,
+            tj_emit_advance(em, g->ob, em->base[g->ob],
+                            LLVMBuildAdd(b, orow, col_off[h][0], "")));
+        LLVMSetAlignment(st, (unsigned)(4 * w));
+        tj_emit_if_end(em, &vec);
+        // Every column of the group exists when its first does (N x P is a
+        // multiple of w), so the element path runs only off vec_ok.
+        tj_emit_if_begin(
+            em, &vec, LLVMBuildAnd(b, whole, LLVMBuildNot(b, vec_ok, ""), ""),
+            "elems");
+      }
+      for (int32_t j = 0; j < w; ++j) {
+        tj_emit_if_t one;
+        tj_emit_if_begin(
+            em, &one,
+            vec_ok ? col_ok[h][j] : LLVMBuildAnd(b, whole, col_ok[h][j], ""),
+            "col");
+        LLVMBuildStore(
+            b, v[j],
+            tj_emit_advance(em, g->ob, em->base[g->ob],
+                            LLVMBuildAdd(b, orow, col_off[h][j], "")));
+        tj_emit_if_end(em, &one);
+      }
+      if (vec_ok) tj_emit_if_end(em, &vec);
+    }
+    tj_emit_if_end(em, &in);
+  }
+}
+
+//===--- entry points ---===//
+
+tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
+  tj_emit_t* em = &nv->em;
+  const tj_kir_t* k = em->k;
+  const tj_kir_conv_t* cv = &k->conv;
+  conv_t g;
+  memset(&g, 0, sizeof(g));
+  g.nv = nv;
+  g.em = em;
+  g.b = em->b;
+  g.k = k;
+  g.bb = -1;
+  int32_t xb = -1, wb = -1, ob = -1;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (buf->dtype != TJ_DTYPE_F32)
+      return tj_unsupported("kernel @%s: conv buffer %%%s is %s, not f32",
+                            k->name, buf->name, tj_dtype_name(buf->dtype));
+    switch (buf->role) {
+      case TJ_KIR_CONV_X:
+        xb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_W:
+        wb = (int32_t)i;
+        break;
+      case TJ_KIR_CONV_BIAS:
+        g.bb = (int32_t)i;
+        break;
+      default:
+        ob = (int32_t)i;
+        break;
+    }
+  }
+  if (xb < 0 || wb < 0 || ob < 0 || k->rank != cv->spatial + 2)
+    return tj_internal("kernel @%s: conv buffers missing", k->name);
+  g.xb = (uint32_t)xb;
+  g.wb = (uint32_t)wb;
+  g.ob = (uint32_t)ob;
+  g.axis0 = 3 - cv->spatial;
+  g.P = g.KS = g.INS = 1;
+  for (int32_t d = 0; d < 3; ++d) {
+    g.od[d] = d >= g.axis0 ? k->dims[2 + d - g.axis0].value : 1;
+    g.in[d] = cv->in[d];
+    g.ker[d] = cv->kernel[d];
+    g.st[d] = cv->stride[d];
+    g.dil[d] = cv->dilation[d];
+    g.low[d] = cv->low[d];
+    g.P *= g.od[d];
+    g.KS *= g.ker[d];
+    g.INS *= g.in[d];
+  }
+  g.O = k->dims[1].value;
+  g.C = cv->c;
+  g.K = g.C * g.KS;
+  // The k index, the pixel index within an image and the window
+  // coordinates are i32; an image of x (C x INS) at most i32 too or the
+  // in-image offsets go i64.
+  if (g.K > INT32_MAX - kStages * kBK || g.P > INT32_MAX ||
+      g.O > INT32_MAX / kBM * kBM || g.INS > INT32_MAX / 4)
+    return tj_unsupported(
+        "kernel @%s: conv of %lld x %lld taps into %lld channels at %lld "
+        "pixels is past the CUDA conv template's 32-bit indices",
+        k->name, (long long)g.C, (long long)g.KS, (long long)g.O,
+        (long long)g.P);
+  g.it = g.C * g.INS <= INT32_MAX / 2 ? em->t_i32 : em->t_i64;
+  g.tf32 = nv->options.gemm_tf32;
+  g.a_stride = g.tf32 ? kBM + 8 : kBM + 4;
+  g.b_stride = g.tf32 ? kBN + 8 : kBN;
+  g.a_bytes = kBK * g.a_stride * 4;
+  g.stage_bytes = g.a_bytes + kBK * g.b_stride * 4;
+  nv->info->threads = kThreads;
+  nv->info->shared_bytes = kStages * g.stage_bytes;
+  nv->info->tensor_cores = g.tf32;
+  nv->info->tile_m = kBM;
+  nv->info->tile_n = kBN;
+  nv->info->tile_k = kBK;
+  nv->info->stages = kStages;
+  // Two blocks an SM: 128 registers a thread.
+  nv->info->min_blocks_per_sm = 2;
+
+  LLVMBuilderRef b = g.b;
+  g.tid = tj_nvptx_sreg(nv, "tid.x");
+  g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, kBN), "p0");
+  g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"), c64(&g, kBM), "o0");
+  g.np = LLVMBuildMul(b, em->dim[0], c64(&g, g.P), "np");
+  // The block's slice of the k-tiles: nctaid.z slices of
+  // ceil(tiles / slices) (tj_nvptx_conv_launch leaves none empty).
+  LLVMValueRef slices = tj_nvptx_sreg64(nv, "nctaid.z");
+  LLVMValueRef z = tj_nvptx_sreg64(nv, "ctaid.z");
+  const int64_t tiles = (g.K + kBK - 1) / kBK;
+  LLVMValueRef per = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, c64(&g, tiles - 1), slices, ""), slices, "per");
+  g.kt0 = LLVMBuildMul(b, z, per, "kt0");
+  g.kt1 = tj_emit_min_i64(em, LLVMBuildAdd(b, g.kt0, per, ""), c64(&g, tiles));
+  g.split = LLVMBuildICmp(b, LLVMIntUGT, slices, c64(&g, 1), "split");
+  g.first = LLVMBuildICmp(b, LLVMIntEQ, z, c64(&g, 0), "first");
+  g.smem = tj_nvptx_dynamic_shared(nv);
+  g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
+  for (int32_t i = 0; i < 64; ++i)
+    LLVMBuildStore(b, tj_emit_fconst(em->t_f32, 0.0), acc_slot(&g, i));
+  copy_setup(&g);
+  main_loop(&g);
+  epilogue(&g);
+  return NULL;
+}
+
+tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
+                                 const tj_nvptx_kernel_t* info,
+                                 const int64_t* scalars, int32_t num_sms,
+                                 tj_nvptx_launch_t* out) {
+  int64_t n = tj_kir_ival_eval(k->dims[0], scalars);
+  if (n < 0)
+    return tj_invalid("kernel @%s: batch is %lld", k->name, (long long)n);
+  int64_t p = 1;
+  for (int32_t d = 2; d < k->rank; ++d) p *= k->dims[d].value;
+  int64_t o = k->dims[1].value, np;
+  if (tj_mul_overflow_i64(n, p, &np))
+    return tj_invalid("kernel @%s: batch %lld overflows", k->name,
+                      (long long)n);
+  if (np == 0 || o == 0) {
+    out->empty = true;
+    return NULL;
+  }
+  int64_t gx = (np + info->tile_n - 1) / info->tile_n;
+  int64_t gy = (o + info->tile_m - 1) / info->tile_m;
+  if (gx > 2147483647 || gy > 65535)
+    return tj_unsupported(
+        "kernel @%s: %lld pixel tiles x %lld channel tiles is more than one "
+        "launch covers",
+        k->name, (long long)gx, (long long)gy);
+  // Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has
+  // 1 or 2 pixel tiles): split k into slices of at least kMinSliceTiles
+  // k-tiles, up to two blocks an SM; the slices add into out, which the
+  // launcher zeroes first (zero_bytes). f32 sums in another order: not
+  // bitwise equal to the unsplit kernel's.
+  const int64_t tiles = (k->gemm_k.value + kBK - 1) / kBK;
+  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
+  if (gx * gy < target) {
+    slices = (target + gx * gy - 1) / (gx * gy);
+    if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
+    if (slices > kMaxSlices) slices = kMaxSlices;
+    if (slices < 1) slices = 1;
+    // The kernel's slices are ceil(tiles / slices) long: as many as that
+    // length needs, so that none is empty.
+    int64_t per = (tiles + slices - 1) / slices;
+    slices = (tiles + per - 1) / per;
+  }
+  out->grid[0] = (uint32_t)gx;
+  out->grid[1] = (uint32_t)gy;
+  out->grid[2] = (uint32_t)slices;
+  if (slices > 1) {
+    for (uint32_t i = 0; i < k->num_buffers; ++i) {
+      if (k->buffers[i].role == TJ_KIR_OUTPUT) out->zero_buffer = i;
+    }
+    out->zero_bytes = (uint64_t)(np * o) * 4;
+  }
+  out->block[0] = (uint32_t)info->threads;
+  out->block[1] = out->block[2] = 1;
+  out->shared_bytes = (uint32_t)info->shared_bytes;
+  return NULL;
+}

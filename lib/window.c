@@ -1,0 +1,30 @@
+// lib/window.c: questions about window ops that more than one backend asks.
+
+#include "lib/window.h"
+
+#include "lib/shape.h"
+
+bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  if (n->op != TJ_OP_CONV) return false;
+  const tj_node_t* x = &g->nodes[n->operands[0]];
+  const tj_node_t* w = &g->nodes[n->operands[1]];
+  const tj_window_t win = tj_window_of(&n->attrs);
+  if (n->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 ||
+      w->dtype != TJ_DTYPE_F32 || win.groups != 1 || n->rank < 3 ||
+      n->rank > 5 || win.n != n->rank - 2 || x->rank != n->rank ||
+      w->rank != n->rank) {
+    return false;
+  }
+  if (n->num_operands > 2 && n->operands[2] != TJ_NODE_NONE &&
+      g->nodes[n->operands[2]].dtype != TJ_DTYPE_F32) {
+    return false;
+  }
+  for (int32_t d = 1; d < n->rank; ++d) {
+    if (!tj_dim_is_const(x->dims[d]) || !tj_dim_is_const(w->dims[d]) ||
+        !tj_dim_is_const(n->dims[d]) || x->dims[d] > INT32_MAX / 2) {
+      return false;
+    }
+  }
+  return tj_dim_is_const(w->dims[0]) && x->dims[1] >= 1;
+}

@@ -1,0 +1,329 @@
+// The CUDA CONV template (issue 15, task cudaconv: kir/lower_conv.c,
+// jit/emit_nvptx_conv.c) on the GPU: CUDA keeps an f32 groups == 1 conv
+// whole (tj_window_conv_whole, as x86 does) and runs it as one implicit
+// GEMM kernel. Each case is compiled twice, exact f32 (FFMA) and with
+// allow_tf32 (mma.sync .tf32), and checked against the reference
+// interpreter (f64, rounded once): exact within 1e-4 relative + 2e-6 * K
+// absolute (K = C x taps, the f32 sums' length), TF32 within 1e-3
+// relative + 3e-3 * sqrt(K) absolute (each operand rounded to 10 mantissa
+// bits, a relative error near 2^-11 a product, random in sign: the inputs
+// are in [-1, 1], so the sum's error grows as sqrt(K) and stays about 10x
+// below this; a tap lost or read from the wrong place is off by far
+// more). A plain conv must be exactly one kernel (the decomposition is
+// several) and no case has a graph break. Shapes: 1D, 2D, 3D; stride,
+// dilation, asymmetric pads and pads wider than the kernel reaches; odd C
+// and O, O past one 128-channel tile, more pixels than a 128-pixel tile
+// and images that end inside one; K not a multiple of the 8-deep k-tile;
+// K deep enough over few pixels that the launch splits it; with and
+// without bias; relu and a residual add after it; the batch symbolic, one
+// executable run at N = 3, 1 and 0. Skips (exit 77) without a driver or
+// GPU.
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorjit/tj_executable.h"
+#include "tensorjit/tj_graph.h"
+#include "tensorjit/tj_tensor.h"
+#include "tests/cuda/cuda_test_util.h"
+
+typedef enum post_e { P_NONE, P_RELU, P_RESIDUAL } post_t;
+
+typedef struct case_t {
+  const char* name;
+  int32_t n;     // spatial axes
+  int64_t c, o;  // channels in, out
+  int64_t s[3];  // input spatial sizes
+  int64_t k[3];  // kernel
+  bool bias;
+  post_t post;
+  tj_conv_attrs_t a;
+} case_t;
+
+static const case_t kCases[] = {
+    {"3x3_s1_p1",
+     2,
+     5,
+     7,
+     {9, 11},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"3x3_s2_asym",
+     2,
+     3,
+     13,
+     {10, 7},
+     {3, 3},
+     true,
+     P_NONE,
+     {.strides = {2, 2}, .pads_begin = {0, 2}, .pads_end = {1, 0}}},
+    {"3x3_d2",
+     2,
+     4,
+     6,
+     {12, 9},
+     {3, 3},
+     false,
+     P_NONE,
+     {.dilations = {2, 2}, .pads_begin = {2, 1}, .pads_end = {2, 3}}},
+    {"7x7_s2_p3",
+     2,
+     3,
+     67,
+     {33, 29},
+     {7, 7},
+     true,
+     P_NONE,
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
+    {"1x1", 2, 17, 9, {5, 6}, {1, 1}, true, P_NONE, {.groups = 0}},
+    {"1x1_s2", 2, 8, 70, {7, 9}, {1, 1}, false, P_NONE, {.strides = {2, 2}}},
+    {"1x5_wide_pad",
+     2,
+     6,
+     5,
+     {4, 8},
+     {1, 5},
+     true,
+     P_NONE,
+     {.strides = {1, 3}, .pads_begin = {2, 4}, .pads_end = {0, 5}}},
+    {"many_k_o",
+     2,
+     70,
+     131,
+     {6, 5},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"wide_image",
+     2,
+     9,
+     33,
+     {21, 23},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // 338 k-tiles over 1 or 2 blocks: k split into 10 slices.
+    {"deep_split",
+     2,
+     300,
+     40,
+     {7, 7},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"1d",
+     1,
+     4,
+     9,
+     {31},
+     {5},
+     true,
+     P_NONE,
+     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}}},
+    {"1d_long",
+     1,
+     16,
+     24,
+     {300},
+     {3},
+     false,
+     P_NONE,
+     {.pads_begin = {1}, .pads_end = {1}}},
+    {"3d",
+     3,
+     3,
+     5,
+     {5, 6, 7},
+     {3, 2, 3},
+     true,
+     P_NONE,
+     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}}},
+    {"relu",
+     2,
+     5,
+     9,
+     {8, 8},
+     {3, 3},
+     true,
+     P_RELU,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"residual",
+     2,
+     6,
+     6,
+     {7, 9},
+     {3, 3},
+     true,
+     P_RESIDUAL,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+};
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float uniform(void) {
+  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int64_t def1(int64_t v) { return v ? v : 1; }
+
+static int64_t out_size(const case_t* c, int32_t i) {
+  const tj_conv_attrs_t* a = &c->a;
+  int64_t room = c->s[i] + a->pads_begin[i] + a->pads_end[i] -
+                 def1(a->dilations[i]) * (c->k[i] - 1) - 1;
+  return room / def1(a->strides[i]) + 1;
+}
+
+// y = post(conv(x, w, b)), the batch the symbol N.
+static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
+                         int64_t* wd, int64_t* yd) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "cuda_conv", &g)) return NULL;
+  const int32_t r = c->n + 2;
+  int64_t N = tj_graph_symbol(g, "N");
+  xd[0] = yd[0] = N;
+  xd[1] = wd[1] = c->c;
+  wd[0] = yd[1] = c->o;
+  for (int32_t i = 0; i < c->n; ++i) {
+    xd[2 + i] = c->s[i];
+    wd[2 + i] = c->k[i];
+    yd[2 + i] = out_size(c, i);
+  }
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, r, xd, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
+  tj_value_t b = {0};
+  if (c->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &c->o, "b");
+  tj_value_t y = tj_graph_conv(g, x, w, b, &c->a);
+  if (c->post == P_RELU) {
+    y = tj_graph_relu(g, y);
+  } else if (c->post == P_RESIDUAL) {
+    tj_value_t res = tj_graph_input(g, TJ_DTYPE_F32, r, yd, "res");
+    y = tj_graph_relu(g, tj_graph_add(g, y, res));
+  }
+  tj_graph_output(g, y, "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static int64_t numel(int32_t r, const int64_t* d) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < r; ++i) n *= d[i];
+  return n;
+}
+
+static float* random_buffer(int64_t n) {
+  float* p = malloc((size_t)(n ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) p[i] = uniform();
+  return p;
+}
+
+static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
+  const int32_t r = c->n + 2;
+  int64_t xd[5], wd[5], yd[5];
+  int64_t taps = 1;
+  for (int32_t i = 0; i < c->n; ++i) taps *= c->k[i];
+  const double kk = (double)(c->c * taps);
+  tj_graph_t* g = build(ctx, c, xd, wd, yd);
+  if (!g) return;
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.target = TJ_TARGET_CUDA;
+  opts.cache_dir = "";
+  opts.cuda.allow_tf32 = tf32;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &opts, &exe));
+  if (!exe) {
+    tj_graph_destroy(g);
+    return;
+  }
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+  tj_executable_stats(exe, &stats);
+  CHECK_EQ_INT(0, stats.num_graph_breaks);
+  if (c->post == P_NONE) {
+    if (stats.num_kernels != 1)
+      fprintf(stderr, "%s: %u kernels, want the one conv kernel\n", c->name,
+              (unsigned)stats.num_kernels);
+    CHECK_EQ_INT(1, stats.num_kernels);
+  }
+  static const int64_t batches[3] = {3, 1, 0};
+  for (int bi = 0; bi < 3; ++bi) {
+    const int64_t N = batches[bi];
+    int64_t xs[5], ys[5];
+    memcpy(xs, xd, sizeof(xs));
+    memcpy(ys, yd, sizeof(ys));
+    xs[0] = ys[0] = N;
+    const int64_t nx = numel(r, xs), nw = numel(r, wd), ny = numel(r, ys);
+    float* x = random_buffer(nx);
+    float* w = random_buffer(nw);
+    float* b = random_buffer(c->o);
+    float* res = random_buffer(ny);
+    float* got = calloc((size_t)(ny ? ny : 1), sizeof(float));
+    float* want = calloc((size_t)(ny ? ny : 1), sizeof(float));
+    tj_tensor_t ins[4];
+    int32_t nin = 0;
+    ins[nin++] = tj_tensor_make(x, TJ_DTYPE_F32, r, xs);
+    ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
+    if (c->bias) ins[nin++] = tj_tensor_make(b, TJ_DTYPE_F32, 1, &c->o);
+    if (c->post == P_RESIDUAL)
+      ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, r, ys);
+    tj_tensor_t out = tj_tensor_make(want, TJ_DTYPE_F32, r, ys);
+    CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
+    for (int64_t i = 0; i < ny; ++i) got[i] = NAN;
+    out = tj_tensor_make(got, TJ_DTYPE_F32, r, ys);
+    CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < ny; ++i) {
+      double tol = tf32 ? 1e-3 * fabs((double)want[i]) + 3e-3 * sqrt(kk)
+                        : 1e-4 * fabs((double)want[i]) + 2e-6 * kk;
+      if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
+        if (first < 0) first = i;
+        ++bad;
+      }
+    }
+    if (bad) {
+      fprintf(stderr, "%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+              c->name, tf32 ? " tf32" : "", (long long)N, (long long)bad,
+              (long long)ny, (long long)first, (double)got[first],
+              (double)want[first]);
+    }
+    CHECK_EQ_INT(0, bad);
+    free(x);
+    free(w);
+    free(b);
+    free(res);
+    free(got);
+    free(want);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+}
+
+TEST(cases_exact_f32) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
+    run_case(ctx, &kCases[i], false);
+  tj_context_destroy(ctx);
+}
+
+TEST(cases_tf32) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
+    run_case(ctx, &kCases[i], true);
+  tj_context_destroy(ctx);
+}
+
+int main(void) {
+  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+  tj_cuda_device_destroy(device);
+  RUN_TEST(cases_exact_f32);
+  RUN_TEST(cases_tf32);
+  TEST_MAIN_END();
+}

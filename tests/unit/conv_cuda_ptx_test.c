@@ -1,0 +1,323 @@
+// The CUDA CONV template (issue 15, task cudaconv: jit/emit_nvptx_conv.c)
+// without a GPU. CUDA keeps an f32 groups == 1 conv whole, as x86 does
+// (tj_window_conv_whole): every variant (1D, 2D, 3D; stride, dilation,
+// asymmetric pads; odd C and O; bias or none; a symbolic batch) compiled
+// for sm_90a and sm_80, exact f32 and with allow_tf32, is one kernel with
+// no graph break whose PTX holds the template's path (the 4-byte
+// zero-filling cp.async gathers; FFMA, or mma.sync m16n8k8 .tf32 on
+// cvt.rna-rounded operands), and ptxas -arch=sm_90a assembles it when the
+// test is given ptxas's path (registers and spills printed). A grouped
+// conv still decomposes (several kernels, no graph break). The launch of a
+// kernel-IR conv: its grid for run-time batches, k split into slices
+// (the output zeroed first) where the tiles alone leave SMs idle, nothing
+// for an empty one, INVALID_ARGUMENT for a negative batch; the emitter's
+// refusal of a conv past its 32-bit indices, naming the kernel. The offline
+// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. Numbers
+// on the GPU: tests/cuda/cuda_conv_test.c.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
+#include "kir/kernel_ir.h"
+#include "tests/unit/ptx_check.h"
+#include "tests/unit/test.h"
+
+static const char* g_ptxas = "";
+static tj_context_t* g_ctx;
+
+typedef struct variant_t {
+  const char* name;
+  int32_t n;
+  int64_t c, o, s[3], k[3];
+  bool bias;
+  int64_t groups;
+  tj_conv_attrs_t a;
+} variant_t;
+
+static const variant_t kVariants[] = {
+    {"3x3_p1",
+     2,
+     64,
+     64,
+     {14, 14},
+     {3, 3},
+     true,
+     1,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"7x7_s2_stem",
+     2,
+     3,
+     64,
+     {32, 32},
+     {7, 7},
+     false,
+     1,
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
+    {"1x1", 2, 17, 131, {5, 6}, {1, 1}, true, 1, {.groups = 0}},
+    {"3x3_d2_asym",
+     2,
+     5,
+     7,
+     {12, 9},
+     {3, 3},
+     false,
+     1,
+     {.dilations = {2, 2}, .pads_begin = {2, 0}, .pads_end = {1, 3}}},
+    {"1d_s2_d2",
+     1,
+     4,
+     9,
+     {31},
+     {5},
+     true,
+     1,
+     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}}},
+    {"3d",
+     3,
+     3,
+     5,
+     {5, 6, 7},
+     {3, 2, 3},
+     true,
+     1,
+     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}}},
+    {"grouped_decomposes",
+     2,
+     8,
+     8,
+     {9, 9},
+     {3, 3},
+     true,
+     2,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+};
+
+static int64_t def1(int64_t v) { return v ? v : 1; }
+
+static tj_graph_t* build(tj_context_t* ctx, const variant_t* v) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(ctx, "conv", &g));
+  if (!g) return NULL;
+  const int32_t r = v->n + 2;
+  int64_t xd[5] = {tj_graph_symbol(g, "N"), v->c};
+  int64_t wd[5] = {v->o, v->c / def1(v->groups)};
+  for (int32_t i = 0; i < v->n; ++i) {
+    xd[2 + i] = v->s[i];
+    wd[2 + i] = v->k[i];
+  }
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, r, xd, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
+  tj_value_t b = tj_value_none();
+  if (v->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &v->o, "b");
+  tj_conv_attrs_t a = v->a;
+  a.groups = def1(v->groups);
+  tj_graph_output(g, tj_graph_conv(g, x, w, b, &a), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static void check_variant(const variant_t* v, tj_nvptx_arch_t arch, bool tf32) {
+  char what[128];
+  snprintf(what, sizeof(what), "%s %s%s", v->name,
+           arch == TJ_NVPTX_SM_90A ? "sm_90a" : "sm_80", tf32 ? " tf32" : "");
+  tj_graph_t* g = build(g_ctx, v);
+  if (!g) return;
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cuda.allow_tf32 = tf32;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, al, &ptx));
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  const bool whole = def1(v->groups) == 1;
+  if (whole != (ptx.num_kernels == 1))
+    fprintf(stderr, "%s: %u kernels\n", what, ptx.num_kernels);
+  CHECK(whole == (ptx.num_kernels == 1));
+  CHECK(ptx.ptx != NULL);
+  if (ptx.ptx && whole) {
+    CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);
+    bool mma = strstr(ptx.ptx,
+                      "mma.sync.aligned.m16n8k8.row.col.f32.tf32."
+                      "tf32.f32") != NULL;
+    bool cvt = strstr(ptx.ptx, "cvt.rna.tf32.f32") != NULL;
+    CHECK(mma == tf32);
+    CHECK(cvt == tf32);
+    if (!tf32) CHECK(strstr(ptx.ptx, "fma.rn.f32") != NULL);
+    if (mma != tf32) fprintf(stderr, "%s: mma.sync %d\n", what, (int)mma);
+  }
+  if (arch == TJ_NVPTX_SM_90A) tj_test_assemble_ptx(g_ptxas, what, ptx.ptx);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+TEST(variants) {
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kVariants); ++i) {
+    for (int tf32 = 0; tf32 < 2; ++tf32) {
+      check_variant(&kVariants[i], TJ_NVPTX_SM_90A, tf32);
+      check_variant(&kVariants[i], TJ_NVPTX_SM_80, tf32);
+    }
+  }
+}
+
+// The offline CUDA compile of a conv (3x3, bias, symbolic batch) with
+// allocation |al|: context, graph, passes, lowering, emission and PTX.
+static tj_status_t ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  s = tj_graph_create(ctx, "conv_oom", &g);
+  if (!s) {
+    int64_t N = tj_graph_symbol(g, "N");
+    tj_value_t x =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){N, 5, 9, 9}, "x");
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){7, 5, 3, 3}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){7}, "b");
+    tj_conv_attrs_t a = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    tj_graph_output(g, tj_graph_conv(g, x, w, b, &a), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx);
+  if (!s && ptx.num_kernels != 1)
+    s = tj_status_make(TJ_STATUS_INTERNAL, "conv_oom: %u kernels",
+                       ptx.num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(oom_sweep) {
+  CHECK_OK(ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda conv ptx", ptx_compile) > 0);
+}
+
+// A CONV kernel as lowering makes it: space [N, O, 9, 11] (N param 0), a
+// 3x3 window with pads 1 over x [N, c, 9, 11], row-major strides.
+static tj_kir_t* make_kernel(const char* name, int64_t c, int64_t o) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_CONV, name, &k));
+  if (!k) return NULL;
+  uint32_t pn = tj_kir_add_param(k, "N");
+  tj_kir_ival_t dims[4] = {tj_kir_runtime(pn), tj_kir_constant(o),
+                           tj_kir_constant(9), tj_kir_constant(11)};
+  tj_kir_set_space(k, 4, dims);
+  tj_kir_ival_t sx[4] = {tj_kir_constant(c * 99), tj_kir_constant(99),
+                         tj_kir_constant(11), tj_kir_constant(1)};
+  tj_kir_ival_t sw[4] = {tj_kir_constant(c * 9), tj_kir_constant(9),
+                         tj_kir_constant(3), tj_kir_constant(1)};
+  tj_kir_ival_t so[4] = {tj_kir_constant(o * 99), tj_kir_constant(99),
+                         tj_kir_constant(11), tj_kir_constant(1)};
+  tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_CONV_X, sx);
+  tj_kir_add_buffer(k, "w", TJ_DTYPE_F32, TJ_KIR_CONV_W, sw);
+  tj_kir_add_buffer(k, "out", TJ_DTYPE_F32, TJ_KIR_OUTPUT, so);
+  tj_kir_conv_t cv;
+  memset(&cv, 0, sizeof(cv));
+  cv.spatial = 2;
+  cv.c = c;
+  for (int32_t i = 0; i < 3; ++i) cv.stride[i] = cv.dilation[i] = 1;
+  cv.in[0] = cv.kernel[0] = 1;
+  cv.in[1] = 9;
+  cv.in[2] = 11;
+  cv.kernel[1] = cv.kernel[2] = 3;
+  cv.low[1] = cv.low[2] = 1;
+  tj_kir_set_conv(k, &cv);
+  CHECK_OK(tj_kir_finalize(k));
+  return k;
+}
+
+static void expect(tj_status_t s, tj_status_code_t code, const char* needle) {
+  CHECK_EQ_INT(code, tj_status_code(s));
+  if (s && !strstr(tj_status_message(s), needle))
+    fprintf(stderr, "message: %s (want '%s')\n", tj_status_message(s), needle);
+  CHECK(s && strstr(tj_status_message(s), needle) != NULL);
+  tj_status_free(s);
+}
+
+TEST(launch_and_refusals) {
+  tj_allocator_t al = tj_allocator_system();
+  tj_nvptx_target_t* target = NULL;
+  CHECK_OK(tj_nvptx_target_create(al, TJ_NVPTX_SM_90A, &target));
+  tj_nvptx_module_t* mod = NULL;
+  CHECK_OK(tj_nvptx_module_new(target, al, "conv", &mod));
+  tj_kir_t* k = make_kernel("conv", 6, 130);
+  tj_nvptx_kernel_t info;
+  if (k && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
+    CHECK_EQ_INT(256, info.threads);
+    // 4 stages of an A tile (8 rows of 132 floats) and a B tile (8 x 128).
+    CHECK_EQ_INT(4 * (8 * 132 + 8 * 128) * 4, info.shared_bytes);
+    // N 3: 297 pixels in 3 tiles of 128, 130 channels in 2.
+    int64_t sc[1] = {3};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(k, &info, sc, 132, &l));
+    CHECK_EQ_INT(3, l.grid[0]);
+    CHECK_EQ_INT(2, l.grid[1]);
+    CHECK_EQ_INT(256, l.block[0]);
+    CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
+    CHECK(!l.empty);
+    CHECK_EQ_INT(1, l.grid[2]);
+    CHECK_EQ_INT(0, l.zero_bytes);
+    int64_t none[1] = {0};
+    CHECK_OK(tj_nvptx_launch_config(k, &info, none, 132, &l));
+    CHECK(l.empty);
+    int64_t neg[1] = {-1};
+    expect(tj_nvptx_launch_config(k, &info, neg, 132, &l),
+           TJ_STATUS_INVALID_ARGUMENT, "batch is -1");
+  }
+  tj_kir_destroy(k);
+  // C 512 (576 k-tiles) at N 1: 2 blocks, so k splits into slices of at
+  // least 32 k-tiles, 16 at most: 16 slices of 36, which add into out,
+  // zeroed by the launcher (99 x 130 floats of buffer 2).
+  tj_kir_t* deep = make_kernel("conv_deep", 512, 130);
+  if (deep && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, deep, NULL, &info));
+    int64_t one[1] = {1};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(deep, &info, one, 132, &l));
+    CHECK_EQ_INT(1, l.grid[0]);
+    CHECK_EQ_INT(2, l.grid[1]);
+    CHECK_EQ_INT(16, l.grid[2]);
+    CHECK_EQ_INT(99 * 130 * 4, l.zero_bytes);
+    CHECK_EQ_INT(2, l.zero_buffer);
+    // N 32: 25 x 2 tiles, 6 slices of 96 k-tiles.
+    int64_t many[1] = {32};
+    CHECK_OK(tj_nvptx_launch_config(deep, &info, many, 132, &l));
+    CHECK_EQ_INT(25, l.grid[0]);
+    CHECK_EQ_INT(6, l.grid[2]);
+  }
+  tj_kir_destroy(deep);
+  // K = C x 9 within what the kernel IR takes (2^31) but past the
+  // template's int32 k index: UNSUPPORTED, naming the kernel.
+  tj_kir_t* big = make_kernel("conv_big", 238609294, 4);
+  if (big && mod)
+    expect(tj_nvptx_module_add_kernel(mod, big, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "kernel @conv_big: conv of 238609294 x 9");
+  tj_kir_destroy(big);
+  tj_nvptx_module_destroy(mod);
+  tj_nvptx_target_destroy(target);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_ptxas = argv[1];
+  if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  CHECK_OK(tj_context_create(&o, &g_ctx));
+  RUN_TEST(variants);
+  RUN_TEST(oom_sweep);
+  RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_ctx);
+  TEST_MAIN_END();
+}
