@@ -73,46 +73,50 @@ static tj_status_t conv_window(tj_lowering_t* lw, uint32_t yn,
   return NULL;
 }
 
-tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
+// The CONV kernel over |space| with the window |cv| (both the dense conv's
+// and the window variant's): x, w, out and the bias, each row-major, as
+// its buffers in that order; a node of TJ_NODE_NONE (a pool's weight, a
+// missing bias) has no buffer. Fills |out| (its kernel, params, buffers;
+// not its dim table).
+tj_status_t tj_lower_conv_finish(tj_lowering_t* lw, const char* name,
+                                 const uint32_t nodes[4], const int64_t* space,
+                                 const tj_kir_conv_t* cv,
                                  tj_lowered_kernel_t* out) {
-  const uint32_t yn = lw->grp->anchor;
-  const tj_node_t* y = NODE(lw, yn);
-  const uint32_t xn = y->operands[0], wn = y->operands[1];
-  const uint32_t bn = y->num_operands > 2 ? y->operands[2] : TJ_NODE_NONE;
-  const int32_t r = y->rank;
-  tj_kir_conv_t cv;
-  int64_t space[TJ_MAX_RANK];
-  TJ_RETURN_IF_ERROR(conv_window(lw, yn, &cv, space));
-  int64_t sx[TJ_MAX_RANK], sw[TJ_MAX_RANK], so[TJ_MAX_RANK];
-  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, xn, sx));
-  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, wn, sw));
-  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, yn, so));
+  const int32_t r = NODE(lw, nodes[2])->rank;
+  int64_t strides[3][TJ_MAX_RANK];
+  for (int32_t bi = 0; bi < 3; ++bi) {
+    if (nodes[bi] != TJ_NODE_NONE)
+      TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, nodes[bi], strides[bi]));
+  }
   lw->num_params = 0;
   TJ_RETURN_IF_ERROR(tj_kir_create(lw->al, TJ_KIR_CONV, name, &lw->k));
   tj_kir_ival_t dims[TJ_KIR_MAX_RANK], st[4][TJ_KIR_MAX_RANK];
   for (int32_t f = 0; f < r; ++f) {
     TJ_RETURN_IF_ERROR(tj_lower_ival(lw, space[f], &dims[f]));
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sx[f], &st[0][f]));
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sw[f], &st[1][f]));
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, so[f], &st[2][f]));
-    st[3][f] = tj_kir_constant(f == 1 ? 1 : 0);
+    for (int32_t bi = 0; bi < 3; ++bi) {
+      st[bi][f] = tj_kir_constant(0);
+      if (nodes[bi] != TJ_NODE_NONE)
+        TJ_RETURN_IF_ERROR(tj_lower_ival(lw, strides[bi][f], &st[bi][f]));
+    }
+    st[3][f] = tj_kir_constant(f == 1 ? 1 : 0);  // the bias: one per channel
   }
   tj_kir_set_space(lw->k, r, dims);
   static const tj_kir_role_t roles[4] = {TJ_KIR_CONV_X, TJ_KIR_CONV_W,
                                          TJ_KIR_OUTPUT, TJ_KIR_CONV_BIAS};
   static const char* const names[4] = {"x", "w", "out", "b"};
-  const uint32_t nodes[4] = {xn, wn, yn, bn};
-  const uint32_t nbuf = bn != TJ_NODE_NONE ? 4 : 3;
-  for (uint32_t bi = 0; bi < nbuf; ++bi) {
+  uint32_t nbuf = 0;
+  for (uint32_t bi = 0; bi < 4; ++bi) {
+    if (nodes[bi] == TJ_NODE_NONE) continue;
     char bname[32];
     snprintf(bname, sizeof(bname), "%s%u_%u", names[bi], nodes[bi], bi);
     tj_kir_add_buffer(lw->k, bname, NODE(lw, nodes[bi])->dtype, roles[bi],
                       st[bi]);
-    out->buffer_nodes[bi] = nodes[bi];
-    out->buffer_offset_dims[bi] = 0;
+    out->buffer_nodes[nbuf] = nodes[bi];
+    out->buffer_offset_dims[nbuf] = 0;
+    ++nbuf;
   }
   out->num_buffers = nbuf;
-  tj_kir_set_conv(lw->k, &cv);
+  tj_kir_set_conv(lw->k, cv);
   TJ_RETURN_IF_ERROR(tj_kir_finalize(lw->k));
   out->num_params = lw->num_params;
   memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
@@ -120,6 +124,19 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
   out->kernel = lw->k;
   lw->k = NULL;
   return NULL;
+}
+
+tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
+                                 tj_lowered_kernel_t* out) {
+  const uint32_t yn = lw->grp->anchor;
+  const tj_node_t* y = NODE(lw, yn);
+  const uint32_t xn = y->operands[0], wn = y->operands[1];
+  const uint32_t bn = y->num_operands > 2 ? y->operands[2] : TJ_NODE_NONE;
+  tj_kir_conv_t cv;
+  int64_t space[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(conv_window(lw, yn, &cv, space));
+  const uint32_t nodes[4] = {xn, wn, yn, bn};
+  return tj_lower_conv_finish(lw, name, nodes, space, &cv, out);
 }
 
 // A conv with an epilogue (lib/passes/fusion.h, OPAQUE): the generic

@@ -265,6 +265,13 @@ tj_status_t tj_lower_conv_kernel(tj_lowering_t* lw, const char* name,
 // The body of a conv group with an epilogue (kind TJ_KIR_CONV through the
 // generic lowering): x, w and the bias, then the epilogue as the MAP phase.
 tj_status_t tj_lower_body_conv(tj_lowering_t* lw);
+// The CONV kernel of |space| and |cv| with buffers x, w, out and the bias
+// (row-major; TJ_NODE_NONE: none, as a pool's w) into |out|, shared by the
+// dense conv and the window variant (kir/lower_window.c).
+tj_status_t tj_lower_conv_finish(tj_lowering_t* lw, const char* name,
+                                 const uint32_t nodes[4], const int64_t* space,
+                                 const tj_kir_conv_t* cv,
+                                 tj_lowered_kernel_t* out);
 
 //===--- lower_window.c ---===//
 

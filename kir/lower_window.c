@@ -85,44 +85,6 @@ tj_status_t tj_lower_window_kernel(tj_lowering_t* lw, const char* name,
         "of the input's",
         tj_op_info(y->op)->name, yn);
   }
-  int64_t sx[TJ_MAX_RANK], sw[TJ_MAX_RANK], so[TJ_MAX_RANK];
-  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, xn, sx));
-  if (conv) TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, wn, sw));
-  TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, yn, so));
-  lw->num_params = 0;
-  TJ_RETURN_IF_ERROR(tj_kir_create(lw->al, TJ_KIR_CONV, name, &lw->k));
-  tj_kir_ival_t dims[TJ_KIR_MAX_RANK], st[4][TJ_KIR_MAX_RANK];
-  for (int32_t f = 0; f < r; ++f) {
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, space[f], &dims[f]));
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sx[f], &st[0][f]));
-    st[1][f] = tj_kir_constant(0);
-    if (conv) TJ_RETURN_IF_ERROR(tj_lower_ival(lw, sw[f], &st[1][f]));
-    TJ_RETURN_IF_ERROR(tj_lower_ival(lw, so[f], &st[2][f]));
-    st[3][f] = tj_kir_constant(f == 1 ? 1 : 0);
-  }
-  tj_kir_set_space(lw->k, r, dims);
-  static const tj_kir_role_t roles[4] = {TJ_KIR_CONV_X, TJ_KIR_CONV_W,
-                                         TJ_KIR_OUTPUT, TJ_KIR_CONV_BIAS};
-  static const char* const names[4] = {"x", "w", "out", "b"};
   const uint32_t nodes[4] = {xn, wn, yn, bn};
-  uint32_t nbuf = 0;
-  for (uint32_t bi = 0; bi < 4; ++bi) {
-    if (nodes[bi] == TJ_NODE_NONE) continue;
-    char bname[32];
-    snprintf(bname, sizeof(bname), "%s%u_%u", names[bi], nodes[bi], bi);
-    tj_kir_add_buffer(lw->k, bname, NODE(lw, nodes[bi])->dtype, roles[bi],
-                      st[bi]);
-    out->buffer_nodes[nbuf] = nodes[bi];
-    out->buffer_offset_dims[nbuf] = 0;
-    ++nbuf;
-  }
-  out->num_buffers = nbuf;
-  tj_kir_set_conv(lw->k, &cv);
-  TJ_RETURN_IF_ERROR(tj_kir_finalize(lw->k));
-  out->num_params = lw->num_params;
-  memcpy(out->param_dims, lw->params, sizeof(int64_t) * lw->num_params);
-  out->nonempty_node = NONE32;
-  out->kernel = lw->k;
-  lw->k = NULL;
-  return NULL;
+  return tj_lower_conv_finish(lw, name, nodes, space, &cv, out);
 }
