@@ -182,6 +182,33 @@ LLVMValueRef tj_emit_select(tj_emit_t* em, LLVMValueRef cond, LLVMValueRef a,
   return LLVMBuildSelect(em->b, cond, a, b, "");
 }
 
+LLVMValueRef tj_emit_fminmax(tj_emit_t* em, bool max, LLVMValueRef a,
+                             LLVMValueRef b) {
+  LLVMBuilderRef bl = em->b;
+  LLVMValueRef pick = tj_emit_select(
+      em, LLVMBuildFCmp(bl, max ? LLVMRealOGT : LLVMRealOLT, a, b, ""), a, b);
+  // A tie of equal numbers is ±0 against ∓0 or a value against itself:
+  // min takes a when its sign is set, max when it is clear.
+  LLVMTypeRef t = LLVMTypeOf(a);
+  bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+  LLVMTypeRef st = vec ? LLVMGetElementType(t) : t;
+  LLVMTypeKind kind = LLVMGetTypeKind(st);
+  unsigned bits = kind == LLVMDoubleTypeKind  ? 64
+                  : kind == LLVMFloatTypeKind ? 32
+                                              : 16;  // half, bfloat
+  LLVMTypeRef it = LLVMIntTypeInContext(em->ctx, bits);
+  if (vec) it = LLVMVectorType(it, LLVMGetVectorSize(t));
+  LLVMValueRef neg = LLVMBuildICmp(
+      bl, LLVMIntSLT, LLVMBuildBitCast(bl, a, it, ""), LLVMConstNull(it), "");
+  LLVMValueRef take_a =
+      LLVMBuildAnd(bl, LLVMBuildFCmp(bl, LLVMRealOEQ, a, b, ""),
+                   max ? LLVMBuildNot(bl, neg, "") : neg, "");
+  pick = tj_emit_select(em, take_a, a, pick);
+  // NaN propagates: a NaN operand makes a + b NaN.
+  return tj_emit_select(em, LLVMBuildFCmp(bl, LLVMRealUNO, a, b, ""),
+                        LLVMBuildFAdd(bl, a, b, ""), pick);
+}
+
 LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, a, b, ""), a,
                          b, "");

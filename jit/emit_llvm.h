@@ -161,6 +161,12 @@ LLVMValueRef tj_emit_poly(tj_emit_t* em, LLVMValueRef x, const double* c,
                           int n);
 LLVMValueRef tj_emit_select(tj_emit_t* em, LLVMValueRef cond, LLVMValueRef a,
                             LLVMValueRef b);
+// The float min (max) reductions' combine step: NaN if either is NaN,
+// and -0 below +0 (IEEE 754-2019 minimum/maximum), so that the result of a
+// reduction does not depend on the order of its tree (the reference keeps
+// the same order; a lane tree over {+0, -0} would otherwise give either).
+LLVMValueRef tj_emit_fminmax(tj_emit_t* em, bool max, LLVMValueRef a,
+                             LLVMValueRef b);
 // Element-wise min/max of two i64 scalars.
 LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b);
 

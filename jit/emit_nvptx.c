@@ -431,11 +431,7 @@ static LLVMValueRef combine(tj_nvptx_emit_t* nv, const reducer_t* r,
         return tj_emit_intrinsic(em, max ? "llvm.maximum" : "llvm.minimum", &t,
                                  1, args, 2);
       }
-      LLVMValueRef pick = tj_emit_select(
-          em, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, x, ""), a,
-          x);
-      return tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealUNO, a, x, ""),
-                            LLVMBuildFAdd(b, a, x, ""), pick);
+      return tj_emit_fminmax(em, max, a, x);
     }
   }
   return a;

@@ -119,12 +119,7 @@ static LLVMValueRef combine(tj_emit_t* em, tj_kir_reduce_t op, tj_dtype_t dt,
                                  : (max ? LLVMIntSGT : LLVMIntSLT);
         return tj_emit_select(em, LLVMBuildICmp(bl, p, a, b, ""), a, b);
       }
-      // NaN propagates: a NaN operand makes a + b NaN.
-      LLVMValueRef r = tj_emit_select(
-          em, LLVMBuildFCmp(bl, max ? LLVMRealOGT : LLVMRealOLT, a, b, ""), a,
-          b);
-      return tj_emit_select(em, LLVMBuildFCmp(bl, LLVMRealUNO, a, b, ""),
-                            LLVMBuildFAdd(bl, a, b, ""), r);
+      return tj_emit_fminmax(em, max, a, b);
     }
     case TJ_KIR_REDUCE_ARGMAX:
       break;

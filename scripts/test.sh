@@ -109,8 +109,15 @@ TJ_TEST_TIERS=host CC=clang-19 CXX=clang++-19 run_suite build-asan \
 # counts as one test: its results are written in meson's test-log format
 # for count_tests.py.
 fuzz_seconds=${TJ_FUZZ_SECONDS:-20}
+# A fixed seed (TJ_FUZZ_SEED to change it): every CI run replays the same
+# sequence of mutations, so a failure here reproduces with the same seed on
+# any machine (a slower one only stops earlier in the sequence), and a
+# change is not failed for a defect that a different draw happened to reach;
+# finding new inputs is the long mode's work (tests/fuzz/README.md).
+fuzz_seed=${TJ_FUZZ_SEED:-1}
 fuzz_log=build-asan/fuzz/meson-logs/testlog.json
 mkdir -p build-asan/fuzz/meson-logs
+rm -f build-asan/fuzz/reproducers.txt
 : > "$fuzz_log"
 # Two targets at a time (each libFuzzer run is one process), in the order
 # listed; the log lines and the results come out in that order.
@@ -119,7 +126,8 @@ fuzz_one() {  # target: runs it, writes $out/result
   mkdir -p "$out/corpus"
   rm -f "$out/result"
   if [ -x "$exe" ] &&
-     "$exe" -max_total_time="$fuzz_seconds" -timeout=60 -rss_limit_mb=4096 \
+     "$exe" -seed="$fuzz_seed" -max_total_time="$fuzz_seconds" -timeout=60 \
+       -rss_limit_mb=4096 \
        -max_len=8192 -print_final_stats=1 -artifact_prefix="$out/" \
        "$out/corpus" "tests/fuzz/corpus/$target" > "$out/log.txt" 2>&1; then
     echo OK > "$out/result"
@@ -145,6 +153,12 @@ for target in "${fuzz_targets[@]}"; do
     echo "$target failed: $out/log.txt; reproducer (if any):" $out/crash-* \
       $out/leak-* $out/timeout-* $out/oom-*
     tail -40 "$out/log.txt"
+    # The reproducer's bytes, for the summary at the end (a CI log may keep
+    # only its tail).
+    for f in "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-*; do
+      [ -f "$f" ] && printf '%s %s: %s\n' "$target" "${f##*/}" \
+        "$(base64 -w0 < "$f")" >> build-asan/fuzz/reproducers.txt
+    done
   fi
   echo "{\"name\": \"$target\", \"result\": \"$result\"}" >> "$fuzz_log"
   grep -E '^stat::number_of_executed_units' "$out/log.txt" |
@@ -182,6 +196,10 @@ done
 cpu_read
 rm -f "$cpu_file"
 printf '%-18s %6d %6d\n' total "$SECONDS" "$cpu_now"
+if [ -s build-asan/fuzz/reproducers.txt ]; then
+  echo "fuzz reproducers (base64; tests/fuzz/README.md, A crash):"
+  cat build-asan/fuzz/reproducers.txt
+fi
 
 "$PYTHON" scripts/count_tests.py build build-asan build-asan/fuzz build-tsan
 rc=$?

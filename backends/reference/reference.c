@@ -887,11 +887,17 @@ static tj_status_t eval_reduce(run_t* run, uint32_t index) {
         case TJ_OP_PROD:
           accd[k] *= x;
           break;
-        case TJ_OP_MAX:  // a NaN, once in, stays: NaN > y and y > NaN fail
-          if (isnan(x) || x > accd[k]) accd[k] = x;
+        // A NaN, once in, stays: NaN > y and y > NaN fail. -0 is below
+        // +0 (IEEE 754-2019 maximum/minimum), so that a reduction's value
+        // does not depend on its order: the compiled kernels combine in
+        // lane trees.
+        case TJ_OP_MAX:
+          if (isnan(x) || x > accd[k] || (x == accd[k] && !signbit(x)))
+            accd[k] = x;
           break;
         case TJ_OP_MIN:
-          if (isnan(x) || x < accd[k]) accd[k] = x;
+          if (isnan(x) || x < accd[k] || (x == accd[k] && signbit(x)))
+            accd[k] = x;
           break;
         case TJ_OP_ARGMAX:
           // The first NaN wins; otherwise the first maximum.
