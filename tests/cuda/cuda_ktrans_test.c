@@ -13,7 +13,8 @@
 //   - linear3d: gelu(x[B, 96, 512] @ w^T + b) with one [384, 512] weight,
 //     one rank-2 GEMM of B*96 rows (every rank-2 candidate), B = 3;
 //   - batched: x[2, M, 136] @ transpose(w[2, 100, 136]), a weight per batch
-//     entry (the batched candidates: the module's kernel, mma.sync, the
+//     entry, and attention's scores x[2, 3, M, 64] @ transpose(w[2, 3, 72,
+//     64]) (the batched candidates: the module's kernel, mma.sync, the
 //     cp.async wgmma tiles);
 //   - f32 with allow_tf32: gelu(x @ w^T + b) on the TF32 candidates.
 // bf16 within 3e-2 and f16 within 1e-2 (relative, absolute below 1), TF32
@@ -63,10 +64,11 @@ typedef enum form_e {
   FORM_GELU,     // gelu(x @ w^T + b)
   FORM_LINEAR3,  // gelu(x[B, T, K] @ w^T + b)
   FORM_BATCHED,  // x[2, M, K] @ transpose(w[2, N, K], (0, 2, 1))
+  FORM_HEADS,    // x[2, 3, M, K] @ transpose(w[2, 3, N, K]): q @ k^T
 } form_t;
 
 static const char* const kFormNames[] = {"plain", "gelu_bias", "linear3d",
-                                         "batched"};
+                                         "batched", "heads"};
 
 enum { kT = 96 };  // linear3d's rows a batch entry
 
@@ -81,7 +83,11 @@ static tj_graph_t* build(tj_context_t* ctx, tj_dtype_t dt, const shape_t* s) {
   if (!g) return NULL;
   int64_t B = tj_graph_symbol(g, "B");
   tj_value_t x, w;
-  if (s->form == FORM_BATCHED) {
+  if (s->form == FORM_HEADS) {
+    x = tj_graph_input(g, dt, 4, (int64_t[]){2, 3, B, s->k}, "x");
+    w = tj_graph_input(g, dt, 4, (int64_t[]){2, 3, s->n, s->k}, "w");
+    w = tj_graph_transpose(g, w, (int32_t[]){0, 1, 3, 2});
+  } else if (s->form == FORM_BATCHED) {
     x = tj_graph_input(g, dt, 3, (int64_t[]){2, B, s->k}, "x");
     w = tj_graph_input(g, dt, 3, (int64_t[]){2, s->n, s->k}, "w");
     w = tj_graph_transpose(g, w, (int32_t[]){0, 2, 1});
@@ -108,10 +114,10 @@ static tj_graph_t* build(tj_context_t* ctx, tj_dtype_t dt, const shape_t* s) {
 typedef struct data_t {
   int32_t num_in;
   void* in[3];
-  int64_t dims[3][3];
+  int64_t dims[3][4];
   int32_t ranks[3];
   int64_t ny;  // elements of y
-  int64_t y_dims[3];
+  int64_t y_dims[4];
   int32_t y_rank;
 } data_t;
 
@@ -120,6 +126,13 @@ static void data_make(tj_dtype_t dt, const shape_t* s, int64_t m, data_t* d) {
   bool bias = s->form == FORM_GELU || s->form == FORM_LINEAR3;
   d->num_in = bias ? 3 : 2;
   switch (s->form) {
+    case FORM_HEADS:
+      d->ranks[0] = d->ranks[1] = 4;
+      memcpy(d->dims[0], (int64_t[]){2, 3, m, s->k}, sizeof(int64_t) * 4);
+      memcpy(d->dims[1], (int64_t[]){2, 3, s->n, s->k}, sizeof(int64_t) * 4);
+      d->y_rank = 4;
+      memcpy(d->y_dims, (int64_t[]){2, 3, m, s->n}, sizeof(int64_t) * 4);
+      break;
     case FORM_BATCHED:
       d->ranks[0] = d->ranks[1] = 3;
       memcpy(d->dims[0], (int64_t[]){2, m, s->k}, sizeof(int64_t) * 3);
@@ -173,7 +186,7 @@ static void* reference(tj_graph_t* g, tj_dtype_t dt, const data_t* d,
   size_t es = tj_dtype_size(dt);
   tj_tensor_t in[3];
   tensors(dt, d, in);
-  int64_t y_dims[3];
+  int64_t y_dims[4];
   memcpy(y_dims, d->y_dims, sizeof(y_dims));
   int64_t ny = d->ny;
   int64_t x_dims[2] = {rows, d->dims[0][1]};
@@ -231,7 +244,7 @@ static const candidate_t kTf32Candidates[] = {
 };
 
 static bool applies(const candidate_t* c, const shape_t* s) {
-  if (c->rank2 && s->form == FORM_BATCHED) return false;
+  if (c->rank2 && s->form >= FORM_BATCHED) return false;
   return c->split == 0 || s->k % (64 * c->split) == 0;
 }
 
@@ -352,7 +365,7 @@ static void check_all(tj_dtype_t dt, const shape_t* s, const candidate_t* cands,
   run_t runs[4];
   runs_make(dt, s, ms, num_ms, runs);
   for (size_t c = 0; c < num_cands; ++c) {
-    if (s->form == FORM_BATCHED && !applies(&cands[c], s)) continue;
+    if (s->form >= FORM_BATCHED && !applies(&cands[c], s)) continue;
     check(dt, s, &cands[c], runs, num_ms);
   }
   runs_free(runs, num_ms);
@@ -386,13 +399,18 @@ TEST(linear3d_every_candidate) {
     check_all(kTypes[t], &s, kCandidates, TJ_ARRAY_SIZE(kCandidates), kB, 1);
 }
 
-// A weight per batch entry: the batched main loops (the rank-2 candidates
-// do not apply and are skipped).
+// A weight per batch entry, rank 3 and 4: the batched main loops (the
+// rank-2 candidates do not apply and are skipped).
 TEST(batched) {
   static const int64_t kM[] = {197, 64};
   shape_t s = {FORM_BATCHED, 100, 136};
-  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t)
+  // Attention's scores q @ k^T, [2, 3, T, 64] @ [2, 3, 64, T'].
+  shape_t heads = {FORM_HEADS, 72, 64};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
     check_all(kTypes[t], &s, kCandidates, TJ_ARRAY_SIZE(kCandidates), kM, 2);
+    check_all(kTypes[t], &heads, kCandidates, TJ_ARRAY_SIZE(kCandidates), kM,
+              2);
+  }
 }
 
 TEST(tf32_candidates) {

@@ -379,10 +379,11 @@ typedef enum form_e {
   FORM_GELU,     // y = gelu(x @ w^T + b)
   FORM_LINEAR3,  // y = x[B, T, K] @ w^T + b: one rank-2 GEMM of B*T rows
   FORM_BATCHED,  // y = x[2, M, K] @ transpose(w[2, N, K], (0, 2, 1))
+  FORM_HEADS,    // y = x[2, 3, M, K] @ transpose(w[2, 3, N, K]): q k^T
 } form_t;
 
 static const char* const kFormNames[] = {"plain", "gelu_bias", "linear3d",
-                                         "batched"};
+                                         "batched", "heads"};
 
 enum { kK = 192, kN = 136 };
 
@@ -395,7 +396,12 @@ static tj_graph_t* build(tj_dtype_t dt, form_t form, bool transposed) {
   int64_t B = tj_graph_symbol(g, "B");
   bool batched = form == FORM_BATCHED;
   tj_value_t w;
-  if (transposed) {
+  if (form == FORM_HEADS) {
+    // Attention's scores, q @ k^T: k's head dim is B's k, contiguous.
+    w = transposed ? tj_graph_input(g, dt, 4, (int64_t[]){2, 3, kN, kK}, "w")
+                   : tj_graph_input(g, dt, 4, (int64_t[]){2, 3, kK, kN}, "w");
+    if (transposed) w = tj_graph_transpose(g, w, (int32_t[]){0, 1, 3, 2});
+  } else if (transposed) {
     w = batched ? tj_graph_input(g, dt, 3, (int64_t[]){2, kN, kK}, "w")
                 : tj_graph_input(g, dt, 2, (int64_t[]){kN, kK}, "w");
     w = batched ? tj_graph_transpose(g, w, (int32_t[]){0, 2, 1})
@@ -405,7 +411,9 @@ static tj_graph_t* build(tj_dtype_t dt, form_t form, bool transposed) {
                 : tj_graph_input(g, dt, 2, (int64_t[]){kK, kN}, "w");
   }
   tj_value_t x;
-  if (form == FORM_LINEAR3) {
+  if (form == FORM_HEADS) {
+    x = tj_graph_input(g, dt, 4, (int64_t[]){2, 3, B, kK}, "x");
+  } else if (form == FORM_LINEAR3) {
     x = tj_graph_input(g, dt, 3, (int64_t[]){B, 24, kK}, "x");
   } else if (batched) {
     x = tj_graph_input(g, dt, 3, (int64_t[]){2, B, kK}, "x");
@@ -468,7 +476,7 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   if (pt.ptx && arch == TJ_NVPTX_SM_80)
     check_has(what, pt.ptx, "ldmatrix.sync.aligned.m8n8.x4.trans", false);
   // Rank-2 forms have the TMA candidates (linear3d folds into one).
-  if (pt.variants_ptx && arch == TJ_NVPTX_SM_90A && form != FORM_BATCHED)
+  if (pt.variants_ptx && arch == TJ_NVPTX_SM_90A && form < FORM_BATCHED)
     check_has(what, pt.variants_ptx, "cp.async.bulk.tensor.2d", true);
   if (pt.variants_ptx && tf32)
     check_has(what, pt.variants_ptx, "tf32.tf32", true);
@@ -490,7 +498,7 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
 TEST(graphs_run_on_the_gpu) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
-    for (int f = 0; f <= FORM_BATCHED; ++f) {
+    for (int f = 0; f <= FORM_HEADS; ++f) {
       check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
       check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_80);
     }
