@@ -420,14 +420,21 @@ TEST(tf32_candidates) {
             kM, 2);
 }
 
-int main(void) {
+// Runs test |name| unless |filter| (argv[1]) is given and not part of it.
+#define RUN_IF(filter, name) \
+  if (!(filter) || strstr(#name, (filter))) RUN_TEST(name)
+
+// Usage: cuda_ktrans_test [FILTER]: only the tests whose name contains
+// FILTER (rank2, linear3d, batched, tf32), to split a device run.
+int main(int argc, char** argv) {
+  const char* filter = argc > 1 ? argv[1] : NULL;
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
   if (tj_test_context_create(&g_ref_ctx) != NULL) return 1;
-  RUN_TEST(rank2_every_candidate);
-  RUN_TEST(linear3d_every_candidate);
-  RUN_TEST(batched);
-  RUN_TEST(tf32_candidates);
+  RUN_IF(filter, rank2_every_candidate);
+  RUN_IF(filter, linear3d_every_candidate);
+  RUN_IF(filter, batched);
+  RUN_IF(filter, tf32_candidates);
   tj_context_destroy(g_ref_ctx);
   TEST_MAIN_END();
 }
