@@ -3,14 +3,17 @@
 // after warm-up). Prints a table; never a pass/fail.
 //
 //   cuda_bench [--quick | --gemm [--shape=M,K,N]... [--loop=TEXT]...
-//               [--plain] [--profile] | --f32 | --f32-exact | --batched]
+//               [--plain] [--profile] [--bt] | --f32 | --f32-exact |
+//               --batched]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
 // samples). --shape keeps only the shapes given, --loop only the main
 // loops whose name contains TEXT, --plain leaves out the fused kernels;
 // --profile launches each kept kernel and cuBLAS once per shape, untimed,
-// for a profiler (ncu) to capture one launch of each. --f32 prints the f32
+// for a profiler (ncu) to capture one launch of each; --bt reads B
+// transposed, y = x @ w^T with w an [N, K] weight (PyTorch's Linear: our
+// K-major B, cuBLAS with transa = T on it). --f32 prints the f32
 // table (the exact CUDA-core loops and the TF32 ones beside cuBLAS);
 // --f32-exact its exact rows alone. --batched prints the batched attention
 // GEMMs of issue 13 beside cuBLAS's strided batched GEMM.
@@ -32,6 +35,9 @@
 static tj_cuda_device_t* g_dev;
 static tj_nvptx_target_t* g_target;
 static int g_iters = 20;
+// --gemm --bt: B is w^T of an [N, K] w (run_blas and the GEMM table's
+// kernels read it so).
+static bool g_bt;
 
 //===--- timing ---===//
 
@@ -171,15 +177,16 @@ typedef struct blas_run_t {
   int compute;  // cublasComputeType_t; 0: CUBLAS_COMPUTE_32F
 } blas_run_t;
 
-// Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T = B^T A^T.
+// Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T = B^T A^T; with
+// g_bt, B is w^T of a row-major [N, K] w: cuBLAS's A is w transposed.
 static void run_blas(void* ctx) {
   blas_run_t* r = ctx;
   float one = 1.0f, zero = 0.0f;
-  int status = g_blas.gemm_ex(g_blas.handle, 0, 0, r->n, r->m, r->k, &one,
-                              (void*)(uintptr_t)r->b, r->dtype, r->n,
-                              (void*)(uintptr_t)r->a, r->dtype, r->k, &zero,
-                              (void*)(uintptr_t)r->c, r->out_dtype, r->n,
-                              r->compute ? r->compute : 68 /* 32F */, -1);
+  int status = g_blas.gemm_ex(
+      g_blas.handle, g_bt ? 1 : 0, 0, r->n, r->m, r->k, &one,
+      (void*)(uintptr_t)r->b, r->dtype, g_bt ? r->k : r->n,
+      (void*)(uintptr_t)r->a, r->dtype, r->k, &zero, (void*)(uintptr_t)r->c,
+      r->out_dtype, r->n, r->compute ? r->compute : 68 /* 32F */, -1);
   if (status != 0) {
     fprintf(stderr, "cublasGemmEx: status %d\n", status);
     exit(1);
@@ -243,6 +250,17 @@ static tj_kir_t* plain_gemm(tj_dtype_t dt) {
   tj_kir_store(k, y, dt == TJ_DTYPE_F32 ? acc : tj_kir_cast(k, dt, acc));
   if (k->error) bench_die(tj_status_clone(k->error), "kir");
   return k;
+}
+
+// --bt: |k|'s B read as w^T of an [N, K] w (k stride 1, n stride K), the
+// layout of x @ w^T; the kernel is not finalized yet, so its strides may
+// still change.
+static void transpose_b(tj_kir_t* k) {
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    if (k->buffers[i].role != TJ_KIR_GEMM_B) continue;
+    k->buffers[i].strides[0] = tj_kir_constant(1);
+    k->buffers[i].strides[1] = k->gemm_k;
+  }
 }
 
 // y = 2 x + 1 over a flat f32 vector of N elements: the memory path alone.
@@ -513,9 +531,10 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
            ks[l]->info.shared_bytes);
   }
   printf(
-      "\n| bf16 x@w (M, K, N) | main loop | ours ms | TFLOP/s | cuBLAS ms "
-      "| speed vs cuBLAS | ours gelu(x@w+b) ms | fused / cuBLAS x@w "
-      "|\n|---|---|---|---|---|---|---|---|\n");
+      "\n| bf16 %s (M, K, N) | main loop | ours ms | TFLOP/s | cuBLAS ms "
+      "| speed vs cuBLAS | ours gelu(%s+b) ms | fused / cuBLAS %s "
+      "|\n|---|---|---|---|---|---|---|---|\n",
+      g_bt ? "x@w^T" : "x@w", g_bt ? "x@w^T" : "x@w", g_bt ? "x@w^T" : "x@w");
   for (int s = 0; s < kShapesCount; ++s) {
     if (!keep_shape(filter, kShapes[s])) continue;
     int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
@@ -936,6 +955,11 @@ int main(int argc, char** argv) {
           filter.plain_only = true;
         } else if (strcmp(argv[i], "--profile") == 0) {
           filter.profile = filter.plain_only = true;
+        } else if (strcmp(argv[i], "--bt") == 0) {
+          // B K-major: w is [N, K] (the same bytes, read transposed).
+          g_bt = true;
+          transpose_b(k_plain);
+          transpose_b(k_fused);
         } else {
           fprintf(stderr, "cuda_bench --gemm: unknown argument %s\n", argv[i]);
           return 2;

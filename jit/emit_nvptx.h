@@ -156,6 +156,11 @@ typedef struct tj_nvptx_wgmma_t {
   LLVMValueRef m0, n0;          // i64 origin of the block's tile
   LLVMValueRef tid;             // i32 tid.x
   LLVMValueRef smem;            // the dynamic shared memory
+  // B K-major (tj_kir_gemm_b_kmajor, x @ w^T): its tile is stored as A's,
+  // rows of n 128 bytes of k apart, wgmma reads it without trans-b, and
+  // |sb_n| (i64) is the element stride of those rows (|sb_k| unused).
+  bool b_kmajor;
+  LLVMValueRef sb_n;
   // Persistent (a grid of at most one block per SM): the block loops over
   // tiles ctaid.x, ctaid.x + nctaid.x, ... < |tiles| (i64) and calls
   // |tile_origin| for a tile's origin (m0, n0 above are unused) and

@@ -14,10 +14,15 @@
 //       A row r (128 bytes, bk 64): chunk c at c ^ (r & 7)
 //       A row r (64 bytes, bk 32):  chunk c at c ^ ((r >> 1) & 3)
 //       B row k (256 bytes):         chunk c at c ^ (k & 7)
+//   - a K-major B (contiguous along k: the [N, K] weight of x @ w^T,
+//     tj_kir_gemm_b_kmajor) is copied and stored as A is, row n of the
+//     tile in A's layout for row m, and its fragments loaded by ldmatrix
+//     without .trans (a row of n is a column of the col-major fragment);
 // On sm_90a (by default, or with gemm_kernel = WGMMA) the f16/bf16 main
 // loop is wgmma.mma_async instead, with tiles of 64 or 128 x 64, 128 or
-// 256 (emit_nvptx_wgmma.c); its accumulators land in the same staged C
-// tile and go through the same epilogue.
+// 256 (emit_nvptx_wgmma.c; a K-major B there too, without trans-b); its
+// accumulators land in the same staged C tile and go through the same
+// epilogue.
 // CUDA cores (f32 A and B, any strides): the same ring with 4-byte cp.async
 // (A stored transposed, rows padded against bank conflicts), k-tiles of 8
 // (or 16), each thread an 8x8 register tile of FMAs; where A is contiguous
@@ -87,6 +92,10 @@ typedef struct gemm_t {
   int32_t tile_m, tile_n, threads, c_stride;
   LLVMTypeRef acc_type;  // of the staged C tile: i32 (8-bit), else f32
   bool c_swizzled;       // the wgmma kernels' tj_nvptx_wgmma_c_col layout
+  // B contiguous along k (tj_kir_gemm_b_kmajor: x @ w^T): the tensor-core
+  // loops keep its tile K-major in shared memory, rows of n laid out as
+  // A's rows of m.
+  bool b_kmajor;
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -212,6 +221,7 @@ static void tc_copy_setup(gemm_t* g, tc_copy_t* a_copy, tc_copy_t* b_copy) {
   int32_t a_shift = a_chunks == 8 ? 3 : 2;
   LLVMValueRef sa_m = tj_emit_stride(em, g->a, r - 2);
   LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
+  LLVMValueRef sb_n = tj_emit_stride(em, g->bb, r - 1);
   for (int32_t i = 0; i < g->copies; ++i) {
     // A: chunk c = tid + 256 i: row c / chunks, chunk c % chunks.
     LLVMValueRef c = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
@@ -232,6 +242,25 @@ static void tc_copy_setup(gemm_t* g, tc_copy_t* a_copy, tc_copy_t* b_copy) {
     a_copy[i].step = c64(g, g->bk);
     a_copy[i].limit =
         LLVMBuildSub(g->b, g->kdim, LLVMBuildMul(b, ch64, c64(g, 8), ""), "");
+    if (g->b_kmajor) {
+      // B K-major: row n of the tile as A's row m (kBN = kBM rows of bk),
+      // at a_bytes; rows past N read row n0 with 0 bytes.
+      tc_copy_t* bc = &b_copy[i];
+      bc->dst =
+          LLVMBuildAdd(b, c32(g, g->a_bytes), a_chunk_offset(g, row, ch), "");
+      LLVMValueRef gn = LLVMBuildAdd(b, g->n0, row64, "");
+      bc->outer_ok = LLVMBuildICmp(b, LLVMIntSLT, gn, g->n, "");
+      LLVMValueRef boff = LLVMBuildAdd(
+          b,
+          LLVMBuildMul(b, tj_emit_select(em, bc->outer_ok, gn, g->n0), sb_n,
+                       ""),
+          LLVMBuildMul(b, ch64, c64(g, 8), ""), "");
+      bc->src = tj_emit_advance(em, g->bb, g->batch.ptr[g->bb], boff);
+      bc->step = c64(g, g->bk);
+      bc->limit = a_copy[i].limit;
+      bc->krow = bc->col = NULL;
+      continue;
+    }
     // B: chunk c: k row c / 16, chunk c % 16.
     LLVMValueRef krow = LLVMBuildLShr(b, c, c32(g, 4), "");
     LLVMValueRef bch = LLVMBuildAnd(b, c, c32(g, 15), "");
@@ -288,6 +317,19 @@ static void tc_load(gemm_t* g, const tc_copy_t* a_copy, const tc_copy_t* b_copy,
         tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), ""),
                        LLVMBuildMul(b, kt, a_copy[i].step, ""), c64(g, 0)));
     cp_async16(g, base, a_copy[i].dst, src, bytes);
+    if (g->b_kmajor) {
+      // B K-major: as A, rows of n past N read nothing.
+      LLVMValueRef bl = clamp0(g, LLVMBuildSub(b, b_copy[i].limit, k0, ""), 8);
+      LLVMValueRef bn =
+          tj_emit_select(em, b_copy[i].outer_ok,
+                         LLVMBuildMul(b, bl, c64(g, 2), ""), c64(g, 0));
+      LLVMValueRef bs = tj_emit_advance(
+          em, g->bb, b_copy[i].src,
+          tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bn, c64(g, 0), ""),
+                         LLVMBuildMul(b, kt, b_copy[i].step, ""), c64(g, 0)));
+      cp_async16(g, base, b_copy[i].dst, bs, bn);
+      continue;
+    }
     // B: rows past K and columns past N read nothing.
     LLVMValueRef krow_ok = LLVMBuildICmp(
         b, LLVMIntSLT, LLVMBuildAdd(b, k0, b_copy[i].krow, ""), g->kdim, "");
@@ -358,7 +400,8 @@ static void tc_compute(gemm_t* g, LLVMValueRef stage, LLVMValueRef a_off[4][4],
       ldmatrix(g, false, smem_at(g, base, a_off[kk][mi]), af[mi]);
     for (int32_t np = 0; np < 2; ++np) {
       LLVMValueRef r[4];
-      ldmatrix(g, true, smem_at(g, base, b_off[kk][np]), r);
+      // K-major B: its rows of n are the fragment's columns as stored.
+      ldmatrix(g, !g->b_kmajor, smem_at(g, base, b_off[kk][np]), r);
       bf[np * 2][0] = r[0];
       bf[np * 2][1] = r[1];
       bf[np * 2 + 1][0] = r[2];
@@ -385,7 +428,25 @@ static void tc_fragment_offsets(gemm_t* g, LLVMValueRef wm, LLVMValueRef wn,
       LLVMValueRef ch = LLVMBuildAdd(b, c32(g, kk * 2), l16, "");
       a_off[kk][mi] = a_chunk_offset(g, row, ch);
     }
-    for (int32_t np = 0; np < 2; ++np) {
+    for (int32_t np = 0; np < 2 && g->b_kmajor; ++np) {
+      // K-major B, ldmatrix without .trans: lanes 0-7 give rows n of
+      // k 0-7 (b0, b1 of the first n8 block), 8-15 its k 8-15 (b2, b3),
+      // 16-31 the same for the second n8 block.
+      LLVMValueRef row = LLVMBuildAdd(
+          b, LLVMBuildMul(b, wn, c32(g, 32), ""),
+          LLVMBuildAdd(b, c32(g, np * 16),
+                       LLVMBuildAdd(b, LLVMBuildAnd(b, lane, c32(g, 7), ""),
+                                    LLVMBuildShl(b, l16, c32(g, 3), ""), ""),
+                       ""),
+          "");
+      LLVMValueRef ch = LLVMBuildAdd(
+          b, c32(g, kk * 2),
+          LLVMBuildAnd(b, LLVMBuildLShr(b, lane, c32(g, 3), ""), c32(g, 1), ""),
+          "");
+      b_off[kk][np] =
+          LLVMBuildAdd(b, c32(g, g->a_bytes), a_chunk_offset(g, row, ch), "");
+    }
+    for (int32_t np = 0; np < 2 && !g->b_kmajor; ++np) {
       LLVMValueRef krow = LLVMBuildAdd(b, c32(g, kk * 16), l15, "");
       LLVMValueRef ch =
           LLVMBuildAdd(b, LLVMBuildMul(b, wn, c32(g, 4), ""),
@@ -1228,6 +1289,8 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   w.b_base = g->batch.ptr[g->bb];
   w.sa_m = tj_emit_stride(em, g->a, r - 2);
   w.sb_k = tj_emit_stride(em, g->bb, r - 2);
+  w.b_kmajor = g->b_kmajor;
+  w.sb_n = tj_emit_stride(em, g->bb, r - 1);
   w.m = g->m;
   w.n = g->n;
   w.kdim = g->kdim;
@@ -1466,12 +1529,16 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
         "which allow_tf32 has not allowed",
         k->name);
   int32_t r = g.rank;
+  // B along k (x @ w^T, tj_kir_gemm_b_kmajor) or along n: each main loop
+  // stores its tile in the layout its instructions read (see the top).
+  g.b_kmajor = tj_kir_gemm_b_kmajor(k);
   if ((tc || tf32) &&
       (!tj_kir_ival_is_const(k->buffers[g.a].strides[r - 1], 1) ||
-       !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1)))
+       (!g.b_kmajor &&
+        !tj_kir_ival_is_const(k->buffers[g.bb].strides[r - 1], 1))))
     return tj_unsupported(
         "kernel @%s: the tensor-core gemm needs A contiguous along k and B "
-        "along n (stride 1)",
+        "along n or k (stride 1)",
         k->name);
   if ((unsigned)o->gemm_kernel > TJ_NVPTX_GEMM_WGMMA)
     return tj_invalid("kernel @%s: gemm_kernel %d", k->name,
@@ -1638,12 +1705,14 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       // 16-byte chunks: every row and batch entry starts 16 bytes aligned
       // (8 halves, or 4 f32 for TF32).
       int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
-      // 8-bit operands: contiguous along k or n, whichever is (the other
-      // dims are checked, a k-major B's n included).
-      bool int8 = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k);
-      for (int32_t d = 0; d < (int8 ? r : r - 1); ++d) {
+      // 8-bit operands and a K-major B (x @ w^T): contiguous along k or
+      // n, whichever is (the other dims are checked, a k-major B's n
+      // included).
+      bool any = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) ||
+                 (buf->role == TJ_KIR_GEMM_B && tj_kir_gemm_b_kmajor(k));
+      for (int32_t d = 0; d < (any ? r : r - 1); ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
-        if (int8 && tj_kir_ival_is_const(buf->strides[d], 1)) continue;
+        if (any && tj_kir_ival_is_const(buf->strides[d], 1)) continue;
         if (s % per != 0)
           return tj_unsupported(
               "kernel @%s: tensor-core gemm operand %%%s has stride %lld in "

@@ -15,9 +15,12 @@
 //     64 n x 64 k panel of 8 KiB per 64 columns, in which k row r holds
 //     64 n at r * 128; 8-row groups of k are 1024 bytes apart (SBO), the
 //     64-column panels 8192 (LBO).
+//   B (K-major, the [N, K] weight of x @ w^T, tj_kir_gemm_b_kmajor): as
+//     A, row n of the tile at n * 128, atoms 1024 bytes apart (SBO), read
+//     with trans-b 0 (K-major is wgmma's own B layout).
 // The descriptors' start address steps through k: +32 bytes per k16 in A
-// (inside the swizzled row, as the hardware applies the XOR to address
-// bits), +2048 bytes (16 rows) in B.
+// and a K-major B (inside the swizzled row, as the hardware applies the XOR
+// to address bits), +2048 bytes (16 rows) in an MN-major B.
 //
 // Pipeline, per k-tile kt (one barrier a k-tile):
 //   cp.async.wait_group  tile kt has landed (this thread's copies)
@@ -54,9 +57,12 @@
 // take all columns (m64n64k8 per 64). The accumulators are C^T's fragment
 // (row n, column m), transposed into the staged C tile. Each k-tile's
 // wgmmas are waited for (wait_group 0) before the next k-tile loads new
-// fragments into the registers they read. Operands are not rounded to
-// tf32: the tensor cores ignore the low 13 mantissa bits (truncation, as
-// cuBLAS's TF32 mode does for operands in shared memory).
+// fragments into the registers they read. A K-major B's panels (32 n x 32
+// k, from a map over [N, K]) hold row n at n * 128, chunk c of 4 k at
+// c ^ (n & 7); its fragments are loaded from there, the rest is the same.
+// Operands are not rounded to tf32: the tensor cores ignore the low 13
+// mantissa bits (truncation, as cuBLAS's TF32 mode does for operands in
+// shared memory).
 
 #include <stdio.h>
 #include <string.h>
@@ -195,10 +201,10 @@ static void wgmma(wg_t* w, int32_t j, LLVMValueRef da, LLVMValueRef db,
   for (int32_t i = 0; i < n; ++i)
     len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
                             i ? "," : "", (int)i);
-  // scale-d p, scale-a 1, scale-b 1, trans-a 0 (A K-major),
-  // trans-b 1 (B MN-major).
-  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p, 1, 1, 0, 1;\n}",
-           (int)n, (int)n + 1);
+  // scale-d p, scale-a 1, scale-b 1, trans-a 0 (A K-major), trans-b 1
+  // (B MN-major) or 0 (K-major B, x @ w^T).
+  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p, 1, 1, 0, %d;\n}",
+           (int)n, (int)n + 1, w->p->b_kmajor ? 0 : 1);
   LLVMValueRef d[3] = {da, db, accumulate};
   acc_asm_range(w, j * n, n, text, d, 3, "l,l,r,");
 }
@@ -259,7 +265,36 @@ static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
   }
   int32_t per_row = p->tile_n / 8;  // chunks of a B row
   int32_t shift = per_row == 8 ? 3 : per_row == 16 ? 4 : 5;
-  for (int32_t i = 0; i < w->b_copies; ++i) {
+  for (int32_t i = 0; i < w->b_copies && p->b_kmajor; ++i) {
+    // K-major B: row n of the tile as A's row m, after A's tile.
+    LLVMValueRef c = LLVMBuildAdd(b, p->tid, c32(w, i * w->threads), "");
+    LLVMValueRef row = LLVMBuildLShr(b, c, c32(w, 3), "");
+    LLVMValueRef ch = LLVMBuildAnd(b, c, c32(w, 7), "");
+    copy_t* bc = &w->b_copy[i];
+    bc->dst = LLVMBuildAdd(
+        b, c32(w, w->a_bytes),
+        LLVMBuildAdd(
+            b, LLVMBuildMul(b, row, c32(w, kRow), ""),
+            LLVMBuildShl(
+                b, LLVMBuildXor(b, ch, LLVMBuildAnd(b, row, c32(w, 7), ""), ""),
+                c32(w, 4), ""),
+            ""),
+        "");
+    LLVMValueRef gn =
+        LLVMBuildAdd(b, n0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
+    LLVMValueRef col =
+        LLVMBuildMul(b, LLVMBuildZExt(b, ch, em->t_i64, ""), c64(w, 8), "");
+    bc->ok = LLVMBuildICmp(b, LLVMIntSLT, gn, p->n, "");
+    // Rows past N point at row n0 (and copy 0 bytes).
+    LLVMValueRef off = LLVMBuildAdd(
+        b, LLVMBuildMul(b, tj_emit_select(em, bc->ok, gn, n0), p->sb_n, ""),
+        col, "");
+    bc->src = tj_emit_advance(em, p->b, p->b_base, off);
+    bc->step = c64(w, kBK);
+    bc->limit = LLVMBuildSub(b, p->kdim, col, "");
+    bc->krow = NULL;
+  }
+  for (int32_t i = 0; i < w->b_copies && !p->b_kmajor; ++i) {
     LLVMValueRef c = LLVMBuildAdd(b, p->tid, c32(w, i * w->threads), "");
     LLVMValueRef krow = LLVMBuildLShr(b, c, c32(w, shift), "");
     LLVMValueRef nch = LLVMBuildAnd(b, c, c32(w, per_row - 1), "");
@@ -356,7 +391,19 @@ static void load_tile(wg_t* w, LLVMValueRef stage, LLVMValueRef kt,
                        LLVMBuildMul(b, kt, a->step, ""), c64(w, 0)));
     cp_async16(w, base, a->dst, src, bytes);
   }
-  for (int32_t i = 0; i < w->b_copies; ++i) {
+  for (int32_t i = 0; i < w->b_copies && p->b_kmajor; ++i) {
+    // K-major B: as A, rows of n past N copy nothing.
+    const copy_t* bc = &w->b_copy[i];
+    LLVMValueRef left = clamp0(w, LLVMBuildSub(b, bc->limit, k0, ""), 8);
+    LLVMValueRef bytes = tj_emit_select(
+        em, bc->ok, LLVMBuildMul(b, left, c64(w, 2), ""), c64(w, 0));
+    LLVMValueRef src = tj_emit_advance(
+        em, p->b, bc->src,
+        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
+                       LLVMBuildMul(b, kt, bc->step, ""), c64(w, 0)));
+    cp_async16(w, base, bc->dst, src, bytes);
+  }
+  for (int32_t i = 0; i < w->b_copies && !p->b_kmajor; ++i) {
     const copy_t* bc = &w->b_copy[i];
     LLVMValueRef krow_ok = LLVMBuildICmp(
         b, LLVMIntSLT, LLVMBuildAdd(b, k0, bc->krow, ""), p->kdim, "");
@@ -396,9 +443,14 @@ static void compute_tile(wg_t* w, LLVMValueRef kt, LLVMValueRef stage,
   LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(w, w->a_bytes), "");
   plain_asm(w, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < kBK / 16; ++kk) {
-    // B: +16 k rows per k16; panels of 64 columns kPanel apart.
-    LLVMValueRef db = descriptor(
-        w, LLVMBuildAdd(b, b_addr, c32(w, kk * 16 * kRow), ""), kPanel, kAtom);
+    // B: +16 k rows per k16; panels of 64 columns kPanel apart. K-major
+    // B: as A, +32 bytes per k16 inside its swizzled rows of n.
+    LLVMValueRef db =
+        w->p->b_kmajor
+            ? descriptor(w, LLVMBuildAdd(b, b_addr, c32(w, kk * 32), ""), 16,
+                         kAtom)
+            : descriptor(w, LLVMBuildAdd(b, b_addr, c32(w, kk * 16 * kRow), ""),
+                         kPanel, kAtom);
     // The first k16 overwrites the accumulators: they start undefined,
     // as zeroing them with movs inside the pipeline (it spans the loop's
     // back edge) makes ptxas serialize the wgmmas (C7515).
@@ -446,6 +498,17 @@ static void wgmma_tf32(wg_t* w, int32_t first, LLVMValueRef* a, LLVMValueRef db,
 // (|k| and |n| i32, inside the stage's k-tile and the block's tile).
 static LLVMValueRef tf32_b_offset(wg_t* w, LLVMValueRef k, LLVMValueRef n) {
   LLVMBuilderRef b = w->b;
+  if (w->p->b_kmajor) {
+    // K-major B: row n holds 32 k, chunk c of 4 k at c ^ (n & 7). The
+    // lanes of one load differ in n & 7 (g) and k & 3 (t): 32 banks.
+    LLVMValueRef swz = LLVMBuildXor(b, LLVMBuildLShr(b, k, c32(w, 2), ""),
+                                    LLVMBuildAnd(b, n, c32(w, 7), ""), "");
+    return LLVMBuildAdd(
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, n, c32(w, kRow), ""),
+                     LLVMBuildShl(b, swz, c32(w, 4), ""), ""),
+        LLVMBuildShl(b, LLVMBuildAnd(b, k, c32(w, 3), ""), c32(w, 2), ""), "");
+  }
   LLVMValueRef panel = LLVMBuildLShr(b, n, c32(w, 5), "");
   LLVMValueRef chunk =
       LLVMBuildAnd(b, LLVMBuildLShr(b, n, c32(w, 2), ""), c32(w, 7), "");
@@ -901,7 +964,8 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   LLVMValueRef it = tj_emit_alloca(em, em->t_i64, "it");
   LLVMBuildStore(b, c64(w, 0), it);
   // B panels: 64 n x 64 k of f16/bf16 (8 KiB), or 32 n x 32 k of f32
-  // (4 KiB); each a box of 128-byte rows.
+  // (4 KiB); each a box of 128-byte rows: of k rows (N-major B) or of n
+  // rows (K-major B, whose map is over [N, K]: coordinates {k, n}).
   int32_t panel_n = p->tf32 ? 32 : 64;
   int32_t panel_bytes = p->tf32 ? 32 * kRow : kPanel;
   int32_t panels = p->tile_n / panel_n;
@@ -941,8 +1005,9 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
     if (q > 0)
       tj_emit_if_begin(
           em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
+    LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * q), "");
     tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), ""),
-             p->map_b, LLVMBuildAdd(b, n0, c64(w, panel_n * q), ""), k0, full);
+             p->map_b, p->b_kmajor ? k0 : nq, p->b_kmajor ? nq : k0, full);
     if (q > 0) tj_emit_if_end(em, &in);
   }
   bump(w, it);

@@ -571,6 +571,17 @@ bool tj_kir_gemm_is_f8(const tj_kir_t* k) {
   return false;
 }
 
+bool tj_kir_gemm_b_kmajor(const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM || k->rank < 2) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_B)
+      return tj_kir_ival_is_const(buf->strides[k->rank - 2], 1) &&
+             !tj_kir_ival_is_const(buf->strides[k->rank - 1], 1);
+  }
+  return false;
+}
+
 bool tj_kir_gemm_is_int8(const tj_kir_t* k) {
   if (k->kind != TJ_KIR_GEMM) return false;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {

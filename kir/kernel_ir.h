@@ -418,6 +418,11 @@ bool tj_kir_gemm_is_int8(const tj_kir_t* kernel);
 // fp8 (issue 17): whether |kernel| is a GEMM of float8 operands (f8e4m3 or
 // f8e5m2, either, mixed; matmul_f8): f32 acc, CUDA's 8-bit template only.
 bool tj_kir_gemm_is_f8(const tj_kir_t* kernel);
+// ktrans (issue 13): whether |kernel| is a GEMM whose B is K-major, read
+// contiguous along k and not along n: the [N, K] weight of x @ w^T
+// (PyTorch's Linear, every exported model's). The CUDA emitters and the
+// tensor maps decide B's shared-memory layout by it, so they agree.
+bool tj_kir_gemm_b_kmajor(const tj_kir_t* kernel);
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);

@@ -26,6 +26,7 @@ enum {
   kEpilogueGeluBias = 36,
   kPrefMaxWorkspace = 1,  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
   kOpN = 0,               // CUBLAS_OP_N
+  kOpT = 1,               // CUBLAS_OP_T
 };
 
 // cublasLtMatmulHeuristicResult_t.
@@ -185,6 +186,16 @@ tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
                                        tj_cublaslt_epilogue_t epilogue,
                                        size_t workspace_bytes,
                                        tj_cublaslt_gemm_t** out) {
+  return tj_cublaslt_gemm_plan_ex(lt, dtype, allow_tf32, false, m, n, k,
+                                  epilogue, workspace_bytes, out);
+}
+
+tj_status_t tj_cublaslt_gemm_plan_ex(tj_cublaslt_t* lt, tj_dtype_t dtype,
+                                     bool allow_tf32, bool w_transposed,
+                                     int64_t m, int64_t n, int64_t k,
+                                     tj_cublaslt_epilogue_t epilogue,
+                                     size_t workspace_bytes,
+                                     tj_cublaslt_gemm_t** out) {
   *out = NULL;
   int type;
   switch (dtype) {
@@ -212,9 +223,12 @@ tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
       dtype == TJ_DTYPE_F32 && allow_tf32 ? kComputeF32FastTf32 : kComputeF32;
   tj_status_t s = lt_status(lt->desc_create(&g->desc, compute, kR32F),
                             "cublasLtMatmulDescCreate");
-  int op = kOpN;
+  // Column-major, Y^T = W^T X^T: cuBLAS's A is W, an N x K matrix of
+  // leading dim N, or with |w_transposed| ([N, K] row-major) the K x N
+  // matrix of leading dim K it is, transposed.
+  int op = kOpN, op_a = w_transposed ? kOpT : kOpN;
   if (!s)
-    s = lt_status(lt->desc_set(g->desc, kDescTransA, &op, sizeof(op)),
+    s = lt_status(lt->desc_set(g->desc, kDescTransA, &op_a, sizeof(op_a)),
                   "cublasLtMatmulDescSetAttribute");
   if (!s)
     s = lt_status(lt->desc_set(g->desc, kDescTransB, &op, sizeof(op)),
@@ -229,8 +243,11 @@ tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
     s = lt_status(lt->desc_set(g->desc, kDescBiasDataType, &type, sizeof(type)),
                   "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
   if (!s)
-    s = lt_status(lt->layout_create(&g->a, type, (uint64_t)n, (uint64_t)k, n),
-                  "cublasLtMatrixLayoutCreate");
+    s = lt_status(
+        w_transposed
+            ? lt->layout_create(&g->a, type, (uint64_t)k, (uint64_t)n, k)
+            : lt->layout_create(&g->a, type, (uint64_t)n, (uint64_t)k, n),
+        "cublasLtMatrixLayoutCreate");
   if (!s)
     s = lt_status(lt->layout_create(&g->b, type, (uint64_t)k, (uint64_t)m, k),
                   "cublasLtMatrixLayoutCreate");

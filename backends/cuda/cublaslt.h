@@ -54,6 +54,14 @@ tj_status_t tj_cublaslt_gemm_plan_tf32(tj_cublaslt_t* lt, tj_dtype_t dtype,
                                        tj_cublaslt_epilogue_t epilogue,
                                        size_t workspace_bytes,
                                        tj_cublaslt_gemm_t** out);
+// The same; with |w_transposed|, W is given as the [N, K] matrix it is
+// the transpose of (row-major, rows K apart: x @ w^T, PyTorch's Linear).
+tj_status_t tj_cublaslt_gemm_plan_ex(tj_cublaslt_t* lt, tj_dtype_t dtype,
+                                     bool allow_tf32, bool w_transposed,
+                                     int64_t m, int64_t n, int64_t k,
+                                     tj_cublaslt_epilogue_t epilogue,
+                                     size_t workspace_bytes,
+                                     tj_cublaslt_gemm_t** out);
 void tj_cublaslt_gemm_destroy(tj_cublaslt_gemm_t* gemm);
 
 // Enqueues the GEMM on |stream| (device pointers; |bias| ignored without

@@ -489,14 +489,17 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
       if (g->buffers[b].role == TJ_KIR_GEMM_B) t->b = b;
     }
     TJ_RETURN_IF_ERROR(tj_kir_print(g, &t->text));
-    // cuBLASLt takes row-major X[M,K] and W[K,N] with leading dims K, N.
+    // cuBLASLt takes row-major X[M,K] and W[K,N] with leading dims K, N,
+    // or W as the [N, K] matrix of x @ w^T (lt_w_transposed, rows K apart).
     const tj_kir_buffer_t* A = &g->buffers[t->a];
     const tj_kir_buffer_t* B = &g->buffers[t->b];
     t->acc_dtype = A->dtype;
+    t->lt_w_transposed = tj_kir_gemm_b_kmajor(g);
     t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
-               tj_kir_ival_is_const(B->strides[1], 1) &&
                ival_eq(A->strides[0], g->gemm_k) &&
-               ival_eq(B->strides[0], g->dims[1]);
+               (t->lt_w_transposed ? ival_eq(B->strides[1], g->gemm_k)
+                                   : tj_kir_ival_is_const(B->strides[1], 1) &&
+                                         ival_eq(B->strides[0], g->dims[1]));
     if (t->lt_ok) {
       t->lt_direct = g->rank == 2 && plain_store(g, t->acc_dtype, &t->out);
       tj_status_t s = make_epilogue(p, g, t);
@@ -678,9 +681,10 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     uint32_t slot = t->next_plan++ % TJ_CUDA_GEMM_MAX_PLANS;
     tj_cublaslt_gemm_destroy(t->plans[slot]);
     t->plans[slot] = NULL;
-    TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan_tf32(
-        p->gemm.lt, t->acc_dtype, p->nv_options.gemm_tf32, t->m, n, k,
-        TJ_CUBLASLT_EPILOGUE_NONE, LT_WORKSPACE_BYTES, &t->plans[slot]));
+    TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan_ex(
+        p->gemm.lt, t->acc_dtype, p->nv_options.gemm_tf32, t->lt_w_transposed,
+        t->m, n, k, TJ_CUBLASLT_EPILOGUE_NONE, LT_WORKSPACE_BYTES,
+        &t->plans[slot]));
     t->plan_ms[slot] = t->m;
     t->plan = t->plans[slot];
     p->gemm.fresh_plan = true;
@@ -741,12 +745,15 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
   const tj_kir_t* g = kern->low->kernel;
   if (g->rank != 2) return false;
   const uint64_t* argv = p->run.argv + kern->arg_offset;
+  bool kmajor = tj_kir_gemm_b_kmajor(g);
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
-    int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
+    // A K-major B's rows are its rows of n (tj_cuda_gemm_tensor_maps).
+    int inner = buf->role == TJ_KIR_GEMM_B && kmajor ? 0 : 1;
+    int64_t pitch = tj_kir_ival_eval(buf->strides[1 - inner], scalars);
     int64_t bytes = pitch * (int64_t)tj_dtype_size(buf->dtype);
-    if (!tj_kir_ival_is_const(buf->strides[1], 1) || argv[b] % 16 != 0 ||
+    if (!tj_kir_ival_is_const(buf->strides[inner], 1) || argv[b] % 16 != 0 ||
         pitch <= 0 || bytes % 16 != 0)
       return false;
   }

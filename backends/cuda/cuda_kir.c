@@ -210,20 +210,27 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
   int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
   if (m <= 0 || n <= 0 || kk <= 0) return NULL;  // no load is issued
   const tj_cuda_symbols_t* cu = &device->cu;
+  // A K-major B (x @ w^T) is mapped as the [N, K] matrix it is, boxes of
+  // 128 bytes of k by as many rows of n (emit_nvptx_wgmma.c's producer).
+  bool kmajor = tj_kir_gemm_b_kmajor(k);
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_status_t status = NULL;
   for (uint32_t i = 0; i < k->num_buffers && !status; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
     bool is_a = buf->role == TJ_KIR_GEMM_A;
     if (!is_a && buf->role != TJ_KIR_GEMM_B) continue;
-    int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
-    if (!tj_kir_ival_is_const(buf->strides[1], 1)) {
+    int inner = !is_a && kmajor ? 0 : 1;  // the contiguous dim
+    int64_t pitch = tj_kir_ival_eval(buf->strides[1 - inner], scalars);
+    if (!tj_kir_ival_is_const(buf->strides[inner], 1)) {
       status =
           tj_unsupported("kernel @%s: TMA gemm operand %%%s is not contiguous",
                          k->name, buf->name);
     } else if (is_a) {
       status = encode_map(cu, k, buf, buffers[i], m, kk, pitch,
                           (uint32_t)info->tile_m, out->a);
+    } else if (kmajor) {
+      status = encode_map(cu, k, buf, buffers[i], n, kk, pitch,
+                          (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
     } else {
       // B: boxes of 128 bytes of n by as many k rows (64 halves, 32 f32).
       status = encode_map(cu, k, buf, buffers[i], kk, n, pitch,

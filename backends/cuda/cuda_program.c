@@ -194,12 +194,13 @@ static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
     int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
-    // 8-bit operands (issue 17) are contiguous along k or n: every other
-    // dim is checked, a k-major B's n included.
-    bool int8 = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k);
-    for (int32_t d = 0; d + (int8 ? 0 : 1) < k->rank; ++d) {
+    // 8-bit operands (issue 17) and a K-major B (x @ w^T) are contiguous
+    // along k or n: every other dim is checked, a k-major B's n included.
+    bool any = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) ||
+               (buf->role == TJ_KIR_GEMM_B && tj_kir_gemm_b_kmajor(k));
+    for (int32_t d = 0; d + (any ? 0 : 1) < k->rank; ++d) {
       tj_kir_ival_t s = buf->strides[d];
-      if (int8 && tj_kir_ival_is_const(s, 1)) continue;
+      if (any && tj_kir_ival_is_const(s, 1)) continue;
       if (s.param < 0 && s.value % per != 0)
         return tj_unsupported(
             "kernel @%s: tensor-core operand %%%s has stride %lld in dim %d, "

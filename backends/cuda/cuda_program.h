@@ -113,6 +113,9 @@ typedef struct tj_cuda_gemm_choice_t {
 typedef struct tj_cuda_gemm_tune_t {
   bool tunable;  // a tensor-core GEMM
   bool lt_ok;    // rank 2, row-major contiguous operands: candidate 4 fits
+  // B is w^T of a row-major [N, K] w (tj_kir_gemm_b_kmajor): cuBLASLt
+  // reads it transposed (tj_cublaslt_gemm_plan_ex).
+  bool lt_w_transposed;
   // Candidate 4 stores straight into the output: the epilogue is the
   // accumulator rounded to the matmul's dtype into a dense [M, N] output
   // (no temporary, no epilogue kernel).

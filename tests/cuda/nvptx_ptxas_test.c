@@ -632,7 +632,8 @@ TEST(unsupported_kernels_are_refused) {
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "f64 tanh",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, k, NULL, &info));
   tj_kir_destroy(k);
-  // A bf16 gemm whose B is not contiguous along n.
+  // A bf16 gemm whose B is contiguous along neither n nor k (a K-major B,
+  // x @ w^T, runs: tests/unit/ktrans_ptx_test.c).
   k = NULL;
   CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "gemm_nt", &k));
   tj_kir_ival_t d2[2] = {tj_kir_constant(64), tj_kir_constant(64)};
@@ -641,7 +642,7 @@ TEST(unsupported_kernels_are_refused) {
   memset(&sched, 0, sizeof(sched));
   tj_kir_set_gemm(k, tj_kir_constant(64), &sched);
   tj_kir_ival_t sa[2] = {tj_kir_constant(64), tj_kir_constant(1)};
-  tj_kir_ival_t sb[2] = {tj_kir_constant(1), tj_kir_constant(64)};
+  tj_kir_ival_t sb[2] = {tj_kir_constant(2), tj_kir_constant(128)};
   tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
   tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sb);
   uint32_t o = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sa);
