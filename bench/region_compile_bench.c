@@ -21,7 +21,11 @@
 //            first tj_compile, one per repetition; the cache directory
 //            is a new temporary one, filled by a first such process
 //
-// Usage: region_compile_bench [--reps R] [--layers N]
+// Usage: region_compile_bench [--reps R] [--layers N] [--loop K]
+// --loop K: only the unmemoized compile, K times in a row for 1 and N
+// layers (one context, interleaved in blocks of 100), printing the median
+// and the minimum thread CPU time of each: on a loaded machine the minimum
+// of many is the steadier figure.
 // Prints the median and the range of tj_executable_stats' compile_ms over
 // R repetitions of each, for 1 and N layers, and the ratios of medians;
 // then the same for the calling thread's CPU time in tj_compile
@@ -248,19 +252,66 @@ static stat_t summarize(double* v, int n) {
   return s;
 }
 
+// The --loop mode: K unmemoized compiles of 1 and of |layers| layers.
+static int loop_unmemoized(int layers, int k) {
+  tj_context_t* ctx = NULL;
+  tj_context_options_t co;
+  tj_context_options_initialize(&co);
+  co.cache_dir = "";
+  if (tj_context_create(&co, &ctx)) return 1;
+  const int counts[2] = {1, layers};
+  tj_graph_t* g[2] = {NULL, NULL};
+  tj_executable_t* first[2] = {NULL, NULL};
+  double* v[2] = {malloc(sizeof(double) * (size_t)k),
+                  malloc(sizeof(double) * (size_t)k)};
+  if (!v[0] || !v[1]) return 1;
+  for (int c = 0; c < 2; ++c) {
+    g[c] = build(ctx, counts[c]);
+    if (!g[c]) return 1;
+    compile_ms(g[c], &first[c]);  // the kernels into the memory cache
+  }
+  for (int i = 0; i < k; i += 100) {
+    for (int c = 0; c < 2; ++c) {
+      for (int j = i; j < i + 100 && j < k; ++j) {
+        compile_with(g[c], "default");
+        v[c][j] = g_cpu_ms;
+      }
+    }
+  }
+  double med[2], lo[2];
+  for (int c = 0; c < 2; ++c) {
+    med[c] = median_of(v[c], k);
+    lo[c] = v[c][0];  // sorted by median_of
+    printf(
+        "unmemoized, %2d layers, %d compiles: thread CPU median %.4f ms, "
+        "min %.4f ms\n",
+        counts[c], k, med[c], lo[c]);
+    tj_executable_release(first[c]);
+    tj_graph_destroy(g[c]);
+    free(v[c]);
+  }
+  printf("ratio %d / 1 layer: median %.2fx, min %.2fx\n", layers,
+         med[1] / med[0], lo[1] / lo[0]);
+  tj_context_destroy(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int reps = 7, layers = 24;
+  int reps = 7, layers = 24, loop = 0;
   if (argc == 4 && strcmp(argv[1], "--restart-child") == 0) {
     return restart_child(atoi(argv[2]), argv[3]);
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--layers") == 0) layers = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--loop") == 0) loop = atoi(argv[i + 1]);
   }
   if (reps < 1 || reps > 100 || layers < 1 || layers > 512) {
-    fprintf(stderr, "usage: region_compile_bench [--reps R] [--layers N]\n");
+    fprintf(stderr,
+            "usage: region_compile_bench [--reps R] [--layers N] [--loop K]\n");
     return 2;
   }
+  if (loop > 0) return loop_unmemoized(layers, loop);
   const int counts[2] = {1, layers};
   snprintf(g_cache_dir, sizeof(g_cache_dir), "/tmp/tj_region_bench_XXXXXX");
   if (!mkdtemp(g_cache_dir)) return 1;

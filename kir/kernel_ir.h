@@ -337,6 +337,8 @@ typedef struct tj_kir_t {
   const char* name;  // a C identifier; the symbol is "tj_kernel_<name>"
   int32_t rank;
   tj_kir_ival_t dims[TJ_KIR_MAX_RANK];
+  // The arrays below grow while the kernel is built; a capacity of 0 with
+  // a non-NULL array: a copy's (tj_kir_copy), in |arena|, never grown.
   const char** param_names;
   uint32_t num_params, param_capacity;
   tj_kir_buffer_t* buffers;

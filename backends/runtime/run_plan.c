@@ -285,9 +285,25 @@ static void index_add(lowered_index_t* ix, uint32_t q, uint64_t h) {
   ix->hashes[slot] = h;
 }
 
+// Region compile: the group |dist| groups before |q| when its kernels are
+// in place and it equals |q|, else UINT32_MAX. A repeated block's groups
+// copy the group one block back at a distance that stays the same along
+// the stack: tried first, it costs one tj_lower_group_same, where the
+// index costs a tj_lower_group_hash of |q| as well (a 24-layer stack
+// copies 44 groups a compile). A copy of a copy has the source's code.
+static uint32_t guess_equal(const tj_run_plan_t* rp, uint32_t q,
+                            uint32_t dist) {
+  if (dist == 0 || dist > q) return UINT32_MAX;
+  uint32_t p = q - dist;
+  if (rp->steps[p].kind != TJ_RUN_STEP_KERNELS) return UINT32_MAX;
+  return tj_lower_group_same(rp->graph, rp->fusion, rp->memplan, p, q)
+             ? p
+             : UINT32_MAX;
+}
+
 // Group |q|'s kernels copied from those of the equal group |p| (lowered
-// before) to |out|, |*out_count| of them; UNSUPPORTED when they do not
-// copy (q is lowered then).
+// or copied before) to |out|, |*out_count| of them; UNSUPPORTED when they
+// do not copy (q is lowered then).
 static tj_status_t copy_group(const tj_run_plan_t* rp, const char* prefix,
                               const tj_lowered_kernel_t* kernels, uint32_t p,
                               uint32_t q, tj_lowered_kernel_t* out,
@@ -335,6 +351,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
   memset(&index, 0, sizeof(index));
   tj_status_t status =
       copy_equal ? index_initialize(&index, al, fu->num_groups) : NULL;
+  uint32_t dist = 0;  // of the last copy from its source
   for (uint32_t q = 0; !status && q < fu->num_groups; ++q) {
     const tj_group_t* grp = &fu->groups[q];
     tj_run_step_t* s = &rp->steps[q];
@@ -366,10 +383,15 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
     kernel_name(rp, "", q, name);
     uint32_t made = 0;
     uint64_t hash = 0;
+    bool hashed = false;
     uint32_t equal = UINT32_MAX;
     if (copy_equal) {
-      hash = tj_lower_group_hash(g, fu, rp->memplan, q);
-      equal = index_find(&index, rp, q, hash);
+      equal = guess_equal(rp, q, dist);
+      if (equal == UINT32_MAX) {
+        hash = tj_lower_group_hash(g, fu, rp->memplan, q);
+        hashed = true;
+        equal = index_find(&index, rp, q, hash);
+      }
     }
     if (equal != UINT32_MAX) {
       status = copy_group(rp, "", kernels, equal, q, &kernels[nk], &made);
@@ -379,6 +401,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
         equal = UINT32_MAX;
       } else if (!status) {
         ++rp->num_copied_groups;
+        dist = q - equal;
         if (log_fusion) {
           tj_context_diagnostic(context, TJ_SEVERITY_REMARK,
                                 "fusion: @%s group %u: the kernels of the "
@@ -407,7 +430,10 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       s->kind = TJ_RUN_STEP_KERNELS;
       s->first_kernel = nk;
       s->num_kernels = made;
-      if (copy_equal && equal == UINT32_MAX) index_add(&index, q, hash);
+      if (copy_equal && equal == UINT32_MAX) {
+        if (!hashed) hash = tj_lower_group_hash(g, fu, rp->memplan, q);
+        index_add(&index, q, hash);
+      }
       if (log_fusion) log_kernels(rp, q, &kernels[nk], made);
       nk += made;
       continue;
@@ -461,20 +487,35 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
   memset(&index, 0, sizeof(index));
   tj_status_t status = index_initialize(&index, al, rp->num_steps);
   uint32_t made = 0;
+  uint32_t dist = 0;  // of the last copy from its source
+  // Groups whose kernels |kernels| holds (lowered or copied here).
+  bool* done = status ? NULL : tj_calloc(al, rp->num_steps, sizeof(bool));
+  if (!status && !done) status = tj_status_oom();
   for (uint32_t q = 0; !status && q < rp->num_steps; ++q) {
     const tj_run_step_t* st = &rp->steps[q];
     if (st->kind != TJ_RUN_STEP_KERNELS || st->num_kernels == 0) continue;
     char name[64];
     kernel_name(rp, "s", q, name);
-    uint64_t hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
-    uint32_t equal = index_find(&index, rp, q, hash);
+    uint64_t hash = 0;
+    bool hashed = false;
+    uint32_t equal = guess_equal(rp, q, dist);
+    if (equal != UINT32_MAX && !done[equal]) equal = UINT32_MAX;
+    if (equal == UINT32_MAX) {
+      hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+      hashed = true;
+      equal = index_find(&index, rp, q, hash);
+    }
     uint32_t got = 0;
     if (equal != UINT32_MAX &&
         rp->steps[equal].num_kernels == st->num_kernels) {
       status = copy_group(rp, "s", kernels, equal, q,
                           &kernels[st->first_kernel], &got);
       made = st->first_kernel + got;
-      if (!status) continue;
+      if (!status) {
+        done[q] = true;
+        dist = q - equal;
+        continue;
+      }
       if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) break;
       tj_status_free(status);
       status = NULL;
@@ -485,13 +526,20 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
         tj_lower_group(rp->graph, rp->fusion, rp->memplan, q, sym, al, name,
                        &kernels[st->first_kernel], st->num_kernels, &got);
     made = st->first_kernel + got;
-    if (!status && got == st->num_kernels) index_add(&index, q, hash);
+    if (!status && got == st->num_kernels) {
+      if (!hashed) {
+        hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+      }
+      index_add(&index, q, hash);
+      done[q] = true;
+    }
     if (!status && got != st->num_kernels) {
       status = tj_unsupported("group %u lowers to %u kernels, not %u", q, got,
                               st->num_kernels);
     }
   }
   index_deinitialize(&index, al);
+  tj_free(al, done, done ? sizeof(bool) * rp->num_steps : 0);
   if (status) {
     for (uint32_t k = 0; k < made; ++k) {
       tj_lowered_kernel_deinitialize(&kernels[k]);

@@ -376,7 +376,9 @@ int64_t tj_pass_node_bytes(const tj_pass_ctx_t* ctx, const tj_graph_t* graph,
   return total;
 }
 
-tj_status_t tj_graph_clone(const tj_graph_t* src, tj_graph_t** out_graph) {
+// tj_graph_clone through the builder: every node inferred again.
+static tj_status_t clone_rebuilt(const tj_graph_t* src,
+                                 tj_graph_t** out_graph) {
   *out_graph = NULL;
   tj_rewriter_t rw;
   TJ_RETURN_IF_ERROR(tj_rewriter_begin(&rw, src));
@@ -389,4 +391,105 @@ tj_status_t tj_graph_clone(const tj_graph_t* src, tj_graph_t** out_graph) {
     }
   }
   return tj_rewriter_finish(&rw, out_graph);
+}
+
+// Node |i| of |src| into |dst|'s arena: its payloads copied, an owned
+// constant's bytes too (a borrowed one stays the caller's, as the builder
+// keeps it).
+static bool copy_node(tj_graph_t* dst, const tj_graph_t* src, uint32_t i) {
+  const tj_node_t* from = &src->nodes[i];
+  tj_node_t* to = &dst->nodes[i];
+  tj_arena_t* arena = &dst->arena;
+  *to = *from;
+  if (from->num_operands) {
+    to->operands = tj_arena_memdup(arena, from->operands,
+                                   sizeof(uint32_t) * from->num_operands);
+    if (!to->operands) return false;
+  }
+  if (from->rank > 0) {
+    to->dims = tj_arena_memdup(arena, from->dims,
+                               sizeof(int64_t) * (size_t)from->rank);
+    if (!to->dims) return false;
+  }
+  if (from->attrs.num_ints) {
+    to->attrs.ints = tj_arena_memdup(arena, from->attrs.ints,
+                                     sizeof(int64_t) * from->attrs.num_ints);
+    if (!to->attrs.ints) return false;
+  }
+  if (from->attrs.name) {
+    to->attrs.name = tj_arena_strdup(arena, from->attrs.name);
+    if (!to->attrs.name) return false;
+  }
+  if (from->op == TJ_OP_CONSTANT && !from->attrs.borrowed) {
+    int64_t numel = 0;
+    if (!tj_node_static_numel(src, i, &numel)) return false;
+    size_t bytes = (size_t)numel * tj_dtype_size(from->dtype);
+    to->attrs.data = bytes ? tj_arena_memdup(arena, from->attrs.data, bytes)
+                           : tj_arena_alloc(arena, 0);
+    if (!to->attrs.data) return false;
+  }
+  return true;
+}
+
+// A finalized graph was inferred and verified node by node when it was
+// built, and a copy of it is the same graph: its nodes, dim table, inputs,
+// outputs and guards are copied field by field, none inferred or verified
+// again (the compile of a 24-layer stack copies its caller's graph first;
+// through the builder that cost some 40 us, as much as lowering every
+// layer). A graph not finalized is rebuilt.
+tj_status_t tj_graph_clone(const tj_graph_t* src, tj_graph_t** out_graph) {
+  *out_graph = NULL;
+  if (!src->finalized || src->error) return clone_rebuilt(src, out_graph);
+  tj_graph_t* g = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_create(src->context, src->name, &g));
+  tj_allocator_t al = g->allocator;
+  tj_status_t status = tj_dimtab_copy(&g->dims, &src->dims, al);
+  if (!status && src->num_nodes) {
+    g->nodes = tj_alloc(al, sizeof(tj_node_t) * src->num_nodes);
+    if (g->nodes) {
+      g->node_capacity = src->num_nodes;
+    } else {
+      status = tj_status_oom();
+    }
+  }
+  for (uint32_t i = 0; !status && i < src->num_nodes; ++i) {
+    if (!copy_node(g, src, i)) status = tj_status_oom();
+    g->num_nodes = i + 1;  // the arena holds what it points to
+  }
+  if (!status && src->num_inputs) {
+    g->inputs = tj_alloc(al, sizeof(uint32_t) * src->num_inputs);
+    if (!g->inputs) {
+      status = tj_status_oom();
+    } else {
+      g->input_capacity = g->num_inputs = src->num_inputs;
+      memcpy(g->inputs, src->inputs, sizeof(uint32_t) * src->num_inputs);
+    }
+  }
+  if (!status && src->num_outputs) {
+    g->outputs = tj_alloc(al, sizeof(tj_output_t) * src->num_outputs);
+    if (!g->outputs) status = tj_status_oom();
+    if (!status) g->output_capacity = src->num_outputs;
+    for (uint32_t o = 0; !status && o < src->num_outputs; ++o) {
+      g->outputs[o].node = src->outputs[o].node;
+      g->outputs[o].name = tj_arena_strdup(&g->arena, src->outputs[o].name);
+      if (!g->outputs[o].name) status = tj_status_oom();
+      g->num_outputs = o + 1;
+    }
+  }
+  if (!status && src->num_guards) {
+    g->guards = tj_alloc(al, sizeof(tj_guard_t) * src->num_guards);
+    if (!g->guards) {
+      status = tj_status_oom();
+    } else {
+      g->guard_capacity = g->num_guards = src->num_guards;
+      memcpy(g->guards, src->guards, sizeof(tj_guard_t) * src->num_guards);
+    }
+  }
+  if (status) {
+    tj_graph_destroy(g);
+    return status;
+  }
+  g->finalized = true;
+  *out_graph = g;
+  return NULL;
 }

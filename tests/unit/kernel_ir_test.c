@@ -502,6 +502,62 @@ TEST(code_bytes_follow_same_code) {
   tj_kir_destroy(k0);
 }
 
+// tj_kir_copy (region compile's copies of a repeated block's kernels): the
+// copy prints as the source with its own kernel and buffer names, has the
+// same code, outlives its source (its arrays and names are its own, held in
+// its arena), and is freed exactly, under every failing allocation too;
+// bad names are refused with the kernel named.
+static tj_status_t copy_bias_add(tj_allocator_t a, bool print) {
+  tj_kir_t* k = NULL;
+  TJ_RETURN_IF_ERROR(build_bias_add(a, &k));
+  static const char* const kNames[3] = {"x_7", "b_7", "y_7"};
+  tj_kir_t* c = NULL;
+  tj_status_t s = tj_kir_copy(k, "gelu_bias_copy", kNames, &c);
+  if (!s) CHECK(tj_kir_same_code(k, c));
+  tj_kir_destroy(k);
+  if (!s && print) {
+    check_print(c,
+                "kernel @gelu_bias_copy pointwise [$B, 4096] ($B) {\n"
+                "  buf %x_7: f32 in [4096, 1]\n"
+                "  buf %b_7: f32 in [0, 1]\n"
+                "  buf %y_7: f32 out [4096, 1]\n"
+                "  map {\n"
+                "    %0 = load %x_7 : f32\n"
+                "    %1 = load %b_7 : f32\n"
+                "    %2 = add %0, %1 : f32\n"
+                "    store %y_7, %2\n"
+                "  }\n"
+                "}\n");
+  }
+  tj_kir_destroy(c);
+  return s;
+}
+
+static tj_status_t copy_bias_add_quiet(tj_allocator_t a) {
+  return copy_bias_add(a, false);
+}
+
+TEST(copy_has_its_own_names) {
+  CHECK_OK(copy_bias_add(tj_allocator_system(), true));
+  tj_kir_t* k = NULL;
+  CHECK_OK(build_bias_add(tj_allocator_system(), &k));
+  tj_kir_t* c = NULL;
+  static const char* const kBad[3] = {"x_7", "b-7", "y_7"};
+  tj_status_t s = tj_kir_copy(k, "gelu_bias_copy", kBad, &c);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(strstr(tj_status_message(s), "@gelu_bias_copy") != NULL);
+  CHECK(strstr(tj_status_message(s), "b-7") != NULL);
+  CHECK(c == NULL);
+  tj_status_free(s);
+  static const char* const kGood[3] = {"x_7", "b_7", "y_7"};
+  s = tj_kir_copy(k, "9copy", kGood, &c);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(c == NULL);
+  tj_status_free(s);
+  tj_kir_destroy(k);
+  tj_test_oom_sweep("kernel copy", copy_bias_add_quiet);
+}
+
 TEST(oom_sweep) {
   for (long fail_at = 0;; ++fail_at) {
     tj_test_allocator_t t;
@@ -532,6 +588,7 @@ int main(void) {
   RUN_TEST(launch_pointwise_reduce);
   RUN_TEST(same_code_ignores_only_names);
   RUN_TEST(code_bytes_follow_same_code);
+  RUN_TEST(copy_has_its_own_names);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }

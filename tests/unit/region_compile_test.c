@@ -822,6 +822,95 @@ TEST(region_template_gives_the_same_numbers) {
 }
 
 // 5 layers: the middle ones' groups copy the kernels of equal groups.
+// tj_graph_clone (tj_compile's copy of the caller's graph) copies a
+// finalized graph field by field instead of building it again: the copy
+// prints as the original (nodes, types, symbolic dims, attributes,
+// constants' bytes, inputs, outputs), keeps its guards, owns its constants
+// (a borrowed one stays the caller's), and frees exactly under every
+// failing allocation.
+static float g_borrowed[4] = {1, 2, 3, 4};
+
+static tj_status_t build_clone_case(tj_context_t* ctx, tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  TJ_RETURN_IF_ERROR(tj_graph_create(ctx, "clone_case", &g));
+  int64_t B = tj_graph_symbol(g, "B"), C = tj_graph_symbol(g, "C");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, 4}, "x");
+  tj_value_t y = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){C, 4}, "y");
+  static const float kOwned[4] = {0.5f, -1, 2, 0.25f};
+  tj_value_t k = tj_graph_constant(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, kOwned,
+                                   sizeof(kOwned));
+  tj_value_t kb = tj_graph_constant_borrowed(g, TJ_DTYPE_F32, 1, (int64_t[]){4},
+                                             g_borrowed, sizeof(g_borrowed));
+  // B against C: a guard B == C.
+  tj_value_t z = tj_graph_mul(g, tj_graph_add(g, x, y), k);
+  int32_t axis = 1;
+  z = tj_graph_add(g, tj_graph_sum(g, tj_graph_add(g, z, kb), 1, &axis, true),
+                   tj_graph_scalar(g, TJ_DTYPE_F32, 1.5));
+  tj_graph_output(g, z, "z");
+  tj_graph_output(g, tj_graph_tanh(g, x), "t");
+  tj_status_t s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
+static void check_clone(tj_context_t* ctx, const tj_graph_t* g) {
+  tj_graph_t* c = NULL;
+  CHECK_OK(tj_graph_clone(g, &c));
+  char *a = NULL, *b = NULL;
+  CHECK_OK(tj_graph_print(g, &a));
+  CHECK_OK(tj_graph_print(c, &b));
+  CHECK_STREQ(a, b);
+  CHECK(c->finalized);
+  CHECK_EQ_INT((int)g->num_guards, (int)c->num_guards);
+  for (uint32_t i = 0; i < g->num_nodes && i < c->num_nodes; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    if (n->op != TJ_OP_CONSTANT || !n->attrs.data) continue;
+    CHECK(n->attrs.borrowed == (c->nodes[i].attrs.data == n->attrs.data));
+  }
+  tj_context_free_string(ctx, a);
+  tj_context_free_string(ctx, b);
+  tj_graph_destroy(c);
+}
+
+static tj_status_t clone_attempt(tj_allocator_t allocator) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  tj_context_t* ctx = NULL;
+  TJ_RETURN_IF_ERROR(tj_context_create(&co, &ctx));
+  tj_graph_t *g = NULL, *c = NULL;
+  tj_status_t s = build_clone_case(ctx, &g);
+  if (!s) s = tj_graph_clone(g, &c);
+  tj_graph_destroy(c);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(clone_copies_a_finalized_graph) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(build_clone_case(ctx, &g));
+  CHECK(g->num_guards > 0);
+  check_clone(ctx, g);
+  tj_graph_destroy(g);
+  CHECK_OK(build_mlp(ctx, MAX_LAYERS, &g));
+  check_clone(ctx, g);
+  tj_graph_destroy(g);
+  CHECK_OK(build_mlp_odd(ctx, 6, 2, 2, &g));
+  check_clone(ctx, g);
+  tj_graph_destroy(g);
+  CHECK_OK(build_mlp_ends(ctx, 5, true, &g));
+  check_clone(ctx, g);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  tj_test_oom_sweep("graph clone", clone_attempt);
+}
+
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
@@ -867,6 +956,7 @@ int main(void) {
   RUN_TEST(region_template_equals_the_whole_pipeline);
   RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(layers_that_differ_do_not_share);
+  RUN_TEST(clone_copies_a_finalized_graph);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }
