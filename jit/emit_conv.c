@@ -78,6 +78,82 @@ static LLVMValueRef span_load(tj_emit_t* em, LLVMValueRef xrow,
   return lv;
 }
 
+// One vector of a unit's pixels packed for every row of a pass: row kk
+// (tap table entry kk: its offset in x and its tap's offsets along the
+// axes) masked to the lanes whose tap lies inside x, loaded with the one
+// kind of load the vector takes, stored at dst + kk * nr.
+typedef enum pack_kind_t {
+  kPackRun,      // the lanes read one span of x
+  kPackTwoRows,  // lanes < at one span, the rest another
+  kPackGather,   // a masked gather at offs
+} pack_kind_t;
+
+typedef struct pack_t {
+  const tj_kir_conv_t* cv;
+  int32_t first;  // the first checked axis
+  int64_t kc, nr;
+  LLVMValueRef xbase, taps, tdel, kn, dst;
+  LLVMValueRef cvec[3];  // the lanes' corner coordinates (i32)
+  LLVMValueRef offs;     // the lanes' offsets in x (i64)
+  LLVMValueRef o_first, at, o_second;
+} pack_t;
+
+static void pack_rows(tj_emit_t* em, const pack_t* pk, pack_kind_t kind) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  const int64_t sx = pk->cv->stride[2];
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMValueRef lo = NULL;
+  if (kind == kPackTwoRows) {
+    lo = LLVMBuildICmp(
+        b, LLVMIntULT, tj_emit_iota(em, em->t_i32, w),
+        tj_emit_splat(em, LLVMBuildTrunc(b, pk->at, em->t_i32, ""), w), "lo");
+  }
+  tj_emit_loop_t kl;
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, c64(em, 0), pk->kn, c64(em, 1), "kk");
+  LLVMValueRef rb =
+      LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pk->taps, kk), "rowbase");
+  set_align(rb, 8);
+  LLVMValueRef xrow = gep(em, em->t_f32, pk->xbase, rb);
+  LLVMValueRef mask = NULL;
+  for (int32_t d = pk->first; d < 3; ++d) {
+    LLVMValueRef td =
+        LLVMBuildLoad2(b, em->t_i32,
+                       gep(em, em->t_i32, pk->tdel,
+                           LLVMBuildAdd(b, kk, c64(em, d * pk->kc), "")),
+                       "");
+    set_align(td, 4);
+    LLVMValueRef in =
+        LLVMBuildAdd(b, pk->cvec[d], tj_emit_splat(em, td, w), "");
+    LLVMValueRef ok = LLVMBuildICmp(
+        b, LLVMIntULT, in, tj_emit_splat(em, c32(em, pk->cv->in[d]), w), "");
+    mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+  }
+  LLVMValueRef v;
+  if (kind == kPackRun) {
+    v = span_load(em, xrow, pk->o_first, mask, sx);
+  } else if (kind == kPackTwoRows) {
+    LLVMValueRef first_row =
+        span_load(em, xrow, pk->o_first, LLVMBuildAnd(b, mask, lo, ""), sx);
+    LLVMValueRef second_row =
+        span_load(em, xrow, pk->o_second,
+                  LLVMBuildAnd(b, mask, LLVMBuildNot(b, lo, ""), ""), sx);
+    v = LLVMBuildSelect(b, lo, first_row, second_row, "");
+  } else {
+    LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
+    LLVMValueRef offs = pk->offs;
+    LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+    LLVMValueRef args[4] = {ptrs, c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
+    v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+  }
+  set_align(LLVMBuildStore(b, v,
+                           gep(em, em->t_f32, pk->dst,
+                               LLVMBuildMul(b, kk, c64(em, pk->nr), ""))),
+            4);
+  tj_emit_loop_end(em, &kl);
+}
+
 // Whether the epilogue may walk a unit's pixels as one line, its vectors
 // crossing output rows: every buffer it touches has spatial strides
 // row-major over the output's (or 0: a per-channel or scalar operand), and
@@ -283,6 +359,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   LLVMValueRef pix = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   off += align64(nc * 8);
   LLVMValueRef keyp = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += 64;
+  LLVMValueRef taps = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(kc * 8);
+  LLVMValueRef tdel = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   // No patches held yet (the scratch may hold another run's).
   if (reuse) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
@@ -369,7 +449,6 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_emit_loop_end(em, &jl);
   }
 
-  LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
   // One pass over K packing and multiplying; with reuse, a pass packing
   // every kc block (when the unit packs) and then one multiplying.
   for (int32_t round = 0; round < (reuse ? 2 : 1); ++round) {
@@ -388,11 +467,15 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 : bp;
       // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
       // offset plus the tap's, where the tap's coordinates are inside x.
-      tj_emit_loop_t rl;
-      LLVMValueRef kk = NULL;
-      if (packing)
-        kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
+      // The pass's taps go to a table first; then each vector of pixels
+      // is classified once (one run of x, two runs across an output row,
+      // or a gather) and packs all kn rows with that one kind of load, so
+      // the per-row loop has no branch and no division (the rows inner,
+      // each vector classified per row, packed at 16 cycles a vector).
       if (packing) {
+        tj_emit_loop_t tl;
+        LLVMValueRef kk =
+            tj_emit_loop_begin(em, &tl, c64(em, 0), kn, c64(em, 1), "tkk");
         LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
         LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
         LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
@@ -403,53 +486,59 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
         tap[0] = LLVMBuildUDiv(b, t, c64(em, cv->kernel[1]), "");
         const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
         LLVMValueRef rowbase = LLVMBuildMul(b, ci, c64(em, INS), "");
-        LLVMValueRef toff[3];
         for (int32_t d = 0; d < 3; ++d) {
           LLVMValueRef td =
               LLVMBuildMul(b, tap[d], c64(em, cv->dilation[d]), "");
-          toff[d] = tj_emit_splat(em, LLVMBuildTrunc(b, td, em->t_i32, ""), w);
+          set_align(
+              LLVMBuildStore(b, LLVMBuildTrunc(b, td, em->t_i32, ""),
+                             gep(em, em->t_i32, tdel,
+                                 LLVMBuildAdd(b, kk, c64(em, d * kc), ""))),
+              4);
           rowbase = LLVMBuildAdd(
               b, rowbase, LLVMBuildMul(b, td, c64(em, inner[d]), ""), "");
         }
-        LLVMValueRef xrow = gep(em, em->t_f32, xbase, rowbase);
-        LLVMValueRef drow =
-            gep(em, em->t_f32, pbase, LLVMBuildMul(b, kk, c64(em, nr), ""));
+        set_align(LLVMBuildStore(b, rowbase, gep(em, em->t_i64, taps, kk)), 8);
+        tj_emit_loop_end(em, &tl);
+
         tj_emit_loop_t jl;
         LLVMValueRef j =
             tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, w), "j");
         {
-          LLVMValueRef mask = NULL;
+          pack_t pk = {.cv = cv,
+                       .first = first,
+                       .kc = kc,
+                       .nr = nr,
+                       .xbase = xbase,
+                       .taps = taps,
+                       .tdel = tdel,
+                       .kn = kn};
           for (int32_t d = first; d < 3; ++d) {
-            LLVMValueRef cvec = LLVMBuildLoad2(
+            pk.cvec[d] = LLVMBuildLoad2(
                 b, vi32,
                 gep(em, em->t_i32, cy, LLVMBuildAdd(b, j, c64(em, d * nc), "")),
                 "");
-            set_align(cvec, 4);
-            LLVMValueRef in = LLVMBuildAdd(b, cvec, toff[d], "");
-            LLVMValueRef ok =
-                LLVMBuildICmp(b, LLVMIntULT, in,
-                              tj_emit_splat(em, c32(em, cv->in[d]), w), "");
-            mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+            set_align(pk.cvec[d], 4);
           }
-          // Lanes of one output row with stride 1 along it read consecutive
-          // elements: one masked load; other lanes a masked gather.
-          LLVMValueRef o_first =
-              LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
-          LLVMValueRef o_last = LLVMBuildLoad2(
-              b, em->t_i64,
-              gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
-              "");
-          LLVMValueRef v = NULL;
+          LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
+          pk.dst = gep(em, em->t_f32, pbase,
+                       LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
+                                    LLVMBuildURem(b, j, c64(em, nr), ""), ""));
+          LLVMValueRef offs =
+              LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+          set_align(offs, 8);
+          pk.offs = offs;
           const int64_t sx = cv->stride[2];
           if (sx <= 4) {
+            // Lanes of one output row with stride 1 along it read
+            // consecutive elements: one masked load; other lanes a masked
+            // gather.
+            LLVMValueRef o_first =
+                LLVMBuildExtractElement(b, offs, c32(em, 0), "");
+            LLVMValueRef o_last =
+                LLVMBuildExtractElement(b, offs, c32(em, w - 1), "");
             LLVMValueRef run = LLVMBuildICmp(
                 b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
                 c64(em, (w - 1) * sx), "run");
-            LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
-            tj_emit_if_t ri;
-            tj_emit_if_begin(em, &ri, run, "contig");
-            LLVMBuildStore(b, span_load(em, xrow, o_first, mask, sx), slot);
-            tj_emit_if_end(em, &ri);
             // A vector crossing one output row boundary (a rows of w - a
             // lanes left in this output row, the rest all in the next):
             // two span loads, each masked to its lanes, and a blend. At
@@ -472,64 +561,30 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                              c64(em, sx), ""),
                 "");
             split = LLVMBuildAnd(b, split, tail_run, "two");
-            tj_emit_if_t si;
+            pk.o_first = o_first;
+            pk.at = at;
+            // Lane i of the second load reads o_mid + (i - at) * sx.
+            pk.o_second = LLVMBuildSub(
+                b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""), "");
+            tj_emit_if_t ri, si, gi;
+            tj_emit_if_begin(em, &ri, run, "contig");
+            pack_rows(em, &pk, kPackRun);
+            tj_emit_if_end(em, &ri);
             tj_emit_if_begin(em, &si, split, "two_rows");
-            {
-              LLVMValueRef lo = LLVMBuildICmp(
-                  b, LLVMIntULT, tj_emit_iota(em, em->t_i32, w),
-                  tj_emit_splat(em, LLVMBuildTrunc(b, at, em->t_i32, ""), w),
-                  "lo");
-              LLVMValueRef first_row = span_load(
-                  em, xrow, o_first, LLVMBuildAnd(b, mask, lo, ""), sx);
-              // Lane i of the second load reads o_mid + (i - at) * sx.
-              LLVMValueRef second_row = span_load(
-                  em, xrow,
-                  LLVMBuildSub(b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""),
-                               ""),
-                  LLVMBuildAnd(b, mask, LLVMBuildNot(b, lo, ""), ""), sx);
-              LLVMBuildStore(
-                  b, LLVMBuildSelect(b, lo, first_row, second_row, ""), slot);
-            }
+            pack_rows(em, &pk, kPackTwoRows);
             tj_emit_if_end(em, &si);
-            tj_emit_if_t gi;
             tj_emit_if_begin(em, &gi,
                              LLVMBuildAnd(b, LLVMBuildNot(b, run, ""),
                                           LLVMBuildNot(b, split, ""), ""),
                              "gather");
-            {
-              LLVMValueRef offs =
-                  LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-              set_align(offs, 8);
-              LLVMValueRef ptrs =
-                  LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-              LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                      tj_emit_fconst(vf, 0.0)};
-              LLVMBuildStore(b,
-                             tj_emit_intrinsic(em, "llvm.masked.gather", gtypes,
-                                               2, args, 4),
-                             slot);
-            }
+            pack_rows(em, &pk, kPackGather);
             tj_emit_if_end(em, &gi);
-            v = LLVMBuildLoad2(b, vf, slot, "");
           } else {
-            LLVMValueRef offs =
-                LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-            set_align(offs, 8);
-            LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-            LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                    tj_emit_fconst(vf, 0.0)};
-            v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+            pack_rows(em, &pk, kPackGather);
           }
-          LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
-          LLVMValueRef dst =
-              gep(em, em->t_f32, drow,
-                  LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
-                               LLVMBuildURem(b, j, c64(em, nr), ""), ""));
-          set_align(LLVMBuildStore(b, v, dst), 4);
         }
         tj_emit_loop_end(em, &jl);
       }
-      if (packing) tj_emit_loop_end(em, &rl);
       if (multiplying) {
         // acc (+)= w rows . panels, mr channels at a time.
         LLVMValueRef first_pass =

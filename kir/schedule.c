@@ -153,7 +153,8 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
   return align64_i64(passes * s->kc * s->nc * 4) +
          align64_i64((int64_t)s->oc * s->nc * 4) +
          align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
-         64;
+         64 + align64_i64((int64_t)s->kc * 8) +
+         align64_i64((int64_t)s->kc * 3 * 4);
 }
 
 int64_t tj_kir_window_rows(const tj_kir_t* k) {

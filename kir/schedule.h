@@ -97,7 +97,9 @@ void tj_kir_attention_resolve(int32_t f32_lanes,
 // of one image's output, the unit order image, channel block, pixel block
 // (fastest). Its scratch holds the packed patches (kc x nc f32, as nc / nr
 // panels of kc x nr), the f32 accumulators (oc x nc) and the unit's pixel
-// coordinates (nc x 3 i32 and nc i64), each 64-byte aligned.
+// coordinates (nc x 3 i32 and nc i64), 64 bytes for the key below, and a
+// pass's tap table (kc i64 offsets in x and kc x 3 i32 tap offsets), each
+// 64-byte aligned.
 //
 // With |reuse| (convfuse: several channel blocks and a packing of all of
 // K x nc that fits kReuseBytes) the order is image, pixel block, channel
