@@ -320,6 +320,20 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.
   const bool direct = tj_kir_conv_reads_x_in_place(k);
+  // The last pixel block's partial panel (P % nr pixels) takes a tile of
+  // only the vectors it needs over the panel's rows: 3x3 @14 (196 pixels)
+  // multiplied 4 panels of 64, 60 columns of them padding.
+  const int64_t tail_nv = (P % nr + w - 1) / w;
+  LLVMValueRef ukt = NULL;
+  if (!direct && tail_nv > 0 && tail_nv < nr / w) {
+    char tname[256];
+    snprintf(tname, sizeof(tname), "tj_ukernel_%s_conv_t", k->name);
+    tj_ukernel_opts_t to = uo;
+    to.nr = (int32_t)(tail_nv * w);
+    to.panel_ld = (int32_t)nr;
+    to.name = tname;
+    ukt = tj_emit_ukernel(em, &to);
+  }
   LLVMValueRef ukd = NULL, uke = NULL;
   if (direct) {
     char dname[256], ename[256];
@@ -631,7 +645,21 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 c64(em, nc),
                 accumulate,
                 c64(em, nr)};
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+            if (!ukt) {
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+            } else {
+              LLVMValueRef part = LLVMBuildICmp(
+                  b, LLVMIntSLT,
+                  LLVMBuildSub(b, pn, LLVMBuildMul(b, pi, c64(em, nr), ""), ""),
+                  c64(em, nr), "partial");
+              tj_emit_if_t wi, ti;
+              tj_emit_if_begin(em, &wi, LLVMBuildNot(b, part, ""), "whole");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+              tj_emit_if_end(em, &wi);
+              tj_emit_if_begin(em, &ti, part, "tail");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(ukt), ukt, args, 11, "");
+              tj_emit_if_end(em, &ti);
+            }
           } else {
             // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
             LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
