@@ -181,7 +181,9 @@ static bool flat_epilogue(const tj_kir_t* k) {
 // The epilogue (the kernel's MAP phase) over the unit's finished block:
 // acc [ocn][pn] (row stride nc) plus the bias is y at (n, o0 + row, p0 +
 // column), which the phase reads as TJ_KIR_ACC while it loads its inputs
-// and stores its outputs at that point, a vector of pixels at a time.
+// and stores its outputs at that point, a vector of pixels at a time. With
+// |n| NULL the unit is joined: p0 is a pixel of the batch, and each line
+// (which never crosses an image: L divides P) finds its own image.
 static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
                                   int64_t nc, LLVMValueRef n, LLVMValueRef o0,
                                   LLVMValueRef ocn, LLVMValueRef p0,
@@ -223,9 +225,9 @@ static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
   memset(&pt, 0, sizeof(pt));
   pt.lanes = w;
   pt.vdim = r - 1;
-  pt.index[0] = n;
+  pt.index[0] = n ? n : LLVMBuildUDiv(b, s, c64(em, P), "n");
   pt.index[1] = o;
-  LLVMValueRef rest = s;
+  LLVMValueRef rest = n ? s : LLVMBuildURem(b, s, c64(em, P), "");
   for (int32_t d = r - 1; d >= 2; --d) {
     pt.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
     rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
@@ -380,7 +382,16 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // No patches held yet (the scratch may hold another run's).
   if (reuse) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
-  const int64_t pblocks = (P + nc - 1) / nc, oblocks = (O + oc - 1) / oc;
+  // Joined (tj_kir_conv_schedule_t.join): the pixel blocks run over the
+  // batch's N x P pixels, p0 a pixel of the batch, and there is no image
+  // per unit (n is 0 here; each pixel's image is in its offset).
+  const bool join = s.join;
+  LLVMValueRef npix =
+      join ? LLVMBuildMul(b, tj_emit_ival(em, k->dims[0]), c64(em, P), "np")
+           : c64(em, P);
+  LLVMValueRef pblocks = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, npix, c64(em, nc - 1), ""), c64(em, nc), "pblocks");
+  const int64_t oblocks = (O + oc - 1) / oc;
   tj_emit_loop_t ul;
   LLVMValueRef u =
       tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
@@ -388,11 +399,11 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   if (reuse) {  // image, pixel block, channel block (fastest)
     obk = LLVMBuildURem(b, u, c64(em, oblocks), "ob");
     LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, oblocks), "");
-    pb = LLVMBuildURem(b, rest, c64(em, pblocks), "pb");
-    n = LLVMBuildUDiv(b, rest, c64(em, pblocks), "n");
+    pb = LLVMBuildURem(b, rest, pblocks, "pb");
+    n = LLVMBuildUDiv(b, rest, pblocks, "n");
   } else {  // image, channel block, pixel block (fastest)
-    pb = LLVMBuildURem(b, u, c64(em, pblocks), "pb");
-    LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, pblocks), "");
+    pb = LLVMBuildURem(b, u, pblocks, "pb");
+    LLVMValueRef rest = LLVMBuildUDiv(b, u, pblocks, "");
     obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
     n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
   }
@@ -401,7 +412,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, O), o0, ""));
   LLVMValueRef p0 = LLVMBuildMul(b, pb, c64(em, nc), "p0");
   LLVMValueRef pn =
-      tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, c64(em, P), p0, ""));
+      tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, npix, p0, ""));
   LLVMValueRef panels = LLVMBuildUDiv(
       b, LLVMBuildAdd(b, pn, c64(em, nr - 1), ""), c64(em, nr), "panels");
   LLVMValueRef pcols = LLVMBuildMul(b, panels, c64(em, nr), "pcols");
@@ -409,21 +420,13 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
-  LLVMValueRef obase = NULL;
-  if (!epilogue) {
-    obase = tj_emit_advance(
-        em, (uint32_t)ob, em->base[ob],
-        LLVMBuildAdd(
-            b, LLVMBuildMul(b, n, c64(em, O * P), ""),
-            LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""), p0, ""), ""));
-  }
 
   // With reuse, the unit packs only when the thread's last unit was of
   // another pixel block (or image).
   tj_emit_if_t need_if;
   if (reuse) {
     LLVMValueRef key =
-        LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, pblocks), ""), pb, "key");
+        LLVMBuildAdd(b, LLVMBuildMul(b, n, pblocks, ""), pb, "key");
     LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
     set_align(held, 8);
     tj_emit_if_begin(em, &need_if, LLVMBuildICmp(b, LLVMIntNE, key, held, ""),
@@ -436,13 +439,18 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     LLVMValueRef j =
         tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
     LLVMValueRef p = LLVMBuildAdd(b, p0, j, "p");
-    LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, p, c64(em, P), "");
+    LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, p, npix, "");
+    LLVMValueRef offset = c64(em, 0);
+    if (join) {  // the pixel's image
+      offset = LLVMBuildMul(b, LLVMBuildUDiv(b, p, c64(em, P), ""),
+                            c64(em, C * INS), "");
+      p = LLVMBuildURem(b, p, c64(em, P), "");
+    }
     LLVMValueRef idx[3];
     idx[2] = LLVMBuildURem(b, p, c64(em, od[2]), "");
     LLVMValueRef t = LLVMBuildUDiv(b, p, c64(em, od[2]), "");
     idx[1] = LLVMBuildURem(b, t, c64(em, od[1]), "");
     idx[0] = LLVMBuildUDiv(b, t, c64(em, od[1]), "");
-    LLVMValueRef offset = c64(em, 0);
     const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
     for (int32_t d = 0; d < 3; ++d) {
       LLVMValueRef c =
@@ -553,6 +561,19 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             LLVMValueRef run = LLVMBuildICmp(
                 b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
                 c64(em, (w - 1) * sx), "run");
+            LLVMValueRef one_image = LLVMConstInt(em->t_i1, 1, 0);
+            if (join) {
+              // Pixels of two images could look like one run (a jump back
+              // at a row and one forward at the image cancelling): such a
+              // vector gathers.
+              LLVMValueRef pc = LLVMBuildAdd(b, p0, j, "");
+              one_image = LLVMBuildICmp(
+                  b, LLVMIntEQ, LLVMBuildUDiv(b, pc, c64(em, P), ""),
+                  LLVMBuildUDiv(b, LLVMBuildAdd(b, pc, c64(em, w - 1), ""),
+                                c64(em, P), ""),
+                  "one_image");
+              run = LLVMBuildAnd(b, run, one_image, "");
+            }
             // A vector crossing one output row boundary (a rows of w - a
             // lanes left in this output row, the rest all in the next):
             // two span loads, each masked to its lanes, and a blend. At
@@ -574,7 +595,8 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 LLVMBuildMul(b, LLVMBuildSub(b, c64(em, w - 1), at, ""),
                              c64(em, sx), ""),
                 "");
-            split = LLVMBuildAnd(b, split, tail_run, "two");
+            split = LLVMBuildAnd(b, LLVMBuildAnd(b, split, tail_run, ""),
+                                 one_image, "two");
             pk.o_first = o_first;
             pk.at = at;
             // Lane i of the second load reads o_mid + (i - at) * sx.
@@ -648,10 +670,12 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             if (!ukt) {
               LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
             } else {
+              // (Joined, the batch's last panel has (N x P) % nr columns,
+              // which the narrower tile may not cover.)
               LLVMValueRef part = LLVMBuildICmp(
-                  b, LLVMIntSLT,
+                  b, LLVMIntSLE,
                   LLVMBuildSub(b, pn, LLVMBuildMul(b, pi, c64(em, nr), ""), ""),
-                  c64(em, nr), "partial");
+                  c64(em, tail_nv * w), "partial");
               tj_emit_if_t wi, ti;
               tj_emit_if_begin(em, &wi, LLVMBuildNot(b, part, ""), "whole");
               LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
@@ -693,13 +717,37 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   }
 
   if (epilogue) {
-    TJ_RETURN_IF_ERROR(store_epilogue(em, bb, acc, nc, n, o0, ocn, p0, pn));
+    TJ_RETURN_IF_ERROR(
+        store_epilogue(em, bb, acc, nc, join ? NULL : n, o0, ocn, p0, pn));
     tj_emit_loop_end(em, &ul);
     return NULL;
   }
-  // out = acc + bias over the unit's valid pixels.
-  LLVMValueRef full =
-      LLVMBuildMul(b, LLVMBuildUDiv(b, pn, c64(em, w), ""), c64(em, w), "full");
+  // out = acc + bias over the unit's valid pixels, image by image (a
+  // joined unit's pixels may span several).
+  LLVMValueRef gp0 =
+      join ? p0 : LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, P), ""), p0, "");
+  LLVMValueRef gend = LLVMBuildAdd(b, gp0, pn, "");
+  tj_emit_loop_t il;
+  LLVMValueRef img = tj_emit_loop_begin(
+      em, &il, LLVMBuildUDiv(b, gp0, c64(em, P), ""),
+      LLVMBuildUDiv(b, LLVMBuildAdd(b, gend, c64(em, P - 1), ""), c64(em, P),
+                    ""),
+      c64(em, 1), "img");
+  LLVMValueRef ibeg = LLVMBuildMul(b, img, c64(em, P), "");
+  LLVMValueRef sp = LLVMBuildSelect(
+      b, LLVMBuildICmp(b, LLVMIntSGT, gp0, ibeg, ""), gp0, ibeg, "s");
+  LLVMValueRef ep =
+      tj_emit_min_i64(em, gend, LLVMBuildAdd(b, ibeg, c64(em, P), ""));
+  LLVMValueRef len = LLVMBuildSub(b, ep, sp, "len");
+  LLVMValueRef obase = tj_emit_advance(
+      em, (uint32_t)ob, em->base[ob],
+      LLVMBuildAdd(b, LLVMBuildMul(b, img, c64(em, O * P), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""),
+                                LLVMBuildSub(b, sp, ibeg, ""), ""),
+                   ""));
+  LLVMValueRef acc0 = gep(em, em->t_f32, acc, LLVMBuildSub(b, sp, gp0, ""));
+  LLVMValueRef full = LLVMBuildMul(b, LLVMBuildUDiv(b, len, c64(em, w), ""),
+                                   c64(em, w), "full");
   tj_emit_loop_t orl;
   LLVMValueRef rr =
       tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
@@ -715,7 +763,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       bias = tj_emit_splat(em, bv, w);
     }
     LLVMValueRef arow =
-        gep(em, em->t_f32, acc, LLVMBuildMul(b, rr, c64(em, nc), ""));
+        gep(em, em->t_f32, acc0, LLVMBuildMul(b, rr, c64(em, nc), ""));
     LLVMValueRef orow = tj_emit_advance(em, (uint32_t)ob, obase,
                                         LLVMBuildMul(b, rr, c64(em, P), ""));
     tj_emit_loop_t cl;
@@ -729,7 +777,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     }
     tj_emit_loop_end(em, &cl);
     tj_emit_if_t tail;
-    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, pn, ""),
+    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, len, ""),
                      "otail");
     {
       LLVMValueRef v =
@@ -737,7 +785,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       set_align(v, 4);
       v = LLVMBuildFAdd(b, v, bias, "");
       LLVMValueRef mask =
-          tj_emit_lane_mask(em, LLVMBuildSub(b, pn, full, ""), w);
+          tj_emit_lane_mask(em, LLVMBuildSub(b, len, full, ""), w);
       LLVMTypeRef types[2] = {vf, em->t_ptr};
       LLVMValueRef args[4] = {v, gep(em, em->t_f32, orow, full), c32(em, 4),
                               mask};
@@ -746,6 +794,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_emit_if_end(em, &tail);
   }
   tj_emit_loop_end(em, &orl);
+  tj_emit_loop_end(em, &il);
   tj_emit_loop_end(em, &ul);
   return NULL;
 }

@@ -112,6 +112,12 @@ typedef struct tj_kir_conv_schedule_t {
   int32_t mr, nr, kc, nc, oc;
   int32_t reuse;   // bool
   int32_t passes;  // ceil(K / kc)
+  // The pixel blocks run over the batch's N x P pixels (the unit order
+  // pixel block and channel block as above, no image): where P is not a
+  // multiple of nr, each image's last panel was partly padding (7x7: 49
+  // pixels in a panel of 64); joined, only the batch's last one is. A 1x1
+  // that reads x in place never joins.
+  int32_t join;  // bool
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
