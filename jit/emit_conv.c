@@ -83,6 +83,7 @@ static LLVMValueRef span_load(tj_emit_t* em, LLVMValueRef xrow,
 // axes) masked to the lanes whose tap lies inside x, loaded with the one
 // kind of load the vector takes, stored at dst + kk * nr.
 typedef enum pack_kind_t {
+  kPackInside,   // one span, every tap of every lane inside x: no mask
   kPackRun,      // the lanes read one span of x
   kPackTwoRows,  // lanes < at one span, the rest another
   kPackGather,   // a masked gather at offs
@@ -117,7 +118,7 @@ static void pack_rows(tj_emit_t* em, const pack_t* pk, pack_kind_t kind) {
   set_align(rb, 8);
   LLVMValueRef xrow = gep(em, em->t_f32, pk->xbase, rb);
   LLVMValueRef mask = NULL;
-  for (int32_t d = pk->first; d < 3; ++d) {
+  for (int32_t d = pk->first; d < 3 && kind != kPackInside; ++d) {
     LLVMValueRef td =
         LLVMBuildLoad2(b, em->t_i32,
                        gep(em, em->t_i32, pk->tdel,
@@ -131,7 +132,11 @@ static void pack_rows(tj_emit_t* em, const pack_t* pk, pack_kind_t kind) {
     mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
   }
   LLVMValueRef v;
-  if (kind == kPackRun) {
+  if (kind == kPackInside) {
+    // An all-true mask: the masked load folds to a plain one.
+    v = span_load(em, xrow, pk->o_first,
+                  tj_emit_splat(em, LLVMConstInt(em->t_i1, 1, 0), w), sx);
+  } else if (kind == kPackRun) {
     v = span_load(em, xrow, pk->o_first, mask, sx);
   } else if (kind == kPackTwoRows) {
     LLVMValueRef first_row =
@@ -602,8 +607,34 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             // Lane i of the second load reads o_mid + (i - at) * sx.
             pk.o_second = LLVMBuildSub(
                 b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""), "");
-            tj_emit_if_t ri, si, gi;
-            tj_emit_if_begin(em, &ri, run, "contig");
+            // Every lane's every tap inside x (the lanes' corners within
+            // [0, in - span of the window) along each axis): no masks.
+            LLVMValueRef inside = LLVMConstInt(em->t_i1, 1, 0);
+            for (int32_t d = first; d < 3; ++d) {
+              const int64_t lim =
+                  cv->in[d] - (cv->kernel[d] - 1) * cv->dilation[d];
+              if (lim <= 0) {
+                inside = LLVMConstInt(em->t_i1, 0, 0);
+                break;
+              }
+              LLVMValueRef ok =
+                  LLVMBuildICmp(b, LLVMIntULT, pk.cvec[d],
+                                tj_emit_splat(em, c32(em, lim), w), "");
+              LLVMTypeRef vt = LLVMTypeOf(ok);
+              inside =
+                  LLVMBuildAnd(b, inside,
+                               tj_emit_intrinsic(em, "llvm.vector.reduce.and",
+                                                 &vt, 1, &ok, 1),
+                               "inside");
+            }
+            tj_emit_if_t ii, ri, si, gi;
+            tj_emit_if_begin(em, &ii, LLVMBuildAnd(b, run, inside, ""),
+                             "inside");
+            pack_rows(em, &pk, kPackInside);
+            tj_emit_if_end(em, &ii);
+            tj_emit_if_begin(
+                em, &ri, LLVMBuildAnd(b, run, LLVMBuildNot(b, inside, ""), ""),
+                "contig");
             pack_rows(em, &pk, kPackRun);
             tj_emit_if_end(em, &ri);
             tj_emit_if_begin(em, &si, split, "two_rows");
