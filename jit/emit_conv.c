@@ -78,6 +78,87 @@ static LLVMValueRef span_load(tj_emit_t* em, LLVMValueRef xrow,
   return lv;
 }
 
+// One vector of a unit's pixels packed for every row of a pass: row kk
+// (tap table entry kk: its offset in x and its tap's offsets along the
+// axes) masked to the lanes whose tap lies inside x, loaded with the one
+// kind of load the vector takes, stored at dst + kk * nr.
+typedef enum pack_kind_t {
+  kPackInside,   // one span, every tap of every lane inside x: no mask
+  kPackRun,      // the lanes read one span of x
+  kPackTwoRows,  // lanes < at one span, the rest another
+  kPackGather,   // a masked gather at offs
+} pack_kind_t;
+
+typedef struct pack_t {
+  const tj_kir_conv_t* cv;
+  int32_t first;  // the first checked axis
+  int64_t kc, nr;
+  LLVMValueRef xbase, taps, tdel, kn, dst;
+  LLVMValueRef cvec[3];  // the lanes' corner coordinates (i32)
+  LLVMValueRef offs;     // the lanes' offsets in x (i64)
+  LLVMValueRef o_first, at, o_second;
+} pack_t;
+
+static void pack_rows(tj_emit_t* em, const pack_t* pk, pack_kind_t kind) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  const int64_t sx = pk->cv->stride[2];
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  LLVMValueRef lo = NULL;
+  if (kind == kPackTwoRows) {
+    lo = LLVMBuildICmp(
+        b, LLVMIntULT, tj_emit_iota(em, em->t_i32, w),
+        tj_emit_splat(em, LLVMBuildTrunc(b, pk->at, em->t_i32, ""), w), "lo");
+  }
+  tj_emit_loop_t kl;
+  LLVMValueRef kk =
+      tj_emit_loop_begin(em, &kl, c64(em, 0), pk->kn, c64(em, 1), "kk");
+  LLVMValueRef rb =
+      LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pk->taps, kk), "rowbase");
+  set_align(rb, 8);
+  LLVMValueRef xrow = gep(em, em->t_f32, pk->xbase, rb);
+  LLVMValueRef mask = NULL;
+  for (int32_t d = pk->first; d < 3 && kind != kPackInside; ++d) {
+    LLVMValueRef td =
+        LLVMBuildLoad2(b, em->t_i32,
+                       gep(em, em->t_i32, pk->tdel,
+                           LLVMBuildAdd(b, kk, c64(em, d * pk->kc), "")),
+                       "");
+    set_align(td, 4);
+    LLVMValueRef in =
+        LLVMBuildAdd(b, pk->cvec[d], tj_emit_splat(em, td, w), "");
+    LLVMValueRef ok = LLVMBuildICmp(
+        b, LLVMIntULT, in, tj_emit_splat(em, c32(em, pk->cv->in[d]), w), "");
+    mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+  }
+  LLVMValueRef v;
+  if (kind == kPackInside) {
+    // An all-true mask: the masked load folds to a plain one.
+    v = span_load(em, xrow, pk->o_first,
+                  tj_emit_splat(em, LLVMConstInt(em->t_i1, 1, 0), w), sx);
+  } else if (kind == kPackRun) {
+    v = span_load(em, xrow, pk->o_first, mask, sx);
+  } else if (kind == kPackTwoRows) {
+    LLVMValueRef first_row =
+        span_load(em, xrow, pk->o_first, LLVMBuildAnd(b, mask, lo, ""), sx);
+    LLVMValueRef second_row =
+        span_load(em, xrow, pk->o_second,
+                  LLVMBuildAnd(b, mask, LLVMBuildNot(b, lo, ""), ""), sx);
+    v = LLVMBuildSelect(b, lo, first_row, second_row, "");
+  } else {
+    LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
+    LLVMValueRef offs = pk->offs;
+    LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
+    LLVMValueRef args[4] = {ptrs, c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
+    v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+  }
+  set_align(LLVMBuildStore(b, v,
+                           gep(em, em->t_f32, pk->dst,
+                               LLVMBuildMul(b, kk, c64(em, pk->nr), ""))),
+            4);
+  tj_emit_loop_end(em, &kl);
+}
+
 // Whether the epilogue may walk a unit's pixels as one line, its vectors
 // crossing output rows: every buffer it touches has spatial strides
 // row-major over the output's (or 0: a per-channel or scalar operand), and
@@ -105,7 +186,9 @@ static bool flat_epilogue(const tj_kir_t* k) {
 // The epilogue (the kernel's MAP phase) over the unit's finished block:
 // acc [ocn][pn] (row stride nc) plus the bias is y at (n, o0 + row, p0 +
 // column), which the phase reads as TJ_KIR_ACC while it loads its inputs
-// and stores its outputs at that point, a vector of pixels at a time.
+// and stores its outputs at that point, a vector of pixels at a time. With
+// |n| NULL the unit is joined: p0 is a pixel of the batch, and each line
+// (which never crosses an image: L divides P) finds its own image.
 static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
                                   int64_t nc, LLVMValueRef n, LLVMValueRef o0,
                                   LLVMValueRef ocn, LLVMValueRef p0,
@@ -147,9 +230,9 @@ static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
   memset(&pt, 0, sizeof(pt));
   pt.lanes = w;
   pt.vdim = r - 1;
-  pt.index[0] = n;
+  pt.index[0] = n ? n : LLVMBuildUDiv(b, s, c64(em, P), "n");
   pt.index[1] = o;
-  LLVMValueRef rest = s;
+  LLVMValueRef rest = n ? s : LLVMBuildURem(b, s, c64(em, P), "");
   for (int32_t d = r - 1; d >= 2; --d) {
     pt.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
     rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
@@ -244,6 +327,20 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.
   const bool direct = tj_kir_conv_reads_x_in_place(k);
+  // The last pixel block's partial panel (P % nr pixels) takes a tile of
+  // only the vectors it needs over the panel's rows: 3x3 @14 (196 pixels)
+  // multiplied 4 panels of 64, 60 columns of them padding.
+  const int64_t tail_nv = (P % nr + w - 1) / w;
+  LLVMValueRef ukt = NULL;
+  if (!direct && tail_nv > 0 && tail_nv < nr / w) {
+    char tname[256];
+    snprintf(tname, sizeof(tname), "tj_ukernel_%s_conv_t", k->name);
+    tj_ukernel_opts_t to = uo;
+    to.nr = (int32_t)(tail_nv * w);
+    to.panel_ld = (int32_t)nr;
+    to.name = tname;
+    ukt = tj_emit_ukernel(em, &to);
+  }
   LLVMValueRef ukd = NULL, uke = NULL;
   if (direct) {
     char dname[256], ename[256];
@@ -283,10 +380,23 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   LLVMValueRef pix = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   off += align64(nc * 8);
   LLVMValueRef keyp = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += 64;
+  LLVMValueRef taps = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(kc * 8);
+  LLVMValueRef tdel = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   // No patches held yet (the scratch may hold another run's).
   if (reuse) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
-  const int64_t pblocks = (P + nc - 1) / nc, oblocks = (O + oc - 1) / oc;
+  // Joined (tj_kir_conv_schedule_t.join): the pixel blocks run over the
+  // batch's N x P pixels, p0 a pixel of the batch, and there is no image
+  // per unit (n is 0 here; each pixel's image is in its offset).
+  const bool join = s.join;
+  LLVMValueRef npix =
+      join ? LLVMBuildMul(b, tj_emit_ival(em, k->dims[0]), c64(em, P), "np")
+           : c64(em, P);
+  LLVMValueRef pblocks = LLVMBuildUDiv(
+      b, LLVMBuildAdd(b, npix, c64(em, nc - 1), ""), c64(em, nc), "pblocks");
+  const int64_t oblocks = (O + oc - 1) / oc;
   tj_emit_loop_t ul;
   LLVMValueRef u =
       tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
@@ -294,11 +404,11 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   if (reuse) {  // image, pixel block, channel block (fastest)
     obk = LLVMBuildURem(b, u, c64(em, oblocks), "ob");
     LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, oblocks), "");
-    pb = LLVMBuildURem(b, rest, c64(em, pblocks), "pb");
-    n = LLVMBuildUDiv(b, rest, c64(em, pblocks), "n");
+    pb = LLVMBuildURem(b, rest, pblocks, "pb");
+    n = LLVMBuildUDiv(b, rest, pblocks, "n");
   } else {  // image, channel block, pixel block (fastest)
-    pb = LLVMBuildURem(b, u, c64(em, pblocks), "pb");
-    LLVMValueRef rest = LLVMBuildUDiv(b, u, c64(em, pblocks), "");
+    pb = LLVMBuildURem(b, u, pblocks, "pb");
+    LLVMValueRef rest = LLVMBuildUDiv(b, u, pblocks, "");
     obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
     n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
   }
@@ -307,7 +417,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, O), o0, ""));
   LLVMValueRef p0 = LLVMBuildMul(b, pb, c64(em, nc), "p0");
   LLVMValueRef pn =
-      tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, c64(em, P), p0, ""));
+      tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, npix, p0, ""));
   LLVMValueRef panels = LLVMBuildUDiv(
       b, LLVMBuildAdd(b, pn, c64(em, nr - 1), ""), c64(em, nr), "panels");
   LLVMValueRef pcols = LLVMBuildMul(b, panels, c64(em, nr), "pcols");
@@ -315,21 +425,13 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
-  LLVMValueRef obase = NULL;
-  if (!epilogue) {
-    obase = tj_emit_advance(
-        em, (uint32_t)ob, em->base[ob],
-        LLVMBuildAdd(
-            b, LLVMBuildMul(b, n, c64(em, O * P), ""),
-            LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""), p0, ""), ""));
-  }
 
   // With reuse, the unit packs only when the thread's last unit was of
   // another pixel block (or image).
   tj_emit_if_t need_if;
   if (reuse) {
     LLVMValueRef key =
-        LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, pblocks), ""), pb, "key");
+        LLVMBuildAdd(b, LLVMBuildMul(b, n, pblocks, ""), pb, "key");
     LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
     set_align(held, 8);
     tj_emit_if_begin(em, &need_if, LLVMBuildICmp(b, LLVMIntNE, key, held, ""),
@@ -342,13 +444,18 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     LLVMValueRef j =
         tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
     LLVMValueRef p = LLVMBuildAdd(b, p0, j, "p");
-    LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, p, c64(em, P), "");
+    LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, p, npix, "");
+    LLVMValueRef offset = c64(em, 0);
+    if (join) {  // the pixel's image
+      offset = LLVMBuildMul(b, LLVMBuildUDiv(b, p, c64(em, P), ""),
+                            c64(em, C * INS), "");
+      p = LLVMBuildURem(b, p, c64(em, P), "");
+    }
     LLVMValueRef idx[3];
     idx[2] = LLVMBuildURem(b, p, c64(em, od[2]), "");
     LLVMValueRef t = LLVMBuildUDiv(b, p, c64(em, od[2]), "");
     idx[1] = LLVMBuildURem(b, t, c64(em, od[1]), "");
     idx[0] = LLVMBuildUDiv(b, t, c64(em, od[1]), "");
-    LLVMValueRef offset = c64(em, 0);
     const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
     for (int32_t d = 0; d < 3; ++d) {
       LLVMValueRef c =
@@ -369,7 +476,6 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_emit_loop_end(em, &jl);
   }
 
-  LLVMTypeRef gtypes[2] = {vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
   // One pass over K packing and multiplying; with reuse, a pass packing
   // every kc block (when the unit packs) and then one multiplying.
   for (int32_t round = 0; round < (reuse ? 2 : 1); ++round) {
@@ -388,11 +494,15 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 : bp;
       // Pack: row kk is tap t of channel c; lane j reads x at the pixel's
       // offset plus the tap's, where the tap's coordinates are inside x.
-      tj_emit_loop_t rl;
-      LLVMValueRef kk = NULL;
-      if (packing)
-        kk = tj_emit_loop_begin(em, &rl, c64(em, 0), kn, c64(em, 1), "kk");
+      // The pass's taps go to a table first; then each vector of pixels
+      // is classified once (one run of x, two runs across an output row,
+      // or a gather) and packs all kn rows with that one kind of load, so
+      // the per-row loop has no branch and no division (the rows inner,
+      // each vector classified per row, packed at 16 cycles a vector).
       if (packing) {
+        tj_emit_loop_t tl;
+        LLVMValueRef kk =
+            tj_emit_loop_begin(em, &tl, c64(em, 0), kn, c64(em, 1), "tkk");
         LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
         LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
         LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
@@ -403,53 +513,72 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
         tap[0] = LLVMBuildUDiv(b, t, c64(em, cv->kernel[1]), "");
         const int64_t inner[3] = {cv->in[1] * cv->in[2], cv->in[2], 1};
         LLVMValueRef rowbase = LLVMBuildMul(b, ci, c64(em, INS), "");
-        LLVMValueRef toff[3];
         for (int32_t d = 0; d < 3; ++d) {
           LLVMValueRef td =
               LLVMBuildMul(b, tap[d], c64(em, cv->dilation[d]), "");
-          toff[d] = tj_emit_splat(em, LLVMBuildTrunc(b, td, em->t_i32, ""), w);
+          set_align(
+              LLVMBuildStore(b, LLVMBuildTrunc(b, td, em->t_i32, ""),
+                             gep(em, em->t_i32, tdel,
+                                 LLVMBuildAdd(b, kk, c64(em, d * kc), ""))),
+              4);
           rowbase = LLVMBuildAdd(
               b, rowbase, LLVMBuildMul(b, td, c64(em, inner[d]), ""), "");
         }
-        LLVMValueRef xrow = gep(em, em->t_f32, xbase, rowbase);
-        LLVMValueRef drow =
-            gep(em, em->t_f32, pbase, LLVMBuildMul(b, kk, c64(em, nr), ""));
+        set_align(LLVMBuildStore(b, rowbase, gep(em, em->t_i64, taps, kk)), 8);
+        tj_emit_loop_end(em, &tl);
+
         tj_emit_loop_t jl;
         LLVMValueRef j =
             tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, w), "j");
         {
-          LLVMValueRef mask = NULL;
+          pack_t pk = {.cv = cv,
+                       .first = first,
+                       .kc = kc,
+                       .nr = nr,
+                       .xbase = xbase,
+                       .taps = taps,
+                       .tdel = tdel,
+                       .kn = kn};
           for (int32_t d = first; d < 3; ++d) {
-            LLVMValueRef cvec = LLVMBuildLoad2(
+            pk.cvec[d] = LLVMBuildLoad2(
                 b, vi32,
                 gep(em, em->t_i32, cy, LLVMBuildAdd(b, j, c64(em, d * nc), "")),
                 "");
-            set_align(cvec, 4);
-            LLVMValueRef in = LLVMBuildAdd(b, cvec, toff[d], "");
-            LLVMValueRef ok =
-                LLVMBuildICmp(b, LLVMIntULT, in,
-                              tj_emit_splat(em, c32(em, cv->in[d]), w), "");
-            mask = mask ? LLVMBuildAnd(b, mask, ok, "") : ok;
+            set_align(pk.cvec[d], 4);
           }
-          // Lanes of one output row with stride 1 along it read consecutive
-          // elements: one masked load; other lanes a masked gather.
-          LLVMValueRef o_first =
-              LLVMBuildLoad2(b, em->t_i64, gep(em, em->t_i64, pix, j), "");
-          LLVMValueRef o_last = LLVMBuildLoad2(
-              b, em->t_i64,
-              gep(em, em->t_i64, pix, LLVMBuildAdd(b, j, c64(em, w - 1), "")),
-              "");
-          LLVMValueRef v = NULL;
+          LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
+          pk.dst = gep(em, em->t_f32, pbase,
+                       LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
+                                    LLVMBuildURem(b, j, c64(em, nr), ""), ""));
+          LLVMValueRef offs =
+              LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
+          set_align(offs, 8);
+          pk.offs = offs;
           const int64_t sx = cv->stride[2];
           if (sx <= 4) {
+            // Lanes of one output row with stride 1 along it read
+            // consecutive elements: one masked load; other lanes a masked
+            // gather.
+            LLVMValueRef o_first =
+                LLVMBuildExtractElement(b, offs, c32(em, 0), "");
+            LLVMValueRef o_last =
+                LLVMBuildExtractElement(b, offs, c32(em, w - 1), "");
             LLVMValueRef run = LLVMBuildICmp(
                 b, LLVMIntEQ, LLVMBuildSub(b, o_last, o_first, ""),
                 c64(em, (w - 1) * sx), "run");
-            LLVMValueRef slot = tj_emit_alloca(em, vf, "packv");
-            tj_emit_if_t ri;
-            tj_emit_if_begin(em, &ri, run, "contig");
-            LLVMBuildStore(b, span_load(em, xrow, o_first, mask, sx), slot);
-            tj_emit_if_end(em, &ri);
+            LLVMValueRef one_image = LLVMConstInt(em->t_i1, 1, 0);
+            if (join) {
+              // Pixels of two images could look like one run (a jump back
+              // at a row and one forward at the image cancelling): such a
+              // vector gathers.
+              LLVMValueRef pc = LLVMBuildAdd(b, p0, j, "");
+              one_image = LLVMBuildICmp(
+                  b, LLVMIntEQ, LLVMBuildUDiv(b, pc, c64(em, P), ""),
+                  LLVMBuildUDiv(b, LLVMBuildAdd(b, pc, c64(em, w - 1), ""),
+                                c64(em, P), ""),
+                  "one_image");
+              run = LLVMBuildAnd(b, run, one_image, "");
+            }
             // A vector crossing one output row boundary (a rows of w - a
             // lanes left in this output row, the rest all in the next):
             // two span loads, each masked to its lanes, and a blend. At
@@ -471,65 +600,58 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 LLVMBuildMul(b, LLVMBuildSub(b, c64(em, w - 1), at, ""),
                              c64(em, sx), ""),
                 "");
-            split = LLVMBuildAnd(b, split, tail_run, "two");
-            tj_emit_if_t si;
-            tj_emit_if_begin(em, &si, split, "two_rows");
-            {
-              LLVMValueRef lo = LLVMBuildICmp(
-                  b, LLVMIntULT, tj_emit_iota(em, em->t_i32, w),
-                  tj_emit_splat(em, LLVMBuildTrunc(b, at, em->t_i32, ""), w),
-                  "lo");
-              LLVMValueRef first_row = span_load(
-                  em, xrow, o_first, LLVMBuildAnd(b, mask, lo, ""), sx);
-              // Lane i of the second load reads o_mid + (i - at) * sx.
-              LLVMValueRef second_row = span_load(
-                  em, xrow,
-                  LLVMBuildSub(b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""),
-                               ""),
-                  LLVMBuildAnd(b, mask, LLVMBuildNot(b, lo, ""), ""), sx);
-              LLVMBuildStore(
-                  b, LLVMBuildSelect(b, lo, first_row, second_row, ""), slot);
+            split = LLVMBuildAnd(b, LLVMBuildAnd(b, split, tail_run, ""),
+                                 one_image, "two");
+            pk.o_first = o_first;
+            pk.at = at;
+            // Lane i of the second load reads o_mid + (i - at) * sx.
+            pk.o_second = LLVMBuildSub(
+                b, o_mid, LLVMBuildMul(b, at, c64(em, sx), ""), "");
+            // Every lane's every tap inside x (the lanes' corners within
+            // [0, in - span of the window) along each axis): no masks.
+            LLVMValueRef inside = LLVMConstInt(em->t_i1, 1, 0);
+            for (int32_t d = first; d < 3; ++d) {
+              const int64_t lim =
+                  cv->in[d] - (cv->kernel[d] - 1) * cv->dilation[d];
+              if (lim <= 0) {
+                inside = LLVMConstInt(em->t_i1, 0, 0);
+                break;
+              }
+              LLVMValueRef ok =
+                  LLVMBuildICmp(b, LLVMIntULT, pk.cvec[d],
+                                tj_emit_splat(em, c32(em, lim), w), "");
+              LLVMTypeRef vt = LLVMTypeOf(ok);
+              inside =
+                  LLVMBuildAnd(b, inside,
+                               tj_emit_intrinsic(em, "llvm.vector.reduce.and",
+                                                 &vt, 1, &ok, 1),
+                               "inside");
             }
+            tj_emit_if_t ii, ri, si, gi;
+            tj_emit_if_begin(em, &ii, LLVMBuildAnd(b, run, inside, ""),
+                             "inside");
+            pack_rows(em, &pk, kPackInside);
+            tj_emit_if_end(em, &ii);
+            tj_emit_if_begin(
+                em, &ri, LLVMBuildAnd(b, run, LLVMBuildNot(b, inside, ""), ""),
+                "contig");
+            pack_rows(em, &pk, kPackRun);
+            tj_emit_if_end(em, &ri);
+            tj_emit_if_begin(em, &si, split, "two_rows");
+            pack_rows(em, &pk, kPackTwoRows);
             tj_emit_if_end(em, &si);
-            tj_emit_if_t gi;
             tj_emit_if_begin(em, &gi,
                              LLVMBuildAnd(b, LLVMBuildNot(b, run, ""),
                                           LLVMBuildNot(b, split, ""), ""),
                              "gather");
-            {
-              LLVMValueRef offs =
-                  LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-              set_align(offs, 8);
-              LLVMValueRef ptrs =
-                  LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-              LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                      tj_emit_fconst(vf, 0.0)};
-              LLVMBuildStore(b,
-                             tj_emit_intrinsic(em, "llvm.masked.gather", gtypes,
-                                               2, args, 4),
-                             slot);
-            }
+            pack_rows(em, &pk, kPackGather);
             tj_emit_if_end(em, &gi);
-            v = LLVMBuildLoad2(b, vf, slot, "");
           } else {
-            LLVMValueRef offs =
-                LLVMBuildLoad2(b, vi64, gep(em, em->t_i64, pix, j), "");
-            set_align(offs, 8);
-            LLVMValueRef ptrs = LLVMBuildGEP2(b, em->t_f32, xrow, &offs, 1, "");
-            LLVMValueRef args[4] = {ptrs, c32(em, 4), mask,
-                                    tj_emit_fconst(vf, 0.0)};
-            v = tj_emit_intrinsic(em, "llvm.masked.gather", gtypes, 2, args, 4);
+            pack_rows(em, &pk, kPackGather);
           }
-          LLVMValueRef panel = LLVMBuildUDiv(b, j, c64(em, nr), "");
-          LLVMValueRef dst =
-              gep(em, em->t_f32, drow,
-                  LLVMBuildAdd(b, LLVMBuildMul(b, panel, pstride, ""),
-                               LLVMBuildURem(b, j, c64(em, nr), ""), ""));
-          set_align(LLVMBuildStore(b, v, dst), 4);
         }
         tj_emit_loop_end(em, &jl);
       }
-      if (packing) tj_emit_loop_end(em, &rl);
       if (multiplying) {
         // acc (+)= w rows . panels, mr channels at a time.
         LLVMValueRef first_pass =
@@ -576,7 +698,23 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                 c64(em, nc),
                 accumulate,
                 c64(em, nr)};
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+            if (!ukt) {
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+            } else {
+              // (Joined, the batch's last panel has (N x P) % nr columns,
+              // which the narrower tile may not cover.)
+              LLVMValueRef part = LLVMBuildICmp(
+                  b, LLVMIntSLE,
+                  LLVMBuildSub(b, pn, LLVMBuildMul(b, pi, c64(em, nr), ""), ""),
+                  c64(em, tail_nv * w), "partial");
+              tj_emit_if_t wi, ti;
+              tj_emit_if_begin(em, &wi, LLVMBuildNot(b, part, ""), "whole");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+              tj_emit_if_end(em, &wi);
+              tj_emit_if_begin(em, &ti, part, "tail");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(ukt), ukt, args, 11, "");
+              tj_emit_if_end(em, &ti);
+            }
           } else {
             // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
             LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
@@ -610,13 +748,37 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   }
 
   if (epilogue) {
-    TJ_RETURN_IF_ERROR(store_epilogue(em, bb, acc, nc, n, o0, ocn, p0, pn));
+    TJ_RETURN_IF_ERROR(
+        store_epilogue(em, bb, acc, nc, join ? NULL : n, o0, ocn, p0, pn));
     tj_emit_loop_end(em, &ul);
     return NULL;
   }
-  // out = acc + bias over the unit's valid pixels.
-  LLVMValueRef full =
-      LLVMBuildMul(b, LLVMBuildUDiv(b, pn, c64(em, w), ""), c64(em, w), "full");
+  // out = acc + bias over the unit's valid pixels, image by image (a
+  // joined unit's pixels may span several).
+  LLVMValueRef gp0 =
+      join ? p0 : LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, P), ""), p0, "");
+  LLVMValueRef gend = LLVMBuildAdd(b, gp0, pn, "");
+  tj_emit_loop_t il;
+  LLVMValueRef img = tj_emit_loop_begin(
+      em, &il, LLVMBuildUDiv(b, gp0, c64(em, P), ""),
+      LLVMBuildUDiv(b, LLVMBuildAdd(b, gend, c64(em, P - 1), ""), c64(em, P),
+                    ""),
+      c64(em, 1), "img");
+  LLVMValueRef ibeg = LLVMBuildMul(b, img, c64(em, P), "");
+  LLVMValueRef sp = LLVMBuildSelect(
+      b, LLVMBuildICmp(b, LLVMIntSGT, gp0, ibeg, ""), gp0, ibeg, "s");
+  LLVMValueRef ep =
+      tj_emit_min_i64(em, gend, LLVMBuildAdd(b, ibeg, c64(em, P), ""));
+  LLVMValueRef len = LLVMBuildSub(b, ep, sp, "len");
+  LLVMValueRef obase = tj_emit_advance(
+      em, (uint32_t)ob, em->base[ob],
+      LLVMBuildAdd(b, LLVMBuildMul(b, img, c64(em, O * P), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""),
+                                LLVMBuildSub(b, sp, ibeg, ""), ""),
+                   ""));
+  LLVMValueRef acc0 = gep(em, em->t_f32, acc, LLVMBuildSub(b, sp, gp0, ""));
+  LLVMValueRef full = LLVMBuildMul(b, LLVMBuildUDiv(b, len, c64(em, w), ""),
+                                   c64(em, w), "full");
   tj_emit_loop_t orl;
   LLVMValueRef rr =
       tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
@@ -632,7 +794,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       bias = tj_emit_splat(em, bv, w);
     }
     LLVMValueRef arow =
-        gep(em, em->t_f32, acc, LLVMBuildMul(b, rr, c64(em, nc), ""));
+        gep(em, em->t_f32, acc0, LLVMBuildMul(b, rr, c64(em, nc), ""));
     LLVMValueRef orow = tj_emit_advance(em, (uint32_t)ob, obase,
                                         LLVMBuildMul(b, rr, c64(em, P), ""));
     tj_emit_loop_t cl;
@@ -646,7 +808,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     }
     tj_emit_loop_end(em, &cl);
     tj_emit_if_t tail;
-    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, pn, ""),
+    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, len, ""),
                      "otail");
     {
       LLVMValueRef v =
@@ -654,7 +816,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       set_align(v, 4);
       v = LLVMBuildFAdd(b, v, bias, "");
       LLVMValueRef mask =
-          tj_emit_lane_mask(em, LLVMBuildSub(b, pn, full, ""), w);
+          tj_emit_lane_mask(em, LLVMBuildSub(b, len, full, ""), w);
       LLVMTypeRef types[2] = {vf, em->t_ptr};
       LLVMValueRef args[4] = {v, gep(em, em->t_f32, orow, full), c32(em, 4),
                               mask};
@@ -663,6 +825,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_emit_if_end(em, &tail);
   }
   tj_emit_loop_end(em, &orl);
+  tj_emit_loop_end(em, &il);
   tj_emit_loop_end(em, &ul);
   return NULL;
 }

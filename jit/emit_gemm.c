@@ -904,7 +904,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.vt = LLVMVectorType(o->igroup ? em->t_i32 : em->t_f32, (unsigned)w);
   u.valign = (unsigned)w * 4;
   u.b = bp;
-  u.ldb = o->direct ? ldb : i64c(em, o->nr);
+  u.ldb = o->direct ? ldb : i64c(em, o->panel_ld ? o->panel_ld : o->nr);
   u.ka = ka;
   if (o->bq_bits) {
     u.bq_scale = LLVMGetParam(fn, 11);

@@ -16,6 +16,10 @@ typedef struct tj_ukernel_opts_t {
                    // full strips go without the masks, which would take
                    // more mask registers than there are)
   int32_t chains;  // accumulator sets over alternating k (1 or 2)
+  // Packed: the panel's row stride in elements when it is wider than the
+  // tile (a tile of fewer columns over the conv's last, partial panel,
+  // jit/emit_conv.c); 0: nr.
+  int32_t panel_ld;
   // Direct: prefetch each row's continuation in the next strip (nr columns
   // further) into L2, so that B is fetched in runs of 2 * nr columns. It
   // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the

@@ -146,6 +146,7 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
   out->reuse = !tj_kir_conv_reads_x_in_place(k) && o > oc &&
                (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
+  out->join = !tj_kir_conv_reads_x_in_place(k) && pix % out->nr != 0;
 }
 
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
@@ -153,7 +154,8 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
   return align64_i64(passes * s->kc * s->nc * 4) +
          align64_i64((int64_t)s->oc * s->nc * 4) +
          align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
-         64;
+         64 + align64_i64((int64_t)s->kc * 8) +
+         align64_i64((int64_t)s->kc * 3 * 4);
 }
 
 int64_t tj_kir_window_rows(const tj_kir_t* k) {
@@ -265,7 +267,9 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       if (k->rank < 3) return tj_invalid("kernel @%s: conv rank", k->name);
       int64_t pix = 1;
       for (int32_t d = 2; d < k->rank; ++d) pix *= dims[d];
-      out->units = dims[0] * ceil_div(dims[1], cs.oc) * ceil_div(pix, cs.nc);
+      out->units =
+          cs.join ? ceil_div(dims[0] * pix, cs.nc) * ceil_div(dims[1], cs.oc)
+                  : dims[0] * ceil_div(dims[1], cs.oc) * ceil_div(pix, cs.nc);
       out->scratch_bytes = tj_kir_conv_scratch_bytes(&cs);
       return NULL;
     }

@@ -97,7 +97,9 @@ void tj_kir_attention_resolve(int32_t f32_lanes,
 // of one image's output, the unit order image, channel block, pixel block
 // (fastest). Its scratch holds the packed patches (kc x nc f32, as nc / nr
 // panels of kc x nr), the f32 accumulators (oc x nc) and the unit's pixel
-// coordinates (nc x 3 i32 and nc i64), each 64-byte aligned.
+// coordinates (nc x 3 i32 and nc i64), 64 bytes for the key below, and a
+// pass's tap table (kc i64 offsets in x and kc x 3 i32 tap offsets), each
+// 64-byte aligned.
 //
 // With |reuse| (convfuse: several channel blocks and a packing of all of
 // K x nc that fits kReuseBytes) the order is image, pixel block, channel
@@ -110,6 +112,12 @@ typedef struct tj_kir_conv_schedule_t {
   int32_t mr, nr, kc, nc, oc;
   int32_t reuse;   // bool
   int32_t passes;  // ceil(K / kc)
+  // The pixel blocks run over the batch's N x P pixels (the unit order
+  // pixel block and channel block as above, no image): where P is not a
+  // multiple of nr, each image's last panel was partly padding (7x7: 49
+  // pixels in a panel of 64); joined, only the batch's last one is. A 1x1
+  // that reads x in place never joins.
+  int32_t join;  // bool
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
