@@ -297,6 +297,23 @@ static void cp_async16(gemm_t* g, LLVMValueRef stage_base, LLVMValueRef dst,
 }
 
 // Issues the copies of k-tile |kt| into stage |stage| (both i64).
+// One 16-byte chunk of a K-major operand (A, or B read transposed) for
+// k-tile |kt|: the elements left before K, as bytes, none past the outer
+// bound (M, or N); the source stays put when nothing is copied.
+static void kmajor_chunk(gemm_t* g, LLVMValueRef base, const tc_copy_t* c,
+                         uint32_t operand, LLVMValueRef k0, LLVMValueRef kt) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef left = clamp0(g, LLVMBuildSub(b, c->limit, k0, ""), 8);
+  LLVMValueRef bytes = tj_emit_select(
+      em, c->outer_ok, LLVMBuildMul(b, left, c64(g, 2), ""), c64(g, 0));
+  LLVMValueRef src = tj_emit_advance(
+      em, operand, c->src,
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), ""),
+                     LLVMBuildMul(b, kt, c->step, ""), c64(g, 0)));
+  cp_async16(g, base, c->dst, src, bytes);
+}
+
 static void tc_load(gemm_t* g, const tc_copy_t* a_copy, const tc_copy_t* b_copy,
                     LLVMValueRef stage, LLVMValueRef kt) {
   LLVMBuilderRef b = g->b;
@@ -307,27 +324,9 @@ static void tc_load(gemm_t* g, const tc_copy_t* a_copy, const tc_copy_t* b_copy,
                      em->t_i32, ""));
   LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, g->bk), "k0");
   for (int32_t i = 0; i < g->copies; ++i) {
-    // A: the chunk's elements left before K, as bytes, 0 past M.
-    LLVMValueRef left = clamp0(g, LLVMBuildSub(b, a_copy[i].limit, k0, ""), 8);
-    LLVMValueRef bytes =
-        tj_emit_select(em, a_copy[i].outer_ok,
-                       LLVMBuildMul(b, left, c64(g, 2), ""), c64(g, 0));
-    LLVMValueRef src = tj_emit_advance(
-        em, g->a, a_copy[i].src,
-        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), ""),
-                       LLVMBuildMul(b, kt, a_copy[i].step, ""), c64(g, 0)));
-    cp_async16(g, base, a_copy[i].dst, src, bytes);
-    if (g->b_kmajor) {
-      // B K-major: as A, rows of n past N read nothing.
-      LLVMValueRef bl = clamp0(g, LLVMBuildSub(b, b_copy[i].limit, k0, ""), 8);
-      LLVMValueRef bn =
-          tj_emit_select(em, b_copy[i].outer_ok,
-                         LLVMBuildMul(b, bl, c64(g, 2), ""), c64(g, 0));
-      LLVMValueRef bs = tj_emit_advance(
-          em, g->bb, b_copy[i].src,
-          tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bn, c64(g, 0), ""),
-                         LLVMBuildMul(b, kt, b_copy[i].step, ""), c64(g, 0)));
-      cp_async16(g, base, b_copy[i].dst, bs, bn);
+    kmajor_chunk(g, base, &a_copy[i], g->a, k0, kt);
+    if (g->b_kmajor) {  // B K-major: as A, rows of n past N read nothing
+      kmajor_chunk(g, base, &b_copy[i], g->bb, k0, kt);
       continue;
     }
     // B: rows past K and columns past N read nothing.

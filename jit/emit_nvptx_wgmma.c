@@ -361,6 +361,23 @@ static void load_full_tile(wg_t* w, LLVMValueRef base, LLVMValueRef kt) {
   }
 }
 
+// One 16-byte chunk of a K-major operand (A, or B read transposed) on an
+// edge tile: the elements left before K, as bytes, none past the outer
+// bound (M, or N); the source stays put when nothing is copied.
+static void kmajor_chunk(wg_t* w, LLVMValueRef base, const copy_t* c,
+                         uint32_t operand, LLVMValueRef k0, LLVMValueRef kt) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  LLVMValueRef left = clamp0(w, LLVMBuildSub(b, c->limit, k0, ""), 8);
+  LLVMValueRef bytes = tj_emit_select(
+      em, c->ok, LLVMBuildMul(b, left, c64(w, 2), ""), c64(w, 0));
+  LLVMValueRef src = tj_emit_advance(
+      em, operand, c->src,
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
+                     LLVMBuildMul(b, kt, c->step, ""), c64(w, 0)));
+  cp_async16(w, base, c->dst, src, bytes);
+}
+
 // Issues the copies of k-tile |kt| into stage |stage| (both i64); |inner|
 // (i1): the block's tile is inside M and N.
 static void load_tile(wg_t* w, LLVMValueRef stage, LLVMValueRef kt,
@@ -381,27 +398,11 @@ static void load_tile(wg_t* w, LLVMValueRef stage, LLVMValueRef kt,
   tj_emit_if_end(em, &fast);
   tj_emit_if_begin(em, &edge, LLVMBuildNot(b, full, ""), "edge_tile");
   for (int32_t i = 0; i < w->a_copies; ++i) {
-    const copy_t* a = &w->a_copy[i];
-    LLVMValueRef left = clamp0(w, LLVMBuildSub(b, a->limit, k0, ""), 8);
-    LLVMValueRef bytes = tj_emit_select(
-        em, a->ok, LLVMBuildMul(b, left, c64(w, 2), ""), c64(w, 0));
-    LLVMValueRef src = tj_emit_advance(
-        em, p->a, a->src,
-        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
-                       LLVMBuildMul(b, kt, a->step, ""), c64(w, 0)));
-    cp_async16(w, base, a->dst, src, bytes);
+    kmajor_chunk(w, base, &w->a_copy[i], p->a, k0, kt);
   }
+  // K-major B: as A, rows of n past N copy nothing.
   for (int32_t i = 0; i < w->b_copies && p->b_kmajor; ++i) {
-    // K-major B: as A, rows of n past N copy nothing.
-    const copy_t* bc = &w->b_copy[i];
-    LLVMValueRef left = clamp0(w, LLVMBuildSub(b, bc->limit, k0, ""), 8);
-    LLVMValueRef bytes = tj_emit_select(
-        em, bc->ok, LLVMBuildMul(b, left, c64(w, 2), ""), c64(w, 0));
-    LLVMValueRef src = tj_emit_advance(
-        em, p->b, bc->src,
-        tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(w, 0), ""),
-                       LLVMBuildMul(b, kt, bc->step, ""), c64(w, 0)));
-    cp_async16(w, base, bc->dst, src, bytes);
+    kmajor_chunk(w, base, &w->b_copy[i], p->b, k0, kt);
   }
   for (int32_t i = 0; i < w->b_copies && !p->b_kmajor; ++i) {
     const copy_t* bc = &w->b_copy[i];
