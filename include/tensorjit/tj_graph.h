@@ -274,6 +274,9 @@ TJ_API tj_value_t tj_graph_sum(tj_graph_t* graph, tj_value_t a,
 TJ_API tj_value_t tj_graph_mean(tj_graph_t* graph, tj_value_t a,
                                 int32_t num_axes, const int32_t* axes,
                                 bool keepdims);
+// Float max and min propagate NaN and order -0 below +0 (IEEE 754-2019
+// maximum and minimum), so the answer does not depend on the order in
+// which a target combines the elements.
 TJ_API tj_value_t tj_graph_max(tj_graph_t* graph, tj_value_t a,
                                int32_t num_axes, const int32_t* axes,
                                bool keepdims);
