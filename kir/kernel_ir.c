@@ -99,6 +99,20 @@ static bool is_identifier(const char* s) {
   return true;
 }
 
+// A kernel's name: a C identifier short enough for its symbols,
+// "tj_kernel_<name>" and "tj_ukernel_<name>", in 256 bytes.
+static tj_status_t check_kernel_name(const char* name) {
+  if (!is_identifier(name)) {
+    return tj_invalid("kernel name \"%s\" is not a C identifier",
+                      name ? name : "(null)");
+  }
+  if (strlen(name) > 200) {
+    return tj_invalid("kernel name \"%.32s...\" is longer than 200 bytes",
+                      name);
+  }
+  return NULL;
+}
+
 //===--- creation ---===//
 
 static tj_kir_phase_t* open_phase(tj_kir_t* k) {
@@ -140,15 +154,7 @@ tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
     return tj_invalid("kernel @%s: unknown template %d", name ? name : "?",
                       (int)kind);
   }
-  if (!is_identifier(name)) {
-    return tj_invalid("kernel name \"%s\" is not a C identifier",
-                      name ? name : "(null)");
-  }
-  // Symbols are "tj_kernel_<name>" and "tj_ukernel_<name>" in 256 bytes.
-  if (strlen(name) > 200) {
-    return tj_invalid("kernel name \"%.32s...\" is longer than 200 bytes",
-                      name);
-  }
+  TJ_RETURN_IF_ERROR(check_kernel_name(name));
   tj_kir_t* k = tj_calloc(allocator, 1, sizeof(*k));
   if (!k) return tj_status_oom();
   k->allocator = allocator;
@@ -1573,15 +1579,7 @@ tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
     return tj_internal("kernel @%s: only a finalized kernel is copied",
                        k->name);
   }
-  // tj_kir_create's checks of the name.
-  if (!is_identifier(name)) {
-    return tj_invalid("kernel name \"%s\" is not a C identifier",
-                      name ? name : "(null)");
-  }
-  if (strlen(name) > 200) {
-    return tj_invalid("kernel name \"%.32s...\" is longer than 200 bytes",
-                      name);
-  }
+  TJ_RETURN_IF_ERROR(check_kernel_name(name));
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (!is_identifier(buffer_names[b])) {
       return tj_invalid("kernel @%s: buffer name \"%s\" is not an identifier",
