@@ -385,6 +385,45 @@ LLVMValueRef tj_vm_erfc(tj_emit_t* em, LLVMValueRef x) {
 
 //===--- sin, cos ---===//
 
+// 2/pi in 24-bit chunks, most significant first: chunk i holds the bits
+// of weight 2^-(24 i + 1) .. 2^-(24 i + 24) (fdlibm's ipio2 table;
+// recomputed from Machin's formula when this was written). Ten chunks
+// carry 240 bits: x * 2/pi is then known to 2^-110 for every finite f32.
+static const int32_t kTwoOverPi24[] = {0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1,
+                                       0xF534DD, 0xC0DB62, 0x95993C, 0x439041,
+                                       0xFE5163, 0xABDEBB};
+
+// Payne-Hanek reduction of |xd| (double lanes holding f32 values, any
+// finite magnitude): sets *j to the integer nearest x * 2/pi modulo 4 (as
+// a double in [-20, 20]) and returns r = x - j pi/2 in double. Each
+// product x * chunk_i has 24 x 24 significant bits, so it is exact in
+// double; one of magnitude >= 2^50 is a multiple of 4 (its lowest bit
+// weighs >= 4) and drops out modulo 4, and the rest leave p - 4
+// round(p/4), exact, in [-2, 2]. Their sum is carried as a two-sum pair,
+// so the fraction x * 2/pi - j keeps its relative accuracy however close x
+// lies to a multiple of pi/2.
+static LLVMValueRef reduce_pio2_huge(tj_emit_t* em, LLVMValueRef xd,
+                                     LLVMValueRef* j) {
+  LLVMValueRef hi = fc(xd, 0.0), lo = fc(xd, 0.0);
+  for (size_t i = 0; i < sizeof(kTwoOverPi24) / sizeof(kTwoOverPi24[0]); ++i) {
+    LLVMValueRef p =
+        vmul(em, xd, fc(xd, ldexp(kTwoOverPi24[i], -24 * (int)(i + 1))));
+    LLVMValueRef m =
+        vsub(em, p,
+             vmul(em, fc(xd, 4.0), round_magic(em, vmul(em, p, fc(xd, 0.25)))));
+    m = sel(em, fcmp(em, LLVMRealOLT, fabs_(em, p), fc(xd, 0x1p50)), m,
+            fc(xd, 0.0));
+    LLVMValueRef e;
+    hi = two_sum(em, hi, m, &e);
+    lo = vadd(em, lo, e);
+  }
+  *j = round_magic(em, hi);
+  LLVMValueRef f = vadd(em, vsub(em, hi, *j), lo);  // hi - j is exact
+  // pi/2 as a double head and tail.
+  return tj_emit_fmuladd(em, f, fc(xd, 1.5707963267948966),
+                         vmul(em, f, fc(xd, 6.123233995736766e-17)));
+}
+
 // sin(x) (cos_shift 0) or cos(x) (cos_shift 1) for f32 lanes.
 static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
   LLVMBuilderRef b = em->b;
@@ -393,19 +432,50 @@ static LLVMValueRef sincos_f32(tj_emit_t* em, LLVMValueRef x, int cos_shift) {
   LLVMTypeRef i64t = tj_emit_vec(em, em->t_i64, lanes);
   LLVMTypeRef i32t = tj_emit_vec(em, em->t_i32, lanes);
   LLVMValueRef xd = LLVMBuildFPExt(b, x, dt, "");
-  // Beyond 2^40 the reduction below is no longer exact: give a bounded
-  // result (that of 0) rather than garbage; inf and NaN are patched last.
-  LLVMValueRef ok =
-      fcmp(em, LLVMRealOLT, fabs_(em, xd), fc(xd, 1099511627776.0));
-  xd = sel(em, ok, xd, fc(xd, 0.0));
+  LLVMValueRef ax = fabs_(em, xd);
+  // Below 2^20 the three-part reduction is exact; beyond it (and for
+  // infinities and NaN, patched last) the lanes reduce as 0 here.
+  LLVMValueRef ok = fcmp(em, LLVMRealOLT, ax, fc(xd, 0x1p20));
+  LLVMValueRef xs = sel(em, ok, xd, fc(xd, 0.0));
   LLVMValueRef j =
-      round_magic(em, vmul(em, xd, fc(xd, 6.36619772367581382433e-01)));
-  // pi/2 in three 33-bit parts (fdlibm): j * part is exact for |j| < 2^20,
-  // and with FMA the first step stays exact far beyond.
+      round_magic(em, vmul(em, xs, fc(xd, 6.36619772367581382433e-01)));
+  // pi/2 in three 33-bit parts (fdlibm): j * part is exact for |j| < 2^20.
   LLVMValueRef r =
-      tj_emit_fmuladd(em, j, fc(xd, -1.57079632673412561417e+00), xd);
+      tj_emit_fmuladd(em, j, fc(xd, -1.57079632673412561417e+00), xs);
   r = tj_emit_fmuladd(em, j, fc(xd, -6.07710050630396597660e-11), r);
   r = tj_emit_fmuladd(em, j, fc(xd, -2.02226624871116645580e-21), r);
+  // Finite lanes of 2^20 and more take the exact reduction, in a branch
+  // taken only when some lane needs it (it costs ~60 double operations).
+  LLVMValueRef huge =
+      LLVMBuildAnd(b, fcmp(em, LLVMRealOLT, ax, fc(xd, INFINITY)),
+                   LLVMBuildNot(b, ok, ""), "");
+  LLVMValueRef any = huge;
+  if (lanes > 1) {
+    LLVMTypeRef ht = LLVMTypeOf(huge);
+    any = tj_emit_intrinsic(em, "llvm.vector.reduce.or", &ht, 1, &huge, 1);
+  }
+  LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(from);
+  LLVMBasicBlockRef slow =
+      LLVMAppendBasicBlockInContext(em->ctx, fn, "sincos_huge");
+  LLVMBasicBlockRef done =
+      LLVMAppendBasicBlockInContext(em->ctx, fn, "sincos_reduced");
+  LLVMBuildCondBr(b, any, slow, done);
+  LLVMPositionBuilderAtEnd(b, slow);
+  LLVMValueRef jh;
+  LLVMValueRef rh = reduce_pio2_huge(em, sel(em, huge, xd, fc(xd, 0.0)), &jh);
+  LLVMValueRef j_slow = sel(em, huge, jh, j);
+  LLVMValueRef r_slow = sel(em, huge, rh, r);
+  LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(b);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef phis[2] = {LLVMBuildPhi(b, dt, ""), LLVMBuildPhi(b, dt, "")};
+  LLVMValueRef in_j[2] = {j, j_slow}, in_r[2] = {r, r_slow};
+  LLVMBasicBlockRef in_b[2] = {from, slow_end};
+  LLVMAddIncoming(phis[0], in_j, in_b, 2);
+  LLVMAddIncoming(phis[1], in_r, in_b, 2);
+  j = phis[0];
+  r = phis[1];
   LLVMValueRef rf = LLVMBuildFPTrunc(b, r, LLVMTypeOf(x), "");
   LLVMValueRef q = LLVMBuildTrunc(b, LLVMBuildFPToSI(b, j, i64t, ""), i32t, "");
   q = LLVMBuildAdd(b, q, tj_emit_iconst(i32t, cos_shift), "");

@@ -26,10 +26,12 @@
 //                          tail keeps its relative accuracy down to 1e-38
 //                          (erfc(10)); the f32 Horner sum of P, which
 //                          cancels near 0, is what costs the 6 ulp.
-//   sin, cos <= 2 ulp [1.54]  reduction by pi/2 in double with a 3-part
-//                          pi/2 (exact for |x| < 1.6e6, tested to 1e5, usable
-//                          to ~2^40; beyond 2^40 the result is that of 0),
-//                          then Cephes sinf/cosf polynomials on |r| <= pi/4.
+//   sin, cos <= 2 ulp [1.54]  reduction by pi/2 in double: a 3-part pi/2
+//                          below 2^20 (exact there), Payne-Hanek with 240
+//                          bits of 2/pi above (exact for every finite f32,
+//                          tested to 2^128; taken in a branch only when a
+//                          lane needs it), then Cephes sinf/cosf polynomials
+//                          on |r| <= pi/4.
 //   asin,    <= 2 ulp [1.87, acos 1.24]  Cephes asinf: an odd polynomial
 //   acos                   for |x| <= 1/2, else pi/2 - 2 asin(sqrt((1-|x|)/2));
 //                          acos as pi/2 - asin, 2 asin(s) or pi - 2 asin(s);
