@@ -1202,6 +1202,7 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const tj_op_t op = node->op;
   const view_t* x = operand_view(run, index, 0);
+  const tj_node_t* first_node = node_at(run, node->operands[0]);
   // gamma, beta: absent operands stay NULL (then 1 and 0).
   const view_t* gamma =
       node->num_operands > 1 ? operand_view(run, index, 1) : NULL;
@@ -1263,12 +1264,25 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
     } else {
       double scale;
       double mean = 0.0;
+      double shift = 0.0;
       if (op == TJ_OP_LAYER_NORM) {
-        for (int64_t t = 0; t < len; ++t) mean += X(t);
+        // Shifted data, s as the decomposition takes it
+        // (tj_layer_norm_shifts_by_first): x - s is exact here, and the
+        // exact zeros of (x - s) - mean(x - s) carry its signs.
+        shift = X(0);
+        if (!tj_layer_norm_shifts_by_first(first_node->rank,
+                                           first_node->dims)) {
+          for (int64_t t = 1; t < len; ++t) {  // max, -0 below +0
+            double v = X(t);
+            if (isnan(shift)) break;
+            if (isnan(v) || v > shift || (v == shift && !signbit(v))) shift = v;
+          }
+        }
+        for (int64_t t = 0; t < len; ++t) mean += X(t) - shift;
         mean /= (double)len;
         double var = 0.0;
         for (int64_t t = 0; t < len; ++t) {
-          double c = X(t) - mean;
+          double c = (X(t) - shift) - mean;
           var += c * c;
         }
         var /= (double)len;
@@ -1279,7 +1293,7 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
         scale = 1.0 / sqrt(sq / (double)len + eps);
       }
       for (int64_t t = 0; t < len; ++t) {
-        double r = (X(t) - mean) * scale;
+        double r = (X(t) - shift - mean) * scale;
         if (gamma) {
           r *= tj_load_f64(gamma->dtype, gamma->data, g0 + t * sg[axis]);
         }

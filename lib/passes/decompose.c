@@ -13,7 +13,8 @@
 //   silu        x * sigmoid(x)
 //   softmax     m = max(x, axis); e = exp(x - m); e / sum(e, axis)
 //   log_softmax d = x - max(x, axis); d - log(sum(exp(d), axis))
-//   layer_norm  c = x - mean(x); c * rsqrt(mean(c * c) + eps) * gamma + beta
+//   layer_norm  d = x - s (s a value of the row: its first, or its max),
+//               c = d - mean(d); c * rsqrt(mean(c * c) + eps) * gamma + beta
 //   rms_norm    x * rsqrt(mean(x * x) + eps) * gamma
 //   linear      matmul(x, w) + b
 //   attention   s = (q @ k^T) * scale, masked (where / add, causal by iota
@@ -190,14 +191,34 @@ static tj_status_t softmax(dec_t* d, uint32_t x, int64_t axis, bool log,
   return op2(d, TJ_OP_SUB, diff, l, out);
 }
 
-// layer_norm (center) / rms_norm over the last axis.
+// The shift s of layer_norm's rows (tj_layer_norm_shifts_by_first), kept
+// as a dim of 1.
+static tj_status_t row_value(dec_t* d, uint32_t x, uint32_t* out) {
+  const tj_node_t* n = &d->rw.dst->nodes[x];
+  const int32_t rank = n->rank;
+  if (!tj_layer_norm_shifts_by_first(rank, n->dims)) {
+    return reduce(d, TJ_OP_MAX, x, rank - 1, out);
+  }
+  int64_t sl[3 * TJ_MAX_RANK];
+  for (int32_t k = 0; k < rank; ++k) {
+    sl[k] = 0;
+    sl[rank + k] = k == rank - 1 ? 1 : INT64_MAX;
+    sl[2 * rank + k] = 1;
+  }
+  return op_ints(d, TJ_OP_SLICE, x, sl, 3 * rank, out);
+}
+
+// layer_norm (center: shifted data, see tj_layer_norm_shifts_by_first) /
+// rms_norm over the last axis.
 static tj_status_t norm(dec_t* d, uint32_t x, uint32_t gamma, uint32_t beta,
                         double eps, bool center, uint32_t* out) {
   int64_t axis = d->rw.dst->nodes[x].rank - 1;
-  uint32_t mu, c = x, sq, var, r, y;
+  uint32_t shift, mu, c = x, sq, var, r, y;
   if (center) {
-    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, x, axis, &mu));
-    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, x, mu, &c));
+    TJ_RETURN_IF_ERROR(row_value(d, x, &shift));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, x, shift, &c));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, c, axis, &mu));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, c, mu, &c));
   }
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, c, c, &sq));
   TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, sq, axis, &var));

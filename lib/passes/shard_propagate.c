@@ -241,6 +241,13 @@ static int32_t chunk_symbol(const tj_graph_t* g) {
           if (n->attrs.ints[0] != 0) return -1;
         } else if (n->op == TJ_OP_RESHAPE) {
           // rows of constant trailing size stay rows
+        } else if (n->op == TJ_OP_SLICE) {
+          // rows stay rows where dim 0 is kept whole (start 0, step 1;
+          // layer_norm's shift reads each row's first element)
+          const int64_t* sl = n->attrs.ints;
+          if (!same_rank || n->dims[0] != sdim || sl[0] != 0 ||
+              sl[2 * n->rank] != 1)
+            return -1;
         } else if (tj_op_is_elementwise(n->op) || n->op == TJ_OP_BROADCAST_TO) {
           if (!same_rank) return -1;
         } else {

@@ -2,7 +2,8 @@
 // tj_executable_run, against tj_reference_run): axes whose fixed size is 0
 // (the identity, or NaN for mean), a contraction with K = 0, argmax over an
 // empty axis, max and min on bool (logical or and and), the sign of zero
-// through tanh, sin and rsqrt, and max and min over mixed signed zeros.
+// through tanh, sin and rsqrt, max and min over mixed signed zeros, and
+// layer_norm of rows of equal values and of rows far from 0.
 
 #include "lib/dtype.h"
 #include "tests/unit/test.h"
@@ -423,6 +424,61 @@ TEST(signed_zero_max_min) {
   }
 }
 
+// layer_norm centres shifted data (lib/passes/decompose.c): a row of equal
+// values gives exact zeros, so the output is beta itself (and NaN where
+// gamma is infinite, 0 * inf, as in the reference), and a row offset far
+// from 0 against its spread (1e4 + k 2^-10) keeps its normalized values'
+// accuracy, which x - mean(x) loses to mean's rounding (2^-24 * 1e4
+// against a spread of 1e-2). Over a constant last axis (the row's first
+// element is the shift) and a symbolic one (its max).
+TEST(layer_norm_shifted_rows) {
+  tj_context_t* ctxs[3];
+  const char* isas[3];
+  int num_tiers = tj_test_tier_contexts(ctxs, isas);
+  for (int tier = 0; tier < num_tiers; ++tier) {
+    for (int symbolic = 0; symbolic < 2; ++symbolic) {
+      enum { kRows = 3, kCols = 37 };
+      tj_graph_t* g;
+      CHECK_OK(tj_graph_create(ctxs[tier], "shifted", &g));
+      int64_t n = symbolic ? tj_graph_symbol(g, "N") : kCols;
+      const int64_t xdims[2] = {kRows, n}, wdims[1] = {n};
+      tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, xdims, "x");
+      tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 1, wdims, "w");
+      tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, wdims, "b");
+      tj_graph_output(g, tj_graph_layer_norm(g, x, w, b, 1e-5), "y");
+      CHECK_OK(tj_graph_finalize(g));
+      const int64_t in_x[2] = {kRows, kCols}, in_w[1] = {kCols};
+      io_t in = {0};
+      in.n = 3;
+      make(&in, 0, TJ_DTYPE_F32, 2, in_x, NAN);
+      make(&in, 1, TJ_DTYPE_F32, 1, in_w, NAN);
+      make(&in, 2, TJ_DTYPE_F32, 1, in_w, NAN);
+      tj_store_f64(TJ_DTYPE_F32, in.data[1], 5, INFINITY);
+      for (int64_t j = 0; j < kCols; ++j) {
+        tj_store_f64(TJ_DTYPE_F32, in.data[0], j, 0.9078);  // row 0: equal
+        tj_store_f64(TJ_DTYPE_F32, in.data[0], kCols + j,   // row 1: offset
+                     1e4 + ldexp((double)((j * 7) % 23) - 11, -10));
+      }
+      check_graph(g, &in, 1e-4, isas[tier]);
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, NULL, &exe));
+      io_t out = {0};
+      if (exe && make_outputs(exe, g, &in, 5, &out)) {
+        CHECK_OK(tj_executable_run(exe, in.t, in.n, out.t, out.n));
+        for (int64_t j = 0; j < kCols; ++j) {
+          double y = elem(&out.t[0], j), beta = elem(&in.t[2], j);
+          CHECK(j == 5 ? isnan(y) : y == beta);
+        }
+      }
+      free_io(&out);
+      tj_executable_release(exe);
+      free_io(&in);
+      tj_graph_destroy(g);
+    }
+    tj_context_destroy(ctxs[tier]);
+  }
+}
+
 int main(void) {
   CHECK_OK(tj_test_context_create(&g_ctx));  // no disk cache
   RUN_TEST(empty_fixed_axes);
@@ -431,6 +487,7 @@ int main(void) {
   RUN_TEST(bool_max_min);
   RUN_TEST(signed_zero_chain);
   RUN_TEST(signed_zero_max_min);
+  RUN_TEST(layer_norm_shifted_rows);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
