@@ -955,14 +955,70 @@ static inline bool stable(const tj_graph_t* g, const inputs_t* noisy,
   return ok;
 }
 
+// Whether a float FULL or CONSTANT node holds a value that is not an
+// integer (an integer one may be an exponent or a count, where noise would
+// change what the graph means rather than how well it is conditioned).
+static inline bool fractional_constant(const tj_node_t* n) {
+  if (!tj_dtype_is_float(n->dtype)) return false;
+  if (n->op == TJ_OP_FULL) {
+    return isfinite(n->attrs.value) && n->attrs.value != floor(n->attrs.value);
+  }
+  if (n->op != TJ_OP_CONSTANT) return false;
+  int64_t count = 1;
+  for (int32_t k = 0; k < n->rank; ++k) count *= n->dims[k];
+  for (int64_t k = 0; k < count; ++k) {
+    double v = tj_load_f64(n->dtype, n->attrs.data, k);
+    if (isfinite(v) && v != floor(v)) return true;
+  }
+  return false;
+}
+
+// |g| with each fractional float constant (fractional_constant) scaled by
+// 1 + a few ulps of its type (noise_of) drawn from |salt|: the graph's
+// leaves that make_inputs' noise does not reach. NULL when the rewrite
+// fails.
+static inline tj_graph_t* noisy_constants(const tj_graph_t* g, uint64_t salt) {
+  rng_t noise = {0xc0457ull ^ (salt * 0x9e3779b97f4a7c15ull), NULL, 0, 0};
+  tj_rewriter_t rw;
+  if (tj_rewriter_begin(&rw, g)) return NULL;
+  tj_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < g->num_nodes; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    if (n->op == TJ_OP_INPUT) continue;
+    st = tj_rewriter_clone(&rw, i);
+    if (st || !fractional_constant(n)) continue;
+    uint32_t factor, ops[2];
+    st = tj_rewriter_scalar(&rw, n->dtype,
+                            1.0 + noise_of(n->dtype) * uniform(&noise, -1, 1),
+                            &factor);
+    ops[0] = rw.map[i];
+    ops[1] = factor;
+    if (!st) st = tj_rewriter_op(&rw, TJ_OP_MUL, 2, ops, &rw.map[i]);
+  }
+  tj_graph_t* out = NULL;
+  if (!st) {
+    st = tj_rewriter_finish(&rw, &out);
+  } else {
+    tj_rewriter_abandon(&rw);
+  }
+  if (st) {
+    tj_status_free(st);
+    return NULL;
+  }
+  return out;
+}
+
 // Whether |g|'s outputs move beyond the tolerance from |clean| (its
 // outputs on make_inputs(seed)) under any of a few more draws of a few
-// ulps of input noise. stable() tries one draw; a value that is rounding
-// noise by construction (the sum of a layer_norm row, exactly 0 in real
-// arithmetic) flips a sign or a comparison after it under about half of
-// the draws, so a mismatch is checked against more of them before it
-// counts (seed 66151: sign(sum(layer_norm(x))) was -1 in the reference and
-// +1 in the decomposition).
+// ulps of input noise, or of that noise with the graph's fractional
+// constants perturbed as well (noisy_constants: cos(prod(full(1.85))) over
+// 48 elements, seed 1035384, is cos of 6e12, whose f32 product's rounding
+// decides the result; no input reaches it). stable() tries one draw; a value
+// that is rounding noise by construction (the sum of a layer_norm row, exactly
+// 0 in real arithmetic) flips a sign or a comparison after it under about half
+// of the draws, so a mismatch is checked against more of them before it counts
+// (seed 66151: sign(sum(layer_norm(x))) was -1 in the reference and +1 in the
+// decomposition).
 static inline bool unstable_under_noise(const tj_graph_t* g, int64_t B,
                                         uint64_t seed, const run_t* clean) {
   enum { kDraws = 4 };
@@ -970,6 +1026,11 @@ static inline bool unstable_under_noise(const tj_graph_t* g, int64_t B,
     inputs_t noisy;
     bool made = make_inputs_mode(g, B, seed, true, true, false, salt, &noisy);
     bool moved = made && !stable(g, &noisy, clean);
+    if (made && !moved) {
+      tj_graph_t* g2 = noisy_constants(g, salt);
+      moved = g2 && !stable(g2, &noisy, clean);
+      tj_graph_destroy(g2);
+    }
     inputs_free(&noisy);
     if (moved) return true;
   }
