@@ -50,7 +50,8 @@
 // and A slivers as [kc/2][MR] 32-bit lanes of two bf16 (an odd kc's last
 // pair zero padded), and the microkernel's FMA is vdpbf16ps, two products
 // per f32 lane per instruction: ~1.8x the f32 path's rate on one core
-// here (bench/gemm_bench.c bf16). Its sums differ slightly from the FMA
+// of the Zen 5 (bench/gemm_bench.c bf16), but 0.6x on the Xeon with AMX
+// (bench/RESULTS.md, amxbf16). Its sums differ slightly from the FMA
 // chain's (see ukernel_step_dot); the small-M path stays on widening,
 // being bound by reading B, which bf16 already halves. On the AMX tier of
 // a CPU with amx-bf16, a bf16 GEMM with K a constant multiple of 32 and a
