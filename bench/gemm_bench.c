@@ -27,9 +27,12 @@
 //
 // bf16 (gemm_bench [runs] bf16, also after the f32 table): bf16 x bf16 ->
 // f32 at (M, K, N) = (2048, 1024, 4096), (256, 1024, 4096), (1024, 1024,
-// 1024) and the capstone all in bf16 at B = 256 and 2048, ours (the
-// host's vdpbf16ps path, and the widening path of an x86-64-v4 JIT) beside
-// ours in f32, cblas_sbgemm when the OpenBLAS exports it, and cblas_sgemm.
+// 1024), (1, 4096, 4096), (16, 4096, 4096) and the capstone all in bf16
+// at B = 256, 2048, 1 and 16, ours (the host's level: the AMX tiles where
+// the CPU has amx-bf16, else vdpbf16ps; beside it, on such a CPU, the
+// vdpbf16ps path of an avx512 JIT; and the widening path of an x86-64-v4
+// JIT) beside ours in f32, cblas_sbgemm when the OpenBLAS exports it, and
+// cblas_sgemm, with each timing's spread.
 //
 // Run OpenBLAS at its best on this machine: the environment's
 // OPENBLAS_CORETYPE=Haswell makes it 1.8x slower (shared/BENCHMARKING.md):
@@ -283,11 +286,23 @@ typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k,
                           const uint16_t* b, int ldb, float beta, float* c,
                           int ldc);
 
+// The spread of |runs| timings: (max - min) / |mid|, in percent.
+static double spread_pct(const double* t, int runs, double mid) {
+  double lo = t[0], hi = t[0];
+  for (int i = 1; i < runs; ++i) {
+    lo = fmin(lo, t[i]);
+    hi = fmax(hi, t[i]);
+  }
+  return mid > 0 ? 100 * (hi - lo) / mid : NAN;
+}
+
 // Median ms of |runs| runs of |fn| (compiled from |k|) at M = |m| on
-// |bufs| with |threads| threads (a timing repeats small problems to ~2 ms).
+// |bufs| with |threads| threads (a timing repeats small problems to ~2 ms);
+// their spread in |*out_spread| (NULL: not wanted).
 static double time_kernel(const tj_x86_jit_t* jit, const tj_kir_t* k,
                           tj_kir_fn_t fn, void* const* bufs, int64_t m,
-                          int threads, int runs) {
+                          int threads, int runs, double* out_spread) {
+  if (out_spread) *out_spread = NAN;
   tj_thread_pool_t* pool = NULL;
   if (!ok(tj_thread_pool_create(tj_allocator_system(), threads, &pool),
           "pool")) {
@@ -318,7 +333,9 @@ static double time_kernel(const tj_x86_jit_t* jit, const tj_kir_t* k,
   }
   free(scratch);
   tj_thread_pool_destroy(pool);
-  return median(t, runs);
+  double mid = median(t, runs);
+  if (out_spread) *out_spread = spread_pct(t, runs, mid);
+  return mid;
 }
 
 // f32 -> bf16, round to nearest even (finite values).
@@ -346,9 +363,12 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
       {"gemm", 2048, 1024, 4096, false},
       {"gemm", 256, 1024, 4096, false},
       {"gemm", 1024, 1024, 1024, false},
+      // Decode sizes (issue 17's shapes): the small-M path (B read in
+      // place, widened in the microkernel) on every tier.
+      {"gemm", 1, 4096, 4096, false},
+      {"gemm", 16, 4096, 4096, false},
       {"capst", 256, 1024, 4096, true},
       {"capst", 2048, 1024, 4096, true},
-      // The small-M path (B read in place, widened in the microkernel).
       {"capst", 1, 1024, 4096, true},
       {"capst", 16, 1024, 4096, true},
   };
@@ -358,26 +378,39 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
   if (!ok(tj_x86_jit_create(tj_allocator_system(), &o4, &jit4), "jit v4")) {
     jit4 = NULL;
   }
-  bool dot = strstr(tj_x86_jit_target_key(jit), "+avx512bf16") != NULL;
+  const char* key = tj_x86_jit_target_key(jit);
+  bool dot = strstr(key, "+avx512bf16") != NULL;
+  // The host's level is amx with amx-bf16: its bf16 GEMMs with K % 32 == 0
+  // run on the tiles; an avx512 JIT times vdpbf16ps beside them.
+  bool tiles =
+      tj_x86_jit_isa(jit) == TJ_X86_ISA_AMX && strstr(key, "+amx-bf16");
+  tj_x86_jit_t* jit_dot = NULL;
+  tj_x86_jit_options_t o512 = {.isa = TJ_X86_ISA_AVX512};
+  if (tiles &&
+      !ok(tj_x86_jit_create(tj_allocator_system(), &o512, &jit_dot), "jit")) {
+    jit_dot = NULL;
+  }
   printf(
       "\nbf16 x bf16 -> f32 (capst: gelu(x@w+b), bf16 in and out); host "
-      "%s avx512bf16; sbgemm: %s\n",
-      dot ? "has" : "lacks",
+      "%s avx512bf16, %s amx-bf16; sbgemm: %s\n",
+      dot ? "has" : "lacks", tiles ? "has" : "lacks",
       sbgemm ? "cblas_sbgemm" : "the OpenBLAS exports no cblas_sbgemm");
   printf(
-      "%-5s %5s %5s %5s %3s | %8s %7s | %8s | %8s %7s | %8s | %8s %7s | "
-      "%7s %7s\n",
-      "case", "M", "K", "N", "thr", "bf16 ms", "GFLOP/s", "widen ms", "f32 ms",
-      "GFLOP/s", "sbgemm", "sgemm ms", "GFLOP/s", "bf/f32", "bf/sgemm");
+      "%-5s %5s %5s %5s %3s | %8s %4s %7s | %8s %4s | %8s | %8s %4s | %8s "
+      "%4s | %8s %4s | %7s %7s %7s %7s\n",
+      "case", "M", "K", "N", "thr", "bf16 ms", "+-%", "GFLOP/s", "dot ms",
+      "+-%", "widen ms", "f32 ms", "+-%", "sbgemm", "+-%", "sgemm ms", "+-%",
+      "bf/dot", "bf/f32", "bf/sbg", "bf/sgm");
   for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ++ci) {
     int64_t M = cases[ci].m, K = cases[ci].k, N = cases[ci].n;
     bool gelu = cases[ci].gelu;
     tj_kir_t* kb = build_gemm_dt("bf", N, K, false, false, gelu, TJ_DTYPE_BF16);
     tj_kir_t* kf = build_gemm_dt("f", N, K, false, false, gelu, TJ_DTYPE_F32);
     if (!kb || !kf) return;
-    compiled_t cb, cw = {0}, cf;
+    compiled_t cb, cw = {0}, cd = {0}, cf;
     if (!compile(jit, kb, &cb) || !compile(jit, kf, &cf)) return;
     bool have_widen = jit4 && compile(jit4, kb, &cw);
+    bool have_dot = jit_dot && compile(jit_dot, kb, &cd);
     float* xf = alloc_floats((size_t)(M * K));
     float* wf = alloc_floats((size_t)(K * N));
     float* bf = alloc_floats((size_t)N);
@@ -407,12 +440,19 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
     for (size_t ti = 0; ti < sizeof(thread_counts) / sizeof(thread_counts[0]);
          ++ti) {
       int threads = thread_counts[ti];
-      double t_widen = NAN, t_sb = NAN, t_s = NAN;
+      double t_widen = NAN, t_dot = NAN, t_sb = NAN, t_s = NAN;
+      double sp_bf, sp_dot = NAN, sp_f32, sp_sb = NAN, sp_s = NAN;
       if (have_widen) {
-        t_widen = time_kernel(jit4, kb, cw.fn, bufs_b, M, threads, runs);
+        t_widen = time_kernel(jit4, kb, cw.fn, bufs_b, M, threads, runs, NULL);
       }
-      double t_f32 = time_kernel(jit, kf, cf.fn, bufs_f, M, threads, runs);
-      double t_bf = time_kernel(jit, kb, cb.fn, bufs_b, M, threads, runs);
+      double t_f32 =
+          time_kernel(jit, kf, cf.fn, bufs_f, M, threads, runs, &sp_f32);
+      if (have_dot) {
+        t_dot =
+            time_kernel(jit_dot, kb, cd.fn, bufs_b, M, threads, runs, &sp_dot);
+      }
+      double t_bf =
+          time_kernel(jit, kb, cb.fn, bufs_b, M, threads, runs, &sp_bf);
       double t[64];
       if (set_threads) set_threads(threads);
       if (sbgemm) {
@@ -423,6 +463,7 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
           t[i] = now_ms() - s0;
         }
         t_sb = median(t, runs);
+        sp_sb = spread_pct(t, runs, t_sb);
       }
       if (sgemm) {
         for (int i = 0; i < runs; ++i) {
@@ -432,14 +473,17 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
           t[i] = now_ms() - s0;
         }
         t_s = median(t, runs);
+        sp_s = spread_pct(t, runs, t_s);
       }
       double gf = 2.0 * (double)M * (double)N * (double)K / 1e6;
       printf(
-          "%-5s %5lld %5lld %5lld %3d | %8.3f %7.1f | %8.3f | %8.3f %7.1f | "
-          "%8.3f | %8.3f %7.1f | %7.3f %7.3f\n",
+          "%-5s %5lld %5lld %5lld %3d | %8.3f %4.0f %7.1f | %8.3f %4.0f | "
+          "%8.3f | %8.3f %4.0f | %8.3f %4.0f | %8.3f %4.0f | %7.3f %7.3f "
+          "%7.3f %7.3f\n",
           cases[ci].name, (long long)M, (long long)K, (long long)N, threads,
-          t_bf, gf / t_bf, t_widen, t_f32, gf / t_f32, t_sb, t_s, gf / t_s,
-          t_bf / t_f32, t_bf / t_s);
+          t_bf, sp_bf, gf / t_bf, t_dot, sp_dot, t_widen, t_f32, sp_f32, t_sb,
+          sp_sb, t_s, sp_s, t_bf / t_dot, t_bf / t_f32, t_bf / t_sb,
+          t_bf / t_s);
       fflush(stdout);
       if (sgemm && !gelu) {
         // Sanity: the bf16 product equals sgemm's of the same values to
@@ -464,14 +508,20 @@ static void bench_bf16(tj_x86_jit_t* jit, int runs, sgemm_fn sgemm,
     tj_x86_module_destroy(cb.module);
     tj_x86_module_destroy(cf.module);
     if (have_widen) tj_x86_module_destroy(cw.module);
+    if (have_dot) tj_x86_module_destroy(cd.module);
     tj_kir_destroy(kb);
     tj_kir_destroy(kf);
   }
   printf(
-      "(bf16: %s; widen: f16/bf16 -> f32 while packing, f32 FMAs, the "
-      "x86-64-v4 JIT; medians of %d runs)\n",
-      dot ? "vdpbf16ps on bf16 pairs" : "the widening path", runs);
+      "(bf16: the host's level, %s; dot: vdpbf16ps (an avx512 JIT, run only "
+      "where bf16 is on the tiles); widen: f16/bf16 -> f32 while packing, f32 "
+      "FMAs, the x86-64-v4 JIT; %s of %d runs, +-%%: (max - min) / that)\n",
+      tiles ? "the AMX tiles (tdpbf16ps) where K % 32 == 0"
+      : dot ? "vdpbf16ps on bf16 pairs"
+            : "the widening path",
+      g_cpu_clock ? "minimum CPU time" : "medians", runs);
   if (jit4) tj_x86_jit_destroy(jit4);
+  if (jit_dot) tj_x86_jit_destroy(jit_dot);
 }
 
 typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha,

@@ -50,9 +50,14 @@
 // and A slivers as [kc/2][MR] 32-bit lanes of two bf16 (an odd kc's last
 // pair zero padded), and the microkernel's FMA is vdpbf16ps, two products
 // per f32 lane per instruction: ~1.8x the f32 path's rate on one core
-// here (bench/gemm_bench.c bf16). Its sums differ slightly from the FMA
+// of the Zen 5 (bench/gemm_bench.c bf16), but 0.6x on the Xeon with AMX
+// (bench/RESULTS.md, amxbf16). Its sums differ slightly from the FMA
 // chain's (see ukernel_step_dot); the small-M path stays on widening,
-// being bound by reading B, which bf16 already halves.
+// being bound by reading B, which bf16 already halves. On the AMX tier of
+// a CPU with amx-bf16, a bf16 GEMM with K a constant multiple of 32 and a
+// k-contiguous A runs the packed path on the tiles instead (tdpbf16ps on
+// the same pair panels, A read in place; see the AMX section); other K,
+// and a constant M of at most 16, keep vdpbf16ps.
 //
 // 8-bit operands (qgemm, issue 17) take the packed path only, with i32
 // accumulators: B in quads of k for vpdpbusd (or i16 pairs for pmaddwd
@@ -1011,7 +1016,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   return fn;
 }
 
-//===--- the AMX microkernel (qgemm, issue 17) ---===//
+//===--- the AMX microkernel (qgemm and bf16, issue 17) ---===//
 //
 // Where the CPU has AMX (tj_emit_target_t.amx) an integer GEMM whose K is
 // a compile-time multiple of 64 multiplies on the tiles: C tiles of 16 x
@@ -1028,11 +1033,23 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
 // configuration's row count is the call's valid rows), columns past N are
 // the zero padding of the last panel. Other K take the vpdpbusd kernel.
 //
+// A bf16 x bf16 GEMM runs the same kernel with tdpbf16ps where the CPU
+// also has amx-bf16 (tj_emit_target_t.amx_bf16): a 64-byte tile row is 32
+// bf16 of k, and the dot path's B panels ([kc/2][64] lanes of a bf16
+// pair) are AMX's VNNI2 B layout, 16 pair rows a tile. K must then be a
+// compile-time multiple of 32, for the same reason; other K take
+// vdpbf16ps. C tiles are f32 (as the dot path's accumulators): tdpbf16ps
+// adds each product of a pair to the f32 lane in turn (products of bf16
+// are exact in f32), rounding to nearest even whatever MXCSR says, with
+// bf16 denormal inputs read as zero and denormal results flushed, as
+// vdpbf16ps does (see ukernel_step_dot).
+//
 // void amx_ukernel(ptr a, i64 lda, i64 ka, ptr b, i64 ldb, i64 kq,
 //                  i64 mr_valid, ptr tile, i64 ld, i1 accumulate, i64 cols)
-// as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (quads) is a
-// multiple of 16; ldb is the B panel's row stride in 32-bit lanes (64,
-// packed per run or prepacked); ka and cols are unused.
+// as tj_emit_ukernel's packed form with mr 16 and nr 64; kq (the panel's
+// 32-bit rows: quads, or bf16 pairs) is a multiple of 16; lda is in A's
+// elements; ldb is the B panel's row stride in 32-bit lanes (64, packed
+// per run or prepacked); ka and cols are unused.
 
 enum { kAmxRows = 16, kAmxCols = 64 };
 
@@ -1106,11 +1123,14 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
     amx_call(em, "llvm.x86.tilezero", args, 1);
   }
   tj_emit_if_end(em, &zero_c);
-  // tdpb[s|u][s|u]d: A's signedness, then B's.
+  // tdpb[s|u][s|u]d: A's signedness, then B's; tdpbf16ps for bf16.
   const char* dp =
-      adt == TJ_DTYPE_I8
+      adt == TJ_DTYPE_BF16 ? "llvm.x86.tdpbf16ps"
+      : adt == TJ_DTYPE_I8
           ? (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbsud")
           : (bdt == TJ_DTYPE_I8 ? "llvm.x86.tdpbusd" : "llvm.x86.tdpbuud");
+  LLVMValueRef lda_bytes =
+      LLVMBuildMul(b, lda, i64c(em, adt == TJ_DTYPE_BF16 ? 2 : 1), "");
   // A panel row: 64 columns' quads (ldb).
   LLVMValueRef panel_row = LLVMBuildMul(b, ldb, i64c(em, 4), "");  // bytes
   tj_emit_loop_t kl;
@@ -1118,7 +1138,8 @@ static LLVMValueRef emit_amx_ukernel(tj_emit_t* em, tj_dtype_t adt,
       em, &kl, i64c(em, 0), LLVMBuildUDiv(b, kq, i64c(em, kAmxRows), ""),
       i64c(em, 1), "amx_k");
   LLVMValueRef a_args[3] = {
-      i8c(em, 4), gep_i8(em, a, LLVMBuildMul(b, step, i64c(em, 64), "")), lda};
+      i8c(em, 4), gep_i8(em, a, LLVMBuildMul(b, step, i64c(em, 64), "")),
+      lda_bytes};
   amx_call(em, "llvm.x86.tileloadd64", a_args, 3);
   LLVMValueRef brow = gep_i8(
       em, bp,
@@ -2564,6 +2585,22 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
   g.dot = em->target.avx512bf16 && w == 16 && g.adt == TJ_DTYPE_BF16 &&
           g.bdt == TJ_DTYPE_BF16 && pack_a && s->kc % 2 == 0;
   g.ga = kBf16Pairs;
+  // A constant M of at most 16 (decode) keeps the vector kernels: a tile
+  // product costs the same for 1 valid row as for 16 (see below).
+  tj_kir_ival_t mdim = k->dims[g.dm];
+  bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
+  // bf16 on the AMX tiles (see emit_amx_ukernel) when the CPU has
+  // amx-bf16, K is a constant multiple of 32 (whole A and B tiles every k
+  // step) and A is k-contiguous (read in place): B keeps the dot path's
+  // pair panels, A is not packed, 16-row tiles on the packed path.
+  bool amx_bf16 = g.dot && em->target.amx_bf16 && !small_m &&
+                  tj_kir_gemm_a_k_contiguous(k) && k->gemm_k.param < 0 &&
+                  k->gemm_k.value % 32 == 0 && s->kc % 32 == 0 &&
+                  s->tile_n == kAmxCols;
+  if (amx_bf16) {
+    g.amx = true;
+    pack_a = false;
+  }
   if (tj_kir_gemm_is_int8(k)) {
     // qgemm (issue 17): vpdpbusd quads where the tier has it (AVX512-VNNI,
     // AVX-VNNI) and B is s8 (an s8 A is flipped to u8, its -128 * colsum(B)
@@ -2597,8 +2634,6 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     // = 4096 on the Xeon, 16 threads: M 1, 0.64 ms on the tiles and 0.17
     // with vpdpbusd; M 16, 0.67 and 0.29; one thread at M 16: 2.41 and
     // 2.53).
-    tj_kir_ival_t mdim = k->dims[g.dm];
-    bool small_m = mdim.param < 0 && mdim.value <= kAmxRows;
     if (em->target.amx && w == 16 && !small_m &&
         tj_kir_gemm_a_k_contiguous(k) && k->gemm_k.param < 0 &&
         k->gemm_k.value % 64 == 0 && s->kc % 64 == 0 && s->tile_n == kAmxCols) {
@@ -2684,6 +2719,9 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
 
   LLVMValueRef small_fn = NULL;
   if (direct) TJ_RETURN_IF_ERROR(emit_small_m_fn(&g, &d, &small_fn));
+  // The packed path's tiles are AMX's 16 rows; the small-M path above
+  // keeps the schedule's register tiles.
+  if (amx_bf16) g.s.tile_m = kAmxRows;
   gemm_values(&g);
   LLVMTypeRef tile_ty =
       LLVMArrayType(em->t_f32, (unsigned)(s->tile_m * s->tile_n));

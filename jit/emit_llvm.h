@@ -46,6 +46,9 @@ typedef struct tj_emit_target_t {
   // qgemm (issue 17): AMX int8 tiles (tdpbusd and its sign variants) for
   // the integer GEMM; the process has the tile data permission.
   bool amx;
+  // AMX bf16 tiles (tdpbf16ps) besides: the bf16 GEMM's packed path
+  // multiplies on the tiles too (emit_gemm.c). Only with |amx|.
+  bool amx_bf16;
   tj_emit_unary_hook_fn unary_f32;  // optional
   // An f32 division whose divisor is the same along the innermost dim (a
   // row result, a broadcast operand) and whose dividend is not becomes a

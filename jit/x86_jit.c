@@ -139,14 +139,15 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
   if (compile_only && isa == TJ_X86_ISA_AMX) {
     jit->isa = isa;
     snprintf(jit->cpu, sizeof(jit->cpu), "sapphirerapids");
-    jit->features = tj_strdup(jit->allocator, "+amx-tile,+amx-int8");
+    jit->features = tj_strdup(jit->allocator, "+amx-tile,+amx-int8,+amx-bf16");
     jit->target = (tj_emit_target_t){.lanes = 16,
                                      .has_fma = true,
                                      .has_f16c = true,
                                      .avx512 = true,
                                      .avx512bf16 = true,
                                      .vnni = true,
-                                     .amx = true};
+                                     .amx = true,
+                                     .amx_bf16 = true};
     return jit->features ? NULL : tj_status_oom();
   }
   bool avx512 = has_feature(host_features, "avx512f") &&
@@ -189,7 +190,10 @@ static tj_status_t choose_target(tj_x86_jit_t* jit, tj_x86_isa_t isa,
           .avx512 = true,
           .avx512bf16 = has_feature(host_features, "avx512bf16"),
           .vnni = has_feature(host_features, "avx512vnni"),
-          .amx = true};
+          .amx = true,
+          // A CPU may have the int8 tiles alone: bf16 stays on vdpbf16ps
+          // there.
+          .amx_bf16 = has_feature(host_features, "amx-bf16")};
       break;
     case TJ_X86_ISA_AVX512:
       if (!avx512) return tj_unsupported("x86 jit: the host has no AVX-512");

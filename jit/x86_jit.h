@@ -31,7 +31,8 @@ typedef enum tj_x86_isa_e {
   // without the extensions this host may have.
   TJ_X86_ISA_X86_64_V4 = 4,
   // AVX-512 with AMX int8 tiles (issue 17): the host's AVX-512 level plus
-  // amx-tile and amx-int8, whose integer GEMMs run on the tiles. Needs the
+  // amx-tile and amx-int8, whose integer GEMMs run on the tiles (and its
+  // bf16 GEMMs too where the CPU has amx-bf16). Needs the
   // CPU's AMX and the kernel's permission for tile data
   // (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once per process): HOST picks
   // it where both are there; AVX512 is the same level without AMX.

@@ -212,8 +212,9 @@ typedef struct tj_context_options_t {
   // without the host's AVX-VNNI) or sse2: the x86 level
   // code is generated for (only as high as the host has; an unknown or
   // unavailable level fails the x86 compile). amx is AVX-512 with AMX
-  // int8 tiles for integer GEMMs (host picks it where the CPU has them and
-  // Linux grants the tile permission); avx512 leaves the tiles out.
+  // int8 tiles for integer GEMMs, and bf16 tiles for bf16 GEMMs where the
+  // CPU has amx-bf16 too (host picks it where the CPU has the int8 tiles
+  // and Linux grants the tile permission); avx512 leaves the tiles out.
   const char* x86_isa;
   // The kernel cache directory used when tj_compile_options_t.cache_dir is
   // NULL. NULL here: $TJ_CACHE_DIR, else $XDG_CACHE_HOME/tensorjit, else

@@ -28,10 +28,13 @@ typedef struct desc_t {
   tj_dtype_t dt;       // A and B
   tj_dtype_t out;      // y's dtype
   bool runtime_sizes;  // M, N, K as params 0..2
+  bool runtime_m;      // M alone as param 0 (N, K constant; not batched)
   int64_t m, n, k;
   int batched;  // 0: [M, N]; 1: [2, M, N], B shared; 2: [2, M, N], B per batch
+  bool runtime_batch;  // the batch dim is param 0 (symbolic), not 2
   bool a_trans, b_trans;
   bool epilogue;  // y = gelu(round_dt(acc) + bias), bias of |dt|
+  bool residual;  // then y += r, r f32 [.., M, N] (with |epilogue|)
   tj_kir_gemm_schedule_t schedule;
 } desc_t;
 
@@ -43,14 +46,17 @@ static tj_kir_t* build(const desc_t* d) {
     tj_kir_add_param(k, "N");
     tj_kir_add_param(k, "K");
   }
-  tj_kir_ival_t M = d->runtime_sizes ? tj_kir_runtime(0)
-                                     : tj_kir_constant(d->m),
+  if (d->runtime_m) tj_kir_add_param(k, "M");
+  if (d->runtime_batch) tj_kir_add_param(k, "B");
+  tj_kir_ival_t M = d->runtime_sizes || d->runtime_m ? tj_kir_runtime(0)
+                                                     : tj_kir_constant(d->m),
                 N = d->runtime_sizes ? tj_kir_runtime(1)
                                      : tj_kir_constant(d->n),
                 K = d->runtime_sizes ? tj_kir_runtime(2)
                                      : tj_kir_constant(d->k);
   int32_t r = d->batched ? 3 : 2, o = d->batched ? 1 : 0;
-  tj_kir_ival_t dims[3] = {tj_kir_constant(2), M, N};
+  tj_kir_ival_t dims[3] = {
+      d->runtime_batch ? tj_kir_runtime(0) : tj_kir_constant(2), M, N};
   tj_kir_set_space(k, r, d->batched ? dims : dims + 1);
   tj_kir_ival_t sa[3], sb[3], sc[3], sbias[3];
   sa[0] = tj_kir_constant(d->m * d->k);
@@ -69,6 +75,9 @@ static tj_kir_t* build(const desc_t* d) {
   if (d->epilogue) {
     bias = tj_kir_add_buffer(k, "bias", d->dt, TJ_KIR_INPUT, sbias);
   }
+  uint32_t res = 0;
+  if (d->residual)
+    res = tj_kir_add_buffer(k, "r", TJ_DTYPE_F32, TJ_KIR_INPUT, sc);
   uint32_t y = tj_kir_add_buffer(k, "y", d->out, TJ_KIR_OUTPUT, sc);
   tj_kir_set_gemm(k, K, &d->schedule);
   k->allow_half_gemm = true;
@@ -79,6 +88,7 @@ static tj_kir_t* build(const desc_t* d) {
     v = tj_kir_binary(k, TJ_OP_ADD, tj_kir_cast(k, d->dt, v),
                       tj_kir_load(k, bias));
     v = kir_gelu_tanh(k, tj_kir_cast(k, TJ_DTYPE_F32, v));
+    if (d->residual) v = tj_kir_binary(k, TJ_OP_ADD, v, tj_kir_load(k, res));
   }
   if (d->out != TJ_DTYPE_F32) v = tj_kir_cast(k, d->out, v);
   tj_kir_store(k, y, v);
@@ -237,34 +247,191 @@ TEST(schedules) {
   }
 }
 
-// The f32 template is unchanged for f32 operands, and a bf16 kernel runs
-// vdpbf16ps only where the CPU has it.
-TEST(dot_instruction) {
-  desc_t d = {.name = "dot_probe",
-              .dt = TJ_DTYPE_BF16,
-              .out = TJ_DTYPE_F32,
-              .m = 64,
-              .n = 64,
-              .k = 64,
-              .schedule = {0, 0, 0, 0, 0}};
-  tj_kir_t* k = build(&d);
-  CHECK_OK(tj_kir_finalize(k));
-  for (int j = 0; j < g_num_jits; ++j) {
-    const tj_kir_t* ks[1] = {k};
-    char* as = NULL;
-    CHECK_OK(tj_x86_jit_emit_asm(g_jits[j], ks, 1, &as));
-    if (!as) continue;
-    bool has = strstr(as, "vdpbf16ps") != NULL;
-    bool want = strcmp(g_isa_names[j], "host") == 0 &&
-                strstr(tj_x86_jit_target_key(g_jits[j]), "+avx512bf16");
-    if (has != want) {
-      fprintf(stderr, "  %s: vdpbf16ps %s\n", g_isa_names[j],
-              has ? "present" : "absent");
-    }
-    CHECK(has == want);
-    tj_free_string(tj_allocator_system(), as);
+//===--- the AMX bf16 tiles ---===//
+//
+// On a host with amx-bf16 the "host" JIT (the amx level) multiplies a bf16
+// GEMM whose K is a constant multiple of 32 and whose A is k-contiguous on
+// the tiles (tdpbf16ps) in its packed path (M > 16 at run time, or a
+// transposed B at any M); "avx512" (added below where the host is amx)
+// runs the same kernels on vdpbf16ps. The f32 tolerance at the top holds
+// unchanged: tdpbf16ps adds each product of a pair (exact in f32) to the
+// f32 sum with one rounding to nearest even, no more roundings than the
+// FMA chain, and its flushing of bf16 denormal inputs and f32 denormal
+// sums moves a sum by less than 2^-126 per product.
+
+// Fills every input by role: A in [-1, 1], B in [-s, s], bias and
+// residual in [-1, 1].
+static void role_fills(const tj_kir_t* k, double s, fill_t* out) {
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    tj_kir_role_t role = k->buffers[b].role;
+    out[b] = role == TJ_KIR_OUTPUT   ? kNoFill
+             : role == TJ_KIR_GEMM_B ? (fill_t){-s, s, false, false}
+                                     : (fill_t){-1, 1, false, false};
   }
-  tj_kir_destroy(k);
+}
+
+// A runtime M over every decode size 1..16, past a tile (17, 31, 33) and
+// past an m block (300: mc is 258 for 6-row tiles, not a multiple of 16),
+// at constant K and N: K multiples of 32 (one k step of the tiles, three,
+// K = 2080 over three K passes of kc 1024 whose last is 32 long) and K
+// that are not (33, 1000, 1023: vdpbf16ps at the amx level too), N with
+// an edge panel or less than one (1, 17, 65, 70, 200), B n-contiguous
+// (M <= 16 reads B in place) and transposed (the packed path, so the
+// tiles at every M, rows past M configured away).
+TEST(amx_runtime_m) {
+  static const struct {
+    int64_t k, n;
+  } shapes[] = {{32, 17}, {96, 65}, {1024, 200}, {2080, 70},
+                {64, 1},  {33, 65}, {1000, 17},  {1023, 1}};
+  static const int64_t ms[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                               11, 12, 13, 14, 15, 16, 17, 31, 33, 300};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(shapes); ++i) {
+    for (int bt = 0; bt < 2; ++bt) {
+      char name[48];
+      snprintf(name, sizeof(name), "amx_m_k%lld_n%lld%s",
+               (long long)shapes[i].k, (long long)shapes[i].n, bt ? "_bt" : "");
+      desc_t d = {.name = name,
+                  .dt = TJ_DTYPE_BF16,
+                  .out = TJ_DTYPE_F32,
+                  .runtime_m = true,
+                  .n = shapes[i].n,
+                  .k = shapes[i].k,
+                  .b_trans = bt != 0,
+                  .schedule = {0, 0, 0, 0, 0}};
+      tj_kir_t* k = build(&d);
+      kernel_set_t set;
+      prepare_kernel(k, &set);
+      fill_t fills[TJ_KIR_MAX_BUFFERS];
+      role_fills(k, 1, fills);
+      for (size_t j = 0; j < TJ_ARRAY_SIZE(ms); ++j) {
+        // The oracle runs in double: up to 2^23 products a shape.
+        if ((double)ms[j] * (double)d.n * (double)d.k > 8388608.0) continue;
+        int64_t scalars[1] = {ms[j]};
+        if (!check_prepared(k, &set, scalars, fills, 2,
+                            half_atol(TJ_DTYPE_F32, d.k, 1))) {
+          fprintf(stderr, "  (M %lld)\n", (long long)ms[j]);
+        }
+      }
+      release_set(&set);
+      tj_kir_destroy(k);
+    }
+  }
+}
+
+// A symbolic batch (param 0) of 1 and 3 entries, B shared or one per
+// entry: each entry's tiles at its own A, B and C.
+TEST(amx_symbolic_batch) {
+  static const struct {
+    int64_t m, n, k;
+    int batched;
+    bool bt;
+  } cases[] = {{33, 65, 64, 1, false},
+               {20, 17, 96, 2, true},
+               {17, 64, 32, 2, false},
+               {40, 30, 1000, 1, false}};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(cases); ++i) {
+    char name[48];
+    snprintf(name, sizeof(name), "amx_batch%zu", i);
+    desc_t d = {.name = name,
+                .dt = TJ_DTYPE_BF16,
+                .out = TJ_DTYPE_F32,
+                .m = cases[i].m,
+                .n = cases[i].n,
+                .k = cases[i].k,
+                .batched = cases[i].batched,
+                .runtime_batch = true,
+                .b_trans = cases[i].bt,
+                .schedule = {0, 0, 0, 0, 0}};
+    tj_kir_t* k = build(&d);
+    kernel_set_t set;
+    prepare_kernel(k, &set);
+    fill_t fills[TJ_KIR_MAX_BUFFERS];
+    role_fills(k, 1, fills);
+    for (int64_t b = 1; b <= 3; b += 2) {
+      int64_t scalars[1] = {b};
+      check_prepared(k, &set, scalars, fills, 2,
+                     half_atol(TJ_DTYPE_F32, d.k, 1));
+    }
+    release_set(&set);
+    tj_kir_destroy(k);
+  }
+}
+
+// The epilogue on the tiles' f32 sums, as the lowering writes a bf16
+// linear layer: gelu(round_bf16(acc) + bias), then an f32 residual, out
+// in bf16 and in f32, at K = 1024 (one pass) and 4128 (five, the last 32
+// long). Tolerance: the bf16 one at the top for both outputs (B scaled by
+// 1/sqrt(K), |acc| <~ 2): the epilogue rounds the sum to bf16 first, and
+// a sum within the f32 bound of a bf16 rounding boundary may round to the
+// other side, one bf16 ulp (<= 1.6e-2 there) that gelu' <= 1.13 keeps.
+TEST(amx_epilogues) {
+  static const struct {
+    int64_t m, n, k;
+  } shapes[] = {
+      {17, 129, 1024}, {64, 65, 1024}, {257, 33, 1024}, {20, 65, 4128}};
+  static const tj_dtype_t outs[] = {TJ_DTYPE_BF16, TJ_DTYPE_F32};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(shapes); ++i) {
+    for (size_t o = 0; o < TJ_ARRAY_SIZE(outs); ++o) {
+      char name[48];
+      snprintf(name, sizeof(name), "amx_epi%zu_%s", i, tj_dtype_name(outs[o]));
+      desc_t d = {.name = name,
+                  .dt = TJ_DTYPE_BF16,
+                  .out = outs[o],
+                  .m = shapes[i].m,
+                  .n = shapes[i].n,
+                  .k = shapes[i].k,
+                  .epilogue = true,
+                  .residual = true,
+                  .schedule = {0, 0, 0, 0, 0}};
+      tj_kir_t* k = build(&d);
+      fill_t fills[TJ_KIR_MAX_BUFFERS];
+      role_fills(k, 1 / sqrt((double)d.k), fills);
+      check_kernel(k, NULL, fills, 2, 1.6e-2);
+      tj_kir_destroy(k);
+    }
+  }
+}
+
+// A bf16 kernel runs vdpbf16ps only where the CPU has it, and at the amx
+// level with amx-bf16 tdpbf16ps instead when K is a constant multiple of
+// 32 (K 64), vdpbf16ps when it is not (K 66).
+TEST(dot_instruction) {
+  for (int odd = 0; odd < 2; ++odd) {
+    desc_t d = {.name = "dot_probe",
+                .dt = TJ_DTYPE_BF16,
+                .out = TJ_DTYPE_F32,
+                .m = 64,
+                .n = 64,
+                .k = odd ? 66 : 64,
+                .schedule = {0, 0, 0, 0, 0}};
+    tj_kir_t* k = build(&d);
+    CHECK_OK(tj_kir_finalize(k));
+    for (int j = 0; j < g_num_jits; ++j) {
+      const tj_kir_t* ks[1] = {k};
+      char* as = NULL;
+      CHECK_OK(tj_x86_jit_emit_asm(g_jits[j], ks, 1, &as));
+      if (!as) continue;
+      const char* key = tj_x86_jit_target_key(g_jits[j]);
+      bool has_dot = strstr(as, "vdpbf16ps") != NULL;
+      bool has_tiles = strstr(as, "tdpbf16ps") != NULL;
+      // The avx512 level lists the host's features then takes AMX's off.
+      bool tiles = !odd && tj_x86_jit_isa(g_jits[j]) == TJ_X86_ISA_AMX &&
+                   strstr(key, "+amx-bf16");
+      bool dot = !tiles &&
+                 (strcmp(g_isa_names[j], "host") == 0 ||
+                  strcmp(g_isa_names[j], "avx512") == 0) &&
+                 strstr(key, "+avx512bf16");
+      if (has_dot != dot || has_tiles != tiles) {
+        fprintf(stderr, "  %s K %lld: vdpbf16ps %s, tdpbf16ps %s\n",
+                g_isa_names[j], (long long)d.k, has_dot ? "present" : "absent",
+                has_tiles ? "present" : "absent");
+      }
+      CHECK(has_dot == dot);
+      CHECK(has_tiles == tiles);
+      tj_free_string(tj_allocator_system(), as);
+    }
+    tj_kir_destroy(k);
+  }
 }
 
 //===--- graphs through tj_compile ---===//
@@ -378,6 +545,41 @@ TEST(capstone_graph) {
   }
 }
 
+// The capstone block with a residual, y = gelu(x @ w + b) + r, in bf16 with
+// a symbolic batch and K = 1024: on the amx level the tiles for B > 16,
+// and the same graph at the avx512 level (vdpbf16ps) where the host's is
+// amx. One kernel, the residual fused into the GEMM's epilogue.
+TEST(amx_graph) {
+  static const int64_t bs[] = {1, 16, 17, 100, 300};
+  tj_context_t* ctxs[2] = {g_ctx, NULL};
+  if (tj_x86_jit_isa(g_jits[0]) == TJ_X86_ISA_AMX) {
+    tj_context_options_t o;
+    tj_context_options_initialize(&o);
+    o.x86_isa = "avx512";
+    o.log = "";
+    CHECK_OK(tj_context_create(&o, &ctxs[1]));
+  }
+  for (int c = 0; c < 2 && ctxs[c]; ++c) {
+    tj_graph_t* g;
+    CHECK_OK(tj_graph_create(ctxs[c], "capstone_residual_bf16", &g));
+    int64_t B = tj_graph_symbol(g, "B");
+    const int64_t K = 1024, N = 200;
+    tj_value_t x = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){B, K}, "x");
+    tj_value_t w = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){K, N}, "w");
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_BF16, 1, (int64_t[]){N}, "b");
+    tj_value_t r = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){B, N}, "r");
+    tj_value_t y = tj_graph_gelu(g, tj_graph_linear(g, x, w, b), true);
+    tj_graph_output(g, tj_graph_add(g, y, r), "y");
+    CHECK_OK(tj_graph_finalize(g));
+    // As capstone_graph: |x @ w| ~ 1, bf16 outputs.
+    check_graph(g, c ? "residual_avx512" : "residual_host", B, bs,
+                TJ_ARRAY_SIZE(bs), 2, 1, 1 / sqrt((double)K), 1.6e-2, 1.6e-2, 1,
+                false);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctxs[1]);
+}
+
 // The backward of a bf16 linear layer: dx = dy @ W^T (B transposed) and
 // dW = X^T @ dy (A transposed, K = the batch), both compiled.
 TEST(training_graph) {
@@ -404,13 +606,22 @@ TEST(training_graph) {
 int main(void) {
   open_jits();
   open_extra_jit(TJ_X86_ISA_X86_64_V4, "x86-64-v4");
+  // Where the host's level is amx, its bf16 GEMMs with K % 32 == 0 run on
+  // the tiles: avx512 keeps vdpbf16ps for them under test too.
+  if (tj_x86_jit_isa(g_jits[0]) == TJ_X86_ISA_AMX) {
+    open_extra_jit(TJ_X86_ISA_AVX512, "avx512");
+  }
   RUN_TEST(odd_sizes);
   RUN_TEST(bias_gelu_half_out);
   RUN_TEST(transposed_and_batched);
   RUN_TEST(schedules);
+  RUN_TEST(amx_runtime_m);
+  RUN_TEST(amx_symbolic_batch);
+  RUN_TEST(amx_epilogues);
   RUN_TEST(dot_instruction);
   CHECK_OK(tj_context_create(NULL, &g_ctx));
   RUN_TEST(capstone_graph);
+  RUN_TEST(amx_graph);
   RUN_TEST(training_graph);
   tj_context_destroy(g_ctx);
   close_jits();

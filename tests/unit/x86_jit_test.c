@@ -5,10 +5,12 @@
 // host runs, target key, stats, hot and cold parts of
 // a GEMM kernel (what each holds, the same bits as the whole at M = 1..17),
 // concurrent compiles, an OOM sweep over the JIT's own allocations, and the
-// AMX integer GEMM compiled for a CPU with AMX (amx_offline).
+// AMX integer and bf16 GEMMs compiled for a CPU with AMX (amx_offline,
+// amx_bf16_offline).
 
 #include <pthread.h>
 
+#include "jit/emit_llvm.h"
 #include "tests/unit/x86_test_util.h"
 
 // gelu(x @ w + b), tanh form, with runtime M: the capstone kernel.
@@ -791,8 +793,110 @@ TEST(amx_offline) {
   tj_x86_jit_destroy(jit);
 }
 
+// y = a @ b in f32 for bf16 a [M, kk] (M at run time, or |m| when > 0)
+// and b [kk, n] (stored transposed with |b_trans|).
+static tj_kir_t* build_bf16(tj_allocator_t a, const char* name, int64_t m,
+                            int64_t n, int64_t kk, bool b_trans) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
+  if (!k) return NULL;
+  k->allow_half_gemm = true;
+  uint32_t M = tj_kir_add_param(k, "M");
+  tj_kir_ival_t dims[2] = {m > 0 ? tj_kir_constant(m) : tj_kir_runtime(M),
+                           tj_kir_constant(n)};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_ival_t sa[2] = {tj_kir_constant(kk), tj_kir_constant(1)};
+  tj_kir_ival_t sw[2] = {tj_kir_constant(n), tj_kir_constant(1)};
+  tj_kir_ival_t sbt[2] = {tj_kir_constant(1), tj_kir_constant(kk)};
+  tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, b_trans ? sbt : sw);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sw);
+  tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
+  tj_kir_store(k, y, tj_kir_acc(k));
+  tj_status_t s = tj_kir_finalize(k);
+  if (s) {
+    CHECK_OK(s);
+    tj_kir_destroy(k);
+    return NULL;
+  }
+  return k;
+}
+
+// The bf16 GEMM on AMX (issue 17) on any host: the compile-only JIT for
+// Sapphire Rapids (amx-bf16 among its features) puts a bf16 GEMM with K a
+// multiple of 32 on the tiles (ldtilecfg, tileloadd, tdpbf16ps for the 4
+// C tiles, tilestored, tilerelease in the microkernel; no vdpbf16ps
+// there), and keeps vdpbf16ps for K 1000 and for a constant M of 16 (B
+// transposed, as the packed path then serves that M). An
+// AMX target without amx-bf16 (a CPU with the int8 tiles alone, emitted
+// directly since no host here is one) keeps vdpbf16ps too.
+TEST(amx_bf16_offline) {
+  tj_allocator_t a = tj_allocator_system();
+  tj_x86_jit_options_t off = {.isa = TJ_X86_ISA_AMX, .compile_only = true};
+  tj_x86_jit_t* jit = NULL;
+  CHECK_OK(tj_x86_jit_create(a, &off, &jit));
+  if (!jit) return;
+  CHECK_CONTAINS(tj_x86_jit_target_key(jit), "+amx-bf16");
+  tj_kir_t* k = build_bf16(a, "bamx", 0, 100, 1024 + 32, false);
+  if (k) {
+    const tj_kir_t* ks[1] = {k};
+    char* as = NULL;
+    CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+    const char* uk = as ? strstr(as, "tj_ukernel_bamx:") : NULL;
+    const char* end = uk ? strstr(uk, ".Lfunc_end") : NULL;
+    CHECK(uk != NULL && end != NULL);
+    if (uk && end) {
+      CHECK_EQ_INT(1, count_in(uk, end, "ldtilecfg"));
+      CHECK_EQ_INT(4, count_in(uk, end, "tdpbf16ps"));
+      CHECK_EQ_INT(9, count_in(uk, end, "tileloadd"));
+      CHECK_EQ_INT(4, count_in(uk, end, "tilestored"));
+      CHECK_EQ_INT(1, count_in(uk, end, "tilerelease"));
+      CHECK_EQ_INT(0, count_in(uk, end, "vdpbf16ps"));
+    }
+    tj_free_string(a, as);
+    tj_kir_destroy(k);
+  }
+  for (int v = 0; v < 2; ++v) {
+    k = build_bf16(a, "bdot", v ? 16 : 0, 100, v ? 1024 : 1000, v != 0);
+    if (!k) continue;
+    const tj_kir_t* ks[1] = {k};
+    char* as = NULL;
+    CHECK_OK(tj_x86_jit_emit_asm(jit, ks, 1, &as));
+    if (as) {
+      CHECK_EQ_INT(0, count_in(as, as + strlen(as), "tdpbf16ps"));
+      CHECK(count_in(as, as + strlen(as), "vdpbf16ps") > 0);
+    }
+    tj_free_string(a, as);
+    tj_kir_destroy(k);
+  }
+  tj_x86_jit_destroy(jit);
+  // The int8 tiles without amx-bf16: the emitter's choice, in the IR.
+  k = build_bf16(a, "bnoamx", 0, 100, 1024, false);
+  if (k) {
+    tj_emit_target_t t = {.lanes = 16,
+                          .has_fma = true,
+                          .has_f16c = true,
+                          .avx512 = true,
+                          .avx512bf16 = true,
+                          .vnni = true,
+                          .amx = true};
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("bnoamx", ctx);
+    const tj_kir_t* ks[1] = {k};
+    CHECK_OK(tj_emit_kernels(mod, &t, ks, 1));
+    char* ir = LLVMPrintModuleToString(mod);
+    CHECK(strstr(ir, "tdpbf16ps") == NULL);
+    CHECK(strstr(ir, "avx512bf16.dpbf16ps") != NULL);
+    LLVMDisposeMessage(ir);
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    tj_kir_destroy(k);
+  }
+}
+
 int main(void) {
   RUN_TEST(amx_offline);
+  RUN_TEST(amx_bf16_offline);
   RUN_TEST(object_round_trip_and_timings);
   RUN_TEST(bad_objects_and_names);
   RUN_TEST(ir_and_asm);

@@ -804,8 +804,8 @@ static inline uint32_t kir_gelu_erf(tj_kir_t* k, uint32_t v) {
 
 //===--- checking kernels against the oracle ---===//
 
-// open_jits' levels, and one more a test may add (open_extra_jit).
-#define MAX_TEST_JITS 4
+// open_jits' levels, and two more a test may add (open_extra_jit).
+#define MAX_TEST_JITS 5
 static tj_x86_jit_t* g_jits[MAX_TEST_JITS];
 static int g_num_jits;
 static const char* g_isa_names[MAX_TEST_JITS];
