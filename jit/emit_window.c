@@ -18,8 +18,10 @@
 // of a unit stay in L1 across its output rows, so each element of x comes
 // from memory once. Lanes a stride s > 1 apart read the span of s * lanes
 // elements and keep every s-th (one or two wide loads and a shuffle), as
-// the CONV template's packing does; s > 4 gathers. Every size but the
-// batch is a constant of the kernel.
+// the CONV template's packing does; s > 4 gathers. Strides 2 to 4 over at
+// most two spatial axes take the phase variant below instead: each input
+// row split once into its s phases on the stack, every tap a plain load.
+// Every size but the batch is a constant of the kernel.
 
 #include <math.h>
 #include <stdio.h>
@@ -301,6 +303,296 @@ static void emit_chunk(window_t* wd, LLVMValueRef j0, bool masked) {
   }
 }
 
+// The phase variant (stride 2 to 4 along the row, at most two spatial
+// axes): the span loads above cost a shuffle a tap, kw * kh per vector,
+// which with max_pool's NaN-keeping steps (four instructions, two on the
+// shuffle port) bounded the stride-2 kernels. Here each input row a unit
+// reads is split once into its s phases, column c = e * s + q going to
+// phase q at index e, in a ring of kh rows on the stack; tap kw of output
+// column j then reads phase (kw * dilation - low) mod s at index
+// j + floor((kw * dilation - low) / s): one plain load. The phases keep
+// the op's identity (0, or -inf for max) around the row's elements and
+// one ring row of nothing but the identity stands for the tap rows
+// outside x, so that no tap needs a mask: the pads fall out of the data.
+// A row is split when the first output row that reads it comes (s
+// shuffles a vector of the row's outputs) and is read by every output row
+// whose taps reach it, so the shuffles drop from kw * kh a vector to s *
+// the vertical stride (9 -> 4 at 3x3/2). The weights are splat once a
+// unit, and max_pool's NaN is found beside its max, not in each step.
+typedef struct phase_plan_t {
+  int64_t s;       // stride along the row
+  int64_t padl;    // identity elements before a phase's first
+  int64_t pl;      // floats a phase (a multiple of the lanes)
+  int64_t ring;    // ring rows: the tap rows an output row spans
+  int64_t chunks;  // s * lanes spans a row, the last maybe partial
+} phase_plan_t;
+
+// Whether the phase variant takes this kernel, and its plan.
+static bool phase_plan(const window_t* wd, const int64_t od[3],
+                       phase_plan_t* out) {
+  const tj_kir_conv_t* cv = wd->cv;
+  const int64_t s = cv->stride[2], w = wd->w;
+  if (s < 2 || s > 4 || cv->in[0] != 1 || cv->kernel[0] != 1 || od[0] != 1 ||
+      wd->ks > 64) {
+    return false;
+  }
+  const int64_t e_last =
+      floor_div((cv->kernel[2] - 1) * cv->dilation[2] - cv->low[2], s);
+  const int64_t padl = cv->low[2] > 0 ? (cv->low[2] + s - 1) / s : 0;
+  const int64_t chunks = (cv->in[2] + s * w - 1) / (s * w);
+  // The lanes read reach index max(OW, lanes) - 1 + e_last; the splits
+  // write chunks * lanes indices.
+  int64_t used = (od[2] > w ? od[2] : w) + e_last;
+  if (used < chunks * w) used = chunks * w;
+  const int64_t pl = (padl + used + w - 1) / w * w;
+  const int64_t ring = (cv->kernel[1] - 1) * cv->dilation[1] + 1;
+  // The ring and its identity row stay in L1 beside the rows of x.
+  if ((ring + 1) * s * pl * 4 > 32 * 1024) return false;
+  *out = (phase_plan_t){s, padl, pl, ring, chunks};
+  return true;
+}
+
+// Splits row |p| of the unit's plane into ring row |dst|'s phases.
+static void phase_split(window_t* wd, const phase_plan_t* pp, LLVMValueRef p,
+                        LLVMValueRef dst, LLVMValueRef ident) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const int64_t s = pp->s, in = wd->cv->in[2];
+  const int32_t w = wd->w;
+  LLVMTypeRef st = LLVMVectorType(em->t_f32, (unsigned)(s * w));
+  LLVMValueRef xrow =
+      gep(em, em->t_f32, wd->xplane, LLVMBuildMul(b, p, c64(em, in), ""));
+  LLVMValueRef pick[4][16];
+  for (int64_t q = 0; q < s; ++q)
+    for (int32_t i = 0; i < w; ++i) pick[q][i] = c32(em, i * s + q);
+  const int64_t full = in / (s * w);
+  for (int64_t m = 0; m < pp->chunks; ++m) {
+    LLVMValueRef src = gep(em, em->t_f32, xrow, c64(em, m * s * w));
+    LLVMValueRef span;
+    if (m < full) {
+      span = LLVMBuildLoad2(b, st, src, "");
+      LLVMSetAlignment(span, 4);
+    } else {
+      // The row's tail: the lanes past it read nothing and take the
+      // identity, which the phases hold past the row's elements.
+      LLVMValueRef on[64];
+      for (int64_t i = 0; i < s * w; ++i)
+        on[i] = LLVMConstInt(em->t_i1, m * s * w + i < in, 0);
+      LLVMValueRef spass = LLVMBuildShuffleVector(
+          b, ident, ident,
+          LLVMConstNull(LLVMVectorType(em->t_i32, (unsigned)(s * w))), "");
+      LLVMTypeRef lt[2] = {st, em->t_ptr};
+      LLVMValueRef args[4] = {src, c32(em, 4),
+                              LLVMConstVector(on, (unsigned)(s * w)), spass};
+      span = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    }
+    for (int64_t q = 0; q < s; ++q) {
+      LLVMValueRef v = LLVMBuildShuffleVector(
+          b, span, LLVMGetUndef(st), LLVMConstVector(pick[q], (unsigned)w), "");
+      LLVMValueRef at =
+          gep(em, em->t_f32, dst, c64(em, q * pp->pl + pp->padl + m * w));
+      LLVMSetAlignment(LLVMBuildStore(b, v, at), 4);
+    }
+  }
+}
+
+// The output rows [r_begin, r_end) of the unit set up in |wd| (its plane,
+// weights and bias), 2-D or 1-D, through the phase ring |ring|.
+static void phase_rows(window_t* wd, const phase_plan_t* pp, LLVMValueRef ring,
+                       LLVMValueRef colcnt, LLVMValueRef r_begin,
+                       LLVMValueRef r_end, LLVMValueRef oplane) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int32_t w = wd->w;
+  const int64_t s = pp->s, kh = cv->kernel[1], kw = cv->kernel[2];
+  const int64_t in1 = cv->in[1], rowf = s * pp->pl;
+  const bool dw = wd->op == TJ_KIR_WINDOW_DEPTHWISE;
+  const bool max = wd->op == TJ_KIR_WINDOW_MAX;
+  const bool avg =
+      wd->op == TJ_KIR_WINDOW_AVG || wd->op == TJ_KIR_WINDOW_AVG_PAD;
+  LLVMValueRef ident = tj_emit_fconst(wd->vf, max ? -INFINITY : 0.0);
+  // The weights, splat once a unit (wd->ks <= 64).
+  LLVMValueRef wt[64];
+  for (int64_t t = 0; dw && t < wd->ks; ++t) {
+    LLVMValueRef ws = LLVMBuildLoad2(
+        b, em->t_f32, gep(em, em->t_f32, wd->wrow, c64(em, t)), "");
+    LLVMSetAlignment(ws, 4);
+    wt[t] = tj_emit_splat(em, ws, w);
+  }
+  // The next row of x to split: rows below it are in the ring already
+  // (or were never read: strides past the kernel's rows skip some).
+  LLVMValueRef next = tj_emit_alloca(em, em->t_i64, "next");
+  LLVMBuildStore(b, c64(em, 0), next);
+  tj_emit_loop_t rl;
+  LLVMValueRef rr =
+      tj_emit_loop_begin(em, &rl, r_begin, r_end, c64(em, 1), "row");
+  LLVMValueRef first =
+      LLVMBuildSub(b, LLVMBuildMul(b, rr, c64(em, cv->stride[1]), ""),
+                   c64(em, cv->low[1]), "first");
+  {
+    LLVMValueRef last =
+        LLVMBuildAdd(b, first, c64(em, (kh - 1) * cv->dilation[1]), "");
+    LLVMValueRef from = LLVMBuildLoad2(b, em->t_i64, next, "");
+    LLVMValueRef lo = tj_emit_min_i64(em, first, from);
+    from = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, lo, from, ""), first,
+                           from, "");  // max(first, next)
+    LLVMValueRef to = tj_emit_min_i64(em, LLVMBuildAdd(b, last, c64(em, 1), ""),
+                                      c64(em, in1));
+    tj_emit_loop_t sl;
+    LLVMValueRef p = tj_emit_loop_begin(em, &sl, from, to, c64(em, 1), "split");
+    phase_split(wd, pp, p,
+                gep(em, em->t_f32, ring,
+                    LLVMBuildMul(b, LLVMBuildURem(b, p, c64(em, pp->ring), ""),
+                                 c64(em, rowf), "")),
+                ident);
+    tj_emit_loop_end(em, &sl);
+    LLVMValueRef n0 = LLVMBuildLoad2(b, em->t_i64, next, "");
+    LLVMValueRef hi = tj_emit_min_i64(em, n0, to);
+    LLVMBuildStore(
+        b,
+        LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, hi, n0, ""), to, n0, ""),
+        next);  // max(next, to)
+  }
+  // The tap rows' ring rows (the identity row for those outside x) and,
+  // for avg_pool, how many of them count.
+  LLVMValueRef rowp[64];
+  LLVMValueRef rcount = tj_emit_fconst(em->t_f32, 0.0);
+  for (int64_t t = 0; t < kh; ++t) {
+    LLVMValueRef p = LLVMBuildAdd(b, first, c64(em, t * cv->dilation[1]), "");
+    LLVMValueRef inside = LLVMBuildICmp(b, LLVMIntULT, p, c64(em, in1), "");
+    LLVMValueRef slot =
+        LLVMBuildSelect(b, inside, LLVMBuildURem(b, p, c64(em, pp->ring), ""),
+                        c64(em, pp->ring), "");
+    rowp[t] =
+        gep(em, em->t_f32, ring, LLVMBuildMul(b, slot, c64(em, rowf), ""));
+    if (avg) {
+      LLVMValueRef counted = inside;
+      if (wd->op == TJ_KIR_WINDOW_AVG_PAD) {
+        // count_include_pad: rows within the declared pads count, those
+        // past them (ceil_mode's last windows) do not.
+        counted = LLVMBuildAnd(
+            b, LLVMBuildICmp(b, LLVMIntSGE, p, c64(em, -cv->low[1]), ""),
+            LLVMBuildICmp(b, LLVMIntSLT, p, c64(em, in1 + cv->high[1]), ""),
+            "");
+      }
+      rcount = LLVMBuildFAdd(b, rcount,
+                             LLVMBuildUIToFP(b, counted, em->t_f32, ""), "");
+    }
+  }
+  LLVMValueRef orow =
+      gep(em, em->t_f32, oplane, LLVMBuildMul(b, rr, c64(em, wd->ow), ""));
+  tj_emit_loop_t cl;
+  LLVMValueRef j0 = tj_emit_loop_begin(em, &cl, c64(em, 0), c64(em, wd->ow),
+                                       c64(em, w), "j0");
+  {
+    // As in the span variant, the last vector of a row ends at its end.
+    if (wd->ow >= w) j0 = tj_emit_min_i64(em, j0, c64(em, wd->ow - w));
+    LLVMValueRef acc = NULL, nan = NULL, prev = NULL;
+    for (int64_t t = 0; t < kh; ++t) {
+      LLVMValueRef part = NULL;
+      for (int64_t u = 0; u < kw; ++u) {
+        const int64_t off = u * cv->dilation[2] - cv->low[2];
+        const int64_t e = floor_div(off, s), q = off - e * s;
+        LLVMValueRef at =
+            gep(em, em->t_f32, rowp[t],
+                LLVMBuildAdd(b, j0, c64(em, q * pp->pl + pp->padl + e), ""));
+        LLVMValueRef v = LLVMBuildLoad2(b, wd->vf, at, "");
+        LLVMSetAlignment(v, 4);
+        if (dw) {
+          part = part ? tj_emit_fmuladd(em, v, wt[t * kw + u], part)
+                      : LLVMBuildFMul(b, v, wt[t * kw + u], "");
+        } else if (max) {
+          // The plain max (one vmaxps: the second operand when either is
+          // NaN) and, beside it, whether any tap is NaN, two taps a
+          // compare; the NaN goes in at the end. Per step, a NaN-keeping
+          // max was four instructions, two of them on the shuffle port.
+          part = part ? LLVMBuildSelect(
+                            b, LLVMBuildFCmp(b, LLVMRealOGT, part, v, ""), part,
+                            v, "")
+                      : v;
+          if (prev) {
+            LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, v, "");
+            nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
+            prev = NULL;
+          } else {
+            prev = v;
+          }
+        } else {
+          part = part ? LLVMBuildFAdd(b, part, v, "") : v;
+        }
+      }
+      if (!acc) {
+        acc = part;
+      } else if (max) {
+        acc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, part, ""),
+                              acc, part, "");
+      } else {
+        acc = LLVMBuildFAdd(b, acc, part, "");
+      }
+    }
+    if (max) {
+      if (prev) {
+        LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");
+        nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
+      }
+      acc = LLVMBuildSelect(b, nan, tj_emit_fconst(wd->vf, NAN), acc, "");
+    }
+    if (dw && wd->bias) acc = LLVMBuildFAdd(b, acc, wd->bias, "");
+    if (avg) {
+      LLVMValueRef cc =
+          LLVMBuildLoad2(b, wd->vf, gep(em, em->t_f32, colcnt, j0), "");
+      LLVMSetAlignment(cc, 4);
+      acc = LLVMBuildFDiv(
+          b, acc, LLVMBuildFMul(b, tj_emit_splat(em, rcount, w), cc, ""), "");
+    }
+    LLVMValueRef dst = gep(em, em->t_f32, orow, j0);
+    if (wd->ow >= w) {
+      LLVMSetAlignment(LLVMBuildStore(b, acc, dst), 4);
+    } else {
+      LLVMTypeRef st[2] = {wd->vf, em->t_ptr};
+      LLVMValueRef args[4] = {acc, dst, c32(em, 4),
+                              tj_emit_lane_mask(em, c64(em, wd->ow), w)};
+      tj_emit_intrinsic(em, "llvm.masked.store", st, 2, args, 4);
+    }
+  }
+  tj_emit_loop_end(em, &cl);
+  tj_emit_loop_end(em, &rl);
+}
+
+// avg_pool's count of column taps per output column (those inside x, or
+// within the pads for count_include_pad), max(OW, lanes) of them, as a
+// constant array.
+static LLVMValueRef phase_colcount(window_t* wd) {
+  tj_emit_t* em = wd->em;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int64_t n = wd->ow > wd->w ? wd->ow : wd->w;
+  const bool pad = wd->op == TJ_KIR_WINDOW_AVG_PAD;
+  const int64_t lo = pad ? -cv->low[2] : 0;
+  const int64_t hi = cv->in[2] + (pad ? cv->high[2] : 0);
+  tj_allocator_t a = em->k->allocator;
+  LLVMValueRef* v = tj_calloc(a, (size_t)n, sizeof(*v));
+  if (!v) return NULL;
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t count = 0;
+    for (int64_t u = 0; u < cv->kernel[2]; ++u) {
+      const int64_t c = j * cv->stride[2] - cv->low[2] + u * cv->dilation[2];
+      count += c >= lo && c < hi;
+    }
+    // Lanes past OW are not stored; 1 keeps their division quiet.
+    v[j] =
+        LLVMConstReal(em->t_f32, j < wd->ow && count > 0 ? (double)count : 1.0);
+  }
+  LLVMTypeRef at = LLVMArrayType2(em->t_f32, (uint64_t)n);
+  LLVMValueRef g = LLVMAddGlobal(em->mod, at, "window_colcount");
+  LLVMSetInitializer(g, LLVMConstArray2(em->t_f32, v, (uint64_t)n));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  tj_free(a, v, (size_t)n * sizeof(*v));
+  return g;
+}
+
 tj_status_t tj_emit_window(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   LLVMBuilderRef b = em->b;
@@ -362,6 +654,29 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
   int64_t jhi = floor_div(cv->in[2] + cv->low[2] - reach, s2);
   if (jhi > wd.ow - w) jhi = wd.ow - w;
 
+  phase_plan_t pp;
+  const bool phased = phase_plan(&wd, od, &pp);
+  LLVMValueRef ring = NULL, colcnt = NULL;
+  if (phased) {
+    if (wd.op == TJ_KIR_WINDOW_AVG || wd.op == TJ_KIR_WINDOW_AVG_PAD) {
+      colcnt = phase_colcount(&wd);
+      if (!colcnt) return tj_status_oom();
+    }
+    // The ring and its identity row, filled with the identity once a call:
+    // the splits write only the phases' elements, never their pads.
+    const int64_t floats = (pp.ring + 1) * pp.s * pp.pl;
+    ring =
+        tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (uint64_t)floats), "ring");
+    LLVMSetAlignment(ring, 64);
+    LLVMValueRef ident =
+        tj_emit_fconst(wd.vf, wd.op == TJ_KIR_WINDOW_MAX ? -INFINITY : 0.0);
+    tj_emit_loop_t fl;
+    LLVMValueRef i = tj_emit_loop_begin(em, &fl, c64(em, 0), c64(em, floats),
+                                        c64(em, w), "fill");
+    LLVMSetAlignment(LLVMBuildStore(b, ident, gep(em, em->t_f32, ring, i)), 4);
+    tj_emit_loop_end(em, &fl);
+  }
+
   tj_emit_loop_t ul;
   LLVMValueRef u =
       tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
@@ -390,6 +705,11 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
   LLVMValueRef r_begin = LLVMBuildMul(b, rbk, c64(em, rb), "");
   LLVMValueRef r_end = tj_emit_min_i64(
       em, c64(em, R), LLVMBuildAdd(b, r_begin, c64(em, rb), ""));
+  if (phased) {
+    phase_rows(&wd, &pp, ring, colcnt, r_begin, r_end, oplane);
+    tj_emit_loop_end(em, &ul);
+    return NULL;
+  }
   tj_emit_loop_t rl;
   LLVMValueRef rr =
       tj_emit_loop_begin(em, &rl, r_begin, r_end, c64(em, 1), "row");

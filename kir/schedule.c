@@ -162,12 +162,17 @@ int64_t tj_kir_window_rows(const tj_kir_t* k) {
   // About 16K output elements a unit: planes of mobilenet's depthwise
   // layers (112x112 at most) split in a few blocks, so that a batch of 1
   // still has units for every thread, while a unit's rows are many enough
-  // that its set-up (row pointers, masks) is small beside its loads.
+  // that its set-up (row pointers, masks) is small beside its loads. The
+  // blocks of a plane are as even as the rows allow (130 rows: 65 + 65,
+  // not 127 + 3), so that no unit is a sliver beside the others when the
+  // threads share them out.
   int64_t rows = 1, cols = k->rank >= 3 ? k->dims[k->rank - 1].value : 1;
   for (int32_t d = 2; d + 1 < k->rank; ++d) rows *= k->dims[d].value;
   if (cols < 1) cols = 1;
-  int64_t per = (16384 + cols - 1) / cols;
-  return per < rows ? per : (rows < 1 ? 1 : rows);
+  if (rows < 1) return 1;
+  const int64_t per = (16384 + cols - 1) / cols;
+  const int64_t blocks = (rows + per - 1) / per;
+  return (rows + blocks - 1) / blocks;
 }
 
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
