@@ -955,6 +955,20 @@ static inline bool stable(const tj_graph_t* g, const inputs_t* noisy,
   return ok;
 }
 
+// Finishes |rw| when |st| is OK, else abandons it: the rewritten graph, or
+// NULL (|st| or the finish's failure freed).
+static inline tj_graph_t* finish_or_null(tj_rewriter_t* rw, tj_status_t st) {
+  tj_graph_t* out = NULL;
+  if (!st) {
+    st = tj_rewriter_finish(rw, &out);
+  } else {
+    tj_rewriter_abandon(rw);
+  }
+  bool failed = st != NULL;
+  tj_status_free(st);
+  return failed ? NULL : out;
+}
+
 // Whether a float FULL or CONSTANT node holds a value that is not an
 // integer (an integer one may be an exponent or a count, where noise would
 // change what the graph means rather than how well it is conditioned).
@@ -995,17 +1009,7 @@ static inline tj_graph_t* noisy_constants(const tj_graph_t* g, uint64_t salt) {
     ops[1] = factor;
     if (!st) st = tj_rewriter_op(&rw, TJ_OP_MUL, 2, ops, &rw.map[i]);
   }
-  tj_graph_t* out = NULL;
-  if (!st) {
-    st = tj_rewriter_finish(&rw, &out);
-  } else {
-    tj_rewriter_abandon(&rw);
-  }
-  if (st) {
-    tj_status_free(st);
-    return NULL;
-  }
-  return out;
+  return finish_or_null(&rw, st);
 }
 
 // Whether |g|'s outputs move beyond the tolerance from |clean| (its
@@ -1112,17 +1116,7 @@ static inline tj_graph_t* widened(const tj_graph_t* g) {
       st = tj_graph_append(rw.dst, &desc, &rw.map[i]);
     }
   }
-  tj_graph_t* out = NULL;
-  if (!st) {
-    st = tj_rewriter_finish(&rw, &out);
-  } else {
-    tj_rewriter_abandon(&rw);
-  }
-  if (st) {
-    tj_status_free(st);
-    return NULL;
-  }
-  return out;
+  return finish_or_null(&rw, st);
 }
 
 // Whether |g| and |optimized| agree on |in| when both compute in f64
