@@ -682,23 +682,30 @@ TEST(hot_and_cold_parts) {
   tj_x86_jit_destroy(jit);
 }
 
-// y = a @ b in i32 (matmul_i32's kernel) for a [M, kk] of |adt| (M at
-// run time, or |m| when > 0), b [kk, n] of |bdt|.
-static tj_kir_t* build_qgemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
-                             tj_dtype_t bdt, int64_t m, int64_t n, int64_t kk) {
+// y = a @ b in |ydt| for a [M, kk] of |adt| (M at run time, or |m| when
+// > 0) and b [kk, n] of |bdt| (stored transposed with |b_trans|); integer
+// operands allow the 8-bit GEMM, others the half-precision one.
+static tj_kir_t* build_gemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
+                            tj_dtype_t bdt, tj_dtype_t ydt, int64_t m,
+                            int64_t n, int64_t kk, bool b_trans) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
   if (!k) return NULL;
-  k->allow_int8_gemm = true;
+  if (tj_dtype_is_float(adt)) {
+    k->allow_half_gemm = true;
+  } else {
+    k->allow_int8_gemm = true;
+  }
   uint32_t M = tj_kir_add_param(k, "M");
   tj_kir_ival_t dims[2] = {m > 0 ? tj_kir_constant(m) : tj_kir_runtime(M),
                            tj_kir_constant(n)};
   tj_kir_set_space(k, 2, dims);
   tj_kir_ival_t sa[2] = {tj_kir_constant(kk), tj_kir_constant(1)};
   tj_kir_ival_t sw[2] = {tj_kir_constant(n), tj_kir_constant(1)};
+  tj_kir_ival_t sbt[2] = {tj_kir_constant(1), tj_kir_constant(kk)};
   tj_kir_add_buffer(k, "a", adt, TJ_KIR_GEMM_A, sa);
-  tj_kir_add_buffer(k, "b", bdt, TJ_KIR_GEMM_B, sw);
-  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_I32, TJ_KIR_OUTPUT, sw);
+  tj_kir_add_buffer(k, "b", bdt, TJ_KIR_GEMM_B, b_trans ? sbt : sw);
+  uint32_t y = tj_kir_add_buffer(k, "y", ydt, TJ_KIR_OUTPUT, sw);
   tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
   tj_kir_store(k, y, tj_kir_acc(k));
   tj_status_t s = tj_kir_finalize(k);
@@ -708,6 +715,12 @@ static tj_kir_t* build_qgemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
     return NULL;
   }
   return k;
+}
+
+// matmul_i32's kernel: i32 out, b not transposed.
+static tj_kir_t* build_qgemm(tj_allocator_t a, const char* name, tj_dtype_t adt,
+                             tj_dtype_t bdt, int64_t m, int64_t n, int64_t kk) {
+  return build_gemm(a, name, adt, bdt, TJ_DTYPE_I32, m, n, kk, false);
 }
 
 // AMX (issue 17) where this host cannot run it: asking for the AMX level
@@ -793,33 +806,11 @@ TEST(amx_offline) {
   tj_x86_jit_destroy(jit);
 }
 
-// y = a @ b in f32 for bf16 a [M, kk] (M at run time, or |m| when > 0)
-// and b [kk, n] (stored transposed with |b_trans|).
+// bf16 a and b, f32 out.
 static tj_kir_t* build_bf16(tj_allocator_t a, const char* name, int64_t m,
                             int64_t n, int64_t kk, bool b_trans) {
-  tj_kir_t* k = NULL;
-  CHECK_OK(tj_kir_create(a, TJ_KIR_GEMM, name, &k));
-  if (!k) return NULL;
-  k->allow_half_gemm = true;
-  uint32_t M = tj_kir_add_param(k, "M");
-  tj_kir_ival_t dims[2] = {m > 0 ? tj_kir_constant(m) : tj_kir_runtime(M),
-                           tj_kir_constant(n)};
-  tj_kir_set_space(k, 2, dims);
-  tj_kir_ival_t sa[2] = {tj_kir_constant(kk), tj_kir_constant(1)};
-  tj_kir_ival_t sw[2] = {tj_kir_constant(n), tj_kir_constant(1)};
-  tj_kir_ival_t sbt[2] = {tj_kir_constant(1), tj_kir_constant(kk)};
-  tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
-  tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, b_trans ? sbt : sw);
-  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sw);
-  tj_kir_set_gemm(k, tj_kir_constant(kk), NULL);
-  tj_kir_store(k, y, tj_kir_acc(k));
-  tj_status_t s = tj_kir_finalize(k);
-  if (s) {
-    CHECK_OK(s);
-    tj_kir_destroy(k);
-    return NULL;
-  }
-  return k;
+  return build_gemm(a, name, TJ_DTYPE_BF16, TJ_DTYPE_BF16, TJ_DTYPE_F32, m, n,
+                    kk, b_trans);
 }
 
 // The bf16 GEMM on AMX (issue 17) on any host: the compile-only JIT for
