@@ -10,7 +10,8 @@
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
 // samples). --shape keeps only the shapes given, --loop only the main
 // loops whose name contains TEXT, --plain leaves out the fused kernels;
-// --profile launches each kept kernel and cuBLAS once per shape, untimed,
+// --profile launches each kept kernel (plain, then fused unless --plain)
+// and cuBLAS once per shape, untimed,
 // for a profiler (ncu) to capture one launch of each; --bt reads B
 // transposed, y = x @ w^T with w an [N, K] weight (PyTorch's Linear: our
 // K-major B, cuBLAS with transa = T on it). --f32 prints the f32
@@ -556,6 +557,11 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
         printf(", %s", kLoops[l].name);
         kir_run_t p = {ks[l], {x, w, y}, {m, n, kk}};
         run_kir(&p);
+        if (kf[l]) {
+          printf(", %s fused", kLoops[l].name);
+          kir_run_t f = {kf[l], {x, w, bias, y}, {m, n, kk}};
+          run_kir(&f);
+        }
       }
       printf("\n");
       bench_die(tj_cuda_device_synchronize(g_dev), "sync");
@@ -954,7 +960,7 @@ int main(int argc, char** argv) {
         } else if (strcmp(argv[i], "--plain") == 0) {
           filter.plain_only = true;
         } else if (strcmp(argv[i], "--profile") == 0) {
-          filter.profile = filter.plain_only = true;
+          filter.profile = true;
         } else if (strcmp(argv[i], "--bt") == 0) {
           // B K-major: w is [N, K] (the same bytes, read transposed).
           g_bt = true;

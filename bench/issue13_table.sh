@@ -30,7 +30,7 @@ step 60 ncu --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,\
 smsp__inst_executed.sum,\
 sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,\
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
-  ./cuda_bench --gemm --profile --shape=8192,768,3072 \
+  ./cuda_bench --gemm --plain --profile --shape=8192,768,3072 \
   --shape=4096,4096,4096 "--loop=pingpong 128x128 s4" "--loop=ws 128x256 s4 p"
 step 120 python3 torch_capstone.py --ours ours.txt --iters 30
 step 60 ./cuda_capstone --f32 --out ours_f32.txt
