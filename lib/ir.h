@@ -285,14 +285,15 @@ static inline tj_dtype_t tj_attention_lse_dtype(tj_dtype_t q) {
   return q == TJ_DTYPE_F16 || q == TJ_DTYPE_BF16 ? TJ_DTYPE_F32 : q;
 }
 
-// layer_norm centres shifted data, c = (x - s) - mean(x - s), with s a
-// value of each row: its first element where the last axis is a constant
-// >= 1 long, else the row's max (a row of symbolic length may be empty;
-// a slice of it could not be shaped). x - s is exact for values within a
-// factor 2 of s, so a row far from 0 against its spread keeps c's
-// relative accuracy, and a row of equal values centres to exact zeros.
-// The decomposition (lib/passes/decompose.c) and the reference use the
-// same s, so that their exact zeros carry the same signs.
+// layer_norm centres on m = s + mean(x - s), with s a value of each row:
+// its first element where the last axis is a constant >= 1 long, else the
+// row's max (a row of symbolic length may be empty; a slice of it could not
+// be shaped), then subtracts mean(x - m) once more (the corrected two-pass
+// form). x - s is exact for values within a factor 2 of s, so a row far
+// from 0 against its spread keeps its accuracy, and a row of equal values
+// centres to exact zeros. The decomposition (lib/passes/decompose.c) and
+// the reference use the same s, so that their exact zeros carry the same
+// signs.
 static inline bool tj_layer_norm_shifts_by_first(int32_t rank,
                                                  const int64_t* dims) {
   return tj_dim_is_const(dims[rank - 1]) && dims[rank - 1] >= 1;

@@ -1265,6 +1265,7 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
       double scale;
       double mean = 0.0;
       double shift = 0.0;
+      double correction = 0.0;
       if (op == TJ_OP_LAYER_NORM) {
         // Shifted data, s as the decomposition takes it
         // (tj_layer_norm_shifts_by_first): x - s is exact here, and the
@@ -1278,11 +1279,15 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
             if (isnan(v) || v > shift || (v == shift && !signbit(v))) shift = v;
           }
         }
+        // m = s + mean(x - s), c = x - m, then c - mean(c): the
+        // decomposition's form (lib/passes/decompose.c), in double.
         for (int64_t t = 0; t < len; ++t) mean += X(t) - shift;
-        mean /= (double)len;
+        mean = shift + mean / (double)len;
+        for (int64_t t = 0; t < len; ++t) correction += X(t) - mean;
+        correction /= (double)len;
         double var = 0.0;
         for (int64_t t = 0; t < len; ++t) {
-          double c = (X(t) - shift) - mean;
+          double c = X(t) - mean;
           var += c * c;
         }
         var /= (double)len;
@@ -1293,7 +1298,7 @@ static tj_status_t eval_lanes(run_t* run, uint32_t index) {
         scale = 1.0 / sqrt(sq / (double)len + eps);
       }
       for (int64_t t = 0; t < len; ++t) {
-        double r = (X(t) - shift - mean) * scale;
+        double r = (X(t) - mean - correction) * scale;
         if (gamma) {
           r *= tj_load_f64(gamma->dtype, gamma->data, g0 + t * sg[axis]);
         }

@@ -13,8 +13,9 @@
 //   silu        x * sigmoid(x)
 //   softmax     m = max(x, axis); e = exp(x - m); e / sum(e, axis)
 //   log_softmax d = x - max(x, axis); d - log(sum(exp(d), axis))
-//   layer_norm  d = x - s (s a value of the row: its first, or its max),
-//               c = d - mean(d); c * rsqrt(mean(c * c) + eps) * gamma + beta
+//   layer_norm  s a value of the row (its first, or its max), c = x - (s +
+//               mean(x - s)); (c - mean(c)) * rsqrt(mean(c * c) + eps)
+//               * gamma + beta
 //   rms_norm    x * rsqrt(mean(x * x) + eps) * gamma
 //   linear      matmul(x, w) + b
 //   attention   s = (q @ k^T) * scale, masked (where / add, causal by iota
@@ -213,18 +214,29 @@ static tj_status_t row_value(dec_t* d, uint32_t x, uint32_t* out) {
 static tj_status_t norm(dec_t* d, uint32_t x, uint32_t gamma, uint32_t beta,
                         double eps, bool center, uint32_t* out) {
   int64_t axis = d->rw.dst->nodes[x].rank - 1;
-  uint32_t shift, mu, c = x, sq, var, r, y;
+  uint32_t shift, mu, c = x, centred = x, sq, var, r, y;
   if (center) {
+    // m = s + mean(x - s), c = x - m, then c - mean(c): the corrected
+    // two-pass form on shifted data. mean(x - s) is rounded at s's scale
+    // (an error shared by the whole row, large when s is far from the
+    // rest); mean(c) sums values of the row's spread and measures it.
+    // Centring x itself on m, rather than x - s, keeps each element's
+    // rounding at the spread's scale, and a row of equal values still
+    // centres to exact zeros (x - s = 0, m = s). mean(c * c) is left as it
+    // is: the shared error adds its square, far below its rounding.
     TJ_RETURN_IF_ERROR(row_value(d, x, &shift));
     TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, x, shift, &c));
     TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, c, axis, &mu));
-    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, c, mu, &c));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, shift, mu, &mu));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, x, mu, &c));
+    TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, c, axis, &mu));
+    TJ_RETURN_IF_ERROR(op2(d, TJ_OP_SUB, c, mu, &centred));
   }
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, c, c, &sq));
   TJ_RETURN_IF_ERROR(reduce(d, TJ_OP_MEAN, sq, axis, &var));
   TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_ADD, var, eps, &r));
   TJ_RETURN_IF_ERROR(op1(d, TJ_OP_RSQRT, r, &r));
-  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, c, r, &y));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, centred, r, &y));
   tj_dtype_t dtype = d->rw.dst->nodes[x].dtype;
   if (gamma != TJ_NODE_NONE) {
     TJ_RETURN_IF_ERROR(cast(d, gamma, dtype, &gamma));

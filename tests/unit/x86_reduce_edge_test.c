@@ -479,6 +479,67 @@ TEST(layer_norm_shifted_rows) {
   }
 }
 
+// Zero-mean rows whose first element (layer_norm's shift s) is far out:
+// mean(x - s) is then rounded at s's scale, an error shared by the whole
+// row, which the corrected two-pass centring (c - mean(c)) takes out. Its
+// absence put CUDA's rows 1.5e-6 off (cuda_row_test); here s is 64 against
+// a spread of 2, which without the correction is ~1e-5 off.
+TEST(layer_norm_large_first_element) {
+  tj_context_t* ctxs[3];
+  const char* isas[3];
+  int num_tiers = tj_test_tier_contexts(ctxs, isas);
+  static const int64_t kCols[] = {509, 4097};
+  for (int tier = 0; tier < num_tiers; ++tier) {
+    for (size_t c = 0; c < sizeof(kCols) / sizeof(kCols[0]); ++c) {
+      enum { kRows = 4 };
+      const int64_t cols = kCols[c];
+      tj_graph_t* g;
+      CHECK_OK(tj_graph_create(ctxs[tier], "far_first", &g));
+      const int64_t xdims[2] = {kRows, cols};
+      tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, xdims, "x");
+      tj_graph_output(
+          g, tj_graph_layer_norm(g, x, tj_value_none(), tj_value_none(), 1e-5),
+          "y");
+      CHECK_OK(tj_graph_finalize(g));
+      io_t in = {0};
+      in.n = 1;
+      make(&in, 0, TJ_DTYPE_F32, 2, xdims, 0.0);
+      for (int64_t i = 0; i < kRows * cols; ++i) {  // full-mantissa values
+        double u = (double)(rng_next() >> 11) * 0x1p-53;
+        double v = i % cols == 0 ? 64.0 + u : 4.0 * u - 2.0;
+        tj_store_f64(TJ_DTYPE_F32, in.data[0], i, v);
+      }
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      tj_executable_t *exe = NULL, *ref = NULL;
+      CHECK_OK(tj_compile(g, &o, &exe));
+      o.target = TJ_TARGET_REFERENCE;
+      CHECK_OK(tj_compile(g, &o, &ref));
+      io_t got = {0}, want = {0};
+      if (exe && ref && make_outputs(exe, g, &in, 0, &got) &&
+          make_outputs(ref, g, &in, 0, &want)) {
+        CHECK_OK(tj_executable_run(exe, in.t, in.n, got.t, got.n));
+        CHECK_OK(tj_executable_run(ref, in.t, in.n, want.t, want.n));
+        double worst = 0;
+        for (int64_t i = 0; i < kRows * cols; ++i) {
+          double w = elem(&want.t[0], i);
+          worst = fmax(worst, fabs(elem(&got.t[0], i) - w) / fmax(fabs(w), 1));
+        }
+        fprintf(stderr, "# %s [%d, %lld]: max error %g\n", isas[tier], kRows,
+                (long long)cols, worst);
+        CHECK(worst <= 1e-6);
+      }
+      free_io(&got);
+      free_io(&want);
+      tj_executable_release(exe);
+      tj_executable_release(ref);
+      free_io(&in);
+      tj_graph_destroy(g);
+    }
+    tj_context_destroy(ctxs[tier]);
+  }
+}
+
 int main(void) {
   CHECK_OK(tj_test_context_create(&g_ctx));  // no disk cache
   RUN_TEST(empty_fixed_axes);
@@ -488,6 +549,7 @@ int main(void) {
   RUN_TEST(signed_zero_chain);
   RUN_TEST(signed_zero_max_min);
   RUN_TEST(layer_norm_shifted_rows);
+  RUN_TEST(layer_norm_large_first_element);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
