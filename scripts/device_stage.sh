@@ -8,10 +8,10 @@
 #   run: bash scripts/device_run.sh build-run [tests|python|bench]...
 #        carry ["build-run", ".devdeps"]
 #
-# The stage is also packed, xz-compressed, as build-pack/stage.tar.xz (the
-# test binaries share most of their bytes: 34 MB packs to 3 MB). When the
-# stage and .devdeps together pass the carry limit, carry ["build-pack",
-# ".devdeps"] instead and unpack it there first: tar xJf build-pack/stage.tar.xz
+# The stage is also packed, xz-compressed, as build-pack/STAGE_DIR.tar.xz
+# (the test binaries share most of their bytes: 34 MB packs to 3 MB). When
+# the stage and .devdeps together pass the carry limit, carry ["build-pack",
+# ".devdeps"] instead and unpack it there first: tar xJf build-pack/*.tar.xz
 #
 # BUILD_DIR is set up here if missing (release, stripped, LLVM 19 named in
 # a native file, Debian's python3: the GPU machine's own interpreter runs
@@ -62,7 +62,7 @@ for t in tj-run tj-reduce; do
   [ -x "$build/tools/$t" ] && cp "$build/tools/$t" "$stage/tools/"
 done
 # Extra binaries (a unit test for a long run, say) may be copied into the
-# stage before packing again with: tar cJf build-pack/stage.tar.xz STAGE
+# stage before packing again with: tar cJf build-pack/STAGE.tar.xz STAGE
 mkdir -p build-pack
-tar cJf build-pack/stage.tar.xz "$stage"
+tar cJf "build-pack/$(basename "$stage").tar.xz" "$stage"
 du -sh "$stage" build-pack .devdeps 2>/dev/null
