@@ -538,14 +538,20 @@ static LLVMValueRef combine_lanes(tj_nvptx_emit_t* nv, const reducer_t* r,
   return s;
 }
 
+//
+// With |r2| (not argmax, nor |r|), |v2| is reduced alongside |v| in the
+// index slots, so that two sibling reductions share the shuffles' latency
+// and one round of barriers (sibling_reduce).
 static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
                                   row_ctx_t* c, LLVMValueRef* v,
-                                  LLVMValueRef* vi) {
+                                  LLVMValueRef* vi, const reducer_t* r2,
+                                  LLVMValueRef* v2) {
   tj_emit_t* em = &nv->em;
   LLVMBuilderRef b = em->b;
   bool arg = r->kind == TJ_KIR_REDUCE_ARGMAX;
   for (int32_t off = 16; off >= 1; off /= 2) {
     LLVMValueRef o = shuffle_xor(nv, *v, off);
+    if (r2) *v2 = combine(nv, r2, *v2, shuffle_xor(nv, *v2, off));
     if (arg) {
       LLVMValueRef oi = shuffle_xor(nv, *vi, off);
       LLVMValueRef take = argmax_takes(nv, r, *v, *vi, o, oi);
@@ -557,8 +563,10 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   }
   LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
   LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "acc_i");
+  LLVMValueRef acc2 = r2 ? tj_emit_alloca(em, r2->type, "acc2") : NULL;
   LLVMBuildStore(b, *v, acc);
   LLVMBuildStore(b, arg ? *vi : i64c(nv, INT64_MAX), acc_i);
+  if (r2) LLVMBuildStore(b, *v2, acc2);
   // A row of one warp has its result now: no shared memory and no barrier,
   // so that the rows of a block (a warp each when short) do not wait for
   // one another. The condition is uniform over the block.
@@ -578,10 +586,12 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
       "publish");
   LLVMBuildStore(b, *v, slot_v);
   if (arg) LLVMBuildStore(b, *vi, slot_i);
+  if (r2) LLVMBuildStore(b, *v2, slot_i);
   tj_emit_if_end(em, &lane0);
   tj_nvptx_barrier(nv);
   LLVMBuildStore(b, identity(nv, r, 1), acc);
   LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
+  if (r2) LLVMBuildStore(b, identity(nv, r2, 1), acc2);
   tj_emit_loop_t w;
   LLVMValueRef wi = loop_begin(nv, &w, i64c(nv, 0), c->warps, i64c(nv, 1), "w");
   LLVMValueRef s = LLVMBuildAdd(b, c->first_slot, wi, "");
@@ -598,12 +608,19 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   } else {
     LLVMBuildStore(b, combine(nv, r, cur, x), acc);
   }
+  if (r2) {
+    LLVMValueRef x2 = LLVMBuildLoad2(
+        b, r2->type, LLVMBuildGEP2(b, em->t_i64, c->smem_idx, &s, 1, ""), "");
+    LLVMBuildStore(
+        b, combine(nv, r2, LLVMBuildLoad2(b, r2->type, acc2, ""), x2), acc2);
+  }
   tj_emit_loop_end(em, &w);
   // The slots are reused by the next phase.
   tj_nvptx_barrier(nv);
   tj_emit_if_end(em, &multi);
   *v = LLVMBuildLoad2(b, r->type, acc, "");
   if (arg) *vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  if (r2) *v2 = LLVMBuildLoad2(b, r2->type, acc2, "");
 }
 
 // Adds the block partial at |acc| (a vector of type |vt|, its lanes added
@@ -735,7 +752,7 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
     v = LLVMBuildLoad2(b, vt, acc, "");
     if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
   }
-  reduce_across_threads(nv, &r, c, &v, &vi);
+  reduce_across_threads(nv, &r, c, &v, &vi, NULL, NULL);
   if (arg) {
     // An empty row has no first maximum; report index 0.
     v = tj_emit_select(em,
@@ -921,9 +938,9 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
   LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
   if (lanes > 1) s = combine_lanes(nv, &rsum, s, lanes);
   LLVMValueRef big = m, none = NULL;
-  reduce_across_threads(nv, &rmax, c, &big, &none);
+  reduce_across_threads(nv, &rmax, c, &big, &none, NULL, NULL);
   s = LLVMBuildFMul(b, s, rescale(nv, m, big), "");
-  reduce_across_threads(nv, &rsum, c, &s, &none);
+  reduce_across_threads(nv, &rsum, c, &s, &none, NULL, NULL);
   LLVMValueRef dead =
       LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOEQ, big, ninf, ""),
                    LLVMBuildICmp(b, LLVMIntSGT, c->limit, i64c(nv, 0), ""), "");
@@ -998,6 +1015,22 @@ static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
   return NULL;
 }
 
+// Whether REDUCE phase |p| + 1 is a sibling of REDUCE phase |p|: neither
+// is an argmax and |p| + 1 does not read ^p, so the two can cross threads
+// together (layer_norm's mean(x - m) and mean((x - m)^2)).
+static bool sibling_reduce(const tj_kir_t* k, uint32_t p) {
+  if (p + 1 >= k->num_phases) return false;
+  const tj_kir_phase_t* a = &k->phases[p];
+  const tj_kir_phase_t* b = &k->phases[p + 1];
+  if (a->kind != TJ_KIR_PHASE_REDUCE || b->kind != TJ_KIR_PHASE_REDUCE ||
+      a->reduce == TJ_KIR_REDUCE_ARGMAX || b->reduce == TJ_KIR_REDUCE_ARGMAX)
+    return false;
+  for (uint32_t i = 0; i < b->num_insts; ++i) {
+    if (b->insts[i].kind == TJ_KIR_ROW && b->insts[i].ref == p) return false;
+  }
+  return true;
+}
+
 // The phases over a row that fits kRowSlots vectors per thread, fully
 // unrolled over the slots: the first phase to read a buffer at a slot
 // loads it, and later phases reuse the value (tj_emit_load_cache_t), so
@@ -1048,29 +1081,38 @@ static tj_status_t emit_resident_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
       cache.insert = true;
       continue;
     }
-    reducer_t r;
-    status = make_reducer(nv, p, &r);
-    if (status) break;
-    if (r.kind == TJ_KIR_REDUCE_ARGMAX) {  // argmax kernels are scalar
-      status = tj_internal("kernel @%s: argmax on the resident path", k->name);
-      break;
-    }
-    LLVMValueRef acc = identity(nv, &r, c->lanes);
-    for (int32_t u = 0; u < kSlots && !status; ++u) {
-      cache.slot = u;
-      LLVMValueRef y = NULL;
-      status = tj_emit_body(em, ph, &points[u], &y);
-      if (!status && !y)
-        status = tj_invalid("kernel @%s: phase %u yields nothing", k->name, p);
+    // This phase, and its sibling when it has one (sibling_reduce).
+    const uint32_t count = sibling_reduce(k, p) ? 2 : 1;
+    reducer_t r[2];
+    LLVMValueRef v[2];
+    for (uint32_t q = 0; q < count && !status; ++q) {
+      status = make_reducer(nv, p + q, &r[q]);
       if (status) break;
-      tj_nvptx_align_accesses(nv, &points[u], c->lanes);
-      acc = tj_emit_select(em, valid[u], combine(nv, &r, acc, y), acc);
+      if (r[q].kind == TJ_KIR_REDUCE_ARGMAX) {  // argmax kernels are scalar
+        status =
+            tj_internal("kernel @%s: argmax on the resident path", k->name);
+        break;
+      }
+      LLVMValueRef acc = identity(nv, &r[q], c->lanes);
+      for (int32_t u = 0; u < kSlots && !status; ++u) {
+        cache.slot = u;
+        LLVMValueRef y = NULL;
+        status = tj_emit_body(em, &k->phases[p + q], &points[u], &y);
+        if (!status && !y)
+          status =
+              tj_invalid("kernel @%s: phase %u yields nothing", k->name, p + q);
+        if (status) break;
+        tj_nvptx_align_accesses(nv, &points[u], c->lanes);
+        acc = tj_emit_select(em, valid[u], combine(nv, &r[q], acc, y), acc);
+      }
+      if (!status) v[q] = combine_lanes(nv, &r[q], acc, c->lanes);
     }
     if (status) break;
-    LLVMValueRef v = combine_lanes(nv, &r, acc, c->lanes);
     LLVMValueRef vi = NULL;
-    reduce_across_threads(nv, &r, c, &v, &vi);
-    c->rows[p] = v;
+    reduce_across_threads(nv, &r[0], c, &v[0], &vi, count > 1 ? &r[1] : NULL,
+                          count > 1 ? &v[1] : NULL);
+    for (uint32_t q = 0; q < count; ++q) c->rows[p + q] = v[q];
+    p += count - 1;
   }
   em->load_cache = NULL;
   return status;
