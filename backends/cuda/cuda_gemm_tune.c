@@ -1039,6 +1039,7 @@ static void compile_job_run(tj_background_job_t* base) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[j->ki];
   t->bg_tried |= j->mask;
   t->bg_queued = false;
+  t->bg_done[t->bg_next_done++ % TJ_ARRAY_SIZE(t->bg_done)] = j->bucket;
   pthread_mutex_unlock(&p->mutex);
   if (p->gemm.log_autotune) {
     tj_context_diagnostic(
@@ -1064,21 +1065,23 @@ static void compile_job_discard(tj_background_job_t* base) {
 
 // Whether this run of an undecided |bucket| of kernel |ki| serves
 // candidate 0 while the candidates compile in the background (queuing
-// the job when none is queued); false when everything the bucket would
-// time is compiled or was tried (time now), or no job can be queued (then
-// this run tunes synchronously, as under ON). Under the program's mutex.
+// the job when none is queued); false when the bucket's job has ended
+// (time now), or no job can be queued (then this run tunes synchronously,
+// as under ON). Every bucket's first run serves candidate 0, even when
+// its job finds nothing left to compile. Under the program's mutex.
 static bool compiling_in_background(tj_cuda_program_t* p, uint32_t ki,
                                     int64_t bucket, const int64_t* scalars) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   if (t->bg_queued) return true;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(t->bg_done); ++i) {
+    if (t->bg_done[i] == bucket) {
+      t->precompiled = true;  // what is left compiles as under ON
+      return false;
+    }
+  }
   compile_job_t* j = tj_calloc(p->al, 1, sizeof(*j));
   if (!j) return false;
   j->n = collect_precompiles(p, ki, scalars, true, j->w, &j->mask);
-  if (j->n == 0) {
-    compile_job_free(j);
-    t->precompiled = true;
-    return false;
-  }
   j->base.run = compile_job_run;
   j->base.discard = compile_job_discard;
   j->base.owner = p;

@@ -137,6 +137,10 @@ typedef struct tj_cuda_gemm_tune_t {
   // candidates (bit c) that a job has compiled or tried to.
   bool bg_queued;
   uint32_t bg_tried;
+  // The buckets whose job has ended (the last few; 0: none): their next
+  // run times.
+  int64_t bg_done[8];
+  uint32_t bg_next_done;
   tj_cuda_gemm_choice_t choices[TJ_CUDA_GEMM_MAX_CHOICES];
   uint32_t num_choices;
   // This run.
