@@ -60,11 +60,18 @@ void tj_background_close(tj_background_t* b) {
   tj_background_job_t* queued = b->head;
   b->head = b->tail = NULL;
   b->closed = true;
+  b->discarding = queued != NULL;
   bool join = b->has_thread;
   b->has_thread = false;
   pthread_cond_broadcast(&b->changed);
   pthread_mutex_unlock(&b->mutex);
-  discard_all(queued);
+  if (queued) {
+    discard_all(queued);
+    pthread_mutex_lock(&b->mutex);
+    b->discarding = false;
+    pthread_cond_broadcast(&b->changed);
+    pthread_mutex_unlock(&b->mutex);
+  }
   if (join) pthread_join(b->thread, NULL);
 }
 
@@ -108,7 +115,9 @@ void tj_context_background_cancel(tj_context_t* context, const void* owner) {
       link = &job->next;
     }
   }
-  while (b->running && b->running_owner == owner) {
+  // The owner is about to free what its jobs point at: not while one of
+  // them runs, nor while tj_background_close may still be discarding one.
+  while ((b->running && b->running_owner == owner) || b->discarding) {
     pthread_cond_wait(&b->changed, &b->mutex);
   }
   pthread_mutex_unlock(&b->mutex);

@@ -38,6 +38,9 @@ typedef struct tj_background_t {
   tj_background_job_t *head, *tail;
   const void* running_owner;  // the running job's, while |running|
   bool running;
+  // tj_background_close is discarding jobs (outside the mutex): a cancel
+  // waits for it, since those jobs may be the canceller's.
+  bool discarding;
   bool has_thread;
   bool closed;  // tj_context_destroy: no new jobs; the worker stops
   pthread_t thread;
