@@ -4,7 +4,9 @@
 // small append-only table of (bucket, N, K, batch) -> candidate, published
 // by an atomic count. Deciding (and building the variants) happens under
 // the tuner's mutex; a run that finds it taken by another thread's tuning
-// does not wait: it runs the generated kernel, which is always valid.
+// does not wait: it runs the generated kernel, which is always valid. In
+// background mode the deciding is the context worker's job (see "background
+// tuning" below), and runs only take |pending_mutex|, briefly, to queue it.
 
 #include "backends/x86/gemm_tune.h"
 

@@ -28,6 +28,11 @@
 // generated kernel.
 // Decisions, tables of times and skip reasons are logged under
 // TJ_LOG=autotune.
+// With |background| (TJ_AUTOTUNE_BACKGROUND) a run of an undecided bucket
+// runs the generated kernel and queues a job on the context's worker
+// (lib/background.h) holding a snapshot of the run's input operands; the
+// job decides as above and publishes; destroying the tuner cancels its
+// queued jobs and waits for its running one.
 
 #ifndef TJ_BACKENDS_X86_GEMM_TUNE_H_
 #define TJ_BACKENDS_X86_GEMM_TUNE_H_
