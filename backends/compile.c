@@ -53,7 +53,7 @@ static tj_status_t check_options(const tj_compile_options_t* opts) {
     return tj_invalid("tj_compile: bad specialization policy %d (after %d)",
                       (int)opts->specialize, (int)opts->specialize_after);
   }
-  if ((unsigned)opts->autotune > TJ_AUTOTUNE_OFF) {
+  if ((unsigned)opts->autotune > TJ_AUTOTUNE_BACKGROUND) {
     return tj_invalid("tj_compile: unknown autotune setting %d",
                       (int)opts->autotune);
   }

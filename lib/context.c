@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/background.h"
 #include "lib/base.h"
 #include "lib/env.h"
 
@@ -35,6 +36,7 @@ struct tj_context_t {
   void* extension_state[TJ_CONTEXT_EXTENSION_COUNT_];
   tj_extension_destroy_fn extension_destroy[TJ_CONTEXT_EXTENSION_COUNT_];
   int32_t retain_compiled;  // tj_context_options_t's, clamped to [0, 64]
+  tj_background_t background;  // background autotuning (lib/background.h)
 };
 
 uint32_t tj_version_number(void) { return TJ_VERSION_NUMBER; }
@@ -102,6 +104,12 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
     tj_free(allocator, context, sizeof(*context));
     return tj_internal("tj_context_create: pthread_mutex_init failed");
   }
+  if (!tj_background_initialize(&context->background)) {
+    pthread_mutex_destroy(&context->diagnostic_mutex);
+    pthread_mutex_destroy(&context->extension_mutex);
+    tj_free(allocator, context, sizeof(*context));
+    return tj_internal("tj_context_create: pthread_mutex_init failed");
+  }
   atomic_init(&context->refs, 1);
   context->allocator = allocator;
   context->diagnostic_fn = options->diagnostic_fn;
@@ -112,6 +120,7 @@ tj_status_t tj_context_create(const tj_context_options_t* options,
   tj_status_t status = tj_settings_read(options, tj_env_getenv, NULL, allocator,
                                         context, &context->settings);
   if (status) {
+    tj_background_deinitialize(&context->background);
     pthread_mutex_destroy(&context->diagnostic_mutex);
     pthread_mutex_destroy(&context->extension_mutex);
     tj_free(allocator, context, sizeof(*context));
@@ -130,6 +139,9 @@ void tj_context_release(tj_context_t* context) {
       atomic_fetch_sub_explicit(&context->refs, 1, memory_order_acq_rel) != 1) {
     return;
   }
+  // A job still queued (the host skipped tj_context_destroy) points at
+  // executables, all released by now: before the extensions go.
+  tj_background_deinitialize(&context->background);
   // Later layers may depend on earlier ones: destroy in reverse order.
   for (int i = TJ_CONTEXT_EXTENSION_COUNT_; i-- > 0;) {
     if (context->extension_state[i]) {
@@ -144,6 +156,9 @@ void tj_context_release(tj_context_t* context) {
 
 void tj_context_destroy(tj_context_t* context) {
   if (!context) return;
+  // Tuning jobs: queued ones dropped, the running one finished, the thread
+  // joined, before the host's channel closes (a job logs as it ends).
+  tj_background_close(&context->background);
   // The host's diagnostic_fn is not called from here on (messages of the
   // executables that outlive this call are dropped).
   pthread_mutex_lock(&context->diagnostic_mutex);
@@ -182,6 +197,14 @@ void tj_context_free_string(tj_context_t* context, char* string) {
 
 int32_t tj_context_retain_compiled(const tj_context_t* context) {
   return context->retain_compiled;
+}
+
+tj_background_t* tj_context_background(tj_context_t* context) {
+  return &context->background;
+}
+
+void tj_context_wait_autotune(tj_context_t* context) {
+  if (context) tj_context_background_wait(context);
 }
 
 tj_allocator_t tj_context_allocator(const tj_context_t* context) {

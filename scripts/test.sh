@@ -172,7 +172,8 @@ phase "build-asan: fuzz"
 # suppressions, each with its reason. Each test counts once in the total.
 run_tsan() {
   local dir=build-tsan
-  local tests=(threads_test x86_context_test thread_pool_test cache_race_test)
+  local tests=(threads_test x86_context_test thread_pool_test cache_race_test
+    x86_autotune_background_test)
   if [ ! -f "$dir/build.ninja" ]; then
     CC=clang-19 CXX=clang++-19 meson setup "$dir" -Db_sanitize=thread \
       -Db_lundef=false -Dpython="$PYTHON" || { status=1; return; }

@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_program.h"
 #include "jit/autotune.h"
+#include "lib/background.h"
 #include "lib/dtype.h"
 
 #define LT_WORKSPACE_BYTES ((size_t)8 << 20)
@@ -901,24 +902,21 @@ static void* precompile_main(void* arg) {
   return NULL;
 }
 
-// Compiles the candidates of kernel |ki| that tuning is about to time and
-// that are not compiled yet, each on a thread of its own: each costs LLVM
-// and ptxas (~0.2 s), they are independent, and the first tuning of a
-// bucket then waits for the slowest instead of their sum. Each thread has
-// its own NVPTX TargetMachine (LLVM's are not to be shared across
-// threads); the driver calls push the context themselves. A failure is
-// left for ensure_candidate to meet again, and report, when the candidate
-// is timed.
-static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
-                                  const int64_t* scalars) {
+// The candidates of kernel |ki| that tuning would time for |scalars| and
+// that are not compiled yet, into |w| (returns the count); with
+// |skip_tried|, not those a background job has compiled or tried to
+// (bg_tried). Reads the program's kernel slots: under its mutex.
+static int32_t collect_precompiles(tj_cuda_program_t* p, uint32_t ki,
+                                   const int64_t* scalars, bool skip_tried,
+                                   precompile_t* w, uint32_t* out_mask) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
-  t->precompiled = true;
-  precompile_t w[TJ_CUDA_GEMM_CANDIDATES + TJ_CUDA_GEMM_SPLITS];
-  memset(w, 0, sizeof(w));
   int32_t n = 0;
+  *out_mask = 0;
   tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
   for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
+    if (skip_tried && (t->bg_tried & (1u << c))) continue;
     if (!timed_candidate(p, ki, c, scalars)) continue;
+    int32_t before = n;
     int32_t j = split_index(c);
     if (j >= 0) {
       tj_cuda_gemm_split_t* sp = &t->split[j];
@@ -932,23 +930,32 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
             .kernel = sp->reduce, .options = approx, .slot = &sp->reduce_fn};
         w[n++].p = p;
       }
-      continue;
-    }
-    if (c == TJ_CUDA_GEMM_CUBLASLT) {
-      if (!t->lt_ok || p->gemm.lt_unavailable || t->epi_fn) continue;
-      w[n] = (precompile_t){
-          .kernel = t->epi, .options = approx, .slot = &t->epi_fn};
-    } else {
-      if (t->variant[c]) continue;
+    } else if (c == TJ_CUDA_GEMM_CUBLASLT) {
+      if (t->lt_ok && !p->gemm.lt_unavailable && !t->epi_fn) {
+        w[n] = (precompile_t){
+            .kernel = t->epi, .options = approx, .slot = &t->epi_fn};
+        w[n++].p = p;
+      }
+    } else if (!t->variant[c]) {
       w[n] = (precompile_t){.kernel = p->kernels[ki].low->kernel,
                             .options = kVariants[c],
                             .slot = &t->variant[c]};
       w[n].options.approx_math = p->nv_options.approx_math;
       w[n].options.gemm_tf32 = p->nv_options.gemm_tf32;
+      w[n++].p = p;
     }
-    w[n].p = p;
-    ++n;
+    if (n > before) *out_mask |= 1u << c;
   }
+  return n;
+}
+
+// Compiles |w|, each on a thread of its own: each costs LLVM and ptxas
+// (~0.2 s), they are independent, and the first tuning of a bucket then
+// waits for the slowest instead of their sum. Each thread has its own
+// NVPTX TargetMachine (LLVM's are not to be shared across threads); the
+// driver calls push the context themselves. Writes nothing shared.
+static void compile_precompiles(tj_cuda_program_t* p, precompile_t* w,
+                                int32_t n) {
   for (int32_t i = 0; i < n; ++i) {
     tj_status_t s = tj_nvptx_target_create(p->al, p->arch, &w[i].target);
     if (!s && pthread_create(&w[i].thread, NULL, precompile_main, &w[i]) == 0)
@@ -956,16 +963,146 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
     tj_status_free(s);
   }
   for (int32_t i = 0; i < n; ++i) {
-    if (w[i].started) {
-      pthread_join(w[i].thread, NULL);
-      if (!w[i].status) {
-        *w[i].slot = w[i].out;
-        tj_cuda_program_count_kernel(p, w[i].out);
-      }
-      tj_status_free(w[i].status);
-    }
+    if (w[i].started) pthread_join(w[i].thread, NULL);
     tj_nvptx_target_destroy(w[i].target);
+    w[i].target = NULL;
   }
+}
+
+// Puts what |w| compiled into the program's slots (under its mutex). A
+// failure is left for ensure_candidate to meet again, and report, when
+// the candidate is timed; a slot a run has filled meanwhile keeps its own.
+static void install_precompiles(tj_cuda_program_t* p, precompile_t* w,
+                                int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (!w[i].started) continue;
+    if (!w[i].status && !*w[i].slot) {
+      *w[i].slot = w[i].out;
+      tj_cuda_program_count_kernel(p, w[i].out);
+    } else if (!w[i].status) {
+      tj_cuda_kir_destroy(w[i].out);
+    }
+    tj_status_free(w[i].status);
+    w[i].status = NULL;
+  }
+}
+
+// Compiles the candidates of kernel |ki| that tuning is about to time and
+// that are not compiled yet (on the run's thread, in parallel).
+static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
+                                  const int64_t* scalars) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  t->precompiled = true;
+  precompile_t w[TJ_CUDA_GEMM_CANDIDATES + TJ_CUDA_GEMM_SPLITS];
+  memset(w, 0, sizeof(w));
+  uint32_t mask;
+  int32_t n = collect_precompiles(p, ki, scalars, false, w, &mask);
+  compile_precompiles(p, w, n);
+  install_precompiles(p, w, n);
+}
+
+//===--- background compiles (TJ_AUTOTUNE_BACKGROUND) ---===//
+
+// On CUDA the cold cost of tuning is compiling the candidates (LLVM and
+// ptxas, ~0.2 s each, 0.5-2.8 s for a bucket), not timing them (a few
+// ms). So the job compiles, on the context's worker, and the first run of
+// the bucket after it times, synchronously, on the executable's stream
+// and that run's own operands (what the run's launches would write, as in
+// ON): no second stream and no copy of the operands, and the times are
+// those of the real launches. Until the job ends, runs of the bucket serve
+// candidate 0, what autotune off runs.
+typedef struct compile_job_t {
+  tj_background_job_t base;
+  tj_cuda_program_t* p;
+  uint32_t ki;
+  uint32_t mask;  // the candidates it compiles (bg_tried)
+  int64_t bucket;
+  int32_t n;
+  precompile_t w[TJ_CUDA_GEMM_CANDIDATES + TJ_CUDA_GEMM_SPLITS];
+} compile_job_t;
+
+static void compile_job_free(compile_job_t* j) {
+  tj_free(j->p->al, j, sizeof(*j));
+}
+
+static void compile_job_run(tj_background_job_t* base) {
+  compile_job_t* j = (compile_job_t*)base;
+  tj_cuda_program_t* p = j->p;
+  double start = tj_now_ms();
+  compile_precompiles(p, j->w, j->n);
+  int32_t failed = 0;
+  for (int32_t i = 0; i < j->n; ++i) {
+    failed += !j->w[i].started || j->w[i].status != NULL;
+  }
+  pthread_mutex_lock(&p->mutex);
+  install_precompiles(p, j->w, j->n);
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[j->ki];
+  t->bg_tried |= j->mask;
+  t->bg_queued = false;
+  t->bg_done[t->bg_next_done++ % TJ_ARRAY_SIZE(t->bg_done)] = j->bucket;
+  pthread_mutex_unlock(&p->mutex);
+  if (p->gemm.log_autotune) {
+    tj_context_diagnostic(
+        p->context, failed ? TJ_SEVERITY_WARNING : TJ_SEVERITY_REMARK,
+        "autotune: %s M bucket %lld: background job finished: %d candidate "
+        "kernels compiled in %.1f ms%s; the next run of the bucket times "
+        "them",
+        p->kernels[j->ki].info.entry, (long long)j->bucket,
+        (int)(j->n - failed), tj_now_ms() - start,
+        failed ? " (some failed: timing skips them, logged)" : "");
+  }
+  compile_job_free(j);
+}
+
+static void compile_job_discard(tj_background_job_t* base) {
+  compile_job_t* j = (compile_job_t*)base;
+  tj_cuda_program_t* p = j->p;
+  pthread_mutex_lock(&p->mutex);
+  p->gemm.tunes[j->ki].bg_queued = false;
+  pthread_mutex_unlock(&p->mutex);
+  compile_job_free(j);
+}
+
+// Whether this run of an undecided |bucket| of kernel |ki| serves
+// candidate 0 while the candidates compile in the background (queuing
+// the job when none is queued); false when the bucket's job has ended
+// (time now), or no job can be queued (then this run tunes synchronously,
+// as under ON). Every bucket's first run serves candidate 0, even when
+// its job finds nothing left to compile. Under the program's mutex.
+static bool compiling_in_background(tj_cuda_program_t* p, uint32_t ki,
+                                    int64_t bucket, const int64_t* scalars) {
+  tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
+  if (t->bg_queued) return true;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(t->bg_done); ++i) {
+    if (t->bg_done[i] == bucket) {
+      t->precompiled = true;  // what is left compiles as under ON
+      return false;
+    }
+  }
+  compile_job_t* j = tj_calloc(p->al, 1, sizeof(*j));
+  if (!j) return false;
+  j->n = collect_precompiles(p, ki, scalars, true, j->w, &j->mask);
+  j->base.run = compile_job_run;
+  j->base.discard = compile_job_discard;
+  j->base.owner = p;
+  j->p = p;
+  j->ki = ki;
+  j->bucket = bucket;
+  t->bg_queued = true;
+  if (!tj_context_background_submit(p->context, &j->base)) {
+    t->bg_queued = false;
+    compile_job_free(j);
+    return false;
+  }
+  if (p->gemm.log_autotune) {
+    tj_context_diagnostic(
+        p->context, TJ_SEVERITY_REMARK,
+        "autotune: %s M bucket %lld: %d candidate kernels queued to compile "
+        "in the background; %s runs meanwhile",
+        p->kernels[ki].info.entry, (long long)bucket, (int)j->n,
+        kCandidateNames[0]);
+  }
+  return true;
 }
 
 static tj_status_t measure(void* context, int32_t c, int32_t repeats,
@@ -1031,8 +1168,13 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
     }
     if (c < 0) {
       c = 0;
+      bool compiling = p->gemm.forced < 0 && p->gemm.background &&
+                       compiling_in_background(p, ki, bucket, scalars);
       if (p->gemm.forced >= 0) {
         c = p->gemm.forced;
+      } else if (compiling) {
+        // Candidate 0 serves; no decision is recorded, so the first run
+        // after the job times.
       } else if (p->gemm.autotune) {
         const char* names[TJ_CUDA_GEMM_CANDIDATES];
         for (int i = 0; i < TJ_CUDA_GEMM_CANDIDATES; ++i)
@@ -1061,10 +1203,18 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
                                 p->kernels[ki].info.entry, (long long)bucket,
                                 kCandidateNames[c],
                                 r.from_cache ? "cached; " : "", line);
+        if (p->gemm.background && p->gemm.log_autotune)
+          tj_context_diagnostic(p->context, TJ_SEVERITY_REMARK,
+                                "autotune: %s M bucket %lld: swapped in: %s "
+                                "from this run on",
+                                p->kernels[ki].info.entry, (long long)bucket,
+                                kCandidateNames[c]);
       }
-      if (t->num_choices == TJ_CUDA_GEMM_MAX_CHOICES)
-        t->num_choices = 0;  // forget all
-      t->choices[t->num_choices++] = (tj_cuda_gemm_choice_t){bucket, c};
+      if (!compiling) {
+        if (t->num_choices == TJ_CUDA_GEMM_MAX_CHOICES)
+          t->num_choices = 0;  // forget all
+        t->choices[t->num_choices++] = (tj_cuda_gemm_choice_t){bucket, c};
+      }
     }
     // A candidate that cannot serve this run (alignment, a missing
     // library) falls back to the module's kernel.
@@ -1159,6 +1309,10 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
 //===--- release ---===//
 
 void tj_cuda_gemm_release(tj_cuda_program_t* p) {
+  // A compile job of ours: dropped when queued, waited for when running
+  // (it writes our kernel slots), before anything goes.
+  if (p->gemm.background && p->mutex_ready)
+    tj_context_background_cancel(p->context, p);
   tj_cuda_device_t* d = p->device;
   if (p->gemm.tunes) {
     for (uint32_t i = 0; i < p->num_kernels; ++i) {

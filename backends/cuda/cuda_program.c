@@ -105,6 +105,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
+  p->gemm.background = options->autotune == TJ_AUTOTUNE_BACKGROUND;
   p->gemm.forced = -1;
   p->gemm.log_autotune = (tj_log_flags(context) & TJ_LOG_AUTOTUNE) != 0;
   const char* force = tj_setting(context, TJ_SETTING_CUDA_GEMM_CANDIDATE);

@@ -131,6 +131,16 @@ typedef struct tj_cuda_gemm_tune_t {
       variant[TJ_CUDA_GEMM_CANDIDATES];  // [0], [4], splits unused
   tj_cuda_kir_kernel_t* epi_fn;
   bool precompiled;  // the tuning candidates were compiled together
+  // TJ_AUTOTUNE_BACKGROUND (cuda_gemm_tune.c), under the program's mutex:
+  // a compile job of this kernel's candidates is on the context's worker
+  // (runs of undecided buckets serve candidate 0 meanwhile), and the
+  // candidates (bit c) that a job has compiled or tried to.
+  bool bg_queued;
+  uint32_t bg_tried;
+  // The buckets whose job has ended (the last few; 0: none): their next
+  // run times.
+  int64_t bg_done[8];
+  uint32_t bg_next_done;
   tj_cuda_gemm_choice_t choices[TJ_CUDA_GEMM_MAX_CHOICES];
   uint32_t num_choices;
   // This run.
@@ -271,6 +281,7 @@ struct tj_cuda_program_t {
   struct {
     tj_cuda_gemm_tune_t* tunes;  // per kernel; NULL without GEMMs
     bool autotune;
+    bool background;  // TJ_AUTOTUNE_BACKGROUND: compile candidates off-run
     int32_t forced;  // TJ_CUDA_GEMM_CANDIDATE, or -1
     tj_cublaslt_t* lt;
     bool lt_unavailable;

@@ -4,7 +4,9 @@
 // small append-only table of (bucket, N, K, batch) -> candidate, published
 // by an atomic count. Deciding (and building the variants) happens under
 // the tuner's mutex; a run that finds it taken by another thread's tuning
-// does not wait: it runs the generated kernel, which is always valid.
+// does not wait: it runs the generated kernel, which is always valid. In
+// background mode the deciding is the context worker's job (see "background
+// tuning" below), and runs only take |pending_mutex|, briefly, to queue it.
 
 #include "backends/x86/gemm_tune.h"
 
@@ -16,6 +18,7 @@
 
 #include "backends/x86/openblas.h"
 #include "jit/autotune.h"
+#include "lib/background.h"
 #include "lib/env.h"
 #include "lib/dtype.h"
 
@@ -39,6 +42,8 @@ typedef struct candidate_t {
 typedef struct decision_t {
   int64_t bucket, n, k, batch;
   int32_t winner;
+  bool background;         // published by a background job
+  atomic_bool swapped_in;  // a run has served it (logged once)
 } decision_t;
 
 typedef struct entry_t {
@@ -53,6 +58,12 @@ typedef struct entry_t {
   size_t text_bytes;
   decision_t decisions[MAX_DECISIONS];
   _Atomic uint32_t num_decisions;
+  // Background mode: the keys queued and not yet decided, under
+  // |pending_mutex| (a run only checks and appends, never waits on timing).
+  struct {
+    int64_t bucket, n, k, batch;
+  } pending[MAX_DECISIONS];
+  uint32_t num_pending;
   int32_t forced;  // -1: none
   bool full_logged;
 } entry_t;
@@ -66,16 +77,19 @@ struct tj_x86_tuner_t {
   const tj_x86_runner_t* runner;
   int32_t budget_ms;
   bool log;
+  bool background;  // TJ_AUTOTUNE_BACKGROUND
   char graph_name[128];
   const tj_openblas_t* blas;
   uint32_t num_entries;
   entry_t* entries;
   int32_t* entry_of;  // per kernel of the set: entry or -1
   pthread_mutex_t mutex;
+  pthread_mutex_t pending_mutex;  // entries' |pending|
   tj_x86_kernel_set_t variants;
   _Atomic bool variants_ready;
   bool variants_tried;
   atomic_llong tunings, cached, variant_builds, openblas_runs, variant_runs;
+  atomic_llong jobs_queued, jobs_done, jobs_failed;
 };
 
 static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
@@ -362,6 +376,7 @@ tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
   t->runner = config->runner;
   t->budget_ms = config->budget_ms > 0 ? config->budget_ms : 1;
   t->log = config->log;
+  t->background = config->background;
   snprintf(t->graph_name, sizeof(t->graph_name), "%s",
            config->graph_name ? config->graph_name : "?");
   atomic_init(&t->variants_ready, false);
@@ -370,7 +385,16 @@ tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
   atomic_init(&t->variant_builds, 0);
   atomic_init(&t->openblas_runs, 0);
   atomic_init(&t->variant_runs, 0);
+  atomic_init(&t->jobs_queued, 0);
+  atomic_init(&t->jobs_done, 0);
+  atomic_init(&t->jobs_failed, 0);
   if (pthread_mutex_init(&t->mutex, NULL) != 0) {
+    tj_free(al, t, sizeof(*t));
+    return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                          "autotune: pthread_mutex_init failed");
+  }
+  if (pthread_mutex_init(&t->pending_mutex, NULL) != 0) {
+    pthread_mutex_destroy(&t->mutex);
     tj_free(al, t, sizeof(*t));
     return tj_status_make(TJ_STATUS_BACKEND_FAILURE,
                           "autotune: pthread_mutex_init failed");
@@ -409,6 +433,9 @@ tj_status_t tj_x86_tuner_create(const tj_x86_tuner_config_t* config,
 
 void tj_x86_tuner_destroy(tj_x86_tuner_t* t) {
   if (!t) return;
+  // Our queued jobs are dropped, a running one finishes first: no job
+  // outlives the tuner, the kernel set and the runner it points at.
+  if (t->background) tj_context_background_cancel(t->context, t);
   tj_allocator_t al = t->allocator;
   tj_x86_kernel_set_deinitialize(al, &t->variants);
   for (uint32_t i = 0; t->entries && i < t->num_entries; ++i) {
@@ -423,6 +450,7 @@ void tj_x86_tuner_destroy(tj_x86_tuner_t* t) {
   if (t->entries) tj_free(al, t->entries, sizeof(entry_t) * n);
   if (t->entry_of)
     tj_free(al, t->entry_of, sizeof(int32_t) * t->set->num_kernels);
+  pthread_mutex_destroy(&t->pending_mutex);
   pthread_mutex_destroy(&t->mutex);
   tj_free(al, t, sizeof(*t));
 }
@@ -793,12 +821,29 @@ static void log_decision(tj_x86_tuner_t* t, const entry_t* e,
       e->cands[winner].name, how);
 }
 
+// Records |winner| for |key|, for the runs that come after. Called with
+// the mutex, with room left in |e->decisions|.
+static void publish_locked(entry_t* e, const tune_key_t* key, int32_t winner,
+                           bool background) {
+  uint32_t count =
+      atomic_load_explicit(&e->num_decisions, memory_order_relaxed);
+  decision_t* d = &e->decisions[count];
+  d->bucket = key->bucket;
+  d->n = key->n;
+  d->k = key->k;
+  d->batch = key->batch;
+  d->winner = winner;
+  d->background = background;
+  atomic_init(&d->swapped_in, false);
+  atomic_store_explicit(&e->num_decisions, count + 1, memory_order_release);
+}
+
 // The winner for |key| (recorded for later runs). Called with the mutex.
 static tj_status_t decide_locked(tj_x86_tuner_t* t, entry_t* e,
                                  const tune_key_t* key,
                                  const tj_x86_launch_t* launch,
                                  void* const* buffers, const int64_t* scalars,
-                                 int32_t* out_winner) {
+                                 bool background, int32_t* out_winner) {
   *out_winner = 0;
   const decision_t* found = find_decision(e, key);
   if (found) {
@@ -869,15 +914,234 @@ static tj_status_t decide_locked(tj_x86_tuner_t* t, entry_t* e,
     }
     if (t->log) log_decision(t, e, key, &m, &r, n, winner);
   }
-  decision_t* d = &e->decisions[count];
-  d->bucket = key->bucket;
-  d->n = key->n;
-  d->k = key->k;
-  d->batch = key->batch;
-  d->winner = winner;
-  atomic_store_explicit(&e->num_decisions, count + 1, memory_order_release);
+  publish_locked(e, key, winner, background);
   *out_winner = winner;
   return NULL;
+}
+
+//===--- background tuning (TJ_AUTOTUNE_BACKGROUND) ---===//
+
+// A GEMM the worker can time on its own copy of the operands: their
+// extents follow from the strides and sizes. Not a quantized B (bytes per
+// element differ from the dtype's; issue 17), nor an epilogue that gathers
+// (LOAD_AT: its reach depends on values); those tune synchronously.
+static bool background_tunable(const tj_kir_t* k) {
+  if (k->bq.bits != 0) return false;
+  const tj_kir_phase_t* ph = &k->phases[0];
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_LOAD_AT) return false;
+  }
+  return true;
+}
+
+// The job: the first run's key, launch and scalars, and a snapshot of its
+// input buffers (the run's own memory is the caller's again once the run
+// returns). Outputs stay NULL: the measurement writes scratch outputs.
+typedef struct tune_job_t {
+  tj_background_job_t base;
+  tj_x86_tuner_t* t;
+  entry_t* e;
+  tune_key_t key;
+  tj_x86_launch_t launch;
+  int64_t scalars[TJ_KIR_MAX_PARAMS];
+  void* buffers[TJ_KIR_MAX_BUFFERS];
+  void* blocks[TJ_KIR_MAX_BUFFERS];
+  size_t block_bytes[TJ_KIR_MAX_BUFFERS];
+} tune_job_t;
+
+static bool same_key(int64_t bucket, int64_t n, int64_t k, int64_t batch,
+                     const tune_key_t* key) {
+  return bucket == key->bucket && n == key->n && k == key->k &&
+         batch == key->batch;
+}
+
+static void job_free(tune_job_t* j) {
+  tj_allocator_t al = j->t->allocator;
+  for (int i = 0; i < TJ_KIR_MAX_BUFFERS; ++i) {
+    if (j->blocks[i]) tj_free(al, j->blocks[i], j->block_bytes[i]);
+  }
+  tj_free(al, j, sizeof(*j));
+}
+
+// Takes |key| off |e|'s pending list (the job is over, or never queued).
+static void unpend(tj_x86_tuner_t* t, entry_t* e, const tune_key_t* key) {
+  pthread_mutex_lock(&t->pending_mutex);
+  for (uint32_t i = 0; i < e->num_pending; ++i) {
+    if (same_key(e->pending[i].bucket, e->pending[i].n, e->pending[i].k,
+                 e->pending[i].batch, key)) {
+      e->pending[i] = e->pending[--e->num_pending];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&t->pending_mutex);
+}
+
+static void job_discard(tj_background_job_t* base) {
+  tune_job_t* j = (tune_job_t*)base;
+  unpend(j->t, j->e, &j->key);
+  job_free(j);
+}
+
+static void job_run(tj_background_job_t* base) {
+  tune_job_t* j = (tune_job_t*)base;
+  tj_x86_tuner_t* t = j->t;
+  entry_t* e = j->e;
+  const tj_kir_t* k = generic_kernel(t, e);
+  double start = tj_now_ms();
+  int32_t winner = 0;
+  pthread_mutex_lock(&t->mutex);
+  tj_status_t s = decide_locked(t, e, &j->key, &j->launch, j->buffers,
+                                j->scalars, true, &winner);
+  if (s && !find_decision(e, &j->key) &&
+      atomic_load_explicit(&e->num_decisions, memory_order_relaxed) <
+          MAX_DECISIONS) {
+    // The generated kernel stays, for good: a job that failed (out of
+    // memory) is not queued again by every later run.
+    publish_locked(e, &j->key, 0, true);
+  }
+  pthread_mutex_unlock(&t->mutex);
+  if (s) {
+    atomic_fetch_add(&t->jobs_failed, 1);
+    if (t->log) {
+      tj_context_diagnostic(t->context, TJ_SEVERITY_WARNING,
+                            "autotune: @%s %s bucket %lld: background job "
+                            "failed: %s; the generated kernel stays",
+                            t->graph_name, k->name, (long long)j->key.bucket,
+                            tj_status_message(s));
+    }
+    tj_status_free(s);
+  } else {
+    atomic_fetch_add(&t->jobs_done, 1);
+    if (t->log) {
+      tj_context_diagnostic(
+          t->context, TJ_SEVERITY_REMARK,
+          "autotune: @%s %s bucket %lld: background job finished in %.1f "
+          "ms: %s published",
+          t->graph_name, k->name, (long long)j->key.bucket, tj_now_ms() - start,
+          e->cands[winner].name);
+    }
+  }
+  unpend(t, e, &j->key);
+  job_free(j);
+}
+
+// Copies what buffer |b| of |k| reaches with |scalars| into a new block;
+// |*out| is the copy's base pointer (matching the original's strides).
+static tj_status_t snapshot_buffer(tune_job_t* j, const tj_kir_t* k, uint32_t b,
+                                   const void* src, const int64_t* scalars,
+                                   void** out) {
+  const tj_kir_buffer_t* buf = &k->buffers[b];
+  const int32_t r = k->rank;
+  int64_t lo = 0, hi = 0;
+  bool empty = false;
+  for (int32_t d = 0; d < r; ++d) {
+    // A's slots are [batch.., m, k], B's [batch.., k, n] (kernel_ir.h).
+    tj_kir_ival_t dim = k->dims[d];
+    if ((buf->role == TJ_KIR_GEMM_A && d == r - 1) ||
+        (buf->role == TJ_KIR_GEMM_B && d == r - 2)) {
+      dim = k->gemm_k;
+    }
+    int64_t extent = tj_kir_ival_eval(dim, scalars);
+    if (extent <= 0) empty = true;
+    int64_t span = (extent - 1) * tj_kir_ival_eval(buf->strides[d], scalars);
+    if (span > 0) hi += span;
+    if (span < 0) lo += span;
+  }
+  size_t size = tj_dtype_size(buf->dtype);
+  size_t bytes = empty ? 0 : (size_t)(hi - lo + 1) * size;
+  j->block_bytes[b] = bytes + 64;
+  j->blocks[b] = tj_alloc(j->t->allocator, j->block_bytes[b]);
+  if (!j->blocks[b]) return tj_status_oom();
+  uintptr_t base = ((uintptr_t)j->blocks[b] + 63) / 64 * 64;
+  if (bytes) {
+    memcpy((void*)base, (const unsigned char*)src + lo * (int64_t)size, bytes);
+  }
+  *out = (unsigned char*)base - lo * (int64_t)size;
+  return NULL;
+}
+
+// Queues the timing of |key| unless it is queued already or the table is
+// full. A failure here costs only the tuning: the run goes on with the
+// generated kernel, and a later run tries again.
+static void queue_job(tj_x86_tuner_t* t, entry_t* e, const tune_key_t* key,
+                      const tj_x86_launch_t* launch, void* const* buffers,
+                      const int64_t* scalars) {
+  pthread_mutex_lock(&t->pending_mutex);
+  bool queued = find_decision(e, key) != NULL;
+  for (uint32_t i = 0; !queued && i < e->num_pending; ++i) {
+    queued = same_key(e->pending[i].bucket, e->pending[i].n, e->pending[i].k,
+                      e->pending[i].batch, key);
+  }
+  uint32_t room = MAX_DECISIONS -
+                  atomic_load_explicit(&e->num_decisions, memory_order_acquire);
+  bool add = !queued && e->num_pending < room;
+  if (add) {
+    e->pending[e->num_pending].bucket = key->bucket;
+    e->pending[e->num_pending].n = key->n;
+    e->pending[e->num_pending].k = key->k;
+    e->pending[e->num_pending].batch = key->batch;
+    ++e->num_pending;
+  }
+  pthread_mutex_unlock(&t->pending_mutex);
+  if (!add) return;
+  const tj_kir_t* k = generic_kernel(t, e);
+  tune_job_t* j = tj_calloc(t->allocator, 1, sizeof(*j));
+  tj_status_t s = j ? NULL : tj_status_oom();
+  if (j) {
+    j->base.run = job_run;
+    j->base.discard = job_discard;
+    j->base.owner = t;
+    j->t = t;
+    j->e = e;
+    j->key = *key;
+    j->launch = *launch;
+    if (k->num_params) {
+      memcpy(j->scalars, scalars, sizeof(int64_t) * k->num_params);
+    }
+    for (uint32_t b = 0; !s && b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_OUTPUT) continue;
+      s = snapshot_buffer(j, k, b, buffers[b], j->scalars, &j->buffers[b]);
+    }
+  }
+  bool refused = false;
+  if (!s && !tj_context_background_submit(t->context, &j->base)) {
+    refused = true;
+    s = tj_status_make(TJ_STATUS_BACKEND_FAILURE,
+                       "no background thread (the context is destroyed, or "
+                       "none could be started)");
+  }
+  if (s) {
+    if (t->log) {
+      tj_context_diagnostic(t->context, TJ_SEVERITY_WARNING,
+                            "autotune: @%s %s bucket %lld: not queued: %s",
+                            t->graph_name, k->name, (long long)key->bucket,
+                            tj_status_message(s));
+    }
+    tj_status_free(s);
+    if (j) job_free(j);
+    if (refused) {
+      // No worker will come (tj_context_destroy has run): the generated
+      // kernel keeps this bucket, without a snapshot on every run.
+      pthread_mutex_lock(&t->mutex);
+      if (!find_decision(e, key) &&
+          atomic_load_explicit(&e->num_decisions, memory_order_relaxed) <
+              MAX_DECISIONS) {
+        publish_locked(e, key, 0, false);
+      }
+      pthread_mutex_unlock(&t->mutex);
+    }
+    unpend(t, e, key);
+    return;
+  }
+  atomic_fetch_add(&t->jobs_queued, 1);
+  if (t->log) {
+    tj_context_diagnostic(
+        t->context, TJ_SEVERITY_REMARK,
+        "autotune: @%s %s M=%lld (bucket %lld) N=%lld K=%lld batch=%lld: "
+        "tuning queued in the background; the generated kernel runs",
+        t->graph_name, k->name, (long long)key->m, (long long)key->bucket,
+        (long long)key->n, (long long)key->k, (long long)key->batch);
+  }
 }
 
 int64_t tj_x86_tuner_scratch(const tj_x86_tuner_t* t, uint32_t kernel,
@@ -915,9 +1179,22 @@ tj_status_t tj_x86_tuner_run(tj_x86_tuner_t* t, uint32_t kernel,
     const decision_t* d = find_decision(e, &key);
     if (d) {
       winner = d->winner;
+      if (d->background && t->log &&
+          !atomic_exchange((atomic_bool*)&d->swapped_in, true)) {
+        tj_context_diagnostic(
+            t->context, TJ_SEVERITY_REMARK,
+            "autotune: @%s %s bucket %lld: swapped in: %s (tuned in the "
+            "background) runs from here on",
+            t->graph_name, k->name, (long long)key.bucket,
+            e->cands[winner].name);
+      }
+    } else if (t->background && background_tunable(k)) {
+      // The run does not wait: the generated kernel (what autotune off
+      // runs) serves it, and the worker decides for the runs after.
+      queue_job(t, e, &key, launch, buffers, scalars);
     } else if (pthread_mutex_trylock(&t->mutex) == 0) {
       tj_status_t s =
-          decide_locked(t, e, &key, launch, buffers, scalars, &winner);
+          decide_locked(t, e, &key, launch, buffers, scalars, false, &winner);
       pthread_mutex_unlock(&t->mutex);
       TJ_RETURN_IF_ERROR(s);
     }
@@ -950,6 +1227,9 @@ void tj_x86_tuner_stats(const tj_x86_tuner_t* t, tj_x86_tuner_stats_t* out) {
   out->variant_builds = atomic_load(&m->variant_builds);
   out->openblas_runs = atomic_load(&m->openblas_runs);
   out->variant_runs = atomic_load(&m->variant_runs);
+  out->jobs_queued = atomic_load(&m->jobs_queued);
+  out->jobs_done = atomic_load(&m->jobs_done);
+  out->jobs_failed = atomic_load(&m->jobs_failed);
 }
 
 int32_t tj_x86_tuner_candidates(const tj_x86_tuner_t* t, uint32_t kernel,

@@ -28,6 +28,11 @@
 // generated kernel.
 // Decisions, tables of times and skip reasons are logged under
 // TJ_LOG=autotune.
+// With |background| (TJ_AUTOTUNE_BACKGROUND) a run of an undecided bucket
+// runs the generated kernel and queues a job on the context's worker
+// (lib/background.h) holding a snapshot of the run's input operands; the
+// job decides as above and publishes; destroying the tuner cancels its
+// queued jobs and waits for its running one.
 
 #ifndef TJ_BACKENDS_X86_GEMM_TUNE_H_
 #define TJ_BACKENDS_X86_GEMM_TUNE_H_
@@ -46,6 +51,10 @@ typedef struct tj_x86_tuner_config_t {
   const tj_x86_runner_t* runner;
   int32_t budget_ms;       // > 0
   bool log;                // TJ_LOG=autotune
+  // TJ_AUTOTUNE_BACKGROUND: a run of an undecided bucket runs the
+  // generated kernel and queues the timing on the context's background
+  // thread (lib/background.h) instead of timing it first.
+  bool background;
   const char* graph_name;  // for logs (copied)
 } tj_x86_tuner_config_t;
 
@@ -81,6 +90,9 @@ typedef struct tj_x86_tuner_stats_t {
   int64_t variant_builds;  // variant kernel sets built (LLVM or a cache)
   int64_t openblas_runs;   // runs served by the OpenBLAS candidate
   int64_t variant_runs;    // runs served by a generated variant
+  // TJ_AUTOTUNE_BACKGROUND: tuning jobs queued, finished (decision
+  // published) and failed (the generated kernel stays).
+  int64_t jobs_queued, jobs_done, jobs_failed;
 } tj_x86_tuner_stats_t;
 void tj_x86_tuner_stats(const tj_x86_tuner_t* tuner, tj_x86_tuner_stats_t* out);
 

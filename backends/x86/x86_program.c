@@ -304,7 +304,7 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
   if (!o->x86.parallel_for && generic_runs) {
     tj_x86_kernel_set_build_cold_in_background(&p->set);
   }
-  if (o->autotune == TJ_AUTOTUNE_ON) {
+  if (o->autotune == TJ_AUTOTUNE_ON || o->autotune == TJ_AUTOTUNE_BACKGROUND) {
     tj_x86_tuner_config_t tc = {
         t->jit,
         t->config.allocator,
@@ -314,6 +314,7 @@ static tj_status_t finish_generic(target_t* t, program_t* p) {
         &t->runner,
         o->x86.autotune_budget_ms > 0 ? o->x86.autotune_budget_ms : 200,
         t->log_autotune,
+        o->autotune == TJ_AUTOTUNE_BACKGROUND,
         rp->graph->name};
     TJ_RETURN_IF_ERROR(tj_x86_tuner_create(&tc, &p->tuner));
   }

@@ -261,6 +261,14 @@ TJ_API tj_status_t tj_context_create(const tj_context_options_t* options,
 // once this returns. NULL is a no-op.
 TJ_API void tj_context_destroy(tj_context_t* context);
 
+// Blocks until every GEMM tuning job queued in the background
+// (TJ_AUTOTUNE_BACKGROUND, tj_executable.h) has finished and published its
+// decision, so that the next run of each executable serves the tuned
+// kernel: for tests, benchmarks and hosts that want a warmed-up executable
+// before timing it. Returns at once when nothing is queued or running.
+// Thread-safe. Available since: 0.1.
+TJ_API void tj_context_wait_autotune(tj_context_t* context);
+
 // Frees a NUL-terminated string that a tj_* call returned as "owned by the
 // caller" (e.g. tj_graph_print). NULL is a no-op.
 TJ_API void tj_context_free_string(tj_context_t* context, char* string);

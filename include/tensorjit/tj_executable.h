@@ -64,6 +64,35 @@ typedef enum tj_autotune_e {
   TJ_AUTOTUNE_DEFAULT = 0,
   TJ_AUTOTUNE_ON = 1,
   TJ_AUTOTUNE_OFF = 2,
+  // As ON, but a run that meets an untuned (GEMM, shape bucket) does not
+  // wait for the tuning: it runs the kernel that OFF would run (same
+  // values, bit for bit) and queues a job on the context's background
+  // thread (one thread, started by the first job; tj_context_destroy
+  // drops queued jobs, waits for the running one and joins it; after it,
+  // nothing more is queued). tj_context_wait_autotune waits for the jobs.
+  // TJ_LOG=autotune logs each job queued, finished and swapped in. A job
+  // that fails (a candidate that does not build, out of memory) is logged
+  // and leaves the default kernel in place; it never fails a run.
+  // Releasing an executable drops its queued jobs and waits for its
+  // running one.
+  //  - x86: the job times the candidates on a snapshot of the first run's
+  //    input operands (the run pays for the copy, O(inputs), not
+  //    O(M*N*K)) and publishes the decision (memory and disk cache too);
+  //    later runs of the executable, and the jobs of later compiles (which
+  //    then only read the cache), pick it up. The timing shares the cores
+  //    with the caller's runs: its times carry their load, so a close race
+  //    between candidates may go either way (it may anyway: see above).
+  //    GEMMs whose operand extents the tuner cannot bound (a quantized B,
+  //    a gather in the epilogue) are tuned synchronously, as under ON.
+  //  - CUDA: the cold cost is compiling the candidates (LLVM and ptxas,
+  //    ~0.2 s each), not timing them (milliseconds): the job compiles
+  //    them, and the first run of the bucket after the job times them,
+  //    synchronously, on the executable's stream with that run's own
+  //    operands, as ON does (so the times are not disturbed by a second
+  //    stream). If no job can be queued (the context is destroyed), the
+  //    run tunes synchronously, as ON.
+  // Available since: 0.1.
+  TJ_AUTOTUNE_BACKGROUND = 3,
 } tj_autotune_t;
 
 // The part of tj_compile_options_t that only TJ_TARGET_X86 reads.

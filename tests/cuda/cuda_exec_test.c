@@ -2,7 +2,8 @@
 // candidates, the GPU's approximate math, the capstone on CPU and device
 // tensors, CUDA-graph replay, the caching allocator, strided device
 // tensors, the cubin cache (warm start without LLVM or ptxas),
-// specialization (the driver's policies on CUDA) and errors;
+// specialization (the driver's policies on CUDA), errors and background
+// autotuning (TJ_AUTOTUNE_BACKGROUND);
 // graphs compiled with tj_compile(target = TJ_TARGET_CUDA), compared with
 // tj_reference_run. The op/dtype conformance of the CUDA backend is
 // tests/cuda/cuda_conformance_test.c (the shared body tests/conformance/,
@@ -16,6 +17,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "backends/cuda/cuda_executable.h"
@@ -1127,6 +1129,151 @@ TEST(errors) {
                tj_compile(g, &o, &exe));
   tj_graph_destroy(g);
 }
+//===--- background autotuning ---===//
+
+typedef struct bg_log_t {
+  pthread_mutex_t mutex;
+  char text[32768];
+  size_t length;
+} bg_log_t;
+
+static void bg_capture(tj_severity_t severity, const char* message,
+                       size_t length, void* user_data) {
+  (void)severity;
+  bg_log_t* log = user_data;
+  pthread_mutex_lock(&log->mutex);
+  if (log->length + length + 2 < sizeof(log->text)) {
+    memcpy(log->text + log->length, message, length);
+    log->length += length;
+    log->text[log->length++] = '\n';
+    log->text[log->length] = '\0';
+  }
+  pthread_mutex_unlock(&log->mutex);
+}
+
+static bool bg_logged(bg_log_t* log, const char* needle) {
+  pthread_mutex_lock(&log->mutex);
+  bool found = strstr(log->text, needle) != NULL;
+  pthread_mutex_unlock(&log->mutex);
+  return found;
+}
+
+// gelu(x @ w + b) in bf16, x [B, 256], w [256, 192].
+static tj_graph_t* bg_graph(tj_context_t* ctx) {
+  tj_graph_t* g;
+  CHECK_OK(tj_graph_create(ctx, "bgtune", &g));
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){B, 256}, "x");
+  tj_value_t w =
+      tj_graph_input(g, TJ_DTYPE_BF16, 2, (int64_t[]){256, 192}, "w");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_BF16, 1, (int64_t[]){192}, "b");
+  tj_graph_output(
+      g, tj_graph_gelu(g, tj_graph_add(g, tj_graph_matmul(g, x, w), b), false),
+      "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static tj_executable_t* bg_compile(tj_graph_t* g, tj_autotune_t autotune,
+                                   const char* dir) {
+  tj_compile_options_t o = cuda_options();
+  o.autotune = autotune;
+  o.cache_dir = dir;
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  return exe;
+}
+
+// TJ_AUTOTUNE_BACKGROUND: the first run of a bucket is autotune off's,
+// bit for bit, and queues the candidates' compile; after
+// tj_context_wait_autotune the next run times them (logged "swapped in")
+// and matches the reference; releasing an executable with its job queued
+// or running, and destroying the context with a job queued, are clean.
+TEST(background_tuning) {
+  char dir[] = "/tmp/tj_cuda_bgtune_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  static bg_log_t log;
+  memset(&log, 0, sizeof(log));
+  pthread_mutex_init(&log.mutex, NULL);
+  tj_context_options_t co = tj_test_context_options();
+  co.log = "autotune";
+  co.diagnostic_fn = bg_capture;
+  co.diagnostic_user_data = &log;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_graph_t* g = bg_graph(ctx);
+  tj_executable_t* off = bg_compile(g, TJ_AUTOTUNE_OFF, dir);
+  tj_executable_t* bg = bg_compile(g, TJ_AUTOTUNE_BACKGROUND, dir);
+  const int64_t B = 300;
+  size_t es = 2;
+  void* xs = malloc((size_t)(B * 256) * es);
+  void* ws = malloc((size_t)(256 * 192) * es);
+  void* bs = malloc(192 * es);
+  void* y_off = malloc((size_t)(B * 192) * es);
+  void* y_bg = malloc((size_t)(B * 192) * es);
+  void* want = malloc((size_t)(B * 192) * es);
+  fill(TJ_DTYPE_BF16, xs, B * 256, -1, 1);
+  fill(TJ_DTYPE_BF16, ws, 256 * 192, -0.1, 0.1);
+  fill(TJ_DTYPE_BF16, bs, 192, -1, 1);
+  int64_t xshape[2] = {B, 256}, wshape[2] = {256, 192}, bshape[1] = {192},
+          yshape[2] = {B, 192};
+  tj_tensor_t in[3] = {tj_tensor_make(xs, TJ_DTYPE_BF16, 2, xshape),
+                       tj_tensor_make(ws, TJ_DTYPE_BF16, 2, wshape),
+                       tj_tensor_make(bs, TJ_DTYPE_BF16, 1, bshape)};
+  tj_tensor_t out_off = tj_tensor_make(y_off, TJ_DTYPE_BF16, 2, yshape);
+  tj_tensor_t out_bg = tj_tensor_make(y_bg, TJ_DTYPE_BF16, 2, yshape);
+  tj_tensor_t out_want = tj_tensor_make(want, TJ_DTYPE_BF16, 2, yshape);
+  CHECK_OK(tj_reference_run(g, in, 3, &out_want, 1));
+  CHECK_OK(tj_executable_run(off, in, 3, &out_off, 1));
+  CHECK_OK(tj_executable_run(bg, in, 3, &out_bg, 1));
+  CHECK(memcmp(y_off, y_bg, (size_t)(B * 192) * es) == 0);
+  CHECK(bg_logged(&log, "queued to compile in the background"));
+  tj_cuda_program_stats_t cs;
+  CHECK_OK(tj_executable_cuda_stats(bg, &cs));
+  CHECK_EQ_INT(0, cs.tunings);
+  tj_context_wait_autotune(ctx);
+  CHECK(bg_logged(&log, "background job finished"));
+  CHECK(!bg_logged(&log, "swapped in"));
+  CHECK_OK(tj_executable_run(bg, in, 3, &out_bg, 1));
+  CHECK(bg_logged(&log, "swapped in"));
+  CHECK_OK(tj_executable_cuda_stats(bg, &cs));
+  CHECK_EQ_INT(1, cs.tunings);
+  printf("# background tuning: %s after %.0f ms of timing\n", cs.gemm_choice,
+         cs.tuning_ms);
+  CHECK(compare("background-tuned capstone", TJ_DTYPE_BF16, y_bg, want, B * 192,
+                tol_for(TJ_DTYPE_BF16, 0)));
+  CHECK_OK(tj_executable_run(bg, in, 3, &out_bg, 1));
+  CHECK_OK(tj_executable_cuda_stats(bg, &cs));
+  CHECK_EQ_INT(1, cs.tunings);
+  CHECK(compare("background-tuned capstone, again", TJ_DTYPE_BF16, y_bg, want,
+                B * 192, tol_for(TJ_DTYPE_BF16, 0)));
+  tj_executable_release(bg);
+  // Released with its job queued or running (a new bucket, no cache).
+  tj_executable_t* early = bg_compile(g, TJ_AUTOTUNE_BACKGROUND, "");
+  CHECK_OK(tj_executable_run(early, in, 3, &out_bg, 1));
+  tj_executable_release(early);
+  // The context destroyed with a job queued, the executable released
+  // after it; its later runs serve the default kernel, or tune in place.
+  tj_executable_t* late = bg_compile(g, TJ_AUTOTUNE_BACKGROUND, "");
+  CHECK_OK(tj_executable_run(late, in, 3, &out_bg, 1));
+  tj_executable_release(off);
+  tj_graph_destroy(g);  // graphs go before their context
+  tj_context_destroy(ctx);
+  CHECK_OK(tj_executable_run(late, in, 3, &out_bg, 1));
+  CHECK(compare("capstone after tj_context_destroy", TJ_DTYPE_BF16, y_bg, want,
+                B * 192, tol_for(TJ_DTYPE_BF16, 0)));
+  tj_executable_release(late);
+  free(xs);
+  free(ws);
+  free(bs);
+  free(y_off);
+  free(y_bg);
+  free(want);
+  char cmd[256];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void) {
   // Counts of compiled kernels must not depend on earlier runs: no disk
   // cache in any context here (tj_test_context_options).
@@ -1154,6 +1301,7 @@ int main(void) {
   RUN_TEST(kernel_cubin_cache);
   RUN_TEST(specialize);
   RUN_TEST(errors);
+  RUN_TEST(background_tuning);
   g_test_checks += tj_cts_checks;
   g_test_failures += tj_cts_failures;
   tj_cuda_device_destroy(g_dev);
