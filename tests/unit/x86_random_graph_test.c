@@ -16,13 +16,24 @@
 // arguments: x86_random_graph_test FIRST_SEED [COUNT] (a failing seed
 // prints its graph; rerun it alone with its number). TJ_RANDOM_PRINT=1
 // prints every graph.
+//
+// tests/cuda/cuda_random_graph_test.c builds this file with
+// TJ_RANDOM_GRAPH_CUDA defined: the same seeds' graphs, options and
+// classification, compiled for the CUDA target (skipped without a GPU).
 
 #include "tests/unit/random_graph.h"
 
 #include "backends/reference/reference_eval.h"
 #include "lib/passes/pass.h"
 
+#ifdef TJ_RANDOM_GRAPH_CUDA
+#include "tests/cuda/cuda_test_util.h"
+#define TARGET_NAME "cuda"
+enum { kDefaultSeeds = 20 };
+#else
+#define TARGET_NAME "x86"
 enum { kDefaultSeeds = 60 };
+#endif
 
 static int g_compared, g_skipped, g_ill_conditioned, g_failed, g_nodes,
     g_overflowed;
@@ -48,6 +59,9 @@ static void random_options(uint64_t seed, tj_compile_options_t* opts,
   static const char* const kSpecialize[] = {"never", "after 1", "always"};
   rng_t r = {seed ^ 0x0b7105ull, NULL, 0, 0};
   tj_compile_options_initialize(opts);
+#ifdef TJ_RANDOM_GRAPH_CUDA
+  opts->target = TJ_TARGET_CUDA;
+#endif
   opts->verify_each = true;
   opts->cache_dir = "";
   opts->x86.num_threads = 1 + (int32_t)(seed % 2);
@@ -67,8 +81,8 @@ static void random_options(uint64_t seed, tj_compile_options_t* opts,
            opts->autotune == TJ_AUTOTUNE_ON ? "on" : "off");
 }
 
-// Whether x86's mismatching outputs |got| are the narrow type's overflow or
-// rounding, not a wrong kernel or rewrite: |opts|' pipeline, rerun here on
+// Whether the target's mismatching outputs |got| are the narrow type's overflow
+// or rounding, not a wrong kernel or rewrite: |opts|' pipeline, rerun here on
 // a copy of |g|, gives a graph that agrees with |g| when both compute in f64
 // (agree_widened: the rewrites are exact), and whose reference run in its
 // own types agrees with |got| (the kernels compute that graph). layer_norm
@@ -114,8 +128,8 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
   tj_status_t st = tj_compile(g, &opts, &exe);
   if (st) {
     char what[512];
-    snprintf(what, sizeof(what), "x86 compile (%s) failed: %s", options_text,
-             tj_status_message(st));
+    snprintf(what, sizeof(what), TARGET_NAME " compile (%s) failed: %s",
+             options_text, tj_status_message(st));
     print_graph(seed, g, what);
     ++g_failed;
     tj_status_free(st);
@@ -160,7 +174,7 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
     st = tj_executable_run(exe, in.t, in.count, outs, want.num_outputs);
     char what[512] = "";
     if (st) {
-      snprintf(what, sizeof(what), "x86 run at B=%lld (%s) failed: %s",
+      snprintf(what, sizeof(what), TARGET_NAME " run at B=%lld (%s) failed: %s",
                (long long)B, options_text, tj_status_message(st));
       print_graph(seed, g, what);
       ++g_failed;
@@ -200,6 +214,7 @@ static void check_seed(tj_context_t* ctx, uint64_t seed) {
   tj_graph_destroy(g);
 }
 
+#ifndef TJ_RANDOM_GRAPH_CUDA  // a compile on the default target, x86
 // Found by the test above (seed 371): where two dims are equal only by a
 // run-time guard (B against 8*B), canonicalize's rewrites that swap or
 // rebuild operands (ge -> le, constants to the right, neg(y) + x -> x - y)
@@ -256,6 +271,7 @@ TEST(canonicalize_keeps_shapes_equal_only_by_a_guard) {
   }
   tj_context_destroy(ctx);
 }
+#endif
 
 static uint64_t g_first_seed = 1;
 static uint64_t g_count = kDefaultSeeds;
@@ -278,6 +294,9 @@ TEST(large_random_graphs_match_the_reference) {
 }
 
 int main(int argc, char** argv) {
+#ifdef TJ_RANDOM_GRAPH_CUDA
+  tj_cuda_device_destroy(tj_test_open_device_or_skip());
+#endif
   const char* env = getenv("TJ_RANDOM_GRAPH_SEEDS");
   if (env && *env) g_count = strtoull(env, NULL, 10);
   if (argc > 1) {
@@ -285,6 +304,8 @@ int main(int argc, char** argv) {
     g_count = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
   }
   RUN_TEST(large_random_graphs_match_the_reference);
+#ifndef TJ_RANDOM_GRAPH_CUDA
   if (argc <= 1) RUN_TEST(canonicalize_keeps_shapes_equal_only_by_a_guard);
+#endif
   TEST_MAIN_END();
 }
