@@ -835,7 +835,7 @@ static void bench_batched_table(void) {
         .gemm_tile_m = 128,
         .gemm_tile_n = 128,
         .gemm_stages = 4}},
-      {"wgmma 128x64 s4 (not a candidate)",
+      {"wgmma 128x64 s4 (candidate 17)",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tile_m = 128,
         .gemm_tile_n = 64,

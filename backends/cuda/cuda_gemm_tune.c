@@ -38,7 +38,8 @@
 // N, 15 pingpong on 128x128 tiles and 16 cooperative on 256x128 (rank-2
 // GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
 // tensor maps encoded for the run's pointers and sizes
-// (tj_cuda_gemm_tensor_maps).
+// (tj_cuda_gemm_tensor_maps). 17 is the cp.async wgmma main loop on
+// 128x64 tiles, for batched GEMMs with a small N.
 // f32 GEMMs are tuned too when allow_tf32 lets them use TF32 tensor cores
 // on sm_90a (nv_options.gemm_tf32): 0 is then the exact f32 kernel (CUDA
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
@@ -141,6 +142,16 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_persistent = true,
             .gemm_tile_m = 256,
             .gemm_tile_n = 128},
+    // cp.async wgmma on 128x64 tiles, 4 stages: the batched GEMMs' tile
+    // (their operands have no TMA form, so 11 cannot serve them). At
+    // attention's context GEMM [192, 512, 512] @ [192, 512, 64] (N = 64)
+    // the 128x128 tiles compute half zeros; 128x64 reached 0.97x cuBLAS's
+    // strided batched GEMM there against 0.67x for the best candidate
+    // (bench/RESULTS.md, issue 13, hopper7).
+    [17] = {.gemm_stages = 4,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 64},
 };
 // Every candidate is timed by jit/autotune.h, which takes at most
 // TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
@@ -163,7 +174,8 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "split-k 4 + reduce epilogue",
     "split-k 8 + reduce epilogue",
     "fused tma pingpong 128x128 s4 persistent",
-    "fused tma ws 256x128 s3 persistent"};
+    "fused tma ws 256x128 s3 persistent",
+    "fused wgmma 128x64 s4"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
 // 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
@@ -762,15 +774,16 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
 
 // The wave model of candidate |c| (a wgmma tile): the C elements the
 // busiest SM computes, ceil(tiles / SMs) tiles of tile_m x tile_n (K is
-// the same for every candidate). It sees wave quantization and tiles
-// larger than the problem, which is what separates the tiles at small M
-// or N; it does not rank schedules of one tile (timing does).
-static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
-                        int64_t n) {
+// the same for every candidate), over |batch| matrices of M x N. It sees
+// wave quantization and tiles larger than the problem, which is what
+// separates the tiles at small M or N; it does not rank schedules of one
+// tile (timing does).
+static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t batch,
+                        int64_t m, int64_t n) {
   int64_t tm = kVariants[c].gemm_tile_m ? kVariants[c].gemm_tile_m : 128;
   int64_t tn = kVariants[c].gemm_tile_n ? kVariants[c].gemm_tile_n : 128;
   int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
-  int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+  int64_t tiles = batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   return (double)((tiles + sms - 1) / sms) * (double)(tm * tn);
 }
 
@@ -868,16 +881,21 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
   const tj_kir_t* g = p->kernels[ki].low->kernel;
   int64_t m = p->gemm.tunes[ki].m;
   int64_t n = tj_kir_ival_eval(g->dims[g->rank - 1], scalars);
-  double best = wave_cost(p, 0, m, n);
+  // A batched GEMM's tiles are those of every matrix: 16 tiles of 128x128
+  // at M = N = 512 leave the GPU idle, 192 such matrices fill 23 waves.
+  int64_t batch = 1;
+  for (int32_t d = 0; d + 2 < g->rank; ++d)
+    batch *= tj_kir_ival_eval(g->dims[d], scalars);
+  double best = wave_cost(p, 0, batch, m, n);
   for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
     if (v == TJ_CUDA_GEMM_CUBLASLT ||
         kVariants[v].gemm_kernel != TJ_NVPTX_GEMM_WGMMA ||
         (kVariants[v].gemm_tma && !tma))
       continue;
-    double cost = wave_cost(p, v, m, n);
+    double cost = wave_cost(p, v, batch, m, n);
     if (cost < best) best = cost;
   }
-  return wave_cost(p, c, m, n) <= kWaveSlack * best;
+  return wave_cost(p, c, batch, m, n) <= kWaveSlack * best;
 }
 
 // One kernel compiled on a thread of its own (precompile_candidates).

@@ -230,6 +230,7 @@ static const candidate_t kCandidates[] = {
     {"14", "split-k 8", true, 8},
     {"15", "fused tma pingpong 128x128", true, 0},
     {"16", "fused tma ws 256x128", true, 0},
+    {"17", "fused wgmma 128x64 s4", false, 0},
 };
 
 // TF32 (allow_tf32): the exact kernel, cuBLASLt's TF32 mode, the TMA

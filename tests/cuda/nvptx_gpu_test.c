@@ -770,6 +770,11 @@ TEST(wgmma_gemm) {
        .gemm_tile_m = 64,
        .gemm_tile_n = 64,
        .gemm_stages = 8},
+      // The tuner's candidate 17, for batched GEMMs of small N.
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 64,
+       .gemm_stages = 4},
       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
        .gemm_tile_m = 128,
        .gemm_tile_n = 128,

@@ -436,6 +436,7 @@ TEST(every_sample_every_arch) {
         {WGMMA(64, 256, 4), .approx_math = true},
         {WGMMA(64, 64, 8)},
         {WGMMA(128, 64, 3)},
+        {WGMMA(128, 64, 4)},  // the tuner's candidate 17
         {WGMMA(128, 128, 3), .gemm_wgmma_drain = true},
         {WGMMA(128, 256, 4), .gemm_wgmma_drain = true},
         {WGMMA(128, 256, 4), .gemm_persistent = true},
