@@ -1072,6 +1072,15 @@ static void group_tf32_matmuls(void) {
   c.tol = (tol_t){1e-2, 1e-2};
   finish(&c, 1, 0);
 
+  // Both operands batched: the TMA schedules on rank-3 tensor maps.
+  begin(&c, "matmul_tf32_batched");
+  c.allow_tf32 = true;
+  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){3, c.B, 200}, -1, 1);
+  w = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){3, 200, 136}, -0.25, 0.25);
+  output(&c, tj_graph_matmul(c.g, x, w));
+  c.tol = (tol_t){1e-2, 1e-2};
+  finish(&c, 1, 0);
+
   begin(&c, "matmul_tf32_odd_n");
   c.allow_tf32 = true;
   x = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){c.B, 64}, -1, 1);

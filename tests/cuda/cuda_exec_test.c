@@ -82,8 +82,9 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 // 64] @ w [64, 72], is one rank-2 GEMM of 2B rows (kir/lower_index.c), so it
 // takes them too), and 17, the cp.async wgmma 128x64 tile. Then the same
 // on batched_matmuls' GEMMs with both operands batched (rank 3 and 4):
-// the cp.async tiles serve them; the TMA schedules and cuBLASLt (4) take
-// rank-2 GEMMs only and fall back to the module's kernel there.
+// the cp.async tiles, and the TMA schedules through rank-3 tensor maps
+// with the batch folded into the tile index; cuBLASLt (4) takes rank-2
+// GEMMs only and falls back to the module's kernel there.
 TEST(gemm_candidates) {
   static const char* const kForced[] = {"1", "2", "3",  "4",  "5",  "6",  "7",
                                         "8", "9", "10", "11", "15", "16", "17"};
