@@ -811,8 +811,9 @@ static tj_kir_t* batched_gemm(int64_t batch, int64_t m, int64_t kk, int64_t n) {
 
 // Issue 13's batched attention GEMMs, bf16: the scores [16 x 12, 512, 64]
 // @ [.., 64, 512] and the context [.., 512, 512] @ [.., 512, 64], ours
-// with each main loop the autotuner has for a batched GEMM (the TMA
-// schedules take rank-2 GEMMs only) beside cuBLAS's strided batched GEMM;
+// with each main loop the autotuner has for a batched GEMM (the cp.async
+// tiles, and the TMA schedules through rank-3 tensor maps with the batch
+// in the persistent tile index) beside cuBLAS's strided batched GEMM;
 // medians of 7 samples, with the samples' range.
 static void bench_batched_table(void) {
   static const struct {
@@ -835,11 +836,69 @@ static void bench_batched_table(void) {
         .gemm_tile_m = 128,
         .gemm_tile_n = 128,
         .gemm_stages = 4}},
-      {"wgmma 128x64 s4 (not a candidate)",
+      {"wgmma 128x64 s4 (candidate 17)",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tile_m = 128,
         .gemm_tile_n = 64,
         .gemm_stages = 4}},
+      // The TMA candidates (7 to 11, 15, 16).
+      {"tma ws 128x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"tma ws 128x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4}},
+      {"tma pingpong 64x256 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 64,
+        .gemm_tile_n = 256,
+        .gemm_stages = 4}},
+      {"tma ws 128x256 s3",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 256,
+        .gemm_stages = 3}},
+      {"tma ws 128x64 s8 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 64,
+        .gemm_stages = 8}},
+      {"tma pingpong 128x128 s4 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_pingpong = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4}},
+      {"tma ws 256x128 s3 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 256,
+        .gemm_tile_n = 128,
+        .gemm_stages = 3}},
+      {"tma pingpong 128x64 s6 persistent",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_pingpong = true,
+        .gemm_persistent = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 64,
+        .gemm_stages = 6}},
   };
   static const int64_t kShapes[][4] = {{192, 512, 64, 512},
                                        {192, 512, 512, 64}};

@@ -165,7 +165,8 @@ typedef struct tj_nvptx_wgmma_t {
   // tiles ctaid.x, ctaid.x + nctaid.x, ... < |tiles| (i64) and calls
   // |tile_origin| for a tile's origin (m0, n0 above are unused) and
   // |epilogue| for each group of |rows| rows of a tile's C, staged at |c|
-  // (row |row0| of the tile first).
+  // (row |row0| of the tile first), with the tile's batch entry (i64, or
+  // NULL where the batch entry is the block's, ctaid.z).
   bool persistent;
   // TMA (tj_nvptx_options_t.gemm_tma): a producer warpgroup (threads
   // [0, 128)) loads through |map_a| and |map_b| (i64 generic addresses of
@@ -179,11 +180,17 @@ typedef struct tj_nvptx_wgmma_t {
   // take every tile (cooperative), each tile_m / 2 rows of it.
   bool pingpong;
   LLVMValueRef map_a, map_b;
+  // TMA, batched GEMMs: |tiles| counts the tiles of every batch entry and
+  // tile_origin names each tile's entry; an operand with a batch
+  // (tj_nvptx_gemm_operand_batched) has a rank-3 map whose outermost dim
+  // is the entry, the others a rank-2 map (one matrix for all entries).
+  bool a_batched, b_batched;
   LLVMValueRef tiles;
   void (*tile_origin)(void* ctx, LLVMValueRef tile, LLVMValueRef* out_m0,
-                      LLVMValueRef* out_n0);
+                      LLVMValueRef* out_n0, LLVMValueRef* out_batch);
   tj_status_t (*epilogue)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
-                          LLVMValueRef c, int32_t row0, int32_t rows);
+                          LLVMValueRef batch, LLVMValueRef c, int32_t row0,
+                          int32_t rows);
   void* ctx;
 } tj_nvptx_wgmma_t;
 

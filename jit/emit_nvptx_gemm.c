@@ -96,6 +96,11 @@ typedef struct gemm_t {
   // loops keep its tile K-major in shared memory, rows of n laid out as
   // A's rows of m.
   bool b_kmajor;
+  // The TMA schedules of a batched GEMM: the batch entries are folded into
+  // the tile index (entry t / |tiles_per_entry|), so the persistent grid's
+  // blocks run over every entry's tiles and the grid has no z.
+  bool fold_batch;
+  LLVMValueRef tiles_per_entry;  // i64
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -1152,15 +1157,27 @@ static tj_status_t check_gemm(const tj_kir_t* k, uint32_t* out_a,
 
 // tj_nvptx_wgmma_t's callbacks for the persistent kernel.
 static void wgmma_tile_origin(void* ctx, LLVMValueRef tile,
-                              LLVMValueRef* out_m0, LLVMValueRef* out_n0) {
-  tile_coords(ctx, tile, out_m0, out_n0);
+                              LLVMValueRef* out_m0, LLVMValueRef* out_n0,
+                              LLVMValueRef* out_batch) {
+  gemm_t* g = ctx;
+  *out_batch = NULL;
+  if (g->fold_batch) {
+    // Entry-major: an entry's tiles run on neighbouring blocks at once,
+    // which share its operands in L2, and the grouped raster inside it.
+    *out_batch = LLVMBuildUDiv(g->b, tile, g->tiles_per_entry, "entry");
+    tile = LLVMBuildURem(g->b, tile, g->tiles_per_entry, "entry_tile");
+  }
+  tile_coords(g, tile, out_m0, out_n0);
 }
 
 static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
-                                  LLVMValueRef c, int32_t row0, int32_t rows) {
+                                  LLVMValueRef batch, LLVMValueRef c,
+                                  int32_t row0, int32_t rows) {
   gemm_t* g = ctx;
   g->m0 = m0;
   g->n0 = n0;
+  // The epilogue's buffers (output, bias, residual) at this tile's entry.
+  if (batch) tj_emit_decompose(g->em, batch, g->rank - 2, &g->batch);
   return emit_epilogue_rows(g, c, row0, rows);
 }
 
@@ -1203,11 +1220,9 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     return tj_invalid("kernel @%s: gemm_tile_k %d; wgmma k-tiles are 64",
                       k->name, (int)o->gemm_tile_k);
   w.tma = o->gemm_tma;
-  if (w.tma && (g->rank != 2 || o->gemm_wgmma_drain))
-    return tj_unsupported(
-        "kernel @%s: the TMA gemm takes rank-2 gemms (here rank %d) and no "
-        "gemm_wgmma_drain",
-        k->name, (int)g->rank);
+  if (w.tma && o->gemm_wgmma_drain)
+    return tj_unsupported("kernel @%s: the TMA gemm takes no gemm_wgmma_drain",
+                          k->name);
   // Pingpong: tile_m 64, or 128 with gemm_pingpong (two row blocks of
   // tile_n / 2 accumulators a thread: at most 128, so tile_n <= 128).
   w.pingpong = w.tma && (w.tile_m == 64 || o->gemm_pingpong);
@@ -1283,6 +1298,16 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     w.tile_origin = wgmma_tile_origin;
     w.epilogue = wgmma_epilogue;
     w.ctx = g;
+  }
+  // TMA, batched: the tile index runs over every entry's tiles
+  // (tj_nvptx_launch_config sizes the grid likewise).
+  g->fold_batch = w.tma && r > 2;
+  if (g->fold_batch) {
+    g->tiles_per_entry = w.tiles;
+    for (int32_t d = 0; d < r - 2; ++d)
+      w.tiles = LLVMBuildMul(em->b, w.tiles, em->dim[d], "all_tiles");
+    w.a_batched = tj_nvptx_gemm_operand_batched(k, g->a);
+    w.b_batched = tj_nvptx_gemm_operand_batched(k, g->bb);
   }
   w.a_base = g->batch.ptr[g->a];
   w.b_base = g->batch.ptr[g->bb];
@@ -1692,6 +1717,11 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   }
   int64_t tm = info->tile_m, tn = info->tile_n;
   int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+  // The TMA schedules fold the batch into the tile index
+  // (emit_wgmma_gemm): one grid dim over every entry's tiles.
+  if (info->tma && tj_mul_overflow_i64(tiles, batch, &tiles))
+    return tj_invalid("kernel @%s: tile count overflows", k->name);
+  if (info->tma) batch = 1;
   if (tiles > 2147483647 || batch > 65535)
     return tj_unsupported(
         "kernel @%s: %lld tiles x %lld batch entries is "

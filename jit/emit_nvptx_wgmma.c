@@ -922,16 +922,33 @@ static void mbar_arrive(wg_t* w, LLVMValueRef bar) {
            1);
 }
 
-// One 2-D box of |map| (i64) at {|x|, |y|} (i64, innermost first) into
-// shared address |dst|, completing on |bar|.
+// One box of |map| (i64) at {|x|, |y|} (i64, innermost first) into
+// shared address |dst|, completing on |bar|: 2-D, or 3-D at batch entry
+// |z| (i64) of a batched operand's map when |z| is not NULL. The box is
+// one entry deep, so it never reads across entries: rows past M (or K) of
+// entry z are outside the map's dims and zero-filled, not the next
+// entry's.
 static void tma_load(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
-                     LLVMValueRef x, LLVMValueRef y, LLVMValueRef bar) {
-  LLVMValueRef a[5] = {dst, map, LLVMBuildTrunc(w->b, x, w->em->t_i32, ""),
-                       LLVMBuildTrunc(w->b, y, w->em->t_i32, ""), bar};
+                     LLVMValueRef x, LLVMValueRef y, LLVMValueRef z,
+                     LLVMValueRef bar) {
+  LLVMValueRef a[6] = {dst,
+                       map,
+                       LLVMBuildTrunc(w->b, x, w->em->t_i32, ""),
+                       LLVMBuildTrunc(w->b, y, w->em->t_i32, ""),
+                       bar,
+                       NULL};
+  if (!z) {
+    void_asm(w,
+             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+             "complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+             "r,l,r,r,r,~{memory}", a, 5);
+    return;
+  }
+  a[5] = LLVMBuildTrunc(w->b, z, w->em->t_i32, "");
   void_asm(w,
-           "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_"
-           "tx::bytes [$0], [$1, {$2, $3}], [$4];",
-           "r,l,r,r,r,~{memory}", a, 5);
+           "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+           "complete_tx::bytes [$0], [$1, {$2, $3, $5}], [$4];",
+           "r,l,r,r,r,r,~{memory}", a, 6);
 }
 
 // Stage and phase parity of k-tile number |it| (i64) as i32.
@@ -972,8 +989,8 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   int32_t panels = p->tile_n / panel_n;
   tj_emit_loop_t tiles, ks;
   LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
-  LLVMValueRef m0, n0;
-  p->tile_origin(p->ctx, t, &m0, &n0);
+  LLVMValueRef m0, n0, entry;
+  p->tile_origin(p->ctx, t, &m0, &n0, &entry);
   // Panels of B with a column inside N: ceil((N - n0) / panel_n), at most
   // all.
   LLVMValueRef live = tj_emit_min_i64(
@@ -1000,7 +1017,7 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   LLVMValueRef base =
       ring_at(w, LLVMBuildMul(b, s, c32(w, w->stage_bytes), ""));
   LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(w, w->bk), "k0");
-  tma_load(w, base, p->map_a, k0, m0, full);
+  tma_load(w, base, p->map_a, k0, m0, p->a_batched ? entry : NULL, full);
   for (int32_t q = 0; q < panels; ++q) {
     tj_emit_if_t in;
     if (q > 0)
@@ -1008,7 +1025,8 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
           em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
     LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * q), "");
     tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), ""),
-             p->map_b, p->b_kmajor ? k0 : nq, p->b_kmajor ? nq : k0, full);
+             p->map_b, p->b_kmajor ? k0 : nq, p->b_kmajor ? nq : k0,
+             p->b_batched ? entry : NULL, full);
     if (q > 0) tj_emit_if_end(em, &in);
   }
   bump(w, it);
@@ -1069,8 +1087,8 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   }
   tj_emit_loop_t tiles, ks;
   LLVMValueRef t = tj_emit_loop_begin(em, &tiles, start, p->tiles, stride, "t");
-  LLVMValueRef m0, n0;
-  p->tile_origin(p->ctx, t, &m0, &n0);
+  LLVMValueRef m0, n0, entry;
+  p->tile_origin(p->ctx, t, &m0, &n0, &entry);
   // Pingpong: the warpgroups take turns through the ring, a tile each.
   // Warpgroup cw waits for the other to have seen all of the block's
   // previous tile land (warpgroup 0's first wait passes: a fresh barrier
@@ -1139,7 +1157,7 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
         stage_c(w, rows_wg, j, c_region, r, c_rows, any);
     }
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
-    TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, c_region, r, c_rows));
+    TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, entry, c_region, r, c_rows));
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
   }
   tj_emit_loop_end(em, &tiles);
@@ -1232,8 +1250,8 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   tj_emit_if_begin(em, &have, LLVMBuildICmp(b, LLVMIntSLT, first, p->tiles, ""),
                    "first_tile");
   {
-    LLVMValueRef m0, n0;
-    p->tile_origin(p->ctx, first, &m0, &n0);
+    LLVMValueRef m0, n0, entry;
+    p->tile_origin(p->ctx, first, &m0, &n0, &entry);
     prologue_loads(&w, setup_tile(&w, m0, n0));
   }
   tj_emit_if_end(em, &have);
@@ -1241,8 +1259,8 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   tj_emit_loop_t tiles;
   LLVMValueRef t =
       tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "tile");
-  LLVMValueRef m0, n0;
-  p->tile_origin(p->ctx, t, &m0, &n0);
+  LLVMValueRef m0, n0, entry;
+  p->tile_origin(p->ctx, t, &m0, &n0, &entry);
   main_loop(&w, setup_tile(&w, m0, n0));
   // Every warpgroup's wgmmas are done: the ring is free.
   tj_nvptx_barrier(nv);
@@ -1251,8 +1269,8 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, p->tiles, ""),
                    "next_prologue");
   {
-    LLVMValueRef nm0, nn0;
-    p->tile_origin(p->ctx, next, &nm0, &nn0);
+    LLVMValueRef nm0, nn0, next_entry;
+    p->tile_origin(p->ctx, next, &nm0, &nn0, &next_entry);
     prologue_loads(&w, setup_tile(&w, nm0, nn0));
   }
   tj_emit_if_end(em, &more);
@@ -1261,7 +1279,7 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
     stage_c(&w, w.wg, 0, c_region, r, kPersistentRows, any);
     tj_nvptx_barrier(nv);
     TJ_RETURN_IF_ERROR(
-        p->epilogue(p->ctx, m0, n0, c_region, r, kPersistentRows));
+        p->epilogue(p->ctx, m0, n0, entry, c_region, r, kPersistentRows));
     tj_nvptx_barrier(nv);
   }
   tj_emit_loop_end(em, &tiles);

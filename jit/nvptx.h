@@ -170,6 +170,21 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
                                    const int64_t* scalars, int32_t num_sms,
                                    tj_nvptx_launch_t* out_launch);
 
+// Whether GEMM operand |buffer| of |kernel| has a batch: a stride along a
+// batch dim (those before the last two) that is not the constant 0. The
+// TMA schedules address such an operand through a rank-3 tensor map (its
+// batch dims as one, the outermost) and the others, one matrix for every
+// batch entry, through a rank-2 map; the kernel and the maps that
+// tj_cuda_gemm_tensor_maps encodes for it agree through this.
+static inline bool tj_nvptx_gemm_operand_batched(const tj_kir_t* kernel,
+                                                 uint32_t buffer) {
+  for (int32_t d = 0; d + 2 < kernel->rank; ++d) {
+    if (!tj_kir_ival_is_const(kernel->buffers[buffer].strides[d], 0))
+      return true;
+  }
+  return false;
+}
+
 // Tensor-core GEMMs read A and B with 16-byte cp.async, and attention
 // kernels q, k, v and their output: their base addresses (|buffers|,
 // device pointers in declaration order) must be 16-byte aligned.

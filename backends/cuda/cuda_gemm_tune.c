@@ -36,10 +36,13 @@
 // launch, lt_direct). 7, 8 and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
 // on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
-// N, 15 pingpong on 128x128 tiles and 16 cooperative on 256x128 (rank-2
-// GEMMs; UNSUPPORTED, so skipped, otherwise), whose launches add the
-// tensor maps encoded for the run's pointers and sizes
-// (tj_cuda_gemm_tensor_maps).
+// N, 15 pingpong on 128x128 tiles and 16 cooperative on 256x128 (batched
+// GEMMs too, the batch entries folded into the tile index, where each
+// operand's batch is one dim of evenly spaced matrices or none), whose
+// launches add the tensor maps encoded for the run's pointers and sizes
+// (tj_cuda_gemm_tensor_maps; UNSUPPORTED, so skipped, where TMA cannot
+// address the operands). 17 is the cp.async wgmma main loop on
+// 128x64 tiles, for batched GEMMs with a small N.
 // f32 GEMMs are tuned too when allow_tf32 lets them use TF32 tensor cores
 // on sm_90a (nv_options.gemm_tf32): 0 is then the exact f32 kernel (CUDA
 // cores), 4 cuBLASLt in its TF32 mode, 7 to 10 the TMA schedules on wgmma
@@ -75,7 +78,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_tile_m = 128,
            .gemm_tile_n = 128},
     // TMA loads by a producer warpgroup, two consumer warpgroups, a
-    // persistent grid (rank-2 GEMMs; emit_nvptx_wgmma.c).
+    // persistent grid (emit_nvptx_wgmma.c).
     [7] = {.gemm_stages = 4,
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tma = true,
@@ -142,6 +145,16 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_persistent = true,
             .gemm_tile_m = 256,
             .gemm_tile_n = 128},
+    // cp.async wgmma on 128x64 tiles, 4 stages: the batched GEMMs' tile
+    // (their operands have no TMA form, so 11 cannot serve them). At
+    // attention's context GEMM [192, 512, 512] @ [192, 512, 64] (N = 64)
+    // the 128x128 tiles compute half zeros; 128x64 reached 0.97x cuBLAS's
+    // strided batched GEMM there against 0.67x for the best candidate
+    // (bench/RESULTS.md, issue 13, hopper7).
+    [17] = {.gemm_stages = 4,
+            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+            .gemm_tile_m = 128,
+            .gemm_tile_n = 64},
 };
 // Every candidate is timed by jit/autotune.h, which takes at most
 // TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
@@ -164,7 +177,8 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "split-k 4 + reduce epilogue",
     "split-k 8 + reduce epilogue",
     "fused tma pingpong 128x128 s4 persistent",
-    "fused tma ws 256x128 s3 persistent"};
+    "fused tma ws 256x128 s3 persistent",
+    "fused wgmma 128x64 s4"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
 // 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
@@ -738,40 +752,55 @@ typedef struct measure_ctx_t {
 //===--- GEMM candidates: pruning before compiling ---===//
 
 // Whether the TMA schedules can load this run's operands: what
-// tj_cuda_gemm_tensor_maps will ask (a rank-2 GEMM whose rows are
-// contiguous, 16-byte aligned bases and row pitches).
+// tj_cuda_gemm_tensor_maps will ask (rows that are contiguous, 16-byte
+// aligned bases and row pitches; a batched operand's batch dims one dim
+// of evenly spaced matrices, 16-byte multiples apart: a dense [B, H, T,
+// D] tensor's are). Broadcast or permuted batches stay on the cp.async
+// kernels.
 static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
                      const int64_t* scalars) {
   const tj_cuda_program_kernel_t* kern = &p->kernels[ki];
   const tj_kir_t* g = kern->low->kernel;
-  if (g->rank != 2) return false;
+  int32_t r = g->rank;
   const uint64_t* argv = p->run.argv + kern->arg_offset;
   bool kmajor = tj_kir_gemm_b_kmajor(g);
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
     if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
     // A K-major B's rows are its rows of n (tj_cuda_gemm_tensor_maps).
-    int inner = buf->role == TJ_KIR_GEMM_B && kmajor ? 0 : 1;
-    int64_t pitch = tj_kir_ival_eval(buf->strides[1 - inner], scalars);
-    int64_t bytes = pitch * (int64_t)tj_dtype_size(buf->dtype);
+    int inner = buf->role == TJ_KIR_GEMM_B && kmajor ? r - 2 : r - 1;
+    int64_t pitch = tj_kir_ival_eval(buf->strides[2 * r - 3 - inner], scalars);
+    int64_t elem = (int64_t)tj_dtype_size(buf->dtype);
     if (!tj_kir_ival_is_const(buf->strides[inner], 1) || argv[b] % 16 != 0 ||
-        pitch <= 0 || bytes % 16 != 0)
+        pitch <= 0 || pitch * elem % 16 != 0)
       return false;
+    if (!tj_nvptx_gemm_operand_batched(g, b)) continue;
+    int64_t next = -1;  // the stride batch dim d must have
+    for (int32_t d = r - 3; d >= 0; --d) {
+      int64_t dim = tj_kir_ival_eval(g->dims[d], scalars);
+      int64_t stride = tj_kir_ival_eval(buf->strides[d], scalars);
+      if (dim == 1) continue;
+      if ((next >= 0 && stride != next) || stride <= 0 ||
+          stride * elem % 16 != 0)
+        return false;
+      next = stride * dim;
+    }
   }
   return true;
 }
 
 // The wave model of candidate |c| (a wgmma tile): the C elements the
 // busiest SM computes, ceil(tiles / SMs) tiles of tile_m x tile_n (K is
-// the same for every candidate). It sees wave quantization and tiles
-// larger than the problem, which is what separates the tiles at small M
-// or N; it does not rank schedules of one tile (timing does).
-static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t m,
-                        int64_t n) {
+// the same for every candidate), over |batch| matrices of M x N. It sees
+// wave quantization and tiles larger than the problem, which is what
+// separates the tiles at small M or N; it does not rank schedules of one
+// tile (timing does).
+static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t batch,
+                        int64_t m, int64_t n) {
   int64_t tm = kVariants[c].gemm_tile_m ? kVariants[c].gemm_tile_m : 128;
   int64_t tn = kVariants[c].gemm_tile_n ? kVariants[c].gemm_tile_n : 128;
   int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
-  int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+  int64_t tiles = batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   return (double)((tiles + sms - 1) / sms) * (double)(tm * tn);
 }
 
@@ -833,10 +862,11 @@ int64_t tj_cuda_gemm_split_bytes(const tj_cuda_program_t* p, uint32_t ki,
 //     (bench/cuda_bench --gemm).
 //   - The TMA schedules where TMA cannot load the operands (they would
 //     be compiled, then refused by their tensor maps).
-//   - Where the TMA schedules serve, the cp.async wgmma kernels of the
-//     same tiles (128x128 s4, 128x256 s4): the TMA kernel of each tile was
-//     faster on every shape of bench/RESULTS.md's issue 13 table. The
-//     module's own kernel (0) is compiled anyway and always timed.
+//   - Where the TMA schedules serve a rank-2 GEMM, the cp.async wgmma
+//     kernels of the same tiles (128x128 s4, 128x256 s4, 128x64 s4): the
+//     TMA kernel of each tile was faster on every shape of
+//     bench/RESULTS.md's issue 13 table. The module's own kernel (0) is
+//     compiled anyway and always timed.
 //   - Tiles whose wave model (wave_cost) is over kWaveSlack times the
 //     best's.
 //   - Split-K where the tiles fill the GPU or the slices are short
@@ -859,26 +889,31 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
        o->gemm_pingpong || o->gemm_tile_m == 256))
     return false;
   if (o->gemm_tma && !tma) return false;
-  if (!o->gemm_tma && tma) {
+  const tj_kir_t* g = p->kernels[ki].low->kernel;
+  if (!o->gemm_tma && tma && g->rank == 2) {
     for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
       if (kVariants[v].gemm_tma && kVariants[v].gemm_tile_m == o->gemm_tile_m &&
           kVariants[v].gemm_tile_n == o->gemm_tile_n)
         return false;
     }
   }
-  const tj_kir_t* g = p->kernels[ki].low->kernel;
   int64_t m = p->gemm.tunes[ki].m;
   int64_t n = tj_kir_ival_eval(g->dims[g->rank - 1], scalars);
-  double best = wave_cost(p, 0, m, n);
+  // A batched GEMM's tiles are those of every matrix: 16 tiles of 128x128
+  // at M = N = 512 leave the GPU idle, 192 such matrices fill 23 waves.
+  int64_t batch = 1;
+  for (int32_t d = 0; d + 2 < g->rank; ++d)
+    batch *= tj_kir_ival_eval(g->dims[d], scalars);
+  double best = wave_cost(p, 0, batch, m, n);
   for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
     if (v == TJ_CUDA_GEMM_CUBLASLT ||
         kVariants[v].gemm_kernel != TJ_NVPTX_GEMM_WGMMA ||
         (kVariants[v].gemm_tma && !tma))
       continue;
-    double cost = wave_cost(p, v, m, n);
+    double cost = wave_cost(p, v, batch, m, n);
     if (cost < best) best = cost;
   }
-  return wave_cost(p, c, m, n) <= kWaveSlack * best;
+  return wave_cost(p, c, batch, m, n) <= kWaveSlack * best;
 }
 
 // One kernel compiled on a thread of its own (precompile_candidates).

@@ -158,29 +158,61 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
 
 //===--- tensor maps ---===//
 
-// One 2-D map: |rows| x |cols| elements of |buf|'s dtype, rows |pitch|
+// A batched operand's batch dims as one: |*out_count| entries
+// |*out_pitch| elements apart. They must run into each other (stride d =
+// stride d + 1 x dim d + 1, as a dense [B, H, T, D] tensor's do; dims of 1
+// aside); false otherwise (a broadcast along one of them, a permuted
+// batch), which the cp.async kernels serve.
+static bool one_batch_dim(const tj_kir_t* k, const tj_kir_buffer_t* buf,
+                          const int64_t* scalars, int64_t* out_count,
+                          int64_t* out_pitch) {
+  int64_t count = 1, pitch = 0, next = -1;  // next: the stride dim d must have
+  for (int32_t d = k->rank - 3; d >= 0; --d) {
+    int64_t dim = tj_kir_ival_eval(k->dims[d], scalars);
+    int64_t stride = tj_kir_ival_eval(buf->strides[d], scalars);
+    count *= dim;
+    if (dim == 1) continue;
+    if (next >= 0 && stride != next) return false;
+    if (next < 0) pitch = stride;
+    next = stride * dim;
+  }
+  *out_count = count;
+  *out_pitch = pitch;
+  return pitch > 0 || count <= 1;
+}
+
+// One map of |rows| x |cols| elements of |buf|'s dtype, rows |pitch|
 // elements apart, boxes of 128 bytes of columns (64 halves, 32 f32 for
-// TF32) x |box_rows|.
+// TF32) x |box_rows|: 2-D, or with |batch| > 0 3-D, |batch| such
+// matrices |batch_pitch| elements apart, boxes one matrix deep.
 static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
                               const tj_kir_buffer_t* buf, uint64_t address,
                               int64_t rows, int64_t cols, int64_t pitch,
+                              int64_t batch, int64_t batch_pitch,
                               uint32_t box_rows, uint64_t* out) {
   int64_t elem = (int64_t)tj_dtype_size(buf->dtype);
   int64_t pitch_bytes = pitch * elem;
+  // One entry: any pitch past its matrix does (the box never moves).
+  if (batch == 1) batch_pitch = pitch * rows;
+  int64_t batch_bytes = batch_pitch * elem;
   if (address % 16 != 0 || pitch_bytes % 16 != 0 || pitch_bytes <= 0 ||
       pitch_bytes >= ((int64_t)1 << 40) || rows > ((int64_t)1 << 32) ||
-      cols > ((int64_t)1 << 32) || pitch < cols)
+      cols > ((int64_t)1 << 32) || pitch < cols ||
+      (batch > 0 &&
+       (batch_bytes % 16 != 0 || batch_bytes <= 0 ||
+        batch_bytes >= ((int64_t)1 << 40) || batch > ((int64_t)1 << 32))))
     return tj_unsupported(
         "kernel @%s: TMA cannot address gemm operand %%%s: %lld x %lld "
-        "elements, rows %lld bytes apart, at 0x%llx (it needs a 16-byte "
-        "aligned base, a pitch of 16-byte multiples below 2^40 and sizes up "
-        "to 2^32)",
+        "elements, rows %lld bytes apart, %lld matrices %lld bytes apart, "
+        "at 0x%llx (it needs a 16-byte aligned base, pitches of 16-byte "
+        "multiples below 2^40 and sizes up to 2^32)",
         k->name, buf->name, (long long)rows, (long long)cols,
-        (long long)pitch_bytes, (unsigned long long)address);
-  uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows};
-  uint64_t strides[1] = {(uint64_t)pitch_bytes};
-  uint32_t box[2] = {(uint32_t)(128 / elem), box_rows};
-  uint32_t element_strides[2] = {1, 1};
+        (long long)pitch_bytes, (long long)batch, (long long)batch_bytes,
+        (unsigned long long)address);
+  uint64_t dims[3] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)batch};
+  uint64_t strides[2] = {(uint64_t)pitch_bytes, (uint64_t)batch_bytes};
+  uint32_t box[3] = {(uint32_t)(128 / elem), box_rows, 1};
+  uint32_t element_strides[3] = {1, 1, 1};
   tj_cu_tensor_map_data_type_t dt =
       buf->dtype == TJ_DTYPE_F16   ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16
       : buf->dtype == TJ_DTYPE_F32 ? TJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT32
@@ -188,9 +220,10 @@ static tj_status_t encode_map(const tj_cuda_symbols_t* cu, const tj_kir_t* k,
   return tj_status_annotate(
       TJ_CU_STATUS(
           cu, cuTensorMapEncodeTiled,
-          ((tj_cu_tensor_map_t*)out, dt, 2, (void*)(uintptr_t)address, dims,
-           strides, box, element_strides, TJ_CU_TENSOR_MAP_INTERLEAVE_NONE,
-           TJ_CU_TENSOR_MAP_SWIZZLE_128B, TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          ((tj_cu_tensor_map_t*)out, dt, batch > 0 ? 3 : 2,
+           (void*)(uintptr_t)address, dims, strides, box, element_strides,
+           TJ_CU_TENSOR_MAP_INTERLEAVE_NONE, TJ_CU_TENSOR_MAP_SWIZZLE_128B,
+           TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
            TJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
       "kernel @%s: the tensor map of gemm operand %%%s (%lld x %lld)", k->name,
       buf->name, (long long)rows, (long long)cols);
@@ -203,12 +236,17 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
                                      const int64_t* scalars,
                                      tj_cuda_tensor_maps_t* out) {
   memset(out, 0, sizeof(*out));
-  if (k->kind != TJ_KIR_GEMM || !info->tma || k->rank != 2)
-    return tj_invalid("kernel @%s: not a rank-2 TMA gemm", k->name);
-  int64_t m = tj_kir_ival_eval(k->dims[0], scalars);
-  int64_t n = tj_kir_ival_eval(k->dims[1], scalars);
+  if (k->kind != TJ_KIR_GEMM || !info->tma || k->rank < 2)
+    return tj_invalid("kernel @%s: not a TMA gemm", k->name);
+  int32_t r = k->rank;
+  int64_t m = tj_kir_ival_eval(k->dims[r - 2], scalars);
+  int64_t n = tj_kir_ival_eval(k->dims[r - 1], scalars);
   int64_t kk = tj_kir_ival_eval(k->gemm_k, scalars);
-  if (m <= 0 || n <= 0 || kk <= 0) return NULL;  // no load is issued
+  int64_t entries = 1;
+  for (int32_t d = 0; d < r - 2; ++d)
+    entries *= tj_kir_ival_eval(k->dims[d], scalars);
+  // No load is issued.
+  if (m <= 0 || n <= 0 || kk <= 0 || entries <= 0) return NULL;
   const tj_cuda_symbols_t* cu = &device->cu;
   // A K-major B (x @ w^T) is mapped as the [N, K] matrix it is, boxes of
   // 128 bytes of k by as many rows of n (emit_nvptx_wgmma.c's producer).
@@ -219,22 +257,35 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
     const tj_kir_buffer_t* buf = &k->buffers[i];
     bool is_a = buf->role == TJ_KIR_GEMM_A;
     if (!is_a && buf->role != TJ_KIR_GEMM_B) continue;
-    int inner = !is_a && kmajor ? 0 : 1;  // the contiguous dim
-    int64_t pitch = tj_kir_ival_eval(buf->strides[1 - inner], scalars);
+    // The contiguous dim, and the other one of the matrix.
+    int inner = (!is_a && kmajor ? r - 2 : r - 1), outer = 2 * r - 3 - inner;
+    int64_t pitch = tj_kir_ival_eval(buf->strides[outer], scalars);
+    // A batched operand's map is rank 3 (the kernel loads 3-D boxes:
+    // tj_nvptx_gemm_operand_batched); 0 entries: rank 2.
+    int64_t batch = 0, batch_pitch = 0;
+    bool batched = tj_nvptx_gemm_operand_batched(k, i);
     if (!tj_kir_ival_is_const(buf->strides[inner], 1)) {
       status =
           tj_unsupported("kernel @%s: TMA gemm operand %%%s is not contiguous",
                          k->name, buf->name);
+    } else if (batched &&
+               !one_batch_dim(k, buf, scalars, &batch, &batch_pitch)) {
+      status = tj_unsupported(
+          "kernel @%s: the batch dims of TMA gemm operand %%%s are not one "
+          "dim of evenly spaced matrices",
+          k->name, buf->name);
     } else if (is_a) {
-      status = encode_map(cu, k, buf, buffers[i], m, kk, pitch,
-                          (uint32_t)info->tile_m, out->a);
+      status = encode_map(cu, k, buf, buffers[i], m, kk, pitch, batch,
+                          batch_pitch, (uint32_t)info->tile_m, out->a);
     } else if (kmajor) {
-      status = encode_map(cu, k, buf, buffers[i], n, kk, pitch,
-                          (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
+      status =
+          encode_map(cu, k, buf, buffers[i], n, kk, pitch, batch, batch_pitch,
+                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
     } else {
       // B: boxes of 128 bytes of n by as many k rows (64 halves, 32 f32).
-      status = encode_map(cu, k, buf, buffers[i], kk, n, pitch,
-                          (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
+      status =
+          encode_map(cu, k, buf, buffers[i], kk, n, pitch, batch, batch_pitch,
+                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
     }
   }
   tj_cuda_device_leave(device);

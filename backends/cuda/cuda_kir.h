@@ -64,12 +64,15 @@ typedef struct tj_cuda_tensor_maps_t {
 // driver wants its context current; this makes it so) for a run with
 // device pointers |buffers| (declaration order) and |scalars|: A [M, K] as
 // boxes of 64 k x tile_m rows, B [K, N] as boxes of 64 n x 64 k, both with
-// the 128-byte swizzle and zero fill past the edges. With K = 0 the maps
-// are zeros (the kernel reads neither). UNSUPPORTED, naming the kernel
-// and the operand, for what TMA cannot address (a base not 16-byte
-// aligned, a row pitch not a multiple of 16 bytes, under a row or past
-// 2^40, a size past 2^32); INVALID_ARGUMENT for a kernel that is not a
-// rank-2 TMA gemm; a driver refusal is its status, annotated the same way.
+// the 128-byte swizzle and zero fill past the edges. A batched operand
+// (tj_nvptx_gemm_operand_batched) is mapped as [entries, rows, cols], its
+// batch dims as one, boxes one entry deep. With K = 0 or no entries the
+// maps are zeros (the kernel reads neither). UNSUPPORTED, naming the
+// kernel and the operand, for what TMA cannot address (a base not 16-byte
+// aligned, a row or matrix pitch not a multiple of 16 bytes, under a row
+// or past 2^40, a size past 2^32, batch dims that are not one dim of
+// evenly spaced matrices); INVALID_ARGUMENT for a kernel that is not a
+// TMA gemm; a driver refusal is its status, annotated the same way.
 tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
                                      const tj_kir_t* kernel,
                                      const tj_nvptx_kernel_t* info,

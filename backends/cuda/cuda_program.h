@@ -81,7 +81,7 @@ enum {
   TJ_CUDA_GEMM_CUBLASLT = 4,
   TJ_CUDA_GEMM_SPLIT_K = 12,
   TJ_CUDA_GEMM_SPLITS = 3,
-  TJ_CUDA_GEMM_CANDIDATES = 17
+  TJ_CUDA_GEMM_CANDIDATES = 18
 };
 
 // A split-K candidate (cuda_gemm_tune.c) of a rank-2 GEMM: |part| computes

@@ -224,7 +224,7 @@ typedef struct tj_context_options_t {
   // TJ_OPENBLAS: the library x86 GEMM autotuning opens for its OpenBLAS
   // candidate (default libopenblas.so.0); "" or "none" leaves it out.
   const char* openblas;
-  // TJ_CUDA_GEMM_CANDIDATE: a number (0-14) that forces every CUDA
+  // TJ_CUDA_GEMM_CANDIDATE: a number (0-17) that forces every CUDA
   // GEMM that has autotuning candidates to one of them (for testing each
   // of them; 12 to 14 are split-K, which exact f32 GEMMs have too).
   const char* cuda_gemm_candidate;

@@ -1007,6 +1007,51 @@ static void group_half_matmuls(void) {
   }
 }
 
+// Batched GEMMs, both operands batched (not one GEMM of B M rows, as
+// half_matmuls' [2, B, 64] @ [64, 72] is): attention's scores q @ k^T (a
+// K-major B) and context p @ v, two batch dims (heads), and the batch
+// symbolic, which makes batch 0 and odd batches; on the GPU the TMA
+// schedules address each operand through a rank-3 tensor map whose
+// outermost dim is the batch (tests/cuda forces every candidate). K 200
+// leaves a partial k-tile, N 72 and 136 partial tiles.
+static void group_batched_matmuls(void) {
+  case_t c;
+  static const tj_dtype_t kHalf[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t i = 0; i < ARRAY_SIZE(kHalf); ++i) {
+    tj_dtype_t d = kHalf[i];
+    char name[64];
+    snprintf(name, sizeof(name), "bmm_%s_scores_scaled", tj_dtype_name(d));
+    begin(&c, name);
+    tj_value_t q = input(&c, d, 3, (int64_t[]){3, c.B, 64}, -1, 1);
+    tj_value_t k = input(&c, d, 3, (int64_t[]){3, 72, 64}, -1, 1);
+    tj_value_t kt = tj_graph_transpose(c.g, k, (int32_t[]){0, 2, 1});
+    tj_value_t scale = tj_graph_scalar(c.g, d, 0.125);
+    output(&c, tj_graph_mul(c.g, tj_graph_matmul(c.g, q, kt), scale));
+    c.tol = tj_cts_tol_for(d, 0);
+    finish(&c, 1, 0);
+
+    snprintf(name, sizeof(name), "bmm_%s_context_residual", tj_dtype_name(d));
+    begin(&c, name);
+    tj_value_t p = input(&c, d, 3, (int64_t[]){c.B, 40, 136}, 0, 0.1);
+    tj_value_t v = input(&c, d, 3, (int64_t[]){c.B, 136, 64}, -1, 1);
+    tj_value_t r = input(&c, d, 3, (int64_t[]){c.B, 40, 64}, -1, 1);
+    output(&c, tj_graph_add(c.g, tj_graph_matmul(c.g, p, v), r));
+    c.tol = tj_cts_tol_for(d, 0);
+    finish(&c, 1, 0);
+
+    snprintf(name, sizeof(name), "bmm_%s_heads_bias_gelu", tj_dtype_name(d));
+    begin(&c, name);
+    tj_value_t x = input(&c, d, 4, (int64_t[]){2, 3, c.B, 200}, -1, 1);
+    tj_value_t w = input(&c, d, 4, (int64_t[]){2, 3, 200, 136}, -0.2, 0.2);
+    tj_value_t b = input(&c, d, 1, (int64_t[]){136}, -1, 1);
+    output(&c,
+           tj_graph_gelu(c.g, tj_graph_add(c.g, tj_graph_matmul(c.g, x, w), b),
+                         true));
+    c.tol = d == TJ_DTYPE_F16 ? (tol_t){4e-3, 2e-3} : tj_cts_tol_for(d, 0);
+    finish(&c, 1, 0);
+  }
+}
+
 // f32 matmuls that may run on TF32 tensor cores (allow_tf32; sm_90a's
 // autotuner times its wgmma .tf32 kernels and cuBLASLt's TF32 mode; other
 // targets stay exact). TF32 truncates each operand to a 10-bit mantissa:
@@ -1024,6 +1069,15 @@ static void group_tf32_matmuls(void) {
   tj_value_t w = input(&c, TJ_DTYPE_F32, 2, (int64_t[]){200, 136}, -0.25, 0.25);
   tj_value_t b = input(&c, TJ_DTYPE_F32, 1, (int64_t[]){136}, -1, 1);
   output(&c, tj_graph_gelu(c.g, tj_graph_linear(c.g, x, w, b), true));
+  c.tol = (tol_t){1e-2, 1e-2};
+  finish(&c, 1, 0);
+
+  // Both operands batched: the TMA schedules on rank-3 tensor maps.
+  begin(&c, "matmul_tf32_batched");
+  c.allow_tf32 = true;
+  x = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){3, c.B, 200}, -1, 1);
+  w = input(&c, TJ_DTYPE_F32, 3, (int64_t[]){3, 200, 136}, -0.25, 0.25);
+  output(&c, tj_graph_matmul(c.g, x, w));
   c.tol = (tol_t){1e-2, 1e-2};
   finish(&c, 1, 0);
 
@@ -1812,6 +1866,7 @@ static const group_t kGroups[] = {
     {"softmax_layer_norm", group_softmax_layer_norm},
     {"matmuls", group_matmuls},
     {"half_matmuls", group_half_matmuls},
+    {"batched_matmuls", group_batched_matmuls},
     {"tf32_matmuls", group_tf32_matmuls},
     {"splitk_matmuls", group_splitk_matmuls},
     {"movement", group_movement},

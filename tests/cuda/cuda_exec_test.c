@@ -82,21 +82,28 @@ static tj_tensor_t on_device(tj_tensor_t t, tj_cu_deviceptr_t p) {
 // cuBLASLt + the epilogue as a pointwise kernel and the TMA schedules (7,
 // 8, 10, 11 and 16 cooperative, 9 and 15 pingpong; the batched case, x [2, B,
 // 64] @ w [64, 72], is one rank-2 GEMM of 2B rows (kir/lower_index.c), so it
-// takes them too).
+// takes them too), and 17, the cp.async wgmma 128x64 tile. Then the same
+// on batched_matmuls' GEMMs with both operands batched (rank 3 and 4):
+// the cp.async tiles, and the TMA schedules through rank-3 tensor maps
+// with the batch folded into the tile index; cuBLASLt (4) takes rank-2
+// GEMMs only and falls back to the module's kernel there.
 TEST(gemm_candidates) {
-  static const char* const kForced[] = {"1", "2",  "3",  "4",  "7", "8",
-                                        "9", "10", "11", "15", "16"};
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced); ++i) {
+  static const char* const kForced[] = {"1", "2", "3",  "4",  "5",  "6",  "7",
+                                        "8", "9", "10", "11", "15", "16", "17"};
+  static const char* const kGroups[] = {"half_matmuls", "batched_matmuls"};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kForced) * 2; ++i) {
+    const char* forced = kForced[i % TJ_ARRAY_SIZE(kForced)];
+    const char* group = kGroups[i / TJ_ARRAY_SIZE(kForced)];
     tj_context_options_t o = tj_test_context_options();
-    o.cuda_gemm_candidate = kForced[i];
+    o.cuda_gemm_candidate = forced;
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&o, &ctx));
     tj_cts_backend_t be = g_be;
     be.context = ctx;
     int before = tj_cts_failures;
-    tj_cts_run_group(&be, "half_matmuls");
+    CHECK(tj_cts_run_group(&be, group));
     if (tj_cts_failures != before) {
-      fprintf(stderr, "  (with cuda_gemm_candidate %s)\n", kForced[i]);
+      fprintf(stderr, "  (with cuda_gemm_candidate %s)\n", forced);
     }
     tj_context_destroy(ctx);
   }

@@ -153,6 +153,7 @@ TEST(bf16_every_rank2_candidate) {
       {"12", "split-k 2"},
       {"13", "split-k 4"},
       {"14", "split-k 8"},
+      {"17", "fused wgmma 128x64 s4"},
   };
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i) {
     check_candidate(TJ_DTYPE_BF16, false, kCases[i].forced, kCases[i].expect);

@@ -211,6 +211,8 @@ typedef struct candidate_t {
   int32_t split;       // split-K's slices: needs K a multiple of 64 s
 } candidate_t;
 
+// The TMA schedules take the batched forms too: a K-major B with a batch
+// is a rank-3 tensor map over [entries, N, K].
 static const candidate_t kCandidates[] = {
     {NULL, "", false, 0},
     {"0", "fused default", false, 0},
@@ -220,16 +222,17 @@ static const candidate_t kCandidates[] = {
     {"4", "cublaslt", true, 0},
     {"5", "fused wgmma 64x128 s4", false, 0},
     {"6", "fused wgmma 128x128 s4", false, 0},
-    {"7", "fused tma ws 128x128 s4 persistent", true, 0},
-    {"8", "fused tma ws 128x256 s4 persistent", true, 0},
-    {"9", "fused tma pingpong 64x256", true, 0},
-    {"10", "fused tma ws 128x256 s3", true, 0},
-    {"11", "fused tma ws 128x64 s8", true, 0},
+    {"7", "fused tma ws 128x128 s4 persistent", false, 0},
+    {"8", "fused tma ws 128x256 s4 persistent", false, 0},
+    {"9", "fused tma pingpong 64x256", false, 0},
+    {"10", "fused tma ws 128x256 s3", false, 0},
+    {"11", "fused tma ws 128x64 s8", false, 0},
     {"12", "split-k 2", true, 2},
     {"13", "split-k 4", true, 4},
     {"14", "split-k 8", true, 8},
-    {"15", "fused tma pingpong 128x128", true, 0},
-    {"16", "fused tma ws 256x128", true, 0},
+    {"15", "fused tma pingpong 128x128", false, 0},
+    {"16", "fused tma ws 256x128", false, 0},
+    {"17", "fused wgmma 128x64 s4", false, 0},
 };
 
 // TF32 (allow_tf32): the exact kernel, cuBLASLt's TF32 mode, the TMA

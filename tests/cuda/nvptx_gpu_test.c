@@ -770,6 +770,11 @@ TEST(wgmma_gemm) {
        .gemm_tile_m = 64,
        .gemm_tile_n = 64,
        .gemm_stages = 8},
+      // The tuner's candidate 17, for batched GEMMs of small N.
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 64,
+       .gemm_stages = 4},
       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
        .gemm_tile_m = 128,
        .gemm_tile_n = 128,
@@ -979,6 +984,90 @@ TEST(tma_gemm) {
   }
 }
 
+// Attention's scores on the batched sample (nvptx_samples.h), y[b] =
+// bf16(0.125 q[b] @ k[b]^T): row i of the [batch * m, n] output.
+typedef struct bmm_case_t {
+  int64_t m, n, k;
+  const float *q, *kt;  // [batch, m, k], [batch, n, k]
+} bmm_case_t;
+
+static double ref_bmm(void* ctx, int64_t i, int64_t j) {
+  const bmm_case_t* h = ctx;
+  int64_t b = i / h->m;
+  const float* q = h->q + i * h->k;
+  const float* kr = h->kt + (b * h->n + j) * h->k;
+  double s = 0;
+  for (int64_t t = 0; t < h->k; ++t) s += (double)q[t] * (double)kr[t];
+  return bf16_round(0.125 * s);
+}
+
+// Runs |c| (SAMPLE_GEMM_BF16_BMM) on batches of 3 (odd), 1 and 0, odd M,
+// N and K and K = 0: each batch entry's rows past M and k past K must
+// read zeros, not the next entry's (TMA boxes never cross an entry).
+static void check_bmm(const compiled_t* c) {
+  static const int64_t kSizes[][4] = {
+      {3, 17, 72, 64}, {3, 200, 136, 200}, {1, 129, 520, 8},  {3, 64, 128, 0},
+      {0, 64, 64, 64}, {5, 300, 264, 72},  {48, 512, 512, 64}};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(kSizes); ++t) {
+    int64_t bt = kSizes[t][0], m = kSizes[t][1], n = kSizes[t][2],
+            kk = kSizes[t][3];
+    int64_t nq = bt * m * kk, nk = bt * n * kk, ny = bt * m * n;
+    uint16_t* qh = malloc((size_t)nq * 2 + 2);
+    uint16_t* kh = malloc((size_t)nk * 2 + 2);
+    uint16_t* yh = malloc((size_t)ny * 2 + 2);
+    float* q = malloc((size_t)nq * 4 + 4);
+    float* kf = malloc((size_t)nk * 4 + 4);
+    float* y = malloc((size_t)ny * 4 + 4);
+    for (int64_t i = 0; i < nq; ++i) {
+      qh[i] = tj_f32_to_bf16(frand(-1, 1));
+      q[i] = tj_bf16_to_f32(qh[i]);
+    }
+    for (int64_t i = 0; i < nk; ++i) {
+      kh[i] = tj_f32_to_bf16(frand(-1, 1));
+      kf[i] = tj_bf16_to_f32(kh[i]);
+    }
+    tj_cu_deviceptr_t d[3] = {upload(qh, (size_t)nq * 2 + 2),
+                              upload(kh, (size_t)nk * 2 + 2),
+                              device_zeros((size_t)ny * 2 + 2)};
+    int64_t scalars[7] = {bt, m, n, kk, m * kk, n * kk, m * n};
+    if (launch(c, d, scalars) && ny > 0) {
+      download(yh, d[2], (size_t)ny * 2);
+      for (int64_t i = 0; i < ny; ++i) y[i] = tj_bf16_to_f32(yh[i]);
+      bmm_case_t h = {m, n, kk, q, kf};
+      char what[64];
+      snprintf(what, sizeof(what), "bmm %lldx%lldx%lldx%lld", (long long)bt,
+               (long long)m, (long long)n, (long long)kk);
+      int64_t sample = ny > 600000 ? 20000 : 0;
+      CHECK_EQ_INT(0, check_gemm_out(what, y, bt * m, n, sample, ref_bmm, &h,
+                                     1.6e-2, 1e-2));
+    }
+    for (int i = 0; i < 3; ++i) release(d[i]);
+    free(qh), free(kh), free(yh), free(q), free(kf), free(y);
+  }
+}
+
+// Batched GEMMs on every TMA schedule (rank-3 tensor maps, the batch in
+// the tile index) and on the cp.async tiles, against the host.
+TEST(tma_batched_gemm) {
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
+    compiled_t c = compile_with(SAMPLE_GEMM_BF16_BMM, &kTma[v]);
+    if (c.ck) CHECK(c.ck->info.tma);
+    check_bmm(&c);
+    release_compiled(&c);
+  }
+  static const tj_nvptx_options_t kCpAsync[] = {
+      {0},
+      {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+       .gemm_tile_m = 128,
+       .gemm_tile_n = 64,
+       .gemm_stages = 4}};
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kCpAsync); ++v) {
+    compiled_t c = compile_with(SAMPLE_GEMM_BF16_BMM, &kCpAsync[v]);
+    check_bmm(&c);
+    release_compiled(&c);
+  }
+}
+
 // Tensor maps TMA cannot make are statuses naming the kernel and operand.
 TEST(tma_map_errors) {
   compiled_t c =
@@ -1002,7 +1091,7 @@ TEST(tma_map_errors) {
   tj_nvptx_kernel_t plain = c.ck->info;
   plain.tma = false;
   CHECK_STATUS(
-      TJ_STATUS_INVALID_ARGUMENT, "not a rank-2 TMA gemm",
+      TJ_STATUS_INVALID_ARGUMENT, "not a TMA gemm",
       tj_cuda_gemm_tensor_maps(g_device, c.k, &plain, ptrs, scalars, &maps));
   release_compiled(&c);
 }
@@ -1031,6 +1120,7 @@ int main(void) {
     RUN_TEST(wgmma_descriptor_probe);
     RUN_TEST(wgmma_gemm);
     RUN_TEST(tma_gemm);
+    RUN_TEST(tma_batched_gemm);
     RUN_TEST(tma_map_errors);
   } else {
     printf("# wgmma tests skipped: %s is not sm_90a\n", arch_name);

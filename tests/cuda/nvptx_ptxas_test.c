@@ -33,6 +33,10 @@ static const char* const kExpected[SAMPLE_COUNT_][4] = {
     [SAMPLE_GEMM_F16_BATCHED] =
         {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
          "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
+    [SAMPLE_GEMM_BF16_BMM] =
+        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+         "cp.async.cg.shared.global"},
 };
 
 // The GEMM samples on the wgmma path (sm_90a), instead of the above.
@@ -43,6 +47,9 @@ static const char* const kExpectedWgmma[SAMPLE_COUNT_][4] = {
     [SAMPLE_GEMM_F16_BATCHED] = {"wgmma.mma_async.sync.aligned.m64n",
                                  ".f32.f16.f16", "cp.async.cg.shared.global",
                                  "wgmma.commit_group.sync.aligned"},
+    [SAMPLE_GEMM_BF16_BMM] = {"wgmma.mma_async.sync.aligned.m64n",
+                              ".f32.bf16.bf16", "cp.async.cg.shared.global",
+                              "wgmma.commit_group.sync.aligned"},
 };
 
 // ptxas's "performance loss" notes for wgmma code (serialized wgmmas, a
@@ -140,9 +147,9 @@ static const tj_nvptx_options_t kTf32[] = {
     {TMA(64, 128, 6), .gemm_tf32 = true, .gemm_persistent = true},
 };
 
-// What the TMA schedule's PTX must contain.
+// What the TMA schedule's PTX must contain (besides its loads: 2-D boxes
+// of an operand without a batch, 3-D ones of a batched operand).
 static const char* const kExpectedTma[] = {
-    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx",
     "mbarrier.arrive.expect_tx.shared::cta.b64",
     "mbarrier.try_wait.parity.shared::cta.b64",
     "setmaxnreg.inc.sync.aligned.u32 232",
@@ -187,6 +194,18 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
     if (info.tma) {
       for (size_t i = 0; i < TJ_ARRAY_SIZE(kExpectedTma); ++i)
         CHECK_CONTAINS(ptx, kExpectedTma[i]);
+      // A, then B: the batched sample's x has a batch and its w none
+      // (2-D boxes), the bmm sample's q and k both have one.
+      static const char kLoad2d[] =
+          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+          "complete_tx::bytes";
+      static const char kLoad3d[] =
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+          "complete_tx::bytes";
+      bool a3 = s == SAMPLE_GEMM_F16_BATCHED || s == SAMPLE_GEMM_BF16_BMM;
+      bool b3 = s == SAMPLE_GEMM_BF16_BMM;
+      CHECK_EQ_INT(a3 || b3, strstr(ptx, kLoad3d) != NULL);
+      CHECK_EQ_INT(!a3 || !b3, strstr(ptx, kLoad2d) != NULL);
       CHECK(strstr(ptx, "cp.async.cg") == NULL);
       CHECK(strstr(ptx, ".local") == NULL);
       CHECK_EQ_INT(384, info.threads);
@@ -436,6 +455,7 @@ TEST(every_sample_every_arch) {
         {WGMMA(64, 256, 4), .approx_math = true},
         {WGMMA(64, 64, 8)},
         {WGMMA(128, 64, 3)},
+        {WGMMA(128, 64, 4)},  // the tuner's candidate 17
         {WGMMA(128, 128, 3), .gemm_wgmma_drain = true},
         {WGMMA(128, 256, 4), .gemm_wgmma_drain = true},
         {WGMMA(128, 256, 4), .gemm_persistent = true},
@@ -444,11 +464,15 @@ TEST(every_sample_every_arch) {
     for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(wgmma); ++v) {
       check_sample(target, SAMPLE_GEMM_BF16, &wgmma[v]);
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &wgmma[v]);
+      check_sample(target, SAMPLE_GEMM_BF16_BMM, &wgmma[v]);
     }
-    // sm_90a: the TMA, warp-specialized schedules (rank-2 GEMMs only: the
-    // batched sample is refused, see bad_options).
-    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTma); ++v)
+    // sm_90a: the TMA, warp-specialized schedules; on the batched GEMMs
+    // through rank-3 tensor maps, the batch folded into the tile index.
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTma); ++v) {
       check_sample(target, SAMPLE_GEMM_BF16, &kTma[v]);
+      check_sample(target, SAMPLE_GEMM_F16_BATCHED, &kTma[v]);
+      check_sample(target, SAMPLE_GEMM_BF16_BMM, &kTma[v]);
+    }
     // sm_90a, allow_tf32: the f32 GEMM on wgmma .tf32.
     for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTf32); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &kTf32[v]);
@@ -502,7 +526,7 @@ TEST(bad_options) {
   CHECK_STATUS(
       TJ_STATUS_INVALID_ARGUMENT, "227 KiB",
       tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &wg_big, &info));
-  // TMA: rank-2 GEMMs with 128-row tiles, on sm_90a.
+  // TMA: on sm_90a, no gemm_wgmma_drain (batched GEMMs too).
   tj_nvptx_options_t tma = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
                             .gemm_tma = true};
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "sm_90a",
@@ -553,12 +577,14 @@ TEST(bad_options) {
   CHECK_STATUS(
       TJ_STATUS_INVALID_ARGUMENT, "gemm_pingpong are wgmma options",
       tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &mma_pp, &info));
+  tj_nvptx_options_t tma_drain_batched = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                                          .gemm_tma = true,
+                                          .gemm_wgmma_drain = true};
   tj_kir_t* batched = NULL;
-  CHECK_OK(
-      sample_build(tj_allocator_system(), SAMPLE_GEMM_F16_BATCHED, &batched));
-  CHECK_STATUS(
-      TJ_STATUS_UNSUPPORTED, "rank-2",
-      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, batched, &tma, &info));
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16_BMM, &batched));
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "no gemm_wgmma_drain",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, batched,
+                                    &tma_drain_batched, &info));
   tj_kir_destroy(batched);
   tj_nvptx_options_t mma_tma = {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC,
                                 .gemm_tma = true};
@@ -733,6 +759,37 @@ TEST(launch_configs) {
                tj_nvptx_gemm_check_pointers(k, &info, ptrs));
   ptrs[1] = 0x2010;
   CHECK_OK(tj_nvptx_gemm_check_pointers(k, &info, ptrs));
+  tj_kir_destroy(k);
+  // Batched, attention's scores [192, 512, 64] @ [192, 64, 512]: the
+  // cp.async kernels take a batch entry per grid z; the TMA schedules fold
+  // the 192 x 16 tiles into one index, so the persistent grid is one
+  // block an SM over all of them.
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16_BMM, &k));
+  int64_t scores[7] = {192, 512, 512, 64, 512 * 64, 512 * 64, 512 * 512};
+  CHECK_OK(tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, NULL, &info));
+  CHECK_OK(tj_nvptx_launch_config(k, &info, scores, 132, &launch));
+  CHECK_EQ_INT(16, launch.grid[0]);
+  CHECK_EQ_INT(192, launch.grid[2]);
+  // (A module a kernel: both would be named after the kernel.)
+  LLVMModuleRef m2 = tj_nvptx_module_create(target, ctx, "m2");
+  tj_nvptx_options_t tma_p = {TMA(128, 128, 4), .gemm_persistent = true};
+  CHECK_OK(tj_nvptx_emit_kernel(m2, TJ_NVPTX_SM_90A, k, &tma_p, &info));
+  CHECK(info.tma);
+  CHECK_OK(tj_nvptx_launch_config(k, &info, scores, 132, &launch));
+  CHECK_EQ_INT(132, launch.grid[0]);
+  CHECK_EQ_INT(1, launch.grid[2]);
+  LLVMDisposeModule(m2);
+  LLVMModuleRef m3 = tj_nvptx_module_create(target, ctx, "m3");
+  tj_nvptx_options_t tma_grid = {TMA(128, 256, 3)};
+  CHECK_OK(tj_nvptx_emit_kernel(m3, TJ_NVPTX_SM_90A, k, &tma_grid, &info));
+  CHECK(info.tma);
+  CHECK_OK(tj_nvptx_launch_config(k, &info, scores, 132, &launch));
+  CHECK_EQ_INT(192 * 8, launch.grid[0]);
+  CHECK_EQ_INT(1, launch.grid[2]);
+  int64_t no_batch[7] = {0, 512, 512, 64, 512 * 64, 512 * 64, 512 * 512};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, no_batch, 132, &launch));
+  CHECK(launch.empty);
+  LLVMDisposeModule(m3);
   tj_kir_destroy(k);
   LLVMDisposeModule(module);
   LLVMContextDispose(ctx);

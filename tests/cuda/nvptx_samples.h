@@ -24,12 +24,15 @@ typedef enum sample_e {
   SAMPLE_GEMM_BF16,         // y[M,N] bf16 = gelu_tanh(x @ w + b), bf16 operands
   SAMPLE_GEMM_F16_BATCHED,  // y[2,M,N] f32 = x[2,M,K] @ w[K,N] + r[2,M,N],
                             // f16 operands
+  SAMPLE_GEMM_BF16_BMM,     // y[B,M,N] bf16 = 0.125 (q[B,M,K] @ k[B,N,K]^T):
+                            // attention's scores, both operands batched, B
+                            // K-major, every size a runtime param
   SAMPLE_COUNT_,
 } sample_t;
 
 static const char* const kSampleNames[SAMPLE_COUNT_] = {
     "gelu_bias", "bf16_map", "transposed", "softmax",          "layernorm_bf16",
-    "argmax",    "gemm_f32", "gemm_bf16",  "gemm_f16_batched",
+    "argmax",    "gemm_f32", "gemm_bf16",  "gemm_f16_batched", "gemm_bf16_bmm",
 };
 
 static inline uint32_t s_const(tj_kir_t* k, double v) {
@@ -258,6 +261,32 @@ static inline tj_status_t sample_build(tj_allocator_t a, sample_t which,
       tj_kir_store(
           k, y,
           tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k), tj_kir_load(k, res)));
+      finalize = false;
+      break;
+    }
+    case SAMPLE_GEMM_BF16_BMM: {  // scalars: B, M, N, K, MK, NK, MN
+      tj_kir_ival_t bt = tj_kir_runtime(tj_kir_add_param(k, "B"));
+      tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+      tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+      tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+      tj_kir_ival_t mk = tj_kir_runtime(tj_kir_add_param(k, "MK"));
+      tj_kir_ival_t nk = tj_kir_runtime(tj_kir_add_param(k, "NK"));
+      tj_kir_ival_t mn = tj_kir_runtime(tj_kir_add_param(k, "MN"));
+      tj_kir_ival_t dims[3] = {bt, m, n};
+      tj_kir_set_space(k, 3, dims);
+      tj_kir_gemm_schedule_t sched;
+      memset(&sched, 0, sizeof(sched));
+      tj_kir_set_gemm(k, kk, &sched);
+      // B's strides along (batch, k, n): k contiguous, rows of n K apart.
+      tj_kir_ival_t sq[3] = {mk, kk, c1}, sk[3] = {nk, c1, kk};
+      tj_kir_ival_t sy[3] = {mn, n, c1};
+      tj_kir_add_buffer(k, "q", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sq);
+      tj_kir_add_buffer(k, "k", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sk);
+      uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_BF16, TJ_KIR_OUTPUT, sy);
+      tj_kir_store(k, y,
+                   tj_kir_cast(k, TJ_DTYPE_BF16,
+                               tj_kir_binary(k, TJ_OP_MUL, tj_kir_acc(k),
+                                             s_const(k, 0.125))));
       finalize = false;
       break;
     }

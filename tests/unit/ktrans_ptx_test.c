@@ -256,14 +256,12 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
   memset(&info, 0, sizeof(info));
   tj_status_t s = NULL;
   char* ptx = emit(k, o, arch, &info, &s);
-  // The TMA schedules take rank-2 GEMMs only (the batched ones are
-  // refused by name, as for an N-major B); every other refusal is a bug.
-  bool tma_batched = o->gemm_tma && shape >= SHAPE_BATCHED;
-  if (tma_batched) {
-    CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "rank-2", s);
-    tj_kir_destroy(k);
-    return;
-  }
+  // Every schedule takes every shape: a refusal is a bug. The TMA ones
+  // load a batched operand in 3-D boxes (its rank-3 tensor map) and one
+  // without a batch in 2-D ones: x is batched in both batched shapes, w
+  // in SHAPE_BATCHED only.
+  bool box3 = shape >= SHAPE_BATCHED;
+  bool box2 = shape < SHAPE_BATCHED || shape == SHAPE_SHARED;
   if (s) fprintf(stderr, "  %s: refused\n", what);
   CHECK_OK(s);
   if (!ptx) {
@@ -278,13 +276,15 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
     check_has(what, ptx, "mma.sync.aligned.m16n8k16.row.col.f32", true);
   } else if (dt == TJ_DTYPE_F32) {
     check_has(what, ptx, "k8.f32.tf32.tf32", true);
-    check_has(what, ptx, "cp.async.bulk.tensor.2d", true);
+    check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
+    check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
   } else {
     // wgmma's operands: scale-d p, scale-a/b 1, trans-a 0, trans-b 0.
     check_has(what, ptx, "p, 1, 1, 0, 0;", true);
     check_has(what, ptx, "p, 1, 1, 0, 1;", false);
     if (o->gemm_tma) {
-      check_has(what, ptx, "cp.async.bulk.tensor.2d", true);
+      check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
+      check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
       check_has(what, ptx, "cp.async.cg", false);
     } else {
       check_has(what, ptx, "cp.async.cg.shared.global", true);
