@@ -39,6 +39,10 @@ typedef struct candidate_t {
   uint32_t set_index;  // CAND_VARIANT / CAND_OPENBLAS: kernel in |variants|
 } candidate_t;
 
+typedef struct tune_key_t {
+  int64_t m, bucket, n, k, batch;
+} tune_key_t;
+
 typedef struct decision_t {
   int64_t bucket, n, k, batch;
   int32_t winner;
@@ -60,9 +64,7 @@ typedef struct entry_t {
   _Atomic uint32_t num_decisions;
   // Background mode: the keys queued and not yet decided, under
   // |pending_mutex| (a run only checks and appends, never waits on timing).
-  struct {
-    int64_t bucket, n, k, batch;
-  } pending[MAX_DECISIONS];
+  tune_key_t pending[MAX_DECISIONS];
   uint32_t num_pending;
   int32_t forced;  // -1: none
   bool full_logged;
@@ -219,10 +221,6 @@ static tj_status_t clone_gemm(const tj_kir_t* src, const char* name,
 
 //===--- problems ---===//
 
-typedef struct tune_key_t {
-  int64_t m, bucket, n, k, batch;
-} tune_key_t;
-
 static void problem_key(const tj_kir_t* k, const int64_t* scalars,
                         tune_key_t* out) {
   const int32_t r = k->rank;
@@ -236,15 +234,19 @@ static void problem_key(const tj_kir_t* k, const int64_t* scalars,
   out->bucket = tj_pow2_bucket(out->m);
 }
 
+// Whether (bucket, n, k, batch) is |key|'s decision key (M is bucketed).
+static bool same_key(int64_t bucket, int64_t n, int64_t k, int64_t batch,
+                     const tune_key_t* key) {
+  return bucket == key->bucket && n == key->n && k == key->k &&
+         batch == key->batch;
+}
+
 static const decision_t* find_decision(const entry_t* e,
                                        const tune_key_t* key) {
   uint32_t n = atomic_load_explicit(&e->num_decisions, memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i) {
     const decision_t* d = &e->decisions[i];
-    if (d->bucket == key->bucket && d->n == key->n && d->k == key->k &&
-        d->batch == key->batch) {
-      return d;
-    }
+    if (same_key(d->bucket, d->n, d->k, d->batch, key)) return d;
   }
   return NULL;
 }
@@ -949,12 +951,6 @@ typedef struct tune_job_t {
   size_t block_bytes[TJ_KIR_MAX_BUFFERS];
 } tune_job_t;
 
-static bool same_key(int64_t bucket, int64_t n, int64_t k, int64_t batch,
-                     const tune_key_t* key) {
-  return bucket == key->bucket && n == key->n && k == key->k &&
-         batch == key->batch;
-}
-
 static void job_free(tune_job_t* j) {
   tj_allocator_t al = j->t->allocator;
   for (int i = 0; i < TJ_KIR_MAX_BUFFERS; ++i) {
@@ -967,8 +963,8 @@ static void job_free(tune_job_t* j) {
 static void unpend(tj_x86_tuner_t* t, entry_t* e, const tune_key_t* key) {
   pthread_mutex_lock(&t->pending_mutex);
   for (uint32_t i = 0; i < e->num_pending; ++i) {
-    if (same_key(e->pending[i].bucket, e->pending[i].n, e->pending[i].k,
-                 e->pending[i].batch, key)) {
+    const tune_key_t* q = &e->pending[i];
+    if (same_key(q->bucket, q->n, q->k, q->batch, key)) {
       e->pending[i] = e->pending[--e->num_pending];
       break;
     }
@@ -1069,18 +1065,14 @@ static void queue_job(tj_x86_tuner_t* t, entry_t* e, const tune_key_t* key,
   pthread_mutex_lock(&t->pending_mutex);
   bool queued = find_decision(e, key) != NULL;
   for (uint32_t i = 0; !queued && i < e->num_pending; ++i) {
-    queued = same_key(e->pending[i].bucket, e->pending[i].n, e->pending[i].k,
-                      e->pending[i].batch, key);
+    const tune_key_t* q = &e->pending[i];
+    queued = same_key(q->bucket, q->n, q->k, q->batch, key);
   }
   uint32_t room = MAX_DECISIONS -
                   atomic_load_explicit(&e->num_decisions, memory_order_acquire);
   bool add = !queued && e->num_pending < room;
   if (add) {
-    e->pending[e->num_pending].bucket = key->bucket;
-    e->pending[e->num_pending].n = key->n;
-    e->pending[e->num_pending].k = key->k;
-    e->pending[e->num_pending].batch = key->batch;
-    ++e->num_pending;
+    e->pending[e->num_pending++] = *key;
   }
   pthread_mutex_unlock(&t->pending_mutex);
   if (!add) return;
