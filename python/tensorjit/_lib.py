@@ -330,6 +330,7 @@ _SIGNATURES = {
     "tj_context_create": (vp, [ctypes.POINTER(ContextOptions_t),
                                ctypes.POINTER(vp)]),
     "tj_context_destroy": (None, [vp]),
+    "tj_context_wait_autotune": (None, [vp]),
     "tj_context_free_string": (None, [vp, vp]),
     "tj_graph_create": (vp, [vp, cstr, ctypes.POINTER(vp)]),
     "tj_graph_destroy": (None, [vp]),

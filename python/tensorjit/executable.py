@@ -40,7 +40,7 @@ __all__ = ["compile", "Executable", "ExecutableStats", "Profile",
 
 TARGETS = {"x86": 0, "cpu": 0, "reference": 1, "cuda": 2}
 _SPECIALIZE = {"never": 0, "after_n": 1, "always": 2}
-_AUTOTUNE = {"default": 0, "on": 1, "off": 2}
+_AUTOTUNE = {"default": 0, "on": 1, "off": 2, "background": 3}
 
 
 @dataclass(frozen=True)
@@ -670,7 +670,10 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         pipeline: comma-separated pass list replacing the default.
         verify_each: verify the IR after every pass.
         autotune: GEMM autotuning, ``"default"`` (off on x86, on for
-            CUDA), ``"on"`` or ``"off"`` (``tj_autotune_t``).
+            CUDA), ``"on"``, ``"off"`` or ``"background"`` (``tj_autotune_t``;
+            background: the first runs of a shape serve the generated kernel
+            while the context's worker thread tunes, and later runs pick up
+            the decision; :meth:`Context.wait_autotune` waits for it).
         autotune_budget_ms: x86: bound on the time one tuning decision
             spends timing candidates (0: the library's 200 ms).
         cuda_device: CUDA: the device ordinal.
@@ -729,8 +732,8 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             f"never, after_n or always")
     if not isinstance(autotune, str) or autotune not in _AUTOTUNE:
         raise InvalidArgumentError(
-            f"compile: unknown autotune {autotune!r}; expected default, on "
-            f"or off")
+            f"compile: unknown autotune {autotune!r}; expected default, on, "
+            f"off or background")
     for name, value in (("num_threads", num_threads),
                         ("specialize_after", specialize_after),
                         ("autotune_budget_ms", autotune_budget_ms),

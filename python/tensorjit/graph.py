@@ -179,6 +179,14 @@ class Context:
     def _adopt(self, child: Any) -> None:
         self._children.add(child)
 
+    def wait_autotune(self) -> None:
+        """Blocks until every GEMM tuning job that compiles with
+        ``autotune="background"`` queued on this context has finished and
+        published its decision, so that the next run of each executable
+        serves the tuned kernel (``tj_context_wait_autotune``). The call
+        releases the GIL while it waits."""
+        _lib.lib().tj_context_wait_autotune(self.handle)
+
     def close(self) -> None:
         """Closes every graph and executable of this context, then it."""
         if not self._handle:

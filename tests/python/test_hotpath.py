@@ -287,7 +287,7 @@ def test_hot_path_without_the_struct_offsets(monkeypatch):
 def test_compile_options_reach_the_library():
     g = pointwise()
     a, b = rand(2, 5), rand(2, 5)
-    for autotune in ("default", "on", "off"):
+    for autotune in ("default", "on", "off", "background"):
         exe = tj.compile(g, autotune=autotune, autotune_budget_ms=5,
                          num_threads=1)
         np.testing.assert_allclose(exe(a, b), a * b + a, rtol=1e-6)
@@ -323,6 +323,38 @@ def test_autotune_matmul_matches_reference():
                      cache_dir="")
     xs, ws = rand(33, 64), rand(64, 48)
     np.testing.assert_allclose(exe(xs, ws), xs @ ws, rtol=1e-4, atol=1e-4)
+
+
+def test_background_autotune_publishes_and_wait_returns():
+    # The first run serves the generated kernel while the context's worker
+    # times the candidates; wait_autotune returns once the decision is
+    # published (the job's remark says so), and every run matches numpy.
+    remarks = []
+    ctx = tj.Context(diagnostic=lambda sev, msg: remarks.append(msg),
+                     log="autotune")
+    try:
+        g = tj.Graph("bg", context=ctx)
+        x = g.input("x", "f32", ["M", 96])
+        w = g.input("w", "f32", [96, 80])
+        g.output(x @ w, "y")
+        exe = tj.compile(g, autotune="background", autotune_budget_ms=20,
+                         num_threads=1, cache_dir="")
+        xs, ws = rand(70, 96), rand(96, 80)
+        np.testing.assert_allclose(exe(xs, ws), xs @ ws, rtol=1e-4,
+                                   atol=1e-4)
+        ctx.wait_autotune()
+        finished = [m for m in remarks if "background job finished" in m]
+        assert len(finished) == 1, remarks
+        for _ in range(2):
+            np.testing.assert_allclose(exe(xs, ws), xs @ ws, rtol=1e-4,
+                                       atol=1e-4)
+        ctx.wait_autotune()  # nothing queued: returns at once
+        assert len([m for m in remarks
+                    if "background job finished" in m]) == 1, remarks
+    finally:
+        ctx.close()
+    with pytest.raises(tj.InvalidArgumentError, match="the context is closed"):
+        ctx.wait_autotune()
 
 
 #===--- gradients ---===#
