@@ -80,11 +80,11 @@ static tj_status_t measure_all(const tj_autotune_problem_t* p,
   return NULL;
 }
 
-tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
-                        const tj_autotune_problem_t* p,
-                        tj_autotune_measure_fn measure, void* measure_context,
-                        tj_autotune_result_t* out) {
+tj_status_t tj_autotune_lookup(tj_context_t* context, const char* cache_dir,
+                               const tj_autotune_problem_t* p,
+                               tj_autotune_result_t* out, bool* out_hit) {
   memset(out, 0, sizeof(*out));
+  *out_hit = false;
   if (p->num_candidates < 1 || p->num_candidates > TJ_AUTOTUNE_MAX_CANDIDATES)
     return tj_invalid("autotune: %d candidates", (int)p->num_candidates);
   tj_allocator_t al = tj_context_allocator(context);
@@ -94,8 +94,7 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
   bool hit = false;
   TJ_RETURN_IF_ERROR(
       tj_memory_cache_lookup(context, key, al, &bytes, &size, &hit));
-  bool disk = cache_dir && cache_dir[0];
-  if (!hit && disk) {
+  if (!hit && cache_dir && cache_dir[0]) {
     const char* reason = NULL;
     TJ_RETURN_IF_ERROR(tj_disk_cache_load(context, cache_dir, key, al, &bytes,
                                           &size, &hit, &reason));
@@ -105,10 +104,23 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
     tj_free(al, bytes, size);
     if (ok) {
       out->from_cache = true;
+      *out_hit = true;
       return NULL;
     }
     memset(out, 0, sizeof(*out));
   }
+  return NULL;
+}
+
+tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
+                        const tj_autotune_problem_t* p,
+                        tj_autotune_measure_fn measure, void* measure_context,
+                        tj_autotune_result_t* out) {
+  bool hit = false;
+  TJ_RETURN_IF_ERROR(tj_autotune_lookup(context, cache_dir, p, out, &hit));
+  if (hit) return NULL;
+  tj_cache_key_t key = problem_key(p);
+  bool disk = cache_dir && cache_dir[0];
   TJ_RETURN_IF_ERROR(measure_all(p, measure, measure_context, out));
   char record[64 + 24 * TJ_AUTOTUNE_MAX_CANDIDATES];
   int n = snprintf(record, sizeof(record), "tjtune 1 %d %d", (int)out->best,

@@ -48,4 +48,12 @@ tj_status_t tj_autotune(tj_context_t* context, const char* cache_dir,
                         tj_autotune_measure_fn measure, void* measure_context,
                         tj_autotune_result_t* out_result);
 
+// The cached decision for |problem| alone, from the memory cache, else the
+// disk cache: |*out_hit| false when neither has one (nothing is measured).
+// For a caller that would otherwise start costly work before it times
+// (CUDA's background compiles of the candidates).
+tj_status_t tj_autotune_lookup(tj_context_t* context, const char* cache_dir,
+                               const tj_autotune_problem_t* problem,
+                               tj_autotune_result_t* out_result, bool* out_hit);
+
 #endif  // TJ_JIT_AUTOTUNE_H_

@@ -943,13 +943,15 @@ static void* precompile_main(void* arg) {
 // (bg_tried). Reads the program's kernel slots: under its mutex.
 static int32_t collect_precompiles(tj_cuda_program_t* p, uint32_t ki,
                                    const int64_t* scalars, bool skip_tried,
-                                   precompile_t* w, uint32_t* out_mask) {
+                                   int32_t only, precompile_t* w,
+                                   uint32_t* out_mask) {
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   int32_t n = 0;
   *out_mask = 0;
   tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
   for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
     if (skip_tried && (t->bg_tried & (1u << c))) continue;
+    if (only >= 0 && c != only) continue;
     if (!timed_candidate(p, ki, c, scalars)) continue;
     int32_t before = n;
     int32_t j = split_index(c);
@@ -1031,9 +1033,20 @@ static void precompile_candidates(tj_cuda_program_t* p, uint32_t ki,
   precompile_t w[TJ_CUDA_GEMM_CANDIDATES + TJ_CUDA_GEMM_SPLITS];
   memset(w, 0, sizeof(w));
   uint32_t mask;
-  int32_t n = collect_precompiles(p, ki, scalars, false, w, &mask);
+  int32_t n = collect_precompiles(p, ki, scalars, false, -1, w, &mask);
   compile_precompiles(p, w, n);
   install_precompiles(p, w, n);
+}
+
+// The autotuner's problem for kernel |t| at |bucket|; |names| (the
+// candidates' names) must outlive it.
+static tj_autotune_problem_t tune_problem(const tj_cuda_program_t* p,
+                                          const tj_cuda_gemm_tune_t* t,
+                                          int64_t bucket, const char** names) {
+  for (int i = 0; i < TJ_CUDA_GEMM_CANDIDATES; ++i)
+    names[i] = kCandidateNames[i];
+  return (tj_autotune_problem_t){t->text, p->gemm.device_desc, bucket,
+                                 TJ_CUDA_GEMM_CANDIDATES, names};
 }
 
 //===--- background compiles (TJ_AUTOTUNE_BACKGROUND) ---===//
@@ -1114,9 +1127,23 @@ static bool compiling_in_background(tj_cuda_program_t* p, uint32_t ki,
       return false;
     }
   }
+  // A decision already cached (an earlier process, an equal kernel of
+  // another executable) needs only its winner compiled, not every
+  // candidate; the run after the job then takes it from the cache.
+  const char* names[TJ_CUDA_GEMM_CANDIDATES];
+  tj_autotune_problem_t prob = tune_problem(p, t, bucket, names);
+  tj_autotune_result_t cached;
+  bool hit = false;
+  tj_status_t s =
+      tj_autotune_lookup(p->context, p->cache_dir, &prob, &cached, &hit);
+  if (s) {  // an unreadable cache only costs the full job
+    tj_status_free(s);
+    hit = false;
+  }
   compile_job_t* j = tj_calloc(p->al, 1, sizeof(*j));
   if (!j) return false;
-  j->n = collect_precompiles(p, ki, scalars, true, j->w, &j->mask);
+  j->n = collect_precompiles(p, ki, scalars, true, hit ? cached.best : -1, j->w,
+                             &j->mask);
   j->base.run = compile_job_run;
   j->base.discard = compile_job_discard;
   j->base.owner = p;
@@ -1133,9 +1160,9 @@ static bool compiling_in_background(tj_cuda_program_t* p, uint32_t ki,
     tj_context_diagnostic(
         p->context, TJ_SEVERITY_REMARK,
         "autotune: %s M bucket %lld: %d candidate kernels queued to compile "
-        "in the background; %s runs meanwhile",
+        "in the background%s; %s runs meanwhile",
         p->kernels[ki].info.entry, (long long)bucket, (int)j->n,
-        kCandidateNames[0]);
+        hit ? " (the cached decision's)" : "", kCandidateNames[0]);
   }
   return true;
 }
@@ -1212,10 +1239,7 @@ tj_status_t tj_cuda_gemm_choose_from(tj_cuda_program_t* p, uint32_t first) {
         // after the job times.
       } else if (p->gemm.autotune) {
         const char* names[TJ_CUDA_GEMM_CANDIDATES];
-        for (int i = 0; i < TJ_CUDA_GEMM_CANDIDATES; ++i)
-          names[i] = kCandidateNames[i];
-        tj_autotune_problem_t prob = {t->text, p->gemm.device_desc, bucket,
-                                      TJ_CUDA_GEMM_CANDIDATES, names};
+        tj_autotune_problem_t prob = tune_problem(p, t, bucket, names);
         measure_ctx_t mc = {p, ki, scalars};
         tj_autotune_result_t r;
         TJ_RETURN_IF_ERROR(

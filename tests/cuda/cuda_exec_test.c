@@ -1254,6 +1254,39 @@ TEST(background_tuning) {
   CHECK_EQ_INT(1, cs.tunings);
   CHECK(compare("background-tuned capstone, again", TJ_DTYPE_BF16, y_bg, want,
                 B * 192, tol_for(TJ_DTYPE_BF16, 0)));
+  {
+    // Another context on the same disk cache: the decision is cached, so
+    // its job compiles the winner alone (none when the module's kernel
+    // won), and the run after it takes the decision without timing.
+    static bg_log_t log2;
+    memset(&log2, 0, sizeof(log2));
+    pthread_mutex_init(&log2.mutex, NULL);
+    tj_context_options_t co2 = co;
+    co2.diagnostic_user_data = &log2;
+    tj_context_t* ctx2 = NULL;
+    CHECK_OK(tj_context_create(&co2, &ctx2));
+    tj_graph_t* g2 = bg_graph(ctx2);
+    tj_executable_t* warm = bg_compile(g2, TJ_AUTOTUNE_BACKGROUND, dir);
+    CHECK_OK(tj_executable_run(warm, in, 3, &out_bg, 1));
+    CHECK(memcmp(y_off, y_bg, (size_t)(B * 192) * es) == 0);
+    CHECK(bg_logged(&log2, "the cached decision's"));
+    CHECK(bg_logged(&log2, ": 1 candidate kernels queued") ||
+          bg_logged(&log2, ": 0 candidate kernels queued"));
+    tj_context_wait_autotune(ctx2);
+    CHECK_OK(tj_executable_run(warm, in, 3, &out_bg, 1));
+    tj_cuda_program_stats_t ws2;
+    CHECK_OK(tj_executable_cuda_stats(warm, &ws2));
+    CHECK_EQ_INT(1, ws2.tunings);
+    CHECK_EQ_INT(1, ws2.tuning_cache_hits);
+    CHECK(strcmp(ws2.gemm_choice, cs.gemm_choice) == 0);
+    CHECK(compare("capstone tuned from the cache in the background",
+                  TJ_DTYPE_BF16, y_bg, want, B * 192,
+                  tol_for(TJ_DTYPE_BF16, 0)));
+    tj_executable_release(warm);
+    tj_graph_destroy(g2);
+    tj_context_destroy(ctx2);
+    pthread_mutex_destroy(&log2.mutex);
+  }
   tj_executable_release(bg);
   // Released with its job queued or running (a new bucket, no cache).
   tj_executable_t* early = bg_compile(g, TJ_AUTOTUNE_BACKGROUND, "");
