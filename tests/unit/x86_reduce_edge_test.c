@@ -540,6 +540,46 @@ TEST(layer_norm_large_first_element) {
   }
 }
 
+// Sibling reductions of one row (none reading another's result) share one
+// walk of the row on x86 (emit_reduce.c, sibling_reduces): a float sum
+// long enough for several pairwise blocks (SUM_BLOCK 4096) beside a max
+// and a second sum, each with its own accumulators; an argmax after them
+// starts its own walk. Rows shorter than a vector, of a masked tail, and
+// of several blocks, at every tier, against the reference.
+TEST(sibling_reductions_one_walk) {
+  tj_context_t* ctxs[3];
+  const char* isas[3];
+  int num_tiers = tj_test_tier_contexts(ctxs, isas);
+  static const int64_t kCols[] = {3, 509, 4097, 9001};
+  for (int tier = 0; tier < num_tiers; ++tier) {
+    for (size_t c = 0; c < sizeof(kCols) / sizeof(kCols[0]); ++c) {
+      tj_graph_t* g;
+      CHECK_OK(tj_graph_create(ctxs[tier], "siblings", &g));
+      const int64_t xdims[2] = {5, kCols[c]};
+      tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, xdims, "x");
+      const int32_t axis = 1;
+      tj_value_t e = tj_graph_exp(g, x);
+      tj_graph_output(g, tj_graph_sum(g, x, 1, &axis, false), "sum");
+      tj_graph_output(g, tj_graph_max(g, x, 1, &axis, false), "max");
+      tj_graph_output(
+          g, tj_graph_sum(g, tj_graph_mul(g, x, x), 1, &axis, false), "sum_sq");
+      tj_graph_output(g, tj_graph_sum(g, e, 1, &axis, false), "sum_exp");
+      tj_graph_output(g, tj_graph_argmax(g, x, 1, false), "argmax");
+      CHECK_OK(tj_graph_finalize(g));
+      io_t in = {0};
+      in.n = 1;
+      make(&in, 0, TJ_DTYPE_F32, 2, xdims, NAN);
+      char what[64];
+      snprintf(what, sizeof(what), "%s [5, %lld]", isas[tier],
+               (long long)kCols[c]);
+      check_graph(g, &in, 2e-6, what);
+      free_io(&in);
+      tj_graph_destroy(g);
+    }
+    tj_context_destroy(ctxs[tier]);
+  }
+}
+
 int main(void) {
   CHECK_OK(tj_test_context_create(&g_ctx));  // no disk cache
   RUN_TEST(empty_fixed_axes);
@@ -550,6 +590,7 @@ int main(void) {
   RUN_TEST(signed_zero_max_min);
   RUN_TEST(layer_norm_shifted_rows);
   RUN_TEST(layer_norm_large_first_element);
+  RUN_TEST(sibling_reductions_one_walk);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
