@@ -339,6 +339,9 @@ const tj_backend_t tj_backend_cuda = {
     .lowers = true,
     .device_tensors = true,
     .native_op = cuda_native_op,
+    // Issue 15: the NVPTX CONV template runs a dense conv's elementwise
+    // followers at its store (jit/emit_nvptx_conv.c's epilogue_map).
+    .conv_epilogue = true,
     .open = cuda_open,
     .accept = cuda_accept,
     .compile = cuda_compile,

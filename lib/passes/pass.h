@@ -81,7 +81,7 @@ typedef struct tj_pass_ctx_t {
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
   // fuse: whether a conv the target keeps whole takes its elementwise
   // followers as an epilogue in its kernel (tj_backend_t.conv_epilogue;
-  // issue 15: x86's CONV template has one, CUDA's not yet). Off by default.
+  // issue 15: x86's and CUDA's CONV templates). Off by default.
   bool conv_epilogue;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
