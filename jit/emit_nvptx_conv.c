@@ -870,6 +870,35 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   return NULL;
 }
 
+// Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has 1 or
+// 2 pixel tiles): split k into slices of at least kMinSliceTiles k-tiles,
+// up to two blocks an SM; the slices add into out, which the launcher
+// zeroes first (zero_bytes). f32 sums in another order: not bitwise equal
+// to the unsplit kernel's.
+//
+// A kernel with an epilogue never splits (tj_nvptx_conv_launch): its
+// followers (relu, ...) need the whole sum, which no slice has, and a
+// second pass after the slices would need a workspace and per-tile
+// counters that the launch does not have. Fuse keeps the followers out of
+// a conv that would split at its smallest batch instead (the CUDA
+// backend's conv_epilogue_fits): a split is worth more than the fusion
+// (the 7x7 512-512 layer at batch 1: 4 blocks of 576 k-tiles unsplit).
+int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
+                             int32_t num_sms) {
+  const int64_t gx = (pixels + kBN - 1) / kBN, gy = (channels + kBM - 1) / kBM;
+  const int64_t tiles = (k + kBK - 1) / kBK;
+  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
+  if (gx * gy == 0 || gx * gy >= target) return 1;
+  slices = (target + gx * gy - 1) / (gx * gy);
+  if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
+  if (slices > kMaxSlices) slices = kMaxSlices;
+  if (slices < 1) slices = 1;
+  // The kernel's slices are ceil(tiles / slices) long: as many as that
+  // length needs, so that none is empty.
+  int64_t per = (tiles + slices - 1) / slices;
+  return (tiles + per - 1) / per;
+}
+
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
@@ -894,32 +923,9 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
         "kernel @%s: %lld pixel tiles x %lld channel tiles is more than one "
         "launch covers",
         k->name, (long long)gx, (long long)gy);
-  // Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has
-  // 1 or 2 pixel tiles): split k into slices of at least kMinSliceTiles
-  // k-tiles, up to two blocks an SM; the slices add into out, which the
-  // launcher zeroes first (zero_bytes). f32 sums in another order: not
-  // bitwise equal to the unsplit kernel's.
-  //
-  // A kernel with an epilogue never splits: its followers (relu, ...)
-  // need the whole sum, which no slice has. Refused here rather than
-  // foreseen by fuse, which would have to know the batch (symbolic in
-  // most models: one executable serves batch 1, which splits, and batch
-  // 32, which does not) and the SM count; a second pass after the slices
-  // would need a workspace and tile counters the launch does not have.
-  // The cost falls on small batches of deep layers (bench/RESULTS.md).
-  const int64_t tiles = (k->gemm_k.value + kBK - 1) / kBK;
   const bool epilogue = k->phases[0].num_insts > 0;
-  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
-  if (gx * gy < target && !epilogue) {
-    slices = (target + gx * gy - 1) / (gx * gy);
-    if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
-    if (slices > kMaxSlices) slices = kMaxSlices;
-    if (slices < 1) slices = 1;
-    // The kernel's slices are ceil(tiles / slices) long: as many as that
-    // length needs, so that none is empty.
-    int64_t per = (tiles + slices - 1) / slices;
-    slices = (tiles + per - 1) / per;
-  }
+  const int64_t slices =
+      epilogue ? 1 : tj_nvptx_conv_slices(np, o, k->gemm_k.value, num_sms);
   out->grid[0] = (uint32_t)gx;
   out->grid[1] = (uint32_t)gy;
   out->grid[2] = (uint32_t)slices;

@@ -676,6 +676,11 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
     v->why = "a depthwise or grouped conv takes no epilogue";
     return false;
   }
+  if (f->ctx->conv_epilogue_fits &&
+      !f->ctx->conv_epilogue_fits(f->ctx->conv_epilogue_user, f->g, conv)) {
+    v->why = "the target runs this conv better without an epilogue";
+    return false;
+  }
   for (uint32_t k = 0; k < cv->num_operands; ++k) {
     uint32_t o = cv->operands[k];
     if (o != TJ_NODE_NONE && f->in_set[o] == f->stamp) {
