@@ -403,10 +403,10 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
     if (c->bias) ins[nin++] = tj_tensor_make(b, TJ_DTYPE_F32, 1, &c->o);
     if (c->post == P_RESIDUAL || c->post == P_RESIDUAL_SPLIT)
       ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, r, ys);
-    if (c->post == P_CHANNEL_CLIP) {
-      int64_t cd[4] = {c->o, 1, 1, 1};
+    // The tensor keeps a pointer to its dims: they outlive the runs.
+    int64_t cd[4] = {c->o, 1, 1, 1};
+    if (c->post == P_CHANNEL_CLIP)
       ins[nin++] = tj_tensor_make(shift, TJ_DTYPE_F32, r - 1, cd);
-    }
     tj_tensor_t out = tj_tensor_make(want, yt, r, ys);
     CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
     memset(got, 0xff, (size_t)(ny ? ny : 1) * ye);  // NaN in f32 and f16
