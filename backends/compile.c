@@ -168,6 +168,8 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.evaluate = exe->evaluate;
   ctx.native_op = exe->backend->native_op;
   ctx.conv_epilogue = exe->backend->conv_epilogue;
+  ctx.conv_epilogue_fits = exe->backend->conv_epilogue_fits;
+  ctx.conv_epilogue_user = exe->target;
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;

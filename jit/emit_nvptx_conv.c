@@ -33,6 +33,12 @@
 // Epilogue from the registers: + b[o], stored to out's rows (a pixel run
 // of 4, or 2 for TF32, as one vector store where P is a multiple of it and
 // out is 16-byte aligned, checked at run time; else element by element).
+// A conv with elementwise followers (lib/passes/fuse.c's conv_epilogue;
+// kir/lower_conv.c's tj_lower_body_conv) runs them there, as the MAP
+// phase reading the accumulator (+ b[o]) as TJ_KIR_ACC, on the same runs
+// of pixels: resnet's conv -> add -> relu is one kernel. Such a kernel
+// never splits k (tj_nvptx_conv_launch): a slice holds a partial sum,
+// and relu(a) + relu(b) is not relu(a + b).
 // Every size but the batch is a constant of the kernel (kir/lower_conv.c),
 // so the index arithmetic is by constants, in i32 where it fits.
 
@@ -58,6 +64,9 @@ typedef struct conv_t {
   uint32_t xb, wb, ob;
   int32_t bb;  // the bias, -1 for none
   bool tf32;
+  // The kernel's MAP phase has instructions: elementwise followers (relu,
+  // a residual add, casts) evaluated on the accumulators at the store.
+  bool epi;
   int64_t O, C, K, KS, P, INS;
   int64_t od[3], in[3], ker[3], st[3], dil[3], low[3];
   int32_t axis0;     // the first spatial axis of the three
@@ -584,6 +593,167 @@ static void epilogue(conv_t* g) {
   }
 }
 
+// Whether the epilogue's w-pixel runs may cross output rows: every buffer
+// the MAP phase reads or writes has spatial strides row-major over the
+// output's (or all 0: a per-channel operand), and no instruction reads an
+// index (emit_conv.c's flat_epilogue, the same rule).
+static bool runs_may_cross_rows(const tj_kir_t* k) {
+  const tj_kir_phase_t* ph = &k->phases[0];
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_INDEX) return false;
+  }
+  for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
+    const tj_kir_buffer_t* buf = &k->buffers[bi];
+    if (buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT) continue;
+    for (int32_t d = 2; d < k->rank; ++d) {
+      if (buf->strides[d].param >= 0) return false;
+    }
+    for (int32_t d = 2; d + 1 < k->rank; ++d) {
+      if (buf->strides[d].value !=
+          buf->strides[d + 1].value * k->dims[d + 1].value)
+        return false;
+    }
+  }
+  return true;
+}
+
+// The point of output pixel |gp| (of all images: n * P + p) in channel
+// |o|, |lanes| pixels along the last spatial dim, the MAP phase's buffers
+// addressed there. |aligned|, when not NULL, becomes whether every buffer
+// contiguous along that dim sits at a multiple of |lanes| elements there.
+static void map_point(conv_t* g, LLVMValueRef o, LLVMValueRef gp, int32_t lanes,
+                      tj_emit_point_t* pt, LLVMValueRef* aligned) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = g->k;
+  const int32_t r = k->rank;
+  memset(pt, 0, sizeof(*pt));
+  pt->lanes = lanes;
+  pt->vdim = r - 1;
+  LLVMValueRef n = LLVMBuildUDiv(b, gp, c64(g, g->P), "");
+  LLVMValueRef rest =
+      LLVMBuildSub(b, gp, LLVMBuildMul(b, n, c64(g, g->P), ""), "");
+  pt->index[0] = n;
+  pt->index[1] = o;
+  for (int32_t d = r - 1; d >= 2; --d) {
+    if (d == 2) {
+      pt->index[d] = rest;
+      break;
+    }
+    pt->index[d] = LLVMBuildURem(b, rest, c64(g, k->dims[d].value), "");
+    rest = LLVMBuildUDiv(b, rest, c64(g, k->dims[d].value), "");
+  }
+  if (aligned) *aligned = LLVMConstInt(em->t_i1, 1, 0);
+  for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
+    const tj_kir_buffer_t* buf = &k->buffers[bi];
+    if (buf->role != TJ_KIR_INPUT && buf->role != TJ_KIR_OUTPUT) {
+      pt->ptr[bi] = em->base[bi];  // read by the main loop, not here
+      continue;
+    }
+    LLVMValueRef off = c64(g, 0);
+    for (int32_t d = 0; d < r; ++d) {
+      if (tj_kir_ival_is_const(buf->strides[d], 0)) continue;
+      off = LLVMBuildAdd(
+          b, off, LLVMBuildMul(b, pt->index[d], tj_emit_stride(em, bi, d), ""),
+          "");
+    }
+    pt->ptr[bi] = tj_emit_advance(em, bi, em->base[bi], off);
+    if (aligned && tj_kir_ival_is_const(buf->strides[r - 1], 1)) {
+      int64_t bytes = (int64_t)lanes * (int64_t)tj_dtype_size(buf->dtype);
+      LLVMValueRef at = LLVMBuildPtrToInt(b, pt->ptr[bi], em->t_i64, "");
+      *aligned =
+          LLVMBuildAnd(b, *aligned,
+                       LLVMBuildICmp(b, LLVMIntEQ,
+                                     LLVMBuildAnd(b, at, c64(g, bytes - 1), ""),
+                                     c64(g, 0), ""),
+                       "");
+    }
+  }
+}
+
+// The epilogue with a MAP phase: the thread's accumulators (+ b[o]) are
+// TJ_KIR_ACC of the phase, run a group of w pixels at a time where the
+// group lies in one output row (or may cross rows: runs_may_cross_rows)
+// and every contiguous buffer is aligned there (checked at run time: the
+// vector loads and stores of the plain path), else pixel by pixel.
+static tj_status_t epilogue_map(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  const tj_kir_t* k = g->k;
+  const tj_kir_phase_t* ph = &k->phases[0];
+  part_t pt;
+  thread_part(g, &pt);
+  const int32_t w = pt.width;
+  const int64_t last = k->dims[k->rank - 1].value;
+  // A group's first pixel is a multiple of w: it lies in one image when P
+  // is one, in one row when the row is.
+  const bool vec = g->P % w == 0 && (last % w == 0 || runs_may_cross_rows(k));
+  LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
+  for (int32_t i = 0; i < 8; ++i) {
+    LLVMValueRef o =
+        LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, pt.row[i], em->t_i64, ""), "");
+    tj_emit_if_t in;
+    tj_emit_if_begin(em, &in, LLVMBuildICmp(b, LLVMIntSLT, o, c64(g, g->O), ""),
+                     "row");
+    LLVMValueRef bias = NULL;
+    if (g->bb >= 0) {
+      bias = LLVMBuildLoad2(
+          b, em->t_f32,
+          tj_emit_advance(em, (uint32_t)g->bb, em->base[g->bb], o), "");
+    }
+    for (int32_t h = 0; h < pt.groups; ++h) {
+      LLVMValueRef v[4];
+      for (int32_t j = 0; j < w; ++j) {
+        v[j] = LLVMBuildLoad2(b, em->t_f32, acc_slot(g, pt.acc[i][h][j]), "");
+        if (bias) v[j] = LLVMBuildFAdd(b, v[j], bias, "");
+      }
+      LLVMValueRef gp0 = LLVMBuildAdd(
+          b, g->p0, LLVMBuildZExt(b, pt.col[h], em->t_i64, ""), "");
+      LLVMValueRef use_vec = LLVMConstInt(em->t_i1, 0, 0);
+      tj_emit_if_t vif;
+      if (vec) {
+        // Every pixel of the group exists when its first does (N x P is a
+        // multiple of w); the point's addresses are computed under that
+        // test, so the alignment test is inside it.
+        tj_emit_if_t have;
+        LLVMValueRef slot = tj_emit_alloca(em, em->t_i1, "vec");
+        LLVMBuildStore(b, use_vec, slot);
+        tj_emit_if_begin(em, &have,
+                         LLVMBuildICmp(b, LLVMIntSLT, gp0, g->np, ""), "have");
+        tj_emit_point_t p;
+        LLVMValueRef aligned;
+        map_point(g, o, gp0, w, &p, &aligned);
+        LLVMBuildStore(b, aligned, slot);
+        tj_emit_if_begin(em, &vif, aligned, "vec");
+        LLVMValueRef x = LLVMGetUndef(vt);
+        for (int32_t j = 0; j < w; ++j)
+          x = LLVMBuildInsertElement(b, x, v[j], c32(g, j), "");
+        p.acc = x;
+        TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
+        tj_nvptx_align_accesses(g->nv, &p, w);
+        tj_emit_if_end(em, &vif);
+        tj_emit_if_end(em, &have);
+        use_vec = LLVMBuildLoad2(b, em->t_i1, slot, "");
+      }
+      tj_emit_if_begin(em, &vif, LLVMBuildNot(b, use_vec, ""), "elems");
+      for (int32_t j = 0; j < w; ++j) {
+        LLVMValueRef gp = LLVMBuildAdd(b, gp0, c64(g, j), "");
+        tj_emit_if_t one;
+        tj_emit_if_begin(em, &one, LLVMBuildICmp(b, LLVMIntSLT, gp, g->np, ""),
+                         "col");
+        tj_emit_point_t p;
+        map_point(g, o, gp, 1, &p, NULL);
+        p.acc = v[j];
+        TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
+        tj_emit_if_end(em, &one);
+      }
+      tj_emit_if_end(em, &vif);
+    }
+    tj_emit_if_end(em, &in);
+  }
+  return NULL;
+}
+
 //===--- entry points ---===//
 
 tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
@@ -597,10 +767,16 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.b = em->b;
   g.k = k;
   g.bb = -1;
+  g.epi = k->phases[0].num_insts > 0;
   int32_t xb = -1, wb = -1, ob = -1;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    if (buf->dtype != TJ_DTYPE_F32)
+    // The epilogue's own inputs and outputs take any dtype its body does
+    // (a cast to f16 at the store); the GEMM part and the plain store are
+    // f32.
+    bool epi_buffer =
+        g.epi && (buf->role == TJ_KIR_INPUT || buf->role == TJ_KIR_OUTPUT);
+    if (buf->dtype != TJ_DTYPE_F32 && !epi_buffer)
       return tj_unsupported("kernel @%s: conv buffer %%%s is %s, not f32",
                             k->name, buf->name, tj_dtype_name(buf->dtype));
     switch (buf->role) {
@@ -613,16 +789,18 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
       case TJ_KIR_CONV_BIAS:
         g.bb = (int32_t)i;
         break;
-      default:
+      case TJ_KIR_OUTPUT:
         ob = (int32_t)i;
+        break;
+      default:  // an epilogue's input
         break;
     }
   }
-  if (xb < 0 || wb < 0 || ob < 0 || k->rank != cv->spatial + 2)
+  if (xb < 0 || wb < 0 || (ob < 0 && !g.epi) || k->rank != cv->spatial + 2)
     return tj_internal("kernel @%s: conv buffers missing", k->name);
   g.xb = (uint32_t)xb;
   g.wb = (uint32_t)wb;
-  g.ob = (uint32_t)ob;
+  g.ob = (uint32_t)(ob < 0 ? 0 : ob);
   g.axis0 = 3 - cv->spatial;
   g.P = g.KS = g.INS = 1;
   for (int32_t d = 0; d < 3; ++d) {
@@ -687,8 +865,38 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
     LLVMBuildStore(b, tj_emit_fconst(em->t_f32, 0.0), acc_slot(&g, i));
   copy_setup(&g);
   main_loop(&g);
+  if (g.epi) return epilogue_map(&g);
   epilogue(&g);
   return NULL;
+}
+
+// Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has 1 or
+// 2 pixel tiles): split k into slices of at least kMinSliceTiles k-tiles,
+// up to two blocks an SM; the slices add into out, which the launcher
+// zeroes first (zero_bytes). f32 sums in another order: not bitwise equal
+// to the unsplit kernel's.
+//
+// A kernel with an epilogue never splits (tj_nvptx_conv_launch): its
+// followers (relu, ...) need the whole sum, which no slice has, and a
+// second pass after the slices would need a workspace and per-tile
+// counters that the launch does not have. Fuse keeps the followers out of
+// a conv that would split at its smallest batch instead (the CUDA
+// backend's conv_epilogue_fits): a split is worth more than the fusion
+// (the 7x7 512-512 layer at batch 1: 4 blocks of 576 k-tiles unsplit).
+int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
+                             int32_t num_sms) {
+  const int64_t gx = (pixels + kBN - 1) / kBN, gy = (channels + kBM - 1) / kBM;
+  const int64_t tiles = (k + kBK - 1) / kBK;
+  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
+  if (gx * gy == 0 || gx * gy >= target) return 1;
+  slices = (target + gx * gy - 1) / (gx * gy);
+  if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
+  if (slices > kMaxSlices) slices = kMaxSlices;
+  if (slices < 1) slices = 1;
+  // The kernel's slices are ceil(tiles / slices) long: as many as that
+  // length needs, so that none is empty.
+  int64_t per = (tiles + slices - 1) / slices;
+  return (tiles + per - 1) / per;
 }
 
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
@@ -715,23 +923,9 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
         "kernel @%s: %lld pixel tiles x %lld channel tiles is more than one "
         "launch covers",
         k->name, (long long)gx, (long long)gy);
-  // Too few tiles to fill the GPU (a batch-1 layer at 14x14 or 7x7 has
-  // 1 or 2 pixel tiles): split k into slices of at least kMinSliceTiles
-  // k-tiles, up to two blocks an SM; the slices add into out, which the
-  // launcher zeroes first (zero_bytes). f32 sums in another order: not
-  // bitwise equal to the unsplit kernel's.
-  const int64_t tiles = (k->gemm_k.value + kBK - 1) / kBK;
-  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
-  if (gx * gy < target) {
-    slices = (target + gx * gy - 1) / (gx * gy);
-    if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
-    if (slices > kMaxSlices) slices = kMaxSlices;
-    if (slices < 1) slices = 1;
-    // The kernel's slices are ceil(tiles / slices) long: as many as that
-    // length needs, so that none is empty.
-    int64_t per = (tiles + slices - 1) / slices;
-    slices = (tiles + per - 1) / per;
-  }
+  const bool epilogue = k->phases[0].num_insts > 0;
+  const int64_t slices =
+      epilogue ? 1 : tj_nvptx_conv_slices(np, o, k->gemm_k.value, num_sms);
   out->grid[0] = (uint32_t)gx;
   out->grid[1] = (uint32_t)gy;
   out->grid[2] = (uint32_t)slices;

@@ -170,6 +170,13 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
                                    const int64_t* scalars, int32_t num_sms,
                                    tj_nvptx_launch_t* out_launch);
 
+// The slices into which the CONV template's launch splits k for a conv of
+// |pixels| output pixels (N x P), |channels| output channels and |k| = C x
+// taps on a GPU of |num_sms| SMs, 1 for none: the grid's depth. Only a
+// kernel without an epilogue splits (jit/emit_nvptx_conv.c).
+int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
+                             int32_t num_sms);
+
 // Whether GEMM operand |buffer| of |kernel| has a batch: a stride along a
 // batch dim (those before the last two) that is not the constant 0. The
 // TMA schedules address such an operand through a rank-3 tensor map (its

@@ -12,8 +12,11 @@
 
 #include "backends/runtime/backend.h"
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/cuda_program.h"
+#include "backends/cuda/cuda_runtime.h"
 #include "jit/cache.h"
 #include "jit/kernel_dump.h"
+#include "jit/nvptx.h"
 #include "lib/custom_op.h"
 #include "lib/env.h"
 #include "lib/quant.h"
@@ -125,6 +128,34 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
     return false;
   int64_t h = q->dims[q->rank - 3], hkv = k->dims[k->rank - 3];
   return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
+}
+
+// Issue 15: a conv whose launch would split k at its smallest batch (a
+// symbolic batch taken as 1: one executable serves every batch) keeps its
+// followers out: a kernel with an epilogue never splits
+// (jit/emit_nvptx_conv.c), and the split is worth more than the fusion
+// there (resnet18's 7x7 512-channel layers at batch 1: 4 blocks of 576
+// k-tiles unsplit). Offline (no device) the SM count is an H100/H200's.
+static bool cuda_conv_epilogue_fits(void* target, const tj_graph_t* g,
+                                    uint32_t node) {
+  enum { kOfflineSms = 132 };
+  const target_t* t = target;
+  const tj_node_t* y = &g->nodes[node];
+  const tj_node_t* w = &g->nodes[y->operands[1]];
+  if (y->rank < 3 || w->rank != y->rank) return true;
+  int64_t pixels = tj_dim_is_const(y->dims[0]) ? y->dims[0] : 1;
+  int64_t k = w->dims[1];
+  for (int32_t d = 2; d < y->rank; ++d) {
+    if (!tj_dim_is_const(y->dims[d]) || !tj_dim_is_const(w->dims[d]))
+      return true;  // not the CONV template's (constant sizes only)
+    pixels *= y->dims[d];
+    k *= w->dims[d];
+  }
+  if (!tj_dim_is_const(y->dims[1]) || !tj_dim_is_const(w->dims[1])) return true;
+  int32_t sms = t && t->pending && t->pending->device
+                    ? t->pending->device->num_sms
+                    : kOfflineSms;
+  return tj_nvptx_conv_slices(pixels, y->dims[1], k, sms) == 1;
 }
 
 static void cuda_release(void* target, void* program) {
@@ -339,6 +370,10 @@ const tj_backend_t tj_backend_cuda = {
     .lowers = true,
     .device_tensors = true,
     .native_op = cuda_native_op,
+    // Issue 15: the NVPTX CONV template runs a dense conv's elementwise
+    // followers at its store (jit/emit_nvptx_conv.c's epilogue_map).
+    .conv_epilogue = true,
+    .conv_epilogue_fits = cuda_conv_epilogue_fits,
     .open = cuda_open,
     .accept = cuda_accept,
     .compile = cuda_compile,

@@ -80,6 +80,11 @@ typedef struct tj_backend_t {
   // (tj_pass_ctx_t.conv_epilogue): its emitter handles a CONV kernel whose
   // MAP phase has instructions. false: followers stay kernels of their own.
   bool conv_epilogue;
+  // With conv_epilogue: whether conv |node| of |graph| should take its
+  // followers (tj_pass_ctx_t.conv_epilogue_fits), |target| the opened
+  // target. NULL: every conv should.
+  bool (*conv_epilogue_fits)(void* target, const tj_graph_t* graph,
+                             uint32_t node);
 
   // The size of a target's state; the driver allocates it zeroed (no
   // allocation at all when 0: |target| is then NULL) and frees it after

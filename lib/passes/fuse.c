@@ -646,13 +646,13 @@ static bool wide_in_set(fuse_t* f, uint32_t i) {
   return (uint64_t)readers * buffers > kMaxTapReads;
 }
 
-// A conv the target kept whole (x86's CONV template, issue 15) with an
-// elementwise epilogue of its shape (bias-free followers: relu, clip, a
-// residual add, their casts), which the template evaluates as it stores
-// each finished block (kir/lower_conv.c): resnet's conv -> add -> relu is
-// one kernel. Any other opaque op, or a conv with anything else, fuses
-// with nothing. x, w and the bias are read from memory, never computed in
-// the kernel.
+// A conv the target kept whole (the CONV template of x86 or CUDA, issue
+// 15) with an elementwise epilogue of its shape (bias-free followers:
+// relu, clip, a residual add, their casts), which the template evaluates
+// as it stores each finished block (kir/lower_conv.c): resnet's conv ->
+// add -> relu is one kernel. Any other opaque op, or a conv with anything
+// else, fuses with nothing. x, w and the bias are read from memory, never
+// computed in the kernel.
 static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
                           uint32_t num_opaque, uint32_t num_anchors,
                           verdict_t* v) {
@@ -674,6 +674,11 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
   // epilogue.
   if (tj_window_of(&cv->attrs).groups != 1) {
     v->why = "a depthwise or grouped conv takes no epilogue";
+    return false;
+  }
+  if (f->ctx->conv_epilogue_fits &&
+      !f->ctx->conv_epilogue_fits(f->ctx->conv_epilogue_user, f->g, conv)) {
+    v->why = "the target runs this conv better without an epilogue";
     return false;
   }
   for (uint32_t k = 0; k < cv->num_operands; ++k) {

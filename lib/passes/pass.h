@@ -81,8 +81,15 @@ typedef struct tj_pass_ctx_t {
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
   // fuse: whether a conv the target keeps whole takes its elementwise
   // followers as an epilogue in its kernel (tj_backend_t.conv_epilogue;
-  // issue 15: x86's CONV template has one, CUDA's not yet). Off by default.
+  // issue 15: x86's and CUDA's CONV templates). Off by default.
   bool conv_epilogue;
+  // With conv_epilogue: whether conv |node| of |graph| takes an epilogue
+  // where the target would run it best without one (CUDA: a conv whose
+  // launch splits k at its smallest batch; tj_backend_t's
+  // conv_epilogue_fits, |user| its target). NULL: every conv takes one.
+  bool (*conv_epilogue_fits)(void* user, const tj_graph_t* graph,
+                             uint32_t node);
+  void* conv_epilogue_user;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate

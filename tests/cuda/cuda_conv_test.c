@@ -15,9 +15,15 @@
 // and O, O past one 128-channel tile, more pixels than a 128-pixel tile
 // and images that end inside one; K not a multiple of the 8-deep k-tile;
 // K deep enough over few pixels that the launch splits it; with and
-// without bias; relu and a residual add after it; the batch symbolic, one
-// executable run at N = 3, 1 and 0. Skips (exit 77) without a driver or
-// GPU.
+// without bias; the batch symbolic, one executable run at N = 3, 1 and 0.
+// Followers (convepi: the kernel's epilogue, jit/emit_nvptx_conv.c's
+// epilogue_map), each case one kernel in all: relu; relu(y + residual),
+// the residual of y's shape; y + a per-channel [O, 1, 1] operand clipped
+// to [0, 6]; y cast to f16 (compared within one more f16 rounding,
+// 2^-10 relative); at P a multiple of 4 (the vector path) and not (pixel
+// by pixel). On the deep shapes whose conv splits k at batch 1 (a kernel
+// with an epilogue does not split) the followers stay a kernel of their
+// own: two kernels. Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -27,9 +33,21 @@
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_tensor.h"
+#include "lib/dtype.h"
 #include "tests/cuda/cuda_test_util.h"
 
-typedef enum post_e { P_NONE, P_RELU, P_RESIDUAL } post_t;
+// _SPLIT: the followers of a conv whose launch splits k at batch 1 (the
+// symbolic batch's smallest), which fuse keeps out of its kernel (the CUDA
+// backend's conv_epilogue_fits): two kernels.
+typedef enum post_e {
+  P_NONE,
+  P_RELU,
+  P_RESIDUAL,
+  P_CHANNEL_CLIP,
+  P_F16,
+  P_RELU_SPLIT,
+  P_RESIDUAL_SPLIT
+} post_t;
 
 typedef struct case_t {
   const char* name;
@@ -163,6 +181,102 @@ static const case_t kCases[] = {
      true,
      P_RESIDUAL,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // resnet's conv + bias -> relu and conv -> add -> relu at 14x14 (P 196:
+    // vector loads and stores), O past one 128-channel tile.
+    {"relu_14",
+     2,
+     32,
+     136,
+     {14, 14},
+     {3, 3},
+     true,
+     P_RELU,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"residual_14",
+     2,
+     16,
+     64,
+     {14, 14},
+     {3, 3},
+     false,
+     P_RESIDUAL,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // A per-channel operand (stride 0 along the pixels) and clip: P 30 (2
+    // wide runs for TF32, pixel by pixel for FFMA), then P 64.
+    {"channel_clip_1x1",
+     2,
+     17,
+     131,
+     {5, 6},
+     {1, 1},
+     true,
+     P_CHANNEL_CLIP,
+     {.groups = 0}},
+    {"channel_clip_s2",
+     2,
+     7,
+     70,
+     {16, 15},
+     {3, 3},
+     false,
+     P_CHANNEL_CLIP,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"cast_f16",
+     2,
+     9,
+     33,
+     {8, 8},
+     {3, 3},
+     true,
+     P_F16,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"cast_f16_odd",
+     2,
+     5,
+     7,
+     {9, 11},
+     {3, 3},
+     false,
+     P_F16,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    // The deep_split shape, and resnet's last 3x3 (K 4608 at 7x7), with
+    // followers: the conv split, the followers a kernel of their own.
+    {"deep_relu",
+     2,
+     300,
+     40,
+     {7, 7},
+     {3, 3},
+     true,
+     P_RELU_SPLIT,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"deep_residual",
+     2,
+     512,
+     130,
+     {7, 7},
+     {3, 3},
+     true,
+     P_RESIDUAL_SPLIT,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"3d_relu",
+     3,
+     3,
+     5,
+     {5, 6, 7},
+     {3, 2, 3},
+     true,
+     P_RELU,
+     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}}},
+    {"1d_residual",
+     1,
+     16,
+     24,
+     {300},
+     {3},
+     false,
+     P_RESIDUAL,
+     {.pads_begin = {1}, .pads_end = {1}}},
 };
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -200,11 +314,21 @@ static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
   tj_value_t b = {0};
   if (c->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &c->o, "b");
   tj_value_t y = tj_graph_conv(g, x, w, b, &c->a);
-  if (c->post == P_RELU) {
+  if (c->post == P_RELU || c->post == P_RELU_SPLIT) {
     y = tj_graph_relu(g, y);
-  } else if (c->post == P_RESIDUAL) {
+  } else if (c->post == P_RESIDUAL || c->post == P_RESIDUAL_SPLIT) {
     tj_value_t res = tj_graph_input(g, TJ_DTYPE_F32, r, yd, "res");
     y = tj_graph_relu(g, tj_graph_add(g, y, res));
+  } else if (c->post == P_CHANNEL_CLIP) {
+    int64_t cd[4] = {c->o, 1, 1, 1};
+    tj_value_t sh = tj_graph_input(g, TJ_DTYPE_F32, r - 1, cd, "shift");
+    y = tj_graph_minimum(
+        g,
+        tj_graph_maximum(g, tj_graph_add(g, y, sh),
+                         tj_graph_scalar(g, TJ_DTYPE_F32, 0.0)),
+        tj_graph_scalar(g, TJ_DTYPE_F32, 6.0));
+  } else if (c->post == P_F16) {
+    y = tj_graph_cast(g, y, TJ_DTYPE_F16);
   }
   tj_graph_output(g, y, "y");
   CHECK_OK(tj_graph_finalize(g));
@@ -245,12 +369,16 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
   tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
   tj_executable_stats(exe, &stats);
   CHECK_EQ_INT(0, stats.num_graph_breaks);
-  if (c->post == P_NONE) {
-    if (stats.num_kernels != 1)
-      fprintf(stderr, "%s: %u kernels, want the one conv kernel\n", c->name,
-              (unsigned)stats.num_kernels);
-    CHECK_EQ_INT(1, stats.num_kernels);
-  }
+  // The followers are the conv kernel's epilogue: one kernel in all,
+  // unless the conv splits k at batch 1.
+  const int32_t kernels =
+      c->post == P_RELU_SPLIT || c->post == P_RESIDUAL_SPLIT ? 2 : 1;
+  if (stats.num_kernels != kernels)
+    fprintf(stderr, "%s: %d kernels, want %d\n", c->name,
+            (int)stats.num_kernels, (int)kernels);
+  CHECK_EQ_INT(kernels, stats.num_kernels);
+  const tj_dtype_t yt = c->post == P_F16 ? TJ_DTYPE_F16 : TJ_DTYPE_F32;
+  const size_t ye = tj_dtype_size(yt);
   static const int64_t batches[3] = {3, 1, 0};
   for (int bi = 0; bi < 3; ++bi) {
     const int64_t N = batches[bi];
@@ -263,40 +391,67 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
     float* w = random_buffer(nw);
     float* b = random_buffer(c->o);
     float* res = random_buffer(ny);
-    float* got = calloc((size_t)(ny ? ny : 1), sizeof(float));
-    float* want = calloc((size_t)(ny ? ny : 1), sizeof(float));
+    // Shifts of 0 to 6: the clip cuts both ends.
+    float* shift = random_buffer(c->o);
+    for (int64_t i = 0; i < c->o; ++i) shift[i] = 3.0f + 3.0f * shift[i];
+    unsigned char* got = malloc((size_t)(ny ? ny : 1) * ye);
+    unsigned char* want = calloc((size_t)(ny ? ny : 1), ye);
     tj_tensor_t ins[4];
     int32_t nin = 0;
     ins[nin++] = tj_tensor_make(x, TJ_DTYPE_F32, r, xs);
     ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
     if (c->bias) ins[nin++] = tj_tensor_make(b, TJ_DTYPE_F32, 1, &c->o);
-    if (c->post == P_RESIDUAL)
+    if (c->post == P_RESIDUAL || c->post == P_RESIDUAL_SPLIT)
       ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, r, ys);
-    tj_tensor_t out = tj_tensor_make(want, TJ_DTYPE_F32, r, ys);
+    // The tensor keeps a pointer to its dims: they outlive the runs.
+    int64_t cd[4] = {c->o, 1, 1, 1};
+    if (c->post == P_CHANNEL_CLIP)
+      ins[nin++] = tj_tensor_make(shift, TJ_DTYPE_F32, r - 1, cd);
+    tj_tensor_t out = tj_tensor_make(want, yt, r, ys);
     CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
-    for (int64_t i = 0; i < ny; ++i) got[i] = NAN;
-    out = tj_tensor_make(got, TJ_DTYPE_F32, r, ys);
+    memset(got, 0xff, (size_t)(ny ? ny : 1) * ye);  // NaN in f32 and f16
+    out = tj_tensor_make(got, yt, r, ys);
     CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
     int64_t bad = 0, first = -1;
+    double got_first = 0, want_first = 0;
     for (int64_t i = 0; i < ny; ++i) {
-      double tol = tf32 ? 1e-3 * fabs((double)want[i]) + 3e-3 * sqrt(kk)
-                        : 1e-4 * fabs((double)want[i]) + 2e-6 * kk;
-      if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
-        if (first < 0) first = i;
+      double gv, wv;
+      if (yt == TJ_DTYPE_F16) {
+        uint16_t gh, wh;
+        memcpy(&gh, got + i * 2, 2);
+        memcpy(&wh, want + i * 2, 2);
+        gv = tj_f16_to_f32(gh);
+        wv = tj_f16_to_f32(wh);
+      } else {
+        float gf, wf;
+        memcpy(&gf, got + i * 4, 4);
+        memcpy(&wf, want + i * 4, 4);
+        gv = gf;
+        wv = wf;
+      }
+      double tol = tf32 ? 1e-3 * fabs(wv) + 3e-3 * sqrt(kk)
+                        : 1e-4 * fabs(wv) + 2e-6 * kk;
+      if (yt == TJ_DTYPE_F16) tol += fabs(wv) / 1024.0;
+      if (!(fabs(gv - wv) <= tol)) {
+        if (first < 0) {
+          first = i;
+          got_first = gv;
+          want_first = wv;
+        }
         ++bad;
       }
     }
     if (bad) {
       fprintf(stderr, "%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
               c->name, tf32 ? " tf32" : "", (long long)N, (long long)bad,
-              (long long)ny, (long long)first, (double)got[first],
-              (double)want[first]);
+              (long long)ny, (long long)first, got_first, want_first);
     }
     CHECK_EQ_INT(0, bad);
     free(x);
     free(w);
     free(b);
     free(res);
+    free(shift);
     free(got);
     free(want);
   }

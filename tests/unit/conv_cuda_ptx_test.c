@@ -6,10 +6,14 @@
 // no graph break whose PTX holds the template's path (the 4-byte
 // zero-filling cp.async gathers; FFMA, or mma.sync m16n8k8 .tf32 on
 // cvt.rna-rounded operands), and ptxas -arch=sm_90a assembles it when the
-// test is given ptxas's path (registers and spills printed). A grouped
+// test is given ptxas's path (registers and spills printed). Followers of
+// a dense conv (relu, a residual add, a per-channel operand and clip, a
+// cast to f16) are its kernel's epilogue: one kernel, vector stores of
+// the FFMA and TF32 tiles where P allows, no split-k atomics. A grouped
 // conv still decomposes (several kernels, no graph break). The launch of a
 // kernel-IR conv: its grid for run-time batches, k split into slices
-// (the output zeroed first) where the tiles alone leave SMs idle, nothing
+// (the output zeroed first) where the tiles alone leave SMs idle, unless
+// the kernel has an epilogue, nothing
 // for an empty one, INVALID_ARGUMENT for a negative batch; the emitter's
 // refusal of a conv past its 32-bit indices, naming the kernel. The offline
 // compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. Numbers
@@ -28,6 +32,21 @@
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 
+// Followers of the conv, its kernel's epilogue (lib/passes/fuse.c's
+// conv_epilogue, jit/emit_nvptx_conv.c's epilogue_map): relu; relu(y +
+// residual) with the residual of y's shape; y + a per-channel [O, 1, 1]
+// operand, clipped to [0, 6]; y cast to f16. P_RELU_SPLIT: relu after a
+// conv whose launch splits k at batch 1 (the symbolic batch's smallest;
+// 132 SMs offline), which keeps it out (conv_epilogue_fits): two kernels.
+typedef enum post_e {
+  P_NONE,
+  P_RELU,
+  P_RESIDUAL,
+  P_CHANNEL_CLIP,
+  P_F16,
+  P_RELU_SPLIT
+} post_t;
+
 typedef struct variant_t {
   const char* name;
   int32_t n;
@@ -35,6 +54,7 @@ typedef struct variant_t {
   bool bias;
   int64_t groups;
   tj_conv_attrs_t a;
+  post_t post;
 } variant_t;
 
 static const variant_t kVariants[] = {
@@ -46,7 +66,8 @@ static const variant_t kVariants[] = {
      {3, 3},
      true,
      1,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_NONE},
     {"7x7_s2_stem",
      2,
      3,
@@ -55,8 +76,9 @@ static const variant_t kVariants[] = {
      {7, 7},
      false,
      1,
-     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
-    {"1x1", 2, 17, 131, {5, 6}, {1, 1}, true, 1, {.groups = 0}},
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}},
+     P_NONE},
+    {"1x1", 2, 17, 131, {5, 6}, {1, 1}, true, 1, {.groups = 0}, P_NONE},
     {"3x3_d2_asym",
      2,
      5,
@@ -65,7 +87,8 @@ static const variant_t kVariants[] = {
      {3, 3},
      false,
      1,
-     {.dilations = {2, 2}, .pads_begin = {2, 0}, .pads_end = {1, 3}}},
+     {.dilations = {2, 2}, .pads_begin = {2, 0}, .pads_end = {1, 3}},
+     P_NONE},
     {"1d_s2_d2",
      1,
      4,
@@ -74,7 +97,8 @@ static const variant_t kVariants[] = {
      {5},
      true,
      1,
-     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}}},
+     {.strides = {2}, .dilations = {2}, .pads_begin = {3}, .pads_end = {1}},
+     P_NONE},
     {"3d",
      3,
      3,
@@ -83,7 +107,8 @@ static const variant_t kVariants[] = {
      {3, 2, 3},
      true,
      1,
-     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}}},
+     {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1}, .pads_end = {1, 1, 0}},
+     P_NONE},
     {"grouped_decomposes",
      2,
      8,
@@ -92,7 +117,61 @@ static const variant_t kVariants[] = {
      {3, 3},
      true,
      2,
-     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_NONE},
+    // A 3x3 at 14x14 (P = 196, a multiple of 4: vector stores; K = 288,
+    // too shallow to split).
+    {"epi_relu",
+     2,
+     32,
+     64,
+     {14, 14},
+     {3, 3},
+     true,
+     1,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_RELU},
+    {"epi_residual_relu",
+     2,
+     32,
+     64,
+     {14, 14},
+     {3, 3},
+     true,
+     1,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_RESIDUAL},
+    {"epi_channel_clip",
+     2,
+     17,
+     131,
+     {5, 6},
+     {1, 1},
+     false,
+     1,
+     {.groups = 0},
+     P_CHANNEL_CLIP},
+    {"epi_f16",
+     2,
+     16,
+     24,
+     {8, 8},
+     {3, 3},
+     true,
+     1,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_F16},
+    // resnet's 3x3 64-64 at 14x14: K 576 splits in 2 at batch 1.
+    {"epi_kept_out",
+     2,
+     64,
+     64,
+     {14, 14},
+     {3, 3},
+     true,
+     1,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_RELU_SPLIT},
 };
 
 static int64_t def1(int64_t v) { return v ? v : 1; }
@@ -114,7 +193,28 @@ static tj_graph_t* build(tj_context_t* ctx, const variant_t* v) {
   if (v->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &v->o, "b");
   tj_conv_attrs_t a = v->a;
   a.groups = def1(v->groups);
-  tj_graph_output(g, tj_graph_conv(g, x, w, b, &a), "y");
+  tj_value_t y = tj_graph_conv(g, x, w, b, &a);
+  int64_t yd[5] = {xd[0], v->o};
+  for (int32_t i = 0; i < v->n; ++i) yd[2 + i] = v->s[i];  // pads keep it
+  if (v->post == P_RELU) {
+    y = tj_graph_relu(g, y);
+  } else if (v->post == P_RELU_SPLIT) {
+    y = tj_graph_relu(g, y);
+  } else if (v->post == P_RESIDUAL) {
+    tj_value_t res = tj_graph_input(g, TJ_DTYPE_F32, r, yd, "res");
+    y = tj_graph_relu(g, tj_graph_add(g, y, res));
+  } else if (v->post == P_CHANNEL_CLIP) {
+    int64_t cd[3] = {v->o, 1, 1};
+    tj_value_t sh = tj_graph_input(g, TJ_DTYPE_F32, 3, cd, "shift");
+    y = tj_graph_minimum(
+        g,
+        tj_graph_maximum(g, tj_graph_add(g, y, sh),
+                         tj_graph_scalar(g, TJ_DTYPE_F32, 0.0)),
+        tj_graph_scalar(g, TJ_DTYPE_F32, 6.0));
+  } else if (v->post == P_F16) {
+    y = tj_graph_cast(g, y, TJ_DTYPE_F16);
+  }
+  tj_graph_output(g, y, "y");
   CHECK_OK(tj_graph_finalize(g));
   return g;
 }
@@ -135,9 +235,11 @@ static void check_variant(const variant_t* v, tj_nvptx_arch_t arch, bool tf32) {
   CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, al, &ptx));
   CHECK_EQ_INT(0, ptx.num_host_steps);
   const bool whole = def1(v->groups) == 1;
-  if (whole != (ptx.num_kernels == 1))
+  const bool apart = v->post == P_RELU_SPLIT;  // the conv and the relu
+  const uint32_t kernels = apart ? 2 : 1;
+  if (whole != (ptx.num_kernels == kernels))
     fprintf(stderr, "%s: %u kernels\n", what, ptx.num_kernels);
-  CHECK(whole == (ptx.num_kernels == 1));
+  CHECK(whole == (ptx.num_kernels == kernels));
   CHECK(ptx.ptx != NULL);
   if (ptx.ptx && whole) {
     CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);
@@ -149,6 +251,22 @@ static void check_variant(const variant_t* v, tj_nvptx_arch_t arch, bool tf32) {
     CHECK(cvt == tf32);
     if (!tf32) CHECK(strstr(ptx.ptx, "fma.rn.f32") != NULL);
     if (mma != tf32) fprintf(stderr, "%s: mma.sync %d\n", what, (int)mma);
+    // Only a kernel without followers splits k (its slices meet by
+    // atomic adds); the followers' kernel stores once, by vectors of 4
+    // pixels (FFMA) or 2 (TF32) where P allows: 196 and 64 here.
+    const bool epi = v->post != P_NONE && !apart;
+    CHECK((strstr(ptx.ptx, "atom.global.add.f32") != NULL) == !epi);
+    if (v->post == P_RELU || v->post == P_RESIDUAL) {
+      // relu(x): x <= 0 ? 0 : x, which keeps NaN.
+      CHECK(strstr(ptx.ptx, "setp.le.f32") != NULL);
+      CHECK(strstr(ptx.ptx, tf32 ? "st.global.v2.f32" : "st.global.v4.f32") !=
+            NULL);
+    }
+    if (v->post == P_RESIDUAL)
+      CHECK(strstr(ptx.ptx, tf32 ? "ld.global.v2.f32" : "ld.global.v4.f32") !=
+            NULL);
+    if (v->post == P_CHANNEL_CLIP) CHECK(strstr(ptx.ptx, "min.f32") != NULL);
+    if (v->post == P_F16) CHECK(strstr(ptx.ptx, "cvt.rn.f16.f32") != NULL);
   }
   if (arch == TJ_NVPTX_SM_90A) tj_test_assemble_ptx(g_ptxas, what, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
@@ -204,8 +322,10 @@ TEST(oom_sweep) {
 }
 
 // A CONV kernel as lowering makes it: space [N, O, 9, 11] (N param 0), a
-// 3x3 window with pads 1 over x [N, c, 9, 11], row-major strides.
-static tj_kir_t* make_kernel(const char* name, int64_t c, int64_t o) {
+// 3x3 window with pads 1 over x [N, c, 9, 11], row-major strides; with
+// |relu| its epilogue stores relu of the conv.
+static tj_kir_t* make_kernel(const char* name, int64_t c, int64_t o,
+                             bool relu) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_CONV, name, &k));
   if (!k) return NULL;
@@ -221,7 +341,7 @@ static tj_kir_t* make_kernel(const char* name, int64_t c, int64_t o) {
                          tj_kir_constant(11), tj_kir_constant(1)};
   tj_kir_add_buffer(k, "x", TJ_DTYPE_F32, TJ_KIR_CONV_X, sx);
   tj_kir_add_buffer(k, "w", TJ_DTYPE_F32, TJ_KIR_CONV_W, sw);
-  tj_kir_add_buffer(k, "out", TJ_DTYPE_F32, TJ_KIR_OUTPUT, so);
+  uint32_t out = tj_kir_add_buffer(k, "out", TJ_DTYPE_F32, TJ_KIR_OUTPUT, so);
   tj_kir_conv_t cv;
   memset(&cv, 0, sizeof(cv));
   cv.spatial = 2;
@@ -233,6 +353,7 @@ static tj_kir_t* make_kernel(const char* name, int64_t c, int64_t o) {
   cv.kernel[1] = cv.kernel[2] = 3;
   cv.low[1] = cv.low[2] = 1;
   tj_kir_set_conv(k, &cv);
+  if (relu) tj_kir_store(k, out, tj_kir_unary(k, TJ_OP_RELU, tj_kir_acc(k)));
   CHECK_OK(tj_kir_finalize(k));
   return k;
 }
@@ -251,7 +372,7 @@ TEST(launch_and_refusals) {
   CHECK_OK(tj_nvptx_target_create(al, TJ_NVPTX_SM_90A, &target));
   tj_nvptx_module_t* mod = NULL;
   CHECK_OK(tj_nvptx_module_new(target, al, "conv", &mod));
-  tj_kir_t* k = make_kernel("conv", 6, 130);
+  tj_kir_t* k = make_kernel("conv", 6, 130, false);
   tj_nvptx_kernel_t info;
   if (k && mod) {
     CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
@@ -280,7 +401,7 @@ TEST(launch_and_refusals) {
   // C 512 (576 k-tiles) at N 1: 2 blocks, so k splits into slices of at
   // least 32 k-tiles, 16 at most: 16 slices of 36, which add into out,
   // zeroed by the launcher (99 x 130 floats of buffer 2).
-  tj_kir_t* deep = make_kernel("conv_deep", 512, 130);
+  tj_kir_t* deep = make_kernel("conv_deep", 512, 130, false);
   if (deep && mod) {
     CHECK_OK(tj_nvptx_module_add_kernel(mod, deep, NULL, &info));
     int64_t one[1] = {1};
@@ -298,9 +419,23 @@ TEST(launch_and_refusals) {
     CHECK_EQ_INT(6, l.grid[2]);
   }
   tj_kir_destroy(deep);
+  // The same with relu as its epilogue: never split (a slice's partial
+  // sum cannot take the relu), nothing zeroed.
+  tj_kir_t* deep_relu = make_kernel("conv_deep_relu", 512, 130, true);
+  if (deep_relu && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, deep_relu, NULL, &info));
+    int64_t one[1] = {1};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(deep_relu, &info, one, 132, &l));
+    CHECK_EQ_INT(1, l.grid[0]);
+    CHECK_EQ_INT(2, l.grid[1]);
+    CHECK_EQ_INT(1, l.grid[2]);
+    CHECK_EQ_INT(0, l.zero_bytes);
+  }
+  tj_kir_destroy(deep_relu);
   // K = C x 9 within what the kernel IR takes (2^31) but past the
   // template's int32 k index: UNSUPPORTED, naming the kernel.
-  tj_kir_t* big = make_kernel("conv_big", 238609294, 4);
+  tj_kir_t* big = make_kernel("conv_big", 238609294, 4, false);
   if (big && mod)
     expect(tj_nvptx_module_add_kernel(mod, big, NULL, &info),
            TJ_STATUS_UNSUPPORTED, "kernel @conv_big: conv of 238609294 x 9");
