@@ -45,6 +45,9 @@ typedef struct lanes_t {
   LLVMValueRef krow, kch;  // B from an [n, k] tile (no .trans)
   LLVMValueRef vrow, vch;  // B from a [k, n] tile (.trans)
   LLVMValueRef g, t2;      // C fragments: rows g, g + 8; columns 2t, 2t + 1
+  // Byte offsets of the lane's chunk (row, chunk) of each kind above, and
+  // the swizzle key (lane & 7) << 4 that all three share.
+  LLVMValueRef a_off, nk_off, kn_off, key16;
 } lanes_t;
 
 static void lane_geometry(fa_t* f, lanes_t* L) {
@@ -62,16 +65,39 @@ static void lane_geometry(fa_t* f, lanes_t* L) {
   L->g = LLVMBuildLShr(b, f->lane, c32(f, 2), "g");
   L->t2 =
       LLVMBuildShl(b, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 1), "");
+  LLVMValueRef rb = c32(f, f->row_bytes), c16 = c32(f, 16);
+  L->a_off = LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildAdd(b, L->wrow, L->l15, ""), rb, ""),
+      LLVMBuildMul(b, L->l16, c16, ""), "");
+  L->nk_off = LLVMBuildAdd(b, LLVMBuildMul(b, L->krow, rb, ""),
+                           LLVMBuildMul(b, L->kch, c16, ""), "");
+  L->kn_off = LLVMBuildAdd(b, LLVMBuildMul(b, L->vrow, rb, ""),
+                           LLVMBuildMul(b, L->vch, c16, ""), "");
+  L->key16 = LLVMBuildShl(b, l7, c32(f, 4), "");
+}
+
+// The byte offset in the swizzled tile at |tile| of chunk (r0 + row, c0 +
+// ch), lane part |lane_off| = r0 row_bytes + 16 c0 with c0 in {0, 1} and
+// r0 & 7 = lane & 7, constants |row| (a multiple of 8) and |ch| (even).
+// The swizzle XORs bits 4-6 only, which just c0 + (ch & 7) set (no carry
+// past them), so the rest of the constant is added after the XOR: there
+// it folds into the ldmatrix's immediate offset, and only 4 values a
+// lane stay live across the loops, not one per (row, chunk) (a hoisted
+// swizzled offset each cost a register: 255 and spills).
+static LLVMValueRef swz(fa_t* f, const lanes_t* L, LLVMValueRef tile,
+                        LLVMValueRef lane_off, int32_t row, int32_t ch) {
+  LLVMBuilderRef b = f->b;
+  LLVMValueRef lo = LLVMBuildXor(
+      b, LLVMBuildAdd(b, lane_off, c32(f, 16 * (ch & 7)), ""), L->key16, "");
+  return LLVMBuildAdd(b, LLVMBuildAdd(b, tile, lo, ""),
+                      c32(f, row * f->row_bytes + 16 * (ch & ~7)), "");
 }
 
 // The A fragment of k-block |kk| of the warp's 16 rows of the tile at byte
 // |tile| (i32).
 static void frag_a(fa_t* f, const lanes_t* L, LLVMValueRef tile, int32_t kk,
                    LLVMValueRef* out) {
-  LLVMBuilderRef b = f->b;
-  LLVMValueRef row = LLVMBuildAdd(b, L->wrow, L->l15, "");
-  LLVMValueRef ch = LLVMBuildAdd(b, c32(f, 2 * kk), L->l16, "");
-  ldmatrix(f, false, LLVMBuildAdd(b, tile, swizzled(f, row, ch), ""), out);
+  ldmatrix(f, false, swz(f, L, tile, L->a_off, 0, 2 * kk), out);
 }
 
 // acc[n] (n-blocks of 8 rows of the [n, k] tile at |bt|, from row 16 np0,
@@ -80,7 +106,6 @@ static void frag_a(fa_t* f, const lanes_t* L, LLVMValueRef tile, int32_t kk,
 static void gemm_nt(fa_t* f, const lanes_t* L, LLVMValueRef (*afr)[4],
                     LLVMValueRef at, LLVMValueRef bt, int32_t np0, int32_t np,
                     LLVMValueRef (*acc)[4]) {
-  LLVMBuilderRef b = f->b;
   for (int32_t kk = 0; kk < f->d / 16; ++kk) {
     LLVMValueRef a[4];
     if (afr) {
@@ -89,10 +114,8 @@ static void gemm_nt(fa_t* f, const lanes_t* L, LLVMValueRef (*afr)[4],
       frag_a(f, L, at, kk, a);
     }
     for (int32_t p = 0; p < np; ++p) {
-      LLVMValueRef row = LLVMBuildAdd(b, L->krow, c32(f, 16 * (np0 + p)), "");
-      LLVMValueRef ch = LLVMBuildAdd(b, L->kch, c32(f, 2 * kk), "");
       LLVMValueRef bf[4];
-      ldmatrix(f, false, LLVMBuildAdd(b, bt, swizzled(f, row, ch), ""), bf);
+      ldmatrix(f, false, swz(f, L, bt, L->nk_off, 16 * (np0 + p), 2 * kk), bf);
       mma(f, a, &bf[0], acc[2 * p]);
       mma(f, a, &bf[2], acc[2 * p + 1]);
     }
@@ -104,13 +127,10 @@ static void gemm_nt(fa_t* f, const lanes_t* L, LLVMValueRef (*afr)[4],
 static void gemm_nn(fa_t* f, const lanes_t* L, LLVMValueRef (*pf)[4],
                     int32_t kk0, int32_t nkk, LLVMValueRef bt,
                     LLVMValueRef (*acc)[4]) {
-  LLVMBuilderRef b = f->b;
   for (int32_t i = 0; i < nkk; ++i) {
     for (int32_t np = 0; np < f->d / 16; ++np) {
-      LLVMValueRef row = LLVMBuildAdd(b, L->vrow, c32(f, 16 * (kk0 + i)), "");
-      LLVMValueRef ch = LLVMBuildAdd(b, L->vch, c32(f, 2 * np), "");
       LLVMValueRef bf[4];
-      ldmatrix(f, true, LLVMBuildAdd(b, bt, swizzled(f, row, ch), ""), bf);
+      ldmatrix(f, true, swz(f, L, bt, L->kn_off, 16 * (kk0 + i), 2 * np), bf);
       mma(f, pf[i], &bf[0], acc[2 * np]);
       mma(f, pf[i], &bf[2], acc[2 * np + 1]);
     }
@@ -552,7 +572,7 @@ static tj_status_t emit_dkv(fa_t* f) {
   // queries of a step go in two halves, so that dK and dV (128 registers)
   // fit with S^T and dP^T.
   const bool cache = d == 64;
-  const int32_t halves = d == 64 ? 1 : 2, nbl = 8 / halves;
+  const int32_t halves = d == 64 ? 1 : 4, nbl = 8 / halves;
   LLVMValueRef kf[8][4], vf[8][4];
   if (cache) {
     wait_groups(f, 1);
@@ -674,8 +694,11 @@ tj_status_t tj_nvptx_emit_attention_bwd(fa_t* f) {
   tj_nvptx_emit_t* nv = f->nv;
   LLVMBuilderRef b = f->b;
   nv->info->threads = kThreads;
-  // 255 registers a thread at 2 blocks an SM; at d 64, 3 blocks (168).
-  nv->info->min_blocks_per_sm = f->d == 64 ? 3 : 2;
+  // 255 registers a thread at 2 blocks an SM (ptxas: dq none spilled,
+  // dkv at d 128 12-36 bytes); at d 64 dq takes 3 blocks (168 registers,
+  // 16-20 bytes spilled), dkv 2 (at 3 it spilled up to 176 bytes).
+  nv->info->min_blocks_per_sm =
+      f->d == 64 && f->op == TJ_KIR_ATTENTION_DQ ? 3 : 2;
   f->smem = tj_nvptx_dynamic_shared(nv);
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
