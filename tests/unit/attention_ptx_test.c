@@ -8,7 +8,8 @@
 // The cases the template does not take (f32, head dim 80, dv != d) are
 // decomposed: more than one kernel, still no graph break. The offline
 // compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
-// The launch of a kernel-IR attention kernel: its grid for run-time sizes,
+// The offline compile of the fused backward fails each allocation in turn
+// too. The launch of a kernel-IR attention kernel: its grid for run-time sizes,
 // nothing for empty ones, and UNSUPPORTED (naming the operand) for strides
 // or base pointers that break the 16-byte copies; the emitter's refusals.
 // Attention's backward (fabwdcuda): the joint graph of tj_graph_grad for
@@ -307,6 +308,47 @@ TEST(oom_sweep) {
   CHECK(tj_test_oom_sweep("cuda attention ptx", ptx_compile) > 0);
 }
 
+// The same for the fused backward (fabwdcuda): the joint graph of a causal
+// grouped-query attention with symbolic T, its lse, dq and dkv kernels.
+static tj_status_t grad_ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_graph_t* joint = NULL;
+  s = tj_graph_create(ctx, "attn_grad_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_F16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "v");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, tj_value_none(), 0, true),
+                    "y");
+    s = tj_graph_finalize(g);
+  }
+  if (!s) s = tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(joint, NULL, TJ_NVPTX_SM_90A, al, &ptx);
+  if (!s && ptx.num_kernels > kMaxFusedGradKernels)
+    s = tj_status_make(TJ_STATUS_INTERNAL, "attn_grad_oom: %u kernels",
+                       ptx.num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(joint);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(grad_oom_sweep) {
+  CHECK_OK(grad_ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention grad ptx", grad_ptx_compile) > 0);
+}
+
 // An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
 // with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
 // row pitch is only known at run time) and the output's outer strides
@@ -417,6 +459,7 @@ int main(int argc, char** argv) {
   RUN_TEST(grad_with_mask_decomposed);
   RUN_TEST(decomposed_outside_the_template);
   RUN_TEST(oom_sweep);
+  RUN_TEST(grad_oom_sweep);
   RUN_TEST(launch_and_refusals);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
