@@ -570,9 +570,12 @@ static tj_status_t emit_dkv(fa_t* f) {
   // At head dim 64 the warp's K and V fragments stay in registers (32 a
   // thread); at 128 they are read from shared memory at each use, and the
   // queries of a step go in two halves, so that dK and dV (128 registers)
-  // fit with S^T and dP^T.
+  // fit with S^T and dP^T (ptxas: 32-80 bytes spilled). Shared memory
+  // bandwidth bounds this loop (a 512-byte ldmatrix.x4 per 1.3 mma at
+  // d 128), so each half re-reading K and V is the cost: 4 slices of 16
+  // queries spilled less (12-36 bytes) but read 20% more.
   const bool cache = d == 64;
-  const int32_t halves = d == 64 ? 1 : 4, nbl = 8 / halves;
+  const int32_t halves = d == 64 ? 1 : 2, nbl = 8 / halves;
   LLVMValueRef kf[8][4], vf[8][4];
   if (cache) {
     wait_groups(f, 1);
