@@ -17,7 +17,8 @@ dy holding what the VJP emits (attention_lse, delta = rowsum(dy y) in f32,
 attention_dq, attention_dkv; outputs dq and [dk | dv]); torch's,
 autograd.grad of one retained forward. TFLOP/s there count 2.5 x 4 B H T^2
 D (the 5 backward matmuls), halved when causal; the lse pass (one more
-q.k^T) is ours to pay and counted as work not done.
+q.k^T) is ours to pay and counted as work not done. --profile adds our
+per-kernel times (tj_executable_profile) under each row.
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_attention_grad_torch.py
 
@@ -60,6 +61,8 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--bwd", action="store_true",
                     help="time the backward alone (see the docstring)")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --bwd: our per-kernel times")
     args = ap.parse_args()
     if args.bwd:
         return main_bwd(args)
@@ -195,6 +198,19 @@ def main_bwd(args):
                       f"{fl[0]:9.3f} {cd[0]:9.3f} {tf[0]:8.1f} {tf[1]:8.1f} "
                       f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
                       f"{cd[0] / ours[0]:7.2f} {err:8.1e}", flush=True)
+                if args.profile:
+                    # Our kernels' shares (tj_executable_profile): where
+                    # the backward's time goes.
+                    try:
+                        prof = exe.profile(qd, kd, vd, y, dy, runs=args.iters,
+                                           out=[dq, dkv])
+                        for e in prof.entries:
+                            print(f"#   {e.name:>14s} {e.ms:8.3f} ms "
+                                  f"{100 * e.share:5.1f}% "
+                                  f"{e.gflops_per_s / 1e3:7.1f} TF/s  "
+                                  f"{e.detail}")
+                    except Exception as ex:  # the table still stands
+                        print(f"#   profile failed: {ex}")
                 del exe, dq, dkv
                 torch.cuda.empty_cache()
     print("# ms per backward (ours: median, (max-min) of the 5 means); "
