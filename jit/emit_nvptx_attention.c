@@ -45,8 +45,8 @@
 
 #include "jit/emit_nvptx.h"
 
-#define kBM 64  // query rows per block
-#define kBN 64  // keys per K/V tile
+#define kBM TJ_NVPTX_ATTENTION_ROWS
+#define kBN TJ_NVPTX_ATTENTION_KEYS
 #define kThreads 128
 #define kLog2e 1.4426950408889634
 
@@ -202,26 +202,27 @@ static LLVMValueRef load_f32(fa_t* f, LLVMValueRef slot) {
   return LLVMBuildLoad2(f->b, f->em->t_f32, slot, "");
 }
 
-static tj_status_t check_kernel(fa_t* f) {
-  const tj_kir_t* k = f->k;
-  f->mb = -1;
+tj_status_t tj_nvptx_attention_buffers(const tj_kir_t* k,
+                                       tj_nvptx_attention_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->mb = -1;
   int found = 0;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     switch (k->buffers[i].role) {
       case TJ_KIR_ATTN_Q:
-        f->qb = i, found |= 1;
+        out->qb = i, found |= 1;
         break;
       case TJ_KIR_ATTN_K:
-        f->kb = i, found |= 2;
+        out->kb = i, found |= 2;
         break;
       case TJ_KIR_ATTN_V:
-        f->vb = i, found |= 4;
+        out->vb = i, found |= 4;
         break;
       case TJ_KIR_OUTPUT:
-        f->ob = i, found |= 8;
+        out->ob = i, found |= 8;
         break;
       case TJ_KIR_ATTN_MASK:
-        f->mb = (int32_t)i;
+        out->mb = (int32_t)i;
         break;
       default:
         return tj_invalid("kernel @%s: buffer %%%s has no attention role",
@@ -230,6 +231,56 @@ static tj_status_t check_kernel(fa_t* f) {
   }
   if (found != 15 || k->rank < 4)
     return tj_invalid("kernel @%s: not an attention kernel", k->name);
+  tj_dtype_t dt = k->buffers[out->qb].dtype;
+  if (out->mb >= 0 && k->buffers[out->mb].dtype != TJ_DTYPE_BOOL &&
+      k->buffers[out->mb].dtype != dt) {
+    return tj_invalid("kernel @%s: a %s mask for %s attention", k->name,
+                      tj_dtype_name(k->buffers[out->mb].dtype),
+                      tj_dtype_name(dt));
+  }
+  return NULL;
+}
+
+void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_t* k = em->k;
+  const int32_t r = k->rank;
+  const int64_t bm = TJ_NVPTX_ATTENTION_ROWS, bn = TJ_NVPTX_ATTENTION_KEYS;
+  LLVMTypeRef i64 = em->t_i64;
+  a->tq = em->dim[r - 2];
+  a->tk = em->dim[r - 1];
+  // The block's head (outer index) and query tile, last tiles first.
+  LLVMValueRef outer = LLVMConstInt(i64, 1, 0);
+  for (int32_t i = 0; i + 2 < r; ++i)
+    outer = LLVMBuildMul(b, outer, em->dim[i], "");
+  LLVMValueRef qtiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, a->tq, LLVMConstInt(i64, bm - 1, 0), ""),
+                    LLVMConstInt(i64, bm, 0), "qtiles");
+  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
+  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
+  LLVMValueRef qt =
+      LLVMBuildSub(b, LLVMBuildSub(b, qtiles, LLVMConstInt(i64, 1, 0), ""),
+                   LLVMBuildUDiv(b, pid, outer, ""), "qt");
+  a->q0 = LLVMBuildMul(b, qt, LLVMConstInt(i64, bm, 0), "q0");
+  memset(&a->at, 0, sizeof(a->at));
+  a->at.lanes = 1;
+  tj_emit_decompose(em, head, r - 2, &a->at);
+  // Keys the block reads: causal rows end at q0 + bm - 1.
+  LLVMValueRef kend = a->tk;
+  if (k->attention.causal) {
+    kend = tj_emit_min_i64(
+        em, a->tk, LLVMBuildAdd(b, a->q0, LLVMConstInt(i64, bm, 0), ""));
+  }
+  a->ntiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, kend, LLVMConstInt(i64, bn - 1, 0), ""),
+                    LLVMConstInt(i64, bn, 0), "ntiles");
+}
+
+static tj_status_t check_kernel(fa_t* f, tj_nvptx_attention_t* a) {
+  const tj_kir_t* k = f->k;
+  TJ_RETURN_IF_ERROR(tj_nvptx_attention_buffers(k, a));
+  f->qb = a->qb, f->kb = a->kb, f->vb = a->vb, f->ob = a->ob, f->mb = a->mb;
   tj_dtype_t dt = k->buffers[f->qb].dtype;
   if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) ||
       k->buffers[f->kb].dtype != dt || k->buffers[f->vb].dtype != dt ||
@@ -239,22 +290,16 @@ static tj_status_t check_kernel(fa_t* f) {
         "(q is %s)",
         k->name, tj_dtype_name(dt));
   }
-  if (f->mb >= 0 && k->buffers[f->mb].dtype != TJ_DTYPE_BOOL &&
-      k->buffers[f->mb].dtype != dt) {
-    return tj_invalid("kernel @%s: a %s mask for %s attention", k->name,
-                      tj_dtype_name(k->buffers[f->mb].dtype),
-                      tj_dtype_name(dt));
-  }
-  const tj_kir_attention_t* a = &k->attention;
-  if (a->d.param >= 0 || a->dv.param >= 0 || a->d.value != a->dv.value ||
-      (a->d.value != 64 && a->d.value != 128)) {
+  const tj_kir_attention_t* at = &k->attention;
+  if (at->d.param >= 0 || at->dv.param >= 0 || at->d.value != at->dv.value ||
+      (at->d.value != 64 && at->d.value != 128)) {
     return tj_unsupported(
         "kernel @%s: CUDA's attention template takes head dims 64 and 128 "
         "(d %lld, dv %lld)",
-        k->name, (long long)a->d.value, (long long)a->dv.value);
+        k->name, (long long)at->d.value, (long long)at->dv.value);
   }
   f->f16 = dt == TJ_DTYPE_F16;
-  f->d = (int32_t)a->d.value;
+  f->d = (int32_t)at->d.value;
   f->chunks = f->d / 8;
   f->row_bytes = f->d * 2;
   f->tile_bytes = kBM * f->row_bytes;
@@ -269,7 +314,8 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->em = &nv->em;
   f->b = nv->em.b;
   f->k = nv->em.k;
-  TJ_RETURN_IF_ERROR(check_kernel(f));
+  tj_nvptx_attention_t blk;
+  TJ_RETURN_IF_ERROR(check_kernel(f, &blk));
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
   const tj_kir_t* k = f->k;
@@ -285,23 +331,9 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
-  LLVMValueRef tq = em->dim[r - 2], tk = em->dim[r - 1];
-
-  // The block's head (outer index) and query tile, last tiles first.
-  LLVMValueRef outer = c64(f, 1);
-  for (int32_t i = 0; i + 2 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef qtiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, tq, c64(f, kBM - 1), ""), c64(f, kBM), "qtiles");
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
-                                 LLVMBuildUDiv(b, pid, outer, ""), "qt");
-  LLVMValueRef q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
-  tj_emit_point_t at;
-  memset(&at, 0, sizeof(at));
-  at.lanes = 1;
-  tj_emit_decompose(em, head, r - 2, &at);
+  tj_nvptx_attention_block(nv, &blk);
+  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
+  const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
   LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
   LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
@@ -309,12 +341,6 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   LLVMValueRef qbase =
       tj_emit_advance(em, f->qb, at.ptr[f->qb], LLVMBuildMul(b, q0, sq, ""));
 
-  // Keys the block reads: causal rows end at q0 + 63.
-  LLVMValueRef kend = tk;
-  if (k->attention.causal)
-    kend = tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, kBM), ""));
-  LLVMValueRef ntiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, kend, c64(f, kBN - 1), ""), c64(f, kBN), "ntiles");
   // Q, two K tiles (K_j+1 loads while K_j is read), V.
   const int32_t sQ = 0, sK = f->tile_bytes, sV = 3 * f->tile_bytes;
 
