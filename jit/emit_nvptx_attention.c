@@ -307,6 +307,12 @@ static tj_status_t check_kernel(fa_t* f, tj_nvptx_attention_t* a) {
 }
 
 tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
+  // f32 has its own kernel: FFMA tiles, since f32 has no exact tensor-core
+  // path.
+  tj_nvptx_attention_t roles;
+  TJ_RETURN_IF_ERROR(tj_nvptx_attention_buffers(nv->em.k, &roles));
+  if (nv->em.k->buffers[roles.qb].dtype == TJ_DTYPE_F32)
+    return tj_nvptx_emit_attention_f32(nv);
   fa_t fa;
   memset(&fa, 0, sizeof(fa));
   fa_t* f = &fa;
@@ -684,13 +690,14 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
     if (buf->role == TJ_KIR_ATTN_MASK) continue;
+    const int64_t chunk = 16 / (int64_t)tj_dtype_size(buf->dtype);
     for (int32_t d = 0; d < r; ++d) {
       int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
-      if (s % 8 != 0)
+      if (s % chunk != 0)
         return tj_unsupported(
             "kernel @%s: attention operand %%%s has stride %lld in dim %d, "
-            "not a multiple of 8 elements (16 bytes)",
-            k->name, buf->name, (long long)s, (int)d);
+            "not a multiple of %lld elements (16 bytes)",
+            k->name, buf->name, (long long)s, (int)d, (long long)chunk);
     }
   }
   out_launch->grid[0] = (uint32_t)blocks;
