@@ -436,6 +436,9 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     tj_emit_loop_end(em, &jl);
   }
   tj_emit_loop_end(em, &loop);
+  // With no key tile, Q's copies are still in flight: none may outlive the
+  // block's shared memory.
+  tj_nvptx_call(nv, "llvm.nvvm.cp.async.wait.group", &none, 1);
 
   // y = O / l, each row's chunks stored 16 bytes at a time.
   LLVMValueRef obase = at->ptr[a->ob];
