@@ -134,7 +134,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv);
 // What both attention kernels share: a block per (query tile of
 // TJ_NVPTX_ATTENTION_ROWS rows, head), the tiles of one head walking from
 // the last one down (causal attention starts its longest blocks first),
-// keys in tiles of TJ_NVPTX_ATTENTION_KEYS.
+// keys in tiles of TJ_NVPTX_ATTENTION_KEYS (f16/bf16) or fewer.
 #define TJ_NVPTX_ATTENTION_ROWS 64
 #define TJ_NVPTX_ATTENTION_KEYS 64
 typedef struct tj_nvptx_attention_t {
@@ -151,8 +151,10 @@ typedef struct tj_nvptx_attention_t {
 // for a buffer of another role, a missing one or a mask of a third dtype.
 tj_status_t tj_nvptx_attention_buffers(const tj_kir_t* kernel,
                                        tj_nvptx_attention_t* out);
-// Emits the block's placement into |a| (its buffers found).
-void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a);
+// Emits the block's placement into |a| (its buffers found) for key tiles
+// of |keys_per_tile|.
+void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a,
+                              int64_t keys_per_tile);
 tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
                                       const tj_nvptx_kernel_t* info,
                                       const int64_t* scalars,

@@ -241,12 +241,13 @@ tj_status_t tj_nvptx_attention_buffers(const tj_kir_t* k,
   return NULL;
 }
 
-void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a) {
+void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a,
+                              int64_t keys_per_tile) {
   tj_emit_t* em = &nv->em;
   LLVMBuilderRef b = em->b;
   const tj_kir_t* k = em->k;
   const int32_t r = k->rank;
-  const int64_t bm = TJ_NVPTX_ATTENTION_ROWS, bn = TJ_NVPTX_ATTENTION_KEYS;
+  const int64_t bm = TJ_NVPTX_ATTENTION_ROWS, bn = keys_per_tile;
   LLVMTypeRef i64 = em->t_i64;
   a->tq = em->dim[r - 2];
   a->tk = em->dim[r - 1];
@@ -337,7 +338,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
-  tj_nvptx_attention_block(nv, &blk);
+  tj_nvptx_attention_block(nv, &blk, kBN);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);

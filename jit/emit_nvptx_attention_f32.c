@@ -6,12 +6,13 @@
 //   grid and block placement: tj_nvptx_attention_block, as the f16/bf16
 //     kernel (emit_nvptx_attention.c);
 //   block: 128 threads; thread t owns query rows 4 (t / 8) .. + 3 of the
-//     64-row tile and, of each 64-key tile, keys t % 8 + 8c (c = 0..7):
-//     the 8 lanes of a row group hold a row's 64 scores between them;
-//   Q tile -> shared memory once; for each K/V tile of 64 keys (causal:
+//     64-row tile and, of each tile of bn keys (64, or 32 where 64 would
+//     leave one block an SM: d 128), keys t % 8 + 8c (c < bn / 8): the 8
+//     lanes of a row group hold a row's bn scores between them;
+//   Q tile -> shared memory once; for each K/V tile of bn keys (causal:
 //     only tiles left of the block's last row):
 //     wait for K_j, barrier; the copy of V_j starts;
-//     S = Q . K_j^T: a 4 x 8 register tile a thread, 16-byte shared loads
+//     S = Q . K_j^T: a 4 x bn/8 register tile a thread, 16-byte shared loads
 //       along d (Q's the same address across a row group's 8 lanes,
 //       a broadcast; K's 8 rows 8 apart, distinct banks since a padded row
 //       is an odd number of 16-byte chunks);
@@ -31,9 +32,10 @@
 // exp(s - m) would of s; ex2.approx adds 2 ulp. The GPU test holds the
 // output to 1e-5 absolute + relative (tests/cuda/cuda_attention_test.c).
 //
-// Shared memory: Q, K and V tiles of 64 rows padded to an odd number of
-// 16-byte chunks, then P [64][68]: 68 KiB at d 64 (3 blocks an SM on the
-// H200), 116 KiB at d 128 (1 block).
+// Shared memory: Q (64 rows), K and V (bn rows) tiles, rows padded to an
+// odd number of 16-byte chunks, then P [64][bn + 4]: 68 KiB at d 64 (3
+// blocks an SM on the H200), 75 KiB at d 128 with bn 32 (2 blocks; 116 KiB
+// with bn 64).
 
 #include <math.h>
 #include <string.h>
@@ -41,10 +43,8 @@
 #include "jit/emit_nvptx.h"
 
 #define kBM TJ_NVPTX_ATTENTION_ROWS
-#define kBN TJ_NVPTX_ATTENTION_KEYS
 #define kThreads 128
 #define kLog2e 1.4426950408889634
-#define kPRowBytes ((kBN + 4) * 4)  // P's rows, 16-byte aligned, 17 chunks
 
 typedef struct fa32_t {
   tj_nvptx_emit_t* nv;
@@ -52,9 +52,13 @@ typedef struct fa32_t {
   LLVMBuilderRef b;
   const tj_kir_t* k;
   tj_nvptx_attention_t a;
-  int32_t chunks;     // 16-byte chunks of a row: d / 4
-  int32_t slots;      // chunks of d a thread owns in P . V: chunks / 8 up
-  int32_t row_bytes;  // a shared row: chunks rounded up to odd, x 16
+  int32_t bn;           // keys a K/V tile: 64, or 32 where 64 leave 1 block
+                        // an SM
+  int32_t cols;         // score columns a thread: bn / 8
+  int32_t p_row_bytes;  // P's rows, (bn + 4) floats: an odd number of chunks
+  int32_t chunks;       // 16-byte chunks of a row: d / 4
+  int32_t slots;        // chunks of d a thread owns in P . V: chunks / 8 up
+  int32_t row_bytes;    // a shared row: chunks rounded up to odd, x 16
   int32_t tile_bytes;
   LLVMValueRef smem;
   LLVMValueRef tid;
@@ -94,15 +98,15 @@ static LLVMValueRef load_f32(fa32_t* f, LLVMValueRef slot) {
   return LLVMBuildLoad2(f->b, f->em->t_f32, slot, "");
 }
 
-// Starts the copy of rows [r0, r0 + 64) of a [rows, d] operand of buffer
+// Starts the copy of rows [r0, r0 + |rows|) of a [rows, d] operand of buffer
 // |buf| (row r at |base| + r * |stride| elements; rows >= |limit| are
 // zero-filled) into the tile at byte |dst| of shared memory.
 static void load_tile(fa32_t* f, uint32_t buf, LLVMValueRef base,
-                      LLVMValueRef stride, LLVMValueRef r0, LLVMValueRef limit,
-                      int32_t dst) {
+                      LLVMValueRef stride, LLVMValueRef r0, int32_t rows,
+                      LLVMValueRef limit, int32_t dst) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
-  const int32_t total = kBM * f->chunks;
+  const int32_t total = rows * f->chunks;
   for (int32_t i = 0; i * kThreads < total; ++i) {
     LLVMValueRef c = LLVMBuildAdd(b, f->tid, c32(f, i * kThreads), "");
     tj_emit_if_t in;
@@ -160,6 +164,11 @@ static tj_status_t check_kernel(fa32_t* f) {
   f->slots = (f->chunks + 7) / 8;
   f->row_bytes = (f->chunks | 1) * 16;
   f->tile_bytes = kBM * f->row_bytes;
+  // 64-key tiles at d 128 take 116 KiB, one block an SM (4 warps, too few
+  // to hide shared-memory latency); 32-key tiles take 75 KiB, two.
+  f->bn = 3 * f->tile_bytes + kBM * (64 + 4) * 4 > 112 * 1024 ? 32 : 64;
+  f->cols = f->bn / 8;
+  f->p_row_bytes = (f->bn + 4) * 4;
   return NULL;
 }
 
@@ -181,14 +190,15 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   f->v4 = LLVMVectorType(em->t_f32, 4);
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kThreads;
-  const int32_t sQ = 0, sK = f->tile_bytes, sV = 2 * f->tile_bytes,
-                sP = 3 * f->tile_bytes;
-  info->shared_bytes = sP + kBM * kPRowBytes;
+  const int32_t kv_bytes = f->bn * f->row_bytes;
+  const int32_t sQ = 0, sK = f->tile_bytes, sV = sK + kv_bytes,
+                sP = sV + kv_bytes;
+  info->shared_bytes = sP + kBM * f->p_row_bytes;
   // Registers for as many blocks as shared memory lets an SM hold.
   info->min_blocks_per_sm = f->chunks <= 16 ? 3 : f->chunks <= 24 ? 2 : 1;
   f->smem = tj_nvptx_dynamic_shared(nv);
   f->tid = tj_nvptx_sreg(nv, "tid.x");
-  tj_nvptx_attention_block(nv, a);
+  tj_nvptx_attention_block(nv, a, f->bn);
   LLVMValueRef tq = a->tq, tk = a->tk, q0 = a->q0, ntiles = a->ntiles;
   const tj_emit_point_t* at = &a->at;
   LLVMValueRef sq = tj_emit_stride(em, a->qb, r - 2);
@@ -199,11 +209,12 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
       tj_emit_advance(em, a->qb, at->ptr[a->qb], LLVMBuildMul(b, q0, sq, ""));
 
   // Q, then K_0 (an empty group when there is no key).
-  load_tile(f, a->qb, qbase, sq, c64(f, 0), LLVMBuildSub(b, tq, q0, ""), sQ);
+  load_tile(f, a->qb, qbase, sq, c64(f, 0), kBM, LLVMBuildSub(b, tq, q0, ""),
+            sQ);
   tj_emit_if_t any;
   tj_emit_if_begin(em, &any,
                    LLVMBuildICmp(b, LLVMIntSGT, ntiles, c64(f, 0), ""), "k0");
-  load_tile(f, a->kb, at->ptr[a->kb], sk, c64(f, 0), tk, sK);
+  load_tile(f, a->kb, at->ptr[a->kb], sk, c64(f, 0), f->bn, tk, sK);
   tj_emit_if_end(em, &any);
   tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
 
@@ -218,7 +229,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     qrow[i] = LLVMBuildAdd(b, c32(f, sQ),
                            LLVMBuildMul(b, rr, c32(f, f->row_bytes), ""), "");
     prow[i] = LLVMBuildAdd(b, c32(f, sP),
-                           LLVMBuildMul(b, rr, c32(f, kPRowBytes), ""), "");
+                           LLVMBuildMul(b, rr, c32(f, f->p_row_bytes), ""), "");
     row_i[i] = LLVMBuildAdd(b, q0, LLVMBuildZExt(b, rr, em->t_i64, ""), "i");
     lim[i] =
         k->attention.causal
@@ -235,7 +246,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     }
   }
   LLVMValueRef krow[8];
-  for (int32_t c = 0; c < 8; ++c) {
+  for (int32_t c = 0; c < f->cols; ++c) {
     krow[c] =
         LLVMBuildAdd(b, c32(f, sK),
                      LLVMBuildMul(b, LLVMBuildAdd(b, cg, c32(f, 8 * c), ""),
@@ -257,7 +268,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
         o_slot[i][c][e] = tj_emit_alloca(em, em->t_f32, "o");
         LLVMBuildStore(b, cf(f, 0.0), o_slot[i][c][e]);
       }
-    for (int32_t c = 0; c < 8; ++c)
+    for (int32_t c = 0; c < f->cols; ++c)
       s_slot[i][c] = tj_emit_alloca(em, em->t_f32, "s");
     m_slot[i] = tj_emit_alloca(em, em->t_f32, "m");
     l_slot[i] = tj_emit_alloca(em, em->t_f32, "l");
@@ -269,17 +280,18 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   tj_emit_loop_t loop;
   LLVMValueRef jt =
       tj_emit_loop_begin(em, &loop, c64(f, 0), ntiles, c64(f, 1), "kv");
-  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, kBN), "j0");
+  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, f->bn), "j0");
   LLVMValueRef none = c32(f, 0);
   tj_nvptx_call(nv, "llvm.nvvm.cp.async.wait.group", &none, 1);  // K_j
   // Every thread is past P . V_j-1 too: V and P may be overwritten.
   tj_nvptx_barrier(nv);
-  load_tile(f, a->vb, at->ptr[a->vb], sv, j0, tk, sV);
+  load_tile(f, a->vb, at->ptr[a->vb], sv, j0, f->bn, tk, sV);
   tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
 
   // S = Q . K_j^T along d, 4 elements a step.
   for (int32_t i = 0; i < 4; ++i)
-    for (int32_t c = 0; c < 8; ++c) LLVMBuildStore(b, cf(f, 0.0), s_slot[i][c]);
+    for (int32_t c = 0; c < f->cols; ++c)
+      LLVMBuildStore(b, cf(f, 0.0), s_slot[i][c]);
   {
     tj_emit_loop_t dl;
     LLVMValueRef e4 = tj_emit_loop_begin(em, &dl, c64(f, 0), c64(f, f->chunks),
@@ -289,10 +301,10 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     LLVMValueRef qv[4], kv[8];
     for (int32_t i = 0; i < 4; ++i)
       qv[i] = load_v4(f, LLVMBuildAdd(b, qrow[i], eoff, ""));
-    for (int32_t c = 0; c < 8; ++c)
+    for (int32_t c = 0; c < f->cols; ++c)
       kv[c] = load_v4(f, LLVMBuildAdd(b, krow[c], eoff, ""));
     for (int32_t i = 0; i < 4; ++i)
-      for (int32_t c = 0; c < 8; ++c) {
+      for (int32_t c = 0; c < f->cols; ++c) {
         LLVMValueRef acc = load_f32(f, s_slot[i][c]);
         for (int32_t e = 0; e < 4; ++e)
           acc = tj_emit_fmuladd(em, lane_of(f, qv[i], e), lane_of(f, kv[c], e),
@@ -308,14 +320,14 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     LLVMValueRef x = LLVMBuildSub(b, lim[i], j0, "");
     x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
                        c64(f, 0), x);
-    x = tj_emit_min_i64(em, x, c64(f, kBN));
+    x = tj_emit_min_i64(em, x, c64(f, f->bn));
     rel[i] = LLVMBuildTrunc(b, x, em->t_i32, "rel");
   }
   LLVMValueRef tk_1 = LLVMBuildSub(b, tk, c64(f, 1), "");
   LLVMValueRef s[4][8], mx[4];
   for (int32_t i = 0; i < 4; ++i) {
     mx[i] = cf(f, -INFINITY);
-    for (int32_t c = 0; c < 8; ++c) {
+    for (int32_t c = 0; c < f->cols; ++c) {
       LLVMValueRef col = LLVMBuildAdd(b, cg, c32(f, 8 * c), "");
       LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, col, rel[i], "");
       LLVMValueRef x =
@@ -360,7 +372,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     LLVMValueRef alpha =
         tj_nvptx_call(nv, "llvm.nvvm.ex2.approx.ftz.f", &d_old, 1);
     LLVMValueRef sum = cf(f, 0.0);
-    for (int32_t c = 0; c < 8; ++c) {
+    for (int32_t c = 0; c < f->cols; ++c) {
       LLVMValueRef t = LLVMBuildFSub(b, s[i][c], m_use, "");
       LLVMValueRef p = tj_nvptx_call(nv, "llvm.nvvm.ex2.approx.ftz.f", &t, 1);
       sum = LLVMBuildFAdd(b, sum, p, "");
@@ -390,16 +402,16 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "knext");
-  load_tile(f, a->kb, at->ptr[a->kb], sk, LLVMBuildMul(b, jn, c64(f, kBN), ""),
-            tk, sK);
+  load_tile(f, a->kb, at->ptr[a->kb], sk,
+            LLVMBuildMul(b, jn, c64(f, f->bn), ""), f->bn, tk, sK);
   tj_emit_if_end(em, &next);
   tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
 
   // O += P . V_j, 4 keys a step.
   {
     tj_emit_loop_t jl;
-    LLVMValueRef j4 =
-        tj_emit_loop_begin(em, &jl, c64(f, 0), c64(f, kBN / 4), c64(f, 1), "j");
+    LLVMValueRef j4 = tj_emit_loop_begin(em, &jl, c64(f, 0), c64(f, f->bn / 4),
+                                         c64(f, 1), "j");
     LLVMValueRef j4i = LLVMBuildTrunc(b, j4, em->t_i32, "");
     LLVMValueRef pv[4];
     for (int32_t i = 0; i < 4; ++i)

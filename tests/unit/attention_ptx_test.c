@@ -349,6 +349,14 @@ TEST(launch_and_refusals) {
            TJ_STATUS_UNSUPPORTED, "stride 66 in dim 3, not a multiple of 4");
   }
   tj_kir_destroy(f32);
+  // d 128: 32-key K and V tiles (33 chunks a row) and P [64][36], 75 KiB,
+  // so that two blocks share an SM.
+  tj_kir_t* f32_128 = make_kernel("attn_f32_d128", TJ_DTYPE_F32, 128);
+  if (f32_128 && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, f32_128, NULL, &info));
+    CHECK_EQ_INT((64 + 2 * 32) * 33 * 16 + 64 * 36 * 4, info.shared_bytes);
+  }
+  tj_kir_destroy(f32_128);
   // What the templates do not take: UNSUPPORTED, naming the kernel.
   tj_kir_t* f32_wide = make_kernel("attn_f32_d132", TJ_DTYPE_F32, 132);
   if (f32_wide && mod)
