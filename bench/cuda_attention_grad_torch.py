@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Attention's training step on the GPU (issue 14, fabwd): ours, the joint
 graph of one attention op from Graph.grad (y, then dq, dk, dv through the
-VJP's attention_lse, attention_dq and attention_dkv nodes, which decompose
-on CUDA: no fused backward kernel exists yet) compiled for CUDA, beside
+VJP's attention_lse, attention_dq and attention_dkv nodes, fused kernels on
+CUDA for f16/bf16 at D 64 and 128 since fabwdcuda) compiled for CUDA, beside
 torch's scaled_dot_product_attention forward + backward with its flash and
 cuDNN backends, in the same run, on the same tensors. bf16, B*T = 16384
 tokens, H*D = 2048 (the note's counting), D 64 and 128, T 512 and 2048 by
@@ -11,6 +11,13 @@ calls after a warm-up, ms per forward + backward. TFLOP/s counts 3.5 x 4 B
 H T^2 D (2 forward and 5 backward matmuls), halved when causal. Our dq,
 dk and dv are compared with torch's flash backend's (max err: the largest
 difference over the largest magnitude).
+
+--bwd (fabwdcuda) times the backward alone: ours, a graph of q, k, v, y and
+dy holding what the VJP emits (attention_lse, delta = rowsum(dy y) in f32,
+attention_dq, attention_dkv; outputs dq and [dk | dv]); torch's,
+autograd.grad of one retained forward. TFLOP/s there count 2.5 x 4 B H T^2
+D (the 5 backward matmuls), halved when causal; the lse pass (one more
+q.k^T) is ours to pay and counted as work not done.
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_attention_grad_torch.py
 
@@ -51,7 +58,11 @@ def main():
     ap.add_argument("--t", type=int, nargs="*", default=[512, 2048])
     ap.add_argument("--d", type=int, nargs="*", default=[64, 128])
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--bwd", action="store_true",
+                    help="time the backward alone (see the docstring)")
     args = ap.parse_args()
+    if args.bwd:
+        return main_bwd(args)
     if not torch.cuda.is_available():
         sys.exit("no GPU")
     tdt = torch.bfloat16
@@ -111,6 +122,83 @@ def main():
                 torch.cuda.empty_cache()
     print("# ms per forward + backward (ours: median, (max-min) of the 5 "
           "means); /flash, /cudnn above 1: ours faster")
+
+
+def torch_bwd(backend, q, k, v, dy, causal):
+    with sdpa_kernel(backend):
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def run():
+        return torch.autograd.grad(y, (q, k, v), dy, retain_graph=True)
+    return run
+
+
+def main_bwd(args):
+    tdt = torch.bfloat16
+    print(f"# cuda_attention_grad_torch --bwd: {torch.cuda.get_device_name()}"
+          f", bf16, torch {torch.__version__}, cuDNN "
+          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}")
+    print(f"{'B,H,T,D,causal':>22s} {'ours ms':>15s} {'flash ms':>9s} "
+          f"{'cudnn ms':>9s} {'ours TF':>8s} {'flash TF':>8s} "
+          f"{'cudnn TF':>8s} {'/flash':>7s} {'/cudnn':>7s} {'max err':>8s}")
+    for d in args.d:
+        h = args.hd // d
+        for t in args.t:
+            b = max(1, args.tokens // t)
+            for causal in (False, True):
+                shape = (b, h, t, d)
+                gen = torch.Generator(device="cuda").manual_seed(1)
+                q, k, v, dy = (torch.randn(shape, device="cuda", dtype=tdt,
+                                           generator=gen) for _ in range(4))
+                for x in (q, k, v):
+                    x.requires_grad_(True)
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    y = F.scaled_dot_product_attention(q, k, v,
+                                                       is_causal=causal)
+                y = y.detach()
+                g = tj.Graph("attention_bwd")
+                gq, gk, gv, gy, gdy = (g.input(n, "bf16", list(shape))
+                                       for n in ("q", "k", "v", "y", "dy"))
+                lse = g.attention_lse(gq, gk, causal=causal)
+                delta = g.sum(g.mul(g.cast(gdy, "f32"), g.cast(gy, "f32")),
+                              -1)
+                g.output(g.attention_dq(gq, gk, gv, None, gdy, lse, delta,
+                                        causal=causal), "dq")
+                g.output(g.attention_dkv(gq, gk, gv, None, gdy, lse, delta,
+                                         causal=causal), "dkv")
+                exe = tj.compile(g, "cuda")
+                dq = torch.empty(shape, device="cuda", dtype=tdt)
+                dkv = torch.empty((b, h, t, 2 * d), device="cuda", dtype=tdt)
+                qd, kd, vd = (x.detach() for x in (q, k, v))
+                exe(qd, kd, vd, y, dy, out=[dq, dkv])
+                want = torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, dy,
+                                 causal)()
+                got = (dq, dkv[..., :d], dkv[..., d:])
+                err = max(float((a.float() - w.float()).abs().max()
+                                / w.float().abs().max().clamp(min=1e-6))
+                          for a, w in zip(got, want))
+                flops = 2.5 * 4.0 * b * h * t * t * d * (0.5 if causal
+                                                         else 1.0)
+                ours = time_ms(lambda: exe(qd, kd, vd, y, dy, out=[dq, dkv]),
+                               args.iters)
+                fl = time_ms(torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v,
+                                       dy, causal), args.iters)
+                try:
+                    cd = time_ms(torch_bwd(SDPBackend.CUDNN_ATTENTION, q, k,
+                                           v, dy, causal), args.iters)
+                except RuntimeError:
+                    cd = (float("nan"),) * 3
+                tf = [flops / x[0] * 1e-9 for x in (ours, fl, cd)]
+                print(f"{b:>4d},{h:>3d},{t:>5d},{d:>4d},"
+                      f"{'yes' if causal else 'no':>4s} "
+                      f"{ours[0]:8.3f}({ours[2] - ours[1]:5.3f}) "
+                      f"{fl[0]:9.3f} {cd[0]:9.3f} {tf[0]:8.1f} {tf[1]:8.1f} "
+                      f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
+                      f"{cd[0] / ours[0]:7.2f} {err:8.1e}", flush=True)
+                del exe, dq, dkv
+                torch.cuda.empty_cache()
+    print("# ms per backward (ours: median, (max-min) of the 5 means); "
+          "/flash, /cudnn above 1: ours faster")
 
 
 if __name__ == "__main__":

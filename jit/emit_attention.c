@@ -212,6 +212,12 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
   a.mb = -1;
   tj_kir_attention_resolve(a.w, &a.s);
   const int32_t w = a.w, r = k->rank;
+  // The backward's nodes decompose on x86 (x86_native_op keeps only the
+  // forward); their kernel IR has no x86 kernel.
+  if (k->attention.op != TJ_KIR_ATTENTION_FORWARD)
+    return tj_unsupported(
+        "kernel @%s: x86's attention template computes the forward only",
+        k->name);
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     switch (k->buffers[i].role) {
       case TJ_KIR_ATTN_Q:

@@ -125,36 +125,11 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* kernel,
                                  tj_nvptx_launch_t* out_launch);
 
 // The ATTENTION template (emit_nvptx_attention.c): f16/bf16 q, k, v with
-// head dims 64 and 128 on tensor cores; f32 (emit_nvptx_attention_f32.c)
-// with head dims d = dv up to 128 and multiples of 4, exact FFMA; else
-// UNSUPPORTED. Called with the kernel function open in the entry block.
+// head dims 64 and 128 on tensor cores; f32 forward
+// (emit_nvptx_attention_f32.c) with head dims d = dv up to 128 and
+// multiples of 4, exact FFMA; else UNSUPPORTED. Called with the kernel
+// function open in the entry block.
 tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv);
-tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv);
-
-// What both attention kernels share: a block per (query tile of
-// TJ_NVPTX_ATTENTION_ROWS rows, head), the tiles of one head walking from
-// the last one down (causal attention starts its longest blocks first),
-// keys in tiles of TJ_NVPTX_ATTENTION_KEYS (f16/bf16) or fewer.
-#define TJ_NVPTX_ATTENTION_ROWS 64
-#define TJ_NVPTX_ATTENTION_KEYS 64
-typedef struct tj_nvptx_attention_t {
-  uint32_t qb, kb, vb, ob;  // buffers by role
-  int32_t mb;               // the mask's buffer, -1: none
-  // Set by tj_nvptx_attention_block:
-  tj_emit_point_t at;   // every buffer's pointer at the block's head
-  LLVMValueRef tq, tk;  // i64
-  LLVMValueRef q0;      // i64: the block's first query row
-  LLVMValueRef ntiles;  // i64: key tiles it reads (causal: none past its
-                        // last row's diagonal)
-} tj_nvptx_attention_t;
-// Finds the buffers of attention kernel |kernel| by role; INVALID_ARGUMENT
-// for a buffer of another role, a missing one or a mask of a third dtype.
-tj_status_t tj_nvptx_attention_buffers(const tj_kir_t* kernel,
-                                       tj_nvptx_attention_t* out);
-// Emits the block's placement into |a| (its buffers found) for key tiles
-// of |keys_per_tile|.
-void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a,
-                              int64_t keys_per_tile);
 tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
                                       const tj_nvptx_kernel_t* info,
                                       const int64_t* scalars,

@@ -43,277 +43,166 @@
 #include <math.h>
 #include <string.h>
 
-#include "jit/emit_nvptx.h"
+#include "jit/emit_nvptx_attention.h"
 
-#define kBM TJ_NVPTX_ATTENTION_ROWS
-#define kBN TJ_NVPTX_ATTENTION_KEYS
-#define kThreads 128
-#define kLog2e 1.4426950408889634
-
-typedef struct fa_t {
-  tj_nvptx_emit_t* nv;
-  tj_emit_t* em;
-  LLVMBuilderRef b;
-  const tj_kir_t* k;
-  int32_t d;          // head dim: 64 or 128
-  int32_t chunks;     // 16-byte chunks per row: d / 8
-  int32_t row_bytes;  // d * 2
-  int32_t tile_bytes;
-  bool f16;  // else bf16
-  uint32_t qb, kb, vb, ob;
-  int32_t mb;  // -1: no mask
-  LLVMValueRef smem;
-  LLVMValueRef tid, lane, warp;  // i32
-} fa_t;
-
-static LLVMValueRef c32(fa_t* f, int64_t v) {
-  return LLVMConstInt(f->em->t_i32, (unsigned long long)v, 1);
-}
-static LLVMValueRef c64(fa_t* f, int64_t v) {
-  return LLVMConstInt(f->em->t_i64, (unsigned long long)v, 1);
-}
-static LLVMValueRef cf(fa_t* f, double v) {
-  return LLVMConstReal(f->em->t_f32, v);
-}
-
-static LLVMValueRef smem_at(fa_t* f, LLVMValueRef off) {
-  return LLVMBuildGEP2(f->b, f->em->t_i8, f->smem, &off, 1, "");
-}
-
-static LLVMValueRef intrinsic(fa_t* f, const char* name, LLVMValueRef* args,
-                              unsigned n) {
-  return tj_emit_intrinsic(f->em, name, NULL, 0, args, n);
-}
-
-static LLVMValueRef fmax2(fa_t* f, LLVMValueRef a, LLVMValueRef b) {
-  LLVMValueRef args[2] = {a, b};
-  return tj_emit_intrinsic(f->em, "llvm.maxnum", &f->em->t_f32, 1, args, 2);
-}
-
-static LLVMValueRef ex2(fa_t* f, LLVMValueRef x) {
-  return intrinsic(f, "llvm.nvvm.ex2.approx.ftz.f", &x, 1);
-}
-
-static LLVMValueRef shfl_xor(fa_t* f, LLVMValueRef v, int32_t offset) {
-  LLVMValueRef args[4] = {c32(f, 0xffffffff), v, c32(f, offset), c32(f, 0x1f)};
-  return intrinsic(f, "llvm.nvvm.shfl.sync.bfly.f32", args, 4);
-}
-
-// The byte offset of 16-byte chunk |ch| of row |row| (both i32) in a
-// swizzled tile.
-static LLVMValueRef swizzled(fa_t* f, LLVMValueRef row, LLVMValueRef ch) {
-  LLVMBuilderRef b = f->b;
-  return LLVMBuildAdd(
-      b, LLVMBuildMul(b, row, c32(f, f->row_bytes), ""),
-      LLVMBuildShl(b,
-                   LLVMBuildXor(b, ch, LLVMBuildAnd(b, row, c32(f, 7), ""), ""),
-                   c32(f, 4), ""),
-      "");
-}
-
-// Starts the copy of rows [r0, r0 + 64) of a [rows, d] operand of buffer
-// |buf| (row r at |base| + r * |stride| elements; rows >= |limit| are
-// zero-filled) into the tile at byte |dst| of shared memory.
-static void load_tile_at(fa_t* f, uint32_t buf, LLVMValueRef base,
-                         LLVMValueRef stride, LLVMValueRef r0,
-                         LLVMValueRef limit, LLVMValueRef dst) {
-  LLVMBuilderRef b = f->b;
-  tj_emit_t* em = f->em;
-  const int32_t shift = f->chunks == 8 ? 3 : 4;
-  for (int32_t i = 0; i < kBM * f->chunks / kThreads; ++i) {
-    LLVMValueRef c = LLVMBuildAdd(b, f->tid, c32(f, i * kThreads), "");
-    LLVMValueRef row = LLVMBuildLShr(b, c, c32(f, shift), "");
-    LLVMValueRef ch = LLVMBuildAnd(b, c, c32(f, f->chunks - 1), "");
-    LLVMValueRef gr =
-        LLVMBuildAdd(b, r0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
-    LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, gr, limit, "");
-    // Rows past the limit read nothing (src-size 0) from row 0.
-    LLVMValueRef off = LLVMBuildAdd(
-        b, LLVMBuildMul(b, tj_emit_select(em, ok, gr, c64(f, 0)), stride, ""),
-        LLVMBuildMul(b, LLVMBuildZExt(b, ch, em->t_i64, ""), c64(f, 8), ""),
-        "");
-    LLVMValueRef src = LLVMBuildAddrSpaceCast(
-        b, tj_emit_advance(em, buf, base, off), f->nv->t_ptr_global, "");
-    LLVMValueRef args[3] = {
-        smem_at(f, LLVMBuildAdd(b, dst, swizzled(f, row, ch), "")), src,
-        tj_emit_select(em, ok, c32(f, 16), c32(f, 0))};
-    intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
-  }
-}
-
-static void load_tile(fa_t* f, uint32_t buf, LLVMValueRef base,
-                      LLVMValueRef stride, LLVMValueRef r0, LLVMValueRef limit,
-                      int32_t dst) {
-  load_tile_at(f, buf, base, stride, r0, limit, c32(f, dst));
-}
-
-static void commit(fa_t* f) {
-  intrinsic(f, "llvm.nvvm.cp.async.commit.group", NULL, 0);
-}
-
-static void wait_groups(fa_t* f, int32_t pending) {
-  LLVMValueRef n = c32(f, pending);
-  intrinsic(f, "llvm.nvvm.cp.async.wait.group", &n, 1);
-}
-
-static void ldmatrix(fa_t* f, bool trans, LLVMValueRef off, LLVMValueRef* out) {
-  LLVMTypeRef pt = f->nv->t_ptr_shared;
-  LLVMValueRef ptr = smem_at(f, off);
-  LLVMValueRef r = tj_emit_intrinsic(
-      f->em,
-      trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
-            : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16",
-      &pt, 1, &ptr, 1);
-  for (unsigned i = 0; i < 4; ++i)
-    out[i] = LLVMBuildExtractValue(f->b, r, i, "");
-}
-
-// d = a . b + c, one m16n8k16 (a: 4 x b32, b: 2 x b32 of f16/bf16 pairs).
-static void mma(fa_t* f, LLVMValueRef* a, LLVMValueRef* bf, LLVMValueRef* c) {
-  LLVMBuilderRef b = f->b;
-  LLVMValueRef args[10];
-  LLVMTypeRef h2 = LLVMVectorType(f->em->t_f16, 2);
-  for (int i = 0; i < 4; ++i)
-    args[i] = f->f16 ? LLVMBuildBitCast(b, a[i], h2, "") : a[i];
-  for (int i = 0; i < 2; ++i)
-    args[4 + i] = f->f16 ? LLVMBuildBitCast(b, bf[i], h2, "") : bf[i];
-  for (int i = 0; i < 4; ++i) args[6 + i] = c[i];
-  LLVMValueRef d = intrinsic(f,
-                             f->f16 ? "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
-                                    : "llvm.nvvm.mma.m16n8k16.row.col.bf16",
-                             args, 10);
-  for (unsigned i = 0; i < 4; ++i) c[i] = LLVMBuildExtractValue(b, d, i, "");
-}
-
-// (lo, hi) rounded to the input dtype, packed into a b32 (lo in bits 0-15).
-static LLVMValueRef pack(fa_t* f, LLVMValueRef lo, LLVMValueRef hi) {
-  LLVMBuilderRef b = f->b;
-  LLVMTypeRef h = f->f16 ? f->em->t_f16 : LLVMBFloatTypeInContext(f->em->ctx);
-  LLVMTypeRef v2 = LLVMVectorType(h, 2);
-  LLVMValueRef v = LLVMGetUndef(v2);
-  v = LLVMBuildInsertElement(b, v, LLVMBuildFPTrunc(b, lo, h, ""), c32(f, 0),
-                             "");
-  v = LLVMBuildInsertElement(b, v, LLVMBuildFPTrunc(b, hi, h, ""), c32(f, 1),
-                             "");
-  return LLVMBuildBitCast(b, v, f->em->t_i32, "");
-}
-
-static LLVMValueRef load_f32(fa_t* f, LLVMValueRef slot) {
-  return LLVMBuildLoad2(f->b, f->em->t_f32, slot, "");
-}
-
-tj_status_t tj_nvptx_attention_buffers(const tj_kir_t* k,
-                                       tj_nvptx_attention_t* out) {
-  memset(out, 0, sizeof(*out));
-  out->mb = -1;
+tj_status_t tj_nvptx_fa_buffers(fa_t* f) {
+  const tj_kir_t* k = f->k;
+  f->mb = -1;
+  f->op = k->attention.op;
+  const bool bwd =
+      f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV;
   int found = 0;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     switch (k->buffers[i].role) {
       case TJ_KIR_ATTN_Q:
-        out->qb = i, found |= 1;
+        f->qb = i, found |= 1;
         break;
       case TJ_KIR_ATTN_K:
-        out->kb = i, found |= 2;
+        f->kb = i, found |= 2;
         break;
       case TJ_KIR_ATTN_V:
-        out->vb = i, found |= 4;
+        f->vb = i, found |= 4;
         break;
       case TJ_KIR_OUTPUT:
-        out->ob = i, found |= 8;
+        f->ob = i, found |= 8;
         break;
       case TJ_KIR_ATTN_MASK:
-        out->mb = (int32_t)i;
+        f->mb = (int32_t)i;
+        break;
+      case TJ_KIR_ATTN_DO:
+        f->dob = i, found |= 16;
+        break;
+      case TJ_KIR_ATTN_LSE:
+        f->lseb = i, found |= 32;
+        break;
+      case TJ_KIR_ATTN_DELTA:
+        f->deltab = i, found |= 64;
         break;
       default:
         return tj_invalid("kernel @%s: buffer %%%s has no attention role",
                           k->name, k->buffers[i].name);
     }
   }
-  if (found != 15 || k->rank < 4)
+  const int want = f->op == TJ_KIR_ATTENTION_LSE ? 11 : bwd ? 127 : 15;
+  if (found != want || k->rank < 4)
     return tj_invalid("kernel @%s: not an attention kernel", k->name);
-  tj_dtype_t dt = k->buffers[out->qb].dtype;
-  if (out->mb >= 0 && k->buffers[out->mb].dtype != TJ_DTYPE_BOOL &&
-      k->buffers[out->mb].dtype != dt) {
+  if (f->op == TJ_KIR_ATTENTION_LSE) f->vb = f->kb;  // no v: checks pass
+  tj_dtype_t dt = k->buffers[f->qb].dtype;
+  if (f->mb >= 0 && k->buffers[f->mb].dtype != TJ_DTYPE_BOOL &&
+      k->buffers[f->mb].dtype != dt) {
     return tj_invalid("kernel @%s: a %s mask for %s attention", k->name,
-                      tj_dtype_name(k->buffers[out->mb].dtype),
+                      tj_dtype_name(k->buffers[f->mb].dtype),
                       tj_dtype_name(dt));
   }
   return NULL;
 }
 
-void tj_nvptx_attention_block(tj_nvptx_emit_t* nv, tj_nvptx_attention_t* a,
-                              int64_t keys_per_tile) {
-  tj_emit_t* em = &nv->em;
-  LLVMBuilderRef b = em->b;
-  const tj_kir_t* k = em->k;
-  const int32_t r = k->rank;
-  const int64_t bm = TJ_NVPTX_ATTENTION_ROWS, bn = keys_per_tile;
-  LLVMTypeRef i64 = em->t_i64;
-  a->tq = em->dim[r - 2];
-  a->tk = em->dim[r - 1];
-  // The block's head (outer index) and query tile, last tiles first.
-  LLVMValueRef outer = LLVMConstInt(i64, 1, 0);
-  for (int32_t i = 0; i + 2 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef qtiles =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, a->tq, LLVMConstInt(i64, bm - 1, 0), ""),
-                    LLVMConstInt(i64, bm, 0), "qtiles");
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  LLVMValueRef qt =
-      LLVMBuildSub(b, LLVMBuildSub(b, qtiles, LLVMConstInt(i64, 1, 0), ""),
-                   LLVMBuildUDiv(b, pid, outer, ""), "qt");
-  a->q0 = LLVMBuildMul(b, qt, LLVMConstInt(i64, bm, 0), "q0");
-  memset(&a->at, 0, sizeof(a->at));
-  a->at.lanes = 1;
-  tj_emit_decompose(em, head, r - 2, &a->at);
-  // Keys the block reads: causal rows end at q0 + bm - 1.
-  LLVMValueRef kend = a->tk;
-  if (k->attention.causal) {
-    kend = tj_emit_min_i64(
-        em, a->tk, LLVMBuildAdd(b, a->q0, LLVMConstInt(i64, bm, 0), ""));
-  }
-  a->ntiles =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, kend, LLVMConstInt(i64, bn - 1, 0), ""),
-                    LLVMConstInt(i64, bn, 0), "ntiles");
-}
-
-static tj_status_t check_kernel(fa_t* f, tj_nvptx_attention_t* a) {
+tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
+  TJ_RETURN_IF_ERROR(tj_nvptx_fa_buffers(f));
   const tj_kir_t* k = f->k;
-  TJ_RETURN_IF_ERROR(tj_nvptx_attention_buffers(k, a));
-  f->qb = a->qb, f->kb = a->kb, f->vb = a->vb, f->ob = a->ob, f->mb = a->mb;
+  const bool bwd =
+      f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV;
   tj_dtype_t dt = k->buffers[f->qb].dtype;
+  const tj_dtype_t odt = f->op == TJ_KIR_ATTENTION_LSE ? TJ_DTYPE_F32 : dt;
   if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) ||
       k->buffers[f->kb].dtype != dt || k->buffers[f->vb].dtype != dt ||
-      k->buffers[f->ob].dtype != dt) {
+      k->buffers[f->ob].dtype != odt ||
+      (bwd && (k->buffers[f->dob].dtype != dt ||
+               k->buffers[f->lseb].dtype != TJ_DTYPE_F32 ||
+               k->buffers[f->deltab].dtype != TJ_DTYPE_F32))) {
     return tj_unsupported(
         "kernel @%s: CUDA's attention template takes f16 or bf16 q, k, v "
         "(q is %s)",
         k->name, tj_dtype_name(dt));
   }
-  const tj_kir_attention_t* at = &k->attention;
-  if (at->d.param >= 0 || at->dv.param >= 0 || at->d.value != at->dv.value ||
-      (at->d.value != 64 && at->d.value != 128)) {
+  if (bwd && f->mb >= 0) {
+    return tj_unsupported(
+        "kernel @%s: CUDA's attention backward takes no mask but causal",
+        k->name);
+  }
+  const tj_kir_attention_t* a = &k->attention;
+  if (a->d.param >= 0 || a->dv.param >= 0 || a->d.value != a->dv.value ||
+      (a->d.value != 64 && a->d.value != 128)) {
     return tj_unsupported(
         "kernel @%s: CUDA's attention template takes head dims 64 and 128 "
         "(d %lld, dv %lld)",
-        k->name, (long long)at->d.value, (long long)at->dv.value);
+        k->name, (long long)a->d.value, (long long)a->dv.value);
   }
   f->f16 = dt == TJ_DTYPE_F16;
-  f->d = (int32_t)at->d.value;
+  f->d = (int32_t)a->d.value;
   f->chunks = f->d / 8;
   f->row_bytes = f->d * 2;
   f->tile_bytes = kBM * f->row_bytes;
   return NULL;
 }
 
+void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
+                       tj_nvptx_fa_block_t* out) {
+  tj_emit_t* em = f->em;
+  LLVMBuilderRef b = f->b;
+  const int32_t r = f->k->rank;
+  out->tq = em->dim[r - 2];
+  out->tk = em->dim[r - 1];
+  // The block's head (outer index) and query tile, last tiles first.
+  LLVMValueRef outer = c64(f, 1);
+  for (int32_t i = 0; i + 2 < r; ++i)
+    outer = LLVMBuildMul(b, outer, em->dim[i], "");
+  LLVMValueRef qtiles = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, out->tq, c64(f, kBM - 1), ""), c64(f, kBM), "qtiles");
+  LLVMValueRef pid = tj_nvptx_sreg64(f->nv, "ctaid.x");
+  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
+  LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
+                                 LLVMBuildUDiv(b, pid, outer, ""), "qt");
+  out->q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
+  memset(&out->at, 0, sizeof(out->at));
+  out->at.lanes = 1;
+  tj_emit_decompose(em, head, r - 2, &out->at);
+  // Keys the block reads: causal rows end at q0 + kBM - 1.
+  LLVMValueRef kend = out->tk;
+  if (f->k->attention.causal) {
+    kend =
+        tj_emit_min_i64(em, out->tk, LLVMBuildAdd(b, out->q0, c64(f, kBM), ""));
+  }
+  out->ntiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, kend, c64(f, keys_per_tile - 1), ""),
+                    c64(f, keys_per_tile), "ntiles");
+}
+
+// attention_lse's epilogue: lse = (m + log2 l) ln 2 per row (the scores
+// were scaled into base 2), -inf where no key was seen (l = 0), one lane
+// of each quad storing the f32 of its rows g and g + 8 below Tq.
+static tj_status_t store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
+                             LLVMValueRef* row_i, LLVMValueRef tq,
+                             LLVMValueRef* m_slot, LLVMValueRef* l_slot) {
+  LLVMBuilderRef b = f->b;
+  tj_emit_t* em = f->em;
+  LLVMValueRef lead = LLVMBuildICmp(
+      b, LLVMIntEQ, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 0), "");
+  for (int32_t h = 0; h < 2; ++h) {
+    LLVMValueRef l = load_f32(f, l_slot[h]);
+    l = LLVMBuildFAdd(b, l, shfl_xor(f, l, 1), "");
+    l = LLVMBuildFAdd(b, l, shfl_xor(f, l, 2), "");
+    LLVMValueRef lg = intrinsic(f, "llvm.nvvm.lg2.approx.f", &l, 1);
+    LLVMValueRef v =
+        LLVMBuildFMul(b, LLVMBuildFAdd(b, load_f32(f, m_slot[h]), lg, ""),
+                      cf(f, 0.69314718055994531), "");
+    v = tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOGT, l, cf(f, 0), ""), v,
+                       cf(f, -INFINITY));
+    tj_emit_if_t in;
+    tj_emit_if_begin(
+        em, &in,
+        LLVMBuildAnd(b, lead, LLVMBuildICmp(b, LLVMIntSLT, row_i[h], tq, ""),
+                     ""),
+        "lse");
+    LLVMValueRef dst =
+        tj_emit_advance(em, f->ob, obase, LLVMBuildMul(b, row_i[h], so, ""));
+    LLVMBuildStore(b, v, dst);
+    tj_emit_if_end(em, &in);
+  }
+  return NULL;
+}
+
 tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
-  // f32 has its own kernel: FFMA tiles, since f32 has no exact tensor-core
-  // path.
-  tj_nvptx_attention_t roles;
-  TJ_RETURN_IF_ERROR(tj_nvptx_attention_buffers(nv->em.k, &roles));
-  if (nv->em.k->buffers[roles.qb].dtype == TJ_DTYPE_F32)
-    return tj_nvptx_emit_attention_f32(nv);
   fa_t fa;
   memset(&fa, 0, sizeof(fa));
   fa_t* f = &fa;
@@ -321,8 +210,18 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->em = &nv->em;
   f->b = nv->em.b;
   f->k = nv->em.k;
-  tj_nvptx_attention_t blk;
-  TJ_RETURN_IF_ERROR(check_kernel(f, &blk));
+  // f32 has its own forward kernel (FFMA tiles: f32 has no exact
+  // tensor-core path).
+  TJ_RETURN_IF_ERROR(tj_nvptx_fa_buffers(f));
+  if (f->op == TJ_KIR_ATTENTION_FORWARD &&
+      f->k->buffers[f->qb].dtype == TJ_DTYPE_F32)
+    return tj_nvptx_emit_attention_f32(f);
+  TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
+  if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
+    return tj_nvptx_emit_attention_bwd(f);
+  // attention_lse (fabwdcuda): the same loop without V, writing the row's
+  // log-sum-exp instead of y.
+  const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
   const tj_kir_t* k = f->k;
@@ -330,7 +229,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   const int32_t d = f->d;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kThreads;
-  info->shared_bytes = 4 * f->tile_bytes;
+  info->shared_bytes = (lse ? 3 : 4) * f->tile_bytes;  // lse: no V tile
   // Registers for 3 blocks an SM at d 64 (168 a thread; the 128 that 4
   // blocks leave spilled), 2 at d 128 (255, no spill).
   info->min_blocks_per_sm = d == 64 ? 3 : 2;
@@ -338,7 +237,8 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
-  tj_nvptx_attention_block(nv, &blk, kBN);
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, kBN, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
@@ -423,7 +323,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
           : tk;
 
   // Loop-carried state: O (d/8 blocks x 4), m and l for the two rows.
-  const int32_t nd = d / 8;
+  const int32_t nd = lse ? 0 : d / 8;
   LLVMValueRef o_slot[16][4], m_slot[2], l_slot[2];
   for (int32_t j = 0; j < nd; ++j)
     for (int32_t e = 0; e < 4; ++e) {
@@ -445,7 +345,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   wait_groups(f, 0);  // K_j
   tj_nvptx_barrier(nv);
   // Every warp is past P.V_j-1 and Q.K_j-1: V_j and K_j+1 may land.
-  load_tile(f, f->vb, at.ptr[f->vb], sv, j0, tk, sV);
+  if (!lse) load_tile(f, f->vb, at.ptr[f->vb], sv, j0, tk, sV);
   commit(f);
   LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
   LLVMValueRef kcur = LLVMBuildAdd(
@@ -582,30 +482,34 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
       o[j][e] = LLVMBuildFMul(b, load_f32(f, o_slot[j][e]), alpha[e / 2], "");
 
   // P as A fragments: keys 16 kk .. 16 kk + 15 are n-blocks 2 kk, 2 kk + 1.
-  LLVMValueRef pf[4][4];
-  for (int32_t kk = 0; kk < 4; ++kk) {
-    pf[kk][0] = pack(f, s[2 * kk][0], s[2 * kk][1]);
-    pf[kk][1] = pack(f, s[2 * kk][2], s[2 * kk][3]);
-    pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pf[kk][3] = pack(f, s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
-  wait_groups(f, 1);  // V_j (K_j+1 may still be in flight)
-  tj_nvptx_barrier(nv);
-  // O += P . V.
-  for (int32_t kk = 0; kk < 4; ++kk) {
-    for (int32_t np = 0; np < nd / 2; ++np) {
-      LLVMValueRef row = LLVMBuildAdd(b, vrow, c32(f, 16 * kk), "");
-      LLVMValueRef ch = LLVMBuildAdd(b, vch, c32(f, 2 * np), "");
-      LLVMValueRef vf[4];
-      ldmatrix(f, true, LLVMBuildAdd(b, c32(f, sV), swizzled(f, row, ch), ""),
-               vf);
-      mma(f, pf[kk], &vf[0], o[2 * np]);
-      mma(f, pf[kk], &vf[2], o[2 * np + 1]);
+  // attention_lse reads no V: the step ends with the row's l.
+  if (!lse) {
+    LLVMValueRef pf[4][4];
+    for (int32_t kk = 0; kk < 4; ++kk) {
+      pf[kk][0] = pack(f, s[2 * kk][0], s[2 * kk][1]);
+      pf[kk][1] = pack(f, s[2 * kk][2], s[2 * kk][3]);
+      pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pf[kk][3] = pack(f, s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
+    wait_groups(f, 1);  // V_j (K_j+1 may still be in flight)
+    tj_nvptx_barrier(nv);
+    // O += P . V.
+    for (int32_t kk = 0; kk < 4; ++kk) {
+      for (int32_t np = 0; np < nd / 2; ++np) {
+        LLVMValueRef row = LLVMBuildAdd(b, vrow, c32(f, 16 * kk), "");
+        LLVMValueRef ch = LLVMBuildAdd(b, vch, c32(f, 2 * np), "");
+        LLVMValueRef vf[4];
+        ldmatrix(f, true, LLVMBuildAdd(b, c32(f, sV), swizzled(f, row, ch), ""),
+                 vf);
+        mma(f, pf[kk], &vf[0], o[2 * np]);
+        mma(f, pf[kk], &vf[2], o[2 * np + 1]);
+      }
+    }
+    for (int32_t j = 0; j < nd; ++j)
+      for (int32_t e = 0; e < 4; ++e) LLVMBuildStore(b, o[j][e], o_slot[j][e]);
   }
-  for (int32_t j = 0; j < nd; ++j)
-    for (int32_t e = 0; e < 4; ++e) LLVMBuildStore(b, o[j][e], o_slot[j][e]);
   tj_emit_loop_end(em, &loop);
+  if (lse) return store_lse(f, at.ptr[f->ob], so, row_i, tq, m_slot, l_slot);
 
   // y = O / l, staged in the warp's own 16 rows of the Q tile (no other
   // warp reads them), then stored 16 bytes a lane.
@@ -666,19 +570,24 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
                                       const int64_t* scalars,
                                       tj_nvptx_launch_t* out_launch) {
   const int32_t r = k->rank;
+  // attention_dkv's blocks are per kv head (dims before G) and key tile;
+  // the others' per query head and query tile.
+  const bool dkv = k->attention.op == TJ_KIR_ATTENTION_DKV;
   int64_t outer = 1;
   for (int32_t i = 0; i < r; ++i) {
     int64_t v = tj_kir_ival_eval(k->dims[i], scalars);
     if (v < 0)
       return tj_invalid("kernel @%s: dim %d is %lld", k->name, (int)i,
                         (long long)v);
-    if (i + 2 < r && tj_mul_overflow_i64(outer, v, &outer))
+    if (i + (dkv ? 3 : 2) < r && tj_mul_overflow_i64(outer, v, &outer))
       return tj_invalid("kernel @%s: the iteration space overflows int64",
                         k->name);
   }
   int64_t tq = tj_kir_ival_eval(k->dims[r - 2], scalars);
+  // attention_dkv with no query (Tq 0) still launches: its blocks write 0.
+  int64_t rows = dkv ? tj_kir_ival_eval(k->dims[r - 1], scalars) : tq;
   int64_t blocks = 0;
-  if (tj_mul_overflow_i64(outer, (tq + kBM - 1) / kBM, &blocks) ||
+  if (tj_mul_overflow_i64(outer, (rows + kBM - 1) / kBM, &blocks) ||
       blocks > 2147483647)
     return tj_unsupported("kernel @%s: %lld attention blocks, past the grid",
                           k->name, (long long)blocks);
@@ -690,7 +599,11 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
   // number of chunks.
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    if (buf->role == TJ_KIR_ATTN_MASK) continue;
+    // The mask, lse and delta are read an element at a time.
+    if (buf->role == TJ_KIR_ATTN_MASK || buf->role == TJ_KIR_ATTN_LSE ||
+        buf->role == TJ_KIR_ATTN_DELTA ||
+        (buf->role == TJ_KIR_OUTPUT && k->attention.op == TJ_KIR_ATTENTION_LSE))
+      continue;
     const int64_t chunk = 16 / (int64_t)tj_dtype_size(buf->dtype);
     for (int32_t d = 0; d < r; ++d) {
       int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);

@@ -3,7 +3,7 @@
 // must not silently lose precision), for head dims D = Dv up to 128 that
 // are multiples of 4 (16-byte copies of whole rows).
 //
-//   grid and block placement: tj_nvptx_attention_block, as the f16/bf16
+//   grid and block placement: tj_nvptx_fa_block, as the f16/bf16
 //     kernel (emit_nvptx_attention.c);
 //   block: 128 threads; thread t owns query rows 4 (t / 8) .. + 3 of the
 //     64-row tile and, of each tile of bn keys (64, or 32 where 64 would
@@ -40,68 +40,23 @@
 #include <math.h>
 #include <string.h>
 
-#include "jit/emit_nvptx.h"
+#include "jit/emit_nvptx_attention.h"
 
-#define kBM TJ_NVPTX_ATTENTION_ROWS
-#define kThreads 128
-#define kLog2e 1.4426950408889634
-
-typedef struct fa32_t {
-  tj_nvptx_emit_t* nv;
-  tj_emit_t* em;
-  LLVMBuilderRef b;
-  const tj_kir_t* k;
-  tj_nvptx_attention_t a;
-  int32_t bn;           // keys a K/V tile: 64, or 32 where 64 leave 1 block
-                        // an SM
-  int32_t cols;         // score columns a thread: bn / 8
-  int32_t p_row_bytes;  // P's rows, (bn + 4) floats: an odd number of chunks
-  int32_t chunks;       // 16-byte chunks of a row: d / 4
-  int32_t slots;        // chunks of d a thread owns in P . V: chunks / 8 up
-  int32_t row_bytes;    // a shared row: chunks rounded up to odd, x 16
-  int32_t tile_bytes;
-  LLVMValueRef smem;
-  LLVMValueRef tid;
-  LLVMTypeRef v4;  // <4 x float>
-} fa32_t;
-
-static LLVMValueRef c32(fa32_t* f, int64_t v) {
-  return LLVMConstInt(f->em->t_i32, (unsigned long long)v, 1);
-}
-static LLVMValueRef c64(fa32_t* f, int64_t v) {
-  return LLVMConstInt(f->em->t_i64, (unsigned long long)v, 1);
-}
-static LLVMValueRef cf(fa32_t* f, double v) {
-  return LLVMConstReal(f->em->t_f32, v);
-}
-
-static LLVMValueRef smem_at(fa32_t* f, LLVMValueRef off) {
-  return LLVMBuildGEP2(f->b, f->em->t_i8, f->smem, &off, 1, "");
-}
-
-static LLVMValueRef fmax2(fa32_t* f, LLVMValueRef a, LLVMValueRef b) {
-  LLVMValueRef args[2] = {a, b};
-  return tj_emit_intrinsic(f->em, "llvm.maxnum", &f->em->t_f32, 1, args, 2);
-}
-
-static LLVMValueRef load_v4(fa32_t* f, LLVMValueRef off) {
-  LLVMValueRef v = LLVMBuildLoad2(f->b, f->v4, smem_at(f, off), "");
+static LLVMValueRef load_v4(fa_t* f, LLVMValueRef off) {
+  LLVMValueRef v = LLVMBuildLoad2(f->b, LLVMVectorType(f->em->t_f32, 4),
+                                  smem_at(f, off), "");
   LLVMSetAlignment(v, 16);
   return v;
 }
 
-static LLVMValueRef lane_of(fa32_t* f, LLVMValueRef v, int32_t i) {
+static LLVMValueRef lane_of(fa_t* f, LLVMValueRef v, int32_t i) {
   return LLVMBuildExtractElement(f->b, v, c32(f, i), "");
-}
-
-static LLVMValueRef load_f32(fa32_t* f, LLVMValueRef slot) {
-  return LLVMBuildLoad2(f->b, f->em->t_f32, slot, "");
 }
 
 // Starts the copy of rows [r0, r0 + |rows|) of a [rows, d] operand of buffer
 // |buf| (row r at |base| + r * |stride| elements; rows >= |limit| are
 // zero-filled) into the tile at byte |dst| of shared memory.
-static void load_tile(fa32_t* f, uint32_t buf, LLVMValueRef base,
+static void load_rows(fa_t* f, uint32_t buf, LLVMValueRef base,
                       LLVMValueRef stride, LLVMValueRef r0, int32_t rows,
                       LLVMValueRef limit, int32_t dst) {
   LLVMBuilderRef b = f->b;
@@ -139,14 +94,12 @@ static void load_tile(fa32_t* f, uint32_t buf, LLVMValueRef base,
   }
 }
 
-static tj_status_t check_kernel(fa32_t* f) {
+static tj_status_t check_kernel(fa_t* f) {
   const tj_kir_t* k = f->k;
-  TJ_RETURN_IF_ERROR(tj_nvptx_attention_buffers(k, &f->a));
-  const tj_nvptx_attention_t* a = &f->a;
-  if (k->buffers[a->qb].dtype != TJ_DTYPE_F32 ||
-      k->buffers[a->kb].dtype != TJ_DTYPE_F32 ||
-      k->buffers[a->vb].dtype != TJ_DTYPE_F32 ||
-      k->buffers[a->ob].dtype != TJ_DTYPE_F32) {
+  if (k->buffers[f->qb].dtype != TJ_DTYPE_F32 ||
+      k->buffers[f->kb].dtype != TJ_DTYPE_F32 ||
+      k->buffers[f->vb].dtype != TJ_DTYPE_F32 ||
+      k->buffers[f->ob].dtype != TJ_DTYPE_F32) {
     return tj_unsupported(
         "kernel @%s: CUDA's f32 attention template takes f32 q, k, v and "
         "output",
@@ -160,7 +113,8 @@ static tj_status_t check_kernel(fa32_t* f) {
         "up to 128, multiples of 4 (d %lld, dv %lld)",
         k->name, (long long)at->d.value, (long long)at->dv.value);
   }
-  f->chunks = (int32_t)at->d.value / 4;
+  f->d = (int32_t)at->d.value;
+  f->chunks = f->d / 4;
   f->slots = (f->chunks + 7) / 8;
   f->row_bytes = (f->chunks | 1) * 16;
   f->tile_bytes = kBM * f->row_bytes;
@@ -172,22 +126,15 @@ static tj_status_t check_kernel(fa32_t* f) {
   return NULL;
 }
 
-tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
-  fa32_t fa;
-  memset(&fa, 0, sizeof(fa));
-  fa32_t* f = &fa;
-  f->nv = nv;
-  f->em = &nv->em;
-  f->b = nv->em.b;
-  f->k = nv->em.k;
+tj_status_t tj_nvptx_emit_attention_f32(fa_t* f) {
+  tj_nvptx_emit_t* nv = f->nv;
   TJ_RETURN_IF_ERROR(check_kernel(f));
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
   const tj_kir_t* k = f->k;
-  tj_nvptx_attention_t* a = &f->a;
   const int32_t r = k->rank;
-  const int32_t mb = a->mb;
-  f->v4 = LLVMVectorType(em->t_f32, 4);
+  const int32_t mb = f->mb;
+  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kThreads;
   const int32_t kv_bytes = f->bn * f->row_bytes;
@@ -198,25 +145,26 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   info->min_blocks_per_sm = f->chunks <= 16 ? 3 : f->chunks <= 24 ? 2 : 1;
   f->smem = tj_nvptx_dynamic_shared(nv);
   f->tid = tj_nvptx_sreg(nv, "tid.x");
-  tj_nvptx_attention_block(nv, a, f->bn);
-  LLVMValueRef tq = a->tq, tk = a->tk, q0 = a->q0, ntiles = a->ntiles;
-  const tj_emit_point_t* at = &a->at;
-  LLVMValueRef sq = tj_emit_stride(em, a->qb, r - 2);
-  LLVMValueRef sk = tj_emit_stride(em, a->kb, r - 1);
-  LLVMValueRef sv = tj_emit_stride(em, a->vb, r - 1);
-  LLVMValueRef so = tj_emit_stride(em, a->ob, r - 2);
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, f->bn, &blk);
+  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
+  const tj_emit_point_t* at = &blk.at;
+  LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
+  LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
+  LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
+  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 2);
   LLVMValueRef qbase =
-      tj_emit_advance(em, a->qb, at->ptr[a->qb], LLVMBuildMul(b, q0, sq, ""));
+      tj_emit_advance(em, f->qb, at->ptr[f->qb], LLVMBuildMul(b, q0, sq, ""));
 
   // Q, then K_0 (an empty group when there is no key).
-  load_tile(f, a->qb, qbase, sq, c64(f, 0), kBM, LLVMBuildSub(b, tq, q0, ""),
+  load_rows(f, f->qb, qbase, sq, c64(f, 0), kBM, LLVMBuildSub(b, tq, q0, ""),
             sQ);
   tj_emit_if_t any;
   tj_emit_if_begin(em, &any,
                    LLVMBuildICmp(b, LLVMIntSGT, ntiles, c64(f, 0), ""), "k0");
-  load_tile(f, a->kb, at->ptr[a->kb], sk, c64(f, 0), f->bn, tk, sK);
+  load_rows(f, f->kb, at->ptr[f->kb], sk, c64(f, 0), f->bn, tk, sK);
   tj_emit_if_end(em, &any);
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  commit(f);
 
   LLVMValueRef rg = LLVMBuildLShr(b, f->tid, c32(f, 3), "rg");
   LLVMValueRef cg = LLVMBuildAnd(b, f->tid, c32(f, 7), "cg");
@@ -281,12 +229,11 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   LLVMValueRef jt =
       tj_emit_loop_begin(em, &loop, c64(f, 0), ntiles, c64(f, 1), "kv");
   LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, f->bn), "j0");
-  LLVMValueRef none = c32(f, 0);
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.wait.group", &none, 1);  // K_j
+  wait_groups(f, 0);  // K_j
   // Every thread is past P . V_j-1 too: V and P may be overwritten.
   tj_nvptx_barrier(nv);
-  load_tile(f, a->vb, at->ptr[a->vb], sv, j0, f->bn, tk, sV);
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  load_rows(f, f->vb, at->ptr[f->vb], sv, j0, f->bn, tk, sV);
+  commit(f);
 
   // S = Q . K_j^T along d, 4 elements a step.
   for (int32_t i = 0; i < 4; ++i)
@@ -354,14 +301,10 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     }
   }
 
-  // The online softmax: a row's 64 scores lie in its group's 8 lanes.
+  // The online softmax: a row's bn scores lie in its group's 8 lanes.
   for (int32_t i = 0; i < 4; ++i) {
-    for (int32_t sh = 1; sh < 8; sh *= 2) {
-      LLVMValueRef args[4] = {c32(f, 0xffffffff), mx[i], c32(f, sh),
-                              c32(f, 0x1f)};
-      mx[i] = fmax2(f, mx[i],
-                    tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.f32", args, 4));
-    }
+    for (int32_t sh = 1; sh < 8; sh *= 2)
+      mx[i] = fmax2(f, mx[i], shfl_xor(f, mx[i], sh));
     LLVMValueRef m_old = load_f32(f, m_slot[i]);
     LLVMValueRef m_new = fmax2(f, m_old, mx[i]);
     LLVMBuildStore(b, m_new, m_slot[i]);
@@ -369,12 +312,11 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
         em, LLVMBuildFCmp(b, LLVMRealOEQ, m_new, cf(f, -INFINITY), ""),
         cf(f, 0.0), m_new);
     LLVMValueRef d_old = LLVMBuildFSub(b, m_old, m_use, "");
-    LLVMValueRef alpha =
-        tj_nvptx_call(nv, "llvm.nvvm.ex2.approx.ftz.f", &d_old, 1);
+    LLVMValueRef alpha = ex2(f, d_old);
     LLVMValueRef sum = cf(f, 0.0);
     for (int32_t c = 0; c < f->cols; ++c) {
       LLVMValueRef t = LLVMBuildFSub(b, s[i][c], m_use, "");
-      LLVMValueRef p = tj_nvptx_call(nv, "llvm.nvvm.ex2.approx.ftz.f", &t, 1);
+      LLVMValueRef p = ex2(f, t);
       sum = LLVMBuildFAdd(b, sum, p, "");
       LLVMValueRef off =
           LLVMBuildAdd(b, prow[i],
@@ -395,17 +337,17 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
             o_slot[i][c][e]);
   }
 
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.wait.group", &none, 1);  // V_j
+  wait_groups(f, 0);  // V_j
   // P is whole and every thread is done with K_j: K_j+1 may land.
   tj_nvptx_barrier(nv);
   LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "knext");
-  load_tile(f, a->kb, at->ptr[a->kb], sk,
+  load_rows(f, f->kb, at->ptr[f->kb], sk,
             LLVMBuildMul(b, jn, c64(f, f->bn), ""), f->bn, tk, sK);
   tj_emit_if_end(em, &next);
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  commit(f);
 
   // O += P . V_j, 4 keys a step.
   {
@@ -450,17 +392,14 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
   tj_emit_loop_end(em, &loop);
   // With no key tile, Q's copies are still in flight: none may outlive the
   // block's shared memory.
-  tj_nvptx_call(nv, "llvm.nvvm.cp.async.wait.group", &none, 1);
+  wait_groups(f, 0);
 
   // y = O / l, each row's chunks stored 16 bytes at a time.
-  LLVMValueRef obase = at->ptr[a->ob];
+  LLVMValueRef obase = at->ptr[f->ob];
   for (int32_t i = 0; i < 4; ++i) {
     LLVMValueRef l = load_f32(f, l_slot[i]);
-    for (int32_t sh = 1; sh < 8; sh *= 2) {
-      LLVMValueRef args[4] = {c32(f, 0xffffffff), l, c32(f, sh), c32(f, 0x1f)};
-      l = LLVMBuildFAdd(
-          b, l, tj_nvptx_call(nv, "llvm.nvvm.shfl.sync.bfly.f32", args, 4), "");
-    }
+    for (int32_t sh = 1; sh < 8; sh *= 2)
+      l = LLVMBuildFAdd(b, l, shfl_xor(f, l, sh), "");
     LLVMValueRef inv =
         tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOGT, l, cf(f, 0), ""),
                        LLVMBuildFDiv(b, cf(f, 1.0), l, ""), cf(f, 0.0));
@@ -468,7 +407,7 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
     tj_emit_if_begin(em, &in, LLVMBuildICmp(b, LLVMIntSLT, row_i[i], tq, ""),
                      "st");
     LLVMValueRef orow =
-        tj_emit_advance(em, a->ob, obase, LLVMBuildMul(b, row_i[i], so, ""));
+        tj_emit_advance(em, f->ob, obase, LLVMBuildMul(b, row_i[i], so, ""));
     for (int32_t c = 0; c < f->slots; ++c) {
       LLVMValueRef ch = LLVMBuildAdd(b, cg, c32(f, 8 * c), "");
       tj_emit_if_t has;
@@ -478,13 +417,13 @@ tj_status_t tj_nvptx_emit_attention_f32(tj_nvptx_emit_t* nv) {
             em, &has, LLVMBuildICmp(b, LLVMIntULT, ch, c32(f, f->chunks), ""),
             "ch");
       }
-      LLVMValueRef v = LLVMGetUndef(f->v4);
+      LLVMValueRef v = LLVMGetUndef(v4);
       for (int32_t e = 0; e < 4; ++e)
         v = LLVMBuildInsertElement(
             b, v, LLVMBuildFMul(b, load_f32(f, o_slot[i][c][e]), inv, ""),
             c32(f, e), "");
       LLVMValueRef dst = tj_emit_advance(
-          em, a->ob, orow,
+          em, f->ob, orow,
           LLVMBuildMul(b, LLVMBuildZExt(b, ch, em->t_i64, ""), c64(f, 4), ""));
       LLVMSetAlignment(LLVMBuildStore(b, v, dst), 16);
       if (partial) tj_emit_if_end(em, &has);

@@ -1765,12 +1765,18 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
 tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* k,
                                          const tj_nvptx_kernel_t* info,
                                          const uint64_t* buffers) {
-  // The attention template copies q, k, v and stores its output 16 bytes
-  // at a time too (emit_nvptx_attention.c).
+  // The attention template copies q, k, v (and dL/dy) and stores its
+  // output 16 bytes at a time too (emit_nvptx_attention.c); the mask, lse
+  // and delta are read, and lse stored, an element at a time.
   if (k->kind == TJ_KIR_ATTENTION) {
     for (uint32_t i = 0; i < k->num_buffers; ++i) {
       const tj_kir_buffer_t* buf = &k->buffers[i];
-      if (buf->role != TJ_KIR_ATTN_MASK && buffers[i] % 16 != 0)
+      const bool by_element = buf->role == TJ_KIR_ATTN_MASK ||
+                              buf->role == TJ_KIR_ATTN_LSE ||
+                              buf->role == TJ_KIR_ATTN_DELTA ||
+                              (buf->role == TJ_KIR_OUTPUT &&
+                               k->attention.op == TJ_KIR_ATTENTION_LSE);
+      if (!by_element && buffers[i] % 16 != 0)
         return tj_unsupported(
             "kernel @%s: attention operand %%%s at 0x%llx is not 16-byte "
             "aligned",

@@ -71,6 +71,12 @@ static const char* role_name(tj_kir_role_t role) {
       return "w";
     case TJ_KIR_CONV_BIAS:
       return "bias";
+    case TJ_KIR_ATTN_DO:
+      return "dy";
+    case TJ_KIR_ATTN_LSE:
+      return "lse";
+    case TJ_KIR_ATTN_DELTA:
+      return "delta";
   }
   return "?";
 }
@@ -281,7 +287,7 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          k->name, name));
     return TJ_KIR_NONE;
   }
-  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_CONV_BIAS) {
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_ATTN_DELTA) {
     record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
                          k->name, name));
     return TJ_KIR_NONE;
@@ -889,6 +895,7 @@ static tj_status_t verify(const tj_kir_t* k) {
   }
   uint32_t num_a = 0, num_b = 0, num_out = 0, num_attn[4] = {0, 0, 0, 0};
   uint32_t num_bq[2] = {0, 0}, num_conv[3] = {0, 0, 0};
+  uint32_t num_attn_bwd[3] = {0, 0, 0};
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
     if (buf->role == TJ_KIR_GEMM_BSCALE || buf->role == TJ_KIR_GEMM_BZERO) {
@@ -904,6 +911,21 @@ static tj_status_t verify(const tj_kir_t* k) {
             "kernel @%s: buffer %%%s: a quantized gemm B's %s must be %s, one "
             "per kernel",
             k->name, buf->name, role_name(buf->role), tj_dtype_name(want));
+      }
+      continue;
+    }
+    if (buf->role >= TJ_KIR_ATTN_DO) {
+      // The backward's operands: dL/dy of q's dtype, lse and delta float.
+      const bool fl = buf->dtype == TJ_DTYPE_F32 ||
+                      buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
+      const bool bwd = k->attention.op == TJ_KIR_ATTENTION_DQ ||
+                       k->attention.op == TJ_KIR_ATTENTION_DKV;
+      if (k->kind != TJ_KIR_ATTENTION || !bwd || !fl ||
+          num_attn_bwd[buf->role - TJ_KIR_ATTN_DO]++) {
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: attention's %s is one float operand of "
+            "an attention_dq or attention_dkv kernel",
+            k->name, buf->name, role_name(buf->role));
       }
       continue;
     }
@@ -998,10 +1020,14 @@ static tj_status_t verify(const tj_kir_t* k) {
       ++num_out;
       // A zero stride would make several points write one element: in a
       // row reduce only the reduced dim of a row-level output may do it.
+      // attention_dkv's [dk | dv] sums over G and Tq.
+      const bool dkv = k->kind == TJ_KIR_ATTENTION &&
+                       k->attention.op == TJ_KIR_ATTENTION_DKV;
       for (int32_t d = 0; d < k->rank; ++d) {
-        bool reduced =
-            (k->kind == TJ_KIR_ROW_REDUCE || k->kind == TJ_KIR_ATTENTION) &&
-            d == k->rank - 1;
+        bool reduced = dkv ? d == k->rank - 3 || d == k->rank - 2
+                           : (k->kind == TJ_KIR_ROW_REDUCE ||
+                              k->kind == TJ_KIR_ATTENTION) &&
+                                 d == k->rank - 1;
         if (tj_kir_ival_is_const(buf->strides[d], 0) && !reduced &&
             !tj_kir_ival_is_const(k->dims[d], 1)) {
           return tj_invalid("kernel @%s: output %%%s has stride 0 in dim %d",
@@ -1026,12 +1052,18 @@ static tj_status_t verify(const tj_kir_t* k) {
   if (num_out == 0) {
     return tj_invalid("kernel @%s: no output buffer", k->name);
   }
+  const tj_kir_attention_op_t aop = k->attention.op;
+  const bool bwd = aop == TJ_KIR_ATTENTION_DQ || aop == TJ_KIR_ATTENTION_DKV;
   if (k->kind == TJ_KIR_ATTENTION &&
-      (num_attn[0] != 1 || num_attn[1] != 1 || num_attn[2] != 1 ||
-       num_attn[3] > 1 || num_out != 1)) {
+      (num_attn[0] != 1 || num_attn[1] != 1 ||
+       num_attn[2] != (aop == TJ_KIR_ATTENTION_LSE ? 0u : 1u) ||
+       num_attn[3] > 1 || num_out != 1 ||
+       (bwd && (num_attn_bwd[0] != 1 || num_attn_bwd[1] != 1 ||
+                num_attn_bwd[2] != 1)))) {
     return tj_invalid(
-        "kernel @%s: an attention kernel needs one q, k, v and "
-        "output buffer and at most one mask",
+        "kernel @%s: an attention kernel needs one q, k, output buffer, at "
+        "most one mask, one v but for attention_lse, and for attention_dq "
+        "and attention_dkv one dy, lse and delta",
         k->name);
   }
   if (k->kind == TJ_KIR_CONV) {
@@ -1268,8 +1300,9 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     print_ival(&s, k, k->attention.d);
     sbuf_printf(&s, " dv ");
     print_ival(&s, k, k->attention.dv);
-    sbuf_printf(&s, " scale %.17g%s", k->attention.scale,
-                k->attention.causal ? " causal" : "");
+    static const char* const ops[4] = {"", " lse", " dq", " dkv"};
+    sbuf_printf(&s, " scale %.17g%s%s", k->attention.scale,
+                k->attention.causal ? " causal" : "", ops[k->attention.op]);
   }
   if (k->kind == TJ_KIR_CONV) {
     const tj_kir_conv_t* c = &k->conv;
@@ -1407,7 +1440,8 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       !ival_equal(a->attention.d, b->attention.d) ||
       !ival_equal(a->attention.dv, b->attention.dv) ||
       !double_equal(a->attention.scale, b->attention.scale) ||
-      a->attention.causal != b->attention.causal || a->bq.bits != b->bq.bits ||
+      a->attention.causal != b->attention.causal ||
+      a->attention.op != b->attention.op || a->bq.bits != b->bq.bits ||
       a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
       a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked ||
       !conv_equal(&a->conv, &b->conv)) {
@@ -1497,6 +1531,7 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
                     k->schedule.nc,
                     k->schedule.kc,
                     k->attention.causal,
+                    k->attention.op,
                     k->bq.bits,
                     k->bq.int4_signed,
                     k->bq.group,

@@ -76,7 +76,14 @@
 //                exp(s_j - max s), s_j = scale * q_i . k_j + mask, minus
 //                infinity where the mask is false or (causal) j > i; a row
 //                with no key left gives 0. No phases' instructions (its
-//                one MAP phase stays empty).
+//                one MAP phase stays empty). tj_kir_attention_t.op names
+//                the op (fabwdcuda): the forward above, or attention's
+//                backward nodes on the same space: LSE (no V; the OUTPUT
+//                lse [.., Tq] f32, stride 0 along Tk), DQ and DKV (V, plus
+//                ATTN_DO = dL/dy with V's head dim, ATTN_LSE and
+//                ATTN_DELTA with lse's strides; the OUTPUT dq as q, or
+//                [dk | dv] rows of d + dv along Tk, stride 0 along G and
+//                Tq, whose terms it sums).
 //   CONV         (issue 15) a groups == 1 convolution, the conv op of
 //                lib/ops.def, as one implicit GEMM: space [N, O, out
 //                spatial..] (1 to 3 spatial dims), buffers CONV_X, CONV_W,
@@ -212,6 +219,11 @@ typedef enum tj_kir_role_e {
   TJ_KIR_CONV_X = 10,
   TJ_KIR_CONV_W = 11,
   TJ_KIR_CONV_BIAS = 12,
+  // ATTENTION's backward (fabwdcuda): dL/dy (q's dtype, rows of dv), the
+  // row log-sum-exp and delta = rowsum(dL/dy y) (f32 for f16/bf16 q).
+  TJ_KIR_ATTN_DO = 13,
+  TJ_KIR_ATTN_LSE = 14,
+  TJ_KIR_ATTN_DELTA = 15,
 } tj_kir_role_t;
 
 // qfold (issue 17): GEMM only. B holds quantized weights, dequantized as
@@ -226,12 +238,23 @@ typedef struct tj_kir_bq_t {
   int64_t group;     // rows of B per scale row; 0: all of K
 } tj_kir_bq_t;
 
+// Which of attention's ops an ATTENTION kernel computes (lib/ops.def's
+// attention, attention_lse, attention_dq, attention_dkv).
+typedef enum tj_kir_attention_op_e {
+  TJ_KIR_ATTENTION_FORWARD = 0,
+  TJ_KIR_ATTENTION_LSE = 1,
+  TJ_KIR_ATTENTION_DQ = 2,
+  TJ_KIR_ATTENTION_DKV = 3,
+} tj_kir_attention_op_t;
+
 // ATTENTION only: the head dims of q/k (d) and of v and the output (dv),
-// the scale of the scores and whether keys j > i are masked (top-left).
+// the scale of the scores, whether keys j > i are masked (top-left) and
+// the op.
 typedef struct tj_kir_attention_t {
   tj_kir_ival_t d, dv;
   double scale;
   bool causal;
+  tj_kir_attention_op_t op;
 } tj_kir_attention_t;
 
 // CONV only: the window of a groups == 1 convolution over up to 3 spatial

@@ -577,9 +577,12 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
                          tj_lowered_kernel_t* outs, uint32_t max_out,
                          uint32_t* count) {
   *count = 0;
+  const tj_op_t grp_op = NODE(lw, lw->grp->anchor)->op;
   if (lw->grp->kind == TJ_GROUP_OPAQUE &&
-      NODE(lw, lw->grp->anchor)->op == TJ_OP_ATTENTION) {
-    // An attention node left whole (issue 14): the ATTENTION template.
+      (grp_op == TJ_OP_ATTENTION || grp_op == TJ_OP_ATTENTION_LSE ||
+       grp_op == TJ_OP_ATTENTION_DQ || grp_op == TJ_OP_ATTENTION_DKV)) {
+    // An attention node left whole (issue 14), or one of its backward
+    // nodes (fabwdcuda): the ATTENTION template.
     tj_status_t status = tj_lower_attention_kernel(lw, name, &outs[0]);
     if (!status) status = own_dims(lw, &outs[0]);
     if (status) {

@@ -93,7 +93,12 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
 // (tensor cores, jit/emit_nvptx_attention.c) or f32 with head dims up to
 // 128 that are multiples of 4 (FFMA, jit/emit_nvptx_attention_f32.c: the
 // 16-byte copies take 4 floats). Otherwise it decomposes into batched
-// matmuls and a masked softmax.
+// matmuls and a masked softmax. Its backward nodes (attention_lse,
+// attention_dq, attention_dkv; fabwdcuda) stay whole on the f16/bf16 terms
+// and with no mask operand (causal or none): the lse variant of the forward
+// kernel and the two backward kernels of jit/emit_nvptx_attention_bwd.c;
+// with a mask, or in f32, all three decompose together, so that decompose
+// can still take p as the softmax of the scores the lse node would give.
 //
 // qfold (issue 17): a dequantize of constant weights read only as matmuls'
 // B (f32 A; tj_quant_gemm_weight) stays whole, so that the GEMM reads the
@@ -113,20 +118,30 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   // Issue 15: the convs x86's CONV template keeps run on the NVPTX one
   // (jit/emit_nvptx_conv.c), the same kernel IR.
   if (n->op == TJ_OP_CONV) return tj_window_conv_whole(g, node);
-  if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;
+  const bool lse = n->op == TJ_OP_ATTENTION_LSE;
+  const bool bwd = n->op == TJ_OP_ATTENTION_DQ || n->op == TJ_OP_ATTENTION_DKV;
+  if (n->op != TJ_OP_ATTENTION && !lse && !bwd) return false;
   const tj_node_t* q = &g->nodes[n->operands[0]];
+  if (q->rank < 3 || q->rank > 7) return false;
+  const uint32_t mask = n->operands[lse ? 2 : 3];
+  if ((lse || bwd) && mask != TJ_NODE_NONE) return false;
   const tj_node_t* k = &g->nodes[n->operands[1]];
-  const tj_node_t* v = &g->nodes[n->operands[2]];
+  const tj_node_t* v = &g->nodes[n->operands[lse ? 1 : 2]];
   tj_dtype_t dt = q->dtype;
-  if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16 && dt != TJ_DTYPE_F32) ||
-      k->dtype != dt || v->dtype != dt || q->rank != n->rank || k->rank < 3 ||
-      v->rank < 3) {
+  // f32 has a forward kernel only.
+  const bool f32 = dt == TJ_DTYPE_F32 && n->op == TJ_OP_ATTENTION;
+  if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16 && !f32) || k->dtype != dt ||
+      v->dtype != dt || k->rank < 3 || v->rank < 3) {
+    return false;
+  }
+  if (bwd && (g->nodes[n->operands[4]].dtype != dt ||
+              g->nodes[n->operands[5]].dtype != TJ_DTYPE_F32 ||
+              g->nodes[n->operands[6]].dtype != TJ_DTYPE_F32)) {
     return false;
   }
   int64_t d = q->dims[q->rank - 1], dv = v->dims[v->rank - 1];
   if (dv != d || k->dims[k->rank - 1] != d) return false;
-  if (dt == TJ_DTYPE_F32 ? d < 4 || d > 128 || d % 4 != 0 : d != 64 && d != 128)
-    return false;
+  if (f32 ? d < 4 || d > 128 || d % 4 != 0 : d != 64 && d != 128) return false;
   int64_t h = q->dims[q->rank - 3], hkv = k->dims[k->rank - 3];
   return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
 }

@@ -26,11 +26,23 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
       }
     }
     // ATTENTION: the head dims are no space dims (kernel_ir.h): q and k
-    // rows hold d elements, v and output rows dv.
-    if (k->kind == TJ_KIR_ATTENTION && buf->role != TJ_KIR_ATTN_MASK) {
-      bool qk = buf->role == TJ_KIR_ATTN_Q || buf->role == TJ_KIR_ATTN_K;
-      elements *= (double)tj_kir_ival_eval(
-          qk ? k->attention.d : k->attention.dv, scalars);
+    // rows hold d elements, v, dy and the forward's output rows dv; dq's
+    // rows d, [dk | dv]'s d + dv; lse, delta and attention_lse's output
+    // one.
+    if (k->kind == TJ_KIR_ATTENTION && buf->role != TJ_KIR_ATTN_MASK &&
+        buf->role != TJ_KIR_ATTN_LSE && buf->role != TJ_KIR_ATTN_DELTA) {
+      const tj_kir_attention_op_t op = k->attention.op;
+      const double d = (double)tj_kir_ival_eval(k->attention.d, scalars);
+      const double dv = (double)tj_kir_ival_eval(k->attention.dv, scalars);
+      if (buf->role == TJ_KIR_ATTN_Q || buf->role == TJ_KIR_ATTN_K) {
+        elements *= d;
+      } else if (buf->role != TJ_KIR_OUTPUT) {
+        elements *= dv;
+      } else if (op != TJ_KIR_ATTENTION_LSE) {
+        elements *= op == TJ_KIR_ATTENTION_DQ    ? d
+                    : op == TJ_KIR_ATTENTION_DKV ? d + dv
+                                                 : dv;
+      }
     }
     bytes += elements * (double)tj_dtype_size(buf->dtype);
   }
@@ -56,9 +68,17 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
       double full = tq < tk ? tq : tk;  // rows i < tk see i + 1 keys
       pairs = points / (tq * tk) * (full * (full + 1) / 2 + (tq - full) * tk);
     }
+    // The products per pair: the forward q.k and p.v, attention_lse q.k,
+    // attention_dq q.k, dy.v and ds.k, attention_dkv q.k, dy.v, p.dy and
+    // ds.q.
+    const double d = (double)tj_kir_ival_eval(k->attention.d, scalars);
+    const double dv = (double)tj_kir_ival_eval(k->attention.dv, scalars);
+    const tj_kir_attention_op_t op = k->attention.op;
     flops = 2.0 * pairs *
-            (double)(tj_kir_ival_eval(k->attention.d, scalars) +
-                     tj_kir_ival_eval(k->attention.dv, scalars));
+            (op == TJ_KIR_ATTENTION_LSE   ? d
+             : op == TJ_KIR_ATTENTION_DQ  ? 2 * d + dv
+             : op == TJ_KIR_ATTENTION_DKV ? 2 * d + 2 * dv
+                                          : d + dv);
   }
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     const tj_kir_phase_t* ph = &k->phases[p];

@@ -1,14 +1,17 @@
 // attention's backward on the CUDA target (issue 14, fabwd): the joint
 // graph of one attention from tj_graph_grad (y, dL/dq, dL/dk, dL/dv; the
-// VJP's attention_lse, attention_dq and attention_dkv, which decompose on
-// CUDA, beside the forward's flash kernel where it applies) compiled for
+// VJP's attention_lse, attention_dq and attention_dkv, fused kernels for
+// f16/bf16 at head dims 64 and 128 without a mask (fabwdcuda: at most 8
+// kernels a step, asserted), decomposed otherwise, beside the forward's
+// flash kernel where it applies) compiled for
 // CUDA with no graph break and compared with the f64 reference on the
 // same rounded inputs: bf16 within 2e-2 of each output's largest
 // magnitude, f32 within 2e-4 absolute + relative. Shapes cross several
 // 64-row and 64-key tiles: grouped-query heads, causal with Tq != Tk, a
 // bool mask with a fully masked row, head dims 64 and 128 (the flash
-// forward's) and 40 (decomposed), symbolic B and T at two bindings. Skips
-// (exit 77) without a driver or GPU.
+// forward's) and 40 (decomposed), symbolic B and T at two bindings; the
+// fused cases in f16 too: odd T, Tq != Tk both ways, causal, 1 to 4 query
+// heads a kv head. Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -32,13 +35,22 @@ typedef struct case_t {
   int64_t b, h, hkv, tq, tk, d;
   bool causal, mask, symbolic;
   int64_t b2, t2;  // the second binding (symbolic: Tq = Tk = T)
+  bool fused;      // f16/bf16 take the fused backward kernels (fabwdcuda)
 } case_t;
 
 static const case_t kCases[] = {
-    {"d64_gqa_causal_wide", 2, 4, 2, 70, 130, 64, true, false, false, 0, 0},
-    {"d128_bool_mask", 1, 4, 4, 130, 100, 128, false, true, false, 0, 0},
-    {"d40_causal_tall", 1, 2, 1, 90, 65, 40, true, false, false, 0, 0},
-    {"d64_symbolic", 2, 4, 2, 129, 129, 64, true, true, true, 1, 200},
+    {"d64_gqa_causal_wide", 2, 4, 2, 70, 130, 64, true, false, false, 0, 0,
+     true},
+    {"d128_bool_mask", 1, 4, 4, 130, 100, 128, false, true, false, 0, 0, false},
+    {"d40_causal_tall", 1, 2, 1, 90, 65, 40, true, false, false, 0, 0, false},
+    {"d64_symbolic", 2, 4, 2, 129, 129, 64, true, true, true, 1, 200, false},
+    // fabwdcuda: the fused backward.
+    {"d128_causal_tall", 1, 4, 4, 193, 77, 128, true, false, false, 0, 0, true},
+    {"d128_gqa4_wide", 2, 8, 2, 65, 191, 128, false, false, false, 0, 0, true},
+    {"d64_mha_odd", 1, 2, 2, 127, 127, 64, false, false, false, 0, 0, true},
+    {"d128_symbolic_gqa_causal", 2, 4, 2, 129, 129, 128, true, false, true, 1,
+     200, true},
+    {"d64_symbolic_mqa", 1, 4, 1, 64, 64, 64, false, false, true, 3, 131, true},
 };
 
 static tj_graph_t* build(const case_t* c, tj_dtype_t dt) {
@@ -128,6 +140,8 @@ static void run_case(const case_t* c, tj_dtype_t dt) {
     CHECK_EQ_INT(0, stats.num_graph_breaks);
     printf("# %s %s: %d kernels\n", c->name, tj_dtype_name(dt),
            stats.num_kernels);
+    // The fused step: forward, lse, delta, dq, dkv and [dk | dv]'s slices.
+    if (c->fused && dt != TJ_DTYPE_F32) CHECK(stats.num_kernels <= 8);
   }
   for (int bi = 0; bi < (c->symbolic ? 2 : 1) && exe && ref; ++bi) {
     const int64_t b = bi ? c->b2 : c->b;
@@ -193,6 +207,11 @@ TEST(grads_bf16) {
     run_case(&kCases[i], TJ_DTYPE_BF16);
 }
 
+TEST(grads_f16) {
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
+    if (kCases[i].fused) run_case(&kCases[i], TJ_DTYPE_F16);
+}
+
 TEST(grads_f32) {
   run_case(&kCases[0], TJ_DTYPE_F32);
   run_case(&kCases[2], TJ_DTYPE_F32);
@@ -205,6 +224,7 @@ int main(void) {
     return TJ_TEST_EXIT_SKIP;
   }
   RUN_TEST(grads_bf16);
+  RUN_TEST(grads_f16);
   RUN_TEST(grads_f32);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();

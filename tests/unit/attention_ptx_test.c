@@ -9,12 +9,21 @@
 // mask, and 4, 20, 80, 100, one kernel of FFMA with no tensor-core or TF32
 // instruction, assembled by ptxas likewise. The cases the templates do not
 // take (f32 head dims past 128 or not multiples of 4, f16/bf16 head dim
-// 80, dv != d) are decomposed: more than one kernel, still no graph break. The
-// offline compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
-// The launch of a kernel-IR attention kernel: its grid for run-time sizes,
+// 80, dv != d) are decomposed: more than one kernel, still no graph break.
+// The offline compile fails each allocation in turn: OUT_OF_MEMORY, nothing
+// leaked; the offline compile of the fused backward too. The launch of a
+// kernel-IR attention kernel: its grid for run-time sizes,
 // nothing for empty ones, and UNSUPPORTED (naming the operand) for strides
 // or base pointers that break the 16-byte copies; the emitter's refusals.
-// Numbers on the GPU: tests/cuda/cuda_attention_test.c.
+// Attention's backward (fabwdcuda): the joint graph of tj_graph_grad for
+// the same variants without a mask compiles with attention_lse,
+// attention_dq and attention_dkv each one kernel (the lse variant of the
+// forward, jit/emit_nvptx_attention_bwd.c's two), so that no [.., Tq, Tk]
+// value is materialized: a handful of kernels and no batched GEMM of the
+// decomposed form; ptxas assembles each and prints registers and spills.
+// With a mask the three decompose (more kernels, no graph break).
+// Numbers on the GPU: tests/cuda/cuda_attention_test.c and
+// tests/cuda/cuda_attention_grad_test.c.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,7 @@
 
 #include "backends/cuda/cuda_entry.h"
 #include "jit/nvptx.h"
+#include "tensorjit/tj_autodiff.h"
 #include "tests/unit/test.h"
 
 static const char* g_ptxas = "";
@@ -95,6 +105,60 @@ static bool assemble(const char* what, const char* ptx) {
   }
   remove(path);
   return ok;
+}
+
+// The joint graph (y, dL/dq, dL/dk, dL/dv) of |v|'s attention.
+static tj_graph_t* build_grad(const variant_t* v) {
+  tj_graph_t* g = build(v);
+  if (!g) return NULL;
+  tj_graph_t* joint = NULL;
+  CHECK_OK(tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint));
+  tj_graph_destroy(g);
+  return joint;
+}
+
+// How many times |needle| occurs in |s|.
+static int count(const char* s, const char* needle) {
+  int n = 0;
+  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}
+
+// Kernels of the fused backward: forward, lse, delta's row sum (with y's
+// and dy's casts), dq, dkv, and the slices of [dk | dv] (at most 8 in
+// all); the decomposed form takes over 12.
+enum { kMaxFusedGradKernels = 8 };
+
+static void check_fused_grad(const variant_t* v, tj_nvptx_arch_t arch) {
+  char what[160];
+  describe(v, what, sizeof(what));
+  strcat(what, " grad");
+  tj_graph_t* g = build_grad(v);
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  printf("# %s: %u kernels\n", what, ptx.num_kernels);
+  CHECK(ptx.num_kernels >= 4 && ptx.num_kernels <= kMaxFusedGradKernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  CHECK(ptx.ptx != NULL);
+  if (ptx.ptx) {
+    // Every kernel with tensor cores is an attention kernel: the forward's
+    // 2 mma groups, the backward's 4 (dq: S, dP, dQ; dkv: S, dP, dV, dK);
+    // no batched GEMM module is left.
+    CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 10);
+    CHECK(strstr(ptx.ptx, "lg2.approx") != NULL);  // attention_lse
+    CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);  // dkv
+    CHECK(strstr(ptx.ptx, "wgmma") == NULL);
+    if (arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
+      bool ok = assemble(what, ptx.ptx);
+      if (!ok) fprintf(stderr, "%s: ptxas failed\n", what);
+      CHECK(ok);
+    }
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
 }
 
 static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
@@ -186,6 +250,39 @@ TEST(fused_f32) {
   check_fused(&odd[2], TJ_NVPTX_SM_80);
 }
 
+TEST(fused_grad_variants) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int ti = 0; ti < 2; ++ti)
+      for (int causal = 0; causal < 2; ++causal) {
+        variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
+        check_fused_grad(&v, TJ_NVPTX_SM_90A);
+      }
+  // Grouped-query heads with symbolic B, T and S, on sm_90a and sm_80.
+  variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_fused_grad(&gqa, TJ_NVPTX_SM_90A);
+  check_fused_grad(&gqa, TJ_NVPTX_SM_80);
+  variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true};
+  check_fused_grad(&mqa, TJ_NVPTX_SM_90A);
+}
+
+TEST(grad_with_mask_decomposed) {
+  // A bool mask: the backward's three nodes decompose (the scores
+  // materialized), still no graph break.
+  variant_t v = {TJ_DTYPE_BF16, 64, 64, 4, 2, false, 1, false};
+  tj_graph_t* g = build_grad(&v);
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK(ptx.num_kernels > kMaxFusedGradKernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
 TEST(decomposed_outside_the_template) {
   // f32 with a head dim past 128 or not a multiple of 4, f16/bf16 with a
   // head dim of 80, dv != d: batched matmuls and a masked softmax.
@@ -249,6 +346,47 @@ TEST(oom_sweep) {
   CHECK(tj_test_oom_sweep("cuda attention ptx", ptx_compile) > 0);
 }
 
+// The same for the fused backward (fabwdcuda): the joint graph of a causal
+// grouped-query attention with symbolic T, its lse, dq and dkv kernels.
+static tj_status_t grad_ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_graph_t* joint = NULL;
+  s = tj_graph_create(ctx, "attn_grad_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_F16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "v");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, tj_value_none(), 0, true),
+                    "y");
+    s = tj_graph_finalize(g);
+  }
+  if (!s) s = tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(joint, NULL, TJ_NVPTX_SM_90A, al, &ptx);
+  if (!s && ptx.num_kernels > kMaxFusedGradKernels)
+    s = tj_status_make(TJ_STATUS_INTERNAL, "attn_grad_oom: %u kernels",
+                       ptx.num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(joint);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(grad_oom_sweep) {
+  CHECK_OK(grad_ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention grad ptx", grad_ptx_compile) > 0);
+}
+
 // An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
 // with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
 // row pitch is only known at run time) and the output's outer strides
@@ -276,7 +414,7 @@ static tj_kir_t* make_kernel(const char* name, tj_dtype_t dt, int64_t d) {
   tj_kir_add_buffer(k, "k", dt, TJ_KIR_ATTN_K, skv);
   tj_kir_add_buffer(k, "v", dt, TJ_KIR_ATTN_V, skv);
   tj_kir_add_buffer(k, "out", dt, TJ_KIR_OUTPUT, so);
-  tj_kir_attention_t a = {dd, dd, 0.125, true};
+  tj_kir_attention_t a = {dd, dd, 0.125, true, TJ_KIR_ATTENTION_FORWARD};
   tj_kir_set_attention(k, &a);
   CHECK_OK(tj_kir_finalize(k));
   return k;
@@ -386,8 +524,11 @@ int main(int argc, char** argv) {
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(fused_f32);
+  RUN_TEST(fused_grad_variants);
+  RUN_TEST(grad_with_mask_decomposed);
   RUN_TEST(decomposed_outside_the_template);
   RUN_TEST(oom_sweep);
+  RUN_TEST(grad_oom_sweep);
   RUN_TEST(launch_and_refusals);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
