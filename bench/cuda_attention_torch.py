@@ -13,8 +13,14 @@ calls after a warm-up, ms per call, and our kernel time alone
 (tj_executable_profile). TFLOP/s counts 4 B H T^2 D, halved when causal.
 Each of our outputs is checked against torch's before it is timed.
 
+--dtype f32 (jit/emit_nvptx_attention_f32.c, exact FFMA): torch's flash
+and cuDNN backends take no f32, so the two torch columns are its
+memory-efficient backend and its math backend (TF32 off for both, as for
+ours); the outputs are checked to 1e-4.
+
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_attention_torch.py
     ... --t 512 2048 --d 128 --dtype f16
+    ... --dtype f32 --tokens 8192 --hd 768 --t 512 2048 --d 64 128
 
 Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 """
@@ -69,19 +75,32 @@ def main():
     ap.add_argument("--hd", type=int, default=2048)
     ap.add_argument("--t", type=int, nargs="*", default=[512, 2048, 8192])
     ap.add_argument("--d", type=int, nargs="*", default=[64, 128])
-    ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16"))
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16", "f32"))
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--decomposed", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no GPU")
-    tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16,
+           "f32": torch.float32}[args.dtype]
+    # The two torch backends beside ours: the fastest that take the dtype.
+    if args.dtype == "f32":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        b1, b2 = (("effic", SDPBackend.EFFICIENT_ATTENTION),
+                  ("math", SDPBackend.MATH))
+        tol = 1e-4
+    else:
+        b1, b2 = (("flash", SDPBackend.FLASH_ATTENTION),
+                  ("cudnn", SDPBackend.CUDNN_ATTENTION))
+        tol = 2e-2
     print(f"# cuda_attention_torch: {torch.cuda.get_device_name()}, "
           f"{args.dtype}, torch {torch.__version__}, cuDNN "
           f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}")
+    n1, n2 = b1[0], b2[0]
     print(f"{'B,H,T,D,causal':>22s} {'ours ms':>14s} {'kern ms':>8s} "
-          f"{'flash ms':>8s} {'cudnn ms':>8s} {'decomp':>8s} {'ours TF':>8s} "
-          f"{'flash TF':>8s} {'cudnn TF':>8s} {'/flash':>7s} {'/cudnn':>7s}")
+          f"{n1 + ' ms':>8s} {n2 + ' ms':>8s} {'decomp':>8s} {'ours TF':>8s} "
+          f"{n1 + ' TF':>8s} {n2 + ' TF':>8s} {'/' + n1:>7s} {'/' + n2:>7s}")
     for d in args.d:
         h = args.hd // d
         for t in args.t:
@@ -99,19 +118,17 @@ def main():
                 exe = tj.compile(g, "cuda")
                 out = torch.empty_like(q)
                 exe(q, k, v, out=out)
-                want = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)()
+                want = sdpa(b1[1], q, k, v, causal)()
                 torch.testing.assert_close(out.float(), want.float(),
-                                           rtol=2e-2, atol=2e-2)
+                                           rtol=tol, atol=tol)
                 flops = 4.0 * b * h * t * t * d * (0.5 if causal else 1.0)
                 ours = time_ms(lambda: exe(q, k, v, out=out), args.iters)
                 kern = exe.profile(q, k, v, runs=args.iters,
                                    out=out).kernel_ms
-                fl = time_ms(sdpa(SDPBackend.FLASH_ATTENTION, q, k, v,
-                                  causal), args.iters)
+                fl = time_ms(sdpa(b1[1], q, k, v, causal), args.iters)
                 try:
-                    cd = time_ms(sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v,
-                                      causal), args.iters)
-                except RuntimeError:
+                    cd = time_ms(sdpa(b2[1], q, k, v, causal), args.iters)
+                except (RuntimeError, torch.OutOfMemoryError):
                     cd = (float("nan"),) * 3
                 dc = float("nan")
                 if args.decomposed and t <= 2048:
@@ -119,7 +136,7 @@ def main():
                     dout = torch.empty_like(q)
                     dexe(q, k, v, out=dout)
                     torch.testing.assert_close(dout.float(), want.float(),
-                                               rtol=2e-2, atol=2e-2)
+                                               rtol=tol, atol=tol)
                     dc = time_ms(lambda: dexe(q, k, v, out=dout),
                                  args.iters)[0]
                     del dexe, dout
@@ -129,9 +146,9 @@ def main():
                       f"{fl[0]:8.3f} {cd[0]:8.3f} {dc:8.3f} {tf[0]:8.1f} {tf[1]:8.1f} "
                       f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
                       f"{cd[0] / ours[0]:7.2f}", flush=True)
-    print("# ms per call (ours: median, (max-min) of the 5 means); kern: our "
-          "kernel alone; decomp: ours decomposed; /flash, /cudnn above 1: ours "
-          "faster")
+    print(f"# ms per call (ours: median, (max-min) of the 5 means); kern: our "
+          f"kernel alone; decomp: ours decomposed; /{n1}, /{n2} above 1: ours "
+          f"faster")
 
 
 if __name__ == "__main__":

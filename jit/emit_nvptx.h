@@ -33,7 +33,9 @@
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
 //               Q.K^T and P.V, the online softmax in registers. See
-//               emit_nvptx_attention.c.
+//               emit_nvptx_attention.c. f32, head dims up to 128 that are
+//               multiples of 4: the same blocks and tiles on FFMA register
+//               tiles, P through shared memory (emit_nvptx_attention_f32.c).
 //   CONV        an f32 groups == 1 conv as an implicit GEMM (issue 15): a
 //               128 x 128 tile of (output channels, pixels) a block, the
 //               patch tile gathered from x through the window by cp.async
@@ -123,8 +125,10 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* kernel,
                                  tj_nvptx_launch_t* out_launch);
 
 // The ATTENTION template (emit_nvptx_attention.c): f16/bf16 q, k, v with
-// head dims 64 and 128 (else UNSUPPORTED). Called with the kernel function
-// open in the entry block.
+// head dims 64 and 128 on tensor cores; f32 forward
+// (emit_nvptx_attention_f32.c) with head dims d = dv up to 128 and
+// multiples of 4, exact FFMA; else UNSUPPORTED. Called with the kernel
+// function open in the entry block.
 tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv);
 tj_status_t tj_nvptx_attention_launch(const tj_kir_t* kernel,
                                       const tj_nvptx_kernel_t* info,

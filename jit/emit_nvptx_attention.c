@@ -45,7 +45,7 @@
 
 #include "jit/emit_nvptx_attention.h"
 
-tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
+tj_status_t tj_nvptx_fa_buffers(fa_t* f) {
   const tj_kir_t* k = f->k;
   f->mb = -1;
   f->op = k->attention.op;
@@ -88,6 +88,21 @@ tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
     return tj_invalid("kernel @%s: not an attention kernel", k->name);
   if (f->op == TJ_KIR_ATTENTION_LSE) f->vb = f->kb;  // no v: checks pass
   tj_dtype_t dt = k->buffers[f->qb].dtype;
+  if (f->mb >= 0 && k->buffers[f->mb].dtype != TJ_DTYPE_BOOL &&
+      k->buffers[f->mb].dtype != dt) {
+    return tj_invalid("kernel @%s: a %s mask for %s attention", k->name,
+                      tj_dtype_name(k->buffers[f->mb].dtype),
+                      tj_dtype_name(dt));
+  }
+  return NULL;
+}
+
+tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
+  TJ_RETURN_IF_ERROR(tj_nvptx_fa_buffers(f));
+  const tj_kir_t* k = f->k;
+  const bool bwd =
+      f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV;
+  tj_dtype_t dt = k->buffers[f->qb].dtype;
   const tj_dtype_t odt = f->op == TJ_KIR_ATTENTION_LSE ? TJ_DTYPE_F32 : dt;
   if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) ||
       k->buffers[f->kb].dtype != dt || k->buffers[f->vb].dtype != dt ||
@@ -105,12 +120,6 @@ tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
         "kernel @%s: CUDA's attention backward takes no mask but causal",
         k->name);
   }
-  if (f->mb >= 0 && k->buffers[f->mb].dtype != TJ_DTYPE_BOOL &&
-      k->buffers[f->mb].dtype != dt) {
-    return tj_invalid("kernel @%s: a %s mask for %s attention", k->name,
-                      tj_dtype_name(k->buffers[f->mb].dtype),
-                      tj_dtype_name(dt));
-  }
   const tj_kir_attention_t* a = &k->attention;
   if (a->d.param >= 0 || a->dv.param >= 0 || a->d.value != a->dv.value ||
       (a->d.value != 64 && a->d.value != 128)) {
@@ -125,6 +134,38 @@ tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
   f->row_bytes = f->d * 2;
   f->tile_bytes = kBM * f->row_bytes;
   return NULL;
+}
+
+void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
+                       tj_nvptx_fa_block_t* out) {
+  tj_emit_t* em = f->em;
+  LLVMBuilderRef b = f->b;
+  const int32_t r = f->k->rank;
+  out->tq = em->dim[r - 2];
+  out->tk = em->dim[r - 1];
+  // The block's head (outer index) and query tile, last tiles first.
+  LLVMValueRef outer = c64(f, 1);
+  for (int32_t i = 0; i + 2 < r; ++i)
+    outer = LLVMBuildMul(b, outer, em->dim[i], "");
+  LLVMValueRef qtiles = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, out->tq, c64(f, kBM - 1), ""), c64(f, kBM), "qtiles");
+  LLVMValueRef pid = tj_nvptx_sreg64(f->nv, "ctaid.x");
+  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
+  LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
+                                 LLVMBuildUDiv(b, pid, outer, ""), "qt");
+  out->q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
+  memset(&out->at, 0, sizeof(out->at));
+  out->at.lanes = 1;
+  tj_emit_decompose(em, head, r - 2, &out->at);
+  // Keys the block reads: causal rows end at q0 + kBM - 1.
+  LLVMValueRef kend = out->tk;
+  if (f->k->attention.causal) {
+    kend =
+        tj_emit_min_i64(em, out->tk, LLVMBuildAdd(b, out->q0, c64(f, kBM), ""));
+  }
+  out->ntiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, kend, c64(f, keys_per_tile - 1), ""),
+                    c64(f, keys_per_tile), "ntiles");
 }
 
 // attention_lse's epilogue: lse = (m + log2 l) ln 2 per row (the scores
@@ -169,6 +210,12 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->em = &nv->em;
   f->b = nv->em.b;
   f->k = nv->em.k;
+  // f32 has its own forward kernel (FFMA tiles: f32 has no exact
+  // tensor-core path).
+  TJ_RETURN_IF_ERROR(tj_nvptx_fa_buffers(f));
+  if (f->op == TJ_KIR_ATTENTION_FORWARD &&
+      f->k->buffers[f->qb].dtype == TJ_DTYPE_F32)
+    return tj_nvptx_emit_attention_f32(f);
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
@@ -190,23 +237,10 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
-  LLVMValueRef tq = em->dim[r - 2], tk = em->dim[r - 1];
-
-  // The block's head (outer index) and query tile, last tiles first.
-  LLVMValueRef outer = c64(f, 1);
-  for (int32_t i = 0; i + 2 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef qtiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, tq, c64(f, kBM - 1), ""), c64(f, kBM), "qtiles");
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
-                                 LLVMBuildUDiv(b, pid, outer, ""), "qt");
-  LLVMValueRef q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
-  tj_emit_point_t at;
-  memset(&at, 0, sizeof(at));
-  at.lanes = 1;
-  tj_emit_decompose(em, head, r - 2, &at);
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, kBN, &blk);
+  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
+  const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
   LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
   LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
@@ -214,12 +248,6 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   LLVMValueRef qbase =
       tj_emit_advance(em, f->qb, at.ptr[f->qb], LLVMBuildMul(b, q0, sq, ""));
 
-  // Keys the block reads: causal rows end at q0 + 63.
-  LLVMValueRef kend = tk;
-  if (k->attention.causal)
-    kend = tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, kBM), ""));
-  LLVMValueRef ntiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, kend, c64(f, kBN - 1), ""), c64(f, kBN), "ntiles");
   // Q, two K tiles (K_j+1 loads while K_j is read), V.
   const int32_t sQ = 0, sK = f->tile_bytes, sV = 3 * f->tile_bytes;
 
@@ -576,13 +604,14 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
         buf->role == TJ_KIR_ATTN_DELTA ||
         (buf->role == TJ_KIR_OUTPUT && k->attention.op == TJ_KIR_ATTENTION_LSE))
       continue;
+    const int64_t chunk = 16 / (int64_t)tj_dtype_size(buf->dtype);
     for (int32_t d = 0; d < r; ++d) {
       int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
-      if (s % 8 != 0)
+      if (s % chunk != 0)
         return tj_unsupported(
             "kernel @%s: attention operand %%%s has stride %lld in dim %d, "
-            "not a multiple of 8 elements (16 bytes)",
-            k->name, buf->name, (long long)s, (int)d);
+            "not a multiple of %lld elements (16 bytes)",
+            k->name, buf->name, (long long)s, (int)d, (long long)chunk);
     }
   }
   out_launch->grid[0] = (uint32_t)blocks;

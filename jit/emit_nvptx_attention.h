@@ -3,7 +3,10 @@
 // attention_dq / attention_dkv (emit_nvptx_attention_bwd.c) use the same
 // tiles of 64 rows in XOR-swizzled shared memory, cp.async copies, ldmatrix
 // fragments and mma.sync m16n8k16; the helpers are small and on every
-// kernel's hot path, so they are inline here rather than calls.
+// kernel's hot path, so they are inline here rather than calls. The f32
+// forward (emit_nvptx_attention_f32.c) takes the same state, constants,
+// buffer roles, block placement and scalar helpers, with FFMA tiles and
+// padded (not swizzled) rows of its own.
 
 #ifndef TJ_JIT_EMIT_NVPTX_ATTENTION_H_
 #define TJ_JIT_EMIT_NVPTX_ATTENTION_H_
@@ -20,9 +23,9 @@ typedef struct fa_t {
   tj_emit_t* em;
   LLVMBuilderRef b;
   const tj_kir_t* k;
-  int32_t d;          // head dim: 64 or 128
-  int32_t chunks;     // 16-byte chunks per row: d / 8
-  int32_t row_bytes;  // d * 2
+  int32_t d;          // head dim: 64 or 128 (f32: up to 128)
+  int32_t chunks;     // 16-byte chunks per row: d / 8 (f32: d / 4)
+  int32_t row_bytes;  // d * 2 (f32: chunks rounded up to odd, x 16)
   int32_t tile_bytes;
   bool f16;  // else bf16
   uint32_t qb, kb, vb, ob;
@@ -30,6 +33,10 @@ typedef struct fa_t {
   // attention_dq / attention_dkv (fabwdcuda): dL/dy, lse, delta.
   uint32_t dob, lseb, deltab;
   tj_kir_attention_op_t op;
+  // f32 forward: keys a K/V tile (64, or 32 where 64 would leave one block
+  // an SM), score columns a thread (bn / 8), P's row bytes ((bn + 4)
+  // floats, an odd number of chunks), chunks of d a thread in P.V.
+  int32_t bn, cols, p_row_bytes, slots;
   LLVMValueRef smem;
   LLVMValueRef tid, lane, warp;  // i32
 } fa_t;
@@ -173,10 +180,30 @@ static inline LLVMValueRef load_f32(fa_t* f, LLVMValueRef slot) {
   return LLVMBuildLoad2(f->b, f->em->t_f32, slot, "");
 }
 
-// Finds the kernel's buffers by role and checks what every NVPTX attention
-// kernel takes: f16/bf16 q, k, v (and dL/dy), head dims d = dv of 64 or
-// 128; UNSUPPORTED otherwise.
+// Finds the kernel's buffers by role (f->qb.., f->mb, f->op);
+// INVALID_ARGUMENT for a buffer of another role, a missing one or a mask
+// of a third dtype.
+tj_status_t tj_nvptx_fa_buffers(fa_t* f);
+
+// tj_nvptx_fa_buffers, then what the tensor-core kernels take: f16/bf16 q,
+// k, v (and dL/dy), head dims d = dv of 64 or 128; UNSUPPORTED otherwise.
 tj_status_t tj_nvptx_fa_check_kernel(fa_t* f);
+
+// A forward block's place: one block per (query tile of kBM rows, head),
+// the tiles of one head walking from the last one down (causal attention
+// starts its longest blocks first).
+typedef struct tj_nvptx_fa_block_t {
+  tj_emit_point_t at;   // every buffer's pointer at the block's head
+  LLVMValueRef tq, tk;  // i64
+  LLVMValueRef q0;      // i64: the block's first query row
+  LLVMValueRef ntiles;  // i64: key tiles it reads (causal: none past its
+                        // last row's diagonal)
+} tj_nvptx_fa_block_t;
+void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
+                       tj_nvptx_fa_block_t* out);
+
+// The f32 forward (emit_nvptx_attention_f32.c), its buffers found.
+tj_status_t tj_nvptx_emit_attention_f32(fa_t* f);
 
 // attention_dq and attention_dkv (emit_nvptx_attention_bwd.c).
 tj_status_t tj_nvptx_emit_attention_bwd(fa_t* f);

@@ -90,16 +90,18 @@ static tj_status_t cuda_accept(void* target, const tj_lowered_kernel_t* kernels,
 }
 
 // Issue 14: attention runs as one flash-attention kernel (the ATTENTION
-// template, jit/emit_nvptx_attention.c) when q, k and v are f16 or bf16
-// with head dims of 64 or 128 (equal for q/k and v), its rank fits the
-// kernel IR's space and the query heads are a constant multiple of the kv
-// heads. Otherwise (f32 among them) it decomposes into batched matmuls and
-// a masked softmax. Its backward nodes (attention_lse, attention_dq,
-// attention_dkv; fabwdcuda) stay whole on the same terms and with no mask
-// operand (causal or none): the lse variant of the forward kernel and the
-// two backward kernels of jit/emit_nvptx_attention_bwd.c; with a mask all
-// three decompose together, so that decompose can still take p as the
-// softmax of the scores the lse node would give.
+// template) when its rank fits the kernel IR's space, the query heads are
+// a constant multiple of the kv heads, the head dims of q/k and v are
+// equal and q, k and v are f16 or bf16 with head dims of 64 or 128
+// (tensor cores, jit/emit_nvptx_attention.c) or f32 with head dims up to
+// 128 that are multiples of 4 (FFMA, jit/emit_nvptx_attention_f32.c: the
+// 16-byte copies take 4 floats). Otherwise it decomposes into batched
+// matmuls and a masked softmax. Its backward nodes (attention_lse,
+// attention_dq, attention_dkv; fabwdcuda) stay whole on the f16/bf16 terms
+// and with no mask operand (causal or none): the lse variant of the forward
+// kernel and the two backward kernels of jit/emit_nvptx_attention_bwd.c;
+// with a mask, or in f32, all three decompose together, so that decompose
+// can still take p as the softmax of the scores the lse node would give.
 //
 // qfold (issue 17): a dequantize of constant weights read only as matmuls'
 // B (f32 A; tj_quant_gemm_weight) stays whole, so that the GEMM reads the
@@ -129,7 +131,9 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* k = &g->nodes[n->operands[1]];
   const tj_node_t* v = &g->nodes[n->operands[lse ? 1 : 2]];
   tj_dtype_t dt = q->dtype;
-  if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) || k->dtype != dt ||
+  // f32 has a forward kernel only.
+  const bool f32 = dt == TJ_DTYPE_F32 && n->op == TJ_OP_ATTENTION;
+  if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16 && !f32) || k->dtype != dt ||
       v->dtype != dt || k->rank < 3 || v->rank < 3) {
     return false;
   }
@@ -139,8 +143,8 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
     return false;
   }
   int64_t d = q->dims[q->rank - 1], dv = v->dims[v->rank - 1];
-  if ((d != 64 && d != 128) || dv != d || k->dims[k->rank - 1] != d)
-    return false;
+  if (dv != d || k->dims[k->rank - 1] != d) return false;
+  if (f32 ? d < 4 || d > 128 || d % 4 != 0 : d != 64 && d != 128) return false;
   int64_t h = q->dims[q->rank - 3], hkv = k->dims[k->rank - 3];
   return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
 }

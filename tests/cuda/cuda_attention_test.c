@@ -5,11 +5,14 @@
 // T and S at several bindings of one executable, specialized programs)
 // plus larger ones that cross several 64-row and 64-key tiles, compared
 // with the nested-loop oracle at the x86 test's tolerances (bf16 1e-2, f16
-// 2e-3, absolute + relative). Cases the flash template takes (f16/bf16,
-// head dim 64 or 128 for q, k and v) must compile to one kernel
-// (jit/emit_nvptx_attention.c); the others (f32, head dim 80, dv != d)
-// run decomposed and are checked for numbers only. Skips (exit 77)
-// without a driver or GPU.
+// 2e-3, f32 decomposed 1e-4, absolute + relative) and f32 flash at 2e-5
+// (exact FFMA; the largest error of each f32 case is printed). Cases the
+// flash templates take (f16/bf16 with head dim 64 or 128 for q, k and v,
+// jit/emit_nvptx_attention.c; f32 with d = dv up to 128 and a multiple of
+// 4, jit/emit_nvptx_attention_f32.c) must compile to one kernel; the
+// others (f16/bf16 head dim 80, dv != d, f32 head dims 1 and 7) run
+// decomposed and are checked for numbers only. Skips (exit 77) without a
+// driver or GPU.
 
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/unit/attention_cases.h"
@@ -17,16 +20,28 @@
 static tj_context_t* g_ctx;
 
 static bool fused_case(const case_t* c, tj_dtype_t dt) {
-  return dt != TJ_DTYPE_F32 && c->d == c->dv && (c->d == 64 || c->d == 128);
+  if (c->d != c->dv) return false;
+  if (dt == TJ_DTYPE_F32) return c->d >= 4 && c->d <= 128 && c->d % 4 == 0;
+  return c->d == 64 || c->d == 128;
+}
+
+// The largest |got - want| / (1 + |want|) of an f32 output.
+static double max_error(int64_t n, const double* want, const float* got) {
+  double e = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = fabs((double)got[i] - want[i]) / (1 + fabs(want[i]));
+    if (!(x <= e)) e = x;
+  }
+  return e;
 }
 
 static void run_cuda_case(const case_t* c, tj_dtype_t dt) {
-  const double tol = dt == TJ_DTYPE_F32   ? 1e-4
+  const bool fused = fused_case(c, dt);
+  const double tol = dt == TJ_DTYPE_F32   ? (fused ? 2e-5 : 1e-4)
                      : dt == TJ_DTYPE_F16 ? 2e-3
                                           : 1e-2;
   const int runs = c->symbolic ? (c->b[2] ? 3 : 2) : 1;
   const int32_t r = c->nb + 3, o = c->nb - 1;
-  const bool fused = fused_case(c, dt);
   tj_graph_t* g = build(g_ctx, c, dt);
   CHECK(g != NULL);
   if (!g) return;
@@ -65,6 +80,9 @@ static void run_cuda_case(const case_t* c, tj_dtype_t dt) {
                fused ? " flash" : "", rep ? " specialized" : "", (long long)x.B,
                (long long)x.tq, (long long)x.tk);
       CHECK(compare(what, c->name, dt, x.ny, x.want, got, tol));
+      if (dt == TJ_DTYPE_F32)
+        printf("# %s f32 %s: max error %.3g\n", c->name, what,
+               max_error(x.ny, x.want, got));
     }
     free(got);
     case_run_free(&x);
@@ -176,10 +194,89 @@ TEST(large_half) {
   }
 }
 
-TEST(decomposed_f32) {
-  // f32 keeps the decomposition on CUDA.
-  run_cuda_case(&kCases[0], TJ_DTYPE_F32);
-  run_cuda_case(&kCases[2], TJ_DTYPE_F32);
+// f32 head dims the FFMA kernel takes besides 64 and 128: d / 4 odd (rows
+// padded), not a multiple of 32 (a thread's last chunk of d partial), a
+// partial last copy of a tile, across several query and key tiles.
+static const case_t kF32[] = {
+    {"d4_t130_s70_causal_bool",
+     1,
+     {2},
+     {130},
+     {70},
+     2,
+     2,
+     4,
+     4,
+     true,
+     M_BOOL_TT,
+     0,
+     false},
+    {"d20_t65_s129_gqa_additive",
+     1,
+     {2},
+     {65},
+     {129},
+     4,
+     2,
+     20,
+     20,
+     false,
+     M_ADD_B1TT,
+     0,
+     false},
+    {"d100_t200_s300_mqa_causal",
+     1,
+     {1},
+     {200},
+     {300},
+     4,
+     1,
+     100,
+     100,
+     true,
+     M_NONE,
+     0,
+     false},
+    {"d96_symbolic_neginf",
+     1,
+     {1, 2},
+     {77, 128},
+     {200, 63},
+     2,
+     2,
+     96,
+     96,
+     false,
+     M_ADD_NEGINF,
+     0.2,
+     true},
+    {"d48_two_batch_full_bool",
+     2,
+     {1},
+     {70},
+     {65},
+     4,
+     4,
+     48,
+     48,
+     true,
+     M_BOOL_FULL,
+     0,
+     false},
+};
+
+TEST(cases_f32) {
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
+    run_cuda_case(&kCases[i], TJ_DTYPE_F32);
+  for (size_t i = 0; i < sizeof(kFlash) / sizeof(kFlash[0]); ++i)
+    run_cuda_case(&kFlash[i], TJ_DTYPE_F32);
+  for (size_t i = 0; i < sizeof(kF32) / sizeof(kF32[0]); ++i)
+    run_cuda_case(&kF32[i], TJ_DTYPE_F32);
+}
+
+TEST(large_f32) {
+  for (size_t i = 0; i < sizeof(kLarge) / sizeof(kLarge[0]); ++i)
+    run_cuda_case(&kLarge[i], TJ_DTYPE_F32);
 }
 
 int main(void) {
@@ -191,7 +288,8 @@ int main(void) {
   RUN_TEST(x86_cases_half);
   RUN_TEST(flash_edges_half);
   RUN_TEST(large_half);
-  RUN_TEST(decomposed_f32);
+  RUN_TEST(cases_f32);
+  RUN_TEST(large_f32);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

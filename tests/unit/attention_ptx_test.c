@@ -5,11 +5,14 @@
 // its PTX holds the tensor-core path (mma.sync m16n8k16, ldmatrix with and
 // without .trans, cp.async, ex2.approx), and ptxas -arch=sm_90a assembles
 // it when the test is given ptxas's path (registers and spills printed).
-// The cases the template does not take (f32, head dim 80, dv != d) are
-// decomposed: more than one kernel, still no graph break. The offline
-// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked.
-// The offline compile of the fused backward fails each allocation in turn
-// too. The launch of a kernel-IR attention kernel: its grid for run-time sizes,
+// f32 (jit/emit_nvptx_attention_f32.c): head dims 64 and 128 with every
+// mask, and 4, 20, 80, 100, one kernel of FFMA with no tensor-core or TF32
+// instruction, assembled by ptxas likewise. The cases the templates do not
+// take (f32 head dims past 128 or not multiples of 4, f16/bf16 head dim
+// 80, dv != d) are decomposed: more than one kernel, still no graph break.
+// The offline compile fails each allocation in turn: OUT_OF_MEMORY, nothing
+// leaked; the offline compile of the fused backward too. The launch of a
+// kernel-IR attention kernel: its grid for run-time sizes,
 // nothing for empty ones, and UNSUPPORTED (naming the operand) for strides
 // or base pointers that break the 16-byte copies; the emitter's refusals.
 // Attention's backward (fabwdcuda): the joint graph of tj_graph_grad for
@@ -172,7 +175,16 @@ static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
   CHECK_EQ_INT(1, ptx.num_kernels);
   CHECK_EQ_INT(0, ptx.num_host_steps);
   CHECK(ptx.ptx != NULL);
-  if (ptx.ptx) {
+  if (ptx.ptx && v->dt == TJ_DTYPE_F32) {
+    // Exact f32: FFMA from 16-byte shared loads, no tensor-core
+    // instruction (no TF32).
+    CHECK(strstr(ptx.ptx, "fma.rn.f32") != NULL);
+    CHECK(strstr(ptx.ptx, "ld.shared.v4.f32") != NULL);
+    CHECK(strstr(ptx.ptx, "mma") == NULL);
+    CHECK(strstr(ptx.ptx, "tf32") == NULL);
+    CHECK(strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL);
+    CHECK(strstr(ptx.ptx, "ex2.approx") != NULL);
+  } else if (ptx.ptx) {
     CHECK(strstr(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL);
     CHECK(strstr(ptx.ptx, v->dt == TJ_DTYPE_F16 ? ".f16.f16.f32"
                                                 : ".bf16.bf16.f32") != NULL);
@@ -181,11 +193,11 @@ static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
           strstr(ptx.ptx, "ldmatrix.sync.aligned.m8n8.x4.b16") != NULL);
     CHECK(strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL);
     CHECK(strstr(ptx.ptx, "ex2.approx") != NULL);
-    if (arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
-      bool ok = assemble(what, ptx.ptx);
-      if (!ok) fprintf(stderr, "%s: ptxas failed\n", what);
-      CHECK(ok);
-    }
+  }
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
+    bool ok = assemble(what, ptx.ptx);
+    if (!ok) fprintf(stderr, "%s: ptxas failed\n", what);
+    CHECK(ok);
   }
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
@@ -213,6 +225,29 @@ TEST(fused_gqa_symbolic_sm80) {
   variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 1, true};
   check_fused(&mqa, TJ_NVPTX_SM_90A);
   check_fused(&mqa, TJ_NVPTX_SM_80);
+}
+
+TEST(fused_f32) {
+  // f32 on FFMA: head dims 64 and 128 with every mask and causal, and the
+  // odd ones (d / 4 odd or not a multiple of 8: padded rows, partial chunk
+  // slots, partial tile copies), GQA, symbolic sizes, sm_80.
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int causal = 0; causal < 2; ++causal)
+      for (int mask = 0; mask < 3; ++mask) {
+        variant_t v = {TJ_DTYPE_F32, ds[di], ds[di], 4, 4,
+                       causal != 0,  mask,   false};
+        check_fused(&v, TJ_NVPTX_SM_90A);
+      }
+  static const variant_t odd[] = {
+      {TJ_DTYPE_F32, 4, 4, 2, 2, true, 1, false},
+      {TJ_DTYPE_F32, 20, 20, 4, 2, false, 2, false},
+      {TJ_DTYPE_F32, 80, 80, 8, 2, true, 0, true},
+      {TJ_DTYPE_F32, 100, 100, 4, 1, false, 1, true},
+  };
+  for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); ++i)
+    check_fused(&odd[i], TJ_NVPTX_SM_90A);
+  check_fused(&odd[2], TJ_NVPTX_SM_80);
 }
 
 TEST(fused_grad_variants) {
@@ -249,9 +284,12 @@ TEST(grad_with_mask_decomposed) {
 }
 
 TEST(decomposed_outside_the_template) {
-  // f32, a head dim of 80, dv != d: batched matmuls and a masked softmax.
+  // f32 with a head dim past 128 or not a multiple of 4, f16/bf16 with a
+  // head dim of 80, dv != d: batched matmuls and a masked softmax.
   static const variant_t vs[] = {
-      {TJ_DTYPE_F32, 64, 64, 4, 4, true, 0, false},
+      {TJ_DTYPE_F32, 160, 160, 4, 4, true, 0, false},
+      {TJ_DTYPE_F32, 6, 6, 4, 4, false, 1, false},
+      {TJ_DTYPE_F32, 64, 32, 4, 2, false, 0, false},
       {TJ_DTYPE_BF16, 80, 80, 4, 4, false, 0, false},
       {TJ_DTYPE_F16, 64, 128, 4, 2, false, 1, false},
   };
@@ -432,12 +470,42 @@ TEST(launch_and_refusals) {
            "attention operand %k");
   }
   tj_kir_destroy(k);
-  // What the template does not take: UNSUPPORTED, naming the kernel.
+  // f32: Q, K, V tiles of 64 rows of 17 16-byte chunks (16 padded to odd)
+  // and P [64][68]; q's rows a whole number of 4 floats.
   tj_kir_t* f32 = make_kernel("attn_f32", TJ_DTYPE_F32, 64);
-  if (f32 && mod)
-    expect(tj_nvptx_module_add_kernel(mod, f32, NULL, &info),
-           TJ_STATUS_UNSUPPORTED, "f16 or bf16 q, k, v (q is f32)");
+  if (f32 && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, f32, NULL, &info));
+    CHECK_EQ_INT(128, info.threads);
+    CHECK_EQ_INT(3 * 64 * 17 * 16 + 64 * 68 * 4, info.shared_bytes);
+    int64_t sc[7] = {3, 130, 77, 68, 4 * 130 * 64, 2 * 130 * 64, 130 * 64};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(f32, &info, sc, 132, &l));
+    CHECK_EQ_INT(3 * 2 * 2 * 3, l.grid[0]);
+    CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
+    int64_t odd[7] = {3, 130, 77, 66, 4 * 130 * 64, 2 * 130 * 64, 130 * 64};
+    expect(tj_nvptx_launch_config(f32, &info, odd, 132, &l),
+           TJ_STATUS_UNSUPPORTED, "stride 66 in dim 3, not a multiple of 4");
+  }
   tj_kir_destroy(f32);
+  // d 128: 32-key K and V tiles (33 chunks a row) and P [64][36], 75 KiB,
+  // so that two blocks share an SM.
+  tj_kir_t* f32_128 = make_kernel("attn_f32_d128", TJ_DTYPE_F32, 128);
+  if (f32_128 && mod) {
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, f32_128, NULL, &info));
+    CHECK_EQ_INT((64 + 2 * 32) * 33 * 16 + 64 * 36 * 4, info.shared_bytes);
+  }
+  tj_kir_destroy(f32_128);
+  // What the templates do not take: UNSUPPORTED, naming the kernel.
+  tj_kir_t* f32_wide = make_kernel("attn_f32_d132", TJ_DTYPE_F32, 132);
+  if (f32_wide && mod)
+    expect(tj_nvptx_module_add_kernel(mod, f32_wide, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "up to 128, multiples of 4 (d 132, dv 132)");
+  tj_kir_destroy(f32_wide);
+  tj_kir_t* f32_d6 = make_kernel("attn_f32_d6", TJ_DTYPE_F32, 6);
+  if (f32_d6 && mod)
+    expect(tj_nvptx_module_add_kernel(mod, f32_d6, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "multiples of 4 (d 6, dv 6)");
+  tj_kir_destroy(f32_d6);
   tj_kir_t* d80 = make_kernel("attn_d80", TJ_DTYPE_F16, 80);
   if (d80 && mod)
     expect(tj_nvptx_module_add_kernel(mod, d80, NULL, &info),
@@ -455,6 +523,7 @@ int main(int argc, char** argv) {
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
+  RUN_TEST(fused_f32);
   RUN_TEST(fused_grad_variants);
   RUN_TEST(grad_with_mask_decomposed);
   RUN_TEST(decomposed_outside_the_template);

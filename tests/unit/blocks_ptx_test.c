@@ -199,10 +199,11 @@ TEST(f32_gemm_has_the_cublaslt_candidate) {
 // in both blocks) and, in bf16, the TMA warp-specialized schedules
 // (<entry>_c7, _c9). Counted over the matmul kernels of the program: GPT's
 // 6 linears (q, k, v, the output projection, the MLP's two) and Llama's 7
-// (q, k, v, o, gate, up, down); f32's attention decomposes into batched
-// matmuls of the scores, which stay batched (their B differs per head) and
-// have none of these. At B symbolic and, in bf16, at B = 16 (B*T = 8192,
-// the bench's larger size).
+// (q, k, v, o, gate, up, down). Attention is one kernel in both dtypes
+// (bf16 on tensor cores, f32 on FFMA, jit/emit_nvptx_attention_f32.c: the
+// f32 blocks used to decompose it into batched matmuls of the scores), so
+// every matmul kernel is a linear. At B symbolic and, in bf16, at B = 16
+// (B*T = 8192, the bench's larger size).
 
 static bool ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -222,6 +223,20 @@ static bool has_variant(const char* variants, const char* name,
       return true;
   }
   return false;
+}
+
+// How many kernels of |ptx| have |part| in their name.
+static int count_entries(const char* ptx, const char* part) {
+  int n = 0;
+  for (const char* p = ptx; (p = strstr(p, ".entry ")) != NULL;) {
+    p += 7;
+    const char* e = strchr(p, '(');
+    if (!e || e - p > 200) break;
+    char name[256];
+    snprintf(name, sizeof(name), "%.*s", (int)(e - p), p);
+    if (strstr(name, part)) ++n;
+  }
+  return n;
 }
 
 // How many matmul kernels of |ptx| (|*num_matmuls|) have such a variant.
@@ -272,8 +287,10 @@ TEST(block_linears_are_rank2_gemm_candidates) {
               "tma %d, pingpong %d\n",
               kind ? "llama" : "gpt", tj_dtype_name(kTypes[i]),
               (long long)kBatch[j], matmuls, lt, split, tma, pingpong);
-          // bf16 attention is one kernel: every matmul kernel is a linear.
-          if (bf16) CHECK_EQ_INT(linears, matmuls);
+          // Attention is one kernel, the blocks' one opaque group (the node
+          // left whole): every matmul kernel is a linear.
+          CHECK_EQ_INT(1, count_entries(ptx.ptx, "_opaque"));
+          CHECK_EQ_INT(linears, matmuls);
           CHECK_EQ_INT(linears, lt);
           CHECK_EQ_INT(linears, split);
           CHECK_EQ_INT(bf16 ? linears : 0, tma);
