@@ -299,108 +299,42 @@ static bool heavy_body(const tj_kir_phase_t* ph) {
   return false;
 }
 
-// One REDUCE phase's state in a walk of the row (reduce_walk).
-typedef struct walk_acc_t {
-  const tj_kir_phase_t* ph;
-  tj_dtype_t dt;  // the yield's
-  LLVMTypeRef vt;
-  bool argmax, pairwise;
-  acc_t acc[4];
-  cascade_t cascade;
-} walk_acc_t;
-
-#define MAX_SIBLINGS 4
-
-static void reset_chains(tj_emit_t* em, walk_acc_t* a, int32_t chains) {
-  for (int32_t u = 0; u < chains; ++u) {
-    LLVMBuildStore(em->b, identity(em, a->ph->reduce, a->dt, a->vt),
-                   a->acc[u].value);
-  }
-}
-
-static LLVMValueRef merged_chains(tj_emit_t* em, const walk_acc_t* a,
-                                  int32_t chains) {
-  LLVMValueRef v = LLVMBuildLoad2(em->b, a->vt, a->acc[0].value, "");
-  for (int32_t u = 1; u < chains; ++u) {
-    v = combine(em, a->ph->reduce, a->dt, v,
-                LLVMBuildLoad2(em->b, a->vt, a->acc[u].value, ""));
-  }
-  return v;
-}
-
-// Every phase of |a| at |p| (lanes from element |first|), into chain |u|.
-// The phases share the point's loads (tj_emit_load_cache_t): siblings
-// read the same row.
-static tj_status_t walk_step(tj_emit_t* em, walk_acc_t* a, int32_t n,
-                             const tj_emit_point_t* p, LLVMValueRef first,
-                             int32_t u) {
-  tj_emit_load_cache_t cache;
-  memset(&cache, 0, sizeof(cache));
-  cache.insert = true;
-  if (n > 1) em->load_cache = &cache;
-  tj_status_t status = NULL;
-  for (int32_t s = 0; !status && s < n; ++s) {
-    LLVMValueRef v;
-    status = tj_emit_body(em, a[s].ph, p, &v);
-    if (!status)
-      accumulate(em, a[s].ph, a[s].dt, &a[s].acc[u], v, first, p->mask);
-  }
-  if (n > 1) em->load_cache = NULL;
-  return status;
-}
-
-// The |n| REDUCE phases |phs| (sibling_reduce: none reads another's
-// result) in one walk of the row, each with its own accumulators: a
-// layer_norm's mean(x - m) and mean((x - m)^2) read x once, not twice.
-static tj_status_t reduce_walk(tj_emit_t* em, const tj_kir_phase_t* const* phs,
-                               int32_t n, const tj_emit_point_t* row,
-                               LLVMValueRef len, LLVMValueRef* outs) {
+static tj_status_t emit_reduce_phase(tj_emit_t* em, const tj_kir_phase_t* ph,
+                                     const tj_emit_point_t* row,
+                                     LLVMValueRef len, LLVMValueRef* out) {
   int32_t w = em->target.lanes;
+  tj_dtype_t dt = ph->insts[ph->num_insts - 1].dtype;  // the yield's
+  LLVMTypeRef vt = tj_emit_vec(em, tj_emit_compute_type(em, dt), w);
   LLVMTypeRef it = tj_emit_vec(em, em->t_i64, w);
-  walk_acc_t a[MAX_SIBLINGS];
-  int32_t chains = 4;
-  bool pairwise = false;
-  for (int32_t s = 0; s < n; ++s) {
-    a[s].ph = phs[s];
-    a[s].dt = phs[s]->insts[phs[s]->num_insts - 1].dtype;
-    a[s].vt = tj_emit_vec(em, tj_emit_compute_type(em, a[s].dt), w);
-    a[s].argmax = phs[s]->reduce == TJ_KIR_REDUCE_ARGMAX;
-    a[s].pairwise =
-        phs[s]->reduce == TJ_KIR_REDUCE_SUM && tj_dtype_is_float(a[s].dt);
-    pairwise |= a[s].pairwise;
-    int32_t c = a[s].argmax ? 1 : heavy_body(phs[s]) ? 2 : 4;
-    if (c < chains) chains = c;
-  }
-  for (int32_t s = 0; s < n; ++s) {
-    for (int32_t u = 0; u < chains; ++u) {
-      a[s].acc[u].value = tj_emit_alloca(em, a[s].vt, "acc");
-      a[s].acc[u].index = NULL;
-      if (a[s].argmax) {
-        a[s].acc[u].index = tj_emit_alloca(em, it, "acc_index");
-        LLVMBuildStore(em->b, tj_emit_iconst(it, ARGMAX_NONE),
-                       a[s].acc[u].index);
-      }
+  bool argmax = ph->reduce == TJ_KIR_REDUCE_ARGMAX;
+  int32_t chains = argmax ? 1 : heavy_body(ph) ? 2 : 4;
+  acc_t acc[4];
+  for (int32_t u = 0; u < chains; ++u) {
+    acc[u].value = tj_emit_alloca(em, vt, "acc");
+    LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
+    acc[u].index = NULL;
+    if (argmax) {
+      acc[u].index = tj_emit_alloca(em, it, "acc_index");
+      LLVMBuildStore(em->b, tj_emit_iconst(it, ARGMAX_NONE), acc[u].index);
     }
-    reset_chains(em, &a[s], chains);
   }
   LLVMValueRef zero = i64c(em, 0);
-  // Main loop: |chains| vectors per iteration; where a float sum is among
-  // the phases, in blocks of SUM_BLOCK elements whose sums are added
-  // pairwise (see cascade_t); the other phases run on across the blocks.
+  // Main loop: |chains| vectors per iteration; for float sums, in blocks of
+  // SUM_BLOCK elements added pairwise (see cascade_t).
   int64_t step = (int64_t)chains * w;
   LLVMValueRef main_end = LLVMBuildAnd(em->b, len, i64c(em, ~(step - 1)), "");
+  bool pairwise = ph->reduce == TJ_KIR_REDUCE_SUM && tj_dtype_is_float(dt);
+  cascade_t cascade;
   tj_emit_loop_t blocks, loop;
   LLVMValueRef start = zero, end = main_end;
   if (pairwise) {
-    for (int32_t s = 0; s < n; ++s) {
-      if (a[s].pairwise) cascade_init(em, &a[s].cascade, a[s].vt);
-    }
+    cascade_init(em, &cascade, vt);
     start = tj_emit_loop_begin(em, &blocks, zero, main_end, i64c(em, SUM_BLOCK),
                                "red_block");
     end = tj_emit_min_i64(em, main_end,
                           LLVMBuildAdd(em->b, start, i64c(em, SUM_BLOCK), ""));
-    for (int32_t s = 0; s < n; ++s) {
-      if (a[s].pairwise) reset_chains(em, &a[s], chains);
+    for (int32_t u = 0; u < chains; ++u) {
+      LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
     }
   }
   LLVMValueRef i =
@@ -410,18 +344,22 @@ static tj_status_t reduce_walk(tj_emit_t* em, const tj_kir_phase_t* const* phs,
     tj_emit_point_t p;
     tj_emit_line_point(em, row, off, zero, &p);
     p.mask = NULL;
-    TJ_RETURN_IF_ERROR(walk_step(em, a, n, &p, off, u));
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[u], v, off, NULL);
   }
   tj_emit_loop_end(em, &loop);
   if (pairwise) {
-    for (int32_t s = 0; s < n; ++s) {
-      if (a[s].pairwise)
-        cascade_push(em, &a[s].cascade, merged_chains(em, &a[s], chains));
+    LLVMValueRef v = LLVMBuildLoad2(em->b, vt, acc[0].value, "");
+    for (int32_t u = 1; u < chains; ++u) {
+      v = combine(em, ph->reduce, dt, v,
+                  LLVMBuildLoad2(em->b, vt, acc[u].value, ""));
     }
+    cascade_push(em, &cascade, v);
     tj_emit_loop_end(em, &blocks);
     // The rest (under |step| elements) in fresh accumulators.
-    for (int32_t s = 0; s < n; ++s) {
-      if (a[s].pairwise) reset_chains(em, &a[s], chains);
+    for (int32_t u = 0; u < chains; ++u) {
+      LLVMBuildStore(em->b, identity(em, ph->reduce, dt, vt), acc[u].value);
     }
   }
   // Remaining full vectors.
@@ -431,7 +369,9 @@ static tj_status_t reduce_walk(tj_emit_t* em, const tj_kir_phase_t* const* phs,
     tj_emit_point_t p;
     tj_emit_line_point(em, row, i, zero, &p);
     p.mask = NULL;
-    TJ_RETURN_IF_ERROR(walk_step(em, a, n, &p, i, 0));
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[0], v, i, NULL);
     tj_emit_loop_end(em, &loop);
   }
   // Masked tail.
@@ -442,64 +382,44 @@ static tj_status_t reduce_walk(tj_emit_t* em, const tj_kir_phase_t* const* phs,
     tj_emit_point_t p;
     tj_emit_line_point(em, row, full, zero, &p);
     p.mask = tj_emit_lane_mask(em, LLVMBuildSub(em->b, len, full, ""), w);
-    TJ_RETURN_IF_ERROR(walk_step(em, a, n, &p, full, 0));
+    LLVMValueRef v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, &v));
+    accumulate(em, ph, dt, &acc[0], v, full, p.mask);
   }
   tj_emit_if_end(em, &tail);
-  // Per phase: merge the chains, then the lanes.
-  for (int32_t s = 0; s < n; ++s) {
-    bool argmax = a[s].argmax;
-    tj_dtype_t dt = a[s].dt;
-    LLVMValueRef v = merged_chains(em, &a[s], chains);
-    LLVMValueRef vi =
-        argmax ? LLVMBuildLoad2(em->b, it, a[s].acc[0].index, "") : NULL;
-    if (a[s].pairwise) v = cascade_total(em, &a[s].cascade, v);
-    for (int32_t m = w; m > 1; m /= 2) {
-      int32_t half = m / 2;
-      LLVMValueRef lo = lanes_of(em, v, 0, half);
-      LLVMValueRef hi = lanes_of(em, v, half, half);
-      if (argmax) {
-        LLVMValueRef lo_i = lanes_of(em, vi, 0, half);
-        LLVMValueRef hi_i = lanes_of(em, vi, half, half);
-        LLVMValueRef take =
-            argmax_take(em, dt, lo, lo_i, hi, hi_i, argmax_valid(em, hi_i));
-        v = tj_emit_select(em, take, hi, lo);
-        vi = tj_emit_select(em, take, hi_i, lo_i);
-      } else {
-        v = combine(em, a[s].ph->reduce, dt, lo, hi);
-      }
-    }
-    if (w == 1) {
-      v = lanes_of(em, v, 0, 1);
-      if (argmax) vi = lanes_of(em, vi, 0, 1);
-    }
+  // Merge the chains, then the lanes.
+  LLVMValueRef v = LLVMBuildLoad2(em->b, vt, acc[0].value, "");
+  LLVMValueRef vi = argmax ? LLVMBuildLoad2(em->b, it, acc[0].index, "") : NULL;
+  for (int32_t u = 1; u < chains; ++u) {
+    v = combine(em, ph->reduce, dt, v,
+                LLVMBuildLoad2(em->b, vt, acc[u].value, ""));
+  }
+  if (pairwise) v = cascade_total(em, &cascade, v);
+  for (int32_t n = w; n > 1; n /= 2) {
+    int32_t half = n / 2;
+    LLVMValueRef lo = lanes_of(em, v, 0, half);
+    LLVMValueRef hi = lanes_of(em, v, half, half);
     if (argmax) {
-      // An empty row has no max: index 0.
-      v = tj_emit_select(em, argmax_valid(em, vi), vi, i64c(em, 0));
+      LLVMValueRef lo_i = lanes_of(em, vi, 0, half);
+      LLVMValueRef hi_i = lanes_of(em, vi, half, half);
+      LLVMValueRef take =
+          argmax_take(em, dt, lo, lo_i, hi, hi_i, argmax_valid(em, hi_i));
+      v = tj_emit_select(em, take, hi, lo);
+      vi = tj_emit_select(em, take, hi_i, lo_i);
+    } else {
+      v = combine(em, ph->reduce, dt, lo, hi);
     }
-    outs[s] = v;
   }
+  if (w == 1) {
+    v = lanes_of(em, v, 0, 1);
+    if (argmax) vi = lanes_of(em, vi, 0, 1);
+  }
+  if (argmax) {
+    // An empty row has no max: index 0.
+    v = tj_emit_select(em, argmax_valid(em, vi), vi, i64c(em, 0));
+  }
+  *out = v;
   return NULL;
-}
-
-// How many REDUCE phases from |p| on walk the row together: each later
-// one a sibling (no argmax among them, none reading another's result),
-// so they share one walk and its loads.
-static int32_t sibling_reduces(const tj_kir_t* k, uint32_t p) {
-  const tj_kir_phase_t* first = &k->phases[p];
-  if (first->reduce == TJ_KIR_REDUCE_ARGMAX) return 1;
-  int32_t n = 1;
-  while (n < MAX_SIBLINGS && p + (uint32_t)n < k->num_phases) {
-    const tj_kir_phase_t* b = &k->phases[p + (uint32_t)n];
-    if (b->kind != TJ_KIR_PHASE_REDUCE || b->reduce == TJ_KIR_REDUCE_ARGMAX)
-      break;
-    bool reads_group = false;
-    for (uint32_t i = 0; i < b->num_insts && !reads_group; ++i) {
-      reads_group = b->insts[i].kind == TJ_KIR_ROW && b->insts[i].ref >= p;
-    }
-    if (reads_group) break;
-    ++n;
-  }
-  return n;
 }
 
 // A SCAN phase (ops3, issue 15): the body once per element, in order along
@@ -913,14 +833,9 @@ tj_status_t tj_emit_row_reduce(tj_emit_t* em) {
     const tj_kir_phase_t* ph = &k->phases[p];
     rows[p] = NULL;
     switch (ph->kind) {
-      case TJ_KIR_PHASE_REDUCE: {
-        const tj_kir_phase_t* group[MAX_SIBLINGS];
-        int32_t n = sibling_reduces(k, p);
-        for (int32_t s = 0; s < n; ++s) group[s] = &k->phases[p + (uint32_t)s];
-        TJ_RETURN_IF_ERROR(reduce_walk(em, group, n, &row, len, &rows[p]));
-        p += (uint32_t)n - 1;
+      case TJ_KIR_PHASE_REDUCE:
+        TJ_RETURN_IF_ERROR(emit_reduce_phase(em, ph, &row, len, &rows[p]));
         break;
-      }
       case TJ_KIR_PHASE_MAP:
         TJ_RETURN_IF_ERROR(tj_emit_line_map(em, ph, &row, i64c(em, 0), len));
         break;

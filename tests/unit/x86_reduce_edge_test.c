@@ -540,13 +540,13 @@ TEST(layer_norm_large_first_element) {
   }
 }
 
-// Sibling reductions of one row (none reading another's result) share one
-// walk of the row on x86 (emit_reduce.c, sibling_reduces): a float sum
-// long enough for several pairwise blocks (SUM_BLOCK 4096) beside a max
-// and a second sum, each with its own accumulators; an argmax after them
-// starts its own walk. Rows shorter than a vector, of a masked tail, and
-// of several blocks, at every tier, against the reference.
-TEST(sibling_reductions_one_walk) {
+// Sibling reductions of one row (none reading another's result) in one
+// row kernel: a float sum long enough for several pairwise blocks
+// (SUM_BLOCK 4096) beside a max, a second sum and a sum of exponentials,
+// and an argmax after them, each with its own accumulators. Rows shorter
+// than a vector, of a masked tail, and of several blocks, at every tier,
+// against the reference.
+TEST(sibling_reductions) {
   tj_context_t* ctxs[3];
   const char* isas[3];
   int num_tiers = tj_test_tier_contexts(ctxs, isas);
@@ -590,7 +590,7 @@ int main(void) {
   RUN_TEST(signed_zero_max_min);
   RUN_TEST(layer_norm_shifted_rows);
   RUN_TEST(layer_norm_large_first_element);
-  RUN_TEST(sibling_reductions_one_walk);
+  RUN_TEST(sibling_reductions);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
