@@ -285,22 +285,12 @@ static tj_status_t emit_dq(fa_t* f) {
   nv->info->shared_bytes = 6 * T;
   lanes_t L;
   lane_geometry(f, &L);
-  LLVMValueRef tq = em->dim[r - 2], tk = em->dim[r - 1];
-
-  LLVMValueRef outer = c64(f, 1);
-  for (int32_t i = 0; i + 2 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef qtiles = tiles_of(f, tq);
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  // Causal's longest blocks (the last query tiles) first, as the forward.
-  LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
-                                 LLVMBuildUDiv(b, pid, outer, ""), "qt");
-  LLVMValueRef q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
-  tj_emit_point_t at;
-  memset(&at, 0, sizeof(at));
-  at.lanes = 1;
-  tj_emit_decompose(em, head, r - 2, &at);
+  // The forwards' placement: a block per (head, query tile), causal's
+  // longest blocks (the last query tiles) first, the keys it reads.
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, kBN, &blk);
+  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
+  const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
   LLVMValueRef sdo = tj_emit_stride(em, f->dob, r - 2);
   LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
@@ -308,10 +298,6 @@ static tj_status_t emit_dq(fa_t* f) {
   LLVMValueRef so = tj_emit_stride(em, f->ob, r - 2);
   LLVMValueRef sl = tj_emit_stride(em, f->lseb, r - 2);
   LLVMValueRef sdl = tj_emit_stride(em, f->deltab, r - 2);
-  LLVMValueRef kend = tk;
-  if (causal)
-    kend = tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, kBM), ""));
-  LLVMValueRef ntiles = tiles_of(f, kend);
   const int32_t sQ = 0, sO = T;
 
   LLVMValueRef qrows = LLVMBuildSub(b, tq, q0, "");
