@@ -520,7 +520,8 @@ typedef struct row_ctx_t {
   LLVMValueRef warp_slot;           // i64: this warp's slot
   LLVMValueRef lane;                // i32 lane id
   LLVMValueRef first_slot;          // i64: the row's first warp slot
-  LLVMValueRef warps;               // i64: warps per row
+  LLVMValueRef warps;               // i64: warps per row (0 below a warp)
+  LLVMValueRef threads;             // i64: threads per row (ntid.x)
 } row_ctx_t;
 
 // Reduces |v| (and argmax index |vi|) over the warp, then over the row's
@@ -549,16 +550,26 @@ static void reduce_across_threads(tj_nvptx_emit_t* nv, const reducer_t* r,
   tj_emit_t* em = &nv->em;
   LLVMBuilderRef b = em->b;
   bool arg = r->kind == TJ_KIR_REDUCE_ARGMAX;
+  // A short row has fewer threads than a warp (ntid.x a power of two below
+  // 32, rows side by side in the warp): a step whose partner lies in
+  // another row exchanges anyway (every lane must take part) and keeps its
+  // own value.
   for (int32_t off = 16; off >= 1; off /= 2) {
+    LLVMValueRef in_row =
+        LLVMBuildICmp(b, LLVMIntULT, i64c(nv, off), c->threads, "in_row");
     LLVMValueRef o = shuffle_xor(nv, *v, off);
-    if (r2) *v2 = combine(nv, r2, *v2, shuffle_xor(nv, *v2, off));
+    if (r2) {
+      LLVMValueRef o2 = shuffle_xor(nv, *v2, off);
+      *v2 = tj_emit_select(em, in_row, combine(nv, r2, *v2, o2), *v2);
+    }
     if (arg) {
       LLVMValueRef oi = shuffle_xor(nv, *vi, off);
-      LLVMValueRef take = argmax_takes(nv, r, *v, *vi, o, oi);
+      LLVMValueRef take =
+          LLVMBuildAnd(b, in_row, argmax_takes(nv, r, *v, *vi, o, oi), "");
       *v = tj_emit_select(em, take, o, *v);
       *vi = tj_emit_select(em, take, oi, *vi);
     } else {
-      *v = combine(nv, r, *v, o);
+      *v = tj_emit_select(em, in_row, combine(nv, r, *v, o), *v);
     }
   }
   LLVMValueRef acc = tj_emit_alloca(em, r->type, "acc");
@@ -1136,6 +1147,7 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
   LLVMValueRef ntid_y = tj_nvptx_sreg64(nv, "ntid.y");
   c.lane = tj_nvptx_sreg(nv, "laneid");
   c.warps = LLVMBuildUDiv(b, ntid_x, i64c(nv, 32), "warps");
+  c.threads = ntid_x;
   c.first_slot = LLVMBuildMul(b, tid_y, c.warps, "");
   c.warp_slot = LLVMBuildAdd(b, c.first_slot,
                              LLVMBuildUDiv(b, tid_x, i64c(nv, 32), ""), "slot");
@@ -1530,8 +1542,9 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
     out_launch->grid[1] = (uint32_t)(gy < kMaxGridY ? gy : kMaxGridY);
     return NULL;
   }
-  // ROW_REDUCE: a row per ntid.x threads, at least a warp (the template's
-  // warp reduction assumes whole warps per row).
+  // ROW_REDUCE: a row per ntid.x threads, a power of two; below a warp,
+  // the warp holds 32 / ntid.x rows and its shuffles stay inside each
+  // (reduce_across_threads).
   if (rows == 0) {
     out_launch->empty = true;
     return NULL;
@@ -1546,12 +1559,12 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
     return NULL;
   }
   // With a resident path, as few threads per row as hold it in
-  // row_slots vectors each: short rows then share a block (a warp or two
-  // per row) instead of idling most of a 256-thread one.
+  // row_slots vectors each: short rows then share a block, and rows of at
+  // most 31 x row_slots vectors a warp (a head's 64 or 128 elements: 4 or
+  // 8 threads), instead of idling most of a warp or a 256-thread block.
   int64_t per_row =
       info->row_slots > 0 ? ceil_div(items, info->row_slots) : items;
   uint32_t tx = next_pow2(per_row);
-  if (tx < 32) tx = 32;
   if (tx > (uint32_t)info->threads) tx = (uint32_t)info->threads;
   uint32_t ty = (uint32_t)info->threads / tx;
   int64_t g = ceil_div(rows, ty);

@@ -5,7 +5,8 @@
 // (8191, 8192, 32767, 32768, 65536: softmax's maximum and sum in one pass,
 // emit_online_pair in jit/emit_nvptx.c) and short rows of a warp each
 // (128, 509, 512 over thousands of rows: no barrier between the rows of a
-// block). Rows with special values: partly masked (-inf every third
+// block) and rows that share a warp (1 to 200 elements; also sum, max and
+// argmax). Rows with special values: partly masked (-inf every third
 // element), entirely masked (NaN, as the reference), a masked tail, a
 // constant row. Tolerances: f32 2e-5 relative + 1e-6, bf16 2^-7 + 2^-9;
 // NaN exactly where the reference has it; no graph break. Skips without a
@@ -117,6 +118,104 @@ TEST(short_rows_a_warp_each) {
                  kLengths[l]);
 }
 
+// Rows shorter than a warp's worth share a warp (4 threads for 64 f32
+// elements): the shuffles must stay inside each row. Lengths from 1 to 200
+// over 3001 rows, so the last block is partial.
+TEST(short_rows_share_a_warp) {
+  static const int64_t kLengths[] = {1, 3, 8, 16, 33, 64, 100, 128, 200};
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
+      for (int t = 0; t < 2; ++t)
+        run_case((row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 3001,
+                 kLengths[l]);
+}
+
+typedef enum { ROW_DOT, ROW_MAX, ROW_ARGMAX } plain_reduce_t;
+
+// sum(a * b) over the last axis in f32 of |dt| inputs (attention's delta,
+// rowsum(dy * y)), max, and argmax (one index a thread), [rows, n] -> [rows].
+static void run_reduce_case(plain_reduce_t kind, tj_dtype_t dt, int64_t rows,
+                            int64_t n) {
+  static const char* const kNames[] = {"dot", "max", "argmax"};
+  char what[96];
+  snprintf(what, sizeof(what), "%s %s [%lld, %lld]", kNames[kind],
+           tj_dtype_name(dt), (long long)rows, (long long)n);
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, "reduce", &g));
+  if (!g) return;
+  const int64_t xd[2] = {rows, n};
+  const int32_t axis = 1;
+  tj_value_t a = tj_graph_input(g, dt, 2, xd, "a");
+  tj_value_t y;
+  int nin = 1;
+  if (kind == ROW_DOT) {
+    tj_value_t b = tj_graph_input(g, dt, 2, xd, "b");
+    nin = 2;
+    y = tj_graph_sum(g,
+                     tj_graph_mul(g, tj_graph_cast(g, a, TJ_DTYPE_F32),
+                                  tj_graph_cast(g, b, TJ_DTYPE_F32)),
+                     1, &axis, false);
+  } else {
+    y = kind == ROW_MAX ? tj_graph_max(g, a, 1, &axis, false)
+                        : tj_graph_argmax(g, a, 1, false);
+  }
+  tj_graph_output(g, y, "y");
+  CHECK_OK(tj_graph_finalize(g));
+  void* in[2] = {NULL, NULL};
+  tj_tensor_t it[2];
+  for (int i = 0; i < nin; ++i) {
+    in[i] = calloc((size_t)(rows * n), tj_dtype_size(dt));
+    for (int64_t k = 0; k < rows * n; ++k) tj_store_f64(dt, in[i], k, normal());
+    it[i] = tj_tensor_make(in[i], dt, 2, xd);
+  }
+  const tj_dtype_t yt = kind == ROW_ARGMAX ? TJ_DTYPE_I64
+                        : kind == ROW_DOT  ? TJ_DTYPE_F32
+                                           : dt;
+  const int64_t yd[1] = {rows};
+  void* want = calloc((size_t)rows, 8);
+  void* got = calloc((size_t)rows, 8);
+  tj_tensor_t want_t = tj_tensor_make(want, yt, 1, yd);
+  tj_tensor_t got_t = tj_tensor_make(got, yt, 1, yd);
+  CHECK_OK(tj_reference_run(g, it, nin, &want_t, 1));
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cache_dir = "";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  if (exe) {
+    CHECK_OK(tj_executable_run(exe, it, nin, &got_t, 1));
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(0, st.num_graph_breaks);
+    tj_executable_release(exe);
+  }
+  // The dot's f32 sum in another order: 1e-6 of the magnitudes summed.
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double w = tj_load_f64(yt, want, r), v = tj_load_f64(yt, got, r);
+    double tol = kind == ROW_DOT ? 1e-6 * (double)n + 1e-5 * fabs(w) : 0.0;
+    if (!(fabs(v - w) <= tol) && bad++ < 3)
+      fprintf(stderr, "  %s: row %lld: %.9g, want %.9g\n", what, (long long)r,
+              v, w);
+  }
+  CHECK_EQ_INT(0, (int)bad);
+  for (int i = 0; i < nin; ++i) free(in[i]);
+  free(want);
+  free(got);
+  tj_graph_destroy(g);
+  printf("# %s: checked\n", what);
+}
+
+TEST(short_reductions_share_a_warp) {
+  static const int64_t kLengths[] = {1, 3, 8, 64, 100, 128, 256};
+  for (int kind = 0; kind < 3; ++kind)
+    for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
+      for (int t = 0; t < 2; ++t)
+        run_reduce_case((plain_reduce_t)kind, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32,
+                        3001, kLengths[l]);
+}
+
 int main(void) {
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
@@ -125,6 +224,8 @@ int main(void) {
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(long_rows);
   RUN_TEST(short_rows_a_warp_each);
+  RUN_TEST(short_rows_share_a_warp);
+  RUN_TEST(short_reductions_share_a_warp);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

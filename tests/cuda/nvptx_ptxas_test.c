@@ -717,13 +717,19 @@ TEST(launch_configs) {
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "dim 0 is -1",
                tj_nvptx_launch_config(k, &info, negative, 132, &launch));
   tj_kir_destroy(k);
-  // Row reduce: at least a warp per row.
+  // Row reduce: rows of up to 4 f32x4 vectors take one thread, so 256
+  // rows share a block; 64 elements take 4 threads, 8 rows to a warp.
   CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_SOFTMAX, &k));
   CHECK_OK(tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, NULL, &info));
   int64_t small_rows[2] = {100000, 10};
   CHECK_OK(tj_nvptx_launch_config(k, &info, small_rows, 132, &launch));
-  CHECK_EQ_INT(32, launch.block[0]);
-  CHECK_EQ_INT(8, launch.block[1]);
+  CHECK_EQ_INT(1, launch.block[0]);
+  CHECK_EQ_INT(256, launch.block[1]);
+  CHECK_EQ_INT(391, launch.grid[0]);
+  int64_t head_rows[2] = {1 << 20, 64};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, head_rows, 132, &launch));
+  CHECK_EQ_INT(4, launch.block[0]);
+  CHECK_EQ_INT(64, launch.block[1]);
   CHECK_EQ_INT(132 * 32, launch.grid[0]);
   // Rows held in registers, 4 vectors of f32x4 a thread: as many threads
   // per row as that takes, so 1024-element rows share a block 4 ways.
