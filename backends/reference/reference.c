@@ -1971,10 +1971,12 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
                                     k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]);
                         break;
                       case TJ_OP_MAX_POOL:
-                        // NaN propagates, as maximum does.
+                        // maximum(best, x) in tap order: NaN propagates,
+                        // and of equal values (+0 and -0) the later tap
+                        // wins, as the decomposition's chain of maximum.
                         if (isnan(xv) || isnan(best)) {
                           best = NAN;
-                        } else if (xv > best) {
+                        } else if (!(best > xv)) {
                           best = xv;
                         }
                         break;
@@ -2132,7 +2134,8 @@ static double attention_score_row(const score_row_t* a, int64_t i, int64_t q0,
 
 // One query row at a time in double: the scores (scale * q.k, the mask
 // added or applied, causal keys j > i dropped), their max, p = exp(s - max),
-// y = sum p v / sum p; a row with no key left is 0.
+// y = sum p v / sum p; a row with no key left is 0, and a row with a +inf
+// score NaN (exp(inf - inf), as softmax gives).
 static tj_status_t eval_attention(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const view_t* q = operand_view(run, index, 0);
@@ -2202,7 +2205,9 @@ static tj_status_t eval_attention(run_t* run, uint32_t index) {
             oo + h * out->strides[r - 3] + i * out->strides[r - 2];
         for (int64_t e = 0; e < dv; ++e)
           tj_store_f64(out->dtype, out->data, o0 + e * out->strides[r - 1],
-                       sum > 0.0 ? acc[e] / sum : (isnan(max) ? max : 0.0));
+                       sum > 0.0    ? acc[e] / sum
+                       : isnan(sum) ? sum
+                                    : (isnan(max) ? max : 0.0));
       }
     }
     for (int32_t a = nb - 1; a >= 0; --a) {

@@ -559,7 +559,9 @@ typedef struct tj_conv_attrs_t {
 // (im2col), one (batched over groups) matmul and an add: a 1x1 kernel with
 // stride 1 and no padding is a plain matmul. x86 and CUDA run an f32 conv
 // with groups 1 and constant sizes but the batch as one implicit-GEMM
-// kernel.
+// kernel. A tap that reads padding adds nothing on the reference and on a
+// kernel that skips it, and 0 * w on one that multiplies the zero: where
+// such a w is infinite or NaN the result is unspecified (0-padded or NaN).
 TJ_API tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                 tj_value_t bias, const tj_conv_attrs_t* attrs);
 // The transpose (gradient with respect to x) of conv, as
@@ -602,6 +604,11 @@ TJ_API tj_value_t tj_graph_lp_pool(tj_graph_t* graph, tj_value_t x,
 // The compiler decomposes it into matmul, softmax pieces and movement ops
 // on targets without a fused kernel (f16/bf16 computed in f32), and
 // lib/passes/attention_match.c rewrites the written-out form onto it.
+// A row with a +inf score is NaN (softmax's exp(inf - inf)). A key of
+// weight 0 (masked, causal, or exp underflowing) adds nothing on the
+// reference and on a kernel that skips its tile, and 0 * v on one that
+// multiplies it: an infinite or NaN v at such a key leaves the row
+// unspecified (NaN or not).
 TJ_API tj_value_t tj_graph_attention(tj_graph_t* graph, tj_value_t q,
                                      tj_value_t k, tj_value_t v,
                                      tj_value_t mask, double scale,
