@@ -863,7 +863,12 @@ static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
     tap_offsets(n, w->kernel, t, k);
     for (int32_t i = 0; i < n; ++i) start[i] = k[i] * w->dilations[i];
     TJ_RETURN_IF_ERROR(win_slice(d, xp, start, out_dims, w->strides, &tap));
-    if (t == 0) {
+    if (t == 0 && op == TJ_OP_AVG_POOL) {
+      // A sum from its own zero, +0 (the reference, the native window
+      // kernels): a window of -0s averages to +0, not to the -0 of a
+      // lone slice.
+      TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_ADD, tap, 0.0, &acc));
+    } else if (t == 0) {
       acc = tap;
     } else {
       TJ_RETURN_IF_ERROR(op2(d, combine, acc, tap, &acc));
