@@ -760,6 +760,20 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   tj_emit_t* em = &nv->em;
   const tj_kir_t* k = em->k;
   const tj_kir_conv_t* cv = &k->conv;
+  // The direct window kernels (depthwise conv, pools: kir/lower_window.c)
+  // are x86's (jit/emit_window.c); here they are refused, so that the
+  // group runs on the host where decompose did not split them (a pipeline
+  // without decompose), instead of running as the implicit GEMM of a
+  // dense conv.
+  if (cv->window != TJ_KIR_WINDOW_GEMM) {
+    static const char* const kWindows[] = {"dense", "depthwise", "max_pool",
+                                           "avg_pool", "avg_pool"};
+    return tj_unsupported("kernel @%s: no NVPTX kernel for a %s window",
+                          k->name,
+                          cv->window >= 0 && cv->window <= TJ_KIR_WINDOW_AVG_PAD
+                              ? kWindows[cv->window]
+                              : "unknown");
+  }
   conv_t g;
   memset(&g, 0, sizeof(g));
   g.nv = nv;

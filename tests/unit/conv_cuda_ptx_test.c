@@ -440,6 +440,29 @@ TEST(launch_and_refusals) {
     expect(tj_nvptx_module_add_kernel(mod, big, NULL, &info),
            TJ_STATUS_UNSUPPORTED, "kernel @conv_big: conv of 238609294 x 9");
   tj_kir_destroy(big);
+  // A direct window kernel (a depthwise conv or a pool that reached
+  // lowering whole: a pipeline without decompose) is refused, so that it
+  // runs on the host, never as the dense implicit GEMM.
+  static const struct {
+    tj_kir_window_t window;
+    const char* name;
+  } kWindows[] = {{TJ_KIR_WINDOW_DEPTHWISE, "depthwise"},
+                  {TJ_KIR_WINDOW_MAX, "max_pool"},
+                  {TJ_KIR_WINDOW_AVG_PAD, "avg_pool"}};
+  for (size_t i = 0; i < sizeof(kWindows) / sizeof(kWindows[0]); ++i) {
+    tj_kir_t* win = make_kernel("conv_window", 1, 6, false);
+    if (!win || !mod) {
+      tj_kir_destroy(win);
+      continue;
+    }
+    win->conv.window = kWindows[i].window;
+    char want[64];
+    snprintf(want, sizeof(want), "no NVPTX kernel for a %s window",
+             kWindows[i].name);
+    expect(tj_nvptx_module_add_kernel(mod, win, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, want);
+    tj_kir_destroy(win);
+  }
   tj_nvptx_module_destroy(mod);
   tj_nvptx_target_destroy(target);
 }
