@@ -32,7 +32,7 @@ static void fail(const tj_graph_t* g, const char* what, tj_status_t st) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!g_context && tj_context_create(NULL, &g_context)) return 0;
-  static const gen_config_t kConfig = {1, 12, 3, 8, true, true};
+  static const gen_config_t kConfig = {1, 12, 3, 8, true, true, 0};
   rng_t r = {0, data, size, 0};
   tj_graph_t* g = generate_with(g_context, &r, "fuzz", &kConfig);
   if (!g) return 0;

@@ -15,6 +15,7 @@
 
 #include "lib/dtype.h"
 #include "lib/ir.h"
+#include "lib/window.h"
 #include "lib/passes/pass.h"
 
 enum { kMaxVals = 512, kMaxRunInputs = 128, kMaxRunOutputs = 32 };
@@ -31,6 +32,7 @@ typedef struct gen_config_t {
   int fanout_in;           // gen_fanout is 1 op in this (0: never)
   bool wide_floats_only;   // f32 and f64 only
   bool batched_input;      // a first input of shape [B, ..]
+  int nn_in;  // gen_nn (conv, pools, attention) is 1 op in this (0: never)
 } gen_config_t;
 
 //===--- a seeded generator ---===//
@@ -536,6 +538,113 @@ static inline bool gen_full(gen_t* s) {
          op2(s, TJ_OP_MUL, a, f, NULL);
 }
 
+// An input made finite: tanh of it, its NaNs 0. Where a product with a
+// zero that stands for a masked key or a padded tap would turn an
+// infinite or NaN operand into NaN, the API leaves the result unspecified
+// (a kernel that skips the key or tap gives the reference's value, one
+// that multiplies it gives NaN), so those operands are kept finite.
+// With |positive|, exp of that (NaNs 1), in (1/e, e).
+static inline bool add_finite_input(gen_t* s, tj_dtype_t dt, int32_t rank,
+                                    const int64_t* dims, bool positive,
+                                    uint32_t* out) {
+  uint32_t raw, same, bounded, other;
+  if (!add_input(s, dt, rank, dims, &raw) ||
+      !op2(s, TJ_OP_EQ, raw, raw, &same) ||
+      !op1(s, TJ_OP_TANH, raw, &bounded) ||
+      (positive && !op1(s, TJ_OP_EXP, bounded, &bounded)) ||
+      !add_scalar(s, dt, positive ? 1.0 : 0.0, &other))
+    return false;
+  const uint32_t ops[3] = {same, bounded, other};
+  return with_attrs(s, TJ_OP_WHERE, 3, ops, NULL, dt, 0, NULL, out);
+}
+
+// The model ops with kernels of their own (issue 14's attention, issue
+// 15's conv and pools) on fresh inputs of a float dtype drawn from the
+// graph's values; their results then feed the ops that follow like any
+// other value. Shapes: [N, C, H, W] with N the batch B or a constant, C 1
+// to 6, H and W 1 to 9; windows of 1 to 3 with strides, dilations and
+// pads of 0 to 2 (inference drops a window that leaves no output), groups
+// 1, 2 or depthwise; attention's q [N, H, Tq, D], k and v [N, Hkv, Tk, D
+// or Dv] with Tq and Tk B or constants, grouped heads, no mask, a bool or
+// an additive one, causal or not.
+static inline bool gen_nn(gen_t* s) {
+  const tj_dtype_t dt = node(s, pick_float(s))->dtype;
+  if (!tj_dtype_is_float(dt)) return false;
+  const int64_t n = below(s->r, 2) ? s->B : 1 + below(s->r, 3);
+  tj_attrs_t attrs;
+  memset(&attrs, 0, sizeof(attrs));
+  const uint32_t kind = below(s->r, 4);
+  if (kind == 3) {  // attention
+    const int64_t hkv = 1 + below(s->r, 2), h = hkv * (1 + below(s->r, 2));
+    const int64_t tq = below(s->r, 3) ? 1 + below(s->r, 9) : s->B;
+    const int64_t tk = below(s->r, 3) ? 1 + below(s->r, 9) : s->B;
+    static const int64_t kHeadDims[] = {1, 4, 8, 16};
+    const int64_t d = kHeadDims[below(s->r, 4)];
+    const int64_t dv = below(s->r, 2) ? d : kHeadDims[below(s->r, 4)];
+    const int64_t qd[4] = {n, h, tq, d}, kd[4] = {n, hkv, tk, d},
+                  vd[4] = {n, hkv, tk, dv}, md[2] = {tq, tk};
+    uint32_t ops[4] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
+    // v finite: tj_graph_attention leaves an infinite or NaN v at a key of
+    // zero weight unspecified.
+    if (!add_input(s, dt, 4, qd, &ops[0]) ||
+        !add_input(s, dt, 4, kd, &ops[1]) ||
+        !add_finite_input(s, dt, 4, vd, false, &ops[2]))
+      return false;
+    const uint32_t mask = below(s->r, 4);  // 0, 1: none; 2: bool; 3: added
+    if (mask >= 2 &&
+        !add_input(s, mask == 2 ? TJ_DTYPE_BOOL : dt, 2, md, &ops[3]))
+      return false;
+    int64_t causal = below(s->r, 2);
+    attrs.value = below(s->r, 2) ? 0.0 : uniform(s->r, 0.1, 1.0);
+    attrs.ints = &causal;
+    attrs.num_ints = 1;
+    return with_attrs(s, TJ_OP_ATTENTION, 4, ops, &attrs, dt, 0, NULL, NULL);
+  }
+  const int64_t c = 1 + below(s->r, 6);
+  const int64_t xd[4] = {n, c, 1 + below(s->r, 9), 1 + below(s->r, 9)};
+  uint32_t ops[3] = {TJ_NODE_NONE, TJ_NODE_NONE, TJ_NODE_NONE};
+  if (!add_input(s, dt, 4, xd, &ops[0])) return false;
+  // lib/window.h's ints: groups, flags, then kernel, strides, dilations,
+  // pads begin, pads end and output padding, one entry per spatial axis.
+  int64_t ints[2 + 6 * 2];
+  memset(ints, 0, sizeof(ints));
+  for (int32_t i = 0; i < 2; ++i) {
+    ints[2 + i] = 1 + below(s->r, 3);         // kernel
+    ints[4 + i] = 1 + below(s->r, 2);         // stride
+    ints[6 + i] = 1 + (below(s->r, 4) == 0);  // dilation
+    ints[8 + i] = below(s->r, 3);             // pad begin
+    ints[10 + i] = below(s->r, 3);            // pad end
+  }
+  attrs.ints = ints;
+  attrs.num_ints = 2 + 6 * 2;
+  if (kind == 0) {  // conv
+    const uint32_t g = below(s->r, 3);
+    const int64_t groups = g == 0 ? 1 : g == 1 ? c : (c % 2 ? 1 : 2);
+    const int64_t o = groups * (1 + below(s->r, 3));
+    const int64_t wd[4] = {o, c / groups, ints[2], ints[3]};
+    ints[0] = groups;
+    // w finite: tj_graph_conv leaves an infinite or NaN weight at a tap
+    // that reads padding unspecified. And positive: a window that reads
+    // only padding sums products (+0) * w, and the sign of that zero
+    // differs between paths where every w is negative (+0 on the
+    // reference and a zero-initialized GEMM, -0 on a depthwise conv's
+    // chain of per-tap products; tests/RELIABILITY.md).
+    if (!add_finite_input(s, dt, 4, wd, true, &ops[1])) return false;
+    if (below(s->r, 2) && !add_input(s, dt, 1, &o, &ops[2])) return false;
+    return with_attrs(s, TJ_OP_CONV, 3, ops, &attrs, dt, 0, NULL, NULL);
+  }
+  // Pools: no dilation; a pad at most half the window (torch's rule).
+  for (int32_t i = 0; i < 2; ++i) {
+    ints[6 + i] = 1;
+    ints[8 + i] = ints[8 + i] > ints[2 + i] / 2 ? ints[2 + i] / 2 : ints[8 + i];
+    ints[10 + i] = ints[8 + i];
+  }
+  ints[1] = below(s->r, 2) ? TJ_WINDOW_CEIL_MODE : 0;
+  if (kind == 2 && below(s->r, 2)) ints[1] |= TJ_WINDOW_COUNT_INCLUDE_PAD;
+  return with_attrs(s, kind == 1 ? TJ_OP_MAX_POOL : TJ_OP_AVG_POOL, 1, ops,
+                    &attrs, dt, 0, NULL, NULL);
+}
+
 // A graph of choices drawn from |r|, named |name|; NULL when none could be
 // built.
 static inline tj_graph_t* generate_with(tj_context_t* ctx, rng_t* rng,
@@ -572,6 +681,10 @@ static inline tj_graph_t* generate_with(tj_context_t* ctx, rng_t* rng,
     bool ok;
     if (config->fanout_in && below(&r, (uint32_t)config->fanout_in) == 0) {
       i += gen_fanout(&s);
+      continue;
+    }
+    if (config->nn_in && below(&r, (uint32_t)config->nn_in) == 0) {
+      i += gen_nn(&s);
       continue;
     }
     switch (below(&r, 16)) {
@@ -662,7 +775,7 @@ static inline tj_graph_t* generate_ex(tj_context_t* ctx, uint64_t seed,
 }
 
 static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kSmall = {3, 10, 0, 0, false, false};
+  static const gen_config_t kSmall = {3, 10, 0, 0, false, false, 0};
   return generate_ex(ctx, seed, &kSmall);
 }
 
@@ -670,7 +783,7 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
 // inputs and constants they make), a third of the operands any earlier
 // value.
 static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kLarge = {60, 80, 3, 8, true, true};
+  static const gen_config_t kLarge = {60, 80, 3, 8, true, true, 12};
   return generate_ex(ctx, seed, &kLarge);
 }
 
