@@ -578,7 +578,10 @@ static tj_status_t conv_core(dec_t* d, uint32_t index, uint32_t x, uint32_t wt,
       TJ_RETURN_IF_ERROR(reshape(d, wcol, n + 1, wshape, &wcol));
       TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, tap_nodes[t], wcol, &prod));
       if (t == 0) {
-        y = prod;
+        // From the sum's own zero, +0, as the reference and the GEMM
+        // paths: a -0 product alone (x = -0, or a padded tap times a
+        // negative w) sums to +0.
+        TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_ADD, prod, 0.0, &y));
       } else {
         TJ_RETURN_IF_ERROR(op2(d, TJ_OP_ADD, y, prod, &y));
       }

@@ -32,7 +32,7 @@ typedef struct gen_config_t {
   int fanout_in;           // gen_fanout is 1 op in this (0: never)
   bool wide_floats_only;   // f32 and f64 only
   bool batched_input;      // a first input of shape [B, ..]
-  int nn_in;  // gen_nn (conv, pools, attention) is 1 op in this (0: never)
+  int nn_in;  // up to this many gen_nn ops (conv, pools, attention) last
 } gen_config_t;
 
 //===--- a seeded generator ---===//
@@ -567,7 +567,7 @@ static inline bool add_finite_input(gen_t* s, tj_dtype_t dt, int32_t rank,
 // 1, 2 or depthwise; attention's q [N, H, Tq, D], k and v [N, Hkv, Tk, D
 // or Dv] with Tq and Tk B or constants, grouped heads, no mask, a bool or
 // an additive one, causal or not.
-static inline bool gen_nn(gen_t* s) {
+static inline bool gen_nn(gen_t* s, uint32_t* out) {
   const tj_dtype_t dt = node(s, pick_float(s))->dtype;
   if (!tj_dtype_is_float(dt)) return false;
   const int64_t n = below(s->r, 2) ? s->B : 1 + below(s->r, 3);
@@ -598,7 +598,7 @@ static inline bool gen_nn(gen_t* s) {
     attrs.value = below(s->r, 2) ? 0.0 : uniform(s->r, 0.1, 1.0);
     attrs.ints = &causal;
     attrs.num_ints = 1;
-    return with_attrs(s, TJ_OP_ATTENTION, 4, ops, &attrs, dt, 0, NULL, NULL);
+    return with_attrs(s, TJ_OP_ATTENTION, 4, ops, &attrs, dt, 0, NULL, out);
   }
   const int64_t c = 1 + below(s->r, 6);
   const int64_t xd[4] = {n, c, 1 + below(s->r, 9), 1 + below(s->r, 9)};
@@ -624,14 +624,13 @@ static inline bool gen_nn(gen_t* s) {
     const int64_t wd[4] = {o, c / groups, ints[2], ints[3]};
     ints[0] = groups;
     // w finite: tj_graph_conv leaves an infinite or NaN weight at a tap
-    // that reads padding unspecified. And positive: a window that reads
-    // only padding sums products (+0) * w, and the sign of that zero
-    // differs between paths where every w is negative (+0 on the
-    // reference and a zero-initialized GEMM, -0 on a depthwise conv's
-    // chain of per-tap products; tests/RELIABILITY.md).
+    // that reads padding unspecified. And positive, so that a window of
+    // padding sums +0 products only: the random tests compare zero signs,
+    // and a kernel that multiplies the padding must then agree with one
+    // that skips it.
     if (!add_finite_input(s, dt, 4, wd, true, &ops[1])) return false;
     if (below(s->r, 2) && !add_input(s, dt, 1, &o, &ops[2])) return false;
-    return with_attrs(s, TJ_OP_CONV, 3, ops, &attrs, dt, 0, NULL, NULL);
+    return with_attrs(s, TJ_OP_CONV, 3, ops, &attrs, dt, 0, NULL, out);
   }
   // Pools: no dilation; a pad at most half the window (torch's rule).
   for (int32_t i = 0; i < 2; ++i) {
@@ -642,7 +641,7 @@ static inline bool gen_nn(gen_t* s) {
   ints[1] = below(s->r, 2) ? TJ_WINDOW_CEIL_MODE : 0;
   if (kind == 2 && below(s->r, 2)) ints[1] |= TJ_WINDOW_COUNT_INCLUDE_PAD;
   return with_attrs(s, kind == 1 ? TJ_OP_MAX_POOL : TJ_OP_AVG_POOL, 1, ops,
-                    &attrs, dt, 0, NULL, NULL);
+                    &attrs, dt, 0, NULL, out);
 }
 
 // A graph of choices drawn from |r|, named |name|; NULL when none could be
@@ -681,10 +680,6 @@ static inline tj_graph_t* generate_with(tj_context_t* ctx, rng_t* rng,
     bool ok;
     if (config->fanout_in && below(&r, (uint32_t)config->fanout_in) == 0) {
       i += gen_fanout(&s);
-      continue;
-    }
-    if (config->nn_in && below(&r, (uint32_t)config->nn_in) == 0) {
-      i += gen_nn(&s);
       continue;
     }
     switch (below(&r, 16)) {
@@ -757,6 +752,24 @@ static inline tj_graph_t* generate_with(tj_context_t* ctx, rng_t* rng,
     snprintf(out_name, sizeof(out_name), "out%u", s.g->num_outputs);
     st = tj_graph_append_output(s.g, other, out_name);
   }
+  // The model ops come last, from a stream of their own, each with a
+  // pointwise follower (an epilogue to fuse) and as an extra output: the
+  // graph before them, and so every earlier seed's graph, is unchanged.
+  if (config->nn_in) {
+    rng_t nr = {rng->s ^ 0x6e6e6f70735eedull, NULL, 0, 0};
+    s.r = &nr;
+    static const tj_op_t kFollowers[] = {TJ_OP_RELU, TJ_OP_TANH, TJ_OP_SIGMOID,
+                                         TJ_OP_NEG};
+    const uint32_t count = below(&nr, (uint32_t)config->nn_in + 1);
+    for (uint32_t k = 0; !st && k < count && s.num_vals; ++k) {
+      uint32_t y;
+      if (!gen_nn(&s, &y)) continue;
+      if (below(&nr, 2))
+        op1(&s, kFollowers[below(&nr, TJ_ARRAY_SIZE(kFollowers))], y, &y);
+      snprintf(out_name, sizeof(out_name), "out%u", s.g->num_outputs);
+      st = tj_graph_append_output(s.g, y, out_name);
+    }
+  }
   if (!st) st = tj_graph_finalize(s.g);
   if (st) {
     tj_status_free(st);
@@ -783,7 +796,7 @@ static inline tj_graph_t* generate(tj_context_t* ctx, uint64_t seed) {
 // inputs and constants they make), a third of the operands any earlier
 // value.
 static inline tj_graph_t* generate_large(tj_context_t* ctx, uint64_t seed) {
-  static const gen_config_t kLarge = {60, 80, 3, 8, true, true, 12};
+  static const gen_config_t kLarge = {60, 80, 3, 8, true, true, 4};
   return generate_ex(ctx, seed, &kLarge);
 }
 
