@@ -322,7 +322,8 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                           .a_dtype = TJ_DTYPE_F32,
                           .b_dtype = TJ_DTYPE_F32,
                           .name = uname,
-                          .hot = true};
+                          .hot = true,
+                          .prefetch_a_next = k->b_prepacked};
   LLVMValueRef uk = tj_emit_ukernel(em, &uo);
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.

@@ -305,6 +305,7 @@ typedef struct ukernel_t {
   LLVMTypeRef vt;
   unsigned valign;
   LLVMValueRef rowp[16], mask[16];
+  LLVMValueRef a_next;  // prefetch_a_next: the next sliver's first row
   LLVMValueRef b, ldb, ka;
   LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
   LLVMValueRef bq_bmask[16];              // qfold, int4 pairs: the bytes' masks
@@ -594,6 +595,15 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   if (u->o->igroup) {
     ukernel_step_int(u, brow, kk, koff, acc);
     return;
+  }
+  if (u->a_next) {
+    // Step kk's share of the next sliver: mr elements a step cover its mr
+    // rows of kc elements in the call's kc steps.
+    LLVMTypeRef pt = em->t_ptr;
+    LLVMValueRef args[4] = {
+        gep_op(em, adt, u->a_next, LLVMBuildMul(b, kk, i64c(em, u->o->mr), "")),
+        i32c(em, 0), i32c(em, 2), i32c(em, 1)};
+    tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
   }
   for (int32_t r = 0; r < u->o->mr; ++r) {
     LLVMValueRef av = LLVMBuildLoad2(b, tj_emit_memory_type(em, adt),
@@ -922,6 +932,10 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
     u.rowp[r] = o->a_inplace
                     ? gep_i8(em, a, LLVMBuildMul(b, rr, lda, ""))
                     : gep_op(em, o->a_dtype, a, LLVMBuildMul(b, rr, lda, ""));
+  }
+  if (o->prefetch_a_next) {
+    u.a_next = gep_op(em, o->a_dtype, a,
+                      LLVMBuildMul(b, i64c(em, mr), lda, "next_sliver"));
   }
   if (o->masked) {
     for (int32_t v = 0; v < nv; ++v) {

@@ -25,6 +25,12 @@ typedef struct tj_ukernel_opts_t {
   // pays for narrow strips (NR = 64: 0.46 -> 0.27 ms at M = 4 of the
   // capstone) and costs for wide ones (4 x NR at M = 1: 0.20 -> 0.29 ms).
   bool prefetch_next;
+  // Packed f32: A's next sliver (mr rows from a + mr * lda, as a prepacked
+  // conv weight lays them one after the other) into L2, a line every step
+  // or two, while this call multiplies: at batch 1 a sliver serves one call
+  // of about kc x 12 cycles, and the hardware prefetchers, following mr
+  // rows lda apart, left its first lines to be read from memory.
+  bool prefetch_a_next;
   // Direct: the operands' dtypes (widened to f32 as they are read). The
   // packed path reads f32 panels and slivers (F32 here).
   tj_dtype_t a_dtype, b_dtype;

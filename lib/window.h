@@ -49,7 +49,8 @@ static inline tj_window_t tj_window_of(const tj_attrs_t* a) {
 // whole (issue 15; kir/lower_conv.c, emitted by jit/emit_conv.c on x86 and
 // jit/emit_nvptx_conv.c on CUDA): f32, groups 1, 1 to 3 spatial axes,
 // every size but the batch a constant. Others (depthwise and grouped,
-// f16/bf16, symbolic spatial sizes) decompose. False for any other op.
+// f16/bf16, symbolic spatial sizes, and a 1x1 kernel with one output
+// position, which is one GEMM of M = N) decompose. False for any other op.
 // Both backends' native_op hooks ask it, so they keep the same convs.
 bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node);
 

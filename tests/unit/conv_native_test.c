@@ -320,6 +320,31 @@ static const case_t kCases[] = {
      0,
      {.pads_begin = {1, 1, 1}, .pads_end = {1, 1, 1}},
      true},
+    // A 1x1 kernel with one output position (squeeze-excite's FCs after
+    // its global pool; the second strided down to it) decomposes to one
+    // GEMM of M = N, not the template's pixel blocks of one pixel.
+    {"fc_one_position",
+     2,
+     37,
+     29,
+     {1, 1},
+     {1, 1},
+     true,
+     P_RELU,
+     0,
+     {.groups = 0},
+     true},
+    {"fc_strided_to_one",
+     1,
+     19,
+     23,
+     {4},
+     {1},
+     false,
+     P_NONE,
+     0,
+     {.strides = {5}},
+     false},
     {"grouped_decomposes",
      2,
      4,
@@ -466,9 +491,10 @@ static float* random_buffer(int64_t n) {
 }
 
 // Whether the profile of |exe| has a kernel of the conv template.
-static bool ran_conv_kernel(tj_executable_t* exe, const tj_tensor_t* ins,
-                            int32_t nin, const tj_tensor_t* outs,
-                            int32_t nout) {
+// Whether a kernel of template |detail| ("conv", "gemm") ran.
+static bool ran_kernel(tj_executable_t* exe, const tj_tensor_t* ins,
+                       int32_t nin, const tj_tensor_t* outs, int32_t nout,
+                       const char* detail) {
   tj_profile_report_t* rep = NULL;
   tj_status_t s = tj_executable_profile(exe, ins, nin, outs, nout, 1, &rep);
   if (s) {
@@ -479,7 +505,7 @@ static bool ran_conv_kernel(tj_executable_t* exe, const tj_tensor_t* ins,
   bool found = false;
   for (int32_t i = 0; i < rep->num_entries; ++i) {
     found |= rep->entries[i].kind == TJ_PROFILE_KERNEL &&
-             strcmp(rep->entries[i].detail, "conv") == 0;
+             strcmp(rep->entries[i].detail, detail) == 0;
   }
   tj_profile_report_destroy(rep);
   return found;
@@ -491,7 +517,10 @@ static void run_case(const case_t* c) {
   int64_t taps = 1;
   for (int32_t i = 0; i < c->n; ++i) taps *= c->k[i];
   const double kk = (double)(c->c / def1(c->groups) * taps);
-  const bool native = def1(c->groups) == 1;
+  int64_t plane = 1;
+  for (int32_t i = 0; i < c->n; ++i) plane *= out_size(c, i);
+  const bool fc = taps == 1 && plane == 1;
+  const bool native = def1(c->groups) == 1 && !fc;
   for (int ci = 0; ci < g_num_ctx; ++ci) {
     tj_graph_t* g = build(g_ctx[ci], c, xd, wd, yd);
     CHECK(g != NULL);
@@ -565,12 +594,14 @@ static void run_case(const case_t* c) {
       }
       CHECK_EQ_INT(0, bad);
       if (bi == 0) {
-        // The conv template ran, unless the conv is grouped.
-        bool conv = ran_conv_kernel(exe, ins, nin, gots, nout);
+        // The conv template ran, unless the conv is grouped or an FC; an
+        // FC ran as a GEMM.
+        bool conv = ran_kernel(exe, ins, nin, gots, nout, "conv");
         if (conv != native)
           fprintf(stderr, "%s on %s: conv kernel %s\n", c->name, g_isa[ci],
                   conv ? "ran" : "did not run");
         CHECK(conv == native);
+        if (fc) CHECK(ran_kernel(exe, ins, nin, gots, nout, "gemm"));
       }
       free(x);
       free(w);
