@@ -531,6 +531,10 @@ static void phase_rows(window_t* wd, const phase_plan_t* pp, LLVMValueRef ring,
         acc = LLVMBuildFAdd(b, acc, part, "");
       }
     }
+    // Sums from their own zero, +0, as the loop above (its partials start
+    // at the identity) and the reference: the first tap's -0 (or -0
+    // product) alone would otherwise stay -0. One add a vector.
+    if (!max) acc = LLVMBuildFAdd(b, acc, tj_emit_fconst(wd->vf, 0.0), "");
     if (max) {
       if (prev) {
         LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");

@@ -14,8 +14,8 @@
 // propagates as in the reference. The row strides 2 to 4 of 1-D and 2-D
 // windows take the phase variant (rows split into phases on the stack):
 // its cases add odd widths, rows narrower than a vector, planes of two
-// row blocks and a row too wide for its ring. window_oom_sweep fails each allocation
-// of a compile and run in turn.
+// row blocks and a row too wide for its ring. window_oom_sweep fails each
+// allocation of a compile and run in turn.
 
 #include <math.h>
 #include <stdio.h>
@@ -596,6 +596,69 @@ TEST(cases) {
     run_case(&kCases[i]);
 }
 
+// Windows of -0 (x all -0; the depthwise weight 1): sums start from +0
+// as on the reference, so avg_pool and the depthwise conv give +0 on every
+// path of the template (the masked loop and the ring), and max_pool -0.
+TEST(negative_zero_windows) {
+  static const case_t kZeroCases[] = {
+      {"avg_1x1_s2",
+       K_AVG,
+       2,
+       3,
+       0,
+       {9, 20},
+       false,
+       false,
+       {K2(1, 1), S2(2, 2)}},
+      {"avg_3x3", K_AVG, 2, 3, 0, {9, 20}, false, false, {K2(3, 3)}},
+      {"dw_1x1", K_DW, 2, 3, 0, {9, 20}, false, false, {K2(1, 1)}},
+      {"dw_3x3_p1", K_DW, 2, 3, 0, {9, 20}, false, false, {PB(1, 1), PE(1, 1)}},
+      {"max_2x2", K_MAX, 2, 3, 0, {9, 20}, false, false, {K2(2, 2)}},
+  };
+  for (size_t k = 0; k < sizeof(kZeroCases) / sizeof(kZeroCases[0]); ++k) {
+    const case_t* c = &kZeroCases[k];
+    for (int ci = 0; ci < g_num_ctx; ++ci) {
+      int64_t xd[5], wd[5], yd[TJ_MAX_RANK];
+      tj_graph_t* g = build(g_ctx[ci], c, xd, wd, yd);
+      CHECK(g != NULL);
+      if (!g) continue;
+      tj_compile_options_t opts = tj_test_x86_options(2);
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &opts, &exe));
+      xd[0] = yd[0] = 2;
+      const int64_t nx = numel(4, xd), nw = numel(4, wd), ny = numel(4, yd);
+      float* x = malloc((size_t)nx * sizeof(float));
+      float* w = malloc((size_t)nw * sizeof(float));
+      float* want = calloc((size_t)ny, sizeof(float));
+      float* got = calloc((size_t)ny, sizeof(float));
+      for (int64_t i = 0; i < nx; ++i) x[i] = -0.0f;
+      for (int64_t i = 0; i < nw; ++i) w[i] = 1.0f;
+      tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 4, xd),
+                            tj_tensor_make(w, TJ_DTYPE_F32, 4, wd)};
+      const int32_t nin = c->kind == K_DW ? 2 : 1;
+      tj_tensor_t out = tj_tensor_make(want, TJ_DTYPE_F32, 4, yd);
+      CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
+      out = tj_tensor_make(got, TJ_DTYPE_F32, 4, yd);
+      if (exe) CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
+      int64_t bad = 0;
+      const bool negative = c->kind == K_MAX;
+      for (int64_t i = 0; i < ny; ++i)
+        bad += got[i] != 0.0f || (signbit(got[i]) != 0) != negative ||
+               (signbit(want[i]) != 0) != negative;
+      if (bad)
+        fprintf(stderr, "%s on %s: %lld of %lld zeros of the wrong sign\n",
+                c->name, g_isa[ci], (long long)bad, (long long)ny);
+      CHECK_EQ_INT(0, bad);
+      free(x);
+      free(w);
+      free(want);
+      free(got);
+      tj_executable_release(exe);
+      tj_graph_destroy(g);
+    }
+  }
+}
+
 // A wrong input shape at run time is an error naming the input, not a
 // crash.
 TEST(bad_input_shape) {
@@ -692,6 +755,7 @@ TEST(window_oom_sweep) {
 int main(void) {
   g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(cases);
+  RUN_TEST(negative_zero_windows);
   RUN_TEST(bad_input_shape);
   RUN_TEST(window_oom_sweep);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
