@@ -210,6 +210,25 @@ static inline int64_t tj_nvptx_wgmma_c_col(int64_t c) {
   return c ^ ((c >> 3) & 4);
 }
 
+// A wgmma shared-memory matrix descriptor for the 128-byte swizzle
+// (SW128): start |addr| (i32, a shared-window address), leading and
+// stride byte offsets |lbo| and |sbo| (PTX's matrix-descriptor format:
+// each field is its value >> 4). The GEMM, 8-bit GEMM and attention
+// kernels lay their tiles out alike and share it.
+static inline LLVMValueRef tj_nvptx_wgmma_descriptor(tj_emit_t* em,
+                                                     LLVMValueRef addr,
+                                                     int64_t lbo, int64_t sbo) {
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef start =
+      LLVMBuildLShr(b,
+                    LLVMBuildAnd(b, LLVMBuildZExt(b, addr, em->t_i64, ""),
+                                 LLVMConstInt(em->t_i64, 0x3FFFF, 0), ""),
+                    LLVMConstInt(em->t_i64, 4, 0), "");
+  int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1ll << 62);
+  return LLVMBuildOr(b, start, LLVMConstInt(em->t_i64, (uint64_t)fixed, 0),
+                     "desc");
+}
+
 // Dynamic shared memory of the wgmma main loop: the ring (or the staged
 // C tile of |c_bytes|, which reuses it) plus the slack that aligns the
 // ring to the 1024-byte swizzle atom.
