@@ -93,6 +93,18 @@ typedef enum tj_nvptx_gemm_kernel_t {
   TJ_NVPTX_GEMM_WGMMA = 2,
 } tj_nvptx_gemm_kernel_t;
 
+// The f16/bf16 attention forward and attention_lse kernel
+// (tj_nvptx_options_t.attention_kernel; TJ_NVPTX_ATTENTION).
+typedef enum tj_nvptx_attention_kernel_t {
+  // mma.sync (emit_nvptx_attention.c) until the wgmma kernel has been
+  // shown right on a GPU.
+  TJ_NVPTX_ATTENTION_AUTO = 0,
+  TJ_NVPTX_ATTENTION_MMA_SYNC = 1,
+  // wgmma (emit_nvptx_attention_wgmma.c) on sm_90a without a mask
+  // operand; mma.sync where it does not apply.
+  TJ_NVPTX_ATTENTION_WGMMA = 2,
+} tj_nvptx_attention_kernel_t;
+
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
   // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
@@ -147,6 +159,7 @@ typedef struct tj_nvptx_options_t {
   // tile's operand traffic. gemm_tile_m 64 with gemm_tma is pingpong
   // without it. f16/bf16 only (UNSUPPORTED for tf32).
   bool gemm_pingpong;
+  tj_nvptx_attention_kernel_t attention_kernel;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {
