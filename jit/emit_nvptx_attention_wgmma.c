@@ -11,13 +11,17 @@
 //   block: kWgs consumer warpgroups of 128 threads, warpgroup w owning
 //     query rows 64 w .. 64 w + 63 of the tile; every thread also copies
 //     (cp.async, 16 bytes a copy, rows past Tq and Tk zero-filled);
-//   shared memory: Q once, then K and V tiles of kWgBN keys, each double
-//     buffered: tile j + 1 loads under the whole of step j;
+//   shared memory: Q once, then K and V tiles of bn keys, each double
+//     buffered: tile j + 1 loads under the whole of step j; bn is 128 at d
+//     64 and 64 at d 128, so that two blocks share an SM (81 or 97 KiB,
+//     at most 128 registers a thread) and one's softmax runs under the
+//     other's wgmmas; the WGMMA_WIDE variant takes 128 keys at both and
+//     one block an SM at d 128 (161 KiB);
 //   step j (one barrier):
 //     cp.async.wait_group 0, fence.proxy.async, bar.sync: K_j and V_j have
 //       landed for the async proxy, and every warpgroup is done with step
 //       j - 1, whose buffers K_j+1 and V_j+1 now take;
-//     S = Q . K_j^T: d / 16 wgmma m64n<kWgBN>k16, both operands in shared
+//     S = Q . K_j^T: d / 16 wgmma m64n<bn>k16, both operands in shared
 //       memory (K is a K-major B, as stored), f32 accumulators;
 //     the online softmax on S's accumulator fragment, as the mma.sync
 //       kernel does it on its C fragments (wgmma's m64nN f32 fragment is
@@ -29,7 +33,7 @@
 //       fragment (keys 16 kk .. 16 kk + 15 are S's columns of n-blocks
 //       2 kk and 2 kk + 1, the layout m16n8k16's A fragment has), V an
 //       MN-major B (trans-b: keys are wgmma's k, contiguous d its n);
-//       kWgBN / 16 wgmma m64n<d>k16;
+//       bn / 16 wgmma m64n<d>k16;
 //   y = O / l, staged in the warp's own 16 rows of Q, 16-byte stores.
 // Tiles are laid out as wgmma's 128-byte swizzle (SW128) wants them, in
 // panels of 64 columns (one 128-byte row of f16/bf16): panel p of a tile
@@ -53,8 +57,8 @@
 
 #define kWgs 2             // consumer warpgroups a block
 #define kWgBM (64 * kWgs)  // query rows a block
-#define kWgBN 128          // keys a K/V tile
 #define kWgThreads (128 * kWgs)
+
 #define kSwRow 128  // bytes of a swizzle row: a panel's row
 #define kSwAtom 1024
 
@@ -197,17 +201,20 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   const int32_t r = k->rank;
   const int32_t d = f->d;
   const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
-  const int32_t q_bytes = kWgBM * d * 2, kv_bytes = kWgBN * d * 2;
+  const bool wide =
+      nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_WIDE;
+  const int32_t bn = wide || d == 64 ? 128 : 64;  // keys a K/V tile
+  const int32_t q_bytes = kWgBM * d * 2, kv_bytes = bn * d * 2;
   // Q, K_0, K_1, then V_0, V_1 (attention_lse reads no V).
   const int32_t sQ = 0, sK = q_bytes, sV = q_bytes + 2 * kv_bytes;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
   // The slack aligns the tiles to the swizzle's 1024-byte period.
   info->shared_bytes = q_bytes + (lse ? 2 : 4) * kv_bytes + kSwAtom;
-  info->min_blocks_per_sm = 1;
+  info->min_blocks_per_sm = wide ? 1 : 2;
   info->wgmma = true;
   info->tile_m = kWgBM;
-  info->tile_n = kWgBN;
+  info->tile_n = bn;
   LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
   LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
   LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
@@ -219,7 +226,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
   LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
   tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, kWgBM, kWgBN, &blk);
+  tj_nvptx_fa_block(f, kWgBM, bn, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
@@ -232,10 +239,10 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   // Q, K_0 and V_0 (nothing past Tk: with no key every copy reads 0 bytes).
   load_rows(f, f->smem, kWgBM, f->qb, qbase, sq, c64(f, 0),
             LLVMBuildSub(b, tq, q0, ""), c32(f, sQ));
-  load_rows(f, f->smem, kWgBN, f->kb, at.ptr[f->kb], sk, c64(f, 0), tk,
+  load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, c64(f, 0), tk,
             c32(f, sK));
   if (!lse)
-    load_rows(f, f->smem, kWgBN, f->vb, at.ptr[f->vb], sv, c64(f, 0), tk,
+    load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, c64(f, 0), tk,
               c32(f, sV));
   commit(f);
 
@@ -262,7 +269,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
           : tk;
 
   const int32_t nd = lse ? 0 : d / 8;  // O's 8-column blocks
-  const int32_t ns = kWgBN / 8;        // S's
+  const int32_t ns = bn / 8;           // S's
   LLVMValueRef o_slot[16][4], m_slot[2], l_slot[2];
   for (int32_t j = 0; j < nd; ++j)
     for (int32_t e = 0; e < 4; ++e) {
@@ -286,7 +293,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   tj_emit_loop_t loop;
   LLVMValueRef jt =
       tj_emit_loop_begin(em, &loop, c64(f, 0), ntiles, c64(f, 1), "kv");
-  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, kWgBN), "j0");
+  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, bn), "j0");
   wait_groups(f, 0);  // K_j, V_j (and Q)
   plain_asm(f, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(nv);
@@ -302,13 +309,13 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "next");
   {
-    LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, kWgBN), "");
+    LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, bn), "");
     LLVMValueRef other = LLVMBuildSub(
         b, c32(f, kv_bytes), LLVMBuildMul(b, odd, c32(f, kv_bytes), ""), "");
-    load_rows(f, f->smem, kWgBN, f->kb, at.ptr[f->kb], sk, jn0, tk,
+    load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
               LLVMBuildAdd(b, c32(f, sK), other, ""));
     if (!lse)
-      load_rows(f, f->smem, kWgBN, f->vb, at.ptr[f->vb], sv, jn0, tk,
+      load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, jn0, tk,
                 LLVMBuildAdd(b, c32(f, sV), other, ""));
   }
   tj_emit_if_end(em, &next);
@@ -317,7 +324,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   // S = Q . K_j^T.
   LLVMValueRef s[16][4];
   LLVMValueRef* sflat = &s[0][0];
-  for (int32_t i = 0; i < kWgBN / 2; ++i) sflat[i] = LLVMGetUndef(em->t_f32);
+  for (int32_t i = 0; i < bn / 2; ++i) sflat[i] = LLVMGetUndef(em->t_f32);
   LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
   plain_asm(f, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < d / 16; ++kk) {
@@ -329,13 +336,13 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
         16, kSwAtom);
     LLVMValueRef db = tj_nvptx_wgmma_descriptor(
         em,
-        LLVMBuildAdd(b, k_addr,
-                     c32(f, (kk / 4) * kWgBN * kSwRow + (kk % 4) * 32), ""),
+        LLVMBuildAdd(b, k_addr, c32(f, (kk / 4) * bn * kSwRow + (kk % 4) * 32),
+                     ""),
         16, kSwAtom);
-    wgmma_ss(f, sflat, kWgBN, da, db, kk > 0);
+    wgmma_ss(f, sflat, bn, da, db, kk > 0);
   }
   plain_asm(f, "wgmma.commit_group.sync.aligned;");
-  wgmma_wait(f, sflat, kWgBN / 2);
+  wgmma_wait(f, sflat, bn / 2);
 
   // Scores in base 2, then the masks: only tiles that reach past Tk or
   // (causal) past the block's first row; the others skip the compares (a
@@ -347,15 +354,15 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   tj_emit_if_t masked;
   tj_emit_if_begin(
       em, &masked,
-      LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, kWgBN), ""),
-                    lim_lo, ""),
+      LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, bn), ""), lim_lo,
+                    ""),
       "mask");
   LLVMValueRef rel[2];
   for (int32_t h = 0; h < 2; ++h) {
     LLVMValueRef x = LLVMBuildSub(b, lim[h], j0, "");
     x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
                        c64(f, 0), x);
-    x = tj_emit_min_i64(em, x, c64(f, kWgBN));
+    x = tj_emit_min_i64(em, x, c64(f, bn));
     rel[h] = LLVMBuildTrunc(b, x, em->t_i32, "rel");
   }
   LLVMValueRef sm[16][4];
@@ -415,7 +422,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
     // P as A fragments: keys 16 kk .. 16 kk + 15 are n-blocks 2 kk and
     // 2 kk + 1 of S.
     LLVMValueRef pf[8][4];
-    for (int32_t kk = 0; kk < kWgBN / 16; ++kk) {
+    for (int32_t kk = 0; kk < bn / 16; ++kk) {
       pf[kk][0] = pack(f, s[2 * kk][0], s[2 * kk][1]);
       pf[kk][1] = pack(f, s[2 * kk][2], s[2 * kk][3]);
       pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
@@ -423,11 +430,11 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
     }
     LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
     plain_asm(f, "wgmma.fence.sync.aligned;");
-    for (int32_t kk = 0; kk < kWgBN / 16; ++kk) {
-      // 16 keys (rows) per k16; V's 64-column panels kWgBN rows apart.
+    for (int32_t kk = 0; kk < bn / 16; ++kk) {
+      // 16 keys (rows) per k16; V's 64-column panels bn rows apart.
       LLVMValueRef db = tj_nvptx_wgmma_descriptor(
           em, LLVMBuildAdd(b, v_addr, c32(f, kk * 16 * kSwRow), ""),
-          kWgBN * kSwRow, kSwAtom);
+          bn * kSwRow, kSwAtom);
       wgmma_rs(f, oflat, d, pf[kk], db);
     }
     plain_asm(f, "wgmma.commit_group.sync.aligned;");

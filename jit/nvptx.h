@@ -103,6 +103,9 @@ typedef enum tj_nvptx_attention_kernel_t {
   // wgmma (emit_nvptx_attention_wgmma.c) on sm_90a without a mask
   // operand; mma.sync where it does not apply.
   TJ_NVPTX_ATTENTION_WGMMA = 2,
+  // The same with 128-key tiles at head dim 128 too, one block an SM
+  // there (the other has two): for comparing the two.
+  TJ_NVPTX_ATTENTION_WGMMA_WIDE = 3,
 } tj_nvptx_attention_kernel_t;
 
 // Choices the autotuner may vary; zeros mean the defaults.

@@ -25,8 +25,9 @@
 // The wgmma forward (jit/emit_nvptx_attention_wgmma.c, TJ_NVPTX_ATTENTION=
 // wgmma): the same variants without a mask, GQA with symbolic sizes, and
 // attention_lse in the backward's graph, each one kernel on sm_90a whose
-// PTX holds wgmma m64n128k16 with both operands in shared memory (S) and
-// m64n<d>k16 with A from registers (P.V; not for lse), no mma.sync, and
+// PTX holds wgmma m64n<keys>k16 with both operands in shared memory (S;
+// tiles of 128 keys at d 64, 64 at d 128) and m64n<d>k16 with A from
+// registers (P.V; not for lse), no mma.sync, and
 // which ptxas assembles without a C75xx warning (a serialized or broken
 // wgmma pipeline); with a mask or on sm_80 the mma.sync kernel instead;
 // its launch (256 threads, 128 query rows a block). ptxas's C75xx
@@ -48,6 +49,8 @@ static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 // A context with TJ_NVPTX_ATTENTION=wgmma.
 static tj_context_t* g_wgmma_ctx;
+// And with TJ_NVPTX_ATTENTION=wgmma-wide.
+static tj_context_t* g_wide_ctx;
 
 typedef struct variant_t {
   tj_dtype_t dt;
@@ -217,15 +220,18 @@ static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
   tj_graph_destroy(g);
 }
 
-// |v| compiled in the TJ_NVPTX_ATTENTION=wgmma context for |arch|: one
-// kernel, the wgmma forward where it applies (sm_90a, no mask), else the
-// mma.sync one.
-static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
+// |v| compiled in the TJ_NVPTX_ATTENTION=wgmma (or, |wide|, wgmma-wide)
+// context for |arch|: one kernel, the wgmma forward where it applies
+// (sm_90a, no mask), else the mma.sync one.
+static void check_wgmma_as(const variant_t* v, tj_nvptx_arch_t arch,
+                           bool wide) {
   char what[160];
   describe(v, what, sizeof(what));
-  strcat(what, arch == TJ_NVPTX_SM_90A ? " wgmma" : " wgmma-asked sm_80");
+  strcat(what, arch != TJ_NVPTX_SM_90A ? " wgmma-asked sm_80"
+               : wide                  ? " wgmma-wide"
+                                       : " wgmma");
   tj_context_t* saved = g_ctx;
-  g_ctx = g_wgmma_ctx;
+  g_ctx = wide ? g_wide_ctx : g_wgmma_ctx;
   tj_graph_t* g = build(v);
   g_ctx = saved;
   if (!g) return;
@@ -238,16 +244,17 @@ static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
   CHECK(ptx.ptx != NULL);
   const bool wgmma = arch == TJ_NVPTX_SM_90A && v->mask == 0;
   if (ptx.ptx && wgmma) {
+    const int bn = wide || v->d == 64 ? 128 : 64;
     const char* t = v->dt == TJ_DTYPE_F16 ? ".f16.f16" : ".bf16.bf16";
     char want[96];
-    snprintf(want, sizeof(want),
-             "wgmma.mma_async.sync.aligned.m64n128k16.f32%s", t);
-    CHECK(strstr(ptx.ptx, want) != NULL);  // S = Q . K^T
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
+             bn, t);
+    CHECK(count(ptx.ptx, want) >= (int)v->d / 16);  // S = Q . K^T
     snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
              (int)v->d, t);
-    // P . V: 8 k16 steps of 128 keys, A from registers (at d 128 the
-    // same shape as S's 8).
-    CHECK(count(ptx.ptx, want) >= (v->d == 128 ? 8 + 8 : 8));
+    // P . V: bn / 16 k16 steps with A from registers.
+    CHECK(count(ptx.ptx, want) >= bn / 16);
+    CHECK(count(ptx.ptx, "}, {%r") >= bn / 16);
     CHECK(strstr(ptx.ptx, "wgmma.wait_group.sync.aligned 0") != NULL);
     CHECK(strstr(ptx.ptx, "fence.proxy.async.shared::cta") != NULL);
     CHECK(strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL);
@@ -267,6 +274,10 @@ static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
   tj_graph_destroy(g);
 }
 
+static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
+  check_wgmma_as(v, arch, false);
+}
+
 TEST(wgmma_variants) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const int64_t ds[] = {64, 128};
@@ -284,6 +295,11 @@ TEST(wgmma_variants) {
   // A mask operand: the mma.sync kernel.
   variant_t masked = {TJ_DTYPE_BF16, 64, 64, 4, 2, true, 1, false};
   check_wgmma(&masked, TJ_NVPTX_SM_90A);
+  // wgmma-wide: 128-key tiles at d 128 too.
+  for (int causal = 0; causal < 2; ++causal) {
+    variant_t v = {TJ_DTYPE_BF16, 128, 128, 4, 2, causal != 0, 0, causal != 0};
+    check_wgmma_as(&v, TJ_NVPTX_SM_90A, true);
+  }
 }
 
 TEST(wgmma_lse_in_grad) {
@@ -305,8 +321,9 @@ TEST(wgmma_lse_in_grad) {
     CHECK_EQ_INT(0, ptx.num_host_steps);
     if (ptx.ptx) {
       CHECK(strstr(ptx.ptx, "lg2.approx") != NULL);
-      // Forward and lse: Q.K^T on wgmma, m64n128k16 d / 16 times each.
-      CHECK(count(ptx.ptx, "wgmma.mma_async.sync.aligned.m64n128k16") >=
+      // Forward and lse: Q.K^T on wgmma, m64n<keys>k16 d / 16 times each.
+      CHECK(count(ptx.ptx,
+                  v.d == 64 ? "aligned.m64n128k16" : "aligned.m64n64k16") >=
             2 * (int)(v.d / 16));
       // dq and dkv stay on mma.sync.
       CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 6);
@@ -632,8 +649,8 @@ TEST(launch_and_refusals) {
            TJ_STATUS_UNSUPPORTED, "head dims 64 and 128 (d 80, dv 80)");
   tj_kir_destroy(d80);
   // The wgmma forward: 256 threads, Q (128 rows) and two K and two V
-  // tiles of 128 keys, plus the 1024-byte alignment slack; 128 query
-  // rows a block.
+  // tiles of 64 keys (d 128), plus the 1024-byte alignment slack; 128
+  // query rows a block.
   tj_nvptx_options_t wo;
   memset(&wo, 0, sizeof(wo));
   wo.attention_kernel = TJ_NVPTX_ATTENTION_WGMMA;
@@ -641,7 +658,7 @@ TEST(launch_and_refusals) {
   if (wk && mod) {
     CHECK_OK(tj_nvptx_module_add_kernel(mod, wk, &wo, &info));
     CHECK_EQ_INT(256, info.threads);
-    CHECK_EQ_INT(5 * 128 * 256 + 1024, info.shared_bytes);
+    CHECK_EQ_INT(128 * 256 + 4 * 64 * 256 + 1024, info.shared_bytes);
     int64_t sc[7] = {3, 130, 77, 128, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
     tj_nvptx_launch_t l;
     CHECK_OK(tj_nvptx_launch_config(wk, &info, sc, 132, &l));
@@ -666,6 +683,8 @@ int main(int argc, char** argv) {
   // Settings are read when a context is created.
   setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
   CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
+  CHECK_OK(tj_context_create(&o, &g_wide_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
   RUN_TEST(wgmma_variants);
   RUN_TEST(wgmma_lse_in_grad);
@@ -678,6 +697,7 @@ int main(int argc, char** argv) {
   RUN_TEST(oom_sweep);
   RUN_TEST(grad_oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_wide_ctx);
   tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
