@@ -219,8 +219,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     return tj_nvptx_emit_attention_bwd(f);
   // wgmma where asked for (TJ_NVPTX_ATTENTION=wgmma) and it applies: on
   // sm_90a, without a mask operand; elsewhere this kernel.
-  if ((nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA ||
-       nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_WIDE) &&
+  if (nv->options.attention_kernel >= TJ_NVPTX_ATTENTION_WGMMA &&
       nv->arch == TJ_NVPTX_SM_90A && f->mb < 0)
     return tj_nvptx_emit_attention_wgmma(f);
   // attention_lse (fabwdcuda): the same loop without V, writing the row's

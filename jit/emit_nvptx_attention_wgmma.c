@@ -12,11 +12,11 @@
 //     query rows 64 w .. 64 w + 63 of the tile; every thread also copies
 //     (cp.async, 16 bytes a copy, rows past Tq and Tk zero-filled);
 //   shared memory: Q once, then K and V tiles of bn keys, each double
-//     buffered: tile j + 1 loads under the whole of step j; bn is 128 at d
-//     64 and 64 at d 128, so that two blocks share an SM (81 or 97 KiB,
-//     at most 128 registers a thread) and one's softmax runs under the
-//     other's wgmmas; the WGMMA_WIDE variant takes 128 keys at both and
-//     one block an SM at d 128 (161 KiB);
+//     buffered: tile j + 1 loads under the whole of step j; bn is 64, so
+//     that two blocks share an SM (49 or 97 KiB, at most 128 registers a
+//     thread, no spill) and one's softmax runs under the other's wgmmas;
+//     the WGMMA_WIDE variant takes 128 keys and one block an SM (up to
+//     161 KiB and 255 registers);
 //   step j (one barrier):
 //     cp.async.wait_group 0, fence.proxy.async, bar.sync: K_j and V_j have
 //       landed for the async proxy, and every warpgroup is done with step
@@ -128,7 +128,7 @@ static void acc_asm(fa_t* f, const char* text, LLVMValueRef* acc, int32_t n,
     len += (size_t)snprintf(cons + len, sizeof(cons) - len, "%s%d",
                             i ? "," : "", (int)i);
   snprintf(cons + len, sizeof(cons) - len, ",~{memory}");
-  LLVMValueRef args[80];
+  LLVMValueRef args[132];
   LLVMTypeRef floats[64];
   for (int32_t i = 0; i < num_extra; ++i) args[i] = extra[i];
   for (int32_t i = 0; i < n; ++i) {
@@ -193,145 +193,68 @@ static void wgmma_wait(fa_t* f, LLVMValueRef* acc, int32_t n) {
   acc_asm(f, "wgmma.wait_group.sync.aligned 0;", acc, n, NULL, 0, "");
 }
 
-tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
-  tj_nvptx_emit_t* nv = f->nv;
-  tj_emit_t* em = f->em;
+// What the steps of one block share.
+typedef struct wfa_t {
+  fa_t* f;
+  int32_t bn;        // keys a K/V tile
+  int32_t kv_bytes;  // a K or V tile
+  int32_t sK, sV;    // byte offsets of K_0 and V_0 (K_1, V_1 follow)
+  LLVMValueRef tiles_addr, q_addr;  // i32 shared-window addresses
+  const tj_emit_point_t* at;
+  LLVMValueRef sk, sv, tk, ntiles;
+  LLVMValueRef t2, lim[2], lim_lo;
+  double c2;  // scale * log2(e)
+  LLVMValueRef m_slot[2], l_slot[2];
+} wfa_t;
+
+// Byte offset (i32) of tile |tile|'s (i64) buffer of the pair at byte
+// |first|: the tile number's parity picks it.
+static LLVMValueRef buffer(wfa_t* w, int32_t first, LLVMValueRef tile) {
+  fa_t* f = w->f;
+  LLVMValueRef odd = LLVMBuildTrunc(
+      f->b, LLVMBuildAnd(f->b, tile, c64(f, 1), ""), f->em->t_i32, "");
+  return LLVMBuildAdd(f->b, c32(f, first),
+                      LLVMBuildMul(f->b, odd, c32(f, w->kv_bytes), ""), "");
+}
+
+// Starts the copies of K tile |tile| (i64) into its buffer.
+static void load_k(wfa_t* w, LLVMValueRef tile) {
+  fa_t* f = w->f;
+  load_rows(f, f->smem, w->bn, f->kb, w->at->ptr[f->kb], w->sk,
+            LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
+            buffer(w, w->sK, tile));
+}
+
+static void load_v(wfa_t* w, LLVMValueRef tile) {
+  fa_t* f = w->f;
+  load_rows(f, f->smem, w->bn, f->vb, w->at->ptr[f->vb], w->sv,
+            LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
+            buffer(w, w->sV, tile));
+}
+
+// Every thread's copies have landed and are visible to wgmma (the async
+// proxy), and every warpgroup is past what it issued before.
+static void landed(wfa_t* w) {
+  wait_groups(w->f, 0);
+  plain_asm(w->f, "fence.proxy.async.shared::cta;");
+  tj_nvptx_barrier(w->f->nv);
+}
+
+// Issues and commits S = Q . K_tile^T into |s| (bn / 2 accumulators).
+static void issue_s(wfa_t* w, LLVMValueRef tile, LLVMValueRef* s) {
+  fa_t* f = w->f;
   LLVMBuilderRef b = f->b;
-  const tj_kir_t* k = f->k;
-  const int32_t r = k->rank;
-  const int32_t d = f->d;
-  const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
-  const bool wide =
-      nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_WIDE;
-  const int32_t bn = wide || d == 64 ? 128 : 64;  // keys a K/V tile
-  const int32_t q_bytes = kWgBM * d * 2, kv_bytes = bn * d * 2;
-  // Q, K_0, K_1, then V_0, V_1 (attention_lse reads no V).
-  const int32_t sQ = 0, sK = q_bytes, sV = q_bytes + 2 * kv_bytes;
-  tj_nvptx_kernel_t* info = nv->info;
-  info->threads = kWgThreads;
-  // The slack aligns the tiles to the swizzle's 1024-byte period.
-  info->shared_bytes = q_bytes + (lse ? 2 : 4) * kv_bytes + kSwAtom;
-  info->min_blocks_per_sm = wide ? 1 : 2;
-  info->wgmma = true;
-  info->tile_m = kWgBM;
-  info->tile_n = bn;
-  LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
-  LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
-  LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
-                                  c32(f, kSwAtom - 1), "");
-  f->smem = LLVMBuildGEP2(b, em->t_i8, dyn, &pad, 1, "tiles");
-  LLVMValueRef tiles_addr = LLVMBuildAdd(b, addr, pad, "tiles_addr");
-  f->tid = tj_nvptx_sreg(nv, "tid.x");
-  f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
-  f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
-  LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
-  tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, kWgBM, bn, &blk);
-  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
-  const tj_emit_point_t at = blk.at;
-  LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
-  LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
-  LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
-  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 2);
-  LLVMValueRef qbase =
-      tj_emit_advance(em, f->qb, at.ptr[f->qb], LLVMBuildMul(b, q0, sq, ""));
-
-  // Q, K_0 and V_0 (nothing past Tk: with no key every copy reads 0 bytes).
-  load_rows(f, f->smem, kWgBM, f->qb, qbase, sq, c64(f, 0),
-            LLVMBuildSub(b, tq, q0, ""), c32(f, sQ));
-  load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, c64(f, 0), tk,
-            c32(f, sK));
-  if (!lse)
-    load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, c64(f, 0), tk,
-              c32(f, sV));
-  commit(f);
-
-  // Per thread: rows g and g + 8 of its warp's 16, columns 2t, 2t + 1 of
-  // each 8-column block of S and O.
-  LLVMValueRef g = LLVMBuildLShr(b, f->lane, c32(f, 2), "g");
-  LLVMValueRef t2 =
-      LLVMBuildShl(b, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 1), "");
-  LLVMValueRef wrow = LLVMBuildMul(b, f->warp, c32(f, 16), "wrow");
-  LLVMValueRef row_i[2], lim[2];
-  for (int32_t h = 0; h < 2; ++h) {
-    LLVMValueRef rr =
-        LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
-    row_i[h] = LLVMBuildAdd(b, q0, LLVMBuildZExt(b, rr, em->t_i64, ""), "i");
-    lim[h] =
-        k->attention.causal
-            ? tj_emit_min_i64(em, tk, LLVMBuildAdd(b, row_i[h], c64(f, 1), ""))
-            : tk;
-  }
-  // The keys every row of the block may see: tiles below it need no mask.
-  LLVMValueRef lim_lo =
-      k->attention.causal
-          ? tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, 1), ""))
-          : tk;
-
-  const int32_t nd = lse ? 0 : d / 8;  // O's 8-column blocks
-  const int32_t ns = bn / 8;           // S's
-  LLVMValueRef o_slot[16][4], m_slot[2], l_slot[2];
-  for (int32_t j = 0; j < nd; ++j)
-    for (int32_t e = 0; e < 4; ++e) {
-      o_slot[j][e] = tj_emit_alloca(em, em->t_f32, "o");
-      LLVMBuildStore(b, cf(f, 0.0), o_slot[j][e]);
-    }
-  for (int32_t h = 0; h < 2; ++h) {
-    m_slot[h] = tj_emit_alloca(em, em->t_f32, "m");
-    l_slot[h] = tj_emit_alloca(em, em->t_f32, "l");
-    LLVMBuildStore(b, cf(f, -INFINITY), m_slot[h]);
-    LLVMBuildStore(b, cf(f, 0.0), l_slot[h]);
-  }
-  const double c2 = k->attention.scale * kLog2e;
-  // The warpgroup's Q rows: 64 wg rows into each panel.
-  LLVMValueRef q_addr = LLVMBuildAdd(
-      b, tiles_addr,
-      LLVMBuildAdd(b, c32(f, sQ), LLVMBuildMul(b, wg, c32(f, 64 * kSwRow), ""),
-                   ""),
-      "q_addr");
-
-  tj_emit_loop_t loop;
-  LLVMValueRef jt =
-      tj_emit_loop_begin(em, &loop, c64(f, 0), ntiles, c64(f, 1), "kv");
-  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, bn), "j0");
-  wait_groups(f, 0);  // K_j, V_j (and Q)
-  plain_asm(f, "fence.proxy.async.shared::cta;");
-  tj_nvptx_barrier(nv);
-  // Every warpgroup is past step j - 1: its buffers take tile j + 1.
-  LLVMValueRef odd =
-      LLVMBuildTrunc(b, LLVMBuildAnd(b, jt, c64(f, 1), ""), em->t_i32, "");
-  LLVMValueRef kcur = LLVMBuildAdd(
-      b, c32(f, sK), LLVMBuildMul(b, odd, c32(f, kv_bytes), ""), "kcur");
-  LLVMValueRef vcur = LLVMBuildAdd(
-      b, c32(f, sV), LLVMBuildMul(b, odd, c32(f, kv_bytes), ""), "vcur");
-  LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
-  tj_emit_if_t next;
-  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
-                   "next");
-  {
-    LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, bn), "");
-    LLVMValueRef other = LLVMBuildSub(
-        b, c32(f, kv_bytes), LLVMBuildMul(b, odd, c32(f, kv_bytes), ""), "");
-    load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
-              LLVMBuildAdd(b, c32(f, sK), other, ""));
-    if (!lse)
-      load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, jn0, tk,
-                LLVMBuildAdd(b, c32(f, sV), other, ""));
-  }
-  tj_emit_if_end(em, &next);
-  commit(f);
-
-  // S = Q . K_j^T.
-  LLVMValueRef s[16][4];
-  LLVMValueRef* sflat = &s[0][0];
-  for (int32_t i = 0; i < bn / 2; ++i) sflat[i] = LLVMGetUndef(em->t_f32);
-  LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
+  tj_emit_t* em = f->em;
+  const int32_t bn = w->bn;
+  for (int32_t i = 0; i < bn / 2; ++i) s[i] = LLVMGetUndef(em->t_f32);
+  LLVMValueRef k_addr =
+      LLVMBuildAdd(b, w->tiles_addr, buffer(w, w->sK, tile), "k_addr");
   plain_asm(f, "wgmma.fence.sync.aligned;");
-  for (int32_t kk = 0; kk < d / 16; ++kk) {
+  for (int32_t kk = 0; kk < f->d / 16; ++kk) {
     // +32 bytes per k16 inside a panel, the next panel every 4.
     LLVMValueRef da = tj_nvptx_wgmma_descriptor(
         em,
-        LLVMBuildAdd(b, q_addr,
+        LLVMBuildAdd(b, w->q_addr,
                      c32(f, (kk / 4) * kWgBM * kSwRow + (kk % 4) * 32), ""),
         16, kSwAtom);
     LLVMValueRef db = tj_nvptx_wgmma_descriptor(
@@ -339,27 +262,56 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
         LLVMBuildAdd(b, k_addr, c32(f, (kk / 4) * bn * kSwRow + (kk % 4) * 32),
                      ""),
         16, kSwAtom);
-    wgmma_ss(f, sflat, bn, da, db, kk > 0);
+    wgmma_ss(f, s, bn, da, db, kk > 0);
   }
   plain_asm(f, "wgmma.commit_group.sync.aligned;");
-  wgmma_wait(f, sflat, bn / 2);
+}
 
+// Issues and commits O += P . V_tile (P: bn / 16 A fragments).
+static void issue_pv(wfa_t* w, LLVMValueRef tile, LLVMValueRef* o,
+                     LLVMValueRef (*pf)[4]) {
+  fa_t* f = w->f;
+  LLVMBuilderRef b = f->b;
+  LLVMValueRef v_addr =
+      LLVMBuildAdd(b, w->tiles_addr, buffer(w, w->sV, tile), "v_addr");
+  plain_asm(f, "wgmma.fence.sync.aligned;");
+  for (int32_t kk = 0; kk < w->bn / 16; ++kk) {
+    // 16 keys (rows) per k16; V's 64-column panels bn rows apart.
+    LLVMValueRef db = tj_nvptx_wgmma_descriptor(
+        f->em, LLVMBuildAdd(b, v_addr, c32(f, kk * 16 * kSwRow), ""),
+        w->bn * kSwRow, kSwAtom);
+    wgmma_rs(f, o, f->d, pf[kk], db);
+  }
+  plain_asm(f, "wgmma.commit_group.sync.aligned;");
+}
+
+// The online softmax of the scores |sflat| of tile |tile| (i64): the
+// row maxima and sums in w->m_slot and w->l_slot move on, |alpha| gets
+// the factor O must be scaled by, |pf| P as the A fragments of P . V.
+static void softmax(wfa_t* w, LLVMValueRef tile, LLVMValueRef* sflat,
+                    LLVMValueRef* alpha, LLVMValueRef (*pf)[4]) {
+  fa_t* f = w->f;
+  LLVMBuilderRef b = f->b;
+  tj_emit_t* em = f->em;
+  const int32_t bn = w->bn, ns = bn / 8;
+  LLVMValueRef j0 = LLVMBuildMul(b, tile, c64(f, bn), "j0");
+  LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sflat;
   // Scores in base 2, then the masks: only tiles that reach past Tk or
   // (causal) past the block's first row; the others skip the compares (a
   // uniform branch).
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e)
-      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, w->c2), "");
   LLVMBasicBlockRef unmasked = LLVMGetInsertBlock(b);
   tj_emit_if_t masked;
   tj_emit_if_begin(
       em, &masked,
-      LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, bn), ""), lim_lo,
-                    ""),
+      LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, bn), ""),
+                    w->lim_lo, ""),
       "mask");
   LLVMValueRef rel[2];
   for (int32_t h = 0; h < 2; ++h) {
-    LLVMValueRef x = LLVMBuildSub(b, lim[h], j0, "");
+    LLVMValueRef x = LLVMBuildSub(b, w->lim[h], j0, "");
     x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
                        c64(f, 0), x);
     x = tj_emit_min_i64(em, x, c64(f, bn));
@@ -368,7 +320,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   LLVMValueRef sm[16][4];
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e) {
-      LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n + (e & 1)), "");
+      LLVMValueRef col = LLVMBuildAdd(b, w->t2, c32(f, 8 * n + (e & 1)), "");
       LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, col, rel[e / 2], "");
       sm[n][e] = tj_emit_select(em, ok, s[n][e], cf(f, -INFINITY));
     }
@@ -386,13 +338,13 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   LLVMValueRef mx[2] = {cf(f, -INFINITY), cf(f, -INFINITY)};
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e) mx[e / 2] = fmax2(f, mx[e / 2], s[n][e]);
-  LLVMValueRef m_use[2], alpha[2];
+  LLVMValueRef m_use[2];
   for (int32_t h = 0; h < 2; ++h) {
     mx[h] = fmax2(f, mx[h], shfl_xor(f, mx[h], 1));
     mx[h] = fmax2(f, mx[h], shfl_xor(f, mx[h], 2));
-    LLVMValueRef m_old = load_f32(f, m_slot[h]);
+    LLVMValueRef m_old = load_f32(f, w->m_slot[h]);
     LLVMValueRef m_new = fmax2(f, m_old, mx[h]);
-    LLVMBuildStore(b, m_new, m_slot[h]);
+    LLVMBuildStore(b, m_new, w->m_slot[h]);
     // A row with no key so far (m' = -inf) uses 0: its p stay 0.
     m_use[h] = tj_emit_select(
         em, LLVMBuildFCmp(b, LLVMRealOEQ, m_new, cf(f, -INFINITY), ""),
@@ -408,41 +360,173 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   for (int32_t h = 0; h < 2; ++h) {
     LLVMBuildStore(
         b,
-        LLVMBuildFAdd(b, LLVMBuildFMul(b, load_f32(f, l_slot[h]), alpha[h], ""),
+        LLVMBuildFAdd(b,
+                      LLVMBuildFMul(b, load_f32(f, w->l_slot[h]), alpha[h], ""),
                       sum[h], ""),
-        l_slot[h]);
+        w->l_slot[h]);
   }
+  if (!pf) return;
+  // Keys 16 kk .. 16 kk + 15 are n-blocks 2 kk and 2 kk + 1 of S.
+  for (int32_t kk = 0; kk < bn / 16; ++kk) {
+    pf[kk][0] = pack(f, s[2 * kk][0], s[2 * kk][1]);
+    pf[kk][1] = pack(f, s[2 * kk][2], s[2 * kk][3]);
+    pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pf[kk][3] = pack(f, s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
 
+static void load_slots(fa_t* f, LLVMValueRef* slots, LLVMValueRef* out,
+                       int32_t n) {
+  for (int32_t i = 0; i < n; ++i) out[i] = load_f32(f, slots[i]);
+}
+
+static void store_slots(fa_t* f, LLVMValueRef* slots, LLVMValueRef* v,
+                        int32_t n) {
+  for (int32_t i = 0; i < n; ++i) LLVMBuildStore(f->b, v[i], slots[i]);
+}
+
+// O (|o|, d / 2 accumulators) *= alpha of each thread's two rows.
+static void rescale(fa_t* f, LLVMValueRef* o, const LLVMValueRef* alpha) {
+  for (int32_t i = 0; i < f->d / 2; ++i)
+    o[i] = LLVMBuildFMul(f->b, o[i], alpha[(i % 4) / 2], "");
+}
+
+// The loop: step j waits for K_j and V_j, starts the copies of tile
+// j + 1, then S_j, its softmax and P_j . V_j, each waited for.
+static void run_steps(wfa_t* w, LLVMValueRef* o_slot, bool lse) {
+  fa_t* f = w->f;
+  LLVMBuilderRef b = f->b;
+  tj_emit_t* em = f->em;
+  tj_emit_loop_t loop;
+  LLVMValueRef jt =
+      tj_emit_loop_begin(em, &loop, c64(f, 0), w->ntiles, c64(f, 1), "kv");
+  landed(w);  // K_j, V_j (and Q); step j - 1's buffers are free
+  LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
+  tj_emit_if_t next;
+  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, w->ntiles, ""),
+                   "next");
+  load_k(w, jn);
+  if (!lse) load_v(w, jn);
+  tj_emit_if_end(em, &next);
+  commit(f);
+  LLVMValueRef s[64], alpha[2], pf[8][4], o[64];
+  issue_s(w, jt, s);
+  wgmma_wait(f, s, w->bn / 2);
+  softmax(w, jt, s, alpha, lse ? NULL : pf);
   if (!lse) {
-    LLVMValueRef o[16][4];
-    LLVMValueRef* oflat = &o[0][0];
-    for (int32_t j = 0; j < nd; ++j)
-      for (int32_t e = 0; e < 4; ++e)
-        o[j][e] = LLVMBuildFMul(b, load_f32(f, o_slot[j][e]), alpha[e / 2], "");
-    // P as A fragments: keys 16 kk .. 16 kk + 15 are n-blocks 2 kk and
-    // 2 kk + 1 of S.
-    LLVMValueRef pf[8][4];
-    for (int32_t kk = 0; kk < bn / 16; ++kk) {
-      pf[kk][0] = pack(f, s[2 * kk][0], s[2 * kk][1]);
-      pf[kk][1] = pack(f, s[2 * kk][2], s[2 * kk][3]);
-      pf[kk][2] = pack(f, s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pf[kk][3] = pack(f, s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
-    plain_asm(f, "wgmma.fence.sync.aligned;");
-    for (int32_t kk = 0; kk < bn / 16; ++kk) {
-      // 16 keys (rows) per k16; V's 64-column panels bn rows apart.
-      LLVMValueRef db = tj_nvptx_wgmma_descriptor(
-          em, LLVMBuildAdd(b, v_addr, c32(f, kk * 16 * kSwRow), ""),
-          bn * kSwRow, kSwAtom);
-      wgmma_rs(f, oflat, d, pf[kk], db);
-    }
-    plain_asm(f, "wgmma.commit_group.sync.aligned;");
-    wgmma_wait(f, oflat, d / 2);
-    for (int32_t j = 0; j < nd; ++j)
-      for (int32_t e = 0; e < 4; ++e) LLVMBuildStore(b, o[j][e], o_slot[j][e]);
+    load_slots(f, o_slot, o, f->d / 2);
+    rescale(f, o, alpha);
+    issue_pv(w, jt, o, pf);
+    wgmma_wait(f, o, f->d / 2);
+    store_slots(f, o_slot, o, f->d / 2);
   }
   tj_emit_loop_end(em, &loop);
+}
+
+tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
+  tj_nvptx_emit_t* nv = f->nv;
+  tj_emit_t* em = f->em;
+  LLVMBuilderRef b = f->b;
+  const tj_kir_t* k = f->k;
+  const int32_t r = k->rank;
+  const int32_t d = f->d;
+  const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
+  const tj_nvptx_attention_kernel_t variant = nv->options.attention_kernel;
+  const bool wide = variant != TJ_NVPTX_ATTENTION_WGMMA;
+  wfa_t w;
+  memset(&w, 0, sizeof(w));
+  w.f = f;
+  w.bn = wide ? 128 : 64;
+  const int32_t q_bytes = kWgBM * d * 2;
+  w.kv_bytes = w.bn * d * 2;
+  // Q, K_0, K_1, then V_0, V_1 (attention_lse reads no V).
+  const int32_t sQ = 0;
+  w.sK = q_bytes;
+  w.sV = q_bytes + 2 * w.kv_bytes;
+  tj_nvptx_kernel_t* info = nv->info;
+  info->threads = kWgThreads;
+  // The slack aligns the tiles to the swizzle's 1024-byte period.
+  info->shared_bytes = q_bytes + (lse ? 2 : 4) * w.kv_bytes + kSwAtom;
+  info->min_blocks_per_sm = wide ? 1 : 2;
+  info->wgmma = true;
+  info->tile_m = kWgBM;
+  info->tile_n = w.bn;
+  LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
+  LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
+  LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
+                                  c32(f, kSwAtom - 1), "");
+  f->smem = LLVMBuildGEP2(b, em->t_i8, dyn, &pad, 1, "tiles");
+  w.tiles_addr = LLVMBuildAdd(b, addr, pad, "tiles_addr");
+  f->tid = tj_nvptx_sreg(nv, "tid.x");
+  f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
+  f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
+  LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, kWgBM, w.bn, &blk);
+  LLVMValueRef tq = blk.tq, q0 = blk.q0;
+  w.tk = blk.tk;
+  w.ntiles = blk.ntiles;
+  const tj_emit_point_t at = blk.at;
+  w.at = &at;
+  LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
+  w.sk = tj_emit_stride(em, f->kb, r - 1);
+  w.sv = tj_emit_stride(em, f->vb, r - 1);
+  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 2);
+  LLVMValueRef qbase =
+      tj_emit_advance(em, f->qb, at.ptr[f->qb], LLVMBuildMul(b, q0, sq, ""));
+
+  // Q, K_0 and V_0; nothing past Tk: with no key every copy reads 0
+  // bytes.
+  load_rows(f, f->smem, kWgBM, f->qb, qbase, sq, c64(f, 0),
+            LLVMBuildSub(b, tq, q0, ""), c32(f, sQ));
+  load_k(&w, c64(f, 0));
+  if (!lse) load_v(&w, c64(f, 0));
+  commit(f);
+
+  // Per thread: rows g and g + 8 of its warp's 16, columns 2t, 2t + 1 of
+  // each 8-column block of S and O.
+  LLVMValueRef g = LLVMBuildLShr(b, f->lane, c32(f, 2), "g");
+  w.t2 =
+      LLVMBuildShl(b, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 1), "");
+  LLVMValueRef wrow = LLVMBuildMul(b, f->warp, c32(f, 16), "wrow");
+  LLVMValueRef row_i[2];
+  for (int32_t h = 0; h < 2; ++h) {
+    LLVMValueRef rr =
+        LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
+    row_i[h] = LLVMBuildAdd(b, q0, LLVMBuildZExt(b, rr, em->t_i64, ""), "i");
+    w.lim[h] = k->attention.causal
+                   ? tj_emit_min_i64(em, w.tk,
+                                     LLVMBuildAdd(b, row_i[h], c64(f, 1), ""))
+                   : w.tk;
+  }
+  // The keys every row of the block may see: tiles below it need no mask.
+  w.lim_lo = k->attention.causal
+                 ? tj_emit_min_i64(em, w.tk, LLVMBuildAdd(b, q0, c64(f, 1), ""))
+                 : w.tk;
+
+  const int32_t nd = lse ? 0 : d / 8;  // O's 8-column blocks
+  LLVMValueRef o_slot[64];
+  for (int32_t i = 0; i < 4 * nd; ++i) {
+    o_slot[i] = tj_emit_alloca(em, em->t_f32, "o");
+    LLVMBuildStore(b, cf(f, 0.0), o_slot[i]);
+  }
+  for (int32_t h = 0; h < 2; ++h) {
+    w.m_slot[h] = tj_emit_alloca(em, em->t_f32, "m");
+    w.l_slot[h] = tj_emit_alloca(em, em->t_f32, "l");
+    LLVMBuildStore(b, cf(f, -INFINITY), w.m_slot[h]);
+    LLVMBuildStore(b, cf(f, 0.0), w.l_slot[h]);
+  }
+  w.c2 = k->attention.scale * kLog2e;
+  // The warpgroup's Q rows: 64 wg rows into each panel.
+  w.q_addr = LLVMBuildAdd(
+      b, w.tiles_addr,
+      LLVMBuildAdd(b, c32(f, sQ), LLVMBuildMul(b, wg, c32(f, 64 * kSwRow), ""),
+                   ""),
+      "q_addr");
+  run_steps(&w, o_slot, lse);
+  LLVMValueRef(*o_slots)[4] = (LLVMValueRef(*)[4])o_slot;
+  LLVMValueRef* m_slot = w.m_slot;
+  LLVMValueRef* l_slot = w.l_slot;
   // With no key tile, Q's copies may still be in flight; every warpgroup's
   // wgmmas have read Q before its rows are reused for y.
   wait_groups(f, 0);
@@ -461,12 +545,12 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
     inv[h] = tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOGT, l, cf(f, 0), ""),
                             LLVMBuildFDiv(b, cf(f, 1.0), l, ""), cf(f, 0.0));
   }
-  LLVMValueRef t4 = LLVMBuildShl(b, t2, c32(f, 1), "");  // 4t bytes
+  LLVMValueRef t4 = LLVMBuildShl(b, w.t2, c32(f, 1), "");  // 4t bytes
   for (int32_t j = 0; j < nd; ++j) {
     for (int32_t h = 0; h < 2; ++h) {
-      LLVMValueRef v =
-          pack(f, LLVMBuildFMul(b, load_f32(f, o_slot[j][2 * h]), inv[h], ""),
-               LLVMBuildFMul(b, load_f32(f, o_slot[j][2 * h + 1]), inv[h], ""));
+      LLVMValueRef v = pack(
+          f, LLVMBuildFMul(b, load_f32(f, o_slots[j][2 * h]), inv[h], ""),
+          LLVMBuildFMul(b, load_f32(f, o_slots[j][2 * h + 1]), inv[h], ""));
       LLVMValueRef row =
           LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
       LLVMValueRef off = LLVMBuildAdd(

@@ -85,8 +85,8 @@ tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
 static _Atomic(bool) g_warned_attention;
 
 // TJ_NVPTX_ATTENTION: "mma", "wgmma" or "wgmma-wide" force the attention
-// forward's kernel; unset or "" leave the default; anything else warns
-// once and leaves it too.
+// forward's kernel; unset or "" leave the default; anything else
+// warns once and leaves it too.
 static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_ATTENTION);
   if (!v || !v[0]) return TJ_NVPTX_ATTENTION_AUTO;

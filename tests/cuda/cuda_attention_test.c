@@ -13,7 +13,7 @@
 // others (f16/bf16 head dim 80, dv != d, f32 head dims 1 and 7) run
 // decomposed and are checked for numbers only. The f16/bf16 cases run
 // again with TJ_NVPTX_ATTENTION=wgmma (jit/emit_nvptx_attention_wgmma.c on
-// sm_90a where there is no mask operand: 128-row blocks and 128-key tiles,
+// sm_90a where there is no mask operand: 128-row blocks and 64-key tiles,
 // so the edges differ; the mma.sync kernel elsewhere), with more cases
 // across those tiles, at the same tolerances. Skips (exit 77) without a
 // driver or GPU.
@@ -200,9 +200,9 @@ TEST(large_half) {
   }
 }
 
-// The wgmma kernel's edges: several 128-row blocks and 128-key tiles with
-// partial last ones, T below a tile, causal with Tq > Tk and Tq < Tk,
-// GQA and MQA, symbolic B and T (two and three bindings), no mask.
+// The wgmma kernel's edges: several 128-row blocks and 64- or 128-key tiles
+// with partial last ones, T below a tile, causal with Tq > Tk and Tq < Tk, GQA
+// and MQA, symbolic B and T (two and three bindings), no mask.
 static const case_t kWgmma[] = {
     {"wg_d64_t1000_causal",
      1,

@@ -60,11 +60,15 @@ typedef struct variant_t {
   bool symbolic;
 } variant_t;
 
+// build's S at constant sizes: 77 (one key tile), or 300 while this is
+// set (several, so that the loop over key tiles is not folded away).
+static bool g_long_keys;
+
 static tj_graph_t* build(const variant_t* v) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(g_ctx, "attn", &g));
   if (!g) return NULL;
-  int64_t B = 2, T = 129, S = 77;
+  int64_t B = 2, T = 129, S = g_long_keys ? 300 : 77;
   if (v->symbolic) {
     B = tj_graph_symbol(g, "B");
     T = tj_graph_symbol(g, "T");
@@ -220,9 +224,9 @@ static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
   tj_graph_destroy(g);
 }
 
-// |v| compiled in the TJ_NVPTX_ATTENTION=wgmma (or, |wide|, wgmma-wide)
-// context for |arch|: one kernel, the wgmma forward where it applies
-// (sm_90a, no mask), else the mma.sync one.
+// |v| compiled in the TJ_NVPTX_ATTENTION=wgmma context (or, |wide|,
+// wgmma-wide's) for |arch|: one kernel, the wgmma forward where it
+// applies (sm_90a, no mask), else the mma.sync one.
 static void check_wgmma_as(const variant_t* v, tj_nvptx_arch_t arch,
                            bool wide) {
   char what[160];
@@ -244,7 +248,7 @@ static void check_wgmma_as(const variant_t* v, tj_nvptx_arch_t arch,
   CHECK(ptx.ptx != NULL);
   const bool wgmma = arch == TJ_NVPTX_SM_90A && v->mask == 0;
   if (ptx.ptx && wgmma) {
-    const int bn = wide || v->d == 64 ? 128 : 64;
+    const int bn = wide ? 128 : 64;  // keys a tile
     const char* t = v->dt == TJ_DTYPE_F16 ? ".f16.f16" : ".bf16.bf16";
     char want[96];
     snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
@@ -281,6 +285,8 @@ static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
 TEST(wgmma_variants) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const int64_t ds[] = {64, 128};
+  // Several key tiles, so that the loop is there to assemble.
+  g_long_keys = true;
   for (int di = 0; di < 2; ++di)
     for (int ti = 0; ti < 2; ++ti)
       for (int causal = 0; causal < 2; ++causal) {
@@ -295,11 +301,23 @@ TEST(wgmma_variants) {
   // A mask operand: the mma.sync kernel.
   variant_t masked = {TJ_DTYPE_BF16, 64, 64, 4, 2, true, 1, false};
   check_wgmma(&masked, TJ_NVPTX_SM_90A);
-  // wgmma-wide: 128-key tiles at d 128 too.
-  for (int causal = 0; causal < 2; ++causal) {
-    variant_t v = {TJ_DTYPE_BF16, 128, 128, 4, 2, causal != 0, 0, causal != 0};
-    check_wgmma_as(&v, TJ_NVPTX_SM_90A, true);
-  }
+  g_long_keys = false;
+  // wgmma-wide: 128-key tiles, one block an SM.
+  g_long_keys = true;
+  for (int di = 0; di < 2; ++di)
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool causal = mode & 1, symbolic = mode >> 1;
+      variant_t v = {causal ? TJ_DTYPE_BF16 : TJ_DTYPE_F16,
+                     ds[di],
+                     ds[di],
+                     4,
+                     2,
+                     causal,
+                     0,
+                     symbolic};
+      check_wgmma_as(&v, TJ_NVPTX_SM_90A, true);
+    }
+  g_long_keys = false;
 }
 
 TEST(wgmma_lse_in_grad) {
@@ -321,10 +339,8 @@ TEST(wgmma_lse_in_grad) {
     CHECK_EQ_INT(0, ptx.num_host_steps);
     if (ptx.ptx) {
       CHECK(strstr(ptx.ptx, "lg2.approx") != NULL);
-      // Forward and lse: Q.K^T on wgmma, m64n<keys>k16 d / 16 times each.
-      CHECK(count(ptx.ptx,
-                  v.d == 64 ? "aligned.m64n128k16" : "aligned.m64n64k16") >=
-            2 * (int)(v.d / 16));
+      // Forward and lse: Q.K^T on wgmma, m64n64k16 d / 16 times each.
+      CHECK(count(ptx.ptx, "aligned.m64n64k16") >= 2 * (int)(v.d / 16));
       // dq and dkv stay on mma.sync.
       CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 6);
       if (g_ptxas[0]) {
