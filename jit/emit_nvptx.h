@@ -33,7 +33,11 @@
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
 //               Q.K^T and P.V, the online softmax in registers. See
-//               emit_nvptx_attention.c. f32, head dims up to 128 that are
+//               emit_nvptx_attention.c. On sm_90a without a mask operand
+//               the forward and attention_lse run on wgmma instead
+//               (FlashAttention-3's structure, 2 warpgroups per 128 query
+//               rows; emit_nvptx_attention_wgmma.c; TJ_NVPTX_ATTENTION=mma
+//               keeps mma.sync). f32, head dims up to 128 that are
 //               multiples of 4: the same blocks and tiles on FFMA register
 //               tiles, P through shared memory (emit_nvptx_attention_f32.c).
 //   CONV        an f32 groups == 1 conv as an implicit GEMM (issue 15): a

@@ -217,9 +217,10 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
-  // wgmma where asked for (TJ_NVPTX_ATTENTION=wgmma) and it applies: on
-  // sm_90a, without a mask operand; elsewhere this kernel.
-  if (nv->options.attention_kernel >= TJ_NVPTX_ATTENTION_WGMMA &&
+  // wgmma where it applies, unless mma.sync is asked for
+  // (TJ_NVPTX_ATTENTION=mma): on sm_90a, without a mask operand;
+  // elsewhere this kernel.
+  if (nv->options.attention_kernel != TJ_NVPTX_ATTENTION_MMA_SYNC &&
       nv->arch == TJ_NVPTX_SM_90A && f->mb < 0)
     return tj_nvptx_emit_attention_wgmma(f);
   // attention_lse (fabwdcuda): the same loop without V, writing the row's

@@ -432,7 +432,7 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   const int32_t d = f->d;
   const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
   const tj_nvptx_attention_kernel_t variant = nv->options.attention_kernel;
-  const bool wide = variant != TJ_NVPTX_ATTENTION_WGMMA;
+  const bool wide = variant == TJ_NVPTX_ATTENTION_WGMMA_WIDE;
   wfa_t w;
   memset(&w, 0, sizeof(w));
   w.f = f;

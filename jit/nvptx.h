@@ -96,9 +96,9 @@ typedef enum tj_nvptx_gemm_kernel_t {
 // The f16/bf16 attention forward and attention_lse kernel
 // (tj_nvptx_options_t.attention_kernel; TJ_NVPTX_ATTENTION).
 typedef enum tj_nvptx_attention_kernel_t {
-  // mma.sync (emit_nvptx_attention.c) until the wgmma kernel has been
-  // shown right on a GPU.
+  // WGMMA where it applies (sm_90a, no mask operand), else mma.sync.
   TJ_NVPTX_ATTENTION_AUTO = 0,
+  // mma.sync (emit_nvptx_attention.c) everywhere.
   TJ_NVPTX_ATTENTION_MMA_SYNC = 1,
   // wgmma (emit_nvptx_attention_wgmma.c) on sm_90a without a mask
   // operand; mma.sync where it does not apply.

@@ -36,10 +36,10 @@ typedef enum tj_setting_e {
   TJ_SETTING_CUDA_GEMM_CANDIDATE = 6,  // TJ_CUDA_GEMM_CANDIDATE
   TJ_SETTING_BISECT = 7,  // TJ_BISECT (environment only; the compile
                           // option tj_compile_options_t.bisect wins)
-  // TJ_NVPTX_ATTENTION (environment only): "mma", "wgmma" or
-  // "wgmma-wide", the CUDA
-  // f16/bf16 attention forward's kernel (tj_nvptx_attention_kernel_t),
-  // for A/B comparisons and as a way back.
+  // TJ_NVPTX_ATTENTION (environment only): "mma", "wgmma" (the default
+  // on sm_90a) or "wgmma-wide", the CUDA f16/bf16 attention forward's
+  // kernel (tj_nvptx_attention_kernel_t), for A/B comparisons and as a
+  // way back.
   TJ_SETTING_NVPTX_ATTENTION = 8,
   TJ_SETTING_COUNT_,
 } tj_setting_t;

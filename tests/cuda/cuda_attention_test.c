@@ -394,15 +394,16 @@ TEST(large_f32) {
 }
 
 int main(void) {
+  // g_ctx: the mma.sync kernel (settings are read when a context is
+  // created); g_wgmma_ctx: the wgmma one, the default.
+  setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_test_context_create(&g_ctx));
+  unsetenv("TJ_NVPTX_ATTENTION");
   if (tj_test_cuda_unsupported(g_ctx, NULL)) {
     tj_context_destroy(g_ctx);
     return TJ_TEST_EXIT_SKIP;
   }
-  // Settings are read when a context is created.
-  setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
   CHECK_OK(tj_test_context_create(&g_wgmma_ctx));
-  unsetenv("TJ_NVPTX_ATTENTION");
   RUN_TEST(wgmma_half);
   RUN_TEST(x86_cases_half);
   RUN_TEST(flash_edges_half);

@@ -49,8 +49,9 @@ static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 // A context with TJ_NVPTX_ATTENTION=wgmma.
 static tj_context_t* g_wgmma_ctx;
-// And with TJ_NVPTX_ATTENTION=wgmma-wide.
+// And with TJ_NVPTX_ATTENTION=wgmma-wide, and unset.
 static tj_context_t* g_wide_ctx;
+static tj_context_t* g_default_ctx;
 
 typedef struct variant_t {
   tj_dtype_t dt;
@@ -318,6 +319,19 @@ TEST(wgmma_variants) {
       check_wgmma_as(&v, TJ_NVPTX_SM_90A, true);
     }
   g_long_keys = false;
+}
+
+TEST(default_is_wgmma) {
+  // TJ_NVPTX_ATTENTION unset: the wgmma kernel on sm_90a without a mask,
+  // mma.sync with one and on sm_80.
+  tj_context_t* saved = g_wgmma_ctx;
+  g_wgmma_ctx = g_default_ctx;
+  variant_t v = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_wgmma(&v, TJ_NVPTX_SM_90A);
+  check_wgmma(&v, TJ_NVPTX_SM_80);
+  variant_t masked = {TJ_DTYPE_F16, 64, 64, 4, 2, false, 2, false};
+  check_wgmma(&masked, TJ_NVPTX_SM_90A);
+  g_wgmma_ctx = saved;
 }
 
 TEST(wgmma_lse_in_grad) {
@@ -589,8 +603,12 @@ TEST(launch_and_refusals) {
   CHECK_OK(tj_nvptx_module_new(target, al, "attn", &mod));
   tj_kir_t* k = make_kernel("attn", TJ_DTYPE_BF16, 128);
   tj_nvptx_kernel_t info;
+  // The mma.sync kernel (the default is the wgmma one, below).
+  tj_nvptx_options_t mo;
+  memset(&mo, 0, sizeof(mo));
+  mo.attention_kernel = TJ_NVPTX_ATTENTION_MMA_SYNC;
   if (k && mod) {
-    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, &mo, &info));
     CHECK_EQ_INT(128, info.threads);
     // Q, two K tiles and V: 4 x 64 rows x 256 bytes.
     CHECK_EQ_INT(4 * 64 * 256, info.shared_bytes);
@@ -672,6 +690,10 @@ TEST(launch_and_refusals) {
   wo.attention_kernel = TJ_NVPTX_ATTENTION_WGMMA;
   tj_kir_t* wk = make_kernel("attn_wgmma", TJ_DTYPE_BF16, 128);
   if (wk && mod) {
+    // No options: the default, the same kernel.
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, wk, NULL, &info));
+    CHECK_EQ_INT(256, info.threads);
+    tj_nvptx_module_remove_kernel(mod, info.entry);
     CHECK_OK(tj_nvptx_module_add_kernel(mod, wk, &wo, &info));
     CHECK_EQ_INT(256, info.threads);
     CHECK_EQ_INT(128 * 256 + 4 * 64 * 256 + 1024, info.shared_bytes);
@@ -695,13 +717,18 @@ int main(int argc, char** argv) {
   if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // Settings are read when a context is created. g_ctx: the mma.sync
+  // kernel; the default (wgmma where it applies) in default_is_wgmma.
+  setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_context_create(&o, &g_ctx));
-  // Settings are read when a context is created.
+  unsetenv("TJ_NVPTX_ATTENTION");
+  CHECK_OK(tj_context_create(&o, &g_default_ctx));
   setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
   CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
   setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
   CHECK_OK(tj_context_create(&o, &g_wide_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
+  RUN_TEST(default_is_wgmma);
   RUN_TEST(wgmma_variants);
   RUN_TEST(wgmma_lse_in_grad);
   RUN_TEST(fused_variants);
@@ -713,6 +740,7 @@ int main(int argc, char** argv) {
   RUN_TEST(oom_sweep);
   RUN_TEST(grad_oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_default_ctx);
   tj_context_destroy(g_wide_ctx);
   tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
