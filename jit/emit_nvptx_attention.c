@@ -1,7 +1,10 @@
 // The ATTENTION template for NVPTX (issue 14): FlashAttention-2's forward
 // with tensor cores, for f16/bf16 q, k, v and head dims 64 and 128 (the
 // CUDA backend keeps the attention op whole only then: cuda_native_op in
-// backends/cuda/cuda_backend.c; anything else is UNSUPPORTED here).
+// backends/cuda/cuda_backend.c; anything else is UNSUPPORTED here). On
+// sm_90a the forward and attention_lse without a mask operand run on
+// wgmma instead (emit_nvptx_attention_wgmma.c, 1.4-1.9x this kernel on
+// the H200), unless TJ_NVPTX_ATTENTION=mma asks for this one.
 //
 //   grid: one block per (query tile of 64 rows, batch.. x kv head x group
 //     member), the tiles of one head walking from the last one down, so
