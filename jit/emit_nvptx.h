@@ -33,7 +33,11 @@
 //               64 and 128, a block of 4 warps per 64 query rows, K/V tiles
 //               of 64 keys through shared memory by cp.async, mma.sync for
 //               Q.K^T and P.V, the online softmax in registers. See
-//               emit_nvptx_attention.c. f32, head dims up to 128 that are
+//               emit_nvptx_attention.c. On sm_90a without a mask operand
+//               the forward and attention_lse run on wgmma instead
+//               (FlashAttention-3's structure, 2 warpgroups per 128 query
+//               rows; emit_nvptx_attention_wgmma.c; TJ_NVPTX_ATTENTION=mma
+//               keeps mma.sync). f32, head dims up to 128 that are
 //               multiples of 4: the same blocks and tiles on FFMA register
 //               tiles, P through shared memory (emit_nvptx_attention_f32.c).
 //   CONV        an f32 groups == 1 conv as an implicit GEMM (issue 15): a
@@ -208,6 +212,25 @@ typedef struct tj_nvptx_wgmma_t {
 // 8 columns, so a row of any multiple of 8 columns maps onto itself.
 static inline int64_t tj_nvptx_wgmma_c_col(int64_t c) {
   return c ^ ((c >> 3) & 4);
+}
+
+// A wgmma shared-memory matrix descriptor for the 128-byte swizzle
+// (SW128): start |addr| (i32, a shared-window address), leading and
+// stride byte offsets |lbo| and |sbo| (PTX's matrix-descriptor format:
+// each field is its value >> 4). The GEMM, 8-bit GEMM and attention
+// kernels lay their tiles out alike and share it.
+static inline LLVMValueRef tj_nvptx_wgmma_descriptor(tj_emit_t* em,
+                                                     LLVMValueRef addr,
+                                                     int64_t lbo, int64_t sbo) {
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef start =
+      LLVMBuildLShr(b,
+                    LLVMBuildAnd(b, LLVMBuildZExt(b, addr, em->t_i64, ""),
+                                 LLVMConstInt(em->t_i64, 0x3FFFF, 0), ""),
+                    LLVMConstInt(em->t_i64, 4, 0), "");
+  int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1ll << 62);
+  return LLVMBuildOr(b, start, LLVMConstInt(em->t_i64, (uint64_t)fixed, 0),
+                     "desc");
 }
 
 // Dynamic shared memory of the wgmma main loop: the ring (or the staged

@@ -1,7 +1,10 @@
 // The ATTENTION template for NVPTX (issue 14): FlashAttention-2's forward
 // with tensor cores, for f16/bf16 q, k, v and head dims 64 and 128 (the
 // CUDA backend keeps the attention op whole only then: cuda_native_op in
-// backends/cuda/cuda_backend.c; anything else is UNSUPPORTED here).
+// backends/cuda/cuda_backend.c; anything else is UNSUPPORTED here). On
+// sm_90a the forward and attention_lse without a mask operand run on
+// wgmma instead (emit_nvptx_attention_wgmma.c, 1.4-1.9x this kernel on
+// the H200), unless TJ_NVPTX_ATTENTION=mma asks for this one.
 //
 //   grid: one block per (query tile of 64 rows, batch.. x kv head x group
 //     member), the tiles of one head walking from the last one down, so
@@ -136,7 +139,7 @@ tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
   return NULL;
 }
 
-void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
+void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                        tj_nvptx_fa_block_t* out) {
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
@@ -147,33 +150,31 @@ void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
   LLVMValueRef outer = c64(f, 1);
   for (int32_t i = 0; i + 2 < r; ++i)
     outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef qtiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, out->tq, c64(f, kBM - 1), ""), c64(f, kBM), "qtiles");
+  LLVMValueRef qtiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, out->tq, c64(f, rows_per_block - 1), ""),
+                    c64(f, rows_per_block), "qtiles");
   LLVMValueRef pid = tj_nvptx_sreg64(f->nv, "ctaid.x");
   LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
   LLVMValueRef qt = LLVMBuildSub(b, LLVMBuildSub(b, qtiles, c64(f, 1), ""),
                                  LLVMBuildUDiv(b, pid, outer, ""), "qt");
-  out->q0 = LLVMBuildMul(b, qt, c64(f, kBM), "q0");
+  out->q0 = LLVMBuildMul(b, qt, c64(f, rows_per_block), "q0");
   memset(&out->at, 0, sizeof(out->at));
   out->at.lanes = 1;
   tj_emit_decompose(em, head, r - 2, &out->at);
-  // Keys the block reads: causal rows end at q0 + kBM - 1.
+  // Keys the block reads: causal rows end at q0 + rows_per_block - 1.
   LLVMValueRef kend = out->tk;
   if (f->k->attention.causal) {
-    kend =
-        tj_emit_min_i64(em, out->tk, LLVMBuildAdd(b, out->q0, c64(f, kBM), ""));
+    kend = tj_emit_min_i64(
+        em, out->tk, LLVMBuildAdd(b, out->q0, c64(f, rows_per_block), ""));
   }
   out->ntiles =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, kend, c64(f, keys_per_tile - 1), ""),
                     c64(f, keys_per_tile), "ntiles");
 }
 
-// attention_lse's epilogue: lse = (m + log2 l) ln 2 per row (the scores
-// were scaled into base 2), -inf where no key was seen (l = 0), one lane
-// of each quad storing the f32 of its rows g and g + 8 below Tq.
-static tj_status_t store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
-                             LLVMValueRef* row_i, LLVMValueRef tq,
-                             LLVMValueRef* m_slot, LLVMValueRef* l_slot) {
+tj_status_t tj_nvptx_fa_store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
+                                  LLVMValueRef* row_i, LLVMValueRef tq,
+                                  LLVMValueRef* m_slot, LLVMValueRef* l_slot) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
   LLVMValueRef lead = LLVMBuildICmp(
@@ -219,6 +220,12 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
+  // wgmma where it applies, unless mma.sync is asked for
+  // (TJ_NVPTX_ATTENTION=mma): on sm_90a, without a mask operand;
+  // elsewhere this kernel.
+  if (nv->options.attention_kernel != TJ_NVPTX_ATTENTION_MMA_SYNC &&
+      nv->arch == TJ_NVPTX_SM_90A && f->mb < 0)
+    return tj_nvptx_emit_attention_wgmma(f);
   // attention_lse (fabwdcuda): the same loop without V, writing the row's
   // log-sum-exp instead of y.
   const bool lse = f->op == TJ_KIR_ATTENTION_LSE;
@@ -238,7 +245,7 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
   tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, kBN, &blk);
+  tj_nvptx_fa_block(f, kBM, kBN, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
@@ -509,7 +516,9 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
       for (int32_t e = 0; e < 4; ++e) LLVMBuildStore(b, o[j][e], o_slot[j][e]);
   }
   tj_emit_loop_end(em, &loop);
-  if (lse) return store_lse(f, at.ptr[f->ob], so, row_i, tq, m_slot, l_slot);
+  if (lse)
+    return tj_nvptx_fa_store_lse(f, at.ptr[f->ob], so, row_i, tq, m_slot,
+                                 l_slot);
 
   // y = O / l, staged in the warp's own 16 rows of the Q tile (no other
   // warp reads them), then stored 16 bytes a lane.
@@ -586,8 +595,11 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
   int64_t tq = tj_kir_ival_eval(k->dims[r - 2], scalars);
   // attention_dkv with no query (Tq 0) still launches: its blocks write 0.
   int64_t rows = dkv ? tj_kir_ival_eval(k->dims[r - 1], scalars) : tq;
+  // The wgmma forward's blocks take info->tile_m query rows, the others
+  // kBM.
+  const int64_t per_block = info->tile_m > 0 ? info->tile_m : kBM;
   int64_t blocks = 0;
-  if (tj_mul_overflow_i64(outer, (rows + kBM - 1) / kBM, &blocks) ||
+  if (tj_mul_overflow_i64(outer, (rows + per_block - 1) / per_block, &blocks) ||
       blocks > 2147483647)
     return tj_unsupported("kernel @%s: %lld attention blocks, past the grid",
                           k->name, (long long)blocks);

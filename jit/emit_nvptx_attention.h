@@ -189,9 +189,9 @@ tj_status_t tj_nvptx_fa_buffers(fa_t* f);
 // k, v (and dL/dy), head dims d = dv of 64 or 128; UNSUPPORTED otherwise.
 tj_status_t tj_nvptx_fa_check_kernel(fa_t* f);
 
-// A forward block's place: one block per (query tile of kBM rows, head),
-// the tiles of one head walking from the last one down (causal attention
-// starts its longest blocks first).
+// A forward block's place: one block per (query tile of |rows_per_block|
+// rows, head), the tiles of one head walking from the last one down
+// (causal attention starts its longest blocks first).
 typedef struct tj_nvptx_fa_block_t {
   tj_emit_point_t at;   // every buffer's pointer at the block's head
   LLVMValueRef tq, tk;  // i64
@@ -199,8 +199,22 @@ typedef struct tj_nvptx_fa_block_t {
   LLVMValueRef ntiles;  // i64: key tiles it reads (causal: none past its
                         // last row's diagonal)
 } tj_nvptx_fa_block_t;
-void tj_nvptx_fa_block(fa_t* f, int64_t keys_per_tile,
+void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                        tj_nvptx_fa_block_t* out);
+
+// attention_lse's epilogue: lse = (m + log2 l) ln 2 per row (the scores
+// were scaled into base 2), -inf where no key was seen (l = 0), one lane
+// of each quad storing the f32 of its rows |row_i| (g and g + 8 of its
+// warp's C fragment rows, i64) below Tq; |m_slot| and |l_slot| hold each
+// row's running max and the lane's part of its sum.
+tj_status_t tj_nvptx_fa_store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
+                                  LLVMValueRef* row_i, LLVMValueRef tq,
+                                  LLVMValueRef* m_slot, LLVMValueRef* l_slot);
+
+// The forward and attention_lse on sm_90a's wgmma
+// (emit_nvptx_attention_wgmma.c), tj_nvptx_fa_check_kernel passed, no
+// mask operand.
+tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f);
 
 // The f32 forward (emit_nvptx_attention_f32.c), its buffers found.
 tj_status_t tj_nvptx_emit_attention_f32(fa_t* f);

@@ -288,7 +288,7 @@ static tj_status_t emit_dq(fa_t* f) {
   // The forwards' placement: a block per (head, query tile), causal's
   // longest blocks (the last query tiles) first, the keys it reads.
   tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, kBN, &blk);
+  tj_nvptx_fa_block(f, kBM, kBN, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);

@@ -146,7 +146,7 @@ tj_status_t tj_nvptx_emit_attention_f32(fa_t* f) {
   f->smem = tj_nvptx_dynamic_shared(nv);
   f->tid = tj_nvptx_sreg(nv, "tid.x");
   tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, f->bn, &blk);
+  tj_nvptx_fa_block(f, kBM, f->bn, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t* at = &blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);

@@ -211,15 +211,7 @@ static void wgmma(qg_t* q, LLVMValueRef da, LLVMValueRef db,
 // A K-major shared-memory matrix descriptor: start |addr| (i32), 128-byte
 // swizzle, 8-row atoms 1024 bytes apart (LBO unused).
 static LLVMValueRef descriptor(qg_t* q, LLVMValueRef addr) {
-  LLVMBuilderRef b = q->b;
-  LLVMValueRef start =
-      LLVMBuildLShr(b,
-                    LLVMBuildAnd(b, LLVMBuildZExt(b, addr, q->em->t_i64, ""),
-                                 c64(q, 0x3FFFF), ""),
-                    c64(q, 4), "");
-  int64_t fixed =
-      ((16 >> 4) << 16) | ((int64_t)(kAtom >> 4) << 32) | (1ll << 62);
-  return LLVMBuildOr(b, start, c64(q, fixed), "desc");
+  return tj_nvptx_wgmma_descriptor(q->em, addr, 16, kAtom);
 }
 
 // min(max(v, 0), hi) for i64 |v|.

@@ -213,14 +213,7 @@ static void wgmma(wg_t* w, int32_t j, LLVMValueRef da, LLVMValueRef db,
 // swizzle, leading and stride byte offsets |lbo|, |sbo|.
 static LLVMValueRef descriptor(wg_t* w, LLVMValueRef addr, int64_t lbo,
                                int64_t sbo) {
-  LLVMBuilderRef b = w->b;
-  LLVMValueRef start =
-      LLVMBuildLShr(b,
-                    LLVMBuildAnd(b, LLVMBuildZExt(b, addr, w->em->t_i64, ""),
-                                 c64(w, 0x3FFFF), ""),
-                    c64(w, 4), "");
-  int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1ll << 62);
-  return LLVMBuildOr(b, start, c64(w, fixed), "desc");
+  return tj_nvptx_wgmma_descriptor(w->em, addr, lbo, sbo);
 }
 
 // min(max(v, 0), hi) for i64 |v|.

@@ -93,6 +93,21 @@ typedef enum tj_nvptx_gemm_kernel_t {
   TJ_NVPTX_GEMM_WGMMA = 2,
 } tj_nvptx_gemm_kernel_t;
 
+// The f16/bf16 attention forward and attention_lse kernel
+// (tj_nvptx_options_t.attention_kernel; TJ_NVPTX_ATTENTION).
+typedef enum tj_nvptx_attention_kernel_t {
+  // WGMMA where it applies (sm_90a, no mask operand), else mma.sync.
+  TJ_NVPTX_ATTENTION_AUTO = 0,
+  // mma.sync (emit_nvptx_attention.c) everywhere.
+  TJ_NVPTX_ATTENTION_MMA_SYNC = 1,
+  // wgmma (emit_nvptx_attention_wgmma.c) on sm_90a without a mask
+  // operand; mma.sync where it does not apply.
+  TJ_NVPTX_ATTENTION_WGMMA = 2,
+  // The same with 128-key tiles at head dim 128 too, one block an SM
+  // there (the other has two): for comparing the two.
+  TJ_NVPTX_ATTENTION_WGMMA_WIDE = 3,
+} tj_nvptx_attention_kernel_t;
+
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
   // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
@@ -147,6 +162,7 @@ typedef struct tj_nvptx_options_t {
   // tile's operand traffic. gemm_tile_m 64 with gemm_tma is pingpong
   // without it. f16/bf16 only (UNSUPPORTED for tf32).
   bool gemm_pingpong;
+  tj_nvptx_attention_kernel_t attention_kernel;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

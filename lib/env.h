@@ -2,7 +2,8 @@
 // strings), and the one place the library reads the environment: when a
 // context is created, each setting the options leave NULL comes from its
 // environment variable (TJ_LOG, TJ_PRINT_AFTER, TJ_DUMP_DIR, TJ_X86_ISA,
-// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, TJ_BISECT, and TJ_CACHE_DIR /
+// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, TJ_BISECT, TJ_NVPTX_ATTENTION, and
+// TJ_CACHE_DIR /
 // XDG_CACHE_HOME / HOME for the cache directory). Every layer asks the context
 // (tj_setting, tj_log_flags), never getenv.
 //
@@ -35,6 +36,11 @@ typedef enum tj_setting_e {
   TJ_SETTING_CUDA_GEMM_CANDIDATE = 6,  // TJ_CUDA_GEMM_CANDIDATE
   TJ_SETTING_BISECT = 7,  // TJ_BISECT (environment only; the compile
                           // option tj_compile_options_t.bisect wins)
+  // TJ_NVPTX_ATTENTION (environment only): "mma", "wgmma" (the default
+  // on sm_90a) or "wgmma-wide", the CUDA f16/bf16 attention forward's
+  // kernel (tj_nvptx_attention_kernel_t), for A/B comparisons and as a
+  // way back.
+  TJ_SETTING_NVPTX_ATTENTION = 8,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -82,6 +82,24 @@ tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
   return program_create(context, options, NULL, arch, out);
 }
 
+static _Atomic(bool) g_warned_attention;
+
+// TJ_NVPTX_ATTENTION: "mma", "wgmma" or "wgmma-wide" force the attention
+// forward's kernel; unset or "" leave the default; anything else
+// warns once and leaves it too.
+static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_NVPTX_ATTENTION);
+  if (!v || !v[0]) return TJ_NVPTX_ATTENTION_AUTO;
+  if (strcmp(v, "mma") == 0) return TJ_NVPTX_ATTENTION_MMA_SYNC;
+  if (strcmp(v, "wgmma") == 0) return TJ_NVPTX_ATTENTION_WGMMA;
+  if (strcmp(v, "wgmma-wide") == 0) return TJ_NVPTX_ATTENTION_WGMMA_WIDE;
+  tj_warn_once(context, &g_warned_attention,
+               "TJ_NVPTX_ATTENTION: \"%.32s\" is none of mma, wgmma and "
+               "wgmma-wide and is ignored",
+               v);
+  return TJ_NVPTX_ATTENTION_AUTO;
+}
+
 // The program of |device| (NULL: an offline program, see
 // tj_cuda_program_create_offline) for |arch|.
 static tj_status_t program_create(tj_context_t* context,
@@ -102,6 +120,7 @@ static tj_status_t program_create(tj_context_t* context,
   p->arch = arch;
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
+  p->nv_options.attention_kernel = attention_kernel(context);
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
@@ -276,8 +295,9 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   unsigned major, minor, patch;
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[64];
-  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d", major, minor, patch,
-           (int)p->nv_options.approx_math);
+  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d attention %d", major,
+           minor, patch, (int)p->nv_options.approx_math,
+           (int)p->nv_options.attention_kernel);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;

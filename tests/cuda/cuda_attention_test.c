@@ -11,13 +11,19 @@
 // jit/emit_nvptx_attention.c; f32 with d = dv up to 128 and a multiple of
 // 4, jit/emit_nvptx_attention_f32.c) must compile to one kernel; the
 // others (f16/bf16 head dim 80, dv != d, f32 head dims 1 and 7) run
-// decomposed and are checked for numbers only. Skips (exit 77) without a
+// decomposed and are checked for numbers only. The f16/bf16 cases run
+// again with TJ_NVPTX_ATTENTION=wgmma (jit/emit_nvptx_attention_wgmma.c on
+// sm_90a where there is no mask operand: 128-row blocks and 64-key tiles,
+// so the edges differ; the mma.sync kernel elsewhere), with more cases
+// across those tiles, at the same tolerances. Skips (exit 77) without a
 // driver or GPU.
 
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/unit/attention_cases.h"
 
 static tj_context_t* g_ctx;
+// A context with TJ_NVPTX_ATTENTION=wgmma.
+static tj_context_t* g_wgmma_ctx;
 
 static bool fused_case(const case_t* c, tj_dtype_t dt) {
   if (c->d != c->dv) return false;
@@ -194,6 +200,114 @@ TEST(large_half) {
   }
 }
 
+// The wgmma kernel's edges: several 128-row blocks and 64- or 128-key tiles
+// with partial last ones, T below a tile, causal with Tq > Tk and Tq < Tk, GQA
+// and MQA, symbolic B and T (two and three bindings), no mask.
+static const case_t kWgmma[] = {
+    {"wg_d64_t1000_causal",
+     1,
+     {1},
+     {1000},
+     {1000},
+     2,
+     2,
+     64,
+     64,
+     true,
+     M_NONE,
+     0,
+     false},
+    {"wg_d128_t257_s385",
+     1,
+     {2},
+     {257},
+     {385},
+     4,
+     2,
+     128,
+     128,
+     false,
+     M_NONE,
+     0,
+     false},
+    {"wg_d128_t385_s130_causal",
+     1,
+     {1},
+     {385},
+     {130},
+     2,
+     1,
+     128,
+     128,
+     true,
+     M_NONE,
+     0,
+     false},
+    {"wg_d64_t100_s600_causal_gqa",
+     2,
+     {2},
+     {100},
+     {600},
+     4,
+     2,
+     64,
+     64,
+     true,
+     M_NONE,
+     0.3,
+     false},
+    {"wg_d64_t3_s5", 1, {3}, {3}, {5}, 2, 2, 64, 64, false, M_NONE, 0, false},
+    {"wg_d128_symbolic_causal",
+     1,
+     {1, 2, 3},
+     {300, 17, 128},
+     {300, 129, 1},
+     4,
+     2,
+     128,
+     128,
+     true,
+     M_NONE,
+     0,
+     true},
+    {"wg_d64_symbolic",
+     1,
+     {2, 1},
+     {129, 640},
+     {63, 257},
+     4,
+     1,
+     64,
+     64,
+     false,
+     M_NONE,
+     0,
+     true},
+};
+
+// The half cases again with the wgmma forward asked for.
+TEST(wgmma_half) {
+  tj_context_t* saved = g_ctx;
+  g_ctx = g_wgmma_ctx;
+  for (size_t i = 0; i < sizeof(kWgmma) / sizeof(kWgmma[0]); ++i) {
+    run_cuda_case(&kWgmma[i], TJ_DTYPE_BF16);
+    run_cuda_case(&kWgmma[i], TJ_DTYPE_F16);
+  }
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    run_cuda_case(&kCases[i], TJ_DTYPE_BF16);
+    run_cuda_case(&kCases[i], TJ_DTYPE_F16);
+  }
+  for (size_t i = 0; i < sizeof(kFlash) / sizeof(kFlash[0]); ++i) {
+    run_cuda_case(&kFlash[i], TJ_DTYPE_BF16);
+    run_cuda_case(&kFlash[i], TJ_DTYPE_F16);
+  }
+  for (size_t i = 0; i < sizeof(kLarge) / sizeof(kLarge[0]); ++i) {
+    run_cuda_case(&kLarge[i], TJ_DTYPE_BF16);
+    run_cuda_case(&kLarge[i], TJ_DTYPE_F16);
+  }
+  g_ctx = saved;
+}
+
 // f32 head dims the FFMA kernel takes besides 64 and 128: d / 4 odd (rows
 // padded), not a multiple of 32 (a thread's last chunk of d partial), a
 // partial last copy of a tile, across several query and key tiles.
@@ -280,16 +394,23 @@ TEST(large_f32) {
 }
 
 int main(void) {
+  // g_ctx: the mma.sync kernel (settings are read when a context is
+  // created); g_wgmma_ctx: the wgmma one, the default.
+  setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_test_context_create(&g_ctx));
+  unsetenv("TJ_NVPTX_ATTENTION");
   if (tj_test_cuda_unsupported(g_ctx, NULL)) {
     tj_context_destroy(g_ctx);
     return TJ_TEST_EXIT_SKIP;
   }
+  CHECK_OK(tj_test_context_create(&g_wgmma_ctx));
+  RUN_TEST(wgmma_half);
   RUN_TEST(x86_cases_half);
   RUN_TEST(flash_edges_half);
   RUN_TEST(large_half);
   RUN_TEST(cases_f32);
   RUN_TEST(large_f32);
+  tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

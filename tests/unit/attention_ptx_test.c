@@ -22,6 +22,16 @@
 // value is materialized: a handful of kernels and no batched GEMM of the
 // decomposed form; ptxas assembles each and prints registers and spills.
 // With a mask the three decompose (more kernels, no graph break).
+// The wgmma forward (jit/emit_nvptx_attention_wgmma.c, TJ_NVPTX_ATTENTION=
+// wgmma): the same variants without a mask, GQA with symbolic sizes, and
+// attention_lse in the backward's graph, each one kernel on sm_90a whose
+// PTX holds wgmma m64n<keys>k16 with both operands in shared memory (S;
+// tiles of 128 keys at d 64, 64 at d 128) and m64n<d>k16 with A from
+// registers (P.V; not for lse), no mma.sync, and
+// which ptxas assembles without a C75xx warning (a serialized or broken
+// wgmma pipeline); with a mask or on sm_80 the mma.sync kernel instead;
+// its launch (256 threads, 128 query rows a block). ptxas's C75xx
+// warnings fail every variant.
 // Numbers on the GPU: tests/cuda/cuda_attention_test.c and
 // tests/cuda/cuda_attention_grad_test.c.
 
@@ -37,6 +47,11 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+// A context with TJ_NVPTX_ATTENTION=wgmma.
+static tj_context_t* g_wgmma_ctx;
+// And with TJ_NVPTX_ATTENTION=wgmma-wide, and unset.
+static tj_context_t* g_wide_ctx;
+static tj_context_t* g_default_ctx;
 
 typedef struct variant_t {
   tj_dtype_t dt;
@@ -46,11 +61,15 @@ typedef struct variant_t {
   bool symbolic;
 } variant_t;
 
+// build's S at constant sizes: 77 (one key tile), or 300 while this is
+// set (several, so that the loop over key tiles is not folded away).
+static bool g_long_keys;
+
 static tj_graph_t* build(const variant_t* v) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(g_ctx, "attn", &g));
   if (!g) return NULL;
-  int64_t B = 2, T = 129, S = 77;
+  int64_t B = 2, T = 129, S = g_long_keys ? 300 : 77;
   if (v->symbolic) {
     B = tj_graph_symbol(g, "B");
     T = tj_graph_symbol(g, "T");
@@ -79,8 +98,9 @@ static void describe(const variant_t* v, char* buf, size_t n) {
            v->mask, v->symbolic ? " symbolic" : "");
 }
 
-// Assembles |ptx| with ptxas -v; returns whether it succeeded and prints
-// its register and spill lines.
+// Assembles |ptx| with ptxas -v; returns whether it succeeded without a
+// C75xx warning (wgmma serialized or its pipeline broken) and prints its
+// register, spill and warning lines.
 static bool assemble(const char* what, const char* ptx) {
   char path[] = "/tmp/tj_attn_ptx_XXXXXX";
   int fd = mkstemp(path);
@@ -96,12 +116,14 @@ static bool assemble(const char* what, const char* ptx) {
   bool ok = false;
   if (p) {
     char line[512];
+    bool c75 = false;
     while (fgets(line, sizeof(line), p)) {
       if (strstr(line, "registers") || strstr(line, "spill") ||
-          strstr(line, "error"))
+          strstr(line, "error") || strstr(line, "warning"))
         printf("#   %s: %s", what, line);
+      if (strstr(line, "C75")) c75 = true;
     }
-    ok = pclose(p) == 0;
+    ok = pclose(p) == 0 && !c75;
   }
   remove(path);
   return ok;
@@ -201,6 +223,151 @@ static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
   }
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
+}
+
+// |v| compiled in the TJ_NVPTX_ATTENTION=wgmma context (or, |wide|,
+// wgmma-wide's) for |arch|: one kernel, the wgmma forward where it
+// applies (sm_90a, no mask), else the mma.sync one.
+static void check_wgmma_as(const variant_t* v, tj_nvptx_arch_t arch,
+                           bool wide) {
+  char what[160];
+  describe(v, what, sizeof(what));
+  strcat(what, arch != TJ_NVPTX_SM_90A ? " wgmma-asked sm_80"
+               : wide                  ? " wgmma-wide"
+                                       : " wgmma");
+  tj_context_t* saved = g_ctx;
+  g_ctx = wide ? g_wide_ctx : g_wgmma_ctx;
+  tj_graph_t* g = build(v);
+  g_ctx = saved;
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  CHECK_EQ_INT(1, ptx.num_kernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  CHECK(ptx.ptx != NULL);
+  const bool wgmma = arch == TJ_NVPTX_SM_90A && v->mask == 0;
+  if (ptx.ptx && wgmma) {
+    const int bn = wide ? 128 : 64;  // keys a tile
+    const char* t = v->dt == TJ_DTYPE_F16 ? ".f16.f16" : ".bf16.bf16";
+    char want[96];
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
+             bn, t);
+    CHECK(count(ptx.ptx, want) >= (int)v->d / 16);  // S = Q . K^T
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
+             (int)v->d, t);
+    // P . V: bn / 16 k16 steps with A from registers.
+    CHECK(count(ptx.ptx, want) >= bn / 16);
+    CHECK(count(ptx.ptx, "}, {%r") >= bn / 16);
+    CHECK(strstr(ptx.ptx, "wgmma.wait_group.sync.aligned 0") != NULL);
+    CHECK(strstr(ptx.ptx, "fence.proxy.async.shared::cta") != NULL);
+    CHECK(strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL);
+    CHECK(strstr(ptx.ptx, "ex2.approx") != NULL);
+    CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
+    CHECK(strstr(ptx.ptx, "ldmatrix") == NULL);
+  } else if (ptx.ptx) {
+    CHECK(strstr(ptx.ptx, "wgmma") == NULL);
+    CHECK(strstr(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL);
+  }
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
+    bool ok = assemble(what, ptx.ptx);
+    if (!ok) fprintf(stderr, "%s: ptxas failed or warned\n", what);
+    CHECK(ok);
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+static void check_wgmma(const variant_t* v, tj_nvptx_arch_t arch) {
+  check_wgmma_as(v, arch, false);
+}
+
+TEST(wgmma_variants) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  static const int64_t ds[] = {64, 128};
+  // Several key tiles, so that the loop is there to assemble.
+  g_long_keys = true;
+  for (int di = 0; di < 2; ++di)
+    for (int ti = 0; ti < 2; ++ti)
+      for (int causal = 0; causal < 2; ++causal) {
+        variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
+        check_wgmma(&v, TJ_NVPTX_SM_90A);
+      }
+  variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_wgmma(&gqa, TJ_NVPTX_SM_90A);
+  check_wgmma(&gqa, TJ_NVPTX_SM_80);  // no wgmma there: mma.sync
+  variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true};
+  check_wgmma(&mqa, TJ_NVPTX_SM_90A);
+  // A mask operand: the mma.sync kernel.
+  variant_t masked = {TJ_DTYPE_BF16, 64, 64, 4, 2, true, 1, false};
+  check_wgmma(&masked, TJ_NVPTX_SM_90A);
+  g_long_keys = false;
+  // wgmma-wide: 128-key tiles, one block an SM.
+  g_long_keys = true;
+  for (int di = 0; di < 2; ++di)
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool causal = mode & 1, symbolic = mode >> 1;
+      variant_t v = {causal ? TJ_DTYPE_BF16 : TJ_DTYPE_F16,
+                     ds[di],
+                     ds[di],
+                     4,
+                     2,
+                     causal,
+                     0,
+                     symbolic};
+      check_wgmma_as(&v, TJ_NVPTX_SM_90A, true);
+    }
+  g_long_keys = false;
+}
+
+TEST(default_is_wgmma) {
+  // TJ_NVPTX_ATTENTION unset: the wgmma kernel on sm_90a without a mask,
+  // mma.sync with one and on sm_80.
+  tj_context_t* saved = g_wgmma_ctx;
+  g_wgmma_ctx = g_default_ctx;
+  variant_t v = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_wgmma(&v, TJ_NVPTX_SM_90A);
+  check_wgmma(&v, TJ_NVPTX_SM_80);
+  variant_t masked = {TJ_DTYPE_F16, 64, 64, 4, 2, false, 2, false};
+  check_wgmma(&masked, TJ_NVPTX_SM_90A);
+  g_wgmma_ctx = saved;
+}
+
+TEST(wgmma_lse_in_grad) {
+  // The backward's attention_lse on the wgmma loop (S only, no V), the
+  // forward on wgmma, dq and dkv on mma.sync.
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di) {
+    variant_t v = {TJ_DTYPE_BF16, ds[di], ds[di], 4, 2, true, 0, true};
+    tj_context_t* saved = g_ctx;
+    g_ctx = g_wgmma_ctx;
+    tj_graph_t* g = build_grad(&v);
+    g_ctx = saved;
+    if (!g) continue;
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    tj_allocator_t al = tj_allocator_system();
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK(ptx.num_kernels >= 4 && ptx.num_kernels <= kMaxFusedGradKernels);
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    if (ptx.ptx) {
+      CHECK(strstr(ptx.ptx, "lg2.approx") != NULL);
+      // Forward and lse: Q.K^T on wgmma, m64n64k16 d / 16 times each.
+      CHECK(count(ptx.ptx, "aligned.m64n64k16") >= 2 * (int)(v.d / 16));
+      // dq and dkv stay on mma.sync.
+      CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 6);
+      if (g_ptxas[0]) {
+        char what[64];
+        snprintf(what, sizeof(what), "bf16 d%lld wgmma grad", (long long)v.d);
+        bool ok = assemble(what, ptx.ptx);
+        if (!ok) fprintf(stderr, "%s: ptxas failed or warned\n", what);
+        CHECK(ok);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+  }
 }
 
 TEST(fused_variants) {
@@ -436,8 +603,12 @@ TEST(launch_and_refusals) {
   CHECK_OK(tj_nvptx_module_new(target, al, "attn", &mod));
   tj_kir_t* k = make_kernel("attn", TJ_DTYPE_BF16, 128);
   tj_nvptx_kernel_t info;
+  // The mma.sync kernel (the default is the wgmma one, below).
+  tj_nvptx_options_t mo;
+  memset(&mo, 0, sizeof(mo));
+  mo.attention_kernel = TJ_NVPTX_ATTENTION_MMA_SYNC;
   if (k && mod) {
-    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, NULL, &info));
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, k, &mo, &info));
     CHECK_EQ_INT(128, info.threads);
     // Q, two K tiles and V: 4 x 64 rows x 256 bytes.
     CHECK_EQ_INT(4 * 64 * 256, info.shared_bytes);
@@ -511,6 +682,32 @@ TEST(launch_and_refusals) {
     expect(tj_nvptx_module_add_kernel(mod, d80, NULL, &info),
            TJ_STATUS_UNSUPPORTED, "head dims 64 and 128 (d 80, dv 80)");
   tj_kir_destroy(d80);
+  // The wgmma forward: 256 threads, Q (128 rows) and two K and two V
+  // tiles of 64 keys (d 128), plus the 1024-byte alignment slack; 128
+  // query rows a block.
+  tj_nvptx_options_t wo;
+  memset(&wo, 0, sizeof(wo));
+  wo.attention_kernel = TJ_NVPTX_ATTENTION_WGMMA;
+  tj_kir_t* wk = make_kernel("attn_wgmma", TJ_DTYPE_BF16, 128);
+  if (wk && mod) {
+    // No options: the default, the same kernel.
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, wk, NULL, &info));
+    CHECK_EQ_INT(256, info.threads);
+    tj_nvptx_module_remove_kernel(mod, info.entry);
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, wk, &wo, &info));
+    CHECK_EQ_INT(256, info.threads);
+    CHECK_EQ_INT(128 * 256 + 4 * 64 * 256 + 1024, info.shared_bytes);
+    int64_t sc[7] = {3, 130, 77, 128, 4 * 130 * 128, 2 * 130 * 128, 130 * 128};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(wk, &info, sc, 132, &l));
+    CHECK_EQ_INT(3 * 2 * 2 * 2, l.grid[0]);
+    CHECK_EQ_INT(256, l.block[0]);
+    CHECK_EQ_INT(info.shared_bytes, l.shared_bytes);
+    int64_t one[7] = {1, 1, 77, 128, 4 * 128, 2 * 128, 128};
+    CHECK_OK(tj_nvptx_launch_config(wk, &info, one, 132, &l));
+    CHECK_EQ_INT(4, l.grid[0]);
+  }
+  tj_kir_destroy(wk);
   tj_nvptx_module_destroy(mod);
   tj_nvptx_target_destroy(target);
 }
@@ -520,7 +717,20 @@ int main(int argc, char** argv) {
   if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // Settings are read when a context is created. g_ctx: the mma.sync
+  // kernel; the default (wgmma where it applies) in default_is_wgmma.
+  setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_context_create(&o, &g_ctx));
+  unsetenv("TJ_NVPTX_ATTENTION");
+  CHECK_OK(tj_context_create(&o, &g_default_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
+  CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
+  CHECK_OK(tj_context_create(&o, &g_wide_ctx));
+  unsetenv("TJ_NVPTX_ATTENTION");
+  RUN_TEST(default_is_wgmma);
+  RUN_TEST(wgmma_variants);
+  RUN_TEST(wgmma_lse_in_grad);
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(fused_f32);
@@ -530,6 +740,9 @@ int main(int argc, char** argv) {
   RUN_TEST(oom_sweep);
   RUN_TEST(grad_oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_default_ctx);
+  tj_context_destroy(g_wide_ctx);
+  tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
