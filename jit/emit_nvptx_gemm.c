@@ -1478,7 +1478,11 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.flip = sgn;
   w.zero_signed = sgn;
   w.group = k->bq.group;
-  w.tile_n = tj_nvptx_wqgemm_tile_n(w.bits);
+  // Tensor cores (emit_nvptx_wqmma.c) for every M: a 16-row tile costs
+  // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
+  // weight where the CUDA-core loop needs 16 FMAs per weight element.
+  bool tc = k->bq.group % 16 == 0;
+  w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;
   g->tile_n = w.tile_n;
@@ -1491,7 +1495,11 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->tile_k = chunk;
   info->stages = 1;
   info->group_m = kGroupM;
-  info->shared_bytes = tj_nvptx_wqgemm_shared_bytes(&w);
+  // One block an SM may take every register: without the bound ptxas
+  // picked 128 and spilled the tensor-core loop's accumulators.
+  if (tc) info->min_blocks_per_sm = 1;
+  info->shared_bytes =
+      tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
   info->vector_lanes = epilogue_lanes(k, r);
   g->m = em->dim[r - 2];
   g->n = em->dim[r - 1];
@@ -1518,7 +1526,8 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.n0 = g->n0;
   w.tid = g->tid;
   w.smem = g->smem;
-  TJ_RETURN_IF_ERROR(tj_nvptx_emit_wqgemm(nv, &w));
+  TJ_RETURN_IF_ERROR(tc ? tj_nvptx_emit_wqmma(nv, &w)
+                        : tj_nvptx_emit_wqgemm(nv, &w));
   return emit_epilogue(g);
 }
 

@@ -1,7 +1,7 @@
 // The weight-only quantized GEMM on the GPU (issue 17, qfold,
-// jit/emit_nvptx_wqgemm.c): every case of tests/unit/wqgemm_cuda_cases.h
-// compiled once for CUDA (M symbolic, no graph break) and run at M = 1, 3,
-// 16, 17 and 64 against tj_reference_run (the dequantize, then the
+// jit/emit_nvptx_wqmma.c): every case of tests/unit/wqgemm_cuda_cases.h
+// compiled once for CUDA (M symbolic, no graph break) and run at M = 1 to
+// 17 and 64 against tj_reference_run (the dequantize, then the
 // product): within 1e-6 of sum_k |x| * max |w| of each output (f32 sums
 // in another order), on gelu(. + b); f16/bf16 cases a few roundings of
 // their dtype more. Skips (exit 77) without a
@@ -36,8 +36,11 @@ static void run_case(const wq_case_t* c) {
     tj_executable_stats(exe, &stats);
     CHECK_EQ_INT(0, stats.num_graph_breaks);
   }
-  const int64_t ms[] = {1, 3, 16, 17, 64};
-  for (int i = 0; i < 5 && exe; ++i) {
+  // Every M of one row tile (the tensor-core kernel pads rows to 16 in
+  // its fragments), one past it and several tiles.
+  const int64_t ms[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,
+                        10, 11, 12, 13, 14, 15, 16, 17, 64};
+  for (int i = 0; i < (int)(sizeof(ms) / sizeof(ms[0])) && exe; ++i) {
     int64_t M = ms[i], K = c->K, N = c->N;
     tj_dtype_t ft = wq_adt(c);
     float* x = malloc(sizeof(float) * (size_t)(M * K));

@@ -1,13 +1,16 @@
 // The weight-only quantized GEMM's PTX (issue 17, qfold,
-// jit/emit_nvptx_wqgemm.c), no GPU needed: each case of
+// jit/emit_nvptx_wqmma.c), no GPU needed: each case of
 // tests/unit/wqgemm_cuda_cases.h compiled for sm_90a and sm_80 runs on the
 // GPU with no host step, as one kernel (the dequantize is the GEMM's B,
 // not a kernel of its own) whose weights are widened by the magic-number
-// trick (or.b32 with 0x4B000000 = 1258291200) rather than converted; its
-// PTX is assembled by ptxas -arch=sm_90a where it is installed. The group
-// of 16 decomposes: more than one kernel, none of them the trick.
+// trick (or.b32 with 0x4B000000 = 1258291200) rather than converted and
+// multiplied on tensor cores (mma.sync); its PTX is assembled by ptxas
+// -arch=sm_90a where it is installed, with no spills (its registers are
+// printed). The int4 group of 16 decomposes: more than one kernel, none
+// of them the trick.
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,6 +20,45 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+
+// ptxas -v on the kernel: assembles, and its registers and spills are
+// printed (one 256-thread block an SM takes up to 255 registers; a spill
+// would put the weight words or accumulators through local memory, so
+// none is allowed).
+static void assemble_and_report(const char* what, const char* text) {
+  if (!g_ptxas[0]) return;
+  char path[] = "/tmp/tj_wq_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  FILE* p = popen(cmd, "r");
+  CHECK(p != NULL);
+  int regs = -1, spill_st = -1, spill_ld = -1;
+  char line[512];
+  while (p && fgets(line, sizeof(line), p)) {
+    const char* at = strstr(line, "Used ");
+    if (at) sscanf(at, "Used %d registers", &regs);
+    at = strstr(line, "bytes spill stores");
+    if (at)
+      sscanf(strstr(line, "frame, ") + 7, "%d bytes spill stores, %d",
+             &spill_st, &spill_ld);
+  }
+  int rc = p ? pclose(p) : -1;
+  remove(path);
+  printf("# %s: %d registers, %d bytes spill stores, %d bytes spill loads\n",
+         what, regs, spill_st, spill_ld);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  CHECK(regs > 0 && regs <= 255);
+  CHECK_EQ_INT(0, spill_st);
+  CHECK_EQ_INT(0, spill_ld);
+}
 
 static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
   wq_data_t d;
@@ -45,22 +87,30 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
     if (!magic) fprintf(stderr, "  %s: no magic-number dequantize\n", c->name);
     CHECK(magic);
   }
-  // Compile cost: each row tier's unrolled block holds at most 32 k-row x
-  // tile-row products (8 FMAs each) on the aligned path and one k row on
-  // the byte path, so the main loop has at most 5 x 256 + 8 x 31 = 1528
-  // FMAs (emit_nvptx_wqgemm.c's rows_unrolled); 2048 leaves room for an
-  // epilogue's polynomial (gelu). A whole 32-row chunk unrolled at every
-  // tier was 15,872 for int4: 36,000 lines of PTX, ~3 s of LLVM and ~6.6 s
-  // of ptxas (CPU) for one GEMM.
+  // The product on tensor cores (emit_nvptx_wqmma.c): whole steps of 8
+  // mma.sync m16n8k16 (one 16 x 64 block of the weight), three a tile for
+  // f32 A (its hi, mid and lo bf16 terms), and no more than two paths of
+  // a chunk of 8 (int4) or 4 (int8) steps each. No f32 FMA loop over the
+  // weight: only the f32 A's per-group scaling (32 FMAs a fold).
   if (!c->decomposed && ptx.ptx) {
-    int fmas = 0;
+    int mmas = 0, fmas = 0;
+    for (const char* p = ptx.ptx; (p = strstr(p, "mma.sync.aligned.m16n8k16"));
+         ++p)
+      ++mmas;
     for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
-    if (fmas > 2048 || fmas < 8 * 31)
+    int per_step = 8 * (c->adt == TJ_DTYPE_F32 ? 3 : 1);
+    int steps = c->bits == 4 ? 8 : 4;
+    if (mmas < per_step || mmas % per_step || mmas > per_step * (steps + 1))
+      fprintf(stderr, "  %s: %d mma.sync in the PTX\n", c->name, mmas);
+    CHECK(mmas >= per_step && mmas % per_step == 0);
+    CHECK(mmas <= per_step * (steps + 1));
+    if (fmas > 32 * (steps + 2) + 128)
       fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
-    CHECK(fmas <= 2048);
-    CHECK(fmas >= 8 * 31);
+    CHECK(fmas <= 32 * (steps + 2) + 128);
   }
-  if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && !c->decomposed)
+    assemble_and_report(c->name, ptx.ptx);
+  else if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
     tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
