@@ -1481,7 +1481,7 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   // Tensor cores (emit_nvptx_wqmma.c) for every M: a 16-row tile costs
   // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
   // weight where the CUDA-core loop needs 16 FMAs per weight element.
-  bool tc = k->bq.group % 16 == 0;
+  bool tc = !nv->options.wqgemm_fma && k->bq.group % 16 == 0;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;

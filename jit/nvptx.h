@@ -106,6 +106,10 @@ typedef struct tj_nvptx_options_t {
   // portable polynomials: ~4x fewer instructions, a few ulp in f32
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
+  // The weight-only quantized GEMM on the CUDA-core kernel
+  // (emit_nvptx_wqgemm.c) instead of the tensor-core one
+  // (emit_nvptx_wqmma.c): TJ_CUDA_WQGEMM=fma, to compare the two.
+  bool wqgemm_fma;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer

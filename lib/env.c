@@ -52,6 +52,7 @@ static const struct {
     [TJ_SETTING_CUDA_GEMM_CANDIDATE] =
         {"TJ_CUDA_GEMM_CANDIDATE", "tj_context_options_t.cuda_gemm_candidate"},
     [TJ_SETTING_BISECT] = {"TJ_BISECT", "TJ_BISECT"},
+    [TJ_SETTING_CUDA_WQGEMM] = {"TJ_CUDA_WQGEMM", "TJ_CUDA_WQGEMM"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -141,6 +142,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_CUDA_GEMM_CANDIDATE:
       return options->cuda_gemm_candidate;
     case TJ_SETTING_BISECT:  // the environment only
+    case TJ_SETTING_CUDA_WQGEMM:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

@@ -33,8 +33,9 @@ typedef enum tj_setting_e {
   TJ_SETTING_CACHE_DIR = 4,    // the resolved default kernel cache directory
   TJ_SETTING_OPENBLAS = 5,     // TJ_OPENBLAS
   TJ_SETTING_CUDA_GEMM_CANDIDATE = 6,  // TJ_CUDA_GEMM_CANDIDATE
-  TJ_SETTING_BISECT = 7,  // TJ_BISECT (environment only; the compile
-                          // option tj_compile_options_t.bisect wins)
+  TJ_SETTING_BISECT = 7,       // TJ_BISECT (environment only; the compile
+                               // option tj_compile_options_t.bisect wins)
+  TJ_SETTING_CUDA_WQGEMM = 8,  // TJ_CUDA_WQGEMM (environment only)
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -102,6 +102,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->arch = arch;
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
+  const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
+  p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
@@ -276,8 +278,9 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   unsigned major, minor, patch;
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[64];
-  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d", major, minor, patch,
-           (int)p->nv_options.approx_math);
+  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d wqfma %d", major, minor,
+           patch, (int)p->nv_options.approx_math,
+           (int)p->nv_options.wqgemm_fma);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;

@@ -20,6 +20,7 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+static tj_context_t* g_fma_ctx;  // TJ_CUDA_WQGEMM=fma
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
@@ -60,10 +61,11 @@ static void assemble_and_report(const char* what, const char* text) {
   CHECK_EQ_INT(0, spill_ld);
 }
 
-static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
+// |fma|: under TJ_CUDA_WQGEMM=fma (g_fma_ctx), the CUDA-core kernel.
+static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(g_ctx, c, &d);
+  tj_graph_t* g = wq_build(fma ? g_fma_ctx : g_ctx, c, &d);
   CHECK(g != NULL);
   if (!g) {
     wq_free(&d);
@@ -92,7 +94,7 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
   // f32 A (its hi, mid and lo bf16 terms), and no more than two paths of
   // a chunk of 8 (int4) or 4 (int8) steps each. No f32 FMA loop over the
   // weight: only the f32 A's per-group scaling (32 FMAs a fold).
-  if (!c->decomposed && ptx.ptx) {
+  if (!c->decomposed && ptx.ptx && !fma) {
     int mmas = 0, fmas = 0;
     for (const char* p = ptx.ptx; (p = strstr(p, "mma.sync.aligned.m16n8k16"));
          ++p)
@@ -108,7 +110,21 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
       fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
     CHECK(fmas <= 32 * (steps + 2) + 128);
   }
-  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && !c->decomposed)
+  // The CUDA-core kernel: each row tier's unrolled block holds at most 32
+  // k-row x tile-row products (8 FMAs each) on the aligned path and one k
+  // row on the byte path (emit_nvptx_wqgemm.c's rows_unrolled), so at most
+  // 5 x 256 + 8 x 31 = 1528 FMAs; 2048 leaves room for an epilogue's
+  // polynomial (gelu). No mma.
+  if (!c->decomposed && ptx.ptx && fma) {
+    int fmas = 0;
+    for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
+    if (fmas > 2048 || fmas < 8 * 31)
+      fprintf(stderr, "  %s (fma): %d FMAs in the PTX\n", c->name, fmas);
+    CHECK(fmas <= 2048);
+    CHECK(fmas >= 8 * 31);
+    CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
+  }
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && !c->decomposed && !fma)
     assemble_and_report(c->name, ptx.ptx);
   else if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
     tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
@@ -119,15 +135,27 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
 
 TEST(every_case_on_sm_90a_and_sm_80) {
   for (int i = 0; i < kWqNumCases; ++i) {
-    check_case(&kWqCases[i], TJ_NVPTX_SM_90A);
-    check_case(&kWqCases[i], TJ_NVPTX_SM_80);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, false);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_80, false);
   }
+}
+
+TEST(every_case_on_the_cuda_core_kernel) {
+  for (int i = 0; i < kWqNumCases; ++i)
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true);
 }
 
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
+  // The context reads its settings once, when it is created.
+  setenv("TJ_CUDA_WQGEMM", "fma", 1);
+  tj_status_t st = tj_test_context_create(&g_fma_ctx);
+  unsetenv("TJ_CUDA_WQGEMM");
+  if (st != NULL) return 1;
   RUN_TEST(every_case_on_sm_90a_and_sm_80);
+  RUN_TEST(every_case_on_the_cuda_core_kernel);
+  tj_context_destroy(g_fma_ctx);
   tj_context_destroy(g_ctx);
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
   TEST_MAIN_END();
