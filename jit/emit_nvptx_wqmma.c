@@ -33,7 +33,10 @@
 //   f32 additions; cuda_wqgemm_test's bound (1e-6 of sum_k |a| max |w|)
 //   holds that with room.
 // The dequantize itself is the magic-number trick of emit_nvptx_wqgemm.c:
-// float(0x4B000000 | u) - (2^23 + bias + zero) is q - zero exactly.
+// float(0x4B000000 | u) - (2^23 + bias + zero) is q - zero exactly, the
+// values then rounded two at a time (cvt.rn.bf16x2.f32); int4 under f32 A
+// does it in bf16 pairs instead (b_fragments: 0x4300 | u is 128 + u), 1.5
+// instructions a weight where the f32 way takes 4.
 //
 // Loads: each chunk's weight words are issued at once (32 registers a
 // lane: 8 steps of int4, 4 of int8) before its mmas; a warp's A elements
@@ -292,6 +295,85 @@ static void fold_group(wm_t* q, LLVMValueRef* acc, LLVMValueRef* gacc,
   }
 }
 
+// Two f32 values rounded to the operand type and packed, |lo| in bits
+// 0-15 (one cvt.rn.{bf16,f16}x2.f32, whose first source is the upper half).
+static LLVMValueRef pack_f32(wm_t* q, LLVMValueRef lo, LLVMValueRef hi) {
+  LLVMValueRef args[2] = {hi, lo};
+  LLVMValueRef v =
+      tj_nvptx_call(q->nv,
+                    q->op == q->em->t_f16 ? "llvm.nvvm.ff2f16x2.rn"
+                                          : "llvm.nvvm.ff2bf16x2.rn",
+                    args, 2);
+  return LLVMBuildBitCast(q->b, v, q->em->t_i32, "");
+}
+
+// The B fragments of mma tile |j| (column wcol + j) from a step's weight
+// words (rows 4t .. 4t+3): {rows 0, 1} and {rows 2, 3}, each the lower
+// row in bits 0-15.
+static void b_fragments(wm_t* q, LLVMValueRef words[4][2], int32_t j,
+                        LLVMValueRef offset[8], LLVMValueRef scale[8],
+                        LLVMValueRef bf[2]) {
+  const tj_nvptx_wqgemm_t* w = q->w;
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  LLVMValueRef flip =
+      c32(q, w->bits == 4 ? (int64_t)0x88888888 : (int64_t)0x80808080);
+  if (q->split && w->bits == 4) {
+    // int4 times f32 A: q - zero straight in bf16 (Marlin's trick). Rows r
+    // and r + 1 share a register: their words' halves holding column j
+    // side by side, each nibble shifted down and or-ed into 0x4300 (bf16
+    // 128, whose last mantissa bit is 1) gives 128 + u in both halves;
+    // one sub.bf16x2 of 128 + bias + zero (at most 143: exact) leaves
+    // q - zero, exact.
+    LLVMTypeRef v2 = LLVMVectorType(q->op, 2);
+    for (int32_t p = 0; p < 2; ++p) {
+      LLVMValueRef lo = words[2 * p][0], hi = words[2 * p + 1][0];
+      if (w->flip) {
+        lo = LLVMBuildXor(b, lo, flip, "");
+        hi = LLVMBuildXor(b, hi, flip, "");
+      }
+      // Columns 0-3 in the words' low halves, 4-7 in their high halves.
+      LLVMValueRef pair =
+          j < 4 ? LLVMBuildOr(b, LLVMBuildAnd(b, lo, c32(q, 0xFFFF), ""),
+                              LLVMBuildShl(b, hi, c32(q, 16), ""), "")
+                : LLVMBuildOr(
+                      b, LLVMBuildLShr(b, lo, c32(q, 16), ""),
+                      LLVMBuildAnd(b, hi, c32(q, (int64_t)0xFFFF0000), ""), "");
+      LLVMValueRef x = LLVMBuildLShr(b, pair, c32(q, 4 * (j % 4)), "");
+      x = LLVMBuildOr(b, LLVMBuildAnd(b, x, c32(q, 0x000F000F), ""),
+                      c32(q, 0x43004300), "");
+      LLVMValueRef off = LLVMBuildFPTrunc(
+          b, LLVMBuildFSub(b, offset[j], cf(q, 8388608.0 - 128.0), ""), q->op,
+          "");
+      LLVMValueRef offs = LLVMGetUndef(v2);
+      offs = LLVMBuildInsertElement(b, offs, off, c32(q, 0), "");
+      offs = LLVMBuildInsertElement(b, offs, off, c32(q, 1), "");
+      LLVMValueRef d =
+          LLVMBuildFSub(b, LLVMBuildBitCast(b, x, v2, ""), offs, "qz");
+      bf[p] = LLVMBuildBitCast(b, d, em->t_i32, "");
+    }
+    return;
+  }
+  // Else in f32: the field or-ed into 2^23's mantissa, minus 2^23 + bias
+  // + zero (q - zero, exact), times the scale for f16/bf16 A (exact in
+  // f32), then one rounding to the operand type per value (two a cvt).
+  LLVMValueRef h[4];
+  for (int32_t i = 0; i < 4; ++i) {
+    LLVMValueRef word = words[i][w->bits == 4 ? 0 : j / 4];
+    int32_t shift = w->bits == 4 ? 4 * j : 8 * (j % 4);
+    if (w->flip) word = LLVMBuildXor(b, word, flip, "");
+    LLVMValueRef u = LLVMBuildAnd(b, LLVMBuildLShr(b, word, c32(q, shift), ""),
+                                  c32(q, w->bits == 4 ? 15 : 255), "");
+    LLVMValueRef f = LLVMBuildBitCast(
+        b, LLVMBuildOr(b, u, c32(q, 0x4B000000), ""), em->t_f32, "");
+    LLVMValueRef v = LLVMBuildFSub(b, f, offset[j], "qz");
+    if (!q->split) v = LLVMBuildFMul(b, v, scale[j], "w");
+    h[i] = v;
+  }
+  bf[0] = pack_f32(q, h[0], h[1]);
+  bf[1] = pack_f32(q, h[2], h[3]);
+}
+
 static int32_t gcd32(int32_t a, int32_t b) {
   while (b) {
     int32_t r = a % b;
@@ -332,7 +414,6 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps) {
       load_a(q, r, LLVMBuildAdd(b, k0, c64(q, 16 * s), ""), fast, x[s][r]);
   LLVMValueRef scale[8] = {0}, offset[8] = {0}, cs[16] = {0};
   bool per_group = w->group != 0;
-  LLVMValueRef magic = c32(q, 0x4B000000);
   for (int32_t s = 0; s < steps; ++s) {
     LLVMValueRef ks = LLVMBuildAdd(b, k0, c64(q, 16 * s), "");
     if (s + ahead < steps)
@@ -353,25 +434,8 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps) {
     LLVMValueRef af[3][4];
     a_fragments(q, x[s], af);
     for (int32_t j = 0; j < kTiles; ++j) {
-      LLVMValueRef h[4];
-      for (int32_t i = 0; i < 4; ++i) {
-        LLVMValueRef word = words[s][i][w->bits == 4 ? 0 : j / 4];
-        int32_t shift = w->bits == 4 ? 4 * j : 8 * (j % 4);
-        if (w->flip)
-          word = LLVMBuildXor(
-              b, word,
-              c32(q, w->bits == 4 ? (int64_t)0x88888888 : (int64_t)0x80808080),
-              "");
-        LLVMValueRef u =
-            LLVMBuildAnd(b, LLVMBuildLShr(b, word, c32(q, shift), ""),
-                         c32(q, w->bits == 4 ? 15 : 255), "");
-        LLVMValueRef f =
-            LLVMBuildBitCast(b, LLVMBuildOr(b, u, magic, ""), em->t_f32, "");
-        LLVMValueRef v = LLVMBuildFSub(b, f, offset[j], "qz");
-        if (!q->split) v = LLVMBuildFMul(b, v, scale[j], "w");
-        h[i] = LLVMBuildFPTrunc(b, v, q->op, "");
-      }
-      LLVMValueRef bf[2] = {pack(q, h[0], h[1]), pack(q, h[2], h[3])};
+      LLVMValueRef bf[2];
+      b_fragments(q, words[s], j, offset, scale, bf);
       if (!q->split) {
         mma(q, af[0], bf, &acc[4 * j]);
         continue;
