@@ -275,6 +275,10 @@ typedef struct tj_nvptx_wqgemm_t {
   LLVMValueRef m0, n0;      // i64 origin of the block's tile
   LLVMValueRef tid;         // i32 tid.x
   LLVMValueRef smem;        // the dynamic shared memory
+  // emit_nvptx_wqmma.c: K split across up to |max_splits| blocks (grid y)
+  // of the |n_tiles| column tiles (N constant), 0: never.
+  int32_t max_splits;
+  int64_t n_tiles;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

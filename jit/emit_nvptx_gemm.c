@@ -48,6 +48,8 @@
 #define kBN 128
 #define kThreads 256
 #define kGroupM 8
+// The weight-only GEMM's most blocks a tile along K (emit_nvptx_wqmma.c).
+#define kWqMaxSplits 4
 #define kCStride (kBN + 8)  // floats per row of the staged C tile
 #define kCBytes (kBM * kCStride * 4)
 
@@ -1492,7 +1494,16 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->threads = g->threads;
   info->tile_m = g->tile_m;
   info->tile_n = g->tile_n;
-  info->tile_k = chunk;
+  info->tile_k = tc ? (w.bits == 4 ? 128 : 64) : chunk;
+  // Split K across blocks (decode: N / 64 tiles alone leave SMs idle):
+  // a rank-2 GEMM whose N is a constant, so that the partials' workspace
+  // is a module global of constant size.
+  if (tc && !nv->options.wqgemm_no_split && r == 2 &&
+      k->dims[r - 1].param < 0 && k->dims[r - 1].value > 0) {
+    w.max_splits = kWqMaxSplits;
+    w.n_tiles = (k->dims[r - 1].value + 63) / 64;
+    info->k_splits = kWqMaxSplits;
+  }
   info->stages = 1;
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
@@ -1764,6 +1775,24 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       (uint32_t)(info->persistent && num_sms > 0 && tiles > num_sms ? num_sms
                                                                     : tiles);
   out->grid[1] = 1;
+  // The weight-only GEMM of one row tile: K split in S blocks a tile (grid
+  // y), S the fewest of those that take the least waves of the SMs' blocks
+  // (one an SM: the kernel holds ~200 registers a thread), each block
+  // keeping its 8 warps busy (8 chunks of K or more).
+  if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
+      !info->persistent) {
+    int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
+    int64_t best = 1;
+    double best_cost = (double)((tiles + num_sms - 1) / num_sms);
+    for (int64_t s = 2; s <= info->k_splits && s * 8 <= chunks; ++s) {
+      double cost = (double)((tiles * s + num_sms - 1) / num_sms) / (double)s;
+      if (cost < best_cost) {
+        best = s;
+        best_cost = cost;
+      }
+    }
+    out->grid[1] = (uint32_t)best;
+  }
   out->grid[2] = (uint32_t)batch;
   out->block[0] = (uint32_t)info->threads;
   out->block[1] = out->block[2] = 1;

@@ -46,6 +46,7 @@
 // not depend on timing) into the staged C tile the GEMM template's
 // epilogue reads.
 
+#include <stdio.h>
 #include <string.h>
 
 #include "jit/emit_nvptx.h"
@@ -453,6 +454,118 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps) {
   }
 }
 
+// The tile's K splits joined (w->max_splits > 1, S = |splits| > 1): each
+// block stores its staged tile into its slot of a module-global workspace
+// [n_tiles][max_splits][16 x 64] and counts itself in on the tile's
+// counter; the last to arrive adds the S partials in split order (so the
+// sum does not depend on which block is last) into its staged tile, puts
+// the counter back to 0 for the next launch and goes on to the epilogue;
+// the others return. The workspace and counters are the module's, so two
+// launches of one kernel must not overlap (one stream: they do not).
+static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
+  const tj_nvptx_wqgemm_t* w = q->w;
+  tj_nvptx_emit_t* nv = q->nv;
+  tj_emit_t* em = q->em;
+  LLVMBuilderRef b = q->b;
+  char name[256];
+  snprintf(name, sizeof(name), "wq_partials_%s", em->k->name);
+  LLVMTypeRef wt = LLVMArrayType2(
+      em->t_f32, (uint64_t)(w->n_tiles * w->max_splits * 16 * kTileN));
+  LLVMValueRef ws = LLVMAddGlobalInAddressSpace(em->mod, wt, name, 1);
+  LLVMSetInitializer(ws, LLVMConstNull(wt));
+  LLVMSetLinkage(ws, LLVMInternalLinkage);
+  snprintf(name, sizeof(name), "wq_arrivals_%s", em->k->name);
+  LLVMTypeRef ct = LLVMArrayType2(em->t_i32, (uint64_t)w->n_tiles);
+  LLVMValueRef cnt = LLVMAddGlobalInAddressSpace(em->mod, ct, name, 1);
+  LLVMSetInitializer(cnt, LLVMConstNull(ct));
+  LLVMSetLinkage(cnt, LLVMInternalLinkage);
+  LLVMValueRef tile = LLVMBuildSDiv(b, w->n0, c64(q, kTileN), "tile");
+  LLVMValueRef tile_base =
+      LLVMBuildMul(b, tile, c64(q, w->max_splits * 16 * kTileN), "");
+  LLVMValueRef tid = LLVMBuildZExt(b, w->tid, em->t_i64, "");
+  // ws[tile][split][item] = staged C (row item / 64, column item % 64).
+  LLVMValueRef mine = LLVMBuildAdd(
+      b, tile_base, LLVMBuildMul(b, split, c64(q, 16 * kTileN), ""), "");
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
+    LLVMValueRef at =
+        LLVMBuildAdd(b,
+                     LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                  c64(q, w->c_stride), ""),
+                     LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+    LLVMValueRef v = LLVMBuildLoad2(
+        b, em->t_f32, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""), "");
+    LLVMValueRef dst = gep(q, em->t_f32, ws, LLVMBuildAdd(b, mine, it, ""));
+    LLVMSetVolatile(LLVMBuildStore(b, v, dst), 1);
+  }
+  // The stores visible to the GPU before the count (__threadfence).
+  tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
+  tj_nvptx_barrier(nv);
+  // Thread 0 counts the block in; the flag goes through shared memory
+  // (the reduction area, free now).
+  LLVMValueRef flag =
+      LLVMBuildGEP2(b, em->t_f32, w->smem,
+                    (LLVMValueRef[]){c32(q, 16 * w->c_stride)}, 1, "flag");
+  tj_emit_if_t first;
+  tj_emit_if_begin(em, &first,
+                   LLVMBuildICmp(b, LLVMIntEQ, w->tid, c32(q, 0), ""), "t0");
+  LLVMValueRef old =
+      LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpAdd, gep(q, em->t_i32, cnt, tile),
+                         c32(q, 1), LLVMAtomicOrderingMonotonic, 0);
+  LLVMValueRef last =
+      LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildZExt(b, old, em->t_i64, ""),
+                    LLVMBuildSub(b, splits, c64(q, 1), ""), "");
+  LLVMBuildStore(b, LLVMBuildZExt(b, last, em->t_i32, ""), flag);
+  tj_emit_if_end(em, &first);
+  tj_nvptx_barrier(nv);
+  LLVMValueRef is_last = LLVMBuildICmp(
+      b, LLVMIntNE, LLVMBuildLoad2(b, em->t_i32, flag, ""), c32(q, 0), "last");
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef leave = LLVMAppendBasicBlockInContext(
+      LLVMGetTypeContext(em->t_f32), fn, "wq_not_last");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(
+      LLVMGetTypeContext(em->t_f32), fn, "wq_last");
+  LLVMBuildCondBr(b, is_last, go, leave);
+  LLVMPositionBuilderAtEnd(b, leave);
+  LLVMBuildRetVoid(b);
+  LLVMPositionBuilderAtEnd(b, go);
+  // The other blocks' stores before ours are read (the acquire side).
+  tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
+    LLVMValueRef sum = tj_emit_alloca(em, em->t_f32, "wq_sum");
+    LLVMBuildStore(b, cf(q, 0.0), sum);
+    tj_emit_loop_t sl;
+    LLVMValueRef s =
+        tj_emit_loop_begin(em, &sl, c64(q, 0), splits, c64(q, 1), "split");
+    LLVMValueRef src =
+        gep(q, em->t_f32, ws,
+            LLVMBuildAdd(
+                b,
+                LLVMBuildAdd(b, tile_base,
+                             LLVMBuildMul(b, s, c64(q, 16 * kTileN), ""), ""),
+                it, ""));
+    LLVMValueRef v = LLVMBuildLoad2(b, em->t_f32, src, "");
+    LLVMSetVolatile(v, 1);
+    LLVMBuildStore(
+        b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, em->t_f32, sum, ""), v, ""), sum);
+    tj_emit_loop_end(em, &sl);
+    LLVMValueRef at =
+        LLVMBuildAdd(b,
+                     LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                  c64(q, w->c_stride), ""),
+                     LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+    LLVMBuildStore(b, LLVMBuildLoad2(b, em->t_f32, sum, ""),
+                   LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+  }
+  tj_emit_if_t reset;
+  tj_emit_if_begin(em, &reset,
+                   LLVMBuildICmp(b, LLVMIntEQ, w->tid, c32(q, 0), ""), "t0");
+  LLVMBuildStore(b, c32(q, 0), gep(q, em->t_i32, cnt, tile));
+  tj_emit_if_end(em, &reset);
+  tj_nvptx_barrier(nv);
+}
+
 int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w) {
   return kWarps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
 }
@@ -531,9 +644,17 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   LLVMValueRef chunks =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, w->kdim, c64(&q, rows_a_chunk - 1), ""),
                     c64(&q, rows_a_chunk), "chunks");
+  // Split s of S (grid y) takes every S-th round of the block's warps.
+  LLVMValueRef splits = c64(&q, 1), split = c64(&q, 0);
+  if (w->max_splits > 1) {
+    splits = tj_nvptx_sreg64(nv, "nctaid.y");
+    split = tj_nvptx_sreg64(nv, "ctaid.y");
+  }
   tj_emit_loop_t loop;
-  LLVMValueRef c =
-      tj_emit_loop_begin(em, &loop, warp, chunks, c64(&q, kWarps), "chunk");
+  LLVMValueRef c = tj_emit_loop_begin(
+      em, &loop,
+      LLVMBuildAdd(b, warp, LLVMBuildMul(b, split, c64(&q, kWarps), ""), ""),
+      chunks, LLVMBuildMul(b, splits, c64(&q, kWarps), ""), "chunk");
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(&q, rows_a_chunk), "k0");
   LLVMValueRef inside =
       LLVMBuildAnd(b, fast,
@@ -608,5 +729,13 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMBuildStore(b, s, LLVMBuildGEP2(b, em->t_f32, w->smem, &a, 1, ""));
   }
   tj_nvptx_barrier(nv);
+  if (w->max_splits > 1) {
+    tj_emit_if_t many;
+    tj_emit_if_begin(em, &many,
+                     LLVMBuildICmp(b, LLVMIntSGT, splits, c64(&q, 1), ""),
+                     "splits");
+    join_splits(&q, splits, split);
+    tj_emit_if_end(em, &many);
+  }
   return NULL;
 }

@@ -82,6 +82,10 @@ typedef struct tj_nvptx_kernel_t {
   bool tma;
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
+  // The weight-only GEMM (emit_nvptx_wqmma.c): K may be split across up
+  // to this many blocks a tile (grid y), where M fits one row tile; 0 or
+  // 1: never.
+  int32_t k_splits;
 } tj_nvptx_kernel_t;
 
 // The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
@@ -110,6 +114,9 @@ typedef struct tj_nvptx_options_t {
   // (emit_nvptx_wqgemm.c) instead of the tensor-core one
   // (emit_nvptx_wqmma.c): TJ_CUDA_WQGEMM=fma, to compare the two.
   bool wqgemm_fma;
+  // The tensor-core one without its split of K across blocks
+  // (TJ_CUDA_WQGEMM=nosplit).
+  bool wqgemm_no_split;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer

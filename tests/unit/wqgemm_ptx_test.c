@@ -113,6 +113,10 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
     if (fmas > 32 * (steps + 2) + 128)
       fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
     CHECK(fmas <= 32 * (steps + 2) + 128);
+    // K split across blocks (grid y) joined by the last block to arrive.
+    CHECK(strstr(ptx.ptx, "nctaid.y") != NULL);
+    CHECK(strstr(ptx.ptx, "atom.global.add") != NULL);
+    CHECK(strstr(ptx.ptx, "membar.gl") != NULL);
   }
   // The CUDA-core kernel: each row tier's unrolled block holds at most 32
   // k-row x tile-row products (8 FMAs each) on the aligned path and one k
