@@ -66,6 +66,7 @@ typedef struct wm_t {
   int32_t fold;            // steps a group's sum covers (split)
   int32_t words;           // i32 weight words a lane a k row: 1 or 2
   int32_t ahead;           // steps of A loaded ahead of their mma
+  bool upper_only;         // rows g + 8 are past the tile: their A is 0
   LLVMTypeRef op;          // the mma operands' element type (f16 or bf16)
   LLVMValueRef g, t;       // i64 lane / 4, lane % 4
   LLVMValueRef wcol;       // i64 the lane's first weight column
@@ -197,6 +198,10 @@ static void load_a(wm_t* q, int32_t r, LLVMValueRef k0, bool fast,
   const tj_nvptx_wqgemm_t* w = q->w;
   LLVMBuilderRef b = q->b;
   LLVMTypeRef t = in_type(q);
+  if (r == 1 && q->upper_only) {
+    for (int32_t i = 0; i < 4; ++i) out[i] = cf(q, 0.0);
+    return;
+  }
   LLVMValueRef k =
       LLVMBuildAdd(b, k0, LLVMBuildMul(b, q->t, c64(q, 4), ""), "");
   if (fast) {
@@ -664,7 +669,22 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
                    "inside");
   tj_emit_if_t vec, slow;
   tj_emit_if_begin(em, &vec, inside, "vec");
-  emit_steps(&q, k0, true, q.steps);
+  if (q.split) {
+    // f32 A at M <= 8: rows g + 8 as constant zeros, so that their loads
+    // and three-way splits (a third of a step's instructions) are gone.
+    tj_emit_if_t up, all;
+    LLVMValueRef few = LLVMBuildICmp(b, LLVMIntSLE, rows, c64(&q, 8), "");
+    tj_emit_if_begin(em, &up, few, "upper");
+    q.upper_only = true;
+    emit_steps(&q, k0, true, q.steps);
+    q.upper_only = false;
+    tj_emit_if_end(em, &up);
+    tj_emit_if_begin(em, &all, LLVMBuildNot(b, few, ""), "all");
+    emit_steps(&q, k0, true, q.steps);
+    tj_emit_if_end(em, &all);
+  } else {
+    emit_steps(&q, k0, true, q.steps);
+  }
   tj_emit_if_end(em, &vec);
   // Else a step at a time, so that the clamped loads (byte by byte where
   // unaligned) hold fewer registers than the main path.

@@ -95,9 +95,10 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
   }
   // The product on tensor cores (emit_nvptx_wqmma.c): whole steps of 8
   // mma.sync m16n8k16 (one 16 x 64 block of the weight), three a tile for
-  // f32 A (its hi, mid and lo bf16 terms), and no more than two paths of
-  // a chunk of 8 (int4) or 4 (int8) steps each. No f32 FMA loop over the
-  // weight: only the f32 A's per-group scaling (32 FMAs a fold).
+  // f32 A (its hi, mid and lo bf16 terms), and no more than the paths of a
+  // chunk of 8 (int4) or 4 (int8) steps (two for f32 A: M <= 8 and the
+  // rest) and a step (the clamped path). No f32 FMA loop over the weight:
+  // only the f32 A's per-group scaling (32 FMAs a fold).
   if (!c->decomposed && ptx.ptx && !fma) {
     int mmas = 0, fmas = 0;
     for (const char* p = ptx.ptx; (p = strstr(p, "mma.sync.aligned.m16n8k16"));
@@ -106,13 +107,15 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
     for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
     int per_step = 8 * (c->adt == TJ_DTYPE_F32 ? 3 : 1);
     int steps = c->bits == 4 ? 8 : 4;
-    if (mmas < per_step || mmas % per_step || mmas > per_step * (steps + 1))
+    int paths = c->adt == TJ_DTYPE_F32 ? 2 : 1;
+    if (mmas < per_step || mmas % per_step ||
+        mmas > per_step * (paths * steps + 1))
       fprintf(stderr, "  %s: %d mma.sync in the PTX\n", c->name, mmas);
     CHECK(mmas >= per_step && mmas % per_step == 0);
-    CHECK(mmas <= per_step * (steps + 1));
-    if (fmas > 32 * (steps + 2) + 128)
+    CHECK(mmas <= per_step * (paths * steps + 1));
+    if (fmas > 32 * (paths * steps + 2) + 128)
       fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
-    CHECK(fmas <= 32 * (steps + 2) + 128);
+    CHECK(fmas <= 32 * (paths * steps + 2) + 128);
     // K split across blocks (grid y) joined by the last block to arrive.
     CHECK(strstr(ptx.ptx, "nctaid.y") != NULL);
     CHECK(strstr(ptx.ptx, "atom.global.add") != NULL);
