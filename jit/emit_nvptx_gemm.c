@@ -1778,13 +1778,14 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   // The weight-only GEMM of one row tile: K split in S blocks a tile (grid
   // y), S the fewest of those that take the least waves of the SMs' blocks
   // (one an SM: the kernel holds ~200 registers a thread), each block
-  // keeping its 8 warps busy (8 chunks of K or more).
+  // giving each of its 8 warps two chunks of K or more (a warp's next
+  // chunk loads while its current one computes).
   if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
       !info->persistent) {
     int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
     int64_t best = 1;
     double best_cost = (double)((tiles + num_sms - 1) / num_sms);
-    for (int64_t s = 2; s <= info->k_splits && s * 8 <= chunks; ++s) {
+    for (int64_t s = 2; s <= info->k_splits && s * 16 <= chunks; ++s) {
       double cost = (double)((tiles * s + num_sms - 1) / num_sms) / (double)s;
       if (cost < best_cost) {
         best = s;

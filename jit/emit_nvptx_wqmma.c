@@ -39,7 +39,8 @@
 // instructions a weight where the f32 way takes 4.
 //
 // Loads: each chunk's weight words are issued at once (32 registers a
-// lane: 8 steps of int4, 4 of int8) before its mmas; a warp's A elements
+// lane: 8 steps of int4, 4 of int8), the next chunk's before the current
+// one's mmas (a second set); a warp's A elements
 // are read by it alone (no reuse inside the block), so they come straight
 // from global memory two steps ahead of their mma. The warps' partial
 // tiles are then added in warp order through shared memory (so results do
@@ -391,7 +392,30 @@ static int32_t gcd32(int32_t a, int32_t b) {
 
 // One chunk (q->steps steps of 16 k rows from |k0|): |fast|, every row
 // inside K and aligned vector loads; else clamped scalar loads.
-static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps) {
+// A whole chunk's words from |k0| on the vector path, stored into |pre|
+// ([32 x i32]: step, row, word), so that they are in flight while the
+// previous chunk computes.
+static void prefetch_chunk(wm_t* q, LLVMValueRef k0, LLVMValueRef pre) {
+  LLVMBuilderRef b = q->b;
+  LLVMValueRef t4 = LLVMBuildMul(b, q->t, c64(q, 4), "");
+  for (int32_t s = 0; s < q->steps; ++s) {
+    for (int32_t i = 0; i < 4; ++i) {
+      LLVMValueRef v[2];
+      LLVMValueRef kk =
+          LLVMBuildAdd(b, LLVMBuildAdd(b, k0, t4, ""), c64(q, 16 * s + i), "");
+      load_words(q, kk, true, v);
+      for (int32_t d = 0; d < q->words; ++d) {
+        LLVMValueRef idx[2] = {c32(q, 0), c32(q, (s * 4 + i) * q->words + d)};
+        LLVMBuildStore(b, v[d],
+                       LLVMBuildGEP2(b, LLVMArrayType2(q->em->t_i32, 32), pre,
+                                     idx, 2, ""));
+      }
+    }
+  }
+}
+
+static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
+                       LLVMValueRef given[8][4][2]) {
   const tj_nvptx_wqgemm_t* w = q->w;
   LLVMBuilderRef b = q->b;
   tj_emit_t* em = q->em;
@@ -399,10 +423,15 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps) {
   int32_t ahead = q->ahead;
   LLVMValueRef klast = LLVMBuildSub(b, w->kdim, c64(q, 1), "");
   LLVMValueRef t4 = LLVMBuildMul(b, q->t, c64(q, 4), "");
-  // Every weight word of the chunk first: words[step][row i][word].
+  // Every weight word of the chunk first (or prefetched, |given|):
+  // words[step][row i][word].
   LLVMValueRef words[8][4][2];
   for (int32_t s = 0; s < steps; ++s) {
     for (int32_t i = 0; i < 4; ++i) {
+      if (given) {
+        for (int32_t d = 0; d < q->words; ++d) words[s][i][d] = given[s][i][d];
+        continue;
+      }
       LLVMValueRef kk =
           LLVMBuildAdd(b, LLVMBuildAdd(b, k0, t4, ""), c64(q, 16 * s + i), "");
       load_words(q, fast ? kk : min64(q, kk, klast), fast, words[s][i]);
@@ -649,26 +678,49 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   LLVMValueRef chunks =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, w->kdim, c64(&q, rows_a_chunk - 1), ""),
                     c64(&q, rows_a_chunk), "chunks");
-  // Split s of S (grid y) takes every S-th round of the block's warps.
+  // Split s of S (grid y) takes chunks [s C / S, (s + 1) C / S), its
+  // warps round-robin.
   LLVMValueRef splits = c64(&q, 1), split = c64(&q, 0);
   if (w->max_splits > 1) {
     splits = tj_nvptx_sreg64(nv, "nctaid.y");
     split = tj_nvptx_sreg64(nv, "ctaid.y");
   }
+  LLVMValueRef lo =
+      LLVMBuildSDiv(b, LLVMBuildMul(b, split, chunks, ""), splits, "lo");
+  LLVMValueRef hi = LLVMBuildSDiv(
+      b, LLVMBuildMul(b, LLVMBuildAdd(b, split, c64(&q, 1), ""), chunks, ""),
+      splits, "hi");
+  LLVMValueRef c0 = LLVMBuildAdd(b, lo, warp, "c0");
+  LLVMValueRef whole = LLVMBuildSDiv(b, w->kdim, c64(&q, rows_a_chunk), "");
+  // The vector path: the chunks wholly inside K, each chunk's words loaded
+  // while the one before computes (a second set of 32 registers).
+  LLVMValueRef vend =
+      LLVMBuildSelect(b, fast, min64(&q, hi, whole), c64(&q, 0), "vend");
+  LLVMTypeRef pt = LLVMArrayType2(em->t_i32, 32);
+  LLVMValueRef pre = tj_emit_alloca(em, pt, "wm_pre");
+  tj_emit_if_t first;
+  tj_emit_if_begin(em, &first, LLVMBuildICmp(b, LLVMIntSLT, c0, vend, ""),
+                   "first");
+  prefetch_chunk(&q, LLVMBuildMul(b, c0, c64(&q, rows_a_chunk), ""), pre);
+  tj_emit_if_end(em, &first);
   tj_emit_loop_t loop;
-  LLVMValueRef c = tj_emit_loop_begin(
-      em, &loop,
-      LLVMBuildAdd(b, warp, LLVMBuildMul(b, split, c64(&q, kWarps), ""), ""),
-      chunks, LLVMBuildMul(b, splits, c64(&q, kWarps), ""), "chunk");
+  LLVMValueRef c =
+      tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, kWarps), "chunk");
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(&q, rows_a_chunk), "k0");
-  LLVMValueRef inside =
-      LLVMBuildAnd(b, fast,
-                   LLVMBuildICmp(b, LLVMIntSLE,
-                                 LLVMBuildAdd(b, k0, c64(&q, rows_a_chunk), ""),
-                                 w->kdim, ""),
-                   "inside");
-  tj_emit_if_t vec, slow;
-  tj_emit_if_begin(em, &vec, inside, "vec");
+  LLVMValueRef cur[8][4][2];
+  for (int32_t s = 0; s < q.steps; ++s)
+    for (int32_t i2 = 0; i2 < 4; ++i2)
+      for (int32_t d = 0; d < q.words; ++d) {
+        LLVMValueRef idx[2] = {c32(&q, 0), c32(&q, (s * 4 + i2) * q.words + d)};
+        cur[s][i2][d] = LLVMBuildLoad2(
+            b, em->t_i32, LLVMBuildGEP2(b, pt, pre, idx, 2, ""), "");
+      }
+  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, kWarps), "cn");
+  tj_emit_if_t next;
+  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
+                   "next");
+  prefetch_chunk(&q, LLVMBuildMul(b, cn, c64(&q, rows_a_chunk), ""), pre);
+  tj_emit_if_end(em, &next);
   if (q.split) {
     // f32 A at M <= 8: rows g + 8 as constant zeros, so that their loads
     // and three-way splits (a third of a step's instructions) are gone.
@@ -676,26 +728,33 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMValueRef few = LLVMBuildICmp(b, LLVMIntSLE, rows, c64(&q, 8), "");
     tj_emit_if_begin(em, &up, few, "upper");
     q.upper_only = true;
-    emit_steps(&q, k0, true, q.steps);
+    emit_steps(&q, k0, true, q.steps, cur);
     q.upper_only = false;
     tj_emit_if_end(em, &up);
     tj_emit_if_begin(em, &all, LLVMBuildNot(b, few, ""), "all");
-    emit_steps(&q, k0, true, q.steps);
+    emit_steps(&q, k0, true, q.steps, cur);
     tj_emit_if_end(em, &all);
   } else {
-    emit_steps(&q, k0, true, q.steps);
+    emit_steps(&q, k0, true, q.steps, cur);
   }
-  tj_emit_if_end(em, &vec);
-  // Else a step at a time, so that the clamped loads (byte by byte where
-  // unaligned) hold fewer registers than the main path.
-  tj_emit_if_begin(em, &slow, LLVMBuildNot(b, inside, ""), "slow");
+  tj_emit_loop_end(em, &loop);
+  // The rest (a last chunk past K, or every chunk where the vector loads
+  // do not apply) a step at a time on the clamped path, so that its loads
+  // (byte by byte where unaligned) hold fewer registers.
+  tj_emit_loop_t rest;
+  LLVMValueRef cr =
+      tj_emit_loop_begin(em, &rest, c0, hi, c64(&q, kWarps), "rest");
+  tj_emit_if_t slow;
+  tj_emit_if_begin(em, &slow, LLVMBuildICmp(b, LLVMIntSGE, cr, vend, ""),
+                   "slow");
+  LLVMValueRef kr = LLVMBuildMul(b, cr, c64(&q, rows_a_chunk), "");
   tj_emit_loop_t step;
   LLVMValueRef ks = tj_emit_loop_begin(
       em, &step, c64(&q, 0), c64(&q, 16 * q.steps), c64(&q, 16), "step");
-  emit_steps(&q, LLVMBuildAdd(b, k0, ks, ""), false, 1);
+  emit_steps(&q, LLVMBuildAdd(b, kr, ks, ""), false, 1, NULL);
   tj_emit_loop_end(em, &step);
   tj_emit_if_end(em, &slow);
-  tj_emit_loop_end(em, &loop);
+  tj_emit_loop_end(em, &rest);
   // Per output channel (f32 A): the one scale after the whole sum.
   if (q.split && !w->group) {
     LLVMValueRef acc[4 * kTiles], gacc[4 * kTiles], cs[16];

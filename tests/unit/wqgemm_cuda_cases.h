@@ -66,14 +66,16 @@ static const wq_case_t kWqCases[] = {
      TJ_DTYPE_BF16},
     // int8 per group of 16 rows (a fold every step), ragged N.
     {"uint8_g16_zp", 96, 70, 8, false, true, 16, false, false, TJ_DTYPE_F32},
-    // K long enough to split across 2 or 4 blocks a tile at M <= 16 (8
-    // chunks a block or more; K not a multiple of the splits' chunks).
+    // K long enough to split across 2, 3 or 4 blocks a tile at M <= 16
+    // (16 chunks a block or more; K not a multiple of the chunks).
     {"int4_g128_split", 4100, 130, 4, true, false, 128, false, false,
      TJ_DTYPE_F32},
-    {"uint8_channel_split_bf16", 2600, 64, 8, false, true, 0, false, false,
+    {"uint8_channel_split_bf16", 4200, 64, 8, false, true, 0, false, false,
      TJ_DTYPE_BF16},
-    {"uint4_g32_f16_split", 2050, 96, 4, false, true, 32, false, false,
+    {"uint4_g32_f16_split", 4100, 96, 4, false, true, 32, false, false,
      TJ_DTYPE_F16},
+    {"int8_channel_split3", 4000, 200, 8, true, false, 0, false, false,
+     TJ_DTYPE_F32},
 };
 
 // The case's float dtype.
