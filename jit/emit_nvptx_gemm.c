@@ -1480,10 +1480,15 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.flip = sgn;
   w.zero_signed = sgn;
   w.group = k->bq.group;
-  // Tensor cores (emit_nvptx_wqmma.c) for every M: a 16-row tile costs
+  // Tensor cores (emit_nvptx_wqmma.c) where M is a constant of 8 or more,
+  // or where asked (tj_nvptx_options_t.wqgemm_mma): a 16-row tile costs
   // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
-  // weight where the CUDA-core loop needs 16 FMAs per weight element.
-  bool tc = !nv->options.wqgemm_fma && k->bq.group % 16 == 0;
+  // weight where the CUDA-core loop needs 16 FMAs per weight element, but
+  // at M = 1 the CUDA-core kernel measured faster.
+  const tj_nvptx_options_t* wo = &nv->options;
+  bool many_rows = k->dims[r - 2].param < 0 && k->dims[r - 2].value >= 8;
+  bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 &&
+            (wo->wqgemm_mma || wo->wqgemm_no_split || many_rows);
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;

@@ -110,12 +110,16 @@ typedef struct tj_nvptx_options_t {
   // portable polynomials: ~4x fewer instructions, a few ulp in f32
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
-  // The weight-only quantized GEMM on the CUDA-core kernel
-  // (emit_nvptx_wqgemm.c) instead of the tensor-core one
-  // (emit_nvptx_wqmma.c): TJ_CUDA_WQGEMM=fma, to compare the two.
+  // The weight-only quantized GEMM runs the tensor-core kernel
+  // (emit_nvptx_wqmma.c) where M is a constant of 8 or more, else the
+  // CUDA-core one (emit_nvptx_wqgemm.c): on the H200 the tensor cores were
+  // 2-5x faster at M = 8 and 16 but up to 1.7x slower at M = 1
+  // (bench/RESULTS.md), and a symbolic M takes either. TJ_CUDA_WQGEMM=mma
+  // (wqgemm_mma) asks for the tensor-core kernel for every M, =nosplit
+  // (wqgemm_no_split) the same without its split of K across blocks,
+  // =fma (wqgemm_fma) the CUDA-core one for every M.
   bool wqgemm_fma;
-  // The tensor-core one without its split of K across blocks
-  // (TJ_CUDA_WQGEMM=nosplit).
+  bool wqgemm_mma;
   bool wqgemm_no_split;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup

@@ -2,10 +2,11 @@
 // jit/emit_nvptx_wqmma.c): every case of tests/unit/wqgemm_cuda_cases.h
 // compiled once for CUDA (M symbolic, no graph break) and run at M = 1 to
 // 17 and 64 against tj_reference_run (the dequantize, then the product),
-// on the tensor-core kernel and again on the CUDA-core one
-// (TJ_CUDA_WQGEMM=fma): within 1e-6 of sum_k |x| * max |w| of each output
-// (f32 sums in another order), on gelu(. + b); f16/bf16 cases a few
-// roundings of their dtype more. Skips (exit 77) without a driver or GPU.
+// on the tensor-core kernel (TJ_CUDA_WQGEMM=mma) and again on the
+// CUDA-core one (the default for a symbolic M): within 1e-6 of sum_k |x| * max
+// |w| of each output (f32 sums in another order), on gelu(. + b); f16/bf16
+// cases a few roundings of their dtype more. Skips (exit 77) without a driver
+// or GPU.
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static tj_context_t* g_ctx;
-static tj_context_t* g_fma_ctx;  // TJ_CUDA_WQGEMM=fma: the CUDA-core kernel
+static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma: tensor cores
 
 static void run_case(const wq_case_t* c, tj_context_t* ctx) {
   wq_data_t d;
@@ -103,11 +104,12 @@ static void run_case(const wq_case_t* c, tj_context_t* ctx) {
 }
 
 TEST(every_case_against_the_reference) {
-  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_ctx);
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_mma_ctx);
 }
 
+// The default for a symbolic M.
 TEST(every_case_on_the_cuda_core_kernel) {
-  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_fma_ctx);
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_ctx);
 }
 
 int main(void) {
@@ -115,13 +117,13 @@ int main(void) {
   tj_cuda_device_destroy(device);
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
   // The context reads its settings once, when it is created.
-  setenv("TJ_CUDA_WQGEMM", "fma", 1);
-  tj_status_t st = tj_test_context_create(&g_fma_ctx);
+  setenv("TJ_CUDA_WQGEMM", "mma", 1);
+  tj_status_t st = tj_test_context_create(&g_mma_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(every_case_against_the_reference);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
-  tj_context_destroy(g_fma_ctx);
+  tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

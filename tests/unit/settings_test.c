@@ -30,7 +30,7 @@ TEST(every_setting_comes_from_its_variable) {
       "TJ_LOG=fusion,cache",      "TJ_PRINT_AFTER=fuse",
       "TJ_DUMP_DIR=/tmp/dumps",   "TJ_X86_ISA=avx2",
       "TJ_CACHE_DIR=/cache",      "TJ_OPENBLAS=none",
-      "TJ_CUDA_GEMM_CANDIDATE=2", "TJ_CUDA_WQGEMM=fma",
+      "TJ_CUDA_GEMM_CANDIDATE=2", "TJ_CUDA_WQGEMM=mma",
       NULL};
   tj_settings_t s;
   read_settings(NULL, env, &s);
@@ -42,7 +42,7 @@ TEST(every_setting_comes_from_its_variable) {
   CHECK_STREQ("/cache", s.values[TJ_SETTING_CACHE_DIR]);
   CHECK_STREQ("none", s.values[TJ_SETTING_OPENBLAS]);
   CHECK_STREQ("2", s.values[TJ_SETTING_CUDA_GEMM_CANDIDATE]);
-  CHECK_STREQ("fma", s.values[TJ_SETTING_CUDA_WQGEMM]);
+  CHECK_STREQ("mma", s.values[TJ_SETTING_CUDA_WQGEMM]);
   for (int i = 0; i < TJ_SETTING_COUNT_; ++i) CHECK(!s.from_options[i]);
   tj_settings_deinitialize(&s, tj_allocator_system());
 

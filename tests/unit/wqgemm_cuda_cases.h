@@ -159,12 +159,12 @@ static inline void wq_free(wq_data_t* d) {
   free(d->bias);
 }
 
-// gelu(x @ dequantize(Wq) + b), x [M, K] with M symbolic.
-static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
-                                   const wq_data_t* d) {
+// gelu(x @ dequantize(Wq) + b), x [M, K] with M |m| (0: symbolic).
+static inline tj_graph_t* wq_build_m(tj_context_t* ctx, const wq_case_t* c,
+                                     const wq_data_t* d, int64_t m) {
   tj_graph_t* g = NULL;
   if (tj_graph_create(ctx, c->name, &g) != NULL) return NULL;
-  int64_t M = tj_graph_symbol(g, "M");
+  int64_t M = m ? m : tj_graph_symbol(g, "M");
   tj_dtype_t ft = wq_adt(c);
   size_t fs = ft == TJ_DTYPE_F32 ? 4 : 2;
   tj_value_t x = tj_graph_input(g, ft, 2, (int64_t[]){M, c->K}, "x");
@@ -204,6 +204,12 @@ static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
     return NULL;
   }
   return g;
+}
+
+// The same with M symbolic.
+static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
+                                   const wq_data_t* d) {
+  return wq_build_m(ctx, c, d, 0);
 }
 
 #endif  // TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_

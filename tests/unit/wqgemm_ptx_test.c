@@ -20,7 +20,7 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
-static tj_context_t* g_fma_ctx;  // TJ_CUDA_WQGEMM=fma
+static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
@@ -61,11 +61,12 @@ static void assemble_and_report(const char* what, const char* text) {
   CHECK_EQ_INT(0, spill_ld);
 }
 
-// |fma|: under TJ_CUDA_WQGEMM=fma (g_fma_ctx), the CUDA-core kernel.
+// |fma|: the default for a symbolic M, the CUDA-core kernel; else under
+// TJ_CUDA_WQGEMM=mma (g_mma_ctx), the tensor-core one.
 static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(fma ? g_fma_ctx : g_ctx, c, &d);
+  tj_graph_t* g = wq_build(fma ? g_ctx : g_mma_ctx, c, &d);
   CHECK(g != NULL);
   if (!g) {
     wq_free(&d);
@@ -151,6 +152,28 @@ TEST(every_case_on_sm_90a_and_sm_80) {
   }
 }
 
+// By default a constant M of 8 or more runs on tensor cores, a smaller
+// one (and a symbolic one, above) on CUDA cores.
+TEST(a_constant_m_of_8_takes_tensor_cores) {
+  const int64_t ms[] = {8, 4};
+  for (int i = 0; i < 2; ++i) {
+    wq_data_t d;
+    wq_make(&kWqCases[0], &d);
+    tj_graph_t* g = wq_build_m(g_ctx, &kWqCases[0], &d, ms[i]);
+    CHECK(g != NULL);
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    tj_allocator_t al = tj_allocator_system();
+    if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    bool mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
+    CHECK(ptx.ptx != NULL);
+    CHECK_EQ_INT(ms[i] >= 8, mma);
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    if (g) tj_graph_destroy(g);
+    wq_free(&d);
+  }
+}
+
 TEST(every_case_on_the_cuda_core_kernel) {
   for (int i = 0; i < kWqNumCases; ++i)
     check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true);
@@ -160,13 +183,14 @@ int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
   // The context reads its settings once, when it is created.
-  setenv("TJ_CUDA_WQGEMM", "fma", 1);
-  tj_status_t st = tj_test_context_create(&g_fma_ctx);
+  setenv("TJ_CUDA_WQGEMM", "mma", 1);
+  tj_status_t st = tj_test_context_create(&g_mma_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(every_case_on_sm_90a_and_sm_80);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
-  tj_context_destroy(g_fma_ctx);
+  RUN_TEST(a_constant_m_of_8_takes_tensor_cores);
+  tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
   TEST_MAIN_END();
