@@ -3,8 +3,9 @@
 CUDA, jit/emit_nvptx_wqgemm.c): y = x @ W with W [K, N] a constant, at M =
 1, 4, 16, in the same run:
   int4    ours: W quantized by tensorjit.quantize_weights("int4", group
-          128: signed, per group along K), x f32; the GEMM reads the
-          packed weight (half a byte an element)
+          --group (128): signed, per group along K), x --x-dtype (f32;
+          bf16: W and its scales bf16 too); the GEMM reads the packed
+          weight (half a byte an element)
   int8    ours: the same with "int8" (per output channel)
   bf16    ours: x bf16 @ W bf16 (W an input [K, N], the layout our
           tensor-core GEMM reads)
@@ -20,6 +21,7 @@ kernels alone (tj_executable_profile). Progress and each compile's cost
 first run go to stderr.
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_wqgemm_torch.py
+    TJ_CUDA_WQGEMM=fma ...   # the CUDA-core kernel instead of tensor cores
 
 Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 """
@@ -52,12 +54,12 @@ def time_ms(fn, iters):
     return median, high - low
 
 
-def compile_quant(w, fmt):
+def compile_quant(w, fmt, x_dtype, group):
     k, n = w.shape
     g = tj.Graph("wq_" + fmt)
-    x = g.input("x", "f32", ["M", k])
-    g.output(g.matmul(x, g.constant(w)), "y")
-    return tj.compile(tj.quantize_weights(g, fmt, group_size=128), "cuda")
+    x = g.input("x", x_dtype, ["M", k])
+    g.output(g.matmul(x, g.constant(w, dtype=x_dtype)), "y")
+    return tj.compile(tj.quantize_weights(g, fmt, group_size=group), "cuda")
 
 
 def compile_bf16(n, k):
@@ -75,11 +77,18 @@ def main():
                     help="N,K")
     ap.add_argument("--ms", default="1,4,16")
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--x-dtype", default="f32", choices=("f32", "bf16"),
+                    help="x (and the quantized weight's scale) of the "
+                    "quantized GEMMs")
+    ap.add_argument("--group", type=int, default=128,
+                    help="int4's group along K (32, 64, 128)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no GPU")
     print(f"# cuda_wqgemm_torch: {torch.cuda.get_device_name()}, torch "
-          f"{torch.__version__}, tensorjit {tj.version()}")
+          f"{torch.__version__}, tensorjit {tj.version()}, x {args.x_dtype}, "
+          f"int4 group {args.group}, TJ_CUDA_WQGEMM="
+          f"{os.environ.get('TJ_CUDA_WQGEMM', '')}")
     print(f"{'N,K':>11s} {'M':>3s} {'case':>6s} {'ms':>16s} {'kern ms':>8s} "
           f"{'GB/s':>7s} {'/our bf16':>9s} {'/torch':>7s}", flush=True)
     rng = np.random.default_rng(1)
@@ -95,7 +104,7 @@ def main():
             t = time.time()
             try:
                 exes[fmt] = (compile_bf16(n, k) if fmt == "bf16" else
-                             compile_quant(w, fmt))
+                             compile_quant(w, fmt, args.x_dtype, args.group))
             except Exception as e:  # noqa: BLE001
                 step(f"{shape} {fmt}: compile failed: {e!r}")
                 continue
@@ -118,8 +127,9 @@ def main():
                 # A case that fails is reported and skipped: the other
                 # rows still print.
                 try:
+                    xq = xb if args.x_dtype == "bf16" else x
                     xin, args_ = (xb, (xb, wkn)) if fmt == "bf16" else \
-                        (x, (x,))
+                        (xq, (xq,))
                     y = torch.empty((m, n), device="cuda", dtype=xin.dtype)
                     t = time.time()
                     exes[fmt](*args_, out=y)  # bf16: tunes M's bucket

@@ -298,6 +298,10 @@ typedef struct tj_nvptx_wqgemm_t {
   LLVMValueRef m0, n0;      // i64 origin of the block's tile
   LLVMValueRef tid;         // i32 tid.x
   LLVMValueRef smem;        // the dynamic shared memory
+  // emit_nvptx_wqmma.c: K split across up to |max_splits| blocks (grid y)
+  // of the |n_tiles| column tiles (N constant), 0: never.
+  int32_t max_splits;
+  int64_t n_tiles;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);
@@ -308,5 +312,11 @@ int32_t tj_nvptx_wqgemm_shared_bytes(const tj_nvptx_wqgemm_t* w);
 // must be a multiple of 32 (int4) or 16 (int8) rows.
 tj_status_t tj_nvptx_emit_wqgemm(tj_nvptx_emit_t* nv,
                                  const tj_nvptx_wqgemm_t* w);
+// The same on mma.sync tensor cores (emit_nvptx_wqmma.c, sm_80 and up):
+// blocks of 256 threads own 16 rows and 64 columns (tile_n 64), groups a
+// multiple of 16 rows.
+int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w);
+tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
+                                const tj_nvptx_wqgemm_t* w);
 
 #endif  // TJ_JIT_EMIT_NVPTX_H_

@@ -48,6 +48,8 @@
 #define kBN 128
 #define kThreads 256
 #define kGroupM 8
+// The weight-only GEMM's most blocks a tile along K (emit_nvptx_wqmma.c).
+#define kWqMaxSplits 4
 #define kCStride (kBN + 8)  // floats per row of the staged C tile
 #define kCBytes (kBM * kCStride * 4)
 
@@ -1478,7 +1480,16 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.flip = sgn;
   w.zero_signed = sgn;
   w.group = k->bq.group;
-  w.tile_n = tj_nvptx_wqgemm_tile_n(w.bits);
+  // Tensor cores (emit_nvptx_wqmma.c) where M is a constant of 8 or more,
+  // or where asked (tj_nvptx_options_t.wqgemm_mma): a 16-row tile costs
+  // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
+  // weight where the CUDA-core loop needs 16 FMAs per weight element, but
+  // at M = 1 the CUDA-core kernel measured faster.
+  const tj_nvptx_options_t* wo = &nv->options;
+  bool many_rows = k->dims[r - 2].param < 0 && k->dims[r - 2].value >= 8;
+  bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 &&
+            (wo->wqgemm_mma || wo->wqgemm_no_split || many_rows);
+  w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;
   g->tile_n = w.tile_n;
@@ -1488,10 +1499,23 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->threads = g->threads;
   info->tile_m = g->tile_m;
   info->tile_n = g->tile_n;
-  info->tile_k = chunk;
+  info->tile_k = tc ? (w.bits == 4 ? 128 : 64) : chunk;
+  // Split K across blocks (decode: N / 64 tiles alone leave SMs idle):
+  // a rank-2 GEMM whose N is a constant, so that the partials' workspace
+  // is a module global of constant size.
+  if (tc && !nv->options.wqgemm_no_split && r == 2 &&
+      k->dims[r - 1].param < 0 && k->dims[r - 1].value > 0) {
+    w.max_splits = kWqMaxSplits;
+    w.n_tiles = (k->dims[r - 1].value + 63) / 64;
+    info->k_splits = kWqMaxSplits;
+  }
   info->stages = 1;
   info->group_m = kGroupM;
-  info->shared_bytes = tj_nvptx_wqgemm_shared_bytes(&w);
+  // One block an SM may take every register: without the bound ptxas
+  // picked 128 and spilled the tensor-core loop's accumulators.
+  if (tc) info->min_blocks_per_sm = 1;
+  info->shared_bytes =
+      tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
   info->vector_lanes = epilogue_lanes(k, r);
   g->m = em->dim[r - 2];
   g->n = em->dim[r - 1];
@@ -1518,7 +1542,8 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.n0 = g->n0;
   w.tid = g->tid;
   w.smem = g->smem;
-  TJ_RETURN_IF_ERROR(tj_nvptx_emit_wqgemm(nv, &w));
+  TJ_RETURN_IF_ERROR(tc ? tj_nvptx_emit_wqmma(nv, &w)
+                        : tj_nvptx_emit_wqgemm(nv, &w));
   return emit_epilogue(g);
 }
 
@@ -1755,6 +1780,25 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       (uint32_t)(info->persistent && num_sms > 0 && tiles > num_sms ? num_sms
                                                                     : tiles);
   out->grid[1] = 1;
+  // The weight-only GEMM of one row tile: K split in S blocks a tile (grid
+  // y), S the fewest of those that take the least waves of the SMs' blocks
+  // (one an SM: the kernel holds ~200 registers a thread), each block
+  // giving each of its 8 warps two chunks of K or more (a warp's next
+  // chunk loads while its current one computes).
+  if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
+      !info->persistent) {
+    int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
+    int64_t best = 1;
+    double best_cost = (double)((tiles + num_sms - 1) / num_sms);
+    for (int64_t s = 2; s <= info->k_splits && s * 16 <= chunks; ++s) {
+      double cost = (double)((tiles * s + num_sms - 1) / num_sms) / (double)s;
+      if (cost < best_cost) {
+        best = s;
+        best_cost = cost;
+      }
+    }
+    out->grid[1] = (uint32_t)best;
+  }
   out->grid[2] = (uint32_t)batch;
   out->block[0] = (uint32_t)info->threads;
   out->block[1] = out->block[2] = 1;

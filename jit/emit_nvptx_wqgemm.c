@@ -28,7 +28,9 @@
 // the staged C tile the GEMM template's epilogue reads.
 //
 // Larger M runs the same kernel per 16 rows (the weight is read once per
-// row tile): correct, with no tensor cores (see docs/architecture.md).
+// row tile). The GEMM runs this kernel where M is symbolic or below 8
+// (or under TJ_CUDA_WQGEMM=fma); else the same product runs on tensor
+// cores (emit_nvptx_wqmma.c; tj_nvptx_options_t.wqgemm_mma).
 
 #include <string.h>
 

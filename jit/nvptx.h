@@ -82,6 +82,10 @@ typedef struct tj_nvptx_kernel_t {
   bool tma;
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
+  // The weight-only GEMM (emit_nvptx_wqmma.c): K may be split across up
+  // to this many blocks a tile (grid y), where M fits one row tile; 0 or
+  // 1: never.
+  int32_t k_splits;
 } tj_nvptx_kernel_t;
 
 // The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
@@ -121,6 +125,17 @@ typedef struct tj_nvptx_options_t {
   // portable polynomials: ~4x fewer instructions, a few ulp in f32
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
+  // The weight-only quantized GEMM runs the tensor-core kernel
+  // (emit_nvptx_wqmma.c) where M is a constant of 8 or more, else the
+  // CUDA-core one (emit_nvptx_wqgemm.c): on the H200 the tensor cores were
+  // 2-5x faster at M = 8 and 16 but up to 1.7x slower at M = 1
+  // (bench/RESULTS.md), and a symbolic M takes either. TJ_CUDA_WQGEMM=mma
+  // (wqgemm_mma) asks for the tensor-core kernel for every M, =nosplit
+  // (wqgemm_no_split) the same without its split of K across blocks,
+  // =fma (wqgemm_fma) the CUDA-core one for every M.
+  bool wqgemm_fma;
+  bool wqgemm_mma;
+  bool wqgemm_no_split;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer

@@ -53,6 +53,7 @@ static const struct {
         {"TJ_CUDA_GEMM_CANDIDATE", "tj_context_options_t.cuda_gemm_candidate"},
     [TJ_SETTING_BISECT] = {"TJ_BISECT", "TJ_BISECT"},
     [TJ_SETTING_NVPTX_ATTENTION] = {"TJ_NVPTX_ATTENTION", "TJ_NVPTX_ATTENTION"},
+    [TJ_SETTING_CUDA_WQGEMM] = {"TJ_CUDA_WQGEMM", "TJ_CUDA_WQGEMM"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -143,6 +144,7 @@ static const char* option_value(const tj_context_options_t* options,
       return options->cuda_gemm_candidate;
     case TJ_SETTING_BISECT:  // the environment only
     case TJ_SETTING_NVPTX_ATTENTION:
+    case TJ_SETTING_CUDA_WQGEMM:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

@@ -41,6 +41,7 @@ typedef enum tj_setting_e {
   // kernel (tj_nvptx_attention_kernel_t), for A/B comparisons and as a
   // way back.
   TJ_SETTING_NVPTX_ATTENTION = 8,
+  TJ_SETTING_CUDA_WQGEMM = 9,  // TJ_CUDA_WQGEMM (environment only)
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

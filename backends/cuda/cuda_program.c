@@ -121,6 +121,10 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
   p->nv_options.attention_kernel = attention_kernel(context);
+  const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
+  p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
+  p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
+  p->nv_options.wqgemm_mma = wq && strcmp(wq, "mma") == 0;
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
@@ -294,10 +298,12 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   tj_cache_hasher_update_string(&h, tj_nvptx_arch_name(p->arch));
   unsigned major, minor, patch;
   tj_nvptx_llvm_version(&major, &minor, &patch);
-  char buf[64];
-  snprintf(buf, sizeof(buf), "llvm %u.%u.%u approx %d attention %d", major,
-           minor, patch, (int)p->nv_options.approx_math,
-           (int)p->nv_options.attention_kernel);
+  char buf[128];
+  snprintf(buf, sizeof(buf),
+           "llvm %u.%u.%u approx %d attention %d wqfma %d wqmma %d wqsplit %d",
+           major, minor, patch, (int)p->nv_options.approx_math,
+           (int)p->nv_options.attention_kernel, (int)p->nv_options.wqgemm_fma,
+           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;

@@ -1,23 +1,26 @@
 // The weight-only quantized GEMM on the GPU (issue 17, qfold,
-// jit/emit_nvptx_wqgemm.c): every case of tests/unit/wqgemm_cuda_cases.h
-// compiled once for CUDA (M symbolic, no graph break) and run at M = 1, 3,
-// 16, 17 and 64 against tj_reference_run (the dequantize, then the
-// product): within 1e-6 of sum_k |x| * max |w| of each output (f32 sums
-// in another order), on gelu(. + b); f16/bf16 cases a few roundings of
-// their dtype more. Skips (exit 77) without a
-// driver or GPU.
+// jit/emit_nvptx_wqmma.c): every case of tests/unit/wqgemm_cuda_cases.h
+// compiled once for CUDA (M symbolic, no graph break) and run at M = 1 to
+// 17 and 64 against tj_reference_run (the dequantize, then the product),
+// on the tensor-core kernel (TJ_CUDA_WQGEMM=mma) and again on the
+// CUDA-core one (the default for a symbolic M): within 1e-6 of sum_k |x| * max
+// |w| of each output (f32 sums in another order), on gelu(. + b); f16/bf16
+// cases a few roundings of their dtype more. Skips (exit 77) without a driver
+// or GPU.
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static tj_context_t* g_ctx;
+static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma: tensor cores
 
-static void run_case(const wq_case_t* c) {
+static void run_case(const wq_case_t* c, tj_context_t* ctx) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(g_ctx, c, &d);
+  tj_graph_t* g = wq_build(ctx, c, &d);
   CHECK(g != NULL);
   if (!g) {
     wq_free(&d);
@@ -36,8 +39,11 @@ static void run_case(const wq_case_t* c) {
     tj_executable_stats(exe, &stats);
     CHECK_EQ_INT(0, stats.num_graph_breaks);
   }
-  const int64_t ms[] = {1, 3, 16, 17, 64};
-  for (int i = 0; i < 5 && exe; ++i) {
+  // Every M of one row tile (the tensor-core kernel pads rows to 16 in
+  // its fragments), one past it and several tiles.
+  const int64_t ms[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,
+                        10, 11, 12, 13, 14, 15, 16, 17, 64};
+  for (int i = 0; i < (int)(sizeof(ms) / sizeof(ms[0])) && exe; ++i) {
     int64_t M = ms[i], K = c->K, N = c->N;
     tj_dtype_t ft = wq_adt(c);
     float* x = malloc(sizeof(float) * (size_t)(M * K));
@@ -98,14 +104,26 @@ static void run_case(const wq_case_t* c) {
 }
 
 TEST(every_case_against_the_reference) {
-  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i]);
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_mma_ctx);
+}
+
+// The default for a symbolic M.
+TEST(every_case_on_the_cuda_core_kernel) {
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_ctx);
 }
 
 int main(void) {
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
+  // The context reads its settings once, when it is created.
+  setenv("TJ_CUDA_WQGEMM", "mma", 1);
+  tj_status_t st = tj_test_context_create(&g_mma_ctx);
+  unsetenv("TJ_CUDA_WQGEMM");
+  if (st != NULL) return 1;
   RUN_TEST(every_case_against_the_reference);
+  RUN_TEST(every_case_on_the_cuda_core_kernel);
+  tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

@@ -8,8 +8,9 @@
 // channel, odd K and N, the weight given [K, N] or [N, K] then transposed
 // (MatMulNBits; lib/passes/quant_prepack.c relays it); x, the scale, the
 // bias and y f32, or all f16 or bf16 (then the dequantize gives f16/bf16,
-// as tj_graph_quantize_weights writes bf16 weights). A group of 16 is not
-// the GPU kernel's (its int4 chunks are 32 rows): it decomposes.
+// as tj_graph_quantize_weights writes bf16 weights). An int4 group of 16
+// is not the GPU kernel's (its int4 groups are multiples of 32 rows): it
+// decomposes.
 
 #ifndef TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_
 #define TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_
@@ -50,6 +51,31 @@ static const wq_case_t kWqCases[] = {
      TJ_DTYPE_F16},
     {"uint4_g32_f16_zp", 161, 64, 4, false, true, 32, false, false,
      TJ_DTYPE_F16},
+    // Aligned rows and whole 64-column tiles: the tensor-core kernel's
+    // vector loads, K not a multiple of its 128- (int4) or 64-row (int8)
+    // chunks (a last chunk on the clamped path), several chunks a warp.
+    {"int4_g128_fast", 1000, 192, 4, true, false, 128, false, false,
+     TJ_DTYPE_F32},
+    {"int4_g32_bf16_fast", 2056, 128, 4, true, true, 32, false, false,
+     TJ_DTYPE_BF16},
+    {"uint4_g64_f16_fast", 264, 256, 4, false, false, 64, false, false,
+     TJ_DTYPE_F16},
+    {"int8_channel_fast", 1000, 128, 8, true, false, 0, false, false,
+     TJ_DTYPE_F32},
+    {"uint8_channel_bf16_fast", 512, 64, 8, false, true, 0, false, false,
+     TJ_DTYPE_BF16},
+    // int8 per group of 16 rows (a fold every step), ragged N.
+    {"uint8_g16_zp", 96, 70, 8, false, true, 16, false, false, TJ_DTYPE_F32},
+    // K long enough to split across 2, 3 or 4 blocks a tile at M <= 16
+    // (16 chunks a block or more; K not a multiple of the chunks).
+    {"int4_g128_split", 4100, 130, 4, true, false, 128, false, false,
+     TJ_DTYPE_F32},
+    {"uint8_channel_split_bf16", 4200, 64, 8, false, true, 0, false, false,
+     TJ_DTYPE_BF16},
+    {"uint4_g32_f16_split", 4100, 96, 4, false, true, 32, false, false,
+     TJ_DTYPE_F16},
+    {"int8_channel_split3", 4000, 200, 8, true, false, 0, false, false,
+     TJ_DTYPE_F32},
 };
 
 // The case's float dtype.
@@ -133,12 +159,12 @@ static inline void wq_free(wq_data_t* d) {
   free(d->bias);
 }
 
-// gelu(x @ dequantize(Wq) + b), x [M, K] with M symbolic.
-static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
-                                   const wq_data_t* d) {
+// gelu(x @ dequantize(Wq) + b), x [M, K] with M |m| (0: symbolic).
+static inline tj_graph_t* wq_build_m(tj_context_t* ctx, const wq_case_t* c,
+                                     const wq_data_t* d, int64_t m) {
   tj_graph_t* g = NULL;
   if (tj_graph_create(ctx, c->name, &g) != NULL) return NULL;
-  int64_t M = tj_graph_symbol(g, "M");
+  int64_t M = m ? m : tj_graph_symbol(g, "M");
   tj_dtype_t ft = wq_adt(c);
   size_t fs = ft == TJ_DTYPE_F32 ? 4 : 2;
   tj_value_t x = tj_graph_input(g, ft, 2, (int64_t[]){M, c->K}, "x");
@@ -178,6 +204,12 @@ static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
     return NULL;
   }
   return g;
+}
+
+// The same with M symbolic.
+static inline tj_graph_t* wq_build(tj_context_t* ctx, const wq_case_t* c,
+                                   const wq_data_t* d) {
+  return wq_build_m(ctx, c, d, 0);
 }
 
 #endif  // TJ_TESTS_UNIT_WQGEMM_CUDA_CASES_H_

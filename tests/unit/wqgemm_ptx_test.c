@@ -1,13 +1,16 @@
 // The weight-only quantized GEMM's PTX (issue 17, qfold,
-// jit/emit_nvptx_wqgemm.c), no GPU needed: each case of
+// jit/emit_nvptx_wqmma.c), no GPU needed: each case of
 // tests/unit/wqgemm_cuda_cases.h compiled for sm_90a and sm_80 runs on the
 // GPU with no host step, as one kernel (the dequantize is the GEMM's B,
 // not a kernel of its own) whose weights are widened by the magic-number
-// trick (or.b32 with 0x4B000000 = 1258291200) rather than converted; its
-// PTX is assembled by ptxas -arch=sm_90a where it is installed. The group
-// of 16 decomposes: more than one kernel, none of them the trick.
+// trick (or.b32 with 0x4B000000 = 1258291200) rather than converted and
+// multiplied on tensor cores (mma.sync); its PTX is assembled by ptxas
+// -arch=sm_90a where it is installed, with no spills (its registers are
+// printed). The int4 group of 16 decomposes: more than one kernel, none
+// of them the trick.
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,11 +20,53 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma
 
-static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
+// ptxas -v on the kernel: assembles, and its registers and spills are
+// printed (one 256-thread block an SM takes up to 255 registers; a spill
+// would put the weight words or accumulators through local memory, so
+// none is allowed).
+static void assemble_and_report(const char* what, const char* text) {
+  if (!g_ptxas[0]) return;
+  char path[] = "/tmp/tj_wq_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  FILE* p = popen(cmd, "r");
+  CHECK(p != NULL);
+  int regs = -1, spill_st = -1, spill_ld = -1;
+  char line[512];
+  while (p && fgets(line, sizeof(line), p)) {
+    const char* at = strstr(line, "Used ");
+    if (at) sscanf(at, "Used %d registers", &regs);
+    at = strstr(line, "bytes spill stores");
+    if (at)
+      sscanf(strstr(line, "frame, ") + 7, "%d bytes spill stores, %d",
+             &spill_st, &spill_ld);
+  }
+  int rc = p ? pclose(p) : -1;
+  remove(path);
+  printf("# %s: %d registers, %d bytes spill stores, %d bytes spill loads\n",
+         what, regs, spill_st, spill_ld);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  CHECK(regs > 0 && regs <= 255);
+  CHECK_EQ_INT(0, spill_st);
+  CHECK_EQ_INT(0, spill_ld);
+}
+
+// |fma|: the default for a symbolic M, the CUDA-core kernel; else under
+// TJ_CUDA_WQGEMM=mma (g_mma_ctx), the tensor-core one.
+static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(g_ctx, c, &d);
+  tj_graph_t* g = wq_build(fma ? g_ctx : g_mma_ctx, c, &d);
   CHECK(g != NULL);
   if (!g) {
     wq_free(&d);
@@ -34,7 +79,11 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
   if (ptx.num_host_steps != 0)
     fprintf(stderr, "  %s: %u host steps\n", c->name, ptx.num_host_steps);
   CHECK_EQ_INT(0, ptx.num_host_steps);
-  bool magic = ptx.ptx && strstr(ptx.ptx, "1258291200") != NULL;
+  // 0x4B000000 (2^23 as f32) or, for int4 under f32 A on tensor cores,
+  // 0x43004300 (two bf16 128s).
+  bool magic = ptx.ptx && (strstr(ptx.ptx, "1258291200") != NULL ||
+                           (!fma && c->bits == 4 && c->adt == TJ_DTYPE_F32 &&
+                            strstr(ptx.ptx, "1124090624") != NULL));
   if (c->decomposed) {
     CHECK(ptx.num_kernels > 1);
     CHECK(!magic);
@@ -45,22 +94,51 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
     if (!magic) fprintf(stderr, "  %s: no magic-number dequantize\n", c->name);
     CHECK(magic);
   }
-  // Compile cost: each row tier's unrolled block holds at most 32 k-row x
-  // tile-row products (8 FMAs each) on the aligned path and one k row on
-  // the byte path, so the main loop has at most 5 x 256 + 8 x 31 = 1528
-  // FMAs (emit_nvptx_wqgemm.c's rows_unrolled); 2048 leaves room for an
-  // epilogue's polynomial (gelu). A whole 32-row chunk unrolled at every
-  // tier was 15,872 for int4: 36,000 lines of PTX, ~3 s of LLVM and ~6.6 s
-  // of ptxas (CPU) for one GEMM.
-  if (!c->decomposed && ptx.ptx) {
+  // The product on tensor cores (emit_nvptx_wqmma.c): whole steps of 8
+  // mma.sync m16n8k16 (one 16 x 64 block of the weight), three a tile for
+  // f32 A (its hi, mid and lo bf16 terms), and no more than the paths of a
+  // chunk of 8 (int4) or 4 (int8) steps (two for f32 A: M <= 8 and the
+  // rest) and a step (the clamped path). No f32 FMA loop over the weight:
+  // only the f32 A's per-group scaling (32 FMAs a fold).
+  if (!c->decomposed && ptx.ptx && !fma) {
+    int mmas = 0, fmas = 0;
+    for (const char* p = ptx.ptx; (p = strstr(p, "mma.sync.aligned.m16n8k16"));
+         ++p)
+      ++mmas;
+    for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
+    int per_step = 8 * (c->adt == TJ_DTYPE_F32 ? 3 : 1);
+    int steps = c->bits == 4 ? 8 : 4;
+    int paths = c->adt == TJ_DTYPE_F32 ? 2 : 1;
+    if (mmas < per_step || mmas % per_step ||
+        mmas > per_step * (paths * steps + 1))
+      fprintf(stderr, "  %s: %d mma.sync in the PTX\n", c->name, mmas);
+    CHECK(mmas >= per_step && mmas % per_step == 0);
+    CHECK(mmas <= per_step * (paths * steps + 1));
+    if (fmas > 32 * (paths * steps + 2) + 128)
+      fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
+    CHECK(fmas <= 32 * (paths * steps + 2) + 128);
+    // K split across blocks (grid y) joined by the last block to arrive.
+    CHECK(strstr(ptx.ptx, "nctaid.y") != NULL);
+    CHECK(strstr(ptx.ptx, "atom.global.add") != NULL);
+    CHECK(strstr(ptx.ptx, "membar.gl") != NULL);
+  }
+  // The CUDA-core kernel: each row tier's unrolled block holds at most 32
+  // k-row x tile-row products (8 FMAs each) on the aligned path and one k
+  // row on the byte path (emit_nvptx_wqgemm.c's rows_unrolled), so at most
+  // 5 x 256 + 8 x 31 = 1528 FMAs; 2048 leaves room for an epilogue's
+  // polynomial (gelu). No mma.
+  if (!c->decomposed && ptx.ptx && fma) {
     int fmas = 0;
     for (const char* p = ptx.ptx; (p = strstr(p, "fma.rn.f32")); ++p) ++fmas;
     if (fmas > 2048 || fmas < 8 * 31)
-      fprintf(stderr, "  %s: %d FMAs in the PTX\n", c->name, fmas);
+      fprintf(stderr, "  %s (fma): %d FMAs in the PTX\n", c->name, fmas);
     CHECK(fmas <= 2048);
     CHECK(fmas >= 8 * 31);
+    CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
   }
-  if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A && !c->decomposed && !fma)
+    assemble_and_report(c->name, ptx.ptx);
+  else if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
     tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
@@ -69,15 +147,50 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
 
 TEST(every_case_on_sm_90a_and_sm_80) {
   for (int i = 0; i < kWqNumCases; ++i) {
-    check_case(&kWqCases[i], TJ_NVPTX_SM_90A);
-    check_case(&kWqCases[i], TJ_NVPTX_SM_80);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, false);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_80, false);
   }
+}
+
+// By default a constant M of 8 or more runs on tensor cores, a smaller
+// one (and a symbolic one, above) on CUDA cores.
+TEST(a_constant_m_of_8_takes_tensor_cores) {
+  const int64_t ms[] = {8, 4};
+  for (int i = 0; i < 2; ++i) {
+    wq_data_t d;
+    wq_make(&kWqCases[0], &d);
+    tj_graph_t* g = wq_build_m(g_ctx, &kWqCases[0], &d, ms[i]);
+    CHECK(g != NULL);
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    tj_allocator_t al = tj_allocator_system();
+    if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    bool mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
+    CHECK(ptx.ptx != NULL);
+    CHECK_EQ_INT(ms[i] >= 8, mma);
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    if (g) tj_graph_destroy(g);
+    wq_free(&d);
+  }
+}
+
+TEST(every_case_on_the_cuda_core_kernel) {
+  for (int i = 0; i < kWqNumCases; ++i)
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true);
 }
 
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
+  // The context reads its settings once, when it is created.
+  setenv("TJ_CUDA_WQGEMM", "mma", 1);
+  tj_status_t st = tj_test_context_create(&g_mma_ctx);
+  unsetenv("TJ_CUDA_WQGEMM");
+  if (st != NULL) return 1;
   RUN_TEST(every_case_on_sm_90a_and_sm_80);
+  RUN_TEST(every_case_on_the_cuda_core_kernel);
+  RUN_TEST(a_constant_m_of_8_takes_tensor_cores);
+  tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
   TEST_MAIN_END();
