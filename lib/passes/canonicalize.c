@@ -131,16 +131,8 @@ static tj_status_t emit(canon_t* c, tj_op_t op, uint32_t num_operands,
                         const uint32_t* operands, const tj_attrs_t* attrs,
                         tj_dtype_t dtype, int32_t rank, const int64_t* dims,
                         uint32_t* out) {
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = op;
-  desc.num_operands = num_operands;
-  desc.operands = operands;
-  desc.dtype = dtype;
-  desc.rank = rank;
-  desc.dims = dims;
-  if (attrs) desc.attrs = *attrs;
-  return tj_rewriter_append(&c->rw, &desc, out);
+  return tj_rewriter_emit(&c->rw, op, num_operands, operands, attrs, dtype,
+                          rank, dims, out);
 }
 
 static tj_status_t emit1(canon_t* c, tj_op_t op, uint32_t a, uint32_t* out) {

@@ -305,6 +305,14 @@ tj_status_t tj_rewriter_dims(tj_rewriter_t* rw, int32_t rank,
 // Appends |desc| (already in terms of the new graph's nodes and dims).
 tj_status_t tj_rewriter_append(tj_rewriter_t* rw, const tj_node_desc_t* desc,
                                uint32_t* out_node);
+// Appends |op| over |num_operands| new-graph nodes, with |attrs| (NULL:
+// none) and the result type |dtype|, |rank|, |dims| (new-graph dims) that
+// ops whose type is not inferred from their operands need.
+tj_status_t tj_rewriter_emit(tj_rewriter_t* rw, tj_op_t op,
+                             uint32_t num_operands, const uint32_t* operands,
+                             const tj_attrs_t* attrs, tj_dtype_t dtype,
+                             int32_t rank, const int64_t* dims,
+                             uint32_t* out_node);
 // Appends |op| over |num_operands| new-graph nodes, with no attributes.
 tj_status_t tj_rewriter_op(tj_rewriter_t* rw, tj_op_t op, uint32_t num_operands,
                            const uint32_t* operands, uint32_t* out_node);

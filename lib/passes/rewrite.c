@@ -250,14 +250,27 @@ tj_status_t tj_rewriter_clone(tj_rewriter_t* rw, uint32_t src_node) {
   return NULL;
 }
 
-tj_status_t tj_rewriter_op(tj_rewriter_t* rw, tj_op_t op, uint32_t num_operands,
-                           const uint32_t* operands, uint32_t* out_node) {
+tj_status_t tj_rewriter_emit(tj_rewriter_t* rw, tj_op_t op,
+                             uint32_t num_operands, const uint32_t* operands,
+                             const tj_attrs_t* attrs, tj_dtype_t dtype,
+                             int32_t rank, const int64_t* dims,
+                             uint32_t* out_node) {
   tj_node_desc_t desc;
   memset(&desc, 0, sizeof(desc));
   desc.op = op;
   desc.num_operands = num_operands;
   desc.operands = operands;
+  desc.dtype = dtype;
+  desc.rank = rank;
+  desc.dims = dims;
+  if (attrs) desc.attrs = *attrs;
   return tj_rewriter_append(rw, &desc, out_node);
+}
+
+tj_status_t tj_rewriter_op(tj_rewriter_t* rw, tj_op_t op, uint32_t num_operands,
+                           const uint32_t* operands, uint32_t* out_node) {
+  return tj_rewriter_emit(rw, op, num_operands, operands, NULL, TJ_DTYPE_F32, 0,
+                          NULL, out_node);
 }
 
 tj_status_t tj_rewriter_scalar(tj_rewriter_t* rw, tj_dtype_t dtype,
