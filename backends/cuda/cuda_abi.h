@@ -38,6 +38,11 @@ typedef unsigned int tj_cu_jit_option_t;            // CUjit_option
 typedef struct CUgraph_st* tj_cu_graph_t;           // CUgraph
 typedef struct CUgraphExec_st* tj_cu_graph_exec_t;  // CUgraphExec
 typedef unsigned int tj_cu_capture_mode_t;          // CUstreamCaptureMode
+// CUgraphExecUpdateResultInfo: left incomplete, as CUtensorMap below;
+// callers pass storage of TJ_CU_GRAPH_UPDATE_INFO_BYTES (the ABI test
+// checks the size), whose fields we never read.
+typedef struct CUgraphExecUpdateResultInfo_st tj_cu_graph_update_info_t;
+#define TJ_CU_GRAPH_UPDATE_INFO_BYTES 24
 typedef struct CUlinkState_st* tj_cu_link_state_t;  // CUlinkState
 typedef unsigned int tj_cu_jit_input_type_t;        // CUjitInputType
 // CUtensorMap: 128 opaque bytes, 64-byte aligned. Left incomplete here (so

@@ -159,8 +159,12 @@ typedef struct tj_cuda_program_stats_t {
   int64_t kernel_cubin_hits, kernel_cubin_misses;
   int64_t strided_copies;  // gathers/scatters of strided CUDA tensors
   int64_t runs;
-  int64_t kernel_launches;    // cuLaunchKernel calls, captures excluded
-  int64_t graph_captures;     // CUDA graphs captured and instantiated
+  int64_t kernel_launches;       // cuLaunchKernel calls, captures excluded
+  int64_t graph_captures;        // runs captured into a CUDA graph, each
+                                 // then instantiated or used as an update
+  int64_t graph_instantiations;  // ... instantiated into a graph slot
+  int64_t graph_updates;      // ... that updated a slot's graph in place (the
+                              // same kernels on other buffers)
   int64_t graph_launches;     // cuGraphLaunch calls
   int64_t host_steps;         // graph breaks executed
   int64_t arena_growths;      // device arena (re)allocations

@@ -5,17 +5,20 @@
 // captured into a graph keyed by the
 // symbols, every kernel argument, the arena base and every GEMM's
 // candidate, and the graph is replayed while the key repeats (a few are
-// kept, the least recently used replaced).
+// kept, the least recently used replaced). A key that differs from a kept
+// one only in the arguments updates that graph in place.
 
 #include <string.h>
 
 #include "backends/cuda/cuda_program.h"
 
-// Captures every kernel launch of this run into a CUDA graph, in slot
-// |e|. On failure the stream is out of capture mode again.
-static tj_status_t capture(tj_cuda_program_t* p, tj_cuda_graph_entry_t* e) {
+// Captures every kernel launch of this run into a CUDA graph, *out_graph
+// (the caller destroys it). On failure the stream is out of capture mode
+// again.
+static tj_status_t capture(tj_cuda_program_t* p, tj_cu_graph_t* out_graph) {
   tj_cuda_device_t* d = p->device;
   const tj_cuda_symbols_t* cu = &d->cu;
+  *out_graph = NULL;
   TJ_CU_RETURN_IF_ERROR(cu, cuStreamBeginCapture,
                         (p->stream, TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   int64_t ignored = 0;
@@ -26,19 +29,60 @@ static tj_status_t capture(tj_cuda_program_t* p, tj_cuda_graph_entry_t* e) {
     status = end;
   else
     tj_status_free(end);
-  tj_cu_graph_exec_t exec = NULL;
-  if (!status) status = TJ_CU_STATUS(cu, cuGraphInstantiate, (&exec, graph, 0));
-  if (graph) (void)cu->cuGraphDestroy(graph);
-  if (status) return status;
-  if (e->valid) (void)cu->cuGraphExecDestroy(e->exec);
-  e->exec = exec;
-  e->valid = true;
+  if (status) {
+    if (graph) (void)cu->cuGraphDestroy(graph);
+    return status;
+  }
+  *out_graph = graph;
   ++p->stats.graph_captures;
   return NULL;
 }
 
-// Launches the run's kernels through a CUDA graph for its key (capturing
-// one when none matches); see cuda_program.h.
+// Instantiates |graph| into slot |e|.
+static tj_status_t instantiate(tj_cuda_program_t* p, tj_cuda_graph_entry_t* e,
+                               tj_cu_graph_t graph) {
+  const tj_cuda_symbols_t* cu = &p->device->cu;
+  tj_cu_graph_exec_t exec = NULL;
+  TJ_CU_RETURN_IF_ERROR(cu, cuGraphInstantiate, (&exec, graph, 0));
+  if (e->valid) (void)cu->cuGraphExecDestroy(e->exec);
+  e->exec = exec;
+  e->valid = true;
+  ++p->stats.graph_instantiations;
+  return NULL;
+}
+
+// Whether keys |a| and |b| differ at most in the kernel arguments: the
+// same symbols, arena, GEMM candidates and custom steps, so the same
+// kernels at the same launch shapes, which cuGraphExecUpdate can take.
+static bool same_but_arguments(const tj_cuda_program_t* p, const int64_t* a,
+                               const int64_t* b, size_t klen) {
+  size_t nsym = p->plan.num_symbols, rest = nsym + p->run.num_args;
+  return memcmp(a, b, sizeof(int64_t) * nsym) == 0 &&
+         memcmp(a + rest, b + rest, sizeof(int64_t) * (klen - rest)) == 0;
+}
+
+// Points slot |e|'s graph at this run's arguments by updating it from
+// |graph|, a capture of the same kernels; false when the driver refuses
+// (|e| is then unchanged).
+static bool update(tj_cuda_program_t* p, tj_cuda_graph_entry_t* e,
+                   tj_cu_graph_t graph) {
+  const tj_cuda_symbols_t* cu = &p->device->cu;
+  // CUgraphExecUpdateResultInfo's storage; only the result code is used.
+  _Alignas(8) unsigned char info[TJ_CU_GRAPH_UPDATE_INFO_BYTES];
+  tj_cu_result_t r = cu->cuGraphExecUpdate(
+      e->exec, graph, (tj_cu_graph_update_info_t*)(void*)info);
+  if (r != TJ_CUDA_SUCCESS) return false;
+  ++p->stats.graph_updates;
+  return true;
+}
+
+// Launches the run's kernels through a CUDA graph for its key. A miss
+// captures the run and instantiates it into a free slot, else, when a
+// slot holds the same kernels on other buffers (a caller cycling through
+// more output buffers than there are slots, or fresh torch tensors each
+// call), updates the least recently used such graph in place, which costs
+// a fraction of instantiating one; else it replaces the least recently
+// used slot.
 tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
                               bool* out_fallback) {
   *out_fallback = false;
@@ -54,6 +98,7 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
   }
   key = tj_cuda_custom_key(p, key);
   tj_cuda_graph_entry_t* hit = NULL;
+  tj_cuda_graph_entry_t* sibling = NULL;
   tj_cuda_graph_entry_t* victim = &p->graphs.entries[0];
   for (int i = 0; i < TJ_CUDA_MAX_GRAPHS; ++i) {
     tj_cuda_graph_entry_t* e = &p->graphs.entries[i];
@@ -61,11 +106,27 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
       hit = e;
       break;
     }
+    if (e->valid && same_but_arguments(p, e->key, p->run.key, klen) &&
+        (!sibling || e->last_use < sibling->last_use))
+      sibling = e;
     if (!e->valid || (victim->valid && e->last_use < victim->last_use))
       victim = e;
   }
   if (!hit) {
-    tj_status_t status = capture(p, victim);
+    tj_cu_graph_t graph = NULL;
+    tj_status_t status = capture(p, &graph);
+    if (!status) {
+      // A free slot first, so that a few buffers used in turn (double
+      // buffering) all stay cached; then the least recently used graph of
+      // the same kernels, updated.
+      if (victim->valid && sibling && update(p, sibling, graph)) {
+        hit = sibling;
+      } else {
+        hit = victim->valid && sibling ? sibling : victim;
+        status = instantiate(p, hit, graph);
+      }
+      (void)p->device->cu.cuGraphDestroy(graph);
+    }
     if (status) {
       // Capture is refused on the legacy stream and under some debuggers:
       // plain launches still work.
@@ -78,8 +139,7 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
       *out_fallback = true;
       return NULL;
     }
-    memcpy(victim->key, p->run.key, sizeof(int64_t) * klen);
-    hit = victim;
+    memcpy(hit->key, p->run.key, sizeof(int64_t) * klen);
   }
   hit->last_use = ++p->graphs.clock;
   ++p->stats.graph_launches;

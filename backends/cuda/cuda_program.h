@@ -282,7 +282,7 @@ struct tj_cuda_program_t {
     tj_cuda_gemm_tune_t* tunes;  // per kernel; NULL without GEMMs
     bool autotune;
     bool background;  // TJ_AUTOTUNE_BACKGROUND: compile candidates off-run
-    int32_t forced;  // TJ_CUDA_GEMM_CANDIDATE, or -1
+    int32_t forced;   // TJ_CUDA_GEMM_CANDIDATE, or -1
     tj_cublaslt_t* lt;
     bool lt_unavailable;
     tj_cu_deviceptr_t lt_workspace;
@@ -316,8 +316,8 @@ struct tj_cuda_program_t {
     size_t ptx_bytes, cubin_bytes;
     int64_t cubin_hits, cubin_misses;
     int64_t kernel_cubin_hits, kernel_cubin_misses;
-    int64_t runs, kernel_launches, graph_captures, graph_launches, host_steps,
-        arena_growths;
+    int64_t runs, kernel_launches, graph_captures, graph_instantiations,
+        graph_updates, graph_launches, host_steps, arena_growths;
     int64_t strided_copies;
     int64_t tunings, tuning_cache_hits;
     double tuning_ms;

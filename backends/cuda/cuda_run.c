@@ -650,6 +650,8 @@ void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {
   out->runs = p->stats.runs;
   out->kernel_launches = p->stats.kernel_launches;
   out->graph_captures = p->stats.graph_captures;
+  out->graph_instantiations = p->stats.graph_instantiations;
+  out->graph_updates = p->stats.graph_updates;
   out->graph_launches = p->stats.graph_launches;
   out->host_steps = p->stats.host_steps;
   out->arena_growths = p->stats.arena_growths;

@@ -98,6 +98,12 @@ SAME_VALUE(CU_TENSOR_MAP_SWIZZLE_128B);
 SAME_VALUE(CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 SAME_VALUE(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 _Static_assert(SAME_TYPE(CUtensorMap*, tj_cu_tensor_map_t*), "CUtensorMap");
+_Static_assert(SAME_TYPE(CUgraphExecUpdateResultInfo*,
+                         tj_cu_graph_update_info_t*),
+               "CUgraphExecUpdateResultInfo");
+_Static_assert(sizeof(CUgraphExecUpdateResultInfo) ==
+                   TJ_CU_GRAPH_UPDATE_INFO_BYTES,
+               "TJ_CU_GRAPH_UPDATE_INFO_BYTES");
 
 // The symbol we dlsym has exactly the parameter list in the table. cuda.h
 // maps some names to versioned ones with macros; &exported_name below is

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_executable.h"
+#include "backends/cuda/cuda_program.h"
 #include "jit/cache.h"
 #include "lib/dtype.h"
 #include "tests/conformance/conformance.h"
@@ -516,6 +517,122 @@ TEST(graphs_equal_plain_launches) {
   tj_executable_release(exe[1]);
   free(w1);
   free(w2);
+  tj_graph_destroy(g);
+}
+
+// Device buffers that change from run to run: 12 output buffers and 3
+// inputs x used in turn, more keys than graph slots. A miss fills the free
+// slots, then updates the least recently used graph of the same kernels
+// in place; every output is bitwise the plain launches' for its x.
+TEST(graphs_follow_new_buffers) {
+  enum { kOuts = 12, kXs = 3, kRuns = 2 * kOuts, B = 64 };
+  tj_graph_t* g = block_graph();
+  tj_executable_t* exe[2] = {NULL, NULL};
+  for (int i = 0; i < 2; ++i) {
+    tj_compile_options_t o = cuda_options();
+    o.cuda.disable_graphs = i == 1;
+    o.autotune = TJ_AUTOTUNE_OFF;
+    CHECK_OK(tj_compile(g, &o, &exe[i]));
+  }
+  if (!exe[0] || !exe[1]) {
+    tj_executable_release(exe[0]);
+    tj_executable_release(exe[1]);
+    tj_graph_destroy(g);
+    return;
+  }
+  const size_t x_bytes = 2 * B * 256, y_bytes = 2 * B * 128;
+  uint16_t* w1 = malloc(2 * 256 * 512);
+  uint16_t* w2 = malloc(2 * 512 * 128);
+  uint16_t* host = malloc(x_bytes);
+  uint16_t* want = malloc(kXs * y_bytes);
+  uint16_t* got = malloc(y_bytes);
+  fill(TJ_DTYPE_BF16, w1, 256 * 512, -0.1, 0.1);
+  fill(TJ_DTYPE_BF16, w2, 512 * 128, -0.1, 0.1);
+  tj_cu_deviceptr_t dw1 = dev_upload(w1, 2 * 256 * 512);
+  tj_cu_deviceptr_t dw2 = dev_upload(w2, 2 * 512 * 128);
+  tj_cu_deviceptr_t dx[kXs], dy[kOuts];
+  for (int i = 0; i < kXs; ++i) {
+    fill(TJ_DTYPE_BF16, host, B * 256, -1 - i, 1 + i);
+    dx[i] = dev_upload(host, x_bytes);
+  }
+  // Outputs start as NaNs (0xff bytes), so a buffer a run did not write
+  // shows.
+  memset(got, 0xff, y_bytes);
+  for (int i = 0; i < kOuts; ++i) dy[i] = dev_upload(got, y_bytes);
+  tj_tensor_t in[3] = {
+      tj_tensor_make(NULL, TJ_DTYPE_BF16, 2, (int64_t[]){B, 256}),
+      on_device(tj_tensor_make(NULL, TJ_DTYPE_BF16, 2, (int64_t[]){256, 512}),
+                dw1),
+      on_device(tj_tensor_make(NULL, TJ_DTYPE_BF16, 2, (int64_t[]){512, 128}),
+                dw2)};
+  tj_tensor_t out = tj_tensor_make(NULL, TJ_DTYPE_BF16, 2, (int64_t[]){B, 128});
+  // The plain launches' outputs, one per x.
+  for (int i = 0; i < kXs; ++i) {
+    in[0] = on_device(in[0], dx[i]);
+    tj_tensor_t o = on_device(out, dy[0]);
+    CHECK_OK(tj_executable_run(exe[1], in, 3, &o, 1));
+    dev_download((unsigned char*)want + (size_t)i * y_bytes, dy[0], y_bytes);
+  }
+  // Every run through graphs, all outputs checked at the end (runs whose
+  // buffers an earlier graph still pointed at would show here).
+  for (int r = 0; r < kRuns; ++r) {
+    in[0] = on_device(in[0], dx[r % kXs]);
+    tj_tensor_t o = on_device(out, dy[r % kOuts]);
+    CHECK_OK(tj_executable_run(exe[0], in, 3, &o, 1));
+    if (r == kOuts - 1 || r == kRuns - 1) {
+      for (int j = 0; j < kOuts; ++j) {
+        int x = (r - kOuts + 1 + j) % kXs;  // the last run on dy[j]
+        dev_download(got, dy[(r - kOuts + 1 + j) % kOuts], y_bytes);
+        CHECK(memcmp(got, (unsigned char*)want + (size_t)x * y_bytes,
+                     y_bytes) == 0);
+      }
+      memset(got, 0xff, y_bytes);
+      for (int j = 0; j < kOuts; ++j)
+        CHECK_OK(tj_cuda_copy_to_device(g_dev, dy[j], got, y_bytes));
+      CHECK_OK(tj_cuda_device_synchronize(g_dev));
+    }
+  }
+  tj_cuda_program_stats_t st;
+  CHECK_OK(tj_executable_cuda_stats(exe[0], &st));
+  printf(
+      "# new buffers: %d runs, %lld captures, %lld instantiations, %lld "
+      "updates, %lld graph launches, %lld kernel launches\n",
+      kRuns, (long long)st.graph_captures, (long long)st.graph_instantiations,
+      (long long)st.graph_updates, (long long)st.graph_launches,
+      (long long)st.kernel_launches);
+  // Each run a new key (its x and y pair comes back only after 12 runs,
+  // when 8 slots no longer hold it): the first TJ_CUDA_MAX_GRAPHS fill the
+  // slots, the rest update one.
+  CHECK_EQ_INT(kRuns, st.graph_captures);
+  CHECK_EQ_INT(TJ_CUDA_MAX_GRAPHS, st.graph_instantiations);
+  CHECK_EQ_INT(kRuns - TJ_CUDA_MAX_GRAPHS, st.graph_updates);
+  CHECK_EQ_INT(kRuns, st.graph_launches);
+  CHECK_EQ_INT(0, st.kernel_launches);
+  // Two buffers in turn: after the first two runs, replays only.
+  tj_cuda_program_stats_t before = st;
+  for (int r = 0; r < 6; ++r) {
+    in[0] = on_device(in[0], dx[0]);
+    tj_tensor_t o = on_device(out, dy[r % 2]);
+    CHECK_OK(tj_executable_run(exe[0], in, 3, &o, 1));
+  }
+  CHECK_OK(tj_executable_cuda_stats(exe[0], &st));
+  CHECK(st.graph_captures - before.graph_captures <= 2);
+  CHECK_EQ_INT(6, st.graph_launches - before.graph_launches);
+  for (int i = 0; i < 2; ++i) {
+    dev_download(got, dy[i], y_bytes);
+    CHECK(memcmp(got, want, y_bytes) == 0);
+  }
+  for (int i = 0; i < kXs; ++i) CHECK_OK(tj_cuda_device_free(g_dev, dx[i]));
+  for (int i = 0; i < kOuts; ++i) CHECK_OK(tj_cuda_device_free(g_dev, dy[i]));
+  CHECK_OK(tj_cuda_device_free(g_dev, dw1));
+  CHECK_OK(tj_cuda_device_free(g_dev, dw2));
+  free(w1);
+  free(w2);
+  free(host);
+  free(want);
+  free(got);
+  tj_executable_release(exe[0]);
+  tj_executable_release(exe[1]);
   tj_graph_destroy(g);
 }
 
@@ -1335,6 +1452,7 @@ int main(void) {
   RUN_TEST(capstone_bf16);
   RUN_TEST(capstone_f32);
   RUN_TEST(graphs_equal_plain_launches);
+  RUN_TEST(graphs_follow_new_buffers);
   RUN_TEST(allocator_reuse);
   RUN_TEST(strided_device_tensors);
   RUN_TEST(cubin_cache);
