@@ -85,6 +85,28 @@ def main() -> None:
         cases[f"torch eager, one op ({dev})"] = lambda: torch.add(tx, ty)
         cases[f"torch eager, a*b+a ({dev})"] = lambda: tx * ty + tx
         if args.target == "cuda":
+            # Where a torch call's time goes: the C run alone (the plan's
+            # tensors, out= so that its output pointer stays valid), and
+            # the pieces the Python side adds to it.
+            exe(tx, ty, out=tout)
+            tplan = exe._plan
+            traw = _lib.raw_function("tj_executable_run")
+            th, tpi, tpo = ctypes.c_void_p(handle), \
+                ctypes.byref(tplan.in_arr), ctypes.byref(tplan.out_arr)
+            cases["  part: C run via ctypes (cuda)"] = lambda: traw(
+                th, tpi, 2, tpo, 1)
+            cases["  part: torch.empty (cuda)"] = lambda: torch.empty(
+                shape, device=dev)
+            raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
+                                 None)
+            if raw_stream is not None:
+                cases["  part: current raw stream"] = lambda: raw_stream(0)
+            nograph = tj.compile(g, args.target, cuda_graphs=False)
+            cases["tensorjit, torch cuda, out=, no CUDA graph"] = \
+                lambda: nograph(tx, ty, out=tout)
+            cases["  part: data_ptr x2"] = lambda: (tx.data_ptr(),
+                                                    ty.data_ptr())
+        if args.target == "cuda":
             torch.cuda.synchronize()
 
     times = {name: [] for name in cases}
