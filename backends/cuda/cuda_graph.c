@@ -12,6 +12,14 @@
 
 #include "backends/cuda/cuda_program.h"
 
+// The legacy default stream (NULL, or CU_STREAM_LEGACY) and the
+// per-thread one (CU_STREAM_PER_THREAD), which cuStreamBeginCapture
+// refuses.
+static bool is_default_stream(tj_cu_stream_t stream) {
+  uintptr_t v = (uintptr_t)stream;
+  return v == 0 || v == 1 || v == 2;
+}
+
 // Captures every kernel launch of this run into a CUDA graph, *out_graph
 // (the caller destroys it). On failure the stream is out of capture mode
 // again.
@@ -19,12 +27,30 @@ static tj_status_t capture(tj_cuda_program_t* p, tj_cu_graph_t* out_graph) {
   tj_cuda_device_t* d = p->device;
   const tj_cuda_symbols_t* cu = &d->cu;
   *out_graph = NULL;
-  TJ_CU_RETURN_IF_ERROR(cu, cuStreamBeginCapture,
-                        (p->stream, TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  // The default streams cannot be captured, and torch's current stream is
+  // the legacy one unless the caller chose another: the launches are then
+  // captured on a stream of the program's own (nothing runs there), and
+  // the graph is launched on the program's stream as any other.
+  tj_cu_stream_t run_stream = p->stream;
+  if (is_default_stream(run_stream)) {
+    if (!p->graphs.capture_stream)
+      TJ_CU_RETURN_IF_ERROR(
+          cu, cuStreamCreate,
+          (&p->graphs.capture_stream, TJ_CU_STREAM_NON_BLOCKING));
+    p->stream = p->graphs.capture_stream;
+  }
+  tj_status_t status =
+      TJ_CU_STATUS(cu, cuStreamBeginCapture,
+                   (p->stream, TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  if (status) {
+    p->stream = run_stream;
+    return status;
+  }
   int64_t ignored = 0;
-  tj_status_t status = tj_cuda_program_launch_steps(p, &ignored);
+  status = tj_cuda_program_launch_steps(p, &ignored);
   tj_cu_graph_t graph = NULL;
   tj_status_t end = TJ_CU_STATUS(cu, cuStreamEndCapture, (p->stream, &graph));
+  p->stream = run_stream;
   if (!status)
     status = end;
   else
@@ -128,8 +154,8 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
       (void)p->device->cu.cuGraphDestroy(graph);
     }
     if (status) {
-      // Capture is refused on the legacy stream and under some debuggers:
-      // plain launches still work.
+      // Capture is refused under some debuggers: plain launches still
+      // work.
       tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
                             "cuda: CUDA graph capture failed (%s); launching "
                             "kernels one by one from now on",
@@ -152,4 +178,7 @@ void tj_cuda_graph_destroy_execs(tj_cuda_program_t* p) {
     if (p->graphs.entries[i].valid)
       (void)d->cu.cuGraphExecDestroy(p->graphs.entries[i].exec);
   }
+  if (p->graphs.capture_stream)
+    (void)d->cu.cuStreamDestroy(p->graphs.capture_stream);
+  p->graphs.capture_stream = NULL;
 }

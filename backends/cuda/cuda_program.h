@@ -275,6 +275,9 @@ struct tj_cuda_program_t {
     bool enabled;
     tj_cuda_graph_entry_t entries[TJ_CUDA_MAX_GRAPHS];
     uint64_t clock;
+    // Where runs on a default stream are captured (cuda_graph.c); created
+    // on the first such capture.
+    tj_cu_stream_t capture_stream;
   } graphs;
 
   // GEMM candidates and autotuning (cuda_gemm_tune.c).
@@ -391,7 +394,8 @@ void tj_cuda_staging_release(tj_cuda_program_t* p);
 // used at all (capture refused): the caller then launches directly.
 tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
                               bool* out_fallback);
-// Destroys the instantiated graphs; the device is entered.
+// Destroys the instantiated graphs and the capture stream; the device is
+// entered.
 void tj_cuda_graph_destroy_execs(tj_cuda_program_t* p);
 
 //===--- cuda_custom.c ---===//

@@ -636,6 +636,73 @@ TEST(graphs_follow_new_buffers) {
   tj_graph_destroy(g);
 }
 
+// Runs enqueued on the legacy default stream (CU_STREAM_LEGACY, torch's
+// current stream unless the caller chose one), which cannot be captured:
+// the program captures on a stream of its own and launches the graphs on
+// the legacy stream, with the plain launches' numbers.
+TEST(graphs_on_the_legacy_stream) {
+  enum { B = 48 };
+  tj_graph_t* g = block_graph();
+  tj_executable_t* exe[2] = {NULL, NULL};
+  for (int i = 0; i < 2; ++i) {
+    tj_compile_options_t o = cuda_options();
+    o.cuda.stream = (void*)(uintptr_t)1;  // CU_STREAM_LEGACY
+    o.cuda.disable_graphs = i == 1;
+    o.autotune = TJ_AUTOTUNE_OFF;
+    CHECK_OK(tj_compile(g, &o, &exe[i]));
+  }
+  if (exe[0] && exe[1]) {
+    uint16_t* w1 = malloc(2 * 256 * 512);
+    uint16_t* w2 = malloc(2 * 512 * 128);
+    uint16_t* x = malloc(2 * B * 256);
+    uint16_t* y[2] = {malloc(2 * B * 128), malloc(2 * B * 128)};
+    fill(TJ_DTYPE_BF16, w1, 256 * 512, -0.1, 0.1);
+    fill(TJ_DTYPE_BF16, w2, 512 * 128, -0.1, 0.1);
+    fill(TJ_DTYPE_BF16, x, B * 256, -1, 1);
+    tj_cu_deviceptr_t dy[2] = {dev_upload(y[0], 2 * B * 128),
+                               dev_upload(y[1], 2 * B * 128)};
+    tj_tensor_t in[3] = {
+        tj_tensor_make(x, TJ_DTYPE_BF16, 2, (int64_t[]){B, 256}),
+        tj_tensor_make(w1, TJ_DTYPE_BF16, 2, (int64_t[]){256, 512}),
+        tj_tensor_make(w2, TJ_DTYPE_BF16, 2, (int64_t[]){512, 128})};
+    for (int r = 0; r < 4; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        // Device outputs: a run on them returns before they are written,
+        // so the download below waits for the legacy stream's work.
+        tj_tensor_t out = on_device(
+            tj_tensor_make(NULL, TJ_DTYPE_BF16, 2, (int64_t[]){B, 128}), dy[i]);
+        CHECK_OK(tj_executable_run(exe[i], in, 3, &out, 1));
+      }
+      CHECK_OK(tj_cuda_device_enter(g_dev));
+      CHECK_EQ_INT(0, g_dev->cu.cuStreamSynchronize(NULL));  // the legacy
+      tj_cuda_device_leave(g_dev);
+      dev_download(y[0], dy[0], 2 * B * 128);
+      dev_download(y[1], dy[1], 2 * B * 128);
+      CHECK(memcmp(y[0], y[1], 2 * B * 128) == 0);
+    }
+    tj_cuda_program_stats_t st;
+    CHECK_OK(tj_executable_cuda_stats(exe[0], &st));
+    printf(
+        "# legacy stream: 4 runs, %lld captures, %lld graph launches, "
+        "%lld kernel launches\n",
+        (long long)st.graph_captures, (long long)st.graph_launches,
+        (long long)st.kernel_launches);
+    CHECK_EQ_INT(1, st.graph_captures);
+    CHECK_EQ_INT(4, st.graph_launches);
+    CHECK_EQ_INT(0, st.kernel_launches);
+    CHECK_OK(tj_cuda_device_free(g_dev, dy[0]));
+    CHECK_OK(tj_cuda_device_free(g_dev, dy[1]));
+    free(w1);
+    free(w2);
+    free(x);
+    free(y[0]);
+    free(y[1]);
+  }
+  tj_executable_release(exe[0]);
+  tj_executable_release(exe[1]);
+  tj_graph_destroy(g);
+}
+
 TEST(allocator_reuse) {
   tj_graph_t* g = block_graph();
   tj_compile_options_t o = cuda_options();
@@ -1453,6 +1520,7 @@ int main(void) {
   RUN_TEST(capstone_f32);
   RUN_TEST(graphs_equal_plain_launches);
   RUN_TEST(graphs_follow_new_buffers);
+  RUN_TEST(graphs_on_the_legacy_stream);
   RUN_TEST(allocator_reuse);
   RUN_TEST(strided_device_tensors);
   RUN_TEST(cubin_cache);
