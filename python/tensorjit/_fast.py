@@ -162,6 +162,10 @@ class CudaOrder:
         self.stream = stream
         self.device_id = device_id
         self._bound: Any = None
+        # torch's raw stream query, looked up once: before() runs on every
+        # call of the hot path.
+        import torch  # type: ignore
+        self._raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
     def _bound_stream(self) -> Any:
         if self._bound is None:
@@ -176,7 +180,9 @@ class CudaOrder:
     def before(self) -> Any:
         """Returns the current torch stream when it is not the bound one
         (pass it to after()), else None."""
-        current = current_stream_handle(self.device_id)
+        raw = self._raw
+        current = int(raw(self.device_id)) if raw is not None else \
+            current_stream_handle(self.device_id)
         bound = self.stream
         if bound is not None and (current == bound or (
                 current == 0 and bound == 1)):
