@@ -12,6 +12,13 @@
 // run takes to enqueue (the clock stopped before the stream is waited
 // for) and of the time per run with the wait (the throughput), in
 // microseconds; never a pass/fail.
+//
+// Then the floor under a run of one kernel: a tiny pointwise graph
+// (y = a * b + a, f32 [4, 4], device tensors) through tj_executable_run,
+// beside the driver calls such a run makes at the least: cuLaunchKernel
+// of an empty kernel of 3 pointer parameters (with the push and pop
+// that bracket it), cuGraphLaunch of a graph
+// of it, and the context push and pop that bracket a run.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +60,128 @@ static tj_graph_t* block_graph(tj_context_t* ctx) {
   tj_graph_output(g, y, "y");
   bench_die(tj_graph_finalize(g), "finalize");
   return g;
+}
+
+typedef void (*op_fn)(void* ctx);
+
+// Median over 7 rounds of |n| calls of |fn| of the host time a call
+// takes, in us; the device's stream is waited for after each round.
+static double host_us(tj_cuda_device_t* dev, op_fn fn, void* ctx, int n) {
+  double v[kRounds];
+  for (int r = -1; r < kRounds; ++r) {
+    double t0 = now_us();
+    for (int i = 0; i < n; ++i) fn(ctx);
+    double t1 = now_us();
+    bench_die(tj_cuda_device_synchronize(dev), "sync");
+    if (r >= 0) v[r] = (t1 - t0) / n;
+  }
+  return median(v, kRounds);
+}
+
+typedef struct floor_t {
+  tj_cuda_device_t* dev;
+  tj_cuda_kernel_t kernel;
+  void* args[3];
+  tj_cu_graph_exec_t exec;
+  tj_executable_t* exe;
+  tj_tensor_t in[2], out;
+} floor_t;
+
+static void launch_empty(void* ctx) {
+  floor_t* f = ctx;
+  static const tj_cuda_launch_t launch = {{1, 1, 1}, {32, 1, 1}, 0};
+  bench_die(tj_cuda_kernel_launch(&f->kernel, &launch, f->args), "launch");
+}
+
+static void launch_graph(void* ctx) {
+  floor_t* f = ctx;
+  bench_die(TJ_CU_STATUS(&f->dev->cu, cuGraphLaunch, (f->exec, f->dev->stream)),
+            "graph launch");
+}
+
+static void push_pop(void* ctx) {
+  floor_t* f = ctx;
+  bench_die(tj_cuda_device_enter(f->dev), "enter");
+  tj_cuda_device_leave(f->dev);
+}
+
+static void run_tiny(void* ctx) {
+  floor_t* f = ctx;
+  bench_die(tj_executable_run(f->exe, f->in, 2, &f->out, 1), "run");
+}
+
+// The floor section (see the top of the file).
+static void floor_table(tj_cuda_device_t* dev, tj_context_t* ctx, int runs) {
+  static const char kPtx[] =
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry empty(.param .u64 a, .param .u64 b, .param .u64 c)\n"
+      "{\n  ret;\n}\n";
+  floor_t f = {.dev = dev};
+  tj_cuda_module_t* module = NULL;
+  bench_die(tj_cuda_module_load(dev, kPtx, &module), "module");
+  bench_die(tj_cuda_kernel_get(module, "empty", 0, &f.kernel), "kernel");
+  tj_cu_deviceptr_t a = bench_dev_random(dev, TJ_DTYPE_F32, 16, -1, 1, 4);
+  tj_cu_deviceptr_t b = bench_dev_random(dev, TJ_DTYPE_F32, 16, -1, 1, 5);
+  tj_cu_deviceptr_t y = bench_dev_random(dev, TJ_DTYPE_F32, 16, 0, 0, 6);
+  f.args[0] = &a;
+  f.args[1] = &b;
+  f.args[2] = &y;
+  const tj_cuda_symbols_t* cu = &dev->cu;
+  bench_die(tj_cuda_device_enter(dev), "enter");
+  bench_die(TJ_CU_STATUS(cu, cuStreamBeginCapture,
+                         (dev->stream, TJ_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)),
+            "capture");
+  launch_empty(&f);
+  tj_cu_graph_t graph = NULL;
+  bench_die(TJ_CU_STATUS(cu, cuStreamEndCapture, (dev->stream, &graph)),
+            "capture");
+  bench_die(TJ_CU_STATUS(cu, cuGraphInstantiate, (&f.exec, graph, 0)),
+            "instantiate");
+  cu->cuGraphDestroy(graph);
+  printf(
+      "\none kernel, us a call (host time to enqueue), median of %d rounds "
+      "of %d\n",
+      kRounds, runs);
+  printf("| call | us |\n|---|---|\n");
+  printf(
+      "| cuLaunchKernel of an empty kernel, inside a context push and pop | "
+      "%.2f |\n",
+      host_us(dev, launch_empty, &f, runs));
+  printf("| cuGraphLaunch of it, device entered | %.2f |\n",
+         host_us(dev, launch_graph, &f, runs));
+  tj_cuda_device_leave(dev);
+  printf("| cuCtxPushCurrent + cuCtxPopCurrent | %.2f |\n",
+         host_us(dev, push_pop, &f, runs));
+  tj_graph_t* g;
+  bench_die(tj_graph_create(ctx, "tiny", &g), "graph");
+  tj_value_t va = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){4, 4}, "a");
+  tj_value_t vb = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){4, 4}, "b");
+  tj_graph_output(g, tj_graph_add(g, tj_graph_mul(g, va, vb), va), "y");
+  bench_die(tj_graph_finalize(g), "finalize");
+  int64_t shape[2] = {4, 4};
+  f.in[0] = bench_dev_tensor(dev, a, TJ_DTYPE_F32, 2, shape);
+  f.in[1] = bench_dev_tensor(dev, b, TJ_DTYPE_F32, 2, shape);
+  f.out = bench_dev_tensor(dev, y, TJ_DTYPE_F32, 2, shape);
+  for (int plain = 0; plain < 2; ++plain) {
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.target = TJ_TARGET_CUDA;
+    o.cuda.stream = dev->stream;
+    o.cuda.disable_graphs = plain == 1;
+    bench_die(tj_compile(g, &o, &f.exe), "tj_compile");
+    printf("| tj_executable_run, y = a * b + a, %s | %.2f |\n",
+           plain ? "plain launch" : "CUDA graph",
+           host_us(dev, run_tiny, &f, runs));
+    tj_executable_release(f.exe);
+  }
+  tj_graph_destroy(g);
+  bench_die(tj_cuda_device_enter(dev), "enter");
+  cu->cuGraphExecDestroy(f.exec);
+  tj_cuda_device_leave(dev);
+  tj_cuda_module_destroy(module);
+  tj_cuda_device_free(dev, a);
+  tj_cuda_device_free(dev, b);
+  tj_cuda_device_free(dev, y);
 }
 
 int main(int argc, char** argv) {
@@ -132,6 +261,7 @@ int main(int argc, char** argv) {
       tj_executable_release(exe);
     }
   }
+  floor_table(dev, ctx, runs);
   for (int i = 0; i < kMaxBuffers; ++i) tj_cuda_device_free(dev, y[i]);
   tj_cuda_device_free(dev, x);
   tj_cuda_device_free(dev, w1);
