@@ -16,9 +16,9 @@
 // Then the floor under a run of one kernel: a tiny pointwise graph
 // (y = a * b + a, f32 [4, 4], device tensors) through tj_executable_run,
 // beside the driver calls such a run makes at the least: cuLaunchKernel
-// of an empty kernel of 3 pointer parameters (with the push and pop
-// that bracket it), cuGraphLaunch of a graph
-// of it, and the context push and pop that bracket a run.
+// of an empty kernel of 3 pointer parameters (with the context push and
+// pop that bracket it), cuGraphLaunch of a graph of it, and the push and
+// pop alone.
 
 #include <stdio.h>
 #include <stdlib.h>
