@@ -162,17 +162,26 @@ static void floor_table(tj_cuda_device_t* dev, tj_context_t* ctx, int runs) {
   f.in[0] = bench_dev_tensor(dev, a, TJ_DTYPE_F32, 2, shape);
   f.in[1] = bench_dev_tensor(dev, b, TJ_DTYPE_F32, 2, shape);
   f.out = bench_dev_tensor(dev, y, TJ_DTYPE_F32, 2, shape);
-  for (int plain = 0; plain < 2; ++plain) {
-    tj_compile_options_t o;
-    tj_compile_options_initialize(&o);
-    o.target = TJ_TARGET_CUDA;
-    o.cuda.stream = dev->stream;
-    o.cuda.disable_graphs = plain == 1;
-    bench_die(tj_compile(g, &o, &f.exe), "tj_compile");
-    printf("| tj_executable_run, y = a * b + a, %s | %.2f |\n",
-           plain ? "plain launch" : "CUDA graph",
-           host_us(dev, run_tiny, &f, runs));
-    tj_executable_release(f.exe);
+  // On the bench's stream, then on the legacy default stream (torch's
+  // current stream unless the caller picks one).
+  for (int legacy = 0; legacy < 2; ++legacy) {
+    for (int plain = 0; plain < 2; ++plain) {
+      tj_compile_options_t o;
+      tj_compile_options_initialize(&o);
+      o.target = TJ_TARGET_CUDA;
+      o.cuda.stream = legacy ? (void*)(uintptr_t)1 : dev->stream;
+      o.cuda.disable_graphs = plain == 1;
+      bench_die(tj_compile(g, &o, &f.exe), "tj_compile");
+      double us = host_us(dev, run_tiny, &f, runs);
+      tj_cuda_program_stats_t st;
+      bench_die(tj_executable_cuda_stats(f.exe, &st), "stats");
+      printf(
+          "| tj_executable_run, y = a * b + a, %s, %s stream (%lld graph "
+          "launches) | %.2f |\n",
+          plain ? "plain launch" : "CUDA graph",
+          legacy ? "legacy" : "the bench's", (long long)st.graph_launches, us);
+      tj_executable_release(f.exe);
+    }
   }
   tj_graph_destroy(g);
   bench_die(tj_cuda_device_enter(dev), "enter");
