@@ -65,14 +65,17 @@ static tj_graph_t* block_graph(tj_context_t* ctx) {
 typedef void (*op_fn)(void* ctx);
 
 // Median over 7 rounds of |n| calls of |fn| of the host time a call
-// takes, in us; the device's stream is waited for after each round.
+// takes, in us; the whole context (every stream) is waited for after each
+// round.
 static double host_us(tj_cuda_device_t* dev, op_fn fn, void* ctx, int n) {
   double v[kRounds];
   for (int r = -1; r < kRounds; ++r) {
     double t0 = now_us();
     for (int i = 0; i < n; ++i) fn(ctx);
     double t1 = now_us();
-    bench_die(tj_cuda_device_synchronize(dev), "sync");
+    bench_die(tj_cuda_device_enter(dev), "enter");
+    bench_die(TJ_CU_STATUS(&dev->cu, cuCtxSynchronize, ()), "sync");
+    tj_cuda_device_leave(dev);
     if (r >= 0) v[r] = (t1 - t0) / n;
   }
   return median(v, kRounds);
