@@ -687,12 +687,11 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
             Calls with torch CUDA tensors are ordered after torch's current
             stream at the time of the call and before its later work, also
             when that is another stream (see ``CudaOrder`` in _fast.py).
-            torch's default stream (the legacy stream) refuses CUDA graph
-            capture, so |cuda_graphs| is off on it: for graph replay of a
-            graph of many kernels, compile (and call) under a torch side
-            stream (``with torch.cuda.stream(s): ...``). Import torch
-            before compiling, or calls with torch CUDA tensors wait on the
-            host for torch's stream before each run.
+            On torch's default stream (the legacy stream, which refuses
+            CUDA graph capture) the library captures the runs on a stream
+            of its own and launches the graphs on the legacy stream. Import
+            torch before compiling, or calls with torch CUDA tensors wait
+            on the host for torch's stream before each run.
         cuda_graphs: CUDA: replay each shape's kernels as a captured CUDA
             graph (``cuda.disable_graphs`` is its negation).
         precise_math: CUDA: exp, tanh, sigmoid and erf with the x86
@@ -773,8 +772,9 @@ def compile(graph: Union[Graph, str], target: str = "x86", *,
         stream = _cuda_stream(cuda_stream, int(cuda_device))
         opts.cuda.device = int(cuda_device)
         opts.cuda.stream = stream
-        # The legacy stream (torch's default) cannot be captured.
-        opts.cuda.disable_graphs = not cuda_graphs or stream == 1
+        # The library captures runs on the legacy stream (torch's
+        # default, which refuses capture) on a stream of its own.
+        opts.cuda.disable_graphs = not cuda_graphs
         opts.cuda.precise_math = bool(precise_math)
         opts.cuda.allow_tf32 = bool(allow_tf32)
     handle = ctypes.c_void_p()
