@@ -170,6 +170,11 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.conv_epilogue = exe->backend->conv_epilogue;
   ctx.conv_epilogue_fits = exe->backend->conv_epilogue_fits;
   ctx.conv_epilogue_user = exe->target;
+  // TJ_ATTENTION_LSE=separate: attention_lse a kernel of its own, as
+  // before lsefwd (the A/B of bench/cuda_attention_grad_torch.py).
+  const char* lse = tj_setting(exe->context, TJ_SETTING_ATTENTION_LSE);
+  ctx.attention_lse_output = exe->backend->attention_lse_output &&
+                             !(lse && strcmp(lse, "separate") == 0);
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;
