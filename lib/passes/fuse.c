@@ -712,21 +712,12 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
   return true;
 }
 
-// lsefwd: whether |lse| is attention_lse of attention |att|'s own scores:
-// the same q, k and mask nodes (or both without a mask), the same scale
-// and causal flag. Its result is then exactly the forward's running m and
-// l at the end of each row, which the attention kernel holds anyway.
+// lsefwd: whether |lse| is attention_lse of attention |att|'s own scores
+// (tj_attention_lse_of) in the dtype the attention kernel's f32 rows give.
 static bool lse_of_attention(const fuse_t* f, uint32_t att, uint32_t lse) {
-  const tj_node_t* a = N(f, att);
-  const tj_node_t* l = N(f, lse);
-  if (a->op != TJ_OP_ATTENTION || l->op != TJ_OP_ATTENTION_LSE) return false;
-  const uint32_t am = a->num_operands > 3 ? a->operands[3] : TJ_NODE_NONE;
-  const uint32_t lm = l->num_operands > 2 ? l->operands[2] : TJ_NODE_NONE;
-  const bool a_causal = a->attrs.num_ints && a->attrs.ints[0];
-  const bool l_causal = l->attrs.num_ints && l->attrs.ints[0];
-  return a->operands[0] == l->operands[0] && a->operands[1] == l->operands[1] &&
-         am == lm && a->attrs.value == l->attrs.value && a_causal == l_causal &&
-         l->dtype == tj_attention_lse_dtype(N(f, a->operands[0])->dtype);
+  return tj_attention_lse_of(f->g, att, lse) &&
+         N(f, lse)->dtype ==
+             tj_attention_lse_dtype(N(f, N(f, att)->operands[0])->dtype);
 }
 
 // |nodes| ascending; f->mat_u says which are written to memory. The set is

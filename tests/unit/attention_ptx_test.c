@@ -39,6 +39,9 @@
 // it. A forward graph whose outputs are y and an attention_lse is one
 // kernel only when the lse takes the same q, k, mask, scale (the default
 // resolved) and causal flag: another scale, causal flag, k or q keeps two.
+// The joint graph split by tj_graph_partition with save_attention_lse:
+// the forward is one kernel that also computes lse, the backward has no
+// lse kernel; without the option the backward keeps it.
 // Numbers on the GPU: tests/cuda/cuda_attention_test.c and
 // tests/cuda/cuda_attention_grad_test.c.
 
@@ -304,6 +307,67 @@ static uint32_t forward_with_lse_kernels(int lq, int lk, double scale,
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
   return n;
+}
+
+// lsefwd: |v|'s joint graph split with or without save_attention_lse,
+// each half compiled for sm_90a: (forward kernels, forward kernels
+// computing a log-sum-exp), likewise for the backward.
+static void split_kernels(const variant_t* v, bool save, int* out) {
+  memset(out, 0, 4 * sizeof(int));
+  tj_graph_t* joint = build_grad(v);
+  if (!joint) return;
+  tj_partition_options_t po;
+  tj_partition_options_initialize(&po);
+  po.save_attention_lse = save;
+  tj_graph_t* halves[2] = {NULL, NULL};
+  CHECK_OK(tj_graph_partition(joint, 3, 1, &po, &halves[0], &halves[1], NULL));
+  tj_allocator_t al = tj_allocator_system();
+  for (int i = 0; i < 2 && halves[0] && halves[1]; ++i) {
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(halves[i], NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    out[2 * i] = (int)ptx.num_kernels;
+    if (ptx.ptx) {
+      out[2 * i + 1] = entries_with(ptx.ptx, "lg2.approx", NULL);
+      if (save && i == 0 && g_ptxas[0]) {
+        bool ok = assemble("split forward with lse", ptx.ptx);
+        if (!ok) fprintf(stderr, "split forward: ptxas failed or warned\n");
+        CHECK(ok);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  }
+  tj_graph_destroy(halves[0]);
+  tj_graph_destroy(halves[1]);
+  tj_graph_destroy(joint);
+}
+
+TEST(lse_saved_by_the_partition) {
+  g_long_keys = true;
+  static const variant_t vs[] = {
+      {TJ_DTYPE_BF16, 128, 128, 4, 2, true, 0, false},
+      {TJ_DTYPE_F16, 64, 64, 8, 2, false, 0, true},
+  };
+  for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); ++i) {
+    int saved[4], recomputed[4];
+    split_kernels(&vs[i], true, saved);
+    split_kernels(&vs[i], false, recomputed);
+    printf(
+        "# split %zu: forward %d + backward %d kernels with lse saved, "
+        "%d + %d without\n",
+        i, saved[0], saved[2], recomputed[0], recomputed[2]);
+    // The forward: one kernel either way, writing lse only when saved.
+    CHECK_EQ_INT(1, saved[0]);
+    CHECK_EQ_INT(1, saved[1]);
+    CHECK_EQ_INT(1, recomputed[0]);
+    CHECK_EQ_INT(0, recomputed[1]);
+    // The backward: the lse kernel only when recomputed.
+    CHECK_EQ_INT(recomputed[2] - 1, saved[2]);
+    CHECK_EQ_INT(0, saved[3]);
+    CHECK_EQ_INT(1, recomputed[3]);
+  }
+  g_long_keys = false;
 }
 
 TEST(lse_joins_only_the_same_scores) {
@@ -874,6 +938,7 @@ int main(int argc, char** argv) {
   RUN_TEST(wgmma_lse_in_grad);
   RUN_TEST(lse_joins_the_forward);
   RUN_TEST(lse_joins_only_the_same_scores);
+  RUN_TEST(lse_saved_by_the_partition);
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(fused_f32);
