@@ -41,7 +41,8 @@
 // resolved) and causal flag: another scale, causal flag, k or q keeps two.
 // The joint graph split by tj_graph_partition with save_attention_lse:
 // the forward is one kernel that also computes lse, the backward has no
-// lse kernel; without the option the backward keeps it.
+// lse kernel; without the option the backward keeps it. The split and its
+// offline compile fail each allocation in turn: OUT_OF_MEMORY, no leak.
 // Numbers on the GPU: tests/cuda/cuda_attention_test.c and
 // tests/cuda/cuda_attention_grad_test.c.
 
@@ -753,6 +754,56 @@ TEST(grad_oom_sweep) {
   CHECK(tj_test_oom_sweep("cuda attention grad ptx", grad_ptx_compile) > 0);
 }
 
+// lsefwd: the same joint graph split with save_attention_lse, both halves
+// compiled offline: the forward one kernel writing y and lse.
+static tj_status_t split_ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t *g = NULL, *joint = NULL, *fwd = NULL, *bwd = NULL;
+  s = tj_graph_create(ctx, "attn_split_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_BF16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "v");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, tj_value_none(), 0, true),
+                    "y");
+    s = tj_graph_finalize(g);
+  }
+  if (!s) s = tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint);
+  tj_partition_options_t po;
+  tj_partition_options_initialize(&po);
+  po.save_attention_lse = true;
+  if (!s) s = tj_graph_partition(joint, 3, 1, &po, &fwd, &bwd, NULL);
+  tj_cuda_offline_ptx_t ptx[2];
+  memset(ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(fwd, NULL, TJ_NVPTX_SM_90A, al, &ptx[0]);
+  if (!s) s = tj_cuda_compile_ptx(bwd, NULL, TJ_NVPTX_SM_90A, al, &ptx[1]);
+  if (!s && (ptx[0].num_kernels != 1 || !ptx[0].ptx ||
+             entries_with(ptx[0].ptx, "lg2.approx", NULL) != 1))
+    s = tj_status_make(TJ_STATUS_INTERNAL,
+                       "attn_split_oom: %u forward kernels, lse not written",
+                       ptx[0].num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[0]);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[1]);
+  tj_graph_destroy(fwd);
+  tj_graph_destroy(bwd);
+  tj_graph_destroy(joint);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(split_oom_sweep) {
+  CHECK_OK(split_ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention split ptx", split_ptx_compile) > 0);
+}
+
 // An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
 // with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
 // row pitch is only known at run time) and the output's outer strides
@@ -947,6 +998,7 @@ int main(int argc, char** argv) {
   RUN_TEST(decomposed_outside_the_template);
   RUN_TEST(oom_sweep);
   RUN_TEST(grad_oom_sweep);
+  RUN_TEST(split_oom_sweep);
   RUN_TEST(launch_and_refusals);
   tj_context_destroy(g_sep_ctx);
   tj_context_destroy(g_sep_default_ctx);
