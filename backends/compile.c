@@ -157,6 +157,19 @@ void tj_executable_release(tj_executable_t* executable) {
 
 //===--- compiling ---===//
 
+// TJ_ATTENTION_LSE: "separate" keeps attention_lse a kernel of its own,
+// as before lsefwd (the A/B of bench/cuda_attention_grad_torch.py); unset
+// or "" leave the default; anything else warns once and leaves it too.
+static _Atomic(bool) g_warned_attention_lse;
+static bool attention_lse_separate(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_ATTENTION_LSE);
+  if (!v || !v[0]) return false;
+  if (strcmp(v, "separate") == 0) return true;
+  tj_warn_once(context, &g_warned_attention_lse,
+               "TJ_ATTENTION_LSE: \"%.32s\" is not separate and is ignored", v);
+  return false;
+}
+
 static tj_status_t run_pipeline(tj_executable_t* exe,
                                 const tj_compile_debug_t* debug) {
   tj_pass_ctx_t ctx;
@@ -170,6 +183,8 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.conv_epilogue = exe->backend->conv_epilogue;
   ctx.conv_epilogue_fits = exe->backend->conv_epilogue_fits;
   ctx.conv_epilogue_user = exe->target;
+  ctx.attention_lse_output = exe->backend->attention_lse_output &&
+                             !attention_lse_separate(exe->context);
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;

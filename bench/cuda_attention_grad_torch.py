@@ -18,7 +18,14 @@ attention_dq, attention_dkv; outputs dq and [dk | dv]); torch's,
 autograd.grad of one retained forward. TFLOP/s there count 2.5 x 4 B H T^2
 D (the 5 backward matmuls), halved when causal; the lse pass (one more
 q.k^T) is ours to pay and counted as work not done. --profile adds our
-per-kernel times (tj_executable_profile) under each row.
+per-kernel times (tj_executable_profile) under each row, in both modes.
+
+lsefwd: in the training step our forward kernel writes the row lse too,
+so the step has no attention_lse kernel; TJ_ATTENTION_LSE=separate in the
+environment keeps it (the step as before, for A/B runs; the header says
+which). --bwd --lse-input times the backward as a partitioned one runs
+it when the forward saved lse: lse an input (computed once beforehand by
+our attention_lse), no lse pass.
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_attention_grad_torch.py
 
@@ -62,7 +69,9 @@ def main():
     ap.add_argument("--bwd", action="store_true",
                     help="time the backward alone (see the docstring)")
     ap.add_argument("--profile", action="store_true",
-                    help="with --bwd: our per-kernel times")
+                    help="our per-kernel times under each row")
+    ap.add_argument("--lse-input", action="store_true",
+                    help="with --bwd: lse an input, no lse pass (lsefwd)")
     args = ap.parse_args()
     if args.bwd:
         return main_bwd(args)
@@ -71,7 +80,8 @@ def main():
     tdt = torch.bfloat16
     print(f"# cuda_attention_grad_torch: {torch.cuda.get_device_name()}, "
           f"bf16, torch {torch.__version__}, cuDNN "
-          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}")
+          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}, "
+          f"TJ_ATTENTION_LSE={os.environ.get('TJ_ATTENTION_LSE', '')!r}")
     print(f"{'B,H,T,D,causal':>22s} {'ours ms':>15s} {'flash ms':>9s} "
           f"{'cudnn ms':>9s} {'ours TF':>8s} {'flash TF':>8s} "
           f"{'cudnn TF':>8s} {'/flash':>7s} {'/cudnn':>7s} {'max err':>8s}")
@@ -121,10 +131,25 @@ def main():
                       f"{fl[0]:9.3f} {cd[0]:9.3f} {tf[0]:8.1f} {tf[1]:8.1f} "
                       f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
                       f"{cd[0] / ours[0]:7.2f} {err:8.1e}", flush=True)
+                if args.profile:
+                    print_profile(exe, (qd, kd, vd, dy), outs, args.iters)
                 del exe, outs
                 torch.cuda.empty_cache()
     print("# ms per forward + backward (ours: median, (max-min) of the 5 "
           "means); /flash, /cudnn above 1: ours faster")
+
+
+def print_profile(exe, ins, outs, runs):
+    # Our kernels' shares (tj_executable_profile): where the time goes.
+    try:
+        prof = exe.profile(*ins, runs=runs, out=outs)
+        for e in prof.entries:
+            print(f"#   {e.name:>14s} {e.ms:8.3f} ms "
+                  f"{100 * e.share:5.1f}% "
+                  f"{e.gflops_per_s / 1e3:7.1f} TF/s  "
+                  f"{e.detail}")
+    except Exception as ex:  # the table still stands
+        print(f"#   profile failed: {ex}")
 
 
 def torch_bwd(backend, q, k, v, dy, causal):
@@ -140,7 +165,8 @@ def main_bwd(args):
     tdt = torch.bfloat16
     print(f"# cuda_attention_grad_torch --bwd: {torch.cuda.get_device_name()}"
           f", bf16, torch {torch.__version__}, cuDNN "
-          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}")
+          f"{torch.backends.cudnn.version()}, tensorjit {tj.version()}"
+          f"{', lse an input' if args.lse_input else ''}")
     print(f"{'B,H,T,D,causal':>22s} {'ours ms':>15s} {'flash ms':>9s} "
           f"{'cudnn ms':>9s} {'ours TF':>8s} {'flash TF':>8s} "
           f"{'cudnn TF':>8s} {'/flash':>7s} {'/cudnn':>7s} {'max err':>8s}")
@@ -162,7 +188,21 @@ def main_bwd(args):
                 g = tj.Graph("attention_bwd")
                 gq, gk, gv, gy, gdy = (g.input(n, "bf16", list(shape))
                                        for n in ("q", "k", "v", "y", "dy"))
-                lse = g.attention_lse(gq, gk, causal=causal)
+                qd, kd, vd = (x.detach() for x in (q, k, v))
+                extra = ()
+                if args.lse_input:
+                    # What a partitioned backward reads from the forward.
+                    lse = g.input("lse", "f32", [b, h, t])
+                    gl = tj.Graph("attention_lse")
+                    lq, lk = (gl.input(n, "bf16", list(shape))
+                              for n in ("q", "k"))
+                    gl.output(gl.attention_lse(lq, lk, causal=causal), "lse")
+                    lse_t = torch.empty((b, h, t), device="cuda",
+                                        dtype=torch.float32)
+                    tj.compile(gl, "cuda")(qd, kd, out=[lse_t])
+                    extra = (lse_t,)
+                else:
+                    lse = g.attention_lse(gq, gk, causal=causal)
                 delta = g.sum(g.mul(g.cast(gdy, "f32"), g.cast(gy, "f32")),
                               -1)
                 g.output(g.attention_dq(gq, gk, gv, None, gdy, lse, delta,
@@ -172,8 +212,8 @@ def main_bwd(args):
                 exe = tj.compile(g, "cuda")
                 dq = torch.empty(shape, device="cuda", dtype=tdt)
                 dkv = torch.empty((b, h, t, 2 * d), device="cuda", dtype=tdt)
-                qd, kd, vd = (x.detach() for x in (q, k, v))
-                exe(qd, kd, vd, y, dy, out=[dq, dkv])
+                ins = (qd, kd, vd, y, dy) + extra
+                exe(*ins, out=[dq, dkv])
                 want = torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, dy,
                                  causal)()
                 got = (dq, dkv[..., :d], dkv[..., d:])
@@ -182,8 +222,7 @@ def main_bwd(args):
                           for a, w in zip(got, want))
                 flops = 2.5 * 4.0 * b * h * t * t * d * (0.5 if causal
                                                          else 1.0)
-                ours = time_ms(lambda: exe(qd, kd, vd, y, dy, out=[dq, dkv]),
-                               args.iters)
+                ours = time_ms(lambda: exe(*ins, out=[dq, dkv]), args.iters)
                 fl = time_ms(torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v,
                                        dy, causal), args.iters)
                 try:
@@ -199,18 +238,7 @@ def main_bwd(args):
                       f"{tf[2]:8.1f} {fl[0] / ours[0]:7.2f} "
                       f"{cd[0] / ours[0]:7.2f} {err:8.1e}", flush=True)
                 if args.profile:
-                    # Our kernels' shares (tj_executable_profile): where
-                    # the backward's time goes.
-                    try:
-                        prof = exe.profile(qd, kd, vd, y, dy, runs=args.iters,
-                                           out=[dq, dkv])
-                        for e in prof.entries:
-                            print(f"#   {e.name:>14s} {e.ms:8.3f} ms "
-                                  f"{100 * e.share:5.1f}% "
-                                  f"{e.gflops_per_s / 1e3:7.1f} TF/s  "
-                                  f"{e.detail}")
-                    except Exception as ex:  # the table still stands
-                        print(f"#   profile failed: {ex}")
+                    print_profile(exe, ins, [dq, dkv], args.iters)
                 del exe, dq, dkv
                 torch.cuda.empty_cache()
     print("# ms per backward (ours: median, (max-min) of the 5 means); "

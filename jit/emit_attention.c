@@ -214,9 +214,10 @@ tj_status_t tj_emit_attention(tj_emit_t* em) {
   const int32_t w = a.w, r = k->rank;
   // The backward's nodes decompose on x86 (x86_native_op keeps only the
   // forward); their kernel IR has no x86 kernel.
-  if (k->attention.op != TJ_KIR_ATTENTION_FORWARD)
+  if (k->attention.op != TJ_KIR_ATTENTION_FORWARD || k->attention.with_lse)
     return tj_unsupported(
-        "kernel @%s: x86's attention template computes the forward only",
+        "kernel @%s: x86's attention template computes the forward only "
+        "(no lse: attention_lse decomposes here)",
         k->name);
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     switch (k->buffers[i].role) {

@@ -51,6 +51,7 @@
 tj_status_t tj_nvptx_fa_buffers(fa_t* f) {
   const tj_kir_t* k = f->k;
   f->mb = -1;
+  f->lob = -1;
   f->op = k->attention.op;
   const bool bwd =
       f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV;
@@ -67,7 +68,15 @@ tj_status_t tj_nvptx_fa_buffers(fa_t* f) {
         f->vb = i, found |= 4;
         break;
       case TJ_KIR_OUTPUT:
-        f->ob = i, found |= 8;
+        // The forward with_lse writes y, then lse.
+        if (found & 8) {
+          if (f->lob >= 0 || !k->attention.with_lse)
+            return tj_invalid("kernel @%s: a second output %%%s", k->name,
+                              k->buffers[i].name);
+          f->lob = (int32_t)i;
+        } else {
+          f->ob = i, found |= 8;
+        }
         break;
       case TJ_KIR_ATTN_MASK:
         f->mb = (int32_t)i;
@@ -87,7 +96,7 @@ tj_status_t tj_nvptx_fa_buffers(fa_t* f) {
     }
   }
   const int want = f->op == TJ_KIR_ATTENTION_LSE ? 11 : bwd ? 127 : 15;
-  if (found != want || k->rank < 4)
+  if (found != want || k->rank < 4 || k->attention.with_lse != (f->lob >= 0))
     return tj_invalid("kernel @%s: not an attention kernel", k->name);
   if (f->op == TJ_KIR_ATTENTION_LSE) f->vb = f->kb;  // no v: checks pass
   tj_dtype_t dt = k->buffers[f->qb].dtype;
@@ -110,6 +119,7 @@ tj_status_t tj_nvptx_fa_check_kernel(fa_t* f) {
   if ((dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16) ||
       k->buffers[f->kb].dtype != dt || k->buffers[f->vb].dtype != dt ||
       k->buffers[f->ob].dtype != odt ||
+      (f->lob >= 0 && k->buffers[f->lob].dtype != TJ_DTYPE_F32) ||
       (bwd && (k->buffers[f->dob].dtype != dt ||
                k->buffers[f->lseb].dtype != TJ_DTYPE_F32 ||
                k->buffers[f->deltab].dtype != TJ_DTYPE_F32))) {
@@ -172,9 +182,10 @@ void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                     c64(f, keys_per_tile), "ntiles");
 }
 
-tj_status_t tj_nvptx_fa_store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
-                                  LLVMValueRef* row_i, LLVMValueRef tq,
-                                  LLVMValueRef* m_slot, LLVMValueRef* l_slot) {
+tj_status_t tj_nvptx_fa_store_lse(fa_t* f, uint32_t buf, LLVMValueRef obase,
+                                  LLVMValueRef so, LLVMValueRef* row_i,
+                                  LLVMValueRef tq, LLVMValueRef* m_slot,
+                                  LLVMValueRef* l_slot) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
   LLVMValueRef lead = LLVMBuildICmp(
@@ -196,7 +207,7 @@ tj_status_t tj_nvptx_fa_store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
                      ""),
         "lse");
     LLVMValueRef dst =
-        tj_emit_advance(em, f->ob, obase, LLVMBuildMul(b, row_i[h], so, ""));
+        tj_emit_advance(em, buf, obase, LLVMBuildMul(b, row_i[h], so, ""));
     LLVMBuildStore(b, v, dst);
     tj_emit_if_end(em, &in);
   }
@@ -215,8 +226,14 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   // tensor-core path).
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_buffers(f));
   if (f->op == TJ_KIR_ATTENTION_FORWARD &&
-      f->k->buffers[f->qb].dtype == TJ_DTYPE_F32)
+      f->k->buffers[f->qb].dtype == TJ_DTYPE_F32) {
+    // f32's attention_lse decomposes (cuda_native_op), so fuse never
+    // gives this kernel an lse to write.
+    if (f->lob >= 0)
+      return tj_unsupported("kernel @%s: the f32 attention writes no lse",
+                            f->k->name);
     return tj_nvptx_emit_attention_f32(f);
+  }
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
@@ -517,8 +534,15 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
   }
   tj_emit_loop_end(em, &loop);
   if (lse)
-    return tj_nvptx_fa_store_lse(f, at.ptr[f->ob], so, row_i, tq, m_slot,
+    return tj_nvptx_fa_store_lse(f, f->ob, at.ptr[f->ob], so, row_i, tq, m_slot,
                                  l_slot);
+  if (f->lob >= 0) {
+    // with_lse (lsefwd): the row's lse from the same m and l, beside y.
+    const uint32_t lob = (uint32_t)f->lob;
+    TJ_RETURN_IF_ERROR(tj_nvptx_fa_store_lse(f, lob, at.ptr[lob],
+                                             tj_emit_stride(em, lob, r - 2),
+                                             row_i, tq, m_slot, l_slot));
+  }
 
   // y = O / l, staged in the warp's own 16 rows of the Q tile (no other
   // warp reads them), then stored 16 bytes a lane.
@@ -611,10 +635,10 @@ tj_status_t tj_nvptx_attention_launch(const tj_kir_t* k,
   // number of chunks.
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    // The mask, lse and delta are read an element at a time.
+    // The mask, lse and delta are read, and lse written, an element at a
+    // time.
     if (buf->role == TJ_KIR_ATTN_MASK || buf->role == TJ_KIR_ATTN_LSE ||
-        buf->role == TJ_KIR_ATTN_DELTA ||
-        (buf->role == TJ_KIR_OUTPUT && k->attention.op == TJ_KIR_ATTENTION_LSE))
+        buf->role == TJ_KIR_ATTN_DELTA || tj_kir_attention_lse_output(k, i))
       continue;
     const int64_t chunk = 16 / (int64_t)tj_dtype_size(buf->dtype);
     for (int32_t d = 0; d < r; ++d) {

@@ -30,6 +30,9 @@ typedef struct fa_t {
   bool f16;  // else bf16
   uint32_t qb, kb, vb, ob;
   int32_t mb;  // -1: no mask
+  // The forward with_lse (lsefwd): its second output, the row lse; -1:
+  // none.
+  int32_t lob;
   // attention_dq / attention_dkv (fabwdcuda): dL/dy, lse, delta.
   uint32_t dob, lseb, deltab;
   tj_kir_attention_op_t op;
@@ -202,14 +205,16 @@ typedef struct tj_nvptx_fa_block_t {
 void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                        tj_nvptx_fa_block_t* out);
 
-// attention_lse's epilogue: lse = (m + log2 l) ln 2 per row (the scores
-// were scaled into base 2), -inf where no key was seen (l = 0), one lane
-// of each quad storing the f32 of its rows |row_i| (g and g + 8 of its
-// warp's C fragment rows, i64) below Tq; |m_slot| and |l_slot| hold each
-// row's running max and the lane's part of its sum.
-tj_status_t tj_nvptx_fa_store_lse(fa_t* f, LLVMValueRef obase, LLVMValueRef so,
-                                  LLVMValueRef* row_i, LLVMValueRef tq,
-                                  LLVMValueRef* m_slot, LLVMValueRef* l_slot);
+// attention_lse's epilogue, and the forward's with_lse: into buffer
+// |buf| (at |obase|, |so| elements a row), lse = (m + log2 l) ln 2 per
+// row (the scores were scaled into base 2), -inf where no key was seen
+// (l = 0), one lane of each quad storing the f32 of its rows |row_i| (g
+// and g + 8 of its warp's C fragment rows, i64) below Tq; |m_slot| and
+// |l_slot| hold each row's running max and the lane's part of its sum.
+tj_status_t tj_nvptx_fa_store_lse(fa_t* f, uint32_t buf, LLVMValueRef obase,
+                                  LLVMValueRef so, LLVMValueRef* row_i,
+                                  LLVMValueRef tq, LLVMValueRef* m_slot,
+                                  LLVMValueRef* l_slot);
 
 // The forward and attention_lse on sm_90a's wgmma
 // (emit_nvptx_attention_wgmma.c), tj_nvptx_fa_check_kernel passed, no

@@ -532,8 +532,15 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
   wait_groups(f, 0);
   tj_nvptx_barrier(nv);
   if (lse)
-    return tj_nvptx_fa_store_lse(f, at.ptr[f->ob], so, row_i, tq, m_slot,
+    return tj_nvptx_fa_store_lse(f, f->ob, at.ptr[f->ob], so, row_i, tq, m_slot,
                                  l_slot);
+  if (f->lob >= 0) {
+    // with_lse (lsefwd): the row's lse from the same m and l, beside y.
+    const uint32_t lob = (uint32_t)f->lob;
+    TJ_RETURN_IF_ERROR(tj_nvptx_fa_store_lse(f, lob, at.ptr[lob],
+                                             tj_emit_stride(em, lob, r - 2),
+                                             row_i, tq, m_slot, l_slot));
+  }
 
   // y = O / l, staged in the warp's own 16 rows of the Q tile, then
   // stored 16 bytes a lane.

@@ -1815,11 +1815,9 @@ tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* k,
   if (k->kind == TJ_KIR_ATTENTION) {
     for (uint32_t i = 0; i < k->num_buffers; ++i) {
       const tj_kir_buffer_t* buf = &k->buffers[i];
-      const bool by_element = buf->role == TJ_KIR_ATTN_MASK ||
-                              buf->role == TJ_KIR_ATTN_LSE ||
-                              buf->role == TJ_KIR_ATTN_DELTA ||
-                              (buf->role == TJ_KIR_OUTPUT &&
-                               k->attention.op == TJ_KIR_ATTENTION_LSE);
+      const bool by_element =
+          buf->role == TJ_KIR_ATTN_MASK || buf->role == TJ_KIR_ATTN_LSE ||
+          buf->role == TJ_KIR_ATTN_DELTA || tj_kir_attention_lse_output(k, i);
       if (!by_element && buffers[i] % 16 != 0)
         return tj_unsupported(
             "kernel @%s: attention operand %%%s at 0x%llx is not 16-byte "

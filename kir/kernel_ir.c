@@ -355,6 +355,18 @@ void tj_kir_set_attention(tj_kir_t* k, const tj_kir_attention_t* attn) {
   k->attention = *attn;
 }
 
+bool tj_kir_attention_lse_output(const tj_kir_t* k, uint32_t b) {
+  if (k->kind != TJ_KIR_ATTENTION || b >= k->num_buffers ||
+      k->buffers[b].role != TJ_KIR_OUTPUT)
+    return false;
+  if (k->attention.op == TJ_KIR_ATTENTION_LSE) return true;
+  if (!k->attention.with_lse) return false;
+  // The forward's outputs are y, then lse.
+  for (uint32_t i = 0; i < b; ++i)
+    if (k->buffers[i].role == TJ_KIR_OUTPUT) return true;
+  return false;
+}
+
 void tj_kir_set_conv(tj_kir_t* k, const tj_kir_conv_t* conv) {
   if (!usable(k)) return;
   if (k->kind != TJ_KIR_CONV) {
@@ -1057,13 +1069,15 @@ static tj_status_t verify(const tj_kir_t* k) {
   if (k->kind == TJ_KIR_ATTENTION &&
       (num_attn[0] != 1 || num_attn[1] != 1 ||
        num_attn[2] != (aop == TJ_KIR_ATTENTION_LSE ? 0u : 1u) ||
-       num_attn[3] > 1 || num_out != 1 ||
+       num_attn[3] > 1 || num_out != (k->attention.with_lse ? 2u : 1u) ||
+       (k->attention.with_lse && aop != TJ_KIR_ATTENTION_FORWARD) ||
        (bwd && (num_attn_bwd[0] != 1 || num_attn_bwd[1] != 1 ||
                 num_attn_bwd[2] != 1)))) {
     return tj_invalid(
-        "kernel @%s: an attention kernel needs one q, k, output buffer, at "
-        "most one mask, one v but for attention_lse, and for attention_dq "
-        "and attention_dkv one dy, lse and delta",
+        "kernel @%s: an attention kernel needs one q, k, output buffer (the "
+        "forward with_lse two: y, lse), at most one mask, one v but for "
+        "attention_lse, and for attention_dq and attention_dkv one dy, lse "
+        "and delta",
         k->name);
   }
   if (k->kind == TJ_KIR_CONV) {
@@ -1301,8 +1315,9 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     sbuf_printf(&s, " dv ");
     print_ival(&s, k, k->attention.dv);
     static const char* const ops[4] = {"", " lse", " dq", " dkv"};
-    sbuf_printf(&s, " scale %.17g%s%s", k->attention.scale,
-                k->attention.causal ? " causal" : "", ops[k->attention.op]);
+    sbuf_printf(&s, " scale %.17g%s%s%s", k->attention.scale,
+                k->attention.causal ? " causal" : "", ops[k->attention.op],
+                k->attention.with_lse ? " with_lse" : "");
   }
   if (k->kind == TJ_KIR_CONV) {
     const tj_kir_conv_t* c = &k->conv;
@@ -1441,6 +1456,7 @@ bool tj_kir_same_code(const tj_kir_t* a, const tj_kir_t* b) {
       !ival_equal(a->attention.dv, b->attention.dv) ||
       !double_equal(a->attention.scale, b->attention.scale) ||
       a->attention.causal != b->attention.causal ||
+      a->attention.with_lse != b->attention.with_lse ||
       a->attention.op != b->attention.op || a->bq.bits != b->bq.bits ||
       a->bq.int4_signed != b->bq.int4_signed || a->bq.group != b->bq.group ||
       a->b_int7 != b->b_int7 || a->b_prepacked != b->b_prepacked ||
@@ -1531,6 +1547,7 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
                     k->schedule.nc,
                     k->schedule.kc,
                     k->attention.causal,
+                    k->attention.with_lse,
                     k->attention.op,
                     k->bq.bits,
                     k->bq.int4_signed,

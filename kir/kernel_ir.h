@@ -249,11 +249,15 @@ typedef enum tj_kir_attention_op_e {
 
 // ATTENTION only: the head dims of q/k (d) and of v and the output (dv),
 // the scale of the scores, whether keys j > i are masked (top-left) and
-// the op.
+// the op. |with_lse| (the forward only; lsefwd): a second output after y,
+// attention_lse's [.., Hkv, G, Tq] of the same scores, so that a training
+// step's backward reads the row log-sum-exp the forward's loop already
+// has instead of a second pass over q k^T.
 typedef struct tj_kir_attention_t {
   tj_kir_ival_t d, dv;
   double scale;
   bool causal;
+  bool with_lse;
   tj_kir_attention_op_t op;
 } tj_kir_attention_t;
 
@@ -453,6 +457,11 @@ void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);
 // ATTENTION: the head dims, scale and causal flag.
 void tj_kir_set_attention(tj_kir_t* kernel, const tj_kir_attention_t* attn);
+
+// ATTENTION only: whether buffer |b| is a row log-sum-exp output, one f32
+// a query row written an element at a time: attention_lse's output, or
+// the forward's second output under |with_lse|.
+bool tj_kir_attention_lse_output(const tj_kir_t* kernel, uint32_t b);
 // CONV: the window (constants; checked against the space at finalize).
 void tj_kir_set_conv(tj_kir_t* kernel, const tj_kir_conv_t* conv);
 // ROW_REDUCE: opens a new phase (REDUCE phases take |reduce|; the others

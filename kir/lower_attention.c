@@ -8,7 +8,10 @@
 // same way onto the same space, the kernel IR naming the op
 // (tj_kir_attention_t.op): lse and delta [.., H, Tq] and dL/dy [.., H, Tq,
 // Dv] are read over it as q is, and attention_dkv's [.., Hkv, Tk, D + Dv]
-// is written with stride 0 along G and Tq, the dims it sums over.
+// is written with stride 0 along G and Tq, the dims it sums over. A group
+// of an attention and the attention_lse of its own scores (fuse's
+// attention_with_lse, lsefwd) is one forward kernel writing both: y, then
+// lse as attention_lse's output would be written (with_lse).
 
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +67,19 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   const uint32_t yn = lw->grp->anchor;
   const tj_node_t* y = NODE(lw, yn);
   const tj_kir_attention_op_t aop = attention_op(y->op);
+  // The forward's group may hold its attention_lse too (lsefwd).
+  uint32_t lsen = TJ_NODE_NONE;
+  for (uint32_t i = 0; i < lw->grp->num_nodes; ++i) {
+    const uint32_t n = lw->grp->nodes[i];
+    if (n == yn || NODE(lw, n)->op != TJ_OP_ATTENTION_LSE) continue;
+    if (aop != TJ_KIR_ATTENTION_FORWARD || lsen != TJ_NODE_NONE) {
+      return tj_internal(
+          "attention %%%u: a group holds an attention and at most its "
+          "attention_lse",
+          yn);
+    }
+    lsen = n;
+  }
   const bool lse_op = aop == TJ_KIR_ATTENTION_LSE;
   const bool bwd = aop == TJ_KIR_ATTENTION_DQ || aop == TJ_KIR_ATTENTION_DKV;
   // Operands: attention (q, k, v, mask), attention_lse (q, k, mask), the
@@ -111,6 +127,7 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   ADD_BUF(kn, TJ_KIR_ATTN_K, "k");
   if (!lse_op) ADD_BUF(vn, TJ_KIR_ATTN_V, "v");
   ADD_BUF(yn, TJ_KIR_OUTPUT, "out");
+  if (lsen != TJ_NODE_NONE) ADD_BUF(lsen, TJ_KIR_OUTPUT, "lse");
   if (mn != TJ_NODE_NONE) ADD_BUF(mn, TJ_KIR_ATTN_MASK, "mask");
   if (bwd) {
     ADD_BUF(y->operands[4], TJ_KIR_ATTN_DO, "dy");
@@ -171,9 +188,10 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
           o[nb + 3] = rm[n->rank - 2];
         } else {
           // y and dq [batch.., H, Tq, ..] as q; lse [batch.., H, Tq].
+          const bool row = n->op == TJ_OP_ATTENTION_LSE;
           TJ_RETURN_IF_ERROR(head_strides(lw, nodes[bi], rm,
-                                          lse_op ? n->rank - 2 : n->rank - 3,
-                                          nb, group, o));
+                                          row ? n->rank - 2 : n->rank - 3, nb,
+                                          group, o));
         }
         break;
       default:  // q, dy: [batch.., H, Tq, ..]
@@ -210,6 +228,7 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   attn.scale = y->attrs.value;
   attn.causal = y->attrs.num_ints && y->attrs.ints[0];
   attn.op = aop;
+  attn.with_lse = lsen != TJ_NODE_NONE;
   tj_kir_set_space(lw->k, rank, dims);
   for (uint32_t bi = 0; bi < nbuf; ++bi) {
     char bname[32];

@@ -42,6 +42,10 @@ typedef enum tj_setting_e {
   // way back.
   TJ_SETTING_NVPTX_ATTENTION = 8,
   TJ_SETTING_CUDA_WQGEMM = 9,  // TJ_CUDA_WQGEMM (environment only)
+  // TJ_ATTENTION_LSE (environment only): "separate" keeps attention_lse a
+  // kernel of its own where the target's attention kernel could write it
+  // (tj_pass_ctx_t.attention_lse_output), for A/B comparisons.
+  TJ_SETTING_ATTENTION_LSE = 10,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -187,6 +187,24 @@ struct tj_graph_t {
   _Atomic(uint64_t) memo_key[2];
 };
 
+// Whether node |lse| of |g| is attention_lse of attention |att|'s own
+// scores: the same q, k and mask nodes (or neither with a mask), scale and
+// causal flag (lsefwd). The forward's loop then ends holding its value
+// (the row's m and l), so one kernel may write both (fuse) and a
+// partition may save it from the forward (tj_partition_options_t).
+static inline bool tj_attention_lse_of(const tj_graph_t* g, uint32_t att,
+                                       uint32_t lse) {
+  const tj_node_t* a = &g->nodes[att];
+  const tj_node_t* l = &g->nodes[lse];
+  if (a->op != TJ_OP_ATTENTION || l->op != TJ_OP_ATTENTION_LSE) return false;
+  const uint32_t am = a->num_operands > 3 ? a->operands[3] : TJ_NODE_NONE;
+  const uint32_t lm = l->num_operands > 2 ? l->operands[2] : TJ_NODE_NONE;
+  const bool a_causal = a->attrs.num_ints && a->attrs.ints[0];
+  const bool l_causal = l->attrs.num_ints && l->attrs.ints[0];
+  return a->operands[0] == l->operands[0] && a->operands[1] == l->operands[1] &&
+         am == lm && a->attrs.value == l->attrs.value && a_causal == l_causal;
+}
+
 //===--- internal builder ---===//
 
 // Everything a node is built from, before inference. The generic entry

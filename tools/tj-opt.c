@@ -3,6 +3,8 @@
 //
 //   tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]
 //   tj-opt --emit=kir [--symbols=B=8,S=4] [--lanes=16] [--passes=..] FILE
+//   either with --attention-lse-output: fuse as for a target whose attention
+//   kernel also writes the attention_lse of its scores (CUDA's; lsefwd)
 //
 // --emit=kir runs the passes (the default pipeline unless --passes says
 // otherwise; then fuse and memplan if they have not run, as a compile does)
@@ -38,7 +40,10 @@ typedef struct options_t {
   const char* passes;   // NULL: none given
   const char* symbols;  // --symbols=B=8,..; NULL: the generic lowering
   int32_t lanes;        // --lanes=N; 0: no schedule printed
-  const char* path;     // "-" is stdin
+  // --attention-lse-output: fuse as for a target whose attention kernel
+  // writes lse too (tj_pass_ctx_t.attention_lse_output; lsefwd).
+  bool attention_lse_output;
+  const char* path;  // "-" is stdin
 } options_t;
 
 //===----------------------------------------------------------------------===//
@@ -75,13 +80,15 @@ static bool check_pass_pipeline(const char* spec) {
 
 // Runs the passes of |spec| (already checked; NULL for none) on |*graph|,
 // which may be replaced, and prints the result into |*printed|.
-static tj_status_t run_pass_pipeline(const char* spec, tj_graph_t** graph,
+static tj_status_t run_pass_pipeline(const options_t* o, tj_graph_t** graph,
                                      char** printed) {
+  const char* spec = o->passes;
   *printed = NULL;
   if (!spec || !*spec) return tj_graph_print(*graph, printed);
   tj_pass_ctx_t ctx;
   tj_pass_ctx_initialize(&ctx, tj_graph_context(*graph));
   ctx.verify_each = true;
+  ctx.attention_lse_output = o->attention_lse_output;
   ctx.evaluate = tj_pass_reference_evaluator;
   tj_plan_t plan;
   tj_plan_initialize(&plan, *graph);
@@ -101,10 +108,12 @@ static tj_status_t run_pass_pipeline(const char* spec, tj_graph_t** graph,
 
 // Runs the passes of |spec| (the default pipeline when NULL), then fuse and
 // memplan if the list did not, as tj_compile does.
-static tj_status_t run_compile_pipeline(const char* spec, tj_plan_t* plan) {
+static tj_status_t run_compile_pipeline(const options_t* o, tj_plan_t* plan) {
+  const char* spec = o->passes;
   tj_pass_ctx_t ctx;
   tj_pass_ctx_initialize(&ctx, tj_graph_context(plan->graph));
   ctx.verify_each = true;
+  ctx.attention_lse_output = o->attention_lse_output;
   ctx.evaluate = tj_pass_reference_evaluator;
   if (spec) {
     TJ_RETURN_IF_ERROR(tj_pipeline_run_list(&ctx, plan, spec));
@@ -259,6 +268,9 @@ static void usage(FILE* out) {
           "usage: tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]\n"
           "       tj-opt --emit=kir [--symbols=B=8,..] [--lanes=N] "
           "[--passes=a,b,c] [FILE|-]\n"
+          "       either with --attention-lse-output (fuse as for a target "
+          "whose\n"
+          "       attention kernel writes attention_lse too)\n"
           "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
           "--emit=kir, the kernel IR of every fusion group).\n");
 }
@@ -274,6 +286,8 @@ static bool parse_args(int argc, char** argv, options_t* o) {
     } else if (strncmp(a, "--passes=", 9) == 0) {
       o->passes = a + 9;
       if (!check_pass_pipeline(o->passes)) return false;
+    } else if (strcmp(a, "--attention-lse-output") == 0) {
+      o->attention_lse_output = true;
     } else if (strcmp(a, "--emit=kir") == 0) {
       o->emit_kir = true;
     } else if (strncmp(a, "--symbols=", 10) == 0) {
@@ -321,13 +335,13 @@ static bool process(tj_context_t* context, const options_t* o, const char* text,
   if (!status) status = tj_ir_verify(graph);
   char* printed = NULL;
   if (!status && !o->emit_kir) {
-    status = run_pass_pipeline(o->passes, &graph, &printed);
+    status = run_pass_pipeline(o, &graph, &printed);
   } else if (!status) {
     if (g_printed++) fputs("// -----\n", stdout);
     tj_plan_t plan;
     tj_plan_initialize(&plan, graph);
     graph = NULL;  // the plan owns it
-    status = run_compile_pipeline(o->passes, &plan);
+    status = run_compile_pipeline(o, &plan);
     if (!status) status = emit_kir(o, &plan);
     tj_plan_deinitialize(&plan);
   }

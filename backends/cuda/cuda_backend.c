@@ -393,6 +393,9 @@ const tj_backend_t tj_backend_cuda = {
     // followers at its store (jit/emit_nvptx_conv.c's epilogue_map).
     .conv_epilogue = true,
     .conv_epilogue_fits = cuda_conv_epilogue_fits,
+    // lsefwd: the f16/bf16 forward kernels (mma.sync and wgmma) write the
+    // row lse beside y; attention_lse stays whole only on their terms.
+    .attention_lse_output = true,
     .open = cuda_open,
     .accept = cuda_accept,
     .compile = cuda_compile,

@@ -85,6 +85,11 @@ typedef struct tj_backend_t {
   // target. NULL: every conv should.
   bool (*conv_epilogue_fits)(void* target, const tj_graph_t* graph,
                              uint32_t node);
+  // Whether the kernel of an attention kept whole also writes the
+  // attention_lse of its own scores kept whole beside it
+  // (tj_pass_ctx_t.attention_lse_output; lsefwd): its emitter handles an
+  // ATTENTION forward with_lse. false: attention_lse stays a kernel.
+  bool attention_lse_output;
 
   // The size of a target's state; the driver allocates it zeroed (no
   // allocation at all when 0: |target| is then NULL) and frees it after

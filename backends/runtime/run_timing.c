@@ -27,10 +27,11 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
     }
     // ATTENTION: the head dims are no space dims (kernel_ir.h): q and k
     // rows hold d elements, v, dy and the forward's output rows dv; dq's
-    // rows d, [dk | dv]'s d + dv; lse, delta and attention_lse's output
-    // one.
+    // rows d, [dk | dv]'s d + dv; lse, delta and an lse output
+    // (attention_lse's, the forward's with_lse) one.
     if (k->kind == TJ_KIR_ATTENTION && buf->role != TJ_KIR_ATTN_MASK &&
-        buf->role != TJ_KIR_ATTN_LSE && buf->role != TJ_KIR_ATTN_DELTA) {
+        buf->role != TJ_KIR_ATTN_LSE && buf->role != TJ_KIR_ATTN_DELTA &&
+        !tj_kir_attention_lse_output(k, b)) {
       const tj_kir_attention_op_t op = k->attention.op;
       const double d = (double)tj_kir_ival_eval(k->attention.d, scalars);
       const double dv = (double)tj_kir_ival_eval(k->attention.dv, scalars);
@@ -38,7 +39,7 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
         elements *= d;
       } else if (buf->role != TJ_KIR_OUTPUT) {
         elements *= dv;
-      } else if (op != TJ_KIR_ATTENTION_LSE) {
+      } else {
         elements *= op == TJ_KIR_ATTENTION_DQ    ? d
                     : op == TJ_KIR_ATTENTION_DKV ? d + dv
                                                  : dv;

@@ -98,9 +98,19 @@ typedef struct tj_partition_options_t {
   int32_t num_symbols;
   const char* const* symbol_names;
   const int64_t* symbol_values;
+  // The forward computes each attention_lse of a forward attention's own
+  // scores (the same q, k, mask, scale and causal flag: the VJP's) and
+  // saves it, rather than the backward recomputing it: for a target whose
+  // attention kernel writes lse beside y (CUDA, f16/bf16 at head dims 64
+  // and 128 without a mask), where it then costs the forward nothing and
+  // spares the backward a pass over q k^T. Elsewhere the forward would pay
+  // that pass (x86 and the decomposed forms even share the backward's
+  // scores with it), so false by default.
+  bool save_attention_lse;
 } tj_partition_options_t;
 
-// Fills |options| with the defaults (TJ_RECOMPUTE_POINTWISE, no symbols).
+// Fills |options| with the defaults (TJ_RECOMPUTE_POINTWISE, no symbols,
+// save_attention_lse false).
 TJ_API void tj_partition_options_initialize(tj_partition_options_t* options);
 
 // What the cut decided, in bytes at the symbol sizes of the options.

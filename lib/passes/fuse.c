@@ -29,7 +29,12 @@
 //    reductions over the same axes of one shape with elementwise epilogues;
 //    pointwise groups of one output shape) and creates no cycle among the
 //    groups. A value all of whose readers end up inside its group stops
-//    being materialized. Up to kMaxRounds rounds, as Inductor.
+//    being materialized. Up to kMaxRounds rounds, as Inductor. Before
+//    them, where the target's attention kernel also writes the row
+//    log-sum-exp (tj_pass_ctx_t.attention_lse_output; lsefwd), an
+//    attention_lse joins the group of the attention whose scores it takes
+//    (join_attention_lse): one kernel of two outputs, so that a training
+//    step's backward never runs the forward's loop again for lse.
 // TJ_LOG=fusion reports each multi-consumer decision and refused merge.
 // TJ_DUMP_DIR gets <graph>.fused.dot.
 //
@@ -707,6 +712,14 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
   return true;
 }
 
+// lsefwd: whether |lse| is attention_lse of attention |att|'s own scores
+// (tj_attention_lse_of) in the dtype the attention kernel's f32 rows give.
+static bool lse_of_attention(const fuse_t* f, uint32_t att, uint32_t lse) {
+  return tj_attention_lse_of(f->g, att, lse) &&
+         N(f, lse)->dtype ==
+             tj_attention_lse_dtype(N(f, N(f, att)->operands[0])->dtype);
+}
+
 // |nodes| ascending; f->mat_u says which are written to memory. The set is
 // stamped into f->in_set by the caller.
 static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
@@ -736,6 +749,14 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
         break;
     }
     if (f->cls[i] != C_GENERATOR) ++num_real;
+  }
+  if (num_opaque == 2 && count == 2 && f->ctx->attention_lse_output &&
+      (lse_of_attention(f, nodes[0], nodes[1]) ||
+       lse_of_attention(f, nodes[1], nodes[0]))) {
+    // lsefwd: the attention's kernel writes its attention_lse too.
+    v->kind = TJ_GROUP_OPAQUE;
+    v->anchor = N(f, nodes[0])->op == TJ_OP_ATTENTION ? nodes[0] : nodes[1];
+    return true;
   }
   if (num_opaque) {
     if (num_real != 1 || count != 1) {
@@ -1203,6 +1224,34 @@ static tj_status_t remember_refusal(fuse_t* f, uint64_t key) {
   return NULL;
 }
 
+// lsefwd: each attention_lse kernel into the kernel of an attention of the
+// same scores (lse_of_attention), found among the readers of its q; where
+// one is read by the other (the lse feeding the attention's inputs) the
+// cycle check refuses. First, so that no other merge takes either.
+static tj_status_t join_attention_lse(fuse_t* f) {
+  if (!f->ctx->attention_lse_output) return NULL;
+  for (uint32_t l = 0; l < f->n; ++l) {
+    if (N(f, l)->op != TJ_OP_ATTENTION_LSE || !f->mat[l]) continue;
+    const uint32_t q = N(f, l)->operands[0];
+    for (uint32_t k = f->uses.offsets[q]; k < f->uses.offsets[q + 1]; ++k) {
+      const uint32_t a = f->uses.users[k];
+      if (!f->mat[a] || !lse_of_attention(f, a, l)) continue;
+      const uint32_t ga = find(f, f->home[a]), gl = find(f, f->home[l]);
+      if (ga == gl || f->groups[ga].num_nodes != 1 ||
+          f->groups[gl].num_nodes != 1)
+        continue;
+      bool merged;
+      TJ_RETURN_IF_ERROR(try_merge(f, ga, gl, &merged));
+      if (merged) {
+        ++f->version[ga];
+        log_fusion(f, "attention %%%u writes attention_lse %%%u too", a, l);
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
 static tj_status_t merge_groups(fuse_t* f) {
   for (int round = 0; round < kMaxRounds; ++round) {
     cand_t* cands = NULL;
@@ -1489,6 +1538,7 @@ tj_status_t tj_pass_fuse(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     grp->kind = v.kind;
     grp->anchor = v.anchor;
   }
+  if (!status) status = join_attention_lse(&f);
   if (!status) status = merge_groups(&f);
   tj_fusion_t* fusion = NULL;
   if (!status) status = emit_fusion(&f, &fusion);

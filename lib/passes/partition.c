@@ -197,6 +197,7 @@ typedef struct part_t {
   uint32_t n;
   uint32_t num_primals, num_fw_outputs;
   tj_recompute_t level;
+  bool save_lse;  // tj_partition_options_t.save_attention_lse
   // Per node:
   bool* dep;    // depends on a tangent
   bool* fw;     // needed by a forward output
@@ -208,6 +209,20 @@ typedef struct part_t {
   uint32_t* dist;  // edges to the nearest backward-only user
   tj_uses_t uses;
 } part_t;
+
+// With save_lse: whether |v| is an attention_lse of the scores of an
+// attention a forward output needs (tj_attention_lse_of), which the
+// forward then computes and saves (lsefwd).
+static bool lse_of_forward_attention(const part_t* p, uint32_t v) {
+  const tj_node_t* node = &p->g->nodes[v];
+  if (!p->save_lse || node->op != TJ_OP_ATTENTION_LSE) return false;
+  const uint32_t q = node->operands[0];
+  for (uint32_t k = p->uses.offsets[q]; k < p->uses.offsets[q + 1]; ++k) {
+    const uint32_t a = p->uses.users[k];
+    if (p->fw[a] && tj_attention_lse_of(p->g, a, v)) return true;
+  }
+  return false;
+}
 
 static bool is_constant_leaf(tj_op_t op) {
   return op == TJ_OP_CONSTANT || op == TJ_OP_FULL || op == TJ_OP_IOTA;
@@ -349,8 +364,9 @@ static tj_status_t cut(part_t* p) {
     // The knob bans recomputing forward values; the backward's own
     // formulas (no forward output needs them) are not recomputation and may
     // run on either side.
-    bool banned =
-        input || (p->fw[v] && !leaf && recompute_class(node->op) > p->level);
+    bool banned = input ||
+                  (p->fw[v] && !leaf && recompute_class(node->op) > p->level) ||
+                  lse_of_forward_attention(p, v);
     status = flow_edge(&f, VIN(v), VOUT(v), leaf ? INF_CAP : save_cost(p, v));
     if (!status && banned) status = flow_edge(&f, source, VIN(v), INF_CAP);
     if (!status && force_bw) status = flow_edge(&f, VIN(v), sink, INF_CAP);
@@ -704,6 +720,7 @@ static void stats_of(const part_t* p, tj_partition_stats_t* s) {
 
 static tj_status_t bind_options(part_t* p, const tj_partition_options_t* o) {
   p->level = o->recompute;
+  p->save_lse = o->save_attention_lse;
   if ((int)p->level < TJ_RECOMPUTE_NONE || p->level > TJ_RECOMPUTE_ALL)
     return tj_invalid(
         "tj_graph_partition: recompute level %d is not one of "

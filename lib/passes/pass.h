@@ -90,6 +90,12 @@ typedef struct tj_pass_ctx_t {
   bool (*conv_epilogue_fits)(void* user, const tj_graph_t* graph,
                              uint32_t node);
   void* conv_epilogue_user;
+  // fuse: whether the target's attention kernel also writes the row
+  // log-sum-exp of its scores (tj_backend_t.attention_lse_output; lsefwd:
+  // CUDA's), so that an attention_lse of the same q, k, mask, scale and
+  // causal flag joins the attention's group, one kernel of two outputs.
+  // Off by default; TJ_ATTENTION_LSE=separate turns it off.
+  bool attention_lse_output;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate

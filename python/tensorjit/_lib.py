@@ -304,7 +304,8 @@ class PartitionOptions_t(ctypes.Structure):
 
     _fields_ = [("recompute", cenum), ("num_symbols", i32),
                 ("symbol_names", ctypes.POINTER(cstr)),
-                ("symbol_values", ctypes.POINTER(i64))]
+                ("symbol_values", ctypes.POINTER(i64)),
+                ("save_attention_lse", ctypes.c_bool)]
 
 
 class PartitionStats_t(ctypes.Structure):

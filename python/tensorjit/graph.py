@@ -1839,7 +1839,8 @@ class Graph:
 
     def partition(self, num_primal_inputs: int, num_forward_outputs: int,
                   recompute: str = "pointwise",
-                  symbols: Optional[Mapping[str, int]] = None
+                  symbols: Optional[Mapping[str, int]] = None,
+                  save_attention_lse: bool = False
                   ) -> Tuple["Graph", "Graph", "PartitionStats"]:
         """Splits this joint graph (e.g. from :meth:`grad`) into a forward
         and a backward graph (``tj_graph_partition``): returns (forward,
@@ -1854,7 +1855,11 @@ class Graph:
         ``"pointwise"`` (the default), ``"reductions"`` or ``"all"``: what
         the backward may compute again instead of having it saved.
         |symbols|: sizes that weigh symbolic tensors (others count as
-        1024). Compare the halves with :meth:`scoreboard`."""
+        1024). |save_attention_lse|: the forward computes and saves the
+        VJP's attention_lse of each attention's own scores, which CUDA's
+        f16/bf16 attention kernel writes beside y for free; elsewhere the
+        backward recomputing it is cheaper. Compare the halves with
+        :meth:`scoreboard`."""
         modes = {"none": 0, "pointwise": 1, "reductions": 2, "all": 3}
         if not isinstance(recompute, str) or recompute not in modes:
             raise InvalidArgumentError(
@@ -1865,6 +1870,7 @@ class Graph:
         opts = _lib.PartitionOptions_t()
         L.tj_partition_options_initialize(ctypes.byref(opts))
         opts.recompute = modes[recompute]
+        opts.save_attention_lse = bool(save_attention_lse)
         names = list((symbols or {}).keys())
         raw_names = (ctypes.c_char_p * max(len(names), 1))(
             *[_check_name(n, "symbol name") for n in names])

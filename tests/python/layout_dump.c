@@ -250,6 +250,7 @@ int main(void) {
   FIELD(tj_partition_options_t, num_symbols);
   FIELD(tj_partition_options_t, symbol_names);
   FIELD(tj_partition_options_t, symbol_values);
+  FIELD(tj_partition_options_t, save_attention_lse);
 
   STRUCT(tj_quantize_weights_options_t);
   FIELD(tj_quantize_weights_options_t, format);

@@ -393,6 +393,35 @@ def test_grad_and_partition_against_numpy():
     assert bwd.scoreboard(B=5).row("fuse").kernels >= 1
 
 
+def test_partition_saves_attention_lse():
+    # lsefwd: with save_attention_lse the forward computes the VJP's
+    # attention_lse and saves it (one output more), the backward reads it;
+    # the gradients are the joint graph's either way.
+    rng = np.random.default_rng(3)
+    g = tj.Graph("attn_split")
+    q, k, v = (g.input(n, "f32", [2, 4, 9, 8]) for n in "qkv")
+    g.output(g.attention(q, k, v, causal=True), "y")
+    joint = g.grad()
+    ins = {n: rng.standard_normal((2, 4, 9, 8)).astype(np.float32)
+           for n in "qkv"}
+    ins.update({n: rng.standard_normal((2, 4, 9, 8)).astype(np.float32)
+                for n, _ in joint.inputs if n not in ins})
+    want = tj.compile(joint, num_threads=1).run(
+        [ins[n] for n, _ in joint.inputs])
+    outputs = {}
+    for save in (False, True):
+        fwd, bwd, stats = joint.partition(3, 1, save_attention_lse=save)
+        outputs[save] = [n for n, _ in fwd.outputs]
+        fouts = tj.compile(fwd, num_threads=1).run([ins[n] for n in "qkv"])
+        have = dict(ins)
+        have.update(zip([n for n, _ in fwd.outputs], fouts))
+        grads = tj.compile(bwd, num_threads=1).run(
+            {n: have[n] for n, _ in bwd.inputs})
+        for got, w in zip(grads, want[1:]):
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
+    assert len(outputs[True]) == len(outputs[False]) + 1
+
+
 def test_grad_selection_and_errors():
     g = tj.Graph("sel")
     x = g.input("x", "f32", [3])

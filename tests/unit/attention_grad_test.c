@@ -15,6 +15,12 @@
 //   dk and dv summed over it), and symbolic B and T at two bindings of one
 //   executable.
 // - lse: attention_lse against a loop written here, -inf on a masked row.
+// - partition (lsefwd): the joint graphs of the constant-size cases split
+//   by tj_graph_partition with save_attention_lse: the forward holds the
+//   attention_lse and saves it, the backward holds none (without the
+//   option it is the backward's, as before); forward then backward give
+//   the joint graph's gradients on the reference (1e-12) and compiled for
+//   x86 at every tier in f32 (1e-4 of the f64 joint graph).
 // - errors: operands of the wrong dtype or shape, named with the op.
 // - oom: the failing-allocator sweep over grad, compile and run.
 
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #include "lib/dtype.h"
+#include "lib/ir.h"
 #include "tensorjit/tj_autodiff.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
@@ -329,6 +336,201 @@ TEST(grads) {
     grad_case(&kCases[i]);
 }
 
+// lsefwd: values by name (a graph's inputs and outputs), as f64.
+enum { kMaxNamed = 16 };
+typedef struct named_t {
+  char name[64];
+  double* data;
+  int64_t n;
+} named_t;
+typedef struct env_t {
+  named_t v[kMaxNamed];
+  int n;
+} env_t;
+
+static named_t* env_find(env_t* env, const char* name) {
+  for (int i = 0; i < env->n; ++i)
+    if (strcmp(env->v[i].name, name) == 0) return &env->v[i];
+  return NULL;
+}
+
+static void env_free(env_t* env) {
+  for (int i = 0; i < env->n; ++i) free(env->v[i].data);
+  env->n = 0;
+}
+
+// Runs |g| (constant sizes; on the reference when |exe| is NULL) on the
+// values of |in| named as its inputs, each converted to the input's dtype
+// (f64 to |dt| for the floats of |exe|'s graph); adds its outputs to |out|
+// under their names.
+static void run_named(tj_graph_t* g, tj_executable_t* exe, env_t* in,
+                      env_t* out) {
+  const int32_t nin = tj_graph_num_inputs(g), nout = tj_graph_num_outputs(g);
+  tj_tensor_t ins[kMaxNamed], outs[kMaxNamed];
+  void* bufs[2 * kMaxNamed];
+  int64_t dims[2 * kMaxNamed][TJ_MAX_RANK];
+  int64_t count[2 * kMaxNamed];
+  CHECK(nin <= kMaxNamed && nout <= kMaxNamed && out->n + nout <= kMaxNamed);
+  for (int32_t i = 0; i < nin + nout; ++i) {
+    const tj_value_t val = i < nin ? tj_graph_input_value(g, i)
+                                   : tj_graph_output_value(g, i - nin);
+    const tj_dtype_t dt = tj_graph_value_dtype(g, val);
+    const int32_t r = tj_graph_value_rank(g, val);
+    tj_graph_value_dims(g, val, dims[i]);
+    count[i] = numel4(dims[i], r);
+    bufs[i] = calloc((size_t)(count[i] ? count[i] : 1), tj_dtype_size(dt));
+    if (i < nin) {
+      const named_t* src = env_find(in, tj_graph_input_name(g, i));
+      CHECK(src != NULL && src->n == count[i]);
+      for (int64_t e = 0; src && e < count[i]; ++e)
+        tj_store_f64(dt, bufs[i], e, src->data[e]);
+      ins[i] = tj_tensor_make(bufs[i], dt, r, dims[i]);
+    } else {
+      outs[i - nin] = tj_tensor_make(bufs[i], dt, r, dims[i]);
+    }
+  }
+  if (exe)
+    CHECK_OK(tj_executable_run(exe, ins, nin, outs, nout));
+  else
+    CHECK_OK(tj_reference_run(g, ins, nin, outs, nout));
+  for (int32_t o = 0; o < nout; ++o) {
+    named_t* dst = &out->v[out->n++];
+    snprintf(dst->name, sizeof(dst->name), "%s", tj_graph_output_name(g, o));
+    dst->n = count[nin + o];
+    dst->data = malloc((size_t)(dst->n ? dst->n : 1) * sizeof(double));
+    const tj_dtype_t dt = tj_graph_value_dtype(g, tj_graph_output_value(g, o));
+    for (int64_t e = 0; e < dst->n; ++e)
+      dst->data[e] = tj_load_f64(dt, bufs[nin + o], e);
+  }
+  for (int32_t i = 0; i < nin + nout; ++i) free(bufs[i]);
+}
+
+// Nodes of |g| with op |op|.
+static int count_op(const tj_graph_t* g, tj_op_t op) {
+  int n = 0;
+  for (uint32_t i = 0; i < g->num_nodes; ++i) n += g->nodes[i].op == op;
+  return n;
+}
+
+// |c|'s joint graph in |dt| built in |ctx|, split with or without
+// save_attention_lse.
+static void split(tj_context_t* ctx, const case_t* c, tj_dtype_t dt, bool save,
+                  tj_graph_t** fwd, tj_graph_t** bwd) {
+  *fwd = *bwd = NULL;
+  tj_graph_t* joint = build(ctx, c, dt, true);
+  if (!joint) return;
+  tj_partition_options_t po;
+  tj_partition_options_initialize(&po);
+  CHECK(!po.save_attention_lse);  // off by default
+  po.save_attention_lse = save;
+  CHECK_OK(
+      tj_graph_partition(joint, 3 + (c->mask ? 1 : 0), 1, &po, fwd, bwd, NULL));
+  tj_graph_destroy(joint);
+}
+
+static void partition_case(const case_t* c) {
+  tj_graph_t* joint = build(g_ctx[0], c, TJ_DTYPE_F64, true);
+  if (!joint) return;
+  // The joint graph's inputs and its outputs on the reference.
+  env_t in = {0}, want = {0};
+  for (int32_t i = 0; i < tj_graph_num_inputs(joint); ++i) {
+    const tj_value_t val = tj_graph_input_value(joint, i);
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(joint, val, dims);
+    named_t* x = &in.v[in.n++];
+    snprintf(x->name, sizeof(x->name), "%s", tj_graph_input_name(joint, i));
+    x->n = numel4(dims, tj_graph_value_rank(joint, val));
+    x->data = malloc((size_t)x->n * sizeof(double));
+    const bool bool_mask = tj_graph_value_dtype(joint, val) == TJ_DTYPE_BOOL;
+    for (int64_t e = 0; e < x->n; ++e)
+      x->data[e] = bool_mask ? (e < dims[1] ? 0.0 : uniform(0, 1) < 0.8)
+                             : uniform(-1, 1);
+  }
+  run_named(joint, NULL, &in, &want);
+  for (int save = 0; save < 2; ++save) {
+    tj_graph_t *fwd, *bwd;
+    split(g_ctx[0], c, TJ_DTYPE_F64, save != 0, &fwd, &bwd);
+    if (!fwd || !bwd) {
+      tj_graph_destroy(fwd);
+      tj_graph_destroy(bwd);
+      continue;
+    }
+    // Where attention_lse is computed.
+    CHECK_EQ_INT(save ? 1 : 0, count_op(fwd, TJ_OP_ATTENTION_LSE));
+    CHECK_EQ_INT(save ? 0 : 1, count_op(bwd, TJ_OP_ATTENTION_LSE));
+    CHECK_EQ_INT(1, count_op(fwd, TJ_OP_ATTENTION));
+    CHECK_EQ_INT(0, count_op(bwd, TJ_OP_ATTENTION));
+    if (save) CHECK_EQ_INT(2, tj_graph_num_outputs(fwd));  // y, its lse
+    // Forward, then backward on the reference: the joint graph's numbers.
+    env_t got = {0};
+    run_named(fwd, NULL, &in, &got);
+    for (int i = 0; i < in.n && got.n < kMaxNamed; ++i) {
+      if (env_find(&got, in.v[i].name)) continue;
+      named_t* x = &got.v[got.n++];
+      *x = in.v[i];
+      x->data = malloc((size_t)x->n * sizeof(double));
+      memcpy(x->data, in.v[i].data, (size_t)x->n * sizeof(double));
+    }
+    run_named(bwd, NULL, &got, &got);
+    for (int32_t o = 0; o < tj_graph_num_outputs(bwd); ++o) {
+      const char* name = tj_graph_output_name(bwd, o);
+      named_t *a = env_find(&got, name), *w = env_find(&want, name);
+      CHECK(a != NULL && w != NULL && a->n == w->n);
+      if (a && w)
+        CHECK_EQ_INT(0, compare(c->name, save ? "split, lse saved" : "split", o,
+                                a->data, w->data, w->n, 1e-12, 1e-12));
+    }
+    env_free(&got);
+    tj_graph_destroy(fwd);
+    tj_graph_destroy(bwd);
+  }
+  // The split with the lse saved, compiled for x86 at every tier in f32.
+  for (int ci = 0; ci < g_num_ctx; ++ci) {
+    tj_graph_t *fwd, *bwd;
+    split(g_ctx[ci], c, TJ_DTYPE_F32, true, &fwd, &bwd);
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.verify_each = true;
+    opts.cache_dir = "";
+    tj_executable_t *ef = NULL, *eb = NULL;
+    if (fwd) CHECK_OK(tj_compile(fwd, &opts, &ef));
+    if (bwd) CHECK_OK(tj_compile(bwd, &opts, &eb));
+    if (ef && eb) {
+      env_t got = {0};
+      run_named(fwd, ef, &in, &got);
+      for (int i = 0; i < in.n && got.n < kMaxNamed; ++i) {
+        if (env_find(&got, in.v[i].name)) continue;
+        named_t* x = &got.v[got.n++];
+        *x = in.v[i];
+        x->data = malloc((size_t)x->n * sizeof(double));
+        memcpy(x->data, in.v[i].data, (size_t)x->n * sizeof(double));
+      }
+      run_named(bwd, eb, &got, &got);
+      for (int32_t o = 0; o < tj_graph_num_outputs(bwd); ++o) {
+        const char* name = tj_graph_output_name(bwd, o);
+        named_t *a = env_find(&got, name), *w = env_find(&want, name);
+        CHECK(a != NULL && w != NULL && a->n == w->n);
+        if (a && w)
+          CHECK_EQ_INT(0, compare(c->name, g_isa[ci], o, a->data, w->data, w->n,
+                                  1e-4, 1e-4));
+      }
+      env_free(&got);
+    }
+    tj_executable_release(ef);
+    tj_executable_release(eb);
+    tj_graph_destroy(fwd);
+    tj_graph_destroy(bwd);
+  }
+  env_free(&in);
+  env_free(&want);
+  tj_graph_destroy(joint);
+}
+
+TEST(partition) {
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
+    if (!kCases[i].sym_b && !kCases[i].sym_t) partition_case(&kCases[i]);
+}
+
 // attention_lse on its own: [B, H, Tq] against a loop, causal with a bool
 // mask whose first row is all false (-inf there), f32 compiled at every
 // tier (1e-5) and f64 on the reference (1e-12).
@@ -534,6 +736,7 @@ int main(void) {
   RUN_TEST(inference_and_errors);
   RUN_TEST(lse);
   RUN_TEST(grads);
+  RUN_TEST(partition);
   RUN_TEST(oom_sweep);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();

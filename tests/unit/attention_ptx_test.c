@@ -32,6 +32,17 @@
 // wgmma pipeline); with a mask or on sm_80 the mma.sync kernel instead;
 // its launch (256 threads, 128 query rows a block). ptxas's C75xx
 // warnings fail every variant.
+// lsefwd: in the joint graph the forward kernel writes attention_lse too
+// (fuse's join_attention_lse), on mma.sync, wgmma and sm_80: one kernel
+// fewer than with TJ_ATTENTION_LSE=separate, exactly one kernel computing
+// a log-sum-exp (lg2.approx), and that one also does P.V; ptxas assembles
+// it. A forward graph whose outputs are y and an attention_lse is one
+// kernel only when the lse takes the same q, k, mask, scale (the default
+// resolved) and causal flag: another scale, causal flag, k or q keeps two.
+// The joint graph split by tj_graph_partition with save_attention_lse:
+// the forward is one kernel that also computes lse, the backward has no
+// lse kernel; without the option the backward keeps it. The split and its
+// offline compile fail each allocation in turn: OUT_OF_MEMORY, no leak.
 // Numbers on the GPU: tests/cuda/cuda_attention_test.c and
 // tests/cuda/cuda_attention_grad_test.c.
 
@@ -52,6 +63,10 @@ static tj_context_t* g_wgmma_ctx;
 // And with TJ_NVPTX_ATTENTION=wgmma-wide, and unset.
 static tj_context_t* g_wide_ctx;
 static tj_context_t* g_default_ctx;
+// lsefwd: g_ctx's and g_default_ctx's settings with TJ_ATTENTION_LSE=
+// separate (attention_lse a kernel of its own).
+static tj_context_t* g_sep_ctx;
+static tj_context_t* g_sep_default_ctx;
 
 typedef struct variant_t {
   tj_dtype_t dt;
@@ -181,6 +196,190 @@ static void check_fused_grad(const variant_t* v, tj_nvptx_arch_t arch) {
   }
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
+}
+
+// How many kernels of |ptx| hold |a| in their body, and |b| too when not
+// NULL.
+static int entries_with(const char* ptx, const char* a, const char* b) {
+  int n = 0;
+  for (const char* p = strstr(ptx, ".entry "); p;) {
+    const char* next = strstr(p + 1, ".entry ");
+    size_t len = next ? (size_t)(next - p) : strlen(p);
+    if (memmem(p, len, a, strlen(a)) && (!b || memmem(p, len, b, strlen(b))))
+      ++n;
+    p = next;
+  }
+  return n;
+}
+
+// lsefwd: |v|'s joint graph for |arch| built in |fused_ctx| and in
+// |sep_ctx| (TJ_ATTENTION_LSE=separate); |pv| marks the P.V product of
+// the forward's kernel (mma.sync's V read .trans, wgmma's A from
+// registers), which attention_lse's kernel does not have.
+static void check_lse_joins(const variant_t* v, tj_nvptx_arch_t arch,
+                            tj_context_t* fused_ctx, tj_context_t* sep_ctx,
+                            const char* pv) {
+  char what[160];
+  describe(v, what, sizeof(what));
+  strcat(what, arch == TJ_NVPTX_SM_80 ? " lse-joined sm_80" : " lse-joined");
+  tj_cuda_offline_ptx_t ptx[2];
+  memset(ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  tj_context_t* saved = g_ctx;
+  for (int sep = 0; sep < 2; ++sep) {
+    g_ctx = sep ? sep_ctx : fused_ctx;
+    tj_graph_t* g = build_grad(v);
+    if (!g) continue;
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx[sep]));
+    CHECK_EQ_INT(0, ptx[sep].num_host_steps);
+    tj_graph_destroy(g);
+  }
+  g_ctx = saved;
+  printf("# %s: %u kernels (%u with attention_lse separate)\n", what,
+         ptx[0].num_kernels, ptx[1].num_kernels);
+  CHECK_EQ_INT(ptx[1].num_kernels - 1, ptx[0].num_kernels);
+  if (ptx[0].ptx && ptx[1].ptx) {
+    CHECK_EQ_INT(1, entries_with(ptx[0].ptx, "lg2.approx", NULL));
+    CHECK_EQ_INT(1, entries_with(ptx[0].ptx, "lg2.approx", pv));
+    CHECK_EQ_INT(1, entries_with(ptx[1].ptx, "lg2.approx", NULL));
+    CHECK_EQ_INT(0, entries_with(ptx[1].ptx, "lg2.approx", pv));
+    if (arch == TJ_NVPTX_SM_90A && g_ptxas[0]) {
+      bool ok = assemble(what, ptx[0].ptx);
+      if (!ok) fprintf(stderr, "%s: ptxas failed or warned\n", what);
+      CHECK(ok);
+    }
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[0]);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[1]);
+}
+
+TEST(lse_joins_the_forward) {
+  static const char* const kTrans = "ldmatrix.sync.aligned.m8n8.x4.trans";
+  static const char* const kRegA = "}, {%r";
+  g_long_keys = true;
+  static const variant_t vs[] = {
+      {TJ_DTYPE_BF16, 64, 64, 4, 4, true, 0, false},
+      {TJ_DTYPE_F16, 128, 128, 4, 4, false, 0, false},
+      {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true},
+      {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true},
+  };
+  for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); ++i) {
+    check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_ctx, g_sep_ctx, kTrans);
+    check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_default_ctx, g_sep_default_ctx,
+                    kRegA);
+  }
+  check_lse_joins(&vs[2], TJ_NVPTX_SM_80, g_default_ctx, g_sep_default_ctx,
+                  kTrans);
+  g_long_keys = false;
+}
+
+// lsefwd: kernels of the forward graph whose outputs are y = attention(q,
+// k, v, causal) at the default scale and attention_lse(|lq|, |lk|, none,
+// |scale|, |causal|).
+static uint32_t forward_with_lse_kernels(int lq, int lk, double scale,
+                                         bool causal) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_default_ctx, "attn_lse", &g));
+  if (!g) return 0;
+  const tj_dtype_t dt = TJ_DTYPE_BF16;
+  const int64_t shape[4] = {2, 4, 129, 64};
+  tj_value_t in[5];
+  static const char* const names[5] = {"q", "k", "v", "q2", "k2"};
+  for (int i = 0; i < 5; ++i) in[i] = tj_graph_input(g, dt, 4, shape, names[i]);
+  tj_graph_output(
+      g, tj_graph_attention(g, in[0], in[1], in[2], tj_value_none(), 0, true),
+      "y");
+  tj_graph_output(
+      g,
+      tj_graph_attention_lse(g, in[lq], in[lk], tj_value_none(), scale, causal),
+      "lse");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  if (ptx.ptx && ptx.num_kernels == 1 && g_ptxas[0]) {
+    bool ok = assemble("bf16 d64 causal y and lse", ptx.ptx);
+    if (!ok) fprintf(stderr, "y and lse: ptxas failed or warned\n");
+    CHECK(ok);
+  }
+  uint32_t n = ptx.num_kernels;
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+  return n;
+}
+
+// lsefwd: |v|'s joint graph split with or without save_attention_lse,
+// each half compiled for sm_90a: (forward kernels, forward kernels
+// computing a log-sum-exp), likewise for the backward.
+static void split_kernels(const variant_t* v, bool save, int* out) {
+  memset(out, 0, 4 * sizeof(int));
+  tj_graph_t* joint = build_grad(v);
+  if (!joint) return;
+  tj_partition_options_t po;
+  tj_partition_options_initialize(&po);
+  po.save_attention_lse = save;
+  tj_graph_t* halves[2] = {NULL, NULL};
+  CHECK_OK(tj_graph_partition(joint, 3, 1, &po, &halves[0], &halves[1], NULL));
+  tj_allocator_t al = tj_allocator_system();
+  for (int i = 0; i < 2 && halves[0] && halves[1]; ++i) {
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(halves[i], NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(0, ptx.num_host_steps);
+    out[2 * i] = (int)ptx.num_kernels;
+    if (ptx.ptx) {
+      out[2 * i + 1] = entries_with(ptx.ptx, "lg2.approx", NULL);
+      if (save && i == 0 && g_ptxas[0]) {
+        bool ok = assemble("split forward with lse", ptx.ptx);
+        if (!ok) fprintf(stderr, "split forward: ptxas failed or warned\n");
+        CHECK(ok);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  }
+  tj_graph_destroy(halves[0]);
+  tj_graph_destroy(halves[1]);
+  tj_graph_destroy(joint);
+}
+
+TEST(lse_saved_by_the_partition) {
+  g_long_keys = true;
+  static const variant_t vs[] = {
+      {TJ_DTYPE_BF16, 128, 128, 4, 2, true, 0, false},
+      {TJ_DTYPE_F16, 64, 64, 8, 2, false, 0, true},
+  };
+  for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); ++i) {
+    int saved[4], recomputed[4];
+    split_kernels(&vs[i], true, saved);
+    split_kernels(&vs[i], false, recomputed);
+    printf(
+        "# split %zu: forward %d + backward %d kernels with lse saved, "
+        "%d + %d without\n",
+        i, saved[0], saved[2], recomputed[0], recomputed[2]);
+    // The forward: one kernel either way, writing lse only when saved.
+    CHECK_EQ_INT(1, saved[0]);
+    CHECK_EQ_INT(1, saved[1]);
+    CHECK_EQ_INT(1, recomputed[0]);
+    CHECK_EQ_INT(0, recomputed[1]);
+    // The backward: the lse kernel only when recomputed.
+    CHECK_EQ_INT(recomputed[2] - 1, saved[2]);
+    CHECK_EQ_INT(0, saved[3]);
+    CHECK_EQ_INT(1, recomputed[3]);
+  }
+  g_long_keys = false;
+}
+
+TEST(lse_joins_only_the_same_scores) {
+  // The same scores: 1/sqrt(64) given or resolved from 0 alike.
+  CHECK_EQ_INT(1, forward_with_lse_kernels(0, 1, 0, true));
+  CHECK_EQ_INT(1, forward_with_lse_kernels(0, 1, 0.125, true));
+  // Another scale, causal flag, k or q: two kernels.
+  CHECK_EQ_INT(2, forward_with_lse_kernels(0, 1, 0.1, true));
+  CHECK_EQ_INT(2, forward_with_lse_kernels(0, 1, 0, false));
+  CHECK_EQ_INT(2, forward_with_lse_kernels(0, 4, 0, true));
+  CHECK_EQ_INT(2, forward_with_lse_kernels(3, 1, 0, true));
 }
 
 static void check_fused(const variant_t* v, tj_nvptx_arch_t arch) {
@@ -335,13 +534,14 @@ TEST(default_is_wgmma) {
 }
 
 TEST(wgmma_lse_in_grad) {
-  // The backward's attention_lse on the wgmma loop (S only, no V), the
+  // The backward's attention_lse on the wgmma loop (S only, no V; with
+  // TJ_ATTENTION_LSE=separate, else the forward writes it: lsefwd), the
   // forward on wgmma, dq and dkv on mma.sync.
   static const int64_t ds[] = {64, 128};
   for (int di = 0; di < 2; ++di) {
     variant_t v = {TJ_DTYPE_BF16, ds[di], ds[di], 4, 2, true, 0, true};
     tj_context_t* saved = g_ctx;
-    g_ctx = g_wgmma_ctx;
+    g_ctx = g_sep_default_ctx;
     tj_graph_t* g = build_grad(&v);
     g_ctx = saved;
     if (!g) continue;
@@ -554,6 +754,56 @@ TEST(grad_oom_sweep) {
   CHECK(tj_test_oom_sweep("cuda attention grad ptx", grad_ptx_compile) > 0);
 }
 
+// lsefwd: the same joint graph split with save_attention_lse, both halves
+// compiled offline: the forward one kernel writing y and lse.
+static tj_status_t split_ptx_compile(tj_allocator_t al) {
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = al;
+  co.log = "";
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_context_create(&co, &ctx);
+  if (s) return s;
+  tj_graph_t *g = NULL, *joint = NULL, *fwd = NULL, *bwd = NULL;
+  s = tj_graph_create(ctx, "attn_split_oom", &g);
+  if (!s) {
+    int64_t T = tj_graph_symbol(g, "T");
+    tj_dtype_t dt = TJ_DTYPE_BF16;
+    tj_value_t q = tj_graph_input(g, dt, 4, (int64_t[]){1, 4, T, 64}, "q");
+    tj_value_t k = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "k");
+    tj_value_t v = tj_graph_input(g, dt, 4, (int64_t[]){1, 2, T, 64}, "v");
+    tj_graph_output(g, tj_graph_attention(g, q, k, v, tj_value_none(), 0, true),
+                    "y");
+    s = tj_graph_finalize(g);
+  }
+  if (!s) s = tj_graph_grad(g, 0, NULL, 3, (int32_t[]){0, 1, 2}, &joint);
+  tj_partition_options_t po;
+  tj_partition_options_initialize(&po);
+  po.save_attention_lse = true;
+  if (!s) s = tj_graph_partition(joint, 3, 1, &po, &fwd, &bwd, NULL);
+  tj_cuda_offline_ptx_t ptx[2];
+  memset(ptx, 0, sizeof(ptx));
+  if (!s) s = tj_cuda_compile_ptx(fwd, NULL, TJ_NVPTX_SM_90A, al, &ptx[0]);
+  if (!s) s = tj_cuda_compile_ptx(bwd, NULL, TJ_NVPTX_SM_90A, al, &ptx[1]);
+  if (!s && (ptx[0].num_kernels != 1 || !ptx[0].ptx ||
+             entries_with(ptx[0].ptx, "lg2.approx", NULL) != 1))
+    s = tj_status_make(TJ_STATUS_INTERNAL,
+                       "attn_split_oom: %u forward kernels, lse not written",
+                       ptx[0].num_kernels);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[0]);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx[1]);
+  tj_graph_destroy(fwd);
+  tj_graph_destroy(bwd);
+  tj_graph_destroy(joint);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(split_oom_sweep) {
+  CHECK_OK(split_ptx_compile(tj_allocator_system()));
+  CHECK(tj_test_oom_sweep("cuda attention split ptx", split_ptx_compile) > 0);
+}
+
 // An ATTENTION kernel as lowering makes it: space [B, Hkv=2, G=2, T, S]
 // with B, T and S params 0, 1, 2, q's row stride param 3 (a view whose
 // row pitch is only known at run time) and the output's outer strides
@@ -581,7 +831,7 @@ static tj_kir_t* make_kernel(const char* name, tj_dtype_t dt, int64_t d) {
   tj_kir_add_buffer(k, "k", dt, TJ_KIR_ATTN_K, skv);
   tj_kir_add_buffer(k, "v", dt, TJ_KIR_ATTN_V, skv);
   tj_kir_add_buffer(k, "out", dt, TJ_KIR_OUTPUT, so);
-  tj_kir_attention_t a = {dd, dd, 0.125, true, TJ_KIR_ATTENTION_FORWARD};
+  tj_kir_attention_t a = {.d = dd, .dv = dd, .scale = 0.125, .causal = true};
   tj_kir_set_attention(k, &a);
   CHECK_OK(tj_kir_finalize(k));
   return k;
@@ -728,9 +978,18 @@ int main(int argc, char** argv) {
   setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
   CHECK_OK(tj_context_create(&o, &g_wide_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
+  setenv("TJ_ATTENTION_LSE", "separate", 1);
+  CHECK_OK(tj_context_create(&o, &g_sep_default_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "mma", 1);
+  CHECK_OK(tj_context_create(&o, &g_sep_ctx));
+  unsetenv("TJ_ATTENTION_LSE");
+  unsetenv("TJ_NVPTX_ATTENTION");
   RUN_TEST(default_is_wgmma);
   RUN_TEST(wgmma_variants);
   RUN_TEST(wgmma_lse_in_grad);
+  RUN_TEST(lse_joins_the_forward);
+  RUN_TEST(lse_joins_only_the_same_scores);
+  RUN_TEST(lse_saved_by_the_partition);
   RUN_TEST(fused_variants);
   RUN_TEST(fused_gqa_symbolic_sm80);
   RUN_TEST(fused_f32);
@@ -739,7 +998,10 @@ int main(int argc, char** argv) {
   RUN_TEST(decomposed_outside_the_template);
   RUN_TEST(oom_sweep);
   RUN_TEST(grad_oom_sweep);
+  RUN_TEST(split_oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_sep_ctx);
+  tj_context_destroy(g_sep_default_ctx);
   tj_context_destroy(g_default_ctx);
   tj_context_destroy(g_wide_ctx);
   tj_context_destroy(g_wgmma_ctx);
