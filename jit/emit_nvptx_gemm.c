@@ -1483,18 +1483,21 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.flip = sgn;
   w.zero_signed = sgn;
   w.group = k->bq.group;
-  // Tensor cores (emit_nvptx_wqmma.c) where M is a constant of 8 or more,
-  // or where asked (tj_nvptx_options_t.wqgemm_mma): a 16-row tile costs
-  // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
-  // weight where the CUDA-core loop needs 16 FMAs per weight element, but
-  // at M = 1 the CUDA-core kernel measured faster.
+  // Tensor cores (emit_nvptx_wqmma.c) on the tile layout where the caller
+  // puts the weight there (tj_nvptx_options_t.wqgemm_tiled): at every M
+  // for f16/bf16 A, and for f32 A where M is a constant of 4 or more (on
+  // the H200, bench/RESULTS.md: faster than the CUDA-core kernel at M = 1
+  // to 16 for bf16 x, but at M = 1 of f32 x, whose three bf16 terms take
+  // three mmas a tile, 1.4-1.6x slower at 11008 x 4096). On the [K, N]
+  // layout where M is a constant of 8 or more. wqgemm_mma: tensor cores
+  // at every M.
   const tj_nvptx_options_t* wo = &nv->options;
-  bool many_rows = k->dims[r - 2].param < 0 && k->dims[r - 2].value >= 8;
-  bool tc =
-      !wo->wqgemm_fma && k->bq.group % 16 == 0 &&
-      (wo->wqgemm_mma || wo->wqgemm_no_split || many_rows || wo->wqgemm_tiled);
-  // The tile layout (the caller uploads B so): tensor cores at every M.
-  w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_mma && !wo->wqgemm_no_split;
+  int64_t mconst = k->dims[r - 2].param < 0 ? k->dims[r - 2].value : -1;
+  bool half = w.dtype != TJ_DTYPE_F32;
+  bool want_tc = wo->wqgemm_mma || wo->wqgemm_no_split ||
+                 (wo->wqgemm_tiled ? half || mconst >= 4 : mconst >= 8);
+  bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 && want_tc;
+  w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_no_split;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;

@@ -129,21 +129,25 @@ typedef struct tj_nvptx_options_t {
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
   // The weight-only quantized GEMM runs the tensor-core kernel
-  // (emit_nvptx_wqmma.c) where M is a constant of 8 or more, else the
-  // CUDA-core one (emit_nvptx_wqgemm.c): on the H200 the tensor cores were
-  // 2-5x faster at M = 8 and 16 but up to 1.7x slower at M = 1
-  // (bench/RESULTS.md), and a symbolic M takes either. TJ_CUDA_WQGEMM=mma
-  // (wqgemm_mma) asks for the tensor-core kernel for every M, =nosplit
-  // (wqgemm_no_split) the same without its split of K across blocks,
-  // =fma (wqgemm_fma) the CUDA-core one for every M.
+  // (emit_nvptx_wqmma.c) or the CUDA-core one (emit_nvptx_wqgemm.c). With
+  // wqgemm_tiled (the default of backends/cuda/cuda_program.c) the weight
+  // is in the tile layout (tj_nvptx_wq_tile) wherever the tensor cores
+  // take it: every M for f16/bf16 A, a constant M of 4 or more for f32 A
+  // (at M = 1 its CUDA-core kernel measured up to 1.6x faster on the
+  // H200, bench/RESULTS.md). Without it, tensor cores on the [K, N]
+  // layout where M is a constant of 8 or more. TJ_CUDA_WQGEMM=tiles
+  // (wqgemm_tiled and wqgemm_mma) asks for the tile layout's kernel at
+  // every M, =mma (wqgemm_mma) the [K, N] layout's tensor-core kernel at
+  // every M, =nosplit (wqgemm_no_split) the same without its split of K
+  // across blocks, =fma (wqgemm_fma) the CUDA-core one for every M.
   bool wqgemm_fma;
   bool wqgemm_mma;
   bool wqgemm_no_split;
-  // The quantized weight is in the tile layout (tj_nvptx_wq_tile): the
-  // tensor-core kernel for every M, each lane's B fragments of a 16-row
-  // step one 16-byte load (int4; two for int8). Only a caller that puts
-  // the weight there may ask (backends/cuda/cuda_program.c uploads it so
-  // for kernels whose tj_nvptx_kernel_t.wq_tiled says they read it).
+  // The tensor-core kernel reads the quantized weight in the tile layout
+  // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
+  // 16-byte load (int4; two for int8). Only a caller that puts the
+  // weight there may ask (backends/cuda/cuda_program.c uploads it so for
+  // kernels whose tj_nvptx_kernel_t.wq_tiled says they read it).
   bool wqgemm_tiled;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup

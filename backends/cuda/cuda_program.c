@@ -124,8 +124,14 @@ static tj_status_t program_create(tj_context_t* context,
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
-  p->nv_options.wqgemm_mma = wq && strcmp(wq, "mma") == 0;
-  p->nv_options.wqgemm_tiled = wq && strcmp(wq, "tiles") == 0;
+  // The weight-only GEMM (jit/nvptx.h): by default on the tile layout
+  // where it takes tensor cores; =tiles: tensor cores on it at every M;
+  // =mma, =nosplit, =fma: the [K, N] layout's kernels.
+  bool tiles = wq && strcmp(wq, "tiles") == 0;
+  p->nv_options.wqgemm_mma = tiles || (wq && strcmp(wq, "mma") == 0);
+  p->nv_options.wqgemm_tiled =
+      tiles || !(p->nv_options.wqgemm_fma || p->nv_options.wqgemm_no_split ||
+                 p->nv_options.wqgemm_mma);
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;

@@ -26,6 +26,7 @@ static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 static tj_context_t* g_mma_ctx;    // TJ_CUDA_WQGEMM=mma
 static tj_context_t* g_tiled_ctx;  // TJ_CUDA_WQGEMM=tiles
+static tj_context_t* g_fma_ctx;    // TJ_CUDA_WQGEMM=fma
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
@@ -67,14 +68,14 @@ static void assemble_and_report(const char* what, const char* text,
   CHECK_EQ_INT(0, spill_ld);
 }
 
-// |fma|: the default for a symbolic M, the CUDA-core kernel; else under
+// |fma|: the CUDA-core kernel (TJ_CUDA_WQGEMM=fma); else under
 // TJ_CUDA_WQGEMM=mma (g_mma_ctx), the tensor-core one, or with |tiled|
 // under TJ_CUDA_WQGEMM=tiles, the same on the tile layout.
 static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma,
                        bool tiled) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(fma     ? g_ctx
+  tj_graph_t* g = wq_build(fma     ? g_fma_ctx
                            : tiled ? g_tiled_ctx
                                    : g_mma_ctx,
                            c, &d);
@@ -253,25 +254,43 @@ TEST(the_tile_layout_holds_each_lanes_fragments) {
   check_tile_layout(8, 64, 64);
 }
 
-// By default a constant M of 8 or more runs on tensor cores, a smaller
-// one (and a symbolic one, above) on CUDA cores.
-TEST(a_constant_m_of_8_takes_tensor_cores) {
-  const int64_t ms[] = {8, 4};
-  for (int i = 0; i < 2; ++i) {
-    wq_data_t d;
-    wq_make(&kWqCases[0], &d);
-    tj_graph_t* g = wq_build_m(g_ctx, &kWqCases[0], &d, ms[i]);
-    CHECK(g != NULL);
-    tj_cuda_offline_ptx_t ptx;
-    memset(&ptx, 0, sizeof(ptx));
-    tj_allocator_t al = tj_allocator_system();
-    if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
-    bool mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
-    CHECK(ptx.ptx != NULL);
-    CHECK_EQ_INT(ms[i] >= 8, mma);
-    tj_cuda_offline_ptx_deinitialize(al, &ptx);
-    if (g) tj_graph_destroy(g);
-    wq_free(&d);
+// Whether |c|'s graph at M |m| (0: symbolic) compiles, by default, to
+// tensor cores (|*mma|) on the tile layout (|*tiled|: 16-byte weight
+// loads, which the [K, N] layout's kernels never make).
+static void default_kernel(const wq_case_t* c, int64_t m, bool* mma,
+                           bool* tiled) {
+  wq_data_t d;
+  wq_make(c, &d);
+  tj_graph_t* g = m ? wq_build_m(g_ctx, c, &d, m) : wq_build(g_ctx, c, &d);
+  CHECK(g != NULL);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK(ptx.ptx != NULL);
+  *mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
+  *tiled = ptx.ptx && (strstr(ptx.ptx, "ld.global.v4.u32") != NULL ||
+                       strstr(ptx.ptx, "ld.global.v4.b32") != NULL);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  if (g) tj_graph_destroy(g);
+  wq_free(&d);
+}
+
+// By default f16/bf16 A runs on tensor cores on the tile layout at every
+// M, symbolic too; f32 A there where M is a constant of 4 or more, else
+// (a symbolic M, decode) on CUDA cores.
+TEST(the_default_kernel_by_dtype_and_m) {
+  const wq_case_t* f32 = &kWqCases[0];   // int4_g32_zp_odd
+  const wq_case_t* bf16 = &kWqCases[8];  // int4_g128_bf16
+  CHECK(f32->adt == TJ_DTYPE_F32 && bf16->adt == TJ_DTYPE_BF16);
+  bool mma, tiled;
+  const int64_t ms[] = {8, 4, 2, 0};
+  for (int i = 0; i < 4; ++i) {
+    default_kernel(f32, ms[i], &mma, &tiled);
+    CHECK_EQ_INT(ms[i] >= 4, mma);
+    CHECK_EQ_INT(ms[i] >= 4, tiled);
+    default_kernel(bf16, ms[i], &mma, &tiled);
+    CHECK(mma && tiled);
   }
 }
 
@@ -288,13 +307,16 @@ int main(int argc, char** argv) {
   tj_status_t st = tj_test_context_create(&g_mma_ctx);
   setenv("TJ_CUDA_WQGEMM", "tiles", 1);
   if (!st) st = tj_test_context_create(&g_tiled_ctx);
+  setenv("TJ_CUDA_WQGEMM", "fma", 1);
+  if (!st) st = tj_test_context_create(&g_fma_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(the_tile_layout_holds_each_lanes_fragments);
   RUN_TEST(every_case_on_sm_90a_and_sm_80);
   RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
-  RUN_TEST(a_constant_m_of_8_takes_tensor_cores);
+  RUN_TEST(the_default_kernel_by_dtype_and_m);
+  tj_context_destroy(g_fma_ctx);
   tj_context_destroy(g_tiled_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
