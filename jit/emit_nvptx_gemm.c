@@ -1485,17 +1485,18 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.group = k->bq.group;
   // Tensor cores (emit_nvptx_wqmma.c) on the tile layout where the caller
   // puts the weight there (tj_nvptx_options_t.wqgemm_tiled): at every M
-  // for f16/bf16 A, and for f32 A where M is a constant of 4 or more (on
-  // the H200, bench/RESULTS.md: faster than the CUDA-core kernel at M = 1
-  // to 16 for bf16 x, but at M = 1 of f32 x, whose three bf16 terms take
-  // three mmas a tile, 1.4-1.6x slower at 11008 x 4096). On the [K, N]
-  // layout where M is a constant of 8 or more. wqgemm_mma: tensor cores
-  // at every M.
+  // for f16/bf16 A, and for f32 A where M is a constant of 4 (int4) or 8
+  // (int8) or more (on the H200, bench/RESULTS.md: faster than the
+  // CUDA-core kernel at M = 1 to 16 for bf16 x, but for f32 x, whose three
+  // bf16 terms take three mmas a tile, 1.4-1.6x slower at M = 1 and, for
+  // int8, still slower at M = 4). On the [K, N] layout where M is a
+  // constant of 8 or more. wqgemm_mma: tensor cores at every M.
   const tj_nvptx_options_t* wo = &nv->options;
   int64_t mconst = k->dims[r - 2].param < 0 ? k->dims[r - 2].value : -1;
   bool half = w.dtype != TJ_DTYPE_F32;
   bool want_tc = wo->wqgemm_mma || wo->wqgemm_no_split ||
-                 (wo->wqgemm_tiled ? half || mconst >= 4 : mconst >= 8);
+                 (wo->wqgemm_tiled ? half || mconst >= (w.bits == 4 ? 4 : 8)
+                                   : mconst >= 8);
   bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 && want_tc;
   w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_no_split;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);

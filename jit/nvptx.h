@@ -132,10 +132,10 @@ typedef struct tj_nvptx_options_t {
   // (emit_nvptx_wqmma.c) or the CUDA-core one (emit_nvptx_wqgemm.c). With
   // wqgemm_tiled (the default of backends/cuda/cuda_program.c) the weight
   // is in the tile layout (tj_nvptx_wq_tile) wherever the tensor cores
-  // take it: every M for f16/bf16 A, a constant M of 4 or more for f32 A
-  // (at M = 1 its CUDA-core kernel measured up to 1.6x faster on the
-  // H200, bench/RESULTS.md). Without it, tensor cores on the [K, N]
-  // layout where M is a constant of 8 or more. TJ_CUDA_WQGEMM=tiles
+  // take it: every M for f16/bf16 A, a constant M of 4 (int4) or 8 (int8)
+  // or more for f32 A (at M = 1 its CUDA-core kernel measured up to 1.6x
+  // faster on the H200, bench/RESULTS.md). Without it, tensor cores on the [K,
+  // N] layout where M is a constant of 8 or more. TJ_CUDA_WQGEMM=tiles
   // (wqgemm_tiled and wqgemm_mma) asks for the tile layout's kernel at
   // every M, =mma (wqgemm_mma) the [K, N] layout's tensor-core kernel at
   // every M, =nosplit (wqgemm_no_split) the same without its split of K

@@ -277,12 +277,14 @@ static void default_kernel(const wq_case_t* c, int64_t m, bool* mma,
 }
 
 // By default f16/bf16 A runs on tensor cores on the tile layout at every
-// M, symbolic too; f32 A there where M is a constant of 4 or more, else
-// (a symbolic M, decode) on CUDA cores.
+// M, symbolic too; f32 A there where M is a constant of 4 (int4) or 8
+// (int8) or more, else (a symbolic M, decode) on CUDA cores.
 TEST(the_default_kernel_by_dtype_and_m) {
   const wq_case_t* f32 = &kWqCases[0];   // int4_g32_zp_odd
   const wq_case_t* bf16 = &kWqCases[8];  // int4_g128_bf16
+  const wq_case_t* i8 = &kWqCases[4];    // int8_channel
   CHECK(f32->adt == TJ_DTYPE_F32 && bf16->adt == TJ_DTYPE_BF16);
+  CHECK(i8->adt == TJ_DTYPE_F32 && i8->bits == 8);
   bool mma, tiled;
   const int64_t ms[] = {8, 4, 2, 0};
   for (int i = 0; i < 4; ++i) {
@@ -291,6 +293,9 @@ TEST(the_default_kernel_by_dtype_and_m) {
     CHECK_EQ_INT(ms[i] >= 4, tiled);
     default_kernel(bf16, ms[i], &mma, &tiled);
     CHECK(mma && tiled);
+    default_kernel(i8, ms[i], &mma, &tiled);
+    CHECK_EQ_INT(ms[i] >= 8, mma);
+    CHECK_EQ_INT(ms[i] >= 8, tiled);
   }
 }
 
