@@ -75,7 +75,6 @@ typedef struct wm_t {
   LLVMValueRef g, t;       // i64 lane / 4, lane % 4
   LLVMValueRef wcol;       // i64 the lane's first weight column
   LLVMValueRef arow[2];    // A's rows g and g + 8 (clamped to the tile)
-  LLVMValueRef rows;       // i64 rows of the tile inside M (1 .. 16)
   LLVMValueRef acc, gacc;  // alloca [32 x float]
 } wm_t;
 
@@ -617,16 +616,6 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
 // the counter back to 0 for the next launch and goes on to the epilogue;
 // the others return. The workspace and counters are the module's, so two
 // launches of one kernel must not overlap (one stream: they do not).
-// The staged tile's items |it0| .. + kThreads - 1 (rows it0 / 64 ..)
-// hold a row inside M: rows past M are never stored, so at decode (M = 1)
-// the reductions below touch one row in 16.
-static void begin_live_rows(wm_t* q, tj_emit_if_t* live, int32_t it0) {
-  tj_emit_if_begin(
-      q->em, live,
-      LLVMBuildICmp(q->b, LLVMIntSGT, q->rows, c64(q, it0 / kTileN), ""),
-      "live");
-}
-
 static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   const tj_nvptx_wqgemm_t* w = q->w;
   tj_nvptx_emit_t* nv = q->nv;
@@ -652,8 +641,6 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   LLVMValueRef mine = LLVMBuildAdd(
       b, tile_base, LLVMBuildMul(b, split, c64(q, 16 * kTileN), ""), "");
   for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
-    tj_emit_if_t live;
-    begin_live_rows(q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
     LLVMValueRef at =
         LLVMBuildAdd(b,
@@ -664,7 +651,6 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
         b, em->t_f32, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""), "");
     LLVMValueRef dst = gep(q, em->t_f32, ws, LLVMBuildAdd(b, mine, it, ""));
     LLVMSetVolatile(LLVMBuildStore(b, v, dst), 1);
-    tj_emit_if_end(em, &live);
   }
   // The stores visible to the GPU before the count (__threadfence).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
@@ -700,8 +686,6 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   // The other blocks' stores before ours are read (the acquire side).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
   for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
-    tj_emit_if_t live;
-    begin_live_rows(q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
     LLVMValueRef sum = tj_emit_alloca(em, em->t_f32, "wq_sum");
     LLVMBuildStore(b, cf(q, 0.0), sum);
@@ -727,7 +711,6 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
                      LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
     LLVMBuildStore(b, LLVMBuildLoad2(b, em->t_f32, sum, ""),
                    LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
-    tj_emit_if_end(em, &live);
   }
   tj_emit_if_t reset;
   tj_emit_if_begin(em, &reset,
@@ -795,7 +778,6 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   }
   LLVMValueRef rows = min64(&q, LLVMBuildSub(b, w->m, w->m0, ""), c64(&q, 16));
   LLVMValueRef rlast = LLVMBuildSub(b, rows, c64(&q, 1), "");
-  q.rows = rows;
   for (int32_t r = 0; r < 2; ++r) {
     LLVMValueRef m = LLVMBuildAdd(
         b, w->m0, min64(&q, LLVMBuildAdd(b, q.g, c64(&q, 8 * r), ""), rlast),
@@ -959,8 +941,6 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   tj_nvptx_barrier(nv);
   // The warps' partials in warp order into the staged C tile.
   for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
-    tj_emit_if_t live;
-    begin_live_rows(&q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, w->tid, c32(&q, it0), "");
     LLVMValueRef r = LLVMBuildUDiv(b, it, c32(&q, kTileN), "");
     LLVMValueRef cl = LLVMBuildURem(b, it, c32(&q, kTileN), "");
@@ -976,7 +956,6 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMValueRef a =
         LLVMBuildAdd(b, LLVMBuildMul(b, r, c32(&q, w->c_stride), ""), cl, "");
     LLVMBuildStore(b, s, LLVMBuildGEP2(b, em->t_f32, w->smem, &a, 1, ""));
-    tj_emit_if_end(em, &live);
   }
   tj_nvptx_barrier(nv);
   if (w->max_splits > 1) {
