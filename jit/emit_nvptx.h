@@ -302,6 +302,9 @@ typedef struct tj_nvptx_wqgemm_t {
   // of the |n_tiles| column tiles (N constant), 0: never.
   int32_t max_splits;
   int64_t n_tiles;
+  // emit_nvptx_wqmma.c: B in the tile layout (tj_nvptx_wq_tile), b_base
+  // its start; sb_k and row_bytes unused.
+  bool tiled;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

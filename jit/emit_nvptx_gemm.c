@@ -50,6 +50,9 @@
 #define kGroupM 8
 // The weight-only GEMM's most blocks a tile along K (emit_nvptx_wqmma.c).
 #define kWqMaxSplits 4
+// ... in the tile layout: a warp's chunk is 32 16-byte loads, so that a
+// block's warps may take one chunk each.
+#define kWqMaxSplitsTiled 8
 #define kCStride (kBN + 8)  // floats per row of the staged C tile
 #define kCBytes (kBM * kCStride * 4)
 
@@ -1480,15 +1483,22 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.flip = sgn;
   w.zero_signed = sgn;
   w.group = k->bq.group;
-  // Tensor cores (emit_nvptx_wqmma.c) where M is a constant of 8 or more,
-  // or where asked (tj_nvptx_options_t.wqgemm_mma): a 16-row tile costs
-  // them 8 (f16/bf16 A) or 24 (f32 A) mma.sync per 16 x 64 block of the
-  // weight where the CUDA-core loop needs 16 FMAs per weight element, but
-  // at M = 1 the CUDA-core kernel measured faster.
+  // Tensor cores (emit_nvptx_wqmma.c) on the tile layout where the caller
+  // puts the weight there (tj_nvptx_options_t.wqgemm_tiled): at every M
+  // for f16/bf16 A, and for f32 A where M is a constant of 4 (int4) or 8
+  // (int8) or more (on the H200, bench/RESULTS.md: faster than the
+  // CUDA-core kernel at M = 1 to 16 for bf16 x, but for f32 x, whose three
+  // bf16 terms take three mmas a tile, 1.4-1.6x slower at M = 1 and, for
+  // int8, still slower at M = 4). On the [K, N] layout where M is a
+  // constant of 8 or more. wqgemm_mma: tensor cores at every M.
   const tj_nvptx_options_t* wo = &nv->options;
-  bool many_rows = k->dims[r - 2].param < 0 && k->dims[r - 2].value >= 8;
-  bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 &&
-            (wo->wqgemm_mma || wo->wqgemm_no_split || many_rows);
+  int64_t mconst = k->dims[r - 2].param < 0 ? k->dims[r - 2].value : -1;
+  bool half = w.dtype != TJ_DTYPE_F32;
+  bool want_tc = wo->wqgemm_mma || wo->wqgemm_no_split ||
+                 (wo->wqgemm_tiled ? half || mconst >= (w.bits == 4 ? 4 : 8)
+                                   : mconst >= 8);
+  bool tc = !wo->wqgemm_fma && k->bq.group % 16 == 0 && want_tc;
+  w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_no_split;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
   g->tile_m = 16;
@@ -1499,21 +1509,27 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->threads = g->threads;
   info->tile_m = g->tile_m;
   info->tile_n = g->tile_n;
-  info->tile_k = tc ? (w.bits == 4 ? 128 : 64) : chunk;
+  info->tile_k =
+      tc ? (w.bits == 4 ? 128 : 64) / (w.tiled ? 2 : 1) : chunk;  // a chunk
   // Split K across blocks (decode: N / 64 tiles alone leave SMs idle):
   // a rank-2 GEMM whose N is a constant, so that the partials' workspace
   // is a module global of constant size.
   if (tc && !nv->options.wqgemm_no_split && r == 2 &&
       k->dims[r - 1].param < 0 && k->dims[r - 1].value > 0) {
-    w.max_splits = kWqMaxSplits;
+    w.max_splits = w.tiled ? kWqMaxSplitsTiled : kWqMaxSplits;
     w.n_tiles = (k->dims[r - 1].value + 63) / 64;
-    info->k_splits = kWqMaxSplits;
+    info->k_splits = w.max_splits;
   }
+  info->wq_tiled = w.tiled;
   info->stages = 1;
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
   // picked 128 and spilled the tensor-core loop's accumulators.
-  if (tc) info->min_blocks_per_sm = 1;
+  bool split3 = w.dtype == TJ_DTYPE_F32;
+  // Tiled: two blocks an SM (128 registers a thread), so that one
+  // block's loads are in flight while the other computes.
+  // f32 A's three terms and per-group sums keep one an SM.
+  if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 2 : 1;
   info->shared_bytes =
       tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
   info->vector_lanes = epilogue_lanes(k, r);
@@ -1787,11 +1803,16 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   // chunk loads while its current one computes).
   if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
       !info->persistent) {
+    // Tiled (two blocks an SM): one chunk a warp is enough, its loads
+    // all issued before its first mma.
     int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
+    int64_t slots =
+        num_sms * (info->min_blocks_per_sm > 1 ? info->min_blocks_per_sm : 1);
+    int64_t per_block = info->wq_tiled ? 8 : 16;
     int64_t best = 1;
-    double best_cost = (double)((tiles + num_sms - 1) / num_sms);
-    for (int64_t s = 2; s <= info->k_splits && s * 16 <= chunks; ++s) {
-      double cost = (double)((tiles * s + num_sms - 1) / num_sms) / (double)s;
+    double best_cost = (double)((tiles + slots - 1) / slots);
+    for (int64_t s = 2; s <= info->k_splits && s * per_block <= chunks; ++s) {
+      double cost = (double)((tiles * s + slots - 1) / slots) / (double)s;
       if (cost < best_cost) {
         best = s;
         best_cost = cost;

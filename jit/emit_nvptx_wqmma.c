@@ -68,6 +68,9 @@ typedef struct wm_t {
   int32_t words;           // i32 weight words a lane a k row: 1 or 2
   int32_t ahead;           // steps of A loaded ahead of their mma
   bool upper_only;         // rows g + 8 are past the tile: their A is 0
+  bool tiled;              // B in the tile layout (jit/nvptx.h)
+  LLVMValueRef btile;      // tiled: the lane's unit in the tile's step 0
+  LLVMValueRef npad;       // tiled: i64 N padded to 64 (scale row pitch)
   LLVMTypeRef op;          // the mma operands' element type (f16 or bf16)
   LLVMValueRef g, t;       // i64 lane / 4, lane % 4
   LLVMValueRef wcol;       // i64 the lane's first weight column
@@ -157,6 +160,26 @@ static void load_words(wm_t* q, LLVMValueRef kk, bool fast, LLVMValueRef* out) {
   }
 }
 
+// Tiled B (tj_nvptx_wq_tile): the lane's 16-byte unit(s) of the step at
+// k row |k| (a multiple of 16, inside K padded to 128 rows: no clamp),
+// as out[word][half].
+static void load_tiled(wm_t* q, LLVMValueRef k, LLVMValueRef out[4][2]) {
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  int32_t bytes = q->w->bits == 4 ? 512 : 1024;
+  LLVMValueRef at =
+      LLVMBuildMul(b, LLVMBuildSDiv(b, k, c64(q, 16), ""), c64(q, bytes), "");
+  LLVMTypeRef vt = LLVMVectorType(em->t_i32, 4);
+  for (int32_t h = 0; h < q->words; ++h) {
+    LLVMValueRef p =
+        gep(q, em->t_i8, q->btile, LLVMBuildAdd(b, at, c64(q, 512 * h), ""));
+    LLVMValueRef v = LLVMBuildLoad2(b, vt, p, "wt");
+    LLVMSetAlignment(v, 16);
+    for (int32_t i = 0; i < 4; ++i)
+      out[i][h] = LLVMBuildExtractElement(b, v, c32(q, i), "");
+  }
+}
+
 // The scale (A's dtype) at column |col| (clamped to N) of group row |grow|.
 static LLVMValueRef load_scale(wm_t* q, LLVMValueRef grow, LLVMValueRef col) {
   const tj_nvptx_wqgemm_t* w = q->w;
@@ -183,12 +206,45 @@ static LLVMValueRef load_offset(wm_t* q, LLVMValueRef grow, LLVMValueRef col) {
   return LLVMBuildFAdd(b, off, z, "");
 }
 
-// The first element of the group row holding k row |k|.
+// The first element of the group row holding k row |k| (tiled: rows of
+// N padded to 64 columns).
 static LLVMValueRef group_row(wm_t* q, LLVMValueRef k) {
   const tj_nvptx_wqgemm_t* w = q->w;
   if (!w->group) return c64(q, 0);
   return LLVMBuildMul(q->b, LLVMBuildSDiv(q->b, k, c64(q, w->group), ""),
-                      w->ss_g, "");
+                      q->tiled ? q->npad : w->ss_g, "");
+}
+
+// Tiled: the scales (as f32) or the offsets 2^23 + bias + zero of the 8
+// columns |col| .. +7 of group row |grow|, from rows padded to 64
+// columns (backends/cuda/cuda_program.c pads them with the weight): one
+// vector load each, no clamp.
+static void load_run8(wm_t* q, bool scales, LLVMValueRef grow, LLVMValueRef col,
+                      LLVMValueRef out[8]) {
+  const tj_nvptx_wqgemm_t* w = q->w;
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  LLVMValueRef at = LLVMBuildAdd(b, grow, col, "");
+  if (!scales && !w->z_base) {
+    for (int32_t j = 0; j < 8; ++j) out[j] = load_offset(q, grow, col);
+    return;
+  }
+  LLVMTypeRef t = scales ? in_type(q) : em->t_i8;
+  LLVMValueRef v = LLVMBuildLoad2(b, LLVMVectorType(t, 8),
+                                  gep(q, t, scales ? w->s_base : w->z_base, at),
+                                  scales ? "s8" : "z8");
+  LLVMSetAlignment(v, scales ? (t == em->t_f32 ? 32 : 16) : 8);
+  double bias = w->flip ? (w->bits == 4 ? 8.0 : 128.0) : 0.0;
+  for (int32_t j = 0; j < 8; ++j) {
+    LLVMValueRef e = LLVMBuildExtractElement(b, v, c32(q, j), "");
+    if (scales) {
+      out[j] = to_f32(q, e);
+      continue;
+    }
+    e = w->zero_signed ? LLVMBuildSIToFP(b, e, em->t_f32, "")
+                       : LLVMBuildUIToFP(b, e, em->t_f32, "");
+    out[j] = LLVMBuildFAdd(b, cf(q, 8388608.0 + bias), e, "");
+  }
 }
 
 // A's 4 elements of row |r| (0: g, 1: g + 8) at k rows k0 + 4t .. +3, as
@@ -285,6 +341,11 @@ static void c_scales(wm_t* q, LLVMValueRef grow, LLVMValueRef cs[16]) {
   LLVMBuilderRef b = q->b;
   LLVMValueRef base =
       LLVMBuildAdd(b, q->w->n0, LLVMBuildMul(b, q->t, c64(q, 16), ""), "");
+  if (q->tiled) {
+    load_run8(q, true, grow, base, cs);
+    load_run8(q, true, grow, LLVMBuildAdd(b, base, c64(q, 8), ""), cs + 8);
+    return;
+  }
   for (int32_t i = 0; i < 16; ++i)
     cs[i] = load_scale(q, grow, LLVMBuildAdd(b, base, c64(q, i), ""));
 }
@@ -325,6 +386,46 @@ static void b_fragments(wm_t* q, LLVMValueRef words[4][2], int32_t j,
   tj_emit_t* em = q->em;
   LLVMValueRef flip =
       c32(q, w->bits == 4 ? (int64_t)0x88888888 : (int64_t)0x80808080);
+  if (q->tiled && w->bits == 4) {
+    // Tiled int4 (jit/nvptx.h): word j / 2 holds column j's rows 4t and
+    // 4t + 1 in nibbles 2 (j & 1) and 2 (j & 1) + 4, rows 4t + 2 and 4t +
+    // 3 one nibble up. A pair shifted down, masked and or-ed into the
+    // halves of 128 (bf16 0x4300) or 1024 (f16 0x6400), whose low
+    // mantissa bits are 0, is 128 + u (1024 + u) in each half, exactly;
+    // minus 128 + bias + zero (1024 + ...; at most 143 or 1039: exact) it
+    // is q - zero, exact; times the scale (f16/bf16 A) one rounding of
+    // the exact product: the reference's dequantized weight, at two
+    // values for three instructions.
+    bool f16 = q->op == em->t_f16;
+    LLVMTypeRef v2 = LLVMVectorType(q->op, 2);
+    LLVMValueRef word = words[j / 2][0];
+    if (w->flip) word = LLVMBuildXor(b, word, flip, "");
+    LLVMValueRef off = LLVMBuildFPTrunc(
+        b,
+        LLVMBuildFSub(b, offset[j], cf(q, 8388608.0 - (f16 ? 1024.0 : 128.0)),
+                      ""),
+        q->op, "");
+    LLVMValueRef offs = LLVMGetUndef(v2), sc = NULL;
+    offs = LLVMBuildInsertElement(b, offs, off, c32(q, 0), "");
+    offs = LLVMBuildInsertElement(b, offs, off, c32(q, 1), "");
+    if (!q->split) {
+      LLVMValueRef s1 = LLVMBuildFPTrunc(b, scale[j], q->op, "");
+      sc = LLVMGetUndef(v2);
+      sc = LLVMBuildInsertElement(b, sc, s1, c32(q, 0), "");
+      sc = LLVMBuildInsertElement(b, sc, s1, c32(q, 1), "");
+    }
+    for (int32_t p = 0; p < 2; ++p) {
+      LLVMValueRef x =
+          LLVMBuildLShr(b, word, c32(q, 4 * (2 * (j & 1) + p)), "");
+      x = LLVMBuildOr(b, LLVMBuildAnd(b, x, c32(q, 0x000F000F), ""),
+                      c32(q, f16 ? 0x64006400 : 0x43004300), "");
+      LLVMValueRef d =
+          LLVMBuildFSub(b, LLVMBuildBitCast(b, x, v2, ""), offs, "qz");
+      if (sc) d = LLVMBuildFMul(b, d, sc, "w");
+      bf[p] = LLVMBuildBitCast(b, d, em->t_i32, "");
+    }
+    return;
+  }
   if (q->split && w->bits == 4) {
     // int4 times f32 A: q - zero straight in bf16 (Marlin's trick). Rows r
     // and r + 1 share a register: their words' halves holding column j
@@ -366,8 +467,10 @@ static void b_fragments(wm_t* q, LLVMValueRef words[4][2], int32_t j,
   // f32), then one rounding to the operand type per value (two a cvt).
   LLVMValueRef h[4];
   for (int32_t i = 0; i < 4; ++i) {
-    LLVMValueRef word = words[i][w->bits == 4 ? 0 : j / 4];
-    int32_t shift = w->bits == 4 ? 4 * j : 8 * (j % 4);
+    // Tiled int8: row i is byte i of word j % 4 of half j / 4.
+    LLVMValueRef word =
+        q->tiled ? words[j % 4][j / 4] : words[i][w->bits == 4 ? 0 : j / 4];
+    int32_t shift = q->tiled ? 8 * i : w->bits == 4 ? 4 * j : 8 * (j % 4);
     if (w->flip) word = LLVMBuildXor(b, word, flip, "");
     LLVMValueRef u = LLVMBuildAnd(b, LLVMBuildLShr(b, word, c32(q, shift), ""),
                                   c32(q, w->bits == 4 ? 15 : 255), "");
@@ -399,11 +502,16 @@ static void prefetch_chunk(wm_t* q, LLVMValueRef k0, LLVMValueRef pre) {
   LLVMBuilderRef b = q->b;
   LLVMValueRef t4 = LLVMBuildMul(b, q->t, c64(q, 4), "");
   for (int32_t s = 0; s < q->steps; ++s) {
+    LLVMValueRef unit[4][2];
+    if (q->tiled) load_tiled(q, LLVMBuildAdd(b, k0, c64(q, 16 * s), ""), unit);
     for (int32_t i = 0; i < 4; ++i) {
       LLVMValueRef v[2];
       LLVMValueRef kk =
           LLVMBuildAdd(b, LLVMBuildAdd(b, k0, t4, ""), c64(q, 16 * s + i), "");
-      load_words(q, kk, true, v);
+      if (q->tiled)
+        for (int32_t d = 0; d < q->words; ++d) v[d] = unit[i][d];
+      else
+        load_words(q, kk, true, v);
       for (int32_t d = 0; d < q->words; ++d) {
         LLVMValueRef idx[2] = {c32(q, 0), c32(q, (s * 4 + i) * q->words + d)};
         LLVMBuildStore(b, v[d],
@@ -427,6 +535,10 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
   // words[step][row i][word].
   LLVMValueRef words[8][4][2];
   for (int32_t s = 0; s < steps; ++s) {
+    if (q->tiled && !given) {
+      load_tiled(q, LLVMBuildAdd(b, k0, c64(q, 16 * s), ""), words[s]);
+      continue;
+    }
     for (int32_t i = 0; i < 4; ++i) {
       if (given) {
         for (int32_t d = 0; d < q->words; ++d) words[s][i][d] = given[s][i][d];
@@ -447,7 +559,7 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
   for (int32_t s = 0; s < steps && s < ahead; ++s)
     for (int32_t r = 0; r < 2; ++r)
       load_a(q, r, LLVMBuildAdd(b, k0, c64(q, 16 * s), ""), fast, x[s][r]);
-  LLVMValueRef scale[8] = {0}, offset[8] = {0}, cs[16] = {0};
+  LLVMValueRef scale[8] = {0}, offset[8] = {0}, cs[16] = {0}, grow = NULL;
   bool per_group = w->group != 0;
   for (int32_t s = 0; s < steps; ++s) {
     LLVMValueRef ks = LLVMBuildAdd(b, k0, c64(q, 16 * s), "");
@@ -458,13 +570,19 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
     // A new group: its scales and zero points (the steps of a fold lie in
     // one group: fold divides group / 16 and the chunk's steps).
     if (s % fold == 0) {
-      LLVMValueRef grow = group_row(q, min64(q, ks, klast));
-      for (int32_t j = 0; j < 8; ++j) {
+      grow = group_row(q, min64(q, ks, klast));
+      if (q->tiled) {
+        load_run8(q, false, grow, q->wcol, offset);
+        if (!q->split) load_run8(q, true, grow, q->wcol, scale);
+      }
+      for (int32_t j = 0; j < 8 && !q->tiled; ++j) {
         LLVMValueRef col = LLVMBuildAdd(b, q->wcol, c64(q, j), "");
         offset[j] = load_offset(q, grow, col);
         if (!q->split) scale[j] = load_scale(q, grow, col);
       }
-      if (q->split && per_group) c_scales(q, grow, cs);
+      // Tiled (128 registers): the C scales only when the fold needs
+      // them, not held across its steps.
+      if (q->split && per_group && !q->tiled) c_scales(q, grow, cs);
     }
     LLVMValueRef af[3][4];
     a_fragments(q, x[s], af);
@@ -479,8 +597,10 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
       for (int32_t term = 2; term >= 0; --term)
         mma(q, af[term], bf, &gacc[4 * j]);
     }
-    if (q->split && per_group && (s + 1) % fold == 0)
+    if (q->split && per_group && (s + 1) % fold == 0) {
+      if (q->tiled) c_scales(q, grow, cs);
       fold_group(q, acc, gacc, cs);
+    }
   }
   for (int32_t i = 0; i < 4 * kTiles; ++i) {
     LLVMBuildStore(b, acc[i], slot(q, q->acc, i));
@@ -622,8 +742,11 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   q.split = w->dtype == TJ_DTYPE_F32;
   q.op = w->dtype == TJ_DTYPE_F16 ? em->t_f16 : LLVMBFloatTypeInContext(cx);
   q.words = w->bits == 4 ? 1 : 2;
-  q.steps = w->bits == 4 ? 8 : 4;
-  q.ahead = 2;
+  // Tiled: half the chunk (16 words a lane, two chunks in flight), so
+  // that the kernel fits 128 registers (two blocks an SM).
+  q.steps = (w->bits == 4 ? 8 : 4) / (w->tiled ? 2 : 1);
+  // Tiled (128 registers): A a step ahead, not two.
+  q.ahead = w->tiled ? 1 : 2;
   q.fold = w->group ? gcd32((int32_t)(w->group / 16), q.steps) : q.steps;
   LLVMBuilderRef b = q.b;
   LLVMValueRef tid = LLVMBuildZExt(b, w->tid, em->t_i64, "");
@@ -632,6 +755,27 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   q.g = LLVMBuildLShr(b, lane, c64(&q, 2), "g");
   q.t = LLVMBuildAnd(b, lane, c64(&q, 3), "t");
   q.wcol = LLVMBuildAdd(b, w->n0, LLVMBuildMul(b, q.g, c64(&q, 8), ""), "wcol");
+  q.tiled = w->tiled;
+  if (q.tiled) {
+    q.npad =
+        LLVMBuildMul(b,
+                     LLVMBuildSDiv(b, LLVMBuildAdd(b, w->n, c64(&q, 63), ""),
+                                   c64(&q, 64), ""),
+                     c64(&q, 64), "npad");
+    // The column tile's blocks of 16 rows follow each other (K padded to
+    // 128 rows), the lane's unit 16 L bytes into each.
+    LLVMValueRef steps = LLVMBuildMul(
+        b,
+        LLVMBuildSDiv(b, LLVMBuildAdd(b, w->kdim, c64(&q, 127), ""),
+                      c64(&q, 128), ""),
+        c64(&q, 8), "");
+    LLVMValueRef tile = LLVMBuildMul(
+        b, LLVMBuildSDiv(b, w->n0, c64(&q, kTileN), ""),
+        LLVMBuildMul(b, steps, c64(&q, w->bits == 4 ? 512 : 1024), ""), "");
+    q.btile =
+        gep(&q, em->t_i8, w->b_base,
+            LLVMBuildAdd(b, tile, LLVMBuildMul(b, lane, c64(&q, 16), ""), ""));
+  }
   LLVMValueRef rows = min64(&q, LLVMBuildSub(b, w->m, w->m0, ""), c64(&q, 16));
   LLVMValueRef rlast = LLVMBuildSub(b, rows, c64(&q, 1), "");
   for (int32_t r = 0; r < 2; ++r) {
@@ -653,24 +797,30 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   // to 4 elements (its rows too).
   int32_t wbytes = 4 * q.words;
   int32_t abytes = w->dtype == TJ_DTYPE_F32 ? 16 : 8;
-  LLVMValueRef mis = LLVMBuildOr(
-      b,
-      LLVMBuildAnd(b, LLVMBuildPtrToInt(b, w->b_base, em->t_i64, ""),
-                   c64(&q, wbytes - 1), ""),
-      LLVMBuildSRem(b, w->sb_k, c64(&q, wbytes), ""), "");
+  // Tiled B: every unit inside the padded tiles, 16-byte aligned.
+  LLVMValueRef mis =
+      q.tiled
+          ? c64(&q, 0)
+          : LLVMBuildOr(
+                b,
+                LLVMBuildAnd(b, LLVMBuildPtrToInt(b, w->b_base, em->t_i64, ""),
+                             c64(&q, wbytes - 1), ""),
+                LLVMBuildSRem(b, w->sb_k, c64(&q, wbytes), ""), "");
   mis = LLVMBuildOr(
       b, mis,
       LLVMBuildAnd(b, LLVMBuildPtrToInt(b, w->a_base, em->t_i64, ""),
                    c64(&q, abytes - 1), ""),
       "");
   mis = LLVMBuildOr(b, mis, LLVMBuildSRem(b, w->sa_m, c64(&q, 4), ""), "");
+  LLVMValueRef inside =
+      q.tiled ? LLVMConstInt(LLVMInt1TypeInContext(cx), 1, 0)
+              : LLVMBuildICmp(b, LLVMIntSLE,
+                              LLVMBuildAdd(b, w->n0, c64(&q, kTileN), ""), w->n,
+                              "");
   LLVMValueRef fast = LLVMBuildAnd(
       b,
-      LLVMBuildAnd(
-          b,
-          LLVMBuildICmp(b, LLVMIntSLE,
-                        LLVMBuildAdd(b, w->n0, c64(&q, kTileN), ""), w->n, ""),
-          LLVMBuildICmp(b, LLVMIntEQ, w->sa_k, c64(&q, 1), ""), ""),
+      LLVMBuildAnd(b, inside,
+                   LLVMBuildICmp(b, LLVMIntEQ, w->sa_k, c64(&q, 1), ""), ""),
       LLVMBuildICmp(b, LLVMIntEQ, mis, c64(&q, 0), ""), "fast");
   // The warp's chunks, round-robin; a chunk wholly inside K on the fast
   // path takes the vector loads.

@@ -86,6 +86,9 @@ typedef struct tj_nvptx_kernel_t {
   // to this many blocks a tile (grid y), where M fits one row tile; 0 or
   // 1: never.
   int32_t k_splits;
+  // ... and reads its B (the quantized weight) in the tile layout
+  // (tj_nvptx_wq_tile), not as the [K, N] bytes of the graph's constant.
+  bool wq_tiled;
 } tj_nvptx_kernel_t;
 
 // The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
@@ -126,16 +129,26 @@ typedef struct tj_nvptx_options_t {
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
   // The weight-only quantized GEMM runs the tensor-core kernel
-  // (emit_nvptx_wqmma.c) where M is a constant of 8 or more, else the
-  // CUDA-core one (emit_nvptx_wqgemm.c): on the H200 the tensor cores were
-  // 2-5x faster at M = 8 and 16 but up to 1.7x slower at M = 1
-  // (bench/RESULTS.md), and a symbolic M takes either. TJ_CUDA_WQGEMM=mma
-  // (wqgemm_mma) asks for the tensor-core kernel for every M, =nosplit
-  // (wqgemm_no_split) the same without its split of K across blocks,
-  // =fma (wqgemm_fma) the CUDA-core one for every M.
+  // (emit_nvptx_wqmma.c) or the CUDA-core one (emit_nvptx_wqgemm.c). With
+  // wqgemm_tiled (the default of backends/cuda/cuda_program.c) the weight
+  // is in the tile layout (tj_nvptx_wq_tile) wherever the tensor cores
+  // take it: every M for f16/bf16 A, a constant M of 4 (int4) or 8 (int8)
+  // or more for f32 A (at M = 1 its CUDA-core kernel measured up to 1.6x
+  // faster on the H200, bench/RESULTS.md). Without it, tensor cores on the [K,
+  // N] layout where M is a constant of 8 or more. TJ_CUDA_WQGEMM=tiles
+  // (wqgemm_tiled and wqgemm_mma) asks for the tile layout's kernel at
+  // every M, =mma (wqgemm_mma) the [K, N] layout's tensor-core kernel at
+  // every M, =nosplit (wqgemm_no_split) the same without its split of K
+  // across blocks, =fma (wqgemm_fma) the CUDA-core one for every M.
   bool wqgemm_fma;
   bool wqgemm_mma;
   bool wqgemm_no_split;
+  // The tensor-core kernel reads the quantized weight in the tile layout
+  // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
+  // 16-byte load (int4; two for int8). Only a caller that puts the
+  // weight there may ask (backends/cuda/cuda_program.c uploads it so for
+  // kernels whose tj_nvptx_kernel_t.wq_tiled says they read it).
+  bool wqgemm_tiled;
   tj_nvptx_gemm_kernel_t gemm_kernel;
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer
@@ -285,5 +298,35 @@ tj_status_t tj_nvptx_compile_ir_text(const tj_nvptx_target_t* target,
                                      const char* ir, const char* entry,
                                      const char* what, tj_allocator_t allocator,
                                      char** out_ptx);
+
+// The tile layout of a quantized weight for the tensor-core weight-only
+// GEMM (emit_nvptx_wqmma.c, tj_nvptx_options_t.wqgemm_tiled): q [K, N] of
+// |bits| 8 (a byte an element) or 4 (rows of ceil(N / 2) bytes, the even
+// column in the low nibble), as lib/passes/quant_prepack.c lays it out,
+// relaid so that lane (g = lane / 4, t = lane % 4) of a warp finds the
+// values of its mma.sync B fragments for 16 rows and 64 columns in one
+// 16-byte unit (int4; two for int8), the warp's 32 units contiguous.
+//
+// K is padded to a multiple of 128 rows and N to 64 columns (zero bits).
+// Block (ks, nt) of rows 16 ks .. +15 and columns 64 nt .. +63 is T = 512
+// (int4) or 1024 (int8) bytes at ((nt * Kp / 16) + ks) * T: a column
+// tile's blocks follow each other along K. Lane L's unit is at byte 16 L
+// of the block (int8: half h, 0 or 1, at 512 h + 16 L); word w of it
+// (little-endian i32) holds, for k = 16 ks + 4 t + r and n = 64 nt + 8 g
+// + j:
+// - int4: nibble i (bits 4i .. 4i+3) is r = 2 ((i & 3) & 1) + (i >> 2),
+//   j = 2 w + ((i & 3) >> 1): nibbles i and i + 4 are rows r and r + 1 of
+//   one column, so one shift and mask (0x000F000F) gives a pair of B
+//   fragment values, as packed 16-bit halves;
+// - int8: byte r of word w is row r, j = 4 h + w.
+// The bytes: tj_nvptx_wq_tiled_bytes. |dst| takes that many; |src| is
+// read only.
+int64_t tj_nvptx_wq_tiled_bytes(int32_t bits, int64_t k, int64_t n);
+void tj_nvptx_wq_tile(int32_t bits, int64_t k, int64_t n, const uint8_t* src,
+                      uint8_t* dst);
+// The raw bits (nibble or byte) of element (k, n) of a tiled weight: the
+// layout's definition as the kernel reads it, for tests.
+uint8_t tj_nvptx_wq_tiled_at(int32_t bits, int64_t k, int64_t n,
+                             const uint8_t* tiled, int64_t kk, int64_t nn);
 
 #endif  // TJ_JIT_NVPTX_H_

@@ -124,7 +124,14 @@ static tj_status_t program_create(tj_context_t* context,
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
-  p->nv_options.wqgemm_mma = wq && strcmp(wq, "mma") == 0;
+  // The weight-only GEMM (jit/nvptx.h): by default on the tile layout
+  // where it takes tensor cores; =tiles: tensor cores on it at every M;
+  // =mma, =nosplit, =fma: the [K, N] layout's kernels.
+  bool tiles = wq && strcmp(wq, "tiles") == 0;
+  p->nv_options.wqgemm_mma = tiles || (wq && strcmp(wq, "mma") == 0);
+  p->nv_options.wqgemm_tiled =
+      tiles || !(p->nv_options.wqgemm_fma || p->nv_options.wqgemm_no_split ||
+                 p->nv_options.wqgemm_mma);
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
@@ -197,6 +204,10 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
                 : 0);
     tj_free(p->al, p->plan.const_ptr,
             p->plan.const_ptr
+                ? sizeof(uint64_t) * (p->plan.graph->num_nodes + 1)
+                : 0);
+    tj_free(p->al, p->plan.wq_tiled_ptr,
+            p->plan.wq_tiled_ptr
                 ? sizeof(uint64_t) * (p->plan.graph->num_nodes + 1)
                 : 0);
   }
@@ -300,10 +311,12 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[128];
   snprintf(buf, sizeof(buf),
-           "llvm %u.%u.%u approx %d attention %d wqfma %d wqmma %d wqsplit %d",
+           "llvm %u.%u.%u approx %d attention %d wqfma %d wqmma %d wqsplit %d "
+           "wqtiled %d",
            major, minor, patch, (int)p->nv_options.approx_math,
            (int)p->nv_options.attention_kernel, (int)p->nv_options.wqgemm_fma,
-           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split);
+           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
+           (int)p->nv_options.wqgemm_tiled);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;
@@ -460,33 +473,124 @@ static tj_status_t load_module(tj_cuda_program_t* p, const char* cache_dir) {
   return status;
 }
 
+// The quantized weights that tiled kernels read (tj_nvptx_kernel_t.
+// wq_tiled): |bits| per node, 4 or 8 for a weight, 1 for its scale and
+// zero point (rows padded to 64 columns), 0 for the rest; |plain| whether
+// a node's bytes are needed as they are too (another kernel reads them,
+// or a host or custom step might, or they are an output).
+static tj_status_t wq_tiled_nodes(tj_cuda_program_t* p, uint8_t* bits,
+                                  bool* plain) {
+  const tj_graph_t* g = p->plan.graph;
+  bool others = p->plan.has_host_steps;
+  for (uint32_t s = 0; s < p->plan.num_steps; ++s)
+    others |= p->plan.steps[s].kind != TJ_CUDA_STEP_KERNELS;
+  for (uint32_t i = 0; i < g->num_nodes; ++i)
+    plain[i] = others || p->plan.first_output[i] >= 0;
+  for (uint32_t ki = 0; ki < p->num_kernels; ++ki) {
+    const tj_lowered_kernel_t* low = p->kernels[ki].low;
+    const tj_kir_t* k = low->kernel;
+    for (uint32_t b = 0; b < low->num_buffers; ++b) {
+      uint32_t node = low->buffer_nodes[b];
+      tj_kir_role_t role = k->buffers[b].role;
+      bool tiled = p->kernels[ki].info.wq_tiled &&
+                   (role == TJ_KIR_GEMM_B || role == TJ_KIR_GEMM_BSCALE ||
+                    role == TJ_KIR_GEMM_BZERO);
+      if (!tiled) {
+        plain[node] = true;
+        continue;
+      }
+      const tj_node_t* n = &g->nodes[node];
+      uint8_t want = role == TJ_KIR_GEMM_B ? (uint8_t)k->bq.bits : 1;
+      if (n->op != TJ_OP_CONSTANT || n->rank < 1 || n->rank > 2 ||
+          (role == TJ_KIR_GEMM_B && n->rank != 2) ||
+          (bits[node] && bits[node] != want))
+        return tj_internal(
+            "kernel @%s: a tiled weight %%%u that is not a "
+            "constant of one use",
+            k->name, node);
+      bits[node] = want;
+    }
+  }
+  return NULL;
+}
+
 static tj_status_t upload_constants(tj_cuda_program_t* p) {
   const tj_graph_t* g = p->plan.graph;
   const tj_memplan_t* mp = p->plan.mp;
   p->plan.const_ptr = tj_calloc(p->al, g->num_nodes + 1, sizeof(uint64_t));
-  if (!p->plan.const_ptr) return tj_status_oom();
-  int64_t total = 0;
-  for (uint32_t b = 0; b < mp->num_buffers; ++b) {
-    const tj_buffer_t* buf = &mp->buffers[b];
-    const tj_node_t* n = &g->nodes[buf->node];
-    if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
-    int64_t bytes =
-        tj_host_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
-    total += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
-  }
-  if (total == 0) return NULL;
-  tj_cuda_device_t* d = p->device;
-  TJ_RETURN_IF_ERROR(tj_cuda_allocator_alloc(d->allocator, (size_t)total,
-                                             p->stream, &p->plan.consts));
-  TJ_RETURN_IF_ERROR(tj_cuda_device_enter(d));
+  p->plan.wq_tiled_ptr = tj_calloc(p->al, g->num_nodes + 1, sizeof(uint64_t));
+  uint8_t* bits = tj_calloc(p->al, g->num_nodes + 1, 1);
+  bool* plain = tj_calloc(p->al, g->num_nodes + 1, sizeof(bool));
+  void** packed = tj_calloc(p->al, g->num_nodes + 1, sizeof(void*));
+  int64_t* packed_bytes = tj_calloc(p->al, g->num_nodes + 1, sizeof(int64_t));
   tj_status_t status = NULL;
-  int64_t offset = 0;
+  if (!p->plan.const_ptr || !p->plan.wq_tiled_ptr || !bits || !plain ||
+      !packed || !packed_bytes)
+    status = tj_status_oom();
+  if (!status) status = wq_tiled_nodes(p, bits, plain);
+  int64_t total = 0;
   for (uint32_t b = 0; b < mp->num_buffers && !status; ++b) {
     const tj_buffer_t* buf = &mp->buffers[b];
     const tj_node_t* n = &g->nodes[buf->node];
     if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
     int64_t bytes =
         tj_host_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+    if (bits[buf->node] && !packed[buf->node]) {
+      // The weight relaid once here; int4 rows of ceil(N / 2) bytes hold
+      // N rounded up to even columns, the same tiles (N pads to 64).
+      // A scale or zero point: rows of N padded to 64 columns (zeros).
+      int32_t w = bits[buf->node];
+      int64_t rows = n->rank == 2 ? n->dims[0] : 1;
+      int64_t cols = n->dims[n->rank - 1];
+      int64_t es = (int64_t)tj_dtype_size(n->dtype);
+      int64_t tb =
+          w == 1 ? rows * ((cols + 63) / 64 * 64) * es
+                 : tj_nvptx_wq_tiled_bytes(w, rows, w == 4 ? 2 * cols : cols);
+      packed[buf->node] = tj_calloc(p->al, (size_t)(tb ? tb : 1), 1);
+      if (!packed[buf->node]) {
+        status = tj_status_oom();
+        break;
+      }
+      packed_bytes[buf->node] = tb ? tb : 1;
+      uint8_t* to = packed[buf->node];
+      const uint8_t* from = n->attrs.data;
+      if (w != 1) {
+        tj_nvptx_wq_tile(w, rows, w == 4 ? 2 * cols : cols, from, to);
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          memcpy(to + r * (tb / rows), from + r * cols * es,
+                 (size_t)(cols * es));
+      }
+      tb = packed_bytes[buf->node];
+      total += tj_cuda_align_up(tb, TJ_CUDA_STAGE_ALIGN);
+    }
+    if (plain[buf->node])
+      total += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
+  }
+  tj_cuda_device_t* d = p->device;
+  bool entered = false;
+  if (!status && total > 0) {
+    status = tj_cuda_allocator_alloc(d->allocator, (size_t)total, p->stream,
+                                     &p->plan.consts);
+    if (!status) status = tj_cuda_device_enter(d);
+    entered = !status;
+  }
+  int64_t offset = 0;
+  for (uint32_t b = 0; b < mp->num_buffers && !status && total > 0; ++b) {
+    const tj_buffer_t* buf = &mp->buffers[b];
+    const tj_node_t* n = &g->nodes[buf->node];
+    if (buf->kind != TJ_BUFFER_EXTERNAL || n->op != TJ_OP_CONSTANT) continue;
+    int64_t bytes =
+        tj_host_numel(n->rank, n->dims) * (int64_t)tj_dtype_size(n->dtype);
+    if (packed[buf->node] && !p->plan.wq_tiled_ptr[buf->node]) {
+      p->plan.wq_tiled_ptr[buf->node] = p->plan.consts + (uint64_t)offset;
+      status =
+          TJ_CU_STATUS(&d->cu, cuMemcpyHtoDAsync,
+                       (p->plan.consts + (uint64_t)offset, packed[buf->node],
+                        (size_t)packed_bytes[buf->node], p->stream));
+      offset += tj_cuda_align_up(packed_bytes[buf->node], TJ_CUDA_STAGE_ALIGN);
+    }
+    if (!plain[buf->node] || status) continue;
     p->plan.const_ptr[buf->node] = p->plan.consts + (uint64_t)offset;
     if (bytes > 0) {
       status = TJ_CU_STATUS(&d->cu, cuMemcpyHtoDAsync,
@@ -496,9 +600,19 @@ static tj_status_t upload_constants(tj_cuda_program_t* p) {
     offset += tj_cuda_align_up(bytes ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
   }
   // Pageable sources: the copies are done when they return, but wait for
-  // the stream anyway so the constants are there before any run.
-  if (!status) status = TJ_CU_STATUS(&d->cu, cuStreamSynchronize, (p->stream));
-  tj_cuda_device_leave(d);
+  // the stream anyway so the constants are there before any run (and the
+  // relaid copies may be freed).
+  if (entered) {
+    if (!status)
+      status = TJ_CU_STATUS(&d->cu, cuStreamSynchronize, (p->stream));
+    tj_cuda_device_leave(d);
+  }
+  for (uint32_t i = 0; packed && packed_bytes && i < g->num_nodes; ++i)
+    if (packed[i]) tj_free(p->al, packed[i], (size_t)packed_bytes[i]);
+  tj_free(p->al, bits, g->num_nodes + 1);
+  tj_free(p->al, plain, sizeof(bool) * (g->num_nodes + 1));
+  tj_free(p->al, packed, sizeof(void*) * (g->num_nodes + 1));
+  tj_free(p->al, packed_bytes, sizeof(int64_t) * (g->num_nodes + 1));
   return status;
 }
 

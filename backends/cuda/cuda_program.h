@@ -246,6 +246,10 @@ struct tj_cuda_program_t {
     int32_t* first_output;  // per node
     tj_cu_deviceptr_t consts;
     uint64_t* const_ptr;  // per node: the device copy of a constant, or 0
+    // per node: the copy of a quantized weight in the tile layout
+    // (tj_nvptx_wq_tile) that kernels with tj_nvptx_kernel_t.wq_tiled read
+    // as their B, or 0.
+    uint64_t* wq_tiled_ptr;
   } plan;
 
   // This run's layout and arguments (cuda_run.c).

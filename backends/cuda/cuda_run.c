@@ -171,6 +171,13 @@ static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
     TJ_RETURN_IF_ERROR(tj_lowered_kernel_buffer_offset(low, b, sym, &off));
     argv[b] = p->run.loc[node] +
               (uint64_t)(off * (int64_t)tj_dtype_size(g->nodes[node].dtype));
+    // The quantized weight, its scale and zero point relaid for the
+    // kernel (their offsets are 0).
+    tj_kir_role_t role = k->buffers[b].role;
+    if (kern->info.wq_tiled &&
+        (role == TJ_KIR_GEMM_B || role == TJ_KIR_GEMM_BSCALE ||
+         role == TJ_KIR_GEMM_BZERO))
+      argv[b] = p->plan.wq_tiled_ptr[node];
   }
   for (uint32_t i = 0; i < k->num_params; ++i) {
     memcpy(&argv[low->num_buffers + i], &scalars[i], sizeof(int64_t));

@@ -2,8 +2,11 @@
 // jit/emit_nvptx_wqmma.c): every case of tests/unit/wqgemm_cuda_cases.h
 // compiled once for CUDA (M symbolic, no graph break) and run at M = 1 to
 // 17 and 64 against tj_reference_run (the dequantize, then the product),
-// on the tensor-core kernel (TJ_CUDA_WQGEMM=mma) and again on the
-// CUDA-core one (the default for a symbolic M): within 1e-6 of sum_k |x| * max
+// on the tensor-core kernel (TJ_CUDA_WQGEMM=mma), on the CUDA-core one
+// (=fma), on the tensor-core kernel reading the tile layout (=tiles, the
+// weight, scale and zero point relaid at upload) and on the default (the
+// tile layout for f16/bf16 x, CUDA cores for f32 x, at a symbolic M):
+// within 1e-6 of sum_k |x| * max
 // |w| of each output (f32 sums in another order), on gelu(. + b); f16/bf16
 // cases a few roundings of their dtype more. Skips (exit 77) without a driver
 // or GPU.
@@ -15,7 +18,9 @@
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static tj_context_t* g_ctx;
-static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma: tensor cores
+static tj_context_t* g_mma_ctx;    // TJ_CUDA_WQGEMM=mma: tensor cores
+static tj_context_t* g_tiled_ctx;  // TJ_CUDA_WQGEMM=tiles: the tile layout
+static tj_context_t* g_fma_ctx;    // TJ_CUDA_WQGEMM=fma: CUDA cores
 
 static void run_case(const wq_case_t* c, tj_context_t* ctx) {
   wq_data_t d;
@@ -107,8 +112,17 @@ TEST(every_case_against_the_reference) {
   for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_mma_ctx);
 }
 
-// The default for a symbolic M.
+TEST(every_case_on_the_tile_layout) {
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_tiled_ctx);
+}
+
 TEST(every_case_on_the_cuda_core_kernel) {
+  for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_fma_ctx);
+}
+
+// The default for a symbolic M: the tile layout's kernel for f16/bf16 x,
+// the CUDA-core one for f32 x.
+TEST(every_case_on_the_default_kernel) {
   for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_ctx);
 }
 
@@ -119,10 +133,18 @@ int main(void) {
   // The context reads its settings once, when it is created.
   setenv("TJ_CUDA_WQGEMM", "mma", 1);
   tj_status_t st = tj_test_context_create(&g_mma_ctx);
+  setenv("TJ_CUDA_WQGEMM", "tiles", 1);
+  if (!st) st = tj_test_context_create(&g_tiled_ctx);
+  setenv("TJ_CUDA_WQGEMM", "fma", 1);
+  if (!st) st = tj_test_context_create(&g_fma_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(every_case_against_the_reference);
+  RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
+  RUN_TEST(every_case_on_the_default_kernel);
+  tj_context_destroy(g_fma_ctx);
+  tj_context_destroy(g_tiled_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();

@@ -7,7 +7,10 @@
 // multiplied on tensor cores (mma.sync); its PTX is assembled by ptxas
 // -arch=sm_90a where it is installed, with no spills (its registers are
 // printed). The int4 group of 16 decomposes: more than one kernel, none
-// of them the trick.
+// of them the trick. TJ_CUDA_WQGEMM=tiles: the same kernel reading the
+// weight in the tile layout (tj_nvptx_wq_tile, checked here against its
+// statement in jit/nvptx.h) with 16-byte loads, no spills, and at most
+// 128 registers (two blocks an SM) for f16/bf16 A.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,18 +18,22 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
 #include "tests/unit/ptx_check.h"
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
-static tj_context_t* g_mma_ctx;  // TJ_CUDA_WQGEMM=mma
+static tj_context_t* g_mma_ctx;    // TJ_CUDA_WQGEMM=mma
+static tj_context_t* g_tiled_ctx;  // TJ_CUDA_WQGEMM=tiles
+static tj_context_t* g_fma_ctx;    // TJ_CUDA_WQGEMM=fma
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
 // would put the weight words or accumulators through local memory, so
 // none is allowed).
-static void assemble_and_report(const char* what, const char* text) {
+static void assemble_and_report(const char* what, const char* text,
+                                int max_regs) {
   if (!g_ptxas[0]) return;
   char path[] = "/tmp/tj_wq_ptx_XXXXXX";
   int fd = mkstemp(path);
@@ -56,17 +63,22 @@ static void assemble_and_report(const char* what, const char* text) {
          what, regs, spill_st, spill_ld);
   if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
   CHECK_EQ_INT(0, rc);
-  CHECK(regs > 0 && regs <= 255);
+  CHECK(regs > 0 && regs <= max_regs);
   CHECK_EQ_INT(0, spill_st);
   CHECK_EQ_INT(0, spill_ld);
 }
 
-// |fma|: the default for a symbolic M, the CUDA-core kernel; else under
-// TJ_CUDA_WQGEMM=mma (g_mma_ctx), the tensor-core one.
-static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
+// |fma|: the CUDA-core kernel (TJ_CUDA_WQGEMM=fma); else under
+// TJ_CUDA_WQGEMM=mma (g_mma_ctx), the tensor-core one, or with |tiled|
+// under TJ_CUDA_WQGEMM=tiles, the same on the tile layout.
+static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma,
+                       bool tiled) {
   wq_data_t d;
   wq_make(c, &d);
-  tj_graph_t* g = wq_build(fma ? g_ctx : g_mma_ctx, c, &d);
+  tj_graph_t* g = wq_build(fma     ? g_fma_ctx
+                           : tiled ? g_tiled_ctx
+                                   : g_mma_ctx,
+                           c, &d);
   CHECK(g != NULL);
   if (!g) {
     wq_free(&d);
@@ -80,10 +92,16 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
     fprintf(stderr, "  %s: %u host steps\n", c->name, ptx.num_host_steps);
   CHECK_EQ_INT(0, ptx.num_host_steps);
   // 0x4B000000 (2^23 as f32) or, for int4 under f32 A on tensor cores,
-  // 0x43004300 (two bf16 128s).
-  bool magic = ptx.ptx && (strstr(ptx.ptx, "1258291200") != NULL ||
-                           (!fma && c->bits == 4 && c->adt == TJ_DTYPE_F32 &&
-                            strstr(ptx.ptx, "1124090624") != NULL));
+  // 0x43004300 (two bf16 128s); tiled int4: that for bf16 operands (f32
+  // or bf16 A) or 0x64006400 (two f16 1024s) for f16 A.
+  bool int4_pairs =
+      !fma && c->bits == 4 &&
+      (c->adt == TJ_DTYPE_F32 || (tiled && c->adt == TJ_DTYPE_BF16));
+  bool magic =
+      ptx.ptx && (strstr(ptx.ptx, "1258291200") != NULL ||
+                  (int4_pairs && strstr(ptx.ptx, "1124090624") != NULL) ||
+                  (tiled && c->bits == 4 && c->adt == TJ_DTYPE_F16 &&
+                   strstr(ptx.ptx, "1677747200") != NULL));
   if (c->decomposed) {
     CHECK(ptx.num_kernels > 1);
     CHECK(!magic);
@@ -121,6 +139,12 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
     CHECK(strstr(ptx.ptx, "nctaid.y") != NULL);
     CHECK(strstr(ptx.ptx, "atom.global.add") != NULL);
     CHECK(strstr(ptx.ptx, "membar.gl") != NULL);
+    // Tiled: the lane's unit of a step in one 16-byte load.
+    bool v4 = strstr(ptx.ptx, "ld.global.v4.u32") != NULL ||
+              strstr(ptx.ptx, "ld.global.v4.b32") != NULL ||
+              strstr(ptx.ptx, "ld.global.nc.v4.u32") != NULL;
+    if (tiled && !v4) fprintf(stderr, "  %s: no 16-byte load\n", c->name);
+    if (tiled) CHECK(v4);
   }
   // The CUDA-core kernel: each row tier's unrolled block holds at most 32
   // k-row x tile-row products (8 FMAs each) on the aligned path and one k
@@ -137,7 +161,8 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
     CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
   }
   if (ptx.ptx && arch == TJ_NVPTX_SM_90A && !c->decomposed && !fma)
-    assemble_and_report(c->name, ptx.ptx);
+    assemble_and_report(c->name, ptx.ptx,
+                        tiled && c->adt != TJ_DTYPE_F32 ? 128 : 255);
   else if (ptx.ptx && arch == TJ_NVPTX_SM_90A)
     tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
@@ -147,36 +172,136 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma) {
 
 TEST(every_case_on_sm_90a_and_sm_80) {
   for (int i = 0; i < kWqNumCases; ++i) {
-    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, false);
-    check_case(&kWqCases[i], TJ_NVPTX_SM_80, false);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, false, false);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_80, false, false);
   }
 }
 
-// By default a constant M of 8 or more runs on tensor cores, a smaller
-// one (and a symbolic one, above) on CUDA cores.
-TEST(a_constant_m_of_8_takes_tensor_cores) {
-  const int64_t ms[] = {8, 4};
-  for (int i = 0; i < 2; ++i) {
-    wq_data_t d;
-    wq_make(&kWqCases[0], &d);
-    tj_graph_t* g = wq_build_m(g_ctx, &kWqCases[0], &d, ms[i]);
-    CHECK(g != NULL);
-    tj_cuda_offline_ptx_t ptx;
-    memset(&ptx, 0, sizeof(ptx));
-    tj_allocator_t al = tj_allocator_system();
-    if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
-    bool mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
-    CHECK(ptx.ptx != NULL);
+TEST(every_case_on_the_tile_layout) {
+  for (int i = 0; i < kWqNumCases; ++i) {
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, false, true);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_80, false, true);
+  }
+}
+
+// tj_nvptx_wq_tile against the layout's statement (jit/nvptx.h), unit by
+// unit: every lane's 16 bytes hold exactly its B fragments' elements, the
+// padding zero bits, and tj_nvptx_wq_tiled_at reads each element back.
+static void check_tile_layout(int bits, int64_t K, int64_t N) {
+  int64_t row = bits == 4 ? (N + 1) / 2 : N;
+  uint8_t* src = malloc((size_t)(K * row));
+  for (int64_t i = 0; i < K * row; ++i) src[i] = (uint8_t)(wq_rnd() & 255);
+  // An odd N's last byte holds one column: its high nibble is not a value.
+  if (bits == 4 && (N & 1))
+    for (int64_t k = 0; k < K; ++k) src[k * row + row - 1] &= 15;
+  int64_t bytes = tj_nvptx_wq_tiled_bytes(bits, K, N);
+  int64_t kp = (K + 127) / 128 * 128, np = (N + 63) / 64 * 64;
+  CHECK_EQ_INT(kp * np * bits / 8, bytes);
+  uint8_t* dst = malloc((size_t)bytes);
+  memset(dst, 0xEE, (size_t)bytes);
+  tj_nvptx_wq_tile(bits, K, N, src, dst);
+  int bad = 0;
+  int64_t block = bits == 4 ? 512 : 1024;
+  for (int64_t nt = 0; nt < np / 64; ++nt) {
+    for (int64_t ks = 0; ks < kp / 16; ++ks) {
+      const uint8_t* blk = dst + (nt * (kp / 16) + ks) * block;
+      for (int lane = 0; lane < 32; ++lane) {
+        int g = lane / 4, t = lane % 4;
+        for (int h = 0; h < (bits == 4 ? 1 : 2); ++h) {
+          const uint8_t* unit = blk + 512 * h + 16 * lane;
+          for (int w = 0; w < 4; ++w) {
+            uint32_t word = (uint32_t)unit[4 * w] |
+                            (uint32_t)unit[4 * w + 1] << 8 |
+                            (uint32_t)unit[4 * w + 2] << 16 |
+                            (uint32_t)unit[4 * w + 3] << 24;
+            for (int i = 0; i < (bits == 4 ? 8 : 4); ++i) {
+              int r = bits == 4 ? 2 * ((i & 3) & 1) + (i >> 2) : i;
+              int j = bits == 4 ? 2 * w + ((i & 3) >> 1) : 4 * h + w;
+              int64_t k = 16 * ks + 4 * t + r, n = 64 * nt + 8 * g + j;
+              uint32_t got =
+                  bits == 4 ? (word >> (4 * i)) & 15 : (word >> (8 * i)) & 255;
+              uint32_t want = 0;
+              if (k < K && n < N)
+                want = bits == 4 ? (src[k * row + n / 2] >> (4 * (n & 1))) & 15
+                                 : src[k * row + n];
+              if (got != want && bad++ < 5)
+                fprintf(stderr,
+                        "  tile %d-bit %lldx%lld: (%lld, %lld) %u, want %u\n",
+                        bits, (long long)K, (long long)N, (long long)k,
+                        (long long)n, got, want);
+              if (k < K && n < N &&
+                  tj_nvptx_wq_tiled_at(bits, K, N, dst, k, n) != want &&
+                  bad++ < 5)
+                fprintf(stderr, "  tiled_at (%lld, %lld)\n", (long long)k,
+                        (long long)n);
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK_EQ_INT(0, bad);
+  free(src);
+  free(dst);
+}
+
+TEST(the_tile_layout_holds_each_lanes_fragments) {
+  check_tile_layout(4, 250, 77);
+  check_tile_layout(4, 4100, 130);
+  check_tile_layout(4, 128, 64);
+  check_tile_layout(8, 333, 101);
+  check_tile_layout(8, 129, 40);
+  check_tile_layout(8, 64, 64);
+}
+
+// Whether |c|'s graph at M |m| (0: symbolic) compiles, by default, to
+// tensor cores (|*mma|) on the tile layout (|*tiled|: 16-byte weight
+// loads, which the [K, N] layout's kernels never make).
+static void default_kernel(const wq_case_t* c, int64_t m, bool* mma,
+                           bool* tiled) {
+  wq_data_t d;
+  wq_make(c, &d);
+  tj_graph_t* g = m ? wq_build_m(g_ctx, c, &d, m) : wq_build(g_ctx, c, &d);
+  CHECK(g != NULL);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK(ptx.ptx != NULL);
+  *mma = ptx.ptx && strstr(ptx.ptx, "mma.sync") != NULL;
+  *tiled = ptx.ptx && (strstr(ptx.ptx, "ld.global.v4.u32") != NULL ||
+                       strstr(ptx.ptx, "ld.global.v4.b32") != NULL);
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  if (g) tj_graph_destroy(g);
+  wq_free(&d);
+}
+
+// By default f16/bf16 A runs on tensor cores on the tile layout at every
+// M, symbolic too; f32 A there where M is a constant of 4 (int4) or 8
+// (int8) or more, else (a symbolic M, decode) on CUDA cores.
+TEST(the_default_kernel_by_dtype_and_m) {
+  const wq_case_t* f32 = &kWqCases[0];   // int4_g32_zp_odd
+  const wq_case_t* bf16 = &kWqCases[8];  // int4_g128_bf16
+  const wq_case_t* i8 = &kWqCases[4];    // int8_channel
+  CHECK(f32->adt == TJ_DTYPE_F32 && bf16->adt == TJ_DTYPE_BF16);
+  CHECK(i8->adt == TJ_DTYPE_F32 && i8->bits == 8);
+  bool mma, tiled;
+  const int64_t ms[] = {8, 4, 2, 0};
+  for (int i = 0; i < 4; ++i) {
+    default_kernel(f32, ms[i], &mma, &tiled);
+    CHECK_EQ_INT(ms[i] >= 4, mma);
+    CHECK_EQ_INT(ms[i] >= 4, tiled);
+    default_kernel(bf16, ms[i], &mma, &tiled);
+    CHECK(mma && tiled);
+    default_kernel(i8, ms[i], &mma, &tiled);
     CHECK_EQ_INT(ms[i] >= 8, mma);
-    tj_cuda_offline_ptx_deinitialize(al, &ptx);
-    if (g) tj_graph_destroy(g);
-    wq_free(&d);
+    CHECK_EQ_INT(ms[i] >= 8, tiled);
   }
 }
 
 TEST(every_case_on_the_cuda_core_kernel) {
   for (int i = 0; i < kWqNumCases; ++i)
-    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true);
+    check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true, false);
 }
 
 int main(int argc, char** argv) {
@@ -185,11 +310,19 @@ int main(int argc, char** argv) {
   // The context reads its settings once, when it is created.
   setenv("TJ_CUDA_WQGEMM", "mma", 1);
   tj_status_t st = tj_test_context_create(&g_mma_ctx);
+  setenv("TJ_CUDA_WQGEMM", "tiles", 1);
+  if (!st) st = tj_test_context_create(&g_tiled_ctx);
+  setenv("TJ_CUDA_WQGEMM", "fma", 1);
+  if (!st) st = tj_test_context_create(&g_fma_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
+  RUN_TEST(the_tile_layout_holds_each_lanes_fragments);
   RUN_TEST(every_case_on_sm_90a_and_sm_80);
+  RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
-  RUN_TEST(a_constant_m_of_8_takes_tensor_cores);
+  RUN_TEST(the_default_kernel_by_dtype_and_m);
+  tj_context_destroy(g_fma_ctx);
+  tj_context_destroy(g_tiled_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_ctx);
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
