@@ -103,6 +103,7 @@ typedef struct gemm_t {
   // blocks run over every entry's tiles and the grid has no z.
   bool fold_batch;
   LLVMValueRef tiles_per_entry;  // i64
+  uint32_t store_out;  // the TMA store's output buffer (tma_store_output)
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -1183,6 +1184,62 @@ static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
   return emit_epilogue_rows(g, c, row0, rows);
 }
 
+// The epilogue of one column pair for the TMA store (tj_nvptx_wgmma_t.
+// epilogue_pair): the kernel IR's epilogue phase, 2 lanes wide, with the
+// output redirected to shared memory. Rows and columns past M and N are
+// read at the last row and column pair (N is even where this runs): the
+// TMA store drops what they compute.
+static tj_status_t wgmma_epilogue_pair(void* ctx, LLVMValueRef m0,
+                                       LLVMValueRef n0, LLVMValueRef row,
+                                       LLVMValueRef col, LLVMValueRef acc,
+                                       LLVMValueRef dst) {
+  gemm_t* g = ctx;
+  (void)m0, (void)n0;
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef r =
+      tj_emit_min_i64(em, row, LLVMBuildSub(b, g->m, c64(g, 1), ""));
+  LLVMValueRef c =
+      tj_emit_min_i64(em, col, LLVMBuildSub(b, g->n, c64(g, 2), ""));
+  tj_emit_point_t p;
+  epilogue_point(g, r, c, 2, &p);
+  p.ptr[g->store_out] = dst;
+  p.acc = acc;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &g->k->phases[0], &p, NULL));
+  tj_nvptx_align_accesses(g->nv, &p, 2);
+  return NULL;
+}
+
+// The buffer a TMA store may write (tj_nvptx_options_t.gemm_tma_store):
+// the epilogue's one stored buffer, an output of f16, bf16 or f32
+// contiguous along n that the epilogue does not read; -1 if there is
+// none such.
+static int32_t tma_store_output(const tj_kir_t* k) {
+  const tj_kir_phase_t* ph = &k->phases[0];
+  int32_t out = -1, stores = 0;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_STORE) {
+      out = (int32_t)ph->insts[i].ref;
+      ++stores;
+    }
+    if (ph->insts[i].kind == TJ_KIR_STORE_AT) return -1;
+  }
+  if (stores != 1) return -1;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    tj_kir_inst_kind_t kind = ph->insts[i].kind;
+    if ((kind == TJ_KIR_LOAD || kind == TJ_KIR_LOAD_AT) &&
+        ph->insts[i].ref == (uint32_t)out)
+      return -1;
+  }
+  const tj_kir_buffer_t* buf = &k->buffers[out];
+  if (buf->role != TJ_KIR_OUTPUT ||
+      !tj_kir_ival_is_const(buf->strides[k->rank - 1], 1) ||
+      (buf->dtype != TJ_DTYPE_BF16 && buf->dtype != TJ_DTYPE_F16 &&
+       buf->dtype != TJ_DTYPE_F32))
+    return -1;
+  return out;
+}
+
 // The wgmma tile (m 64|128, n 64|128|256) and pipeline depth (3 to 8
 // stages) that |o| asks for, or the defaults; shared by the 16-bit/tf32
 // and the 8-bit wgmma kernels.
@@ -1260,6 +1317,15 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "kernel @%s: the tf32 gemm takes the TMA schedules with tile_m 64, or "
         "128 and tile_n 128 or 256 (here %dx%d%s)",
         k->name, (int)w.tile_m, (int)w.tile_n, w.tma ? "" : ", no TMA");
+  // The TMA store: where the output allows one and its tile fits.
+  int32_t out = tma_store_output(k);
+  w.tma_store = o->gemm_tma_store && w.tma && !w.tf32 && r == 2 && out >= 0 &&
+                nv->store_map_ok;
+  if (w.tma_store) {
+    g->store_out = (uint32_t)out;
+    w.store_bytes = (int32_t)tj_dtype_size(k->buffers[out].dtype);
+    if (tj_nvptx_wgmma_shared_bytes(&w, 0) > 227 * 1024) w.tma_store = false;
+  }
   int32_t c_bytes = w.tile_m * w.c_stride * 4;
   int32_t shared = tj_nvptx_wgmma_shared_bytes(&w, c_bytes);
   if (shared > 227 * 1024)
@@ -1331,6 +1397,16 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     }
     w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
     w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
+    if (w.tma_store) {
+      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_c");
+      // The host encoded the output's map, and the epilogue's 2-wide
+      // steps are aligned.
+      w.store_ok = LLVMBuildAnd(
+          em->b,
+          LLVMBuildICmp(em->b, LLVMIntNE, nv->store_map_ok, c32(g, 0), ""),
+          epilogue_vector_ok(g, 2), "store_ok");
+      w.epilogue_pair = wgmma_epilogue_pair;
+    }
     // The epilogue runs on the consumer warpgroups alone: both
     // (cooperative) or each on its own tiles (pingpong).
     g->tid = w.pingpong

@@ -80,6 +80,11 @@ typedef struct tj_nvptx_kernel_t {
   // more kernel parameters after the scalars, the 128-byte CUtensorMaps of
   // A and B (by value; tj_cuda_gemm_tensor_maps encodes them).
   bool tma;
+  // tj_nvptx_options_t.gemm_tma_store on a TMA schedule: two parameters
+  // more after those, the CUtensorMap of the output and an i32 that is
+  // nonzero where it was encoded (the kernel takes today's epilogue
+  // where it is 0: an output TMA cannot address).
+  bool tma_store;
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
   // The weight-only GEMM (emit_nvptx_wqmma.c): K may be split across up
@@ -177,6 +182,16 @@ typedef struct tj_nvptx_options_t {
   // tile's operand traffic. gemm_tile_m 64 with gemm_tma is pingpong
   // without it. f16/bf16 only (UNSUPPORTED for tf32).
   bool gemm_pingpong;
+  // gemm_tma: the consumers run the epilogue on their accumulators in
+  // registers, write the output tile to shared memory in its own dtype
+  // and store it with TMA (cp.async.bulk.tensor), two named barriers a
+  // tile, instead of staging f32 rows and storing from every thread.
+  // Taken where the output is the epilogue's one store, contiguous along
+  // n, f16, bf16 or f32, unbatched, and its tile fits beside the ring;
+  // at run time where TMA can address it (a 16-byte aligned base and
+  // row pitch), N is even and the epilogue's other buffers allow 2-wide
+  // accesses; today's staged epilogue elsewhere.
+  bool gemm_tma_store;
   tj_nvptx_attention_kernel_t attention_kernel;
 } tj_nvptx_options_t;
 

@@ -657,8 +657,7 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
         tj_cuda_gemm_tensor_maps(p->device, g, info, argv, scalars, &t->maps));
     uint32_t n = g->num_buffers + g->num_params;
     memcpy(t->tma_argp, p->run.argp + kern->arg_offset, n * sizeof(void*));
-    t->tma_argp[n] = t->maps.a;
-    t->tma_argp[n + 1] = t->maps.b;
+    tj_cuda_tensor_map_args(info, &t->maps, t->tma_argp + n);
     return NULL;
   }
   const uint64_t* argv = p->run.argv + kern->arg_offset;

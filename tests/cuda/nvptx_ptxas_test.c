@@ -136,6 +136,29 @@ static const tj_nvptx_options_t kTma[] = {
     {TMA(256, 128, 4), .gemm_persistent = true},
 };
 
+// The TMA store epilogue (gemm_tma_store, issue 13, hopper8) on the
+// pingpong and cooperative schedules, and whether the bf16 sample's
+// kernel takes it: not where the output tile does not fit beside the ring
+// (128x256 s4: 192 KiB of ring and 64 KiB of tile), which keeps today's
+// epilogue; nor the batched samples (rank 3), whose PTX checks are the
+// same as without the option.
+static const struct {
+  tj_nvptx_options_t o;
+  bool stores;
+} kTmaStore[] = {
+    {{TMA(128, 128, 4), .gemm_pingpong = true, .gemm_persistent = true,
+      .gemm_tma_store = true},
+     true},
+    {{TMA(128, 64, 6), .gemm_pingpong = true, .gemm_persistent = true,
+      .gemm_tma_store = true, .approx_math = true},
+     true},
+    {{TMA(128, 128, 5), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(64, 256, 4), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(256, 128, 3), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(128, 256, 4), .gemm_persistent = true, .gemm_tma_store = true},
+     false},
+};
+
 // The TMA schedules of an f32 GEMM on TF32 tensor cores (allow_tf32): the
 // tuner's candidates 7 to 10, and pingpong 64x128.
 static const tj_nvptx_options_t kTf32[] = {
@@ -165,6 +188,9 @@ static int count_of(const char* text, const char* needle) {
   for (const char* p = text; (p = strstr(p, needle)) != NULL; ++p) ++n;
   return n;
 }
+
+// Whether check_sample expects the TMA store in the PTX (-1: no check).
+static int g_expect_store = 0;
 
 static void check_sample(tj_nvptx_target_t* target, sample_t s,
                          const tj_nvptx_options_t* options) {
@@ -216,6 +242,16 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
         CHECK_EQ_INT(32, info.tile_k);
       }
     }
+    // The TMA store: a 2-D box a 128-byte panel of the tile, committed as
+    // a bulk group and waited for before the buffer is reused; the staged
+    // epilogue stays for outputs TMA cannot address.
+    static const char kStore[] =
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group";
+    bool stores = strstr(ptx, kStore) != NULL;
+    CHECK_EQ_INT(stores, strstr(ptx, "cp.async.bulk.commit_group") != NULL);
+    CHECK_EQ_INT(stores,
+                 strstr(ptx, "cp.async.bulk.wait_group.read 0") != NULL);
+    if (g_expect_store >= 0) CHECK_EQ_INT(g_expect_store, stores);
     // The bf16 output is rounded by the hardware (cvt.rn.bf16.f32, sm_80
     // and later), not by integer arithmetic: seven instructions a value
     // that were most of the TMA GEMMs' epilogue (ncu, issue 13, hopper5).
@@ -228,12 +264,13 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
     if (!options) {
       snprintf(name, sizeof(name), "%s", kSampleNames[s]);
     } else if (info.tma) {
-      snprintf(name, sizeof(name), "%s_tma%s%s%dx%ds%d%s%s", kSampleNames[s],
+      snprintf(name, sizeof(name), "%s_tma%s%s%dx%ds%d%s%s%s", kSampleNames[s],
                options->gemm_tf32 ? "_tf32_" : "",
                options->gemm_pingpong ? "_pingpong_" : "", (int)info.tile_m,
                (int)info.tile_n, (int)info.stages,
                options->gemm_persistent ? "_persistent" : "",
-               options->approx_math ? "_approx" : "");
+               options->approx_math ? "_approx" : "",
+               options->gemm_tma_store ? "_store" : "");
     } else if (info.wgmma) {
       snprintf(name, sizeof(name), "%s_wgmma%dx%ds%d%s%s", kSampleNames[s],
                (int)info.tile_m, (int)info.tile_n, (int)info.stages,
@@ -472,6 +509,13 @@ TEST(every_sample_every_arch) {
       check_sample(target, SAMPLE_GEMM_BF16, &kTma[v]);
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &kTma[v]);
       check_sample(target, SAMPLE_GEMM_BF16_BMM, &kTma[v]);
+    }
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTmaStore);
+         ++v) {
+      g_expect_store = kTmaStore[v].stores;
+      check_sample(target, SAMPLE_GEMM_BF16, &kTmaStore[v].o);
+      g_expect_store = 0;
+      check_sample(target, SAMPLE_GEMM_F16_BATCHED, &kTmaStore[v].o);
     }
     // sm_90a, allow_tf32: the f32 GEMM on wgmma .tf32.
     for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTf32); ++v)
