@@ -212,6 +212,13 @@ typedef struct tj_nvptx_wgmma_t {
   // address), in panels of 128 bytes of columns by the tile's rows.
   bool tma_store;
   int32_t store_bytes;
+  // TMA, tj_nvptx_options_t.gemm_cluster: blocks 2 r and 2 r + 1 are a
+  // cluster (cluster rank = ctaid.x % 2) running the same sequence of
+  // tiles r, r + nctaid.x / 2, ... < |tiles|, tile_origin giving each its
+  // own rows of the pair's (the same columns); each block's producer
+  // loads the B panels of its rank's parity with TMA multicast into both
+  // blocks, and each consumer warp releases a stage in both.
+  bool cluster;
   LLVMValueRef map_c, store_ok;
   tj_status_t (*epilogue_pair)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
                                LLVMValueRef row, LLVMValueRef col,

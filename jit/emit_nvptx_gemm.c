@@ -104,6 +104,11 @@ typedef struct gemm_t {
   bool fold_batch;
   LLVMValueRef tiles_per_entry;  // i64
   uint32_t store_out;  // the TMA store's output buffer (tma_store_output)
+  // gemm_cluster: the grouped raster runs over pairs of vertically
+  // adjacent tiles, a cluster's, and the block takes the pair's
+  // |cluster_rank| (i64) one.
+  int32_t cluster;  // 1 or 2
+  LLVMValueRef cluster_rank;
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -154,9 +159,9 @@ static LLVMValueRef clamp0(gemm_t* g, LLVMValueRef v, int64_t hi) {
 static void tile_coords(gemm_t* g, LLVMValueRef pid, LLVMValueRef* out_m0,
                         LLVMValueRef* out_n0) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef tiles_m =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
-                    c64(g, g->tile_m), "");
+  int32_t rows = g->tile_m * (g->cluster > 1 ? g->cluster : 1);
+  LLVMValueRef tiles_m = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->m, c64(g, rows - 1), ""), c64(g, rows), "");
   LLVMValueRef tiles_n =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
                     c64(g, g->tile_n), "");
@@ -169,16 +174,20 @@ static void tile_coords(gemm_t* g, LLVMValueRef pid, LLVMValueRef* out_m0,
   LLVMValueRef tm =
       LLVMBuildAdd(b, first_m, LLVMBuildSRem(b, in_group, size, ""), "tm");
   LLVMValueRef tn = LLVMBuildSDiv(b, in_group, size, "tn");
-  *out_m0 = LLVMBuildMul(b, tm, c64(g, g->tile_m), "m0");
+  *out_m0 = LLVMBuildMul(b, tm, c64(g, rows), "m0");
+  if (g->cluster > 1)
+    *out_m0 = LLVMBuildAdd(
+        b, *out_m0, LLVMBuildMul(b, g->cluster_rank, c64(g, g->tile_m), ""),
+        "m0");
   *out_n0 = LLVMBuildMul(b, tn, c64(g, g->tile_n), "n0");
 }
 
-// Tiles of C in one batch entry (i64).
+// Tiles of C in one batch entry (i64); with clusters, pairs of tiles.
 static LLVMValueRef tile_count(gemm_t* g) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef tiles_m =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
-                    c64(g, g->tile_m), "");
+  int32_t rows = g->tile_m * (g->cluster > 1 ? g->cluster : 1);
+  LLVMValueRef tiles_m = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->m, c64(g, rows - 1), ""), c64(g, rows), "");
   LLVMValueRef tiles_n =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
                     c64(g, g->tile_n), "");
@@ -1298,8 +1307,22 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "or 128 and f16/bf16 operands (here %dx%d, %s%s)",
         k->name, (int)w.tile_m, (int)w.tile_n, tj_dtype_name(g->in_dtype),
         w.tma ? "" : ", no TMA");
+  w.cluster = o->gemm_cluster;
+  if (w.cluster && (!w.tma || f32 || r != 2 || w.tile_n < 128))
+    return tj_unsupported(
+        "kernel @%s: gemm_cluster takes gemm_tma, a rank-2 gemm of f16/bf16 "
+        "operands and tile_n 128 or 256 (here rank %d, %dx%d, %s%s)",
+        k->name, (int)r, (int)w.tile_m, (int)w.tile_n,
+        tj_dtype_name(g->in_dtype), w.tma ? "" : ", no TMA");
   g->tile_m = w.tile_m;
   g->tile_n = w.tile_n;
+  g->cluster = w.cluster ? 2 : 1;
+  if (w.cluster)
+    g->cluster_rank = LLVMBuildZExt(
+        em->b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                           NULL, 0),
+        em->t_i64, "cluster_rank");
   // The epilogue's threads: one consumer warpgroup (pingpong), both
   // (cooperative TMA), or tile_m / 64 warpgroups (cp.async).
   g->threads = w.pingpong ? 128 : w.tma ? 256 : w.tile_m / 64 * 128;
@@ -1337,6 +1360,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->tensor_cores = true;
   info->wgmma = true;
   info->tma = w.tma;
+  info->cluster = w.cluster ? 2 : 0;
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
   info->tile_n = w.tile_n;
@@ -1816,7 +1840,10 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     out->empty = true;
     return NULL;
   }
-  int64_t tm = info->tile_m, tn = info->tile_n;
+  // Clusters: a cluster of info->cluster blocks a tile each (rows apart)
+  // per unit of the raster (emit_wgmma_gemm's tile_count).
+  int64_t cluster = info->cluster > 1 ? info->cluster : 1;
+  int64_t tm = info->tile_m * cluster, tn = info->tile_n;
   int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   // The TMA schedules fold the batch into the tile index
   // (emit_wgmma_gemm): one grid dim over every entry's tiles.
@@ -1851,10 +1878,14 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       }
     }
   }
-  // Persistent: one block per SM at most, each looping over tiles.
+  // Persistent: one block per SM at most, each looping over tiles (or a
+  // cluster per |cluster| SMs over pairs of them).
+  int64_t units = num_sms / cluster;
   out->grid[0] =
-      (uint32_t)(info->persistent && num_sms > 0 && tiles > num_sms ? num_sms
-                                                                    : tiles);
+      (uint32_t)(cluster * (info->persistent && units > 0 && tiles > units
+                                ? units
+                                : tiles));
+  out->cluster = (uint32_t)(cluster > 1 ? cluster : 0);
   out->grid[1] = 1;
   // The weight-only GEMM of one row tile: K split in S blocks a tile (grid
   // y), S the fewest of those that take the least waves of the SMs' blocks

@@ -968,6 +968,36 @@ static void tma_load(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
            "r,l,r,r,r,r,~{memory}", a, 6);
 }
 
+// tma_load's 2-D box into the same shared address of both blocks of the
+// cluster, completing on the same barrier of each.
+static void tma_multicast(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
+                          LLVMValueRef x, LLVMValueRef y, LLVMValueRef bar) {
+  LLVMValueRef a[6] = {dst,
+                       map,
+                       LLVMBuildTrunc(w->b, x, w->em->t_i32, ""),
+                       LLVMBuildTrunc(w->b, y, w->em->t_i32, ""),
+                       bar,
+                       LLVMConstInt(w->em->t_i16, 3, 0)};
+  void_asm(w,
+           "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+           "complete_tx::bytes.multicast::cluster [$0], [$1, {$2, $3}], [$4], "
+           "$5;",
+           "r,l,r,r,r,h,~{memory}", a, 6);
+}
+
+// This block's rank in its cluster (i32), read where it is used.
+static LLVMValueRef cluster_rank(wg_t* w) {
+  return inline_asm(w, w->em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                    NULL, 0);
+}
+
+// Every thread of both blocks of the cluster: what each did before is
+// visible to the other's after.
+static void cluster_sync(wg_t* w) {
+  plain_asm(w,
+            "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;");
+}
+
 // Stage and phase parity of k-tile number |it| (i64) as i32.
 static void ring_slot(wg_t* w, LLVMValueRef it, LLVMValueRef* out_s,
                       LLVMValueRef* out_phase) {
@@ -1037,14 +1067,22 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   tma_load(w, base, p->map_a, k0, m0, p->a_batched ? entry : NULL, full);
   for (int32_t q = 0; q < panels; ++q) {
     tj_emit_if_t in;
-    if (q > 0)
-      tj_emit_if_begin(
-          em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
+    LLVMValueRef live_q = LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, "");
+    // Clusters: the panels of this block's parity, into both blocks.
+    if (p->cluster)
+      live_q = LLVMBuildAnd(
+          b, live_q,
+          LLVMBuildICmp(b, LLVMIntEQ, cluster_rank(w), c32(w, q % 2), ""), "");
+    if (q > 0 || p->cluster) tj_emit_if_begin(em, &in, live_q, "panel");
     LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * q), "");
-    tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), ""),
-             p->map_b, p->b_kmajor ? k0 : nq, p->b_kmajor ? nq : k0,
-             p->b_batched ? entry : NULL, full);
-    if (q > 0) tj_emit_if_end(em, &in);
+    LLVMValueRef dst =
+        LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), "");
+    LLVMValueRef x = p->b_kmajor ? k0 : nq, y = p->b_kmajor ? nq : k0;
+    if (p->cluster)
+      tma_multicast(w, dst, p->map_b, x, y, full);
+    else
+      tma_load(w, dst, p->map_b, x, y, p->b_batched ? entry : NULL, full);
+    if (q > 0 || p->cluster) tj_emit_if_end(em, &in);
   }
   bump(w, it);
   tj_emit_loop_end(em, &ks);
@@ -1063,6 +1101,16 @@ static void release(wg_t* w, LLVMValueRef it) {
   LLVMValueRef s, phase;
   ring_slot(w, it, &s, &phase);
   mbar_arrive(w, empty_bar(w, s));
+  // The partner block's producer multicasts into this block's stage too.
+  // (The rank is read here, not kept in a register across the loop.)
+  if (w->p->cluster) {
+    LLVMValueRef bar = empty_bar(w, s);
+    void_asm(w,
+             "{\n.reg .b32 r, peer;\nmov.u32 peer, %cluster_ctarank;\n"
+             "xor.b32 peer, peer, 1;\nmapa.shared::cluster.u32 r, $0, peer;\n"
+             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}",
+             "r,~{memory}", &bar, 1);
+  }
   tj_emit_if_end(w->em, &lane0);
 }
 
@@ -1332,8 +1380,11 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
     LLVMValueRef full[2] = {full_bar(w, c32(w, s)), c32(w, 1)};
     // One arrival a consumer warp that reads the stage: both warpgroups'
     // (cooperative) or one's (pingpong).
-    LLVMValueRef empty[2] = {empty_bar(w, c32(w, s)),
-                             c32(w, p->pingpong ? 4 : 8)};
+    // Clusters: the partner block's consumers too (its producer writes
+    // this stage of both blocks).
+    LLVMValueRef empty[2] = {
+        empty_bar(w, c32(w, s)),
+        c32(w, (p->pingpong ? 4 : 8) * (p->cluster ? 2 : 1))};
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              full, 2);
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
@@ -1355,9 +1406,17 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
     void_asm(w, "prefetch.tensormap [$0];", "l,~{memory}", &map[i], 1);
   tj_emit_if_end(em, &maps);
   tj_emit_if_end(em, &t0);
-  tj_nvptx_barrier(w->nv);
   LLVMValueRef first = tj_nvptx_sreg64(w->nv, "ctaid.x");
   LLVMValueRef step = tj_nvptx_sreg64(w->nv, "nctaid.x");
+  if (p->cluster) {
+    // The partner's barriers are initialized before either block's
+    // multicasts or remote arrivals reach them.
+    cluster_sync(w);
+    first = LLVMBuildLShr(b, first, c64(w, 1), "cluster_id");
+    step = LLVMBuildLShr(b, step, c64(w, 1), "clusters");
+  } else {
+    tj_nvptx_barrier(w->nv);
+  }
   LLVMValueRef is_producer =
       LLVMBuildICmp(b, LLVMIntEQ, w->wg, c32(w, 0), "producer");
   tj_emit_if_t prod, cons;
@@ -1368,6 +1427,8 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
   tj_status_t s = consumer(w, LLVMBuildSub(b, w->wg, c32(w, 1), "consumer"),
                            first, step, any);
   tj_emit_if_end(em, &cons);
+  // Neither block exits while the other may still arrive on its barriers.
+  if (p->cluster) cluster_sync(w);
   return s;
 }
 

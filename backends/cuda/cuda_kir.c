@@ -153,6 +153,7 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   memcpy(l.grid, launch.grid, sizeof(l.grid));
   memcpy(l.block, launch.block, sizeof(l.block));
   l.shared_bytes = launch.shared_bytes;
+  l.cluster = launch.cluster;
   return tj_cuda_kernel_launch(&kernel->function, &l, args);
 }
 

@@ -592,7 +592,7 @@ TEST(wgmma_descriptor_probe) {
     uint64_t db = ((uint64_t)(kCand[c][0] >> 4) << 16) |
                   ((uint64_t)(kCand[c][1] >> 4) << 32) | (1ull << 62);
     void* args[4] = {&d_img, &d_out, &da, &db};
-    tj_cuda_launch_t l = {{1, 1, 1}, {128, 1, 1}, kImage + 1024};
+    tj_cuda_launch_t l = {{1, 1, 1}, {128, 1, 1}, kImage + 1024, 0};
     CHECK_OK(tj_cuda_kernel_launch(&kern, &l, args));
     static float out[M * N];
     download(out, d_out, sizeof(out));
@@ -927,6 +927,32 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 128,
      .gemm_tile_n = 256,
      .gemm_stages = 4},
+    // 2-block clusters with B multicast (issue 13, hopper8): cooperative
+    // 128x256 persistent, pingpong 128x128 with the TMA store, and a
+    // block a tile pair (the pair's second tile past M where the tile
+    // rows are odd: 1, 17, 129, 300 rows).
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_tma_store = true,
+     .gemm_pingpong = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5},
 };
 
 // Odd M, N and K (K = 0 too: no load, C is the epilogue of zeros) and a
@@ -1022,6 +1048,7 @@ TEST(tma_gemm) {
       compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), &kTma[v], "tma");
       if (c.ck) CHECK(c.ck->info.tma && c.ck->info.threads == 384);
       if (c.ck) CHECK_EQ_INT(kTma[v].gemm_tma_store, c.ck->info.tma_store);
+      if (c.ck) CHECK_EQ_INT(kTma[v].gemm_cluster ? 2 : 0, c.ck->info.cluster);
       check_half_gemm(&c, kTypes[d], 1, kTmaSizes, TJ_ARRAY_SIZE(kTmaSizes));
       release_compiled(&c);
       compiled_t r = compile_kir(residual_kir(kTypes[d]), &kTma[v], "tma res");
@@ -1194,6 +1221,8 @@ static void check_bmm(const compiled_t* c) {
 // the tile index) and on the cp.async tiles, against the host.
 TEST(tma_batched_gemm) {
   for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
+    // Clusters take rank-2 GEMMs only (nvptx_ptxas_test's bad_options).
+    if (kTma[v].gemm_cluster) continue;
     compiled_t c = compile_with(SAMPLE_GEMM_BF16_BMM, &kTma[v]);
     if (c.ck) CHECK(c.ck->info.tma);
     check_bmm(&c);
