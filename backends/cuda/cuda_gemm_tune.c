@@ -78,7 +78,14 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_tile_m = 128,
            .gemm_tile_n = 128},
     // TMA loads by a producer warpgroup, two consumer warpgroups, a
-    // persistent grid (emit_nvptx_wgmma.c).
+    // persistent grid (emit_nvptx_wgmma.c). 9, 15 and 16 store their
+    // output with TMA where it allows (gemm_tma_store; the staged
+    // epilogue elsewhere): on the H200 (bench/RESULTS.md, issue 13,
+    // hopper8) 1.00-1.22x faster than staged on the six bf16 goal shapes,
+    // pingpong 128x128 from 0.84-0.90x cuBLAS to 0.92-0.94x on five of
+    // them. 7 keeps the staged epilogue: with the store it was 0.98x as
+    // fast at (8192, 3072, 768), where it is the fastest candidate, and
+    // at 4096^3.
     [7] = {.gemm_stages = 4,
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tma = true,
@@ -96,6 +103,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [9] = {.gemm_stages = 4,
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tma = true,
+           .gemm_tma_store = true,
            .gemm_persistent = true,
            .gemm_tile_m = 64,
            .gemm_tile_n = 256},
@@ -131,6 +139,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [15] = {.gemm_stages = 4,
             .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
             .gemm_tma = true,
+            .gemm_tma_store = true,
             .gemm_persistent = true,
             .gemm_pingpong = true,
             .gemm_tile_m = 128,
@@ -142,6 +151,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [16] = {.gemm_stages = 3,
             .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
             .gemm_tma = true,
+            .gemm_tma_store = true,
             .gemm_persistent = true,
             .gemm_tile_m = 256,
             .gemm_tile_n = 128},
