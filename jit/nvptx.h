@@ -200,6 +200,9 @@ typedef struct tj_nvptx_options_t {
   // of the B tile's 64-column panels with TMA multicast into both, so B
   // crosses L2 once for the pair (issue 13: cuBLAS's 2-block clusters
   // read 148 MB of DRAM at 4096^3 where the single blocks read 176-186).
+  // Correct on the H200 but 0.34-0.64x as fast as the same schedules
+  // without it (bench/RESULTS.md, hopper8 round 2), so in no tuner
+  // candidate: its DRAM reads fell to 146 MB, its tensor pipe to 66%.
   bool gemm_cluster;
   tj_nvptx_attention_kernel_t attention_kernel;
 } tj_nvptx_options_t;
