@@ -1102,13 +1102,18 @@ static void release(wg_t* w, LLVMValueRef it) {
   ring_slot(w, it, &s, &phase);
   mbar_arrive(w, empty_bar(w, s));
   // The partner block's producer multicasts into this block's stage too.
-  // (The rank is read here, not kept in a register across the loop.)
+  // (The rank is read here, not kept in a register across the loop.) The
+  // arrive has the default .release.cta semantics, as CUTLASS's
+  // ClusterBarrier::arrive: the stage was read by wgmma, complete at the
+  // wgmma wait before it, and a .release.cluster on every k-tile of every
+  // warp is the first suspect for the clusters' 0.34-0.64x (not yet
+  // measured on the GPU).
   if (w->p->cluster) {
     LLVMValueRef bar = empty_bar(w, s);
     void_asm(w,
              "{\n.reg .b32 r, peer;\nmov.u32 peer, %cluster_ctarank;\n"
              "xor.b32 peer, peer, 1;\nmapa.shared::cluster.u32 r, $0, peer;\n"
-             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}",
+             "mbarrier.arrive.shared::cluster.b64 _, [r];\n}",
              "r,~{memory}", &bar, 1);
   }
   tj_emit_if_end(w->em, &lane0);
