@@ -1307,19 +1307,20 @@ static void annotate(tj_nvptx_emit_t* nv, const char* key, int32_t value) {
       LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
-// Parameters |first| and |first| + 1 of the kernel are CUtensorMaps passed
-// by value (128 bytes, 64-byte aligned) and read in place: byval, and
+// Parameters |first| to |first| + |count| - 1 of the kernel are CUtensorMaps
+// passed by value (128 bytes, 64-byte aligned) and read in place: byval, and
 // "grid_constant" in nvvm.annotations so that LLVM keeps them in the
 // parameter space (cvta.param gives their generic address, which TMA
 // takes) instead of copying them to a local stack slot.
-static void tensor_map_params(tj_nvptx_emit_t* nv, uint32_t first) {
+static void tensor_map_params(tj_nvptx_emit_t* nv, uint32_t first,
+                              uint32_t count) {
   tj_emit_t* em = &nv->em;
   LLVMTypeRef words = LLVMArrayType2(em->t_i64, 16);
   LLVMTypeRef map = LLVMStructTypeInContext(em->ctx, &words, 1, 1);
   const char* byval = "byval";
   const char* align = "align";
-  LLVMMetadataRef index[2];
-  for (uint32_t i = 0; i < 2; ++i) {
+  LLVMMetadataRef index[3];
+  for (uint32_t i = 0; i < count; ++i) {
     unsigned at = first + i + 1;  // attribute index 0 is the return value
     LLVMAddAttributeAtIndex(
         em->fn, at,
@@ -1338,7 +1339,7 @@ static void tensor_map_params(tj_nvptx_emit_t* nv, uint32_t first) {
   LLVMMetadataRef md[3] = {
       LLVMValueAsMetadata(em->fn),
       LLVMMDStringInContext2(em->ctx, key, strlen(key)),
-      LLVMMDNodeInContext2(em->ctx, index, 2),
+      LLVMMDNodeInContext2(em->ctx, index, count),
   };
   LLVMAddNamedMetadataOperand(
       em->mod, "nvvm.annotations",
@@ -1370,17 +1371,23 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
     return tj_invalid("kernel @%s: two kernels with this name in one module",
                       k->name);
   uint32_t n = k->num_buffers + k->num_params;
-  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
+  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
   for (uint32_t i = 0; i < k->num_buffers; ++i) params[i] = em->t_ptr;
   for (uint32_t i = 0; i < k->num_params; ++i)
     params[k->num_buffers + i] = em->t_i64;
   bool maps = k->kind == TJ_KIR_GEMM && nv->options.gemm_tma;
-  if (maps) params[n] = params[n + 1] = em->t_ptr;
+  // The output's map and its flag (tj_nvptx_kernel_t.tma_store).
+  bool store = maps && nv->options.gemm_tma_store;
+  uint32_t num_maps = maps ? (store ? 3 : 2) : 0;
+  for (uint32_t i = 0; i < num_maps; ++i) params[n + i] = em->t_ptr;
+  if (store) params[n + num_maps] = em->t_i32;
   em->fn = LLVMAddFunction(
       em->mod, info->entry,
-      LLVMFunctionType(em->t_void, params, n + (maps ? 2 : 0), 0));
+      LLVMFunctionType(em->t_void, params, n + num_maps + (store ? 1 : 0), 0));
   LLVMSetFunctionCallConv(em->fn, LLVMPTXKernelCallConv);
-  if (maps) tensor_map_params(nv, n);
+  if (maps) tensor_map_params(nv, n, num_maps);
+  if (store) nv->store_map_ok = LLVMGetParam(em->fn, n + num_maps);
+  info->tma_store = store;
   const char* nounwind = "nounwind";
   LLVMAddAttributeAtIndex(
       em->fn, LLVMAttributeFunctionIndex,

@@ -96,8 +96,10 @@ typedef struct tj_nvptx_emit_t {
   LLVMTypeRef t_ptr_shared;  // ptr addrspace(3)
   LLVMTypeRef t_ptr_global;  // ptr addrspace(1)
   tj_nvptx_kernel_t* info;
-  // gemm_tma: the tensor-map parameters of A and B (byval pointers).
-  LLVMValueRef tensor_map[2];
+  // gemm_tma: the tensor-map parameters of A and B (byval pointers), and
+  // with gemm_tma_store the output's and its i32 flag (nonzero: encoded).
+  LLVMValueRef tensor_map[3];
+  LLVMValueRef store_map_ok;
 } tj_nvptx_emit_t;
 
 // A special register (e.g. "tid.x") as i32.
@@ -200,6 +202,27 @@ typedef struct tj_nvptx_wgmma_t {
                           LLVMValueRef batch, LLVMValueRef c, int32_t row0,
                           int32_t rows);
   void* ctx;
+  // TMA, the output through a TMA store (tj_nvptx_options_t.
+  // gemm_tma_store), where |store_ok| (i1) holds at run time, else the
+  // staged epilogue above: the consumers call |epilogue_pair| for each
+  // pair of columns (col, col + 1) of row |row| (i64, inside the tile at
+  // (m0, n0)) whose accumulators are |acc| (<2 x float>); it stores the
+  // output's two elements (|store_bytes| each) at |dst| (ptr
+  // addrspace(3)). The tile then goes out through |map_c| (i64 generic
+  // address), in panels of 128 bytes of columns by the tile's rows.
+  bool tma_store;
+  int32_t store_bytes;
+  // TMA, tj_nvptx_options_t.gemm_cluster: blocks 2 r and 2 r + 1 are a
+  // cluster (cluster rank = ctaid.x % 2) running the same sequence of
+  // tiles r, r + nctaid.x / 2, ... < |tiles|, tile_origin giving each its
+  // own rows of the pair's (the same columns); each block's producer
+  // loads the B panels of its rank's parity with TMA multicast into both
+  // blocks, and each consumer warp releases a stage in both.
+  bool cluster;
+  LLVMValueRef map_c, store_ok;
+  tj_status_t (*epilogue_pair)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
+                               LLVMValueRef row, LLVMValueRef col,
+                               LLVMValueRef acc, LLVMValueRef dst);
 } tj_nvptx_wgmma_t;
 
 // The wgmma kernels' staged C rows hold column c at column

@@ -106,6 +106,12 @@ typedef struct gemm_t {
   // blocks run over every entry's tiles and the grid has no z.
   bool fold_batch;
   LLVMValueRef tiles_per_entry;  // i64
+  uint32_t store_out;  // the TMA store's output buffer (tma_store_output)
+  // gemm_cluster: the grouped raster runs over pairs of vertically
+  // adjacent tiles, a cluster's, and the block takes the pair's
+  // |cluster_rank| (i64) one.
+  int32_t cluster;  // 1 or 2
+  LLVMValueRef cluster_rank;
 } gemm_t;
 
 static LLVMValueRef c32(gemm_t* g, int64_t v) {
@@ -156,9 +162,9 @@ static LLVMValueRef clamp0(gemm_t* g, LLVMValueRef v, int64_t hi) {
 static void tile_coords(gemm_t* g, LLVMValueRef pid, LLVMValueRef* out_m0,
                         LLVMValueRef* out_n0) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef tiles_m =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
-                    c64(g, g->tile_m), "");
+  int32_t rows = g->tile_m * (g->cluster > 1 ? g->cluster : 1);
+  LLVMValueRef tiles_m = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->m, c64(g, rows - 1), ""), c64(g, rows), "");
   LLVMValueRef tiles_n =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
                     c64(g, g->tile_n), "");
@@ -171,16 +177,20 @@ static void tile_coords(gemm_t* g, LLVMValueRef pid, LLVMValueRef* out_m0,
   LLVMValueRef tm =
       LLVMBuildAdd(b, first_m, LLVMBuildSRem(b, in_group, size, ""), "tm");
   LLVMValueRef tn = LLVMBuildSDiv(b, in_group, size, "tn");
-  *out_m0 = LLVMBuildMul(b, tm, c64(g, g->tile_m), "m0");
+  *out_m0 = LLVMBuildMul(b, tm, c64(g, rows), "m0");
+  if (g->cluster > 1)
+    *out_m0 = LLVMBuildAdd(
+        b, *out_m0, LLVMBuildMul(b, g->cluster_rank, c64(g, g->tile_m), ""),
+        "m0");
   *out_n0 = LLVMBuildMul(b, tn, c64(g, g->tile_n), "n0");
 }
 
-// Tiles of C in one batch entry (i64).
+// Tiles of C in one batch entry (i64); with clusters, pairs of tiles.
 static LLVMValueRef tile_count(gemm_t* g) {
   LLVMBuilderRef b = g->b;
-  LLVMValueRef tiles_m =
-      LLVMBuildSDiv(b, LLVMBuildAdd(b, g->m, c64(g, g->tile_m - 1), ""),
-                    c64(g, g->tile_m), "");
+  int32_t rows = g->tile_m * (g->cluster > 1 ? g->cluster : 1);
+  LLVMValueRef tiles_m = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, g->m, c64(g, rows - 1), ""), c64(g, rows), "");
   LLVMValueRef tiles_n =
       LLVMBuildSDiv(b, LLVMBuildAdd(b, g->n, c64(g, g->tile_n - 1), ""),
                     c64(g, g->tile_n), "");
@@ -1186,6 +1196,62 @@ static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
   return emit_epilogue_rows(g, c, row0, rows);
 }
 
+// The epilogue of one column pair for the TMA store (tj_nvptx_wgmma_t.
+// epilogue_pair): the kernel IR's epilogue phase, 2 lanes wide, with the
+// output redirected to shared memory. Rows and columns past M and N are
+// read at the last row and column pair (N is even where this runs): the
+// TMA store drops what they compute.
+static tj_status_t wgmma_epilogue_pair(void* ctx, LLVMValueRef m0,
+                                       LLVMValueRef n0, LLVMValueRef row,
+                                       LLVMValueRef col, LLVMValueRef acc,
+                                       LLVMValueRef dst) {
+  gemm_t* g = ctx;
+  (void)m0, (void)n0;
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef r =
+      tj_emit_min_i64(em, row, LLVMBuildSub(b, g->m, c64(g, 1), ""));
+  LLVMValueRef c =
+      tj_emit_min_i64(em, col, LLVMBuildSub(b, g->n, c64(g, 2), ""));
+  tj_emit_point_t p;
+  epilogue_point(g, r, c, 2, &p);
+  p.ptr[g->store_out] = dst;
+  p.acc = acc;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &g->k->phases[0], &p, NULL));
+  tj_nvptx_align_accesses(g->nv, &p, 2);
+  return NULL;
+}
+
+// The buffer a TMA store may write (tj_nvptx_options_t.gemm_tma_store):
+// the epilogue's one stored buffer, an output of f16, bf16 or f32
+// contiguous along n that the epilogue does not read; -1 if there is
+// none such.
+static int32_t tma_store_output(const tj_kir_t* k) {
+  const tj_kir_phase_t* ph = &k->phases[0];
+  int32_t out = -1, stores = 0;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    if (ph->insts[i].kind == TJ_KIR_STORE) {
+      out = (int32_t)ph->insts[i].ref;
+      ++stores;
+    }
+    if (ph->insts[i].kind == TJ_KIR_STORE_AT) return -1;
+  }
+  if (stores != 1) return -1;
+  for (uint32_t i = 0; i < ph->num_insts; ++i) {
+    tj_kir_inst_kind_t kind = ph->insts[i].kind;
+    if ((kind == TJ_KIR_LOAD || kind == TJ_KIR_LOAD_AT) &&
+        ph->insts[i].ref == (uint32_t)out)
+      return -1;
+  }
+  const tj_kir_buffer_t* buf = &k->buffers[out];
+  if (buf->role != TJ_KIR_OUTPUT ||
+      !tj_kir_ival_is_const(buf->strides[k->rank - 1], 1) ||
+      (buf->dtype != TJ_DTYPE_BF16 && buf->dtype != TJ_DTYPE_F16 &&
+       buf->dtype != TJ_DTYPE_F32))
+    return -1;
+  return out;
+}
+
 // The wgmma tile (m 64|128, n 64|128|256) and pipeline depth (3 to 8
 // stages) that |o| asks for, or the defaults; shared by the 16-bit/tf32
 // and the 8-bit wgmma kernels.
@@ -1244,8 +1310,22 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "or 128 and f16/bf16 operands (here %dx%d, %s%s)",
         k->name, (int)w.tile_m, (int)w.tile_n, tj_dtype_name(g->in_dtype),
         w.tma ? "" : ", no TMA");
+  w.cluster = o->gemm_cluster;
+  if (w.cluster && (!w.tma || f32 || r != 2 || w.tile_n < 128))
+    return tj_unsupported(
+        "kernel @%s: gemm_cluster takes gemm_tma, a rank-2 gemm of f16/bf16 "
+        "operands and tile_n 128 or 256 (here rank %d, %dx%d, %s%s)",
+        k->name, (int)r, (int)w.tile_m, (int)w.tile_n,
+        tj_dtype_name(g->in_dtype), w.tma ? "" : ", no TMA");
   g->tile_m = w.tile_m;
   g->tile_n = w.tile_n;
+  g->cluster = w.cluster ? 2 : 1;
+  if (w.cluster)
+    g->cluster_rank = LLVMBuildZExt(
+        em->b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                           NULL, 0),
+        em->t_i64, "cluster_rank");
   // The epilogue's threads: one consumer warpgroup (pingpong), both
   // (cooperative TMA), or tile_m / 64 warpgroups (cp.async).
   g->threads = w.pingpong ? 128 : w.tma ? 256 : w.tile_m / 64 * 128;
@@ -1263,6 +1343,15 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "kernel @%s: the tf32 gemm takes the TMA schedules with tile_m 64, or "
         "128 and tile_n 128 or 256 (here %dx%d%s)",
         k->name, (int)w.tile_m, (int)w.tile_n, w.tma ? "" : ", no TMA");
+  // The TMA store: where the output allows one and its tile fits.
+  int32_t out = tma_store_output(k);
+  w.tma_store = o->gemm_tma_store && w.tma && !w.tf32 && r == 2 && out >= 0 &&
+                nv->store_map_ok;
+  if (w.tma_store) {
+    g->store_out = (uint32_t)out;
+    w.store_bytes = (int32_t)tj_dtype_size(k->buffers[out].dtype);
+    if (tj_nvptx_wgmma_shared_bytes(&w, 0) > 227 * 1024) w.tma_store = false;
+  }
   int32_t c_bytes = w.tile_m * w.c_stride * 4;
   int32_t shared = tj_nvptx_wgmma_shared_bytes(&w, c_bytes);
   if (shared > 227 * 1024)
@@ -1274,6 +1363,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->tensor_cores = true;
   info->wgmma = true;
   info->tma = w.tma;
+  info->cluster = w.cluster ? 2 : 0;
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
   info->tile_n = w.tile_n;
@@ -1334,6 +1424,16 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     }
     w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
     w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
+    if (w.tma_store) {
+      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_c");
+      // The host encoded the output's map, and the epilogue's 2-wide
+      // steps are aligned.
+      w.store_ok = LLVMBuildAnd(
+          em->b,
+          LLVMBuildICmp(em->b, LLVMIntNE, nv->store_map_ok, c32(g, 0), ""),
+          epilogue_vector_ok(g, 2), "store_ok");
+      w.epilogue_pair = wgmma_epilogue_pair;
+    }
     // The epilogue runs on the consumer warpgroups alone: both
     // (cooperative) or each on its own tiles (pingpong).
     g->tid = w.pingpong
@@ -1756,7 +1856,10 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     out->empty = true;
     return NULL;
   }
-  int64_t tm = info->tile_m, tn = info->tile_n;
+  // Clusters: a cluster of info->cluster blocks a tile each (rows apart)
+  // per unit of the raster (emit_wgmma_gemm's tile_count).
+  int64_t cluster = info->cluster > 1 ? info->cluster : 1;
+  int64_t tm = info->tile_m * cluster, tn = info->tile_n;
   int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   // The TMA schedules fold the batch into the tile index
   // (emit_wgmma_gemm): one grid dim over every entry's tiles.
@@ -1791,10 +1894,14 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       }
     }
   }
-  // Persistent: one block per SM at most, each looping over tiles.
+  // Persistent: one block per SM at most, each looping over tiles (or a
+  // cluster per |cluster| SMs over pairs of them).
+  int64_t units = num_sms / cluster;
   out->grid[0] =
-      (uint32_t)(info->persistent && num_sms > 0 && tiles > num_sms ? num_sms
-                                                                    : tiles);
+      (uint32_t)(cluster * (info->persistent && units > 0 && tiles > units
+                                ? units
+                                : tiles));
+  out->cluster = (uint32_t)(cluster > 1 ? cluster : 0);
   out->grid[1] = 1;
   // The weight-only GEMM of one row tile: K split in S blocks a tile (grid
   // y), S the fewest of those that take the least waves of the SMs' blocks

@@ -711,21 +711,45 @@ static int32_t tma_c_regions(const tj_nvptx_wgmma_t* p) {
   return p->pingpong ? 2 : 1;
 }
 
+// Bytes from the ring's start to the first C region: the barriers, and
+// with a TMA store the rest of their 1024 bytes, so that the output's
+// swizzled panels start on the swizzle's period as the map expects.
+static int32_t c_region_offset(const tj_nvptx_wgmma_t* p) {
+  return ring_bytes(p) + (p->tma_store ? kAtom : kBarrierBytes);
+}
+
 static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
   int32_t rows = p->tile_m;
-  while (rows > 16 && ring_bytes(p) + kBarrierBytes + kAtom +
+  while (rows > 16 && c_region_offset(p) + kAtom +
                               tma_c_regions(p) * rows * p->c_stride * 4 >
                           kMaxShared)
     rows /= 2;
   return rows;
 }
 
+// The output tile a region holds for the TMA store: every row of the
+// tile (both warpgroups' in a cooperative one) in panels of 128 bytes of
+// columns, panel q at q tile_m 128, row r of it at r 128 with its 16-byte
+// chunk c at c ^ (r & 7) (the map's 128-byte swizzle).
+static int32_t store_tile_bytes(const tj_nvptx_wgmma_t* p) {
+  return p->tile_m * p->tile_n * p->store_bytes;
+}
+
+// A region holds the staged f32 rows or, with a TMA store, the output
+// tile instead (the kernel takes one or the other at run time).
+static int32_t c_region_bytes(const tj_nvptx_wgmma_t* p) {
+  int32_t staged = tma_c_rows(p) * p->c_stride * 4;
+  if (!p->tma_store) return staged;
+  int32_t out = store_tile_bytes(p);
+  int32_t bytes = staged > out ? staged : out;
+  return (bytes + kAtom - 1) / kAtom * kAtom;
+}
+
 int32_t tj_nvptx_wgmma_shared_bytes(const tj_nvptx_wgmma_t* p,
                                     int32_t c_bytes) {
   int32_t ring = ring_bytes(p);
   if (p->tma)
-    return ring + kBarrierBytes +
-           tma_c_regions(p) * tma_c_rows(p) * p->c_stride * 4 + kAtom;
+    return c_region_offset(p) + tma_c_regions(p) * c_region_bytes(p) + kAtom;
   if (p->persistent) return ring + kPersistentRows * p->c_stride * 4 + kAtom;
   return (ring > c_bytes ? ring : c_bytes) + kAtom;
 }
@@ -944,6 +968,36 @@ static void tma_load(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
            "r,l,r,r,r,r,~{memory}", a, 6);
 }
 
+// tma_load's 2-D box into the same shared address of both blocks of the
+// cluster, completing on the same barrier of each.
+static void tma_multicast(wg_t* w, LLVMValueRef dst, LLVMValueRef map,
+                          LLVMValueRef x, LLVMValueRef y, LLVMValueRef bar) {
+  LLVMValueRef a[6] = {dst,
+                       map,
+                       LLVMBuildTrunc(w->b, x, w->em->t_i32, ""),
+                       LLVMBuildTrunc(w->b, y, w->em->t_i32, ""),
+                       bar,
+                       LLVMConstInt(w->em->t_i16, 3, 0)};
+  void_asm(w,
+           "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+           "complete_tx::bytes.multicast::cluster [$0], [$1, {$2, $3}], [$4], "
+           "$5;",
+           "r,l,r,r,r,h,~{memory}", a, 6);
+}
+
+// This block's rank in its cluster (i32), read where it is used.
+static LLVMValueRef cluster_rank(wg_t* w) {
+  return inline_asm(w, w->em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                    NULL, 0);
+}
+
+// Every thread of both blocks of the cluster: what each did before is
+// visible to the other's after.
+static void cluster_sync(wg_t* w) {
+  plain_asm(w,
+            "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;");
+}
+
 // Stage and phase parity of k-tile number |it| (i64) as i32.
 static void ring_slot(wg_t* w, LLVMValueRef it, LLVMValueRef* out_s,
                       LLVMValueRef* out_phase) {
@@ -1013,14 +1067,22 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   tma_load(w, base, p->map_a, k0, m0, p->a_batched ? entry : NULL, full);
   for (int32_t q = 0; q < panels; ++q) {
     tj_emit_if_t in;
-    if (q > 0)
-      tj_emit_if_begin(
-          em, &in, LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, ""), "panel");
+    LLVMValueRef live_q = LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, "");
+    // Clusters: the panels of this block's parity, into both blocks.
+    if (p->cluster)
+      live_q = LLVMBuildAnd(
+          b, live_q,
+          LLVMBuildICmp(b, LLVMIntEQ, cluster_rank(w), c32(w, q % 2), ""), "");
+    if (q > 0 || p->cluster) tj_emit_if_begin(em, &in, live_q, "panel");
     LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * q), "");
-    tma_load(w, LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), ""),
-             p->map_b, p->b_kmajor ? k0 : nq, p->b_kmajor ? nq : k0,
-             p->b_batched ? entry : NULL, full);
-    if (q > 0) tj_emit_if_end(em, &in);
+    LLVMValueRef dst =
+        LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), "");
+    LLVMValueRef x = p->b_kmajor ? k0 : nq, y = p->b_kmajor ? nq : k0;
+    if (p->cluster)
+      tma_multicast(w, dst, p->map_b, x, y, full);
+    else
+      tma_load(w, dst, p->map_b, x, y, p->b_batched ? entry : NULL, full);
+    if (q > 0 || p->cluster) tj_emit_if_end(em, &in);
   }
   bump(w, it);
   tj_emit_loop_end(em, &ks);
@@ -1039,7 +1101,147 @@ static void release(wg_t* w, LLVMValueRef it) {
   LLVMValueRef s, phase;
   ring_slot(w, it, &s, &phase);
   mbar_arrive(w, empty_bar(w, s));
+  // The partner block's producer multicasts into this block's stage too.
+  // (The rank is read here, not kept in a register across the loop.) The
+  // arrive has the default .release.cta semantics, as CUTLASS's
+  // ClusterBarrier::arrive: the stage was read by wgmma, complete at the
+  // wgmma wait before it, and a .release.cluster on every k-tile of every
+  // warp is the first suspect for the clusters' 0.34-0.64x (not yet
+  // measured on the GPU).
+  if (w->p->cluster) {
+    LLVMValueRef bar = empty_bar(w, s);
+    void_asm(w,
+             "{\n.reg .b32 r, peer;\nmov.u32 peer, %cluster_ctarank;\n"
+             "xor.b32 peer, peer, 1;\nmapa.shared::cluster.u32 r, $0, peer;\n"
+             "mbarrier.arrive.shared::cluster.b64 _, [r];\n}",
+             "r,~{memory}", &bar, 1);
+  }
   tj_emit_if_end(w->em, &lane0);
+}
+
+//===--- the TMA store epilogue ---===//
+//
+// With |tma_store|, where |store_ok| holds, a tile's epilogue runs on the
+// accumulators in registers: each thread applies the kernel's epilogue
+// (epilogue_pair) to its fragment's pairs of columns and writes the two
+// output elements into the region's output tile (store_tile_bytes), then
+// one thread stores the tile with a TMA store a panel. Two named barriers
+// a tile: the buffer is free (the issuer waited for the reads of the
+// previous tile's stores, a main loop ago), and the tile is written.
+// TMA clips rows and columns past M and N, so nothing is masked; the
+// epilogue's loads there are clamped to the last row and column pair.
+
+// The thread of a region's group that issues its stores: each pingpong
+// warpgroup's first, or the first consumer of a cooperative pair.
+static LLVMValueRef store_issuer(wg_t* w) {
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef t = p->pingpong ? LLVMBuildAnd(w->b, p->tid, c32(w, 127), "")
+                               : LLVMBuildSub(w->b, p->tid, c32(w, 128), "");
+  return LLVMBuildICmp(w->b, LLVMIntEQ, t, c32(w, 0), "store_issuer");
+}
+
+// The tile at (m0, n0) of this warpgroup's row blocks (from block
+// |rows_wg|, i32) through the output tile at |region| (i32, bytes into
+// the ring), its group's named barrier |bar_args|; zeros where |any| (i1)
+// is false (K = 0).
+static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
+                              LLVMValueRef rows_wg, LLVMValueRef region,
+                              LLVMValueRef* bar_args, LLVMValueRef any) {
+  LLVMBuilderRef b = w->b;
+  tj_emit_t* em = w->em;
+  const tj_nvptx_wgmma_t* p = w->p;
+  LLVMValueRef issuer = store_issuer(w);
+  tj_emit_if_t wait;
+  tj_emit_if_begin(em, &wait, issuer, "store_wait");
+  plain_asm(w, "cp.async.bulk.wait_group.read 0;");
+  tj_emit_if_end(em, &wait);
+  void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
+  // Thread (warp q, lane l) holds rows 64 (rows_wg + j) + 16 q + l / 4 +
+  // 8 h and columns 8 x + 2 (l % 4) + {0, 1} (stage_c's fragment): its
+  // rows are l / 4 modulo 8 (the swizzle's XOR), its column pair
+  // 2 (l % 4) bytes_ (2 or 4 bytes each) into a 16-byte chunk or, for f32,
+  // the second half of an odd one.
+  int32_t eb = p->store_bytes, panel_cols = kRow / eb;
+  LLVMValueRef q =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, p->tid, c32(w, 5), ""), c32(w, 3), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, p->tid, c32(w, 31), "");
+  LLVMValueRef sw = LLVMBuildLShr(b, lane, c32(w, 2), "");
+  LLVMValueRef row_t =
+      LLVMBuildAdd(b,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, rows_wg, c32(w, 64), ""),
+                                LLVMBuildMul(b, q, c32(w, 16), ""), ""),
+                   sw, "row_t");
+  LLVMValueRef col_t =
+      LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(w, 3), ""), c32(w, 2), "");
+  LLVMValueRef col_bytes = LLVMBuildMul(b, col_t, c32(w, eb), "");
+  LLVMValueRef chunk_t = LLVMBuildXor(
+      b, LLVMBuildLShr(b, col_bytes, c32(w, 4), ""), sw, "chunk_t");
+  LLVMValueRef within = LLVMBuildAnd(b, col_bytes, c32(w, 15), "");
+  LLVMValueRef base = LLVMBuildAdd(
+      b, region,
+      LLVMBuildAdd(b, LLVMBuildMul(b, row_t, c32(w, kRow), ""), within, ""),
+      "store_base");
+  LLVMValueRef row_m =
+      LLVMBuildAdd(b, m0, LLVMBuildZExt(b, row_t, em->t_i64, ""), "row_m");
+  LLVMValueRef col_n =
+      LLVMBuildAdd(b, n0, LLVMBuildZExt(b, col_t, em->t_i64, ""), "col_n");
+  LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
+  LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
+  for (int32_t j = 0; j < w->blocks; ++j) {
+    for (int32_t i = 0; i < w->block_acc; i += 2) {
+      int32_t row_c = 64 * j + 8 * ((i / 2) % 2), col_c = 8 * (i / 4);
+      int32_t panel = col_c / panel_cols;
+      int32_t chunk_c = (col_c % panel_cols) * eb / 16;
+      LLVMValueRef off = LLVMBuildAdd(
+          b, base,
+          LLVMBuildAdd(
+              b,
+              LLVMBuildShl(b, LLVMBuildXor(b, chunk_t, c32(w, chunk_c), ""),
+                           c32(w, 4), ""),
+              c32(w, panel * p->tile_m * kRow + row_c * kRow), ""),
+          "");
+      LLVMValueRef v = LLVMGetUndef(v2);
+      for (int32_t e = 0; e < 2; ++e) {
+        // A select into a new value, not a write to the accumulator.
+        LLVMValueRef x = tj_emit_select(
+            em, any,
+            LLVMBuildLoad2(b, em->t_f32, acc_slot(w, j * w->block_acc + i + e),
+                           ""),
+            zero);
+        v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
+      }
+      TJ_RETURN_IF_ERROR(p->epilogue_pair(
+          p->ctx, m0, n0, LLVMBuildAdd(b, row_m, c64(w, row_c), "row"),
+          LLVMBuildAdd(b, col_n, c64(w, col_c), "col"), v,
+          at(w, w->ring, off)));
+    }
+  }
+  // The generic-proxy writes, visible to the TMA store (async proxy).
+  plain_asm(w, "fence.proxy.async.shared::cta;");
+  void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
+  tj_emit_if_t issue;
+  tj_emit_if_begin(em, &issue, issuer, "store_issue");
+  int32_t panels = p->tile_n / panel_cols;
+  for (int32_t k = 0; k < panels; ++k) {
+    // Panels wholly past N hold nothing to store.
+    LLVMValueRef x = LLVMBuildAdd(b, n0, c64(w, k * panel_cols), "");
+    tj_emit_if_t live;
+    if (k > 0)
+      tj_emit_if_begin(em, &live, LLVMBuildICmp(b, LLVMIntSLT, x, p->n, ""),
+                       "store_panel");
+    LLVMValueRef a[4] = {
+        p->map_c, LLVMBuildTrunc(b, x, em->t_i32, ""),
+        LLVMBuildTrunc(b, m0, em->t_i32, ""),
+        ring_at(w, LLVMBuildAdd(b, region, c32(w, k * p->tile_m * kRow), ""))};
+    void_asm(w,
+             "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group "
+             "[$0, {$1, $2}], [$3];",
+             "l,r,r,r,~{memory}", a, 4);
+    if (k > 0) tj_emit_if_end(em, &live);
+  }
+  plain_asm(w, "cp.async.bulk.commit_group;");
+  tj_emit_if_end(em, &issue);
+  return NULL;
 }
 
 // Consumer warpgroup |cw| (i32, 0 or 1). Cooperative: both take every
@@ -1055,7 +1257,7 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   bool pingpong = p->pingpong;
   plain_asm(w, "setmaxnreg.inc.sync.aligned.u32 232;");
   int32_t c_rows = tma_c_rows(p);
-  LLVMValueRef region = c32(w, ring_bytes(p) + kBarrierBytes);
+  LLVMValueRef region = c32(w, c_region_offset(p));
   // The warpgroup's first row block of the stage's A.
   LLVMValueRef rows_wg =
       pingpong ? c32(w, 0) : LLVMBuildMul(b, cw, c32(w, w->blocks), "");
@@ -1065,8 +1267,7 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
   LLVMValueRef bar_id = c32(w, 1);
   if (pingpong) {
     region = LLVMBuildAdd(
-        b, region, LLVMBuildMul(b, cw, c32(w, c_rows * p->c_stride * 4), ""),
-        "");
+        b, region, LLVMBuildMul(b, cw, c32(w, c_region_bytes(p)), ""), "");
     bar_id = LLVMBuildAdd(b, cw, c32(w, 1), "bar_id");
   }
   LLVMValueRef c_region = at(w, w->ring, region);
@@ -1142,6 +1343,13 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
                             ""));
     tj_emit_if_end(em, &last);
   }
+  tj_emit_if_t tma_store, staged;
+  if (p->tma_store) {
+    tj_emit_if_begin(em, &tma_store, p->store_ok, "tma_store");
+    TJ_RETURN_IF_ERROR(store_tile(w, m0, n0, rows_wg, region, bar_args, any));
+    tj_emit_if_end(em, &tma_store);
+    tj_emit_if_begin(em, &staged, LLVMBuildNot(b, p->store_ok, ""), "staged");
+  }
   for (int32_t r = 0; r < p->tile_m; r += c_rows) {
     if (p->tf32) {
       stage_c_tf32(w, n_wg, c_region, r, c_rows, any);
@@ -1153,7 +1361,15 @@ static tj_status_t consumer(wg_t* w, LLVMValueRef cw, LLVMValueRef first,
     TJ_RETURN_IF_ERROR(p->epilogue(p->ctx, m0, n0, entry, c_region, r, c_rows));
     void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
   }
+  if (p->tma_store) tj_emit_if_end(em, &staged);
   tj_emit_loop_end(em, &tiles);
+  if (p->tma_store) {
+    // The block's shared memory must outlive the last tile's stores.
+    tj_emit_if_t issuer;
+    tj_emit_if_begin(em, &issuer, store_issuer(w), "store_drain");
+    plain_asm(w, "cp.async.bulk.wait_group 0;");
+    tj_emit_if_end(em, &issuer);
+  }
   return NULL;
 }
 
@@ -1169,8 +1385,11 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
     LLVMValueRef full[2] = {full_bar(w, c32(w, s)), c32(w, 1)};
     // One arrival a consumer warp that reads the stage: both warpgroups'
     // (cooperative) or one's (pingpong).
-    LLVMValueRef empty[2] = {empty_bar(w, c32(w, s)),
-                             c32(w, p->pingpong ? 4 : 8)};
+    // Clusters: the partner block's consumers too (its producer writes
+    // this stage of both blocks).
+    LLVMValueRef empty[2] = {
+        empty_bar(w, c32(w, s)),
+        c32(w, (p->pingpong ? 4 : 8) * (p->cluster ? 2 : 1))};
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
              full, 2);
     void_asm(w, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
@@ -1192,9 +1411,17 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
     void_asm(w, "prefetch.tensormap [$0];", "l,~{memory}", &map[i], 1);
   tj_emit_if_end(em, &maps);
   tj_emit_if_end(em, &t0);
-  tj_nvptx_barrier(w->nv);
   LLVMValueRef first = tj_nvptx_sreg64(w->nv, "ctaid.x");
   LLVMValueRef step = tj_nvptx_sreg64(w->nv, "nctaid.x");
+  if (p->cluster) {
+    // The partner's barriers are initialized before either block's
+    // multicasts or remote arrivals reach them.
+    cluster_sync(w);
+    first = LLVMBuildLShr(b, first, c64(w, 1), "cluster_id");
+    step = LLVMBuildLShr(b, step, c64(w, 1), "clusters");
+  } else {
+    tj_nvptx_barrier(w->nv);
+  }
   LLVMValueRef is_producer =
       LLVMBuildICmp(b, LLVMIntEQ, w->wg, c32(w, 0), "producer");
   tj_emit_if_t prod, cons;
@@ -1205,6 +1432,8 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
   tj_status_t s = consumer(w, LLVMBuildSub(b, w->wg, c32(w, 1), "consumer"),
                            first, step, any);
   tj_emit_if_end(em, &cons);
+  // Neither block exits while the other may still arrive on its barriers.
+  if (p->cluster) cluster_sync(w);
   return s;
 }
 

@@ -80,6 +80,14 @@ typedef struct tj_nvptx_kernel_t {
   // more kernel parameters after the scalars, the 128-byte CUtensorMaps of
   // A and B (by value; tj_cuda_gemm_tensor_maps encodes them).
   bool tma;
+  // tj_nvptx_options_t.gemm_tma_store on a TMA schedule: two parameters
+  // more after those, the CUtensorMap of the output and an i32 that is
+  // nonzero where it was encoded (the kernel takes today's epilogue
+  // where it is 0: an output TMA cannot address).
+  bool tma_store;
+  // tj_nvptx_options_t.gemm_cluster: launched in clusters of this many
+  // blocks along x (cuLaunchKernelEx), the grid a multiple of it; 0: none.
+  int32_t cluster;
   int32_t tile_m, tile_n, tile_k, stages;
   int32_t group_m;  // blocks of one M group share B columns in L2
   // The weight-only GEMM (emit_nvptx_wqmma.c): K may be split across up
@@ -190,6 +198,25 @@ typedef struct tj_nvptx_options_t {
   // tile's operand traffic. gemm_tile_m 64 with gemm_tma is pingpong
   // without it. f16/bf16 only (UNSUPPORTED for tf32).
   bool gemm_pingpong;
+  // gemm_tma: the consumers run the epilogue on their accumulators in
+  // registers, write the output tile to shared memory in its own dtype
+  // and store it with TMA (cp.async.bulk.tensor), two named barriers a
+  // tile, instead of staging f32 rows and storing from every thread.
+  // Taken where the output is the epilogue's one store, contiguous along
+  // n, f16, bf16 or f32, unbatched, and its tile fits beside the ring;
+  // at run time where TMA can address it (a 16-byte aligned base and
+  // row pitch), N is even and the epilogue's other buffers allow 2-wide
+  // accesses; today's staged epilogue elsewhere.
+  bool gemm_tma_store;
+  // gemm_tma, rank 2, f16/bf16, tile_n 128 or 256: blocks in clusters of
+  // two on vertically adjacent tiles (the same columns), each loading half
+  // of the B tile's 64-column panels with TMA multicast into both, so B
+  // crosses L2 once for the pair (issue 13: cuBLAS's 2-block clusters
+  // read 148 MB of DRAM at 4096^3 where the single blocks read 176-186).
+  // Correct on the H200 but 0.34-0.64x as fast as the same schedules
+  // without it (bench/RESULTS.md, hopper8 round 2), so in no tuner
+  // candidate: its DRAM reads fell to 146 MB, its tensor pipe to 66%.
+  bool gemm_cluster;
   tj_nvptx_attention_kernel_t attention_kernel;
 } tj_nvptx_options_t;
 
@@ -197,7 +224,8 @@ typedef struct tj_nvptx_launch_t {
   uint32_t grid[3];
   uint32_t block[3];
   uint32_t shared_bytes;
-  bool empty;  // no work at these sizes: skip the launch
+  uint32_t cluster;  // blocks a cluster along x (tj_nvptx_kernel_t.cluster)
+  bool empty;        // no work at these sizes: skip the launch
   // Bytes of buffer |zero_buffer| the launcher sets to 0 before the launch
   // (a conv split along k adds its slices' sums into its output); 0: none.
   uint64_t zero_bytes;

@@ -54,6 +54,27 @@ typedef unsigned int tj_cu_tensor_map_interleave_t;    // CUtensorMapInterleave
 typedef unsigned int tj_cu_tensor_map_swizzle_t;       // CUtensorMapSwizzle
 typedef unsigned int tj_cu_tensor_map_l2_promotion_t;  // ..L2promotion
 typedef unsigned int tj_cu_tensor_map_oob_fill_t;  // CUtensorMapFloatOOBfill
+// cuLaunchKernelEx's CUlaunchConfig, declared as cuda.h names it (so that
+// the symbol table's prototype is cuda.h's) and filled through
+// tj_cu_launch_layout_t, its layout, which tests/cuda/cuda_abi_test.c
+// checks against cuda.h's.
+typedef struct CUlaunchConfig_st tj_cu_launch_config_t;
+// CUlaunchAttribute: an id, then a 64-byte union at offset 8 (only its
+// clusterDim, 3 unsigned ints, is used).
+typedef struct tj_cu_launch_attribute_t {
+  unsigned int id;
+  unsigned int id_pad;
+  _Alignas(8) unsigned int cluster_dim[3];
+  char pad[52];
+} tj_cu_launch_attribute_t;
+typedef struct tj_cu_launch_layout_t {
+  unsigned int grid[3];
+  unsigned int block[3];
+  unsigned int shared_bytes;
+  tj_cu_stream_t stream;
+  tj_cu_launch_attribute_t* attrs;
+  unsigned int num_attrs;
+} tj_cu_launch_layout_t;
 
 // CUresult values that libtensorjit treats specially (every other value is
 // reported through cuGetErrorName/cuGetErrorString).
@@ -151,6 +172,7 @@ enum {
   TJ_CU_TENSOR_MAP_SWIZZLE_128B = 3,
   TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
   TJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
+  TJ_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
 };
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_ABI_H_

@@ -78,7 +78,14 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
            .gemm_tile_m = 128,
            .gemm_tile_n = 128},
     // TMA loads by a producer warpgroup, two consumer warpgroups, a
-    // persistent grid (emit_nvptx_wgmma.c).
+    // persistent grid (emit_nvptx_wgmma.c). 9, 15 and 16 store their
+    // output with TMA where it allows (gemm_tma_store; the staged
+    // epilogue elsewhere): on the H200 (bench/RESULTS.md, issue 13,
+    // hopper8) 1.00-1.22x faster than staged on the six bf16 goal shapes,
+    // pingpong 128x128 from 0.84-0.90x cuBLAS to 0.92-0.94x on five of
+    // them. 7 keeps the staged epilogue: with the store it was 0.98x as
+    // fast at (8192, 3072, 768), where it is the fastest candidate, and
+    // at 4096^3.
     [7] = {.gemm_stages = 4,
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tma = true,
@@ -96,6 +103,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [9] = {.gemm_stages = 4,
            .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
            .gemm_tma = true,
+           .gemm_tma_store = true,
            .gemm_persistent = true,
            .gemm_tile_m = 64,
            .gemm_tile_n = 256},
@@ -131,6 +139,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [15] = {.gemm_stages = 4,
             .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
             .gemm_tma = true,
+            .gemm_tma_store = true,
             .gemm_persistent = true,
             .gemm_pingpong = true,
             .gemm_tile_m = 128,
@@ -142,6 +151,7 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [16] = {.gemm_stages = 3,
             .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
             .gemm_tma = true,
+            .gemm_tma_store = true,
             .gemm_persistent = true,
             .gemm_tile_m = 256,
             .gemm_tile_n = 128},
@@ -657,8 +667,7 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
         tj_cuda_gemm_tensor_maps(p->device, g, info, argv, scalars, &t->maps));
     uint32_t n = g->num_buffers + g->num_params;
     memcpy(t->tma_argp, p->run.argp + kern->arg_offset, n * sizeof(void*));
-    t->tma_argp[n] = t->maps.a;
-    t->tma_argp[n + 1] = t->maps.b;
+    tj_cuda_tensor_map_args(info, &t->maps, t->tma_argp + n);
     return NULL;
   }
   const uint64_t* argv = p->run.argv + kern->arg_offset;

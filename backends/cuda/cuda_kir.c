@@ -135,7 +135,7 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   for (uint32_t i = 0; i < k->num_buffers; ++i) addresses[i] = buffers[i];
   TJ_RETURN_IF_ERROR(tj_nvptx_gemm_check_pointers(k, &kernel->info, addresses));
   // cuLaunchKernel takes a pointer to each parameter's value.
-  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 2];
+  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
   for (uint32_t i = 0; i < k->num_buffers; ++i) args[i] = (void*)&buffers[i];
   for (uint32_t i = 0; i < k->num_params; ++i)
     args[k->num_buffers + i] = (void*)&scalars[i];
@@ -143,8 +143,8 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   if (kernel->info.tma) {
     TJ_RETURN_IF_ERROR(tj_cuda_gemm_tensor_maps(
         kernel->device, k, &kernel->info, addresses, scalars, &maps));
-    args[k->num_buffers + k->num_params] = maps.a;
-    args[k->num_buffers + k->num_params + 1] = maps.b;
+    tj_cuda_tensor_map_args(&kernel->info, &maps,
+                            args + k->num_buffers + k->num_params);
   }
   // A conv split along k adds into its output (tj_nvptx_launch_t).
   TJ_RETURN_IF_ERROR(tj_cuda_fill_bytes(
@@ -153,10 +153,21 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   memcpy(l.grid, launch.grid, sizeof(l.grid));
   memcpy(l.block, launch.block, sizeof(l.block));
   l.shared_bytes = launch.shared_bytes;
+  l.cluster = launch.cluster;
   return tj_cuda_kernel_launch(&kernel->function, &l, args);
 }
 
 //===--- tensor maps ---===//
+
+uint32_t tj_cuda_tensor_map_args(const tj_nvptx_kernel_t* info,
+                                 tj_cuda_tensor_maps_t* maps, void** out_args) {
+  out_args[0] = maps->a;
+  out_args[1] = maps->b;
+  if (!info->tma_store) return 2;
+  out_args[2] = maps->c;
+  out_args[3] = &maps->c_ok;
+  return 4;
+}
 
 // A batched operand's batch dims as one: |*out_count| entries
 // |*out_pitch| elements apart. They must run into each other (stride d =
@@ -245,9 +256,35 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
   int64_t entries = 1;
   for (int32_t d = 0; d < r - 2; ++d)
     entries *= tj_kir_ival_eval(k->dims[d], scalars);
-  // No load is issued.
-  if (m <= 0 || n <= 0 || kk <= 0 || entries <= 0) return NULL;
+  // No tile runs.
+  if (m <= 0 || n <= 0 || entries <= 0) return NULL;
   const tj_cuda_symbols_t* cu = &device->cu;
+  if (info->tma_store && r == 2) {
+    // The kernel's one stored buffer (emit_nvptx_gemm.c's
+    // tma_store_output); where TMA cannot address it, or the epilogue
+    // stores more than one, the kernel stores without the map.
+    uint32_t store = 0, stores = 0;
+    const tj_kir_phase_t* ph = &k->phases[0];
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      if (ph->insts[i].kind == TJ_KIR_STORE) {
+        store = ph->insts[i].ref;
+        ++stores;
+      }
+    }
+    if (stores == 1) {
+      const tj_kir_buffer_t* buf = &k->buffers[store];
+      int64_t pitch = tj_kir_ival_eval(buf->strides[0], scalars);
+      TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
+      tj_status_t s = encode_map(cu, k, buf, buffers[store], m, n, pitch, 0, 0,
+                                 (uint32_t)info->tile_m, out->c);
+      tj_cuda_device_leave(device);
+      if (s && tj_status_code(s) != TJ_STATUS_UNSUPPORTED) return s;
+      out->c_ok = s == NULL;
+      tj_status_free(s);
+    }
+  }
+  // No load is issued.
+  if (kk <= 0) return NULL;
   // A K-major B (x @ w^T) is mapped as the [N, K] matrix it is, boxes of
   // 128 bytes of k by as many rows of n (emit_nvptx_wgmma.c's producer).
   bool kmajor = tj_kir_gemm_b_kmajor(k);

@@ -54,11 +54,20 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
                                const int64_t* scalars);
 
 // The tensor maps a TMA GEMM kernel (tj_nvptx_kernel_t.tma) takes by
-// value after its scalars: CUtensorMaps of A and B, 64-byte aligned.
+// value after its scalars: CUtensorMaps of A and B, 64-byte aligned; with
+// tj_nvptx_kernel_t.tma_store, the output's and |c_ok| after them.
 typedef struct tj_cuda_tensor_maps_t {
   _Alignas(64) uint64_t a[16];
   _Alignas(64) uint64_t b[16];
+  _Alignas(64) uint64_t c[16];
+  int32_t c_ok;  // 1: |c| is encoded; 0: the kernel stores without it
 } tj_cuda_tensor_maps_t;
+
+// The kernel-parameter slots (cuLaunchKernel's pointers to values) of
+// |maps| for a kernel of |info|, from slot 0 of |out_args|: 2, or 4 with
+// tma_store. Returns how many.
+uint32_t tj_cuda_tensor_map_args(const tj_nvptx_kernel_t* info,
+                                 tj_cuda_tensor_maps_t* maps, void** out_args);
 
 // Encodes the tensor maps of TMA GEMM |kernel| (|info|) on |device| (the
 // driver wants its context current; this makes it so) for a run with
@@ -67,7 +76,10 @@ typedef struct tj_cuda_tensor_maps_t {
 // the 128-byte swizzle and zero fill past the edges. A batched operand
 // (tj_nvptx_gemm_operand_batched) is mapped as [entries, rows, cols], its
 // batch dims as one, boxes one entry deep. With K = 0 or no entries the
-// maps are zeros (the kernel reads neither). UNSUPPORTED, naming the
+// maps are zeros (the kernel reads neither). With tma_store, the
+// output [M, N] as boxes of 128 bytes of n by tile_m rows, 128-byte
+// swizzle, where TMA can address it (else |c_ok| is 0 and the kernel
+// stores it from its threads). UNSUPPORTED, naming the
 // kernel and the operand, for what TMA cannot address (a base not 16-byte
 // aligned, a row or matrix pitch not a multiple of 16 bytes, under a row
 // or past 2^40, a size past 2^32, batch dims that are not one dim of

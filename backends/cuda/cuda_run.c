@@ -28,10 +28,8 @@ tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
                            "kernel %s: zeroing its output", entry));
   }
   return tj_status_annotate(
-      TJ_CU_STATUS(
-          &p->device->cu, cuLaunchKernel,
-          (fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
-           l->block[2], l->shared_bytes, p->stream, args, NULL)),
+      tj_cuda_launch_on(&p->device->cu, fn, l->grid, l->block, l->shared_bytes,
+                        l->cluster, p->stream, args),
       "kernel %s", entry);
 }
 

@@ -577,11 +577,36 @@ tj_status_t tj_cuda_kernel_launch(const tj_cuda_kernel_t* kernel,
                                   const tj_cuda_launch_t* launch, void** args) {
   tj_cuda_device_t* device = kernel->module->device;
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
-  tj_status_t status = TJ_CU_STATUS(
-      &device->cu, cuLaunchKernel,
-      (kernel->function, launch->grid[0], launch->grid[1], launch->grid[2],
-       launch->block[0], launch->block[1], launch->block[2],
-       launch->shared_bytes, device->stream, args, NULL));
+  tj_status_t status = tj_cuda_launch_on(
+      &device->cu, kernel->function, launch->grid, launch->block,
+      launch->shared_bytes, launch->cluster, device->stream, args);
   tj_cuda_device_leave(device);
   return status;
+}
+
+tj_status_t tj_cuda_launch_on(const tj_cuda_symbols_t* cu,
+                              tj_cu_function_t function, const uint32_t grid[3],
+                              const uint32_t block[3], uint32_t shared_bytes,
+                              uint32_t cluster, tj_cu_stream_t stream,
+                              void** args) {
+  if (cluster <= 1)
+    return TJ_CU_STATUS(cu, cuLaunchKernel,
+                        (function, grid[0], grid[1], grid[2], block[0],
+                         block[1], block[2], shared_bytes, stream, args, NULL));
+  tj_cu_launch_attribute_t attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.id = TJ_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.cluster_dim[0] = cluster;
+  attr.cluster_dim[1] = attr.cluster_dim[2] = 1;
+  tj_cu_launch_layout_t config = {
+      .grid = {grid[0], grid[1], grid[2]},
+      .block = {block[0], block[1], block[2]},
+      .shared_bytes = shared_bytes,
+      .stream = stream,
+      .attrs = &attr,
+      .num_attrs = 1,
+  };
+  return TJ_CU_STATUS(cu, cuLaunchKernelEx,
+                      ((const tj_cu_launch_config_t*)(const void*)&config,
+                       function, args, NULL));
 }

@@ -192,7 +192,16 @@ typedef struct tj_cuda_launch_t {
   uint32_t grid[3];
   uint32_t block[3];
   uint32_t shared_bytes;  // dynamic shared memory
+  uint32_t cluster;       // blocks a cluster along x; 0 or 1: no clusters
 } tj_cuda_launch_t;
+
+// cuLaunchKernel of |function| on |stream|, or with |cluster| > 1
+// cuLaunchKernelEx with clusters of that many blocks along x.
+tj_status_t tj_cuda_launch_on(const tj_cuda_symbols_t* cu,
+                              tj_cu_function_t function, const uint32_t grid[3],
+                              const uint32_t block[3], uint32_t shared_bytes,
+                              uint32_t cluster, tj_cu_stream_t stream,
+                              void** args);
 
 // Enqueues |kernel| on the device's stream; |args| holds a pointer to each
 // parameter's value, as cuLaunchKernel takes them.

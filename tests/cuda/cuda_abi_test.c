@@ -3,6 +3,7 @@
 // parameter list matches the prototype of the symbol we dlsym. Built only
 // where cuda.h is found; the checks are all at compile time.
 
+#include <stddef.h>
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -104,6 +105,29 @@ _Static_assert(SAME_TYPE(CUgraphExecUpdateResultInfo*,
 _Static_assert(sizeof(CUgraphExecUpdateResultInfo) ==
                    TJ_CU_GRAPH_UPDATE_INFO_BYTES,
                "TJ_CU_GRAPH_UPDATE_INFO_BYTES");
+SAME_VALUE(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+_Static_assert(SAME_TYPE(CUlaunchConfig*, tj_cu_launch_config_t*),
+               "CUlaunchConfig");
+// tj_cu_launch_layout_t and tj_cu_launch_attribute_t are cuda.h's layouts.
+#define SAME_OFFSET(a, fa, b, fb) \
+  _Static_assert(offsetof(a, fa) == offsetof(b, fb), #a "." #fa)
+_Static_assert(sizeof(CUlaunchConfig) == sizeof(tj_cu_launch_layout_t),
+               "CUlaunchConfig's size");
+SAME_OFFSET(CUlaunchConfig, gridDimX, tj_cu_launch_layout_t, grid);
+SAME_OFFSET(CUlaunchConfig, blockDimX, tj_cu_launch_layout_t, block);
+SAME_OFFSET(CUlaunchConfig, sharedMemBytes, tj_cu_launch_layout_t,
+            shared_bytes);
+SAME_OFFSET(CUlaunchConfig, hStream, tj_cu_launch_layout_t, stream);
+SAME_OFFSET(CUlaunchConfig, attrs, tj_cu_launch_layout_t, attrs);
+SAME_OFFSET(CUlaunchConfig, numAttrs, tj_cu_launch_layout_t, num_attrs);
+_Static_assert(sizeof(CUlaunchAttribute) == sizeof(tj_cu_launch_attribute_t),
+               "CUlaunchAttribute's size");
+_Static_assert(_Alignof(CUlaunchAttribute) ==
+                   _Alignof(tj_cu_launch_attribute_t),
+               "CUlaunchAttribute's alignment");
+SAME_OFFSET(CUlaunchAttribute, id, tj_cu_launch_attribute_t, id);
+SAME_OFFSET(CUlaunchAttribute, value.clusterDim.x, tj_cu_launch_attribute_t,
+            cluster_dim);
 
 // The symbol we dlsym has exactly the parameter list in the table. cuda.h
 // maps some names to versioned ones with macros; &exported_name below is

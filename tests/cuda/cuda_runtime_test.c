@@ -116,7 +116,7 @@ TEST(module_load_and_launch) {
   CHECK_OK(tj_cuda_copy_to_device(g_device, p, host, sizeof(host)));
   unsigned n = kCount;
   void* args[] = {&p, &n};
-  tj_cuda_launch_t launch = {{(kCount + 127) / 128, 1, 1}, {128, 1, 1}, 0};
+  tj_cuda_launch_t launch = {{(kCount + 127) / 128, 1, 1}, {128, 1, 1}, 0, 0};
   CHECK_OK(tj_cuda_kernel_launch(&kernel, &launch, args));
   CHECK_OK(tj_cuda_copy_to_host(g_device, host, p, sizeof(host)));
   CHECK_OK(tj_cuda_device_synchronize(g_device));

@@ -592,7 +592,7 @@ TEST(wgmma_descriptor_probe) {
     uint64_t db = ((uint64_t)(kCand[c][0] >> 4) << 16) |
                   ((uint64_t)(kCand[c][1] >> 4) << 32) | (1ull << 62);
     void* args[4] = {&d_img, &d_out, &da, &db};
-    tj_cuda_launch_t l = {{1, 1, 1}, {128, 1, 1}, kImage + 1024};
+    tj_cuda_launch_t l = {{1, 1, 1}, {128, 1, 1}, kImage + 1024, 0};
     CHECK_OK(tj_cuda_kernel_launch(&kern, &l, args));
     static float out[M * N];
     download(out, d_out, sizeof(out));
@@ -881,6 +881,78 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 256,
      .gemm_tile_n = 64,
      .gemm_stages = 4},
+    // The TMA store epilogue (issue 13, hopper8): pingpong on 128- and
+    // 64-row tiles, cooperative on 128- and 256-row ones; 128x256 s4 has
+    // no room for the output tile and keeps the staged epilogue.
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_pingpong = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_pingpong = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 64,
+     .gemm_stages = 6},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 64,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 256,
+     .gemm_tile_n = 128,
+     .gemm_stages = 3},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    // 2-block clusters with B multicast (issue 13, hopper8): cooperative
+    // 128x256 persistent, pingpong 128x128 with the TMA store, and a
+    // block a tile pair (the pair's second tile past M where the tile
+    // rows are odd: 1, 17, 129, 300 rows).
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 256,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_tma_store = true,
+     .gemm_pingpong = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_cluster = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 5},
 };
 
 // Odd M, N and K (K = 0 too: no load, C is the epilogue of zeros) and a
@@ -975,12 +1047,111 @@ TEST(tma_gemm) {
     for (int d = 0; d < 2; ++d) {
       compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), &kTma[v], "tma");
       if (c.ck) CHECK(c.ck->info.tma && c.ck->info.threads == 384);
+      if (c.ck) CHECK_EQ_INT(kTma[v].gemm_tma_store, c.ck->info.tma_store);
+      if (c.ck) CHECK_EQ_INT(kTma[v].gemm_cluster ? 2 : 0, c.ck->info.cluster);
       check_half_gemm(&c, kTypes[d], 1, kTmaSizes, TJ_ARRAY_SIZE(kTmaSizes));
       release_compiled(&c);
       compiled_t r = compile_kir(residual_kir(kTypes[d]), &kTma[v], "tma res");
       check_residual(&r, kTypes[d]);
       release_compiled(&r);
     }
+  }
+}
+
+// y (bf16) = bf16(x @ w + b) into rows |YP| elements apart: the TMA store
+// (gemm_tma_store) where TMA can address the output, today's epilogue
+// where it cannot (a pitch of 8-byte multiples, a base 2 bytes off 16).
+static tj_kir_t* pitched_kir(void) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "tma_pitched", &k));
+  if (!k) return NULL;
+  tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  tj_kir_ival_t yp = tj_kir_runtime(tj_kir_add_param(k, "YP"));
+  tj_kir_ival_t c0 = tj_kir_constant(0), c1 = tj_kir_constant(1);
+  tj_kir_ival_t dims[2] = {m, n}, sa[2] = {kk, c1}, sw[2] = {n, c1};
+  tj_kir_ival_t sb[2] = {c0, c1}, sy[2] = {yp, c1};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_add_buffer(k, "x", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sw);
+  uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_INPUT, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_BF16, TJ_KIR_OUTPUT, sy);
+  tj_kir_store(k, y,
+               tj_kir_cast(k, TJ_DTYPE_BF16,
+                           tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k),
+                                         tj_kir_cast(k, TJ_DTYPE_F32,
+                                                     tj_kir_load(k, b)))));
+  CHECK(k->error == NULL);
+  return k;
+}
+
+// Every element of the [M, N] output at pitch |yp| and byte offset
+// |skew| within 1 bf16 ulp of the f64 reference, and the pitch's padding
+// (the poison device_zeros left) untouched: the TMA store clips its boxes
+// at N and M.
+static void check_pitched(const compiled_t* c, int64_t m, int64_t n, int64_t kk,
+                          int64_t yp, int64_t skew) {
+  uint16_t* xh = malloc((size_t)(m * kk) * 2);
+  uint16_t* wh = malloc((size_t)(kk * n) * 2);
+  uint16_t* bh = malloc((size_t)n * 2);
+  uint16_t* yh = malloc((size_t)(m * yp) * 2);
+  for (int64_t i = 0; i < m * kk; ++i) xh[i] = tj_f32_to_bf16(frand(-1, 1));
+  for (int64_t i = 0; i < kk * n; ++i)
+    wh[i] = tj_f32_to_bf16(frand(-1, 1) * 0.1f);
+  for (int64_t i = 0; i < n; ++i) bh[i] = tj_f32_to_bf16(frand(-1, 1));
+  tj_cu_deviceptr_t y = device_zeros((size_t)(m * yp) * 2 + 16);
+  tj_cu_deviceptr_t d[4] = {upload(xh, (size_t)(m * kk) * 2),
+                            upload(wh, (size_t)(kk * n) * 2),
+                            upload(bh, (size_t)n * 2), y + (uint64_t)skew};
+  int64_t scalars[4] = {m, n, kk, yp};
+  if (launch(c, d, scalars)) {
+    download(yh, d[3], (size_t)(m * yp) * 2);
+    int bad = 0, touched = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < yp; ++j) {
+        uint16_t got = yh[i * yp + j];
+        if (j >= n) {
+          touched += got != 0xffff;
+          continue;
+        }
+        double ref = tj_bf16_to_f32(bh[j]);
+        for (int64_t q = 0; q < kk; ++q)
+          ref += (double)tj_bf16_to_f32(xh[i * kk + q]) *
+                 (double)tj_bf16_to_f32(wh[q * n + j]);
+        double g = tj_bf16_to_f32(got);
+        if (!(fabs(g - ref) <= 1e-3 + fabs(ref) / 128) && bad++ < 5)
+          fprintf(stderr, "  pitched y[%lld, %lld]: got %.6g, want %.6g\n",
+                  (long long)i, (long long)j, g, ref);
+      }
+    }
+    printf(
+        "# tma pitched %lldx%lldx%lld, pitch %lld, skew %lld: %d bad, %d "
+        "padding elements written\n",
+        (long long)m, (long long)n, (long long)kk, (long long)yp,
+        (long long)skew, bad, touched);
+    CHECK_EQ_INT(0, bad);
+    CHECK_EQ_INT(0, touched);
+  }
+  for (int i = 0; i < 3; ++i) release(d[i]);
+  release(y);
+  free(xh), free(wh), free(bh), free(yh);
+}
+
+TEST(tma_store_pitch) {
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
+    if (!kTma[v].gemm_tma_store) continue;
+    compiled_t c = compile_kir(pitched_kir(), &kTma[v], "tma pitched");
+    // A pitch TMA can address (16-byte multiple), then ones it cannot: 8
+    // bytes over, and a base 2 bytes past a 16-byte boundary.
+    check_pitched(&c, 300, 200, 264, 208, 0);
+    check_pitched(&c, 129, 136, 64, 140, 0);
+    check_pitched(&c, 129, 136, 64, 144, 2);
+    release_compiled(&c);
   }
 }
 
@@ -1050,6 +1221,8 @@ static void check_bmm(const compiled_t* c) {
 // the tile index) and on the cp.async tiles, against the host.
 TEST(tma_batched_gemm) {
   for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
+    // Clusters take rank-2 GEMMs only (nvptx_ptxas_test's bad_options).
+    if (kTma[v].gemm_cluster) continue;
     compiled_t c = compile_with(SAMPLE_GEMM_BF16_BMM, &kTma[v]);
     if (c.ck) CHECK(c.ck->info.tma);
     check_bmm(&c);
@@ -1120,6 +1293,7 @@ int main(void) {
     RUN_TEST(wgmma_descriptor_probe);
     RUN_TEST(wgmma_gemm);
     RUN_TEST(tma_gemm);
+    RUN_TEST(tma_store_pitch);
     RUN_TEST(tma_batched_gemm);
     RUN_TEST(tma_map_errors);
   } else {

@@ -136,6 +136,41 @@ static const tj_nvptx_options_t kTma[] = {
     {TMA(256, 128, 4), .gemm_persistent = true},
 };
 
+// The TMA store epilogue (gemm_tma_store, issue 13, hopper8) on the
+// pingpong and cooperative schedules, and whether the bf16 sample's
+// kernel takes it: not where the output tile does not fit beside the ring
+// (128x256 s4: 192 KiB of ring and 64 KiB of tile), which keeps today's
+// epilogue; nor the batched samples (rank 3), whose PTX checks are the
+// same as without the option.
+static const struct {
+  tj_nvptx_options_t o;
+  bool stores;
+} kTmaStore[] = {
+    {{TMA(128, 128, 4), .gemm_pingpong = true, .gemm_persistent = true,
+      .gemm_tma_store = true},
+     true},
+    {{TMA(128, 64, 6), .gemm_pingpong = true, .gemm_persistent = true,
+      .gemm_tma_store = true, .approx_math = true},
+     true},
+    {{TMA(128, 128, 5), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(64, 256, 4), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(256, 128, 3), .gemm_persistent = true, .gemm_tma_store = true}, true},
+    {{TMA(128, 256, 4), .gemm_persistent = true, .gemm_tma_store = true},
+     false},
+};
+
+// 2-block clusters with B multicast (gemm_cluster, issue 13, hopper8), on
+// the bf16 sample (rank 2; batched GEMMs are refused: bad_options), with
+// and without the TMA store.
+static const tj_nvptx_options_t kTmaCluster[] = {
+    {TMA(128, 256, 4), .gemm_persistent = true, .gemm_cluster = true},
+    {TMA(128, 128, 4), .gemm_pingpong = true, .gemm_persistent = true,
+     .gemm_cluster = true, .gemm_tma_store = true},
+    {TMA(256, 128, 3), .gemm_persistent = true, .gemm_cluster = true,
+     .gemm_tma_store = true, .approx_math = true},
+    {TMA(128, 128, 5), .gemm_cluster = true, .approx_math = true},
+};
+
 // The TMA schedules of an f32 GEMM on TF32 tensor cores (allow_tf32): the
 // tuner's candidates 7 to 10, and pingpong 64x128.
 static const tj_nvptx_options_t kTf32[] = {
@@ -165,6 +200,9 @@ static int count_of(const char* text, const char* needle) {
   for (const char* p = text; (p = strstr(p, needle)) != NULL; ++p) ++n;
   return n;
 }
+
+// Whether check_sample expects the TMA store in the PTX (-1: no check).
+static int g_expect_store = 0;
 
 static void check_sample(tj_nvptx_target_t* target, sample_t s,
                          const tj_nvptx_options_t* options) {
@@ -216,6 +254,23 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
         CHECK_EQ_INT(32, info.tile_k);
       }
     }
+    // The TMA store: a 2-D box a 128-byte panel of the tile, committed as
+    // a bulk group and waited for before the buffer is reused; the staged
+    // epilogue stays for outputs TMA cannot address.
+    static const char kStore[] =
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group";
+    bool stores = strstr(ptx, kStore) != NULL;
+    CHECK_EQ_INT(stores, strstr(ptx, "cp.async.bulk.commit_group") != NULL);
+    CHECK_EQ_INT(stores,
+                 strstr(ptx, "cp.async.bulk.wait_group.read 0") != NULL);
+    if (g_expect_store >= 0) CHECK_EQ_INT(g_expect_store, stores);
+    // Clusters: B panels multicast into both blocks, stages released in
+    // both (a remote arrive), the blocks synced at start and end.
+    bool cluster = options && options->gemm_cluster;
+    CHECK_EQ_INT(cluster, info.cluster == 2);
+    CHECK_EQ_INT(cluster, strstr(ptx, ".multicast::cluster") != NULL);
+    CHECK_EQ_INT(cluster, strstr(ptx, "mapa.shared::cluster.u32") != NULL);
+    CHECK_EQ_INT(cluster ? 2 : 0, count_of(ptx, "barrier.cluster.arrive"));
     // The bf16 output is rounded by the hardware (cvt.rn.bf16.f32, sm_80
     // and later), not by integer arithmetic: seven instructions a value
     // that were most of the TMA GEMMs' epilogue (ncu, issue 13, hopper5).
@@ -228,12 +283,14 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
     if (!options) {
       snprintf(name, sizeof(name), "%s", kSampleNames[s]);
     } else if (info.tma) {
-      snprintf(name, sizeof(name), "%s_tma%s%s%dx%ds%d%s%s", kSampleNames[s],
-               options->gemm_tf32 ? "_tf32_" : "",
+      snprintf(name, sizeof(name), "%s_tma%s%s%dx%ds%d%s%s%s%s",
+               kSampleNames[s], options->gemm_tf32 ? "_tf32_" : "",
                options->gemm_pingpong ? "_pingpong_" : "", (int)info.tile_m,
                (int)info.tile_n, (int)info.stages,
                options->gemm_persistent ? "_persistent" : "",
-               options->approx_math ? "_approx" : "");
+               options->approx_math ? "_approx" : "",
+               options->gemm_tma_store ? "_store" : "",
+               options->gemm_cluster ? "_cluster" : "");
     } else if (info.wgmma) {
       snprintf(name, sizeof(name), "%s_wgmma%dx%ds%d%s%s", kSampleNames[s],
                (int)info.tile_m, (int)info.tile_n, (int)info.stages,
@@ -473,6 +530,18 @@ TEST(every_sample_every_arch) {
       check_sample(target, SAMPLE_GEMM_F16_BATCHED, &kTma[v]);
       check_sample(target, SAMPLE_GEMM_BF16_BMM, &kTma[v]);
     }
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTmaStore);
+         ++v) {
+      g_expect_store = kTmaStore[v].stores;
+      check_sample(target, SAMPLE_GEMM_BF16, &kTmaStore[v].o);
+      g_expect_store = 0;
+      check_sample(target, SAMPLE_GEMM_F16_BATCHED, &kTmaStore[v].o);
+    }
+    g_expect_store = -1;
+    for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTmaCluster);
+         ++v)
+      check_sample(target, SAMPLE_GEMM_BF16, &kTmaCluster[v]);
+    g_expect_store = 0;
     // sm_90a, allow_tf32: the f32 GEMM on wgmma .tf32.
     for (size_t v = 0; a == TJ_NVPTX_SM_90A && v < TJ_ARRAY_SIZE(kTf32); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &kTf32[v]);
@@ -572,6 +641,22 @@ TEST(bad_options) {
       .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tma = true, .gemm_tile_m = 512};
   CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_m 512",
                tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &m512, &info));
+  // Clusters: TMA, 128 or 256 columns (two B panels or more), rank 2.
+  tj_nvptx_options_t cl_cp = {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+                              .gemm_cluster = true};
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "gemm_cluster takes gemm_tma",
+               tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &cl_cp, &info));
+  tj_nvptx_options_t cl_narrow = {TMA(128, 64, 6), .gemm_cluster = true};
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "rank 2, 128x64",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, k, &cl_narrow, &info));
+  tj_nvptx_options_t cl_wide = {TMA(128, 128, 4), .gemm_cluster = true};
+  tj_kir_t* bmm = NULL;
+  CHECK_OK(sample_build(tj_allocator_system(), SAMPLE_GEMM_BF16_BMM, &bmm));
+  CHECK_STATUS(
+      TJ_STATUS_UNSUPPORTED, "here rank 3",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, bmm, &cl_wide, &info));
+  tj_kir_destroy(bmm);
   tj_nvptx_options_t mma_pp = {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC,
                                .gemm_pingpong = true};
   CHECK_STATUS(
@@ -765,6 +850,27 @@ TEST(launch_configs) {
                tj_nvptx_gemm_check_pointers(k, &info, ptrs));
   ptrs[1] = 0x2010;
   CHECK_OK(tj_nvptx_gemm_check_pointers(k, &info, ptrs));
+  // 2-block clusters (gemm_cluster): pairs of 128-row tiles, a cluster
+  // each (1000 rows: 4 pairs, the last one's second tile past M), or at
+  // most 66 clusters on 132 SMs when persistent.
+  LLVMModuleRef mc = tj_nvptx_module_create(target, ctx, "mc");
+  tj_nvptx_options_t cl = {TMA(128, 128, 4), .gemm_cluster = true};
+  CHECK_OK(tj_nvptx_emit_kernel(mc, TJ_NVPTX_SM_90A, k, &cl, &info));
+  CHECK_EQ_INT(2, info.cluster);
+  CHECK_OK(tj_nvptx_launch_config(k, &info, mnk, 132, &launch));
+  CHECK_EQ_INT(2 * 4 * 3, launch.grid[0]);
+  CHECK_EQ_INT(2, launch.cluster);
+  LLVMDisposeModule(mc);
+  mc = tj_nvptx_module_create(target, ctx, "mc");
+  cl.gemm_persistent = true;
+  CHECK_OK(tj_nvptx_emit_kernel(mc, TJ_NVPTX_SM_90A, k, &cl, &info));
+  int64_t big[3] = {8192, 3072, 768};
+  CHECK_OK(tj_nvptx_launch_config(k, &info, big, 132, &launch));
+  CHECK_EQ_INT(132, launch.grid[0]);
+  CHECK_EQ_INT(2, launch.cluster);
+  CHECK_OK(tj_nvptx_launch_config(k, &info, big, 131, &launch));
+  CHECK_EQ_INT(130, launch.grid[0]);
+  LLVMDisposeModule(mc);
   tj_kir_destroy(k);
   // Batched, attention's scores [192, 512, 64] @ [192, 64, 512]: the
   // cp.async kernels take a batch entry per grid z; the TMA schedules fold

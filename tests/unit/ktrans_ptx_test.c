@@ -201,6 +201,10 @@ static const tj_nvptx_options_t kSchedules[] = {
     {TMA(128, 64, 6), .gemm_pingpong = true, .gemm_persistent = true},
     {TMA(256, 128, 3), .gemm_persistent = true},
     {TMA(256, 64, 4)},
+    // The TMA store epilogue (issue 13, hopper8), on rank-2 kernels.
+    {TMA(128, 128, 4), .gemm_pingpong = true, .gemm_persistent = true,
+     .gemm_tma_store = true},
+    {TMA(128, 256, 3), .gemm_persistent = true, .gemm_tma_store = true},
 };
 
 // f32 on TF32 tensor cores (allow_tf32): the TMA schedules it has.
@@ -213,13 +217,14 @@ static const tj_nvptx_options_t kTf32[] = {
 };
 
 static void describe(const tj_nvptx_options_t* o, char* buf, size_t size) {
-  snprintf(buf, size, "%s%s %dx%d bk%d s%d%s%s%s%s",
+  snprintf(buf, size, "%s%s %dx%d bk%d s%d%s%s%s%s%s",
            o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC ? "mma.sync" : "wgmma",
            o->gemm_tma ? " tma" : "", (int)o->gemm_tile_m, (int)o->gemm_tile_n,
            (int)o->gemm_tile_k, (int)o->gemm_stages,
            o->gemm_pingpong ? " pingpong" : "",
            o->gemm_persistent ? " persistent" : "",
-           o->gemm_wgmma_drain ? " drain" : "", o->gemm_tf32 ? " tf32" : "");
+           o->gemm_wgmma_drain ? " drain" : "", o->gemm_tf32 ? " tf32" : "",
+           o->gemm_tma_store ? " store" : "");
 }
 
 // Emits |k| with |o| for |arch|; NULL PTX where the emitter refuses (then
@@ -286,6 +291,10 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
       check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
       check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
       check_has(what, ptx, "cp.async.cg", false);
+      // The output through TMA stores where the kernel is rank 2.
+      check_has(what, ptx,
+                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+                o->gemm_tma_store && !box3);
     } else {
       check_has(what, ptx, "cp.async.cg.shared.global", true);
     }
