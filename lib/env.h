@@ -42,6 +42,9 @@ typedef enum tj_setting_e {
   // way back.
   TJ_SETTING_NVPTX_ATTENTION = 8,
   TJ_SETTING_CUDA_WQGEMM = 9,  // TJ_CUDA_WQGEMM (environment only)
+  // TJ_NVPTX_CONV (environment only): "mma", "wgmma" or "wgmma64", the
+  // CUDA TF32 conv's kernel (tj_nvptx_conv_kernel_t), for A/B comparisons.
+  TJ_SETTING_NVPTX_CONV = 10,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 
