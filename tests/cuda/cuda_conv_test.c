@@ -23,7 +23,13 @@
 // 2^-10 relative); at P a multiple of 4 (the vector path) and not (pixel
 // by pixel). On the deep shapes whose conv splits k at batch 1 (a kernel
 // with an epilogue does not split) the followers stay a kernel of their
-// own: two kernels. Skips (exit 77) without a driver or GPU.
+// own: two kernels. The TF32 cases run again on the sm_90a wgmma kernel
+// (TJ_NVPTX_CONV=wgmma and wgmma64: 128 x 128 and 128 x 64 tiles, operands
+// truncated to TF32 by the tensor cores, within the same bound), and so do
+// ResNet's layer classes (kResnet: the 7x7 stem, 3x3 and 1x1 at stride 1
+// and 2, the downsample, deep K at 7x7, O past one tile; with relu and
+// residual epilogues) at batch 32 and 1 of one symbolic-batch executable.
+// Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -279,6 +285,90 @@ static const case_t kCases[] = {
      {.pads_begin = {1}, .pads_end = {1}}},
 };
 
+// ResNet's layer classes, spatial sizes cut where the f64 reference would
+// take long at batch 32 (the kernels see the same classes of K, O and
+// strides).
+static const case_t kResnet[] = {
+    {"rn_stem_7x7_s2",
+     2,
+     3,
+     64,
+     {56, 56},
+     {7, 7},
+     true,
+     P_RELU,
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
+    {"rn_3x3_64",
+     2,
+     64,
+     64,
+     {28, 28},
+     {3, 3},
+     true,
+     P_RELU,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_1x1_256_64",
+     2,
+     256,
+     64,
+     {28, 28},
+     {1, 1},
+     true,
+     P_RELU,
+     {.groups = 0}},
+    {"rn_1x1_64_256_res",
+     2,
+     64,
+     256,
+     {14, 14},
+     {1, 1},
+     true,
+     P_RESIDUAL,
+     {.groups = 0}},
+    {"rn_3x3_s2_128",
+     2,
+     128,
+     128,
+     {28, 28},
+     {3, 3},
+     true,
+     P_NONE,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_1x1_s2_256_512",
+     2,
+     256,
+     512,
+     {28, 28},
+     {1, 1},
+     false,
+     P_NONE,
+     {.strides = {2, 2}}},
+    {"rn_3x3_256_res",
+     2,
+     256,
+     256,
+     {7, 7},
+     {3, 3},
+     true,
+     P_RESIDUAL,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_3x3_512_136",
+     2,
+     512,
+     136,
+     {7, 7},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+};
+
+static const int64_t kBatches[] = {3, 1, 0};
+static const int64_t kResnetBatches[] = {32, 1};
+
+// Names the kernel variant in failure messages.
+static const char* g_variant = "";
+
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float uniform(void) {
   g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -347,7 +437,8 @@ static float* random_buffer(int64_t n) {
   return p;
 }
 
-static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
+static void run_case(tj_context_t* ctx, const case_t* c, bool tf32,
+                     const int64_t* batches, int32_t num_batches) {
   const int32_t r = c->n + 2;
   int64_t xd[5], wd[5], yd[5];
   int64_t taps = 1;
@@ -379,8 +470,7 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
   CHECK_EQ_INT(kernels, stats.num_kernels);
   const tj_dtype_t yt = c->post == P_F16 ? TJ_DTYPE_F16 : TJ_DTYPE_F32;
   const size_t ye = tj_dtype_size(yt);
-  static const int64_t batches[3] = {3, 1, 0};
-  for (int bi = 0; bi < 3; ++bi) {
+  for (int32_t bi = 0; bi < num_batches; ++bi) {
     const int64_t N = batches[bi];
     int64_t xs[5], ys[5];
     memcpy(xs, xd, sizeof(xs));
@@ -442,9 +532,10 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
       }
     }
     if (bad) {
-      fprintf(stderr, "%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
-              c->name, tf32 ? " tf32" : "", (long long)N, (long long)bad,
-              (long long)ny, (long long)first, got_first, want_first);
+      fprintf(stderr, "%s%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+              c->name, tf32 ? " tf32" : "", g_variant, (long long)N,
+              (long long)bad, (long long)ny, (long long)first, got_first,
+              want_first);
     }
     CHECK_EQ_INT(0, bad);
     free(x);
@@ -463,7 +554,7 @@ TEST(cases_exact_f32) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
-    run_case(ctx, &kCases[i], false);
+    run_case(ctx, &kCases[i], false, kBatches, 3);
   tj_context_destroy(ctx);
 }
 
@@ -471,7 +562,39 @@ TEST(cases_tf32) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
-    run_case(ctx, &kCases[i], true);
+    run_case(ctx, &kCases[i], true, kBatches, 3);
+  tj_context_destroy(ctx);
+}
+
+// The TF32 cases and ResNet's classes on the wgmma kernel, both tiles.
+TEST(cases_tf32_wgmma) {
+  static const char* const kVariants[] = {"wgmma", "wgmma64"};
+  for (size_t v = 0; v < TJ_ARRAY_SIZE(kVariants); ++v) {
+    // Settings are read when a context is created.
+    setenv("TJ_NVPTX_CONV", kVariants[v], 1);
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    unsetenv("TJ_NVPTX_CONV");
+    char label[32];
+    snprintf(label, sizeof(label), " %s", kVariants[v]);
+    g_variant = label;
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
+      run_case(ctx, &kCases[i], true, kBatches, 3);
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kResnet); ++i)
+      run_case(ctx, &kResnet[i], true, kResnetBatches, 2);
+    g_variant = "";
+    tj_context_destroy(ctx);
+  }
+}
+
+// ResNet's classes on the default TF32 kernel and exact f32.
+TEST(resnet_default) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kResnet); ++i) {
+    run_case(ctx, &kResnet[i], true, kResnetBatches, 2);
+    run_case(ctx, &kResnet[i], false, kResnetBatches, 2);
+  }
   tj_context_destroy(ctx);
 }
 
@@ -480,5 +603,7 @@ int main(void) {
   tj_cuda_device_destroy(device);
   RUN_TEST(cases_exact_f32);
   RUN_TEST(cases_tf32);
+  RUN_TEST(cases_tf32_wgmma);
+  RUN_TEST(resnet_default);
   TEST_MAIN_END();
 }
