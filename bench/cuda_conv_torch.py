@@ -84,12 +84,12 @@ def main():
                     help="TF32 kernels, comma-separated: mma, wgmma, wgmma64")
     args = ap.parse_args()
     kernels = args.kernels.split(",") if args.kernels else [""]
-    contexts = {kern: context_for(kern) for kern in kernels}
+    contexts = {variant: context_for(variant) for variant in kernels}
     rows = []
     if "f32" in args.modes.split(","):
         rows.append((False, ""))
     if "tf32" in args.modes.split(","):
-        rows += [(True, kern) for kern in kernels]
+        rows += [(True, variant) for variant in kernels]
     if not torch.cuda.is_available():
         sys.exit("no GPU")
     torch.backends.cudnn.benchmark = True
@@ -112,8 +112,8 @@ def main():
             want = F.conv2d(x, w, b, s, p)
             oh = want.shape[2]
             flops = 2.0 * n * o * oh * oh * c * k * k
-            for tf32, kern in rows:
-                exe = ours(n, c, h, o, k, s, p, tf32, contexts[kern])
+            for tf32, variant in rows:
+                exe = ours(n, c, h, o, k, s, p, tf32, contexts[variant])
                 out = torch.empty_like(want)
                 exe(x, w, b, out=out)
                 tol = 2e-2 if tf32 else 1e-4
@@ -123,14 +123,14 @@ def main():
                     # A wrong kernel is reported, not timed; the other
                     # rows still run.
                     print(f"{name:24s} {n:3d} WRONG "
-                          f"{'tf32/' + kern if tf32 else 'f32'}: "
+                          f"{'tf32/' + variant if tf32 else 'f32'}: "
                           f"{str(e).splitlines()[1:3]}")
                     continue
                 t = cuda_time_ms(lambda: exe(x, w, b, out=out), args.iters)
                 kern = exe.profile(x, w, b, runs=args.iters, out=out).kernel_ms
                 torch.backends.cudnn.allow_tf32 = tf32
                 ref = cuda_time_ms(lambda: F.conv2d(x, w, b, s, p), args.iters)
-                mode = ("tf32" + ("/" + kern if kern else "")) if tf32 \
+                mode = ("tf32" + ("/" + variant if variant else "")) if tf32 \
                     else "f32"
                 print(f"{name:24s} {n:3d} {mode:13s} "
                       f"{t[0]:9.4f} ({t[1]:.4f}-{t[2]:.4f}) {kern:8.4f} "
