@@ -110,6 +110,10 @@ typedef struct conv_t {
   LLVMValueRef b_dst[kMaxCopies], b_k[kMaxCopies];
   LLVMValueRef a16_src[4], a16_dst[4], a16_ok[4], a16_k[4];
   LLVMValueRef pix_ok, x_image, origin[3];
+  // The wgmma kernel's tap table (tap_table): per k, x's offset and the
+  // tap's displacement along the last two axes; NULL where it is not used.
+  LLVMValueRef taps;
+  LLVMValueRef x_pixel;  // x's offset of the pixel's window origin
 } conv_t;
 
 static LLVMValueRef c32(conv_t* g, int64_t v) {
@@ -217,6 +221,9 @@ static void pixel_setup(conv_t* g, LLVMValueRef bn) {
 static void gather(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
                    LLVMValueRef bk, LLVMValueRef dst);
 
+static void gather_tabled(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                          LLVMValueRef bk, LLVMValueRef dst);
+
 static void load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
@@ -247,6 +254,10 @@ static void gather(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
                    LLVMValueRef bk, LLVMValueRef dst) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
+  if (g->taps) {
+    gather_tabled(g, base, k0, bk, dst);
+    return;
+  }
   LLVMValueRef kk = LLVMBuildAdd(b, k0, bk, "");
   LLVMValueRef ok = LLVMBuildAnd(
       b, g->pix_ok, LLVMBuildICmp(b, LLVMIntSLT, kk, c32(g, g->K), ""), "");
@@ -284,6 +295,104 @@ static void gather(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
   LLVMValueRef xoff = LLVMBuildAdd(
       b, g->x_image,
       g->it == em->t_i64 ? off : LLVMBuildSExt(b, off, em->t_i64, ""), "");
+  LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
+                                     tj_emit_select(em, ok, xoff, c64(g, 0)));
+  cp_async4(g, base, dst, src, ok);
+}
+
+// The wgmma kernel's tap table, for 1D and 2D convs: entry k (k0 + bk
+// of a gather, the same across a warp: one broadcast from L1) is {x's offset of
+// tap k from the window origin, its displacement along axis 1 (high 16 bits)
+// and axis 2 (low)}; entries past K have the displacement kFar along both,
+// which no coordinate check passes. A gather is then a load, two adds and two
+// unsigned compares instead of k's division into (c, taps) by constants
+// (a multiply-high and shift chain per division, three for a 2D tap). The table
+// is a global of the module, not .const: a model's conv kernels share one
+// module, and their tables (resnet18's add to 250 KB) would pass the 64 KB
+// constant bank.
+#define kFar 0x4000
+
+static bool tap_table_fits(const conv_t* g) {
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  if (g->axis0 < 1 || entries * 8 > (1 << 20) || g->it != g->em->t_i32)
+    return false;
+  for (int32_t d = 1; d <= 2; ++d) {
+    // Coordinates of valid and far taps in i16 (a window origin is at
+    // least -low), and no far tap inside x.
+    if (g->in[d] + g->low[d] + (g->ker[d] - 1) * g->dil[d] >= kFar ||
+        (g->od[d] - 1) * g->st[d] >= kFar)
+      return false;
+  }
+  return true;
+}
+
+static tj_status_t tap_table(conv_t* g) {
+  tj_emit_t* em = g->em;
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  LLVMTypeRef et = LLVMVectorType(em->t_i32, 2);
+  tj_allocator_t al = g->k->allocator;
+  LLVMValueRef* v = tj_calloc(al, (size_t)entries, sizeof(*v));
+  if (!v) return tj_status_oom();
+  for (int64_t k = 0; k < entries; ++k) {
+    int64_t off = 0, da = kFar, db = kFar;
+    if (k < g->K) {
+      int64_t c = k / g->KS, t = k % g->KS;
+      int64_t t2 = t % g->ker[2], t1 = g->axis0 == 1 ? t / g->ker[2] : 0;
+      da = t1 * g->dil[1];
+      db = t2 * g->dil[2];
+      off = c * g->INS + da * g->in[2] + db;
+    }
+    LLVMValueRef f[2] = {
+        LLVMConstInt(em->t_i32, (unsigned long long)off, 0),
+        LLVMConstInt(em->t_i32, (unsigned long long)((da << 16) | db), 0)};
+    v[k] = LLVMConstVector(f, 2);
+  }
+  char name[256];
+  snprintf(name, sizeof(name), "conv_taps_%s", g->k->name);
+  LLVMTypeRef at = LLVMArrayType2(et, (uint64_t)entries);
+  LLVMValueRef tab = LLVMAddGlobalInAddressSpace(em->mod, at, name, 1);
+  LLVMSetInitializer(tab, LLVMConstArray2(et, v, (uint64_t)entries));
+  LLVMSetGlobalConstant(tab, 1);
+  LLVMSetLinkage(tab, LLVMInternalLinkage);
+  LLVMSetAlignment(tab, 8);
+  tj_free(al, v, (size_t)entries * sizeof(*v));
+  g->taps = tab;
+  return NULL;
+}
+
+static void gather_tabled(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                          LLVMValueRef bk, LLVMValueRef dst) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef et = LLVMVectorType(em->t_i32, 2);
+  LLVMValueRef idx[2] = {c32(g, 0), LLVMBuildAdd(b, k0, bk, "")};
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  LLVMValueRef e =
+      LLVMBuildLoad2(b, et,
+                     LLVMBuildGEP2(b, LLVMArrayType2(et, (uint64_t)entries),
+                                   g->taps, idx, 2, ""),
+                     "tap");
+  LLVMSetAlignment(e, 8);
+  LLVMValueRef off = LLVMBuildExtractElement(b, e, c32(g, 0), "");
+  LLVMValueRef disp = LLVMBuildExtractElement(b, e, c32(g, 1), "");
+  LLVMValueRef ok =
+      LLVMBuildICmp(b, LLVMIntULT,
+                    LLVMBuildAdd(b, g->origin[2],
+                                 LLVMBuildAnd(b, disp, c32(g, 0xFFFF), ""), ""),
+                    c32(g, g->in[2]), "");
+  if (g->axis0 == 1) {
+    ok = LLVMBuildAnd(
+        b, ok,
+        LLVMBuildICmp(b, LLVMIntULT,
+                      LLVMBuildAdd(b, g->origin[1],
+                                   LLVMBuildLShr(b, disp, c32(g, 16), ""), ""),
+                      c32(g, g->in[1]), ""),
+        "");
+  }
+  LLVMValueRef xoff = LLVMBuildAdd(
+      b, g->x_image,
+      LLVMBuildSExt(b, LLVMBuildAdd(b, g->x_pixel, off, ""), em->t_i64, ""),
+      "");
   LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
                                      tj_emit_select(em, ok, xoff, c64(g, 0)));
   cp_async4(g, base, dst, src, ok);
@@ -488,7 +597,7 @@ static LLVMValueRef sw128(conv_t* g, LLVMValueRef row, LLVMValueRef k) {
 // (addressed in wg_load_tile); B (the patch matrix, stored [pixel][k]: K-major,
 // as TF32 wgmma wants both operands) 4 bytes at a time, gathered through the
 // window.
-static void wg_copy_setup(conv_t* g) {
+static tj_status_t wg_copy_setup(conv_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
   const int32_t threads = kThreads;
@@ -510,24 +619,43 @@ static void wg_copy_setup(conv_t* g) {
         LLVMBuildZExt(b, k, em->t_i64, ""), "");
     g->a16_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
   }
-  // B: the thread's pixel is tid % bn, its k rows tid / bn + (256 / bn) i:
-  // a warp copies 32 consecutive pixels of one k row (consecutive x at
-  // stride 1).
-  LLVMValueRef col = LLVMBuildAnd(b, g->tid, c32(g, g->bn - 1), "");
-  int32_t shift = g->bn == 128 ? 7 : 6;
+  // B: warp w copies pixels [w q, w q + q) (q = bn / 8) of 32 / q
+  // consecutive k rows at a time, lane l pixel l % q of k row l / q + (32
+  // / q) i. A warp's 32 stores then hit every bank once (q = 8) or twice
+  // (16): 8 rows of a swizzled tile cover the banks once per k, rows r and
+  // r + 8 the same ones, so 32 pixels of one k (4-way) would conflict.
+  const int32_t q = g->bn / 8, step = kWgBK / q;
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef col = LLVMBuildAdd(
+      b, LLVMBuildAnd(b, lane, c32(g, q - 1), ""),
+      LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""), c32(g, q), ""),
+      "");
+  LLVMValueRef kb = LLVMBuildUDiv(b, lane, c32(g, q), "");
   for (int32_t i = 0; i < g->b_copies; ++i) {
-    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * threads), "");
-    LLVMValueRef k = LLVMBuildLShr(b, e, c32(g, shift), "");
+    LLVMValueRef k = LLVMBuildAdd(b, kb, c32(g, step * i), "");
     g->b_k[i] = k;
     g->b_dst[i] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
   }
   pixel_setup(g, col);
+  if (tap_table_fits(g)) {
+    TJ_RETURN_IF_ERROR(tap_table(g));
+    // A pixel past N x P: its origin far along the last axis, so that no
+    // tap passes the check.
+    g->origin[2] = tj_emit_select(em, g->pix_ok, g->origin[2], c32(g, kFar));
+    g->x_pixel = g->origin[2];
+    if (g->axis0 == 1) {
+      g->x_pixel =
+          LLVMBuildAdd(b, LLVMBuildMul(b, g->origin[1], c32(g, g->in[2]), ""),
+                       g->x_pixel, "");
+    }
+  }
   g->a_vec = LLVMConstInt(em->t_i1, 0, 0);
   if (g->K % 4 == 0) {
     LLVMValueRef at = LLVMBuildPtrToInt(b, em->base[g->wb], em->t_i64, "");
     g->a_vec = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, at, c64(g, 15), ""),
                              c64(g, 0), "a_vec");
   }
+  return NULL;
 }
 
 static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
@@ -1243,7 +1371,7 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
                                     c32(&g, kAtom - 1), "");
     g.ring = smem_at(&g, g.smem, pad);
     g.ring_addr = LLVMBuildAdd(b, addr, pad, "ring_addr");
-    wg_copy_setup(&g);
+    TJ_RETURN_IF_ERROR(wg_copy_setup(&g));
     wg_main_loop(&g);
   } else {
     for (int32_t i = 0; i < 64; ++i)
