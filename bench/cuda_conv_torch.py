@@ -13,6 +13,11 @@ faster).
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_conv_torch.py
     ... --batch 1 --only 3x3 --iters 20
+    ... --modes tf32 --kernels mma,wgmma,wgmma64
+
+--kernels names the TF32 rows' kernels (TJ_NVPTX_CONV, each in a context
+of its own): mma (mma.sync m16n8k8), wgmma and wgmma64 (sm_90a wgmma
+m64nNk8, 128 x 128 and 128 x 64 tiles); "" is the library's default.
 
 Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 torch_timing.py must sit beside it.
@@ -50,8 +55,18 @@ CASES = [
 ]
 
 
-def ours(n, c, h, o, k, s, p, tf32):
-    g = tj.Graph("conv")
+def context_for(kernel):
+    # Settings are read when a context is created.
+    if kernel:
+        os.environ["TJ_NVPTX_CONV"] = kernel
+    try:
+        return tj.Context()
+    finally:
+        os.environ.pop("TJ_NVPTX_CONV", None)
+
+
+def ours(n, c, h, o, k, s, p, tf32, ctx=None):
+    g = tj.Graph("conv", context=ctx)
     x = g.input("x", "f32", [n, c, h, h])
     w = g.input("w", "f32", [o, c, k, k])
     b = g.input("b", "f32", [o])
@@ -64,14 +79,24 @@ def main():
     ap.add_argument("--batch", type=int, nargs="*", default=[1, 32])
     ap.add_argument("--only", default="")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--modes", default="f32,tf32")
+    ap.add_argument("--kernels", default="",
+                    help="TF32 kernels, comma-separated: mma, wgmma, wgmma64")
     args = ap.parse_args()
+    kernels = args.kernels.split(",") if args.kernels else [""]
+    contexts = {variant: context_for(variant) for variant in kernels}
+    rows = []
+    if "f32" in args.modes.split(","):
+        rows.append((False, ""))
+    if "tf32" in args.modes.split(","):
+        rows += [(True, variant) for variant in kernels]
     if not torch.cuda.is_available():
         sys.exit("no GPU")
     torch.backends.cudnn.benchmark = True
     print(f"# cuda_conv_torch: {torch.cuda.get_device_name()}, f32 NCHW, "
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}"
           f", tensorjit {tj.version()}")
-    print(f"{'case':24s} {'N':>3s} {'mode':5s} {'ours ms (min-max)':>24s} "
+    print(f"{'case':24s} {'N':>3s} {'mode':13s} {'ours ms (min-max)':>24s} "
           f"{'kern ms':>8s} {'cudnn ms (min-max)':>24s} {'TF/s':>6s} "
           f"{'cudnn/ours':>10s}")
     for name, c, h, o, k, s, p in CASES:
@@ -87,17 +112,27 @@ def main():
             want = F.conv2d(x, w, b, s, p)
             oh = want.shape[2]
             flops = 2.0 * n * o * oh * oh * c * k * k
-            for tf32 in (False, True):
-                exe = ours(n, c, h, o, k, s, p, tf32)
+            for tf32, variant in rows:
+                exe = ours(n, c, h, o, k, s, p, tf32, contexts[variant])
                 out = torch.empty_like(want)
                 exe(x, w, b, out=out)
                 tol = 2e-2 if tf32 else 1e-4
-                torch.testing.assert_close(out, want, rtol=tol, atol=tol)
+                try:
+                    torch.testing.assert_close(out, want, rtol=tol, atol=tol)
+                except AssertionError as e:
+                    # A wrong kernel is reported, not timed; the other
+                    # rows still run.
+                    print(f"{name:24s} {n:3d} WRONG "
+                          f"{'tf32/' + variant if tf32 else 'f32'}: "
+                          f"{str(e).splitlines()[1:3]}")
+                    continue
                 t = cuda_time_ms(lambda: exe(x, w, b, out=out), args.iters)
                 kern = exe.profile(x, w, b, runs=args.iters, out=out).kernel_ms
                 torch.backends.cudnn.allow_tf32 = tf32
                 ref = cuda_time_ms(lambda: F.conv2d(x, w, b, s, p), args.iters)
-                print(f"{name:24s} {n:3d} {'tf32' if tf32 else 'f32':5s} "
+                mode = ("tf32" + ("/" + variant if variant else "")) if tf32 \
+                    else "f32"
+                print(f"{name:24s} {n:3d} {mode:13s} "
                       f"{t[0]:9.4f} ({t[1]:.4f}-{t[2]:.4f}) {kern:8.4f} "
                       f"{ref[0]:9.4f} ({ref[1]:.4f}-{ref[2]:.4f}) "
                       f"{flops / t[0] / 1e9:6.1f} {ref[0] / t[0]:10.2f}x")

@@ -12,7 +12,14 @@ same process. With --cuda our CUDA executable is timed with CUDA events
 around each call on torch CUDA tensors, torch eager and torch.compile
 likewise, and our output is checked against onnxruntime's.
 
-  python3 bench/onnx_models.py [--threads N] [--runs N] [--cuda]
+torch runs its convs through cuDNN in TF32 by default
+(torch.backends.cudnn.allow_tf32, printed); --tf32 compiles ours with
+allow_tf32 too, so that the two are compared on equal terms, and
+--conv-kernels mma,wgmma times ours once per TF32 conv kernel
+(TJ_NVPTX_CONV, each in its own context) in the same run.
+
+  python3 bench/onnx_models.py [--threads N] [--runs N] [--cuda] [--tf32]
+      [--conv-kernels K1,K2] [--no-x86]
       [--models resnet18,mobilenet_v3_small,bert_layer] [--skeletons DIR]
 """
 
@@ -83,6 +90,11 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("--no-x86", action="store_true")
+    ap.add_argument("--tf32", action="store_true",
+                    help="compile ours for CUDA with allow_tf32")
+    ap.add_argument("--conv-kernels", default="",
+                    help="TJ_NVPTX_CONV values to time ours with, "
+                         "e.g. mma,wgmma (default: the library's)")
     ap.add_argument("--models", default="resnet18,mobilenet_v3_small,bert_layer")
     ap.add_argument("--skeletons",
                     default=os.path.join(HERE, "..", "tests", "onnx", "models"))
@@ -99,6 +111,13 @@ def main():
     so.inter_op_num_threads = 1
     print("threads %d, runs %d, onnxruntime %s" % (
         ARGS.threads, ARGS.runs, ort.__version__))
+    kernels = [k for k in ARGS.conv_kernels.split(",") if k] or [None]
+    if ARGS.cuda:
+        import torch
+        print("cuda: ours allow_tf32=%s; torch cudnn.allow_tf32=%s, "
+              "matmul.allow_tf32=%s" % (
+                  ARGS.tf32, torch.backends.cudnn.allow_tf32,
+                  torch.backends.cuda.matmul.allow_tf32))
     for name in ARGS.models.split(","):
         model = skeleton.filled(name).SerializeToString()
         sess = ort.InferenceSession(model, so,
@@ -113,14 +132,24 @@ def main():
             print("%s: x86 compile %.1f s, %d kernels, %d graph breaks" % (
                 name, time.perf_counter() - t0, s.num_kernels,
                 s.num_graph_breaks))
+        cuda_names = []
         if ARGS.cuda:
             import torch
-            t0 = time.perf_counter()
-            exes["cuda"] = tj.compile(graph, "cuda")
-            s = exes["cuda"].stats
-            print("%s: cuda compile %.1f s, %d kernels, %d graph breaks" % (
-                name, time.perf_counter() - t0, s.num_kernels,
-                s.num_graph_breaks))
+            for kern in kernels:
+                label = "cuda" if kern is None else "cuda " + kern
+                g = graph
+                if kern is not None:
+                    # Settings are read when a context is created.
+                    os.environ["TJ_NVPTX_CONV"] = kern
+                    g = tj.onnx.load(model, context=tj.Context())
+                    del os.environ["TJ_NVPTX_CONV"]
+                t0 = time.perf_counter()
+                exes[label] = tj.compile(g, "cuda", allow_tf32=ARGS.tf32)
+                cuda_names.append(label)
+                s = exes[label].stats
+                print("%s: %s compile %.1f s, %d kernels, %d graph breaks" % (
+                    name, label, time.perf_counter() - t0, s.num_kernels,
+                    s.num_graph_breaks))
             tm = torch_model(name).cuda()
             tc = torch.compile(tm)
         for b, t in batches:
@@ -142,12 +171,14 @@ def main():
                     lambda: exe(x, out=out), ARGS.runs)))
             if ARGS.cuda:
                 xd = torch.from_numpy(x).cuda()
-                exe = exes["cuda"]
-                got = exe(xd).cpu().numpy()
-                print("  cuda max |err| vs onnxruntime %.3g of %.3g" % (
-                    float(np.abs(got - want).max()), scale))
-                print(fmt("tensorjit cuda", time_cuda(
-                    torch, lambda: exe(xd), ARGS.runs)))
+                for label in cuda_names:
+                    exe = exes[label]
+                    got = exe(xd).cpu().numpy()
+                    print("  %s max |err| vs onnxruntime %.3g of %.3g" % (
+                        label, float(np.abs(got - want).max()), scale))
+                    print(fmt("tensorjit " + label + (
+                        " tf32" if ARGS.tf32 else ""), time_cuda(
+                            torch, lambda: exe(xd), ARGS.runs)))
                 with torch.no_grad():
                     print(fmt("torch eager", time_cuda(
                         torch, lambda: tm(xd), ARGS.runs)))
@@ -155,7 +186,8 @@ def main():
                         torch, lambda: tc(xd), ARGS.runs, warm=3)))
                 # tensorjit's profile: where the time goes, largest first.
                 if os.environ.get("BENCH_PROFILE"):
-                    print(exe.profile(xd, runs=5).text)
+                    for label in cuda_names:
+                        print(exes[label].profile(xd, runs=5).text)
             if "x86" in exes and os.environ.get("BENCH_PROFILE"):
                 print(exes["x86"].profile(x, runs=3).text)
             sys.stdout.flush()

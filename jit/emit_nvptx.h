@@ -44,7 +44,8 @@
 //               128 x 128 tile of (output channels, pixels) a block, the
 //               patch tile gathered from x through the window by cp.async
 //               (zero-filled padding), FFMA register tiles or TF32
-//               mma.sync (gemm_tf32). See emit_nvptx_conv.c.
+//               mma.sync (gemm_tf32), or TF32 wgmma on sm_90a
+//               (conv_kernel). See emit_nvptx_conv.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then

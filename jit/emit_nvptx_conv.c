@@ -24,6 +24,16 @@
 //     operands rounded to TF32 by cvt.rna), f32 accumulators. Both shared
 //     tiles then have rows of 136 floats, so a fragment's 32 loads (rows
 //     t4, columns grp) hit 32 banks.
+//   - TF32 on wgmma (sm_90a, tj_nvptx_options_t.conv_kernel, TJ_NVPTX_CONV=
+//     wgmma or wgmma64): a 128 x bn tile (bn 128 or 64), two consumer
+//     warpgroups of 64 output channels, m64n<bn>k8 .tf32 from shared
+//     memory. TF32 wgmma reads both operands K-major only, so k-tiles are
+//     32 f32, one 128-byte row of the 128-byte swizzle per output channel
+//     (the weight's rows as stored, by 16-byte cp.async where K % 4 == 0
+//     and w is 16-byte aligned) and per pixel (the patch matrix gathered
+//     as above, stored [pixel][k]); 6 stages (bn 128, one block an SM) or
+//     4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
+//     ignore the operands' low 13 mantissa bits (no cvt.rna).
 // Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
 // pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
 // at least 32 k-tiles, each block adds its slice's sums into out by
@@ -53,8 +63,14 @@
 #define kThreads 256
 #define kStages 4
 #define kCopies (kBM * kBK / kThreads)  // 4-byte copies per operand a thread
-#define kMinSliceTiles 32  // k-tiles a slice of a split conv, at least
+#define kMinSliceK 256                  // k a slice of a split conv, at least
 #define kMaxSlices 16
+// The wgmma kernel (sm_90a, TF32): k-tiles of 32 f32, one 128-byte row of
+// the 128-byte swizzle (SW128) per output channel and per pixel.
+#define kWgBK 32
+#define kRow 128
+#define kAtom 1024
+#define kMaxCopies 16  // 4-byte copies per operand a thread, at most
 
 typedef struct conv_t {
   tj_nvptx_emit_t* nv;
@@ -64,6 +80,14 @@ typedef struct conv_t {
   uint32_t xb, wb, ob;
   int32_t bb;  // the bias, -1 for none
   bool tf32;
+  // TF32 on wgmma (sm_90a): a 128 x bn tile, two consumer warpgroups of
+  // 64 output channels each (m64n<bn>k8), both operands K-major SW128.
+  bool wg;
+  int32_t bn, bk, stages;
+  int32_t b_copies;              // B copies a thread (4 bytes each)
+  LLVMValueRef ring, ring_addr;  // the 1024-aligned ring: pointer, i32
+  LLVMValueRef a_vec;            // i1: A by 16-byte copies
+  LLVMTypeRef acc_struct;        // bn / 2 floats: the wgmma's D
   // The kernel's MAP phase has instructions: elementwise followers (relu,
   // a residual add, casts) evaluated on the accumulators at the store.
   bool epi;
@@ -79,10 +103,17 @@ typedef struct conv_t {
   LLVMValueRef split;     // i1: more than one slice (nctaid.z > 1)
   LLVMValueRef first;     // i1: the first slice (ctaid.z == 0)
   LLVMValueRef acc;       // alloca [64 x float]
-  // Copies: A's rows and k, B's pixel (one per thread) and k rows.
-  LLVMValueRef a_src[kCopies], a_dst[kCopies], a_ok[kCopies], a_k[kCopies];
-  LLVMValueRef b_dst[kCopies], b_k[kCopies];
+  // Copies: A's rows and k, B's pixel (one per thread) and k rows; the
+  // wgmma kernel's 16-byte copies of A (a16_k: the chunk's first k).
+  LLVMValueRef a_src[kMaxCopies], a_dst[kMaxCopies], a_ok[kMaxCopies],
+      a_k[kMaxCopies];
+  LLVMValueRef b_dst[kMaxCopies], b_k[kMaxCopies];
+  LLVMValueRef a16_src[4], a16_dst[4], a16_ok[4], a16_k[4];
   LLVMValueRef pix_ok, x_image, origin[3];
+  // The wgmma kernel's tap table (tap_table): per k, x's offset and the
+  // tap's displacement along the last two axes; NULL where it is not used.
+  LLVMValueRef taps;
+  LLVMValueRef x_pixel;  // x's offset of the pixel's window origin
 } conv_t;
 
 static LLVMValueRef c32(conv_t* g, int64_t v) {
@@ -121,6 +152,8 @@ static void cp_async4(conv_t* g, LLVMValueRef stage_base, LLVMValueRef dst,
 
 //===--- copies ---===//
 
+static void pixel_setup(conv_t* g, LLVMValueRef bn);
+
 static void copy_setup(conv_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
@@ -157,8 +190,14 @@ static void copy_setup(conv_t* g) {
         "");
     g->b_k[i] = bk;
   }
-  // The thread's pixel: its image and window origin.
-  LLVMValueRef bn = LLVMBuildAnd(b, g->tid, c32(g, kBN - 1), "");
+  pixel_setup(g, LLVMBuildAnd(b, g->tid, c32(g, kBN - 1), ""));
+}
+
+// The thread's pixel, column |bn| (i32) of the block's tile: its image
+// and window origin.
+static void pixel_setup(conv_t* g, LLVMValueRef bn) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
   LLVMValueRef gp =
       LLVMBuildAdd(b, g->p0, LLVMBuildZExt(b, bn, em->t_i64, ""), "");
   g->pix_ok = LLVMBuildICmp(b, LLVMIntSLT, gp, g->np, "");
@@ -179,6 +218,12 @@ static void copy_setup(conv_t* g) {
   }
 }
 
+static void gather(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                   LLVMValueRef bk, LLVMValueRef dst);
+
+static void gather_tabled(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                          LLVMValueRef bk, LLVMValueRef dst);
+
 static void load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
@@ -197,50 +242,160 @@ static void load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
         tj_emit_select(em, a_ok, LLVMBuildZExt(b, k0, em->t_i64, ""),
                        c64(g, 0)));
     cp_async4(g, base, g->a_dst[i], asrc, a_ok);
-    // B row k: (c, taps) by constants; the tap's coordinate per axis is
-    // origin + t * dilation, inside x when below the size as unsigned.
-    LLVMValueRef kk = LLVMBuildAdd(b, k0, g->b_k[i], "");
-    LLVMValueRef ok = LLVMBuildAnd(
-        b, g->pix_ok, LLVMBuildICmp(b, LLVMIntSLT, kk, c32(g, g->K), ""), "");
-    kk = tj_emit_select(em, ok, kk, c32(g, 0));
-    LLVMValueRef c = LLVMBuildUDiv(b, kk, c32(g, g->KS), "c");
-    LLVMValueRef t =
-        LLVMBuildSub(b, kk, LLVMBuildMul(b, c, c32(g, g->KS), ""), "t");
-    LLVMValueRef off =
-        LLVMBuildMul(b, LLVMBuildZExt(b, c, g->it, ""), cit(g, g->INS), "");
-    int64_t pitch = 1;
-    for (int32_t d = 2; d >= g->axis0; --d) {
-      LLVMValueRef td = t;
-      if (d != g->axis0) {
-        td = LLVMBuildURem(b, t, c32(g, g->ker[d]), "");
-        t = LLVMBuildUDiv(b, t, c32(g, g->ker[d]), "");
-      }
-      LLVMValueRef coord = g->origin[d];
-      if (g->ker[d] > 1) {
-        coord = LLVMBuildAdd(b, coord,
-                             LLVMBuildMul(b, LLVMBuildZExt(b, td, g->it, ""),
-                                          cit(g, g->dil[d]), ""),
-                             "");
-      }
-      // Axes that no window can leave (no padding, kernel 1, stride 1)
-      // need no check.
-      bool can_leave = g->low[d] != 0 || g->ker[d] > 1 ||
-                       (g->od[d] - 1) * g->st[d] >= g->in[d];
-      if (can_leave) {
-        ok = LLVMBuildAnd(
-            b, ok, LLVMBuildICmp(b, LLVMIntULT, coord, cit(g, g->in[d]), ""),
-            "");
-      }
-      off = LLVMBuildAdd(b, off, LLVMBuildMul(b, coord, cit(g, pitch), ""), "");
-      pitch *= g->in[d];
-    }
-    LLVMValueRef xoff = LLVMBuildAdd(
-        b, g->x_image,
-        g->it == em->t_i64 ? off : LLVMBuildSExt(b, off, em->t_i64, ""), "");
-    LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
-                                       tj_emit_select(em, ok, xoff, c64(g, 0)));
-    cp_async4(g, base, g->b_dst[i], src, ok);
+    gather(g, base, k0, g->b_k[i], g->b_dst[i]);
   }
+}
+
+// The 4-byte copy of B element (k0 + |bk|, the thread's pixel) to |dst|
+// (i32 offsets from |base|): row k is (c, taps) by constants; the tap's
+// coordinate per axis is origin + t * dilation, inside x when below the
+// size as unsigned. Elsewhere it copies 0 bytes, which zero-fills.
+static void gather(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                   LLVMValueRef bk, LLVMValueRef dst) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  if (g->taps) {
+    gather_tabled(g, base, k0, bk, dst);
+    return;
+  }
+  LLVMValueRef kk = LLVMBuildAdd(b, k0, bk, "");
+  LLVMValueRef ok = LLVMBuildAnd(
+      b, g->pix_ok, LLVMBuildICmp(b, LLVMIntSLT, kk, c32(g, g->K), ""), "");
+  kk = tj_emit_select(em, ok, kk, c32(g, 0));
+  LLVMValueRef c = LLVMBuildUDiv(b, kk, c32(g, g->KS), "c");
+  LLVMValueRef t =
+      LLVMBuildSub(b, kk, LLVMBuildMul(b, c, c32(g, g->KS), ""), "t");
+  LLVMValueRef off =
+      LLVMBuildMul(b, LLVMBuildZExt(b, c, g->it, ""), cit(g, g->INS), "");
+  int64_t pitch = 1;
+  for (int32_t d = 2; d >= g->axis0; --d) {
+    LLVMValueRef td = t;
+    if (d != g->axis0) {
+      td = LLVMBuildURem(b, t, c32(g, g->ker[d]), "");
+      t = LLVMBuildUDiv(b, t, c32(g, g->ker[d]), "");
+    }
+    LLVMValueRef coord = g->origin[d];
+    if (g->ker[d] > 1) {
+      coord = LLVMBuildAdd(b, coord,
+                           LLVMBuildMul(b, LLVMBuildZExt(b, td, g->it, ""),
+                                        cit(g, g->dil[d]), ""),
+                           "");
+    }
+    // Axes that no window can leave (no padding, kernel 1, stride 1)
+    // need no check.
+    bool can_leave = g->low[d] != 0 || g->ker[d] > 1 ||
+                     (g->od[d] - 1) * g->st[d] >= g->in[d];
+    if (can_leave) {
+      ok = LLVMBuildAnd(
+          b, ok, LLVMBuildICmp(b, LLVMIntULT, coord, cit(g, g->in[d]), ""), "");
+    }
+    off = LLVMBuildAdd(b, off, LLVMBuildMul(b, coord, cit(g, pitch), ""), "");
+    pitch *= g->in[d];
+  }
+  LLVMValueRef xoff = LLVMBuildAdd(
+      b, g->x_image,
+      g->it == em->t_i64 ? off : LLVMBuildSExt(b, off, em->t_i64, ""), "");
+  LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
+                                     tj_emit_select(em, ok, xoff, c64(g, 0)));
+  cp_async4(g, base, dst, src, ok);
+}
+
+// The wgmma kernel's tap table, for 1D and 2D convs: entry k (k0 + bk
+// of a gather, the same across a warp: one broadcast from L1) is {x's offset of
+// tap k from the window origin, its displacement along axis 1 (high 16 bits)
+// and axis 2 (low)}; entries past K have the displacement kFar along both,
+// which no coordinate check passes. A gather is then a load, two adds and two
+// unsigned compares instead of k's division into (c, taps) by constants
+// (a multiply-high and shift chain per division, three for a 2D tap). The table
+// is a global of the module, not .const: a model's conv kernels share one
+// module, and their tables (resnet18's add to 250 KB) would pass the 64 KB
+// constant bank.
+#define kFar 0x4000
+
+static bool tap_table_fits(const conv_t* g) {
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  if (g->axis0 < 1 || entries * 8 > (1 << 20) || g->it != g->em->t_i32)
+    return false;
+  for (int32_t d = 1; d <= 2; ++d) {
+    // Coordinates of valid and far taps in i16 (a window origin is at
+    // least -low), and no far tap inside x.
+    if (g->in[d] + g->low[d] + (g->ker[d] - 1) * g->dil[d] >= kFar ||
+        (g->od[d] - 1) * g->st[d] >= kFar)
+      return false;
+  }
+  return true;
+}
+
+static tj_status_t tap_table(conv_t* g) {
+  tj_emit_t* em = g->em;
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  LLVMTypeRef et = LLVMVectorType(em->t_i32, 2);
+  tj_allocator_t al = g->k->allocator;
+  LLVMValueRef* v = tj_calloc(al, (size_t)entries, sizeof(*v));
+  if (!v) return tj_status_oom();
+  for (int64_t k = 0; k < entries; ++k) {
+    int64_t off = 0, da = kFar, db = kFar;
+    if (k < g->K) {
+      int64_t c = k / g->KS, t = k % g->KS;
+      int64_t t2 = t % g->ker[2], t1 = g->axis0 == 1 ? t / g->ker[2] : 0;
+      da = t1 * g->dil[1];
+      db = t2 * g->dil[2];
+      off = c * g->INS + da * g->in[2] + db;
+    }
+    LLVMValueRef f[2] = {
+        LLVMConstInt(em->t_i32, (unsigned long long)off, 0),
+        LLVMConstInt(em->t_i32, (unsigned long long)((da << 16) | db), 0)};
+    v[k] = LLVMConstVector(f, 2);
+  }
+  char name[256];
+  snprintf(name, sizeof(name), "conv_taps_%s", g->k->name);
+  LLVMTypeRef at = LLVMArrayType2(et, (uint64_t)entries);
+  LLVMValueRef tab = LLVMAddGlobalInAddressSpace(em->mod, at, name, 1);
+  LLVMSetInitializer(tab, LLVMConstArray2(et, v, (uint64_t)entries));
+  LLVMSetGlobalConstant(tab, 1);
+  LLVMSetLinkage(tab, LLVMInternalLinkage);
+  LLVMSetAlignment(tab, 8);
+  tj_free(al, v, (size_t)entries * sizeof(*v));
+  g->taps = tab;
+  return NULL;
+}
+
+static void gather_tabled(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
+                          LLVMValueRef bk, LLVMValueRef dst) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef et = LLVMVectorType(em->t_i32, 2);
+  LLVMValueRef idx[2] = {c32(g, 0), LLVMBuildAdd(b, k0, bk, "")};
+  const int64_t entries = (g->K + kWgBK - 1) / kWgBK * kWgBK;
+  LLVMValueRef e =
+      LLVMBuildLoad2(b, et,
+                     LLVMBuildGEP2(b, LLVMArrayType2(et, (uint64_t)entries),
+                                   g->taps, idx, 2, ""),
+                     "tap");
+  LLVMSetAlignment(e, 8);
+  LLVMValueRef off = LLVMBuildExtractElement(b, e, c32(g, 0), "");
+  LLVMValueRef disp = LLVMBuildExtractElement(b, e, c32(g, 1), "");
+  LLVMValueRef ok =
+      LLVMBuildICmp(b, LLVMIntULT,
+                    LLVMBuildAdd(b, g->origin[2],
+                                 LLVMBuildAnd(b, disp, c32(g, 0xFFFF), ""), ""),
+                    c32(g, g->in[2]), "");
+  if (g->axis0 == 1) {
+    ok = LLVMBuildAnd(
+        b, ok,
+        LLVMBuildICmp(b, LLVMIntULT,
+                      LLVMBuildAdd(b, g->origin[1],
+                                   LLVMBuildLShr(b, disp, c32(g, 16), ""), ""),
+                      c32(g, g->in[1]), ""),
+        "");
+  }
+  LLVMValueRef xoff = LLVMBuildAdd(
+      b, g->x_image,
+      LLVMBuildSExt(b, LLVMBuildAdd(b, g->x_pixel, off, ""), em->t_i64, ""),
+      "");
+  LLVMValueRef src = tj_emit_advance(em, g->xb, em->base[g->xb],
+                                     tj_emit_select(em, ok, xoff, c64(g, 0)));
+  cp_async4(g, base, dst, src, ok);
 }
 
 //===--- the math ---===//
@@ -422,21 +577,328 @@ static void main_loop(conv_t* g) {
   call(g, "llvm.nvvm.cp.async.wait.group", &none, 1);
 }
 
+//===--- the wgmma kernel (sm_90a, TF32) ---===//
+
+// Offset (i32) of element |k| (0..31) of row |row| in an SW128 tile: rows
+// of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r & 7).
+static LLVMValueRef sw128(conv_t* g, LLVMValueRef row, LLVMValueRef k) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef ch = LLVMBuildXor(b, LLVMBuildLShr(b, k, c32(g, 2), ""),
+                                 LLVMBuildAnd(b, row, c32(g, 7), ""), "");
+  return LLVMBuildAdd(
+      b,
+      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, kRow), ""),
+                   LLVMBuildShl(b, ch, c32(g, 4), ""), ""),
+      LLVMBuildMul(b, LLVMBuildAnd(b, k, c32(g, 3), ""), c32(g, 4), ""), "");
+}
+
+// A (the weight, [o][k] as stored: K-major) in 16-byte chunks where K is a
+// multiple of 4 and w 16-byte aligned (a16_*), else 4 bytes at a time
+// (addressed in wg_load_tile); B (the patch matrix, stored [pixel][k]: K-major,
+// as TF32 wgmma wants both operands) 4 bytes at a time, gathered through the
+// window.
+static tj_status_t wg_copy_setup(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  const int32_t threads = kThreads;
+  for (int32_t i = 0; i < 4; ++i) {
+    // Chunk e: row e / 8, chunk e % 8 (a warp reads 4 rows' 128 bytes).
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * threads), "");
+    LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 3), "");
+    LLVMValueRef k =
+        LLVMBuildMul(b, LLVMBuildAnd(b, e, c32(g, 7), ""), c32(g, 4), "");
+    g->a16_dst[i] = sw128(g, row, k);
+    g->a16_k[i] = k;
+    LLVMValueRef o =
+        LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
+    g->a16_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, o, c64(g, g->O), "");
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, g->a16_ok[i], o, c64(g, 0)),
+                     c64(g, g->K), ""),
+        LLVMBuildZExt(b, k, em->t_i64, ""), "");
+    g->a16_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
+  }
+  // B: warp w copies pixels [w q, w q + q) (q = bn / 8) of 32 / q
+  // consecutive k rows at a time, lane l pixel l % q of k row l / q + (32
+  // / q) i. A warp's 32 stores then hit every bank once (q = 8) or twice
+  // (16): 8 rows of a swizzled tile cover the banks once per k, rows r and
+  // r + 8 the same ones, so 32 pixels of one k (4-way) would conflict.
+  const int32_t q = g->bn / 8, step = kWgBK / q;
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef col = LLVMBuildAdd(
+      b, LLVMBuildAnd(b, lane, c32(g, q - 1), ""),
+      LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""), c32(g, q), ""),
+      "");
+  LLVMValueRef kb = LLVMBuildUDiv(b, lane, c32(g, q), "");
+  for (int32_t i = 0; i < g->b_copies; ++i) {
+    LLVMValueRef k = LLVMBuildAdd(b, kb, c32(g, step * i), "");
+    g->b_k[i] = k;
+    g->b_dst[i] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
+  }
+  pixel_setup(g, col);
+  if (tap_table_fits(g)) {
+    TJ_RETURN_IF_ERROR(tap_table(g));
+    // A pixel past N x P: its origin far along the last axis, so that no
+    // tap passes the check.
+    g->origin[2] = tj_emit_select(em, g->pix_ok, g->origin[2], c32(g, kFar));
+    g->x_pixel = g->origin[2];
+    if (g->axis0 == 1) {
+      g->x_pixel =
+          LLVMBuildAdd(b, LLVMBuildMul(b, g->origin[1], c32(g, g->in[2]), ""),
+                       g->x_pixel, "");
+    }
+  }
+  g->a_vec = LLVMConstInt(em->t_i1, 0, 0);
+  if (g->K % 4 == 0) {
+    LLVMValueRef at = LLVMBuildPtrToInt(b, em->base[g->wb], em->t_i64, "");
+    g->a_vec = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, at, c64(g, 15), ""),
+                             c64(g, 0), "a_vec");
+  }
+  return NULL;
+}
+
+static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->ring,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 = LLVMBuildTrunc(b, LLVMBuildMul(b, kt, c64(g, kWgBK), ""),
+                                   em->t_i32, "k0");
+  tj_emit_if_t vec, elems;
+  if (g->K % 4 == 0) {
+    // K a multiple of 4: a chunk is all inside K or all past it.
+    tj_emit_if_begin(em, &vec, g->a_vec, "a_vec");
+    for (int32_t i = 0; i < 4; ++i) {
+      LLVMValueRef ok = LLVMBuildAnd(
+          b, g->a16_ok[i],
+          LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, k0, g->a16_k[i], ""),
+                        c32(g, g->K), ""),
+          "");
+      LLVMValueRef src = tj_emit_advance(
+          em, g->wb, g->a16_src[i],
+          tj_emit_select(em, ok, LLVMBuildZExt(b, k0, em->t_i64, ""),
+                         c64(g, 0)));
+      LLVMValueRef args[3] = {
+          smem_at(g, base, g->a16_dst[i]),
+          LLVMBuildAddrSpaceCast(b, src, g->nv->t_ptr_global, ""),
+          tj_emit_select(em, ok, c32(g, 16), c32(g, 0))};
+      call(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
+    }
+    tj_emit_if_end(em, &vec);
+  }
+  // 4 bytes at a time (conv1's K = 147, or an unaligned w): addressed
+  // here, not kept in registers across the loop (the 16-byte path's
+  // registers are live too).
+  tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "a_elems");
+  for (int32_t i = 0; i < kBM * kWgBK / kThreads; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 5), "");
+    LLVMValueRef k = LLVMBuildAnd(b, e, c32(g, kWgBK - 1), "");
+    LLVMValueRef o =
+        LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
+    LLVMValueRef kk = LLVMBuildAdd(b, k0, k, "");
+    LLVMValueRef ok =
+        LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, o, c64(g, g->O), ""),
+                     LLVMBuildICmp(b, LLVMIntSLT, kk, c32(g, g->K), ""), "");
+    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, o, c64(g, g->K), ""),
+                                    LLVMBuildZExt(b, kk, em->t_i64, ""), "");
+    LLVMValueRef src = tj_emit_advance(em, g->wb, em->base[g->wb],
+                                       tj_emit_select(em, ok, off, c64(g, 0)));
+    cp_async4(g, base, sw128(g, row, k), src, ok);
+  }
+  tj_emit_if_end(em, &elems);
+  for (int32_t i = 0; i < g->b_copies; ++i)
+    gather(g, base, k0, g->b_k[i], g->b_dst[i]);
+}
+
+// Runs |text| with the bn / 2 accumulators as tied in/out operands $0..
+// and |extra| further inputs (constraints |extra_cons|) after them, so
+// that LLVM neither reads them before a wait nor writes them between
+// wgmmas (ptxas would serialize those, C7515).
+static void acc_asm(conv_t* g, const char* text, LLVMValueRef* extra,
+                    int32_t num_extra, const char* extra_cons) {
+  const int32_t n = g->bn / 2;
+  char cons[800];
+  size_t len = 0;
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(cons + len, sizeof(cons) - len, "=f,");
+  len += (size_t)snprintf(cons + len, sizeof(cons) - len, "%s", extra_cons);
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(cons + len, sizeof(cons) - len, "%s%d",
+                            len && cons[len - 1] != ',' ? "," : "", i);
+  snprintf(cons + len, sizeof(cons) - len, ",~{memory}");
+  LLVMValueRef args[64 + 4];
+  for (int32_t i = 0; i < num_extra; ++i) args[i] = extra[i];
+  for (int32_t i = 0; i < n; ++i)
+    args[num_extra + i] =
+        LLVMBuildLoad2(g->b, g->em->t_f32, acc_slot(g, i), "");
+  LLVMValueRef r = tj_emit_inline_asm(g->em, g->acc_struct, text, cons, args,
+                                      (unsigned)(num_extra + n));
+  for (int32_t i = 0; i < n; ++i)
+    LLVMBuildStore(g->b, LLVMBuildExtractValue(g->b, r, (unsigned)i, ""),
+                   acc_slot(g, i));
+}
+
+static void wg_wait(conv_t* g, int32_t pending) {
+  char text[64];
+  snprintf(text, sizeof(text), "wgmma.wait_group.sync.aligned %d;",
+           (int)pending);
+  acc_asm(g, text, NULL, 0, "");
+}
+
+static void plain_asm(conv_t* g, const char* text) {
+  tj_emit_inline_asm(g->em, g->em->t_void, text, "~{memory}", NULL, 0);
+}
+
+// The four k8 steps of k-tile |j| (i64, of the block's slice) in stage
+// |stage| (i64): warpgroup tid / 128 takes output channels [64 wg, 64 wg +
+// 64) of the tile by every pixel. Both descriptors step +32 bytes per k8
+// inside the swizzled rows (the hardware applies the XOR to the address
+// bits), 8-row atoms 1024 bytes apart (SBO); LBO unused (1).
+static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = LLVMBuildAdd(
+      b, g->ring_addr,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""),
+      "");
+  LLVMValueRef a_addr =
+      LLVMBuildAdd(b, base,
+                   LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""),
+                                c32(g, 64 * kRow), ""),
+                   "");
+  LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(g, g->a_bytes), "");
+  const int32_t n = g->bn / 2;
+  char text[1200];
+  size_t len =
+      (size_t)snprintf(text, sizeof(text),
+                       "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
+                       "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {",
+                       (int)n + 2, (int)g->bn);
+  for (int32_t i = 0; i < n; ++i)
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
+                            i ? "," : "", (int)i);
+  // scale-d p, scale-a 1, scale-b 1 (tf32 has no transpose operands).
+  snprintf(text + len, sizeof(text) - len, "}, $%d, $%d, p, 1, 1;\n}", (int)n,
+           (int)n + 1);
+  plain_asm(g, "wgmma.fence.sync.aligned;");
+  for (int32_t kk = 0; kk < kWgBK / 8; ++kk) {
+    LLVMValueRef da = tj_nvptx_wgmma_descriptor(
+        em, LLVMBuildAdd(b, a_addr, c32(g, kk * 32), ""), 16, kAtom);
+    LLVMValueRef db = tj_nvptx_wgmma_descriptor(
+        em, LLVMBuildAdd(b, b_addr, c32(g, kk * 32), ""), 16, kAtom);
+    // The slice's first k8 overwrites the accumulators: they start
+    // undefined, as zeroing them by movs that reach the loop would make
+    // ptxas serialize the wgmmas (C7515).
+    LLVMValueRef accumulate =
+        kk ? c32(g, 1)
+           : LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntNE, j, c64(g, 0), ""),
+                           em->t_i32, "");
+    LLVMValueRef extra[3] = {da, db, accumulate};
+    acc_asm(g, text, extra, 3, "l,l,r,");
+  }
+  plain_asm(g, "wgmma.commit_group.sync.aligned;");
+}
+
+// The ring over the block's k-tiles [kt0, kt1), per k-tile j:
+//   cp.async.wait_group  tile j has landed (this thread's copies)
+//   fence.proxy.async    ... and is visible to wgmma (the async proxy)
+//   bar.sync             every thread's copies; every warpgroup is past
+//                        its wait_group 1 of j - 1, so the wgmmas of j - 2
+//                        are done and their stage is free
+//   wgmma x4, commit     on tile j
+//   cp.async             tile j + stages - 2 into that stage
+//   wait_group 1         (tile j's wgmmas run on under the next wait)
+// as the wgmma GEMM's non-TMA loop (emit_nvptx_wgmma.c).
+static void wg_main_loop(conv_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  const int32_t ahead = g->stages - 2;
+  LLVMValueRef count = LLVMBuildSub(b, g->kt1, g->kt0, "");
+  for (int32_t s = 0; s < ahead; ++s) {
+    tj_emit_if_t have;
+    tj_emit_if_begin(em, &have,
+                     LLVMBuildICmp(b, LLVMIntSLT, c64(g, s), count, ""),
+                     "prologue");
+    wg_load_tile(g, c64(g, s), LLVMBuildAdd(b, g->kt0, c64(g, s), ""));
+    tj_emit_if_end(em, &have);
+    call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  }
+  tj_emit_loop_t loop;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &loop, c64(g, 0), count, c64(g, 1), "j");
+  LLVMValueRef pending = c32(g, ahead - 1);
+  call(g, "llvm.nvvm.cp.async.wait.group", &pending, 1);
+  plain_asm(g, "fence.proxy.async.shared::cta;");
+  tj_nvptx_barrier(g->nv);
+  wg_compute(g, j, LLVMBuildSRem(b, j, c64(g, g->stages), ""));
+  LLVMValueRef next = LLVMBuildAdd(b, j, c64(g, ahead), "");
+  tj_emit_if_t more;
+  tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, count, ""),
+                   "prefetch");
+  wg_load_tile(g, LLVMBuildSRem(b, next, c64(g, g->stages), ""),
+               LLVMBuildAdd(b, g->kt0, next, ""));
+  tj_emit_if_end(em, &more);
+  call(g, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+  wg_wait(g, 1);
+  tj_emit_loop_end(em, &loop);
+  wg_wait(g, 0);
+  LLVMValueRef none = c32(g, 0);
+  call(g, "llvm.nvvm.cp.async.wait.group", &none, 1);
+}
+
 //===--- the epilogue ---===//
 
-// The thread's part of the block tile: 8 rows (local o), 2 or 4 groups of
-// |width| consecutive columns (local pixels), and where each value sits in
-// the accumulators.
+// The thread's part of the block tile: 8 rows (local o; 2 for wgmma), 2,
+// 4 or bn / 8 groups of |width| consecutive columns (local pixels), and
+// where each value sits in the accumulators.
 typedef struct part_t {
   LLVMValueRef row[8];
-  LLVMValueRef col[4];
-  int32_t groups, width;
-  int32_t acc[8][4][4];
+  LLVMValueRef col[16];
+  int32_t rows, groups, width;
+  int32_t acc[8][16][4];
 } part_t;
 
 static void thread_part(conv_t* g, part_t* pt) {
   LLVMBuilderRef b = g->b;
   memset(pt, 0, sizeof(*pt));
+  pt->rows = 8;
+  if (g->wg) {
+    // wgmma's m64nN f32 fragment: register i of thread (warp q of its
+    // warpgroup, lane l) is row 16 q + l / 4 + 8 ((i / 2) % 2) of the
+    // warpgroup's 64, column 8 (i / 4) + 2 (l % 4) + i % 2.
+    LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+    LLVMValueRef r0 = LLVMBuildAdd(
+        b,
+        LLVMBuildAdd(
+            b,
+            LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""), c32(g, 64),
+                         ""),
+            LLVMBuildMul(
+                b,
+                LLVMBuildAnd(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""),
+                             c32(g, 3), ""),
+                c32(g, 16), ""),
+            ""),
+        LLVMBuildLShr(b, lane, c32(g, 2), ""), "");
+    pt->rows = 2;
+    pt->row[0] = r0;
+    pt->row[1] = LLVMBuildAdd(b, r0, c32(g, 8), "");
+    pt->groups = g->bn / 8;
+    pt->width = 2;
+    LLVMValueRef c0 =
+        LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 2), "");
+    for (int32_t gi = 0; gi < pt->groups; ++gi) {
+      pt->col[gi] = LLVMBuildAdd(b, c0, c32(g, gi * 8), "");
+      for (int32_t h = 0; h < 2; ++h)
+        for (int32_t j = 0; j < 2; ++j) pt->acc[h][gi][j] = gi * 4 + h * 2 + j;
+    }
+    return;
+  }
   if (!g->tf32) {
     LLVMValueRef ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "");
     LLVMValueRef tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "");
@@ -490,7 +952,7 @@ static void epilogue(conv_t* g) {
   // Each column's place in out (n * O * P + p) and whether it exists; a
   // group of w columns lies in one image when P % w == 0 (its first
   // column is a multiple of w).
-  LLVMValueRef col_off[4][4], col_ok[4][4];
+  LLVMValueRef col_off[16][4], col_ok[16][4];
   for (int32_t h = 0; h < pt.groups; ++h) {
     for (int32_t j = 0; j < w; ++j) {
       LLVMValueRef gp = LLVMBuildAdd(
@@ -514,7 +976,7 @@ static void epilogue(conv_t* g) {
                            c64(g, 0), "");
   }
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
-  for (int32_t i = 0; i < 8; ++i) {
+  for (int32_t i = 0; i < pt.rows; ++i) {
     LLVMValueRef o =
         LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, pt.row[i], em->t_i64, ""), "");
     tj_emit_if_t in;
@@ -689,7 +1151,7 @@ static tj_status_t epilogue_map(conv_t* g) {
   // is one, in one row when the row is.
   const bool vec = g->P % w == 0 && (last % w == 0 || runs_may_cross_rows(k));
   LLVMTypeRef vt = LLVMVectorType(em->t_f32, (unsigned)w);
-  for (int32_t i = 0; i < 8; ++i) {
+  for (int32_t i = 0; i < pt.rows; ++i) {
     LLVMValueRef o =
         LLVMBuildAdd(b, g->o0, LLVMBuildZExt(b, pt.row[i], em->t_i64, ""), "");
     tj_emit_if_t in;
@@ -843,30 +1305,50 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
         (long long)g.P);
   g.it = g.C * g.INS <= INT32_MAX / 2 ? em->t_i32 : em->t_i64;
   g.tf32 = nv->options.gemm_tf32;
+  const tj_nvptx_conv_kernel_t variant = nv->options.conv_kernel;
+  g.wg = g.tf32 && nv->arch == TJ_NVPTX_SM_90A &&
+         (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
+  g.bn = kBN;
+  g.bk = kBK;
+  g.stages = kStages;
   g.a_stride = g.tf32 ? kBM + 8 : kBM + 4;
   g.b_stride = g.tf32 ? kBN + 8 : kBN;
   g.a_bytes = kBK * g.a_stride * 4;
   g.stage_bytes = g.a_bytes + kBK * g.b_stride * 4;
+  // Two blocks an SM: 128 registers a thread.
+  int32_t blocks_per_sm = 2;
+  if (g.wg) {
+    // 128 x 128: 32 KiB a stage, 6 stages (4 k-tiles ahead of the math),
+    // one block an SM. 128 x 64: 24 KiB a stage, 4 stages, two blocks.
+    g.bn = variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+    g.bk = kWgBK;
+    g.stages = g.bn == 128 ? 6 : 4;
+    blocks_per_sm = g.bn == 128 ? 1 : 2;
+    g.a_bytes = kBM * kRow;
+    g.stage_bytes = g.a_bytes + g.bn * kRow;
+    g.b_copies = g.bn * kWgBK / kThreads;
+  }
   nv->info->threads = kThreads;
-  nv->info->shared_bytes = kStages * g.stage_bytes;
+  // The wgmma ring is aligned to the swizzle's 1024-byte period at run
+  // time: that much slack.
+  nv->info->shared_bytes = g.stages * g.stage_bytes + (g.wg ? kAtom : 0);
   nv->info->tensor_cores = g.tf32;
   nv->info->tile_m = kBM;
-  nv->info->tile_n = kBN;
-  nv->info->tile_k = kBK;
-  nv->info->stages = kStages;
-  // Two blocks an SM: 128 registers a thread.
-  nv->info->min_blocks_per_sm = 2;
+  nv->info->tile_n = g.bn;
+  nv->info->tile_k = g.bk;
+  nv->info->stages = g.stages;
+  nv->info->min_blocks_per_sm = blocks_per_sm;
 
   LLVMBuilderRef b = g.b;
   g.tid = tj_nvptx_sreg(nv, "tid.x");
-  g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, kBN), "p0");
+  g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, g.bn), "p0");
   g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"), c64(&g, kBM), "o0");
   g.np = LLVMBuildMul(b, em->dim[0], c64(&g, g.P), "np");
   // The block's slice of the k-tiles: nctaid.z slices of
   // ceil(tiles / slices) (tj_nvptx_conv_launch leaves none empty).
   LLVMValueRef slices = tj_nvptx_sreg64(nv, "nctaid.z");
   LLVMValueRef z = tj_nvptx_sreg64(nv, "ctaid.z");
-  const int64_t tiles = (g.K + kBK - 1) / kBK;
+  const int64_t tiles = (g.K + g.bk - 1) / g.bk;
   LLVMValueRef per = LLVMBuildUDiv(
       b, LLVMBuildAdd(b, c64(&g, tiles - 1), slices, ""), slices, "per");
   g.kt0 = LLVMBuildMul(b, z, per, "kt0");
@@ -875,10 +1357,28 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.first = LLVMBuildICmp(b, LLVMIntEQ, z, c64(&g, 0), "first");
   g.smem = tj_nvptx_dynamic_shared(nv);
   g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
-  for (int32_t i = 0; i < 64; ++i)
-    LLVMBuildStore(b, tj_emit_fconst(em->t_f32, 0.0), acc_slot(&g, i));
-  copy_setup(&g);
-  main_loop(&g);
+  if (g.wg) {
+    LLVMTypeRef floats[64];
+    for (int32_t i = 0; i < g.bn / 2; ++i) floats[i] = em->t_f32;
+    g.acc_struct =
+        LLVMStructTypeInContext(em->ctx, floats, (unsigned)(g.bn / 2), 0);
+    for (int32_t i = 0; i < g.bn / 2; ++i)
+      LLVMBuildStore(b, LLVMGetUndef(em->t_f32), acc_slot(&g, i));
+    // The swizzle is a function of the shared address: align the ring to
+    // its 1024-byte period.
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, g.smem, em->t_i32, "");
+    LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(&g, 0), addr, ""),
+                                    c32(&g, kAtom - 1), "");
+    g.ring = smem_at(&g, g.smem, pad);
+    g.ring_addr = LLVMBuildAdd(b, addr, pad, "ring_addr");
+    TJ_RETURN_IF_ERROR(wg_copy_setup(&g));
+    wg_main_loop(&g);
+  } else {
+    for (int32_t i = 0; i < 64; ++i)
+      LLVMBuildStore(b, tj_emit_fconst(em->t_f32, 0.0), acc_slot(&g, i));
+    copy_setup(&g);
+    main_loop(&g);
+  }
   if (g.epi) return epilogue_map(&g);
   epilogue(&g);
   return NULL;
@@ -897,20 +1397,31 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
 // a conv that would split at its smallest batch instead (the CUDA
 // backend's conv_epilogue_fits): a split is worth more than the fusion
 // (the 7x7 512-512 layer at batch 1: 4 blocks of 576 k-tiles unsplit).
-int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
-                             int32_t num_sms) {
-  const int64_t gx = (pixels + kBN - 1) / kBN, gy = (channels + kBM - 1) / kBM;
-  const int64_t tiles = (k + kBK - 1) / kBK;
-  int64_t slices = 1, target = 2 * (int64_t)(num_sms > 0 ? num_sms : 1);
+// The slices of a kernel of |tile_m| x |tile_n| tiles, k-tiles of |tile_k|
+// and |blocks_per_sm| blocks an SM.
+static int64_t slices_for(int64_t pixels, int64_t channels, int64_t k,
+                          int32_t num_sms, int64_t tile_m, int64_t tile_n,
+                          int64_t tile_k, int64_t blocks_per_sm) {
+  const int64_t gx = (pixels + tile_n - 1) / tile_n;
+  const int64_t gy = (channels + tile_m - 1) / tile_m;
+  const int64_t tiles = (k + tile_k - 1) / tile_k;
+  const int64_t min_tiles = kMinSliceK / tile_k;
+  int64_t slices = 1;
+  int64_t target = blocks_per_sm * (int64_t)(num_sms > 0 ? num_sms : 1);
   if (gx * gy == 0 || gx * gy >= target) return 1;
   slices = (target + gx * gy - 1) / (gx * gy);
-  if (slices > tiles / kMinSliceTiles) slices = tiles / kMinSliceTiles;
+  if (slices > tiles / min_tiles) slices = tiles / min_tiles;
   if (slices > kMaxSlices) slices = kMaxSlices;
   if (slices < 1) slices = 1;
   // The kernel's slices are ceil(tiles / slices) long: as many as that
   // length needs, so that none is empty.
   int64_t per = (tiles + slices - 1) / slices;
   return (tiles + per - 1) / per;
+}
+
+int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
+                             int32_t num_sms) {
+  return slices_for(pixels, channels, k, num_sms, kBM, kBN, kBK, 2);
 }
 
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
@@ -939,7 +1450,11 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
         k->name, (long long)gx, (long long)gy);
   const bool epilogue = k->phases[0].num_insts > 0;
   const int64_t slices =
-      epilogue ? 1 : tj_nvptx_conv_slices(np, o, k->gemm_k.value, num_sms);
+      epilogue ? 1
+               : slices_for(
+                     np, o, k->gemm_k.value, num_sms, info->tile_m,
+                     info->tile_n, info->tile_k,
+                     info->min_blocks_per_sm > 0 ? info->min_blocks_per_sm : 1);
   out->grid[0] = (uint32_t)gx;
   out->grid[1] = (uint32_t)gy;
   out->grid[2] = (uint32_t)slices;

@@ -123,6 +123,21 @@ typedef enum tj_nvptx_attention_kernel_t {
   TJ_NVPTX_ATTENTION_WGMMA_WIDE = 3,
 } tj_nvptx_attention_kernel_t;
 
+// The TF32 conv's main loop (tj_nvptx_options_t.conv_kernel;
+// TJ_NVPTX_CONV). Only f32 convs with gemm_tf32 take it; exact f32 convs
+// stay on CUDA cores.
+typedef enum tj_nvptx_conv_kernel_t {
+  // mma.sync m16n8k8 .tf32 (emit_nvptx_conv.c), until the wgmma kernel
+  // has been measured correct and faster on the GPU.
+  TJ_NVPTX_CONV_AUTO = 0,
+  TJ_NVPTX_CONV_MMA_SYNC = 1,
+  // wgmma m64nNk8 .tf32 on sm_90a (mma.sync elsewhere): 128 output
+  // channels by 128 pixels a block, or by 64 (WGMMA_64: twice the blocks
+  // and two of them an SM, for grids that 128-pixel tiles leave short).
+  TJ_NVPTX_CONV_WGMMA = 2,
+  TJ_NVPTX_CONV_WGMMA_64 = 3,
+} tj_nvptx_conv_kernel_t;
+
 // Choices the autotuner may vary; zeros mean the defaults.
 typedef struct tj_nvptx_options_t {
   // mma.sync k-tile: 32 (default) or 64. wgmma k-tiles are 64 (one
@@ -218,6 +233,7 @@ typedef struct tj_nvptx_options_t {
   // candidate: its DRAM reads fell to 146 MB, its tensor pipe to 66%.
   bool gemm_cluster;
   tj_nvptx_attention_kernel_t attention_kernel;
+  tj_nvptx_conv_kernel_t conv_kernel;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

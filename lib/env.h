@@ -46,6 +46,9 @@ typedef enum tj_setting_e {
   // kernel of its own where the target's attention kernel could write it
   // (tj_pass_ctx_t.attention_lse_output), for A/B comparisons.
   TJ_SETTING_ATTENTION_LSE = 10,
+  // TJ_NVPTX_CONV (environment only): "mma", "wgmma" or "wgmma64", the
+  // CUDA TF32 conv's kernel (tj_nvptx_conv_kernel_t), for A/B comparisons.
+  TJ_SETTING_NVPTX_CONV = 11,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

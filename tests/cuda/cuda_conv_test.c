@@ -23,7 +23,13 @@
 // 2^-10 relative); at P a multiple of 4 (the vector path) and not (pixel
 // by pixel). On the deep shapes whose conv splits k at batch 1 (a kernel
 // with an epilogue does not split) the followers stay a kernel of their
-// own: two kernels. Skips (exit 77) without a driver or GPU.
+// own: two kernels. The TF32 cases run again on the sm_90a wgmma kernel
+// (TJ_NVPTX_CONV=wgmma and wgmma64: 128 x 128 and 128 x 64 tiles, operands
+// truncated to TF32 by the tensor cores, within the same bound), and so do
+// ResNet's layer classes (kResnet: the 7x7 stem, 3x3 and 1x1 at stride 1
+// and 2, the downsample, deep K at 7x7, O past one tile; with relu and
+// residual epilogues) at batch 32 and 1 of one symbolic-batch executable.
+// Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -279,6 +285,88 @@ static const case_t kCases[] = {
      {.pads_begin = {1}, .pads_end = {1}}},
 };
 
+// ResNet's layer classes, spatial sizes and some O cut so that the f64
+// reference stays near 2 GMAC at batch 32 (the kernels see the same
+// classes of K, strides and grids short of the SMs).
+static const case_t kResnet[] = {
+    {"rn_stem_7x7_s2",
+     2,
+     3,
+     64,
+     {32, 32},
+     {7, 7},
+     true,
+     P_RELU,
+     {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
+    // K 576 splits at batch 1: the relu a kernel of its own.
+    {"rn_3x3_64",
+     2,
+     64,
+     64,
+     {14, 14},
+     {3, 3},
+     true,
+     P_RELU_SPLIT,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_1x1_256_64",
+     2,
+     256,
+     64,
+     {14, 14},
+     {1, 1},
+     true,
+     P_RELU,
+     {.groups = 0}},
+    {"rn_1x1_64_256_res",
+     2,
+     64,
+     256,
+     {14, 14},
+     {1, 1},
+     true,
+     P_RESIDUAL,
+     {.groups = 0}},
+    {"rn_3x3_s2_128",
+     2,
+     128,
+     128,
+     {14, 14},
+     {3, 3},
+     true,
+     P_NONE,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_1x1_s2_256_512",
+     2,
+     256,
+     512,
+     {14, 14},
+     {1, 1},
+     false,
+     P_NONE,
+     {.strides = {2, 2}}},
+    {"rn_3x3_256_128_res",
+     2,
+     256,
+     128,
+     {7, 7},
+     {3, 3},
+     true,
+     P_RESIDUAL_SPLIT,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+    {"rn_3x3_512_72",
+     2,
+     512,
+     72,
+     {7, 7},
+     {3, 3},
+     true,
+     P_NONE,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
+};
+
+static const int64_t kBatches[] = {3, 1, 0};
+static const int64_t kResnetBatches[] = {32, 1};
+
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float uniform(void) {
   g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -347,40 +435,59 @@ static float* random_buffer(int64_t n) {
   return p;
 }
 
-static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
+// One compiled variant of a case: its context, TF32 or exact, a label.
+typedef struct variant_t {
+  tj_context_t* ctx;
+  bool tf32;
+  const char* label;
+} variant_t;
+
+// |c| compiled once per variant (each in its own context), run at each of
+// |batches| on the same inputs, each output checked against one reference
+// run (the f64 reference is the slow part at batch 32).
+static void run_variants(const case_t* c, const variant_t* vs,
+                         int32_t num_variants, const int64_t* batches,
+                         int32_t num_batches) {
+  enum { kMaxVariants = 4 };
   const int32_t r = c->n + 2;
   int64_t xd[5], wd[5], yd[5];
   int64_t taps = 1;
   for (int32_t i = 0; i < c->n; ++i) taps *= c->k[i];
   const double kk = (double)(c->c * taps);
-  tj_graph_t* g = build(ctx, c, xd, wd, yd);
-  if (!g) return;
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.target = TJ_TARGET_CUDA;
-  opts.cache_dir = "";
-  opts.cuda.allow_tf32 = tf32;
-  tj_executable_t* exe = NULL;
-  CHECK_OK(tj_compile(g, &opts, &exe));
-  if (!exe) {
-    tj_graph_destroy(g);
-    return;
+  tj_graph_t* g[kMaxVariants] = {NULL};
+  tj_executable_t* exe[kMaxVariants] = {NULL};
+  bool ok = num_variants <= kMaxVariants;
+  for (int32_t v = 0; ok && v < num_variants; ++v) {
+    g[v] = build(vs[v].ctx, c, xd, wd, yd);
+    if (!g[v]) {
+      ok = false;
+      break;
+    }
+    tj_compile_options_t opts;
+    tj_compile_options_initialize(&opts);
+    opts.target = TJ_TARGET_CUDA;
+    opts.cache_dir = "";
+    opts.cuda.allow_tf32 = vs[v].tf32;
+    CHECK_OK(tj_compile(g[v], &opts, &exe[v]));
+    if (!exe[v]) {
+      ok = false;
+      break;
+    }
+    tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+    tj_executable_stats(exe[v], &stats);
+    CHECK_EQ_INT(0, stats.num_graph_breaks);
+    // The followers are the conv kernel's epilogue: one kernel in all,
+    // unless the conv splits k at batch 1.
+    const int32_t kernels =
+        c->post == P_RELU_SPLIT || c->post == P_RESIDUAL_SPLIT ? 2 : 1;
+    if (stats.num_kernels != kernels)
+      fprintf(stderr, "%s%s: %d kernels, want %d\n", c->name, vs[v].label,
+              (int)stats.num_kernels, (int)kernels);
+    CHECK_EQ_INT(kernels, stats.num_kernels);
   }
-  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-  tj_executable_stats(exe, &stats);
-  CHECK_EQ_INT(0, stats.num_graph_breaks);
-  // The followers are the conv kernel's epilogue: one kernel in all,
-  // unless the conv splits k at batch 1.
-  const int32_t kernels =
-      c->post == P_RELU_SPLIT || c->post == P_RESIDUAL_SPLIT ? 2 : 1;
-  if (stats.num_kernels != kernels)
-    fprintf(stderr, "%s: %d kernels, want %d\n", c->name,
-            (int)stats.num_kernels, (int)kernels);
-  CHECK_EQ_INT(kernels, stats.num_kernels);
   const tj_dtype_t yt = c->post == P_F16 ? TJ_DTYPE_F16 : TJ_DTYPE_F32;
   const size_t ye = tj_dtype_size(yt);
-  static const int64_t batches[3] = {3, 1, 0};
-  for (int bi = 0; bi < 3; ++bi) {
+  for (int32_t bi = 0; ok && bi < num_batches; ++bi) {
     const int64_t N = batches[bi];
     int64_t xs[5], ys[5];
     memcpy(xs, xd, sizeof(xs));
@@ -408,45 +515,49 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
     if (c->post == P_CHANNEL_CLIP)
       ins[nin++] = tj_tensor_make(shift, TJ_DTYPE_F32, r - 1, cd);
     tj_tensor_t out = tj_tensor_make(want, yt, r, ys);
-    CHECK_OK(tj_reference_run(g, ins, nin, &out, 1));
-    memset(got, 0xff, (size_t)(ny ? ny : 1) * ye);  // NaN in f32 and f16
-    out = tj_tensor_make(got, yt, r, ys);
-    CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
-    int64_t bad = 0, first = -1;
-    double got_first = 0, want_first = 0;
-    for (int64_t i = 0; i < ny; ++i) {
-      double gv, wv;
-      if (yt == TJ_DTYPE_F16) {
-        uint16_t gh, wh;
-        memcpy(&gh, got + i * 2, 2);
-        memcpy(&wh, want + i * 2, 2);
-        gv = tj_f16_to_f32(gh);
-        wv = tj_f16_to_f32(wh);
-      } else {
-        float gf, wf;
-        memcpy(&gf, got + i * 4, 4);
-        memcpy(&wf, want + i * 4, 4);
-        gv = gf;
-        wv = wf;
-      }
-      double tol = tf32 ? 1e-3 * fabs(wv) + 3e-3 * sqrt(kk)
-                        : 1e-4 * fabs(wv) + 2e-6 * kk;
-      if (yt == TJ_DTYPE_F16) tol += fabs(wv) / 1024.0;
-      if (!(fabs(gv - wv) <= tol)) {
-        if (first < 0) {
-          first = i;
-          got_first = gv;
-          want_first = wv;
+    CHECK_OK(tj_reference_run(g[0], ins, nin, &out, 1));
+    for (int32_t v = 0; v < num_variants; ++v) {
+      const bool tf32 = vs[v].tf32;
+      memset(got, 0xff, (size_t)(ny ? ny : 1) * ye);  // NaN in f32 and f16
+      out = tj_tensor_make(got, yt, r, ys);
+      CHECK_OK(tj_executable_run(exe[v], ins, nin, &out, 1));
+      int64_t bad = 0, first = -1;
+      double got_first = 0, want_first = 0;
+      for (int64_t i = 0; i < ny; ++i) {
+        double gv, wv;
+        if (yt == TJ_DTYPE_F16) {
+          uint16_t gh, wh;
+          memcpy(&gh, got + i * 2, 2);
+          memcpy(&wh, want + i * 2, 2);
+          gv = tj_f16_to_f32(gh);
+          wv = tj_f16_to_f32(wh);
+        } else {
+          float gf, wf;
+          memcpy(&gf, got + i * 4, 4);
+          memcpy(&wf, want + i * 4, 4);
+          gv = gf;
+          wv = wf;
         }
-        ++bad;
+        double tol = tf32 ? 1e-3 * fabs(wv) + 3e-3 * sqrt(kk)
+                          : 1e-4 * fabs(wv) + 2e-6 * kk;
+        if (yt == TJ_DTYPE_F16) tol += fabs(wv) / 1024.0;
+        if (!(fabs(gv - wv) <= tol)) {
+          if (first < 0) {
+            first = i;
+            got_first = gv;
+            want_first = wv;
+          }
+          ++bad;
+        }
       }
+      if (bad) {
+        fprintf(stderr, "%s%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+                c->name, tf32 ? " tf32" : "", vs[v].label, (long long)N,
+                (long long)bad, (long long)ny, (long long)first, got_first,
+                want_first);
+      }
+      CHECK_EQ_INT(0, bad);
     }
-    if (bad) {
-      fprintf(stderr, "%s%s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
-              c->name, tf32 ? " tf32" : "", (long long)N, (long long)bad,
-              (long long)ny, (long long)first, got_first, want_first);
-    }
-    CHECK_EQ_INT(0, bad);
     free(x);
     free(w);
     free(b);
@@ -455,15 +566,33 @@ static void run_case(tj_context_t* ctx, const case_t* c, bool tf32) {
     free(got);
     free(want);
   }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
+  for (int32_t v = 0; v < num_variants; ++v) {
+    if (exe[v]) tj_executable_release(exe[v]);
+    if (g[v]) tj_graph_destroy(g[v]);
+  }
+}
+
+static void run_case(tj_context_t* ctx, const case_t* c, bool tf32,
+                     const int64_t* batches, int32_t num_batches) {
+  variant_t v = {ctx, tf32, ""};
+  run_variants(c, &v, 1, batches, num_batches);
+}
+
+// A context with TJ_NVPTX_CONV=|kernel| (settings are read when a context
+// is created).
+static tj_context_t* conv_context(const char* kernel) {
+  setenv("TJ_NVPTX_CONV", kernel, 1);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  unsetenv("TJ_NVPTX_CONV");
+  return ctx;
 }
 
 TEST(cases_exact_f32) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
-    run_case(ctx, &kCases[i], false);
+    run_case(ctx, &kCases[i], false, kBatches, 3);
   tj_context_destroy(ctx);
 }
 
@@ -471,8 +600,36 @@ TEST(cases_tf32) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
-    run_case(ctx, &kCases[i], true);
+    run_case(ctx, &kCases[i], true, kBatches, 3);
   tj_context_destroy(ctx);
+}
+
+// The TF32 cases on the wgmma kernel, both tiles, on the same inputs.
+TEST(cases_tf32_wgmma) {
+  tj_context_t* wg = conv_context("wgmma");
+  tj_context_t* wg64 = conv_context("wgmma64");
+  const variant_t vs[2] = {{wg, true, " wgmma"}, {wg64, true, " wgmma64"}};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
+    run_variants(&kCases[i], vs, 2, kBatches, 3);
+  tj_context_destroy(wg64);
+  tj_context_destroy(wg);
+}
+
+// ResNet's classes at batch 32 and 1: exact f32, TF32 on mma.sync and on
+// both wgmma tiles, one reference run a batch.
+TEST(resnet_classes) {
+  tj_context_t* mma = conv_context("mma");
+  tj_context_t* wg = conv_context("wgmma");
+  tj_context_t* wg64 = conv_context("wgmma64");
+  const variant_t vs[4] = {{mma, false, ""},
+                           {mma, true, " mma"},
+                           {wg, true, " wgmma"},
+                           {wg64, true, " wgmma64"}};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kResnet); ++i)
+    run_variants(&kResnet[i], vs, 4, kResnetBatches, 2);
+  tj_context_destroy(wg64);
+  tj_context_destroy(wg);
+  tj_context_destroy(mma);
 }
 
 int main(void) {
@@ -480,5 +637,7 @@ int main(void) {
   tj_cuda_device_destroy(device);
   RUN_TEST(cases_exact_f32);
   RUN_TEST(cases_tf32);
+  RUN_TEST(cases_tf32_wgmma);
+  RUN_TEST(resnet_classes);
   TEST_MAIN_END();
 }

@@ -16,7 +16,11 @@
 // the kernel has an epilogue, nothing
 // for an empty one, INVALID_ARGUMENT for a negative batch; the emitter's
 // refusal of a conv past its 32-bit indices, naming the kernel. The offline
-// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. Numbers
+// compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. The
+// wgmma TF32 kernel (TJ_NVPTX_CONV=wgmma and wgmma64) on every dense
+// variant and ResNet's 1x1, 1x1/2 and 3x3/2 classes: m64n128k8 or m64n64k8
+// .tf32 on sm_90a (mma.sync on sm_80), 16-byte weight copies where K % 4 ==
+// 0, assembled by ptxas with no spill and no C7508/C7510/C7511/C7515. Numbers
 // on the GPU: tests/cuda/cuda_conv_test.c.
 
 #include <stdio.h>
@@ -31,6 +35,10 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+// Contexts with TJ_NVPTX_CONV=wgmma and =wgmma64: the TF32 conv on wgmma
+// (sm_90a), 128 x 128 and 128 x 64 tiles.
+static tj_context_t* g_wgmma_ctx;
+static tj_context_t* g_wgmma64_ctx;
 
 // Followers of the conv, its kernel's epilogue (lib/passes/fuse.c's
 // conv_epilogue, jit/emit_nvptx_conv.c's epilogue_map): relu; relu(y +
@@ -282,6 +290,163 @@ TEST(variants) {
   }
 }
 
+// ResNet's layer classes beside kVariants, for the wgmma kernel: a 1x1
+// stride-1 bottleneck conv (K = 256, 16-byte weight copies; P = 3136, not
+// a multiple of 128), a 1x1 stride-2 downsample, and a 3x3 stride-2 with
+// its relu.
+static const variant_t kWgmmaVariants[] = {
+    {"rn_1x1_256_64",
+     2,
+     256,
+     64,
+     {56, 56},
+     {1, 1},
+     true,
+     1,
+     {.groups = 0},
+     P_RELU},
+    {"rn_1x1_s2_256_512",
+     2,
+     256,
+     512,
+     {28, 28},
+     {1, 1},
+     true,
+     1,
+     {.strides = {2, 2}},
+     P_NONE},
+    {"rn_3x3_s2_128",
+     2,
+     128,
+     128,
+     {28, 28},
+     {3, 3},
+     true,
+     1,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}},
+     P_NONE},
+};
+
+static const char* const kWgmmaNotes[] = {"C7508", "C7510", "C7511", "C7515"};
+
+// Assembles |ptx| for sm_90a with ptxas -v: the exit status, 1 where the
+// log has a wgmma performance note (kWgmmaNotes: wgmma serialized or its
+// pipeline broken); |*spills| the spilled bytes. Prints the register,
+// spill and warning lines.
+static int run_ptxas(const char* what, const char* ptx, long* spills) {
+  *spills = 0;
+  char path[] = "/tmp/tj_conv_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return -1;
+  FILE* f = fdopen(fd, "w");
+  if (!f) return -1;
+  fputs(ptx, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -v -arch=sm_90a -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  FILE* p = popen(cmd, "r");
+  int rc = -1;
+  if (p) {
+    char line[512];
+    bool note = false;
+    while (fgets(line, sizeof(line), p)) {
+      if (strstr(line, "registers") || strstr(line, "spill") ||
+          strstr(line, "error") || strstr(line, "warning"))
+        printf("#   %s: %s", what, line);
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaNotes); ++i)
+        if (strstr(line, kWgmmaNotes[i])) note = true;
+      for (const char* sp = strstr(line, "bytes spill"); sp;
+           sp = strstr(sp + 1, "bytes spill")) {
+        const char* q = sp;
+        while (q > line && (q[-1] == ' ' || (q[-1] >= '0' && q[-1] <= '9')))
+          --q;
+        *spills += strtol(q, NULL, 10);
+      }
+    }
+    rc = pclose(p);
+    if (rc == 0 && note) rc = 1;
+  }
+  remove(path);
+  return rc;
+}
+
+// |v| with allow_tf32 in |ctx| (TJ_NVPTX_CONV=wgmma or wgmma64, tile |bn|
+// pixels): on sm_90a one kernel of m64n<bn>k8 .tf32 wgmmas on unrounded
+// operands, the patch gathered by 4-byte zero-filling cp.async, the weight
+// by 16-byte cp.async where K is a multiple of 4, the followers' vector
+// stores, split-k atomics only without followers; assembled by ptxas with
+// no spill and no wgmma note. On sm_80 the same context keeps mma.sync.
+static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
+                                int32_t bn) {
+  char what[128];
+  snprintf(what, sizeof(what), "%s wgmma n%d", v->name, (int)bn);
+  tj_graph_t* g = build(ctx, v);
+  if (!g) return;
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cuda.allow_tf32 = true;
+  tj_allocator_t al = tj_allocator_system();
+  for (int a = 0; a < 2; ++a) {
+    tj_nvptx_arch_t arch = a == 0 ? TJ_NVPTX_SM_90A : TJ_NVPTX_SM_80;
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, al, &ptx));
+    const bool apart = v->post == P_RELU_SPLIT;
+    CHECK_EQ_INT(apart ? 2 : 1, (int)ptx.num_kernels);
+    CHECK(ptx.ptx != NULL);
+    if (!ptx.ptx) continue;
+    char inst[96];
+    snprintf(inst, sizeof(inst),
+             "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32", (int)bn);
+    const bool wg = strstr(ptx.ptx, inst) != NULL;
+    const bool mma = strstr(ptx.ptx, "mma.sync.aligned.m16n8k8") != NULL;
+    if (wg != (arch == TJ_NVPTX_SM_90A))
+      fprintf(stderr, "%s %s: wgmma %d\n", what, tj_nvptx_arch_name(arch),
+              (int)wg);
+    CHECK(wg == (arch == TJ_NVPTX_SM_90A));
+    CHECK(mma == (arch != TJ_NVPTX_SM_90A));
+    CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);
+    if (arch == TJ_NVPTX_SM_90A) {
+      int64_t taps = 1;
+      for (int32_t i = 0; i < v->n; ++i) taps *= v->k[i];
+      CHECK(strstr(ptx.ptx, "cvt.rna.tf32.f32") == NULL);
+      CHECK((strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL) ==
+            (v->c * taps % 4 == 0));
+      const bool epi = v->post != P_NONE && !apart;
+      CHECK((strstr(ptx.ptx, "atom.global.add.f32") != NULL) == !epi);
+      if (v->post == P_RELU || v->post == P_RESIDUAL)
+        CHECK(strstr(ptx.ptx, "st.global.v2.f32") != NULL);
+      if (v->post == P_RESIDUAL)
+        CHECK(strstr(ptx.ptx, "ld.global.v2.f32") != NULL);
+      if (v->post == P_F16) CHECK(strstr(ptx.ptx, "cvt.rn.f16.f32") != NULL);
+      if (g_ptxas[0]) {
+        long spills = 0;
+        int rc = run_ptxas(what, ptx.ptx, &spills);
+        if (rc) fprintf(stderr, "  %s: ptxas %d\n", what, rc);
+        CHECK_EQ_INT(0, rc);
+        CHECK_EQ_INT(0, (int)spills);
+      }
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  }
+  tj_graph_destroy(g);
+}
+
+TEST(wgmma_variants) {
+  for (int t = 0; t < 2; ++t) {
+    tj_context_t* ctx = t ? g_wgmma64_ctx : g_wgmma_ctx;
+    int32_t bn = t ? 64 : 128;
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kVariants); ++i) {
+      if (def1(kVariants[i].groups) != 1) continue;
+      check_wgmma_variant(&kVariants[i], ctx, bn);
+    }
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaVariants); ++i)
+      check_wgmma_variant(&kWgmmaVariants[i], ctx, bn);
+  }
+}
+
 // The offline CUDA compile of a conv (3x3, bias, symbolic batch) with
 // allocation |al|: context, graph, passes, lowering, emission and PTX.
 static tj_status_t ptx_compile(tj_allocator_t al) {
@@ -472,10 +637,20 @@ int main(int argc, char** argv) {
   if (!g_ptxas[0]) printf("# ptxas not given: PTX checked as text only\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // Settings are read when a context is created.
+  unsetenv("TJ_NVPTX_CONV");
   CHECK_OK(tj_context_create(&o, &g_ctx));
+  setenv("TJ_NVPTX_CONV", "wgmma", 1);
+  CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
+  setenv("TJ_NVPTX_CONV", "wgmma64", 1);
+  CHECK_OK(tj_context_create(&o, &g_wgmma64_ctx));
+  unsetenv("TJ_NVPTX_CONV");
   RUN_TEST(variants);
+  RUN_TEST(wgmma_variants);
   RUN_TEST(oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_wgmma64_ctx);
+  tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

@@ -26,12 +26,17 @@ static void read_settings(const tj_context_options_t* options,
 }
 
 TEST(every_setting_comes_from_its_variable) {
-  static const char* const env[] = {
-      "TJ_LOG=fusion,cache",      "TJ_PRINT_AFTER=fuse",
-      "TJ_DUMP_DIR=/tmp/dumps",   "TJ_X86_ISA=avx2",
-      "TJ_CACHE_DIR=/cache",      "TJ_OPENBLAS=none",
-      "TJ_CUDA_GEMM_CANDIDATE=2", "TJ_NVPTX_ATTENTION=wgmma",
-      "TJ_CUDA_WQGEMM=mma",       NULL};
+  static const char* const env[] = {"TJ_LOG=fusion,cache",
+                                    "TJ_PRINT_AFTER=fuse",
+                                    "TJ_DUMP_DIR=/tmp/dumps",
+                                    "TJ_X86_ISA=avx2",
+                                    "TJ_CACHE_DIR=/cache",
+                                    "TJ_OPENBLAS=none",
+                                    "TJ_CUDA_GEMM_CANDIDATE=2",
+                                    "TJ_NVPTX_ATTENTION=wgmma",
+                                    "TJ_CUDA_WQGEMM=mma",
+                                    "TJ_NVPTX_CONV=wgmma64",
+                                    NULL};
   tj_settings_t s;
   read_settings(NULL, env, &s);
   CHECK_EQ_INT(TJ_LOG_FUSION | TJ_LOG_CACHE, s.log_flags);
@@ -44,6 +49,7 @@ TEST(every_setting_comes_from_its_variable) {
   CHECK_STREQ("2", s.values[TJ_SETTING_CUDA_GEMM_CANDIDATE]);
   CHECK_STREQ("wgmma", s.values[TJ_SETTING_NVPTX_ATTENTION]);
   CHECK_STREQ("mma", s.values[TJ_SETTING_CUDA_WQGEMM]);
+  CHECK_STREQ("wgmma64", s.values[TJ_SETTING_NVPTX_CONV]);
   for (int i = 0; i < TJ_SETTING_COUNT_; ++i) CHECK(!s.from_options[i]);
   tj_settings_deinitialize(&s, tj_allocator_system());
 
