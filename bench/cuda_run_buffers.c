@@ -92,7 +92,8 @@ typedef struct floor_t {
 
 static void launch_empty(void* ctx) {
   floor_t* f = ctx;
-  static const tj_cuda_launch_t launch = {{1, 1, 1}, {32, 1, 1}, 0};
+  static const tj_cuda_launch_t launch = {
+      .grid = {1, 1, 1}, .block = {32, 1, 1}, .shared_bytes = 0};
   bench_die(tj_cuda_kernel_launch(&f->kernel, &launch, f->args), "launch");
 }
 
