@@ -132,13 +132,17 @@ tj_status_t tj_cuda_graph_run(tj_cuda_program_t* p, const int64_t* sym,
       hit = e;
       break;
     }
-    if (e->valid && same_but_arguments(p, e->key, p->run.key, klen) &&
-        (!sibling || e->last_use < sibling->last_use))
-      sibling = e;
     if (!e->valid || (victim->valid && e->last_use < victim->last_use))
       victim = e;
   }
   if (!hit) {
+    // Only a miss looks for a graph of the same kernels to update.
+    for (int i = 0; i < TJ_CUDA_MAX_GRAPHS; ++i) {
+      tj_cuda_graph_entry_t* e = &p->graphs.entries[i];
+      if (e->valid && same_but_arguments(p, e->key, p->run.key, klen) &&
+          (!sibling || e->last_use < sibling->last_use))
+        sibling = e;
+    }
     tj_cu_graph_t graph = NULL;
     tj_status_t status = capture(p, &graph);
     if (!status) {
