@@ -180,6 +180,23 @@ def main():
                         " tf32" if ARGS.tf32 else ""), time_cuda(
                             torch, lambda: exe(xd), ARGS.runs)))
                 with torch.no_grad():
+                    if ARGS.tf32:
+                        # torch's own TF32 error, on its (other, random)
+                        # weights: eager with TF32 against eager without,
+                        # beside ours against onnxruntime above.
+                        flags = (torch.backends.cudnn.allow_tf32,
+                                 torch.backends.cuda.matmul.allow_tf32)
+                        torch.backends.cudnn.allow_tf32 = False
+                        torch.backends.cuda.matmul.allow_tf32 = False
+                        ref = tm(xd).float().cpu().numpy()
+                        torch.backends.cudnn.allow_tf32 = True
+                        torch.backends.cuda.matmul.allow_tf32 = True
+                        got = tm(xd).float().cpu().numpy()
+                        (torch.backends.cudnn.allow_tf32,
+                         torch.backends.cuda.matmul.allow_tf32) = flags
+                        print("  torch eager tf32 max |err| vs its f32 "
+                              "%.3g of %.3g" % (float(np.abs(got - ref).max()),
+                                                float(np.abs(ref).max())))
                     print(fmt("torch eager", time_cuda(
                         torch, lambda: tm(xd), ARGS.runs)))
                     print(fmt("torch.compile", time_cuda(
