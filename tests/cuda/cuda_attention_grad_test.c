@@ -38,6 +38,8 @@ static tj_context_t* g_ctx;
 // and TJ_NVPTX_ATTENTION=mma (the mma.sync forward writing lse).
 static tj_context_t* g_sep_ctx;
 static tj_context_t* g_mma_ctx;
+// fa3bwd: TJ_NVPTX_ATTENTION=wgmma (attention_dkv on wgmma on sm_90a).
+static tj_context_t* g_wgmma_ctx;
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static double uniform(double lo, double hi) {
@@ -270,6 +272,22 @@ TEST(grads_bf16_lse_separate) {
   g_ctx = g_sep_ctx;
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
     if (kCases[i].fused) run_case(&kCases[i], TJ_DTYPE_BF16);
+  g_ctx = saved;
+}
+
+// fa3bwd: the fused cases under each TJ_NVPTX_ATTENTION setting the
+// default does not already run: wgmma (attention_dkv on wgmma on sm_90a)
+// in bf16 and f16, mma (the mma.sync backward) in bf16.
+TEST(grads_wgmma_and_mma) {
+  tj_context_t* saved = g_ctx;
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    if (!kCases[i].fused) continue;
+    g_ctx = g_wgmma_ctx;
+    run_case(&kCases[i], TJ_DTYPE_BF16);
+    run_case(&kCases[i], TJ_DTYPE_F16);
+    g_ctx = g_mma_ctx;
+    run_case(&kCases[i], TJ_DTYPE_BF16);
+  }
   g_ctx = saved;
 }
 
@@ -560,6 +578,8 @@ int main(void) {
   unsetenv("TJ_ATTENTION_LSE");
   setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_test_context_create(&g_mma_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
+  CHECK_OK(tj_test_context_create(&g_wgmma_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
   RUN_TEST(forward_writes_lse);
   RUN_TEST(grads_bf16);
@@ -567,6 +587,8 @@ int main(void) {
   RUN_TEST(grads_f32);
   RUN_TEST(grads_bf16_lse_separate);
   RUN_TEST(split_saves_lse);
+  RUN_TEST(grads_wgmma_and_mma);
+  tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_sep_ctx);
   tj_context_destroy(g_ctx);

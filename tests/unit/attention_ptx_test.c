@@ -116,6 +116,10 @@ static void describe(const variant_t* v, char* buf, size_t n) {
 // Assembles |ptx| with ptxas -v; returns whether it succeeded without a
 // C75xx warning (wgmma serialized or its pipeline broken) and prints its
 // register, spill and warning lines.
+// The most bytes of spill stores or loads of one kernel that assemble
+// has seen (its callers reset it).
+static int g_max_spill;
+
 static bool assemble(const char* what, const char* ptx) {
   char path[] = "/tmp/tj_attn_ptx_XXXXXX";
   int fd = mkstemp(path);
@@ -134,9 +138,17 @@ static bool assemble(const char* what, const char* ptx) {
     bool c75 = false;
     while (fgets(line, sizeof(line), p)) {
       if (strstr(line, "registers") || strstr(line, "spill") ||
+          strstr(line, "entry function") ||
           strstr(line, "error") || strstr(line, "warning"))
         printf("#   %s: %s", what, line);
       if (strstr(line, "C75")) c75 = true;
+      // "    N bytes stack frame, N bytes spill stores, N bytes spill loads"
+      int frame = 0, st = 0, ld = 0;
+      if (sscanf(line, "%d bytes stack frame, %d bytes spill stores, %d",
+                 &frame, &st, &ld) == 3) {
+        if (st > g_max_spill) g_max_spill = st;
+        if (ld > g_max_spill) g_max_spill = ld;
+      }
     }
     ok = pclose(p) == 0 && !c75;
   }
@@ -570,6 +582,79 @@ TEST(wgmma_lse_in_grad) {
   }
 }
 
+// fa3bwd: |v|'s joint graph in the TJ_NVPTX_ATTENTION=wgmma context for
+// |arch|: on sm_90a attention_dkv on wgmma (S^T and dP^T m64n64k16 with
+// both operands in shared memory, dV and dK m64n<d>k16 with A from
+// registers), assembled with no C75xx warning and at most
+// kMaxGradSpillBytes spilled by any kernel; on sm_80 mma.sync throughout.
+enum { kMaxGradSpillBytes = 64 };
+
+static void check_wgmma_grad(const variant_t* v, tj_nvptx_arch_t arch) {
+  char what[160];
+  describe(v, what, sizeof(what));
+  strcat(what, arch == TJ_NVPTX_SM_90A ? " wgmma grad" : " wgmma grad sm_80");
+  tj_context_t* saved = g_ctx;
+  g_ctx = g_wgmma_ctx;
+  tj_graph_t* g = build_grad(v);
+  g_ctx = saved;
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  CHECK(ptx.num_kernels >= 4 && ptx.num_kernels <= kMaxFusedGradKernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  CHECK(ptx.ptx != NULL);
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A) {
+    const char* t = v->dt == TJ_DTYPE_F16 ? ".f16.f16" : ".bf16.bf16";
+    char want[96];
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n64k16.f32%s",
+             t);
+    // The forward's S, dkv's S^T and dP^T: d / 16 each.
+    CHECK(count(ptx.ptx, want) >= 3 * (int)(v->d / 16));
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
+             (int)v->d, t);
+    // The forward's P . V, dkv's dV and dK: 4 k16 steps each, A from
+    // registers.
+    CHECK(count(ptx.ptx, want) >= 12);
+    CHECK(count(ptx.ptx, "}, {%r") >= 12);
+    CHECK(strstr(ptx.ptx, "wgmma.wait_group.sync.aligned 1") != NULL);
+    // dq stays on mma.sync (S, dP, dQ); dkv copies lse and delta.
+    CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 3);
+    CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);
+    if (g_ptxas[0]) {
+      g_max_spill = 0;
+      bool ok = assemble(what, ptx.ptx);
+      if (!ok) fprintf(stderr, "%s: ptxas failed or warned\n", what);
+      CHECK(ok);
+      if (g_max_spill > kMaxGradSpillBytes)
+        fprintf(stderr, "%s: %d bytes spilled\n", what, g_max_spill);
+      CHECK(g_max_spill <= kMaxGradSpillBytes);
+    }
+  } else if (ptx.ptx) {
+    CHECK(strstr(ptx.ptx, "wgmma") == NULL);
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+TEST(wgmma_dkv_in_grad) {
+  static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int ti = 0; ti < 2; ++ti)
+      for (int causal = 0; causal < 2; ++causal) {
+        variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
+        check_wgmma_grad(&v, TJ_NVPTX_SM_90A);
+      }
+  // Grouped-query heads with symbolic sizes; sm_80 keeps mma.sync.
+  variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_wgmma_grad(&gqa, TJ_NVPTX_SM_90A);
+  check_wgmma_grad(&gqa, TJ_NVPTX_SM_80);
+  variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true};
+  check_wgmma_grad(&mqa, TJ_NVPTX_SM_90A);
+}
+
 TEST(fused_variants) {
   static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const int64_t ds[] = {64, 128};
@@ -987,6 +1072,7 @@ int main(int argc, char** argv) {
   RUN_TEST(default_is_wgmma);
   RUN_TEST(wgmma_variants);
   RUN_TEST(wgmma_lse_in_grad);
+  RUN_TEST(wgmma_dkv_in_grad);
   RUN_TEST(lse_joins_the_forward);
   RUN_TEST(lse_joins_only_the_same_scores);
   RUN_TEST(lse_saved_by_the_partition);
