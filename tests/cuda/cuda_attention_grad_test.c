@@ -581,13 +581,13 @@ int main(void) {
   setenv("TJ_NVPTX_ATTENTION", "wgmma", 1);
   CHECK_OK(tj_test_context_create(&g_wgmma_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
+  RUN_TEST(grads_wgmma_and_mma);
   RUN_TEST(forward_writes_lse);
   RUN_TEST(grads_bf16);
   RUN_TEST(grads_f16);
   RUN_TEST(grads_f32);
   RUN_TEST(grads_bf16_lse_separate);
   RUN_TEST(split_saves_lse);
-  RUN_TEST(grads_wgmma_and_mma);
   tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_sep_ctx);
