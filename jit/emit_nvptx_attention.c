@@ -235,12 +235,16 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     return tj_nvptx_emit_attention_f32(f);
   }
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
-  // attention_dkv on wgmma (fa3bwd) when asked for (TJ_NVPTX_ATTENTION=
+  // The backward on wgmma (fa3bwd) when asked for (TJ_NVPTX_ATTENTION=
   // wgmma or wgmma-wide) on sm_90a; else FlashAttention-2's mma.sync.
   const tj_nvptx_attention_kernel_t ak = nv->options.attention_kernel;
-  if (f->op == TJ_KIR_ATTENTION_DKV && nv->arch == TJ_NVPTX_SM_90A &&
-      (ak == TJ_NVPTX_ATTENTION_WGMMA || ak == TJ_NVPTX_ATTENTION_WGMMA_WIDE))
-    return tj_nvptx_emit_attention_dkv_wgmma(f);
+  if (nv->arch == TJ_NVPTX_SM_90A &&
+      (ak == TJ_NVPTX_ATTENTION_WGMMA || ak == TJ_NVPTX_ATTENTION_WGMMA_WIDE)) {
+    if (f->op == TJ_KIR_ATTENTION_DKV)
+      return tj_nvptx_emit_attention_dkv_wgmma(f);
+    if (f->op == TJ_KIR_ATTENTION_DQ)
+      return tj_nvptx_emit_attention_dq_wgmma(f);
+  }
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
   // wgmma where it applies, unless mma.sync is asked for

@@ -257,9 +257,10 @@ void tj_nvptx_fa_wgmma_rs(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
 void tj_nvptx_fa_wgmma_wait(fa_t* f, int32_t pending, LLVMValueRef* acc,
                             int32_t n);
 
-// attention_dkv on sm_90a's wgmma (emit_nvptx_attention_bwd_wgmma.c),
-// tj_nvptx_fa_check_kernel passed.
+// attention_dkv and attention_dq on sm_90a's wgmma
+// (emit_nvptx_attention_bwd_wgmma.c), tj_nvptx_fa_check_kernel passed.
 tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f);
+tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f);
 
 // The forward and attention_lse on sm_90a's wgmma
 // (emit_nvptx_attention_wgmma.c), tj_nvptx_fa_check_kernel passed, no

@@ -138,14 +138,15 @@ static void pack_a(fa_t* f, LLVMValueRef (*c)[4], int32_t nkk,
   }
 }
 
-// Issues |n| k16 wgmmas acc = A . B^T over the head dim, A the 64 rows at
-// shared address |a_addr| of a panelled tile of |a_rows| rows, B the
-// kDkvBQ rows at |b_addr| (K-major); commits them as one group.
+// Issues d / 16 k16 wgmmas acc (m64n<b_rows>) = A . B^T over the head
+// dim, A the 64 rows at shared address |a_addr| of a panelled tile of
+// |a_rows| rows, B the tile of |b_rows| rows at |b_addr| (K-major);
+// commits them as one group.
 static void issue_nt(fa_t* f, LLVMValueRef* acc, LLVMValueRef a_addr,
-                     int32_t a_rows, LLVMValueRef b_addr) {
+                     int32_t a_rows, LLVMValueRef b_addr, int32_t b_rows) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
-  for (int32_t i = 0; i < kDkvBQ / 2; ++i) acc[i] = LLVMGetUndef(em->t_f32);
+  for (int32_t i = 0; i < b_rows / 2; ++i) acc[i] = LLVMGetUndef(em->t_f32);
   tj_nvptx_fa_asm(f, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < f->d / 16; ++kk) {
     // +32 bytes per k16 inside a panel, the next panel every 4.
@@ -157,25 +158,25 @@ static void issue_nt(fa_t* f, LLVMValueRef* acc, LLVMValueRef a_addr,
     LLVMValueRef db = tj_nvptx_wgmma_descriptor(
         em,
         LLVMBuildAdd(b, b_addr,
-                     c32(f, (kk / 4) * kDkvBQ * kSwRow + (kk % 4) * 32), ""),
+                     c32(f, (kk / 4) * b_rows * kSwRow + (kk % 4) * 32), ""),
         16, kSwAtom);
-    tj_nvptx_fa_wgmma_ss(f, acc, kDkvBQ, da, db, kk > 0);
+    tj_nvptx_fa_wgmma_ss(f, acc, b_rows, da, db, kk > 0);
   }
   tj_nvptx_fa_asm(f, "wgmma.commit_group.sync.aligned;");
 }
 
-// Issues acc (m64n<d>) += A . B, A the kDkvBQ / 16 register fragments
-// |af|, B the [kDkvBQ, d] tile at shared address |b_addr| (MN-major); one
-// commit group.
+// Issues acc (m64n<d>) += A . B, A the |nkk| register fragments |af| (16
+// k each), B the first 16 nkk rows of the [b_rows, d] tile at shared
+// address |b_addr| (MN-major); one commit group.
 static void issue_nn(fa_t* f, LLVMValueRef* acc, LLVMValueRef (*af)[4],
-                     LLVMValueRef b_addr) {
+                     int32_t nkk, LLVMValueRef b_addr, int32_t b_rows) {
   LLVMBuilderRef b = f->b;
   tj_nvptx_fa_asm(f, "wgmma.fence.sync.aligned;");
-  for (int32_t kk = 0; kk < kDkvBQ / 16; ++kk) {
-    // 16 queries (rows) per k16; the 64-column panels bq rows apart.
+  for (int32_t kk = 0; kk < nkk; ++kk) {
+    // 16 rows per k16; the 64-column panels b_rows rows apart.
     LLVMValueRef db = tj_nvptx_wgmma_descriptor(
         f->em, LLVMBuildAdd(b, b_addr, c32(f, kk * 16 * kSwRow), ""),
-        kDkvBQ * kSwRow, kSwAtom);
+        b_rows * kSwRow, kSwAtom);
     tj_nvptx_fa_wgmma_rs(f, acc, f->d, af[kk], db);
   }
   tj_nvptx_fa_asm(f, "wgmma.commit_group.sync.aligned;");
@@ -184,12 +185,12 @@ static void issue_nn(fa_t* f, LLVMValueRef* acc, LLVMValueRef (*af)[4],
 // Stores the warp's 16 rows of |acc| (m64n<d>) times |mul| as rows
 // |row0| .. of the output at |dst| (|stride| elements a row, |col| in),
 // rows >= |limit| skipped; staged in the same rows of the panelled
-// kDkvBN-row tile at byte |stage|. |wrow|: the warp's first row of the
-// block's, |g|, |t2| its lane's fragment row and column.
+// tile of |stage_rows| rows at byte |stage|. |wrow|: the warp's first row of
+// the block's, |g|, |t2| its lane's fragment row and column.
 static void store_rows(fa_t* f, LLVMValueRef* acc, double mul, int32_t stage,
-                       LLVMValueRef wrow, LLVMValueRef g, LLVMValueRef t2,
-                       LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef limit,
-                       LLVMValueRef stride, int64_t col) {
+                       int32_t stage_rows, LLVMValueRef wrow, LLVMValueRef g,
+                       LLVMValueRef t2, LLVMValueRef dst, LLVMValueRef row0,
+                       LLVMValueRef limit, LLVMValueRef stride, int64_t col) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
   LLVMValueRef t4 = LLVMBuildShl(b, t2, c32(f, 1), "");  // 4t bytes
@@ -202,7 +203,8 @@ static void store_rows(fa_t* f, LLVMValueRef* acc, double mul, int32_t stage,
           LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
       LLVMValueRef off = LLVMBuildAdd(
           b, c32(f, stage),
-          LLVMBuildAdd(b, tj_nvptx_fa_panel_offset(f, kDkvBN, row, c32(f, j)),
+          LLVMBuildAdd(b,
+                       tj_nvptx_fa_panel_offset(f, stage_rows, row, c32(f, j)),
                        t4, ""),
           "");
       LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(f, off)), 4);
@@ -221,9 +223,9 @@ static void store_rows(fa_t* f, LLVMValueRef* acc, double mul, int32_t stage,
         LLVMBuildAdd(b, row0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
     LLVMValueRef v = LLVMBuildLoad2(
         b, v4,
-        smem_at(f,
-                LLVMBuildAdd(b, c32(f, stage),
-                             tj_nvptx_fa_panel_offset(f, kDkvBN, row, ch), "")),
+        smem_at(f, LLVMBuildAdd(
+                       b, c32(f, stage),
+                       tj_nvptx_fa_panel_offset(f, stage_rows, row, ch), "")),
         "");
     LLVMSetAlignment(v, 16);
     tj_emit_if_t in;
@@ -382,8 +384,8 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   LLVMValueRef q_addr = LLVMBuildAdd(b, tiles_addr, qcur, "q_addr");
   LLVMValueRef o_addr = LLVMBuildAdd(b, tiles_addr, ocur, "o_addr");
   LLVMValueRef sf[kDkvBQ / 2], dpf[kDkvBQ / 2];
-  issue_nt(f, sf, k_addr, kDkvBN, q_addr);
-  issue_nt(f, dpf, v_addr, kDkvBN, o_addr);
+  issue_nt(f, sf, k_addr, kDkvBN, q_addr, kDkvBQ);
+  issue_nt(f, dpf, v_addr, kDkvBN, o_addr, kDkvBQ);
   tj_nvptx_fa_wgmma_wait(f, 1, sf, kDkvBQ / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
@@ -452,7 +454,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   pack_a(f, s, kDkvBQ / 16, pf);
   LLVMValueRef dv[64], dk[64];
   load_slots(f, dv_slot, dv, nacc);
-  issue_nn(f, dv, pf, o_addr);
+  issue_nn(f, dv, pf, kDkvBQ / 16, o_addr, kDkvBQ);
   tj_nvptx_fa_wgmma_wait(f, 1, dpf, kDkvBQ / 2);  // dP^T; dV may run
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e)
@@ -464,7 +466,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
           "");  // ds^T
   pack_a(f, dp, kDkvBQ / 16, dsf);
   load_slots(f, dk_slot, dk, nacc);
-  issue_nn(f, dk, dsf, q_addr);
+  issue_nn(f, dk, dsf, kDkvBQ / 16, q_addr, kDkvBQ);
   tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
   tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
   store_slots(f, dv_slot, dv, nacc);
@@ -477,8 +479,221 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   tj_nvptx_barrier(nv);
   load_slots(f, dk_slot, dk, nacc);
   load_slots(f, dv_slot, dv, nacc);
-  store_rows(f, dk, k->attention.scale, sK, wrow, g, t2, st.at.ptr[f->ob], k0,
-             tk, so, 0);
-  store_rows(f, dv, 1.0, sV, wrow, g, t2, st.at.ptr[f->ob], k0, tk, so, d);
+  store_rows(f, dk, k->attention.scale, sK, kDkvBN, wrow, g, t2,
+             st.at.ptr[f->ob], k0, tk, so, 0);
+  store_rows(f, dv, 1.0, sV, kDkvBN, wrow, g, t2, st.at.ptr[f->ob], k0, tk, so,
+             d);
+  return NULL;
+}
+
+// attention_dq on wgmma: the forward's block (kWgBM = 128 query rows over
+// two warpgroups, tj_nvptx_fa_block) and double-buffered K/V tiles of
+// kDqBN keys; Q and dY once; per step j:
+//   S = Q . K_j^T and dP = dY . V_j^T (wgmma m64n<bn>k16 from shared
+//   memory, K and V K-major Bs), two groups; wait for S: P = 2^(s scale
+//   log2 e - lse log2 e) (lse by row, in registers), masks on tiles that
+//   reach past Tk or the block's first diagonal; wait for dP: dS = P (dP -
+//   delta); dQ += dS . K_j (dS the A fragment from registers, K an MN-major
+//   B: keys are wgmma's k); waited for before the next step.
+// dQ times scale is staged in the warp's own rows of Q.
+#define kDqBM 128
+#define kDqBN 64
+
+tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
+  tj_nvptx_emit_t* nv = f->nv;
+  tj_emit_t* em = f->em;
+  LLVMBuilderRef b = f->b;
+  const tj_kir_t* k = f->k;
+  const int32_t r = k->rank, d = f->d, nacc = d / 2;
+  const bool causal = k->attention.causal;
+  const int32_t q_bytes = kDqBM * d * 2, kv_bytes = kDqBN * d * 2;
+  // Q, dY, then K_0, K_1, V_0, V_1.
+  const int32_t sQ = 0, sO = q_bytes, sK = 2 * q_bytes,
+                sV = 2 * q_bytes + 2 * kv_bytes;
+  tj_nvptx_kernel_t* info = nv->info;
+  info->threads = kWgThreads;
+  info->shared_bytes = 2 * q_bytes + 4 * kv_bytes + kSwAtom;
+  info->min_blocks_per_sm = 1;
+  info->wgmma = true;
+  info->tile_m = kDqBM;
+  info->tile_n = kDqBN;
+  LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
+  LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
+  LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
+                                  c32(f, kSwAtom - 1), "");
+  f->smem = LLVMBuildGEP2(b, em->t_i8, dyn, &pad, 1, "tiles");
+  LLVMValueRef tiles_addr = LLVMBuildAdd(b, addr, pad, "tiles_addr");
+  f->tid = tj_nvptx_sreg(nv, "tid.x");
+  f->lane = LLVMBuildAnd(b, f->tid, c32(f, 31), "lane");
+  f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
+  LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
+  tj_nvptx_fa_block_t blk;
+  tj_nvptx_fa_block(f, kDqBM, kDqBN, &blk);
+  LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
+  const tj_emit_point_t at = blk.at;
+  LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
+  LLVMValueRef sdo = tj_emit_stride(em, f->dob, r - 2);
+  LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
+  LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
+  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 2);
+  LLVMValueRef sl = tj_emit_stride(em, f->lseb, r - 2);
+  LLVMValueRef sdl = tj_emit_stride(em, f->deltab, r - 2);
+
+  // Q, dY, K_0 and V_0.
+  LLVMValueRef qrows = LLVMBuildSub(b, tq, q0, "");
+  tj_nvptx_fa_load_rows(
+      f, f->smem, kDqBM, f->qb,
+      tj_emit_advance(em, f->qb, at.ptr[f->qb], LLVMBuildMul(b, q0, sq, "")),
+      sq, c64(f, 0), qrows, c32(f, sQ));
+  tj_nvptx_fa_load_rows(
+      f, f->smem, kDqBM, f->dob,
+      tj_emit_advance(em, f->dob, at.ptr[f->dob], LLVMBuildMul(b, q0, sdo, "")),
+      sdo, c64(f, 0), qrows, c32(f, sO));
+  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->kb, at.ptr[f->kb], sk, c64(f, 0),
+                        tk, c32(f, sK));
+  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->vb, at.ptr[f->vb], sv, c64(f, 0),
+                        tk, c32(f, sV));
+  commit(f);
+
+  // This thread's rows g and g + 8 of its warp's 16: lse in base 2 (+inf
+  // for a row with no key, so that its p is 0), delta, the keys it sees.
+  LLVMValueRef g = LLVMBuildLShr(b, f->lane, c32(f, 2), "g");
+  LLVMValueRef t2 =
+      LLVMBuildShl(b, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 1), "");
+  LLVMValueRef wrow = LLVMBuildMul(b, f->warp, c32(f, 16), "wrow");
+  LLVMValueRef tq_1 = LLVMBuildSub(b, tq, c64(f, 1), "");
+  LLVMValueRef lse2[2], delta[2], row_lim[2];
+  for (int32_t h = 0; h < 2; ++h) {
+    LLVMValueRef rr =
+        LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
+    LLVMValueRef i =
+        LLVMBuildAdd(b, q0, LLVMBuildZExt(b, rr, em->t_i64, ""), "i");
+    LLVMValueRef ic = tj_emit_min_i64(em, i, tq_1);  // rows past Tq: any row
+    LLVMValueRef lse =
+        LLVMBuildLoad2(b, em->t_f32,
+                       tj_emit_advance(em, f->lseb, at.ptr[f->lseb],
+                                       LLVMBuildMul(b, ic, sl, "")),
+                       "");
+    lse2[h] = tj_emit_select(
+        em, LLVMBuildFCmp(b, LLVMRealOEQ, lse, cf(f, -INFINITY), ""),
+        cf(f, INFINITY), LLVMBuildFMul(b, lse, cf(f, kLog2e), ""));
+    delta[h] = LLVMBuildLoad2(b, em->t_f32,
+                              tj_emit_advance(em, f->deltab, at.ptr[f->deltab],
+                                              LLVMBuildMul(b, ic, sdl, "")),
+                              "");
+    row_lim[h] =
+        causal ? tj_emit_min_i64(em, tk, LLVMBuildAdd(b, i, c64(f, 1), ""))
+               : tk;
+  }
+  // The keys every row of the block sees: tiles below need no mask.
+  LLVMValueRef lim_lo =
+      causal ? tj_emit_min_i64(em, tk, LLVMBuildAdd(b, q0, c64(f, 1), "")) : tk;
+  LLVMValueRef wg_off = LLVMBuildMul(b, wg, c32(f, 64 * kSwRow), "");
+  LLVMValueRef q_addr =
+      LLVMBuildAdd(b, tiles_addr, LLVMBuildAdd(b, c32(f, sQ), wg_off, ""), "");
+  LLVMValueRef o_addr =
+      LLVMBuildAdd(b, tiles_addr, LLVMBuildAdd(b, c32(f, sO), wg_off, ""), "");
+  LLVMValueRef dq_slot[64];
+  zero_slots(f, dq_slot, nacc);
+  const double c2 = k->attention.scale * kLog2e;
+
+  tj_emit_loop_t loop;
+  LLVMValueRef jt =
+      tj_emit_loop_begin(em, &loop, c64(f, 0), ntiles, c64(f, 1), "kv");
+  // K_j, V_j (and Q, dY) have landed for both proxies; every warpgroup is
+  // past step j - 1, whose buffers now take K_j+1 and V_j+1.
+  wait_groups(f, 0);
+  tj_nvptx_fa_asm(f, "fence.proxy.async.shared::cta;");
+  tj_nvptx_barrier(nv);
+  LLVMValueRef odd = LLVMBuildMul(
+      b, LLVMBuildTrunc(b, LLVMBuildAnd(b, jt, c64(f, 1), ""), em->t_i32, ""),
+      c32(f, kv_bytes), "");
+  LLVMValueRef kcur = LLVMBuildAdd(b, c32(f, sK), odd, "kcur");
+  LLVMValueRef vcur = LLVMBuildAdd(b, c32(f, sV), odd, "vcur");
+  LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
+  tj_emit_if_t next;
+  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
+                   "kvnext");
+  LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, kDqBN), "");
+  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->kb, at.ptr[f->kb], sk, jn0, tk,
+                        LLVMBuildSub(b, c32(f, 2 * sK + kv_bytes), kcur, ""));
+  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->vb, at.ptr[f->vb], sv, jn0, tk,
+                        LLVMBuildSub(b, c32(f, 2 * sV + kv_bytes), vcur, ""));
+  tj_emit_if_end(em, &next);
+  commit(f);
+
+  LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
+  LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
+  LLVMValueRef sf[kDqBN / 2], dpf[kDqBN / 2];
+  issue_nt(f, sf, q_addr, kDqBM, k_addr, kDqBN);
+  issue_nt(f, dpf, o_addr, kDqBM, v_addr, kDqBN);
+  tj_nvptx_fa_wgmma_wait(f, 1, sf, kDqBN / 2);
+  LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
+  LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
+  const int32_t ns = kDqBN / 8;
+  for (int32_t n = 0; n < ns; ++n)
+    for (int32_t e = 0; e < 4; ++e)
+      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+  // Keys past Tk and (causal) past the row: only tiles that reach past
+  // the keys every row of the block sees (a uniform branch).
+  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, kDqBN), "j0");
+  {
+    LLVMBasicBlockRef plain = LLVMGetInsertBlock(b);
+    tj_emit_if_t br;
+    tj_emit_if_begin(
+        em, &br,
+        LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, kDqBN), ""),
+                      lim_lo, ""),
+        "mask");
+    LLVMValueRef rel[2];
+    for (int32_t h = 0; h < 2; ++h) {
+      LLVMValueRef x = LLVMBuildSub(b, row_lim[h], j0, "");
+      x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
+                         c64(f, 0), x);
+      x = tj_emit_min_i64(em, x, c64(f, kDqBN));
+      rel[h] = LLVMBuildTrunc(b, x, em->t_i32, "rel");
+    }
+    LLVMValueRef m[kDqBN / 8][4];
+    for (int32_t n = 0; n < ns; ++n)
+      for (int32_t e = 0; e < 4; ++e) {
+        LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n + (e & 1)), "");
+        LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, col, rel[e / 2], "");
+        m[n][e] = tj_emit_select(em, ok, s[n][e], cf(f, -INFINITY));
+      }
+    LLVMBasicBlockRef masked = LLVMGetInsertBlock(b);
+    tj_emit_if_end(em, &br);
+    for (int32_t n = 0; n < ns; ++n)
+      for (int32_t e = 0; e < 4; ++e) {
+        LLVMValueRef phi = LLVMBuildPhi(b, em->t_f32, "");
+        LLVMValueRef vals[2] = {m[n][e], s[n][e]};
+        LLVMBasicBlockRef from[2] = {masked, plain};
+        LLVMAddIncoming(phi, vals, from, 2);
+        s[n][e] = phi;
+      }
+  }
+  for (int32_t n = 0; n < ns; ++n)
+    for (int32_t e = 0; e < 4; ++e)
+      s[n][e] = ex2(f, LLVMBuildFSub(b, s[n][e], lse2[e / 2], ""));
+  tj_nvptx_fa_wgmma_wait(f, 0, dpf, kDqBN / 2);
+  for (int32_t n = 0; n < ns; ++n)
+    for (int32_t e = 0; e < 4; ++e)
+      dp[n][e] = LLVMBuildFMul(
+          b, s[n][e], LLVMBuildFSub(b, dp[n][e], delta[e / 2], ""), "");  // ds
+  LLVMValueRef dsf[kDqBN / 16][4];
+  pack_a(f, dp, kDqBN / 16, dsf);
+  LLVMValueRef dq[64];
+  load_slots(f, dq_slot, dq, nacc);
+  issue_nn(f, dq, dsf, kDqBN / 16, k_addr, kDqBN);
+  tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
+  store_slots(f, dq_slot, dq, nacc);
+  tj_emit_loop_end(em, &loop);
+
+  // With no key tile, Q's copies may still be in flight; every
+  // warpgroup's wgmmas have read Q before its rows are reused.
+  wait_groups(f, 0);
+  tj_nvptx_barrier(nv);
+  load_slots(f, dq_slot, dq, nacc);
+  store_rows(f, dq, k->attention.scale, sQ, kDqBM, wrow, g, t2, at.ptr[f->ob],
+             q0, tq, so, 0);
   return NULL;
 }
