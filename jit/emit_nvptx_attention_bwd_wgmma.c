@@ -513,7 +513,10 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
   info->shared_bytes = 2 * q_bytes + 4 * kv_bytes + kSwAtom;
-  info->min_blocks_per_sm = 1;
+  // At d 64 two blocks an SM (64 KiB each; ptxas: 128 registers, 0-4
+  // bytes spilled), so that one's exponentials run under the other's
+  // wgmmas, as the forward's blocks do; at d 128 one (223-243 registers).
+  info->min_blocks_per_sm = d == 64 ? 2 : 1;
   info->wgmma = true;
   info->tile_m = kDqBM;
   info->tile_n = kDqBN;
