@@ -235,11 +235,11 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     return tj_nvptx_emit_attention_f32(f);
   }
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
-  // The backward on wgmma (fa3bwd) when asked for (TJ_NVPTX_ATTENTION=
-  // wgmma or wgmma-wide) on sm_90a; else FlashAttention-2's mma.sync.
-  const tj_nvptx_attention_kernel_t ak = nv->options.attention_kernel;
+  // The backward on wgmma (fa3bwd) on sm_90a unless mma.sync is asked for
+  // (TJ_NVPTX_ATTENTION=mma: FlashAttention-2's kernels; on the H200 the
+  // step with wgmma's ran 1.07-1.46x as fast, bench/RESULTS.md).
   if (nv->arch == TJ_NVPTX_SM_90A &&
-      (ak == TJ_NVPTX_ATTENTION_WGMMA || ak == TJ_NVPTX_ATTENTION_WGMMA_WIDE)) {
+      nv->options.attention_kernel != TJ_NVPTX_ATTENTION_MMA_SYNC) {
     if (f->op == TJ_KIR_ATTENTION_DKV)
       return tj_nvptx_emit_attention_dkv_wgmma(f);
     if (f->op == TJ_KIR_ATTENTION_DQ)

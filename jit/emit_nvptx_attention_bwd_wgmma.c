@@ -10,7 +10,7 @@
 //   block: two consumer warpgroups, warpgroup w owning keys 64 w .. 64 w
 //     + 63 of the block's; every thread also copies (cp.async);
 //   shared memory: K and V once (128 rows), then per step (head g of the
-//     group, query tile of kDkvBQ rows) Q, dY and the tile's lse and
+//     group, query tile of bq = 64 rows) Q, dY and the tile's lse and
 //     delta, double buffered: step i + 1 copies under the whole of step i;
 //   step i (one barrier):
 //     cp.async.wait_group 0, fence.proxy.async, bar.sync;
@@ -36,11 +36,12 @@
 
 #include "jit/emit_nvptx_attention.h"
 
-#define kDkvBN 128  // keys a block: 64 a warpgroup
-#define kDkvBQ 64   // queries a step
+#define kDkvBN 128    // keys a block: 64 a warpgroup
+#define kMaxStep 128  // queries a dkv step, keys a dq step: at most
 
 typedef struct dkv_t {
   fa_t* f;
+  int32_t bq;       // queries a step
   int32_t q_bytes;  // a Q or dY tile
   tj_emit_point_t at;
   LLVMValueRef qt0, nq, tq;           // first query tile, tiles a head
@@ -54,7 +55,7 @@ static LLVMValueRef step_q0(dkv_t* s, LLVMValueRef it) {
   LLVMBuilderRef b = f->b;
   return LLVMBuildMul(
       b, LLVMBuildAdd(b, s->qt0, LLVMBuildURem(b, it, s->nq, ""), ""),
-      c64(f, kDkvBQ), "q0");
+      c64(f, s->bq), "q0");
 }
 
 // Starts the copies of step |it| (head g = it / nq of the group, its query
@@ -69,11 +70,11 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
   tj_emit_t* em = f->em;
   LLVMValueRef gg = LLVMBuildUDiv(b, it, s->nq, "g");
   LLVMValueRef q0 = step_q0(s, it);
-  tj_nvptx_fa_load_rows(f, f->smem, kDkvBQ, f->qb,
+  tj_nvptx_fa_load_rows(f, f->smem, s->bq, f->qb,
                         tj_emit_advance(em, f->qb, s->at.ptr[f->qb],
                                         LLVMBuildMul(b, gg, s->sqg, "")),
                         s->sq, q0, s->tq, qdst);
-  tj_nvptx_fa_load_rows(f, f->smem, kDkvBQ, f->dob,
+  tj_nvptx_fa_load_rows(f, f->smem, s->bq, f->dob,
                         tj_emit_advance(em, f->dob, s->at.ptr[f->dob],
                                         LLVMBuildMul(b, gg, s->sdog, "")),
                         s->sdo, q0, s->tq,
@@ -81,15 +82,14 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
   // Warps 0-3 (a uniform branch).
   tj_emit_if_t few;
   tj_emit_if_begin(em, &few,
-                   LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, 2 * kDkvBQ), ""),
+                   LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, 2 * s->bq), ""),
                    "ld");
   LLVMValueRef ltid = LLVMBuildZExt(b, f->tid, em->t_i64, "");
   LLVMValueRef row =
-      LLVMBuildAdd(b, q0, LLVMBuildAnd(b, ltid, c64(f, kDkvBQ - 1), ""), "");
+      LLVMBuildAdd(b, q0, LLVMBuildAnd(b, ltid, c64(f, s->bq - 1), ""), "");
   LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, row, s->tq, "");
   LLVMValueRef rc = tj_emit_select(em, ok, row, c64(f, 0));
-  LLVMValueRef is_lse =
-      LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, kDkvBQ), "");
+  LLVMValueRef is_lse = LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, s->bq), "");
   LLVMValueRef lp =
       tj_emit_advance(em, f->lseb, s->at.ptr[f->lseb],
                       LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->slg, ""),
@@ -106,6 +106,13 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
       src, tj_emit_select(em, ok, c32(f, 4), c32(f, 0))};
   intrinsic(f, "llvm.nvvm.cp.async.ca.shared.global.4.s", args, 3);
   tj_emit_if_end(em, &few);
+}
+
+// a * b + c (f32), one fma.rn.
+static LLVMValueRef fma3(fa_t* f, LLVMValueRef a, LLVMValueRef b,
+                         LLVMValueRef c) {
+  LLVMValueRef args[3] = {a, b, c};
+  return tj_emit_intrinsic(f->em, "llvm.fma", &f->em->t_f32, 1, args, 3);
 }
 
 // |n| f32 slots in the entry block, zeroed (SROA makes them registers).
@@ -255,9 +262,13 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   dkv_t st;
   memset(&st, 0, sizeof(st));
   st.f = f;
-  st.q_bytes = kDkvBQ * d * 2;
+  // Queries a step: 64. 128 at d 64 (S^T and dP^T in 128 registers
+  // beside dK and dV's 64) spilled 88-316 bytes.
+  const int32_t bq = 64;
+  st.bq = bq;
+  st.q_bytes = bq * d * 2;
   const int32_t kv_bytes = kDkvBN * d * 2;
-  const int32_t l_bytes = 2 * kDkvBQ * 4;  // a step's lse and delta
+  const int32_t l_bytes = 2 * bq * 4;  // a step's lse and delta
   // K, V, then two (Q, dY) pairs, then two (lse, delta) pairs.
   const int32_t sK = 0, sV = kv_bytes, sQ = 2 * kv_bytes;
   const int32_t sL = sQ + 4 * st.q_bytes;
@@ -268,7 +279,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   info->min_blocks_per_sm = 1;
   info->wgmma = true;
   info->tile_m = kDkvBN;
-  info->tile_n = kDkvBQ;
+  info->tile_n = bq;
   LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
   LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
   LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
@@ -319,11 +330,11 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
 
   // Steps: (g, query tile) for g < G, query tiles from qt0 (causal: the
   // tile of the block's first key; no earlier query sees it).
-  LLVMValueRef qtiles = LLVMBuildSDiv(
-      b, LLVMBuildAdd(b, tq, c64(f, kDkvBQ - 1), ""), c64(f, kDkvBQ), "");
-  st.qt0 = causal ? tj_emit_min_i64(
-                        em, LLVMBuildSDiv(b, k0, c64(f, kDkvBQ), ""), qtiles)
-                  : c64(f, 0);
+  LLVMValueRef qtiles =
+      LLVMBuildSDiv(b, LLVMBuildAdd(b, tq, c64(f, bq - 1), ""), c64(f, bq), "");
+  st.qt0 =
+      causal ? tj_emit_min_i64(em, LLVMBuildSDiv(b, k0, c64(f, bq), ""), qtiles)
+             : c64(f, 0);
   st.nq = LLVMBuildSub(b, qtiles, st.qt0, "nq");
   LLVMValueRef steps = LLVMBuildMul(b, group, st.nq, "steps");
   tj_emit_if_t first;
@@ -383,16 +394,30 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
 
   LLVMValueRef q_addr = LLVMBuildAdd(b, tiles_addr, qcur, "q_addr");
   LLVMValueRef o_addr = LLVMBuildAdd(b, tiles_addr, ocur, "o_addr");
-  LLVMValueRef sf[kDkvBQ / 2], dpf[kDkvBQ / 2];
-  issue_nt(f, sf, k_addr, kDkvBN, q_addr, kDkvBQ);
-  issue_nt(f, dpf, v_addr, kDkvBN, o_addr, kDkvBQ);
-  tj_nvptx_fa_wgmma_wait(f, 1, sf, kDkvBQ / 2);
+  LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
+  issue_nt(f, sf, k_addr, kDkvBN, q_addr, bq);
+  issue_nt(f, dpf, v_addr, kDkvBN, o_addr, bq);
+  tj_nvptx_fa_wgmma_wait(f, 1, sf, bq / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
-  const int32_t ns = kDkvBQ / 8;
-  for (int32_t n = 0; n < ns; ++n)
-    for (int32_t e = 0; e < 4; ++e)
-      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+  const int32_t ns = bq / 8;
+  // The exponent s scale log2 e - lse log2 e, one fma; the columns' lse
+  // (then delta) as pairs (2t, 2t + 1) of each block.
+  LLVMTypeRef f2 = LLVMVectorType(em->t_f32, 2);
+  LLVMValueRef loff[kMaxStep / 8];
+  for (int32_t n = 0; n < ns; ++n) {
+    LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n), "");
+    LLVMValueRef off = loff[n] =
+        LLVMBuildAdd(b, lcur, LLVMBuildShl(b, col, c32(f, 2), ""), "");
+    LLVMValueRef lv = LLVMBuildLoad2(b, f2, smem_at(f, off), "");
+    LLVMSetAlignment(lv, 8);
+    for (int32_t e = 0; e < 4; ++e) {
+      LLVMValueRef l2 =
+          LLVMBuildFMul(b, LLVMBuildExtractElement(b, lv, c32(f, e & 1), ""),
+                        cf(f, -kLog2e), "");
+      s[n][e] = fma3(f, s[n][e], cf(f, c2), l2);
+    }
+  }
   LLVMValueRef q0 = step_q0(&st, it);
   if (causal) {
     // Column (query q0 + col) kept where col >= key - q0; only steps whose
@@ -409,10 +434,10 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
       LLVMValueRef x = LLVMBuildSub(b, key[h], q0, "");
       x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
                          c64(f, 0), x);
-      x = tj_emit_min_i64(em, x, c64(f, kDkvBQ));
+      x = tj_emit_min_i64(em, x, c64(f, bq));
       bound[h] = LLVMBuildTrunc(b, x, em->t_i32, "");
     }
-    LLVMValueRef m[kDkvBQ / 8][4];
+    LLVMValueRef m[kMaxStep / 8][4];
     for (int32_t n = 0; n < ns; ++n)
       for (int32_t e = 0; e < 4; ++e) {
         LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n + (e & 1)), "");
@@ -430,32 +455,21 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
         s[n][e] = phi;
       }
   }
-  // P^T, the columns' lse and delta as pairs (2t, 2t + 1) of each block.
-  LLVMTypeRef f2 = LLVMVectorType(em->t_f32, 2);
-  LLVMValueRef dl[kDkvBQ / 8];
-  for (int32_t n = 0; n < ns; ++n) {
-    LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n), "");
-    LLVMValueRef off =
-        LLVMBuildAdd(b, lcur, LLVMBuildShl(b, col, c32(f, 2), ""), "");
-    LLVMValueRef lv = LLVMBuildLoad2(b, f2, smem_at(f, off), "");
-    LLVMSetAlignment(lv, 8);
-    dl[n] = LLVMBuildLoad2(
-        b, f2, smem_at(f, LLVMBuildAdd(b, off, c32(f, 4 * kDkvBQ), "")), "");
-    LLVMSetAlignment(dl[n], 8);
-    for (int32_t e = 0; e < 4; ++e) {
-      LLVMValueRef l2 =
-          LLVMBuildFMul(b, LLVMBuildExtractElement(b, lv, c32(f, e & 1), ""),
-                        cf(f, kLog2e), "");
-      s[n][e] = ex2(f, LLVMBuildFSub(b, s[n][e], l2, ""));
-    }
-  }
+  for (int32_t n = 0; n < ns; ++n)
+    for (int32_t e = 0; e < 4; ++e) s[n][e] = ex2(f, s[n][e]);  // P^T
   // dV += P^T . dY runs under dS^T's arithmetic.
-  LLVMValueRef pf[kDkvBQ / 16][4], dsf[kDkvBQ / 16][4];
-  pack_a(f, s, kDkvBQ / 16, pf);
+  LLVMValueRef pf[kMaxStep / 16][4], dsf[kMaxStep / 16][4];
+  pack_a(f, s, bq / 16, pf);
   LLVMValueRef dv[64], dk[64];
   load_slots(f, dv_slot, dv, nacc);
-  issue_nn(f, dv, pf, kDkvBQ / 16, o_addr, kDkvBQ);
-  tj_nvptx_fa_wgmma_wait(f, 1, dpf, kDkvBQ / 2);  // dP^T; dV may run
+  issue_nn(f, dv, pf, bq / 16, o_addr, bq);
+  tj_nvptx_fa_wgmma_wait(f, 1, dpf, bq / 2);  // dP^T; dV may run
+  LLVMValueRef dl[kMaxStep / 8];
+  for (int32_t n = 0; n < ns; ++n) {
+    dl[n] = LLVMBuildLoad2(
+        b, f2, smem_at(f, LLVMBuildAdd(b, loff[n], c32(f, 4 * bq), "")), "");
+    LLVMSetAlignment(dl[n], 8);
+  }
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e)
       dp[n][e] = LLVMBuildFMul(
@@ -464,9 +478,9 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
                         LLVMBuildExtractElement(b, dl[n], c32(f, e & 1), ""),
                         ""),
           "");  // ds^T
-  pack_a(f, dp, kDkvBQ / 16, dsf);
+  pack_a(f, dp, bq / 16, dsf);
   load_slots(f, dk_slot, dk, nacc);
-  issue_nn(f, dk, dsf, kDkvBQ / 16, q_addr, kDkvBQ);
+  issue_nn(f, dk, dsf, bq / 16, q_addr, bq);
   tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
   tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
   store_slots(f, dv_slot, dv, nacc);
@@ -488,7 +502,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
 
 // attention_dq on wgmma: the forward's block (kWgBM = 128 query rows over
 // two warpgroups, tj_nvptx_fa_block) and double-buffered K/V tiles of
-// kDqBN keys; Q and dY once; per step j:
+// bn keys; Q and dY once; per step j:
 //   S = Q . K_j^T and dP = dY . V_j^T (wgmma m64n<bn>k16 from shared
 //   memory, K and V K-major Bs), two groups; wait for S: P = 2^(s scale
 //   log2 e - lse log2 e) (lse by row, in registers), masks on tiles that
@@ -497,7 +511,6 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
 //   B: keys are wgmma's k); waited for before the next step.
 // dQ times scale is staged in the warp's own rows of Q.
 #define kDqBM 128
-#define kDqBN 64
 
 tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   tj_nvptx_emit_t* nv = f->nv;
@@ -506,7 +519,12 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   const tj_kir_t* k = f->k;
   const int32_t r = k->rank, d = f->d, nacc = d / 2;
   const bool causal = k->attention.causal;
-  const int32_t q_bytes = kDqBM * d * 2, kv_bytes = kDqBN * d * 2;
+  // Keys a step: 64, or with TJ_NVPTX_ATTENTION=wgmma-wide 128 at d 64.
+  const int32_t bn =
+      nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_WIDE && d == 64
+          ? 128
+          : 64;
+  const int32_t q_bytes = kDqBM * d * 2, kv_bytes = bn * d * 2;
   // Q, dY, then K_0, K_1, V_0, V_1.
   const int32_t sQ = 0, sO = q_bytes, sK = 2 * q_bytes,
                 sV = 2 * q_bytes + 2 * kv_bytes;
@@ -516,10 +534,10 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   // At d 64 two blocks an SM (64 KiB each; ptxas: 128 registers, 0-4
   // bytes spilled), so that one's exponentials run under the other's
   // wgmmas, as the forward's blocks do; at d 128 one (223-243 registers).
-  info->min_blocks_per_sm = d == 64 ? 2 : 1;
+  info->min_blocks_per_sm = d == 64 && bn == 64 ? 2 : 1;
   info->wgmma = true;
   info->tile_m = kDqBM;
-  info->tile_n = kDqBN;
+  info->tile_n = bn;
   LLVMValueRef dyn = tj_nvptx_dynamic_shared(nv);
   LLVMValueRef addr = LLVMBuildPtrToInt(b, dyn, em->t_i32, "");
   LLVMValueRef pad = LLVMBuildAnd(b, LLVMBuildSub(b, c32(f, 0), addr, ""),
@@ -531,7 +549,7 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
   LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
   tj_nvptx_fa_block_t blk;
-  tj_nvptx_fa_block(f, kDqBM, kDqBN, &blk);
+  tj_nvptx_fa_block(f, kDqBM, bn, &blk);
   LLVMValueRef tq = blk.tq, tk = blk.tk, q0 = blk.q0, ntiles = blk.ntiles;
   const tj_emit_point_t at = blk.at;
   LLVMValueRef sq = tj_emit_stride(em, f->qb, r - 2);
@@ -552,20 +570,20 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
       f, f->smem, kDqBM, f->dob,
       tj_emit_advance(em, f->dob, at.ptr[f->dob], LLVMBuildMul(b, q0, sdo, "")),
       sdo, c64(f, 0), qrows, c32(f, sO));
-  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->kb, at.ptr[f->kb], sk, c64(f, 0),
-                        tk, c32(f, sK));
-  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->vb, at.ptr[f->vb], sv, c64(f, 0),
-                        tk, c32(f, sV));
+  tj_nvptx_fa_load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, c64(f, 0), tk,
+                        c32(f, sK));
+  tj_nvptx_fa_load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, c64(f, 0), tk,
+                        c32(f, sV));
   commit(f);
 
-  // This thread's rows g and g + 8 of its warp's 16: lse in base 2 (+inf
+  // This thread's rows g and g + 8 of its warp's 16: -lse in base 2 (-inf
   // for a row with no key, so that its p is 0), delta, the keys it sees.
   LLVMValueRef g = LLVMBuildLShr(b, f->lane, c32(f, 2), "g");
   LLVMValueRef t2 =
       LLVMBuildShl(b, LLVMBuildAnd(b, f->lane, c32(f, 3), ""), c32(f, 1), "");
   LLVMValueRef wrow = LLVMBuildMul(b, f->warp, c32(f, 16), "wrow");
   LLVMValueRef tq_1 = LLVMBuildSub(b, tq, c64(f, 1), "");
-  LLVMValueRef lse2[2], delta[2], row_lim[2];
+  LLVMValueRef nlse2[2], delta[2], row_lim[2];
   for (int32_t h = 0; h < 2; ++h) {
     LLVMValueRef rr =
         LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
@@ -577,9 +595,9 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
                        tj_emit_advance(em, f->lseb, at.ptr[f->lseb],
                                        LLVMBuildMul(b, ic, sl, "")),
                        "");
-    lse2[h] = tj_emit_select(
+    nlse2[h] = tj_emit_select(
         em, LLVMBuildFCmp(b, LLVMRealOEQ, lse, cf(f, -INFINITY), ""),
-        cf(f, INFINITY), LLVMBuildFMul(b, lse, cf(f, kLog2e), ""));
+        cf(f, -INFINITY), LLVMBuildFMul(b, lse, cf(f, -kLog2e), ""));
     delta[h] = LLVMBuildLoad2(b, em->t_f32,
                               tj_emit_advance(em, f->deltab, at.ptr[f->deltab],
                                               LLVMBuildMul(b, ic, sdl, "")),
@@ -617,35 +635,37 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "kvnext");
-  LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, kDqBN), "");
-  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->kb, at.ptr[f->kb], sk, jn0, tk,
+  LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, bn), "");
+  tj_nvptx_fa_load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
                         LLVMBuildSub(b, c32(f, 2 * sK + kv_bytes), kcur, ""));
-  tj_nvptx_fa_load_rows(f, f->smem, kDqBN, f->vb, at.ptr[f->vb], sv, jn0, tk,
+  tj_nvptx_fa_load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, jn0, tk,
                         LLVMBuildSub(b, c32(f, 2 * sV + kv_bytes), vcur, ""));
   tj_emit_if_end(em, &next);
   commit(f);
 
   LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
   LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
-  LLVMValueRef sf[kDqBN / 2], dpf[kDqBN / 2];
-  issue_nt(f, sf, q_addr, kDqBM, k_addr, kDqBN);
-  issue_nt(f, dpf, o_addr, kDqBM, v_addr, kDqBN);
-  tj_nvptx_fa_wgmma_wait(f, 1, sf, kDqBN / 2);
+  LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
+  issue_nt(f, sf, q_addr, kDqBM, k_addr, bn);
+  issue_nt(f, dpf, o_addr, kDqBM, v_addr, bn);
+  tj_nvptx_fa_wgmma_wait(f, 1, sf, bn / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
-  const int32_t ns = kDqBN / 8;
+  const int32_t ns = bn / 8;
+  // The exponent s scale log2 e - lse log2 e, one fma (-inf where lse is:
+  // p = 0).
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e)
-      s[n][e] = LLVMBuildFMul(b, s[n][e], cf(f, c2), "");
+      s[n][e] = fma3(f, s[n][e], cf(f, c2), nlse2[e / 2]);
   // Keys past Tk and (causal) past the row: only tiles that reach past
   // the keys every row of the block sees (a uniform branch).
-  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, kDqBN), "j0");
+  LLVMValueRef j0 = LLVMBuildMul(b, jt, c64(f, bn), "j0");
   {
     LLVMBasicBlockRef plain = LLVMGetInsertBlock(b);
     tj_emit_if_t br;
     tj_emit_if_begin(
         em, &br,
-        LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, kDqBN), ""),
+        LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, j0, c64(f, bn), ""),
                       lim_lo, ""),
         "mask");
     LLVMValueRef rel[2];
@@ -653,10 +673,10 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
       LLVMValueRef x = LLVMBuildSub(b, row_lim[h], j0, "");
       x = tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSLT, x, c64(f, 0), ""),
                          c64(f, 0), x);
-      x = tj_emit_min_i64(em, x, c64(f, kDqBN));
+      x = tj_emit_min_i64(em, x, c64(f, bn));
       rel[h] = LLVMBuildTrunc(b, x, em->t_i32, "rel");
     }
-    LLVMValueRef m[kDqBN / 8][4];
+    LLVMValueRef m[kMaxStep / 8][4];
     for (int32_t n = 0; n < ns; ++n)
       for (int32_t e = 0; e < 4; ++e) {
         LLVMValueRef col = LLVMBuildAdd(b, t2, c32(f, 8 * n + (e & 1)), "");
@@ -675,18 +695,17 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
       }
   }
   for (int32_t n = 0; n < ns; ++n)
-    for (int32_t e = 0; e < 4; ++e)
-      s[n][e] = ex2(f, LLVMBuildFSub(b, s[n][e], lse2[e / 2], ""));
-  tj_nvptx_fa_wgmma_wait(f, 0, dpf, kDqBN / 2);
+    for (int32_t e = 0; e < 4; ++e) s[n][e] = ex2(f, s[n][e]);  // P
+  tj_nvptx_fa_wgmma_wait(f, 0, dpf, bn / 2);
   for (int32_t n = 0; n < ns; ++n)
     for (int32_t e = 0; e < 4; ++e)
       dp[n][e] = LLVMBuildFMul(
           b, s[n][e], LLVMBuildFSub(b, dp[n][e], delta[e / 2], ""), "");  // ds
-  LLVMValueRef dsf[kDqBN / 16][4];
-  pack_a(f, dp, kDqBN / 16, dsf);
+  LLVMValueRef dsf[kMaxStep / 16][4];
+  pack_a(f, dp, bn / 16, dsf);
   LLVMValueRef dq[64];
   load_slots(f, dq_slot, dq, nacc);
-  issue_nn(f, dq, dsf, kDqBN / 16, k_addr, kDqBN);
+  issue_nn(f, dq, dsf, bn / 16, k_addr, bn);
   tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
   store_slots(f, dq_slot, dq, nacc);
   tj_emit_loop_end(em, &loop);
