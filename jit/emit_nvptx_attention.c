@@ -235,6 +235,16 @@ tj_status_t tj_nvptx_emit_attention(tj_nvptx_emit_t* nv) {
     return tj_nvptx_emit_attention_f32(f);
   }
   TJ_RETURN_IF_ERROR(tj_nvptx_fa_check_kernel(f));
+  // The backward on wgmma (fa3bwd) on sm_90a unless mma.sync is asked for
+  // (TJ_NVPTX_ATTENTION=mma: FlashAttention-2's kernels; on the H200 the
+  // step with wgmma's ran 1.07-1.46x as fast, bench/RESULTS.md).
+  if (nv->arch == TJ_NVPTX_SM_90A &&
+      nv->options.attention_kernel != TJ_NVPTX_ATTENTION_MMA_SYNC) {
+    if (f->op == TJ_KIR_ATTENTION_DKV)
+      return tj_nvptx_emit_attention_dkv_wgmma(f);
+    if (f->op == TJ_KIR_ATTENTION_DQ)
+      return tj_nvptx_emit_attention_dq_wgmma(f);
+  }
   if (f->op == TJ_KIR_ATTENTION_DQ || f->op == TJ_KIR_ATTENTION_DKV)
     return tj_nvptx_emit_attention_bwd(f);
   // wgmma where it applies, unless mma.sync is asked for

@@ -216,6 +216,52 @@ tj_status_t tj_nvptx_fa_store_lse(fa_t* f, uint32_t buf, LLVMValueRef obase,
                                   LLVMValueRef tq, LLVMValueRef* m_slot,
                                   LLVMValueRef* l_slot);
 
+//===--- the wgmma kernels' pieces (emit_nvptx_attention_wgmma.c) ---===//
+//
+// Blocks of kWgThreads (two consumer warpgroups); tiles in panels of 64
+// columns in wgmma's 128-byte swizzle (see emit_nvptx_attention_wgmma.c).
+
+#define kWgThreads 256
+#define kSwRow 128  // bytes of a swizzle row: a panel's row
+#define kSwAtom 1024
+
+// Shared byte offset (i32) of 16-byte chunk |ch| of row |row| (both i32)
+// in a panelled tile of |rows| rows.
+LLVMValueRef tj_nvptx_fa_panel_offset(fa_t* f, int32_t rows, LLVMValueRef row,
+                                      LLVMValueRef ch);
+
+// Starts the copy (cp.async, every one of kWgThreads threads) of rows
+// [r0, r0 + |rows|) of a [.., d] operand of buffer |buf| (row r at |base|
+// + r * |stride| elements; rows >= |limit| are zero-filled) into the
+// panelled tile at byte |dst| (i32) of |tiles|.
+void tj_nvptx_fa_load_rows(fa_t* f, LLVMValueRef tiles, int32_t rows,
+                           uint32_t buf, LLVMValueRef base, LLVMValueRef stride,
+                           LLVMValueRef r0, LLVMValueRef limit,
+                           LLVMValueRef dst);
+
+// Inline asm |text| with no operand, clobbering memory.
+void tj_nvptx_fa_asm(fa_t* f, const char* text);
+
+// acc (m64n<n_cols> f32, n_cols / 2 a thread) = A . B (+ acc when
+// |accumulate|), A and B by descriptors |da| and |db| (i64), B K-major.
+void tj_nvptx_fa_wgmma_ss(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
+                          LLVMValueRef da, LLVMValueRef db, bool accumulate);
+
+// acc (m64n<n_cols> f32) += A . B, A the register fragment |a| (4 x i32
+// of packed pairs), B by descriptor |db| (i64), MN-major (trans-b 1).
+void tj_nvptx_fa_wgmma_rs(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
+                          LLVMValueRef* a, LLVMValueRef db);
+
+// wgmma.wait_group |pending|, the |n| accumulators |acc| tied through it
+// (so that nothing reads them before it).
+void tj_nvptx_fa_wgmma_wait(fa_t* f, int32_t pending, LLVMValueRef* acc,
+                            int32_t n);
+
+// attention_dkv and attention_dq on sm_90a's wgmma
+// (emit_nvptx_attention_bwd_wgmma.c), tj_nvptx_fa_check_kernel passed.
+tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f);
+tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f);
+
 // The forward and attention_lse on sm_90a's wgmma
 // (emit_nvptx_attention_wgmma.c), tj_nvptx_fa_check_kernel passed, no
 // mask operand.

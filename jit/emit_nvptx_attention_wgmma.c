@@ -57,15 +57,11 @@
 
 #define kWgs 2             // consumer warpgroups a block
 #define kWgBM (64 * kWgs)  // query rows a block
-#define kWgThreads (128 * kWgs)
-
-#define kSwRow 128  // bytes of a swizzle row: a panel's row
-#define kSwAtom 1024
 
 // Shared byte offset (i32) of 16-byte chunk |ch| of row |row| (both i32)
 // in a panelled tile of |rows| rows.
-static LLVMValueRef panel_offset(fa_t* f, int32_t rows, LLVMValueRef row,
-                                 LLVMValueRef ch) {
+LLVMValueRef tj_nvptx_fa_panel_offset(fa_t* f, int32_t rows, LLVMValueRef row,
+                                      LLVMValueRef ch) {
   LLVMBuilderRef b = f->b;
   LLVMValueRef panel = LLVMBuildLShr(b, ch, c32(f, 3), "");
   LLVMValueRef c = LLVMBuildAnd(b, ch, c32(f, 7), "");
@@ -82,9 +78,10 @@ static LLVMValueRef panel_offset(fa_t* f, int32_t rows, LLVMValueRef row,
 // Starts the copy of rows [r0, r0 + |rows|) of a [.., d] operand of
 // buffer |buf| (row r at |base| + r * |stride| elements; rows >= |limit|
 // are zero-filled) into the panelled tile at byte |dst| (i32) of |tiles|.
-static void load_rows(fa_t* f, LLVMValueRef tiles, int32_t rows, uint32_t buf,
-                      LLVMValueRef base, LLVMValueRef stride, LLVMValueRef r0,
-                      LLVMValueRef limit, LLVMValueRef dst) {
+void tj_nvptx_fa_load_rows(fa_t* f, LLVMValueRef tiles, int32_t rows,
+                           uint32_t buf, LLVMValueRef base, LLVMValueRef stride,
+                           LLVMValueRef r0, LLVMValueRef limit,
+                           LLVMValueRef dst) {
   LLVMBuilderRef b = f->b;
   tj_emit_t* em = f->em;
   const int32_t shift = f->chunks == 8 ? 3 : 4;
@@ -102,14 +99,15 @@ static void load_rows(fa_t* f, LLVMValueRef tiles, int32_t rows, uint32_t buf,
         "");
     LLVMValueRef src = LLVMBuildAddrSpaceCast(
         b, tj_emit_advance(em, buf, base, off), f->nv->t_ptr_global, "");
-    LLVMValueRef at = LLVMBuildAdd(b, dst, panel_offset(f, rows, row, ch), "");
+    LLVMValueRef at =
+        LLVMBuildAdd(b, dst, tj_nvptx_fa_panel_offset(f, rows, row, ch), "");
     LLVMValueRef args[3] = {LLVMBuildGEP2(b, em->t_i8, tiles, &at, 1, ""), src,
                             tj_emit_select(em, ok, c32(f, 16), c32(f, 0))};
     intrinsic(f, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
   }
 }
 
-static void plain_asm(fa_t* f, const char* text) {
+void tj_nvptx_fa_asm(fa_t* f, const char* text) {
   tj_emit_inline_asm(f->em, f->em->t_void, text, "~{memory}", NULL, 0);
 }
 
@@ -157,8 +155,8 @@ static size_t wgmma_head(fa_t* f, char* text, size_t size, int32_t n_cols,
 
 // acc (m64n<n_cols> f32) = A . B (+ acc when |accumulate|), A and B by
 // descriptors |da| and |db| (i64), B K-major (trans-b 0).
-static void wgmma_ss(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
-                     LLVMValueRef da, LLVMValueRef db, bool accumulate) {
+void tj_nvptx_fa_wgmma_ss(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
+                          LLVMValueRef da, LLVMValueRef db, bool accumulate) {
   const int32_t n = n_cols / 2;
   char text[1200];
   size_t len = (size_t)snprintf(text, sizeof(text),
@@ -173,8 +171,8 @@ static void wgmma_ss(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
 
 // acc (m64n<n_cols> f32) += A . B, A the register fragment |a| (4 x i32
 // of packed pairs), B by descriptor |db| (i64), MN-major (trans-b 1).
-static void wgmma_rs(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
-                     LLVMValueRef* a, LLVMValueRef db) {
+void tj_nvptx_fa_wgmma_rs(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
+                          LLVMValueRef* a, LLVMValueRef db) {
   const int32_t n = n_cols / 2;
   char text[1200];
   size_t len = (size_t)snprintf(text, sizeof(text),
@@ -188,9 +186,12 @@ static void wgmma_rs(fa_t* f, LLVMValueRef* acc, int32_t n_cols,
   acc_asm(f, text, acc, n, x, 6, "r,r,r,r,l,r,");
 }
 
-// wgmma.wait_group 0, the accumulators |acc| tied through it.
-static void wgmma_wait(fa_t* f, LLVMValueRef* acc, int32_t n) {
-  acc_asm(f, "wgmma.wait_group.sync.aligned 0;", acc, n, NULL, 0, "");
+void tj_nvptx_fa_wgmma_wait(fa_t* f, int32_t pending, LLVMValueRef* acc,
+                            int32_t n) {
+  char text[48];
+  snprintf(text, sizeof(text), "wgmma.wait_group.sync.aligned %d;",
+           (int)pending);
+  acc_asm(f, text, acc, n, NULL, 0, "");
 }
 
 // What the steps of one block share.
@@ -220,23 +221,23 @@ static LLVMValueRef buffer(wfa_t* w, int32_t first, LLVMValueRef tile) {
 // Starts the copies of K tile |tile| (i64) into its buffer.
 static void load_k(wfa_t* w, LLVMValueRef tile) {
   fa_t* f = w->f;
-  load_rows(f, f->smem, w->bn, f->kb, w->at->ptr[f->kb], w->sk,
-            LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
-            buffer(w, w->sK, tile));
+  tj_nvptx_fa_load_rows(f, f->smem, w->bn, f->kb, w->at->ptr[f->kb], w->sk,
+                        LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
+                        buffer(w, w->sK, tile));
 }
 
 static void load_v(wfa_t* w, LLVMValueRef tile) {
   fa_t* f = w->f;
-  load_rows(f, f->smem, w->bn, f->vb, w->at->ptr[f->vb], w->sv,
-            LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
-            buffer(w, w->sV, tile));
+  tj_nvptx_fa_load_rows(f, f->smem, w->bn, f->vb, w->at->ptr[f->vb], w->sv,
+                        LLVMBuildMul(f->b, tile, c64(f, w->bn), ""), w->tk,
+                        buffer(w, w->sV, tile));
 }
 
 // Every thread's copies have landed and are visible to wgmma (the async
 // proxy), and every warpgroup is past what it issued before.
 static void landed(wfa_t* w) {
   wait_groups(w->f, 0);
-  plain_asm(w->f, "fence.proxy.async.shared::cta;");
+  tj_nvptx_fa_asm(w->f, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(w->f->nv);
 }
 
@@ -249,7 +250,7 @@ static void issue_s(wfa_t* w, LLVMValueRef tile, LLVMValueRef* s) {
   for (int32_t i = 0; i < bn / 2; ++i) s[i] = LLVMGetUndef(em->t_f32);
   LLVMValueRef k_addr =
       LLVMBuildAdd(b, w->tiles_addr, buffer(w, w->sK, tile), "k_addr");
-  plain_asm(f, "wgmma.fence.sync.aligned;");
+  tj_nvptx_fa_asm(f, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < f->d / 16; ++kk) {
     // +32 bytes per k16 inside a panel, the next panel every 4.
     LLVMValueRef da = tj_nvptx_wgmma_descriptor(
@@ -262,9 +263,9 @@ static void issue_s(wfa_t* w, LLVMValueRef tile, LLVMValueRef* s) {
         LLVMBuildAdd(b, k_addr, c32(f, (kk / 4) * bn * kSwRow + (kk % 4) * 32),
                      ""),
         16, kSwAtom);
-    wgmma_ss(f, s, bn, da, db, kk > 0);
+    tj_nvptx_fa_wgmma_ss(f, s, bn, da, db, kk > 0);
   }
-  plain_asm(f, "wgmma.commit_group.sync.aligned;");
+  tj_nvptx_fa_asm(f, "wgmma.commit_group.sync.aligned;");
 }
 
 // Issues and commits O += P . V_tile (P: bn / 16 A fragments).
@@ -274,15 +275,15 @@ static void issue_pv(wfa_t* w, LLVMValueRef tile, LLVMValueRef* o,
   LLVMBuilderRef b = f->b;
   LLVMValueRef v_addr =
       LLVMBuildAdd(b, w->tiles_addr, buffer(w, w->sV, tile), "v_addr");
-  plain_asm(f, "wgmma.fence.sync.aligned;");
+  tj_nvptx_fa_asm(f, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < w->bn / 16; ++kk) {
     // 16 keys (rows) per k16; V's 64-column panels bn rows apart.
     LLVMValueRef db = tj_nvptx_wgmma_descriptor(
         f->em, LLVMBuildAdd(b, v_addr, c32(f, kk * 16 * kSwRow), ""),
         w->bn * kSwRow, kSwAtom);
-    wgmma_rs(f, o, f->d, pf[kk], db);
+    tj_nvptx_fa_wgmma_rs(f, o, f->d, pf[kk], db);
   }
-  plain_asm(f, "wgmma.commit_group.sync.aligned;");
+  tj_nvptx_fa_asm(f, "wgmma.commit_group.sync.aligned;");
 }
 
 // The online softmax of the scores |sflat| of tile |tile| (i64): the
@@ -411,13 +412,13 @@ static void run_steps(wfa_t* w, LLVMValueRef* o_slot, bool lse) {
   commit(f);
   LLVMValueRef s[64], alpha[2], pf[8][4], o[64];
   issue_s(w, jt, s);
-  wgmma_wait(f, s, w->bn / 2);
+  tj_nvptx_fa_wgmma_wait(f, 0, s, w->bn / 2);
   softmax(w, jt, s, alpha, lse ? NULL : pf);
   if (!lse) {
     load_slots(f, o_slot, o, f->d / 2);
     rescale(f, o, alpha);
     issue_pv(w, jt, o, pf);
-    wgmma_wait(f, o, f->d / 2);
+    tj_nvptx_fa_wgmma_wait(f, 0, o, f->d / 2);
     store_slots(f, o_slot, o, f->d / 2);
   }
   tj_emit_loop_end(em, &loop);
@@ -477,8 +478,8 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
 
   // Q, K_0 and V_0; nothing past Tk: with no key every copy reads 0
   // bytes.
-  load_rows(f, f->smem, kWgBM, f->qb, qbase, sq, c64(f, 0),
-            LLVMBuildSub(b, tq, q0, ""), c32(f, sQ));
+  tj_nvptx_fa_load_rows(f, f->smem, kWgBM, f->qb, qbase, sq, c64(f, 0),
+                        LLVMBuildSub(b, tq, q0, ""), c32(f, sQ));
   load_k(&w, c64(f, 0));
   if (!lse) load_v(&w, c64(f, 0));
   commit(f);
@@ -562,7 +563,9 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
           LLVMBuildAdd(b, wrow, LLVMBuildAdd(b, g, c32(f, 8 * h), ""), "");
       LLVMValueRef off = LLVMBuildAdd(
           b, c32(f, sQ),
-          LLVMBuildAdd(b, panel_offset(f, kWgBM, row, c32(f, j)), t4, ""), "");
+          LLVMBuildAdd(b, tj_nvptx_fa_panel_offset(f, kWgBM, row, c32(f, j)),
+                       t4, ""),
+          "");
       LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(f, off)), 4);
     }
   }
@@ -580,8 +583,9 @@ tj_status_t tj_nvptx_emit_attention_wgmma(fa_t* f) {
         LLVMBuildAdd(b, q0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
     LLVMValueRef v = LLVMBuildLoad2(
         b, v4,
-        smem_at(f, LLVMBuildAdd(b, c32(f, sQ), panel_offset(f, kWgBM, row, ch),
-                                "")),
+        smem_at(f,
+                LLVMBuildAdd(b, c32(f, sQ),
+                             tj_nvptx_fa_panel_offset(f, kWgBM, row, ch), "")),
         "");
     LLVMSetAlignment(v, 16);
     tj_emit_if_t in;

@@ -109,7 +109,9 @@ typedef enum tj_nvptx_gemm_kernel_t {
 } tj_nvptx_gemm_kernel_t;
 
 // The f16/bf16 attention forward and attention_lse kernel
-// (tj_nvptx_options_t.attention_kernel; TJ_NVPTX_ATTENTION).
+// (tj_nvptx_options_t.attention_kernel; TJ_NVPTX_ATTENTION), and since
+// fa3bwd attention_dq's and attention_dkv's: on sm_90a all but MMA_SYNC
+// put them on wgmma (emit_nvptx_attention_bwd_wgmma.c).
 typedef enum tj_nvptx_attention_kernel_t {
   // WGMMA where it applies (sm_90a, no mask operand), else mma.sync.
   TJ_NVPTX_ATTENTION_AUTO = 0,

@@ -39,7 +39,8 @@ typedef enum tj_setting_e {
   // TJ_NVPTX_ATTENTION (environment only): "mma", "wgmma" (the default
   // on sm_90a) or "wgmma-wide", the CUDA f16/bf16 attention forward's
   // kernel (tj_nvptx_attention_kernel_t), for A/B comparisons and as a
-  // way back.
+  // way back; the backward's kernels likewise (fa3bwd: "mma" keeps them
+  // on mma.sync).
   TJ_SETTING_NVPTX_ATTENTION = 8,
   TJ_SETTING_CUDA_WQGEMM = 9,  // TJ_CUDA_WQGEMM (environment only)
   // TJ_ATTENTION_LSE (environment only): "separate" keeps attention_lse a

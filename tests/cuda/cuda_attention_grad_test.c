@@ -21,8 +21,10 @@
 // split by tj_graph_partition with save_attention_lse (the forward one
 // kernel writing y and lse, the backward with no lse kernel: one kernel
 // fewer than the split without it), forward then backward on the GPU,
-// gives the gradients within the bound above. Skips (exit 77) without a
-// driver or GPU.
+// gives the gradients within the bound above. fa3bwd: on sm_90a the fused
+// backward runs on wgmma by default; the fused cases run again under
+// TJ_NVPTX_ATTENTION=mma (the mma.sync backward) and wgmma-wide. Skips
+// (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +40,8 @@ static tj_context_t* g_ctx;
 // and TJ_NVPTX_ATTENTION=mma (the mma.sync forward writing lse).
 static tj_context_t* g_sep_ctx;
 static tj_context_t* g_mma_ctx;
+// fa3bwd: TJ_NVPTX_ATTENTION=wgmma-wide.
+static tj_context_t* g_wide_ctx;
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static double uniform(double lo, double hi) {
@@ -270,6 +274,23 @@ TEST(grads_bf16_lse_separate) {
   g_ctx = g_sep_ctx;
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i)
     if (kCases[i].fused) run_case(&kCases[i], TJ_DTYPE_BF16);
+  g_ctx = saved;
+}
+
+// fa3bwd: the fused cases under the TJ_NVPTX_ATTENTION settings the
+// default (wgmma on sm_90a: grads_bf16, grads_f16) does not run: mma (the
+// mma.sync backward) in bf16 and f16, wgmma-wide (dq's 128-key steps at d
+// 64) in bf16.
+TEST(grads_mma_and_wide) {
+  tj_context_t* saved = g_ctx;
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    if (!kCases[i].fused) continue;
+    g_ctx = g_mma_ctx;
+    run_case(&kCases[i], TJ_DTYPE_BF16);
+    run_case(&kCases[i], TJ_DTYPE_F16);
+    g_ctx = g_wide_ctx;
+    run_case(&kCases[i], TJ_DTYPE_BF16);
+  }
   g_ctx = saved;
 }
 
@@ -560,13 +581,17 @@ int main(void) {
   unsetenv("TJ_ATTENTION_LSE");
   setenv("TJ_NVPTX_ATTENTION", "mma", 1);
   CHECK_OK(tj_test_context_create(&g_mma_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
+  CHECK_OK(tj_test_context_create(&g_wide_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
-  RUN_TEST(forward_writes_lse);
   RUN_TEST(grads_bf16);
   RUN_TEST(grads_f16);
+  RUN_TEST(grads_mma_and_wide);
+  RUN_TEST(forward_writes_lse);
   RUN_TEST(grads_f32);
   RUN_TEST(grads_bf16_lse_separate);
   RUN_TEST(split_saves_lse);
+  tj_context_destroy(g_wide_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_sep_ctx);
   tj_context_destroy(g_ctx);

@@ -116,6 +116,10 @@ static void describe(const variant_t* v, char* buf, size_t n) {
 // Assembles |ptx| with ptxas -v; returns whether it succeeded without a
 // C75xx warning (wgmma serialized or its pipeline broken) and prints its
 // register, spill and warning lines.
+// The most bytes of spill stores or loads of one kernel that assemble
+// has seen (its callers reset it).
+static int g_max_spill;
+
 static bool assemble(const char* what, const char* ptx) {
   char path[] = "/tmp/tj_attn_ptx_XXXXXX";
   int fd = mkstemp(path);
@@ -134,9 +138,17 @@ static bool assemble(const char* what, const char* ptx) {
     bool c75 = false;
     while (fgets(line, sizeof(line), p)) {
       if (strstr(line, "registers") || strstr(line, "spill") ||
-          strstr(line, "error") || strstr(line, "warning"))
+          strstr(line, "entry function") || strstr(line, "error") ||
+          strstr(line, "warning"))
         printf("#   %s: %s", what, line);
       if (strstr(line, "C75")) c75 = true;
+      // "    N bytes stack frame, N bytes spill stores, N bytes spill loads"
+      int frame = 0, st = 0, ld = 0;
+      if (sscanf(line, "%d bytes stack frame, %d bytes spill stores, %d",
+                 &frame, &st, &ld) == 3) {
+        if (st > g_max_spill) g_max_spill = st;
+        if (ld > g_max_spill) g_max_spill = ld;
+      }
     }
     ok = pclose(p) == 0 && !c75;
   }
@@ -536,7 +548,7 @@ TEST(default_is_wgmma) {
 TEST(wgmma_lse_in_grad) {
   // The backward's attention_lse on the wgmma loop (S only, no V; with
   // TJ_ATTENTION_LSE=separate, else the forward writes it: lsefwd), the
-  // forward on wgmma, dq and dkv on mma.sync.
+  // forward, dq and dkv on wgmma too (fa3bwd: the default).
   static const int64_t ds[] = {64, 128};
   for (int di = 0; di < 2; ++di) {
     variant_t v = {TJ_DTYPE_BF16, ds[di], ds[di], 4, 2, true, 0, true};
@@ -553,10 +565,10 @@ TEST(wgmma_lse_in_grad) {
     CHECK_EQ_INT(0, ptx.num_host_steps);
     if (ptx.ptx) {
       CHECK(strstr(ptx.ptx, "lg2.approx") != NULL);
-      // Forward and lse: Q.K^T on wgmma, m64n64k16 d / 16 times each.
-      CHECK(count(ptx.ptx, "aligned.m64n64k16") >= 2 * (int)(v.d / 16));
-      // dq and dkv stay on mma.sync.
-      CHECK(count(ptx.ptx, "mma.sync.aligned.m16n8k16.row.col.f32") >= 6);
+      // Forward and lse: Q.K^T on wgmma, m64n64k16 d / 16 times each;
+      // dq's S and dP, dkv's S^T and dP^T as many.
+      CHECK(count(ptx.ptx, "aligned.m64n64k16") >= 6 * (int)(v.d / 16));
+      CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
       if (g_ptxas[0]) {
         char what[64];
         snprintf(what, sizeof(what), "bf16 d%lld wgmma grad", (long long)v.d);
@@ -568,6 +580,94 @@ TEST(wgmma_lse_in_grad) {
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
     tj_graph_destroy(g);
   }
+}
+
+// fa3bwd: |v|'s joint graph in context |ctx| (wgmma by default) for
+// |arch|: on sm_90a attention_dkv and attention_dq on wgmma (S^T and dP^T,
+// S and dP by m64n64k16 with both operands in shared memory; dV, dK and dQ
+// by m64n<d>k16 with A from registers), no mma.sync left, assembled with
+// no C75xx warning and at most kMaxGradSpillBytes spilled by any kernel;
+// on sm_80 mma.sync throughout.
+enum { kMaxGradSpillBytes = 64 };
+
+static void check_wgmma_grad(const variant_t* v, tj_nvptx_arch_t arch,
+                             tj_context_t* ctx) {
+  char what[160];
+  describe(v, what, sizeof(what));
+  strcat(what, arch == TJ_NVPTX_SM_90A ? " wgmma grad" : " wgmma grad sm_80");
+  if (ctx == g_wide_ctx) strcat(what, " wide");
+  tj_context_t* saved = g_ctx;
+  g_ctx = ctx;
+  tj_graph_t* g = build_grad(v);
+  g_ctx = saved;
+  if (!g) return;
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  CHECK(ptx.num_kernels >= 4 && ptx.num_kernels <= kMaxFusedGradKernels);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  CHECK(ptx.ptx != NULL);
+  if (ptx.ptx && arch == TJ_NVPTX_SM_90A) {
+    const char* t = v->dt == TJ_DTYPE_F16 ? ".f16.f16" : ".bf16.bf16";
+    char want[96];
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n64k16.f32%s",
+             t);
+    // The forward's S, dkv's S^T and dP^T, dq's S and dP: d / 16 each, of
+    // 64 keys or queries (wgmma-wide: the forward's and at d 64 dq's of
+    // 128).
+    char wide[96];
+    snprintf(wide, sizeof(wide),
+             "wgmma.mma_async.sync.aligned.m64n128k16.f32%s", t);
+    CHECK(count(ptx.ptx, want) +
+              (ctx == g_wide_ctx ? count(ptx.ptx, wide) : 0) >=
+          5 * (int)(v->d / 16));
+    snprintf(want, sizeof(want), "wgmma.mma_async.sync.aligned.m64n%dk16.f32%s",
+             (int)v->d, t);
+    // The forward's P . V, dkv's dV and dK, dq's dQ: 4 k16 steps each, A
+    // from registers.
+    CHECK(count(ptx.ptx, want) >= 16);
+    CHECK(count(ptx.ptx, "}, {%r") >= 16);
+    CHECK(strstr(ptx.ptx, "wgmma.wait_group.sync.aligned 1") != NULL);
+    CHECK(strstr(ptx.ptx, "mma.sync") == NULL);
+    CHECK(strstr(ptx.ptx, "ldmatrix") == NULL);
+    // dkv copies lse and delta a step ahead.
+    CHECK(strstr(ptx.ptx, "cp.async.ca.shared.global") != NULL);
+    if (g_ptxas[0]) {
+      g_max_spill = 0;
+      bool ok = assemble(what, ptx.ptx);
+      if (!ok) fprintf(stderr, "%s: ptxas failed or warned\n", what);
+      CHECK(ok);
+      if (g_max_spill > kMaxGradSpillBytes)
+        fprintf(stderr, "%s: %d bytes spilled\n", what, g_max_spill);
+      CHECK(g_max_spill <= kMaxGradSpillBytes);
+    }
+  } else if (ptx.ptx) {
+    CHECK(strstr(ptx.ptx, "wgmma") == NULL);
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  tj_graph_destroy(g);
+}
+
+TEST(wgmma_grad_variants) {
+  // TJ_NVPTX_ATTENTION unset (the default) and wgmma-wide.
+  static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  static const int64_t ds[] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int ti = 0; ti < 2; ++ti)
+      for (int causal = 0; causal < 2; ++causal) {
+        variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
+        check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_default_ctx);
+        if (ti == 0) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_wide_ctx);
+      }
+  // Grouped-query heads with symbolic sizes; sm_80 keeps mma.sync.
+  variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
+  check_wgmma_grad(&gqa, TJ_NVPTX_SM_90A, g_default_ctx);
+  check_wgmma_grad(&gqa, TJ_NVPTX_SM_90A, g_wide_ctx);
+  check_wgmma_grad(&gqa, TJ_NVPTX_SM_80, g_default_ctx);
+  variant_t mqa = {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true};
+  check_wgmma_grad(&mqa, TJ_NVPTX_SM_90A, g_default_ctx);
+  check_wgmma_grad(&mqa, TJ_NVPTX_SM_90A, g_wide_ctx);
 }
 
 TEST(fused_variants) {
@@ -987,6 +1087,7 @@ int main(int argc, char** argv) {
   RUN_TEST(default_is_wgmma);
   RUN_TEST(wgmma_variants);
   RUN_TEST(wgmma_lse_in_grad);
+  RUN_TEST(wgmma_grad_variants);
   RUN_TEST(lse_joins_the_forward);
   RUN_TEST(lse_joins_only_the_same_scores);
   RUN_TEST(lse_saved_by_the_partition);
