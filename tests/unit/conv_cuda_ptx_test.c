@@ -395,6 +395,12 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
     CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, al, &ptx));
     const bool apart = v->post == P_RELU_SPLIT;
     CHECK_EQ_INT(apart ? 2 : 1, (int)ptx.num_kernels);
+    // No GEMM candidate kernels: a conv runs the main loop its context
+    // chose (candidates compiled without the setting ran mma.sync under
+    // wgmma64, and a decision cached by an mma context chose them).
+    CHECK_EQ_INT(0, (int)ptx.num_variant_kernels);
+    CHECK(ptx.variants_ptx == NULL ||
+          strstr(ptx.variants_ptx, "mma.sync.aligned") == NULL);
     CHECK(ptx.ptx != NULL);
     if (!ptx.ptx) continue;
     char inst[96];
