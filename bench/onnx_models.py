@@ -19,8 +19,11 @@ allow_tf32 too, so that the two are compared on equal terms, and
 (TJ_NVPTX_CONV, each in its own context) in the same run.
 
   python3 bench/onnx_models.py [--threads N] [--runs N] [--cuda] [--tf32]
-      [--conv-kernels K1,K2] [--no-x86]
+      [--conv-kernels K1,K2] [--no-x86] [--no-torch] [--batches 1,32]
       [--models resnet18,mobilenet_v3_small,bert_layer] [--skeletons DIR]
+
+--no-torch leaves torch eager and torch.compile out (a short GPU call);
+--batches keeps only the batches named (resnet18 and mobilenet_v3_small).
 """
 
 import argparse
@@ -90,6 +93,11 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("--no-x86", action="store_true")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="with --cuda: leave torch eager and torch.compile "
+                         "out")
+    ap.add_argument("--batches", default="1,32",
+                    help="the image models' batches")
     ap.add_argument("--tf32", action="store_true",
                     help="compile ours for CUDA with allow_tf32")
     ap.add_argument("--conv-kernels", default="",
@@ -122,7 +130,8 @@ def main():
         model = skeleton.filled(name).SerializeToString()
         sess = ort.InferenceSession(model, so,
                                     providers=["CPUExecutionProvider"])
-        batches = [(8, 128)] if name == "bert_layer" else [(1, None), (32, None)]
+        batches = [(8, 128)] if name == "bert_layer" else [
+            (int(b), None) for b in ARGS.batches.split(",") if b]
         graph = tj.onnx.load(model)
         exes = {}
         if not ARGS.no_x86:
@@ -150,8 +159,9 @@ def main():
                 print("%s: %s compile %.1f s, %d kernels, %d graph breaks" % (
                     name, label, time.perf_counter() - t0, s.num_kernels,
                     s.num_graph_breaks))
-            tm = torch_model(name).cuda()
-            tc = torch.compile(tm)
+            if not ARGS.no_torch:
+                tm = torch_model(name).cuda()
+                tc = torch.compile(tm)
         for b, t in batches:
             shape = skeleton.input_shape(name, b, t or 128)
             x = np.random.default_rng(0).standard_normal(shape,
@@ -180,7 +190,7 @@ def main():
                         " tf32" if ARGS.tf32 else ""), time_cuda(
                             torch, lambda: exe(xd), ARGS.runs)))
                 with torch.no_grad():
-                    if ARGS.tf32:
+                    if not ARGS.no_torch and ARGS.tf32:
                         # torch's own TF32 error, on its (other, random)
                         # weights: eager with TF32 against eager without,
                         # beside ours against onnxruntime above.
@@ -197,10 +207,11 @@ def main():
                         print("  torch eager tf32 max |err| vs its f32 "
                               "%.3g of %.3g" % (float(np.abs(got - ref).max()),
                                                 float(np.abs(ref).max())))
-                    print(fmt("torch eager", time_cuda(
-                        torch, lambda: tm(xd), ARGS.runs)))
-                    print(fmt("torch.compile", time_cuda(
-                        torch, lambda: tc(xd), ARGS.runs, warm=3)))
+                    if not ARGS.no_torch:
+                        print(fmt("torch eager", time_cuda(
+                            torch, lambda: tm(xd), ARGS.runs)))
+                        print(fmt("torch.compile", time_cuda(
+                            torch, lambda: tc(xd), ARGS.runs, warm=3)))
                 # tensorjit's profile: where the time goes, largest first.
                 if os.environ.get("BENCH_PROFILE"):
                     for label in cuda_names:

@@ -24,8 +24,9 @@
 //     operands rounded to TF32 by cvt.rna), f32 accumulators. Both shared
 //     tiles then have rows of 136 floats, so a fragment's 32 loads (rows
 //     t4, columns grp) hit 32 banks.
-//   - TF32 on wgmma (sm_90a, tj_nvptx_options_t.conv_kernel, TJ_NVPTX_CONV=
-//     wgmma or wgmma64): a 128 x bn tile (bn 128 or 64), two consumer
+//   - TF32 on wgmma (sm_90a, the default there; tj_nvptx_options_t.
+//     conv_kernel, TJ_NVPTX_CONV=wgmma or wgmma64, =mma the way back to
+//     mma.sync): a 128 x bn tile (bn 128 or 64), two consumer
 //     warpgroups of 64 output channels, m64n<bn>k8 .tf32 from shared
 //     memory. TF32 wgmma reads both operands K-major only, so k-tiles are
 //     32 f32, one 128-byte row of the 128-byte swizzle per output channel
@@ -33,7 +34,9 @@
 //     and w is 16-byte aligned) and per pixel (the patch matrix gathered
 //     as above, stored [pixel][k]); 6 stages (bn 128, one block an SM) or
 //     4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
-//     ignore the operands' low 13 mantissa bits (no cvt.rna).
+//     ignore the operands' low 13 mantissa bits, so each thread rounds
+//     its own copies in place by cvt.rna once they land (wg_round_tile;
+//     tj_nvptx_options_t.conv_truncate leaves them truncated).
 // Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
 // pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
 // at least 32 k-tiles, each block adds its slice's sums into out by
@@ -83,6 +86,9 @@ typedef struct conv_t {
   // TF32 on wgmma (sm_90a): a 128 x bn tile, two consumer warpgroups of
   // 64 output channels each (m64n<bn>k8), both operands K-major SW128.
   bool wg;
+  // The wgmma kernel rounds its operands to TF32 in shared memory
+  // (wg_round_tile); without it the tensor cores truncate them.
+  bool round;
   int32_t bn, bk, stages;
   int32_t b_copies;              // B copies a thread (4 bytes each)
   LLVMValueRef ring, ring_addr;  // the 1024-aligned ring: pointer, i32
@@ -108,6 +114,7 @@ typedef struct conv_t {
   LLVMValueRef a_src[kMaxCopies], a_dst[kMaxCopies], a_ok[kMaxCopies],
       a_k[kMaxCopies];
   LLVMValueRef b_dst[kMaxCopies], b_k[kMaxCopies];
+  LLVMValueRef b_chunk[kMaxCopies / 4];  // the wgmma kernel's B chunks
   LLVMValueRef a16_src[4], a16_dst[4], a16_ok[4], a16_k[4];
   LLVMValueRef pix_ok, x_image, origin[3];
   // The wgmma kernel's tap table (tap_table): per k, x's offset and the
@@ -619,22 +626,35 @@ static tj_status_t wg_copy_setup(conv_t* g) {
         LLVMBuildZExt(b, k, em->t_i64, ""), "");
     g->a16_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
   }
-  // B: warp w copies pixels [w q, w q + q) (q = bn / 8) of 32 / q
-  // consecutive k rows at a time, lane l pixel l % q of k row l / q + (32
-  // / q) i. A warp's 32 stores then hit every bank once (q = 8) or twice
-  // (16): 8 rows of a swizzled tile cover the banks once per k, rows r and
-  // r + 8 the same ones, so 32 pixels of one k (4-way) would conflict.
-  const int32_t q = g->bn / 8, step = kWgBK / q;
+  // B: warp w copies pixels [w q, w q + q) (q = bn / 8), lane l pixel
+  // l % q and the 16-byte chunks (4 k each) l / q + (32 / q) j of its row,
+  // j < q / 4, whole, so that wg_round_tile rounds them as vectors. Copy
+  // i of a chunk is its element (i + l / 8) % 4: the 8 lanes of a group
+  // hold 8 rows of the swizzle (8 distinct chunks) and the 4 groups, whose
+  // chunks coincide, distinct elements, so a warp's 32 4-byte stores hit
+  // 32 banks (one element for all would be 4-way); the 8 lanes' 16-byte
+  // chunks cover the banks once.
+  const int32_t q = g->bn / 8, per_row = 32 / q;
   LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
   LLVMValueRef col = LLVMBuildAdd(
       b, LLVMBuildAnd(b, lane, c32(g, q - 1), ""),
       LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""), c32(g, q), ""),
       "");
-  LLVMValueRef kb = LLVMBuildUDiv(b, lane, c32(g, q), "");
-  for (int32_t i = 0; i < g->b_copies; ++i) {
-    LLVMValueRef k = LLVMBuildAdd(b, kb, c32(g, step * i), "");
-    g->b_k[i] = k;
-    g->b_dst[i] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
+  LLVMValueRef cb = LLVMBuildUDiv(b, lane, c32(g, q), "");
+  LLVMValueRef rot = LLVMBuildLShr(b, lane, c32(g, 3), "");
+  for (int32_t j = 0; j < q / 4; ++j) {
+    LLVMValueRef k4 = LLVMBuildMul(
+        b, LLVMBuildAdd(b, cb, c32(g, per_row * j), ""), c32(g, 4), "");
+    g->b_chunk[j] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k4), "");
+    for (int32_t i = 0; i < 4; ++i) {
+      LLVMValueRef k = LLVMBuildAdd(
+          b, k4,
+          LLVMBuildAnd(b, LLVMBuildAdd(b, rot, c32(g, i), ""), c32(g, 3), ""),
+          "");
+      g->b_k[j * 4 + i] = k;
+      g->b_dst[j * 4 + i] =
+          LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
+    }
   }
   pixel_setup(g, col);
   if (tap_table_fits(g)) {
@@ -804,8 +824,62 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   plain_asm(g, "wgmma.commit_group.sync.aligned;");
 }
 
+// The 16-byte chunk at |off| (i32, 16-byte aligned) from |base| rounded
+// to TF32 in place.
+static void round_chunk(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef v = load_v4(g, base, off);
+  LLVMValueRef r = LLVMGetUndef(LLVMVectorType(g->em->t_i32, 4));
+  for (int32_t e = 0; e < 4; ++e)
+    r = LLVMBuildInsertElement(
+        b, r, to_tf32(g, LLVMBuildExtractElement(b, v, c32(g, e), "")),
+        c32(g, e), "");
+  LLVMSetAlignment(LLVMBuildStore(b, r, smem_at(g, base, off)), 16);
+}
+
+// Rounds this thread's copies in |stage| (i64) to TF32 in place, cvt.rna
+// (nearest, ties away: mma.sync's operands, tf32_compute): wgmma reads
+// .tf32 operands from shared memory as f32 and ignores their low 13
+// mantissa bits, a truncation whose bias (toward zero, 2^-11 relative an
+// operand on average) adds up over a network (0.088 of 11.1 on resnet18
+// against mma.sync's 0.007). cp.async.wait_group made the thread's own
+// copies visible to it, so it rewrites exactly those, with the addresses
+// it copied to (no other thread's data, no barrier of its own); the
+// fence.proxy.async after it hands the rewritten tile to wgmma. The
+// thread's B copies and 16-byte A copies fill whole chunks, rounded as
+// 16-byte vectors; 4-byte A copies (the stem's K 147) one by one;
+// zero-filled copies stay 0.
+static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->ring,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  tj_emit_if_t vec, elems;
+  if (g->K % 4 == 0) {
+    tj_emit_if_begin(em, &vec, g->a_vec, "round_a_vec");
+    for (int32_t i = 0; i < 4; ++i) round_chunk(g, base, g->a16_dst[i]);
+    tj_emit_if_end(em, &vec);
+  }
+  tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "round_a");
+  for (int32_t i = 0; i < kBM * kWgBK / kThreads; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef off = sw128(g, LLVMBuildLShr(b, e, c32(g, 5), ""),
+                             LLVMBuildAnd(b, e, c32(g, kWgBK - 1), ""));
+    LLVMSetAlignment(LLVMBuildStore(b, to_tf32(g, load_f32(g, base, off)),
+                                    smem_at(g, base, off)),
+                     4);
+  }
+  tj_emit_if_end(em, &elems);
+  for (int32_t j = 0; j < g->b_copies / 4; ++j)
+    round_chunk(g, base, g->b_chunk[j]);
+}
+
 // The ring over the block's k-tiles [kt0, kt1), per k-tile j:
 //   cp.async.wait_group  tile j has landed (this thread's copies)
+//   cvt.rna              this thread's copies of it rounded to TF32
+//                        (wg_round_tile)
 //   fence.proxy.async    ... and is visible to wgmma (the async proxy)
 //   bar.sync             every thread's copies; every warpgroup is past
 //                        its wait_group 1 of j - 1, so the wgmmas of j - 2
@@ -833,9 +907,11 @@ static void wg_main_loop(conv_t* g) {
       tj_emit_loop_begin(em, &loop, c64(g, 0), count, c64(g, 1), "j");
   LLVMValueRef pending = c32(g, ahead - 1);
   call(g, "llvm.nvvm.cp.async.wait.group", &pending, 1);
+  LLVMValueRef stage = LLVMBuildSRem(b, j, c64(g, g->stages), "stage");
+  if (g->round) wg_round_tile(g, stage);
   plain_asm(g, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(g->nv);
-  wg_compute(g, j, LLVMBuildSRem(b, j, c64(g, g->stages), ""));
+  wg_compute(g, j, stage);
   LLVMValueRef next = LLVMBuildAdd(b, j, c64(g, ahead), "");
   tj_emit_if_t more;
   tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, count, ""),
@@ -1305,9 +1381,12 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
         (long long)g.P);
   g.it = g.C * g.INS <= INT32_MAX / 2 ? em->t_i32 : em->t_i64;
   g.tf32 = nv->options.gemm_tf32;
-  const tj_nvptx_conv_kernel_t variant = nv->options.conv_kernel;
+  // The default on sm_90a: wgmma, 128 x 64 tiles.
+  tj_nvptx_conv_kernel_t variant = nv->options.conv_kernel;
+  if (variant == TJ_NVPTX_CONV_AUTO) variant = TJ_NVPTX_CONV_WGMMA_64;
   g.wg = g.tf32 && nv->arch == TJ_NVPTX_SM_90A &&
          (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
+  g.round = g.wg && !nv->options.conv_truncate;
   g.bn = kBN;
   g.bk = kBK;
   g.stages = kStages;
