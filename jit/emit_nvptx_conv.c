@@ -89,6 +89,12 @@ typedef struct conv_t {
   // The wgmma kernel rounds its operands to TF32 in shared memory
   // (wg_round_tile); without it the tensor cores truncate them.
   bool round;
+  // wgmma: bm output channels by bn pixels a block, each warpgroup's
+  // wgmma m64n<wn>; wide (O <= 64): bm 64, the two warpgroups on the same
+  // 64 weight rows and pixel halves [wn w, wn w + wn) (bn = 2 wn), so no
+  // half of a 128-row tile multiplies padding.
+  bool wide;
+  int32_t bm, wn;
   int32_t bn, bk, stages;
   int32_t b_copies;              // B copies a thread (4 bytes each)
   LLVMValueRef ring, ring_addr;  // the 1024-aligned ring: pointer, i32
@@ -608,7 +614,7 @@ static tj_status_t wg_copy_setup(conv_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
   const int32_t threads = kThreads;
-  for (int32_t i = 0; i < 4; ++i) {
+  for (int32_t i = 0; i < g->bm / 32; ++i) {
     // Chunk e: row e / 8, chunk e % 8 (a warp reads 4 rows' 128 bytes).
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * threads), "");
     LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 3), "");
@@ -691,7 +697,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   if (g->K % 4 == 0) {
     // K a multiple of 4: a chunk is all inside K or all past it.
     tj_emit_if_begin(em, &vec, g->a_vec, "a_vec");
-    for (int32_t i = 0; i < 4; ++i) {
+    for (int32_t i = 0; i < g->bm / 32; ++i) {
       LLVMValueRef ok = LLVMBuildAnd(
           b, g->a16_ok[i],
           LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, k0, g->a16_k[i], ""),
@@ -713,7 +719,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   // here, not kept in registers across the loop (the 16-byte path's
   // registers are live too).
   tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "a_elems");
-  for (int32_t i = 0; i < kBM * kWgBK / kThreads; ++i) {
+  for (int32_t i = 0; i < g->bm * kWgBK / kThreads; ++i) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 5), "");
     LLVMValueRef k = LLVMBuildAnd(b, e, c32(g, kWgBK - 1), "");
@@ -740,7 +746,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
 // wgmmas (ptxas would serialize those, C7515).
 static void acc_asm(conv_t* g, const char* text, LLVMValueRef* extra,
                     int32_t num_extra, const char* extra_cons) {
-  const int32_t n = g->bn / 2;
+  const int32_t n = g->wn / 2;
   char cons[800];
   size_t len = 0;
   for (int32_t i = 0; i < n; ++i)
@@ -786,19 +792,24 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
       LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
                      em->t_i32, ""),
       "");
+  // Warpgroup w: weight rows [64 w, 64 w + 64) by every pixel, or (wide)
+  // all 64 rows by pixels [wn w, wn w + wn).
+  LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
   LLVMValueRef a_addr =
-      LLVMBuildAdd(b, base,
-                   LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""),
-                                c32(g, 64 * kRow), ""),
-                   "");
+      g->wide ? base
+              : LLVMBuildAdd(b, base,
+                             LLVMBuildMul(b, wg, c32(g, 64 * kRow), ""), "");
   LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(g, g->a_bytes), "");
-  const int32_t n = g->bn / 2;
+  if (g->wide)
+    b_addr = LLVMBuildAdd(b, b_addr,
+                          LLVMBuildMul(b, wg, c32(g, g->wn * kRow), ""), "");
+  const int32_t n = g->wn / 2;
   char text[1200];
   size_t len =
       (size_t)snprintf(text, sizeof(text),
                        "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
                        "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {",
-                       (int)n + 2, (int)g->bn);
+                       (int)n + 2, (int)g->wn);
   for (int32_t i = 0; i < n; ++i)
     len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
                             i ? "," : "", (int)i);
@@ -859,11 +870,12 @@ static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
   tj_emit_if_t vec, elems;
   if (g->K % 4 == 0) {
     tj_emit_if_begin(em, &vec, g->a_vec, "round_a_vec");
-    for (int32_t i = 0; i < 4; ++i) round_chunk(g, base, g->a16_dst[i]);
+    for (int32_t i = 0; i < g->bm / 32; ++i)
+      round_chunk(g, base, g->a16_dst[i]);
     tj_emit_if_end(em, &vec);
   }
   tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "round_a");
-  for (int32_t i = 0; i < kBM * kWgBK / kThreads; ++i) {
+  for (int32_t i = 0; i < g->bm * kWgBK / kThreads; ++i) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     LLVMValueRef off = sw128(g, LLVMBuildLShr(b, e, c32(g, 5), ""),
                              LLVMBuildAnd(b, e, c32(g, kWgBK - 1), ""));
@@ -947,27 +959,27 @@ static void thread_part(conv_t* g, part_t* pt) {
     // wgmma's m64nN f32 fragment: register i of thread (warp q of its
     // warpgroup, lane l) is row 16 q + l / 4 + 8 ((i / 2) % 2) of the
     // warpgroup's 64, column 8 (i / 4) + 2 (l % 4) + i % 2.
+    // Warpgroup w's rows start at 64 w, or (wide) its columns at wn w.
     LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+    LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
     LLVMValueRef r0 = LLVMBuildAdd(
         b,
-        LLVMBuildAdd(
-            b,
-            LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""), c32(g, 64),
-                         ""),
-            LLVMBuildMul(
-                b,
-                LLVMBuildAnd(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""),
-                             c32(g, 3), ""),
-                c32(g, 16), ""),
-            ""),
+        LLVMBuildMul(b,
+                     LLVMBuildAnd(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""),
+                                  c32(g, 3), ""),
+                     c32(g, 16), ""),
         LLVMBuildLShr(b, lane, c32(g, 2), ""), "");
+    if (!g->wide)
+      r0 = LLVMBuildAdd(b, r0, LLVMBuildMul(b, wg, c32(g, 64), ""), "");
     pt->rows = 2;
     pt->row[0] = r0;
     pt->row[1] = LLVMBuildAdd(b, r0, c32(g, 8), "");
-    pt->groups = g->bn / 8;
+    pt->groups = g->wn / 8;
     pt->width = 2;
     LLVMValueRef c0 =
         LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 2), "");
+    if (g->wide)
+      c0 = LLVMBuildAdd(b, c0, LLVMBuildMul(b, wg, c32(g, g->wn), ""), "");
     for (int32_t gi = 0; gi < pt->groups; ++gi) {
       pt->col[gi] = LLVMBuildAdd(b, c0, c32(g, gi * 8), "");
       for (int32_t h = 0; h < 2; ++h)
@@ -1399,11 +1411,17 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   if (g.wg) {
     // 128 x 128: 32 KiB a stage, 6 stages (4 k-tiles ahead of the math),
     // one block an SM. 128 x 64: 24 KiB a stage, 4 stages, two blocks.
-    g.bn = variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+    g.wn = variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+    // At most 64 output channels (resnet's stem and first stage): 64 x 128
+    // tiles of m64n64 halves, 4 stages of 24 KiB, two blocks an SM.
+    g.wide = g.O <= 64;
+    if (g.wide) g.wn = 64;
+    g.bm = g.wide ? 64 : kBM;
+    g.bn = g.wide ? 2 * g.wn : g.wn;
     g.bk = kWgBK;
-    g.stages = g.bn == 128 ? 6 : 4;
-    blocks_per_sm = g.bn == 128 ? 1 : 2;
-    g.a_bytes = kBM * kRow;
+    g.stages = g.wn == 128 ? 6 : 4;
+    blocks_per_sm = g.wn == 128 ? 1 : 2;
+    g.a_bytes = g.bm * kRow;
     g.stage_bytes = g.a_bytes + g.bn * kRow;
     g.b_copies = g.bn * kWgBK / kThreads;
   }
@@ -1412,7 +1430,7 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   // time: that much slack.
   nv->info->shared_bytes = g.stages * g.stage_bytes + (g.wg ? kAtom : 0);
   nv->info->tensor_cores = g.tf32;
-  nv->info->tile_m = kBM;
+  nv->info->tile_m = g.wg ? g.bm : kBM;
   nv->info->tile_n = g.bn;
   nv->info->tile_k = g.bk;
   nv->info->stages = g.stages;
@@ -1421,7 +1439,8 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   LLVMBuilderRef b = g.b;
   g.tid = tj_nvptx_sreg(nv, "tid.x");
   g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, g.bn), "p0");
-  g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"), c64(&g, kBM), "o0");
+  g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"),
+                      c64(&g, g.wg ? g.bm : kBM), "o0");
   g.np = LLVMBuildMul(b, em->dim[0], c64(&g, g.P), "np");
   // The block's slice of the k-tiles: nctaid.z slices of
   // ceil(tiles / slices) (tj_nvptx_conv_launch leaves none empty).
@@ -1438,10 +1457,10 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
   if (g.wg) {
     LLVMTypeRef floats[64];
-    for (int32_t i = 0; i < g.bn / 2; ++i) floats[i] = em->t_f32;
+    for (int32_t i = 0; i < g.wn / 2; ++i) floats[i] = em->t_f32;
     g.acc_struct =
-        LLVMStructTypeInContext(em->ctx, floats, (unsigned)(g.bn / 2), 0);
-    for (int32_t i = 0; i < g.bn / 2; ++i)
+        LLVMStructTypeInContext(em->ctx, floats, (unsigned)(g.wn / 2), 0);
+    for (int32_t i = 0; i < g.wn / 2; ++i)
       LLVMBuildStore(b, LLVMGetUndef(em->t_f32), acc_slot(&g, i));
     // The swizzle is a function of the shared address: align the ring to
     // its 1024-byte period.

@@ -417,8 +417,10 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
     CHECK(ptx.ptx != NULL);
     if (!ptx.ptx) continue;
     char inst[96];
+    // At most 64 output channels: 64 x 128 tiles of two m64n64 halves.
     snprintf(inst, sizeof(inst),
-             "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32", (int)bn);
+             "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32",
+             (int)(v->o <= 64 ? 64 : bn));
     const bool wg = strstr(ptx.ptx, inst) != NULL;
     const bool mma = strstr(ptx.ptx, "mma.sync.aligned.m16n8k8") != NULL;
     if (wg != (arch == TJ_NVPTX_SM_90A))
