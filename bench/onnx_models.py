@@ -102,7 +102,7 @@ def main():
                     help="compile ours for CUDA with allow_tf32")
     ap.add_argument("--conv-kernels", default="",
                     help="TJ_NVPTX_CONV values to time ours with, "
-                         "e.g. mma,wgmma (default: the library's)")
+                         "e.g. mma,wgmma,default (default: the library's)")
     ap.add_argument("--models", default="resnet18,mobilenet_v3_small,bert_layer")
     ap.add_argument("--skeletons",
                     default=os.path.join(HERE, "..", "tests", "onnx", "models"))
@@ -148,10 +148,13 @@ def main():
                 label = "cuda" if kern is None else "cuda " + kern
                 g = graph
                 if kern is not None:
-                    # Settings are read when a context is created.
-                    os.environ["TJ_NVPTX_CONV"] = kern
+                    # Settings are read when a context is created;
+                    # "default": a context of its own without the setting.
+                    os.environ.pop("TJ_NVPTX_CONV", None)
+                    if kern != "default":
+                        os.environ["TJ_NVPTX_CONV"] = kern
                     g = tj.onnx.load(model, context=tj.Context())
-                    del os.environ["TJ_NVPTX_CONV"]
+                    os.environ.pop("TJ_NVPTX_CONV", None)
                 t0 = time.perf_counter()
                 exes[label] = tj.compile(g, "cuda", allow_tf32=ARGS.tf32)
                 cuda_names.append(label)
