@@ -192,6 +192,15 @@ def main():
                     print(fmt("tensorjit " + label + (
                         " tf32" if ARGS.tf32 else ""), time_cuda(
                             torch, lambda: exe(xd), ARGS.runs)))
+                    sys.stdout.flush()
+                # tensorjit's profile (BENCH_PROFILE=1, or the labels to
+                # profile, e.g. BENCH_PROFILE="cuda default"): where the
+                # time goes, largest first, before torch's compile.
+                prof = os.environ.get("BENCH_PROFILE")
+                for label in cuda_names if prof else []:
+                    if prof == "1" or label in prof.split(","):
+                        print(exes[label].profile(xd, runs=5).text)
+                sys.stdout.flush()
                 with torch.no_grad():
                     if not ARGS.no_torch and ARGS.tf32:
                         # torch's own TF32 error, on its (other, random)
@@ -215,10 +224,6 @@ def main():
                             torch, lambda: tm(xd), ARGS.runs)))
                         print(fmt("torch.compile", time_cuda(
                             torch, lambda: tc(xd), ARGS.runs, warm=3)))
-                # tensorjit's profile: where the time goes, largest first.
-                if os.environ.get("BENCH_PROFILE"):
-                    for label in cuda_names:
-                        print(exes[label].profile(xd, runs=5).text)
             if "x86" in exes and os.environ.get("BENCH_PROFILE"):
                 print(exes["x86"].profile(x, runs=3).text)
             sys.stdout.flush()
