@@ -183,6 +183,7 @@ def main():
                 print(fmt("tensorjit x86", time_cpu(
                     lambda: exe(x, out=out), ARGS.runs)))
             if ARGS.cuda:
+                print("  (our runs start %s)" % time.strftime("%H:%M:%S"))
                 xd = torch.from_numpy(x).cuda()
                 for label in cuda_names:
                     exe = exes[label]
