@@ -28,14 +28,16 @@
 //     conv_kernel, TJ_NVPTX_CONV=wgmma or wgmma64, =mma the way back to
 //     mma.sync): a 128 x bn tile (bn 128 or 64), two consumer
 //     warpgroups of 64 output channels, m64n<bn>k8 .tf32 from shared
-//     memory. TF32 wgmma reads both operands K-major only, so k-tiles are
-//     32 f32, one 128-byte row of the 128-byte swizzle per output channel
-//     (the weight's rows as stored, by 16-byte cp.async where K % 4 == 0
-//     and w is 16-byte aligned) and per pixel (the patch matrix gathered
-//     as above, stored [pixel][k]); 6 stages (bn 128, one block an SM) or
-//     4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
+//     memory (at most 64 output channels: 64 x 128 tiles, each warpgroup
+//     m64n64 on half the pixels). TF32 wgmma reads both operands K-major only,
+//     so k-tiles are 32 f32, one 128-byte row of the 128-byte swizzle per
+//     output channel (the weight's rows as stored, by 16-byte cp.async where K
+//     % 4 == 0 and w is 16-byte aligned) and per pixel (the patch matrix
+//     gathered as above, stored [pixel][k]); 6 stages (bn 128, one block an SM)
+//     or 4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
 //     ignore the operands' low 13 mantissa bits, so each thread rounds
-//     its own copies in place by cvt.rna once they land (wg_round_tile;
+//     its own copies in place to nearest once they land (half a TF32 ulp
+//     added, to_tf32_half_ulp; wg_round_tile;
 //     tj_nvptx_options_t.conv_truncate leaves them truncated).
 // Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
 // pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
@@ -835,21 +837,36 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   plain_asm(g, "wgmma.commit_group.sync.aligned;");
 }
 
+// An f32 rounded to TF32 for wgmma: half a TF32 ulp (0x1000) added to a
+// finite value's bits, the low 13 bits left for the tensor cores to drop
+// (CUTLASS's round_half_ulp_truncate), which is cvt.rna's result (nearest,
+// ties away) in two instructions (FSETP, a predicated IADD) instead of
+// cvt.rna's three (and a LOP3 clearing the bits); Inf and NaN unchanged.
+static LLVMValueRef to_tf32_half_ulp(conv_t* g, LLVMValueRef x) {
+  // |x| < Inf as one FSETP with the |.| modifier (testp.finite takes a
+  // LOP3 and an ISETP); NaN compares false.
+  return tj_emit_inline_asm(g->em, g->em->t_i32,
+                            "{\n.reg .pred p;\n.reg .f32 a;\nabs.f32 a, $1;\n"
+                            "setp.lt.f32 p, a, 0f7F800000;\nmov.b32 $0, $1;\n"
+                            "@p add.u32 $0, $0, 4096;\n}",
+                            "=r,f", &x, 1);
+}
+
 // The 16-byte chunk at |off| (i32, 16-byte aligned) from |base| rounded
-// to TF32 in place.
+// to TF32 in place (to_tf32_half_ulp).
 static void round_chunk(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
   LLVMBuilderRef b = g->b;
   LLVMValueRef v = load_v4(g, base, off);
   LLVMValueRef r = LLVMGetUndef(LLVMVectorType(g->em->t_i32, 4));
   for (int32_t e = 0; e < 4; ++e)
     r = LLVMBuildInsertElement(
-        b, r, to_tf32(g, LLVMBuildExtractElement(b, v, c32(g, e), "")),
+        b, r, to_tf32_half_ulp(g, LLVMBuildExtractElement(b, v, c32(g, e), "")),
         c32(g, e), "");
   LLVMSetAlignment(LLVMBuildStore(b, r, smem_at(g, base, off)), 16);
 }
 
-// Rounds this thread's copies in |stage| (i64) to TF32 in place, cvt.rna
-// (nearest, ties away: mma.sync's operands, tf32_compute): wgmma reads
+// Rounds this thread's copies in |stage| (i64) to TF32 in place, to
+// nearest, ties away (mma.sync's cvt.rna, tf32_compute): wgmma reads
 // .tf32 operands from shared memory as f32 and ignores their low 13
 // mantissa bits, a truncation whose bias (toward zero, 2^-11 relative an
 // operand on average) adds up over a network (0.088 of 11.1 on resnet18
@@ -879,9 +896,10 @@ static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     LLVMValueRef off = sw128(g, LLVMBuildLShr(b, e, c32(g, 5), ""),
                              LLVMBuildAnd(b, e, c32(g, kWgBK - 1), ""));
-    LLVMSetAlignment(LLVMBuildStore(b, to_tf32(g, load_f32(g, base, off)),
-                                    smem_at(g, base, off)),
-                     4);
+    LLVMSetAlignment(
+        LLVMBuildStore(b, to_tf32_half_ulp(g, load_f32(g, base, off)),
+                       smem_at(g, base, off)),
+        4);
   }
   tj_emit_if_end(em, &elems);
   for (int32_t j = 0; j < g->b_copies / 4; ++j)

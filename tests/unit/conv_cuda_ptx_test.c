@@ -262,10 +262,13 @@ static void check_variant(const variant_t* v, tj_nvptx_arch_t arch, bool tf32) {
     bool wgmma =
         strstr(ptx.ptx, "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32") !=
         NULL;
+    // mma.sync's operands by cvt.rna, wgmma's by half a TF32 ulp added.
     bool cvt = strstr(ptx.ptx, "cvt.rna.tf32.f32") != NULL;
+    bool half_ulp = strstr(ptx.ptx, "setp.lt.f32 p, a, 0f7F800000") != NULL;
     CHECK(mma == (tf32 && !wg));
     CHECK(wgmma == wg);
-    CHECK(cvt == tf32);
+    CHECK(cvt == (tf32 && !wg));
+    CHECK(half_ulp == wg);
     if (!tf32) CHECK(strstr(ptx.ptx, "fma.rn.f32") != NULL);
     if (mma != (tf32 && !wg))
       fprintf(stderr, "%s: mma.sync %d\n", what, (int)mma);
@@ -384,7 +387,7 @@ static int run_ptxas(const char* what, const char* ptx, long* spills) {
 
 // |v| with allow_tf32 in |ctx| (TJ_NVPTX_CONV=wgmma or wgmma64, tile |bn|
 // pixels): on sm_90a one kernel of m64n<bn>k8 .tf32 wgmmas on operands
-// rounded by cvt.rna in shared memory (unless |trunc|: none), no GEMM
+// rounded in shared memory (half a TF32 ulp added; unless |trunc|), no GEMM
 // candidate kernels, the patch gathered by 4-byte zero-filling cp.async, the
 // weight by 16-byte cp.async where K is a multiple of 4, the followers' vector
 // stores, split-k atomics only without followers; assembled by ptxas with
@@ -432,8 +435,13 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
     if (arch == TJ_NVPTX_SM_90A) {
       int64_t taps = 1;
       for (int32_t i = 0; i < v->n; ++i) taps *= v->k[i];
-      // Rounded in place: a 16-byte weight chunk as a vector.
-      CHECK((strstr(ptx.ptx, "cvt.rna.tf32.f32") != NULL) == !trunc);
+      // Rounded in place (half a TF32 ulp added to finite values, the
+      // tensor cores dropping the low bits): 16-byte chunks as vectors.
+      CHECK(strstr(ptx.ptx, "cvt.rna.tf32.f32") == NULL);
+      CHECK((strstr(ptx.ptx, "setp.lt.f32 p, a, 0f7F800000") != NULL) ==
+            !trunc);
+      CHECK((strstr(ptx.ptx, "add.u32 %r") != NULL ||
+             strstr(ptx.ptx, ", 4096;") != NULL) == !trunc);
       if (!trunc && v->c * taps % 4 == 0)
         CHECK(strstr(ptx.ptx, "st.shared.v4.b32") != NULL ||
               strstr(ptx.ptx, "st.shared.v4.u32") != NULL);
