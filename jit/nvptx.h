@@ -127,8 +127,9 @@ typedef enum tj_nvptx_attention_kernel_t {
 // TJ_NVPTX_CONV). Only f32 convs with gemm_tf32 take it; exact f32 convs
 // stay on CUDA cores.
 typedef enum tj_nvptx_conv_kernel_t {
-  // wgmma on sm_90a (WGMMA_64's tiles; operands rounded to TF32 by
-  // cvt.rna, as mma.sync's), mma.sync elsewhere.
+  // wgmma on sm_90a (WGMMA_64's tiles; operands rounded to TF32 to
+  // nearest, as mma.sync's cvt.rna: half a TF32 ulp added in shared
+  // memory, the tensor cores dropping the low bits), mma.sync elsewhere.
   TJ_NVPTX_CONV_AUTO = 0,
   // mma.sync m16n8k8 .tf32 (emit_nvptx_conv.c) everywhere.
   TJ_NVPTX_CONV_MMA_SYNC = 1,
@@ -237,8 +238,9 @@ typedef struct tj_nvptx_options_t {
   tj_nvptx_conv_kernel_t conv_kernel;
   // The wgmma TF32 conv leaves its operands as they land in shared memory,
   // so that the tensor cores truncate them to TF32, instead of rounding
-  // them (cvt.rna, as mma.sync's): for measuring what rounding costs
-  // (TJ_NVPTX_CONV=wgmma-trunc, wgmma64-trunc).
+  // them to nearest: for measuring what rounding costs (TJ_NVPTX_CONV=
+  // wgmma-trunc, wgmma64-trunc; 32% of resnet18's time at batch 32 on
+  // the H200, bench/RESULTS.md).
   bool conv_truncate;
 } tj_nvptx_options_t;
 

@@ -26,7 +26,7 @@
 // own: two kernels. The TF32 cases run on mma.sync (TJ_NVPTX_CONV=mma)
 // and again on the sm_90a wgmma kernel, the default there
 // (TJ_NVPTX_CONV=wgmma and wgmma64: 128 x 128 and 128 x 64 tiles, 64 x 128
-// at 64 output channels or fewer, operands rounded to TF32 by cvt.rna in
+// at 64 output channels or fewer, operands rounded to nearest TF32 in
 // shared memory, within the same bound), and so do
 // ResNet's layer classes (kResnet: the 7x7 stem, 3x3 and 1x1 at stride 1
 // and 2, the downsample, deep K at 7x7, O past one tile; with relu and

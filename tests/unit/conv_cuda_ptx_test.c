@@ -4,8 +4,10 @@
 // asymmetric pads; odd C and O; bias or none; a symbolic batch) compiled
 // for sm_90a and sm_80, exact f32 and with allow_tf32, is one kernel with
 // no graph break whose PTX holds the template's path (the 4-byte
-// zero-filling cp.async gathers; FFMA, or mma.sync m16n8k8 .tf32 on
-// cvt.rna-rounded operands), and ptxas -arch=sm_90a assembles it when the
+// zero-filling cp.async gathers; FFMA, or TF32: on sm_90a by default
+// wgmma m64n64k8 on operands rounded by half a TF32 ulp added, elsewhere
+// mma.sync m16n8k8 on cvt.rna-rounded ones; no GEMM candidate kernels),
+// and ptxas -arch=sm_90a assembles it when the
 // test is given ptxas's path (registers and spills printed). Followers of
 // a dense conv (relu, a residual add, a per-channel operand and clip, a
 // cast to f16) are its kernel's epilogue: one kernel, vector stores of
