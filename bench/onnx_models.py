@@ -19,8 +19,11 @@ allow_tf32 too, so that the two are compared on equal terms, and
 (TJ_NVPTX_CONV, each in its own context) in the same run.
 
   python3 bench/onnx_models.py [--threads N] [--runs N] [--cuda] [--tf32]
-      [--conv-kernels K1,K2] [--no-x86]
+      [--conv-kernels K1,K2] [--no-x86] [--no-torch] [--batches 1,32]
       [--models resnet18,mobilenet_v3_small,bert_layer] [--skeletons DIR]
+
+--no-torch leaves torch eager and torch.compile out (a short GPU call);
+--batches keeps only the batches named (resnet18 and mobilenet_v3_small).
 """
 
 import argparse
@@ -90,11 +93,16 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("--no-x86", action="store_true")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="with --cuda: leave torch eager and torch.compile "
+                         "out")
+    ap.add_argument("--batches", default="1,32",
+                    help="the image models' batches")
     ap.add_argument("--tf32", action="store_true",
                     help="compile ours for CUDA with allow_tf32")
     ap.add_argument("--conv-kernels", default="",
                     help="TJ_NVPTX_CONV values to time ours with, "
-                         "e.g. mma,wgmma (default: the library's)")
+                         "e.g. mma,wgmma,default (default: the library's)")
     ap.add_argument("--models", default="resnet18,mobilenet_v3_small,bert_layer")
     ap.add_argument("--skeletons",
                     default=os.path.join(HERE, "..", "tests", "onnx", "models"))
@@ -122,7 +130,8 @@ def main():
         model = skeleton.filled(name).SerializeToString()
         sess = ort.InferenceSession(model, so,
                                     providers=["CPUExecutionProvider"])
-        batches = [(8, 128)] if name == "bert_layer" else [(1, None), (32, None)]
+        batches = [(8, 128)] if name == "bert_layer" else [
+            (int(b), None) for b in ARGS.batches.split(",") if b]
         graph = tj.onnx.load(model)
         exes = {}
         if not ARGS.no_x86:
@@ -139,10 +148,13 @@ def main():
                 label = "cuda" if kern is None else "cuda " + kern
                 g = graph
                 if kern is not None:
-                    # Settings are read when a context is created.
-                    os.environ["TJ_NVPTX_CONV"] = kern
+                    # Settings are read when a context is created;
+                    # "default": a context of its own without the setting.
+                    os.environ.pop("TJ_NVPTX_CONV", None)
+                    if kern != "default":
+                        os.environ["TJ_NVPTX_CONV"] = kern
                     g = tj.onnx.load(model, context=tj.Context())
-                    del os.environ["TJ_NVPTX_CONV"]
+                    os.environ.pop("TJ_NVPTX_CONV", None)
                 t0 = time.perf_counter()
                 exes[label] = tj.compile(g, "cuda", allow_tf32=ARGS.tf32)
                 cuda_names.append(label)
@@ -150,8 +162,9 @@ def main():
                 print("%s: %s compile %.1f s, %d kernels, %d graph breaks" % (
                     name, label, time.perf_counter() - t0, s.num_kernels,
                     s.num_graph_breaks))
-            tm = torch_model(name).cuda()
-            tc = torch.compile(tm)
+            if not ARGS.no_torch:
+                tm = torch_model(name).cuda()
+                tc = torch.compile(tm)
         for b, t in batches:
             shape = skeleton.input_shape(name, b, t or 128)
             x = np.random.default_rng(0).standard_normal(shape,
@@ -170,6 +183,7 @@ def main():
                 print(fmt("tensorjit x86", time_cpu(
                     lambda: exe(x, out=out), ARGS.runs)))
             if ARGS.cuda:
+                print("  (our runs start %s)" % time.strftime("%H:%M:%S"))
                 xd = torch.from_numpy(x).cuda()
                 for label in cuda_names:
                     exe = exes[label]
@@ -179,8 +193,17 @@ def main():
                     print(fmt("tensorjit " + label + (
                         " tf32" if ARGS.tf32 else ""), time_cuda(
                             torch, lambda: exe(xd), ARGS.runs)))
+                    sys.stdout.flush()
+                # tensorjit's profile (BENCH_PROFILE=1, or the labels to
+                # profile, e.g. BENCH_PROFILE="cuda default"): where the
+                # time goes, largest first, before torch's compile.
+                prof = os.environ.get("BENCH_PROFILE")
+                for label in cuda_names if prof else []:
+                    if prof == "1" or label in prof.split(","):
+                        print(exes[label].profile(xd, runs=5).text)
+                sys.stdout.flush()
                 with torch.no_grad():
-                    if ARGS.tf32:
+                    if not ARGS.no_torch and ARGS.tf32:
                         # torch's own TF32 error, on its (other, random)
                         # weights: eager with TF32 against eager without,
                         # beside ours against onnxruntime above.
@@ -197,14 +220,11 @@ def main():
                         print("  torch eager tf32 max |err| vs its f32 "
                               "%.3g of %.3g" % (float(np.abs(got - ref).max()),
                                                 float(np.abs(ref).max())))
-                    print(fmt("torch eager", time_cuda(
-                        torch, lambda: tm(xd), ARGS.runs)))
-                    print(fmt("torch.compile", time_cuda(
-                        torch, lambda: tc(xd), ARGS.runs, warm=3)))
-                # tensorjit's profile: where the time goes, largest first.
-                if os.environ.get("BENCH_PROFILE"):
-                    for label in cuda_names:
-                        print(exes[label].profile(xd, runs=5).text)
+                    if not ARGS.no_torch:
+                        print(fmt("torch eager", time_cuda(
+                            torch, lambda: tm(xd), ARGS.runs)))
+                        print(fmt("torch.compile", time_cuda(
+                            torch, lambda: tc(xd), ARGS.runs, warm=3)))
             if "x86" in exes and os.environ.get("BENCH_PROFILE"):
                 print(exes["x86"].profile(x, runs=3).text)
             sys.stdout.flush()

@@ -24,16 +24,21 @@
 //     operands rounded to TF32 by cvt.rna), f32 accumulators. Both shared
 //     tiles then have rows of 136 floats, so a fragment's 32 loads (rows
 //     t4, columns grp) hit 32 banks.
-//   - TF32 on wgmma (sm_90a, tj_nvptx_options_t.conv_kernel, TJ_NVPTX_CONV=
-//     wgmma or wgmma64): a 128 x bn tile (bn 128 or 64), two consumer
+//   - TF32 on wgmma (sm_90a, the default there; tj_nvptx_options_t.
+//     conv_kernel, TJ_NVPTX_CONV=wgmma or wgmma64, =mma the way back to
+//     mma.sync): a 128 x bn tile (bn 128 or 64), two consumer
 //     warpgroups of 64 output channels, m64n<bn>k8 .tf32 from shared
-//     memory. TF32 wgmma reads both operands K-major only, so k-tiles are
-//     32 f32, one 128-byte row of the 128-byte swizzle per output channel
-//     (the weight's rows as stored, by 16-byte cp.async where K % 4 == 0
-//     and w is 16-byte aligned) and per pixel (the patch matrix gathered
-//     as above, stored [pixel][k]); 6 stages (bn 128, one block an SM) or
-//     4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
-//     ignore the operands' low 13 mantissa bits (no cvt.rna).
+//     memory (at most 64 output channels: 64 x 128 tiles, each warpgroup
+//     m64n64 on half the pixels). TF32 wgmma reads both operands K-major only,
+//     so k-tiles are 32 f32, one 128-byte row of the 128-byte swizzle per
+//     output channel (the weight's rows as stored, by 16-byte cp.async where K
+//     % 4 == 0 and w is 16-byte aligned) and per pixel (the patch matrix
+//     gathered as above, stored [pixel][k]); 6 stages (bn 128, one block an SM)
+//     or 4 (bn 64, two), 4 k-tiles or 2 ahead of the math. The tensor cores
+//     ignore the operands' low 13 mantissa bits, so each thread rounds
+//     its own copies in place to nearest once they land (half a TF32 ulp
+//     added, to_tf32_half_ulp; wg_round_tile;
+//     tj_nvptx_options_t.conv_truncate leaves them truncated).
 // Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
 // pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
 // at least 32 k-tiles, each block adds its slice's sums into out by
@@ -83,6 +88,15 @@ typedef struct conv_t {
   // TF32 on wgmma (sm_90a): a 128 x bn tile, two consumer warpgroups of
   // 64 output channels each (m64n<bn>k8), both operands K-major SW128.
   bool wg;
+  // The wgmma kernel rounds its operands to TF32 in shared memory
+  // (wg_round_tile); without it the tensor cores truncate them.
+  bool round;
+  // wgmma: bm output channels by bn pixels a block, each warpgroup's
+  // wgmma m64n<wn>; wide (O <= 64): bm 64, the two warpgroups on the same
+  // 64 weight rows and pixel halves [wn w, wn w + wn) (bn = 2 wn), so no
+  // half of a 128-row tile multiplies padding.
+  bool wide;
+  int32_t bm, wn;
   int32_t bn, bk, stages;
   int32_t b_copies;              // B copies a thread (4 bytes each)
   LLVMValueRef ring, ring_addr;  // the 1024-aligned ring: pointer, i32
@@ -108,6 +122,7 @@ typedef struct conv_t {
   LLVMValueRef a_src[kMaxCopies], a_dst[kMaxCopies], a_ok[kMaxCopies],
       a_k[kMaxCopies];
   LLVMValueRef b_dst[kMaxCopies], b_k[kMaxCopies];
+  LLVMValueRef b_chunk[kMaxCopies / 4];  // the wgmma kernel's B chunks
   LLVMValueRef a16_src[4], a16_dst[4], a16_ok[4], a16_k[4];
   LLVMValueRef pix_ok, x_image, origin[3];
   // The wgmma kernel's tap table (tap_table): per k, x's offset and the
@@ -601,7 +616,7 @@ static tj_status_t wg_copy_setup(conv_t* g) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
   const int32_t threads = kThreads;
-  for (int32_t i = 0; i < 4; ++i) {
+  for (int32_t i = 0; i < g->bm / 32; ++i) {
     // Chunk e: row e / 8, chunk e % 8 (a warp reads 4 rows' 128 bytes).
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * threads), "");
     LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 3), "");
@@ -619,22 +634,35 @@ static tj_status_t wg_copy_setup(conv_t* g) {
         LLVMBuildZExt(b, k, em->t_i64, ""), "");
     g->a16_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
   }
-  // B: warp w copies pixels [w q, w q + q) (q = bn / 8) of 32 / q
-  // consecutive k rows at a time, lane l pixel l % q of k row l / q + (32
-  // / q) i. A warp's 32 stores then hit every bank once (q = 8) or twice
-  // (16): 8 rows of a swizzled tile cover the banks once per k, rows r and
-  // r + 8 the same ones, so 32 pixels of one k (4-way) would conflict.
-  const int32_t q = g->bn / 8, step = kWgBK / q;
+  // B: warp w copies pixels [w q, w q + q) (q = bn / 8), lane l pixel
+  // l % q and the 16-byte chunks (4 k each) l / q + (32 / q) j of its row,
+  // j < q / 4, whole, so that wg_round_tile rounds them as vectors. Copy
+  // i of a chunk is its element (i + l / 8) % 4: the 8 lanes of a group
+  // hold 8 rows of the swizzle (8 distinct chunks) and the 4 groups, whose
+  // chunks coincide, distinct elements, so a warp's 32 4-byte stores hit
+  // 32 banks (one element for all would be 4-way); the 8 lanes' 16-byte
+  // chunks cover the banks once.
+  const int32_t q = g->bn / 8, per_row = 32 / q;
   LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
   LLVMValueRef col = LLVMBuildAdd(
       b, LLVMBuildAnd(b, lane, c32(g, q - 1), ""),
       LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""), c32(g, q), ""),
       "");
-  LLVMValueRef kb = LLVMBuildUDiv(b, lane, c32(g, q), "");
-  for (int32_t i = 0; i < g->b_copies; ++i) {
-    LLVMValueRef k = LLVMBuildAdd(b, kb, c32(g, step * i), "");
-    g->b_k[i] = k;
-    g->b_dst[i] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
+  LLVMValueRef cb = LLVMBuildUDiv(b, lane, c32(g, q), "");
+  LLVMValueRef rot = LLVMBuildLShr(b, lane, c32(g, 3), "");
+  for (int32_t j = 0; j < q / 4; ++j) {
+    LLVMValueRef k4 = LLVMBuildMul(
+        b, LLVMBuildAdd(b, cb, c32(g, per_row * j), ""), c32(g, 4), "");
+    g->b_chunk[j] = LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k4), "");
+    for (int32_t i = 0; i < 4; ++i) {
+      LLVMValueRef k = LLVMBuildAdd(
+          b, k4,
+          LLVMBuildAnd(b, LLVMBuildAdd(b, rot, c32(g, i), ""), c32(g, 3), ""),
+          "");
+      g->b_k[j * 4 + i] = k;
+      g->b_dst[j * 4 + i] =
+          LLVMBuildAdd(b, c32(g, g->a_bytes), sw128(g, col, k), "");
+    }
   }
   pixel_setup(g, col);
   if (tap_table_fits(g)) {
@@ -671,7 +699,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   if (g->K % 4 == 0) {
     // K a multiple of 4: a chunk is all inside K or all past it.
     tj_emit_if_begin(em, &vec, g->a_vec, "a_vec");
-    for (int32_t i = 0; i < 4; ++i) {
+    for (int32_t i = 0; i < g->bm / 32; ++i) {
       LLVMValueRef ok = LLVMBuildAnd(
           b, g->a16_ok[i],
           LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, k0, g->a16_k[i], ""),
@@ -693,7 +721,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   // here, not kept in registers across the loop (the 16-byte path's
   // registers are live too).
   tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "a_elems");
-  for (int32_t i = 0; i < kBM * kWgBK / kThreads; ++i) {
+  for (int32_t i = 0; i < g->bm * kWgBK / kThreads; ++i) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     LLVMValueRef row = LLVMBuildLShr(b, e, c32(g, 5), "");
     LLVMValueRef k = LLVMBuildAnd(b, e, c32(g, kWgBK - 1), "");
@@ -720,7 +748,7 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
 // wgmmas (ptxas would serialize those, C7515).
 static void acc_asm(conv_t* g, const char* text, LLVMValueRef* extra,
                     int32_t num_extra, const char* extra_cons) {
-  const int32_t n = g->bn / 2;
+  const int32_t n = g->wn / 2;
   char cons[800];
   size_t len = 0;
   for (int32_t i = 0; i < n; ++i)
@@ -766,19 +794,24 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
       LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
                      em->t_i32, ""),
       "");
+  // Warpgroup w: weight rows [64 w, 64 w + 64) by every pixel, or (wide)
+  // all 64 rows by pixels [wn w, wn w + wn).
+  LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
   LLVMValueRef a_addr =
-      LLVMBuildAdd(b, base,
-                   LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""),
-                                c32(g, 64 * kRow), ""),
-                   "");
+      g->wide ? base
+              : LLVMBuildAdd(b, base,
+                             LLVMBuildMul(b, wg, c32(g, 64 * kRow), ""), "");
   LLVMValueRef b_addr = LLVMBuildAdd(b, base, c32(g, g->a_bytes), "");
-  const int32_t n = g->bn / 2;
+  if (g->wide)
+    b_addr = LLVMBuildAdd(b, b_addr,
+                          LLVMBuildMul(b, wg, c32(g, g->wn * kRow), ""), "");
+  const int32_t n = g->wn / 2;
   char text[1200];
   size_t len =
       (size_t)snprintf(text, sizeof(text),
                        "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
                        "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {",
-                       (int)n + 2, (int)g->bn);
+                       (int)n + 2, (int)g->wn);
   for (int32_t i = 0; i < n; ++i)
     len += (size_t)snprintf(text + len, sizeof(text) - len, "%s$%d",
                             i ? "," : "", (int)i);
@@ -804,8 +837,79 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   plain_asm(g, "wgmma.commit_group.sync.aligned;");
 }
 
+// An f32 rounded to TF32 for wgmma: half a TF32 ulp (0x1000) added to a
+// finite value's bits, the low 13 bits left for the tensor cores to drop
+// (CUTLASS's round_half_ulp_truncate), which is cvt.rna's result (nearest,
+// ties away) in two instructions (FSETP, a predicated IADD) instead of
+// cvt.rna's three (and a LOP3 clearing the bits); Inf and NaN unchanged.
+static LLVMValueRef to_tf32_half_ulp(conv_t* g, LLVMValueRef x) {
+  // |x| < Inf as one FSETP with the |.| modifier (testp.finite takes a
+  // LOP3 and an ISETP); NaN compares false.
+  return tj_emit_inline_asm(g->em, g->em->t_i32,
+                            "{\n.reg .pred p;\n.reg .f32 a;\nabs.f32 a, $1;\n"
+                            "setp.lt.f32 p, a, 0f7F800000;\nmov.b32 $0, $1;\n"
+                            "@p add.u32 $0, $0, 4096;\n}",
+                            "=r,f", &x, 1);
+}
+
+// The 16-byte chunk at |off| (i32, 16-byte aligned) from |base| rounded
+// to TF32 in place (to_tf32_half_ulp).
+static void round_chunk(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef v = load_v4(g, base, off);
+  LLVMValueRef r = LLVMGetUndef(LLVMVectorType(g->em->t_i32, 4));
+  for (int32_t e = 0; e < 4; ++e)
+    r = LLVMBuildInsertElement(
+        b, r, to_tf32_half_ulp(g, LLVMBuildExtractElement(b, v, c32(g, e), "")),
+        c32(g, e), "");
+  LLVMSetAlignment(LLVMBuildStore(b, r, smem_at(g, base, off)), 16);
+}
+
+// Rounds this thread's copies in |stage| (i64) to TF32 in place, to
+// nearest, ties away (mma.sync's cvt.rna, tf32_compute): wgmma reads
+// .tf32 operands from shared memory as f32 and ignores their low 13
+// mantissa bits, a truncation whose bias (toward zero, 2^-11 relative an
+// operand on average) adds up over a network (0.088 of 11.1 on resnet18
+// against mma.sync's 0.007). cp.async.wait_group made the thread's own
+// copies visible to it, so it rewrites exactly those, with the addresses
+// it copied to (no other thread's data, no barrier of its own); the
+// fence.proxy.async after it hands the rewritten tile to wgmma. The
+// thread's B copies and 16-byte A copies fill whole chunks, rounded as
+// 16-byte vectors; 4-byte A copies (the stem's K 147) one by one;
+// zero-filled copies stay 0.
+static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->ring,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  tj_emit_if_t vec, elems;
+  if (g->K % 4 == 0) {
+    tj_emit_if_begin(em, &vec, g->a_vec, "round_a_vec");
+    for (int32_t i = 0; i < g->bm / 32; ++i)
+      round_chunk(g, base, g->a16_dst[i]);
+    tj_emit_if_end(em, &vec);
+  }
+  tj_emit_if_begin(em, &elems, LLVMBuildNot(b, g->a_vec, ""), "round_a");
+  for (int32_t i = 0; i < g->bm * kWgBK / kThreads; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef off = sw128(g, LLVMBuildLShr(b, e, c32(g, 5), ""),
+                             LLVMBuildAnd(b, e, c32(g, kWgBK - 1), ""));
+    LLVMSetAlignment(
+        LLVMBuildStore(b, to_tf32_half_ulp(g, load_f32(g, base, off)),
+                       smem_at(g, base, off)),
+        4);
+  }
+  tj_emit_if_end(em, &elems);
+  for (int32_t j = 0; j < g->b_copies / 4; ++j)
+    round_chunk(g, base, g->b_chunk[j]);
+}
+
 // The ring over the block's k-tiles [kt0, kt1), per k-tile j:
 //   cp.async.wait_group  tile j has landed (this thread's copies)
+//   cvt.rna              this thread's copies of it rounded to TF32
+//                        (wg_round_tile)
 //   fence.proxy.async    ... and is visible to wgmma (the async proxy)
 //   bar.sync             every thread's copies; every warpgroup is past
 //                        its wait_group 1 of j - 1, so the wgmmas of j - 2
@@ -833,9 +937,11 @@ static void wg_main_loop(conv_t* g) {
       tj_emit_loop_begin(em, &loop, c64(g, 0), count, c64(g, 1), "j");
   LLVMValueRef pending = c32(g, ahead - 1);
   call(g, "llvm.nvvm.cp.async.wait.group", &pending, 1);
+  LLVMValueRef stage = LLVMBuildSRem(b, j, c64(g, g->stages), "stage");
+  if (g->round) wg_round_tile(g, stage);
   plain_asm(g, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(g->nv);
-  wg_compute(g, j, LLVMBuildSRem(b, j, c64(g, g->stages), ""));
+  wg_compute(g, j, stage);
   LLVMValueRef next = LLVMBuildAdd(b, j, c64(g, ahead), "");
   tj_emit_if_t more;
   tj_emit_if_begin(em, &more, LLVMBuildICmp(b, LLVMIntSLT, next, count, ""),
@@ -871,27 +977,27 @@ static void thread_part(conv_t* g, part_t* pt) {
     // wgmma's m64nN f32 fragment: register i of thread (warp q of its
     // warpgroup, lane l) is row 16 q + l / 4 + 8 ((i / 2) % 2) of the
     // warpgroup's 64, column 8 (i / 4) + 2 (l % 4) + i % 2.
+    // Warpgroup w's rows start at 64 w, or (wide) its columns at wn w.
     LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+    LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
     LLVMValueRef r0 = LLVMBuildAdd(
         b,
-        LLVMBuildAdd(
-            b,
-            LLVMBuildMul(b, LLVMBuildLShr(b, g->tid, c32(g, 7), ""), c32(g, 64),
-                         ""),
-            LLVMBuildMul(
-                b,
-                LLVMBuildAnd(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""),
-                             c32(g, 3), ""),
-                c32(g, 16), ""),
-            ""),
+        LLVMBuildMul(b,
+                     LLVMBuildAnd(b, LLVMBuildLShr(b, g->tid, c32(g, 5), ""),
+                                  c32(g, 3), ""),
+                     c32(g, 16), ""),
         LLVMBuildLShr(b, lane, c32(g, 2), ""), "");
+    if (!g->wide)
+      r0 = LLVMBuildAdd(b, r0, LLVMBuildMul(b, wg, c32(g, 64), ""), "");
     pt->rows = 2;
     pt->row[0] = r0;
     pt->row[1] = LLVMBuildAdd(b, r0, c32(g, 8), "");
-    pt->groups = g->bn / 8;
+    pt->groups = g->wn / 8;
     pt->width = 2;
     LLVMValueRef c0 =
         LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 2), "");
+    if (g->wide)
+      c0 = LLVMBuildAdd(b, c0, LLVMBuildMul(b, wg, c32(g, g->wn), ""), "");
     for (int32_t gi = 0; gi < pt->groups; ++gi) {
       pt->col[gi] = LLVMBuildAdd(b, c0, c32(g, gi * 8), "");
       for (int32_t h = 0; h < 2; ++h)
@@ -1305,9 +1411,12 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
         (long long)g.P);
   g.it = g.C * g.INS <= INT32_MAX / 2 ? em->t_i32 : em->t_i64;
   g.tf32 = nv->options.gemm_tf32;
-  const tj_nvptx_conv_kernel_t variant = nv->options.conv_kernel;
+  // The default on sm_90a: wgmma, 128 x 64 tiles.
+  tj_nvptx_conv_kernel_t variant = nv->options.conv_kernel;
+  if (variant == TJ_NVPTX_CONV_AUTO) variant = TJ_NVPTX_CONV_WGMMA_64;
   g.wg = g.tf32 && nv->arch == TJ_NVPTX_SM_90A &&
          (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
+  g.round = g.wg && !nv->options.conv_truncate;
   g.bn = kBN;
   g.bk = kBK;
   g.stages = kStages;
@@ -1320,11 +1429,17 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   if (g.wg) {
     // 128 x 128: 32 KiB a stage, 6 stages (4 k-tiles ahead of the math),
     // one block an SM. 128 x 64: 24 KiB a stage, 4 stages, two blocks.
-    g.bn = variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+    g.wn = variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+    // At most 64 output channels (resnet's stem and first stage): 64 x 128
+    // tiles of m64n64 halves, 4 stages of 24 KiB, two blocks an SM.
+    g.wide = g.O <= 64;
+    if (g.wide) g.wn = 64;
+    g.bm = g.wide ? 64 : kBM;
+    g.bn = g.wide ? 2 * g.wn : g.wn;
     g.bk = kWgBK;
-    g.stages = g.bn == 128 ? 6 : 4;
-    blocks_per_sm = g.bn == 128 ? 1 : 2;
-    g.a_bytes = kBM * kRow;
+    g.stages = g.wn == 128 ? 6 : 4;
+    blocks_per_sm = g.wn == 128 ? 1 : 2;
+    g.a_bytes = g.bm * kRow;
     g.stage_bytes = g.a_bytes + g.bn * kRow;
     g.b_copies = g.bn * kWgBK / kThreads;
   }
@@ -1333,7 +1448,7 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   // time: that much slack.
   nv->info->shared_bytes = g.stages * g.stage_bytes + (g.wg ? kAtom : 0);
   nv->info->tensor_cores = g.tf32;
-  nv->info->tile_m = kBM;
+  nv->info->tile_m = g.wg ? g.bm : kBM;
   nv->info->tile_n = g.bn;
   nv->info->tile_k = g.bk;
   nv->info->stages = g.stages;
@@ -1342,7 +1457,8 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   LLVMBuilderRef b = g.b;
   g.tid = tj_nvptx_sreg(nv, "tid.x");
   g.p0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.x"), c64(&g, g.bn), "p0");
-  g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"), c64(&g, kBM), "o0");
+  g.o0 = LLVMBuildMul(b, tj_nvptx_sreg64(nv, "ctaid.y"),
+                      c64(&g, g.wg ? g.bm : kBM), "o0");
   g.np = LLVMBuildMul(b, em->dim[0], c64(&g, g.P), "np");
   // The block's slice of the k-tiles: nctaid.z slices of
   // ceil(tiles / slices) (tj_nvptx_conv_launch leaves none empty).
@@ -1359,10 +1475,10 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
   if (g.wg) {
     LLVMTypeRef floats[64];
-    for (int32_t i = 0; i < g.bn / 2; ++i) floats[i] = em->t_f32;
+    for (int32_t i = 0; i < g.wn / 2; ++i) floats[i] = em->t_f32;
     g.acc_struct =
-        LLVMStructTypeInContext(em->ctx, floats, (unsigned)(g.bn / 2), 0);
-    for (int32_t i = 0; i < g.bn / 2; ++i)
+        LLVMStructTypeInContext(em->ctx, floats, (unsigned)(g.wn / 2), 0);
+    for (int32_t i = 0; i < g.wn / 2; ++i)
       LLVMBuildStore(b, LLVMGetUndef(em->t_f32), acc_slot(&g, i));
     // The swizzle is a function of the shared address: align the ring to
     // its 1024-byte period.

@@ -129,9 +129,11 @@ typedef enum tj_nvptx_attention_kernel_t {
 // TJ_NVPTX_CONV). Only f32 convs with gemm_tf32 take it; exact f32 convs
 // stay on CUDA cores.
 typedef enum tj_nvptx_conv_kernel_t {
-  // mma.sync m16n8k8 .tf32 (emit_nvptx_conv.c), until the wgmma kernel
-  // has been measured correct and faster on the GPU.
+  // wgmma on sm_90a (WGMMA_64's tiles; operands rounded to TF32 to
+  // nearest, as mma.sync's cvt.rna: half a TF32 ulp added in shared
+  // memory, the tensor cores dropping the low bits), mma.sync elsewhere.
   TJ_NVPTX_CONV_AUTO = 0,
+  // mma.sync m16n8k8 .tf32 (emit_nvptx_conv.c) everywhere.
   TJ_NVPTX_CONV_MMA_SYNC = 1,
   // wgmma m64nNk8 .tf32 on sm_90a (mma.sync elsewhere): 128 output
   // channels by 128 pixels a block, or by 64 (WGMMA_64: twice the blocks
@@ -236,6 +238,12 @@ typedef struct tj_nvptx_options_t {
   bool gemm_cluster;
   tj_nvptx_attention_kernel_t attention_kernel;
   tj_nvptx_conv_kernel_t conv_kernel;
+  // The wgmma TF32 conv leaves its operands as they land in shared memory,
+  // so that the tensor cores truncate them to TF32, instead of rounding
+  // them to nearest: for measuring what rounding costs (TJ_NVPTX_CONV=
+  // wgmma-trunc, wgmma64-trunc; 32% of resnet18's time at batch 32 on
+  // the H200, bench/RESULTS.md).
+  bool conv_truncate;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

@@ -48,7 +48,9 @@ typedef enum tj_setting_e {
   // (tj_pass_ctx_t.attention_lse_output), for A/B comparisons.
   TJ_SETTING_ATTENTION_LSE = 10,
   // TJ_NVPTX_CONV (environment only): "mma", "wgmma" or "wgmma64", the
-  // CUDA TF32 conv's kernel (tj_nvptx_conv_kernel_t), for A/B comparisons.
+  // CUDA TF32 conv's kernel (tj_nvptx_conv_kernel_t), for A/B comparisons
+  // and as a way back; "wgmma-trunc" and "wgmma64-trunc" the wgmma ones
+  // with operands truncated to TF32, not rounded (measuring its cost).
   TJ_SETTING_NVPTX_CONV = 11,
   TJ_SETTING_COUNT_,
 } tj_setting_t;

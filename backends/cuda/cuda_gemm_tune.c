@@ -482,6 +482,11 @@ static bool has_candidates(const tj_cuda_program_t* p, uint32_t i) {
   // which it cannot run, tried at every first run.)
   if (tj_kir_gemm_is_int8(g) || tj_kir_gemm_is_f8(g) || g->bq.bits)
     return false;
+  // A conv (TJ_KIR_CONV; its TF32 kernel says tensor_cores) has none:
+  // kVariants' options are a GEMM's, so each candidate was the conv
+  // compiled again without the context's TJ_NVPTX_CONV (mma.sync), and a
+  // decision an mma.sync context had cached chose those under wgmma too.
+  if (g->kind == TJ_KIR_CONV) return false;
   if (p->kernels[i].info.tensor_cores || tf32_gemm(p, i)) return true;
   if (g->kind != TJ_KIR_GEMM) return false;
   for (uint32_t b = 0; b < g->num_buffers; ++b) {

@@ -103,17 +103,23 @@ static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
 static _Atomic(bool) g_warned_conv;
 
 // TJ_NVPTX_CONV: "mma", "wgmma" or "wgmma64" force the TF32 conv's
-// kernel; unset or "" leave the default; anything else warns once and
-// leaves it too.
-static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context) {
+// kernel, "wgmma-trunc" and "wgmma64-trunc" the wgmma ones with truncated
+// operands (*truncate; for measuring what rounding costs); unset or ""
+// leave the default; anything else warns once and leaves it too.
+static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context,
+                                          bool* truncate) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_CONV);
+  *truncate = false;
   if (!v || !v[0]) return TJ_NVPTX_CONV_AUTO;
   if (strcmp(v, "mma") == 0) return TJ_NVPTX_CONV_MMA_SYNC;
-  if (strcmp(v, "wgmma") == 0) return TJ_NVPTX_CONV_WGMMA;
-  if (strcmp(v, "wgmma64") == 0) return TJ_NVPTX_CONV_WGMMA_64;
+  *truncate = strcmp(v, "wgmma-trunc") == 0 || strcmp(v, "wgmma64-trunc") == 0;
+  if (strcmp(v, "wgmma") == 0 || strcmp(v, "wgmma-trunc") == 0)
+    return TJ_NVPTX_CONV_WGMMA;
+  if (strcmp(v, "wgmma64") == 0 || strcmp(v, "wgmma64-trunc") == 0)
+    return TJ_NVPTX_CONV_WGMMA_64;
   tj_warn_once(context, &g_warned_conv,
-               "TJ_NVPTX_CONV: \"%.32s\" is none of mma, wgmma and wgmma64 "
-               "and is ignored",
+               "TJ_NVPTX_CONV: \"%.32s\" is none of mma, wgmma, wgmma64, "
+               "wgmma-trunc and wgmma64-trunc and is ignored",
                v);
   return TJ_NVPTX_CONV_AUTO;
 }
@@ -139,7 +145,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
   p->nv_options.attention_kernel = attention_kernel(context);
-  p->nv_options.conv_kernel = conv_kernel(context);
+  p->nv_options.conv_kernel =
+      conv_kernel(context, &p->nv_options.conv_truncate);
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
@@ -330,10 +337,11 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[128];
   snprintf(buf, sizeof(buf),
-           "llvm %u.%u.%u approx %d attention %d conv %d wqfma %d wqmma %d "
-           "wqsplit %d wqtiled %d",
+           "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
+           "wqfma %d wqmma %d wqsplit %d wqtiled %d",
            major, minor, patch, (int)p->nv_options.approx_math,
-           (int)p->nv_options.attention_kernel, (int)p->nv_options.conv_kernel,
+           (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
+           (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
            (int)p->nv_options.wqgemm_fma, (int)p->nv_options.wqgemm_mma,
            (int)!p->nv_options.wqgemm_no_split,
            (int)p->nv_options.wqgemm_tiled);

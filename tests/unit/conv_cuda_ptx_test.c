@@ -4,8 +4,10 @@
 // asymmetric pads; odd C and O; bias or none; a symbolic batch) compiled
 // for sm_90a and sm_80, exact f32 and with allow_tf32, is one kernel with
 // no graph break whose PTX holds the template's path (the 4-byte
-// zero-filling cp.async gathers; FFMA, or mma.sync m16n8k8 .tf32 on
-// cvt.rna-rounded operands), and ptxas -arch=sm_90a assembles it when the
+// zero-filling cp.async gathers; FFMA, or TF32: on sm_90a by default
+// wgmma m64n64k8 on operands rounded by half a TF32 ulp added, elsewhere
+// mma.sync m16n8k8 on cvt.rna-rounded ones; no GEMM candidate kernels),
+// and ptxas -arch=sm_90a assembles it when the
 // test is given ptxas's path (registers and spills printed). Followers of
 // a dense conv (relu, a residual add, a per-channel operand and clip, a
 // cast to f16) are its kernel's epilogue: one kernel, vector stores of
@@ -39,6 +41,9 @@ static tj_context_t* g_ctx;
 // (sm_90a), 128 x 128 and 128 x 64 tiles.
 static tj_context_t* g_wgmma_ctx;
 static tj_context_t* g_wgmma64_ctx;
+// TJ_NVPTX_CONV=wgmma64-trunc: the operands left to the tensor cores'
+// truncation (no cvt.rna), for measuring what rounding costs.
+static tj_context_t* g_trunc_ctx;
 
 // Followers of the conv, its kernel's epilogue (lib/passes/fuse.c's
 // conv_epilogue, jit/emit_nvptx_conv.c's epilogue_map): relu; relu(y +
@@ -254,11 +259,22 @@ static void check_variant(const variant_t* v, tj_nvptx_arch_t arch, bool tf32) {
     bool mma = strstr(ptx.ptx,
                       "mma.sync.aligned.m16n8k8.row.col.f32.tf32."
                       "tf32.f32") != NULL;
+    // TF32's default on sm_90a: wgmma on 128 x 64 tiles; both round.
+    const bool wg = tf32 && arch == TJ_NVPTX_SM_90A;
+    bool wgmma =
+        strstr(ptx.ptx, "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32") !=
+        NULL;
+    // mma.sync's operands by cvt.rna, wgmma's by half a TF32 ulp added.
     bool cvt = strstr(ptx.ptx, "cvt.rna.tf32.f32") != NULL;
-    CHECK(mma == tf32);
-    CHECK(cvt == tf32);
+    bool half_ulp = strstr(ptx.ptx, "setp.lt.f32 p, a, 0f7F800000") != NULL;
+    CHECK(mma == (tf32 && !wg));
+    CHECK(wgmma == wg);
+    CHECK(cvt == (tf32 && !wg));
+    CHECK(half_ulp == wg);
     if (!tf32) CHECK(strstr(ptx.ptx, "fma.rn.f32") != NULL);
-    if (mma != tf32) fprintf(stderr, "%s: mma.sync %d\n", what, (int)mma);
+    if (mma != (tf32 && !wg))
+      fprintf(stderr, "%s: mma.sync %d\n", what, (int)mma);
+    CHECK_EQ_INT(0, (int)ptx.num_variant_kernels);
     // Only a kernel without followers splits k (its slices meet by
     // atomic adds); the followers' kernel stores once, by vectors of 4
     // pixels (FFMA) or 2 (TF32) where P allows: 196 and 64 here.
@@ -372,15 +388,17 @@ static int run_ptxas(const char* what, const char* ptx, long* spills) {
 }
 
 // |v| with allow_tf32 in |ctx| (TJ_NVPTX_CONV=wgmma or wgmma64, tile |bn|
-// pixels): on sm_90a one kernel of m64n<bn>k8 .tf32 wgmmas on unrounded
-// operands, the patch gathered by 4-byte zero-filling cp.async, the weight
-// by 16-byte cp.async where K is a multiple of 4, the followers' vector
+// pixels): on sm_90a one kernel of m64n<bn>k8 .tf32 wgmmas on operands
+// rounded in shared memory (half a TF32 ulp added; unless |trunc|), no GEMM
+// candidate kernels, the patch gathered by 4-byte zero-filling cp.async, the
+// weight by 16-byte cp.async where K is a multiple of 4, the followers' vector
 // stores, split-k atomics only without followers; assembled by ptxas with
 // no spill and no wgmma note. On sm_80 the same context keeps mma.sync.
 static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
-                                int32_t bn) {
+                                int32_t bn, bool trunc) {
   char what[128];
-  snprintf(what, sizeof(what), "%s wgmma n%d", v->name, (int)bn);
+  snprintf(what, sizeof(what), "%s wgmma n%d%s", v->name, (int)bn,
+           trunc ? " trunc" : "");
   tj_graph_t* g = build(ctx, v);
   if (!g) return;
   tj_compile_options_t o;
@@ -395,11 +413,19 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
     CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, al, &ptx));
     const bool apart = v->post == P_RELU_SPLIT;
     CHECK_EQ_INT(apart ? 2 : 1, (int)ptx.num_kernels);
+    // No GEMM candidate kernels: a conv runs the main loop its context
+    // chose (candidates compiled without the setting ran mma.sync under
+    // wgmma64, and a decision cached by an mma context chose them).
+    CHECK_EQ_INT(0, (int)ptx.num_variant_kernels);
+    CHECK(ptx.variants_ptx == NULL ||
+          strstr(ptx.variants_ptx, "mma.sync.aligned") == NULL);
     CHECK(ptx.ptx != NULL);
     if (!ptx.ptx) continue;
     char inst[96];
+    // At most 64 output channels: 64 x 128 tiles of two m64n64 halves.
     snprintf(inst, sizeof(inst),
-             "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32", (int)bn);
+             "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32",
+             (int)(v->o <= 64 ? 64 : bn));
     const bool wg = strstr(ptx.ptx, inst) != NULL;
     const bool mma = strstr(ptx.ptx, "mma.sync.aligned.m16n8k8") != NULL;
     if (wg != (arch == TJ_NVPTX_SM_90A))
@@ -411,7 +437,16 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
     if (arch == TJ_NVPTX_SM_90A) {
       int64_t taps = 1;
       for (int32_t i = 0; i < v->n; ++i) taps *= v->k[i];
+      // Rounded in place (half a TF32 ulp added to finite values, the
+      // tensor cores dropping the low bits): 16-byte chunks as vectors.
       CHECK(strstr(ptx.ptx, "cvt.rna.tf32.f32") == NULL);
+      CHECK((strstr(ptx.ptx, "setp.lt.f32 p, a, 0f7F800000") != NULL) ==
+            !trunc);
+      CHECK((strstr(ptx.ptx, "add.u32 %r") != NULL ||
+             strstr(ptx.ptx, ", 4096;") != NULL) == !trunc);
+      if (!trunc && v->c * taps % 4 == 0)
+        CHECK(strstr(ptx.ptx, "st.shared.v4.b32") != NULL ||
+              strstr(ptx.ptx, "st.shared.v4.u32") != NULL);
       CHECK((strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL) ==
             (v->c * taps % 4 == 0));
       const bool epi = v->post != P_NONE && !apart;
@@ -440,11 +475,14 @@ TEST(wgmma_variants) {
     int32_t bn = t ? 64 : 128;
     for (size_t i = 0; i < TJ_ARRAY_SIZE(kVariants); ++i) {
       if (def1(kVariants[i].groups) != 1) continue;
-      check_wgmma_variant(&kVariants[i], ctx, bn);
+      check_wgmma_variant(&kVariants[i], ctx, bn, false);
     }
     for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaVariants); ++i)
-      check_wgmma_variant(&kWgmmaVariants[i], ctx, bn);
+      check_wgmma_variant(&kWgmmaVariants[i], ctx, bn, false);
   }
+  // Truncated: the stem (4-byte weight copies) and a 1x1 (16-byte).
+  check_wgmma_variant(&kVariants[1], g_trunc_ctx, 64, true);
+  check_wgmma_variant(&kWgmmaVariants[0], g_trunc_ctx, 64, true);
 }
 
 // The offline CUDA compile of a conv (3x3, bias, symbolic batch) with
@@ -644,11 +682,14 @@ int main(int argc, char** argv) {
   CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
   setenv("TJ_NVPTX_CONV", "wgmma64", 1);
   CHECK_OK(tj_context_create(&o, &g_wgmma64_ctx));
+  setenv("TJ_NVPTX_CONV", "wgmma64-trunc", 1);
+  CHECK_OK(tj_context_create(&o, &g_trunc_ctx));
   unsetenv("TJ_NVPTX_CONV");
   RUN_TEST(variants);
   RUN_TEST(wgmma_variants);
   RUN_TEST(oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_trunc_ctx);
   tj_context_destroy(g_wgmma64_ctx);
   tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
