@@ -1619,6 +1619,11 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
     w.max_splits = w.tiled ? kWqMaxSplitsTiled : kWqMaxSplits;
     w.n_tiles = (k->dims[r - 1].value + 63) / 64;
     info->k_splits = w.max_splits;
+    if (w.tiled && wo->wqgemm_splits > 0) {
+      w.max_splits = wo->wqgemm_splits > 1 ? wo->wqgemm_splits : 0;
+      info->k_splits = w.max_splits;
+      info->k_splits_fixed = true;
+    }
   }
   info->wq_tiled = w.tiled;
   info->stages = 1;
@@ -1925,6 +1930,8 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
         best_cost = cost;
       }
     }
+    if (info->k_splits_fixed)
+      best = info->k_splits * per_block <= chunks ? info->k_splits : 1;
     out->grid[1] = (uint32_t)best;
   }
   out->grid[2] = (uint32_t)batch;

@@ -75,6 +75,7 @@ typedef struct wm_t {
   LLVMValueRef g, t;       // i64 lane / 4, lane % 4
   LLVMValueRef wcol;       // i64 the lane's first weight column
   LLVMValueRef arow[2];    // A's rows g and g + 8 (clamped to the tile)
+  LLVMValueRef rows;       // i64 rows of the tile inside M (1 .. 16)
   LLVMValueRef acc, gacc;  // alloca [32 x float]
 } wm_t;
 
@@ -616,6 +617,17 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
 // the counter back to 0 for the next launch and goes on to the epilogue;
 // the others return. The workspace and counters are the module's, so two
 // launches of one kernel must not overlap (one stream: they do not).
+// The staged tile's items |it0| .. + kThreads - 1 (rows it0 / 64 ..)
+// hold a row inside M: rows past M are never stored (the epilogue reads
+// rows inside M only), so at decode (M = 1) the sums below touch one row
+// in 16.
+static void begin_live_rows(wm_t* q, tj_emit_if_t* live, int32_t it0) {
+  tj_emit_if_begin(
+      q->em, live,
+      LLVMBuildICmp(q->b, LLVMIntSGT, q->rows, c64(q, it0 / kTileN), ""),
+      "live");
+}
+
 static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   const tj_nvptx_wqgemm_t* w = q->w;
   tj_nvptx_emit_t* nv = q->nv;
@@ -641,6 +653,8 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   LLVMValueRef mine = LLVMBuildAdd(
       b, tile_base, LLVMBuildMul(b, split, c64(q, 16 * kTileN), ""), "");
   for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
     LLVMValueRef at =
         LLVMBuildAdd(b,
@@ -651,6 +665,7 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
         b, em->t_f32, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""), "");
     LLVMValueRef dst = gep(q, em->t_f32, ws, LLVMBuildAdd(b, mine, it, ""));
     LLVMSetVolatile(LLVMBuildStore(b, v, dst), 1);
+    tj_emit_if_end(em, &live);
   }
   // The stores visible to the GPU before the count (__threadfence).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
@@ -685,32 +700,41 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   LLVMPositionBuilderAtEnd(b, go);
   // The other blocks' stores before ours are read (the acquire side).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
-    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
-    LLVMValueRef sum = tj_emit_alloca(em, em->t_f32, "wq_sum");
-    LLVMBuildStore(b, cf(q, 0.0), sum);
-    tj_emit_loop_t sl;
-    LLVMValueRef s =
-        tj_emit_loop_begin(em, &sl, c64(q, 0), splits, c64(q, 1), "split");
-    LLVMValueRef src =
-        gep(q, em->t_f32, ws,
-            LLVMBuildAdd(
-                b,
-                LLVMBuildAdd(b, tile_base,
-                             LLVMBuildMul(b, s, c64(q, 16 * kTileN), ""), ""),
-                it, ""));
-    LLVMValueRef v = LLVMBuildLoad2(b, em->t_f32, src, "");
-    LLVMSetVolatile(v, 1);
-    LLVMBuildStore(
-        b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, em->t_f32, sum, ""), v, ""), sum);
-    tj_emit_loop_end(em, &sl);
+  // Every partial of the thread's items is loaded before the first add
+  // (slots past |splits| read the last split's and are not added), so
+  // that the loads are in flight together: one L2 round trip, not one
+  // for each split and item. The sums then go in split order.
+  enum { kItems = 16 * kTileN / kThreads };
+  LLVMValueRef slast = LLVMBuildSub(b, splits, c64(q, 1), "");
+  LLVMValueRef part[kItems][16];
+  for (int32_t i = 0; i < kItems; ++i) {
+    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, i * kThreads), "");
+    for (int32_t s = 0; s < w->max_splits; ++s) {
+      LLVMValueRef from = min64(q, c64(q, s), slast);
+      LLVMValueRef src = gep(
+          q, em->t_f32, ws,
+          LLVMBuildAdd(
+              b,
+              LLVMBuildAdd(b, tile_base,
+                           LLVMBuildMul(b, from, c64(q, 16 * kTileN), ""), ""),
+              it, ""));
+      part[i][s] = LLVMBuildLoad2(b, em->t_f32, src, "");
+      LLVMSetVolatile(part[i][s], 1);
+    }
+  }
+  for (int32_t i = 0; i < kItems; ++i) {
+    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, i * kThreads), "");
+    LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
+    for (int32_t s = 1; s < w->max_splits; ++s)
+      sum = LLVMBuildSelect(b,
+                            LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
+                            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
     LLVMValueRef at =
         LLVMBuildAdd(b,
                      LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
                                   c64(q, w->c_stride), ""),
                      LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
-    LLVMBuildStore(b, LLVMBuildLoad2(b, em->t_f32, sum, ""),
-                   LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+    LLVMBuildStore(b, sum, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
   }
   tj_emit_if_t reset;
   tj_emit_if_begin(em, &reset,
@@ -734,10 +758,12 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   q.b = em->b;
   q.w = w;
   if ((w->bits != 4 && w->bits != 8) || w->tile_n != kTileN ||
-      w->c_stride % 4 != 0 || w->c_stride < kTileN || w->group % 16 != 0)
-    return tj_internal("wqmma: bits %d, tile_n %d, c_stride %d, group %lld",
-                       (int)w->bits, (int)w->tile_n, (int)w->c_stride,
-                       (long long)w->group);
+      w->c_stride % 4 != 0 || w->c_stride < kTileN || w->group % 16 != 0 ||
+      w->max_splits > 16)
+    return tj_internal(
+        "wqmma: bits %d, tile_n %d, c_stride %d, group %lld, splits %d",
+        (int)w->bits, (int)w->tile_n, (int)w->c_stride, (long long)w->group,
+        (int)w->max_splits);
   LLVMContextRef cx = LLVMGetTypeContext(em->t_f32);
   q.split = w->dtype == TJ_DTYPE_F32;
   q.op = w->dtype == TJ_DTYPE_F16 ? em->t_f16 : LLVMBFloatTypeInContext(cx);
@@ -778,6 +804,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   }
   LLVMValueRef rows = min64(&q, LLVMBuildSub(b, w->m, w->m0, ""), c64(&q, 16));
   LLVMValueRef rlast = LLVMBuildSub(b, rows, c64(&q, 1), "");
+  q.rows = rows;
   for (int32_t r = 0; r < 2; ++r) {
     LLVMValueRef m = LLVMBuildAdd(
         b, w->m0, min64(&q, LLVMBuildAdd(b, q.g, c64(&q, 8 * r), ""), rlast),
@@ -941,6 +968,8 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   tj_nvptx_barrier(nv);
   // The warps' partials in warp order into the staged C tile.
   for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+    tj_emit_if_t live;
+    begin_live_rows(&q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, w->tid, c32(&q, it0), "");
     LLVMValueRef r = LLVMBuildUDiv(b, it, c32(&q, kTileN), "");
     LLVMValueRef cl = LLVMBuildURem(b, it, c32(&q, kTileN), "");
@@ -956,6 +985,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMValueRef a =
         LLVMBuildAdd(b, LLVMBuildMul(b, r, c32(&q, w->c_stride), ""), cl, "");
     LLVMBuildStore(b, s, LLVMBuildGEP2(b, em->t_f32, w->smem, &a, 1, ""));
+    tj_emit_if_end(em, &live);
   }
   tj_nvptx_barrier(nv);
   if (w->max_splits > 1) {
