@@ -1601,9 +1601,16 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_no_split;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
+  // Tiled, f16/bf16 A: blocks of 4 warps, four an SM (128 registers a
+  // thread), so that the K splits of N / 64 tiles fill the SMs' slots in
+  // finer steps (11008 x 4096: 172 tiles x 3 splits in one wave of 528
+  // slots, where 8-warp blocks took two of 264); wqgemm_blocks256: the
+  // 8-warp blocks, two an SM.
+  bool split3 = w.dtype == TJ_DTYPE_F32;
+  w.threads = w.tiled && !split3 && !wo->wqgemm_blocks256 ? 128 : 256;
   g->tile_m = 16;
   g->tile_n = w.tile_n;
-  g->threads = 256;
+  g->threads = w.threads;
   g->c_stride = w.c_stride;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = g->threads;
@@ -1630,11 +1637,10 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
   // picked 128 and spilled the tensor-core loop's accumulators.
-  bool split3 = w.dtype == TJ_DTYPE_F32;
   // Tiled: two blocks an SM (128 registers a thread), so that one
   // block's loads are in flight while the other computes.
   // f32 A's three terms and per-group sums keep one an SM.
-  if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 2 : 1;
+  if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 512 / w.threads : 1;
   info->shared_bytes =
       tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
   info->vector_lanes = epilogue_lanes(k, r);
@@ -1920,7 +1926,7 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
     int64_t slots =
         num_sms * (info->min_blocks_per_sm > 1 ? info->min_blocks_per_sm : 1);
-    int64_t per_block = info->wq_tiled ? 8 : 16;
+    int64_t per_block = info->wq_tiled ? info->threads / 32 : 16;
     int64_t best = 1;
     double best_cost = (double)((tiles + slots - 1) / slots);
     for (int64_t s = 2; s <= info->k_splits && s * per_block <= chunks; ++s) {

@@ -4,8 +4,10 @@
 // on mma.sync m16n8k16 (bf16 or f16 operands, f32 accumulators), for a
 // 16-row tile of C whatever M is (rows past M are computed, not stored).
 //
-// Fragments without shared memory. A block of 256 threads owns 16 rows
-// and 64 columns of C; its 8 warps take chunks of K round-robin. Inside a
+// Fragments without shared memory. A block of 256 threads (w->threads:
+// 128 for the tile layout under f16/bf16 A, four blocks an SM) owns 16
+// rows and 64 columns of C; its 8 (4) warps take chunks of K round-robin,
+// and K may be split across blocks too (join_splits). Inside a
 // warp, lane (g = lane / 4, t = lane % 4) reads 8 consecutive columns
 // n0 + 8g .. +7 of k rows 4t .. 4t+3 of each 16-row step (4 words of int4,
 // 8 of int8, straight from the [K, N] layout lib/passes/quant_prepack.c
@@ -45,15 +47,13 @@
 // from global memory two steps ahead of their mma. The warps' partial
 // tiles are then added in warp order through shared memory (so results do
 // not depend on timing) into the staged C tile the GEMM template's
-// epilogue reads.
+// epilogue reads, only the rows inside M (the epilogue stores no other).
 
 #include <stdio.h>
 #include <string.h>
 
 #include "jit/emit_nvptx.h"
 
-#define kThreads 256
-#define kWarps (kThreads / 32)
 #define kTileN 64
 #define kTiles 8  // mma n8 tiles across kTileN
 
@@ -76,6 +76,7 @@ typedef struct wm_t {
   LLVMValueRef wcol;       // i64 the lane's first weight column
   LLVMValueRef arow[2];    // A's rows g and g + 8 (clamped to the tile)
   LLVMValueRef rows;       // i64 rows of the tile inside M (1 .. 16)
+  int32_t threads, warps;  // the block's (w->threads)
   LLVMValueRef acc, gacc;  // alloca [32 x float]
 } wm_t;
 
@@ -617,7 +618,7 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
 // the counter back to 0 for the next launch and goes on to the epilogue;
 // the others return. The workspace and counters are the module's, so two
 // launches of one kernel must not overlap (one stream: they do not).
-// The staged tile's items |it0| .. + kThreads - 1 (rows it0 / 64 ..)
+// The staged tile's items |it0| .. + threads - 1 (rows it0 / 64 ..)
 // hold a row inside M: rows past M are never stored (the epilogue reads
 // rows inside M only), so at decode (M = 1) the sums below touch one row
 // in 16.
@@ -652,7 +653,7 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   // ws[tile][split][item] = staged C (row item / 64, column item % 64).
   LLVMValueRef mine = LLVMBuildAdd(
       b, tile_base, LLVMBuildMul(b, split, c64(q, 16 * kTileN), ""), "");
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += q->threads) {
     tj_emit_if_t live;
     begin_live_rows(q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
@@ -700,41 +701,52 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   LLVMPositionBuilderAtEnd(b, go);
   // The other blocks' stores before ours are read (the acquire side).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
-  // Every partial of the thread's items is loaded before the first add
-  // (slots past |splits| read the last split's and are not added), so
-  // that the loads are in flight together: one L2 round trip, not one
-  // for each split and item. The sums then go in split order.
-  enum { kItems = 16 * kTileN / kThreads };
+  // The thread's items go in groups of up to 32 loads: every partial of
+  // a group is loaded before its first add (slots past |splits| read the
+  // last split's and are not added), so that the loads are in flight
+  // together, one L2 round trip a group (one at decode: the groups past
+  // the rows inside M are skipped), not one for each split and item. The
+  // sums then go in split order.
+  int32_t items = 16 * kTileN / q->threads;
+  int32_t per_group = w->max_splits >= 32 ? 1 : 32 / w->max_splits;
+  if (per_group > items) per_group = items;
   LLVMValueRef slast = LLVMBuildSub(b, splits, c64(q, 1), "");
-  LLVMValueRef part[kItems][16];
-  for (int32_t i = 0; i < kItems; ++i) {
-    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, i * kThreads), "");
-    for (int32_t s = 0; s < w->max_splits; ++s) {
-      LLVMValueRef from = min64(q, c64(q, s), slast);
-      LLVMValueRef src = gep(
-          q, em->t_f32, ws,
-          LLVMBuildAdd(
-              b,
-              LLVMBuildAdd(b, tile_base,
-                           LLVMBuildMul(b, from, c64(q, 16 * kTileN), ""), ""),
-              it, ""));
-      part[i][s] = LLVMBuildLoad2(b, em->t_f32, src, "");
-      LLVMSetVolatile(part[i][s], 1);
+  for (int32_t i0 = 0; i0 < items; i0 += per_group) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, i0 * q->threads);
+    LLVMValueRef part[32][16];
+    int32_t n = items - i0 < per_group ? items - i0 : per_group;
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      for (int32_t s = 0; s < w->max_splits; ++s) {
+        LLVMValueRef from = min64(q, c64(q, s), slast);
+        LLVMValueRef src =
+            gep(q, em->t_f32, ws,
+                LLVMBuildAdd(
+                    b,
+                    LLVMBuildAdd(b, tile_base,
+                                 LLVMBuildMul(b, from, c64(q, 16 * kTileN), ""),
+                                 ""),
+                    it, ""));
+        part[i][s] = LLVMBuildLoad2(b, em->t_f32, src, "");
+        LLVMSetVolatile(part[i][s], 1);
+      }
     }
-  }
-  for (int32_t i = 0; i < kItems; ++i) {
-    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, i * kThreads), "");
-    LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
-    for (int32_t s = 1; s < w->max_splits; ++s)
-      sum = LLVMBuildSelect(b,
-                            LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
-                            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
-    LLVMValueRef at =
-        LLVMBuildAdd(b,
-                     LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
-                                  c64(q, w->c_stride), ""),
-                     LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
-    LLVMBuildStore(b, sum, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        sum = LLVMBuildSelect(
+            b, LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
+            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
+      LLVMValueRef at =
+          LLVMBuildAdd(b,
+                       LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                    c64(q, w->c_stride), ""),
+                       LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+      LLVMBuildStore(b, sum, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+    }
+    tj_emit_if_end(em, &live);
   }
   tj_emit_if_t reset;
   tj_emit_if_begin(em, &reset,
@@ -745,7 +757,8 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
 }
 
 int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w) {
-  return kWarps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
+  int32_t warps = (w->threads ? w->threads : 256) / 32;
+  return warps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
 }
 
 tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
@@ -757,9 +770,12 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   q.em = em;
   q.b = em->b;
   q.w = w;
+  q.threads = w->threads ? w->threads : 256;
+  q.warps = q.threads / 32;
   if ((w->bits != 4 && w->bits != 8) || w->tile_n != kTileN ||
       w->c_stride % 4 != 0 || w->c_stride < kTileN || w->group % 16 != 0 ||
-      w->max_splits > 16)
+      w->max_splits > 16 ||
+      (w->threads != 0 && w->threads != 128 && w->threads != 256))
     return tj_internal(
         "wqmma: bits %d, tile_n %d, c_stride %d, group %lld, splits %d",
         (int)w->bits, (int)w->tile_n, (int)w->c_stride, (long long)w->group,
@@ -882,7 +898,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   tj_emit_if_end(em, &first);
   tj_emit_loop_t loop;
   LLVMValueRef c =
-      tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, kWarps), "chunk");
+      tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, q.warps), "chunk");
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(&q, rows_a_chunk), "k0");
   LLVMValueRef cur[8][4][2];
   for (int32_t s = 0; s < q.steps; ++s)
@@ -892,7 +908,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
         cur[s][i2][d] = LLVMBuildLoad2(
             b, em->t_i32, LLVMBuildGEP2(b, pt, pre, idx, 2, ""), "");
       }
-  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, kWarps), "cn");
+  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, q.warps), "cn");
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
                    "next");
@@ -920,7 +936,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   // (byte by byte where unaligned) hold fewer registers.
   tj_emit_loop_t rest;
   LLVMValueRef cr =
-      tj_emit_loop_begin(em, &rest, c0, hi, c64(&q, kWarps), "rest");
+      tj_emit_loop_begin(em, &rest, c0, hi, c64(&q, q.warps), "rest");
   tj_emit_if_t slow;
   tj_emit_if_begin(em, &slow, LLVMBuildICmp(b, LLVMIntSGE, cr, vend, ""),
                    "slow");
@@ -967,14 +983,14 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   }
   tj_nvptx_barrier(nv);
   // The warps' partials in warp order into the staged C tile.
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += q.threads) {
     tj_emit_if_t live;
     begin_live_rows(&q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, w->tid, c32(&q, it0), "");
     LLVMValueRef r = LLVMBuildUDiv(b, it, c32(&q, kTileN), "");
     LLVMValueRef cl = LLVMBuildURem(b, it, c32(&q, kTileN), "");
     LLVMValueRef s = cf(&q, 0.0);
-    for (int32_t wp = 0; wp < kWarps; ++wp) {
+    for (int32_t wp = 0; wp < q.warps; ++wp) {
       LLVMValueRef a = LLVMBuildAdd(b, it, c32(&q, wp * 16 * kTileN), "");
       s = LLVMBuildFAdd(
           b, s,

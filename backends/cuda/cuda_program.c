@@ -147,6 +147,7 @@ static tj_status_t program_create(tj_context_t* context,
   // where it takes tensor cores; =tiles: tensor cores on it at every M;
   // =mma, =nosplit, =fma: the [K, N] layout's kernels.
   bool tiles = wq && strcmp(wq, "tiles") == 0;
+  p->nv_options.wqgemm_blocks256 = wq && strcmp(wq, "blocks256") == 0;
   if (wq && strncmp(wq, "split", 5) == 0) {
     int splits = atoi(wq + 5);
     p->nv_options.wqgemm_splits = splits >= 1 && splits <= 8 ? splits : 0;
@@ -335,12 +336,13 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   char buf[128];
   snprintf(buf, sizeof(buf),
            "llvm %u.%u.%u approx %d attention %d conv %d wqfma %d wqmma %d "
-           "wqsplit %d wqtiled %d wqsplits %d",
+           "wqsplit %d wqtiled %d wqsplits %d wqb256 %d",
            major, minor, patch, (int)p->nv_options.approx_math,
            (int)p->nv_options.attention_kernel, (int)p->nv_options.conv_kernel,
            (int)p->nv_options.wqgemm_fma, (int)p->nv_options.wqgemm_mma,
            (int)!p->nv_options.wqgemm_no_split, (int)p->nv_options.wqgemm_tiled,
-           (int)p->nv_options.wqgemm_splits);
+           (int)p->nv_options.wqgemm_splits,
+           (int)p->nv_options.wqgemm_blocks256);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;
