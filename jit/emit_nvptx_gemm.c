@@ -1637,9 +1637,10 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
   // picked 128 and spilled the tensor-core loop's accumulators.
-  // Tiled: two blocks an SM (128 registers a thread), so that one
-  // block's loads are in flight while the other computes.
-  // f32 A's three terms and per-group sums keep one an SM.
+  // Tiled: 512 threads an SM (128 registers a thread: four blocks of
+  // 128, two of 256), so that one block's loads are in flight while
+  // another computes. f32 A's three terms and per-group sums keep one
+  // block an SM.
   if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 512 / w.threads : 1;
   info->shared_bytes =
       tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
@@ -1921,8 +1922,8 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   // chunk loads while its current one computes).
   if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
       !info->persistent) {
-    // Tiled (two blocks an SM): one chunk a warp is enough, its loads
-    // all issued before its first mma.
+    // Tiled (four blocks of 4 warps or two of 8 an SM): one chunk a
+    // warp is enough, its loads all issued before its first mma.
     int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
     int64_t slots =
         num_sms * (info->min_blocks_per_sm > 1 ? info->min_blocks_per_sm : 1);

@@ -173,8 +173,8 @@ typedef struct tj_nvptx_options_t {
   // join code); 0: the grid's own choice.
   int32_t wqgemm_splits;
   // TJ_CUDA_WQGEMM=blocks256: the tile layout's kernel for f16/bf16 A in
-  // blocks of 256 threads, two an SM (before issue 17's wqdecode: 128,
-  // four an SM).
+  // blocks of 256 threads, two an SM, as before issue 17's wqdecode (the
+  // default since: 128 threads, four an SM).
   bool wqgemm_blocks256;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
