@@ -150,6 +150,9 @@ TEST(split_cases_on_256_thread_blocks) {
 }
 
 int main(void) {
+  // Each test's line as it ends, so that a run cut by a timeout shows how
+  // far it came.
+  setvbuf(stdout, NULL, _IOLBF, 0);
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
