@@ -329,6 +329,8 @@ typedef struct tj_nvptx_wqgemm_t {
   // emit_nvptx_wqmma.c: B in the tile layout (tj_nvptx_wq_tile), b_base
   // its start; sb_k and row_bytes unused.
   bool tiled;
+  // emit_nvptx_wqmma.c: threads a block, 256 (0 too) or 128.
+  int32_t threads;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

@@ -1601,9 +1601,16 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.tiled = tc && wo->wqgemm_tiled && !wo->wqgemm_no_split;
   w.tile_n = tc ? 64 : tj_nvptx_wqgemm_tile_n(w.bits);
   w.c_stride = w.tile_n + 4;
+  // Tiled, f16/bf16 A: blocks of 4 warps, four an SM (128 registers a
+  // thread), so that the K splits of N / 64 tiles fill the SMs' slots in
+  // finer steps (11008 x 4096: 172 tiles x 3 splits in one wave of 528
+  // slots, where 8-warp blocks took two of 264); wqgemm_blocks256: the
+  // 8-warp blocks, two an SM.
+  bool split3 = w.dtype == TJ_DTYPE_F32;
+  w.threads = w.tiled && !split3 && !wo->wqgemm_blocks256 ? 128 : 256;
   g->tile_m = 16;
   g->tile_n = w.tile_n;
-  g->threads = 256;
+  g->threads = w.threads;
   g->c_stride = w.c_stride;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = g->threads;
@@ -1619,17 +1626,22 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
     w.max_splits = w.tiled ? kWqMaxSplitsTiled : kWqMaxSplits;
     w.n_tiles = (k->dims[r - 1].value + 63) / 64;
     info->k_splits = w.max_splits;
+    if (w.tiled && wo->wqgemm_splits > 0) {
+      w.max_splits = wo->wqgemm_splits > 1 ? wo->wqgemm_splits : 0;
+      info->k_splits = w.max_splits;
+      info->k_splits_fixed = true;
+    }
   }
   info->wq_tiled = w.tiled;
   info->stages = 1;
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
   // picked 128 and spilled the tensor-core loop's accumulators.
-  bool split3 = w.dtype == TJ_DTYPE_F32;
-  // Tiled: two blocks an SM (128 registers a thread), so that one
-  // block's loads are in flight while the other computes.
-  // f32 A's three terms and per-group sums keep one an SM.
-  if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 2 : 1;
+  // Tiled: 512 threads an SM (128 registers a thread: four blocks of
+  // 128, two of 256), so that one block's loads are in flight while
+  // another computes. f32 A's three terms and per-group sums keep one
+  // block an SM.
+  if (tc) info->min_blocks_per_sm = w.tiled && !split3 ? 512 / w.threads : 1;
   info->shared_bytes =
       tc ? tj_nvptx_wqmma_shared_bytes(&w) : tj_nvptx_wqgemm_shared_bytes(&w);
   info->vector_lanes = epilogue_lanes(k, r);
@@ -1910,12 +1922,12 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   // chunk loads while its current one computes).
   if (info->k_splits > 1 && batch == 1 && m <= tm && num_sms > 0 &&
       !info->persistent) {
-    // Tiled (two blocks an SM): one chunk a warp is enough, its loads
-    // all issued before its first mma.
+    // Tiled (four blocks of 4 warps or two of 8 an SM): one chunk a
+    // warp is enough, its loads all issued before its first mma.
     int64_t chunks = (kk + info->tile_k - 1) / info->tile_k;
     int64_t slots =
         num_sms * (info->min_blocks_per_sm > 1 ? info->min_blocks_per_sm : 1);
-    int64_t per_block = info->wq_tiled ? 8 : 16;
+    int64_t per_block = info->wq_tiled ? info->threads / 32 : 16;
     int64_t best = 1;
     double best_cost = (double)((tiles + slots - 1) / slots);
     for (int64_t s = 2; s <= info->k_splits && s * per_block <= chunks; ++s) {
@@ -1925,6 +1937,8 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
         best_cost = cost;
       }
     }
+    if (info->k_splits_fixed)
+      best = info->k_splits * per_block <= chunks ? info->k_splits : 1;
     out->grid[1] = (uint32_t)best;
   }
   out->grid[2] = (uint32_t)batch;

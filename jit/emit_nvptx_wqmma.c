@@ -4,8 +4,10 @@
 // on mma.sync m16n8k16 (bf16 or f16 operands, f32 accumulators), for a
 // 16-row tile of C whatever M is (rows past M are computed, not stored).
 //
-// Fragments without shared memory. A block of 256 threads owns 16 rows
-// and 64 columns of C; its 8 warps take chunks of K round-robin. Inside a
+// Fragments without shared memory. A block of 256 threads (w->threads:
+// 128 for the tile layout under f16/bf16 A, four blocks an SM) owns 16
+// rows and 64 columns of C; its 8 (4) warps take chunks of K round-robin,
+// and K may be split across blocks too (join_splits). Inside a
 // warp, lane (g = lane / 4, t = lane % 4) reads 8 consecutive columns
 // n0 + 8g .. +7 of k rows 4t .. 4t+3 of each 16-row step (4 words of int4,
 // 8 of int8, straight from the [K, N] layout lib/passes/quant_prepack.c
@@ -45,15 +47,13 @@
 // from global memory two steps ahead of their mma. The warps' partial
 // tiles are then added in warp order through shared memory (so results do
 // not depend on timing) into the staged C tile the GEMM template's
-// epilogue reads.
+// epilogue reads, only the rows inside M (the epilogue stores no other).
 
 #include <stdio.h>
 #include <string.h>
 
 #include "jit/emit_nvptx.h"
 
-#define kThreads 256
-#define kWarps (kThreads / 32)
 #define kTileN 64
 #define kTiles 8  // mma n8 tiles across kTileN
 
@@ -75,6 +75,8 @@ typedef struct wm_t {
   LLVMValueRef g, t;       // i64 lane / 4, lane % 4
   LLVMValueRef wcol;       // i64 the lane's first weight column
   LLVMValueRef arow[2];    // A's rows g and g + 8 (clamped to the tile)
+  LLVMValueRef rows;       // i64 rows of the tile inside M (1 .. 16)
+  int32_t threads, warps;  // the block's (w->threads)
   LLVMValueRef acc, gacc;  // alloca [32 x float]
 } wm_t;
 
@@ -616,6 +618,17 @@ static void emit_steps(wm_t* q, LLVMValueRef k0, bool fast, int32_t steps,
 // the counter back to 0 for the next launch and goes on to the epilogue;
 // the others return. The workspace and counters are the module's, so two
 // launches of one kernel must not overlap (one stream: they do not).
+// The staged tile's items |it0| .. + threads - 1 (rows it0 / 64 ..)
+// hold a row inside M: rows past M are never stored (the epilogue reads
+// rows inside M only), so at decode (M = 1) the sums below touch one row
+// in 16.
+static void begin_live_rows(wm_t* q, tj_emit_if_t* live, int32_t it0) {
+  tj_emit_if_begin(
+      q->em, live,
+      LLVMBuildICmp(q->b, LLVMIntSGT, q->rows, c64(q, it0 / kTileN), ""),
+      "live");
+}
+
 static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   const tj_nvptx_wqgemm_t* w = q->w;
   tj_nvptx_emit_t* nv = q->nv;
@@ -640,7 +653,9 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   // ws[tile][split][item] = staged C (row item / 64, column item % 64).
   LLVMValueRef mine = LLVMBuildAdd(
       b, tile_base, LLVMBuildMul(b, split, c64(q, 16 * kTileN), ""), "");
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += q->threads) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
     LLVMValueRef at =
         LLVMBuildAdd(b,
@@ -651,6 +666,7 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
         b, em->t_f32, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""), "");
     LLVMValueRef dst = gep(q, em->t_f32, ws, LLVMBuildAdd(b, mine, it, ""));
     LLVMSetVolatile(LLVMBuildStore(b, v, dst), 1);
+    tj_emit_if_end(em, &live);
   }
   // The stores visible to the GPU before the count (__threadfence).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
@@ -685,32 +701,52 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   LLVMPositionBuilderAtEnd(b, go);
   // The other blocks' stores before ours are read (the acquire side).
   tj_nvptx_call(nv, "llvm.nvvm.membar.gl", NULL, 0);
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
-    LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, it0), "");
-    LLVMValueRef sum = tj_emit_alloca(em, em->t_f32, "wq_sum");
-    LLVMBuildStore(b, cf(q, 0.0), sum);
-    tj_emit_loop_t sl;
-    LLVMValueRef s =
-        tj_emit_loop_begin(em, &sl, c64(q, 0), splits, c64(q, 1), "split");
-    LLVMValueRef src =
-        gep(q, em->t_f32, ws,
-            LLVMBuildAdd(
-                b,
-                LLVMBuildAdd(b, tile_base,
-                             LLVMBuildMul(b, s, c64(q, 16 * kTileN), ""), ""),
-                it, ""));
-    LLVMValueRef v = LLVMBuildLoad2(b, em->t_f32, src, "");
-    LLVMSetVolatile(v, 1);
-    LLVMBuildStore(
-        b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, em->t_f32, sum, ""), v, ""), sum);
-    tj_emit_loop_end(em, &sl);
-    LLVMValueRef at =
-        LLVMBuildAdd(b,
-                     LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
-                                  c64(q, w->c_stride), ""),
-                     LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
-    LLVMBuildStore(b, LLVMBuildLoad2(b, em->t_f32, sum, ""),
-                   LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+  // The thread's items go in groups of up to 32 loads: every partial of
+  // a group is loaded before its first add (slots past |splits| read the
+  // last split's and are not added), so that the loads are in flight
+  // together, one L2 round trip a group (one at decode: the groups past
+  // the rows inside M are skipped), not one for each split and item. The
+  // sums then go in split order.
+  int32_t items = 16 * kTileN / q->threads;
+  int32_t per_group = w->max_splits >= 32 ? 1 : 32 / w->max_splits;
+  if (per_group > items) per_group = items;
+  LLVMValueRef slast = LLVMBuildSub(b, splits, c64(q, 1), "");
+  for (int32_t i0 = 0; i0 < items; i0 += per_group) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, i0 * q->threads);
+    LLVMValueRef part[32][16];
+    int32_t n = items - i0 < per_group ? items - i0 : per_group;
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      for (int32_t s = 0; s < w->max_splits; ++s) {
+        LLVMValueRef from = min64(q, c64(q, s), slast);
+        LLVMValueRef src =
+            gep(q, em->t_f32, ws,
+                LLVMBuildAdd(
+                    b,
+                    LLVMBuildAdd(b, tile_base,
+                                 LLVMBuildMul(b, from, c64(q, 16 * kTileN), ""),
+                                 ""),
+                    it, ""));
+        part[i][s] = LLVMBuildLoad2(b, em->t_f32, src, "");
+        LLVMSetVolatile(part[i][s], 1);
+      }
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        sum = LLVMBuildSelect(
+            b, LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
+            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
+      LLVMValueRef at =
+          LLVMBuildAdd(b,
+                       LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                    c64(q, w->c_stride), ""),
+                       LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+      LLVMBuildStore(b, sum, LLVMBuildGEP2(b, em->t_f32, w->smem, &at, 1, ""));
+    }
+    tj_emit_if_end(em, &live);
   }
   tj_emit_if_t reset;
   tj_emit_if_begin(em, &reset,
@@ -721,7 +757,8 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
 }
 
 int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w) {
-  return kWarps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
+  int32_t warps = (w->threads ? w->threads : 256) / 32;
+  return warps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
 }
 
 tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
@@ -733,11 +770,16 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   q.em = em;
   q.b = em->b;
   q.w = w;
+  q.threads = w->threads ? w->threads : 256;
+  q.warps = q.threads / 32;
   if ((w->bits != 4 && w->bits != 8) || w->tile_n != kTileN ||
-      w->c_stride % 4 != 0 || w->c_stride < kTileN || w->group % 16 != 0)
-    return tj_internal("wqmma: bits %d, tile_n %d, c_stride %d, group %lld",
-                       (int)w->bits, (int)w->tile_n, (int)w->c_stride,
-                       (long long)w->group);
+      w->c_stride % 4 != 0 || w->c_stride < kTileN || w->group % 16 != 0 ||
+      w->max_splits > 16 ||
+      (w->threads != 0 && w->threads != 128 && w->threads != 256))
+    return tj_internal(
+        "wqmma: bits %d, tile_n %d, c_stride %d, group %lld, splits %d",
+        (int)w->bits, (int)w->tile_n, (int)w->c_stride, (long long)w->group,
+        (int)w->max_splits);
   LLVMContextRef cx = LLVMGetTypeContext(em->t_f32);
   q.split = w->dtype == TJ_DTYPE_F32;
   q.op = w->dtype == TJ_DTYPE_F16 ? em->t_f16 : LLVMBFloatTypeInContext(cx);
@@ -778,6 +820,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   }
   LLVMValueRef rows = min64(&q, LLVMBuildSub(b, w->m, w->m0, ""), c64(&q, 16));
   LLVMValueRef rlast = LLVMBuildSub(b, rows, c64(&q, 1), "");
+  q.rows = rows;
   for (int32_t r = 0; r < 2; ++r) {
     LLVMValueRef m = LLVMBuildAdd(
         b, w->m0, min64(&q, LLVMBuildAdd(b, q.g, c64(&q, 8 * r), ""), rlast),
@@ -855,7 +898,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   tj_emit_if_end(em, &first);
   tj_emit_loop_t loop;
   LLVMValueRef c =
-      tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, kWarps), "chunk");
+      tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, q.warps), "chunk");
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(&q, rows_a_chunk), "k0");
   LLVMValueRef cur[8][4][2];
   for (int32_t s = 0; s < q.steps; ++s)
@@ -865,7 +908,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
         cur[s][i2][d] = LLVMBuildLoad2(
             b, em->t_i32, LLVMBuildGEP2(b, pt, pre, idx, 2, ""), "");
       }
-  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, kWarps), "cn");
+  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, q.warps), "cn");
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
                    "next");
@@ -893,7 +936,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   // (byte by byte where unaligned) hold fewer registers.
   tj_emit_loop_t rest;
   LLVMValueRef cr =
-      tj_emit_loop_begin(em, &rest, c0, hi, c64(&q, kWarps), "rest");
+      tj_emit_loop_begin(em, &rest, c0, hi, c64(&q, q.warps), "rest");
   tj_emit_if_t slow;
   tj_emit_if_begin(em, &slow, LLVMBuildICmp(b, LLVMIntSGE, cr, vend, ""),
                    "slow");
@@ -940,12 +983,14 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   }
   tj_nvptx_barrier(nv);
   // The warps' partials in warp order into the staged C tile.
-  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += kThreads) {
+  for (int32_t it0 = 0; it0 < 16 * kTileN; it0 += q.threads) {
+    tj_emit_if_t live;
+    begin_live_rows(&q, &live, it0);
     LLVMValueRef it = LLVMBuildAdd(b, w->tid, c32(&q, it0), "");
     LLVMValueRef r = LLVMBuildUDiv(b, it, c32(&q, kTileN), "");
     LLVMValueRef cl = LLVMBuildURem(b, it, c32(&q, kTileN), "");
     LLVMValueRef s = cf(&q, 0.0);
-    for (int32_t wp = 0; wp < kWarps; ++wp) {
+    for (int32_t wp = 0; wp < q.warps; ++wp) {
       LLVMValueRef a = LLVMBuildAdd(b, it, c32(&q, wp * 16 * kTileN), "");
       s = LLVMBuildFAdd(
           b, s,
@@ -956,6 +1001,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMValueRef a =
         LLVMBuildAdd(b, LLVMBuildMul(b, r, c32(&q, w->c_stride), ""), cl, "");
     LLVMBuildStore(b, s, LLVMBuildGEP2(b, em->t_f32, w->smem, &a, 1, ""));
+    tj_emit_if_end(em, &live);
   }
   tj_nvptx_barrier(nv);
   if (w->max_splits > 1) {

@@ -94,6 +94,8 @@ typedef struct tj_nvptx_kernel_t {
   // to this many blocks a tile (grid y), where M fits one row tile; 0 or
   // 1: never.
   int32_t k_splits;
+  // ... exactly k_splits where allowed (tj_nvptx_options_t.wqgemm_splits).
+  bool k_splits_fixed;
   // ... and reads its B (the quantized weight) in the tile layout
   // (tj_nvptx_wq_tile), not as the [K, N] bytes of the graph's constant.
   bool wq_tiled;
@@ -170,6 +172,14 @@ typedef struct tj_nvptx_options_t {
   bool wqgemm_fma;
   bool wqgemm_mma;
   bool wqgemm_no_split;
+  // TJ_CUDA_WQGEMM=splitS (S 1, 2, 4 or 8): the tile layout's kernel with
+  // K split in exactly S blocks a tile where the split applies (1: no
+  // join code); 0: the grid's own choice.
+  int32_t wqgemm_splits;
+  // TJ_CUDA_WQGEMM=blocks256: the tile layout's kernel for f16/bf16 A in
+  // blocks of 256 threads, two an SM, as before issue 17's wqdecode (the
+  // default since: 128 threads, four an SM).
+  bool wqgemm_blocks256;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
   // 16-byte load (int4; two for int8). Only a caller that puts the

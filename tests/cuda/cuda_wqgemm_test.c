@@ -5,7 +5,8 @@
 // on the tensor-core kernel (TJ_CUDA_WQGEMM=mma), on the CUDA-core one
 // (=fma), on the tensor-core kernel reading the tile layout (=tiles, the
 // weight, scale and zero point relaid at upload) and on the default (the
-// tile layout for f16/bf16 x, CUDA cores for f32 x, at a symbolic M):
+// tile layout for f16/bf16 x, CUDA cores for f32 x, at a symbolic M),
+// and the split cases at 1, 2 and 8 K splits and on 256-thread blocks:
 // within 1e-6 of sum_k |x| * max
 // |w| of each output (f32 sums in another order), on gelu(. + b); f16/bf16
 // cases a few roundings of their dtype more. Skips (exit 77) without a driver
@@ -18,9 +19,11 @@
 #include "tests/unit/wqgemm_cuda_cases.h"
 
 static tj_context_t* g_ctx;
-static tj_context_t* g_mma_ctx;    // TJ_CUDA_WQGEMM=mma: tensor cores
-static tj_context_t* g_tiled_ctx;  // TJ_CUDA_WQGEMM=tiles: the tile layout
-static tj_context_t* g_fma_ctx;    // TJ_CUDA_WQGEMM=fma: CUDA cores
+static tj_context_t* g_mma_ctx;       // TJ_CUDA_WQGEMM=mma: tensor cores
+static tj_context_t* g_tiled_ctx;     // TJ_CUDA_WQGEMM=tiles: the tile layout
+static tj_context_t* g_fma_ctx;       // TJ_CUDA_WQGEMM=fma: CUDA cores
+static tj_context_t* g_split_ctx[3];  // TJ_CUDA_WQGEMM=split1, 2, 8
+static tj_context_t* g_b256_ctx;      // TJ_CUDA_WQGEMM=blocks256
 
 static void run_case(const wq_case_t* c, tj_context_t* ctx) {
   wq_data_t d;
@@ -126,7 +129,30 @@ TEST(every_case_on_the_default_kernel) {
   for (int i = 0; i < kWqNumCases; ++i) run_case(&kWqCases[i], g_ctx);
 }
 
+// The cases whose K the kernel splits across blocks (N a constant, K of
+// 4000 rows or more), at a fixed count of splits: one (no join), two and
+// eight (the most: each partial loaded before the first add), and on the
+// 256-thread blocks of the tile layout's kernel (the default before
+// wqdecode; the join of its 8 warps and of its splits).
+static bool is_split_case(const wq_case_t* c) {
+  return strstr(c->name, "split") != NULL;
+}
+
+TEST(split_cases_at_one_two_and_eight_splits) {
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < kWqNumCases; ++i)
+      if (is_split_case(&kWqCases[i])) run_case(&kWqCases[i], g_split_ctx[s]);
+}
+
+TEST(split_cases_on_256_thread_blocks) {
+  for (int i = 0; i < kWqNumCases; ++i)
+    if (is_split_case(&kWqCases[i])) run_case(&kWqCases[i], g_b256_ctx);
+}
+
 int main(void) {
+  // Each test's line as it ends, so that a run cut by a timeout shows how
+  // far it came.
+  setvbuf(stdout, NULL, _IOLBF, 0);
   tj_cuda_device_t* device = tj_test_open_device_or_skip();
   tj_cuda_device_destroy(device);
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
@@ -137,12 +163,23 @@ int main(void) {
   if (!st) st = tj_test_context_create(&g_tiled_ctx);
   setenv("TJ_CUDA_WQGEMM", "fma", 1);
   if (!st) st = tj_test_context_create(&g_fma_ctx);
+  const char* splits[3] = {"split1", "split2", "split8"};
+  for (int s = 0; s < 3; ++s) {
+    setenv("TJ_CUDA_WQGEMM", splits[s], 1);
+    if (!st) st = tj_test_context_create(&g_split_ctx[s]);
+  }
+  setenv("TJ_CUDA_WQGEMM", "blocks256", 1);
+  if (!st) st = tj_test_context_create(&g_b256_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
-  RUN_TEST(every_case_against_the_reference);
-  RUN_TEST(every_case_on_the_tile_layout);
-  RUN_TEST(every_case_on_the_cuda_core_kernel);
   RUN_TEST(every_case_on_the_default_kernel);
+  RUN_TEST(split_cases_at_one_two_and_eight_splits);
+  RUN_TEST(split_cases_on_256_thread_blocks);
+  RUN_TEST(every_case_on_the_tile_layout);
+  RUN_TEST(every_case_against_the_reference);
+  RUN_TEST(every_case_on_the_cuda_core_kernel);
+  tj_context_destroy(g_b256_ctx);
+  for (int s = 0; s < 3; ++s) tj_context_destroy(g_split_ctx[s]);
   tj_context_destroy(g_fma_ctx);
   tj_context_destroy(g_tiled_ctx);
   tj_context_destroy(g_mma_ctx);

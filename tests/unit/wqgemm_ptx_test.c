@@ -145,6 +145,12 @@ static void check_case(const wq_case_t* c, tj_nvptx_arch_t arch, bool fma,
               strstr(ptx.ptx, "ld.global.nc.v4.u32") != NULL;
     if (tiled && !v4) fprintf(stderr, "  %s: no 16-byte load\n", c->name);
     if (tiled) CHECK(v4);
+    // Tiled, f16/bf16 A: blocks of 128 threads, four an SM (so at most
+    // 128 registers); f32 A and the [K, N] layout: 256.
+    bool small = tiled && c->adt != TJ_DTYPE_F32;
+    CHECK(strstr(ptx.ptx,
+                 small ? ".maxntid 128, 1, 1" : ".maxntid 256, 1, 1") != NULL);
+    if (small) CHECK(strstr(ptx.ptx, ".minnctapersm 4") != NULL);
   }
   // The CUDA-core kernel: each row tier's unrolled block holds at most 32
   // k-row x tile-row products (8 FMAs each) on the aligned path and one k
