@@ -272,6 +272,156 @@ static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
   return NULL;
 }
 
+// out = acc + bias over a unit's valid pixels [p0, p0 + pn) (of the
+// batch when |join|, else of image n), image by image (a joined unit's
+// pixels may span several); acc [ocn][pn], row stride nc.
+static void store_plain(tj_emit_t* em, int32_t ob, int32_t bb, LLVMValueRef acc,
+                        int64_t nc, LLVMValueRef n, bool join, LLVMValueRef o0,
+                        LLVMValueRef ocn, LLVMValueRef p0, LLVMValueRef pn) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  const int64_t O = k->dims[1].value;
+  int64_t P = 1;
+  for (int32_t d = 2; d < k->rank; ++d) P *= k->dims[d].value;
+  LLVMValueRef gp0 =
+      join ? p0 : LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, P), ""), p0, "");
+  LLVMValueRef gend = LLVMBuildAdd(b, gp0, pn, "");
+  tj_emit_loop_t il;
+  LLVMValueRef img = tj_emit_loop_begin(
+      em, &il, LLVMBuildUDiv(b, gp0, c64(em, P), ""),
+      LLVMBuildUDiv(b, LLVMBuildAdd(b, gend, c64(em, P - 1), ""), c64(em, P),
+                    ""),
+      c64(em, 1), "img");
+  LLVMValueRef ibeg = LLVMBuildMul(b, img, c64(em, P), "");
+  LLVMValueRef sp = LLVMBuildSelect(
+      b, LLVMBuildICmp(b, LLVMIntSGT, gp0, ibeg, ""), gp0, ibeg, "s");
+  LLVMValueRef ep =
+      tj_emit_min_i64(em, gend, LLVMBuildAdd(b, ibeg, c64(em, P), ""));
+  LLVMValueRef len = LLVMBuildSub(b, ep, sp, "len");
+  LLVMValueRef obase = tj_emit_advance(
+      em, (uint32_t)ob, em->base[ob],
+      LLVMBuildAdd(b, LLVMBuildMul(b, img, c64(em, O * P), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""),
+                                LLVMBuildSub(b, sp, ibeg, ""), ""),
+                   ""));
+  LLVMValueRef acc0 = gep(em, em->t_f32, acc, LLVMBuildSub(b, sp, gp0, ""));
+  LLVMValueRef full = LLVMBuildMul(b, LLVMBuildUDiv(b, len, c64(em, w), ""),
+                                   c64(em, w), "full");
+  tj_emit_loop_t orl;
+  LLVMValueRef rr =
+      tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
+  {
+    LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
+    if (bb >= 0) {
+      LLVMValueRef bv =
+          LLVMBuildLoad2(b, em->t_f32,
+                         tj_emit_advance(em, (uint32_t)bb, em->base[bb],
+                                         LLVMBuildAdd(b, o0, rr, "")),
+                         "");
+      set_align(bv, 4);
+      bias = tj_emit_splat(em, bv, w);
+    }
+    LLVMValueRef arow =
+        gep(em, em->t_f32, acc0, LLVMBuildMul(b, rr, c64(em, nc), ""));
+    LLVMValueRef orow = tj_emit_advance(em, (uint32_t)ob, obase,
+                                        LLVMBuildMul(b, rr, c64(em, P), ""));
+    tj_emit_loop_t cl;
+    LLVMValueRef c =
+        tj_emit_loop_begin(em, &cl, c64(em, 0), full, c64(em, w), "oc");
+    {
+      LLVMValueRef v = LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, c), "");
+      set_align(v, 4);
+      v = LLVMBuildFAdd(b, v, bias, "");
+      set_align(LLVMBuildStore(b, v, gep(em, em->t_f32, orow, c)), 4);
+    }
+    tj_emit_loop_end(em, &cl);
+    tj_emit_if_t tail;
+    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, len, ""),
+                     "otail");
+    {
+      LLVMValueRef v =
+          LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, full), "");
+      set_align(v, 4);
+      v = LLVMBuildFAdd(b, v, bias, "");
+      LLVMValueRef mask =
+          tj_emit_lane_mask(em, LLVMBuildSub(b, len, full, ""), w);
+      LLVMTypeRef types[2] = {vf, em->t_ptr};
+      LLVMValueRef args[4] = {v, gep(em, em->t_f32, orow, full), c32(em, 4),
+                              mask};
+      tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+    }
+    tj_emit_if_end(em, &tail);
+  }
+  tj_emit_loop_end(em, &orl);
+  tj_emit_loop_end(em, &il);
+}
+
+// The shifted variant's padded image (tj_kir_conv_schedule_t.shifted):
+// phase (a1, a2) of channel c, row r, column t is x[c][s1 r + a1 - low1]
+// [s2 t + a2 - low2] inside x, else 0, a vector of each phase row at a
+// time (masked loads, span loads for s2 > 1; the lanes outside x and past
+// the row read nothing).
+static void emit_pad_image(tj_emit_t* em, const tj_kir_conv_t* cv,
+                           const tj_kir_conv_schedule_t* s, LLVMValueRef xbase,
+                           LLVMValueRef xpad) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  const int64_t e1 = s->e1, e2 = s->e2, in1 = cv->in[1], in2 = cv->in[2];
+  const int64_t s1 = s->s1, s2 = s->s2;
+  LLVMValueRef iota = tj_emit_iota(em, em->t_i64, w);
+  tj_emit_loop_t rl;
+  LLVMValueRef row = tj_emit_loop_begin(
+      em, &rl, c64(em, 0), c64(em, cv->c * s1 * s2 * e1), c64(em, 1), "prow");
+  // row = ((c s1 + a1) s2 + a2) e1 + r
+  LLVMValueRef r = LLVMBuildURem(b, row, c64(em, e1), "");
+  LLVMValueRef q = LLVMBuildUDiv(b, row, c64(em, e1), "");
+  LLVMValueRef a2 = LLVMBuildURem(b, q, c64(em, s2), "");
+  q = LLVMBuildUDiv(b, q, c64(em, s2), "");
+  LLVMValueRef a1 = LLVMBuildURem(b, q, c64(em, s1), "");
+  LLVMValueRef c = LLVMBuildUDiv(b, q, c64(em, s1), "");
+  LLVMValueRef xr = LLVMBuildSub(
+      b, LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(em, s1), ""), a1, ""),
+      c64(em, cv->low[1]), "xr");
+  LLVMValueRef row_in = LLVMBuildICmp(b, LLVMIntULT, xr, c64(em, in1), "");
+  // x's row xr of channel c: lane j of vector v reads column s2 (v + j) +
+  // a2 - low2.
+  LLVMValueRef xrow =
+      gep(em, em->t_f32, xbase,
+          LLVMBuildAdd(b, LLVMBuildMul(b, c, c64(em, in1 * in2), ""),
+                       LLVMBuildMul(b, xr, c64(em, in2), ""), ""));
+  LLVMValueRef xc0 = LLVMBuildSub(b, a2, c64(em, cv->low[2]), "");
+  LLVMValueRef drow =
+      gep(em, em->t_f32, xpad, LLVMBuildMul(b, row, c64(em, e2), ""));
+  tj_emit_loop_t vl;
+  LLVMValueRef v =
+      tj_emit_loop_begin(em, &vl, c64(em, 0), c64(em, e2), c64(em, w), "pv");
+  LLVMValueRef col = LLVMBuildAdd(b, tj_emit_splat(em, v, w), iota, "");
+  LLVMValueRef in_row =
+      LLVMBuildICmp(b, LLVMIntULT, col, tj_emit_splat(em, c64(em, e2), w), "");
+  LLVMValueRef xoff =
+      LLVMBuildAdd(b, LLVMBuildMul(b, v, c64(em, s2), ""), xc0, "xoff");
+  LLVMValueRef xc = LLVMBuildAdd(
+      b, LLVMBuildMul(b, col, tj_emit_splat(em, c64(em, s2), w), ""),
+      tj_emit_splat(em, xc0, w), "");
+  LLVMValueRef in_x = LLVMBuildAnd(
+      b,
+      LLVMBuildAnd(b,
+                   LLVMBuildICmp(b, LLVMIntULT, xc,
+                                 tj_emit_splat(em, c64(em, in2), w), ""),
+                   in_row, ""),
+      tj_emit_splat(em, row_in, w), "");
+  LLVMValueRef val = span_load(em, xrow, xoff, in_x, s2);
+  LLVMTypeRef lt[2] = {vf, em->t_ptr};
+  LLVMValueRef sargs[4] = {val, gep(em, em->t_f32, drow, v), c32(em, 4),
+                           in_row};
+  tj_emit_intrinsic(em, "llvm.masked.store", lt, 2, sargs, 4);
+  tj_emit_loop_end(em, &vl);
+  tj_emit_loop_end(em, &rl);
+}
+
 tj_status_t tj_emit_conv(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   const tj_kir_conv_t* cv = &k->conv;
@@ -328,12 +478,15 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.
   const bool direct = tj_kir_conv_reads_x_in_place(k);
+  // Stride 1 with wide rows: B read through a table of row offsets into
+  // a zero-padded copy of the image (tj_kir_conv_schedule_t.shifted).
+  const bool shifted = s.shifted;
   // The last pixel block's partial panel (P % nr pixels) takes a tile of
   // only the vectors it needs over the panel's rows: 3x3 @14 (196 pixels)
   // multiplied 4 panels of 64, 60 columns of them padding.
   const int64_t tail_nv = (P % nr + w - 1) / w;
   LLVMValueRef ukt = NULL;
-  if (!direct && tail_nv > 0 && tail_nv < nr / w) {
+  if (!direct && !shifted && tail_nv > 0 && tail_nv < nr / w) {
     char tname[256];
     snprintf(tname, sizeof(tname), "tj_ukernel_%s_conv_t", k->name);
     tj_ukernel_opts_t to = uo;
@@ -355,6 +508,19 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     dopt.name = ename;
     uke = tj_emit_ukernel(em, &dopt);
   }
+  if (shifted) {
+    char dname[256], ename[256];
+    snprintf(dname, sizeof(dname), "tj_ukernel_%s_conv_s", k->name);
+    snprintf(ename, sizeof(ename), "tj_ukernel_%s_conv_se", k->name);
+    tj_ukernel_opts_t dopt = uo;
+    dopt.direct = true;
+    dopt.b_rows = true;
+    dopt.name = dname;
+    ukd = tj_emit_ukernel(em, &dopt);
+    dopt.masked = true;
+    dopt.name = ename;
+    uke = tj_emit_ukernel(em, &dopt);
+  }
 
   // The patches packed once for every channel block
   // (tj_kir_conv_schedule_t.reuse), and the weight prepacked at compile
@@ -368,7 +534,6 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // 512-512 @7: the microkernel's A loads are faster along k.)
   const int64_t opad = (O + s.mr - 1) / s.mr * s.mr;
 
-  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
   LLVMTypeRef vi32 = LLVMVectorType(em->t_i32, (unsigned)w);
   LLVMTypeRef vi64 = LLVMVectorType(em->t_i64, (unsigned)w);
   // Scratch (tj_kir_conv_scratch_bytes sizes it the same way).
@@ -385,8 +550,11 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   LLVMValueRef taps = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   off += align64(kc * 8);
   LLVMValueRef tdel = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  off += align64(kc * 3 * 4);
+  // Shifted: the padded image (s.xpad f32), its image's number at keyp.
+  LLVMValueRef xpad = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
   // No patches held yet (the scratch may hold another run's).
-  if (reuse) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
+  if (reuse || shifted) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
   // Joined (tj_kir_conv_schedule_t.join): the pixel blocks run over the
   // batch's N x P pixels, p0 a pixel of the batch, and there is no image
@@ -394,7 +562,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   const bool join = s.join;
   LLVMValueRef npix =
       join ? LLVMBuildMul(b, tj_emit_ival(em, k->dims[0]), c64(em, P), "np")
-           : c64(em, P);
+           : c64(em, shifted ? s.cols : P);
   LLVMValueRef pblocks = LLVMBuildUDiv(
       b, LLVMBuildAdd(b, npix, c64(em, nc - 1), ""), c64(em, nc), "pblocks");
   const int64_t oblocks = (O + oc - 1) / oc;
@@ -426,6 +594,17 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
+  if (shifted) {
+    // The image's zero-padded copy, unless the thread's last unit made it.
+    LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
+    set_align(held, 8);
+    tj_emit_if_t pi;
+    tj_emit_if_begin(em, &pi, LLVMBuildICmp(b, LLVMIntNE, n, held, ""),
+                     "pad_image");
+    set_align(LLVMBuildStore(b, n, keyp), 8);
+    emit_pad_image(em, cv, &s, xbase, xpad);
+    tj_emit_if_end(em, &pi);
+  }
 
   // With reuse, the unit packs only when the thread's last unit was of
   // another pixel block (or image).
@@ -440,7 +619,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     set_align(LLVMBuildStore(b, key, keyp), 8);
   }
   // The pixels' corner coordinates and offsets in x.
-  if (!direct) {
+  if (!direct && !shifted) {
     tj_emit_loop_t jl;
     LLVMValueRef j =
         tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
@@ -480,7 +659,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // One pass over K packing and multiplying; with reuse, a pass packing
   // every kc block (when the unit packs) and then one multiplying.
   for (int32_t round = 0; round < (reuse ? 2 : 1); ++round) {
-    const bool packing = !direct && round == 0;
+    const bool packing = !direct && !shifted && round == 0;
     const bool multiplying = !reuse || round == 1;
     tj_emit_loop_t kl;
     LLVMValueRef k0 =
@@ -658,7 +837,49 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
         LLVMValueRef first_pass =
             LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
         LLVMValueRef accumulate = LLVMBuildNot(b, first_pass, "");
-        tj_emit_loop_t ml;
+        if (shifted) {
+          // Row kk of the pass (channel ci, tap t) in the padded image.
+          tj_emit_loop_t tl;
+          LLVMValueRef kk =
+              tj_emit_loop_begin(em, &tl, c64(em, 0), kn, c64(em, 1), "skk");
+          LLVMValueRef kx = LLVMBuildAdd(b, k0, kk, "");
+          LLVMValueRef ci = LLVMBuildUDiv(b, kx, c64(em, KS), "ci");
+          LLVMValueRef t = LLVMBuildURem(b, kx, c64(em, KS), "tap");
+          LLVMValueRef t2 = LLVMBuildURem(b, t, c64(em, cv->kernel[2]), "");
+          LLVMValueRef t1 = LLVMBuildUDiv(b, t, c64(em, cv->kernel[2]), "");
+          // The tap's offsets in padded rows and columns: phase (d1 % s1,
+          // d2 % s2), shifted by (d1 / s1, d2 / s2) in it.
+          LLVMValueRef d1 = LLVMBuildMul(b, t1, c64(em, cv->dilation[1]), "");
+          LLVMValueRef d2 = LLVMBuildMul(b, t2, c64(em, cv->dilation[2]), "");
+          LLVMValueRef ph = LLVMBuildAdd(
+              b,
+              LLVMBuildMul(
+                  b,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, ci, c64(em, s.s1), ""),
+                               LLVMBuildURem(b, d1, c64(em, s.s1), ""), ""),
+                  c64(em, s.s2), ""),
+              LLVMBuildURem(b, d2, c64(em, s.s2), ""), "phase");
+          LLVMValueRef ro = LLVMBuildMul(b, ph, c64(em, s.e1 * s.e2), "");
+          ro = LLVMBuildAdd(
+              b, ro,
+              LLVMBuildMul(b, LLVMBuildUDiv(b, d1, c64(em, s.s1), ""),
+                           c64(em, s.e2), ""),
+              "");
+          ro = LLVMBuildAdd(b, ro, LLVMBuildUDiv(b, d2, c64(em, s.s2), ""), "");
+          set_align(LLVMBuildStore(b, ro, gep(em, em->t_i64, taps, kk)), 8);
+          tj_emit_loop_end(em, &tl);
+        }
+        // Shifted, panel by panel, each panel's rows (the padded image's
+        // kn rows of nr columns: 3x3 over 28 channels about 21 KiB) kept in
+        // L1 for every block of mr channels; else channel block by block,
+        // the A sliver kept for every panel.
+        tj_emit_loop_t ml, pl;
+        LLVMValueRef pi = NULL;
+        const bool porder = shifted;
+        if (porder) {
+          pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1),
+                                  "panel");
+        }
         LLVMValueRef ob0 =
             tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
         {
@@ -683,10 +904,31 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
           LLVMValueRef ka = c64(em, 1);
           LLVMValueRef trow =
               gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
-          tj_emit_loop_t pl;
-          LLVMValueRef pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels,
-                                               c64(em, 1), "panel");
-          if (!direct) {
+          if (!porder) {
+            pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1),
+                                    "panel");
+          }
+          if (shifted) {
+            // B: the padded image's rows from the table, columns p0 + pi *
+            // nr on.
+            LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+            LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+            LLVMValueRef bsrc =
+                gep(em, em->t_f32, xpad, LLVMBuildAdd(b, p0, c0, ""));
+            LLVMValueRef args[12] = {
+                arow,        lda,        ka,   bsrc,
+                c64(em, 0),  kn,         mrv,  gep(em, em->t_f32, trow, c0),
+                c64(em, nc), accumulate, cols, taps};
+            tj_emit_if_t fi, ei;
+            LLVMValueRef whole =
+                LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+            tj_emit_if_begin(em, &fi, whole, "sfull");
+            LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 12, "");
+            tj_emit_if_end(em, &fi);
+            tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "sedge");
+            LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 12, "");
+            tj_emit_if_end(em, &ei);
+          } else if (!direct) {
             LLVMValueRef args[11] = {
                 arow,
                 lda,
@@ -739,94 +981,51 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
             LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
             tj_emit_if_end(em, &ei);
           }
-          tj_emit_loop_end(em, &pl);
+          if (!porder) tj_emit_loop_end(em, &pl);
         }
         tj_emit_loop_end(em, &ml);
+        if (porder) tj_emit_loop_end(em, &pl);
       }
     }
     tj_emit_loop_end(em, &kl);
     if (reuse && round == 0) tj_emit_if_end(em, &need_if);
   }
 
-  if (epilogue) {
+  if (shifted) {
+    // Output row i1 is columns [i1 * E2, i1 * E2 + out2) of the block.
+    const int64_t o2 = od[2], e2 = s.e2;
+    LLVMValueRef pend = LLVMBuildAdd(b, p0, pn, "");
+    tj_emit_loop_t ll;
+    LLVMValueRef i1 = tj_emit_loop_begin(
+        em, &ll, LLVMBuildUDiv(b, p0, c64(em, e2), ""),
+        LLVMBuildUDiv(b, LLVMBuildAdd(b, pend, c64(em, e2 - 1), ""),
+                      c64(em, e2), ""),
+        c64(em, 1), "srow");
+    LLVMValueRef cb = LLVMBuildMul(b, i1, c64(em, e2), "");
+    LLVMValueRef cs = LLVMBuildSelect(
+        b, LLVMBuildICmp(b, LLVMIntSGT, p0, cb, ""), p0, cb, "cs");
+    LLVMValueRef ce =
+        tj_emit_min_i64(em, pend, LLVMBuildAdd(b, cb, c64(em, o2), ""));
+    tj_emit_if_t some;
+    tj_emit_if_begin(em, &some, LLVMBuildICmp(b, LLVMIntSLT, cs, ce, ""),
+                     "srow_some");
+    LLVMValueRef q0 = LLVMBuildAdd(b, LLVMBuildMul(b, i1, c64(em, o2), ""),
+                                   LLVMBuildSub(b, cs, cb, ""), "q0");
+    LLVMValueRef qn = LLVMBuildSub(b, ce, cs, "qn");
+    LLVMValueRef accl = gep(em, em->t_f32, acc, LLVMBuildSub(b, cs, p0, ""));
+    if (epilogue) {
+      TJ_RETURN_IF_ERROR(store_epilogue(em, bb, accl, nc, n, o0, ocn, q0, qn));
+    } else {
+      store_plain(em, ob, bb, accl, nc, n, false, o0, ocn, q0, qn);
+    }
+    tj_emit_if_end(em, &some);
+    tj_emit_loop_end(em, &ll);
+  } else if (epilogue) {
     TJ_RETURN_IF_ERROR(
         store_epilogue(em, bb, acc, nc, join ? NULL : n, o0, ocn, p0, pn));
-    tj_emit_loop_end(em, &ul);
-    return NULL;
+  } else {
+    store_plain(em, ob, bb, acc, nc, n, join, o0, ocn, p0, pn);
   }
-  // out = acc + bias over the unit's valid pixels, image by image (a
-  // joined unit's pixels may span several).
-  LLVMValueRef gp0 =
-      join ? p0 : LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, P), ""), p0, "");
-  LLVMValueRef gend = LLVMBuildAdd(b, gp0, pn, "");
-  tj_emit_loop_t il;
-  LLVMValueRef img = tj_emit_loop_begin(
-      em, &il, LLVMBuildUDiv(b, gp0, c64(em, P), ""),
-      LLVMBuildUDiv(b, LLVMBuildAdd(b, gend, c64(em, P - 1), ""), c64(em, P),
-                    ""),
-      c64(em, 1), "img");
-  LLVMValueRef ibeg = LLVMBuildMul(b, img, c64(em, P), "");
-  LLVMValueRef sp = LLVMBuildSelect(
-      b, LLVMBuildICmp(b, LLVMIntSGT, gp0, ibeg, ""), gp0, ibeg, "s");
-  LLVMValueRef ep =
-      tj_emit_min_i64(em, gend, LLVMBuildAdd(b, ibeg, c64(em, P), ""));
-  LLVMValueRef len = LLVMBuildSub(b, ep, sp, "len");
-  LLVMValueRef obase = tj_emit_advance(
-      em, (uint32_t)ob, em->base[ob],
-      LLVMBuildAdd(b, LLVMBuildMul(b, img, c64(em, O * P), ""),
-                   LLVMBuildAdd(b, LLVMBuildMul(b, o0, c64(em, P), ""),
-                                LLVMBuildSub(b, sp, ibeg, ""), ""),
-                   ""));
-  LLVMValueRef acc0 = gep(em, em->t_f32, acc, LLVMBuildSub(b, sp, gp0, ""));
-  LLVMValueRef full = LLVMBuildMul(b, LLVMBuildUDiv(b, len, c64(em, w), ""),
-                                   c64(em, w), "full");
-  tj_emit_loop_t orl;
-  LLVMValueRef rr =
-      tj_emit_loop_begin(em, &orl, c64(em, 0), ocn, c64(em, 1), "orow");
-  {
-    LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
-    if (bb >= 0) {
-      LLVMValueRef bv =
-          LLVMBuildLoad2(b, em->t_f32,
-                         tj_emit_advance(em, (uint32_t)bb, em->base[bb],
-                                         LLVMBuildAdd(b, o0, rr, "")),
-                         "");
-      set_align(bv, 4);
-      bias = tj_emit_splat(em, bv, w);
-    }
-    LLVMValueRef arow =
-        gep(em, em->t_f32, acc0, LLVMBuildMul(b, rr, c64(em, nc), ""));
-    LLVMValueRef orow = tj_emit_advance(em, (uint32_t)ob, obase,
-                                        LLVMBuildMul(b, rr, c64(em, P), ""));
-    tj_emit_loop_t cl;
-    LLVMValueRef c =
-        tj_emit_loop_begin(em, &cl, c64(em, 0), full, c64(em, w), "oc");
-    {
-      LLVMValueRef v = LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, c), "");
-      set_align(v, 4);
-      v = LLVMBuildFAdd(b, v, bias, "");
-      set_align(LLVMBuildStore(b, v, gep(em, em->t_f32, orow, c)), 4);
-    }
-    tj_emit_loop_end(em, &cl);
-    tj_emit_if_t tail;
-    tj_emit_if_begin(em, &tail, LLVMBuildICmp(b, LLVMIntSLT, full, len, ""),
-                     "otail");
-    {
-      LLVMValueRef v =
-          LLVMBuildLoad2(b, vf, gep(em, em->t_f32, arow, full), "");
-      set_align(v, 4);
-      v = LLVMBuildFAdd(b, v, bias, "");
-      LLVMValueRef mask =
-          tj_emit_lane_mask(em, LLVMBuildSub(b, len, full, ""), w);
-      LLVMTypeRef types[2] = {vf, em->t_ptr};
-      LLVMValueRef args[4] = {v, gep(em, em->t_f32, orow, full), c32(em, 4),
-                              mask};
-      tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
-    }
-    tj_emit_if_end(em, &tail);
-  }
-  tj_emit_loop_end(em, &orl);
-  tj_emit_loop_end(em, &il);
   tj_emit_loop_end(em, &ul);
   return NULL;
 }

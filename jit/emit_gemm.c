@@ -307,6 +307,7 @@ typedef struct ukernel_t {
   LLVMValueRef rowp[16], mask[16];
   LLVMValueRef a_next;  // prefetch_a_next: the next sliver's first row
   LLVMValueRef b, ldb, ka;
+  LLVMValueRef rows;                      // b_rows: the i64 row offsets
   LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
   LLVMValueRef bq_bmask[16];              // qfold, int4 pairs: the bytes' masks
   LLVMValueRef a_tail;  // a_inplace: <4 x i1>, the last quad's valid k
@@ -564,7 +565,15 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
   LLVMBuilderRef b = em->b;
   const int32_t w = em->target.lanes, nv = u->o->nr / w;
   const tj_dtype_t adt = u->o->a_dtype, bdt = u->o->b_dtype;
-  LLVMValueRef brow = gep_op(em, bdt, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
+  LLVMValueRef brow;
+  if (u->rows) {
+    LLVMValueRef ro = LLVMBuildLoad2(
+        b, em->t_i64, LLVMBuildGEP2(b, em->t_i64, u->rows, &kk, 1, ""), "row");
+    LLVMSetAlignment(ro, 8);
+    brow = gep_op(em, bdt, u->b, ro);
+  } else {
+    brow = gep_op(em, bdt, u->b, LLVMBuildMul(b, kk, u->ldb, ""));
+  }
   if (u->o->prefetch_next) {
     // The same row of the next strip, into L2 (see ukernel_opts_t).
     LLVMTypeRef pt = em->t_ptr;
@@ -896,8 +905,12 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
                             em->t_i64, em->t_i1,  em->t_i64, em->t_ptr,
                             em->t_ptr, em->t_i64};
   // qfold: a quantized B's scale, zero point and group stride.
-  LLVMTypeRef fty =
-      LLVMFunctionType(em->t_void, params, o->bq_bits ? 14 : 11, 0);
+  // b_rows: the row offsets' table.
+  LLVMTypeRef fty = LLVMFunctionType(em->t_void, params,
+                                     o->bq_bits  ? 14
+                                     : o->b_rows ? 12
+                                                 : 11,
+                                     0);
   LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   add_attrs(em, fn, o->direct && !o->hot);
@@ -921,6 +934,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.b = bp;
   u.ldb = o->direct ? ldb : i64c(em, o->panel_ld ? o->panel_ld : o->nr);
   u.ka = ka;
+  if (o->b_rows) u.rows = LLVMGetParam(fn, 11);
   if (o->bq_bits) {
     u.bq_scale = LLVMGetParam(fn, 11);
     u.bq_zero = LLVMGetParam(fn, 12);

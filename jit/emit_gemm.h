@@ -31,6 +31,11 @@ typedef struct tj_ukernel_opts_t {
   // of about kc x 12 cycles, and the hardware prefetchers, following mr
   // rows lda apart, left its first lines to be read from memory.
   bool prefetch_a_next;
+  // Direct, f32 (x86conv2): B's row k starts at b + rows[k], rows an i64
+  // table (the function's 12th parameter, ptr), not at b + k * ldb (ldb
+  // unused): the shifted conv's rows of a zero-padded image, each tap's
+  // rows its own offset into it (jit/emit_conv.c).
+  bool b_rows;
   // Direct: the operands' dtypes (widened to f32 as they are read). The
   // packed path reads f32 panels and slivers (F32 here).
   tj_dtype_t a_dtype, b_dtype;

@@ -114,6 +114,48 @@ bool tj_kir_conv_reads_x_in_place(const tj_kir_t* k) {
   return true;
 }
 
+// The padded image of a shifted conv may take this much of a thread's
+// scratch (resnet's @56 layer: 64 x 58 x 58 f32, 0.86 MB).
+enum { kShiftedBytes = 4 << 20 };
+
+// Whether |k| takes the shifted variant (tj_kir_conv_schedule_t.shifted),
+// and its padded image's shape.
+static void conv_shifted(const tj_kir_t* k, tj_kir_conv_schedule_t* out) {
+  const tj_kir_conv_t* cv = &k->conv;
+  out->shifted = 0;
+  out->cols = out->e1 = out->e2 = out->xpad = 0;
+  out->s1 = out->s2 = 1;
+  if (k->kind != TJ_KIR_CONV || k->rank < 3 || k->rank > 4 || cv->spatial > 2 ||
+      cv->kernel[0] != 1 || cv->in[0] != 1 || cv->stride[0] != 1 ||
+      cv->kernel[1] * cv->kernel[2] == 1) {
+    return;  // (a 1x1 would copy s1 x s2 phases to read one)
+  }
+  const int64_t s1 = cv->stride[1], s2 = cv->stride[2];
+  if (s1 < 1 || s1 > 4 || s2 < 1 || s2 > 4) return;
+  const int64_t o1 = k->rank == 4 ? k->dims[2].value : 1;
+  const int64_t o2 = k->dims[k->rank - 1].value;
+  // Each phase's rows: the output's plus the window's reach in phase
+  // steps.
+  const int64_t e1 = o1 + (cv->kernel[1] - 1) * cv->dilation[1] / s1;
+  const int64_t e2 = o2 + (cv->kernel[2] - 1) * cv->dilation[2] / s2;
+  // Where it pays (bench/RESULTS.md, x86conv2): the shifted microkernel's
+  // unaligned B loads run ~10% slower than the packed panels, which
+  // packing costs about 1/O of; so O <= 64 (resnet's stem and @56 3x3s,
+  // 5-7% faster; 3x3 128 @28, 256 @14 and 3x3/2 128 @56 ran 5-20%
+  // slower shifted), and at most 1/16 of a row's columns dropped.
+  const int64_t o = k->dims[1].value;
+  if (o > 64 || o1 < 1 || o2 < 14 || (e2 - o2) * 16 > e2) return;
+  const int64_t xpad = cv->c * s1 * s2 * e1 * e2;
+  if (xpad * 4 > kShiftedBytes) return;
+  out->shifted = 1;
+  out->s1 = (int32_t)s1;
+  out->s2 = (int32_t)s2;
+  out->e1 = e1;
+  out->e2 = e2;
+  out->xpad = xpad;
+  out->cols = (o1 - 1) * e2 + o2;
+}
+
 void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
                          tj_kir_conv_schedule_t* out) {
   if (lanes < 1) lanes = 1;
@@ -126,7 +168,10 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   // each), fewer when the image has fewer.
   int64_t pix = 1, o = k->rank >= 2 ? k->dims[1].value : 1;
   for (int32_t d = 2; d < k->rank; ++d) pix *= k->dims[d].value;
-  int64_t panels = (pix + out->nr - 1) / out->nr;
+  conv_shifted(k, out);
+  const int64_t cols = out->shifted ? out->cols : pix;
+  out->cols = cols;
+  int64_t panels = (cols + out->nr - 1) / out->nr;
   if (panels > 4) panels = 4;
   if (panels < 1) panels = 1;
   out->nc = (int32_t)panels * out->nr;
@@ -144,9 +189,10 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   // all passes' panels fit in 2 MiB (an L2 of the Xeons; beyond it the
   // blocks would stream them from L3, no cheaper than packing again). A
   // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
-  out->reuse = !tj_kir_conv_reads_x_in_place(k) && o > oc &&
+  out->reuse = !out->shifted && !tj_kir_conv_reads_x_in_place(k) && o > oc &&
                (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
-  out->join = !tj_kir_conv_reads_x_in_place(k) && pix % out->nr != 0;
+  out->join =
+      !out->shifted && !tj_kir_conv_reads_x_in_place(k) && pix % out->nr != 0;
 }
 
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
@@ -155,7 +201,8 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
          align64_i64((int64_t)s->oc * s->nc * 4) +
          align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
          64 + align64_i64((int64_t)s->kc * 8) +
-         align64_i64((int64_t)s->kc * 3 * 4);
+         align64_i64((int64_t)s->kc * 3 * 4) +
+         (s->shifted ? align64_i64(s->xpad * 4) : 0);
 }
 
 int64_t tj_kir_window_rows(const tj_kir_t* k) {
@@ -272,6 +319,7 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       if (k->rank < 3) return tj_invalid("kernel @%s: conv rank", k->name);
       int64_t pix = 1;
       for (int32_t d = 2; d < k->rank; ++d) pix *= dims[d];
+      if (cs.shifted) pix = cs.cols;
       out->units =
           cs.join ? ceil_div(dims[0] * pix, cs.nc) * ceil_div(dims[1], cs.oc)
                   : dims[0] * ceil_div(dims[1], cs.oc) * ceil_div(pix, cs.nc);

@@ -118,6 +118,28 @@ typedef struct tj_kir_conv_schedule_t {
   // pixels in a panel of 64); joined, only the batch's last one is. A 1x1
   // that reads x in place never joins.
   int32_t join;  // bool
+  // x86conv2 (issue 15): a conv of O <= 64 channels (not 1x1) over one or
+  // two spatial axes, strides 1 to 4, output rows of 14 or more with at
+  // most 1/16 of a padded row dropped, reads its patches in place from a
+  // zero-padded copy of the image (made once per image a thread takes,
+  // after the other parts of the scratch, the image it holds in the key's
+  // place). At stride 1 the copy is C x E1 x E2 f32, E = out + (kernel -
+  // 1) x dilation along each axis; GEMM column n = i1 x E2 + i2 is output
+  // pixel (i1, i2) for i2 < out2 (the other E2 - out2 a row are computed
+  // and dropped), and row k = (c, tap) of B is the copy from c x E1 x E2 +
+  // the tap's offset, so the microkernel loads B through a table of kc row
+  // offsets (tj_ukernel_opts_t.b_rows) and nothing is packed. A stride s1,
+  // s2 of 2 to 4 splits the copy into s1 x s2 phases (phase (a1, a2) row
+  // r, column t: padded row s1 r + a1, column s2 t + a2), E = out +
+  // (kernel - 1) x dilation / s their rows and row length, and tap (t1, t2)
+  // is phase (t1 d1 % s1, t2 d2 % s2) shifted by (t1 d1 / s1, t2 d2 / s2).
+  // |cols| is the GEMM's columns an image (P, or shifted (out1 - 1) x E2 +
+  // out2), the pixel blocks nc of them; never joined nor reused.
+  int32_t shifted;  // bool
+  int32_t s1, s2;   // shifted: the strides (phases) along the two axes
+  int64_t cols;
+  int64_t e1, e2;  // shifted: a phase's rows and row length
+  int64_t xpad;    // shifted: the copy's f32 elements (C x s1 x s2 x E1 x E2)
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
