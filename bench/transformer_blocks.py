@@ -82,12 +82,12 @@ def rope_tables(t, dh):
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-def build(c, dtype, b, t, constants=None):
+def build(c, dtype, b, t, constants=None, context=None):
     """Our block for x [b, t, d] (constant sizes: one compile a shape).
     |constants| (name -> array, as inputs_for gives them): the weights are
     graph constants of |dtype| instead of inputs (bench/quant_accuracy.py
-    quantizes them)."""
-    g = tj.Graph(f"{c.kind}_block")
+    quantizes them). |context|: the tj.Context (None: the default one)."""
+    g = tj.Graph(f"{c.kind}_block", context)
     x = g.input("x", dtype, [b, t, c.d])
     w = {}
     for name, shape in weight_shapes(c):
