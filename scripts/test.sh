@@ -97,7 +97,11 @@ build_targets=("${fuzz_targets[@]/#/tests/fuzz/}")
 # the kernel-level tests (x86_jit_test and the others on open_jits), which
 # still run every tier, and the plain build's leg above runs every tier in
 # every test.
-TJ_TEST_TIERS=host CC=clang-19 CXX=clang++-19 run_suite build-asan \
+# TJ_TEST_SUBSET=sanitizer: likewise, the tests whose variants differ
+# only in an element type on one emitter path keep one of each family
+# (tj_test_sanitizer_subset in tests/unit/test.h).
+TJ_TEST_TIERS=host TJ_TEST_SUBSET=sanitizer CC=clang-19 CXX=clang++-19 \
+  run_suite build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
   -Dc_args="$san_args" -Dcpp_args="$san_args" \
   -- --suite unit --suite lit --suite examples

@@ -252,6 +252,17 @@ static inline int tj_test_tiers(int count) {
   return count > 1 && tiers && strcmp(tiers, "host") == 0 ? 1 : count;
 }
 
+// Whether this run is the sanitizer leg's (TJ_TEST_SUBSET=sanitizer, set
+// by scripts/test.sh there): the slowest tests whose variants rerun the
+// same emitter code with another element type then keep one
+// representative of each family. What the sanitizers watch is our C code,
+// which such a variant reaches again by the same path; the plain build's
+// leg runs every variant. The tests that read it: ktrans_ptx_test.
+static inline bool tj_test_sanitizer_subset(void) {
+  const char* subset = getenv("TJ_TEST_SUBSET");
+  return subset && strcmp(subset, "sanitizer") == 0;
+}
+
 // A context for each x86 tier that tj_test_tiers keeps of three: the
 // host's, AVX2 where the host has AVX-512 (elsewhere it is the host's own)
 // and SSE2, logging off; a tier the host cannot run is left out. Fills
