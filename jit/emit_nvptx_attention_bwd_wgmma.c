@@ -11,9 +11,10 @@
 //     + 63 of the block's; every thread also copies (cp.async);
 //   shared memory: K and V once (128 rows), then per step (head g of the
 //     group, query tile of bq = 64 rows) Q, dY and the tile's lse and
-//     delta, double buffered: step i + 1 copies under the whole of step i;
+//     delta, triple buffered: step i + 1 copies under the whole of step i;
 //   step i (one barrier):
-//     cp.async.wait_group 0, fence.proxy.async, bar.sync;
+//     cp.async.wait_group 0, fence.proxy.async, bar.sync (three buffers:
+//       step i - 1's dV and dK may still run);
 //     S^T = K . Q^T and dP^T = V . dY^T: d / 16 wgmma m64n<bq>k16 each,
 //       both operands in shared memory (Q and dY are K-major Bs, as
 //       stored), two commit groups;
@@ -24,7 +25,8 @@
 //       under dV's wgmmas; dK += dS^T . Q: P^T and dS^T rounded to the
 //       input dtype are wgmma's A fragments from registers (the forward's
 //       P), dY and Q MN-major Bs (trans-b: queries are wgmma's k); bq / 16
-//       wgmma m64n<d>k16 each, waited for before the next step.
+//       wgmma m64n<d>k16 each, waited for by step i + 1's first wait, so
+//       that they run under its barrier and S^T.
 //   dK (times scale) and dV staged in the warp's own rows of K and V, then
 //     16-byte stores.
 // Queries past Tq read zero rows with lse = delta = 0 (ds = 0, dy = 0);
@@ -104,6 +106,13 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
       src, tj_emit_select(em, ok, c32(f, 4), c32(f, 0))};
   intrinsic(f, "llvm.nvvm.cp.async.ca.shared.global.4.s", args, 3);
   tj_emit_if_end(em, &few);
+}
+
+// Whether a step's last wgmmas (dV and dK; dQ) are waited for in the next
+// step, under its barrier and first products, not before it ends
+// (TJ_NVPTX_ATTENTION=wgmma-stepwise: before, as round 1 ran).
+static bool defer_waits(const tj_nvptx_emit_t* nv) {
+  return nv->options.attention_kernel != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
 }
 
 // a * b + c (f32), one fma.rn.
@@ -267,13 +276,17 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   st.q_bytes = bq * d * 2;
   const int32_t kv_bytes = kDkvBN * d * 2;
   const int32_t l_bytes = 2 * bq * 4;  // a step's lse and delta
-  // K, V, then two (Q, dY) pairs, then two (lse, delta) pairs.
+  // K, V, then three (Q, dY) pairs, then three (lse, delta) pairs: step
+  // i's dV and dK are waited for in step i + 1, so step i + 1's copies go
+  // to a third buffer.
   const int32_t sK = 0, sV = kv_bytes, sQ = 2 * kv_bytes;
-  const int32_t sL = sQ + 4 * st.q_bytes;
+  const bool defer = defer_waits(nv);
+  const int32_t nqb = defer ? 3 : 2;
+  const int32_t sL = sQ + 2 * nqb * st.q_bytes;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
   // The slack aligns the tiles to the swizzle's 1024-byte period.
-  info->shared_bytes = sL + 2 * l_bytes + kSwAtom;
+  info->shared_bytes = sL + nqb * l_bytes + kSwAtom;
   info->min_blocks_per_sm = 1;
   info->wgmma = true;
   info->tile_m = kDkvBN;
@@ -349,12 +362,17 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   LLVMValueRef it =
       tj_emit_loop_begin(em, &loop, c64(f, 0), steps, c64(f, 1), "step");
   // Step it's Q, dY, lse and delta have landed for both proxies; every
-  // warpgroup is past step it - 1, whose buffers now take step it + 1.
+  // warpgroup is past step it - 1, so step it - 2's wgmmas are done (each
+  // waits for the step before's in its first wait) and its buffers take
+  // step it + 1.
   wait_groups(f, 0);
   tj_nvptx_fa_asm(f, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(nv);
   LLVMValueRef sel =
-      LLVMBuildTrunc(b, LLVMBuildAnd(b, it, c64(f, 1), ""), em->t_i32, "");
+      LLVMBuildTrunc(b, LLVMBuildURem(b, it, c64(f, nqb), ""), em->t_i32, "");
+  LLVMValueRef sel_n =
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, sel, c32(f, nqb - 1), ""),
+                     c32(f, 0), LLVMBuildAdd(b, sel, c32(f, 1), ""));
   LLVMValueRef qcur = LLVMBuildAdd(
       b, c32(f, sQ), LLVMBuildMul(b, sel, c32(f, 2 * st.q_bytes), ""), "qcur");
   LLVMValueRef ocur = LLVMBuildAdd(b, qcur, c32(f, st.q_bytes), "ocur");
@@ -364,9 +382,12 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, itn, steps, ""),
                    "stepnext");
-  issue_step(&st, itn,
-             LLVMBuildSub(b, c32(f, 2 * sQ + 2 * st.q_bytes), qcur, ""),
-             LLVMBuildSub(b, c32(f, 2 * sL + l_bytes), lcur, ""));
+  issue_step(
+      &st, itn,
+      LLVMBuildAdd(b, c32(f, sQ),
+                   LLVMBuildMul(b, sel_n, c32(f, 2 * st.q_bytes), ""), ""),
+      LLVMBuildAdd(b, c32(f, sL), LLVMBuildMul(b, sel_n, c32(f, l_bytes), ""),
+                   ""));
   tj_emit_if_end(em, &next);
   commit(f);
 
@@ -375,6 +396,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
   issue_nt(f, sf, k_addr, kDkvBN, q_addr, bq);
   issue_nt(f, dpf, v_addr, kDkvBN, o_addr, bq);
+  // S^T, and with it the step before's dV and dK (issued before it).
   tj_nvptx_fa_wgmma_wait(f, 1, sf, bq / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
@@ -459,18 +481,26 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   pack_a(f, dp, bq / 16, dsf);
   load_slots(f, dk_slot, dk, nacc);
   issue_nn(f, dk, dsf, bq / 16, q_addr, bq);
-  tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
-  tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  // Deferred: dV and dK run on under the next step's barrier and S^T,
+  // dP^T; nothing touches their registers before that step's first wait.
+  if (!defer) {
+    tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
+    tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  }
   store_slots(f, dv_slot, dv, nacc);
   store_slots(f, dk_slot, dk, nacc);
   tj_emit_loop_end(em, &loop);
 
+  load_slots(f, dk_slot, dk, nacc);
+  load_slots(f, dv_slot, dv, nacc);
+  if (defer) {
+    tj_nvptx_fa_wgmma_wait(f, 0, dv, nacc);
+    tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  }
   // With no step, K and V's copies may still be in flight; every
   // warpgroup's wgmmas have read K and V before their rows are reused.
   wait_groups(f, 0);
   tj_nvptx_barrier(nv);
-  load_slots(f, dk_slot, dk, nacc);
-  load_slots(f, dv_slot, dv, nacc);
   store_rows(f, dk, k->attention.scale, sK, kDkvBN, wrow, g, t2,
              blk->at.ptr[f->ob], k0, tk, so, 0);
   store_rows(f, dv, 1.0, sV, kDkvBN, wrow, g, t2, blk->at.ptr[f->ob], k0, tk,
@@ -504,15 +534,22 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
           : 64;
   const int32_t q_bytes = kDqBM * d * 2, kv_bytes = bn * d * 2;
   // Q, dY, then K_0, K_1, V_0, V_1.
+  // Q, dY, three K buffers (step j's dQ, which reads K_j, is waited for in
+  // step j + 1, whose copies go to a third buffer; stepwise: two), two V.
+  // Two blocks an SM (d 64, 64 keys a step) wait in the step: in 128
+  // registers dQ in flight beside S and dP serialized the wgmmas (C7512).
+  const bool two_blocks = d == 64 && bn == 64;
+  const bool defer = defer_waits(nv) && !two_blocks;
+  const int32_t nkb = defer ? 3 : 2;
   const int32_t sQ = 0, sO = q_bytes, sK = 2 * q_bytes,
-                sV = 2 * q_bytes + 2 * kv_bytes;
+                sV = 2 * q_bytes + nkb * kv_bytes;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
-  info->shared_bytes = 2 * q_bytes + 4 * kv_bytes + kSwAtom;
+  info->shared_bytes = sV + 2 * kv_bytes + kSwAtom;
   // At d 64 two blocks an SM (64 KiB each; ptxas: 128 registers, 0-4
   // bytes spilled), so that one's exponentials run under the other's
   // wgmmas, as the forward's blocks do; at d 128 one (223-243 registers).
-  info->min_blocks_per_sm = d == 64 && bn == 64 ? 2 : 1;
+  info->min_blocks_per_sm = two_blocks ? 2 : 1;
   info->wgmma = true;
   info->tile_m = kDqBM;
   info->tile_n = bn;
@@ -607,15 +644,23 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef odd = LLVMBuildMul(
       b, LLVMBuildTrunc(b, LLVMBuildAnd(b, jt, c64(f, 1), ""), em->t_i32, ""),
       c32(f, kv_bytes), "");
-  LLVMValueRef kcur = LLVMBuildAdd(b, c32(f, sK), odd, "kcur");
+  LLVMValueRef ksel =
+      LLVMBuildTrunc(b, LLVMBuildURem(b, jt, c64(f, nkb), ""), em->t_i32, "");
+  LLVMValueRef ksel_n =
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, ksel, c32(f, nkb - 1), ""),
+                     c32(f, 0), LLVMBuildAdd(b, ksel, c32(f, 1), ""));
+  LLVMValueRef kcur = LLVMBuildAdd(
+      b, c32(f, sK), LLVMBuildMul(b, ksel, c32(f, kv_bytes), ""), "kcur");
   LLVMValueRef vcur = LLVMBuildAdd(b, c32(f, sV), odd, "vcur");
   LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "kvnext");
   LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, bn), "");
-  tj_nvptx_fa_load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
-                        LLVMBuildSub(b, c32(f, 2 * sK + kv_bytes), kcur, ""));
+  tj_nvptx_fa_load_rows(
+      f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
+      LLVMBuildAdd(b, c32(f, sK), LLVMBuildMul(b, ksel_n, c32(f, kv_bytes), ""),
+                   ""));
   tj_nvptx_fa_load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, jn0, tk,
                         LLVMBuildSub(b, c32(f, 2 * sV + kv_bytes), vcur, ""));
   tj_emit_if_end(em, &next);
@@ -684,9 +729,13 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef dq[64];
   load_slots(f, dq_slot, dq, nacc);
   issue_nn(f, dq, dsf, bn / 16, k_addr, bn);
-  tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
+  // Deferred: dQ runs on under the next step's barrier and S, dP; its
+  // registers are untouched before that step's first wait.
+  if (!defer) tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
   store_slots(f, dq_slot, dq, nacc);
   tj_emit_loop_end(em, &loop);
+  load_slots(f, dq_slot, dq, nacc);
+  if (defer) tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
 
   // With no key tile, Q's copies may still be in flight; every
   // warpgroup's wgmmas have read Q before its rows are reused.

@@ -125,6 +125,10 @@ typedef enum tj_nvptx_attention_kernel_t {
   // The same with 128-key tiles at head dim 128 too, one block an SM
   // there (the other has two): for comparing the two.
   TJ_NVPTX_ATTENTION_WGMMA_WIDE = 3,
+  // WGMMA, with the backward's last wgmmas of a step (dV and dK; dQ)
+  // waited for in the step, not under the next one's first products
+  // (fa3bwd, for A/B runs).
+  TJ_NVPTX_ATTENTION_WGMMA_STEPWISE = 4,
 } tj_nvptx_attention_kernel_t;
 
 // The TF32 conv's main loop (tj_nvptx_options_t.conv_kernel;
