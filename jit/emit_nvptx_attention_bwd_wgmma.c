@@ -391,6 +391,24 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   tj_emit_if_end(em, &next);
   commit(f);
 
+  // Causal: a warpgroup whose first key comes after the step's last query
+  // (the second one on the block's first step of each head: queries k0 ..
+  // k0 + 63) has p = 0 and ds = 0 in every place, adds nothing and skips
+  // the step, leaving the tensor cores to the other (a uniform branch).
+  // At d 64 only: at 128 the branch spilled 96-108 bytes (ptxas).
+  LLVMValueRef q0 = step_q0(&st, it);
+  const bool skips = causal && d == 64;
+  tj_emit_if_t live;
+  LLVMValueRef is_live = NULL;
+  if (skips) {
+    LLVMValueRef wkey0 = LLVMBuildAdd(
+        b, k0,
+        LLVMBuildZExt(b, LLVMBuildShl(b, wg, c32(f, 6), ""), em->t_i64, ""),
+        "wkey0");
+    is_live = LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, q0, c64(f, bq), ""),
+                            wkey0, "live");
+    tj_emit_if_begin(em, &live, is_live, "live");
+  }
   LLVMValueRef q_addr = LLVMBuildAdd(b, tiles_addr, qcur, "q_addr");
   LLVMValueRef o_addr = LLVMBuildAdd(b, tiles_addr, ocur, "o_addr");
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
@@ -418,7 +436,6 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
       s[n][e] = fma3(f, s[n][e], cf(f, c2), l2);
     }
   }
-  LLVMValueRef q0 = step_q0(&st, it);
   if (causal) {
     // Column (query q0 + col) kept where col >= key - q0; only steps whose
     // queries start before the block's last key need it (a uniform
@@ -489,6 +506,22 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   }
   store_slots(f, dv_slot, dv, nacc);
   store_slots(f, dk_slot, dk, nacc);
+  if (skips) {
+    tj_emit_if_end(em, &live);
+    // A skipped step still waits for the step before's dV and dK, whose
+    // buffers step it + 2's copies take at the next barrier.
+    if (defer) {
+      tj_emit_if_t skip;
+      tj_emit_if_begin(em, &skip, LLVMBuildNot(b, is_live, ""), "skip");
+      load_slots(f, dv_slot, dv, nacc);
+      load_slots(f, dk_slot, dk, nacc);
+      tj_nvptx_fa_wgmma_wait(f, 0, dv, nacc);
+      tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+      store_slots(f, dv_slot, dv, nacc);
+      store_slots(f, dk_slot, dk, nacc);
+      tj_emit_if_end(em, &skip);
+    }
+  }
   tj_emit_loop_end(em, &loop);
 
   load_slots(f, dk_slot, dk, nacc);
