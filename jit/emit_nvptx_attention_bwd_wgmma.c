@@ -115,6 +115,26 @@ static bool defer_waits(const tj_nvptx_emit_t* nv) {
   return nv->options.attention_kernel != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
 }
 
+// TJ_NVPTX_ATTENTION=wgmma-pingpong: the second warpgroup issues a step's
+// first products (S^T and dP^T; S and dP) after the first has issued its
+// own (named barrier 1: the first arrives, the second waits), so that the
+// tensor cores take them in that order and the two warpgroups'
+// exponentials run one after the other, each under products, rather than
+// both at once under the first products alone.
+static bool pingpong(const tj_nvptx_emit_t* nv) {
+  return nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_PINGPONG;
+}
+
+// The first warpgroup (|first|: wg == 0) arrives at named barrier 1 of
+// kWgThreads threads, the second waits there (a uniform branch each).
+static void order_warpgroups(fa_t* f, LLVMValueRef first, bool arrive) {
+  tj_emit_if_t br;
+  tj_emit_if_begin(f->em, &br, arrive ? first : LLVMBuildNot(f->b, first, ""),
+                   arrive ? "wg_arrive" : "wg_wait");
+  tj_nvptx_fa_asm(f, arrive ? "bar.arrive 1, 256;" : "bar.sync 1, 256;");
+  tj_emit_if_end(f->em, &br);
+}
+
 // a * b + c (f32), one fma.rn.
 static LLVMValueRef fma3(fa_t* f, LLVMValueRef a, LLVMValueRef b,
                          LLVMValueRef c) {
@@ -397,6 +417,10 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   // the step, leaving the tensor cores to the other (a uniform branch).
   // At d 64 only: at 128 the branch spilled 96-108 bytes (ptxas).
   LLVMValueRef q0 = step_q0(&st, it);
+  const bool pp = pingpong(nv);
+  LLVMValueRef wg_first =
+      pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
+  if (pp) order_warpgroups(f, wg_first, false);
   const bool skips = causal && d == 64;
   tj_emit_if_t live;
   LLVMValueRef is_live = NULL;
@@ -414,6 +438,9 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
   issue_nt(f, sf, k_addr, kDkvBN, q_addr, bq);
   issue_nt(f, dpf, v_addr, kDkvBN, o_addr, bq);
+  // The first warpgroup is never skipped (its keys start at the block's
+  // first, no later than any step's first query), so it always arrives.
+  if (pp) order_warpgroups(f, wg_first, true);
   // S^T, and with it the step before's dV and dK (issued before it).
   tj_nvptx_fa_wgmma_wait(f, 1, sf, bq / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
@@ -702,8 +729,13 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
   LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
+  const bool pp = pingpong(nv);
+  LLVMValueRef wg_first =
+      pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
+  if (pp) order_warpgroups(f, wg_first, false);
   issue_nt(f, sf, q_addr, kDqBM, k_addr, bn);
   issue_nt(f, dpf, o_addr, kDqBM, v_addr, bn);
+  if (pp) order_warpgroups(f, wg_first, true);
   tj_nvptx_fa_wgmma_wait(f, 1, sf, bn / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;

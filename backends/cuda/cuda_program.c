@@ -84,7 +84,8 @@ tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
 
 static _Atomic(bool) g_warned_attention;
 
-// TJ_NVPTX_ATTENTION: "mma", "wgmma", "wgmma-wide" or "wgmma-stepwise"
+// TJ_NVPTX_ATTENTION: "mma", "wgmma", "wgmma-wide", "wgmma-stepwise" or
+// "wgmma-pingpong"
 // force the attention kernels; unset or "" leave the default; anything
 // else warns once and leaves it too.
 static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
@@ -95,9 +96,11 @@ static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
   if (strcmp(v, "wgmma-wide") == 0) return TJ_NVPTX_ATTENTION_WGMMA_WIDE;
   if (strcmp(v, "wgmma-stepwise") == 0)
     return TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
+  if (strcmp(v, "wgmma-pingpong") == 0)
+    return TJ_NVPTX_ATTENTION_WGMMA_PINGPONG;
   tj_warn_once(context, &g_warned_attention,
                "TJ_NVPTX_ATTENTION: \"%.32s\" is none of mma, wgmma, "
-               "wgmma-wide and wgmma-stepwise and is ignored",
+               "wgmma-wide, wgmma-stepwise and wgmma-pingpong and is ignored",
                v);
   return TJ_NVPTX_ATTENTION_AUTO;
 }
