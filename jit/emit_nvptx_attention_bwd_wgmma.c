@@ -115,14 +115,18 @@ static bool defer_waits(const tj_nvptx_emit_t* nv) {
   return nv->options.attention_kernel != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
 }
 
-// TJ_NVPTX_ATTENTION=wgmma-pingpong: the second warpgroup issues a step's
-// first products (S^T and dP^T; S and dP) after the first has issued its
-// own (named barrier 1: the first arrives, the second waits), so that the
-// tensor cores take them in that order and the two warpgroups'
-// exponentials run one after the other, each under products, rather than
-// both at once under the first products alone.
-static bool pingpong(const tj_nvptx_emit_t* nv) {
-  return nv->options.attention_kernel == TJ_NVPTX_ATTENTION_WGMMA_PINGPONG;
+// Taking turns: the second warpgroup issues a step's first products (S^T and
+// dP^T; S and dP) after the first has issued its own (named barrier 1: the
+// first arrives, the second waits), so that the tensor cores take them in that
+// order and the two warpgroups' exponentials run one after the other, each
+// under products, rather than both at once under the first products alone. dq
+// takes turns by default (round 1 on the H200: dq 0.741 -> 0.678 ms at d 128,
+// 0.748 -> 0.731 at 64, T 2048), dkv only with wgmma-pingpong (its d 64 and
+// causal steps ran 7-29% slower); wgmma-stepwise neither.
+static bool pingpong(const tj_nvptx_emit_t* nv, bool dq) {
+  const tj_nvptx_attention_kernel_t v = nv->options.attention_kernel;
+  if (v == TJ_NVPTX_ATTENTION_WGMMA_PINGPONG) return true;
+  return dq && v != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
 }
 
 // The first warpgroup (|first|: wg == 0) arrives at named barrier 1 of
@@ -417,7 +421,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   // the step, leaving the tensor cores to the other (a uniform branch).
   // At d 64 only: at 128 the branch spilled 96-108 bytes (ptxas).
   LLVMValueRef q0 = step_q0(&st, it);
-  const bool pp = pingpong(nv);
+  const bool pp = pingpong(nv, false);
   LLVMValueRef wg_first =
       pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
   if (pp) order_warpgroups(f, wg_first, false);
@@ -729,7 +733,7 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
   LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
-  const bool pp = pingpong(nv);
+  const bool pp = pingpong(nv, true);
   LLVMValueRef wg_first =
       pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
   if (pp) order_warpgroups(f, wg_first, false);
