@@ -11,7 +11,8 @@
 //     + 63 of the block's; every thread also copies (cp.async);
 //   shared memory: K and V once (128 rows), then per step (head g of the
 //     group, query tile of bq = 64 rows) Q, dY and the tile's lse and
-//     delta, triple buffered: step i + 1 copies under the whole of step i;
+//     delta, triple buffered: step i + 1 copies under the whole of step i
+//     (wgmma-stepwise: double buffered);
 //   step i (one barrier):
 //     cp.async.wait_group 0, fence.proxy.async, bar.sync (three buffers:
 //       step i - 1's dV and dK may still run);
@@ -26,7 +27,12 @@
 //       input dtype are wgmma's A fragments from registers (the forward's
 //       P), dY and Q MN-major Bs (trans-b: queries are wgmma's k); bq / 16
 //       wgmma m64n<d>k16 each, waited for by step i + 1's first wait, so
-//       that they run under its barrier and S^T.
+//       that they run under its barrier and S^T (fa3bwd2; wgmma-stepwise:
+//       before step i ends);
+//     causal at d 64: a warpgroup whose keys all come after the step's
+//       queries skips it (fa3bwd2);
+//     wgmma-pingpong: the second warpgroup issues S^T and dP^T after the
+//       first has issued its own (see pingpong(); off by default here).
 //   dK (times scale) and dV staged in the warp's own rows of K and V, then
 //     16-byte stores.
 // Queries past Tq read zero rows with lse = delta = 0 (ds = 0, dy = 0);
@@ -110,7 +116,8 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
 
 // Whether a step's last wgmmas (dV and dK; dQ) are waited for in the next
 // step, under its barrier and first products, not before it ends
-// (TJ_NVPTX_ATTENTION=wgmma-stepwise: before, as round 1 ran).
+// (TJ_NVPTX_ATTENTION=wgmma-stepwise: before, as session 18's first
+// kernels did).
 static bool defer_waits(const tj_nvptx_emit_t* nv) {
   return nv->options.attention_kernel != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
 }
@@ -573,14 +580,17 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
 }
 
 // attention_dq on wgmma: the forward's block (kWgBM = 128 query rows over
-// two warpgroups, tj_nvptx_fa_block) and double-buffered K/V tiles of
-// bn keys; Q and dY once; per step j:
+// two warpgroups, tj_nvptx_fa_block) and K/V tiles of bn keys (V double
+// buffered, K triple where dQ's wait is deferred); Q and dY once; per
+// step j (the second warpgroup issuing S and dP after the first,
+// pingpong(), unless wgmma-stepwise):
 //   S = Q . K_j^T and dP = dY . V_j^T (wgmma m64n<bn>k16 from shared
 //   memory, K and V K-major Bs), two groups; wait for S: P = 2^(s scale
 //   log2 e - lse log2 e) (lse by row, in registers), masks on tiles that
 //   reach past Tk or the block's first diagonal; wait for dP: dS = P (dP -
 //   delta); dQ += dS . K_j (dS the A fragment from registers, K an MN-major
-//   B: keys are wgmma's k); waited for before the next step.
+//   B: keys are wgmma's k); waited for by step j + 1's first wait at one
+//   block an SM (d 128; fa3bwd2), before the next step at two (d 64).
 // dQ times scale is staged in the warp's own rows of Q.
 #define kDqBM 128
 
