@@ -182,6 +182,37 @@ void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                     c64(f, keys_per_tile), "ntiles");
 }
 
+void tj_nvptx_fa_dkv_setup(fa_t* f, int64_t keys_per_block,
+                           tj_nvptx_fa_dkv_t* out) {
+  tj_emit_t* em = f->em;
+  LLVMBuilderRef b = f->b;
+  const int32_t r = f->k->rank;
+  memset(out, 0, sizeof(*out));
+  out->tq = em->dim[r - 2];
+  out->tk = em->dim[r - 1];
+  out->group = em->dim[r - 3];
+  LLVMValueRef outer = c64(f, 1);
+  for (int32_t i = 0; i + 3 < r; ++i)
+    outer = LLVMBuildMul(b, outer, em->dim[i], "");
+  LLVMValueRef pid = tj_nvptx_sreg64(f->nv, "ctaid.x");
+  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
+  out->kt = LLVMBuildUDiv(b, pid, outer, "kt");
+  out->k0 = LLVMBuildMul(b, out->kt, c64(f, keys_per_block), "k0");
+  out->at.lanes = 1;
+  tj_emit_decompose(em, head, r - 3, &out->at);
+  out->sk = tj_emit_stride(em, f->kb, r - 1);
+  out->sv = tj_emit_stride(em, f->vb, r - 1);
+  out->so = tj_emit_stride(em, f->ob, r - 1);
+  out->sqg = tj_emit_stride(em, f->qb, r - 3);
+  out->sdog = tj_emit_stride(em, f->dob, r - 3);
+  out->slg = tj_emit_stride(em, f->lseb, r - 3);
+  out->sdlg = tj_emit_stride(em, f->deltab, r - 3);
+  out->sq = tj_emit_stride(em, f->qb, r - 2);
+  out->sdo = tj_emit_stride(em, f->dob, r - 2);
+  out->sl = tj_emit_stride(em, f->lseb, r - 2);
+  out->sdl = tj_emit_stride(em, f->deltab, r - 2);
+}
+
 tj_status_t tj_nvptx_fa_store_lse(fa_t* f, uint32_t buf, LLVMValueRef obase,
                                   LLVMValueRef so, LLVMValueRef* row_i,
                                   LLVMValueRef tq, LLVMValueRef* m_slot,

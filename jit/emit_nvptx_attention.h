@@ -205,6 +205,22 @@ typedef struct tj_nvptx_fa_block_t {
 void tj_nvptx_fa_block(fa_t* f, int64_t rows_per_block, int64_t keys_per_tile,
                        tj_nvptx_fa_block_t* out);
 
+// attention_dkv's block (both backward kernels, fa3bwd2): one block per
+// (|keys_per_block| keys, kv head), the first keys (causal's longest
+// blocks, which every later query sees) first; its place, and the strides
+// of what it reads once (K, V), writes ([dk | dv]) and copies a step (Q,
+// dY, lse, delta of head g of the group).
+typedef struct tj_nvptx_fa_dkv_t {
+  tj_emit_point_t at;                 // every buffer's pointer at the head
+  LLVMValueRef tq, tk, group;         // i64: Tq, Tk, G
+  LLVMValueRef kt, k0;                // i64: the block's key tile, first key
+  LLVMValueRef sk, sv, so;            // along Tk: k, v, [dk | dv]
+  LLVMValueRef sq, sdo, sl, sdl;      // along Tq: q, dY, lse, delta
+  LLVMValueRef sqg, sdog, slg, sdlg;  // along G: the same
+} tj_nvptx_fa_dkv_t;
+void tj_nvptx_fa_dkv_setup(fa_t* f, int64_t keys_per_block,
+                           tj_nvptx_fa_dkv_t* out);
+
 // attention_lse's epilogue, and the forward's with_lse: into buffer
 // |buf| (at |obase|, |so| elements a row), lse = (m + log2 l) ln 2 per
 // row (the scores were scaled into base 2), -inf where no key was seen

@@ -430,11 +430,8 @@ static tj_status_t emit_dq(fa_t* f) {
 
 // attention_dkv's per-block values for the copies of a step.
 typedef struct dkv_t {
-  tj_emit_point_t at;
+  tj_nvptx_fa_dkv_t blk;
   LLVMValueRef qt0, nq;  // first query tile, tiles per head
-  LLVMValueRef tq;
-  LLVMValueRef sq, sdo, sl, sdl;      // strides along Tq
-  LLVMValueRef sqg, sdog, slg, sdlg;  // strides along G
 } dkv_t;
 
 // The first query row of step |it| (i64): tile qt0 + it % nq.
@@ -457,28 +454,28 @@ static void issue_step(fa_t* f, const dkv_t* s, LLVMValueRef it,
   LLVMValueRef gg = LLVMBuildUDiv(b, it, s->nq, "g");
   LLVMValueRef q0 = step_q0(f, s, it);
   load_tile_at(f, f->qb,
-               tj_emit_advance(em, f->qb, s->at.ptr[f->qb],
-                               LLVMBuildMul(b, gg, s->sqg, "")),
-               s->sq, q0, s->tq, qdst);
+               tj_emit_advance(em, f->qb, s->blk.at.ptr[f->qb],
+                               LLVMBuildMul(b, gg, s->blk.sqg, "")),
+               s->blk.sq, q0, s->blk.tq, qdst);
   load_tile_at(f, f->dob,
-               tj_emit_advance(em, f->dob, s->at.ptr[f->dob],
-                               LLVMBuildMul(b, gg, s->sdog, "")),
-               s->sdo, q0, s->tq,
+               tj_emit_advance(em, f->dob, s->blk.at.ptr[f->dob],
+                               LLVMBuildMul(b, gg, s->blk.sdog, "")),
+               s->blk.sdo, q0, s->blk.tq,
                LLVMBuildAdd(b, qdst, c32(f, f->tile_bytes), ""));
   LLVMValueRef ltid = LLVMBuildZExt(b, f->tid, em->t_i64, "");
   LLVMValueRef row =
       LLVMBuildAdd(b, q0, LLVMBuildAnd(b, ltid, c64(f, 63), ""), "");
-  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, row, s->tq, "");
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, row, s->blk.tq, "");
   LLVMValueRef rc = tj_emit_select(em, ok, row, c64(f, 0));
   LLVMValueRef is_lse = LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, 64), "");
   LLVMValueRef lp =
-      tj_emit_advance(em, f->lseb, s->at.ptr[f->lseb],
-                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->slg, ""),
-                                   LLVMBuildMul(b, rc, s->sl, ""), ""));
+      tj_emit_advance(em, f->lseb, s->blk.at.ptr[f->lseb],
+                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->blk.slg, ""),
+                                   LLVMBuildMul(b, rc, s->blk.sl, ""), ""));
   LLVMValueRef dp =
-      tj_emit_advance(em, f->deltab, s->at.ptr[f->deltab],
-                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->sdlg, ""),
-                                   LLVMBuildMul(b, rc, s->sdl, ""), ""));
+      tj_emit_advance(em, f->deltab, s->blk.at.ptr[f->deltab],
+                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->blk.sdlg, ""),
+                                   LLVMBuildMul(b, rc, s->blk.sdl, ""), ""));
   LLVMValueRef src = LLVMBuildAddrSpaceCast(
       b, LLVMBuildSelect(b, is_lse, lp, dp, ""), f->nv->t_ptr_global, "");
   LLVMValueRef args[3] = {
@@ -493,7 +490,7 @@ static tj_status_t emit_dkv(fa_t* f) {
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
   const tj_kir_t* k = f->k;
-  const int32_t r = k->rank, d = f->d, nd = d / 8, T = f->tile_bytes;
+  const int32_t d = f->d, nd = d / 8, T = f->tile_bytes;
   const bool causal = k->attention.causal;
   // K, V, two (Q, dY) pairs, two (lse, delta) pairs of 64 floats each.
   const int32_t sK = 0, sV = T, sL = 6 * T;
@@ -502,42 +499,21 @@ static tj_status_t emit_dkv(fa_t* f) {
   lane_geometry(f, &L);
   dkv_t st;
   memset(&st, 0, sizeof(st));
-  LLVMValueRef tq = em->dim[r - 2], tk = em->dim[r - 1];
-  st.tq = tq;
-  LLVMValueRef group = em->dim[r - 3];
-
-  LLVMValueRef outer = c64(f, 1);
-  for (int32_t i = 0; i + 3 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  // Causal's longest blocks (the first keys, which every later query
-  // sees) first.
-  LLVMValueRef kt = LLVMBuildUDiv(b, pid, outer, "kt");
-  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(f, kBN), "k0");
-  st.at.lanes = 1;
-  tj_emit_decompose(em, head, r - 3, &st.at);
-  LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
-  LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
-  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 1);
-  st.sqg = tj_emit_stride(em, f->qb, r - 3);
-  st.sdog = tj_emit_stride(em, f->dob, r - 3);
-  st.slg = tj_emit_stride(em, f->lseb, r - 3);
-  st.sdlg = tj_emit_stride(em, f->deltab, r - 3);
-  st.sq = tj_emit_stride(em, f->qb, r - 2);
-  st.sdo = tj_emit_stride(em, f->dob, r - 2);
-  st.sl = tj_emit_stride(em, f->lseb, r - 2);
-  st.sdl = tj_emit_stride(em, f->deltab, r - 2);
+  tj_nvptx_fa_dkv_setup(f, kBN, &st.blk);
+  const tj_nvptx_fa_dkv_t* blk = &st.blk;
+  LLVMValueRef tq = blk->tq, tk = blk->tk, group = blk->group;
+  LLVMValueRef kt = blk->kt, k0 = blk->k0;
+  LLVMValueRef sk = blk->sk, sv = blk->sv, so = blk->so;
 
   LLVMValueRef krows = LLVMBuildSub(b, tk, k0, "");
-  load_tile(
-      f, f->kb,
-      tj_emit_advance(em, f->kb, st.at.ptr[f->kb], LLVMBuildMul(b, k0, sk, "")),
-      sk, c64(f, 0), krows, sK);
-  load_tile(
-      f, f->vb,
-      tj_emit_advance(em, f->vb, st.at.ptr[f->vb], LLVMBuildMul(b, k0, sv, "")),
-      sv, c64(f, 0), krows, sV);
+  load_tile(f, f->kb,
+            tj_emit_advance(em, f->kb, blk->at.ptr[f->kb],
+                            LLVMBuildMul(b, k0, sk, "")),
+            sk, c64(f, 0), krows, sK);
+  load_tile(f, f->vb,
+            tj_emit_advance(em, f->vb, blk->at.ptr[f->vb],
+                            LLVMBuildMul(b, k0, sv, "")),
+            sv, c64(f, 0), krows, sV);
   commit(f);
 
   // Steps: (g, query tile) for g < G, query tiles from qt0 (causal: the
@@ -673,9 +649,9 @@ static tj_status_t emit_dkv(fa_t* f) {
 
   acc_load(f, dk_slot, nd, dk);
   acc_load(f, dv_slot, nd, dv);
-  store_rows(f, &L, dk, k->attention.scale, sK, st.at.ptr[f->ob], k0, tk, so,
+  store_rows(f, &L, dk, k->attention.scale, sK, blk->at.ptr[f->ob], k0, tk, so,
              0);
-  store_rows(f, &L, dv, 1.0, sV, st.at.ptr[f->ob], k0, tk, so, d);
+  store_rows(f, &L, dv, 1.0, sV, blk->at.ptr[f->ob], k0, tk, so, d);
   return NULL;
 }
 

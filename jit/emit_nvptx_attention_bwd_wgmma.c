@@ -11,9 +11,11 @@
 //     + 63 of the block's; every thread also copies (cp.async);
 //   shared memory: K and V once (128 rows), then per step (head g of the
 //     group, query tile of bq = 64 rows) Q, dY and the tile's lse and
-//     delta, double buffered: step i + 1 copies under the whole of step i;
+//     delta, triple buffered: step i + 1 copies under the whole of step i
+//     (wgmma-stepwise: double buffered);
 //   step i (one barrier):
-//     cp.async.wait_group 0, fence.proxy.async, bar.sync;
+//     cp.async.wait_group 0, fence.proxy.async, bar.sync (three buffers:
+//       step i - 1's dV and dK may still run);
 //     S^T = K . Q^T and dP^T = V . dY^T: d / 16 wgmma m64n<bq>k16 each,
 //       both operands in shared memory (Q and dY are K-major Bs, as
 //       stored), two commit groups;
@@ -24,7 +26,13 @@
 //       under dV's wgmmas; dK += dS^T . Q: P^T and dS^T rounded to the
 //       input dtype are wgmma's A fragments from registers (the forward's
 //       P), dY and Q MN-major Bs (trans-b: queries are wgmma's k); bq / 16
-//       wgmma m64n<d>k16 each, waited for before the next step.
+//       wgmma m64n<d>k16 each, waited for by step i + 1's first wait, so
+//       that they run under its barrier and S^T (fa3bwd2; wgmma-stepwise:
+//       before step i ends);
+//     causal at d 64: a warpgroup whose keys all come after the step's
+//       queries skips it (fa3bwd2);
+//     wgmma-pingpong: the second warpgroup issues S^T and dP^T after the
+//       first has issued its own (see pingpong(); off by default here).
 //   dK (times scale) and dV staged in the warp's own rows of K and V, then
 //     16-byte stores.
 // Queries past Tq read zero rows with lse = delta = 0 (ds = 0, dy = 0);
@@ -43,10 +51,8 @@ typedef struct dkv_t {
   fa_t* f;
   int32_t bq;       // queries a step
   int32_t q_bytes;  // a Q or dY tile
-  tj_emit_point_t at;
-  LLVMValueRef qt0, nq, tq;           // first query tile, tiles a head
-  LLVMValueRef sq, sdo, sl, sdl;      // strides along Tq
-  LLVMValueRef sqg, sdog, slg, sdlg;  // strides along G
+  tj_nvptx_fa_dkv_t blk;
+  LLVMValueRef qt0, nq;  // first query tile, tiles a head
 } dkv_t;
 
 // The first query row of step |it| (i64): tile qt0 + it % nq.
@@ -71,13 +77,13 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
   LLVMValueRef gg = LLVMBuildUDiv(b, it, s->nq, "g");
   LLVMValueRef q0 = step_q0(s, it);
   tj_nvptx_fa_load_rows(f, f->smem, s->bq, f->qb,
-                        tj_emit_advance(em, f->qb, s->at.ptr[f->qb],
-                                        LLVMBuildMul(b, gg, s->sqg, "")),
-                        s->sq, q0, s->tq, qdst);
+                        tj_emit_advance(em, f->qb, s->blk.at.ptr[f->qb],
+                                        LLVMBuildMul(b, gg, s->blk.sqg, "")),
+                        s->blk.sq, q0, s->blk.tq, qdst);
   tj_nvptx_fa_load_rows(f, f->smem, s->bq, f->dob,
-                        tj_emit_advance(em, f->dob, s->at.ptr[f->dob],
-                                        LLVMBuildMul(b, gg, s->sdog, "")),
-                        s->sdo, q0, s->tq,
+                        tj_emit_advance(em, f->dob, s->blk.at.ptr[f->dob],
+                                        LLVMBuildMul(b, gg, s->blk.sdog, "")),
+                        s->blk.sdo, q0, s->blk.tq,
                         LLVMBuildAdd(b, qdst, c32(f, s->q_bytes), ""));
   // Warps 0-3 (a uniform branch).
   tj_emit_if_t few;
@@ -87,17 +93,17 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
   LLVMValueRef ltid = LLVMBuildZExt(b, f->tid, em->t_i64, "");
   LLVMValueRef row =
       LLVMBuildAdd(b, q0, LLVMBuildAnd(b, ltid, c64(f, s->bq - 1), ""), "");
-  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, row, s->tq, "");
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, row, s->blk.tq, "");
   LLVMValueRef rc = tj_emit_select(em, ok, row, c64(f, 0));
   LLVMValueRef is_lse = LLVMBuildICmp(b, LLVMIntULT, f->tid, c32(f, s->bq), "");
   LLVMValueRef lp =
-      tj_emit_advance(em, f->lseb, s->at.ptr[f->lseb],
-                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->slg, ""),
-                                   LLVMBuildMul(b, rc, s->sl, ""), ""));
+      tj_emit_advance(em, f->lseb, s->blk.at.ptr[f->lseb],
+                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->blk.slg, ""),
+                                   LLVMBuildMul(b, rc, s->blk.sl, ""), ""));
   LLVMValueRef dp =
-      tj_emit_advance(em, f->deltab, s->at.ptr[f->deltab],
-                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->sdlg, ""),
-                                   LLVMBuildMul(b, rc, s->sdl, ""), ""));
+      tj_emit_advance(em, f->deltab, s->blk.at.ptr[f->deltab],
+                      LLVMBuildAdd(b, LLVMBuildMul(b, gg, s->blk.sdlg, ""),
+                                   LLVMBuildMul(b, rc, s->blk.sdl, ""), ""));
   LLVMValueRef src = LLVMBuildAddrSpaceCast(
       b, LLVMBuildSelect(b, is_lse, lp, dp, ""), f->nv->t_ptr_global, "");
   LLVMValueRef args[3] = {
@@ -106,6 +112,38 @@ static void issue_step(dkv_t* s, LLVMValueRef it, LLVMValueRef qdst,
       src, tj_emit_select(em, ok, c32(f, 4), c32(f, 0))};
   intrinsic(f, "llvm.nvvm.cp.async.ca.shared.global.4.s", args, 3);
   tj_emit_if_end(em, &few);
+}
+
+// Whether a step's last wgmmas (dV and dK; dQ) are waited for in the next
+// step, under its barrier and first products, not before it ends
+// (TJ_NVPTX_ATTENTION=wgmma-stepwise: before, as session 18's first
+// kernels did).
+static bool defer_waits(const tj_nvptx_emit_t* nv) {
+  return nv->options.attention_kernel != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
+}
+
+// Taking turns: the second warpgroup issues a step's first products (S^T and
+// dP^T; S and dP) after the first has issued its own (named barrier 1: the
+// first arrives, the second waits), so that the tensor cores take them in that
+// order and the two warpgroups' exponentials run one after the other, each
+// under products, rather than both at once under the first products alone. dq
+// takes turns by default (round 1 on the H200: dq 0.741 -> 0.678 ms at d 128,
+// 0.748 -> 0.731 at 64, T 2048), dkv only with wgmma-pingpong (its d 64 and
+// causal steps ran 7-29% slower); wgmma-stepwise neither.
+static bool pingpong(const tj_nvptx_emit_t* nv, bool dq) {
+  const tj_nvptx_attention_kernel_t v = nv->options.attention_kernel;
+  if (v == TJ_NVPTX_ATTENTION_WGMMA_PINGPONG) return true;
+  return dq && v != TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
+}
+
+// The first warpgroup (|first|: wg == 0) arrives at named barrier 1 of
+// kWgThreads threads, the second waits there (a uniform branch each).
+static void order_warpgroups(fa_t* f, LLVMValueRef first, bool arrive) {
+  tj_emit_if_t br;
+  tj_emit_if_begin(f->em, &br, arrive ? first : LLVMBuildNot(f->b, first, ""),
+                   arrive ? "wg_arrive" : "wg_wait");
+  tj_nvptx_fa_asm(f, arrive ? "bar.arrive 1, 256;" : "bar.sync 1, 256;");
+  tj_emit_if_end(f->em, &br);
 }
 
 // a * b + c (f32), one fma.rn.
@@ -257,7 +295,7 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   tj_emit_t* em = f->em;
   LLVMBuilderRef b = f->b;
   const tj_kir_t* k = f->k;
-  const int32_t r = k->rank, d = f->d, nacc = d / 2;
+  const int32_t d = f->d, nacc = d / 2;
   const bool causal = k->attention.causal;
   dkv_t st;
   memset(&st, 0, sizeof(st));
@@ -269,13 +307,17 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   st.q_bytes = bq * d * 2;
   const int32_t kv_bytes = kDkvBN * d * 2;
   const int32_t l_bytes = 2 * bq * 4;  // a step's lse and delta
-  // K, V, then two (Q, dY) pairs, then two (lse, delta) pairs.
+  // K, V, then three (Q, dY) pairs, then three (lse, delta) pairs: step
+  // i's dV and dK are waited for in step i + 1, so step i + 1's copies go
+  // to a third buffer.
   const int32_t sK = 0, sV = kv_bytes, sQ = 2 * kv_bytes;
-  const int32_t sL = sQ + 4 * st.q_bytes;
+  const bool defer = defer_waits(nv);
+  const int32_t nqb = defer ? 3 : 2;
+  const int32_t sL = sQ + 2 * nqb * st.q_bytes;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
   // The slack aligns the tiles to the swizzle's 1024-byte period.
-  info->shared_bytes = sL + 2 * l_bytes + kSwAtom;
+  info->shared_bytes = sL + nqb * l_bytes + kSwAtom;
   info->min_blocks_per_sm = 1;
   info->wgmma = true;
   info->tile_m = kDkvBN;
@@ -291,41 +333,21 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   f->warp = LLVMBuildLShr(b, f->tid, c32(f, 5), "warp");
   LLVMValueRef wg = LLVMBuildLShr(b, f->tid, c32(f, 7), "wg");
 
-  LLVMValueRef tq = em->dim[r - 2], tk = em->dim[r - 1];
-  st.tq = tq;
-  LLVMValueRef group = em->dim[r - 3];
-  LLVMValueRef outer = c64(f, 1);
-  for (int32_t i = 0; i + 3 < r; ++i)
-    outer = LLVMBuildMul(b, outer, em->dim[i], "");
-  LLVMValueRef pid = tj_nvptx_sreg64(nv, "ctaid.x");
-  LLVMValueRef head = LLVMBuildURem(b, pid, outer, "head");
-  // Causal's longest blocks (the first keys, which every later query
-  // sees) first.
-  LLVMValueRef kt = LLVMBuildUDiv(b, pid, outer, "kt");
-  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(f, kDkvBN), "k0");
-  st.at.lanes = 1;
-  tj_emit_decompose(em, head, r - 3, &st.at);
-  LLVMValueRef sk = tj_emit_stride(em, f->kb, r - 1);
-  LLVMValueRef sv = tj_emit_stride(em, f->vb, r - 1);
-  LLVMValueRef so = tj_emit_stride(em, f->ob, r - 1);
-  st.sqg = tj_emit_stride(em, f->qb, r - 3);
-  st.sdog = tj_emit_stride(em, f->dob, r - 3);
-  st.slg = tj_emit_stride(em, f->lseb, r - 3);
-  st.sdlg = tj_emit_stride(em, f->deltab, r - 3);
-  st.sq = tj_emit_stride(em, f->qb, r - 2);
-  st.sdo = tj_emit_stride(em, f->dob, r - 2);
-  st.sl = tj_emit_stride(em, f->lseb, r - 2);
-  st.sdl = tj_emit_stride(em, f->deltab, r - 2);
+  tj_nvptx_fa_dkv_setup(f, kDkvBN, &st.blk);
+  const tj_nvptx_fa_dkv_t* blk = &st.blk;
+  LLVMValueRef tq = blk->tq, tk = blk->tk, group = blk->group;
+  LLVMValueRef k0 = blk->k0;
+  LLVMValueRef sk = blk->sk, sv = blk->sv, so = blk->so;
 
   LLVMValueRef krows = LLVMBuildSub(b, tk, k0, "");
-  tj_nvptx_fa_load_rows(
-      f, f->smem, kDkvBN, f->kb,
-      tj_emit_advance(em, f->kb, st.at.ptr[f->kb], LLVMBuildMul(b, k0, sk, "")),
-      sk, c64(f, 0), krows, c32(f, sK));
-  tj_nvptx_fa_load_rows(
-      f, f->smem, kDkvBN, f->vb,
-      tj_emit_advance(em, f->vb, st.at.ptr[f->vb], LLVMBuildMul(b, k0, sv, "")),
-      sv, c64(f, 0), krows, c32(f, sV));
+  tj_nvptx_fa_load_rows(f, f->smem, kDkvBN, f->kb,
+                        tj_emit_advance(em, f->kb, blk->at.ptr[f->kb],
+                                        LLVMBuildMul(b, k0, sk, "")),
+                        sk, c64(f, 0), krows, c32(f, sK));
+  tj_nvptx_fa_load_rows(f, f->smem, kDkvBN, f->vb,
+                        tj_emit_advance(em, f->vb, blk->at.ptr[f->vb],
+                                        LLVMBuildMul(b, k0, sv, "")),
+                        sv, c64(f, 0), krows, c32(f, sV));
   commit(f);
 
   // Steps: (g, query tile) for g < G, query tiles from qt0 (causal: the
@@ -371,12 +393,17 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   LLVMValueRef it =
       tj_emit_loop_begin(em, &loop, c64(f, 0), steps, c64(f, 1), "step");
   // Step it's Q, dY, lse and delta have landed for both proxies; every
-  // warpgroup is past step it - 1, whose buffers now take step it + 1.
+  // warpgroup is past step it - 1, so step it - 2's wgmmas are done (each
+  // waits for the step before's in its first wait) and its buffers take
+  // step it + 1.
   wait_groups(f, 0);
   tj_nvptx_fa_asm(f, "fence.proxy.async.shared::cta;");
   tj_nvptx_barrier(nv);
   LLVMValueRef sel =
-      LLVMBuildTrunc(b, LLVMBuildAnd(b, it, c64(f, 1), ""), em->t_i32, "");
+      LLVMBuildTrunc(b, LLVMBuildURem(b, it, c64(f, nqb), ""), em->t_i32, "");
+  LLVMValueRef sel_n =
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, sel, c32(f, nqb - 1), ""),
+                     c32(f, 0), LLVMBuildAdd(b, sel, c32(f, 1), ""));
   LLVMValueRef qcur = LLVMBuildAdd(
       b, c32(f, sQ), LLVMBuildMul(b, sel, c32(f, 2 * st.q_bytes), ""), "qcur");
   LLVMValueRef ocur = LLVMBuildAdd(b, qcur, c32(f, st.q_bytes), "ocur");
@@ -386,17 +413,46 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, itn, steps, ""),
                    "stepnext");
-  issue_step(&st, itn,
-             LLVMBuildSub(b, c32(f, 2 * sQ + 2 * st.q_bytes), qcur, ""),
-             LLVMBuildSub(b, c32(f, 2 * sL + l_bytes), lcur, ""));
+  issue_step(
+      &st, itn,
+      LLVMBuildAdd(b, c32(f, sQ),
+                   LLVMBuildMul(b, sel_n, c32(f, 2 * st.q_bytes), ""), ""),
+      LLVMBuildAdd(b, c32(f, sL), LLVMBuildMul(b, sel_n, c32(f, l_bytes), ""),
+                   ""));
   tj_emit_if_end(em, &next);
   commit(f);
 
+  // Causal: a warpgroup whose first key comes after the step's last query
+  // (the second one on the block's first step of each head: queries k0 ..
+  // k0 + 63) has p = 0 and ds = 0 in every place, adds nothing and skips
+  // the step, leaving the tensor cores to the other (a uniform branch).
+  // At d 64 only: at 128 the branch spilled 96-108 bytes (ptxas).
+  LLVMValueRef q0 = step_q0(&st, it);
+  const bool pp = pingpong(nv, false);
+  LLVMValueRef wg_first =
+      pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
+  if (pp) order_warpgroups(f, wg_first, false);
+  const bool skips = causal && d == 64;
+  tj_emit_if_t live;
+  LLVMValueRef is_live = NULL;
+  if (skips) {
+    LLVMValueRef wkey0 = LLVMBuildAdd(
+        b, k0,
+        LLVMBuildZExt(b, LLVMBuildShl(b, wg, c32(f, 6), ""), em->t_i64, ""),
+        "wkey0");
+    is_live = LLVMBuildICmp(b, LLVMIntSGT, LLVMBuildAdd(b, q0, c64(f, bq), ""),
+                            wkey0, "live");
+    tj_emit_if_begin(em, &live, is_live, "live");
+  }
   LLVMValueRef q_addr = LLVMBuildAdd(b, tiles_addr, qcur, "q_addr");
   LLVMValueRef o_addr = LLVMBuildAdd(b, tiles_addr, ocur, "o_addr");
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
   issue_nt(f, sf, k_addr, kDkvBN, q_addr, bq);
   issue_nt(f, dpf, v_addr, kDkvBN, o_addr, bq);
+  // The first warpgroup is never skipped (its keys start at the block's
+  // first, no later than any step's first query), so it always arrives.
+  if (pp) order_warpgroups(f, wg_first, true);
+  // S^T, and with it the step before's dV and dK (issued before it).
   tj_nvptx_fa_wgmma_wait(f, 1, sf, bq / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
@@ -418,7 +474,6 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
       s[n][e] = fma3(f, s[n][e], cf(f, c2), l2);
     }
   }
-  LLVMValueRef q0 = step_q0(&st, it);
   if (causal) {
     // Column (query q0 + col) kept where col >= key - q0; only steps whose
     // queries start before the block's last key need it (a uniform
@@ -481,34 +536,61 @@ tj_status_t tj_nvptx_emit_attention_dkv_wgmma(fa_t* f) {
   pack_a(f, dp, bq / 16, dsf);
   load_slots(f, dk_slot, dk, nacc);
   issue_nn(f, dk, dsf, bq / 16, q_addr, bq);
-  tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
-  tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  // Deferred: dV and dK run on under the next step's barrier and S^T,
+  // dP^T; nothing touches their registers before that step's first wait.
+  if (!defer) {
+    tj_nvptx_fa_wgmma_wait(f, 1, dv, nacc);
+    tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  }
   store_slots(f, dv_slot, dv, nacc);
   store_slots(f, dk_slot, dk, nacc);
+  if (skips) {
+    tj_emit_if_end(em, &live);
+    // A skipped step still waits for the step before's dV and dK, whose
+    // buffers step it + 2's copies take at the next barrier.
+    if (defer) {
+      tj_emit_if_t skip;
+      tj_emit_if_begin(em, &skip, LLVMBuildNot(b, is_live, ""), "skip");
+      load_slots(f, dv_slot, dv, nacc);
+      load_slots(f, dk_slot, dk, nacc);
+      tj_nvptx_fa_wgmma_wait(f, 0, dv, nacc);
+      tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+      store_slots(f, dv_slot, dv, nacc);
+      store_slots(f, dk_slot, dk, nacc);
+      tj_emit_if_end(em, &skip);
+    }
+  }
   tj_emit_loop_end(em, &loop);
 
+  load_slots(f, dk_slot, dk, nacc);
+  load_slots(f, dv_slot, dv, nacc);
+  if (defer) {
+    tj_nvptx_fa_wgmma_wait(f, 0, dv, nacc);
+    tj_nvptx_fa_wgmma_wait(f, 0, dk, nacc);
+  }
   // With no step, K and V's copies may still be in flight; every
   // warpgroup's wgmmas have read K and V before their rows are reused.
   wait_groups(f, 0);
   tj_nvptx_barrier(nv);
-  load_slots(f, dk_slot, dk, nacc);
-  load_slots(f, dv_slot, dv, nacc);
   store_rows(f, dk, k->attention.scale, sK, kDkvBN, wrow, g, t2,
-             st.at.ptr[f->ob], k0, tk, so, 0);
-  store_rows(f, dv, 1.0, sV, kDkvBN, wrow, g, t2, st.at.ptr[f->ob], k0, tk, so,
-             d);
+             blk->at.ptr[f->ob], k0, tk, so, 0);
+  store_rows(f, dv, 1.0, sV, kDkvBN, wrow, g, t2, blk->at.ptr[f->ob], k0, tk,
+             so, d);
   return NULL;
 }
 
 // attention_dq on wgmma: the forward's block (kWgBM = 128 query rows over
-// two warpgroups, tj_nvptx_fa_block) and double-buffered K/V tiles of
-// bn keys; Q and dY once; per step j:
+// two warpgroups, tj_nvptx_fa_block) and K/V tiles of bn keys (V double
+// buffered, K triple where dQ's wait is deferred); Q and dY once; per
+// step j (the second warpgroup issuing S and dP after the first,
+// pingpong(), unless wgmma-stepwise):
 //   S = Q . K_j^T and dP = dY . V_j^T (wgmma m64n<bn>k16 from shared
 //   memory, K and V K-major Bs), two groups; wait for S: P = 2^(s scale
 //   log2 e - lse log2 e) (lse by row, in registers), masks on tiles that
 //   reach past Tk or the block's first diagonal; wait for dP: dS = P (dP -
 //   delta); dQ += dS . K_j (dS the A fragment from registers, K an MN-major
-//   B: keys are wgmma's k); waited for before the next step.
+//   B: keys are wgmma's k); waited for by step j + 1's first wait at one
+//   block an SM (d 128; fa3bwd2), before the next step at two (d 64).
 // dQ times scale is staged in the warp's own rows of Q.
 #define kDqBM 128
 
@@ -526,15 +608,22 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
           : 64;
   const int32_t q_bytes = kDqBM * d * 2, kv_bytes = bn * d * 2;
   // Q, dY, then K_0, K_1, V_0, V_1.
+  // Q, dY, three K buffers (step j's dQ, which reads K_j, is waited for in
+  // step j + 1, whose copies go to a third buffer; stepwise: two), two V.
+  // Two blocks an SM (d 64, 64 keys a step) wait in the step: in 128
+  // registers dQ in flight beside S and dP serialized the wgmmas (C7512).
+  const bool two_blocks = d == 64 && bn == 64;
+  const bool defer = defer_waits(nv) && !two_blocks;
+  const int32_t nkb = defer ? 3 : 2;
   const int32_t sQ = 0, sO = q_bytes, sK = 2 * q_bytes,
-                sV = 2 * q_bytes + 2 * kv_bytes;
+                sV = 2 * q_bytes + nkb * kv_bytes;
   tj_nvptx_kernel_t* info = nv->info;
   info->threads = kWgThreads;
-  info->shared_bytes = 2 * q_bytes + 4 * kv_bytes + kSwAtom;
+  info->shared_bytes = sV + 2 * kv_bytes + kSwAtom;
   // At d 64 two blocks an SM (64 KiB each; ptxas: 128 registers, 0-4
   // bytes spilled), so that one's exponentials run under the other's
   // wgmmas, as the forward's blocks do; at d 128 one (223-243 registers).
-  info->min_blocks_per_sm = d == 64 && bn == 64 ? 2 : 1;
+  info->min_blocks_per_sm = two_blocks ? 2 : 1;
   info->wgmma = true;
   info->tile_m = kDqBM;
   info->tile_n = bn;
@@ -629,15 +718,23 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef odd = LLVMBuildMul(
       b, LLVMBuildTrunc(b, LLVMBuildAnd(b, jt, c64(f, 1), ""), em->t_i32, ""),
       c32(f, kv_bytes), "");
-  LLVMValueRef kcur = LLVMBuildAdd(b, c32(f, sK), odd, "kcur");
+  LLVMValueRef ksel =
+      LLVMBuildTrunc(b, LLVMBuildURem(b, jt, c64(f, nkb), ""), em->t_i32, "");
+  LLVMValueRef ksel_n =
+      tj_emit_select(em, LLVMBuildICmp(b, LLVMIntEQ, ksel, c32(f, nkb - 1), ""),
+                     c32(f, 0), LLVMBuildAdd(b, ksel, c32(f, 1), ""));
+  LLVMValueRef kcur = LLVMBuildAdd(
+      b, c32(f, sK), LLVMBuildMul(b, ksel, c32(f, kv_bytes), ""), "kcur");
   LLVMValueRef vcur = LLVMBuildAdd(b, c32(f, sV), odd, "vcur");
   LLVMValueRef jn = LLVMBuildAdd(b, jt, c64(f, 1), "");
   tj_emit_if_t next;
   tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, jn, ntiles, ""),
                    "kvnext");
   LLVMValueRef jn0 = LLVMBuildMul(b, jn, c64(f, bn), "");
-  tj_nvptx_fa_load_rows(f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
-                        LLVMBuildSub(b, c32(f, 2 * sK + kv_bytes), kcur, ""));
+  tj_nvptx_fa_load_rows(
+      f, f->smem, bn, f->kb, at.ptr[f->kb], sk, jn0, tk,
+      LLVMBuildAdd(b, c32(f, sK), LLVMBuildMul(b, ksel_n, c32(f, kv_bytes), ""),
+                   ""));
   tj_nvptx_fa_load_rows(f, f->smem, bn, f->vb, at.ptr[f->vb], sv, jn0, tk,
                         LLVMBuildSub(b, c32(f, 2 * sV + kv_bytes), vcur, ""));
   tj_emit_if_end(em, &next);
@@ -646,8 +743,13 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef k_addr = LLVMBuildAdd(b, tiles_addr, kcur, "k_addr");
   LLVMValueRef v_addr = LLVMBuildAdd(b, tiles_addr, vcur, "v_addr");
   LLVMValueRef sf[kMaxStep / 2], dpf[kMaxStep / 2];
+  const bool pp = pingpong(nv, true);
+  LLVMValueRef wg_first =
+      pp ? LLVMBuildICmp(b, LLVMIntEQ, wg, c32(f, 0), "") : NULL;
+  if (pp) order_warpgroups(f, wg_first, false);
   issue_nt(f, sf, q_addr, kDqBM, k_addr, bn);
   issue_nt(f, dpf, o_addr, kDqBM, v_addr, bn);
+  if (pp) order_warpgroups(f, wg_first, true);
   tj_nvptx_fa_wgmma_wait(f, 1, sf, bn / 2);
   LLVMValueRef(*s)[4] = (LLVMValueRef(*)[4])sf;
   LLVMValueRef(*dp)[4] = (LLVMValueRef(*)[4])dpf;
@@ -706,9 +808,13 @@ tj_status_t tj_nvptx_emit_attention_dq_wgmma(fa_t* f) {
   LLVMValueRef dq[64];
   load_slots(f, dq_slot, dq, nacc);
   issue_nn(f, dq, dsf, bn / 16, k_addr, bn);
-  tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
+  // Deferred: dQ runs on under the next step's barrier and S, dP; its
+  // registers are untouched before that step's first wait.
+  if (!defer) tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
   store_slots(f, dq_slot, dq, nacc);
   tj_emit_loop_end(em, &loop);
+  load_slots(f, dq_slot, dq, nacc);
+  if (defer) tj_nvptx_fa_wgmma_wait(f, 0, dq, nacc);
 
   // With no key tile, Q's copies may still be in flight; every
   // warpgroup's wgmmas have read Q before its rows are reused.

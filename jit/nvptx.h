@@ -125,6 +125,15 @@ typedef enum tj_nvptx_attention_kernel_t {
   // The same with 128-key tiles at head dim 128 too, one block an SM
   // there (the other has two): for comparing the two.
   TJ_NVPTX_ATTENTION_WGMMA_WIDE = 3,
+  // WGMMA, with the backward's last wgmmas of a step (dV and dK; dQ)
+  // waited for in the step, not under the next one's first products
+  // (fa3bwd, for A/B runs).
+  TJ_NVPTX_ATTENTION_WGMMA_STEPWISE = 4,
+  // WGMMA, with the second warpgroup of dkv too (dq's by default)
+  // issuing a step's first products after the first's (a named barrier a
+  // step), so that their exponentials run one after the other under the
+  // other's products (fa3bwd2, for A/B runs; stepwise: in neither).
+  TJ_NVPTX_ATTENTION_WGMMA_PINGPONG = 5,
 } tj_nvptx_attention_kernel_t;
 
 // The TF32 conv's main loop (tj_nvptx_options_t.conv_kernel;

@@ -84,18 +84,23 @@ tj_status_t tj_cuda_program_create_offline(tj_context_t* context,
 
 static _Atomic(bool) g_warned_attention;
 
-// TJ_NVPTX_ATTENTION: "mma", "wgmma" or "wgmma-wide" force the attention
-// forward's kernel; unset or "" leave the default; anything else
-// warns once and leaves it too.
+// TJ_NVPTX_ATTENTION: "mma", "wgmma", "wgmma-wide", "wgmma-stepwise" or
+// "wgmma-pingpong"
+// force the attention kernels; unset or "" leave the default; anything
+// else warns once and leaves it too.
 static tj_nvptx_attention_kernel_t attention_kernel(tj_context_t* context) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_ATTENTION);
   if (!v || !v[0]) return TJ_NVPTX_ATTENTION_AUTO;
   if (strcmp(v, "mma") == 0) return TJ_NVPTX_ATTENTION_MMA_SYNC;
   if (strcmp(v, "wgmma") == 0) return TJ_NVPTX_ATTENTION_WGMMA;
   if (strcmp(v, "wgmma-wide") == 0) return TJ_NVPTX_ATTENTION_WGMMA_WIDE;
+  if (strcmp(v, "wgmma-stepwise") == 0)
+    return TJ_NVPTX_ATTENTION_WGMMA_STEPWISE;
+  if (strcmp(v, "wgmma-pingpong") == 0)
+    return TJ_NVPTX_ATTENTION_WGMMA_PINGPONG;
   tj_warn_once(context, &g_warned_attention,
-               "TJ_NVPTX_ATTENTION: \"%.32s\" is none of mma, wgmma and "
-               "wgmma-wide and is ignored",
+               "TJ_NVPTX_ATTENTION: \"%.32s\" is none of mma, wgmma, "
+               "wgmma-wide, wgmma-stepwise and wgmma-pingpong and is ignored",
                v);
   return TJ_NVPTX_ATTENTION_AUTO;
 }

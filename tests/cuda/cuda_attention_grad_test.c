@@ -23,8 +23,11 @@
 // fewer than the split without it), forward then backward on the GPU,
 // gives the gradients within the bound above. fa3bwd: on sm_90a the fused
 // backward runs on wgmma by default; the fused cases run again under
-// TJ_NVPTX_ATTENTION=mma (the mma.sync backward) and wgmma-wide. Skips
-// (exit 77) without a driver or GPU.
+// TJ_NVPTX_ATTENTION=mma (the mma.sync backward) and wgmma-wide.
+// fa3bwd2: at T 1024 (long enough for the kernels' rings of buffers to
+// wrap many times) the default backward gives the same bits twice and the
+// mma.sync backward's gradients within the bf16 bound. Skips (exit 77)
+// without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -40,8 +43,9 @@ static tj_context_t* g_ctx;
 // and TJ_NVPTX_ATTENTION=mma (the mma.sync forward writing lse).
 static tj_context_t* g_sep_ctx;
 static tj_context_t* g_mma_ctx;
-// fa3bwd: TJ_NVPTX_ATTENTION=wgmma-wide.
+// fa3bwd: TJ_NVPTX_ATTENTION=wgmma-wide; fa3bwd2: wgmma-pingpong.
 static tj_context_t* g_wide_ctx;
+static tj_context_t* g_pingpong_ctx;
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static double uniform(double lo, double hi) {
@@ -292,6 +296,102 @@ TEST(grads_mma_and_wide) {
     run_case(&kCases[i], TJ_DTYPE_BF16);
   }
   g_ctx = saved;
+}
+
+// |c| compiled for CUDA in |ctx|'s settings (NULL: it failed); the joint
+// graph in |*out_joint|.
+static tj_executable_t* compile_in(tj_context_t* ctx, const case_t* c,
+                                   tj_dtype_t dt, tj_graph_t** out_joint) {
+  tj_context_t* saved = g_ctx;
+  g_ctx = ctx;
+  *out_joint = build(c, dt);
+  g_ctx = saved;
+  if (!*out_joint) return NULL;
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.target = TJ_TARGET_CUDA;
+  opts.cache_dir = "";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(*out_joint, &opts, &exe));
+  return exe;
+}
+
+// fa3bwd2: steps long enough for the backward's rings of buffers to wrap
+// many times (T 1024: 16 query tiles a dkv block, 16 key tiles a dq
+// block; at d 128 step i's last wgmmas run on under step i + 1, reading
+// a third buffer): the default kernels (wgmma on sm_90a) give the same
+// bits on a second run, and the mma.sync backward's gradients
+// (TJ_NVPTX_ATTENTION=mma, whose buffers never wrap under a running
+// product) within the bf16 bound of the cases above. No f64 reference at
+// this size: the two kernels check each other. The same for
+// TJ_NVPTX_ATTENTION=wgmma-pingpong's kernels.
+TEST(long_steps_deterministic) {
+  static const case_t kLong[] = {
+      {"d128_long", 1, 4, 4, 1024, 1024, 128, false, false, false, 0, 0, true},
+      {"d128_long_causal_gqa", 1, 4, 2, 1024, 1024, 128, true, false, false, 0,
+       0, true},
+      {"d64_long_causal", 1, 4, 4, 1024, 1024, 64, true, false, false, 0, 0,
+       true},
+  };
+  for (size_t ci = 0; ci < sizeof(kLong) / sizeof(kLong[0]); ++ci) {
+    const case_t* c = &kLong[ci];
+    for (int pi = 0; pi < 2; ++pi) {
+      tj_graph_t *joint = NULL, *joint_mma = NULL;
+      tj_executable_t* exe =
+          compile_in(pi ? g_pingpong_ctx : g_ctx, c, TJ_DTYPE_BF16, &joint);
+      tj_executable_t* mma =
+          compile_in(g_mma_ctx, c, TJ_DTYPE_BF16, &joint_mma);
+      CHECK(exe != NULL && mma != NULL);
+      const int64_t sizes[5] = {
+          c->b * c->h * c->tq * c->d, c->b * c->hkv * c->tk * c->d,
+          c->b * c->hkv * c->tk * c->d, 0, c->b * c->h * c->tq * c->d};
+      static const int kOut[4] = {4, 0, 1, 2};
+      double *in[5], *got[2][4], *want[4];
+      for (int i = 0; i < 5; ++i) {
+        in[i] = malloc((size_t)(sizes[i] ? sizes[i] : 1) * sizeof(double));
+        for (int64_t e = 0; e < sizes[i]; ++e) in[i][e] = uniform(-1, 1);
+      }
+      for (int o = 0; o < 4; ++o) {
+        const size_t n = (size_t)sizes[kOut[o]] * sizeof(double);
+        got[0][o] = malloc(n);
+        got[1][o] = malloc(n);
+        want[o] = malloc(n);
+      }
+      if (exe && mma) {
+        for (int r = 0; r < 2; ++r)
+          run(c, joint, exe, TJ_DTYPE_BF16, c->b, c->tq, c->tk, in, got[r]);
+        run(c, joint_mma, mma, TJ_DTYPE_BF16, c->b, c->tq, c->tk, in, want);
+        for (int o = 0; o < 4; ++o) {
+          const int64_t n = sizes[kOut[o]];
+          double mx = 0;
+          for (int64_t e = 0; e < n; ++e) mx = fmax(mx, fabs(want[o][e]));
+          const double tol = 2e-2 * (mx > 1 ? mx : 1);
+          int64_t differ = 0, wrong = 0;
+          for (int64_t e = 0; e < n; ++e) {
+            differ += memcmp(&got[0][o][e], &got[1][o][e], sizeof(double)) != 0;
+            if (!(fabs(got[0][o][e] - want[o][e]) <= tol) && wrong++ < 3)
+              fprintf(stderr,
+                      "%s%s: output %d [%lld] %.6g vs mma.sync's %.6g\n",
+                      c->name, pi ? " pingpong" : "", o, (long long)e,
+                      got[0][o][e], want[o][e]);
+          }
+          CHECK_EQ_INT(0, differ);
+          CHECK_EQ_INT(0, wrong);
+          CHECK(mx > 0);  // not a vacuous comparison
+        }
+      }
+      for (int i = 0; i < 5; ++i) free(in[i]);
+      for (int o = 0; o < 4; ++o) {
+        free(got[0][o]);
+        free(got[1][o]);
+        free(want[o]);
+      }
+      tj_executable_release(exe);
+      tj_executable_release(mma);
+      tj_graph_destroy(joint);
+      tj_graph_destroy(joint_mma);
+    }
+  }
 }
 
 // lsefwd: y = attention(q, k, v) and lse = attention_lse(q, k) of |c| (no
@@ -569,7 +669,24 @@ TEST(forward_writes_lse) {
   }
 }
 
-int main(void) {
+// The tests named on the command line (all without one): a device call
+// too short for the whole file runs the ones it needs.
+static int g_argc;
+static char** g_argv;
+static bool wanted(const char* name) {
+  if (g_argc < 2) return true;
+  for (int i = 1; i < g_argc; ++i)
+    if (strcmp(g_argv[i], name) == 0) return true;
+  return false;
+}
+#define RUN_WANTED(name)               \
+  do {                                 \
+    if (wanted(#name)) RUN_TEST(name); \
+  } while (0)
+
+int main(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
   CHECK_OK(tj_test_context_create(&g_ctx));
   if (tj_test_cuda_unsupported(g_ctx, NULL)) {
     tj_context_destroy(g_ctx);
@@ -583,14 +700,18 @@ int main(void) {
   CHECK_OK(tj_test_context_create(&g_mma_ctx));
   setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
   CHECK_OK(tj_test_context_create(&g_wide_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-pingpong", 1);
+  CHECK_OK(tj_test_context_create(&g_pingpong_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
-  RUN_TEST(grads_bf16);
-  RUN_TEST(grads_f16);
-  RUN_TEST(grads_mma_and_wide);
-  RUN_TEST(forward_writes_lse);
-  RUN_TEST(grads_f32);
-  RUN_TEST(grads_bf16_lse_separate);
-  RUN_TEST(split_saves_lse);
+  RUN_WANTED(grads_bf16);
+  RUN_WANTED(grads_f16);
+  RUN_WANTED(long_steps_deterministic);
+  RUN_WANTED(grads_mma_and_wide);
+  RUN_WANTED(forward_writes_lse);
+  RUN_WANTED(grads_f32);
+  RUN_WANTED(grads_bf16_lse_separate);
+  RUN_WANTED(split_saves_lse);
+  tj_context_destroy(g_pingpong_ctx);
   tj_context_destroy(g_wide_ctx);
   tj_context_destroy(g_mma_ctx);
   tj_context_destroy(g_sep_ctx);

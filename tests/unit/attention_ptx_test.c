@@ -63,6 +63,12 @@ static tj_context_t* g_wgmma_ctx;
 // And with TJ_NVPTX_ATTENTION=wgmma-wide, and unset.
 static tj_context_t* g_wide_ctx;
 static tj_context_t* g_default_ctx;
+// fa3bwd: TJ_NVPTX_ATTENTION=wgmma-stepwise (the backward's waits in the
+// step).
+static tj_context_t* g_stepwise_ctx;
+// fa3bwd2: TJ_NVPTX_ATTENTION=wgmma-pingpong (the backward's warpgroups
+// ordered by a named barrier).
+static tj_context_t* g_pingpong_ctx;
 // lsefwd: g_ctx's and g_default_ctx's settings with TJ_ATTENTION_LSE=
 // separate (attention_lse a kernel of its own).
 static tj_context_t* g_sep_ctx;
@@ -596,6 +602,8 @@ static void check_wgmma_grad(const variant_t* v, tj_nvptx_arch_t arch,
   describe(v, what, sizeof(what));
   strcat(what, arch == TJ_NVPTX_SM_90A ? " wgmma grad" : " wgmma grad sm_80");
   if (ctx == g_wide_ctx) strcat(what, " wide");
+  if (ctx == g_stepwise_ctx) strcat(what, " stepwise");
+  if (ctx == g_pingpong_ctx) strcat(what, " pingpong");
   tj_context_t* saved = g_ctx;
   g_ctx = ctx;
   tj_graph_t* g = build_grad(v);
@@ -650,7 +658,8 @@ static void check_wgmma_grad(const variant_t* v, tj_nvptx_arch_t arch,
 }
 
 TEST(wgmma_grad_variants) {
-  // TJ_NVPTX_ATTENTION unset (the default) and wgmma-wide.
+  // TJ_NVPTX_ATTENTION unset (the default), wgmma-wide, wgmma-stepwise
+  // and wgmma-pingpong.
   static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const int64_t ds[] = {64, 128};
   for (int di = 0; di < 2; ++di)
@@ -659,6 +668,8 @@ TEST(wgmma_grad_variants) {
         variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
         check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_default_ctx);
         if (ti == 0) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_wide_ctx);
+        if (ti == 1) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_stepwise_ctx);
+        check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_pingpong_ctx);
       }
   // Grouped-query heads with symbolic sizes; sm_80 keeps mma.sync.
   variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};
@@ -1077,6 +1088,10 @@ int main(int argc, char** argv) {
   CHECK_OK(tj_context_create(&o, &g_wgmma_ctx));
   setenv("TJ_NVPTX_ATTENTION", "wgmma-wide", 1);
   CHECK_OK(tj_context_create(&o, &g_wide_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-stepwise", 1);
+  CHECK_OK(tj_context_create(&o, &g_stepwise_ctx));
+  setenv("TJ_NVPTX_ATTENTION", "wgmma-pingpong", 1);
+  CHECK_OK(tj_context_create(&o, &g_pingpong_ctx));
   unsetenv("TJ_NVPTX_ATTENTION");
   setenv("TJ_ATTENTION_LSE", "separate", 1);
   CHECK_OK(tj_context_create(&o, &g_sep_default_ctx));
@@ -1105,6 +1120,8 @@ int main(int argc, char** argv) {
   tj_context_destroy(g_sep_default_ctx);
   tj_context_destroy(g_default_ctx);
   tj_context_destroy(g_wide_ctx);
+  tj_context_destroy(g_stepwise_ctx);
+  tj_context_destroy(g_pingpong_ctx);
   tj_context_destroy(g_wgmma_ctx);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
