@@ -1636,9 +1636,21 @@ static int64_t slices_for(int64_t pixels, int64_t channels, int64_t k,
   return (tiles + per - 1) / per;
 }
 
-int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
-                             int32_t num_sms) {
-  return slices_for(pixels, channels, k, num_sms, kBM, kBN, kBK, 2);
+int64_t tj_nvptx_conv_slices(const tj_nvptx_options_t* options,
+                             tj_nvptx_arch_t arch, int64_t pixels,
+                             int64_t channels, int64_t k, int32_t num_sms) {
+  // The tiles tj_nvptx_emit_conv takes for these options.
+  tj_nvptx_conv_kernel_t variant =
+      options ? options->conv_kernel : TJ_NVPTX_CONV_AUTO;
+  if (variant == TJ_NVPTX_CONV_AUTO) variant = TJ_NVPTX_CONV_WGMMA_64;
+  const bool wg =
+      options && options->gemm_tf32 && arch == TJ_NVPTX_SM_90A &&
+      (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
+  if (!wg) return slices_for(pixels, channels, k, num_sms, kBM, kBN, kBK, 2);
+  const bool wide = channels <= 64;
+  const int64_t wn = wide || variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+  return slices_for(pixels, channels, k, num_sms, wide ? 64 : kBM,
+                    wide ? 128 : wn, kWgBK, wn == 128 ? 1 : 2);
 }
 
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,

@@ -292,10 +292,13 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
 
 // The slices into which the CONV template's launch splits k for a conv of
 // |pixels| output pixels (N x P), |channels| output channels and |k| = C x
-// taps on a GPU of |num_sms| SMs, 1 for none: the grid's depth. Only a
-// kernel without an epilogue splits (jit/emit_nvptx_conv.c).
-int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
-                             int32_t num_sms);
+// taps on a GPU of |num_sms| SMs, 1 for none: the grid's depth, in the
+// tiles the emitter takes under |options| (NULL: exact f32) for |arch|
+// (the wgmma TF32 kernel's on sm_90a). Only a kernel without an epilogue
+// splits (jit/emit_nvptx_conv.c).
+int64_t tj_nvptx_conv_slices(const tj_nvptx_options_t* options,
+                             tj_nvptx_arch_t arch, int64_t pixels,
+                             int64_t channels, int64_t k, int32_t num_sms);
 
 // The weight of the wgmma TF32 conv prepared once, where the kernel says
 // so (tj_nvptx_kernel_t.conv_prepared): w [O, C, taps] (taps the kernel's

@@ -53,8 +53,9 @@ static tj_context_t* g_plain_ctx;
 // conv_epilogue, jit/emit_nvptx_conv.c's epilogue_map): relu; relu(y +
 // residual) with the residual of y's shape; y + a per-channel [O, 1, 1]
 // operand, clipped to [0, 6]; y cast to f16. P_RELU_SPLIT: relu after a
-// conv whose launch splits k at batch 1 (the symbolic batch's smallest;
-// 132 SMs offline), which keeps it out (conv_epilogue_fits): two kernels.
+// conv whose launch splits k in more than two slices at batch 1 (the
+// symbolic batch's smallest; 132 SMs offline), which keeps it out
+// (conv_epilogue_fits): two kernels.
 typedef enum post_e {
   P_NONE,
   P_RELU,
@@ -178,10 +179,11 @@ static const variant_t kVariants[] = {
      1,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}},
      P_F16},
-    // resnet's 3x3 64-64 at 14x14: K 576 splits in 2 at batch 1.
+    // 3x3 256-64 at 14x14: K 2304 splits in 9 at batch 1 (resnet's 64-64,
+    // K 576, splits in 2, which fuse allows for).
     {"epi_kept_out",
      2,
-     64,
+     256,
      64,
      {14, 14},
      {3, 3},
