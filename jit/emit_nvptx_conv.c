@@ -873,13 +873,17 @@ static void plain_asm(conv_t* g, const char* text) {
 static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
-  LLVMValueRef base = LLVMBuildAdd(
-      b, g->ring_addr,
-      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
-                     em->t_i32, ""),
-      "");
   // Warpgroup w: weight rows [64 w, 64 w + 64) by every pixel, or (wide)
   // all 64 rows by pixels [wn w, wn w + wn).
+  LLVMValueRef soff = LLVMBuildTrunc(
+      b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""), em->t_i32, "");
+  // A prepared weight's kernel keeps stage 0's descriptors (loop
+  // invariants): a stage and a k8 step add their offset / 16 to the start
+  // address field (bits 0-13; the ring lies below 256 KiB, so the field
+  // never carries). The plain kernel, at 128 registers, has no room for
+  // them (4 bytes spilled): it makes each from its address.
+  LLVMValueRef base =
+      g->prep ? g->ring_addr : LLVMBuildAdd(b, g->ring_addr, soff, "");
   LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
   LLVMValueRef a_addr =
       g->wide ? base
@@ -889,6 +893,15 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   if (g->wide)
     b_addr = LLVMBuildAdd(b, b_addr,
                           LLVMBuildMul(b, wg, c32(g, g->wn * kRow), ""), "");
+  LLVMValueRef da0 = NULL, db0 = NULL;
+  if (g->prep) {
+    LLVMValueRef s16 =
+        LLVMBuildZExt(b, LLVMBuildLShr(b, soff, c32(g, 4), ""), em->t_i64, "");
+    da0 = LLVMBuildAdd(b, tj_nvptx_wgmma_descriptor(em, a_addr, 16, kAtom), s16,
+                       "");
+    db0 = LLVMBuildAdd(b, tj_nvptx_wgmma_descriptor(em, b_addr, 16, kAtom), s16,
+                       "");
+  }
   const int32_t n = g->wn / 2;
   char text[1200];
   size_t len =
@@ -904,10 +917,16 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
            (int)n + 1);
   plain_asm(g, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < kWgBK / 8; ++kk) {
-    LLVMValueRef da = tj_nvptx_wgmma_descriptor(
-        em, LLVMBuildAdd(b, a_addr, c32(g, kk * 32), ""), 16, kAtom);
-    LLVMValueRef db = tj_nvptx_wgmma_descriptor(
-        em, LLVMBuildAdd(b, b_addr, c32(g, kk * 32), ""), 16, kAtom);
+    LLVMValueRef da =
+        g->prep
+            ? LLVMBuildAdd(b, da0, c64(g, kk * 2), "")
+            : tj_nvptx_wgmma_descriptor(
+                  em, LLVMBuildAdd(b, a_addr, c32(g, kk * 32), ""), 16, kAtom);
+    LLVMValueRef db =
+        g->prep
+            ? LLVMBuildAdd(b, db0, c64(g, kk * 2), "")
+            : tj_nvptx_wgmma_descriptor(
+                  em, LLVMBuildAdd(b, b_addr, c32(g, kk * 32), ""), 16, kAtom);
     // The slice's first k8 overwrites the accumulators: they start
     // undefined, as zeroing them by movs that reach the loop would make
     // ptxas serialize the wgmmas (C7515).
