@@ -35,8 +35,11 @@
 // truncation's bias does not cancel, within 4e-4 relative (rounded_tol)
 // on the default kernel, mma.sync and both wgmma tiles; the wgmma kernel
 // with truncated operands (TJ_NVPTX_CONV=wgmma64-trunc) must break that
-// bound (on the H200 every output of every class did). Tests named on the
-// command line run alone. Skips (exit 77) without a driver or GPU.
+// bound (on the H200 every output of every class did). prepared_weights:
+// the weight a constant of the graph, which the wgmma kernel reads
+// prepared at upload (rounded, tap-major), on the cases and classes
+// within the same bounds. Tests named on the command line run alone.
+// Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>

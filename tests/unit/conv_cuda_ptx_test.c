@@ -21,9 +21,13 @@
 // compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. The
 // wgmma TF32 kernel (TJ_NVPTX_CONV=wgmma and wgmma64) on every dense
 // variant and ResNet's 1x1, 1x1/2 and 3x3/2 classes: m64n128k8 or m64n64k8
-// .tf32 on sm_90a (mma.sync on sm_80), 16-byte weight copies where K % 4 ==
-// 0, assembled by ptxas with no spill and no C7508/C7510/C7511/C7515. Numbers
-// on the GPU: tests/cuda/cuda_conv_test.c.
+// .tf32 on sm_90a (mma.sync on sm_80), assembled by ptxas with no spill and
+// no C7508/C7510/C7511/C7515: offline (no graph constants known) reading
+// the weight prepared (16-byte copies always; no tap table where it is
+// tap-major), and with TJ_NVPTX_CONV=wgmma64-plain as the graph has it
+// (16-byte weight copies where K % 4 == 0). The preparation itself
+// (tj_nvptx_conv_prepare_weight): its layouts and its rounding to
+// nearest TF32. Numbers on the GPU: tests/cuda/cuda_conv_test.c.
 
 #include <stdio.h>
 #include <stdlib.h>
