@@ -17,7 +17,11 @@ faster).
 
 --kernels names the TF32 rows' kernels (TJ_NVPTX_CONV, each in a context
 of its own): mma (mma.sync m16n8k8), wgmma and wgmma64 (sm_90a wgmma
-m64nNk8, 128 x 128 and 128 x 64 tiles); "" is the library's default.
+m64nNk8, 128 x 128 and 128 x 64 tiles), wgmma64-plain (a constant weight
+read as it is, not prepared); "" is the library's default.
+--const-w makes the weight a constant of our graph, as a model's is (the
+wgmma kernel then reads it prepared at upload: rounded to TF32 once,
+tap-major); by default it is an input.
 
 Prints a table; never a pass/fail. Needs torch with CUDA (the GPU machine).
 torch_timing.py must sit beside it.
@@ -65,10 +69,11 @@ def context_for(kernel):
         os.environ.pop("TJ_NVPTX_CONV", None)
 
 
-def ours(n, c, h, o, k, s, p, tf32, ctx=None):
+def ours(n, c, h, o, k, s, p, tf32, ctx=None, w_const=None):
     g = tj.Graph("conv", context=ctx)
     x = g.input("x", "f32", [n, c, h, h])
-    w = g.input("w", "f32", [o, c, k, k])
+    w = g.input("w", "f32", [o, c, k, k]) if w_const is None else \
+        g.constant(w_const)
     b = g.input("b", "f32", [o])
     g.output(g.conv(x, w, b, strides=[s, s], pads=[p, p, p, p]), "y")
     return tj.compile(g, "cuda", allow_tf32=tf32)
@@ -82,6 +87,8 @@ def main():
     ap.add_argument("--modes", default="f32,tf32")
     ap.add_argument("--kernels", default="",
                     help="TF32 kernels, comma-separated: mma, wgmma, wgmma64")
+    ap.add_argument("--const-w", action="store_true",
+                    help="the weight a constant of our graph")
     args = ap.parse_args()
     kernels = args.kernels.split(",") if args.kernels else [""]
     contexts = {variant: context_for(variant) for variant in kernels}
@@ -112,10 +119,12 @@ def main():
             want = F.conv2d(x, w, b, s, p)
             oh = want.shape[2]
             flops = 2.0 * n * o * oh * oh * c * k * k
+            wc = w.cpu().numpy() if args.const_w else None
             for tf32, variant in rows:
-                exe = ours(n, c, h, o, k, s, p, tf32, contexts[variant])
+                exe = ours(n, c, h, o, k, s, p, tf32, contexts[variant], wc)
+                args_ = (x, b) if args.const_w else (x, w, b)
                 out = torch.empty_like(want)
-                exe(x, w, b, out=out)
+                exe(*args_, out=out)
                 tol = 2e-2 if tf32 else 1e-4
                 try:
                     torch.testing.assert_close(out, want, rtol=tol, atol=tol)
@@ -126,8 +135,9 @@ def main():
                           f"{'tf32/' + variant if tf32 else 'f32'}: "
                           f"{str(e).splitlines()[1:3]}")
                     continue
-                t = cuda_time_ms(lambda: exe(x, w, b, out=out), args.iters)
-                kern = exe.profile(x, w, b, runs=args.iters, out=out).kernel_ms
+                t = cuda_time_ms(lambda: exe(*args_, out=out), args.iters)
+                kern = exe.profile(*args_, runs=args.iters,
+                                   out=out).kernel_ms
                 torch.backends.cudnn.allow_tf32 = tf32
                 ref = cuda_time_ms(lambda: F.conv2d(x, w, b, s, p), args.iters)
                 mode = ("tf32" + ("/" + variant if variant else "")) if tf32 \

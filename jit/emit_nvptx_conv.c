@@ -38,7 +38,13 @@
 //     ignore the operands' low 13 mantissa bits, so each thread rounds
 //     its own copies in place to nearest once they land (half a TF32 ulp
 //     added, to_tf32_half_ulp; wg_round_tile;
-//     tj_nvptx_options_t.conv_truncate leaves them truncated).
+//     tj_nvptx_options_t.conv_truncate leaves them truncated). A constant
+//     weight is read prepared at upload instead (tj_nvptx_kernel_t.
+//     conv_prepared; tj_nvptx_conv_prepare_weight): rounded already, rows
+//     padded to the k-tile, and tap-major where C is a multiple of 32 (2D),
+//     so that a k-tile is one tap's 32 channels and the patches are
+//     gathered with one window check and address a k-tile
+//     (gather_tap_major); only the patches are rounded then.
 // Too few tiles to fill the GPU (batch 1 at 14x14 or 7x7: one or two
 // pixel tiles; K up to 4608): the launch splits k into nctaid.z slices of
 // at least 32 k-tiles, each block adds its slice's sums into out by
@@ -91,6 +97,12 @@ typedef struct conv_t {
   // The wgmma kernel rounds its operands to TF32 in shared memory
   // (wg_round_tile); without it the tensor cores truncate them.
   bool round;
+  // wgmma: the weight is read prepared (tj_nvptx_conv_prepare_weight):
+  // rounded already, rows of kp floats (16-byte copies, no k bound);
+  // tap_major: its k is t * C + c, and the patches are gathered a k-tile
+  // (one tap, 32 channels) at a time (gather_tap_major).
+  bool prep, tap_major;
+  int64_t kp;
   // wgmma: bm output channels by bn pixels a block, each warpgroup's
   // wgmma m64n<wn>; wide (O <= 64): bm 64, the two warpgroups on the same
   // 64 weight rows and pixel halves [wn w, wn w + wn) (bn = 2 wn), so no
@@ -129,6 +141,9 @@ typedef struct conv_t {
   // tap's displacement along the last two axes; NULL where it is not used.
   LLVMValueRef taps;
   LLVMValueRef x_pixel;  // x's offset of the pixel's window origin
+  // gather_tap_major: x's offset (i64) of the thread's copy i of its first
+  // chunk from channel c0 of the tile's tap.
+  LLVMValueRef b_eoff[4];
 } conv_t;
 
 static LLVMValueRef c32(conv_t* g, int64_t v) {
@@ -413,6 +428,51 @@ static void gather_tabled(conv_t* g, LLVMValueRef base, LLVMValueRef k0,
   cp_async4(g, base, dst, src, ok);
 }
 
+// The patches of k-tile |k0| of a tap-major K (a prepared weight, C a
+// multiple of 32): the tile is channels c0 .. c0 + 31 of one tap t, so a
+// thread checks its pixel's tap once and copies its 4-byte elements from
+// INS apart (channel k of the tile at c0 + k): the tap's decomposition, a
+// window check and one address a k-tile, then each copy an add and its
+// cp.async (the tabled gather looks up, checks and addresses each). A
+// pixel past N x P has its origin far (kFar), outside every check.
+static void gather_tap_major(conv_t* g, LLVMValueRef base, LLVMValueRef k0) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef t = LLVMBuildUDiv(b, k0, c32(g, g->C), "tap");
+  LLVMValueRef c0 =
+      LLVMBuildSub(b, k0, LLVMBuildMul(b, t, c32(g, g->C), ""), "c0");
+  LLVMValueRef t1 = LLVMBuildUDiv(b, t, c32(g, g->ker[2]), "");
+  LLVMValueRef t2 =
+      LLVMBuildSub(b, t, LLVMBuildMul(b, t1, c32(g, g->ker[2]), ""), "");
+  LLVMValueRef da = LLVMBuildMul(b, t1, c32(g, g->dil[1]), "");
+  LLVMValueRef db = LLVMBuildMul(b, t2, c32(g, g->dil[2]), "");
+  LLVMValueRef ok = LLVMBuildAnd(
+      b,
+      LLVMBuildICmp(b, LLVMIntULT, LLVMBuildAdd(b, g->origin[1], da, ""),
+                    c32(g, g->in[1]), ""),
+      LLVMBuildICmp(b, LLVMIntULT, LLVMBuildAdd(b, g->origin[2], db, ""),
+                    c32(g, g->in[2]), ""),
+      "tap_ok");
+  LLVMValueRef off = LLVMBuildAdd(
+      b,
+      LLVMBuildAdd(b, g->x_pixel, LLVMBuildMul(b, c0, c32(g, g->INS), ""), ""),
+      LLVMBuildAdd(b, LLVMBuildMul(b, da, c32(g, g->in[2]), ""), db, ""), "");
+  LLVMValueRef xoff = tj_emit_select(
+      em, ok,
+      LLVMBuildAdd(b, g->x_image, LLVMBuildSExt(b, off, em->t_i64, ""), ""),
+      c64(g, 0));
+  const int32_t q = g->bn / 8, per_row = 32 / q;
+  for (int32_t i = 0; i < 4; ++i) {
+    LLVMValueRef p = tj_emit_advance(em, g->xb, em->base[g->xb],
+                                     LLVMBuildAdd(b, xoff, g->b_eoff[i], ""));
+    for (int32_t j = 0; j < q / 4; ++j) {
+      LLVMValueRef src =
+          tj_emit_advance(em, g->xb, p, c64(g, 4 * per_row * j * g->INS));
+      cp_async4(g, base, g->b_dst[j * 4 + i], src, ok);
+    }
+  }
+}
+
 //===--- the math ---===//
 
 static LLVMValueRef load_f32(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
@@ -630,7 +690,7 @@ static tj_status_t wg_copy_setup(conv_t* g) {
     LLVMValueRef off = LLVMBuildAdd(
         b,
         LLVMBuildMul(b, tj_emit_select(em, g->a16_ok[i], o, c64(g, 0)),
-                     c64(g, g->K), ""),
+                     c64(g, g->prep ? g->kp : g->K), ""),
         LLVMBuildZExt(b, k, em->t_i64, ""), "");
     g->a16_src[i] = tj_emit_advance(em, g->wb, em->base[g->wb], off);
   }
@@ -665,8 +725,13 @@ static tj_status_t wg_copy_setup(conv_t* g) {
     }
   }
   pixel_setup(g, col);
+  if (g->tap_major) {
+    for (int32_t i = 0; i < 4; ++i)
+      g->b_eoff[i] = LLVMBuildMul(b, LLVMBuildZExt(b, g->b_k[i], em->t_i64, ""),
+                                  c64(g, g->INS), "");
+  }
   if (tap_table_fits(g)) {
-    TJ_RETURN_IF_ERROR(tap_table(g));
+    if (!g->tap_major) TJ_RETURN_IF_ERROR(tap_table(g));
     // A pixel past N x P: its origin far along the last axis, so that no
     // tap passes the check.
     g->origin[2] = tj_emit_select(em, g->pix_ok, g->origin[2], c32(g, kFar));
@@ -677,8 +742,8 @@ static tj_status_t wg_copy_setup(conv_t* g) {
                        g->x_pixel, "");
     }
   }
-  g->a_vec = LLVMConstInt(em->t_i1, 0, 0);
-  if (g->K % 4 == 0) {
+  g->a_vec = LLVMConstInt(em->t_i1, g->prep, 0);
+  if (g->K % 4 == 0 && !g->prep) {
     LLVMValueRef at = LLVMBuildPtrToInt(b, em->base[g->wb], em->t_i64, "");
     g->a_vec = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, at, c64(g, 15), ""),
                              c64(g, 0), "a_vec");
@@ -696,6 +761,25 @@ static void wg_load_tile(conv_t* g, LLVMValueRef stage, LLVMValueRef kt) {
   LLVMValueRef k0 = LLVMBuildTrunc(b, LLVMBuildMul(b, kt, c64(g, kWgBK), ""),
                                    em->t_i32, "k0");
   tj_emit_if_t vec, elems;
+  if (g->prep) {
+    // Rows of kp, a multiple of the k-tile: no k bound.
+    for (int32_t i = 0; i < g->bm / 32; ++i) {
+      LLVMValueRef src = tj_emit_advance(em, g->wb, g->a16_src[i],
+                                         LLVMBuildZExt(b, k0, em->t_i64, ""));
+      LLVMValueRef args[3] = {
+          smem_at(g, base, g->a16_dst[i]),
+          LLVMBuildAddrSpaceCast(b, src, g->nv->t_ptr_global, ""),
+          tj_emit_select(em, g->a16_ok[i], c32(g, 16), c32(g, 0))};
+      call(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
+    }
+    if (g->tap_major) {
+      gather_tap_major(g, base, k0);
+    } else {
+      for (int32_t i = 0; i < g->b_copies; ++i)
+        gather(g, base, k0, g->b_k[i], g->b_dst[i]);
+    }
+    return;
+  }
   if (g->K % 4 == 0) {
     // K a multiple of 4: a chunk is all inside K or all past it.
     tj_emit_if_begin(em, &vec, g->a_vec, "a_vec");
@@ -789,13 +873,17 @@ static void plain_asm(conv_t* g, const char* text) {
 static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
-  LLVMValueRef base = LLVMBuildAdd(
-      b, g->ring_addr,
-      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
-                     em->t_i32, ""),
-      "");
   // Warpgroup w: weight rows [64 w, 64 w + 64) by every pixel, or (wide)
   // all 64 rows by pixels [wn w, wn w + wn).
+  LLVMValueRef soff = LLVMBuildTrunc(
+      b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""), em->t_i32, "");
+  // A prepared weight's kernel keeps stage 0's descriptors (loop
+  // invariants): a stage and a k8 step add their offset / 16 to the start
+  // address field (bits 0-13; the ring lies below 256 KiB, so the field
+  // never carries). The plain kernel, at 128 registers, has no room for
+  // them (4 bytes spilled): it makes each from its address.
+  LLVMValueRef base =
+      g->prep ? g->ring_addr : LLVMBuildAdd(b, g->ring_addr, soff, "");
   LLVMValueRef wg = LLVMBuildLShr(b, g->tid, c32(g, 7), "");
   LLVMValueRef a_addr =
       g->wide ? base
@@ -805,6 +893,15 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
   if (g->wide)
     b_addr = LLVMBuildAdd(b, b_addr,
                           LLVMBuildMul(b, wg, c32(g, g->wn * kRow), ""), "");
+  LLVMValueRef da0 = NULL, db0 = NULL;
+  if (g->prep) {
+    LLVMValueRef s16 =
+        LLVMBuildZExt(b, LLVMBuildLShr(b, soff, c32(g, 4), ""), em->t_i64, "");
+    da0 = LLVMBuildAdd(b, tj_nvptx_wgmma_descriptor(em, a_addr, 16, kAtom), s16,
+                       "");
+    db0 = LLVMBuildAdd(b, tj_nvptx_wgmma_descriptor(em, b_addr, 16, kAtom), s16,
+                       "");
+  }
   const int32_t n = g->wn / 2;
   char text[1200];
   size_t len =
@@ -820,10 +917,16 @@ static void wg_compute(conv_t* g, LLVMValueRef j, LLVMValueRef stage) {
            (int)n + 1);
   plain_asm(g, "wgmma.fence.sync.aligned;");
   for (int32_t kk = 0; kk < kWgBK / 8; ++kk) {
-    LLVMValueRef da = tj_nvptx_wgmma_descriptor(
-        em, LLVMBuildAdd(b, a_addr, c32(g, kk * 32), ""), 16, kAtom);
-    LLVMValueRef db = tj_nvptx_wgmma_descriptor(
-        em, LLVMBuildAdd(b, b_addr, c32(g, kk * 32), ""), 16, kAtom);
+    LLVMValueRef da =
+        g->prep
+            ? LLVMBuildAdd(b, da0, c64(g, kk * 2), "")
+            : tj_nvptx_wgmma_descriptor(
+                  em, LLVMBuildAdd(b, a_addr, c32(g, kk * 32), ""), 16, kAtom);
+    LLVMValueRef db =
+        g->prep
+            ? LLVMBuildAdd(b, db0, c64(g, kk * 2), "")
+            : tj_nvptx_wgmma_descriptor(
+                  em, LLVMBuildAdd(b, b_addr, c32(g, kk * 32), ""), 16, kAtom);
     // The slice's first k8 overwrites the accumulators: they start
     // undefined, as zeroing them by movs that reach the loop would make
     // ptxas serialize the wgmmas (C7515).
@@ -865,25 +968,10 @@ static void round_chunk(conv_t* g, LLVMValueRef base, LLVMValueRef off) {
   LLVMSetAlignment(LLVMBuildStore(b, r, smem_at(g, base, off)), 16);
 }
 
-// Rounds this thread's copies in |stage| (i64) to TF32 in place, to
-// nearest, ties away (mma.sync's cvt.rna, tf32_compute): wgmma reads
-// .tf32 operands from shared memory as f32 and ignores their low 13
-// mantissa bits, a truncation whose bias (toward zero, 2^-11 relative an
-// operand on average) adds up over a network (0.088 of 11.1 on resnet18
-// against mma.sync's 0.007). cp.async.wait_group made the thread's own
-// copies visible to it, so it rewrites exactly those, with the addresses
-// it copied to (no other thread's data, no barrier of its own); the
-// fence.proxy.async after it hands the rewritten tile to wgmma. The
-// thread's B copies and 16-byte A copies fill whole chunks, rounded as
-// 16-byte vectors; 4-byte A copies (the stem's K 147) one by one;
-// zero-filled copies stay 0.
-static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
+// The weight's part of wg_round_tile.
+static void wg_round_weight(conv_t* g, LLVMValueRef base) {
   LLVMBuilderRef b = g->b;
   tj_emit_t* em = g->em;
-  LLVMValueRef base = smem_at(
-      g, g->ring,
-      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
-                     em->t_i32, ""));
   tj_emit_if_t vec, elems;
   if (g->K % 4 == 0) {
     tj_emit_if_begin(em, &vec, g->a_vec, "round_a_vec");
@@ -902,6 +990,30 @@ static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
         4);
   }
   tj_emit_if_end(em, &elems);
+}
+
+// Rounds this thread's copies in |stage| (i64) to TF32 in place, to
+// nearest, ties away (mma.sync's cvt.rna, tf32_compute): wgmma reads
+// .tf32 operands from shared memory as f32 and ignores their low 13
+// mantissa bits, a truncation whose bias (toward zero, 2^-11 relative an
+// operand on average) adds up over a network (0.088 of 11.1 on resnet18
+// against mma.sync's 0.007). cp.async.wait_group made the thread's own
+// copies visible to it, so it rewrites exactly those, with the addresses
+// it copied to (no other thread's data, no barrier of its own); the
+// fence.proxy.async after it hands the rewritten tile to wgmma. The
+// thread's B copies and 16-byte A copies fill whole chunks, rounded as
+// 16-byte vectors; 4-byte A copies (the stem's K 147) one by one;
+// zero-filled copies stay 0. A prepared weight is rounded already: only
+// the patches are rounded then.
+static void wg_round_tile(conv_t* g, LLVMValueRef stage) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->ring,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  // A prepared weight is rounded already.
+  if (!g->prep) wg_round_weight(g, base);
   for (int32_t j = 0; j < g->b_copies / 4; ++j)
     round_chunk(g, base, g->b_chunk[j]);
 }
@@ -1417,6 +1529,13 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   g.wg = g.tf32 && nv->arch == TJ_NVPTX_SM_90A &&
          (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
   g.round = g.wg && !nv->options.conv_truncate;
+  // A weight prepared at upload where the caller allows (a constant); a
+  // tap-major one only where the tap-major gather's checks fit (those of
+  // the tap table), else the weight is read as it is.
+  g.prep = g.wg && !nv->options.conv_plain_weight;
+  g.kp = (g.K + kWgBK - 1) / kWgBK * kWgBK;
+  g.tap_major = g.prep && tj_nvptx_conv_weight_tap_major(g.C, cv->spatial);
+  if (g.tap_major && !tap_table_fits(&g)) g.prep = g.tap_major = false;
   g.bn = kBN;
   g.bk = kBK;
   g.stages = kStages;
@@ -1453,6 +1572,7 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   nv->info->tile_k = g.bk;
   nv->info->stages = g.stages;
   nv->info->min_blocks_per_sm = blocks_per_sm;
+  nv->info->conv_prepared = g.prep;
 
   LLVMBuilderRef b = g.b;
   g.tid = tj_nvptx_sreg(nv, "tid.x");
@@ -1535,9 +1655,21 @@ static int64_t slices_for(int64_t pixels, int64_t channels, int64_t k,
   return (tiles + per - 1) / per;
 }
 
-int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
-                             int32_t num_sms) {
-  return slices_for(pixels, channels, k, num_sms, kBM, kBN, kBK, 2);
+int64_t tj_nvptx_conv_slices(const tj_nvptx_options_t* options,
+                             tj_nvptx_arch_t arch, int64_t pixels,
+                             int64_t channels, int64_t k, int32_t num_sms) {
+  // The tiles tj_nvptx_emit_conv takes for these options.
+  tj_nvptx_conv_kernel_t variant =
+      options ? options->conv_kernel : TJ_NVPTX_CONV_AUTO;
+  if (variant == TJ_NVPTX_CONV_AUTO) variant = TJ_NVPTX_CONV_WGMMA_64;
+  const bool wg =
+      options && options->gemm_tf32 && arch == TJ_NVPTX_SM_90A &&
+      (variant == TJ_NVPTX_CONV_WGMMA || variant == TJ_NVPTX_CONV_WGMMA_64);
+  if (!wg) return slices_for(pixels, channels, k, num_sms, kBM, kBN, kBK, 2);
+  const bool wide = channels <= 64;
+  const int64_t wn = wide || variant == TJ_NVPTX_CONV_WGMMA_64 ? 64 : 128;
+  return slices_for(pixels, channels, k, num_sms, wide ? 64 : kBM,
+                    wide ? 128 : wn, kWgBK, wn == 128 ? 1 : 2);
 }
 
 tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
@@ -1584,4 +1716,42 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
   out->block[1] = out->block[2] = 1;
   out->shared_bytes = (uint32_t)info->shared_bytes;
   return NULL;
+}
+
+//===--- the prepared weight ---===//
+
+bool tj_nvptx_conv_weight_tap_major(int64_t c, int32_t spatial) {
+  return spatial == 2 && c > 0 && c % kWgBK == 0;
+}
+
+int64_t tj_nvptx_conv_weight_bytes(int64_t o, int64_t c, int64_t taps) {
+  return o * ((c * taps + kWgBK - 1) / kWgBK * kWgBK) * 4;
+}
+
+// cvt.rna.tf32.f32's value: half a TF32 ulp added to a finite value's
+// bits, the low 13 cleared (what the kernel's to_tf32_half_ulp leaves to
+// the tensor cores).
+static float round_tf32(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x1000u) & 0xFFFFE000u;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+void tj_nvptx_conv_prepare_weight(int64_t o, int64_t c, int64_t taps,
+                                  int32_t spatial, const void* w, float* dst) {
+  const int64_t kp = (c * taps + kWgBK - 1) / kWgBK * kWgBK;
+  const bool tap_major = tj_nvptx_conv_weight_tap_major(c, spatial);
+  memset(dst, 0, (size_t)tj_nvptx_conv_weight_bytes(o, c, taps));
+  for (int64_t oo = 0; oo < o; ++oo) {
+    for (int64_t cc = 0; cc < c; ++cc) {
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t k = tap_major ? t * c + cc : cc * taps + t;
+        float v;
+        memcpy(&v, (const char*)w + ((oo * c + cc) * taps + t) * 4, 4);
+        dst[oo * kp + k] = round_tf32(v);
+      }
+    }
+  }
 }

@@ -99,6 +99,12 @@ typedef struct tj_nvptx_kernel_t {
   // ... and reads its B (the quantized weight) in the tile layout
   // (tj_nvptx_wq_tile), not as the [K, N] bytes of the graph's constant.
   bool wq_tiled;
+  // CONV on wgmma (TF32): the kernel reads its weight prepared once
+  // (tj_nvptx_conv_prepare_weight: rounded to TF32, rows padded, maybe
+  // tap-major), not as the graph's [O, C, taps] f32; only a constant
+  // weight may be read so (backends/cuda/cuda_program.c emits the kernel
+  // again with conv_plain_weight for any other).
+  bool conv_prepared;
 } tj_nvptx_kernel_t;
 
 // The tensor-core main loop of a GEMM (tj_nvptx_options_t.gemm_kernel).
@@ -263,6 +269,12 @@ typedef struct tj_nvptx_options_t {
   // wgmma-trunc, wgmma64-trunc; 32% of resnet18's time at batch 32 on
   // the H200, bench/RESULTS.md).
   bool conv_truncate;
+  // The wgmma TF32 conv reads its weight as the graph's [O, C, taps] f32
+  // and rounds it in shared memory with the patches, instead of reading
+  // it prepared (tj_nvptx_kernel_t.conv_prepared): for a weight that is
+  // not a constant, and TJ_NVPTX_CONV=wgmma-plain / wgmma64-plain (for
+  // measuring what the preparation brings).
+  bool conv_plain_weight;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {
@@ -289,10 +301,27 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
 
 // The slices into which the CONV template's launch splits k for a conv of
 // |pixels| output pixels (N x P), |channels| output channels and |k| = C x
-// taps on a GPU of |num_sms| SMs, 1 for none: the grid's depth. Only a
-// kernel without an epilogue splits (jit/emit_nvptx_conv.c).
-int64_t tj_nvptx_conv_slices(int64_t pixels, int64_t channels, int64_t k,
-                             int32_t num_sms);
+// taps on a GPU of |num_sms| SMs, 1 for none: the grid's depth, in the
+// tiles the emitter takes under |options| (NULL: exact f32) for |arch|
+// (the wgmma TF32 kernel's on sm_90a). Only a kernel without an epilogue
+// splits (jit/emit_nvptx_conv.c).
+int64_t tj_nvptx_conv_slices(const tj_nvptx_options_t* options,
+                             tj_nvptx_arch_t arch, int64_t pixels,
+                             int64_t channels, int64_t k, int32_t num_sms);
+
+// The weight of the wgmma TF32 conv prepared once, where the kernel says
+// so (tj_nvptx_kernel_t.conv_prepared): w [O, C, taps] (taps the kernel's
+// window, flattened; |spatial| axes) becomes [O, Kp] f32, Kp = C x taps
+// rounded up to a multiple of 32 (zeros past C x taps), each value
+// rounded to TF32 to nearest, ties away (cvt.rna's result, the low 13
+// mantissa bits 0; Inf and NaN kept), with k = t * C + c (tap-major,
+// where tj_nvptx_conv_weight_tap_major: a k-tile of 32 then lies in one
+// tap) or k = c * taps + t (the graph's order). |dst| takes
+// tj_nvptx_conv_weight_bytes; |w| (any alignment) is read only.
+bool tj_nvptx_conv_weight_tap_major(int64_t c, int32_t spatial);
+int64_t tj_nvptx_conv_weight_bytes(int64_t o, int64_t c, int64_t taps);
+void tj_nvptx_conv_prepare_weight(int64_t o, int64_t c, int64_t taps,
+                                  int32_t spatial, const void* w, float* dst);
 
 // Whether GEMM operand |buffer| of |kernel| has a batch: a stride along a
 // batch dim (those before the last two) that is not the constant 0. The

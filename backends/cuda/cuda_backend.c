@@ -38,6 +38,10 @@ typedef struct target_t {
   // The program the generic run plan's kernels are added to while it is
   // built (accept), finished by the generic compile.
   tj_cuda_program_t* pending;
+  // Its emitter options and arch, for conv_epilogue_fits (every program
+  // of the target has them).
+  tj_nvptx_options_t nv_options;
+  tj_nvptx_arch_t arch;
   // Runs of one executable are serialized (tj_executable_run), over all
   // its programs: a specialized shape's program is another program.
   pthread_mutex_t run_mutex;
@@ -64,6 +68,8 @@ static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
   // The device first, so that a machine without a GPU fails fast and
   // clearly.
   TJ_RETURN_IF_ERROR(create_program(t, &t->pending));
+  t->nv_options = t->pending->nv_options;
+  t->arch = t->pending->arch;
   if (pthread_mutex_init(&t->run_mutex, NULL) != 0) {
     tj_cuda_program_destroy(t->pending);
     t->pending = NULL;
@@ -149,12 +155,16 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
 }
 
-// Issue 15: a conv whose launch would split k at its smallest batch (a
-// symbolic batch taken as 1: one executable serves every batch) keeps its
-// followers out: a kernel with an epilogue never splits
-// (jit/emit_nvptx_conv.c), and the split is worth more than the fusion
-// there (resnet18's 7x7 512-channel layers at batch 1: 4 blocks of 576
-// k-tiles unsplit). Offline (no device) the SM count is an H100/H200's.
+// Issue 15: a conv whose launch would split k in more than two slices at
+// its smallest batch (a symbolic batch taken as 1: one executable serves
+// every batch), in the tiles its kernel takes, keeps its followers out: a
+// kernel with an epilogue never splits (jit/emit_nvptx_conv.c), and the
+// split is worth more than the fusion there (resnet18's 7x7 512-channel
+// layers at batch 1: 4 blocks of 144 k-tiles unsplit). Two slices at most
+// halve a short conv's time at that batch, while the fused followers save
+// a kernel and a pass over the output at every batch (resnet18's first
+// stage, 2 slices at batch 1: four add/relu kernels of 0.066 ms at batch
+// 32 on the H200). Offline (no device) the SM count is an H100/H200's.
 static bool cuda_conv_epilogue_fits(void* target, const tj_graph_t* g,
                                     uint32_t node) {
   enum { kOfflineSms = 132 };
@@ -174,7 +184,9 @@ static bool cuda_conv_epilogue_fits(void* target, const tj_graph_t* g,
   int32_t sms = t && t->pending && t->pending->device
                     ? t->pending->device->num_sms
                     : kOfflineSms;
-  return tj_nvptx_conv_slices(pixels, y->dims[1], k, sms) == 1;
+  return tj_nvptx_conv_slices(t ? &t->nv_options : NULL,
+                              t ? t->arch : TJ_NVPTX_SM_90A, pixels, y->dims[1],
+                              k, sms) <= 2;
 }
 
 static void cuda_release(void* target, void* program) {

@@ -109,22 +109,29 @@ static _Atomic(bool) g_warned_conv;
 
 // TJ_NVPTX_CONV: "mma", "wgmma" or "wgmma64" force the TF32 conv's
 // kernel, "wgmma-trunc" and "wgmma64-trunc" the wgmma ones with truncated
-// operands (*truncate; for measuring what rounding costs); unset or ""
+// operands (*truncate; for measuring what rounding costs), "wgmma-plain"
+// and "wgmma64-plain" the wgmma ones reading constant weights as they are
+// (*plain; for measuring what their preparation brings); unset or ""
 // leave the default; anything else warns once and leaves it too.
-static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context,
-                                          bool* truncate) {
+static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context, bool* truncate,
+                                          bool* plain) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_CONV);
   *truncate = false;
+  *plain = false;
   if (!v || !v[0]) return TJ_NVPTX_CONV_AUTO;
   if (strcmp(v, "mma") == 0) return TJ_NVPTX_CONV_MMA_SYNC;
   *truncate = strcmp(v, "wgmma-trunc") == 0 || strcmp(v, "wgmma64-trunc") == 0;
-  if (strcmp(v, "wgmma") == 0 || strcmp(v, "wgmma-trunc") == 0)
+  *plain = strcmp(v, "wgmma-plain") == 0 || strcmp(v, "wgmma64-plain") == 0;
+  if (strcmp(v, "wgmma") == 0 || strcmp(v, "wgmma-trunc") == 0 ||
+      strcmp(v, "wgmma-plain") == 0)
     return TJ_NVPTX_CONV_WGMMA;
-  if (strcmp(v, "wgmma64") == 0 || strcmp(v, "wgmma64-trunc") == 0)
+  if (strcmp(v, "wgmma64") == 0 || strcmp(v, "wgmma64-trunc") == 0 ||
+      strcmp(v, "wgmma64-plain") == 0)
     return TJ_NVPTX_CONV_WGMMA_64;
   tj_warn_once(context, &g_warned_conv,
                "TJ_NVPTX_CONV: \"%.32s\" is none of mma, wgmma, wgmma64, "
-               "wgmma-trunc and wgmma64-trunc and is ignored",
+               "wgmma-trunc, wgmma64-trunc, wgmma-plain and wgmma64-plain "
+               "and is ignored",
                v);
   return TJ_NVPTX_CONV_AUTO;
 }
@@ -150,8 +157,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
   p->nv_options.attention_kernel = attention_kernel(context);
-  p->nv_options.conv_kernel =
-      conv_kernel(context, &p->nv_options.conv_truncate);
+  p->nv_options.conv_kernel = conv_kernel(context, &p->nv_options.conv_truncate,
+                                          &p->nv_options.conv_plain_weight);
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
@@ -348,13 +355,14 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   char buf[256];
   snprintf(buf, sizeof(buf),
            "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
-           "wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d wqb256 %d",
+           "plain %d wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d "
+           "wqb256 %d",
            major, minor, patch, (int)p->nv_options.approx_math,
            (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
            (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
-           (int)p->nv_options.wqgemm_fma, (int)p->nv_options.wqgemm_mma,
-           (int)!p->nv_options.wqgemm_no_split, (int)p->nv_options.wqgemm_tiled,
-           (int)p->nv_options.wqgemm_splits,
+           (int)p->nv_options.conv_plain_weight, (int)p->nv_options.wqgemm_fma,
+           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
+           (int)p->nv_options.wqgemm_tiled, (int)p->nv_options.wqgemm_splits,
            (int)p->nv_options.wqgemm_blocks256);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
@@ -363,6 +371,11 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
     TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
     tj_cache_hasher_update_string(&h, text);
     tj_free_string(k->allocator, text);
+    // The kernel IR does not say whether a conv's weight is a constant:
+    // the same text reads a prepared weight or the graph's
+    // (conv_plain_weights).
+    tj_cache_hasher_update_string(
+        &h, p->kernels[i].info.conv_prepared ? "conv prepared" : "");
   }
   *out = tj_cache_hasher_finalize(&h);
   return NULL;
@@ -512,11 +525,51 @@ static tj_status_t load_module(tj_cuda_program_t* p, const char* cache_dir) {
   return status;
 }
 
-// The quantized weights that tiled kernels read (tj_nvptx_kernel_t.
-// wq_tiled): |bits| per node, 4 or 8 for a weight, 1 for its scale and
-// zero point (rows padded to 64 columns), 0 for the rest; |plain| whether
-// a node's bytes are needed as they are too (another kernel reads them,
-// or a host or custom step might, or they are an output).
+// |bits| of a conv weight that a kernel reads prepared
+// (tj_nvptx_kernel_t.conv_prepared, tj_nvptx_conv_prepare_weight).
+#define kConvPrepared 32
+
+// Whether buffer |b| of kernel |ki| is a conv weight that the kernel may
+// read prepared: a whole f32 constant [O, C, taps...] of the graph.
+static bool conv_weight_constant(const tj_cuda_program_t* p, uint32_t ki,
+                                 uint32_t b) {
+  const tj_lowered_kernel_t* low = p->kernels[ki].low;
+  const tj_node_t* n = &p->plan.graph->nodes[low->buffer_nodes[b]];
+  return n->op == TJ_OP_CONSTANT && n->dtype == TJ_DTYPE_F32 && n->rank >= 3 &&
+         n->rank == low->kernel->rank && low->buffer_offset_dims[b] == 0;
+}
+
+// A conv kernel emitted to read its weight prepared whose weight is not a
+// constant (an input, a value computed in the graph): emitted again
+// reading it as it is (tj_nvptx_options_t.conv_plain_weight), before the
+// module compiles. The emitter cannot tell (the kernel IR names no
+// constants) and the graph is known only now.
+static tj_status_t conv_plain_weights(tj_cuda_program_t* p) {
+  for (uint32_t ki = 0; ki < p->num_kernels; ++ki) {
+    tj_nvptx_kernel_t* info = &p->kernels[ki].info;
+    if (!info->conv_prepared) continue;
+    const tj_kir_t* k = p->kernels[ki].low->kernel;
+    bool constant = false;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_CONV_W)
+        constant = conv_weight_constant(p, ki, b);
+    }
+    if (constant) continue;
+    tj_nvptx_options_t o = p->nv_options;
+    o.conv_plain_weight = true;
+    tj_nvptx_module_remove_kernel(p->mod.nvptx, info->entry);
+    TJ_RETURN_IF_ERROR(tj_nvptx_module_add_kernel(p->mod.nvptx, k, &o, info));
+  }
+  return NULL;
+}
+
+// The weights that kernels read relaid: the quantized ones of tiled
+// kernels (tj_nvptx_kernel_t.wq_tiled) and the conv weights read prepared
+// (conv_prepared): |bits| per node, 4 or 8 for a quantized weight, 1 for
+// its scale and zero point (rows padded to 64 columns), kConvPrepared,
+// 0 for the rest; |plain| whether a node's bytes are needed as they are
+// too (another kernel reads them, or a host or custom step might, or they
+// are an output).
 static tj_status_t wq_tiled_nodes(tj_cuda_program_t* p, uint8_t* bits,
                                   bool* plain) {
   const tj_graph_t* g = p->plan.graph;
@@ -531,6 +584,16 @@ static tj_status_t wq_tiled_nodes(tj_cuda_program_t* p, uint8_t* bits,
     for (uint32_t b = 0; b < low->num_buffers; ++b) {
       uint32_t node = low->buffer_nodes[b];
       tj_kir_role_t role = k->buffers[b].role;
+      if (p->kernels[ki].info.conv_prepared && role == TJ_KIR_CONV_W) {
+        if (!conv_weight_constant(p, ki, b) ||
+            (bits[node] && bits[node] != kConvPrepared))
+          return tj_internal(
+              "kernel @%s: a prepared conv weight %%%u that is not a whole "
+              "f32 constant",
+              k->name, node);
+        bits[node] = kConvPrepared;
+        continue;
+      }
       bool tiled = p->kernels[ki].info.wq_tiled &&
                    (role == TJ_KIR_GEMM_B || role == TJ_KIR_GEMM_BSCALE ||
                     role == TJ_KIR_GEMM_BZERO);
@@ -582,9 +645,13 @@ static tj_status_t upload_constants(tj_cuda_program_t* p) {
       int64_t rows = n->rank == 2 ? n->dims[0] : 1;
       int64_t cols = n->dims[n->rank - 1];
       int64_t es = (int64_t)tj_dtype_size(n->dtype);
+      int64_t taps = 1;
+      for (int32_t d = 2; d < n->rank; ++d) taps *= n->dims[d];
       int64_t tb =
-          w == 1 ? rows * ((cols + 63) / 64 * 64) * es
-                 : tj_nvptx_wq_tiled_bytes(w, rows, w == 4 ? 2 * cols : cols);
+          w == kConvPrepared
+              ? tj_nvptx_conv_weight_bytes(n->dims[0], n->dims[1], taps)
+          : w == 1 ? rows * ((cols + 63) / 64 * 64) * es
+                   : tj_nvptx_wq_tiled_bytes(w, rows, w == 4 ? 2 * cols : cols);
       packed[buf->node] = tj_calloc(p->al, (size_t)(tb ? tb : 1), 1);
       if (!packed[buf->node]) {
         status = tj_status_oom();
@@ -593,7 +660,12 @@ static tj_status_t upload_constants(tj_cuda_program_t* p) {
       packed_bytes[buf->node] = tb ? tb : 1;
       uint8_t* to = packed[buf->node];
       const uint8_t* from = n->attrs.data;
-      if (w != 1) {
+      if (w == kConvPrepared) {
+        // Rounded to TF32, rows padded to the k-tile, tap-major where the
+        // kernel gathers so.
+        tj_nvptx_conv_prepare_weight(n->dims[0], n->dims[1], taps, n->rank - 2,
+                                     from, (float*)to);
+      } else if (w != 1) {
         tj_nvptx_wq_tile(w, rows, w == 4 ? 2 * cols : cols, from, to);
       } else {
         for (int64_t r = 0; r < rows; ++r)
@@ -767,6 +839,7 @@ tj_status_t tj_cuda_program_finish(
   TJ_RETURN_IF_ERROR(alloc_run_state(p));
   TJ_RETURN_IF_ERROR(tj_cuda_custom_load(p));
   if (num_kernels > 0) {
+    TJ_RETURN_IF_ERROR(conv_plain_weights(p));
     TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
     double start = tj_now_ms();
     for (uint32_t i = 0; i < num_kernels; ++i) {

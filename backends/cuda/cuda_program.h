@@ -248,7 +248,8 @@ struct tj_cuda_program_t {
     uint64_t* const_ptr;  // per node: the device copy of a constant, or 0
     // per node: the copy of a quantized weight in the tile layout
     // (tj_nvptx_wq_tile) that kernels with tj_nvptx_kernel_t.wq_tiled read
-    // as their B, or 0.
+    // as their B, or of a conv weight prepared (tj_nvptx_conv_prepare_weight)
+    // that kernels with conv_prepared read as their weight, or 0.
     uint64_t* wq_tiled_ptr;
   } plan;
 

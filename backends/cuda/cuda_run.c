@@ -176,6 +176,9 @@ static tj_status_t kernel_args(tj_cuda_program_t* p, uint32_t ki,
         (role == TJ_KIR_GEMM_B || role == TJ_KIR_GEMM_BSCALE ||
          role == TJ_KIR_GEMM_BZERO))
       argv[b] = p->plan.wq_tiled_ptr[node];
+    // A conv weight prepared for the kernel (tj_nvptx_conv_prepare_weight).
+    if (kern->info.conv_prepared && role == TJ_KIR_CONV_W)
+      argv[b] = p->plan.wq_tiled_ptr[node];
   }
   for (uint32_t i = 0; i < k->num_params; ++i) {
     memcpy(&argv[low->num_buffers + i], &scalars[i], sizeof(int64_t));

@@ -35,8 +35,11 @@
 // truncation's bias does not cancel, within 4e-4 relative (rounded_tol)
 // on the default kernel, mma.sync and both wgmma tiles; the wgmma kernel
 // with truncated operands (TJ_NVPTX_CONV=wgmma64-trunc) must break that
-// bound (on the H200 every output of every class did). Tests named on the
-// command line run alone. Skips (exit 77) without a driver or GPU.
+// bound (on the H200 every output of every class did). prepared_weights:
+// the weight a constant of the graph, which the wgmma kernel reads
+// prepared at upload (rounded, tap-major), on the cases and classes
+// within the same bounds. Tests named on the command line run alone.
+// Skips (exit 77) without a driver or GPU.
 
 #include <math.h>
 #include <stdio.h>
@@ -49,9 +52,9 @@
 #include "lib/dtype.h"
 #include "tests/cuda/cuda_test_util.h"
 
-// _SPLIT: the followers of a conv whose launch splits k at batch 1 (the
-// symbolic batch's smallest), which fuse keeps out of its kernel (the CUDA
-// backend's conv_epilogue_fits): two kernels.
+// _SPLIT: the followers of a conv whose launch splits k in more than two
+// slices at batch 1 (the symbolic batch's smallest), which fuse keeps out
+// of its kernel (the CUDA backend's conv_epilogue_fits): two kernels.
 typedef enum post_e {
   P_NONE,
   P_RELU,
@@ -305,7 +308,8 @@ static const case_t kResnet[] = {
      true,
      P_RELU,
      {.strides = {2, 2}, .pads_begin = {3, 3}, .pads_end = {3, 3}}},
-    // K 576 splits at batch 1: the relu a kernel of its own.
+    // K 576 would split in 2 slices at batch 1, which fuse allows for (at
+    // most 2: conv_epilogue_fits): the relu its epilogue, never split.
     {"rn_3x3_64",
      2,
      64,
@@ -313,7 +317,7 @@ static const case_t kResnet[] = {
      {14, 14},
      {3, 3},
      true,
-     P_RELU_SPLIT,
+     P_RELU,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}}},
     {"rn_1x1_256_64",
      2,
@@ -389,6 +393,11 @@ static int64_t out_size(const case_t* c, int32_t i) {
   return room / def1(a->strides[i]) + 1;
 }
 
+// TEST(prepared_weights): the weight is a constant of the graph holding
+// these values (the wgmma kernel then reads it prepared at upload:
+// rounded to TF32, tap-major where C is a multiple of 32), not an input.
+static float* g_const_w;
+
 // y = post(conv(x, w, b)), the batch the symbol N.
 static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
                          int64_t* wd, int64_t* yd) {
@@ -405,7 +414,11 @@ static tj_graph_t* build(tj_context_t* ctx, const case_t* c, int64_t* xd,
     yd[2 + i] = out_size(c, i);
   }
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, r, xd, "x");
-  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
+  int64_t nw = 1;
+  for (int32_t i = 0; i < r; ++i) nw *= wd[i];
+  tj_value_t w = g_const_w ? tj_graph_constant(g, TJ_DTYPE_F32, r, wd,
+                                               g_const_w, (size_t)nw * 4)
+                           : tj_graph_input(g, TJ_DTYPE_F32, r, wd, "w");
   tj_value_t b = {0};
   if (c->bias) b = tj_graph_input(g, TJ_DTYPE_F32, 1, &c->o, "b");
   tj_value_t y = tj_graph_conv(g, x, w, b, &c->a);
@@ -482,6 +495,10 @@ static void run_variants(const case_t* c, const variant_t* vs,
   tj_graph_t* g[kMaxVariants] = {NULL};
   tj_executable_t* exe[kMaxVariants] = {NULL};
   bool ok = num_variants <= kMaxVariants;
+  if (g_const_w) {
+    free(g_const_w);
+    g_const_w = random_buffer(c->o * (int64_t)kk);
+  }
   for (int32_t v = 0; ok && v < num_variants; ++v) {
     g[v] = build(vs[v].ctx, c, xd, wd, yd);
     if (!g[v]) {
@@ -531,7 +548,7 @@ static void run_variants(const case_t* c, const variant_t* vs,
     tj_tensor_t ins[4];
     int32_t nin = 0;
     ins[nin++] = tj_tensor_make(x, TJ_DTYPE_F32, r, xs);
-    ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
+    if (!g_const_w) ins[nin++] = tj_tensor_make(w, TJ_DTYPE_F32, r, wd);
     if (c->bias) ins[nin++] = tj_tensor_make(b, TJ_DTYPE_F32, 1, &c->o);
     if (c->post == P_RESIDUAL || c->post == P_RESIDUAL_SPLIT)
       ins[nin++] = tj_tensor_make(res, TJ_DTYPE_F32, r, ys);
@@ -697,6 +714,37 @@ TEST(tf32_rounded) {
   tj_context_destroy(def);
 }
 
+// Constant weights, read prepared at upload by the wgmma kernel (the
+// default; rounded to TF32 once, rows padded to the k-tile, tap-major
+// where C is a multiple of 32, so that a k-tile is one tap) and as they
+// are by TJ_NVPTX_CONV=wgmma64-plain: every kCases shape within the TF32
+// bound at batches 3, 1, 0 (default); ResNet's classes at batch 8 and 1
+// within it (both), and at batch 2 on inputs in [0, 1) within rounded_tol
+// (the host's rounding is to nearest too).
+TEST(prepared_weights) {
+  tj_context_t* def = NULL;
+  CHECK_OK(tj_test_context_create(&def));
+  tj_context_t* plain = conv_context("wgmma64-plain");
+  const variant_t vs[2] = {{def, true, " default const", false},
+                           {plain, true, " wgmma64-plain const", false}};
+  g_const_w = random_buffer(1);
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i)
+    run_variants(&kCases[i], vs, 1, kBatches, 3);
+  // Batch 8, not 32: the f64 reference is the slow part.
+  static const int64_t eight_one[2] = {8, 1};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kResnet); ++i)
+    run_variants(&kResnet[i], vs, 2, eight_one, 2);
+  static const int64_t two[1] = {2};
+  g_positive = true;
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kResnet); ++i)
+    run_variants(&kResnet[i], vs, 1, two, 1);
+  g_positive = false;
+  free(g_const_w);
+  g_const_w = NULL;
+  tj_context_destroy(plain);
+  tj_context_destroy(def);
+}
+
 // Whether TEST(name) runs: every test, or those named on the command line
 // (cuda_conv_test tf32_rounded resnet_classes: a short GPU call).
 static int g_argc;
@@ -721,5 +769,6 @@ int main(int argc, char** argv) {
   RUN_SELECTED(cases_tf32_wgmma);
   RUN_SELECTED(resnet_classes);
   RUN_SELECTED(tf32_rounded);
+  RUN_SELECTED(prepared_weights);
   TEST_MAIN_END();
 }

@@ -21,9 +21,13 @@
 // compile fails each allocation in turn: OUT_OF_MEMORY, nothing leaked. The
 // wgmma TF32 kernel (TJ_NVPTX_CONV=wgmma and wgmma64) on every dense
 // variant and ResNet's 1x1, 1x1/2 and 3x3/2 classes: m64n128k8 or m64n64k8
-// .tf32 on sm_90a (mma.sync on sm_80), 16-byte weight copies where K % 4 ==
-// 0, assembled by ptxas with no spill and no C7508/C7510/C7511/C7515. Numbers
-// on the GPU: tests/cuda/cuda_conv_test.c.
+// .tf32 on sm_90a (mma.sync on sm_80), assembled by ptxas with no spill and
+// no C7508/C7510/C7511/C7515: offline (no graph constants known) reading
+// the weight prepared (16-byte copies always; no tap table where it is
+// tap-major), and with TJ_NVPTX_CONV=wgmma64-plain as the graph has it
+// (16-byte weight copies where K % 4 == 0). The preparation itself
+// (tj_nvptx_conv_prepare_weight): its layouts and its rounding to
+// nearest TF32. Numbers on the GPU: tests/cuda/cuda_conv_test.c.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +48,18 @@ static tj_context_t* g_wgmma64_ctx;
 // TJ_NVPTX_CONV=wgmma64-trunc: the operands left to the tensor cores'
 // truncation (no cvt.rna), for measuring what rounding costs.
 static tj_context_t* g_trunc_ctx;
+// TJ_NVPTX_CONV=wgmma64-plain: the weight read as the graph has it, not
+// prepared (an offline compile knows no graph constants: its wgmma
+// kernels otherwise read the weight prepared).
+static tj_context_t* g_plain_ctx;
 
 // Followers of the conv, its kernel's epilogue (lib/passes/fuse.c's
 // conv_epilogue, jit/emit_nvptx_conv.c's epilogue_map): relu; relu(y +
 // residual) with the residual of y's shape; y + a per-channel [O, 1, 1]
 // operand, clipped to [0, 6]; y cast to f16. P_RELU_SPLIT: relu after a
-// conv whose launch splits k at batch 1 (the symbolic batch's smallest;
-// 132 SMs offline), which keeps it out (conv_epilogue_fits): two kernels.
+// conv whose launch splits k in more than two slices at batch 1 (the
+// symbolic batch's smallest; 132 SMs offline), which keeps it out
+// (conv_epilogue_fits): two kernels.
 typedef enum post_e {
   P_NONE,
   P_RELU,
@@ -174,10 +183,11 @@ static const variant_t kVariants[] = {
      1,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}},
      P_F16},
-    // resnet's 3x3 64-64 at 14x14: K 576 splits in 2 at batch 1.
+    // 3x3 256-64 at 14x14: K 2304 splits in 9 at batch 1 (resnet's 64-64,
+    // K 576, splits in 2, which fuse allows for).
     {"epi_kept_out",
      2,
-     64,
+     256,
      64,
      {14, 14},
      {3, 3},
@@ -395,10 +405,10 @@ static int run_ptxas(const char* what, const char* ptx, long* spills) {
 // stores, split-k atomics only without followers; assembled by ptxas with
 // no spill and no wgmma note. On sm_80 the same context keeps mma.sync.
 static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
-                                int32_t bn, bool trunc) {
+                                int32_t bn, bool trunc, bool plain) {
   char what[128];
-  snprintf(what, sizeof(what), "%s wgmma n%d%s", v->name, (int)bn,
-           trunc ? " trunc" : "");
+  snprintf(what, sizeof(what), "%s wgmma n%d%s%s", v->name, (int)bn,
+           trunc ? " trunc" : "", plain ? " plain" : "");
   tj_graph_t* g = build(ctx, v);
   if (!g) return;
   tj_compile_options_t o;
@@ -442,13 +452,21 @@ static void check_wgmma_variant(const variant_t* v, tj_context_t* ctx,
       CHECK(strstr(ptx.ptx, "cvt.rna.tf32.f32") == NULL);
       CHECK((strstr(ptx.ptx, "setp.lt.f32 p, a, 0f7F800000") != NULL) ==
             !trunc);
-      CHECK((strstr(ptx.ptx, "add.u32 %r") != NULL ||
-             strstr(ptx.ptx, ", 4096;") != NULL) == !trunc);
+      // (the inline asm's predicated add; a bare ", 4096;" can be an
+      // offset of a prepared weight's rows)
+      CHECK((strstr(ptx.ptx, "@p add.u32 %r") != NULL) == !trunc);
       if (!trunc && v->c * taps % 4 == 0)
         CHECK(strstr(ptx.ptx, "st.shared.v4.b32") != NULL ||
               strstr(ptx.ptx, "st.shared.v4.u32") != NULL);
+      // A prepared weight (rows padded to the k-tile) always takes
+      // 16-byte copies; a tap-major one (C a multiple of 32, 2D) needs no
+      // tap table.
       CHECK((strstr(ptx.ptx, "cp.async.cg.shared.global") != NULL) ==
-            (v->c * taps % 4 == 0));
+            (!plain || v->c * taps % 4 == 0));
+      const bool tap_major =
+          !plain && tj_nvptx_conv_weight_tap_major(v->c, v->n);
+      if (v->n == 2)
+        CHECK((strstr(ptx.ptx, "conv_taps_") != NULL) == !tap_major);
       const bool epi = v->post != P_NONE && !apart;
       CHECK((strstr(ptx.ptx, "atom.global.add.f32") != NULL) == !epi);
       if (v->post == P_RELU || v->post == P_RESIDUAL)
@@ -475,14 +493,93 @@ TEST(wgmma_variants) {
     int32_t bn = t ? 64 : 128;
     for (size_t i = 0; i < TJ_ARRAY_SIZE(kVariants); ++i) {
       if (def1(kVariants[i].groups) != 1) continue;
-      check_wgmma_variant(&kVariants[i], ctx, bn, false);
+      check_wgmma_variant(&kVariants[i], ctx, bn, false, false);
     }
     for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaVariants); ++i)
-      check_wgmma_variant(&kWgmmaVariants[i], ctx, bn, false);
+      check_wgmma_variant(&kWgmmaVariants[i], ctx, bn, false, false);
   }
   // Truncated: the stem (4-byte weight copies) and a 1x1 (16-byte).
-  check_wgmma_variant(&kVariants[1], g_trunc_ctx, 64, true);
-  check_wgmma_variant(&kWgmmaVariants[0], g_trunc_ctx, 64, true);
+  check_wgmma_variant(&kVariants[1], g_trunc_ctx, 64, true, false);
+  check_wgmma_variant(&kWgmmaVariants[0], g_trunc_ctx, 64, true, false);
+  // The weight as the graph has it: every dense variant and ResNet's.
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kVariants); ++i) {
+    if (def1(kVariants[i].groups) != 1) continue;
+    check_wgmma_variant(&kVariants[i], g_plain_ctx, 64, false, true);
+  }
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaVariants); ++i)
+    check_wgmma_variant(&kWgmmaVariants[i], g_plain_ctx, 64, false, true);
+}
+
+static uint32_t bits_of(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return u;
+}
+
+static float float_of(uint32_t u) {
+  float v;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+// The weight prepared for the wgmma kernel (tj_nvptx_conv_prepare_weight):
+// rows of C x taps rounded up to 32, zeros past; k = c * taps + t, or t *
+// C + c where C is a multiple of 32 in 2D; values rounded to TF32 to
+// nearest, ties away (cvt.rna), the low 13 bits 0, Inf and NaN kept, past
+// the largest TF32 to Inf.
+TEST(prepared_weight) {
+  CHECK(tj_nvptx_conv_weight_tap_major(64, 2));
+  CHECK(!tj_nvptx_conv_weight_tap_major(64, 1));
+  CHECK(!tj_nvptx_conv_weight_tap_major(3, 2));
+  CHECK(!tj_nvptx_conv_weight_tap_major(48, 2));
+  CHECK_EQ_INT(2 * 32 * 4, (int)tj_nvptx_conv_weight_bytes(2, 3, 5));
+  CHECK_EQ_INT(3 * 288 * 4, (int)tj_nvptx_conv_weight_bytes(3, 32, 9));
+  // Rounding: 1 + 2^-11 is a tie (TF32's ulp at 1 is 2^-10).
+  static const uint32_t kIn[][2] = {
+      {0x3F800000u, 0x3F800000u},  // 1
+      {0x3F801000u, 0x3F802000u},  // 1 + 2^-11: a tie, away from 0
+      {0xBF801000u, 0xBF802000u},  // its negative
+      {0x3F800FFFu, 0x3F800000u},  // just under the tie
+      {0x3F802FFFu, 0x3F802000u},  // 1 + 2^-10 and a bit: down
+      {0x3F803000u, 0x3F804000u},  // 1 + 3 x 2^-11: a tie, away
+      {0x7F7FFFFFu, 0x7F800000u},  // FLT_MAX: past the largest TF32
+      {0x7F800000u, 0x7F800000u},  // Inf
+      {0xFF800000u, 0xFF800000u},  // -Inf
+      {0x7FC00001u, 0x7FC00001u},  // NaN kept
+      {0x00000FFFu, 0x00000000u},  // a denormal rounded down
+      {0x00001000u, 0x00002000u},  // a denormal tie
+  };
+  enum { kN = sizeof(kIn) / sizeof(kIn[0]) };
+  float w[kN], dst[32];
+  for (int i = 0; i < kN; ++i) w[i] = float_of(kIn[i][0]);
+  // o 1, c 3, taps 4: 12 values, c-major, rows of 32.
+  tj_nvptx_conv_prepare_weight(1, 3, 4, 2, w, dst);
+  for (int i = 0; i < kN; ++i) {
+    if (bits_of(dst[i]) != kIn[i][1])
+      fprintf(stderr, "rounding %08x: %08x, want %08x\n", kIn[i][0],
+              bits_of(dst[i]), kIn[i][1]);
+    CHECK_EQ_INT((int64_t)kIn[i][1], (int64_t)bits_of(dst[i]));
+  }
+  for (int i = kN; i < 32; ++i) CHECK_EQ_INT(0, (int64_t)bits_of(dst[i]));
+  // Layouts, on integers (exact in TF32): w[o][c][t] = o * 1000 + c * 10 +
+  // t. 2D, C 32, 3 taps: tap-major, rows of 96; 1D: c-major.
+  enum { kO = 2, kC = 32, kT = 3 };
+  static float src[kO * kC * kT], out[kO * kC * kT];
+  for (int o = 0; o < kO; ++o)
+    for (int c = 0; c < kC; ++c)
+      for (int t = 0; t < kT; ++t)
+        src[(o * kC + c) * kT + t] = (float)(o * 1000 + c * 10 + t);
+  for (int sp = 1; sp <= 2; ++sp) {
+    tj_nvptx_conv_prepare_weight(kO, kC, kT, sp, src, out);
+    int64_t bad = 0;
+    for (int o = 0; o < kO; ++o)
+      for (int c = 0; c < kC; ++c)
+        for (int t = 0; t < kT; ++t) {
+          int k = sp == 2 ? t * kC + c : c * kT + t;
+          if (out[o * kC * kT + k] != (float)(o * 1000 + c * 10 + t)) ++bad;
+        }
+    CHECK_EQ_INT(0, bad);
+  }
 }
 
 // The offline CUDA compile of a conv (3x3, bias, symbolic batch) with
@@ -684,11 +781,15 @@ int main(int argc, char** argv) {
   CHECK_OK(tj_context_create(&o, &g_wgmma64_ctx));
   setenv("TJ_NVPTX_CONV", "wgmma64-trunc", 1);
   CHECK_OK(tj_context_create(&o, &g_trunc_ctx));
+  setenv("TJ_NVPTX_CONV", "wgmma64-plain", 1);
+  CHECK_OK(tj_context_create(&o, &g_plain_ctx));
   unsetenv("TJ_NVPTX_CONV");
   RUN_TEST(variants);
   RUN_TEST(wgmma_variants);
+  RUN_TEST(prepared_weight);
   RUN_TEST(oom_sweep);
   RUN_TEST(launch_and_refusals);
+  tj_context_destroy(g_plain_ctx);
   tj_context_destroy(g_trunc_ctx);
   tj_context_destroy(g_wgmma64_ctx);
   tj_context_destroy(g_wgmma_ctx);
