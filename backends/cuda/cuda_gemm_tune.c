@@ -525,7 +525,10 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
     const tj_kir_buffer_t* B = &g->buffers[t->b];
     t->acc_dtype = A->dtype;
     t->lt_w_transposed = tj_kir_gemm_b_kmajor(g);
-    t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
+    // A dual GEMM (swiglu, issue 14) has no cuBLASLt form: its epilogue
+    // reads two products (timed against it by TJ_DUAL_GEMM=off instead).
+    t->lt_ok = g->rank == 2 && !tj_kir_gemm_is_dual(g) &&
+               tj_kir_ival_is_const(A->strides[1], 1) &&
                ival_eq(A->strides[0], g->gemm_k) &&
                (t->lt_w_transposed ? ival_eq(B->strides[1], g->gemm_k)
                                    : tj_kir_ival_is_const(B->strides[1], 1) &&
@@ -780,9 +783,11 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
   bool kmajor = tj_kir_gemm_b_kmajor(g);
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
-    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
+        buf->role != TJ_KIR_GEMM_B2)
+      continue;
     // A K-major B's rows are its rows of n (tj_cuda_gemm_tensor_maps).
-    int inner = buf->role == TJ_KIR_GEMM_B && kmajor ? r - 2 : r - 1;
+    int inner = buf->role != TJ_KIR_GEMM_A && kmajor ? r - 2 : r - 1;
     int64_t pitch = tj_kir_ival_eval(buf->strides[2 * r - 3 - inner], scalars);
     int64_t elem = (int64_t)tj_dtype_size(buf->dtype);
     if (!tj_kir_ival_is_const(buf->strides[inner], 1) || argv[b] % 16 != 0 ||
@@ -810,9 +815,12 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
 // separates the tiles at small M or N; it does not rank schedules of one
 // tile (timing does).
 static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t batch,
-                        int64_t m, int64_t n) {
+                        int64_t m, int64_t n, bool dual) {
   int64_t tm = kVariants[c].gemm_tile_m ? kVariants[c].gemm_tile_m : 128;
   int64_t tn = kVariants[c].gemm_tile_n ? kVariants[c].gemm_tile_n : 128;
+  // A dual GEMM's tile of C is half its wgmma's columns (the other half
+  // is the second product's).
+  if (dual) tn /= 2;
   int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
   int64_t tiles = batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   return (double)((tiles + sms - 1) / sms) * (double)(tm * tn);
@@ -904,6 +912,10 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
     return false;
   if (o->gemm_tma && !tma) return false;
   const tj_kir_t* g = p->kernels[ki].low->kernel;
+  // A dual GEMM (swiglu, issue 14): the wgmma tiles of 128 or 256
+  // columns (64 or 128 of each product), no cluster.
+  bool dual = tj_kir_gemm_is_dual(g);
+  if (dual && (o->gemm_tile_n < 128 || o->gemm_cluster)) return false;
   if (!o->gemm_tma && tma && g->rank == 2) {
     for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
       if (kVariants[v].gemm_tma && kVariants[v].gemm_tile_m == o->gemm_tile_m &&
@@ -918,16 +930,17 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
   int64_t batch = 1;
   for (int32_t d = 0; d + 2 < g->rank; ++d)
     batch *= tj_kir_ival_eval(g->dims[d], scalars);
-  double best = wave_cost(p, 0, batch, m, n);
+  double best = wave_cost(p, 0, batch, m, n, dual);
   for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
     if (v == TJ_CUDA_GEMM_CUBLASLT ||
         kVariants[v].gemm_kernel != TJ_NVPTX_GEMM_WGMMA ||
-        (kVariants[v].gemm_tma && !tma))
+        (kVariants[v].gemm_tma && !tma) ||
+        (dual && kVariants[v].gemm_tile_n < 128))
       continue;
-    double cost = wave_cost(p, v, batch, m, n);
+    double cost = wave_cost(p, v, batch, m, n, dual);
     if (cost < best) best = cost;
   }
-  return wave_cost(p, c, batch, m, n) <= kWaveSlack * best;
+  return wave_cost(p, c, batch, m, n, dual) <= kWaveSlack * best;
 }
 
 // One kernel compiled on a thread of its own (precompile_candidates).

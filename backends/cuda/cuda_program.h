@@ -156,7 +156,7 @@ typedef struct tj_cuda_gemm_tune_t {
   tj_nvptx_launch_t epi_launch;
   // A TMA candidate's arguments: the kernel's, then its tensor maps.
   tj_cuda_tensor_maps_t maps;
-  void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
+  void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 5];
   // Split-K: |split_ok| when K and N are constants that the slices divide.
   bool split_ok;
   tj_cuda_gemm_split_t split[TJ_CUDA_GEMM_SPLITS];
