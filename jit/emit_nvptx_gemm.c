@@ -1250,6 +1250,29 @@ static tj_status_t wgmma_epilogue_pair(void* ctx, LLVMValueRef m0,
   return NULL;
 }
 
+// swiglu (issue 14): wgmma_epilogue_pair for a dual GEMM, C2's pair
+// |acc2| beside C's.
+static tj_status_t wgmma_epilogue_pair_dual(void* ctx, LLVMValueRef row,
+                                            LLVMValueRef col, LLVMValueRef acc,
+                                            LLVMValueRef acc2,
+                                            LLVMValueRef dst) {
+  gemm_t* g = ctx;
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef r =
+      tj_emit_min_i64(em, row, LLVMBuildSub(b, g->m, c64(g, 1), ""));
+  LLVMValueRef c =
+      tj_emit_min_i64(em, col, LLVMBuildSub(b, g->n, c64(g, 2), ""));
+  tj_emit_point_t p;
+  epilogue_point(g, r, c, 2, &p);
+  p.ptr[g->store_out] = dst;
+  p.acc = acc;
+  p.acc2 = acc2;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &g->k->phases[0], &p, NULL));
+  tj_nvptx_align_accesses(g->nv, &p, 2);
+  return NULL;
+}
+
 // The buffer a TMA store may write (tj_nvptx_options_t.gemm_tma_store):
 // the epilogue's one stored buffer, an output of f16, bf16 or f32
 // contiguous along n that the epilogue does not read; -1 if there is
@@ -1382,7 +1405,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   // The TMA store: where the output allows one and its tile fits.
   int32_t out = tma_store_output(k);
   w.tma_store = o->gemm_tma_store && w.tma && !w.tf32 && r == 2 && out >= 0 &&
-                nv->store_map_ok && !w.dual;
+                nv->store_map_ok;
   if (w.tma_store) {
     g->store_out = (uint32_t)out;
     w.store_bytes = (int32_t)tj_dtype_size(k->buffers[out].dtype);
@@ -1472,7 +1495,10 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
           LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_b2");
     }
     if (w.tma_store) {
-      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_c");
+      // A dual GEMM's output map follows B2's.
+      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[w.dual ? 3 : 2],
+                                  em->t_i64, "map_c");
+      w.epilogue_pair_dual = wgmma_epilogue_pair_dual;
       // The host encoded the output's map, and the epilogue's 2-wide
       // steps are aligned.
       w.store_ok = LLVMBuildAnd(

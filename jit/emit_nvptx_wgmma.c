@@ -752,7 +752,7 @@ static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
 // columns, panel q at q tile_m 128, row r of it at r 128 with its 16-byte
 // chunk c at c ^ (r & 7) (the map's 128-byte swizzle).
 static int32_t store_tile_bytes(const tj_nvptx_wgmma_t* p) {
-  return p->tile_m * p->tile_n * p->store_bytes;
+  return p->tile_m * (p->dual ? p->tile_n / 2 : p->tile_n) * p->store_bytes;
 }
 
 // A region holds the staged f32 rows or, with a TMA store, the output
@@ -1168,6 +1168,19 @@ static LLVMValueRef store_issuer(wg_t* w) {
   return LLVMBuildICmp(w->b, LLVMIntEQ, t, c32(w, 0), "store_issuer");
 }
 
+// swiglu (issue 14): accumulators |first| and |first| + 1 as <2 x float>,
+// zeros where |any| (i1) is false: a dual GEMM's second product's pair.
+static LLVMValueRef dual_pair(wg_t* w, LLVMValueRef any, int32_t first) {
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(w->em->t_f32, 2));
+  for (int32_t e = 0; e < 2; ++e) {
+    LLVMValueRef x = tj_emit_select(
+        w->em, any, LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, first + e), ""),
+        LLVMConstReal(w->em->t_f32, 0.0));
+    v = LLVMBuildInsertElement(w->b, v, x, c32(w, e), "");
+  }
+  return v;
+}
+
 // The tile at (m0, n0) of this warpgroup's row blocks (from block
 // |rows_wg|, i32) through the output tile at |region| (i32, bytes into
 // the ring), its group's named barrier |bar_args|; zeros where |any| (i1)
@@ -1215,8 +1228,11 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
       LLVMBuildAdd(b, n0, LLVMBuildZExt(b, col_t, em->t_i64, ""), "col_n");
   LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
   LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
+  // swiglu (issue 14): a dual GEMM's pairs are C's (the first tile_n / 2
+  // columns), each with C2's pair block_acc / 2 accumulators on.
+  int32_t pair_accs = p->dual ? w->block_acc / 2 : w->block_acc;
   for (int32_t j = 0; j < w->blocks; ++j) {
-    for (int32_t i = 0; i < w->block_acc; i += 2) {
+    for (int32_t i = 0; i < pair_accs; i += 2) {
       int32_t row_c = 64 * j + 8 * ((i / 2) % 2), col_c = 8 * (i / 4);
       int32_t panel = col_c / panel_cols;
       int32_t chunk_c = (col_c % panel_cols) * eb / 16;
@@ -1238,6 +1254,14 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
             zero);
         v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
       }
+      if (p->dual) {
+        TJ_RETURN_IF_ERROR(p->epilogue_pair_dual(
+            p->ctx, LLVMBuildAdd(b, row_m, c64(w, row_c), "row"),
+            LLVMBuildAdd(b, col_n, c64(w, col_c), "col"), v,
+            dual_pair(w, any, j * w->block_acc + i + w->block_acc / 2),
+            at(w, w->ring, off)));
+        continue;
+      }
       TJ_RETURN_IF_ERROR(p->epilogue_pair(
           p->ctx, m0, n0, LLVMBuildAdd(b, row_m, c64(w, row_c), "row"),
           LLVMBuildAdd(b, col_n, c64(w, col_c), "col"), v,
@@ -1249,7 +1273,7 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
   void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
   tj_emit_if_t issue;
   tj_emit_if_begin(em, &issue, issuer, "store_issue");
-  int32_t panels = p->tile_n / panel_cols;
+  int32_t panels = (p->dual ? p->tile_n / 2 : p->tile_n) / panel_cols;
   for (int32_t k = 0; k < panels; ++k) {
     // Panels wholly past N hold nothing to store.
     LLVMValueRef x = LLVMBuildAdd(b, n0, c64(w, k * panel_cols), "");
@@ -1473,10 +1497,10 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   LLVMBuilderRef b = w.b;
   LLVMValueRef any =
       LLVMBuildICmp(b, LLVMIntSGT, w.k_tiles, c64(&w, 0), "any_k");
-  if (p->dual && (p->tf32 || p->cluster || p->tma_store || p->tile_n < 128))
+  if (p->dual && (p->tf32 || p->cluster || p->tile_n < 128 ||
+                  (p->tma_store && !p->epilogue_pair_dual)))
     return tj_internal(
-        "dual wgmma: f16/bf16, tile_n 128 or 256, no cluster or TMA store "
-        "(here %dx%d)",
+        "dual wgmma: f16/bf16, tile_n 128 or 256, no cluster (here %dx%d)",
         (int)p->tile_m, (int)p->tile_n);
   if (p->tf32 && (!p->tma || (p->tile_m == 128 && p->tile_n < 128)))
     return tj_internal(

@@ -5,12 +5,12 @@
 //     K-major; runtime, ragged constant and shared-weight batched sizes)
 //     on every schedule that takes one (the cp.async wgmma tiles of 128
 //     and 256 columns, drain, persistent; the TMA cooperative, pingpong and
-//     256-row schedules) emits m64n<tile_n>k16 over both panels, its TMA
-//     kind a third tensor map, and ptxas -arch=sm_90a assembles it without
-//     a wgmma note (C7508/C7510/C7511/C7515) or, on the cooperative TMA
-//     tiles, a spill; mma.sync, 64-column tiles, clusters and sm_80 refuse
-//     it (UNSUPPORTED, naming the kernel); the launch counts tiles of C
-//     (half the wgmma's columns);
+//     256-row schedules, with the TMA store too) emits m64n<tile_n>k16
+//     over both panels, its TMA kind a third tensor map, and ptxas -arch=sm_90a
+//     assembles it without a wgmma note (C7508/C7510/C7511/C7515) or, on the
+//     cooperative TMA tiles, a spill; mma.sync, 64-column tiles, clusters and
+//     sm_80 refuse it (UNSUPPORTED, naming the kernel); the launch counts tiles
+//     of C (half the wgmma's columns);
 //   - graph level: the Llama MLP's mul(silu(x @ wg), x @ wu) (and gelu,
 //     the operands of mul swapped, K-major weights, a [B, T, d] input)
 //     compiles for sm_90a as one kernel (its wgmma over 128 columns) with
@@ -252,8 +252,9 @@ static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
     // Three maps prefetched (A, B, B2); B's and B2's panels by TMA.
     CHECK_EQ_INT(3, count_of(ptx, "prefetch.tensormap"));
     check_has(what, ptx, "cp.async.cg", false);
-    // No TMA store: the dual tile goes through the staged epilogue.
-    check_has(what, ptx, "cp.async.bulk.tensor.2d.global.shared::cta", false);
+    // The TMA store where asked, on rank-2 kernels: C's tile only.
+    check_has(what, ptx, "cp.async.bulk.tensor.2d.global.shared::cta",
+              o->gemm_tma_store && shape != SHAPE_SHARED);
   } else {
     check_has(what, ptx, "cp.async.cg.shared.global", true);
   }
