@@ -8,9 +8,10 @@
 //     ragged N 136, K 72;
 //   - every GEMM candidate forced on the silu form: those with a dual form
 //     (the cp.async wgmma tiles of 128 and 256 columns, the TMA
-//     cooperative, pingpong and 256-row schedules) must run as forced, the
-//     others (mma.sync, cuBLASLt, 64-column tiles, split-K) fall back to
-//     the module's kernel; all one kernel, no host step;
+//     cooperative, pingpong and 256-row schedules, cuBLASLt twice and the
+//     epilogue kernel) must run as forced, the others (mma.sync, 64-column
+//     tiles, split-K) fall back to the module's kernel; all one kernel, no
+//     host step;
 //   - TJ_DUAL_GEMM=off: two GEMM kernels, the same numbers;
 //   - f32 with allow_tf32: no dual GEMM (two kernels), numbers within TF32's
 //     tolerance.
@@ -289,7 +290,7 @@ static const candidate_t kCandidates[] = {
     {"1", "fused default"},
     {"2", "fused default"},
     {"3", "fused wgmma 128x256 s4"},
-    {"4", "fused default"},
+    {"4", "cublaslt matmul + epilogue"},
     {"5", "fused wgmma 64x128 s4"},
     {"6", "fused wgmma 128x128 s4"},
     {"7", "fused tma ws 128x128 s4 persistent"},
