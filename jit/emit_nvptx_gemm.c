@@ -1052,7 +1052,8 @@ static LLVMValueRef staged_acc(gemm_t* g, LLVMValueRef c, LLVMValueRef c_off,
     LLVMTypeRef t = LLVMVectorType(g->acc_type, 4);
     LLVMValueRef half[2];
     for (int32_t h = 0; h < 2; ++h) {
-      half[h] = LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
+      half[h] =
+          LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
       LLVMSetAlignment(half[h], 16);
     }
     LLVMValueRef mask[8];
@@ -1060,9 +1061,9 @@ static LLVMValueRef staged_acc(gemm_t* g, LLVMValueRef c, LLVMValueRef c_off,
     return LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(mask, 8),
                                   "acc");
   }
-  LLVMValueRef acc = LLVMBuildLoad2(
-      b, LLVMVectorType(g->acc_type, (unsigned)lanes), smem_at(g, c, c_off),
-      "acc");
+  LLVMValueRef acc =
+      LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
+                     smem_at(g, c, c_off), "acc");
   LLVMSetAlignment(acc, lanes < 4 ? (unsigned)lanes * 4 : 16);
   return acc;
 }
@@ -1805,9 +1806,8 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
         k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
   if (tf32) return emit_wgmma_gemm(&g);
   // swiglu (issue 14): only the wgmma main loops compute two products.
-  if (g.b2 != TJ_KIR_NONE &&
-      (!tc || nv->arch != TJ_NVPTX_SM_90A ||
-       o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC))
+  if (g.b2 != TJ_KIR_NONE && (!tc || nv->arch != TJ_NVPTX_SM_90A ||
+                              o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC))
     return tj_unsupported(
         "kernel @%s: a dual gemm runs on the wgmma main loops (sm_90a, "
         "f16/bf16 operands); here %s, %s",

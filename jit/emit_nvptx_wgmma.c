@@ -1073,10 +1073,10 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
       c64(w, per_b));
   LLVMValueRef bytes = LLVMBuildTrunc(
       b,
-      LLVMBuildAdd(b, c64(w, w->a_bytes),
-                   LLVMBuildMul(b, live,
-                                c64(w, panel_bytes * (p->dual ? 2 : 1)), ""),
-                   ""),
+      LLVMBuildAdd(
+          b, c64(w, w->a_bytes),
+          LLVMBuildMul(b, live, c64(w, panel_bytes * (p->dual ? 2 : 1)), ""),
+          ""),
       em->t_i32, "tx_bytes");
   LLVMValueRef kt =
       tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
@@ -1174,7 +1174,8 @@ static LLVMValueRef dual_pair(wg_t* w, LLVMValueRef any, int32_t first) {
   LLVMValueRef v = LLVMGetUndef(LLVMVectorType(w->em->t_f32, 2));
   for (int32_t e = 0; e < 2; ++e) {
     LLVMValueRef x = tj_emit_select(
-        w->em, any, LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, first + e), ""),
+        w->em, any,
+        LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, first + e), ""),
         LLVMConstReal(w->em->t_f32, 0.0));
     v = LLVMBuildInsertElement(w->b, v, x, c32(w, e), "");
   }

@@ -706,9 +706,9 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
         (dual && (argv[t->b2] % 256 || temp2 % 256)))
       return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
     for (uint32_t b = 0; b < e->num_buffers; ++b) {
-      t->epi_argv[b] = b == t->epi_acc                ? temp
+      t->epi_argv[b] = b == t->epi_acc               ? temp
                        : dual && b == t->epi_acc + 1 ? temp2
-                                                      : argv[t->epi_map[b]];
+                                                     : argv[t->epi_map[b]];
       t->epi_argp[b] = &t->epi_argv[b];
     }
     for (uint32_t i = 0; i < e->num_params; ++i) {
