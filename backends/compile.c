@@ -170,6 +170,19 @@ static bool attention_lse_separate(tj_context_t* context) {
   return false;
 }
 
+// TJ_DUAL_GEMM: "off" keeps a dual GEMM's matmuls apart (swiglu, issue
+// 14; the A/B of bench/transformer_blocks.py); unset or "" leave the
+// default; anything else warns once and leaves it too.
+static _Atomic(bool) g_warned_dual_gemm;
+static bool dual_gemm_off(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_DUAL_GEMM);
+  if (!v || !v[0]) return false;
+  if (strcmp(v, "off") == 0) return true;
+  tj_warn_once(context, &g_warned_dual_gemm,
+               "TJ_DUAL_GEMM: \"%.32s\" is not off and is ignored", v);
+  return false;
+}
+
 static tj_status_t run_pipeline(tj_executable_t* exe,
                                 const tj_compile_debug_t* debug) {
   tj_pass_ctx_t ctx;
@@ -185,6 +198,10 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.conv_epilogue_user = exe->target;
   ctx.attention_lse_output = exe->backend->attention_lse_output &&
                              !attention_lse_separate(exe->context);
+  if (!dual_gemm_off(exe->context)) {
+    ctx.dual_gemm = exe->backend->dual_gemm;
+    ctx.dual_gemm_user = exe->target;
+  }
   if (debug) {
     ctx.test_rule = debug->test_rule;
     ctx.test_rule_user = debug->test_rule_user;

@@ -2584,6 +2584,10 @@ tj_status_t tj_emit_gemm(tj_emit_t* em) {
     return tj_internal("kernel @%s: unresolvable gemm tile %dx%d", k->name,
                        s->tile_m, s->tile_n);
   }
+  // swiglu (issue 14): the dual GEMM is the CUDA wgmma kernels' (x86 has
+  // no tj_backend_t.dual_gemm, so fuse never forms one for it).
+  if (tj_kir_gemm_is_dual(k))
+    return tj_unsupported("kernel @%s: a dual gemm on x86", k->name);
   g.zbuf = TJ_KIR_NONE;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     if (k->buffers[b].role == TJ_KIR_GEMM_A) g.abuf = b;

@@ -1464,7 +1464,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         break;
       }
       case TJ_KIR_ACC:
-        vals[i] = point->acc;
+        // A dual GEMM's (ref 1): its emitters set acc2; no other kernel
+        // passes verification with one.
+        vals[i] = in->ref ? point->acc2 : point->acc;
         break;
       case TJ_KIR_ROW:
         vals[i] = tj_emit_splat(em, point->rows[in->ref], lanes);

@@ -119,6 +119,7 @@ typedef struct tj_emit_point_t {
   LLVMValueRef ptr[TJ_KIR_MAX_BUFFERS];
   LLVMValueRef index[TJ_KIR_MAX_RANK];  // i64 index of lane 0 per dim
   LLVMValueRef acc;                     // GEMM: the accumulator vector
+  LLVMValueRef acc2;  // a dual GEMM's second accumulator (TJ_KIR_ACC ref 1)
   const LLVMValueRef* rows;             // ROW_REDUCE: row results (scalars)
 } tj_emit_point_t;
 

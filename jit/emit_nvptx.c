@@ -1371,14 +1371,16 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
     return tj_invalid("kernel @%s: two kernels with this name in one module",
                       k->name);
   uint32_t n = k->num_buffers + k->num_params;
-  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
+  LLVMTypeRef params[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 5];
   for (uint32_t i = 0; i < k->num_buffers; ++i) params[i] = em->t_ptr;
   for (uint32_t i = 0; i < k->num_params; ++i)
     params[k->num_buffers + i] = em->t_i64;
   bool maps = k->kind == TJ_KIR_GEMM && nv->options.gemm_tma;
-  // The output's map and its flag (tj_nvptx_kernel_t.tma_store).
+  // The output's map and its flag (tj_nvptx_kernel_t.tma_store), after a
+  // dual GEMM's B2 map (swiglu, issue 14).
   bool store = maps && nv->options.gemm_tma_store;
-  uint32_t num_maps = maps ? (store ? 3 : 2) : 0;
+  bool dual = maps && tj_kir_gemm_is_dual(k);
+  uint32_t num_maps = maps ? 2 + (dual ? 1 : 0) + (store ? 1 : 0) : 0;
   for (uint32_t i = 0; i < num_maps; ++i) params[n + i] = em->t_ptr;
   if (store) params[n + num_maps] = em->t_i32;
   em->fn = LLVMAddFunction(

@@ -99,7 +99,9 @@ typedef struct tj_nvptx_emit_t {
   tj_nvptx_kernel_t* info;
   // gemm_tma: the tensor-map parameters of A and B (byval pointers), and
   // with gemm_tma_store the output's and its i32 flag (nonzero: encoded).
-  LLVMValueRef tensor_map[3];
+  // swiglu (issue 14): a dual GEMM's B2 map after B's, the output's then
+  // at 3.
+  LLVMValueRef tensor_map[4];
   LLVMValueRef store_map_ok;
 } tj_nvptx_emit_t;
 
@@ -224,6 +226,20 @@ typedef struct tj_nvptx_wgmma_t {
   tj_status_t (*epilogue_pair)(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
                                LLVMValueRef row, LLVMValueRef col,
                                LLVMValueRef acc, LLVMValueRef dst);
+  // swiglu (issue 14): a dual GEMM (f16/bf16, tile_n 128 or 256, no
+  // cluster). A stage's B holds tile_n / 2 columns of B, then the same
+  // columns of B2 (|b2|, read as B is from |b2_base|, or by TMA through
+  // |map_b2|), so one m64n<tile_n>k16 computes both products of a tile_n
+  // / 2 wide tile of C, whose |n0| and |n| count those columns; the staged
+  // rows hold C's tile_n / 2 columns, then C2's. With |tma_store| the
+  // consumers call |epilogue_pair_dual| instead of |epilogue_pair|, with
+  // C2's pair |acc2| beside C's, and the output tile is tile_n / 2 wide.
+  bool dual;
+  uint32_t b2;
+  LLVMValueRef b2_base, map_b2;
+  tj_status_t (*epilogue_pair_dual)(void* ctx, LLVMValueRef row,
+                                    LLVMValueRef col, LLVMValueRef acc,
+                                    LLVMValueRef acc2, LLVMValueRef dst);
 } tj_nvptx_wgmma_t;
 
 // The wgmma kernels' staged C rows hold column c at column

@@ -78,6 +78,10 @@ typedef struct gemm_t {
   LLVMBuilderRef b;
   const tj_kir_t* k;
   uint32_t a, bb;  // the A and B buffers
+  // swiglu (issue 14): a dual GEMM's B2 buffer (tj_kir_gemm_is_dual), or
+  // TJ_KIR_NONE. The block's tile of C is then tile_n columns of both
+  // products, staged side by side (C2's tile_n columns after C's).
+  uint32_t b2;
   tj_dtype_t in_dtype;
   int32_t rank;
   LLVMValueRef m, n, kdim;  // i64 sizes
@@ -944,7 +948,8 @@ static void f32_stage_c(gemm_t* g) {
 // Whether a buffer of |role| is read by the main loop, not the epilogue.
 static bool gemm_operand(tj_kir_role_t role) {
   return role == TJ_KIR_GEMM_A || role == TJ_KIR_GEMM_B ||
-         role == TJ_KIR_GEMM_BSCALE || role == TJ_KIR_GEMM_BZERO;
+         role == TJ_KIR_GEMM_B2 || role == TJ_KIR_GEMM_BSCALE ||
+         role == TJ_KIR_GEMM_BZERO;
 }
 
 // The point (batch, row, col) with |lanes| columns.
@@ -1038,6 +1043,31 @@ static LLVMValueRef c_offset(gemm_t* g, LLVMValueRef r, LLVMValueRef cl) {
       g->em->t_i32, "");
 }
 
+// The |lanes| staged accumulators at |c_off| (and, swizzled 8 lanes, the
+// upper 4 at |c_off_hi|), as a vector.
+static LLVMValueRef staged_acc(gemm_t* g, LLVMValueRef c, LLVMValueRef c_off,
+                               LLVMValueRef c_off_hi, int32_t lanes) {
+  LLVMBuilderRef b = g->b;
+  if (c_off_hi) {
+    LLVMTypeRef t = LLVMVectorType(g->acc_type, 4);
+    LLVMValueRef half[2];
+    for (int32_t h = 0; h < 2; ++h) {
+      half[h] =
+          LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
+      LLVMSetAlignment(half[h], 16);
+    }
+    LLVMValueRef mask[8];
+    for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
+    return LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(mask, 8),
+                                  "acc");
+  }
+  LLVMValueRef acc =
+      LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
+                     smem_at(g, c, c_off), "acc");
+  LLVMSetAlignment(acc, lanes < 4 ? (unsigned)lanes * 4 : 16);
+  return acc;
+}
+
 // The epilogue of rows [row0, row0 + rows) of the tile at (m0, n0), whose
 // f32 accumulators are staged at |c| (row row0 first, c_stride apart).
 static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
@@ -1066,6 +1096,13 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
       lanes > 4 && g->c_swizzled
           ? c_offset(g, r, LLVMBuildAdd(b, cl, c64(g, 4), ""))
           : NULL;
+  // A dual GEMM's second product: tile_n columns further along the row.
+  bool dual = g->b2 != TJ_KIR_NONE;
+  LLVMValueRef cl2 = LLVMBuildAdd(b, cl, c64(g, g->tile_n), "");
+  LLVMValueRef c2_off = dual ? c_offset(g, r, cl2) : NULL;
+  LLVMValueRef c2_off_hi =
+      dual && c_off_hi ? c_offset(g, r, LLVMBuildAdd(b, cl2, c64(g, 4), ""))
+                       : NULL;
   tj_emit_if_t in_rows;
   tj_emit_if_begin(em, &in_rows, LLVMBuildICmp(b, LLVMIntSLT, row, g->m, ""),
                    "in_rows");
@@ -1079,23 +1116,8 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
   {
     tj_emit_point_t p;
     epilogue_point(g, row, col, lanes, &p);
-    if (c_off_hi) {
-      LLVMTypeRef t = LLVMVectorType(g->acc_type, 4);
-      LLVMValueRef half[2];
-      for (int32_t h = 0; h < 2; ++h) {
-        half[h] =
-            LLVMBuildLoad2(b, t, smem_at(g, c, h ? c_off_hi : c_off), "acc");
-        LLVMSetAlignment(half[h], 16);
-      }
-      LLVMValueRef mask[8];
-      for (int32_t e = 0; e < 8; ++e) mask[e] = c32(g, e);
-      p.acc = LLVMBuildShuffleVector(b, half[0], half[1],
-                                     LLVMConstVector(mask, 8), "acc");
-    } else {
-      p.acc = LLVMBuildLoad2(b, LLVMVectorType(g->acc_type, (unsigned)lanes),
-                             smem_at(g, c, c_off), "acc");
-      LLVMSetAlignment(p.acc, lanes < 4 ? (unsigned)lanes * 4 : 16);
-    }
+    p.acc = staged_acc(g, c, c_off, c_off_hi, lanes);
+    if (dual) p.acc2 = staged_acc(g, c, c2_off, c2_off_hi, lanes);
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_nvptx_align_accesses(g->nv, &p, lanes);
   }
@@ -1115,6 +1137,13 @@ static tj_status_t emit_epilogue_rows(gemm_t* g, LLVMValueRef c, int32_t row0,
                                LLVMBuildAdd(b, hi ? c_off_hi : c_off,
                                             c32(g, (hi ? e - 4 : e) * 4), "")),
                        "");
+    if (dual)
+      p.acc2 = LLVMBuildLoad2(
+          b, g->acc_type,
+          smem_at(g, c,
+                  LLVMBuildAdd(b, hi ? c2_off_hi : c2_off,
+                               c32(g, (hi ? e - 4 : e) * 4), "")),
+          "");
     TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &p, NULL));
     tj_emit_if_end(em, &in_cols);
   }
@@ -1222,6 +1251,29 @@ static tj_status_t wgmma_epilogue_pair(void* ctx, LLVMValueRef m0,
   return NULL;
 }
 
+// swiglu (issue 14): wgmma_epilogue_pair for a dual GEMM, C2's pair
+// |acc2| beside C's.
+static tj_status_t wgmma_epilogue_pair_dual(void* ctx, LLVMValueRef row,
+                                            LLVMValueRef col, LLVMValueRef acc,
+                                            LLVMValueRef acc2,
+                                            LLVMValueRef dst) {
+  gemm_t* g = ctx;
+  tj_emit_t* em = g->em;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef r =
+      tj_emit_min_i64(em, row, LLVMBuildSub(b, g->m, c64(g, 1), ""));
+  LLVMValueRef c =
+      tj_emit_min_i64(em, col, LLVMBuildSub(b, g->n, c64(g, 2), ""));
+  tj_emit_point_t p;
+  epilogue_point(g, r, c, 2, &p);
+  p.ptr[g->store_out] = dst;
+  p.acc = acc;
+  p.acc2 = acc2;
+  TJ_RETURN_IF_ERROR(tj_emit_body(em, &g->k->phases[0], &p, NULL));
+  tj_nvptx_align_accesses(g->nv, &p, 2);
+  return NULL;
+}
+
 // The buffer a TMA store may write (tj_nvptx_options_t.gemm_tma_store):
 // the epilogue's one stored buffer, an output of f16, bf16 or f32
 // contiguous along n that the epilogue does not read; -1 if there is
@@ -1317,8 +1369,16 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
         "operands and tile_n 128 or 256 (here rank %d, %dx%d, %s%s)",
         k->name, (int)r, (int)w.tile_m, (int)w.tile_n,
         tj_dtype_name(g->in_dtype), w.tma ? "" : ", no TMA");
+  // swiglu (issue 14): a dual GEMM's wgmma covers tile_n / 2 columns of
+  // each product (the block's tile of C is that wide).
+  w.dual = g->b2 != TJ_KIR_NONE;
+  if (w.dual && (w.tile_n < 128 || w.cluster || f32))
+    return tj_unsupported(
+        "kernel @%s: a dual gemm takes f16/bf16 operands and tile_n 128 or "
+        "256, no cluster (here %dx%d, %s)",
+        k->name, (int)w.tile_m, (int)w.tile_n, tj_dtype_name(g->in_dtype));
   g->tile_m = w.tile_m;
-  g->tile_n = w.tile_n;
+  g->tile_n = w.dual ? w.tile_n / 2 : w.tile_n;
   g->cluster = w.cluster ? 2 : 1;
   if (w.cluster)
     g->cluster_rank = LLVMBuildZExt(
@@ -1366,7 +1426,8 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   info->cluster = w.cluster ? 2 : 0;
   info->persistent = w.persistent;
   info->tile_m = w.tile_m;
-  info->tile_n = w.tile_n;
+  info->tile_n = g->tile_n;  // of C: a dual GEMM's wgmma is twice as wide
+  info->dual = w.dual;
   info->tile_k = w.tf32 ? 32 : 64;
   info->stages = w.stages;
   info->group_m = kGroupM;
@@ -1406,6 +1467,10 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   }
   w.a_base = g->batch.ptr[g->a];
   w.b_base = g->batch.ptr[g->bb];
+  if (w.dual) {
+    w.b2 = g->b2;
+    w.b2_base = g->batch.ptr[g->b2];
+  }
   w.sa_m = tj_emit_stride(em, g->a, r - 2);
   w.sb_k = tj_emit_stride(em, g->bb, r - 2);
   w.b_kmajor = g->b_kmajor;
@@ -1424,8 +1489,17 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
     }
     w.map_a = LLVMBuildPtrToInt(em->b, nv->tensor_map[0], em->t_i64, "map_a");
     w.map_b = LLVMBuildPtrToInt(em->b, nv->tensor_map[1], em->t_i64, "map_b");
+    if (w.dual) {
+      if (!nv->tensor_map[2])
+        return tj_internal("kernel @%s: no B2 tensor map", k->name);
+      w.map_b2 =
+          LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_b2");
+    }
     if (w.tma_store) {
-      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[2], em->t_i64, "map_c");
+      // A dual GEMM's output map follows B2's.
+      w.map_c = LLVMBuildPtrToInt(em->b, nv->tensor_map[w.dual ? 3 : 2],
+                                  em->t_i64, "map_c");
+      w.epilogue_pair_dual = wgmma_epilogue_pair_dual;
       // The host encoded the output's map, and the epilogue's 2-wide
       // steps are aligned.
       w.store_ok = LLVMBuildAnd(
@@ -1687,6 +1761,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   g.rank = k->rank;
   TJ_RETURN_IF_ERROR(check_gemm(k, &g.a, &g.bb));
   g.in_dtype = k->buffers[g.a].dtype;
+  g.b2 = TJ_KIR_NONE;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    if (k->buffers[i].role == TJ_KIR_GEMM_B2) g.b2 = i;
+  }
   g.acc_type = em->t_f32;
   if (tj_kir_gemm_is_int8(k)) {
     g.acc_type = em->t_i32;
@@ -1727,6 +1805,13 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
         "f32 ones with gemm_tma and gemm_tf32 (here %s, %s)",
         k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
   if (tf32) return emit_wgmma_gemm(&g);
+  // swiglu (issue 14): only the wgmma main loops compute two products.
+  if (g.b2 != TJ_KIR_NONE && (!tc || nv->arch != TJ_NVPTX_SM_90A ||
+                              o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC))
+    return tj_unsupported(
+        "kernel @%s: a dual gemm runs on the wgmma main loops (sm_90a, "
+        "f16/bf16 operands); here %s, %s",
+        k->name, tj_nvptx_arch_name(nv->arch), tj_dtype_name(g.in_dtype));
   if (tc &&
       (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA ||
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
@@ -1886,7 +1971,9 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
   if (info->tensor_cores) {
     for (uint32_t i = 0; i < k->num_buffers; ++i) {
       const tj_kir_buffer_t* buf = &k->buffers[i];
-      if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+      if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
+          buf->role != TJ_KIR_GEMM_B2)
+        continue;
       // 16-byte chunks: every row and batch entry starts 16 bytes aligned
       // (8 halves, or 4 f32 for TF32).
       int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
@@ -1894,7 +1981,7 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
       // n, whichever is (the other dims are checked, a k-major B's n
       // included).
       bool any = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) ||
-                 (buf->role == TJ_KIR_GEMM_B && tj_kir_gemm_b_kmajor(k));
+                 (buf->role != TJ_KIR_GEMM_A && tj_kir_gemm_b_kmajor(k));
       for (int32_t d = 0; d < (any ? r : r - 1); ++d) {
         int64_t s = tj_kir_ival_eval(buf->strides[d], scalars);
         if (any && tj_kir_ival_is_const(buf->strides[d], 1)) continue;
@@ -1971,7 +2058,8 @@ tj_status_t tj_nvptx_gemm_check_pointers(const tj_kir_t* k,
   if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
-    if ((buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) &&
+    if ((buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B ||
+         buf->role == TJ_KIR_GEMM_B2) &&
         buffers[i] % 16 != 0)
       return tj_unsupported(
           "kernel @%s: tensor-core gemm operand %%%s at 0x%llx is not "

@@ -273,8 +273,18 @@ static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
                 c32(w, 4), ""),
             ""),
         "");
+    // Dual: rows [tile_n / 2, tile_n) of the tile are B2's rows from n0.
+    LLVMValueRef b_base = p->b_base, nrow = row;
+    if (p->dual) {
+      LLVMValueRef second =
+          LLVMBuildICmp(b, LLVMIntUGE, row, c32(w, p->tile_n / 2), "b2_row");
+      b_base = tj_emit_select(em, second, p->b2_base, p->b_base);
+      nrow = LLVMBuildSub(
+          b, row, tj_emit_select(em, second, c32(w, p->tile_n / 2), c32(w, 0)),
+          "");
+    }
     LLVMValueRef gn =
-        LLVMBuildAdd(b, n0, LLVMBuildZExt(b, row, em->t_i64, ""), "");
+        LLVMBuildAdd(b, n0, LLVMBuildZExt(b, nrow, em->t_i64, ""), "");
     LLVMValueRef col =
         LLVMBuildMul(b, LLVMBuildZExt(b, ch, em->t_i64, ""), c64(w, 8), "");
     bc->ok = LLVMBuildICmp(b, LLVMIntSLT, gn, p->n, "");
@@ -282,7 +292,7 @@ static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
     LLVMValueRef off = LLVMBuildAdd(
         b, LLVMBuildMul(b, tj_emit_select(em, bc->ok, gn, n0), p->sb_n, ""),
         col, "");
-    bc->src = tj_emit_advance(em, p->b, p->b_base, off);
+    bc->src = tj_emit_advance(em, p->b, b_base, off);
     bc->step = c64(w, kBK);
     bc->limit = LLVMBuildSub(b, p->kdim, col, "");
     bc->krow = NULL;
@@ -307,9 +317,19 @@ static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
             ""),
         "");
     bc->krow = LLVMBuildZExt(b, krow, em->t_i64, "");
+    // Dual: chunks [per_row / 2, per_row) of a k row are B2's, from n0.
+    LLVMValueRef b_base = p->b_base, ncol = nch;
+    if (p->dual) {
+      LLVMValueRef second =
+          LLVMBuildICmp(b, LLVMIntUGE, nch, c32(w, per_row / 2), "b2_chunk");
+      b_base = tj_emit_select(em, second, p->b2_base, p->b_base);
+      ncol = LLVMBuildSub(
+          b, nch, tj_emit_select(em, second, c32(w, per_row / 2), c32(w, 0)),
+          "");
+    }
     LLVMValueRef col = LLVMBuildAdd(
         b, n0,
-        LLVMBuildMul(b, LLVMBuildZExt(b, nch, em->t_i64, ""), c64(w, 8), ""),
+        LLVMBuildMul(b, LLVMBuildZExt(b, ncol, em->t_i64, ""), c64(w, 8), ""),
         "");
     bc->limit = LLVMBuildSub(b, p->n, col, "");
     bc->ok = NULL;
@@ -317,7 +337,7 @@ static void copy_setup(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
     LLVMValueRef safe = tj_emit_select(
         em, LLVMBuildICmp(b, LLVMIntSLT, col, p->n, ""), col, n0);
     bc->src = tj_emit_advance(
-        em, p->b, p->b_base,
+        em, p->b, b_base,
         LLVMBuildAdd(b, LLVMBuildMul(b, bc->krow, p->sb_k, ""), safe, ""));
     bc->step = LLVMBuildMul(b, p->sb_k, c64(w, kBK), "");
   }
@@ -732,7 +752,7 @@ static int32_t tma_c_rows(const tj_nvptx_wgmma_t* p) {
 // columns, panel q at q tile_m 128, row r of it at r 128 with its 16-byte
 // chunk c at c ^ (r & 7) (the map's 128-byte swizzle).
 static int32_t store_tile_bytes(const tj_nvptx_wgmma_t* p) {
-  return p->tile_m * p->tile_n * p->store_bytes;
+  return p->tile_m * (p->dual ? p->tile_n / 2 : p->tile_n) * p->store_bytes;
 }
 
 // A region holds the staged f32 rows or, with a TMA store, the output
@@ -808,8 +828,10 @@ static LLVMValueRef setup_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0) {
       b,
       LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, m0, c64(w, p->tile_m), ""),
                     p->m, ""),
-      LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, n0, c64(w, p->tile_n), ""),
-                    p->n, ""),
+      LLVMBuildICmp(
+          b, LLVMIntSLE,
+          LLVMBuildAdd(b, n0, c64(w, p->dual ? p->tile_n / 2 : p->tile_n), ""),
+          p->n, ""),
       "inner");
 }
 
@@ -1034,6 +1056,8 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   int32_t panel_n = p->tf32 ? 32 : 64;
   int32_t panel_bytes = p->tf32 ? 32 * kRow : kPanel;
   int32_t panels = p->tile_n / panel_n;
+  // Dual: panels [per_b, panels) are B2's, the same columns as B's.
+  int32_t per_b = p->dual ? panels / 2 : panels;
   tj_emit_loop_t tiles, ks;
   LLVMValueRef t = tj_emit_loop_begin(em, &tiles, first, p->tiles, step, "t");
   LLVMValueRef m0, n0, entry;
@@ -1046,11 +1070,13 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
                     LLVMBuildAdd(b, LLVMBuildSub(b, p->n, n0, ""),
                                  c64(w, panel_n - 1), ""),
                     c64(w, panel_n), ""),
-      c64(w, panels));
+      c64(w, per_b));
   LLVMValueRef bytes = LLVMBuildTrunc(
       b,
-      LLVMBuildAdd(b, c64(w, w->a_bytes),
-                   LLVMBuildMul(b, live, c64(w, panel_bytes), ""), ""),
+      LLVMBuildAdd(
+          b, c64(w, w->a_bytes),
+          LLVMBuildMul(b, live, c64(w, panel_bytes * (p->dual ? 2 : 1)), ""),
+          ""),
       em->t_i32, "tx_bytes");
   LLVMValueRef kt =
       tj_emit_loop_begin(em, &ks, c64(w, 0), w->k_tiles, c64(w, 1), "kt");
@@ -1067,21 +1093,23 @@ static void producer(wg_t* w, LLVMValueRef first, LLVMValueRef step) {
   tma_load(w, base, p->map_a, k0, m0, p->a_batched ? entry : NULL, full);
   for (int32_t q = 0; q < panels; ++q) {
     tj_emit_if_t in;
-    LLVMValueRef live_q = LLVMBuildICmp(b, LLVMIntSLT, c64(w, q), live, "");
+    int32_t qb = q % per_b;  // the panel of its matrix
+    LLVMValueRef map_b = q < per_b ? p->map_b : p->map_b2;
+    LLVMValueRef live_q = LLVMBuildICmp(b, LLVMIntSLT, c64(w, qb), live, "");
     // Clusters: the panels of this block's parity, into both blocks.
     if (p->cluster)
       live_q = LLVMBuildAnd(
           b, live_q,
           LLVMBuildICmp(b, LLVMIntEQ, cluster_rank(w), c32(w, q % 2), ""), "");
     if (q > 0 || p->cluster) tj_emit_if_begin(em, &in, live_q, "panel");
-    LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * q), "");
+    LLVMValueRef nq = LLVMBuildAdd(b, n0, c64(w, panel_n * qb), "");
     LLVMValueRef dst =
         LLVMBuildAdd(b, base, c32(w, w->a_bytes + q * panel_bytes), "");
     LLVMValueRef x = p->b_kmajor ? k0 : nq, y = p->b_kmajor ? nq : k0;
     if (p->cluster)
-      tma_multicast(w, dst, p->map_b, x, y, full);
+      tma_multicast(w, dst, map_b, x, y, full);
     else
-      tma_load(w, dst, p->map_b, x, y, p->b_batched ? entry : NULL, full);
+      tma_load(w, dst, map_b, x, y, p->b_batched ? entry : NULL, full);
     if (q > 0 || p->cluster) tj_emit_if_end(em, &in);
   }
   bump(w, it);
@@ -1140,6 +1168,20 @@ static LLVMValueRef store_issuer(wg_t* w) {
   return LLVMBuildICmp(w->b, LLVMIntEQ, t, c32(w, 0), "store_issuer");
 }
 
+// swiglu (issue 14): accumulators |first| and |first| + 1 as <2 x float>,
+// zeros where |any| (i1) is false: a dual GEMM's second product's pair.
+static LLVMValueRef dual_pair(wg_t* w, LLVMValueRef any, int32_t first) {
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(w->em->t_f32, 2));
+  for (int32_t e = 0; e < 2; ++e) {
+    LLVMValueRef x = tj_emit_select(
+        w->em, any,
+        LLVMBuildLoad2(w->b, w->em->t_f32, acc_slot(w, first + e), ""),
+        LLVMConstReal(w->em->t_f32, 0.0));
+    v = LLVMBuildInsertElement(w->b, v, x, c32(w, e), "");
+  }
+  return v;
+}
+
 // The tile at (m0, n0) of this warpgroup's row blocks (from block
 // |rows_wg|, i32) through the output tile at |region| (i32, bytes into
 // the ring), its group's named barrier |bar_args|; zeros where |any| (i1)
@@ -1187,8 +1229,11 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
       LLVMBuildAdd(b, n0, LLVMBuildZExt(b, col_t, em->t_i64, ""), "col_n");
   LLVMTypeRef v2 = LLVMVectorType(em->t_f32, 2);
   LLVMValueRef zero = LLVMConstReal(em->t_f32, 0.0);
+  // swiglu (issue 14): a dual GEMM's pairs are C's (the first tile_n / 2
+  // columns), each with C2's pair block_acc / 2 accumulators on.
+  int32_t pair_accs = p->dual ? w->block_acc / 2 : w->block_acc;
   for (int32_t j = 0; j < w->blocks; ++j) {
-    for (int32_t i = 0; i < w->block_acc; i += 2) {
+    for (int32_t i = 0; i < pair_accs; i += 2) {
       int32_t row_c = 64 * j + 8 * ((i / 2) % 2), col_c = 8 * (i / 4);
       int32_t panel = col_c / panel_cols;
       int32_t chunk_c = (col_c % panel_cols) * eb / 16;
@@ -1210,6 +1255,14 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
             zero);
         v = LLVMBuildInsertElement(b, v, x, c32(w, e), "");
       }
+      if (p->dual) {
+        TJ_RETURN_IF_ERROR(p->epilogue_pair_dual(
+            p->ctx, LLVMBuildAdd(b, row_m, c64(w, row_c), "row"),
+            LLVMBuildAdd(b, col_n, c64(w, col_c), "col"), v,
+            dual_pair(w, any, j * w->block_acc + i + w->block_acc / 2),
+            at(w, w->ring, off)));
+        continue;
+      }
       TJ_RETURN_IF_ERROR(p->epilogue_pair(
           p->ctx, m0, n0, LLVMBuildAdd(b, row_m, c64(w, row_c), "row"),
           LLVMBuildAdd(b, col_n, c64(w, col_c), "col"), v,
@@ -1221,7 +1274,7 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
   void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);
   tj_emit_if_t issue;
   tj_emit_if_begin(em, &issue, issuer, "store_issue");
-  int32_t panels = p->tile_n / panel_cols;
+  int32_t panels = (p->dual ? p->tile_n / 2 : p->tile_n) / panel_cols;
   for (int32_t k = 0; k < panels; ++k) {
     // Panels wholly past N hold nothing to store.
     LLVMValueRef x = LLVMBuildAdd(b, n0, c64(w, k * panel_cols), "");
@@ -1406,8 +1459,8 @@ static tj_status_t emit_tma(wg_t* w, LLVMValueRef any) {
   // With K = 0 the host leaves the maps zeroed (nothing is loaded).
   tj_emit_if_t maps;
   tj_emit_if_begin(em, &maps, any, "prefetch_maps");
-  LLVMValueRef map[2] = {p->map_a, p->map_b};
-  for (int i = 0; i < 2; ++i)
+  LLVMValueRef map[3] = {p->map_a, p->map_b, p->map_b2};
+  for (int i = 0; i < (p->dual ? 3 : 2); ++i)
     void_asm(w, "prefetch.tensormap [$0];", "l,~{memory}", &map[i], 1);
   tj_emit_if_end(em, &maps);
   tj_emit_if_end(em, &t0);
@@ -1445,6 +1498,11 @@ tj_status_t tj_nvptx_emit_wgmma(tj_nvptx_emit_t* nv,
   LLVMBuilderRef b = w.b;
   LLVMValueRef any =
       LLVMBuildICmp(b, LLVMIntSGT, w.k_tiles, c64(&w, 0), "any_k");
+  if (p->dual && (p->tf32 || p->cluster || p->tile_n < 128 ||
+                  (p->tma_store && !p->epilogue_pair_dual)))
+    return tj_internal(
+        "dual wgmma: f16/bf16, tile_n 128 or 256, no cluster (here %dx%d)",
+        (int)p->tile_m, (int)p->tile_n);
   if (p->tf32 && (!p->tma || (p->tile_m == 128 && p->tile_n < 128)))
     return tj_internal(
         "tf32 wgmma: TMA only, and 128 or 256 columns a "

@@ -85,6 +85,10 @@ typedef struct tj_nvptx_kernel_t {
   // nonzero where it was encoded (the kernel takes today's epilogue
   // where it is 0: an output TMA cannot address).
   bool tma_store;
+  // swiglu (issue 14): a dual GEMM (tj_kir_gemm_is_dual); with |tma| its
+  // B2's CUtensorMap follows B's (the output's, with |tma_store|, after
+  // it). tile_n is C's, the wgmma's half.
+  bool dual;
   // tj_nvptx_options_t.gemm_cluster: launched in clusters of this many
   // blocks along x (cuLaunchKernelEx), the grid a multiple of it; 0: none.
   int32_t cluster;

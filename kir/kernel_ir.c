@@ -77,6 +77,8 @@ static const char* role_name(tj_kir_role_t role) {
       return "lse";
     case TJ_KIR_ATTN_DELTA:
       return "delta";
+    case TJ_KIR_GEMM_B2:
+      return "b2";
   }
   return "?";
 }
@@ -287,7 +289,7 @@ uint32_t tj_kir_add_buffer(tj_kir_t* k, const char* name, tj_dtype_t dtype,
                          k->name, name));
     return TJ_KIR_NONE;
   }
-  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_ATTN_DELTA) {
+  if (!tj_dtype_is_valid(dtype) || (unsigned)role > TJ_KIR_GEMM_B2) {
     record(k, tj_invalid("kernel @%s: buffer %%%s has a bad dtype or role",
                          k->name, name));
     return TJ_KIR_NONE;
@@ -636,6 +638,25 @@ uint32_t tj_kir_acc(tj_kir_t* k) {
   return append(k, &i);
 }
 
+uint32_t tj_kir_acc2(tj_kir_t* k) {
+  if (!usable(k)) return TJ_KIR_NONE;
+  if (k->kind != TJ_KIR_GEMM) {
+    record(k, tj_invalid("kernel @%s: acc2 outside a gemm epilogue", k->name));
+    return TJ_KIR_NONE;
+  }
+  tj_kir_inst_t i = new_inst(TJ_KIR_ACC, TJ_DTYPE_F32);
+  i.ref = 1;
+  return append(k, &i);
+}
+
+bool tj_kir_gemm_is_dual(const tj_kir_t* k) {
+  if (k->kind != TJ_KIR_GEMM) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_GEMM_B2) return true;
+  }
+  return false;
+}
+
 uint32_t tj_kir_row(tj_kir_t* k, uint32_t phase) {
   if (!usable(k)) return TJ_KIR_NONE;
   bool earlier =
@@ -907,9 +928,23 @@ static tj_status_t verify(const tj_kir_t* k) {
   }
   uint32_t num_a = 0, num_b = 0, num_out = 0, num_attn[4] = {0, 0, 0, 0};
   uint32_t num_bq[2] = {0, 0}, num_conv[3] = {0, 0, 0};
-  uint32_t num_attn_bwd[3] = {0, 0, 0};
+  uint32_t num_attn_bwd[3] = {0, 0, 0}, num_b2 = 0;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_GEMM_B2) {
+      // swiglu (issue 14): the dual GEMM's second B, f16/bf16 as the
+      // wgmma kernels that run it take (an 8-bit or quantized gemm has
+      // none).
+      bool half = buf->dtype == TJ_DTYPE_F16 || buf->dtype == TJ_DTYPE_BF16;
+      if (k->kind != TJ_KIR_GEMM || !half || !k->allow_half_gemm ||
+          k->bq.bits || num_b2++) {
+        return tj_invalid(
+            "kernel @%s: buffer %%%s: a dual gemm's B2 is one f16/bf16 "
+            "operand of a gemm that is not quantized",
+            k->name, buf->name);
+      }
+      continue;
+    }
     if (buf->role == TJ_KIR_GEMM_BSCALE || buf->role == TJ_KIR_GEMM_BZERO) {
       // qfold (issue 17): a quantized B's tables. The scale is A's
       // dtype. Zero points are unpacked: int4's are i8 (signed) or u8.
@@ -1060,6 +1095,33 @@ static tj_status_t verify(const tj_kir_t* k) {
         "kernel @%s: a gemm needs one A and one B buffer, has "
         "%u and %u",
         k->name, num_a, num_b);
+  }
+  if (num_b2) {
+    // B2 is read as B is: B's dtype and strides.
+    const tj_kir_buffer_t *b1 = NULL, *b2 = NULL;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_GEMM_B) b1 = &k->buffers[b];
+      if (k->buffers[b].role == TJ_KIR_GEMM_B2) b2 = &k->buffers[b];
+    }
+    bool same = b1->dtype == b2->dtype;
+    for (int32_t d = 0; d < k->rank && same; ++d) {
+      same = b1->strides[d].param == b2->strides[d].param &&
+             b1->strides[d].value == b2->strides[d].value;
+    }
+    if (!same) {
+      return tj_invalid(
+          "kernel @%s: a dual gemm's B2 %%%s differs from B %%%s in dtype or "
+          "strides",
+          k->name, b2->name, b1->name);
+    }
+  }
+  for (uint32_t ph = 0; ph < k->num_phases && !num_b2; ++ph) {
+    for (uint32_t i = 0; i < k->phases[ph].num_insts; ++i) {
+      const tj_kir_inst_t* in = &k->phases[ph].insts[i];
+      if (in->kind == TJ_KIR_ACC && in->ref != 0)
+        return tj_invalid("kernel @%s: acc2 (%%%u) without a B2 buffer",
+                          k->name, i);
+    }
   }
   if (num_out == 0) {
     return tj_invalid("kernel @%s: no output buffer", k->name);
@@ -1256,7 +1318,7 @@ static void print_inst(sbuf_t* s, const tj_kir_t* k, uint32_t index,
       sbuf_printf(s, "    %%%u = index %u : i64\n", index, in->ref);
       return;
     case TJ_KIR_ACC:
-      sbuf_printf(s, "    %%%u = acc : %s\n", index, dt);
+      sbuf_printf(s, "    %%%u = acc%s : %s\n", index, in->ref ? "2" : "", dt);
       return;
     case TJ_KIR_ROW:
       sbuf_printf(s, "    %%%u = row ^%u : %s\n", index, in->ref, dt);

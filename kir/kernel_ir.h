@@ -224,6 +224,11 @@ typedef enum tj_kir_role_e {
   TJ_KIR_ATTN_DO = 13,
   TJ_KIR_ATTN_LSE = 14,
   TJ_KIR_ATTN_DELTA = 15,
+  // swiglu (issue 14): a dual GEMM's second B, of B's dtype and strides
+  // ([batch.., k, n]): the kernel computes C2 = A B2 beside C = A B over
+  // the same space and K (the same A read once), and its epilogue reads
+  // C2 as TJ_KIR_ACC with ref 1 (tj_kir_acc2). silu(x @ wg) * (x @ wu).
+  TJ_KIR_GEMM_B2 = 16,
 } tj_kir_role_t;
 
 // qfold (issue 17): GEMM only. B holds quantized weights, dequantized as
@@ -301,7 +306,7 @@ typedef enum tj_kir_inst_kind_e {
   TJ_KIR_CONST = 1,  // fvalue (float dtypes) or ivalue (int, bool)
   TJ_KIR_PARAM = 2,  // scalars[ref], i64
   TJ_KIR_INDEX = 3,  // the current point's index along dim ref, i64
-  TJ_KIR_ACC = 4,    // GEMM epilogue: the accumulator, f32
+  TJ_KIR_ACC = 4,    // GEMM epilogue: the accumulator, f32 (ref 1: B2's)
   TJ_KIR_ROW = 5,    // ROW_REDUCE: result of the earlier REDUCE phase ref
   TJ_KIR_OP = 6,     // op applied to args (unary, binary, WHERE, CAST)
   TJ_KIR_STORE = 7,  // buffer[ref] at the current point = args[0]
@@ -452,6 +457,9 @@ bool tj_kir_gemm_is_f8(const tj_kir_t* kernel);
 // (PyTorch's Linear, every exported model's). The CUDA emitters and the
 // tensor maps decide B's shared-memory layout by it, so they agree.
 bool tj_kir_gemm_b_kmajor(const tj_kir_t* kernel);
+// swiglu (issue 14): whether |kernel| is a dual GEMM (a GEMM_B2 buffer:
+// two accumulators over one A, the epilogue reading both).
+bool tj_kir_gemm_is_dual(const tj_kir_t* kernel);
 // GEMM: the contraction length and the schedule (fields 0 = auto).
 void tj_kir_set_gemm(tj_kir_t* kernel, tj_kir_ival_t k,
                      const tj_kir_gemm_schedule_t* schedule);
@@ -483,6 +491,9 @@ uint32_t tj_kir_const_int(tj_kir_t* kernel, tj_dtype_t dtype, int64_t value);
 uint32_t tj_kir_param(tj_kir_t* kernel, uint32_t param);
 uint32_t tj_kir_index(tj_kir_t* kernel, uint32_t dim);
 uint32_t tj_kir_acc(tj_kir_t* kernel);
+// swiglu (issue 14): a dual GEMM's second accumulator (A B2), f32;
+// INVALID_ARGUMENT in a kernel without a GEMM_B2 buffer (at finalize).
+uint32_t tj_kir_acc2(tj_kir_t* kernel);
 // The result of the earlier REDUCE phase |phase|, or inside SCAN phase
 // |phase| its running (exclusive) prefix.
 uint32_t tj_kir_row(tj_kir_t* kernel, uint32_t phase);

@@ -241,6 +241,7 @@ static tj_status_t body(tj_lowering_t* lw) {
 static tj_status_t setup_root(tj_lowering_t* lw) {
   const tj_group_t* grp = lw->grp;
   memset(lw->root_reduced, 0, sizeof(lw->root_reduced));
+  lw->mm2 = NONE32;
   switch (grp->kind) {
     case TJ_GROUP_POINTWISE: {
       lw->kind = TJ_KIR_POINTWISE;
@@ -303,6 +304,16 @@ static tj_status_t setup_root(tj_lowering_t* lw) {
       lw->root_rank = mm->rank;
       for (int32_t d = 0; d < lw->root_rank; ++d) {
         TJ_RETURN_IF_ERROR(tj_lower_node_dim(lw, lw->mm, d, &lw->root_dims[d]));
+      }
+      // swiglu (issue 14): a second matmul of the group (fuse.c's dual
+      // pair: the same A, a B of B's shape) is the kernel's B2.
+      for (uint32_t j = 0; j < grp->num_nodes; ++j) {
+        uint32_t v = grp->nodes[j];
+        if (v == lw->mm || NODE(lw, v)->op != TJ_OP_MATMUL) continue;
+        if (mm->op != TJ_OP_MATMUL || lw->mm2 != NONE32)
+          return tj_unsupported("matmul %%%u: more than two matmuls a kernel",
+                                lw->mm);
+        lw->mm2 = v;
       }
       return NULL;
     }

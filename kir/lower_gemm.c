@@ -110,6 +110,40 @@ static tj_status_t operand_view(tj_lowering_t* lw, uint32_t node,
   return NULL;
 }
 
+// swiglu (issue 14): the dual GEMM's second B (lw->mm2's, of the same A
+// and a B of B's shape: fuse.c's dual pair) as the GEMM_B2 buffer, read
+// as B is, from the same box. |refuse|: B is not a plain f16/bf16 matrix.
+static tj_status_t second_b(tj_lowering_t* lw, bool refuse,
+                            const int64_t* start, int32_t nb) {
+  const tj_node_t* mm = NODE(lw, lw->mm);
+  const tj_node_t* m2 = NODE(lw, lw->mm2);
+  uint32_t bn = m2->operands[1];
+  const tj_node_t* b = NODE(lw, bn);
+  const tj_node_t* b1 = NODE(lw, mm->operands[1]);
+  bool half = b->dtype == TJ_DTYPE_F16 || b->dtype == TJ_DTYPE_BF16;
+  if (refuse || !half || m2->operands[0] != mm->operands[0] ||
+      b->dtype != b1->dtype || b->rank != 2 || b1->rank != 2) {
+    return tj_unsupported(
+        "matmuls %%%u and %%%u: a dual gemm needs one A and two f16/bf16 "
+        "[K, N] matrices B",
+        lw->mm, lw->mm2);
+  }
+  int64_t sb[TJ_MAX_RANK] = {0};
+  uint32_t bbase;
+  TJ_RETURN_IF_ERROR(operand_view(lw, bn, &bbase, sb));
+  int64_t vb[MAXV] = {0};
+  vb[nb] = sb[0];
+  vb[nb + 1] = sb[1];
+  int64_t boff = 0, t;
+  for (int32_t i = 0; i < nb + 2; ++i) {
+    if (start[i] == 0 || i == nb) continue;  // batch and n: B
+    TJ_RETURN_IF_ERROR(tj_lower_dim_mul(lw, start[i], vb[i], &t));
+    TJ_RETURN_IF_ERROR(tj_lower_dim_add(lw, boff, t, &boff));
+  }
+  uint32_t idx;
+  return tj_lower_add_buffer(lw, bbase, TJ_KIR_GEMM_B2, vb, boff, &idx);
+}
+
 static tj_status_t gemm_operands(tj_lowering_t* lw) {
   const tj_node_t* mm = NODE(lw, lw->mm);
   uint32_t an = mm->operands[0], bn = mm->operands[1];
@@ -186,6 +220,8 @@ static tj_status_t gemm_operands(tj_lowering_t* lw) {
         tj_lower_add_buffer(lw, bbase, TJ_KIR_GEMM_B, vb, boff, &idx));
     lw->b_int7 = int8 && int7_constant(lw, bbase);
   }
+  if (lw->mm2 != NONE32)
+    TJ_RETURN_IF_ERROR(second_b(lw, bq || int8 || f8, start, nb));
   return tj_lower_node_dim(lw, an, a->rank - 1, &lw->gemm_k);
 }
 

@@ -444,8 +444,8 @@ static bool gemm_joins_m(tj_lowering_t* lw, int32_t i, int32_t j,
   if (lw->index_used[i] || lw->index_used[j]) return false;
   for (uint32_t b = 0; b < lw->num_bufs; ++b) {
     const tj_lower_buffer_t* v = &lw->bufs[b];
-    if (v->role == TJ_KIR_GEMM_B || v->role == TJ_KIR_GEMM_BSCALE ||
-        v->role == TJ_KIR_GEMM_BZERO) {
+    if (v->role == TJ_KIR_GEMM_B || v->role == TJ_KIR_GEMM_B2 ||
+        v->role == TJ_KIR_GEMM_BSCALE || v->role == TJ_KIR_GEMM_BZERO) {
       if (v->strides[i] != 0) return false;
       continue;
     }

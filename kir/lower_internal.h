@@ -117,6 +117,9 @@ typedef struct tj_lowering_t {
   int32_t red_v[MAXV];
   // GEMM facts.
   uint32_t mm;
+  // swiglu (issue 14): a dual GEMM's second matmul (same A, B of the same
+  // shape, read as GEMM_B2, its value TJ_KIR_ACC ref 1), or NONE32.
+  uint32_t mm2;
   int64_t gemm_k;
   tj_kir_bq_t bq;  // qfold: a GEMM's quantized B (lower_gemm.c)
   bool b_int7;     // a GEMM's B is an i8 constant in [-64, 63] (lower_gemm.c)

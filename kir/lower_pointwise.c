@@ -170,8 +170,8 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
       *out = lw->emit ? tj_kir_acc(k) : 0;
       return NULL;
     case TJ_OP_MATMUL:
-      if (lw->kind != TJ_KIR_GEMM || node != lw->mm) break;
-      *out = lw->emit ? tj_kir_acc(k) : 0;
+      if (lw->kind != TJ_KIR_GEMM || (node != lw->mm && node != lw->mm2)) break;
+      *out = !lw->emit ? 0 : node == lw->mm ? tj_kir_acc(k) : tj_kir_acc2(k);
       // The accumulator is f32; a half matmul's value is rounded to its
       // dtype (the reference's semantics) before the epilogue uses it.
       if (lw->emit && n->dtype != TJ_DTYPE_F32) {

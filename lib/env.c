@@ -56,6 +56,7 @@ static const struct {
     [TJ_SETTING_CUDA_WQGEMM] = {"TJ_CUDA_WQGEMM", "TJ_CUDA_WQGEMM"},
     [TJ_SETTING_ATTENTION_LSE] = {"TJ_ATTENTION_LSE", "TJ_ATTENTION_LSE"},
     [TJ_SETTING_NVPTX_CONV] = {"TJ_NVPTX_CONV", "TJ_NVPTX_CONV"},
+    [TJ_SETTING_DUAL_GEMM] = {"TJ_DUAL_GEMM", "TJ_DUAL_GEMM"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -149,6 +150,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_CUDA_WQGEMM:
     case TJ_SETTING_ATTENTION_LSE:
     case TJ_SETTING_NVPTX_CONV:
+    case TJ_SETTING_DUAL_GEMM:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

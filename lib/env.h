@@ -52,6 +52,10 @@ typedef enum tj_setting_e {
   // and as a way back; "wgmma-trunc" and "wgmma64-trunc" the wgmma ones
   // with operands truncated to TF32, not rounded (measuring its cost).
   TJ_SETTING_NVPTX_CONV = 11,
+  // TJ_DUAL_GEMM (environment only): "off" keeps the two matmuls of a
+  // dual GEMM (tj_pass_ctx_t.dual_gemm; swiglu, issue 14) kernels of
+  // their own, for A/B comparisons and as a way back.
+  TJ_SETTING_DUAL_GEMM = 12,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

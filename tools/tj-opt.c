@@ -43,6 +43,10 @@ typedef struct options_t {
   // --attention-lse-output: fuse as for a target whose attention kernel
   // writes lse too (tj_pass_ctx_t.attention_lse_output; lsefwd).
   bool attention_lse_output;
+  // --dual-gemm: fuse as for a target that runs two matmuls of one A as a
+  // dual GEMM (tj_pass_ctx_t.dual_gemm; swiglu, issue 14), every pair the
+  // pass offers.
+  bool dual_gemm;
   const char* path;  // "-" is stdin
 } options_t;
 
@@ -52,6 +56,12 @@ typedef struct options_t {
 // verified after every pass; folding evaluates on the reference interpreter.
 // Once `fuse` has run, the grouped form is printed (fused regions inline).
 //===----------------------------------------------------------------------===//
+
+static bool any_dual_gemm(void* user, const tj_graph_t* graph, uint32_t a,
+                          uint32_t b) {
+  (void)user, (void)graph, (void)a, (void)b;
+  return true;
+}
 
 // Checks the comma-separated pass list |spec| before any input is read (an
 // empty list runs nothing). Returns false after printing the error.
@@ -89,6 +99,7 @@ static tj_status_t run_pass_pipeline(const options_t* o, tj_graph_t** graph,
   tj_pass_ctx_initialize(&ctx, tj_graph_context(*graph));
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
+  if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   tj_plan_t plan;
   tj_plan_initialize(&plan, *graph);
@@ -114,6 +125,7 @@ static tj_status_t run_compile_pipeline(const options_t* o, tj_plan_t* plan) {
   tj_pass_ctx_initialize(&ctx, tj_graph_context(plan->graph));
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
+  if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   if (spec) {
     TJ_RETURN_IF_ERROR(tj_pipeline_run_list(&ctx, plan, spec));
@@ -270,7 +282,9 @@ static void usage(FILE* out) {
           "[--passes=a,b,c] [FILE|-]\n"
           "       either with --attention-lse-output (fuse as for a target "
           "whose\n"
-          "       attention kernel writes attention_lse too)\n"
+          "       attention kernel writes attention_lse too) and --dual-gemm\n"
+          "       (fuse as for a target that runs two matmuls of one A as one\n"
+          "       dual gemm)\n"
           "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
           "--emit=kir, the kernel IR of every fusion group).\n");
 }
@@ -288,6 +302,8 @@ static bool parse_args(int argc, char** argv, options_t* o) {
       if (!check_pass_pipeline(o->passes)) return false;
     } else if (strcmp(a, "--attention-lse-output") == 0) {
       o->attention_lse_output = true;
+    } else if (strcmp(a, "--dual-gemm") == 0) {
+      o->dual_gemm = true;
     } else if (strcmp(a, "--emit=kir") == 0) {
       o->emit_kir = true;
     } else if (strncmp(a, "--symbols=", 10) == 0) {

@@ -189,6 +189,30 @@ static bool cuda_conv_epilogue_fits(void* target, const tj_graph_t* g,
                               k, sms) <= 2;
 }
 
+// swiglu (issue 14): the wgmma GEMMs (sm_90a) run two matmuls of one A as
+// a dual GEMM (jit/emit_nvptx_wgmma.c): f16/bf16 operands, B [K, N] (or
+// its transpose, [N, K] read K-major) of constant sizes whose rows are
+// 16-byte multiples, as cp.async and TMA copy them. Elsewhere (mma.sync
+// GPUs, f32 on TF32) each matmul keeps its kernel.
+static bool cuda_dual_gemm(void* target, const tj_graph_t* g, uint32_t a,
+                           uint32_t b) {
+  const target_t* t = target;
+  if (!t || !t->pending || t->pending->arch != TJ_NVPTX_SM_90A) return false;
+  const tj_node_t* x = &g->nodes[a];
+  const tj_node_t* y = &g->nodes[b];
+  const tj_node_t* in = &g->nodes[x->operands[0]];
+  if (in->dtype != TJ_DTYPE_F16 && in->dtype != TJ_DTYPE_BF16) return false;
+  for (int i = 0; i < 2; ++i) {
+    const tj_node_t* w = &g->nodes[(i ? y : x)->operands[1]];
+    if (w->op == TJ_OP_TRANSPOSE) w = &g->nodes[w->operands[0]];
+    if (w->dtype != in->dtype || w->rank != 2) return false;
+    for (int32_t d = 0; d < 2; ++d) {
+      if (!tj_dim_is_const(w->dims[d]) || w->dims[d] % 8 != 0) return false;
+    }
+  }
+  return true;
+}
+
 static void cuda_release(void* target, void* program) {
   target_t* t = target;
   program_t* p = program;
@@ -408,6 +432,7 @@ const tj_backend_t tj_backend_cuda = {
     // lsefwd: the f16/bf16 forward kernels (mma.sync and wgmma) write the
     // row lse beside y; attention_lse stays whole only on their terms.
     .attention_lse_output = true,
+    .dual_gemm = cuda_dual_gemm,
     .open = cuda_open,
     .accept = cuda_accept,
     .compile = cuda_compile,

@@ -213,6 +213,8 @@ static bool ival_eq(tj_kir_ival_t a, tj_kir_ival_t b) {
 // *|out_acc|, the others follow it) and summed in their order. The
 // buffers of g it reads besides A and B are mapped in |out_map| (epilogue
 // buffer -> GEMM buffer).
+// A dual GEMM's (swiglu, issue 14) second accumulator (acc2) is read
+// from the buffer after the first's, "acc2", when |num_acc| is 1.
 static tj_status_t epilogue_kernel(tj_cuda_program_t* p, const tj_kir_t* g,
                                    const char* suffix, int32_t num_acc,
                                    tj_dtype_t acc_dtype,
@@ -231,7 +233,9 @@ static tj_status_t epilogue_kernel(tj_cuda_program_t* p, const tj_kir_t* g,
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
     map[b] = TJ_KIR_NONE;
-    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B) continue;
+    if (buf->role == TJ_KIR_GEMM_A || buf->role == TJ_KIR_GEMM_B ||
+        buf->role == TJ_KIR_GEMM_B2)
+      continue;
     map[b] =
         tj_kir_add_buffer(k, buf->name, buf->dtype, buf->role, buf->strides);
     if (map[b] < TJ_KIR_MAX_BUFFERS) out_map[map[b]] = b;
@@ -244,6 +248,8 @@ static tj_status_t epilogue_kernel(tj_cuda_program_t* p, const tj_kir_t* g,
                                    acc_dtype, TJ_KIR_INPUT, acc_strides);
     if (s == 0) acc = a;
   }
+  if (tj_kir_gemm_is_dual(g) && num_acc == 1)
+    tj_kir_add_buffer(k, "acc2", acc_dtype, TJ_KIR_INPUT, acc_strides);
   const tj_kir_phase_t* ph = &g->phases[0];
   uint32_t* v = tj_calloc(p->al, ph->num_insts + 1, sizeof(uint32_t));
   if (!v) {
@@ -272,7 +278,8 @@ static tj_status_t epilogue_kernel(tj_cuda_program_t* p, const tj_kir_t* g,
         v[i] = tj_kir_index(k, in->ref);
         break;
       case TJ_KIR_ACC:
-        v[i] = tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, acc));
+        v[i] = tj_kir_cast(k, TJ_DTYPE_F32,
+                           tj_kir_load(k, in->ref ? acc + 1 : acc));
         for (int32_t s = 1; s < num_acc; ++s) {
           v[i] = tj_kir_binary(
               k, TJ_OP_ADD, v[i],
@@ -525,13 +532,20 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
     const tj_kir_buffer_t* B = &g->buffers[t->b];
     t->acc_dtype = A->dtype;
     t->lt_w_transposed = tj_kir_gemm_b_kmajor(g);
+    // A dual GEMM (swiglu, issue 14): cuBLASLt twice (B2 is read as B
+    // is), then the epilogue kernel on both temporaries.
+    t->b2 = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < g->num_buffers; ++b) {
+      if (g->buffers[b].role == TJ_KIR_GEMM_B2) t->b2 = b;
+    }
     t->lt_ok = g->rank == 2 && tj_kir_ival_is_const(A->strides[1], 1) &&
                ival_eq(A->strides[0], g->gemm_k) &&
                (t->lt_w_transposed ? ival_eq(B->strides[1], g->gemm_k)
                                    : tj_kir_ival_is_const(B->strides[1], 1) &&
                                          ival_eq(B->strides[0], g->dims[1]));
     if (t->lt_ok) {
-      t->lt_direct = g->rank == 2 && plain_store(g, t->acc_dtype, &t->out);
+      t->lt_direct = g->rank == 2 && t->b2 == TJ_KIR_NONE &&
+                     plain_store(g, t->acc_dtype, &t->out);
       tj_status_t s = make_epilogue(p, g, t);
       if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
       if (s) {
@@ -685,11 +699,16 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
   }
   if (!t->lt_direct) {
     uint64_t temp = p->run.arena + (uint64_t)t->temp_offset;
+    uint64_t temp2 = p->run.arena + (uint64_t)t->temp2_offset;
+    bool dual = t->b2 != TJ_KIR_NONE;
     // cuBLASLt plans assume 256-byte aligned operands.
-    if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256)
+    if (argv[t->a] % 256 || argv[t->b] % 256 || temp % 256 ||
+        (dual && (argv[t->b2] % 256 || temp2 % 256)))
       return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
     for (uint32_t b = 0; b < e->num_buffers; ++b) {
-      t->epi_argv[b] = b == t->epi_acc ? temp : argv[t->epi_map[b]];
+      t->epi_argv[b] = b == t->epi_acc               ? temp
+                       : dual && b == t->epi_acc + 1 ? temp2
+                                                     : argv[t->epi_map[b]];
       t->epi_argp[b] = &t->epi_argv[b];
     }
     for (uint32_t i = 0; i < e->num_params; ++i) {
@@ -752,6 +771,12 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
       tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
                            p->run.arena + (uint64_t)t->temp_offset,
                            p->gemm.lt_workspace, p->stream));
+  // A dual GEMM's second product (swiglu, issue 14): the same plan.
+  if (t->b2 != TJ_KIR_NONE)
+    TJ_RETURN_IF_ERROR(
+        tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b2], 0,
+                             p->run.arena + (uint64_t)t->temp2_offset,
+                             p->gemm.lt_workspace, p->stream));
   return tj_cuda_program_launch_function(p, t->epi_fn->function.function,
                                          &t->epi_launch, t->epi_argp,
                                          t->epi_fn->info.entry);
@@ -780,9 +805,11 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
   bool kmajor = tj_kir_gemm_b_kmajor(g);
   for (uint32_t b = 0; b < g->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &g->buffers[b];
-    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
+        buf->role != TJ_KIR_GEMM_B2)
+      continue;
     // A K-major B's rows are its rows of n (tj_cuda_gemm_tensor_maps).
-    int inner = buf->role == TJ_KIR_GEMM_B && kmajor ? r - 2 : r - 1;
+    int inner = buf->role != TJ_KIR_GEMM_A && kmajor ? r - 2 : r - 1;
     int64_t pitch = tj_kir_ival_eval(buf->strides[2 * r - 3 - inner], scalars);
     int64_t elem = (int64_t)tj_dtype_size(buf->dtype);
     if (!tj_kir_ival_is_const(buf->strides[inner], 1) || argv[b] % 16 != 0 ||
@@ -810,9 +837,12 @@ static bool tma_fits(const tj_cuda_program_t* p, uint32_t ki,
 // separates the tiles at small M or N; it does not rank schedules of one
 // tile (timing does).
 static double wave_cost(const tj_cuda_program_t* p, int32_t c, int64_t batch,
-                        int64_t m, int64_t n) {
+                        int64_t m, int64_t n, bool dual) {
   int64_t tm = kVariants[c].gemm_tile_m ? kVariants[c].gemm_tile_m : 128;
   int64_t tn = kVariants[c].gemm_tile_n ? kVariants[c].gemm_tile_n : 128;
+  // A dual GEMM's tile of C is half its wgmma's columns (the other half
+  // is the second product's).
+  if (dual) tn /= 2;
   int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
   int64_t tiles = batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
   return (double)((tiles + sms - 1) / sms) * (double)(tm * tn);
@@ -904,6 +934,10 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
     return false;
   if (o->gemm_tma && !tma) return false;
   const tj_kir_t* g = p->kernels[ki].low->kernel;
+  // A dual GEMM (swiglu, issue 14): the wgmma tiles of 128 or 256
+  // columns (64 or 128 of each product), no cluster.
+  bool dual = tj_kir_gemm_is_dual(g);
+  if (dual && (o->gemm_tile_n < 128 || o->gemm_cluster)) return false;
   if (!o->gemm_tma && tma && g->rank == 2) {
     for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
       if (kVariants[v].gemm_tma && kVariants[v].gemm_tile_m == o->gemm_tile_m &&
@@ -918,16 +952,17 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
   int64_t batch = 1;
   for (int32_t d = 0; d + 2 < g->rank; ++d)
     batch *= tj_kir_ival_eval(g->dims[d], scalars);
-  double best = wave_cost(p, 0, batch, m, n);
+  double best = wave_cost(p, 0, batch, m, n, dual);
   for (int32_t v = 1; v < TJ_CUDA_GEMM_CANDIDATES; ++v) {
     if (v == TJ_CUDA_GEMM_CUBLASLT ||
         kVariants[v].gemm_kernel != TJ_NVPTX_GEMM_WGMMA ||
-        (kVariants[v].gemm_tma && !tma))
+        (kVariants[v].gemm_tma && !tma) ||
+        (dual && kVariants[v].gemm_tile_n < 128))
       continue;
-    double cost = wave_cost(p, v, batch, m, n);
+    double cost = wave_cost(p, v, batch, m, n, dual);
     if (cost < best) best = cost;
   }
-  return wave_cost(p, c, batch, m, n) <= kWaveSlack * best;
+  return wave_cost(p, c, batch, m, n, dual) <= kWaveSlack * best;
 }
 
 // One kernel compiled on a thread of its own (precompile_candidates).

@@ -135,7 +135,7 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
   for (uint32_t i = 0; i < k->num_buffers; ++i) addresses[i] = buffers[i];
   TJ_RETURN_IF_ERROR(tj_nvptx_gemm_check_pointers(k, &kernel->info, addresses));
   // cuLaunchKernel takes a pointer to each parameter's value.
-  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
+  void* args[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 5];
   for (uint32_t i = 0; i < k->num_buffers; ++i) args[i] = (void*)&buffers[i];
   for (uint32_t i = 0; i < k->num_params; ++i)
     args[k->num_buffers + i] = (void*)&scalars[i];
@@ -161,12 +161,14 @@ tj_status_t tj_cuda_kir_launch(const tj_cuda_kir_kernel_t* kernel,
 
 uint32_t tj_cuda_tensor_map_args(const tj_nvptx_kernel_t* info,
                                  tj_cuda_tensor_maps_t* maps, void** out_args) {
-  out_args[0] = maps->a;
-  out_args[1] = maps->b;
-  if (!info->tma_store) return 2;
-  out_args[2] = maps->c;
-  out_args[3] = &maps->c_ok;
-  return 4;
+  uint32_t n = 0;
+  out_args[n++] = maps->a;
+  out_args[n++] = maps->b;
+  if (info->dual) out_args[n++] = maps->b2;
+  if (!info->tma_store) return n;
+  out_args[n++] = maps->c;
+  out_args[n++] = &maps->c_ok;
+  return n;
 }
 
 // A batched operand's batch dims as one: |*out_count| entries
@@ -293,7 +295,10 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
   for (uint32_t i = 0; i < k->num_buffers && !status; ++i) {
     const tj_kir_buffer_t* buf = &k->buffers[i];
     bool is_a = buf->role == TJ_KIR_GEMM_A;
-    if (!is_a && buf->role != TJ_KIR_GEMM_B) continue;
+    if (!is_a && buf->role != TJ_KIR_GEMM_B && buf->role != TJ_KIR_GEMM_B2)
+      continue;
+    // A dual GEMM's B2 (swiglu, issue 14) is mapped as B is.
+    uint64_t* map_b = buf->role == TJ_KIR_GEMM_B2 ? out->b2 : out->b;
     // The contiguous dim, and the other one of the matrix.
     int inner = (!is_a && kmajor ? r - 2 : r - 1), outer = 2 * r - 3 - inner;
     int64_t pitch = tj_kir_ival_eval(buf->strides[outer], scalars);
@@ -317,12 +322,12 @@ tj_status_t tj_cuda_gemm_tensor_maps(tj_cuda_device_t* device,
     } else if (kmajor) {
       status =
           encode_map(cu, k, buf, buffers[i], n, kk, pitch, batch, batch_pitch,
-                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
+                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), map_b);
     } else {
       // B: boxes of 128 bytes of n by as many k rows (64 halves, 32 f32).
       status =
           encode_map(cu, k, buf, buffers[i], kk, n, pitch, batch, batch_pitch,
-                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), out->b);
+                     (uint32_t)(128 / tj_dtype_size(buf->dtype)), map_b);
     }
   }
   tj_cuda_device_leave(device);

@@ -60,12 +60,14 @@ typedef struct tj_cuda_tensor_maps_t {
   _Alignas(64) uint64_t a[16];
   _Alignas(64) uint64_t b[16];
   _Alignas(64) uint64_t c[16];
+  _Alignas(64) uint64_t b2[16];  // a dual GEMM's B2 (swiglu, issue 14)
   int32_t c_ok;  // 1: |c| is encoded; 0: the kernel stores without it
 } tj_cuda_tensor_maps_t;
 
 // The kernel-parameter slots (cuLaunchKernel's pointers to values) of
-// |maps| for a kernel of |info|, from slot 0 of |out_args|: 2, or 4 with
-// tma_store. Returns how many.
+// |maps| for a kernel of |info|, from slot 0 of |out_args|: A, B, a dual
+// GEMM's B2, then with tma_store the output and its flag. Returns how
+// many.
 uint32_t tj_cuda_tensor_map_args(const tj_nvptx_kernel_t* info,
                                  tj_cuda_tensor_maps_t* maps, void** out_args);
 

@@ -270,12 +270,14 @@ static tj_status_t check_gemm_alignment(const tj_lowered_kernel_t* low,
   if (k->kind != TJ_KIR_GEMM || !info->tensor_cores) return NULL;
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
-    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B) continue;
+    if (buf->role != TJ_KIR_GEMM_A && buf->role != TJ_KIR_GEMM_B &&
+        buf->role != TJ_KIR_GEMM_B2)
+      continue;
     int64_t per = 16 / (int64_t)tj_dtype_size(buf->dtype);
     // 8-bit operands (issue 17) and a K-major B (x @ w^T) are contiguous
     // along k or n: every other dim is checked, a k-major B's n included.
     bool any = tj_kir_gemm_is_int8(k) || tj_kir_gemm_is_f8(k) ||
-               (buf->role == TJ_KIR_GEMM_B && tj_kir_gemm_b_kmajor(k));
+               (buf->role != TJ_KIR_GEMM_A && tj_kir_gemm_b_kmajor(k));
     for (int32_t d = 0; d + (any ? 0 : 1) < k->rank; ++d) {
       tj_kir_ival_t s = buf->strides[d];
       if (any && tj_kir_ival_is_const(s, 1)) continue;

@@ -122,6 +122,10 @@ typedef struct tj_cuda_gemm_tune_t {
   bool lt_direct;
   uint32_t out;          // that output's buffer
   uint32_t a, b;         // its GEMM_A / GEMM_B buffers
+  // swiglu (issue 14): a dual GEMM's B2 buffer (else TJ_KIR_NONE); its
+  // candidate 4 is cuBLASLt twice, A B and A B2 into two temporaries,
+  // then the epilogue kernel reading both (epi_acc and epi_acc + 1).
+  uint32_t b2;
   tj_dtype_t acc_dtype;  // the temporary's: the matmul's dtype
   tj_kir_t* epi;         // the epilogue as a POINTWISE kernel; owned
   uint32_t epi_acc;      // epi's buffer reading the temporary
@@ -147,6 +151,7 @@ typedef struct tj_cuda_gemm_tune_t {
   int32_t current;
   int64_t m;
   int64_t temp_offset;       // arena offset of the temporary, or -1
+  int64_t temp2_offset;      // a dual GEMM's second temporary's
   tj_cublaslt_gemm_t* plan;  // this run's cuBLASLt plan (one of |plans|)
   tj_cublaslt_gemm_t* plans[TJ_CUDA_GEMM_MAX_PLANS];  // for M = plan_ms[i]
   int64_t plan_ms[TJ_CUDA_GEMM_MAX_PLANS];
@@ -156,7 +161,7 @@ typedef struct tj_cuda_gemm_tune_t {
   tj_nvptx_launch_t epi_launch;
   // A TMA candidate's arguments: the kernel's, then its tensor maps.
   tj_cuda_tensor_maps_t maps;
-  void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 4];
+  void* tma_argp[TJ_KIR_MAX_BUFFERS + TJ_KIR_MAX_PARAMS + 5];
   // Split-K: |split_ok| when K and N are constants that the slices divide.
   bool split_ok;
   tj_cuda_gemm_split_t split[TJ_CUDA_GEMM_SPLITS];

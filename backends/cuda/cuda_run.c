@@ -122,6 +122,10 @@ static tj_status_t plan_run(tj_cuda_program_t* p, const int64_t* sym,
                     (int64_t)tj_dtype_size(t->acc_dtype);
     t->temp_offset = total;
     total += tj_cuda_align_up(bytes > 0 ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
+    // A dual GEMM's second product (swiglu, issue 14).
+    t->temp2_offset = total;
+    if (t->b2 != TJ_KIR_NONE)
+      total += tj_cuda_align_up(bytes > 0 ? bytes : 1, TJ_CUDA_STAGE_ALIGN);
   }
   tj_cuda_device_t* d = p->device;
   if (total > p->run.arena_cap) {

@@ -90,6 +90,12 @@ typedef struct tj_backend_t {
   // (tj_pass_ctx_t.attention_lse_output; lsefwd): its emitter handles an
   // ATTENTION forward with_lse. false: attention_lse stays a kernel.
   bool attention_lse_output;
+  // fuse (swiglu, issue 14; tj_pass_ctx_t.dual_gemm): whether the
+  // target's GEMM kernel runs matmuls |a| and |b| of |graph| (one A, B of
+  // one shape and dtype) as one dual GEMM, |target| the opened target.
+  // NULL: never.
+  bool (*dual_gemm)(void* target, const tj_graph_t* graph, uint32_t a,
+                    uint32_t b);
 
   // The size of a target's state; the driver allocates it zeroed (no
   // allocation at all when 0: |target| is then NULL) and frees it after

@@ -10,7 +10,8 @@ static double buffer_extent(const tj_kir_t* k, tj_kir_role_t role, int32_t d,
   if (k->kind != TJ_KIR_GEMM || d < k->rank - 2) return m;
   double kk = (double)tj_kir_ival_eval(k->gemm_k, scalars);
   if (role == TJ_KIR_GEMM_A && d == k->rank - 1) return kk;  // [.., m, k]
-  if (role == TJ_KIR_GEMM_B && d == k->rank - 2) return kk;  // [.., k, n]
+  if ((role == TJ_KIR_GEMM_B || role == TJ_KIR_GEMM_B2) && d == k->rank - 2)
+    return kk;  // [.., k, n]
   return m;
 }
 
@@ -58,6 +59,7 @@ void tj_kernel_traffic(const tj_kir_t* k, const int64_t* scalars,
   double flops = 0;
   if (k->kind == TJ_KIR_GEMM || k->kind == TJ_KIR_CONV) {
     flops = 2.0 * points * (double)tj_kir_ival_eval(k->gemm_k, scalars);
+    if (tj_kir_gemm_is_dual(k)) flops *= 2;  // two products (swiglu)
   }
   if (k->kind == TJ_KIR_ATTENTION && k->rank >= 2) {
     // q . k over d and p . v over dv per (query, key) pair; causal counts

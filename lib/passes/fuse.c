@@ -720,6 +720,35 @@ static bool lse_of_attention(const fuse_t* f, uint32_t att, uint32_t lse) {
              tj_attention_lse_dtype(N(f, N(f, att)->operands[0])->dtype);
 }
 
+// swiglu (issue 14): whether matmuls |a| < |b| of the set stamped into
+// f->in_set may be one dual GEMM: plain matmuls of the same A whose B are
+// of one shape and dtype and read alike (both from memory, or both
+// through a transpose of the same permutation), the same output, and the
+// target's yes (tj_pass_ctx_t.dual_gemm). The epilogue's rules are the
+// single matmul's, both results being shaped alike.
+static bool dual_pair(const fuse_t* f, uint32_t a, uint32_t b) {
+  if (!f->ctx->dual_gemm || a == b) return false;
+  const tj_node_t* x = N(f, a);
+  const tj_node_t* y = N(f, b);
+  if (x->op != TJ_OP_MATMUL || y->op != TJ_OP_MATMUL ||
+      x->operands[0] != y->operands[0] || x->dtype != y->dtype ||
+      !same_shape(y, x->rank, x->dims))
+    return false;
+  const tj_node_t* bx = N(f, x->operands[1]);
+  const tj_node_t* by = N(f, y->operands[1]);
+  if (bx->dtype != by->dtype || !same_shape(by, bx->rank, bx->dims))
+    return false;
+  bool tx = f->in_set[x->operands[1]] == f->stamp;
+  bool ty = f->in_set[y->operands[1]] == f->stamp;
+  if (tx != ty) return false;
+  if (tx && (bx->op != TJ_OP_TRANSPOSE || by->op != TJ_OP_TRANSPOSE ||
+             bx->attrs.num_ints != by->attrs.num_ints ||
+             memcmp(bx->attrs.ints, by->attrs.ints,
+                    sizeof(int64_t) * bx->attrs.num_ints) != 0))
+    return false;
+  return f->ctx->dual_gemm(f->ctx->dual_gemm_user, f->g, a, b);
+}
+
 // |nodes| ascending; f->mat_u says which are written to memory. The set is
 // stamped into f->in_set by the caller.
 static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
@@ -767,7 +796,21 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
     v->anchor = nodes[0];
     return true;
   }
-  if (num_matmul > 1) {
+  uint32_t first_matmul = matmul;
+  if (num_matmul == 2 && !num_red) {
+    for (uint32_t j = 0; j < count; ++j) {
+      if (f->cls[nodes[j]] == C_MATMUL) {
+        first_matmul = nodes[j];
+        break;
+      }
+    }
+    if (!dual_pair(f, first_matmul, matmul)) {
+      v->why = f->ctx->dual_gemm
+                   ? "two matmuls in one kernel that are no dual gemm"
+                   : "two matmuls in one kernel";
+      return false;
+    }
+  } else if (num_matmul > 1) {
     v->why = "two matmuls in one kernel";
     return false;
   }
@@ -936,7 +979,7 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
   }
   if (mm) {
     v->kind = TJ_GROUP_MATMUL;
-    v->anchor = matmul;
+    v->anchor = first_matmul;
   } else if (num_red) {
     v->kind = TJ_GROUP_REDUCTION;
     v->anchor = first_red;

@@ -35,6 +35,11 @@
 //               matmul's operands are read from memory, directly or through
 //               one transpose of a value in memory (a strided load, listed
 //               in |nodes|). Outputs are shaped like the matmul output.
+//               swiglu (issue 14): where the target said yes
+//               (tj_pass_ctx_t.dual_gemm), two matmuls of the same A
+//               and B matrices of one shape and dtype (both read from
+//               memory, or both through the same transpose), the anchor
+//               the first; the epilogue may read both (a dual GEMM).
 //   OPAQUE      One node compiled alone (gather, argmax, a composite no
 //               pass decomposed). Its operands are read from memory. A conv
 //               (anchor) may carry an epilogue of elementwise nodes shaped

@@ -96,6 +96,15 @@ typedef struct tj_pass_ctx_t {
   // causal flag joins the attention's group, one kernel of two outputs.
   // Off by default; TJ_ATTENTION_LSE=separate turns it off.
   bool attention_lse_output;
+  // fuse (swiglu, issue 14): whether the target computes matmuls |a| and
+  // |b| of |graph|, which read the same A and B matrices of one shape and
+  // dtype, as one dual GEMM whose epilogue reads both (silu(x @ wg) *
+  // (x @ wu): A read once, neither product written); fuse then lets them
+  // share a MATMUL group (fusion.h). tj_backend_t.dual_gemm, |user| the
+  // opened target; NULL (the default, and TJ_DUAL_GEMM=off): never.
+  bool (*dual_gemm)(void* user, const tj_graph_t* graph, uint32_t a,
+                    uint32_t b);
+  void* dual_gemm_user;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate

@@ -1,0 +1,490 @@
+// swiglu (issue 14): the dual GEMM, silu(x @ wg) * (x @ wu) as one kernel
+// that reads x once and computes both products of a tile (the wgmma main
+// loops, emit_nvptx_wgmma.c), without a GPU.
+//   - kernel IR level: a dual kernel (B and B2 [K, N] N-major or [N, K]
+//     K-major; runtime, ragged constant and shared-weight batched sizes)
+//     on every schedule that takes one (the cp.async wgmma tiles of 128
+//     and 256 columns, drain, persistent; the TMA cooperative, pingpong and
+//     256-row schedules, with the TMA store too) emits m64n<tile_n>k16
+//     over both panels, its TMA kind a third tensor map, and ptxas -arch=sm_90a
+//     assembles it without a wgmma note (C7508/C7510/C7511/C7515) or, on the
+//     cooperative TMA tiles, a spill; mma.sync, 64-column tiles, clusters and
+//     sm_80 refuse it (UNSUPPORTED, naming the kernel); the launch counts tiles
+//     of C (half the wgmma's columns);
+//   - graph level: the Llama MLP's mul(silu(x @ wg), x @ wu) (and gelu,
+//     the operands of mul swapped, K-major weights, a [B, T, d] input)
+//     compiles for sm_90a as one kernel (its wgmma over 128 columns) with
+//     no host step; f32, sm_80, two A and weights of two layouts keep two
+//     kernels.
+// Usage: swiglu_ptx_test [PTXAS]; without PTXAS the PTX is made but not
+// assembled.
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
+#include "kir/kernel_ir.h"
+#include "tests/unit/test.h"
+
+static const char* g_ptxas = "";
+static tj_context_t* g_ctx;
+
+static void check_has(const char* what, const char* ptx, const char* needle,
+                      bool want) {
+  bool found = ptx && strstr(ptx, needle) != NULL;
+  if (found != want)
+    fprintf(stderr, "  %s: %s \"%s\" in the PTX\n", what,
+            want ? "no" : "unexpected", needle);
+  CHECK(found == want);
+}
+
+static int count_of(const char* ptx, const char* needle) {
+  int n = 0;
+  for (const char* p = ptx; p && (p = strstr(p, needle)) != NULL; ++p) ++n;
+  return n;
+}
+
+//===--- kernel IR level ---===//
+
+typedef enum shape_e {
+  SHAPE_RUNTIME,  // [M, N], K all params
+  SHAPE_RAGGED,   // constant M 200, N 136, K 72: no dim a tile multiple
+  SHAPE_SHARED,   // [3, M, N], one B and B2 for every batch entry
+} shape_t;
+
+static const char* const kShapeNames[] = {"runtime", "ragged", "shared"};
+
+// y = cast(silu(acc) * acc2) of |dt|, B and B2 N-major ([K, N]) or
+// K-major ([N, K] read transposed).
+static tj_kir_t* dual_gemm(tj_dtype_t dt, shape_t shape, bool kmajor) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "swiglu", &k));
+  if (!k) return NULL;
+  tj_kir_ival_t c0 = tj_kir_constant(0), c1 = tj_kir_constant(1);
+  tj_kir_ival_t m, n, kk;
+  if (shape == SHAPE_RAGGED) {
+    m = tj_kir_constant(200);
+    n = tj_kir_constant(136);
+    kk = tj_kir_constant(72);
+  } else {
+    m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+    n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+    kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  }
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  bool batched = shape == SHAPE_SHARED;
+  int32_t r = batched ? 3 : 2;
+  tj_kir_ival_t dims[3] = {tj_kir_constant(3), m, n};
+  tj_kir_set_space(k, r, batched ? dims : dims + 1);
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_ival_t mk = batched ? tj_kir_runtime(tj_kir_add_param(k, "MK")) : c0;
+  tj_kir_ival_t mn = batched ? tj_kir_runtime(tj_kir_add_param(k, "MN")) : c0;
+  tj_kir_ival_t sa[3] = {mk, kk, c1}, sw[3] = {c0, kk, c1}, sy[3] = {mn, n, c1};
+  if (kmajor) {
+    sw[1] = c1;
+    sw[2] = kk;
+  } else {
+    sw[1] = n;
+    sw[2] = c1;
+  }
+  tj_kir_add_buffer(k, "x", dt, TJ_KIR_GEMM_A, batched ? sa : sa + 1);
+  tj_kir_add_buffer(k, "wg", dt, TJ_KIR_GEMM_B, batched ? sw : sw + 1);
+  tj_kir_add_buffer(k, "wu", dt, TJ_KIR_GEMM_B2, batched ? sw : sw + 1);
+  uint32_t y =
+      tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, batched ? sy : sy + 1);
+  uint32_t g = tj_kir_acc(k);
+  uint32_t s =
+      tj_kir_binary(k, TJ_OP_MUL, g, tj_kir_unary(k, TJ_OP_SIGMOID, g));
+  tj_kir_store(
+      k, y, tj_kir_cast(k, dt, tj_kir_binary(k, TJ_OP_MUL, s, tj_kir_acc2(k))));
+  k->allow_half_gemm = true;
+  tj_status_t st = k->error ? tj_status_clone(k->error) : tj_kir_finalize(k);
+  CHECK_OK(st);
+  CHECK(tj_kir_gemm_is_dual(k));
+  CHECK(tj_kir_gemm_b_kmajor(k) == kmajor);
+  return k;
+}
+
+static const char* const kWgmmaNotes[] = {"C7508", "C7510", "C7511", "C7515"};
+
+// Assembles |ptx| with ptxas -v --warning-as-error; returns its exit status
+// (1 where the log has a kWgmmaNotes note), |*spills| the spill stores.
+static int run_ptxas(const char* what, const char* ptx, long* spills) {
+  *spills = 0;
+  if (!g_ptxas[0]) return 0;
+  char path[] = "/tmp/tj_swiglu_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return -1;
+  fputs(ptx, f);
+  fclose(f);
+  char log[64], cmd[1200];
+  snprintf(log, sizeof(log), "%s.log", path);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a -v --warning-as-error -o /dev/null '%s' > '%s' "
+           "2>&1",
+           g_ptxas, path, log);
+  int rc = system(cmd);
+  f = fopen(log, "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+      if (strstr(line, "rror") || strstr(line, "arning"))
+        printf("#   %s: %s", what, line);
+      const char* sp = strstr(line, "bytes spill stores");
+      if (sp) {
+        const char* q = sp;
+        while (q > line && q[-1] == ' ') --q;
+        while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
+        *spills += strtol(q, NULL, 10);
+      }
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaNotes); ++i) {
+        if (strstr(line, kWgmmaNotes[i])) {
+          printf("#   %s: %s", what, line);
+          if (rc == 0) rc = 1;
+        }
+      }
+    }
+    fclose(f);
+  }
+  remove(log);
+  remove(path);
+  return rc;
+}
+
+#define WGMMA(m, n, stages)                                                   \
+  .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tile_m = (m), .gemm_tile_n = (n), \
+  .gemm_stages = (stages)
+#define TMA(m, n, stages) WGMMA(m, n, stages), .gemm_tma = true
+
+// The schedules that take a dual GEMM: the autotuner's of 128 and 256
+// columns and a few more (tile_n counts both products' columns).
+static const tj_nvptx_options_t kSchedules[] = {
+    {.gemm_kernel = TJ_NVPTX_GEMM_AUTO},
+    {WGMMA(128, 128, 3)},
+    {WGMMA(128, 256, 4)},
+    {WGMMA(64, 128, 4)},
+    {WGMMA(128, 128, 4)},
+    {WGMMA(128, 128, 3), .gemm_wgmma_drain = true},
+    {WGMMA(128, 256, 4), .gemm_persistent = true},
+    {TMA(128, 128, 4), .gemm_persistent = true},
+    {TMA(128, 256, 4), .gemm_persistent = true},
+    {TMA(64, 256, 4), .gemm_persistent = true, .gemm_tma_store = true},
+    {TMA(128, 256, 3)},
+    {TMA(128, 128, 4), .gemm_pingpong = true, .gemm_persistent = true,
+     .gemm_tma_store = true},
+    {TMA(256, 128, 3), .gemm_persistent = true, .gemm_tma_store = true},
+    {TMA(256, 128, 4), .gemm_persistent = true},
+};
+
+// ... and those that refuse one.
+static const tj_nvptx_options_t kRefused[] = {
+    {.gemm_kernel = TJ_NVPTX_GEMM_MMA_SYNC},
+    {WGMMA(128, 64, 4)},
+    {TMA(128, 64, 8), .gemm_persistent = true},
+    {TMA(128, 256, 4), .gemm_persistent = true, .gemm_cluster = true},
+};
+
+static void describe(const tj_nvptx_options_t* o, char* buf, size_t size) {
+  snprintf(buf, size, "%s%s %dx%d s%d%s%s%s%s%s",
+           o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC ? "mma.sync" : "wgmma",
+           o->gemm_tma ? " tma" : "", (int)o->gemm_tile_m, (int)o->gemm_tile_n,
+           (int)o->gemm_stages, o->gemm_pingpong ? " pingpong" : "",
+           o->gemm_persistent ? " persistent" : "",
+           o->gemm_wgmma_drain ? " drain" : "",
+           o->gemm_cluster ? " cluster" : "",
+           o->gemm_tma_store ? " store" : "");
+}
+
+static char* emit(const tj_kir_t* k, const tj_nvptx_options_t* o,
+                  tj_nvptx_arch_t arch, tj_nvptx_kernel_t* info,
+                  tj_status_t* out_status) {
+  tj_allocator_t al = tj_allocator_system();
+  tj_nvptx_target_t* target = NULL;
+  *out_status = tj_nvptx_target_create(al, arch, &target);
+  if (*out_status) return NULL;
+  tj_nvptx_module_t* mod = NULL;
+  char* ptx = NULL;
+  *out_status = tj_nvptx_module_new(target, al, "swiglu", &mod);
+  if (!*out_status) *out_status = tj_nvptx_module_add_kernel(mod, k, o, info);
+  if (!*out_status) {
+    *out_status = tj_nvptx_module_compile(mod, al, &ptx);
+  } else {
+    tj_nvptx_module_destroy(mod);
+  }
+  tj_nvptx_target_destroy(target);
+  return ptx;
+}
+
+static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
+                           const tj_nvptx_options_t* o) {
+  tj_kir_t* k = dual_gemm(dt, shape, kmajor);
+  if (!k) return;
+  char what[160], sched[96];
+  describe(o, sched, sizeof(sched));
+  snprintf(what, sizeof(what), "%s %s %s %s", tj_dtype_name(dt),
+           kShapeNames[shape], kmajor ? "kmajor" : "nmajor", sched);
+  tj_nvptx_kernel_t info;
+  memset(&info, 0, sizeof(info));
+  tj_status_t s = NULL;
+  char* ptx = emit(k, o, TJ_NVPTX_SM_90A, &info, &s);
+  if (s) fprintf(stderr, "  %s: refused\n", what);
+  CHECK_OK(s);
+  if (!ptx) {
+    tj_kir_destroy(k);
+    return;
+  }
+  CHECK(info.dual && info.wgmma);
+  // One wgmma over both products' columns (the default tile: 128).
+  int32_t wide = o->gemm_tile_n ? o->gemm_tile_n : 128;
+  CHECK_EQ_INT(wide / 2, info.tile_n);
+  char inst[64];
+  snprintf(inst, sizeof(inst), "wgmma.mma_async.sync.aligned.m64n%dk16",
+           (int)wide);
+  check_has(what, ptx, inst, true);
+  check_has(what, ptx, kmajor ? "p, 1, 1, 0, 0;" : "p, 1, 1, 0, 1;", true);
+  if (o->gemm_tma) {
+    // Three maps prefetched (A, B, B2); B's and B2's panels by TMA.
+    CHECK_EQ_INT(3, count_of(ptx, "prefetch.tensormap"));
+    check_has(what, ptx, "cp.async.cg", false);
+    // The TMA store where asked, on rank-2 kernels: C's tile only.
+    check_has(what, ptx, "cp.async.bulk.tensor.2d.global.shared::cta",
+              o->gemm_tma_store && shape != SHAPE_SHARED);
+  } else {
+    check_has(what, ptx, "cp.async.cg.shared.global", true);
+  }
+  long spills = 0;
+  int rc = run_ptxas(what, ptx, &spills);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  if (o->gemm_tma && info.tile_m >= 128 && !o->gemm_pingpong) {
+    if (spills) fprintf(stderr, "  %s: %ld bytes spilled\n", what, spills);
+    CHECK_EQ_INT(0, (int)spills);
+  }
+  printf("# %s: %zu bytes of PTX, %ld bytes spilled\n", what, strlen(ptx),
+         spills);
+  tj_free_string(tj_allocator_system(), ptx);
+  tj_kir_destroy(k);
+}
+
+TEST(every_dual_schedule) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
+    for (int s = 0; s <= SHAPE_SHARED; ++s) {
+      for (int km = 0; km < 2; ++km) {
+        // Every schedule for bf16; f16 on a few (the dtype is one word of
+        // the wgmma).
+        for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
+          if (t && i % 4 != 0) continue;
+          check_schedule(kTypes[t], (shape_t)s, km != 0, &kSchedules[i]);
+        }
+      }
+    }
+  }
+}
+
+TEST(refused_schedules) {
+  for (int a = 0; a < 2; ++a) {
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kRefused) + 1; ++i) {
+      // sm_80 refuses the default too.
+      if (a == 1 && i > 0) break;
+      tj_kir_t* k = dual_gemm(TJ_DTYPE_BF16, SHAPE_RUNTIME, false);
+      if (!k) return;
+      tj_nvptx_options_t none = {.gemm_kernel = TJ_NVPTX_GEMM_AUTO};
+      const tj_nvptx_options_t* o = a ? &none : i ? &kRefused[i - 1] : NULL;
+      if (!o) {
+        tj_kir_destroy(k);
+        continue;
+      }
+      tj_nvptx_kernel_t info;
+      tj_status_t s = NULL;
+      char* ptx = emit(k, o, a ? TJ_NVPTX_SM_80 : TJ_NVPTX_SM_90A, &info, &s);
+      CHECK(ptx == NULL);
+      CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "@swiglu", s);
+      tj_free_string(tj_allocator_system(), ptx);
+      tj_kir_destroy(k);
+    }
+  }
+}
+
+// A B2 must be read as B is; an acc2 needs a B2.
+TEST(verify_rejects_mismatched_b2) {
+  tj_kir_t* k = NULL;
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "bad_b2", &k));
+  tj_kir_ival_t d2[2] = {tj_kir_constant(64), tj_kir_constant(64)};
+  tj_kir_set_space(k, 2, d2);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, tj_kir_constant(64), &sched);
+  tj_kir_ival_t sa[2] = {tj_kir_constant(64), tj_kir_constant(1)};
+  tj_kir_ival_t st[2] = {tj_kir_constant(1), tj_kir_constant(64)};
+  tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sa);
+  tj_kir_add_buffer(k, "b2", TJ_DTYPE_BF16, TJ_KIR_GEMM_B2, st);
+  uint32_t o = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sa);
+  tj_kir_store(k, o, tj_kir_acc2(k));
+  k->allow_half_gemm = true;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "differs from B",
+               tj_kir_finalize(k));
+  tj_kir_destroy(k);
+  CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "no_b2", &k));
+  tj_kir_set_space(k, 2, d2);
+  tj_kir_set_gemm(k, tj_kir_constant(64), &sched);
+  tj_kir_add_buffer(k, "a", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sa);
+  o = tj_kir_add_buffer(k, "y", TJ_DTYPE_F32, TJ_KIR_OUTPUT, sa);
+  tj_kir_store(k, o, tj_kir_acc2(k));
+  k->allow_half_gemm = true;
+  CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "without a B2", tj_kir_finalize(k));
+  tj_kir_destroy(k);
+}
+
+// The launch counts tiles of C: the wgmma's columns halved.
+TEST(launch_counts_tiles_of_c) {
+  tj_kir_t* k = dual_gemm(TJ_DTYPE_BF16, SHAPE_RUNTIME, false);
+  if (!k) return;
+  tj_nvptx_options_t o = {WGMMA(128, 128, 3)};
+  tj_nvptx_kernel_t info;
+  tj_status_t s = NULL;
+  char* ptx = emit(k, &o, TJ_NVPTX_SM_90A, &info, &s);
+  CHECK_OK(s);
+  tj_free_string(tj_allocator_system(), ptx);
+  tj_nvptx_launch_t launch;
+  int64_t mnk[3] = {1000, 200, 64};  // 8 row tiles x 4 column tiles of 64
+  CHECK_OK(tj_nvptx_launch_config(k, &info, mnk, 132, &launch));
+  CHECK_EQ_INT(8 * 4, launch.grid[0]);
+  tj_kir_destroy(k);
+}
+
+//===--- graph level ---===//
+
+typedef enum form_e {
+  FORM_SILU,     // mul(silu(x @ wg), x @ wu), x [B, d]
+  FORM_SWAPPED,  // mul(x @ wu, silu(x @ wg))
+  FORM_GELU,     // mul(gelu(x @ wg), x @ wu)
+  FORM_KMAJOR,   // wg, wu [N, K] read transposed (Linear's layout)
+  FORM_LINEAR3,  // x [B, 24, d]: one rank-2 GEMM of B*24 rows
+  FORM_MLP,      // the Llama MLP: rmsnorm, the dual GEMM, down, residual
+  // Refused: two kernels.
+  FORM_TWO_A,  // silu(x @ wg) * (z @ wu)
+  FORM_MIXED,  // wg [K, N], wu [N, K] read transposed
+} form_t;
+
+static const char* const kFormNames[] = {
+    "silu", "swapped", "gelu", "kmajor", "linear3", "mlp", "two_a", "mixed"};
+
+enum { kD = 192, kFfn = 256 };
+
+static tj_graph_t* build(tj_dtype_t dt, form_t form) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, "swiglu", &g));
+  if (!g) return NULL;
+  int64_t B = tj_graph_symbol(g, "B");
+  int64_t n = kFfn;
+  tj_value_t x = form == FORM_LINEAR3
+                     ? tj_graph_input(g, dt, 3, (int64_t[]){B, 24, kD}, "x")
+                     : tj_graph_input(g, dt, 2, (int64_t[]){B, kD}, "x");
+  tj_value_t h = x;
+  if (form == FORM_MLP) h = tj_graph_rms_norm(g, x, (tj_value_t){0}, 1e-6);
+  tj_value_t wg, wu;
+  if (form == FORM_KMAJOR) {
+    wg = tj_graph_transpose(g,
+                            tj_graph_input(g, dt, 2, (int64_t[]){n, kD}, "wg"),
+                            (int32_t[]){1, 0});
+    wu = tj_graph_transpose(g,
+                            tj_graph_input(g, dt, 2, (int64_t[]){n, kD}, "wu"),
+                            (int32_t[]){1, 0});
+  } else {
+    wg = tj_graph_input(g, dt, 2, (int64_t[]){kD, n}, "wg");
+    wu = tj_graph_input(g, dt, 2, (int64_t[]){kD, n}, "wu");
+  }
+  if (form == FORM_MIXED)
+    wu = tj_graph_transpose(
+        g, tj_graph_input(g, dt, 2, (int64_t[]){n, kD}, "wu_t"),
+        (int32_t[]){1, 0});
+  tj_value_t a2 = h;
+  if (form == FORM_TWO_A)
+    a2 = tj_graph_input(g, dt, 2, (int64_t[]){B, kD}, "z");
+  tj_value_t gate = tj_graph_matmul(g, h, wg);
+  tj_value_t up = tj_graph_matmul(g, a2, wu);
+  tj_value_t act = form == FORM_GELU ? tj_graph_gelu(g, gate, false)
+                                     : tj_graph_silu(g, gate);
+  tj_value_t y = form == FORM_SWAPPED ? tj_graph_mul(g, up, act)
+                                      : tj_graph_mul(g, act, up);
+  if (form == FORM_MLP) {
+    tj_value_t wd = tj_graph_input(g, dt, 2, (int64_t[]){kFfn, kD}, "wd");
+    y = tj_graph_add(g, x, tj_graph_matmul(g, y, wd));
+  }
+  tj_graph_output(g, y, "y");
+  CHECK_OK(tj_graph_finalize(g));
+  return g;
+}
+
+static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
+  char what[96];
+  snprintf(what, sizeof(what), "%s %s %s", tj_dtype_name(dt), kFormNames[form],
+           tj_nvptx_arch_name(arch));
+  tj_graph_t* g = build(dt, form);
+  if (!g) return;
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.target = TJ_TARGET_CUDA;
+  o.cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+  tj_cuda_offline_ptx_t pt;
+  memset(&pt, 0, sizeof(pt));
+  CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, tj_allocator_system(), &pt));
+  bool dual =
+      arch == TJ_NVPTX_SM_90A && dt != TJ_DTYPE_F32 && form < FORM_TWO_A;
+  // The MLP: rmsnorm, the dual GEMM, the down projection with the
+  // residual in its epilogue.
+  uint32_t want = (form == FORM_MLP ? 2 : 0) + (dual ? 1 : 2);
+  if (pt.num_kernels != want || pt.num_host_steps)
+    fprintf(stderr, "  %s: %u kernels (want %u), %u host steps\n", what,
+            pt.num_kernels, want, pt.num_host_steps);
+  CHECK_EQ_INT((int)want, (int)pt.num_kernels);
+  CHECK_EQ_INT(0, pt.num_host_steps);
+  // The dual kernel: one wgmma of 128 columns over both products'.
+  if (pt.ptx && dual)
+    check_has(what, pt.ptx, "wgmma.mma_async.sync.aligned.m64n128k16", true);
+  if (arch == TJ_NVPTX_SM_90A) {
+    long spills = 0;
+    int rc = 0;
+    if (pt.ptx) rc |= run_ptxas(what, pt.ptx, &spills);
+    if (pt.variants_ptx) rc |= run_ptxas(what, pt.variants_ptx, &spills);
+    CHECK_EQ_INT(0, rc);
+  }
+  printf("# %s: %u kernels, %u candidate kernels\n", what, pt.num_kernels,
+         pt.num_variant_kernels);
+  tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &pt);
+  tj_graph_destroy(g);
+}
+
+TEST(graphs) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
+    for (int f = 0; f <= FORM_MIXED; ++f) {
+      check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
+      if (t == 0 && f == FORM_SILU)
+        check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_80);
+    }
+  }
+  check_form(TJ_DTYPE_F32, FORM_SILU, TJ_NVPTX_SM_90A);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && argv[1][0] && access(argv[1], X_OK) == 0) g_ptxas = argv[1];
+  if (tj_test_context_create(&g_ctx) != NULL) return 1;
+  RUN_TEST(verify_rejects_mismatched_b2);
+  RUN_TEST(refused_schedules);
+  RUN_TEST(launch_counts_tiles_of_c);
+  RUN_TEST(every_dual_schedule);
+  RUN_TEST(graphs);
+  tj_context_destroy(g_ctx);
+  printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
+  TEST_MAIN_END();
+}
