@@ -388,8 +388,10 @@ TEST(erfc_approx_instructions) {
 // program's kernel and every GEMM candidate's (the TMA schedules among
 // them) with no division or call in the epilogue, assembled by ptxas with
 // no wgmma performance warning (a call near the wgmma pipeline serializes
-// it, C7510). Prints ptxas's time per module: the autotuner's cold start
-// pays it once per candidate.
+// it, C7510). The gelu is nvptx_math.c's 16-bit form (its value is rounded
+// to bf16): one rcp.approx a ex2.approx, where erfc's took two, and the
+// bf16 results packed two a cvt.rn.bf16x2.f32. Prints ptxas's time per
+// module: the autotuner's cold start pays it once per candidate.
 TEST(capstone_gelu_erf) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
@@ -416,6 +418,10 @@ TEST(capstone_gelu_erf) {
     if (!modules[i]) continue;
     CHECK(!has_float_division(modules[i]));
     CHECK(strstr(modules[i], "call") == NULL);
+    int ex2 = count_of(modules[i], "ex2.approx");
+    CHECK(ex2 > 0);
+    CHECK_EQ_INT(ex2, count_of(modules[i], "rcp.approx"));
+    CHECK(count_of(modules[i], "cvt.rn.bf16x2.f32") > 0);
     double t0 = now_ms();
     CHECK_EQ_INT(0, run_ptxas("sm_90a", names[i], modules[i]));
     printf("# %s: %d kernels, %zu bytes of PTX, ptxas %.0f ms\n", names[i],
