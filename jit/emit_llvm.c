@@ -1612,7 +1612,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         } else if (in->num_args == 1) {
           vals[i] = tj_emit_unary(em, in->op, dt, x);
         } else if (gelu_half_value(em, phase, i, vals, &vals[i])) {
-          // the hook's gelu; the erfc and products before it are dead
+          // the hook's gelu; the erfc and products before it stay only
+          // where something else reads them (LLVM drops them otherwise)
         } else if (in->op == TJ_OP_DIV && dt == TJ_DTYPE_F32 &&
                    em->target.recip_invariant_div && !invariant[i] &&
                    invariant[in->args[1]] && from_row[in->args[1]]) {
