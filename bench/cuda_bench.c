@@ -3,8 +3,8 @@
 // after warm-up). Prints a table; never a pass/fail.
 //
 //   cuda_bench [--quick | --gemm [--shape=M,K,N]... [--loop=TEXT]...
-//               [--plain] [--profile] [--bt] | --f32 | --f32-exact |
-//               --batched]
+//               [--plain] [--profile] [--erf] [--bt] | --f32 |
+//               --f32-exact | --batched]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
@@ -14,7 +14,8 @@
 // and cuBLAS once per shape, untimed,
 // for a profiler (ncu) to capture one launch of each; --bt reads B
 // transposed, y = x @ w^T with w an [N, K] weight (PyTorch's Linear: our
-// K-major B, cuBLAS with transa = T on it). --f32 prints the f32
+// K-major B, cuBLAS with transa = T on it); --erf fuses gelu's erf form,
+// the capstone's, instead of the tanh form. --f32 prints the f32
 // table (the exact CUDA-core loops and the TF32 ones beside cuBLAS);
 // --f32-exact its exact rows alone. --batched prints the batched attention
 // GEMMs of issue 13 beside cuBLAS's strided batched GEMM.
@@ -249,6 +250,42 @@ static tj_kir_t* plain_gemm(tj_dtype_t dt) {
   uint32_t y = tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, sb);
   uint32_t acc = tj_kir_acc(k);
   tj_kir_store(k, y, dt == TJ_DTYPE_F32 ? acc : tj_kir_cast(k, dt, acc));
+  if (k->error) bench_die(tj_status_clone(k->error), "kir");
+  return k;
+}
+
+// --gemm --erf's fused kernel: y = bf16(gelu(x @ w + b)) with gelu's erf
+// form as decompose writes it, x * erfc(x * -sqrt(1/2)) * 0.5 (the
+// capstone's; the default fused kernel, the SAMPLE_GEMM_BF16 sample, has
+// the tanh form), bf16 operands and bias.
+static tj_kir_t* erf_gemm_bf16(void) {
+  tj_kir_t* k = NULL;
+  bench_die(
+      tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM, "gemm_erf_bf16", &k),
+      "kir");
+  tj_kir_ival_t m = tj_kir_runtime(tj_kir_add_param(k, "M"));
+  tj_kir_ival_t n = tj_kir_runtime(tj_kir_add_param(k, "N"));
+  tj_kir_ival_t kk = tj_kir_runtime(tj_kir_add_param(k, "K"));
+  tj_kir_ival_t dims[2] = {m, n};
+  tj_kir_set_space(k, 2, dims);
+  tj_kir_gemm_schedule_t sched;
+  memset(&sched, 0, sizeof(sched));
+  tj_kir_set_gemm(k, kk, &sched);
+  tj_kir_ival_t c0 = tj_kir_constant(0), c1 = tj_kir_constant(1);
+  tj_kir_ival_t sa[2] = {kk, c1}, sw[2] = {n, c1}, sb[2] = {c0, c1};
+  tj_kir_add_buffer(k, "x", TJ_DTYPE_BF16, TJ_KIR_GEMM_A, sa);
+  tj_kir_add_buffer(k, "w", TJ_DTYPE_BF16, TJ_KIR_GEMM_B, sw);
+  uint32_t b = tj_kir_add_buffer(k, "b", TJ_DTYPE_BF16, TJ_KIR_INPUT, sb);
+  uint32_t y = tj_kir_add_buffer(k, "y", TJ_DTYPE_BF16, TJ_KIR_OUTPUT, sw);
+  uint32_t v = tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k),
+                             tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, b)));
+  uint32_t e = tj_kir_unary(
+      k, TJ_OP_ERFC,
+      tj_kir_binary(k, TJ_OP_MUL, v,
+                    tj_kir_const_float(k, TJ_DTYPE_F32, -0.70710678118654752)));
+  uint32_t g = tj_kir_binary(k, TJ_OP_MUL, tj_kir_binary(k, TJ_OP_MUL, v, e),
+                             tj_kir_const_float(k, TJ_DTYPE_F32, 0.5));
+  tj_kir_store(k, y, tj_kir_cast(k, TJ_DTYPE_BF16, g));
   if (k->error) bench_die(tj_status_clone(k->error), "kir");
   return k;
 }
@@ -1109,6 +1146,10 @@ int main(int argc, char** argv) {
           filter.plain_only = true;
         } else if (strcmp(argv[i], "--profile") == 0) {
           filter.profile = true;
+        } else if (strcmp(argv[i], "--erf") == 0) {
+          // The fused kernel with gelu's erf form (give it before --bt).
+          tj_kir_destroy(k_fused);
+          k_fused = erf_gemm_bf16();
         } else if (strcmp(argv[i], "--bt") == 0) {
           // B K-major: w is [N, K] (the same bytes, read transposed).
           g_bt = true;

@@ -400,6 +400,14 @@ static LLVMValueRef widen(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
       if (em->target.has_f16c) return LLVMBuildFPExt(b, v, f32v, "");
       return half_bits_to_float(em, LLVMBuildZExt(b, v, i32v, ""));
     case TJ_DTYPE_BF16:
+      if (em->target.has_bf16_cvt) {
+        // fpext, not the shift: LLVM then folds a rounding to bf16 and
+        // back (a cast's) into the store's fptrunc (a cvt.rn.bf16.f32
+        // and a widening fewer per element of a fused epilogue).
+        LLVMTypeRef bf = tj_emit_vec(em, LLVMBFloatTypeInContext(em->ctx),
+                                     tj_emit_lanes_of(LLVMTypeOf(v)));
+        return LLVMBuildFPExt(b, LLVMBuildBitCast(b, v, bf, ""), f32v, "");
+      }
       return bf16_bits_to_float(em, LLVMBuildZExt(b, v, i32v, ""));
     case TJ_DTYPE_BOOL:
       return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
@@ -420,6 +428,43 @@ LLVMValueRef tj_emit_widen(tj_emit_t* em, tj_dtype_t dtype,
   return widen(em, dtype, value);
 }
 
+// f32 lanes |v| rounded to the 16-bit float type |ht| (half or bfloat),
+// as lanes of the memory type |mt| (i16 or |ht|), in hardware: a widened value
+// of that type is its source (exact), and pairs of lanes narrow in one
+// instruction (|x2|, the NVVM intrinsic, where has_cvt_x2), else fptrunc.
+static LLVMValueRef narrow_hw(tj_emit_t* em, LLVMValueRef v, LLVMTypeRef ht,
+                              LLVMTypeRef mt, const char* x2) {
+  LLVMBuilderRef b = em->b;
+  int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(v));
+  LLVMTypeRef hv = tj_emit_vec(em, ht, lanes);
+  LLVMTypeRef i16v = tj_emit_vec(em, mt, lanes);
+  if (LLVMIsAInstruction(v) && LLVMGetInstructionOpcode(v) == LLVMFPExt &&
+      LLVMTypeOf(LLVMGetOperand(v, 0)) == hv)
+    return LLVMBuildBitCast(b, LLVMGetOperand(v, 0), i16v, "");
+  if (!em->target.has_cvt_x2 || lanes % 2 != 0)
+    return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, v, hv, ""), i16v, "");
+  unsigned id = LLVMLookupIntrinsicID(x2, strlen(x2));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
+  LLVMTypeRef type = LLVMIntrinsicGetType(em->ctx, id, NULL, 0);
+  LLVMTypeRef i32v = tj_emit_vec(em, em->t_i32, lanes / 2);
+  LLVMValueRef out = LLVMGetUndef(i32v);
+  for (int32_t k = 0; k < lanes / 2; ++k) {
+    // cvt.rn.bf16x2.f32 d, a, b puts a in d's upper half: lane 2k + 1.
+    LLVMValueRef args[2] = {
+        LLVMBuildExtractElement(
+            b, v, LLVMConstInt(em->t_i32, (unsigned long long)(2 * k + 1), 0),
+            ""),
+        LLVMBuildExtractElement(
+            b, v, LLVMConstInt(em->t_i32, (unsigned long long)(2 * k), 0), "")};
+    LLVMValueRef pair = LLVMBuildCall2(b, type, fn, args, 2, "");
+    pair = LLVMBuildBitCast(b, pair, em->t_i32, "");
+    if (lanes == 2) return LLVMBuildBitCast(b, pair, i16v, "");
+    out = LLVMBuildInsertElement(
+        b, out, pair, LLVMConstInt(em->t_i32, (unsigned long long)k, 0), "");
+  }
+  return LLVMBuildBitCast(b, out, i16v, "");
+}
+
 // Compute value -> memory value.
 static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   LLVMBuilderRef b = em->b;
@@ -428,15 +473,16 @@ static LLVMValueRef narrow(tj_emit_t* em, tj_dtype_t dtype, LLVMValueRef v) {
   switch (dtype) {
     case TJ_DTYPE_F16:
       if (em->target.has_f16c) {
+        if (em->target.has_cvt_x2)
+          return narrow_hw(em, v, em->t_f16, em->t_f16,
+                           "llvm.nvvm.ff2f16x2.rn");
         return LLVMBuildFPTrunc(b, v, tj_emit_vec(em, em->t_f16, lanes), "");
       }
       return LLVMBuildTrunc(b, float_to_half_bits(em, v), i16v, "");
     case TJ_DTYPE_BF16:
       if (em->target.has_bf16_cvt) {
-        LLVMTypeRef bf = LLVMBFloatTypeInContext(em->ctx);
-        return LLVMBuildBitCast(
-            b, LLVMBuildFPTrunc(b, v, tj_emit_vec(em, bf, lanes), ""), i16v,
-            "");
+        return narrow_hw(em, v, LLVMBFloatTypeInContext(em->ctx), em->t_i16,
+                         "llvm.nvvm.ff2bf16x2.rn");
       }
       return LLVMBuildTrunc(b, float_to_bf16_bits(em, v), i16v, "");
     case TJ_DTYPE_BOOL:
@@ -1348,6 +1394,86 @@ static void store_at(tj_emit_t* em, const tj_emit_point_t* point,
                    align);
 }
 
+// Whether instruction |i| of |ph| is a constant within 1e-7 of |v|.
+static bool const_near(const tj_kir_phase_t* ph, uint32_t i, double v) {
+  const tj_kir_inst_t* in = &ph->insts[i];
+  return in->kind == TJ_KIR_CONST && tj_dtype_is_float(in->dtype) &&
+         fabs(in->fvalue - v) <= 1e-7;
+}
+
+// Whether instruction |i| of |ph| is the op |op| of two arguments, one of
+// them a constant near |v|: the other in |*out|.
+static bool op_by_const(const tj_kir_phase_t* ph, uint32_t i, tj_op_t op,
+                        double v, uint32_t* out) {
+  const tj_kir_inst_t* in = &ph->insts[i];
+  if (in->kind != TJ_KIR_OP || in->op != op || in->num_args != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    if (const_near(ph, in->args[k], v)) {
+      *out = in->args[1 - k];
+      return true;
+    }
+  }
+  return false;
+}
+
+// Decompose's gelu (erf) ending at instruction |i| of |ph|:
+// m = x * -sqrt(1/2), e = erfc(m), a = x * e (either order), a * 0.5, all
+// of one float dtype. Returns the f16/bf16 dtype its value is rounded to
+// (its own, or that of the casts that alone read an f32 one) with x in
+// |*out_x|; TJ_DTYPE_F32 where there is no such gelu.
+static tj_dtype_t gelu_half_at(const tj_kir_phase_t* ph, uint32_t i,
+                               uint32_t* out_x) {
+  const tj_kir_inst_t* insts = ph->insts;
+  tj_dtype_t dt = insts[i].dtype;
+  uint32_t a, e, m, x;
+  if (dt != TJ_DTYPE_F32 && dt != TJ_DTYPE_F16 && dt != TJ_DTYPE_BF16)
+    return TJ_DTYPE_F32;
+  if (!op_by_const(ph, i, TJ_OP_MUL, 0.5, &a)) return TJ_DTYPE_F32;
+  const tj_kir_inst_t* in = &insts[a];
+  if (in->kind != TJ_KIR_OP || in->op != TJ_OP_MUL || in->num_args != 2 ||
+      in->dtype != dt)
+    return TJ_DTYPE_F32;
+  bool found = false;
+  for (int k = 0; k < 2 && !found; ++k) {
+    e = in->args[k];
+    x = in->args[1 - k];
+    const tj_kir_inst_t* ie = &insts[e];
+    found = ie->kind == TJ_KIR_OP && ie->op == TJ_OP_ERFC && ie->dtype == dt &&
+            op_by_const(ph, ie->args[0], TJ_OP_MUL, -0.70710678118654752, &m) &&
+            m == x && insts[ie->args[0]].dtype == dt && insts[x].dtype == dt;
+  }
+  if (!found) return TJ_DTYPE_F32;
+  *out_x = x;
+  if (dt != TJ_DTYPE_F32) return dt;
+  // An f32 gelu: every reader a cast to f16/bf16 (decompose's upcast).
+  tj_dtype_t to = TJ_DTYPE_F32;
+  for (uint32_t j = i + 1; j < ph->num_insts; ++j) {
+    const tj_kir_inst_t* u = &insts[j];
+    bool reads = false;
+    for (uint32_t k = 0; k < u->num_args; ++k) reads |= u->args[k] == i;
+    if (!reads) continue;
+    if (u->kind != TJ_KIR_OP || u->op != TJ_OP_CAST ||
+        (u->dtype != TJ_DTYPE_F16 && u->dtype != TJ_DTYPE_BF16))
+      return TJ_DTYPE_F32;
+    to = u->dtype;
+  }
+  return to;
+}
+
+// Instruction |i|'s value from the target's gelu_half hook, where it is
+// such a gelu and the hook has a form for it.
+static bool gelu_half_value(tj_emit_t* em, const tj_kir_phase_t* phase,
+                            uint32_t i, const LLVMValueRef* vals,
+                            LLVMValueRef* out) {
+  uint32_t x;
+  if (!em->target.gelu_half || phase->insts[i].op != TJ_OP_MUL) return false;
+  tj_dtype_t to = gelu_half_at(phase, i, &x);
+  if (to == TJ_DTYPE_F32) return false;
+  LLVMValueRef v = em->target.gelu_half(em, to, vals[x]);
+  if (v) *out = v;
+  return v != NULL;
+}
+
 tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
                          const tj_emit_point_t* point,
                          LLVMValueRef* out_yield) {
@@ -1487,6 +1613,9 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
           vals[i] = tj_emit_select(em, x, vals[in->args[1]], vals[in->args[2]]);
         } else if (in->num_args == 1) {
           vals[i] = tj_emit_unary(em, in->op, dt, x);
+        } else if (gelu_half_value(em, phase, i, vals, &vals[i])) {
+          // the hook's gelu; the erfc and products before it stay only
+          // where something else reads them (LLVM drops them otherwise)
         } else if (in->op == TJ_OP_DIV && dt == TJ_DTYPE_F32 &&
                    em->target.recip_invariant_div && !invariant[i] &&
                    invariant[in->args[1]] && from_row[in->args[1]]) {

@@ -25,6 +25,12 @@ struct tj_emit_t;
 typedef LLVMValueRef (*tj_emit_unary_hook_fn)(struct tj_emit_t* em, tj_op_t op,
                                               LLVMValueRef x);
 
+// gelu (erf) of |x| (compute-type lanes), whose value the reference rounds
+// to |dtype| (f16 or bf16) before anything else reads it; NULL where the
+// target has no such form for |dtype|.
+typedef LLVMValueRef (*tj_emit_gelu_hook_fn)(struct tj_emit_t* em,
+                                             tj_dtype_t dtype, LLVMValueRef x);
+
 // What the emitter may assume about the CPU that runs the code.
 typedef struct tj_emit_target_t {
   int32_t lanes;  // f32 lanes per vector: 16, 8 or 4
@@ -36,6 +42,11 @@ typedef struct tj_emit_target_t {
   // (ncu, issue 13). Round to nearest even either way; a NaN stays a NaN
   // (the hardware's is the canonical one).
   bool has_bf16_cvt;
+  // Two f32 -> f16/bf16 in one instruction (NVPTX's cvt.rn.{bf16x2,
+  // f16x2}.f32 through llvm.nvvm.ff2{bf16,f16}x2.rn): a vector of an even
+  // number of lanes narrows a pair at a time (with has_f16c and
+  // has_bf16_cvt; LLVM 19 converts each lane and packs them).
+  bool has_cvt_x2;
   bool avx512;  // 32 vector registers, masked loads for every width
   // vdpbf16ps (llvm.x86.avx512bf16.dpbf16ps.512): the bf16 GEMM multiplies
   // pairs of bf16 into f32 sums in one instruction (emit_gemm.c).
@@ -50,6 +61,11 @@ typedef struct tj_emit_target_t {
   // multiplies on the tiles too (emit_gemm.c). Only with |amx|.
   bool amx_bf16;
   tj_emit_unary_hook_fn unary_f32;  // optional
+  // Optional: decompose's gelu (erf), x * erfc(x * -sqrt(1/2)) * 0.5, found
+  // in a body (tj_emit_body) where it is an f16/bf16 value or an f32 one
+  // read only by casts to f16/bf16, is this hook's value (NVPTX's
+  // approximate math: 16 instructions, not erfc's 38 and three).
+  tj_emit_gelu_hook_fn gelu_half;
   // An f32 division whose divisor is the same along the innermost dim (a
   // row result, a broadcast operand) and whose dividend is not becomes a
   // multiplication by the divisor's reciprocal: within 1.5 ulp of the

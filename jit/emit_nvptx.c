@@ -1469,10 +1469,13 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   nv.em.target.has_fma = true;
   nv.em.target.has_f16c = true;
   nv.em.target.has_bf16_cvt = true;
+  nv.em.target.has_cvt_x2 = true;
   nv.em.target.recip_invariant_div = true;
   nv.em.target.strided_as_gather = true;
-  if (options && options->approx_math)
+  if (options && options->approx_math) {
     nv.em.target.unary_f32 = tj_nvptx_approx_unary;
+    nv.em.target.gelu_half = tj_nvptx_gelu_erf;
+  }
   nv.em.b = LLVMCreateBuilderInContext(nv.em.ctx);
   nv.arch = arch;
   if (options) nv.options = *options;

@@ -1225,6 +1225,37 @@ static tj_status_t wgmma_epilogue(void* ctx, LLVMValueRef m0, LLVMValueRef n0,
   return emit_epilogue_rows(g, c, row0, rows);
 }
 
+// Marks the loads of the current block from |p|'s pointers into inputs
+// that every row of the tile reads alike (a bias: stride 0 along m) as
+// !invariant.load: nothing writes them while the kernel runs, so GVN
+// merges a thread's loads of one column across its rows and across the
+// output tile's shared-memory stores between them (which LLVM 19 cannot
+// tell from global memory), and NVPTX loads them through the
+// non-coherent cache (ld.global.nc). The TMA store's epilogue then loads
+// a pingpong 128x128 thread's 16 bias pairs once each, not 32 times.
+static void mark_row_invariant_loads(gemm_t* g, const tj_emit_point_t* p) {
+  const tj_kir_t* k = g->k;
+  LLVMValueRef ptrs[TJ_KIR_MAX_BUFFERS];
+  int32_t n = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (buf->role == TJ_KIR_INPUT &&
+        tj_kir_ival_is_const(buf->strides[g->rank - 2], 0))
+      ptrs[n++] = p->ptr[i];
+  }
+  if (n == 0) return;
+  unsigned kind = LLVMGetMDKindIDInContext(g->em->ctx, "invariant.load", 14);
+  LLVMValueRef empty = LLVMMetadataAsValue(
+      g->em->ctx, LLVMMDNodeInContext2(g->em->ctx, NULL, 0));
+  LLVMBasicBlockRef bb = LLVMGetInsertBlock(g->b);
+  for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
+       in = LLVMGetNextInstruction(in)) {
+    if (LLVMGetInstructionOpcode(in) != LLVMLoad) continue;
+    for (int32_t j = 0; j < n; ++j)
+      if (LLVMGetOperand(in, 0) == ptrs[j]) LLVMSetMetadata(in, kind, empty);
+  }
+}
+
 // The epilogue of one column pair for the TMA store (tj_nvptx_wgmma_t.
 // epilogue_pair): the kernel IR's epilogue phase, 2 lanes wide, with the
 // output redirected to shared memory. Rows and columns past M and N are
@@ -1248,6 +1279,7 @@ static tj_status_t wgmma_epilogue_pair(void* ctx, LLVMValueRef m0,
   p.acc = acc;
   TJ_RETURN_IF_ERROR(tj_emit_body(em, &g->k->phases[0], &p, NULL));
   tj_nvptx_align_accesses(g->nv, &p, 2);
+  mark_row_invariant_loads(g, &p);
   return NULL;
 }
 

@@ -42,4 +42,12 @@
 LLVMValueRef tj_nvptx_approx_unary(struct tj_emit_t* em, tj_op_t op,
                                    LLVMValueRef x);
 
+// A tj_emit_gelu_hook_fn (tj_emit_target_t.gelu_half): gelu (erf) of a
+// value rounded to f16 or bf16, x Phi(x) with Phi from one rcp.approx and
+// one ex2.approx (16 PTX instructions), within 1.5e-5 (2^-16) of the exact
+// value relative, before that rounding (nvptx_math.c); NULL for other
+// dtypes (f32 keeps erfc's path, 7 ulp).
+LLVMValueRef tj_nvptx_gelu_erf(struct tj_emit_t* em, tj_dtype_t dtype,
+                               LLVMValueRef x);
+
 #endif  // TJ_JIT_NVPTX_MATH_H_

@@ -275,6 +275,91 @@ TEST(math_accuracy) {
   free(ys);
 }
 
+// gelu (erf) of f16 and bf16 values with the GPU's approximate math:
+// nvptx_math.c's form for values rounded to 16 bits (one rcp.approx, one
+// ex2.approx), within 1.5e-5 of gelu relative before the rounding, so each
+// result is gelu correctly rounded to the dtype, or its neighbour where
+// gelu lies within that bound of a rounding midpoint. Every finite input
+// of |x| <= 16 (and +-inf: +inf gives inf, -inf NaN, as x erfc(-x/sqrt 2)
+// / 2 does); the precise path printed beside it.
+static double gelu_exact(double x) {
+  return 0.5 * x * erfc(-x * 0.70710678118654752440);
+}
+
+TEST(gelu_half_accuracy) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (size_t d = 0; d < TJ_ARRAY_SIZE(kTypes); ++d) {
+    tj_dtype_t dt = kTypes[d];
+    uint16_t* xs = malloc(sizeof(uint16_t) * 65536);
+    uint16_t* ys = malloc(sizeof(uint16_t) * 65536);
+    int64_t n = 0;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+      double v = dt == TJ_DTYPE_BF16 ? tj_bf16_to_f32((uint16_t)bits)
+                                     : tj_f16_to_f32((uint16_t)bits);
+      if ((isfinite(v) && fabs(v) <= 16) || isinf(v)) xs[n++] = (uint16_t)bits;
+    }
+    int eps_bits = dt == TJ_DTYPE_BF16 ? 8 : 11;             // significand bits
+    double tiny = dt == TJ_DTYPE_BF16 ? 0x1p-133 : 0x1p-24;  // min subnormal
+    for (int precise = 0; precise < 2; ++precise) {
+      tj_graph_t* g;
+      CHECK_OK(tj_graph_create(g_ctx, "gelu16", &g));
+      tj_value_t x = tj_graph_input(g, dt, 1, (int64_t[]){n}, "x");
+      tj_graph_output(g, tj_graph_gelu(g, x, false), "y");
+      CHECK_OK(tj_graph_finalize(g));
+      tj_compile_options_t opts = cuda_options();
+      opts.cuda.precise_math = precise != 0;
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &opts, &exe));
+      if (exe) {
+        tj_tensor_t in = tj_tensor_make(xs, dt, 1, (int64_t[]){n});
+        tj_tensor_t out = tj_tensor_make(ys, dt, 1, (int64_t[]){n});
+        CHECK_OK(tj_executable_run(exe, &in, 1, &out, 1));
+        int64_t misses = 0, not_nearest = 0;
+        double worst_ulp = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          double xv = dt == TJ_DTYPE_BF16 ? tj_bf16_to_f32(xs[i])
+                                          : tj_f16_to_f32(xs[i]);
+          double got = dt == TJ_DTYPE_BF16 ? tj_bf16_to_f32(ys[i])
+                                           : tj_f16_to_f32(ys[i]);
+          double want = gelu_exact(xv);
+          if (isinf(xv)) {
+            bool ok = xv > 0 ? isinf(got) && got > 0 : isnan(got);
+            if (!ok) ++misses;
+            continue;
+          }
+          double nearest = dt == TJ_DTYPE_BF16
+                               ? tj_bf16_to_f32(tj_f64_to_bf16(want))
+                               : tj_f16_to_f32(tj_f64_to_f16(want));
+          int e;
+          frexp(want, &e);
+          double ulp = fmax(ldexp(1.0, e - eps_bits), tiny);
+          double err = fabs(got - want);
+          if (got != nearest) ++not_nearest;
+          if (err / ulp > worst_ulp) worst_ulp = err / ulp;
+          // Rounded from within 1.5e-5 |want| of want (approx), or 1e-6.
+          double rel = precise ? 1e-6 : 1.5e-5;
+          if (!(err <= 0.5 * ulp + rel * fabs(want)) && misses++ < 3) {
+            fprintf(stderr, "  gelu %s%s(%.9g) = %.9g, exact %.9g\n",
+                    tj_dtype_name(dt), precise ? " precise" : "", xv, got,
+                    want);
+          }
+        }
+        printf(
+            "# gelu %s %s: %lld inputs, max %.3f ulp, %lld not the "
+            "nearest (%.3f%%)\n",
+            tj_dtype_name(dt), precise ? "precise" : "approx", (long long)n,
+            worst_ulp, (long long)not_nearest,
+            100.0 * (double)not_nearest / (double)n);
+        CHECK_EQ_INT(0, misses);
+        tj_executable_release(exe);
+      }
+      tj_graph_destroy(g);
+    }
+    free(xs);
+    free(ys);
+  }
+}
+
 //===--- the capstone ---===//
 
 // y = gelu(x @ w + b), x: [B, 1024], w: [1024, 4096], b: [4096], exact
@@ -1516,6 +1601,7 @@ int main(void) {
   RUN_TEST(tf32_candidates);
   RUN_TEST(f32_cublaslt_candidate);
   RUN_TEST(math_accuracy);
+  RUN_TEST(gelu_half_accuracy);
   RUN_TEST(capstone_bf16);
   RUN_TEST(capstone_f32);
   RUN_TEST(graphs_equal_plain_launches);

@@ -9,6 +9,29 @@
 // meson treats this exit code as "skipped".
 #define TJ_TEST_EXIT_SKIP 77
 
+// TJ_TEST_ONLY=a,b runs only the tests named a and b (a GPU call's time is
+// short); unset or empty, every test.
+static inline bool tj_test_selected(const char* name) {
+  const char* only = getenv("TJ_TEST_ONLY");
+  if (!only || !only[0]) return true;
+  size_t len = strlen(name);
+  for (const char* p = only; (p = strstr(p, name)) != NULL; p += len) {
+    bool starts = p == only || p[-1] == ',';
+    if (starts && (p[len] == ',' || p[len] == '\0')) return true;
+  }
+  return false;
+}
+
+#undef RUN_TEST
+#define RUN_TEST(name)                                                        \
+  do {                                                                        \
+    if (!tj_test_selected(#name)) break;                                      \
+    int before_ = g_test_failures;                                            \
+    g_test_current = #name;                                                   \
+    test_##name();                                                            \
+    printf("%s - %s\n", g_test_failures == before_ ? "ok" : "not ok", #name); \
+  } while (0)
+
 // The default device, or exits with TJ_TEST_EXIT_SKIP (printing why) when
 // the machine has no usable driver or GPU. Any other failure fails.
 static inline tj_cuda_device_t* tj_test_open_device_or_skip(void) {

@@ -619,10 +619,22 @@ TEST(wgmma_descriptor_probe) {
   free(img);
 }
 
+// gelu (erf) as decompose writes it: x * erfc(x * -sqrt(1/2)) * 0.5, f32;
+// with approximate math and a cast to f16/bf16 after it, NVPTX's 16-bit
+// gelu (tj_emit_target_t.gelu_half).
+static uint32_t gelu_erfc(tj_kir_t* k, uint32_t x) {
+  uint32_t e = tj_kir_unary(
+      k, TJ_OP_ERFC,
+      tj_kir_binary(k, TJ_OP_MUL, x, s_const(k, -0.70710678118654752)));
+  return tj_kir_binary(k, TJ_OP_MUL, tj_kir_binary(k, TJ_OP_MUL, x, e),
+                       s_const(k, 0.5));
+}
+
 // gelu(x @ w + b) with |dt| operands, bias and output, as the capstone
-// fuses it; |batch| > 1 adds a leading batch dim (x and y batch strides
-// from the params MK, MN; w and b broadcast). Scalars: M, N, K, MK, MN.
-static tj_kir_t* half_gemm_kir(tj_dtype_t dt, int64_t batch) {
+// fuses it (the tanh form, or with |erf| decompose's erf form);
+// |batch| > 1 adds a leading batch dim (x and y batch strides from the
+// params MK, MN; w and b broadcast). Scalars: M, N, K, MK, MN.
+static tj_kir_t* half_gemm_kir(tj_dtype_t dt, int64_t batch, bool erf) {
   tj_kir_t* k = NULL;
   CHECK_OK(tj_kir_create(tj_allocator_system(), TJ_KIR_GEMM,
                          batch > 1 ? "wg_batched" : "wg_gemm", &k));
@@ -648,7 +660,8 @@ static tj_kir_t* half_gemm_kir(tj_dtype_t dt, int64_t batch) {
   uint32_t y = tj_kir_add_buffer(k, "y", dt, TJ_KIR_OUTPUT, sy + (1 - o));
   uint32_t v = tj_kir_binary(k, TJ_OP_ADD, tj_kir_acc(k),
                              tj_kir_cast(k, TJ_DTYPE_F32, tj_kir_load(k, b)));
-  tj_kir_store(k, y, tj_kir_cast(k, dt, s_gelu_tanh(k, v)));
+  tj_kir_store(k, y,
+               tj_kir_cast(k, dt, erf ? gelu_erfc(k, v) : s_gelu_tanh(k, v)));
   CHECK(k->error == NULL);
   return k;
 }
@@ -657,6 +670,7 @@ typedef struct half_case_t {
   int64_t m, n, k;
   const float *x, *w, *b;  // widened; x is [batch, m, k]
   tj_dtype_t dt;
+  bool erf;  // gelu's erf form
 } half_case_t;
 
 static double half_round(tj_dtype_t dt, double v) {
@@ -670,7 +684,8 @@ static double ref_half(void* ctx, int64_t i, int64_t j) {
   double s = 0;
   for (int64_t q = 0; q < h->k; ++q)
     s += (double)x[q] * (double)h->w[q * h->n + j];
-  return half_round(h->dt, gelu_tanh(s + h->b[j]));
+  return half_round(h->dt,
+                    h->erf ? gelu_erf(s + h->b[j]) : gelu_tanh(s + h->b[j]));
 }
 
 static uint16_t to_half(tj_dtype_t dt, float v) {
@@ -684,8 +699,9 @@ static float from_half(tj_dtype_t dt, uint16_t v) {
 // Runs |c| (compiled from half_gemm_kir) on each of |sizes| and checks
 // every output (a sample of 20000 on big ones) within torch's
 // assert_close tolerances for the dtype.
-static void check_half_gemm(const compiled_t* c, tj_dtype_t dt, int64_t batch,
-                            const int64_t (*sizes)[3], size_t count) {
+static void check_half_gemm(const compiled_t* c, tj_dtype_t dt, bool erf,
+                            int64_t batch, const int64_t (*sizes)[3],
+                            size_t count) {
   for (size_t t = 0; t < count; ++t) {
     int64_t m = sizes[t][0], n = sizes[t][1], kk = sizes[t][2];
     int64_t nx = batch * m * kk, ny = batch * m * n;
@@ -716,7 +732,7 @@ static void check_half_gemm(const compiled_t* c, tj_dtype_t dt, int64_t batch,
     if (launch(c, d, scalars)) {
       download(yh, d[3], (size_t)ny * 2);
       for (int64_t i = 0; i < ny; ++i) y[i] = from_half(dt, yh[i]);
-      half_case_t h = {m, n, kk, x, w, b, dt};
+      half_case_t h = {m, n, kk, x, w, b, dt, erf};
       char what[64];
       snprintf(what, sizeof(what), "%s %lldx%lldx%lld", tj_dtype_name(dt),
                (long long)m, (long long)n, (long long)kk);
@@ -798,23 +814,31 @@ TEST(wgmma_gemm) {
   };
   const tj_dtype_t kTypes[2] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   for (int d = 0; d < 2; ++d) {
-    compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), NULL, "default");
+    compiled_t c =
+        compile_kir(half_gemm_kir(kTypes[d], 1, false), NULL, "default");
     if (c.ck) CHECK(c.ck->info.wgmma);
-    check_half_gemm(&c, kTypes[d], 1, kHalfSizes, TJ_ARRAY_SIZE(kHalfSizes));
+    check_half_gemm(&c, kTypes[d], false, 1, kHalfSizes,
+                    TJ_ARRAY_SIZE(kHalfSizes));
     release_compiled(&c);
   }
   for (size_t v = 0; v < TJ_ARRAY_SIZE(kTiles); ++v) {
+    // Every other tile: gelu's erf form with approximate math (the
+    // 16-bit gelu of nvptx_math.c).
+    bool erf = v % 2 == 1;
+    tj_nvptx_options_t o = kTiles[v];
+    o.approx_math = erf;
     compiled_t c =
-        compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1), &kTiles[v], "variant");
-    check_half_gemm(&c, TJ_DTYPE_BF16, 1, kHalfSizes,
+        compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1, erf), &o, "variant");
+    check_half_gemm(&c, TJ_DTYPE_BF16, erf, 1, kHalfSizes,
                     TJ_ARRAY_SIZE(kHalfSizes) - 1);
     release_compiled(&c);
   }
   // Batch dims: [3, M, K] @ [K, N], f16 and bf16.
   static const int64_t kBatched[][3] = {{17, 136, 200}, {300, 256, 64}};
   for (int d = 0; d < 2; ++d) {
-    compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 3), NULL, "batched");
-    check_half_gemm(&c, kTypes[d], 3, kBatched, TJ_ARRAY_SIZE(kBatched));
+    compiled_t c =
+        compile_kir(half_gemm_kir(kTypes[d], 3, false), NULL, "batched");
+    check_half_gemm(&c, kTypes[d], false, 3, kBatched, TJ_ARRAY_SIZE(kBatched));
     release_compiled(&c);
   }
 }
@@ -1045,11 +1069,17 @@ TEST(tma_gemm) {
   const tj_dtype_t kTypes[2] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   for (size_t v = 0; v < TJ_ARRAY_SIZE(kTma); ++v) {
     for (int d = 0; d < 2; ++d) {
-      compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1), &kTma[v], "tma");
+      // Each schedule with gelu's tanh form in one dtype and its erf form
+      // with approximate math (nvptx_math.c's 16-bit gelu) in the other.
+      bool erf = (v + (size_t)d) % 2 == 1;
+      tj_nvptx_options_t o = kTma[v];
+      o.approx_math = erf;
+      compiled_t c = compile_kir(half_gemm_kir(kTypes[d], 1, erf), &o, "tma");
       if (c.ck) CHECK(c.ck->info.tma && c.ck->info.threads == 384);
       if (c.ck) CHECK_EQ_INT(kTma[v].gemm_tma_store, c.ck->info.tma_store);
       if (c.ck) CHECK_EQ_INT(kTma[v].gemm_cluster ? 2 : 0, c.ck->info.cluster);
-      check_half_gemm(&c, kTypes[d], 1, kTmaSizes, TJ_ARRAY_SIZE(kTmaSizes));
+      check_half_gemm(&c, kTypes[d], erf, 1, kTmaSizes,
+                      TJ_ARRAY_SIZE(kTmaSizes));
       release_compiled(&c);
       compiled_t r = compile_kir(residual_kir(kTypes[d]), &kTma[v], "tma res");
       check_residual(&r, kTypes[d]);
@@ -1244,7 +1274,7 @@ TEST(tma_batched_gemm) {
 // Tensor maps TMA cannot make are statuses naming the kernel and operand.
 TEST(tma_map_errors) {
   compiled_t c =
-      compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1), &kTma[0], "tma maps");
+      compile_kir(half_gemm_kir(TJ_DTYPE_BF16, 1, false), &kTma[0], "tma maps");
   if (!c.ck) return;
   int64_t scalars[5] = {64, 128, 64, 64 * 64, 64 * 128};
   uint64_t ptrs[4] = {0x10000, 0x20000, 0x30000, 0x40000};

@@ -384,12 +384,50 @@ TEST(erfc_approx_instructions) {
   tj_context_destroy(ctx);
 }
 
+// gelu (erf) on the GPU's approximate math: of f16 and bf16 values (whose
+// result is rounded to 16 bits) nvptx_math.c's 16-bit form, one rcp.approx
+// and one ex2.approx an element; of f32 values erfc's form, two rcp.approx
+// an ex2.approx (the 16-bit form's 1.5e-5 would be ~250 f32 ulp).
+TEST(gelu_forms) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_F16,
+                                      TJ_DTYPE_BF16};
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kTypes); ++i) {
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(ctx, "gelu", &g));
+    tj_value_t x = tj_graph_input(g, kTypes[i], 1, (int64_t[]){1}, "x");
+    tj_graph_output(g, tj_graph_gelu(g, x, false), "y");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_allocator_t al = tj_allocator_system();
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    if (ptx.ptx) {
+      bool f32 = kTypes[i] == TJ_DTYPE_F32;
+      printf("# gelu %s, one element: %d PTX instructions\n",
+             tj_dtype_name(kTypes[i]), count_instructions(ptx.ptx));
+      CHECK_EQ_INT(1, count_of(ptx.ptx, "ex2.approx"));
+      CHECK_EQ_INT(f32 ? 2 : 1, count_of(ptx.ptx, "rcp.approx"));
+      CHECK(!has_float_division(ptx.ptx));
+      char name[32];
+      snprintf(name, sizeof(name), "gelu_%s", tj_dtype_name(kTypes[i]));
+      CHECK_EQ_INT(0, run_ptxas("sm_90a", name, ptx.ptx));
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
 // The capstone y = gelu(x @ w + b) (bf16, exact gelu, symbolic B): the
 // program's kernel and every GEMM candidate's (the TMA schedules among
 // them) with no division or call in the epilogue, assembled by ptxas with
 // no wgmma performance warning (a call near the wgmma pipeline serializes
-// it, C7510). Prints ptxas's time per module: the autotuner's cold start
-// pays it once per candidate.
+// it, C7510). The gelu is nvptx_math.c's 16-bit form (its value is rounded
+// to bf16): one rcp.approx a ex2.approx, where erfc's took two, and the
+// bf16 results packed two a cvt.rn.bf16x2.f32. Prints ptxas's time per
+// module: the autotuner's cold start pays it once per candidate.
 TEST(capstone_gelu_erf) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
@@ -416,6 +454,10 @@ TEST(capstone_gelu_erf) {
     if (!modules[i]) continue;
     CHECK(!has_float_division(modules[i]));
     CHECK(strstr(modules[i], "call") == NULL);
+    int ex2 = count_of(modules[i], "ex2.approx");
+    CHECK(ex2 > 0);
+    CHECK_EQ_INT(ex2, count_of(modules[i], "rcp.approx"));
+    CHECK(count_of(modules[i], "cvt.rn.bf16x2.f32") > 0);
     double t0 = now_ms();
     CHECK_EQ_INT(0, run_ptxas("sm_90a", names[i], modules[i]));
     printf("# %s: %d kernels, %zu bytes of PTX, ptxas %.0f ms\n", names[i],
@@ -931,6 +973,7 @@ int main(int argc, char** argv) {
   }
   RUN_TEST(every_sample_every_arch);
   RUN_TEST(erfc_approx_instructions);
+  RUN_TEST(gelu_forms);
   RUN_TEST(capstone_gelu_erf);
   RUN_TEST(split_k_candidates);
   if (!dump || !dump[0]) {
