@@ -35,6 +35,58 @@ static inline void tj_test_assemble_ptx(const char* ptxas, const char* what,
   remove(path);
 }
 
+// Assembles |ptx| for sm_90a with |ptxas| -v --warning-as-error ("": 0,
+// nothing run); returns its exit status (1 where the log has one of
+// ptxas's notes that wgmma code lost its pipelining or registers) and sets
+// |*spills| to the spill stores it reports. Shared by ktrans_ptx_test and
+// swiglu_ptx_test.
+static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
+                                      const char* ptx, long* spills) {
+  static const char* const kWgmmaNotes[] = {"C7508", "C7510", "C7511", "C7515"};
+  *spills = 0;
+  if (!ptxas[0]) return 0;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return -1;
+  fputs(ptx, f);
+  fclose(f);
+  char log[64], cmd[1200];
+  snprintf(log, sizeof(log), "%s.log", path);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a -v --warning-as-error -o /dev/null '%s' > '%s' "
+           "2>&1",
+           ptxas, path, log);
+  int rc = system(cmd);
+  f = fopen(log, "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+      if (strstr(line, "rror") || strstr(line, "arning")) {
+        printf("#   %s: %s", what, line);
+      }
+      const char* sp = strstr(line, "bytes spill stores");
+      if (sp) {
+        const char* q = sp;
+        while (q > line && q[-1] == ' ') --q;
+        while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
+        *spills += strtol(q, NULL, 10);
+      }
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaNotes); ++i) {
+        if (strstr(line, kWgmmaNotes[i])) {
+          printf("#   %s: %s", what, line);
+          if (rc == 0) rc = 1;
+        }
+      }
+    }
+    fclose(f);
+  }
+  remove(log);
+  remove(path);
+  return rc;
+}
+
 // Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
 // the graph in a failure.
 static inline void tj_test_check_ptx(const char* ptxas, const char* what,

@@ -27,6 +27,7 @@
 #include "backends/cuda/cuda_entry.h"
 #include "jit/nvptx.h"
 #include "kir/kernel_ir.h"
+#include "tests/unit/ptx_check.h"
 #include "tests/unit/test.h"
 
 static const char* g_ptxas = "";
@@ -109,52 +110,9 @@ static tj_kir_t* dual_gemm(tj_dtype_t dt, shape_t shape, bool kmajor) {
   return k;
 }
 
-static const char* const kWgmmaNotes[] = {"C7508", "C7510", "C7511", "C7515"};
-
-// Assembles |ptx| with ptxas -v --warning-as-error; returns its exit status
-// (1 where the log has a kWgmmaNotes note), |*spills| the spill stores.
+// ptxas -v --warning-as-error on |ptx| (tj_test_ptxas_wgmma).
 static int run_ptxas(const char* what, const char* ptx, long* spills) {
-  *spills = 0;
-  if (!g_ptxas[0]) return 0;
-  char path[] = "/tmp/tj_swiglu_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return -1;
-  fputs(ptx, f);
-  fclose(f);
-  char log[64], cmd[1200];
-  snprintf(log, sizeof(log), "%s.log", path);
-  snprintf(cmd, sizeof(cmd),
-           "'%s' -arch=sm_90a -v --warning-as-error -o /dev/null '%s' > '%s' "
-           "2>&1",
-           g_ptxas, path, log);
-  int rc = system(cmd);
-  f = fopen(log, "r");
-  if (f) {
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-      if (strstr(line, "rror") || strstr(line, "arning"))
-        printf("#   %s: %s", what, line);
-      const char* sp = strstr(line, "bytes spill stores");
-      if (sp) {
-        const char* q = sp;
-        while (q > line && q[-1] == ' ') --q;
-        while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
-        *spills += strtol(q, NULL, 10);
-      }
-      for (size_t i = 0; i < TJ_ARRAY_SIZE(kWgmmaNotes); ++i) {
-        if (strstr(line, kWgmmaNotes[i])) {
-          printf("#   %s: %s", what, line);
-          if (rc == 0) rc = 1;
-        }
-      }
-    }
-    fclose(f);
-  }
-  remove(log);
-  remove(path);
-  return rc;
+  return tj_test_ptxas_wgmma(g_ptxas, what, ptx, spills);
 }
 
 #define WGMMA(m, n, stages)                                                   \
