@@ -270,13 +270,9 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
   tj_kir_destroy(k);
 }
 
-// f16 takes bf16's template with another mma type: the sanitizer leg runs
-// bf16 alone (tj_test_sanitizer_subset).
-static size_t half_types(void) { return tj_test_sanitizer_subset() ? 1 : 2; }
-
 TEST(every_schedule_kmajor) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < half_types(); ++t) {
+  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int s = 0; s <= SHAPE_SHARED; ++s) {
       for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i)
         check_schedule(kTypes[t], (shape_t)s, &kSchedules[i], TJ_NVPTX_SM_90A);
@@ -464,7 +460,7 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
 
 TEST(graphs_run_on_the_gpu) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < half_types(); ++t) {
+  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int f = 0; f <= FORM_HEADS; ++f) {
       check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
       check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_80);

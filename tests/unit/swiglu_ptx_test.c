@@ -232,7 +232,7 @@ static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
 
 TEST(every_dual_schedule) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
+  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int s = 0; s <= SHAPE_SHARED; ++s) {
       for (int km = 0; km < 2; ++km) {
         // Every schedule for bf16; f16 on a few (the dtype is one word of
@@ -424,7 +424,7 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
 
 TEST(graphs) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
+  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int f = 0; f <= FORM_MIXED; ++f) {
       check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
       if (t == 0 && f == FORM_SILU)
