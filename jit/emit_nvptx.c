@@ -1319,7 +1319,9 @@ static void tensor_map_params(tj_nvptx_emit_t* nv, uint32_t first,
   LLVMTypeRef map = LLVMStructTypeInContext(em->ctx, &words, 1, 1);
   const char* byval = "byval";
   const char* align = "align";
-  LLVMMetadataRef index[3];
+  // One entry a map: |count| is at most 4 (A, B, a dual GEMM's B2, the
+  // output's), as nv->tensor_map holds.
+  LLVMMetadataRef index[TJ_ARRAY_SIZE(nv->tensor_map)];
   for (uint32_t i = 0; i < count; ++i) {
     unsigned at = first + i + 1;  // attribute index 0 is the return value
     LLVMAddAttributeAtIndex(
