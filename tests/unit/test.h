@@ -258,7 +258,8 @@ static inline int tj_test_tiers(int count) {
 // representative of each family. What the sanitizers watch is our C code,
 // which such a variant reaches again by the same path; the plain build's
 // leg runs every variant. The tests that read it: ktrans_ptx_test and
-// swiglu_ptx_test, through tj_test_num_half_types.
+// swiglu_ptx_test, through tj_test_num_half_types, and blocks_ptx_test
+// (a symbolic batch alone).
 static inline bool tj_test_sanitizer_subset(void) {
   const char* subset = getenv("TJ_TEST_SUBSET");
   return subset && strcmp(subset, "sanitizer") == 0;
