@@ -3,8 +3,8 @@
 // after warm-up). Prints a table; never a pass/fail.
 //
 //   cuda_bench [--quick | --gemm [--shape=M,K,N]... [--loop=TEXT]...
-//               [--plain] [--profile] [--erf] [--bt] | --f32 |
-//               --f32-exact | --batched]
+//               [--plain] [--profile] [--erf] [--bt] |
+//               (--f32 | --f32-exact | --batched) [--profile]]
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
@@ -18,7 +18,8 @@
 // the capstone's, instead of the tanh form. --f32 prints the f32
 // table (the exact CUDA-core loops and the TF32 ones beside cuBLAS);
 // --f32-exact its exact rows alone. --batched prints the batched attention
-// GEMMs of issue 13 beside cuBLAS's strided batched GEMM.
+// GEMMs of issue 13 beside cuBLAS's strided batched GEMM. --profile after
+// --f32, --f32-exact or --batched launches every timed kernel once instead.
 //
 // cuBLAS is opened with dlopen (libcublas.so.13 or .12); without it only
 // our numbers are printed.
@@ -46,7 +47,16 @@ static bool g_bt;
 typedef bench_work_fn work_fn;
 
 // Mean GPU time of |iters| calls of |fn| (device entered), in ms.
+// --profile with --f32, --f32-exact or --batched: every timing launches its
+// work once, untimed, for a profiler (ncu) to capture one launch of each.
+static bool g_profile_once;
+
 static double time_ms(work_fn fn, void* ctx, int iters) {
+  if (g_profile_once) {
+    fn(ctx);
+    bench_die(tj_cuda_device_synchronize(g_dev), "sync");
+    return 1.0;
+  }
   return bench_mean_ms(g_dev, fn, ctx, 3, iters, true);
 }
 
@@ -359,6 +369,7 @@ static int compare_double(const void* a, const void* b) {
 
 // Median of 7 samples of time_ms(|iters|).
 static double median_ms(work_fn fn, void* ctx, int iters) {
+  if (g_profile_once) return time_ms(fn, ctx, iters);
   double t[7];
   for (int i = 0; i < 7; ++i) t[i] = time_ms(fn, ctx, iters);
   qsort(t, 7, sizeof(double), compare_double);
@@ -935,6 +946,13 @@ static tj_kir_t* batched_gemm(int64_t batch, int64_t m, int64_t kk, int64_t n) {
   return k;
 }
 
+// Seven samples of time_ms, sorted (one launch under --profile).
+static void samples7_ms(work_fn fn, void* ctx, double t[7]) {
+  for (int i = 0; i < 7; ++i)
+    t[i] = g_profile_once && i ? t[0] : time_ms(fn, ctx, g_iters);
+  qsort(t, 7, sizeof(double), compare_double);
+}
+
 // Issue 13's batched attention GEMMs, bf16: the scores [16 x 12, 512, 64]
 // @ [.., 64, 512] and the context [.., 512, 512] @ [.., 512, 64], ours
 // with each main loop the autotuner has for a batched GEMM (the cp.async
@@ -1044,8 +1062,7 @@ static void bench_batched_table(void) {
     if (g_blas.handle && g_blas.gemm_strided) {
       blas_batched_t r = {(int)bt, (int)m, (int)n, (int)kk, x, w, y};
       double t[7];
-      for (int i = 0; i < 7; ++i) t[i] = time_ms(run_blas_batched, &r, g_iters);
-      qsort(t, 7, sizeof(double), compare_double);
+      samples7_ms(run_blas_batched, &r, t);
       t_blas = t[3], lo_blas = t[0], hi_blas = t[6];
     }
     double best = 0;
@@ -1061,8 +1078,7 @@ static void bench_batched_table(void) {
       }
       kir_run_t p = {ck, {x, w, y}, {0}};
       double t[7];
-      for (int i = 0; i < 7; ++i) t[i] = time_ms(run_kir, &p, g_iters);
-      qsort(t, 7, sizeof(double), compare_double);
+      samples7_ms(run_kir, &p, t);
       printf(
           "| (%lld, %lld, %lld, %lld) | %s | %.4f (%.4f-%.4f) | %.0f | %.4f "
           "(%.4f-%.4f) | %.2fx |\n",
@@ -1091,6 +1107,8 @@ int main(int argc, char** argv) {
   bool f32_exact = argc > 1 && strcmp(argv[1], "--f32-exact") == 0;
   bool batched_only = argc > 1 && strcmp(argv[1], "--batched") == 0;
   f32_only |= f32_exact;
+  g_profile_once = (f32_only || batched_only) && argc > 2 &&
+                   strcmp(argv[2], "--profile") == 0;
   if (quick) g_iters = 5;
   tj_status_t s = tj_cuda_device_create(tj_allocator_system(), NULL, &g_dev);
   if (tj_status_code(s) == TJ_STATUS_UNSUPPORTED) {

@@ -21,6 +21,7 @@ LLVM / ptxas, and the first run, which tunes) go to stderr.
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/cuda_fp8_torch.py
     ... --shapes 4096,4096,4096 8192,768,3072
+    ncu --section SpeedOfLight ... python3 bench/cuda_fp8_torch.py --profile
 
 Prints a table; never a pass/fail. Needs torch with CUDA.
 """
@@ -65,8 +66,15 @@ def first_run(what, fn):
     step(f"{what}: first run {(time.time() - t) * 1e3:.0f} ms")
 
 
+PROFILE = False  # --profile: each timed call runs once, untimed
+
+
 def time_ms(fn, iters):
     """(median ms a call over 5 rounds, max - min of the rounds)."""
+    if PROFILE:
+        fn()
+        torch.cuda.synchronize()
+        return float("nan"), float("nan")
     median, low, high = cuda_time_ms(fn, iters)
     return median, high - low
 
@@ -97,7 +105,12 @@ def main():
     ap.add_argument("--shapes", nargs="*",
                     default=["4096,4096,4096"])
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--profile", action="store_true",
+                    help="the 8-bit cases only, each call once, untimed, "
+                    "for ncu to capture one launch of ours and of torch's")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     if not torch.cuda.is_available():
         sys.exit("no GPU")
     print(f"# cuda_fp8_torch: {torch.cuda.get_device_name()}, torch "
@@ -121,6 +134,8 @@ def main():
         # A case that fails (no fp8 in this torch, a refused compile) is
         # reported and skipped: the other rows still print.
         try:
+            if PROFILE:
+                raise RuntimeError("--profile: the 8-bit cases only")
             wkn = wb.t().contiguous()
             exe = compiled(f"{shape} bf16", lambda: compile_bf16(m, n, k))
             yb = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
