@@ -29,16 +29,6 @@
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 
-// Whether |ptx| has |needle|; names |what| (not the PTX) when not.
-static void check_has(const char* what, const char* ptx, const char* needle,
-                      bool want) {
-  bool found = ptx && strstr(ptx, needle) != NULL;
-  if (found != want)
-    fprintf(stderr, "  %s: %s \"%s\" in the PTX\n", what,
-            want ? "no" : "unexpected", needle);
-  CHECK(found == want);
-}
-
 //===--- kernel IR level ---===//
 
 typedef enum shape_e {
@@ -170,51 +160,18 @@ static const tj_nvptx_options_t kTf32[] = {
     {TMA(64, 128, 6), .gemm_tf32 = true, .gemm_persistent = true},
 };
 
-static void describe(const tj_nvptx_options_t* o, char* buf, size_t size) {
-  snprintf(buf, size, "%s%s %dx%d bk%d s%d%s%s%s%s%s",
-           o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC ? "mma.sync" : "wgmma",
-           o->gemm_tma ? " tma" : "", (int)o->gemm_tile_m, (int)o->gemm_tile_n,
-           (int)o->gemm_tile_k, (int)o->gemm_stages,
-           o->gemm_pingpong ? " pingpong" : "",
-           o->gemm_persistent ? " persistent" : "",
-           o->gemm_wgmma_drain ? " drain" : "", o->gemm_tf32 ? " tf32" : "",
-           o->gemm_tma_store ? " store" : "");
-}
-
-// Emits |k| with |o| for |arch|; NULL PTX where the emitter refuses (then
-// |*out_status| holds why).
-static char* emit(const tj_kir_t* k, const tj_nvptx_options_t* o,
-                  tj_nvptx_arch_t arch, tj_nvptx_kernel_t* info,
-                  tj_status_t* out_status) {
-  tj_allocator_t al = tj_allocator_system();
-  tj_nvptx_target_t* target = NULL;
-  *out_status = tj_nvptx_target_create(al, arch, &target);
-  if (*out_status) return NULL;
-  tj_nvptx_module_t* mod = NULL;
-  char* ptx = NULL;
-  *out_status = tj_nvptx_module_new(target, al, "ktrans", &mod);
-  if (!*out_status) *out_status = tj_nvptx_module_add_kernel(mod, k, o, info);
-  if (!*out_status) {
-    *out_status = tj_nvptx_module_compile(mod, al, &ptx);
-  } else {
-    tj_nvptx_module_destroy(mod);
-  }
-  tj_nvptx_target_destroy(target);
-  return ptx;
-}
-
 static void check_schedule(tj_dtype_t dt, shape_t shape,
                            const tj_nvptx_options_t* o, tj_nvptx_arch_t arch) {
   tj_kir_t* k = kmajor_gemm(dt, shape);
   if (!k) return;
   char what[160], sched[96];
-  describe(o, sched, sizeof(sched));
+  tj_test_describe_schedule(o, sched, sizeof(sched));
   snprintf(what, sizeof(what), "%s %s %s %s", tj_dtype_name(dt),
            kShapeNames[shape], sched, tj_nvptx_arch_name(arch));
   tj_nvptx_kernel_t info;
   memset(&info, 0, sizeof(info));
   tj_status_t s = NULL;
-  char* ptx = emit(k, o, arch, &info, &s);
+  char* ptx = tj_test_emit_ptx(k, o, arch, "ktrans", &info, &s);
   // Every schedule takes every shape: a refusal is a bug. The TMA ones
   // load a batched operand in 3-D boxes (its rank-3 tensor map) and one
   // without a batch in 2-D ones: x is batched in both batched shapes, w
@@ -230,27 +187,28 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
   CHECK(info.tensor_cores);
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) {
     // Both operands K-major in shared memory: no transposing ldmatrix.
-    check_has(what, ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16", true);
-    check_has(what, ptx, ".trans", false);
-    check_has(what, ptx, "mma.sync.aligned.m16n8k16.row.col.f32", true);
+    tj_test_check_has(what, ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                      true);
+    tj_test_check_has(what, ptx, ".trans", false);
+    tj_test_check_has(what, ptx, "mma.sync.aligned.m16n8k16.row.col.f32", true);
   } else if (dt == TJ_DTYPE_F32) {
-    check_has(what, ptx, "k8.f32.tf32.tf32", true);
-    check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
-    check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
+    tj_test_check_has(what, ptx, "k8.f32.tf32.tf32", true);
+    tj_test_check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
+    tj_test_check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
   } else {
     // wgmma's operands: scale-d p, scale-a/b 1, trans-a 0, trans-b 0.
-    check_has(what, ptx, "p, 1, 1, 0, 0;", true);
-    check_has(what, ptx, "p, 1, 1, 0, 1;", false);
+    tj_test_check_has(what, ptx, "p, 1, 1, 0, 0;", true);
+    tj_test_check_has(what, ptx, "p, 1, 1, 0, 1;", false);
     if (o->gemm_tma) {
-      check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
-      check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
-      check_has(what, ptx, "cp.async.cg", false);
+      tj_test_check_has(what, ptx, "cp.async.bulk.tensor.2d", box2);
+      tj_test_check_has(what, ptx, "cp.async.bulk.tensor.3d", box3);
+      tj_test_check_has(what, ptx, "cp.async.cg", false);
       // The output through TMA stores where the kernel is rank 2.
-      check_has(what, ptx,
-                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
-                o->gemm_tma_store && !box3);
+      tj_test_check_has(what, ptx,
+                        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+                        o->gemm_tma_store && !box3);
     } else {
-      check_has(what, ptx, "cp.async.cg.shared.global", true);
+      tj_test_check_has(what, ptx, "cp.async.cg.shared.global", true);
     }
   }
   long spills = 0;
@@ -308,7 +266,7 @@ TEST(b_strided_both_ways_is_refused) {
   CHECK(!tj_kir_gemm_b_kmajor(k));
   tj_nvptx_kernel_t info;
   tj_status_t s = NULL;
-  char* ptx = emit(k, NULL, TJ_NVPTX_SM_90A, &info, &s);
+  char* ptx = tj_test_emit_ptx(k, NULL, TJ_NVPTX_SM_90A, "ktrans", &info, &s);
   CHECK(ptx == NULL);
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "@gemm_ss", tj_status_clone(s));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "B along n or k", s);
@@ -322,7 +280,7 @@ TEST(launch_checks_kmajor_rows) {
   if (!k) return;
   tj_nvptx_kernel_t info;
   tj_status_t s = NULL;
-  char* ptx = emit(k, NULL, TJ_NVPTX_SM_90A, &info, &s);
+  char* ptx = tj_test_emit_ptx(k, NULL, TJ_NVPTX_SM_90A, "ktrans", &info, &s);
   CHECK_OK(s);
   tj_free_string(tj_allocator_system(), ptx);
   tj_nvptx_launch_t launch;
@@ -435,14 +393,15 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
             pt.num_variant_kernels, pn.num_variant_kernels);
   CHECK_EQ_INT((int)pn.num_variant_kernels, (int)pt.num_variant_kernels);
   if (pt.ptx && arch == TJ_NVPTX_SM_90A && !tf32)
-    check_has(what, pt.ptx, "p, 1, 1, 0, 0;", true);
+    tj_test_check_has(what, pt.ptx, "p, 1, 1, 0, 0;", true);
   if (pt.ptx && arch == TJ_NVPTX_SM_80)
-    check_has(what, pt.ptx, "ldmatrix.sync.aligned.m8n8.x4.trans", false);
+    tj_test_check_has(what, pt.ptx, "ldmatrix.sync.aligned.m8n8.x4.trans",
+                      false);
   // Rank-2 forms have the TMA candidates (linear3d folds into one).
   if (pt.variants_ptx && arch == TJ_NVPTX_SM_90A && form < FORM_BATCHED)
-    check_has(what, pt.variants_ptx, "cp.async.bulk.tensor.2d", true);
+    tj_test_check_has(what, pt.variants_ptx, "cp.async.bulk.tensor.2d", true);
   if (pt.variants_ptx && tf32)
-    check_has(what, pt.variants_ptx, "tf32.tf32", true);
+    tj_test_check_has(what, pt.variants_ptx, "tf32.tf32", true);
   if (arch == TJ_NVPTX_SM_90A) {
     long spills = 0;
     int rc = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "jit/nvptx.h"
 #include "tests/unit/test.h"
 
 // |text| assembled by ptxas for sm_90a; |ptxas| "" skips it. |what| names
@@ -101,6 +102,57 @@ static inline void tj_test_check_ptx(const char* ptxas, const char* what,
   tj_test_assemble_ptx(ptxas, what, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
+}
+
+// Whether |ptx| has |needle| as |want| says; names |what| (not the PTX)
+// when not.
+static inline void tj_test_check_has(const char* what, const char* ptx,
+                                     const char* needle, bool want) {
+  bool found = ptx && strstr(ptx, needle) != NULL;
+  if (found != want)
+    fprintf(stderr, "  %s: %s \"%s\" in the PTX\n", what,
+            want ? "no" : "unexpected", needle);
+  CHECK(found == want);
+}
+
+// |k| emitted with |o| for |arch| into a module called |module|, as PTX
+// (free with tj_free_string); NULL where the emitter refuses, |*out_status|
+// then saying why. Shared by the GEMM schedule tests (ktrans, swiglu).
+static inline char* tj_test_emit_ptx(const tj_kir_t* k,
+                                     const tj_nvptx_options_t* o,
+                                     tj_nvptx_arch_t arch, const char* module,
+                                     tj_nvptx_kernel_t* info,
+                                     tj_status_t* out_status) {
+  tj_allocator_t al = tj_allocator_system();
+  tj_nvptx_target_t* target = NULL;
+  *out_status = tj_nvptx_target_create(al, arch, &target);
+  if (*out_status) return NULL;
+  tj_nvptx_module_t* mod = NULL;
+  char* ptx = NULL;
+  *out_status = tj_nvptx_module_new(target, al, module, &mod);
+  if (!*out_status) *out_status = tj_nvptx_module_add_kernel(mod, k, o, info);
+  if (!*out_status) {
+    *out_status = tj_nvptx_module_compile(mod, al, &ptx);
+  } else {
+    tj_nvptx_module_destroy(mod);
+  }
+  tj_nvptx_target_destroy(target);
+  return ptx;
+}
+
+// A GEMM schedule's name for failure messages: main loop, tile, k-tile,
+// stages and the options set.
+static inline void tj_test_describe_schedule(const tj_nvptx_options_t* o,
+                                             char* buf, size_t size) {
+  snprintf(buf, size, "%s%s %dx%d bk%d s%d%s%s%s%s%s%s",
+           o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC ? "mma.sync" : "wgmma",
+           o->gemm_tma ? " tma" : "", (int)o->gemm_tile_m, (int)o->gemm_tile_n,
+           (int)o->gemm_tile_k, (int)o->gemm_stages,
+           o->gemm_pingpong ? " pingpong" : "",
+           o->gemm_persistent ? " persistent" : "",
+           o->gemm_wgmma_drain ? " drain" : "",
+           o->gemm_cluster ? " cluster" : "", o->gemm_tf32 ? " tf32" : "",
+           o->gemm_tma_store ? " store" : "");
 }
 
 #endif  // TJ_TESTS_UNIT_PTX_CHECK_H_

@@ -33,15 +33,6 @@
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 
-static void check_has(const char* what, const char* ptx, const char* needle,
-                      bool want) {
-  bool found = ptx && strstr(ptx, needle) != NULL;
-  if (found != want)
-    fprintf(stderr, "  %s: %s \"%s\" in the PTX\n", what,
-            want ? "no" : "unexpected", needle);
-  CHECK(found == want);
-}
-
 static int count_of(const char* ptx, const char* needle) {
   int n = 0;
   for (const char* p = ptx; p && (p = strstr(p, needle)) != NULL; ++p) ++n;
@@ -148,49 +139,18 @@ static const tj_nvptx_options_t kRefused[] = {
     {TMA(128, 256, 4), .gemm_persistent = true, .gemm_cluster = true},
 };
 
-static void describe(const tj_nvptx_options_t* o, char* buf, size_t size) {
-  snprintf(buf, size, "%s%s %dx%d s%d%s%s%s%s%s",
-           o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC ? "mma.sync" : "wgmma",
-           o->gemm_tma ? " tma" : "", (int)o->gemm_tile_m, (int)o->gemm_tile_n,
-           (int)o->gemm_stages, o->gemm_pingpong ? " pingpong" : "",
-           o->gemm_persistent ? " persistent" : "",
-           o->gemm_wgmma_drain ? " drain" : "",
-           o->gemm_cluster ? " cluster" : "",
-           o->gemm_tma_store ? " store" : "");
-}
-
-static char* emit(const tj_kir_t* k, const tj_nvptx_options_t* o,
-                  tj_nvptx_arch_t arch, tj_nvptx_kernel_t* info,
-                  tj_status_t* out_status) {
-  tj_allocator_t al = tj_allocator_system();
-  tj_nvptx_target_t* target = NULL;
-  *out_status = tj_nvptx_target_create(al, arch, &target);
-  if (*out_status) return NULL;
-  tj_nvptx_module_t* mod = NULL;
-  char* ptx = NULL;
-  *out_status = tj_nvptx_module_new(target, al, "swiglu", &mod);
-  if (!*out_status) *out_status = tj_nvptx_module_add_kernel(mod, k, o, info);
-  if (!*out_status) {
-    *out_status = tj_nvptx_module_compile(mod, al, &ptx);
-  } else {
-    tj_nvptx_module_destroy(mod);
-  }
-  tj_nvptx_target_destroy(target);
-  return ptx;
-}
-
 static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
                            const tj_nvptx_options_t* o) {
   tj_kir_t* k = dual_gemm(dt, shape, kmajor);
   if (!k) return;
   char what[160], sched[96];
-  describe(o, sched, sizeof(sched));
+  tj_test_describe_schedule(o, sched, sizeof(sched));
   snprintf(what, sizeof(what), "%s %s %s %s", tj_dtype_name(dt),
            kShapeNames[shape], kmajor ? "kmajor" : "nmajor", sched);
   tj_nvptx_kernel_t info;
   memset(&info, 0, sizeof(info));
   tj_status_t s = NULL;
-  char* ptx = emit(k, o, TJ_NVPTX_SM_90A, &info, &s);
+  char* ptx = tj_test_emit_ptx(k, o, TJ_NVPTX_SM_90A, "swiglu", &info, &s);
   if (s) fprintf(stderr, "  %s: refused\n", what);
   CHECK_OK(s);
   if (!ptx) {
@@ -204,17 +164,18 @@ static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
   char inst[64];
   snprintf(inst, sizeof(inst), "wgmma.mma_async.sync.aligned.m64n%dk16",
            (int)wide);
-  check_has(what, ptx, inst, true);
-  check_has(what, ptx, kmajor ? "p, 1, 1, 0, 0;" : "p, 1, 1, 0, 1;", true);
+  tj_test_check_has(what, ptx, inst, true);
+  tj_test_check_has(what, ptx, kmajor ? "p, 1, 1, 0, 0;" : "p, 1, 1, 0, 1;",
+                    true);
   if (o->gemm_tma) {
     // Three maps prefetched (A, B, B2); B's and B2's panels by TMA.
     CHECK_EQ_INT(3, count_of(ptx, "prefetch.tensormap"));
-    check_has(what, ptx, "cp.async.cg", false);
+    tj_test_check_has(what, ptx, "cp.async.cg", false);
     // The TMA store where asked, on rank-2 kernels: C's tile only.
-    check_has(what, ptx, "cp.async.bulk.tensor.2d.global.shared::cta",
-              o->gemm_tma_store && shape != SHAPE_SHARED);
+    tj_test_check_has(what, ptx, "cp.async.bulk.tensor.2d.global.shared::cta",
+                      o->gemm_tma_store && shape != SHAPE_SHARED);
   } else {
-    check_has(what, ptx, "cp.async.cg.shared.global", true);
+    tj_test_check_has(what, ptx, "cp.async.cg.shared.global", true);
   }
   long spills = 0;
   int rc = run_ptxas(what, ptx, &spills);
@@ -261,7 +222,8 @@ TEST(refused_schedules) {
       }
       tj_nvptx_kernel_t info;
       tj_status_t s = NULL;
-      char* ptx = emit(k, o, a ? TJ_NVPTX_SM_80 : TJ_NVPTX_SM_90A, &info, &s);
+      char* ptx = tj_test_emit_ptx(k, o, a ? TJ_NVPTX_SM_80 : TJ_NVPTX_SM_90A,
+                                   "swiglu", &info, &s);
       CHECK(ptx == NULL);
       CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "@swiglu", s);
       tj_free_string(tj_allocator_system(), ptx);
@@ -309,7 +271,7 @@ TEST(launch_counts_tiles_of_c) {
   tj_nvptx_options_t o = {WGMMA(128, 128, 3)};
   tj_nvptx_kernel_t info;
   tj_status_t s = NULL;
-  char* ptx = emit(k, &o, TJ_NVPTX_SM_90A, &info, &s);
+  char* ptx = tj_test_emit_ptx(k, &o, TJ_NVPTX_SM_90A, "swiglu", &info, &s);
   CHECK_OK(s);
   tj_free_string(tj_allocator_system(), ptx);
   tj_nvptx_launch_t launch;
@@ -408,7 +370,8 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   CHECK_EQ_INT(0, pt.num_host_steps);
   // The dual kernel: one wgmma of 128 columns over both products'.
   if (pt.ptx && dual)
-    check_has(what, pt.ptx, "wgmma.mma_async.sync.aligned.m64n128k16", true);
+    tj_test_check_has(what, pt.ptx, "wgmma.mma_async.sync.aligned.m64n128k16",
+                      true);
   if (arch == TJ_NVPTX_SM_90A) {
     long spills = 0;
     int rc = 0;
