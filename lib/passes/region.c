@@ -1022,23 +1022,20 @@ static bool one_block_eligible(const tj_graph_t* g, const region_t* r) {
       if (n->operands[k] == c) return false;
   }
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
-    if (i == r->start + r->period) i = r->end;  // blocks 1.. are block 0's
-    if (i < g->num_nodes && matched_across(g->nodes[i].op)) return false;
-  }
-  uint32_t span = r->start - c;
-  uint8_t* dep = tj_calloc(g->allocator, span, 1);
-  if (!dep) return false;
-  dep[0] = 1;
-  bool ok = true;
-  for (uint32_t i = c + 1; ok && i < r->start; ++i) {
-    const tj_node_t* n = &g->nodes[i];
-    for (uint32_t k = 0; k < n->num_operands; ++k) {
-      uint32_t u = n->operands[k];
-      if (u != TJ_NODE_NONE && u >= c && dep[u - c]) ok = false;
+    if (i == r->start + r->period) {
+      i = r->end - 1;  // blocks 1.. are block 0's
+      continue;
     }
+    if (matched_across(g->nodes[i].op)) return false;
   }
-  tj_free(g->allocator, dep, span);
-  return ok;
+  // A prefix node that depends on c reads it or another such node: none
+  // reads it.
+  for (uint32_t i = c + 1; i < r->start; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->num_operands; ++k)
+      if (n->operands[k] == c) return false;
+  }
+  return true;
 }
 
 enum {
