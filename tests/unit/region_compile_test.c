@@ -793,7 +793,9 @@ TEST(region_template_equals_the_whole_pipeline) {
 // stands before a shared operand in block 0 and after it in the others
 // (commutative operands are ordered by node); 4 each block's epilogue is
 // a softmax (attention_match's pattern); 5 each block also adds x itself,
-// the value block 0 carries in.
+// the value block 0 carries in; 6 the prefix also computes x * 3 (a
+// prefix node reading the carried value), which every block adds; 7 the
+// suffix is a softmax of the last block's value.
 static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
                                        tj_graph_t** out) {
   tj_graph_t* g = NULL;
@@ -809,6 +811,8 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
   }
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t h = what == 1 ? tj_graph_relu(g, x) : x;
+  tj_value_t x3 = tj_value_none();
+  if (what == 6) x3 = tj_graph_mul(g, x, tj_graph_scalar(g, TJ_DTYPE_F32, 3));
   for (int l = 0; l < layers; ++l) {
     char wn[16], bn[16];
     snprintf(wn, sizeof(wn), "w%d", l);
@@ -823,7 +827,9 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
     if (what == 2) h = tj_graph_tanh(g, h);
     if (what == 5) h = tj_graph_add(g, h, x);
+    if (what == 6) h = tj_graph_add(g, h, x3);
   }
+  if (what == 7) h = tj_graph_softmax(g, h, 1);
   tj_graph_output(g, h, "y");
   s = tj_graph_finalize(g);
   if (s) {
@@ -841,7 +847,7 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
 TEST(boundary_that_differs_takes_three_blocks) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
-  for (int what = 0; what <= 5; ++what) {
+  for (int what = 0; what <= 7; ++what) {
     for (int copy = 0; copy < 2; ++copy) {
       char* text[2];
       uint32_t blocks[2], processed[2];
