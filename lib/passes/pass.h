@@ -140,8 +140,8 @@ typedef struct tj_pass_ctx_t {
                            const uint32_t* operands, uint32_t* out);
   void* test_rule_user;
   // Region templates (lib/passes/region.c, issue 16): the default
-  // pipeline's graph stages over three blocks of a repeated-block graph,
-  // copied for the others. On by default; tests turn it off to compare.
+  // pipeline's graph stages over one or three blocks of a repeated-block
+  // graph, copied for the others. On by default; tests turn it off to compare.
   bool region_template;
   // Set by the default pipeline: the blocks of the last region templated
   // (0: none) and how many of them the passes ran over.
@@ -240,12 +240,16 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
 // Region templates (lib/passes/region.c): when |plan|'s graph is a prefix,
 // N >= 4 equal blocks chained by one value and a suffix, runs the default
 // pipeline up to its "decompose" stage over a probe of the prefix, the
-// first three blocks and the suffix, and when the third block came out as
+// first block and the suffix where checks on the first block's boundary
+// values show it stands for the others (then expanded to three blocks),
+// else the first three blocks, and when the third block came out as
 // the second did, replaces the graph by the processed probe with the
 // blocks after it copied from the third: the graph the whole pipeline's
 // stages would give, made without running them over every block.
 // *|out_blocks| is N, or 0 when the graph is not such a stack or the probe
-// did not come out periodic (the plan is then untouched). Fails only as
+// did not come out periodic (the plan is then untouched);
+// ctx->region_blocks_processed says over how many blocks (1 or 3) the
+// stages ran. Fails only as
 // the pipeline would not: never; what the probe meets is left for the
 // whole graph's pipeline to report.
 tj_status_t tj_region_template(tj_pass_ctx_t* ctx, tj_plan_t* plan,

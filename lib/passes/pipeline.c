@@ -293,7 +293,6 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
     TJ_RETURN_IF_ERROR(tj_region_template(ctx, plan, &blocks));
     if (blocks) {
       ctx->region_blocks = blocks;
-      ctx->region_blocks_processed = 3;
       if (!plan->fusion) TJ_RUN_PASS(ctx, plan, fuse);
       TJ_RUN_PASS(ctx, plan, memplan);
       return NULL;

@@ -21,6 +21,12 @@
 // (no chain, a block read from further on, a probe whose blocks came out
 // unequal, a pass that failed on the probe) leaves the plan as it was, and
 // the caller runs the pipeline over the whole graph.
+//
+// Where checks on block 0's boundary values show that one block stands for
+// the others ("one block for three" below), the graph stages run over the
+// prefix, block 0 and the suffix alone, and the processed probe is
+// expanded into the three-block one by copying; fuse and the checks above
+// run over that.
 
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +40,7 @@ enum {
   kProbeBlocks = 3,  // first, second, and one to check the second against
   kMaxCandidates = 32,
   kUnset = 0xff,
+  kMany = UINT32_MAX - 1,
 };
 
 #define NONE32 UINT32_MAX
@@ -113,6 +120,10 @@ typedef struct region_t {
   uint32_t* slot_of;
   uint32_t* slots;
   uint32_t num_slots;
+  // The prefix node block 0 reads where block 1 reads block 0's value
+  // (NONE32: none; kMany: several, so one probed block cannot stand for
+  // the others).
+  uint32_t carry_in;
 } region_t;
 
 static uint32_t block_of(const region_t* r, uint32_t node) {
@@ -148,6 +159,7 @@ static bool match_outside(const tj_graph_t* g, region_t* r, uint32_t b,
     uint32_t off = v - r->start;
     if (r->carried != NONE32 && r->carried != off) return false;
     r->carried = off;
+    if (r->carry_in != u) r->carry_in = r->carry_in == NONE32 ? u : kMany;
     return true;
   }
   if (v >= r->start || g->nodes[u].op != TJ_OP_INPUT ||
@@ -176,6 +188,7 @@ static bool check_blocks(const tj_graph_t* g, region_t* r) {
   uint32_t p = r->period;
   r->end = r->start + r->count * p;
   r->carried = NONE32;
+  r->carry_in = NONE32;
   r->num_slots = 0;
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
     r->owner[i] = NONE32;
@@ -329,17 +342,22 @@ typedef struct probe_t {
   uint32_t num_inputs;
 } probe_t;
 
-static const char* const kExportNames[kProbeBlocks] = {
-    "tj_region_value_0", "tj_region_value_1", "tj_region_value_2"};
+// The probe's extra outputs: the blocks' values, then (a one-block probe)
+// the prefix node block 0 reads in their place.
+static const char* const kExportNames[kProbeBlocks + 1] = {
+    "tj_region_value_0", "tj_region_value_1", "tj_region_value_2",
+    "tj_region_carry"};
 
-// The prefix, blocks 0 .. 2 and the suffix of |g| (the suffix reading
-// block 2's value), outputs: |g|'s, then the three blocks' values.
+// The prefix, blocks 0 .. |blocks| - 1 and the suffix of |g| (the suffix
+// reading the last of them's value), outputs: |g|'s, then the blocks'
+// values and, for one block, the node it reads in place of a block's value.
 static tj_status_t build_probe(const tj_graph_t* g, const region_t* r,
-                               probe_t* probe) {
+                               uint32_t blocks, probe_t* probe) {
   tj_allocator_t a = g->allocator;
-  uint32_t probe_end = r->start + kProbeBlocks * r->period;
+  uint32_t probe_end = r->start + blocks * r->period;
   uint32_t last = r->start + (r->count - 1) * r->period + r->carried;
-  uint32_t last_probe = r->start + (kProbeBlocks - 1) * r->period + r->carried;
+  uint32_t last_probe = r->start + (blocks - 1) * r->period + r->carried;
+  uint32_t num_exports = blocks == 1 ? 2 : blocks;
   probe->input_orig = tj_alloc(a, sizeof(uint32_t) * (g->num_inputs + 1));
   if (!probe->input_orig) return tj_status_oom();
   tj_rewriter_t rw;
@@ -350,7 +368,7 @@ static tj_status_t build_probe(const tj_graph_t* g, const region_t* r,
     const tj_node_t* node = &g->nodes[i];
     // later blocks' weights: copies of block 2's
     if (node->op == TJ_OP_INPUT && r->owner[i] != NONE32 &&
-        r->owner[i] >= kProbeBlocks) {
+        r->owner[i] >= blocks) {
       continue;
     }
     if (node->op == TJ_OP_INPUT) {
@@ -386,7 +404,7 @@ static tj_status_t build_probe(const tj_graph_t* g, const region_t* r,
     tj_rewriter_abandon(&rw);
     return status;
   }
-  uint32_t num_extra = g->num_outputs + kProbeBlocks;
+  uint32_t num_extra = g->num_outputs + num_exports;
   uint32_t* nodes = tj_alloc(a, sizeof(uint32_t) * num_extra);
   const char** names = tj_alloc(a, sizeof(char*) * num_extra);
   if (!nodes || !names) status = tj_status_oom();
@@ -394,14 +412,18 @@ static tj_status_t build_probe(const tj_graph_t* g, const region_t* r,
     uint32_t u = g->outputs[i].node;
     nodes[i] = rw.map[u == last ? last_probe : u];
     names[i] = g->outputs[i].name;
-    for (uint32_t e = 0; e < kProbeBlocks; ++e) {
+    for (uint32_t e = 0; e <= kProbeBlocks; ++e) {
       if (strcmp(names[i], kExportNames[e]) == 0)
         status = tj_unsupported("region: output name %s", names[i]);
     }
   }
-  for (uint32_t e = 0; !status && e < kProbeBlocks; ++e) {
+  for (uint32_t e = 0; !status && e < blocks; ++e) {
     nodes[g->num_outputs + e] = rw.map[r->start + e * r->period + r->carried];
     names[g->num_outputs + e] = kExportNames[e];
+  }
+  if (!status && blocks == 1) {
+    nodes[g->num_outputs + 1] = rw.map[r->carry_in];
+    names[g->num_outputs + 1] = kExportNames[kProbeBlocks];
   }
   tj_graph_t* graph = NULL;
   if (!status) {
@@ -916,6 +938,399 @@ static tj_status_t build_whole(const tj_graph_t* g, const probe_t* probe,
   return NULL;
 }
 
+//===--- one block for three ---===//
+
+// Three probed blocks guard against two things: block 0 reads a prefix
+// node where every later block reads a block's value, and the suffix reads
+// the last block's value where a block's is read by the next block. A
+// probe of one block (the prefix, block 0, the suffix) stands for them
+// when the graph stages cannot tell those boundary values apart, which
+// these checks establish on the one block's input (the carried value c,
+// the prefix node block 0 reads where block 1 reads block 0's value v):
+//
+// - Before the passes, on the graph: c is one node, no node of block 1
+//   reads it (it is not also shared), no prefix node after it depends on
+//   it (so what depends on c after the passes is block 0's), and none of
+//   the prefix, block 0 and the suffix is an op whose pass pattern-matches
+//   across nodes (attention_match's softmax chains, the quantized
+//   matmul's dequantizes, attention pairing, custom ops).
+// - After them, on the processed probe: c' and v' have one type and are
+//   both plain: an input, add, sub, mul or div, ops no canonicalize rule,
+//   fold or decompose looks through (they look through constants, full,
+//   broadcast_to, neg, not, abs, cast, transpose, reshape, reductions and
+//   a unary op of the reader's own kind); cse merges by operand identity,
+//   so the nodes that depend on c' or block 0's weights (the variant ones)
+//   merge with nothing of another block, and those that depend on neither
+//   are what cse makes every block share. The one order-sensitive rule,
+//   nf_commute (operands in node order, constants last), orders every
+//   commutative variant node's operands as it would in a later block,
+//   where c' stands at v' (after every shared node and input, before the
+//   block's own nodes); and nothing but the suffix reads a variant node,
+//   and it only v'.
+//
+// Then block j's nodes are block 0's variant ones with c' read as block j
+// - 1's value and block j's weights for block 0's. The probe is expanded
+// so: the processed prefix and block 0, two copies, the suffix reading
+// the second; fuse runs over that, and the three-block checks (blocks 1
+// and 2 alike node for node and group for group) stand as before, so a
+// fusion group across two blocks still sends the whole graph through fuse.
+
+static bool plain_boundary(const tj_node_t* n) {
+  switch (n->op) {
+    case TJ_OP_INPUT:
+    case TJ_OP_ADD:
+    case TJ_OP_SUB:
+    case TJ_OP_MUL:
+    case TJ_OP_DIV:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Ops with canonicalize's nf_commute rule.
+static bool commutative(tj_op_t op) {
+  return op == TJ_OP_ADD || op == TJ_OP_MUL || op == TJ_OP_AND ||
+         op == TJ_OP_OR || op == TJ_OP_EQ || op == TJ_OP_NE;
+}
+
+// Ops whose passes match patterns across several nodes.
+static bool matched_across(tj_op_t op) {
+  switch (op) {
+    case TJ_OP_SOFTMAX:
+    case TJ_OP_LOG_SOFTMAX:
+    case TJ_OP_ATTENTION:
+    case TJ_OP_ATTENTION_LSE:
+    case TJ_OP_ATTENTION_DQ:
+    case TJ_OP_ATTENTION_DKV:
+    case TJ_OP_QUANTIZE:
+    case TJ_OP_DEQUANTIZE:
+    case TJ_OP_CUSTOM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The checks before the passes (see above).
+static bool one_block_eligible(const tj_graph_t* g, const region_t* r) {
+  uint32_t c = r->carry_in;
+  if (c == NONE32 || c == kMany || c >= r->start) return false;
+  for (uint32_t i = r->start + r->period; i < r->start + 2 * r->period; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->num_operands; ++k)
+      if (n->operands[k] == c) return false;
+  }
+  for (uint32_t i = 0; i < g->num_nodes; ++i) {
+    if (i == r->start + r->period) {
+      i = r->end - 1;  // blocks 1.. are block 0's
+      continue;
+    }
+    if (matched_across(g->nodes[i].op)) return false;
+  }
+  // A prefix node that depends on c reads it or another such node: none
+  // reads it.
+  for (uint32_t i = c + 1; i < r->start; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->num_operands; ++k)
+      if (n->operands[k] == c) return false;
+  }
+  return true;
+}
+
+enum {
+  kNeed = 1,     // needed by block 0's value
+  kDep = 2,      // depends on c' or block 0's weights
+  kVariant = 4,  // kNeed and kDep, not an input: copied per block
+  kOwn = 8,      // an input of block 0's (its weight)
+};
+
+// An operand's place in a later block's order: inputs, shared nodes, the
+// carried value, the block's own nodes.
+static int later_class(const tj_graph_t* p, const uint8_t* flag, uint32_t c,
+                       uint32_t u) {
+  if (u == c) return 2;
+  if (flag[u] & kVariant) return 3;
+  return p->nodes[u].op == TJ_OP_INPUT ? 0 : 1;
+}
+
+static bool constant_like(const tj_graph_t* p, uint32_t u) {
+  return p->nodes[u].op == TJ_OP_CONSTANT || p->nodes[u].op == TJ_OP_FULL;
+}
+
+// The checks after the passes over the one-block probe |p| (carried value
+// |c|, block 0's value |v|); fills |flag|.
+static bool one_block_holds(const tj_graph_t* p, const probe_t* probe,
+                            const region_t* r, uint32_t num_outputs, uint32_t c,
+                            uint32_t v, uint8_t* flag) {
+  if (c == v || !same_type(p, c, v) || !plain_boundary(&p->nodes[c]) ||
+      !plain_boundary(&p->nodes[v])) {
+    return false;
+  }
+  uint32_t n = p->num_nodes;
+  memset(flag, 0, n);
+  for (uint32_t k = 0; k < p->num_inputs; ++k) {
+    uint32_t q = probe->input_orig[k];
+    if (r->owner[q] == 0) flag[p->inputs[k]] = kDep | kOwn;
+  }
+  flag[c] |= kDep;
+  flag[v] |= kNeed;
+  for (uint32_t i = 0; i < n; ++i) {
+    const tj_node_t* node = &p->nodes[i];
+    for (uint32_t k = 0; k < node->num_operands; ++k) {
+      uint32_t u = node->operands[k];
+      if (u != TJ_NODE_NONE && (flag[u] & kDep)) flag[i] |= kDep;
+    }
+  }
+  for (uint32_t i = v + 1; i-- > 0;) {
+    if (!(flag[i] & kNeed)) continue;
+    const tj_node_t* node = &p->nodes[i];
+    if ((flag[i] & kDep) && i != c && node->op != TJ_OP_INPUT)
+      flag[i] |= kVariant;
+    for (uint32_t k = 0; k < node->num_operands; ++k) {
+      uint32_t u = node->operands[k];
+      if (u != TJ_NODE_NONE) flag[u] |= kNeed;
+    }
+  }
+  if (!(flag[v] & kVariant)) return false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const tj_node_t* node = &p->nodes[i];
+    bool variant = (flag[i] & kVariant) != 0;
+    for (uint32_t k = 0; k < node->num_operands; ++k) {
+      uint32_t u = node->operands[k];
+      // only the suffix reads into the block, and only its value
+      if (u != TJ_NODE_NONE && !variant && (flag[u] & kVariant) && u != v)
+        return false;
+    }
+    if (!variant || !commutative(node->op) || node->num_operands != 2) continue;
+    uint32_t a = node->operands[0], b = node->operands[1];
+    if (a == b || constant_like(p, a) || constant_like(p, b)) continue;
+    int ca = later_class(p, flag, c, a), cb = later_class(p, flag, c, b);
+    if (ca == cb) {
+      // two inputs: a block's own against another's order may differ
+      if (ca == 0 && ((flag[a] | flag[b]) & kOwn)) return false;
+    } else if ((ca < cb) != (a < b)) {
+      return false;
+    }
+  }
+  for (uint32_t i = 0; i < num_outputs; ++i) {
+    uint32_t u = p->outputs[i].node;
+    if ((flag[u] & kVariant) && u != v) return false;
+  }
+  return true;
+}
+
+typedef struct expand_t {
+  const tj_graph_t* p;  // the processed one-block probe
+  const uint8_t* flag;
+  uint32_t c, v;
+  tj_graph_t* s;    // the expanded probe
+  tj_node_t* tmpl;  // p's nodes with their payloads in s's arena
+  // p node -> s node: map for block 0's, the prefix's and the suffix's,
+  // copy[j - 1] for block j's (variant nodes and block 0's inputs).
+  uint32_t* map;
+  uint32_t* copy[kProbeBlocks - 1];
+} expand_t;
+
+static tj_status_t payload(tj_graph_t* s, const tj_graph_t* p, uint32_t t,
+                           tj_node_t* dst) {
+  const tj_node_t* src = &p->nodes[t];
+  tj_arena_t* arena = &s->arena;
+  *dst = *src;
+  dst->operands = NULL;
+  if (src->rank > 0) {
+    dst->dims =
+        tj_arena_memdup(arena, src->dims, sizeof(int64_t) * (size_t)src->rank);
+    if (!dst->dims) return tj_status_oom();
+  }
+  if (src->attrs.num_ints) {
+    dst->attrs.ints = tj_arena_memdup(arena, src->attrs.ints,
+                                      sizeof(int64_t) * src->attrs.num_ints);
+    if (!dst->attrs.ints) return tj_status_oom();
+  }
+  if (src->attrs.name) {
+    dst->attrs.name = tj_arena_strdup(arena, src->attrs.name);
+    if (!dst->attrs.name) return tj_status_oom();
+  }
+  if (src->op == TJ_OP_CONSTANT && src->attrs.data && !src->attrs.borrowed) {
+    size_t bytes = constant_bytes(p, t);
+    dst->attrs.data = bytes ? tj_arena_memdup(arena, src->attrs.data, bytes)
+                            : tj_arena_alloc(arena, 0);
+    if (!dst->attrs.data) return tj_status_oom();
+  }
+  return NULL;
+}
+
+// Operand |u| of a node of p as block |j|'s (0: block 0, the prefix and
+// the suffix).
+static uint32_t expand_operand(const expand_t* e, uint32_t j, uint32_t u) {
+  if (j == 0) return e->map[u];
+  if (u == e->c) return j == 1 ? e->map[e->v] : e->copy[j - 2][e->v];
+  if (e->flag[u] & (kVariant | kOwn)) return e->copy[j - 1][u];
+  return e->map[u];
+}
+
+static tj_status_t expand_emit(expand_t* e, uint32_t j, uint32_t t,
+                               uint32_t* out) {
+  tj_graph_t* s = e->s;
+  const tj_node_t* src = &e->p->nodes[t];
+  tj_node_t node = e->tmpl[t];
+  if (src->num_operands) {
+    uint32_t* ops =
+        tj_arena_alloc(&s->arena, sizeof(uint32_t) * src->num_operands);
+    if (!ops) return tj_status_oom();
+    for (uint32_t k = 0; k < src->num_operands; ++k) {
+      uint32_t u = src->operands[k];
+      if (u == TJ_NODE_NONE) {
+        ops[k] = TJ_NODE_NONE;
+      } else if (j == 0 && u == e->v && t > e->v) {
+        ops[k] = e->copy[kProbeBlocks - 2][e->v];  // the suffix: the last's
+      } else {
+        ops[k] = expand_operand(e, j, u);
+      }
+    }
+    node.operands = ops;
+  }
+  *out = s->num_nodes;
+  s->nodes[s->num_nodes++] = node;
+  return NULL;
+}
+
+// The three-block probe's processed form from the one-block probe |p1|:
+// the graph, and its inputs' original nodes in |p3|.
+static tj_status_t expand(expand_t* e, const tj_graph_t* g, const region_t* r,
+                          const probe_t* p1, probe_t* p3) {
+  const tj_graph_t* p = e->p;
+  tj_graph_t* s = e->s;
+  tj_allocator_t a = s->allocator;
+  uint32_t num_variant = 0;
+  for (uint32_t t = 0; t < p->num_nodes; ++t) {
+    if (e->flag[t] & kVariant) ++num_variant;
+    TJ_RETURN_IF_ERROR(payload(s, p, t, &e->tmpl[t]));
+  }
+  uint64_t total = (uint64_t)p->num_nodes +
+                   (uint64_t)(kProbeBlocks - 1) * (num_variant + p->num_inputs);
+  if (total >= UINT32_MAX - 2) return tj_unsupported("region: too many nodes");
+  TJ_RETURN_IF_ERROR(tj_array_reserve(a, (void**)&s->nodes, &s->node_capacity,
+                                      (uint32_t)total, sizeof(tj_node_t)));
+  TJ_RETURN_IF_ERROR(tj_array_reserve(a, (void**)&s->inputs, &s->input_capacity,
+                                      g->num_inputs, sizeof(uint32_t)));
+  // The inputs in the original's order, blocks 1 and 2's as block 0's.
+  for (uint32_t k = 0, pk = 0; k < g->num_inputs; ++k) {
+    uint32_t q = g->inputs[k];
+    uint32_t b = r->owner[q];
+    if (b != NONE32 && b >= kProbeBlocks) continue;
+    uint32_t t = NONE32;
+    if (b != NONE32 && b > 0) {
+      uint32_t q0 = to_block(r, q, 0);
+      for (uint32_t i = 0; i < p->num_inputs; ++i)
+        if (p1->input_orig[i] == q0) t = p->inputs[i];
+      if (t == NONE32) return tj_internal("region: input not in probe");
+    } else {
+      if (pk >= p->num_inputs) return tj_internal("region: probe inputs");
+      t = p->inputs[pk++];
+    }
+    tj_node_t node = e->tmpl[t];
+    if (b != NONE32 && b > 0) {
+      node.attrs.name = tj_arena_strdup(&s->arena, g->nodes[q].attrs.name);
+      if (!node.attrs.name) return tj_status_oom();
+      e->copy[b - 1][t] = s->num_nodes;
+    } else {
+      e->map[t] = s->num_nodes;
+    }
+    p3->input_orig[p3->num_inputs++] = q;
+    s->inputs[s->num_inputs++] = s->num_nodes;
+    s->nodes[s->num_nodes++] = node;
+  }
+  // The prefix and block 0 (the suffix's nodes before block 0's value in
+  // their places), block 1, block 2, the rest of the suffix.
+  for (uint32_t t = 0; t <= e->v; ++t) {
+    if (p->nodes[t].op != TJ_OP_INPUT)
+      TJ_RETURN_IF_ERROR(expand_emit(e, 0, t, &e->map[t]));
+  }
+  for (uint32_t j = 1; j < kProbeBlocks; ++j) {
+    for (uint32_t t = 0; t <= e->v; ++t) {
+      if (e->flag[t] & kVariant)
+        TJ_RETURN_IF_ERROR(expand_emit(e, j, t, &e->copy[j - 1][t]));
+    }
+  }
+  for (uint32_t t = e->v + 1; t < p->num_nodes; ++t) {
+    if (p->nodes[t].op != TJ_OP_INPUT)
+      TJ_RETURN_IF_ERROR(expand_emit(e, 0, t, &e->map[t]));
+  }
+  uint32_t last = e->copy[kProbeBlocks - 2][e->v];
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    uint32_t u = p->outputs[i].node;
+    TJ_RETURN_IF_ERROR(tj_graph_append_output(s, u == e->v ? last : e->map[u],
+                                              p->outputs[i].name));
+  }
+  TJ_RETURN_IF_ERROR(tj_graph_append_output(s, e->map[e->v], kExportNames[0]));
+  for (uint32_t j = 1; j < kProbeBlocks; ++j) {
+    TJ_RETURN_IF_ERROR(
+        tj_graph_append_output(s, e->copy[j - 1][e->v], kExportNames[j]));
+  }
+  for (uint32_t i = 0; i < p->num_guards; ++i) {
+    const tj_guard_t* guard = &p->guards[i];
+    uint32_t node = guard->node < p->num_nodes ? e->map[guard->node] : NONE32;
+    if (node == NONE32) node = s->num_inputs ? s->inputs[0] : 0;
+    TJ_RETURN_IF_ERROR(tj_graph_add_guard(s, guard->a, guard->b, node));
+  }
+  s->finalized = true;
+  return NULL;
+}
+
+// After the graph stages over the one-block probe |p1|: when the checks
+// hold, |*out| is the three-block probe as those stages would have left
+// it (*|out_ok|); otherwise |*out| is untouched.
+static tj_status_t one_block_expand(const tj_graph_t* g, const region_t* r,
+                                    const probe_t* p1, probe_t* out,
+                                    bool* out_ok) {
+  *out_ok = false;
+  const tj_graph_t* p = p1->plan.graph;
+  tj_allocator_t a = g->allocator;
+  uint32_t n = p->num_nodes;
+  uint32_t c = p->outputs[g->num_outputs + 1].node;
+  uint32_t v = p->outputs[g->num_outputs].node;
+  uint8_t* flag = tj_alloc(a, n ? n : 1);
+  if (!flag) return tj_status_oom();
+  if (!one_block_holds(p, p1, r, g->num_outputs, c, v, flag)) {
+    tj_free(a, flag, n ? n : 1);
+    return NULL;
+  }
+  expand_t e = {.p = p, .flag = flag, .c = c, .v = v};
+  probe_t p3;
+  memset(&p3, 0, sizeof(p3));
+  tj_status_t status = tj_graph_create(g->context, p->name, &e.s);
+  if (!status) {
+    tj_dimtab_deinitialize(&e.s->dims);
+    status = tj_dimtab_copy(&e.s->dims, &p->dims, a);
+  }
+  e.tmpl = tj_calloc(a, n ? n : 1, sizeof(tj_node_t));
+  e.map = tj_alloc(a, sizeof(uint32_t) * (n ? n : 1));
+  for (uint32_t j = 0; j < kProbeBlocks - 1; ++j)
+    e.copy[j] = tj_alloc(a, sizeof(uint32_t) * (n ? n : 1));
+  p3.input_orig = tj_alloc(a, sizeof(uint32_t) * (g->num_inputs + 1));
+  if (!status &&
+      (!e.tmpl || !e.map || !e.copy[0] || !e.copy[1] || !p3.input_orig)) {
+    status = tj_status_oom();
+  }
+  if (!status) status = expand(&e, g, r, p1, &p3);
+  tj_free(a, flag, n ? n : 1);
+  tj_free(a, e.tmpl, sizeof(tj_node_t) * (n ? n : 1));
+  tj_free(a, e.map, sizeof(uint32_t) * (n ? n : 1));
+  for (uint32_t j = 0; j < kProbeBlocks - 1; ++j)
+    tj_free(a, e.copy[j], sizeof(uint32_t) * (n ? n : 1));
+  if (status) {
+    tj_graph_destroy(e.s);
+    tj_free(a, p3.input_orig, sizeof(uint32_t) * (g->num_inputs + 1));
+    return status;
+  }
+  tj_plan_initialize(&p3.plan, e.s);
+  *out = p3;
+  *out_ok = true;
+  return NULL;
+}
+
 //===--- the entry point ---===//
 
 static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
@@ -943,9 +1358,30 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   region_t r = *rr;
   probe_t probe;
   memset(&probe, 0, sizeof(probe));
-  tj_status_t status = build_probe(g, &r, &probe);
-  if (!status)
-    status = tj_pipeline_default_until(ctx, &probe.plan, "decompose");
+  tj_status_t status = NULL;
+  uint32_t processed = kProbeBlocks;
+  if (one_block_eligible(g, &r)) {
+    status = build_probe(g, &r, 1, &probe);
+    if (!status)
+      status = tj_pipeline_default_until(ctx, &probe.plan, "decompose");
+    probe_t three;
+    memset(&three, 0, sizeof(three));
+    bool ok = false;
+    if (!status) status = one_block_expand(g, &r, &probe, &three, &ok);
+    probe_deinitialize(g, &probe);
+    memset(&probe, 0, sizeof(probe));
+    tj_status_free(status);  // the three blocks' passes then
+    status = NULL;
+    if (ok) {
+      probe = three;
+      processed = 1;
+    }
+  }
+  if (processed == kProbeBlocks) {
+    status = build_probe(g, &r, kProbeBlocks, &probe);
+    if (!status)
+      status = tj_pipeline_default_until(ctx, &probe.plan, "decompose");
+  }
   parts_t parts;
   memset(&parts, 0, sizeof(parts));
   if (!status) {
@@ -987,8 +1423,8 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
         ctx->context, TJ_SEVERITY_REMARK,
         "region: %u blocks of %u nodes (prefix %u, suffix %u): passes over "
         "%u, %u copied, %u -> %u nodes, %s",
-        r.count, r.period, r.start, g->num_nodes - r.end, kProbeBlocks,
-        r.count - kProbeBlocks, g->num_nodes, whole->num_nodes,
+        r.count, r.period, r.start, g->num_nodes - r.end, processed,
+        r.count - processed, g->num_nodes, whole->num_nodes,
         fusion ? "fusion groups copied too" : "fuse runs over the whole");
   }
   if (probe.plan.graph) parts_deinitialize(probe.plan.graph, &parts);
@@ -1003,6 +1439,7 @@ static tj_status_t apply_region(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   tj_plan_set_graph(plan, whole);
   if (fusion) tj_plan_set_fusion(plan, fusion);
   *out_blocks = r.count;
+  ctx->region_blocks_processed = processed;
   return NULL;
 }
 

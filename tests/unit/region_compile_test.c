@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/compile.h"
@@ -741,11 +742,12 @@ static char* pipeline_text(tj_context_t* ctx, tj_graph_t* g, bool templates,
 }
 
 // Region templates (lib/passes/region.c): the graph stages of the
-// pipeline over three blocks, the others copied, give the graph and fusion
-// groups the pipeline gives over every node: the printed plans are equal,
-// for 1 to 24 layers, with and without a computed prefix and a suffix,
-// for the graph as built (weights within the blocks) and as tj_compile
-// copies it (inputs first). From 4 blocks on the passes ran over 3.
+// pipeline over one block (its boundary values plain: an input or a
+// product, as here), the others copied, give the graph and fusion groups
+// the pipeline gives over every node: the printed plans are equal, for 1
+// to 24 layers, with and without a computed prefix and a suffix, for the
+// graph as built (weights within the blocks) and as tj_compile copies it
+// (inputs first). From 4 blocks on the passes ran over 1.
 TEST(region_template_equals_the_whole_pipeline) {
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_test_context_create(&ctx));
@@ -770,7 +772,7 @@ TEST(region_template_equals_the_whole_pipeline) {
         CHECK_STREQ(text[0], text[1]);
         CHECK_EQ_INT(0, (int)blocks[0]);
         CHECK_EQ_INT(layers >= 4 ? layers : 0, (int)blocks[1]);
-        CHECK_EQ_INT(layers >= 4 ? 3 : 0, (int)processed[1]);
+        CHECK_EQ_INT(layers >= 4 ? 1 : 0, (int)processed[1]);
         if (strcmp(text[0], text[1]) != 0 ||
             (int)blocks[1] != (layers >= 4 ? layers : 0)) {
           fprintf(stderr, "layers %d, ends %d, copy %d\n", layers, ends, copy);
@@ -783,9 +785,101 @@ TEST(region_template_equals_the_whole_pipeline) {
   tj_context_destroy(ctx);
 }
 
+// build_mlp's stack of |layers| whose first or last block differs from a
+// middle one at its boundary in one way (|what|): 0 none; 1 the prefix
+// hands the blocks relu(x) (a value canonicalize looks through); 2 each
+// block's value is tanh of its layer norm; 3 each block first adds a
+// shared value computed after x (t = tanh(x2)), so that the carried value
+// stands before a shared operand in block 0 and after it in the others
+// (commutative operands are ordered by node); 4 each block's epilogue is
+// a softmax (attention_match's pattern); 5 each block also adds x itself,
+// the value block 0 carries in; 6 the prefix also computes x * 3 (a
+// prefix node reading the carried value), which every block adds; 7 the
+// suffix is a softmax of the last block's value.
+static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
+                                       tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  tj_value_t shared = tj_value_none();
+  if (what == 3) {
+    tj_value_t x2 =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x2");
+    shared = tj_graph_tanh(g, x2);
+  }
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t h = what == 1 ? tj_graph_relu(g, x) : x;
+  tj_value_t x3 = tj_value_none();
+  if (what == 6) x3 = tj_graph_mul(g, x, tj_graph_scalar(g, TJ_DTYPE_F32, 3));
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    if (what == 3) h = tj_graph_add(g, h, shared);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t t = what == 4 ? tj_graph_softmax(g, z, 1) : tj_graph_tanh(g, z);
+    h = tj_graph_add(g, h, tj_graph_mul(g, t, half));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    if (what == 2) h = tj_graph_tanh(g, h);
+    if (what == 5) h = tj_graph_add(g, h, x);
+    if (what == 6) h = tj_graph_add(g, h, x3);
+  }
+  if (what == 7) h = tj_graph_softmax(g, h, 1);
+  tj_graph_output(g, h, "y");
+  s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
+// A block whose first or last differs from a middle one at its boundary
+// is not probed alone: the checks on the boundary values send it through
+// the three-block probe (3 blocks processed), and the plan is still the
+// whole pipeline's; the uniform stack takes one block.
+TEST(boundary_that_differs_takes_three_blocks) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (int what = 0; what <= 7; ++what) {
+    for (int copy = 0; copy < 2; ++copy) {
+      char* text[2];
+      uint32_t blocks[2], processed[2];
+      for (int t = 0; t < 2; ++t) {
+        tj_graph_t* g = NULL;
+        CHECK_OK(build_boundary_case(ctx, 6, what, &g));
+        if (copy) {
+          tj_graph_t* clone = NULL;
+          CHECK_OK(tj_graph_clone(g, &clone));
+          tj_graph_destroy(g);
+          g = clone;
+        }
+        text[t] = pipeline_text(ctx, g, t == 1, &blocks[t], &processed[t]);
+      }
+      CHECK_STREQ(text[0], text[1]);
+      CHECK_EQ_INT(6, (int)blocks[1]);
+      CHECK_EQ_INT(what == 0 ? 1 : 3, (int)processed[1]);
+      if (strcmp(text[0], text[1]) != 0 || blocks[1] != 6 ||
+          (int)processed[1] != (what == 0 ? 1 : 3)) {
+        fprintf(stderr, "what %d, copy %d: %u blocks, %u processed\n", what,
+                copy, blocks[1], processed[1]);
+      }
+      tj_context_free_string(ctx, text[0]);
+      tj_context_free_string(ctx, text[1]);
+    }
+  }
+  tj_context_destroy(ctx);
+}
+
 // The executables with and without region templates compute the same
 // bits, at every ISA tier (a tier above the host's gives the host's), and
-// equal the reference; the stats say 24 blocks, 3 run through the passes.
+// equal the reference; the stats say 24 blocks, 1 run through the passes.
 TEST(region_template_gives_the_same_numbers) {
   static float x[5 * WIDTH], y[2][5 * WIDTH];
   for (int64_t i = 0; i < 5 * WIDTH; ++i) x[i] = (float)cos(i * 0.3) * 1.5f;
@@ -809,7 +903,7 @@ TEST(region_template_gives_the_same_numbers) {
         CHECK_OK(tj_compile_debug(g, &opts, &debug, &exe));
         tj_executable_stats_t st = stats_of(exe);
         CHECK_EQ_INT(off ? 0 : MAX_LAYERS, st.num_region_blocks);
-        CHECK_EQ_INT(off ? 0 : 3, st.num_region_blocks_processed);
+        CHECK_EQ_INT(off ? 0 : 1, st.num_region_blocks_processed);
         run_layers(exe, MAX_LAYERS, 0, x, y[off]);
         check_against_reference(exe, g, MAX_LAYERS);
         tj_executable_release(exe);
@@ -911,6 +1005,91 @@ TEST(clone_copies_a_finalized_graph) {
   tj_test_oom_sweep("graph clone", clone_attempt);
 }
 
+// The default pipeline over build_boundary_case(5 layers, |what|) as
+// tj_compile copies it, in a context of |allocator|, with or without
+// region templates: the printed plan (malloc'd) in |*out_text|.
+static tj_status_t region_plan_text(tj_allocator_t allocator, int what,
+                                    bool templates, char** out_text) {
+  *out_text = NULL;
+  tj_context_options_t co = tj_test_context_options();
+  co.allocator = allocator;
+  tj_context_t* ctx = NULL;
+  TJ_RETURN_IF_ERROR(tj_context_create(&co, &ctx));
+  tj_graph_t *g = NULL, *clone = NULL;
+  tj_status_t s = build_boundary_case(ctx, 5, what, &g);
+  if (!s) s = tj_graph_clone(g, &clone);
+  tj_graph_destroy(g);
+  if (!s) {
+    tj_plan_t plan;
+    tj_plan_initialize(&plan, clone);
+    clone = NULL;
+    tj_pass_ctx_t pc;
+    tj_pass_ctx_initialize(&pc, ctx);
+    pc.evaluate = tj_pass_reference_evaluator;
+    pc.verify_each = true;
+    pc.region_template = templates;
+    s = tj_pipeline_default(&pc, &plan);
+    char* text = NULL;
+    if (!s) s = tj_plan_print(&plan, &text);
+    if (!s) {
+      *out_text = strdup(text);
+      tj_context_free_string(ctx, text);
+    }
+    tj_plan_deinitialize(&plan);
+  }
+  tj_graph_destroy(clone);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+// The region path under every failing allocation (the one-block probe and,
+// for a prefix handing the blocks relu(x), the three-block one): a failure
+// there falls back (to three blocks, then to the whole pipeline), so each
+// run either reports OUT_OF_MEMORY or gives the whole pipeline's plan, and
+// none leaks. (oom_sweep stops at the first run that succeeds, which a
+// fallback makes early.)
+TEST(region_path_under_failing_allocations) {
+  for (int what = 0; what <= 1; ++what) {
+    char* want = NULL;
+    tj_test_allocator_t counter;
+    tj_test_allocator_initialize(&counter, -1);
+    CHECK_OK(
+        region_plan_text(tj_test_allocator_get(&counter), what, false, &want));
+    tj_test_allocator_initialize(&counter, -1);
+    char* text = NULL;
+    CHECK_OK(
+        region_plan_text(tj_test_allocator_get(&counter), what, true, &text));
+    CHECK(want && text && strcmp(want, text) == 0);
+    free(text);
+    long total = counter.allocations, failed = 0, fell_back = 0;
+    for (long n = 0; n < total; ++n) {
+      tj_test_allocator_t alloc;
+      tj_test_allocator_initialize(&alloc, n);
+      tj_status_t s =
+          region_plan_text(tj_test_allocator_get(&alloc), what, true, &text);
+      CHECK_EQ_INT(0, alloc.live_blocks);
+      CHECK_EQ_INT(0, alloc.bad_frees);
+      if (s) {
+        CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+        tj_status_free(s);
+        ++failed;
+      } else {
+        CHECK(text && strcmp(want, text) == 0);
+        ++fell_back;
+      }
+      free(text);
+    }
+    CHECK(fell_back > 0);
+    printf(
+        "# region path, case %d: %ld allocations, %ld failed runs, %ld "
+        "absorbed\n",
+        what, total, failed, fell_back);
+    free(want);
+  }
+}
+
+static int g_oom_case;  // build_boundary_case's |what| for compile_run
+
 static tj_status_t compile_run(tj_allocator_t allocator) {
   tj_context_options_t co = tj_test_context_options();
   co.allocator = allocator;
@@ -919,7 +1098,7 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
   if (s) return s;
   tj_graph_t* g = NULL;
   tj_executable_t* exe = NULL;
-  s = build_mlp(ctx, 5, &g);
+  s = build_boundary_case(ctx, 5, g_oom_case, &g);
   tj_compile_options_t opts;
   tj_compile_options_initialize(&opts);
   opts.x86.num_threads = 1;
@@ -943,7 +1122,14 @@ static tj_status_t compile_run(tj_allocator_t allocator) {
   return s;
 }
 
-TEST(oom_sweep) { tj_test_oom_sweep("region compile", compile_run); }
+// The one-block probe (the uniform stack) and the three-block one (a
+// prefix handing the blocks relu(x)).
+TEST(oom_sweep) {
+  g_oom_case = 0;
+  tj_test_oom_sweep("region compile, one block", compile_run);
+  g_oom_case = 1;
+  tj_test_oom_sweep("region compile, three blocks", compile_run);
+}
 
 int main(void) {
   fill_weights();
@@ -954,9 +1140,11 @@ int main(void) {
   RUN_TEST(released_executable_is_kept_for_an_equal_compile);
   RUN_TEST(equal_groups_are_lowered_once);
   RUN_TEST(region_template_equals_the_whole_pipeline);
+  RUN_TEST(boundary_that_differs_takes_three_blocks);
   RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(layers_that_differ_do_not_share);
   RUN_TEST(clone_copies_a_finalized_graph);
   RUN_TEST(oom_sweep);
+  RUN_TEST(region_path_under_failing_allocations);
   TEST_MAIN_END();
 }
