@@ -61,6 +61,11 @@ typedef enum tj_setting_e {
   // then writes a temporary that an epilogue kernel adds the residual to
   // (issue 14), for A/B comparisons.
   TJ_SETTING_CUBLASLT_RESIDUAL = 13,
+  // TJ_ATTENTION_VIEWS (environment only): "off" keeps q, k and v that
+  // attention reads through a transpose copied into memory of their own
+  // by a kernel (tj_pass_ctx_t.attention_views; issue 14), for A/B
+  // comparisons.
+  TJ_SETTING_ATTENTION_VIEWS = 14,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 
