@@ -10,10 +10,12 @@
 //     dtype;
 //   - bf16, f16 and f32 (allow_tf32), M symbolic: one executable runs
 //     M = 1, 7, 197 and 1000, at N 512, K 256 and ragged N 136, K 72;
-//   - candidate 4 forced: the direct forms launch no kernel of ours a run
-//     (cuBLASLt's own only), the others the epilogue kernel;
-//     TJ_CUBLASLT_RESIDUAL=off brings that kernel back for the residual
-//     forms (the bias alone stays direct); tuned, the same numbers.
+//   - candidate 4 forced: the direct forms write the output from cuBLASLt,
+//     with no temporary for an epilogue kernel to read (the run's arena
+//     is M*N elements smaller than with TJ_CUBLASLT_RESIDUAL=off, which
+//     brings the temporary and the kernel back for the residual forms;
+//     the bias alone and the two others are the same either way); tuned,
+//     the same numbers.
 // Tolerance: cuBLASLt forms x @ w + b + r in f32 and rounds once, where
 // the reference rounds the product and each sum to the dtype; with terms
 // of order 1 the two differ by a few of the dtype's ulps: bf16 within
@@ -192,15 +194,15 @@ static bool g_have_lt;
 
 // Compiles |s| in |dt| with candidate |forced| ("4"; NULL: tuned) and
 // checks each run against the reference; forced, the choice must be
-// cuBLASLt's and each run must launch |want_launches| kernels of ours
-// (CUDA graphs off, so that launches count).
-static void check(tj_dtype_t dt, const shape_t* s, const char* forced,
-                  int64_t want_launches, data_t* runs, int32_t num_runs) {
+// cuBLASLt's. Returns the run arena's bytes after the runs (-1 on
+// failure).
+static int64_t check(tj_dtype_t dt, const shape_t* s, const char* forced,
+                     data_t* runs, int32_t num_runs) {
   tj_context_options_t co = tj_test_context_options();
   co.cuda_gemm_candidate = forced;
   tj_context_t* ctx = NULL;
   CHECK_OK(tj_context_create(&co, &ctx));
-  if (!ctx) return;
+  if (!ctx) return -1;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
@@ -224,40 +226,32 @@ static void check(tj_dtype_t dt, const shape_t* s, const char* forced,
       in[j] = tj_tensor_make(r->in[j], r->dtypes[j], r->ranks[j], r->dims[j]);
     void* got = calloc((size_t)r->ny, tj_dtype_size(r->y_dtype));
     tj_tensor_t got_t = tj_tensor_make(got, r->y_dtype, 2, r->y_dims);
-    tj_cuda_program_stats_t before, after;
-    CHECK_OK(tj_executable_cuda_stats(exe, &before));
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
-    CHECK_OK(tj_executable_cuda_stats(exe, &after));
     bool ok =
         close_enough(what, r->y_dtype, got, r->want, r->ny,
                      tol_of(r->y_dtype == TJ_DTYPE_F32 ? TJ_DTYPE_F32 : dt));
     if (!ok)
       fprintf(stderr, "  (%s at M = %lld)\n", what, (long long)r->dims[0][0]);
     CHECK(ok);
-    // The first run tunes (or plans) and may launch more; the later ones
-    // are the steady state.
-    int64_t launches = after.kernel_launches - before.kernel_launches;
-    if (forced && i > 0 && launches != want_launches) {
-      fprintf(stderr, "  %s at M = %lld: %lld kernel launches, want %lld\n",
-              what, (long long)r->dims[0][0], (long long)launches,
-              (long long)want_launches);
-      CHECK(false);
-    }
     free(got);
   }
+  int64_t arena = -1;
   if (exe) {
     tj_cuda_program_stats_t cs;
     CHECK_OK(tj_executable_cuda_stats(exe, &cs));
+    arena = cs.arena_bytes;
     if (forced && strncmp(cs.gemm_choice, "cublaslt", 8) != 0) {
       fprintf(stderr, "  %s: ran \"%s\", want cuBLASLt\n", what,
               cs.gemm_choice);
       CHECK(false);
     }
-    printf("# %s: %s\n", what, cs.gemm_choice);
+    printf("# %s: %s, arena %lld bytes\n", what, cs.gemm_choice,
+           (long long)arena);
   }
   tj_executable_release(exe);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
+  return arena;
 }
 
 static const int64_t kMs[] = {1, 7, 197, 1000};
@@ -275,10 +269,16 @@ static void runs_free(data_t* runs) {
 
 static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16, TJ_DTYPE_F32};
 
+// The forced runs' arena bytes at the ragged shape, by dtype and form
+// (residual_off compares with them).
+static int64_t g_arena[3][FORM_F32_R + 1];
+
 // Every form and dtype with candidate 4 forced, at the ragged shape and
-// (f16, bf16) N 512, K 256; tuned too, bf16 r + x @ w and r + linear
-// (tuning compiles every candidate: seconds a shape). Under
-// TJ_CUBLASLT_RESIDUAL=off the ragged shape alone, forced.
+// (f16, bf16) N 512, K 256; tuned too, bf16 r + linear (tuning compiles
+// every candidate: seconds a shape). Under
+// TJ_CUBLASLT_RESIDUAL=off the ragged shape alone, forced: the residual
+// forms then hold the temporary (M*N elements at M = 1000) in the arena,
+// the others not, against the same runs with the residual in C.
 static void every_form(bool off) {
   for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
     tj_dtype_t dt = kTypes[t];
@@ -286,15 +286,30 @@ static void every_form(bool off) {
       if (dt == TJ_DTYPE_F32 && f == FORM_F32_R) continue;
       shape_t shapes[2] = {{(form_t)f, 136, 72}, {(form_t)f, 512, 256}};
       int num_shapes = off || dt == TJ_DTYPE_F32 ? 1 : 2;
-      bool tuned = !off && dt == TJ_DTYPE_BF16 &&
-                   (f == FORM_RESIDUAL || f == FORM_LINEAR);
+      bool tuned = !off && dt == TJ_DTYPE_BF16 && f == FORM_LINEAR;
       for (int j = 0; j < num_shapes; ++j) {
         data_t runs[kNumMs];
         runs_make(dt, &shapes[j], runs);
-        if (g_have_lt)
-          check(dt, &shapes[j], "4", direct((form_t)f, off) ? 0 : 1, runs,
-                kNumMs);
-        if (tuned || !g_have_lt) check(dt, &shapes[j], NULL, 0, runs, kNumMs);
+        if (g_have_lt) {
+          int64_t arena = check(dt, &shapes[j], "4", runs, kNumMs);
+          if (j == 0 && !off) g_arena[t][f] = arena;
+          int64_t on = g_arena[t][f];
+          if (j == 0 && off && arena >= 0 && on >= 0) {
+            int64_t temp =
+                direct((form_t)f, false) && !direct((form_t)f, true)
+                    ? kMs[kNumMs - 1] * shapes[j].n * (int64_t)tj_dtype_size(dt)
+                    : 0;
+            bool ok = temp ? arena >= on + temp : arena == on;
+            if (!ok)
+              fprintf(stderr,
+                      "  %s %s: arena %lld bytes, %lld with the residual in "
+                      "C (temporary %lld)\n",
+                      tj_dtype_name(dt), kFormNames[f], (long long)arena,
+                      (long long)on, (long long)temp);
+            CHECK(ok);
+          }
+        }
+        if (tuned || !g_have_lt) check(dt, &shapes[j], NULL, runs, kNumMs);
         runs_free(runs);
       }
     }
@@ -304,7 +319,8 @@ static void every_form(bool off) {
 TEST(forms) { every_form(false); }
 
 // TJ_CUBLASLT_RESIDUAL=off (read when a context is created): the residual
-// forms take the epilogue kernel again, the same numbers.
+// forms take the epilogue kernel and its temporary again, the same
+// numbers. After forms.
 TEST(residual_off) {
   setenv("TJ_CUBLASLT_RESIDUAL", "off", 1);
   every_form(true);
@@ -324,6 +340,8 @@ int main(int argc, char** argv) {
   if (s) printf("# no cuBLASLt (%s): tuned runs only\n", tj_status_message(s));
   tj_status_free(s);
   tj_cublaslt_close(lt);
+  for (size_t t = 0; t < TJ_ARRAY_SIZE(g_arena); ++t)
+    for (size_t f = 0; f < TJ_ARRAY_SIZE(g_arena[0]); ++f) g_arena[t][f] = -1;
   if (tj_test_context_create(&g_ref_ctx) != NULL) return 1;
   RUN_IF(filter, forms);
   RUN_IF(filter, residual_off);
