@@ -15,7 +15,9 @@
 // target reads through views (tj_pass_ctx_t.attention_views; issue 14), a
 // forward's group also holds the transposes (and the reshapes under them)
 // through which it reads q, k or v: such an operand is read from the value
-// in memory under them, with their strides (view_strides).
+// in memory under them, with their strides (view_strides); and it may hold
+// the transpose that alone reads its result (fuse.c's output_view, the
+// blocks' merge): y is then written where that transpose puts each row.
 
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +81,29 @@ static tj_status_t view_strides(tj_lowering_t* lw, uint32_t node,
                           node);
   }
   return NULL;
+}
+
+// The strides over attention |yn|'s coordinates at which it writes its
+// result: row-major, or through the group's transpose of it (an output
+// view, *|out| that transpose) into that transpose's row-major storage.
+static tj_status_t output_strides(tj_lowering_t* lw, uint32_t yn, uint32_t* out,
+                                  int64_t* strides) {
+  *out = yn;
+  for (uint32_t i = 0; i < lw->grp->num_nodes; ++i) {
+    const uint32_t t = lw->grp->nodes[i];
+    const tj_node_t* n = NODE(lw, t);
+    if (t == yn || n->op != TJ_OP_TRANSPOSE || n->operands[0] != yn) continue;
+    int64_t rm[TJ_MAX_RANK];
+    TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, t, rm));
+    // Dim k of the transpose is dim perm[k] of y.
+    for (int32_t k = 0; k < n->rank; ++k) strides[n->attrs.ints[k]] = rm[k];
+    if (strides[n->rank - 1] != 1) {
+      return tj_unsupported("attention %%%u: head dim not contiguous", yn);
+    }
+    *out = t;
+    return NULL;
+  }
+  return tj_lower_row_major(lw, yn, strides);
 }
 
 // The kernel IR's op for an attention node.
@@ -187,6 +212,8 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
     if (roles[bi] == TJ_KIR_ATTN_Q || roles[bi] == TJ_KIR_ATTN_K ||
         roles[bi] == TJ_KIR_ATTN_V) {
       TJ_RETURN_IF_ERROR(view_strides(lw, nodes[bi], &bases[bi], rm));
+    } else if (nodes[bi] == yn && roles[bi] == TJ_KIR_OUTPUT) {
+      TJ_RETURN_IF_ERROR(output_strides(lw, yn, &bases[bi], rm));
     } else {
       TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, nodes[bi], rm));
     }

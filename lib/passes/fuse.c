@@ -229,6 +229,20 @@ static bool attention_view(const fuse_t* f, uint32_t u, uint32_t v) {
   return in_memory((cls_t)f->cls[src]) || f->cls[src] == C_ELEMENTWISE;
 }
 
+// Issue 14: whether transpose |t| is an output view of an attention (the
+// blocks' merge, [b, h, t, d] -> [b, t, h, d] before [b, t, h*d]): one that
+// keeps the head dim last, of the attention's result. It is written to
+// memory, and merges into the attention's group, whose kernel then writes
+// its rows where the transpose puts them, no copy kernel after it.
+static bool output_view(const fuse_t* f, uint32_t t) {
+  const tj_node_t* n = N(f, t);
+  if (!f->ctx->attention_views || n->op != TJ_OP_TRANSPOSE || n->rank < 3 ||
+      n->attrs.num_ints != (uint32_t)n->rank ||
+      n->attrs.ints[n->rank - 1] != n->rank - 1)
+    return false;
+  return N(f, n->operands[0])->op == TJ_OP_ATTENTION;
+}
+
 // Whether transpose |t| is an attention view for one of its readers.
 static bool view_transpose(const fuse_t* f, uint32_t t) {
   if (N(f, t)->op != TJ_OP_TRANSPOSE) return false;
@@ -362,7 +376,8 @@ static void decide(fuse_t* f) {
     for (uint32_t k = uses->offsets[i]; k < uses->offsets[i + 1]; ++k) {
       if (!fusing_use(f, uses->users[k], i)) nonfusing = true;
     }
-    f->forced[i] = output || nonfusing || view_source(f, i);
+    f->forced[i] =
+        output || nonfusing || view_source(f, i) || output_view(f, i);
     bool mat = f->forced[i] || f->wide[i] || c == C_REDUCTION ||
                c == C_MATMUL || c == C_OPAQUE;
     if (!mat && c == C_GENERATOR) continue;  // read wherever used
@@ -802,16 +817,27 @@ static bool dual_pair(const fuse_t* f, uint32_t a, uint32_t b) {
   return f->ctx->dual_gemm(f->ctx->dual_gemm_user, f->g, a, b);
 }
 
-// Issue 14: whether |nodes| is an attention (the last) and views of its
-// q, k and v that attention_view accepts: transposes it reads, and the
-// reshapes of a value in memory that they read; none written to memory.
+// Issue 14: whether |nodes| is an attention and views of its q, k and v
+// that attention_view accepts (transposes it reads, and the reshapes of a
+// value in memory that they read; none written to memory), and at most one
+// output view (output_view) through which alone the attention's result is
+// written (*|anchor|: the attention).
 static bool attention_with_views(fuse_t* f, const uint32_t* nodes,
-                                 uint32_t count) {
-  uint32_t att = nodes[count - 1];
-  if (count < 2 || N(f, att)->op != TJ_OP_ATTENTION) return false;
-  for (uint32_t j = 0; j + 1 < count; ++j) {
+                                 uint32_t count, uint32_t* anchor) {
+  uint32_t att = TJ_NODE_NONE, out_views = 0;
+  for (uint32_t j = 0; j < count; ++j) {
+    if (N(f, nodes[j])->op == TJ_OP_ATTENTION) att = nodes[j];
+  }
+  if (count < 2 || att == TJ_NODE_NONE) return false;
+  for (uint32_t j = 0; j < count; ++j) {
     uint32_t i = nodes[j];
     const tj_node_t* n = N(f, i);
+    if (i == att) continue;
+    if (n->op == TJ_OP_TRANSPOSE && n->operands[0] == att) {
+      // The result written through the view only.
+      if (!output_view(f, i) || f->mat_u[att] || ++out_views > 1) return false;
+      continue;
+    }
     if (f->mat_u[i]) return false;
     if (n->op == TJ_OP_TRANSPOSE) {
       if (!attention_view(f, att, i)) return false;
@@ -830,6 +856,7 @@ static bool attention_with_views(fuse_t* f, const uint32_t* nodes,
       return false;
     }
   }
+  *anchor = att;
   return true;
 }
 
@@ -871,9 +898,8 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
     v->anchor = N(f, nodes[0])->op == TJ_OP_ATTENTION ? nodes[0] : nodes[1];
     return true;
   }
-  if (num_opaque == 1 && attention_with_views(f, nodes, count)) {
+  if (num_opaque == 1 && attention_with_views(f, nodes, count, &v->anchor)) {
     v->kind = TJ_GROUP_OPAQUE;
-    v->anchor = nodes[count - 1];
     return true;
   }
   if (num_opaque) {

@@ -4,12 +4,14 @@
 // place by the attention kernel, its rows H*D apart, where a copy kernel
 // per operand wrote it out first. Against tj_reference_run:
 //   - q, k and v all views of matmuls (grouped-query heads: k and v of 2
-//     heads for 4 query heads, and not), causal and not, D 64 and 128,
-//     f16 and bf16, B symbolic (one executable runs B = 1 and 3) at T 77
-//     and 130 (no tile multiple);
+//     heads for 4 query heads, causal, at T 130; and not grouped nor
+//     causal at T 77: no tile multiple), D 64 and 128, f16 and bf16, B
+//     symbolic (one executable runs B = 1 and 3);
 //   - q a view of an input, k and v of matmuls; linears with a bias (GPT's),
 //     the views reading the bias add that the GEMM's epilogue writes;
-//   - the kernel count: with the views, the three copy kernels are gone
+//   - the blocks' merge: y transposed to [B, T, H, D] and read as [B, T,
+//     H*D] by an output projection, written there by the kernel;
+//   - the kernel count: with the views, the copy kernels are gone
 //     (TJ_ATTENTION_VIEWS=off brings them back, the same numbers).
 // bf16 within 3e-2, f16 within 1e-2 (relative, absolute below 1): the
 // kernels' own tolerances (cuda_attention_test). Skips (exit 77) without
@@ -58,6 +60,7 @@ typedef struct shape_t {
   bool causal;
   bool q_input;  // q a view of an input [B, T, H, D], not of a matmul
   bool bias;     // linears with a bias (GPT's): the views read the bias add
+  bool merge;    // y viewed as [B, T, H*D] @ wo [H*D, kDm] (the blocks' merge)
 } shape_t;
 
 // x @ w, or with |s->bias| linear(x, w, b) of a b [N] read after the
@@ -101,6 +104,13 @@ static tj_graph_t* build(tj_context_t* ctx, tj_dtype_t dt, const shape_t* s) {
   tj_value_t y = tj_graph_attention(
       g, tj_graph_transpose(g, q4, perm), tj_graph_transpose(g, k4, perm),
       tj_graph_transpose(g, v4, perm), tj_value_none(), 0.0, s->causal);
+  if (s->merge) {
+    tj_value_t wo = tj_graph_input(g, dt, 2, (int64_t[]){kH * s->d, kDm}, "wo");
+    y = tj_graph_matmul(g,
+                        tj_graph_reshape(g, tj_graph_transpose(g, y, perm), 3,
+                                         (int64_t[]){B, s->t, kH * s->d}),
+                        wo);
+  }
   tj_graph_output(g, y, "y");
   CHECK_OK(tj_graph_finalize(g));
   return g;
@@ -108,11 +118,12 @@ static tj_graph_t* build(tj_context_t* ctx, tj_dtype_t dt, const shape_t* s) {
 
 typedef struct data_t {
   int32_t num_in;
-  void* in[7];
-  int64_t dims[7][4];
-  int32_t ranks[7];
+  void* in[8];
+  int64_t dims[8][4];
+  int32_t ranks[8];
   int64_t ny;
   int64_t y_dims[4];
+  int32_t y_rank;
   void* want;
 } data_t;
 
@@ -143,13 +154,22 @@ static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
     add_in(d, dt, 1, (int64_t[]){s->hkv * s->d}, 1.0);
     add_in(d, dt, 1, (int64_t[]){s->hkv * s->d}, 1.0);
   }
-  memcpy(d->y_dims, (int64_t[]){b, kH, s->t, s->d}, sizeof(d->y_dims));
-  d->ny = b * kH * s->t * s->d;
-  tj_tensor_t in[7];
+  if (s->merge) {
+    add_in(d, dt, 2, (int64_t[]){kH * s->d, kDm},
+           1.0 / sqrt((double)(kH * s->d)));
+    memcpy(d->y_dims, (int64_t[]){b, s->t, kDm, 0}, sizeof(d->y_dims));
+    d->y_rank = 3;
+    d->ny = b * s->t * kDm;
+  } else {
+    memcpy(d->y_dims, (int64_t[]){b, kH, s->t, s->d}, sizeof(d->y_dims));
+    d->y_rank = 4;
+    d->ny = b * kH * s->t * s->d;
+  }
+  tj_tensor_t in[8];
   for (int32_t i = 0; i < d->num_in; ++i)
     in[i] = tj_tensor_make(d->in[i], dt, d->ranks[i], d->dims[i]);
   d->want = calloc((size_t)d->ny, tj_dtype_size(dt));
-  tj_tensor_t want = tj_tensor_make(d->want, dt, 4, d->y_dims);
+  tj_tensor_t want = tj_tensor_make(d->want, dt, d->y_rank, d->y_dims);
   CHECK_OK(tj_reference_run(ref, in, d->num_in, &want, 1));
 }
 
@@ -177,18 +197,19 @@ static int32_t check(tj_dtype_t dt, const shape_t* s, data_t* runs,
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
   char what[160];
-  snprintf(what, sizeof(what), "%s t%lld d%lld hkv%lld%s%s%s%s",
+  snprintf(what, sizeof(what), "%s t%lld d%lld hkv%lld%s%s%s%s%s",
            tj_dtype_name(dt), (long long)s->t, (long long)s->d,
            (long long)s->hkv, s->causal ? " causal" : "",
            s->q_input ? " q input" : "", s->bias ? " bias" : "",
+           s->merge ? " merge" : "",
            getenv("TJ_ATTENTION_VIEWS") ? " TJ_ATTENTION_VIEWS=off" : "");
   for (int32_t i = 0; exe && i < num_runs; ++i) {
     data_t* r = &runs[i];
-    tj_tensor_t in[7];
+    tj_tensor_t in[8];
     for (int32_t j = 0; j < r->num_in; ++j)
       in[j] = tj_tensor_make(r->in[j], dt, r->ranks[j], r->dims[j]);
     void* got = calloc((size_t)r->ny, tj_dtype_size(dt));
-    tj_tensor_t got_t = tj_tensor_make(got, dt, 4, r->y_dims);
+    tj_tensor_t got_t = tj_tensor_make(got, dt, r->y_rank, r->y_dims);
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
     bool ok = close_enough(what, dt, got, r->want, r->ny);
     if (!ok)
@@ -233,31 +254,40 @@ static void check_ab(tj_dtype_t dt, const shape_t* s, bool ab, int copies) {
 static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
 
 TEST(heads) {
+  // Per dtype: D 64 and 128, grouped (Hkv 2) causal with the A/B, and not
+  // grouped (Hkv 4) nor causal.
   for (size_t t = 0; t < TJ_ARRAY_SIZE(kTypes); ++t) {
     for (int d = 64; d <= 128; d += 64) {
-      for (int hkv = 2; hkv <= 4; hkv += 2) {
-        for (int causal = 0; causal < 2; ++causal) {
-          shape_t s = {causal ? 130 : 77, d, hkv, causal != 0, false, false};
-          // One A/B a dtype and head dim (the views, q's, k's, v's).
-          check_ab(kTypes[t], &s, hkv == 2 && causal, 3);
-        }
-      }
+      bool grouped = (d == 64) == (t == 0);
+      shape_t s = {
+          grouped ? 130 : 77, d, grouped ? 2 : 4, grouped, false, false, false};
+      check_ab(kTypes[t], &s, grouped, 3);
     }
   }
 }
 
 TEST(q_input) {
-  shape_t s = {77, 128, 2, true, true, false};
+  shape_t s = {77, 128, 2, true, true, false, false};
   check_ab(TJ_DTYPE_BF16, &s, true, 3);
 }
 
 // GPT's linears have a bias: the views read the bias add, written by the
 // GEMM's epilogue.
 TEST(bias) {
-  shape_t s = {130, 64, 4, true, false, true};
+  shape_t s = {130, 64, 4, true, false, true, false};
   check_ab(TJ_DTYPE_BF16, &s, true, 3);
-  shape_t s2 = {77, 128, 2, false, true, true};
+  shape_t s2 = {77, 128, 2, false, true, true, false};
   check_ab(TJ_DTYPE_F16, &s2, true, 3);
+}
+
+// The blocks' merge: y transposed to [B, T, H, D] and read as [B, T, H*D]
+// by the output projection is written there by the attention kernel (an
+// output view), one copy kernel fewer again.
+TEST(merge) {
+  shape_t s = {130, 64, 4, true, false, true, true};
+  check_ab(TJ_DTYPE_BF16, &s, true, 4);
+  shape_t s2 = {77, 128, 2, true, false, false, true};
+  check_ab(TJ_DTYPE_F16, &s2, true, 4);
 }
 
 #define RUN_IF(filter, name) \
@@ -271,6 +301,7 @@ int main(int argc, char** argv) {
   RUN_IF(filter, heads);
   RUN_IF(filter, q_input);
   RUN_IF(filter, bias);
+  RUN_IF(filter, merge);
   tj_context_destroy(g_ref_ctx);
   TEST_MAIN_END();
 }
