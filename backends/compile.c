@@ -183,6 +183,20 @@ static bool dual_gemm_off(tj_context_t* context) {
   return false;
 }
 
+// TJ_ATTENTION_VIEWS: "off" copies q, k and v into their own memory
+// before attention again (issue 14; the A/B of
+// bench/transformer_blocks.py); unset or "" leave the default; anything
+// else warns once and leaves it too.
+static _Atomic(bool) g_warned_attention_views;
+static bool attention_views_off(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_ATTENTION_VIEWS);
+  if (!v || !v[0]) return false;
+  if (strcmp(v, "off") == 0) return true;
+  tj_warn_once(context, &g_warned_attention_views,
+               "TJ_ATTENTION_VIEWS: \"%.32s\" is not off and is ignored", v);
+  return false;
+}
+
 static tj_status_t run_pipeline(tj_executable_t* exe,
                                 const tj_compile_debug_t* debug) {
   tj_pass_ctx_t ctx;
@@ -198,6 +212,8 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.conv_epilogue_user = exe->target;
   ctx.attention_lse_output = exe->backend->attention_lse_output &&
                              !attention_lse_separate(exe->context);
+  ctx.attention_views =
+      exe->backend->attention_views && !attention_views_off(exe->context);
   if (!dual_gemm_off(exe->context)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;

@@ -11,7 +11,13 @@
 // is written with stride 0 along G and Tq, the dims it sums over. A group
 // of an attention and the attention_lse of its own scores (fuse's
 // attention_with_lse, lsefwd) is one forward kernel writing both: y, then
-// lse as attention_lse's output would be written (with_lse).
+// lse as attention_lse's output would be written (with_lse). Where the
+// target reads through views (tj_pass_ctx_t.attention_views; issue 14), a
+// forward's group also holds the transposes (and the reshapes under them)
+// through which it reads q, k or v: such an operand is read from the value
+// in memory under them, with their strides (view_strides); and it may hold
+// the transpose that alone reads its result (fuse.c's output_view, the
+// blocks' merge): y is then written where that transpose puts each row.
 
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +50,60 @@ static tj_status_t head_strides(tj_lowering_t* lw, uint32_t node,
   out[nb + 2] = st[hdim + 1];
   out[nb + 3] = 0;
   return NULL;
+}
+
+// |node|'s storage seen through the in-group transposes and reshapes over
+// a value in memory (fuse.c's attention views): the node in memory
+// (*|base|) and its strides over |node|'s coordinates; out of the group,
+// |node| itself, row-major. The head dim stays contiguous (fuse checked).
+static tj_status_t view_strides(tj_lowering_t* lw, uint32_t node,
+                                uint32_t* base, int64_t* strides) {
+  const tj_node_t* n = NODE(lw, node);
+  if (!lw->in_group[node]) {
+    *base = node;
+    return tj_lower_row_major(lw, node, strides);
+  }
+  if (n->op == TJ_OP_RESHAPE && !lw->in_group[n->operands[0]]) {
+    // A reshape of a row-major value: its own row-major strides over the
+    // same storage.
+    *base = n->operands[0];
+    return tj_lower_row_major(lw, node, strides);
+  }
+  if (n->op != TJ_OP_TRANSPOSE) {
+    return tj_unsupported("attention operand %%%u is computed in the kernel",
+                          node);
+  }
+  int64_t ms[TJ_MAX_RANK];
+  TJ_RETURN_IF_ERROR(view_strides(lw, n->operands[0], base, ms));
+  for (int32_t k = 0; k < n->rank; ++k) strides[k] = ms[n->attrs.ints[k]];
+  if (strides[n->rank - 1] != 1) {
+    return tj_unsupported("attention operand %%%u: head dim not contiguous",
+                          node);
+  }
+  return NULL;
+}
+
+// The strides over attention |yn|'s coordinates at which it writes its
+// result: row-major, or through the group's transpose of it (an output
+// view, *|out| that transpose) into that transpose's row-major storage.
+static tj_status_t output_strides(tj_lowering_t* lw, uint32_t yn, uint32_t* out,
+                                  int64_t* strides) {
+  *out = yn;
+  for (uint32_t i = 0; i < lw->grp->num_nodes; ++i) {
+    const uint32_t t = lw->grp->nodes[i];
+    const tj_node_t* n = NODE(lw, t);
+    if (t == yn || n->op != TJ_OP_TRANSPOSE || n->operands[0] != yn) continue;
+    int64_t rm[TJ_MAX_RANK];
+    TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, t, rm));
+    // Dim k of the transpose is dim perm[k] of y.
+    for (int32_t k = 0; k < n->rank; ++k) strides[n->attrs.ints[k]] = rm[k];
+    if (strides[n->rank - 1] != 1) {
+      return tj_unsupported("attention %%%u: head dim not contiguous", yn);
+    }
+    *out = t;
+    return NULL;
+  }
+  return tj_lower_row_major(lw, yn, strides);
 }
 
 // The kernel IR's op for an attention node.
@@ -144,10 +204,19 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   space[nb + 1] = group;
   space[nb + 2] = q->dims[r - 2];
   space[nb + 3] = kk->dims[kk->rank - 2];
+  uint32_t bases[kMaxAttnBuffers];
   for (uint32_t bi = 0; bi < nbuf; ++bi) {
     const tj_node_t* n = NODE(lw, nodes[bi]);
     int64_t rm[TJ_MAX_RANK];
-    TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, nodes[bi], rm));
+    bases[bi] = nodes[bi];
+    if (roles[bi] == TJ_KIR_ATTN_Q || roles[bi] == TJ_KIR_ATTN_K ||
+        roles[bi] == TJ_KIR_ATTN_V) {
+      TJ_RETURN_IF_ERROR(view_strides(lw, nodes[bi], &bases[bi], rm));
+    } else if (nodes[bi] == yn && roles[bi] == TJ_KIR_OUTPUT) {
+      TJ_RETURN_IF_ERROR(output_strides(lw, yn, &bases[bi], rm));
+    } else {
+      TJ_RETURN_IF_ERROR(tj_lower_row_major(lw, nodes[bi], rm));
+    }
     int64_t* o = st[bi];
     switch (roles[bi]) {
       case TJ_KIR_ATTN_K:
@@ -232,10 +301,10 @@ tj_status_t tj_lower_attention_kernel(tj_lowering_t* lw, const char* name,
   tj_kir_set_space(lw->k, rank, dims);
   for (uint32_t bi = 0; bi < nbuf; ++bi) {
     char bname[32];
-    snprintf(bname, sizeof(bname), "%s%u_%u", names[bi], nodes[bi], bi);
+    snprintf(bname, sizeof(bname), "%s%u_%u", names[bi], bases[bi], bi);
     tj_kir_add_buffer(lw->k, bname, NODE(lw, nodes[bi])->dtype, roles[bi],
                       strides[bi]);
-    out->buffer_nodes[bi] = nodes[bi];
+    out->buffer_nodes[bi] = bases[bi];
     out->buffer_offset_dims[bi] = 0;
   }
   out->num_buffers = nbuf;

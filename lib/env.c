@@ -57,6 +57,9 @@ static const struct {
     [TJ_SETTING_ATTENTION_LSE] = {"TJ_ATTENTION_LSE", "TJ_ATTENTION_LSE"},
     [TJ_SETTING_NVPTX_CONV] = {"TJ_NVPTX_CONV", "TJ_NVPTX_CONV"},
     [TJ_SETTING_DUAL_GEMM] = {"TJ_DUAL_GEMM", "TJ_DUAL_GEMM"},
+    [TJ_SETTING_CUBLASLT_RESIDUAL] = {"TJ_CUBLASLT_RESIDUAL",
+                                      "TJ_CUBLASLT_RESIDUAL"},
+    [TJ_SETTING_ATTENTION_VIEWS] = {"TJ_ATTENTION_VIEWS", "TJ_ATTENTION_VIEWS"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -151,6 +154,8 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_ATTENTION_LSE:
     case TJ_SETTING_NVPTX_CONV:
     case TJ_SETTING_DUAL_GEMM:
+    case TJ_SETTING_CUBLASLT_RESIDUAL:
+    case TJ_SETTING_ATTENTION_VIEWS:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

@@ -2,8 +2,8 @@
 // strings), and the one place the library reads the environment: when a
 // context is created, each setting the options leave NULL comes from its
 // environment variable (TJ_LOG, TJ_PRINT_AFTER, TJ_DUMP_DIR, TJ_X86_ISA,
-// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, TJ_BISECT, TJ_NVPTX_ATTENTION, and
-// TJ_CACHE_DIR /
+// TJ_OPENBLAS, TJ_CUDA_GEMM_CANDIDATE, TJ_BISECT, TJ_NVPTX_ATTENTION, the
+// other A/B switches of tj_setting_t, and TJ_CACHE_DIR /
 // XDG_CACHE_HOME / HOME for the cache directory). Every layer asks the context
 // (tj_setting, tj_log_flags), never getenv.
 //
@@ -56,6 +56,16 @@ typedef enum tj_setting_e {
   // dual GEMM (tj_pass_ctx_t.dual_gemm; swiglu, issue 14) kernels of
   // their own, for A/B comparisons and as a way back.
   TJ_SETTING_DUAL_GEMM = 12,
+  // TJ_CUBLASLT_RESIDUAL (environment only): "off" keeps a residual added
+  // to a GEMM out of cuBLASLt's C (beta 1) on CUDA: the cuBLASLt candidate
+  // then writes a temporary that an epilogue kernel adds the residual to
+  // (issue 14), for A/B comparisons.
+  TJ_SETTING_CUBLASLT_RESIDUAL = 13,
+  // TJ_ATTENTION_VIEWS (environment only): "off" keeps q, k and v that
+  // attention reads through a transpose copied into memory of their own
+  // by a kernel (tj_pass_ctx_t.attention_views; issue 14), for A/B
+  // comparisons.
+  TJ_SETTING_ATTENTION_VIEWS = 14,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -47,6 +47,10 @@ typedef struct options_t {
   // dual GEMM (tj_pass_ctx_t.dual_gemm; swiglu, issue 14), every pair the
   // pass offers.
   bool dual_gemm;
+  // --attention-views: fuse as for a target whose attention kernel reads
+  // q, k and v through transposes (tj_pass_ctx_t.attention_views; issue
+  // 14).
+  bool attention_views;
   const char* path;  // "-" is stdin
 } options_t;
 
@@ -99,6 +103,7 @@ static tj_status_t run_pass_pipeline(const options_t* o, tj_graph_t** graph,
   tj_pass_ctx_initialize(&ctx, tj_graph_context(*graph));
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
+  ctx.attention_views = o->attention_views;
   if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   tj_plan_t plan;
@@ -125,6 +130,7 @@ static tj_status_t run_compile_pipeline(const options_t* o, tj_plan_t* plan) {
   tj_pass_ctx_initialize(&ctx, tj_graph_context(plan->graph));
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
+  ctx.attention_views = o->attention_views;
   if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   if (spec) {
@@ -276,17 +282,19 @@ static tj_status_t emit_kir(const options_t* o, const tj_plan_t* plan) {
 //===----------------------------------------------------------------------===//
 
 static void usage(FILE* out) {
-  fprintf(out,
-          "usage: tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]\n"
-          "       tj-opt --emit=kir [--symbols=B=8,..] [--lanes=N] "
-          "[--passes=a,b,c] [FILE|-]\n"
-          "       either with --attention-lse-output (fuse as for a target "
-          "whose\n"
-          "       attention kernel writes attention_lse too) and --dual-gemm\n"
-          "       (fuse as for a target that runs two matmuls of one A as one\n"
-          "       dual gemm)\n"
-          "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
-          "--emit=kir, the kernel IR of every fusion group).\n");
+  fprintf(
+      out,
+      "usage: tj-opt [--split-input-file] [--passes=a,b,c] [FILE|-]\n"
+      "       tj-opt --emit=kir [--symbols=B=8,..] [--lanes=N] "
+      "[--passes=a,b,c] [FILE|-]\n"
+      "       either with --attention-lse-output (fuse as for a target "
+      "whose\n"
+      "       attention kernel writes attention_lse too), --dual-gemm\n"
+      "       (fuse as for a target that runs two matmuls of one A as one\n"
+      "       dual gemm) and --attention-views (fuse as for a target whose\n"
+      "       attention kernel reads q, k, v through transposes)\n"
+      "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
+      "--emit=kir, the kernel IR of every fusion group).\n");
 }
 
 static bool parse_args(int argc, char** argv, options_t* o) {
@@ -304,6 +312,8 @@ static bool parse_args(int argc, char** argv, options_t* o) {
       o->attention_lse_output = true;
     } else if (strcmp(a, "--dual-gemm") == 0) {
       o->dual_gemm = true;
+    } else if (strcmp(a, "--attention-views") == 0) {
+      o->attention_views = true;
     } else if (strcmp(a, "--emit=kir") == 0) {
       o->emit_kir = true;
     } else if (strncmp(a, "--symbols=", 10) == 0) {

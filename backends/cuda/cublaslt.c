@@ -285,6 +285,15 @@ tj_status_t tj_cublaslt_gemm_run(const tj_cublaslt_gemm_t* g,
                                  tj_cu_deviceptr_t bias, tj_cu_deviceptr_t y,
                                  tj_cu_deviceptr_t workspace,
                                  tj_cu_stream_t stream) {
+  return tj_cublaslt_gemm_run_c(g, x, w, bias, 0, y, workspace, stream);
+}
+
+tj_status_t tj_cublaslt_gemm_run_c(const tj_cublaslt_gemm_t* g,
+                                   tj_cu_deviceptr_t x, tj_cu_deviceptr_t w,
+                                   tj_cu_deviceptr_t bias, tj_cu_deviceptr_t c,
+                                   tj_cu_deviceptr_t y,
+                                   tj_cu_deviceptr_t workspace,
+                                   tj_cu_stream_t stream) {
   tj_cublaslt_t* lt = g->lt;
   if (g->epilogue != TJ_CUBLASLT_EPILOGUE_NONE) {
     // The bias pointer is a descriptor attribute; one plan runs on one
@@ -294,12 +303,14 @@ tj_status_t tj_cublaslt_gemm_run(const tj_cublaslt_gemm_t* g,
         lt_status(lt->desc_set(g->desc, kDescBiasPointer, &p, sizeof(p)),
                   "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
   }
-  float alpha = 1.0f, beta = 0.0f;
+  // C has D's layout (the heuristic was asked with it): the algorithm
+  // does not depend on beta.
+  float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
   return lt_status(
       lt->matmul(lt->handle, g->desc, &alpha, (const void*)(uintptr_t)w, g->a,
                  (const void*)(uintptr_t)x, g->b, &beta,
-                 (const void*)(uintptr_t)y, g->d, (void*)(uintptr_t)y, g->d,
-                 g->algo.algo, (void*)(uintptr_t)workspace, g->workspace_bytes,
-                 stream),
+                 (const void*)(uintptr_t)(c ? c : y), g->d, (void*)(uintptr_t)y,
+                 g->d, g->algo.algo, (void*)(uintptr_t)workspace,
+                 g->workspace_bytes, stream),
       "cublasLtMatmul");
 }

@@ -73,4 +73,18 @@ tj_status_t tj_cublaslt_gemm_run(const tj_cublaslt_gemm_t* gemm,
                                  tj_cu_deviceptr_t workspace,
                                  tj_cu_stream_t stream);
 
+// The same, with C: Y = X @ W (+ bias) + C, cuBLASLt's beta 1 (issue 14:
+// a residual added in the GEMM), for plans of the NONE and BIAS epilogues
+// (cuBLASLt adds C before its epilogue: a GELU would take it in). |c| is an [M,
+// N] matrix of the plan's dtype laid out as Y (dense, rows N apart, 256-byte
+// aligned); it may be |y| itself (in place) but must not overlap it otherwise.
+// The sum is formed in f32 and rounded once, where a matmul then an add round
+// the product and the sum apart. |c| 0: beta 0, tj_cublaslt_gemm_run.
+tj_status_t tj_cublaslt_gemm_run_c(const tj_cublaslt_gemm_t* gemm,
+                                   tj_cu_deviceptr_t x, tj_cu_deviceptr_t w,
+                                   tj_cu_deviceptr_t bias, tj_cu_deviceptr_t c,
+                                   tj_cu_deviceptr_t y,
+                                   tj_cu_deviceptr_t workspace,
+                                   tj_cu_stream_t stream);
+
 #endif  // TJ_BACKENDS_CUDA_CUBLASLT_H_

@@ -432,6 +432,9 @@ const tj_backend_t tj_backend_cuda = {
     // lsefwd: the f16/bf16 forward kernels (mma.sync and wgmma) write the
     // row lse beside y; attention_lse stays whole only on their terms.
     .attention_lse_output = true,
+    // Issue 14: q, k and v read through the blocks' head views (every
+    // CUDA attention kernel takes its strides from the kernel IR).
+    .attention_views = true,
     .dual_gemm = cuda_dual_gemm,
     .open = cuda_open,
     .accept = cuda_accept,

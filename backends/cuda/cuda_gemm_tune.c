@@ -32,8 +32,10 @@
 // matmul's dtype, then the kernel's epilogue (bias, gelu, residual, casts,
 // stores) as a pointwise kernel that reads it: 2 launches and one more
 // round trip of the intermediate (a plain matmul's, whose epilogue only
-// rounds and stores into a dense output: cuBLASLt into that output, one
-// launch, lt_direct). 7, 8 and 9 are the TMA, warp-specialized
+// rounds and stores into a dense output, with at most a bias and a
+// residual added: cuBLASLt into that output, its BIAS epilogue and the
+// residual as C with beta 1, one launch, lt_direct; direct_store). 7, 8
+// and 9 are the TMA, warp-specialized
 // persistent schedule (cooperative, then pingpong), 10 the cooperative one
 // on a grid of a block a tile, 11 cooperative 128x64 tiles for small M or
 // N, 15 pingpong on 128x128 tiles and 16 cooperative on 256x128 (batched
@@ -427,30 +429,71 @@ static tj_status_t make_split(tj_cuda_program_t* p, const tj_kir_t* g,
   return NULL;
 }
 
-// Whether |g|'s epilogue only stores the accumulator, rounded to |dtype|,
-// into a dense row-major [M, N] output of |dtype| (a plain matmul): then
-// cuBLASLt can write that output itself. Sets |*out| to its buffer.
-static bool plain_store(const tj_kir_t* g, tj_dtype_t dtype, uint32_t* out) {
+// Whether |g|'s epilogue is one that cuBLASLt computes as it writes a
+// dense row-major [M, N] output of |dtype| itself: the accumulator (the
+// terms tagged kTermAcc), plus at most a bias (an input of |dtype| with
+// stride 0 along m and 1 along n, cuBLASLt's BIAS epilogue) and, with
+// |with_c|, at most a residual (an input of |dtype| laid out as the output,
+// cuBLASLt's C with beta 1; issue 14), every value between the terms and
+// the one store rounded to |dtype| or widened to f32, nothing else. A
+// plain matmul is the accumulator alone. The sums are then formed in f32
+// and rounded once, where the epilogue rounds the product and each sum
+// (bench/RESULTS.md: the bf16 and f16 tolerance). Sets |*out| to the
+// output's buffer and |*bias|, |*c| to the others' or TJ_KIR_NONE.
+enum { kTermAcc = 1, kTermBias = 2, kTermC = 4 };
+static bool direct_store(const tj_kir_t* g, tj_dtype_t dtype, bool with_c,
+                         uint32_t* out, uint32_t* bias, uint32_t* c) {
   const tj_kir_phase_t* ph = &g->phases[0];
-  uint32_t stores = 0, value = TJ_KIR_NONE;
+  if (g->rank != 2 || ph->num_insts > 64) return false;
+  uint8_t terms[64];
+  uint32_t stores = 0;
+  *bias = TJ_KIR_NONE;
+  *c = TJ_KIR_NONE;
   for (uint32_t i = 0; i < ph->num_insts; ++i) {
     const tj_kir_inst_t* in = &ph->insts[i];
-    if (in->kind == TJ_KIR_ACC) {
-      value = i;
-    } else if (in->kind == TJ_KIR_OP && in->op == TJ_OP_CAST &&
-               in->args[0] == value && in->dtype == dtype) {
-      value = i;
-    } else if (in->kind == TJ_KIR_STORE && value != TJ_KIR_NONE &&
-               in->args[0] == value && ph->insts[value].dtype == dtype) {
+    const uint32_t* a = in->args;
+    terms[i] = 0;
+    if (in->kind == TJ_KIR_ACC && in->ref == 0) {
+      terms[i] = kTermAcc;
+    } else if (in->kind == TJ_KIR_LOAD) {
       const tj_kir_buffer_t* b = &g->buffers[in->ref];
+      if (b->role != TJ_KIR_INPUT || b->dtype != dtype || in->dtype != dtype ||
+          !tj_kir_ival_is_const(b->strides[1], 1))
+        return false;
+      if (tj_kir_ival_is_const(b->strides[0], 0) && *bias == TJ_KIR_NONE) {
+        *bias = in->ref;
+        terms[i] = kTermBias;
+      } else if (with_c && ival_eq(b->strides[0], g->dims[1]) &&
+                 *c == TJ_KIR_NONE) {
+        *c = in->ref;
+        terms[i] = kTermC;
+      } else {
+        return false;
+      }
+    } else if (in->kind == TJ_KIR_OP && in->op == TJ_OP_CAST &&
+               (in->dtype == dtype || in->dtype == TJ_DTYPE_F32)) {
+      terms[i] = terms[a[0]];
+    } else if (in->kind == TJ_KIR_OP && in->op == TJ_OP_ADD &&
+               in->num_args == 2 &&
+               (in->dtype == dtype || in->dtype == TJ_DTYPE_F32) &&
+               terms[a[0]] && terms[a[1]] && !(terms[a[0]] & terms[a[1]])) {
+      terms[i] = terms[a[0]] | terms[a[1]];
+    } else if (in->kind == TJ_KIR_STORE && (terms[a[0]] & kTermAcc) &&
+               ph->insts[a[0]].dtype == dtype) {
+      const tj_kir_buffer_t* b = &g->buffers[in->ref];
+      // Every term summed, once: a bias or residual loaded and not added
+      // would be a second store's, which there is not.
       if (b->dtype != dtype || !tj_kir_ival_is_const(b->strides[1], 1) ||
-          !ival_eq(b->strides[0], g->dims[1]))
+          !ival_eq(b->strides[0], g->dims[1]) ||
+          (*bias != TJ_KIR_NONE && !(terms[a[0]] & kTermBias)) ||
+          (*c != TJ_KIR_NONE && !(terms[a[0]] & kTermC)))
         return false;
       *out = in->ref;
       ++stores;
     } else {
       return false;
     }
+    if (in->kind != TJ_KIR_STORE && !terms[i]) return false;
   }
   return stores == 1;
 }
@@ -543,9 +586,11 @@ tj_status_t tj_cuda_gemm_setup(tj_cuda_program_t* p) {
                (t->lt_w_transposed ? ival_eq(B->strides[1], g->gemm_k)
                                    : tj_kir_ival_is_const(B->strides[1], 1) &&
                                          ival_eq(B->strides[0], g->dims[1]));
+    t->lt_bias = t->lt_c = TJ_KIR_NONE;
     if (t->lt_ok) {
       t->lt_direct = g->rank == 2 && t->b2 == TJ_KIR_NONE &&
-                     plain_store(g, t->acc_dtype, &t->out);
+                     direct_store(g, t->acc_dtype, !p->gemm.lt_residual_off,
+                                  &t->out, &t->lt_bias, &t->lt_c);
       tj_status_t s = make_epilogue(p, g, t);
       if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
       if (s) {
@@ -692,8 +737,19 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
   const uint64_t* argv = p->run.argv + kern->arg_offset;
   const tj_kir_t* e = t->epi;
   if (t->lt_direct) {
-    if (argv[t->a] % 256 || argv[t->b] % 256 || argv[t->out] % 256)
+    bool bias = t->lt_bias != TJ_KIR_NONE, with_c = t->lt_c != TJ_KIR_NONE;
+    if (argv[t->a] % 256 || argv[t->b] % 256 || argv[t->out] % 256 ||
+        (bias && argv[t->lt_bias] % 256) || (with_c && argv[t->lt_c] % 256))
       return tj_unsupported("cuBLASLt: operands not 256-byte aligned");
+    // C may be the output itself (cuBLASLt's in-place form), not overlap
+    // it otherwise.
+    uint64_t bytes = (uint64_t)t->m *
+                     (uint64_t)tj_kir_ival_eval(g->dims[1], scalars) *
+                     tj_dtype_size(t->acc_dtype);
+    if (with_c && argv[t->lt_c] != argv[t->out] &&
+        argv[t->lt_c] < argv[t->out] + bytes &&
+        argv[t->out] < argv[t->lt_c] + bytes)
+      return tj_unsupported("cuBLASLt: C overlaps the output");
   } else if (t->temp_offset < 0) {
     return tj_internal("no GEMM temporary");
   }
@@ -731,8 +787,10 @@ static tj_status_t candidate_args(tj_cuda_program_t* p, uint32_t ki, int32_t c,
     t->plans[slot] = NULL;
     TJ_RETURN_IF_ERROR(tj_cublaslt_gemm_plan_ex(
         p->gemm.lt, t->acc_dtype, p->nv_options.gemm_tf32, t->lt_w_transposed,
-        t->m, n, k, TJ_CUBLASLT_EPILOGUE_NONE, LT_WORKSPACE_BYTES,
-        &t->plans[slot]));
+        t->m, n, k,
+        t->lt_direct && t->lt_bias != TJ_KIR_NONE ? TJ_CUBLASLT_EPILOGUE_BIAS
+                                                  : TJ_CUBLASLT_EPILOGUE_NONE,
+        LT_WORKSPACE_BYTES, &t->plans[slot]));
     t->plan_ms[slot] = t->m;
     t->plan = t->plans[slot];
     p->gemm.fresh_plan = true;
@@ -765,8 +823,11 @@ tj_status_t tj_cuda_gemm_launch(tj_cuda_program_t* p, uint32_t ki, int32_t c) {
   if (p->run.launches[ki].empty) return NULL;
   const uint64_t* argv = p->run.argv + k->arg_offset;
   if (t->lt_direct)
-    return tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
-                                argv[t->out], p->gemm.lt_workspace, p->stream);
+    return tj_cublaslt_gemm_run_c(
+        t->plan, argv[t->a], argv[t->b],
+        t->lt_bias != TJ_KIR_NONE ? argv[t->lt_bias] : 0,
+        t->lt_c != TJ_KIR_NONE ? argv[t->lt_c] : 0, argv[t->out],
+        p->gemm.lt_workspace, p->stream);
   TJ_RETURN_IF_ERROR(
       tj_cublaslt_gemm_run(t->plan, argv[t->a], argv[t->b], 0,
                            p->run.arena + (uint64_t)t->temp_offset,

@@ -136,6 +136,20 @@ static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context, bool* truncate,
   return TJ_NVPTX_CONV_AUTO;
 }
 
+static _Atomic(bool) g_warned_lt_residual;
+
+// TJ_CUBLASLT_RESIDUAL: "off" keeps a GEMM's residual out of cuBLASLt's
+// C (the A/B of bench/transformer_blocks.py, issue 14); unset or "" leave
+// the default; anything else warns once and leaves it too.
+static bool lt_residual_off(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_CUBLASLT_RESIDUAL);
+  if (!v || !v[0]) return false;
+  if (strcmp(v, "off") == 0) return true;
+  tj_warn_once(context, &g_warned_lt_residual,
+               "TJ_CUBLASLT_RESIDUAL: \"%.32s\" is not off and is ignored", v);
+  return false;
+}
+
 // The program of |device| (NULL: an offline program, see
 // tj_cuda_program_create_offline) for |arch|.
 static tj_status_t program_create(tj_context_t* context,
@@ -187,10 +201,14 @@ static tj_status_t program_create(tj_context_t* context,
     long c = strtol(force, &end, 10);
     if (!*end && c < TJ_CUDA_GEMM_CANDIDATES) p->gemm.forced = (int32_t)c;
   }
-  snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s%s",
+  p->gemm.lt_residual_off = lt_residual_off(context);
+  // The tuning key: a decision made with the residual in cuBLASLt's C is
+  // not one without.
+  snprintf(p->gemm.device_desc, sizeof(p->gemm.device_desc), "%s %s%s%s%s",
            device ? device->name : "offline", tj_nvptx_arch_name(arch),
            p->nv_options.approx_math ? " approx" : "",
-           p->nv_options.gemm_tf32 ? " tf32" : "");
+           p->nv_options.gemm_tf32 ? " tf32" : "",
+           p->gemm.lt_residual_off ? " lt-residual-off" : "");
   tj_status_t status = NULL;
   if (pthread_mutex_init(&p->mutex, NULL) != 0) {
     status = tj_internal("tj_compile: pthread_mutex_init failed");

@@ -118,10 +118,15 @@ typedef struct tj_cuda_gemm_tune_t {
   bool lt_w_transposed;
   // Candidate 4 stores straight into the output: the epilogue is the
   // accumulator rounded to the matmul's dtype into a dense [M, N] output
-  // (no temporary, no epilogue kernel).
+  // (no temporary, no epilogue kernel), with at most a bias (a vector
+  // along n, cuBLASLt's BIAS epilogue) and a residual (an input laid out
+  // as the output, cuBLASLt's C with beta 1; issue 14) added to it
+  // (direct_store in cuda_gemm_tune.c).
   bool lt_direct;
-  uint32_t out;          // that output's buffer
-  uint32_t a, b;         // its GEMM_A / GEMM_B buffers
+  uint32_t out;      // that output's buffer
+  uint32_t lt_bias;  // the bias's buffer, or TJ_KIR_NONE
+  uint32_t lt_c;     // the residual's buffer, or TJ_KIR_NONE
+  uint32_t a, b;     // its GEMM_A / GEMM_B buffers
   // swiglu (issue 14): a dual GEMM's B2 buffer (else TJ_KIR_NONE); its
   // candidate 4 is cuBLASLt twice, A B and A B2 into two temporaries,
   // then the epilogue kernel reading both (epi_acc and epi_acc + 1).
@@ -298,6 +303,8 @@ struct tj_cuda_program_t {
     int32_t forced;   // TJ_CUDA_GEMM_CANDIDATE, or -1
     tj_cublaslt_t* lt;
     bool lt_unavailable;
+    // TJ_CUBLASLT_RESIDUAL=off: no residual as cuBLASLt's C (lt_c).
+    bool lt_residual_off;
     tj_cu_deviceptr_t lt_workspace;
     tj_cu_event_t ev_start, ev_stop;
     char device_desc[192];

@@ -90,6 +90,11 @@ typedef struct tj_backend_t {
   // (tj_pass_ctx_t.attention_lse_output; lsefwd): its emitter handles an
   // ATTENTION forward with_lse. false: attention_lse stays a kernel.
   bool attention_lse_output;
+  // Whether the attention kernel reads q, k and v and writes its result
+  // through views of other strides (tj_pass_ctx_t.attention_views; issue
+  // 14): its emitters take every row and head stride from the kernel IR,
+  // the head dim contiguous.
+  bool attention_views;
   // fuse (swiglu, issue 14; tj_pass_ctx_t.dual_gemm): whether the
   // target's GEMM kernel runs matmuls |a| and |b| of |graph| (one A, B of
   // one shape and dtype) as one dual GEMM, |target| the opened target.

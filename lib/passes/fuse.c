@@ -199,11 +199,80 @@ static bool is_quantized_b(const fuse_t* f, uint32_t u, uint32_t v) {
   return true;
 }
 
+// Whether a value of class |c| is in memory where a kernel reads it.
+static bool in_memory(cls_t c) {
+  return c == C_EXTERNAL || c == C_MATMUL || c == C_REDUCTION || c == C_OPAQUE;
+}
+
+// Issue 14 (tj_pass_ctx_t.attention_views): whether attention |u| reads
+// its q, k or v operand |v| through a view: a transpose that keeps the
+// last (head) dim last, of a value in memory or of a reshape of one (the
+// blocks' heads(), [b, t, h*d] -> [b, t, h, d] -> [b, h, t, d]). The view
+// joins the attention's group, whose kernel reads the rows in place (the
+// mask, read an element at a time, stays in memory). An elementwise value
+// under the view (a linear's bias add) is written to memory for it
+// (view_source), as the matmul's epilogue.
+static bool attention_view(const fuse_t* f, uint32_t u, uint32_t v) {
+  const tj_node_t* a = N(f, u);
+  if (!f->ctx->attention_views || a->op != TJ_OP_ATTENTION ||
+      a->num_operands < 3 || (a->num_operands > 3 && a->operands[3] == v))
+    return false;
+  if (v != a->operands[0] && v != a->operands[1] && v != a->operands[2])
+    return false;
+  const tj_node_t* t = N(f, v);
+  if (t->op != TJ_OP_TRANSPOSE || t->rank < 3 ||
+      t->attrs.num_ints != (uint32_t)t->rank ||
+      t->attrs.ints[t->rank - 1] != t->rank - 1)
+    return false;
+  uint32_t src = t->operands[0];
+  if (N(f, src)->op == TJ_OP_RESHAPE) src = N(f, src)->operands[0];
+  return in_memory((cls_t)f->cls[src]) || f->cls[src] == C_ELEMENTWISE;
+}
+
+// Issue 14: whether transpose |t| is an output view of an attention (the
+// blocks' merge, [b, h, t, d] -> [b, t, h, d] before [b, t, h*d]): one that
+// keeps the head dim last, of the attention's result. It is written to
+// memory, and merges into the attention's group, whose kernel then writes
+// its rows where the transpose puts them, no copy kernel after it.
+static bool output_view(const fuse_t* f, uint32_t t) {
+  const tj_node_t* n = N(f, t);
+  if (!f->ctx->attention_views || n->op != TJ_OP_TRANSPOSE || n->rank < 3 ||
+      n->attrs.num_ints != (uint32_t)n->rank ||
+      n->attrs.ints[n->rank - 1] != n->rank - 1)
+    return false;
+  return N(f, n->operands[0])->op == TJ_OP_ATTENTION;
+}
+
+// Whether transpose |t| is an attention view for one of its readers.
+static bool view_transpose(const fuse_t* f, uint32_t t) {
+  if (N(f, t)->op != TJ_OP_TRANSPOSE) return false;
+  for (uint32_t k = f->uses.offsets[t]; k < f->uses.offsets[t + 1]; ++k) {
+    if (attention_view(f, f->uses.users[k], t)) return true;
+  }
+  return false;
+}
+
+// Whether elementwise |i| is the value under an attention view (read by
+// a view transpose, or by a reshape that one reads): then it is written to
+// memory, which the attention's kernel reads.
+static bool view_source(const fuse_t* f, uint32_t i) {
+  if (!f->ctx->attention_views || f->cls[i] != C_ELEMENTWISE) return false;
+  for (uint32_t k = f->uses.offsets[i]; k < f->uses.offsets[i + 1]; ++k) {
+    uint32_t u = f->uses.users[k];
+    if (view_transpose(f, u)) return true;
+    if (N(f, u)->op != TJ_OP_RESHAPE) continue;
+    for (uint32_t j = f->uses.offsets[u]; j < f->uses.offsets[u + 1]; ++j) {
+      if (view_transpose(f, f->uses.users[j])) return true;
+    }
+  }
+  return false;
+}
+
 // Whether user |u| can read operand |v| other than from memory.
 static bool fusing_use(const fuse_t* f, uint32_t u, uint32_t v) {
   switch (f->cls[u]) {
     case C_OPAQUE:
-      return false;
+      return attention_view(f, u, v);
     case C_INJECTIVE:
       // A gather reads its table by index from memory; its indices are read
       // at the point like any operand.
@@ -218,9 +287,7 @@ static bool fusing_use(const fuse_t* f, uint32_t u, uint32_t v) {
       // constant, or of a matmul, reduction or opaque result, which stays
       // in memory as this very read is from another kernel.
       if (N(f, v)->op != TJ_OP_TRANSPOSE) return false;
-      cls_t c = (cls_t)f->cls[N(f, v)->operands[0]];
-      return c == C_EXTERNAL || c == C_MATMUL || c == C_REDUCTION ||
-             c == C_OPAQUE;
+      return in_memory((cls_t)f->cls[N(f, v)->operands[0]]);
     }
     default:
       return true;
@@ -309,7 +376,8 @@ static void decide(fuse_t* f) {
     for (uint32_t k = uses->offsets[i]; k < uses->offsets[i + 1]; ++k) {
       if (!fusing_use(f, uses->users[k], i)) nonfusing = true;
     }
-    f->forced[i] = output || nonfusing;
+    f->forced[i] =
+        output || nonfusing || view_source(f, i) || output_view(f, i);
     bool mat = f->forced[i] || f->wide[i] || c == C_REDUCTION ||
                c == C_MATMUL || c == C_OPAQUE;
     if (!mat && c == C_GENERATOR) continue;  // read wherever used
@@ -749,6 +817,49 @@ static bool dual_pair(const fuse_t* f, uint32_t a, uint32_t b) {
   return f->ctx->dual_gemm(f->ctx->dual_gemm_user, f->g, a, b);
 }
 
+// Issue 14: whether |nodes| is an attention and views of its q, k and v
+// that attention_view accepts (transposes it reads, and the reshapes of a
+// value in memory that they read; none written to memory), and at most one
+// output view (output_view) through which alone the attention's result is
+// written (*|anchor|: the attention).
+static bool attention_with_views(fuse_t* f, const uint32_t* nodes,
+                                 uint32_t count, uint32_t* anchor) {
+  uint32_t att = TJ_NODE_NONE, out_views = 0;
+  for (uint32_t j = 0; j < count; ++j) {
+    if (N(f, nodes[j])->op == TJ_OP_ATTENTION) att = nodes[j];
+  }
+  if (count < 2 || att == TJ_NODE_NONE) return false;
+  for (uint32_t j = 0; j < count; ++j) {
+    uint32_t i = nodes[j];
+    const tj_node_t* n = N(f, i);
+    if (i == att) continue;
+    if (n->op == TJ_OP_TRANSPOSE && n->operands[0] == att) {
+      // The result written through the view only.
+      if (!output_view(f, i) || f->mat_u[att] || ++out_views > 1) return false;
+      continue;
+    }
+    if (f->mat_u[i]) return false;
+    if (n->op == TJ_OP_TRANSPOSE) {
+      if (!attention_view(f, att, i)) return false;
+      uint32_t src = n->operands[0];
+      if (f->in_set[src] == f->stamp && N(f, src)->op != TJ_OP_RESHAPE)
+        return false;
+    } else if (n->op == TJ_OP_RESHAPE) {
+      // Read by a transpose of the set alone, its operand in memory.
+      if (f->in_set[n->operands[0]] == f->stamp) return false;
+      for (uint32_t k = f->uses.offsets[i]; k < f->uses.offsets[i + 1]; ++k) {
+        uint32_t r = f->uses.users[k];
+        if (f->in_set[r] == f->stamp && N(f, r)->op != TJ_OP_TRANSPOSE)
+          return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  *anchor = att;
+  return true;
+}
+
 // |nodes| ascending; f->mat_u says which are written to memory. The set is
 // stamped into f->in_set by the caller.
 static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
@@ -785,6 +896,10 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
     // lsefwd: the attention's kernel writes its attention_lse too.
     v->kind = TJ_GROUP_OPAQUE;
     v->anchor = N(f, nodes[0])->op == TJ_OP_ATTENTION ? nodes[0] : nodes[1];
+    return true;
+  }
+  if (num_opaque == 1 && attention_with_views(f, nodes, count, &v->anchor)) {
+    v->kind = TJ_GROUP_OPAQUE;
     return true;
   }
   if (num_opaque) {

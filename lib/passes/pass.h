@@ -96,6 +96,16 @@ typedef struct tj_pass_ctx_t {
   // causal flag joins the attention's group, one kernel of two outputs.
   // Off by default; TJ_ATTENTION_LSE=separate turns it off.
   bool attention_lse_output;
+  // fuse (issue 14): whether the target's attention kernel reads q, k and
+  // v with any strides but a contiguous head dim
+  // (tj_backend_t.attention_views): a transpose that keeps the last dim
+  // last, of a value in memory or of a reshape of one, then joins the
+  // attention's group and is read in place, where it was a copy kernel of
+  // its own (the blocks' heads(): x @ w viewed as [b, t, h, d], then as [b,
+  // h, t, d]); so does such a transpose of the attention's result (the
+  // merge before the output projection), written in place by the kernel.
+  // Off by default; TJ_ATTENTION_VIEWS=off turns it off.
+  bool attention_views;
   // fuse (swiglu, issue 14): whether the target computes matmuls |a| and
   // |b| of |graph|, which read the same A and B matrices of one shape and
   // dtype, as one dual GEMM whose epilogue reads both (silu(x @ wg) *

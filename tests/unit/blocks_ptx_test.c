@@ -10,6 +10,7 @@
 // given its path. Numbers on the GPU: bench/transformer_blocks.py.
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "tests/unit/ptx_check.h"
 
@@ -314,16 +315,59 @@ TEST(block_linears_are_rank2_gemm_candidates) {
   }
 }
 
+// Issue 14 (tj_pass_ctx_t.attention_views): attention reads q, k and v
+// through the head views (x @ w as [B, T, H, D], transposed) where they
+// are views of a linear's output, GPT's three and Llama's v (its q and k
+// come from rotary embeddings, computed kernels), and writes its result
+// through the merge's transpose: each one copy kernel fewer than with
+// TJ_ATTENTION_VIEWS=off, and still no host step.
+TEST(attention_reads_head_views) {
+  tj_context_t* off_ctx = NULL;
+  setenv("TJ_ATTENTION_VIEWS", "off", 1);
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  CHECK_OK(tj_context_create(&o, &off_ctx));
+  unsetenv("TJ_ATTENTION_VIEWS");
+  if (!off_ctx) return;
+  for (int kind = 0; kind < 2; ++kind) {
+    uint32_t kernels[2] = {0, 0};
+    for (int off = 0; off < 2; ++off) {
+      tj_context_t* saved = g_ctx;
+      if (off) g_ctx = off_ctx;
+      tj_graph_t* g = kind ? llama_block(TJ_DTYPE_BF16, 0, 512)
+                           : gpt_block(TJ_DTYPE_BF16, 0, 512);
+      g_ctx = saved;
+      CHECK(g != NULL);
+      if (!g) continue;
+      CHECK_OK(tj_graph_finalize(g));
+      tj_allocator_t al = tj_allocator_system();
+      tj_cuda_offline_ptx_t ptx;
+      memset(&ptx, 0, sizeof(ptx));
+      CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+      CHECK_EQ_INT(0, ptx.num_host_steps);
+      kernels[off] = ptx.num_kernels;
+      tj_cuda_offline_ptx_deinitialize(al, &ptx);
+      tj_graph_destroy(g);
+    }
+    printf("# %s bf16: %u kernels with the views, %u without\n",
+           kind ? "llama" : "gpt", kernels[0], kernels[1]);
+    CHECK_EQ_INT((int)kernels[1] - (kind ? 2 : 4), (int)kernels[0]);
+  }
+  tj_context_destroy(off_ctx);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
   CHECK_OK(tj_context_create(&o, &g_ctx));
-  // argv[2] "linears": that test alone (a meson test of its own, so each
-  // stays within its time limit); otherwise the others.
+  // argv[2] "linears" or "views": that test alone (a meson test of its
+  // own, so each stays within its time limit); otherwise the others.
   if (argc > 2 && strcmp(argv[2], "linears") == 0) {
     RUN_TEST(block_linears_are_rank2_gemm_candidates);
+  } else if (argc > 2 && strcmp(argv[2], "views") == 0) {
+    RUN_TEST(attention_reads_head_views);
   } else {
     RUN_TEST(both_blocks_every_dtype_no_host_step);
     RUN_TEST(f32_gemm_has_the_cublaslt_candidate);
