@@ -347,6 +347,10 @@ typedef struct tj_nvptx_wqgemm_t {
   bool tiled;
   // emit_nvptx_wqmma.c: threads a block, 256 (0 too) or 128.
   int32_t threads;
+  // emit_nvptx_wqmma.c, with max_splits: the splits are the blocks of a
+  // cluster (%cluster_nctarank, %cluster_ctarank), joined through
+  // distributed shared memory (tj_nvptx_kernel_t.wq_cluster).
+  bool cluster_join;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

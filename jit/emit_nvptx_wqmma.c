@@ -756,6 +756,92 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   tj_nvptx_barrier(nv);
 }
 
+// Every thread of every block of the cluster: what each did before is
+// visible to the others' after.
+static void cluster_sync(wm_t* q) {
+  tj_emit_inline_asm(q->em,
+                     LLVMVoidTypeInContext(LLVMGetTypeContext(q->em->t_f32)),
+                     "barrier.cluster.arrive.release;\n"
+                     "barrier.cluster.wait.acquire;",
+                     "~{memory}", NULL, 0);
+}
+
+// The f32 at |p| (this block's shared memory) in the shared memory of the
+// cluster's block |rank| (i32).
+static LLVMValueRef load_peer(wm_t* q, LLVMValueRef p, LLVMValueRef rank) {
+  LLVMValueRef args[2] = {LLVMBuildPtrToInt(q->b, p, q->em->t_i32, ""), rank};
+  return tj_emit_inline_asm(q->em, q->em->t_f32,
+                            "{\n.reg .b32 r;\n"
+                            "mapa.shared::cluster.u32 r, $1, $2;\n"
+                            "ld.shared::cluster.f32 $0, [r];\n}",
+                            "=f,r,r", args, 2);
+}
+
+// The tile's K splits joined inside their cluster (w->cluster_join, S =
+// |splits| > 1 blocks, block s the split s): after a cluster barrier
+// (every block's staged tile complete), block 0 adds the others' staged
+// tiles, read through distributed shared memory, in split order (0 +
+// p0 + p1 + ...: join_splits' sums, bitwise) into its own and goes on to
+// the epilogue; a second barrier keeps the others' shared memory alive
+// until it has read them, then they return. No workspace, fence or
+// atomic; only the rows inside M.
+static void join_cluster(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
+  const tj_nvptx_wqgemm_t* w = q->w;
+  tj_emit_t* em = q->em;
+  LLVMBuilderRef b = q->b;
+  cluster_sync(q);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMContextRef cx = LLVMGetTypeContext(em->t_f32);
+  LLVMBasicBlockRef leave = LLVMAppendBasicBlockInContext(cx, fn, "wq_peer");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cx, fn, "wq_first");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, split, c64(q, 0), ""), go,
+                  leave);
+  LLVMPositionBuilderAtEnd(b, leave);
+  cluster_sync(q);
+  LLVMBuildRetVoid(b);
+  LLVMPositionBuilderAtEnd(b, go);
+  LLVMValueRef tid = LLVMBuildZExt(b, w->tid, em->t_i64, "");
+  int32_t items = 16 * kTileN / q->threads;
+  int32_t per_group = w->max_splits >= 32 ? 1 : 32 / w->max_splits;
+  if (per_group > items) per_group = items;
+  LLVMValueRef slast =
+      LLVMBuildTrunc(b, LLVMBuildSub(b, splits, c64(q, 1), ""), em->t_i32, "");
+  for (int32_t i0 = 0; i0 < items; i0 += per_group) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, i0 * q->threads);
+    LLVMValueRef part[32][16], at[32];
+    int32_t n = items - i0 < per_group ? items - i0 : per_group;
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      LLVMValueRef idx =
+          LLVMBuildAdd(b,
+                       LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                    c64(q, w->c_stride), ""),
+                       LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+      at[i] = LLVMBuildGEP2(b, em->t_f32, w->smem, &idx, 1, "");
+      part[i][0] = LLVMBuildLoad2(b, em->t_f32, at[i], "");
+      // Slots past |splits| read the last split's and are not added.
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        part[i][s] = load_peer(
+            q, at[i],
+            tj_emit_select(em,
+                           LLVMBuildICmp(b, LLVMIntSLT, c32(q, s), slast, ""),
+                           c32(q, s), slast));
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        sum = LLVMBuildSelect(
+            b, LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
+            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
+      LLVMBuildStore(b, sum, at[i]);
+    }
+    tj_emit_if_end(em, &live);
+  }
+  cluster_sync(q);
+  tj_nvptx_barrier(q->nv);
+}
+
 int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w) {
   int32_t warps = (w->threads ? w->threads : 256) / 32;
   return warps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
@@ -874,7 +960,18 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   // Split s of S (grid y) takes chunks [s C / S, (s + 1) C / S), its
   // warps round-robin.
   LLVMValueRef splits = c64(&q, 1), split = c64(&q, 0);
-  if (w->max_splits > 1) {
+  if (w->max_splits > 1 && w->cluster_join) {
+    splits = LLVMBuildZExt(
+        b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_nctarank;",
+                           "=r", NULL, 0),
+        em->t_i64, "splits");
+    split = LLVMBuildZExt(
+        b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                           NULL, 0),
+        em->t_i64, "split");
+  } else if (w->max_splits > 1) {
     splits = tj_nvptx_sreg64(nv, "nctaid.y");
     split = tj_nvptx_sreg64(nv, "ctaid.y");
   }
@@ -1009,7 +1106,10 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     tj_emit_if_begin(em, &many,
                      LLVMBuildICmp(b, LLVMIntSGT, splits, c64(&q, 1), ""),
                      "splits");
-    join_splits(&q, splits, split);
+    if (w->cluster_join)
+      join_cluster(&q, splits, split);
+    else
+      join_splits(&q, splits, split);
     tj_emit_if_end(em, &many);
   }
   return NULL;

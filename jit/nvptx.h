@@ -103,6 +103,11 @@ typedef struct tj_nvptx_kernel_t {
   // ... and reads its B (the quantized weight) in the tile layout
   // (tj_nvptx_wq_tile), not as the [K, N] bytes of the graph's constant.
   bool wq_tiled;
+  // ... with the S splits of a tile side by side along x (grid x = tiles
+  // x S) in a cluster of S blocks (tj_nvptx_launch_t.cluster), joined
+  // through distributed shared memory (tj_nvptx_options_t.wqgemm_cluster),
+  // not along y through a global workspace.
+  bool wq_cluster;
   // CONV on wgmma (TF32): the kernel reads its weight prepared once
   // (tj_nvptx_conv_prepare_weight: rounded to TF32, rows padded, maybe
   // tap-major), not as the graph's [O, C, taps] f32; only a constant
@@ -199,6 +204,14 @@ typedef struct tj_nvptx_options_t {
   // blocks of 256 threads, two an SM, as before issue 17's wqdecode (the
   // default since: 128 threads, four an SM).
   bool wqgemm_blocks256;
+  // sm_90a, the tile layout's kernel: the K splits of a column tile run
+  // as one cluster of S blocks, and block 0 of the cluster adds the
+  // others' staged tiles through distributed shared memory (ld.shared::
+  // cluster, in split order: the same sums as the workspace join) between
+  // two cluster barriers, instead of each block storing its tile to a
+  // global workspace, a fence, an atomic count and the last block's loads
+  // (TJ_CUDA_WQGEMM=cluster).
+  bool wqgemm_cluster;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
   // 16-byte load (int4; two for int8). Only a caller that puts the

@@ -24,6 +24,7 @@ static tj_context_t* g_tiled_ctx;     // TJ_CUDA_WQGEMM=tiles: the tile layout
 static tj_context_t* g_fma_ctx;       // TJ_CUDA_WQGEMM=fma: CUDA cores
 static tj_context_t* g_split_ctx[3];  // TJ_CUDA_WQGEMM=split1, 2, 8
 static tj_context_t* g_b256_ctx;      // TJ_CUDA_WQGEMM=blocks256
+static tj_context_t* g_cluster_ctx;   // TJ_CUDA_WQGEMM=cluster
 
 static void run_case(const wq_case_t* c, tj_context_t* ctx) {
   wq_data_t d;
@@ -149,6 +150,16 @@ TEST(split_cases_on_256_thread_blocks) {
     if (is_split_case(&kWqCases[i])) run_case(&kWqCases[i], g_b256_ctx);
 }
 
+// The K splits of a tile as one cluster, joined through distributed
+// shared memory (TJ_CUDA_WQGEMM=cluster, sm_90a): every f16/bf16 case
+// (the tile layout's kernel, its splits up to 8 a cluster) and the split
+// cases.
+TEST(cluster_join_cases) {
+  for (int i = 0; i < kWqNumCases; ++i)
+    if (kWqCases[i].adt != TJ_DTYPE_F32 || is_split_case(&kWqCases[i]))
+      run_case(&kWqCases[i], g_cluster_ctx);
+}
+
 int main(void) {
   // Each test's line as it ends, so that a run cut by a timeout shows how
   // far it came.
@@ -170,14 +181,18 @@ int main(void) {
   }
   setenv("TJ_CUDA_WQGEMM", "blocks256", 1);
   if (!st) st = tj_test_context_create(&g_b256_ctx);
+  setenv("TJ_CUDA_WQGEMM", "cluster", 1);
+  if (!st) st = tj_test_context_create(&g_cluster_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(every_case_on_the_default_kernel);
+  RUN_TEST(cluster_join_cases);
   RUN_TEST(split_cases_at_one_two_and_eight_splits);
   RUN_TEST(split_cases_on_256_thread_blocks);
   RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_against_the_reference);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
+  tj_context_destroy(g_cluster_ctx);
   tj_context_destroy(g_b256_ctx);
   for (int s = 0; s < 3; ++s) tj_context_destroy(g_split_ctx[s]);
   tj_context_destroy(g_fma_ctx);
