@@ -351,6 +351,8 @@ typedef struct tj_nvptx_wqgemm_t {
   // cluster (%cluster_nctarank, %cluster_ctarank), joined through
   // distributed shared memory (tj_nvptx_kernel_t.wq_cluster).
   bool cluster_join;
+  // emit_nvptx_wqmma.c: griddepcontrol (tj_nvptx_kernel_t.wq_programmatic).
+  bool programmatic;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

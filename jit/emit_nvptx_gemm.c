@@ -1756,6 +1756,8 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
   w.cluster_join = w.tiled && w.max_splits > 1 && wo->wqgemm_cluster &&
                    nv->arch == TJ_NVPTX_SM_90A;
   info->wq_cluster = w.cluster_join;
+  w.programmatic = tc && wo->wqgemm_programmatic && nv->arch == TJ_NVPTX_SM_90A;
+  info->wq_programmatic = w.programmatic;
   info->stages = 1;
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
@@ -2084,6 +2086,7 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     }
   }
   out->grid[2] = (uint32_t)batch;
+  out->programmatic = info->wq_programmatic;
   out->block[0] = (uint32_t)info->threads;
   out->block[1] = out->block[2] = 1;
   out->shared_bytes = (uint32_t)info->shared_bytes;

@@ -988,11 +988,22 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
       LLVMBuildSelect(b, fast, min64(&q, hi, whole), c64(&q, 0), "vend");
   LLVMTypeRef pt = LLVMArrayType2(em->t_i32, 32);
   LLVMValueRef pre = tj_emit_alloca(em, pt, "wm_pre");
+  // Programmatic dependent launch: the next kernel in the stream may be
+  // scheduled now; this one loads nothing but its constant weight (and
+  // sets up) before the kernel ahead of it is done and its writes are
+  // visible (griddepcontrol.wait), so that its first chunk's weight loads
+  // are in flight under that kernel's end.
+  LLVMTypeRef vt = LLVMVoidTypeInContext(cx);
+  if (w->programmatic)
+    tj_emit_inline_asm(em, vt, "griddepcontrol.launch_dependents;", "~{memory}",
+                       NULL, 0);
   tj_emit_if_t first;
   tj_emit_if_begin(em, &first, LLVMBuildICmp(b, LLVMIntSLT, c0, vend, ""),
                    "first");
   prefetch_chunk(&q, LLVMBuildMul(b, c0, c64(&q, rows_a_chunk), ""), pre);
   tj_emit_if_end(em, &first);
+  if (w->programmatic)
+    tj_emit_inline_asm(em, vt, "griddepcontrol.wait;", "~{memory}", NULL, 0);
   tj_emit_loop_t loop;
   LLVMValueRef c =
       tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, q.warps), "chunk");

@@ -108,6 +108,12 @@ typedef struct tj_nvptx_kernel_t {
   // through distributed shared memory (tj_nvptx_options_t.wqgemm_cluster),
   // not along y through a global workspace.
   bool wq_cluster;
+  // ... and may start before the kernel ahead of it in the stream ends
+  // (tj_nvptx_options_t.wqgemm_programmatic; launched with programmatic
+  // stream serialization): it lets its dependents start early
+  // (griddepcontrol.launch_dependents) and loads only its constant weight
+  // before griddepcontrol.wait, which waits for the kernel ahead of it.
+  bool wq_programmatic;
   // CONV on wgmma (TF32): the kernel reads its weight prepared once
   // (tj_nvptx_conv_prepare_weight: rounded to TF32, rows padded, maybe
   // tap-major), not as the graph's [O, C, taps] f32; only a constant
@@ -212,6 +218,11 @@ typedef struct tj_nvptx_options_t {
   // global workspace, a fence, an atomic count and the last block's loads
   // (TJ_CUDA_WQGEMM=cluster).
   bool wqgemm_cluster;
+  // sm_90a, the tensor-core kernel: programmatic dependent launch
+  // (tj_nvptx_kernel_t.wq_programmatic), so that in a chain of GEMMs (a
+  // decoder's layers) each one's first weight loads and set-up overlap the
+  // end of the kernel before it (TJ_CUDA_WQGEMM=pdl).
+  bool wqgemm_programmatic;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
   // 16-byte load (int4; two for int8). Only a caller that puts the
@@ -299,7 +310,10 @@ typedef struct tj_nvptx_launch_t {
   uint32_t block[3];
   uint32_t shared_bytes;
   uint32_t cluster;  // blocks a cluster along x (tj_nvptx_kernel_t.cluster)
-  bool empty;        // no work at these sizes: skip the launch
+  // Launched with programmatic stream serialization
+  // (tj_nvptx_kernel_t.wq_programmatic).
+  bool programmatic;
+  bool empty;  // no work at these sizes: skip the launch
   // Bytes of buffer |zero_buffer| the launcher sets to 0 before the launch
   // (a conv split along k adds its slices' sums into its output); 0: none.
   uint64_t zero_bytes;

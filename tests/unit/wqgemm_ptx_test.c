@@ -27,7 +27,7 @@ static tj_context_t* g_ctx;
 static tj_context_t* g_mma_ctx;      // TJ_CUDA_WQGEMM=mma
 static tj_context_t* g_tiled_ctx;    // TJ_CUDA_WQGEMM=tiles
 static tj_context_t* g_fma_ctx;      // TJ_CUDA_WQGEMM=fma
-static tj_context_t* g_cluster_ctx;  // TJ_CUDA_WQGEMM=cluster
+static tj_context_t* g_cluster_ctx;  // TJ_CUDA_WQGEMM=cluster+pdl
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
@@ -306,11 +306,13 @@ TEST(the_default_kernel_by_dtype_and_m) {
   }
 }
 
-// TJ_CUDA_WQGEMM=cluster, f16/bf16 A (the tile layout's kernel at every
-// M): on sm_90a the K splits of a tile are the blocks of a cluster,
+// TJ_CUDA_WQGEMM=cluster+pdl, f16/bf16 A (the tile layout's kernel at
+// every M): on sm_90a the K splits of a tile are the blocks of a cluster,
 // joined through distributed shared memory between cluster barriers, with
 // no global workspace, fence or atomic (and within 128 registers, no
-// spills); sm_80, which has no clusters, keeps the workspace join.
+// spills), and the kernel lets the next one start early and waits for the
+// one before (griddepcontrol); sm_80, which has neither, keeps the
+// workspace join.
 static void check_cluster_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
   wq_data_t d;
   wq_make(c, &d);
@@ -336,6 +338,8 @@ static void check_cluster_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
             tj_nvptx_arch_name(arch), (int)dsmem, (int)workspace);
   CHECK_EQ_INT(sm90, dsmem);
   CHECK_EQ_INT(!sm90, workspace);
+  CHECK_EQ_INT(sm90, strstr(t, "griddepcontrol.wait") != NULL &&
+                         strstr(t, "griddepcontrol.launch_dependents") != NULL);
   if (sm90 && ptx.ptx) {
     char what[96];
     snprintf(what, sizeof(what), "%s (cluster)", c->name);
@@ -370,7 +374,7 @@ int main(int argc, char** argv) {
   if (!st) st = tj_test_context_create(&g_tiled_ctx);
   setenv("TJ_CUDA_WQGEMM", "fma", 1);
   if (!st) st = tj_test_context_create(&g_fma_ctx);
-  setenv("TJ_CUDA_WQGEMM", "cluster", 1);
+  setenv("TJ_CUDA_WQGEMM", "cluster+pdl", 1);
   if (!st) st = tj_test_context_create(&g_cluster_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
