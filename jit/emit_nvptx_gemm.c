@@ -1757,6 +1757,7 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
                    nv->arch == TJ_NVPTX_SM_90A;
   info->wq_cluster = w.cluster_join;
   w.programmatic = tc && wo->wqgemm_programmatic && nv->arch == TJ_NVPTX_SM_90A;
+  w.ring = w.tiled && !split3 && wo->wqgemm_ring;
   info->wq_programmatic = w.programmatic;
   info->stages = 1;
   info->group_m = kGroupM;

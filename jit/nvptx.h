@@ -223,6 +223,11 @@ typedef struct tj_nvptx_options_t {
   // decoder's layers) each one's first weight loads and set-up overlap the
   // end of the kernel before it (TJ_CUDA_WQGEMM=pdl).
   bool wqgemm_programmatic;
+  // The tile layout's kernel for f16/bf16 A: a warp's weight chunks copied
+  // by cp.async into its own ring of shared memory, several chunks ahead
+  // of its mmas, instead of one chunk ahead in registers
+  // (TJ_CUDA_WQGEMM=ring; with cluster and pdl: any of them joined by +).
+  bool wqgemm_ring;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
   // 16-byte load (int4; two for int8). Only a caller that puts the

@@ -252,20 +252,23 @@ static void run_chain(tj_context_t* ctx) {
 }
 
 static tj_context_t* g_pdl_ctx;          // TJ_CUDA_WQGEMM=pdl
-static tj_context_t* g_cluster_pdl_ctx;  // TJ_CUDA_WQGEMM=cluster+pdl
+static tj_context_t* g_ring_ctx;         // TJ_CUDA_WQGEMM=ring
+static tj_context_t* g_cluster_pdl_ctx;  // TJ_CUDA_WQGEMM=cluster+pdl+ring
 
 TEST(chained_gemms_by_default_and_under_pdl) {
   run_chain(g_ctx);
   run_chain(g_pdl_ctx);
+  run_chain(g_ring_ctx);
   run_chain(g_cluster_pdl_ctx);
 }
 
-// The same cases as cluster_join_cases under programmatic dependent launch
-// (alone and with the cluster join).
-TEST(pdl_cases) {
+// The same cases as cluster_join_cases under programmatic dependent launch,
+// with the weight's cp.async ring, and with both and the cluster join.
+TEST(pdl_and_ring_cases) {
   for (int i = 0; i < kWqNumCases; ++i)
     if (kWqCases[i].adt != TJ_DTYPE_F32 || is_split_case(&kWqCases[i])) {
       run_case(&kWqCases[i], g_pdl_ctx);
+      run_case(&kWqCases[i], g_ring_ctx);
       run_case(&kWqCases[i], g_cluster_pdl_ctx);
     }
 }
@@ -295,20 +298,23 @@ int main(void) {
   if (!st) st = tj_test_context_create(&g_cluster_ctx);
   setenv("TJ_CUDA_WQGEMM", "pdl", 1);
   if (!st) st = tj_test_context_create(&g_pdl_ctx);
-  setenv("TJ_CUDA_WQGEMM", "cluster+pdl", 1);
+  setenv("TJ_CUDA_WQGEMM", "ring", 1);
+  if (!st) st = tj_test_context_create(&g_ring_ctx);
+  setenv("TJ_CUDA_WQGEMM", "cluster+pdl+ring", 1);
   if (!st) st = tj_test_context_create(&g_cluster_pdl_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(every_case_on_the_default_kernel);
   RUN_TEST(cluster_join_cases);
   RUN_TEST(chained_gemms_by_default_and_under_pdl);
-  RUN_TEST(pdl_cases);
+  RUN_TEST(pdl_and_ring_cases);
   RUN_TEST(split_cases_at_one_two_and_eight_splits);
   RUN_TEST(split_cases_on_256_thread_blocks);
   RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_against_the_reference);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
   tj_context_destroy(g_cluster_pdl_ctx);
+  tj_context_destroy(g_ring_ctx);
   tj_context_destroy(g_pdl_ctx);
   tj_context_destroy(g_cluster_ctx);
   tj_context_destroy(g_b256_ctx);
