@@ -347,6 +347,16 @@ typedef struct tj_nvptx_wqgemm_t {
   bool tiled;
   // emit_nvptx_wqmma.c: threads a block, 256 (0 too) or 128.
   int32_t threads;
+  // emit_nvptx_wqmma.c, with max_splits: the splits are the blocks of a
+  // cluster (%cluster_nctarank, %cluster_ctarank), joined through
+  // distributed shared memory (tj_nvptx_kernel_t.wq_cluster).
+  bool cluster_join;
+  // emit_nvptx_wqmma.c: griddepcontrol (tj_nvptx_kernel_t.wq_programmatic).
+  bool programmatic;
+  // emit_nvptx_wqmma.c, tiled f16/bf16 A: each warp's weight chunks go
+  // through a ring of kWqRingStages chunks in shared memory by 16-byte
+  // cp.async, several chunks ahead (tj_nvptx_options_t.wqgemm_ring).
+  bool ring;
 } tj_nvptx_wqgemm_t;
 
 int32_t tj_nvptx_wqgemm_tile_n(int32_t bits);

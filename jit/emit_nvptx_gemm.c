@@ -204,8 +204,20 @@ static LLVMValueRef tile_count(gemm_t* g) {
 // The block's batch entry (ctaid.z) and, unless persistent, its tile
 // (ctaid.x).
 static void tile_origin(gemm_t* g) {
-  if (!g->nv->info->persistent)
+  // The weight-only GEMM's cluster join: the S blocks of a cluster (the
+  // splits of one tile) are S consecutive ctaid.x.
+  if (g->nv->info->wq_cluster) {
+    LLVMValueRef s = LLVMBuildZExt(
+        g->b,
+        tj_emit_inline_asm(g->em, g->em->t_i32,
+                           "mov.u32 $0, %cluster_nctarank;", "=r", NULL, 0),
+        g->em->t_i64, "");
+    tile_coords(g,
+                LLVMBuildUDiv(g->b, tj_nvptx_sreg64(g->nv, "ctaid.x"), s, ""),
+                &g->m0, &g->n0);
+  } else if (!g->nv->info->persistent) {
     tile_coords(g, tj_nvptx_sreg64(g->nv, "ctaid.x"), &g->m0, &g->n0);
+  }
   memset(&g->batch, 0, sizeof(g->batch));
   g->batch.lanes = 1;
   tj_emit_decompose(g->em, tj_nvptx_sreg64(g->nv, "ctaid.z"), g->rank - 2,
@@ -1739,6 +1751,14 @@ static tj_status_t emit_wqgemm(gemm_t* g) {
     }
   }
   info->wq_tiled = w.tiled;
+  // sm_90a: the splits of a tile in one cluster, joined through
+  // distributed shared memory (tj_nvptx_options_t.wqgemm_cluster).
+  w.cluster_join = w.tiled && w.max_splits > 1 && wo->wqgemm_cluster &&
+                   nv->arch == TJ_NVPTX_SM_90A;
+  info->wq_cluster = w.cluster_join;
+  w.programmatic = tc && wo->wqgemm_programmatic && nv->arch == TJ_NVPTX_SM_90A;
+  w.ring = w.tiled && !split3 && wo->wqgemm_ring;
+  info->wq_programmatic = w.programmatic;
   info->stages = 1;
   info->group_m = kGroupM;
   // One block an SM may take every register: without the bound ptxas
@@ -2058,9 +2078,16 @@ tj_status_t tj_nvptx_gemm_launch(const tj_kir_t* k,
     }
     if (info->k_splits_fixed)
       best = info->k_splits * per_block <= chunks ? info->k_splits : 1;
-    out->grid[1] = (uint32_t)best;
+    if (info->wq_cluster && best > 1) {
+      // One cluster of |best| blocks a tile, side by side along x.
+      out->grid[0] *= (uint32_t)best;
+      out->cluster = (uint32_t)best;
+    } else {
+      out->grid[1] = (uint32_t)best;
+    }
   }
   out->grid[2] = (uint32_t)batch;
+  out->programmatic = info->wq_programmatic;
   out->block[0] = (uint32_t)info->threads;
   out->block[1] = out->block[2] = 1;
   out->shared_bytes = (uint32_t)info->shared_bytes;

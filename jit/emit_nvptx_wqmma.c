@@ -56,6 +56,11 @@
 
 #define kTileN 64
 #define kTiles 8  // mma n8 tiles across kTileN
+// w->ring: a warp's chunks in flight (kRingStages - 1 ahead of its mmas),
+// each kChunkBytes of the tile layout (4 steps of 512 bytes for int4, 2
+// of 1024 for int8), the lane's 16 bytes of a step at 16 lane.
+#define kRingStages 5
+#define kChunkBytes 2048
 
 typedef struct wm_t {
   tj_nvptx_emit_t* nv;
@@ -78,7 +83,15 @@ typedef struct wm_t {
   LLVMValueRef rows;       // i64 rows of the tile inside M (1 .. 16)
   int32_t threads, warps;  // the block's (w->threads)
   LLVMValueRef acc, gacc;  // alloca [32 x float]
+  LLVMValueRef ring_lane;  // w->ring: i64 byte offset of the lane's unit
+                           // in its warp's slot 0
 } wm_t;
+
+// Floats between the warps' partial tiles in shared memory, after the
+// staged C; with w->ring each warp's region is its ring first.
+static int32_t red_stride(const tj_nvptx_wqgemm_t* w) {
+  return w->ring ? kRingStages * kChunkBytes / 4 : 16 * kTileN;
+}
 
 static LLVMValueRef c32(wm_t* q, int64_t v) {
   return LLVMConstInt(q->em->t_i32, (unsigned long long)v, 1);
@@ -756,9 +769,154 @@ static void join_splits(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
   tj_nvptx_barrier(nv);
 }
 
+// Every thread of every block of the cluster: what each did before is
+// visible to the others' after.
+static void cluster_sync(wm_t* q) {
+  tj_emit_inline_asm(q->em,
+                     LLVMVoidTypeInContext(LLVMGetTypeContext(q->em->t_f32)),
+                     "barrier.cluster.arrive.release;\n"
+                     "barrier.cluster.wait.acquire;",
+                     "~{memory}", NULL, 0);
+}
+
+// The f32 at |p| (this block's shared memory) in the shared memory of the
+// cluster's block |rank| (i32).
+static LLVMValueRef load_peer(wm_t* q, LLVMValueRef p, LLVMValueRef rank) {
+  LLVMValueRef args[2] = {LLVMBuildPtrToInt(q->b, p, q->em->t_i32, ""), rank};
+  return tj_emit_inline_asm(q->em, q->em->t_f32,
+                            "{\n.reg .b32 r;\n"
+                            "mapa.shared::cluster.u32 r, $1, $2;\n"
+                            "ld.shared::cluster.f32 $0, [r];\n}",
+                            "=f,r,r", args, 2);
+}
+
+// The tile's K splits joined inside their cluster (w->cluster_join, S =
+// |splits| > 1 blocks, block s the split s): after a cluster barrier
+// (every block's staged tile complete), block 0 adds the others' staged
+// tiles, read through distributed shared memory, in split order (0 +
+// p0 + p1 + ...: join_splits' sums, bitwise) into its own and goes on to
+// the epilogue; a second barrier keeps the others' shared memory alive
+// until it has read them, then they return. No workspace, fence or
+// atomic; only the rows inside M.
+static void join_cluster(wm_t* q, LLVMValueRef splits, LLVMValueRef split) {
+  const tj_nvptx_wqgemm_t* w = q->w;
+  tj_emit_t* em = q->em;
+  LLVMBuilderRef b = q->b;
+  cluster_sync(q);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMContextRef cx = LLVMGetTypeContext(em->t_f32);
+  LLVMBasicBlockRef leave = LLVMAppendBasicBlockInContext(cx, fn, "wq_peer");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cx, fn, "wq_first");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, split, c64(q, 0), ""), go,
+                  leave);
+  LLVMPositionBuilderAtEnd(b, leave);
+  cluster_sync(q);
+  LLVMBuildRetVoid(b);
+  LLVMPositionBuilderAtEnd(b, go);
+  LLVMValueRef tid = LLVMBuildZExt(b, w->tid, em->t_i64, "");
+  int32_t items = 16 * kTileN / q->threads;
+  int32_t per_group = w->max_splits >= 32 ? 1 : 32 / w->max_splits;
+  if (per_group > items) per_group = items;
+  LLVMValueRef slast =
+      LLVMBuildTrunc(b, LLVMBuildSub(b, splits, c64(q, 1), ""), em->t_i32, "");
+  for (int32_t i0 = 0; i0 < items; i0 += per_group) {
+    tj_emit_if_t live;
+    begin_live_rows(q, &live, i0 * q->threads);
+    LLVMValueRef part[32][16], at[32];
+    int32_t n = items - i0 < per_group ? items - i0 : per_group;
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef it = LLVMBuildAdd(b, tid, c64(q, (i0 + i) * q->threads), "");
+      LLVMValueRef idx =
+          LLVMBuildAdd(b,
+                       LLVMBuildMul(b, LLVMBuildUDiv(b, it, c64(q, kTileN), ""),
+                                    c64(q, w->c_stride), ""),
+                       LLVMBuildURem(b, it, c64(q, kTileN), ""), "");
+      at[i] = LLVMBuildGEP2(b, em->t_f32, w->smem, &idx, 1, "");
+      part[i][0] = LLVMBuildLoad2(b, em->t_f32, at[i], "");
+      // Slots past |splits| read the last split's and are not added.
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        part[i][s] = load_peer(
+            q, at[i],
+            tj_emit_select(em,
+                           LLVMBuildICmp(b, LLVMIntSLT, c32(q, s), slast, ""),
+                           c32(q, s), slast));
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      LLVMValueRef sum = LLVMBuildFAdd(b, cf(q, 0.0), part[i][0], "");
+      for (int32_t s = 1; s < w->max_splits; ++s)
+        sum = LLVMBuildSelect(
+            b, LLVMBuildICmp(b, LLVMIntSLT, c64(q, s), splits, ""),
+            LLVMBuildFAdd(b, sum, part[i][s], ""), sum, "");
+      LLVMBuildStore(b, sum, at[i]);
+    }
+    tj_emit_if_end(em, &live);
+  }
+  cluster_sync(q);
+  tj_nvptx_barrier(q->nv);
+}
+
 int32_t tj_nvptx_wqmma_shared_bytes(const tj_nvptx_wqgemm_t* w) {
   int32_t warps = (w->threads ? w->threads : 256) / 32;
-  return warps * 16 * kTileN * 4 + 16 * w->c_stride * 4;
+  return warps * red_stride(w) * 4 + 16 * w->c_stride * 4;
+}
+
+// w->ring: chunk |c| (i64) of the warp's column tile copied into ring slot
+// |slot| (i64), the lane's 16 bytes of each step (and half) by one
+// cp.async.cg each; not committed.
+static void ring_issue(wm_t* q, LLVMValueRef c, LLVMValueRef slot) {
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  int32_t bytes = q->w->bits == 4 ? 512 : 1024;
+  LLVMValueRef step0 = LLVMBuildMul(b, c, c64(q, q->steps), "");
+  LLVMValueRef dst0 = LLVMBuildAdd(
+      b, q->ring_lane, LLVMBuildMul(b, slot, c64(q, kChunkBytes), ""), "");
+  for (int32_t s = 0; s < q->steps; ++s) {
+    for (int32_t h = 0; h < q->words; ++h) {
+      LLVMValueRef at =
+          LLVMBuildAdd(b,
+                       LLVMBuildMul(b, LLVMBuildAdd(b, step0, c64(q, s), ""),
+                                    c64(q, bytes), ""),
+                       c64(q, 512 * h), "");
+      LLVMValueRef src = LLVMBuildAddrSpaceCast(
+          b, gep(q, em->t_i8, q->btile, at), q->nv->t_ptr_global, "");
+      LLVMValueRef dst =
+          gep(q, em->t_i8, q->w->smem,
+              LLVMBuildAdd(b, dst0, c64(q, (s * q->words + h) * 512), ""));
+      LLVMValueRef args[3] = {dst, src, c32(q, 16)};
+      tj_nvptx_call(q->nv, "llvm.nvvm.cp.async.cg.shared.global.16.s", args, 3);
+    }
+  }
+}
+
+static void ring_commit(wm_t* q) {
+  tj_nvptx_call(q->nv, "llvm.nvvm.cp.async.commit.group", NULL, 0);
+}
+
+static void ring_wait(wm_t* q, int32_t pending) {
+  LLVMValueRef n = c32(q, pending);
+  tj_nvptx_call(q->nv, "llvm.nvvm.cp.async.wait.group", &n, 1);
+}
+
+// The lane's words of the chunk in ring slot |slot| (i64), as load_tiled
+// gives them: out[step][word][half]. Each lane reads back only its own
+// copies (complete after its cp.async.wait_group): no barrier.
+static void ring_read(wm_t* q, LLVMValueRef slot, LLVMValueRef out[8][4][2]) {
+  LLVMBuilderRef b = q->b;
+  tj_emit_t* em = q->em;
+  LLVMValueRef base = LLVMBuildAdd(
+      b, q->ring_lane, LLVMBuildMul(b, slot, c64(q, kChunkBytes), ""), "");
+  LLVMTypeRef vt = LLVMVectorType(em->t_i32, 4);
+  for (int32_t s = 0; s < q->steps; ++s) {
+    for (int32_t h = 0; h < q->words; ++h) {
+      LLVMValueRef p =
+          gep(q, em->t_i8, q->w->smem,
+              LLVMBuildAdd(b, base, c64(q, (s * q->words + h) * 512), ""));
+      LLVMValueRef v = LLVMBuildLoad2(b, vt, p, "wr");
+      LLVMSetAlignment(v, 16);
+      for (int32_t i = 0; i < 4; ++i)
+        out[s][i][h] = LLVMBuildExtractElement(b, v, c32(q, i), "");
+    }
+  }
 }
 
 tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
@@ -874,7 +1032,18 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   // Split s of S (grid y) takes chunks [s C / S, (s + 1) C / S), its
   // warps round-robin.
   LLVMValueRef splits = c64(&q, 1), split = c64(&q, 0);
-  if (w->max_splits > 1) {
+  if (w->max_splits > 1 && w->cluster_join) {
+    splits = LLVMBuildZExt(
+        b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_nctarank;",
+                           "=r", NULL, 0),
+        em->t_i64, "splits");
+    split = LLVMBuildZExt(
+        b,
+        tj_emit_inline_asm(em, em->t_i32, "mov.u32 $0, %cluster_ctarank;", "=r",
+                           NULL, 0),
+        em->t_i64, "split");
+  } else if (w->max_splits > 1) {
     splits = tj_nvptx_sreg64(nv, "nctaid.y");
     split = tj_nvptx_sreg64(nv, "ctaid.y");
   }
@@ -891,29 +1060,85 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
       LLVMBuildSelect(b, fast, min64(&q, hi, whole), c64(&q, 0), "vend");
   LLVMTypeRef pt = LLVMArrayType2(em->t_i32, 32);
   LLVMValueRef pre = tj_emit_alloca(em, pt, "wm_pre");
-  tj_emit_if_t first;
-  tj_emit_if_begin(em, &first, LLVMBuildICmp(b, LLVMIntSLT, c0, vend, ""),
-                   "first");
-  prefetch_chunk(&q, LLVMBuildMul(b, c0, c64(&q, rows_a_chunk), ""), pre);
-  tj_emit_if_end(em, &first);
+  // Programmatic dependent launch: the next kernel in the stream may be
+  // scheduled now; this one loads nothing but its constant weight (and
+  // sets up) before the kernel ahead of it is done and its writes are
+  // visible (griddepcontrol.wait), so that its first chunk's weight loads
+  // are in flight under that kernel's end.
+  LLVMTypeRef vt = LLVMVoidTypeInContext(cx);
+  if (w->programmatic)
+    tj_emit_inline_asm(em, vt, "griddepcontrol.launch_dependents;", "~{memory}",
+                       NULL, 0);
+  bool ring = w->ring && q.tiled && !q.split;
+  if (ring) {
+    // The warp's ring (its region of the shared memory after the staged
+    // C, which its partial tile reuses after the loop): the first
+    // kRingStages - 1 chunks, a group each (empty past vend).
+    if (q.steps * q.words * 512 != kChunkBytes)
+      return tj_internal("wqmma: a chunk of %d bytes", q.steps * q.words * 512);
+    q.ring_lane = LLVMBuildAdd(
+        b,
+        LLVMBuildAdd(b, c64(&q, 16 * w->c_stride * 4),
+                     LLVMBuildMul(b, warp, c64(&q, red_stride(w) * 4), ""), ""),
+        LLVMBuildMul(b, lane, c64(&q, 16), ""), "ring_lane");
+    for (int32_t p = 0; p < kRingStages - 1; ++p) {
+      LLVMValueRef cp = LLVMBuildAdd(b, c0, c64(&q, (int64_t)p * q.warps), "");
+      tj_emit_if_t in;
+      tj_emit_if_begin(em, &in, LLVMBuildICmp(b, LLVMIntSLT, cp, vend, ""),
+                       "ring_in");
+      ring_issue(&q, cp, c64(&q, p));
+      tj_emit_if_end(em, &in);
+      ring_commit(&q);
+    }
+  } else {
+    tj_emit_if_t first;
+    tj_emit_if_begin(em, &first, LLVMBuildICmp(b, LLVMIntSLT, c0, vend, ""),
+                     "first");
+    prefetch_chunk(&q, LLVMBuildMul(b, c0, c64(&q, rows_a_chunk), ""), pre);
+    tj_emit_if_end(em, &first);
+  }
+  if (w->programmatic)
+    tj_emit_inline_asm(em, vt, "griddepcontrol.wait;", "~{memory}", NULL, 0);
   tj_emit_loop_t loop;
   LLVMValueRef c =
       tj_emit_loop_begin(em, &loop, c0, vend, c64(&q, q.warps), "chunk");
   LLVMValueRef k0 = LLVMBuildMul(b, c, c64(&q, rows_a_chunk), "k0");
   LLVMValueRef cur[8][4][2];
-  for (int32_t s = 0; s < q.steps; ++s)
-    for (int32_t i2 = 0; i2 < 4; ++i2)
-      for (int32_t d = 0; d < q.words; ++d) {
-        LLVMValueRef idx[2] = {c32(&q, 0), c32(&q, (s * 4 + i2) * q.words + d)};
-        cur[s][i2][d] = LLVMBuildLoad2(
-            b, em->t_i32, LLVMBuildGEP2(b, pt, pre, idx, 2, ""), "");
-      }
-  LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, q.warps), "cn");
-  tj_emit_if_t next;
-  tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
-                   "next");
-  prefetch_chunk(&q, LLVMBuildMul(b, cn, c64(&q, rows_a_chunk), ""), pre);
-  tj_emit_if_end(em, &next);
+  if (ring) {
+    // Chunk j of the warp (c = c0 + j W) is in slot j % S; chunk j + S -
+    // 1 goes into slot (j - 1) % S, which the warp read (into registers
+    // its mmas have consumed) in the iteration before.
+    LLVMValueRef j = LLVMBuildSDiv(b, LLVMBuildSub(b, c, c0, ""),
+                                   c64(&q, q.warps), "ring_j");
+    LLVMValueRef cn =
+        LLVMBuildAdd(b, c, c64(&q, (int64_t)(kRingStages - 1) * q.warps), "cn");
+    tj_emit_if_t in;
+    tj_emit_if_begin(em, &in, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
+                     "ring_next");
+    ring_issue(
+        &q, cn,
+        LLVMBuildSRem(b, LLVMBuildAdd(b, j, c64(&q, kRingStages - 1), ""),
+                      c64(&q, kRingStages), ""));
+    tj_emit_if_end(em, &in);
+    ring_commit(&q);
+    ring_wait(&q, kRingStages - 1);
+    ring_read(&q, LLVMBuildSRem(b, j, c64(&q, kRingStages), ""), cur);
+  } else {
+    for (int32_t s = 0; s < q.steps; ++s)
+      for (int32_t i2 = 0; i2 < 4; ++i2)
+        for (int32_t d = 0; d < q.words; ++d) {
+          LLVMValueRef idx[2] = {c32(&q, 0),
+                                 c32(&q, (s * 4 + i2) * q.words + d)};
+          cur[s][i2][d] = LLVMBuildLoad2(
+              b, em->t_i32, LLVMBuildGEP2(b, pt, pre, idx, 2, ""), "");
+        }
+    LLVMValueRef cn = LLVMBuildAdd(b, c, c64(&q, q.warps), "cn");
+    tj_emit_if_t next;
+    tj_emit_if_begin(em, &next, LLVMBuildICmp(b, LLVMIntSLT, cn, vend, ""),
+                     "next");
+    prefetch_chunk(&q, LLVMBuildMul(b, cn, c64(&q, rows_a_chunk), ""), pre);
+    tj_emit_if_end(em, &next);
+  }
   if (q.split) {
     // f32 A at M <= 8: rows g + 8 as constant zeros, so that their loads
     // and three-way splits (a third of a step's instructions) are gone.
@@ -931,6 +1156,8 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     emit_steps(&q, k0, true, q.steps, cur);
   }
   tj_emit_loop_end(em, &loop);
+  // Every copy landed before the ring's memory holds the partial tile.
+  if (ring) ring_wait(&q, 0);
   // The rest (a last chunk past K, or every chunk where the vector loads
   // do not apply) a step at a time on the clamped path, so that its loads
   // (byte by byte where unaligned) hold fewer registers.
@@ -964,7 +1191,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
   LLVMValueRef red =
       LLVMBuildGEP2(b, em->t_f32, w->smem,
                     (LLVMValueRef[]){c32(&q, 16 * w->c_stride)}, 1, "red");
-  LLVMValueRef wbase = LLVMBuildMul(b, warp, c64(&q, 16 * kTileN), "");
+  LLVMValueRef wbase = LLVMBuildMul(b, warp, c64(&q, red_stride(w)), "");
   for (int32_t j = 0; j < kTiles; ++j) {
     for (int32_t e = 0; e < 4; ++e) {
       LLVMValueRef row = LLVMBuildAdd(b, q.g, c64(&q, e >= 2 ? 8 : 0), "");
@@ -991,7 +1218,7 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     LLVMValueRef cl = LLVMBuildURem(b, it, c32(&q, kTileN), "");
     LLVMValueRef s = cf(&q, 0.0);
     for (int32_t wp = 0; wp < q.warps; ++wp) {
-      LLVMValueRef a = LLVMBuildAdd(b, it, c32(&q, wp * 16 * kTileN), "");
+      LLVMValueRef a = LLVMBuildAdd(b, it, c32(&q, wp * red_stride(w)), "");
       s = LLVMBuildFAdd(
           b, s,
           LLVMBuildLoad2(b, em->t_f32,
@@ -1009,7 +1236,10 @@ tj_status_t tj_nvptx_emit_wqmma(tj_nvptx_emit_t* nv,
     tj_emit_if_begin(em, &many,
                      LLVMBuildICmp(b, LLVMIntSGT, splits, c64(&q, 1), ""),
                      "splits");
-    join_splits(&q, splits, split);
+    if (w->cluster_join)
+      join_cluster(&q, splits, split);
+    else
+      join_splits(&q, splits, split);
     tj_emit_if_end(em, &many);
   }
   return NULL;

@@ -103,6 +103,17 @@ typedef struct tj_nvptx_kernel_t {
   // ... and reads its B (the quantized weight) in the tile layout
   // (tj_nvptx_wq_tile), not as the [K, N] bytes of the graph's constant.
   bool wq_tiled;
+  // ... with the S splits of a tile side by side along x (grid x = tiles
+  // x S) in a cluster of S blocks (tj_nvptx_launch_t.cluster), joined
+  // through distributed shared memory (tj_nvptx_options_t.wqgemm_cluster),
+  // not along y through a global workspace.
+  bool wq_cluster;
+  // ... and may start before the kernel ahead of it in the stream ends
+  // (tj_nvptx_options_t.wqgemm_programmatic; launched with programmatic
+  // stream serialization): it lets its dependents start early
+  // (griddepcontrol.launch_dependents) and loads only its constant weight
+  // before griddepcontrol.wait, which waits for the kernel ahead of it.
+  bool wq_programmatic;
   // CONV on wgmma (TF32): the kernel reads its weight prepared once
   // (tj_nvptx_conv_prepare_weight: rounded to TF32, rows padded, maybe
   // tap-major), not as the graph's [O, C, taps] f32; only a constant
@@ -199,6 +210,24 @@ typedef struct tj_nvptx_options_t {
   // blocks of 256 threads, two an SM, as before issue 17's wqdecode (the
   // default since: 128 threads, four an SM).
   bool wqgemm_blocks256;
+  // sm_90a, the tile layout's kernel: the K splits of a column tile run
+  // as one cluster of S blocks, and block 0 of the cluster adds the
+  // others' staged tiles through distributed shared memory (ld.shared::
+  // cluster, in split order: the same sums as the workspace join) between
+  // two cluster barriers, instead of each block storing its tile to a
+  // global workspace, a fence, an atomic count and the last block's loads
+  // (TJ_CUDA_WQGEMM=cluster).
+  bool wqgemm_cluster;
+  // sm_90a, the tensor-core kernel: programmatic dependent launch
+  // (tj_nvptx_kernel_t.wq_programmatic), so that in a chain of GEMMs (a
+  // decoder's layers) each one's first weight loads and set-up overlap the
+  // end of the kernel before it (TJ_CUDA_WQGEMM=pdl).
+  bool wqgemm_programmatic;
+  // The tile layout's kernel for f16/bf16 A: a warp's weight chunks copied
+  // by cp.async into its own ring of shared memory, several chunks ahead
+  // of its mmas, instead of one chunk ahead in registers
+  // (TJ_CUDA_WQGEMM=ring; with cluster and pdl: any of them joined by +).
+  bool wqgemm_ring;
   // The tensor-core kernel reads the quantized weight in the tile layout
   // (tj_nvptx_wq_tile): each lane's B fragments of a 16-row step one
   // 16-byte load (int4; two for int8). Only a caller that puts the
@@ -286,7 +315,10 @@ typedef struct tj_nvptx_launch_t {
   uint32_t block[3];
   uint32_t shared_bytes;
   uint32_t cluster;  // blocks a cluster along x (tj_nvptx_kernel_t.cluster)
-  bool empty;        // no work at these sizes: skip the launch
+  // Launched with programmatic stream serialization
+  // (tj_nvptx_kernel_t.wq_programmatic).
+  bool programmatic;
+  bool empty;  // no work at these sizes: skip the launch
   // Bytes of buffer |zero_buffer| the launcher sets to 0 before the launch
   // (a conv split along k adds its slices' sums into its output); 0: none.
   uint64_t zero_bytes;

@@ -39,18 +39,41 @@ static int64_t locate(int32_t bits, int64_t k, int64_t kk, int64_t nn,
   return at + 16 * lane + 4 * w + i / 2;
 }
 
+// Block by block in the tiled bytes' order (a step of 16 rows of K outer,
+// the column tiles inner), so that the stores are sequential and the
+// loads walk 16 rows of the source together: a 4096 x 11008 int4 weight
+// took 0.8 s element by element in the source's order (its stores a
+// cache line apart every 64 columns). Each element goes where locate()
+// puts it (lane 4 g + t holds columns 8 g .. +7 of rows 4 t .. +3).
 void tj_nvptx_wq_tile(int32_t bits, int64_t k, int64_t n, const uint8_t* src,
                       uint8_t* dst) {
   memset(dst, 0, (size_t)tj_nvptx_wq_tiled_bytes(bits, k, n));
   int64_t row = bits == 4 ? (n + 1) / 2 : n;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t nn = 0; nn < n; ++nn) {
-      uint8_t v = bits == 4 ? (uint8_t)(src[kk * row + nn / 2] >> 4 * (nn & 1))
-                            : src[kk * row + nn];
-      if (bits == 4) v &= 15;
-      int32_t shift;
-      int64_t at = locate(bits, k, kk, nn, &shift);
-      dst[at] |= (uint8_t)(v << shift);
+  int64_t steps = round_up(k, kPadRows) / kTileRows;
+  int64_t tiles = round_up(n, kTileCols) / kTileCols;
+  int64_t bb = block_bytes(bits);
+  for (int64_t ks = 0; ks < steps && ks * kTileRows < k; ++ks) {
+    for (int64_t nt = 0; nt < tiles; ++nt) {
+      uint8_t* blk = dst + (nt * steps + ks) * bb;
+      for (int32_t lane = 0; lane < 32; ++lane) {
+        int32_t g = lane / 4, t = lane % 4;
+        for (int32_t r = 0; r < 4; ++r) {
+          int64_t kk = ks * kTileRows + 4 * t + r;
+          if (kk >= k) break;
+          const uint8_t* srow = src + kk * row;
+          for (int32_t j = 0; j < 8; ++j) {
+            int64_t nn = nt * kTileCols + 8 * g + j;
+            if (nn >= n) break;
+            if (bits == 8) {
+              blk[512 * (j / 4) + 16 * lane + 4 * (j % 4) + r] = srow[nn];
+              continue;
+            }
+            uint8_t v = (uint8_t)(srow[nn / 2] >> 4 * (nn & 1)) & 15;
+            int32_t w = j / 2, i = 2 * (j & 1) + r / 2 + 4 * (r & 1);
+            blk[16 * lane + 4 * w + i / 2] |= (uint8_t)(v << 4 * (i & 1));
+          }
+        }
+      }
     }
   }
 }

@@ -60,7 +60,8 @@ typedef unsigned int tj_cu_tensor_map_oob_fill_t;  // CUtensorMapFloatOOBfill
 // checks against cuda.h's.
 typedef struct CUlaunchConfig_st tj_cu_launch_config_t;
 // CUlaunchAttribute: an id, then a 64-byte union at offset 8 (only its
-// clusterDim, 3 unsigned ints, is used).
+// clusterDim, 3 unsigned ints, is used, and its first int as
+// programmaticStreamSerializationAllowed).
 typedef struct tj_cu_launch_attribute_t {
   unsigned int id;
   unsigned int id_pad;
@@ -173,6 +174,9 @@ enum {
   TJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
   TJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
   TJ_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  // Its value, an int (programmaticStreamSerializationAllowed), is the
+  // union's first 4 bytes: tj_cu_launch_attribute_t.cluster_dim[0].
+  TJ_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
 };
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_ABI_H_

@@ -181,6 +181,11 @@ static tj_status_t program_create(tj_context_t* context,
   // =mma, =nosplit, =fma: the [K, N] layout's kernels.
   bool tiles = wq && strcmp(wq, "tiles") == 0;
   p->nv_options.wqgemm_blocks256 = wq && strcmp(wq, "blocks256") == 0;
+  // =cluster: the K splits joined inside a cluster (sm_90a); =pdl:
+  // programmatic dependent launch; =cluster+pdl: both.
+  p->nv_options.wqgemm_cluster = wq && strstr(wq, "cluster") != NULL;
+  p->nv_options.wqgemm_programmatic = wq && strstr(wq, "pdl") != NULL;
+  p->nv_options.wqgemm_ring = wq && strstr(wq, "ring") != NULL;
   if (wq && strncmp(wq, "split", 5) == 0) {
     int splits = atoi(wq + 5);
     p->nv_options.wqgemm_splits = splits >= 1 && splits <= 8 ? splits : 0;
@@ -373,17 +378,19 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   unsigned major, minor, patch;
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[256];
-  snprintf(buf, sizeof(buf),
-           "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
-           "plain %d wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d "
-           "wqb256 %d",
-           major, minor, patch, (int)p->nv_options.approx_math,
-           (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
-           (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
-           (int)p->nv_options.conv_plain_weight, (int)p->nv_options.wqgemm_fma,
-           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
-           (int)p->nv_options.wqgemm_tiled, (int)p->nv_options.wqgemm_splits,
-           (int)p->nv_options.wqgemm_blocks256);
+  snprintf(
+      buf, sizeof(buf),
+      "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
+      "plain %d wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d "
+      "wqb256 %d wqcl %d wqpdl %d wqring %d",
+      major, minor, patch, (int)p->nv_options.approx_math,
+      (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
+      (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
+      (int)p->nv_options.conv_plain_weight, (int)p->nv_options.wqgemm_fma,
+      (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
+      (int)p->nv_options.wqgemm_tiled, (int)p->nv_options.wqgemm_splits,
+      (int)p->nv_options.wqgemm_blocks256, (int)p->nv_options.wqgemm_cluster,
+      (int)p->nv_options.wqgemm_programmatic, (int)p->nv_options.wqgemm_ring);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;

@@ -29,7 +29,7 @@ tj_status_t tj_cuda_program_launch_function(tj_cuda_program_t* p,
   }
   return tj_status_annotate(
       tj_cuda_launch_on(&p->device->cu, fn, l->grid, l->block, l->shared_bytes,
-                        l->cluster, p->stream, args),
+                        l->cluster, l->programmatic, p->stream, args),
       "kernel %s", entry);
 }
 

@@ -579,7 +579,7 @@ tj_status_t tj_cuda_kernel_launch(const tj_cuda_kernel_t* kernel,
   TJ_RETURN_IF_ERROR(tj_cuda_device_enter(device));
   tj_status_t status = tj_cuda_launch_on(
       &device->cu, kernel->function, launch->grid, launch->block,
-      launch->shared_bytes, launch->cluster, device->stream, args);
+      launch->shared_bytes, launch->cluster, false, device->stream, args);
   tj_cuda_device_leave(device);
   return status;
 }
@@ -587,24 +587,33 @@ tj_status_t tj_cuda_kernel_launch(const tj_cuda_kernel_t* kernel,
 tj_status_t tj_cuda_launch_on(const tj_cuda_symbols_t* cu,
                               tj_cu_function_t function, const uint32_t grid[3],
                               const uint32_t block[3], uint32_t shared_bytes,
-                              uint32_t cluster, tj_cu_stream_t stream,
-                              void** args) {
-  if (cluster <= 1)
+                              uint32_t cluster, bool programmatic,
+                              tj_cu_stream_t stream, void** args) {
+  if (cluster <= 1 && !programmatic)
     return TJ_CU_STATUS(cu, cuLaunchKernel,
                         (function, grid[0], grid[1], grid[2], block[0],
                          block[1], block[2], shared_bytes, stream, args, NULL));
-  tj_cu_launch_attribute_t attr;
-  memset(&attr, 0, sizeof(attr));
-  attr.id = TJ_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.cluster_dim[0] = cluster;
-  attr.cluster_dim[1] = attr.cluster_dim[2] = 1;
+  tj_cu_launch_attribute_t attr[2];
+  memset(attr, 0, sizeof(attr));
+  unsigned int n = 0;
+  if (cluster > 1) {
+    attr[n].id = TJ_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr[n].cluster_dim[0] = cluster;
+    attr[n].cluster_dim[1] = attr[n].cluster_dim[2] = 1;
+    ++n;
+  }
+  if (programmatic) {
+    attr[n].id = TJ_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[n].cluster_dim[0] = 1;
+    ++n;
+  }
   tj_cu_launch_layout_t config = {
       .grid = {grid[0], grid[1], grid[2]},
       .block = {block[0], block[1], block[2]},
       .shared_bytes = shared_bytes,
       .stream = stream,
-      .attrs = &attr,
-      .num_attrs = 1,
+      .attrs = attr,
+      .num_attrs = n,
   };
   return TJ_CU_STATUS(cu, cuLaunchKernelEx,
                       ((const tj_cu_launch_config_t*)(const void*)&config,

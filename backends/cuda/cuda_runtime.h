@@ -195,13 +195,16 @@ typedef struct tj_cuda_launch_t {
   uint32_t cluster;       // blocks a cluster along x; 0 or 1: no clusters
 } tj_cuda_launch_t;
 
-// cuLaunchKernel of |function| on |stream|, or with |cluster| > 1
-// cuLaunchKernelEx with clusters of that many blocks along x.
+// cuLaunchKernel of |function| on |stream|, or cuLaunchKernelEx with
+// |cluster| > 1 (clusters of that many blocks along x) or |programmatic|
+// (programmatic stream serialization: the kernel may start before the
+// one before it in the stream ends, and waits for it by
+// griddepcontrol.wait before it reads what that one wrote).
 tj_status_t tj_cuda_launch_on(const tj_cuda_symbols_t* cu,
                               tj_cu_function_t function, const uint32_t grid[3],
                               const uint32_t block[3], uint32_t shared_bytes,
-                              uint32_t cluster, tj_cu_stream_t stream,
-                              void** args);
+                              uint32_t cluster, bool programmatic,
+                              tj_cu_stream_t stream, void** args);
 
 // Enqueues |kernel| on the device's stream; |args| holds a pointer to each
 // parameter's value, as cuLaunchKernel takes them.

@@ -24,9 +24,10 @@
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
-static tj_context_t* g_mma_ctx;    // TJ_CUDA_WQGEMM=mma
-static tj_context_t* g_tiled_ctx;  // TJ_CUDA_WQGEMM=tiles
-static tj_context_t* g_fma_ctx;    // TJ_CUDA_WQGEMM=fma
+static tj_context_t* g_mma_ctx;      // TJ_CUDA_WQGEMM=mma
+static tj_context_t* g_tiled_ctx;    // TJ_CUDA_WQGEMM=tiles
+static tj_context_t* g_fma_ctx;      // TJ_CUDA_WQGEMM=fma
+static tj_context_t* g_cluster_ctx;  // TJ_CUDA_WQGEMM=cluster+pdl+ring
 
 // ptxas -v on the kernel: assembles, and its registers and spills are
 // printed (one 256-thread block an SM takes up to 255 registers; a spill
@@ -305,6 +306,67 @@ TEST(the_default_kernel_by_dtype_and_m) {
   }
 }
 
+// TJ_CUDA_WQGEMM=cluster+pdl+ring, f16/bf16 A (the tile layout's kernel
+// at every M): the weight's chunks by 16-byte cp.async into each warp's
+// ring of shared memory; on sm_90a the K splits of a tile are the blocks
+// of a cluster,
+// joined through distributed shared memory between cluster barriers, with
+// no global workspace, fence or atomic (and within 128 registers, no
+// spills), and the kernel lets the next one start early and waits for the
+// one before (griddepcontrol); sm_80, which has neither, keeps the
+// workspace join.
+static void check_cluster_case(const wq_case_t* c, tj_nvptx_arch_t arch) {
+  wq_data_t d;
+  wq_make(c, &d);
+  tj_graph_t* g = wq_build(g_cluster_ctx, c, &d);
+  CHECK(g != NULL);
+  tj_cuda_offline_ptx_t ptx;
+  memset(&ptx, 0, sizeof(ptx));
+  tj_allocator_t al = tj_allocator_system();
+  if (g) CHECK_OK(tj_cuda_compile_ptx(g, NULL, arch, al, &ptx));
+  const char* t = ptx.ptx ? ptx.ptx : "";
+  CHECK_EQ_INT(1, ptx.num_kernels);
+  CHECK(strstr(t, "mma.sync") != NULL);
+  bool sm90 = arch == TJ_NVPTX_SM_90A;
+  bool dsmem = strstr(t, "mapa.shared::cluster") != NULL &&
+               strstr(t, "ld.shared::cluster.f32") != NULL &&
+               strstr(t, "barrier.cluster.arrive") != NULL &&
+               strstr(t, "%cluster_nctarank") != NULL;
+  bool workspace = strstr(t, "atom.global.add") != NULL &&
+                   strstr(t, "membar.gl") != NULL &&
+                   strstr(t, "nctaid.y") != NULL;
+  if (dsmem != sm90 || workspace == sm90)
+    fprintf(stderr, "  %s (cluster, %s): dsmem %d, workspace %d\n", c->name,
+            tj_nvptx_arch_name(arch), (int)dsmem, (int)workspace);
+  CHECK_EQ_INT(sm90, dsmem);
+  CHECK_EQ_INT(!sm90, workspace);
+  CHECK_EQ_INT(sm90, strstr(t, "griddepcontrol.wait") != NULL &&
+                         strstr(t, "griddepcontrol.launch_dependents") != NULL);
+  // The ring feeds the vector path, which needs x's rows aligned to 4
+  // elements (else it folds away: K 161).
+  if (c->K % 4 == 0) {
+    CHECK(strstr(t, "cp.async.cg.shared.global") != NULL);
+    CHECK(strstr(t, "cp.async.wait_group") != NULL);
+  }
+  if (sm90 && ptx.ptx) {
+    char what[96];
+    snprintf(what, sizeof(what), "%s (cluster)", c->name);
+    assemble_and_report(what, ptx.ptx, 128);
+  }
+  tj_cuda_offline_ptx_deinitialize(al, &ptx);
+  if (g) tj_graph_destroy(g);
+  wq_free(&d);
+}
+
+TEST(the_cluster_join_on_sm_90a) {
+  for (int i = 0; i < kWqNumCases; ++i) {
+    const wq_case_t* c = &kWqCases[i];
+    if (c->decomposed || c->adt == TJ_DTYPE_F32) continue;
+    check_cluster_case(c, TJ_NVPTX_SM_90A);
+    check_cluster_case(c, TJ_NVPTX_SM_80);
+  }
+}
+
 TEST(every_case_on_the_cuda_core_kernel) {
   for (int i = 0; i < kWqNumCases; ++i)
     check_case(&kWqCases[i], TJ_NVPTX_SM_90A, true, false);
@@ -320,6 +382,8 @@ int main(int argc, char** argv) {
   if (!st) st = tj_test_context_create(&g_tiled_ctx);
   setenv("TJ_CUDA_WQGEMM", "fma", 1);
   if (!st) st = tj_test_context_create(&g_fma_ctx);
+  setenv("TJ_CUDA_WQGEMM", "cluster+pdl+ring", 1);
+  if (!st) st = tj_test_context_create(&g_cluster_ctx);
   unsetenv("TJ_CUDA_WQGEMM");
   if (st != NULL) return 1;
   RUN_TEST(the_tile_layout_holds_each_lanes_fragments);
@@ -327,6 +391,8 @@ int main(int argc, char** argv) {
   RUN_TEST(every_case_on_the_tile_layout);
   RUN_TEST(every_case_on_the_cuda_core_kernel);
   RUN_TEST(the_default_kernel_by_dtype_and_m);
+  RUN_TEST(the_cluster_join_on_sm_90a);
+  tj_context_destroy(g_cluster_ctx);
   tj_context_destroy(g_fma_ctx);
   tj_context_destroy(g_tiled_ctx);
   tj_context_destroy(g_mma_ctx);
