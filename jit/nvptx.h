@@ -209,7 +209,10 @@ typedef struct tj_nvptx_options_t {
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer
   // warpgroups of 128 rows each, tile_n 64 or 128), tile_n 64, 128 or
-  // 256; 0 means 128.
+  // 256; 0 means 128. The exact f32 CUDA-core loop: 128x128 (0, the
+  // default) or tile_m 256 (tile_n 0 or 128): 256x128 tiles, each of its
+  // 256 threads 8x16 outputs, one block an SM (emit_nvptx_gemm.c; bk 16
+  // spills a few bytes there).
   int32_t gemm_tile_m, gemm_tile_n;
   // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
   // which lets the ring run one stage further ahead; by default one
