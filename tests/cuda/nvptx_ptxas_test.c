@@ -515,11 +515,13 @@ TEST(split_k_candidates) {
     CHECK(ptx.variants_ptx != NULL);
     if (ptx.variants_ptx) {
       const char* v = ptx.variants_ptx;
-      // Exact f32 (no allow_tf32): split-K's six and cuBLASLt's epilogue.
+      // Exact f32 (no allow_tf32): split-K's six, cuBLASLt's epilogue and
+      // the 256x128 CUDA-core tile (the other dtypes have no _c18).
       if (dt == TJ_DTYPE_F32) {
-        CHECK_EQ_INT(7, count_of(v, ".entry "));
+        CHECK_EQ_INT(8, count_of(v, ".entry "));
         CHECK_EQ_INT(1, count_of(v, "_c4("));
       }
+      CHECK_EQ_INT(dt == TJ_DTYPE_F32, count_of(v, "_c18("));
       CHECK(count_of(v, "_c12(") == 1 && count_of(v, "_c12r(") == 1);
       CHECK(count_of(v, "_c13(") == 1 && count_of(v, "_c13r(") == 1);
       CHECK(count_of(v, "_c14(") == 1 && count_of(v, "_c14r(") == 1);
