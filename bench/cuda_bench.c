@@ -762,6 +762,14 @@ static void bench_f32_table(const tj_kir_t* k_plain, bool exact_only) {
        {.gemm_f32_scalar_copies = true}},
       {"f32 cuda cores 128x128 bk16 s4, 4-byte copies",
        {.gemm_tile_k = 16, .gemm_f32_scalar_copies = true}},
+      // 256x128 tiles, 8x16 outputs a thread (issue 13, sgemm; the
+      // tuner's exact f32 candidate 18 is bk8 s4).
+      {"f32 cuda cores 256x128 bk8 s4", {.gemm_tile_m = 256}},
+      {"f32 cuda cores 256x128 bk8 s3", {.gemm_tile_m = 256, .gemm_stages = 3}},
+      {"f32 cuda cores 256x128 bk16 s3",
+       {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3}},
+      {"f32 cuda cores 256x128 bk16 s4",
+       {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 4}},
       {"tf32 tma ws 128x128 s4 persistent",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tma = true,
