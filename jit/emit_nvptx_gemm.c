@@ -107,6 +107,9 @@ typedef struct gemm_t {
   // loops keep its tile K-major in shared memory, rows of n laid out as
   // A's rows of m.
   bool b_kmajor;
+  // The f32 256x128 loop with A transposed in shared memory
+  // (gemm_f32_a_transposed; f32w_*).
+  bool f32w_at;
   // The TMA schedules of a batched GEMM: the batch entries are folded into
   // the tile index (entry t / |tiles_per_entry|), so the persistent grid's
   // blocks run over every entry's tiles and the grid has no z.
@@ -970,7 +973,8 @@ static void f32_stage_c(gemm_t* g) {
 #define kF32WideMaxCopies 16  // 4-byte copies of A per thread, bk 16
 
 typedef struct f32w_ctx_t {
-  bool vec;  // 16-byte copies
+  bool vec;    // 16-byte copies (of B, and of A unless transposed)
+  bool a_vec;  // A's
   int32_t a_copies, b_copies;
   // Per copy: destination (i32 bytes in the stage), source at k-tile 0,
   // the row (A) or column (B) in bounds, and the copy's first k in the
@@ -984,8 +988,28 @@ typedef struct f32w_ctx_t {
   LLVMValueRef a_frag, b_frag;  // i32 bytes: the thread's row 0, column 0
 } f32w_ctx_t;
 
-// Floats per row of the A tile: 16 bytes of padding (see above).
-static int32_t f32w_a_stride(const gemm_t* g) { return g->bk + 4; }
+// Floats per row of the A tile: 16 bytes of padding (see above); with
+// gemm_f32_a_transposed, rows of k, 256 m and 16 bytes.
+static int32_t f32w_a_stride(const gemm_t* g) {
+  return g->f32w_at ? kF32WideM + 4 : g->bk + 4;
+}
+
+// The thread's first row of C in the tile, and row |i| (< 8) of its 8
+// from there: lm + 8 i in the row-major A layout, lm * 4 + i % 4 + 32 *
+// (i / 4) in the transposed one (two 16-byte loads of 4 rows a k).
+static LLVMValueRef f32w_row0(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef lm =
+      LLVMBuildLShr(b, LLVMBuildAnd(b, g->tid, c32(g, 31), ""), c32(g, 2), "");
+  if (g->f32w_at) lm = LLVMBuildMul(b, lm, c32(g, 4), "");
+  return LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildLShr(b, warp, c32(g, 1), ""), c32(g, 64), ""),
+      lm, "row0");
+}
+static int32_t f32w_row(const gemm_t* g, int32_t i) {
+  return g->f32w_at ? i % 4 + 32 * (i / 4) : 8 * i;
+}
 
 static void f32w_setup(gemm_t* g, f32w_ctx_t* c, bool vec) {
   LLVMBuilderRef b = g->b;
@@ -997,20 +1021,27 @@ static void f32w_setup(gemm_t* g, f32w_ctx_t* c, bool vec) {
   LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
   LLVMValueRef sb_n = tj_emit_stride(em, g->bb, r - 1);
   c->vec = vec;
-  c->a_step = vec ? c64(g, g->bk) : LLVMBuildMul(b, sa_k, c64(g, g->bk), "");
+  c->a_vec = vec && !g->f32w_at;
+  c->a_step =
+      c->a_vec ? c64(g, g->bk) : LLVMBuildMul(b, sa_k, c64(g, g->bk), "");
   c->b_step = LLVMBuildMul(b, sb_k, c64(g, g->bk), "");
   // Elements a copy moves, and per row of the tile (A: bk, B: 128).
-  int32_t per = vec ? 4 : 1;
-  c->a_copies = kF32WideM * g->bk / per / kThreads;
+  int32_t per = vec ? 4 : 1, a_per = c->a_vec ? 4 : 1;
+  c->a_copies = kF32WideM * g->bk / a_per / kThreads;
   c->b_copies = kBN * g->bk / per / kThreads;
-  int32_t a_row = g->bk / per, b_row = kBN / per;  // copies a tile row
+  int32_t a_row = g->bk / a_per, b_row = kBN / per;  // copies a tile row
   for (int32_t i = 0; i < c->a_copies; ++i) {
     LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
     LLVMValueRef am = LLVMBuildUDiv(b, e, c32(g, a_row), "");
     LLVMValueRef ak = LLVMBuildMul(b, LLVMBuildURem(b, e, c32(g, a_row), ""),
-                                   c32(g, per), "");
+                                   c32(g, a_per), "");
+    // Transposed: element (m, k) at k * as + m (a warp's 4 m of 8 k hit
+    // 32 banks, as stride 260 is 4 banks on).
     c->a_dst[i] = LLVMBuildMul(
-        b, LLVMBuildAdd(b, LLVMBuildMul(b, am, c32(g, as), ""), ak, ""),
+        b,
+        g->f32w_at
+            ? LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, as), ""), am, "")
+            : LLVMBuildAdd(b, LLVMBuildMul(b, am, c32(g, as), ""), ak, ""),
         c32(g, 4), "");
     LLVMValueRef gm =
         LLVMBuildAdd(b, g->m0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
@@ -1019,7 +1050,7 @@ static void f32w_setup(gemm_t* g, f32w_ctx_t* c, bool vec) {
     LLVMValueRef off = LLVMBuildAdd(
         b,
         LLVMBuildMul(b, tj_emit_select(em, c->a_m_ok[i], gm, g->m0), sa_m, ""),
-        vec ? c->a_k[i] : LLVMBuildMul(b, c->a_k[i], sa_k, ""), "");
+        c->a_vec ? c->a_k[i] : LLVMBuildMul(b, c->a_k[i], sa_k, ""), "");
     c->a_src[i] = tj_emit_advance(em, g->a, g->batch.ptr[g->a], off);
   }
   for (int32_t i = 0; i < c->b_copies; ++i) {
@@ -1046,13 +1077,11 @@ static void f32w_setup(gemm_t* g, f32w_ctx_t* c, bool vec) {
   }
   LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
   LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
-  LLVMValueRef row = LLVMBuildAdd(
-      b, LLVMBuildMul(b, LLVMBuildLShr(b, warp, c32(g, 1), ""), c32(g, 64), ""),
-      LLVMBuildLShr(b, lane, c32(g, 2), ""), "");
+  LLVMValueRef row = f32w_row0(g);
   LLVMValueRef col = LLVMBuildAdd(
       b, LLVMBuildMul(b, LLVMBuildAnd(b, warp, c32(g, 1), ""), c32(g, 64), ""),
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 4), ""), "");
-  c->a_frag = LLVMBuildMul(b, row, c32(g, as * 4), "a_frag");
+  c->a_frag = LLVMBuildMul(b, row, c32(g, g->f32w_at ? 4 : as * 4), "a_frag");
   c->b_frag = LLVMBuildAdd(b, c32(g, g->a_bytes),
                            LLVMBuildMul(b, col, c32(g, 4), ""), "b_frag");
 }
@@ -1071,7 +1100,7 @@ static void f32w_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
     LLVMValueRef left =
         LLVMBuildSub(b, g->kdim, LLVMBuildAdd(b, k0, c->a_k[i], ""), "");
     LLVMValueRef ok;
-    if (c->vec) {
+    if (c->a_vec) {
       // The chunk's k left in its row (K need not be a multiple of 4).
       LLVMValueRef bytes = tj_emit_select(
           em, c->a_m_ok[i], LLVMBuildMul(b, clamp0(g, left, 4), c64(g, 4), ""),
@@ -1125,14 +1154,19 @@ static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
   int32_t as = f32w_a_stride(g);
   LLVMTypeRef t = em->t_f32;
   for (int32_t q = 0; q < g->bk / 4; ++q) {
-    // 4 k of the thread's 8 rows.
+    // 4 k of the thread's 8 rows (row-major A; transposed: per k below).
     LLVMValueRef av[8];
-    for (int32_t i = 0; i < 8; ++i)
+    for (int32_t i = 0; i < 8 && !g->f32w_at; ++i)
       av[i] = load_v4(
           g, base,
           LLVMBuildAdd(b, c->a_frag, c32(g, (i * 8 * as + q * 4) * 4), ""));
     for (int32_t kq = 0; kq < 4; ++kq) {
       int32_t kk = q * 4 + kq;
+      // Transposed A: the thread's rows 0-3 and 32-35 at this k.
+      for (int32_t h = 0; h < 2 && g->f32w_at; ++h)
+        av[h] = load_v4(
+            g, base,
+            LLVMBuildAdd(b, c->a_frag, c32(g, (kk * as + h * 32) * 4), ""));
       LLVMValueRef bv[4];
       for (int32_t j = 0; j < 4; ++j)
         bv[j] = load_v4(
@@ -1140,7 +1174,9 @@ static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
             LLVMBuildAdd(b, c->b_frag, c32(g, (kk * kBN + j * 16) * 4), ""));
       LLVMValueRef a[8], bb[16];
       for (int32_t i = 0; i < 8; ++i)
-        a[i] = LLVMBuildExtractElement(b, av[i], c32(g, kq), "");
+        a[i] = g->f32w_at
+                   ? LLVMBuildExtractElement(b, av[i / 4], c32(g, i % 4), "")
+                   : LLVMBuildExtractElement(b, av[i], c32(g, kq), "");
       for (int32_t j = 0; j < 16; ++j)
         bb[j] = LLVMBuildExtractElement(b, bv[j / 4], c32(g, j % 4), "");
       for (int32_t i = 0; i < 8; ++i) {
@@ -1163,9 +1199,7 @@ static void f32w_stage_c(gemm_t* g) {
   LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
   LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
   LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
-  LLVMValueRef row = LLVMBuildAdd(
-      b, LLVMBuildMul(b, LLVMBuildLShr(b, warp, c32(g, 1), ""), c32(g, 64), ""),
-      LLVMBuildLShr(b, lane, c32(g, 2), ""), "");
+  LLVMValueRef row = f32w_row0(g);
   LLVMValueRef col = LLVMBuildAdd(
       b, LLVMBuildMul(b, LLVMBuildAnd(b, warp, c32(g, 1), ""), c32(g, 64), ""),
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 4), ""), "");
@@ -1181,8 +1215,8 @@ static void f32w_stage_c(gemm_t* g) {
             b, v,
             LLVMBuildLoad2(b, em->t_f32, acc_slot(g, i * 16 + j * 4 + e), ""),
             c32(g, e), "");
-      LLVMValueRef off =
-          LLVMBuildAdd(b, off0, c32(g, (i * 8 * g->c_stride + j * 16) * 4), "");
+      LLVMValueRef off = LLVMBuildAdd(
+          b, off0, c32(g, (f32w_row(g, i) * g->c_stride + j * 16) * 4), "");
       LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
     }
   }
@@ -2150,7 +2184,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     // The autotuner's mma.sync candidates ask k-tiles of 32 or 64, which
     // the CUDA-core loop reads as its default.
     g.bk = o->gemm_tile_k == 16 ? 16 : kF32DefaultBK;
-    g.a_bytes = wide ? kF32WideM * (g.bk + 4) * 4 : g.bk * kF32AStride * 4;
+    g.f32w_at = wide && o->gemm_f32_a_transposed;
+    g.a_bytes = !wide       ? g.bk * kF32AStride * 4
+                : g.f32w_at ? g.bk * (kF32WideM + 4) * 4
+                            : kF32WideM * (g.bk + 4) * 4;
     g.stage_bytes = g.a_bytes + g.bk * kBN * 4;
     g.copies = kBM * g.bk / kThreads;
   }

@@ -242,6 +242,11 @@ typedef struct tj_nvptx_options_t {
   // run time), else 4 bytes at a time; this keeps the 4-byte copies
   // always (benchmarks compare the two).
   bool gemm_f32_scalar_copies;
+  // The f32 256x128 loop (gemm_tile_m 256) keeps A transposed in shared
+  // memory, [k][m], copied 4 bytes at a time (cuBLAS's layout: 2 16-byte
+  // loads of A's 8 rows a k, 8 registers of A live, against 8 loads of 4
+  // k and 32 registers row-major); for benchmarks.
+  bool gemm_f32_a_transposed;
   // gemm_tma with gemm_tile_m 128 (tile_n 64 or 128): the pingpong schedule
   // on 128-row tiles, each consumer warpgroup on every other tile with two
   // m64 wgmmas a k16 (128 accumulators a thread at tile_n 128), so that one

@@ -395,11 +395,13 @@ static void gemm_f32_with(const tj_nvptx_options_t* options) {
 
 TEST(gemm_f32) {
   // The CUDA-core loop's 128x128 tile (default), and the 256x128 one
-  // (issue 13, sgemm) at k-tiles of 8 and 16 and with 4-byte copies alone.
+  // (issue 13, sgemm) at k-tiles of 8 and 16, with 4-byte copies alone
+  // and with A transposed in shared memory.
   static const tj_nvptx_options_t kOptions[] = {
       {.gemm_tile_m = 256},
       {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3},
-      {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true}};
+      {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true},
+      {.gemm_tile_m = 256, .gemm_f32_a_transposed = true}};
   gemm_f32_with(NULL);
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kOptions); ++i)
     gemm_f32_with(&kOptions[i]);

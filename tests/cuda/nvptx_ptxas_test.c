@@ -302,7 +302,9 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
       snprintf(name, sizeof(name), "%s%s_bk%d_s%d%s%s", kSampleNames[s],
                info.tile_m == 256 ? "_256x128" : "", (int)info.tile_k,
                (int)info.stages, options->approx_math ? "_approx" : "",
-               options->gemm_f32_scalar_copies ? "_4byte" : "");
+               options->gemm_f32_scalar_copies  ? "_4byte"
+               : options->gemm_f32_a_transposed ? "_at"
+                                                : "");
     }
     printf("# %s %s: %zu bytes of PTX\n", name, arch_name, strlen(ptx));
     CHECK_EQ_INT(0, run_ptxas(arch_name, name, ptx));
@@ -558,7 +560,9 @@ TEST(every_sample_every_arch) {
         {.gemm_tile_m = 256, .gemm_stages = 3},
         {.gemm_tile_m = 256, .gemm_tile_k = 16},
         {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3},
-        {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true}};
+        {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true},
+        {.gemm_tile_m = 256, .gemm_f32_a_transposed = true},
+        {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_f32_a_transposed = true}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
