@@ -763,7 +763,7 @@ static void bench_f32_table(const tj_kir_t* k_plain, bool exact_only) {
       {"f32 cuda cores 128x128 bk16 s4, 4-byte copies",
        {.gemm_tile_k = 16, .gemm_f32_scalar_copies = true}},
       // 256x128 tiles, 8x16 outputs a thread (issue 13, sgemm; the
-      // tuner's exact f32 candidate 18 is bk8 s4).
+      // tuner's exact f32 candidate 18 is bk16 s3 with A transposed).
       {"f32 cuda cores 256x128 bk8 s4", {.gemm_tile_m = 256}},
       {"f32 cuda cores 256x128 bk8 s3", {.gemm_tile_m = 256, .gemm_stages = 3}},
       {"f32 cuda cores 256x128 bk16 s3",

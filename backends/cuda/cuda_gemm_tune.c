@@ -170,8 +170,16 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_tile_n = 64},
     // Exact f32 GEMMs: cuBLAS's sgemm tile (issue 13, sgemm; its H200
     // kernel is sm80_xmma_gemm_f32f32..._tilesize256x128x8), one block of
-    // 256 threads an SM, 8x16 outputs a thread.
-    [TJ_CUDA_GEMM_F32_WIDE] = {.gemm_tile_m = 256, .gemm_stages = 4},
+    // 256 threads an SM, 8x16 outputs a thread, A transposed in shared
+    // memory, bk 16, 3 stages: the fastest of the 256x128 forms on the
+    // H200 (bench/RESULTS.md, issue 13, sgemm), 0.81-0.86x cuBLAS's sgemm
+    // on the three goal shapes where the default 128x128 kernel reached
+    // 0.76-0.82x (it spills 40 bytes; the bk8 forms, which do not, were
+    // slower).
+    [TJ_CUDA_GEMM_F32_WIDE] = {.gemm_tile_m = 256,
+                               .gemm_tile_k = 16,
+                               .gemm_stages = 3,
+                               .gemm_f32_a_transposed = true},
 };
 // Every candidate is timed by jit/autotune.h, which takes at most
 // TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
@@ -196,7 +204,7 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "fused tma pingpong 128x128 s4 persistent",
     "fused tma ws 256x128 s3 persistent",
     "fused wgmma 128x64 s4",
-    "fused f32 cuda cores 256x128 bk8 s4"};
+    "fused f32 cuda cores 256x128 bk16 s3 a-transposed"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
 // 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,

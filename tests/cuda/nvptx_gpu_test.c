@@ -401,7 +401,12 @@ TEST(gemm_f32) {
       {.gemm_tile_m = 256},
       {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3},
       {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true},
-      {.gemm_tile_m = 256, .gemm_f32_a_transposed = true}};
+      {.gemm_tile_m = 256, .gemm_f32_a_transposed = true},
+      // The tuner's candidate 18.
+      {.gemm_tile_m = 256,
+       .gemm_tile_k = 16,
+       .gemm_stages = 3,
+       .gemm_f32_a_transposed = true}};
   gemm_f32_with(NULL);
   for (size_t i = 0; i < TJ_ARRAY_SIZE(kOptions); ++i)
     gemm_f32_with(&kOptions[i]);
