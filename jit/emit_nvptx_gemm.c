@@ -27,7 +27,8 @@
 // (A stored transposed, rows padded against bank conflicts), k-tiles of 8
 // (or 16), each thread an 8x8 register tile of FMAs; where A is contiguous
 // along k and B along n with 16-byte aligned rows (checked per block at
-// run time), 16-byte cp.async instead, A kept row-major (f32v_*).
+// run time), 16-byte cp.async instead, A kept row-major (f32v_*). With
+// gemm_tile_m 256, 256x128 tiles, each thread 8x16 (f32w_*).
 // TF32 tensor cores (f32 A and B with gemm_tf32 and gemm_tma, sm_90a):
 // the TMA wgmma schedules with .tf32 operands (emit_nvptx_wgmma.c).
 //
@@ -89,7 +90,8 @@ typedef struct gemm_t {
   LLVMValueRef tid;         // i32
   LLVMValueRef smem;        // ptr addrspace(3): the dynamic shared memory
   tj_emit_point_t batch;    // pointers at the batch entry's origin
-  LLVMValueRef acc;         // alloca [64 x float]
+  LLVMValueRef acc;         // alloca [acc_len x float]
+  int32_t acc_len;          // 64 (0 reads as 64), or 128 (f32 256x128)
   // Tensor cores: the k-tile and what it implies (CUDA cores: bk 8 or
   // 16, a_bytes and stage_bytes likewise).
   int32_t bk;           // 32 or 64
@@ -105,6 +107,9 @@ typedef struct gemm_t {
   // loops keep its tile K-major in shared memory, rows of n laid out as
   // A's rows of m.
   bool b_kmajor;
+  // The f32 256x128 loop with A transposed in shared memory
+  // (gemm_f32_a_transposed; f32w_*).
+  bool f32w_at;
   // The TMA schedules of a batched GEMM: the batch entries are folded into
   // the tile index (entry t / |tiles_per_entry|), so the persistent grid's
   // blocks run over every entry's tiles and the grid has no z.
@@ -140,8 +145,9 @@ static LLVMValueRef call(gemm_t* g, const char* name, LLVMValueRef* args,
 
 static LLVMValueRef acc_slot(gemm_t* g, int32_t i) {
   LLVMValueRef idx[2] = {c32(g, 0), c32(g, i)};
-  return LLVMBuildGEP2(g->b, LLVMArrayType2(g->em->t_f32, 64), g->acc, idx, 2,
-                       "");
+  return LLVMBuildGEP2(
+      g->b, LLVMArrayType2(g->em->t_f32, g->acc_len ? g->acc_len : 64), g->acc,
+      idx, 2, "");
 }
 
 static void commit(gemm_t* g) {
@@ -953,6 +959,301 @@ static void f32_stage_c(gemm_t* g) {
       LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
     }
   }
+}
+
+//===--- CUDA-core (f32) main loop, 256x128 tiles (gemm_tile_m 256) ---===//
+//
+// cuBLAS's sgemm tile on the H200 (sm80_xmma_gemm_f32f32..._tilesize
+// 256x128x8, warps 4x2): one block of 256 threads an SM, each thread 8 rows
+// x 16 columns of C (128 accumulators, up to 255 registers), so that a k
+// step's 6 shared loads of 16 bytes feed 128 FMAs (the 128x128 tile: 4
+// loads, or 2 and 8 of 8 bytes, for 64).
+//   - warps 4 (m) x 2 (n), each 64x64 of C; lane = lm * 4 + ln holds rows
+//     wm * 64 + lm + 8 * i (i < 8) and columns wn * 64 + ln * 4 + 16 * j +
+//     {0..3} (j < 4);
+//   - A stays row-major in shared memory, [256][bk + 4]: a thread reads 4
+//     consecutive k of each of its rows with one ld.shared.v4 (the lanes of
+//     a quarter warp read 2 rows, 4 bytes short of 16 banks apart with the
+//     padding: no conflict), then runs those 4 k from registers; B is
+//     [bk][128], 4 ld.shared.v4 a k (64 contiguous bytes a quarter warp);
+//   - copies: 16-byte cp.async where A is contiguous along k and B along n
+//     with 16-byte aligned rows (f32_vector_ok, per block at run time),
+//     else 4-byte ones into the same layout (any strides, a K-major B
+//     included);
+//   - every output sums its k in order, one fma each, as the 128x128 loop.
+#define kF32WideM 256
+#define kF32WideMaxCopies 16  // 4-byte copies of A per thread, bk 16
+
+typedef struct f32w_ctx_t {
+  bool vec;    // 16-byte copies (of B, and of A unless transposed)
+  bool a_vec;  // A's
+  int32_t a_copies, b_copies;
+  // Per copy: destination (i32 bytes in the stage), source at k-tile 0,
+  // the row (A) or column (B) in bounds, and the copy's first k in the
+  // tile (i64); B's 16-byte chunks: the columns left before N (i64, 0..4).
+  LLVMValueRef a_src[kF32WideMaxCopies], a_dst[kF32WideMaxCopies];
+  LLVMValueRef a_m_ok[kF32WideMaxCopies], a_k[kF32WideMaxCopies];
+  LLVMValueRef b_src[kF32WideMaxCopies], b_dst[kF32WideMaxCopies];
+  LLVMValueRef b_n_ok[kF32WideMaxCopies], b_k[kF32WideMaxCopies];
+  LLVMValueRef b_left[kF32WideMaxCopies];
+  LLVMValueRef a_step, b_step;  // i64 elements per k-tile
+  LLVMValueRef a_frag, b_frag;  // i32 bytes: the thread's row 0, column 0
+} f32w_ctx_t;
+
+// Floats per row of the A tile: 16 bytes of padding (see above); with
+// gemm_f32_a_transposed, rows of k, 256 m and 16 bytes.
+static int32_t f32w_a_stride(const gemm_t* g) {
+  return g->f32w_at ? kF32WideM + 4 : g->bk + 4;
+}
+
+// The thread's first row of C in the tile, and row |i| (< 8) of its 8
+// from there: lm + 8 i in the row-major A layout, lm * 4 + i % 4 + 32 *
+// (i / 4) in the transposed one (two 16-byte loads of 4 rows a k).
+static LLVMValueRef f32w_row0(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef lm =
+      LLVMBuildLShr(b, LLVMBuildAnd(b, g->tid, c32(g, 31), ""), c32(g, 2), "");
+  if (g->f32w_at) lm = LLVMBuildMul(b, lm, c32(g, 4), "");
+  return LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildLShr(b, warp, c32(g, 1), ""), c32(g, 64), ""),
+      lm, "row0");
+}
+static int32_t f32w_row(const gemm_t* g, int32_t i) {
+  return g->f32w_at ? i % 4 + 32 * (i / 4) : 8 * i;
+}
+
+static void f32w_setup(gemm_t* g, f32w_ctx_t* c, bool vec) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  int32_t r = g->rank;
+  int32_t as = f32w_a_stride(g);
+  LLVMValueRef sa_m = tj_emit_stride(em, g->a, r - 2);
+  LLVMValueRef sa_k = tj_emit_stride(em, g->a, r - 1);
+  LLVMValueRef sb_k = tj_emit_stride(em, g->bb, r - 2);
+  LLVMValueRef sb_n = tj_emit_stride(em, g->bb, r - 1);
+  c->vec = vec;
+  c->a_vec = vec && !g->f32w_at;
+  c->a_step =
+      c->a_vec ? c64(g, g->bk) : LLVMBuildMul(b, sa_k, c64(g, g->bk), "");
+  c->b_step = LLVMBuildMul(b, sb_k, c64(g, g->bk), "");
+  // Elements a copy moves, and per row of the tile (A: bk, B: 128).
+  int32_t per = vec ? 4 : 1, a_per = c->a_vec ? 4 : 1;
+  c->a_copies = kF32WideM * g->bk / a_per / kThreads;
+  c->b_copies = kBN * g->bk / per / kThreads;
+  int32_t a_row = g->bk / a_per, b_row = kBN / per;  // copies a tile row
+  for (int32_t i = 0; i < c->a_copies; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef am = LLVMBuildUDiv(b, e, c32(g, a_row), "");
+    LLVMValueRef ak = LLVMBuildMul(b, LLVMBuildURem(b, e, c32(g, a_row), ""),
+                                   c32(g, a_per), "");
+    // Transposed: element (m, k) at k * as + m (a warp's 4 m of 8 k hit
+    // 32 banks, as stride 260 is 4 banks on).
+    c->a_dst[i] = LLVMBuildMul(
+        b,
+        g->f32w_at
+            ? LLVMBuildAdd(b, LLVMBuildMul(b, ak, c32(g, as), ""), am, "")
+            : LLVMBuildAdd(b, LLVMBuildMul(b, am, c32(g, as), ""), ak, ""),
+        c32(g, 4), "");
+    LLVMValueRef gm =
+        LLVMBuildAdd(b, g->m0, LLVMBuildZExt(b, am, em->t_i64, ""), "");
+    c->a_m_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, gm, g->m, "");
+    c->a_k[i] = LLVMBuildZExt(b, ak, em->t_i64, "");
+    LLVMValueRef off = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, tj_emit_select(em, c->a_m_ok[i], gm, g->m0), sa_m, ""),
+        c->a_vec ? c->a_k[i] : LLVMBuildMul(b, c->a_k[i], sa_k, ""), "");
+    c->a_src[i] = tj_emit_advance(em, g->a, g->batch.ptr[g->a], off);
+  }
+  for (int32_t i = 0; i < c->b_copies; ++i) {
+    LLVMValueRef e = LLVMBuildAdd(b, g->tid, c32(g, i * kThreads), "");
+    LLVMValueRef bk = LLVMBuildUDiv(b, e, c32(g, b_row), "");
+    LLVMValueRef bn = LLVMBuildMul(b, LLVMBuildURem(b, e, c32(g, b_row), ""),
+                                   c32(g, per), "");
+    c->b_dst[i] = LLVMBuildAdd(
+        b, c32(g, g->a_bytes),
+        LLVMBuildMul(
+            b, LLVMBuildAdd(b, LLVMBuildMul(b, bk, c32(g, kBN), ""), bn, ""),
+            c32(g, 4), ""),
+        "");
+    LLVMValueRef gn =
+        LLVMBuildAdd(b, g->n0, LLVMBuildZExt(b, bn, em->t_i64, ""), "");
+    c->b_n_ok[i] = LLVMBuildICmp(b, LLVMIntSLT, gn, g->n, "");
+    c->b_left[i] = clamp0(g, LLVMBuildSub(b, g->n, gn, ""), 4);
+    c->b_k[i] = LLVMBuildZExt(b, bk, em->t_i64, "");
+    LLVMValueRef boff = LLVMBuildAdd(
+        b, LLVMBuildMul(b, c->b_k[i], sb_k, ""),
+        LLVMBuildMul(b, tj_emit_select(em, c->b_n_ok[i], gn, g->n0), sb_n, ""),
+        "");
+    c->b_src[i] = tj_emit_advance(em, g->bb, g->batch.ptr[g->bb], boff);
+  }
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef row = f32w_row0(g);
+  LLVMValueRef col = LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildAnd(b, warp, c32(g, 1), ""), c32(g, 64), ""),
+      LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 4), ""), "");
+  c->a_frag = LLVMBuildMul(b, row, c32(g, g->f32w_at ? 4 : as * 4), "a_frag");
+  c->b_frag = LLVMBuildAdd(b, c32(g, g->a_bytes),
+                           LLVMBuildMul(b, col, c32(g, 4), ""), "b_frag");
+}
+
+static void f32w_load_cb(gemm_t* g, void* ctx, LLVMValueRef stage,
+                         LLVMValueRef kt) {
+  f32w_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  LLVMValueRef k0 = LLVMBuildMul(b, kt, c64(g, g->bk), "");
+  for (int32_t i = 0; i < c->a_copies; ++i) {
+    LLVMValueRef left =
+        LLVMBuildSub(b, g->kdim, LLVMBuildAdd(b, k0, c->a_k[i], ""), "");
+    LLVMValueRef ok;
+    if (c->a_vec) {
+      // The chunk's k left in its row (K need not be a multiple of 4).
+      LLVMValueRef bytes = tj_emit_select(
+          em, c->a_m_ok[i], LLVMBuildMul(b, clamp0(g, left, 4), c64(g, 4), ""),
+          c64(g, 0));
+      ok = LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), "");
+      LLVMValueRef src = tj_emit_advance(
+          em, g->a, c->a_src[i],
+          tj_emit_select(em, ok, LLVMBuildMul(b, kt, c->a_step, ""),
+                         c64(g, 0)));
+      cp_async16(g, base, c->a_dst[i], src, bytes);
+    } else {
+      ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGT, left, c64(g, 0), ""),
+                        c->a_m_ok[i], "");
+      LLVMValueRef src = tj_emit_advance(
+          em, g->a, c->a_src[i],
+          tj_emit_select(em, ok, LLVMBuildMul(b, kt, c->a_step, ""),
+                         c64(g, 0)));
+      cp_async4(g, base, c->a_dst[i], src, ok);
+    }
+  }
+  for (int32_t i = 0; i < c->b_copies; ++i) {
+    LLVMValueRef k_ok = LLVMBuildICmp(
+        b, LLVMIntSLT, LLVMBuildAdd(b, k0, c->b_k[i], ""), g->kdim, "");
+    if (c->vec) {
+      LLVMValueRef bytes = tj_emit_select(
+          em, k_ok, LLVMBuildMul(b, c->b_left[i], c64(g, 4), ""), c64(g, 0));
+      LLVMValueRef src = tj_emit_advance(
+          em, g->bb, c->b_src[i],
+          tj_emit_select(em, LLVMBuildICmp(b, LLVMIntSGT, bytes, c64(g, 0), ""),
+                         LLVMBuildMul(b, kt, c->b_step, ""), c64(g, 0)));
+      cp_async16(g, base, c->b_dst[i], src, bytes);
+    } else {
+      LLVMValueRef ok = LLVMBuildAnd(b, k_ok, c->b_n_ok[i], "");
+      LLVMValueRef src = tj_emit_advance(
+          em, g->bb, c->b_src[i],
+          tj_emit_select(em, ok, LLVMBuildMul(b, kt, c->b_step, ""),
+                         c64(g, 0)));
+      cp_async4(g, base, c->b_dst[i], src, ok);
+    }
+  }
+}
+
+static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
+  f32w_ctx_t* c = ctx;
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMValueRef base = smem_at(
+      g, g->smem,
+      LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
+                     em->t_i32, ""));
+  int32_t as = f32w_a_stride(g);
+  LLVMTypeRef t = em->t_f32;
+  for (int32_t q = 0; q < g->bk / 4; ++q) {
+    // 4 k of the thread's 8 rows (row-major A; transposed: per k below).
+    LLVMValueRef av[8];
+    for (int32_t i = 0; i < 8 && !g->f32w_at; ++i)
+      av[i] = load_v4(
+          g, base,
+          LLVMBuildAdd(b, c->a_frag, c32(g, (i * 8 * as + q * 4) * 4), ""));
+    for (int32_t kq = 0; kq < 4; ++kq) {
+      int32_t kk = q * 4 + kq;
+      // Transposed A: the thread's rows 0-3 and 32-35 at this k.
+      for (int32_t h = 0; h < 2 && g->f32w_at; ++h)
+        av[h] = load_v4(
+            g, base,
+            LLVMBuildAdd(b, c->a_frag, c32(g, (kk * as + h * 32) * 4), ""));
+      LLVMValueRef bv[4];
+      for (int32_t j = 0; j < 4; ++j)
+        bv[j] = load_v4(
+            g, base,
+            LLVMBuildAdd(b, c->b_frag, c32(g, (kk * kBN + j * 16) * 4), ""));
+      LLVMValueRef a[8], bb[16];
+      for (int32_t i = 0; i < 8; ++i)
+        a[i] = g->f32w_at
+                   ? LLVMBuildExtractElement(b, av[i / 4], c32(g, i % 4), "")
+                   : LLVMBuildExtractElement(b, av[i], c32(g, kq), "");
+      for (int32_t j = 0; j < 16; ++j)
+        bb[j] = LLVMBuildExtractElement(b, bv[j / 4], c32(g, j % 4), "");
+      for (int32_t i = 0; i < 8; ++i) {
+        for (int32_t j = 0; j < 16; ++j) {
+          LLVMValueRef slot = acc_slot(g, i * 16 + j);
+          LLVMValueRef args[3] = {a[i], bb[j], LLVMBuildLoad2(b, t, slot, "")};
+          LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
+                         slot);
+        }
+      }
+    }
+  }
+}
+
+// The thread's 8x16 accumulators into the staged C tile (rows and
+// columns as in f32w_setup).
+static void f32w_stage_c(gemm_t* g) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
+  LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
+  LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
+  LLVMValueRef row = f32w_row0(g);
+  LLVMValueRef col = LLVMBuildAdd(
+      b, LLVMBuildMul(b, LLVMBuildAnd(b, warp, c32(g, 1), ""), c32(g, 64), ""),
+      LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 4), ""), "");
+  LLVMValueRef off0 = LLVMBuildMul(
+      b,
+      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, g->c_stride), ""), col, ""),
+      c32(g, 4), "");
+  for (int32_t i = 0; i < 8; ++i) {
+    for (int32_t j = 0; j < 4; ++j) {
+      LLVMValueRef v = LLVMGetUndef(v4);
+      for (int32_t e = 0; e < 4; ++e)
+        v = LLVMBuildInsertElement(
+            b, v,
+            LLVMBuildLoad2(b, em->t_f32, acc_slot(g, i * 16 + j * 4 + e), ""),
+            c32(g, e), "");
+      LLVMValueRef off = LLVMBuildAdd(
+          b, off0, c32(g, (f32w_row(g, i) * g->c_stride + j * 16) * 4), "");
+      LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
+    }
+  }
+}
+
+// The 256x128 main loop (after tile_origin): 16-byte copies where this
+// block's operands allow them, else the 4-byte ones, the same compute.
+static void f32w_main_loop(gemm_t* g, const pipeline_t* p) {
+  tj_emit_t* em = g->em;
+  LLVMValueRef vec = f32_vector_ok(g);
+  for (int32_t pass = vec ? 0 : 1; pass < 2; ++pass) {
+    tj_emit_if_t branch;
+    if (vec)
+      tj_emit_if_begin(em, &branch, pass ? LLVMBuildNot(g->b, vec, "") : vec,
+                       pass ? "f32w_s" : "f32w_v");
+    f32w_ctx_t c;
+    f32w_setup(g, &c, pass == 0);
+    pipeline_t pw = *p;
+    pw.load = f32w_load_cb;
+    pw.compute = f32w_compute_cb;
+    pw.ctx = &c;
+    run_pipeline(g, &pw);
+    if (vec) tj_emit_if_end(em, &branch);
+  }
+  f32w_stage_c(g);
 }
 
 //===--- the epilogue ---===//
@@ -1868,13 +2169,26 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
       (o->gemm_kernel == TJ_NVPTX_GEMM_WGMMA ||
        (o->gemm_kernel == TJ_NVPTX_GEMM_AUTO && nv->arch == TJ_NVPTX_SM_90A)))
     return emit_wgmma_gemm(&g);
-  if (o->gemm_tile_m || o->gemm_tile_n || o->gemm_wgmma_drain ||
-      o->gemm_persistent || o->gemm_tma || o->gemm_pingpong)
+  // The CUDA-core loop takes gemm_tile_m 256 (its 256x128 tile) or 128
+  // (the default) with gemm_tile_n 128 (or 0); the rest are wgmma's.
+  bool wide = !tc && o->gemm_tile_m == kF32WideM &&
+              (o->gemm_tile_n == 0 || o->gemm_tile_n == kBN);
+  if ((o->gemm_tile_m || o->gemm_tile_n) && !wide &&
+      !(!tc && o->gemm_tile_m == kBM &&
+        (o->gemm_tile_n == 0 || o->gemm_tile_n == kBN)))
     return tj_invalid(
-        "kernel @%s: gemm_tile_m/n, gemm_wgmma_drain, gemm_persistent, "
-        "gemm_tma and gemm_pingpong are wgmma options; this gemm is %s",
+        "kernel @%s: gemm_tile_m %d, gemm_tile_n %d; the %s gemm takes "
+        "%s",
+        k->name, (int)o->gemm_tile_m, (int)o->gemm_tile_n,
+        tc ? "mma.sync" : "f32",
+        tc ? "none (wgmma options)" : "128x128 or 256x128");
+  if (o->gemm_wgmma_drain || o->gemm_persistent || o->gemm_tma ||
+      o->gemm_pingpong)
+    return tj_invalid(
+        "kernel @%s: gemm_wgmma_drain, gemm_persistent, gemm_tma and "
+        "gemm_pingpong are wgmma options; this gemm is %s",
         k->name, tc ? "mma.sync" : "f32");
-  g.tile_m = kBM;
+  g.tile_m = wide ? kF32WideM : kBM;
   g.tile_n = kBN;
   g.threads = kThreads;
   g.c_stride = kCStride;
@@ -1890,7 +2204,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     // The autotuner's mma.sync candidates ask k-tiles of 32 or 64, which
     // the CUDA-core loop reads as its default.
     g.bk = o->gemm_tile_k == 16 ? 16 : kF32DefaultBK;
-    g.a_bytes = g.bk * kF32AStride * 4;
+    g.f32w_at = wide && o->gemm_f32_a_transposed;
+    g.a_bytes = !wide       ? g.bk * kF32AStride * 4
+                : g.f32w_at ? g.bk * (kF32WideM + 4) * 4
+                            : kF32WideM * (g.bk + 4) * 4;
     g.stage_bytes = g.a_bytes + g.bk * kBN * 4;
     g.copies = kBM * g.bk / kThreads;
   }
@@ -1902,12 +2219,12 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
                       (int)stages);
   info->threads = kThreads;
   info->tensor_cores = tc;
-  info->tile_m = kBM;
+  info->tile_m = g.tile_m;
   info->tile_n = kBN;
   info->tile_k = g.bk;
   info->stages = stages;
   info->group_m = kGroupM;
-  info->shared_bytes = max_i32(kCBytes, stages * g.stage_bytes);
+  info->shared_bytes = max_i32(g.tile_m * kCStride * 4, stages * g.stage_bytes);
   info->vector_lanes = epilogue_lanes(k, r);
   // Two blocks per SM when their shared memory fits two into the 228 KiB
   // of an sm_80/sm_90 SM: 128 registers a thread. The bk = 64 main loop
@@ -1915,6 +2232,8 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   // ~100 bytes), so it runs one block per SM.
   info->min_blocks_per_sm =
       info->shared_bytes <= 110 * 1024 && (!tc || g.bk == 32) ? 2 : 0;
+  // 256x128: 128 accumulators a thread, one block an SM (255 registers).
+  if (wide) info->min_blocks_per_sm = 1;
 
   LLVMBuilderRef b = g.b;
   g.m = em->dim[r - 2];
@@ -1922,8 +2241,10 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
   g.kdim = em->gemm_k;
   g.tid = tj_nvptx_sreg(nv, "tid.x");
   g.smem = tj_nvptx_dynamic_shared(nv);
-  g.acc = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, 64), "acc");
-  for (int32_t i = 0; i < 64; ++i)
+  g.acc_len = wide ? 128 : 64;
+  g.acc =
+      tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (unsigned)g.acc_len), "acc");
+  for (int32_t i = 0; i < g.acc_len; ++i)
     LLVMBuildStore(b, LLVMConstReal(em->t_f32, 0.0), acc_slot(&g, i));
   tile_origin(&g);
   LLVMValueRef bk = c64(&g, info->tile_k);
@@ -1943,6 +2264,8 @@ tj_status_t tj_nvptx_emit_gemm(tj_nvptx_emit_t* nv) {
     p.ctx = &c;
     run_pipeline(&g, &p);
     tc_stage_c(&g, wm, wn, lane);
+  } else if (wide) {
+    f32w_main_loop(&g, &p);
   } else {
     // The 16-byte copies where this block's operands allow them, else the
     // 4-byte ones; the C tile is the same.

@@ -238,7 +238,10 @@ typedef struct tj_nvptx_options_t {
   // wgmma tile of C per block: tile_m 64 or 128 (one consumer warpgroup
   // of 128 threads per 64 rows), or 256 with gemm_tma (two consumer
   // warpgroups of 128 rows each, tile_n 64 or 128), tile_n 64, 128 or
-  // 256; 0 means 128.
+  // 256; 0 means 128. The exact f32 CUDA-core loop: 128x128 (0, the
+  // default) or tile_m 256 (tile_n 0 or 128): 256x128 tiles, each of its
+  // 256 threads 8x16 outputs, one block an SM (emit_nvptx_gemm.c; bk 16
+  // spills a few bytes there).
   int32_t gemm_tile_m, gemm_tile_n;
   // wgmma: wait for each k-tile's wgmmas before the next (wait_group 0),
   // which lets the ring run one stage further ahead; by default one
@@ -268,6 +271,12 @@ typedef struct tj_nvptx_options_t {
   // run time), else 4 bytes at a time; this keeps the 4-byte copies
   // always (benchmarks compare the two).
   bool gemm_f32_scalar_copies;
+  // The f32 256x128 loop (gemm_tile_m 256) keeps A transposed in shared
+  // memory, [k][m], copied 4 bytes at a time (cuBLAS's layout: 2 16-byte
+  // loads of A's 8 rows a k, 8 registers of A live, against 8 loads of 4
+  // k and 32 registers row-major). The tuner's exact f32 candidate 18
+  // takes it (at bk 16, 3 stages: the fastest 256x128 form on the H200).
+  bool gemm_f32_a_transposed;
   // gemm_tma with gemm_tile_m 128 (tile_n 64 or 128): the pingpong schedule
   // on 128-row tiles, each consumer warpgroup on every other tile with two
   // m64 wgmmas a k16 (128 accumulators a thread at tile_n 128), so that one

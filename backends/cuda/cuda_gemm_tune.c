@@ -59,7 +59,10 @@
 // tiles while K is long. Rank-2 GEMMs whose K and N are constants (the
 // slices' bounds and the workspace's strides are then constants too);
 // exact f32 GEMMs (no allow_tf32, or before sm_90a) have these and 4,
-// cuBLASLt's exact sgemm (CUBLAS_COMPUTE_32F) and the epilogue, beside 0.
+// cuBLASLt's exact sgemm (CUBLAS_COMPUTE_32F) and the epilogue, beside 0,
+// and 18 (TJ_CUDA_GEMM_F32_WIDE, theirs alone): the exact CUDA-core kernel
+// on 256x128 tiles, 128 accumulators a thread (emit_nvptx_gemm.c), where
+// its tiles fill the GPU.
 static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
     [1] = {.gemm_tile_k = 32,
            .gemm_stages = 3,
@@ -167,6 +170,18 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
             .gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
             .gemm_tile_m = 128,
             .gemm_tile_n = 64},
+    // Exact f32 GEMMs: cuBLAS's sgemm tile (issue 13, sgemm; its H200
+    // kernel is sm80_xmma_gemm_f32f32..._tilesize256x128x8), one block of
+    // 256 threads an SM, 8x16 outputs a thread, A transposed in shared
+    // memory, bk 16, 3 stages: the fastest of the 256x128 forms on the
+    // H200 (bench/RESULTS.md, issue 13, sgemm), 0.81-0.86x cuBLAS's sgemm
+    // on the three goal shapes where the default 128x128 kernel reached
+    // 0.76-0.82x (it spills 40 bytes; the bk8 forms, which do not, were
+    // slower).
+    [TJ_CUDA_GEMM_F32_WIDE] = {.gemm_tile_m = 256,
+                               .gemm_tile_k = 16,
+                               .gemm_stages = 3,
+                               .gemm_f32_a_transposed = true},
 };
 // Every candidate is timed by jit/autotune.h, which takes at most
 // TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
@@ -190,7 +205,8 @@ static const char* const kCandidateNames[TJ_CUDA_GEMM_CANDIDATES] = {
     "split-k 8 + reduce epilogue",
     "fused tma pingpong 128x128 s4 persistent",
     "fused tma ws 256x128 s3 persistent",
-    "fused wgmma 128x64 s4"};
+    "fused wgmma 128x64 s4",
+    "fused f32 cuda cores 256x128 bk16 s3 a-transposed"};
 
 // The slices of K of split-K candidate TJ_CUDA_GEMM_SPLIT_K + j.
 // 8 serves the f32 CUDA-core kernel at (256, 4096, 1024) and (512, 8192,
@@ -627,8 +643,11 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
           tj_cuda_program_compile_kernel(p, sp->reduce, &o, &sp->reduce_fn));
     return NULL;
   }
-  if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && exact_f32(p, ki))
+  if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && c != TJ_CUDA_GEMM_F32_WIDE &&
+      exact_f32(p, ki))
     return tj_unsupported("candidate %d has no exact f32 form", (int)c);
+  if (c == TJ_CUDA_GEMM_F32_WIDE && !exact_f32(p, ki))
+    return tj_unsupported("candidate %d is the exact f32 GEMM's alone", (int)c);
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
@@ -981,7 +1000,19 @@ static bool timed_candidate(const tj_cuda_program_t* p, uint32_t ki, int32_t c,
                             const int64_t* scalars) {
   if (split_index(c) >= 0) return split_timed(p, ki, c, scalars);
   if (c == 0 || c == TJ_CUDA_GEMM_CUBLASLT) return true;
-  if (exact_f32(p, ki)) return false;
+  if (exact_f32(p, ki)) {
+    if (c != TJ_CUDA_GEMM_F32_WIDE) return false;
+    // Its 256x128 tiles where they fill the SMs at least once (fewer
+    // leave SMs idle that the 128x128 tiles or split-K would use).
+    const tj_kir_t* g = p->kernels[ki].low->kernel;
+    int64_t n = tj_kir_ival_eval(g->dims[g->rank - 1], scalars);
+    int64_t tiles = (p->gemm.tunes[ki].m + 255) / 256 * ((n + 127) / 128);
+    for (int32_t d = 0; d + 2 < g->rank; ++d)
+      tiles *= tj_kir_ival_eval(g->dims[d], scalars);
+    int64_t sms = p->device && p->device->num_sms > 0 ? p->device->num_sms : 1;
+    return tiles >= sms;
+  }
+  if (c == TJ_CUDA_GEMM_F32_WIDE) return false;
   const tj_nvptx_options_t* o = &kVariants[c];
   if (p->arch != TJ_NVPTX_SM_90A) return o->gemm_kernel != TJ_NVPTX_GEMM_WGMMA;
   if (o->gemm_kernel == TJ_NVPTX_GEMM_MMA_SYNC) return false;
@@ -1445,7 +1476,9 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
         if (t->split[j].part) status = emit_split(p, module, &t->split[j], c);
         continue;
       }
-      if (c != TJ_CUDA_GEMM_CUBLASLT && exact_f32(p, i)) continue;
+      if (c != TJ_CUDA_GEMM_CUBLASLT &&
+          exact_f32(p, i) != (c == TJ_CUDA_GEMM_F32_WIDE))
+        continue;
       if (c == TJ_CUDA_GEMM_CUBLASLT) {
         if (!t->lt_ok) continue;
         k = t->epi;

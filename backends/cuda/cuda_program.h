@@ -77,11 +77,14 @@ typedef struct tj_cuda_program_kernel_t {
 // implementations; cuda_gemm_tune.c says which. TJ_CUDA_GEMM_CUBLASLT is
 // cuBLASLt's matmul plus an epilogue kernel; TJ_CUDA_GEMM_SPLIT_K and
 // the next TJ_CUDA_GEMM_SPLITS - 1 are split-K (tj_cuda_gemm_split_t).
+// TJ_CUDA_GEMM_F32_WIDE is the exact f32 CUDA-core kernel on 256x128 tiles
+// (exact f32 GEMMs only).
 enum {
   TJ_CUDA_GEMM_CUBLASLT = 4,
   TJ_CUDA_GEMM_SPLIT_K = 12,
   TJ_CUDA_GEMM_SPLITS = 3,
-  TJ_CUDA_GEMM_CANDIDATES = 18
+  TJ_CUDA_GEMM_F32_WIDE = 18,
+  TJ_CUDA_GEMM_CANDIDATES = 19
 };
 
 // A split-K candidate (cuda_gemm_tune.c) of a rank-2 GEMM: |part| computes

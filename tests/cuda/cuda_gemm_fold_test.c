@@ -2,7 +2,8 @@
 // y = gelu(x @ w + b) + r with x [B, T, K] (B symbolic) is one rank-2 GEMM
 // of B*T rows (kir/lower_index.c, gemm_joins_m), so every rank-2 candidate
 // serves it: each forced in turn (the module's kernel, cuBLASLt + the
-// epilogue kernel, the TMA schedules, split-K in 2, 4 and 8 slices), the
+// epilogue kernel, the TMA schedules, split-K in 2, 4 and 8 slices; exact
+// f32's 256x128 CUDA-core tile), the
 // executable reports that candidate ran (not the fallback a batched GEMM
 // gets), and its numbers match tj_reference_run at two batch sizes from
 // one executable; a plain bf16 matmul of rank 3 through cuBLASLt writes
@@ -168,6 +169,9 @@ TEST(f32_exact_candidates) {
   check_candidate(TJ_DTYPE_F32, false, "4", "cublaslt matmul + epilogue");
   check_candidate(TJ_DTYPE_F32, false, "12", "split-k 2");
   check_candidate(TJ_DTYPE_F32, false, "13", "split-k 4");
+  // The 256x128 CUDA-core tile (issue 13, sgemm): M = 288 and 96, a part
+  // tile of rows, under the fused bias, gelu and residual.
+  check_candidate(TJ_DTYPE_F32, false, "18", "fused f32 cuda cores 256x128");
   check_candidate(TJ_DTYPE_F32, false, NULL, "");
 }
 

@@ -361,10 +361,13 @@ static double ref_bf16(void* ctx, int64_t i, int64_t j) {
   return bf16_round(gelu_tanh(dot(g, i, j) + g->b[j]));
 }
 
-TEST(gemm_f32) {
-  compiled_t c = compile(SAMPLE_GEMM_F32);
-  int64_t sizes[][3] = {
-      {1000, 300, 77}, {256, 256, 256}, {1, 1, 1}, {130, 5, 0}};
+static void gemm_f32_with(const tj_nvptx_options_t* options) {
+  compiled_t c = compile_with(SAMPLE_GEMM_F32, options);
+  // Odd M, N and K (4-byte copies: the rows are not 16-byte aligned);
+  // whole tiles; M, N and K partial with 16-byte aligned rows (16-byte
+  // copies, a K tail of 4 or 12); one element; K = 0 (bias alone).
+  int64_t sizes[][3] = {{1000, 300, 77},  {256, 256, 256}, {1000, 300, 76},
+                        {520, 260, 1032}, {1, 1, 1},       {130, 5, 0}};
   for (size_t t = 0; t < TJ_ARRAY_SIZE(sizes); ++t) {
     int64_t m = sizes[t][0], n = sizes[t][1], kk = sizes[t][2];
     float* x = malloc((size_t)(m * kk + 1) * 4);
@@ -388,6 +391,25 @@ TEST(gemm_f32) {
     free(x), free(w), free(b), free(y);
   }
   release_compiled(&c);
+}
+
+TEST(gemm_f32) {
+  // The CUDA-core loop's 128x128 tile (default), and the 256x128 one
+  // (issue 13, sgemm) at k-tiles of 8 and 16, with 4-byte copies alone
+  // and with A transposed in shared memory.
+  static const tj_nvptx_options_t kOptions[] = {
+      {.gemm_tile_m = 256},
+      {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3},
+      {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true},
+      {.gemm_tile_m = 256, .gemm_f32_a_transposed = true},
+      // The tuner's candidate 18.
+      {.gemm_tile_m = 256,
+       .gemm_tile_k = 16,
+       .gemm_stages = 3,
+       .gemm_f32_a_transposed = true}};
+  gemm_f32_with(NULL);
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kOptions); ++i)
+    gemm_f32_with(&kOptions[i]);
 }
 
 static void gemm_bf16_gelu_bias(const tj_nvptx_options_t* options) {

@@ -299,9 +299,12 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
                                           : "",
                options->approx_math ? "_approx" : "");
     } else {
-      snprintf(name, sizeof(name), "%s_bk%d_s%d%s", kSampleNames[s],
-               (int)info.tile_k, (int)info.stages,
-               options->approx_math ? "_approx" : "");
+      snprintf(name, sizeof(name), "%s%s_bk%d_s%d%s%s", kSampleNames[s],
+               info.tile_m == 256 ? "_256x128" : "", (int)info.tile_k,
+               (int)info.stages, options->approx_math ? "_approx" : "",
+               options->gemm_f32_scalar_copies  ? "_4byte"
+               : options->gemm_f32_a_transposed ? "_at"
+                                                : "");
     }
     printf("# %s %s: %zu bytes of PTX\n", name, arch_name, strlen(ptx));
     CHECK_EQ_INT(0, run_ptxas(arch_name, name, ptx));
@@ -312,6 +315,26 @@ static void check_sample(tj_nvptx_target_t* target, sample_t s,
     // 128x128 s5 40 (not yet fixed).
     if (info.tma && info.tile_m >= 128 && !options->gemm_pingpong)
       CHECK_EQ_INT(0, (int)g_spill_stores);
+    // The f32 256x128 CUDA-core tile (issue 13, sgemm): each k-tile is
+    // unrolled, 128 fmas a k in each of its two copy paths (16-byte and
+    // 4-byte; one where the operands are not contiguous), fed by 16-byte
+    // shared loads; at k-tiles of 8 and 4 stages its 128 accumulators a
+    // thread and fragments stay in registers (242-255). bk 16 spills 12-36
+    // bytes row-major, 24-80 transposed (the tuner's candidate 18, bk16 s3
+    // transposed, 40 on the H200 and still the fastest form there), bk 8
+    // s3 16 on sm_80 (none on sm_90a): not yet fixed.
+    if (s == SAMPLE_GEMM_F32 && !info.tensor_cores && info.tile_m == 256) {
+      if (info.tile_k == 8 && info.stages == 4) {
+        CHECK_EQ_INT(0, (int)g_spill_stores);
+        CHECK(strstr(ptx, ".local") == NULL);
+      }
+      CHECK_EQ_INT(1, info.min_blocks_per_sm);
+      int paths = options->gemm_f32_scalar_copies ? 1 : 2;
+      CHECK_EQ_INT(paths * 128 * info.tile_k, count_of(ptx, "fma.rn.f32"));
+      CHECK_CONTAINS(ptx, "ld.shared.v4.f32");
+      CHECK_EQ_INT(paths == 2,
+                   strstr(ptx, "cp.async.cg.shared.global") != NULL);
+    }
     // The consumers' k-tile: 4 k16 steps of one wgmma, or of one a row
     // block where a warpgroup has two (pingpong 128-row tiles,
     // cooperative 256-row ones).
@@ -495,11 +518,13 @@ TEST(split_k_candidates) {
     CHECK(ptx.variants_ptx != NULL);
     if (ptx.variants_ptx) {
       const char* v = ptx.variants_ptx;
-      // Exact f32 (no allow_tf32): split-K's six and cuBLASLt's epilogue.
+      // Exact f32 (no allow_tf32): split-K's six, cuBLASLt's epilogue and
+      // the 256x128 CUDA-core tile (the other dtypes have no _c18).
       if (dt == TJ_DTYPE_F32) {
-        CHECK_EQ_INT(7, count_of(v, ".entry "));
+        CHECK_EQ_INT(8, count_of(v, ".entry "));
         CHECK_EQ_INT(1, count_of(v, "_c4("));
       }
+      CHECK_EQ_INT(dt == TJ_DTYPE_F32, count_of(v, "_c18("));
       CHECK(count_of(v, "_c12(") == 1 && count_of(v, "_c12r(") == 1);
       CHECK(count_of(v, "_c13(") == 1 && count_of(v, "_c13r(") == 1);
       CHECK(count_of(v, "_c14(") == 1 && count_of(v, "_c14r(") == 1);
@@ -530,7 +555,20 @@ TEST(every_sample_every_arch) {
     static const tj_nvptx_options_t f32_bk16[] = {
         {.gemm_tile_k = 16},
         {.gemm_tile_k = 16, .gemm_stages = 3},
-        {.gemm_f32_scalar_copies = true}};
+        {.gemm_f32_scalar_copies = true},
+        // The 256x128 tile, A row-major or transposed.
+        {.gemm_tile_m = 256},
+        {.gemm_tile_m = 256, .gemm_stages = 3},
+        {.gemm_tile_m = 256, .gemm_tile_k = 16},
+        {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_stages = 3},
+        {.gemm_tile_m = 256, .gemm_f32_scalar_copies = true},
+        {.gemm_tile_m = 256, .gemm_f32_a_transposed = true},
+        {.gemm_tile_m = 256, .gemm_tile_k = 16, .gemm_f32_a_transposed = true},
+        // The tuner's exact f32 candidate 18.
+        {.gemm_tile_m = 256,
+         .gemm_tile_k = 16,
+         .gemm_stages = 3,
+         .gemm_f32_a_transposed = true}};
     for (size_t v = 0; v < TJ_ARRAY_SIZE(f32_bk16); ++v)
       check_sample(target, SAMPLE_GEMM_F32, &f32_bk16[v]);
     // The other tensor-core schedules the autotuner may pick.
@@ -751,6 +789,15 @@ TEST(bad_options) {
   CHECK_STATUS(
       TJ_STATUS_UNSUPPORTED, "gemm_pingpong takes gemm_tma, 128x64 or 128x128",
       tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, f32, &tf32_pp, &info));
+  // The exact f32 loop's tiles: 128x128 and 256x128, no other.
+  tj_nvptx_options_t f32_512 = {.gemm_tile_m = 512};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "takes 128x128 or 256x128",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_90A, f32, &f32_512, &info));
+  tj_nvptx_options_t f32_wide_n = {.gemm_tile_m = 256, .gemm_tile_n = 256};
+  CHECK_STATUS(
+      TJ_STATUS_INVALID_ARGUMENT, "gemm_tile_n 256",
+      tj_nvptx_emit_kernel(module, TJ_NVPTX_SM_80, f32, &f32_wide_n, &info));
   tj_nvptx_options_t tf32_256 = tf32;
   tf32_256.gemm_tile_m = 256;
   CHECK_STATUS(

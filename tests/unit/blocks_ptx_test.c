@@ -149,8 +149,9 @@ TEST(both_blocks_every_dtype_no_host_step) {
 
 // An f32 GEMM (the blocks' linears with their bias and GELU epilogue) has
 // GEMM candidates without allow_tf32 too: cuBLASLt's exact sgemm and the
-// epilogue kernel after it (candidate 4, <entry>_c4) and split-K, none of
-// the tensor-core main loops; with allow_tf32 the TF32 ones join.
+// epilogue kernel after it (candidate 4, <entry>_c4), split-K and the
+// exact kernel's 256x128 tile (18), none of the tensor-core main loops;
+// with allow_tf32 the TF32 ones join (and 18 leaves).
 TEST(f32_gemm_has_the_cublaslt_candidate) {
   for (int tf32 = 0; tf32 < 2; ++tf32) {
     tj_graph_t* g = NULL;
@@ -188,9 +189,12 @@ TEST(f32_gemm_has_the_cublaslt_candidate) {
         CHECK(strstr(ptx.variants_ptx, "_c12r(") != NULL);
         CHECK(strstr(ptx.variants_ptx, "_c13r(") != NULL);
         CHECK(strstr(ptx.variants_ptx, "_c14(") == NULL);
-        CHECK_EQ_INT(5, ptx.num_variant_kernels);
+        // The exact CUDA-core kernel on 256x128 tiles (issue 13, sgemm).
+        CHECK(strstr(ptx.variants_ptx, "_c18(") != NULL);
+        CHECK_EQ_INT(6, ptx.num_variant_kernels);
       } else {
         CHECK(ptx.num_variant_kernels > 1);
+        CHECK(strstr(ptx.variants_ptx, "_c18(") == NULL);
       }
     }
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
