@@ -8,8 +8,9 @@
 //
 // --gemm prints only the tensor-core GEMM table (every main loop and tile,
 // TMA's included, on the bf16 shapes of issues 12 and 13, medians of 7
-// samples). --shape keeps only the shapes given, --loop only the main
-// loops whose name contains TEXT, --plain leaves out the fused kernels;
+// samples). --shape runs the shapes given instead (any M, K, N), --loop
+// only the main loops whose name contains TEXT, --plain leaves out the
+// fused kernels;
 // --profile launches each kept kernel (plain, then fused unless --plain)
 // and cuBLAS once per shape, untimed,
 // for a profiler (ncu) to capture one launch of each; --bt reads B
@@ -387,12 +388,6 @@ typedef struct gemm_filter_t {
   bool plain_only, profile;
 } gemm_filter_t;
 
-static bool keep_shape(const gemm_filter_t* f, const int64_t* mkn) {
-  for (int i = 0; i < f->num_shapes; ++i)
-    if (memcmp(f->shapes[i], mkn, sizeof(f->shapes[i])) == 0) return true;
-  return f->num_shapes == 0;
-}
-
 static bool keep_loop(const gemm_filter_t* f, const char* name) {
   for (int i = 0; i < f->num_loops; ++i)
     if (strstr(name, f->loops[i])) return true;
@@ -557,6 +552,18 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
         .gemm_tile_n = 128,
         .gemm_stages = 4,
         .gemm_persistent = true}},
+      // The same with its pairs' epilogues one after another, not in
+      // lockstep (issue 13, cap2048: session 19's kernel).
+      {"tma pingpong 128x128 s4 persistent store in order",
+       {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+        .gemm_tma = true,
+        .gemm_tma_store = true,
+        .gemm_epilogue_in_order = true,
+        .gemm_pingpong = true,
+        .gemm_tile_m = 128,
+        .gemm_tile_n = 128,
+        .gemm_stages = 4,
+        .gemm_persistent = true}},
       {"tma pingpong 128x128 s5 persistent store",
        {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
         .gemm_tma = true,
@@ -673,9 +680,12 @@ static void bench_gemm_table(const tj_kir_t* k_plain, const tj_kir_t* k_fused,
       "| speed vs cuBLAS | ours gelu(%s+b) ms | fused / cuBLAS %s "
       "|\n|---|---|---|---|---|---|---|---|\n",
       g_bt ? "x@w^T" : "x@w", g_bt ? "x@w^T" : "x@w", g_bt ? "x@w^T" : "x@w");
-  for (int s = 0; s < kShapesCount; ++s) {
-    if (!keep_shape(filter, kShapes[s])) continue;
-    int64_t m = kShapes[s][0], kk = kShapes[s][1], n = kShapes[s][2];
+  // --shape's shapes in its order (the table's or any other: the
+  // capstone's B = 16384), else the table's.
+  int num_shapes = filter->num_shapes ? filter->num_shapes : kShapesCount;
+  for (int s = 0; s < num_shapes; ++s) {
+    const int64_t* sh = filter->num_shapes ? filter->shapes[s] : kShapes[s];
+    int64_t m = sh[0], kk = sh[1], n = sh[2];
     tj_cu_deviceptr_t x = dev_random_bf16(m * kk, 2.0f);
     tj_cu_deviceptr_t w = dev_random_bf16(kk * n, 0.2f);
     tj_cu_deviceptr_t y = dev_zeros((size_t)(m * n) * 2);

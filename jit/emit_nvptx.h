@@ -215,6 +215,9 @@ typedef struct tj_nvptx_wgmma_t {
   // address), in panels of 128 bytes of columns by the tile's rows.
   bool tma_store;
   int32_t store_bytes;
+  // |tma_store|: the pairs' epilogues one after another, not four in
+  // lockstep (tj_nvptx_options_t.gemm_epilogue_in_order).
+  bool pairs_in_order;
   // TMA, tj_nvptx_options_t.gemm_cluster: blocks 2 r and 2 r + 1 are a
   // cluster (cluster rank = ctaid.x % 2) running the same sequence of
   // tiles r, r + nctaid.x / 2, ... < |tiles|, tile_origin giving each its

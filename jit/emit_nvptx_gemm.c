@@ -1752,6 +1752,7 @@ static tj_status_t emit_wgmma_gemm(gemm_t* g) {
   int32_t out = tma_store_output(k);
   w.tma_store = o->gemm_tma_store && w.tma && !w.tf32 && r == 2 && out >= 0 &&
                 nv->store_map_ok;
+  w.pairs_in_order = o->gemm_epilogue_in_order;
   if (w.tma_store) {
     g->store_out = (uint32_t)out;
     w.store_bytes = (int32_t)tj_dtype_size(k->buffers[out].dtype);

@@ -1182,6 +1182,90 @@ static LLVMValueRef dual_pair(wg_t* w, LLVMValueRef any, int32_t first) {
   return v;
 }
 
+// The epilogue's pairs in lockstep (issue 13, cap2048): a pair's
+// epilogue is one dependent chain (the erf gelu's: an fma, rcp, five
+// fmas, ex2, three products). The epilogues of kLockstep pairs are
+// emitted one after another and then merged, an instruction of each in
+// turn (an instruction whose operand another pair's chain defines, not
+// yet placed, waits for it; chains only read earlier ones'), into one
+// stream of kLockstep independent chains. They touch memory only by loads
+// of the epilogue's inputs and stores of distinct output elements to
+// shared memory. On the H200 the plain bf16 GEMM's epilogue at
+// 16384x1024x4096 took 0.2013 ms instead of 0.2204, the fused erf gelu
+// 1.6% less; ptxas reschedules the gelu's chains itself, so their SASS
+// changes little (bench/RESULTS.md, cap2048).
+#define kLockstep 4
+#define kMaxGroupInsts 1024
+
+typedef struct group_t {
+  LLVMBasicBlockRef bb;
+  int32_t n;                         // chains
+  LLVMValueRef last[kLockstep + 1];  // the block's last instruction
+                                     // before chain k (NULL: none)
+} group_t;
+
+static void group_begin(wg_t* w, group_t* g) {
+  g->bb = LLVMGetInsertBlock(w->b);
+  g->n = 0;
+}
+
+static void group_mark(wg_t* w, group_t* g) {
+  g->last[g->n++] = LLVMGetInsertBlock(w->b) == g->bb
+                        ? LLVMGetLastInstruction(g->bb)
+                        : (LLVMValueRef)(intptr_t)-1;
+}
+
+static int32_t find_inst(LLVMValueRef* insts, int32_t n, LLVMValueRef v) {
+  for (int32_t i = n; i-- > 0;)
+    if (insts[i] == v) return i;
+  return -1;
+}
+
+// Merges the chains emitted since the marks (see kLockstep); leaves them
+// as they are where any chain left the block.
+static void group_end(wg_t* w, group_t* g) {
+  if (g->n < 2 || LLVMGetInsertBlock(w->b) != g->bb) return;
+  for (int32_t k = 0; k < g->n; ++k)
+    if (g->last[k] == (LLVMValueRef)(intptr_t)-1) return;
+  LLVMValueRef insts[kMaxGroupInsts];
+  int8_t placed[kMaxGroupInsts];
+  int32_t n = 0, start[kLockstep + 1];
+  for (int32_t c = 0; c < g->n; ++c) {
+    start[c] = n;
+    LLVMValueRef in = g->last[c] ? LLVMGetNextInstruction(g->last[c])
+                                 : LLVMGetFirstInstruction(g->bb);
+    LLVMValueRef end = NULL;
+    if (c + 1 < g->n)
+      end = g->last[c + 1] ? LLVMGetNextInstruction(g->last[c + 1])
+                           : LLVMGetFirstInstruction(g->bb);
+    for (; in && in != end; in = LLVMGetNextInstruction(in)) {
+      if (n == kMaxGroupInsts) return;
+      placed[n] = 0;
+      insts[n++] = in;
+    }
+  }
+  start[g->n] = n;
+  for (int32_t i = 0; i < n; ++i) LLVMInstructionRemoveFromParent(insts[i]);
+  LLVMPositionBuilderAtEnd(w->b, g->bb);
+  int32_t next[kLockstep], left = n;
+  for (int32_t c = 0; c < g->n; ++c) next[c] = start[c];
+  while (left > 0) {
+    for (int32_t c = 0; c < g->n; ++c) {
+      if (next[c] >= start[c + 1]) continue;
+      LLVMValueRef x = insts[next[c]];
+      bool ready = true;
+      for (int32_t o = 0, no = LLVMGetNumOperands(x); o < no && ready; ++o) {
+        int32_t d = find_inst(insts, n, LLVMGetOperand(x, (unsigned)o));
+        ready = d < 0 || placed[d];
+      }
+      if (!ready) continue;
+      LLVMInsertIntoBuilder(w->b, x);
+      placed[next[c]++] = 1;
+      --left;
+    }
+  }
+}
+
 // The tile at (m0, n0) of this warpgroup's row blocks (from block
 // |rows_wg|, i32) through the output tile at |region| (i32, bytes into
 // the ring), its group's named barrier |bar_args|; zeros where |any| (i1)
@@ -1232,8 +1316,20 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
   // swiglu (issue 14): a dual GEMM's pairs are C's (the first tile_n / 2
   // columns), each with C2's pair block_acc / 2 accumulators on.
   int32_t pair_accs = p->dual ? w->block_acc / 2 : w->block_acc;
+  // Pingpong only: there one warpgroup's epilogue runs beside the other's
+  // main loop, its warps alone on their schedulers; the cooperative
+  // schedules' 128 accumulators a thread spill with the chains' registers
+  // (256x128 s3: 12 bytes).
+  int32_t lockstep = p->pingpong && !p->pairs_in_order ? kLockstep : 1;
+  group_t group;
+  group_begin(w, &group);
   for (int32_t j = 0; j < w->blocks; ++j) {
     for (int32_t i = 0; i < pair_accs; i += 2) {
+      if (group.n == lockstep) {
+        group_end(w, &group);
+        group_begin(w, &group);
+      }
+      group_mark(w, &group);
       int32_t row_c = 64 * j + 8 * ((i / 2) % 2), col_c = 8 * (i / 4);
       int32_t panel = col_c / panel_cols;
       int32_t chunk_c = (col_c % panel_cols) * eb / 16;
@@ -1269,6 +1365,7 @@ static tj_status_t store_tile(wg_t* w, LLVMValueRef m0, LLVMValueRef n0,
           at(w, w->ring, off)));
     }
   }
+  group_end(w, &group);
   // The generic-proxy writes, visible to the TMA store (async proxy).
   plain_asm(w, "fence.proxy.async.shared::cta;");
   void_asm(w, "bar.sync $0, $1;", "r,r,~{memory}", bar_args, 2);

@@ -294,6 +294,10 @@ typedef struct tj_nvptx_options_t {
   // row pitch), N is even and the epilogue's other buffers allow 2-wide
   // accesses; today's staged epilogue elsewhere.
   bool gemm_tma_store;
+  // gemm_tma_store on a pingpong schedule: the epilogue's column pairs
+  // one after another, as before issue 13's cap2048, instead of four in
+  // lockstep (for measuring the lockstep; no tuner candidate sets it).
+  bool gemm_epilogue_in_order;
   // gemm_tma, rank 2, f16/bf16, tile_n 128 or 256: blocks in clusters of
   // two on vertically adjacent tiles (the same columns), each loading half
   // of the B tile's 64-column panels with TMA multicast into both, so B

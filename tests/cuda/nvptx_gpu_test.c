@@ -938,6 +938,17 @@ static const tj_nvptx_options_t kTma[] = {
      .gemm_tile_m = 128,
      .gemm_tile_n = 128,
      .gemm_stages = 4},
+    // ... its pairs' epilogues in order (issue 13, cap2048: what the
+    // lockstep replaces, kept for measuring it).
+    {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
+     .gemm_tma = true,
+     .gemm_tma_store = true,
+     .gemm_epilogue_in_order = true,
+     .gemm_pingpong = true,
+     .gemm_persistent = true,
+     .gemm_tile_m = 128,
+     .gemm_tile_n = 128,
+     .gemm_stages = 4},
     {.gemm_kernel = TJ_NVPTX_GEMM_WGMMA,
      .gemm_tma = true,
      .gemm_tma_store = true,
