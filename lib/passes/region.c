@@ -40,10 +40,11 @@ enum {
   kProbeBlocks = 3,  // first, second, and one to check the second against
   kMaxCandidates = 32,
   kUnset = 0xff,
-  kMany = UINT32_MAX - 1,
 };
 
 #define NONE32 UINT32_MAX
+// More than one (a uint32_t, past int: no enumerator; clang -Wpedantic).
+#define MANY32 (UINT32_MAX - 1)
 
 //===--- equal nodes ---===//
 
@@ -121,7 +122,7 @@ typedef struct region_t {
   uint32_t* slots;
   uint32_t num_slots;
   // The prefix node block 0 reads where block 1 reads block 0's value
-  // (NONE32: none; kMany: several, so one probed block cannot stand for
+  // (NONE32: none; MANY32: several, so one probed block cannot stand for
   // the others).
   uint32_t carry_in;
 } region_t;
@@ -159,7 +160,7 @@ static bool match_outside(const tj_graph_t* g, region_t* r, uint32_t b,
     uint32_t off = v - r->start;
     if (r->carried != NONE32 && r->carried != off) return false;
     r->carried = off;
-    if (r->carry_in != u) r->carry_in = r->carry_in == NONE32 ? u : kMany;
+    if (r->carry_in != u) r->carry_in = r->carry_in == NONE32 ? u : MANY32;
     return true;
   }
   if (v >= r->start || g->nodes[u].op != TJ_OP_INPUT ||
@@ -1015,7 +1016,7 @@ static bool matched_across(tj_op_t op) {
 // The checks before the passes (see above).
 static bool one_block_eligible(const tj_graph_t* g, const region_t* r) {
   uint32_t c = r->carry_in;
-  if (c == NONE32 || c == kMany || c >= r->start) return false;
+  if (c == NONE32 || c == MANY32 || c >= r->start) return false;
   for (uint32_t i = r->start + r->period; i < r->start + 2 * r->period; ++i) {
     const tj_node_t* n = &g->nodes[i];
     for (uint32_t k = 0; k < n->num_operands; ++k)
