@@ -710,6 +710,24 @@ static LLVMValueRef load_v4(gemm_t* g, LLVMValueRef base, LLVMValueRef off) {
   return v;
 }
 
+// acc[i * cols + j] += a[i] * bb[j] for every i < rows, j < cols, one
+// fma each in that order: the CUDA-core main loops' outer product of a
+// thread's fragments (8x8 on 128x128 tiles, 8x16 on 256x128).
+static void fma_outer(gemm_t* g, const LLVMValueRef* a, int32_t rows,
+                      const LLVMValueRef* bb, int32_t cols) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef t = em->t_f32;
+  for (int32_t i = 0; i < rows; ++i) {
+    for (int32_t j = 0; j < cols; ++j) {
+      LLVMValueRef slot = acc_slot(g, i * cols + j);
+      LLVMValueRef args[3] = {a[i], bb[j], LLVMBuildLoad2(b, t, slot, "")};
+      LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
+                     slot);
+    }
+  }
+}
+
 static void f32_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
   f32_ctx_t* c = ctx;
   LLVMBuilderRef b = g->b;
@@ -736,16 +754,7 @@ static void f32_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
       a[i] = LLVMBuildExtractElement(b, av[i / 4], c32(g, i % 4), "");
       bb[i] = LLVMBuildExtractElement(b, bv[i / 4], c32(g, i % 4), "");
     }
-    for (int32_t i = 0; i < 8; ++i) {
-      for (int32_t j = 0; j < 8; ++j) {
-        LLVMValueRef slot = acc_slot(g, i * 8 + j);
-        LLVMValueRef cur = LLVMBuildLoad2(b, em->t_f32, slot, "");
-        LLVMValueRef args[3] = {a[i], bb[j], cur};
-        LLVMTypeRef t = em->t_f32;
-        LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
-                       slot);
-      }
-    }
+    fma_outer(g, a, 8, bb, 8);
   }
 }
 
@@ -917,16 +926,7 @@ static void f32v_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
         a[i] = LLVMBuildExtractElement(b, av[i], c32(g, j), "");
         bb[i] = LLVMBuildExtractElement(b, bv[i / 4], c32(g, i % 4), "");
       }
-      for (int32_t i = 0; i < 8; ++i) {
-        for (int32_t jj = 0; jj < 8; ++jj) {
-          LLVMValueRef slot = acc_slot(g, i * 8 + jj);
-          LLVMValueRef cur = LLVMBuildLoad2(b, em->t_f32, slot, "");
-          LLVMValueRef args[3] = {a[i], bb[jj], cur};
-          LLVMTypeRef t = em->t_f32;
-          LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
-                         slot);
-        }
-      }
+      fma_outer(g, a, 8, bb, 8);
     }
   }
 }
@@ -1164,7 +1164,6 @@ static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
       LLVMBuildTrunc(b, LLVMBuildMul(b, stage, c64(g, g->stage_bytes), ""),
                      em->t_i32, ""));
   int32_t as = f32w_a_stride(g);
-  LLVMTypeRef t = em->t_f32;
   for (int32_t q = 0; q < g->bk / 4; ++q) {
     // 4 k of the thread's 8 rows (row-major A; transposed: per k below).
     LLVMValueRef av[8];
@@ -1191,14 +1190,7 @@ static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
                    : LLVMBuildExtractElement(b, av[i], c32(g, kq), "");
       for (int32_t j = 0; j < 16; ++j)
         bb[j] = LLVMBuildExtractElement(b, bv[j / 4], c32(g, j % 4), "");
-      for (int32_t i = 0; i < 8; ++i) {
-        for (int32_t j = 0; j < 16; ++j) {
-          LLVMValueRef slot = acc_slot(g, i * 16 + j);
-          LLVMValueRef args[3] = {a[i], bb[j], LLVMBuildLoad2(b, t, slot, "")};
-          LLVMBuildStore(b, tj_emit_intrinsic(em, "llvm.fma", &t, 1, args, 3),
-                         slot);
-        }
-      }
+      fma_outer(g, a, 8, bb, 16);
     }
   }
 }
