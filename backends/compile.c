@@ -170,37 +170,34 @@ static bool attention_lse_separate(tj_context_t* context) {
   return false;
 }
 
-// TJ_DUAL_GEMM: "off" keeps a dual GEMM's matmuls apart (swiglu, issue
-// 14; the A/B of bench/transformer_blocks.py); unset or "" leave the
-// default; anything else warns once and leaves it too.
-static _Atomic(bool) g_warned_dual_gemm;
-static bool dual_gemm_off(tj_context_t* context) {
-  const char* v = tj_setting(context, TJ_SETTING_DUAL_GEMM);
+// The A/B switches read as "off" (environment only): unset or "" leave
+// the default; anything else warns once and leaves it too.
+//   TJ_DUAL_GEMM: keeps a dual GEMM's matmuls apart (swiglu, issue 14; the
+//     A/B of bench/transformer_blocks.py).
+//   TJ_ATTENTION_VIEWS: copies q, k and v into their own memory before
+//     attention again (issue 14).
+//   TJ_SPLIT_UNLOWERED: runs a group no template lowers on the host, as
+//     before split_unlowered (issue 15).
+static _Atomic(bool) g_warned_off[TJ_SETTING_COUNT_];
+static bool setting_off(tj_context_t* context, tj_setting_t setting) {
+  const char* v = tj_setting(context, setting);
   if (!v || !v[0]) return false;
   if (strcmp(v, "off") == 0) return true;
-  tj_warn_once(context, &g_warned_dual_gemm,
-               "TJ_DUAL_GEMM: \"%.32s\" is not off and is ignored", v);
+  tj_warn_once(context, &g_warned_off[setting],
+               "%s: \"%.32s\" is not off and is ignored",
+               tj_setting_source(context, setting), v);
   return false;
 }
 
-// TJ_ATTENTION_VIEWS: "off" copies q, k and v into their own memory
-// before attention again (issue 14; the A/B of
-// bench/transformer_blocks.py); unset or "" leave the default; anything
-// else warns once and leaves it too.
-static _Atomic(bool) g_warned_attention_views;
-static bool attention_views_off(tj_context_t* context) {
-  const char* v = tj_setting(context, TJ_SETTING_ATTENTION_VIEWS);
-  if (!v || !v[0]) return false;
-  if (strcmp(v, "off") == 0) return true;
-  tj_warn_once(context, &g_warned_attention_views,
-               "TJ_ATTENTION_VIEWS: \"%.32s\" is not off and is ignored", v);
-  return false;
-}
-
+// The middle end; with |own_kernel| (split_unlowered's rounds) only fuse
+// and memplan again, over the graph the pipeline left, with those nodes
+// kernels of their own.
 static tj_status_t run_pipeline(tj_executable_t* exe,
-                                const tj_compile_debug_t* debug) {
+                                const tj_compile_debug_t* debug,
+                                const bool* own_kernel) {
   tj_pass_ctx_t ctx;
   tj_pass_ctx_initialize(&ctx, exe->context);
+  ctx.own_kernel = own_kernel;
   ctx.verify_each = exe->options.verify_each;
   if (debug && debug->fuse_max_nodes) {
     ctx.fuse_max_nodes = debug->fuse_max_nodes;
@@ -212,9 +209,9 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.conv_epilogue_user = exe->target;
   ctx.attention_lse_output = exe->backend->attention_lse_output &&
                              !attention_lse_separate(exe->context);
-  ctx.attention_views =
-      exe->backend->attention_views && !attention_views_off(exe->context);
-  if (!dual_gemm_off(exe->context)) {
+  ctx.attention_views = exe->backend->attention_views &&
+                        !setting_off(exe->context, TJ_SETTING_ATTENTION_VIEWS);
+  if (!setting_off(exe->context, TJ_SETTING_DUAL_GEMM)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;
   }
@@ -233,14 +230,18 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
                                          &ctx.bisect_pass, &ctx.bisect_limit));
     }
   }
-  if (exe->options.pipeline) {
+  if (own_kernel) {
+    // fuse and memplan below
+  } else if (exe->options.pipeline) {
     TJ_RETURN_IF_ERROR(
         tj_pipeline_run_list(&ctx, &exe->plan, exe->options.pipeline));
   } else {
     TJ_RETURN_IF_ERROR(tj_pipeline_default(&ctx, &exe->plan));
   }
-  exe->region_blocks = ctx.region_blocks;
-  exe->region_blocks_processed = ctx.region_blocks_processed;
+  if (!own_kernel) {
+    exe->region_blocks = ctx.region_blocks;
+    exe->region_blocks_processed = ctx.region_blocks_processed;
+  }
   // The backends consume fusion groups and a memory plan.
   if (!exe->plan.fusion) {
     TJ_RETURN_IF_ERROR(
@@ -274,6 +275,107 @@ static tj_status_t accept_group(void* user, uint32_t group,
                             : NULL;
 }
 
+// Marks in |own| (per plan-graph node) the nodes of every group of the run
+// plan that runs on the host and holds two or more computed nodes (a
+// generator is read wherever used, so it does not count); |*added| says
+// how many were not marked before.
+static void mark_unlowered(const tj_executable_t* exe, bool* own,
+                           uint32_t* added, uint32_t log) {
+  const tj_run_plan_t* rp = &exe->run_plan;
+  const tj_graph_t* g = exe->plan.graph;
+  *added = 0;
+  for (uint32_t q = 0; q < rp->num_steps; ++q) {
+    if (rp->steps[q].kind != TJ_RUN_STEP_HOST) continue;
+    const tj_group_t* grp = &exe->plan.fusion->groups[rp->steps[q].group];
+    uint32_t computed = 0, fresh = 0;
+    for (uint32_t j = 0; j < grp->num_nodes; ++j) {
+      const tj_node_t* n = &g->nodes[grp->nodes[j]];
+      if (tj_op_info(n->op)->pattern == TJ_OP_PATTERN_GENERATOR) continue;
+      ++computed;
+      fresh += !own[grp->nodes[j]];
+    }
+    if (computed < 2 || fresh == 0) continue;
+    for (uint32_t j = 0; j < grp->num_nodes; ++j) own[grp->nodes[j]] = true;
+    *added += fresh;
+    if (log & (TJ_LOG_GRAPH_BREAKS | TJ_LOG_FUSION)) {
+      tj_context_diagnostic(exe->context, TJ_SEVERITY_REMARK,
+                            "graph_breaks: @%s group %u (%s %%%u): split into "
+                            "kernels of its %u nodes, so that only a node no "
+                            "template takes alone runs on the host",
+                            g->name, rp->steps[q].group,
+                            tj_op_info(g->nodes[grp->anchor].op)->name,
+                            grp->anchor, computed);
+    }
+  }
+}
+
+// Builds the run plan, with lowering's feedback to fusion (issue 15): a
+// group that no kernel template lowers (a reduction whose per-row value
+// reads a gather, a reshape that merges dims of a strided read, ...) would
+// run on the host on the reference semantics, a double-precision
+// interpreter. Its nodes are made kernels of their own instead
+// (tj_pass_ctx_t.own_kernel), fuse and memplan run again and the run plan
+// is built again, so that only a node that no template takes even alone
+// stays a graph break. A round that splits nothing new ends it, as does
+// TJ_SPLIT_UNLOWERED=off. Graphs whose groups all lower pay nothing.
+static tj_status_t build_run_plan(tj_executable_t* exe,
+                                  const tj_compile_debug_t* debug,
+                                  const tj_backend_config_t* config,
+                                  tj_lowered_kernel_t** out_kernels) {
+  const tj_backend_t* b = exe->backend;
+  accept_t accept = {debug, b, exe->target};
+  bool hooked = b->accept || (debug && debug->lowered);
+  bool* own = NULL;
+  uint32_t own_nodes = 0;
+  tj_status_t status = NULL;
+  for (;;) {
+    status =
+        tj_run_plan_build(&exe->run_plan, exe->context, exe->allocator,
+                          &exe->plan, config->log, !(debug && debug->lowered),
+                          hooked ? accept_group : NULL, &accept, out_kernels);
+    if (status || exe->run_plan.num_host_steps == 0 ||
+        setting_off(exe->context, TJ_SETTING_SPLIT_UNLOWERED)) {
+      break;
+    }
+    if (!own) {
+      own_nodes = exe->plan.graph->num_nodes;
+      own = tj_calloc(exe->allocator, own_nodes ? own_nodes : 1, sizeof(bool));
+      if (!own) {
+        status = tj_status_oom();
+        break;
+      }
+    }
+    uint32_t added = 0;
+    mark_unlowered(exe, own, &added, config->log);
+    if (!added) break;
+    // Again from fuse: this round's kernels, run plan, fusion and memory
+    // plan go, and so does what the target took of them as it accepted
+    // them (CUDA emits as it accepts).
+    tj_run_plan_free_kernels(exe->allocator, *out_kernels,
+                             exe->run_plan.num_kernels);
+    *out_kernels = NULL;
+    tj_run_plan_deinitialize(&exe->run_plan);
+    tj_plan_set_fusion(&exe->plan, NULL);
+    if (b->accept) {
+      if (b->close) b->close(exe->target);
+      exe->opened = false;
+      memset(exe->target, 0, b->target_size);
+      status = b->open(exe->target, config);
+      if (status) break;
+      exe->opened = true;
+    }
+    status = run_pipeline(exe, debug, own);
+    if (status) break;
+  }
+  if (own) tj_free(exe->allocator, own, (own_nodes ? own_nodes : 1));
+  if (status) {  // a round built kernels before a later step failed
+    tj_run_plan_free_kernels(exe->allocator, *out_kernels,
+                             exe->run_plan.num_kernels);
+    *out_kernels = NULL;
+  }
+  return status;
+}
+
 static tj_status_t compile(tj_executable_t* exe, const void* arg,
                            const tj_compile_debug_t* debug) {
   const tj_backend_t* b = exe->backend;
@@ -291,17 +393,12 @@ static tj_status_t compile(tj_executable_t* exe, const void* arg,
   program.label = "generic kernels";
   if (b->lowers) {
     double start = tj_now_ms();
-    TJ_RETURN_IF_ERROR(run_pipeline(exe, debug));
+    TJ_RETURN_IF_ERROR(run_pipeline(exe, debug, NULL));
     exe->passes_ms = tj_now_ms() - start;
     exe->graph = exe->plan.graph;
     exe->num_symbols = tj_dim_num_symbols(&exe->graph->dims);
     start = tj_now_ms();
-    accept_t accept = {debug, b, exe->target};
-    bool hooked = b->accept || (debug && debug->lowered);
-    TJ_RETURN_IF_ERROR(tj_run_plan_build(
-        &exe->run_plan, exe->context, exe->allocator, &exe->plan, config.log,
-        !(debug && debug->lowered), hooked ? accept_group : NULL, &accept,
-        &program.kernels));
+    TJ_RETURN_IF_ERROR(build_run_plan(exe, debug, &config, &program.kernels));
     exe->lowering_ms = tj_now_ms() - start;
   } else {
     exe->run_plan.context = exe->context;

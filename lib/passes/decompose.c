@@ -72,10 +72,20 @@ static tj_status_t op1(dec_t* d, tj_op_t op, uint32_t a, uint32_t* out) {
   return tj_rewriter_op(&d->rw, op, 1, &a, out);
 }
 
+static bool matmul_by_reduction(const tj_node_t* node);
+static tj_status_t matmul_reduction(dec_t* d, const tj_node_t* node, uint32_t a,
+                                    uint32_t b, uint32_t* out);
+
+// A matmul made here (attention's, linear's) of a dtype no GEMM template
+// takes becomes the reduction too; the matmul node left behind is dead.
 static tj_status_t op2(dec_t* d, tj_op_t op, uint32_t a, uint32_t b,
                        uint32_t* out) {
   uint32_t ops[2] = {a, b};
-  return tj_rewriter_op(&d->rw, op, 2, ops, out);
+  TJ_RETURN_IF_ERROR(tj_rewriter_op(&d->rw, op, 2, ops, out));
+  if (op != TJ_OP_MATMUL) return NULL;
+  tj_node_t made = d->rw.dst->nodes[*out];  // appends may move the array
+  if (!matmul_by_reduction(&made)) return NULL;
+  return matmul_reduction(d, &made, a, b, out);
 }
 
 static tj_status_t cast(dec_t* d, uint32_t a, tj_dtype_t dtype, uint32_t* out) {
@@ -1547,6 +1557,75 @@ static tj_status_t matmul_integer(dec_t* d, const tj_node_t* node,
   return NULL;
 }
 
+// Issue 15: the GEMM templates take f32, f16 and bf16 (kir/lower_gemm.c);
+// a matmul of another dtype (f64, the integers) would run on the host. It
+// becomes the sum over k of a broadcast product instead, a native
+// reduction kernel on every target: a [.., M, K, 1] * b [.., 1, K, N],
+// summed over its K axis (numpy broadcasting of the batch dims, a rank-1
+// operand a matrix first, as numpy.matmul). Integers wrap as the
+// reference's products and sums do; f64 sums in the reduction's order.
+static bool matmul_by_reduction(const tj_node_t* node) {
+  return node->op == TJ_OP_MATMUL && node->dtype != TJ_DTYPE_F32 &&
+         node->dtype != TJ_DTYPE_F16 && node->dtype != TJ_DTYPE_BF16 &&
+         node->rank + 2 <= TJ_MAX_RANK;  // the product's rank, at most
+}
+
+static tj_status_t matmul_reduction(dec_t* d, const tj_node_t* node, uint32_t a,
+                                    uint32_t b, uint32_t* out) {
+  const tj_graph_t* g = d->rw.dst;
+  // The appends below may move the node array: a's and b's nodes are read
+  // here only, and |node| is the caller's copy.
+  const tj_node_t* na = &g->nodes[a];
+  const tj_node_t* nb = &g->nodes[b];
+  int64_t da[TJ_MAX_RANK + 1], db[TJ_MAX_RANK + 1];
+  int32_t ra = na->rank, rb = nb->rank;
+  bool vector = ra == 1 || rb == 1;
+  if (ra == 1) {  // [K] -> [1, K, 1]
+    da[0] = 1;
+    da[1] = na->dims[0];
+    ra = 2;
+  } else {
+    memcpy(da, na->dims, sizeof(int64_t) * (size_t)ra);
+  }
+  da[ra++] = 1;
+  if (rb == 1) {  // [K] -> [1, K, 1]
+    db[0] = 1;
+    db[1] = nb->dims[0];
+    db[2] = 1;
+    rb = 3;
+  } else {  // [.., K, N] -> [.., 1, K, N]
+    memcpy(db, nb->dims, sizeof(int64_t) * (size_t)(rb - 2));
+    db[rb - 2] = 1;
+    db[rb - 1] = nb->dims[rb - 2];
+    db[rb] = nb->dims[rb - 1];
+    ++rb;
+  }
+  if (ra > TJ_MAX_RANK || rb > TJ_MAX_RANK) {
+    return tj_internal("decompose: matmul %%%u's product would pass rank %d", a,
+                       TJ_MAX_RANK);  // matmul_by_reduction's bound
+  }
+  uint32_t a3, b3, p, s;
+  TJ_RETURN_IF_ERROR(reshape(d, a, ra, da, &a3));
+  TJ_RETURN_IF_ERROR(reshape(d, b, rb, db, &b3));
+  TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, a3, b3, &p));
+  // Summed without keepdims: [.., M, N] is the matmul's own shape unless
+  // an operand was a vector (no copy kernel for a reshape).
+  int64_t k_axis = g->nodes[p].rank - 2;
+  tj_node_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  desc.op = TJ_OP_SUM;
+  desc.num_operands = 1;
+  desc.operands = &p;
+  desc.attrs.ints = &k_axis;
+  desc.attrs.num_ints = 1;
+  TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &s));
+  if (!vector) {
+    *out = s;
+    return NULL;
+  }
+  return reshape(d, s, node->rank, node->dims, out);
+}
+
 //===--- argtopk on short rows (topk, issue 15) ---===//
 //
 // argtopk has no kernel template; on a row of constant length n <= this it
@@ -1782,6 +1861,12 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
     d->rw.map[index] = y;
     return NULL;
   }
+  if (matmul_by_reduction(node)) {
+    uint32_t y;
+    TJ_RETURN_IF_ERROR(matmul_reduction(d, node, ops[0], ops[1], &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
   if (node->op == TJ_OP_ONE_HOT) {
     uint32_t y;
     TJ_RETURN_IF_ERROR(one_hot(d, node, ops[0], ops[1], &y));
@@ -1901,7 +1986,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   bool any = false;
   for (uint32_t i = 0; i < g->num_nodes && !any; ++i) {
     any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE ||
-          topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]);
+          topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]) ||
+          matmul_by_reduction(&g->nodes[i]);
   }
   if (!any) return NULL;
   dec_t d;
@@ -1917,7 +2003,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     bool composite = tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
                      !(ctx->native_op && ctx->native_op(g, i));
     bool topk = topk_by_ranks(node, g) || topk_by_selection(node);
-    if ((composite || topk) && tj_pass_rewrite(ctx, g, i)) {
+    if ((composite || topk || matmul_by_reduction(node)) &&
+        tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {
       status = tj_rewriter_clone(&d.rw, i);

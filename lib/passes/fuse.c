@@ -362,6 +362,30 @@ static bool pads_reshape(const fuse_t* f, uint32_t i, uint32_t r) {
   return !same_shape(N(f, re->operands[0]), re->rank, re->dims);
 }
 
+// Whether |node| must be a kernel of its own: the driver's feedback from
+// lowering (tj_pass_ctx_t.own_kernel). A generator stays one read wherever
+// used.
+static bool own_kernel(const fuse_t* f, uint32_t node) {
+  return f->ctx->own_kernel && f->ctx->own_kernel[node] &&
+         f->cls[node] != C_GENERATOR;
+}
+
+// Whether the nodes in the current stamp set hold one that must be a kernel
+// of its own together with a node that reads it.
+static bool joins_own_kernel(const fuse_t* f, const uint32_t* nodes,
+                             uint32_t count) {
+  if (!f->ctx->own_kernel) return false;
+  const tj_uses_t* uses = &f->uses;
+  for (uint32_t j = 0; j < count; ++j) {
+    uint32_t v = nodes[j];
+    if (!own_kernel(f, v)) continue;
+    for (uint32_t k = uses->offsets[v]; k < uses->offsets[v + 1]; ++k) {
+      if (f->in_set[uses->users[k]] == f->stamp) return true;
+    }
+  }
+  return false;
+}
+
 static void decide(fuse_t* f) {
   const tj_uses_t* uses = &f->uses;
   for (uint32_t i = f->n; i-- > 0;) {
@@ -376,8 +400,8 @@ static void decide(fuse_t* f) {
     for (uint32_t k = uses->offsets[i]; k < uses->offsets[i + 1]; ++k) {
       if (!fusing_use(f, uses->users[k], i)) nonfusing = true;
     }
-    f->forced[i] =
-        output || nonfusing || view_source(f, i) || output_view(f, i);
+    f->forced[i] = output || nonfusing || view_source(f, i) ||
+                   output_view(f, i) || own_kernel(f, i);
     bool mat = f->forced[i] || f->wide[i] || c == C_REDUCTION ||
                c == C_MATMUL || c == C_OPAQUE;
     if (!mat && c == C_GENERATOR) continue;  // read wherever used
@@ -1197,6 +1221,13 @@ static tj_status_t try_merge(fuse_t* f, uint32_t a, uint32_t b, bool* merged) {
   for (uint32_t j = 0; j < count; ++j) {
     f->in_set[u[j]] = f->stamp;
     f->mat_u[u[j]] = f->mat[u[j]] && still_read(f, u[j], a, b);
+  }
+  if (joins_own_kernel(f, u, count)) {
+    log_fusion(f,
+               "not merging kernels of %%%u and %%%u: a node lowering "
+               "refused fused is a kernel of its own",
+               ga->nodes[ga->num_nodes - 1], gb->nodes[gb->num_nodes - 1]);
+    return NULL;
   }
   verdict_t v;
   if (!classify(f, u, count, &v)) {

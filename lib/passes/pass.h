@@ -117,6 +117,12 @@ typedef struct tj_pass_ctx_t {
   void* dual_gemm_user;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
+  // fuse: nodes that must be kernels of their own, by plan-graph node (NULL:
+  // none). The driver sets it when no template lowered the group they were
+  // fused into (backends/compile.c, split_unlowered): each is materialized
+  // and no merge joins it with a node that reads it, so that its readers
+  // read it from memory.
+  const bool* own_kernel;
   // Byte estimates (fusion's recompute-vs-materialize rule) evaluate
   // symbolic sizes at these values, by symbol id; 0 means "unknown", taken
   // as TJ_PASS_DEFAULT_SYMBOL_HINT. The scoreboard sets the caller's values.

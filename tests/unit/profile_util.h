@@ -9,16 +9,17 @@
 #include "lib/base.h"
 #include "tests/unit/test.h"
 
-enum { kB = 48, kD = 192, kN = 6 };
+enum { kB = 48, kD = 192, kN = 6, kL = 300 };
 
-// y = softmax(gelu(x @ w1 + b) @ w2, 1); z = layer_norm(y + x); and an
-// i32 matmul (no kernel template: a graph break) beside them.
+// y = softmax(gelu(x @ w1 + b) @ w2, 1); z = layer_norm(y + x); and the
+// argsort of rows of kL i32 (no kernel template past 256: a graph break)
+// beside them.
 static tj_graph_t* build(tj_context_t* context, const float* w1,
                          const float* w2) {
   tj_graph_t* g = NULL;
   if (tj_graph_create(context, "prof", &g)) return NULL;
   int64_t B = tj_graph_symbol(g, "B");
-  int64_t xd[2] = {B, kD}, wd[2] = {kD, kD}, bd[1] = {kD}, nd[2] = {kN, kN};
+  int64_t xd[2] = {B, kD}, wd[2] = {kD, kD}, bd[1] = {kD}, nd[2] = {kN, kL};
   tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, xd, "x");
   tj_value_t n = tj_graph_input(g, TJ_DTYPE_I32, 2, nd, "n");
   size_t wbytes = sizeof(float) * kD * kD;
@@ -31,7 +32,7 @@ static tj_graph_t* build(tj_context_t* context, const float* w1,
   tj_value_t z =
       tj_graph_layer_norm(g, tj_graph_add(g, y, x), none, none, 1e-5);
   tj_graph_output(g, z, "z");
-  tj_graph_output(g, tj_graph_matmul(g, n, n), "nn");
+  tj_graph_output(g, tj_graph_argsort(g, n, 1, false), "nn");
   if (tj_graph_finalize(g)) {
     tj_graph_destroy(g);
     return NULL;
@@ -42,9 +43,9 @@ static tj_graph_t* build(tj_context_t* context, const float* w1,
 typedef struct fixture_t {
   float w1[kD * kD], w2[kD * kD];
   float x[kB * kD];
-  int32_t n[kN * kN];
+  int32_t n[kN * kL];
   float z[kB * kD], z_ref[kB * kD];
-  int32_t nn[kN * kN], nn_ref[kN * kN];
+  int64_t nn[kN * kL], nn_ref[kN * kL];
   tj_tensor_t inputs[2], outputs[2], ref_outputs[2];
 } fixture_t;
 
@@ -60,14 +61,14 @@ static void fixture_init(fixture_t* f) {
     s = s * 1664525u + 1013904223u;
     f->x[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
   }
-  for (int i = 0; i < kN * kN; ++i) f->n[i] = i % 7 - 3;
-  static const int64_t xs[2] = {kB, kD}, ns[2] = {kN, kN};
+  for (int i = 0; i < kN * kL; ++i) f->n[i] = (i * 37) % 101 - 50;
+  static const int64_t xs[2] = {kB, kD}, ns[2] = {kN, kL};
   f->inputs[0] = tj_tensor_make(f->x, TJ_DTYPE_F32, 2, xs);
   f->inputs[1] = tj_tensor_make(f->n, TJ_DTYPE_I32, 2, ns);
   f->outputs[0] = tj_tensor_make(f->z, TJ_DTYPE_F32, 2, xs);
-  f->outputs[1] = tj_tensor_make(f->nn, TJ_DTYPE_I32, 2, ns);
+  f->outputs[1] = tj_tensor_make(f->nn, TJ_DTYPE_I64, 2, ns);
   f->ref_outputs[0] = tj_tensor_make(f->z_ref, TJ_DTYPE_F32, 2, xs);
-  f->ref_outputs[1] = tj_tensor_make(f->nn_ref, TJ_DTYPE_I32, 2, ns);
+  f->ref_outputs[1] = tj_tensor_make(f->nn_ref, TJ_DTYPE_I64, 2, ns);
 }
 
 // The outputs against the reference interpreter: layer_norm's output is

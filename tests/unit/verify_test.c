@@ -776,21 +776,22 @@ TEST(every_allocation_failure_is_reported_and_leaks_nothing) {
 
 static const char kDiagText[] =
     "func @frag[B](%x: f32[B,64], %wa: f32[64,1024], %wb: f32[1024,64], "
-    "%wc: f32[64,512], %wd: f32[64,512], %n: i32[4,4]) {\n"
+    "%wc: f32[64,512], %wd: f32[64,512], %n: i32[4,300]) {\n"
     "  %a = matmul %x, %wa : f32[B,1024]\n"
     "  %b = matmul %a, %wb : f32[B,64]\n"
     "  %c = matmul %b, %wc : f32[B,512]\n"
     "  %d = matmul %b, %wd : f32[B,512]\n"
     "  %e = add %c, %d : f32[B,512]\n"
     "  %s = sum %e {axes=[1]} : f32[B]\n"
-    "  %m = matmul %n, %n : i32[4,4]\n"
+    "  %m = argtopk %n {axis=1} : i64[4,300]\n"
     "  return %s as \"y\", %m as \"m\"\n"
     "}\n";
 
 // A big value dying beside a small live one, then two values of half its
 // size: the arena a third above what is ever live at once (fragmenting);
-// an integer matmul (a graph break); specialize=always (a recompile for
-// the doubled batch). Bad arguments are INVALID_ARGUMENT naming them.
+// an argsort of rows of 300 (no kernel template: a graph break);
+// specialize=always (a recompile for the doubled batch). Bad arguments are
+// INVALID_ARGUMENT naming them.
 TEST(diagnose_answers_the_ladder) {
   tj_context_t* ctx = tier_context("host");
   tj_graph_t* g = NULL;
@@ -809,7 +810,7 @@ TEST(diagnose_answers_the_ladder) {
     CHECK(r->arena_bytes > r->live_peak_bytes * 5 / 4);
     CHECK(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].yes);
     CHECK_EQ_INT(1, r->graph_breaks);
-    CHECK_CONTAINS(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].measured, "(matmul)");
+    CHECK_CONTAINS(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].measured, "(argtopk)");
     CHECK(r->answers[TJ_DIAGNOSE_RECOMPILING].yes);
     CHECK(r->recompiles >= 1);
     CHECK(!r->answers[TJ_DIAGNOSE_COLLECTIVE].yes);
