@@ -931,34 +931,49 @@ static void f32v_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
   }
 }
 
+// A CUDA-core thread's 8 rows of accumulators into the staged C tile
+// (|stride| floats a row): row i (< 8) of the thread's is the tile's
+// |row0| + |row_off|[i]; it holds |groups| groups of 4 consecutive
+// columns, group j at |col0| + j * |group_step|, from accumulators
+// (i * groups + j) * 4 on; each group one 16-byte shared store. Shared by
+// the 128x128 (8x8 a thread) and 256x128 (8x16) loops.
+static void simt_stage_c(gemm_t* g, LLVMValueRef row0, LLVMValueRef col0,
+                         int32_t stride, const int32_t row_off[8],
+                         int32_t groups, int32_t group_step) {
+  LLVMBuilderRef b = g->b;
+  tj_emit_t* em = g->em;
+  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
+  LLVMValueRef off0 = LLVMBuildMul(
+      b, LLVMBuildAdd(b, LLVMBuildMul(b, row0, c32(g, stride), ""), col0, ""),
+      c32(g, 4), "");
+  for (int32_t i = 0; i < 8; ++i) {
+    for (int32_t j = 0; j < groups; ++j) {
+      LLVMValueRef v = LLVMGetUndef(v4);
+      for (int32_t e = 0; e < 4; ++e)
+        v = LLVMBuildInsertElement(
+            b, v,
+            LLVMBuildLoad2(b, em->t_f32, acc_slot(g, (i * groups + j) * 4 + e),
+                           ""),
+            c32(g, e), "");
+      LLVMValueRef off = LLVMBuildAdd(
+          b, off0, c32(g, (row_off[i] * stride + j * group_step) * 4), "");
+      LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
+    }
+  }
+}
+
 // The thread's 8x8 accumulators into the staged C tile (either copy path:
 // thread (ty, tx) = (tid / 16, tid % 16) holds rows ty * 4 + {0..3} and
 // 64 more, columns tx * 4 + {0..3} and 64 more).
 static void f32_stage_c(gemm_t* g) {
   LLVMBuilderRef b = g->b;
-  tj_emit_t* em = g->em;
-  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
   LLVMValueRef ty = LLVMBuildLShr(b, g->tid, c32(g, 4), "");
   LLVMValueRef tx = LLVMBuildAnd(b, g->tid, c32(g, 15), "");
-  for (int32_t i = 0; i < 8; ++i) {
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, ty, c32(g, 4), ""),
-                                    c32(g, (i / 4) * 64 + i % 4), "");
-    for (int32_t h = 0; h < 2; ++h) {
-      LLVMValueRef col = LLVMBuildAdd(b, LLVMBuildMul(b, tx, c32(g, 4), ""),
-                                      c32(g, h * 64), "");
-      LLVMValueRef v = LLVMGetUndef(v4);
-      for (int32_t j = 0; j < 4; ++j)
-        v = LLVMBuildInsertElement(
-            b, v,
-            LLVMBuildLoad2(b, em->t_f32, acc_slot(g, i * 8 + h * 4 + j), ""),
-            c32(g, j), "");
-      LLVMValueRef off = LLVMBuildMul(
-          b,
-          LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, kCStride), ""), col, ""),
-          c32(g, 4), "");
-      LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
-    }
-  }
+  LLVMValueRef row0 = LLVMBuildMul(b, ty, c32(g, 4), "");
+  LLVMValueRef col0 = LLVMBuildMul(b, tx, c32(g, 4), "");
+  int32_t row_off[8];
+  for (int32_t i = 0; i < 8; ++i) row_off[i] = (i / 4) * 64 + i % 4;
+  simt_stage_c(g, row0, col0, kCStride, row_off, 2, 64);
 }
 
 //===--- CUDA-core (f32) main loop, 256x128 tiles (gemm_tile_m 256) ---===//
@@ -1199,31 +1214,15 @@ static void f32w_compute_cb(gemm_t* g, void* ctx, LLVMValueRef stage) {
 // columns as in f32w_setup).
 static void f32w_stage_c(gemm_t* g) {
   LLVMBuilderRef b = g->b;
-  tj_emit_t* em = g->em;
-  LLVMTypeRef v4 = LLVMVectorType(em->t_f32, 4);
   LLVMValueRef warp = LLVMBuildLShr(b, g->tid, c32(g, 5), "");
   LLVMValueRef lane = LLVMBuildAnd(b, g->tid, c32(g, 31), "");
   LLVMValueRef row = f32w_row0(g);
   LLVMValueRef col = LLVMBuildAdd(
       b, LLVMBuildMul(b, LLVMBuildAnd(b, warp, c32(g, 1), ""), c32(g, 64), ""),
       LLVMBuildMul(b, LLVMBuildAnd(b, lane, c32(g, 3), ""), c32(g, 4), ""), "");
-  LLVMValueRef off0 = LLVMBuildMul(
-      b,
-      LLVMBuildAdd(b, LLVMBuildMul(b, row, c32(g, g->c_stride), ""), col, ""),
-      c32(g, 4), "");
-  for (int32_t i = 0; i < 8; ++i) {
-    for (int32_t j = 0; j < 4; ++j) {
-      LLVMValueRef v = LLVMGetUndef(v4);
-      for (int32_t e = 0; e < 4; ++e)
-        v = LLVMBuildInsertElement(
-            b, v,
-            LLVMBuildLoad2(b, em->t_f32, acc_slot(g, i * 16 + j * 4 + e), ""),
-            c32(g, e), "");
-      LLVMValueRef off = LLVMBuildAdd(
-          b, off0, c32(g, (f32w_row(g, i) * g->c_stride + j * 16) * 4), "");
-      LLVMSetAlignment(LLVMBuildStore(b, v, smem_at(g, g->smem, off)), 16);
-    }
-  }
+  int32_t row_off[8];
+  for (int32_t i = 0; i < 8; ++i) row_off[i] = f32w_row(g, i);
+  simt_stage_c(g, row, col, g->c_stride, row_off, 4, 16);
 }
 
 // The 256x128 main loop (after tile_origin): 16-byte copies where this

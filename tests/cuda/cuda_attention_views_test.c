@@ -27,32 +27,6 @@
 #include "tests/cuda/cuda_test_util.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static void* random_tensor(tj_dtype_t dt, int64_t n, double scale) {
-  void* p = calloc((size_t)n, tj_dtype_size(dt));
-  for (int64_t i = 0; i < n; ++i)
-    tj_store_f64(dt, p, i, scale * (2 * unit() - 1));
-  return p;
-}
-
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n) {
-  double tol = dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-2;
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
-}
-
 enum { kH = 4, kDm = 64 };  // query heads; the model dim x is read with
 
 typedef struct shape_t {
@@ -133,7 +107,7 @@ static void add_in(data_t* d, tj_dtype_t dt, int32_t rank, const int64_t* dims,
   for (int32_t j = 0; j < rank; ++j) n *= dims[j];
   memcpy(d->dims[d->num_in], dims, sizeof(int64_t) * (size_t)rank);
   d->ranks[d->num_in] = rank;
-  d->in[d->num_in++] = random_tensor(dt, n, scale);
+  d->in[d->num_in++] = tj_test_random_tensor(&g_rng, dt, n, scale);
 }
 
 static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
@@ -184,15 +158,11 @@ static tj_context_t* g_ref_ctx;
 // the kernel count (-1 on failure).
 static int32_t check(tj_dtype_t dt, const shape_t* s, data_t* runs,
                      int32_t num_runs) {
-  tj_context_options_t co = tj_test_context_options();
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_context_t* ctx = tj_test_cuda_context_create(NULL);
   if (!ctx) return -1;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
+  tj_test_cuda_compile_options(&o, dt);
   o.autotune = TJ_AUTOTUNE_OFF;  // the GEMMs are not what is tested here
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
@@ -211,7 +181,8 @@ static int32_t check(tj_dtype_t dt, const shape_t* s, data_t* runs,
     void* got = calloc((size_t)r->ny, tj_dtype_size(dt));
     tj_tensor_t got_t = tj_tensor_make(got, dt, r->y_rank, r->y_dims);
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
-    bool ok = close_enough(what, dt, got, r->want, r->ny);
+    bool ok = tj_test_close_enough(what, dt, got, r->want, r->ny,
+                                   dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-2);
     if (!ok)
       fprintf(stderr, "  (%s at B = %lld)\n", what, (long long)r->y_dims[0]);
     CHECK(ok);
@@ -295,8 +266,7 @@ TEST(merge) {
 
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : NULL;
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
-  tj_cuda_device_destroy(device);
+  tj_test_require_gpu();
   if (tj_test_context_create(&g_ref_ctx) != NULL) return 1;
   RUN_IF(filter, heads);
   RUN_IF(filter, q_input);

@@ -21,32 +21,6 @@
 enum { T = 96, K = 512, N = 384 };
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static void* random_tensor(tj_dtype_t dt, int64_t n, double scale) {
-  void* p = calloc((size_t)n, tj_dtype_size(dt));
-  for (int64_t i = 0; i < n; ++i) {
-    tj_store_f64(dt, p, i, scale * (2 * unit() - 1));
-  }
-  return p;
-}
-
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
-}
-
 static tj_graph_t* build(tj_context_t* ctx, tj_dtype_t dt, bool plain) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "linear3", &g));
@@ -78,7 +52,7 @@ static void run_at(tj_graph_t* g, tj_executable_t* exe, tj_dtype_t dt,
   for (int32_t i = 0; i < num_in; ++i) {
     int64_t n = 1;
     for (int32_t d = 0; d < ranks[i]; ++d) n *= dims[i][d];
-    data[i] = random_tensor(dt, n, scales[i]);
+    data[i] = tj_test_random_tensor(&g_rng, dt, n, scales[i]);
     in[i] = tj_tensor_make(data[i], dt, ranks[i], dims[i]);
   }
   int64_t ny = b * T * N;
@@ -88,8 +62,8 @@ static void run_at(tj_graph_t* g, tj_executable_t* exe, tj_dtype_t dt,
   tj_tensor_t got_t = tj_tensor_make(got, dt, 3, dims[3]);
   CHECK_OK(tj_reference_run(g, in, num_in, &want_t, 1));
   CHECK_OK(tj_executable_run(exe, in, num_in, &got_t, 1));
-  bool ok =
-      close_enough(what, dt, got, want, ny, dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-4);
+  bool ok = tj_test_close_enough(what, dt, got, want, ny,
+                                 dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-4);
   if (!ok) fprintf(stderr, "  (%s at B = %lld)\n", what, (long long)b);
   CHECK(ok);
   for (int32_t i = 0; i < num_in; ++i) free(data[i]);
@@ -101,16 +75,12 @@ static void run_at(tj_graph_t* g, tj_executable_t* exe, tj_dtype_t dt,
 // choice the executable reports must start with |expect|.
 static void check_candidate(tj_dtype_t dt, bool plain, const char* forced,
                             const char* expect) {
-  tj_context_options_t co = tj_test_context_options();
-  co.cuda_gemm_candidate = forced;
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_context_t* ctx = tj_test_cuda_context_create(forced);
   if (!ctx) return;
   tj_graph_t* g = build(ctx, dt, plain);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
+  tj_test_cuda_compile_options(&o, dt);
+  o.cuda.allow_tf32 = false;  // the exact f32 candidates
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
   if (exe) {
@@ -119,12 +89,7 @@ static void check_candidate(tj_dtype_t dt, bool plain, const char* forced,
              plain ? " plain" : "", forced ? forced : "tuned");
     run_at(g, exe, dt, plain, 3, what);
     tj_cuda_program_stats_t cs;
-    CHECK_OK(tj_executable_cuda_stats(exe, &cs));
-    if (strncmp(cs.gemm_choice, expect, strlen(expect)) != 0) {
-      fprintf(stderr, "  %s: ran \"%s\", want \"%s\"\n", what, cs.gemm_choice,
-              expect);
-      CHECK(false);
-    }
+    tj_test_check_gemm_choice(what, exe, expect, &cs);
     printf("# %s: %s\n", what, cs.gemm_choice);
     run_at(g, exe, dt, plain, 1, what);
     tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
@@ -176,8 +141,7 @@ TEST(f32_exact_candidates) {
 }
 
 int main(void) {
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
-  tj_cuda_device_destroy(device);
+  tj_test_require_gpu();
   RUN_TEST(bf16_every_rank2_candidate);
   RUN_TEST(f32_exact_candidates);
   TEST_MAIN_END();

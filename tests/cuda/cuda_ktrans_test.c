@@ -27,34 +27,8 @@
 #include "tests/cuda/cuda_test_util.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static void* random_tensor(tj_dtype_t dt, int64_t n, double scale) {
-  void* p = calloc((size_t)n, tj_dtype_size(dt));
-  for (int64_t i = 0; i < n; ++i) {
-    tj_store_f64(dt, p, i, scale * (2 * unit() - 1));
-  }
-  return p;
-}
-
 static double tol_of(tj_dtype_t dt) {
   return dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-2;
-}
-
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
 }
 
 //===--- the graphs ---===//
@@ -163,7 +137,7 @@ static void data_make(tj_dtype_t dt, const shape_t* s, int64_t m, data_t* d) {
   for (int32_t i = 0; i < d->num_in; ++i) {
     int64_t n = 1;
     for (int32_t j = 0; j < d->ranks[i]; ++j) n *= d->dims[i][j];
-    d->in[i] = random_tensor(dt, n, scales[i]);
+    d->in[i] = tj_test_random_tensor(&g_rng, dt, n, scales[i]);
   }
   d->ny = 1;
   for (int32_t j = 0; j < d->y_rank; ++j) d->ny *= d->y_dims[j];
@@ -297,17 +271,11 @@ static void runs_free(run_t* runs, int32_t num) {
 // Compiles |s| in |dt| with |c| forced and checks each of |runs|.
 static void check(tj_dtype_t dt, const shape_t* s, const candidate_t* c,
                   const run_t* runs, int32_t num_runs) {
-  tj_context_options_t co = tj_test_context_options();
-  co.cuda_gemm_candidate = c->forced;
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_context_t* ctx = tj_test_cuda_context_create(c->forced);
   if (!ctx) return;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
-  o.cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+  tj_test_cuda_compile_options(&o, dt);
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
   char what[128];
@@ -328,10 +296,11 @@ static void check(tj_dtype_t dt, const shape_t* s, const candidate_t* c,
     if (r->sampled) {
       int64_t n = s->n, starts[2] = {0, r->m - kSampleRows};
       for (int j = 0; j < 2; ++j)
-        ok &= close_enough(what, dt, (char*)got + (size_t)(starts[j] * n) * es,
-                           r->want[j], kSampleRows * n, tol);
+        ok &= tj_test_close_enough(what, dt,
+                                   (char*)got + (size_t)(starts[j] * n) * es,
+                                   r->want[j], kSampleRows * n, tol);
     } else {
-      ok = close_enough(what, dt, got, r->want[0], r->d.ny, tol);
+      ok = tj_test_close_enough(what, dt, got, r->want[0], r->d.ny, tol);
     }
     if (!ok) fprintf(stderr, "  (%s at M = %lld)\n", what, (long long)r->m);
     CHECK(ok);
@@ -339,14 +308,8 @@ static void check(tj_dtype_t dt, const shape_t* s, const candidate_t* c,
   }
   if (exe) {
     tj_cuda_program_stats_t cs;
-    CHECK_OK(tj_executable_cuda_stats(exe, &cs));
     bool want_choice = c->forced && applies(c, s);
-    if (want_choice &&
-        strncmp(cs.gemm_choice, c->expect, strlen(c->expect)) != 0) {
-      fprintf(stderr, "  %s: ran \"%s\", want \"%s\"\n", what, cs.gemm_choice,
-              c->expect);
-      CHECK(false);
-    }
+    tj_test_check_gemm_choice(what, exe, want_choice ? c->expect : NULL, &cs);
     printf("# %s: %s\n", what, cs.gemm_choice);
     // The GEMM runs on the GPU: one kernel, no host step.
     tj_executable_stats_t st = {.struct_size = sizeof(st)};
@@ -431,8 +394,7 @@ TEST(tf32_candidates) {
 // FILTER (rank2, linear3d, batched, tf32), to split a device run.
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : NULL;
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
-  tj_cuda_device_destroy(device);
+  tj_test_require_gpu();
   if (tj_test_context_create(&g_ref_ctx) != NULL) return 1;
   RUN_IF(filter, rank2_every_candidate);
   RUN_IF(filter, linear3d_every_candidate);

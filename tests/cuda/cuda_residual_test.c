@@ -32,33 +32,8 @@
 #include "tests/cuda/cuda_test_util.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static void* random_tensor(tj_dtype_t dt, int64_t n, double scale) {
-  void* p = calloc((size_t)n, tj_dtype_size(dt));
-  for (int64_t i = 0; i < n; ++i)
-    tj_store_f64(dt, p, i, scale * (2 * unit() - 1));
-  return p;
-}
-
 static double tol_of(tj_dtype_t dt) {
   return dt == TJ_DTYPE_BF16 ? 2e-2 : dt == TJ_DTYPE_F16 ? 3e-3 : 1e-2;
-}
-
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
 }
 
 //===--- the graphs ---===//
@@ -147,19 +122,20 @@ static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
   d->dims[n][1] = s->k;
   d->dtypes[n] = dt;
   d->ranks[n] = 2;
-  d->in[n] = random_tensor(dt, m * s->k, 1.0);
+  d->in[n] = tj_test_random_tensor(&g_rng, dt, m * s->k, 1.0);
   ++n;
   d->dims[n][0] = kmajor ? s->n : s->k;
   d->dims[n][1] = kmajor ? s->k : s->n;
   d->dtypes[n] = dt;
   d->ranks[n] = 2;
-  d->in[n] = random_tensor(dt, s->n * s->k, 2.0 / sqrt((double)s->k));
+  d->in[n] =
+      tj_test_random_tensor(&g_rng, dt, s->n * s->k, 2.0 / sqrt((double)s->k));
   ++n;
   if (f == FORM_LINEAR || f == FORM_BIAS) {
     d->dims[n][0] = s->n;
     d->dtypes[n] = dt;
     d->ranks[n] = 1;
-    d->in[n] = random_tensor(dt, s->n, 1.0);
+    d->in[n] = tj_test_random_tensor(&g_rng, dt, s->n, 1.0);
     ++n;
   }
   if (f != FORM_BIAS) {
@@ -167,7 +143,7 @@ static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
     d->dims[n][1] = s->n;
     d->dtypes[n] = f == FORM_F32_R ? TJ_DTYPE_F32 : dt;
     d->ranks[n] = 2;
-    d->in[n] = random_tensor(d->dtypes[n], m * s->n, 1.0);
+    d->in[n] = tj_test_random_tensor(&g_rng, d->dtypes[n], m * s->n, 1.0);
     ++n;
   }
   d->num_in = n;
@@ -198,17 +174,11 @@ static bool g_have_lt;
 // failure).
 static int64_t check(tj_dtype_t dt, const shape_t* s, const char* forced,
                      data_t* runs, int32_t num_runs) {
-  tj_context_options_t co = tj_test_context_options();
-  co.cuda_gemm_candidate = forced;
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_context_t* ctx = tj_test_cuda_context_create(forced);
   if (!ctx) return -1;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
-  o.cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+  tj_test_cuda_compile_options(&o, dt);
   o.cuda.disable_graphs = true;
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
@@ -227,9 +197,9 @@ static int64_t check(tj_dtype_t dt, const shape_t* s, const char* forced,
     void* got = calloc((size_t)r->ny, tj_dtype_size(r->y_dtype));
     tj_tensor_t got_t = tj_tensor_make(got, r->y_dtype, 2, r->y_dims);
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
-    bool ok =
-        close_enough(what, r->y_dtype, got, r->want, r->ny,
-                     tol_of(r->y_dtype == TJ_DTYPE_F32 ? TJ_DTYPE_F32 : dt));
+    bool ok = tj_test_close_enough(
+        what, r->y_dtype, got, r->want, r->ny,
+        tol_of(r->y_dtype == TJ_DTYPE_F32 ? TJ_DTYPE_F32 : dt));
     if (!ok)
       fprintf(stderr, "  (%s at M = %lld)\n", what, (long long)r->dims[0][0]);
     CHECK(ok);
@@ -332,8 +302,7 @@ TEST(residual_off) {
 
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : NULL;
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
-  tj_cuda_device_destroy(device);
+  tj_test_require_gpu();
   tj_cublaslt_t* lt = NULL;
   tj_status_t s = tj_cublaslt_open(tj_allocator_system(), &lt);
   g_have_lt = s == NULL;

@@ -28,33 +28,8 @@
 #include "tests/cuda/cuda_test_util.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static void* random_tensor(tj_dtype_t dt, int64_t n, double scale) {
-  void* p = calloc((size_t)n, tj_dtype_size(dt));
-  for (int64_t i = 0; i < n; ++i)
-    tj_store_f64(dt, p, i, scale * (2 * unit() - 1));
-  return p;
-}
-
 static double tol_of(tj_dtype_t dt) {
   return dt == TJ_DTYPE_BF16 ? 3e-2 : 1e-2;
-}
-
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
 }
 
 static bool g_sm90a;  // the device runs the dual GEMM
@@ -157,7 +132,7 @@ static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
   for (int32_t i = 0; i < d->num_in; ++i) {
     int64_t n = 1;
     for (int32_t j = 0; j < d->ranks[i]; ++j) n *= d->dims[i][j];
-    d->in[i] = random_tensor(dt, n, scales[i]);
+    d->in[i] = tj_test_random_tensor(&g_rng, dt, n, scales[i]);
   }
   d->ny = 1;
   for (int32_t j = 0; j < d->y_rank; ++j) d->ny *= d->y_dims[j];
@@ -183,17 +158,11 @@ static tj_context_t* g_ref_ctx;
 static void check(tj_dtype_t dt, const shape_t* s, const char* forced,
                   const char* expect, uint32_t want_kernels, data_t* runs,
                   int32_t num_runs) {
-  tj_context_options_t co = tj_test_context_options();
-  co.cuda_gemm_candidate = forced;
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  tj_context_t* ctx = tj_test_cuda_context_create(forced);
   if (!ctx) return;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
-  o.cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+  tj_test_cuda_compile_options(&o, dt);
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
   char what[160];
@@ -211,7 +180,7 @@ static void check(tj_dtype_t dt, const shape_t* s, const char* forced,
     void* got = calloc((size_t)r->ny, tj_dtype_size(dt));
     tj_tensor_t got_t = tj_tensor_make(got, dt, r->y_rank, r->y_dims);
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
-    bool ok = close_enough(what, dt, got, r->want, r->ny, tol);
+    bool ok = tj_test_close_enough(what, dt, got, r->want, r->ny, tol);
     if (!ok)
       fprintf(stderr, "  (%s at M = %lld)\n", what, (long long)r->dims[0][0]);
     CHECK(ok);
@@ -219,12 +188,7 @@ static void check(tj_dtype_t dt, const shape_t* s, const char* forced,
   }
   if (exe) {
     tj_cuda_program_stats_t cs;
-    CHECK_OK(tj_executable_cuda_stats(exe, &cs));
-    if (expect && strncmp(cs.gemm_choice, expect, strlen(expect)) != 0) {
-      fprintf(stderr, "  %s: ran \"%s\", want \"%s\"\n", what, cs.gemm_choice,
-              expect);
-      CHECK(false);
-    }
+    tj_test_check_gemm_choice(what, exe, expect, &cs);
     tj_executable_stats_t st = {.struct_size = sizeof(st)};
     tj_executable_stats(exe, &st);
     if (st.num_graph_breaks != 0 || st.num_kernels != (int32_t)want_kernels)
@@ -343,10 +307,7 @@ TEST(f32_two_kernels) {
 
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : NULL;
-  tj_cuda_device_t* device = tj_test_open_device_or_skip();
-  const char* arch = tj_cuda_device_arch_name(device);
-  g_sm90a = arch && strcmp(arch, "sm_90a") == 0;
-  tj_cuda_device_destroy(device);
+  g_sm90a = tj_test_require_gpu();
   if (tj_test_context_create(&g_ref_ctx) != NULL) return 1;
   RUN_IF(filter, forms_tuned);
   RUN_IF(filter, every_candidate);

@@ -1,9 +1,17 @@
-// Shared by the tests that need a GPU: open the device or skip.
+// Shared by the tests that need a GPU: open the device or skip, the
+// random data and the comparison against the reference, and the compile
+// set-up of the tests that force GEMM candidates (cuda_residual_test,
+// cuda_attention_views_test, cuda_swiglu_test, cuda_ktrans_test,
+// cuda_gemm_fold_test).
 
 #ifndef TJ_TESTS_CUDA_CUDA_TEST_UTIL_H_
 #define TJ_TESTS_CUDA_CUDA_TEST_UTIL_H_
 
+#include <math.h>
+
+#include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "lib/dtype.h"
 #include "tests/unit/test.h"
 
 // meson treats this exit code as "skipped".
@@ -54,6 +62,92 @@ static inline tj_cuda_device_t* tj_test_open_device_or_skip(void) {
          device->ordinal, device->name, device->sm_major, device->sm_minor,
          device->num_sms, device->total_bytes >> 20, device->cu.driver_version);
   return device;
+}
+
+// Opens the default device (or skips, tj_test_open_device_or_skip) and
+// closes it again; returns whether it is an sm_90a one.
+static inline bool tj_test_require_gpu(void) {
+  tj_cuda_device_t* device = tj_test_open_device_or_skip();
+  const char* arch = tj_cuda_device_arch_name(device);
+  bool sm90a = arch && strcmp(arch, "sm_90a") == 0;
+  tj_cuda_device_destroy(device);
+  return sm90a;
+}
+
+//===--- data and its check against the reference ---===//
+
+// A uniform double in [0, 1) from the generator |*state| (a 64-bit LCG:
+// each test's data is the same on every run).
+static inline double tj_test_unit(uint64_t* state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(*state >> 11) / 9007199254740992.0;
+}
+
+// |n| elements of |dt|, uniform in [-scale, scale), from |*state| (free
+// with free()).
+static inline void* tj_test_random_tensor(uint64_t* state, tj_dtype_t dt,
+                                          int64_t n, double scale) {
+  void* p = calloc((size_t)n, tj_dtype_size(dt));
+  for (int64_t i = 0; p && i < n; ++i)
+    tj_store_f64(dt, p, i, scale * (2 * tj_test_unit(state) - 1));
+  return p;
+}
+
+// Whether each of the |n| elements of |got| is within |tol| of |want|'s,
+// relative to it (absolute below 1); prints the first that is not, with
+// |what|. NaN is never close.
+static inline bool tj_test_close_enough(const char* what, tj_dtype_t dt,
+                                        const void* got, const void* want,
+                                        int64_t n, double tol) {
+  for (int64_t i = 0; i < n; ++i) {
+    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
+    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
+      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
+              (long long)i, g, w);
+      return false;
+    }
+  }
+  return true;
+}
+
+//===--- compiling for the GPU ---===//
+
+// A context with the tests' options (tj_test_context_options) and the GEMM
+// candidate |forced| (as TJ_CUDA_GEMM_CANDIDATE; NULL: autotuned); NULL
+// (the check failed) when it cannot be made.
+static inline tj_context_t* tj_test_cuda_context_create(const char* forced) {
+  tj_context_options_t co = tj_test_context_options();
+  co.cuda_gemm_candidate = forced;
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&co, &ctx));
+  return ctx;
+}
+
+// Options for a compile for the CUDA target with no disk cache (each
+// compile is the one measured), TF32 allowed where |dt| is f32 (the
+// tests' f32 GEMMs are PyTorch's with allow_tf32; those of exact f32 set
+// it back).
+static inline void tj_test_cuda_compile_options(tj_compile_options_t* o,
+                                                tj_dtype_t dt) {
+  tj_compile_options_initialize(o);
+  o->target = TJ_TARGET_CUDA;
+  o->cache_dir = "";
+  o->cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+}
+
+// Fills |out_stats| with |exe|'s CUDA stats and checks that the GEMM
+// choice it reports starts with |expect| (NULL: any), naming |what| when
+// not.
+static inline void tj_test_check_gemm_choice(
+    const char* what, tj_executable_t* exe, const char* expect,
+    tj_cuda_program_stats_t* out_stats) {
+  memset(out_stats, 0, sizeof(*out_stats));
+  CHECK_OK(tj_executable_cuda_stats(exe, out_stats));
+  const char* choice = out_stats->gemm_choice;
+  if (expect && strncmp(choice, expect, strlen(expect)) != 0) {
+    fprintf(stderr, "  %s: ran \"%s\", want \"%s\"\n", what, choice, expect);
+    CHECK(false);
+  }
 }
 
 // Whether tj_compile for the CUDA target says UNSUPPORTED (no driver or

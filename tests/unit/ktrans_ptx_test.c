@@ -6,8 +6,10 @@
 //     wgmma tiles, drain, persistent, the TMA cooperative, pingpong and
 //     256-row ones, TF32 on the TMA schedules) emits the K-major form (wgmma
 //     with trans-b 0, ldmatrix without .trans for B) for rank-2 and batched
-//     kernels of runtime and ragged constant sizes, and ptxas -arch=sm_90a
-//     assembles it with no wgmma performance note (C7508/C7510/C7511/C7515);
+//     kernels of runtime and ragged constant sizes (not every schedule at
+//     every shape and dtype: a covering design, every_schedule_kmajor), and
+//     ptxas -arch=sm_90a assembles it with no wgmma performance note
+//     (C7508/C7510/C7511/C7515), several ptxas runs at once;
 //   - graph level: x @ transpose(w) (plain, with bias + gelu, a [B, T, K]
 //     linear3d with a shared weight, a batched [2, N, K] weight, f32 with
 //     allow_tf32) compiles for sm_90a and sm_80 with no host step, and its
@@ -104,11 +106,6 @@ static tj_kir_t* kmajor_gemm(tj_dtype_t dt, shape_t shape) {
   CHECK_OK(s);
   CHECK(tj_kir_gemm_b_kmajor(k));
   return k;
-}
-
-// ptxas -v --warning-as-error on |ptx| (tj_test_ptxas_wgmma).
-static int run_ptxas(const char* what, const char* ptx, long* spills) {
-  return tj_test_ptxas_wgmma(g_ptxas, what, ptx, spills);
 }
 
 #define WGMMA(m, n, stages)                                                   \
@@ -211,40 +208,50 @@ static void check_schedule(tj_dtype_t dt, shape_t shape,
       tj_test_check_has(what, ptx, "cp.async.cg.shared.global", true);
     }
   }
-  long spills = 0;
-  int rc = arch == TJ_NVPTX_SM_90A ? run_ptxas(what, ptx, &spills) : 0;
-  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-  CHECK_EQ_INT(0, rc);
-  // As for an N-major B (nvptx_ptxas_test): the cooperative TMA tiles keep
-  // their accumulators in registers.
-  if (o->gemm_tma && info.tile_m >= 128 && !o->gemm_pingpong &&
-      dt != TJ_DTYPE_F32) {
-    if (spills) fprintf(stderr, "  %s: %ld bytes spilled\n", what, spills);
-    CHECK_EQ_INT(0, (int)spills);
-  }
-  printf("# %s: %zu bytes of PTX, %ld bytes spilled\n", what, strlen(ptx),
-         spills);
+  // ptxas -arch=sm_90a in the background (tj_test_ptxas_queue). As for an
+  // N-major B (nvptx_ptxas_test): the cooperative TMA tiles keep their
+  // accumulators in registers.
+  if (arch == TJ_NVPTX_SM_90A)
+    tj_test_ptxas_queue(g_ptxas, what, ptx,
+                        o->gemm_tma && info.tile_m >= 128 &&
+                            !o->gemm_pingpong && dt != TJ_DTYPE_F32);
+  printf("# %s: %zu bytes of PTX\n", what, strlen(ptx));
   tj_free_string(tj_allocator_system(), ptx);
   tj_kir_destroy(k);
 }
 
+// The cross product of dtype, shape and schedule, by a covering design
+// (tj_test_covers): bf16 runs every schedule at two shapes, one rank-2 and
+// one batched (runtime and batched, or ragged and shared, alternating down
+// the table), f16 every schedule at one shape (the dtype is one word of the
+// mma); so every schedule meets a 2-D and a 3-D tensor map, and every
+// shape every family of schedules (mma.sync, cp.async wgmma, TMA,
+// pingpong, the TMA store, 256 rows). sm_80 takes every shape.
 TEST(every_schedule_kmajor) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int s = 0; s <= SHAPE_SHARED; ++s) {
-      for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i)
-        check_schedule(kTypes[t], (shape_t)s, &kSchedules[i], TJ_NVPTX_SM_90A);
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
+        if (tj_test_covers(i, s, SHAPE_SHARED + 1, t ? 1 : 2))
+          check_schedule(kTypes[t], (shape_t)s, &kSchedules[i],
+                         TJ_NVPTX_SM_90A);
+      }
       // sm_80: mma.sync, whatever is asked of the default.
       check_schedule(kTypes[t], (shape_t)s, &kSchedules[0], TJ_NVPTX_SM_80);
     }
   }
+  tj_test_ptxas_wait();
 }
 
+// TF32: each schedule at a rank-2 and a batched shape, as bf16 above.
 TEST(tf32_kmajor) {
   for (int s = 0; s <= SHAPE_SHARED; ++s) {
-    for (size_t i = 0; i < TJ_ARRAY_SIZE(kTf32); ++i)
-      check_schedule(TJ_DTYPE_F32, (shape_t)s, &kTf32[i], TJ_NVPTX_SM_90A);
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kTf32); ++i) {
+      if (tj_test_covers(i, s, SHAPE_SHARED + 1, 2))
+        check_schedule(TJ_DTYPE_F32, (shape_t)s, &kTf32[i], TJ_NVPTX_SM_90A);
+    }
   }
+  tj_test_ptxas_wait();
 }
 
 // A B contiguous along neither k nor n still has no tensor-core form: the
@@ -403,11 +410,10 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   if (pt.variants_ptx && tf32)
     tj_test_check_has(what, pt.variants_ptx, "tf32.tf32", true);
   if (arch == TJ_NVPTX_SM_90A) {
-    long spills = 0;
-    int rc = 0;
-    if (pt.ptx) rc |= run_ptxas(what, pt.ptx, &spills);
-    if (pt.variants_ptx) rc |= run_ptxas(what, pt.variants_ptx, &spills);
-    CHECK_EQ_INT(0, rc);
+    char cands[128];
+    snprintf(cands, sizeof(cands), "%s candidates", what);
+    tj_test_ptxas_queue(g_ptxas, what, pt.ptx, false);
+    tj_test_ptxas_queue(g_ptxas, cands, pt.variants_ptx, false);
   }
   printf("# %s: %u kernel, %u candidate kernels\n", what, pt.num_kernels,
          pt.num_variant_kernels);
@@ -417,16 +423,22 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   tj_graph_destroy(gn);
 }
 
+// Form x arch x dtype by a covering design: every form on both archs,
+// bf16 on one and f16 on the other (by the parity of form + arch), so that
+// every pair of form, arch and dtype is compiled (each compile is the
+// graph twice, with every candidate of the arch). The sanitizer leg
+// (tj_test_num_half_types) takes bf16 for both.
 TEST(graphs_run_on_the_gpu) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
-    for (int f = 0; f <= FORM_HEADS; ++f) {
-      check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
-      check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_80);
-    }
+  static const tj_nvptx_arch_t kArchs[] = {TJ_NVPTX_SM_90A, TJ_NVPTX_SM_80};
+  size_t types = tj_test_num_half_types();
+  for (int f = 0; f <= FORM_HEADS; ++f) {
+    for (size_t a = 0; a < TJ_ARRAY_SIZE(kArchs); ++a)
+      check_form(kTypes[((size_t)f + a) % types], (form_t)f, kArchs[a]);
   }
   check_form(TJ_DTYPE_F32, FORM_GELU, TJ_NVPTX_SM_90A);
   check_form(TJ_DTYPE_F32, FORM_LINEAR3, TJ_NVPTX_SM_90A);
+  tj_test_ptxas_wait();
 }
 
 int main(int argc, char** argv) {

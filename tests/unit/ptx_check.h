@@ -6,9 +6,12 @@
 #ifndef TJ_TESTS_UNIT_PTX_CHECK_H_
 #define TJ_TESTS_UNIT_PTX_CHECK_H_
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backends/cuda/cuda_entry.h"
@@ -36,31 +39,17 @@ static inline void tj_test_assemble_ptx(const char* ptxas, const char* what,
   remove(path);
 }
 
-// Assembles |ptx| for sm_90a with |ptxas| -v --warning-as-error ("": 0,
-// nothing run); returns its exit status (1 where the log has one of
-// ptxas's notes that wgmma code lost its pipelining or registers) and sets
-// |*spills| to the spill stores it reports. Shared by ktrans_ptx_test and
-// swiglu_ptx_test.
-static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
-                                      const char* ptx, long* spills) {
+// Reads the ptxas -v log at |log| (then removes it) of the run that
+// exited |rc| on |what|'s module: returns |rc|, or 1 where the log has a
+// wgmma note, and sets |*spills| to the spill stores it reports.
+static inline int tj_test_ptxas_log_verdict(const char* what, const char* log,
+                                            int rc, long* spills) {
+  // ptxas's notes that wgmma code lost its pipelining or registers
+  // (serialized wgmmas, a function call or too few registers in the
+  // pipeline, an ignored setmaxnreg): failures in the schedule tests.
   static const char* const kWgmmaNotes[] = {"C7508", "C7510", "C7511", "C7515"};
   *spills = 0;
-  if (!ptxas[0]) return 0;
-  char path[] = "/tmp/tj_test_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return -1;
-  fputs(ptx, f);
-  fclose(f);
-  char log[64], cmd[1200];
-  snprintf(log, sizeof(log), "%s.log", path);
-  snprintf(cmd, sizeof(cmd),
-           "'%s' -arch=sm_90a -v --warning-as-error -o /dev/null '%s' > '%s' "
-           "2>&1",
-           ptxas, path, log);
-  int rc = system(cmd);
-  f = fopen(log, "r");
+  FILE* f = fopen(log, "r");
   if (f) {
     char line[512];
     while (fgets(line, sizeof(line), f)) {
@@ -84,8 +73,161 @@ static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
     fclose(f);
   }
   remove(log);
+  return rc;
+}
+
+// Writes |ptx| to a new temporary file, its name into |path| (a
+// "/tmp/tj_test_ptx_XXXXXX" buffer); false when it cannot.
+static inline bool tj_test_write_ptx(const char* ptx, char* path) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return false;
+  fputs(ptx, f);
+  fclose(f);
+  return true;
+}
+
+// Assembles |ptx| for sm_90a with |ptxas| -v --warning-as-error ("": 0,
+// nothing run); returns its exit status (1 where the log has one of
+// ptxas's wgmma notes) and sets |*spills| to the spill
+// stores it reports.
+static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
+                                      const char* ptx, long* spills) {
+  *spills = 0;
+  if (!ptxas[0]) return 0;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  if (!tj_test_write_ptx(ptx, path)) return -1;
+  char log[64], cmd[1200];
+  snprintf(log, sizeof(log), "%s.log", path);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a -v --warning-as-error -o /dev/null '%s' > '%s' "
+           "2>&1",
+           ptxas, path, log);
+  int rc = tj_test_ptxas_log_verdict(what, log, system(cmd), spills);
   remove(path);
   return rc;
+}
+
+//===--- ptxas in the background ---===//
+//
+// The GEMM schedule tests (ktrans_ptx_test, swiglu_ptx_test) assemble one
+// module per check, and ptxas takes about as long as LLVM's emission of
+// the next: each run goes to a child process (at most
+// TJ_TEST_PTXAS_JOBS at once) while the test compiles on, and its verdict
+// is checked when the child is reaped, under the test that queued it
+// (every TEST that queues calls tj_test_ptxas_wait before it returns).
+
+#define TJ_TEST_PTXAS_JOBS 2
+
+typedef struct tj_test_ptxas_job_t {
+  pid_t pid;     // 0: a free slot
+  unsigned seq;  // the order queued: the oldest is reaped first
+  char path[32];
+  char what[160];
+  bool no_spills;  // a spill fails the check too
+} tj_test_ptxas_job_t;
+
+// The jobs in flight (a function's static: a file that includes this
+// header and queues nothing has no unused variable).
+static inline tj_test_ptxas_job_t* tj_test_ptxas_jobs(void) {
+  static tj_test_ptxas_job_t jobs[TJ_TEST_PTXAS_JOBS];
+  return jobs;
+}
+
+// Reaps |job| and checks its verdict: ptxas exits 0 with no wgmma note
+// (and no spill where |job->no_spills|).
+static inline void tj_test_ptxas_reap(tj_test_ptxas_job_t* job) {
+  int wstatus = 0;
+  while (waitpid(job->pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  job->pid = 0;
+  int rc = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  char log[64];
+  snprintf(log, sizeof(log), "%s.log", job->path);
+  long spills = 0;
+  rc = tj_test_ptxas_log_verdict(job->what, log, rc, &spills);
+  remove(job->path);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", job->what);
+  CHECK_EQ_INT(0, rc);
+  if (job->no_spills) {
+    if (spills) fprintf(stderr, "  %s: %ld bytes spilled\n", job->what, spills);
+    CHECK_EQ_INT(0, (int)spills);
+  }
+  printf("# %s: ptxas: %ld bytes spilled\n", job->what, spills);
+}
+
+// Waits for every queued ptxas run and checks each.
+static inline void tj_test_ptxas_wait(void) {
+  tj_test_ptxas_job_t* jobs = tj_test_ptxas_jobs();
+  for (;;) {
+    tj_test_ptxas_job_t* oldest = NULL;
+    for (int i = 0; i < TJ_TEST_PTXAS_JOBS; ++i)
+      if (jobs[i].pid > 0 && (!oldest || jobs[i].seq < oldest->seq))
+        oldest = &jobs[i];
+    if (!oldest) return;
+    tj_test_ptxas_reap(oldest);
+  }
+}
+
+// tj_test_ptxas_wgmma on |ptx| in a child process (|ptxas| "": nothing
+// run), after a slot is free; its verdict is checked when it is reaped,
+// a spill failing it too where |no_spills|. Where no child can be made
+// it runs here and now.
+static inline void tj_test_ptxas_queue(const char* ptxas, const char* what,
+                                       const char* ptx, bool no_spills) {
+  if (!ptxas[0] || !ptx) return;
+  tj_test_ptxas_job_t* jobs = tj_test_ptxas_jobs();
+  tj_test_ptxas_job_t* job = NULL;
+  for (int i = 0; i < TJ_TEST_PTXAS_JOBS && !job; ++i)
+    if (jobs[i].pid == 0) job = &jobs[i];
+  if (!job) {
+    job = &jobs[0];
+    for (int i = 1; i < TJ_TEST_PTXAS_JOBS; ++i)
+      if (jobs[i].seq < job->seq) job = &jobs[i];
+    tj_test_ptxas_reap(job);
+  }
+  static unsigned seq;
+  job->seq = ++seq;
+  snprintf(job->what, sizeof(job->what), "%s", what);
+  job->no_spills = no_spills;
+  snprintf(job->path, sizeof(job->path), "/tmp/tj_test_ptx_XXXXXX");
+  if (!tj_test_write_ptx(ptx, job->path)) return;
+  char log[64];
+  snprintf(log, sizeof(log), "%s.log", job->path);
+  fflush(NULL);  // the child must not write our buffered output again
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) _exit(127);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+    execl(ptxas, ptxas, "-arch=sm_90a", "-v", "--warning-as-error", "-o",
+          "/dev/null", job->path, (char*)NULL);
+    _exit(127);
+  }
+  if (pid < 0) {
+    long spills = 0;
+    int rc = tj_test_ptxas_wgmma(ptxas, what, ptx, &spills);
+    CHECK_EQ_INT(0, rc);
+    if (no_spills) CHECK_EQ_INT(0, (int)spills);
+    remove(job->path);
+    return;
+  }
+  job->pid = pid;
+}
+
+// A covering design for the schedule tests' cross products: whether
+// schedule |i| of a table is checked at variant |v| of |n| (a shape, or a
+// shape and a B layout), |ways| variants a schedule (|ways| divides |n|):
+// those congruent to |i| modulo n / ways. Every schedule is checked at
+// |ways| variants, every variant by the schedules of one residue class, and
+// a run of consecutive schedules (a table's family: the TMA ones, the
+// pingpong ones) meets every variant once it has n / ways members.
+static inline bool tj_test_covers(size_t i, int v, int n, int ways) {
+  int period = n / ways;
+  return v % period == (int)(i % (size_t)period);
 }
 
 // Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names

@@ -5,10 +5,12 @@
 //     K-major; runtime, ragged constant and shared-weight batched sizes)
 //     on every schedule that takes one (the cp.async wgmma tiles of 128
 //     and 256 columns, drain, persistent; the TMA cooperative, pingpong and
-//     256-row schedules, with the TMA store too) emits m64n<tile_n>k16
-//     over both panels, its TMA kind a third tensor map, and ptxas -arch=sm_90a
-//     assembles it without a wgmma note (C7508/C7510/C7511/C7515) or, on the
-//     cooperative TMA tiles, a spill; mma.sync, 64-column tiles, clusters and
+//     256-row schedules, with the TMA store too), at the shapes and layouts
+//     a covering design gives it (every_dual_schedule), emits
+//     m64n<tile_n>k16 over both panels, its TMA kind a third tensor map, and
+//     ptxas -arch=sm_90a assembles it (several runs at once) without a
+//     wgmma note (C7508/C7510/C7511/C7515) or, on the cooperative TMA
+//     tiles, a spill; mma.sync, 64-column tiles, clusters and
 //     sm_80 refuse it (UNSUPPORTED, naming the kernel); the launch counts tiles
 //     of C (half the wgmma's columns);
 //   - graph level: the Llama MLP's mul(silu(x @ wg), x @ wu) (and gelu,
@@ -101,11 +103,6 @@ static tj_kir_t* dual_gemm(tj_dtype_t dt, shape_t shape, bool kmajor) {
   return k;
 }
 
-// ptxas -v --warning-as-error on |ptx| (tj_test_ptxas_wgmma).
-static int run_ptxas(const char* what, const char* ptx, long* spills) {
-  return tj_test_ptxas_wgmma(g_ptxas, what, ptx, spills);
-}
-
 #define WGMMA(m, n, stages)                                                   \
   .gemm_kernel = TJ_NVPTX_GEMM_WGMMA, .gemm_tile_m = (m), .gemm_tile_n = (n), \
   .gemm_stages = (stages)
@@ -177,34 +174,36 @@ static void check_schedule(tj_dtype_t dt, shape_t shape, bool kmajor,
   } else {
     tj_test_check_has(what, ptx, "cp.async.cg.shared.global", true);
   }
-  long spills = 0;
-  int rc = run_ptxas(what, ptx, &spills);
-  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-  CHECK_EQ_INT(0, rc);
-  if (o->gemm_tma && info.tile_m >= 128 && !o->gemm_pingpong) {
-    if (spills) fprintf(stderr, "  %s: %ld bytes spilled\n", what, spills);
-    CHECK_EQ_INT(0, (int)spills);
-  }
-  printf("# %s: %zu bytes of PTX, %ld bytes spilled\n", what, strlen(ptx),
-         spills);
+  // ptxas in the background (tj_test_ptxas_queue); the cooperative TMA
+  // tiles must not spill.
+  tj_test_ptxas_queue(g_ptxas, what, ptx,
+                      o->gemm_tma && info.tile_m >= 128 && !o->gemm_pingpong);
+  printf("# %s: %zu bytes of PTX\n", what, strlen(ptx));
   tj_free_string(tj_allocator_system(), ptx);
   tj_kir_destroy(k);
 }
 
+// The cross product of dtype, shape, B layout and schedule, by a covering
+// design (tj_test_covers over the 6 variants shape * 2 + layout): bf16
+// runs every schedule at two variants, one of each layout and two shapes
+// (runtime N-major and ragged K-major, runtime K-major and shared N-major,
+// ragged N-major and shared K-major, in turn down the table), f16 every
+// schedule at one (the dtype is one word of the wgmma); so every variant
+// meets every family of schedules (cp.async, TMA, pingpong, the TMA store,
+// 256 rows) in bf16.
 TEST(every_dual_schedule) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  enum { kVariants = (SHAPE_SHARED + 1) * 2 };
   for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
-    for (int s = 0; s <= SHAPE_SHARED; ++s) {
-      for (int km = 0; km < 2; ++km) {
-        // Every schedule for bf16; f16 on a few (the dtype is one word of
-        // the wgmma).
-        for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
-          if (t && i % 4 != 0) continue;
-          check_schedule(kTypes[t], (shape_t)s, km != 0, &kSchedules[i]);
-        }
+    for (int v = 0; v < kVariants; ++v) {
+      for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
+        if (tj_test_covers(i, v, kVariants, t ? 1 : 2))
+          check_schedule(kTypes[t], (shape_t)(v / 2), v % 2 != 0,
+                         &kSchedules[i]);
       }
     }
   }
+  tj_test_ptxas_wait();
 }
 
 TEST(refused_schedules) {
@@ -373,11 +372,10 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
     tj_test_check_has(what, pt.ptx, "wgmma.mma_async.sync.aligned.m64n128k16",
                       true);
   if (arch == TJ_NVPTX_SM_90A) {
-    long spills = 0;
-    int rc = 0;
-    if (pt.ptx) rc |= run_ptxas(what, pt.ptx, &spills);
-    if (pt.variants_ptx) rc |= run_ptxas(what, pt.variants_ptx, &spills);
-    CHECK_EQ_INT(0, rc);
+    char cands[128];
+    snprintf(cands, sizeof(cands), "%s candidates", what);
+    tj_test_ptxas_queue(g_ptxas, what, pt.ptx, false);
+    tj_test_ptxas_queue(g_ptxas, cands, pt.variants_ptx, false);
   }
   printf("# %s: %u kernels, %u candidate kernels\n", what, pt.num_kernels,
          pt.num_variant_kernels);
@@ -385,16 +383,18 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   tj_graph_destroy(g);
 }
 
+// Every form once, bf16 and f16 in turn (the dtype is one word of the
+// wgmma; the sanitizer leg, tj_test_num_half_types, takes bf16 alone), so
+// both dtypes take the dual form and a refused one.
 TEST(graphs) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
-  for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
-    for (int f = 0; f <= FORM_MIXED; ++f) {
-      check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_90A);
-      if (t == 0 && f == FORM_SILU)
-        check_form(kTypes[t], (form_t)f, TJ_NVPTX_SM_80);
-    }
+  size_t types = tj_test_num_half_types();
+  for (int f = 0; f <= FORM_MIXED; ++f) {
+    check_form(kTypes[(size_t)f % types], (form_t)f, TJ_NVPTX_SM_90A);
+    if (f == FORM_SILU) check_form(kTypes[0], (form_t)f, TJ_NVPTX_SM_80);
   }
   check_form(TJ_DTYPE_F32, FORM_SILU, TJ_NVPTX_SM_90A);
+  tj_test_ptxas_wait();
 }
 
 int main(int argc, char** argv) {

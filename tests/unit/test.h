@@ -257,16 +257,17 @@ static inline int tj_test_tiers(int count) {
 // same emitter code with another element type then keep one
 // representative of each family. What the sanitizers watch is our C code,
 // which such a variant reaches again by the same path; the plain build's
-// leg runs every variant. The tests that read it: ktrans_ptx_test and
-// swiglu_ptx_test, through tj_test_num_half_types, and blocks_ptx_test
-// (a symbolic batch alone).
+// leg runs every variant. The tests that read it: ktrans_ptx_test,
+// swiglu_ptx_test and attention_ptx_test, through tj_test_num_half_types,
+// and blocks_ptx_test (a symbolic batch alone).
 static inline bool tj_test_sanitizer_subset(void) {
   const char* subset = getenv("TJ_TEST_SUBSET");
   return subset && strcmp(subset, "sanitizer") == 0;
 }
 
 // How many of a test's {bf16, f16} pair to run: f16 takes bf16's GEMM
-// template with another mma type, so the sanitizer leg runs bf16 alone.
+// and attention templates with another mma type, so the sanitizer leg runs
+// bf16 alone.
 static inline size_t tj_test_num_half_types(void) {
   return tj_test_sanitizer_subset() ? 1 : 2;
 }
