@@ -197,6 +197,19 @@ static bool attention_views_off(tj_context_t* context) {
   return false;
 }
 
+// TJ_CONCAT_SELECT: "off" cuts every concat into boxes again (rope14,
+// issue 14; the A/B of bench/transformer_blocks.py); unset or "" leave
+// the default; anything else warns once and leaves it too.
+static _Atomic(bool) g_warned_concat_select;
+static bool concat_select_off(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_CONCAT_SELECT);
+  if (!v || !v[0]) return false;
+  if (strcmp(v, "off") == 0) return true;
+  tj_warn_once(context, &g_warned_concat_select,
+               "TJ_CONCAT_SELECT: \"%.32s\" is not off and is ignored", v);
+  return false;
+}
+
 static tj_status_t run_pipeline(tj_executable_t* exe,
                                 const tj_compile_debug_t* debug) {
   tj_pass_ctx_t ctx;
@@ -214,6 +227,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
                              !attention_lse_separate(exe->context);
   ctx.attention_views =
       exe->backend->attention_views && !attention_views_off(exe->context);
+  ctx.concat_boxes = concat_select_off(exe->context);
   if (!dual_gemm_off(exe->context)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;
