@@ -6,8 +6,8 @@
 // vector lies in one half (load_at_piecewise in jit/emit_llvm.c: halves of
 // 32 and 64 are multiples of the 8 bf16 or 4 f32 lanes), a gather beside
 // it for the vectors that do not; and the PTX assembles with ptxas
-// -arch=sm_90a when the test is given its path. TJ_CONCAT_SELECT=off: two
-// kernels.
+// -arch=sm_90a when the test is given its path, with no spills (ptxas -v's
+// registers printed). TJ_CONCAT_SELECT=off: two kernels.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +45,38 @@ static int32_t count(const char* text, const char* needle) {
   return n;
 }
 
+// ptxas -v on |ptx|: prints its register and spill lines, returns the
+// spill stores (0 without ptxas).
+static long registers_and_spills(const char* what, const char* ptx) {
+  if (!g_ptxas[0] || !ptx) return 0;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return 0;
+  fputs(ptx, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  long spills = 0;
+  FILE* p = popen(cmd, "r");
+  char line[512];
+  while (p && fgets(line, sizeof(line), p)) {
+    const char* sp = strstr(line, "bytes spill stores");
+    if (sp) {
+      const char* q = sp;
+      while (q > line && q[-1] == ' ') --q;
+      while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
+      spills += strtol(q, NULL, 10);
+    }
+    if (strstr(line, "registers") || sp) printf("#   %s: %s", what, line);
+  }
+  if (p) CHECK_EQ_INT(0, pclose(p));
+  remove(path);
+  return spills;
+}
+
 static int32_t compile(tj_context_t* ctx, tj_dtype_t dt, int64_t d,
                        char** out_ptx) {
   tj_graph_t* g = rope(ctx, dt, d);
@@ -78,6 +110,7 @@ TEST(rope_one_kernel) {
       int32_t loads = count(ptx, "ld.global.v4.");
       if (loads != 8) fprintf(stderr, "  rope: %d vector loads\n", loads);
       CHECK_EQ_INT(8, loads);
+      CHECK_EQ_INT(0, (int)registers_and_spills("rope", ptx));
       free(ptx);
     }
   }
@@ -94,6 +127,7 @@ TEST(switch_off) {
   // Each box's two items load x twice (the rotated half is a plain load),
   // cos and sin.
   CHECK_EQ_INT(16, count(ptx, "ld.global.v4."));
+  CHECK_EQ_INT(0, (int)registers_and_spills("rope boxes", ptx));
   free(ptx);
   tj_context_destroy(ctx);
 }
