@@ -178,6 +178,8 @@ static bool attention_lse_separate(tj_context_t* context) {
 //     attention again (issue 14).
 //   TJ_SPLIT_UNLOWERED: runs a group no template lowers on the host, as
 //     before split_unlowered (issue 15).
+//   TJ_CONCAT_SELECT: cuts every concat into boxes again (rope14, issue
+//     14; the A/B of bench/transformer_blocks.py).
 static _Atomic(bool) g_warned_off[TJ_SETTING_COUNT_];
 static bool setting_off(tj_context_t* context, tj_setting_t setting) {
   const char* v = tj_setting(context, setting);
@@ -211,6 +213,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
                              !attention_lse_separate(exe->context);
   ctx.attention_views = exe->backend->attention_views &&
                         !setting_off(exe->context, TJ_SETTING_ATTENTION_VIEWS);
+  ctx.concat_boxes = setting_off(exe->context, TJ_SETTING_CONCAT_SELECT);
   if (!setting_off(exe->context, TJ_SETTING_DUAL_GEMM)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;

@@ -653,6 +653,92 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
   return widen(em, buf->dtype, v);
 }
 
+static LLVMValueRef gather_at(tj_emit_t* em, const tj_emit_point_t* point,
+                              uint32_t b, LLVMValueRef offs) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  int32_t lanes = point->lanes;
+  LLVMValueRef ptrs =
+      LLVMBuildGEP2(em->b, mt, lane_pointers(em, point, b), &offs, 1, "at");
+  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+  LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
+  LLVMValueRef args[4] = {
+      ptrs, LLVMConstInt(em->t_i32, elem_bytes(buf->dtype), 0),
+      point->mask ? point->mask : all_true(em, lanes), LLVMConstNull(vt)};
+  return widen(em, buf->dtype,
+               tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4));
+}
+
+// A concat lowered as one select (kir/lower_select.c) reads through
+// offsets that a where picks per element by the concat coordinate: the
+// same in every lane of a vector that lies inside one input's range, which
+// is every vector where the ranges' bounds are multiples of the lanes
+// (rope's halves). Such a vector takes one vector load at lane 0's offset
+// (at an aligned point, NVPTX's vector path, only where that offset keeps
+// the alignment, so the load stays one 16-byte access); the others gather.
+// A branch a vector: POINTWISE kernels only, whose bodies nothing else
+// walks block by block.
+static LLVMValueRef load_at_piecewise(tj_emit_t* em,
+                                      const tj_emit_point_t* point, uint32_t b,
+                                      LLVMValueRef offs) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMBuilderRef bld = em->b;
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  int32_t lanes = point->lanes;
+  unsigned align = elem_bytes(buf->dtype);
+  LLVMValueRef off0 =
+      LLVMBuildExtractElement(bld, offs, LLVMConstInt(em->t_i32, 0, 0), "");
+  LLVMValueRef eq =
+      LLVMBuildICmp(bld, LLVMIntEQ, offs, tj_emit_splat(em, off0, lanes), "");
+  LLVMTypeRef bits = LLVMIntTypeInContext(em->ctx, (unsigned)lanes);
+  LLVMValueRef same =
+      LLVMBuildICmp(bld, LLVMIntEQ, LLVMBuildBitCast(bld, eq, bits, ""),
+                    LLVMConstAllOnes(bits), "same");
+  if (point->aligned) {
+    LLVMValueRef low = LLVMBuildAnd(
+        bld, off0, LLVMConstInt(em->t_i64, (unsigned long long)lanes - 1, 0),
+        "");
+    same = LLVMBuildAnd(
+        bld, same,
+        LLVMBuildICmp(bld, LLVMIntEQ, low, LLVMConstInt(em->t_i64, 0, 0), ""),
+        "");
+    align *= (unsigned)lanes;
+  }
+  LLVMBasicBlockRef vec_bb =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "at.vector");
+  LLVMBasicBlockRef gather_bb =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "at.gather");
+  LLVMBasicBlockRef done_bb =
+      LLVMAppendBasicBlockInContext(em->ctx, em->fn, "at.done");
+  LLVMBuildCondBr(bld, same, vec_bb, gather_bb);
+  LLVMPositionBuilderAtEnd(bld, vec_bb);
+  LLVMValueRef p = LLVMBuildGEP2(bld, mt, point->ptr[b], &off0, 1, "at");
+  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
+  LLVMValueRef v;
+  if (point->mask) {
+    LLVMTypeRef types[2] = {vt, em->t_ptr};
+    LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
+                            LLVMConstNull(vt)};
+    v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+  } else {
+    v = LLVMBuildLoad2(bld, vt, p, buf->name);
+    LLVMSetAlignment(v, align);
+  }
+  LLVMValueRef from_vec = widen(em, buf->dtype, v);
+  LLVMBasicBlockRef vec_end = LLVMGetInsertBlock(bld);
+  LLVMBuildBr(bld, done_bb);
+  LLVMPositionBuilderAtEnd(bld, gather_bb);
+  LLVMValueRef from_gather = gather_at(em, point, b, offs);
+  LLVMBasicBlockRef gather_end = LLVMGetInsertBlock(bld);
+  LLVMBuildBr(bld, done_bb);
+  LLVMPositionBuilderAtEnd(bld, done_bb);
+  LLVMValueRef phi = LLVMBuildPhi(bld, LLVMTypeOf(from_vec), "at");
+  LLVMValueRef in_vals[2] = {from_vec, from_gather};
+  LLVMBasicBlockRef in_bbs[2] = {vec_end, gather_end};
+  LLVMAddIncoming(phi, in_vals, in_bbs, 2);
+  return phi;
+}
+
 // Buffer |b| at |point| plus |offs| elements (i64, one per lane): a
 // scalar load; a vector load when every lane has the same offset
 // (|uniform|: a gathered row read along its unit-stride dim, the
@@ -660,7 +746,8 @@ static LLVMValueRef load_uncached(tj_emit_t* em, const tj_emit_point_t* point,
 // masked gather of every lane's address. Never cached: the address
 // depends on a value, not only on the point.
 static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
-                            uint32_t b, LLVMValueRef offs, bool uniform) {
+                            uint32_t b, LLVMValueRef offs, bool uniform,
+                            bool piecewise) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
   LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
   unsigned align = elem_bytes(buf->dtype);
@@ -692,15 +779,10 @@ static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
     LLVMSetAlignment(v, align);
     return widen(em, buf->dtype, v);
   }
-  LLVMValueRef ptrs =
-      LLVMBuildGEP2(em->b, mt, lane_pointers(em, point, b), &offs, 1, "at");
-  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
-  LLVMTypeRef types[2] = {vt, LLVMTypeOf(ptrs)};
-  LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0),
-                          point->mask ? point->mask : all_true(em, lanes),
-                          LLVMConstNull(vt)};
-  return widen(em, buf->dtype,
-               tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4));
+  if (piecewise && em->k->kind == TJ_KIR_POINTWISE &&
+      vector_stride_kind(em, point, b) == STRIDE_UNIT)
+    return load_at_piecewise(em, point, b, offs);
+  return gather_at(em, point, b, offs);
 }
 
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
@@ -1569,8 +1651,10 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         vals[i] = tj_emit_load(em, point, in->ref);
         break;
       case TJ_KIR_LOAD_AT:
-        vals[i] = load_at(em, point, in->ref, vals[in->args[0]],
-                          uniform[in->args[0]]);
+        vals[i] =
+            load_at(em, point, in->ref, vals[in->args[0]], uniform[in->args[0]],
+                    phase->insts[in->args[0]].kind == TJ_KIR_OP &&
+                        phase->insts[in->args[0]].op == TJ_OP_WHERE);
         break;
       case TJ_KIR_CONST:
         vals[i] = tj_dtype_is_float(in->dtype)

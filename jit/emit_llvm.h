@@ -131,12 +131,16 @@ typedef struct tj_emit_point_t {
   int32_t lanes;      // 1, or the target's lane count
   int32_t vdim;       // dim the lanes walk along (when lanes > 1)
   LLVMValueRef mask;  // <lanes x i1> of active lanes; NULL: all active
+  // Every buffer of stride 1 along |vdim| has lane 0's address aligned to
+  // |lanes| elements (NVPTX's pointwise vector path checks it before it
+  // runs): a load at an offset that is a multiple of the lanes keeps it.
+  bool aligned;
   // Address of lane 0's element per buffer (NULL: not addressable here).
   LLVMValueRef ptr[TJ_KIR_MAX_BUFFERS];
   LLVMValueRef index[TJ_KIR_MAX_RANK];  // i64 index of lane 0 per dim
   LLVMValueRef acc;                     // GEMM: the accumulator vector
   LLVMValueRef acc2;  // a dual GEMM's second accumulator (TJ_KIR_ACC ref 1)
-  const LLVMValueRef* rows;             // ROW_REDUCE: row results (scalars)
+  const LLVMValueRef* rows;  // ROW_REDUCE: row results (scalars)
 } tj_emit_point_t;
 
 //===--- types and constants ---===//

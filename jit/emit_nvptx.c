@@ -276,6 +276,7 @@ static tj_status_t emit_pointwise_path(tj_nvptx_emit_t* nv, int32_t lanes) {
   memset(&row_point, 0, sizeof(row_point));
   row_point.lanes = lanes;
   row_point.vdim = inner;
+  row_point.aligned = lanes > 1;  // vector_ok checked the buffers
   tj_emit_decompose(em, row, inner, &row_point);
   // The vector path takes kPointwiseItems items a step, item + i *
   // col_step for i < kPointwiseItems (coalesced per i), and loads them all

@@ -41,7 +41,10 @@
 // box's corner. A box is cut where a pad's or concat's bounds fall,
 // numerically for constant bounds and structurally for symbolic ones (a
 // concat along B cuts the space at B). Reductions are cut only along rows,
-// matmuls along their output (A and B are offset to the box).
+// matmuls along their output (A and B are offset to the box). A concat
+// whose inputs are pointwise functions of the same loads (rotary
+// embeddings' rotate_half) is not cut: it is one select per element
+// (kir/lower_select.c says when).
 
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +169,9 @@ static tj_status_t pick_segment(tj_lowering_t* lw, const tj_lower_map_t* map,
 
 tj_status_t tj_lower_concat_value(tj_lowering_t* lw, uint32_t node,
                                   const tj_lower_map_t* map, uint32_t* out) {
+  bool taken;
+  TJ_RETURN_IF_ERROR(tj_lower_concat_select(lw, node, map, out, &taken));
+  if (taken) return NULL;  // one select (kir/lower_select.c)
   const tj_node_t* n = NODE(lw, node);
   int32_t a = (int32_t)n->attrs.axis;
   int32_t k = (int32_t)n->num_operands;

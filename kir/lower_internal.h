@@ -34,6 +34,37 @@ typedef struct tj_lower_buffer_t {
   int64_t offset;         // dim, elements
 } tj_lower_buffer_t;
 
+// A concat lowered as one select (kir/lower_select.c): the loads its
+// inputs make, merged across inputs. Load |node| with |strides| (over the
+// virtual space) is read by input i at element |offset|[i] when the
+// concat's coordinate is left unshifted; |present| has bit i when input i
+// reads it. One LOAD_AT of |buffer| (input |base|'s offset: the least,
+// where every offset is a constant, so that the buffer is the one a load
+// outside the concat makes, rope's v * cos, and as aligned as it; else
+// input 0's) serves every input.
+#define MAX_SELECT_LOADS 16
+typedef struct tj_lower_select_load_t {
+  uint32_t node;
+  uint32_t buffer;
+  int32_t base;
+  uint32_t present;
+  uint32_t value;  // the LOAD_AT once emitted, else NONE32
+  int64_t strides[MAXV];
+  int64_t offset[MAX_SEGMENTS];
+} tj_lower_select_load_t;
+
+typedef struct tj_lower_select_t {
+  bool collect;  // a walk that records loads (no IR), else one that emits
+  bool ok;       // every load so far merges
+  int32_t branch;
+  int32_t k;     // inputs
+  int32_t sdim;  // the virtual dim that walks the concat's axis
+  int64_t starts[MAX_SEGMENTS];
+  uint32_t cond[MAX_SEGMENTS];  // emitted: coordinate < end of input i
+  uint32_t num_loads;
+  tj_lower_select_load_t loads[MAX_SELECT_LOADS];
+} tj_lower_select_t;
+
 typedef struct tj_lower_memo_t {
   uint32_t node;
   uint32_t value;
@@ -131,6 +162,11 @@ typedef struct tj_lowering_t {
   // ops3 (issue 15): the value the SCAN phase yields (the scanned
   // operand's at the point), set by tj_lower_scan_value.
   uint32_t scan_yield;
+  // rope14 (issue 14): the concat whose inputs are being walked as one
+  // select (kir/lower_select.c), or NULL. While set, values are not
+  // memoized (an input's nodes are evaluated at the concat's unshifted
+  // coordinate, which a map does not tell apart) and loads go through it.
+  tj_lower_select_t* sel;
 } tj_lowering_t;
 
 static inline const tj_node_t* NODE(const tj_lowering_t* lw, uint32_t i) {
@@ -295,6 +331,23 @@ bool tj_lower_is_scatter(tj_op_t op);
 tj_status_t tj_lower_scatter_kernels(tj_lowering_t* lw, const char* name,
                                      tj_lowered_kernel_t* out, uint32_t max_out,
                                      uint32_t* out_count);
+
+//===--- lower_select.c: a concat as one select ---===//
+
+// rope14 (issue 14): the value of concat |node| at |map| as a per-element
+// select when its inputs are pointwise functions of the same loads
+// (|*out_taken| true), else nothing done (false: take the boxes).
+tj_status_t tj_lower_concat_select(tj_lowering_t* lw, uint32_t node,
+                                   const tj_lower_map_t* map, uint32_t* out,
+                                   bool* out_taken);
+// A load of |node| (read through |view|'s row-major strides) at |map|
+// inside the inputs of the concat being selected.
+tj_status_t tj_lower_select_load(tj_lowering_t* lw, uint32_t node,
+                                 uint32_t view, const tj_lower_map_t* map,
+                                 uint32_t* out);
+// The i64 index of virtual dim |vdim| at the current point.
+tj_status_t tj_lower_index_value(tj_lowering_t* lw, int32_t vdim,
+                                 uint32_t* out);
 
 //===--- lower.c: pad and concat ---===//
 

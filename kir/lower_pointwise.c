@@ -42,6 +42,7 @@ static tj_status_t load_leaf(tj_lowering_t* lw, uint32_t node, uint32_t view,
     *out = tj_lower_const(lw, n->dtype, n->attrs.data);
     return NULL;
   }
+  if (lw->sel) return tj_lower_select_load(lw, node, view, map, out);
   int64_t strides[MAXV], offset;
   TJ_RETURN_IF_ERROR(tj_lower_compose(lw, view, map, strides, &offset));
   if (lw->phase == TJ_KIR_PHASE_ROW) {
@@ -68,7 +69,8 @@ static tj_status_t load_leaf(tj_lowering_t* lw, uint32_t node, uint32_t view,
   return NULL;
 }
 
-static tj_status_t index_value(tj_lowering_t* lw, int32_t vdim, uint32_t* out) {
+tj_status_t tj_lower_index_value(tj_lowering_t* lw, int32_t vdim,
+                                 uint32_t* out) {
   lw->index_used[vdim] = true;
   if (!lw->emit) {
     *out = 0;
@@ -93,7 +95,7 @@ static tj_status_t iota_value(tj_lowering_t* lw, uint32_t node,
     int64_t c = map->coef[axis][i];
     if (c == 0 || lw->vdims[i] == 1) continue;
     uint32_t idx;
-    TJ_RETURN_IF_ERROR(index_value(lw, i, &idx));
+    TJ_RETURN_IF_ERROR(tj_lower_index_value(lw, i, &idx));
     if (c != 1) {
       uint32_t cv;
       TJ_RETURN_IF_ERROR(tj_lower_body_dim(lw, c, &cv));
@@ -228,6 +230,10 @@ static tj_status_t compute(tj_lowering_t* lw, uint32_t node,
 
 tj_status_t tj_lower_value(tj_lowering_t* lw, uint32_t node,
                            const tj_lower_map_t* map, uint32_t* out) {
+  if (lw->sel) {  // a select's inputs: no memo (lower_select.c)
+    if (lw->in_group[node]) return compute(lw, node, map, out);
+    return load_leaf(lw, node, node, map, out);
+  }
   for (uint32_t i = 0; i < lw->num_memo; ++i) {
     const tj_lower_memo_t* m = &lw->memo[i];
     if (m->node == node && memcmp(&m->map, map, sizeof(*map)) == 0) {

@@ -60,6 +60,7 @@ static const struct {
     [TJ_SETTING_CUBLASLT_RESIDUAL] = {"TJ_CUBLASLT_RESIDUAL",
                                       "TJ_CUBLASLT_RESIDUAL"},
     [TJ_SETTING_ATTENTION_VIEWS] = {"TJ_ATTENTION_VIEWS", "TJ_ATTENTION_VIEWS"},
+    [TJ_SETTING_CONCAT_SELECT] = {"TJ_CONCAT_SELECT", "TJ_CONCAT_SELECT"},
     [TJ_SETTING_SPLIT_UNLOWERED] = {"TJ_SPLIT_UNLOWERED", "TJ_SPLIT_UNLOWERED"},
 };
 
@@ -157,6 +158,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_DUAL_GEMM:
     case TJ_SETTING_CUBLASLT_RESIDUAL:
     case TJ_SETTING_ATTENTION_VIEWS:
+    case TJ_SETTING_CONCAT_SELECT:
     case TJ_SETTING_SPLIT_UNLOWERED:
       return NULL;
     case TJ_SETTING_COUNT_:

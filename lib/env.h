@@ -66,11 +66,16 @@ typedef enum tj_setting_e {
   // by a kernel (tj_pass_ctx_t.attention_views; issue 14), for A/B
   // comparisons.
   TJ_SETTING_ATTENTION_VIEWS = 14,
+  // TJ_CONCAT_SELECT (environment only): "off" cuts every concat into
+  // boxes, one kernel a box, where one whose inputs are pointwise
+  // functions of the same loads is one select (tj_pass_ctx_t.concat_boxes;
+  // rope14, issue 14), for A/B comparisons.
+  TJ_SETTING_CONCAT_SELECT = 15,
   // TJ_SPLIT_UNLOWERED (environment only): "off" runs a fusion group that
   // no kernel template lowers on the host (the reference semantics), as
   // before the driver split such groups into kernels of their own nodes
   // (backends/compile.c, split_unlowered; issue 15), for A/B comparisons.
-  TJ_SETTING_SPLIT_UNLOWERED = 15,
+  TJ_SETTING_SPLIT_UNLOWERED = 16,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

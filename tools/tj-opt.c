@@ -51,6 +51,9 @@ typedef struct options_t {
   // q, k and v through transposes (tj_pass_ctx_t.attention_views; issue
   // 14).
   bool attention_views;
+  // --concat-boxes: lower every concat as boxes, never as one select
+  // (tj_pass_ctx_t.concat_boxes, TJ_CONCAT_SELECT=off; rope14, issue 14).
+  bool concat_boxes;
   const char* path;  // "-" is stdin
 } options_t;
 
@@ -104,6 +107,7 @@ static tj_status_t run_pass_pipeline(const options_t* o, tj_graph_t** graph,
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
   ctx.attention_views = o->attention_views;
+  ctx.concat_boxes = o->concat_boxes;
   if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   tj_plan_t plan;
@@ -131,6 +135,7 @@ static tj_status_t run_compile_pipeline(const options_t* o, tj_plan_t* plan) {
   ctx.verify_each = true;
   ctx.attention_lse_output = o->attention_lse_output;
   ctx.attention_views = o->attention_views;
+  ctx.concat_boxes = o->concat_boxes;
   if (o->dual_gemm) ctx.dual_gemm = any_dual_gemm;
   ctx.evaluate = tj_pass_reference_evaluator;
   if (spec) {
@@ -293,6 +298,8 @@ static void usage(FILE* out) {
       "       (fuse as for a target that runs two matmuls of one A as one\n"
       "       dual gemm) and --attention-views (fuse as for a target whose\n"
       "       attention kernel reads q, k, v through transposes)\n"
+      "       and --concat-boxes (cut every concat into boxes, never one\n"
+      "       select)\n"
       "Parses and verifies a .tj graph, runs passes, prints it (or, with\n"
       "--emit=kir, the kernel IR of every fusion group).\n");
 }
@@ -314,6 +321,8 @@ static bool parse_args(int argc, char** argv, options_t* o) {
       o->dual_gemm = true;
     } else if (strcmp(a, "--attention-views") == 0) {
       o->attention_views = true;
+    } else if (strcmp(a, "--concat-boxes") == 0) {
+      o->concat_boxes = true;
     } else if (strcmp(a, "--emit=kir") == 0) {
       o->emit_kir = true;
     } else if (strncmp(a, "--symbols=", 10) == 0) {

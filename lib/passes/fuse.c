@@ -1485,6 +1485,7 @@ static tj_status_t emit_fusion(fuse_t* f, tj_fusion_t** out) {
   tj_fusion_t* fu = tj_alloc(al, sizeof(*fu));
   if (!fu) return tj_status_oom();
   memset(fu, 0, sizeof(*fu));
+  fu->concat_boxes = f->ctx->concat_boxes;
   tj_arena_initialize(&fu->arena, al);
   uint32_t alive = 0;
   for (uint32_t k = 0; k < f->num_groups; ++k) alive += f->groups[k].alive;

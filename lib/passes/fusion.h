@@ -90,6 +90,9 @@ struct tj_fusion_t {
   // Per node: the group that writes it to memory, or TJ_GROUP_NONE (inputs,
   // constants, recomputed-only nodes, dead nodes).
   uint32_t* producer;
+  // rope14 (issue 14): lowering cuts every concat into boxes, never one
+  // select (tj_pass_ctx_t.concat_boxes; kir/lower_select.c).
+  bool concat_boxes;
 };
 
 void tj_fusion_destroy(tj_fusion_t* fusion);

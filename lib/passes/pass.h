@@ -115,6 +115,12 @@ typedef struct tj_pass_ctx_t {
   bool (*dual_gemm)(void* user, const tj_graph_t* graph, uint32_t a,
                     uint32_t b);
   void* dual_gemm_user;
+  // fuse (rope14, issue 14): the fusion's groups are lowered with every
+  // concat cut into boxes, one kernel a box, as before concats whose
+  // inputs are pointwise functions of the same loads became one select
+  // (tj_fusion_t.concat_boxes, kir/lower_select.c). Off by default;
+  // TJ_CONCAT_SELECT=off turns it on, for A/B comparisons.
+  bool concat_boxes;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // fuse: nodes that must be kernels of their own, by plan-graph node (NULL:

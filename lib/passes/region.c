@@ -879,6 +879,7 @@ static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   tj_fusion_t* f = tj_alloc(a, sizeof(*f));
   if (!f) return tj_status_oom();
   memset(f, 0, sizeof(*f));
+  f->concat_boxes = pf->concat_boxes;
   tj_arena_initialize(&f->arena, a);
   uint32_t n = st->s->num_nodes;
   f->num_nodes = n;
