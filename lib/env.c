@@ -60,6 +60,7 @@ static const struct {
     [TJ_SETTING_CUBLASLT_RESIDUAL] = {"TJ_CUBLASLT_RESIDUAL",
                                       "TJ_CUBLASLT_RESIDUAL"},
     [TJ_SETTING_ATTENTION_VIEWS] = {"TJ_ATTENTION_VIEWS", "TJ_ATTENTION_VIEWS"},
+    [TJ_SETTING_X86_CONV] = {"TJ_X86_CONV", "TJ_X86_CONV"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -156,6 +157,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_DUAL_GEMM:
     case TJ_SETTING_CUBLASLT_RESIDUAL:
     case TJ_SETTING_ATTENTION_VIEWS:
+    case TJ_SETTING_X86_CONV:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

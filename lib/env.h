@@ -66,6 +66,12 @@ typedef enum tj_setting_e {
   // by a kernel (tj_pass_ctx_t.attention_views; issue 14), for A/B
   // comparisons.
   TJ_SETTING_ATTENTION_VIEWS = 14,
+  // TJ_X86_CONV (environment only): "ocvec" puts every conv the ocvec
+  // variant can take (tj_kir_conv_schedule_t.ocvec: a constant weight,
+  // one or two spatial axes, strides 1 to 4, not 1x1) on it, "packed"
+  // none (the shifted and packed variants by their rules), for A/B
+  // comparisons and as a way back (issue 15, x86conv3).
+  TJ_SETTING_X86_CONV = 15,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 
