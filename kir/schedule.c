@@ -198,11 +198,13 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   if (out->ocvec) {
     // Tiles of 6 pixels x 4 vectors of channels (2 below 16 lanes), a pass
     // of 128 rows of K (the weight's panel of 128 x 64 f32, 32 KiB, stays
-    // in L1 while every pixel group of the block takes it), blocks of 192
-    // pixels and up to 256 channels.
+    // in L1 while every pixel group of the block takes it), blocks of up
+    // to 256 pixels, as even as the groups of 6 allow (196 pixels at 14x14
+    // one block, not 192 + 4), and up to 256 channels.
     out->kc = kk < 128 ? (int32_t)(kk < 1 ? 1 : kk) : 128;
-    const int64_t nc = (pix + out->mr - 1) / out->mr * out->mr;
-    out->nc = (int32_t)(nc < 192 ? nc : 192);
+    const int64_t blocks = ceil_div(pix < 1 ? 1 : pix, 256);
+    const int64_t nc = ceil_div(ceil_div(pix < 1 ? 1 : pix, blocks), out->mr);
+    out->nc = (int32_t)(nc * out->mr);
     int64_t oc = (o + out->nr - 1) / out->nr * out->nr;
     out->oc = (int32_t)(oc < 256 ? oc : 256);
     out->cols = pix;
