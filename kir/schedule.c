@@ -170,8 +170,8 @@ bool tj_kir_conv_ocvec_fits(const tj_kir_t* k) {
 
 bool tj_kir_conv_ocvec_rule(const tj_kir_t* k) {
   // Where it pays (bench/RESULTS.md, x86conv3): stride 1 with output rows
-  // of 14 or more and O >= 64 (3x3 64-64 @56 12-15% faster than shifted
-  // at batch 32, 128 @28 about 5%, 256 @14 level); 3x3 512 @7 ran 20%
+  // of 14 or more and O >= 64 (3x3 64-64 @56 9-18% faster than shifted
+  // at batch 32, 128 @28 1-8%, 256 @14 level to 10%); 3x3 512 @7 ran 20%
   // slower (49 pixels an image in groups of 6, where the packed variant
   // joins the batch's pixels), the stem 7x7/2 and 3x3/2 128 @56 level.
   const tj_kir_conv_t* cv = &k->conv;
