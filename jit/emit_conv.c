@@ -485,8 +485,21 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // only the vectors it needs over the panel's rows: 3x3 @14 (196 pixels)
   // multiplied 4 panels of 64, 60 columns of them padding.
   const int64_t tail_nv = (P % nr + w - 1) / w;
+  // Output channels along the vector (tj_kir_conv_schedule_t.ocvec):
+  // pixels broadcast from the padded copy against the prepacked weight.
+  const bool ocvec = s.ocvec;
+  LLVMValueRef ukv = NULL;
+  if (ocvec) {
+    char vname[256];
+    snprintf(vname, sizeof(vname), "tj_ukernel_%s_conv_v", k->name);
+    tj_ukernel_opts_t vo = uo;
+    vo.prefetch_a_next = false;
+    vo.a_rows = true;
+    vo.name = vname;
+    ukv = tj_emit_ukernel(em, &vo);
+  }
   LLVMValueRef ukt = NULL;
-  if (!direct && !shifted && tail_nv > 0 && tail_nv < nr / w) {
+  if (!direct && !shifted && !ocvec && tail_nv > 0 && tail_nv < nr / w) {
     char tname[256];
     snprintf(tname, sizeof(tname), "tj_ukernel_%s_conv_t", k->name);
     tj_ukernel_opts_t to = uo;
@@ -553,8 +566,12 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   off += align64(kc * 3 * 4);
   // Shifted: the padded image (s.xpad f32), its image's number at keyp.
   LLVMValueRef xpad = gep(em, em->t_i8, em->arg_scratch, c64(em, off));
+  // Ocvec: the unit's channel-major block, transposed from |acc|.
+  LLVMValueRef acc2 =
+      gep(em, em->t_i8, em->arg_scratch, c64(em, off + align64(s.xpad * 4)));
   // No patches held yet (the scratch may hold another run's).
-  if (reuse || shifted) set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
+  if (reuse || shifted || ocvec)
+    set_align(LLVMBuildStore(b, c64(em, -1), keyp), 8);
 
   // Joined (tj_kir_conv_schedule_t.join): the pixel blocks run over the
   // batch's N x P pixels, p0 a pixel of the batch, and there is no image
@@ -594,7 +611,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
-  if (shifted) {
+  if (shifted || ocvec) {
     // The image's zero-padded copy, unless the thread's last unit made it.
     LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
     set_align(held, 8);
@@ -618,8 +635,25 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                      "pack_unit");
     set_align(LLVMBuildStore(b, key, keyp), 8);
   }
+  if (ocvec) {
+    // Row j of the unit's tiles: pixel p0 + j (the last one past pn) at
+    // its offset in a phase of the padded copy.
+    const int64_t rows = (nc + mr - 1) / mr * mr;
+    tj_emit_loop_t jl;
+    LLVMValueRef j = tj_emit_loop_begin(em, &jl, c64(em, 0), c64(em, rows),
+                                        c64(em, 1), "vpix");
+    LLVMValueRef p = LLVMBuildAdd(
+        b, p0, tj_emit_min_i64(em, j, LLVMBuildSub(b, pn, c64(em, 1), "")), "");
+    LLVMValueRef po =
+        LLVMBuildAdd(b,
+                     LLVMBuildMul(b, LLVMBuildUDiv(b, p, c64(em, od[2]), ""),
+                                  c64(em, s.e2), ""),
+                     LLVMBuildURem(b, p, c64(em, od[2]), ""), "");
+    set_align(LLVMBuildStore(b, po, gep(em, em->t_i64, pix, j)), 8);
+    tj_emit_loop_end(em, &jl);
+  }
   // The pixels' corner coordinates and offsets in x.
-  if (!direct && !shifted) {
+  if (!direct && !shifted && !ocvec) {
     tj_emit_loop_t jl;
     LLVMValueRef j =
         tj_emit_loop_begin(em, &jl, c64(em, 0), pcols, c64(em, 1), "pix");
@@ -659,7 +693,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // One pass over K packing and multiplying; with reuse, a pass packing
   // every kc block (when the unit packs) and then one multiplying.
   for (int32_t round = 0; round < (reuse ? 2 : 1); ++round) {
-    const bool packing = !direct && !shifted && round == 0;
+    const bool packing = !direct && !shifted && !ocvec && round == 0;
     const bool multiplying = !reuse || round == 1;
     tj_emit_loop_t kl;
     LLVMValueRef k0 =
@@ -837,7 +871,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
         LLVMValueRef first_pass =
             LLVMBuildICmp(b, LLVMIntEQ, k0, c64(em, 0), "first");
         LLVMValueRef accumulate = LLVMBuildNot(b, first_pass, "");
-        if (shifted) {
+        if (shifted || ocvec) {
           // Row kk of the pass (channel ci, tap t) in the padded image.
           tj_emit_loop_t tl;
           LLVMValueRef kk =
@@ -869,129 +903,206 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
           set_align(LLVMBuildStore(b, ro, gep(em, em->t_i64, taps, kk)), 8);
           tj_emit_loop_end(em, &tl);
         }
-        // Shifted, panel by panel, each panel's rows (the padded image's
-        // kn rows of nr columns: 3x3 over 28 channels about 21 KiB) kept in
-        // L1 for every block of mr channels; else channel block by block,
-        // the A sliver kept for every panel.
-        tj_emit_loop_t ml, pl;
-        LLVMValueRef pi = NULL;
-        const bool porder = shifted;
-        if (porder) {
-          pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1),
-                                  "panel");
-        }
-        LLVMValueRef ob0 =
-            tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
-        {
+        if (ocvec) {
+          // Ocvec: channel panel by panel (its kn x nr weights, 32 KiB at
+          // 16 lanes, in L1), each group of mr pixels: tile rows are
+          // pixels, acc pixel-major (ld oc).
+          tj_emit_loop_t vl, gl;
+          LLVMValueRef jp = tj_emit_loop_begin(
+              em, &vl, c64(em, 0),
+              LLVMBuildUDiv(b, LLVMBuildAdd(b, ocn, c64(em, nr - 1), ""),
+                            c64(em, nr), ""),
+              c64(em, 1), "vpanel");
+          LLVMValueRef wrow = tj_emit_advance(
+              em, (uint32_t)wb, em->base[wb],
+              LLVMBuildMul(
+                  b,
+                  LLVMBuildAdd(
+                      b,
+                      LLVMBuildMul(
+                          b,
+                          LLVMBuildAdd(b, LLVMBuildUDiv(b, o0, c64(em, nr), ""),
+                                       jp, ""),
+                          c64(em, K), ""),
+                      k0, ""),
+                  c64(em, nr), ""));
+          LLVMValueRef g0 = tj_emit_loop_begin(em, &gl, c64(em, 0), pn,
+                                               c64(em, mr), "vgroup");
           LLVMValueRef mrv =
-              tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, ocn, ob0, ""));
-          // In place: row o0 + ob0 of w, from k0 (lda K). Prepacked: row o0 +
-          // ob0 of the pass's block (lda kn).
-          LLVMValueRef arow =
-              wpacked
-                  ? tj_emit_advance(
-                        em, (uint32_t)wb, em->base[wb],
-                        LLVMBuildAdd(
-                            b, LLVMBuildMul(b, k0, c64(em, opad), ""),
-                            LLVMBuildMul(b, LLVMBuildAdd(b, o0, ob0, ""), kn,
-                                         ""),
-                            ""))
-                  : tj_emit_advance(
-                        em, (uint32_t)wb, wbase,
-                        LLVMBuildAdd(b, LLVMBuildMul(b, ob0, c64(em, K), ""),
-                                     k0, ""));
-          LLVMValueRef lda = wpacked ? kn : c64(em, K);
-          LLVMValueRef ka = c64(em, 1);
-          LLVMValueRef trow =
-              gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
-          if (!porder) {
+              tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, pn, g0, ""));
+          LLVMValueRef tile =
+              gep(em, em->t_f32, acc,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, g0, c64(em, oc), ""),
+                               LLVMBuildMul(b, jp, c64(em, nr), ""), ""));
+          LLVMValueRef args[13] = {xpad,
+                                   c64(em, 0),
+                                   c64(em, 0),
+                                   wrow,
+                                   c64(em, nr),
+                                   kn,
+                                   mrv,
+                                   tile,
+                                   c64(em, oc),
+                                   accumulate,
+                                   c64(em, nr),
+                                   taps,
+                                   gep(em, em->t_i64, pix, g0)};
+          LLVMBuildCall2(b, LLVMGlobalGetValueType(ukv), ukv, args, 13, "");
+          tj_emit_loop_end(em, &gl);
+          tj_emit_loop_end(em, &vl);
+        } else {
+          // Shifted, panel by panel, each panel's rows (the padded image's
+          // kn rows of nr columns: 3x3 over 28 channels about 21 KiB) kept
+          // in L1 for every block of mr channels; else channel block by
+          // block, the A sliver kept for every panel.
+          tj_emit_loop_t ml, pl;
+          LLVMValueRef pi = NULL;
+          const bool porder = shifted;
+          if (porder) {
             pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1),
                                     "panel");
           }
-          if (shifted) {
-            // B: the padded image's rows from the table, columns p0 + pi *
-            // nr on.
-            LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
-            LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
-            LLVMValueRef bsrc =
-                gep(em, em->t_f32, xpad, LLVMBuildAdd(b, p0, c0, ""));
-            LLVMValueRef args[12] = {
-                arow,        lda,        ka,   bsrc,
-                c64(em, 0),  kn,         mrv,  gep(em, em->t_f32, trow, c0),
-                c64(em, nc), accumulate, cols, taps};
-            tj_emit_if_t fi, ei;
-            LLVMValueRef whole =
-                LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
-            tj_emit_if_begin(em, &fi, whole, "sfull");
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 12, "");
-            tj_emit_if_end(em, &fi);
-            tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "sedge");
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 12, "");
-            tj_emit_if_end(em, &ei);
-          } else if (!direct) {
-            LLVMValueRef args[11] = {
-                arow,
-                lda,
-                ka,
-                gep(em, em->t_f32, pbase, LLVMBuildMul(b, pi, pstride, "")),
-                c64(em, nr),
-                kn,
-                mrv,
-                gep(em, em->t_f32, trow, LLVMBuildMul(b, pi, c64(em, nr), "")),
-                c64(em, nc),
-                accumulate,
-                c64(em, nr)};
-            if (!ukt) {
-              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
-            } else {
-              // (Joined, the batch's last panel has (N x P) % nr columns,
-              // which the narrower tile may not cover.)
-              LLVMValueRef part = LLVMBuildICmp(
-                  b, LLVMIntSLE,
-                  LLVMBuildSub(b, pn, LLVMBuildMul(b, pi, c64(em, nr), ""), ""),
-                  c64(em, tail_nv * w), "partial");
-              tj_emit_if_t wi, ti;
-              tj_emit_if_begin(em, &wi, LLVMBuildNot(b, part, ""), "whole");
-              LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
-              tj_emit_if_end(em, &wi);
-              tj_emit_if_begin(em, &ti, part, "tail");
-              LLVMBuildCall2(b, LLVMGlobalGetValueType(ukt), ukt, args, 11, "");
-              tj_emit_if_end(em, &ti);
+          LLVMValueRef ob0 =
+              tj_emit_loop_begin(em, &ml, c64(em, 0), ocn, c64(em, mr), "mb");
+          {
+            LLVMValueRef mrv =
+                tj_emit_min_i64(em, c64(em, mr), LLVMBuildSub(b, ocn, ob0, ""));
+            // In place: row o0 + ob0 of w, from k0 (lda K). Prepacked: row o0 +
+            // ob0 of the pass's block (lda kn).
+            LLVMValueRef arow =
+                wpacked
+                    ? tj_emit_advance(
+                          em, (uint32_t)wb, em->base[wb],
+                          LLVMBuildAdd(
+                              b, LLVMBuildMul(b, k0, c64(em, opad), ""),
+                              LLVMBuildMul(b, LLVMBuildAdd(b, o0, ob0, ""), kn,
+                                           ""),
+                              ""))
+                    : tj_emit_advance(
+                          em, (uint32_t)wb, wbase,
+                          LLVMBuildAdd(b, LLVMBuildMul(b, ob0, c64(em, K), ""),
+                                       k0, ""));
+            LLVMValueRef lda = wpacked ? kn : c64(em, K);
+            LLVMValueRef ka = c64(em, 1);
+            LLVMValueRef trow =
+                gep(em, em->t_f32, acc, LLVMBuildMul(b, ob0, c64(em, nc), ""));
+            if (!porder) {
+              pi = tj_emit_loop_begin(em, &pl, c64(em, 0), panels, c64(em, 1),
+                                      "panel");
             }
-          } else {
-            // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
-            LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
-            LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
-            LLVMValueRef bsrc =
-                gep(em, em->t_f32, xbase,
-                    LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
-                                 LLVMBuildAdd(b, p0, c0, ""), ""));
-            LLVMValueRef args[11] = {
-                arow,        lda,        ka,  bsrc,
-                c64(em, P),  kn,         mrv, gep(em, em->t_f32, trow, c0),
-                c64(em, nc), accumulate, cols};
-            tj_emit_if_t fi;
-            LLVMValueRef whole =
-                LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
-            tj_emit_if_begin(em, &fi, whole, "dfull");
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
-            tj_emit_if_end(em, &fi);
-            tj_emit_if_t ei;
-            tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
-            LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
-            tj_emit_if_end(em, &ei);
+            if (shifted) {
+              // B: the padded image's rows from the table, columns p0 + pi *
+              // nr on.
+              LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+              LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+              LLVMValueRef bsrc =
+                  gep(em, em->t_f32, xpad, LLVMBuildAdd(b, p0, c0, ""));
+              LLVMValueRef args[12] = {
+                  arow,        lda,        ka,   bsrc,
+                  c64(em, 0),  kn,         mrv,  gep(em, em->t_f32, trow, c0),
+                  c64(em, nc), accumulate, cols, taps};
+              tj_emit_if_t fi, ei;
+              LLVMValueRef whole =
+                  LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+              tj_emit_if_begin(em, &fi, whole, "sfull");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 12, "");
+              tj_emit_if_end(em, &fi);
+              tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "sedge");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 12, "");
+              tj_emit_if_end(em, &ei);
+            } else if (!direct) {
+              LLVMValueRef args[11] = {
+                  arow,
+                  lda,
+                  ka,
+                  gep(em, em->t_f32, pbase, LLVMBuildMul(b, pi, pstride, "")),
+                  c64(em, nr),
+                  kn,
+                  mrv,
+                  gep(em, em->t_f32, trow, LLVMBuildMul(b, pi, c64(em, nr), "")),
+                  c64(em, nc),
+                  accumulate,
+                  c64(em, nr)};
+              if (!ukt) {
+                LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+              } else {
+                // (Joined, the batch's last panel has (N x P) % nr columns,
+                // which the narrower tile may not cover.)
+                LLVMValueRef part = LLVMBuildICmp(
+                    b, LLVMIntSLE,
+                    LLVMBuildSub(b, pn, LLVMBuildMul(b, pi, c64(em, nr), ""),
+                                 ""),
+                    c64(em, tail_nv * w), "partial");
+                tj_emit_if_t wi, ti;
+                tj_emit_if_begin(em, &wi, LLVMBuildNot(b, part, ""), "whole");
+                LLVMBuildCall2(b, LLVMGlobalGetValueType(uk), uk, args, 11, "");
+                tj_emit_if_end(em, &wi);
+                tj_emit_if_begin(em, &ti, part, "tail");
+                LLVMBuildCall2(b, LLVMGlobalGetValueType(ukt), ukt, args, 11,
+                               "");
+                tj_emit_if_end(em, &ti);
+              }
+            } else {
+              // B in place: x[c = k0 + k][p0 + pi * nr + col], row stride P.
+              LLVMValueRef c0 = LLVMBuildMul(b, pi, c64(em, nr), "");
+              LLVMValueRef cols = LLVMBuildSub(b, pn, c0, "cols");
+              LLVMValueRef bsrc =
+                  gep(em, em->t_f32, xbase,
+                      LLVMBuildAdd(b, LLVMBuildMul(b, k0, c64(em, P), ""),
+                                   LLVMBuildAdd(b, p0, c0, ""), ""));
+              LLVMValueRef args[11] = {
+                  arow,        lda,        ka,  bsrc,
+                  c64(em, P),  kn,         mrv, gep(em, em->t_f32, trow, c0),
+                  c64(em, nc), accumulate, cols};
+              tj_emit_if_t fi;
+              LLVMValueRef whole =
+                  LLVMBuildICmp(b, LLVMIntSGE, cols, c64(em, nr), "whole");
+              tj_emit_if_begin(em, &fi, whole, "dfull");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(ukd), ukd, args, 11, "");
+              tj_emit_if_end(em, &fi);
+              tj_emit_if_t ei;
+              tj_emit_if_begin(em, &ei, LLVMBuildNot(b, whole, ""), "dedge");
+              LLVMBuildCall2(b, LLVMGlobalGetValueType(uke), uke, args, 11, "");
+              tj_emit_if_end(em, &ei);
+            }
+            if (!porder) tj_emit_loop_end(em, &pl);
           }
-          if (!porder) tj_emit_loop_end(em, &pl);
+          tj_emit_loop_end(em, &ml);
+          if (porder) tj_emit_loop_end(em, &pl);
         }
-        tj_emit_loop_end(em, &ml);
-        if (porder) tj_emit_loop_end(em, &pl);
       }
     }
     tj_emit_loop_end(em, &kl);
     if (reuse && round == 0) tj_emit_if_end(em, &need_if);
   }
 
-  if (shifted) {
+  if (ocvec) {
+    // The block pixel-major (acc, ld oc) to channel-major (acc2, ld nc).
+    tj_emit_loop_t tl, ql;
+    LLVMValueRef q =
+        tj_emit_loop_begin(em, &tl, c64(em, 0), pn, c64(em, 1), "tq");
+    LLVMValueRef ch =
+        tj_emit_loop_begin(em, &ql, c64(em, 0), ocn, c64(em, 1), "to");
+    LLVMValueRef v = LLVMBuildLoad2(
+        b, em->t_f32,
+        gep(em, em->t_f32, acc,
+            LLVMBuildAdd(b, LLVMBuildMul(b, q, c64(em, oc), ""), ch, "")),
+        "");
+    set_align(v, 4);
+    set_align(
+        LLVMBuildStore(
+            b, v,
+            gep(em, em->t_f32, acc2,
+                LLVMBuildAdd(b, LLVMBuildMul(b, ch, c64(em, nc), ""), q, ""))),
+        4);
+    tj_emit_loop_end(em, &ql);
+    tj_emit_loop_end(em, &tl);
+    if (epilogue) {
+      TJ_RETURN_IF_ERROR(store_epilogue(em, bb, acc2, nc, n, o0, ocn, p0, pn));
+    } else {
+      store_plain(em, ob, bb, acc2, nc, n, false, o0, ocn, p0, pn);
+    }
+  } else if (shifted) {
     // Output row i1 is columns [i1 * E2, i1 * E2 + out2) of the block.
     const int64_t o2 = od[2], e2 = s.e2;
     LLVMValueRef pend = LLVMBuildAdd(b, p0, pn, "");

@@ -308,6 +308,7 @@ typedef struct ukernel_t {
   LLVMValueRef a_next;  // prefetch_a_next: the next sliver's first row
   LLVMValueRef b, ldb, ka;
   LLVMValueRef rows;                      // b_rows: the i64 row offsets
+  LLVMValueRef arows;                     // a_rows: A's k offsets (i64)
   LLVMValueRef bq_scale, bq_zero, bq_ss;  // qfold: the quantized B's tables
   LLVMValueRef bq_bmask[16];              // qfold, int4 pairs: the bytes' masks
   LLVMValueRef a_tail;  // a_inplace: <4 x i1>, the last quad's valid k
@@ -584,7 +585,14 @@ static void ukernel_step(ukernel_t* u, LLVMValueRef kk, LLVMValueRef* acc) {
       tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
     }
   }
-  LLVMValueRef koff = LLVMBuildMul(b, kk, u->ka, "");
+  LLVMValueRef koff;
+  if (u->arows) {
+    koff = LLVMBuildLoad2(
+        b, em->t_i64, LLVMBuildGEP2(b, em->t_i64, u->arows, &kk, 1, ""), "ak");
+    LLVMSetAlignment(koff, 8);
+  } else {
+    koff = LLVMBuildMul(b, kk, u->ka, "");
+  }
   LLVMValueRef splat[16];
   // qfold, int8: this row's scale and zero point row.
   bq_read_t bqr = {u->o->bq_bits, u->o->bq_int4_signed, u->o->bq_qdt};
@@ -905,9 +913,10 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
                             em->t_i64, em->t_i1,  em->t_i64, em->t_ptr,
                             em->t_ptr, em->t_i64};
   // qfold: a quantized B's scale, zero point and group stride.
-  // b_rows: the row offsets' table.
+  // b_rows: the row offsets' table; a_rows: A's k offsets and row starts.
   LLVMTypeRef fty = LLVMFunctionType(em->t_void, params,
                                      o->bq_bits  ? 14
+                                     : o->a_rows ? 13
                                      : o->b_rows ? 12
                                                  : 11,
                                      0);
@@ -935,6 +944,7 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   u.ldb = o->direct ? ldb : i64c(em, o->panel_ld ? o->panel_ld : o->nr);
   u.ka = ka;
   if (o->b_rows) u.rows = LLVMGetParam(fn, 11);
+  if (o->a_rows) u.arows = LLVMGetParam(fn, 11);
   if (o->bq_bits) {
     u.bq_scale = LLVMGetParam(fn, 11);
     u.bq_zero = LLVMGetParam(fn, 12);
@@ -943,6 +953,14 @@ LLVMValueRef tj_emit_ukernel(tj_emit_t* em, const ukernel_opts_t* o) {
   LLVMValueRef last = LLVMBuildSub(b, mrv, i64c(em, 1), "");
   for (int32_t r = 0; r < mr; ++r) {
     LLVMValueRef rr = tj_emit_min_i64(em, i64c(em, r), last);
+    if (o->a_rows) {
+      LLVMValueRef pix = LLVMGetParam(fn, 12);
+      LLVMValueRef po = LLVMBuildLoad2(
+          b, em->t_i64, LLVMBuildGEP2(b, em->t_i64, pix, &rr, 1, ""), "apix");
+      LLVMSetAlignment(po, 8);
+      u.rowp[r] = gep_op(em, o->a_dtype, a, po);
+      continue;
+    }
     u.rowp[r] = o->a_inplace
                     ? gep_i8(em, a, LLVMBuildMul(b, rr, lda, ""))
                     : gep_op(em, o->a_dtype, a, LLVMBuildMul(b, rr, lda, ""));

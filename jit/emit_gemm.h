@@ -36,6 +36,13 @@ typedef struct tj_ukernel_opts_t {
   // unused): the shifted conv's rows of a zero-padded image, each tap's
   // rows its own offset into it (jit/emit_conv.c).
   bool b_rows;
+  // Packed f32 (x86conv3): A's row r starts at a + pix[r] and its element
+  // k at that plus rows[k] (pix and rows i64 tables, the function's 13th
+  // and 12th parameters; lda and ka unused): the ocvec conv's rows are
+  // output pixels of a zero-padded image and its k the (channel, tap)
+  // offsets into it, broadcast against a panel of prepacked weights
+  // (jit/emit_conv.c).
+  bool a_rows;
   // Direct: the operands' dtypes (widened to f32 as they are read). The
   // packed path reads f32 panels and slivers (F32 here).
   tj_dtype_t a_dtype, b_dtype;

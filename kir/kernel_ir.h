@@ -292,6 +292,10 @@ typedef struct tj_kir_conv_t {
   int32_t window;   // tj_kir_window_t
   int64_t c;
   int64_t in[3], kernel[3], stride[3], dilation[3], low[3], high[3];
+  // GEMM convs (x86conv3): the weight is prepacked in the ocvec layout and
+  // the kernel takes that variant (tj_kir_conv_schedule_t.ocvec); set by
+  // the x86 backend with tj_kir_t.b_prepacked.
+  int32_t ocvec;  // bool
 } tj_kir_conv_t;
 
 typedef struct tj_kir_buffer_t {
@@ -414,7 +418,8 @@ typedef struct tj_kir_t {
   // row (tj_emit_gemm_prepacks_b). CONV (issue 15, convfuse): the
   // CONV_W buffer holds a constant weight [O][K] relaid once (x86 backend)
   // pass by pass: pass k0 of kc (tj_kir_conv_resolve) at k0 * Opad, f32
-  // rows [Opad][kn], Opad = O rounded up to mr, zero past O.
+  // rows [Opad][kn], Opad = O rounded up to mr, zero past O; with
+  // conv.ocvec (x86conv3) as panels [O / nr][K][nr] instead, zero past O.
   bool b_prepacked;
   tj_status_t error;  // first builder error (sticky); owned
   bool finalized;

@@ -118,42 +118,66 @@ bool tj_kir_conv_reads_x_in_place(const tj_kir_t* k) {
 // scratch (resnet's @56 layer: 64 x 58 x 58 f32, 0.86 MB).
 enum { kShiftedBytes = 4 << 20 };
 
-// Whether |k| takes the shifted variant (tj_kir_conv_schedule_t.shifted),
-// and its padded image's shape.
-static void conv_shifted(const tj_kir_t* k, tj_kir_conv_schedule_t* out) {
+// The padded, phase-split copy of the image that the shifted and ocvec
+// variants read (tj_kir_conv_schedule_t): whether |k|'s window allows it,
+// and the copy's shape.
+static bool phase_geometry(const tj_kir_t* k, tj_kir_conv_schedule_t* out) {
   const tj_kir_conv_t* cv = &k->conv;
-  out->shifted = 0;
   out->cols = out->e1 = out->e2 = out->xpad = 0;
   out->s1 = out->s2 = 1;
-  if (k->kind != TJ_KIR_CONV || k->rank < 3 || k->rank > 4 || cv->spatial > 2 ||
-      cv->kernel[0] != 1 || cv->in[0] != 1 || cv->stride[0] != 1 ||
+  if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_GEMM ||
+      k->rank < 3 || k->rank > 4 || cv->spatial > 2 || cv->kernel[0] != 1 ||
+      cv->in[0] != 1 || cv->stride[0] != 1 ||
       cv->kernel[1] * cv->kernel[2] == 1) {
-    return;  // (a 1x1 would copy s1 x s2 phases to read one)
+    return false;  // (a 1x1 would copy s1 x s2 phases to read one)
   }
   const int64_t s1 = cv->stride[1], s2 = cv->stride[2];
-  if (s1 < 1 || s1 > 4 || s2 < 1 || s2 > 4) return;
+  if (s1 < 1 || s1 > 4 || s2 < 1 || s2 > 4) return false;
   const int64_t o1 = k->rank == 4 ? k->dims[2].value : 1;
   const int64_t o2 = k->dims[k->rank - 1].value;
+  if (o1 < 1 || o2 < 1) return false;
   // Each phase's rows: the output's plus the window's reach in phase
   // steps.
   const int64_t e1 = o1 + (cv->kernel[1] - 1) * cv->dilation[1] / s1;
   const int64_t e2 = o2 + (cv->kernel[2] - 1) * cv->dilation[2] / s2;
-  // Where it pays (bench/RESULTS.md, x86conv2): the shifted microkernel's
-  // unaligned B loads run ~10% slower than the packed panels, which
-  // packing costs about 1/O of; so O <= 64 (resnet's stem and @56 3x3s,
-  // 5-7% faster; 3x3 128 @28, 256 @14 and 3x3/2 128 @56 ran 5-20%
-  // slower shifted), and at most 1/16 of a row's columns dropped.
-  const int64_t o = k->dims[1].value;
-  if (o > 64 || o1 < 1 || o2 < 14 || (e2 - o2) * 16 > e2) return;
   const int64_t xpad = cv->c * s1 * s2 * e1 * e2;
-  if (xpad * 4 > kShiftedBytes) return;
-  out->shifted = 1;
+  if (xpad * 4 > kShiftedBytes) return false;
   out->s1 = (int32_t)s1;
   out->s2 = (int32_t)s2;
   out->e1 = e1;
   out->e2 = e2;
   out->xpad = xpad;
   out->cols = (o1 - 1) * e2 + o2;
+  return true;
+}
+
+// Whether |k| takes the shifted variant (tj_kir_conv_schedule_t.shifted).
+// Where it pays (bench/RESULTS.md, x86conv2): the shifted microkernel's
+// unaligned B loads run ~10% slower than the packed panels, which packing
+// costs about 1/O of; so O <= 64 (resnet's stem and @56 3x3s, 5-7%
+// faster; 3x3 128 @28, 256 @14 and 3x3/2 128 @56 ran 5-20% slower
+// shifted), and at most 1/16 of a row's columns dropped.
+static bool shifted_fits(const tj_kir_t* k, const tj_kir_conv_schedule_t* g) {
+  const int64_t o = k->dims[1].value;
+  const int64_t o2 = k->dims[k->rank - 1].value;
+  return o <= 64 && o2 >= 14 && (g->e2 - o2) * 16 <= g->e2;
+}
+
+bool tj_kir_conv_ocvec_fits(const tj_kir_t* k) {
+  tj_kir_conv_schedule_t g;
+  return phase_geometry(k, &g);
+}
+
+bool tj_kir_conv_ocvec_rule(const tj_kir_t* k) {
+  // Where it pays (bench/RESULTS.md, x86conv3): stride 1 with output rows
+  // of 14 or more and O >= 64 (3x3 64-64 @56 9-18% faster than shifted
+  // at batch 32, 128 @28 1-8%, 256 @14 level to 10%); 3x3 512 @7 ran 20%
+  // slower (49 pixels an image in groups of 6, where the packed variant
+  // joins the batch's pixels), the stem 7x7/2 and 3x3/2 128 @56 level.
+  const tj_kir_conv_t* cv = &k->conv;
+  return tj_kir_conv_ocvec_fits(k) && cv->stride[1] == 1 &&
+         cv->stride[2] == 1 && k->dims[1].value >= 64 &&
+         k->dims[k->rank - 1].value >= 14;
 }
 
 void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
@@ -168,7 +192,28 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   // each), fewer when the image has fewer.
   int64_t pix = 1, o = k->rank >= 2 ? k->dims[1].value : 1;
   for (int32_t d = 2; d < k->rank; ++d) pix *= k->dims[d].value;
-  conv_shifted(k, out);
+  const bool geometry = phase_geometry(k, out);
+  out->ocvec = geometry && k->conv.ocvec && k->b_prepacked;
+  out->shifted = geometry && !out->ocvec && shifted_fits(k, out);
+  if (out->ocvec) {
+    // Tiles of 6 pixels x 4 vectors of channels (2 below 16 lanes), a pass
+    // of 128 rows of K (the weight's panel of 128 x 64 f32, 32 KiB, stays
+    // in L1 while every pixel group of the block takes it), blocks of up
+    // to 256 pixels, as even as the groups of 6 allow (196 pixels at 14x14
+    // one block, not 192 + 4), and up to 256 channels.
+    out->kc = kk < 128 ? (int32_t)(kk < 1 ? 1 : kk) : 128;
+    const int64_t blocks = ceil_div(pix < 1 ? 1 : pix, 256);
+    const int64_t nc = ceil_div(ceil_div(pix < 1 ? 1 : pix, blocks), out->mr);
+    out->nc = (int32_t)(nc * out->mr);
+    int64_t oc = (o + out->nr - 1) / out->nr * out->nr;
+    out->oc = (int32_t)(oc < 256 ? oc : 256);
+    out->cols = pix;
+    out->passes = (int32_t)ceil_div(kk < 1 ? 1 : kk, out->kc);
+    out->reuse = out->join = 0;
+    return;
+  }
+  if (!out->shifted) out->cols = out->e1 = out->e2 = out->xpad = 0;
+  if (!out->shifted) out->s1 = out->s2 = 1;
   const int64_t cols = out->shifted ? out->cols : pix;
   out->cols = cols;
   int64_t panels = (cols + out->nr - 1) / out->nr;
@@ -202,7 +247,8 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
          align64_i64((int64_t)s->nc * 3 * 4) + align64_i64((int64_t)s->nc * 8) +
          64 + align64_i64((int64_t)s->kc * 8) +
          align64_i64((int64_t)s->kc * 3 * 4) +
-         (s->shifted ? align64_i64(s->xpad * 4) : 0);
+         (s->shifted || s->ocvec ? align64_i64(s->xpad * 4) : 0) +
+         (s->ocvec ? align64_i64((int64_t)s->oc * s->nc * 4) : 0);
 }
 
 int64_t tj_kir_window_rows(const tj_kir_t* k) {

@@ -140,6 +140,23 @@ typedef struct tj_kir_conv_schedule_t {
   int64_t cols;
   int64_t e1, e2;  // shifted: a phase's rows and row length
   int64_t xpad;    // shifted: the copy's f32 elements (C x s1 x s2 x E1 x E2)
+  // x86conv3 (issue 15): output channels along the vector, as oneDNN's and
+  // MLAS's NCHWc kernels. A conv marked so (tj_kir_conv_t.ocvec: its
+  // constant weight prepacked for it; by the rule, stride 1, O >= 64 and
+  // output rows of 14 or more; the shifted variant's geometry: one or two
+  // spatial axes, strides 1 to 4, not 1x1) multiplies tiles of
+  // mr output pixels x nr output channels: each pixel's value of row k =
+  // (c, tap) broadcast from the zero-padded, phase-split copy of the image
+  // (the shifted variant's; s1, s2, e1, e2, xpad as there) at the pixel's
+  // offset plus the tap's (tj_ukernel_opts_t.a_rows), against a row of nr
+  // channels of the weight, prepacked as [O / nr][K][nr] (zero past O;
+  // backends/x86/x86_program.c). Units are (image, block of oc channels,
+  // block of nc pixels); a unit's tiles sum into a pixel-major block of
+  // the scratch (nc x oc), transposed into the channel-major block the
+  // epilogue reads (oc x nc) at the unit's end; no pixel is computed and
+  // dropped, nothing is packed but the image's copy. Never joined or
+  // reused; |cols| is P.
+  int32_t ocvec;  // bool
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
@@ -147,6 +164,13 @@ void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
 // stride 1, no padding: rows of the image's pixels per channel), packing
 // no patches (jit/emit_conv.c's direct microkernels).
 bool tj_kir_conv_reads_x_in_place(const tj_kir_t* kernel);
+// Whether CONV kernel |k| can take the ocvec variant
+// (tj_kir_conv_schedule_t.ocvec) once its weight is prepacked in that
+// variant's layout, and whether the rule gives it that variant; the x86
+// backend asks both (TJ_X86_CONV may force either way) and marks the
+// kernel (tj_kir_conv_t.ocvec).
+bool tj_kir_conv_ocvec_fits(const tj_kir_t* kernel);
+bool tj_kir_conv_ocvec_rule(const tj_kir_t* kernel);
 // The scratch bytes of a CONV unit under |s|.
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
 

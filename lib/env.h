@@ -76,6 +76,12 @@ typedef enum tj_setting_e {
   // before the driver split such groups into kernels of their own nodes
   // (backends/compile.c, split_unlowered; issue 15), for A/B comparisons.
   TJ_SETTING_SPLIT_UNLOWERED = 16,
+  // TJ_X86_CONV (environment only): "ocvec" puts every conv the ocvec
+  // variant can take (tj_kir_conv_schedule_t.ocvec: a constant weight,
+  // one or two spatial axes, strides 1 to 4, not 1x1) on it, "packed"
+  // none (the shifted and packed variants by their rules), for A/B
+  // comparisons and as a way back (issue 15, x86conv3).
+  TJ_SETTING_X86_CONV = 17,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -484,12 +484,33 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
   return NULL;
 }
 
+static _Atomic(bool) g_warned_conv;
+
+// Whether conv kernel |k| takes the ocvec variant: TJ_X86_CONV "ocvec"
+// wherever it can, "packed" nowhere, unset or "" by the rule; anything
+// else warns once and leaves the rule.
+static bool conv_ocvec(const target_t* t, const tj_kir_t* k) {
+  if (!tj_kir_conv_ocvec_fits(k)) return false;
+  const char* v = tj_setting(t->config.context, TJ_SETTING_X86_CONV);
+  if (v && strcmp(v, "ocvec") == 0) return true;
+  if (v && strcmp(v, "packed") == 0) return false;
+  if (v && v[0]) {
+    tj_warn_once(t->config.context, &g_warned_conv,
+                 "TJ_X86_CONV: \"%.32s\" is neither ocvec nor packed and is "
+                 "ignored",
+                 v);
+  }
+  return tj_kir_conv_ocvec_rule(k);
+}
+
 // Constant-weight prepack of the CONV template (issue 15, convfuse): a
 // conv whose weight w [O, C, taps..] (row-major, [O][K]) is a constant gets
 // it relaid once here pass by pass (tj_kir_t.b_prepacked of a CONV
 // kernel): per pass of kc over K, the rows [Opad][kn] f32, zero past O, so
 // that the microkernel's pass over a block of channels reads one
-// contiguous run of A rows kn apart instead of rows K apart.
+// contiguous run of A rows kn apart instead of rows K apart. A conv that
+// takes the ocvec variant (conv_ocvec; x86conv3) gets panels of nr
+// channels instead, [O / nr][K][nr], and is marked (tj_kir_conv_t.ocvec).
 static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
                                   const tj_graph_t* g, tj_lowered_kernel_t* ks,
                                   uint32_t nk) {
@@ -516,7 +537,12 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
     tj_kir_conv_schedule_t sched;
     tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
     const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
-    const int64_t kc = sched.kc, opad = (O + mr - 1) / mr * mr;
+    // The ocvec variant's weight (tj_kir_conv_schedule_t.ocvec): panels
+    // of nr channels, [O / nr][K][nr], zero past O.
+    const bool ocvec = conv_ocvec(t, k);
+    const int64_t kc = sched.kc,
+                  opad = ocvec ? (O + sched.nr - 1) / sched.nr * sched.nr
+                               : (O + mr - 1) / mr * mr;
     const size_t bytes = (size_t)(opad * K) * sizeof(float);
     prepacked_t* pp = &p->prepacked[i];
     pp->bytes = bytes + 64;  // alignment
@@ -527,13 +553,21 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
     memset(pp->data, 0, bytes);
     const float* src = n->attrs.data;
     float* dst = (float*)pp->data;
-    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    if (ocvec) {
+      const int64_t nr = sched.nr;
+      for (int64_t o = 0; o < O; ++o) {
+        float* panel = dst + o / nr * K * nr + o % nr;
+        for (int64_t kx = 0; kx < K; ++kx) panel[kx * nr] = src[o * K + kx];
+      }
+    }
+    for (int64_t k0 = 0; k0 < K && !ocvec; k0 += kc) {
       const int64_t kn = K - k0 < kc ? K - k0 : kc;
       float* pass = dst + k0 * opad;
       for (int64_t o = 0; o < O; ++o)
         memcpy(pass + o * kn, src + o * K + k0, (size_t)kn * sizeof(float));
     }
     k->b_prepacked = true;
+    k->conv.ocvec = ocvec;
   }
   return NULL;
 }

@@ -516,6 +516,68 @@ static const case_t kCases[] = {
      0,
      {.strides = {2}, .pads_begin = {1}, .pads_end = {2}},
      false},
+    // x86conv3: a constant weight of O > 64 channels over the shifted
+    // variant's geometry but not its shapes multiplies with the output
+    // channels along the vector (tj_kir_conv_schedule_t.ocvec): O not a
+    // multiple of the channel panel (zero past O), two channel blocks,
+    // several pixel blocks and a partial pixel group, K over several
+    // passes, strides, dilation, asymmetric pads, 1D, and every epilogue
+    // kind the variant's transposed block feeds.
+    {"ocvec_3x3_residual",
+     2,
+     19,
+     70,
+     {15, 17},
+     {3, 3},
+     true,
+     P_RESIDUAL,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
+    {"ocvec_two_blocks_s2_relu",
+     2,
+     40,
+     300,
+     {13, 9},
+     {3, 3},
+     false,
+     P_RELU,
+     0,
+     {.strides = {2, 1}, .pads_begin = {0, 2}, .pads_end = {1, 0}},
+     true},
+    {"ocvec_dilated_rows",
+     2,
+     5,
+     96,
+     {11, 20},
+     {3, 3},
+     true,
+     P_ROWS,
+     0,
+     {.dilations = {2, 2}, .pads_begin = {2, 2}, .pads_end = {2, 2}},
+     true},
+    {"ocvec_1d_s3_clip",
+     1,
+     6,
+     80,
+     {50},
+     {5},
+     true,
+     P_CLIP,
+     0,
+     {.strides = {3}, .pads_begin = {2}, .pads_end = {4}},
+     true},
+    {"ocvec_two_outputs",
+     2,
+     33,
+     129,
+     {7, 7},
+     {3, 3},
+     true,
+     P_TWO,
+     0,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
 };
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -742,6 +804,35 @@ TEST(cases) {
     run_case(&kCases[i]);
 }
 
+// TJ_X86_CONV forces the ocvec variant wherever it can take a conv (a
+// constant weight: every shape of the table, O < 64, strides 2 to 4, 7x7
+// outputs, 1D) or keeps it off (the cases the rule gives it); the
+// numbers are checked as in |cases|, at every tier, with contexts made
+// under the setting.
+TEST(cases_forced) {
+  static const char* const kModes[2] = {"ocvec", "packed"};
+  tj_context_t* saved[kMaxCtx];
+  const char* saved_isa[kMaxCtx];
+  memcpy(saved, g_ctx, sizeof(saved));
+  memcpy(saved_isa, g_isa, sizeof(saved_isa));
+  const int saved_n = g_num_ctx;
+  for (int m = 0; m < 2; ++m) {
+    setenv("TJ_X86_CONV", kModes[m], 1);
+    g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
+    unsetenv("TJ_X86_CONV");
+    for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+      const case_t* c = &kCases[i];
+      if (!c->wconst) continue;  // (never prepacked: neither variant)
+      if (m == 1 && strncmp(c->name, "ocvec_", 6) != 0) continue;
+      run_case(c);
+    }
+    for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
+  }
+  memcpy(g_ctx, saved, sizeof(saved));
+  memcpy(g_isa, saved_isa, sizeof(saved_isa));
+  g_num_ctx = saved_n;
+}
+
 static char* dumped_kir(const char* dir) {
   char* all = calloc(1, 1);
   size_t len = 0;
@@ -795,6 +886,54 @@ TEST(prepacked_weight_marked) {
     CHECK_EQ_INT(wc, strstr(kir, "w_prepacked") != NULL);
     CHECK(strstr(kir, "acc") != NULL);
     CHECK(strstr(kir, "pointwise") == NULL);
+    free(kir);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    tj_test_remove_tree(dir);
+  }
+}
+
+// The rule (tj_kir_conv_ocvec_rule) gives the ocvec variant to a constant
+// weight at stride 1 with O >= 64 and output rows of 14 or more (the
+// kernel is marked ocvec); not to an input weight, nor under
+// TJ_X86_CONV=packed, nor at 7x7 outputs.
+TEST(ocvec_variant_marked) {
+  static const struct {
+    int64_t o, side;
+    bool wconst;
+    const char* setting;
+    bool ocvec;
+  } kRows[] = {{64, 16, true, NULL, true},   {96, 14, true, NULL, true},
+               {96, 14, false, NULL, false}, {96, 14, true, "packed", false},
+               {96, 7, true, NULL, false},   {48, 16, true, NULL, false},
+               {48, 7, true, "ocvec", true}};
+  for (size_t i = 0; i < sizeof(kRows) / sizeof(kRows[0]); ++i) {
+    char dir[] = "/tmp/tj_conv_native_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    if (kRows[i].setting) setenv("TJ_X86_CONV", kRows[i].setting, 1);
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.dump_dir = dir;
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    unsetenv("TJ_X86_CONV");
+    case_t c = kCases[0];
+    c.o = kRows[i].o;
+    c.s[0] = c.s[1] = kRows[i].side;
+    c.wconst = kRows[i].wconst;
+    int64_t xd[5], wd[5], yd[5];
+    tj_graph_t* g = ctx ? build(ctx, &c, xd, wd, yd) : NULL;
+    CHECK(g != NULL);
+    tj_compile_options_t opts = tj_test_x86_options(1);
+    tj_executable_t* exe = NULL;
+    if (g) CHECK_OK(tj_compile(g, &opts, &exe));
+    char* kir = dumped_kir(dir);
+    CHECK(strstr(kir, " c 5") != NULL);  // the conv kernel was dumped
+    if ((strstr(kir, " ocvec") != NULL) != kRows[i].ocvec)
+      fprintf(stderr, "ocvec_variant_marked row %zu: ocvec %s\n", i,
+              kRows[i].ocvec ? "missing" : "taken");
+    CHECK_EQ_INT(kRows[i].ocvec, strstr(kir, " ocvec") != NULL);
     free(kir);
     tj_executable_release(exe);
     tj_graph_destroy(g);
@@ -886,12 +1025,27 @@ TEST(conv_oom_sweep) {
   tj_test_remove_tree(g_oom_dir);
 }
 
+// The same sweep with the conv on the ocvec variant (its weight's prepack
+// and the larger scratch).
+TEST(conv_oom_sweep_ocvec) {
+  setenv("TJ_X86_CONV", "ocvec", 1);
+  snprintf(g_oom_dir, sizeof(g_oom_dir), "/tmp/tj_conv_oom_XXXXXX");
+  CHECK(mkdtemp(g_oom_dir) != NULL);
+  CHECK_OK(conv_compile_run(tj_allocator_system()));  // warms the cache
+  CHECK(tj_test_oom_sweep("conv ocvec", conv_compile_run) > 0);
+  tj_test_remove_tree(g_oom_dir);
+  unsetenv("TJ_X86_CONV");
+}
+
 int main(void) {
   g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(cases);
+  RUN_TEST(cases_forced);
   RUN_TEST(prepacked_weight_marked);
+  RUN_TEST(ocvec_variant_marked);
   RUN_TEST(bad_input_shape);
   RUN_TEST(conv_oom_sweep);
+  RUN_TEST(conv_oom_sweep_ocvec);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();
 }
