@@ -169,6 +169,14 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
           position(q->nodes, q->num_nodes, q->anchor)) {
     return false;
   }
+  // A repeated block's copy: q's nodes are p's moved by one distance
+  // (region.c stitches them so). Then an operand that is p's node at a
+  // position and moved by that distance is q's node at that position, one
+  // search instead of two.
+  uint32_t delta = p->num_nodes ? q->nodes[0] - p->nodes[0] : 0;
+  bool moved = true;
+  for (uint32_t j = 0; moved && j < p->num_nodes; ++j)
+    moved = q->nodes[j] - p->nodes[j] == delta;
   for (uint32_t j = 0; j < p->num_nodes; ++j) {
     uint32_t x = p->nodes[j], y = q->nodes[j];
     const tj_node_t* n = &graph->nodes[x];
@@ -180,8 +188,11 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
     // An opaque or custom node is never lowered from a copy.
     if (n->op == TJ_OP_CUSTOM) return false;
     for (uint32_t i = 0; i < n->num_operands; ++i) {
-      uint32_t s = operand_slot(p, n->operands[i]);
-      if (s == NONE32 || s != operand_slot(q, m->operands[i])) return false;
+      uint32_t u = n->operands[i], v = m->operands[i];
+      uint32_t s = operand_slot(p, u);
+      if (s == NONE32) return false;
+      if (moved && s % 2 == 0 && u != TJ_NODE_NONE && v == u + delta) continue;
+      if (s != operand_slot(q, v)) return false;
     }
   }
   for (uint32_t k = 0; k < p->num_inputs; ++k) {
