@@ -189,7 +189,8 @@ tj_status_t tj_kir_create(tj_allocator_t allocator, tj_kir_kind_t kind,
 void tj_kir_destroy(tj_kir_t* k) {
   if (!k) return;
   tj_allocator_t a = k->allocator;
-  // An array of capacity 0 is none, or a copy's in its arena (tj_kir_copy).
+  // An array of capacity 0 is none, a copy's in its arena (tj_kir_copy), or
+  // another kernel's (tj_kir_borrow).
   for (uint32_t p = 0; k->phase_capacity && p < k->num_phases; ++p) {
     if (k->phases[p].inst_capacity) {
       tj_free(a, k->phases[p].insts,
@@ -1749,6 +1750,52 @@ tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
       memcpy(to->insts, from->insts, sizeof(tj_kir_inst_t) * from->num_insts);
     }
     to->inst_capacity = 0;
+  }
+  c->param_capacity = c->buffer_capacity = c->phase_capacity = 0;
+  *out_kernel = c;
+  return NULL;
+}
+
+tj_status_t tj_kir_borrow(const tj_kir_t* kernel, const char* name,
+                          const char* const* buffer_names,
+                          tj_kir_t** out_kernel) {
+  *out_kernel = NULL;
+  const tj_kir_t* k = kernel;
+  if (!k->finalized || k->error) {
+    return tj_internal("kernel @%s: only a finalized kernel is copied",
+                       k->name);
+  }
+  TJ_RETURN_IF_ERROR(check_kernel_name(name));
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (!is_identifier(buffer_names[b])) {
+      return tj_invalid("kernel @%s: buffer name \"%s\" is not an identifier",
+                        name, buffer_names[b] ? buffer_names[b] : "(null)");
+    }
+  }
+  // Only the names are the copy's: its name and its buffers (each with its
+  // name) in one block of its arena; the params and phases are |kernel|'s,
+  // read in place (capacities 0: tj_kir_destroy frees none of them).
+  size_t total = piece(strlen(name) + 1);
+  total += piece(sizeof(tj_kir_buffer_t) * k->num_buffers);
+  for (uint32_t b = 0; b < k->num_buffers; ++b)
+    total += piece(strlen(buffer_names[b]) + 1);
+  tj_allocator_t al = k->allocator;
+  tj_kir_t* c = tj_alloc(al, sizeof(*c));
+  if (!c) return tj_status_oom();
+  *c = *k;
+  tj_arena_initialize(&c->arena, al);
+  c->error = NULL;
+  unsigned char* at = tj_arena_alloc(&c->arena, total);
+  if (!at) {
+    tj_arena_deinitialize(&c->arena);
+    tj_free(al, c, sizeof(*c));
+    return tj_status_oom();
+  }
+  c->name = carve_string(&at, name);
+  c->buffers = carve(&at, sizeof(tj_kir_buffer_t) * k->num_buffers);
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    c->buffers[b] = k->buffers[b];
+    c->buffers[b].name = carve_string(&at, buffer_names[b]);
   }
   c->param_capacity = c->buffer_capacity = c->phase_capacity = 0;
   *out_kernel = c;

@@ -374,7 +374,8 @@ typedef struct tj_kir_t {
   int32_t rank;
   tj_kir_ival_t dims[TJ_KIR_MAX_RANK];
   // The arrays below grow while the kernel is built; a capacity of 0 with
-  // a non-NULL array: a copy's (tj_kir_copy), in |arena|, never grown.
+  // a non-NULL array: a copy's (tj_kir_copy), in |arena|, never grown, or
+  // borrowed from the kernel copied (tj_kir_borrow: params and phases).
   const char** param_names;
   uint32_t num_params, param_capacity;
   tj_kir_buffer_t* buffers;
@@ -559,6 +560,15 @@ void tj_kir_code_bytes(const tj_kir_t* kernel, tj_kir_put_fn put, void* user);
 // |*out_kernel| is owned by the caller; on failure it is NULL.
 tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
                         const char* const* buffer_names, tj_kir_t** out_kernel);
+
+// tj_kir_copy that borrows: the copy's name and buffers (with their names)
+// are its own, its params and phases (the instructions) are |kernel|'s,
+// read in place, so |kernel| must outlive it (region compile's copies live
+// in one array with the kernel they copy and are freed with it). Costs one
+// block of names instead of a copy of every instruction.
+tj_status_t tj_kir_borrow(const tj_kir_t* kernel, const char* name,
+                          const char* const* buffer_names,
+                          tj_kir_t** out_kernel);
 
 // Prints |kernel| in the text form above into a NUL-terminated string
 // allocated from the kernel's allocator; free it with tj_free_string(

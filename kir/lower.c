@@ -757,7 +757,7 @@ tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,
 
 void tj_lowered_kernel_deinitialize(tj_lowered_kernel_t* lowered) {
   tj_kir_destroy(lowered->kernel);
-  if (lowered->dims) {
+  if (lowered->dims && !lowered->borrowed) {
     tj_allocator_t allocator = lowered->dims->allocator;
     tj_dimtab_deinitialize(lowered->dims);
     tj_free(allocator, lowered->dims, sizeof(tj_dimtab_t));

@@ -43,6 +43,15 @@ typedef struct tj_lowered_kernel_t {
   // is the argmax or gather; UINT32_MAX: no precondition.
   uint32_t nonempty_node;
   int64_t nonempty_extent;
+  // Region compile (kir/lower_reuse.c): a copy of an equal group's kernel
+  // borrows that kernel's instructions (tj_kir_borrow) and |dims|, so the
+  // kernel it copies (in the same array, freed with it) must outlive it;
+  // false for a kernel lowered. |code_of| is the kernel IR of the kernel
+  // lowered whose code this one's is (tj_kir_same_code holds; a copy of a
+  // copy names the first), NULL when lowered: a kernel set finds its
+  // distinct kernels by it without comparing.
+  bool borrowed;
+  const tj_kir_t* code_of;
 } tj_lowered_kernel_t;
 
 // Lowers group |group| of |fusion| (over |graph|) to kernels named |name|
@@ -85,9 +94,10 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
                          const tj_memplan_t* memplan, uint32_t a, uint32_t b);
 // The |count| kernels group |from| lowered to (|kernels|, named
 // |from_name|...) as group |to|'s, equal to it by tj_lower_group_same: the
-// same code named |to_name|..., buffers on |to|'s nodes, to |out|.
-// UNSUPPORTED when a kernel does not copy (then lower |to| itself); on
-// failure |out| holds nothing.
+// same code named |to_name|..., buffers on |to|'s nodes, to |out|. The
+// copies borrow |kernels|' instructions and dim tables (borrowed, code_of
+// above): |kernels| must outlive them. UNSUPPORTED when a kernel does not
+// copy (then lower |to| itself); on failure |out| holds nothing.
 tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
                                 const tj_fusion_t* fusion, uint32_t from,
                                 uint32_t to, const char* from_name,

@@ -3,6 +3,10 @@
 // a group equal to one already lowered takes a copy of that group's kernels
 // with its own names and nodes instead of being lowered again.
 //
+// The copies borrow the kernel IR's instructions and dim table of the
+// kernels they copy (tj_kir_borrow): only their names and buffers' nodes
+// are their own.
+//
 // Two groups are equal when everything lowering reads of them is: the
 // group's kind, its nodes position by position (op, dtype, dims, attributes,
 // a constant's bytes; each operand the same position among the group's
@@ -165,6 +169,14 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
           position(q->nodes, q->num_nodes, q->anchor)) {
     return false;
   }
+  // A repeated block's copy: q's nodes are p's moved by one distance
+  // (region.c stitches them so). Then an operand that is p's node at a
+  // position and moved by that distance is q's node at that position, one
+  // search instead of two.
+  uint32_t delta = p->num_nodes ? q->nodes[0] - p->nodes[0] : 0;
+  bool moved = true;
+  for (uint32_t j = 0; moved && j < p->num_nodes; ++j)
+    moved = q->nodes[j] - p->nodes[j] == delta;
   for (uint32_t j = 0; j < p->num_nodes; ++j) {
     uint32_t x = p->nodes[j], y = q->nodes[j];
     const tj_node_t* n = &graph->nodes[x];
@@ -176,8 +188,11 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
     // An opaque or custom node is never lowered from a copy.
     if (n->op == TJ_OP_CUSTOM) return false;
     for (uint32_t i = 0; i < n->num_operands; ++i) {
-      uint32_t s = operand_slot(p, n->operands[i]);
-      if (s == NONE32 || s != operand_slot(q, m->operands[i])) return false;
+      uint32_t u = n->operands[i], v = m->operands[i];
+      uint32_t s = operand_slot(p, u);
+      if (s == NONE32) return false;
+      if (moved && s % 2 == 0 && u != TJ_NODE_NONE && v == u + delta) continue;
+      if (s != operand_slot(q, v)) return false;
     }
   }
   for (uint32_t k = 0; k < p->num_inputs; ++k) {
@@ -301,15 +316,14 @@ tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
         status = tj_unsupported("kernel @%s: its precondition's node", k->name);
       }
     }
-    if (!status) status = tj_kir_copy(k, name, name_of, &dst->kernel);
-    if (!status && src->dims) {
-      dst->dims = tj_alloc(k->allocator, sizeof(tj_dimtab_t));
-      if (!dst->dims) {
-        status = tj_status_oom();
-      } else {
-        // Initialized even when it fails: deinitialized with |dst|.
-        status = tj_dimtab_copy(dst->dims, src->dims, k->allocator);
-      }
+    // The same code and dims as |src|: borrowed, only the names are the
+    // copy's (a 24-layer stack copies 44 groups a compile; a dim table of
+    // its own cost five allocations a kernel).
+    if (!status) status = tj_kir_borrow(k, name, name_of, &dst->kernel);
+    if (!status) {
+      dst->dims = src->dims;
+      dst->borrowed = true;
+      dst->code_of = src->code_of ? src->code_of : k;
     }
   }
   if (status) {

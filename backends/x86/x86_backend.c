@@ -256,8 +256,9 @@ static void free_unique(tj_allocator_t allocator, tj_x86_kernel_set_t* set) {
 }
 
 // Region compile: finds the kernels of |set| identical up to names
-// (tj_kir_same_code: field by field, nothing printed; a block repeated N
-// times costs N compares against its few distinct kernels) and fills
+// (tj_kir_same_code: field by field, nothing printed; a copied kernel
+// whose code_of is a kernel of the set lowered before it costs pointer
+// compares only) and fills
 // |unique|, |unique_of| and |num_unique| (left NULL when every kernel is
 // distinct).
 static tj_status_t find_unique(tj_allocator_t allocator,
@@ -266,14 +267,26 @@ static tj_status_t find_unique(tj_allocator_t allocator,
   if (n < 2) return NULL;
   uint32_t* of = tj_alloc(allocator, sizeof(uint32_t) * n);
   uint32_t* rep = tj_alloc(allocator, sizeof(uint32_t) * n);
-  tj_status_t status = of && rep ? NULL : tj_status_oom();
-  uint32_t num = 0;
+  uint32_t* lowered = tj_alloc(allocator, sizeof(uint32_t) * n);
+  tj_status_t status = of && rep && lowered ? NULL : tj_status_oom();
+  uint32_t num = 0, num_lowered = 0;
   for (uint32_t i = 0; !status && i < n; ++i) {
     const tj_kir_t* k = set->kernels[i].kernel;
+    // A copy whose lowered kernel is a distinct one of the set shares its
+    // code by construction (kir/lower_reuse.c): no compare.
+    const tj_kir_t* code = set->kernels[i].code_of;
+    uint32_t j = 0;
+    while (code && j < num_lowered && set->kernels[lowered[j]].kernel != code)
+      ++j;
+    if (code && j < num_lowered) {
+      of[i] = of[lowered[j]];
+      continue;
+    }
     uint32_t u = 0;
     while (u < num && !tj_kir_same_code(set->kernels[rep[u]].kernel, k)) ++u;
     if (u == num) rep[num++] = i;
     of[i] = u;
+    if (!code) lowered[num_lowered++] = i;
   }
   if (!status && num < n) {
     set->unique = tj_alloc(allocator, sizeof(tj_lowered_kernel_t) * n);
@@ -288,6 +301,7 @@ static tj_status_t find_unique(tj_allocator_t allocator,
   }
   tj_free(allocator, of, of ? sizeof(uint32_t) * n : 0);
   tj_free(allocator, rep, rep ? sizeof(uint32_t) * n : 0);
+  tj_free(allocator, lowered, lowered ? sizeof(uint32_t) * n : 0);
   return status;
 }
 

@@ -558,6 +558,70 @@ TEST(copy_has_its_own_names) {
   tj_test_oom_sweep("kernel copy", copy_bias_add_quiet);
 }
 
+// tj_kir_borrow: the copy prints as the source with its own names and
+// has the same code, its instructions read in place from the source
+// (which outlives it), and is freed exactly, under every failing
+// allocation too, leaving the source intact.
+static tj_status_t borrow_bias_add(tj_allocator_t a, bool print) {
+  tj_kir_t* k = NULL;
+  TJ_RETURN_IF_ERROR(build_bias_add(a, &k));
+  static const char* const kNames[3] = {"x_9", "b_9", "y_9"};
+  tj_kir_t* c = NULL;
+  tj_status_t s = tj_kir_borrow(k, "gelu_bias_borrow", kNames, &c);
+  if (!s) {
+    CHECK(tj_kir_same_code(k, c));
+    CHECK(c->phases == k->phases);
+    CHECK(c->buffers != k->buffers);
+    CHECK(strcmp(k->buffers[0].name, kNames[0]) != 0);
+  }
+  if (!s && print) {
+    check_print(c,
+                "kernel @gelu_bias_borrow pointwise [$B, 4096] ($B) {\n"
+                "  buf %x_9: f32 in [4096, 1]\n"
+                "  buf %b_9: f32 in [0, 1]\n"
+                "  buf %y_9: f32 out [4096, 1]\n"
+                "  map {\n"
+                "    %0 = load %x_9 : f32\n"
+                "    %1 = load %b_9 : f32\n"
+                "    %2 = add %0, %1 : f32\n"
+                "    store %y_9, %2\n"
+                "  }\n"
+                "}\n");
+  }
+  tj_kir_destroy(c);
+  // The source after its borrower is gone: whole, and copied again.
+  tj_kir_t* again = NULL;
+  if (!s) s = tj_kir_copy(k, "gelu_bias_again", kNames, &again);
+  if (!s) CHECK(tj_kir_same_code(k, again));
+  tj_kir_destroy(again);
+  tj_kir_destroy(k);
+  return s;
+}
+
+static tj_status_t borrow_bias_add_quiet(tj_allocator_t a) {
+  return borrow_bias_add(a, false);
+}
+
+TEST(borrow_has_its_own_names) {
+  CHECK_OK(borrow_bias_add(tj_allocator_system(), true));
+  tj_kir_t* k = NULL;
+  CHECK_OK(build_bias_add(tj_allocator_system(), &k));
+  tj_kir_t* c = NULL;
+  static const char* const kBad[3] = {"x_9", "b 9", "y_9"};
+  tj_status_t s = tj_kir_borrow(k, "gelu_bias_borrow", kBad, &c);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(strstr(tj_status_message(s), "@gelu_bias_borrow") != NULL);
+  CHECK(c == NULL);
+  tj_status_free(s);
+  static const char* const kGood[3] = {"x_9", "b_9", "y_9"};
+  s = tj_kir_borrow(k, "9borrow", kGood, &c);
+  CHECK_EQ_INT(TJ_STATUS_INVALID_ARGUMENT, tj_status_code(s));
+  CHECK(c == NULL);
+  tj_status_free(s);
+  tj_kir_destroy(k);
+  tj_test_oom_sweep("kernel borrow", borrow_bias_add_quiet);
+}
+
 TEST(oom_sweep) {
   for (long fail_at = 0;; ++fail_at) {
     tj_test_allocator_t t;
@@ -589,6 +653,7 @@ int main(void) {
   RUN_TEST(same_code_ignores_only_names);
   RUN_TEST(code_bytes_follow_same_code);
   RUN_TEST(copy_has_its_own_names);
+  RUN_TEST(borrow_has_its_own_names);
   RUN_TEST(oom_sweep);
   TEST_MAIN_END();
 }
