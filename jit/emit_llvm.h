@@ -109,6 +109,11 @@ typedef struct tj_emit_t {
   struct tj_emit_load_cache_t* load_cache;  // NULL: every load is emitted
 } tj_emit_t;
 
+// The metadata kind (no operands) on a vector load at a point plus an
+// offset known to be a multiple of its lanes (a gathered row:
+// jit/emit_llvm.c's load_at): aligned where the point is.
+#define TJ_EMIT_MD_LANES_ALIGNED "tj.lanes_aligned"
+
 // Loads already emitted, reused by tj_emit_load instead of loading again:
 // a template that evaluates a buffer at the same point several times (the
 // NVPTX row reduction holding its row in registers across phases) or wants
@@ -136,7 +141,7 @@ typedef struct tj_emit_point_t {
   LLVMValueRef index[TJ_KIR_MAX_RANK];  // i64 index of lane 0 per dim
   LLVMValueRef acc;                     // GEMM: the accumulator vector
   LLVMValueRef acc2;  // a dual GEMM's second accumulator (TJ_KIR_ACC ref 1)
-  const LLVMValueRef* rows;             // ROW_REDUCE: row results (scalars)
+  const LLVMValueRef* rows;  // ROW_REDUCE: row results (scalars)
 } tj_emit_point_t;
 
 //===--- types and constants ---===//

@@ -153,6 +153,16 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* kernel,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out_launch);
 
+// The CONV template's direct window variant (emit_nvptx_window.c, cudabw):
+// a depthwise conv, max_pool or avg_pool (tj_kir_conv_t.window) of at most
+// TJ_NVPTX_WINDOW_MAX_TAPS taps, f32, no epilogue. tj_nvptx_emit_conv and
+// tj_nvptx_conv_launch hand such kernels to these.
+tj_status_t tj_nvptx_emit_window(tj_nvptx_emit_t* nv);
+tj_status_t tj_nvptx_window_launch(const tj_kir_t* kernel,
+                                   const tj_nvptx_kernel_t* info,
+                                   const int64_t* scalars,
+                                   tj_nvptx_launch_t* out_launch);
+
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
 // template hands it.
 typedef struct tj_nvptx_wgmma_t {
