@@ -798,6 +798,14 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
       LLVMTypeRef types[2] = {LLVMTypeOf(v), em->t_ptr};
       LLVMValueRef args[4] = {v, point->ptr[b], align_v, point->mask};
       tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+    } else if (em->nontemporal_stores && lanes > 1 &&
+               buf->role == TJ_KIR_OUTPUT) {
+      LLVMValueRef st = LLVMBuildStore(em->b, v, point->ptr[b]);
+      LLVMSetAlignment(st, align * (unsigned)lanes);
+      LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0));
+      LLVMSetMetadata(
+          st, LLVMGetMDKindIDInContext(em->ctx, "nontemporal", 11),
+          LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, &one, 1)));
     } else {
       LLVMSetAlignment(LLVMBuildStore(em->b, v, point->ptr[b]), align);
     }

@@ -107,6 +107,12 @@ typedef struct tj_emit_t {
   LLVMValueRef gemm_k;                     // i64
   tj_status_t error;  // first emission error; emission stops adding code
   struct tj_emit_load_cache_t* load_cache;  // NULL: every load is emitted
+  // Unmasked vector stores of stride 1 into OUTPUT buffers are
+  // non-temporal and aligned to the vector (the caller checked that the
+  // point's address is): x86's pointwise gather of rows past the caches
+  // (emit_pointwise.c), which would otherwise read each output line in
+  // before writing it.
+  bool nontemporal_stores;
 } tj_emit_t;
 
 // The metadata kind (no operands) on a vector load at a point plus an
