@@ -45,7 +45,10 @@
 //               patch tile gathered from x through the window by cp.async
 //               (zero-filled padding), FFMA register tiles or TF32
 //               mma.sync (gemm_tf32), or TF32 wgmma on sm_90a
-//               (conv_kernel). See emit_nvptx_conv.c.
+//               (conv_kernel). See emit_nvptx_conv.c. Its direct window
+//               variant (depthwise conv, max/avg pool): a thread per
+//               output column of a few rows, every tap unrolled, x read in
+//               place. See emit_nvptx_window.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then
