@@ -21,7 +21,9 @@ against torch's first (f32: 1e-5; the gather bit-exact).
     ... --batch 1 --only dw --iters 50 --compile
 
 --ours-only skips torch (a "before" run with another library, e.g.
-TJ_LIBRARY=main's). Prints a table; never a pass/fail. Needs torch with
+TJ_LIBRARY=main's). --rows 1,2,4 adds rows of the window kernel with that
+many output rows a thread (TJ_NVPTX_CONV=window-rowsN, each in a context
+of its own) beside the default's choice. Prints a table; never a pass/fail. Needs torch with
 CUDA (the GPU machine); torch_timing.py must sit beside it.
 """
 
@@ -83,8 +85,18 @@ def copy_time_ms(nbytes, iters):
     return graph_time_ms(lambda: dst.copy_(src), iters)
 
 
-def build_window(kind, n, c, h, k, s, p):
-    g = tj.Graph("window")
+def context_for(rows):
+    # Settings are read when a context is created.
+    if rows:
+        os.environ["TJ_NVPTX_CONV"] = f"window-rows{rows}"
+    try:
+        return tj.Context()
+    finally:
+        os.environ.pop("TJ_NVPTX_CONV", None)
+
+
+def build_window(kind, n, c, h, k, s, p, ctx=None):
+    g = tj.Graph("window", context=ctx)
     x = g.input("x", "f32", [n, c, h, h])
     if kind == "dw":
         w = g.input("w", "f32", [c, 1, k, k])
@@ -137,9 +149,16 @@ def main():
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile beside eager (slow to compile)")
     ap.add_argument("--ours-only", action="store_true")
+    ap.add_argument("--rows", default="",
+                    help="window kernel rows a thread to add, e.g. 1,2,4")
     args = ap.parse_args()
+    rows = [int(r) for r in args.rows.split(",") if r]
+    contexts = {r: context_for(r) for r in rows}
     if not torch.cuda.is_available():
         sys.exit("no GPU")
+    # Exact f32 on both sides: cuDNN's depthwise conv would take TF32.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     print(f"# cuda_window_torch: {torch.cuda.get_device_name()}, torch "
           f"{torch.__version__}, tensorjit {tj.version()} "
           f"({os.environ.get('TJ_LIBRARY', 'default library')})")
@@ -177,6 +196,16 @@ def main():
                     cfn(*targs)
                     comp = graph_time_ms(lambda: cfn(*targs), args.iters)
             row(name, n, call, kern, copy, eager, comp, nbytes)
+            for r in rows if kind != "mean" else []:
+                exe_r = build_window(kind, n, c, h, k, s, p, contexts[r])
+                exe_r(*targs, out=out)
+                if not torch.allclose(out, want, rtol=1e-5, atol=1e-5):
+                    print(f"{name + ' rows' + str(r):30s} {n:3d} WRONG")
+                    continue
+                kern_r = kernel_ms(exe_r, targs, out, args.iters)
+                row(f"{name} rows{r}", n,
+                    cuda_time_ms(lambda: exe_r(*targs, out=out), args.iters),
+                    kern_r, copy, None, None, nbytes)
     for name, dt in GATHERS:
         if args.only and args.only not in name:
             continue

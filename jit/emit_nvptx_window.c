@@ -40,16 +40,21 @@
 #define kMaxRows 4  // output rows a thread, at most
 
 // The launch shape, shared by the emitter and the launch: |*rows| output
-// rows a thread, |*items| work items a plane (depth x row blocks x
-// columns), |*per_block| planes a block (1 where a plane spans blocks).
-static void window_shape(const tj_kir_t* k, int32_t* rows, int64_t* items,
-                         int64_t* per_block) {
+// rows a thread (|rows_wanted| where it is 1 to kMaxRows, else chosen
+// here; the launch passes the emitter's, tj_nvptx_kernel_t.tile_m),
+// |*items| work items a plane (depth x row blocks x columns),
+// |*per_block| planes a block (1 where a plane spans blocks).
+static void window_shape(const tj_kir_t* k, int32_t rows_wanted, int32_t* rows,
+                         int64_t* items, int64_t* per_block) {
   const tj_kir_conv_t* cv = &k->conv;
   const int32_t ns = cv->spatial;
   int64_t od[3] = {1, 1, 1};
   for (int32_t i = 0; i < ns; ++i) od[3 - ns + i] = k->dims[2 + i].value;
   int32_t r = 1;
-  if (ns >= 2) {
+  if (ns >= 2 && rows_wanted >= 1 && rows_wanted <= kMaxRows) {
+    r = rows_wanted;
+    if (od[1] < r) r = (int32_t)(od[1] > 0 ? od[1] : 1);
+  } else if (ns >= 2) {
     // A row block reuses its tap rows; but at a small output (a batch-1
     // 7x7 layer) fewer, larger items would leave SMs idle.
     int64_t n = tj_kir_ival_is_const(k->dims[0], k->dims[0].value)
@@ -177,7 +182,7 @@ tj_status_t tj_nvptx_emit_window(tj_nvptx_emit_t* nv) {
         k->name, (long long)taps, (long long)ins, TJ_NVPTX_WINDOW_MAX_TAPS);
   int32_t R;
   int64_t items, per_block;
-  window_shape(k, &R, &items, &per_block);
+  window_shape(k, nv->options.window_rows, &R, &items, &per_block);
   nv->info->threads = kThreads;
   nv->info->tile_m = R;
   const int64_t rb = (od[1] + R - 1) / R;
@@ -378,7 +383,7 @@ tj_status_t tj_nvptx_window_launch(const tj_kir_t* k,
     return tj_invalid("kernel @%s: batch is %lld", k->name, (long long)n);
   int32_t rows;
   int64_t items, per_block, planes;
-  window_shape(k, &rows, &items, &per_block);
+  window_shape(k, info->tile_m, &rows, &items, &per_block);
   if (tj_mul_overflow_i64(n, k->dims[1].value, &planes))
     return tj_invalid("kernel @%s: batch %lld overflows", k->name,
                       (long long)n);

@@ -327,6 +327,10 @@ typedef struct tj_nvptx_options_t {
   // not a constant, and TJ_NVPTX_CONV=wgmma-plain / wgmma64-plain (for
   // measuring what the preparation brings).
   bool conv_plain_weight;
+  // The direct window kernel's output rows a thread (1, 2 or 4; 0: its
+  // own choice, window_shape in emit_nvptx_window.c): TJ_NVPTX_CONV=
+  // window-rows1 / -rows2 / -rows4, for A/B comparisons.
+  int32_t window_rows;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

@@ -5,7 +5,9 @@
 // windows: each case one kernel, no graph break, one executable with a
 // symbolic batch run at N = 3, 1 and 0: depthwise 3x3 at stride 1 and 2,
 // a depth multiplier of 2 (O = 2 C), dilation, asymmetric pads, 1D and
-// 3D, with and without bias; max_pool 3x3/2 (resnet's stem pool), ceil_mode
+// 3D, with and without bias, each also with 2 and 4 output rows a thread
+// (TJ_NVPTX_CONV=window-rows2/4; the default takes row blocks only on
+// large outputs); max_pool 3x3/2 (resnet's stem pool), ceil_mode
 // (windows past the end), dilation, 3D, and NaNs in x (a window holding
 // one gives NaN, as the reference); avg_pool with and without
 // count_include_pad, with ceil_mode (taps past the declared pads never
@@ -38,6 +40,9 @@
 #include "tests/cuda/cuda_test_util.h"
 
 static tj_context_t* g_ctx;
+// TJ_NVPTX_CONV=window-rows2 and window-rows4: the window kernel's row
+// blocks, which the default takes only on large outputs.
+static tj_context_t* g_rows_ctx[2];
 
 typedef enum wop_e { W_DEPTHWISE, W_MAX, W_AVG } wop_t;
 
@@ -249,9 +254,10 @@ static int64_t taps_of(const wcase_t* c) {
 
 // y = op(x), the batch the symbol N; |xd| and |wd| get x's and w's dims
 // (x's batch the symbol).
-static tj_graph_t* build_window(const wcase_t* c, int64_t* xd, int64_t* wd) {
+static tj_graph_t* build_window(tj_context_t* ctx, const wcase_t* c,
+                                int64_t* xd, int64_t* wd) {
   tj_graph_t* g = NULL;
-  CHECK_OK(tj_graph_create(g_ctx, "cuda_window", &g));
+  CHECK_OK(tj_graph_create(ctx, "cuda_window", &g));
   if (!g) return NULL;
   const int32_t r = c->n + 2;
   xd[0] = tj_graph_symbol(g, "N");
@@ -291,10 +297,10 @@ static tj_executable_t* compile_cuda(tj_graph_t* g) {
   return exe;
 }
 
-static void run_window(const wcase_t* c) {
+static void run_window(tj_context_t* ctx, const wcase_t* c) {
   const int32_t r = c->n + 2;
   int64_t xd[5], wd[5];
-  tj_graph_t* g = build_window(c, xd, wd);
+  tj_graph_t* g = build_window(ctx, c, xd, wd);
   tj_executable_t* exe = g ? compile_cuda(g) : NULL;
   if (!exe) {
     tj_graph_destroy(g);
@@ -376,7 +382,15 @@ static void run_window(const wcase_t* c) {
 }
 
 TEST(windows) {
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kWindows); ++i) run_window(&kWindows[i]);
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(kWindows); ++i)
+    run_window(g_ctx, &kWindows[i]);
+}
+
+TEST(windows_row_blocks) {
+  for (size_t j = 0; j < TJ_ARRAY_SIZE(g_rows_ctx); ++j) {
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(kWindows); ++i)
+      run_window(g_rows_ctx[j], &kWindows[i]);
+  }
 }
 
 //===--- gather ---===//
@@ -500,9 +514,19 @@ int main(int argc, char** argv) {
   tj_cuda_device_destroy(device);
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // Settings are read when a context is created.
+  unsetenv("TJ_NVPTX_CONV");
   CHECK_OK(tj_context_create(&o, &g_ctx));
+  setenv("TJ_NVPTX_CONV", "window-rows2", 1);
+  CHECK_OK(tj_context_create(&o, &g_rows_ctx[0]));
+  setenv("TJ_NVPTX_CONV", "window-rows4", 1);
+  CHECK_OK(tj_context_create(&o, &g_rows_ctx[1]));
+  unsetenv("TJ_NVPTX_CONV");
   RUN_SELECTED(windows);
+  RUN_SELECTED(windows_row_blocks);
   RUN_SELECTED(gathers);
+  tj_context_destroy(g_rows_ctx[1]);
+  tj_context_destroy(g_rows_ctx[0]);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }

@@ -3,20 +3,24 @@
 // 3D, a depth multiplier) are each one kernel on CUDA (the direct window
 // kernel, jit/emit_nvptx_window.c; no pad boxes, no graph break), with a
 // symbolic and a constant batch; a window of more taps than the kernel
-// unrolls still compiles (decomposed). The embedding gather [V, 768] of
-// f32 and bf16 rows reads each row by 16-byte loads (ld.global.v4: the
-// row's offset is the clamped id times 768, a multiple of the lanes;
+// unrolls still compiles (decomposed); every case also with 2 and 4 output
+// rows a thread (TJ_NVPTX_CONV=window-rows2/4). The embedding gather [V, 768]
+// of f32 and bf16 rows reads each row by 16-byte loads (ld.global.v4: the row's
+// offset is the clamped id times 768, a multiple of the lanes;
 // jit/emit_llvm.c's known_pow2_factor), and a row of 7 by scalar loads
 // only. Every module is assembled by ptxas -arch=sm_90a when the test is
 // given its path. Numbers on the GPU: tests/cuda/cuda_window_test.c.
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/unit/ptx_check.h"
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
+// TJ_NVPTX_CONV=window-rows2 / window-rows4: the kernel's row blocks forced.
+static tj_context_t* g_rows_ctx[2];
 
 typedef struct wcase_t {
   const char* name;
@@ -126,9 +130,9 @@ static const wcase_t kCases[] = {
      0},
 };
 
-static tj_graph_t* build_window(const wcase_t* c) {
+static tj_graph_t* build_window(tj_context_t* ctx, const wcase_t* c) {
   tj_graph_t* g = NULL;
-  CHECK_OK(tj_graph_create(g_ctx, c->name, &g));
+  CHECK_OK(tj_graph_create(ctx, c->name, &g));
   if (!g) return NULL;
   const int32_t r = c->n + 2;
   int64_t xd[5], wd[5];
@@ -176,9 +180,10 @@ static int count_lines(const char* ptx, const char* a, const char* b) {
 
 TEST(windows) {
   tj_allocator_t al = tj_allocator_system();
-  for (size_t i = 0; i < TJ_ARRAY_SIZE(kCases); ++i) {
-    const wcase_t* c = &kCases[i];
-    tj_graph_t* g = build_window(c);
+  for (size_t i = 0; i < 3 * TJ_ARRAY_SIZE(kCases); ++i) {
+    const wcase_t* c = &kCases[i % TJ_ARRAY_SIZE(kCases)];
+    const size_t v = i / TJ_ARRAY_SIZE(kCases);
+    tj_graph_t* g = build_window(v ? g_rows_ctx[v - 1] : g_ctx, c);
     if (!g) continue;
     tj_cuda_offline_ptx_t ptx;
     memset(&ptx, 0, sizeof(ptx));
@@ -248,9 +253,18 @@ int main(int argc, char** argv) {
   if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // Settings are read when a context is created.
+  unsetenv("TJ_NVPTX_CONV");
   CHECK_OK(tj_context_create(&o, &g_ctx));
+  setenv("TJ_NVPTX_CONV", "window-rows2", 1);
+  CHECK_OK(tj_context_create(&o, &g_rows_ctx[0]));
+  setenv("TJ_NVPTX_CONV", "window-rows4", 1);
+  CHECK_OK(tj_context_create(&o, &g_rows_ctx[1]));
+  unsetenv("TJ_NVPTX_CONV");
   RUN_TEST(windows);
   RUN_TEST(gather_rows);
+  tj_context_destroy(g_rows_ctx[1]);
+  tj_context_destroy(g_rows_ctx[0]);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
