@@ -4,7 +4,8 @@
 // kernel, jit/emit_nvptx_window.c; no pad boxes, no graph break), with a
 // symbolic and a constant batch; a window of more taps than the kernel
 // unrolls still compiles (decomposed); every case also with 2 and 4 output
-// rows a thread (TJ_NVPTX_CONV=window-rows2/4). The embedding gather [V, 768]
+// rows a thread (TJ_NVPTX_CONV=window-rows2/4), its registers printed and
+// no spills allowed. The embedding gather [V, 768]
 // of f32 and bf16 rows reads each row by 16-byte loads (ld.global.v4: the row's
 // offset is the clamped id times 768, a multiple of the lanes;
 // jit/emit_llvm.c's known_pow2_factor), and a row of 7 by scalar loads
@@ -162,6 +163,41 @@ static tj_graph_t* build_window(tj_context_t* ctx, const wcase_t* c) {
   return g;
 }
 
+// |ptx| through ptxas -v for sm_90a ("" skips it): fails on an error,
+// prints each kernel's registers and spills, and returns the spill bytes.
+static long assemble_verbose(const char* what, const char* ptx) {
+  if (!g_ptxas[0] || !ptx) return 0;
+  char path[] = "/tmp/tj_window_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) return 0;
+  fputs(ptx, f);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
+           g_ptxas, path);
+  FILE* p = popen(cmd, "r");
+  long spills = 0;
+  char line[512];
+  while (p && fgets(line, sizeof(line), p)) {
+    const char* u = strstr(line, "Used ");
+    const char* sp = strstr(line, "bytes spill stores");
+    if (u) printf("#   %s: %s", what, u);
+    if (sp) {
+      const char* q = sp;
+      while (q > line && q[-1] == ' ') --q;
+      while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
+      spills += strtol(q, NULL, 10);
+    }
+  }
+  int rc = p ? pclose(p) : -1;
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  remove(path);
+  return spills;
+}
+
 // The number of lines of |ptx| that hold both |a| and |b|.
 static int count_lines(const char* ptx, const char* a, const char* b) {
   int n = 0;
@@ -196,7 +232,14 @@ TEST(windows) {
     } else {
       CHECK(ptx.num_kernels >= 1);
     }
-    tj_test_assemble_ptx(g_ptxas, c->name, ptx.ptx);
+    // The window kernel keeps its taps and rows in registers: no spills.
+    char what[96];
+    snprintf(what, sizeof(what), "%s rows %s", c->name,
+             v == 0   ? "auto"
+             : v == 1 ? "2"
+                      : "4");
+    long spills = assemble_verbose(what, ptx.ptx);
+    if (c->kernels) CHECK_EQ_INT(0, spills);
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
     tj_graph_destroy(g);
   }
