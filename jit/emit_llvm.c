@@ -739,15 +739,67 @@ static LLVMValueRef load_at_piecewise(tj_emit_t* em,
   return phi;
 }
 
+// The power of two that integer instruction |i| of |ph| is known to be a
+// multiple of, as a count of trailing zero bits (63 for 0), up to |depth|
+// instructions back: constants, and sums, products, maxima, minima,
+// selects and casts of them. A gather's offset, the clamped index times
+// the row's constant stride (kir/lower_gather.c), is a multiple of that
+// stride's power of two. Bits below the result's width survive wrapping.
+static int32_t known_pow2_factor(const tj_kir_phase_t* ph, uint32_t i,
+                                 int32_t depth) {
+  const tj_kir_inst_t* in = &ph->insts[i];
+  if (depth <= 0 || tj_dtype_is_float(in->dtype)) return 0;
+  if (in->kind == TJ_KIR_CONST) {
+    uint64_t v = (uint64_t)in->ivalue;
+    int32_t tz = 0;
+    if (v == 0) return 63;
+    while (!(v & 1) && tz < 63) {
+      v >>= 1;
+      ++tz;
+    }
+    return tz;
+  }
+  if (in->kind != TJ_KIR_OP) return 0;
+  int32_t a =
+      in->num_args > 0 ? known_pow2_factor(ph, in->args[0], depth - 1) : 0;
+  switch (in->op) {
+    case TJ_OP_CAST:
+      return tj_dtype_is_float(ph->insts[in->args[0]].dtype) ? 0 : a;
+    case TJ_OP_MUL: {
+      int32_t t = a + known_pow2_factor(ph, in->args[1], depth - 1);
+      return t > 63 ? 63 : t;
+    }
+    case TJ_OP_ADD:
+    case TJ_OP_SUB:
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM: {
+      int32_t c = known_pow2_factor(ph, in->args[1], depth - 1);
+      return a < c ? a : c;
+    }
+    case TJ_OP_WHERE: {
+      int32_t x = known_pow2_factor(ph, in->args[1], depth - 1);
+      int32_t y = known_pow2_factor(ph, in->args[2], depth - 1);
+      return x < y ? x : y;
+    }
+    default:
+      return 0;
+  }
+}
+
 // Buffer |b| at |point| plus |offs| elements (i64, one per lane): a
 // scalar load; a vector load when every lane has the same offset
 // (|uniform|: a gathered row read along its unit-stride dim, the
 // embedding lookup) and the buffer walks the lanes with stride 1; else a
 // masked gather of every lane's address. Never cached: the address
-// depends on a value, not only on the point.
+// depends on a value, not only on the point. Where |offs| is known to be
+// a multiple of the lanes (|pow2_factor|, known_pow2_factor), the vector
+// load carries TJ_EMIT_MD_LANES_ALIGNED: an emitter that knows the
+// point's address is aligned to the vector (NVPTX's vector path,
+// tj_nvptx_align_accesses) may align this load too, so that it is one
+// 16-byte load and not one per lane.
 static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
                             uint32_t b, LLVMValueRef offs, bool uniform,
-                            bool piecewise) {
+                            bool piecewise, int32_t pow2_factor) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
   LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
   unsigned align = elem_bytes(buf->dtype);
@@ -766,6 +818,14 @@ static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
     } else {
       v = LLVMBuildLoad2(em->b, vt, p, buf->name);
       LLVMSetAlignment(v, align);
+      if (pow2_factor >= 30 || ((int64_t)1 << pow2_factor) % lanes == 0) {
+        unsigned kind = LLVMGetMDKindIDInContext(
+            em->ctx, TJ_EMIT_MD_LANES_ALIGNED,
+            (unsigned)strlen(TJ_EMIT_MD_LANES_ALIGNED));
+        LLVMSetMetadata(v, kind,
+                        LLVMMetadataAsValue(
+                            em->ctx, LLVMMDNodeInContext2(em->ctx, NULL, 0)));
+      }
     }
     return widen(em, buf->dtype, v);
   }
@@ -819,6 +879,14 @@ void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
       LLVMTypeRef types[2] = {LLVMTypeOf(v), em->t_ptr};
       LLVMValueRef args[4] = {v, point->ptr[b], align_v, point->mask};
       tj_emit_intrinsic(em, "llvm.masked.store", types, 2, args, 4);
+    } else if (em->nontemporal_stores && lanes > 1 &&
+               buf->role == TJ_KIR_OUTPUT) {
+      LLVMValueRef st = LLVMBuildStore(em->b, v, point->ptr[b]);
+      LLVMSetAlignment(st, align * (unsigned)lanes);
+      LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0));
+      LLVMSetMetadata(
+          st, LLVMGetMDKindIDInContext(em->ctx, "nontemporal", 11),
+          LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, &one, 1)));
     } else {
       LLVMSetAlignment(LLVMBuildStore(em->b, v, point->ptr[b]), align);
     }
@@ -1654,7 +1722,8 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         vals[i] =
             load_at(em, point, in->ref, vals[in->args[0]], uniform[in->args[0]],
                     phase->insts[in->args[0]].kind == TJ_KIR_OP &&
-                        phase->insts[in->args[0]].op == TJ_OP_WHERE);
+                        phase->insts[in->args[0]].op == TJ_OP_WHERE,
+                    known_pow2_factor(phase, in->args[0], 16));
         break;
       case TJ_KIR_CONST:
         vals[i] = tj_dtype_is_float(in->dtype)

@@ -107,7 +107,18 @@ typedef struct tj_emit_t {
   LLVMValueRef gemm_k;                     // i64
   tj_status_t error;  // first emission error; emission stops adding code
   struct tj_emit_load_cache_t* load_cache;  // NULL: every load is emitted
+  // Unmasked vector stores of stride 1 into OUTPUT buffers are
+  // non-temporal and aligned to the vector (the caller checked that the
+  // point's address is): x86's pointwise gather of rows past the caches
+  // (emit_pointwise.c), which would otherwise read each output line in
+  // before writing it.
+  bool nontemporal_stores;
 } tj_emit_t;
+
+// The metadata kind (no operands) on a vector load at a point plus an
+// offset known to be a multiple of its lanes (a gathered row:
+// jit/emit_llvm.c's load_at): aligned where the point is.
+#define TJ_EMIT_MD_LANES_ALIGNED "tj.lanes_aligned"
 
 // Loads already emitted, reused by tj_emit_load instead of loading again:
 // a template that evaluates a buffer at the same point several times (the

@@ -86,9 +86,18 @@ static int32_t elem_size(tj_dtype_t dtype) {
   return (int32_t)tj_dtype_size(dtype);
 }
 
+// Vector accesses at |point|'s address of a buffer of stride 1 along the
+// lanes take the vector's alignment (the callers' vector paths check that
+// each such address is aligned), and so do vector loads at that address
+// plus an offset known to be a multiple of the lanes
+// (TJ_EMIT_MD_LANES_ALIGNED: a gathered row, which would otherwise be
+// |lanes| scalar loads).
 void tj_nvptx_align_accesses(tj_nvptx_emit_t* nv, const tj_emit_point_t* point,
                              int32_t lanes) {
   const tj_kir_t* k = nv->em.k;
+  unsigned md_kind =
+      LLVMGetMDKindIDInContext(nv->em.ctx, TJ_EMIT_MD_LANES_ALIGNED,
+                               (unsigned)strlen(TJ_EMIT_MD_LANES_ALIGNED));
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(nv->em.fn); bb;
        bb = LLVMGetNextBasicBlock(bb)) {
     for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;
@@ -99,6 +108,10 @@ void tj_nvptx_align_accesses(tj_nvptx_emit_t* nv, const tj_emit_point_t* point,
       LLVMTypeRef vt =
           op == LLVMLoad ? LLVMTypeOf(in) : LLVMTypeOf(LLVMGetOperand(in, 0));
       if (LLVMGetTypeKind(vt) != LLVMVectorTypeKind) continue;
+      if (op == LLVMLoad && LLVMGetMetadata(in, md_kind) &&
+          LLVMIsAGetElementPtrInst(ptr)) {
+        ptr = LLVMGetOperand(ptr, 0);  // the point's address
+      }
       for (uint32_t b = 0; b < k->num_buffers; ++b) {
         if (point->ptr[b] == ptr &&
             tj_kir_ival_is_const(k->buffers[b].strides[point->vdim], 1)) {

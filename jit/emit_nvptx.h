@@ -45,7 +45,10 @@
 //               patch tile gathered from x through the window by cp.async
 //               (zero-filled padding), FFMA register tiles or TF32
 //               mma.sync (gemm_tf32), or TF32 wgmma on sm_90a
-//               (conv_kernel). See emit_nvptx_conv.c.
+//               (conv_kernel). See emit_nvptx_conv.c. Its direct window
+//               variant (depthwise conv, max/avg pool): a thread per
+//               output column of a few rows, every tap unrolled, x read in
+//               place. See emit_nvptx_window.c.
 //
 // A compiled kernel is a __global__ function "tj_kernel_<name>" whose
 // parameters are the buffers' device pointers in declaration order, then
@@ -152,6 +155,16 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* kernel,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out_launch);
+
+// The CONV template's direct window variant (emit_nvptx_window.c, cudabw):
+// a depthwise conv, max_pool or avg_pool (tj_kir_conv_t.window) of at most
+// TJ_NVPTX_WINDOW_MAX_TAPS taps, f32, no epilogue. tj_nvptx_emit_conv and
+// tj_nvptx_conv_launch hand such kernels to these.
+tj_status_t tj_nvptx_emit_window(tj_nvptx_emit_t* nv);
+tj_status_t tj_nvptx_window_launch(const tj_kir_t* kernel,
+                                   const tj_nvptx_kernel_t* info,
+                                   const int64_t* scalars,
+                                   tj_nvptx_launch_t* out_launch);
 
 // The wgmma main loop (emit_nvptx_wgmma.c), sm_90a: what the GEMM
 // template hands it.

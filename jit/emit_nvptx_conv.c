@@ -1441,19 +1441,8 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   const tj_kir_t* k = em->k;
   const tj_kir_conv_t* cv = &k->conv;
   // The direct window kernels (depthwise conv, pools: kir/lower_window.c)
-  // are x86's (jit/emit_window.c); here they are refused, so that the
-  // group runs on the host where decompose did not split them (a pipeline
-  // without decompose), instead of running as the implicit GEMM of a
-  // dense conv.
-  if (cv->window != TJ_KIR_WINDOW_GEMM) {
-    static const char* const kWindows[] = {"dense", "depthwise", "max_pool",
-                                           "avg_pool", "avg_pool"};
-    return tj_unsupported("kernel @%s: no NVPTX kernel for a %s window",
-                          k->name,
-                          cv->window >= 0 && cv->window <= TJ_KIR_WINDOW_AVG_PAD
-                              ? kWindows[cv->window]
-                              : "unknown");
-  }
+  // have their own (emit_nvptx_window.c).
+  if (cv->window != TJ_KIR_WINDOW_GEMM) return tj_nvptx_emit_window(nv);
   conv_t g;
   memset(&g, 0, sizeof(g));
   g.nv = nv;
@@ -1676,6 +1665,8 @@ tj_status_t tj_nvptx_conv_launch(const tj_kir_t* k,
                                  const tj_nvptx_kernel_t* info,
                                  const int64_t* scalars, int32_t num_sms,
                                  tj_nvptx_launch_t* out) {
+  if (k->conv.window != TJ_KIR_WINDOW_GEMM)
+    return tj_nvptx_window_launch(k, info, scalars, out);
   int64_t n = tj_kir_ival_eval(k->dims[0], scalars);
   if (n < 0)
     return tj_invalid("kernel @%s: batch is %lld", k->name, (long long)n);

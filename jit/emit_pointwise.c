@@ -127,6 +127,72 @@ static tj_status_t line_map(tj_emit_t* em, const tj_kir_phase_t* phase,
   return NULL;
 }
 
+// A gathered output of at least this many bytes is written by
+// non-temporal stores (x86): past the caches, an ordinary store reads each
+// line in before writing it, 3 bytes moved for 2 (issue 15: the embedding
+// gather [8192 of 50000 x 768] at 0.55 of memcpy's bandwidth).
+#define kNontemporalMinBytes (INT64_C(8) << 20)
+
+// Whether |k| reads rows by index (a LOAD_AT: gather) and writes every
+// output with stride 1 along the lines, its constant outer strides
+// multiples of |lanes|: the kernels whose stores may be non-temporal.
+static bool gathers_rows(const tj_kir_t* k, int32_t vd, int32_t lanes) {
+  const tj_kir_phase_t* ph = &k->phases[0];
+  bool at = false;
+  for (uint32_t i = 0; i < ph->num_insts; ++i)
+    at |= ph->insts[i].kind == TJ_KIR_LOAD_AT;
+  if (!at) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_OUTPUT) continue;
+    if (!tj_kir_ival_is_const(buf->strides[vd], 1)) return false;
+    for (int32_t d = 0; d < vd; ++d) {
+      if (buf->strides[d].param < 0 && buf->strides[d].value % lanes != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+// True at run time where the outputs are large enough for non-temporal
+// stores and every vector of them is aligned: each output's base, and its
+// strides along the outer dims, multiples of the vector (a line's blocks
+// start at multiples of TJ_KIR_POINTWISE_BLOCK, a multiple of it).
+static LLVMValueRef nontemporal_ok(tj_emit_t* em, int32_t vd, int32_t lanes) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef elems = i64c(em, 1);
+  for (int32_t d = 0; d <= vd; ++d)
+    elems = LLVMBuildMul(b, elems, em->dim[d], "");
+  LLVMValueRef bytes = i64c(em, 0), ok = LLVMConstInt(em->t_i1, 1, 0);
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* buf = &k->buffers[i];
+    if (buf->role != TJ_KIR_OUTPUT) continue;
+    const int64_t es = (int64_t)tj_dtype_size(buf->dtype);
+    bytes =
+        LLVMBuildAdd(b, bytes, LLVMBuildMul(b, elems, i64c(em, es), ""), "");
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, em->base[i], em->t_i64, "");
+    ok = LLVMBuildAnd(
+        b, ok,
+        LLVMBuildICmp(b, LLVMIntEQ,
+                      LLVMBuildAnd(b, addr, i64c(em, lanes * es - 1), ""),
+                      i64c(em, 0), ""),
+        "");
+    for (int32_t d = 0; d < vd; ++d) {
+      ok = LLVMBuildAnd(b, ok,
+                        LLVMBuildICmp(b, LLVMIntEQ,
+                                      LLVMBuildSRem(b, tj_emit_stride(em, i, d),
+                                                    i64c(em, lanes), ""),
+                                      i64c(em, 0), ""),
+                        "");
+    }
+  }
+  return LLVMBuildAnd(
+      b, ok,
+      LLVMBuildICmp(b, LLVMIntSGE, bytes, i64c(em, kNontemporalMinBytes), ""),
+      "nontemporal");
+}
+
 tj_status_t tj_emit_pointwise(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   int32_t vd = k->rank - 1;
@@ -154,9 +220,29 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
         tj_emit_advance(em, b, line.ptr[b],
                         LLVMBuildMul(em->b, i0, tj_emit_stride(em, b, vd), ""));
   }
-  TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
+  const bool nt = line.lanes > 1 && gathers_rows(k, vd, line.lanes) &&
+                  TJ_KIR_POINTWISE_BLOCK % line.lanes == 0;
+  if (nt) {
+    // The check is invariant: LLVM hoists it out of the units' loop.
+    LLVMValueRef ok = nontemporal_ok(em, vd, line.lanes);
+    tj_emit_if_t big, small;
+    tj_emit_if_begin(em, &big, ok, "nt_lines");
+    em->nontemporal_stores = true;
+    tj_status_t s = tj_emit_line_map(em, &k->phases[0], &line, i0, len);
+    em->nontemporal_stores = false;
+    TJ_RETURN_IF_ERROR(s);
+    tj_emit_if_end(em, &big);
+    tj_emit_if_begin(em, &small, LLVMBuildNot(em->b, ok, ""), "lines");
+    TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
+    tj_emit_if_end(em, &small);
+  } else {
+    TJ_RETURN_IF_ERROR(tj_emit_line_map(em, &k->phases[0], &line, i0, len));
+  }
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(em->b);
   tj_emit_loop_end(em, &units);
+  // Non-temporal stores are weakly ordered: fence them before the kernel
+  // returns (and the pool's hand-off publishes the output).
+  if (nt) tj_emit_intrinsic(em, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
   // A scalar line of a known short length is unrolled whole, and the
   // vectorizer would then take the loop over the lines instead.
   if (line.lanes == 1) no_vectorize(em, LLVMGetBasicBlockTerminator(latch));

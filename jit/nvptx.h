@@ -53,6 +53,12 @@ tj_nvptx_arch_t tj_nvptx_target_arch(const tj_nvptx_target_t* target);
 
 //===--- kernels ---===//
 
+// The direct window kernel (cudabw, issue 15; jit/emit_nvptx_window.c)
+// unrolls every tap of a window: depthwise convs and pools of at most this
+// many taps stay whole on CUDA (lib/window.h's tj_window_direct), larger
+// ones decompose.
+#define TJ_NVPTX_WINDOW_MAX_TAPS 64
+
 // How a lowered kernel is launched; filled by tj_nvptx_emit_kernel.
 typedef struct tj_nvptx_kernel_t {
   char entry[224];  // the PTX entry name: "tj_kernel_" + <= 200 bytes
@@ -321,6 +327,10 @@ typedef struct tj_nvptx_options_t {
   // not a constant, and TJ_NVPTX_CONV=wgmma-plain / wgmma64-plain (for
   // measuring what the preparation brings).
   bool conv_plain_weight;
+  // The direct window kernel's output rows a thread (1, 2 or 4; 0: its
+  // own choice, window_shape in emit_nvptx_window.c): TJ_NVPTX_CONV=
+  // window-rows1 / -rows2 / -rows4, for A/B comparisons.
+  int32_t window_rows;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

@@ -54,4 +54,13 @@ static inline tj_window_t tj_window_of(const tj_attrs_t* a) {
 // Both backends' native_op hooks ask it, so they keep the same convs.
 bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node);
 
+// Whether node |node| of |g| is one the CONV template's direct window
+// variant takes whole (dwbw, issue 15; kir/lower_window.c, emitted by
+// jit/emit_window.c on x86 and jit/emit_nvptx_window.c on CUDA): a
+// depthwise conv (groups = C, one input channel a group) or a max/avg
+// pool, f32, 1 to 3 spatial axes, every size but the batch a constant,
+// and with |max_taps| > 0 at most that many taps a window (CUDA unrolls
+// them). Others (lp_pool, f16/bf16, symbolic spatial sizes) decompose.
+bool tj_window_direct(const tj_graph_t* g, uint32_t node, int64_t max_taps);
+
 #endif  // TJ_LIB_WINDOW_H_

@@ -114,11 +114,19 @@ static _Atomic(bool) g_warned_conv;
 // (*plain; for measuring what their preparation brings); unset or ""
 // leave the default; anything else warns once and leaves it too.
 static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context, bool* truncate,
-                                          bool* plain) {
+                                          bool* plain, int32_t* window_rows) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_CONV);
   *truncate = false;
   *plain = false;
+  *window_rows = 0;
   if (!v || !v[0]) return TJ_NVPTX_CONV_AUTO;
+  // cudabw: the direct window kernel's rows a thread (the TF32 conv's
+  // kernel left to its default).
+  if (strcmp(v, "window-rows1") == 0 || strcmp(v, "window-rows2") == 0 ||
+      strcmp(v, "window-rows4") == 0) {
+    *window_rows = v[strlen(v) - 1] - '0';
+    return TJ_NVPTX_CONV_AUTO;
+  }
   if (strcmp(v, "mma") == 0) return TJ_NVPTX_CONV_MMA_SYNC;
   *truncate = strcmp(v, "wgmma-trunc") == 0 || strcmp(v, "wgmma64-trunc") == 0;
   *plain = strcmp(v, "wgmma-plain") == 0 || strcmp(v, "wgmma64-plain") == 0;
@@ -130,8 +138,8 @@ static tj_nvptx_conv_kernel_t conv_kernel(tj_context_t* context, bool* truncate,
     return TJ_NVPTX_CONV_WGMMA_64;
   tj_warn_once(context, &g_warned_conv,
                "TJ_NVPTX_CONV: \"%.32s\" is none of mma, wgmma, wgmma64, "
-               "wgmma-trunc, wgmma64-trunc, wgmma-plain and wgmma64-plain "
-               "and is ignored",
+               "wgmma-trunc, wgmma64-trunc, wgmma-plain, wgmma64-plain and "
+               "window-rows1/2/4 and is ignored",
                v);
   return TJ_NVPTX_CONV_AUTO;
 }
@@ -171,8 +179,9 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
   p->nv_options.attention_kernel = attention_kernel(context);
-  p->nv_options.conv_kernel = conv_kernel(context, &p->nv_options.conv_truncate,
-                                          &p->nv_options.conv_plain_weight);
+  p->nv_options.conv_kernel =
+      conv_kernel(context, &p->nv_options.conv_truncate,
+                  &p->nv_options.conv_plain_weight, &p->nv_options.window_rows);
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
@@ -378,19 +387,20 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
   unsigned major, minor, patch;
   tj_nvptx_llvm_version(&major, &minor, &patch);
   char buf[256];
-  snprintf(
-      buf, sizeof(buf),
-      "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
-      "plain %d wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d "
-      "wqb256 %d wqcl %d wqpdl %d wqring %d",
-      major, minor, patch, (int)p->nv_options.approx_math,
-      (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
-      (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
-      (int)p->nv_options.conv_plain_weight, (int)p->nv_options.wqgemm_fma,
-      (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
-      (int)p->nv_options.wqgemm_tiled, (int)p->nv_options.wqgemm_splits,
-      (int)p->nv_options.wqgemm_blocks256, (int)p->nv_options.wqgemm_cluster,
-      (int)p->nv_options.wqgemm_programmatic, (int)p->nv_options.wqgemm_ring);
+  snprintf(buf, sizeof(buf),
+           "llvm %u.%u.%u approx %d tf32 %d attention %d conv %d trunc %d "
+           "plain %d wqfma %d wqmma %d wqsplit %d wqtiled %d wqsplits %d "
+           "wqb256 %d wqcl %d wqpdl %d wqring %d wrows %d",
+           major, minor, patch, (int)p->nv_options.approx_math,
+           (int)p->nv_options.gemm_tf32, (int)p->nv_options.attention_kernel,
+           (int)p->nv_options.conv_kernel, (int)p->nv_options.conv_truncate,
+           (int)p->nv_options.conv_plain_weight, (int)p->nv_options.wqgemm_fma,
+           (int)p->nv_options.wqgemm_mma, (int)!p->nv_options.wqgemm_no_split,
+           (int)p->nv_options.wqgemm_tiled, (int)p->nv_options.wqgemm_splits,
+           (int)p->nv_options.wqgemm_blocks256,
+           (int)p->nv_options.wqgemm_cluster,
+           (int)p->nv_options.wqgemm_programmatic,
+           (int)p->nv_options.wqgemm_ring, (int)p->nv_options.window_rows);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     const tj_kir_t* k = p->kernels[i].low->kernel;

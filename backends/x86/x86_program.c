@@ -930,34 +930,7 @@ static tj_status_t x86_prepare(void* target, void* program) {
 // masked lanes, instead of a pointwise kernel per pad box. Others (lp_pool,
 // f16/bf16, symbolic spatial sizes) decompose.
 static bool native_window(const tj_graph_t* g, const tj_node_t* n) {
-  const tj_node_t* x = &g->nodes[n->operands[0]];
-  const tj_window_t win = tj_window_of(&n->attrs);
-  if (n->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 || n->rank < 3 ||
-      n->rank > 5 || win.n != n->rank - 2 || x->rank != n->rank ||
-      win.kernel == NULL) {
-    return false;
-  }
-  if (n->op == TJ_OP_CONV) {
-    const tj_node_t* w = &g->nodes[n->operands[1]];
-    if (win.groups < 2 || x->dims[1] != win.groups ||
-        w->dtype != TJ_DTYPE_F32 || w->rank != n->rank || w->dims[1] != 1)
-      return false;
-    if (n->num_operands > 2 && n->operands[2] != TJ_NODE_NONE &&
-        g->nodes[n->operands[2]].dtype != TJ_DTYPE_F32)
-      return false;
-  }
-  for (int32_t d = 1; d < n->rank; ++d) {
-    // Lane coordinates are i32.
-    if (!tj_dim_is_const(x->dims[d]) || !tj_dim_is_const(n->dims[d]) ||
-        x->dims[d] > INT32_MAX / 4 || n->dims[d] > INT32_MAX / 4)
-      return false;
-  }
-  for (int32_t i = 0; i < win.n; ++i) {
-    if (win.kernel[i] > 1024 || win.strides[i] > 1024 ||
-        win.dilations[i] > 1024 || win.low[i] > 1024 || win.high[i] > 1024)
-      return false;
-  }
-  return x->dims[1] >= 1 && n->dims[1] % x->dims[1] == 0;
+  return tj_window_direct(g, (uint32_t)(n - g->nodes), 0);
 }
 
 // Issue 14: attention runs as one flash-attention kernel (the ATTENTION

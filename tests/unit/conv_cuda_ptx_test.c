@@ -740,29 +740,60 @@ TEST(launch_and_refusals) {
     expect(tj_nvptx_module_add_kernel(mod, big, NULL, &info),
            TJ_STATUS_UNSUPPORTED, "kernel @conv_big: conv of 238609294 x 9");
   tj_kir_destroy(big);
-  // A direct window kernel (a depthwise conv or a pool that reached
-  // lowering whole: a pipeline without decompose) is refused, so that it
-  // runs on the host, never as the dense implicit GEMM.
-  static const struct {
-    tj_kir_window_t window;
-    const char* name;
-  } kWindows[] = {{TJ_KIR_WINDOW_DEPTHWISE, "depthwise"},
-                  {TJ_KIR_WINDOW_MAX, "max_pool"},
-                  {TJ_KIR_WINDOW_AVG_PAD, "avg_pool"}};
+  // A direct window kernel (a depthwise conv or a pool: cudabw) takes the
+  // window emitter (jit/emit_nvptx_window.c): 256 threads; a [N, 6, 9, 11]
+  // output of one row a thread (the output is small): planes of 99 items,
+  // two a block, so N 3's 18 planes take 9 blocks. 6 output channels over
+  // x's 1: a depth multiplier of 6 for the depthwise conv.
+  static const tj_kir_window_t kWindows[] = {
+      TJ_KIR_WINDOW_DEPTHWISE, TJ_KIR_WINDOW_MAX, TJ_KIR_WINDOW_AVG_PAD};
   for (size_t i = 0; i < sizeof(kWindows) / sizeof(kWindows[0]); ++i) {
     tj_kir_t* win = make_kernel("conv_window", 1, 6, false);
     if (!win || !mod) {
       tj_kir_destroy(win);
       continue;
     }
-    win->conv.window = kWindows[i].window;
-    char want[64];
-    snprintf(want, sizeof(want), "no NVPTX kernel for a %s window",
-             kWindows[i].name);
-    expect(tj_nvptx_module_add_kernel(mod, win, NULL, &info),
-           TJ_STATUS_UNSUPPORTED, want);
+    win->conv.window = kWindows[i];
+    CHECK_OK(tj_nvptx_module_add_kernel(mod, win, NULL, &info));
+    CHECK_EQ_INT(256, info.threads);
+    CHECK_EQ_INT(0, info.shared_bytes);
+    CHECK(!info.conv_prepared);
+    int64_t sc[1] = {3};
+    tj_nvptx_launch_t l;
+    CHECK_OK(tj_nvptx_launch_config(win, &info, sc, 132, &l));
+    CHECK_EQ_INT(1, l.grid[0]);
+    CHECK_EQ_INT(9, l.grid[1]);
+    CHECK_EQ_INT(1, l.grid[2]);
+    CHECK_EQ_INT(256, l.block[0]);
+    CHECK_EQ_INT(0, l.zero_bytes);
+    CHECK(!l.empty);
+    int64_t none[1] = {0};
+    CHECK_OK(tj_nvptx_launch_config(win, &info, none, 132, &l));
+    CHECK(l.empty);
+    int64_t neg[1] = {-1};
+    expect(tj_nvptx_launch_config(win, &info, neg, 132, &l),
+           TJ_STATUS_INVALID_ARGUMENT, "batch is -1");
+    tj_nvptx_module_remove_kernel(mod, info.entry);
     tj_kir_destroy(win);
   }
+  // A window kernel with an epilogue (fuse never makes one) and one of
+  // more taps than the kernel unrolls: UNSUPPORTED.
+  tj_kir_t* win_relu = make_kernel("conv_window_relu", 1, 6, true);
+  if (win_relu && mod) {
+    win_relu->conv.window = TJ_KIR_WINDOW_MAX;
+    expect(tj_nvptx_module_add_kernel(mod, win_relu, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "a window kernel with an epilogue");
+  }
+  tj_kir_destroy(win_relu);
+  tj_kir_t* win_big = make_kernel("conv_window_big", 1, 6, false);
+  if (win_big && mod) {
+    win_big->conv.window = TJ_KIR_WINDOW_MAX;
+    win_big->conv.kernel[1] = 9;
+    win_big->conv.kernel[2] = 9;
+    expect(tj_nvptx_module_add_kernel(mod, win_big, NULL, &info),
+           TJ_STATUS_UNSUPPORTED, "a window of 81 taps");
+  }
+  tj_kir_destroy(win_big);
   tj_nvptx_module_destroy(mod);
   tj_nvptx_target_destroy(target);
 }
