@@ -113,9 +113,9 @@ static tj_status_t where(dec_t* d, uint32_t c, uint32_t a, uint32_t b,
   return tj_rewriter_append(&d->rw, &desc, out);
 }
 
-// A reduction over one axis, keeping it.
-static tj_status_t reduce(dec_t* d, tj_op_t op, uint32_t a, int64_t axis,
-                          uint32_t* out) {
+// A reduction over one axis, keeping it where |keepdims|.
+static tj_status_t reduce_axis(dec_t* d, tj_op_t op, uint32_t a, int64_t axis,
+                               bool keepdims, uint32_t* out) {
   tj_node_desc_t desc;
   memset(&desc, 0, sizeof(desc));
   desc.op = op;
@@ -123,8 +123,14 @@ static tj_status_t reduce(dec_t* d, tj_op_t op, uint32_t a, int64_t axis,
   desc.operands = &a;
   desc.attrs.ints = &axis;
   desc.attrs.num_ints = 1;
-  desc.attrs.keepdims = true;
+  desc.attrs.keepdims = keepdims;
   return tj_rewriter_append(&d->rw, &desc, out);
+}
+
+// A reduction over one axis, keeping it.
+static tj_status_t reduce(dec_t* d, tj_op_t op, uint32_t a, int64_t axis,
+                          uint32_t* out) {
+  return reduce_axis(d, op, a, axis, true, out);
 }
 
 // a (op) scalar c of a's dtype.
@@ -1610,15 +1616,8 @@ static tj_status_t matmul_reduction(dec_t* d, const tj_node_t* node, uint32_t a,
   TJ_RETURN_IF_ERROR(op2(d, TJ_OP_MUL, a3, b3, &p));
   // Summed without keepdims: [.., M, N] is the matmul's own shape unless
   // an operand was a vector (no copy kernel for a reshape).
-  int64_t k_axis = g->nodes[p].rank - 2;
-  tj_node_desc_t desc;
-  memset(&desc, 0, sizeof(desc));
-  desc.op = TJ_OP_SUM;
-  desc.num_operands = 1;
-  desc.operands = &p;
-  desc.attrs.ints = &k_axis;
-  desc.attrs.num_ints = 1;
-  TJ_RETURN_IF_ERROR(tj_rewriter_append(&d->rw, &desc, &s));
+  TJ_RETURN_IF_ERROR(
+      reduce_axis(d, TJ_OP_SUM, p, g->nodes[p].rank - 2, false, &s));
   if (!vector) {
     *out = s;
     return NULL;
