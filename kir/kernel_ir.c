@@ -1688,11 +1688,9 @@ static const char* carve_string(unsigned char** at, const char* s) {
   return p;
 }
 
-tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
-                        const char* const* buffer_names,
-                        tj_kir_t** out_kernel) {
-  *out_kernel = NULL;
-  const tj_kir_t* k = kernel;
+// What tj_kir_copy and tj_kir_borrow check of their arguments.
+static tj_status_t check_copy(const tj_kir_t* k, const char* name,
+                              const char* const* buffer_names) {
   if (!k->finalized || k->error) {
     return tj_internal("kernel @%s: only a finalized kernel is copied",
                        k->name);
@@ -1704,6 +1702,35 @@ tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
                         name, buffer_names[b] ? buffer_names[b] : "(null)");
     }
   }
+  return NULL;
+}
+
+// A copy of |k|'s struct (every scalar field; the caller makes the arrays it
+// owns) with an arena of its own holding one block of |total| bytes, |*at|.
+static tj_status_t new_copy(const tj_kir_t* k, size_t total, tj_kir_t** out,
+                            unsigned char** at) {
+  tj_allocator_t al = k->allocator;
+  tj_kir_t* c = tj_alloc(al, sizeof(*c));
+  if (!c) return tj_status_oom();
+  *c = *k;
+  tj_arena_initialize(&c->arena, al);
+  c->error = NULL;
+  *at = tj_arena_alloc(&c->arena, total);
+  if (!*at) {
+    tj_arena_deinitialize(&c->arena);
+    tj_free(al, c, sizeof(*c));
+    return tj_status_oom();
+  }
+  *out = c;
+  return NULL;
+}
+
+tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
+                        const char* const* buffer_names,
+                        tj_kir_t** out_kernel) {
+  *out_kernel = NULL;
+  const tj_kir_t* k = kernel;
+  TJ_RETURN_IF_ERROR(check_copy(k, name, buffer_names));
   // The copy is finalized, so its arrays never grow: the name, the arrays
   // and their strings are one block of its arena (a copy costs two
   // allocations, not one per array; a 24-layer stack copies 44 groups'
@@ -1719,18 +1746,9 @@ tj_status_t tj_kir_copy(const tj_kir_t* kernel, const char* name,
   total += piece(sizeof(tj_kir_phase_t) * k->num_phases);
   for (uint32_t f = 0; f < k->num_phases; ++f)
     total += piece(sizeof(tj_kir_inst_t) * k->phases[f].num_insts);
-  tj_allocator_t al = k->allocator;
-  tj_kir_t* c = tj_alloc(al, sizeof(*c));
-  if (!c) return tj_status_oom();
-  *c = *k;  // every scalar field; the arrays below are made the copy's own
-  tj_arena_initialize(&c->arena, al);
-  c->error = NULL;
-  unsigned char* at = tj_arena_alloc(&c->arena, total);
-  if (!at) {
-    tj_arena_deinitialize(&c->arena);
-    tj_free(al, c, sizeof(*c));
-    return tj_status_oom();
-  }
+  tj_kir_t* c;
+  unsigned char* at;
+  TJ_RETURN_IF_ERROR(new_copy(k, total, &c, &at));
   c->name = carve_string(&at, name);
   c->param_names = carve(&at, sizeof(char*) * k->num_params);
   for (uint32_t p = 0; p < k->num_params; ++p)
@@ -1761,17 +1779,7 @@ tj_status_t tj_kir_borrow(const tj_kir_t* kernel, const char* name,
                           tj_kir_t** out_kernel) {
   *out_kernel = NULL;
   const tj_kir_t* k = kernel;
-  if (!k->finalized || k->error) {
-    return tj_internal("kernel @%s: only a finalized kernel is copied",
-                       k->name);
-  }
-  TJ_RETURN_IF_ERROR(check_kernel_name(name));
-  for (uint32_t b = 0; b < k->num_buffers; ++b) {
-    if (!is_identifier(buffer_names[b])) {
-      return tj_invalid("kernel @%s: buffer name \"%s\" is not an identifier",
-                        name, buffer_names[b] ? buffer_names[b] : "(null)");
-    }
-  }
+  TJ_RETURN_IF_ERROR(check_copy(k, name, buffer_names));
   // Only the names are the copy's: its name and its buffers (each with its
   // name) in one block of its arena; the params and phases are |kernel|'s,
   // read in place (capacities 0: tj_kir_destroy frees none of them).
@@ -1779,18 +1787,9 @@ tj_status_t tj_kir_borrow(const tj_kir_t* kernel, const char* name,
   total += piece(sizeof(tj_kir_buffer_t) * k->num_buffers);
   for (uint32_t b = 0; b < k->num_buffers; ++b)
     total += piece(strlen(buffer_names[b]) + 1);
-  tj_allocator_t al = k->allocator;
-  tj_kir_t* c = tj_alloc(al, sizeof(*c));
-  if (!c) return tj_status_oom();
-  *c = *k;
-  tj_arena_initialize(&c->arena, al);
-  c->error = NULL;
-  unsigned char* at = tj_arena_alloc(&c->arena, total);
-  if (!at) {
-    tj_arena_deinitialize(&c->arena);
-    tj_free(al, c, sizeof(*c));
-    return tj_status_oom();
-  }
+  tj_kir_t* c;
+  unsigned char* at;
+  TJ_RETURN_IF_ERROR(new_copy(k, total, &c, &at));
   c->name = carve_string(&at, name);
   c->buffers = carve(&at, sizeof(tj_kir_buffer_t) * k->num_buffers);
   for (uint32_t b = 0; b < k->num_buffers; ++b) {
