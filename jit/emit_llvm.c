@@ -845,6 +845,32 @@ static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
   return gather_at(em, point, b, offs);
 }
 
+// prefetch_only's LOAD_AT: the first TJ_EMIT_PREFETCH_LINES lines of the
+// row a vector of one offset reads with stride 1, into L1 (a prefetch
+// never faults, so a row shorter than that costs nothing past its end).
+// Other LOAD_ATs (a gather lane by lane) are left to the hardware.
+static void prefetch_at(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
+                        LLVMValueRef offs, bool uniform) {
+  if (!uniform || point->lanes == 1 ||
+      vector_stride_kind(em, point, b) != STRIDE_UNIT)
+    return;
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMValueRef off0 =
+      LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0), "");
+  LLVMValueRef p = LLVMBuildGEP2(em->b, tj_emit_memory_type(em, buf->dtype),
+                                 point->ptr[b], &off0, 1, "ahead");
+  LLVMTypeRef pt = em->t_ptr;
+  for (int32_t line = 0; line < TJ_EMIT_PREFETCH_LINES; ++line) {
+    LLVMValueRef at = LLVMConstInt(em->t_i64, (unsigned long long)line * 64, 0);
+    LLVMValueRef args[4] = {
+        LLVMBuildGEP2(em->b, em->t_i8, p, &at, 1, ""),
+        LLVMConstInt(em->t_i32, 0, 0),   // read
+        LLVMConstInt(em->t_i32, 3, 0),   // keep in all levels
+        LLVMConstInt(em->t_i32, 1, 0)};  // data
+    tj_emit_intrinsic(em, "llvm.prefetch", &pt, 1, args, 4);
+  }
+}
+
 void tj_emit_store(tj_emit_t* em, const tj_emit_point_t* point, uint32_t b,
                    LLVMValueRef value) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
@@ -1716,9 +1742,20 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         tj_emit_vec(em, tj_emit_compute_type(em, in->dtype), lanes);
     switch (in->kind) {
       case TJ_KIR_LOAD:
-        vals[i] = tj_emit_load(em, point, in->ref);
+        // prefetch_only loads only what stays put along the vector (a
+        // gather's index): its point is in bounds, while a vector of a
+        // later unit may run past its line.
+        vals[i] = em->prefetch_only && !invariant[i]
+                      ? LLVMConstNull(ct)
+                      : tj_emit_load(em, point, in->ref);
         break;
       case TJ_KIR_LOAD_AT:
+        if (em->prefetch_only) {
+          prefetch_at(em, point, in->ref, vals[in->args[0]],
+                      uniform[in->args[0]]);
+          vals[i] = LLVMConstNull(ct);
+          break;
+        }
         vals[i] =
             load_at(em, point, in->ref, vals[in->args[0]], uniform[in->args[0]],
                     phase->insts[in->args[0]].kind == TJ_KIR_OP &&
@@ -1790,13 +1827,15 @@ tj_status_t tj_emit_body(tj_emit_t* em, const tj_kir_phase_t* phase,
         break;
       }
       case TJ_KIR_STORE:
-        tj_emit_store(em, point, in->ref, vals[in->args[0]]);
+        if (!em->prefetch_only)
+          tj_emit_store(em, point, in->ref, vals[in->args[0]]);
         break;
       case TJ_KIR_YIELD:
         if (out_yield) *out_yield = vals[in->args[0]];
         break;
       case TJ_KIR_STORE_AT:
-        store_at(em, point, in, vals[in->args[0]], vals[in->args[1]]);
+        if (!em->prefetch_only)
+          store_at(em, point, in, vals[in->args[0]], vals[in->args[1]]);
         break;
     }
   }

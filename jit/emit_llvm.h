@@ -113,7 +113,15 @@ typedef struct tj_emit_t {
   // (emit_pointwise.c), which would otherwise read each output line in
   // before writing it.
   bool nontemporal_stores;
+  // tj_emit_body emits no store: each row a uniform LOAD_AT reads (one
+  // offset for the whole vector, stride 1) is prefetched from its first
+  // TJ_EMIT_PREFETCH_LINES cache lines instead of loaded, and the values
+  // computed from it are dead. The pointwise gather (emit_pointwise.c) so
+  // touches a later unit's rows while it copies this unit's.
+  bool prefetch_only;
 } tj_emit_t;
+
+#define TJ_EMIT_PREFETCH_LINES 8
 
 // The metadata kind (no operands) on a vector load at a point plus an
 // offset known to be a multiple of its lanes (a gathered row:

@@ -193,6 +193,48 @@ static LLVMValueRef nontemporal_ok(tj_emit_t* em, int32_t vd, int32_t lanes) {
       "nontemporal");
 }
 
+// Prefetches the rows the unit |ahead| units after |u| gathers (when it is
+// one of this call's units): each row starts at a random place in its
+// table, where the hardware prefetchers first miss a few lines before
+// they follow it; touching a later row's first lines while this unit
+// copies its own hides that (the embedding gather [8192 of 50000 x 768],
+// a C model of the loop with rows drawn anew each run: 0.79 of memcpy
+// without, 0.96-1.00 with 2-4 rows ahead). |ahead| is a few KiB of rows.
+static tj_status_t prefetch_unit_ahead(tj_emit_t* em, LLVMValueRef u,
+                                       LLVMValueRef blocks) {
+  const tj_kir_t* k = em->k;
+  const int32_t vd = k->rank - 1;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef unit_len =
+      tj_emit_min_i64(em, em->dim[vd], i64c(em, TJ_KIR_POINTWISE_BLOCK));
+  LLVMValueRef ahead = tj_emit_min_i64(
+      em, i64c(em, 16),
+      LLVMBuildAdd(b, i64c(em, 2),
+                   LLVMBuildUDiv(b, i64c(em, 2048),
+                                 LLVMBuildOr(b, unit_len, i64c(em, 1), ""), ""),
+                   ""));
+  LLVMValueRef next = LLVMBuildAdd(b, u, ahead, "ahead");
+  tj_emit_if_t in_range;
+  tj_emit_if_begin(em, &in_range,
+                   LLVMBuildICmp(b, LLVMIntULT, next, em->arg_end, ""),
+                   "prefetch");
+  tj_emit_point_t line;
+  memset(&line, 0, sizeof(line));
+  line.lanes = em->target.lanes;
+  line.vdim = vd;
+  tj_emit_decompose(em, LLVMBuildUDiv(b, next, blocks, ""), vd, &line);
+  LLVMValueRef i0 = LLVMBuildMul(b, LLVMBuildURem(b, next, blocks, ""),
+                                 i64c(em, TJ_KIR_POINTWISE_BLOCK), "");
+  tj_emit_point_t p;
+  tj_emit_line_point(em, &line, i0, i64c(em, 0), &p);
+  p.mask = NULL;
+  em->prefetch_only = true;
+  tj_status_t status = tj_emit_body(em, &k->phases[0], &p, NULL);
+  em->prefetch_only = false;
+  tj_emit_if_end(em, &in_range);
+  return status;
+}
+
 tj_status_t tj_emit_pointwise(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   int32_t vd = k->rank - 1;
@@ -227,6 +269,7 @@ tj_status_t tj_emit_pointwise(tj_emit_t* em) {
     LLVMValueRef ok = nontemporal_ok(em, vd, line.lanes);
     tj_emit_if_t big, small;
     tj_emit_if_begin(em, &big, ok, "nt_lines");
+    TJ_RETURN_IF_ERROR(prefetch_unit_ahead(em, u, blocks));
     em->nontemporal_stores = true;
     tj_status_t s = tj_emit_line_map(em, &k->phases[0], &line, i0, len);
     em->nontemporal_stores = false;

@@ -11,7 +11,9 @@
 // and ids that are negative (counted from the end) or past either end
 // (clamped), i32 and i64, on 1 and 2 threads. The kernels' assembly
 // (TJ_DUMP_DIR's .s) must hold a non-temporal store (movnt*, every tier
-// has one) for the rows of 768 and 1536 and none for the rows of 7.
+// has one) for the rows of 768 and 1536 and none for the rows of 7, and
+// likewise a prefetch (prefetcht0) of a later unit's rows, which the
+// non-temporal path issues (emit_pointwise.c's prefetch_unit_ahead).
 
 #include <dirent.h>
 #include <stdio.h>
@@ -168,6 +170,10 @@ TEST(gathers_every_tier) {
             fprintf(stderr, "  %s: %s non-temporal store in the assembly\n",
                     name, nt ? "no" : "a");
           CHECK(dump_has(prefix, "movnt") == nt);
+          if (dump_has(prefix, "prefetcht0") != nt)
+            fprintf(stderr, "  %s: %s prefetch in the assembly\n", name,
+                    nt ? "no" : "a");
+          CHECK(dump_has(prefix, "prefetcht0") == nt);
           char what[48];
           snprintf(what, sizeof(what), "%s/%d", g_isa[ti], (int)threads);
           for (int r = 0; r < 2; ++r)
