@@ -669,6 +669,27 @@ static LLVMValueRef gather_at(tj_emit_t* em, const tj_emit_point_t* point,
                tj_emit_intrinsic(em, "llvm.masked.gather", types, 2, args, 4));
 }
 
+// The vector of buffer |b| at |point| plus |off0| elements along its
+// stride-1 vector dim, at |align| bytes (masked where the point is), in
+// memory form: a gathered row's vector.
+static LLVMValueRef vector_load_at(tj_emit_t* em, const tj_emit_point_t* point,
+                                   uint32_t b, LLVMValueRef off0,
+                                   unsigned align) {
+  const tj_kir_buffer_t* buf = &em->k->buffers[b];
+  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
+  LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &off0, 1, "at");
+  LLVMTypeRef vt = tj_emit_vec(em, mt, point->lanes);
+  if (point->mask) {
+    LLVMTypeRef types[2] = {vt, em->t_ptr};
+    LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
+                            LLVMConstNull(vt)};
+    return tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
+  }
+  LLVMValueRef v = LLVMBuildLoad2(em->b, vt, p, buf->name);
+  LLVMSetAlignment(v, align);
+  return v;
+}
+
 // A concat lowered as one select (kir/lower_select.c) reads through
 // offsets that a where picks per element by the concat coordinate: the
 // same in every lane of a vector that lies inside one input's range, which
@@ -683,7 +704,6 @@ static LLVMValueRef load_at_piecewise(tj_emit_t* em,
                                       LLVMValueRef offs) {
   const tj_kir_buffer_t* buf = &em->k->buffers[b];
   LLVMBuilderRef bld = em->b;
-  LLVMTypeRef mt = tj_emit_memory_type(em, buf->dtype);
   int32_t lanes = point->lanes;
   unsigned align = elem_bytes(buf->dtype);
   LLVMValueRef off0 =
@@ -712,19 +732,8 @@ static LLVMValueRef load_at_piecewise(tj_emit_t* em,
       LLVMAppendBasicBlockInContext(em->ctx, em->fn, "at.done");
   LLVMBuildCondBr(bld, same, vec_bb, gather_bb);
   LLVMPositionBuilderAtEnd(bld, vec_bb);
-  LLVMValueRef p = LLVMBuildGEP2(bld, mt, point->ptr[b], &off0, 1, "at");
-  LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
-  LLVMValueRef v;
-  if (point->mask) {
-    LLVMTypeRef types[2] = {vt, em->t_ptr};
-    LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
-                            LLVMConstNull(vt)};
-    v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
-  } else {
-    v = LLVMBuildLoad2(bld, vt, p, buf->name);
-    LLVMSetAlignment(v, align);
-  }
-  LLVMValueRef from_vec = widen(em, buf->dtype, v);
+  LLVMValueRef from_vec =
+      widen(em, buf->dtype, vector_load_at(em, point, b, off0, align));
   LLVMBasicBlockRef vec_end = LLVMGetInsertBlock(bld);
   LLVMBuildBr(bld, done_bb);
   LLVMPositionBuilderAtEnd(bld, gather_bb);
@@ -807,17 +816,8 @@ static LLVMValueRef load_at(tj_emit_t* em, const tj_emit_point_t* point,
   if (lanes > 1 && uniform && vector_stride_kind(em, point, b) == STRIDE_UNIT) {
     LLVMValueRef off0 =
         LLVMBuildExtractElement(em->b, offs, LLVMConstInt(em->t_i32, 0, 0), "");
-    LLVMValueRef p = LLVMBuildGEP2(em->b, mt, point->ptr[b], &off0, 1, "at");
-    LLVMTypeRef vt = tj_emit_vec(em, mt, lanes);
-    LLVMValueRef v;
-    if (point->mask) {
-      LLVMTypeRef types[2] = {vt, em->t_ptr};
-      LLVMValueRef args[4] = {p, LLVMConstInt(em->t_i32, align, 0), point->mask,
-                              LLVMConstNull(vt)};
-      v = tj_emit_intrinsic(em, "llvm.masked.load", types, 2, args, 4);
-    } else {
-      v = LLVMBuildLoad2(em->b, vt, p, buf->name);
-      LLVMSetAlignment(v, align);
+    LLVMValueRef v = vector_load_at(em, point, b, off0, align);
+    if (!point->mask) {
       if (pow2_factor >= 30 || ((int64_t)1 << pow2_factor) % lanes == 0) {
         unsigned kind = LLVMGetMDKindIDInContext(
             em->ctx, TJ_EMIT_MD_LANES_ALIGNED,
