@@ -214,6 +214,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.attention_views = exe->backend->attention_views &&
                         !setting_off(exe->context, TJ_SETTING_ATTENTION_VIEWS);
   ctx.concat_boxes = setting_off(exe->context, TJ_SETTING_CONCAT_SELECT);
+  ctx.layout = !setting_off(exe->context, TJ_SETTING_LAYOUT);
   if (!setting_off(exe->context, TJ_SETTING_DUAL_GEMM)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;

@@ -82,6 +82,11 @@ typedef enum tj_setting_e {
   // none (the shifted and packed variants by their rules), for A/B
   // comparisons and as a way back (issue 15, x86conv3).
   TJ_SETTING_X86_CONV = 17,
+  // TJ_LAYOUT (environment only): "off" leaves the transposes where the
+  // graph has them, where the layout pass sinks them through elementwise
+  // ops to their inverses (tj_pass_ctx_t.layout; issue 15), for A/B
+  // comparisons.
+  TJ_SETTING_LAYOUT = 18,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

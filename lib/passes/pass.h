@@ -121,6 +121,10 @@ typedef struct tj_pass_ctx_t {
   // (tj_fusion_t.concat_boxes, kir/lower_select.c). Off by default;
   // TJ_CONCAT_SELECT=off turns it on, for A/B comparisons.
   bool concat_boxes;
+  // layout (issue 15) in the default pipeline: transposes sunk through
+  // elementwise ops to their inverses. On by default; TJ_LAYOUT=off turns
+  // it off, for A/B comparisons.
+  bool layout;
   // Fusion: the most nodes in one group (Inductor's max_fusion_size).
   uint32_t fuse_max_nodes;
   // fuse: nodes that must be kernels of their own, by plan-graph node (NULL:

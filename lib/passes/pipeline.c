@@ -69,6 +69,7 @@ void tj_pass_ctx_initialize(tj_pass_ctx_t* ctx, tj_context_t* context) {
   ctx->match_attention = true;
   ctx->quant_matmul = true;
   ctx->region_template = true;
+  ctx->layout = true;
   const char* print_after = tj_setting(context, TJ_SETTING_PRINT_AFTER);
   if (print_after && *print_after) {
     ctx->print_after = print_after;
@@ -317,6 +318,14 @@ tj_status_t tj_pipeline_default_until(tj_pass_ctx_t* ctx, tj_plan_t* plan,
   // (constants it folds, shared subexpressions).
   TJ_RUN_PASS(ctx, plan, decompose);
   TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
+  // Transposes sunk through the elementwise ops to their inverses (a
+  // channels-last graph's convs); only graphs with a transpose can have
+  // them, and only a graph that changed needs the cleanup again.
+  if (ctx->layout && has_op(plan->graph, TJ_OP_TRANSPOSE)) {
+    const tj_graph_t* before = plan->graph;
+    TJ_RUN_PASS(ctx, plan, layout);
+    if (plan->graph != before) TJ_RETURN_IF_ERROR(cleanup(ctx, plan));
+  }
   TJ_STAGE_END(stage, "decompose");
   TJ_RUN_PASS(ctx, plan, fuse);
   TJ_STAGE_END(stage, "fuse");
