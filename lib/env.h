@@ -82,6 +82,13 @@ typedef enum tj_setting_e {
   // none (the shifted and packed variants by their rules), for A/B
   // comparisons and as a way back (issue 15, x86conv3).
   TJ_SETTING_X86_CONV = 17,
+  // TJ_NATIVE_TOPK (environment only): "off" runs an argtopk that no
+  // kernel template lowers (rows past decompose's native forms, rows of
+  // symbolic length) on the reference interpreter, a graph break, instead
+  // of argtopk's native host kernel (backends/runtime/host_topk.h;
+  // lastbreak, issue 15), for A/B comparisons and for the tests of the
+  // graph-break path.
+  TJ_SETTING_NATIVE_TOPK = 18,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

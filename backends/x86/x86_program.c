@@ -835,14 +835,15 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         tm->setup_ms += tj_now_ms() - t_start;
         t_start = tj_now_ms();
       }
+      tj_host_parallel_t par = tj_x86_runner_parallel(&t->runner);
       if (dynamic) {
         TJ_RETURN_IF_ERROR(tj_host_step_run_dynamic(
-            g, rp->allocator, &step->host, dsym, inputs, f->loc));
+            g, rp->allocator, &step->host, dsym, inputs, f->loc, &par));
         if (step->host.call)
           TJ_RETURN_IF_ERROR(prepare_after(t, p, f, dsym, s, scratch_bytes));
       } else {
         TJ_RETURN_IF_ERROR(tj_host_step_run(g, rp->allocator, &step->host, sym,
-                                            inputs, f->loc));
+                                            inputs, f->loc, &par));
       }
       if (tm) {
         double now = tj_now_ms();
