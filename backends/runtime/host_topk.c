@@ -77,13 +77,16 @@ static int32_t key_bits_of(tj_dtype_t dtype) {
 
 // A float's bits |b| (sign bit |sign|, +inf's magnitude |inf|) as an
 // unsigned key in the float's order: NaN (any sign, any payload) the
-// largest key, -0 and +0 one key.
+// largest key, -0 and +0 one key. Branch-free, so that fixed-length loops
+// of it vectorize.
 static inline uint32_t float_key32(uint32_t b, uint32_t sign, uint32_t inf) {
   uint32_t mask = sign * 2u - 1u;
   uint32_t mag = b & (sign - 1u);
-  if (mag > inf) return mask;
-  if (mag == 0) return sign;
-  return (b & sign) ? ~b & mask : b | sign;
+  // Negative: every bit flipped; positive: the sign bit set.
+  uint32_t flip = ((0u - ((b & sign) != 0)) & mask) | sign;
+  uint32_t u = b ^ flip;
+  u = mag == 0 ? sign : u;
+  return mag > inf ? mask : u;
 }
 
 static inline uint64_t float_key64(uint64_t b) {
@@ -218,17 +221,59 @@ static void sift_down64(uint64_t* h, int64_t count, int64_t i) {
   h[i] = v;
 }
 
-// The k smallest of (keys[j], j), ascending, into |h| (k entries).
-static void heap_select64(const uint32_t* keys, int64_t n, int64_t k,
+// Keys are looked at kBlock at a time: a block whose smallest key is no
+// better than the heap's worst (most of them, once the heap holds good
+// ones) costs its keys and a min, loops of a fixed length that vectorize.
+enum { kBlock = 16 };
+
+// The keys of the kBlock elements at |p| (complemented by |flip|).
+static inline void block_keys32(const topk_t* t, const unsigned char* p,
+                                uint32_t flip, uint32_t* blk) {
+  if (t->dtype == TJ_DTYPE_F32 && t->step == 1) {
+    for (int32_t i = 0; i < kBlock; ++i)
+      blk[i] = float_key32(ld32(p + 4 * i), 0x80000000u, 0x7f800000u) ^ flip;
+    return;
+  }
+  const ptrdiff_t s = (ptrdiff_t)(t->step * (int64_t)t->size);
+  for (int32_t i = 0; i < kBlock; ++i)
+    blk[i] = key32_at(t->dtype, p + i * s) ^ flip;
+}
+
+// The k smallest of (key_j, j) of the row at |row|, ascending, into |h|
+// (k entries), with no array of keys: the keys are made block by block.
+static void heap_select64(const topk_t* t, const unsigned char* row,
                           uint64_t* h) {
-  for (int64_t j = 0; j < k; ++j) h[j] = (uint64_t)keys[j] << 32 | (uint64_t)j;
+  const int64_t n = t->n, k = t->k;
+  const ptrdiff_t s = (ptrdiff_t)(t->step * (int64_t)t->size);
+  const uint32_t flip = !t->largest         ? 0
+                        : t->key_bits == 32 ? UINT32_MAX
+                                            : (1u << t->key_bits) - 1u;
+  for (int64_t j = 0; j < k; ++j) {
+    uint32_t key = key32_at(t->dtype, row + (ptrdiff_t)j * s) ^ flip;
+    h[j] = (uint64_t)key << 32 | (uint64_t)j;
+  }
   for (int64_t i = k / 2; i-- > 0;) sift_down64(h, k, i);
   // A later element ties the worst kept at a higher index: only a smaller
   // key gets in.
   uint32_t worst = (uint32_t)(h[0] >> 32);
-  for (int64_t j = k; j < n; ++j) {
-    if (keys[j] >= worst) continue;
-    h[0] = (uint64_t)keys[j] << 32 | (uint64_t)j;
+  int64_t j = k;
+  uint32_t blk[kBlock];
+  for (; j + kBlock <= n; j += kBlock) {
+    block_keys32(t, row + (ptrdiff_t)j * s, flip, blk);
+    uint32_t lo = blk[0];
+    for (int32_t i = 1; i < kBlock; ++i) lo = blk[i] < lo ? blk[i] : lo;
+    if (lo >= worst) continue;
+    for (int32_t i = 0; i < kBlock; ++i) {
+      if (blk[i] >= worst) continue;
+      h[0] = (uint64_t)blk[i] << 32 | (uint64_t)(j + i);
+      sift_down64(h, k, 0);
+      worst = (uint32_t)(h[0] >> 32);
+    }
+  }
+  for (; j < n; ++j) {
+    uint32_t key = key32_at(t->dtype, row + (ptrdiff_t)j * s) ^ flip;
+    if (key >= worst) continue;
+    h[0] = (uint64_t)key << 32 | (uint64_t)j;
     sift_down64(h, k, 0);
     worst = (uint32_t)(h[0] >> 32);
   }
@@ -378,7 +423,10 @@ static size_t slot_bytes_of(const topk_t* t) {
   size_t n = (size_t)t->n, k = (size_t)t->k;
   size_t key = t->wide ? sizeof(uint64_t) : sizeof(uint32_t);
   size_t pair = t->wide ? sizeof(wide_t) : sizeof(uint64_t);
-  size_t bytes = n * key + (by_heap(t) ? k : 2 * n) * pair;
+  // The narrow heap makes its keys as it goes; the pairs start 64-byte
+  // aligned after the keys.
+  size_t keys = by_heap(t) && !t->wide ? 0 : (n * key + 63) / 64 * 64;
+  size_t bytes = keys + (by_heap(t) ? k : 2 * n) * pair;
   return (bytes + 63) / 64 * 64;
 }
 
@@ -394,13 +442,14 @@ static void run_row(const topk_t* t, int64_t r, unsigned char* scratch) {
   int64_t* out = t->out + (r / t->inner) * t->k * t->inner + r % t->inner;
   const int64_t n = t->n, k = t->k, inner = t->inner;
   if (!t->wide) {
-    uint32_t* keys = (uint32_t*)scratch;
-    uint64_t* pairs = (uint64_t*)(scratch + (size_t)n * sizeof(uint32_t));
-    load_keys32(t, row, keys);
-    uint64_t* sorted = pairs;
+    uint64_t* sorted = (uint64_t*)scratch;
     if (by_heap(t)) {
-      heap_select64(keys, n, k, pairs);
+      heap_select64(t, row, sorted);
     } else {
+      uint32_t* keys = (uint32_t*)scratch;
+      uint64_t* pairs =
+          (uint64_t*)(scratch + ((size_t)n * sizeof(uint32_t) + 63) / 64 * 64);
+      load_keys32(t, row, keys);
       sorted = radix_sort64(keys, n, t->key_bits, pairs, pairs + n);
     }
     for (int64_t p = 0; p < k; ++p)
@@ -408,7 +457,8 @@ static void run_row(const topk_t* t, int64_t r, unsigned char* scratch) {
     return;
   }
   uint64_t* keys = (uint64_t*)scratch;
-  wide_t* pairs = (wide_t*)(scratch + (size_t)n * sizeof(uint64_t));
+  wide_t* pairs =
+      (wide_t*)(scratch + ((size_t)n * sizeof(uint64_t) + 63) / 64 * 64);
   load_keys64(t, row, keys);
   wide_t* sorted = pairs;
   if (by_heap(t)) {

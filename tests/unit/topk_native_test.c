@@ -12,8 +12,8 @@
 // [4, 4096], f16 / bf16 / f64 / integer rows, a sort along a symbolic axis
 // and the top-k along axis 0; TJ_LOG=graph_breaks says "native host
 // kernel" and nothing runs on the reference interpreter; TJ_NATIVE_TOPK=off
-// gives the graph break back with the same numbers; the failing-allocation
-// sweep over compile and run.
+// gives the graph break back with the same numbers; the scoreboard's host
+// call; the failing-allocation sweep over compile and run.
 
 #include <math.h>
 #include <stdlib.h>
@@ -489,6 +489,23 @@ TEST(log_and_native_off) {
   tj_context_destroy(ctx);
 }
 
+// The scoreboard (target-free) counts an argtopk left whole as a host
+// call from the fused stages on, not a kernel and not a graph break.
+TEST(scoreboard_counts_a_host_call) {
+  tj_graph_t* g = new_graph(g_ctx[0], "board");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){4, 300}, "x");
+  tj_graph_output(g, tj_graph_argsort(g, x, 1, false), "i");
+  tj_graph_output(g, tj_graph_relu(g, x), "r");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_scoreboard_t sb;
+  CHECK_OK(tj_graph_scoreboard(g, 0, NULL, NULL, &sb));
+  const tj_scoreboard_row_t* fused = &sb.rows[TJ_STAGE_FUSE];
+  CHECK_EQ_INT(1, (int)fused->host_calls);
+  CHECK_EQ_INT(1, (int)fused->kernels);  // the relu
+  CHECK_EQ_INT(0, (int)fused->graph_breaks);
+  tj_graph_destroy(g);
+}
+
 //===--- allocation failures ---===//
 
 // Compiles and runs top-20 of [3, 700] f32 (the native kernel's scratch
@@ -544,6 +561,7 @@ int main(void) {
   RUN_TEST(compiled_nan_zero_and_ties);
   RUN_TEST(compiled_symbolic_length);
   RUN_TEST(log_and_native_off);
+  RUN_TEST(scoreboard_counts_a_host_call);
   RUN_TEST(native_oom_sweep);
   for (int t = 0; t < kTiers; ++t) tj_context_destroy(g_ctx[t]);
   TEST_MAIN_END();
