@@ -248,9 +248,12 @@ static tj_graph_t* build_topk(tj_context_t* ctx) {
   return g;
 }
 
-static void check_compiled(const char* what, tj_dtype_t dtype, int64_t rows,
-                           int64_t n, int64_t k, int32_t axis, bool largest,
-                           bool values, double lo, double hi) {
+// |host_kernels|: 1 where the host kernel runs it, 0 where decompose's
+// native forms do (k <= 4, or rows of at most 256 with k <= 16).
+static void check_compiled_n(const char* what, tj_dtype_t dtype, int64_t rows,
+                             int64_t n, int64_t k, int32_t axis, bool largest,
+                             bool values, double lo, double hi,
+                             int32_t host_kernels) {
   g_dtype = dtype;
   g_rows = rows;
   g_n = n;
@@ -269,15 +272,21 @@ static void check_compiled(const char* what, tj_dtype_t dtype, int64_t rows,
     out[0].dims[1] = out[1].dims[1] = rows;
   }
   check_ops(what, build_topk, 1, in, values ? 2 : 1, out, 1e-6, NULL);
-  // And the count: one native host kernel (the host's tier).
+  // And the count (the host's tier).
   tj_graph_t* g = build_topk(g_ctx[0]);
   CHECK_OK(tj_graph_finalize(g));
   tj_compile_options_t o = tj_test_x86_options(2);
   tj_executable_t* exe = NULL;
   CHECK_OK(tj_compile(g, &o, &exe));
-  check_native_counts(exe, 1);
+  check_native_counts(exe, host_kernels);
   tj_executable_release(exe);
   tj_graph_destroy(g);
+}
+
+static void check_compiled(const char* what, tj_dtype_t dtype, int64_t rows,
+                           int64_t n, int64_t k, int32_t axis, bool largest,
+                           bool values, double lo, double hi) {
+  check_compiled_n(what, dtype, rows, n, k, axis, largest, values, lo, hi, 1);
 }
 
 TEST(compiled_every_tier) {
@@ -299,6 +308,14 @@ TEST(compiled_every_tier) {
                  false, false, 0, 20);
   check_compiled("top-64 of [1000, 3] i64 along axis 0", TJ_DTYPE_I64, 3, 1000,
                  64, 0, true, true, -1e12, 1e12);
+  // x86 sorts long rows natively past k = 4 rather than decompose them
+  // into k selection passes; k <= 4 and short rows stay native kernels.
+  check_compiled("top-8 of [4, 1000] f32", TJ_DTYPE_F32, 4, 1000, 8, 1, true,
+                 true, -1, 1);
+  check_compiled_n("top-4 of [4, 1000] f32 (selection passes)", TJ_DTYPE_F32, 4,
+                   1000, 4, 1, true, true, -1, 1, 0);
+  check_compiled_n("top-8 of [4, 256] f32 (selection passes)", TJ_DTYPE_F32, 4,
+                   256, 8, 1, false, true, -1, 1, 0);
 }
 
 // NaN, +-0 and ties through the compiled path: [2, 600] f32 whose rows
@@ -464,6 +481,25 @@ TEST(log_and_native_off) {
     tj_profile_report_destroy(r);
     tj_executable_release(exe);
   }
+  // Under the switch decompose keeps its selection passes for k <= 16 on
+  // long rows: top-8 of [4, 300], no break, no host kernel.
+  g_k = 8;
+  g_values = false;
+  tj_graph_t* g8 = build_topk(ctx_off);
+  CHECK_OK(tj_graph_finalize(g8));
+  int64_t w8[32], got8[32];
+  int64_t d8[2] = {4, 8};
+  tj_tensor_t o8w = tj_tensor_make(w8, TJ_DTYPE_I64, 2, d8);
+  tj_tensor_t o8g = tj_tensor_make(got8, TJ_DTYPE_I64, 2, d8);
+  CHECK_OK(tj_reference_run(g8, &in, 1, &o8w, 1));
+  tj_compile_options_t c8 = tj_test_x86_options(2);
+  tj_executable_t* e8 = NULL;
+  CHECK_OK(tj_compile(g8, &c8, &e8));
+  CHECK_OK(tj_executable_run(e8, &in, 1, &o8g, 1));
+  CHECK(memcmp(got8, w8, sizeof(w8)) == 0);
+  check_native_counts(e8, 0);
+  tj_executable_release(e8);
+  tj_graph_destroy(g8);
   // Anything but "off" warns and keeps the kernel.
   tj_test_diagnostics_t d;
   tj_context_options_t wo = tj_test_context_options();
