@@ -86,8 +86,9 @@ typedef enum tj_setting_e {
   // kernel template lowers (rows past decompose's native forms, rows of
   // symbolic length) on the reference interpreter, a graph break, instead
   // of argtopk's native host kernel (backends/runtime/host_topk.h;
-  // lastbreak, issue 15), for A/B comparisons and for the tests of the
-  // graph-break path.
+  // lastbreak, issue 15), and decompose then takes the long rows with
+  // 4 < k <= 16 that x86 would leave to that kernel; for A/B comparisons
+  // and for the tests of the graph-break path.
   TJ_SETTING_NATIVE_TOPK = 18,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
