@@ -863,6 +863,7 @@ void tj_executable_stats(const tj_executable_t* executable,
     st.num_copied_groups = (int32_t)exe->run_plan.num_copied_groups;
     st.num_region_blocks = (int32_t)exe->region_blocks;
     st.num_region_blocks_processed = (int32_t)exe->region_blocks_processed;
+    st.num_host_kernels = (int32_t)exe->run_plan.num_host_kernels;
     tj_executable_cuda_memory(executable, &st);
   }
   // The caller's struct may be an older, shorter one: only what it holds.

@@ -205,11 +205,12 @@ static void answer_all(tj_diagnose_report_t* r, const tj_graph_t* g,
            sizeof(a[TJ_DIAGNOSE_RECOMPILING].measured),
            "%lld recompiles over 2 shapes (TJ_LOG=recompiles)",
            (long long)st->recompiles);
-  // 4. Graph breaks.
+  // 4. Graph breaks (a native host kernel, argtopk's, is not one).
   char ops[256] = "";
   for (int32_t i = 0; i < r1->num_entries; ++i) {
     const tj_profile_entry_t* e = &r1->entries[i];
     if (e->kind != TJ_PROFILE_HOST) continue;
+    if (strstr(e->detail, "(native host kernel)")) continue;
     size_t len = strlen(ops);
     snprintf(ops + len, sizeof(ops) - len, "%s%.60s (%.60s)", len ? ", " : "",
              e->name, e->detail);
@@ -221,6 +222,13 @@ static void answer_all(tj_diagnose_report_t* r, const tj_graph_t* g,
            sizeof(a[TJ_DIAGNOSE_GRAPH_BREAKS].measured),
            "%d graph breaks%s%s (TJ_LOG=graph_breaks)",
            (int)st->num_graph_breaks, ops[0] ? ": " : "", ops);
+  if (st->num_host_kernels > 0) {
+    size_t len = strlen(a[TJ_DIAGNOSE_GRAPH_BREAKS].measured);
+    snprintf(a[TJ_DIAGNOSE_GRAPH_BREAKS].measured + len,
+             sizeof(a[TJ_DIAGNOSE_GRAPH_BREAKS].measured) - len,
+             "; %d native host kernels (argtopk), not graph breaks",
+             (int)st->num_host_kernels);
+  }
   // 5. One op dominating: a non-GEMM kernel with 10% of the run or more.
   const tj_profile_entry_t* top = NULL;
   for (int32_t i = 0; i < r1->num_entries && !top; ++i) {

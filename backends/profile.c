@@ -32,6 +32,10 @@ static int by_time(const void* a, const void* b) {
 static void host_ops(const tj_host_step_t* h, char* buf, size_t size) {
   size_t len = 0;
   buf[0] = '\0';
+  if (h->native) {
+    snprintf(buf, size, "argtopk (native host kernel)");
+    return;
+  }
   const tj_graph_t* g = h->graph;
   for (uint32_t i = 0; g && i < g->num_nodes && len + 1 < size; ++i) {
     tj_op_t op = g->nodes[i].op;
@@ -165,7 +169,9 @@ tj_status_t tj_executable_profile(tj_executable_t* executable,
   tj_run_timing_t tm;
   memset(&tm, 0, sizeof(tm));
   tm.num_kernels = rp->num_kernels;
-  tm.num_host_steps = rp->num_host_steps;
+  // Every HOST step: graph breaks, host calls and native host kernels.
+  tm.num_host_steps =
+      rp->num_host_steps + rp->num_host_calls + rp->num_host_kernels;
   size_t kbytes = sizeof(tj_run_kernel_timing_t) * (tm.num_kernels + 1);
   size_t sbytes = sizeof(double) * (tm.num_host_steps + 1);
   tm.kernels = tj_calloc(exe->allocator, 1, kbytes);

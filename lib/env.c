@@ -64,6 +64,7 @@ static const struct {
     [TJ_SETTING_SPLIT_UNLOWERED] = {"TJ_SPLIT_UNLOWERED", "TJ_SPLIT_UNLOWERED"},
     [TJ_SETTING_X86_CONV] = {"TJ_X86_CONV", "TJ_X86_CONV"},
     [TJ_SETTING_LAYOUT] = {"TJ_LAYOUT", "TJ_LAYOUT"},
+    [TJ_SETTING_NATIVE_TOPK] = {"TJ_NATIVE_TOPK", "TJ_NATIVE_TOPK"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -164,6 +165,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_SPLIT_UNLOWERED:
     case TJ_SETTING_X86_CONV:
     case TJ_SETTING_LAYOUT:
+    case TJ_SETTING_NATIVE_TOPK:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

@@ -82,11 +82,19 @@ typedef enum tj_setting_e {
   // none (the shifted and packed variants by their rules), for A/B
   // comparisons and as a way back (issue 15, x86conv3).
   TJ_SETTING_X86_CONV = 17,
+  // TJ_NATIVE_TOPK (environment only): "off" runs an argtopk that no
+  // kernel template lowers (rows past decompose's native forms, rows of
+  // symbolic length) on the reference interpreter, a graph break, instead
+  // of argtopk's native host kernel (backends/runtime/host_topk.h;
+  // lastbreak, issue 15), and decompose then takes the long rows with
+  // 4 < k <= 16 that x86 would leave to that kernel; for A/B comparisons
+  // and for the tests of the graph-break path.
+  TJ_SETTING_NATIVE_TOPK = 18,
   // TJ_LAYOUT (environment only): "off" leaves the transposes where the
   // graph has them, where the layout pass sinks them through elementwise
   // ops to their inverses (tj_pass_ctx_t.layout; issue 15), for A/B
   // comparisons.
-  TJ_SETTING_LAYOUT = 18,
+  TJ_SETTING_LAYOUT = 19,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -279,7 +279,7 @@ static tj_status_t run_host_step(tj_cuda_program_t* p, const tj_cuda_step_t* st,
     }
   }
   if (!status) status = TJ_CU_STATUS(cu, cuStreamSynchronize, (p->stream));
-  if (!status) status = tj_host_step_run_dynamic(g, al, h, sym, ins, loc);
+  if (!status) status = tj_host_step_run_dynamic(g, al, h, sym, ins, loc, NULL);
   for (uint32_t j = nread; j < nt && !status; ++j) {
     uint32_t node = h->outputs[j - nread];
     if (sizes[j]) {

@@ -4,6 +4,7 @@
 
 #include "backends/runtime/run_plan.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ void tj_run_plan_deinitialize(tj_run_plan_t* rp) {
   rp->num_kernels = 0;
   rp->num_host_steps = 0;
   rp->num_host_calls = 0;
+  rp->num_host_kernels = 0;
 }
 
 void tj_run_plan_free_kernels(tj_allocator_t al, tj_lowered_kernel_t* kernels,
@@ -129,20 +131,13 @@ static tj_status_t build_host_step(const tj_run_plan_t* rp, uint32_t q,
   return status;
 }
 
-// A custom op's group: a host call of its implementation (no subgraph).
-static tj_status_t build_call_step(const tj_run_plan_t* rp, uint32_t q,
+// A one-node group's step with no subgraph (a host call, a native host
+// kernel): node |v|'s computed operands as |extra|, |v| the output.
+static tj_status_t build_node_step(const tj_run_plan_t* rp, uint32_t v,
                                    tj_host_step_t* h) {
   const tj_graph_t* g = rp->graph;
-  const tj_group_t* grp = &rp->fusion->groups[q];
-  tj_allocator_t al = rp->allocator;
-  uint32_t v = grp->anchor;
   const tj_node_t* node = &g->nodes[v];
-  memset(h, 0, sizeof(*h));
-  h->call = tj_custom_op_of(g, node);
-  if (!h->call || grp->num_nodes != 1)
-    return tj_internal(
-        "custom (node %%%u): %s", v,
-        h->call ? "not alone in its fusion group" : "the op is not registered");
+  tj_allocator_t al = rp->allocator;
   h->call_node = v;
   h->cap_extra = node->num_operands + 1;
   h->cap_outputs = 2;
@@ -166,6 +161,44 @@ static tj_status_t build_call_step(const tj_run_plan_t* rp, uint32_t q,
   h->in_place[0] =
       bi != UINT32_MAX && rp->memplan->buffers[bi].in_place_of != TJ_NODE_NONE;
   return NULL;
+}
+
+// A custom op's group: a host call of its implementation (no subgraph).
+static tj_status_t build_call_step(const tj_run_plan_t* rp, uint32_t q,
+                                   tj_host_step_t* h) {
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  uint32_t v = grp->anchor;
+  memset(h, 0, sizeof(*h));
+  h->call = tj_custom_op_of(rp->graph, &rp->graph->nodes[v]);
+  if (!h->call || grp->num_nodes != 1)
+    return tj_internal(
+        "custom (node %%%u): %s", v,
+        h->call ? "not alone in its fusion group" : "the op is not registered");
+  return build_node_step(rp, v, h);
+}
+
+// TJ_NATIVE_TOPK: "off" leaves argtopk on the reference interpreter;
+// unset or "" leave the native kernel; anything else warns once and
+// leaves it too (as the driver's other A/B switches, backends/compile.c).
+static _Atomic(bool) g_warned_native_topk;
+static bool native_topk_on(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_NATIVE_TOPK);
+  if (!v || !v[0]) return true;
+  if (strcmp(v, "off") == 0) return false;
+  tj_warn_once(context, &g_warned_native_topk,
+               "%s: \"%.32s\" is not off and is ignored",
+               tj_setting_source(context, TJ_SETTING_NATIVE_TOPK), v);
+  return true;
+}
+
+// Whether group |q|, which no template lowers, is an argtopk alone that
+// the native host kernel runs.
+static bool native_topk_group(const tj_run_plan_t* rp, uint32_t q) {
+  const tj_graph_t* g = rp->graph;
+  const tj_group_t* grp = &rp->fusion->groups[q];
+  const tj_node_t* node = &g->nodes[grp->anchor];
+  return grp->num_nodes == 1 && node->op == TJ_OP_ARGTOPK &&
+         tj_host_topk_takes(g->nodes[node->operands[0]].dtype);
 }
 
 // "<prefix>g<q>_<group kind>" in |buf| (64 bytes: prefixes are "" and "s",
@@ -345,6 +378,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
   rp->num_steps = fu->num_groups + 1;  // freed with this size
   bool log_fusion = (log & TJ_LOG_FUSION) != 0;
   bool log_breaks = (log & TJ_LOG_GRAPH_BREAKS) != 0;
+  bool native_topk = native_topk_on(context);
   uint32_t cap = 0, nk = 0;
   tj_lowered_kernel_t* kernels = NULL;
   lowered_index_t index;
@@ -439,6 +473,30 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       continue;
     }
     if (tj_status_code(status) != TJ_STATUS_UNSUPPORTED) break;
+    if (native_topk && native_topk_group(rp, q)) {
+      // Not a graph break: argtopk's own C kernel between the kernels.
+      if (log_breaks || log_fusion) {
+        const tj_node_t* x = &g->nodes[anchor->operands[0]];
+        int64_t n = x->dims[anchor->attrs.axis];
+        char len[24] = "symbolic length";
+        if (tj_dim_is_const(n))
+          snprintf(len, sizeof(len), "%lld", (long long)n);
+        tj_context_diagnostic(
+            context, TJ_SEVERITY_REMARK,
+            "graph_breaks: @%s group %u (argtopk %%%u, %s rows of %s, k "
+            "%lld) runs as a native host kernel, not on the reference "
+            "interpreter: %s",
+            g->name, q, grp->anchor, tj_dtype_name(x->dtype), len,
+            (long long)anchor->attrs.ints[0], tj_status_message(status));
+      }
+      tj_status_free(status);
+      s->kind = TJ_RUN_STEP_HOST;
+      ++rp->num_host_kernels;
+      memset(&s->host, 0, sizeof(s->host));
+      s->host.native = true;
+      status = build_node_step(rp, grp->anchor, &s->host);
+      continue;
+    }
     if (log_breaks || log_fusion) {
       tj_context_diagnostic(context, TJ_SEVERITY_REMARK,
                             "graph_breaks: @%s group %u (%s %%%u) runs on "
@@ -612,10 +670,58 @@ static tj_status_t run_call(const tj_graph_t* g, tj_allocator_t al,
   return status;
 }
 
+// A native host kernel (see build_node_step): argtopk's C kernel on its
+// operand where it is (a caller's input with its strides, a constant, a
+// value in memory) into the node's storage (through a temporary when it
+// is planned over the operand).
+static tj_status_t run_native(const tj_graph_t* g, tj_allocator_t al,
+                              const tj_host_step_t* h, const int64_t* sym,
+                              const tj_tensor_t* inputs,
+                              unsigned char* const* loc,
+                              const tj_host_parallel_t* parallel) {
+  const tj_node_t* node = &g->nodes[h->call_node];
+  uint32_t o = node->operands[0];
+  const tj_node_t* on = &g->nodes[o];
+  int64_t xdims[TJ_MAX_RANK], ydims[TJ_MAX_RANK];
+  const int64_t* dims = xdims;
+  const int64_t* strides = NULL;
+  const void* x = NULL;
+  if (on->op == TJ_OP_INPUT) {
+    uint32_t i = 0;
+    while (g->inputs[i] != o) ++i;
+    dims = inputs[i].shape;
+    strides = inputs[i].strides;
+    x = tj_host_tensor_data(&inputs[i]);
+  } else {
+    TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, o, sym, xdims));
+    x = on->op == TJ_OP_CONSTANT ? on->attrs.data : loc[o];
+  }
+  TJ_RETURN_IF_ERROR(tj_ir_concrete_dims(g, h->call_node, sym, ydims));
+  const int32_t axis = (int32_t)node->attrs.axis;
+  size_t bytes = (size_t)tj_host_numel(node->rank, ydims) * sizeof(int64_t);
+  int64_t* y = (int64_t*)loc[h->call_node];
+  int64_t* temp = NULL;
+  if (h->in_place[0] && bytes) {
+    temp = tj_alloc(al, bytes);
+    if (!temp) return tj_status_oom();
+    y = temp;
+  }
+  tj_status_t status =
+      tj_host_topk_run(al, parallel, on->dtype, on->rank, dims, x, strides,
+                       axis, ydims[axis], node->attrs.ints[1] != 0, y);
+  if (temp) {
+    if (!status) memcpy(loc[h->call_node], temp, bytes);
+    tj_free(al, temp, bytes);
+  }
+  return status;
+}
+
 tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
                              const tj_host_step_t* h, const int64_t* sym,
                              const tj_tensor_t* inputs,
-                             unsigned char* const* loc) {
+                             unsigned char* const* loc,
+                             const tj_host_parallel_t* parallel) {
+  if (h->native) return run_native(g, al, h, sym, inputs, loc, parallel);
   if (h->call) {
     int64_t local[TJ_MAX_SYMBOLS];
     memcpy(local, sym, sizeof(local));
@@ -685,7 +791,8 @@ tj_status_t tj_host_step_run(const tj_graph_t* g, tj_allocator_t al,
 tj_status_t tj_host_step_run_dynamic(const tj_graph_t* g, tj_allocator_t al,
                                      const tj_host_step_t* h, int64_t* sym,
                                      const tj_tensor_t* inputs,
-                                     unsigned char* const* loc) {
+                                     unsigned char* const* loc,
+                                     const tj_host_parallel_t* parallel) {
   if (h->call) return run_call(g, al, h, sym, inputs, loc);
-  return tj_host_step_run(g, al, h, sym, inputs, loc);
+  return tj_host_step_run(g, al, h, sym, inputs, loc, parallel);
 }

@@ -9,7 +9,12 @@
 //            or, when |host.call| is set, a host call: a custom op's group
 //            (one node) calling its registered implementation directly,
 //            with no interpreter (counted in num_host_calls, not as a
-//            graph break). Backends run both through tj_host_step_run.
+//            graph break); or, when |host.native| is set, a native host
+//            kernel: an argtopk group (one node) no template lowers, run
+//            by argtopk's C kernel (host_topk.h; counted in
+//            num_host_kernels, not as a graph break; TJ_NATIVE_TOPK=off
+//            makes it a graph break again). Backends run all three
+//            through tj_host_step_run.
 //
 // Built once per executable by lowering every group (tj_lower_group); a
 // specialization lowers the same KERNELS steps again for fixed symbol
@@ -19,6 +24,7 @@
 #ifndef TJ_BACKENDS_RUNTIME_RUN_PLAN_H_
 #define TJ_BACKENDS_RUNTIME_RUN_PLAN_H_
 
+#include "backends/runtime/host_topk.h"
 #include "kir/lower.h"
 #include "lib/passes/pass.h"
 
@@ -34,6 +40,9 @@ typedef struct tj_host_step_t {
   // is then NULL, |extra| the operands computed by earlier steps (not
   // inputs nor constants) and |outputs| the node. NULL for a graph break.
   const struct tj_custom_op_t* call;
+  // A native host kernel (argtopk): |call_node| is its plan node, |graph|
+  // NULL, |extra| and |outputs| as for a host call.
+  bool native;
   uint32_t call_node;
   tj_graph_t* graph;  // the plan graph's inputs, then |extra|, then the nodes
   uint32_t num_extra;
@@ -60,9 +69,10 @@ typedef struct tj_run_plan_t {
   int32_t* first_output;  // per plan node: the first graph output it is, or -1
   tj_run_step_t* steps;   // one per fusion group
   uint32_t num_steps;
-  uint32_t num_kernels;     // of every program
-  uint32_t num_host_steps;  // graph breaks
-  uint32_t num_host_calls;  // custom ops' host calls
+  uint32_t num_kernels;       // of every program
+  uint32_t num_host_steps;    // graph breaks
+  uint32_t num_host_calls;    // custom ops' host calls
+  uint32_t num_host_kernels;  // native host kernels (argtopk)
   // Region compile: KERNELS groups lowered from the graph, and those that
   // took a copy of an equal group's kernels instead (kir/lower_reuse.c).
   uint32_t num_lowered_groups;
@@ -114,11 +124,14 @@ void tj_run_plan_deinitialize(tj_run_plan_t* rp);
 // An output written in place of an input goes through a temporary (the
 // interpreter may still read what it overwrites). Temporaries come from
 // |allocator|. A host call runs the custom op's implementation instead,
-// graph inputs read from |inputs| and constants from the plan graph.
+// graph inputs read from |inputs| and constants from the plan graph; a
+// native host kernel likewise, its rows spread by |parallel| (NULL: on
+// the calling thread).
 tj_status_t tj_host_step_run(const tj_graph_t* graph, tj_allocator_t allocator,
                              const tj_host_step_t* h, const int64_t* sym,
                              const tj_tensor_t* inputs,
-                             unsigned char* const* loc);
+                             unsigned char* const* loc,
+                             const tj_host_parallel_t* parallel);
 
 // tj_host_step_run for a target that runs data-dependent shapes (custom
 // ops with tj_custom_dynamic_dim; tj_host_step_run refuses them): a host
@@ -128,6 +141,7 @@ tj_status_t tj_host_step_run_dynamic(const tj_graph_t* graph,
                                      tj_allocator_t allocator,
                                      const tj_host_step_t* h, int64_t* sym,
                                      const tj_tensor_t* inputs,
-                                     unsigned char* const* loc);
+                                     unsigned char* const* loc,
+                                     const tj_host_parallel_t* parallel);
 
 #endif  // TJ_BACKENDS_RUNTIME_RUN_PLAN_H_

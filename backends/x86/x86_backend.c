@@ -966,3 +966,48 @@ void tj_x86_launch_run(const tj_x86_runner_t* runner,
     tj_thread_pool_parallel_for(runner->pool, launch->units, pool_task, &c);
   }
 }
+
+// A host kernel's task over the host's parallel_for: chunk i covers
+// [n*i/chunks, n*(i+1)/chunks) on slot i.
+typedef struct host_chunks_t {
+  tj_host_task_fn task;
+  void* context;
+  int64_t n, chunks;
+} host_chunks_t;
+
+static void host_chunk_task(void* context, int64_t begin, int64_t end) {
+  const host_chunks_t* c = context;
+  int64_t q = c->n / c->chunks, r = c->n % c->chunks;
+  for (int64_t i = begin; i < end; ++i) {
+    int64_t lo = q * i + r * i / c->chunks;
+    int64_t hi = q * (i + 1) + r * (i + 1) / c->chunks;
+    if (lo < hi) c->task(c->context, lo, hi, (int32_t)i);
+  }
+}
+
+static void host_parallel_run(void* user_data, int64_t n, tj_host_task_fn task,
+                              void* context) {
+  const tj_x86_runner_t* runner = user_data;
+  int64_t chunks = (int64_t)runner->threads * HOST_CHUNKS_PER_THREAD;
+  host_chunks_t c = {task, context, n, chunks < n ? chunks : n};
+  if (c.chunks > 0) {
+    runner->host_parallel_for(runner->host_user_data, c.chunks, 1,
+                              host_chunk_task, &c);
+  }
+}
+
+tj_host_parallel_t tj_x86_runner_parallel(const tj_x86_runner_t* runner) {
+  tj_host_parallel_t p = {NULL, 1, NULL};
+  if (runner->threads <= 1) return p;
+  if (runner->host_parallel_for) {
+    p.run = host_parallel_run;
+    p.max_slots = runner->threads * HOST_CHUNKS_PER_THREAD;
+    p.user_data = (void*)runner;
+  } else if (runner->pool) {
+    tj_parallel_for_t hook = tj_thread_pool_hook(runner->pool);
+    p.run = hook.run;
+    p.max_slots = hook.max_threads;
+    p.user_data = hook.user_data;
+  }
+  return p;
+}

@@ -7,6 +7,7 @@
 #define TJ_BACKENDS_X86_X86_BACKEND_H_
 
 #include "kir/lower.h"
+#include "backends/runtime/host_topk.h"
 #include "backends/x86/thread_pool.h"
 #include "jit/x86_jit.h"
 #include "tensorjit/tj_executable.h"
@@ -57,7 +58,7 @@ typedef struct tj_x86_lazy_t tj_x86_lazy_t;
 typedef struct tj_x86_kernel_set_t {
   uint32_t num_kernels;
   tj_lowered_kernel_t* kernels;  // owned array
-  tj_kir_fn_t* fns;           // entry points, valid while |module| lives
+  tj_kir_fn_t* fns;              // entry points, valid while |module| lives
   tj_x86_module_t* module;
   size_t object_bytes;
   double compile_ms;  // getting the object (LLVM or a cache), load, link
@@ -165,5 +166,11 @@ void tj_x86_launch_run(const tj_x86_runner_t* runner,
                        const tj_x86_launch_t* launch, tj_kir_fn_t fn,
                        void* const* buffers, const int64_t* scalars,
                        void* scratch);
+
+// |runner| as a host kernel's parallel_for (backends/runtime/host_topk.h):
+// the pool's threads (a slot per thread), the host's parallel_for in
+// chunks (a slot per chunk), or none (|run| NULL: inline) with one
+// thread. Borrows |runner|.
+tj_host_parallel_t tj_x86_runner_parallel(const tj_x86_runner_t* runner);
 
 #endif  // TJ_BACKENDS_X86_X86_BACKEND_H_

@@ -835,14 +835,15 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         tm->setup_ms += tj_now_ms() - t_start;
         t_start = tj_now_ms();
       }
+      tj_host_parallel_t par = tj_x86_runner_parallel(&t->runner);
       if (dynamic) {
         TJ_RETURN_IF_ERROR(tj_host_step_run_dynamic(
-            g, rp->allocator, &step->host, dsym, inputs, f->loc));
+            g, rp->allocator, &step->host, dsym, inputs, f->loc, &par));
         if (step->host.call)
           TJ_RETURN_IF_ERROR(prepare_after(t, p, f, dsym, s, scratch_bytes));
       } else {
         TJ_RETURN_IF_ERROR(tj_host_step_run(g, rp->allocator, &step->host, sym,
-                                            inputs, f->loc));
+                                            inputs, f->loc, &par));
       }
       if (tm) {
         double now = tj_now_ms();
@@ -945,6 +946,16 @@ static bool native_window(const tj_graph_t* g, const tj_node_t* n) {
 static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
   const tj_node_t* n = &g->nodes[node];
   if (n->op == TJ_OP_DEQUANTIZE) return tj_quant_gemm_weight(g, node, false);
+  // lastbreak (issue 15): argtopk's native host kernel, not decompose's k
+  // selection passes, on rows past 256 with k > 4 (5 to 16: at [8, 50257],
+  // k = 8, 0.98 ms of selection passes against 0.32 of the host kernel;
+  // at k = 4 they are even; bench/RESULTS.md).
+  if (n->op == TJ_OP_ARGTOPK) {
+    const tj_node_t* x = &g->nodes[n->operands[0]];
+    int64_t len = x->dims[n->attrs.axis], k = n->attrs.ints[0];
+    return tj_dim_is_const(len) && len > 256 && k > 4 &&
+           tj_host_topk_takes(x->dtype);
+  }
   // issue 15: lib/window.h says which convs the CONV template keeps
   // (tj_window_conv_whole, shared with CUDA); dwbw's window variant keeps
   // depthwise convs and max/avg pools.

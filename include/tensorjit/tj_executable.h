@@ -369,9 +369,10 @@ typedef struct tj_executable_stats_t {
   // pointwise group with pad or concat is one kernel per box of its output.
   int32_t num_kernels;
   // Graph breaks between compiled regions: fusion groups no kernel template
-  // expresses (an integer or f64 matmul, a reduction over axes that are not
-  // one strided axis), run on the reference interpreter. Custom ops are
-  // not graph breaks (num_host_calls).
+  // expresses, run on the reference interpreter (the driver first splits
+  // such a group into kernels of its nodes; on CUDA an f64 transcendental
+  // still breaks). Custom ops (num_host_calls) and argtopk's native host
+  // kernel (num_host_kernels) are not graph breaks.
   int32_t num_graph_breaks;
   double compile_ms;     // wall time of tj_compile
   int64_t cache_hits;    // kernels loaded from the memory or disk cache
@@ -429,6 +430,13 @@ typedef struct tj_executable_stats_t {
   // the third's result with their own inputs (TJ_LOG=passes says so).
   int32_t num_region_blocks;
   int32_t num_region_blocks_processed;
+  // Native host kernels between the compiled regions: an argtopk that no
+  // kernel template takes (rows longer than decompose's native forms, or
+  // of symbolic length) runs as argtopk's own C kernel on the host (x86:
+  // on the library's threads; CUDA: with its copies to and from the
+  // host), not on the reference interpreter. Not graph breaks; with
+  // TJ_NATIVE_TOPK=off they are graph breaks again. Available since: 0.1.
+  int32_t num_host_kernels;
 } tj_executable_stats_t;
 
 // Fills the fields of |*out_stats| that lie within its |struct_size|

@@ -68,7 +68,9 @@ typedef struct tj_scoreboard_row_t {
   // which interprets).
   double percent_compiled;
   // Custom ops kept in the graph (tj_custom_op.h): host calls of their
-  // implementations between compiled regions, not graph breaks.
+  // implementations between compiled regions, not graph breaks; from the
+  // fused stages on, also each argtopk no kernel template takes (argtopk's
+  // native host kernel).
   int64_t host_calls;
   // Of bytes_read, the bytes read from the graph's constants (the
   // weights); the rest of bytes_read and bytes_written is activations.

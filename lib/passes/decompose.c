@@ -40,6 +40,9 @@
 //               row reductions; else on rows of constant length <= 256:
 //               the rank of each element by a fused compare-and-sum, then
 //               each output position's index by a second sum (below).
+//               Neither where the target sorts the rows natively
+//               (native_op: x86's argtopk host kernel on long rows past a
+//               few k), unless TJ_NATIVE_TOPK=off.
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //
@@ -53,12 +56,14 @@
 //
 // Requires: nothing.  Preserves: inputs, outputs, symbols, guards.
 // Invalidates: fusion groups, memory plan.  Idempotent (no composite is
-// left, and an argtopk left whole has k > 16 on a long or symbolic row).
+// left, and an argtopk left whole has k > 16 on a long or symbolic row, or
+// is one the target sorts natively).
 
 #include <math.h>
 #include <string.h>
 
 #include "lib/dtype.h"
+#include "lib/env.h"
 #include "lib/passes/pass.h"
 #include "lib/passes/quant.h"
 #include "lib/window.h"
@@ -1980,6 +1985,19 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
   return NULL;
 }
 
+// Whether argtopk node |i| stays whole for the target's native sort
+// (tj_pass_ctx_t.native_op; x86: argtopk's host kernel, which beats k
+// selection passes on long rows past a few k); TJ_NATIVE_TOPK=off (the
+// run plan warns about other values) keeps the native forms here.
+static bool topk_native(const tj_pass_ctx_t* ctx, const tj_graph_t* g,
+                        uint32_t i) {
+  if (g->nodes[i].op != TJ_OP_ARGTOPK || !ctx->native_op ||
+      !ctx->native_op(g, i))
+    return false;
+  const char* v = tj_setting(ctx->context, TJ_SETTING_NATIVE_TOPK);
+  return !(v && strcmp(v, "off") == 0);
+}
+
 tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   const tj_graph_t* g = plan->graph;
   bool any = false;
@@ -2001,7 +2019,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
     // A composite the target runs natively stays whole (its own group).
     bool composite = tj_op_info(node->op)->kind == TJ_OP_KIND_COMPOSITE &&
                      !(ctx->native_op && ctx->native_op(g, i));
-    bool topk = topk_by_ranks(node, g) || topk_by_selection(node);
+    bool topk = (topk_by_ranks(node, g) || topk_by_selection(node)) &&
+                !topk_native(ctx, g, i);
     if ((composite || topk || matmul_by_reduction(node)) &&
         tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);

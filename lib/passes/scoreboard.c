@@ -170,9 +170,13 @@ static void measure_fused(const board_t* b, const tj_plan_t* plan,
   for (uint32_t p = 0; p < fu->num_groups; ++p) {
     const tj_group_t* grp = &fu->groups[p];
     if (grp->kind == TJ_GROUP_VIEW) continue;
-    // A custom op's group is a host call, not a kernel launch.
-    bool call = grp->kind == TJ_GROUP_OPAQUE &&
-                tj_op_info(g->nodes[grp->anchor].op)->kind == TJ_OP_KIND_CUSTOM;
+    // A custom op's group is a host call, not a kernel launch; so is an
+    // argtopk that decompose left whole (no template takes it: argtopk's
+    // native host kernel, backends/runtime/host_topk.h).
+    tj_op_t op = g->nodes[grp->anchor].op;
+    bool call =
+        grp->kind == TJ_GROUP_OPAQUE &&
+        (tj_op_info(op)->kind == TJ_OP_KIND_CUSTOM || op == TJ_OP_ARGTOPK);
     row->kernels += !call;
     row->host_calls += call;
     for (uint32_t k = 0; k < grp->num_inputs; ++k) {

@@ -190,7 +190,8 @@ class ExecutableStats_t(ctypes.Structure):
                 ("device_arena_bytes", i64),
                 ("num_lowered_groups", i32), ("num_copied_groups", i32),
                 ("num_region_blocks", i32),
-                ("num_region_blocks_processed", i32)]
+                ("num_region_blocks_processed", i32),
+                ("num_host_kernels", i32)]
 
 
 DTYPE_COUNT = 23  # TJ_DTYPE_COUNT_

@@ -78,6 +78,9 @@ class ExecutableStats:
     # and how many of them the passes before fusion ran over.
     num_region_blocks: int = 0
     num_region_blocks_processed: int = 0
+    # argtopk's native host kernel between the compiled regions (an
+    # argtopk no kernel template takes): not graph breaks.
+    num_host_kernels: int = 0
 
 
 @dataclass(frozen=True)
@@ -631,7 +634,8 @@ class Executable(_Runner):
                                s.device_peak_allocated_bytes,
                                s.device_arena_bytes, s.num_lowered_groups,
                                s.num_copied_groups, s.num_region_blocks,
-                               s.num_region_blocks_processed)
+                               s.num_region_blocks_processed,
+                               s.num_host_kernels)
 
 
 def _value(v: Any) -> VerifyValue:

@@ -34,7 +34,8 @@ TEST(cuda_profile_names_every_kernel_and_adds_up) {
     CHECK_STREQ("cuda", r->target);
     CHECK(r->cuda_graphs_disabled);
     CHECK_EQ_INT(st.num_kernels, r->num_kernels);
-    CHECK_EQ_INT(st.num_kernels + st.num_graph_breaks + 2, r->num_entries);
+    CHECK_EQ_INT(st.num_kernels + st.num_graph_breaks + st.num_host_kernels + 2,
+                 r->num_entries);
     int kernels = 0;
     for (int32_t i = 0; i < r->num_entries; ++i) {
       const tj_profile_entry_t* e = &r->entries[i];

@@ -102,6 +102,7 @@ int main(void) {
   FIELD(tj_executable_stats_t, num_copied_groups);
   FIELD(tj_executable_stats_t, num_region_blocks);
   FIELD(tj_executable_stats_t, num_region_blocks_processed);
+  FIELD(tj_executable_stats_t, num_host_kernels);
   STRUCT(tj_quant_attrs_t);  // quant2 (issue 17)
   FIELD(tj_quant_attrs_t, dtype);
   FIELD(tj_quant_attrs_t, axis);

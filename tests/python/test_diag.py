@@ -35,7 +35,8 @@ func @block[B](%x: f32[B,32], %w: f32[32,32], %g: f32[32], %b: f32[32]) {
 
 # A big value dying beside a small live one, then two of half its size
 # (the arena a third above what is live at once); an argsort of rows of
-# 300 (no kernel template: a graph break).
+# 300 (no kernel template: argtopk's native host kernel, and a graph break
+# on the reference interpreter under TJ_NATIVE_TOPK=off).
 FRAG = """
 func @frag[B](%x: f32[B,64], %wa: f32[64,1024], %wb: f32[1024,64],
               %wc: f32[64,512], %wd: f32[64,512], %n: i32[4,300]) {
@@ -153,8 +154,20 @@ def test_dumps_name_the_profiled_kernels() -> None:
             ctx.close()
 
 
-def test_diagnose() -> None:
-    r = tj.diagnose(FRAG, symbols={"B": 64}, runs=2, specialize="always")
+def test_diagnose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # argtopk's native host kernel is not a graph break, and the ladder
+    # says what it is.
+    native = tj.diagnose(FRAG, symbols={"B": 64}, runs=1)
+    assert not native.answer("breaking graphs").yes
+    assert native.graph_breaks == 0
+    assert ("1 native host kernels (argtopk)"
+            in native.answer("breaking graphs").measured)
+    # TJ_NATIVE_TOPK=off, read when a context is created: a graph break.
+    monkeypatch.setenv("TJ_NATIVE_TOPK", "off")
+    off = tj.Context()
+    monkeypatch.delenv("TJ_NATIVE_TOPK")
+    frag = tj.Graph.parse(FRAG, context=off)
+    r = tj.diagnose(frag, symbols={"B": 64}, runs=2, specialize="always")
     assert r.target == "x86" and r.runs == 2
     assert len(r.answers) == 8
     assert r.answer("fragmenting").yes, r.text

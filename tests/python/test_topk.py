@@ -154,3 +154,31 @@ def test_inverse_trig_like_numpy() -> None:
         for a, b in zip(got, want):
             # 2 f32 ulps (jit/vecmath.h's bound) at most.
             assert np.allclose(a, b, rtol=3e-7, atol=3e-7), target
+
+
+def test_long_rows_on_the_host_kernel() -> None:
+    """Rows past 256 with k > 16, and a sort along a symbolic axis, run on
+    argtopk's native host kernel (a host kernel, not a graph break), with
+    numpy's order: NaN largest, ties in index order."""
+    rng = np.random.default_rng(7)
+    x = tied(rng, (3, 5000))
+    g = tj.Graph("vocab")
+    gx = g.input("x", "f32", [3, 5000])
+    v, i = g.topk(gx, 50, 1, True)
+    g.output(v, "v")
+    g.output(i, "i")
+    exe = tj.compile(g, target="x86")
+    got_v, got_i = exe(x)
+    want_v, want_i = np_topk(x, 50, 1, True)
+    np.testing.assert_array_equal(got_i, want_i)
+    np.testing.assert_array_equal(got_v, want_v)
+    assert exe.stats.num_host_kernels == 1
+    assert exe.stats.num_graph_breaks == 0
+    s = tj.Graph("symbolic")
+    sx = s.input("x", "f32", [2, "L"])
+    s.output(s.argsort(sx, 1, descending=True), "i")
+    sexe = tj.compile(s, target="x86")
+    y = tied(rng, (2, 777))
+    _, want = np_topk(y, 777, 1, True)
+    np.testing.assert_array_equal(sexe(y), want)
+    assert sexe.stats.num_host_kernels == 1

@@ -3,9 +3,10 @@
 // driver's, the same for every backend that lowers (x86 here; CUDA in
 // tests/cuda/cuda_exec_test.c), and never apply to the reference target,
 // which runs the caller's graph as it is. Every run is compared with
-// tj_reference_run; a graph break (an argsort along a symbolic axis, a host
-// step of the run plan) sits between compiled kernels in every program,
-// specialized or not.
+// tj_reference_run; a host step of the run plan (an argsort along a
+// symbolic axis: argtopk's native host kernel, or under TJ_NATIVE_TOPK=off
+// a graph break on the reference interpreter) sits between compiled
+// kernels in every program, specialized or not.
 
 #include <math.h>
 
@@ -15,7 +16,7 @@ enum { K = 16, NI = 3 };
 
 // e = exp(x) [B, K]; y = e * 2 [B, K]; g = the ranks along B of
 // gather(e, idx, 1) [B, NI] (an argsort along a symbolic axis: no kernel
-// template, the graph break), as f32; s = sum(relu(x), axis 1) [B].
+// template, the host step), as f32; s = sum(relu(x), axis 1) [B].
 static tj_graph_t* make_graph(tj_context_t* ctx) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, "driver", &g));
@@ -105,9 +106,13 @@ static void check_cache_counts(const tj_executable_t* exe) {
                (int)(st.cache_hits + st.cache_misses));
 }
 
-TEST(always) {
+// The host step is argtopk's native kernel, or with |native_off|
+// (TJ_NATIVE_TOPK=off, read when the context is created) a graph break.
+static void check_always(bool native_off) {
   tj_context_t* ctx;
+  if (native_off) setenv("TJ_NATIVE_TOPK", "off", 1);
   CHECK_OK(tj_context_create(NULL, &ctx));
+  if (native_off) unsetenv("TJ_NATIVE_TOPK");
   tj_graph_t* g = make_graph(ctx);
   tj_executable_t* exe = compile(g, TJ_TARGET_X86, TJ_SPECIALIZE_ALWAYS, false);
   tj_executable_t* ref =
@@ -119,8 +124,10 @@ TEST(always) {
   }
   tj_executable_stats_t st = stats_of(exe);
   CHECK(st.num_kernels >= 1);
-  CHECK_EQ_INT(1, st.num_graph_breaks);  // the argsort
-  CHECK_EQ_INT(3, (int)st.recompiles);   // B = 3, 5, 1
+  // The argsort.
+  CHECK_EQ_INT(native_off ? 1 : 0, st.num_graph_breaks);
+  CHECK_EQ_INT(native_off ? 0 : 1, st.num_host_kernels);
+  CHECK_EQ_INT(3, (int)st.recompiles);  // B = 3, 5, 1
   CHECK_EQ_INT(5, (int)st.runs);
   check_cache_counts(exe);
   // The reference target has no kernels: nothing to specialize.
@@ -133,6 +140,11 @@ TEST(always) {
   tj_executable_release(ref);
   tj_graph_destroy(g);
   tj_context_destroy(ctx);
+}
+
+TEST(always) {
+  check_always(false);
+  check_always(true);
 }
 
 TEST(after_n_never_and_buckets) {

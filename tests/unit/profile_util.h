@@ -1,6 +1,6 @@
 // What the profile tests share (tests/unit/profile_test.c on x86,
 // tests/cuda/cuda_profile_test.c on CUDA): a graph with two GEMMs, a
-// softmax, a layer_norm and a graph break, its inputs, and the check of
+// softmax, a layer_norm and a host step, its inputs, and the check of
 // its outputs against the reference interpreter.
 
 #ifndef TJ_TESTS_UNIT_PROFILE_UTIL_H_
@@ -12,8 +12,8 @@
 enum { kB = 48, kD = 192, kN = 6, kL = 300 };
 
 // y = softmax(gelu(x @ w1 + b) @ w2, 1); z = layer_norm(y + x); and the
-// argsort of rows of kL i32 (no kernel template past 256: a graph break)
-// beside them.
+// argsort of rows of kL i32 (no kernel template past 256: argtopk's native
+// host kernel, a host step) beside them.
 static tj_graph_t* build(tj_context_t* context, const float* w1,
                          const float* w2) {
   tj_graph_t* g = NULL;

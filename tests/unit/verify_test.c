@@ -789,11 +789,15 @@ static const char kDiagText[] =
 
 // A big value dying beside a small live one, then two values of half its
 // size: the arena a third above what is ever live at once (fragmenting);
-// an argsort of rows of 300 (no kernel template: a graph break);
-// specialize=always (a recompile for the doubled batch). Bad arguments are
-// INVALID_ARGUMENT naming them.
+// an argsort of rows of 300 (no kernel template: argtopk's native host
+// kernel, and a graph break on the reference interpreter under
+// TJ_NATIVE_TOPK=off, read when the context is created); specialize=always
+// (a recompile for the doubled batch). Bad arguments are INVALID_ARGUMENT
+// naming them.
 TEST(diagnose_answers_the_ladder) {
+  setenv("TJ_NATIVE_TOPK", "off", 1);
   tj_context_t* ctx = tier_context("host");
+  unsetenv("TJ_NATIVE_TOPK");
   tj_graph_t* g = NULL;
   if (ctx) {
     CHECK_OK(tj_graph_parse(ctx, kDiagText, strlen(kDiagText), "frag.tj", &g));
@@ -830,6 +834,25 @@ TEST(diagnose_answers_the_ladder) {
     CHECK_EQ_INT(0, r->recompiles);
   }
   tj_diagnose_report_destroy(r);
+  // With the native kernel: no graph break, the kernel named as such.
+  tj_context_t* native_ctx = tier_context("host");
+  tj_graph_t* ng = NULL;
+  if (native_ctx) {
+    CHECK_OK(tj_graph_parse(native_ctx, kDiagText, strlen(kDiagText), "frag.tj",
+                            &ng));
+  }
+  r = NULL;
+  if (ng) CHECK_OK(tj_diagnose(ng, &co, 1, kB, bv, 1, &r));
+  if (r) {
+    CHECK(!r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].yes);
+    CHECK_EQ_INT(0, r->graph_breaks);
+    CHECK_CONTAINS(r->answers[TJ_DIAGNOSE_GRAPH_BREAKS].measured,
+                   "0 graph breaks (TJ_LOG=graph_breaks); 1 native host "
+                   "kernels (argtopk), not graph breaks");
+  }
+  tj_diagnose_report_destroy(r);
+  tj_graph_destroy(ng);
+  tj_context_destroy(native_ctx);
   r = NULL;
   if (g) {
     CHECK_STATUS(TJ_STATUS_INVALID_ARGUMENT, "runs is 0",
