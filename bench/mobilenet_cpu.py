@@ -11,7 +11,18 @@ row reductions, set-up. Run the profile with bench/cpu_clock_shim.c
 preloaded, or its times are wall times.
 
   TJ_LIBRARY=build/libtensorjit.so python3 bench/mobilenet_cpu.py
-      [--ort] [--profile] [--profiles N] [--top N]
+      [--ort] [--profile] [--profiles N] [--top N] [--turns N]
+
+--turns N (x86e2e) times our kernels and onnxruntime's nodes in turns in
+one process: N times one Executable.profile, then one run of an
+onnxruntime session with enable_profiling, and prints the medians of
+both, side by side where the two lists have as many entries (resnet18:
+one kernel a node, in order). Profiled minutes apart, the two had met
+different loads of the VM. Preload a shim that answers CLOCK_REALTIME
+with the thread's CPU clock as well as CLOCK_MONOTONIC (onnxruntime's
+profiler reads the system clock). With either shim preloaded, take the
+end-to-end figures from a run without it (under it ours read 1494 ms at
+batch 32 against a kernel sum of 784, once).
 """
 
 import argparse
@@ -62,12 +73,68 @@ def profile(exe, x, n, top):
         print("    %8.3f  %-24s %s" % (ms, name, kind[name]))
 
 
+def turns(exe, model, x, n):
+    import json
+    import re
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.enable_profiling = True
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    sess.run(None, {"input": x})
+    ours = {}
+    for _ in range(n):
+        for e in exe.profile(x, runs=1).entries:
+            ours.setdefault(e.name, []).append(e.ms)
+        sess.run(None, {"input": x})
+    path = sess.end_profiling()
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    theirs = {}
+    for e in events:
+        name = e.get("name", "")
+        if e.get("cat") == "Node" and name.endswith("_kernel_time"):
+            theirs.setdefault(name[:-len("_kernel_time")], []).append(
+                e["dur"] / 1e3)
+    # The session's first run (before the turns) is left out; so are the
+    # layout reorders and the flatten, which have no kernel of ours.
+    theirs = {k: v[1:] for k, v in theirs.items()
+              if not k.startswith("Reorder") and "Flatten" not in k}
+    med = statistics.median
+
+    def key(name):
+        digits = re.findall(r"\d+", name)
+        return int(digits[0]) if digits else -1
+    mine = sorted((k for k in ours if k.startswith("g")), key=key)
+    other = sum(med(v) for k, v in ours.items() if not k.startswith("g"))
+    paired = len(mine) == len(theirs)
+    names = list(theirs)
+    for i in range(max(len(mine), len(theirs))):
+        a = "%-14s %8.3f" % (mine[i], med(ours[mine[i]])) \
+            if i < len(mine) else " " * 23
+        b = "%8.3f  %s" % (med(theirs[names[i]]), names[i][-48:]) \
+            if i < len(names) else ""
+        r = " %5.2f" % (med(ours[mine[i]]) / med(theirs[names[i]])) \
+            if paired and med(theirs[names[i]]) > 0 else ""
+        print("  %s %s%s" % (a, b, r))
+    s_ours = sum(med(ours[k]) for k in mine) + other
+    s_theirs = sum(med(v) for v in theirs.values())
+    print("  medians of %d turns: ours %.3f ms (set-up and copies %.3f), "
+          "onnxruntime's nodes %.3f ms, ratio %.3f" % (
+              n, s_ours, other, s_theirs, s_ours / s_theirs))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profiles", type=int, default=3)
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--turns", type=int, default=0,
+                    help="time our kernels and onnxruntime's nodes in N "
+                    "turns (see the docstring)")
     ap.add_argument("--model", default="mobilenet_v3_small",
                     help="a skeleton of tests/onnx/models (resnet18: "
                     "bench/RESULTS.md, convfuse)")
@@ -97,6 +164,8 @@ def main():
                 lambda: sess.run(None, {"input": x}), runs))
         if args.profile:
             profile(exe, x, args.profiles, args.top)
+        if args.turns:
+            turns(exe, model, x, args.turns)
         sys.stdout.flush()
     return 0
 

@@ -15,6 +15,7 @@
 // conv_oom_sweep fails each allocation of a compile and run in turn.
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -882,7 +883,9 @@ TEST(prepacked_weight_marked) {
     tj_executable_t* exe = NULL;
     if (g) CHECK_OK(tj_compile(g, &opts, &exe));
     char* kir = dumped_kir(dir);
-    CHECK(strstr(kir, " c 5") != NULL);  // the conv kernel was dumped
+    char cname[32];
+    snprintf(cname, sizeof(cname), " c %" PRId64 " ", c.c);
+    CHECK(strstr(kir, cname) != NULL);  // the conv kernel was dumped
     CHECK_EQ_INT(wc, strstr(kir, "w_prepacked") != NULL);
     CHECK(strstr(kir, "acc") != NULL);
     CHECK(strstr(kir, "pointwise") == NULL);
@@ -897,17 +900,25 @@ TEST(prepacked_weight_marked) {
 // The rule (tj_kir_conv_ocvec_rule) gives the ocvec variant to a constant
 // weight at stride 1 with O >= 64 and output rows of 14 or more (the
 // kernel is marked ocvec); not to an input weight, nor under
-// TJ_X86_CONV=packed, nor at 7x7 outputs.
+// TJ_X86_CONV=packed, nor at 7x7 outputs, nor at stride 2 (a stem's small
+// K included), where TJ_X86_CONV=ocvec still puts it.
 TEST(ocvec_variant_marked) {
   static const struct {
     int64_t o, side;
     bool wconst;
     const char* setting;
     bool ocvec;
-  } kRows[] = {{64, 16, true, NULL, true},   {96, 14, true, NULL, true},
-               {96, 14, false, NULL, false}, {96, 14, true, "packed", false},
-               {96, 7, true, NULL, false},   {48, 16, true, NULL, false},
-               {48, 7, true, "ocvec", true}};
+    int64_t c, stride;  // 0: kCases[0]'s
+  } kRows[] = {{64, 16, true, NULL, true, 0, 0},
+               {96, 14, true, NULL, true, 0, 0},
+               {96, 14, false, NULL, false, 0, 0},
+               {96, 14, true, "packed", false, 0, 0},
+               {96, 7, true, NULL, false, 0, 0},
+               {48, 16, true, NULL, false, 0, 0},
+               {48, 7, true, "ocvec", true, 0, 0},
+               {64, 32, true, NULL, false, 3, 2},
+               {64, 32, true, "ocvec", true, 3, 2},
+               {64, 32, false, "ocvec", false, 3, 2}};
   for (size_t i = 0; i < sizeof(kRows) / sizeof(kRows[0]); ++i) {
     char dir[] = "/tmp/tj_conv_native_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -922,6 +933,10 @@ TEST(ocvec_variant_marked) {
     c.o = kRows[i].o;
     c.s[0] = c.s[1] = kRows[i].side;
     c.wconst = kRows[i].wconst;
+    if (kRows[i].c) c.c = kRows[i].c;
+    if (kRows[i].stride) {
+      c.a.strides[0] = c.a.strides[1] = kRows[i].stride;
+    }
     int64_t xd[5], wd[5], yd[5];
     tj_graph_t* g = ctx ? build(ctx, &c, xd, wd, yd) : NULL;
     CHECK(g != NULL);
@@ -929,7 +944,9 @@ TEST(ocvec_variant_marked) {
     tj_executable_t* exe = NULL;
     if (g) CHECK_OK(tj_compile(g, &opts, &exe));
     char* kir = dumped_kir(dir);
-    CHECK(strstr(kir, " c 5") != NULL);  // the conv kernel was dumped
+    char cname[32];
+    snprintf(cname, sizeof(cname), " c %" PRId64 " ", c.c);
+    CHECK(strstr(kir, cname) != NULL);  // the conv kernel was dumped
     if ((strstr(kir, " ocvec") != NULL) != kRows[i].ocvec)
       fprintf(stderr, "ocvec_variant_marked row %zu: ocvec %s\n", i,
               kRows[i].ocvec ? "missing" : "taken");
