@@ -407,6 +407,31 @@ static tj_status_t check_in_place(tj_lowering_t* lw) {
   return NULL;
 }
 
+// The inputs read at the index every output is written (|lw->aligned|):
+// those an output may overwrite as check_in_place asks, whatever the
+// memory plan chose (a copy for another plan checks against them).
+static uint64_t aligned_inputs(const tj_lowering_t* lw) {
+  uint64_t mask = 0;
+  bool any_output = false;
+  for (uint32_t b = 0; b < lw->num_bufs; ++b) {
+    if (lw->bufs[b].role != TJ_KIR_OUTPUT) mask |= 1ull << b;
+  }
+  for (uint32_t o = 0; o < lw->num_bufs; ++o) {
+    const tj_lower_buffer_t* out = &lw->bufs[o];
+    if (out->role != TJ_KIR_OUTPUT) continue;
+    any_output = true;
+    for (uint32_t b = 0; b < lw->num_bufs; ++b) {
+      const tj_lower_buffer_t* v = &lw->bufs[b];
+      if (v->offset != out->offset ||
+          memcmp(v->strides, out->strides,
+                 sizeof(int64_t) * (size_t)lw->vrank) != 0) {
+        mask &= ~(1ull << b);
+      }
+    }
+  }
+  return any_output ? mask : 0;
+}
+
 //===--- driver ---===//
 
 // |dim| of |src| rebuilt in |dst| (whose symbols are |src|'s, in order):
@@ -498,6 +523,7 @@ static tj_status_t build_kernel(tj_lowering_t* lw, const char* name,
     out->buffer_offset_dims[b] = v->offset;
   }
   out->num_buffers = lw->num_bufs;
+  out->index_aligned = lw->aligned;
   if (lw->kind == TJ_KIR_GEMM) {
     tj_kir_set_gemm(lw->k, kdim, NULL);
     lw->k->allow_half_gemm = true;  // every GEMM template takes them
@@ -586,6 +612,7 @@ static tj_status_t lower_box(tj_lowering_t* lw, const char* name,
   for (uint32_t i = 0; i < lw->g->num_nodes; ++i) lw->red_phase[i] = NONE32;
   TJ_RETURN_IF_ERROR(body(lw));
   TJ_RETURN_IF_ERROR(check_in_place(lw));
+  lw->aligned = aligned_inputs(lw);
   TJ_RETURN_IF_ERROR(tj_lower_decide_space(lw));
   return build_kernel(lw, name, out);
 }

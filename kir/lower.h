@@ -52,6 +52,14 @@ typedef struct tj_lowered_kernel_t {
   // distinct kernels by it without comparing.
   bool borrowed;
   const tj_kir_t* code_of;
+  // Bit b: buffer b is an input read at the offset and strides every output
+  // buffer is written at, so that the memory plan may write an output in
+  // place of its node (lowering's in-place check holds). 0 where the kernel
+  // was not lowered by boxes (no input known to be so). A copy for a group
+  // whose outputs overwrite other inputs than its source's (block 0 reads
+  // a graph input, block 1 block 0's value) is made only where this allows
+  // it (tj_lower_group_copy).
+  uint64_t index_aligned;
 } tj_lowered_kernel_t;
 
 // Lowers group |group| of |fusion| (over |graph|) to kernels named |name|
@@ -85,21 +93,29 @@ tj_status_t tj_lower_group(const tj_graph_t* graph, const tj_fusion_t* fusion,
                            uint32_t* out_count);
 
 // Region compile (kir/lower_reuse.c). A hash of what lowering reads of
-// group |group|: equal groups hash equal.
+// group |group|: equal groups hash equal. The memory plan's in-place
+// choices are not in it: lowering's code does not depend on them (only
+// its check does, which tj_lower_group_copy makes for a copy).
 uint64_t tj_lower_group_hash(const tj_graph_t* graph, const tj_fusion_t* fusion,
-                             const tj_memplan_t* memplan, uint32_t group);
+                             uint32_t group);
 // Whether groups |a| and |b| lower to the same kernels up to their names
-// and nodes (a block repeated with other weights).
+// and nodes (a block repeated with other weights), but for the in-place
+// check: which input each output overwrites may differ
+// (tj_lower_group_copy checks it).
 bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
-                         const tj_memplan_t* memplan, uint32_t a, uint32_t b);
+                         uint32_t a, uint32_t b);
 // The |count| kernels group |from| lowered to (|kernels|, named
 // |from_name|...) as group |to|'s, equal to it by tj_lower_group_same: the
 // same code named |to_name|..., buffers on |to|'s nodes, to |out|. The
 // copies borrow |kernels|' instructions and dim tables (borrowed, code_of
 // above): |kernels| must outlive them. UNSUPPORTED when a kernel does not
-// copy (then lower |to| itself); on failure |out| holds nothing.
+// copy (then lower |to| itself), among them an output of |to| that
+// |memplan| (may be NULL) writes in place of an input which |from|'s
+// output did not overwrite and which the kernel does not read at the
+// output's index (index_aligned); on failure |out| holds nothing.
 tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
-                                const tj_fusion_t* fusion, uint32_t from,
+                                const tj_fusion_t* fusion,
+                                const tj_memplan_t* memplan, uint32_t from,
                                 uint32_t to, const char* from_name,
                                 const char* to_name,
                                 const tj_lowered_kernel_t* kernels,

@@ -120,6 +120,9 @@ typedef struct tj_lowering_t {
   // Facts of the first pass.
   tj_lower_buffer_t bufs[TJ_KIR_MAX_BUFFERS];
   uint32_t num_bufs;
+  // Bit b: input bufs[b] is read at the index every output is written
+  // (tj_lowered_kernel_t.index_aligned), set by lower_box.
+  uint64_t aligned;
   bool index_used[MAXV];
   // The final space: final dim f covers virtual dims [fbeg, fend) (empty
   // for a size-1 dim standing for nothing).

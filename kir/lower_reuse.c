@@ -12,8 +12,12 @@
 // a constant's bytes; each operand the same position among the group's
 // nodes or among its inputs), which of its nodes it writes, the inputs'
 // dtypes and dims and, for a constant input, its bytes (a one-element
-// constant becomes an immediate), and which input the memory plan lets
-// each output overwrite (the in-place check). Dims are compared by id: the
+// constant becomes an immediate). Which input the memory plan lets each
+// output overwrite is not compared: lowering reads it only to check that
+// the input is read at the output's index, and the copy makes that check
+// on its source's kernels (index_aligned), so that block 1 (its value
+// written in place of block 0's) copies block 0 (which may not overwrite
+// the graph's input). Dims are compared by id: the
 // groups are of one graph, whose dim table interns every expression, so
 // equal ids are equal sizes for every value of the symbols. Weights are
 // graph inputs or constants the kernels read through buffers; their
@@ -25,6 +29,8 @@
 
 #include "kir/lower_internal.h"
 #include "lib/passes/pass.h"
+
+enum { kMaxInputs = 256 };  // more: the group is never shared
 
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -68,16 +74,13 @@ static size_t constant_bytes(const tj_graph_t* g, uint32_t node) {
   return (size_t)numel * tj_dtype_size(n->dtype);
 }
 
-// The input |in| of |grp| that the memory plan lets output |node| overwrite,
-// as a position among the group's inputs (NONE32 - 1: none).
-static uint32_t in_place_slot(const tj_memplan_t* mp, const tj_group_t* grp,
-                              uint32_t node) {
-  if (!mp) return NONE32 - 1;
+// The node whose storage the memory plan lets |node| overwrite, or
+// TJ_NODE_NONE.
+static uint32_t in_place_input(const tj_memplan_t* mp, uint32_t node) {
+  if (!mp) return TJ_NODE_NONE;
   uint32_t bi = mp->buffer_of[node];
-  if (bi == UINT32_MAX) return NONE32 - 1;
-  uint32_t in = mp->buffers[bi].in_place_of;
-  if (in == TJ_NODE_NONE) return NONE32 - 1;
-  return position(grp->inputs, grp->num_inputs, in);
+  if (bi == UINT32_MAX) return TJ_NODE_NONE;
+  return mp->buffers[bi].in_place_of;
 }
 
 static uint64_t hash_type(uint64_t h, const tj_node_t* n) {
@@ -89,7 +92,7 @@ static uint64_t hash_type(uint64_t h, const tj_node_t* n) {
 }
 
 uint64_t tj_lower_group_hash(const tj_graph_t* graph, const tj_fusion_t* fusion,
-                             const tj_memplan_t* memplan, uint32_t group) {
+                             uint32_t group) {
   const tj_group_t* grp = &fusion->groups[group];
   uint64_t h = mix(0, (uint64_t)grp->kind);
   h = mix(h, grp->num_nodes);
@@ -100,23 +103,28 @@ uint64_t tj_lower_group_hash(const tj_graph_t* graph, const tj_fusion_t* fusion,
     const tj_node_t* n = &graph->nodes[grp->nodes[j]];
     h = hash_type(h, n);
     for (uint32_t i = 0; i < n->num_operands; ++i) {
-      h = mix(h, operand_slot(grp, n->operands[i]));
+      // An input by its type, not its place among the inputs (ordered by
+      // node: block 0's carried value is a graph input before its weights,
+      // a later block's stands after them).
+      uint32_t slot = operand_slot(grp, n->operands[i]);
+      if (slot == NONE32 || slot % 2 == 0) {
+        h = mix(h, slot);
+        continue;
+      }
+      const tj_node_t* in = &graph->nodes[n->operands[i]];
+      h = mix(h, 1);
+      h = mix(h, (uint64_t)in->dtype);
+      h = mix(h, (uint64_t)in->rank);
+      for (int32_t d = 0; d < in->rank; ++d) h = mix(h, (uint64_t)in->dims[d]);
+      h = mix(h, in->op == TJ_OP_CONSTANT);
     }
     for (uint32_t i = 0; i < n->attrs.num_ints; ++i) {
       h = mix(h, (uint64_t)n->attrs.ints[i]);
     }
     h = mix(h, (uint64_t)n->attrs.axis);
   }
-  for (uint32_t k = 0; k < grp->num_inputs; ++k) {
-    const tj_node_t* n = &graph->nodes[grp->inputs[k]];
-    h = mix(h, (uint64_t)n->dtype);
-    h = mix(h, (uint64_t)n->rank);
-    for (int32_t d = 0; d < n->rank; ++d) h = mix(h, (uint64_t)n->dims[d]);
-    h = mix(h, n->op == TJ_OP_CONSTANT);
-  }
   for (uint32_t k = 0; k < grp->num_outputs; ++k) {
     h = mix(h, position(grp->nodes, grp->num_nodes, grp->outputs[k]));
-    h = mix(h, in_place_slot(memplan, grp, grp->outputs[k]));
   }
   return h;
 }
@@ -160,7 +168,7 @@ static bool same_constant(const tj_graph_t* g, uint32_t x, uint32_t y) {
 }
 
 bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
-                         const tj_memplan_t* memplan, uint32_t a, uint32_t b) {
+                         uint32_t a, uint32_t b) {
   const tj_group_t* p = &fusion->groups[a];
   const tj_group_t* q = &fusion->groups[b];
   if (p->kind != q->kind || p->num_nodes != q->num_nodes ||
@@ -173,6 +181,14 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
   // (region.c stitches them so). Then an operand that is p's node at a
   // position and moved by that distance is q's node at that position, one
   // search instead of two.
+  // perm[k]: the input of q that stands for p's input k.
+  uint32_t perm[kMaxInputs];
+  bool taken[kMaxInputs];
+  if (p->num_inputs > kMaxInputs) return false;
+  for (uint32_t k = 0; k < p->num_inputs; ++k) {
+    perm[k] = NONE32;
+    taken[k] = false;
+  }
   uint32_t delta = p->num_nodes ? q->nodes[0] - p->nodes[0] : 0;
   bool moved = true;
   for (uint32_t j = 0; moved && j < p->num_nodes; ++j)
@@ -192,11 +208,31 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
       uint32_t s = operand_slot(p, u);
       if (s == NONE32) return false;
       if (moved && s % 2 == 0 && u != TJ_NODE_NONE && v == u + delta) continue;
-      if (s != operand_slot(q, v)) return false;
+      uint32_t t = operand_slot(q, v);
+      if (s % 2 == 0 || t == NONE32 || t % 2 == 0) {
+        if (s != t) return false;
+        continue;
+      }
+      // Inputs: one of q's for each of p's, the same wherever read.
+      uint32_t from = s / 2, to = t / 2;
+      if (perm[from] == NONE32 && !taken[to]) {
+        perm[from] = to;
+        taken[to] = true;
+      } else if (perm[from] != to) {
+        return false;
+      }
     }
   }
   for (uint32_t k = 0; k < p->num_inputs; ++k) {
-    uint32_t x = p->inputs[k], y = q->inputs[k];
+    // (An input no node reads keeps its place.)
+    if (perm[k] == NONE32) {
+      if (taken[k]) return false;
+      perm[k] = k;
+      taken[k] = true;
+    }
+  }
+  for (uint32_t k = 0; k < p->num_inputs; ++k) {
+    uint32_t x = p->inputs[k], y = q->inputs[perm[k]];
     const tj_node_t* n = &graph->nodes[x];
     const tj_node_t* m = &graph->nodes[y];
     if (n->dtype != m->dtype || n->rank != m->rank ||
@@ -210,21 +246,28 @@ bool tj_lower_group_same(const tj_graph_t* graph, const tj_fusion_t* fusion,
   }
   for (uint32_t k = 0; k < p->num_outputs; ++k) {
     if (position(p->nodes, p->num_nodes, p->outputs[k]) !=
-            position(q->nodes, q->num_nodes, q->outputs[k]) ||
-        in_place_slot(memplan, p, p->outputs[k]) !=
-            in_place_slot(memplan, q, q->outputs[k])) {
+        position(q->nodes, q->num_nodes, q->outputs[k])) {
       return false;
     }
   }
   return true;
 }
 
-// |node| of group |p| as the node at the same place in group |q|, or NONE32.
-static uint32_t map_node(const tj_group_t* p, const tj_group_t* q,
-                         uint32_t node) {
-  uint32_t s = operand_slot(p, node);
-  if (s == NONE32 || s == NONE32 - 1) return NONE32;
-  return s % 2 == 0 ? q->nodes[s / 2] : q->inputs[s / 2];
+// |node| of group |p| as the node at the same place in the equal group |q|
+// (tj_lower_group_same), or NONE32: an input by where a node of the group
+// reads it (the same input of q wherever p's is read).
+static uint32_t map_node(const tj_graph_t* g, const tj_group_t* p,
+                         const tj_group_t* q, uint32_t node) {
+  if (node == TJ_NODE_NONE) return NONE32;
+  uint32_t s = position(p->nodes, p->num_nodes, node);
+  if (s != NONE32) return q->nodes[s];
+  for (uint32_t j = 0; j < p->num_nodes; ++j) {
+    const tj_node_t* n = &g->nodes[p->nodes[j]];
+    for (uint32_t i = 0; i < n->num_operands; ++i) {
+      if (n->operands[i] == node) return g->nodes[q->nodes[j]].operands[i];
+    }
+  }
+  return NONE32;
 }
 
 // Writes |v| in decimal at |out| (room for 10 digits); returns the end.
@@ -263,13 +306,36 @@ static bool rename_buffer(const char* name, uint32_t from, uint32_t to,
   return true;
 }
 
+// Lowering's in-place check (kir/lower.c, check_in_place) for the copy
+// |dst| (buffers on group |q|'s nodes) of kernel |src| (group |p|'s, whose
+// code is |k|): each output that the memory plan writes in place of an
+// input overwrites the input its source's output did (lowering checked
+// that), or every buffer of that input is read at the outputs' index.
+static bool in_place_holds(const tj_graph_t* g, const tj_memplan_t* mp,
+                           const tj_group_t* p, const tj_group_t* q,
+                           const tj_kir_t* k, const tj_lowered_kernel_t* src,
+                           const tj_lowered_kernel_t* dst) {
+  for (uint32_t b = 0; b < src->num_buffers; ++b) {
+    if (k->buffers[b].role != TJ_KIR_OUTPUT) continue;
+    uint32_t in = in_place_input(mp, dst->buffer_nodes[b]);
+    if (in == TJ_NODE_NONE) continue;
+    uint32_t was = in_place_input(mp, src->buffer_nodes[b]);
+    if (was != TJ_NODE_NONE && map_node(g, p, q, was) == in) continue;
+    for (uint32_t c = 0; c < src->num_buffers; ++c) {
+      if (dst->buffer_nodes[c] == in && !(src->index_aligned >> c & 1))
+        return false;
+    }
+  }
+  return true;
+}
+
 tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
-                                const tj_fusion_t* fusion, uint32_t from,
+                                const tj_fusion_t* fusion,
+                                const tj_memplan_t* memplan, uint32_t from,
                                 uint32_t to, const char* from_name,
                                 const char* to_name,
                                 const tj_lowered_kernel_t* kernels,
                                 uint32_t count, tj_lowered_kernel_t* out) {
-  (void)graph;
   const tj_group_t* p = &fusion->groups[from];
   const tj_group_t* q = &fusion->groups[to];
   memset(out, 0, sizeof(*out) * count);
@@ -301,7 +367,7 @@ tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
     char names[TJ_KIR_MAX_BUFFERS][48];
     const char* name_of[TJ_KIR_MAX_BUFFERS];
     for (uint32_t b = 0; !status && b < src->num_buffers; ++b) {
-      dst->buffer_nodes[b] = map_node(p, q, src->buffer_nodes[b]);
+      dst->buffer_nodes[b] = map_node(graph, p, q, src->buffer_nodes[b]);
       if (dst->buffer_nodes[b] == NONE32 ||
           !rename_buffer(k->buffers[b].name, src->buffer_nodes[b],
                          dst->buffer_nodes[b], names[b], sizeof(names[b]))) {
@@ -310,8 +376,13 @@ tj_status_t tj_lower_group_copy(const tj_graph_t* graph,
       }
       name_of[b] = names[b];
     }
+    if (!status && !in_place_holds(graph, memplan, p, q, k, src, dst)) {
+      status = tj_unsupported(
+          "kernel @%s: an output in place of an input read at another index",
+          k->name);
+    }
     if (!status && src->nonempty_node != NONE32) {
-      dst->nonempty_node = map_node(p, q, src->nonempty_node);
+      dst->nonempty_node = map_node(graph, p, q, src->nonempty_node);
       if (dst->nonempty_node == NONE32) {
         status = tj_unsupported("kernel @%s: its precondition's node", k->name);
       }

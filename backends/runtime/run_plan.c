@@ -305,7 +305,7 @@ static uint32_t index_find(const lowered_index_t* ix, const tj_run_plan_t* rp,
     uint32_t p = ix->groups[slot];
     if (p == UINT32_MAX) return UINT32_MAX;
     if (ix->hashes[slot] == h &&
-        tj_lower_group_same(rp->graph, rp->fusion, rp->memplan, p, q)) {
+        tj_lower_group_same(rp->graph, rp->fusion, p, q)) {
       return p;
     }
   }
@@ -329,9 +329,7 @@ static uint32_t guess_equal(const tj_run_plan_t* rp, uint32_t q,
   if (dist == 0 || dist > q) return UINT32_MAX;
   uint32_t p = q - dist;
   if (rp->steps[p].kind != TJ_RUN_STEP_KERNELS) return UINT32_MAX;
-  return tj_lower_group_same(rp->graph, rp->fusion, rp->memplan, p, q)
-             ? p
-             : UINT32_MAX;
+  return tj_lower_group_same(rp->graph, rp->fusion, p, q) ? p : UINT32_MAX;
 }
 
 // Group |q|'s kernels copied from those of the equal group |p| (lowered
@@ -346,9 +344,9 @@ static tj_status_t copy_group(const tj_run_plan_t* rp, const char* prefix,
   kernel_name(rp, prefix, p, from_name);
   kernel_name(rp, prefix, q, to_name);
   *out_count = 0;
-  TJ_RETURN_IF_ERROR(tj_lower_group_copy(rp->graph, rp->fusion, p, q, from_name,
-                                         to_name, &kernels[from->first_kernel],
-                                         from->num_kernels, out));
+  TJ_RETURN_IF_ERROR(tj_lower_group_copy(
+      rp->graph, rp->fusion, rp->memplan, p, q, from_name, to_name,
+      &kernels[from->first_kernel], from->num_kernels, out));
   *out_count = from->num_kernels;
   return NULL;
 }
@@ -422,7 +420,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
     if (copy_equal) {
       equal = guess_equal(rp, q, dist);
       if (equal == UINT32_MAX) {
-        hash = tj_lower_group_hash(g, fu, rp->memplan, q);
+        hash = tj_lower_group_hash(g, fu, q);
         hashed = true;
         equal = index_find(&index, rp, q, hash);
       }
@@ -465,7 +463,7 @@ tj_status_t tj_run_plan_build(tj_run_plan_t* rp, tj_context_t* context,
       s->first_kernel = nk;
       s->num_kernels = made;
       if (copy_equal && equal == UINT32_MAX) {
-        if (!hashed) hash = tj_lower_group_hash(g, fu, rp->memplan, q);
+        if (!hashed) hash = tj_lower_group_hash(g, fu, q);
         index_add(&index, q, hash);
       }
       if (log_fusion) log_kernels(rp, q, &kernels[nk], made);
@@ -559,7 +557,7 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
     uint32_t equal = guess_equal(rp, q, dist);
     if (equal != UINT32_MAX && !done[equal]) equal = UINT32_MAX;
     if (equal == UINT32_MAX) {
-      hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+      hash = tj_lower_group_hash(rp->graph, rp->fusion, q);
       hashed = true;
       equal = index_find(&index, rp, q, hash);
     }
@@ -586,7 +584,7 @@ tj_status_t tj_run_plan_lower(const tj_run_plan_t* rp, const int64_t* sym,
     made = st->first_kernel + got;
     if (!status && got == st->num_kernels) {
       if (!hashed) {
-        hash = tj_lower_group_hash(rp->graph, rp->fusion, rp->memplan, q);
+        hash = tj_lower_group_hash(rp->graph, rp->fusion, q);
       }
       index_add(&index, q, hash);
       done[q] = true;

@@ -223,10 +223,93 @@ TEST(oom_sweep_index_ops) {
   tj_context_destroy(context);
 }
 
+// Two equal groups, t = a + transpose(b) (each read by a matmul, so
+// written out), whose copy (kir/lower_reuse.c) must make lowering's
+// in-place check: where the memory plan (edited here; none chooses so)
+// writes the copy's output in place of the input read transposed, the
+// copy is refused (UNSUPPORTED) as lowering refuses (INTERNAL); in place
+// of the input read at the output's index, it copies.
+static const char kTwinGroups[] =
+    "func @twins(%a: f32[4,4], %b: f32[4,4], %c: f32[4,4], %d: f32[4,4]) {\n"
+    "  %4 = transpose %b {perm=[1,0]} : f32[4,4]\n"
+    "  %5 = add %a, %4 : f32[4,4]\n"
+    "  %6 = matmul %5, %5 : f32[4,4]\n"
+    "  %7 = transpose %d {perm=[1,0]} : f32[4,4]\n"
+    "  %8 = add %c, %7 : f32[4,4]\n"
+    "  %9 = matmul %8, %8 : f32[4,4]\n"
+    "  return %6 as \"y\", %9 as \"z\"\n"
+    "}\n";
+
+TEST(copy_checks_in_place) {
+  tj_context_t* context = NULL;
+  CHECK_OK(tj_context_create(NULL, &context));
+  tj_allocator_t al = tj_context_allocator(context);
+  tj_plan_t plan;
+  make_plan(context, kTwinGroups, &plan);
+  const tj_fusion_t* fu = plan.fusion;
+  uint32_t gp = UINT32_MAX, gq = UINT32_MAX;  // the groups writing %5, %8
+  for (uint32_t q = 0; q < fu->num_groups; ++q) {
+    const tj_group_t* grp = &fu->groups[q];
+    for (uint32_t k = 0; k < grp->num_outputs; ++k) {
+      if (grp->outputs[k] == 5) gp = q;
+      if (grp->outputs[k] == 8) gq = q;
+    }
+  }
+  CHECK(gp != UINT32_MAX && gq != UINT32_MAX && gp != gq);
+  if (gp == UINT32_MAX || gq == UINT32_MAX) return;
+  CHECK(tj_lower_group_same(plan.graph, fu, gp, gq));
+  CHECK_EQ_INT((int)tj_lower_group_hash(plan.graph, fu, gp),
+               (int)tj_lower_group_hash(plan.graph, fu, gq));
+  tj_lowered_kernel_t src[TJ_LOWER_MAX_GROUP_KERNELS];
+  tj_lowered_kernel_t dst[TJ_LOWER_MAX_GROUP_KERNELS];
+  uint32_t made = 0;
+  CHECK_OK(tj_lower_group(plan.graph, fu, plan.memplan, gp, NULL, al, "p", src,
+                          TJ_LOWER_MAX_GROUP_KERNELS, &made));
+  CHECK_EQ_INT(1, made);
+  uint32_t bi = plan.memplan->buffer_of[8];
+  CHECK(bi != UINT32_MAX);
+  if (bi == UINT32_MAX) return;
+  uint32_t was = plan.memplan->buffers[bi].in_place_of;
+  // %8 in place of %d, which the kernel reads transposed.
+  plan.memplan->buffers[bi].in_place_of = 3;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "kernel @p: an output in place of an input read at another "
+               "index",
+               tj_lower_group_copy(plan.graph, fu, plan.memplan, gp, gq, "p",
+                                   "q", src, made, dst));
+  uint32_t got = 0;
+  tj_status_t s = tj_lower_group(plan.graph, fu, plan.memplan, gq, NULL, al,
+                                 "q", dst, TJ_LOWER_MAX_GROUP_KERNELS, &got);
+  CHECK_EQ_INT(TJ_STATUS_INTERNAL, tj_status_code(s));
+  tj_status_free(s);
+  // In place of %c, read at the output's index: copied, the same code.
+  plan.memplan->buffers[bi].in_place_of = 2;
+  CHECK_OK(tj_lower_group_copy(plan.graph, fu, plan.memplan, gp, gq, "p", "q",
+                               src, made, dst));
+  CHECK(tj_kir_same_code(src[0].kernel, dst[0].kernel));
+  bool reads_c = false;
+  for (uint32_t b = 0; b < dst[0].num_buffers; ++b)
+    reads_c |= dst[0].buffer_nodes[b] == 2;
+  CHECK(reads_c);
+  tj_lowered_kernel_t lowered[TJ_LOWER_MAX_GROUP_KERNELS];
+  CHECK_OK(tj_lower_group(plan.graph, fu, plan.memplan, gq, NULL, al, "q",
+                          lowered, TJ_LOWER_MAX_GROUP_KERNELS, &got));
+  CHECK_EQ_INT(1, got);
+  CHECK(memcmp(lowered[0].buffer_nodes, dst[0].buffer_nodes,
+               sizeof(uint32_t) * lowered[0].num_buffers) == 0);
+  tj_lowered_kernel_deinitialize(&lowered[0]);
+  tj_lowered_kernel_deinitialize(&dst[0]);
+  tj_lowered_kernel_deinitialize(&src[0]);
+  plan.memplan->buffers[bi].in_place_of = was;
+  tj_plan_deinitialize(&plan);
+  tj_context_destroy(context);
+}
+
 int main(void) {
   RUN_TEST(graph_is_only_read);
   RUN_TEST(argmax_precondition);
   RUN_TEST(oom_sweep);
   RUN_TEST(oom_sweep_index_ops);
+  RUN_TEST(copy_checks_in_place);
   TEST_MAIN_END();
 }
