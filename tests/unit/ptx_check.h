@@ -230,20 +230,29 @@ static inline bool tj_test_covers(size_t i, int v, int n, int ways) {
   return v % period == (int)(i % (size_t)period);
 }
 
-// Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
-// the graph in a failure.
-static inline void tj_test_check_ptx(const char* ptxas, const char* what,
-                                     tj_graph_t* g) {
+// tj_test_check_ptx with compile |options| (NULL: the defaults). With
+// |options|->autotune off the GEMM candidates are not emitted (a GPU run
+// compiles none): for a graph whose candidates another check compiles.
+static inline void tj_test_check_ptx_with(const char* ptxas, const char* what,
+                                          tj_graph_t* g,
+                                          const tj_compile_options_t* options) {
   CHECK_OK(tj_graph_finalize(g));
   tj_cuda_offline_ptx_t ptx;
   memset(&ptx, 0, sizeof(ptx));
   tj_allocator_t al = tj_allocator_system();
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_OK(tj_cuda_compile_ptx(g, options, TJ_NVPTX_SM_90A, al, &ptx));
   CHECK(ptx.num_kernels >= 1);
   CHECK_EQ_INT(0, ptx.num_host_steps);
   tj_test_assemble_ptx(ptxas, what, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
+}
+
+// Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
+// the graph in a failure.
+static inline void tj_test_check_ptx(const char* ptxas, const char* what,
+                                     tj_graph_t* g) {
+  tj_test_check_ptx_with(ptxas, what, g, NULL);
 }
 
 // Whether |ptx| has |needle| as |want| says; names |what| (not the PTX)
