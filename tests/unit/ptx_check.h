@@ -109,6 +109,37 @@ static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
   return rc;
 }
 
+// Assembles |ptx| for sm_90a with |ptxas| -v ("": 0, nothing run), checks
+// that ptxas accepts it (naming |what| when not), prints its register and
+// spill lines, and returns the bytes of spill stores it reports. Shared
+// by the tests that print a kernel's registers and allow it no spills
+// (window_ptx_test, concat_select_ptx_test).
+static inline long tj_test_ptxas_spills(const char* ptxas, const char* what,
+                                        const char* ptx) {
+  if (!ptxas[0] || !ptx) return 0;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  if (!tj_test_write_ptx(ptx, path)) return 0;
+  char log[64], cmd[1200];
+  snprintf(log, sizeof(log), "%s.log", path);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a -v -o /dev/null '%s' > '%s' 2>&1", ptxas, path,
+           log);
+  int rc = system(cmd);
+  FILE* f = fopen(log, "r");
+  char line[512];
+  while (f && fgets(line, sizeof(line), f)) {
+    if (strstr(line, "registers") || strstr(line, "bytes spill stores"))
+      printf("#   %s: %s", what, line);
+  }
+  if (f) fclose(f);
+  long spills = 0;
+  rc = tj_test_ptxas_log_verdict(what, log, rc, &spills);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  remove(path);
+  return spills;
+}
+
 //===--- ptxas in the background ---===//
 //
 // The GEMM schedule tests (ktrans_ptx_test, swiglu_ptx_test) assemble one
