@@ -190,7 +190,9 @@ const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
 // GEMM kernel again with each main loop the autotuner may pick on a GPU of
 // the program's arch (kVariants), and the cuBLASLt candidate's epilogue
 // kernel, each entry renamed <entry>_c<candidate>; |*out_num_kernels| of
-// them. NULL (and 0) without tensor-core GEMMs, and for other programs.
+// them. NULL (and 0) without tensor-core GEMMs, with autotuning off and
+// no candidate forced (a GPU run compiles none then), and for other
+// programs.
 const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
                                          uint32_t* out_num_kernels);
 

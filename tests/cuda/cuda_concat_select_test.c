@@ -18,17 +18,12 @@
 // up to 4 in magnitude. Skips (exit 77)
 // without a driver or GPU.
 
-#include <math.h>
 #include <stdlib.h>
 
-#include "lib/dtype.h"
 #include "tests/cuda/cuda_test_util.h"
 
+// The inputs' generator (tj_test_random_tensor).
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double unit(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
 
 typedef enum kind_e { ROPE, ROPE_VIEW, THREE, MIDDLE, SYMBOLIC } kind_t;
 
@@ -168,10 +163,9 @@ static void data_make(tj_graph_t* ref, tj_dtype_t dt, const shape_t* s,
   d->num_in = dims_of(s, b, d->ranks, d->dims, &d->y_rank, d->y_dims);
   tj_tensor_t in[kMaxIn];
   for (int32_t i = 0; i < d->num_in; ++i) {
-    int64_t n = numel(d->ranks[i], d->dims[i]);
-    d->in[i] = calloc((size_t)(n ? n : 1), tj_dtype_size(dt));
-    for (int64_t e = 0; e < n; ++e)
-      tj_store_f64(dt, d->in[i], e, 4 * unit() - 2);
+    // Uniform in [-2, 2); every input has elements (B >= 1).
+    d->in[i] =
+        tj_test_random_tensor(&g_rng, dt, numel(d->ranks[i], d->dims[i]), 2.0);
     in[i] = tj_tensor_make(d->in[i], dt, d->ranks[i], d->dims[i]);
   }
   d->ny = numel(d->y_rank, d->y_dims);
@@ -185,18 +179,9 @@ static void data_free(data_t* d) {
   free(d->want);
 }
 
-static bool close_enough(const char* what, tj_dtype_t dt, const void* got,
-                         const void* want, int64_t n) {
-  double tol = dt == TJ_DTYPE_BF16 ? 4e-2 : dt == TJ_DTYPE_F16 ? 8e-3 : 1e-5;
-  for (int64_t i = 0; i < n; ++i) {
-    double g = tj_load_f64(dt, got, i), w = tj_load_f64(dt, want, i);
-    if (!(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-      fprintf(stderr, "  %s: element %lld: got %.9g, want %.9g\n", what,
-              (long long)i, g, w);
-      return false;
-    }
-  }
-  return true;
+// The tolerance of |dt| (see the top), relative, absolute below 1.
+static double tolerance(tj_dtype_t dt) {
+  return dt == TJ_DTYPE_BF16 ? 4e-2 : dt == TJ_DTYPE_F16 ? 8e-3 : 1e-5;
 }
 
 static tj_context_t* g_ref_ctx;
@@ -205,15 +190,12 @@ static tj_context_t* g_ref_ctx;
 // returns the kernel count (-1 on failure).
 static int32_t check(tj_dtype_t dt, const shape_t* s, data_t* runs,
                      int32_t num_runs) {
-  tj_context_options_t co = tj_test_context_options();
-  tj_context_t* ctx = NULL;
-  CHECK_OK(tj_context_create(&co, &ctx));
+  // A context of its own: TJ_CONCAT_SELECT is read when it is created.
+  tj_context_t* ctx = tj_test_cuda_context_create(NULL);
   if (!ctx) return -1;
   tj_graph_t* g = build(ctx, dt, s);
   tj_compile_options_t o;
-  tj_compile_options_initialize(&o);
-  o.target = TJ_TARGET_CUDA;
-  o.cache_dir = "";
+  tj_test_cuda_compile_options(&o, dt);  // no GEMM: allow_tf32 moves nothing
   tj_executable_t* exe = NULL;
   if (g) CHECK_OK(tj_compile(g, &o, &exe));
   static const char* const kNames[] = {"rope", "rope view", "three", "middle",
@@ -230,7 +212,8 @@ static int32_t check(tj_dtype_t dt, const shape_t* s, data_t* runs,
     void* got = calloc((size_t)(r->ny ? r->ny : 1), tj_dtype_size(dt));
     tj_tensor_t got_t = tj_tensor_make(got, dt, r->y_rank, r->y_dims);
     CHECK_OK(tj_executable_run(exe, in, r->num_in, &got_t, 1));
-    bool ok = close_enough(what, dt, got, r->want, r->ny);
+    bool ok =
+        tj_test_close_enough(what, dt, got, r->want, r->ny, tolerance(dt));
     if (!ok)
       fprintf(stderr, "  (%s at B = %lld)\n", what, (long long)r->y_dims[0]);
     CHECK(ok);

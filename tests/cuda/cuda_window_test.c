@@ -228,11 +228,9 @@ static const wcase_t kWindows[] = {
      {.kernel = {9, 9}, .pads_begin = {4, 4}, .pads_end = {4, 4}}},
 };
 
+// Uniform in [-1, 1), from cuda_test_util.h's generator.
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float uniform(void) {
-  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float uniform(void) { return (float)(tj_test_unit(&g_rng) * 2.0 - 1.0); }
 
 static float* random_buffer(int64_t n) {
   float* p = malloc((size_t)(n ? n : 1) * sizeof(float));

@@ -125,7 +125,11 @@ static tj_graph_t* llama_block(tj_dtype_t dt, int64_t b, int64_t t) {
 // The sanitizer leg (tj_test_sanitizer_subset) compiles the blocks at a
 // symbolic B alone, here and in block_linears_are_rank2_gemm_candidates: a
 // constant B runs the same emitters with its sizes folded, and the plain
-// leg compiles both.
+// leg compiles both. At a symbolic B the GEMM candidates are left out
+// (autotuning off): block_linears_are_rank2_gemm_candidates (a meson test
+// of its own, blocks_linears_test, in both legs) compiles and checks those
+// of the same four blocks with the same options; they took about 90% of
+// each compile here.
 TEST(both_blocks_every_dtype_no_host_step) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
   static const int64_t kBatch[] = {2, 0};  // 0: symbolic B
@@ -141,7 +145,10 @@ TEST(both_blocks_every_dtype_no_host_step) {
         CHECK(g != NULL);
         if (!g) continue;
         printf("# %s\n", what);
-        tj_test_check_ptx(g_ptxas, what, g);
+        tj_compile_options_t o;
+        tj_compile_options_initialize(&o);
+        if (!kBatch[j]) o.autotune = TJ_AUTOTUNE_OFF;
+        tj_test_check_ptx_with(g_ptxas, what, g, &o);
       }
     }
   }
@@ -197,6 +204,14 @@ TEST(f32_gemm_has_the_cublaslt_candidate) {
         CHECK(strstr(ptx.variants_ptx, "_c18(") == NULL);
       }
     }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    // With autotuning off (and no candidate forced) a GPU run compiles no
+    // candidate, and the offline program has none: the same module alone.
+    o.autotune = TJ_AUTOTUNE_OFF;
+    CHECK_OK(tj_cuda_compile_ptx(g, &o, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(1, ptx.num_kernels);
+    CHECK(ptx.ptx != NULL && ptx.variants_ptx == NULL);
+    CHECK_EQ_INT(0, ptx.num_variant_kernels);
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
     tj_graph_destroy(g);
   }
@@ -324,7 +339,11 @@ TEST(block_linears_are_rank2_gemm_candidates) {
 // are views of a linear's output, GPT's three and Llama's v (its q and k
 // come from rotary embeddings, computed kernels), and writes its result
 // through the merge's transpose: each one copy kernel fewer than with
-// TJ_ATTENTION_VIEWS=off, and still no host step.
+// TJ_ATTENTION_VIEWS=off, and still no host step. Autotuning off: the
+// count is the program's, and the GEMM candidates of these blocks' linears
+// (bf16, symbolic B) are compiled and checked by blocks_linears_test
+// (block_linears_are_rank2_gemm_candidates); emitting them here, four
+// times, took about two thirds of this test's time.
 TEST(attention_reads_head_views) {
   tj_context_t* off_ctx = NULL;
   setenv("TJ_ATTENTION_VIEWS", "off", 1);
@@ -347,8 +366,12 @@ TEST(attention_reads_head_views) {
       tj_allocator_t al = tj_allocator_system();
       tj_cuda_offline_ptx_t ptx;
       memset(&ptx, 0, sizeof(ptx));
-      CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+      tj_compile_options_t co;
+      tj_compile_options_initialize(&co);
+      co.autotune = TJ_AUTOTUNE_OFF;
+      CHECK_OK(tj_cuda_compile_ptx(g, &co, TJ_NVPTX_SM_90A, al, &ptx));
       CHECK_EQ_INT(0, ptx.num_host_steps);
+      CHECK(ptx.variants_ptx == NULL);
       kernels[off] = ptx.num_kernels;
       tj_cuda_offline_ptx_deinitialize(al, &ptx);
       tj_graph_destroy(g);

@@ -45,38 +45,6 @@ static int32_t count(const char* text, const char* needle) {
   return n;
 }
 
-// ptxas -v on |ptx|: prints its register and spill lines, returns the
-// spill stores (0 without ptxas).
-static long registers_and_spills(const char* what, const char* ptx) {
-  if (!g_ptxas[0] || !ptx) return 0;
-  char path[] = "/tmp/tj_test_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return 0;
-  fputs(ptx, f);
-  fclose(f);
-  char cmd[1200];
-  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
-           g_ptxas, path);
-  long spills = 0;
-  FILE* p = popen(cmd, "r");
-  char line[512];
-  while (p && fgets(line, sizeof(line), p)) {
-    const char* sp = strstr(line, "bytes spill stores");
-    if (sp) {
-      const char* q = sp;
-      while (q > line && q[-1] == ' ') --q;
-      while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
-      spills += strtol(q, NULL, 10);
-    }
-    if (strstr(line, "registers") || sp) printf("#   %s: %s", what, line);
-  }
-  if (p) CHECK_EQ_INT(0, pclose(p));
-  remove(path);
-  return spills;
-}
-
 static int32_t compile(tj_context_t* ctx, tj_dtype_t dt, int64_t d,
                        char** out_ptx) {
   tj_graph_t* g = rope(ctx, dt, d);
@@ -110,7 +78,7 @@ TEST(rope_one_kernel) {
       int32_t loads = count(ptx, "ld.global.v4.");
       if (loads != 8) fprintf(stderr, "  rope: %d vector loads\n", loads);
       CHECK_EQ_INT(8, loads);
-      CHECK_EQ_INT(0, (int)registers_and_spills("rope", ptx));
+      CHECK_EQ_INT(0, (int)tj_test_ptxas_spills(g_ptxas, "rope", ptx));
       free(ptx);
     }
   }
@@ -127,7 +95,7 @@ TEST(switch_off) {
   // Each box's two items load x twice (the rotated half is a plain load),
   // cos and sin.
   CHECK_EQ_INT(16, count(ptx, "ld.global.v4."));
-  CHECK_EQ_INT(0, (int)registers_and_spills("rope boxes", ptx));
+  CHECK_EQ_INT(0, (int)tj_test_ptxas_spills(g_ptxas, "rope boxes", ptx));
   free(ptx);
   tj_context_destroy(ctx);
 }

@@ -109,6 +109,37 @@ static inline int tj_test_ptxas_wgmma(const char* ptxas, const char* what,
   return rc;
 }
 
+// Assembles |ptx| for sm_90a with |ptxas| -v ("": 0, nothing run), checks
+// that ptxas accepts it (naming |what| when not), prints its register and
+// spill lines, and returns the bytes of spill stores it reports. Shared
+// by the tests that print a kernel's registers and allow it no spills
+// (window_ptx_test, concat_select_ptx_test).
+static inline long tj_test_ptxas_spills(const char* ptxas, const char* what,
+                                        const char* ptx) {
+  if (!ptxas[0] || !ptx) return 0;
+  char path[] = "/tmp/tj_test_ptx_XXXXXX";
+  if (!tj_test_write_ptx(ptx, path)) return 0;
+  char log[64], cmd[1200];
+  snprintf(log, sizeof(log), "%s.log", path);
+  snprintf(cmd, sizeof(cmd),
+           "'%s' -arch=sm_90a -v -o /dev/null '%s' > '%s' 2>&1", ptxas, path,
+           log);
+  int rc = system(cmd);
+  FILE* f = fopen(log, "r");
+  char line[512];
+  while (f && fgets(line, sizeof(line), f)) {
+    if (strstr(line, "registers") || strstr(line, "bytes spill stores"))
+      printf("#   %s: %s", what, line);
+  }
+  if (f) fclose(f);
+  long spills = 0;
+  rc = tj_test_ptxas_log_verdict(what, log, rc, &spills);
+  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
+  CHECK_EQ_INT(0, rc);
+  remove(path);
+  return spills;
+}
+
 //===--- ptxas in the background ---===//
 //
 // The GEMM schedule tests (ktrans_ptx_test, swiglu_ptx_test) assemble one
@@ -230,20 +261,29 @@ static inline bool tj_test_covers(size_t i, int v, int n, int ways) {
   return v % period == (int)(i % (size_t)period);
 }
 
-// Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
-// the graph in a failure.
-static inline void tj_test_check_ptx(const char* ptxas, const char* what,
-                                     tj_graph_t* g) {
+// tj_test_check_ptx with compile |options| (NULL: the defaults). With
+// |options|->autotune off the GEMM candidates are not emitted (a GPU run
+// compiles none): for a graph whose candidates another check compiles.
+static inline void tj_test_check_ptx_with(const char* ptxas, const char* what,
+                                          tj_graph_t* g,
+                                          const tj_compile_options_t* options) {
   CHECK_OK(tj_graph_finalize(g));
   tj_cuda_offline_ptx_t ptx;
   memset(&ptx, 0, sizeof(ptx));
   tj_allocator_t al = tj_allocator_system();
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_OK(tj_cuda_compile_ptx(g, options, TJ_NVPTX_SM_90A, al, &ptx));
   CHECK(ptx.num_kernels >= 1);
   CHECK_EQ_INT(0, ptx.num_host_steps);
   tj_test_assemble_ptx(ptxas, what, ptx.ptx);
   tj_cuda_offline_ptx_deinitialize(al, &ptx);
   tj_graph_destroy(g);
+}
+
+// Finalizes and destroys |g|. |ptxas| "" skips the assembly; |what| names
+// the graph in a failure.
+static inline void tj_test_check_ptx(const char* ptxas, const char* what,
+                                     tj_graph_t* g) {
+  tj_test_check_ptx_with(ptxas, what, g, NULL);
 }
 
 // Whether |ptx| has |needle| as |want| says; names |what| (not the PTX)

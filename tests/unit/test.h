@@ -259,7 +259,9 @@ static inline int tj_test_tiers(int count) {
 // which such a variant reaches again by the same path; the plain build's
 // leg runs every variant. The tests that read it: ktrans_ptx_test,
 // swiglu_ptx_test and attention_ptx_test, through tj_test_num_half_types,
-// and blocks_ptx_test (a symbolic batch alone).
+// blocks_ptx_test (a symbolic batch alone), x86_gemm_bf16_test (the
+// shapes of less oracle work: its oracle_budget) and wqgemm_ptx_test (each
+// case on one arch a kernel, alternating: its on_arch).
 static inline bool tj_test_sanitizer_subset(void) {
   const char* subset = getenv("TJ_TEST_SUBSET");
   return subset && strcmp(subset, "sanitizer") == 0;

@@ -163,41 +163,6 @@ static tj_graph_t* build_window(tj_context_t* ctx, const wcase_t* c) {
   return g;
 }
 
-// |ptx| through ptxas -v for sm_90a ("" skips it): fails on an error,
-// prints each kernel's registers and spills, and returns the spill bytes.
-static long assemble_verbose(const char* what, const char* ptx) {
-  if (!g_ptxas[0] || !ptx) return 0;
-  char path[] = "/tmp/tj_window_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) return 0;
-  fputs(ptx, f);
-  fclose(f);
-  char cmd[1200];
-  snprintf(cmd, sizeof(cmd), "'%s' -arch=sm_90a -v -o /dev/null '%s' 2>&1",
-           g_ptxas, path);
-  FILE* p = popen(cmd, "r");
-  long spills = 0;
-  char line[512];
-  while (p && fgets(line, sizeof(line), p)) {
-    const char* u = strstr(line, "Used ");
-    const char* sp = strstr(line, "bytes spill stores");
-    if (u) printf("#   %s: %s", what, u);
-    if (sp) {
-      const char* q = sp;
-      while (q > line && q[-1] == ' ') --q;
-      while (q > line && q[-1] >= '0' && q[-1] <= '9') --q;
-      spills += strtol(q, NULL, 10);
-    }
-  }
-  int rc = p ? pclose(p) : -1;
-  if (rc != 0) fprintf(stderr, "  %s: ptxas failed\n", what);
-  CHECK_EQ_INT(0, rc);
-  remove(path);
-  return spills;
-}
-
 // The number of lines of |ptx| that hold both |a| and |b|.
 static int count_lines(const char* ptx, const char* a, const char* b) {
   int n = 0;
@@ -238,7 +203,7 @@ TEST(windows) {
              v == 0   ? "auto"
              : v == 1 ? "2"
                       : "4");
-    long spills = assemble_verbose(what, ptx.ptx);
+    long spills = tj_test_ptxas_spills(g_ptxas, what, ptx.ptx);
     if (c->kernels) CHECK_EQ_INT(0, spills);
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
     tj_graph_destroy(g);
