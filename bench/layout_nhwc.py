@@ -20,9 +20,7 @@ pass/fail.
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "python"))
@@ -30,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import numpy as np  # noqa: E402
 
 import tensorjit as tj  # noqa: E402
+from x86_rows import cpu_ms  # noqa: E402  (bench/ is the script's folder)
 
 try:
     import torch  # noqa: E402
@@ -77,17 +76,6 @@ def torch_fn(ws):
             h = torch.relu(h + skip)
         return h
     return run
-
-
-def cpu_ms(fn, calls, reps):
-    fn()
-    blocks = []
-    for _ in range(reps):
-        t = time.process_time()
-        for _ in range(calls):
-            fn()
-        blocks.append((time.process_time() - t) * 1e3 / calls)
-    return statistics.median(blocks), max(blocks) - min(blocks)
 
 
 def main():

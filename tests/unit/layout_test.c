@@ -175,33 +175,9 @@ static tj_status_t chain_compile_run(tj_allocator_t allocator) {
   return s;
 }
 
-// Every allocation of a whole compile and run failed in turn: each run
-// OUT_OF_MEMORY or whole, nothing leaked either way.
-TEST(oom_sweep) {
-  tj_test_allocator_t counting;
-  tj_test_allocator_initialize(&counting, -1);
-  CHECK_OK(chain_compile_run(tj_test_allocator_get(&counting)));
-  long total = counting.allocations, failed = 0;
-  for (long n = 0; n < total; ++n) {
-    tj_test_allocator_t alloc;
-    tj_test_allocator_initialize(&alloc, n);
-    tj_status_t s = chain_compile_run(tj_test_allocator_get(&alloc));
-    if (alloc.live_blocks || alloc.bad_frees) {
-      fprintf(stderr, "  allocation %ld of %ld failed: %s; %ld blocks left\n",
-              n, total, s ? tj_status_message(s) : "ran", alloc.live_blocks);
-    }
-    CHECK_EQ_INT(0, alloc.live_blocks);
-    CHECK_EQ_INT(0, alloc.bad_frees);
-    if (s) {
-      ++failed;
-      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
-      tj_status_free(s);
-    }
-  }
-  printf("# every allocation failed in turn: %ld, %ld of them OUT_OF_MEMORY\n",
-         total, failed);
-  CHECK(failed > 0);
-}
+// Every allocation of a whole compile and run failed in turn
+// (tj_test_every_allocation).
+TEST(oom_sweep) { tj_test_every_allocation("layout", chain_compile_run); }
 
 int main(void) {
   open_jits();

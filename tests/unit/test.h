@@ -223,6 +223,42 @@ static inline long tj_test_oom_sweep(const char* what,
   return n;
 }
 
+// The whole-run sweep: tj_test_oom_sweep stops at the first attempt that
+// succeeds, and a failure that a cache or a fallback absorbs ends it
+// early; this fails every allocation of a whole successful |attempt| in
+// turn instead, each attempt OUT_OF_MEMORY or whole, nothing leaked either
+// way. Prints and returns how many of them failed (at least one).
+static inline long tj_test_every_allocation(const char* what,
+                                            tj_test_attempt_fn attempt) {
+  tj_test_allocator_t counting;
+  tj_test_allocator_initialize(&counting, -1);
+  CHECK_OK(attempt(tj_test_allocator_get(&counting)));
+  long total = counting.allocations, failed = 0;
+  for (long n = 0; n < total; ++n) {
+    tj_test_allocator_t alloc;
+    tj_test_allocator_initialize(&alloc, n);
+    tj_status_t s = attempt(tj_test_allocator_get(&alloc));
+    if (alloc.live_blocks || alloc.bad_frees) {
+      fprintf(stderr, "%s: allocation %ld of %ld failed: %s; %ld blocks left\n",
+              what, n, total, s ? tj_status_message(s) : "ran",
+              alloc.live_blocks);
+    }
+    CHECK_EQ_INT(0, alloc.live_blocks);
+    CHECK_EQ_INT(0, alloc.bad_frees);
+    if (s) {
+      ++failed;
+      CHECK_EQ_INT(TJ_STATUS_OUT_OF_MEMORY, tj_status_code(s));
+      tj_status_free(s);
+    }
+  }
+  printf(
+      "# every allocation failed in turn (%s): %ld, %ld of them "
+      "OUT_OF_MEMORY\n",
+      what, total, failed);
+  CHECK(failed > 0);
+  return failed;
+}
+
 // Context options for tests that must not depend on earlier runs: the
 // defaults, with no disk cache (a compile that names its cache_dir still
 // has one), whatever the environment says.
