@@ -294,6 +294,21 @@ static void insertion64(uint64_t* a, int64_t n) {
   }
 }
 
+// Turns digit counts |h| into the digit's first slots (an exclusive
+// prefix sum); true when one digit value holds all |n| keys, so that a
+// pass over this digit would leave the order as it is.
+static bool digit_starts(int64_t h[256], int64_t n) {
+  bool trivial = false;
+  int64_t sum = 0;
+  for (int32_t v = 0; v < 256; ++v) {
+    trivial |= h[v] == n;
+    int64_t c = h[v];
+    h[v] = sum;
+    sum += c;
+  }
+  return trivial;
+}
+
 // (keys[j], j) sorted ascending, through |a| and |b| (n entries each):
 // returns the one holding the result.
 static uint64_t* radix_sort64(const uint32_t* keys, int64_t n, int32_t bits,
@@ -312,14 +327,7 @@ static uint64_t* radix_sort64(const uint32_t* keys, int64_t n, int32_t bits,
   }
   for (int32_t d = 0; d < digits; ++d) {
     int64_t* h = hist[d];
-    bool trivial = false;
-    int64_t sum = 0;
-    for (int32_t v = 0; v < 256; ++v) {
-      trivial |= h[v] == n;
-      int64_t c = h[v];
-      h[v] = sum;
-      sum += c;
-    }
+    const bool trivial = digit_starts(h, n);
     if (trivial) continue;  // every key shares this digit
     const int32_t shift = 32 + 8 * d;
     for (int64_t j = 0; j < n; ++j) {
@@ -390,14 +398,7 @@ static wide_t* radix_sort_wide(const uint64_t* keys, int64_t n, int32_t bits,
   }
   for (int32_t d = 0; d < digits; ++d) {
     int64_t* h = hist[d];
-    bool trivial = false;
-    int64_t sum = 0;
-    for (int32_t v = 0; v < 256; ++v) {
-      trivial |= h[v] == n;
-      int64_t c = h[v];
-      h[v] = sum;
-      sum += c;
-    }
+    const bool trivial = digit_starts(h, n);
     if (trivial) continue;
     const int32_t shift = 8 * d;
     for (int64_t j = 0; j < n; ++j) {
