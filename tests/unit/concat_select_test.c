@@ -190,29 +190,15 @@ TEST(symbolic_axis) {
   }
 }
 
-// The kernels |build|'s graph compiles to on the host's tier in |ctx|.
-static int32_t kernels_of(tj_context_t* ctx, build_fn build) {
-  tj_graph_t* g = build(ctx);
-  CHECK_OK(tj_graph_finalize(g));
-  tj_compile_options_t o = tj_test_x86_options(1);
-  tj_executable_t* exe = NULL;
-  CHECK_OK(tj_compile(g, &o, &exe));
-  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
-  if (exe) tj_executable_stats(exe, &stats);
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  return exe ? stats.num_kernels : -1;
-}
-
 TEST(kernel_counts) {
   g_dt = TJ_DTYPE_F32;
   g_d = 8;
   g_view = false;
-  CHECK_EQ_INT(1, kernels_of(g_ctx[0], build_rope));
-  CHECK_EQ_INT(1, kernels_of(g_ctx[0], build_three));
-  CHECK_EQ_INT(1, kernels_of(g_ctx[0], build_middle));
-  CHECK_EQ_INT(1, kernels_of(g_ctx[0], build_symbolic));
-  CHECK_EQ_INT(2, kernels_of(g_ctx[0], build_two_tensors));
+  CHECK_EQ_INT(1, tj_test_kernels_of(g_ctx[0], build_rope));
+  CHECK_EQ_INT(1, tj_test_kernels_of(g_ctx[0], build_three));
+  CHECK_EQ_INT(1, tj_test_kernels_of(g_ctx[0], build_middle));
+  CHECK_EQ_INT(1, tj_test_kernels_of(g_ctx[0], build_symbolic));
+  CHECK_EQ_INT(2, tj_test_kernels_of(g_ctx[0], build_two_tensors));
   spec_t two[2] = {spec(2, (int64_t[]){3, 6}), spec(2, (int64_t[]){3, 6})};
   spec_t two_out = spec(2, (int64_t[]){3, 12});
   check_ops("two tensors", build_two_tensors, 2, two, 1, &two_out, 1e-6, NULL);
@@ -234,8 +220,8 @@ TEST(switch_off) {
   g_dt = TJ_DTYPE_F32;
   g_d = 10;
   g_view = true;
-  CHECK_EQ_INT(2, kernels_of(g_ctx[0], build_rope));
-  CHECK_EQ_INT(3, kernels_of(g_ctx[0], build_three));
+  CHECK_EQ_INT(2, tj_test_kernels_of(g_ctx[0], build_rope));
+  CHECK_EQ_INT(3, tj_test_kernels_of(g_ctx[0], build_three));
   check_rope(3);
   spec_t x = spec(2, (int64_t[]){3, 13});
   check_ops("three boxes", build_three, 1, &x, 1, &x, 1e-5, NULL);

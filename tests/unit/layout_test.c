@@ -78,20 +78,6 @@ TEST(moved_transposes_keep_the_numbers) {
   check_ops("chain", build_chain, 2, kChainIn, 1, kChainOut, 1e-6, NULL);
 }
 
-// The host tier's kernel count for |build|'s graph, in context |ctx|.
-static int32_t kernels_of(tj_context_t* ctx, build_fn build) {
-  tj_graph_t* g = build(ctx);
-  CHECK_OK(tj_graph_finalize(g));
-  tj_compile_options_t o = tj_test_x86_options(1);
-  tj_executable_t* exe = NULL;
-  CHECK_OK(tj_compile(g, &o, &exe));
-  tj_executable_stats_t st = {.struct_size = sizeof(st)};
-  if (exe) tj_executable_stats(exe, &st);
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  return st.num_kernels;
-}
-
 // With the pass off the transposes stay, as kernels or strided copies,
 // and the numbers are the same.
 TEST(layout_off_keeps_the_transposes) {
@@ -104,8 +90,8 @@ TEST(layout_off_keeps_the_transposes) {
   if (!off) return;
   const build_fn builds[2] = {build_nhwc, build_chain};
   for (int i = 0; i < 2; ++i) {
-    int32_t k_on = kernels_of(on, builds[i]);
-    int32_t k_off = kernels_of(off, builds[i]);
+    int32_t k_on = tj_test_kernels_of(on, builds[i]);
+    int32_t k_off = tj_test_kernels_of(off, builds[i]);
     printf("# %s: %d kernels, %d with TJ_LAYOUT=off\n", i ? "chain" : "nhwc",
            (int)k_on, (int)k_off);
     // The chain is one pointwise kernel either way (its transposes are

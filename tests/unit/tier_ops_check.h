@@ -175,6 +175,21 @@ static inline void check_ops(const char* what, build_fn build, int32_t num_in,
   check_ops_breaks(what, build, num_in, in, num_out, out, tol, error, 0);
 }
 
+// The kernels |build|'s graph compiles to in |ctx| (x86, one thread);
+// -1 where it does not compile.
+static inline int32_t tj_test_kernels_of(tj_context_t* ctx, build_fn build) {
+  tj_graph_t* g = build(ctx);
+  CHECK_OK(tj_graph_finalize(g));
+  tj_compile_options_t o = tj_test_x86_options(1);
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  tj_executable_stats_t stats = {.struct_size = sizeof(stats)};
+  if (exe) tj_executable_stats(exe, &stats);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  return exe ? stats.num_kernels : -1;
+}
+
 static inline tj_graph_t* new_graph(tj_context_t* ctx, const char* name) {
   tj_graph_t* g = NULL;
   CHECK_OK(tj_graph_create(ctx, name, &g));
