@@ -16,6 +16,7 @@
 #include "backends/x86/gemm_tune.h"
 #include "jit/nvptx.h"
 #include "lib/custom_op.h"
+#include "lib/env.h"
 
 // The compile of a CUDA executable with an offline program: the PTX is
 // copied out and the executable, never run, released.
@@ -97,8 +98,12 @@ static tj_status_t register_llvm_ir(tj_context_t* context,
   tj_nvptx_target_t* target = NULL;
   TJ_RETURN_IF_ERROR(tj_nvptx_target_create(al, TJ_NVPTX_SM_80, &target));
   char* ptx = NULL;
-  tj_status_t status =
-      tj_nvptx_compile_ir_text(target, ir, desc->cuda_entry, what, al, &ptx);
+  // The op's IR may call libdevice's functions (__nv_expf, ...).
+  tj_status_t status = tj_nvptx_target_set_libdevice(
+      target, tj_setting(context, TJ_SETTING_LIBDEVICE));
+  if (!status)
+    status =
+        tj_nvptx_compile_ir_text(target, ir, desc->cuda_entry, what, al, &ptx);
   tj_nvptx_target_destroy(target);
   if (status) return status;
   tj_custom_op_desc_t d = *desc;  // its struct_size covers cuda_llvm_ir

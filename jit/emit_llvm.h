@@ -61,6 +61,10 @@ typedef struct tj_emit_target_t {
   // multiplies on the tiles too (emit_gemm.c). Only with |amx|.
   bool amx_bf16;
   tj_emit_unary_hook_fn unary_f32;  // optional
+  // The f64 functions jit/vecmath.c calls lane by lane (tanh, erf, erfc,
+  // sin, cos, asin, acos, atan, pow) are named with this prefix: NULL for
+  // the C library's (x86), "__nv_" for NVIDIA's libdevice (NVPTX).
+  const char* libm_prefix;
   // Optional: decompose's gelu (erf), x * erfc(x * -sqrt(1/2)) * 0.5, found
   // in a body (tj_emit_body) where it is an f16/bf16 value or an f32 one
   // read only by casts to f16/bf16, is this hook's value (NVPTX's

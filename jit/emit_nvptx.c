@@ -138,8 +138,11 @@ static LLVMValueRef loop_begin(tj_nvptx_emit_t* nv, tj_emit_loop_t* loop,
 
 //===--- checks before emission ---===//
 
-// Ops the x86 path takes from libm in f64: there is no libm on the GPU.
-static tj_status_t check_bodies(const tj_kir_t* k) {
+// Ops the x86 path takes from libm in f64: on the GPU they call libdevice,
+// which the options must say the target links.
+static tj_status_t check_bodies(const tj_kir_t* k,
+                                const tj_nvptx_options_t* options) {
+  if (options && options->libdevice) return NULL;
   for (uint32_t p = 0; p < k->num_phases; ++p) {
     const tj_kir_phase_t* ph = &k->phases[p];
     for (uint32_t i = 0; i < ph->num_insts; ++i) {
@@ -156,8 +159,9 @@ static tj_status_t check_bodies(const tj_kir_t* k) {
         case TJ_OP_ATAN:
         case TJ_OP_POW:
           return tj_unsupported(
-              "kernel @%s: phase %u instruction %%%u: f64 %s is not "
-              "implemented on the GPU yet",
+              "kernel @%s: phase %u instruction %%%u: f64 %s needs NVIDIA's "
+              "libdevice on the GPU, and none was found (set TJ_LIBDEVICE "
+              "to libdevice.10.bc, or CUDA_HOME to the toolkit)",
               k->name, p, i, tj_op_info(in->op)->name);
         default:
           break;
@@ -167,13 +171,17 @@ static tj_status_t check_bodies(const tj_kir_t* k) {
   return NULL;
 }
 
-// No call may remain but to intrinsics: an external function would only
-// fail later, in the driver's linker.
-static tj_status_t check_no_calls(LLVMModuleRef module, const char* kernel) {
+// No call may remain but to intrinsics and, with options->libdevice, to
+// libdevice's functions, which tj_nvptx_compile links: an external function
+// would only fail later, in the driver's linker.
+static tj_status_t check_no_calls(LLVMModuleRef module, const char* kernel,
+                                  const tj_nvptx_options_t* options) {
+  bool libdevice = options && options->libdevice;
   for (LLVMValueRef f = LLVMGetFirstFunction(module); f;
        f = LLVMGetNextFunction(f)) {
     size_t n;
     const char* name = LLVMGetValueName2(f, &n);
+    if (libdevice && n > 5 && memcmp(name, "__nv_", 5) == 0) continue;
     if (LLVMIsDeclaration(f) && LLVMGetIntrinsicID(f) == 0)
       return tj_internal("kernel @%s: the NVPTX lowering calls %.*s", kernel,
                          (int)n, name);
@@ -1467,7 +1475,7 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   if (kernel->num_buffers > TJ_KIR_MAX_BUFFERS ||
       kernel->num_params > TJ_KIR_MAX_PARAMS)
     return tj_invalid("kernel @%s: too many buffers or params", kernel->name);
-  TJ_RETURN_IF_ERROR(check_bodies(kernel));
+  TJ_RETURN_IF_ERROR(check_bodies(kernel, options));
   int n = snprintf(out_kernel->entry, sizeof(out_kernel->entry), "tj_kernel_%s",
                    kernel->name);
   if (n < 0 || (size_t)n >= sizeof(out_kernel->entry))
@@ -1488,6 +1496,7 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   nv.em.target.has_cvt_x2 = true;
   nv.em.target.recip_invariant_div = true;
   nv.em.target.strided_as_gather = true;
+  nv.em.target.libm_prefix = "__nv_";
   if (options && options->approx_math) {
     nv.em.target.unary_f32 = tj_nvptx_approx_unary;
     nv.em.target.gelu_half = tj_nvptx_gelu_erf;
@@ -1501,7 +1510,7 @@ tj_status_t tj_nvptx_emit_kernel(LLVMModuleRef module, tj_nvptx_arch_t arch,
   tj_status_t s = emit_function(&nv);
   tj_status_free(nv.em.error);
   LLVMDisposeBuilder(nv.em.b);
-  if (!s) s = check_no_calls(module, kernel->name);
+  if (!s) s = check_no_calls(module, kernel->name, options);
   if (s && nv.em.fn) LLVMDeleteFunction(nv.em.fn);
   return s;
 }

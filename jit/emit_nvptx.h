@@ -65,7 +65,8 @@
 // |kernel| should be finalized; the emitter re-checks what it relies on and
 // returns INVALID_ARGUMENT for what it cannot lower, and UNSUPPORTED for
 // valid kernels the GPU path does not do yet (f64 tanh, erf, sin, cos and
-// pow, which the x86 path takes from libm; a GEMM operand that is neither
+// pow, which the x86 path takes from libm, when |options| has no
+// libdevice; a GEMM operand that is neither
 // f32, f16 nor bf16, or i8/u8 off sm_90a; mixed operand dtypes).
 // |options| may be NULL (defaults); an out-of-range option is
 // INVALID_ARGUMENT.

@@ -3,7 +3,9 @@
 #include "jit/nvptx.h"
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
 #include <llvm-c/IRReader.h>
+#include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -32,6 +34,7 @@ struct tj_nvptx_target_t {
   tj_nvptx_arch_t arch;
   LLVMTargetMachineRef machine;
   char* data_layout;  // LLVMCopyStringRepOfTargetData; LLVMDisposeMessage
+  char* libdevice;    // tj_nvptx_target_set_libdevice's copy, or NULL
 };
 
 const char* tj_nvptx_arch_name(tj_nvptx_arch_t arch) {
@@ -91,7 +94,18 @@ void tj_nvptx_target_destroy(tj_nvptx_target_t* target) {
   if (!target) return;
   LLVMDisposeTargetMachine(target->machine);
   LLVMDisposeMessage(target->data_layout);
+  tj_free_string(target->allocator, target->libdevice);
   tj_free(target->allocator, target, sizeof(*target));
+}
+
+tj_status_t tj_nvptx_target_set_libdevice(tj_nvptx_target_t* target,
+                                          const char* path) {
+  char* copy = NULL;
+  if (path && path[0] && !(copy = tj_strdup(target->allocator, path)))
+    return tj_status_oom();
+  tj_free_string(target->allocator, target->libdevice);
+  target->libdevice = copy;
+  return NULL;
 }
 
 tj_nvptx_arch_t tj_nvptx_target_arch(const tj_nvptx_target_t* target) {
@@ -104,6 +118,75 @@ LLVMModuleRef tj_nvptx_module_create(const tj_nvptx_target_t* target,
   LLVMSetTarget(module, kTriple);
   LLVMSetDataLayout(module, target->data_layout);
   return module;
+}
+
+//===--- libdevice ---===//
+
+static bool is_libdevice_name(LLVMValueRef f) {
+  size_t n;
+  const char* name = LLVMGetValueName2(f, &n);
+  return n > 5 && memcmp(name, "__nv_", 5) == 0;
+}
+
+// The first libdevice function |module| calls, or NULL.
+static LLVMValueRef libdevice_call(LLVMModuleRef module) {
+  for (LLVMValueRef f = LLVMGetFirstFunction(module); f;
+       f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f) && is_libdevice_name(f) && LLVMGetFirstUse(f))
+      return f;
+  }
+  return NULL;
+}
+
+// Links the target's libdevice into |module| when a kernel calls it (f64
+// tanh, erf, sin, ...: tj_nvptx_options_t.libdevice). The bitcode is parsed
+// into the module's context, given the module's triple and layout
+// (libdevice says nvptx64-nvidia-gpulibs), linked, and every function it
+// defines made internal, so that O3 inlines what is called and drops the
+// other ~350. Its __nvvm_reflect("__CUDA_FTZ") calls are folded to 0 by
+// the NVPTX target's NVVMReflect pass, which PassBuilder runs first
+// (subnormals kept, as in the x86 kernels). Reading and parsing costs a
+// few ms, only in the compiles that need it.
+static tj_status_t link_libdevice(const tj_nvptx_target_t* target,
+                                  LLVMModuleRef module) {
+  LLVMValueRef call = libdevice_call(module);
+  if (!call) return NULL;
+  size_t n;
+  const char* fn = LLVMGetValueName2(call, &n);
+  if (!target->libdevice)
+    return tj_unsupported(
+        "nvptx: a kernel calls libdevice's %.*s, and no libdevice was found "
+        "(set TJ_LIBDEVICE to libdevice.10.bc, or CUDA_HOME to the toolkit)",
+        (int)n, fn);
+  LLVMMemoryBufferRef buffer = NULL;
+  char* message = NULL;
+  if (LLVMCreateMemoryBufferWithContentsOfFile(target->libdevice, &buffer,
+                                               &message)) {
+    tj_status_t status = tj_unsupported(
+        "nvptx: libdevice %s (for %.*s) cannot be read: %s (set TJ_LIBDEVICE "
+        "to a libdevice.10.bc, or \"\" to go without)",
+        target->libdevice, (int)n, fn, message ? message : "");
+    LLVMDisposeMessage(message);
+    return status;
+  }
+  LLVMModuleRef library = NULL;
+  LLVMBool failed = LLVMParseBitcodeInContext2(LLVMGetModuleContext(module),
+                                               buffer, &library);
+  LLVMDisposeMemoryBuffer(buffer);  // the parse copied what it keeps
+  if (failed)
+    return tj_unsupported("nvptx: libdevice %s is not LLVM bitcode",
+                          target->libdevice);
+  LLVMSetTarget(library, kTriple);
+  LLVMSetDataLayout(library, target->data_layout);
+  if (LLVMLinkModules2(module, library))  // disposes |library|
+    return tj_unsupported("nvptx: libdevice %s does not link",
+                          target->libdevice);
+  for (LLVMValueRef f = LLVMGetFirstFunction(module); f;
+       f = LLVMGetNextFunction(f)) {
+    if (!LLVMIsDeclaration(f) && is_libdevice_name(f))
+      LLVMSetLinkage(f, LLVMInternalLinkage);
+  }
+  return NULL;
 }
 
 static tj_status_t compile(const tj_nvptx_target_t* target,
@@ -119,8 +202,13 @@ static tj_status_t compile(const tj_nvptx_target_t* target,
     return status;
   }
   LLVMDisposeMessage(message);
+  tj_status_t status = link_libdevice(target, module);
+  if (status) {
+    LLVMDisposeModule(module);
+    return status;
+  }
   LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
-  tj_status_t status = tj_status_from_llvm_error(
+  status = tj_status_from_llvm_error(
       LLVMRunPasses(module, "default<O3>", target->machine, options),
       "nvptx: LLVMRunPasses");
   LLVMDisposePassBuilderOptions(options);

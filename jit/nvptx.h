@@ -51,6 +51,14 @@ tj_status_t tj_nvptx_target_create(tj_allocator_t allocator,
 void tj_nvptx_target_destroy(tj_nvptx_target_t* target);
 tj_nvptx_arch_t tj_nvptx_target_arch(const tj_nvptx_target_t* target);
 
+// The libdevice file (libdevice.10.bc; lib/env.h's TJ_SETTING_LIBDEVICE)
+// that tj_nvptx_compile links into a module whose kernels call its
+// functions (tj_nvptx_options_t.libdevice); NULL or "" for none. The path
+// is copied; it is read at each such compile, so an unreadable file is
+// that compile's error, naming it.
+tj_status_t tj_nvptx_target_set_libdevice(tj_nvptx_target_t* target,
+                                          const char* path);
+
 //===--- kernels ---===//
 
 // The direct window kernel (cudabw, issue 15; jit/emit_nvptx_window.c)
@@ -193,6 +201,12 @@ typedef struct tj_nvptx_options_t {
   // portable polynomials: ~4x fewer instructions, a few ulp in f32
   // (jit/nvptx_math.h states the bounds).
   bool approx_math;
+  // f64 tanh, erf, erfc, sin, cos, asin, acos, atan and pow (the functions
+  // x86 takes from the C library) call NVIDIA's libdevice (__nv_tanh, ...),
+  // which tj_nvptx_compile links from the target's file
+  // (tj_nvptx_target_set_libdevice); without it such a kernel is
+  // UNSUPPORTED (a graph break).
+  bool libdevice;
   // The weight-only quantized GEMM runs the tensor-core kernel
   // (emit_nvptx_wqmma.c) or the CUDA-core one (emit_nvptx_wqgemm.c). With
   // wqgemm_tiled (the default of backends/cuda/cuda_program.c) the weight

@@ -10,6 +10,7 @@
 #include "jit/vecmath.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 //===--- helpers ---===//
@@ -235,11 +236,14 @@ LLVMValueRef tj_vm_log(tj_emit_t* em, LLVMValueRef x) {
 
 //===--- f64 through the C library, lane by lane ---===//
 
-static LLVMValueRef libm_call(tj_emit_t* em, const char* name, LLVMValueRef x,
-                              LLVMValueRef y) {
+static LLVMValueRef libm_call(tj_emit_t* em, const char* libm_name,
+                              LLVMValueRef x, LLVMValueRef y) {
   unsigned nargs = y ? 2 : 1;
   LLVMTypeRef params[2] = {em->t_f64, em->t_f64};
   LLVMTypeRef fty = LLVMFunctionType(em->t_f64, params, nargs, 0);
+  char name[32];
+  snprintf(name, sizeof(name), "%s%s",
+           em->target.libm_prefix ? em->target.libm_prefix : "", libm_name);
   LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
   if (!fn) fn = LLVMAddFunction(em->mod, name, fty);
   int32_t lanes = tj_emit_lanes_of(LLVMTypeOf(x));

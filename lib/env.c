@@ -4,6 +4,7 @@
 #include "lib/env.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,13 +66,16 @@ static const struct {
     [TJ_SETTING_X86_CONV] = {"TJ_X86_CONV", "TJ_X86_CONV"},
     [TJ_SETTING_LAYOUT] = {"TJ_LAYOUT", "TJ_LAYOUT"},
     [TJ_SETTING_NATIVE_TOPK] = {"TJ_NATIVE_TOPK", "TJ_NATIVE_TOPK"},
+    [TJ_SETTING_LIBDEVICE] = {NULL, "TJ_LIBDEVICE"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
                              tj_setting_t setting) {
   if (settings->from_options[setting]) return kSettings[setting].option;
-  return kSettings[setting].env ? kSettings[setting].env
-                                : "TJ_CACHE_DIR, XDG_CACHE_HOME or HOME";
+  if (kSettings[setting].env) return kSettings[setting].env;
+  return setting == TJ_SETTING_LIBDEVICE
+             ? "TJ_LIBDEVICE, CUDA_HOME, CUDA_PATH or the toolkit's paths"
+             : "TJ_CACHE_DIR, XDG_CACHE_HOME or HOME";
 }
 
 const char* tj_env_getenv(void* user_data, const char* name) {
@@ -135,6 +139,33 @@ static tj_status_t default_cache_dir(tj_env_lookup_fn lookup, void* user_data,
   return NULL;
 }
 
+// libdevice from the environment (tj_setting_t's TJ_SETTING_LIBDEVICE):
+// $TJ_LIBDEVICE as it is, else the first toolkit path that exists.
+static tj_status_t default_libdevice(tj_env_lookup_fn lookup, void* user_data,
+                                     tj_allocator_t allocator, char** out) {
+  static const char kFile[] = "/nvvm/libdevice/libdevice.10.bc";
+  const char* v = lookup(user_data, "TJ_LIBDEVICE");
+  char path[4096] = "";
+  if (v) {
+    snprintf(path, sizeof(path), "%s", v);
+  } else {
+    const char* roots[] = {lookup(user_data, "CUDA_HOME"),
+                           lookup(user_data, "CUDA_PATH"), "/usr/local/cuda"};
+    for (size_t i = 0; i < TJ_ARRAY_SIZE(roots) && !path[0]; ++i) {
+      int n = roots[i] && roots[i][0]
+                  ? snprintf(path, sizeof(path), "%s%s", roots[i], kFile)
+                  : -1;
+      if (n < 0 || (size_t)n >= sizeof(path) || access(path, R_OK) != 0)
+        path[0] = '\0';
+    }
+    static const char kDebian[] =
+        "/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc";
+    if (!path[0] && access(kDebian, R_OK) == 0)
+      snprintf(path, sizeof(path), "%s", kDebian);
+  }
+  return (*out = tj_strdup(allocator, path)) ? NULL : tj_status_oom();
+}
+
 static const char* option_value(const tj_context_options_t* options,
                                 tj_setting_t setting) {
   if (!options) return NULL;
@@ -166,6 +197,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_X86_CONV:
     case TJ_SETTING_LAYOUT:
     case TJ_SETTING_NATIVE_TOPK:
+    case TJ_SETTING_LIBDEVICE:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;
@@ -190,6 +222,9 @@ tj_status_t tj_settings_read(const tj_context_options_t* options,
     } else if (i == TJ_SETTING_CACHE_DIR) {
       status =
           default_cache_dir(lookup, user_data, allocator, &settings->values[i]);
+    } else if (i == TJ_SETTING_LIBDEVICE) {
+      status =
+          default_libdevice(lookup, user_data, allocator, &settings->values[i]);
     } else if ((value = lookup(user_data, kSettings[i].env)) != NULL) {
       if (!(settings->values[i] = tj_strdup(allocator, value))) {
         status = tj_status_oom();

@@ -95,6 +95,15 @@ typedef enum tj_setting_e {
   // ops to their inverses (tj_pass_ctx_t.layout; issue 15), for A/B
   // comparisons.
   TJ_SETTING_LAYOUT = 19,
+  // NVIDIA's libdevice (libdevice.10.bc), whose f64 functions the CUDA
+  // kernels link for what x86 takes from the C library (tanh, erf, erfc,
+  // sin, cos, asin, acos, atan, pow in f64): $TJ_LIBDEVICE (environment
+  // only; "" goes without), else the first file that exists of
+  // $CUDA_HOME/nvvm/libdevice/libdevice.10.bc, the same under $CUDA_PATH
+  // and /usr/local/cuda, and Debian's /usr/lib/nvidia-cuda-toolkit/
+  // libdevice/libdevice.10.bc; "" when none is found (such a group is then
+  // a graph break).
+  TJ_SETTING_LIBDEVICE = 20,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

@@ -16,6 +16,7 @@
 #include "jit/autotune.h"
 #include "lib/background.h"
 #include "lib/dtype.h"
+#include "lib/env.h"
 
 #define LT_WORKSPACE_BYTES ((size_t)8 << 20)
 
@@ -634,7 +635,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
     if (!sp->part)
       return tj_unsupported("split-K in %d does not fit kernel @%s",
                             (int)kSplits[j], g->name);
-    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    tj_nvptx_options_t o = tj_cuda_program_math_options(p);
     if (!sp->part_fn)
       TJ_RETURN_IF_ERROR(
           tj_cuda_program_compile_kernel(p, sp->part, &o, &sp->part_fn));
@@ -651,6 +652,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
     tj_nvptx_options_t o = kVariants[c];
     o.approx_math = p->nv_options.approx_math;
+    o.libdevice = p->nv_options.libdevice;
     o.gemm_tf32 = p->nv_options.gemm_tf32;
     TJ_RETURN_IF_ERROR(
         tj_cuda_program_compile_kernel(p, g, &o, &t->variant[c]));
@@ -671,7 +673,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
                                                  &p->gemm.lt_workspace));
     }
     if (!t->epi_fn) {
-      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+      tj_nvptx_options_t o = tj_cuda_program_math_options(p);
       TJ_RETURN_IF_ERROR(
           tj_cuda_program_compile_kernel(p, t->epi, &o, &t->epi_fn));
     }
@@ -1089,7 +1091,7 @@ static int32_t collect_precompiles(tj_cuda_program_t* p, uint32_t ki,
   tj_cuda_gemm_tune_t* t = &p->gemm.tunes[ki];
   int32_t n = 0;
   *out_mask = 0;
-  tj_nvptx_options_t approx = {.approx_math = p->nv_options.approx_math};
+  tj_nvptx_options_t approx = tj_cuda_program_math_options(p);
   for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES; ++c) {
     if (skip_tried && (t->bg_tried & (1u << c))) continue;
     if (only >= 0 && c != only) continue;
@@ -1119,6 +1121,7 @@ static int32_t collect_precompiles(tj_cuda_program_t* p, uint32_t ki,
                             .options = kVariants[c],
                             .slot = &t->variant[c]};
       w[n].options.approx_math = p->nv_options.approx_math;
+      w[n].options.libdevice = p->nv_options.libdevice;
       w[n].options.gemm_tf32 = p->nv_options.gemm_tf32;
       w[n++].p = p;
     }
@@ -1136,6 +1139,9 @@ static void compile_precompiles(tj_cuda_program_t* p, precompile_t* w,
                                 int32_t n) {
   for (int32_t i = 0; i < n; ++i) {
     tj_status_t s = tj_nvptx_target_create(p->al, p->arch, &w[i].target);
+    if (!s)
+      s = tj_nvptx_target_set_libdevice(
+          w[i].target, tj_setting(p->context, TJ_SETTING_LIBDEVICE));
     if (!s && pthread_create(&w[i].thread, NULL, precompile_main, &w[i]) == 0)
       w[i].started = true;
     tj_status_free(s);
@@ -1441,7 +1447,7 @@ static tj_status_t emit_split(tj_cuda_program_t* p, tj_nvptx_module_t* module,
                               const tj_cuda_gemm_split_t* sp, int32_t c) {
   const tj_kir_t* kernels[2] = {sp->part, sp->reduce};
   for (int i = 0; i < 2; ++i) {
-    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    tj_nvptx_options_t o = tj_cuda_program_math_options(p);
     tj_nvptx_kernel_t info;
     tj_status_t status =
         tj_nvptx_module_add_kernel(module, kernels[i], &o, &info);
@@ -1469,7 +1475,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
     const tj_cuda_gemm_tune_t* t = &p->gemm.tunes[i];
     if (!t->tunable) continue;
     for (int32_t c = 1; c < TJ_CUDA_GEMM_CANDIDATES && !status; ++c) {
-      tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+      tj_nvptx_options_t o = tj_cuda_program_math_options(p);
       const tj_kir_t* k = p->kernels[i].low->kernel;
       int32_t j = split_index(c);
       if (j >= 0) {
@@ -1485,6 +1491,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
       } else {
         o = kVariants[c];
         o.approx_math = p->nv_options.approx_math;
+        o.libdevice = p->nv_options.libdevice;
         o.gemm_tf32 = p->nv_options.gemm_tf32;
       }
       tj_nvptx_kernel_t info;

@@ -178,6 +178,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->arch = arch;
   p->nv_options.approx_math = !options->cuda.precise_math;
   p->nv_options.gemm_tf32 = options->cuda.allow_tf32;
+  const char* libdevice = tj_setting(context, TJ_SETTING_LIBDEVICE);
+  p->nv_options.libdevice = libdevice && libdevice[0];
   p->nv_options.attention_kernel = attention_kernel(context);
   p->nv_options.conv_kernel =
       conv_kernel(context, &p->nv_options.conv_truncate,
@@ -230,6 +232,7 @@ static tj_status_t program_create(tj_context_t* context,
     p->mutex_ready = true;
   }
   if (!status) status = tj_nvptx_target_create(al, arch, &p->target);
+  if (!status) status = tj_nvptx_target_set_libdevice(p->target, libdevice);
   if (!status)
     status = tj_nvptx_module_new(p->target, al, "tj_program", &p->mod.nvptx);
   if (status) {

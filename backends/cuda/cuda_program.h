@@ -350,6 +350,14 @@ struct tj_cuda_program_t {
 // The graph key: symbols, every kernel argument, the arena base (GEMM
 // temporaries live there), every kernel's GEMM candidate and every custom
 // op's parameters and launch shape.
+// The options every kernel of |p| keeps whatever a candidate varies: its
+// math (approximate unless precise_math) and libdevice's f64 functions.
+static inline tj_nvptx_options_t tj_cuda_program_math_options(
+    const tj_cuda_program_t* p) {
+  return (tj_nvptx_options_t){.approx_math = p->nv_options.approx_math,
+                              .libdevice = p->nv_options.libdevice};
+}
+
 static inline size_t tj_cuda_graph_key_len(const tj_cuda_program_t* p) {
   return p->plan.num_symbols + p->run.num_args + 1 + p->num_kernels +
          p->custom.key_len;

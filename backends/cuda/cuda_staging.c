@@ -85,7 +85,7 @@ static tj_status_t copy_kernel(tj_cuda_program_t* p, tj_dtype_t dtype,
   tj_status_t status = tj_kir_finalize(k);
   tj_cuda_kir_kernel_t* fn = NULL;
   if (!status) {
-    tj_nvptx_options_t o = {.approx_math = p->nv_options.approx_math};
+    tj_nvptx_options_t o = tj_cuda_program_math_options(p);
     status = tj_cuda_program_compile_kernel(p, k, &o, &fn);
   }
   if (status) {

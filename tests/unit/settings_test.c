@@ -4,8 +4,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/env.h"
+#include "lib/fs.h"
 #include "lib/passes/pass.h"
 #include "tests/unit/test.h"
 
@@ -58,9 +60,13 @@ TEST(every_setting_comes_from_its_variable) {
   read_settings(NULL, none, &s);
   CHECK_EQ_INT(0, s.log_flags);
   for (int i = 0; i < TJ_SETTING_COUNT_; ++i) {
-    if (i != TJ_SETTING_CACHE_DIR) CHECK(s.values[i] == NULL);
+    if (i != TJ_SETTING_CACHE_DIR && i != TJ_SETTING_LIBDEVICE)
+      CHECK(s.values[i] == NULL);
   }
   CHECK_STREQ("", s.values[TJ_SETTING_CACHE_DIR]);
+  // libdevice: a toolkit's file that exists on this host, or none.
+  const char* libdevice = s.values[TJ_SETTING_LIBDEVICE];
+  CHECK(libdevice && (!libdevice[0] || access(libdevice, R_OK) == 0));
   tj_settings_deinitialize(&s, tj_allocator_system());
 }
 
@@ -191,6 +197,49 @@ TEST(struct_size_is_checked) {
   tj_context_destroy(ctx);
 }
 
+// libdevice: $TJ_LIBDEVICE as given ("" goes without), else the first
+// toolkit root whose nvvm/libdevice/libdevice.10.bc exists.
+TEST(libdevice_is_found_under_a_toolkit_root) {
+  char root[] = "/tmp/tj_libdevice_XXXXXX";
+  CHECK(mkdtemp(root) != NULL);
+  char dir[256], file[300];
+  snprintf(dir, sizeof(dir), "%s/nvvm/libdevice", root);
+  CHECK_EQ_INT(0, tj_make_directories(dir, 0755));
+  snprintf(file, sizeof(file), "%s/libdevice.10.bc", dir);
+  FILE* f = fopen(file, "w");
+  CHECK(f != NULL);
+  fclose(f);
+  char home[300], path[300];
+  snprintf(home, sizeof(home), "CUDA_HOME=%s", root);
+  snprintf(path, sizeof(path), "CUDA_PATH=%s", root);
+  tj_settings_t s;
+  const char* by_home[] = {home, NULL};
+  read_settings(NULL, by_home, &s);
+  CHECK_STREQ(file, s.values[TJ_SETTING_LIBDEVICE]);
+  tj_settings_deinitialize(&s, tj_allocator_system());
+  // A root without the file is passed over for the next.
+  const char* by_path[] = {"CUDA_HOME=/nonexistent/cuda", path, NULL};
+  read_settings(NULL, by_path, &s);
+  CHECK_STREQ(file, s.values[TJ_SETTING_LIBDEVICE]);
+  tj_settings_deinitialize(&s, tj_allocator_system());
+  // TJ_LIBDEVICE wins, unchecked (loading it says what is wrong), and ""
+  // turns libdevice off whatever the toolkit has.
+  const char* given[] = {"TJ_LIBDEVICE=/opt/my/libdevice.bc", home, NULL};
+  read_settings(NULL, given, &s);
+  CHECK_STREQ("/opt/my/libdevice.bc", s.values[TJ_SETTING_LIBDEVICE]);
+  tj_settings_deinitialize(&s, tj_allocator_system());
+  const char* off[] = {"TJ_LIBDEVICE=", home, NULL};
+  read_settings(NULL, off, &s);
+  CHECK_STREQ("", s.values[TJ_SETTING_LIBDEVICE]);
+  tj_settings_deinitialize(&s, tj_allocator_system());
+  remove(file);
+  snprintf(dir, sizeof(dir), "%s/nvvm/libdevice", root);
+  rmdir(dir);
+  snprintf(dir, sizeof(dir), "%s/nvvm", root);
+  rmdir(dir);
+  rmdir(root);
+}
+
 // Every allocation of the read may fail: OUT_OF_MEMORY, nothing left.
 TEST(oom_leaves_nothing) {
   static const char* const env[] = {"TJ_LOG=all",       "TJ_PRINT_AFTER=fuse",
@@ -207,7 +256,7 @@ TEST(oom_leaves_nothing) {
     tj_status_t status = tj_settings_read(&o, fake_lookup, (void*)env,
                                           tj_test_allocator_get(&t), NULL, &s);
     if (!status) {
-      CHECK_EQ_INT(7, t.live_blocks);
+      CHECK_EQ_INT(8, t.live_blocks);
       tj_settings_deinitialize(&s, tj_test_allocator_get(&t));
       CHECK_EQ_INT(0, t.live_blocks);
       CHECK_EQ_INT(0, t.bad_frees);
@@ -223,6 +272,7 @@ TEST(oom_leaves_nothing) {
 int main(void) {
   RUN_TEST(every_setting_comes_from_its_variable);
   RUN_TEST(options_beat_the_environment);
+  RUN_TEST(libdevice_is_found_under_a_toolkit_root);
   RUN_TEST(default_cache_dir);
   RUN_TEST(unknown_log_category_warns_once);
   RUN_TEST(layers_read_the_context);
