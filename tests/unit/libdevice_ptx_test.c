@@ -40,6 +40,18 @@ static tj_graph_t* libm_graph(tj_context_t* ctx, tj_dtype_t dt) {
   return g;
 }
 
+// libm_graph(|ctx|, |dt|) compiled for sm_90a into |*ptx| (release it
+// with tj_cuda_offline_ptx_deinitialize when the status is OK).
+static tj_status_t compile_libm(tj_context_t* ctx, tj_dtype_t dt,
+                                tj_cuda_offline_ptx_t* ptx) {
+  tj_graph_t* g = libm_graph(ctx, dt);
+  memset(ptx, 0, sizeof(*ptx));
+  tj_status_t status =
+      tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, tj_allocator_system(), ptx);
+  tj_graph_destroy(g);
+  return status;
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,12 +81,9 @@ TEST(f64_libm_ops_link_libdevice) {
     return;
   }
   printf("# libdevice: %s\n", libdevice);
-  tj_graph_t* g = libm_graph(ctx, TJ_DTYPE_F64);
-  tj_allocator_t al = tj_allocator_system();
   tj_cuda_offline_ptx_t ptx;
-  memset(&ptx, 0, sizeof(ptx));
   double t0 = now_ms();
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_OK(compile_libm(ctx, TJ_DTYPE_F64, &ptx));
   printf("# compiled in %.1f ms, libdevice linked\n", now_ms() - t0);
   CHECK_EQ_INT(1, ptx.num_kernels);
   CHECK_EQ_INT(0, ptx.num_host_steps);
@@ -82,36 +91,27 @@ TEST(f64_libm_ops_link_libdevice) {
   tj_test_check_has("f64 libm", ptx.ptx, ".extern", false);
   tj_test_check_has("f64 libm", ptx.ptx, "__nvvm_reflect", false);
   tj_test_assemble_ptx(g_ptxas, "f64 libm", ptx.ptx);
-  tj_cuda_offline_ptx_deinitialize(al, &ptx);
-  tj_graph_destroy(g);
+  tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &ptx);
   tj_context_destroy(ctx);
 }
 
 TEST(without_libdevice_each_group_breaks) {
   tj_context_t* ctx = context_with("");
   CHECK_STREQ("", tj_setting(ctx, TJ_SETTING_LIBDEVICE));
-  tj_graph_t* g = libm_graph(ctx, TJ_DTYPE_F64);
-  tj_allocator_t al = tj_allocator_system();
   tj_cuda_offline_ptx_t ptx;
-  memset(&ptx, 0, sizeof(ptx));
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_OK(compile_libm(ctx, TJ_DTYPE_F64, &ptx));
   CHECK(ptx.num_host_steps >= 1);
   tj_test_check_has("no libdevice", ptx.ptx, "__nv_", false);
-  tj_cuda_offline_ptx_deinitialize(al, &ptx);
-  tj_graph_destroy(g);
+  tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &ptx);
   tj_context_destroy(ctx);
 }
 
 TEST(an_unreadable_libdevice_is_named) {
   tj_context_t* ctx = context_with("/nonexistent/libdevice.10.bc");
-  tj_graph_t* g = libm_graph(ctx, TJ_DTYPE_F64);
-  tj_allocator_t al = tj_allocator_system();
   tj_cuda_offline_ptx_t ptx;
-  memset(&ptx, 0, sizeof(ptx));
   CHECK_STATUS(TJ_STATUS_UNSUPPORTED, "/nonexistent/libdevice.10.bc",
-               tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+               compile_libm(ctx, TJ_DTYPE_F64, &ptx));
   CHECK(ptx.ptx == NULL);
-  tj_graph_destroy(g);
   tj_context_destroy(ctx);
 }
 
@@ -119,17 +119,13 @@ TEST(f32_links_nothing) {
   // The same ops in f32 are our own polynomials (jit/vecmath.h), and a
   // libdevice that cannot be read is never opened.
   tj_context_t* ctx = context_with("/nonexistent/libdevice.10.bc");
-  tj_graph_t* g = libm_graph(ctx, TJ_DTYPE_F32);
-  tj_allocator_t al = tj_allocator_system();
   tj_cuda_offline_ptx_t ptx;
-  memset(&ptx, 0, sizeof(ptx));
-  CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+  CHECK_OK(compile_libm(ctx, TJ_DTYPE_F32, &ptx));
   CHECK_EQ_INT(1, ptx.num_kernels);
   CHECK_EQ_INT(0, ptx.num_host_steps);
   tj_test_check_has("f32 libm", ptx.ptx, "__nv_", false);
   tj_test_assemble_ptx(g_ptxas, "f32 libm", ptx.ptx);
-  tj_cuda_offline_ptx_deinitialize(al, &ptx);
-  tj_graph_destroy(g);
+  tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &ptx);
   tj_context_destroy(ctx);
 }
 
