@@ -12,6 +12,7 @@ preloaded, or its times are wall times.
 
   TJ_LIBRARY=build/libtensorjit.so python3 bench/mobilenet_cpu.py
       [--ort] [--profile] [--profiles N] [--top N] [--turns N]
+      [--batches 1,32]
 
 --turns N (x86e2e) times our kernels and onnxruntime's nodes in turns in
 one process: N times one Executable.profile, then one run of an
@@ -135,6 +136,9 @@ def main():
     ap.add_argument("--turns", type=int, default=0,
                     help="time our kernels and onnxruntime's nodes in N "
                     "turns (see the docstring)")
+    ap.add_argument("--batches", default="1,32",
+                    help="the batch sizes to run, comma-separated (1 alone "
+                    "halves an A/B round of --turns)")
     ap.add_argument("--model", default="mobilenet_v3_small",
                     help="a skeleton of tests/onnx/models (resnet18: "
                     "bench/RESULTS.md, convfuse)")
@@ -153,7 +157,8 @@ def main():
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(model, so,
                                     providers=["CPUExecutionProvider"])
-    for b, runs in ((1, 15), (32, 7)):
+    for b in (int(v) for v in args.batches.split(",")):
+        runs = 15 if b < 8 else 7
         x = np.random.default_rng(0).standard_normal((b, 3, 224, 224),
                                                      dtype=np.float32)
         out = np.asarray(exe(x)).copy()
