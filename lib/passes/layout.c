@@ -90,6 +90,7 @@ static move_kind_t move_kind(const tj_node_t* n) {
   if (info->kind == TJ_OP_KIND_REDUCTION &&
       info->attr_kind == TJ_ATTR_KIND_AXES)
     return MOVE_REDUCE;
+  if (n->rank < 1) return MOVE_NONE;
   if (n->op == TJ_OP_PAD || n->op == TJ_OP_SLICE) return MOVE_AXISWISE;
   if (n->op == TJ_OP_CONCAT) return MOVE_CONCAT;
   return MOVE_NONE;
