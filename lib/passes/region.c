@@ -756,6 +756,48 @@ static tj_status_t emit(stitch_t* st, uint32_t j, uint32_t t) {
   return NULL;
 }
 
+// Node |o| of s, read by block 2's copy in s, as block |j|'s copy reads
+// it (j >= 3): block 2's own node or block 1's value, moved by j - 2
+// blocks; block 2's weight, block j's; anything else (inputs, the prefix,
+// shared nodes), itself. What map_operand gives for the probe node that
+// |o| copies, without the probe.
+static uint32_t copy_operand(const stitch_t* st, uint32_t j, uint32_t o) {
+  if (o == TJ_NODE_NONE) return o;
+  if (o >= st->base[1]) return o + (j - 2) * st->parts->size[3];
+  // s's inputs are its first nodes, in the original's order
+  if (o < st->s->num_inputs) {
+    uint32_t q = st->g->inputs[o];
+    if (st->r->owner[q] == kProbeBlocks - 1)
+      return st->input_of[to_block(st->r, q, j)];
+  }
+  return o;
+}
+
+// Block |j|'s copy (j >= 3) from block 2's, already in s: the same
+// templates, each operand moved by copy_operand; the block's operands in
+// one allocation.
+static tj_status_t copy_block(stitch_t* st, uint32_t j) {
+  tj_graph_t* s = st->s;
+  uint32_t n = st->parts->size[3];
+  const tj_node_t* from = &s->nodes[st->base[2]];
+  size_t num_ops = 0;
+  for (uint32_t i = 0; i < n; ++i) num_ops += from[i].num_operands;
+  uint32_t* ops =
+      num_ops ? tj_arena_alloc(&s->arena, sizeof(uint32_t) * num_ops) : NULL;
+  if (num_ops && !ops) return tj_status_oom();
+  for (uint32_t i = 0; i < n; ++i) {
+    tj_node_t node = from[i];
+    if (node.num_operands) {
+      for (uint32_t k = 0; k < node.num_operands; ++k)
+        ops[k] = copy_operand(st, j, from[i].operands[k]);
+      node.operands = ops;
+      ops += node.num_operands;
+    }
+    s->nodes[s->num_nodes++] = node;
+  }
+  return NULL;
+}
+
 static tj_status_t stitch(stitch_t* st) {
   const tj_graph_t* g = st->g;
   const tj_graph_t* p = st->p;
@@ -812,12 +854,14 @@ static tj_status_t stitch(stitch_t* st) {
     st->probe_to_s[parts->list[2][i]] = s->num_nodes;
     TJ_RETURN_IF_ERROR(emit(st, 1, parts->list[2][i]));
   }
-  for (uint32_t j = 2; j < r->count; ++j) {
+  st->base[2] = s->num_nodes;
+  for (uint32_t i = 0; i < parts->size[3]; ++i) {
+    st->probe_to_s[parts->list[3][i]] = s->num_nodes;
+    TJ_RETURN_IF_ERROR(emit(st, 2, parts->list[3][i]));
+  }
+  for (uint32_t j = 3; j < r->count; ++j) {
     st->base[j] = s->num_nodes;
-    for (uint32_t i = 0; i < parts->size[3]; ++i) {
-      if (j == 2) st->probe_to_s[parts->list[3][i]] = s->num_nodes;
-      TJ_RETURN_IF_ERROR(emit(st, j, parts->list[3][i]));
-    }
+    TJ_RETURN_IF_ERROR(copy_block(st, j));
   }
   for (uint32_t i = 0; i < parts->size[4]; ++i) {
     st->probe_to_s[parts->list[4][i]] = s->num_nodes;
@@ -877,8 +921,43 @@ static tj_status_t copy_group(const stitch_t* st, tj_fusion_t* f, uint32_t j,
   return NULL;
 }
 
+// List |src| of block 2's group in s as block |j|'s (copy_operand),
+// ascending, appended to |f|.
+static tj_status_t copy_list(const stitch_t* st, tj_fusion_t* f, uint32_t j,
+                             uint32_t n, const uint32_t* src, uint32_t** out) {
+  uint32_t* list = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (n ? n : 1));
+  if (!list) return tj_status_oom();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t v = copy_operand(st, j, src[i]);
+    // a block's weights may stand in another order among the inputs
+    uint32_t k = i;
+    for (; k > 0 && list[k - 1] > v; --k) list[k] = list[k - 1];
+    list[k] = v;
+  }
+  *out = list;
+  return NULL;
+}
+
+// Block 2's group |q| of |f| as block |j|'s (j >= 3), appended to |f|.
+static tj_status_t copy_block_group(const stitch_t* st, tj_fusion_t* f,
+                                    uint32_t j, uint32_t q) {
+  tj_group_t* grp = &f->groups[f->num_groups++];
+  const tj_group_t* src = &f->groups[q];
+  *grp = *src;
+  grp->anchor = copy_operand(st, j, src->anchor);
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_nodes, src->nodes, &grp->nodes));
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_inputs, src->inputs, &grp->inputs));
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_outputs, src->outputs, &grp->outputs));
+  for (uint32_t i = 0; i < grp->num_outputs; ++i)
+    f->producer[grp->outputs[i]] = f->num_groups - 1;
+  return NULL;
+}
+
 // The probe's groups over the whole graph: block 0's, block 1's, block
-// 2's once per copy, the suffix's.
+// 2's once per copy (from the first copy's, as the nodes), the suffix's.
 static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   const tj_fusion_t* pf = st->pf;
   const uint32_t* first = st->first;
@@ -899,9 +978,12 @@ static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   for (uint32_t i = 0; !status && i < n; ++i) f->producer[i] = TJ_GROUP_NONE;
   for (uint32_t k = 0; !status && k < first[3]; ++k)
     status = copy_group(st, f, k < first[2] ? 0 : 1, &pf->groups[k]);
-  for (uint32_t j = 2; j < count; ++j) {
-    for (uint32_t k = first[3]; !status && k < first[4]; ++k)
-      status = copy_group(st, f, j, &pf->groups[k]);
+  uint32_t block2 = f->num_groups;  // block 2's groups in |f|
+  for (uint32_t k = first[3]; !status && k < first[4]; ++k)
+    status = copy_group(st, f, 2, &pf->groups[k]);
+  for (uint32_t j = 3; j < count; ++j) {
+    for (uint32_t k = 0; !status && k < per_block; ++k)
+      status = copy_block_group(st, f, j, block2 + k);
   }
   for (uint32_t k = first[4]; !status && k < pf->num_groups; ++k)
     status = copy_group(st, f, count, &pf->groups[k]);
