@@ -243,6 +243,19 @@ static bool check_blocks(const tj_graph_t* g, region_t* r) {
       if (u != TJ_NODE_NONE && r->owner[u] != NONE32) return false;
     }
   }
+  // Commutative operands are ordered by node (canonicalize's nf_commute),
+  // and blocks 3.. are block 2's copies: a shared input standing among
+  // the weights read before the blocks, after some blocks' and before
+  // others', would order a weight and it one way in block 2 and the other
+  // way in a later block.
+  uint32_t lo = NONE32, hi = 0;
+  for (uint32_t q = 0; q < r->start; ++q) {
+    if (r->owner[q] == NONE32 || r->owner[q] < kProbeBlocks - 1) continue;
+    if (lo == NONE32) lo = q;
+    hi = q;
+  }
+  for (uint32_t q = lo + 1; lo != NONE32 && q < hi; ++q)
+    if (g->nodes[q].op == TJ_OP_INPUT && r->owner[q] == NONE32) return false;
   if (r->num_slots) {
     r->slots =
         tj_alloc(g->allocator, sizeof(uint32_t) * r->count * r->num_slots);
