@@ -24,6 +24,19 @@
 
 enum { WIDTH = 32, MAX_LAYERS = 24 };
 
+// The stacks' common end: |h| the output "y", |g| finalized into |*out|
+// (destroyed on failure).
+static tj_status_t finish_stack(tj_graph_t* g, tj_value_t h, tj_graph_t** out) {
+  tj_graph_output(g, h, "y");
+  tj_status_t s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
 // x[B, WIDTH] -> per layer: h = h + tanh(h @ w_i + b_i) * 0.5, then
 // layer-normalized (no affine): every layer a GEMM with an epilogue and a
 // row reduction, over its own weights w_i, b_i (graph inputs).
@@ -46,14 +59,7 @@ static tj_status_t build_mlp_scaled(tj_context_t* ctx, int layers, double scale,
     h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 static tj_status_t build_mlp(tj_context_t* ctx, int layers, tj_graph_t** out) {
@@ -377,14 +383,7 @@ static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
     h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), c));
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // The run plan of |exe| built again, with and without copying the kernels
@@ -633,14 +632,7 @@ static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
     if (f64) h = tj_graph_cast(g, h, TJ_DTYPE_F32);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // A wrong share is a silent wrong answer: a stack in which one layer
@@ -714,14 +706,7 @@ static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
   if (ends) h = tj_graph_add(g, tj_graph_relu(g, h), x);
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // The default pipeline over |g| (taken), with region templates or
@@ -833,14 +818,7 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
     if (what == 6) h = tj_graph_add(g, h, x3);
   }
   if (what == 7) h = tj_graph_softmax(g, h, 1);
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // A block whose first or last differs from a middle one at its boundary
@@ -908,14 +886,7 @@ static tj_status_t build_shared_among_weights(tj_context_t* ctx, int layers,
     h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // Blocks 3.. are copies of block 2's stitched nodes and groups, each
