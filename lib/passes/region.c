@@ -182,6 +182,13 @@ static bool match_outside(const tj_graph_t* g, region_t* r, uint32_t b,
   return r->owner[v] == b && r->slot_of[v] == r->slot_of[u];
 }
 
+// Whether a read of |u| from after the blocks reads into one (a block's
+// node or weight) other than through the last block's value |last|.
+static bool reads_into(const region_t* r, uint32_t u, uint32_t last) {
+  if (u == TJ_NODE_NONE || u == last) return false;
+  return (u >= r->start && u < r->end) || r->owner[u] != NONE32;
+}
+
 // Whether blocks 1 .. count - 1 each equal the block before, shifted by a
 // period, with one chained value, and nothing else reads into a block.
 // Fills |owner|, |slot_of| (allocated by the caller) and allocates |slots|.
@@ -222,17 +229,11 @@ static bool check_blocks(const tj_graph_t* g, region_t* r) {
   uint32_t last = r->start + (r->count - 1) * p + r->carried;
   for (uint32_t i = r->end; i < g->num_nodes; ++i) {
     const tj_node_t* n = &g->nodes[i];
-    for (uint32_t k = 0; k < n->num_operands; ++k) {
-      uint32_t u = n->operands[k];
-      if (u == TJ_NODE_NONE || u == last) continue;
-      if ((u >= r->start && u < r->end) || r->owner[u] != NONE32) return false;
-    }
+    for (uint32_t k = 0; k < n->num_operands; ++k)
+      if (reads_into(r, n->operands[k], last)) return false;
   }
-  for (uint32_t i = 0; i < g->num_outputs; ++i) {
-    uint32_t u = g->outputs[i].node;
-    if (u == last) continue;
-    if ((u >= r->start && u < r->end) || r->owner[u] != NONE32) return false;
-  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i)
+    if (reads_into(r, g->outputs[i].node, last)) return false;
   // A prefix node reading a block's weight (a weight read before the
   // blocks) would be copied with block 0 only.
   for (uint32_t i = 0; i < r->start; ++i) {
@@ -242,6 +243,19 @@ static bool check_blocks(const tj_graph_t* g, region_t* r) {
       if (u != TJ_NODE_NONE && r->owner[u] != NONE32) return false;
     }
   }
+  // Commutative operands are ordered by node (canonicalize's nf_commute),
+  // and blocks 3.. are block 2's copies: a shared input standing among
+  // the weights read before the blocks, after some blocks' and before
+  // others', would order a weight and it one way in block 2 and the other
+  // way in a later block.
+  uint32_t lo = NONE32, hi = 0;
+  for (uint32_t q = 0; q < r->start; ++q) {
+    if (r->owner[q] == NONE32 || r->owner[q] < kProbeBlocks - 1) continue;
+    if (lo == NONE32) lo = q;
+    hi = q;
+  }
+  for (uint32_t q = lo + 1; lo != NONE32 && q < hi; ++q)
+    if (g->nodes[q].op == TJ_OP_INPUT && r->owner[q] == NONE32) return false;
   if (r->num_slots) {
     r->slots =
         tj_alloc(g->allocator, sizeof(uint32_t) * r->count * r->num_slots);
@@ -524,6 +538,15 @@ static uint32_t input_orig(const tj_graph_t* p, const probe_t* probe,
   return NONE32;
 }
 
+// The probe input node of the original's input |q| (|input_orig|: the
+// probe's inputs' original nodes), NONE32 if the probe has none.
+static uint32_t probe_input(const tj_graph_t* p, const uint32_t* input_orig,
+                            uint32_t q) {
+  for (uint32_t i = 0; i < p->num_inputs; ++i)
+    if (input_orig[i] == q) return p->inputs[i];
+  return NONE32;
+}
+
 // Whether block 2 came out as block 1 did: node for node, with block 1's
 // value where block 1 read block 0's, the same shared nodes and inputs, and
 // its own inputs where block 1 read its own; and whether the suffix reads
@@ -653,29 +676,12 @@ static bool groups_periodic(const tj_graph_t* p, const tj_fusion_t* fusion,
 
 //===--- the whole graph from the probe ---===//
 
-typedef struct stitch_t {
-  const tj_graph_t* g;  // the original
-  const tj_graph_t* p;  // the processed probe
-  const probe_t* probe;
-  const region_t* r;
-  const parts_t* parts;
-  tj_graph_t* s;       // the result
-  tj_node_t* tmpl;     // p's nodes with their payloads in s's arena
-  uint32_t* input_of;  // original input node -> s node
-  uint32_t* base;      // instance -> s node of its part's first node
-  uint32_t* probe_to_s;
-  // The probe's fusion groups (NULL: fuse runs over the whole graph) and
-  // where each part's begin.
-  const tj_fusion_t* pf;
-  const uint32_t* first;
-} stitch_t;
-
-// Node |t| of the probe with dims, ints, name and owned data in s's arena,
-// shared by every copy.
-static tj_status_t make_template(stitch_t* st, uint32_t t) {
-  const tj_node_t* src = &st->p->nodes[t];
-  tj_node_t* dst = &st->tmpl[t];
-  tj_arena_t* arena = &st->s->arena;
+// Node |t| of |p| with its dims, ints, name and owned data in |s|'s arena
+// and no operands in |*dst|: a template every copy of the node shares.
+static tj_status_t payload(tj_graph_t* s, const tj_graph_t* p, uint32_t t,
+                           tj_node_t* dst) {
+  const tj_node_t* src = &p->nodes[t];
+  tj_arena_t* arena = &s->arena;
   *dst = *src;
   dst->operands = NULL;
   if (src->rank > 0) {
@@ -693,13 +699,30 @@ static tj_status_t make_template(stitch_t* st, uint32_t t) {
     if (!dst->attrs.name) return tj_status_oom();
   }
   if (src->op == TJ_OP_CONSTANT && src->attrs.data && !src->attrs.borrowed) {
-    size_t bytes = constant_bytes(st->p, t);
+    size_t bytes = constant_bytes(p, t);
     dst->attrs.data = bytes ? tj_arena_memdup(arena, src->attrs.data, bytes)
                             : tj_arena_alloc(arena, 0);
     if (!dst->attrs.data) return tj_status_oom();
   }
   return NULL;
 }
+
+typedef struct stitch_t {
+  const tj_graph_t* g;  // the original
+  const tj_graph_t* p;  // the processed probe
+  const probe_t* probe;
+  const region_t* r;
+  const parts_t* parts;
+  tj_graph_t* s;       // the result
+  tj_node_t* tmpl;     // p's nodes with their payloads in s's arena
+  uint32_t* input_of;  // original input node -> s node
+  uint32_t* base;      // instance -> s node of its part's first node
+  uint32_t* probe_to_s;
+  // The probe's fusion groups (NULL: fuse runs over the whole graph) and
+  // where each part's begin.
+  const tj_fusion_t* pf;
+  const uint32_t* first;
+} stitch_t;
 
 // The s node that operand |u| (a probe node) of a node of instance |j|
 // (0 .. count - 1; count: the suffix) reads.
@@ -746,6 +769,48 @@ static tj_status_t emit(stitch_t* st, uint32_t j, uint32_t t) {
   return NULL;
 }
 
+// Node |o| of s, read by block 2's copy in s, as block |j|'s copy reads
+// it (j >= 3): block 2's own node or block 1's value, moved by j - 2
+// blocks; block 2's weight, block j's; anything else (inputs, the prefix,
+// shared nodes), itself. What map_operand gives for the probe node that
+// |o| copies, without the probe.
+static uint32_t copy_operand(const stitch_t* st, uint32_t j, uint32_t o) {
+  if (o == TJ_NODE_NONE) return o;
+  if (o >= st->base[1]) return o + (j - 2) * st->parts->size[3];
+  // s's inputs are its first nodes, in the original's order
+  if (o < st->s->num_inputs) {
+    uint32_t q = st->g->inputs[o];
+    if (st->r->owner[q] == kProbeBlocks - 1)
+      return st->input_of[to_block(st->r, q, j)];
+  }
+  return o;
+}
+
+// Block |j|'s copy (j >= 3) from block 2's, already in s: the same
+// templates, each operand moved by copy_operand; the block's operands in
+// one allocation.
+static tj_status_t copy_block(stitch_t* st, uint32_t j) {
+  tj_graph_t* s = st->s;
+  uint32_t n = st->parts->size[3];
+  const tj_node_t* from = &s->nodes[st->base[2]];
+  size_t num_ops = 0;
+  for (uint32_t i = 0; i < n; ++i) num_ops += from[i].num_operands;
+  uint32_t* ops =
+      num_ops ? tj_arena_alloc(&s->arena, sizeof(uint32_t) * num_ops) : NULL;
+  if (num_ops && !ops) return tj_status_oom();
+  for (uint32_t i = 0; i < n; ++i) {
+    tj_node_t node = from[i];
+    if (node.num_operands) {
+      for (uint32_t k = 0; k < node.num_operands; ++k)
+        ops[k] = copy_operand(st, j, from[i].operands[k]);
+      node.operands = ops;
+      ops += node.num_operands;
+    }
+    s->nodes[s->num_nodes++] = node;
+  }
+  return NULL;
+}
+
 static tj_status_t stitch(stitch_t* st) {
   const tj_graph_t* g = st->g;
   const tj_graph_t* p = st->p;
@@ -754,7 +819,8 @@ static tj_status_t stitch(stitch_t* st) {
   tj_graph_t* s = st->s;
   tj_allocator_t a = s->allocator;
   for (uint32_t t = 0; t < p->num_nodes; ++t) {
-    if (parts->part[t] != 0) TJ_RETURN_IF_ERROR(make_template(st, t));
+    if (parts->part[t] != 0)
+      TJ_RETURN_IF_ERROR(payload(st->s, p, t, &st->tmpl[t]));
   }
   uint64_t total = (uint64_t)g->num_inputs + parts->size[1] + parts->size[2] +
                    (uint64_t)(r->count - 2) * parts->size[3] + parts->size[4];
@@ -770,9 +836,8 @@ static tj_status_t stitch(stitch_t* st) {
     uint32_t pnode = NONE32;
     if (r->owner[q] != NONE32 && r->owner[q] >= kProbeBlocks) {
       // block b's input: block 2's in the same place
-      uint32_t q2 = to_block(r, q, kProbeBlocks - 1);
-      for (uint32_t i = 0; i < p->num_inputs; ++i)
-        if (st->probe->input_orig[i] == q2) pnode = p->inputs[i];
+      pnode = probe_input(p, st->probe->input_orig,
+                          to_block(r, q, kProbeBlocks - 1));
       if (pnode == NONE32) return tj_internal("region: input not in probe");
     } else {
       pnode = p->inputs[pk++];
@@ -802,12 +867,14 @@ static tj_status_t stitch(stitch_t* st) {
     st->probe_to_s[parts->list[2][i]] = s->num_nodes;
     TJ_RETURN_IF_ERROR(emit(st, 1, parts->list[2][i]));
   }
-  for (uint32_t j = 2; j < r->count; ++j) {
+  st->base[2] = s->num_nodes;
+  for (uint32_t i = 0; i < parts->size[3]; ++i) {
+    st->probe_to_s[parts->list[3][i]] = s->num_nodes;
+    TJ_RETURN_IF_ERROR(emit(st, 2, parts->list[3][i]));
+  }
+  for (uint32_t j = 3; j < r->count; ++j) {
     st->base[j] = s->num_nodes;
-    for (uint32_t i = 0; i < parts->size[3]; ++i) {
-      if (j == 2) st->probe_to_s[parts->list[3][i]] = s->num_nodes;
-      TJ_RETURN_IF_ERROR(emit(st, j, parts->list[3][i]));
-    }
+    TJ_RETURN_IF_ERROR(copy_block(st, j));
   }
   for (uint32_t i = 0; i < parts->size[4]; ++i) {
     st->probe_to_s[parts->list[4][i]] = s->num_nodes;
@@ -867,8 +934,43 @@ static tj_status_t copy_group(const stitch_t* st, tj_fusion_t* f, uint32_t j,
   return NULL;
 }
 
+// List |src| of block 2's group in s as block |j|'s (copy_operand),
+// ascending, appended to |f|.
+static tj_status_t copy_list(const stitch_t* st, tj_fusion_t* f, uint32_t j,
+                             uint32_t n, const uint32_t* src, uint32_t** out) {
+  uint32_t* list = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (n ? n : 1));
+  if (!list) return tj_status_oom();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t v = copy_operand(st, j, src[i]);
+    // a block's weights may stand in another order among the inputs
+    uint32_t k = i;
+    for (; k > 0 && list[k - 1] > v; --k) list[k] = list[k - 1];
+    list[k] = v;
+  }
+  *out = list;
+  return NULL;
+}
+
+// Block 2's group |q| of |f| as block |j|'s (j >= 3), appended to |f|.
+static tj_status_t copy_block_group(const stitch_t* st, tj_fusion_t* f,
+                                    uint32_t j, uint32_t q) {
+  tj_group_t* grp = &f->groups[f->num_groups++];
+  const tj_group_t* src = &f->groups[q];
+  *grp = *src;
+  grp->anchor = copy_operand(st, j, src->anchor);
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_nodes, src->nodes, &grp->nodes));
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_inputs, src->inputs, &grp->inputs));
+  TJ_RETURN_IF_ERROR(
+      copy_list(st, f, j, src->num_outputs, src->outputs, &grp->outputs));
+  for (uint32_t i = 0; i < grp->num_outputs; ++i)
+    f->producer[grp->outputs[i]] = f->num_groups - 1;
+  return NULL;
+}
+
 // The probe's groups over the whole graph: block 0's, block 1's, block
-// 2's once per copy, the suffix's.
+// 2's once per copy (from the first copy's, as the nodes), the suffix's.
 static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   const tj_fusion_t* pf = st->pf;
   const uint32_t* first = st->first;
@@ -889,9 +991,12 @@ static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   for (uint32_t i = 0; !status && i < n; ++i) f->producer[i] = TJ_GROUP_NONE;
   for (uint32_t k = 0; !status && k < first[3]; ++k)
     status = copy_group(st, f, k < first[2] ? 0 : 1, &pf->groups[k]);
-  for (uint32_t j = 2; j < count; ++j) {
-    for (uint32_t k = first[3]; !status && k < first[4]; ++k)
-      status = copy_group(st, f, j, &pf->groups[k]);
+  uint32_t block2 = f->num_groups;  // block 2's groups in |f|
+  for (uint32_t k = first[3]; !status && k < first[4]; ++k)
+    status = copy_group(st, f, 2, &pf->groups[k]);
+  for (uint32_t j = 3; j < count; ++j) {
+    for (uint32_t k = 0; !status && k < per_block; ++k)
+      status = copy_block_group(st, f, j, block2 + k);
   }
   for (uint32_t k = first[4]; !status && k < pf->num_groups; ++k)
     status = copy_group(st, f, count, &pf->groups[k]);
@@ -1014,15 +1119,22 @@ static bool matched_across(tj_op_t op) {
   }
 }
 
+// Whether a node of |first| .. |end| - 1 reads |u|.
+static bool reads(const tj_graph_t* g, uint32_t first, uint32_t end,
+                  uint32_t u) {
+  for (uint32_t i = first; i < end; ++i) {
+    const tj_node_t* n = &g->nodes[i];
+    for (uint32_t k = 0; k < n->num_operands; ++k)
+      if (n->operands[k] == u) return true;
+  }
+  return false;
+}
+
 // The checks before the passes (see above).
 static bool one_block_eligible(const tj_graph_t* g, const region_t* r) {
   uint32_t c = r->carry_in;
   if (c == NONE32 || c == MANY32 || c >= r->start) return false;
-  for (uint32_t i = r->start + r->period; i < r->start + 2 * r->period; ++i) {
-    const tj_node_t* n = &g->nodes[i];
-    for (uint32_t k = 0; k < n->num_operands; ++k)
-      if (n->operands[k] == c) return false;
-  }
+  if (reads(g, r->start + r->period, r->start + 2 * r->period, c)) return false;
   for (uint32_t i = 0; i < g->num_nodes; ++i) {
     if (i == r->start + r->period) {
       i = r->end - 1;  // blocks 1.. are block 0's
@@ -1032,12 +1144,7 @@ static bool one_block_eligible(const tj_graph_t* g, const region_t* r) {
   }
   // A prefix node that depends on c reads it or another such node: none
   // reads it.
-  for (uint32_t i = c + 1; i < r->start; ++i) {
-    const tj_node_t* n = &g->nodes[i];
-    for (uint32_t k = 0; k < n->num_operands; ++k)
-      if (n->operands[k] == c) return false;
-  }
-  return true;
+  return !reads(g, c + 1, r->start, c);
 }
 
 enum {
@@ -1134,35 +1241,6 @@ typedef struct expand_t {
   uint32_t* copy[kProbeBlocks - 1];
 } expand_t;
 
-static tj_status_t payload(tj_graph_t* s, const tj_graph_t* p, uint32_t t,
-                           tj_node_t* dst) {
-  const tj_node_t* src = &p->nodes[t];
-  tj_arena_t* arena = &s->arena;
-  *dst = *src;
-  dst->operands = NULL;
-  if (src->rank > 0) {
-    dst->dims =
-        tj_arena_memdup(arena, src->dims, sizeof(int64_t) * (size_t)src->rank);
-    if (!dst->dims) return tj_status_oom();
-  }
-  if (src->attrs.num_ints) {
-    dst->attrs.ints = tj_arena_memdup(arena, src->attrs.ints,
-                                      sizeof(int64_t) * src->attrs.num_ints);
-    if (!dst->attrs.ints) return tj_status_oom();
-  }
-  if (src->attrs.name) {
-    dst->attrs.name = tj_arena_strdup(arena, src->attrs.name);
-    if (!dst->attrs.name) return tj_status_oom();
-  }
-  if (src->op == TJ_OP_CONSTANT && src->attrs.data && !src->attrs.borrowed) {
-    size_t bytes = constant_bytes(p, t);
-    dst->attrs.data = bytes ? tj_arena_memdup(arena, src->attrs.data, bytes)
-                            : tj_arena_alloc(arena, 0);
-    if (!dst->attrs.data) return tj_status_oom();
-  }
-  return NULL;
-}
-
 // Operand |u| of a node of p as block |j|'s (0: block 0, the prefix and
 // the suffix).
 static uint32_t expand_operand(const expand_t* e, uint32_t j, uint32_t u) {
@@ -1224,9 +1302,7 @@ static tj_status_t expand(expand_t* e, const tj_graph_t* g, const region_t* r,
     if (b != NONE32 && b >= kProbeBlocks) continue;
     uint32_t t = NONE32;
     if (b != NONE32 && b > 0) {
-      uint32_t q0 = to_block(r, q, 0);
-      for (uint32_t i = 0; i < p->num_inputs; ++i)
-        if (p1->input_orig[i] == q0) t = p->inputs[i];
+      t = probe_input(p, p1->input_orig, to_block(r, q, 0));
       if (t == NONE32) return tj_internal("region: input not in probe");
     } else {
       if (pk >= p->num_inputs) return tj_internal("region: probe inputs");

@@ -24,6 +24,19 @@
 
 enum { WIDTH = 32, MAX_LAYERS = 24 };
 
+// The stacks' common end: |h| the output "y", |g| finalized into |*out|
+// (destroyed on failure).
+static tj_status_t finish_stack(tj_graph_t* g, tj_value_t h, tj_graph_t** out) {
+  tj_graph_output(g, h, "y");
+  tj_status_t s = tj_graph_finalize(g);
+  if (s) {
+    tj_graph_destroy(g);
+    return s;
+  }
+  *out = g;
+  return NULL;
+}
+
 // x[B, WIDTH] -> per layer: h = h + tanh(h @ w_i + b_i) * 0.5, then
 // layer-normalized (no affine): every layer a GEMM with an epilogue and a
 // row reduction, over its own weights w_i, b_i (graph inputs).
@@ -46,14 +59,7 @@ static tj_status_t build_mlp_scaled(tj_context_t* ctx, int layers, double scale,
     h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 static tj_status_t build_mlp(tj_context_t* ctx, int layers, tj_graph_t** out) {
@@ -377,14 +383,7 @@ static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
     h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), c));
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // The run plan of |exe| built again, with and without copying the kernels
@@ -633,14 +632,7 @@ static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
     if (f64) h = tj_graph_cast(g, h, TJ_DTYPE_F32);
   }
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // A wrong share is a silent wrong answer: a stack in which one layer
@@ -714,14 +706,7 @@ static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
     h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
   }
   if (ends) h = tj_graph_add(g, tj_graph_relu(g, h), x);
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // The default pipeline over |g| (taken), with region templates or
@@ -833,14 +818,7 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
     if (what == 6) h = tj_graph_add(g, h, x3);
   }
   if (what == 7) h = tj_graph_softmax(g, h, 1);
-  tj_graph_output(g, h, "y");
-  s = tj_graph_finalize(g);
-  if (s) {
-    tj_graph_destroy(g);
-    return s;
-  }
-  *out = g;
-  return NULL;
+  return finish_stack(g, h, out);
 }
 
 // A block whose first or last differs from a middle one at its boundary
@@ -876,6 +854,71 @@ TEST(boundary_that_differs_takes_three_blocks) {
       tj_context_free_string(ctx, text[0]);
       tj_context_free_string(ctx, text[1]);
     }
+  }
+  tj_context_destroy(ctx);
+}
+
+// A stack whose blocks scale their bias by a shared input declared among
+// the weights, after layer |at|'s: in tj_compile's copy (inputs first) it
+// stands after the first blocks' weights and before the later ones', so a
+// copied block's group reads its inputs in another order than block 2's.
+static tj_status_t build_shared_among_weights(tj_context_t* ctx, int layers,
+                                              int at, tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t w[MAX_LAYERS], b[MAX_LAYERS], scale = tj_value_none();
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    w[l] = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    b[l] = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    if (l == at)
+      scale = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, "s");
+  }
+  for (int l = 0; l < layers; ++l) {
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w[l]),
+                                tj_graph_mul(g, b[l], scale));
+    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+  }
+  return finish_stack(g, h, out);
+}
+
+// Blocks 3.. are copies of block 2's stitched nodes and groups, each
+// block's weights in place of block 2's. A shared input before block 2's
+// weights or after the last block's keeps its place against every
+// block's: the blocks are templated. One between two later blocks'
+// weights stands after block 2's b2 and before b4, so that canonicalize
+// orders mul(b2, s) but mul(s, b4): the stack falls back to the whole
+// pipeline (no blocks), which a copy of block 2 would have contradicted.
+// Either way the plan is the whole pipeline's.
+TEST(copied_blocks_read_their_own_weights) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  static const int kAt[] = {0, 3, 7};
+  for (size_t a = 0; a < TJ_ARRAY_SIZE(kAt); ++a) {
+    char* text[2];
+    uint32_t blocks[2], processed[2];
+    for (int t = 0; t < 2; ++t) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(build_shared_among_weights(ctx, 8, kAt[a], &g));
+      tj_graph_t* clone = NULL;
+      CHECK_OK(tj_graph_clone(g, &clone));
+      tj_graph_destroy(g);
+      text[t] = pipeline_text(ctx, clone, t == 1, &blocks[t], &processed[t]);
+    }
+    CHECK_STREQ(text[0], text[1]);
+    int expected = kAt[a] == 3 ? 0 : 8;
+    CHECK_EQ_INT(expected, (int)blocks[1]);
+    if (strcmp(text[0], text[1]) != 0 || (int)blocks[1] != expected)
+      fprintf(stderr, "shared input after layer %d\n", kAt[a]);
+    tj_context_free_string(ctx, text[0]);
+    tj_context_free_string(ctx, text[1]);
   }
   tj_context_destroy(ctx);
 }
@@ -1144,6 +1187,7 @@ int main(void) {
   RUN_TEST(equal_groups_are_lowered_once);
   RUN_TEST(region_template_equals_the_whole_pipeline);
   RUN_TEST(boundary_that_differs_takes_three_blocks);
+  RUN_TEST(copied_blocks_read_their_own_weights);
   RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(layers_that_differ_do_not_share);
   RUN_TEST(clone_copies_a_finalized_graph);
