@@ -8,7 +8,12 @@
 // program's (its kernel count and graph breaks checked against the CUDA
 // expectation the GPU run checks, cuda_cts_expects.h), and the kernels the
 // GEMM autotuner compiles apart (every other tensor-core main loop and
-// tile of the arch, the cuBLASLt candidate's epilogue). Nothing runs.
+// tile of the arch, the cuBLASLt candidate's epilogue). Of a pair of cases
+// that differ only in a bf16 or f16 token of their names, the second
+// compiled makes its program's module alone (autotune off): the two take
+// the same GEMM templates with another mma type, the first of the pair
+// compiles the candidates, and nvptx_ptxas_test assembles every schedule
+// on f16 and bf16 samples (pair_candidates). Nothing runs.
 //
 // Usage: cuda_ptx_conformance_test PTXAS. Exits 77 (skipped) when PTXAS is
 // empty or missing. TJ_DUMP_PTX=dir keeps the PTX files; TJ_CTS_GROUP=name
@@ -36,6 +41,7 @@ typedef struct totals_t {
   bool keep;  // TJ_DUMP_PTX: the files stay
   int cases, modules, ptxas_runs;
   int shared_modules;  // modules ptxas had already seen (seen_before)
+  int pair_cases;      // the second of a bf16/f16 pair: no candidates
   int asm_failures;    // batches with a module ptxas rejected or warned on
   long kernels[NUM_ARCHS], variant_kernels[NUM_ARCHS], host_steps;
   size_t ptx_bytes;
@@ -326,6 +332,51 @@ static bool stage_module(totals_t* t, size_t a, const char* name,
   return true;
 }
 
+// The cases of a {bf16, f16} pair: "matmul_bf16_bias_gelu" and
+// "matmul_f16_bias_gelu", "op_attention_dq_f16" and "op_attention_dq_bf16"
+// (the op groups take f16 first, the GEMM groups bf16). They take the
+// same GEMM templates and candidates with another mma type (as the PTX
+// tests' tj_test_num_half_types says), each about 1.2 MB of PTX an arch
+// on the tensor-core GEMMs, 14% of the suite's PTX for both: the first of
+// a pair compiled makes its candidates, the second its program's module
+// alone, whose kernel count must be its pair's. The names of the cases
+// compiled with their candidates, and their kernel counts.
+#define PAIR_CAP 2048
+
+typedef struct pairs_t {
+  int n;
+  char names[PAIR_CAP][128];
+  int kernels[PAIR_CAP];
+} pairs_t;
+
+static pairs_t g_pairs;
+
+// Writes |name| with its first "bf16" or "f16" token (between '_'s or the
+// ends) swapped for the other to |out|; false when it has none.
+static bool pair_name(const char* name, char* out, size_t cap) {
+  for (const char* p = name; *p; ++p) {
+    if (p != name && p[-1] != '_') continue;
+    size_t len = strncmp(p, "bf16", 4) == 0  ? 4
+                 : strncmp(p, "f16", 3) == 0 ? 3
+                                             : 0;
+    if (len == 0 || (p[len] != '\0' && p[len] != '_')) continue;
+    int n = snprintf(out, cap, "%.*s%s%s", (int)(p - name), name,
+                     len == 4 ? "f16" : "bf16", p + len);
+    return n > 0 && (size_t)n < cap;
+  }
+  return false;
+}
+
+// The index in g_pairs of the case |name|'s pair, or -1 where it has none
+// or none was compiled with its candidates yet.
+static int pair_candidates(const char* name) {
+  char other[200];
+  if (!pair_name(name, other, sizeof(other))) return -1;
+  for (int i = 0; i < g_pairs.n; ++i)
+    if (strcmp(g_pairs.names[i], other) == 0) return i;
+  return -1;
+}
+
 // tj_cts_compile_fn: the case for every arch, then ptxas on its modules.
 static bool compile_case(void* self, const tj_cts_case_t* c,
                          const tj_compile_options_t* options,
@@ -333,12 +384,18 @@ static bool compile_case(void* self, const tj_cts_case_t* c,
   totals_t* t = self;
   ++t->cases;
   bool ok = true;
+  tj_compile_options_t opts = *options;
+  int pair = pair_candidates(c->name);
+  if (pair >= 0) {
+    opts.autotune = TJ_AUTOTUNE_OFF;
+    ++t->pair_cases;
+  }
   tj_cuda_offline_ptx_t px[NUM_ARCHS];
   memset(px, 0, sizeof(px));
   for (size_t a = 0; a < NUM_ARCHS && ok; ++a) {
     const char* arch = tj_nvptx_arch_name(kArchs[a]);
     double start = now_ms();
-    tj_status_t s = tj_cuda_compile_ptx(c->g, options, kArchs[a],
+    tj_status_t s = tj_cuda_compile_ptx(c->g, &opts, kArchs[a],
                                         tj_allocator_system(), &px[a]);
     t->compile_ms += now_ms() - start;
     if (s) {
@@ -385,6 +442,14 @@ static bool compile_case(void* self, const tj_cts_case_t* c,
       snprintf(name, sizeof(name), "%s.%s.candidates", c->name, arch);
       ok = stage_module(t, a, name, px[a].variants_ptx);
     }
+  }
+  if (ok && pair >= 0 && out_report->kernels != g_pairs.kernels[pair]) {
+    fprintf(stderr, "%s: %d kernels, its pair %s: %d\n", c->name,
+            out_report->kernels, g_pairs.names[pair], g_pairs.kernels[pair]);
+    ok = false;
+  } else if (ok && pair < 0 && g_pairs.n < PAIR_CAP) {
+    snprintf(g_pairs.names[g_pairs.n], sizeof(g_pairs.names[0]), "%s", c->name);
+    g_pairs.kernels[g_pairs.n++] = out_report->kernels;
   }
   for (size_t a = 0; a < NUM_ARCHS; ++a)
     tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &px[a]);
@@ -524,10 +589,11 @@ int main(int argc, char** argv) {
   CHECK(getenv("TJ_CTS_GROUP") || t.variant_kernels[1] > 0);
   printf(
       "# %d cases: %ld kernels per arch (%ld graph breaks); GEMM candidate "
-      "kernels: %ld on %s, %ld on %s\n",
+      "kernels: %ld on %s, %ld on %s (%d cases the second of a bf16/f16 "
+      "pair: none)\n",
       t.cases, t.kernels[0], t.host_steps, t.variant_kernels[0],
       tj_nvptx_arch_name(kArchs[0]), t.variant_kernels[1],
-      tj_nvptx_arch_name(kArchs[1]));
+      tj_nvptx_arch_name(kArchs[1]), t.pair_cases);
   printf(
       "# %d PTX modules (%zu bytes; %d of them made before, assembled "
       "once) assembled by %d ptxas runs (%.0f ms waited for them); LLVM "

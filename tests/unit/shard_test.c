@@ -704,6 +704,7 @@ static tj_status_t mlp_oom(tj_allocator_t allocator) {
 TEST(oom_sweep_compile_sharded_and_run) { tj_test_oom_sweep("shard", mlp_oom); }
 
 int main(void) {
+  tj_test_skip_host_tier();  // the tiers suite's avx2 run
   RUN_TEST(capstone_column_split);
   RUN_TEST(capstone_row_split_all_reduce_overlapped);
   RUN_TEST(capstone_row_split_x_sharded_too);

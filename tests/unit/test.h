@@ -288,6 +288,31 @@ static inline int tj_test_tiers(int count) {
   return count > 1 && tiers && strcmp(tiers, "host") == 0 ? 1 : count;
 }
 
+// Whether the tier TJ_X86_ISA names is the host's own: avx2 on a host
+// without AVX-512 (the x86 JIT's rule, jit/x86_jit.c: avx512f, bw, dq and
+// vl), where the host tier is avx2 itself, the same CPU name and features.
+// The tiers suite's avx2 runs (tests/unit/meson.build) would repeat the
+// unit suite's run of the same test byte for byte there: they print why
+// and skip (tj_test_skip_host_tier).
+static inline bool tj_test_tier_is_host(void) {
+  const char* isa = getenv("TJ_X86_ISA");
+  return isa && strcmp(isa, "avx2") == 0 &&
+         !(__builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl"));
+}
+
+// Exits 77 (skipped) where tj_test_tier_is_host; a test of the tiers suite
+// calls it first.
+static inline void tj_test_skip_host_tier(void) {
+  if (!tj_test_tier_is_host()) return;
+  printf(
+      "# skipped: TJ_X86_ISA=avx2 is this host's own tier, run by the "
+      "unit suite\n");
+  exit(77);
+}
+
 // Whether this run is the sanitizer leg's (TJ_TEST_SUBSET=sanitizer, set
 // by scripts/test.sh there): the slowest tests whose variants rerun the
 // same emitter code with another element type then keep one

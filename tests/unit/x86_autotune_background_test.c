@@ -434,6 +434,7 @@ TEST(oom_sweep) {
 }
 
 int main(void) {
+  tj_test_skip_host_tier();  // the tiers suite's avx2 run
   RUN_TEST(first_run_is_autotune_off_then_tuned);
   RUN_TEST(release_during_job);
   RUN_TEST(context_destroy_with_jobs_queued);

@@ -566,6 +566,7 @@ TEST(oom_sweep) {
 }
 
 int main(void) {
+  tj_test_skip_host_tier();  // the tiers suite's avx2 run
   RUN_TEST(candidates_agree);
   RUN_TEST(decisions_cached);
   RUN_TEST(budget);

@@ -784,6 +784,7 @@ TEST(oom_sweep_kernels) { oom_sweep(false); }
 TEST(oom_sweep_host_step) { oom_sweep(true); }
 
 int main(int argc, char** argv) {
+  tj_test_skip_host_tier();  // the tiers suite's avx2 run
   // No disk cache unless a test names one: counts of compiled kernels must
   // not depend on earlier runs. (Contexts still share nothing.)
   CHECK_OK(tj_test_context_create(&g_ctx));
