@@ -234,102 +234,78 @@ TEST(layout_off_keeps_the_transposes) {
 
 //===--- every allocation failing in turn ---===//
 
-static tj_status_t chain_compile_run(tj_allocator_t allocator) {
-  tj_context_t* ctx = NULL;
-  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
-  if (s) return s;
-  tj_graph_t* g = NULL;
-  tj_executable_t* exe = NULL;
-  s = tj_graph_create(ctx, "layout_oom", &g);
+static void chain_build(tj_graph_t* g) {
+  tj_value_t x =
+      tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4}, "x");
+  tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "b");
+  tj_value_t t = tj_graph_transpose(g, x, (int32_t[]){0, 3, 1, 2});
+  // transpose -> exp -> + b (a reshape of it, 1/16 of the add: small)
+  // -> inverse transpose
+  tj_value_t e = tj_graph_exp(g, t);
+  tj_value_t bb = tj_graph_reshape(g, b, 3, (int64_t[]){4, 1, 1});
+  tj_graph_output(
+      g, tj_graph_transpose(g, tj_graph_add(g, e, bb), (int32_t[]){0, 2, 3, 1}),
+      "y");
+}
+
+static tj_status_t chain_run(tj_executable_t* exe) {
+  static float x[64], b[4], y[64];
+  for (int i = 0; i < 64; ++i) x[i] = (float)(i % 5) * 0.25f - 0.5f;
+  for (int i = 0; i < 4; ++i) b[i] = (float)i;
+  tj_tensor_t ins[2] = {
+      tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4}),
+      tj_tensor_make(b, TJ_DTYPE_F32, 1, (int64_t[]){4})};
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4});
+  tj_status_t s = tj_executable_run(exe, ins, 2, &out, 1);
   if (!s) {
-    tj_value_t x =
-        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4}, "x");
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){4}, "b");
-    tj_value_t t = tj_graph_transpose(g, x, (int32_t[]){0, 3, 1, 2});
-    // transpose -> exp -> + b (a reshape of it, 1/16 of the add: small)
-    // -> inverse transpose
-    tj_value_t e = tj_graph_exp(g, t);
-    tj_value_t bb = tj_graph_reshape(g, b, 3, (int64_t[]){4, 1, 1});
-    tj_graph_output(
-        g,
-        tj_graph_transpose(g, tj_graph_add(g, e, bb), (int32_t[]){0, 2, 3, 1}),
-        "y");
-    s = tj_graph_finalize(g);
+    // y[0, h, w, c] = exp(x[0, h, w, c]) + b[c]: element 5 is (0, 0, 1, 1)
+    CHECK(fabsf(y[5] - (expf(x[5]) + b[1])) < 1e-5f);
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(1, st.num_kernels);
   }
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.x86.num_threads = 1;
-  if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    static float x[64], b[4], y[64];
-    for (int i = 0; i < 64; ++i) x[i] = (float)(i % 5) * 0.25f - 0.5f;
-    for (int i = 0; i < 4; ++i) b[i] = (float)i;
-    tj_tensor_t ins[2] = {
-        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4}),
-        tj_tensor_make(b, TJ_DTYPE_F32, 1, (int64_t[]){4})};
-    tj_tensor_t out =
-        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 4, 4});
-    s = tj_executable_run(exe, ins, 2, &out, 1);
-    if (!s) {
-      // y[0, h, w, c] = exp(x[0, h, w, c]) + b[c]: element 5 is (0, 0, 1, 1)
-      CHECK(fabsf(y[5] - (expf(x[5]) + b[1])) < 1e-5f);
-      tj_executable_stats_t st = {.struct_size = sizeof(st)};
-      tj_executable_stats(exe, &st);
-      CHECK_EQ_INT(1, st.num_kernels);
-    }
-  }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  tj_context_destroy(ctx);
   return s;
+}
+
+static tj_status_t chain_compile_run(tj_allocator_t allocator) {
+  return tj_test_sweep_compile_run(allocator, "layout_oom", chain_build,
+                                   chain_run);
 }
 
 // x NCHW [1, 4, 2, 2] -> NHWC -> pad H by 1 before -> concat with its exp
 // along the channels -> softmax over W -> global pool (keepdims) -> NCHW:
 // every kind of move but the elementwise one's, in one compile and run.
-static tj_status_t axes_compile_run(tj_allocator_t allocator) {
-  tj_context_t* ctx = NULL;
-  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
-  if (s) return s;
-  tj_graph_t* g = NULL;
-  tj_executable_t* exe = NULL;
-  s = tj_graph_create(ctx, "layout_axes_oom", &g);
+static void axes_build(tj_graph_t* g) {
+  tj_value_t x =
+      tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 2, 2}, "x");
+  tj_value_t t = tj_graph_transpose(g, x, kToLast);
+  tj_value_t p =
+      tj_graph_pad(g, t, (int64_t[]){0, 1, 0, 0}, (int64_t[]){0, 0, 0, 0}, 0.0);
+  tj_value_t c =
+      tj_graph_concat(g, 2, (tj_value_t[]){p, tj_graph_exp(g, p)}, 3);
+  tj_value_t sm = tj_graph_softmax(g, c, 2);
+  tj_value_t m = tj_graph_mean(g, sm, 2, (int32_t[]){1, 2}, true);
+  tj_graph_output(g, tj_graph_transpose(g, m, kToFirst), "y");
+}
+
+static tj_status_t axes_run(tj_executable_t* exe) {
+  static float x[16], y[8];
+  for (int i = 0; i < 16; ++i) x[i] = (float)(i % 7) * 0.25f - 0.75f;
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 2, 2});
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){1, 8, 1, 1});
+  tj_status_t s = tj_executable_run(exe, &in, 1, &out, 1);
   if (!s) {
-    tj_value_t x =
-        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 2, 2}, "x");
-    tj_value_t t = tj_graph_transpose(g, x, kToLast);
-    tj_value_t p = tj_graph_pad(g, t, (int64_t[]){0, 1, 0, 0},
-                                (int64_t[]){0, 0, 0, 0}, 0.0);
-    tj_value_t c =
-        tj_graph_concat(g, 2, (tj_value_t[]){p, tj_graph_exp(g, p)}, 3);
-    tj_value_t sm = tj_graph_softmax(g, c, 2);
-    tj_value_t m = tj_graph_mean(g, sm, 2, (int32_t[]){1, 2}, true);
-    tj_graph_output(g, tj_graph_transpose(g, m, kToFirst), "y");
-    s = tj_graph_finalize(g);
+    // Each (h, c) row's softmax over W sums to 1: its mean over the 3
+    // x 2 positions is 1/2 in every channel (padded row or not). A pool
+    // or softmax over a wrongly remapped axis gives other numbers.
+    for (int i = 0; i < 8; ++i) CHECK(fabsf(y[i] - 0.5f) < 1e-5f);
   }
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.x86.num_threads = 1;
-  if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    static float x[16], y[8];
-    for (int i = 0; i < 16; ++i) x[i] = (float)(i % 7) * 0.25f - 0.75f;
-    tj_tensor_t in =
-        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){1, 4, 2, 2});
-    tj_tensor_t out =
-        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){1, 8, 1, 1});
-    s = tj_executable_run(exe, &in, 1, &out, 1);
-    if (!s) {
-      // Each (h, c) row's softmax over W sums to 1: its mean over the 3
-      // x 2 positions is 1/2 in every channel (padded row or not). A pool
-      // or softmax over a wrongly remapped axis gives other numbers.
-      for (int i = 0; i < 8; ++i) CHECK(fabsf(y[i] - 0.5f) < 1e-5f);
-    }
-  }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  tj_context_destroy(ctx);
   return s;
+}
+
+static tj_status_t axes_compile_run(tj_allocator_t allocator) {
+  return tj_test_sweep_compile_run(allocator, "layout_axes_oom", axes_build,
+                                   axes_run);
 }
 
 // Every allocation of a whole compile and run failed in turn

@@ -152,55 +152,44 @@ TEST(split_off_runs_them_on_the_host) {
 // memory plan dropped and made again) and an i64 matmul with an allocator
 // that fails its Nth allocation: OUT_OF_MEMORY, nothing leaked, until it
 // runs.
-static tj_status_t split_compile_run(tj_allocator_t allocator) {
-  tj_context_t* ctx = NULL;
-  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
-  if (s) return s;
-  tj_graph_t* g = NULL;
-  tj_executable_t* exe = NULL;
-  s = tj_graph_create(ctx, "split_oom", &g);
+static void split_build(tj_graph_t* g) {
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){2, 5, 6}, "x");
+  tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){5}, "w");
+  tj_value_t t = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){2, 6}, "t");
+  tj_value_t n = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){3, 3}, "n");
+  int32_t axis = 1;
+  tj_value_t sum = tj_graph_sum(g, x, 1, &axis, false);
+  tj_graph_output(g, tj_graph_mul(g, sum, tj_graph_gather(g, w, t, 0)), "y");
+  tj_graph_output(g, tj_graph_matmul(g, n, n), "nn");
+}
+
+static tj_status_t split_run(tj_executable_t* exe) {
+  static float x[60], w[5], y[12];
+  static int64_t t[12], n[9], nn[9];
+  for (int i = 0; i < 60; ++i) x[i] = (float)(i % 7) * 0.5f;
+  for (int i = 0; i < 12; ++i) t[i] = i % 5;
+  for (int i = 0; i < 9; ++i) n[i] = i - 4;
+  tj_tensor_t ins[4] = {
+      tj_tensor_make(x, TJ_DTYPE_F32, 3, (int64_t[]){2, 5, 6}),
+      tj_tensor_make(w, TJ_DTYPE_F32, 1, (int64_t[]){5}),
+      tj_tensor_make(t, TJ_DTYPE_I64, 2, (int64_t[]){2, 6}),
+      tj_tensor_make(n, TJ_DTYPE_I64, 2, (int64_t[]){3, 3})};
+  tj_tensor_t outs[2] = {
+      tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){2, 6}),
+      tj_tensor_make(nn, TJ_DTYPE_I64, 2, (int64_t[]){3, 3})};
+  tj_status_t s = tj_executable_run(exe, ins, 4, outs, 2);
   if (!s) {
-    tj_value_t x =
-        tj_graph_input(g, TJ_DTYPE_F32, 3, (int64_t[]){2, 5, 6}, "x");
-    tj_value_t w = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){5}, "w");
-    tj_value_t t = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){2, 6}, "t");
-    tj_value_t n = tj_graph_input(g, TJ_DTYPE_I64, 2, (int64_t[]){3, 3}, "n");
-    int32_t axis = 1;
-    tj_value_t sum = tj_graph_sum(g, x, 1, &axis, false);
-    tj_graph_output(g, tj_graph_mul(g, sum, tj_graph_gather(g, w, t, 0)), "y");
-    tj_graph_output(g, tj_graph_matmul(g, n, n), "nn");
-    s = tj_graph_finalize(g);
+    tj_executable_stats_t st = {.struct_size = sizeof(st)};
+    tj_executable_stats(exe, &st);
+    CHECK_EQ_INT(0, st.num_graph_breaks);
+    CHECK_EQ_INT(15, (int)nn[0]);  // n row 0 . column 0: 16 + 3 - 4
   }
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.x86.num_threads = 1;
-  if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    static float x[60], w[5], y[12];
-    static int64_t t[12], n[9], nn[9];
-    for (int i = 0; i < 60; ++i) x[i] = (float)(i % 7) * 0.5f;
-    for (int i = 0; i < 12; ++i) t[i] = i % 5;
-    for (int i = 0; i < 9; ++i) n[i] = i - 4;
-    tj_tensor_t ins[4] = {
-        tj_tensor_make(x, TJ_DTYPE_F32, 3, (int64_t[]){2, 5, 6}),
-        tj_tensor_make(w, TJ_DTYPE_F32, 1, (int64_t[]){5}),
-        tj_tensor_make(t, TJ_DTYPE_I64, 2, (int64_t[]){2, 6}),
-        tj_tensor_make(n, TJ_DTYPE_I64, 2, (int64_t[]){3, 3})};
-    tj_tensor_t outs[2] = {
-        tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){2, 6}),
-        tj_tensor_make(nn, TJ_DTYPE_I64, 2, (int64_t[]){3, 3})};
-    s = tj_executable_run(exe, ins, 4, outs, 2);
-    if (!s) {
-      tj_executable_stats_t st = {.struct_size = sizeof(st)};
-      tj_executable_stats(exe, &st);
-      CHECK_EQ_INT(0, st.num_graph_breaks);
-      CHECK_EQ_INT(15, (int)nn[0]);  // n row 0 . column 0: 16 + 3 - 4
-    }
-  }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  tj_context_destroy(ctx);
   return s;
+}
+
+static tj_status_t split_compile_run(tj_allocator_t allocator) {
+  return tj_test_sweep_compile_run(allocator, "split_oom", split_build,
+                                   split_run);
 }
 
 // Every allocation of a whole compile and run failed in turn

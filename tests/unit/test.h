@@ -383,6 +383,37 @@ static inline tj_status_t tj_test_sweep_context_create(
   return tj_context_create(&o, out_context);
 }
 
+// One step of a whole-run sweep (tj_test_every_allocation): a context
+// with |allocator|, graph |name| built by |build_graph| (which may leave
+// the graph's sticky error), compiled at one thread, run by |run_exe| (which
+// checks what it gets); everything released on every path. Returns the
+// first failure.
+typedef void (*tj_test_sweep_build_fn)(tj_graph_t* g);
+typedef tj_status_t (*tj_test_sweep_run_fn)(tj_executable_t* exe);
+static inline tj_status_t tj_test_sweep_compile_run(
+    tj_allocator_t allocator, const char* name,
+    tj_test_sweep_build_fn build_graph, tj_test_sweep_run_fn run_exe) {
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  s = tj_graph_create(ctx, name, &g);
+  if (!s) {
+    build_graph(g);
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) s = run_exe(exe);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
 //===--- diagnostics and temporary directories ---===//
 
 // A context's warnings, counted, with their text (remarks are dropped: a
