@@ -165,6 +165,20 @@ static bool same_shape(const tj_node_t* a, int32_t rank, const int64_t* dims) {
   return true;
 }
 
+// Whether movement |node| may read along two or more of the reduced axes
+// |axes| with strides that do not merge: it is not at most 1 along all but
+// one of them. A small operand's view in the prologue (a scale [C] made
+// [1, C, 1, 1], read with stride 0 along the reduced H and W) spans none
+// and merges; a value of another rank is taken to span them.
+static bool spans_reduced_axes(const tj_node_t* node, const tj_attrs_t* axes) {
+  int32_t wide = 0;
+  for (uint32_t k = 0; k < axes->num_ints; ++k) {
+    int64_t a = axes->ints[k];
+    if (a >= node->rank || node->dims[a] != 1) ++wide;
+  }
+  return wide > 1;
+}
+
 static void log_fusion(const fuse_t* f, const char* format, ...)
     TJ_PRINTF_LIKE(2, 3);
 static void log_fusion(const fuse_t* f, const char* format, ...) {
@@ -1093,7 +1107,8 @@ static bool classify(fuse_t* f, const uint32_t* nodes, uint32_t count,
       if (f->mat_u[nodes[j]] && f->cls[nodes[j]] != C_REDUCTION &&
           same_shape(node, rank, F))
         stores_input = true;
-      if (f->cls[nodes[j]] == C_INJECTIVE) moves = true;
+      if (f->cls[nodes[j]] == C_INJECTIVE && spans_reduced_axes(node, axes))
+        moves = true;
     }
     if (stores_input && moves) {
       v->why =
