@@ -184,6 +184,18 @@ static const tj_nvptx_options_t kVariants[TJ_CUDA_GEMM_CANDIDATES] = {
                                .gemm_stages = 3,
                                .gemm_f32_a_transposed = true},
 };
+
+// Candidate |c|'s schedule (kVariants) with what every kernel of |p|
+// keeps: its math options (tj_cuda_program_math_options) and allow_tf32.
+static tj_nvptx_options_t variant_options(const tj_cuda_program_t* p,
+                                          int32_t c) {
+  tj_nvptx_options_t o = kVariants[c];
+  tj_nvptx_options_t math = tj_cuda_program_math_options(p);
+  o.approx_math = math.approx_math;
+  o.libdevice = math.libdevice;
+  o.gemm_tf32 = p->nv_options.gemm_tf32;
+  return o;
+}
 // Every candidate is timed by jit/autotune.h, which takes at most
 // TJ_AUTOTUNE_MAX_CANDIDATES (more: tuning fails with INVALID_ARGUMENT).
 _Static_assert(TJ_CUDA_GEMM_CANDIDATES <= TJ_AUTOTUNE_MAX_CANDIDATES,
@@ -650,10 +662,7 @@ static tj_status_t ensure_candidate(tj_cuda_program_t* p, uint32_t ki,
   if (c == TJ_CUDA_GEMM_F32_WIDE && !exact_f32(p, ki))
     return tj_unsupported("candidate %d is the exact f32 GEMM's alone", (int)c);
   if (c > 0 && c != TJ_CUDA_GEMM_CUBLASLT && !t->variant[c]) {
-    tj_nvptx_options_t o = kVariants[c];
-    o.approx_math = p->nv_options.approx_math;
-    o.libdevice = p->nv_options.libdevice;
-    o.gemm_tf32 = p->nv_options.gemm_tf32;
+    tj_nvptx_options_t o = variant_options(p, c);
     TJ_RETURN_IF_ERROR(
         tj_cuda_program_compile_kernel(p, g, &o, &t->variant[c]));
   }
@@ -1118,11 +1127,8 @@ static int32_t collect_precompiles(tj_cuda_program_t* p, uint32_t ki,
       }
     } else if (!t->variant[c]) {
       w[n] = (precompile_t){.kernel = p->kernels[ki].low->kernel,
-                            .options = kVariants[c],
+                            .options = variant_options(p, c),
                             .slot = &t->variant[c]};
-      w[n].options.approx_math = p->nv_options.approx_math;
-      w[n].options.libdevice = p->nv_options.libdevice;
-      w[n].options.gemm_tf32 = p->nv_options.gemm_tf32;
       w[n++].p = p;
     }
     if (n > before) *out_mask |= 1u << c;
@@ -1489,10 +1495,7 @@ tj_status_t tj_cuda_gemm_emit_candidates(tj_cuda_program_t* p,
         if (!t->lt_ok) continue;
         k = t->epi;
       } else {
-        o = kVariants[c];
-        o.approx_math = p->nv_options.approx_math;
-        o.libdevice = p->nv_options.libdevice;
-        o.gemm_tf32 = p->nv_options.gemm_tf32;
+        o = variant_options(p, c);
       }
       tj_nvptx_kernel_t info;
       status = tj_nvptx_module_add_kernel(module, k, &o, &info);
