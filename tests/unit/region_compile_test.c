@@ -391,8 +391,20 @@ static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
 // nodes, params and preconditions alike. |*out_lowered|: groups lowered
 // with copying.
 static void check_copies_equal_lowering(const tj_executable_t* exe,
-                                        uint32_t* out_lowered) {
+                                        uint32_t* out_lowered,
+                                        uint32_t* out_stitched) {
   const tj_run_plan_t* rp = tj_executable_run_plan(exe);
+  // The groups the region stitching made from another (tj_fusion_t.copy_of),
+  // which the run plan copies without comparing: each equals its source as
+  // lowering reads it.
+  const uint32_t* of = rp->fusion->copy_of;
+  *out_stitched = 0;
+  for (uint32_t q = 0; of && q < rp->fusion->num_groups; ++q) {
+    if (of[q] == TJ_GROUP_NONE) continue;
+    CHECK(of[q] < q);
+    CHECK(of[q] < q && tj_lower_group_same(rp->graph, rp->fusion, of[q], q));
+    ++*out_stitched;
+  }
   tj_plan_t plan = {rp->context, rp->graph, (tj_fusion_t*)rp->fusion,
                     (tj_memplan_t*)rp->memplan};
   tj_run_plan_t copied, lowered;
@@ -509,9 +521,11 @@ TEST(equal_groups_are_lowered_once) {
     CHECK_EQ_INT(st.num_kernels, st.num_lowered_groups + st.num_copied_groups);
     CHECK(st.num_lowered_groups <= 2);  // one layer's two groups
     CHECK(st.num_copied_groups >= st.num_kernels - 2);
-    uint32_t lowered = 0;
-    check_copies_equal_lowering(exe, &lowered);
+    uint32_t lowered = 0, stitched = 0;
+    check_copies_equal_lowering(exe, &lowered, &stitched);
     CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
+    // blocks 3.. take block 2's two groups from the stitching
+    CHECK_EQ_INT(counts[c] > 3 ? 2 * (counts[c] - 3) : 0, (int)stitched);
     lowered_at[c] = lowered;
     tj_executable_release(exe);
     tj_graph_destroy(g);
@@ -572,8 +586,8 @@ TEST(equal_groups_are_lowered_once) {
   tj_executable_stats_t st = stats_of(exe);
   CHECK(st.num_lowered_groups > (int)lowered_at[2]);
   CHECK(st.num_copied_groups > 0);
-  uint32_t lowered = 0;
-  check_copies_equal_lowering(exe, &lowered);
+  uint32_t lowered = 0, stitched = 0;
+  check_copies_equal_lowering(exe, &lowered, &stitched);
   CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
   static float xr[5 * WIDTH], yr[5 * WIDTH], rr[5 * WIDTH];
   for (int64_t i = 0; i < 5 * WIDTH; ++i) xr[i] = (float)sin(i * 0.2);
@@ -666,8 +680,8 @@ TEST(layers_that_differ_do_not_share) {
         } else {
           CHECK(st.num_lowered_groups > uniform_lowered);
         }
-        uint32_t lowered = 0;
-        check_copies_equal_lowering(exe, &lowered);
+        uint32_t lowered = 0, stitched = 0;
+        check_copies_equal_lowering(exe, &lowered, &stitched);
         CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
         check_against_reference(exe, g, MAX_LAYERS);
         tj_executable_release(exe);
