@@ -872,6 +872,80 @@ TEST(boundary_that_differs_takes_three_blocks) {
   tj_context_destroy(ctx);
 }
 
+// build_mlp's stack in which every layer also adds the value of the layer
+// two before it (x for the first two): block j reads block j - 2's value
+// beside block j - 1's, so no one value chains the blocks (block 1's value
+// is carried to block 3).
+static tj_status_t build_skip_two(tj_context_t* ctx, int layers,
+                                  tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(g, "B");
+  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t h = x, before = x;
+  for (int l = 0; l < layers; ++l) {
+    char wn[16], bn[16];
+    snprintf(wn, sizeof(wn), "w%d", l);
+    snprintf(bn, sizeof(bn), "b%d", l);
+    tj_value_t w =
+        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t y =
+        tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    y = tj_graph_add(g, y, before);
+    before = h;
+    h = tj_graph_layer_norm(g, y, tj_value_none(), tj_value_none(), 1e-5);
+  }
+  return finish_stack(g, h, out);
+}
+
+// A value carried past the next block (block 1's read by block 3) is not a
+// chain the templates copy: the whole pipeline runs, its plan the one
+// without templates, no group marked as the stitching's copy, and
+// tj_compile's numbers the reference's.
+TEST(value_carried_two_blocks_is_not_templated) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (int copy = 0; copy < 2; ++copy) {
+    char* text[2];
+    uint32_t blocks[2], processed[2];
+    for (int t = 0; t < 2; ++t) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(build_skip_two(ctx, 8, &g));
+      if (copy) {
+        tj_graph_t* clone = NULL;
+        CHECK_OK(tj_graph_clone(g, &clone));
+        tj_graph_destroy(g);
+        g = clone;
+      }
+      text[t] = pipeline_text(ctx, g, t == 1, &blocks[t], &processed[t]);
+    }
+    CHECK_STREQ(text[0], text[1]);
+    CHECK_EQ_INT(0, (int)blocks[1]);
+    tj_context_free_string(ctx, text[0]);
+    tj_context_free_string(ctx, text[1]);
+  }
+  tj_graph_t* g = NULL;
+  CHECK_OK(build_skip_two(ctx, 8, &g));
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.x86.num_threads = 1;
+  opts.pipeline = "default";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &opts, &exe));
+  CHECK_EQ_INT(0, stats_of(exe).num_region_blocks);
+  uint32_t lowered = 0, stitched = 0;
+  check_copies_equal_lowering(exe, &lowered, &stitched);
+  CHECK_EQ_INT(0, (int)stitched);
+  check_against_reference(exe, g, 8);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 // A stack whose blocks scale their bias by a shared input declared among
 // the weights, after layer |at|'s: in tj_compile's copy (inputs first) it
 // stands after the first blocks' weights and before the later ones', so a
@@ -1202,6 +1276,7 @@ int main(void) {
   RUN_TEST(region_template_equals_the_whole_pipeline);
   RUN_TEST(boundary_that_differs_takes_three_blocks);
   RUN_TEST(copied_blocks_read_their_own_weights);
+  RUN_TEST(value_carried_two_blocks_is_not_templated);
   RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(layers_that_differ_do_not_share);
   RUN_TEST(clone_copies_a_finalized_graph);
