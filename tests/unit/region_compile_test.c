@@ -37,27 +37,58 @@ static tj_status_t finish_stack(tj_graph_t* g, tj_value_t h, tj_graph_t** out) {
   return NULL;
 }
 
+// A stack's start: the graph "mlp" and its input x[B, WIDTH], |*out_x|
+// (B in |*out_batch| unless NULL).
+static tj_status_t start_stack(tj_context_t* ctx, tj_graph_t** out_g,
+                               tj_value_t* out_x, int64_t* out_batch) {
+  tj_status_t s = tj_graph_create(ctx, "mlp", out_g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(*out_g, "B");
+  *out_x = tj_graph_input(*out_g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  if (out_batch) *out_batch = B;
+  return NULL;
+}
+
+// Layer |l|'s weights: the inputs w<l>[WIDTH, WIDTH] and b<l>[WIDTH].
+static void layer_weights(tj_graph_t* g, int l, tj_value_t* out_w,
+                          tj_value_t* out_b) {
+  char wn[16], bn[16];
+  snprintf(wn, sizeof(wn), "w%d", l);
+  snprintf(bn, sizeof(bn), "b%d", l);
+  *out_w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+  *out_b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+}
+
+// A layer's parts: z = h @ w + b; h + t * c; the norm (no affine).
+static tj_value_t linear(tj_graph_t* g, tj_value_t h, tj_value_t w,
+                         tj_value_t b) {
+  return tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+}
+
+static tj_value_t residual(tj_graph_t* g, tj_value_t h, tj_value_t t,
+                           tj_value_t c) {
+  return tj_graph_add(g, h, tj_graph_mul(g, t, c));
+}
+
+static tj_value_t norm(tj_graph_t* g, tj_value_t h) {
+  return tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+}
+
 // x[B, WIDTH] -> per layer: h = h + tanh(h @ w_i + b_i) * 0.5, then
 // layer-normalized (no affine): every layer a GEMM with an epilogue and a
 // row reduction, over its own weights w_i, b_i (graph inputs).
 static tj_status_t build_mlp_scaled(tj_context_t* ctx, int layers, double scale,
                                     tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, scale);
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   return finish_stack(g, h, out);
 }
@@ -367,21 +398,15 @@ TEST(released_executable_is_kept_for_an_equal_compile) {
 static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
                                     const double* scales, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
     tj_value_t c = tj_graph_scalar(g, TJ_DTYPE_F32, scales[l]);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), c));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), c));
   }
   return finish_stack(g, h, out);
 }
@@ -619,17 +644,12 @@ TEST(equal_groups_are_lowered_once) {
 static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
                                  int what, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
     bool f64 = l == odd && what == 2;
     tj_dtype_t dt = f64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
     if (f64) {
@@ -641,9 +661,8 @@ static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
     tj_value_t ws = tj_graph_sum(g, w, 1, &axis, false);
     b = tj_graph_add(g, b, tj_graph_mul(g, ws, tj_graph_scalar(g, dt, 0.01)));
     tj_value_t half = tj_graph_scalar(g, dt, 0.5);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
     if (f64) h = tj_graph_cast(g, h, TJ_DTYPE_F32);
   }
   return finish_stack(g, h, out);
@@ -698,10 +717,9 @@ TEST(layers_that_differ_do_not_share) {
 static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
                                   tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t x;
+  tj_status_t s = start_stack(ctx, &g, &x, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t h = x;
   if (ends) {
@@ -709,15 +727,10 @@ static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
                      tj_graph_scalar(g, TJ_DTYPE_F32, 0.75));
   }
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   if (ends) h = tj_graph_add(g, tj_graph_relu(g, h), x);
   return finish_stack(g, h, out);
@@ -801,10 +814,10 @@ TEST(region_template_equals_the_whole_pipeline) {
 static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
                                        tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t x;
+  int64_t B = 0;
+  tj_status_t s = start_stack(ctx, &g, &x, &B);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t shared = tj_value_none();
   if (what == 3) {
     tj_value_t x2 =
@@ -816,17 +829,12 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
   tj_value_t x3 = tj_value_none();
   if (what == 6) x3 = tj_graph_mul(g, x, tj_graph_scalar(g, TJ_DTYPE_F32, 3));
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
     if (what == 3) h = tj_graph_add(g, h, shared);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t z = linear(g, h, w, b);
     tj_value_t t = what == 4 ? tj_graph_softmax(g, z, 1) : tj_graph_tanh(g, z);
-    h = tj_graph_add(g, h, tj_graph_mul(g, t, half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, t, half));
     if (what == 2) h = tj_graph_tanh(g, h);
     if (what == 5) h = tj_graph_add(g, h, x);
     if (what == 6) h = tj_graph_add(g, h, x3);
@@ -879,25 +887,19 @@ TEST(boundary_that_differs_takes_three_blocks) {
 static tj_status_t build_skip_two(tj_context_t* ctx, int layers,
                                   tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t x;
+  tj_status_t s = start_stack(ctx, &g, &x, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t h = x, before = x;
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    tj_value_t y =
-        tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    tj_value_t y = residual(g, h, tj_graph_tanh(g, z), half);
     y = tj_graph_add(g, y, before);
     before = h;
-    h = tj_graph_layer_norm(g, y, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, y);
   }
   return finish_stack(g, h, out);
 }
@@ -953,26 +955,20 @@ TEST(value_carried_two_blocks_is_not_templated) {
 static tj_status_t build_shared_among_weights(tj_context_t* ctx, int layers,
                                               int at, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t w[MAX_LAYERS], b[MAX_LAYERS], scale = tj_value_none();
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    w[l] = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    b[l] = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    layer_weights(g, l, &w[l], &b[l]);
     if (l == at)
       scale = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, "s");
   }
   for (int l = 0; l < layers; ++l) {
     tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w[l]),
                                 tj_graph_mul(g, b[l], scale));
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   return finish_stack(g, h, out);
 }
