@@ -323,12 +323,16 @@ static void index_add(lowered_index_t* ix, uint32_t q, uint64_t h) {
 // copy the group one block back at a distance that stays the same along
 // the stack: tried first, it costs one tj_lower_group_same, where the
 // index costs a tj_lower_group_hash of |q| as well (a 24-layer stack
-// copies 44 groups a compile). A copy of a copy has the source's code.
+// copies 44 groups a compile), and nothing where the region stitching made
+// both from one group (tj_fusion_t.copy_of: equal by construction; 42 of
+// the 44). A copy of a copy has the source's code.
 static uint32_t guess_equal(const tj_run_plan_t* rp, uint32_t q,
                             uint32_t dist) {
   if (dist == 0 || dist > q) return UINT32_MAX;
   uint32_t p = q - dist;
   if (rp->steps[p].kind != TJ_RUN_STEP_KERNELS) return UINT32_MAX;
+  const uint32_t* of = rp->fusion->copy_of;
+  if (of && of[q] != TJ_GROUP_NONE && (of[q] == p || of[p] == of[q])) return p;
   return tj_lower_group_same(rp->graph, rp->fusion, p, q) ? p : UINT32_MAX;
 }
 

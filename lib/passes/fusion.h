@@ -93,6 +93,16 @@ struct tj_fusion_t {
   // rope14 (issue 14): lowering cuts every concat into boxes, never one
   // select (tj_pass_ctx_t.concat_boxes; kir/lower_select.c).
   bool concat_boxes;
+  // Region compile (issue 16, region12): NULL, or per group the earlier
+  // group it was copied from, TJ_GROUP_NONE for the others. Only the region
+  // stitching (lib/passes/region.c) sets it, for the groups of blocks 3..,
+  // each made from block 2's group with its nodes copied from the same node
+  // templates, every node and operand of the block moved by one distance
+  // and block 2's weights replaced by the block's own of the same type: the
+  // two groups are equal as lowering reads them (tj_lower_group_same holds,
+  // region_compile_test checks it), so the run plan copies without
+  // comparing them. A fusion fuse makes has none.
+  uint32_t* copy_of;
 };
 
 void tj_fusion_destroy(tj_fusion_t* fusion);

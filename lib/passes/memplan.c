@@ -138,7 +138,7 @@ typedef struct planner_t {
   const tj_fusion_t* fu;
   tj_memplan_t* mp;
   tj_arena_t scratch;
-  tj_uses_t uses;
+  bool* is_output;  // per node: a graph output's
   slot_state_t* slots;
   uint32_t num_slots, slot_capacity;
   bool* taken;          // per buffer: its slot was taken in place already
@@ -338,7 +338,14 @@ static tj_status_t build(planner_t* p) {
   p->depends_on_in = tj_arena_alloc(&p->scratch, sizeof(bool) * (n ? n : 1));
   if (!mp->buffers || !p->taken || !p->depends_on_in) return tj_status_oom();
   memset(p->taken, 0, sizeof(bool) * (count ? count : 1));
-  TJ_RETURN_IF_ERROR(tj_uses_initialize(&p->uses, g));
+  // (Only which nodes are outputs: tj_uses_initialize's user lists cost
+  // two walks over every operand and four allocations.)
+  p->is_output = tj_arena_alloc(&p->scratch, sizeof(bool) * (n ? n : 1));
+  if (!p->is_output) return tj_status_oom();
+  memset(p->is_output, 0, sizeof(bool) * (n ? n : 1));
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    if (g->outputs[i].node < n) p->is_output[g->outputs[i].node] = true;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t bi = mp->buffer_of[i];
     if (bi == UINT32_MAX) continue;
@@ -352,7 +359,7 @@ static tj_status_t build(planner_t* p) {
     uint32_t producer = fu->producer[i];
     if (op == TJ_OP_INPUT || op == TJ_OP_CONSTANT) {
       b->kind = TJ_BUFFER_EXTERNAL;
-    } else if (p->uses.is_output[i]) {
+    } else if (p->is_output[i]) {
       b->kind = TJ_BUFFER_OUTPUT;
     } else if (producer != TJ_GROUP_NONE &&
                fu->groups[producer].kind == TJ_GROUP_VIEW) {
@@ -444,7 +451,6 @@ tj_status_t tj_pass_memplan(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   p.mp = mp;
   tj_arena_initialize(&p.scratch, g->allocator);
   tj_status_t status = build(&p);
-  tj_uses_deinitialize(&p.uses);
   tj_arena_deinitialize(&p.scratch);
   if (status) {
     tj_memplan_destroy(mp);

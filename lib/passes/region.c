@@ -966,6 +966,7 @@ static tj_status_t copy_block_group(const stitch_t* st, tj_fusion_t* f,
       copy_list(st, f, j, src->num_outputs, src->outputs, &grp->outputs));
   for (uint32_t i = 0; i < grp->num_outputs; ++i)
     f->producer[grp->outputs[i]] = f->num_groups - 1;
+  f->copy_of[f->num_groups - 1] = q;
   return NULL;
 }
 
@@ -987,8 +988,12 @@ static tj_status_t stitch_fusion(const stitch_t* st, tj_fusion_t** out) {
   f->num_nodes = n;
   f->groups = tj_arena_alloc(&f->arena, sizeof(tj_group_t) * (total + 1));
   f->producer = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (n ? n : 1));
-  tj_status_t status = f->groups && f->producer ? NULL : tj_status_oom();
+  f->copy_of = tj_arena_alloc(&f->arena, sizeof(uint32_t) * (total + 1));
+  tj_status_t status =
+      f->groups && f->producer && f->copy_of ? NULL : tj_status_oom();
   for (uint32_t i = 0; !status && i < n; ++i) f->producer[i] = TJ_GROUP_NONE;
+  for (uint64_t k = 0; !status && k <= total; ++k)
+    f->copy_of[k] = TJ_GROUP_NONE;
   for (uint32_t k = 0; !status && k < first[3]; ++k)
     status = copy_group(st, f, k < first[2] ? 0 : 1, &pf->groups[k]);
   uint32_t block2 = f->num_groups;  // block 2's groups in |f|

@@ -37,27 +37,58 @@ static tj_status_t finish_stack(tj_graph_t* g, tj_value_t h, tj_graph_t** out) {
   return NULL;
 }
 
+// A stack's start: the graph "mlp" and its input x[B, WIDTH], |*out_x|
+// (B in |*out_batch| unless NULL).
+static tj_status_t start_stack(tj_context_t* ctx, tj_graph_t** out_g,
+                               tj_value_t* out_x, int64_t* out_batch) {
+  tj_status_t s = tj_graph_create(ctx, "mlp", out_g);
+  if (s) return s;
+  int64_t B = tj_graph_symbol(*out_g, "B");
+  *out_x = tj_graph_input(*out_g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
+  if (out_batch) *out_batch = B;
+  return NULL;
+}
+
+// Layer |l|'s weights: the inputs w<l>[WIDTH, WIDTH] and b<l>[WIDTH].
+static void layer_weights(tj_graph_t* g, int l, tj_value_t* out_w,
+                          tj_value_t* out_b) {
+  char wn[16], bn[16];
+  snprintf(wn, sizeof(wn), "w%d", l);
+  snprintf(bn, sizeof(bn), "b%d", l);
+  *out_w = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
+  *out_b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+}
+
+// A layer's parts: z = h @ w + b; h + t * c; the norm (no affine).
+static tj_value_t linear(tj_graph_t* g, tj_value_t h, tj_value_t w,
+                         tj_value_t b) {
+  return tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+}
+
+static tj_value_t residual(tj_graph_t* g, tj_value_t h, tj_value_t t,
+                           tj_value_t c) {
+  return tj_graph_add(g, h, tj_graph_mul(g, t, c));
+}
+
+static tj_value_t norm(tj_graph_t* g, tj_value_t h) {
+  return tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+}
+
 // x[B, WIDTH] -> per layer: h = h + tanh(h @ w_i + b_i) * 0.5, then
 // layer-normalized (no affine): every layer a GEMM with an epilogue and a
 // row reduction, over its own weights w_i, b_i (graph inputs).
 static tj_status_t build_mlp_scaled(tj_context_t* ctx, int layers, double scale,
                                     tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, scale);
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   return finish_stack(g, h, out);
 }
@@ -367,21 +398,15 @@ TEST(released_executable_is_kept_for_an_equal_compile) {
 static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
                                     const double* scales, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
     tj_value_t c = tj_graph_scalar(g, TJ_DTYPE_F32, scales[l]);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), c));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), c));
   }
   return finish_stack(g, h, out);
 }
@@ -391,8 +416,20 @@ static tj_status_t build_mlp_scales(tj_context_t* ctx, int layers,
 // nodes, params and preconditions alike. |*out_lowered|: groups lowered
 // with copying.
 static void check_copies_equal_lowering(const tj_executable_t* exe,
-                                        uint32_t* out_lowered) {
+                                        uint32_t* out_lowered,
+                                        uint32_t* out_stitched) {
   const tj_run_plan_t* rp = tj_executable_run_plan(exe);
+  // The groups the region stitching made from another (tj_fusion_t.copy_of),
+  // which the run plan copies without comparing: each equals its source as
+  // lowering reads it.
+  const uint32_t* of = rp->fusion->copy_of;
+  *out_stitched = 0;
+  for (uint32_t q = 0; of && q < rp->fusion->num_groups; ++q) {
+    if (of[q] == TJ_GROUP_NONE) continue;
+    CHECK(of[q] < q);
+    CHECK(of[q] < q && tj_lower_group_same(rp->graph, rp->fusion, of[q], q));
+    ++*out_stitched;
+  }
   tj_plan_t plan = {rp->context, rp->graph, (tj_fusion_t*)rp->fusion,
                     (tj_memplan_t*)rp->memplan};
   tj_run_plan_t copied, lowered;
@@ -509,9 +546,11 @@ TEST(equal_groups_are_lowered_once) {
     CHECK_EQ_INT(st.num_kernels, st.num_lowered_groups + st.num_copied_groups);
     CHECK(st.num_lowered_groups <= 2);  // one layer's two groups
     CHECK(st.num_copied_groups >= st.num_kernels - 2);
-    uint32_t lowered = 0;
-    check_copies_equal_lowering(exe, &lowered);
+    uint32_t lowered = 0, stitched = 0;
+    check_copies_equal_lowering(exe, &lowered, &stitched);
     CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
+    // blocks 3.. take block 2's two groups from the stitching
+    CHECK_EQ_INT(counts[c] > 3 ? 2 * (counts[c] - 3) : 0, (int)stitched);
     lowered_at[c] = lowered;
     tj_executable_release(exe);
     tj_graph_destroy(g);
@@ -572,8 +611,8 @@ TEST(equal_groups_are_lowered_once) {
   tj_executable_stats_t st = stats_of(exe);
   CHECK(st.num_lowered_groups > (int)lowered_at[2]);
   CHECK(st.num_copied_groups > 0);
-  uint32_t lowered = 0;
-  check_copies_equal_lowering(exe, &lowered);
+  uint32_t lowered = 0, stitched = 0;
+  check_copies_equal_lowering(exe, &lowered, &stitched);
   CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
   static float xr[5 * WIDTH], yr[5 * WIDTH], rr[5 * WIDTH];
   for (int64_t i = 0; i < 5 * WIDTH; ++i) xr[i] = (float)sin(i * 0.2);
@@ -605,17 +644,12 @@ TEST(equal_groups_are_lowered_once) {
 static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
                                  int what, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
     bool f64 = l == odd && what == 2;
     tj_dtype_t dt = f64 ? TJ_DTYPE_F64 : TJ_DTYPE_F32;
     if (f64) {
@@ -627,9 +661,8 @@ static tj_status_t build_mlp_odd(tj_context_t* ctx, int layers, int odd,
     tj_value_t ws = tj_graph_sum(g, w, 1, &axis, false);
     b = tj_graph_add(g, b, tj_graph_mul(g, ws, tj_graph_scalar(g, dt, 0.01)));
     tj_value_t half = tj_graph_scalar(g, dt, 0.5);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
     if (f64) h = tj_graph_cast(g, h, TJ_DTYPE_F32);
   }
   return finish_stack(g, h, out);
@@ -666,8 +699,8 @@ TEST(layers_that_differ_do_not_share) {
         } else {
           CHECK(st.num_lowered_groups > uniform_lowered);
         }
-        uint32_t lowered = 0;
-        check_copies_equal_lowering(exe, &lowered);
+        uint32_t lowered = 0, stitched = 0;
+        check_copies_equal_lowering(exe, &lowered, &stitched);
         CHECK_EQ_INT(st.num_lowered_groups, (int)lowered);
         check_against_reference(exe, g, MAX_LAYERS);
         tj_executable_release(exe);
@@ -684,10 +717,9 @@ TEST(layers_that_differ_do_not_share) {
 static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
                                   tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t x;
+  tj_status_t s = start_stack(ctx, &g, &x, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t h = x;
   if (ends) {
@@ -695,15 +727,10 @@ static tj_status_t build_mlp_ends(tj_context_t* ctx, int layers, bool ends,
                      tj_graph_scalar(g, TJ_DTYPE_F32, 0.75));
   }
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   if (ends) h = tj_graph_add(g, tj_graph_relu(g, h), x);
   return finish_stack(g, h, out);
@@ -787,10 +814,10 @@ TEST(region_template_equals_the_whole_pipeline) {
 static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
                                        tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t x;
+  int64_t B = 0;
+  tj_status_t s = start_stack(ctx, &g, &x, &B);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t x = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t shared = tj_value_none();
   if (what == 3) {
     tj_value_t x2 =
@@ -802,17 +829,12 @@ static tj_status_t build_boundary_case(tj_context_t* ctx, int layers, int what,
   tj_value_t x3 = tj_value_none();
   if (what == 6) x3 = tj_graph_mul(g, x, tj_graph_scalar(g, TJ_DTYPE_F32, 3));
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    tj_value_t w =
-        tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
     if (what == 3) h = tj_graph_add(g, h, shared);
-    tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w), b);
+    tj_value_t z = linear(g, h, w, b);
     tj_value_t t = what == 4 ? tj_graph_softmax(g, z, 1) : tj_graph_tanh(g, z);
-    h = tj_graph_add(g, h, tj_graph_mul(g, t, half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, t, half));
     if (what == 2) h = tj_graph_tanh(g, h);
     if (what == 5) h = tj_graph_add(g, h, x);
     if (what == 6) h = tj_graph_add(g, h, x3);
@@ -858,6 +880,74 @@ TEST(boundary_that_differs_takes_three_blocks) {
   tj_context_destroy(ctx);
 }
 
+// build_mlp's stack in which every layer also adds the value of the layer
+// two before it (x for the first two): block j reads block j - 2's value
+// beside block j - 1's, so no one value chains the blocks (block 1's value
+// is carried to block 3).
+static tj_status_t build_skip_two(tj_context_t* ctx, int layers,
+                                  tj_graph_t** out) {
+  tj_graph_t* g = NULL;
+  tj_value_t x;
+  tj_status_t s = start_stack(ctx, &g, &x, NULL);
+  if (s) return s;
+  tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
+  tj_value_t h = x, before = x;
+  for (int l = 0; l < layers; ++l) {
+    tj_value_t w, b;
+    layer_weights(g, l, &w, &b);
+    tj_value_t z = linear(g, h, w, b);
+    tj_value_t y = residual(g, h, tj_graph_tanh(g, z), half);
+    y = tj_graph_add(g, y, before);
+    before = h;
+    h = norm(g, y);
+  }
+  return finish_stack(g, h, out);
+}
+
+// A value carried past the next block (block 1's read by block 3) is not a
+// chain the templates copy: the whole pipeline runs, its plan the one
+// without templates, no group marked as the stitching's copy, and
+// tj_compile's numbers the reference's.
+TEST(value_carried_two_blocks_is_not_templated) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_test_context_create(&ctx));
+  for (int copy = 0; copy < 2; ++copy) {
+    char* text[2];
+    uint32_t blocks[2], processed[2];
+    for (int t = 0; t < 2; ++t) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(build_skip_two(ctx, 8, &g));
+      if (copy) {
+        tj_graph_t* clone = NULL;
+        CHECK_OK(tj_graph_clone(g, &clone));
+        tj_graph_destroy(g);
+        g = clone;
+      }
+      text[t] = pipeline_text(ctx, g, t == 1, &blocks[t], &processed[t]);
+    }
+    CHECK_STREQ(text[0], text[1]);
+    CHECK_EQ_INT(0, (int)blocks[1]);
+    tj_context_free_string(ctx, text[0]);
+    tj_context_free_string(ctx, text[1]);
+  }
+  tj_graph_t* g = NULL;
+  CHECK_OK(build_skip_two(ctx, 8, &g));
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.x86.num_threads = 1;
+  opts.pipeline = "default";
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &opts, &exe));
+  CHECK_EQ_INT(0, stats_of(exe).num_region_blocks);
+  uint32_t lowered = 0, stitched = 0;
+  check_copies_equal_lowering(exe, &lowered, &stitched);
+  CHECK_EQ_INT(0, (int)stitched);
+  check_against_reference(exe, g, 8);
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+}
+
 // A stack whose blocks scale their bias by a shared input declared among
 // the weights, after layer |at|'s: in tj_compile's copy (inputs first) it
 // stands after the first blocks' weights and before the later ones', so a
@@ -865,26 +955,20 @@ TEST(boundary_that_differs_takes_three_blocks) {
 static tj_status_t build_shared_among_weights(tj_context_t* ctx, int layers,
                                               int at, tj_graph_t** out) {
   tj_graph_t* g = NULL;
-  tj_status_t s = tj_graph_create(ctx, "mlp", &g);
+  tj_value_t h;
+  tj_status_t s = start_stack(ctx, &g, &h, NULL);
   if (s) return s;
-  int64_t B = tj_graph_symbol(g, "B");
-  tj_value_t h = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){B, WIDTH}, "x");
   tj_value_t half = tj_graph_scalar(g, TJ_DTYPE_F32, 0.5);
   tj_value_t w[MAX_LAYERS], b[MAX_LAYERS], scale = tj_value_none();
   for (int l = 0; l < layers; ++l) {
-    char wn[16], bn[16];
-    snprintf(wn, sizeof(wn), "w%d", l);
-    snprintf(bn, sizeof(bn), "b%d", l);
-    w[l] = tj_graph_input(g, TJ_DTYPE_F32, 2, (int64_t[]){WIDTH, WIDTH}, wn);
-    b[l] = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, bn);
+    layer_weights(g, l, &w[l], &b[l]);
     if (l == at)
       scale = tj_graph_input(g, TJ_DTYPE_F32, 1, (int64_t[]){WIDTH}, "s");
   }
   for (int l = 0; l < layers; ++l) {
     tj_value_t z = tj_graph_add(g, tj_graph_matmul(g, h, w[l]),
                                 tj_graph_mul(g, b[l], scale));
-    h = tj_graph_add(g, h, tj_graph_mul(g, tj_graph_tanh(g, z), half));
-    h = tj_graph_layer_norm(g, h, tj_value_none(), tj_value_none(), 1e-5);
+    h = norm(g, residual(g, h, tj_graph_tanh(g, z), half));
   }
   return finish_stack(g, h, out);
 }
@@ -1188,6 +1272,7 @@ int main(void) {
   RUN_TEST(region_template_equals_the_whole_pipeline);
   RUN_TEST(boundary_that_differs_takes_three_blocks);
   RUN_TEST(copied_blocks_read_their_own_weights);
+  RUN_TEST(value_carried_two_blocks_is_not_templated);
   RUN_TEST(region_template_gives_the_same_numbers);
   RUN_TEST(layers_that_differ_do_not_share);
   RUN_TEST(clone_copies_a_finalized_graph);
