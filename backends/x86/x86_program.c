@@ -32,6 +32,7 @@
 #include "jit/kernel_dump.h"
 #include "lib/custom_op.h"
 #include "lib/env.h"
+#include "lib/passes/fusion.h"
 #include "lib/quant.h"
 #include "lib/shape.h"
 #include "lib/window.h"
@@ -71,7 +72,18 @@ typedef struct program_t {
   tj_x86_tuner_t* tuner;   // the generic program's (autotune ON), or NULL
   prepacked_t* prepacked;  // per kernel, or NULL when none is
   uint32_t num_kernels;    // of |prepacked|
+  // nchwc (issue 15): the values held blocked between convs
+  // (nchwc_assign), which an observed run shows its observer row-major.
+  struct nchwc_value_t* blocked;
+  uint32_t num_blocked;
 } program_t;
+
+// A value held blocked: node |node|, written by step |step|, [N][c / lanes]
+// [p][lanes] (p its spatial size).
+typedef struct nchwc_value_t {
+  uint32_t node, step;
+  int64_t c, p, lanes;
+} nchwc_value_t;
 
 typedef struct target_t {
   tj_backend_config_t config;  // its |arg| is not kept
@@ -234,6 +246,10 @@ static void x86_release(void* target, void* program) {
   if (p->prepacked) {
     tj_free(t->config.allocator, p->prepacked,
             sizeof(prepacked_t) * p->num_kernels);
+  }
+  if (p->blocked) {
+    tj_free(t->config.allocator, p->blocked,
+            sizeof(nchwc_value_t) * p->num_blocked);
   }
   tj_free(t->config.allocator, p, sizeof(*p));
 }
@@ -572,6 +588,152 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
   return NULL;
 }
 
+// nchwc (issue 15): whether conv kernel |k| (marked ocvec by
+// prepack_conv_w) may take a blocked x (|in|) or write a blocked output
+// with |lanes| channels a block: the ocvec variant at stride 1, its
+// channels (x's, or the output's) a multiple of the block; a blocked
+// output's kernel has one output, which its epilogue's other inputs do not
+// share the shape of (each is per channel or a scalar, so that no input
+// is read in a layout the output is not written in).
+static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, bool in) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_GEMM ||
+      !cv->ocvec || !k->b_prepacked)
+    return false;
+  for (int32_t d = 0; d < 3; ++d) {
+    if (cv->stride[d] != 1) return false;
+  }
+  tj_kir_conv_schedule_t s;
+  tj_kir_conv_resolve(k, lanes, &s);
+  if (!s.ocvec) return false;
+  if (in) return cv->c % lanes == 0;
+  if (k->dims[1].param >= 0 || k->dims[1].value % lanes != 0) return false;
+  uint32_t outputs = 0;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role == TJ_KIR_OUTPUT) ++outputs;
+    if (buf->role != TJ_KIR_INPUT) continue;
+    for (int32_t d = 2; d < k->rank; ++d) {
+      if (!tj_kir_ival_is_const(buf->strides[d], 0)) return false;
+    }
+    if (!tj_kir_ival_is_const(buf->strides[0], 0)) return false;
+  }
+  return outputs == 1;
+}
+
+// nchwc (issue 15): the blocked layout carried between x86 convs. A value
+// that an ocvec conv writes and that only ocvec convs read, each as its x
+// (resnet's conv -> relu -> conv inside a basic block), is held as
+// [N][C / w][H][W][w] (w the vector's lanes, 16 on AVX-512): the producer
+// stores each pixel's w channels from its registers as one vector, a
+// sequential run per block of channels, with no transpose and no channel
+// rows P apart (tj_kir_conv_t.yblock), and each reader's padded copy of
+// the image is blocked too, a vector a pixel (tj_kir_conv_t.xblock). The
+// value is none of the graph's outputs, and no graph break, view or other
+// kernel reads it, so only these kernels ever see its bytes; the graph,
+// the reference and the other targets keep NCHW. TJ_LAYOUT=nchw (or off)
+// leaves every value row-major.
+static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
+                                const tj_run_plan_t* rp,
+                                tj_lowered_kernel_t* ks, uint32_t nk) {
+  const char* v = tj_setting(t->config.context, TJ_SETTING_LAYOUT);
+  if (v && (strcmp(v, "off") == 0 || strcmp(v, "nchw") == 0)) return NULL;
+  const int32_t w = tj_x86_jit_lanes(t->jit);
+  if (w < 4 || nk == 0 || !rp->fusion) return NULL;
+  const tj_fusion_t* fu = rp->fusion;
+  tj_allocator_t al = t->config.allocator;
+  // The run plan's step of each group (UINT32_MAX: none).
+  uint32_t* step_of = tj_alloc(al, sizeof(uint32_t) * (fu->num_groups + 1));
+  if (!step_of) return tj_status_oom();
+  for (uint32_t gi = 0; gi < fu->num_groups; ++gi) step_of[gi] = UINT32_MAX;
+  for (uint32_t s = 0; s < rp->num_steps; ++s) {
+    if (rp->steps[s].group < fu->num_groups) step_of[rp->steps[s].group] = s;
+  }
+  tj_status_t status = NULL;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (!nchwc_conv(k, w, false)) continue;
+    uint32_t ob = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_OUTPUT) ob = b;
+    }
+    if (ob == TJ_KIR_NONE || ks[i].buffer_offset_dims[ob] != 0) continue;
+    const uint32_t val = ks[i].buffer_nodes[ob];
+    if (val >= rp->graph->num_nodes || rp->first_output[val] >= 0) continue;
+    // Every group that reads the value is a step of kernels ...
+    bool ok = true;
+    for (uint32_t gi = 0; gi < fu->num_groups && ok; ++gi) {
+      const tj_group_t* gr = &fu->groups[gi];
+      for (uint32_t j = 0; j < gr->num_inputs && ok; ++j) {
+        if (gr->inputs[j] != val) continue;
+        const uint32_t s = step_of[gi];
+        ok = s != UINT32_MAX && rp->steps[s].kind == TJ_RUN_STEP_KERNELS;
+      }
+    }
+    // ... and every kernel buffer of it but the producer's output is the x
+    // of a conv that can take it blocked.
+    uint32_t readers = 0;
+    for (uint32_t j = 0; j < nk && ok; ++j) {
+      const tj_kir_t* kj = ks[j].kernel;
+      for (uint32_t b = 0; b < kj->num_buffers && ok; ++b) {
+        if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
+        ok = kj->buffers[b].role == TJ_KIR_CONV_X &&
+             ks[j].buffer_offset_dims[b] == 0 && nchwc_conv(kj, w, true);
+        ++readers;
+      }
+    }
+    if (!ok || readers == 0) continue;
+    // Recorded for observed runs: the step that writes it.
+    uint32_t step = UINT32_MAX;
+    for (uint32_t st = 0; st < rp->num_steps; ++st) {
+      const tj_run_step_t* rs = &rp->steps[st];
+      if (rs->kind == TJ_RUN_STEP_KERNELS && i >= rs->first_kernel &&
+          i - rs->first_kernel < rs->num_kernels)
+        step = st;
+    }
+    if (step == UINT32_MAX) continue;
+    nchwc_value_t* grown =
+        tj_alloc(al, sizeof(nchwc_value_t) * (prog->num_blocked + 1));
+    if (!grown) {
+      status = tj_status_oom();
+      break;
+    }
+    if (prog->blocked) {
+      memcpy(grown, prog->blocked, sizeof(nchwc_value_t) * prog->num_blocked);
+      tj_free(al, prog->blocked, sizeof(nchwc_value_t) * prog->num_blocked);
+    }
+    prog->blocked = grown;
+    k->conv.yblock = w;
+    // The output's strides within a block (tj_kir_conv_t.yblock).
+    int64_t inner = w, P = 1;
+    for (int32_t d = k->rank - 1; d >= 2; --d) {
+      k->buffers[ob].strides[d] = tj_kir_constant(inner);
+      inner *= k->dims[d].value;
+      P *= k->dims[d].value;
+    }
+    k->buffers[ob].strides[1] = tj_kir_constant(1);
+    k->buffers[ob].strides[0] = tj_kir_constant(k->dims[1].value * P);
+    prog->blocked[prog->num_blocked++] =
+        (nchwc_value_t){val, step, k->dims[1].value, P, w};
+    for (uint32_t j = 0; j < nk; ++j) {
+      for (uint32_t b = 0; b < ks[j].kernel->num_buffers; ++b) {
+        if (ks[j].buffer_nodes[b] == val &&
+            ks[j].kernel->buffers[b].role == TJ_KIR_CONV_X)
+          ks[j].kernel->conv.xblock = w;
+      }
+    }
+  }
+  tj_free(al, step_of, sizeof(uint32_t) * (fu->num_groups + 1));
+  if (status) return status;
+  // Region compile: a kernel whose layouts now differ from those of the
+  // kernel it shares code with compiles on its own.
+  for (uint32_t i = 0; i < nk; ++i) {
+    const tj_kir_t* src = ks[i].code_of;
+    if (src && !tj_kir_same_code(src, ks[i].kernel)) ks[i].code_of = NULL;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -601,6 +763,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   balance_gemm_units(t, kernels, nk);
   status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
   if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
+  if (!status) status = nchwc_assign(t, p, lp->plan, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
     x86_release(t, p);
@@ -663,6 +826,61 @@ static tj_status_t prepare_after(target_t* t, program_t* p, frame_t* f,
 // |tm| (NULL on the plain path) gets each kernel's, host step's and copy's
 // time (tj_executable_profile): a monotonic clock around each launch,
 // which returns when the parallel region is done.
+// Value |v| of an observed run, in place between its blocked layout and
+// row-major (|to_plain|) through a copy from the allocator.
+static tj_status_t nchwc_relayout(const target_t* t, const nchwc_value_t* v,
+                                  int64_t n, float* data, bool to_plain) {
+  const int64_t count = n * v->c * v->p;
+  if (count == 0 || !data) return NULL;
+  float* tmp = tj_alloc(t->config.allocator, sizeof(float) * (size_t)count);
+  if (!tmp) return tj_status_oom();
+  memcpy(tmp, data, sizeof(float) * (size_t)count);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < v->c; ++c) {
+      for (int64_t q = 0; q < v->p; ++q) {
+        const int64_t plain = (i * v->c + c) * v->p + q;
+        const int64_t blocked =
+            ((i * v->c / v->lanes + c / v->lanes) * v->p + q) * v->lanes +
+            c % v->lanes;
+        if (to_plain) {
+          data[plain] = tmp[blocked];
+        } else {
+          data[blocked] = tmp[plain];
+        }
+      }
+    }
+  }
+  tj_free(t->config.allocator, tmp, sizeof(float) * (size_t)count);
+  return NULL;
+}
+
+// An observed run's observer after step |s|: the values held blocked that
+// the step wrote are shown to it row-major (as the observer's contract
+// says every value is), and blocked again for their readers.
+static tj_status_t observe_step(const target_t* t, const program_t* p,
+                                const int64_t* sym, frame_t* f, uint32_t s,
+                                tj_step_observer_fn observe, void* user) {
+  const tj_graph_t* g = t->plan->graph;
+  for (uint32_t b = 0; b < p->num_blocked; ++b) {
+    const nchwc_value_t* v = &p->blocked[b];
+    if (v->step != s) continue;
+    int64_t n;
+    TJ_RETURN_IF_ERROR(
+        tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
+    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], true));
+  }
+  TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
+  for (uint32_t b = 0; b < p->num_blocked; ++b) {
+    const nchwc_value_t* v = &p->blocked[b];
+    if (v->step != s) continue;
+    int64_t n;
+    TJ_RETURN_IF_ERROR(
+        tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
+    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], false));
+  }
+  return NULL;
+}
+
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
                              const tj_tensor_t* outputs, frame_t* f,
@@ -851,7 +1069,8 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         t_start = now;
       }
     }
-    if (observe) TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
+    if (observe)
+      TJ_RETURN_IF_ERROR(observe_step(t, p, sym, f, s, observe, user));
   }
   if (tm) tm->setup_ms += tj_now_ms() - t_start;
   // Outputs with data-dependent dims (tj_executable_run_shaped): their
