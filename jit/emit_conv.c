@@ -183,6 +183,18 @@ static bool flat_epilogue(const tj_kir_t* k) {
   return true;
 }
 
+// nchwc: an epilogue input held blocked (tj_kir_conv_t.inblock) at channel
+// |o|: its strides (those within a block) put channel o at o, and its block
+// o / w lies (o / w) w (P - 1) further on.
+static LLVMValueRef inblock_skew(tj_emit_t* em, uint32_t bi, LLVMValueRef o,
+                                 int64_t P) {
+  const int32_t w = em->target.lanes;
+  if (!(em->k->conv.inblock >> bi & 1u)) return c64(em, 0);
+  LLVMBuilderRef b = em->b;
+  return LLVMBuildMul(b, LLVMBuildUDiv(b, o, c64(em, w), ""),
+                      c64(em, w * (P - 1)), "skew");
+}
+
 // The epilogue (the kernel's MAP phase) over the unit's finished block:
 // acc [ocn][pn] (row stride nc) plus the bias is y at (n, o0 + row, p0 +
 // column), which the phase reads as TJ_KIR_ACC while it loads its inputs
@@ -243,7 +255,7 @@ static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
       pt.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
       continue;
     }
-    LLVMValueRef off = c64(em, 0);
+    LLVMValueRef off = inblock_skew(em, bi, o, P);
     for (int32_t d = 0; d < r; ++d) {
       off = LLVMBuildAdd(
           b, off, LLVMBuildMul(b, pt.index[d], tj_emit_stride(em, bi, d), ""),
@@ -548,7 +560,7 @@ static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
         p.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
         continue;
       }
-      LLVMValueRef off = c64(em, 0);
+      LLVMValueRef off = inblock_skew(em, bi, o, P);
       for (int32_t d = 0; d < r; ++d) {
         off = LLVMBuildAdd(
             b, off, LLVMBuildMul(b, p.index[d], tj_emit_stride(em, bi, d), ""),
@@ -729,7 +741,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // nchwc: the blocked layouts are the ocvec variant's at stride 1, blocks
   // of the target's lanes (nchwc_assign in backends/x86/x86_program.c
   // marks no other).
-  if ((cv->xblock || cv->yblock) &&
+  if ((cv->xblock || cv->yblock || cv->inblock) &&
       (!ocvec || s.s1 != 1 || s.s2 != 1 || s.oc % w != 0 ||
        (cv->xblock && (cv->xblock != w || C % w != 0)) ||
        (cv->yblock && (cv->yblock != w || O % w != 0)))) {

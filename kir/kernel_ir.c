@@ -1391,6 +1391,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     if (c->ocvec) sbuf_printf(&s, " ocvec");
     if (c->xblock) sbuf_printf(&s, " xblock %d", c->xblock);
     if (c->yblock) sbuf_printf(&s, " yblock %d", c->yblock);
+    if (c->inblock) sbuf_printf(&s, " inblock 0x%x", (unsigned)c->inblock);
     static const char* const names[6] = {"in",       "kernel", "stride",
                                          "dilation", "low",    "high"};
     const int64_t* lists[6] = {c->in,       c->kernel, c->stride,
@@ -1633,6 +1634,7 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
   code_i64(&w, conv->ocvec);
   code_i64(&w, conv->xblock);
   code_i64(&w, conv->yblock);
+  code_i64(&w, conv->inblock);
   for (int32_t i = 0; i < 3; ++i) {
     int64_t window[] = {conv->in[i],       conv->kernel[i], conv->stride[i],
                         conv->dilation[i], conv->low[i],    conv->high[i]};

@@ -304,6 +304,10 @@ typedef struct tj_kir_conv_t {
   // are those of an element within its block, [O x P, 1, b x the spatial
   // strides of a row-major P], its block o / b at (o / b) x P x b.
   int32_t xblock, yblock;
+  // Bit b: buffer b, an epilogue's INPUT of the output's shape (a residual),
+  // held blocked as a blocked output is (the target's lanes a block), its
+  // strides in the kernel IR likewise those within a block.
+  uint32_t inblock;
 } tj_kir_conv_t;
 
 typedef struct tj_kir_buffer_t {

@@ -588,14 +588,21 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
   return NULL;
 }
 
-// nchwc (issue 15): whether conv kernel |k| (marked ocvec by
-// prepack_conv_w) may take a blocked x (|in|) or write a blocked output
-// with |lanes| channels a block: the ocvec variant at stride 1, its
-// channels (x's, or the output's) a multiple of the block; a blocked
-// output's kernel has one output, which its epilogue's other inputs do not
-// share the shape of (each is per channel or a scalar, so that no input
-// is read in a layout the output is not written in).
-static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, bool in) {
+// nchwc (issue 15): how a conv kernel may meet a blocked value.
+typedef enum nchwc_use_e {
+  NCHWC_X,         // as its x: its padded copy made blocked
+  NCHWC_OUT,       // as its one output: stored from its tiles
+  NCHWC_RESIDUAL,  // as an epilogue input of its output's shape
+} nchwc_use_t;
+
+// Whether conv kernel |k| (marked ocvec by prepack_conv_w) may take a
+// blocked value of |lanes| channels a block in the role |use| (buffer |b|
+// for a residual): the ocvec variant at stride 1, the channels (x's, or
+// the output's) a multiple of the block; a blocked output's kernel has one
+// output; a residual is read at the output's own points (its strides
+// row-major over the output's space).
+static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, nchwc_use_t use,
+                       uint32_t b) {
   const tj_kir_conv_t* cv = &k->conv;
   if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_GEMM ||
       !cv->ocvec || !k->b_prepacked)
@@ -606,19 +613,49 @@ static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, bool in) {
   tj_kir_conv_schedule_t s;
   tj_kir_conv_resolve(k, lanes, &s);
   if (!s.ocvec) return false;
-  if (in) return cv->c % lanes == 0;
+  if (use == NCHWC_X) return cv->c % lanes == 0;
   if (k->dims[1].param >= 0 || k->dims[1].value % lanes != 0) return false;
-  uint32_t outputs = 0;
-  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+  if (use == NCHWC_RESIDUAL) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
-    if (buf->role == TJ_KIR_OUTPUT) ++outputs;
-    if (buf->role != TJ_KIR_INPUT) continue;
-    for (int32_t d = 2; d < k->rank; ++d) {
-      if (!tj_kir_ival_is_const(buf->strides[d], 0)) return false;
+    int64_t inner = 1;
+    for (int32_t d = k->rank - 1; d >= 1; --d) {
+      if (!tj_kir_ival_is_const(buf->strides[d], inner)) return false;
+      inner *= k->dims[d].value;
     }
-    if (!tj_kir_ival_is_const(buf->strides[0], 0)) return false;
+    return buf->role == TJ_KIR_INPUT &&
+           tj_kir_ival_is_const(buf->strides[0], inner);
   }
+  uint32_t outputs = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i)
+    outputs += k->buffers[i].role == TJ_KIR_OUTPUT;
   return outputs == 1;
+}
+
+// The strides within a block of a blocked buffer of conv kernel |k|'s
+// output shape (tj_kir_conv_t.yblock): [O x P, 1, lanes x the spatial
+// strides of a row-major P]; returns P.
+static int64_t nchwc_strides(const tj_kir_t* k, int32_t lanes,
+                             tj_kir_ival_t* strides) {
+  int64_t inner = lanes, P = 1;
+  for (int32_t d = k->rank - 1; d >= 2; --d) {
+    strides[d] = tj_kir_constant(inner);
+    inner *= k->dims[d].value;
+    P *= k->dims[d].value;
+  }
+  strides[1] = tj_kir_constant(1);
+  strides[0] = tj_kir_constant(k->dims[1].value * P);
+  return P;
+}
+
+// Whether the memory plan writes |node| in place of |input| (an input its
+// group reads at its own points): a blocked layout on one side only would
+// overwrite what other units still read.
+static bool in_place(const tj_memplan_t* mp, uint32_t num_nodes, uint32_t node,
+                     uint32_t input) {
+  if (!mp || node >= num_nodes) return false;
+  const uint32_t bi = mp->buffer_of[node];
+  return bi != UINT32_MAX && mp->buffers[bi].kind == TJ_BUFFER_ARENA &&
+         mp->buffers[bi].in_place_of == input;
 }
 
 // nchwc (issue 15): the blocked layout carried between x86 convs. A value
@@ -650,18 +687,24 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
     if (rp->steps[s].group < fu->num_groups) step_of[rp->steps[s].group] = s;
   }
   tj_status_t status = NULL;
+  const uint32_t nn = rp->graph->num_nodes;
   for (uint32_t i = 0; i < nk; ++i) {
     tj_kir_t* k = ks[i].kernel;
-    if (!nchwc_conv(k, w, false)) continue;
+    if (!nchwc_conv(k, w, NCHWC_OUT, 0)) continue;
     uint32_t ob = TJ_KIR_NONE;
     for (uint32_t b = 0; b < k->num_buffers; ++b) {
       if (k->buffers[b].role == TJ_KIR_OUTPUT) ob = b;
     }
     if (ob == TJ_KIR_NONE || ks[i].buffer_offset_dims[ob] != 0) continue;
     const uint32_t val = ks[i].buffer_nodes[ob];
-    if (val >= rp->graph->num_nodes || rp->first_output[val] >= 0) continue;
-    // Every group that reads the value is a step of kernels ...
+    if (val >= nn || rp->first_output[val] >= 0) continue;
+    // Not written in place of one of the producer's inputs.
     bool ok = true;
+    for (uint32_t b = 0; b < k->num_buffers && ok; ++b) {
+      if (k->buffers[b].role == TJ_KIR_INPUT)
+        ok = !in_place(rp->memplan, nn, val, ks[i].buffer_nodes[b]);
+    }
+    // Every group that reads the value is a step of kernels ...
     for (uint32_t gi = 0; gi < fu->num_groups && ok; ++gi) {
       const tj_group_t* gr = &fu->groups[gi];
       for (uint32_t j = 0; j < gr->num_inputs && ok; ++j) {
@@ -671,14 +714,23 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
       }
     }
     // ... and every kernel buffer of it but the producer's output is the x
-    // of a conv that can take it blocked.
+    // of a conv that can take it blocked, or a residual of one whose output
+    // is not written in its place.
     uint32_t readers = 0;
     for (uint32_t j = 0; j < nk && ok; ++j) {
       const tj_kir_t* kj = ks[j].kernel;
       for (uint32_t b = 0; b < kj->num_buffers && ok; ++b) {
         if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
-        ok = kj->buffers[b].role == TJ_KIR_CONV_X &&
-             ks[j].buffer_offset_dims[b] == 0 && nchwc_conv(kj, w, true);
+        ok = ks[j].buffer_offset_dims[b] == 0 && j != i;
+        if (ok && kj->buffers[b].role == TJ_KIR_CONV_X) {
+          ok = nchwc_conv(kj, w, NCHWC_X, b);
+        } else if (ok) {
+          ok = nchwc_conv(kj, w, NCHWC_RESIDUAL, b) && b < 32;
+          for (uint32_t c = 0; c < kj->num_buffers && ok; ++c) {
+            if (kj->buffers[c].role == TJ_KIR_OUTPUT)
+              ok = !in_place(rp->memplan, nn, ks[j].buffer_nodes[c], val);
+          }
+        }
         ++readers;
       }
     }
@@ -704,22 +756,19 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
     }
     prog->blocked = grown;
     k->conv.yblock = w;
-    // The output's strides within a block (tj_kir_conv_t.yblock).
-    int64_t inner = w, P = 1;
-    for (int32_t d = k->rank - 1; d >= 2; --d) {
-      k->buffers[ob].strides[d] = tj_kir_constant(inner);
-      inner *= k->dims[d].value;
-      P *= k->dims[d].value;
-    }
-    k->buffers[ob].strides[1] = tj_kir_constant(1);
-    k->buffers[ob].strides[0] = tj_kir_constant(k->dims[1].value * P);
+    const int64_t P = nchwc_strides(k, w, k->buffers[ob].strides);
     prog->blocked[prog->num_blocked++] =
         (nchwc_value_t){val, step, k->dims[1].value, P, w};
     for (uint32_t j = 0; j < nk; ++j) {
-      for (uint32_t b = 0; b < ks[j].kernel->num_buffers; ++b) {
-        if (ks[j].buffer_nodes[b] == val &&
-            ks[j].kernel->buffers[b].role == TJ_KIR_CONV_X)
-          ks[j].kernel->conv.xblock = w;
+      tj_kir_t* kj = ks[j].kernel;
+      for (uint32_t b = 0; b < kj->num_buffers; ++b) {
+        if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
+        if (kj->buffers[b].role == TJ_KIR_CONV_X) {
+          kj->conv.xblock = w;
+        } else {
+          kj->conv.inblock |= 1u << b;
+          nchwc_strides(kj, w, kj->buffers[b].strides);
+        }
       }
     }
   }

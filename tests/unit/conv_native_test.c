@@ -961,41 +961,48 @@ TEST(ocvec_variant_marked) {
 }
 
 // nchwc (issue 15): a value that an ocvec conv writes and only ocvec convs
-// read as their x is held blocked between them ([N][C / w][H][W][w], w the
-// tier's lanes: nchwc_assign in backends/x86/x86_program.c): chains of
-// two and three convs (conv -> relu -> conv), channels that the lanes do
-// not divide at some tiers (72 at 16 lanes: that value stays row-major),
-// a residual join and a max pool that read the first conv's value too (it
-// stays row-major: no reader but a conv's x may see the blocks), and
-// TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled at every
-// tier, its blocked values counted in the kernels' dumps ("yblock w" on
-// the producer, "xblock w" on each reader), and checked against the
-// reference at batches 2, 1 and 0.
+// read, as their x or as a residual of their output's shape, is held
+// blocked between them ([N][C / w][H][W][w], w the tier's lanes:
+// nchwc_assign in backends/x86/x86_program.c): chains of two and three
+// convs (conv -> relu -> conv), channels that the lanes do not divide at
+// some tiers (72 at 16 lanes: that value stays row-major), a residual join
+// (the last conv adds relu(conv 0), read blocked by its epilogue), a skip
+// (conv 1 adds the chain's row-major input, gathered by an epilogue that
+// stores blocked), a max pool that reads relu(conv 0) too (it stays
+// row-major: no window kernel reads blocks), and TJ_LAYOUT=nchw, which
+// blocks nothing. Each chain is compiled at every tier, its blocked values
+// counted in the kernels' dumps ("yblock w" on the producer, "xblock w" on
+// each conv reading it as x, "inblock" on each reading it as a residual),
+// and checked against the reference at batches 2, 1 and 0, and by
+// tj_verify (its observer sees the blocked values row-major).
 typedef struct chain_t {
   const char* name;
   int64_t c, h, w;
   int64_t o[3];  // the convs' output channels; 0: fewer convs
   bool join;     // the last conv adds relu(conv 0) (a residual join)
+  bool skip;     // conv 1 adds x (c == o[1])
   bool pool;     // relu(conv 0) is max-pooled too, a second output
 } chain_t;
 
 static const chain_t kChains[] = {
-    {"two", 24, 15, 17, {64, 64, 0}, false, false},
-    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false},
-    {"join", 16, 14, 16, {64, 64, 0}, true, false},
-    {"pool", 16, 16, 14, {64, 64, 0}, false, true},
+    {"two", 24, 15, 17, {64, 64, 0}, false, false, false},
+    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false},
+    {"join", 16, 14, 16, {64, 64, 0}, true, false, false},
+    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false},
+    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true},
 };
 
-// The graph of |ch|: y = relu(conv_k(... relu(conv_0(x)) ...)) (+ relu of
-// conv 0 before the last relu with |join|), the convs 3x3 with pads 1 and
-// constant weights and biases; with |pool| also max_pool(relu(conv 0)).
+// The graph of |ch|: y = relu(conv_k(... relu(conv_0(x)) ...)), the last
+// conv adding relu(conv 0) before its relu with |join|, conv 1 adding x
+// with |skip|; the convs 3x3 with pads 1 and constant weights and biases;
+// with |pool| also max_pool(relu(conv 0)).
 static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
   tj_graph_t* g = NULL;
   if (tj_graph_create(ctx, "nchwc_chain", &g)) return NULL;
   int64_t N = tj_graph_symbol(g, "N");
   tj_value_t v = tj_graph_input(g, TJ_DTYPE_F32, 4,
                                 (int64_t[]){N, ch->c, ch->h, ch->w}, "x");
-  tj_value_t first = v;
+  tj_value_t x = v, first = v;
   int64_t cin = ch->c;
   for (int i = 0; i < 3 && ch->o[i]; ++i) {
     const int64_t o = ch->o[i];
@@ -1013,6 +1020,7 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
     v = tj_graph_conv(g, v, w, b, &a);
     const bool last = i == 2 || !ch->o[i + 1];
     if (last && ch->join) v = tj_graph_add(g, v, first);
+    if (i == 1 && ch->skip) v = tj_graph_add(g, v, x);
     v = tj_graph_relu(g, v);
     if (i == 0) first = v;
     cin = o;
@@ -1033,12 +1041,17 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
 }
 
 // The values of |ch| held blocked at |lanes| lanes: each conv's relu that
-// the next conv alone reads, both convs' channels multiples of the lanes.
-static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw) {
+// the next conv reads (and with |join| the last one's residual), both
+// convs' channels multiples of the lanes, no pool reading it; and how many
+// of them a residual reads (|*residuals|).
+static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw,
+                         int* residuals) {
   int n = 0;
+  *residuals = 0;
   for (int i = 0; i + 1 < 3 && ch->o[i + 1]; ++i) {
-    if (i == 0 && (ch->join || ch->pool)) continue;
-    n += !nchw && ch->o[i] % lanes == 0;
+    if ((i == 0 && ch->pool) || nchw || ch->o[i] % lanes != 0) continue;
+    ++n;
+    if (i == 0 && ch->join) ++*residuals;
   }
   return n;
 }
@@ -1087,15 +1100,21 @@ static void run_chain(const chain_t* ch, bool nchw) {
     char yb[32], xb[32];
     snprintf(yb, sizeof(yb), " yblock %" PRId64, lanes);
     snprintf(xb, sizeof(xb), " xblock %" PRId64, lanes);
-    const int want = chain_blocked(ch, lanes, nchw);
+    int res = 0;
+    const int want = chain_blocked(ch, lanes, nchw, &res);
     if (count_of(kir, yb) != want || count_of(kir, xb) != want ||
-        count_of(kir, "block ") != 2 * want) {
-      fprintf(stderr, "nchwc %s on %s: %d blocked outputs, %d inputs of %d\n",
-              ch->name, isas[ti], count_of(kir, yb), count_of(kir, xb), want);
+        count_of(kir, " inblock ") != res ||
+        count_of(kir, "block ") != 2 * want + res) {
+      fprintf(stderr,
+              "nchwc %s on %s: %d blocked outputs, %d x, %d residuals; want "
+              "%d, %d\n",
+              ch->name, isas[ti], count_of(kir, yb), count_of(kir, xb),
+              count_of(kir, " inblock "), want, res);
     }
     CHECK_EQ_INT(want, count_of(kir, yb));
     CHECK_EQ_INT(want, count_of(kir, xb));
-    CHECK_EQ_INT(2 * want, count_of(kir, "block "));
+    CHECK_EQ_INT(res, count_of(kir, " inblock "));
+    CHECK_EQ_INT(2 * want + res, count_of(kir, "block "));
     free(kir);
     static const int64_t batches[3] = {2, 1, 0};
     for (int bi = 0; bi < 3 && exe; ++bi) {
