@@ -659,16 +659,20 @@ static bool in_place(const tj_memplan_t* mp, uint32_t num_nodes, uint32_t node,
 }
 
 // nchwc (issue 15): the blocked layout carried between x86 convs. A value
-// that an ocvec conv writes and that only ocvec convs read, each as its x
-// (resnet's conv -> relu -> conv inside a basic block), is held as
-// [N][C / w][H][W][w] (w the vector's lanes, 16 on AVX-512): the producer
-// stores each pixel's w channels from its registers as one vector, a
-// sequential run per block of channels, with no transpose and no channel
-// rows P apart (tj_kir_conv_t.yblock), and each reader's padded copy of
-// the image is blocked too, a vector a pixel (tj_kir_conv_t.xblock). The
-// value is none of the graph's outputs, and no graph break, view or other
-// kernel reads it, so only these kernels ever see its bytes; the graph,
-// the reference and the other targets keep NCHW. TJ_LAYOUT=nchw (or off)
+// that an ocvec conv writes and that only ocvec convs read, as their x or
+// as a residual of their epilogue (resnet's conv -> relu -> conv inside a
+// basic block, and a block's output that the next block reads both ways),
+// is held as [N][C / w][H][W][w] (w the vector's lanes, 16 on AVX-512):
+// the producer stores each pixel's w channels from its registers as one
+// vector, a sequential run per block of channels, with no transpose and
+// no channel rows P apart (tj_kir_conv_t.yblock), each x reader's padded
+// copy of the image is blocked too, a vector a pixel (xblock), and each
+// residual reader reads the blocks through its epilogue (inblock). The
+// value is none of the graph's outputs, no graph break, view or other
+// kernel reads it, and none of its kernels writes in place of a value of
+// the other layout, so only these kernels ever see its bytes (and an
+// observed run's observer, row-major: observe_step); the graph, the
+// reference and the other targets keep NCHW. TJ_LAYOUT=nchw (or off)
 // leaves every value row-major.
 static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
                                 const tj_run_plan_t* rp,

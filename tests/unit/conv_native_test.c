@@ -13,6 +13,9 @@
 // after it, fused into its kernel as the epilogue (convfuse: one kernel
 // in all). A grouped conv keeps the decomposition.
 // conv_oom_sweep fails each allocation of a compile and run in turn.
+// nchwc_chains (issue 15): values held blocked (NCHWc) between ocvec convs,
+// checked the same way, by tj_verify and in the kernels' dumps, and under
+// TJ_LAYOUT=nchw; conv_oom_sweep_nchwc sweeps such a chain.
 
 #include <dirent.h>
 #include <inttypes.h>
