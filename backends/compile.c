@@ -214,7 +214,11 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   ctx.attention_views = exe->backend->attention_views &&
                         !setting_off(exe->context, TJ_SETTING_ATTENTION_VIEWS);
   ctx.concat_boxes = setting_off(exe->context, TJ_SETTING_CONCAT_SELECT);
-  ctx.layout = !setting_off(exe->context, TJ_SETTING_LAYOUT);
+  // TJ_LAYOUT=nchw: the pass runs, and the x86 backend carries no blocked
+  // layout between convs (nchwc_assign, backends/x86/x86_program.c).
+  const char* layout = tj_setting(exe->context, TJ_SETTING_LAYOUT);
+  ctx.layout = (layout && strcmp(layout, "nchw") == 0) ||
+               !setting_off(exe->context, TJ_SETTING_LAYOUT);
   if (!setting_off(exe->context, TJ_SETTING_DUAL_GEMM)) {
     ctx.dual_gemm = exe->backend->dual_gemm;
     ctx.dual_gemm_user = exe->target;

@@ -183,6 +183,18 @@ static bool flat_epilogue(const tj_kir_t* k) {
   return true;
 }
 
+// nchwc: an epilogue input held blocked (tj_kir_conv_t.inblock) at channel
+// |o|: its strides (those within a block) put channel o at o, and its block
+// o / w lies (o / w) w (P - 1) further on.
+static LLVMValueRef inblock_skew(tj_emit_t* em, uint32_t bi, LLVMValueRef o,
+                                 int64_t P) {
+  const int32_t w = em->target.lanes;
+  if (!(em->k->conv.inblock >> bi & 1u)) return c64(em, 0);
+  LLVMBuilderRef b = em->b;
+  return LLVMBuildMul(b, LLVMBuildUDiv(b, o, c64(em, w), ""),
+                      c64(em, w * (P - 1)), "skew");
+}
+
 // The epilogue (the kernel's MAP phase) over the unit's finished block:
 // acc [ocn][pn] (row stride nc) plus the bias is y at (n, o0 + row, p0 +
 // column), which the phase reads as TJ_KIR_ACC while it loads its inputs
@@ -243,7 +255,7 @@ static tj_status_t store_epilogue(tj_emit_t* em, int32_t bb, LLVMValueRef acc,
       pt.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
       continue;
     }
-    LLVMValueRef off = c64(em, 0);
+    LLVMValueRef off = inblock_skew(em, bi, o, P);
     for (int32_t d = 0; d < r; ++d) {
       off = LLVMBuildAdd(
           b, off, LLVMBuildMul(b, pt.index[d], tj_emit_stride(em, bi, d), ""),
@@ -422,6 +434,148 @@ static void emit_pad_image(tj_emit_t* em, const tj_kir_conv_t* cv,
   tj_emit_loop_end(em, &rl);
 }
 
+// nchwc (issue 15): the ocvec variant's padded copy of a blocked x
+// (tj_kir_conv_t.xblock = w: x is [C / w][in1][in2][w] an image), itself
+// blocked, [C / w][e1][e2][w]: element (c, r, t) at ((c / w) e1 + r) e2 w
+// + t w + c % w, x's pixel (r - low1, t - low2) inside x, else 0. Stride 1
+// only (one phase), so each padded pixel's w channels are one contiguous
+// vector of x or zeros: a masked load and a store.
+static void emit_pad_image_blocked(tj_emit_t* em, const tj_kir_conv_t* cv,
+                                   const tj_kir_conv_schedule_t* s,
+                                   LLVMValueRef xbase, LLVMValueRef xpad) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  const int64_t e1 = s->e1, e2 = s->e2, in1 = cv->in[1], in2 = cv->in[2];
+  tj_emit_loop_t rl;
+  LLVMValueRef row = tj_emit_loop_begin(
+      em, &rl, c64(em, 0), c64(em, cv->c / w * e1), c64(em, 1), "brow");
+  LLVMValueRef r = LLVMBuildURem(b, row, c64(em, e1), "");
+  LLVMValueRef cb = LLVMBuildUDiv(b, row, c64(em, e1), "");
+  LLVMValueRef xr = LLVMBuildSub(b, r, c64(em, cv->low[1]), "xr");
+  LLVMValueRef row_in = LLVMBuildICmp(b, LLVMIntULT, xr, c64(em, in1), "");
+  LLVMValueRef xrow = gep(
+      em, em->t_f32, xbase,
+      LLVMBuildMul(b,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, cb, c64(em, in1 * in2), ""),
+                                LLVMBuildMul(b, xr, c64(em, in2), ""), ""),
+                   c64(em, w), ""));
+  LLVMValueRef drow =
+      gep(em, em->t_f32, xpad, LLVMBuildMul(b, row, c64(em, e2 * w), ""));
+  tj_emit_loop_t tl;
+  LLVMValueRef t =
+      tj_emit_loop_begin(em, &tl, c64(em, 0), c64(em, e2), c64(em, 1), "bcol");
+  LLVMValueRef xc = LLVMBuildSub(b, t, c64(em, cv->low[2]), "xc");
+  LLVMValueRef in_x = LLVMBuildAnd(
+      b, row_in, LLVMBuildICmp(b, LLVMIntULT, xc, c64(em, in2), ""), "");
+  // Outside x the address is the row's start, which the mask never reads.
+  LLVMValueRef src =
+      gep(em, em->t_f32, xrow,
+          LLVMBuildSelect(b, in_x, LLVMBuildMul(b, xc, c64(em, w), ""),
+                          c64(em, 0), ""));
+  LLVMTypeRef lt[2] = {vf, em->t_ptr};
+  LLVMValueRef largs[4] = {src, c32(em, 4), tj_emit_splat(em, in_x, w),
+                           tj_emit_fconst(vf, 0.0)};
+  LLVMValueRef v = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
+  set_align(
+      LLVMBuildStore(
+          b, v, gep(em, em->t_f32, drow, LLVMBuildMul(b, t, c64(em, w), ""))),
+      4);
+  tj_emit_loop_end(em, &tl);
+  tj_emit_loop_end(em, &rl);
+}
+
+// nchwc (issue 15): the ocvec unit's pixel-major block |acc| (ld |oc|)
+// stored straight into a blocked output (tj_kir_conv_t.yblock = w), one
+// vector of w channels a pixel: acc's row q from column j is the block
+// (o0 + j) / w of pixel p0 + q, at ((n O / w + (o0 + j) / w) P + p0 + q) w,
+// plus the bias (a vector of w channels), through the epilogue when there
+// is one (its point's lanes along the channels, dim 1: a blocked output
+// and per-channel operands have stride 1 there). No transpose, no
+// channel rows P apart: each block of channels is one sequential run.
+static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
+                                 LLVMValueRef acc, int64_t oc, LLVMValueRef n,
+                                 LLVMValueRef o0, LLVMValueRef ocn,
+                                 LLVMValueRef p0, LLVMValueRef pn,
+                                 bool epilogue) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, r = k->rank;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  const int64_t O = k->dims[1].value;
+  int64_t P = 1;
+  for (int32_t d = 2; d < r; ++d) P *= k->dims[d].value;
+  tj_emit_loop_t jl, ql;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &jl, c64(em, 0), ocn, c64(em, w), "bj");
+  LLVMValueRef o = LLVMBuildAdd(b, o0, j, "o");
+  LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
+  if (bb >= 0) {
+    LLVMValueRef bv = LLVMBuildLoad2(
+        b, vf, tj_emit_advance(em, (uint32_t)bb, em->base[bb], o), "");
+    set_align(bv, 4);
+    bias = bv;
+  }
+  // The block's run: image n, channels o..o + w.
+  LLVMValueRef run =
+      LLVMBuildMul(b,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, O / w), ""),
+                                LLVMBuildUDiv(b, o, c64(em, w), ""), ""),
+                   c64(em, P * w), "run");
+  LLVMValueRef q =
+      tj_emit_loop_begin(em, &ql, c64(em, 0), pn, c64(em, 1), "bq");
+  LLVMValueRef px = LLVMBuildAdd(b, p0, q, "px");
+  LLVMValueRef v = LLVMBuildLoad2(
+      b, vf,
+      gep(em, em->t_f32, acc,
+          LLVMBuildAdd(b, LLVMBuildMul(b, q, c64(em, oc), ""), j, "")),
+      "");
+  set_align(v, 4);
+  v = LLVMBuildFAdd(b, v, bias, "");
+  LLVMValueRef yoff =
+      LLVMBuildAdd(b, run, LLVMBuildMul(b, px, c64(em, w), ""), "yoff");
+  if (!epilogue) {
+    set_align(LLVMBuildStore(
+                  b, v, tj_emit_advance(em, (uint32_t)ob, em->base[ob], yoff)),
+              4);
+  } else {
+    tj_emit_point_t p;
+    memset(&p, 0, sizeof(p));
+    p.lanes = w;
+    p.vdim = 1;
+    p.index[0] = n;
+    p.index[1] = o;
+    LLVMValueRef rest = px;
+    for (int32_t d = r - 1; d >= 2; --d) {
+      p.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
+      rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
+    }
+    for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
+      tj_kir_role_t role = k->buffers[bi].role;
+      if (role == TJ_KIR_OUTPUT) {  // the blocked output
+        p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], yoff);
+        continue;
+      }
+      if (role != TJ_KIR_INPUT) {
+        p.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
+        continue;
+      }
+      LLVMValueRef off = inblock_skew(em, bi, o, P);
+      for (int32_t d = 0; d < r; ++d) {
+        off = LLVMBuildAdd(
+            b, off, LLVMBuildMul(b, p.index[d], tj_emit_stride(em, bi, d), ""),
+            "");
+      }
+      p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], off);
+    }
+    p.acc = v;
+    TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
+  }
+  tj_emit_loop_end(em, &ql);
+  tj_emit_loop_end(em, &jl);
+  return NULL;
+}
+
 // The ocvec unit's block, pixel-major at |acc| (ld |oc|: pixel q's
 // channels from q * oc) to channel-major at |acc2| (ld |nc|), its |pn|
 // pixels and |ocn| channels. In w x w tiles held in registers: w rows of
@@ -584,6 +738,18 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // Output channels along the vector (tj_kir_conv_schedule_t.ocvec):
   // pixels broadcast from the padded copy against the prepacked weight.
   const bool ocvec = s.ocvec;
+  // nchwc: the blocked layouts are the ocvec variant's at stride 1, blocks
+  // of the target's lanes (nchwc_assign in backends/x86/x86_program.c
+  // marks no other).
+  if ((cv->xblock || cv->yblock || cv->inblock) &&
+      (!ocvec || s.s1 != 1 || s.s2 != 1 || s.oc % w != 0 ||
+       (cv->xblock && (cv->xblock != w || C % w != 0)) ||
+       (cv->yblock && (cv->yblock != w || O % w != 0)))) {
+    return tj_internal(
+        "kernel @%s: a blocked conv layout (xblock %d, yblock "
+        "%d) off the ocvec variant at stride 1 with %d lanes",
+        k->name, cv->xblock, cv->yblock, w);
+  }
   LLVMValueRef ukv = NULL;
   if (ocvec) {
     char vname[256];
@@ -715,7 +881,11 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_emit_if_begin(em, &pi, LLVMBuildICmp(b, LLVMIntNE, n, held, ""),
                      "pad_image");
     set_align(LLVMBuildStore(b, n, keyp), 8);
-    emit_pad_image(em, cv, &s, xbase, xpad);
+    if (cv->xblock) {
+      emit_pad_image_blocked(em, cv, &s, xbase, xpad);
+    } else {
+      emit_pad_image(em, cv, &s, xbase, xpad);
+    }
     tj_emit_if_end(em, &pi);
   }
 
@@ -745,6 +915,8 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                      LLVMBuildMul(b, LLVMBuildUDiv(b, p, c64(em, od[2]), ""),
                                   c64(em, s.e2), ""),
                      LLVMBuildURem(b, p, c64(em, od[2]), ""), "");
+    // (A blocked copy holds a pixel's w channels together.)
+    if (cv->xblock) po = LLVMBuildMul(b, po, c64(em, w), "");
     set_align(LLVMBuildStore(b, po, gep(em, em->t_i64, pix, j)), 8);
     tj_emit_loop_end(em, &jl);
   }
@@ -996,6 +1168,23 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                            c64(em, s.e2), ""),
               "");
           ro = LLVMBuildAdd(b, ro, LLVMBuildUDiv(b, d2, c64(em, s.s2), ""), "");
+          if (cv->xblock) {
+            // Blocked copy (stride 1: one phase): channel ci's block, its
+            // lane, and the tap's pixels w apart.
+            ro = LLVMBuildAdd(
+                b,
+                LLVMBuildAdd(
+                    b,
+                    LLVMBuildMul(b, LLVMBuildUDiv(b, ci, c64(em, w), ""),
+                                 c64(em, s.e1 * s.e2 * w), ""),
+                    LLVMBuildURem(b, ci, c64(em, w), ""), ""),
+                LLVMBuildMul(
+                    b,
+                    LLVMBuildAdd(b, LLVMBuildMul(b, d1, c64(em, s.e2), ""), d2,
+                                 ""),
+                    c64(em, w), ""),
+                "bro");
+          }
           set_align(LLVMBuildStore(b, ro, gep(em, em->t_i64, taps, kk)), 8);
           tj_emit_loop_end(em, &tl);
         }
@@ -1172,7 +1361,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     if (reuse && round == 0) tj_emit_if_end(em, &need_if);
   }
 
-  if (ocvec) {
+  if (ocvec && cv->yblock) {
+    TJ_RETURN_IF_ERROR(
+        store_blocked(em, ob, bb, acc, oc, n, o0, ocn, p0, pn, epilogue));
+  } else if (ocvec) {
     transpose_block(em, acc, oc, acc2, nc, pn, ocn);
     if (epilogue) {
       TJ_RETURN_IF_ERROR(store_epilogue(em, bb, acc2, nc, n, o0, ocn, p0, pn));

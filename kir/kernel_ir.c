@@ -1389,6 +1389,9 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     sbuf_printf(&s, "%s c %lld", windows[c->window], (long long)c->c);
     if (k->b_prepacked) sbuf_printf(&s, " w_prepacked");
     if (c->ocvec) sbuf_printf(&s, " ocvec");
+    if (c->xblock) sbuf_printf(&s, " xblock %d", c->xblock);
+    if (c->yblock) sbuf_printf(&s, " yblock %d", c->yblock);
+    if (c->inblock) sbuf_printf(&s, " inblock 0x%x", (unsigned)c->inblock);
     static const char* const names[6] = {"in",       "kernel", "stride",
                                          "dilation", "low",    "high"};
     const int64_t* lists[6] = {c->in,       c->kernel, c->stride,
@@ -1449,7 +1452,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
 //===--- same code ---===//
 
 // Every field compared below; a new one changes these sizes (x86-64).
-_Static_assert(sizeof(tj_kir_t) == 560 && sizeof(tj_kir_phase_t) == 32 &&
+_Static_assert(sizeof(tj_kir_t) == 568 && sizeof(tj_kir_phase_t) == 32 &&
                    sizeof(tj_kir_inst_t) == 48 &&
                    sizeof(tj_kir_buffer_t) == 144,
                "a field was added: compare it in tj_kir_same_code");
@@ -1481,10 +1484,10 @@ static bool inst_equal(const tj_kir_inst_t* a, const tj_kir_inst_t* b) {
 // A field added to tj_kir_t or tj_kir_conv_t changes these sizes on
 // x86-64: add it to both functions, then update the numbers.
 #if defined(__x86_64__)
-_Static_assert(sizeof(tj_kir_t) == 560,
+_Static_assert(sizeof(tj_kir_t) == 568,
                "a new tj_kir_t field: add it to tj_kir_same_code and "
                "tj_kir_code_bytes");
-_Static_assert(sizeof(tj_kir_conv_t) == 168,
+_Static_assert(sizeof(tj_kir_conv_t) == 176,
                "a new tj_kir_conv_t field: add it to conv_equal and "
                "tj_kir_code_bytes");
 #endif
@@ -1493,7 +1496,7 @@ _Static_assert(sizeof(tj_kir_conv_t) == 168,
 // need not preserve.
 static bool conv_equal(const tj_kir_conv_t* a, const tj_kir_conv_t* b) {
   if (a->spatial != b->spatial || a->window != b->window || a->c != b->c ||
-      a->ocvec != b->ocvec)
+      a->ocvec != b->ocvec || a->xblock != b->xblock || a->yblock != b->yblock)
     return false;
   for (int32_t i = 0; i < 3; ++i) {
     if (a->in[i] != b->in[i] || a->kernel[i] != b->kernel[i] ||
@@ -1629,6 +1632,9 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
   code_i64(&w, conv->window);
   code_i64(&w, conv->c);
   code_i64(&w, conv->ocvec);
+  code_i64(&w, conv->xblock);
+  code_i64(&w, conv->yblock);
+  code_i64(&w, conv->inblock);
   for (int32_t i = 0; i < 3; ++i) {
     int64_t window[] = {conv->in[i],       conv->kernel[i], conv->stride[i],
                         conv->dilation[i], conv->low[i],    conv->high[i]};

@@ -296,6 +296,18 @@ typedef struct tj_kir_conv_t {
   // the kernel takes that variant (tj_kir_conv_schedule_t.ocvec); set by
   // the x86 backend with tj_kir_t.b_prepacked.
   int32_t ocvec;  // bool
+  // nchwc (issue 15): x (xblock) and the one OUTPUT buffer (yblock) held
+  // blocked, [N][C / b][spatial..][b] for b = xblock or yblock (the x86
+  // vector's lanes; C and O multiples of it), 0: row-major. Set by the x86
+  // backend (nchwc_assign, backends/x86/x86_program.c) on ocvec convs at
+  // stride 1 that pass a value between them; a blocked OUTPUT's strides
+  // are those of an element within its block, [O x P, 1, b x the spatial
+  // strides of a row-major P], its block o / b at (o / b) x P x b.
+  int32_t xblock, yblock;
+  // Bit b: buffer b, an epilogue's INPUT of the output's shape (a residual),
+  // held blocked as a blocked output is (the target's lanes a block), its
+  // strides in the kernel IR likewise those within a block.
+  uint32_t inblock;
 } tj_kir_conv_t;
 
 typedef struct tj_kir_buffer_t {

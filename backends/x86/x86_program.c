@@ -32,6 +32,7 @@
 #include "jit/kernel_dump.h"
 #include "lib/custom_op.h"
 #include "lib/env.h"
+#include "lib/passes/fusion.h"
 #include "lib/quant.h"
 #include "lib/shape.h"
 #include "lib/window.h"
@@ -71,7 +72,18 @@ typedef struct program_t {
   tj_x86_tuner_t* tuner;   // the generic program's (autotune ON), or NULL
   prepacked_t* prepacked;  // per kernel, or NULL when none is
   uint32_t num_kernels;    // of |prepacked|
+  // nchwc (issue 15): the values held blocked between convs
+  // (nchwc_assign), which an observed run shows its observer row-major.
+  struct nchwc_value_t* blocked;
+  uint32_t num_blocked;
 } program_t;
+
+// A value held blocked: node |node|, written by step |step|, [N][c / lanes]
+// [p][lanes] (p its spatial size).
+typedef struct nchwc_value_t {
+  uint32_t node, step;
+  int64_t c, p, lanes;
+} nchwc_value_t;
 
 typedef struct target_t {
   tj_backend_config_t config;  // its |arg| is not kept
@@ -234,6 +246,10 @@ static void x86_release(void* target, void* program) {
   if (p->prepacked) {
     tj_free(t->config.allocator, p->prepacked,
             sizeof(prepacked_t) * p->num_kernels);
+  }
+  if (p->blocked) {
+    tj_free(t->config.allocator, p->blocked,
+            sizeof(nchwc_value_t) * p->num_blocked);
   }
   tj_free(t->config.allocator, p, sizeof(*p));
 }
@@ -572,6 +588,205 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
   return NULL;
 }
 
+// nchwc (issue 15): how a conv kernel may meet a blocked value.
+typedef enum nchwc_use_e {
+  NCHWC_X,         // as its x: its padded copy made blocked
+  NCHWC_OUT,       // as its one output: stored from its tiles
+  NCHWC_RESIDUAL,  // as an epilogue input of its output's shape
+} nchwc_use_t;
+
+// Whether conv kernel |k| (marked ocvec by prepack_conv_w) may take a
+// blocked value of |lanes| channels a block in the role |use| (buffer |b|
+// for a residual): the ocvec variant at stride 1, the channels (x's, or
+// the output's) a multiple of the block; a blocked output's kernel has one
+// output; a residual is read at the output's own points (its strides
+// row-major over the output's space).
+static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, nchwc_use_t use,
+                       uint32_t b) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_GEMM ||
+      !cv->ocvec || !k->b_prepacked)
+    return false;
+  for (int32_t d = 0; d < 3; ++d) {
+    if (cv->stride[d] != 1) return false;
+  }
+  tj_kir_conv_schedule_t s;
+  tj_kir_conv_resolve(k, lanes, &s);
+  if (!s.ocvec) return false;
+  if (use == NCHWC_X) return cv->c % lanes == 0;
+  if (k->dims[1].param >= 0 || k->dims[1].value % lanes != 0) return false;
+  if (use == NCHWC_RESIDUAL) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    int64_t inner = 1;
+    for (int32_t d = k->rank - 1; d >= 1; --d) {
+      if (!tj_kir_ival_is_const(buf->strides[d], inner)) return false;
+      inner *= k->dims[d].value;
+    }
+    return buf->role == TJ_KIR_INPUT &&
+           tj_kir_ival_is_const(buf->strides[0], inner);
+  }
+  uint32_t outputs = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i)
+    outputs += k->buffers[i].role == TJ_KIR_OUTPUT;
+  return outputs == 1;
+}
+
+// The strides within a block of a blocked buffer of conv kernel |k|'s
+// output shape (tj_kir_conv_t.yblock): [O x P, 1, lanes x the spatial
+// strides of a row-major P]; returns P.
+static int64_t nchwc_strides(const tj_kir_t* k, int32_t lanes,
+                             tj_kir_ival_t* strides) {
+  int64_t inner = lanes, P = 1;
+  for (int32_t d = k->rank - 1; d >= 2; --d) {
+    strides[d] = tj_kir_constant(inner);
+    inner *= k->dims[d].value;
+    P *= k->dims[d].value;
+  }
+  strides[1] = tj_kir_constant(1);
+  strides[0] = tj_kir_constant(k->dims[1].value * P);
+  return P;
+}
+
+// Whether the memory plan writes |node| in place of |input| (an input its
+// group reads at its own points): a blocked layout on one side only would
+// overwrite what other units still read.
+static bool in_place(const tj_memplan_t* mp, uint32_t num_nodes, uint32_t node,
+                     uint32_t input) {
+  if (!mp || node >= num_nodes) return false;
+  const uint32_t bi = mp->buffer_of[node];
+  return bi != UINT32_MAX && mp->buffers[bi].kind == TJ_BUFFER_ARENA &&
+         mp->buffers[bi].in_place_of == input;
+}
+
+// nchwc (issue 15): the blocked layout carried between x86 convs. A value
+// that an ocvec conv writes and that only ocvec convs read, as their x or
+// as a residual of their epilogue (resnet's conv -> relu -> conv inside a
+// basic block, and a block's output that the next block reads both ways),
+// is held as [N][C / w][H][W][w] (w the vector's lanes, 16 on AVX-512):
+// the producer stores each pixel's w channels from its registers as one
+// vector, a sequential run per block of channels, with no transpose and
+// no channel rows P apart (tj_kir_conv_t.yblock), each x reader's padded
+// copy of the image is blocked too, a vector a pixel (xblock), and each
+// residual reader reads the blocks through its epilogue (inblock). The
+// value is none of the graph's outputs, no graph break, view or other
+// kernel reads it, and none of its kernels writes in place of a value of
+// the other layout, so only these kernels ever see its bytes (and an
+// observed run's observer, row-major: observe_step); the graph, the
+// reference and the other targets keep NCHW. TJ_LAYOUT=nchw (or off)
+// leaves every value row-major.
+static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
+                                const tj_run_plan_t* rp,
+                                tj_lowered_kernel_t* ks, uint32_t nk) {
+  const char* v = tj_setting(t->config.context, TJ_SETTING_LAYOUT);
+  if (v && (strcmp(v, "off") == 0 || strcmp(v, "nchw") == 0)) return NULL;
+  const int32_t w = tj_x86_jit_lanes(t->jit);
+  if (w < 4 || nk == 0 || !rp->fusion) return NULL;
+  const tj_fusion_t* fu = rp->fusion;
+  tj_allocator_t al = t->config.allocator;
+  // The run plan's step of each group (UINT32_MAX: none).
+  uint32_t* step_of = tj_alloc(al, sizeof(uint32_t) * (fu->num_groups + 1));
+  if (!step_of) return tj_status_oom();
+  for (uint32_t gi = 0; gi < fu->num_groups; ++gi) step_of[gi] = UINT32_MAX;
+  for (uint32_t s = 0; s < rp->num_steps; ++s) {
+    if (rp->steps[s].group < fu->num_groups) step_of[rp->steps[s].group] = s;
+  }
+  tj_status_t status = NULL;
+  const uint32_t nn = rp->graph->num_nodes;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (!nchwc_conv(k, w, NCHWC_OUT, 0)) continue;
+    uint32_t ob = TJ_KIR_NONE;
+    for (uint32_t b = 0; b < k->num_buffers; ++b) {
+      if (k->buffers[b].role == TJ_KIR_OUTPUT) ob = b;
+    }
+    if (ob == TJ_KIR_NONE || ks[i].buffer_offset_dims[ob] != 0) continue;
+    const uint32_t val = ks[i].buffer_nodes[ob];
+    if (val >= nn || rp->first_output[val] >= 0) continue;
+    // Not written in place of one of the producer's inputs.
+    bool ok = true;
+    for (uint32_t b = 0; b < k->num_buffers && ok; ++b) {
+      if (k->buffers[b].role == TJ_KIR_INPUT)
+        ok = !in_place(rp->memplan, nn, val, ks[i].buffer_nodes[b]);
+    }
+    // Every group that reads the value is a step of kernels ...
+    for (uint32_t gi = 0; gi < fu->num_groups && ok; ++gi) {
+      const tj_group_t* gr = &fu->groups[gi];
+      for (uint32_t j = 0; j < gr->num_inputs && ok; ++j) {
+        if (gr->inputs[j] != val) continue;
+        const uint32_t s = step_of[gi];
+        ok = s != UINT32_MAX && rp->steps[s].kind == TJ_RUN_STEP_KERNELS;
+      }
+    }
+    // ... and every kernel buffer of it but the producer's output is the x
+    // of a conv that can take it blocked, or a residual of one whose output
+    // is not written in its place.
+    uint32_t readers = 0;
+    for (uint32_t j = 0; j < nk && ok; ++j) {
+      const tj_kir_t* kj = ks[j].kernel;
+      for (uint32_t b = 0; b < kj->num_buffers && ok; ++b) {
+        if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
+        ok = ks[j].buffer_offset_dims[b] == 0 && j != i;
+        if (ok && kj->buffers[b].role == TJ_KIR_CONV_X) {
+          ok = nchwc_conv(kj, w, NCHWC_X, b);
+        } else if (ok) {
+          ok = nchwc_conv(kj, w, NCHWC_RESIDUAL, b) && b < 32;
+          for (uint32_t c = 0; c < kj->num_buffers && ok; ++c) {
+            if (kj->buffers[c].role == TJ_KIR_OUTPUT)
+              ok = !in_place(rp->memplan, nn, ks[j].buffer_nodes[c], val);
+          }
+        }
+        ++readers;
+      }
+    }
+    if (!ok || readers == 0) continue;
+    // Recorded for observed runs: the step that writes it.
+    uint32_t step = UINT32_MAX;
+    for (uint32_t st = 0; st < rp->num_steps; ++st) {
+      const tj_run_step_t* rs = &rp->steps[st];
+      if (rs->kind == TJ_RUN_STEP_KERNELS && i >= rs->first_kernel &&
+          i - rs->first_kernel < rs->num_kernels)
+        step = st;
+    }
+    if (step == UINT32_MAX) continue;
+    nchwc_value_t* grown =
+        tj_alloc(al, sizeof(nchwc_value_t) * (prog->num_blocked + 1));
+    if (!grown) {
+      status = tj_status_oom();
+      break;
+    }
+    if (prog->blocked) {
+      memcpy(grown, prog->blocked, sizeof(nchwc_value_t) * prog->num_blocked);
+      tj_free(al, prog->blocked, sizeof(nchwc_value_t) * prog->num_blocked);
+    }
+    prog->blocked = grown;
+    k->conv.yblock = w;
+    const int64_t P = nchwc_strides(k, w, k->buffers[ob].strides);
+    prog->blocked[prog->num_blocked++] =
+        (nchwc_value_t){val, step, k->dims[1].value, P, w};
+    for (uint32_t j = 0; j < nk; ++j) {
+      tj_kir_t* kj = ks[j].kernel;
+      for (uint32_t b = 0; b < kj->num_buffers; ++b) {
+        if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
+        if (kj->buffers[b].role == TJ_KIR_CONV_X) {
+          kj->conv.xblock = w;
+        } else {
+          kj->conv.inblock |= 1u << b;
+          nchwc_strides(kj, w, kj->buffers[b].strides);
+        }
+      }
+    }
+  }
+  tj_free(al, step_of, sizeof(uint32_t) * (fu->num_groups + 1));
+  if (status) return status;
+  // Region compile: a kernel whose layouts now differ from those of the
+  // kernel it shares code with compiles on its own.
+  for (uint32_t i = 0; i < nk; ++i) {
+    const tj_kir_t* src = ks[i].code_of;
+    if (src && !tj_kir_same_code(src, ks[i].kernel)) ks[i].code_of = NULL;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -601,6 +816,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   balance_gemm_units(t, kernels, nk);
   status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
   if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
+  if (!status) status = nchwc_assign(t, p, lp->plan, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
     x86_release(t, p);
@@ -663,6 +879,61 @@ static tj_status_t prepare_after(target_t* t, program_t* p, frame_t* f,
 // |tm| (NULL on the plain path) gets each kernel's, host step's and copy's
 // time (tj_executable_profile): a monotonic clock around each launch,
 // which returns when the parallel region is done.
+// Value |v| of an observed run, in place between its blocked layout and
+// row-major (|to_plain|) through a copy from the allocator.
+static tj_status_t nchwc_relayout(const target_t* t, const nchwc_value_t* v,
+                                  int64_t n, float* data, bool to_plain) {
+  const int64_t count = n * v->c * v->p;
+  if (count == 0 || !data) return NULL;
+  float* tmp = tj_alloc(t->config.allocator, sizeof(float) * (size_t)count);
+  if (!tmp) return tj_status_oom();
+  memcpy(tmp, data, sizeof(float) * (size_t)count);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < v->c; ++c) {
+      for (int64_t q = 0; q < v->p; ++q) {
+        const int64_t plain = (i * v->c + c) * v->p + q;
+        const int64_t blocked =
+            ((i * v->c / v->lanes + c / v->lanes) * v->p + q) * v->lanes +
+            c % v->lanes;
+        if (to_plain) {
+          data[plain] = tmp[blocked];
+        } else {
+          data[blocked] = tmp[plain];
+        }
+      }
+    }
+  }
+  tj_free(t->config.allocator, tmp, sizeof(float) * (size_t)count);
+  return NULL;
+}
+
+// An observed run's observer after step |s|: the values held blocked that
+// the step wrote are shown to it row-major (as the observer's contract
+// says every value is), and blocked again for their readers.
+static tj_status_t observe_step(const target_t* t, const program_t* p,
+                                const int64_t* sym, frame_t* f, uint32_t s,
+                                tj_step_observer_fn observe, void* user) {
+  const tj_graph_t* g = t->plan->graph;
+  for (uint32_t b = 0; b < p->num_blocked; ++b) {
+    const nchwc_value_t* v = &p->blocked[b];
+    if (v->step != s) continue;
+    int64_t n;
+    TJ_RETURN_IF_ERROR(
+        tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
+    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], true));
+  }
+  TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
+  for (uint32_t b = 0; b < p->num_blocked; ++b) {
+    const nchwc_value_t* v = &p->blocked[b];
+    if (v->step != s) continue;
+    int64_t n;
+    TJ_RETURN_IF_ERROR(
+        tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
+    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], false));
+  }
+  return NULL;
+}
+
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
                              const tj_tensor_t* inputs,
                              const tj_tensor_t* outputs, frame_t* f,
@@ -851,7 +1122,8 @@ static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
         t_start = now;
       }
     }
-    if (observe) TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
+    if (observe)
+      TJ_RETURN_IF_ERROR(observe_step(t, p, sym, f, s, observe, user));
   }
   if (tm) tm->setup_ms += tj_now_ms() - t_start;
   // Outputs with data-dependent dims (tj_executable_run_shaped): their

@@ -13,6 +13,9 @@
 // after it, fused into its kernel as the epilogue (convfuse: one kernel
 // in all). A grouped conv keeps the decomposition.
 // conv_oom_sweep fails each allocation of a compile and run in turn.
+// nchwc_chains (issue 15): values held blocked (NCHWc) between ocvec convs,
+// checked the same way, by tj_verify and in the kernels' dumps, and under
+// TJ_LAYOUT=nchw; conv_oom_sweep_nchwc sweeps such a chain.
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -24,6 +27,7 @@
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_tensor.h"
+#include "tensorjit/tj_verify.h"
 #include "tests/unit/test.h"
 
 enum { kMaxCtx = 3 };
@@ -959,6 +963,235 @@ TEST(ocvec_variant_marked) {
   }
 }
 
+// nchwc (issue 15): a value that an ocvec conv writes and only ocvec convs
+// read, as their x or as a residual of their output's shape, is held
+// blocked between them ([N][C / w][H][W][w], w the tier's lanes:
+// nchwc_assign in backends/x86/x86_program.c): chains of two and three
+// convs (conv -> relu -> conv), channels that the lanes do not divide at
+// some tiers (72 at 16 lanes: that value stays row-major), a residual join
+// (the last conv adds relu(conv 0), read blocked by its epilogue), a skip
+// (conv 1 adds the chain's row-major input, gathered by an epilogue that
+// stores blocked), a max pool that reads relu(conv 0) too (it stays
+// row-major: no window kernel reads blocks), and TJ_LAYOUT=nchw, which
+// blocks nothing. Each chain is compiled at every tier, its blocked values
+// counted in the kernels' dumps ("yblock w" on the producer, "xblock w" on
+// each conv reading it as x, "inblock" on each reading it as a residual),
+// and checked against the reference at batches 2, 1 and 0, and by
+// tj_verify (its observer sees the blocked values row-major).
+typedef struct chain_t {
+  const char* name;
+  int64_t c, h, w;
+  int64_t o[3];  // the convs' output channels; 0: fewer convs
+  bool join;     // the last conv adds relu(conv 0) (a residual join)
+  bool skip;     // conv 1 adds x (c == o[1])
+  bool pool;     // relu(conv 0) is max-pooled too, a second output
+} chain_t;
+
+static const chain_t kChains[] = {
+    {"two", 24, 15, 17, {64, 64, 0}, false, false, false},
+    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false},
+    {"join", 16, 14, 16, {64, 64, 0}, true, false, false},
+    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false},
+    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true},
+};
+
+// The graph of |ch|: y = relu(conv_k(... relu(conv_0(x)) ...)), the last
+// conv adding relu(conv 0) before its relu with |join|, conv 1 adding x
+// with |skip|; the convs 3x3 with pads 1 and constant weights and biases;
+// with |pool| also max_pool(relu(conv 0)).
+static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
+  tj_graph_t* g = NULL;
+  if (tj_graph_create(ctx, "nchwc_chain", &g)) return NULL;
+  int64_t N = tj_graph_symbol(g, "N");
+  tj_value_t v = tj_graph_input(g, TJ_DTYPE_F32, 4,
+                                (int64_t[]){N, ch->c, ch->h, ch->w}, "x");
+  tj_value_t x = v, first = v;
+  int64_t cin = ch->c;
+  for (int i = 0; i < 3 && ch->o[i]; ++i) {
+    const int64_t o = ch->o[i];
+    float* wv = random_buffer(o * cin * 9);
+    for (int64_t j = 0; j < o * cin * 9; ++j) wv[j] *= 0.2f;
+    float* bv = random_buffer(o);
+    tj_value_t w =
+        tj_graph_constant(g, TJ_DTYPE_F32, 4, (int64_t[]){o, cin, 3, 3}, wv,
+                          (size_t)(o * cin * 9) * sizeof(float));
+    tj_value_t b = tj_graph_constant(g, TJ_DTYPE_F32, 1, &o, bv,
+                                     (size_t)o * sizeof(float));
+    free(wv);
+    free(bv);
+    tj_conv_attrs_t a = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    v = tj_graph_conv(g, v, w, b, &a);
+    const bool last = i == 2 || !ch->o[i + 1];
+    if (last && ch->join) v = tj_graph_add(g, v, first);
+    if (i == 1 && ch->skip) v = tj_graph_add(g, v, x);
+    v = tj_graph_relu(g, v);
+    if (i == 0) first = v;
+    cin = o;
+  }
+  tj_graph_output(g, v, "y");
+  if (ch->pool) {
+    tj_conv_attrs_t pa = {.kernel = {3, 3},
+                          .strides = {2, 2},
+                          .pads_begin = {1, 1},
+                          .pads_end = {1, 1}};
+    tj_graph_output(g, tj_graph_max_pool(g, first, &pa), "pool");
+  }
+  if (tj_graph_finalize(g)) {
+    tj_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+// The values of |ch| held blocked at |lanes| lanes: each conv's relu that
+// the next conv reads (and with |join| the last one's residual), both
+// convs' channels multiples of the lanes, no pool reading it; and how many
+// of them a residual reads (|*residuals|).
+static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw,
+                         int* residuals) {
+  int n = 0;
+  *residuals = 0;
+  for (int i = 0; i + 1 < 3 && ch->o[i + 1]; ++i) {
+    if ((i == 0 && ch->pool) || nchw || ch->o[i] % lanes != 0) continue;
+    ++n;
+    if (i == 0 && ch->join) ++*residuals;
+  }
+  return n;
+}
+
+static int count_of(const char* text, const char* what) {
+  int n = 0;
+  for (const char* p = strstr(text, what); p; p = strstr(p + 1, what)) ++n;
+  return n;
+}
+
+// A tier's vector lanes: the host's 16 where the x86 JIT takes AVX-512
+// (avx512f, bw, dq and vl), else 8 (AVX2); avx2 8; sse2 4.
+static int64_t tier_lanes(const char* isa) {
+  if (strcmp(isa, "sse2") == 0) return 4;
+  if (strcmp(isa, "avx2") == 0) return 8;
+  return __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vl")
+             ? 16
+             : 8;
+}
+
+static void run_chain(const chain_t* ch, bool nchw) {
+  static const char* isas[] = {"host", "avx2", "sse2"};
+  for (int ti = 0; ti < tj_test_tiers(3); ++ti) {
+    if (ti == 1 && !__builtin_cpu_supports("avx512f")) continue;
+    char dir[] = "/tmp/tj_conv_nchwc_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    if (nchw) setenv("TJ_LAYOUT", "nchw", 1);
+    tj_context_options_t co;
+    tj_context_options_initialize(&co);
+    co.dump_dir = dir;
+    co.x86_isa = isas[ti];
+    co.log = "";
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_context_create(&co, &ctx));
+    unsetenv("TJ_LAYOUT");
+    tj_graph_t* g = ctx ? build_chain(ctx, ch) : NULL;
+    CHECK(g != NULL);
+    tj_compile_options_t opts = tj_test_x86_options(2);
+    tj_executable_t* exe = NULL;
+    if (g) CHECK_OK(tj_compile(g, &opts, &exe));
+    char* kir = dumped_kir(dir);
+    const int64_t lanes = tier_lanes(isas[ti]);
+    char yb[32], xb[32];
+    snprintf(yb, sizeof(yb), " yblock %" PRId64, lanes);
+    snprintf(xb, sizeof(xb), " xblock %" PRId64, lanes);
+    int res = 0;
+    const int want = chain_blocked(ch, lanes, nchw, &res);
+    if (count_of(kir, yb) != want || count_of(kir, xb) != want ||
+        count_of(kir, " inblock ") != res ||
+        count_of(kir, "block ") != 2 * want + res) {
+      fprintf(stderr,
+              "nchwc %s on %s: %d blocked outputs, %d x, %d residuals; want "
+              "%d, %d\n",
+              ch->name, isas[ti], count_of(kir, yb), count_of(kir, xb),
+              count_of(kir, " inblock "), want, res);
+    }
+    CHECK_EQ_INT(want, count_of(kir, yb));
+    CHECK_EQ_INT(want, count_of(kir, xb));
+    CHECK_EQ_INT(res, count_of(kir, " inblock "));
+    CHECK_EQ_INT(2 * want + res, count_of(kir, "block "));
+    free(kir);
+    static const int64_t batches[3] = {2, 1, 0};
+    for (int bi = 0; bi < 3 && exe; ++bi) {
+      const int64_t N = batches[bi];
+      int64_t last = 0;
+      for (int i = 0; i < 3 && ch->o[i]; ++i) last = ch->o[i];
+      const int64_t nx = N * ch->c * ch->h * ch->w;
+      const int64_t ny = N * last * ch->h * ch->w;
+      const int64_t ph = (ch->h - 1) / 2 + 1, pw = (ch->w - 1) / 2 + 1;
+      const int64_t np = N * ch->o[0] * ph * pw;
+      float* x = random_buffer(nx);
+      float* want_y = calloc((size_t)(ny + np + 1), sizeof(float));
+      float* got_y = calloc((size_t)(ny + np + 1), sizeof(float));
+      tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4,
+                                      (int64_t[]){N, ch->c, ch->h, ch->w});
+      const int32_t nout = ch->pool ? 2 : 1;
+      tj_tensor_t outs[2], gots[2];
+      const int64_t yd[4] = {N, last, ch->h, ch->w};
+      const int64_t pd[4] = {N, ch->o[0], ph, pw};
+      outs[0] = tj_tensor_make(want_y, TJ_DTYPE_F32, 4, yd);
+      gots[0] = tj_tensor_make(got_y, TJ_DTYPE_F32, 4, yd);
+      outs[1] = tj_tensor_make(want_y + ny, TJ_DTYPE_F32, 4, pd);
+      gots[1] = tj_tensor_make(got_y + ny, TJ_DTYPE_F32, 4, pd);
+      CHECK_OK(tj_reference_run(g, &in, 1, outs, nout));
+      CHECK_OK(tj_executable_run(exe, &in, 1, gots, nout));
+      const int64_t nall = ny + (ch->pool ? np : 0);
+      int64_t bad = 0, firstbad = -1;
+      for (int64_t i = 0; i < nall; ++i) {
+        // Two or three sums of K = C x 9 terms each.
+        double tol = 1e-4 * fabs((double)want_y[i]) + 4e-6 * 9.0 * 80.0;
+        if (!(fabs((double)got_y[i] - (double)want_y[i]) <= tol)) {
+          if (firstbad < 0) firstbad = i;
+          ++bad;
+        }
+      }
+      if (bad) {
+        fprintf(stderr,
+                "nchwc %s on %s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+                ch->name, isas[ti], (long long)N, (long long)bad,
+                (long long)nall, (long long)firstbad, (double)got_y[firstbad],
+                (double)want_y[firstbad]);
+      }
+      CHECK_EQ_INT(0, bad);
+      // tj_verify's observed run sees every value row-major, the blocked
+      // ones too: every boundary within budget.
+      if (N == 2) {
+        tj_verify_options_t vo;
+        tj_verify_options_initialize(&vo);
+        tj_verify_report_t* rep = NULL;
+        CHECK_OK(tj_verify(exe, g, &in, 1, &vo, &rep));
+        if (rep && (rep->verdict != TJ_VERIFY_CLEAN || !rep->boundaries))
+          fprintf(stderr, "nchwc %s on %s: %s\n", ch->name, isas[ti],
+                  rep->text);
+        CHECK(rep && rep->verdict == TJ_VERIFY_CLEAN && rep->boundaries);
+        tj_verify_report_destroy(rep);
+      }
+      free(x);
+      free(want_y);
+      free(got_y);
+    }
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+    tj_test_remove_tree(dir);
+  }
+}
+
+TEST(nchwc_chains) {
+  for (size_t i = 0; i < sizeof(kChains) / sizeof(kChains[0]); ++i)
+    run_chain(&kChains[i], false);
+  run_chain(&kChains[0], true);  // TJ_LAYOUT=nchw: nothing blocked
+  run_chain(&kChains[1], true);
+}
+
 // A wrong input shape at run time is an error naming the input, not a
 // crash.
 TEST(bad_input_shape) {
@@ -1054,6 +1287,61 @@ TEST(conv_oom_sweep_ocvec) {
   unsetenv("TJ_X86_CONV");
 }
 
+// The failing-allocator sweep over a compile and run of a chain of two
+// convs on the ocvec variant (forced: 16 channels) whose middle value is
+// held blocked (nchwc_assign's allocation included).
+static tj_status_t nchwc_compile_run(tj_allocator_t allocator) {
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  s = tj_graph_create(ctx, "nchwc_oom", &g);
+  if (!s) {
+    int64_t N = tj_graph_symbol(g, "N");
+    tj_value_t v =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){N, 16, 6, 14}, "x");
+    static float wv[16 * 16 * 9];
+    for (int i = 0; i < 16 * 16 * 9; ++i) wv[i] = (float)(i % 5) * 0.02f;
+    tj_conv_attrs_t a = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    for (int i = 0; i < 2; ++i) {
+      tj_value_t w = tj_graph_constant(
+          g, TJ_DTYPE_F32, 4, (int64_t[]){16, 16, 3, 3}, wv, sizeof(wv));
+      v = tj_graph_relu(g, tj_graph_conv(g, v, w, (tj_value_t){0}, &a));
+    }
+    tj_graph_output(g, v, "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.cache_dir = g_oom_dir;
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    static float x[2 * 16 * 6 * 14], y[2 * 16 * 6 * 14];
+    for (int i = 0; i < 2 * 16 * 6 * 14; ++i) x[i] = (float)(i % 7) * 0.1f;
+    tj_tensor_t in =
+        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){2, 16, 6, 14});
+    tj_tensor_t out =
+        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){2, 16, 6, 14});
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(conv_oom_sweep_nchwc) {
+  setenv("TJ_X86_CONV", "ocvec", 1);
+  snprintf(g_oom_dir, sizeof(g_oom_dir), "/tmp/tj_conv_oom_XXXXXX");
+  CHECK(mkdtemp(g_oom_dir) != NULL);
+  CHECK_OK(nchwc_compile_run(tj_allocator_system()));  // warms the cache
+  CHECK(tj_test_oom_sweep("conv nchwc", nchwc_compile_run) > 0);
+  tj_test_remove_tree(g_oom_dir);
+  unsetenv("TJ_X86_CONV");
+}
+
 int main(void) {
   g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(cases);
@@ -1063,6 +1351,8 @@ int main(void) {
   RUN_TEST(bad_input_shape);
   RUN_TEST(conv_oom_sweep);
   RUN_TEST(conv_oom_sweep_ocvec);
+  RUN_TEST(nchwc_chains);
+  RUN_TEST(conv_oom_sweep_nchwc);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();
 }
