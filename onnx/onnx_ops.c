@@ -2071,8 +2071,8 @@ static tj_status_t cv_max_unpool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 // MaxPool's Indices output: the flat index (row-major over N, C and the
 // spatial axes; storage_order 1: the spatial axes column-major) of each
 // window's first maximum, padding excluded. The window's taps are strided
-// slices of x padded with -inf; a running compare keeps the first maximum
-// and its position, computed from iotas. Spatial dims constant.
+// slices of x padded with the dtype's lowest value; a running compare keeps the
+// first maximum and its position, computed from iotas. Spatial dims constant.
 static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                     const tj_conv_attrs_t* a, tj_value_t y,
                                     tj_value_t* out_idx) {
@@ -2108,7 +2108,12 @@ static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     high[2 + i] = extent - a->pads_begin[i] - xv->dims[2 + i];
     if (high[2 + i] < 0) high[2 + i] = 0;
   }
-  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, -INFINITY);
+  // Padded with the dtype's lowest value (an integer's minimum), as
+  // max_pool pads.
+  double lowest = tj_dtype_is_int(xv->dtype)
+                      ? (double)tj_dtype_int_lowest(xv->dtype)
+                      : -INFINITY;
+  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, lowest);
   // The N and C part of the index, and each spatial axis's output iota.
   int64_t nc[TJ_MAX_RANK];
   for (int32_t i = 0; i < rank; ++i) nc[i] = i < 2 ? yd[i] : 1;
