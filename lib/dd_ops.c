@@ -1,5 +1,6 @@
 // lib/dd_ops.c: the built-in ops whose output dims depend on the data
-// (issue 15): nonzero, compress, unique and non-max suppression.
+// (issue 15): nonzero, compress, unique and non-max suppression; and range
+// with run-time inputs (ops15b), whose length is a value symbol instead.
 //
 // Each needs exactly one step whose size only the data decides; that step
 // is a custom node of an op every context has (tj_dd_builtin_find, looked
@@ -366,6 +367,162 @@ static tj_status_t nms_host(void* user, const tj_tensor_t* in, int32_t n,
   return tj_custom_set_output_shape(out, 2, dims);
 }
 
+//===--- tj_range: [L] of start + i * delta, L read before the run ---===//
+
+// The length is not data-dependent in the custom ops' sense (no host step
+// sets it mid-run, no bound): it is a value symbol (tj_custom_value_dim),
+// computed from the three scalars when the run binds its symbols
+// (tj_dd_bind_values), so memory is planned at it and every kernel after
+// runs at it like at a dim an input binds. The node's host kernel only
+// writes the values.
+
+static tj_status_t range_shape(void* user, tj_graph_t* g,
+                               const tj_custom_type_t* in, int32_t n,
+                               const tj_custom_attrs_t* at,
+                               tj_custom_type_t* out) {
+  (void)user;
+  (void)n;
+  char name[64];
+  snprintf(name, sizeof(name), "range_%lld",
+           (long long)(at->num_ints > 0 ? at->ints[0] : 0));
+  out->dtype = in[0].dtype;
+  out->rank = 1;
+  out->dims[0] = tj_custom_value_dim(g, name);
+  return NULL;
+}
+
+// Element 0 of a one-element tensor, as f64 and exactly as i64.
+static double first_f64(const tj_tensor_t* t) {
+  return tj_load_f64(t->dtype, data_of(t), 0);
+}
+static int64_t first_i64(const tj_tensor_t* t) {
+  return tj_load_i64(t->dtype, data_of(t), 0);
+}
+
+// start + i * delta as the importer folds a constant Range: integers in
+// wrapping int64 arithmetic, f32 (and f16, bf16, rounded from it) in f32
+// steps, f64 in f64.
+static tj_status_t range_host(void* user, const tj_tensor_t* in, int32_t n,
+                              const tj_custom_attrs_t* at,
+                              const tj_tensor_t* out) {
+  (void)user;
+  (void)n;
+  (void)at;
+  const tj_dtype_t dt = out->dtype;
+  const int64_t len = out->shape[0];
+  if (tj_dtype_is_int(dt)) {
+    const uint64_t start = (uint64_t)first_i64(&in[0]);
+    const uint64_t delta = (uint64_t)first_i64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_i64(dt, out->data, i, (int64_t)(start + (uint64_t)i * delta));
+  } else if (dt == TJ_DTYPE_F64) {
+    const double start = first_f64(&in[0]), delta = first_f64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_f64(dt, out->data, i, start + (double)i * delta);
+  } else {
+    const float start = (float)first_f64(&in[0]);
+    const float delta = (float)first_f64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_f64(dt, out->data, i, (double)(start + (float)i * delta));
+  }
+  return NULL;
+}
+
+// ceil((limit - start) / delta), at least 0, of one range node's scalars
+// (|v| as f64, |iv| exactly for integer dtypes); |what| names the node.
+static tj_status_t range_length(tj_dtype_t dt, const double* v,
+                                const int64_t* iv, uint32_t index,
+                                int64_t* out) {
+  *out = 0;
+  if (tj_dtype_is_int(dt)) {
+    const int64_t start = iv[0], limit = iv[1], delta = iv[2];
+    if (delta == 0) return tj_invalid("range (node %%%u): delta is 0", index);
+    // |limit - start| and |delta| in uint64: exact for any int64s.
+    uint64_t span, step;
+    if (delta > 0) {
+      if (limit <= start) return NULL;
+      span = (uint64_t)limit - (uint64_t)start;
+      step = (uint64_t)delta;
+    } else {
+      if (limit >= start) return NULL;
+      span = (uint64_t)start - (uint64_t)limit;
+      step = (uint64_t)0 - (uint64_t)delta;
+    }
+    uint64_t len = span / step + (span % step != 0);
+    if (len > (uint64_t)INT64_MAX / 2)
+      return tj_invalid("range (node %%%u): %llu elements", index,
+                        (unsigned long long)len);
+    *out = (int64_t)len;
+    return NULL;
+  }
+  if (v[2] == 0) return tj_invalid("range (node %%%u): delta is 0", index);
+  const double len = ceil((v[1] - v[0]) / v[2]);
+  if (isnan(len) && (isnan(v[0]) || isnan(v[1]) || isnan(v[2])))
+    return tj_invalid("range (node %%%u): start, limit or delta is NaN", index);
+  if (!(len > 0)) return NULL;
+  // Beyond 2^48 elements no tensor fits (check_node_sizes says so).
+  if (!(len < 0x1p50))
+    return tj_invalid("range (node %%%u): %g elements", index, len);
+  *out = (int64_t)len;
+  return NULL;
+}
+
+static bool is_range(const tj_node_t* n) {
+  return n->op == TJ_OP_CUSTOM && n->attrs.name &&
+         strcmp(n->attrs.name, "tj_range") == 0;
+}
+
+tj_status_t tj_dd_bind_values(const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, bool read,
+                              int64_t* sym) {
+  const tj_dimtab_t* tab = &graph->dims;
+  if (!tab->value_symbols) return NULL;
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+    const tj_node_t* n = &graph->nodes[i];
+    if (!is_range(n) || n->rank != 1) continue;
+    int32_t s = tj_dim_as_symbol(tab, n->dims[0]);
+    if (s < 0 || !(tab->value_symbols >> s & 1u)) continue;
+    if (!read) {
+      sym[s] = 0;
+      continue;
+    }
+    double v[3];
+    int64_t iv[3];
+    for (uint32_t k = 0; k < 3 && k < n->num_operands; ++k) {
+      const tj_node_t* o = &graph->nodes[n->operands[k]];
+      if (o->op == TJ_OP_CONSTANT) {
+        v[k] = tj_load_f64(o->dtype, o->attrs.data, 0);
+        iv[k] = tj_load_i64(o->dtype, o->attrs.data, 0);
+      } else if (o->op == TJ_OP_FULL) {
+        v[k] = o->attrs.value;
+        iv[k] = (int64_t)o->attrs.value;
+      } else if (o->op == TJ_OP_INPUT) {
+        uint32_t j = 0;
+        while (j < graph->num_inputs && graph->inputs[j] != n->operands[k]) ++j;
+        if (j == graph->num_inputs)
+          return tj_internal("range (node %%%u): operand %u is no input", i, k);
+        const tj_tensor_t* t = &inputs[j];
+        if (t->device_type != TJ_DEVICE_CPU)
+          return tj_status_make(
+              TJ_STATUS_UNSUPPORTED,
+              "range (node %%%u): its length is read from input \"%s\" on "
+              "the host before the run; give it as a CPU tensor",
+              i, o->attrs.name);
+        v[k] = first_f64(t);
+        iv[k] = first_i64(t);
+      } else {
+        return tj_internal(
+            "range (node %%%u): operand %u is %s, not an input or a constant",
+            i, k, tj_op_info(o->op)->name);
+      }
+    }
+    int64_t len;
+    TJ_RETURN_IF_ERROR(range_length(n->dtype, v, iv, i, &len));
+    sym[s] = len;
+  }
+  return NULL;
+}
+
 //===--- the built-in table ---===//
 
 #define BUILTIN(nm, inputs, sh, ho)                                \
@@ -382,6 +539,7 @@ static const tj_custom_op_t kBuiltins[] = {
     BUILTIN("tj_nonzero", 1, nonzero_shape, nonzero_host),
     BUILTIN("tj_unique", 1, unique_shape, unique_host),
     BUILTIN("tj_nms", 5, nms_shape, nms_host),
+    BUILTIN("tj_range", 3, range_shape, range_host),
 };
 
 const tj_custom_op_t* tj_dd_builtin_find(const char* name, size_t length,
@@ -534,6 +692,54 @@ tj_value_t tj_graph_unique(tj_graph_t* graph, tj_value_t x, bool has_axis,
         tj_graph_sum(g, tj_graph_cast(g, hit, TJ_DTYPE_I64), 1, &zero, false);
   }
   return y;
+}
+
+// The dtypes ONNX's Range takes, and the 8-bit ints.
+static bool range_dtype(tj_dtype_t dt) {
+  return tj_dtype_is_float(dt) || dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_I16 ||
+         dt == TJ_DTYPE_I32 || dt == TJ_DTYPE_I64;
+}
+
+tj_value_t tj_graph_range(tj_graph_t* graph, tj_value_t start, tj_value_t limit,
+                          tj_value_t delta) {
+  if (!live(graph)) return tj_value_none();
+  tj_graph_t* g = graph;
+  static const char* const kNames[3] = {"start", "limit", "delta"};
+  const tj_value_t in[3] = {start, limit, delta};
+  tj_dtype_t dt = TJ_DTYPE_F32;
+  for (int k = 0; k < 3; ++k) {
+    if (in[k].id == 0 || in[k].id > g->num_nodes) {
+      FAIL(g, "range: %s is not a value of graph @%s", kNames[k], g->name);
+      return tj_value_none();
+    }
+    const tj_node_t* n = &g->nodes[in[k].id - 1];
+    if (n->rank > 1 || (n->rank == 1 && n->dims[0] != 1)) {
+      FAIL(g, "range: %s has %d dims, not a scalar", kNames[k], (int)n->rank);
+      return tj_value_none();
+    }
+    if (k == 0) dt = n->dtype;
+    if (n->dtype != dt) {
+      FAIL(g, "range: %s is %s but start is %s", kNames[k],
+           tj_dtype_name(n->dtype), tj_dtype_name(dt));
+      return tj_value_none();
+    }
+    if (n->op != TJ_OP_INPUT && n->op != TJ_OP_CONSTANT &&
+        n->op != TJ_OP_FULL) {
+      tj_graph_record_error(
+          g, tj_status_make(TJ_STATUS_UNSUPPORTED,
+                            "range: %s (node %%%u) is computed in the graph: "
+                            "the length is read before the run, from graph "
+                            "inputs and constants only",
+                            kNames[k], in[k].id - 1));
+      return tj_value_none();
+    }
+  }
+  if (!range_dtype(dt)) {
+    FAIL(g, "range: needs a float or signed integer dtype, got %s",
+         tj_dtype_name(dt));
+    return tj_value_none();
+  }
+  return dd_node(g, "tj_range", in, 3, 0, 0);
 }
 
 tj_value_t tj_graph_non_max_suppression(tj_graph_t* graph, tj_value_t boxes,

@@ -2865,13 +2865,19 @@ static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 static tj_status_t cv_range(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                             const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  bool known = true;
   for (int32_t i = 0; i < 3; ++i) {
-    if (!n->inputs[i]->data || n->inputs[i]->symbolic)
-      return fail(im, n, "input %d must be a constant (the length is static)",
-                  (int)i);
-    if (numel_of_val(n->inputs[i]) != 1)
+    if (n->inputs[i]->rank > 1 ||
+        (n->inputs[i]->rank == 1 && n->inputs[i]->dims[0] != 1))
       return bad(im, n, "input %d is not a scalar", (int)i);
+    known &= n->inputs[i]->data && !n->inputs[i]->symbolic;
   }
+  // Scalars known only at run time: the length is computed from their
+  // values before each run (tj_graph_range), so they must be graph inputs
+  // or constants (its error says so).
+  if (!known)
+    return out(im, n, 0,
+               tj_graph_range(G, in(im, n, 0), in(im, n, 1), in(im, n, 2)));
   tj_dtype_t d = dtype_of(n, 0);
   double start = element_f64(n->inputs[0]), limit = element_f64(n->inputs[1]);
   double delta = element_f64(n->inputs[2]);
