@@ -261,7 +261,11 @@ static void build_error(int which, tj_status_code_t code, const char* needle) {
   tj_value_t b = tj_graph_input(g, which == 1 ? TJ_DTYPE_F64 : dt,
                                 which == 2 ? 1 : 0, (int64_t[]){3}, "limit");
   tj_value_t d = tj_graph_input(g, dt, 0, NULL, "delta");
-  if (which == 0) a = tj_graph_add(g, a, tj_graph_scalar(g, dt, 1));
+  if (which == 0) {
+    // Scalar arithmetic is fine; a reduction is not.
+    tj_value_t x = tj_graph_input(g, dt, 1, (int64_t[]){4}, "x");
+    a = tj_graph_add(g, a, tj_graph_sum(g, x, 0, NULL, false));
+  }
   tj_value_t y = tj_graph_range(g, a, b, d);
   CHECK(tj_value_is_none(y));
   CHECK_STATUS(code, needle, tj_graph_finalize(g));
@@ -270,7 +274,10 @@ static void build_error(int which, tj_status_code_t code, const char* needle) {
 
 TEST(errors) {
   build_error(0, TJ_STATUS_UNSUPPORTED,
-              "range: start (node %4) is computed in the graph");
+              "range: start must be a constant or a scalar computed from "
+              "graph inputs and constants (casts, reshapes, scalar "
+              "arithmetic), since the length is computed before the run; it "
+              "depends on node %4 (sum)");
   build_error(1, TJ_STATUS_INVALID_ARGUMENT,
               "range: limit is f64 but start is f32");
   build_error(2, TJ_STATUS_INVALID_ARGUMENT,
@@ -303,6 +310,103 @@ TEST(errors) {
                  tj_executable_run(exe, in, 3, out, 3));
   tj_executable_release(exe);
   tj_graph_destroy(g);
+}
+
+// ONNX's expanded Range: the trip count cast(relu(ceil((limit - start) /
+// delta)), i64) computed in the graph from the inputs, then the running
+// sum of a Loop (tj_graph_range_count); and tj_graph_range of computed
+// scalars (start * 2, limit - 1). |dt| f32 or f16.
+static void run_expanded(tj_dtype_t dt, double start, double limit,
+                         double delta) {
+  const size_t es = tj_dtype_size(dt);
+  unsigned char sv[8], lv[8], dv[8];
+  tj_store_f64(dt, sv, 0, start);
+  tj_store_f64(dt, lv, 0, limit);
+  tj_store_f64(dt, dv, 0, delta);
+  start = tj_load_f64(dt, sv, 0);
+  limit = tj_load_f64(dt, lv, 0);
+  delta = tj_load_f64(dt, dv, 0);
+  // The oracle: the count in dt's steps, the running sum in dt.
+  unsigned char q[8];
+  tj_store_f64(dt, q, 0, limit - start);
+  tj_store_f64(dt, q, 0, tj_load_f64(dt, q, 0) / delta);
+  double c = ceil(tj_load_f64(dt, q, 0));
+  int64_t count = c > 0 ? (int64_t)c : 0;
+  double s2 = tj_load_f64(dt, sv, 0) * 2, l1 = limit - 1;
+  tj_store_f64(dt, q, 0, s2);
+  s2 = tj_load_f64(dt, q, 0);
+  tj_store_f64(dt, q, 0, l1);
+  l1 = tj_load_f64(dt, q, 0);
+  int64_t len2 = (int64_t)fmax(0, ceil((l1 - s2) / delta));
+  for (int c2 = 0; c2 < g_num_ctx; ++c2) {
+    tj_graph_t* g = NULL;
+    CHECK_OK(tj_graph_create(g_ctx[c2], "expanded", &g));
+    tj_value_t a = tj_graph_input(g, dt, 0, NULL, "start");
+    tj_value_t b = tj_graph_input(g, dt, 0, NULL, "limit");
+    tj_value_t d = tj_graph_input(g, dt, 0, NULL, "delta");
+    tj_value_t m = tj_graph_cast(
+        g,
+        tj_graph_relu(
+            g, tj_graph_ceil(g, tj_graph_div(g, tj_graph_sub(g, b, a), d))),
+        TJ_DTYPE_I64);
+    tj_graph_output(g, tj_graph_range_count(g, a, m, d), "y");
+    tj_graph_output(
+        g,
+        tj_graph_range(g, tj_graph_mul(g, a, tj_graph_scalar(g, dt, 2)),
+                       tj_graph_sub(g, b, tj_graph_scalar(g, dt, 1)), d),
+        "r");
+    CHECK_OK(tj_graph_finalize(g));
+    tj_executable_t* exe = compile_x86(g);
+    tj_tensor_t in[3] = {tj_tensor_make(sv, dt, 0, NULL),
+                         tj_tensor_make(lv, dt, 0, NULL),
+                         tj_tensor_make(dv, dt, 0, NULL)};
+    int32_t rank;
+    int64_t len = -1, got2 = -1;
+    if (exe) {
+      CHECK_OK(tj_executable_output_shape(exe, in, 3, 0, &rank, &len));
+      CHECK_OK(tj_executable_output_shape(exe, in, 3, 1, &rank, &got2));
+    }
+    CHECK(len == count);
+    CHECK(got2 == len2);
+    if (len != count || got2 != len2 || !exe) {
+      tj_executable_release(exe);
+      tj_graph_destroy(g);
+      continue;
+    }
+    unsigned char* y = calloc((size_t)count + 1, es);
+    unsigned char* ry = calloc((size_t)count + 1, es);
+    unsigned char* r = calloc((size_t)len2 + 1, es);
+    unsigned char* rr = calloc((size_t)len2 + 1, es);
+    tj_tensor_t out[2] = {tj_tensor_make(y, dt, 1, &count),
+                          tj_tensor_make(r, dt, 1, &len2)};
+    tj_tensor_t ref[2] = {tj_tensor_make(ry, dt, 1, &count),
+                          tj_tensor_make(rr, dt, 1, &len2)};
+    CHECK_OK(tj_executable_run(exe, in, 3, out, 2));
+    CHECK_OK(tj_reference_run(g, in, 3, ref, 2));
+    CHECK(memcmp(y, ry, (size_t)count * es) == 0);
+    CHECK(memcmp(r, rr, (size_t)len2 * es) == 0);
+    unsigned char prev[8];
+    memcpy(prev, sv, es);
+    for (int64_t i = 0; i < count; ++i) {
+      CHECK(memcmp(y + (size_t)i * es, prev, es) == 0);
+      tj_store_f64(dt, prev, 0, tj_load_f64(dt, prev, 0) + delta);
+    }
+    if (len2 > 0) CHECK(tj_load_f64(dt, r, 0) == s2);
+    free(y);
+    free(ry);
+    free(r);
+    free(rr);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+  }
+}
+
+TEST(computed_scalars_and_running_sum) {
+  run_expanded(TJ_DTYPE_F32, 1, 5, 2);
+  run_expanded(TJ_DTYPE_F32, 0.1, 7.3, 0.3);  // 24 steps of rounding
+  run_expanded(TJ_DTYPE_F32, 5, 1, 1);        // none
+  run_expanded(TJ_DTYPE_F16, 1, 5, 2);
+  run_expanded(TJ_DTYPE_F16, -2, 30, 0.7);
 }
 
 static tj_status_t range_attempt(tj_allocator_t allocator) {
@@ -346,6 +450,7 @@ int main(void) {
   RUN_TEST(f32_every_tier_many_lengths);
   RUN_TEST(dtypes);
   RUN_TEST(constants_and_prepare);
+  RUN_TEST(computed_scalars_and_running_sum);
   RUN_TEST(errors);
   RUN_TEST(oom_sweep);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
