@@ -386,7 +386,9 @@ static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     if (!t->data || t->dtype != TJ_DTYPE_BOOL || t->rank != 0)
       return fail(im, n, "training_mode must be a constant bool scalar");
     if (*(const uint8_t*)t->data)
-      return fail(im, n, "training_mode = true is not supported");
+      return fail(im, n,
+                  "training_mode = true with a ratio not known to be 0 draws "
+                  "a random mask (random ops are not supported)");
   }
   if (has_out(n, 0)) {
     tj_onnx_val_t copy = *n->inputs[0];
