@@ -804,7 +804,7 @@ tj_status_t tj_executable_prepare(tj_executable_t* executable,
         bound[i].byte_offset = 0;
       }
     }
-    tj_status_t status = tj_ir_bind_symbols(g, bound, num_inputs, sym);
+    tj_status_t status = tj_ir_bind_shapes(g, bound, num_inputs, sym);
     tj_free(exe->allocator, bound, bytes);
     TJ_RETURN_IF_ERROR(status);
   }

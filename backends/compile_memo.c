@@ -143,6 +143,7 @@ static void put_graph(key_writer_t* w, const tj_graph_t* g) {
     put_i64(w, t->symbol_bounds[s]);
   }
   put(w, &t->dynamic_symbols, sizeof(t->dynamic_symbols));
+  put(w, &t->value_symbols, sizeof(t->value_symbols));
   // Expressions by their fields: the struct has padding.
   put_i64(w, t->num_exprs);
   for (uint32_t e = 0; e < t->num_exprs; ++e) {

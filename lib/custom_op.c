@@ -788,6 +788,38 @@ int64_t tj_custom_dynamic_dim(tj_graph_t* graph, const char* symbol,
   return dim;
 }
 
+int64_t tj_custom_value_dim(tj_graph_t* graph, const char* name) {
+  if (!graph || graph->error) return TJ_DIM_INVALID;
+  int64_t dim = TJ_DIM_INVALID;
+  tj_status_t status = NULL;
+  if (graph->finalized)
+    status =
+        tj_invalid("tj_custom_value_dim: graph @%s is finalized", graph->name);
+  if (!status) status = tj_dim_symbol(&graph->dims, name, &dim);
+  int32_t id = status ? -1 : tj_dim_as_symbol(&graph->dims, dim);
+  if (!status && id < 0)
+    status = tj_internal("tj_custom_value_dim: %s is not a plain symbol", name);
+  if (!status && (graph->dims.dynamic_symbols >> id & 1u))
+    status =
+        tj_invalid("symbol %s is data-dependent, not a value symbol", name);
+  for (uint32_t i = 0; !status && i < graph->num_inputs; ++i) {
+    const tj_node_t* in = &graph->nodes[graph->inputs[i]];
+    for (int32_t k = 0; !status && k < in->rank; ++k) {
+      if (in->dims[k] == dim)
+        status = tj_invalid(
+            "symbol %s is bound by input \"%s\"; a range's length needs a "
+            "symbol of its own",
+            name, in->attrs.name);
+    }
+  }
+  if (status) {
+    tj_graph_record_error(graph, status);
+    return TJ_DIM_INVALID;
+  }
+  graph->dims.value_symbols |= (uint64_t)1 << id;
+  return dim;
+}
+
 tj_status_t tj_custom_set_output_shape(const tj_tensor_t* output, int32_t rank,
                                        const int64_t* dims) {
   if (!output || (rank > 0 && !dims))

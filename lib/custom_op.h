@@ -148,6 +148,20 @@ tj_status_t tj_custom_bind_result(const tj_graph_t* graph, uint32_t index,
                                   const int64_t* bound, const int64_t* actual,
                                   int64_t* sym);
 
+// Value symbols (range with run-time inputs): the dim of symbol |name| of
+// |graph|, marked as a length that tj_dd_bind_values computes from scalar
+// inputs before each run; an input may not bind it. Records the error on
+// |graph| and returns TJ_DIM_INVALID on failure.
+int64_t tj_custom_value_dim(tj_graph_t* graph, const char* name);
+
+// Binds the value symbols of |graph| (lib/dd_ops.c): each range node's
+// length from its start, limit and delta, read from |inputs| (CPU tensors,
+// already checked against the graph) or constants, into |sym|. Without
+// |read| (tj_executable_prepare: no data yet) each binds to 0.
+tj_status_t tj_dd_bind_values(const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, bool read,
+                              int64_t* sym);
+
 // Whether graph output |i|'s shape depends on a data-dependent symbol.
 bool tj_custom_output_is_dynamic(const tj_graph_t* graph, uint32_t i);
 

@@ -1,5 +1,6 @@
 // lib/dd_ops.c: the built-in ops whose output dims depend on the data
-// (issue 15): nonzero, compress, unique and non-max suppression.
+// (issue 15): nonzero, compress, unique and non-max suppression; and range
+// with run-time inputs (ops15b), whose length is a value symbol instead.
 //
 // Each needs exactly one step whose size only the data decides; that step
 // is a custom node of an op every context has (tj_dd_builtin_find, looked
@@ -366,6 +367,378 @@ static tj_status_t nms_host(void* user, const tj_tensor_t* in, int32_t n,
   return tj_custom_set_output_shape(out, 2, dims);
 }
 
+//===--- tj_range: [L] of start + i * delta, L read before the run ---===//
+
+// The length is not data-dependent in the custom ops' sense (no host step
+// sets it mid-run, no bound): it is a value symbol (tj_custom_value_dim),
+// computed from the three scalars when the run binds its symbols
+// (tj_dd_bind_values), so memory is planned at it and every kernel after
+// runs at it like at a dim an input binds. The node's host kernel only
+// writes the values.
+
+static tj_status_t range_shape(void* user, tj_graph_t* g,
+                               const tj_custom_type_t* in, int32_t n,
+                               const tj_custom_attrs_t* at,
+                               tj_custom_type_t* out) {
+  (void)user;
+  (void)n;
+  char name[64];
+  snprintf(name, sizeof(name), "range_%lld",
+           (long long)(at->num_ints > 0 ? at->ints[0] : 0));
+  out->dtype = in[0].dtype;
+  out->rank = 1;
+  out->dims[0] = tj_custom_value_dim(g, name);
+  return NULL;
+}
+
+// Element 0 of a one-element tensor, as f64 and exactly as i64.
+static double first_f64(const tj_tensor_t* t) {
+  return tj_load_f64(t->dtype, data_of(t), 0);
+}
+static int64_t first_i64(const tj_tensor_t* t) {
+  return tj_load_i64(t->dtype, data_of(t), 0);
+}
+
+// start + i * delta as the importer folds a constant Range: integers in
+// wrapping int64 arithmetic, f32 (and f16, bf16, rounded from it) in f32
+// steps, f64 in f64.
+static tj_status_t range_host(void* user, const tj_tensor_t* in, int32_t n,
+                              const tj_custom_attrs_t* at,
+                              const tj_tensor_t* out) {
+  (void)user;
+  (void)n;
+  const tj_dtype_t dt = out->dtype;
+  const int64_t len = out->shape[0];
+  if (at->num_ints > 1 && at->ints[1] == 1) {
+    // A running sum (ONNX Loop's prev + delta), each step in the dtype.
+    unsigned char prev[8];
+    memcpy(prev, data_of(&in[0]), tj_dtype_size(dt));
+    for (int64_t i = 0; i < len; ++i) {
+      if (tj_dtype_is_int(dt)) {
+        int64_t v = tj_load_i64(dt, prev, 0);
+        tj_store_i64(dt, out->data, i, v);
+        tj_store_i64(dt, prev, 0,
+                     (int64_t)((uint64_t)v + (uint64_t)first_i64(&in[2])));
+      } else {
+        double v = tj_load_f64(dt, prev, 0);
+        tj_store_f64(dt, out->data, i, v);
+        tj_store_f64(dt, prev, 0, v + first_f64(&in[2]));
+      }
+    }
+    return NULL;
+  }
+  if (tj_dtype_is_int(dt)) {
+    const uint64_t start = (uint64_t)first_i64(&in[0]);
+    const uint64_t delta = (uint64_t)first_i64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_i64(dt, out->data, i, (int64_t)(start + (uint64_t)i * delta));
+  } else if (dt == TJ_DTYPE_F64) {
+    const double start = first_f64(&in[0]), delta = first_f64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_f64(dt, out->data, i, start + (double)i * delta);
+  } else {
+    const float start = (float)first_f64(&in[0]);
+    const float delta = (float)first_f64(&in[2]);
+    for (int64_t i = 0; i < len; ++i)
+      tj_store_f64(dt, out->data, i, (double)(start + (float)i * delta));
+  }
+  return NULL;
+}
+
+// ceil((limit - start) / delta), at least 0, of one range node's scalars
+// (|v| as f64, |iv| exactly for integer dtypes); |what| names the node.
+static tj_status_t range_length(tj_dtype_t dt, const double* v,
+                                const int64_t* iv, uint32_t index,
+                                int64_t* out) {
+  *out = 0;
+  if (tj_dtype_is_int(dt)) {
+    const int64_t start = iv[0], limit = iv[1], delta = iv[2];
+    if (delta == 0) return tj_invalid("range (node %%%u): delta is 0", index);
+    // |limit - start| and |delta| in uint64: exact for any int64s.
+    uint64_t span, step;
+    if (delta > 0) {
+      if (limit <= start) return NULL;
+      span = (uint64_t)limit - (uint64_t)start;
+      step = (uint64_t)delta;
+    } else {
+      if (limit >= start) return NULL;
+      span = (uint64_t)start - (uint64_t)limit;
+      step = (uint64_t)0 - (uint64_t)delta;
+    }
+    uint64_t len = span / step + (span % step != 0);
+    if (len > (uint64_t)INT64_MAX / 2)
+      return tj_invalid("range (node %%%u): %llu elements", index,
+                        (unsigned long long)len);
+    *out = (int64_t)len;
+    return NULL;
+  }
+  if (v[2] == 0) return tj_invalid("range (node %%%u): delta is 0", index);
+  const double len = ceil((v[1] - v[0]) / v[2]);
+  if (isnan(len) && (isnan(v[0]) || isnan(v[1]) || isnan(v[2])))
+    return tj_invalid("range (node %%%u): start, limit or delta is NaN", index);
+  if (!(len > 0)) return NULL;
+  // Beyond 2^48 elements no tensor fits (check_node_sizes says so).
+  if (!(len < 0x1p50))
+    return tj_invalid("range (node %%%u): %g elements", index, len);
+  *out = (int64_t)len;
+  return NULL;
+}
+
+static bool is_range(const tj_node_t* n) {
+  return n->op == TJ_OP_CUSTOM && n->attrs.name &&
+         strcmp(n->attrs.name, "tj_range") == 0;
+}
+
+// The scalar expressions a range's operands may be, evaluated on the host
+// when a run binds its symbols: graph inputs and constants through casts,
+// reshapes and scalar arithmetic (ONNX's expanded Range computes its trip
+// count so). Each value is kept as its dtype's bytes and each op rounds to
+// its dtype as the reference interpreter does (floats in f64 then stored,
+// integers in wrapping int64, a cast from a float through f64).
+enum { kScalarDepth = 32 };
+
+typedef struct scalar_t {
+  tj_dtype_t dtype;
+  unsigned char bits[8];
+} scalar_t;
+
+static bool numel_one(const tj_node_t* n) {
+  for (int32_t k = 0; k < n->rank; ++k)
+    if (n->dims[k] != 1) return false;
+  return true;
+}
+
+static bool scalar_op(tj_op_t op) {
+  switch (op) {
+    case TJ_OP_INPUT:
+    case TJ_OP_CONSTANT:
+    case TJ_OP_FULL:
+    case TJ_OP_CAST:
+    case TJ_OP_RESHAPE:
+    case TJ_OP_BROADCAST_TO:
+    case TJ_OP_NEG:
+    case TJ_OP_ABS:
+    case TJ_OP_CEIL:
+    case TJ_OP_FLOOR:
+    case TJ_OP_RELU:
+    case TJ_OP_ADD:
+    case TJ_OP_SUB:
+    case TJ_OP_MUL:
+    case TJ_OP_DIV:
+    case TJ_OP_MAXIMUM:
+    case TJ_OP_MINIMUM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The first node of the expression rooted at |id| that is not a scalar of
+// scalar_op's ops (so the length cannot be computed before the run), or
+// TJ_NODE_NONE.
+static uint32_t scalar_expr_blocker(const tj_graph_t* g, uint32_t id,
+                                    int depth) {
+  const tj_node_t* n = &g->nodes[id];
+  if (depth > kScalarDepth || !numel_one(n) || !scalar_op(n->op) ||
+      tj_dtype_is_narrow(n->dtype))
+    return id;
+  for (uint32_t k = 0; k < n->num_operands; ++k) {
+    uint32_t bad = scalar_expr_blocker(g, n->operands[k], depth + 1);
+    if (bad != TJ_NODE_NONE) return bad;
+  }
+  return TJ_NODE_NONE;
+}
+
+static double sf64(const scalar_t* v) {
+  return tj_load_f64(v->dtype, v->bits, 0);
+}
+static int64_t si64(const scalar_t* v) {
+  return tj_load_i64(v->dtype, v->bits, 0);
+}
+
+static double binary_f64(tj_op_t op, double a, double b) {
+  switch (op) {
+    case TJ_OP_ADD:
+      return a + b;
+    case TJ_OP_SUB:
+      return a - b;
+    case TJ_OP_MUL:
+      return a * b;
+    case TJ_OP_DIV:
+      return a / b;
+    case TJ_OP_MAXIMUM:
+      return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    default:  // minimum
+      return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+  }
+}
+
+static int64_t binary_i64(tj_op_t op, tj_dtype_t dt, int64_t a, int64_t b) {
+  const uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  const bool u64 = dt == TJ_DTYPE_U64;
+  switch (op) {
+    case TJ_OP_ADD:
+      return (int64_t)(ua + ub);
+    case TJ_OP_SUB:
+      return (int64_t)(ua - ub);
+    case TJ_OP_MUL:
+      return (int64_t)(ua * ub);
+    case TJ_OP_DIV:  // truncating; x / 0 = 0
+      if (b == 0) return 0;
+      if (u64) return (int64_t)(ua / ub);
+      if (a == INT64_MIN && b == -1) return a;
+      return a / b;
+    case TJ_OP_MAXIMUM:
+      return (u64 ? ua > ub : a > b) ? a : b;
+    default:  // minimum
+      return (u64 ? ua < ub : a < b) ? a : b;
+  }
+}
+
+static tj_status_t eval_scalar(const tj_graph_t* g, uint32_t id,
+                               const tj_tensor_t* inputs, uint32_t range,
+                               scalar_t* out) {
+  const tj_node_t* n = &g->nodes[id];
+  memset(out, 0, sizeof(*out));
+  out->dtype = n->dtype;
+  const size_t es = tj_dtype_size(n->dtype);
+  scalar_t a, b;
+  switch (n->op) {
+    case TJ_OP_CONSTANT:
+      memcpy(out->bits, n->attrs.data, es);
+      return NULL;
+    case TJ_OP_FULL:
+      tj_store_f64(n->dtype, out->bits, 0, n->attrs.value);
+      return NULL;
+    case TJ_OP_INPUT: {
+      uint32_t j = 0;
+      while (j < g->num_inputs && g->inputs[j] != id) ++j;
+      if (j == g->num_inputs)
+        return tj_internal("range (node %%%u): node %%%u is no input", range,
+                           id);
+      const tj_tensor_t* t = &inputs[j];
+      if (t->device_type != TJ_DEVICE_CPU)
+        return tj_status_make(
+            TJ_STATUS_UNSUPPORTED,
+            "range (node %%%u): its length is read from input \"%s\" on the "
+            "host before the run; give it as a CPU tensor",
+            range, n->attrs.name);
+      memcpy(out->bits, data_of(t), es);
+      return NULL;
+    }
+    default:
+      break;
+  }
+  if (!scalar_op(n->op) || n->num_operands < 1)
+    return tj_internal("range (node %%%u): node %%%u (%s) is no scalar op",
+                       range, id, tj_op_info(n->op)->name);
+  TJ_RETURN_IF_ERROR(eval_scalar(g, n->operands[0], inputs, range, &a));
+  const bool fl = tj_dtype_is_float(n->dtype);
+  if (n->num_operands >= 2) {
+    TJ_RETURN_IF_ERROR(eval_scalar(g, n->operands[1], inputs, range, &b));
+    if (fl)
+      tj_store_f64(n->dtype, out->bits, 0,
+                   binary_f64(n->op, sf64(&a), sf64(&b)));
+    else
+      tj_store_i64(n->dtype, out->bits, 0,
+                   binary_i64(n->op, n->dtype, si64(&a), si64(&b)));
+    return NULL;
+  }
+  switch (n->op) {
+    case TJ_OP_RESHAPE:
+    case TJ_OP_BROADCAST_TO:
+      *out = a;
+      return NULL;
+    case TJ_OP_CAST:
+      // As the reference: from a float (or u64 to a float) through f64.
+      if (tj_dtype_is_float(a.dtype) ||
+          (a.dtype == TJ_DTYPE_U64 && tj_dtype_is_float(n->dtype)))
+        tj_store_f64(n->dtype, out->bits, 0, sf64(&a));
+      else
+        tj_store_i64(n->dtype, out->bits, 0, si64(&a));
+      return NULL;
+    default:
+      break;
+  }
+  if (fl) {
+    double x = sf64(&a), r;
+    switch (n->op) {
+      case TJ_OP_NEG:
+        r = -x;
+        break;
+      case TJ_OP_ABS:
+        r = fabs(x);
+        break;
+      case TJ_OP_CEIL:
+        r = ceil(x);
+        break;
+      case TJ_OP_FLOOR:
+        r = floor(x);
+        break;
+      default:  // relu: NaN stays NaN
+        r = x < 0 ? 0.0 : x;
+        break;
+    }
+    tj_store_f64(n->dtype, out->bits, 0, r);
+    return NULL;
+  }
+  int64_t x = si64(&a), r = x;
+  switch (n->op) {
+    case TJ_OP_NEG:
+      r = (int64_t)((uint64_t)0 - (uint64_t)x);
+      break;
+    case TJ_OP_ABS:
+      r = x < 0 && !tj_dtype_is_unsigned(n->dtype) ? (int64_t)(0 - (uint64_t)x)
+                                                   : x;
+      break;
+    case TJ_OP_RELU:
+      r = x < 0 && !tj_dtype_is_unsigned(n->dtype) ? 0 : x;
+      break;
+    default:  // ceil, floor: integers are whole
+      break;
+  }
+  tj_store_i64(n->dtype, out->bits, 0, r);
+  return NULL;
+}
+
+tj_status_t tj_dd_bind_values(const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, bool read,
+                              int64_t* sym) {
+  const tj_dimtab_t* tab = &graph->dims;
+  if (!tab->value_symbols) return NULL;
+  for (uint32_t i = 0; i < graph->num_nodes; ++i) {
+    const tj_node_t* n = &graph->nodes[i];
+    if (!is_range(n) || n->rank != 1 || n->num_operands != 3) continue;
+    int32_t s = tj_dim_as_symbol(tab, n->dims[0]);
+    if (s < 0 || !(tab->value_symbols >> s & 1u)) continue;
+    if (!read) {
+      sym[s] = 0;
+      continue;
+    }
+    scalar_t v[3];
+    for (uint32_t k = 0; k < 3; ++k)
+      TJ_RETURN_IF_ERROR(eval_scalar(graph, n->operands[k], inputs, i, &v[k]));
+    int64_t len;
+    // attrs.ints is [3, id, mode, 0] (tj_custom_attrs_of's layout).
+    if (n->attrs.num_ints > 2 && n->attrs.ints[0] >= 2 &&
+        n->attrs.ints[2] == 1) {
+      // A count (ONNX Loop's trip count), at least 0.
+      int64_t count =
+          tj_dtype_is_float(v[1].dtype) ? (int64_t)sf64(&v[1]) : si64(&v[1]);
+      len = count > 0 ? count : 0;
+      if (len > (int64_t)1 << 50)
+        return tj_invalid("range (node %%%u): %lld elements", i,
+                          (long long)len);
+    } else {
+      const double fv[3] = {sf64(&v[0]), sf64(&v[1]), sf64(&v[2])};
+      const int64_t iv[3] = {si64(&v[0]), si64(&v[1]), si64(&v[2])};
+      TJ_RETURN_IF_ERROR(range_length(n->dtype, fv, iv, i, &len));
+    }
+    sym[s] = len;
+  }
+  return NULL;
+}
+
 //===--- the built-in table ---===//
 
 #define BUILTIN(nm, inputs, sh, ho)                                \
@@ -382,6 +755,7 @@ static const tj_custom_op_t kBuiltins[] = {
     BUILTIN("tj_nonzero", 1, nonzero_shape, nonzero_host),
     BUILTIN("tj_unique", 1, unique_shape, unique_host),
     BUILTIN("tj_nms", 5, nms_shape, nms_host),
+    BUILTIN("tj_range", 3, range_shape, range_host),
 };
 
 const tj_custom_op_t* tj_dd_builtin_find(const char* name, size_t length,
@@ -534,6 +908,73 @@ tj_value_t tj_graph_unique(tj_graph_t* graph, tj_value_t x, bool has_axis,
         tj_graph_sum(g, tj_graph_cast(g, hit, TJ_DTYPE_I64), 1, &zero, false);
   }
   return y;
+}
+
+// The dtypes ONNX's Range takes, and the 8-bit ints.
+static bool range_dtype(tj_dtype_t dt) {
+  return tj_dtype_is_float(dt) || dt == TJ_DTYPE_I8 || dt == TJ_DTYPE_I16 ||
+         dt == TJ_DTYPE_I32 || dt == TJ_DTYPE_I64;
+}
+
+// A range node: |mode| 0 (start, limit, delta), 1 (start, count, delta).
+static tj_value_t range_node(tj_graph_t* g, const char* what, tj_value_t start,
+                             tj_value_t second, tj_value_t delta, int mode) {
+  if (!live(g)) return tj_value_none();
+  const char* const names[3] = {"start", mode ? "count" : "limit", "delta"};
+  const tj_value_t in[3] = {start, second, delta};
+  tj_dtype_t dt = TJ_DTYPE_F32;
+  for (int k = 0; k < 3; ++k) {
+    if (in[k].id == 0 || in[k].id > g->num_nodes) {
+      FAIL(g, "%s: %s is not a value of graph @%s", what, names[k], g->name);
+      return tj_value_none();
+    }
+    const tj_node_t* n = &g->nodes[in[k].id - 1];
+    if (n->rank > 1 || (n->rank == 1 && n->dims[0] != 1)) {
+      FAIL(g, "%s: %s has %d dims, not a scalar", what, names[k], (int)n->rank);
+      return tj_value_none();
+    }
+    if (k == 0) dt = n->dtype;
+    if (k == 1 && mode == 1) {
+      if (n->dtype != TJ_DTYPE_I64 && n->dtype != TJ_DTYPE_I32) {
+        FAIL(g, "%s: count is %s, not i64 or i32", what,
+             tj_dtype_name(n->dtype));
+        return tj_value_none();
+      }
+    } else if (n->dtype != dt) {
+      FAIL(g, "%s: %s is %s but start is %s", what, names[k],
+           tj_dtype_name(n->dtype), tj_dtype_name(dt));
+      return tj_value_none();
+    }
+    uint32_t bad = scalar_expr_blocker(g, in[k].id - 1, 0);
+    if (bad != TJ_NODE_NONE) {
+      tj_graph_record_error(
+          g, tj_status_make(
+                 TJ_STATUS_UNSUPPORTED,
+                 "%s: %s must be a constant or a scalar computed from "
+                 "graph inputs and constants (casts, reshapes, scalar "
+                 "arithmetic), since the length is computed before the "
+                 "run; it depends on node %%%u (%s%s)",
+                 what, names[k], bad, tj_op_info(g->nodes[bad].op)->name,
+                 numel_one(&g->nodes[bad]) ? "" : ", not a scalar"));
+      return tj_value_none();
+    }
+  }
+  if (!range_dtype(dt)) {
+    FAIL(g, "%s: needs a float or signed integer dtype, got %s", what,
+         tj_dtype_name(dt));
+    return tj_value_none();
+  }
+  return dd_node(g, "tj_range", in, 3, mode, 0);
+}
+
+tj_value_t tj_graph_range(tj_graph_t* graph, tj_value_t start, tj_value_t limit,
+                          tj_value_t delta) {
+  return range_node(graph, "range", start, limit, delta, 0);
+}
+
+tj_value_t tj_graph_range_count(tj_graph_t* graph, tj_value_t start,
+                                tj_value_t count, tj_value_t delta) {
+  return range_node(graph, "range_count", start, count, delta, 1);
 }
 
 tj_value_t tj_graph_non_max_suppression(tj_graph_t* graph, tj_value_t boxes,

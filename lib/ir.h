@@ -266,10 +266,16 @@ tj_status_t tj_ir_node_numel(tj_graph_t* graph, uint32_t index,
 
 // Binds symbol values from concrete input tensors (see tj_graph_output_shape)
 // into |symbol_values| (TJ_MAX_SYMBOLS entries, -1 = unbound) and checks
-// inputs and guards.
+// inputs and guards. A value symbol (a range's length) is computed from
+// the inputs' data.
 tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
                                const tj_tensor_t* inputs, int32_t num_inputs,
                                int64_t* symbol_values);
+// tj_ir_bind_symbols from the inputs' dtypes and shapes alone (their data
+// is not read): value symbols bind to 0 (tj_executable_prepare).
+tj_status_t tj_ir_bind_shapes(const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              int64_t* symbol_values);
 // The concrete shape of node |index| under |symbol_values|.
 tj_status_t tj_ir_concrete_dims(const tj_graph_t* graph, uint32_t index,
                                 const int64_t* symbol_values,

@@ -175,9 +175,8 @@ static tj_status_t check_node_sizes(const tj_graph_t* graph,
   return NULL;
 }
 
-tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
-                               const tj_tensor_t* inputs, int32_t num_inputs,
-                               int64_t* symbol_values) {
+static tj_status_t bind(const tj_graph_t* graph, const tj_tensor_t* inputs,
+                        int32_t num_inputs, bool read, int64_t* symbol_values) {
   for (int i = 0; i < TJ_MAX_SYMBOLS; ++i) symbol_values[i] = -1;
   if (num_inputs < 0 || (uint32_t)num_inputs != graph->num_inputs)
     return tj_invalid("graph @%s takes %u inputs, got %d", graph->name,
@@ -191,10 +190,24 @@ tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
   for (int32_t k = 0; k < num_inputs; ++k)
     TJ_RETURN_IF_ERROR(
         check_input_expressions(graph, k, &inputs[k], symbol_values));
+  // A range's length, from its scalars' values, before anything is sized.
+  TJ_RETURN_IF_ERROR(tj_dd_bind_values(graph, inputs, read, symbol_values));
   // Data-dependent symbols stand at their upper bounds until their op runs.
   TJ_RETURN_IF_ERROR(tj_custom_bind_dynamic(graph, symbol_values));
   TJ_RETURN_IF_ERROR(check_guards(graph, symbol_values));
   return check_node_sizes(graph, symbol_values);
+}
+
+tj_status_t tj_ir_bind_symbols(const tj_graph_t* graph,
+                               const tj_tensor_t* inputs, int32_t num_inputs,
+                               int64_t* symbol_values) {
+  return bind(graph, inputs, num_inputs, true, symbol_values);
+}
+
+tj_status_t tj_ir_bind_shapes(const tj_graph_t* graph,
+                              const tj_tensor_t* inputs, int32_t num_inputs,
+                              int64_t* symbol_values) {
+  return bind(graph, inputs, num_inputs, false, symbol_values);
 }
 
 tj_status_t tj_graph_output_shape(const tj_graph_t* graph,

@@ -256,6 +256,7 @@ tj_status_t tj_dimtab_copy(tj_dimtab_t* dst, const tj_dimtab_t* src,
                            tj_allocator_t al) {
   tj_dimtab_initialize(dst, al);
   dst->dynamic_symbols = src->dynamic_symbols;
+  dst->value_symbols = src->value_symbols;
   memcpy(dst->symbol_bounds, src->symbol_bounds, sizeof(dst->symbol_bounds));
   if (src->num_symbols) {
     dst->symbol_names = tj_calloc(al, src->num_symbols, sizeof(char*));

@@ -44,6 +44,11 @@ typedef struct tj_dimtab_t {
   // then (lib/runtime_shape.c).
   uint64_t dynamic_symbols;
   int64_t symbol_bounds[TJ_MAX_SYMBOLS];
+  // Value symbols (range with run-time inputs, lib/dd_ops.c): bit i set
+  // when symbol i is a length computed from scalar graph inputs' values
+  // before the run (tj_dd_bind_values), then fixed for the whole run like a
+  // dim an input binds.
+  uint64_t value_symbols;
 } tj_dimtab_t;
 
 // True if |s| is a C identifier ([A-Za-z_][A-Za-z0-9_]*): the rule for

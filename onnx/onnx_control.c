@@ -609,6 +609,110 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
 
 //===--- Loop ---===//
 
+// The node of |body| whose output 0 is |name|, or NULL.
+static const Onnx__NodeProto* producer(const Onnx__GraphProto* body,
+                                       const char* name) {
+  for (size_t i = 0; i < body->n_node; ++i) {
+    const Onnx__NodeProto* p = body->node[i];
+    if (p->n_output >= 1 && strcmp(p->output[0], name) == 0) return p;
+  }
+  return NULL;
+}
+
+// Whether body output |out| is body input |in| itself or Identity of it.
+static bool passes(const Onnx__GraphProto* body, const char* out,
+                   const char* in) {
+  if (strcmp(out, in) == 0) return true;
+  const Onnx__NodeProto* p = producer(body, out);
+  return p && strcmp(p->op_type, "Identity") == 0 && p->n_input == 1 &&
+         strcmp(p->input[0], in) == 0;
+}
+
+// Whether any node of the main graph after node |index|, or a graph
+// output, reads |name|.
+static bool read_later(const tj_onnx_importer_t* im, int32_t index,
+                       const char* name) {
+  const Onnx__GraphProto* g = im->model->graph;
+  for (size_t i = 0; i < g->n_output; ++i)
+    if (strcmp(g->output[i]->name, name) == 0) return true;
+  for (size_t i = (size_t)index + 1; i < g->n_node; ++i)
+    for (size_t k = 0; k < g->node[i]->n_input; ++k)
+      if (strcmp(g->node[i]->input[k], name) == 0) return true;
+  return false;
+}
+
+// A Loop with a run-time trip count whose body is ONNX's expanded Range:
+// one loop-carried value prev and one scan output, the body prev + d (d
+// from outside the body) carried, prev scanned, the condition passed on.
+// Its scan output is then the running sum tj_graph_range_count computes,
+// of max(M, 0) elements (0 where the condition is false), its length a
+// value symbol computed before the run. *|out_taken| false when the body
+// is not of that form (nothing defined).
+static tj_status_t loop_running_sum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                    const Onnx__GraphProto* body,
+                                    bool* out_taken) {
+  *out_taken = false;
+  if (body->n_input != 3 || body->n_output != 3 || n->num_inputs != 3 ||
+      body->n_node > 3 || !n->inputs[0] || !n->inputs[2])
+    return NULL;
+  const char* cond = body->input[1]->name;
+  const char* prev = body->input[2]->name;
+  if (!passes(body, body->output[0]->name, cond) ||
+      !passes(body, body->output[2]->name, prev))
+    return NULL;
+  const Onnx__NodeProto* add = producer(body, body->output[1]->name);
+  if (!add || strcmp(add->op_type, "Add") != 0 || add->n_input != 2)
+    return NULL;
+  int which = strcmp(add->input[0], prev) == 0   ? 1
+              : strcmp(add->input[1], prev) == 0 ? 0
+                                                 : -1;
+  if (which < 0) return NULL;
+  const char* dname = add->input[which];
+  if (producer(body, dname) || strcmp(dname, cond) == 0 ||
+      strcmp(dname, prev) == 0 || strcmp(dname, body->input[0]->name) == 0)
+    return NULL;
+  for (size_t i = 0; i < body->n_node; ++i) {
+    const Onnx__NodeProto* p = body->node[i];
+    if (p != add && strcmp(p->op_type, "Identity") != 0) return NULL;
+  }
+  tj_onnx_val_t* delta = tj_onnx_lookup(im, dname);
+  tj_onnx_val_t* start = n->inputs[2];
+  if (!delta || delta->rank != 0 || start->rank != 0 ||
+      delta->dtype != start->dtype || delta->is_sequence || start->is_sequence)
+    return NULL;
+  *out_taken = true;
+  // The final carried value (the sum one step further) is not made: it
+  // must be unread.
+  if (n->proto->n_output > 0 && n->proto->output[0][0] &&
+      (im->scope_depth > 0 || read_later(im, n->index, n->proto->output[0])))
+    return tj_onnx_node_error(
+        im, n, TJ_STATUS_UNSUPPORTED,
+        "with a run-time trip count (\"%s\") the body runs as a running "
+        "sum whose scan output is computed, but its final loop-carried "
+        "value \"%s\" is read: not supported",
+        n->proto->input[0], n->proto->output[0]);
+  tj_value_t count =
+      tj_graph_reshape(G, tj_onnx_value(im, n->inputs[0]), 0, NULL);
+  tj_onnx_val_t* c = n->inputs[1];
+  if (c && c->data && !known_truth(c)) {
+    count = tj_graph_scalar(G, TJ_DTYPE_I64, 0);
+  } else if (c && !c->data) {
+    // The loop runs only while cond holds, and the body passes it on.
+    tj_dtype_t ct = tj_graph_value_dtype(G, count);
+    count = tj_graph_mul(
+        G, count,
+        tj_graph_cast(G, tj_graph_reshape(G, tj_onnx_value(im, c), 0, NULL),
+                      ct));
+  }
+  tj_onnx_val_t val;
+  TJ_RETURN_IF_ERROR(
+      val_of(im, n,
+             tj_graph_range_count(G, tj_onnx_value(im, start), count,
+                                  tj_onnx_value(im, delta)),
+             &val));
+  return define_out(im, n, 1, &val);
+}
+
 tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
   if (im->scope_depth == 0) im->unrolled_nodes = 0;
   const Onnx__GraphProto* body;
@@ -644,13 +748,19 @@ tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
                               "neither a trip count nor a condition: an "
                               "infinite loop");
   int64_t trips = INT64_MAX;
+  if (m && (!m->data || m->symbolic)) {
+    bool taken;
+    TJ_RETURN_IF_ERROR(loop_running_sum(im, n, body, &taken));
+    if (taken) return NULL;
+  }
   if (m) {
     if (!m->data || m->symbolic)
       return tj_onnx_node_error(
           im, n, TJ_STATUS_UNSUPPORTED,
           "input 0 (trip count M, \"%s\") must be a constant: the IR has no "
           "run-time loops, so the body is unrolled M times (a dynamic trip "
-          "count is not supported)",
+          "count is taken only by a body that is a running sum, prev + d, "
+          "scanned: ONNX's expanded Range)",
           n->proto->input[0]);
     if (numel(m) != 1 || (m->dtype != TJ_DTYPE_I64 && m->dtype != TJ_DTYPE_I32))
       return tj_onnx_node_error(im, n, TJ_STATUS_INVALID_ARGUMENT,

@@ -386,7 +386,9 @@ static tj_status_t cv_dropout(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     if (!t->data || t->dtype != TJ_DTYPE_BOOL || t->rank != 0)
       return fail(im, n, "training_mode must be a constant bool scalar");
     if (*(const uint8_t*)t->data)
-      return fail(im, n, "training_mode = true is not supported");
+      return fail(im, n,
+                  "training_mode = true with a ratio not known to be 0 draws "
+                  "a random mask (random ops are not supported)");
   }
   if (has_out(n, 0)) {
     tj_onnx_val_t copy = *n->inputs[0];
@@ -2071,8 +2073,8 @@ static tj_status_t cv_max_unpool(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 // MaxPool's Indices output: the flat index (row-major over N, C and the
 // spatial axes; storage_order 1: the spatial axes column-major) of each
 // window's first maximum, padding excluded. The window's taps are strided
-// slices of x padded with -inf; a running compare keeps the first maximum
-// and its position, computed from iotas. Spatial dims constant.
+// slices of x padded with the dtype's lowest value; a running compare keeps the
+// first maximum and its position, computed from iotas. Spatial dims constant.
 static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                     const tj_conv_attrs_t* a, tj_value_t y,
                                     tj_value_t* out_idx) {
@@ -2108,7 +2110,12 @@ static tj_status_t max_pool_indices(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     high[2 + i] = extent - a->pads_begin[i] - xv->dims[2 + i];
     if (high[2 + i] < 0) high[2 + i] = 0;
   }
-  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, -INFINITY);
+  // Padded with the dtype's lowest value (an integer's minimum), as
+  // max_pool pads.
+  double lowest = tj_dtype_is_int(xv->dtype)
+                      ? (double)tj_dtype_int_lowest(xv->dtype)
+                      : -INFINITY;
+  tj_value_t xp = tj_graph_pad(G, in(im, n, 0), low, high, lowest);
   // The N and C part of the index, and each spatial axis's output iota.
   int64_t nc[TJ_MAX_RANK];
   for (int32_t i = 0; i < rank; ++i) nc[i] = i < 2 ? yd[i] : 1;
@@ -2860,13 +2867,19 @@ static tj_status_t cv_tile(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 static tj_status_t cv_range(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                             const op_entry_t* e) {
   TJ_RETURN_IF_ERROR(need_inputs(im, n, 3, 3));
+  bool known = true;
   for (int32_t i = 0; i < 3; ++i) {
-    if (!n->inputs[i]->data || n->inputs[i]->symbolic)
-      return fail(im, n, "input %d must be a constant (the length is static)",
-                  (int)i);
-    if (numel_of_val(n->inputs[i]) != 1)
+    if (n->inputs[i]->rank > 1 ||
+        (n->inputs[i]->rank == 1 && n->inputs[i]->dims[0] != 1))
       return bad(im, n, "input %d is not a scalar", (int)i);
+    known &= n->inputs[i]->data && !n->inputs[i]->symbolic;
   }
+  // Scalars known only at run time: the length is computed from their
+  // values before each run (tj_graph_range), so they must be graph inputs
+  // or constants (its error says so).
+  if (!known)
+    return out(im, n, 0,
+               tj_graph_range(G, in(im, n, 0), in(im, n, 1), in(im, n, 2)));
   tj_dtype_t d = dtype_of(n, 0);
   double start = element_f64(n->inputs[0]), limit = element_f64(n->inputs[1]);
   double delta = element_f64(n->inputs[2]);
@@ -2904,6 +2917,92 @@ static tj_status_t cv_range(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     }
   }
   return out_known(im, n, 0, d, 1, &count, buf, (size_t)count * esize, false);
+}
+
+// numpy's float floor division (npy_floor_divide), which ONNX's
+// reference MelWeightMatrix takes for its bin indices.
+static double floor_divide(double a, double b) {
+  double mod = fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  double f = floor(div);
+  if (div - f > 0.5) f += 1;
+  return f;
+}
+
+// MelWeightMatrix at import, from its known scalars (its shape depends on
+// them): ONNX's reference step by step, f32 where numpy computes the
+// edges' mel values in f32 (a float32 input over Python ints), f64 from
+// the division by log(10) on; triangles [dft_length / 2 + 1, num_mel_bins].
+static tj_status_t cv_mel_weight_matrix(tj_onnx_importer_t* im,
+                                        tj_onnx_node_t* n,
+                                        const op_entry_t* e) {
+  TJ_RETURN_IF_ERROR(need_inputs(im, n, 5, 5));
+  for (int32_t i = 0; i < 5; ++i) {
+    if (!n->inputs[i]->data || n->inputs[i]->symbolic)
+      return fail(im, n,
+                  "input %d must be a constant (the matrix's shape and "
+                  "values are computed at import)",
+                  (int)i);
+    if (numel_of_val(n->inputs[i]) != 1)
+      return bad(im, n, "input %d is not a scalar", (int)i);
+  }
+  const int64_t mels = element_i64(n->inputs[0]);
+  const int64_t dft = element_i64(n->inputs[1]);
+  const int64_t rate = element_i64(n->inputs[2]);
+  if (mels < 1 || mels > 4096 || dft < 1 || dft > (1 << 20) || rate < 1)
+    return bad(im, n, "num_mel_bins %lld, dft_length %lld, sample_rate %lld",
+               (long long)mels, (long long)dft, (long long)rate);
+  tj_dtype_t d = TJ_DTYPE_F32;
+  const Onnx__AttributeProto* a = attr(n, "output_datatype");
+  if (a && a->has_i && !onnx_to_dtype(a->i, &d))
+    return fail(im, n, "output_datatype %s is not supported",
+                tj_onnx_type_name((int32_t)a->i));
+  double edge[2];
+  for (int32_t k = 0; k < 2; ++k) {
+    double hz = element_f64(n->inputs[3 + k]);
+    if (n->inputs[3 + k]->dtype == TJ_DTYPE_F32) {
+      float mel = 2595.0f * log1pf((float)hz / 700.0f);
+      edge[k] = (double)mel / log(10.0);
+    } else {
+      edge[k] = 2595.0 * log1p(hz / 700.0) / log(10.0);
+    }
+  }
+  const int64_t bins = mels + 2, rows = dft / 2 + 1;
+  const double step = (edge[1] - edge[0]) / (double)bins;
+  int64_t* at = tj_arena_alloc(&im->arena, (size_t)bins * sizeof(int64_t));
+  double* w =
+      tj_arena_alloc(&im->arena, (size_t)(rows * mels) * sizeof(double));
+  uint8_t* buf =
+      tj_arena_alloc(&im->arena, (size_t)(rows * mels) * tj_dtype_size(d));
+  if (!at || !w || !buf) return tj_status_oom();
+  for (int64_t k = 0; k < bins; ++k) {
+    double f = (double)k * step + edge[0];
+    f = 700.0 * expm1(f / 2595.0 * log(10.0));
+    at[k] = (int64_t)floor_divide((double)(dft + 1) * f, (double)rate);
+  }
+  memset(w, 0, (size_t)(rows * mels) * sizeof(double));
+  for (int64_t i = 0; i < mels; ++i) {
+    const int64_t lo = at[i], mid = at[i + 1], hi = at[i + 2];
+    if (lo < 0 || hi >= rows + 1 || mid < lo || hi < mid)
+      return fail(im, n,
+                  "mel bin %lld's edges %lld, %lld, %lld leave the %lld "
+                  "frequency bins",
+                  (long long)i, (long long)lo, (long long)mid, (long long)hi,
+                  (long long)rows);
+    if (mid == lo) {
+      if (mid < rows) w[mid * mels + i] = 1;
+    } else {
+      for (int64_t j = lo; j <= mid && j < rows; ++j)
+        w[j * mels + i] = (double)(j - lo) / (double)(mid - lo);
+    }
+    for (int64_t j = mid; j < hi && j < rows; ++j)
+      w[j * mels + i] = (double)(hi - j) / (double)(hi - mid);
+  }
+  for (int64_t k = 0; k < rows * mels; ++k) tj_store_f64(d, buf, k, w[k]);
+  int64_t dims[2] = {rows, mels};
+  return out_known(im, n, 0, d, 2, dims, buf,
+                   (size_t)(rows * mels) * tj_dtype_size(d), false);
 }
 
 static tj_status_t cv_eye_like(tj_onnx_importer_t* im, tj_onnx_node_t* n,
@@ -5369,6 +5468,7 @@ static const op_entry_t kOps[] = {
     OP("Gather", "axis,", cv_gather),
     OP("Tile", "", cv_tile),
     OP("Range", "", cv_range),
+    OP("MelWeightMatrix", "output_datatype,", cv_mel_weight_matrix),
     OP("EyeLike", "dtype,k,", cv_eye_like),
     OP("Trilu", "upper,", cv_trilu),
     {"DepthToSpace", "blocksize,mode,", cv_depth_space, NULL, NULL, NULL, 0},

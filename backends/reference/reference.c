@@ -1932,6 +1932,8 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
   const int64_t cg = conv ? in_c / w.groups : 1;
   const int64_t og = conv ? out_c / w.groups : 1;
   const bool include_pad = (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
+  const bool int_pool = op == TJ_OP_MAX_POOL && tj_dtype_is_int(x->dtype);
+  const bool unsigned_pool = x->dtype == TJ_DTYPE_U64;
   int64_t e = 0;  // the dense output element
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t o = 0; o < out_c; ++o)
@@ -1941,6 +1943,9 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
             // conv: the input channels of o's group; pools: o itself.
             const int64_t c0 = conv ? (o / og) * cg : o;
             double acc = 0, best = -INFINITY;
+            // An integer max_pool compares exactly in int64 (u64 unsigned)
+            // from the dtype's lowest value, its pad.
+            int64_t ibest = tj_dtype_int_lowest(x->dtype);
             int64_t inside = 0, padded = 0;
             for (int64_t c = c0; c < c0 + cg; ++c)
               for (int64_t k0 = 0; k0 < v.k[0]; ++k0) {
@@ -1971,6 +1976,16 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
                                     k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]);
                         break;
                       case TJ_OP_MAX_POOL:
+                        if (int_pool) {
+                          const int64_t xi = tj_load_i64(
+                              x->dtype, x->data,
+                              b * x->strides[0] + c * x->strides[1] +
+                                  p0 * v.xs[0] + p1 * v.xs[1] + p2 * v.xs[2]);
+                          if (unsigned_pool ? (uint64_t)xi > (uint64_t)ibest
+                                            : xi > ibest)
+                            ibest = xi;
+                          break;
+                        }
                         // maximum(best, x) in tap order: NaN propagates,
                         // and of equal values (+0 and -0) the later tap
                         // wins, as the decomposition's chain of maximum.
@@ -1999,6 +2014,10 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
                                    o * bias->strides[0]);
                 break;
               case TJ_OP_MAX_POOL:
+                if (int_pool) {
+                  tj_store_i64(out->dtype, out->data, e, ibest);
+                  continue;
+                }
                 r = best;
                 break;
               case TJ_OP_AVG_POOL:

@@ -282,10 +282,10 @@ TJ_API tj_status_t tj_custom_set_output_shape(const tj_tensor_t* output,
 //===----------------------------------------------------------------------===//
 
 // The library's own data-dependent ops. Each puts one node of a built-in
-// custom op in the graph (tj_nonzero, tj_unique or tj_nms, present in every
-// context; a host cannot register those names) for the step whose size only
-// the data decides, and writes the rest with core ops that fuse with their
-// neighbours. The data-dependent dim is a symbol of the node's own
+// custom op in the graph (tj_nonzero, tj_unique, tj_nms or tj_range,
+// present in every context; a host cannot register those names) for the step
+// whose size only the data decides, and writes the rest with core ops that fuse
+// with their neighbours. The data-dependent dim is a symbol of the node's own
 // (tj_custom_dynamic_dim), bounded as stated: memory is planned at the
 // bound, and the kernels after it run generic at the actual size, with no
 // recompile. The host kernel runs between the compiled kernels (a host
@@ -336,6 +336,33 @@ TJ_API tj_value_t tj_graph_non_max_suppression(
     tj_graph_t* graph, tj_value_t boxes, tj_value_t scores,
     tj_value_t max_output_boxes_per_class, tj_value_t iou_threshold,
     tj_value_t score_threshold, bool center_point_box);
+
+// ONNX Range (numpy.arange) whose scalars are known only at run time:
+// [L] of start + i * delta, L = max(ceil((limit - start) / delta), 0)
+// (integers exactly; floats in f64). |start|, |limit| and |delta| are
+// scalars (or [1]) of one dtype, a float or i8, i16, i32, i64, each
+// computed from graph inputs and constants by casts, reshapes and scalar
+// arithmetic (add, sub, mul, div, neg, abs, ceil, floor, relu, maximum,
+// minimum): L is computed from their values on the host when a run binds
+// its symbols, before anything is sized, and stays fixed for the run
+// (tj_executable_output_shape gives it; a plain tj_executable_run works),
+// so no bound is needed. A scalar that depends on anything else (a
+// reduction, a tensor element) is UNSUPPORTED, naming that node (the
+// sticky error). A run with delta 0 is INVALID_ARGUMENT; on CUDA the inputs
+// the length reads must be CPU tensors. The values come from the node's
+// host kernel (tj_range, a host call: integers in wrapping int64
+// arithmetic, f32, f16 and bf16 in f32 steps, f64 in f64).
+// Available since: 0.1 (ops15b).
+TJ_API tj_value_t tj_graph_range(tj_graph_t* graph, tj_value_t start,
+                                 tj_value_t limit, tj_value_t delta);
+
+// The running sum that ONNX's expanded Range (a Loop of prev + delta)
+// computes: [max(count, 0)] with y[0] = |start| and y[i] = y[i - 1] +
+// |delta|, each step rounded to the dtype (integers wrap). |count| is an
+// i64 or i32 scalar; the scalars follow tj_graph_range's rules, and so
+// does the length (a value symbol). Available since: 0.1 (ops15b).
+TJ_API tj_value_t tj_graph_range_count(tj_graph_t* graph, tj_value_t start,
+                                       tj_value_t count, tj_value_t delta);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -570,8 +570,10 @@ TJ_API tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
 TJ_API tj_value_t tj_graph_conv_transpose(tj_graph_t* graph, tj_value_t x,
                                           tj_value_t w, tj_value_t bias,
                                           const tj_conv_attrs_t* attrs);
-// Window max; padded positions are -inf (never chosen unless a window is
-// all padding). |attrs| is required (its kernel).
+// Window max, of a float or an integer x (ONNX MaxPool; bool refused);
+// padded positions hold the dtype's lowest value, -inf or the integer's
+// minimum (never chosen unless a window is all padding). |attrs| is
+// required (its kernel).
 TJ_API tj_value_t tj_graph_max_pool(tj_graph_t* graph, tj_value_t x,
                                     const tj_conv_attrs_t* attrs);
 // Window mean: the sum over the window's taps inside x divided by their

@@ -876,9 +876,13 @@ static tj_status_t pool(dec_t* d, uint32_t index, uint32_t x,
       TJ_RETURN_IF_ERROR(op_c(d, TJ_OP_POW, v, w->p, &v));
     }
   }
+  // max_pool pads with the dtype's lowest value (an integer's minimum).
+  const tj_dtype_t dt = d->rw.dst->nodes[v].dtype;
+  const double lowest =
+      tj_dtype_is_int(dt) ? (double)tj_dtype_int_lowest(dt) : -INFINITY;
   uint32_t xp;
   TJ_RETURN_IF_ERROR(
-      win_pad(d, v, low, high, op == TJ_OP_MAX_POOL ? -INFINITY : 0.0, &xp));
+      win_pad(d, v, low, high, op == TJ_OP_MAX_POOL ? lowest : 0.0, &xp));
   uint32_t acc = TJ_NODE_NONE;
   const tj_op_t combine = op == TJ_OP_MAX_POOL ? TJ_OP_MAXIMUM : TJ_OP_ADD;
   for (int64_t t = 0; t < taps; ++t) {

@@ -1667,7 +1667,8 @@ class Graph:
             self.handle, v._raw(), ctypes.byref(a)), fn)
 
     def max_pool(self, x: Value, kernel, **attrs) -> Value:
-        """Window max (tj_graph_max_pool); attrs: strides, dilations, pads,
+        """Window max of a float or integer x (tj_graph_max_pool; pads hold
+        the dtype's lowest value); attrs: strides, dilations, pads,
         ceil_mode, channels_last."""
         return self._pool("max_pool", x, kernel, **attrs)
 

@@ -2,11 +2,12 @@
 // emitter for sm_90a, no GPU needed: the padded x made once, the
 // channels-first im2col and its GEMMs (chunked for many channels, one
 // GEMM over the joined chunks for few: the RGB stem), depthwise, strided
-// pools, conv_transpose and an embedding lookup: every node in a kernel
-// and the PTX assembled by ptxas (its path is the first argument; "" skips
-// the assembly). Since cudaconv the f32 groups == 1 convs here are one
-// kernel of the CUDA CONV template (tests/unit/conv_cuda_ptx_test.c has
-// its variants), the grouped and depthwise ones still decompose.
+// pools (integer max pools too), conv_transpose and an embedding lookup:
+// every node in a kernel and the PTX assembled by ptxas (its path is the
+// first argument; "" skips the assembly). Since cudaconv the f32 groups == 1
+// convs here are one kernel of the CUDA CONV template
+// (tests/unit/conv_cuda_ptx_test.c has its variants), the grouped and depthwise
+// ones still decompose.
 
 #include <string.h>
 
@@ -75,6 +76,28 @@ TEST(pools_transpose_and_lookup_assemble) {
   tj_graph_output(g, tj_graph_max_pool(g, x, &a), "m");
   tj_graph_output(g, tj_graph_avg_pool(g, x, &a), "a");
   tj_test_check_ptx(g_ptxas, "pools", g);
+
+  // ops15b: integer max pools take the decomposition (the direct window
+  // kernel is f32), padded with the dtype's lowest value: u8 (ONNX's
+  // test_maxpool_2d_uint8, 5x5 pads 2), i8, i32, i64 and u64 (unsigned
+  // compares) at 3x3/2.
+  static const tj_dtype_t kInts[] = {TJ_DTYPE_U8, TJ_DTYPE_I8, TJ_DTYPE_I32,
+                                     TJ_DTYPE_I64, TJ_DTYPE_U64};
+  for (size_t i = 0; i < sizeof(kInts) / sizeof(kInts[0]); ++i) {
+    g = new_graph("int_pool");
+    tj_conv_attrs_t ia = a;
+    if (i == 0) {
+      memset(&ia, 0, sizeof(ia));
+      for (int k = 0; k < 2; ++k) {
+        ia.kernel[k] = 5;
+        ia.pads_begin[k] = ia.pads_end[k] = 2;
+      }
+    }
+    int64_t id[4] = {tj_graph_symbol(g, "B"), 3, 5, 7};
+    tj_value_t xi = tj_graph_input(g, kInts[i], 4, id, "x");
+    tj_graph_output(g, tj_graph_max_pool(g, xi, &ia), "m");
+    tj_test_check_ptx(g_ptxas, "int max_pool", g);
+  }
 
   g = new_graph("conv_transpose");
   tj_value_t t =

@@ -6,9 +6,10 @@
 // condition (only the taken branch imported) and on a run-time one (both
 // and a select), Loop unrolled (a for loop, a while loop on a known
 // condition, carried values that grow, scan outputs), Scan with axes and
-// directions, opset 8's Scan, every error path by code and message, the
-// graphs compiled for x86 at every ISA tier against the reference, and
-// the failing-allocator sweep over the import of each.
+// directions, opset 8's Scan, a Loop with a run-time trip count whose
+// body is a running sum (ONNX's expanded Range), every error path by code
+// and message, the graphs compiled for x86 at every ISA tier against the
+// reference, and the failing-allocator sweep over the import of each.
 
 #include <math.h>
 #include <stdarg.h>
@@ -673,6 +674,94 @@ TEST(loop_errors) {
   pool_free();
 }
 
+//===--- Loop with a run-time trip count: a running sum (ops15b) ---===//
+
+// ys = Loop(M, cond, start) with the body prev + delta carried and prev
+// scanned (ONNX's expanded Range); M a graph input; |cond_mode| 0: no
+// cond, 1: true, 2: a graph input. |read_final|: the final carried value
+// "yf" is a graph output too.
+static void build_running_sum(model_t* m, int cond_mode, bool read_final) {
+  model_init(m, 13);
+  add_input(m, value_info("start", F32, 0, NULL));
+  add_input(m, value_info("delta", F32, 0, NULL));
+  add_input(m, value_info("M", I64, 0, NULL));
+  const char* cname = "";
+  if (cond_mode == 1) {
+    add_init(m, scalar_bool("c0", true));
+    cname = "c0";
+  } else if (cond_mode == 2) {
+    add_input(m, value_info("c0", BOOL, 0, NULL));
+    cname = "c0";
+  }
+  Onnx__NodeProto** body_nodes = zalloc(sizeof(void*) * 3);
+  body_nodes[0] = NODE("Identity", "c", L("c_in"), L("c_out"), 0, NULL);
+  body_nodes[1] = NODE("Add", "next", L("prev", "delta"), L("cur"), 0, NULL);
+  body_nodes[2] = NODE("Identity", "scan", L("prev"), L("r"), 0, NULL);
+  Onnx__GraphProto* body =
+      subgraph("body", 3, body_nodes, 3,
+               INFOS(value_info("i", I64, 0, NULL),
+                     value_info("c_in", BOOL, 0, NULL), untyped("prev")),
+               3, INFOS(untyped("c_out"), untyped("cur"), untyped("r")));
+  add_node(
+      m, node("Loop", "loop", 3, (const char* const[]){"M", cname, "start"}, 2,
+              (const char* const[]){"yf", "ys"}, 1,
+              attrs(1, attr_graph("body", body))));
+  add_output(m, value_info("ys", F32, 0, NULL));
+  if (read_final) add_output(m, value_info("yf", F32, 0, NULL));
+}
+
+// The scan of |count| steps from 1.5 by 0.1 in f32 on the reference and
+// on x86; |cond| the condition input's value where the model takes one.
+static void check_running_sum(tj_context_t* ctx, int cond_mode, int64_t mv,
+                              bool cond, int64_t count) {
+  model_t m;
+  tj_graph_t* g = NULL;
+  build_running_sum(&m, cond_mode, false);
+  CHECK_OK(import(ctx, &m, &g));
+  if (!g) return;
+  float start = 1.5f, delta = 0.1f, ys[16], xs[16];
+  uint8_t c = cond;
+  tj_tensor_t ins[4] = {tj_tensor_make(&start, TJ_DTYPE_F32, 0, NULL),
+                        tj_tensor_make(&delta, TJ_DTYPE_F32, 0, NULL),
+                        tj_tensor_make(&mv, TJ_DTYPE_I64, 0, NULL),
+                        tj_tensor_make(&c, TJ_DTYPE_BOOL, 0, NULL)};
+  int32_t nin = cond_mode == 2 ? 4 : 3;
+  CHECK_OK(run1(g, ins, nin, ys, 1, &count));
+  tj_compile_options_t o = tj_test_x86_options(1);
+  tj_executable_t* exe = NULL;
+  CHECK_OK(tj_compile(g, &o, &exe));
+  tj_tensor_t out = tj_tensor_make(xs, TJ_DTYPE_F32, 1, &count);
+  if (exe) CHECK_OK(tj_executable_run(exe, ins, nin, &out, 1));
+  float prev = start;
+  for (int64_t i = 0; i < count; ++i) {
+    CHECK(ys[i] == prev && xs[i] == prev);
+    prev += delta;
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+}
+
+TEST(loop_running_sum) {
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  check_running_sum(ctx, 0, 7, true, 7);
+  check_running_sum(ctx, 1, 12, true, 12);
+  check_running_sum(ctx, 0, 0, true, 0);
+  check_running_sum(ctx, 0, -3, true, 0);
+  check_running_sum(ctx, 2, 5, true, 5);
+  check_running_sum(ctx, 2, 5, false, 0);
+  // The final carried value is not made: reading it is refused.
+  model_t m;
+  tj_graph_t* g = NULL;
+  build_running_sum(&m, 0, true);
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 0 \"loop\" (Loop, opset 13): with a run-time trip count "
+               "(\"M\") the body runs as a running sum whose scan output is "
+               "computed, but its final loop-carried value \"yf\" is read",
+               import(ctx, &m, &g));
+  tj_context_destroy(ctx);
+}
+
 //===--- Scan ---===//
 
 // Scan over x[2,4,3] along axis 1 (|in_dir| 1: in reverse) with a state
@@ -1265,6 +1354,7 @@ int main(void) {
   RUN_TEST(loop_unrolled);
   RUN_TEST(loop_carried_known_values_grow);
   RUN_TEST(loop_errors);
+  RUN_TEST(loop_running_sum);
   RUN_TEST(scan_axes_directions);
   RUN_TEST(scan_known_values_fold);
   RUN_TEST(scan8_batch_axis);

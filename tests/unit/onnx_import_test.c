@@ -2164,6 +2164,65 @@ TEST(det_import) {
   pool_free();
 }
 
+// ops15b: MelWeightMatrix computed at import from known scalars, against
+// ONNX's reference (onnx 1.23's ReferenceEvaluator) at num_mel_bins 4,
+// dft_length 64, sample_rate 1000, 20 to 450 Hz: bin edges 2, 5, 9, 13,
+// 18, 23 of 33 frequency bins; a scalar given at run time is refused in
+// words the node suite pins.
+TEST(mel_weight_matrix) {
+  static const struct {
+    int row, col;
+    float v;
+  } kNonzero[] = {
+      {2, 0, 0.25f},  {3, 0, 0.5f},  {4, 0, 0.75f}, {5, 0, 1},
+      {6, 0, 0.75f},  {6, 1, 0.25f}, {7, 0, 0.5f},  {7, 1, 0.5f},
+      {8, 0, 0.25f},  {8, 1, 0.75f}, {9, 1, 1},     {10, 1, 0.75f},
+      {10, 2, 0.25f}, {11, 1, 0.5f}, {11, 2, 0.5f}, {12, 1, 0.25f},
+      {12, 2, 0.75f}, {13, 2, 1},    {14, 2, 0.8f}, {14, 3, 0.2f},
+      {15, 2, 0.6f},  {15, 3, 0.4f}, {16, 2, 0.4f}, {16, 3, 0.6f},
+      {17, 2, 0.2f},  {17, 3, 0.8f}, {18, 3, 1},    {19, 3, 0.8f},
+      {20, 3, 0.6f},  {21, 3, 0.4f}, {22, 3, 0.2f},
+  };
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  for (int given = 0; given < 2; ++given) {
+    model_t m;
+    tj_graph_t* g = NULL;
+    model_init(&m, 17);
+    static const float kLo = 20, kHi = 450;
+    add_init(&m, scalar_i64("mels", 4));
+    add_init(&m, scalar_i64("dft", 64));
+    if (given)
+      add_input(&m, value_info("rate", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0,
+                               NULL, NULL));
+    else
+      add_init(&m, scalar_i64("rate", 1000));
+    add_init(&m, tensor_f32("lo", 0, NULL, &kLo, 1, false));
+    add_init(&m, tensor_f32("hi", 0, NULL, &kHi, 1, false));
+    add_node(&m, node("MelWeightMatrix", "mel", 5,
+                      (const char* const[]){"mels", "dft", "rate", "lo", "hi"},
+                      1, (const char* const[]){"y"}, 0, NULL));
+    add_output(&m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2,
+                              (const int64_t[]){33, 4}, NULL));
+    if (given) {
+      CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+                   "(MelWeightMatrix, opset 17): input 2 must be a constant",
+                   import(ctx, &m, NULL, &g));
+      continue;
+    }
+    CHECK_OK(import(ctx, &m, NULL, &g));
+    if (!g) continue;
+    float want[33 * 4] = {0}, y[33 * 4];
+    for (size_t k = 0; k < sizeof(kNonzero) / sizeof(kNonzero[0]); ++k)
+      want[kNonzero[k].row * 4 + kNonzero[k].col] = kNonzero[k].v;
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 2, (int64_t[]){33, 4});
+    CHECK_OK(tj_reference_run(g, NULL, 0, &out, 1));
+    CHECK(memcmp(y, want, sizeof(y)) == 0);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2186,6 +2245,7 @@ int main(void) {
   RUN_TEST(training_ops);
   RUN_TEST(qlinear_matmul_conv_integer);
   RUN_TEST(optional_values);
+  RUN_TEST(mel_weight_matrix);
   RUN_TEST(sequences_resolved);
   RUN_TEST(det_import);
   TEST_MAIN_END();
