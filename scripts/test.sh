@@ -113,7 +113,11 @@ build_targets=("${fuzz_targets[@]/#/tests/fuzz/}")
 # every test.
 # TJ_TEST_SUBSET=sanitizer: likewise, the tests whose variants differ
 # only in an element type on one emitter path keep one of each family
-# (tj_test_sanitizer_subset in tests/unit/test.h).
+# (tj_test_sanitizer_subset in tests/unit/test.h), and the PTX tests whose
+# time is LLVM's NVPTX codegen of many similar kernels (the GEMM
+# candidates, a schedule at several shapes) a covering subset: the line
+# coverage of our code over this leg's tests is that of the whole cases
+# (tj_test_ways, tj_test_candidates and the tests that read them).
 TJ_TEST_TIERS=host TJ_TEST_SUBSET=sanitizer CC=clang-19 CXX=clang++-19 \
   run_suite build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \

@@ -281,10 +281,15 @@ TEST(lse_joins_the_forward) {
       {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true},
       {TJ_DTYPE_F16, 64, 64, 8, 1, false, 0, true},
   };
+  // The sanitizer leg (tj_test_sanitizer_subset): each variant in one of
+  // the two kernels, alternating; the plain leg takes both.
+  const bool subset = tj_test_sanitizer_subset();
   for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); ++i) {
-    check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_ctx, g_sep_ctx, kTrans);
-    check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_default_ctx, g_sep_default_ctx,
-                    kRegA);
+    if (!subset || i % 2 == 0)
+      check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_ctx, g_sep_ctx, kTrans);
+    if (!subset || i % 2 == 1)
+      check_lse_joins(&vs[i], TJ_NVPTX_SM_90A, g_default_ctx, g_sep_default_ctx,
+                      kRegA);
   }
   check_lse_joins(&vs[2], TJ_NVPTX_SM_80, g_default_ctx, g_sep_default_ctx,
                   kTrans);
@@ -662,16 +667,21 @@ TEST(wgmma_grad_variants) {
   // and wgmma-pingpong.
   static const tj_dtype_t dts[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const int64_t ds[] = {64, 128};
+  // The sanitizer leg (tj_test_sanitizer_subset): the default schedule at
+  // every head dim and causality, the other three each at two of the four,
+  // one a head dim, alternating (|half|); the plain leg takes them all.
+  const bool subset = tj_test_sanitizer_subset();
   for (int di = 0; di < 2; ++di)
     for (int ti = 0; ti < (int)tj_test_num_half_types(); ++ti)
       for (int causal = 0; causal < 2; ++causal) {
         variant_t v = {dts[ti], ds[di], ds[di], 4, 4, causal != 0, 0, false};
+        const bool half = !subset || (di + causal) % 2 == 0;
         check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_default_ctx);
-        if (ti == 0) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_wide_ctx);
+        if (ti == 0 && half) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_wide_ctx);
         // f16's (bf16's in the sanitizer leg, which runs it alone).
-        if (ti == (int)tj_test_num_half_types() - 1)
+        if (ti == (int)tj_test_num_half_types() - 1 && (!subset || !half))
           check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_stepwise_ctx);
-        check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_pingpong_ctx);
+        if (half) check_wgmma_grad(&v, TJ_NVPTX_SM_90A, g_pingpong_ctx);
       }
   // Grouped-query heads with symbolic sizes; sm_80 keeps mma.sync.
   variant_t gqa = {TJ_DTYPE_BF16, 128, 128, 8, 2, true, 0, true};

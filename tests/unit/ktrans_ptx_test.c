@@ -232,7 +232,7 @@ TEST(every_schedule_kmajor) {
   for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int s = 0; s <= SHAPE_SHARED; ++s) {
       for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
-        if (tj_test_covers(i, s, SHAPE_SHARED + 1, t ? 1 : 2))
+        if (tj_test_covers(i, s, SHAPE_SHARED + 1, t ? 1 : tj_test_ways(2)))
           check_schedule(kTypes[t], (shape_t)s, &kSchedules[i],
                          TJ_NVPTX_SM_90A);
       }
@@ -247,7 +247,7 @@ TEST(every_schedule_kmajor) {
 TEST(tf32_kmajor) {
   for (int s = 0; s <= SHAPE_SHARED; ++s) {
     for (size_t i = 0; i < TJ_ARRAY_SIZE(kTf32); ++i) {
-      if (tj_test_covers(i, s, SHAPE_SHARED + 1, 2))
+      if (tj_test_covers(i, s, SHAPE_SHARED + 1, tj_test_ways(2)))
         check_schedule(TJ_DTYPE_F32, (shape_t)s, &kTf32[i], TJ_NVPTX_SM_90A);
     }
   }
@@ -362,16 +362,18 @@ static tj_graph_t* build(tj_dtype_t dt, form_t form, bool transposed) {
 }
 
 static void compile_ptx(tj_graph_t* g, bool tf32, tj_nvptx_arch_t arch,
-                        tj_cuda_offline_ptx_t* ptx) {
+                        bool candidates, tj_cuda_offline_ptx_t* ptx) {
   tj_compile_options_t o;
   tj_compile_options_initialize(&o);
   o.target = TJ_TARGET_CUDA;
   o.cuda.allow_tf32 = tf32;
+  if (!candidates) o.autotune = TJ_AUTOTUNE_OFF;
   memset(ptx, 0, sizeof(*ptx));
   CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, tj_allocator_system(), ptx));
 }
 
-static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
+static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch,
+                       bool candidates) {
   bool tf32 = dt == TJ_DTYPE_F32;
   char what[96];
   snprintf(what, sizeof(what), "%s %s%s %s", tj_dtype_name(dt),
@@ -385,8 +387,8 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
     return;
   }
   tj_cuda_offline_ptx_t pt, pn;
-  compile_ptx(gt, tf32, arch, &pt);
-  compile_ptx(gn, tf32, arch, &pn);
+  compile_ptx(gt, tf32, arch, candidates, &pt);
+  compile_ptx(gn, tf32, arch, candidates, &pn);
   // One kernel, nothing on the host: the transpose is the GEMM's view of w.
   if (pt.num_host_steps || pt.num_kernels != 1)
     fprintf(stderr, "  %s: %u kernels, %u host steps\n", what, pt.num_kernels,
@@ -434,10 +436,12 @@ TEST(graphs_run_on_the_gpu) {
   size_t types = tj_test_num_half_types();
   for (int f = 0; f <= FORM_HEADS; ++f) {
     for (size_t a = 0; a < TJ_ARRAY_SIZE(kArchs); ++a)
-      check_form(kTypes[((size_t)f + a) % types], (form_t)f, kArchs[a]);
+      check_form(kTypes[((size_t)f + a) % types], (form_t)f, kArchs[a],
+                 tj_test_candidates(f == FORM_PLAIN || f == FORM_BATCHED));
   }
-  check_form(TJ_DTYPE_F32, FORM_GELU, TJ_NVPTX_SM_90A);
-  check_form(TJ_DTYPE_F32, FORM_LINEAR3, TJ_NVPTX_SM_90A);
+  check_form(TJ_DTYPE_F32, FORM_GELU, TJ_NVPTX_SM_90A, true);
+  check_form(TJ_DTYPE_F32, FORM_LINEAR3, TJ_NVPTX_SM_90A,
+             tj_test_candidates(false));
   tj_test_ptxas_wait();
 }
 

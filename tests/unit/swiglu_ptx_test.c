@@ -197,7 +197,7 @@ TEST(every_dual_schedule) {
   for (size_t t = 0; t < tj_test_num_half_types(); ++t) {
     for (int v = 0; v < kVariants; ++v) {
       for (size_t i = 0; i < TJ_ARRAY_SIZE(kSchedules); ++i) {
-        if (tj_test_covers(i, v, kVariants, t ? 1 : 2))
+        if (tj_test_covers(i, v, kVariants, t ? 1 : tj_test_ways(2)))
           check_schedule(kTypes[t], (shape_t)(v / 2), v % 2 != 0,
                          &kSchedules[i]);
       }
@@ -344,7 +344,8 @@ static tj_graph_t* build(tj_dtype_t dt, form_t form) {
   return g;
 }
 
-static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
+static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch,
+                       bool candidates) {
   char what[96];
   snprintf(what, sizeof(what), "%s %s %s", tj_dtype_name(dt), kFormNames[form],
            tj_nvptx_arch_name(arch));
@@ -354,6 +355,7 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
   tj_compile_options_initialize(&o);
   o.target = TJ_TARGET_CUDA;
   o.cuda.allow_tf32 = dt == TJ_DTYPE_F32;
+  if (!candidates) o.autotune = TJ_AUTOTUNE_OFF;
   tj_cuda_offline_ptx_t pt;
   memset(&pt, 0, sizeof(pt));
   CHECK_OK(tj_cuda_compile_ptx(g, &o, arch, tj_allocator_system(), &pt));
@@ -385,15 +387,19 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch) {
 
 // Every form once, bf16 and f16 in turn (the dtype is one word of the
 // wgmma; the sanitizer leg, tj_test_num_half_types, takes bf16 alone), so
-// both dtypes take the dual form and a refused one.
+// both dtypes take the dual form and a refused one. The sanitizer leg
+// compiles the GEMM candidates (tj_test_candidates) of the first graph of
+// each family alone: the dual kernel's (silu), sm_80's, two kernels' (two
+// A) and f32's.
 TEST(graphs) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   size_t types = tj_test_num_half_types();
   for (int f = 0; f <= FORM_MIXED; ++f) {
-    check_form(kTypes[(size_t)f % types], (form_t)f, TJ_NVPTX_SM_90A);
-    if (f == FORM_SILU) check_form(kTypes[0], (form_t)f, TJ_NVPTX_SM_80);
+    check_form(kTypes[(size_t)f % types], (form_t)f, TJ_NVPTX_SM_90A,
+               tj_test_candidates(f == FORM_SILU || f == FORM_TWO_A));
+    if (f == FORM_SILU) check_form(kTypes[0], (form_t)f, TJ_NVPTX_SM_80, true);
   }
-  check_form(TJ_DTYPE_F32, FORM_SILU, TJ_NVPTX_SM_90A);
+  check_form(TJ_DTYPE_F32, FORM_SILU, TJ_NVPTX_SM_90A, true);
   tj_test_ptxas_wait();
 }
 

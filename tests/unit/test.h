@@ -321,11 +321,37 @@ static inline void tj_test_skip_host_tier(void) {
 // leg runs every variant. The tests that read it: ktrans_ptx_test,
 // swiglu_ptx_test and attention_ptx_test, through tj_test_num_half_types,
 // blocks_ptx_test (a symbolic batch alone), x86_gemm_bf16_test (the
-// shapes of less oracle work: its oracle_budget) and wqgemm_ptx_test (each
-// case on one arch a kernel, alternating: its on_arch).
+// shapes of less oracle work: its oracle_budget), wqgemm_ptx_test (each
+// case on one arch a kernel, alternating: its on_arch), conv_cuda_ptx_test
+// (each variant on one arch a math mode), attention_ptx_test (its lse and
+// backward schedule variants alternating) and blocks_linears_test (one
+// block a dtype); tj_test_ways and tj_test_candidates below. Each subset
+// keeps the gcov line coverage of lib/, kir/, jit/ and backends/ over the
+// sanitizer leg's tests as it was with the whole cases.
 static inline bool tj_test_sanitizer_subset(void) {
   const char* subset = getenv("TJ_TEST_SUBSET");
   return subset && strcmp(subset, "sanitizer") == 0;
+}
+
+// How many variants a covering design (tj_test_covers) gives each entry
+// of a schedule table: |ways| in the plain leg, one in the sanitizer leg
+// (tj_test_sanitizer_subset), where every schedule still meets one variant
+// and every variant the schedules of one residue class: the emitter paths
+// (our C code) a schedule and a variant take are reached again, and the
+// plain leg checks every pair the design gives.
+static inline int tj_test_ways(int ways) {
+  return tj_test_sanitizer_subset() ? 1 : ways;
+}
+
+// Whether a graph-level test compiles the GEMM candidates (autotuning on)
+// for the graph it calls |first| of a family: always in the plain leg; in
+// the sanitizer leg for the first alone, the others with autotuning off
+// (their main kernels and host steps as before). A family's candidates
+// are the same templates over the same options: the first reaches the
+// candidate emitters' code, and LLVM's codegen of each candidate is most
+// of such a compile.
+static inline bool tj_test_candidates(bool first) {
+  return first || !tj_test_sanitizer_subset();
 }
 
 // How many of a test's {bf16, f16} pair to run: f16 takes bf16's GEMM
