@@ -907,12 +907,11 @@ static tj_status_t nchwc_relayout(const target_t* t, const nchwc_value_t* v,
   return NULL;
 }
 
-// An observed run's observer after step |s|: the values held blocked that
-// the step wrote are shown to it row-major (as the observer's contract
-// says every value is), and blocked again for their readers.
-static tj_status_t observe_step(const target_t* t, const program_t* p,
-                                const int64_t* sym, frame_t* f, uint32_t s,
-                                tj_step_observer_fn observe, void* user) {
+// The values step |s| wrote blocked, relaid in place: to row-major
+// (|to_rows|) or back to blocked.
+static tj_status_t relayout_step(const target_t* t, const program_t* p,
+                                 const int64_t* sym, frame_t* f, uint32_t s,
+                                 bool to_rows) {
   const tj_graph_t* g = t->plan->graph;
   for (uint32_t b = 0; b < p->num_blocked; ++b) {
     const nchwc_value_t* v = &p->blocked[b];
@@ -920,18 +919,21 @@ static tj_status_t observe_step(const target_t* t, const program_t* p,
     int64_t n;
     TJ_RETURN_IF_ERROR(
         tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
-    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], true));
-  }
-  TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
-  for (uint32_t b = 0; b < p->num_blocked; ++b) {
-    const nchwc_value_t* v = &p->blocked[b];
-    if (v->step != s) continue;
-    int64_t n;
     TJ_RETURN_IF_ERROR(
-        tj_dim_eval(&g->dims, g->nodes[v->node].dims[0], sym, &n));
-    TJ_RETURN_IF_ERROR(nchwc_relayout(t, v, n, (float*)f->loc[v->node], false));
+        nchwc_relayout(t, v, n, (float*)f->loc[v->node], to_rows));
   }
   return NULL;
+}
+
+// An observed run's observer after step |s|: the values held blocked that
+// the step wrote are shown to it row-major (as the observer's contract
+// says every value is), and blocked again for their readers.
+static tj_status_t observe_step(const target_t* t, const program_t* p,
+                                const int64_t* sym, frame_t* f, uint32_t s,
+                                tj_step_observer_fn observe, void* user) {
+  TJ_RETURN_IF_ERROR(relayout_step(t, p, sym, f, s, true));
+  TJ_RETURN_IF_ERROR(observe(user, s, f->loc));
+  return relayout_step(t, p, sym, f, s, false);
 }
 
 static tj_status_t run_frame(target_t* t, program_t* p, const int64_t* sym,
