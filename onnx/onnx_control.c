@@ -614,9 +614,18 @@ static const Onnx__NodeProto* producer(const Onnx__GraphProto* body,
                                        const char* name) {
   for (size_t i = 0; i < body->n_node; ++i) {
     const Onnx__NodeProto* p = body->node[i];
-    if (p->n_output >= 1 && strcmp(p->output[0], name) == 0) return p;
+    if (p->n_output >= 1 && p->op_type && strcmp(p->output[0], name) == 0)
+      return p;
   }
   return NULL;
+}
+
+// Whether the |count| value infos all have names (an optional string that a
+// malformed file may leave out).
+static bool all_named(Onnx__ValueInfoProto* const* infos, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!infos[i]->name || !infos[i]->name[0]) return false;
+  return true;
 }
 
 // Whether body output |out| is body input |in| itself or Identity of it.
@@ -634,7 +643,8 @@ static bool read_later(const tj_onnx_importer_t* im, int32_t index,
                        const char* name) {
   const Onnx__GraphProto* g = im->model->graph;
   for (size_t i = 0; i < g->n_output; ++i)
-    if (strcmp(g->output[i]->name, name) == 0) return true;
+    if (g->output[i]->name && strcmp(g->output[i]->name, name) == 0)
+      return true;
   for (size_t i = (size_t)index + 1; i < g->n_node; ++i)
     for (size_t k = 0; k < g->node[i]->n_input; ++k)
       if (strcmp(g->node[i]->input[k], name) == 0) return true;
@@ -653,7 +663,8 @@ static tj_status_t loop_running_sum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
                                     bool* out_taken) {
   *out_taken = false;
   if (body->n_input != 3 || body->n_output != 3 || n->num_inputs != 3 ||
-      body->n_node > 3 || !n->inputs[0] || !n->inputs[2])
+      body->n_node > 3 || !n->inputs[0] || !n->inputs[2] ||
+      !all_named(body->input, 3) || !all_named(body->output, 3))
     return NULL;
   const char* cond = body->input[1]->name;
   const char* prev = body->input[2]->name;
@@ -673,7 +684,8 @@ static tj_status_t loop_running_sum(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     return NULL;
   for (size_t i = 0; i < body->n_node; ++i) {
     const Onnx__NodeProto* p = body->node[i];
-    if (p != add && strcmp(p->op_type, "Identity") != 0) return NULL;
+    if (p != add && (!p->op_type || strcmp(p->op_type, "Identity") != 0))
+      return NULL;
   }
   tj_onnx_val_t* delta = tj_onnx_lookup(im, dname);
   tj_onnx_val_t* start = n->inputs[2];
