@@ -207,8 +207,8 @@ static void run_case(tj_dtype_t dt, const window_t* w) {
     int bad = 0;
     for (int64_t i = 0; i < yn; ++i) {
       int64_t wv = tj_load_i64(dt, want, i);
-      int64_t wq = tj_load_i64(dt, want, i) + 1;
-      tj_store_i64(dt, want, i, wq);  // wraps to the dtype
+      int64_t wq = (int64_t)((uint64_t)wv + 1);  // (u64: INT64_MAX + 1 wraps)
+      tj_store_i64(dt, want, i, wq);             // wraps to the dtype
       wq = tj_load_i64(dt, want, i);
       tj_store_i64(dt, want, i, wv);
       bool ok = tj_load_i64(dt, got[0], i) == wv &&

@@ -163,8 +163,11 @@ static void run_typed(tj_dtype_t dt, const void* start, const void* limit,
     CHECK(memcmp(y, r, (size_t)len * es) == 0);
     for (int64_t i = 0; i < n; ++i) {
       if (tj_dtype_is_int(dt)) {
+        // In u64, as the kernel's wrapping int64 arithmetic: i * delta may
+        // pass INT64_MAX on the way to an element that fits.
         int64_t want =
-            tj_load_i64(dt, start, 0) + i * tj_load_i64(dt, delta, 0);
+            (int64_t)((uint64_t)tj_load_i64(dt, start, 0) +
+                      (uint64_t)i * (uint64_t)tj_load_i64(dt, delta, 0));
         CHECK(tj_load_i64(dt, y, i) == want);
       } else {
         CHECK(tj_load_f64(dt, y, i) == first + (double)i * step);
