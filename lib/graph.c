@@ -241,26 +241,57 @@ int64_t tj_graph_symbol(tj_graph_t* graph, const char* name) {
   return dim;
 }
 
-static int64_t dim_op(tj_graph_t* graph, bool multiply, int64_t a, int64_t b) {
-  if (!building(graph, multiply ? "tj_graph_dim_mul" : "tj_graph_dim_add"))
-    return TJ_DIM_INVALID;
+typedef enum dim_op_e { DIM_ADD, DIM_SUB, DIM_MUL, DIM_DIV } dim_op_t;
+
+static int64_t dim_op(tj_graph_t* graph, dim_op_t op, int64_t a, int64_t b) {
+  static const char* const kNames[] = {"tj_graph_dim_add", "tj_graph_dim_sub",
+                                       "tj_graph_dim_mul", "tj_graph_dim_div"};
+  if (!building(graph, kNames[op])) return TJ_DIM_INVALID;
   int64_t dim = TJ_DIM_INVALID;
-  tj_status_t status = multiply ? tj_dim_mul(&graph->dims, a, b, &dim)
-                                : tj_dim_add(&graph->dims, a, b, &dim);
+  tj_status_t status = NULL;
+  switch (op) {
+    case DIM_ADD:
+      status = tj_dim_add(&graph->dims, a, b, &dim);
+      break;
+    case DIM_SUB:
+      status = tj_dim_sub(&graph->dims, a, b, &dim);
+      break;
+    case DIM_MUL:
+      status = tj_dim_mul(&graph->dims, a, b, &dim);
+      break;
+    case DIM_DIV: {
+      bool exact = false;
+      status = tj_dim_div_exact(&graph->dims, a, b, &dim, &exact);
+      if (!status && !exact) {
+        char sa[128], sb[128];
+        tj_dim_format(&graph->dims, a, sa, sizeof(sa));
+        tj_dim_format(&graph->dims, b, sb, sizeof(sb));
+        status = tj_invalid("%s does not divide %s exactly", sb, sa);
+      }
+      break;
+    }
+  }
   if (status) {
-    tj_graph_record_error(
-        graph, tj_status_annotate(status, multiply ? "dim_mul" : "dim_add"));
+    tj_graph_record_error(graph, tj_status_annotate(status, "%s", kNames[op]));
     return TJ_DIM_INVALID;
   }
   return dim;
 }
 
 int64_t tj_graph_dim_add(tj_graph_t* graph, int64_t a, int64_t b) {
-  return dim_op(graph, false, a, b);
+  return dim_op(graph, DIM_ADD, a, b);
+}
+
+int64_t tj_graph_dim_sub(tj_graph_t* graph, int64_t a, int64_t b) {
+  return dim_op(graph, DIM_SUB, a, b);
 }
 
 int64_t tj_graph_dim_mul(tj_graph_t* graph, int64_t a, int64_t b) {
-  return dim_op(graph, true, a, b);
+  return dim_op(graph, DIM_MUL, a, b);
+}
+
+int64_t tj_graph_dim_div(tj_graph_t* graph, int64_t a, int64_t b) {
+  return dim_op(graph, DIM_DIV, a, b);
 }
 
 //===--- leaves ---===//

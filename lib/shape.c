@@ -434,6 +434,44 @@ tj_status_t tj_dim_mul(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out) {
   return result == INTERN_OK ? NULL : op_error(tab, result, "*", a, b);
 }
 
+tj_status_t tj_dim_sub(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out) {
+  if (!dim_valid(tab, a)) return invalid_dim(tab, a);
+  if (!dim_valid(tab, b)) return invalid_dim(tab, b);
+  char sa[128], sb[128];
+  if (a >= 0 && b >= 0) {
+    if (a >= b) {
+      *out = a - b;
+      return NULL;
+    }
+    return tj_invalid("dim %lld - %lld is negative", (long long)a,
+                      (long long)b);
+  }
+  wpoly_t p, q;
+  load(tab, a, &p);
+  load(tab, b, &q);
+  for (uint32_t i = 0; i < q.num_terms; ++i) {
+    wterm_t t = q.terms[i];
+    if (t.coeff == INT64_MIN) return op_error(tab, INTERN_OK, "-", a, b);
+    t.coeff = -t.coeff;
+    p.terms[p.num_terms++] = t;
+  }
+  if (!canonicalize(&p)) return op_error(tab, INTERN_OK, "-", a, b);
+  // Only what add and mul could have built is a dim: a term with a
+  // negative coefficient (T - 1) is negative for some symbol value.
+  for (uint32_t i = 0; i < p.num_terms; ++i) {
+    if (p.terms[i].coeff < 0) {
+      tj_dim_format(tab, a, sa, sizeof(sa));
+      tj_dim_format(tab, b, sb, sizeof(sb));
+      return tj_invalid(
+          "dim %s - %s is no dim: it is negative for some values of its "
+          "symbols",
+          sa, sb);
+    }
+  }
+  intern_result_t r = intern(tab, &p, out);
+  return r == INTERN_OK ? NULL : op_error(tab, r, "-", a, b);
+}
+
 tj_status_t tj_dim_product(tj_dimtab_t* tab, int32_t rank, const int64_t* dims,
                            int64_t* out) {
   int64_t acc = 1;

@@ -83,6 +83,10 @@ bool tj_dim_find_symbol(const tj_dimtab_t* tab, const char* name,
 // UNSUPPORTED. Both name the operands in the message.
 tj_status_t tj_dim_add(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out);
 tj_status_t tj_dim_mul(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out);
+// a - b when the difference is a dim for every value of the symbols: a
+// constant >= 0, or a polynomial with positive coefficients ((B + T) - B is
+// T); INVALID_ARGUMENT naming both otherwise (T - 1, 2 - 3).
+tj_status_t tj_dim_sub(tj_dimtab_t* tab, int64_t a, int64_t b, int64_t* out);
 // Product of |rank| dims (1 for rank 0).
 tj_status_t tj_dim_product(tj_dimtab_t* tab, int32_t rank, const int64_t* dims,
                            int64_t* out);

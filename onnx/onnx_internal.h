@@ -159,6 +159,16 @@ tj_status_t tj_onnx_convert_if(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_loop(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 
+// Shape vectors with symbolic dims (onnx_dims.c): Add, Sub, Mul or Div
+// (|op| one of "+-*/") of known int64 inputs folded over the dims, and a
+// Range whose known int64 scalars hold a symbolic dim (true from
+// tj_onnx_range_of_dims) as iota * delta + start of a symbolic length.
+tj_status_t tj_onnx_convert_dim_arith(tj_onnx_importer_t* im,
+                                      tj_onnx_node_t* node, char op);
+bool tj_onnx_range_of_dims(const tj_onnx_node_t* node);
+tj_status_t tj_onnx_convert_range_of_dims(tj_onnx_importer_t* im,
+                                          tj_onnx_node_t* node);
+
 // The ai.onnx.preview.training domain (onnx_training.c): its optimizer
 // ops (Adagrad, Adam, Momentum) as pointwise ops.
 bool tj_onnx_is_training(const char* domain);

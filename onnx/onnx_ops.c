@@ -249,7 +249,7 @@ static double element_f64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_F16:
       return half_to_f64(*(const uint16_t*)p);
     case TJ_DTYPE_BF16: {
-      uint32_t bits = (uint32_t)*(const uint16_t*)p << 16;
+      uint32_t bits = (uint32_t) * (const uint16_t*)p << 16;
       float f;
       memcpy(&f, &bits, sizeof f);
       return f;
@@ -297,7 +297,7 @@ static int64_t element_i64(const tj_onnx_val_t* v) {
     case TJ_DTYPE_U32:
       return *(const uint32_t*)v->data;
     case TJ_DTYPE_U64:  // the bits
-      return (int64_t)*(const uint64_t*)v->data;
+      return (int64_t) * (const uint64_t*)v->data;
     default:
       return 0;
   }
@@ -5101,12 +5101,16 @@ static tj_status_t cv_recurrent(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 
 //===--- the table ---===//
 
-#define UN(name, b) {name, "", cv_unary, tj_graph_##b, NULL, NULL, 0}
-#define BIN(name, b) {name, "", cv_binary, NULL, tj_graph_##b, NULL, 0}
-#define FN(name, attrs, p) {name, attrs, cv_fn, NULL, NULL, NULL, p}
+#define UN(name, b) \
+  { name, "", cv_unary, tj_graph_##b, NULL, NULL, 0 }
+#define BIN(name, b) \
+  { name, "", cv_binary, NULL, tj_graph_##b, NULL, 0 }
+#define FN(name, attrs, p) \
+  { name, attrs, cv_fn, NULL, NULL, NULL, p }
 #define RED(name, r, p) \
-  {name, "axes,keepdims,noop_with_empty_axes,", cv_reduce, NULL, NULL, r, p}
-#define OP(name, attrs, f) {name, attrs, f, NULL, NULL, NULL, 0}
+  { name, "axes,keepdims,noop_with_empty_axes,", cv_reduce, NULL, NULL, r, p }
+#define OP(name, attrs, f) \
+  { name, attrs, f, NULL, NULL, NULL, 0 }
 
 //===--- quantization (issue 17, quant2) ---===//
 
@@ -5694,6 +5698,19 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
       hit = strstr(hit + 1, name);
     }
     if (!ok) return fail(im, n, "unsupported attribute %s", name);
+  }
+  bool symbolic = false;
+  for (int32_t i = 0; i < n->num_inputs; ++i)
+    symbolic |= n->inputs[i] && n->inputs[i]->symbolic;
+  if (symbolic && im->graph == im->main_graph) {
+    // Lengths computed from Shape's output (onnx_dims.c).
+    static const char* const kArith[] = {"Add", "Sub", "Mul", "Div"};
+    for (int k = 0; k < 4; ++k) {
+      if (strcmp(e->op, kArith[k]) == 0)
+        return tj_onnx_convert_dim_arith(im, n, "+-*/"[k]);
+    }
+    if (strcmp(e->op, "Range") == 0 && tj_onnx_range_of_dims(n))
+      return tj_onnx_convert_range_of_dims(im, n);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
     if (n->inputs[i] && n->inputs[i]->is_sequence &&

@@ -20,8 +20,8 @@ extern "C" {
 
 // A dimension is an int64_t:
 //   >= 0       a constant size;
-//   <= -2      a symbolic size made by tj_graph_symbol, tj_graph_dim_add or
-//              tj_graph_dim_mul on the same graph (e.g. B, or B*4+1);
+//   <= -2      a symbolic size made by tj_graph_symbol, tj_graph_dim_add,
+//              _sub, _mul or _div on the same graph (e.g. B, or B*4+1);
 //   -1         TJ_DIM_INFER, allowed only in tj_graph_reshape's shape.
 // Two symbolic dims of one graph are equal iff their int64_t values are equal:
 // each expression is kept in one canonical form (a sum of products of symbols
@@ -106,6 +106,14 @@ TJ_API int64_t tj_graph_symbol(tj_graph_t* graph, const char* name);
 // |a| + |b| and |a| * |b| over dims (constants or symbolic).
 TJ_API int64_t tj_graph_dim_add(tj_graph_t* graph, int64_t a, int64_t b);
 TJ_API int64_t tj_graph_dim_mul(tj_graph_t* graph, int64_t a, int64_t b);
+// |a| - |b| when the difference is a dim for every value of the symbols: a
+// constant >= 0, or a sum of products of symbols with positive coefficients
+// ((B + T) - B is T). |a| / |b| when |b| divides |a| exactly (B*T*12 / 12
+// is B*T, B*T / T is B). Otherwise (T - 1, which is -1 at T = 0; 2 - 3; T /
+// 2) each records INVALID_ARGUMENT naming both and returns TJ_DIM_INVALID.
+// Available since: 0.1 (session 25).
+TJ_API int64_t tj_graph_dim_sub(tj_graph_t* graph, int64_t a, int64_t b);
+TJ_API int64_t tj_graph_dim_div(tj_graph_t* graph, int64_t a, int64_t b);
 
 //===--- leaves ---===//
 

@@ -342,6 +342,8 @@ _SIGNATURES = {
     "tj_graph_symbol": (i64, [vp, cstr]),
     "tj_graph_dim_add": (i64, [vp, i64, i64]),
     "tj_graph_dim_mul": (i64, [vp, i64, i64]),
+    "tj_graph_dim_sub": (i64, [vp, i64, i64]),
+    "tj_graph_dim_div": (i64, [vp, i64, i64]),
     "tj_graph_input": (Value_t, [vp, cenum, i32, p64, cstr]),
     "tj_graph_constant": (Value_t, [vp, cenum, i32, p64, vp,
                                   ctypes.c_size_t]),

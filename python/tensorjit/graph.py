@@ -744,23 +744,31 @@ class Graph:
             self._dim_names[total] = text
         return total
 
+    def _dim_op(self, fn: str, a: Dim, b: Dim) -> int:
+        r = int(getattr(_lib.lib(), "tj_graph_" + fn)(
+            self.handle, self._dim(a, "a"), self._dim(b, "b")))
+        if r == _lib.DIM_INVALID:
+            self._after_void(fn)
+            raise InvalidArgumentError(fn + ": invalid dims")
+        return r
+
     def dim_add(self, a: Dim, b: Dim) -> int:
         """The dim |a| + |b| (constants or symbolic)."""
-        r = int(_lib.lib().tj_graph_dim_add(self.handle, self._dim(a, "a"),
-                                            self._dim(b, "b")))
-        if r == _lib.DIM_INVALID:
-            self._after_void("dim_add")
-            raise InvalidArgumentError("dim_add: invalid dims")
-        return r
+        return self._dim_op("dim_add", a, b)
 
     def dim_mul(self, a: Dim, b: Dim) -> int:
         """The dim |a| * |b| (constants or symbolic)."""
-        r = int(_lib.lib().tj_graph_dim_mul(self.handle, self._dim(a, "a"),
-                                            self._dim(b, "b")))
-        if r == _lib.DIM_INVALID:
-            self._after_void("dim_mul")
-            raise InvalidArgumentError("dim_mul: invalid dims")
-        return r
+        return self._dim_op("dim_mul", a, b)
+
+    def dim_sub(self, a: Dim, b: Dim) -> int:
+        """The dim |a| - |b| where it is a dim for every value of the
+        symbols ((B + T) - B is T; T - 1 raises)."""
+        return self._dim_op("dim_sub", a, b)
+
+    def dim_div(self, a: Dim, b: Dim) -> int:
+        """The dim |a| / |b| where |b| divides |a| exactly (B*T*4 / 4 is
+        B*T; T / 2 raises)."""
+        return self._dim_op("dim_div", a, b)
 
     def dim_name(self, d: int) -> Dim:
         """|d| as an int, or as its name/expression if symbolic."""

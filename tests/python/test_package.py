@@ -152,6 +152,8 @@ def test_symbolic_dim_expressions() -> None:
     assert full.shape == ("B*2+1", "S")
     d = g.dim("2*B+1")  # canonical form: equal dims are equal codes
     assert d == g.dim("B*2+1") == g.dim_add(g.dim_mul("B", 2), 1)
+    assert g.dim_sub(d, 1) == g.dim_mul("B", 2)
+    assert g.dim_div(g.dim_sub(d, 1), 2) == g.dim("B")
     g.output(g.concat([x, x, full], axis=0), "y")
     for target in TARGETS:
         exe = tj.compile(g, target=target)
@@ -161,6 +163,14 @@ def test_symbolic_dim_expressions() -> None:
             want = np.concatenate([xv, xv, np.full((2 * B + 1, S), 3.0,
                                                    np.float32)])
             close(y, want)
+
+
+def test_dim_sub_div_refuse_what_is_no_dim() -> None:
+    for op, a, b, message in (("dim_sub", "T", 1, "T - 1 is no dim"),
+                              ("dim_div", "T", 2, "2 does not divide T")):
+        g = tj.Graph("dims")
+        with pytest.raises(tj.InvalidArgumentError, match=message):
+            getattr(g, op)(g.dim(a), b)
 
 
 def test_text_round_trip() -> None:

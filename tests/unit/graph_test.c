@@ -155,6 +155,53 @@ TEST(symbol_errors) {
   tj_graph_destroy(g);
 }
 
+// tj_graph_dim_sub and tj_graph_dim_div: what stays a dim for every value
+// of the symbols, and a recorded error naming both operands otherwise.
+TEST(dim_sub_and_div) {
+  tj_graph_t* g = new_graph();
+  int64_t b = tj_graph_symbol(g, "B"), t = tj_graph_symbol(g, "T");
+  int64_t bt = tj_graph_dim_add(g, b, t);
+  CHECK_EQ_INT(t, tj_graph_dim_sub(g, bt, b));
+  CHECK_EQ_INT(3, tj_graph_dim_sub(g, 10, 7));
+  CHECK_EQ_INT(0, tj_graph_dim_sub(g, t, t));
+  int64_t t2 = tj_graph_dim_add(g, t, 2);
+  CHECK_EQ_INT(t, tj_graph_dim_sub(g, t2, 2));
+  int64_t bt12 = tj_graph_dim_mul(g, tj_graph_dim_mul(g, b, t), 12);
+  CHECK_EQ_INT(tj_graph_dim_mul(g, b, t), tj_graph_dim_div(g, bt12, 12));
+  CHECK_EQ_INT(tj_graph_dim_mul(g, b, 12), tj_graph_dim_div(g, bt12, t));
+  CHECK_EQ_INT(4, tj_graph_dim_div(g, 12, 3));
+  int64_t x = tj_graph_dim_div(g, tj_graph_dim_mul(g, t2, 3), 3);
+  CHECK_EQ_INT(t2, x);
+  tj_value_t v = in(g, TJ_DTYPE_F32, 1, DIMS(tj_graph_dim_sub(g, t2, 1)), "v");
+  CHECK_STREQ("f32[T+1]", type_of(g, v));
+  CHECK_NO_ERROR(g);
+  tj_graph_destroy(g);
+
+  struct {
+    int which;  // 0: T - 1, 1: 2 - 3, 2: T / 2, 3: 7 / 2, 4: B - T
+    const char* message;
+  } cases[] = {
+      {0, "tj_graph_dim_sub: dim T - 1 is no dim"},
+      {1, "tj_graph_dim_sub: dim 2 - 3 is negative"},
+      {2, "tj_graph_dim_div: 2 does not divide T exactly"},
+      {3, "tj_graph_dim_div: 2 does not divide 7 exactly"},
+      {4, "tj_graph_dim_sub: dim B - T is no dim"},
+  };
+  for (size_t i = 0; i < TJ_ARRAY_SIZE(cases); ++i) {
+    g = new_graph();
+    b = tj_graph_symbol(g, "B");
+    t = tj_graph_symbol(g, "T");
+    int64_t r = cases[i].which == 0   ? tj_graph_dim_sub(g, t, 1)
+                : cases[i].which == 1 ? tj_graph_dim_sub(g, 2, 3)
+                : cases[i].which == 2 ? tj_graph_dim_div(g, t, 2)
+                : cases[i].which == 3 ? tj_graph_dim_div(g, 7, 2)
+                                      : tj_graph_dim_sub(g, b, t);
+    CHECK_EQ_INT(TJ_DIM_INVALID, r);
+    CHECK_GRAPH_ERROR(g, TJ_STATUS_INVALID_ARGUMENT, cases[i].message);
+    tj_graph_destroy(g);
+  }
+}
+
 //===--- elementwise ---===//
 
 typedef tj_value_t (*unary_fn)(tj_graph_t*, tj_value_t);
@@ -1394,6 +1441,7 @@ int main(void) {
   RUN_TEST(inputs_share_symbols);
   RUN_TEST(input_errors);
   RUN_TEST(symbol_errors);
+  RUN_TEST(dim_sub_and_div);
   RUN_TEST(unary_ops);
   RUN_TEST(cast);
   RUN_TEST(binary_ops);

@@ -2223,6 +2223,148 @@ TEST(mel_weight_matrix) {
   tj_context_destroy(ctx);
 }
 
+//===--- shape arithmetic over symbolic dims (onnx_dims.c) ---===//
+
+// x [B, T] and past [B, P] with dim_params; the lengths computed from their
+// Shape outputs:
+//   y  = x + cast(Range(P, P + T, 1))            [B, T]  (GPT-2's positions)
+//   y2 = Reshape(y, [B * T])                     [B*T]
+//   y3 = Range((P + T - P) * 4 / 4, 0, -1)       [T]     (T, T - 1, ..., 1)
+// |variant| 1: Range(0, T, 2) (ceil(T / 2) is no dim); 2: Sub(T, 1) (no
+// dim); 3: Add(T, n), n an input (a value known only at run time).
+static void build_dims(model_t* m, int variant) {
+  static const int64_t kDims[2] = {0, 0};
+  static const char *const kXp[2] = {"B", "T"}, *const kPp[2] = {"B", "P"};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 17);
+  add_input(m, value_info("x", f32, 2, kDims, kXp));
+  add_input(m, value_info("past", f32, 2, kDims, kPp));
+  add_init(m, scalar_i64("zero", 0));
+  add_init(m, scalar_i64("one", 1));
+  add_init(m, scalar_i64("two", 2));
+  add_init(m, scalar_i64("four", 4));
+  add_init(m, scalar_i64("minus1", -1));
+  static const int64_t kAxes[1] = {0};
+  add_init(m, tensor_i64("axes", 1, kAxes));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  Onnx__AttributeProto** to_f32 = zalloc(sizeof(void*));
+  to_f32[0] = attr_int("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("shx"), 0, NULL);
+  N("Shape", "sp", L("past"), L("shp"), 0, NULL);
+  N("Gather", "b", L("shx", "zero"), L("b"), 1, axis0);
+  N("Gather", "t", L("shx", "one"), L("t"), 1, axis0);
+  N("Gather", "p", L("shp", "one"), L("p"), 1, axis0);
+  if (variant == 1) {
+    N("Range", "r", L("zero", "t", "two"), L("pos"), 0, NULL);
+  } else if (variant == 2) {
+    N("Sub", "tm1", L("t", "one"), L("lim"), 0, NULL);
+    N("Range", "r", L("zero", "lim", "one"), L("pos"), 0, NULL);
+  } else if (variant == 3) {
+    add_input(m, value_info("n", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, kNone,
+                            NULL));
+    N("Add", "lim", L("t", "n"), L("lim"), 0, NULL);
+    N("Range", "r", L("zero", "lim", "one"), L("pos"), 0, NULL);
+  } else {
+    N("Add", "lim", L("p", "t"), L("lim"), 0, NULL);
+    N("Range", "r", L("p", "lim", "one"), L("pos"), 0, NULL);
+  }
+  N("Cast", "posf", L("pos"), L("posf"), 1, to_f32);
+  N("Add", "y", L("x", "posf"), L("y"), 0, NULL);
+  add_output(m, value_info("y", f32, 0, kNone, NULL));
+  if (variant == 0) {
+    N("Mul", "bt", L("b", "t"), L("bt"), 0, NULL);
+    N("Unsqueeze", "bt1", L("bt", "axes"), L("bt1"), 0, NULL);
+    N("Reshape", "y2", L("y", "bt1"), L("y2"), 0, NULL);
+    N("Sub", "d", L("lim", "p"), L("d"), 0, NULL);
+    N("Mul", "d4", L("d", "four"), L("d4"), 0, NULL);
+    N("Div", "dd", L("d4", "four"), L("dd"), 0, NULL);
+    N("Range", "r3", L("dd", "zero", "minus1"), L("y3"), 0, NULL);
+    add_output(m, value_info("y2", f32, 0, kNone, NULL));
+    add_output(m, value_info("y3", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0,
+                             kNone, NULL));
+  }
+#undef N
+#undef L
+}
+
+enum { DIMS_B = 2, DIMS_T = 3, DIMS_P = 4 };
+
+static void check_dims(tj_tensor_t* outs, int n, const void* arg) {
+  const float* x = arg;
+  const float* y = outs[0].data;
+  const float* y2 = outs[1].data;
+  const int64_t* y3 = outs[2].data;
+  int bad = 0;
+  for (int i = 0; i < DIMS_B * DIMS_T; ++i) {
+    const float want = x[i] + (float)(DIMS_P + i % DIMS_T);
+    bad += y[i] != want || y2[i] != want;
+  }
+  for (int i = 0; i < DIMS_T; ++i) bad += y3[i] != DIMS_T - i;
+  CHECK_EQ_INT(3, n);
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(shape_arithmetic_over_symbolic_dims) {
+  model_t m;
+  build_dims(&m, 0);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_OK(import(ctx, &m, NULL, &g));
+  if (g) {
+    const int64_t b = tj_graph_symbol(g, "B"), t = tj_graph_symbol(g, "T");
+    int64_t dims[TJ_MAX_RANK];
+    tj_graph_value_dims(g, tj_graph_output_value(g, 0), dims);
+    CHECK(dims[0] == b && dims[1] == t);
+    tj_graph_value_dims(g, tj_graph_output_value(g, 1), dims);
+    CHECK(dims[0] <= -2 && dims[0] != b && dims[0] != t);  // B*T
+    tj_graph_value_dims(g, tj_graph_output_value(g, 2), dims);
+    CHECK(dims[0] == t);
+    CHECK(tj_graph_status(g) == NULL);
+  }
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+
+  float x[DIMS_B * DIMS_T], past[DIMS_B * DIMS_P], y[DIMS_B * DIMS_T],
+      y2[DIMS_B * DIMS_T];
+  int64_t y3[DIMS_T];
+  for (int i = 0; i < DIMS_B * DIMS_T; ++i) x[i] = 0.25f * (float)i - 1;
+  for (int i = 0; i < DIMS_B * DIMS_P; ++i) past[i] = (float)i;
+  const int64_t xd[2] = {DIMS_B, DIMS_T}, pd[2] = {DIMS_B, DIMS_P};
+  const int64_t fd[1] = {DIMS_B * DIMS_T}, td[1] = {DIMS_T};
+  tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xd),
+                        tj_tensor_make(past, TJ_DTYPE_F32, 2, pd)};
+  tj_tensor_t outs[3] = {tj_tensor_make(y, TJ_DTYPE_F32, 2, xd),
+                         tj_tensor_make(y2, TJ_DTYPE_F32, 1, fd),
+                         tj_tensor_make(y3, TJ_DTYPE_I64, 1, td)};
+  run_everywhere(&m, ins, 2, outs, 3, check_dims, x);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+
+  // What is no dim for every value of the symbols, and a value known only
+  // at run time, name the node.
+  static const char* const kErrors[] = {
+      "", "(Range, opset 17): tj_graph_dim_div: 2 does not divide T exactly",
+      "(Sub, opset 17): tj_graph_dim_sub: dim T - 1 is no dim",
+      "(Add, opset 17): input 1 (\"n\") is known only at run time"};
+  for (int variant = 1; variant < 4; ++variant) {
+    build_dims(&m, variant);
+    CHECK_OK(tj_context_create(NULL, &ctx));
+    g = NULL;
+    CHECK_STATUS(TJ_STATUS_UNSUPPORTED, kErrors[variant],
+                 import(ctx, &m, NULL, &g));
+    CHECK(g == NULL);
+    tj_context_destroy(ctx);
+  }
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2248,5 +2390,6 @@ int main(void) {
   RUN_TEST(mel_weight_matrix);
   RUN_TEST(sequences_resolved);
   RUN_TEST(det_import);
+  RUN_TEST(shape_arithmetic_over_symbolic_dims);
   TEST_MAIN_END();
 }
