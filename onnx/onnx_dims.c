@@ -7,7 +7,8 @@
 // Mul and Div fold over the dims themselves (tj_graph_dim_add, _sub, _mul,
 // _div), and Range over a symbolic length becomes iota * delta + start, a
 // generator the fusion pass fuses into its readers: no host step, no value
-// symbol, the length a dim like any input's. What is no dim for every value
+// symbol, the length a dim like any input's. A Slice between such bounds
+// (GPT-2's causal mask, tril[kl - ql : kl, :kl]) gathers iota + start. What is no dim for every value
 // of the symbols (T - 1, T / 2) is an error naming the node, as is any
 // entry that is neither a dim nor a plain constant.
 
@@ -142,13 +143,33 @@ tj_status_t tj_onnx_convert_dim_arith(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   return tj_onnx_define(im, n->proto->output[0], &val);
 }
 
-// The dim |d| as an i64 scalar value: a symbolic one is the sum of |d|
-// ones, computed by the run that binds it.
-static tj_value_t dim_value(tj_graph_t* g, int64_t d) {
+tj_value_t tj_onnx_dim_value(tj_graph_t* g, int64_t d) {
   if (d >= 0) return tj_graph_scalar(g, TJ_DTYPE_I64, (double)d);
   static const int32_t kAxis0[1] = {0};
   return tj_graph_sum(g, tj_graph_full(g, TJ_DTYPE_I64, 1, &d, 1.0), 1, kAxis0,
                       false);
+}
+
+tj_status_t tj_onnx_slice_dims(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                               tj_value_t* y, int32_t axis, int64_t start,
+                               int64_t end) {
+  tj_graph_t* g = im->graph;
+  int64_t dims[TJ_MAX_RANK];
+  tj_graph_value_dims(g, *y, dims);
+  // An end past every index (INT64_MAX, as exporters write "to the end").
+  if (!is_symbolic(end) && end >= INT32_MAX) end = dims[axis];
+  if (!is_dim(start) || !is_dim(end))
+    return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
+                              "axis %d's bounds %lld and %lld beside a "
+                              "symbolic dim: an index from the end",
+                              (int)axis, (long long)start, (long long)end);
+  const int64_t len = tj_graph_dim_sub(g, end, start);
+  if (len == TJ_DIM_INVALID) return graph_error(im, n);
+  if (start == 0 && len == dims[axis]) return NULL;  // the whole axis
+  tj_value_t at = tj_graph_iota(g, TJ_DTYPE_I64, 1, &len, 0);
+  if (start != 0) at = tj_graph_add(g, at, tj_onnx_dim_value(g, start));
+  *y = tj_graph_gather(g, *y, at, axis);
+  return tj_value_is_none(*y) ? graph_error(im, n) : NULL;
 }
 
 bool tj_onnx_range_of_dims(const tj_onnx_node_t* n) {
@@ -202,7 +223,7 @@ tj_status_t tj_onnx_convert_range_of_dims(tj_onnx_importer_t* im,
   if (delta != 1)
     y = tj_graph_mul(g, y, tj_graph_scalar(g, TJ_DTYPE_I64, (double)delta));
   tj_value_t first = is_symbolic(start)
-                         ? dim_value(g, start)
+                         ? tj_onnx_dim_value(g, start)
                          : tj_graph_scalar(g, TJ_DTYPE_I64, (double)start);
   if (is_symbolic(start) || start != 0) y = tj_graph_add(g, y, first);
   if (tj_value_is_none(y)) return graph_error(im, n);

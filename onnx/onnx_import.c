@@ -1031,7 +1031,11 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
                                 "%zu inputs and %zu outputs", p->n_input,
                                 p->n_output);
     node.num_inputs = (int32_t)p->n_input;
-    bool all_known = p->n_input > 0, symbolic = false;
+    // |param_symbolic|: a symbolic dim among a move's parameters (Slice's
+    // bounds, Reshape's shape), which gives the output symbolic dims of its
+    // own: converted, never folded.
+    bool all_known = p->n_input > 0, symbolic = false, param_symbolic = false;
+    const bool all_data = strcmp(p->op_type, "Concat") == 0;
     for (size_t i = 0; i < p->n_input; ++i) {
       if (!p->input[i][0]) continue;  // an absent optional input
       node.inputs[i] = tj_onnx_lookup(im, p->input[i]);
@@ -1041,6 +1045,7 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
                                   i, p->input[i]);
       all_known &= node.inputs[i]->data != NULL;
       symbolic |= node.inputs[i]->symbolic;
+      param_symbolic |= i > 0 && !all_data && node.inputs[i]->symbolic;
     }
     if (p->n_output == 0)
       return tj_onnx_node_error(im, &node, TJ_STATUS_INVALID_ARGUMENT,
@@ -1080,7 +1085,8 @@ tj_status_t tj_onnx_walk_nodes(tj_onnx_importer_t* im,
       }
     }
     bool folded = false;
-    if (all_known && (!symbolic || moves_only(p->op_type)) &&
+    if (all_known &&
+        (!symbolic || (moves_only(p->op_type) && !param_symbolic)) &&
         !tj_onnx_is_control(p->op_type) && !tj_onnx_is_sequence_op(p->op_type))
       TJ_RETURN_IF_ERROR(fold_node(im, &node, &folded));
     if (!folded) TJ_RETURN_IF_ERROR(tj_onnx_convert_node(im, &node));

@@ -166,6 +166,18 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_dim_arith(tj_onnx_importer_t* im,
                                       tj_onnx_node_t* node, char op);
 bool tj_onnx_range_of_dims(const tj_onnx_node_t* node);
+// The dim |d| (constant or symbolic) as an i64 scalar value of |graph|: a
+// symbolic one is the sum of |d| ones, computed by the run that binds it.
+tj_value_t tj_onnx_dim_value(tj_graph_t* graph, int64_t d);
+// *|y| sliced along |axis| from |start| to |end| (step 1), dims of which
+// one at least is symbolic: a gather of iota + start, of length end -
+// start (no dim for every value of the symbols is an error). Indices
+// within the axis, as models write them (a position table of maxpos rows
+// sliced to P + T); one past it reads the axis's last element (gather's
+// clamp) where ONNX would shorten the slice.
+tj_status_t tj_onnx_slice_dims(tj_onnx_importer_t* im, tj_onnx_node_t* node,
+                               tj_value_t* y, int32_t axis, int64_t start,
+                               int64_t end);
 tj_status_t tj_onnx_convert_range_of_dims(tj_onnx_importer_t* im,
                                           tj_onnx_node_t* node);
 

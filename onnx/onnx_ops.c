@@ -1106,16 +1106,6 @@ static tj_status_t cv_rms_norm(tj_onnx_importer_t* im, tj_onnx_node_t* n,
 // semantics (modes 0 and 1 give the softcapped scores, 2 adds the mask, 3
 // the probabilities; a row with every key masked gives 0).
 
-// The dim |d| (constant or symbolic) as an i64 scalar: a symbolic one is
-// the sum of |d| ones, so a mask may depend on a cache length known only at
-// run time.
-static tj_value_t dim_value(tj_onnx_importer_t* im, int64_t d) {
-  if (d >= 0) return scalar(im, TJ_DTYPE_I64, (double)d);
-  static const int32_t kAxis0[1] = {0};
-  return tj_graph_sum(G, tj_graph_full(G, TJ_DTYPE_I64, 1, &d, 1.0), 1, kAxis0,
-                      false);
-}
-
 typedef struct attn_t {
   bool causal, has_nonpad, has_past;
   int64_t left, right;  // -1: unbounded
@@ -1145,9 +1135,10 @@ static tj_value_t attn_structure(tj_onnx_importer_t* im, const attn_t* a) {
   // past, nonpad_kv_seqlen[b] - Sq with an external cache, else 0.
   tj_value_t diff = tj_graph_sub(G, i, j);
   if (a->has_nonpad)
-    diff = tj_graph_add(G, diff, tj_graph_sub(G, nonpad, dim_value(im, a->sq)));
+    diff = tj_graph_add(G, diff,
+                        tj_graph_sub(G, nonpad, tj_onnx_dim_value(G, a->sq)));
   else if (a->has_past)
-    diff = tj_graph_add(G, diff, dim_value(im, a->past));
+    diff = tj_graph_add(G, diff, tj_onnx_dim_value(G, a->past));
   tj_value_t allowed = tj_value_none();
   tj_value_t zero = scalar(im, TJ_DTYPE_I64, 0);
   tj_value_t conds[4];
@@ -2479,8 +2470,13 @@ static tj_status_t cv_slice(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   int32_t rank = x->rank;
   int64_t st[MAX_INTS], en[MAX_INTS], ax[MAX_INTS], sp[MAX_INTS];
   int32_t ns, ne, na = 0, nsp = 0;
-  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "starts", &ns, st, false));
-  TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "ends", &ne, en, false));
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "starts", &ns, st, true));
+  TJ_RETURN_IF_ERROR(known_ints(im, n, 2, "ends", &ne, en, true));
+  // Bounds computed from symbolic dims (x[:, :, P:P+T], onnx_dims.c): an
+  // entry <= -2 of such a vector is a dim, not an index from the end.
+  const bool sym_st = n->inputs[1]->symbolic, sym_en = n->inputs[2]->symbolic;
+  int64_t dyn_start[TJ_MAX_RANK], dyn_end[TJ_MAX_RANK];
+  bool dyn[TJ_MAX_RANK] = {false};
   if (has_in(n, 3))
     TJ_RETURN_IF_ERROR(known_ints(im, n, 3, "axes", &na, ax, false));
   if (has_in(n, 4))
@@ -2504,6 +2500,15 @@ static tj_status_t cv_slice(tj_onnx_importer_t* im, tj_onnx_node_t* n,
     int64_t step = has_in(n, 4) ? sp[k] : 1;
     if (step == 0) return bad(im, n, "a step of 0");
     int64_t d = x->dims[a];
+    if ((sym_st && st[k] <= -2) || (sym_en && en[k] <= -2)) {
+      if (step != 1)
+        return fail(im, n, "a step of %lld between symbolic bounds",
+                    (long long)step);
+      dyn[a] = true;
+      dyn_start[a] = st[k];
+      dyn_end[a] = en[k];
+      continue;
+    }
     if (d < 0) {
       // A symbolic axis: only whole.
       if (step != 1 || !(st[k] == 0 || st[k] <= INT64_MIN / 2) ||
@@ -2531,6 +2536,9 @@ static tj_status_t cv_slice(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   }
   tj_value_t y = tj_graph_slice(G, in(im, n, 0), starts, stops, steps);
   for (int32_t a = 0; a < rank; ++a) {
+    if (dyn[a])
+      TJ_RETURN_IF_ERROR(
+          tj_onnx_slice_dims(im, n, &y, a, dyn_start[a], dyn_end[a]));
     if (!rev_step[a]) continue;
     int64_t count = 0;
     for (int64_t i = rev_start[a]; i > rev_end[a]; i += rev_step[a]) ++count;
@@ -4155,10 +4163,10 @@ static tj_status_t cv_tensor_scatter(tj_onnx_importer_t* im, tj_onnx_node_t* n,
         G, tj_graph_cast(G, in(im, n, 2), TJ_DTYPE_I64), rank, wshape);
     o = tj_graph_sub(G, s, w);
   }
-  if (circular) o = tj_graph_mod(G, o, dim_value(im, m));
+  if (circular) o = tj_graph_mod(G, o, tj_onnx_dim_value(G, m));
   tj_value_t inside =
       tj_graph_logical_and(G, tj_graph_ge(G, o, scalar(im, TJ_DTYPE_I64, 0)),
-                           tj_graph_lt(G, o, dim_value(im, len)));
+                           tj_graph_lt(G, o, tj_onnx_dim_value(G, len)));
   tj_value_t idx = tj_graph_where(G, inside, o, scalar(im, TJ_DTYPE_I64, 0));
   tj_value_t taken = tj_graph_gather_elements(G, in(im, n, 1), idx, axis);
   return out(im, n, 0, tj_graph_where(G, inside, taken, in(im, n, 0)));
@@ -5724,7 +5732,8 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     if (im->graph == im->main_graph && n->inputs[i] && n->inputs[i]->symbolic &&
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&
-        strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op))
+        strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op) &&
+        !(strcmp(e->op, "Slice") == 0 && (i == 1 || i == 2)))
       return fail(im, n, "input %d is a shape with symbolic dims", (int)i);
   }
   return e->fn(im, n, e);

@@ -2365,6 +2365,109 @@ TEST(shape_arithmetic_over_symbolic_dims) {
   pool_free();
 }
 
+// GPT-2's causal mask as HF writes it and torch exports it: a constant
+// tril [1, 1, 8, 8] sliced by bounds computed from the KV length:
+//   kv = Concat(past [B, P], x [B, T], axis 1)           [B, P+T]
+//   kl = Shape(kv)[1], ql = Shape(x)[1]
+//   mask = Slice(tril, [kl - ql], [kl], axes [2])        [1, 1, T, 8]
+//   mask = Slice(mask, [0], [kl], axes [3])              [1, 1, T, P+T]
+//   y = Where(mask, Unsqueeze(kv, [1, 2]), -1)           [B, 1, T, P+T]
+// so y[b, 0, i, j] = kv[b, j] where j <= P + i, else -1.
+enum { MASK_MAX = 8 };
+static uint8_t g_tril[MASK_MAX * MASK_MAX];
+
+static void build_causal_slice(model_t* m) {
+  static const int64_t kDims[2] = {0, 0}, kTril[4] = {1, 1, MASK_MAX, MASK_MAX};
+  static const char *const kXp[2] = {"B", "T"}, *const kPp[2] = {"B", "P"};
+  static const int64_t kOne[1] = {1}, kTwo[1] = {2}, kThree[1] = {3},
+                       kZero[1] = {0}, kAxes12[2] = {1, 2};
+  static const float kFill = -1;
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  for (int i = 0; i < MASK_MAX; ++i)
+    for (int j = 0; j < MASK_MAX; ++j) g_tril[i * MASK_MAX + j] = j <= i;
+  model_init(m, 17);
+  add_input(m, value_info("x", f32, 2, kDims, kXp));
+  add_input(m, value_info("past", f32, 2, kDims, kPp));
+  add_init(m, tensor_raw("tril", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, 4, kTril,
+                         g_tril, sizeof g_tril));
+  add_init(m, scalar_i64("one", 1));
+  add_init(m, tensor_i64("ax1", 1, kOne));
+  add_init(m, tensor_i64("ax2", 1, kTwo));
+  add_init(m, tensor_i64("ax3", 1, kThree));
+  add_init(m, tensor_i64("zero1", 1, kZero));
+  add_init(m, tensor_i64("axes12", 2, kAxes12));
+  add_init(m, tensor_f32("fill", 0, NULL, &kFill, 1, false));
+  Onnx__AttributeProto** axis1 = zalloc(sizeof(void*));
+  axis1[0] = attr_int("axis", 1);
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Concat", "kv", L("past", "x"), L("kv"), 1, axis1);
+  N("Shape", "skv", L("kv"), L("skv"), 0, NULL);
+  N("Shape", "sx", L("x"), L("sx"), 0, NULL);
+  N("Gather", "kl", L("skv", "one"), L("kl"), 1, axis0);
+  N("Gather", "ql", L("sx", "one"), L("ql"), 1, axis0);
+  N("Sub", "st", L("kl", "ql"), L("st"), 0, NULL);
+  N("Unsqueeze", "st1", L("st", "zero1"), L("st1"), 0, NULL);
+  N("Unsqueeze", "kl1", L("kl", "zero1"), L("kl1"), 0, NULL);
+  N("Slice", "rows", L("tril", "st1", "kl1", "ax2"), L("rows"), 0, NULL);
+  N("Slice", "mask", L("rows", "zero1", "kl1", "ax3"), L("mask"), 0, NULL);
+  N("Unsqueeze", "kv4", L("kv", "axes12"), L("kv4"), 0, NULL);
+  N("Where", "y", L("mask", "kv4", "fill"), L("y"), 0, NULL);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 0, kNone, NULL));
+}
+
+typedef struct causal_arg_t {
+  int b, t, p;
+  const float *x, *past;
+} causal_arg_t;
+
+static void check_causal(tj_tensor_t* outs, int n, const void* arg) {
+  const causal_arg_t* a = arg;
+  const float* y = outs[0].data;
+  const int kl = a->p + a->t;
+  int bad = 0;
+  for (int b = 0; b < a->b; ++b)
+    for (int i = 0; i < a->t; ++i)
+      for (int j = 0; j < kl; ++j) {
+        const float kv =
+            j < a->p ? a->past[b * a->p + j] : a->x[b * a->t + j - a->p];
+        const float want = j <= a->p + i ? kv : -1;
+        bad += y[(b * a->t + i) * kl + j] != want;
+      }
+  CHECK_EQ_INT(1, n);
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(causal_mask_sliced_by_symbolic_bounds) {
+  static const int kShapes[][3] = {{2, 3, 4}, {1, 8, 0}, {3, 1, 7}};
+  model_t m;
+  build_causal_slice(&m);
+  for (size_t k = 0; k < ARRAY_SIZE(kShapes); ++k) {
+    causal_arg_t a = {kShapes[k][0], kShapes[k][1], kShapes[k][2], NULL, NULL};
+    float x[3 * 8], past[3 * 8], y[3 * 8 * 8];
+    for (int i = 0; i < a.b * a.t; ++i) x[i] = (float)i + 0.5f;
+    for (int i = 0; i < a.b * a.p; ++i) past[i] = 100.0f + (float)i;
+    a.x = x;
+    a.past = past;
+    const int64_t xd[2] = {a.b, a.t}, pd[2] = {a.b, a.p};
+    const int64_t yd[4] = {a.b, 1, a.t, a.p + a.t};
+    tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xd),
+                          tj_tensor_make(past, TJ_DTYPE_F32, 2, pd)};
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, yd);
+    run_everywhere(&m, ins, 2, &out, 1, check_causal, &a);
+  }
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2391,5 +2494,6 @@ int main(void) {
   RUN_TEST(sequences_resolved);
   RUN_TEST(det_import);
   RUN_TEST(shape_arithmetic_over_symbolic_dims);
+  RUN_TEST(causal_mask_sliced_by_symbolic_bounds);
   TEST_MAIN_END();
 }
