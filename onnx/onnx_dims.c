@@ -8,9 +8,9 @@
 // _div), and Range over a symbolic length becomes iota * delta + start, a
 // generator the fusion pass fuses into its readers: no host step, no value
 // symbol, the length a dim like any input's. A Slice between such bounds
-// (GPT-2's causal mask, tril[kl - ql : kl, :kl]) gathers iota + start. What is no dim for every value
-// of the symbols (T - 1, T / 2) is an error naming the node, as is any
-// entry that is neither a dim nor a plain constant.
+// (GPT-2's causal mask, tril[kl - ql : kl, :kl]) gathers iota + start. What is
+// no dim for every value of the symbols (T - 1, T / 2) is an error naming the
+// node, as is any entry that is neither a dim nor a plain constant.
 
 #include <stdint.h>
 #include <string.h>
@@ -141,6 +141,105 @@ tj_status_t tj_onnx_convert_dim_arith(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   val.data = y;
   val.symbolic = symbolic;
   return tj_onnx_define(im, n->proto->output[0], &val);
+}
+
+// The length of known vector |v| (a scalar: 1) as *|out_len|, or false
+// when |v| is no known scalar or vector of |dtype|.
+static bool vector_of(const tj_onnx_val_t* v, tj_dtype_t dtype,
+                      int64_t* out_len) {
+  if (!v || !v->data || v->dtype != dtype || v->rank > 1) return false;
+  *out_len = v->rank ? v->dims[0] : 1;
+  return true;
+}
+
+// The broadcast length of |num| known vectors (equal or 1), or -1.
+static int64_t broadcast_len(const int64_t* lens, int num) {
+  int64_t n = 1;
+  for (int i = 0; i < num; ++i) {
+    if (lens[i] != 1 && n != 1 && lens[i] != n) return -1;
+    if (lens[i] != 1) n = lens[i];
+  }
+  return n;
+}
+
+static tj_status_t define_vector(tj_onnx_importer_t* im, tj_onnx_node_t* n,
+                                 tj_dtype_t dtype, int32_t rank, int64_t len,
+                                 const void* data, bool symbolic) {
+  if (!n->proto->output[0][0]) return NULL;
+  tj_onnx_val_t val;
+  memset(&val, 0, sizeof val);
+  val.dtype = dtype;
+  val.rank = rank;
+  val.dims[0] = len;
+  val.data = data;
+  val.symbolic = symbolic;
+  return tj_onnx_define(im, n->proto->output[0], &val);
+}
+
+static tj_status_t not_vectors(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
+  return tj_onnx_node_error(
+      im, n, TJ_STATUS_UNSUPPORTED,
+      "inputs beside a shape with symbolic dims must be known scalars or "
+      "vectors of matching lengths");
+}
+
+tj_status_t tj_onnx_convert_dim_equal(tj_onnx_importer_t* im,
+                                      tj_onnx_node_t* n) {
+  int64_t lens[2];
+  if (n->num_inputs != 2 || !vector_of(n->inputs[0], TJ_DTYPE_I64, &lens[0]) ||
+      !vector_of(n->inputs[1], TJ_DTYPE_I64, &lens[1]))
+    return not_vectors(im, n);
+  const int64_t len = broadcast_len(lens, 2);
+  if (len < 0) return not_vectors(im, n);
+  uint8_t* y = tj_arena_alloc(&im->arena, (size_t)len + 1);
+  if (!y) return tj_status_oom();
+  const int64_t* a = n->inputs[0]->data;
+  const int64_t* b = n->inputs[1]->data;
+  for (int64_t k = 0; k < len; ++k) {
+    const int64_t x = a[lens[0] == 1 ? 0 : k], z = b[lens[1] == 1 ? 0 : k];
+    // Equal dims are equal encodings (canonical forms); a dim is never
+    // negative; whether T is 5 or another dim is known only at run time.
+    if (x == z || (!is_symbolic(x) && !is_symbolic(z)) ||
+        (is_symbolic(x) && !is_dim(z)) || (is_symbolic(z) && !is_dim(x))) {
+      y[k] = x == z;
+      continue;
+    }
+    return tj_onnx_node_error(im, n, TJ_STATUS_UNSUPPORTED,
+                              "entry %lld compares a symbolic dim with "
+                              "another dim: known only at run time",
+                              (long long)k);
+  }
+  const int32_t rank = n->inputs[0]->rank > n->inputs[1]->rank
+                           ? n->inputs[0]->rank
+                           : n->inputs[1]->rank;
+  return define_vector(im, n, TJ_DTYPE_BOOL, rank, len, y, false);
+}
+
+tj_status_t tj_onnx_convert_dim_where(tj_onnx_importer_t* im,
+                                      tj_onnx_node_t* n) {
+  int64_t lens[3];
+  if (n->num_inputs != 3 || !vector_of(n->inputs[0], TJ_DTYPE_BOOL, &lens[0]) ||
+      n->inputs[0]->symbolic ||
+      !vector_of(n->inputs[1], TJ_DTYPE_I64, &lens[1]) ||
+      !vector_of(n->inputs[2], TJ_DTYPE_I64, &lens[2]))
+    return not_vectors(im, n);
+  const int64_t len = broadcast_len(lens, 3);
+  if (len < 0) return not_vectors(im, n);
+  int64_t* y = tj_arena_alloc(&im->arena, sizeof(int64_t) * (size_t)(len + 1));
+  if (!y) return tj_status_oom();
+  const uint8_t* c = n->inputs[0]->data;
+  const int64_t* a = n->inputs[1]->data;
+  const int64_t* b = n->inputs[2]->data;
+  bool symbolic = false;
+  int32_t rank = 0;
+  for (int i = 0; i < 3; ++i)
+    rank = n->inputs[i]->rank > rank ? n->inputs[i]->rank : rank;
+  for (int64_t k = 0; k < len; ++k) {
+    y[k] = c[lens[0] == 1 ? 0 : k] ? a[lens[1] == 1 ? 0 : k]
+                                   : b[lens[2] == 1 ? 0 : k];
+    symbolic |= is_symbolic(y[k]);
+  }
+  return define_vector(im, n, TJ_DTYPE_I64, rank, len, y, symbolic);
 }
 
 tj_value_t tj_onnx_dim_value(tj_graph_t* g, int64_t d) {

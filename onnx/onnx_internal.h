@@ -166,6 +166,14 @@ tj_status_t tj_onnx_convert_scan(tj_onnx_importer_t* im, tj_onnx_node_t* node);
 tj_status_t tj_onnx_convert_dim_arith(tj_onnx_importer_t* im,
                                       tj_onnx_node_t* node, char op);
 bool tj_onnx_range_of_dims(const tj_onnx_node_t* node);
+// Equal and Where of known int64 vectors with symbolic dims (the exporters'
+// expand(-1) pattern, Where(Equal(shape, -1), ones, shape)): decided at
+// import where the dims decide it (a dim is never -1; T equals T), else an
+// error naming the node.
+tj_status_t tj_onnx_convert_dim_equal(tj_onnx_importer_t* im,
+                                      tj_onnx_node_t* node);
+tj_status_t tj_onnx_convert_dim_where(tj_onnx_importer_t* im,
+                                      tj_onnx_node_t* node);
 // The dim |d| (constant or symbolic) as an i64 scalar value of |graph|: a
 // symbolic one is the sum of |d| ones, computed by the run that binds it.
 tj_value_t tj_onnx_dim_value(tj_graph_t* graph, int64_t d);

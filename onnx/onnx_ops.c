@@ -5719,6 +5719,11 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
     }
     if (strcmp(e->op, "Range") == 0 && tj_onnx_range_of_dims(n))
       return tj_onnx_convert_range_of_dims(im, n);
+    if (strcmp(e->op, "Equal") == 0) return tj_onnx_convert_dim_equal(im, n);
+    if (strcmp(e->op, "Where") == 0) return tj_onnx_convert_dim_where(im, n);
+    // A shape vector's own shape is static.
+    if (strcmp(e->op, "Shape") == 0 || strcmp(e->op, "Size") == 0)
+      return e->fn(im, n, e);
   }
   for (int32_t i = 0; i < n->num_inputs; ++i) {
     if (n->inputs[i] && n->inputs[i]->is_sequence &&

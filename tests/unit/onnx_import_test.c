@@ -2365,6 +2365,81 @@ TEST(shape_arithmetic_over_symbolic_dims) {
   pool_free();
 }
 
+// torch's expand(B, -1, T) as it exports it, the target decided at import:
+//   target = Concat(Unsqueeze(B), [-1], Unsqueeze(T))     [B, -1, T]
+//   ones   = Expand(1, Shape(target))                     [1, 1, 1]
+//   y      = Expand(v [T], Where(Equal(target, -1), ones, target))
+// so y is [B, 1, T] with y[b, 0, t] = v[t]. |variant| 1 compares T with
+// 5, which only a run can tell: an error naming the Equal.
+static void build_expand_pattern(model_t* m, int variant) {
+  static const int64_t kDims[2] = {0, 0}, kT[1] = {0};
+  static const char *const kXp[2] = {"B", "T"}, *const kVp[1] = {"T"};
+  static const int64_t kMinus1[1] = {-1}, kAxes[1] = {0};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 17);
+  add_input(m, value_info("x", f32, 2, kDims, kXp));
+  add_input(m, value_info("v", f32, 1, kT, kVp));
+  add_init(m, scalar_i64("zero", 0));
+  add_init(m, scalar_i64("one", 1));
+  add_init(m, scalar_i64("cmp", variant ? 5 : -1));
+  add_init(m, tensor_i64("minus1", 1, kMinus1));
+  add_init(m, tensor_i64("axes", 1, kAxes));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("sx"), 0, NULL);
+  N("Gather", "b", L("sx", "zero"), L("b"), 1, axis0);
+  N("Gather", "t", L("sx", "one"), L("t"), 1, axis0);
+  N("Unsqueeze", "b1", L("b", "axes"), L("b1"), 0, NULL);
+  N("Unsqueeze", "t1", L("t", "axes"), L("t1"), 0, NULL);
+  N("Concat", "target", L("b1", "minus1", "t1"), L("target"), 1, axis0);
+  N("Shape", "st", L("target"), L("st"), 0, NULL);
+  N("Expand", "ones", L("one", "st"), L("ones"), 0, NULL);
+  N("Equal", "eq", L("target", "cmp"), L("eq"), 0, NULL);
+  N("Where", "w", L("eq", "ones", "target"), L("w"), 0, NULL);
+  N("Expand", "y", L("v", "w"), L("y"), 0, NULL);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 0, kNone, NULL));
+}
+
+static void check_expand(tj_tensor_t* outs, int n, const void* arg) {
+  const float* v = arg;
+  const float* y = outs[0].data;
+  int bad = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 3; ++t) bad += y[b * 3 + t] != v[t];
+  CHECK_EQ_INT(1, n);
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(expand_target_decided_over_symbolic_dims) {
+  model_t m;
+  build_expand_pattern(&m, 0);
+  float x[6] = {0}, v[3] = {1.5f, -2, 7}, y[6];
+  const int64_t xd[2] = {2, 3}, vd[1] = {3}, yd[3] = {2, 1, 3};
+  tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xd),
+                        tj_tensor_make(v, TJ_DTYPE_F32, 1, vd)};
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 3, yd);
+  run_everywhere(&m, ins, 2, &out, 1, check_expand, v);
+  size_t size;
+  uint8_t* bytes = pack(&m, &size);
+  import_sweep(bytes, size);
+  build_expand_pattern(&m, 1);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "(Equal, opset 17): entry 0 compares a symbolic dim with "
+               "another dim: known only at run time",
+               import(ctx, &m, NULL, &g));
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 // GPT-2's causal mask as HF writes it and torch exports it: a constant
 // tril [1, 1, 8, 8] sliced by bounds computed from the KV length:
 //   kv = Concat(past [B, P], x [B, T], axis 1)           [B, P+T]
@@ -2495,5 +2570,6 @@ int main(void) {
   RUN_TEST(det_import);
   RUN_TEST(shape_arithmetic_over_symbolic_dims);
   RUN_TEST(causal_mask_sliced_by_symbolic_bounds);
+  RUN_TEST(expand_target_decided_over_symbolic_dims);
   TEST_MAIN_END();
 }
