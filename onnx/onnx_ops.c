@@ -3045,9 +3045,12 @@ static tj_status_t cv_trilu(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   } else if (has_in(n, 1)) {
     int64_t ks[MAX_INTS];
     int32_t count;
-    TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "k", &count, ks, false));
+    TJ_RETURN_IF_ERROR(known_ints(im, n, 1, "k", &count, ks, true));
     if (count != 1) return bad(im, n, "k must be a scalar");
     k = ks[0];
+    // k computed from symbolic dims (triu(P + 1) of a causal mask over a
+    // KV cache): the dim's value at run time.
+    if (n->inputs[1]->symbolic && k <= -2) kv = tj_onnx_dim_value(G, k);
   }
   tj_value_t row =
       tj_graph_iota(G, TJ_DTYPE_I64, x->rank, x->dims, x->rank - 2);
@@ -5738,7 +5741,8 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
         strcmp(e->op, "Reshape") && strcmp(e->op, "Expand") &&
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&
         strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op) &&
-        !(strcmp(e->op, "Slice") == 0 && (i == 1 || i == 2)))
+        !(strcmp(e->op, "Slice") == 0 && (i == 1 || i == 2)) &&
+        !(strcmp(e->op, "Trilu") == 0 && i == 1))
       return fail(im, n, "input %d is a shape with symbolic dims", (int)i);
   }
   return e->fn(im, n, e);

@@ -2447,7 +2447,9 @@ TEST(expand_target_decided_over_symbolic_dims) {
 //   mask = Slice(tril, [kl - ql], [kl], axes [2])        [1, 1, T, 8]
 //   mask = Slice(mask, [0], [kl], axes [3])              [1, 1, T, P+T]
 //   y = Where(mask, Unsqueeze(kv, [1, 2]), -1)           [B, 1, T, P+T]
-// so y[b, 0, i, j] = kv[b, j] where j <= P + i, else -1.
+//   z = Trilu(y, k = kl - ql + 1)                        (upper, k = P + 1)
+// so y[b, 0, i, j] = kv[b, j] where j <= P + i, else -1, and z is y's -1s
+// (j - i >= P + 1) with zeros elsewhere.
 enum { MASK_MAX = 8 };
 static uint8_t g_tril[MASK_MAX * MASK_MAX];
 
@@ -2492,9 +2494,12 @@ static void build_causal_slice(model_t* m) {
   N("Slice", "mask", L("rows", "zero1", "kl1", "ax3"), L("mask"), 0, NULL);
   N("Unsqueeze", "kv4", L("kv", "axes12"), L("kv4"), 0, NULL);
   N("Where", "y", L("mask", "kv4", "fill"), L("y"), 0, NULL);
+  N("Add", "k", L("st", "one"), L("k"), 0, NULL);
+  N("Trilu", "z", L("y", "k"), L("z"), 0, NULL);
 #undef N
 #undef L
   add_output(m, value_info("y", f32, 0, kNone, NULL));
+  add_output(m, value_info("z", f32, 0, kNone, NULL));
 }
 
 typedef struct causal_arg_t {
@@ -2505,6 +2510,7 @@ typedef struct causal_arg_t {
 static void check_causal(tj_tensor_t* outs, int n, const void* arg) {
   const causal_arg_t* a = arg;
   const float* y = outs[0].data;
+  const float* z = outs[1].data;
   const int kl = a->p + a->t;
   int bad = 0;
   for (int b = 0; b < a->b; ++b)
@@ -2514,8 +2520,9 @@ static void check_causal(tj_tensor_t* outs, int n, const void* arg) {
             j < a->p ? a->past[b * a->p + j] : a->x[b * a->t + j - a->p];
         const float want = j <= a->p + i ? kv : -1;
         bad += y[(b * a->t + i) * kl + j] != want;
+        bad += z[(b * a->t + i) * kl + j] != (j <= a->p + i ? 0 : -1);
       }
-  CHECK_EQ_INT(1, n);
+  CHECK_EQ_INT(2, n);
   CHECK_EQ_INT(0, bad);
 }
 
@@ -2525,7 +2532,7 @@ TEST(causal_mask_sliced_by_symbolic_bounds) {
   build_causal_slice(&m);
   for (size_t k = 0; k < ARRAY_SIZE(kShapes); ++k) {
     causal_arg_t a = {kShapes[k][0], kShapes[k][1], kShapes[k][2], NULL, NULL};
-    float x[3 * 8], past[3 * 8], y[3 * 8 * 8];
+    float x[3 * 8], past[3 * 8], y[3 * 8 * 8], z[3 * 8 * 8];
     for (int i = 0; i < a.b * a.t; ++i) x[i] = (float)i + 0.5f;
     for (int i = 0; i < a.b * a.p; ++i) past[i] = 100.0f + (float)i;
     a.x = x;
@@ -2534,8 +2541,9 @@ TEST(causal_mask_sliced_by_symbolic_bounds) {
     const int64_t yd[4] = {a.b, 1, a.t, a.p + a.t};
     tj_tensor_t ins[2] = {tj_tensor_make(x, TJ_DTYPE_F32, 2, xd),
                           tj_tensor_make(past, TJ_DTYPE_F32, 2, pd)};
-    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, yd);
-    run_everywhere(&m, ins, 2, &out, 1, check_causal, &a);
+    tj_tensor_t outs[2] = {tj_tensor_make(y, TJ_DTYPE_F32, 4, yd),
+                           tj_tensor_make(z, TJ_DTYPE_F32, 4, yd)};
+    run_everywhere(&m, ins, 2, outs, 2, check_causal, &a);
   }
   size_t size;
   uint8_t* bytes = pack(&m, &size);
