@@ -993,6 +993,12 @@ int32_t tj_graph_num_outputs(const tj_graph_t* graph) {
   return graph ? (int32_t)graph->num_outputs : 0;
 }
 
+bool tj_graph_output_is_data_dependent(const tj_graph_t* graph, int32_t index) {
+  if (!graph || index < 0 || (uint32_t)index >= graph->num_outputs)
+    return false;
+  return tj_custom_output_is_dynamic(graph, (uint32_t)index);
+}
+
 tj_value_t tj_graph_input_value(const tj_graph_t* graph, int32_t index) {
   if (!graph || index < 0 || (uint32_t)index >= graph->num_inputs)
     return tj_value_none();

@@ -718,6 +718,12 @@ TJ_API tj_value_t tj_graph_output_value(const tj_graph_t* graph, int32_t index);
 // Name of the |index|th input/output; borrowed, valid as long as the graph.
 TJ_API const char* tj_graph_input_name(const tj_graph_t* graph, int32_t index);
 TJ_API const char* tj_graph_output_name(const tj_graph_t* graph, int32_t index);
+// True when output |index|'s shape has a dim that an op sets at run time
+// (tj_graph_nonzero, tj_graph_unique, a custom op's tj_custom_dynamic_dim):
+// read such a graph's outputs with tj_executable_run_shaped. False for a
+// NULL graph or an index out of range. Available since: 0.1 (session 25).
+TJ_API bool tj_graph_output_is_data_dependent(const tj_graph_t* graph,
+                                              int32_t index);
 // dtype and rank of |value|; -1 for rank of an invalid value.
 TJ_API tj_dtype_t tj_graph_value_dtype(const tj_graph_t* graph,
                                        tj_value_t value);

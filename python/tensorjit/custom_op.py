@@ -238,8 +238,9 @@ def dynamic_dim(symbol: str, upper_bound: Any) -> SymDim:
     :class:`SymDim` over the inputs' dims). A run gives the function an
     output of the bound's shape to fill; it returns an array whose
     data-dependent dims are smaller, and the ops after it run on that size
-    (C: tj_custom_dynamic_dim). A graph output that depends on it needs
-    C's tj_executable_run_shaped; this binding's calls refuse it."""
+    (C: tj_custom_dynamic_dim). A graph output that depends on it comes
+    back in its actual shape (the binding runs such graphs with C's
+    tj_executable_run_shaped)."""
     graph = getattr(_shape_graph, "handle", None)
     if graph is None:
         raise InvalidArgumentError("dynamic_dim: only inside a shape rule")

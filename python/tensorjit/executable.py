@@ -21,6 +21,7 @@ their memory.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -221,12 +222,21 @@ class _Runner:
         for name, v in graph.outputs:
             self.output_names.append(name)
             self.output_dtypes.append(v.dtype)
+        # Outputs whose dims an op sets at run time (nonzero, unique, a
+        # custom op's dynamic_dim): allocated at their bounds, run with
+        # the *_run_shaped call and returned in their actual shapes.
+        is_dd = _lib.lib().tj_graph_output_is_data_dependent
+        self.data_dependent = any(
+            bool(is_dd(graph.handle, k)) for k in range(len(graph.outputs)))
 
     # Subclasses: the C calls.
     def _shape_fn(self) -> Tuple[Any, Any]:
         raise NotImplementedError
 
     def _run_fn(self) -> Tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _run_shaped_fn(self) -> Tuple[Any, Any]:
         raise NotImplementedError
 
     def _bind(self, args: Sequence[Any], named: Mapping[str, Any]
@@ -348,6 +358,11 @@ class _Runner:
                 cur = order.before()
             if invoke is not None:
                 invoke(in_arr, n_in, out_arr, n_out)
+            elif self.data_dependent:
+                fn, handle = self._run_shaped_fn()
+                shapes = (ctypes.c_int64 * (_lib.MAX_RANK * max(n_out, 1)))()
+                _lib.check(fn(handle, in_arr, n_in, out_arr, n_out, shapes))
+                result = [_actual(o, shapes, k) for k, o in enumerate(outs)]
             else:
                 fn, handle = self._run_fn()
                 _lib.check(fn(handle, in_arr, n_in, out_arr, n_out))
@@ -365,6 +380,21 @@ class _Runner:
         pass
 
 
+def _actual(o: Any, shapes: Any, k: int) -> Any:
+    """Output |o| (dense, allocated at its bounds) as a view of its leading
+    elements in the actual shape that a *_run_shaped call wrote for output
+    |k|."""
+    rank = len(o.shape)
+    actual = tuple(int(d) for d in shapes[k * _lib.MAX_RANK:
+                                           k * _lib.MAX_RANK + rank])
+    if actual == tuple(o.shape):
+        return o
+    n = math.prod(actual)
+    if isinstance(o, np.ndarray):
+        return o.reshape(-1)[:n].reshape(actual)
+    return o.view(-1)[:n].view(actual)
+
+
 class _GraphRunner(_Runner):
     """tj_reference_run on a finalized graph."""
 
@@ -378,6 +408,9 @@ class _GraphRunner(_Runner):
 
     def _run_fn(self) -> Tuple[Any, Any]:
         return _lib.lib().tj_reference_run, self.graph.handle
+
+    def _run_shaped_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_reference_run_shaped, self.graph.handle
 
 
 class Executable(_Runner):
@@ -459,6 +492,9 @@ class Executable(_Runner):
     def _run_fn(self) -> Tuple[Any, Any]:
         return _lib.lib().tj_executable_run, self.handle
 
+    def _run_shaped_fn(self) -> Tuple[Any, Any]:
+        return _lib.lib().tj_executable_run_shaped, self.handle
+
     def __call__(self, *inputs: Any, out: Any = None, **named: Any) -> Any:
         """Runs on these inputs. |out|: an array (one output) or a list of
         arrays to write into instead of allocating; it is returned.
@@ -480,6 +516,8 @@ class Executable(_Runner):
         def out_specs() -> List[Tuple[Tuple[int, ...], DType]]:
             return [(self._shape(in_arr, n_in, k), self.output_dtypes[k])
                     for k in range(len(self.output_names))]
+        if self.data_dependent:
+            return  # the hot path runs tj_executable_run: shapes are fixed
         if self._plan is not None and self._plan.lock.locked():
             return  # another thread's call is on it: keep it
         call = None

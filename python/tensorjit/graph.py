@@ -1287,6 +1287,84 @@ class Graph:
             self.handle, v._raw(), _int_in(axis, _INT32, "cumsum axis"),
             bool(exclusive), bool(reverse)), "cumsum")
 
+    #===--- data-dependent shapes (C's tj_custom_op.h) ---===#
+
+    def nonzero(self, x: Value) -> Value:
+        """numpy.nonzero as one i64 [max(rank, 1), NZ] tensor (ONNX
+        NonZero). NZ is set at run time (at most x's size): executables
+        return such outputs in their actual shape."""
+        v = self._own(x, "nonzero")
+        return self._value(_lib.lib().tj_graph_nonzero(self.handle, v._raw()),
+                           "nonzero")
+
+    def compress(self, x: Value, condition: Value,
+                 axis: Optional[int] = None) -> Value:
+        """ONNX Compress: the slices of |x| along |axis| (None: of x
+        flattened) where 1-D |condition| is non-zero."""
+        v = self._own(x, "compress")
+        c = self._own(condition, "compress condition")
+        return self._value(_lib.lib().tj_graph_compress(
+            self.handle, v._raw(), c._raw(), axis is not None,
+            _int_in(0 if axis is None else axis, _INT32, "compress axis")),
+            "compress")
+
+    def unique(self, x: Value, axis: Optional[int] = None,
+               sorted: bool = True) -> Tuple[Value, Value, Value, Value]:
+        """ONNX Unique: (values, i64 first indices, i64 inverse, i64
+        counts) of the distinct elements (axis None) or slices along
+        |axis|, sorted or in order of first appearance."""
+        v = self._own(x, "unique")
+        raw = [_lib.Value_t(0) for _ in range(3)]
+        values = self._value(_lib.lib().tj_graph_unique(
+            self.handle, v._raw(), axis is not None,
+            _int_in(0 if axis is None else axis, _INT32, "unique axis"),
+            bool(sorted), ctypes.byref(raw[0]), ctypes.byref(raw[1]),
+            ctypes.byref(raw[2])), "unique")
+        return (values, self._value(raw[0], "unique"),
+                self._value(raw[1], "unique"), self._value(raw[2], "unique"))
+
+    def non_max_suppression(self, boxes: Value, scores: Value,
+                            max_output_boxes_per_class: Optional[Value] = None,
+                            iou_threshold: Optional[Value] = None,
+                            score_threshold: Optional[Value] = None,
+                            center_point_box: bool = False) -> Value:
+        """ONNX NonMaxSuppression: i64 [K, 3] rows (batch, class, box) of
+        the boxes kept. The three scalars are one-element tensors read at
+        run time (None: ONNX's defaults)."""
+        def opt(x: Optional[Value], what: str) -> _lib.Value_t:
+            return self._own(x, what)._raw() if x is not None \
+                else _lib.Value_t(0)
+        b = self._own(boxes, "non_max_suppression boxes")
+        sc = self._own(scores, "non_max_suppression scores")
+        return self._value(_lib.lib().tj_graph_non_max_suppression(
+            self.handle, b._raw(), sc._raw(),
+            opt(max_output_boxes_per_class, "max_output_boxes_per_class"),
+            opt(iou_threshold, "iou_threshold"),
+            opt(score_threshold, "score_threshold"), bool(center_point_box)),
+            "non_max_suppression")
+
+    def range(self, start: Operand, limit: Operand, delta: Operand) -> Value:
+        """numpy.arange(start, limit, delta) of scalars known at run time
+        (ONNX Range), computed from inputs and constants by casts, reshapes
+        and scalar arithmetic; its length is set when a run binds them."""
+        like = next((x for x in (start, limit, delta)
+                     if isinstance(x, Value)), None)
+        a = self._operand(start, like, "range start")
+        b = self._operand(limit, a, "range limit")
+        c = self._operand(delta, a, "range delta")
+        return self._value(_lib.lib().tj_graph_range(
+            self.handle, a._raw(), b._raw(), c._raw()), "range")
+
+    def range_count(self, start: Operand, count: Operand,
+                    delta: Operand) -> Value:
+        """The running sum [max(count, 0)]: y[0] = start, y[i] = y[i - 1] +
+        delta (ONNX's expanded Range), |count| an i64 or i32 scalar."""
+        a = self._operand(start, None, "range_count start")
+        n = self._operand(count, None, "range_count count")
+        c = self._operand(delta, a, "range_count delta")
+        return self._value(_lib.lib().tj_graph_range_count(
+            self.handle, a._raw(), n._raw(), c._raw()), "range_count")
+
     def argtopk(self, a: Value, k: int, axis: int = -1,
                 largest: bool = True) -> Value:
         """The i64 indices along |axis| of the |k| largest (or smallest)

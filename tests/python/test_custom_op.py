@@ -371,11 +371,11 @@ def test_data_dependent_errors():
     g = tj.Graph("dynout")
     x = g.input("x", "f32", [2, 2])
     g.output(py_positives(x), "y")
-    # The binding runs with tj_executable_run, which cannot return the
-    # actual shape of such an output: refused, naming the output.
-    with pytest.raises(tj.InvalidArgumentError,
-                       match="output \"y\" dim 0 depends on data-dependent"):
-        tj.compile(g)(np.ones((2, 2), np.float32))
+    # Such an output comes back in its actual shape (the binding runs
+    # tj_executable_run_shaped for graphs that have one).
+    exe = tj.compile(g)
+    for a in (np.float32([[1, -2], [3, 0]]), -np.ones((2, 2), np.float32)):
+        np.testing.assert_array_equal(exe(a), a[a > 0])
     with pytest.raises(tj.InvalidArgumentError, match="shape rule"):
         tj.dynamic_dim("N", 4)
 
@@ -529,3 +529,79 @@ def test_cuda_llvm_ir_on_the_gpu():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+# The library's own data-dependent ops from Python: outputs whose dims an
+# op sets at run time come back in their actual shapes (the binding runs
+# tj_executable_run_shaped for such graphs), many sizes from one
+# executable, against numpy.
+@pytest.mark.parametrize("target", ["x86", "reference"])
+def test_builtin_data_dependent_outputs(target):
+    g = tj.Graph("nz")
+    x = g.input("x", "f32", ["R", 3])
+    g.output(g.nonzero(x), "nz")
+    g.output(g.sum(x), "s")
+    run = tj.compile(g, target=target) if target == "x86" else g.run_reference
+    for r in (1, 4, 9):
+        for a in (np.zeros((r, 3), np.float32),
+                  (RNG.standard_normal((r, 3)) > 0.3).astype(np.float32),
+                  np.ones((r, 3), np.float32)):
+            for _ in range(2):  # a second call of the same shapes
+                nz, s = run(a)
+                np.testing.assert_array_equal(nz, np.array(np.nonzero(a)))
+                assert nz.dtype == np.int64
+                np.testing.assert_allclose(s, a.sum(), rtol=1e-6)
+    if target == "x86":
+        assert run.stats.recompiles == 0
+
+    g = tj.Graph("uniq")
+    v = g.input("v", "i64", ["N"])
+    vals, first, inverse, counts = g.unique(v)
+    for out, name in ((vals, "vals"), (first, "first"), (inverse, "inv"),
+                      (counts, "counts")):
+        g.output(out, name)
+    g.output(g.compress(v, g.gt(v, g.scalar("i64", 2)), axis=0), "big")
+    exe = tj.compile(g, target=target) if target == "x86" else g.run_reference
+    for n in (1, 7, 30):
+        a = RNG.integers(0, 6, n).astype(np.int64)
+        got = exe(a)
+        want = np.unique(a, return_index=True, return_inverse=True,
+                         return_counts=True)
+        for gv, wv in zip(got[:4], want):
+            np.testing.assert_array_equal(gv, np.asarray(wv).reshape(-1))
+        np.testing.assert_array_equal(got[4], a[a > 2])
+
+
+def test_range_from_python():
+    g = tj.Graph("rng")
+    start = g.input("start", "f32", [])
+    limit = g.input("limit", "f32", [])
+    y = g.range(start, limit, 0.5)
+    g.output(y, "y")
+    g.output(y * 2.0 + 1.0, "z")
+    exe = tj.compile(g)
+    for a, b in ((0.0, 3.0), (2.0, 2.0), (-1.25, 4.0), (5.0, 1.0)):
+        y, z = exe(np.float32(a), np.float32(b))
+        want = np.arange(a, b, 0.5, dtype=np.float32)
+        np.testing.assert_array_equal(y, want)
+        np.testing.assert_array_equal(z, want * 2 + 1)
+    g = tj.Graph("rngc")
+    n = g.input("n", "i64", [])
+    g.output(g.range_count(g.scalar("i32", 3), n, g.scalar("i32", -2)), "y")
+    exe = tj.compile(g)
+    for count in (0, 1, 5):
+        np.testing.assert_array_equal(exe(np.int64(count)),
+                                      3 - 2 * np.arange(count, dtype=np.int32))
+
+
+def test_non_max_suppression_from_python():
+    g = tj.Graph("nms")
+    boxes = g.input("boxes", "f32", [1, "N", 4])
+    scores = g.input("scores", "f32", [1, 1, "N"])
+    keep = g.non_max_suppression(boxes, scores, g.constant(np.int64([10])),
+                                 g.constant(np.float32([0.5])))
+    g.output(keep, "keep")
+    exe = tj.compile(g)
+    b = np.float32([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 5, 1, 6]]])
+    s = np.float32([[[0.9, 0.8, 0.7]]])
+    np.testing.assert_array_equal(exe(b, s), [[0, 0, 0], [0, 0, 2]])

@@ -202,6 +202,25 @@ TEST(dim_sub_and_div) {
   }
 }
 
+// tj_graph_output_is_data_dependent: nonzero's count is set at run time, a
+// sum of it is not, and neither is anything of a graph without such ops.
+TEST(output_is_data_dependent) {
+  tj_graph_t* g = new_graph();
+  tj_value_t x = in(g, TJ_DTYPE_F32, 2, DIMS(tj_graph_symbol(g, "R"), 3), "x");
+  tj_value_t nz = tj_graph_nonzero(g, x);
+  tj_graph_output(g, nz, "nz");
+  tj_graph_output(g, tj_graph_sum(g, nz, 0, NULL, false), "s");
+  tj_graph_output(g, x, "x_out");
+  CHECK_OK(tj_graph_finalize(g));
+  CHECK(tj_graph_output_is_data_dependent(g, 0));
+  CHECK(!tj_graph_output_is_data_dependent(g, 1));
+  CHECK(!tj_graph_output_is_data_dependent(g, 2));
+  CHECK(!tj_graph_output_is_data_dependent(g, 3));
+  CHECK(!tj_graph_output_is_data_dependent(g, -1));
+  CHECK(!tj_graph_output_is_data_dependent(NULL, 0));
+  tj_graph_destroy(g);
+}
+
 //===--- elementwise ---===//
 
 typedef tj_value_t (*unary_fn)(tj_graph_t*, tj_value_t);
@@ -1442,6 +1461,7 @@ int main(void) {
   RUN_TEST(input_errors);
   RUN_TEST(symbol_errors);
   RUN_TEST(dim_sub_and_div);
+  RUN_TEST(output_is_data_dependent);
   RUN_TEST(unary_ops);
   RUN_TEST(cast);
   RUN_TEST(binary_ops);
