@@ -292,9 +292,10 @@ static uint32_t candidates(const tj_graph_t* g, const uint64_t* sig,
   }
   for (uint32_t a = 0; a < num_anchors; ++a) {
     uint32_t x = anchors[a];
-    for (uint32_t i = x; i-- > 0;) {
-      if (sig[i] == sig[x] && (x - i) * kMinBlocks <= x + 1)
-        add_candidate(list, &n, x - i);
+    // Periods d with d * kMinBlocks <= x + 1: the nodes from x - d_max up.
+    uint32_t d_max = (x + 1) / kMinBlocks;
+    for (uint32_t d = 1; d <= d_max && d <= x; ++d) {
+      if (sig[x - d] == sig[x]) add_candidate(list, &n, d);
     }
   }
   // Ascending: the smallest period that repeats is the block.
