@@ -58,8 +58,9 @@ typedef struct case_t {
   const char* name;
   kind_t kind;
   int64_t n, c, h, w, o, k, stride, pad, groups;
-  // conv: a chain of this many convs, relu between them (c == o; 0 or 1:
-  // one), whose values between convs the x86 backend may hold blocked
+  // conv: a chain of this many convs, relu between them (0 or 1: one; the
+  // convs after the first 3x3/1 o-o with pads 1, their own weight where c
+  // != o), whose values between convs the x86 backend may hold blocked
   // (nchwc, issue 15; TJ_LAYOUT=nchw keeps them row-major for A/B). Not
   // listed for the torch script.
   int64_t chain;
@@ -67,6 +68,9 @@ typedef struct case_t {
 
 static const case_t kCases[] = {
     {"conv1 7x7/2 3-64 @224", kConv, 1, 3, 224, 224, 64, 7, 2, 3, 1, 0},
+    // nchwc2: the stem storing blocks for a 3x3 conv that reads them.
+    {"conv1 7x7/2 3-64 @224 x2 chain", kConv, 1, 3, 224, 224, 64, 7, 2, 3, 1,
+     2},
     {"3x3 64-64 @56", kConv, 1, 64, 56, 56, 64, 3, 1, 1, 1, 0},
     {"3x3 64-64 @56 x2 chain", kConv, 1, 64, 56, 56, 64, 3, 1, 1, 1, 2},
     {"1x1 256-64 @56", kConv, 1, 256, 56, 56, 64, 1, 1, 0, 1, 0},
@@ -136,6 +140,9 @@ static double work_of(const case_t* c, int64_t n) {
   const double in = (double)(n * c->c * c->h * c->w) * 4;
   const double out = (double)(n * c->o * p * p) * 4;
   if (c->kind == kConv && c->groups == c->c) return in + out;
+  if (c->kind == kConv && c->chain > 1 && c->c != c->o)
+    return 2.0 * (double)(n * c->o * p * p) *
+           (double)(c->c * c->k * c->k + (c->chain - 1) * c->o * 9);
   if (c->kind == kConv)
     return 2.0 * (double)(c->chain > 1 ? c->chain : 1) *
            (double)(n * c->o * (c->c / c->groups) * c->k * c->k * p * p);
@@ -229,6 +236,17 @@ static void build(tj_context_t* ctx, const case_t* c, int64_t n, int threads,
       tj_value_t bias = tj_graph_constant(g, TJ_DTYPE_F32, 1, bd, bb,
                                           (size_t)c->o * sizeof(float));
       y = tj_graph_conv(g, x, w, bias, &a);
+      if (c->chain > 1 && c->c != c->o) {
+        float* w2b = make_data(c->o * c->o * 9, 5);
+        w = tj_graph_constant(g, TJ_DTYPE_F32, 4, (int64_t[]){c->o, c->o, 3, 3},
+                              w2b, (size_t)(c->o * c->o * 9) * sizeof(float));
+        free(w2b);
+        for (int i = 0; i < 2; ++i) {
+          a.kernel[i] = 3;
+          a.strides[i] = 1;
+          a.pads_begin[i] = a.pads_end[i] = 1;
+        }
+      }
       for (int64_t i = 1; i < c->chain; ++i)
         y = tj_graph_conv(g, tj_graph_relu(g, y), w, bias, &a);
       free(wb);

@@ -485,14 +485,87 @@ static void emit_pad_image_blocked(tj_emit_t* em, const tj_kir_conv_t* cv,
   tj_emit_loop_end(em, &rl);
 }
 
+// nchwc: the vector |v| (acc plus bias) of w channels from |o| of pixel
+// |px| of image |n| stored into the blocked output at |run| (the channel
+// block's run) + px w, through the epilogue when there is one (its
+// point's lanes along the channels, dim 1: a blocked output and
+// per-channel operands have stride 1 there).
+static tj_status_t store_pixel(tj_emit_t* em, int32_t ob, LLVMValueRef v,
+                               LLVMValueRef n, LLVMValueRef o, LLVMValueRef px,
+                               LLVMValueRef run, int64_t P, bool epilogue) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, r = k->rank;
+  LLVMValueRef yoff =
+      LLVMBuildAdd(b, run, LLVMBuildMul(b, px, c64(em, w), ""), "yoff");
+  if (!epilogue) {
+    set_align(LLVMBuildStore(
+                  b, v, tj_emit_advance(em, (uint32_t)ob, em->base[ob], yoff)),
+              4);
+    return NULL;
+  }
+  tj_emit_point_t p;
+  memset(&p, 0, sizeof(p));
+  p.lanes = w;
+  p.vdim = 1;
+  p.index[0] = n;
+  p.index[1] = o;
+  LLVMValueRef rest = px;
+  for (int32_t d = r - 1; d >= 2; --d) {
+    p.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
+    rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
+  }
+  for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
+    tj_kir_role_t role = k->buffers[bi].role;
+    if (role == TJ_KIR_OUTPUT) {  // the blocked output
+      p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], yoff);
+      continue;
+    }
+    if (role != TJ_KIR_INPUT) {
+      p.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
+      continue;
+    }
+    LLVMValueRef off = inblock_skew(em, bi, o, P);
+    for (int32_t d = 0; d < r; ++d) {
+      off = LLVMBuildAdd(
+          b, off, LLVMBuildMul(b, p.index[d], tj_emit_stride(em, bi, d), ""),
+          "");
+    }
+    p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], off);
+  }
+  p.acc = v;
+  return tj_emit_body(em, &k->phases[0], &p, NULL);
+}
+
+// The bias of channels o..o + w (0 without one) and the run of image
+// |n|'s channel block o / w in a blocked output of O channels, P pixels.
+static LLVMValueRef block_bias(tj_emit_t* em, int32_t bb, LLVMValueRef o) {
+  const int32_t w = em->target.lanes;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  if (bb < 0) return tj_emit_fconst(vf, 0.0);
+  LLVMValueRef bv = LLVMBuildLoad2(
+      em->b, vf, tj_emit_advance(em, (uint32_t)bb, em->base[bb], o), "");
+  set_align(bv, 4);
+  return bv;
+}
+
+static LLVMValueRef block_run(tj_emit_t* em, LLVMValueRef n, LLVMValueRef o,
+                              int64_t O, int64_t P) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  return LLVMBuildMul(b,
+                      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, O / w), ""),
+                                   LLVMBuildUDiv(b, o, c64(em, w), ""), ""),
+                      c64(em, P * w), "run");
+}
+
 // nchwc (issue 15): the ocvec unit's pixel-major block |acc| (ld |oc|)
 // stored straight into a blocked output (tj_kir_conv_t.yblock = w), one
 // vector of w channels a pixel: acc's row q from column j is the block
 // (o0 + j) / w of pixel p0 + q, at ((n O / w + (o0 + j) / w) P + p0 + q) w,
 // plus the bias (a vector of w channels), through the epilogue when there
-// is one (its point's lanes along the channels, dim 1: a blocked output
-// and per-channel operands have stride 1 there). No transpose, no
-// channel rows P apart: each block of channels is one sequential run.
+// is one. No transpose, no channel rows P apart: each block of channels is
+// one sequential run.
 static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
                                  LLVMValueRef acc, int64_t oc, LLVMValueRef n,
                                  LLVMValueRef o0, LLVMValueRef ocn,
@@ -509,22 +582,10 @@ static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
   LLVMValueRef j =
       tj_emit_loop_begin(em, &jl, c64(em, 0), ocn, c64(em, w), "bj");
   LLVMValueRef o = LLVMBuildAdd(b, o0, j, "o");
-  LLVMValueRef bias = tj_emit_fconst(vf, 0.0);
-  if (bb >= 0) {
-    LLVMValueRef bv = LLVMBuildLoad2(
-        b, vf, tj_emit_advance(em, (uint32_t)bb, em->base[bb], o), "");
-    set_align(bv, 4);
-    bias = bv;
-  }
-  // The block's run: image n, channels o..o + w.
-  LLVMValueRef run =
-      LLVMBuildMul(b,
-                   LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, O / w), ""),
-                                LLVMBuildUDiv(b, o, c64(em, w), ""), ""),
-                   c64(em, P * w), "run");
+  LLVMValueRef bias = block_bias(em, bb, o);
+  LLVMValueRef run = block_run(em, n, o, O, P);
   LLVMValueRef q =
       tj_emit_loop_begin(em, &ql, c64(em, 0), pn, c64(em, 1), "bq");
-  LLVMValueRef px = LLVMBuildAdd(b, p0, q, "px");
   LLVMValueRef v = LLVMBuildLoad2(
       b, vf,
       gep(em, em->t_f32, acc,
@@ -532,46 +593,97 @@ static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
       "");
   set_align(v, 4);
   v = LLVMBuildFAdd(b, v, bias, "");
-  LLVMValueRef yoff =
-      LLVMBuildAdd(b, run, LLVMBuildMul(b, px, c64(em, w), ""), "yoff");
-  if (!epilogue) {
-    set_align(LLVMBuildStore(
-                  b, v, tj_emit_advance(em, (uint32_t)ob, em->base[ob], yoff)),
-              4);
-  } else {
-    tj_emit_point_t p;
-    memset(&p, 0, sizeof(p));
-    p.lanes = w;
-    p.vdim = 1;
-    p.index[0] = n;
-    p.index[1] = o;
-    LLVMValueRef rest = px;
-    for (int32_t d = r - 1; d >= 2; --d) {
-      p.index[d] = LLVMBuildURem(b, rest, c64(em, k->dims[d].value), "");
-      rest = LLVMBuildUDiv(b, rest, c64(em, k->dims[d].value), "");
-    }
-    for (uint32_t bi = 0; bi < k->num_buffers; ++bi) {
-      tj_kir_role_t role = k->buffers[bi].role;
-      if (role == TJ_KIR_OUTPUT) {  // the blocked output
-        p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], yoff);
-        continue;
-      }
-      if (role != TJ_KIR_INPUT) {
-        p.ptr[bi] = em->base[bi];  // read by the GEMM part, not here
-        continue;
-      }
-      LLVMValueRef off = inblock_skew(em, bi, o, P);
-      for (int32_t d = 0; d < r; ++d) {
-        off = LLVMBuildAdd(
-            b, off, LLVMBuildMul(b, p.index[d], tj_emit_stride(em, bi, d), ""),
-            "");
-      }
-      p.ptr[bi] = tj_emit_advance(em, bi, em->base[bi], off);
-    }
-    p.acc = v;
-    TJ_RETURN_IF_ERROR(tj_emit_body(em, &k->phases[0], &p, NULL));
-  }
+  TJ_RETURN_IF_ERROR(store_pixel(em, ob, v, n, o, LLVMBuildAdd(b, p0, q, "px"),
+                                 run, P, epilogue));
   tj_emit_loop_end(em, &ql);
+  tj_emit_loop_end(em, &jl);
+  return NULL;
+}
+
+// w rows of w lanes, |row|, transposed in registers: log2(w) stages of
+// two-source shuffles, stage h swapping bit h of the row index with bit h
+// of the lane index (rows i and i + h, bit h of i clear, exchange the
+// lanes with bit h set in i's for those with it clear in i + h's).
+static void transpose_regs(tj_emit_t* em, LLVMValueRef* row) {
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes;
+  for (int32_t h = w / 2; h >= 1; h /= 2) {
+    LLVMValueRef lo[16], hi[16];
+    for (int32_t c = 0; c < w; ++c) {
+      lo[c] = c32(em, c & h ? w + c - h : c);
+      hi[c] = c32(em, c & h ? w + c : c + h);
+    }
+    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
+    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
+    for (int32_t i = 0; i < w; ++i) {
+      if (i & h) continue;
+      LLVMValueRef a = row[i], z = row[i + h];
+      row[i] = LLVMBuildShuffleVector(b, a, z, mlo, "");
+      row[i + h] = LLVMBuildShuffleVector(b, a, z, mhi, "");
+    }
+  }
+}
+
+// nchwc2 (issue 15): the shifted variant's sums of one output row,
+// channel-major at |acc| (ld |nc|: channel o0 + c's pixel q0 + q at c nc
+// + q), |ocn| channels (a multiple of w) and |qn| pixels, stored into a
+// blocked output: w x w tiles (w channel rows of w pixels, masked to the
+// row's pixels) transposed in registers, each of the tile's pixels then a
+// vector of w channels plus the bias stored (through the epilogue) at its
+// place in the channel block's run, the tile's pixels one contiguous
+// stretch. No staging copy (a transpose into the scratch and a pass over it
+// took the stem 8-10% longer than its row-major store, not shorter).
+static tj_status_t store_rows_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
+                                      LLVMValueRef acc, int64_t nc,
+                                      LLVMValueRef n, LLVMValueRef o0,
+                                      LLVMValueRef ocn, LLVMValueRef q0,
+                                      LLVMValueRef qn, bool epilogue) {
+  const tj_kir_t* k = em->k;
+  LLVMBuilderRef b = em->b;
+  const int32_t w = em->target.lanes, r = k->rank;
+  LLVMTypeRef vf = LLVMVectorType(em->t_f32, (unsigned)w);
+  const int64_t O = k->dims[1].value;
+  int64_t P = 1;
+  for (int32_t d = 2; d < r; ++d) P *= k->dims[d].value;
+  if (w > 16 || (w & (w - 1)) != 0)
+    return tj_internal("kernel @%s: a blocked store of %d lanes", k->name, w);
+  tj_emit_loop_t jl, tl;
+  LLVMValueRef j =
+      tj_emit_loop_begin(em, &jl, c64(em, 0), ocn, c64(em, w), "rj");
+  LLVMValueRef o = LLVMBuildAdd(b, o0, j, "o");
+  LLVMValueRef bias = block_bias(em, bb, o);
+  LLVMValueRef run = block_run(em, n, o, O, P);
+  LLVMValueRef t0 =
+      tj_emit_loop_begin(em, &tl, c64(em, 0), qn, c64(em, w), "rt");
+  LLVMValueRef left = LLVMBuildSub(b, qn, t0, "rleft");
+  LLVMValueRef mask = tj_emit_lane_mask(em, left, w);
+  LLVMValueRef row[16];
+  LLVMTypeRef lt[2] = {vf, em->t_ptr};
+  for (int32_t c = 0; c < w; ++c) {
+    LLVMValueRef src =
+        gep(em, em->t_f32, acc,
+            LLVMBuildAdd(b,
+                         LLVMBuildMul(b, LLVMBuildAdd(b, j, c64(em, c), ""),
+                                      c64(em, nc), ""),
+                         t0, ""));
+    LLVMValueRef largs[4] = {src, c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
+    row[c] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
+  }
+  transpose_regs(em, row);
+  LLVMValueRef px0 = LLVMBuildAdd(b, q0, t0, "");
+  for (int32_t c = 0; c < w; ++c) {
+    // Pixel t0 + c, when inside the row (only the last tile has fewer).
+    tj_emit_if_t in;
+    const bool guard = c > 0;
+    if (guard)
+      tj_emit_if_begin(
+          em, &in, LLVMBuildICmp(b, LLVMIntSGT, left, c64(em, c), ""), "rpix");
+    TJ_RETURN_IF_ERROR(store_pixel(em, ob, LLVMBuildFAdd(b, row[c], bias, ""),
+                                   n, o, LLVMBuildAdd(b, px0, c64(em, c), ""),
+                                   run, P, epilogue));
+    if (guard) tj_emit_if_end(em, &in);
+  }
+  tj_emit_loop_end(em, &tl);
   tj_emit_loop_end(em, &jl);
   return NULL;
 }
@@ -631,24 +743,7 @@ static void transpose_block(tj_emit_t* em, LLVMValueRef acc, int64_t oc,
         "trow");
     set_align(row[r], 4);
   }
-  // Stage h swaps bit h of the row (pixel) index with bit h of the lane
-  // (channel) index: rows i and i + h (bit h of i clear) exchange the
-  // lanes with bit h set in i's for those with it clear in i + h's.
-  for (int32_t h = w / 2; h >= 1; h /= 2) {
-    LLVMValueRef lo[16], hi[16];
-    for (int32_t c = 0; c < w; ++c) {
-      lo[c] = c32(em, c & h ? w + c - h : c);
-      hi[c] = c32(em, c & h ? w + c : c + h);
-    }
-    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
-    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
-    for (int32_t i = 0; i < w; ++i) {
-      if (i & h) continue;
-      LLVMValueRef a = row[i], z = row[i + h];
-      row[i] = LLVMBuildShuffleVector(b, a, z, mlo, "");
-      row[i + h] = LLVMBuildShuffleVector(b, a, z, mhi, "");
-    }
-  }
+  transpose_regs(em, row);
   LLVMValueRef mask = tj_emit_lane_mask(em, left, w);
   LLVMValueRef chans = LLVMBuildSub(b, ocn, c0, "");
   LLVMTypeRef lt[2] = {vf, em->t_ptr};
@@ -738,17 +833,27 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   // Output channels along the vector (tj_kir_conv_schedule_t.ocvec):
   // pixels broadcast from the padded copy against the prepacked weight.
   const bool ocvec = s.ocvec;
-  // nchwc: the blocked layouts are the ocvec variant's at stride 1, blocks
-  // of the target's lanes (nchwc_assign in backends/x86/x86_program.c
-  // marks no other).
-  if ((cv->xblock || cv->yblock || cv->inblock) &&
-      (!ocvec || s.s1 != 1 || s.s2 != 1 || s.oc % w != 0 ||
-       (cv->xblock && (cv->xblock != w || C % w != 0)) ||
-       (cv->yblock && (cv->yblock != w || O % w != 0)))) {
+  // nchwc: blocks of the target's lanes (nchwc_assign in
+  // backends/x86/x86_program.c marks no other): a blocked x is the ocvec
+  // variant's at stride 1 (its padded copy has one phase); a blocked
+  // output is stored by the ocvec variant (its channel blocks whole in a
+  // unit), or (nchwc2) by the shifted and packed ones at any stride from
+  // their channel-major sums, a unit's channels whole blocks of w (one
+  // block, or blocks of a multiple of w); a blocked residual is read by
+  // the ocvec store or a blocked one.
+  const bool xblock_ok = !cv->xblock || (ocvec && s.s1 == 1 && s.s2 == 1 &&
+                                         cv->xblock == w && C % w == 0);
+  const bool yblock_ok =
+      !cv->yblock ||
+      (cv->yblock == w && O % w == 0 &&
+       (ocvec ? s.oc % w == 0 : !direct && (O <= s.oc || s.oc % w == 0)));
+  const bool inblock_ok = !cv->inblock || ocvec || cv->yblock;
+  if (!xblock_ok || !yblock_ok || !inblock_ok ||
+      (ocvec && (cv->xblock || cv->yblock || cv->inblock) && s.oc % w != 0)) {
     return tj_internal(
-        "kernel @%s: a blocked conv layout (xblock %d, yblock "
-        "%d) off the ocvec variant at stride 1 with %d lanes",
-        k->name, cv->xblock, cv->yblock, w);
+        "kernel @%s: a blocked conv layout (xblock %d, yblock %d, inblock "
+        "0x%x) its variant cannot take with %d lanes",
+        k->name, cv->xblock, cv->yblock, (unsigned)cv->inblock, w);
   }
   LLVMValueRef ukv = NULL;
   if (ocvec) {
@@ -1393,13 +1498,41 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                                    LLVMBuildSub(b, cs, cb, ""), "q0");
     LLVMValueRef qn = LLVMBuildSub(b, ce, cs, "qn");
     LLVMValueRef accl = gep(em, em->t_f32, acc, LLVMBuildSub(b, cs, p0, ""));
-    if (epilogue) {
+    if (cv->yblock) {
+      // nchwc2: each channel block of the row one sequential run (the
+      // stem's 64 channel rows of 448 bytes, 50 KB apart, were 20-30% of
+      // its time: bench/RESULTS.md, x86e2e2).
+      TJ_RETURN_IF_ERROR(store_rows_blocked(em, ob, bb, accl, nc, n, o0, ocn,
+                                            q0, qn, epilogue));
+    } else if (epilogue) {
       TJ_RETURN_IF_ERROR(store_epilogue(em, bb, accl, nc, n, o0, ocn, q0, qn));
     } else {
       store_plain(em, ob, bb, accl, nc, n, false, o0, ocn, q0, qn);
     }
     tj_emit_if_end(em, &some);
     tj_emit_loop_end(em, &ll);
+  } else if (cv->yblock) {
+    // nchwc2: the packed variant's channel-major block stored blocked,
+    // image by image (a joined unit's pixels may span several).
+    LLVMValueRef gp0 =
+        join ? p0 : LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, P), ""), p0, "");
+    LLVMValueRef gend = LLVMBuildAdd(b, gp0, pn, "");
+    tj_emit_loop_t il;
+    LLVMValueRef img = tj_emit_loop_begin(
+        em, &il, LLVMBuildUDiv(b, gp0, c64(em, P), ""),
+        LLVMBuildUDiv(b, LLVMBuildAdd(b, gend, c64(em, P - 1), ""), c64(em, P),
+                      ""),
+        c64(em, 1), "bimg");
+    LLVMValueRef ibeg = LLVMBuildMul(b, img, c64(em, P), "");
+    LLVMValueRef sp = LLVMBuildSelect(
+        b, LLVMBuildICmp(b, LLVMIntSGT, gp0, ibeg, ""), gp0, ibeg, "s");
+    LLVMValueRef ep =
+        tj_emit_min_i64(em, gend, LLVMBuildAdd(b, ibeg, c64(em, P), ""));
+    TJ_RETURN_IF_ERROR(store_rows_blocked(
+        em, ob, bb, gep(em, em->t_f32, acc, LLVMBuildSub(b, sp, gp0, "")), nc,
+        img, o0, ocn, LLVMBuildSub(b, sp, ibeg, ""),
+        LLVMBuildSub(b, ep, sp, ""), epilogue));
+    tj_emit_loop_end(em, &il);
   } else if (epilogue) {
     TJ_RETURN_IF_ERROR(
         store_epilogue(em, bb, acc, nc, join ? NULL : n, o0, ocn, p0, pn));

@@ -631,6 +631,27 @@ static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, nchwc_use_t use,
   return outputs == 1;
 }
 
+// nchwc2 (issue 15): whether conv kernel |k| may store its one output
+// blocked from its channel-major sums, on the shifted variant (resnet's
+// stem, 7x7/2 3-64: its x, 3 channels, stays row-major) or the packed one
+// (the strided 3x3s and the 1x1/2 downsamples), at any stride: the
+// output's channels a multiple of |lanes| and a unit's channels whole
+// blocks (one block a unit, or units of a multiple of |lanes|). Not a
+// 1x1 at stride 1 that reads x in place.
+static bool nchwc_sums_out(const tj_kir_t* k, int32_t lanes) {
+  if (k->kind != TJ_KIR_CONV || k->conv.window != TJ_KIR_WINDOW_GEMM ||
+      k->conv.ocvec || k->dims[1].param >= 0 || k->dims[1].value % lanes != 0 ||
+      tj_kir_conv_reads_x_in_place(k))
+    return false;
+  tj_kir_conv_schedule_t s;
+  tj_kir_conv_resolve(k, lanes, &s);
+  if (s.ocvec || (k->dims[1].value > s.oc && s.oc % lanes != 0)) return false;
+  uint32_t outputs = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i)
+    outputs += k->buffers[i].role == TJ_KIR_OUTPUT;
+  return outputs == 1;
+}
+
 // The strides within a block of a blocked buffer of conv kernel |k|'s
 // output shape (tj_kir_conv_t.yblock): [O x P, 1, lanes x the spatial
 // strides of a row-major P]; returns P.
@@ -694,7 +715,7 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
   const uint32_t nn = rp->graph->num_nodes;
   for (uint32_t i = 0; i < nk; ++i) {
     tj_kir_t* k = ks[i].kernel;
-    if (!nchwc_conv(k, w, NCHWC_OUT, 0)) continue;
+    if (!nchwc_conv(k, w, NCHWC_OUT, 0) && !nchwc_sums_out(k, w)) continue;
     uint32_t ob = TJ_KIR_NONE;
     for (uint32_t b = 0; b < k->num_buffers; ++b) {
       if (k->buffers[b].role == TJ_KIR_OUTPUT) ob = b;

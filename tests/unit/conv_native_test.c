@@ -15,7 +15,8 @@
 // conv_oom_sweep fails each allocation of a compile and run in turn.
 // nchwc_chains (issue 15): values held blocked (NCHWc) between ocvec convs,
 // checked the same way, by tj_verify and in the kernels' dumps, and under
-// TJ_LAYOUT=nchw; conv_oom_sweep_nchwc sweeps such a chain.
+// TJ_LAYOUT=nchw, the stem's shape storing blocks from the shifted variant
+// among them (nchwc2); conv_oom_sweep_nchwc sweeps such a chain.
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -972,11 +973,12 @@ TEST(ocvec_variant_marked) {
 // (the last conv adds relu(conv 0), read blocked by its epilogue), a skip
 // (conv 1 adds the chain's row-major input, gathered by an epilogue that
 // stores blocked), a max pool that reads relu(conv 0) too (it stays
-// row-major: no window kernel reads blocks), and TJ_LAYOUT=nchw, which
-// blocks nothing. Each chain is compiled at every tier, its blocked values
-// counted in the kernels' dumps ("yblock w" on the producer, "xblock w" on
-// each conv reading it as x, "inblock" on each reading it as a residual),
-// and checked against the reference at batches 2, 1 and 0, and by
+// row-major: no window kernel reads blocks), resnet's stem (7x7/2 3-64 on
+// the shifted variant) storing blocks for a conv's x and residual, and
+// TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled at every tier,
+// its blocked values counted in the kernels' dumps ("yblock w" on the producer,
+// "xblock w" on each conv reading it as x, "inblock" on each reading it as a
+// residual), and checked against the reference at batches 2, 1 and 0, and by
 // tj_verify (its observer sees the blocked values row-major).
 typedef struct chain_t {
   const char* name;
@@ -985,15 +987,36 @@ typedef struct chain_t {
   bool join;     // the last conv adds relu(conv 0) (a residual join)
   bool skip;     // conv 1 adds x (c == o[1])
   bool pool;     // relu(conv 0) is max-pooled too, a second output
+  int64_t k0;    // conv 0's window, stride 2, pads k0 / 2 (0: 3x3/1, pads
+                 // 1): the stem's shape, stored blocked from the shifted
+                 // variant, or a strided 3x3 on the packed one (nchwc2)
+  bool down;     // the last conv adds a 1x1/2 conv of x (resnet's
+                 // downsample, packed, stored blocked for the residual)
 } chain_t;
 
 static const chain_t kChains[] = {
-    {"two", 24, 15, 17, {64, 64, 0}, false, false, false},
-    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false},
-    {"join", 16, 14, 16, {64, 64, 0}, true, false, false},
-    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false},
-    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true},
+    {"two", 24, 15, 17, {64, 64, 0}, false, false, false, 0, false},
+    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false, 0, false},
+    {"join", 16, 14, 16, {64, 64, 0}, true, false, false, 0, false},
+    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false, 0, false},
+    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true, 0, false},
+    // nchwc2: resnet's stem (7x7/2 from 3 channels, rows of 45 so that it
+    // takes the shifted variant) writing blocks to a 3x3 conv, and to a max
+    // pool as in resnet (row-major: no window kernel reads blocks).
+    {"stem", 3, 19, 90, {64, 64, 0}, false, false, false, 7, false},
+    {"stem_pool", 3, 19, 90, {64, 64, 0}, false, false, true, 7, false},
+    {"stem_three", 3, 17, 92, {64, 80, 64}, true, false, false, 7, false},
+    // nchwc2: resnet's first block of a stage: a 3x3/2 (packed, its pixel
+    // blocks joined across images) and a 1x1/2 downsample storing blocks
+    // for the second conv's x and residual.
+    {"down", 16, 30, 29, {80, 80, 0}, false, false, false, 3, true},
+    {"down_three", 32, 28, 28, {96, 64, 64}, false, false, false, 3, true},
 };
+
+// The spatial size after conv 0 of |ch| from |in|.
+static int64_t chain_out(const chain_t* ch, int64_t in) {
+  return ch->k0 ? (in + 2 * (ch->k0 / 2) - ch->k0) / 2 + 1 : in;
+}
 
 // The graph of |ch|: y = relu(conv_k(... relu(conv_0(x)) ...)), the last
 // conv adding relu(conv 0) before its relu with |join|, conv 1 adding x
@@ -1009,20 +1032,36 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
   int64_t cin = ch->c;
   for (int i = 0; i < 3 && ch->o[i]; ++i) {
     const int64_t o = ch->o[i];
-    float* wv = random_buffer(o * cin * 9);
-    for (int64_t j = 0; j < o * cin * 9; ++j) wv[j] *= 0.2f;
+    const int64_t kk = i == 0 && ch->k0 ? ch->k0 : 3;
+    const int64_t st = i == 0 && ch->k0 ? 2 : 1;
+    const int64_t nw = o * cin * kk * kk;
+    float* wv = random_buffer(nw);
+    for (int64_t j = 0; j < nw; ++j) wv[j] *= 0.2f;
     float* bv = random_buffer(o);
     tj_value_t w =
-        tj_graph_constant(g, TJ_DTYPE_F32, 4, (int64_t[]){o, cin, 3, 3}, wv,
-                          (size_t)(o * cin * 9) * sizeof(float));
+        tj_graph_constant(g, TJ_DTYPE_F32, 4, (int64_t[]){o, cin, kk, kk}, wv,
+                          (size_t)nw * sizeof(float));
     tj_value_t b = tj_graph_constant(g, TJ_DTYPE_F32, 1, &o, bv,
                                      (size_t)o * sizeof(float));
     free(wv);
     free(bv);
-    tj_conv_attrs_t a = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    tj_conv_attrs_t a = {.kernel = {kk, kk},
+                         .strides = {st, st},
+                         .pads_begin = {kk / 2, kk / 2},
+                         .pads_end = {kk / 2, kk / 2}};
     v = tj_graph_conv(g, v, w, b, &a);
     const bool last = i == 2 || !ch->o[i + 1];
     if (last && ch->join) v = tj_graph_add(g, v, first);
+    if (last && ch->down) {
+      const int64_t nd = o * ch->c;
+      float* dv = random_buffer(nd);
+      tj_value_t dw =
+          tj_graph_constant(g, TJ_DTYPE_F32, 4, (int64_t[]){o, ch->c, 1, 1}, dv,
+                            (size_t)nd * sizeof(float));
+      free(dv);
+      tj_conv_attrs_t da = {.kernel = {1, 1}, .strides = {2, 2}};
+      v = tj_graph_add(g, v, tj_graph_conv(g, x, dw, (tj_value_t){0}, &da));
+    }
     if (i == 1 && ch->skip) v = tj_graph_add(g, v, x);
     v = tj_graph_relu(g, v);
     if (i == 0) first = v;
@@ -1036,7 +1075,10 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
                           .pads_end = {1, 1}};
     tj_graph_output(g, tj_graph_max_pool(g, first, &pa), "pool");
   }
-  if (tj_graph_finalize(g)) {
+  tj_status_t fs = tj_graph_finalize(g);
+  if (fs) {
+    fprintf(stderr, "nchwc %s: %s\n", ch->name, tj_status_message(fs));
+    tj_status_free(fs);
     tj_graph_destroy(g);
     return NULL;
   }
@@ -1045,16 +1087,23 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
 
 // The values of |ch| held blocked at |lanes| lanes: each conv's relu that
 // the next conv reads (and with |join| the last one's residual), both
-// convs' channels multiples of the lanes, no pool reading it; and how many
-// of them a residual reads (|*residuals|).
-static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw,
+// convs' channels multiples of the lanes, no pool reading it, and with
+// |down| the downsample the last conv adds; how many of them a conv reads
+// as x (|*xs|) and as a residual (|*residuals|).
+static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw, int* xs,
                          int* residuals) {
-  int n = 0;
-  *residuals = 0;
+  int n = 0, last = 0;
+  *residuals = *xs = 0;
+  for (int i = 0; i < 3 && ch->o[i]; ++i) last = ch->o[i];
   for (int i = 0; i + 1 < 3 && ch->o[i + 1]; ++i) {
     if ((i == 0 && ch->pool) || nchw || ch->o[i] % lanes != 0) continue;
     ++n;
+    ++*xs;
     if (i == 0 && ch->join) ++*residuals;
+  }
+  if (ch->down && !nchw && last % lanes == 0) {
+    ++n;
+    ++*residuals;
   }
   return n;
 }
@@ -1103,30 +1152,31 @@ static void run_chain(const chain_t* ch, bool nchw) {
     char yb[32], xb[32];
     snprintf(yb, sizeof(yb), " yblock %" PRId64, lanes);
     snprintf(xb, sizeof(xb), " xblock %" PRId64, lanes);
-    int res = 0;
-    const int want = chain_blocked(ch, lanes, nchw, &res);
-    if (count_of(kir, yb) != want || count_of(kir, xb) != want ||
+    int res = 0, xs = 0;
+    const int want = chain_blocked(ch, lanes, nchw, &xs, &res);
+    if (count_of(kir, yb) != want || count_of(kir, xb) != xs ||
         count_of(kir, " inblock ") != res ||
-        count_of(kir, "block ") != 2 * want + res) {
+        count_of(kir, "block ") != want + xs + res) {
       fprintf(stderr,
               "nchwc %s on %s: %d blocked outputs, %d x, %d residuals; want "
-              "%d, %d\n",
+              "%d, %d, %d\n",
               ch->name, isas[ti], count_of(kir, yb), count_of(kir, xb),
-              count_of(kir, " inblock "), want, res);
+              count_of(kir, " inblock "), want, xs, res);
     }
     CHECK_EQ_INT(want, count_of(kir, yb));
-    CHECK_EQ_INT(want, count_of(kir, xb));
+    CHECK_EQ_INT(xs, count_of(kir, xb));
     CHECK_EQ_INT(res, count_of(kir, " inblock "));
-    CHECK_EQ_INT(2 * want + res, count_of(kir, "block "));
+    CHECK_EQ_INT(want + xs + res, count_of(kir, "block "));
     free(kir);
     static const int64_t batches[3] = {2, 1, 0};
     for (int bi = 0; bi < 3 && exe; ++bi) {
       const int64_t N = batches[bi];
       int64_t last = 0;
       for (int i = 0; i < 3 && ch->o[i]; ++i) last = ch->o[i];
+      const int64_t h1 = chain_out(ch, ch->h), w1 = chain_out(ch, ch->w);
       const int64_t nx = N * ch->c * ch->h * ch->w;
-      const int64_t ny = N * last * ch->h * ch->w;
-      const int64_t ph = (ch->h - 1) / 2 + 1, pw = (ch->w - 1) / 2 + 1;
+      const int64_t ny = N * last * h1 * w1;
+      const int64_t ph = (h1 - 1) / 2 + 1, pw = (w1 - 1) / 2 + 1;
       const int64_t np = N * ch->o[0] * ph * pw;
       float* x = random_buffer(nx);
       float* want_y = calloc((size_t)(ny + np + 1), sizeof(float));
@@ -1135,7 +1185,7 @@ static void run_chain(const chain_t* ch, bool nchw) {
                                       (int64_t[]){N, ch->c, ch->h, ch->w});
       const int32_t nout = ch->pool ? 2 : 1;
       tj_tensor_t outs[2], gots[2];
-      const int64_t yd[4] = {N, last, ch->h, ch->w};
+      const int64_t yd[4] = {N, last, h1, w1};
       const int64_t pd[4] = {N, ch->o[0], ph, pw};
       outs[0] = tj_tensor_make(want_y, TJ_DTYPE_F32, 4, yd);
       gots[0] = tj_tensor_make(got_y, TJ_DTYPE_F32, 4, yd);
@@ -1146,7 +1196,7 @@ static void run_chain(const chain_t* ch, bool nchw) {
       const int64_t nall = ny + (ch->pool ? np : 0);
       int64_t bad = 0, firstbad = -1;
       for (int64_t i = 0; i < nall; ++i) {
-        // Two or three sums of K = C x 9 terms each.
+        // Two or three sums of K = C x 9 terms each (the stem's 147).
         double tol = 1e-4 * fabs((double)want_y[i]) + 4e-6 * 9.0 * 80.0;
         if (!(fabs((double)got_y[i] - (double)want_y[i]) <= tol)) {
           if (firstbad < 0) firstbad = i;
@@ -1190,6 +1240,8 @@ TEST(nchwc_chains) {
     run_chain(&kChains[i], false);
   run_chain(&kChains[0], true);  // TJ_LAYOUT=nchw: nothing blocked
   run_chain(&kChains[1], true);
+  run_chain(&kChains[5], true);  // the stem: nothing blocked
+  run_chain(&kChains[8], true);  // a stage's first block: nothing blocked
 }
 
 // A wrong input shape at run time is an error naming the input, not a
