@@ -656,7 +656,8 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
   LLVMSetAlignment(buf, 64);
   LLVMValueRef wtab = NULL;
   if (dw) {
-    wtab = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (uint64_t)(taps * w)),
+    const int64_t wtaps = (taps + w - 1) / w * w;
+    wtab = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (uint64_t)(wtaps * w)),
                           "cvec_w");
     LLVMSetAlignment(wtab, 64);
   }
@@ -691,26 +692,37 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
                                       LLVMBuildMul(b, plane0, c64(em, P), ""));
   LLVMValueRef bias = NULL;
   if (dw) {
-    // Tap t's weights of the block's channels, a vector at wtab + t * w.
+    // Tap t's weights of the block's channels, a vector at wtab + t * w:
+    // the channels' rows of taps read w taps at a time and transposed in
+    // registers (no gather), the channels past C and taps past the last
+    // 0 (wtab holds whole tiles).
     LLVMValueRef wbase =
         tj_emit_advance(em, (uint32_t)wd->wb, em->base[wd->wb],
                         LLVMBuildMul(b, c0, c64(em, taps), ""));
-    LLVMValueRef offs = LLVMBuildMul(b, tj_emit_iota(em, em->t_i64, w),
-                                     tj_emit_splat(em, c64(em, taps), w), "");
     tj_emit_loop_t tl;
-    LLVMValueRef t =
-        tj_emit_loop_begin(em, &tl, c64(em, 0), c64(em, taps), c64(em, 1), "t");
-    LLVMValueRef ptrs =
-        LLVMBuildGEP2(b, em->t_f32, gep(em, em->t_f32, wbase, t), &offs, 1, "");
-    LLVMTypeRef gt[2] = {wd->vf, LLVMVectorType(em->t_ptr, (unsigned)w)};
-    LLVMValueRef gargs[4] = {ptrs, c32(em, 4), chmask,
-                             tj_emit_fconst(wd->vf, 0.0)};
-    LLVMValueRef wv =
-        tj_emit_intrinsic(em, "llvm.masked.gather", gt, 2, gargs, 4);
-    LLVMSetAlignment(LLVMBuildStore(b, wv,
-                                    gep(em, em->t_f32, wtab,
-                                        LLVMBuildMul(b, t, c64(em, w), ""))),
-                     4);
+    LLVMValueRef t0 = tj_emit_loop_begin(em, &tl, c64(em, 0), c64(em, taps),
+                                         c64(em, w), "t0");
+    LLVMValueRef tmask =
+        tj_emit_lane_mask(em, LLVMBuildSub(b, c64(em, taps), t0, ""), w);
+    LLVMValueRef wrow[16];
+    for (int32_t r = 0; r < w; ++r) {
+      LLVMValueRef m =
+          LLVMBuildAnd(b, tmask, tj_emit_splat(em, chok[r], w), "");
+      LLVMValueRef args[4] = {
+          gep(em, em->t_f32, wbase,
+              LLVMBuildAdd(b, t0, c64(em, (int64_t)r * taps), "")),
+          c32(em, 4), m, tj_emit_fconst(wd->vf, 0.0)};
+      wrow[r] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    }
+    transpose_tile(em, wrow, w);
+    LLVMValueRef wdst =
+        gep(em, em->t_f32, wtab, LLVMBuildMul(b, t0, c64(em, w), ""));
+    for (int32_t i = 0; i < w; ++i) {
+      LLVMSetAlignment(
+          LLVMBuildStore(b, wrow[i],
+                         gep(em, em->t_f32, wdst, c64(em, (int64_t)i * w))),
+          4);
+    }
     tj_emit_loop_end(em, &tl);
     if (wd->bb >= 0) {
       LLVMValueRef bp =

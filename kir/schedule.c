@@ -312,7 +312,8 @@ bool tj_kir_window_cvec(const tj_kir_t* k, int32_t lanes) {
   int64_t rows, cols;
   tj_kir_window_cvec_extent(k, lanes, &rows, &cols);
   const int64_t taps = cv->kernel[1] * cv->kernel[2];
-  return (rows * cols + taps) * lanes * 4 <= 32768;
+  const int64_t wtaps = (taps + lanes - 1) / lanes * lanes;
+  return (rows * cols + wtaps) * lanes * 4 <= 32768;
 }
 
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
