@@ -597,6 +597,268 @@ static LLVMValueRef phase_colcount(window_t* wd) {
   return g;
 }
 
+// The channel vector variant (mobile2, issue 15; tj_kir_window_cvec): at
+// output rows of 16 columns or fewer (mobilenet's 5x5 depthwise layers at
+// 14x14 and 7x7) a vector of output columns is mostly masked lanes and
+// every tap a masked load. Here a unit is one image's block of w channels,
+// held as MLAS's and oneDNN's NCHWc depthwise kernels hold them: its w
+// planes are copied into a stack buffer [rows][cols][w], transposed in
+// registers a tile of w columns at a time and padded with the op's
+// identity (the pads written once a call, the interior every unit), so
+// that each tap of each output pixel is one plain vector load of its w
+// channels, and a tile of w output pixels (w accumulators, independent
+// chains) is transposed back and stored as w channel rows, masked to the
+// block's channels and the row's pixels.
+
+// Swaps |row|'s w x w tile in registers: lane j of row i becomes lane i of
+// row j, in log2(w) butterfly stages of two-source shuffles.
+static void transpose_tile(tj_emit_t* em, LLVMValueRef* row, int32_t w) {
+  LLVMBuilderRef b = em->b;
+  for (int32_t h = w / 2; h >= 1; h /= 2) {
+    LLVMValueRef lo[16], hi[16];
+    for (int32_t c = 0; c < w; ++c) {
+      lo[c] = c32(em, c & h ? w + c - h : c);
+      hi[c] = c32(em, c & h ? w + c : c + h);
+    }
+    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
+    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
+    for (int32_t i = 0; i < w; ++i) {
+      if (i & h) continue;
+      LLVMValueRef a = row[i], z = row[i + h];
+      row[i] = LLVMBuildShuffleVector(b, a, z, mlo, "");
+      row[i + h] = LLVMBuildShuffleVector(b, a, z, mhi, "");
+    }
+  }
+}
+
+static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int32_t w = wd->w;
+  const int64_t ow = wd->ow, ih = cv->in[1], iw = cv->in[2];
+  const int64_t kh = cv->kernel[1], kw = cv->kernel[2];
+  const int64_t taps = kh * kw;
+  const bool dw = wd->op == TJ_KIR_WINDOW_DEPTHWISE;
+  int64_t rows, cols;
+  tj_kir_window_cvec_extent(em->k, w, &rows, &cols);
+  const int64_t blocks = (C + w - 1) / w;
+  LLVMTypeRef lt[2] = {wd->vf, em->t_ptr};
+  LLVMValueRef ident =
+      tj_emit_fconst(wd->vf, wd->op == TJ_KIR_WINDOW_MAX ? -INFINITY : 0.0);
+
+  // The padded block, its pads the identity (written once a call: a unit
+  // writes only x's rows and the columns of its tiles, past x's columns
+  // the identity again).
+  const int64_t floats = rows * cols * w;
+  LLVMValueRef buf =
+      tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (uint64_t)floats), "cvec");
+  LLVMSetAlignment(buf, 64);
+  LLVMValueRef wtab = NULL;
+  if (dw) {
+    const int64_t wtaps = (taps + w - 1) / w * w;
+    wtab = tj_emit_alloca(em, LLVMArrayType2(em->t_f32, (uint64_t)(wtaps * w)),
+                          "cvec_w");
+    LLVMSetAlignment(wtab, 64);
+  }
+  {
+    tj_emit_loop_t fl;
+    LLVMValueRef i = tj_emit_loop_begin(em, &fl, c64(em, 0), c64(em, floats),
+                                        c64(em, w), "fill");
+    LLVMSetAlignment(LLVMBuildStore(b, ident, gep(em, em->t_f32, buf, i)), 4);
+    tj_emit_loop_end(em, &fl);
+  }
+
+  tj_emit_loop_t ul;
+  LLVMValueRef u =
+      tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
+  LLVMValueRef cb = LLVMBuildURem(b, u, c64(em, blocks), "cblock");
+  LLVMValueRef n = LLVMBuildUDiv(b, u, c64(em, blocks), "n");
+  LLVMValueRef c0 = LLVMBuildMul(b, cb, c64(em, w), "c0");
+  // The block's channels: lanes (and tile rows) below |nch| are real.
+  LLVMValueRef nch =
+      tj_emit_min_i64(em, c64(em, w), LLVMBuildSub(b, c64(em, C), c0, ""));
+  LLVMValueRef chmask = tj_emit_lane_mask(em, nch, w);
+  LLVMValueRef chok[16];
+  for (int32_t r = 0; r < w; ++r)
+    chok[r] = LLVMBuildICmp(b, LLVMIntSGT, nch, c64(em, r), "");
+  const int64_t ins = ih * iw, P = oh * ow;
+  LLVMValueRef plane0 =
+      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, C), ""), c0, "plane0");
+  LLVMValueRef xblk =
+      tj_emit_advance(em, (uint32_t)wd->xb, em->base[wd->xb],
+                      LLVMBuildMul(b, plane0, c64(em, ins), ""));
+  LLVMValueRef oblk = tj_emit_advance(em, (uint32_t)wd->ob, em->base[wd->ob],
+                                      LLVMBuildMul(b, plane0, c64(em, P), ""));
+  LLVMValueRef bias = NULL;
+  if (dw) {
+    // Tap t's weights of the block's channels, a vector at wtab + t * w:
+    // the channels' rows of taps read w taps at a time and transposed in
+    // registers (no gather), the channels past C and taps past the last
+    // 0 (wtab holds whole tiles).
+    LLVMValueRef wbase =
+        tj_emit_advance(em, (uint32_t)wd->wb, em->base[wd->wb],
+                        LLVMBuildMul(b, c0, c64(em, taps), ""));
+    tj_emit_loop_t tl;
+    LLVMValueRef t0 = tj_emit_loop_begin(em, &tl, c64(em, 0), c64(em, taps),
+                                         c64(em, w), "t0");
+    LLVMValueRef tmask =
+        tj_emit_lane_mask(em, LLVMBuildSub(b, c64(em, taps), t0, ""), w);
+    LLVMValueRef wrow[16];
+    for (int32_t r = 0; r < w; ++r) {
+      LLVMValueRef m =
+          LLVMBuildAnd(b, tmask, tj_emit_splat(em, chok[r], w), "");
+      LLVMValueRef args[4] = {
+          gep(em, em->t_f32, wbase,
+              LLVMBuildAdd(b, t0, c64(em, (int64_t)r * taps), "")),
+          c32(em, 4), m, tj_emit_fconst(wd->vf, 0.0)};
+      wrow[r] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    }
+    transpose_tile(em, wrow, w);
+    LLVMValueRef wdst =
+        gep(em, em->t_f32, wtab, LLVMBuildMul(b, t0, c64(em, w), ""));
+    for (int32_t i = 0; i < w; ++i) {
+      LLVMSetAlignment(
+          LLVMBuildStore(b, wrow[i],
+                         gep(em, em->t_f32, wdst, c64(em, (int64_t)i * w))),
+          4);
+    }
+    tj_emit_loop_end(em, &tl);
+    if (wd->bb >= 0) {
+      LLVMValueRef bp =
+          tj_emit_advance(em, (uint32_t)wd->bb, em->base[wd->bb], c0);
+      LLVMValueRef bargs[4] = {bp, c32(em, 4), chmask,
+                               tj_emit_fconst(wd->vf, 0.0)};
+      bias = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, bargs, 4);
+    }
+  }
+
+  // x's rows into the buffer, a tile of w columns (of w channels) at a
+  // time: the last tile of a row at least w wide overlaps the one before;
+  // a narrower row's tile reads its columns and the identity past them.
+  {
+    tj_emit_loop_t hl, jl;
+    LLVMValueRef h =
+        tj_emit_loop_begin(em, &hl, c64(em, 0), c64(em, ih), c64(em, 1), "xh");
+    LLVMValueRef j =
+        tj_emit_loop_begin(em, &jl, c64(em, 0), c64(em, iw), c64(em, w), "xj");
+    LLVMValueRef colmask = NULL;
+    if (iw >= w) {
+      j = tj_emit_min_i64(em, j, c64(em, iw - w));
+    } else {
+      colmask = tj_emit_lane_mask(em, c64(em, iw), w);
+    }
+    LLVMValueRef src =
+        gep(em, em->t_f32, xblk,
+            LLVMBuildAdd(b, LLVMBuildMul(b, h, c64(em, iw), ""), j, ""));
+    LLVMValueRef row[16];
+    for (int32_t r = 0; r < w; ++r) {
+      LLVMValueRef m = tj_emit_splat(em, chok[r], w);
+      if (colmask) m = LLVMBuildAnd(b, m, colmask, "");
+      LLVMValueRef args[4] = {
+          gep(em, em->t_f32, src, c64(em, (int64_t)r * ins)), c32(em, 4), m,
+          ident};
+      row[r] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
+    }
+    transpose_tile(em, row, w);
+    LLVMValueRef dst =
+        gep(em, em->t_f32, buf,
+            LLVMBuildMul(
+                b,
+                LLVMBuildAdd(
+                    b,
+                    LLVMBuildMul(b, LLVMBuildAdd(b, h, c64(em, cv->low[1]), ""),
+                                 c64(em, cols), ""),
+                    LLVMBuildAdd(b, j, c64(em, cv->low[2]), ""), ""),
+                c64(em, w), ""));
+    for (int32_t i = 0; i < w; ++i) {
+      LLVMSetAlignment(
+          LLVMBuildStore(b, row[i],
+                         gep(em, em->t_f32, dst, c64(em, (int64_t)i * w))),
+          4);
+    }
+    tj_emit_loop_end(em, &jl);
+    tj_emit_loop_end(em, &hl);
+  }
+
+  // The output rows, a tile of w pixels at a time.
+  tj_emit_loop_t rl, jl;
+  LLVMValueRef r =
+      tj_emit_loop_begin(em, &rl, c64(em, 0), c64(em, oh), c64(em, 1), "oh");
+  LLVMValueRef j0 =
+      tj_emit_loop_begin(em, &jl, c64(em, 0), c64(em, ow), c64(em, w), "j0");
+  if (ow >= w) j0 = tj_emit_min_i64(em, j0, c64(em, ow - w));
+  // A row narrower than w computes its own pixels only (the tile's other
+  // rows are the identity, not stored).
+  const int32_t tp = ow < w ? (int32_t)ow : w;
+  LLVMValueRef slot[16];
+  for (int32_t i = 0; i < tp; ++i) {
+    slot[i] = tj_emit_alloca(em, wd->vf, "cacc");
+    LLVMBuildStore(b, bias ? bias : ident, slot[i]);
+  }
+  // The tile's first pixel's first tap in the buffer, in vectors.
+  LLVMValueRef base = LLVMBuildAdd(
+      b,
+      LLVMBuildMul(b, LLVMBuildMul(b, r, c64(em, cv->stride[1]), ""),
+                   c64(em, cols), ""),
+      LLVMBuildMul(b, j0, c64(em, cv->stride[2]), ""), "");
+  tj_emit_loop_t al, bl;
+  LLVMValueRef ta =
+      tj_emit_loop_begin(em, &al, c64(em, 0), c64(em, kh), c64(em, 1), "kh");
+  LLVMValueRef tb =
+      tj_emit_loop_begin(em, &bl, c64(em, 0), c64(em, kw), c64(em, 1), "kw");
+  {
+    LLVMValueRef at = LLVMBuildAdd(
+        b, base,
+        LLVMBuildAdd(b,
+                     LLVMBuildMul(b, ta, c64(em, cv->dilation[1] * cols), ""),
+                     LLVMBuildMul(b, tb, c64(em, cv->dilation[2]), ""), ""),
+        "");
+    LLVMValueRef p =
+        gep(em, em->t_f32, buf, LLVMBuildMul(b, at, c64(em, w), ""));
+    LLVMValueRef wt = NULL;
+    if (dw) {
+      LLVMValueRef t =
+          LLVMBuildAdd(b, LLVMBuildMul(b, ta, c64(em, kw), ""), tb, "");
+      wt = LLVMBuildLoad2(
+          b, wd->vf,
+          gep(em, em->t_f32, wtab, LLVMBuildMul(b, t, c64(em, w), "")), "");
+      LLVMSetAlignment(wt, 4);
+    }
+    for (int32_t i = 0; i < tp; ++i) {
+      LLVMValueRef v = LLVMBuildLoad2(
+          b, wd->vf,
+          gep(em, em->t_f32, p, c64(em, (int64_t)i * cv->stride[2] * w)), "");
+      LLVMSetAlignment(v, 4);
+      LLVMValueRef acc = LLVMBuildLoad2(b, wd->vf, slot[i], "");
+      LLVMBuildStore(b, combine(wd, acc, v, wt), slot[i]);
+    }
+  }
+  tj_emit_loop_end(em, &bl);
+  tj_emit_loop_end(em, &al);
+  LLVMValueRef row[16];
+  for (int32_t i = 0; i < w; ++i)
+    row[i] = i < tp ? LLVMBuildLoad2(b, wd->vf, slot[i], "") : ident;
+  transpose_tile(em, row, w);
+  LLVMValueRef pix = tj_emit_lane_mask(
+      em, tj_emit_min_i64(em, c64(em, w), LLVMBuildSub(b, c64(em, ow), j0, "")),
+      w);
+  LLVMValueRef orow =
+      gep(em, em->t_f32, oblk,
+          LLVMBuildAdd(b, LLVMBuildMul(b, r, c64(em, ow), ""), j0, ""));
+  for (int32_t c = 0; c < w; ++c) {
+    LLVMValueRef keep = LLVMBuildAnd(b, pix, tj_emit_splat(em, chok[c], w), "");
+    LLVMValueRef sargs[4] = {row[c],
+                             gep(em, em->t_f32, orow, c64(em, (int64_t)c * P)),
+                             c32(em, 4), keep};
+    tj_emit_intrinsic(em, "llvm.masked.store", lt, 2, sargs, 4);
+  }
+  tj_emit_loop_end(em, &jl);
+  tj_emit_loop_end(em, &rl);
+  tj_emit_loop_end(em, &ul);
+  return NULL;
+}
+
 tj_status_t tj_emit_window(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   LLVMBuilderRef b = em->b;
@@ -657,6 +919,8 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
   const int64_t jlo = (cv->low[2] + s2 - 1) / s2;
   int64_t jhi = floor_div(cv->in[2] + cv->low[2] - reach, s2);
   if (jhi > wd.ow - w) jhi = wd.ow - w;
+
+  if (tj_kir_window_cvec(k, w)) return emit_cvec(&wd, od[1], O);
 
   phase_plan_t pp;
   const bool phased = phase_plan(&wd, od, &pp);

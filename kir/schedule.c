@@ -268,6 +268,54 @@ int64_t tj_kir_window_rows(const tj_kir_t* k) {
   return (rows + blocks - 1) / blocks;
 }
 
+void tj_kir_window_cvec_extent(const tj_kir_t* k, int32_t lanes,
+                               int64_t* out_rows, int64_t* out_cols) {
+  const tj_kir_conv_t* cv = &k->conv;
+  const int64_t oh = k->rank == 4 ? k->dims[2].value : 1;
+  const int64_t ow = k->dims[k->rank - 1].value;
+  // Rows: every tap row of every output row, and x's rows after the low
+  // pad. Columns: every tap column of every output column (a row
+  // narrower than the lanes computes only its own pixels), and x's columns
+  // after the low pad, copied a tile of |lanes| at a time.
+  int64_t rows =
+      (oh - 1) * cv->stride[1] + (cv->kernel[1] - 1) * cv->dilation[1] + 1;
+  if (rows < cv->low[1] + cv->in[1]) rows = cv->low[1] + cv->in[1];
+  int64_t cols =
+      (ow - 1) * cv->stride[2] + (cv->kernel[2] - 1) * cv->dilation[2] + 1;
+  const int64_t xin = cv->in[2] > lanes ? cv->in[2] : lanes;
+  if (cols < cv->low[2] + xin) cols = cv->low[2] + xin;
+  *out_rows = rows;
+  *out_cols = cols;
+}
+
+bool tj_kir_window_cvec(const tj_kir_t* k, int32_t lanes) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (cv->window != TJ_KIR_WINDOW_DEPTHWISE && cv->window != TJ_KIR_WINDOW_MAX)
+    return false;
+  if ((lanes != 4 && lanes != 8 && lanes != 16) || k->rank != 4 ||
+      cv->spatial != 2 || cv->in[0] != 1 || cv->kernel[0] != 1)
+    return false;
+  if (k->dims[1].param >= 0 || k->dims[2].param >= 0 || k->dims[3].param >= 0 ||
+      k->dims[3].value > 16 || k->dims[3].value < 1 || k->dims[2].value < 1)
+    return false;
+  // One output channel an input channel (no channel multiplier): x's
+  // channel stride is its plane.
+  const int64_t ins = cv->in[1] * cv->in[2];
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* x = &k->buffers[i];
+    if (x->role != TJ_KIR_CONV_X) continue;
+    if (x->strides[0].param >= 0 || x->strides[1].param >= 0 ||
+        x->strides[1].value != ins ||
+        x->strides[0].value != k->dims[1].value * ins)
+      return false;
+  }
+  int64_t rows, cols;
+  tj_kir_window_cvec_extent(k, lanes, &rows, &cols);
+  const int64_t taps = cv->kernel[1] * cv->kernel[2];
+  const int64_t wtaps = (taps + lanes - 1) / lanes * lanes;
+  return (rows * cols + wtaps) * lanes * 4 <= 32768;
+}
+
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
                                const int64_t* scalars, tj_kir_launch_t* out) {
   memset(out, 0, sizeof(*out));
@@ -356,7 +404,10 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
         if (k->rank < 3) return tj_invalid("kernel @%s: window rank", k->name);
         int64_t rows = 1;
         for (int32_t d = 2; d + 1 < k->rank; ++d) rows *= dims[d];
-        out->units = dims[0] * dims[1] * ceil_div(rows, tj_kir_window_rows(k));
+        out->units =
+            tj_kir_window_cvec(k, lanes)
+                ? dims[0] * ceil_div(dims[1], lanes)
+                : dims[0] * dims[1] * ceil_div(rows, tj_kir_window_rows(k));
         out->scratch_bytes = 0;
         return NULL;
       }

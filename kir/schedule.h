@@ -179,6 +179,18 @@ int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s);
 // A unit is that many rows of one (image, channel) plane, the unit order
 // image, channel, row block (fastest). No scratch.
 int64_t tj_kir_window_rows(const tj_kir_t* kernel);
+// mobile2 (issue 15): whether a direct window kernel takes the channel
+// vector variant at |lanes| lanes: a depthwise conv (one output channel an
+// input channel) or max_pool over two spatial axes whose output rows are
+// at most 16 wide, where a vector of output columns would mostly be masked
+// lanes. A unit is then one image's block of |lanes| channels (the unit
+// order image, channel block), its planes copied transposed, [H][W][lanes]
+// and padded with the op's identity, into a stack buffer of at most 32 KiB
+// (jit/emit_window.c). No scratch.
+bool tj_kir_window_cvec(const tj_kir_t* kernel, int32_t lanes);
+// The padded rows and columns of that buffer.
+void tj_kir_window_cvec_extent(const tj_kir_t* kernel, int32_t lanes,
+                               int64_t* out_rows, int64_t* out_cols);
 
 typedef struct tj_kir_launch_t {
   int64_t units;                    // run the kernel over [0, units)
