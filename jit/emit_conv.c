@@ -600,30 +600,6 @@ static tj_status_t store_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
   return NULL;
 }
 
-// w rows of w lanes, |row|, transposed in registers: log2(w) stages of
-// two-source shuffles, stage h swapping bit h of the row index with bit h
-// of the lane index (rows i and i + h, bit h of i clear, exchange the
-// lanes with bit h set in i's for those with it clear in i + h's).
-static void transpose_regs(tj_emit_t* em, LLVMValueRef* row) {
-  LLVMBuilderRef b = em->b;
-  const int32_t w = em->target.lanes;
-  for (int32_t h = w / 2; h >= 1; h /= 2) {
-    LLVMValueRef lo[16], hi[16];
-    for (int32_t c = 0; c < w; ++c) {
-      lo[c] = c32(em, c & h ? w + c - h : c);
-      hi[c] = c32(em, c & h ? w + c : c + h);
-    }
-    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
-    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
-    for (int32_t i = 0; i < w; ++i) {
-      if (i & h) continue;
-      LLVMValueRef a = row[i], z = row[i + h];
-      row[i] = LLVMBuildShuffleVector(b, a, z, mlo, "");
-      row[i + h] = LLVMBuildShuffleVector(b, a, z, mhi, "");
-    }
-  }
-}
-
 // nchwc2 (issue 15): the shifted variant's sums of one output row,
 // channel-major at |acc| (ld |nc|: channel o0 + c's pixel q0 + q at c nc
 // + q), |ocn| channels (a multiple of w) and |qn| pixels, stored into a
@@ -669,7 +645,7 @@ static tj_status_t store_rows_blocked(tj_emit_t* em, int32_t ob, int32_t bb,
     LLVMValueRef largs[4] = {src, c32(em, 4), mask, tj_emit_fconst(vf, 0.0)};
     row[c] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, largs, 4);
   }
-  transpose_regs(em, row);
+  tj_emit_transpose_tile(em, row, em->target.lanes);
   LLVMValueRef px0 = LLVMBuildAdd(b, q0, t0, "");
   for (int32_t c = 0; c < w; ++c) {
     // Pixel t0 + c, when inside the row (only the last tile has fewer).
@@ -743,7 +719,7 @@ static void transpose_block(tj_emit_t* em, LLVMValueRef acc, int64_t oc,
         "trow");
     set_align(row[r], 4);
   }
-  transpose_regs(em, row);
+  tj_emit_transpose_tile(em, row, em->target.lanes);
   LLVMValueRef mask = tj_emit_lane_mask(em, left, w);
   LLVMValueRef chans = LLVMBuildSub(b, ocn, c0, "");
   LLVMTypeRef lt[2] = {vf, em->t_ptr};

@@ -214,6 +214,25 @@ LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b) {
                          b, "");
 }
 
+void tj_emit_transpose_tile(tj_emit_t* em, LLVMValueRef* row, int32_t w) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(em->ctx);
+  for (int32_t h = w / 2; h >= 1; h /= 2) {
+    LLVMValueRef lo[16], hi[16];
+    for (int32_t c = 0; c < w; ++c) {
+      lo[c] = LLVMConstInt(i32, (uint64_t)(c & h ? w + c - h : c), false);
+      hi[c] = LLVMConstInt(i32, (uint64_t)(c & h ? w + c : c + h), false);
+    }
+    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
+    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
+    for (int32_t i = 0; i < w; ++i) {
+      if (i & h) continue;
+      LLVMValueRef a = row[i], z = row[i + h];
+      row[i] = LLVMBuildShuffleVector(em->b, a, z, mlo, "");
+      row[i + h] = LLVMBuildShuffleVector(em->b, a, z, mhi, "");
+    }
+  }
+}
+
 LLVMValueRef tj_emit_alloca(tj_emit_t* em, LLVMTypeRef type, const char* name) {
   LLVMBuilderRef tmp = LLVMCreateBuilderInContext(em->ctx);
   LLVMValueRef first = LLVMGetFirstInstruction(em->entry);

@@ -216,6 +216,11 @@ LLVMValueRef tj_emit_fminmax(tj_emit_t* em, bool max, LLVMValueRef a,
                              LLVMValueRef b);
 // Element-wise min/max of two i64 scalars.
 LLVMValueRef tj_emit_min_i64(tj_emit_t* em, LLVMValueRef a, LLVMValueRef b);
+// |w| rows of |w| lanes (w a power of 2, at most 16), |row|, transposed
+// in registers: lane j of row i becomes lane i of row j, in log2(w) stages
+// of two-source shuffles, stage h swapping bit h of the row index with bit
+// h of the lane index (the x86 conv's and window's NCHWc tiles).
+void tj_emit_transpose_tile(tj_emit_t* em, LLVMValueRef* row, int32_t w);
 
 // An i64 slot in the entry block (for loop counters and accumulators that
 // SROA turns back into SSA values).

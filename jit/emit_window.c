@@ -610,27 +610,6 @@ static LLVMValueRef phase_colcount(window_t* wd) {
 // chains) is transposed back and stored as w channel rows, masked to the
 // block's channels and the row's pixels.
 
-// Swaps |row|'s w x w tile in registers: lane j of row i becomes lane i of
-// row j, in log2(w) butterfly stages of two-source shuffles.
-static void transpose_tile(tj_emit_t* em, LLVMValueRef* row, int32_t w) {
-  LLVMBuilderRef b = em->b;
-  for (int32_t h = w / 2; h >= 1; h /= 2) {
-    LLVMValueRef lo[16], hi[16];
-    for (int32_t c = 0; c < w; ++c) {
-      lo[c] = c32(em, c & h ? w + c - h : c);
-      hi[c] = c32(em, c & h ? w + c : c + h);
-    }
-    LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)w);
-    LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)w);
-    for (int32_t i = 0; i < w; ++i) {
-      if (i & h) continue;
-      LLVMValueRef a = row[i], z = row[i + h];
-      row[i] = LLVMBuildShuffleVector(b, a, z, mlo, "");
-      row[i + h] = LLVMBuildShuffleVector(b, a, z, mhi, "");
-    }
-  }
-}
-
 static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
   tj_emit_t* em = wd->em;
   LLVMBuilderRef b = em->b;
@@ -714,7 +693,7 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
           c32(em, 4), m, tj_emit_fconst(wd->vf, 0.0)};
       wrow[r] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
     }
-    transpose_tile(em, wrow, w);
+    tj_emit_transpose_tile(em, wrow, w);
     LLVMValueRef wdst =
         gep(em, em->t_f32, wtab, LLVMBuildMul(b, t0, c64(em, w), ""));
     for (int32_t i = 0; i < w; ++i) {
@@ -760,7 +739,7 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
           ident};
       row[r] = tj_emit_intrinsic(em, "llvm.masked.load", lt, 2, args, 4);
     }
-    transpose_tile(em, row, w);
+    tj_emit_transpose_tile(em, row, w);
     LLVMValueRef dst =
         gep(em, em->t_f32, buf,
             LLVMBuildMul(
@@ -839,7 +818,7 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
   LLVMValueRef row[16];
   for (int32_t i = 0; i < w; ++i)
     row[i] = i < tp ? LLVMBuildLoad2(b, wd->vf, slot[i], "") : ident;
-  transpose_tile(em, row, w);
+  tj_emit_transpose_tile(em, row, w);
   LLVMValueRef pix = tj_emit_lane_mask(
       em, tj_emit_min_i64(em, c64(em, w), LLVMBuildSub(b, c64(em, ow), j0, "")),
       w);
