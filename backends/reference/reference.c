@@ -1860,6 +1860,37 @@ static void win3_init(win3_t* v, const tj_window_t* w, const view_t* x,
   }
 }
 
+// |v| converted to double, dense row-major, in a scratch array (NULL for an
+// empty view): the direct conv below reads each x and w element once per
+// tap it meets, and a conversion per read (tj_load_f64) was most of its
+// time. The values are those tj_load_f64 gives, so the sums are the same.
+static tj_status_t dense_f64(run_t* run, const view_t* v, double** out,
+                             size_t* out_bytes) {
+  const int64_t n = view_numel(v);
+  TJ_RETURN_IF_ERROR(
+      scratch_array(run, n, sizeof(double), (void**)out, out_bytes));
+  if (n == 0) return NULL;
+  iter_t it;
+  iter_initialize(&it, v->rank, v->dims);
+  iter_add_operand(&it, v->strides);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it))
+    (*out)[i] = tj_load_f64(v->dtype, v->data, it.offsets[0]);
+  return NULL;
+}
+
+// |v|'s dims with |data| dense row-major (element strides).
+static view_t dense_view(const view_t* v, double* data) {
+  view_t d = *v;
+  d.dtype = TJ_DTYPE_F64;
+  d.data = (unsigned char*)data;
+  int64_t stride = 1;
+  for (int32_t a = v->rank - 1; a >= 0; --a) {
+    d.strides[a] = stride;
+    stride *= v->dims[a];
+  }
+  return d;
+}
+
 static tj_status_t eval_window(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const tj_op_t op = node->op;
@@ -1929,6 +1960,23 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
     scratch_free(run, acc, acc_bytes);
     return NULL;
   }
+  // A conv reads x and w from dense double copies (dense_f64).
+  double *xf = NULL, *wf = NULL;
+  size_t xf_bytes = 0, wf_bytes = 0;
+  view_t xdv, wdv;
+  if (op == TJ_OP_CONV) {
+    TJ_RETURN_IF_ERROR(dense_f64(run, x, &xf, &xf_bytes));
+    tj_status_t status = dense_f64(run, wt, &wf, &wf_bytes);
+    if (status) {
+      scratch_free(run, xf, xf_bytes);
+      return status;
+    }
+    xdv = dense_view(x, xf);
+    wdv = dense_view(wt, wf);
+    x = &xdv;
+    wt = &wdv;
+    win3_init(&v, &w, x, wt, out);
+  }
   const int64_t cg = conv ? in_c / w.groups : 1;
   const int64_t og = conv ? out_c / w.groups : 1;
   const bool include_pad = (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
@@ -1962,25 +2010,22 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
                         p2 < 0 || p2 >= v.in[2])
                       continue;
                     ++inside;
-                    const double xv = tj_load_f64(
-                        x->dtype, x->data,
-                        b * x->strides[0] + c * x->strides[1] + p0 * v.xs[0] +
-                            p1 * v.xs[1] + p2 * v.xs[2]);
+                    const int64_t xoff = b * x->strides[0] + c * x->strides[1] +
+                                         p0 * v.xs[0] + p1 * v.xs[1] +
+                                         p2 * v.xs[2];
+                    const double xv =
+                        xf ? xf[xoff] : tj_load_f64(x->dtype, x->data, xoff);
                     switch (op) {
                       case TJ_OP_CONV:
                         acc +=
                             xv *
-                            tj_load_f64(
-                                wt->dtype, wt->data,
-                                o * wt->strides[0] + (c - c0) * wt->strides[1] +
-                                    k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]);
+                            wf[o * wt->strides[0] + (c - c0) * wt->strides[1] +
+                               k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]];
                         break;
                       case TJ_OP_MAX_POOL:
                         if (int_pool) {
-                          const int64_t xi = tj_load_i64(
-                              x->dtype, x->data,
-                              b * x->strides[0] + c * x->strides[1] +
-                                  p0 * v.xs[0] + p1 * v.xs[1] + p2 * v.xs[2]);
+                          const int64_t xi =
+                              tj_load_i64(x->dtype, x->data, xoff);
                           if (unsigned_pool ? (uint64_t)xi > (uint64_t)ibest
                                             : xi > ibest)
                             ibest = xi;
@@ -2029,6 +2074,8 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
             }
             tj_store_f64(out->dtype, out->data, e, r);
           }
+  scratch_free(run, wf, wf_bytes);
+  scratch_free(run, xf, xf_bytes);
   return NULL;
 }
 
