@@ -161,26 +161,37 @@ uint8_t tj_f64_to_f8e5m2(double value) {
 
 //===--- the other narrow floats ---===//
 
-bool tj_minifloat_format(tj_dtype_t d, tj_minifloat_t* out) {
+// The format of |d|, or NULL where it is none of these. A pointer to a
+// constant, not a copy: tj_load_f64 and tj_store_f64 inline the narrow
+// conversions, and a local struct whose address is taken gives them a
+// stack frame that ASan allocates (its fake stack) on every call, the
+// reference interpreter's hottest path in the sanitizer build.
+static const tj_minifloat_t* minifloat_of(tj_dtype_t d) {
+  static const tj_minifloat_t kF8E4M3 = {3, 7, 7, 0x7E, TJ_MINIFLOAT_FN};
+  static const tj_minifloat_t kF8E5M2 = {2, 15, 7, 0x7B, TJ_MINIFLOAT_IEEE};
+  static const tj_minifloat_t kF8E4M3Fnuz = {3, 8, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
+  static const tj_minifloat_t kF8E5M2Fnuz = {2, 16, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
+  static const tj_minifloat_t kF4E2M1 = {1, 1, 3, 0x7, TJ_MINIFLOAT_NONE};
   switch (d) {
     case TJ_DTYPE_F8E4M3:
-      *out = (tj_minifloat_t){3, 7, 7, 0x7E, TJ_MINIFLOAT_FN};
-      return true;
+      return &kF8E4M3;
     case TJ_DTYPE_F8E5M2:
-      *out = (tj_minifloat_t){2, 15, 7, 0x7B, TJ_MINIFLOAT_IEEE};
-      return true;
+      return &kF8E5M2;
     case TJ_DTYPE_F8E4M3FNUZ:
-      *out = (tj_minifloat_t){3, 8, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
-      return true;
+      return &kF8E4M3Fnuz;
     case TJ_DTYPE_F8E5M2FNUZ:
-      *out = (tj_minifloat_t){2, 16, 7, 0x7F, TJ_MINIFLOAT_FNUZ};
-      return true;
+      return &kF8E5M2Fnuz;
     case TJ_DTYPE_F4E2M1:
-      *out = (tj_minifloat_t){1, 1, 3, 0x7, TJ_MINIFLOAT_NONE};
-      return true;
+      return &kF4E2M1;
     default:
-      return false;
+      return NULL;
   }
+}
+
+bool tj_minifloat_format(tj_dtype_t d, tj_minifloat_t* out) {
+  const tj_minifloat_t* f = minifloat_of(d);
+  if (f) *out = *f;
+  return f != NULL;
 }
 
 static double minifloat_decode(const tj_minifloat_t* f, uint32_t bits) {
@@ -257,9 +268,8 @@ static uint8_t minifloat_encode(const tj_minifloat_t* f, double value,
 double tj_narrow_to_f64(tj_dtype_t d, uint8_t bits) {
   if (d == TJ_DTYPE_F8E8M0)
     return bits == 0xFF ? (double)NAN : ldexp(1.0, (int)bits - 127);
-  tj_minifloat_t f;
-  if (!tj_minifloat_format(d, &f)) return 0.0;
-  return minifloat_decode(&f, bits);
+  const tj_minifloat_t* f = minifloat_of(d);
+  return f ? minifloat_decode(f, bits) : 0.0;
 }
 
 uint8_t tj_f64_to_narrow(tj_dtype_t d, double value, bool saturate) {
@@ -278,9 +288,8 @@ uint8_t tj_f64_to_narrow(tj_dtype_t d, double value, bool saturate) {
     if (field > 254) return saturate ? 0xFE : 0xFF;
     return (uint8_t)field;
   }
-  tj_minifloat_t f;
-  if (!tj_minifloat_format(d, &f)) return 0;
-  return minifloat_encode(&f, value, saturate);
+  const tj_minifloat_t* f = minifloat_of(d);
+  return f ? minifloat_encode(f, value, saturate) : 0;
 }
 
 bool tj_narrow_overflow_bound(tj_dtype_t d, double* out_bound,

@@ -1860,6 +1860,108 @@ static void win3_init(win3_t* v, const tj_window_t* w, const view_t* x,
   }
 }
 
+// |v| converted to double, dense row-major, in a scratch array (NULL for an
+// empty view): the direct conv below reads each x and w element once per
+// tap it meets, and a conversion per read (tj_load_f64) was most of its
+// time. The values are those tj_load_f64 gives, so the sums are the same.
+static tj_status_t dense_f64(run_t* run, const view_t* v, double** out,
+                             size_t* out_bytes) {
+  const int64_t n = view_numel(v);
+  TJ_RETURN_IF_ERROR(
+      scratch_array(run, n, sizeof(double), (void**)out, out_bytes));
+  if (n == 0) return NULL;
+  iter_t it;
+  iter_initialize(&it, v->rank, v->dims);
+  iter_add_operand(&it, v->strides);
+  for (int64_t i = 0; i < n; ++i, iter_next(&it))
+    (*out)[i] = tj_load_f64(v->dtype, v->data, it.offsets[0]);
+  return NULL;
+}
+
+// |v|'s dims with |data| dense row-major (element strides).
+static view_t dense_view(const view_t* v, double* data) {
+  view_t d = *v;
+  d.dtype = TJ_DTYPE_F64;
+  d.data = (unsigned char*)data;
+  int64_t stride = 1;
+  for (int32_t a = v->rank - 1; a >= 0; --a) {
+    d.strides[a] = stride;
+    stride *= v->dims[a];
+  }
+  return d;
+}
+
+// A conv's taps along one axis for output position |j|: the k in [*lo,
+// *hi) whose input position j * s + k * d - pad lies in [0, in) (one run of
+// k, increasing with it), and that position at k = 0 (*base).
+static void conv_taps(const win3_t* v, int32_t a, int64_t j, int64_t* lo,
+                      int64_t* hi, int64_t* base) {
+  const int64_t p = j * v->s[a] - v->lo[a], d = v->d[a];
+  const int64_t first = p >= 0 ? 0 : (-p + d - 1) / d;
+  const int64_t end = v->in[a] - p <= 0 ? 0 : (v->in[a] - p + d - 1) / d;
+  *lo = first;
+  *hi = end < v->k[a] ? end : v->k[a];
+  *base = p;
+}
+
+// conv (cross-correlation, groups) on dense double copies of x and w
+// (dense_f64): each output element sums x * w over its group's channels and
+// the taps inside x, in the order c, k0, k1, k2 (a tap in the padding adds
+// nothing), in double, plus the bias, rounded once.
+static tj_status_t eval_conv(run_t* run, const tj_window_t* w, const view_t* x,
+                             const view_t* wt, const view_t* bias,
+                             const view_t* out) {
+  double *xf = NULL, *wf = NULL;
+  size_t xf_bytes = 0, wf_bytes = 0;
+  TJ_RETURN_IF_ERROR(dense_f64(run, x, &xf, &xf_bytes));
+  tj_status_t status = dense_f64(run, wt, &wf, &wf_bytes);
+  if (status) {
+    scratch_free(run, xf, xf_bytes);
+    return status;
+  }
+  const view_t xd = dense_view(x, xf), wd = dense_view(wt, wf);
+  win3_t v;
+  win3_init(&v, w, &xd, &wd, out);
+  const int64_t batch = out->dims[0], out_c = out->dims[1];
+  const int64_t cg = x->dims[1] / w->groups, og = out_c / w->groups;
+  int64_t e = 0;  // the dense output element
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t o = 0; o < out_c; ++o)
+      for (int64_t j0 = 0; j0 < v.out[0]; ++j0)
+        for (int64_t j1 = 0; j1 < v.out[1]; ++j1)
+          for (int64_t j2 = 0; j2 < v.out[2]; ++j2, ++e) {
+            int64_t lo0, hi0, p0, lo1, hi1, p1, lo2, hi2, p2;
+            conv_taps(&v, 0, j0, &lo0, &hi0, &p0);
+            conv_taps(&v, 1, j1, &lo1, &hi1, &p1);
+            conv_taps(&v, 2, j2, &lo2, &hi2, &p2);
+            const int64_t c0 = (o / og) * cg;  // o's group's channels
+            double acc = 0;
+            for (int64_t c = c0; c < c0 + cg; ++c) {
+              const int64_t xc = b * xd.strides[0] + c * xd.strides[1];
+              const int64_t wc = o * wd.strides[0] + (c - c0) * wd.strides[1];
+              for (int64_t k0 = lo0; k0 < hi0; ++k0) {
+                const int64_t x0 = xc + (p0 + k0 * v.d[0]) * v.xs[0];
+                const int64_t w0 = wc + k0 * v.ws[0];
+                for (int64_t k1 = lo1; k1 < hi1; ++k1) {
+                  const int64_t x1 = x0 + (p1 + k1 * v.d[1]) * v.xs[1];
+                  const int64_t w1 = w0 + k1 * v.ws[1];
+                  for (int64_t k2 = lo2; k2 < hi2; ++k2) {
+                    acc += xf[x1 + (p2 + k2 * v.d[2]) * v.xs[2]] *
+                           wf[w1 + k2 * v.ws[2]];
+                  }
+                }
+              }
+            }
+            double r = acc;
+            if (bias)
+              r += tj_load_f64(bias->dtype, bias->data, o * bias->strides[0]);
+            tj_store_f64(out->dtype, out->data, e, r);
+          }
+  scratch_free(run, wf, wf_bytes);
+  scratch_free(run, xf, xf_bytes);
+  return NULL;
+}
+
 static tj_status_t eval_window(run_t* run, uint32_t index) {
   const tj_node_t* node = node_at(run, index);
   const tj_op_t op = node->op;
@@ -1929,8 +2031,8 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
     scratch_free(run, acc, acc_bytes);
     return NULL;
   }
-  const int64_t cg = conv ? in_c / w.groups : 1;
-  const int64_t og = conv ? out_c / w.groups : 1;
+  if (op == TJ_OP_CONV) return eval_conv(run, &w, x, wt, bias, out);
+  // A pool: each output element's window over its own channel.
   const bool include_pad = (w.flags & TJ_WINDOW_COUNT_INCLUDE_PAD) != 0;
   const bool int_pool = op == TJ_OP_MAX_POOL && tj_dtype_is_int(x->dtype);
   const bool unsigned_pool = x->dtype == TJ_DTYPE_U64;
@@ -1940,79 +2042,60 @@ static tj_status_t eval_window(run_t* run, uint32_t index) {
       for (int64_t j0 = 0; j0 < v.out[0]; ++j0)
         for (int64_t j1 = 0; j1 < v.out[1]; ++j1)
           for (int64_t j2 = 0; j2 < v.out[2]; ++j2, ++e) {
-            // conv: the input channels of o's group; pools: o itself.
-            const int64_t c0 = conv ? (o / og) * cg : o;
+            const int64_t c = o;
             double acc = 0, best = -INFINITY;
             // An integer max_pool compares exactly in int64 (u64 unsigned)
             // from the dtype's lowest value, its pad.
             int64_t ibest = tj_dtype_int_lowest(x->dtype);
             int64_t inside = 0, padded = 0;
-            for (int64_t c = c0; c < c0 + cg; ++c)
-              for (int64_t k0 = 0; k0 < v.k[0]; ++k0) {
-                int64_t p0 = j0 * v.s[0] + k0 * v.d[0] - v.lo[0];
-                if (p0 < -v.lo[0] || p0 >= v.in[0] + v.hi[0]) continue;
-                for (int64_t k1 = 0; k1 < v.k[1]; ++k1) {
-                  int64_t p1 = j1 * v.s[1] + k1 * v.d[1] - v.lo[1];
-                  if (p1 < -v.lo[1] || p1 >= v.in[1] + v.hi[1]) continue;
-                  for (int64_t k2 = 0; k2 < v.k[2]; ++k2) {
-                    int64_t p2 = j2 * v.s[2] + k2 * v.d[2] - v.lo[2];
-                    if (p2 < -v.lo[2] || p2 >= v.in[2] + v.hi[2]) continue;
-                    ++padded;
-                    if (p0 < 0 || p0 >= v.in[0] || p1 < 0 || p1 >= v.in[1] ||
-                        p2 < 0 || p2 >= v.in[2])
-                      continue;
-                    ++inside;
-                    const double xv = tj_load_f64(
-                        x->dtype, x->data,
-                        b * x->strides[0] + c * x->strides[1] + p0 * v.xs[0] +
-                            p1 * v.xs[1] + p2 * v.xs[2]);
-                    switch (op) {
-                      case TJ_OP_CONV:
-                        acc +=
-                            xv *
-                            tj_load_f64(
-                                wt->dtype, wt->data,
-                                o * wt->strides[0] + (c - c0) * wt->strides[1] +
-                                    k0 * v.ws[0] + k1 * v.ws[1] + k2 * v.ws[2]);
+            for (int64_t k0 = 0; k0 < v.k[0]; ++k0) {
+              int64_t p0 = j0 * v.s[0] + k0 * v.d[0] - v.lo[0];
+              if (p0 < -v.lo[0] || p0 >= v.in[0] + v.hi[0]) continue;
+              for (int64_t k1 = 0; k1 < v.k[1]; ++k1) {
+                int64_t p1 = j1 * v.s[1] + k1 * v.d[1] - v.lo[1];
+                if (p1 < -v.lo[1] || p1 >= v.in[1] + v.hi[1]) continue;
+                for (int64_t k2 = 0; k2 < v.k[2]; ++k2) {
+                  int64_t p2 = j2 * v.s[2] + k2 * v.d[2] - v.lo[2];
+                  if (p2 < -v.lo[2] || p2 >= v.in[2] + v.hi[2]) continue;
+                  ++padded;
+                  if (p0 < 0 || p0 >= v.in[0] || p1 < 0 || p1 >= v.in[1] ||
+                      p2 < 0 || p2 >= v.in[2])
+                    continue;
+                  ++inside;
+                  const int64_t xoff = b * x->strides[0] + c * x->strides[1] +
+                                       p0 * v.xs[0] + p1 * v.xs[1] +
+                                       p2 * v.xs[2];
+                  const double xv = tj_load_f64(x->dtype, x->data, xoff);
+                  switch (op) {
+                    case TJ_OP_MAX_POOL:
+                      if (int_pool) {
+                        const int64_t xi = tj_load_i64(x->dtype, x->data, xoff);
+                        if (unsigned_pool ? (uint64_t)xi > (uint64_t)ibest
+                                          : xi > ibest)
+                          ibest = xi;
                         break;
-                      case TJ_OP_MAX_POOL:
-                        if (int_pool) {
-                          const int64_t xi = tj_load_i64(
-                              x->dtype, x->data,
-                              b * x->strides[0] + c * x->strides[1] +
-                                  p0 * v.xs[0] + p1 * v.xs[1] + p2 * v.xs[2]);
-                          if (unsigned_pool ? (uint64_t)xi > (uint64_t)ibest
-                                            : xi > ibest)
-                            ibest = xi;
-                          break;
-                        }
-                        // maximum(best, x) in tap order: NaN propagates,
-                        // and of equal values (+0 and -0) the later tap
-                        // wins, as the decomposition's chain of maximum.
-                        if (isnan(xv) || isnan(best)) {
-                          best = NAN;
-                        } else if (!(best > xv)) {
-                          best = xv;
-                        }
-                        break;
-                      case TJ_OP_AVG_POOL:
-                        acc += xv;
-                        break;
-                      default:  // lp_pool
-                        acc += pow(fabs(xv), w.p);
-                        break;
-                    }
+                      }
+                      // maximum(best, x) in tap order: NaN propagates,
+                      // and of equal values (+0 and -0) the later tap
+                      // wins, as the decomposition's chain of maximum.
+                      if (isnan(xv) || isnan(best)) {
+                        best = NAN;
+                      } else if (!(best > xv)) {
+                        best = xv;
+                      }
+                      break;
+                    case TJ_OP_AVG_POOL:
+                      acc += xv;
+                      break;
+                    default:  // lp_pool
+                      acc += pow(fabs(xv), w.p);
+                      break;
                   }
                 }
               }
+            }
             double r;
             switch (op) {
-              case TJ_OP_CONV:
-                r = acc;
-                if (bias)
-                  r += tj_load_f64(bias->dtype, bias->data,
-                                   o * bias->strides[0]);
-                break;
               case TJ_OP_MAX_POOL:
                 if (int_pool) {
                   tj_store_i64(out->dtype, out->data, e, ibest);

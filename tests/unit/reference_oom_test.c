@@ -10,6 +10,7 @@
 // y1 = transpose(concat(x, x * 2), [1, 0])
 // y2 = gather(relu(x @ w), idx, 0) with argmax(x, 1) and a cast alongside
 // y3 = pad(where(x > 0, x, -x), ...)               (= abs(x) padded with 7)
+// y4 = conv(x as [B, 1, 4], w4 [2, 1, 3], pads 1)  (the conv's dense copies)
 static tj_status_t build(tj_context_t* context, tj_graph_t** out_graph) {
   tj_graph_t* g = NULL;
   TJ_RETURN_IF_ERROR(tj_graph_create(context, "oom", &g));
@@ -43,6 +44,16 @@ static tj_status_t build(tj_context_t* context, tj_graph_t** out_graph) {
       tj_graph_where(g, tj_graph_gt(g, x, zero), x, tj_graph_neg(g, x));
   int64_t low[2] = {1, 0}, high[2] = {0, 2};
   tj_graph_output(g, tj_graph_pad(g, sel, low, high, 7.0), "y3");
+  // Channel 0: x[j - 1] + 2 x[j] + 3 x[j + 1]; channel 1: x[j].
+  static const float w4_data[6] = {1, 2, 3, 0, 1, 0};
+  int64_t w4d[3] = {2, 1, 3}, x4d[3] = {B, 1, 4};
+  tj_value_t w4 =
+      tj_graph_constant(g, TJ_DTYPE_F32, 3, w4d, w4_data, sizeof(w4_data));
+  tj_conv_attrs_t ca = {.pads_begin = {1}, .pads_end = {1}};
+  tj_graph_output(g,
+                  tj_graph_conv(g, tj_graph_reshape(g, x, 3, x4d), w4,
+                                (tj_value_t){0}, &ca),
+                  "y4");
   tj_status_t status = tj_graph_finalize(g);
   if (status) {
     tj_graph_destroy(g);
@@ -60,6 +71,7 @@ typedef struct outputs_t {
   float y2[3 * 3];
   int32_t y2b[kB];
   float y3[(kB + 1) * 6];
+  float y4[kB * 2 * 4];
 } outputs_t;
 
 static const float kX[kB * 4] = {1, -2, 3, 0.5f, -1, 4, 0, 2, 0.25f, 0, -3, 1};
@@ -70,13 +82,14 @@ static tj_status_t run(const tj_graph_t* g, outputs_t* o) {
   tj_tensor_t inputs[2] = {tj_tensor_make((void*)kX, TJ_DTYPE_F32, 2, xs),
                            tj_tensor_make((void*)kIdx, TJ_DTYPE_I64, 1, is)};
   int64_t s0[1] = {kB}, s1[2] = {4, 2 * kB}, s2[2] = {3, 3},
-          s3[2] = {kB + 1, 6};
-  tj_tensor_t outputs[5] = {tj_tensor_make(o->y0, TJ_DTYPE_F32, 1, s0),
+          s3[2] = {kB + 1, 6}, s4[3] = {kB, 2, 4};
+  tj_tensor_t outputs[6] = {tj_tensor_make(o->y0, TJ_DTYPE_F32, 1, s0),
                             tj_tensor_make(o->y1, TJ_DTYPE_F32, 2, s1),
                             tj_tensor_make(o->y2, TJ_DTYPE_F32, 2, s2),
                             tj_tensor_make(o->y2b, TJ_DTYPE_I32, 1, s0),
-                            tj_tensor_make(o->y3, TJ_DTYPE_F32, 2, s3)};
-  return tj_reference_run(g, inputs, 2, outputs, 5);
+                            tj_tensor_make(o->y3, TJ_DTYPE_F32, 2, s3),
+                            tj_tensor_make(o->y4, TJ_DTYPE_F32, 3, s4)};
+  return tj_reference_run(g, inputs, 2, outputs, 6);
 }
 
 static void check_values(const outputs_t* o) {
@@ -114,6 +127,17 @@ static void check_values(const outputs_t* o) {
     for (int c = 0; c < 6; ++c) {
       float want = (r == 0 || c >= 4) ? 7.0f : fabsf(kX[(r - 1) * 4 + c]);
       if (o->y3[r * 6 + c] != want) ++bad;
+    }
+  }
+  CHECK_EQ_INT(0, bad);
+  // Small integers and quarters: every sum exact.
+  bad = 0;
+  for (int r = 0; r < kB; ++r) {
+    for (int j = 0; j < 4; ++j) {
+      const float* xr = kX + r * 4;
+      float left = j > 0 ? xr[j - 1] : 0, right = j < 3 ? xr[j + 1] : 0;
+      if (o->y4[(r * 2 + 0) * 4 + j] != left + 2 * xr[j] + 3 * right) ++bad;
+      if (o->y4[(r * 2 + 1) * 4 + j] != xr[j]) ++bad;
     }
   }
   CHECK_EQ_INT(0, bad);
