@@ -597,6 +597,17 @@ static LLVMValueRef phase_colcount(window_t* wd) {
   return g;
 }
 
+// Stores |ident| (a vector of |w| floats) over the |floats| floats of the
+// stack buffer |buf|: the window padding's value before any tap lands.
+static void fill_stack(tj_emit_t* em, LLVMValueRef buf, int64_t floats,
+                       int32_t w, LLVMValueRef ident) {
+  tj_emit_loop_t fl;
+  LLVMValueRef i = tj_emit_loop_begin(em, &fl, c64(em, 0), c64(em, floats),
+                                      c64(em, w), "fill");
+  LLVMSetAlignment(LLVMBuildStore(em->b, ident, gep(em, em->t_f32, buf, i)), 4);
+  tj_emit_loop_end(em, &fl);
+}
+
 // The channel vector variant (mobile2, issue 15; tj_kir_window_cvec): at
 // output rows of 16 columns or fewer (mobilenet's 5x5 depthwise layers at
 // 14x14 and 7x7) a vector of output columns is mostly masked lanes and
@@ -640,13 +651,7 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
                           "cvec_w");
     LLVMSetAlignment(wtab, 64);
   }
-  {
-    tj_emit_loop_t fl;
-    LLVMValueRef i = tj_emit_loop_begin(em, &fl, c64(em, 0), c64(em, floats),
-                                        c64(em, w), "fill");
-    LLVMSetAlignment(LLVMBuildStore(b, ident, gep(em, em->t_f32, buf, i)), 4);
-    tj_emit_loop_end(em, &fl);
-  }
+  fill_stack(em, buf, floats, w, ident);
 
   tj_emit_loop_t ul;
   LLVMValueRef u =
@@ -917,11 +922,7 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
     LLVMSetAlignment(ring, 64);
     LLVMValueRef ident =
         tj_emit_fconst(wd.vf, wd.op == TJ_KIR_WINDOW_MAX ? -INFINITY : 0.0);
-    tj_emit_loop_t fl;
-    LLVMValueRef i = tj_emit_loop_begin(em, &fl, c64(em, 0), c64(em, floats),
-                                        c64(em, w), "fill");
-    LLVMSetAlignment(LLVMBuildStore(b, ident, gep(em, em->t_f32, ring, i)), 4);
-    tj_emit_loop_end(em, &fl);
+    fill_stack(em, ring, floats, w, ident);
   }
 
   tj_emit_loop_t ul;
