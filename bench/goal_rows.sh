@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The benchmark rows of issues 14 and 15's goal tables on the GPU machine,
+# by name, in one device call. Run from the repository root there, with a
+# release stage of this tree (scripts/device_stage.sh) carried beside it:
+#
+#   BUDGET=575 bash bench/goal_rows.sh STAGE ROW...
+#     carry ["build-pack", ".devdeps"]: unpacks build-pack/STAGE.tar.xz
+#     first when STAGE is not there
+#
+# Each row's output goes to $OUT/ROW.txt (or ./goal-rows/ROW.txt), headed
+# by its command and closed by its exit status and seconds. A row is
+# skipped, saying so, when what is left of BUDGET seconds (default 575, a
+# call's 600 less the unpacking) is below its own limit, so a call that
+# names more rows than fit still returns what it ran.
+#
+# Rows (limit in seconds; the goal each one measures):
+#   pycall    60  issue 14: a tiny graph's Python call, torch CUDA tensors
+#                 and numpy on x86 (<= 5 us, <= 3 us)
+#   ctime    150  issue 14: cold and warm compile of both blocks, bf16,
+#                 tuning included (<= 0.5 s, <= 10 ms)
+#   blocks16 150  issue 14: both blocks bf16, B*T 1024 and 8192, wall time
+#                 from Python against torch.compile (<= 0.9x)
+#   blocks32 150  issue 14: the same in f32, no TF32 (<= 1.0x)
+#   attn     150  issue 14: fused attention forward, bf16, D 64/128,
+#                 T 512/2048/8192, causal and not (>= 0.8x cuDNN, >= 1.5x
+#                 flash)
+#   attnbwd  150  issue 14: the same, backward
+#   rows      90  issue 14: softmax, log_softmax, layer_norm, rms_norm rows
+#                 of 4k-32k columns (>= 0.85 of copy bandwidth)
+#   bhtt      90  issue 14: masked softmax over attention scores (>= 1.0x
+#                 torch.compile's kernel)
+#   x86blocks 240 issue 14: both blocks on the Xeon at 2 and 16 threads
+#                 against torch eager (<= 0.8x) and onnxruntime
+#   models   200  issue 15: resnet18, mobilenet_v3_small on the H200
+#                 against torch.compile (<= 1.0x)
+#   x86models 200 issue 15: the same on the Xeon against onnxruntime
+#   conv     150  issue 15: ResNet-50's conv layers on the H200 against
+#                 cuDNN (>= 0.8x)
+#   x86conv  200  issue 15: the same on the Xeon against oneDNN (>= 0.8x)
+#   window   120  issue 15: depthwise conv, pools and the embedding gather
+#                 against copy bandwidth (>= 0.85, >= 0.8)
+set -u
+stage=${1:?usage: goal_rows.sh STAGE ROW...}
+shift
+start=$(date +%s)
+budget=${BUDGET:-575}
+if [ ! -d "$stage" ] && [ -f "build-pack/$(basename "$stage").tar.xz" ]; then
+  tar xJf "build-pack/$(basename "$stage").tar.xz"
+fi
+if [ -f .devdeps/env.sh ]; then . .devdeps/env.sh; fi
+here=$PWD
+export PATH=$PATH:/usr/local/cuda/bin
+export PYTHONUNBUFFERED=1 PYTHONPATH=$here/python
+export LD_LIBRARY_PATH="$here/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TJ_LIBRARY="$here/$stage/lib/libtensorjit.so"
+out=${OUT:-$here/goal-rows}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem \
+  --format=csv,noheader > "$out/machine.txt" 2>&1
+lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200 >> "$out/machine.txt"
+python3 -c "import torch; print('torch', torch.__version__,
+  'cudnn', torch.backends.cudnn.version())" >> "$out/machine.txt" 2>&1
+
+row() {  # name, limit, then the command
+  local name=$1 limit=$2 left t0 rc
+  shift 2
+  left=$((budget - ($(date +%s) - start)))
+  if [ "$left" -lt "$limit" ]; then
+    echo "skipped: $left s left of the budget, the row's limit is $limit" \
+      > "$out/$name.txt"
+    return
+  fi
+  t0=$(date +%s)
+  echo "\$ $*" > "$out/$name.txt"
+  timeout "$limit" "$@" >> "$out/$name.txt" 2>&1
+  rc=$?
+  echo "=== rc $rc, $(($(date +%s) - t0)) s" >> "$out/$name.txt"
+}
+
+for r in "$@"; do
+  case "$r" in
+    pycall)
+      row pycall 60 bash -c "python3 bench/python_overhead.py --target cuda &&
+        python3 bench/python_overhead.py --target x86" ;;
+    ctime)
+      row ctime 150 python3 bench/block_compile_time.py --target cuda \
+        --dtype bf16 --bt 8192 ;;
+    blocks16)
+      row blocks16 150 python3 bench/transformer_blocks.py --target cuda \
+        --dtype bf16 --bt 1024 8192 --iters 20 ;;
+    blocks32)
+      row blocks32 150 python3 bench/transformer_blocks.py --target cuda \
+        --dtype f32 --bt 1024 8192 --iters 20 ;;
+    attn)
+      row attn 150 python3 bench/cuda_attention_torch.py --iters 10 ;;
+    attnbwd)
+      row attnbwd 150 python3 bench/cuda_attention_grad_torch.py --bwd \
+        --d 64 128 --t 512 2048 8192 --iters 5 ;;
+    rows)
+      row rows 90 python3 bench/softmax_rows.py ;;
+    bhtt)
+      row bhtt 90 python3 bench/softmax_bhtt.py ;;
+    x86blocks)
+      row x86blocks 240 bash -c "python3 bench/transformer_blocks.py \
+        --target x86 --threads 2 --ort --iters 5 &&
+        python3 bench/transformer_blocks.py --target x86 --threads 16 \
+        --ort --iters 5" ;;
+    models)
+      row models 200 python3 bench/onnx_models.py --cuda --no-x86 --runs 5 ;;
+    x86models)
+      row x86models 200 python3 bench/onnx_models.py --threads 16 --runs 7 ;;
+    conv)
+      row conv 150 python3 bench/cuda_conv_torch.py ;;
+    x86conv)
+      row x86conv 200 python3 bench/conv_torch.py \
+        --ours "$stage/bench/conv_bench" --reps 5 ;;
+    window)
+      row window 120 bash bench/cudabw_gpu.sh "$stage" ;;
+    *) echo "goal_rows: no row $r" > "$out/$r.txt" ;;
+  esac
+done
