@@ -37,7 +37,7 @@
 #   conv     150  issue 15: ResNet-50's conv layers on the H200 against
 #                 cuDNN (>= 0.8x)
 #   x86conv  200  issue 15: the same on the Xeon against oneDNN (>= 0.8x)
-#   window   120  issue 15: depthwise conv, pools and the embedding gather
+#   window   180  issue 15: depthwise conv, pools and the embedding gather
 #                 against copy bandwidth (>= 0.85, >= 0.8)
 set -u
 stage=${1:?usage: goal_rows.sh STAGE ROW...}
@@ -105,8 +105,10 @@ for r in "$@"; do
         --target x86 --threads 2 --ort --iters 5 &&
         python3 bench/transformer_blocks.py --target x86 --threads 16 \
         --ort --iters 5" ;;
-    models)
-      row models 200 python3 bench/onnx_models.py --cuda --no-x86 --runs 5 ;;
+    models)  # torch's convs run TF32 by default (cudnn.allow_tf32)
+      row models 200 bash -c "python3 bench/onnx_models.py --cuda --no-x86 \
+        --runs 5 --tf32 && python3 bench/onnx_models.py --cuda --no-x86 \
+        --runs 5 --models resnet18,mobilenet_v3_small" ;;
     x86models)
       row x86models 200 python3 bench/onnx_models.py --threads 16 --runs 7 ;;
     conv)
@@ -115,7 +117,8 @@ for r in "$@"; do
       row x86conv 200 python3 bench/conv_torch.py \
         --ours "$stage/bench/conv_bench" --reps 5 ;;
     window)
-      row window 120 bash bench/cudabw_gpu.sh "$stage" ;;
+      row window 180 python3 bench/cuda_window_torch.py --iters 20 \
+        --compile ;;
     *) echo "goal_rows: no row $r" > "$out/$r.txt" ;;
   esac
 done
