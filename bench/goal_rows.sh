@@ -7,13 +7,20 @@
 #     carry ["build-pack", ".devdeps"]: unpacks build-pack/STAGE.tar.xz
 #     first when STAGE is not there
 #
-# Each row's output goes to $OUT/ROW.txt (or ./goal-rows/ROW.txt), headed
-# by its command and closed by its exit status and seconds. A row is
+# Each row's output goes to ROW.txt in a work folder (/tmp/goal-rows),
+# headed by its command and closed by its exit status and seconds; after
+# each row, $OUT/rows.txt (every row's text so far, one after another) and
+# $OUT/rows.tar.gz (the folder, the suite's per-test logs among it) are
+# written anew: the device call returns at most 8 files, and a call killed
+# at its limit still returns the rows it finished. A row is
 # skipped, saying so, when what is left of BUDGET seconds (default 575, a
 # call's 600 less the unpacking) is below its own limit, so a call that
 # names more rows than fit still returns what it ran.
 #
 # Rows (limit in seconds; the goal each one measures):
+#   suite    300  the staged CUDA tests, six at a time, 240 s each (slow
+#                 ones first); suite.txt a line a test (exit status, last
+#                 line), each test's log as suite-NAME.txt
 #   pycall    60  issue 14: a tiny graph's Python call, torch CUDA tensors
 #                 and numpy on x86 (<= 5 us, <= 3 us)
 #   ctime    150  issue 14: cold and warm compile of both blocks, bf16,
@@ -53,8 +60,10 @@ export PATH=$PATH:/usr/local/cuda/bin
 export PYTHONUNBUFFERED=1 PYTHONPATH=$here/python
 export LD_LIBRARY_PATH="$here/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TJ_LIBRARY="$here/$stage/lib/libtensorjit.so"
-out=${OUT:-$here/goal-rows}
-mkdir -p "$out"
+dest=${OUT:-$here/goal-rows}
+out=/tmp/goal-rows
+rm -rf "$out"
+mkdir -p "$out" "$dest"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem \
   --format=csv,noheader > "$out/machine.txt" 2>&1
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200 >> "$out/machine.txt"
@@ -75,12 +84,39 @@ row() {  # name, limit, then the command
   timeout "$limit" "$@" >> "$out/$name.txt" 2>&1
   rc=$?
   echo "=== rc $rc, $(($(date +%s) - t0)) s" >> "$out/$name.txt"
+  for f in "$out"/*.txt; do
+    case "$f" in */suite-*) continue ;; esac
+    echo "##### $(basename "$f")"
+    cat "$f"
+  done > "$dest/rows.txt"
+  tar czf "$dest/rows.tar.gz" -C /tmp goal-rows
+}
+
+suite() {  # the staged tests, six at a time; cuda_fault_test alone
+  local t name
+  for t in nvptx_gpu_test cuda_attention_test cuda_conv_test \
+           cuda_random_graph_test cuda_conformance_test cuda_wqgemm_test \
+           $(cd "$stage/tests" && ls *_test); do
+    [ "$t" = cuda_fault_test ] && continue
+    [ -x "$stage/tests/$t" ] || continue
+    echo "$t"
+  done | awk '!seen[$0]++' | xargs -P 6 -I{} sh -c \
+    'timeout 240 "$0/tests/{}" > "$1/suite-{}.txt" 2>&1;
+     echo "{} rc=$? $(grep -v "^\s*$" "$1/suite-{}.txt" | tail -n 1 | cut -c1-150)"' \
+    "$stage" "$out"
+  LD_LIBRARY_PATH="$here/$stage/tests/fault:$LD_LIBRARY_PATH" timeout 240 \
+    "$stage/tests/cuda_fault_test" > "$out/suite-cuda_fault_test.txt" 2>&1
+  echo "cuda_fault_test rc=$?"
 }
 
 for r in "$@"; do
   case "$r" in
+    suite)
+      export -f suite
+      export stage out here
+      row suite 300 bash -c suite ;;
     pycall)
-      row pycall 60 bash -c "python3 bench/python_overhead.py --target cuda &&
+      row pycall 60 bash -c "python3 bench/python_overhead.py --target cuda;
         python3 bench/python_overhead.py --target x86" ;;
     ctime)
       row ctime 150 python3 bench/block_compile_time.py --target cuda \
