@@ -843,6 +843,153 @@ static tj_status_t emit_cvec(window_t* wd, int64_t oh, int64_t C) {
   return NULL;
 }
 
+// The blocked variant (r18, issue 15; tj_kir_window_blocks): a max_pool
+// whose x and output the x86 backend holds blocked, [N][C / w][H][W][w]
+// (tj_kir_conv_t.xblock and yblock; nchwc_assign), as resnet's max pool
+// between the stem (which stores blocks) and layer1's convs (which read
+// them). A unit is one image's block of w channels over a block of output
+// rows; each output pixel's taps are plain vector loads of their w
+// channels, no transpose, no mask and no stack buffer, and the pixel's w
+// channels are stored as one vector. Taps outside x (the pads, ceil_mode's
+// overhang) read a clamped pixel and take the identity in its place:
+// whole rows of them where an output row's tap rows leave x, the columns
+// of the first and last few pixels of a row elsewhere.
+
+// Output pixels [j_begin, j_end) of one output row, its tap rows at
+// |rowp| (clamped into x), |rowok| (NULL: every tap row inside x) saying
+// which lie inside, columns checked against x's when |colcheck|; stored
+// at |orow| (the row's first pixel's block).
+static void blocked_pixels(window_t* wd, LLVMValueRef orow,
+                           const LLVMValueRef* rowp, const LLVMValueRef* rowok,
+                           int64_t j_begin, int64_t j_end, bool colcheck) {
+  if (j_begin >= j_end) return;
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int32_t w = wd->w;
+  const int64_t kh = cv->kernel[1], kw = cv->kernel[2], iw = cv->in[2];
+  LLVMValueRef ident = tj_emit_fconst(wd->vf, -INFINITY);
+  tj_emit_loop_t jl;
+  LLVMValueRef j = tj_emit_loop_begin(em, &jl, c64(em, j_begin), c64(em, j_end),
+                                      c64(em, 1), "bj");
+  LLVMValueRef c0 = LLVMBuildMul(b, j, c64(em, cv->stride[2]), "");
+  LLVMValueRef acc = NULL, nan = NULL, prev = NULL;
+  for (int64_t t = 0; t < kh; ++t) {
+    for (int64_t u = 0; u < kw; ++u) {
+      LLVMValueRef col =
+          LLVMBuildAdd(b, c0, c64(em, u * cv->dilation[2] - cv->low[2]), "");
+      LLVMValueRef ok = rowok ? rowok[t] : NULL;
+      if (colcheck) {
+        LLVMValueRef in = LLVMBuildAnd(
+            b, LLVMBuildICmp(b, LLVMIntSGE, col, c64(em, 0), ""),
+            LLVMBuildICmp(b, LLVMIntSLT, col, c64(em, iw), ""), "");
+        col = LLVMBuildSelect(b, in, col, c64(em, 0), "");
+        ok = ok ? LLVMBuildAnd(b, ok, in, "") : in;
+      }
+      LLVMValueRef v = LLVMBuildLoad2(
+          b, wd->vf,
+          gep(em, em->t_f32, rowp[t], LLVMBuildMul(b, col, c64(em, w), "")),
+          "");
+      LLVMSetAlignment(v, 4);
+      if (ok) v = LLVMBuildSelect(b, ok, v, ident, "");
+      // As in the phase variant: plain maxima, and beside them whether any
+      // tap is NaN (two taps a compare), the NaN put in at the end.
+      acc = acc ? LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, v, ""),
+                                  acc, v, "")
+                : v;
+      if (prev) {
+        LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, v, "");
+        nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
+        prev = NULL;
+      } else {
+        prev = v;
+      }
+    }
+  }
+  if (prev) {
+    LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");
+    nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
+  }
+  acc = LLVMBuildSelect(b, nan, tj_emit_fconst(wd->vf, NAN), acc, "");
+  LLVMSetAlignment(
+      LLVMBuildStore(
+          b, acc, gep(em, em->t_f32, orow, LLVMBuildMul(b, j, c64(em, w), ""))),
+      4);
+  tj_emit_loop_end(em, &jl);
+}
+
+static tj_status_t emit_blocked(window_t* wd, int64_t oh) {
+  tj_emit_t* em = wd->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_conv_t* cv = wd->cv;
+  const int32_t w = wd->w;
+  const int64_t ow = wd->ow, ih = cv->in[1], iw = cv->in[2];
+  const int64_t kh = cv->kernel[1], kw = cv->kernel[2];
+  if (kh > 64) return tj_internal("kernel @%s: blocked window", em->k->name);
+  const int64_t rb = tj_kir_window_block_rows(em->k, w);
+  const int64_t rblocks = (oh + rb - 1) / rb;
+  // The output columns whose taps all lie inside x's row: [jlo, jhi).
+  const int64_t s2 = cv->stride[2];
+  int64_t jlo = (cv->low[2] + s2 - 1) / s2;
+  int64_t jhi =
+      floor_div(iw - 1 + cv->low[2] - (kw - 1) * cv->dilation[2], s2) + 1;
+  if (jlo > ow) jlo = ow;
+  if (jhi > ow) jhi = ow;
+  if (jhi < jlo) jhi = jlo;
+
+  tj_emit_loop_t ul;
+  LLVMValueRef u =
+      tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
+  LLVMValueRef rbk = LLVMBuildURem(b, u, c64(em, rblocks), "rblock");
+  LLVMValueRef blk = LLVMBuildUDiv(b, u, c64(em, rblocks), "blk");
+  // blk = n x blocks + the channel block: both layouts' blocks in order.
+  LLVMValueRef xblk =
+      tj_emit_advance(em, (uint32_t)wd->xb, em->base[wd->xb],
+                      LLVMBuildMul(b, blk, c64(em, ih * iw * w), ""));
+  LLVMValueRef oblk =
+      tj_emit_advance(em, (uint32_t)wd->ob, em->base[wd->ob],
+                      LLVMBuildMul(b, blk, c64(em, oh * ow * w), ""));
+  LLVMValueRef r_begin = LLVMBuildMul(b, rbk, c64(em, rb), "");
+  LLVMValueRef r_end = tj_emit_min_i64(
+      em, c64(em, oh), LLVMBuildAdd(b, r_begin, c64(em, rb), ""));
+  tj_emit_loop_t rl;
+  LLVMValueRef r =
+      tj_emit_loop_begin(em, &rl, r_begin, r_end, c64(em, 1), "br");
+  {
+    LLVMValueRef r0 =
+        LLVMBuildSub(b, LLVMBuildMul(b, r, c64(em, cv->stride[1]), ""),
+                     c64(em, cv->low[1]), "");
+    LLVMValueRef rowp[64], rowok[64];
+    LLVMValueRef interior = NULL;
+    for (int64_t t = 0; t < kh; ++t) {
+      LLVMValueRef h = LLVMBuildAdd(b, r0, c64(em, t * cv->dilation[1]), "");
+      LLVMValueRef in =
+          LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, h, c64(em, 0), ""),
+                       LLVMBuildICmp(b, LLVMIntSLT, h, c64(em, ih), ""), "");
+      rowok[t] = in;
+      interior = interior ? LLVMBuildAnd(b, interior, in, "") : in;
+      h = LLVMBuildSelect(b, in, h, c64(em, 0), "");
+      rowp[t] =
+          gep(em, em->t_f32, xblk, LLVMBuildMul(b, h, c64(em, iw * w), ""));
+    }
+    LLVMValueRef orow =
+        gep(em, em->t_f32, oblk, LLVMBuildMul(b, r, c64(em, ow * w), ""));
+    tj_emit_if_t fi;
+    tj_emit_if_begin(em, &fi, interior, "brow_in");
+    blocked_pixels(wd, orow, rowp, NULL, 0, jlo, true);
+    blocked_pixels(wd, orow, rowp, NULL, jlo, jhi, false);
+    blocked_pixels(wd, orow, rowp, NULL, jhi, ow, true);
+    tj_emit_if_end(em, &fi);
+    tj_emit_if_t ei;
+    tj_emit_if_begin(em, &ei, LLVMBuildNot(b, interior, ""), "brow_edge");
+    blocked_pixels(wd, orow, rowp, rowok, 0, ow, true);
+    tj_emit_if_end(em, &ei);
+  }
+  tj_emit_loop_end(em, &rl);
+  tj_emit_loop_end(em, &ul);
+  return NULL;
+}
+
 tj_status_t tj_emit_window(tj_emit_t* em) {
   const tj_kir_t* k = em->k;
   LLVMBuilderRef b = em->b;
@@ -904,6 +1051,15 @@ tj_status_t tj_emit_window(tj_emit_t* em) {
   int64_t jhi = floor_div(cv->in[2] + cv->low[2] - reach, s2);
   if (jhi > wd.ow - w) jhi = wd.ow - w;
 
+  if (cv->xblock || cv->yblock) {
+    if (cv->xblock != w || cv->yblock != w || !tj_kir_window_blocks(k, w)) {
+      return tj_internal(
+          "kernel @%s: a blocked window layout (xblock %d, yblock %d) at %d "
+          "lanes",
+          k->name, cv->xblock, cv->yblock, w);
+    }
+    return emit_blocked(&wd, od[1]);
+  }
   if (tj_kir_window_cvec(k, w)) return emit_cvec(&wd, od[1], O);
 
   phase_plan_t pp;

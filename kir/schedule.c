@@ -316,6 +316,41 @@ bool tj_kir_window_cvec(const tj_kir_t* k, int32_t lanes) {
   return (rows * cols + wtaps) * lanes * 4 <= 32768;
 }
 
+bool tj_kir_window_blocks(const tj_kir_t* k, int32_t lanes) {
+  const tj_kir_conv_t* cv = &k->conv;
+  if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_MAX ||
+      (lanes != 4 && lanes != 8 && lanes != 16) || k->rank != 4 ||
+      cv->spatial != 2 || cv->in[0] != 1 || cv->kernel[0] != 1)
+    return false;
+  if (k->dims[1].param >= 0 || k->dims[2].param >= 0 || k->dims[3].param >= 0 ||
+      k->dims[1].value % lanes != 0 || k->dims[2].value < 1 ||
+      k->dims[3].value < 1)
+    return false;
+  // x's channels are the output's (a pool): its channel stride its plane.
+  const int64_t ins = cv->in[1] * cv->in[2];
+  uint32_t outputs = 0;
+  for (uint32_t i = 0; i < k->num_buffers; ++i) {
+    const tj_kir_buffer_t* x = &k->buffers[i];
+    outputs += x->role == TJ_KIR_OUTPUT;
+    if (x->role != TJ_KIR_CONV_X) continue;
+    if (x->strides[0].param >= 0 || x->strides[1].param >= 0 ||
+        x->strides[1].value != ins ||
+        x->strides[0].value != k->dims[1].value * ins)
+      return false;
+  }
+  return outputs == 1;
+}
+
+int64_t tj_kir_window_block_rows(const tj_kir_t* k, int32_t lanes) {
+  // About 16K output floats a unit, as the row variant's units, rows as
+  // even as the plane allows.
+  const int64_t rows = k->dims[2].value, cols = k->dims[3].value;
+  if (rows < 1 || cols < 1 || lanes < 1) return 1;
+  const int64_t per = (16384 + cols * lanes - 1) / (cols * lanes);
+  const int64_t blocks = (rows + per - 1) / per;
+  return (rows + blocks - 1) / blocks;
+}
+
 tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
                                const int64_t* scalars, tj_kir_launch_t* out) {
   memset(out, 0, sizeof(*out));
@@ -404,10 +439,16 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
         if (k->rank < 3) return tj_invalid("kernel @%s: window rank", k->name);
         int64_t rows = 1;
         for (int32_t d = 2; d + 1 < k->rank; ++d) rows *= dims[d];
-        out->units =
-            tj_kir_window_cvec(k, lanes)
-                ? dims[0] * ceil_div(dims[1], lanes)
-                : dims[0] * dims[1] * ceil_div(rows, tj_kir_window_rows(k));
+        if (k->conv.yblock) {
+          const int32_t bl = k->conv.yblock;
+          out->units = dims[0] * ceil_div(dims[1], bl) *
+                       ceil_div(dims[2], tj_kir_window_block_rows(k, bl));
+        } else {
+          out->units =
+              tj_kir_window_cvec(k, lanes)
+                  ? dims[0] * ceil_div(dims[1], lanes)
+                  : dims[0] * dims[1] * ceil_div(rows, tj_kir_window_rows(k));
+        }
         out->scratch_bytes = 0;
         return NULL;
       }

@@ -191,6 +191,17 @@ bool tj_kir_window_cvec(const tj_kir_t* kernel, int32_t lanes);
 // The padded rows and columns of that buffer.
 void tj_kir_window_cvec_extent(const tj_kir_t* kernel, int32_t lanes,
                                int64_t* out_rows, int64_t* out_cols);
+// r18 (issue 15): whether a direct window kernel may read x and write its
+// output blocked at |lanes| lanes (tj_kir_conv_t.xblock and yblock, set
+// together by the x86 backend): a max_pool over two spatial axes whose
+// sizes but the batch are constants, its channels a multiple of |lanes|.
+// Such a kernel's unit is one image's block of |lanes| channels over
+// tj_kir_window_block_rows output rows (the unit order image, channel
+// block, row block (fastest)); each output pixel's taps are plain vector
+// loads of x's blocks (jit/emit_window.c). No scratch.
+bool tj_kir_window_blocks(const tj_kir_t* kernel, int32_t lanes);
+// The output rows of a unit of such a kernel under |lanes| lanes a block.
+int64_t tj_kir_window_block_rows(const tj_kir_t* kernel, int32_t lanes);
 
 typedef struct tj_kir_launch_t {
   int64_t units;                    // run the kernel over [0, units)

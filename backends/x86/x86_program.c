@@ -679,6 +679,79 @@ static bool in_place(const tj_memplan_t* mp, uint32_t num_nodes, uint32_t node,
          mp->buffers[bi].in_place_of == input;
 }
 
+// Whether kernel |i|'s output buffer |ob| may hold its value blocked,
+// with the window kernels in |cand| (r18) reading and writing blocks: the
+// value is no graph output, not written in place of one of the producer's
+// inputs, every group that reads it is a step of kernels, and every kernel
+// buffer of it but the producer's output is the x of a conv that can take
+// it blocked or of a window kernel in |cand|, or a residual of a conv whose
+// output is not written in its place. |*out_step|: the step that writes it
+// (for observed runs).
+static bool nchwc_value_ok(const tj_run_plan_t* rp, const uint32_t* step_of,
+                           const tj_lowered_kernel_t* ks, uint32_t nk,
+                           const bool* cand, int32_t w, uint32_t i, uint32_t ob,
+                           uint32_t* out_step) {
+  const tj_fusion_t* fu = rp->fusion;
+  const uint32_t nn = rp->graph->num_nodes;
+  const tj_kir_t* k = ks[i].kernel;
+  if (ks[i].buffer_offset_dims[ob] != 0) return false;
+  const uint32_t val = ks[i].buffer_nodes[ob];
+  if (val >= nn || rp->first_output[val] >= 0) return false;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_INPUT &&
+        in_place(rp->memplan, nn, val, ks[i].buffer_nodes[b]))
+      return false;
+  }
+  for (uint32_t gi = 0; gi < fu->num_groups; ++gi) {
+    const tj_group_t* gr = &fu->groups[gi];
+    for (uint32_t j = 0; j < gr->num_inputs; ++j) {
+      if (gr->inputs[j] != val) continue;
+      const uint32_t s = step_of[gi];
+      if (s == UINT32_MAX || rp->steps[s].kind != TJ_RUN_STEP_KERNELS)
+        return false;
+    }
+  }
+  uint32_t readers = 0;
+  for (uint32_t j = 0; j < nk; ++j) {
+    const tj_kir_t* kj = ks[j].kernel;
+    for (uint32_t b = 0; b < kj->num_buffers; ++b) {
+      if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
+      if (ks[j].buffer_offset_dims[b] != 0 || j == i) return false;
+      if (kj->buffers[b].role == TJ_KIR_CONV_X) {
+        if (!nchwc_conv(kj, w, NCHWC_X, b) && !cand[j]) return false;
+      } else {
+        if (!nchwc_conv(kj, w, NCHWC_RESIDUAL, b) || b >= 32) return false;
+        for (uint32_t c = 0; c < kj->num_buffers; ++c) {
+          if (kj->buffers[c].role == TJ_KIR_OUTPUT &&
+              in_place(rp->memplan, nn, ks[j].buffer_nodes[c], val))
+            return false;
+        }
+      }
+      ++readers;
+    }
+  }
+  if (readers == 0) return false;
+  *out_step = UINT32_MAX;
+  for (uint32_t st = 0; st < rp->num_steps; ++st) {
+    const tj_run_step_t* rs = &rp->steps[st];
+    if (rs->kind == TJ_RUN_STEP_KERNELS && i >= rs->first_kernel &&
+        i - rs->first_kernel < rs->num_kernels)
+      *out_step = st;
+  }
+  return *out_step != UINT32_MAX;
+}
+
+// Kernel |k|'s one OUTPUT buffer (TJ_KIR_NONE: none, or several).
+static uint32_t one_output(const tj_kir_t* k) {
+  uint32_t ob = TJ_KIR_NONE;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role != TJ_KIR_OUTPUT) continue;
+    if (ob != TJ_KIR_NONE) return TJ_KIR_NONE;
+    ob = b;
+  }
+  return ob;
+}
+
 // nchwc (issue 15): the blocked layout carried between x86 convs. A value
 // that an ocvec conv writes and that only ocvec convs read, as their x or
 // as a residual of their epilogue (resnet's conv -> relu -> conv inside a
@@ -688,13 +761,17 @@ static bool in_place(const tj_memplan_t* mp, uint32_t num_nodes, uint32_t node,
 // vector, a sequential run per block of channels, with no transpose and
 // no channel rows P apart (tj_kir_conv_t.yblock), each x reader's padded
 // copy of the image is blocked too, a vector a pixel (xblock), and each
-// residual reader reads the blocks through its epilogue (inblock). The
-// value is none of the graph's outputs, no graph break, view or other
-// kernel reads it, and none of its kernels writes in place of a value of
-// the other layout, so only these kernels ever see its bytes (and an
-// observed run's observer, row-major: observe_step); the graph, the
-// reference and the other targets keep NCHW. TJ_LAYOUT=nchw (or off)
-// leaves every value row-major.
+// residual reader reads the blocks through its epilogue (inblock). A max
+// pool (r18: tj_kir_window_blocks) reads and writes blocks together, so
+// it is taken only where both its x and its output qualify, with the
+// pools that do so taken as readers and producers (a fixpoint over the
+// candidate pools): resnet's stem -> max pool -> layer1. The value is none
+// of the graph's outputs, no graph break, view or other kernel reads it,
+// and none of its kernels writes in place of a value of the other layout,
+// so only these kernels ever see its bytes (and an observed run's
+// observer, row-major: observe_step); the graph, the reference and the
+// other targets keep NCHW. TJ_LAYOUT=nchw (or off) leaves every value
+// row-major.
 static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
                                 const tj_run_plan_t* rp,
                                 tj_lowered_kernel_t* ks, uint32_t nk) {
@@ -704,71 +781,64 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
   if (w < 4 || nk == 0 || !rp->fusion) return NULL;
   const tj_fusion_t* fu = rp->fusion;
   tj_allocator_t al = t->config.allocator;
-  // The run plan's step of each group (UINT32_MAX: none).
+  // The run plan's step of each group (UINT32_MAX: none), and the window
+  // kernels that may read and write blocks.
   uint32_t* step_of = tj_alloc(al, sizeof(uint32_t) * (fu->num_groups + 1));
-  if (!step_of) return tj_status_oom();
+  bool* cand = tj_alloc(al, sizeof(bool) * nk);
+  if (!step_of || !cand) {
+    tj_free(al, step_of, sizeof(uint32_t) * (fu->num_groups + 1));
+    tj_free(al, cand, sizeof(bool) * nk);
+    return tj_status_oom();
+  }
   for (uint32_t gi = 0; gi < fu->num_groups; ++gi) step_of[gi] = UINT32_MAX;
   for (uint32_t s = 0; s < rp->num_steps; ++s) {
     if (rp->steps[s].group < fu->num_groups) step_of[rp->steps[s].group] = s;
   }
+  bool any = false;
+  for (uint32_t i = 0; i < nk; ++i) {
+    cand[i] = tj_kir_window_blocks(ks[i].kernel, w) &&
+              one_output(ks[i].kernel) != TJ_KIR_NONE;
+    any = any || cand[i];
+  }
+  // A candidate pool stays one while its output may be blocked and so may
+  // its x: written by a conv that stores blocks, or a candidate pool.
+  for (bool changed = any; changed;) {
+    changed = false;
+    for (uint32_t j = 0; j < nk; ++j) {
+      if (!cand[j]) continue;
+      const tj_kir_t* kj = ks[j].kernel;
+      uint32_t step, xv = UINT32_MAX;
+      bool ok = nchwc_value_ok(rp, step_of, ks, nk, cand, w, j, one_output(kj),
+                               &step);
+      for (uint32_t b = 0; b < kj->num_buffers; ++b) {
+        if (kj->buffers[b].role == TJ_KIR_CONV_X) xv = ks[j].buffer_nodes[b];
+      }
+      bool made = false;
+      for (uint32_t i = 0; i < nk && ok && !made; ++i) {
+        const tj_kir_t* k = ks[i].kernel;
+        const uint32_t ob = one_output(k);
+        if (ob == TJ_KIR_NONE || ks[i].buffer_nodes[ob] != xv) continue;
+        made = (nchwc_conv(k, w, NCHWC_OUT, 0) || nchwc_sums_out(k, w) ||
+                cand[i]) &&
+               nchwc_value_ok(rp, step_of, ks, nk, cand, w, i, ob, &step);
+      }
+      if (!ok || !made) {
+        cand[j] = false;
+        changed = true;
+      }
+    }
+  }
   tj_status_t status = NULL;
-  const uint32_t nn = rp->graph->num_nodes;
   for (uint32_t i = 0; i < nk; ++i) {
     tj_kir_t* k = ks[i].kernel;
-    if (!nchwc_conv(k, w, NCHWC_OUT, 0) && !nchwc_sums_out(k, w)) continue;
-    uint32_t ob = TJ_KIR_NONE;
-    for (uint32_t b = 0; b < k->num_buffers; ++b) {
-      if (k->buffers[b].role == TJ_KIR_OUTPUT) ob = b;
-    }
-    if (ob == TJ_KIR_NONE || ks[i].buffer_offset_dims[ob] != 0) continue;
+    if (!nchwc_conv(k, w, NCHWC_OUT, 0) && !nchwc_sums_out(k, w) && !cand[i])
+      continue;
+    const uint32_t ob = one_output(k);
+    uint32_t step;
+    if (ob == TJ_KIR_NONE ||
+        !nchwc_value_ok(rp, step_of, ks, nk, cand, w, i, ob, &step))
+      continue;
     const uint32_t val = ks[i].buffer_nodes[ob];
-    if (val >= nn || rp->first_output[val] >= 0) continue;
-    // Not written in place of one of the producer's inputs.
-    bool ok = true;
-    for (uint32_t b = 0; b < k->num_buffers && ok; ++b) {
-      if (k->buffers[b].role == TJ_KIR_INPUT)
-        ok = !in_place(rp->memplan, nn, val, ks[i].buffer_nodes[b]);
-    }
-    // Every group that reads the value is a step of kernels ...
-    for (uint32_t gi = 0; gi < fu->num_groups && ok; ++gi) {
-      const tj_group_t* gr = &fu->groups[gi];
-      for (uint32_t j = 0; j < gr->num_inputs && ok; ++j) {
-        if (gr->inputs[j] != val) continue;
-        const uint32_t s = step_of[gi];
-        ok = s != UINT32_MAX && rp->steps[s].kind == TJ_RUN_STEP_KERNELS;
-      }
-    }
-    // ... and every kernel buffer of it but the producer's output is the x
-    // of a conv that can take it blocked, or a residual of one whose output
-    // is not written in its place.
-    uint32_t readers = 0;
-    for (uint32_t j = 0; j < nk && ok; ++j) {
-      const tj_kir_t* kj = ks[j].kernel;
-      for (uint32_t b = 0; b < kj->num_buffers && ok; ++b) {
-        if (ks[j].buffer_nodes[b] != val || (j == i && b == ob)) continue;
-        ok = ks[j].buffer_offset_dims[b] == 0 && j != i;
-        if (ok && kj->buffers[b].role == TJ_KIR_CONV_X) {
-          ok = nchwc_conv(kj, w, NCHWC_X, b);
-        } else if (ok) {
-          ok = nchwc_conv(kj, w, NCHWC_RESIDUAL, b) && b < 32;
-          for (uint32_t c = 0; c < kj->num_buffers && ok; ++c) {
-            if (kj->buffers[c].role == TJ_KIR_OUTPUT)
-              ok = !in_place(rp->memplan, nn, ks[j].buffer_nodes[c], val);
-          }
-        }
-        ++readers;
-      }
-    }
-    if (!ok || readers == 0) continue;
-    // Recorded for observed runs: the step that writes it.
-    uint32_t step = UINT32_MAX;
-    for (uint32_t st = 0; st < rp->num_steps; ++st) {
-      const tj_run_step_t* rs = &rp->steps[st];
-      if (rs->kind == TJ_RUN_STEP_KERNELS && i >= rs->first_kernel &&
-          i - rs->first_kernel < rs->num_kernels)
-        step = st;
-    }
-    if (step == UINT32_MAX) continue;
     nchwc_value_t* grown =
         tj_alloc(al, sizeof(nchwc_value_t) * (prog->num_blocked + 1));
     if (!grown) {
@@ -798,6 +868,7 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
     }
   }
   tj_free(al, step_of, sizeof(uint32_t) * (fu->num_groups + 1));
+  tj_free(al, cand, sizeof(bool) * nk);
   if (status) return status;
   // Region compile: a kernel whose layouts now differ from those of the
   // kernel it shares code with compiles on its own. Only a blocked value

@@ -973,49 +973,62 @@ TEST(ocvec_variant_marked) {
 // (the last conv adds relu(conv 0), read blocked by its epilogue), a skip
 // (conv 1 adds the chain's row-major input, gathered by an epilogue that
 // stores blocked), a max pool that reads relu(conv 0) too (it stays
-// row-major: no window kernel reads blocks), resnet's stem (7x7/2 3-64 on
-// the shifted variant) storing blocks for a conv's x and residual, and
-// TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled at every tier,
+// row-major: the pool's output is a graph output, which stays row-major,
+// and a pool reads blocks only where it writes them), resnet's stem (7x7/2
+// 3-64 on the shifted variant) storing blocks for a conv's x and residual,
+// a max pool between convs that reads and writes blocks (r18: the stem ->
+// max pool -> basic block of resnet), and TJ_LAYOUT=nchw, which blocks
+// nothing. Each chain is compiled at every tier,
 // its blocked values counted in the kernels' dumps ("yblock w" on the producer,
-// "xblock w" on each conv reading it as x, "inblock" on each reading it as a
-// residual), and checked against the reference at batches 2, 1 and 0, and by
-// tj_verify (its observer sees the blocked values row-major).
+// "xblock w" on each conv or pool reading it as x, "inblock" on each reading
+// it as a residual), and checked against the reference at batches 2, 1 and 0,
+// and by tj_verify (its observer sees the blocked values row-major).
 typedef struct chain_t {
   const char* name;
   int64_t c, h, w;
-  int64_t o[3];  // the convs' output channels; 0: fewer convs
-  bool join;     // the last conv adds relu(conv 0) (a residual join)
-  bool skip;     // conv 1 adds x (c == o[1])
-  bool pool;     // relu(conv 0) is max-pooled too, a second output
-  int64_t k0;    // conv 0's window, stride 2, pads k0 / 2 (0: 3x3/1, pads
-                 // 1): the stem's shape, stored blocked from the shifted
-                 // variant, or a strided 3x3 on the packed one (nchwc2)
-  bool down;     // the last conv adds a 1x1/2 conv of x (resnet's
-                 // downsample, packed, stored blocked for the residual)
+  int64_t o[3];   // the convs' output channels; 0: fewer convs
+  bool join;      // the last conv adds relu(conv 0) (a residual join)
+  bool skip;      // conv 1 adds x (c == o[1])
+  bool pool;      // relu(conv 0) is max-pooled too, a second output
+  int64_t k0;     // conv 0's window, stride 2, pads k0 / 2 (0: 3x3/1, pads
+                  // 1): the stem's shape, stored blocked from the shifted
+                  // variant, or a strided 3x3 on the packed one (nchwc2)
+  bool down;      // the last conv adds a 1x1/2 conv of x (resnet's
+                  // downsample, packed, stored blocked for the residual)
+  int64_t mpool;  // r18: relu(conv 0) max-pooled 3x3 at this stride, pads
+                  // 1, before conv 1 (and the join's residual), read and
+                  // written blocked (resnet's stem -> max pool -> layer1)
 } chain_t;
 
 static const chain_t kChains[] = {
-    {"two", 24, 15, 17, {64, 64, 0}, false, false, false, 0, false},
-    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false, 0, false},
-    {"join", 16, 14, 16, {64, 64, 0}, true, false, false, 0, false},
-    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false, 0, false},
-    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true, 0, false},
+    {"two", 24, 15, 17, {64, 64, 0}, false, false, false, 0, false, 0},
+    {"three_odd", 16, 14, 18, {72, 64, 80}, false, false, false, 0, false, 0},
+    {"join", 16, 14, 16, {64, 64, 0}, true, false, false, 0, false, 0},
+    {"skip", 64, 14, 15, {80, 64, 96}, false, true, false, 0, false, 0},
+    {"pool", 16, 16, 14, {64, 64, 0}, false, false, true, 0, false, 0},
     // nchwc2: resnet's stem (7x7/2 from 3 channels, rows of 45 so that it
     // takes the shifted variant) writing blocks to a 3x3 conv, and to a max
-    // pool as in resnet (row-major: no window kernel reads blocks).
-    {"stem", 3, 19, 90, {64, 64, 0}, false, false, false, 7, false},
-    {"stem_pool", 3, 19, 90, {64, 64, 0}, false, false, true, 7, false},
-    {"stem_three", 3, 17, 92, {64, 80, 64}, true, false, false, 7, false},
+    // pool whose output is a graph output (row-major: so is its x).
+    {"stem", 3, 19, 90, {64, 64, 0}, false, false, false, 7, false, 0},
+    {"stem_pool", 3, 19, 90, {64, 64, 0}, false, false, true, 7, false, 0},
+    {"stem_three", 3, 17, 92, {64, 80, 64}, true, false, false, 7, false, 0},
     // nchwc2: resnet's first block of a stage: a 3x3/2 (packed, its pixel
     // blocks joined across images) and a 1x1/2 downsample storing blocks
     // for the second conv's x and residual.
-    {"down", 16, 30, 29, {80, 80, 0}, false, false, false, 3, true},
-    {"down_three", 32, 28, 28, {96, 64, 64}, false, false, false, 3, true},
+    {"down", 16, 30, 29, {80, 80, 0}, false, false, false, 3, true, 0},
+    {"down_three", 32, 28, 28, {96, 64, 64}, false, false, false, 3, true, 0},
+    // r18: a max pool between convs reading and writing blocks: resnet's
+    // stem -> max pool 3x3/2 -> a basic block (its residual the pool's
+    // output), odd sizes; a 3x3/1 pool between two 3x3 convs.
+    {"stem_mpool", 3, 21, 90, {64, 64, 64}, true, false, false, 7, false, 2},
+    {"mpool_one", 16, 13, 17, {64, 80, 0}, false, false, false, 0, false, 1},
 };
 
-// The spatial size after conv 0 of |ch| from |in|.
+// The spatial size after conv 0 of |ch| from |in| (and the max pool after
+// it with |mpool|).
 static int64_t chain_out(const chain_t* ch, int64_t in) {
-  return ch->k0 ? (in + 2 * (ch->k0 / 2) - ch->k0) / 2 + 1 : in;
+  const int64_t c0 = ch->k0 ? (in + 2 * (ch->k0 / 2) - ch->k0) / 2 + 1 : in;
+  return ch->mpool ? (c0 - 1) / ch->mpool + 1 : c0;
 }
 
 // The graph of |ch|: y = relu(conv_k(... relu(conv_0(x)) ...)), the last
@@ -1064,6 +1077,13 @@ static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
     }
     if (i == 1 && ch->skip) v = tj_graph_add(g, v, x);
     v = tj_graph_relu(g, v);
+    if (i == 0 && ch->mpool) {
+      tj_conv_attrs_t pa = {.kernel = {3, 3},
+                            .strides = {ch->mpool, ch->mpool},
+                            .pads_begin = {1, 1},
+                            .pads_end = {1, 1}};
+      v = tj_graph_max_pool(g, v, &pa);
+    }
     if (i == 0) first = v;
     cin = o;
   }
@@ -1099,6 +1119,10 @@ static int chain_blocked(const chain_t* ch, int64_t lanes, bool nchw, int* xs,
     if ((i == 0 && ch->pool) || nchw || ch->o[i] % lanes != 0) continue;
     ++n;
     ++*xs;
+    if (i == 0 && ch->mpool) {  // the pool's output, read by conv 1
+      ++n;
+      ++*xs;
+    }
     if (i == 0 && ch->join) ++*residuals;
   }
   if (ch->down && !nchw && last % lanes == 0) {
@@ -1240,8 +1264,9 @@ TEST(nchwc_chains) {
     run_chain(&kChains[i], false);
   run_chain(&kChains[0], true);  // TJ_LAYOUT=nchw: nothing blocked
   run_chain(&kChains[1], true);
-  run_chain(&kChains[5], true);  // the stem: nothing blocked
-  run_chain(&kChains[8], true);  // a stage's first block: nothing blocked
+  run_chain(&kChains[5], true);   // the stem: nothing blocked
+  run_chain(&kChains[8], true);   // a stage's first block: nothing blocked
+  run_chain(&kChains[10], true);  // stem -> max pool: nothing blocked
 }
 
 // A wrong input shape at run time is an error naming the input, not a
@@ -1341,7 +1366,9 @@ TEST(conv_oom_sweep_ocvec) {
 
 // The failing-allocator sweep over a compile and run of a chain of two
 // convs on the ocvec variant (forced: 16 channels) whose middle value is
-// held blocked (nchwc_assign's allocation included).
+// held blocked (nchwc_assign's allocations included: its candidate pools'
+// flags too, allocated where any conv is; a max pool between the convs
+// ended the sweep at 32 points, a failure absorbed before the layout).
 static tj_status_t nchwc_compile_run(tj_allocator_t allocator) {
   tj_context_t* ctx = NULL;
   tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
