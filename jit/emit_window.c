@@ -925,7 +925,6 @@ static tj_status_t emit_blocked(window_t* wd, int64_t oh) {
   const int32_t w = wd->w;
   const int64_t ow = wd->ow, ih = cv->in[1], iw = cv->in[2];
   const int64_t kh = cv->kernel[1], kw = cv->kernel[2];
-  if (kh > 64) return tj_internal("kernel @%s: blocked window", em->k->name);
   const int64_t rb = tj_kir_window_block_rows(em->k, w);
   const int64_t rblocks = (oh + rb - 1) / rb;
   // The output columns whose taps all lie inside x's row: [jlo, jhi).

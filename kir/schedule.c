@@ -318,9 +318,12 @@ bool tj_kir_window_cvec(const tj_kir_t* k, int32_t lanes) {
 
 bool tj_kir_window_blocks(const tj_kir_t* k, int32_t lanes) {
   const tj_kir_conv_t* cv = &k->conv;
+  // At most 64 taps: the emitter unrolls them (and keeps a pointer per
+  // tap row).
   if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_MAX ||
       (lanes != 4 && lanes != 8 && lanes != 16) || k->rank != 4 ||
-      cv->spatial != 2 || cv->in[0] != 1 || cv->kernel[0] != 1)
+      cv->spatial != 2 || cv->in[0] != 1 || cv->kernel[0] != 1 ||
+      cv->kernel[1] * cv->kernel[2] > 64)
     return false;
   if (k->dims[1].param >= 0 || k->dims[2].param >= 0 || k->dims[3].param >= 0 ||
       k->dims[1].value % lanes != 0 || k->dims[2].value < 1 ||

@@ -193,8 +193,9 @@ void tj_kir_window_cvec_extent(const tj_kir_t* kernel, int32_t lanes,
                                int64_t* out_rows, int64_t* out_cols);
 // r18 (issue 15): whether a direct window kernel may read x and write its
 // output blocked at |lanes| lanes (tj_kir_conv_t.xblock and yblock, set
-// together by the x86 backend): a max_pool over two spatial axes whose
-// sizes but the batch are constants, its channels a multiple of |lanes|.
+// together by the x86 backend): a max_pool over two spatial axes of at
+// most 64 taps whose sizes but the batch are constants, its channels a
+// multiple of |lanes|.
 // Such a kernel's unit is one image's block of |lanes| channels over
 // tj_kir_window_block_rows output rows (the unit order image, channel
 // block, row block (fastest)); each output pixel's taps are plain vector
