@@ -2633,6 +2633,69 @@ TEST(concat_wide) {
   pool_free();
 }
 
+// Constant entries moved out of a shape with symbolic dims, as torch
+// exports them with a dynamic batch: nn.MultiheadAttention's scale is
+// 1 / sqrt(float(shape(q)[-1:])) of q [B * heads, T, 64] (vit_b_16), and
+// swin_t pads its windows by shape(x)[1] % 7 of x [B, 56, 56, 96]. The
+// Slice and Gather outputs hold no symbolic dim and are plain constants:
+// Cast to float and Mod took them for shapes with symbolic dims ("cast of
+// a symbolic shape"). Here y = x / sqrt(4) + (3 % 2) of x [B, 3, 4], on
+// the reference and x86 at every tier.
+static void build_moved_constant_dims(model_t* m) {
+  static const int64_t kDims[3] = {0, 3, 4}, kStart[1] = {-1},
+                       kEnd[1] = {INT64_MAX};
+  static const char* const kParams[3] = {"B", NULL, NULL};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 17);
+  add_input(m, value_info("x", f32, 3, kDims, kParams));
+  add_init(m, scalar_i64("one", 1));
+  add_init(m, scalar_i64("two", 2));
+  add_init(m, tensor_i64("starts", 1, kStart));
+  add_init(m, tensor_i64("ends", 1, kEnd));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  Onnx__AttributeProto** to_f32 = zalloc(sizeof(void*));
+  to_f32[0] = attr_int("to", f32);
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("shx"), 0, NULL);
+  N("Slice", "last", L("shx", "starts", "ends"), L("d"), 0, NULL);
+  N("Cast", "df", L("d"), L("df"), 1, to_f32);
+  N("Sqrt", "sd", L("df"), L("sd"), 0, NULL);
+  N("Div", "scaled", L("x", "sd"), L("xs"), 0, NULL);
+  N("Gather", "h", L("shx", "one"), L("h"), 1, axis0);
+  N("Mod", "hm", L("h", "two"), L("hm"), 0, NULL);
+  N("Cast", "hmf", L("hm"), L("hmf"), 1, to_f32);
+  N("Add", "y", L("xs", "hmf"), L("y"), 0, NULL);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 3, kDims, kParams));
+}
+
+static void check_moved_constant_dims(tj_tensor_t* outs, int n,
+                                      const void* arg) {
+  (void)n;
+  const float* x = arg;
+  const float* y = outs[0].data;
+  int bad = 0;
+  for (int i = 0; i < 2 * 3 * 4; ++i) bad += y[i] != x[i] / 2 + 1;
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(moved_constant_dims) {
+  float x[2 * 3 * 4], y[2 * 3 * 4];
+  for (int i = 0; i < 2 * 3 * 4; ++i) x[i] = 0.5f * (float)i - 3;
+  const int64_t xd[3] = {2, 3, 4};
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 3, xd);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 3, xd);
+  model_t m;
+  build_moved_constant_dims(&m);
+  run_everywhere(&m, &in, 1, &out, 1, check_moved_constant_dims, x);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2662,5 +2725,6 @@ int main(void) {
   RUN_TEST(causal_mask_sliced_by_symbolic_bounds);
   RUN_TEST(expand_target_decided_over_symbolic_dims);
   RUN_TEST(concat_wide);
+  RUN_TEST(moved_constant_dims);
   TEST_MAIN_END();
 }
