@@ -47,8 +47,15 @@ IMAGE_MODELS = [
     "googlenet", "mnasnet0_5", "convnext_tiny", "vit_b_16", "swin_t",
     "maxvit_t", "resnext50_32x4d", "wide_resnet50_2",
 ]
+# Beyond the brief's list: other families and input kinds (3D video
+# convs, segmentation heads with Resize, a detector with NMS).
+MORE_MODELS = [
+    "inception_v3", "alexnet", "efficientnet_v2_s", "swin_v2_t",
+    "regnet_x_400mf", "deeplabv3_mobilenet_v3_large",
+    "lraspp_mobilenet_v3_large", "r3d_18", "ssdlite320_mobilenet_v3_large",
+]
 OTHER_MODELS = ["transformer_encoder", "gpt2_small"]
-ALL_MODELS = IMAGE_MODELS + OTHER_MODELS
+ALL_MODELS = IMAGE_MODELS + OTHER_MODELS + MORE_MODELS
 
 
 def randomize_norms(model, gen):
@@ -147,6 +154,24 @@ def EncoderLayer(layer):
     return Wrap()
 
 
+def FirstOutput(net, key="out", image=False):
+    """A segmentation model's output dict, or a detector's list of dicts,
+    reduced to one tensor: |key| (of the first image)."""
+    import torch
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            if image:
+                return self.net([x])[0][key]
+            return self.net(x)[key]
+
+    return Wrap()
+
+
 def build(name, batch):
     """(torch module, example input, dynamic-axes spec for the input)."""
     import torch
@@ -163,8 +188,25 @@ def build(name, batch):
         net = gpt2_class()()
         x = torch.randint(0, 8192, (batch, 128), dtype=torch.int64)
         dims = {0: "batch"}
+    elif name.startswith(("deeplabv3", "lraspp")):
+        net = FirstOutput(getattr(torchvision.models.segmentation, name)(
+            weights=None, weights_backbone=None))
+        x = torch.randn(batch, 3, 224, 224)
+        dims = {0: "batch"}
+    elif name == "r3d_18":
+        net = torchvision.models.video.r3d_18(weights=None)
+        x = torch.randn(batch, 3, 8, 112, 112)
+        dims = {0: "batch"}
+    elif name.startswith("ssdlite"):
+        # One image [3, H, W] in, the boxes of the first image out.
+        net = FirstOutput(getattr(torchvision.models.detection, name)(
+            weights=None, weights_backbone=None), "boxes", image=True)
+        x = torch.rand(3, 320, 320)
+        dims = {}
     else:
-        net = getattr(torchvision.models, name)(weights=None)
+        kw = {"aux_logits": False, "init_weights": True} if (
+            name == "inception_v3") else {}
+        net = getattr(torchvision.models, name)(weights=None, **kw)
         size = 299 if name == "inception_v3" else 224
         x = torch.randn(batch, 3, size, size)
         dims = {0: "batch"}
