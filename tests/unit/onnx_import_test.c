@@ -2696,6 +2696,86 @@ TEST(moved_constant_dims) {
   pool_free();
 }
 
+// Resize to sizes computed from the input's own shape, as torch exports
+// F.interpolate(x, size=(h, w)) with a dynamic batch (deeplabv3's and
+// lraspp's heads): sizes = Concat(Shape(x)[:2], [h, w]) holds the symbolic
+// batch, which the Resize keeps. It was refused twice over (sizes "a shape
+// with symbolic dims", and any symbolic input dim). Here nearest (floor,
+// asymmetric) from [B, 2, 2, 3] to [B, 2, 4, 6]: y[b, c, i, j] =
+// x[b, c, i / 2, j / 2], on the reference and x86 at every tier.
+static void build_resize_symbolic_batch(model_t* m, bool keep_batch) {
+  static const int64_t kX[4] = {0, 2, 2, 3}, kY[4] = {0, 2, 4, 6};
+  static const int64_t kStart[1] = {0}, kEnd[1] = {2}, kHw[2] = {4, 6};
+  static const int64_t kStartW[1] = {1}, kEndW[1] = {3}, kN[2] = {2, 4};
+  static const char* const kParams[4] = {"B", NULL, NULL, NULL};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 18);
+  add_input(m, value_info("x", f32, 4, kX, kParams));
+  // keep_batch false resizes the batch instead: sizes [2, 4, h, w] from
+  // Shape(x)[1:3], the batch's B going to 2, which is an error.
+  add_init(m, tensor_i64("starts", 1, keep_batch ? kStart : kStartW));
+  add_init(m, tensor_i64("ends", 1, keep_batch ? kEnd : kEndW));
+  add_init(m, tensor_i64("hw", 2, keep_batch ? kHw : kN));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 3);
+  attrs[0] = attr_str("mode", "nearest");
+  attrs[1] = attr_str("coordinate_transformation_mode", "asymmetric");
+  attrs[2] = attr_str("nearest_mode", "floor");
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("shx"), 0, NULL);
+  N("Slice", "lead", L("shx", "starts", "ends"), L("lead"), 0, NULL);
+  if (keep_batch) {
+    N("Concat", "sizes", L("lead", "hw"), L("sizes"), 1, axis0);
+  } else {
+    N("Concat", "sizes", L("hw", "lead"), L("sizes"), 1, axis0);
+  }
+  N("Resize", "rs", L("x", "", "", "sizes"), L("y"), 3, attrs);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 4, kY, kParams));
+}
+
+static void check_resize_symbolic_batch(tj_tensor_t* outs, int n,
+                                        const void* arg) {
+  (void)n;
+  const float* x = arg;
+  const float* y = outs[0].data;
+  int bad = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 6; ++j)
+          bad += y[((b * 2 + c) * 4 + i) * 6 + j] !=
+                 x[((b * 2 + c) * 2 + i / 2) * 3 + j / 2];
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(resize_symbolic_batch) {
+  float x[2 * 2 * 2 * 3], y[2 * 2 * 4 * 6];
+  for (int i = 0; i < 2 * 2 * 2 * 3; ++i) x[i] = (float)i - 7.5f;
+  const int64_t xd[4] = {2, 2, 2, 3}, yd[4] = {2, 2, 4, 6};
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, xd);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, yd);
+  model_t m;
+  build_resize_symbolic_batch(&m, true);
+  run_everywhere(&m, &in, 1, &out, 1, check_resize_symbolic_batch, x);
+  build_resize_symbolic_batch(&m, false);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 3 \"rs\" (Resize, opset 18): axis 0 of symbolic size: "
+               "sizes must keep it (a symbolic input dim, a static size)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2726,5 +2806,6 @@ int main(void) {
   RUN_TEST(expand_target_decided_over_symbolic_dims);
   RUN_TEST(concat_wide);
   RUN_TEST(moved_constant_dims);
+  RUN_TEST(resize_symbolic_batch);
   TEST_MAIN_END();
 }
