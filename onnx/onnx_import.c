@@ -906,6 +906,22 @@ static tj_status_t expand_function(tj_onnx_importer_t* im,
   return status;
 }
 
+// Whether known value |v| holds a symbolic dim: an int64 entry below -1.
+// A move of a shape vector with symbolic dims keeps them only where it
+// keeps such an entry: the head dim that nn.MultiheadAttention slices off
+// q's shape [B * heads, T, 64] (then Cast to float for its scale), or the
+// height Gather takes from swin_t's [B, 56, 56, 96] (then Mod for its
+// padding), is a plain constant, which every op takes.
+static bool has_symbolic_entry(const tj_onnx_val_t* v) {
+  if (v->dtype != TJ_DTYPE_I64) return false;
+  const int64_t n = numel_of(v->rank, v->dims);
+  const int64_t* data = v->data;
+  for (int64_t k = 0; k < n; ++k) {
+    if (data[k] <= -2) return true;
+  }
+  return false;
+}
+
 // Folds |node| (every input known) on the reference interpreter: converts
 // it in a scratch graph and runs it. *|out_folded| false when an output is
 // too large to keep as a known value (then it is converted normally).
@@ -985,7 +1001,7 @@ static tj_status_t fold_node(tj_onnx_importer_t* im, tj_onnx_node_t* node,
                sizeof(int64_t) * (size_t)v->rank);
         v->data = tensors[n++].data;
         v->value = tj_value_none();
-        v->symbolic = symbolic;
+        v->symbolic = symbolic && has_symbolic_entry(v);
       }
       *out_folded = true;
     }

@@ -3484,11 +3484,6 @@ static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
   r.antialias = attr_i(n, "antialias", 0) != 0 && r.mode != 0;
   const double extrapolation = attr_f(n, "extrapolation_value", 0.0);
   if (xv->symbolic) return fail(im, n, "resize of a shape tensor");
-  for (int32_t d = 0; d < rank; ++d) {
-    if (xv->dims[d] < 0)
-      return fail(im, n, "input dim %d is symbolic; resize needs static dims",
-                  (int)d);
-  }
   int32_t num_axes = 0;
   int64_t axes[MAX_INTS];
   TJ_RETURN_IF_ERROR(attr_ints(im, n, "axes", &num_axes, axes));
@@ -3525,18 +3520,41 @@ static tj_status_t cv_resize(tj_onnx_importer_t* im, tj_onnx_node_t* n,
       double v = element_f64(&one);
       if (!(v > 0)) return bad(im, n, "scale %g is not positive", v);
       scales[axes[i]] = v;
-      sizes[axes[i]] =
-          (int64_t)floor(v * (double)xv->dims[axes[i]]);  // as numpy astype
+      if (xv->dims[axes[i]] < 0 && v != 1)
+        return fail(im, n, "axis %d of symbolic size scaled by %g",
+                    (int)axes[i], v);
+      if (xv->dims[axes[i]] >= 0)
+        sizes[axes[i]] =
+            (int64_t)floor(v * (double)xv->dims[axes[i]]);  // as numpy astype
     }
   } else {
+    // sizes may hold symbolic dims where they keep the input's own (the
+    // batch of F.interpolate(x, size=(h, w)) exported with a dynamic
+    // batch: Concat(Shape(x)[:2], [h, w])); those axes stay as they are.
     int32_t count;
     int64_t want[MAX_INTS];
-    TJ_RETURN_IF_ERROR(known_ints(im, n, 3, "sizes", &count, want, false));
+    TJ_RETURN_IF_ERROR(known_ints(im, n, 3, "sizes", &count, want, true));
     if (count != num_axes) return bad(im, n, "sizes must be %d ints", num_axes);
+    bool symbolic = false;
     for (int32_t i = 0; i < num_axes; ++i) {
+      const int64_t have = xv->dims[axes[i]];
       sizes[axes[i]] = want[i];
-      scales[axes[i]] = (double)want[i] / (double)xv->dims[axes[i]];
+      if (have < 0 || want[i] < 0) {
+        if (want[i] != have)
+          return fail(im, n,
+                      "axis %d of symbolic size: sizes must keep it (%s "
+                      "input dim, %s size)",
+                      (int)axes[i], have < 0 ? "a symbolic" : "a static",
+                      want[i] < 0 ? "a symbolic" : "a static");
+        scales[axes[i]] = 1;
+        symbolic = true;
+        continue;
+      }
+      scales[axes[i]] = (double)want[i] / (double)have;
     }
+    if (policy != 0 && symbolic)
+      return fail(im, n,
+                  "keep_aspect_ratio_policy over an axis of symbolic size");
     if (policy != 0) {
       double s = scales[axes[0]];
       for (int32_t i = 1; i < num_axes; ++i) {
@@ -5742,6 +5760,7 @@ tj_status_t tj_onnx_convert_node(tj_onnx_importer_t* im, tj_onnx_node_t* n) {
         strcmp(e->op, "ConstantOfShape") && strcmp(e->op, "Identity") &&
         strcmp(e->op, "Cast") && !tj_onnx_is_control(e->op) &&
         !(strcmp(e->op, "Slice") == 0 && (i == 1 || i == 2)) &&
+        !(strcmp(e->op, "Resize") == 0 && i == 3) &&
         !(strcmp(e->op, "Trilu") == 0 && i == 1))
       return fail(im, n, "input %d is a shape with symbolic dims", (int)i);
   }

@@ -43,6 +43,8 @@
 //               Neither where the target sorts the rows natively
 //               (native_op: x86's argtopk host kernel on long rows past a
 //               few k), unless TJ_NATIVE_TOPK=off.
+//   concat      (not a composite) of more than 8 values: a tree of
+//               concats of at most 8 each, what one kernel reads.
 // Reductions keep their dims, so the epilogue broadcasts elementwise and the
 // whole composite fuses into one reduction group.
 //
@@ -57,7 +59,7 @@
 // Requires: nothing.  Preserves: inputs, outputs, symbols, guards.
 // Invalidates: fusion groups, memory plan.  Idempotent (no composite is
 // left, and an argtopk left whole has k > 16 on a long or symbolic row, or
-// is one the target sorts natively).
+// is one the target sorts natively; no concat is wider than 8).
 
 #include <math.h>
 #include <string.h>
@@ -444,6 +446,26 @@ static tj_status_t concat_n(dec_t* d, uint32_t count, uint32_t* values,
   }
   *out = values[0];
   return NULL;
+}
+
+// A concat of more than kConcatArity values (densenet121's dense blocks
+// join up to 25 feature maps in one torch.cat): one kernel reads at most
+// kConcatArity, so a wider one (alone, a graph break on the reference
+// interpreter) becomes the tree of concats that concat_n makes.
+static bool concat_wide(const tj_node_t* node) {
+  return node->op == TJ_OP_CONCAT && node->num_operands > kConcatArity;
+}
+
+static tj_status_t concat_tree(dec_t* d, const tj_node_t* node, uint32_t* out) {
+  const size_t bytes = node->num_operands * sizeof(uint32_t);
+  uint32_t* values = tj_alloc(d->rw.allocator, bytes);
+  if (!values) return tj_status_oom();
+  for (uint32_t k = 0; k < node->num_operands; ++k)
+    values[k] = d->rw.map[node->operands[k]];
+  tj_status_t status =
+      concat_n(d, node->num_operands, values, node->attrs.axis, out);
+  tj_free(d->rw.allocator, values, bytes);
+  return status;
 }
 
 // The kernel taps in row-major order: tap t's offset along spatial axis i.
@@ -1875,6 +1897,12 @@ static tj_status_t decompose_node(dec_t* d, uint32_t index) {
     d->rw.map[index] = y;
     return NULL;
   }
+  if (concat_wide(node)) {
+    uint32_t y;
+    TJ_RETURN_IF_ERROR(concat_tree(d, node, &y));
+    d->rw.map[index] = y;
+    return NULL;
+  }
   if (node->op == TJ_OP_ONE_HOT) {
     uint32_t y;
     TJ_RETURN_IF_ERROR(one_hot(d, node, ops[0], ops[1], &y));
@@ -2008,7 +2036,7 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   for (uint32_t i = 0; i < g->num_nodes && !any; ++i) {
     any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE ||
           topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]) ||
-          matmul_by_reduction(&g->nodes[i]);
+          matmul_by_reduction(&g->nodes[i]) || concat_wide(&g->nodes[i]);
   }
   if (!any) return NULL;
   dec_t d;
@@ -2025,7 +2053,7 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
                      !(ctx->native_op && ctx->native_op(g, i));
     bool topk = (topk_by_ranks(node, g) || topk_by_selection(node)) &&
                 !topk_native(ctx, g, i);
-    if ((composite || topk || matmul_by_reduction(node)) &&
+    if ((composite || topk || matmul_by_reduction(node) || concat_wide(node)) &&
         tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);
     } else {

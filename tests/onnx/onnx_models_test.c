@@ -1,5 +1,7 @@
 // Real models through the importer (issue 15, goal 4): torchvision's
-// resnet18 and mobilenet_v3_small and a BERT-base encoder layer, as torch
+// resnet18 and mobilenet_v3_small, a BERT-base encoder layer and
+// torch.nn.TransformerEncoderLayer (its nn.MultiheadAttention computes the
+// scale from q's shape, which holds the symbolic batch), as torch
 // exports them (tests/onnx/models/export_models.py says how). The files
 // checked in are graph skeletons: the exported graphs exactly, with each
 // large float initializer's data removed and its doc_string saying
@@ -124,6 +126,7 @@ static const model_t kModels[] = {
     {"resnet18", 4, {0, 3, 224, 224}, 1000, 0},
     {"mobilenet_v3_small", 4, {0, 3, 224, 224}, 1000, 0},
     {"bert_layer", 3, {0, 128, 768}, 128 * 768, 0},
+    {"encoder_layer", 3, {0, 64, 256}, 64 * 256, 0},
 };
 
 static const char* g_dir;
@@ -264,6 +267,7 @@ static void check_model(const model_t* md) {
 TEST(resnet18) { check_model(&kModels[0]); }
 TEST(mobilenet_v3_small) { check_model(&kModels[1]); }
 TEST(bert_layer) { check_model(&kModels[2]); }
+TEST(encoder_layer) { check_model(&kModels[3]); }
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -280,5 +284,6 @@ int main(int argc, char** argv) {
   if (!g_only || strcmp(g_only, "mobilenet_v3_small") == 0)
     RUN_TEST(mobilenet_v3_small);
   if (!g_only || strcmp(g_only, "bert_layer") == 0) RUN_TEST(bert_layer);
+  if (!g_only || strcmp(g_only, "encoder_layer") == 0) RUN_TEST(encoder_layer);
   TEST_MAIN_END();
 }

@@ -2551,6 +2551,231 @@ TEST(causal_mask_sliced_by_symbolic_bounds) {
   pool_free();
 }
 
+// A Concat of 10 feature maps along the channels read by a Relu, as
+// densenet121's dense blocks join up to 25 in one torch.cat: x86 takes at
+// most 8 values in one kernel, and the wider concat, alone, ran on the
+// reference interpreter (a graph break per dense layer, 31 in densenet121);
+// decompose now makes it a tree of concats. On the reference and x86 at
+// every tier, against the concat computed here, with no graph break.
+enum { kWideN = 10, kWideHW = 6 };
+
+static int64_t wide_channels(int i) { return 1 + i % 3; }
+
+static void build_concat_wide(model_t* m) {
+  static int64_t dims[kWideN][4];
+  static char in_names[kWideN][8];
+  static const char* ins[kWideN];
+  static int64_t ydims[4] = {1, 0, 2, 3};
+  model_init(m, 13);
+  ydims[1] = 0;
+  for (int i = 0; i < kWideN; ++i) {
+    dims[i][0] = 1;
+    dims[i][1] = wide_channels(i);
+    dims[i][2] = 2;
+    dims[i][3] = 3;
+    ydims[1] += dims[i][1];
+    snprintf(in_names[i], sizeof in_names[i], "x%d", i);
+    ins[i] = in_names[i];
+    add_input(m, value_info(in_names[i], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                            4, dims[i], NULL));
+  }
+  Onnx__AttributeProto** as = zalloc(sizeof(void*));
+  as[0] = attr_int("axis", 1);
+  add_node(m, node("Concat", "cat", kWideN, ins, 1, (const char* const[]){"c"},
+                   1, as));
+  add_node(m, node("Relu", "relu", 1, (const char* const[]){"c"}, 1,
+                   (const char* const[]){"y"}, 0, NULL));
+  add_output(
+      m, value_info("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, ydims, NULL));
+}
+
+static void check_concat_wide(tj_tensor_t* outs, int n, const void* arg) {
+  (void)n;
+  const float* const* x = arg;
+  const float* y = outs[0].data;
+  int64_t at = 0;
+  for (int i = 0; i < kWideN; ++i) {
+    for (int64_t k = 0; k < wide_channels(i) * kWideHW; ++k, ++at) {
+      float want = x[i][k] > 0 ? x[i][k] : 0;
+      if (y[at] != want) {
+        fprintf(stderr, "  concat_wide: y[%lld] = %g, want %g\n", (long long)at,
+                y[at], want);
+        CHECK(false);
+        return;
+      }
+    }
+  }
+}
+
+TEST(concat_wide) {
+  static float x[kWideN][3 * kWideHW];
+  static int64_t dims[kWideN][4];
+  const float* xs[kWideN];
+  tj_tensor_t ins[kWideN];
+  int64_t total = 0;
+  for (int i = 0; i < kWideN; ++i) {
+    for (int64_t k = 0; k < wide_channels(i) * kWideHW; ++k)
+      x[i][k] = (float)((i * 7 + k * 5) % 11) - 5.0f + 0.25f * (float)i;
+    dims[i][0] = 1;
+    dims[i][1] = wide_channels(i);
+    dims[i][2] = 2;
+    dims[i][3] = 3;
+    total += dims[i][1];
+    xs[i] = x[i];
+    ins[i] = tj_tensor_make(x[i], TJ_DTYPE_F32, 4, dims[i]);
+  }
+  float y[3 * kWideN * kWideHW];
+  const int64_t ydims[4] = {1, total, 2, 3};
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, ydims);
+  model_t m;
+  build_concat_wide(&m);
+  run_everywhere(&m, ins, kWideN, &out, 1, check_concat_wide, xs);
+  pool_free();
+}
+
+// Constant entries moved out of a shape with symbolic dims, as torch
+// exports them with a dynamic batch: nn.MultiheadAttention's scale is
+// 1 / sqrt(float(shape(q)[-1:])) of q [B * heads, T, 64] (vit_b_16), and
+// swin_t pads its windows by shape(x)[1] % 7 of x [B, 56, 56, 96]. The
+// Slice and Gather outputs hold no symbolic dim and are plain constants:
+// Cast to float and Mod took them for shapes with symbolic dims ("cast of
+// a symbolic shape"). Here y = x / sqrt(4) + (3 % 2) of x [B, 3, 4], on
+// the reference and x86 at every tier.
+static void build_moved_constant_dims(model_t* m) {
+  static const int64_t kDims[3] = {0, 3, 4}, kStart[1] = {-1},
+                       kEnd[1] = {INT64_MAX};
+  static const char* const kParams[3] = {"B", NULL, NULL};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 17);
+  add_input(m, value_info("x", f32, 3, kDims, kParams));
+  add_init(m, scalar_i64("one", 1));
+  add_init(m, scalar_i64("two", 2));
+  add_init(m, tensor_i64("starts", 1, kStart));
+  add_init(m, tensor_i64("ends", 1, kEnd));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  Onnx__AttributeProto** to_f32 = zalloc(sizeof(void*));
+  to_f32[0] = attr_int("to", f32);
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("shx"), 0, NULL);
+  N("Slice", "last", L("shx", "starts", "ends"), L("d"), 0, NULL);
+  N("Cast", "df", L("d"), L("df"), 1, to_f32);
+  N("Sqrt", "sd", L("df"), L("sd"), 0, NULL);
+  N("Div", "scaled", L("x", "sd"), L("xs"), 0, NULL);
+  N("Gather", "h", L("shx", "one"), L("h"), 1, axis0);
+  N("Mod", "hm", L("h", "two"), L("hm"), 0, NULL);
+  N("Cast", "hmf", L("hm"), L("hmf"), 1, to_f32);
+  N("Add", "y", L("xs", "hmf"), L("y"), 0, NULL);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 3, kDims, kParams));
+}
+
+static void check_moved_constant_dims(tj_tensor_t* outs, int n,
+                                      const void* arg) {
+  (void)n;
+  const float* x = arg;
+  const float* y = outs[0].data;
+  int bad = 0;
+  for (int i = 0; i < 2 * 3 * 4; ++i) bad += y[i] != x[i] / 2 + 1;
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(moved_constant_dims) {
+  float x[2 * 3 * 4], y[2 * 3 * 4];
+  for (int i = 0; i < 2 * 3 * 4; ++i) x[i] = 0.5f * (float)i - 3;
+  const int64_t xd[3] = {2, 3, 4};
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 3, xd);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 3, xd);
+  model_t m;
+  build_moved_constant_dims(&m);
+  run_everywhere(&m, &in, 1, &out, 1, check_moved_constant_dims, x);
+  pool_free();
+}
+
+// Resize to sizes computed from the input's own shape, as torch exports
+// F.interpolate(x, size=(h, w)) with a dynamic batch (deeplabv3's and
+// lraspp's heads): sizes = Concat(Shape(x)[:2], [h, w]) holds the symbolic
+// batch, which the Resize keeps. It was refused twice over (sizes "a shape
+// with symbolic dims", and any symbolic input dim). Here nearest (floor,
+// asymmetric) from [B, 2, 2, 3] to [B, 2, 4, 6]: y[b, c, i, j] =
+// x[b, c, i / 2, j / 2], on the reference and x86 at every tier.
+static void build_resize_symbolic_batch(model_t* m, bool keep_batch) {
+  static const int64_t kX[4] = {0, 2, 2, 3}, kY[4] = {0, 2, 4, 6};
+  static const int64_t kStart[1] = {0}, kEnd[1] = {2}, kHw[2] = {4, 6};
+  static const int64_t kStartW[1] = {1}, kEndW[1] = {3}, kN[2] = {2, 4};
+  static const char* const kParams[4] = {"B", NULL, NULL, NULL};
+  const int32_t f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  model_init(m, 18);
+  add_input(m, value_info("x", f32, 4, kX, kParams));
+  // keep_batch false resizes the batch instead: sizes [2, 4, h, w] from
+  // Shape(x)[1:3], the batch's B going to 2, which is an error.
+  add_init(m, tensor_i64("starts", 1, keep_batch ? kStart : kStartW));
+  add_init(m, tensor_i64("ends", 1, keep_batch ? kEnd : kEndW));
+  add_init(m, tensor_i64("hw", 2, keep_batch ? kHw : kN));
+  Onnx__AttributeProto** axis0 = zalloc(sizeof(void*));
+  axis0[0] = attr_int("axis", 0);
+  Onnx__AttributeProto** attrs = zalloc(sizeof(void*) * 3);
+  attrs[0] = attr_str("mode", "nearest");
+  attrs[1] = attr_str("coordinate_transformation_mode", "asymmetric");
+  attrs[2] = attr_str("nearest_mode", "floor");
+#define N(op, name, ins, outs, na, attrs)                                      \
+  add_node(m, node(op, name, ARRAY_SIZE(ins), ins, ARRAY_SIZE(outs), outs, na, \
+                   attrs))
+#define L(...) ((const char* const[]){__VA_ARGS__})
+  N("Shape", "sx", L("x"), L("shx"), 0, NULL);
+  N("Slice", "lead", L("shx", "starts", "ends"), L("lead"), 0, NULL);
+  if (keep_batch) {
+    N("Concat", "sizes", L("lead", "hw"), L("sizes"), 1, axis0);
+  } else {
+    N("Concat", "sizes", L("hw", "lead"), L("sizes"), 1, axis0);
+  }
+  N("Resize", "rs", L("x", "", "", "sizes"), L("y"), 3, attrs);
+#undef N
+#undef L
+  add_output(m, value_info("y", f32, 4, kY, kParams));
+}
+
+static void check_resize_symbolic_batch(tj_tensor_t* outs, int n,
+                                        const void* arg) {
+  (void)n;
+  const float* x = arg;
+  const float* y = outs[0].data;
+  int bad = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 6; ++j)
+          bad += y[((b * 2 + c) * 4 + i) * 6 + j] !=
+                 x[((b * 2 + c) * 2 + i / 2) * 3 + j / 2];
+  CHECK_EQ_INT(0, bad);
+}
+
+TEST(resize_symbolic_batch) {
+  float x[2 * 2 * 2 * 3], y[2 * 2 * 4 * 6];
+  for (int i = 0; i < 2 * 2 * 2 * 3; ++i) x[i] = (float)i - 7.5f;
+  const int64_t xd[4] = {2, 2, 2, 3}, yd[4] = {2, 2, 4, 6};
+  tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, xd);
+  tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, yd);
+  model_t m;
+  build_resize_symbolic_batch(&m, true);
+  run_everywhere(&m, &in, 1, &out, 1, check_resize_symbolic_batch, x);
+  build_resize_symbolic_batch(&m, false);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(NULL, &ctx));
+  tj_graph_t* g = NULL;
+  CHECK_STATUS(TJ_STATUS_UNSUPPORTED,
+               "node 3 \"rs\" (Resize, opset 18): axis 0 of symbolic size: "
+               "sizes must keep it (a symbolic input dim, a static size)",
+               import(ctx, &m, NULL, &g));
+  CHECK(g == NULL);
+  tj_context_destroy(ctx);
+  pool_free();
+}
+
 int main(void) {
   RUN_TEST(inputs_symbols_initializers);
   RUN_TEST(shape_chains_fold);
@@ -2579,5 +2804,8 @@ int main(void) {
   RUN_TEST(shape_arithmetic_over_symbolic_dims);
   RUN_TEST(causal_mask_sliced_by_symbolic_bounds);
   RUN_TEST(expand_target_decided_over_symbolic_dims);
+  RUN_TEST(concat_wide);
+  RUN_TEST(moved_constant_dims);
+  RUN_TEST(resize_symbolic_batch);
   TEST_MAIN_END();
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Exports the real models of issue 15 (goal 4) to ONNX graph skeletons.
 
-torchvision's resnet18 and mobilenet_v3_small (weights=None) and a BERT-style
+torchvision's resnet18 and mobilenet_v3_small (weights=None), a BERT-style
 encoder layer (BERT-base's sizes: 768 wide, 12 heads, 3072 FFN, post-norm,
-GELU) are exported with torch's TorchScript exporter (opset 17, eval mode,
+GELU) and torch.nn.TransformerEncoderLayer (encoder_layer) are exported with torch's TorchScript exporter (opset 17, eval mode,
 constant folding on, so BatchNorm folds into the convolutions) with a
-symbolic batch dim ("batch"; the encoder's sequence length "seq" too).
+symbolic batch dim ("batch"; bert_layer's sequence length "seq" too).
 BatchNorm's statistics and affine parameters are randomized before export,
 so that the folded convolution biases are not all zero.
 
@@ -20,7 +20,8 @@ axes) and small float constants are kept as exported.
 
 Run where torch and torchvision are installed:
   python3 tests/onnx/models/export_models.py tests/onnx/models
-It writes resnet18.onnx, mobilenet_v3_small.onnx, bert_layer.onnx there
+It writes resnet18.onnx, mobilenet_v3_small.onnx, bert_layer.onnx and
+encoder_layer.onnx there (--models NAME,...: only those)
 and, with --full, the models with their weights too (NAME.full.onnx, for
 bench/onnx_models.py's use; not checked in).
 """
@@ -69,6 +70,25 @@ class BertLayer(torch.nn.Module):
         return self.ln2(x + y)
 
 
+class EncoderLayer(torch.nn.Module):
+    """torch.nn.TransformerEncoderLayer (256 wide, 4 heads, 1024 FFN,
+    post-norm, ReLU), called with is_causal=False spelled out: called bare,
+    torch 2.15's tracer passes is_causal to scaled_dot_product_attention as
+    a tensor and the export fails. Exported outside no_grad, where the
+    layer's fused fast path (no ONNX export) is off. Its attention is
+    nn.MultiheadAttention's as torch writes it: the scale computed from
+    q's shape, which holds the symbolic batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(
+            d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0,
+            batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x, src_mask=None, is_causal=False)
+
+
 def randomize_norms(model, gen):
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -91,7 +111,8 @@ def models():
     r = torchvision.models.resnet18(weights=None)
     m = torchvision.models.mobilenet_v3_small(weights=None)
     b = BertLayer()
-    for net in (r, m, b):
+    e = EncoderLayer()
+    for net in (r, m, b, e):
         randomize_norms(net, gen)
         net.eval()
     image = {0: "batch"}
@@ -99,6 +120,7 @@ def models():
         ("resnet18", r, torch.randn(1, 3, 224, 224), image),
         ("mobilenet_v3_small", m, torch.randn(1, 3, 224, 224), image),
         ("bert_layer", b, torch.randn(2, 128, 768), {0: "batch", 1: "seq"}),
+        ("encoder_layer", e, torch.randn(2, 64, 256), {0: "batch"}),
     ]
 
 
@@ -141,9 +163,14 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--full", action="store_true",
                     help="also write NAME.full.onnx with the weights")
+    ap.add_argument("--models", default="",
+                    help="comma-separated names to write (default: all)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
+    only = [m for m in args.models.split(",") if m]
     for name, net, example, dims in models():
+        if only and name not in only:
+            continue
         full = os.path.join(args.out_dir, name + ".full.onnx")
         export(name, net, example, dims, full)
         model = onnx.load(full)

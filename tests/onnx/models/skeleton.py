@@ -8,11 +8,13 @@ import os
 
 import numpy as np
 
-MODELS = ("resnet18", "mobilenet_v3_small", "bert_layer")
+MODELS = ("resnet18", "mobilenet_v3_small", "bert_layer", "encoder_layer")
 DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def input_shape(name, batch, seq=128):
+    if name == "encoder_layer":
+        return (batch, 64, 256)
     return (batch, seq, 768) if name == "bert_layer" else (batch, 3, 224, 224)
 
 
