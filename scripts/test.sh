@@ -75,7 +75,13 @@ build_targets=()
 . scripts/onnx_node_data.sh
 tj_onnx_node_data
 phase "setup: deps, onnx node data"
-run_suite build
+# TJ_TEST_SUBSET=ci: the graph-level PTX tests compile the GEMM
+# candidates of the first graph of each family alone (tj_test_candidates
+# in tests/unit/test.h says why that keeps what they check), and
+# cuda_ptx_conformance_test each op of its op x dtype matrix for both
+# archs at one dtype, for one arch at the others (its one_arch); `meson
+# test` without it, by hand, is their long mode, every case as before.
+TJ_TEST_SUBSET=ci run_suite build
 # The sanitizer build runs the native suites; the Python suite loads the
 # library into an uninstrumented interpreter, so it runs only in the plain
 # build. One build, clang-19, ASan and UBSan together: gcc's UBSan misses

@@ -13,7 +13,9 @@
 // compiled makes its program's module alone (autotune off): the two take
 // the same GEMM templates with another mma type, the first of the pair
 // compiles the candidates, and nvptx_ptxas_test assembles every schedule
-// on f16 and bf16 samples (pair_candidates). Nothing runs.
+// on f16 and bf16 samples (pair_candidates). In CI's legs
+// (TJ_TEST_SUBSET) the op x dtype matrix takes both archs for each op's
+// first dtype and one for its others (one_arch). Nothing runs.
 //
 // Usage: cuda_ptx_conformance_test PTXAS. Exits 77 (skipped) when PTXAS is
 // empty or missing. TJ_DUMP_PTX=dir keeps the PTX files; TJ_CTS_GROUP=name
@@ -42,6 +44,8 @@ typedef struct totals_t {
   int cases, modules, ptxas_runs;
   int shared_modules;  // modules ptxas had already seen (seen_before)
   int pair_cases;      // the second of a bf16/f16 pair: no candidates
+  int one_arch_cases;  // CI's subset of the op x dtype matrix (one_arch)
+  char last_op[128];   // the matrix op of the last case, for one_arch
   int asm_failures;    // batches with a module ptxas rejected or warned on
   long kernels[NUM_ARCHS], variant_kernels[NUM_ARCHS], host_steps;
   size_t ptx_bytes;
@@ -377,7 +381,30 @@ static int pair_candidates(const char* name) {
   return -1;
 }
 
-// tj_cts_compile_fn: the case for every arch, then ptxas on its modules.
+// The op x dtype matrix (case names "op_<op>_<dtype>", the suite's last
+// group: 533 cases, half of this test's time, each a small graph through
+// LLVM's NVPTX codegen for both archs). In CI's legs (tj_test_ci_subset)
+// an op's first dtype compiles for both archs, and its other dtypes for
+// one arch each, alternating down the matrix: every op and every dtype
+// still reaches both archs' emitters and ptxas, and the groups before the
+// matrix (every GEMM, candidates included) run on both. Without
+// TJ_TEST_SUBSET (the long mode) every case takes both. Returns the one
+// arch's index, or -1 for both.
+static int one_arch(totals_t* t, const char* name) {
+  if (!tj_test_ci_subset() || strncmp(name, "op_", 3) != 0) return -1;
+  const char* end = strrchr(name, '_');
+  if (!end || end <= name + 3) return -1;
+  char op[sizeof(t->last_op)];
+  snprintf(op, sizeof(op), "%.*s", (int)(end - name - 3), name + 3);
+  if (strcmp(op, t->last_op) != 0) {
+    snprintf(t->last_op, sizeof(t->last_op), "%s", op);
+    return -1;
+  }
+  return t->one_arch_cases++ % (int)NUM_ARCHS;
+}
+
+// tj_cts_compile_fn: the case for every arch (one where one_arch says),
+// then ptxas on its modules.
 static bool compile_case(void* self, const tj_cts_case_t* c,
                          const tj_compile_options_t* options,
                          tj_cts_report_t* out_report) {
@@ -390,9 +417,12 @@ static bool compile_case(void* self, const tj_cts_case_t* c,
     opts.autotune = TJ_AUTOTUNE_OFF;
     ++t->pair_cases;
   }
+  const int only = one_arch(t, c->name);
+  bool first = true;  // the first arch compiled gives the case's counts
   tj_cuda_offline_ptx_t px[NUM_ARCHS];
   memset(px, 0, sizeof(px));
   for (size_t a = 0; a < NUM_ARCHS && ok; ++a) {
+    if (only >= 0 && (size_t)only != a) continue;
     const char* arch = tj_nvptx_arch_name(kArchs[a]);
     double start = now_ms();
     tj_status_t s = tj_cuda_compile_ptx(c->g, &opts, kArchs[a],
@@ -407,7 +437,8 @@ static bool compile_case(void* self, const tj_cts_case_t* c,
     }
     // The counts do not depend on the arch (the GEMM templates of both
     // take the same kernel IR): the first arch's are the case's.
-    if (a == 0) {
+    if (first) {
+      first = false;
       out_report->kernels = (int)px[a].num_kernels;
       out_report->breaks = (int)px[a].num_host_steps;
       t->host_steps += px[a].num_host_steps;
@@ -588,12 +619,13 @@ int main(int argc, char** argv) {
   CHECK(getenv("TJ_CTS_GROUP") || t.variant_kernels[0] > 0);
   CHECK(getenv("TJ_CTS_GROUP") || t.variant_kernels[1] > 0);
   printf(
-      "# %d cases: %ld kernels per arch (%ld graph breaks); GEMM candidate "
-      "kernels: %ld on %s, %ld on %s (%d cases the second of a bf16/f16 "
-      "pair: none)\n",
-      t.cases, t.kernels[0], t.host_steps, t.variant_kernels[0],
+      "# %d cases: %ld kernels on %s, %ld on %s (%ld graph breaks); GEMM "
+      "candidate kernels: %ld on %s, %ld on %s (%d cases the second of a "
+      "bf16/f16 pair: none; %d of the op x dtype matrix on one arch)\n",
+      t.cases, t.kernels[0], tj_nvptx_arch_name(kArchs[0]), t.kernels[1],
+      tj_nvptx_arch_name(kArchs[1]), t.host_steps, t.variant_kernels[0],
       tj_nvptx_arch_name(kArchs[0]), t.variant_kernels[1],
-      tj_nvptx_arch_name(kArchs[1]), t.pair_cases);
+      tj_nvptx_arch_name(kArchs[1]), t.pair_cases, t.one_arch_cases);
   printf(
       "# %d PTX modules (%zu bytes; %d of them made before, assembled "
       "once) assembled by %d ptxas runs (%.0f ms waited for them); LLVM "

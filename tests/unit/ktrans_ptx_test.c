@@ -429,7 +429,10 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch,
 // bf16 on one and f16 on the other (by the parity of form + arch), so that
 // every pair of form, arch and dtype is compiled (each compile is the
 // graph twice, with every candidate of the arch). The sanitizer leg
-// (tj_test_num_half_types) takes bf16 for both.
+// (tj_test_num_half_types) takes bf16 for both; CI's legs compile the
+// candidates (tj_test_candidates) of the plain and batched forms and of
+// f32 with gelu alone: every K-major schedule in both dtypes is
+// every_schedule_kmajor's and tf32_kmajor's.
 TEST(graphs_run_on_the_gpu) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   static const tj_nvptx_arch_t kArchs[] = {TJ_NVPTX_SM_90A, TJ_NVPTX_SM_80};

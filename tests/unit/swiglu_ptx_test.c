@@ -387,10 +387,10 @@ static void check_form(tj_dtype_t dt, form_t form, tj_nvptx_arch_t arch,
 
 // Every form once, bf16 and f16 in turn (the dtype is one word of the
 // wgmma; the sanitizer leg, tj_test_num_half_types, takes bf16 alone), so
-// both dtypes take the dual form and a refused one. The sanitizer leg
-// compiles the GEMM candidates (tj_test_candidates) of the first graph of
-// each family alone: the dual kernel's (silu), sm_80's, two kernels' (two
-// A) and f32's.
+// both dtypes take the dual form and a refused one. CI's legs compile
+// the GEMM candidates (tj_test_candidates) of the first graph of each
+// family alone: the dual kernel's (silu), sm_80's, two kernels' (two A)
+// and f32's; every dual schedule in both dtypes is every_dual_schedule's.
 TEST(graphs) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
   size_t types = tj_test_num_half_types();

@@ -333,6 +333,23 @@ static inline bool tj_test_sanitizer_subset(void) {
   return subset && strcmp(subset, "sanitizer") == 0;
 }
 
+// Whether this run is one of CI's legs: the plain build's
+// (TJ_TEST_SUBSET=ci, set by scripts/test.sh there) or the sanitizer
+// one's. The plain leg then keeps the GEMM candidates of the first graph
+// of each family alone in the graph-level PTX tests (tj_test_candidates):
+// its other graphs' candidates are the same templates, whose PTX ptxas
+// assembles on every schedule in the kernel-level tests (each test's
+// schedule table, nvptx_ptxas_test's samples) and with every epilogue of
+// the conformance cases (cuda_ptx_conformance_test); and
+// cuda_ptx_conformance_test compiles its op x dtype matrix's cases for
+// one arch each but an op's first (its one_arch). `meson test` without
+// TJ_TEST_SUBSET is the long mode: every case, as before.
+static inline bool tj_test_ci_subset(void) {
+  const char* subset = getenv("TJ_TEST_SUBSET");
+  return subset &&
+         (strcmp(subset, "ci") == 0 || strcmp(subset, "sanitizer") == 0);
+}
+
 // How many variants a covering design (tj_test_covers) gives each entry
 // of a schedule table: |ways| in the plain leg, one in the sanitizer leg
 // (tj_test_sanitizer_subset), where every schedule still meets one variant
@@ -344,14 +361,15 @@ static inline int tj_test_ways(int ways) {
 }
 
 // Whether a graph-level test compiles the GEMM candidates (autotuning on)
-// for the graph it calls |first| of a family: always in the plain leg; in
-// the sanitizer leg for the first alone, the others with autotuning off
-// (their main kernels and host steps as before). A family's candidates
-// are the same templates over the same options: the first reaches the
-// candidate emitters' code, and LLVM's codegen of each candidate is most
-// of such a compile.
+// for the graph it calls |first| of a family: always in the long mode
+// (no TJ_TEST_SUBSET); in either leg of CI (tj_test_ci_subset) for the
+// first alone, the others with autotuning off (their main kernels and
+// host steps as before). A family's candidates are the same templates
+// over the same options: the first reaches the candidate emitters' code,
+// and LLVM's codegen of each candidate (and in the plain leg ptxas's
+// assembly of it) is most of such a compile.
 static inline bool tj_test_candidates(bool first) {
-  return first || !tj_test_sanitizer_subset();
+  return first || !tj_test_ci_subset();
 }
 
 // How many of a test's {bf16, f16} pair to run: f16 takes bf16's GEMM
