@@ -246,6 +246,27 @@ struct tj_cuda_program_t {
     // Offline programs (no device): the GEMM candidates' kernels.
     char* variants_ptx;
     uint32_t num_variant_kernels;
+    // Chunks (issue 14, cudacold; load_chunks in cuda_program.c): the
+    // kernels in several modules, compiled on |threads| threads
+    // (TJ_CUDA_COMPILE_THREADS; 0: the one module above) and assembled
+    // by nvJitLink on the same threads where it is found, each chunk a
+    // CUmodule of its own. Per chunk, |num_chunks| entries each.
+    uint32_t threads;
+    // An offline program compiles chunks only when asked
+    // (tj_cuda_offline_arg_t.chunks): its |ptx| is one module otherwise.
+    bool offline_chunks;
+    uint32_t num_chunks;
+    uint32_t* chunk_of;         // per kernel
+    tj_cuda_module_t** cumods;  // the loaded chunks
+    char** chunk_ptx;           // the compiled chunks' PTX, else NULL
+    void** chunk_cubin;         // nvJitLink's cubin, else NULL
+    size_t* chunk_cubin_bytes;
+    tj_status_t* chunk_asm_status;  // nvJitLink's failure, else NULL
+    double* chunk_ms;               // LLVM and nvJitLink on the chunk's thread
+    double* chunk_asm_ms;           // nvJitLink's part
+    double* chunk_cpu_ms;           // the chunk's thread's CPU ms
+    struct tj_nvjitlink_t* nvjitlink;  // NULL: the driver's JIT
+    char nvjitlink_why[160];           // why there is none
   } mod;
 
   // The plan (borrowed from the executable) and the constants.
@@ -334,6 +355,7 @@ struct tj_cuda_program_t {
   // tj_cuda_program_stats.
   struct {
     double compile_ms, load_ms, link_ms;
+    uint32_t chunks, chunks_compiled, compile_threads;
     const char* ptx_source;
     const char* cubin_source;
     size_t ptx_bytes, cubin_bytes;
