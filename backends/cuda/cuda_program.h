@@ -17,8 +17,15 @@
 //
 // Compiling: every lowered kernel is emitted into ONE NVPTX module as its
 // group is planned (so a group the GPU templates cannot express becomes a
-// graph break right there), then the module is optimized and printed to
-// PTX once, or the PTX is taken from the kernel cache (memory, then disk:
+// graph break right there). By default (issue 14, cudacold) the kernels
+// are then cut into chunks by cost, each chunk's cubin taken from the
+// cubin caches or, for the others at once, compiled on the host's threads
+// as a module of its own (jit/nvptx.h's tj_nvptx_module_compile_chunks)
+// and assembled by nvJitLink on the same thread (nvjitlink.h; the
+// driver's JIT where it is missing), one CUmodule a chunk (load_chunks in
+// cuda_program.c). With TJ_CUDA_COMPILE_THREADS=module, the way before:
+// the module is optimized and printed to PTX once, or the PTX is taken
+// from the kernel cache (memory, then disk:
 // jit/cache.h, keyed by the kernels' text, the arch, the math mode, LLVM's
 // and the library's versions). With a disk cache the PTX is then made a
 // cubin by the driver's linker (ptxas, in process) and the cubin cached
