@@ -26,7 +26,7 @@ typedef struct tj_nvjitlink_t tj_nvjitlink_t;
 // caller (tj_nvjitlink_close); on failure it is NULL.
 tj_status_t tj_nvjitlink_open(tj_allocator_t allocator, const char* setting,
                               tj_nvjitlink_t** out);
-// NULL is a no-op.
+// NULL is a no-op. The library itself stays loaded for the process.
 void tj_nvjitlink_close(tj_nvjitlink_t* lib);
 // "nvJitLink 13.0". Static storage of |lib|.
 const char* tj_nvjitlink_version(const tj_nvjitlink_t* lib);
