@@ -20,10 +20,11 @@
 
 // The compile of a CUDA executable with an offline program: the PTX is
 // copied out and the executable, never run, released.
-tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
-                                const tj_compile_options_t* options,
-                                tj_nvptx_arch_t arch, tj_allocator_t al,
-                                tj_cuda_offline_ptx_t* out) {
+static tj_status_t compile_offline(const tj_graph_t* graph,
+                                   const tj_compile_options_t* options,
+                                   const tj_cuda_offline_arg_t* arg,
+                                   tj_allocator_t al,
+                                   tj_cuda_offline_ptx_t* out) {
   memset(out, 0, sizeof(*out));
   tj_compile_options_t opts;
   if (options) {
@@ -32,10 +33,9 @@ tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
     tj_compile_options_initialize(&opts);
   }
   opts.target = TJ_TARGET_CUDA;
-  tj_cuda_offline_arg_t arg = {arch};
   tj_executable_t* exe = NULL;
-  TJ_RETURN_IF_ERROR(tj_compile_with_backend(graph, &opts, &tj_backend_cuda,
-                                             &arg, NULL, &exe));
+  TJ_RETURN_IF_ERROR(
+      tj_compile_with_backend(graph, &opts, &tj_backend_cuda, arg, NULL, &exe));
   void *target, *program;
   tj_executable_backend(exe, &target, &program);
   tj_cuda_offline_ptx_t r;
@@ -49,6 +49,7 @@ tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
   if (ptx && !(r.ptx = tj_strdup(al, ptx))) status = tj_status_oom();
   if (!status && variants && !(r.variants_ptx = tj_strdup(al, variants)))
     status = tj_status_oom();
+  if (!status && arg->chunks) status = tj_cuda_backend_chunks(program, al, &r);
   tj_executable_release(exe);
   if (status) {
     tj_cuda_offline_ptx_deinitialize(al, &r);
@@ -56,6 +57,23 @@ tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
   }
   *out = r;
   return NULL;
+}
+
+tj_status_t tj_cuda_compile_ptx(const tj_graph_t* graph,
+                                const tj_compile_options_t* options,
+                                tj_nvptx_arch_t arch, tj_allocator_t al,
+                                tj_cuda_offline_ptx_t* out) {
+  tj_cuda_offline_arg_t arg = {arch, false, 0};
+  return compile_offline(graph, options, &arg, al, out);
+}
+
+tj_status_t tj_cuda_compile_ptx_chunks(const tj_graph_t* graph,
+                                       const tj_compile_options_t* options,
+                                       tj_nvptx_arch_t arch, uint32_t threads,
+                                       tj_allocator_t al,
+                                       tj_cuda_offline_ptx_t* out) {
+  tj_cuda_offline_arg_t arg = {arch, true, threads};
+  return compile_offline(graph, options, &arg, al, out);
 }
 
 tj_status_t tj_executable_cuda_stats(const tj_executable_t* executable,

@@ -10,6 +10,19 @@
 // (ptxas --entry), so each candidate's share shows.
 //
 //     build/bench/cuda_compile_cost [PTXAS] [--keep DIR] [--only NAME]
+//     build/bench/cuda_compile_cost --blocks [--threads N] [--reps R]
+//
+// --blocks (issue 14, cudacold): the GPT and Llama blocks of
+// bench/transformer_blocks.py (bf16, B 16, T 512: B.T 8192; autotuning off,
+// the program's own kernels) compiled for sm_90a three ways, R times each
+// in turn: the one module (LLVM, then the whole PTX assembled by nvJitLink
+// on one thread, the stand-in for the driver's JIT of one module), and
+// the chunks (TJ_CUDA_COMPILE_THREADS's) on 1 and on N threads (default
+// 2), LLVM and nvJitLink on each chunk's thread. Wall and process CPU ms
+// of the whole tj_cuda_compile_ptx call (front end included) and of the
+// back end alone; per chunk its ms at 1 thread, and what a host of 16
+// cores would take: the front end plus the chunks' critical path (the
+// chunks spread costliest first over 16 threads, each at its 1-thread ms).
 //
 // Times are CPU ms (this process's, ptxas's), so a busy machine does not
 // inflate them. PTXAS defaults to ptxas on PATH; "" skips the assembly. --only
@@ -24,6 +37,8 @@
 #include <time.h>
 
 #include "backends/cuda/cuda_entry.h"
+#include "backends/cuda/nvjitlink.h"
+#include "tests/unit/blocks_graphs.h"
 #include "tensorjit/tj_executable.h"
 #include "tensorjit/tj_graph.h"
 #include "tensorjit/tj_quant.h"
@@ -156,6 +171,170 @@ static void report(const char* ptxas, const char* keep, const char* name,
 
 static const char* g_only;
 
+static double wall_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+// The median of |v| (sorted in place) and its spread (max - min).
+static double median(double* v, int n, double* spread) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  *spread = v[n - 1] - v[0];
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The makespan of |ms| (|n| chunks) spread costliest first over |threads|
+// threads, each taking the next chunk when it is free (the compile's
+// order).
+static double critical_path(const double* ms, uint32_t n, int threads) {
+  double sorted[256], busy[64] = {0};
+  if (n > 256) n = 256;
+  if (threads > 64) threads = 64;
+  memcpy(sorted, ms, sizeof(double) * n);
+  qsort(sorted, n, sizeof(double), cmp_double);
+  for (uint32_t i = n; i-- > 0;) {
+    int t = 0;
+    for (int j = 1; j < threads; ++j)
+      if (busy[j] < busy[t]) t = j;
+    busy[t] += sorted[i];
+  }
+  double end = 0;
+  for (int j = 0; j < threads; ++j)
+    if (busy[j] > end) end = busy[j];
+  return end;
+}
+
+enum { kMaxReps = 16 };
+
+// One block, |reps| rounds of: the one module + nvJitLink of its PTX, the
+// chunks at 1 thread, the chunks at |threads| threads.
+static void block_costs(tj_context_t* ctx, const char* name, int kind,
+                        int threads, int reps) {
+  tj_graph_t* g = kind ? tj_test_llama_block(ctx, TJ_DTYPE_BF16, 16, 512)
+                       : tj_test_gpt_block(ctx, TJ_DTYPE_BF16, 16, 512);
+  if (!g) die(tj_status_oom(), name);
+  die(tj_graph_finalize(g), name);
+  tj_compile_options_t o;
+  tj_compile_options_initialize(&o);
+  o.autotune = TJ_AUTOTUNE_OFF;
+  tj_nvjitlink_t* lib = NULL;
+  tj_status_t s = tj_nvjitlink_open(tj_allocator_system(), NULL, &lib);
+  if (s) printf("  (no nvJitLink: %s)\n", tj_status_message(s));
+  tj_status_free(s);
+  // [way][rep]: way 0 the module (LLVM), 1 its nvJitLink, 2 chunks at 1
+  // thread, 3 at |threads|; wall and CPU of the whole call; back end wall.
+  double wall[4][kMaxReps], cpu[4][kMaxReps], back[4][kMaxReps];
+  double chunk_ms[256] = {0}, chunk_cpu[256] = {0};
+  uint32_t num_chunks = 0, num_kernels = 0;
+  size_t module_bytes = 0, chunk_bytes = 0;
+  for (int r = 0; r < reps; ++r) {
+    tj_cuda_offline_ptx_t px;
+    double w0 = wall_ms(), c0 = cpu_ms();
+    die(tj_cuda_compile_ptx(g, &o, TJ_NVPTX_SM_90A, tj_allocator_system(), &px),
+        name);
+    wall[0][r] = wall_ms() - w0;
+    cpu[0][r] = cpu_ms() - c0;
+    back[0][r] = 0;  // not split out: the one module's LLVM is in wall
+    num_kernels = px.num_kernels;
+    module_bytes = px.ptx ? strlen(px.ptx) : 0;
+    wall[1][r] = cpu[1][r] = back[1][r] = 0;
+    if (lib && px.ptx) {
+      void* cubin = NULL;
+      size_t size = 0;
+      w0 = wall_ms();
+      c0 = cpu_ms();
+      die(tj_nvjitlink_assemble(lib, TJ_NVPTX_SM_90A, px.ptx,
+                                tj_allocator_system(), &cubin, &size),
+          "nvJitLink of the module");
+      wall[1][r] = back[1][r] = wall_ms() - w0;
+      cpu[1][r] = cpu_ms() - c0;
+      tj_free(tj_allocator_system(), cubin, size);
+    }
+    tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &px);
+    for (int way = 2; way < 4; ++way) {
+      int t = way == 2 ? 1 : threads;
+      w0 = wall_ms();
+      c0 = cpu_ms();
+      die(tj_cuda_compile_ptx_chunks(g, &o, TJ_NVPTX_SM_90A, (uint32_t)t,
+                                     tj_allocator_system(), &px),
+          name);
+      wall[way][r] = wall_ms() - w0;
+      cpu[way][r] = cpu_ms() - c0;
+      back[way][r] = px.chunks_wall_ms;
+      num_chunks = px.num_chunks;
+      if (way == 2) {
+        chunk_bytes = 0;
+        for (uint32_t c = 0; c < px.num_chunks && c < 256; ++c) {
+          // The smallest of the rounds: the least disturbed by the load.
+          if (r == 0 || px.chunk_ms[c] < chunk_ms[c])
+            chunk_ms[c] = px.chunk_ms[c];
+          if (r == 0 || px.chunk_cpu_ms[c] < chunk_cpu[c])
+            chunk_cpu[c] = px.chunk_cpu_ms[c];
+          chunk_bytes += px.chunk_ptx[c] ? strlen(px.chunk_ptx[c]) : 0;
+        }
+        if (r == 0) {
+          for (uint32_t c = 0; c < px.num_chunks; ++c) {
+            int k = 0;
+            for (uint32_t i = 0; i < px.num_kernels; ++i)
+              k += px.chunk_of[i] == c;
+            printf(
+                "    chunk %2u: %d kernels, %6zu bytes of PTX, %7.1f ms "
+                "(nvJitLink %6.1f), cpu %7.1f ms%s\n",
+                c, k, px.chunk_ptx[c] ? strlen(px.chunk_ptx[c]) : 0,
+                px.chunk_ms[c], px.chunk_asm_ms[c], px.chunk_cpu_ms[c],
+                px.chunk_cubin[c] ? "" : " no cubin");
+          }
+        }
+      }
+      tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &px);
+    }
+  }
+  static const char* const kWays[4] = {
+      "one module, LLVM (whole call)", "one module, nvJitLink (1 thread)",
+      "chunks, 1 thread (whole call)", "chunks, N threads (whole call)"};
+  printf(
+      "%s: %u kernels, %u chunks; %zu bytes of PTX as one module, %zu as "
+      "chunks; %d rounds, medians (max - min)\n",
+      name, num_kernels, num_chunks, module_bytes, chunk_bytes, reps);
+  double med_wall[4], med_cpu[4], med_back[4], sp;
+  for (int way = 0; way < 4; ++way) {
+    double sw, sc;
+    med_wall[way] = median(wall[way], reps, &sw);
+    med_cpu[way] = median(cpu[way], reps, &sc);
+    med_back[way] = median(back[way], reps, &sp);
+    printf("  %-34s wall %8.1f ms (%6.1f)  cpu %8.1f ms (%6.1f)", kWays[way],
+           med_wall[way], sw, med_cpu[way], sc);
+    if (way >= 2) printf("  back end wall %7.1f ms", med_back[way]);
+    printf("\n");
+  }
+  // On a loaded VM wall times stretch: the estimate is in CPU ms. The
+  // serial part (passes, lowering, emission, the bitcode, the threads'
+  // set-up) is the 1-thread call's CPU less its chunks'; the chunks then
+  // run costliest first on 16 threads, each at its own CPU ms (the least
+  // of the rounds).
+  double sum = critical_path(chunk_cpu, num_chunks, 1);
+  double serial = med_cpu[2] - sum;
+  printf(
+      "  threads N = %d; chunks' CPU: sum %.1f ms, costliest %.1f ms; "
+      "serial CPU %.1f ms\n",
+      threads, sum, critical_path(chunk_cpu, num_chunks, 64), serial);
+  printf(
+      "  16 cores by the critical path: %.1f + %.1f = %.1f ms CPU; the one "
+      "module + nvJitLink, serial: %.1f ms CPU\n",
+      serial, critical_path(chunk_cpu, num_chunks, 16),
+      serial + critical_path(chunk_cpu, num_chunks, 16),
+      med_cpu[0] + med_cpu[1]);
+  (void)chunk_ms;
+  tj_nvjitlink_close(lib);
+  tj_graph_destroy(g);
+}
+
 static bool wanted(const char* name) {
   return !g_only || strcmp(g_only, name) == 0;
 }
@@ -182,8 +361,18 @@ static void run(tj_context_t* ctx, const char* ptxas, const char* keep,
 int main(int argc, char** argv) {
   const char* ptxas = "ptxas";
   const char* keep = NULL;
+  bool blocks = false;
+  int threads = 2, reps = 3;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--blocks") == 0) {
+      blocks = true;
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+      if (reps < 1) reps = 1;
+      if (reps > kMaxReps) reps = kMaxReps;
+    } else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
       keep = argv[++i];
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       g_only = argv[++i];
@@ -193,6 +382,13 @@ int main(int argc, char** argv) {
   }
   tj_context_t* ctx = NULL;
   die(tj_context_create(NULL, &ctx), "context");
+  if (blocks) {
+    if (wanted("gpt")) block_costs(ctx, "gpt bf16 B16 T512", 0, threads, reps);
+    if (wanted("llama"))
+      block_costs(ctx, "llama bf16 B16 T512", 1, threads, reps);
+    tj_context_destroy(ctx);
+    return 0;
+  }
   int64_t s = 4096;
   if (wanted("bf16_4096"))
     run(ctx, ptxas, keep, "bf16_4096", prefill(ctx, TJ_DTYPE_BF16, s, s, s));

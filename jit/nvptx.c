@@ -4,13 +4,18 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm-c/IRReader.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "jit/emit_nvptx.h"
 #include "jit/llvm_guard.h"
@@ -334,6 +339,274 @@ tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
   module->module = NULL;
   tj_status_t status = tj_nvptx_compile(module->target, m, allocator, out_ptx);
   tj_nvptx_module_destroy(module);
+  return status;
+}
+
+//===--- chunks ---===//
+
+static uint64_t function_instructions(LLVMValueRef f) {
+  uint64_t n = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i;
+         i = LLVMGetNextInstruction(i))
+      ++n;
+  }
+  return n;
+}
+
+uint64_t tj_nvptx_module_kernel_cost(const tj_nvptx_module_t* module,
+                                     const char* entry) {
+  LLVMValueRef f = LLVMGetNamedFunction(module->module, entry);
+  if (!f || LLVMIsDeclaration(f)) return 0;
+  uint64_t cost = function_instructions(f);
+  // The helpers it calls (defined in the module, one level: the emitters'
+  // helpers call intrinsics only), each counted once.
+  LLVMValueRef seen[32];
+  uint32_t num_seen = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb;
+       bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i;
+         i = LLVMGetNextInstruction(i)) {
+      if (LLVMGetInstructionOpcode(i) != LLVMCall) continue;
+      LLVMValueRef callee = LLVMGetCalledValue(i);
+      if (!callee || !LLVMIsAFunction(callee) || LLVMIsDeclaration(callee) ||
+          callee == f)
+        continue;
+      bool counted = false;
+      for (uint32_t s = 0; s < num_seen && !counted; ++s)
+        counted = seen[s] == callee;
+      if (counted) continue;
+      if (num_seen < TJ_ARRAY_SIZE(seen)) seen[num_seen++] = callee;
+      cost += function_instructions(callee);
+    }
+  }
+  return cost;
+}
+
+uint32_t tj_nvptx_plan_chunks(const uint64_t* costs, uint32_t count,
+                              uint64_t budget, uint32_t* chunk_of) {
+  uint32_t chunks = 0;
+  uint32_t open = TJ_NVPTX_NO_CHUNK;  // the chunk light kernels go into
+  uint64_t open_cost = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (costs[i] >= budget) {
+      chunk_of[i] = chunks++;
+      continue;
+    }
+    if (open == TJ_NVPTX_NO_CHUNK || open_cost >= budget) {
+      open = chunks++;
+      open_cost = 0;
+    }
+    chunk_of[i] = open;
+    open_cost += costs[i];
+  }
+  return chunks;
+}
+
+uint32_t tj_nvptx_host_threads(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int count = CPU_COUNT(&set);
+    if (count > 0) return (uint32_t)count;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (uint32_t)n : 1;
+}
+
+// The state the chunks' threads share; each writes only its chunks' slots.
+typedef struct chunk_work_t {
+  const tj_nvptx_target_t* target;  // the calling thread's
+  const tj_nvptx_chunks_t* chunks;
+  tj_allocator_t allocator;
+  const char* bitcode;
+  size_t bitcode_size;
+  const uint32_t* order;  // chunks, costliest first
+  uint32_t num_order;
+  _Atomic(uint32_t) next;
+  _Atomic(bool) failed;
+  char** out_ptx;
+  double* chunk_ms;       // optional
+  double* chunk_cpu_ms;   // optional
+  tj_status_t* statuses;  // per chunk
+} chunk_work_t;
+
+// Chunk |c| of |w| to PTX with |target| (the thread's own).
+static tj_status_t compile_chunk(chunk_work_t* w,
+                                 const tj_nvptx_target_t* target, uint32_t c) {
+  TJ_RETURN_IF_ERROR(tj_llvm_headroom());
+  const tj_nvptx_chunks_t* ch = w->chunks;
+  LLVMContextRef context = LLVMContextCreate();
+  // Not copied: the parse reads it and keeps nothing of the buffer.
+  LLVMMemoryBufferRef buffer = LLVMCreateMemoryBufferWithMemoryRange(
+      w->bitcode, w->bitcode_size, "tj_chunk", /*RequiresNullTerminator=*/0);
+  LLVMModuleRef module = NULL;
+  LLVMBool failed = LLVMParseBitcodeInContext2(context, buffer, &module);
+  LLVMDisposeMemoryBuffer(buffer);
+  if (failed) {
+    LLVMContextDispose(context);
+    return tj_internal("nvptx: chunk %u: the module's bitcode does not parse",
+                       c);
+  }
+  for (uint32_t i = 0; i < ch->num_entries; ++i) {
+    if (ch->chunk_of[i] == c) continue;
+    LLVMValueRef f = LLVMGetNamedFunction(module, ch->entries[i]);
+    if (f) LLVMDeleteFunction(f);
+  }
+  char* ptx = NULL;
+  compile_call_t call = {target, module, w->allocator, &ptx};
+  bool interrupted = false;
+  tj_status_t status = tj_llvm_guard(compile_call, &call, &interrupted);
+  // An interrupted compile abandons the context with the module.
+  if (!interrupted) LLVMContextDispose(context);
+  if (status) return tj_status_annotate(status, "nvptx: chunk %u", c);
+  if (ch->then) status = ch->then(ch->then_ctx, c, ptx);
+  if (status) {
+    tj_free_string(w->allocator, ptx);
+    return status;
+  }
+  w->out_ptx[c] = ptx;
+  return NULL;
+}
+
+// The calling thread's CPU time: a chunk's cost on a loaded machine.
+static double thread_cpu_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+// Takes chunks from |w| until none is left or one has failed.
+static void chunk_loop(chunk_work_t* w, const tj_nvptx_target_t* target) {
+  for (;;) {
+    if (atomic_load(&w->failed)) return;
+    uint32_t i = atomic_fetch_add(&w->next, 1);
+    if (i >= w->num_order) return;
+    uint32_t c = w->order[i];
+    double start = tj_now_ms(), cpu = thread_cpu_ms();
+    w->statuses[c] = compile_chunk(w, target, c);
+    if (w->chunk_ms) w->chunk_ms[c] = tj_now_ms() - start;
+    if (w->chunk_cpu_ms) w->chunk_cpu_ms[c] = thread_cpu_ms() - cpu;
+    if (w->statuses[c]) atomic_store(&w->failed, true);
+  }
+}
+
+typedef struct chunk_thread_t {
+  chunk_work_t* work;
+  tj_nvptx_target_t* target;  // its own: target machines are per thread
+  tj_status_t status;         // the target's creation
+  pthread_t thread;
+  bool started;
+} chunk_thread_t;
+
+static void* chunk_thread_main(void* arg) {
+  chunk_thread_t* t = arg;
+  chunk_loop(t->work, t->target);
+  return NULL;
+}
+
+tj_status_t tj_nvptx_module_compile_chunks(tj_nvptx_module_t* module,
+                                           const tj_nvptx_chunks_t* chunks,
+                                           tj_allocator_t allocator,
+                                           char** out_ptx, double* out_chunk_ms,
+                                           double* out_chunk_cpu_ms) {
+  uint32_t n = chunks->num_chunks;
+  for (uint32_t c = 0; c < n; ++c) {
+    out_ptx[c] = NULL;
+    if (out_chunk_ms) out_chunk_ms[c] = 0;
+    if (out_chunk_cpu_ms) out_chunk_cpu_ms[c] = 0;
+  }
+  const tj_nvptx_target_t* target = module->target;
+  // Per chunk: its cost, then the order (costliest first).
+  uint64_t* cost = tj_calloc(allocator, n + 1, sizeof(uint64_t));
+  uint32_t* order = tj_calloc(allocator, n + 1, sizeof(uint32_t));
+  tj_status_t* statuses = tj_calloc(allocator, n + 1, sizeof(tj_status_t));
+  tj_status_t status = NULL;
+  if (!cost || !order || !statuses) status = tj_status_oom();
+  for (uint32_t i = 0; i < chunks->num_entries && !status; ++i) {
+    uint32_t c = chunks->chunk_of[i];
+    if (c == TJ_NVPTX_NO_CHUNK) continue;
+    if (c >= n) {
+      status = tj_internal("nvptx: kernel %s in chunk %u of %u",
+                           chunks->entries[i], c, n);
+      break;
+    }
+    cost[c] += tj_nvptx_module_kernel_cost(module, chunks->entries[i]) + 1;
+  }
+  uint32_t num_order = 0;
+  for (uint32_t c = 0; c < n && !status; ++c) {
+    if (cost[c] == 0) continue;  // no kernel: no PTX
+    uint32_t at = num_order++;
+    while (at > 0 && cost[order[at - 1]] < cost[c]) {
+      order[at] = order[at - 1];
+      --at;
+    }
+    order[at] = c;
+  }
+  LLVMMemoryBufferRef bitcode = NULL;
+  if (!status && num_order > 0) {
+    bitcode = LLVMWriteBitcodeToMemoryBuffer(module->module);
+    if (!bitcode) status = tj_status_oom();
+  }
+  tj_nvptx_module_destroy(module);
+  chunk_work_t w = {
+      .target = target,
+      .chunks = chunks,
+      .allocator = allocator,
+      .bitcode = bitcode ? LLVMGetBufferStart(bitcode) : NULL,
+      .bitcode_size = bitcode ? LLVMGetBufferSize(bitcode) : 0,
+      .order = order,
+      .num_order = num_order,
+      .out_ptx = out_ptx,
+      .chunk_ms = out_chunk_ms,
+      .chunk_cpu_ms = out_chunk_cpu_ms,
+      .statuses = statuses,
+  };
+  atomic_init(&w.next, 0);
+  atomic_init(&w.failed, false);
+  uint32_t extra = chunks->threads > 1 ? chunks->threads - 1 : 0;
+  if (extra + 1 > num_order) extra = num_order > 0 ? num_order - 1 : 0;
+  chunk_thread_t* threads =
+      extra && !status ? tj_calloc(allocator, extra, sizeof(*threads)) : NULL;
+  if (extra && !status && !threads) status = tj_status_oom();
+  for (uint32_t t = 0; t < extra && !status; ++t) {
+    threads[t].work = &w;
+    threads[t].status =
+        tj_nvptx_target_create(allocator, target->arch, &threads[t].target);
+    if (!threads[t].status)
+      threads[t].status =
+          tj_nvptx_target_set_libdevice(threads[t].target, target->libdevice);
+    // A thread that cannot start leaves its chunks to the others.
+    if (!threads[t].status &&
+        pthread_create(&threads[t].thread, NULL, chunk_thread_main,
+                       &threads[t]) == 0)
+      threads[t].started = true;
+  }
+  if (!status) chunk_loop(&w, target);
+  for (uint32_t t = 0; t < extra && threads; ++t) {
+    if (threads[t].started) pthread_join(threads[t].thread, NULL);
+    tj_nvptx_target_destroy(threads[t].target);
+    tj_status_free(threads[t].status);
+  }
+  if (threads) tj_free(allocator, threads, sizeof(*threads) * extra);
+  if (bitcode) LLVMDisposeMemoryBuffer(bitcode);
+  // The first failure in chunk order; the others are dropped.
+  for (uint32_t c = 0; c < n && statuses; ++c) {
+    if (!status) {
+      status = statuses[c];
+    } else {
+      tj_status_free(statuses[c]);
+    }
+  }
+  if (status) {
+    for (uint32_t c = 0; c < n; ++c) {
+      tj_free_string(allocator, out_ptx[c]);
+      out_ptx[c] = NULL;
+    }
+  }
+  if (cost) tj_free(allocator, cost, sizeof(uint64_t) * (n + 1));
+  if (order) tj_free(allocator, order, sizeof(uint32_t) * (n + 1));
+  if (statuses) tj_free(allocator, statuses, sizeof(tj_status_t) * (n + 1));
   return status;
 }
 

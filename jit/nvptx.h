@@ -458,6 +458,72 @@ tj_status_t tj_nvptx_module_print(const tj_nvptx_module_t* module,
 tj_status_t tj_nvptx_module_compile(tj_nvptx_module_t* module,
                                     tj_allocator_t allocator, char** out_ptx);
 
+//===--- chunks: one module's kernels compiled on several threads ---===//
+
+// The cost of compiling kernel |entry| of |module|: the LLVM instructions
+// of its function and of the module's functions it calls (0 when there is
+// no such function). Code generation's time grows with it: a wgmma GEMM or
+// an attention kernel counts thousands, a pointwise one a few hundred.
+uint64_t tj_nvptx_module_kernel_cost(const tj_nvptx_module_t* module,
+                                     const char* entry);
+
+// Chunking by cost: a kernel of at least |budget| is a chunk of its own;
+// lighter ones are packed, in order, into chunks until a chunk's sum
+// reaches |budget|. Writes each kernel's chunk to |chunk_of| and returns
+// the number of chunks. Depends only on the costs, not on a thread count,
+// so that chunks (and the caches keyed by their kernels) are the same on
+// every host.
+uint32_t tj_nvptx_plan_chunks(const uint64_t* costs, uint32_t count,
+                              uint64_t budget, uint32_t* chunk_of);
+
+// The default budget of tj_nvptx_plan_chunks: the blocks' GEMM,
+// attention and row kernels count 1,800-4,000 instructions each and stay
+// alone (a host of 16 cores then waits for its costliest kernel, not for
+// a pair); pointwise ones (350-800) are packed (bench/cuda_compile_cost.c
+// --blocks).
+#define TJ_NVPTX_CHUNK_BUDGET 1500u
+
+// A kernel in no chunk: not compiled (a chunk the caller found cached).
+#define TJ_NVPTX_NO_CHUNK UINT32_MAX
+
+// Called on the thread that compiled chunk |chunk| with its PTX (borrowed:
+// valid during the call), e.g. to assemble it; an error fails the compile.
+typedef tj_status_t (*tj_nvptx_chunk_fn)(void* ctx, uint32_t chunk,
+                                         const char* ptx);
+
+typedef struct tj_nvptx_chunks_t {
+  uint32_t num_entries;
+  const char* const* entries;  // every kernel function of the module
+  const uint32_t* chunk_of;    // per entry: its chunk or TJ_NVPTX_NO_CHUNK
+  uint32_t num_chunks;
+  // At most this many chunks compile at once, the calling thread one of
+  // them; 0 or 1: one after another on the calling thread.
+  uint32_t threads;
+  tj_nvptx_chunk_fn then;  // optional
+  void* then_ctx;
+} tj_nvptx_chunks_t;
+
+// Compiles each chunk's kernels of |module| as a module of its own, as
+// tj_nvptx_module_compile would, on up to |chunks->threads| threads: the
+// module goes to bitcode once, and each chunk parses it into an LLVM
+// context and target machine of its own and deletes the kernels of other
+// chunks, so that the chunks share nothing. Their names are kept, so a
+// kernel's PTX is the one the whole module gives it
+// (tests/unit/nvptx_chunks_test.c). Chunks start costliest first.
+// |out_ptx| (num_chunks entries) receives each chunk's PTX from
+// |allocator| (tj_free_string), NULL for a chunk with no kernel;
+// |out_chunk_ms| and |out_chunk_cpu_ms| (optional) each chunk's wall ms
+// and its thread's CPU ms, its |then| included. Destroys |module|, even
+// on failure; on failure every |out_ptx| is NULL.
+tj_status_t tj_nvptx_module_compile_chunks(tj_nvptx_module_t* module,
+                                           const tj_nvptx_chunks_t* chunks,
+                                           tj_allocator_t allocator,
+                                           char** out_ptx, double* out_chunk_ms,
+                                           double* out_chunk_cpu_ms);
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+uint32_t tj_nvptx_host_threads(void);
+
 //===--- a host's own LLVM IR ---===//
 
 // Compiles |ir| (NUL-terminated LLVM IR text, the .ll form, written for

@@ -67,6 +67,9 @@ static const struct {
     [TJ_SETTING_LAYOUT] = {"TJ_LAYOUT", "TJ_LAYOUT"},
     [TJ_SETTING_NATIVE_TOPK] = {"TJ_NATIVE_TOPK", "TJ_NATIVE_TOPK"},
     [TJ_SETTING_LIBDEVICE] = {NULL, "TJ_LIBDEVICE"},
+    [TJ_SETTING_CUDA_COMPILE_THREADS] = {"TJ_CUDA_COMPILE_THREADS",
+                                         "TJ_CUDA_COMPILE_THREADS"},
+    [TJ_SETTING_NVJITLINK] = {"TJ_NVJITLINK", "TJ_NVJITLINK"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -198,6 +201,8 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_LAYOUT:
     case TJ_SETTING_NATIVE_TOPK:
     case TJ_SETTING_LIBDEVICE:
+    case TJ_SETTING_CUDA_COMPILE_THREADS:
+    case TJ_SETTING_NVJITLINK:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

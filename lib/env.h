@@ -104,6 +104,18 @@ typedef enum tj_setting_e {
   // libdevice/libdevice.10.bc; "" when none is found (such a group is then
   // a graph break).
   TJ_SETTING_LIBDEVICE = 20,
+  // TJ_CUDA_COMPILE_THREADS (environment only): the threads a CUDA
+  // program's kernel chunks compile on (jit/nvptx.h's
+  // tj_nvptx_module_compile_chunks; issue 14): unset or "" the CPUs the
+  // process may run on, a number that many (1: one after another, for
+  // measuring), "module" the one module of every kernel compiled at once
+  // and loaded by the driver's JIT (the way before chunks, for A/B).
+  TJ_SETTING_CUDA_COMPILE_THREADS = 21,
+  // TJ_NVJITLINK (environment only): the nvJitLink that assembles a CUDA
+  // program's chunks to cubins (backends/cuda/nvjitlink.h): unset or ""
+  // libnvJitLink.so.13 (then .12), "off" none (the driver's JIT
+  // assembles them, as where the library is missing), else its path.
+  TJ_SETTING_NVJITLINK = 22,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

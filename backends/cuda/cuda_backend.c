@@ -32,6 +32,8 @@ typedef struct target_t {
   tj_backend_config_t config;  // its |arg| is not kept
   bool offline;
   tj_nvptx_arch_t offline_arch;
+  bool offline_chunks;  // tj_cuda_offline_arg_t.chunks
+  uint32_t offline_threads;
   bool log_cache, log_fusion;
   bool cache_opened;
   char cache_dir[1024];  // the disk cache; "" when disabled
@@ -48,11 +50,13 @@ typedef struct target_t {
 } target_t;
 
 static tj_status_t create_program(target_t* t, tj_cuda_program_t** out) {
-  return t->offline
-             ? tj_cuda_program_create_offline(
-                   t->config.context, t->config.options, t->offline_arch, out)
-             : tj_cuda_program_create(t->config.context, t->config.options,
-                                      out);
+  if (!t->offline)
+    return tj_cuda_program_create(t->config.context, t->config.options, out);
+  TJ_RETURN_IF_ERROR(tj_cuda_program_create_offline(
+      t->config.context, t->config.options, t->offline_arch, out));
+  if (t->offline_chunks)
+    tj_cuda_program_set_offline_chunks(*out, t->offline_threads);
+  return NULL;
 }
 
 static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
@@ -61,7 +65,10 @@ static tj_status_t cuda_open(void* target, const tj_backend_config_t* config) {
   t->config.arg = NULL;
   if (config->arg) {
     t->offline = true;
-    t->offline_arch = ((const tj_cuda_offline_arg_t*)config->arg)->arch;
+    const tj_cuda_offline_arg_t* arg = config->arg;
+    t->offline_arch = arg->arch;
+    t->offline_chunks = arg->chunks;
+    t->offline_threads = arg->threads;
   }
   t->log_cache = (config->log & TJ_LOG_CACHE) != 0;
   t->log_fusion = (config->log & TJ_LOG_FUSION) != 0;
@@ -304,12 +311,13 @@ static void dump_kernels(target_t* t, const program_t* p,
     tj_kernel_tune_text(k, st->arch, 0, note, tune, sizeof(tune));
     snprintf(name, sizeof(name), "%.200s.%.200s.tune.txt", graph, k->name);
     tj_dump_write(context, dir, name, tune);
+    ptx = tj_cuda_program_kernel_ptx(p->cuda, i);
     if (!ptx) continue;
     size_t len = strlen(ptx) + 512;
     char* text = tj_alloc(t->config.allocator, len);
     if (!text) continue;  // a dump never fails the compile
     snprintf(text, len,
-             "// @%s: the PTX module of every kernel; this one is .entry "
+             "// @%s: the PTX module (or chunk) of this kernel, .entry "
              "tj_kernel_%s\n%s",
              graph, k->name, ptx);
     snprintf(name, sizeof(name), "%.200s.%.200s.ptx", graph, k->name);
@@ -461,6 +469,23 @@ void tj_cuda_offline_ptx_deinitialize(tj_allocator_t al,
                                       tj_cuda_offline_ptx_t* ptx) {
   tj_free_string(al, ptx->ptx);
   tj_free_string(al, ptx->variants_ptx);
+  uint32_t n = ptx->num_chunks;
+  for (uint32_t c = 0; c < n; ++c) {
+    if (ptx->chunk_ptx) tj_free_string(al, ptx->chunk_ptx[c]);
+    if (ptx->chunk_cubin && ptx->chunk_cubin[c])
+      tj_free(al, ptx->chunk_cubin[c], ptx->chunk_cubin_bytes[c]);
+  }
+  if (ptx->chunk_ptx) tj_free(al, ptx->chunk_ptx, sizeof(char*) * (n + 1));
+  if (ptx->chunk_cubin) tj_free(al, ptx->chunk_cubin, sizeof(void*) * (n + 1));
+  if (ptx->chunk_cubin_bytes)
+    tj_free(al, ptx->chunk_cubin_bytes, sizeof(size_t) * (n + 1));
+  if (ptx->chunk_ms) tj_free(al, ptx->chunk_ms, sizeof(double) * (n + 1));
+  if (ptx->chunk_asm_ms)
+    tj_free(al, ptx->chunk_asm_ms, sizeof(double) * (n + 1));
+  if (ptx->chunk_cpu_ms)
+    tj_free(al, ptx->chunk_cpu_ms, sizeof(double) * (n + 1));
+  if (ptx->chunk_of)
+    tj_free(al, ptx->chunk_of, sizeof(uint32_t) * (ptx->num_kernels + 1));
   memset(ptx, 0, sizeof(*ptx));
 }
 
@@ -497,4 +522,46 @@ void tj_cuda_backend_memory(const void* program, tj_executable_stats_t* st) {
 
 uint32_t tj_cuda_backend_num_kernels(const void* program) {
   return program ? ((const program_t*)program)->num_kernels : 0;
+}
+
+tj_status_t tj_cuda_backend_chunks(const void* program, tj_allocator_t al,
+                                   tj_cuda_offline_ptx_t* out) {
+  if (!program) return NULL;
+  const program_t* pr = program;
+  tj_cuda_program_chunks_t ch;
+  tj_cuda_program_chunks(pr->cuda, &ch);
+  uint32_t n = ch.num_chunks, nk = pr->num_kernels;
+  snprintf(out->assembler, sizeof(out->assembler), "%s",
+           ch.assembler ? ch.assembler : "");
+  out->chunk_threads = ch.threads;
+  out->chunks_wall_ms = ch.wall_ms;
+  if (n == 0) return NULL;
+  // Counted from here: deinitialize frees what is there.
+  out->num_chunks = n;
+  out->chunk_ptx = tj_calloc(al, n + 1, sizeof(char*));
+  out->chunk_cubin = tj_calloc(al, n + 1, sizeof(void*));
+  out->chunk_cubin_bytes = tj_calloc(al, n + 1, sizeof(size_t));
+  out->chunk_ms = tj_calloc(al, n + 1, sizeof(double));
+  out->chunk_asm_ms = tj_calloc(al, n + 1, sizeof(double));
+  out->chunk_cpu_ms = tj_calloc(al, n + 1, sizeof(double));
+  out->chunk_of = tj_calloc(al, nk + 1, sizeof(uint32_t));
+  if (!out->chunk_ptx || !out->chunk_cubin || !out->chunk_cubin_bytes ||
+      !out->chunk_ms || !out->chunk_asm_ms || !out->chunk_cpu_ms ||
+      !out->chunk_of)
+    return tj_status_oom();
+  memcpy(out->chunk_of, ch.chunk_of, sizeof(uint32_t) * nk);
+  for (uint32_t c = 0; c < n; ++c) {
+    out->chunk_ms[c] = ch.ms[c];
+    out->chunk_asm_ms[c] = ch.asm_ms[c];
+    out->chunk_cpu_ms[c] = ch.cpu_ms[c];
+    if (ch.ptx[c] && !(out->chunk_ptx[c] = tj_strdup(al, ch.ptx[c])))
+      return tj_status_oom();
+    if (ch.cubin[c]) {
+      if (!(out->chunk_cubin[c] = tj_alloc(al, ch.cubin_bytes[c])))
+        return tj_status_oom();
+      memcpy(out->chunk_cubin[c], ch.cubin[c], ch.cubin_bytes[c]);
+      out->chunk_cubin_bytes[c] = ch.cubin_bytes[c];
+    }
+  }
+  return NULL;
 }

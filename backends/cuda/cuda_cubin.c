@@ -15,9 +15,11 @@ static void warn(const tj_cuda_cubin_load_t* load, const char* format,
 }
 
 // What ptxas's output depends on beyond the PTX: the GPU's compute
-// capability and the driver (whose ptxas made it, and which must load it).
+// capability and the driver (whose ptxas made it, and which must load it),
+// and the assembler when it is not the driver's.
 static tj_cache_key_t cubin_key(const tj_cuda_device_t* device,
-                                tj_cache_key_t ptx_key) {
+                                const tj_cuda_cubin_load_t* load) {
+  tj_cache_key_t ptx_key = load->ptx_key;
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
   tj_cache_hasher_update_string(&h, "tensorjit cuda cubin 1");
@@ -26,6 +28,7 @@ static tj_cache_key_t cubin_key(const tj_cuda_device_t* device,
   snprintf(buf, sizeof(buf), "sm %d.%d driver %d", (int)device->sm_major,
            (int)device->sm_minor, device->cu.driver_version);
   tj_cache_hasher_update_string(&h, buf);
+  if (load->assembler) tj_cache_hasher_update_string(&h, load->assembler);
   return tj_cache_hasher_finalize(&h);
 }
 
@@ -110,7 +113,7 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
     r->load_ms = tj_now_ms() - start;
     return s;
   }
-  tj_cache_key_t key = cubin_key(device, load->ptx_key);
+  tj_cache_key_t key = cubin_key(device, load);
   TJ_RETURN_IF_ERROR(load_cached(device, load, key, out_module, r));
   if (r->hit) return NULL;
   TJ_RETURN_IF_ERROR(load->make_ptx(load->make_ptx_ctx, &ptx));
@@ -154,4 +157,28 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
   }
   tj_free(al, bytes, size);
   return status;
+}
+
+tj_status_t tj_cuda_cubin_lookup(tj_cuda_device_t* device,
+                                 const tj_cuda_cubin_load_t* load,
+                                 tj_cuda_module_t** out_module,
+                                 tj_cuda_cubin_result_t* out_result) {
+  *out_module = NULL;
+  memset(out_result, 0, sizeof(*out_result));
+  tj_cuda_cubin_load_t l = *load;
+  if (!l.cache_dir) l.cache_dir = "";  // the memory cache only
+  return load_cached(device, &l, cubin_key(device, &l), out_module, out_result);
+}
+
+void tj_cuda_cubin_store(tj_cuda_device_t* device,
+                         const tj_cuda_cubin_load_t* load, const void* cubin,
+                         size_t size) {
+  tj_cache_key_t key = cubin_key(device, load);
+  if (load->cache_dir && load->cache_dir[0]) {
+    tj_status_t s = tj_disk_cache_store(load->cache_dir, key, cubin, size);
+    tj_disk_cache_warn_store(load->context, load->cache_dir, s);
+    tj_status_free(s);
+  }
+  if (load->context)
+    tj_status_free(tj_memory_cache_store(load->context, key, cubin, size));
 }

@@ -25,6 +25,9 @@ typedef struct tj_cuda_cubin_load_t {
   tj_nvptx_arch_t arch;    // the PTX's target
   tj_cuda_ptx_fn make_ptx;
   void* make_ptx_ctx;
+  // What assembles the PTX when not the driver ("nvJitLink 13.0",
+  // nvjitlink.h), for the cubin's key; NULL: the driver's linker.
+  const char* assembler;
 } tj_cuda_cubin_load_t;
 
 typedef struct tj_cuda_cubin_result_t {
@@ -47,5 +50,22 @@ tj_status_t tj_cuda_cubin_load(tj_cuda_device_t* device,
                                const tj_cuda_cubin_load_t* load,
                                tj_cuda_module_t** out_module,
                                tj_cuda_cubin_result_t* out_result);
+
+// The cubin of |load|'s key (its assembler's) from the memory cache, then
+// the disk cache (when |load| has a directory), loaded into
+// |*out_module| (owned by the caller) with |out_result| saying where it
+// came from; no hit leaves |*out_module| NULL and |out_result->hit| false,
+// a refused image among them (with a warning). make_ptx is not called.
+tj_status_t tj_cuda_cubin_lookup(tj_cuda_device_t* device,
+                                 const tj_cuda_cubin_load_t* load,
+                                 tj_cuda_module_t** out_module,
+                                 tj_cuda_cubin_result_t* out_result);
+
+// Keeps |cubin| (|size| bytes, made by |load|'s assembler) under |load|'s
+// key in the memory cache and, with a directory, the disk cache. A full
+// cache or a failed store only costs a later compile: never fails.
+void tj_cuda_cubin_store(tj_cuda_device_t* device,
+                         const tj_cuda_cubin_load_t* load, const void* cubin,
+                         size_t size);
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_CUBIN_H_

@@ -151,7 +151,12 @@ typedef struct tj_cuda_program_stats_t {
   size_t cubin_bytes;
   int64_t cubin_hits;    // cubins loaded from a cache (no LLVM, no ptxas)
   int64_t cubin_misses;  // cubins made (a refused cache entry counts too)
-  double link_ms;        // cuLink* (ptxas) on a miss
+  double link_ms;        // cuLink* (ptxas) on a miss; with chunks, the
+                         // nvJitLink ms of the chunks summed
+  // Chunks (TJ_CUDA_COMPILE_THREADS): the kernels' modules, those
+  // compiled (not from a cubin cache) and the threads they compiled on;
+  // 0 chunks: one module (compile_ms is then LLVM alone).
+  uint32_t chunks, chunks_compiled, compile_threads;
   // Kernels compiled apart from the module (the GEMM variant the autotuner
   // picks, the cuBLASLt candidate's epilogue, strided-copy kernels) go
   // through the same cubin cache: loaded from it (no LLVM back end, no
@@ -195,5 +200,40 @@ const char* tj_cuda_program_ptx(const tj_cuda_program_t* program);
 // programs.
 const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,
                                          uint32_t* out_num_kernels);
+
+// The PTX that holds kernel |index|: its chunk's (TJ_CUDA_COMPILE_THREADS)
+// or the one module's; NULL when none was compiled (a cubin cache served
+// it). Borrowed, valid until the program is destroyed.
+const char* tj_cuda_program_kernel_ptx(const tj_cuda_program_t* program,
+                                       uint32_t index);
+
+// An offline program (tj_cuda_program_create_offline) that compiles its
+// kernels as chunks on |threads| threads (0: TJ_CUDA_COMPILE_THREADS) and
+// assembles them with nvJitLink where it is found, as a GPU's program
+// does, instead of the one module of tj_cuda_program_ptx. Before any
+// kernel is added.
+void tj_cuda_program_set_offline_chunks(tj_cuda_program_t* program,
+                                        uint32_t threads);
+
+// An offline program's chunks (after finish): their number, and per
+// chunk its PTX, nvJitLink's cubin (NULL without one; |*out_cubin_bytes|
+// then 0), the kernels in it and its ms on its thread (LLVM and
+// nvJitLink); |*out_assembler| the nvJitLink version or why none. All
+// borrowed until the program is destroyed.
+typedef struct tj_cuda_program_chunks_t {
+  uint32_t num_chunks;
+  uint32_t threads;
+  double wall_ms;  // the chunks' compile, all threads
+  char* const* ptx;
+  void* const* cubin;
+  const size_t* cubin_bytes;
+  const uint32_t* chunk_of;  // per kernel
+  const double* ms;
+  const double* asm_ms;  // nvJitLink's part of |ms|
+  const double* cpu_ms;  // the chunk's thread's CPU ms
+  const char* assembler;
+} tj_cuda_program_chunks_t;
+void tj_cuda_program_chunks(const tj_cuda_program_t* program,
+                            tj_cuda_program_chunks_t* out);
 
 #endif  // TJ_BACKENDS_CUDA_CUDA_EXECUTABLE_H_

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_program.h"
+#include "backends/cuda/nvjitlink.h"
 #include "jit/cache.h"
 #include "lib/dtype.h"
 #include "lib/env.h"
@@ -158,6 +159,24 @@ static bool lt_residual_off(tj_context_t* context) {
   return false;
 }
 
+static _Atomic(bool) g_warned_compile_threads;
+
+// TJ_CUDA_COMPILE_THREADS (lib/env.h): the threads the kernels' chunks
+// compile on, 0 for the one module of every kernel.
+static uint32_t compile_threads(tj_context_t* context) {
+  const char* v = tj_setting(context, TJ_SETTING_CUDA_COMPILE_THREADS);
+  if (!v || !v[0]) return tj_nvptx_host_threads();
+  if (strcmp(v, "module") == 0) return 0;
+  char* end = NULL;
+  long n = strtol(v, &end, 10);
+  if (!*end && n >= 1 && n <= 4096) return (uint32_t)n;
+  tj_warn_once(context, &g_warned_compile_threads,
+               "TJ_CUDA_COMPILE_THREADS: \"%.32s\" is not a thread count or "
+               "module and is ignored",
+               v);
+  return tj_nvptx_host_threads();
+}
+
 // The program of |device| (NULL: an offline program, see
 // tj_cuda_program_create_offline) for |arch|.
 static tj_status_t program_create(tj_context_t* context,
@@ -207,6 +226,7 @@ static tj_status_t program_create(tj_context_t* context,
                  p->nv_options.wqgemm_mma);
   p->stats.ptx_source = "LLVM";
   p->stats.cubin_source = "none";
+  p->mod.threads = compile_threads(context);
   p->gemm.autotune = options->autotune != TJ_AUTOTUNE_OFF;
   p->gemm.background = options->autotune == TJ_AUTOTUNE_BACKGROUND;
   p->gemm.forced = -1;
@@ -243,6 +263,8 @@ static tj_status_t program_create(tj_context_t* context,
   return NULL;
 }
 
+static void release_chunks(tj_cuda_program_t* p);
+
 void tj_cuda_program_destroy(tj_cuda_program_t* p) {
   if (!p) return;
   tj_cuda_device_t* d = p->device;
@@ -267,6 +289,7 @@ void tj_cuda_program_destroy(tj_cuda_program_t* p) {
     tj_cuda_host_free(d, p->run.pinned);
   }
   tj_cuda_module_destroy(p->mod.cumod);
+  release_chunks(p);
   tj_cuda_custom_release(p);
   tj_free_string(p->al, p->mod.ptx);
   tj_free_string(p->al, p->mod.variants_ptx);
@@ -378,8 +401,10 @@ tj_status_t tj_cuda_program_add_kernels(tj_cuda_program_t* p,
   return NULL;
 }
 
-// The cache key of the module: everything the PTX depends on.
-static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
+// The cache key of the module (|chunk| TJ_NVPTX_NO_CHUNK) or of one chunk
+// (its kernels): everything the PTX depends on.
+static tj_status_t kernels_key(tj_cuda_program_t* p, uint32_t chunk,
+                               tj_cache_key_t* out) {
   tj_cache_hasher_t h;
   tj_cache_hasher_initialize(&h);
   // 3: sm_90a GEMMs default to the wgmma template (other tiles, threads
@@ -406,6 +431,7 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
            (int)p->nv_options.wqgemm_ring, (int)p->nv_options.window_rows);
   tj_cache_hasher_update_string(&h, buf);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
+    if (chunk != TJ_NVPTX_NO_CHUNK && p->mod.chunk_of[i] != chunk) continue;
     const tj_kir_t* k = p->kernels[i].low->kernel;
     char* text;
     TJ_RETURN_IF_ERROR(tj_kir_print(k, &text));
@@ -417,8 +443,14 @@ static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
     tj_cache_hasher_update_string(
         &h, p->kernels[i].info.conv_prepared ? "conv prepared" : "");
   }
+  // A chunk's PTX is that of a module of its kernels alone.
+  if (chunk != TJ_NVPTX_NO_CHUNK) tj_cache_hasher_update_string(&h, "chunk");
   *out = tj_cache_hasher_finalize(&h);
   return NULL;
+}
+
+static tj_status_t module_key(tj_cuda_program_t* p, tj_cache_key_t* out) {
+  return kernels_key(p, TJ_NVPTX_NO_CHUNK, out);
 }
 
 // The PTX of the module by LLVM, which consumes it.
@@ -819,6 +851,286 @@ static tj_status_t alloc_run_state(tj_cuda_program_t* p) {
   return NULL;
 }
 
+//===--- chunks ---===//
+
+static void release_chunks(tj_cuda_program_t* p) {
+  uint32_t n = p->mod.num_chunks;
+  for (uint32_t c = 0; c < n; ++c) {
+    if (p->mod.cumods) tj_cuda_module_destroy(p->mod.cumods[c]);
+    if (p->mod.chunk_ptx) tj_free_string(p->al, p->mod.chunk_ptx[c]);
+    if (p->mod.chunk_cubin && p->mod.chunk_cubin[c])
+      tj_free(p->al, p->mod.chunk_cubin[c], p->mod.chunk_cubin_bytes[c]);
+    if (p->mod.chunk_asm_status) tj_status_free(p->mod.chunk_asm_status[c]);
+  }
+  if (p->mod.chunk_of)
+    tj_free(p->al, p->mod.chunk_of, sizeof(uint32_t) * (p->num_kernels + 1));
+  if (p->mod.cumods)
+    tj_free(p->al, p->mod.cumods, sizeof(tj_cuda_module_t*) * (n + 1));
+  if (p->mod.chunk_ptx)
+    tj_free(p->al, p->mod.chunk_ptx, sizeof(char*) * (n + 1));
+  if (p->mod.chunk_cubin)
+    tj_free(p->al, p->mod.chunk_cubin, sizeof(void*) * (n + 1));
+  if (p->mod.chunk_cubin_bytes)
+    tj_free(p->al, p->mod.chunk_cubin_bytes, sizeof(size_t) * (n + 1));
+  if (p->mod.chunk_asm_status)
+    tj_free(p->al, p->mod.chunk_asm_status, sizeof(tj_status_t) * (n + 1));
+  if (p->mod.chunk_ms)
+    tj_free(p->al, p->mod.chunk_ms, sizeof(double) * (n + 1));
+  if (p->mod.chunk_asm_ms)
+    tj_free(p->al, p->mod.chunk_asm_ms, sizeof(double) * (n + 1));
+  if (p->mod.chunk_cpu_ms)
+    tj_free(p->al, p->mod.chunk_cpu_ms, sizeof(double) * (n + 1));
+  tj_nvjitlink_close(p->mod.nvjitlink);
+  p->mod.nvjitlink = NULL;
+  p->mod.num_chunks = 0;
+  p->mod.chunk_of = NULL;
+  p->mod.cumods = NULL;
+  p->mod.chunk_ptx = NULL;
+  p->mod.chunk_cubin = NULL;
+  p->mod.chunk_cubin_bytes = NULL;
+  p->mod.chunk_asm_status = NULL;
+  p->mod.chunk_ms = p->mod.chunk_asm_ms = p->mod.chunk_cpu_ms = NULL;
+}
+
+// Cuts the module's kernels into chunks by their cost
+// (tj_nvptx_plan_chunks) and sets up the per-chunk arrays.
+static tj_status_t plan_chunks(tj_cuda_program_t* p) {
+  uint32_t nk = p->num_kernels;
+  uint64_t* cost = tj_calloc(p->al, nk + 1, sizeof(uint64_t));
+  p->mod.chunk_of = tj_calloc(p->al, nk + 1, sizeof(uint32_t));
+  if (!cost || !p->mod.chunk_of) {
+    if (cost) tj_free(p->al, cost, sizeof(uint64_t) * (nk + 1));
+    return tj_status_oom();
+  }
+  for (uint32_t i = 0; i < nk; ++i)
+    cost[i] =
+        tj_nvptx_module_kernel_cost(p->mod.nvptx, p->kernels[i].info.entry);
+  uint32_t n =
+      tj_nvptx_plan_chunks(cost, nk, TJ_NVPTX_CHUNK_BUDGET, p->mod.chunk_of);
+  tj_free(p->al, cost, sizeof(uint64_t) * (nk + 1));
+  p->mod.num_chunks = n;
+  p->mod.cumods = tj_calloc(p->al, n + 1, sizeof(tj_cuda_module_t*));
+  p->mod.chunk_ptx = tj_calloc(p->al, n + 1, sizeof(char*));
+  p->mod.chunk_cubin = tj_calloc(p->al, n + 1, sizeof(void*));
+  p->mod.chunk_cubin_bytes = tj_calloc(p->al, n + 1, sizeof(size_t));
+  p->mod.chunk_asm_status = tj_calloc(p->al, n + 1, sizeof(tj_status_t));
+  p->mod.chunk_ms = tj_calloc(p->al, n + 1, sizeof(double));
+  p->mod.chunk_asm_ms = tj_calloc(p->al, n + 1, sizeof(double));
+  p->mod.chunk_cpu_ms = tj_calloc(p->al, n + 1, sizeof(double));
+  if (!p->mod.cumods || !p->mod.chunk_ptx || !p->mod.chunk_cubin ||
+      !p->mod.chunk_cubin_bytes || !p->mod.chunk_asm_status ||
+      !p->mod.chunk_ms || !p->mod.chunk_asm_ms || !p->mod.chunk_cpu_ms)
+    return tj_status_oom();
+  p->stats.chunks = n;
+  return NULL;
+}
+
+// Opens nvJitLink (TJ_NVJITLINK); without it the chunks' PTX goes to the
+// driver's JIT, and why is kept for the log.
+static void open_nvjitlink(tj_cuda_program_t* p) {
+  tj_status_t s = tj_nvjitlink_open(
+      p->al, tj_setting(p->context, TJ_SETTING_NVJITLINK), &p->mod.nvjitlink);
+  if (s) {
+    snprintf(p->mod.nvjitlink_why, sizeof(p->mod.nvjitlink_why), "%s",
+             tj_status_message(s));
+    tj_status_free(s);
+  }
+}
+
+// tj_nvptx_chunk_fn: chunk |c|'s PTX to a cubin by nvJitLink, on the
+// thread that compiled it. A refusal is kept for the driver's JIT to meet
+// (load_chunks), not a failure; running out of memory is.
+static tj_status_t assemble_chunk(void* ctx, uint32_t c, const char* ptx) {
+  tj_cuda_program_t* p = ctx;
+  if (!p->mod.nvjitlink) return NULL;
+  double start = tj_now_ms();
+  tj_status_t s = tj_nvjitlink_assemble(p->mod.nvjitlink, p->arch, ptx, p->al,
+                                        &p->mod.chunk_cubin[c],
+                                        &p->mod.chunk_cubin_bytes[c]);
+  p->mod.chunk_asm_ms[c] = tj_now_ms() - start;
+  if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
+  p->mod.chunk_asm_status[c] = s;
+  return NULL;
+}
+
+// Compiles the chunks that |todo| names (per kernel: its chunk, or
+// TJ_NVPTX_NO_CHUNK for a chunk a cache served) on the program's threads;
+// consumes the module.
+static tj_status_t compile_chunks(tj_cuda_program_t* p, const uint32_t* todo) {
+  uint32_t nk = p->num_kernels;
+  const char** entries = tj_calloc(p->al, nk + 1, sizeof(char*));
+  if (!entries) return tj_status_oom();
+  for (uint32_t i = 0; i < nk; ++i) entries[i] = p->kernels[i].info.entry;
+  uint32_t threads = p->mod.threads ? p->mod.threads : 1;
+  tj_nvptx_chunks_t ch = {
+      .num_entries = nk,
+      .entries = entries,
+      .chunk_of = todo,
+      .num_chunks = p->mod.num_chunks,
+      .threads = threads,
+      .then = assemble_chunk,
+      .then_ctx = p,
+  };
+  double start = tj_now_ms();
+  tj_nvptx_module_t* m = p->mod.nvptx;
+  p->mod.nvptx = NULL;
+  tj_status_t status = tj_nvptx_module_compile_chunks(
+      m, &ch, p->al, p->mod.chunk_ptx, p->mod.chunk_ms, p->mod.chunk_cpu_ms);
+  p->stats.compile_ms = tj_now_ms() - start;
+  p->stats.compile_threads = threads;
+  tj_free(p->al, entries, sizeof(char*) * (nk + 1));
+  for (uint32_t c = 0; c < p->mod.num_chunks && !status; ++c) {
+    if (!p->mod.chunk_ptx[c]) continue;
+    ++p->stats.chunks_compiled;
+    p->stats.ptx_bytes += strlen(p->mod.chunk_ptx[c]);
+    p->stats.link_ms += p->mod.chunk_asm_ms[c];
+  }
+  return status;
+}
+
+// make_ptx of a chunk for tj_cuda_cubin_load (the driver's JIT).
+typedef struct chunk_ptx_t {
+  const char* ptx;
+} chunk_ptx_t;
+
+static tj_status_t chunk_ptx(void* ctx, const char** out_ptx) {
+  *out_ptx = ((chunk_ptx_t*)ctx)->ptx;
+  return NULL;
+}
+
+// Chunk |c|, compiled, loaded: nvJitLink's cubin (then kept in the
+// caches), else its PTX through the driver's JIT and the cubin cache as
+// the one module's (tj_cuda_cubin_load).
+static tj_status_t load_compiled_chunk(tj_cuda_program_t* p, uint32_t c,
+                                       tj_cuda_cubin_load_t* load,
+                                       const char** out_source) {
+  tj_status_t refused = p->mod.chunk_asm_status[c];
+  if (p->mod.chunk_cubin[c]) {
+    double start = tj_now_ms();
+    tj_status_t s = tj_cuda_module_load_cubin(p->device, p->mod.chunk_cubin[c],
+                                              p->mod.chunk_cubin_bytes[c],
+                                              &p->mod.cumods[c]);
+    p->stats.load_ms += tj_now_ms() - start;
+    if (!s) {
+      tj_cuda_cubin_store(p->device, load, p->mod.chunk_cubin[c],
+                          p->mod.chunk_cubin_bytes[c]);
+      p->stats.cubin_bytes += p->mod.chunk_cubin_bytes[c];
+      *out_source = "nvJitLink";
+      return NULL;
+    }
+    if (tj_status_code(s) == TJ_STATUS_OUT_OF_MEMORY) return s;
+    refused = s;  // a driver older than the library, say
+    p->mod.chunk_asm_status[c] = s;
+  }
+  if (refused) {
+    tj_context_diagnostic(p->context, TJ_SEVERITY_WARNING,
+                          "cuda: chunk %u of %u: %s; the driver's JIT "
+                          "assembles it",
+                          c, p->mod.num_chunks, tj_status_message(refused));
+  }
+  chunk_ptx_t cp = {p->mod.chunk_ptx[c]};
+  tj_cuda_cubin_load_t l = *load;
+  l.assembler = NULL;
+  l.make_ptx = chunk_ptx;
+  l.make_ptx_ctx = &cp;
+  tj_cuda_cubin_result_t r;
+  TJ_RETURN_IF_ERROR(tj_cuda_cubin_load(p->device, &l, &p->mod.cumods[c], &r));
+  p->stats.link_ms += r.link_ms;
+  p->stats.load_ms += r.load_ms;
+  p->stats.cubin_bytes += r.bytes;
+  *out_source = r.source;
+  return NULL;
+}
+
+// Loads the kernels as chunks (issue 14): each chunk's cubin from the
+// caches (memory, then disk), the others compiled at once on the
+// program's threads, LLVM then nvJitLink on each, and loaded one CUmodule
+// a chunk; then every kernel's function from its chunk.
+static tj_status_t load_chunks(tj_cuda_program_t* p, const char* cache_dir) {
+  TJ_RETURN_IF_ERROR(plan_chunks(p));
+  open_nvjitlink(p);
+  uint32_t n = p->mod.num_chunks, nk = p->num_kernels;
+  tj_cache_key_t* keys = tj_calloc(p->al, n + 1, sizeof(tj_cache_key_t));
+  uint32_t* todo = tj_calloc(p->al, nk + 1, sizeof(uint32_t));
+  tj_status_t status = keys && todo ? NULL : tj_status_oom();
+  tj_cuda_cubin_load_t load;
+  memset(&load, 0, sizeof(load));
+  load.context = p->context;
+  load.cache_dir = cache_dir ? cache_dir : "";
+  load.arch = p->arch;
+  load.assembler =
+      p->mod.nvjitlink ? tj_nvjitlink_version(p->mod.nvjitlink) : NULL;
+  uint32_t hits = 0, misses = 0;
+  const char* hit_source = NULL;
+  for (uint32_t c = 0; c < n && !status; ++c) {
+    status = kernels_key(p, c, &keys[c]);
+    if (status) break;
+    load.ptx_key = keys[c];
+    tj_cuda_cubin_result_t r;
+    status = tj_cuda_cubin_lookup(p->device, &load, &p->mod.cumods[c], &r);
+    if (!status && !r.hit && load.assembler) {
+      // A cubin the driver's JIT made for this chunk before.
+      tj_cuda_cubin_load_t d = load;
+      d.assembler = NULL;
+      status = tj_cuda_cubin_lookup(p->device, &d, &p->mod.cumods[c], &r);
+    }
+    if (status) break;
+    p->stats.load_ms += r.load_ms;
+    if (r.hit) {
+      ++hits;
+      hit_source = r.source;
+      p->stats.cubin_bytes += r.bytes;
+    }
+  }
+  for (uint32_t i = 0; i < nk && !status; ++i) {
+    uint32_t c = p->mod.chunk_of[i];
+    todo[i] = p->mod.cumods[c] ? TJ_NVPTX_NO_CHUNK : c;
+  }
+  if (!status && hits < n) {
+    status = compile_chunks(p, todo);
+  } else {
+    tj_nvptx_module_destroy(p->mod.nvptx);
+    p->mod.nvptx = NULL;
+  }
+  const char* made = NULL;
+  for (uint32_t c = 0; c < n && !status; ++c) {
+    if (p->mod.cumods[c]) continue;
+    load.ptx_key = keys[c];
+    status = load_compiled_chunk(p, c, &load, &made);
+    ++misses;
+  }
+  if (keys) tj_free(p->al, keys, sizeof(tj_cache_key_t) * (n + 1));
+  if (todo) tj_free(p->al, todo, sizeof(uint32_t) * (nk + 1));
+  TJ_RETURN_IF_ERROR(status);
+  p->stats.cubin_hits += hits;
+  if (cache_dir && cache_dir[0]) p->stats.cubin_misses += misses;
+  // The sources of the last chunk of each kind: a cold compile says how
+  // its chunks were assembled, a warm one which cache served them.
+  p->stats.cubin_source = made ? made : hit_source ? hit_source : "none";
+  p->stats.ptx_source = misses ? "LLVM"
+                        : hit_source && strcmp(hit_source, "disk cache") == 0
+                            ? "none (cubin from the disk cache)"
+                            : "none (cubin from the memory cache)";
+  if (misses && (tj_log_flags(p->context) & TJ_LOG_CACHE))
+    tj_context_diagnostic(
+        p->context, TJ_SEVERITY_REMARK,
+        "cuda: %u kernels in %u chunks, %u compiled on %u threads in %.1f ms "
+        "(%s), %u from the cubin caches",
+        nk, n, misses, p->stats.compile_threads, p->stats.compile_ms,
+        p->mod.nvjitlink ? tj_nvjitlink_version(p->mod.nvjitlink)
+                         : p->mod.nvjitlink_why,
+        hits);
+  double start = tj_now_ms();
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_cuda_program_kernel_t* k = &p->kernels[i];
+    TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->mod.cumods[p->mod.chunk_of[i]],
+                                          k->info.entry, k->info.shared_bytes,
+                                          &k->fn));
+  }
+  p->stats.load_ms += tj_now_ms() - start;
+  return NULL;
+}
+
 // An offline program stops at PTX: the module's, and one more module with
 // every kernel each GEMM candidate compiles apart on a GPU
 // (tj_cuda_gemm_emit_candidates), each function renamed
@@ -833,8 +1145,14 @@ static tj_status_t finish_offline(tj_cuda_program_t* p) {
     p->mod.nvptx = NULL;
     return NULL;
   }
-  TJ_RETURN_IF_ERROR(compile_module(p));
-  p->stats.ptx_bytes = strlen(p->mod.ptx);
+  if (p->mod.offline_chunks) {
+    TJ_RETURN_IF_ERROR(plan_chunks(p));
+    open_nvjitlink(p);
+    TJ_RETURN_IF_ERROR(compile_chunks(p, p->mod.chunk_of));
+  } else {
+    TJ_RETURN_IF_ERROR(compile_module(p));
+    p->stats.ptx_bytes = strlen(p->mod.ptx);
+  }
   TJ_RETURN_IF_ERROR(tj_cuda_gemm_setup(p));
   if (!p->gemm.tunes || (!p->gemm.autotune && p->gemm.forced < 0)) return NULL;
   TJ_RETURN_IF_ERROR(
@@ -884,14 +1202,18 @@ tj_status_t tj_cuda_program_finish(
   TJ_RETURN_IF_ERROR(tj_cuda_custom_load(p));
   if (num_kernels > 0) {
     TJ_RETURN_IF_ERROR(conv_plain_weights(p));
-    TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
-    double start = tj_now_ms();
-    for (uint32_t i = 0; i < num_kernels; ++i) {
-      tj_cuda_program_kernel_t* k = &p->kernels[i];
-      TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->mod.cumod, k->info.entry,
-                                            k->info.shared_bytes, &k->fn));
+    if (p->mod.threads) {
+      TJ_RETURN_IF_ERROR(load_chunks(p, cache_dir));
+    } else {
+      TJ_RETURN_IF_ERROR(load_module(p, cache_dir));
+      double start = tj_now_ms();
+      for (uint32_t i = 0; i < num_kernels; ++i) {
+        tj_cuda_program_kernel_t* k = &p->kernels[i];
+        TJ_RETURN_IF_ERROR(tj_cuda_kernel_get(p->mod.cumod, k->info.entry,
+                                              k->info.shared_bytes, &k->fn));
+      }
+      p->stats.load_ms += tj_now_ms() - start;
     }
-    p->stats.load_ms += tj_now_ms() - start;
     TJ_RETURN_IF_ERROR(tj_cuda_gemm_setup(p));
   } else {
     tj_nvptx_module_destroy(p->mod.nvptx);
@@ -902,6 +1224,38 @@ tj_status_t tj_cuda_program_finish(
 
 const char* tj_cuda_program_ptx(const tj_cuda_program_t* program) {
   return program->mod.ptx;
+}
+
+const char* tj_cuda_program_kernel_ptx(const tj_cuda_program_t* program,
+                                       uint32_t index) {
+  if (program->mod.chunk_of && program->mod.chunk_ptx &&
+      index < program->num_kernels)
+    return program->mod.chunk_ptx[program->mod.chunk_of[index]];
+  return program->mod.ptx;
+}
+
+void tj_cuda_program_set_offline_chunks(tj_cuda_program_t* program,
+                                        uint32_t threads) {
+  program->mod.offline_chunks = true;
+  if (threads) program->mod.threads = threads;
+  if (!program->mod.threads) program->mod.threads = 1;
+}
+
+void tj_cuda_program_chunks(const tj_cuda_program_t* p,
+                            tj_cuda_program_chunks_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->num_chunks = p->mod.num_chunks;
+  out->threads = p->stats.compile_threads;
+  out->wall_ms = p->stats.compile_ms;
+  out->ptx = p->mod.chunk_ptx;
+  out->cubin = p->mod.chunk_cubin;
+  out->cubin_bytes = p->mod.chunk_cubin_bytes;
+  out->chunk_of = p->mod.chunk_of;
+  out->ms = p->mod.chunk_ms;
+  out->asm_ms = p->mod.chunk_asm_ms;
+  out->cpu_ms = p->mod.chunk_cpu_ms;
+  out->assembler = p->mod.nvjitlink ? tj_nvjitlink_version(p->mod.nvjitlink)
+                                    : p->mod.nvjitlink_why;
 }
 
 const char* tj_cuda_program_variants_ptx(const tj_cuda_program_t* program,

@@ -17,8 +17,15 @@
 //
 // Compiling: every lowered kernel is emitted into ONE NVPTX module as its
 // group is planned (so a group the GPU templates cannot express becomes a
-// graph break right there), then the module is optimized and printed to
-// PTX once, or the PTX is taken from the kernel cache (memory, then disk:
+// graph break right there). By default (issue 14, cudacold) the kernels
+// are then cut into chunks by cost, each chunk's cubin taken from the
+// cubin caches or, for the others at once, compiled on the host's threads
+// as a module of its own (jit/nvptx.h's tj_nvptx_module_compile_chunks)
+// and assembled by nvJitLink on the same thread (nvjitlink.h; the
+// driver's JIT where it is missing), one CUmodule a chunk (load_chunks in
+// cuda_program.c). With TJ_CUDA_COMPILE_THREADS=module, the way before:
+// the module is optimized and printed to PTX once, or the PTX is taken
+// from the kernel cache (memory, then disk:
 // jit/cache.h, keyed by the kernels' text, the arch, the math mode, LLVM's
 // and the library's versions). With a disk cache the PTX is then made a
 // cubin by the driver's linker (ptxas, in process) and the cubin cached
@@ -246,6 +253,27 @@ struct tj_cuda_program_t {
     // Offline programs (no device): the GEMM candidates' kernels.
     char* variants_ptx;
     uint32_t num_variant_kernels;
+    // Chunks (issue 14, cudacold; load_chunks in cuda_program.c): the
+    // kernels in several modules, compiled on |threads| threads
+    // (TJ_CUDA_COMPILE_THREADS; 0: the one module above) and assembled
+    // by nvJitLink on the same threads where it is found, each chunk a
+    // CUmodule of its own. Per chunk, |num_chunks| entries each.
+    uint32_t threads;
+    // An offline program compiles chunks only when asked
+    // (tj_cuda_offline_arg_t.chunks): its |ptx| is one module otherwise.
+    bool offline_chunks;
+    uint32_t num_chunks;
+    uint32_t* chunk_of;         // per kernel
+    tj_cuda_module_t** cumods;  // the loaded chunks
+    char** chunk_ptx;           // the compiled chunks' PTX, else NULL
+    void** chunk_cubin;         // nvJitLink's cubin, else NULL
+    size_t* chunk_cubin_bytes;
+    tj_status_t* chunk_asm_status;  // nvJitLink's failure, else NULL
+    double* chunk_ms;               // LLVM and nvJitLink on the chunk's thread
+    double* chunk_asm_ms;           // nvJitLink's part
+    double* chunk_cpu_ms;           // the chunk's thread's CPU ms
+    struct tj_nvjitlink_t* nvjitlink;  // NULL: the driver's JIT
+    char nvjitlink_why[160];           // why there is none
   } mod;
 
   // The plan (borrowed from the executable) and the constants.
@@ -334,6 +362,7 @@ struct tj_cuda_program_t {
   // tj_cuda_program_stats.
   struct {
     double compile_ms, load_ms, link_ms;
+    uint32_t chunks, chunks_compiled, compile_threads;
     const char* ptx_source;
     const char* cubin_source;
     size_t ptx_bytes, cubin_bytes;

@@ -658,6 +658,9 @@ void tj_cuda_program_stats(tj_cuda_program_t* p, tj_cuda_program_stats_t* out) {
   out->kernel_cubin_hits = p->stats.kernel_cubin_hits;
   out->kernel_cubin_misses = p->stats.kernel_cubin_misses;
   out->link_ms = p->stats.link_ms;
+  out->chunks = p->stats.chunks;
+  out->chunks_compiled = p->stats.chunks_compiled;
+  out->compile_threads = p->stats.compile_threads;
   out->strided_copies = p->stats.strided_copies;
   out->runs = p->stats.runs;
   out->kernel_launches = p->stats.kernel_launches;

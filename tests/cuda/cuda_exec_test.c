@@ -1059,7 +1059,10 @@ static bool find_entry(const char* dir, const char* magic, size_t magic_size,
   return found;
 }
 
+// The one module's caches (TJ_CUDA_COMPILE_THREADS=module: its PTX and
+// its cubin by the driver's linker); cubin_cache_chunks has the chunks'.
 TEST(cubin_cache) {
+  setenv("TJ_CUDA_COMPILE_THREADS", "module", 1);
   char dir[] = "/tmp/tj_cuda_cubin_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   tj_context_t* ctx = NULL;
@@ -1179,6 +1182,76 @@ TEST(cubin_cache) {
   char cmd[1100];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   CHECK(system(cmd) == 0);
+  unsetenv("TJ_CUDA_COMPILE_THREADS");
+}
+
+// The chunks' caches (the default, issue 14): each chunk's cubin, made by
+// nvJitLink where it is found (else the driver's linker: TJ_NVJITLINK=off
+// in the second round), kept in the memory and disk caches; a fresh
+// context loads them with no LLVM and no assembler; a corrupt entry is a
+// miss that LLVM and the assembler make again, never a crash.
+TEST(cubin_cache_chunks) {
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) setenv("TJ_NVJITLINK", "off", 1);
+    char dir[] = "/tmp/tj_cuda_chunks_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tj_context_t* ctx = NULL;
+    CHECK_OK(tj_test_context_create(&ctx));
+    cached_t cold, again, warm, r;
+    compile_cached(ctx, dir, &cold);
+    CHECK(cold.right);
+    CHECK_STREQ("LLVM", cold.cs.ptx_source);
+    printf(
+        "# chunks, round %d: cubins by %s, %u chunks on %u threads, "
+        "compile %.2f ms (assembly %.2f)\n",
+        round, cold.cs.cubin_source, cold.cs.chunks, cold.cs.compile_threads,
+        cold.cs.compile_ms, cold.cs.link_ms);
+    if (round == 1) CHECK_STREQ("driver linker", cold.cs.cubin_source);
+    CHECK(strcmp(cold.cs.cubin_source, "nvJitLink") == 0 ||
+          strcmp(cold.cs.cubin_source, "driver linker") == 0);
+    CHECK(cold.cs.chunks >= 1);
+    CHECK_EQ_INT(cold.cs.chunks, cold.cs.chunks_compiled);
+    CHECK_EQ_INT(cold.cs.chunks, cold.cs.cubin_misses);
+    CHECK_EQ_INT(0, cold.cs.cubin_hits);
+    CHECK(cold.cs.cubin_bytes > 0);
+    compile_cached(ctx, dir, &again);
+    CHECK(again.right);
+    CHECK_STREQ("memory cache", again.cs.cubin_source);
+    CHECK_EQ_INT(again.cs.chunks, again.cs.cubin_hits);
+    CHECK_EQ_INT(0, again.cs.chunks_compiled);
+    compile_cached(NULL, dir, &warm);
+    CHECK(warm.right);
+    CHECK_STREQ("disk cache", warm.cs.cubin_source);
+    CHECK_CONTAINS(warm.cs.ptx_source, "none");
+    CHECK_EQ_INT(warm.cs.chunks, warm.cs.cubin_hits);
+    CHECK_EQ_INT(0, warm.cs.cubin_misses);
+    CHECK(warm.cs.compile_ms == 0 && warm.cs.link_ms == 0);
+    tj_cache_key_t key;
+    void* cubin = NULL;
+    size_t size = 0;
+    CHECK(find_entry(dir,
+                     "\x7f"
+                     "ELF",
+                     4, &key, &cubin, &size));
+    if (cubin) {
+      static const char kJunk[] = "this is not a cubin, though checksummed";
+      CHECK_OK(tj_disk_cache_store(dir, key, kJunk, sizeof(kJunk)));
+      compile_cached(NULL, dir, &r);
+      CHECK(r.right);
+      CHECK_EQ_INT(1, r.cs.cubin_misses);
+      CHECK_EQ_INT(r.cs.chunks - 1, r.cs.cubin_hits);
+      CHECK_STREQ("LLVM", r.cs.ptx_source);
+      compile_cached(NULL, dir, &r);
+      CHECK(r.right);
+      CHECK_EQ_INT(r.cs.chunks, r.cs.cubin_hits);
+    }
+    free(cubin);
+    tj_context_destroy(ctx);
+    char cmd[1100];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    unsetenv("TJ_NVJITLINK");
+  }
 }
 
 // One run of affine_graph with a column-major device input (which takes
@@ -1610,6 +1683,7 @@ int main(void) {
   RUN_TEST(allocator_reuse);
   RUN_TEST(strided_device_tensors);
   RUN_TEST(cubin_cache);
+  RUN_TEST(cubin_cache_chunks);
   RUN_TEST(kernel_cubin_cache);
   RUN_TEST(specialize);
   RUN_TEST(errors);

@@ -428,7 +428,7 @@ static char* offline_ptx(const tj_graph_t* g, const tj_compile_debug_t* debug,
   tj_compile_options_t co = x86_options();
   co.target = TJ_TARGET_CUDA;
   co.autotune = TJ_AUTOTUNE_OFF;
-  tj_cuda_offline_arg_t arg = {TJ_NVPTX_SM_90A};
+  tj_cuda_offline_arg_t arg = {.arch = TJ_NVPTX_SM_90A};
   tj_executable_t* exe = NULL;
   CHECK_OK(
       tj_compile_with_backend(g, &co, &tj_backend_cuda, &arg, debug, &exe));
