@@ -106,10 +106,11 @@ typedef enum tj_setting_e {
   TJ_SETTING_LIBDEVICE = 20,
   // TJ_CUDA_COMPILE_THREADS (environment only): the threads a CUDA
   // program's kernel chunks compile on (jit/nvptx.h's
-  // tj_nvptx_module_compile_chunks; issue 14): unset or "" the CPUs the
+  // tj_nvptx_module_compile_chunks; issue 14): "auto" the CPUs the
   // process may run on, a number that many (1: one after another, for
-  // measuring), "module" the one module of every kernel compiled at once
-  // and loaded by the driver's JIT (the way before chunks, for A/B).
+  // measuring); unset, "" or "module" the one module of every kernel
+  // compiled at once and loaded by the driver's JIT (the default until the
+  // chunks have run on a GPU).
   TJ_SETTING_CUDA_COMPILE_THREADS = 21,
   // TJ_NVJITLINK (environment only): the nvJitLink that assembles a CUDA
   // program's chunks to cubins (backends/cuda/nvjitlink.h): unset or ""

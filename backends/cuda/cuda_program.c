@@ -162,19 +162,22 @@ static bool lt_residual_off(tj_context_t* context) {
 static _Atomic(bool) g_warned_compile_threads;
 
 // TJ_CUDA_COMPILE_THREADS (lib/env.h): the threads the kernels' chunks
-// compile on, 0 for the one module of every kernel.
+// compile on, 0 for the one module of every kernel. The one module stays
+// the default until the CUDA suite has run the chunks on a GPU (they were
+// built and checked offline in a session without one): "auto" asks for
+// the chunks on the host's threads, a number for that many threads.
 static uint32_t compile_threads(tj_context_t* context) {
   const char* v = tj_setting(context, TJ_SETTING_CUDA_COMPILE_THREADS);
-  if (!v || !v[0]) return tj_nvptx_host_threads();
-  if (strcmp(v, "module") == 0) return 0;
+  if (!v || !v[0] || strcmp(v, "module") == 0) return 0;
+  if (strcmp(v, "auto") == 0) return tj_nvptx_host_threads();
   char* end = NULL;
   long n = strtol(v, &end, 10);
   if (!*end && n >= 1 && n <= 4096) return (uint32_t)n;
   tj_warn_once(context, &g_warned_compile_threads,
-               "TJ_CUDA_COMPILE_THREADS: \"%.32s\" is not a thread count or "
-               "module and is ignored",
+               "TJ_CUDA_COMPILE_THREADS: \"%.32s\" is not a thread count, "
+               "auto or module and is ignored",
                v);
-  return tj_nvptx_host_threads();
+  return 0;
 }
 
 // The program of |device| (NULL: an offline program, see

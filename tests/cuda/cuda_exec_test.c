@@ -1185,12 +1185,14 @@ TEST(cubin_cache) {
   unsetenv("TJ_CUDA_COMPILE_THREADS");
 }
 
-// The chunks' caches (the default, issue 14): each chunk's cubin, made by
+// The chunks' caches (TJ_CUDA_COMPILE_THREADS=auto, issue 14): each
+// chunk's cubin, made by
 // nvJitLink where it is found (else the driver's linker: TJ_NVJITLINK=off
 // in the second round), kept in the memory and disk caches; a fresh
 // context loads them with no LLVM and no assembler; a corrupt entry is a
 // miss that LLVM and the assembler make again, never a crash.
 TEST(cubin_cache_chunks) {
+  setenv("TJ_CUDA_COMPILE_THREADS", "auto", 1);
   for (int round = 0; round < 2; ++round) {
     if (round == 1) setenv("TJ_NVJITLINK", "off", 1);
     char dir[] = "/tmp/tj_cuda_chunks_XXXXXX";
@@ -1252,6 +1254,7 @@ TEST(cubin_cache_chunks) {
     CHECK(system(cmd) == 0);
     unsetenv("TJ_NVJITLINK");
   }
+  unsetenv("TJ_CUDA_COMPILE_THREADS");
 }
 
 // One run of affine_graph with a column-major device input (which takes
