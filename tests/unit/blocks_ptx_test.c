@@ -13,113 +13,17 @@
 #include <stdlib.h>
 
 #include "tests/unit/ptx_check.h"
+#include "tests/unit/blocks_graphs.h"
 
 static const char* g_ptxas = "";
 static tj_context_t* g_ctx;
 
-enum { GPT_D = 768, GPT_H = 12, GPT_FFN = 3072 };
-enum { LLAMA_D = 2048, LLAMA_H = 16, LLAMA_HKV = 4, LLAMA_FFN = 5632 };
-
-static tj_value_t input(tj_graph_t* g, tj_dtype_t dt, const char* name,
-                        int32_t rank, const int64_t* dims) {
-  return tj_graph_input(g, dt, rank, dims, name);
-}
-
-// [b, t, n*dh] -> [b, n, t, dh]
-static tj_value_t heads(tj_graph_t* g, tj_value_t v, int64_t b, int64_t t,
-                        int64_t n, int64_t dh) {
-  tj_value_t r = tj_graph_reshape(g, v, 4, (int64_t[]){b, t, n, dh});
-  return tj_graph_transpose(g, r, (int32_t[]){0, 2, 1, 3});
-}
-
-// [b, h, t, dh] -> [b, t, h*dh]
-static tj_value_t merge(tj_graph_t* g, tj_value_t v, int64_t b, int64_t t,
-                        int64_t d) {
-  tj_value_t r = tj_graph_transpose(g, v, (int32_t[]){0, 2, 1, 3});
-  return tj_graph_reshape(g, r, 3, (int64_t[]){b, t, d});
-}
-
 static tj_graph_t* gpt_block(tj_dtype_t dt, int64_t b, int64_t t) {
-  tj_graph_t* g = NULL;
-  if (tj_graph_create(g_ctx, "gpt_block", &g) != NULL) return NULL;
-  if (b == 0) b = tj_graph_symbol(g, "B");
-  const int64_t d = GPT_D, dh = GPT_D / GPT_H;
-  tj_value_t x = input(g, dt, "x", 3, (int64_t[]){b, t, d});
-  const int64_t vd[] = {d}, md[] = {d, d};
-  tj_value_t ln1_w = input(g, dt, "ln1_w", 1, vd);
-  tj_value_t ln1_b = input(g, dt, "ln1_b", 1, vd);
-  tj_value_t wq = input(g, dt, "wq", 2, md), bq = input(g, dt, "bq", 1, vd);
-  tj_value_t wk = input(g, dt, "wk", 2, md), bk = input(g, dt, "bk", 1, vd);
-  tj_value_t wv = input(g, dt, "wv", 2, md), bv = input(g, dt, "bv", 1, vd);
-  tj_value_t wo = input(g, dt, "wo", 2, md), bo = input(g, dt, "bo", 1, vd);
-  tj_value_t ln2_w = input(g, dt, "ln2_w", 1, vd);
-  tj_value_t ln2_b = input(g, dt, "ln2_b", 1, vd);
-  tj_value_t w1 = input(g, dt, "w1", 2, (int64_t[]){d, GPT_FFN});
-  tj_value_t b1 = input(g, dt, "b1", 1, (int64_t[]){GPT_FFN});
-  tj_value_t w2 = input(g, dt, "w2", 2, (int64_t[]){GPT_FFN, d});
-  tj_value_t b2 = input(g, dt, "b2", 1, vd);
-  tj_value_t h = tj_graph_layer_norm(g, x, ln1_w, ln1_b, 1e-5);
-  tj_value_t q = heads(g, tj_graph_linear(g, h, wq, bq), b, t, GPT_H, dh);
-  tj_value_t k = heads(g, tj_graph_linear(g, h, wk, bk), b, t, GPT_H, dh);
-  tj_value_t v = heads(g, tj_graph_linear(g, h, wv, bv), b, t, GPT_H, dh);
-  tj_value_t a = merge(
-      g, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, true), b, t, d);
-  x = tj_graph_add(g, x, tj_graph_linear(g, a, wo, bo));
-  h = tj_graph_layer_norm(g, x, ln2_w, ln2_b, 1e-5);
-  tj_value_t m = tj_graph_linear(
-      g, tj_graph_gelu(g, tj_graph_linear(g, h, w1, b1), false), w2, b2);
-  tj_graph_output(g, tj_graph_add(g, x, m), "y");
-  return g;
-}
-
-// v [b, n, t, dh]: v * cos + concat(-v[.., dh/2:], v[.., :dh/2]) * sin
-static tj_value_t rope(tj_graph_t* g, tj_value_t v, tj_value_t cos,
-                       tj_value_t sin, int64_t n, int64_t t, int64_t dh) {
-  tj_value_t lo = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, 0},
-                                 (int64_t[]){INT64_MAX, n, t, dh / 2}, NULL);
-  tj_value_t hi = tj_graph_slice(g, v, (int64_t[]){0, 0, 0, dh / 2},
-                                 (int64_t[]){INT64_MAX, n, t, dh}, NULL);
-  tj_value_t rot =
-      tj_graph_concat(g, 2, (tj_value_t[]){tj_graph_neg(g, hi), lo}, 3);
-  return tj_graph_add(g, tj_graph_mul(g, v, cos), tj_graph_mul(g, rot, sin));
+  return tj_test_gpt_block(g_ctx, dt, b, t);
 }
 
 static tj_graph_t* llama_block(tj_dtype_t dt, int64_t b, int64_t t) {
-  tj_graph_t* g = NULL;
-  if (tj_graph_create(g_ctx, "llama_block", &g) != NULL) return NULL;
-  if (b == 0) b = tj_graph_symbol(g, "B");
-  const int64_t d = LLAMA_D, dh = LLAMA_D / LLAMA_H, kvd = LLAMA_HKV * dh;
-  tj_value_t x = input(g, dt, "x", 3, (int64_t[]){b, t, d});
-  const int64_t vd[] = {d};
-  tj_value_t rms1_w = input(g, dt, "rms1_w", 1, vd);
-  tj_value_t wq = input(g, dt, "wq", 2, (int64_t[]){d, d});
-  tj_value_t wk = input(g, dt, "wk", 2, (int64_t[]){d, kvd});
-  tj_value_t wv = input(g, dt, "wv", 2, (int64_t[]){d, kvd});
-  tj_value_t wo = input(g, dt, "wo", 2, (int64_t[]){d, d});
-  tj_value_t rms2_w = input(g, dt, "rms2_w", 1, vd);
-  tj_value_t wg = input(g, dt, "wg", 2, (int64_t[]){d, LLAMA_FFN});
-  tj_value_t wu = input(g, dt, "wu", 2, (int64_t[]){d, LLAMA_FFN});
-  tj_value_t wd = input(g, dt, "wd", 2, (int64_t[]){LLAMA_FFN, d});
-  tj_value_t cos = input(g, dt, "cos", 2, (int64_t[]){t, dh});
-  tj_value_t sin = input(g, dt, "sin", 2, (int64_t[]){t, dh});
-  tj_value_t h = tj_graph_rms_norm(g, x, rms1_w, 1e-6);
-  tj_value_t q = rope(g, heads(g, tj_graph_matmul(g, h, wq), b, t, LLAMA_H, dh),
-                      cos, sin, LLAMA_H, t, dh);
-  tj_value_t k =
-      rope(g, heads(g, tj_graph_matmul(g, h, wk), b, t, LLAMA_HKV, dh), cos,
-           sin, LLAMA_HKV, t, dh);
-  tj_value_t v = heads(g, tj_graph_matmul(g, h, wv), b, t, LLAMA_HKV, dh);
-  tj_value_t a = merge(
-      g, tj_graph_attention(g, q, k, v, tj_value_none(), 0.0, true), b, t, d);
-  x = tj_graph_add(g, x, tj_graph_matmul(g, a, wo));
-  h = tj_graph_rms_norm(g, x, rms2_w, 1e-6);
-  tj_value_t m = tj_graph_matmul(
-      g,
-      tj_graph_mul(g, tj_graph_silu(g, tj_graph_matmul(g, h, wg)),
-                   tj_graph_matmul(g, h, wu)),
-      wd);
-  tj_graph_output(g, tj_graph_add(g, x, m), "y");
-  return g;
+  return tj_test_llama_block(g_ctx, dt, b, t);
 }
 
 // The sanitizer leg (tj_test_sanitizer_subset) compiles the blocks at a
