@@ -319,6 +319,42 @@ static void emit_chunk(window_t* wd, LLVMValueRef j0, bool masked) {
 // whose taps reach it, so the shuffles drop from kw * kh a vector to s *
 // the vertical stride (9 -> 4 at 3x3/2). The weights are splat once a
 // unit, and max_pool's NaN is found beside its max, not in each step.
+// Max pools keep NaN as the reference does, in two parts: the plain
+// maximum (one vmaxps, the second operand where either is NaN; a
+// NaN-keeping max a step was four instructions, two on the shuffle port)
+// and, beside it, whether any tap is NaN, two taps a compare, the NaN put
+// in at the end. plain_max: |acc| and |v|, or |v| where |acc| is NULL.
+static LLVMValueRef plain_max(LLVMBuilderRef b, LLVMValueRef acc,
+                              LLVMValueRef v) {
+  if (!acc) return v;
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, v, ""), acc, v,
+                         "");
+}
+
+// Notes tap |v| in |*nan| (whether a tap so far is NaN), pairing it with
+// the odd tap held in |*prev|.
+static void note_nan(LLVMBuilderRef b, LLVMValueRef v, LLVMValueRef* nan,
+                     LLVMValueRef* prev) {
+  if (!*prev) {
+    *prev = v;
+    return;
+  }
+  LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, *prev, v, "");
+  *nan = *nan ? LLVMBuildOr(b, *nan, un, "") : un;
+  *prev = NULL;
+}
+
+// The maximum |acc| with NaN where a tap noted by note_nan was NaN.
+static LLVMValueRef put_nan(window_t* wd, LLVMValueRef acc, LLVMValueRef nan,
+                            LLVMValueRef prev) {
+  LLVMBuilderRef b = wd->em->b;
+  if (prev) {
+    LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");
+    nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
+  }
+  return LLVMBuildSelect(b, nan, tj_emit_fconst(wd->vf, NAN), acc, "");
+}
+
 typedef struct phase_plan_t {
   int64_t s;       // stride along the row
   int64_t padl;    // identity elements before a phase's first
@@ -503,21 +539,8 @@ static void phase_rows(window_t* wd, const phase_plan_t* pp, LLVMValueRef ring,
           part = part ? tj_emit_fmuladd(em, v, wt[t * kw + u], part)
                       : LLVMBuildFMul(b, v, wt[t * kw + u], "");
         } else if (max) {
-          // The plain max (one vmaxps: the second operand when either is
-          // NaN) and, beside it, whether any tap is NaN, two taps a
-          // compare; the NaN goes in at the end. Per step, a NaN-keeping
-          // max was four instructions, two of them on the shuffle port.
-          part = part ? LLVMBuildSelect(
-                            b, LLVMBuildFCmp(b, LLVMRealOGT, part, v, ""), part,
-                            v, "")
-                      : v;
-          if (prev) {
-            LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, v, "");
-            nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
-            prev = NULL;
-          } else {
-            prev = v;
-          }
+          part = plain_max(b, part, v);
+          note_nan(b, v, &nan, &prev);
         } else {
           part = part ? LLVMBuildFAdd(b, part, v, "") : v;
         }
@@ -525,8 +548,7 @@ static void phase_rows(window_t* wd, const phase_plan_t* pp, LLVMValueRef ring,
       if (!acc) {
         acc = part;
       } else if (max) {
-        acc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, part, ""),
-                              acc, part, "");
+        acc = plain_max(b, acc, part);
       } else {
         acc = LLVMBuildFAdd(b, acc, part, "");
       }
@@ -535,13 +557,7 @@ static void phase_rows(window_t* wd, const phase_plan_t* pp, LLVMValueRef ring,
     // at the identity) and the reference: the first tap's -0 (or -0
     // product) alone would otherwise stay -0. One add a vector.
     if (!max) acc = LLVMBuildFAdd(b, acc, tj_emit_fconst(wd->vf, 0.0), "");
-    if (max) {
-      if (prev) {
-        LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");
-        nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
-      }
-      acc = LLVMBuildSelect(b, nan, tj_emit_fconst(wd->vf, NAN), acc, "");
-    }
+    if (max) acc = put_nan(wd, acc, nan, prev);
     if (dw && wd->bias) acc = LLVMBuildFAdd(b, acc, wd->bias, "");
     if (avg) {
       LLVMValueRef cc =
@@ -892,25 +908,11 @@ static void blocked_pixels(window_t* wd, LLVMValueRef orow,
           "");
       LLVMSetAlignment(v, 4);
       if (ok) v = LLVMBuildSelect(b, ok, v, ident, "");
-      // As in the phase variant: plain maxima, and beside them whether any
-      // tap is NaN (two taps a compare), the NaN put in at the end.
-      acc = acc ? LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, v, ""),
-                                  acc, v, "")
-                : v;
-      if (prev) {
-        LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, v, "");
-        nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
-        prev = NULL;
-      } else {
-        prev = v;
-      }
+      acc = plain_max(b, acc, v);
+      note_nan(b, v, &nan, &prev);
     }
   }
-  if (prev) {
-    LLVMValueRef un = LLVMBuildFCmp(b, LLVMRealUNO, prev, prev, "");
-    nan = nan ? LLVMBuildOr(b, nan, un, "") : un;
-  }
-  acc = LLVMBuildSelect(b, nan, tj_emit_fconst(wd->vf, NAN), acc, "");
+  acc = put_nan(wd, acc, nan, prev);
   LLVMSetAlignment(
       LLVMBuildStore(
           b, acc, gep(em, em->t_f32, orow, LLVMBuildMul(b, j, c64(em, w), ""))),
