@@ -281,7 +281,11 @@ class Plan:
                 return None
             return list(outs)
         if reuse and self.last is not None:
-            return self.last  # their pointers are stored already
+            words = self.out_words
+            for j, o in enumerate(self.last):  # an out= call stored its own
+                words[_WORDS * j] = o.data_ptr() if self.kind == "torch" \
+                    else numpy_pointer(o)
+            return self.last
         words = self.out_words
         k = 0
         if self.kind == "numpy":
@@ -477,8 +481,13 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
         lines += [f"    outs = plan.outputs(out, reuse, ({', '.join(f'p{i}' for i in range(n_in))},))",
                   "    if outs is None:", "        return MISS",
                   "    " + _unpack(os_, "outs")]
+    # Reused outputs: their pointers again (an out= call between two
+    # reusing calls stored its own).
     lines += ["elif reuse and plan.last is not None:",
-              "    " + _unpack(os_, "plan.last"), "else:"]
+              "    " + _unpack(os_, "plan.last")]
+    lines += [f"    ow[{j * _WORDS}] = {pointer(o)}"
+              for j, o in enumerate(os_)]
+    lines.append("else:")
     for j, spec in enumerate(plan.out_specs):
         if numpy:
             env[f"os{j}"], env[f"od{j}"] = spec

@@ -225,6 +225,26 @@ def test_reuse_outputs_only_when_asked():
     assert exe(a4, b4) is not exe(a4, b4)
 
 
+def _reuse_then_out(exe, a, b, o):
+    """Two reusing calls, an out= call, a reusing call: the last writes
+    into the reused output, not into the out= array."""
+    exe(a, b)  # the general path builds the plan
+    y = exe(a, b)  # the hot path: the reused output
+    exe(b, a, out=o)
+    z = exe(a * 3, b)
+    assert z is y
+    return z
+
+
+def test_reuse_after_out_writes_the_reused_output():
+    exe = tj.compile(pointwise(), num_threads=1, reuse_outputs=True)
+    a, b = rand(4, 5), rand(4, 5)
+    o = np.zeros((4, 5), np.float32)
+    z = _reuse_then_out(exe, a, b, o)
+    np.testing.assert_allclose(z, a * 3 * b + a * 3, rtol=1e-6)
+    np.testing.assert_allclose(o, b * a + b, rtol=1e-6)
+
+
 def test_library_errors_surface_with_their_message():
     exe = tj.compile(pointwise(symbolic=False), num_threads=1)
     a, b = rand(3, 5), rand(3, 5)
