@@ -217,7 +217,7 @@ class Plan:
     __slots__ = ("kind", "n_in", "n_out", "checks", "in_arr", "out_arr",
                  "in_words", "out_words", "out_specs", "out_bytes",
                  "in_bytes", "in_ref", "out_ref", "keep", "lock", "last",
-                 "order")
+                 "order", "device_index")
 
     def __init__(self, kind: str, in_specs: Sequence[Tuple[Any, ...]],
                  out_specs: Sequence[Tuple[Tuple[int, ...], DType]],
@@ -268,85 +268,8 @@ class Plan:
         self.lock = threading.Lock()
         self.last: Optional[List[Any]] = None
         self.order = order
-
-    def outputs(self, out: Any, reuse: bool, in_ptrs: Sequence[Any]
-                ) -> Optional[List[Any]]:
-        """The output arrays, their pointers stored: |out| checked against
-        the inputs at |in_ptrs| (None when it does not fit this plan: the
-        general path then reports why), else the previous call's with
-        |reuse|, else new ones."""
-        if out is not None:
-            outs = out if isinstance(out, (list, tuple)) else [out]
-            if len(outs) != self.n_out or not self._bind_out(outs, in_ptrs):
-                return None
-            return list(outs)
-        if reuse and self.last is not None:
-            words = self.out_words
-            for j, o in enumerate(self.last):  # an out= call stored its own
-                words[_WORDS * j] = o.data_ptr() if self.kind == "torch" \
-                    else numpy_pointer(o)
-            return self.last
-        words = self.out_words
-        k = 0
-        if self.kind == "numpy":
-            empty = np.empty
-            off = _DATA_OFFSET
-            outs = []
-            for shape, dtype in self.out_specs:
-                o = empty(shape, dtype)
-                words[k] = _from_address(id(o) + off).value if off else \
-                    o.__array_interface__["data"][0]
-                k += _WORDS
-                outs.append(o)
-        else:
-            empty = sys.modules["torch"].empty
-            outs = []
-            for shape, dtype, device in self.out_specs:
-                o = empty(shape, dtype=dtype, device=device)
-                words[k] = o.data_ptr()
-                k += _WORDS
-                outs.append(o)
-        self.last = outs if reuse else None
-        return outs
-
-    def _bind_out(self, outs: Sequence[Any], in_ptrs: Sequence[Any]
-                  ) -> bool:
-        """Checks |outs| against the plan (dtype, shape, dense, writable,
-        no overlap with an input or another output) and stores them."""
-        words = self.out_words
-        spans = []
-        for j, (o, spec) in enumerate(zip(outs, self.out_specs)):
-            if self.kind == "numpy":
-                shape, dtype = spec
-                if type(o) is not np.ndarray or o.dtype is not dtype or \
-                        o.shape != shape:
-                    return False
-                if _FLAGS_OFFSET:
-                    if _int_at(id(o) + _FLAGS_OFFSET).value & \
-                            _DENSE_WRITABLE != _DENSE_WRITABLE:
-                        return False
-                elif not o.flags.c_contiguous or not o.flags.writeable:
-                    return False
-                p = numpy_pointer(o)
-            else:
-                shape, dtype, device = spec
-                tensor = sys.modules["torch"].Tensor
-                if type(o) is not tensor or o.dtype is not dtype or \
-                        o.shape != shape or o.device != device or \
-                        o.requires_grad or not o.is_contiguous():
-                    return False
-                p = o.data_ptr()
-            words[_WORDS * j] = p or None
-            if self.out_bytes[j]:
-                spans.append((p, p + self.out_bytes[j]))
-        if spans:
-            ins = [(p, p + n) for p, n in zip(in_ptrs, self.in_bytes)
-                   if p and n]
-            for j, (lo, hi) in enumerate(spans):
-                for other_lo, other_hi in ins + spans[:j]:
-                    if lo < other_hi and other_lo < hi:
-                        return False
-        return True
+        self.device_index = device_id if device_type == _lib.DEVICE_CUDA \
+            else -1
 
 
 def plan_for(inputs: Sequence[Any], in_dtypes: Sequence[DType],
@@ -385,16 +308,18 @@ def _unpack(names: Sequence[str], src: str) -> str:
 
 def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     """The call of |plan| as one generated function
-    ``call(inputs, out, reuse)`` with Plan.run's contract (the output or
-    the tuple of them, or MISS with nothing run), also taking the plan's
+    ``call(inputs, out, reuse)`` that returns the output or the tuple of
+    them, or MISS with nothing run (inputs or out= that do not fit the
+    plan: the general path runs them or says why not), taking the plan's
     lock (MISS when another thread holds it). |fn| is tj_executable_run
     without argument conversion, |handle| its converted executable.
 
-    numpy's inputs and outputs are checked and their data pointers stored
-    inline; an out= of torch tensors goes through Plan.outputs. The plan
-    does not hold the function (the function holds the plan), so that no
-    reference cycle keeps a dropped executable's plan and outputs alive
-    until the garbage collector runs."""
+    The inputs and an out= are checked and their data pointers stored
+    inline; torch's current stream is compared with the executable's
+    inline (CudaOrder only when they differ). The plan does not hold the
+    function (the function holds the plan), so that no reference cycle
+    keeps a dropped executable's plan and outputs alive until the garbage
+    collector runs."""
     n_in, n_out = plan.n_in, plan.n_out
     xs = [f"x{i}" for i in range(n_in)]
     os_ = [f"o{j}" for j in range(n_out)]
@@ -405,6 +330,7 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     numpy = plan.kind == "numpy"
     off = _DATA_OFFSET if numpy else 0
     flags_off = _FLAGS_OFFSET if numpy else 0
+    dev = plan.device_index
     if numpy:
         env.update(ndarray=np.ndarray, empty=np.empty, fa=_from_address,
                    int_at=_int_at)
@@ -412,8 +338,9 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
         torch = sys.modules["torch"]
         env.update(Tensor=torch.Tensor, empty=torch.empty)
     order = plan.order
+    raw = order._raw if order is not None else None
     if order is not None:
-        env.update(before=order.before, after=order.after)
+        env.update(before=order.before, after=order.after, raw=raw)
 
     def pointer(x: str) -> str:
         if not numpy:
@@ -421,6 +348,16 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
         if off:
             return f"(fa(id({x}) + {off}).value or 0)"
         return f"{x}.__array_interface__['data'][0]"
+
+    def checks(x: str, shape: str, dtype: str) -> List[str]:
+        """The refusal of |x| unless it fits this plan (MISS: the general
+        path then runs it or says why not)."""
+        if numpy:
+            return [f"if type({x}) is not ndarray or {x}.dtype is not "
+                    f"{dtype} or {x}.shape != {shape}:"]
+        return [f"if type({x}) is not Tensor or {x}.dtype is not {dtype} "
+                f"or {x}.shape != {shape} or {x}.get_device() != {dev} "
+                f"or {x}.requires_grad or not {x}.is_contiguous():"]
 
     body = [f"if len(inputs) != {n_in} or not acquire(False):",
             "    return MISS",
@@ -431,56 +368,55 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
         if numpy:
             shape, strides, dtype = check
             env[f"s{i}"], env[f"t{i}"], env[f"d{i}"] = shape, strides, dtype
-            lines += [f"if type({x}) is not ndarray or {x}.dtype is not d{i} "
-                      f"or {x}.shape != s{i} or {x}.strides != t{i}:",
-                      "    return MISS"]
+            lines += [checks(x, f"s{i}", f"d{i}")[0][:-1] +
+                      f" or {x}.strides != t{i}:", "    return MISS"]
         else:
-            shape, dtype, dev = check
+            shape, dtype, _ = check
             env[f"s{i}"], env[f"d{i}"] = shape, dtype
-            lines += [f"if type({x}) is not Tensor or {x}.dtype is not d{i} "
-                      f"or {x}.shape != s{i} or {x}.get_device() != {dev} "
-                      f"or {x}.requires_grad or not {x}.is_contiguous():",
-                      "    return MISS"]
+            lines += checks(x, f"s{i}", f"d{i}") + ["    return MISS"]
         lines += [f"p{i} = {pointer(x)}", f"w[{i * _WORDS}] = p{i}"]
-    # Outputs: out= (checked here for numpy), the previous call's when
-    # reusing, else new ones.
+    # torch's current stream: the run's order.
+    same = None
+    if order is not None and raw is not None:
+        lines.append(f"c = raw({dev})")
+        if order.stream is not None:
+            same = {order.stream} | ({0} if order.stream == 1 else set())
+            env["SAME"] = frozenset(same)
+    # Outputs: out= (checked here), the previous call's when reusing, else
+    # new ones.
     lines.append("if out is not None:")
-    if numpy:
-        if n_out == 1:
-            lines += ["    if type(out) is ndarray:", "        o0 = out",
-                      "    elif type(out) in (list, tuple) and "
-                      "len(out) == 1:", "        o0 = out[0]",
-                      "    else:", "        return MISS"]
-        else:
-            lines += [f"    if type(out) not in (list, tuple) or len(out) != "
-                      f"{n_out}:", "        return MISS",
-                      "    " + _unpack(os_, "out")]
-        spans = [(f"p{i}", n) for i, n in enumerate(plan.in_bytes) if n]
-        for j, (o, (shape, dtype)) in enumerate(zip(os_, plan.out_specs)):
-            env[f"os{j}"], env[f"od{j}"] = shape, dtype
-            lines += [f"    if type({o}) is not ndarray or {o}.dtype is not "
-                      f"od{j} or {o}.shape != os{j}:", "        return MISS"]
-            if flags_off:
-                lines += [f"    if int_at(id({o}) + {flags_off}).value & "
-                          f"{_DENSE_WRITABLE} != {_DENSE_WRITABLE}:",
-                          "        return MISS"]
-            else:
-                lines += [f"    if not {o}.flags.c_contiguous or not "
-                          f"{o}.flags.writeable:", "        return MISS"]
-            lines += [f"    q{j} = {pointer(o)}", f"    ow[{j * _WORDS}] = "
-                      f"q{j} or None"]
-            nb = plan.out_bytes[j]
-            if nb:
-                # Overlap with an input or an earlier output: the general
-                # path says which.
-                for p, n in spans:
-                    lines += [f"    if {p} and q{j} < {p} + {n} and {p} < "
-                              f"q{j} + {nb}:", "        return MISS"]
-                spans.append((f"q{j}", nb))
+    ty = "ndarray" if numpy else "Tensor"
+    if n_out == 1:
+        lines += [f"    if type(out) is {ty}:", "        o0 = out",
+                  "    elif type(out) in (list, tuple) and "
+                  "len(out) == 1:", "        o0 = out[0]",
+                  "    else:", "        return MISS"]
     else:
-        lines += [f"    outs = plan.outputs(out, reuse, ({', '.join(f'p{i}' for i in range(n_in))},))",
-                  "    if outs is None:", "        return MISS",
-                  "    " + _unpack(os_, "outs")]
+        lines += [f"    if type(out) not in (list, tuple) or len(out) != "
+                  f"{n_out}:", "        return MISS",
+                  "    " + _unpack(os_, "out")]
+    spans = [(f"p{i}", n) for i, n in enumerate(plan.in_bytes) if n]
+    for j, (o, spec) in enumerate(zip(os_, plan.out_specs)):
+        env[f"os{j}"], env[f"od{j}"] = spec[0], spec[1]
+        lines += ["    " + c for c in checks(o, f"os{j}", f"od{j}")]
+        lines.append("        return MISS")
+        if numpy and flags_off:
+            lines += [f"    if int_at(id({o}) + {flags_off}).value & "
+                      f"{_DENSE_WRITABLE} != {_DENSE_WRITABLE}:",
+                      "        return MISS"]
+        elif numpy:
+            lines += [f"    if not {o}.flags.c_contiguous or not "
+                      f"{o}.flags.writeable:", "        return MISS"]
+        lines += [f"    q{j} = {pointer(o)}", f"    ow[{j * _WORDS}] = "
+                  f"q{j} or None"]
+        nb = plan.out_bytes[j]
+        if nb:
+            # Overlap with an input or an earlier output: the general
+            # path says which.
+            for p, n in spans:
+                lines += [f"    if {p} and q{j} < {p} + {n} and {p} < "
+                          f"q{j} + {nb}:", "        return MISS"]
+            spans.append((f"q{j}", nb))
     # Reused outputs: their pointers again (an out= call between two
     # reusing calls stored its own).
     lines += ["elif reuse and plan.last is not None:",
@@ -490,20 +426,22 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     lines.append("else:")
     for j, spec in enumerate(plan.out_specs):
         if numpy:
-            env[f"os{j}"], env[f"od{j}"] = spec
             lines.append(f"    o{j} = empty(os{j}, od{j})")
         else:
-            env[f"os{j}"], env[f"od{j}"], env[f"ov{j}"] = spec
+            env[f"ov{j}"] = spec[2]
             lines.append(f"    o{j} = empty(os{j}, dtype=od{j}, "
                          f"device=ov{j})")
         lines.append(f"    ow[{j * _WORDS}] = {pointer(f'o{j}')}")
     lines.append(f"    plan.last = [{', '.join(os_)}] if reuse else None")
     if order is not None:
-        lines.append("cur = before()")
+        if same is not None:
+            lines.append("cur = None if c in SAME else before()")
+        else:
+            lines.append("cur = before()")
     lines += [f"status = fn(h, pi, {n_in}, po, {n_out})",
               "if status:", "    check(status)"]
     if order is not None:
-        lines.append("after(cur)")
+        lines += ["if cur is not None:", "    after(cur)"]
     if n_out == 1:
         lines.append("return o0")
     else:

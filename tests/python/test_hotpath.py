@@ -522,6 +522,37 @@ def test_torch_cuda_in_gives_cuda_out_on_the_current_stream():
     torch.testing.assert_close(z3, a * b + a)
 
 
+@needs_torch
+def test_torch_reuse_after_out_writes_the_reused_output():
+    exe = tj.compile(pointwise(), num_threads=1, reuse_outputs=True)
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    o = torch.zeros(4, 5)
+    z = _reuse_then_out(exe, a, b, o)
+    torch.testing.assert_close(z, a * 3 * b + a * 3)
+    torch.testing.assert_close(o, b * a + b)
+
+
+@needs_torch
+def test_torch_out_errors_as_the_general_path_says():
+    exe = tj.compile(pointwise(), num_threads=1)
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    exe(a, b)
+    exe(a, b)  # the hot path
+    for bad, what in ((torch.empty(4, 5, dtype=torch.float64), "f64"),
+                      (torch.empty(3, 5), "dim"),
+                      (torch.empty(5, 4).t(), ""),
+                      (a, "overlaps")):
+        if what:
+            with pytest.raises(tj.TensorJitError, match=what):
+                exe(a, b, out=bad)
+        else:  # a strided out= is written in place by the general path
+            assert exe(a, b, out=bad) is bad
+            torch.testing.assert_close(bad, a * b + a)
+    o = torch.empty(4, 5)
+    assert exe(a, b, out=o) is o and exe(a, b, out=[o]) is o
+    torch.testing.assert_close(o, a * b + a)
+
+
 def _attention_numpy(q, k, v, scale, causal):
     """y and the row log-sum-exp of softmax attention, G = H / Hkv."""
     grp = q.shape[1] // k.shape[1]
