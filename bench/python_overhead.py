@@ -3,7 +3,8 @@
 (y = a * b + a, f32 [4, 4]) through tensorjit.Executable, beside the same
 run through a bare ctypes call of tj_executable_run (tensors marshalled
 once, outside the loop) and torch eager's cost of one op (torch.add), in
-the same run:
+the same run ("kept": the caller keeps the last 8 outputs, so that their
+memory cannot be recycled and each call allocates):
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/python_overhead.py
     ... --target cuda          # torch CUDA tensors (the GPU machine)
@@ -16,6 +17,7 @@ call.
 """
 
 import argparse
+import collections
 import ctypes
 import os
 import statistics
@@ -80,6 +82,10 @@ def main() -> None:
         tx, ty = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
         tout = torch.empty(shape, device=dev)
         cases[f"tensorjit, torch {dev} in/out"] = lambda: exe(tx, ty)
+        # The outputs kept (the last 8), so that none can be recycled.
+        kept = collections.deque(maxlen=8)
+        cases[f"tensorjit, torch {dev} in/out, kept"] = lambda: kept.append(
+            exe(tx, ty))
         cases[f"tensorjit, torch {dev}, out="] = lambda: exe(tx, ty,
                                                              out=tout)
         cases[f"torch eager, one op ({dev})"] = lambda: torch.add(tx, ty)

@@ -438,6 +438,7 @@ class Executable(_Runner):
         #: previous call of the same shapes returned (no allocation);
         #: arrays returned earlier are then overwritten by later calls.
         self.reuse_outputs = bool(reuse_outputs)
+        self._recycle_outputs = True
         self.context: Context = graph.context
         self.target = target
         self.name = graph.name
@@ -459,6 +460,26 @@ class Executable(_Runner):
     @property
     def closed(self) -> bool:
         return not self._handle
+
+    @property
+    def recycle_outputs(self) -> bool:
+        """Whether a call with torch tensors and no ``out=`` may write into
+        the memory of an earlier call's outputs once nothing outside this
+        executable refers to it any more (no tensor, view, storage or
+        DLPack capsule over it; on CUDA, torch's current stream still the
+        one it was allocated on), returning new tensors over it: what
+        torch's caching allocator would do with that freed memory, without
+        a torch.empty per output. True by default, for outputs of up to
+        1 MiB together (the memory stays with the executable until its
+        next call of that shape or its close). Set it False when an output
+        goes to ``Tensor.record_stream`` and is dropped before that
+        stream's work is done: the reference counts do not show it."""
+        return self._recycle_outputs
+
+    @recycle_outputs.setter
+    def recycle_outputs(self, value: bool) -> None:
+        self._recycle_outputs = bool(value)
+        self._plan = self._call = None  # the next call plans again
 
     def close(self) -> None:
         """Drops this object's reference (tj_executable_release)."""
@@ -523,7 +544,7 @@ class Executable(_Runner):
         call = None
         try:
             plan = _fast.plan_for(bound, self.input_dtypes, out_specs,
-                                  self._cuda_order)
+                                  self._cuda_order, self._recycle_outputs)
             if plan is not None:
                 call = _fast.specialize(plan, self._raw_run,
                                         self._handle_arg)

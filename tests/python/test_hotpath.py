@@ -522,6 +522,96 @@ def test_torch_cuda_in_gives_cuda_out_on_the_current_stream():
     torch.testing.assert_close(z3, a * b + a)
 
 
+def _recycling(device):
+    """The hot path's recycled torch outputs (_fast.py) on |device|: the
+    memory of a dropped output is written again, returned as a new tensor;
+    memory that anything the caller holds still refers to is not."""
+    exe = tj.compile(pointwise(), "cuda" if device == "cuda" else "x86",
+                     num_threads=1)
+
+    def inputs(k, batch=4):
+        a = torch.full((batch, 5), float(k), device=device)
+        return a, torch.arange(batch * 5, dtype=torch.float32,
+                               device=device).reshape(batch, 5)
+
+    def want(k, batch=4):
+        a, b = inputs(k, batch)
+        return a * b + a
+
+    exe(*inputs(0))  # the general path plans
+    y = exe(*inputs(1))
+    assert exe._plan.recycled is not None
+    p = y.data_ptr()
+    del y
+    y = exe(*inputs(2))
+    assert y.data_ptr() == p, "a dropped output's memory is recycled"
+    assert y._base is None and not y._is_view() and not y.requires_grad
+    torch.testing.assert_close(y, want(2))
+    # Whatever the caller keeps over the memory keeps it from the next
+    # call: the output itself, a view, a detached tensor, .data, the
+    # storage, a DLPack capsule, an autograd save; .numpy() on the CPU.
+    def storage_view(st):
+        return torch.empty(0, device=device).set_(st, 0, (4, 5), (5, 1))
+
+    # (hold, read the held memory back as [4, 5])
+    holders = [
+        (lambda t: t, lambda h: h),
+        (lambda t: t.view(-1), lambda h: h.view(4, 5)),
+        (lambda t: t[1:], lambda h: h),
+        (lambda t: t.detach(), lambda h: h),
+        (lambda t: t.data, lambda h: h),
+        (lambda t: t.untyped_storage(), storage_view),
+        (lambda t: t.__dlpack__(), torch.from_dlpack),
+        (lambda t: t * torch.ones(5, device=device, requires_grad=True),
+         lambda h: h.grad_fn._saved_self),
+    ]
+    if device == "cpu":
+        holders.append((lambda t: t.numpy(), torch.from_numpy))
+    for k, (hold, read) in enumerate(holders, start=3):
+        y = exe(*inputs(k))
+        kept, p = hold(y), y.data_ptr()
+        del y
+        z = exe(*inputs(k + 100))
+        assert z.data_ptr() != p, f"holder {k - 3} did not keep the memory"
+        torch.testing.assert_close(z, want(k + 100))
+        got = read(kept)
+        torch.testing.assert_close(got, want(k)[-got.shape[0]:])
+        del kept, got, z
+    # The caller's state on an output does not reach the next one: a new
+    # tensor each call.
+    y = exe(*inputs(1))
+    y.tag = "mine"
+    y.requires_grad_()
+    p = y.data_ptr()
+    del y
+    y = exe(*inputs(2))
+    assert y.data_ptr() == p
+    assert not hasattr(y, "tag") and not y.requires_grad
+    # A storage resized under the output (its memory moved) is left alone.
+    y.untyped_storage().resize_(0)
+    del y
+    y = exe(*inputs(3))
+    torch.testing.assert_close(y, want(3))
+    # Another shape plans again; an input of another dtype is refused as
+    # before and the plan still serves.
+    torch.testing.assert_close(exe(*inputs(4, batch=2)), want(4, batch=2))
+    a, b = inputs(5)
+    with pytest.raises(tj.TensorJitError):
+        exe(a.double(), b)
+    torch.testing.assert_close(exe(a, b), want(5))
+    # Off: each call allocates (nothing kept by the plan).
+    exe.recycle_outputs = False
+    exe(*inputs(6))
+    torch.testing.assert_close(exe(*inputs(7)), want(7))
+    assert exe._plan.recycled is None
+    return exe, inputs, want
+
+
+@needs_torch
+def test_torch_outputs_recycled_only_when_unreachable():
+    _recycling("cpu")
+
+
 @needs_torch
 def test_torch_reuse_after_out_writes_the_reused_output():
     exe = tj.compile(pointwise(), num_threads=1, reuse_outputs=True)
@@ -551,6 +641,32 @@ def test_torch_out_errors_as_the_general_path_says():
     o = torch.empty(4, 5)
     assert exe(a, b, out=o) is o and exe(a, b, out=[o]) is o
     torch.testing.assert_close(o, a * b + a)
+
+
+@needs_cuda
+def test_torch_cuda_outputs_recycled_on_their_stream_only():
+    exe, inputs, want = _recycling("cuda")
+    exe.recycle_outputs = True
+    exe(*inputs(1))
+    y = exe(*inputs(2))
+    p = y.data_ptr()
+    del y
+    # On another stream the dropped memory is not written (the caching
+    # allocator orders its reuse on the stream it was allocated on).
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        a, b = inputs(3)
+        z = exe(a, b)
+        assert z.data_ptr() != p
+        w = z * 1
+        side.synchronize()
+    torch.testing.assert_close(w, want(3))
+    # Back on the default stream, the side stream's memory is not taken.
+    q = z.data_ptr()
+    del z, w
+    y = exe(*inputs(4))
+    assert y.data_ptr() != q
+    torch.testing.assert_close(y, want(4))
 
 
 def _attention_numpy(q, k, v, scale, causal):
