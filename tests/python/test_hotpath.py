@@ -538,6 +538,15 @@ def _recycling(device):
         a, b = inputs(k, batch)
         return a * b + a
 
+    def settle():
+        """Calls that drop their outputs until the plan recycles (a pause
+        after misses in a row ends)."""
+        for _ in range(_fast.RECYCLE_PAUSE + 2):
+            exe(*inputs(0))
+        p = exe(*inputs(0)).data_ptr()
+        assert exe(*inputs(0)).data_ptr() == p, "recycling"
+        assert exe._plan.recycled[0][5] == 0
+
     exe(*inputs(0))  # the general path plans
     y = exe(*inputs(1))
     assert exe._plan.recycled is not None
@@ -568,6 +577,7 @@ def _recycling(device):
     if device == "cpu":
         holders.append((lambda t: t.numpy(), torch.from_numpy))
     for k, (hold, read) in enumerate(holders, start=3):
+        settle()
         y = exe(*inputs(k))
         kept, p = hold(y), y.data_ptr()
         del y
@@ -579,6 +589,7 @@ def _recycling(device):
         del kept, got, z
     # The caller's state on an output does not reach the next one: a new
     # tensor each call.
+    settle()
     y = exe(*inputs(1))
     y.tag = "mine"
     y.requires_grad_()
@@ -592,6 +603,15 @@ def _recycling(device):
     del y
     y = exe(*inputs(3))
     torch.testing.assert_close(y, want(3))
+    # A caller that keeps every output: the plan pauses recycling after a
+    # few misses, and takes it up again once the outputs are dropped.
+    kept = [exe(*inputs(k)) for k in range(10)]
+    for k, y in enumerate(kept):
+        torch.testing.assert_close(y, want(k))
+    assert len({y.data_ptr() for y in kept}) == 10
+    assert exe._plan.recycled[0][5] > 0, "recycling paused"
+    del kept, y
+    settle()
     # Another shape plans again; an input of another dtype is refused as
     # before and the plan still serves.
     torch.testing.assert_close(exe(*inputs(4, batch=2)), want(4, batch=2))
