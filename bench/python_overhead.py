@@ -8,6 +8,12 @@ memory cannot be recycled and each call allocates):
 
     TJ_LIBRARY=build/libtensorjit.so python3 bench/python_overhead.py
     ... --target cuda          # torch CUDA tensors (the GPU machine)
+    ... --compare OLD/python   # also another tree's package, same process
+
+--compare loads each named package directory's tensorjit under a name of
+its own, on the same library, and adds its tensorjit rows (prefixed with
+the directory) to the same interleaved rounds: a before/after in one
+process, where the machine's load and clocks hit both alike.
 
 Each case is timed in rounds of N calls, the rounds of all cases
 interleaved so that load on the host hits them alike; prints the minimum
@@ -19,6 +25,7 @@ call.
 import argparse
 import collections
 import ctypes
+import importlib.util
 import os
 import statistics
 import sys
@@ -32,12 +39,61 @@ import tensorjit as tj  # noqa: E402
 from tensorjit import _lib  # noqa: E402
 
 
+def load_package(directory: str, index: int):
+    """The tensorjit package under |directory| as module tensorjit_<index>
+    (its imports are relative, so it keeps to its own modules)."""
+    init = os.path.join(directory, "tensorjit", "__init__.py")
+    name = f"tensorjit_{index}"
+    spec = importlib.util.spec_from_file_location(
+        name, init, submodule_search_locations=[os.path.dirname(init)])
+    if spec is None or spec.loader is None:
+        sys.exit(f"--compare: no tensorjit package in {directory}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def tensorjit_cases(tjm, target, shape, x, y, out, torch, prefix=""):
+    """The calls through package |tjm|'s Executable: numpy in and out,
+    out=, reuse_outputs (x86), torch in and out, the outputs kept, out=.
+    Returns (cases, the executable)."""
+    g = tjm.Graph("tiny")
+    a = g.input("a", "f32", list(shape))
+    b = g.input("b", "f32", list(shape))
+    g.output(a * b + a, "y")
+    exe = tjm.compile(g, target, num_threads=1)
+    cases = {}
+    if target == "x86":
+        cases[prefix + "tensorjit, numpy in/out"] = lambda: exe(x, y)
+        cases[prefix + "tensorjit, numpy, out="] = lambda: exe(x, y,
+                                                               out=out)
+        reuse = tjm.compile(g, target, num_threads=1, reuse_outputs=True)
+        cases[prefix + "tensorjit, numpy, reuse_outputs"] = lambda: reuse(
+            x, y)
+    if torch is not None:
+        dev = "cuda" if target == "cuda" else "cpu"
+        tx, ty = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+        tout = torch.empty(shape, device=dev)
+        cases[prefix + f"tensorjit, torch {dev} in/out"] = lambda: exe(tx,
+                                                                      ty)
+        # The outputs kept (the last 8), so that none can be recycled.
+        kept = collections.deque(maxlen=8)
+        cases[prefix + f"tensorjit, torch {dev} in/out, kept"] = \
+            lambda: kept.append(exe(tx, ty))
+        cases[prefix + f"tensorjit, torch {dev}, out="] = lambda: exe(
+            tx, ty, out=tout)
+    return cases, g, exe
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="x86", choices=("x86", "cuda"))
     ap.add_argument("--calls", type=int, default=5000, help="per round")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--shape", default="4,4")
+    ap.add_argument("--compare", nargs="*", default=[], metavar="DIR",
+                    help="other trees' python/ directories to time too")
     args = ap.parse_args()
     shape = tuple(int(d) for d in args.shape.split(","))
     try:
@@ -48,22 +104,19 @@ def main() -> None:
                                   not torch.cuda.is_available()):
         sys.exit("--target cuda needs torch with a CUDA device")
 
-    g = tj.Graph("tiny")
-    a = g.input("a", "f32", list(shape))
-    b = g.input("b", "f32", list(shape))
-    g.output(a * b + a, "y")
-    exe = tj.compile(g, args.target, num_threads=1)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     y = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
     out = np.empty(shape, np.float32)
 
-    cases = {}
-    if args.target == "x86":
-        cases["tensorjit, numpy in/out"] = lambda: exe(x, y)
-        cases["tensorjit, numpy, out="] = lambda: exe(x, y, out=out)
-        reuse = tj.compile(g, args.target, num_threads=1,
-                           reuse_outputs=True)
-        cases["tensorjit, numpy, reuse_outputs"] = lambda: reuse(x, y)
+    cases, g, exe = tensorjit_cases(tj, args.target, shape, x, y, out,
+                                    torch)
+    for i, directory in enumerate(args.compare):
+        label = os.path.basename(os.path.dirname(os.path.abspath(
+            directory)))
+        more, _, _ = tensorjit_cases(load_package(directory, i),
+                                     args.target, shape, x, y, out, torch,
+                                     f"[{label}] ")
+        cases.update(more)
     # The C call alone through ctypes, marshalled once.
     exe(x, y)
     plan = exe._plan
@@ -81,13 +134,6 @@ def main() -> None:
         dev = "cuda" if args.target == "cuda" else "cpu"
         tx, ty = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
         tout = torch.empty(shape, device=dev)
-        cases[f"tensorjit, torch {dev} in/out"] = lambda: exe(tx, ty)
-        # The outputs kept (the last 8), so that none can be recycled.
-        kept = collections.deque(maxlen=8)
-        cases[f"tensorjit, torch {dev} in/out, kept"] = lambda: kept.append(
-            exe(tx, ty))
-        cases[f"tensorjit, torch {dev}, out="] = lambda: exe(tx, ty,
-                                                             out=tout)
         cases[f"torch eager, one op ({dev})"] = lambda: torch.add(tx, ty)
         cases[f"torch eager, a*b+a ({dev})"] = lambda: tx * ty + tx
         if args.target == "cuda":
@@ -135,10 +181,11 @@ def main() -> None:
           f"{sys.version.split()[0]}, numpy {np.__version__}"
           + (f", torch {torch.__version__}" if torch is not None else
              ", no torch"))
-    print(f"{'case':40s} {'min us':>8s} {'median us':>10s} "
+    width = max(40, max(len(name) for name in times))
+    print(f"{'case':{width}s} {'min us':>8s} {'median us':>10s} "
           f"{'cpu min us':>11s}")
     for name, ts in times.items():
-        print(f"{name:40s} {min(ts):8.2f} {statistics.median(ts):10.2f} "
+        print(f"{name:{width}s} {min(ts):8.2f} {statistics.median(ts):10.2f} "
               f"{min(cpu[name]):11.2f}")
 
 
