@@ -212,8 +212,9 @@ MISS = object()
 #
 # A plan keeps, per torch output, a private tensor P that is never handed
 # out and P's storage object S (torch keeps one Python object per storage:
-# a caller's t.untyped_storage() is S itself), and returns P.detach(): a
-# new tensor (not a view, no _base, its own metadata) over P's storage.
+# a caller's t.untyped_storage() is S itself), and returns P.data: a new
+# tensor (not a view, no _base, its own metadata and version counter) over
+# P's storage (.data 0.56 us, detach() 0.97 on the dev VM: no dispatch).
 # The next call may write into that storage again when
 #   - the storage's use count is what P and S alone give it (every tensor
 #     over it, a view, a detach, .data, .numpy(), a DLPack capsule, an
@@ -272,13 +273,13 @@ def _recycle_counts() -> Optional[Tuple[int, int]]:
         del P
         uses, refs = suc(r[2]), _getrc(r[1])
         ok = True
-        for make in (lambda: r[0].detach(), lambda: r[0].detach().view(2, 2),
-                     lambda: r[0].detach().numpy(),
-                     lambda: r[0].detach()[1:]):
+        for make in (lambda: r[0].data, lambda: r[0].data.view(2, 2),
+                     lambda: r[0].data.numpy(), lambda: r[0].data[1:],
+                     lambda: r[0].data.detach()):
             y = make()
             ok = ok and suc(r[2]) > uses
             del y
-        s = r[0].detach().untyped_storage()
+        s = r[0].data.untyped_storage()
         ok = ok and s is r[1] and _getrc(r[1]) > refs
         del s
         ok = ok and suc(r[2]) == uses and _getrc(r[1]) == refs
@@ -374,7 +375,7 @@ class Plan:
         stored; the memory is kept for recycling, except while the
         caller keeps the outputs (RECYCLE_MISSES misses in a row on the
         same stream): then RECYCLE_PAUSE calls allocate plainly, which
-        saves the private tensor's detach and storage lookups."""
+        saves the storage lookups and the private tensor's .data."""
         assert self.recycled is not None
         r = self.recycled[k]
         torch = sys.modules["torch"]
@@ -399,7 +400,7 @@ class Plan:
             return P
         r[:5] = [P, P.untyped_storage(), 0, ptr, stream]
         r[2] = r[1]._cdata
-        return P.detach()
+        return P.data
 
 
 def plan_for(inputs: Sequence[Any], in_dtypes: Sequence[DType],
@@ -578,7 +579,7 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
             lines += [f"    if r{j}[4] == c and suc(r{j}[2]) == USES and "
                       f"getrc(r{j}[1]) == REFS and r{j}[0].data_ptr() == "
                       f"r{j}[3]:",
-                      f"        o{j} = r{j}[0].detach()",
+                      f"        o{j} = r{j}[0].data",
                       f"        ow[{j * _WORDS}] = r{j}[3]",
                       "    else:",
                       f"        o{j} = fresh({j}, c)"]

@@ -592,12 +592,14 @@ def _recycling(device):
     settle()
     y = exe(*inputs(1))
     y.tag = "mine"
+    y.add_(1)  # its version counter moves
     y.requires_grad_()
     p = y.data_ptr()
     del y
     y = exe(*inputs(2))
     assert y.data_ptr() == p
     assert not hasattr(y, "tag") and not y.requires_grad
+    assert y._version == 0
     # A storage resized under the output (its memory moved) is left alone.
     y.untyped_storage().resize_(0)
     del y
