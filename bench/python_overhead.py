@@ -149,6 +149,17 @@ def main() -> None:
                 th, tpi, 2, tpo, 1)
             cases["  part: torch.empty (cuda)"] = lambda: torch.empty(
                 shape, device=dev)
+            # A recycled output (_fast.py): its new tensor and the counts
+            # that allow it; empty_like, the allocation when they do not.
+            cases["  part: torch.empty_like (cuda)"] = \
+                lambda: torch.empty_like(tout)
+            cases["  part: t.data"] = lambda: tout.data
+            suc = getattr(torch._C, "_storage_Use_Count", None)
+            if suc is not None:
+                st = [tout.untyped_storage()]
+                cd = st[0]._cdata
+                cases["  part: storage use count + refcount"] = \
+                    lambda: (suc(cd), sys.getrefcount(st[0]))
             raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
                                  None)
             if raw_stream is not None:
