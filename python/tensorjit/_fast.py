@@ -222,7 +222,10 @@ MISS = object()
 #   - S's Python reference count is the plan's alone (no caller holds S),
 #   - P's data pointer is unchanged (a storage resize_ moves it),
 #   - on CUDA, torch's current stream is the one P was allocated on (the
-#     caching allocator orders reuse on that stream only).
+#     caching allocator orders reuse on that stream only),
+#   - torch's inference mode is what it was when P was allocated (a
+#     tensor made in inference mode is an inference tensor, which
+#     autograd refuses outside it).
 # Then no tensor the caller can reach reads or writes that memory, and
 # writing into it again is what torch's caching allocator would do with a
 # freed block of that stream: unobservable. The one thing these counts do
@@ -260,10 +263,12 @@ def _recycle_counts() -> Optional[Tuple[int, int]]:
         return _RECYCLE
     _RECYCLE_CHECKED = True
     torch = torch_module()
-    suc = getattr(getattr(torch, "_C", None), "_storage_Use_Count", None)
+    torch_c = getattr(torch, "_C", None)
+    suc = getattr(torch_c, "_storage_Use_Count", None)
     gil = getattr(sys, "_is_gil_enabled", None)
-    if suc is None or sys.implementation.name != "cpython" or (
-            gil is not None and not gil()):
+    if suc is None or not hasattr(torch_c, "is_inference_mode_enabled") or \
+            sys.implementation.name != "cpython" or (
+                gil is not None and not gil()):
         return None
     try:
         # As Plan.fresh leaves them: P and S in the list alone.
@@ -360,26 +365,29 @@ class Plan:
             else -1
         # Per output [P, S, S's storage pointer, P's data pointer, the
         # stream P was allocated on (-1: none, or paused), the calls left
-        # in a pause, the misses in a row] (see the recycling comment
-        # above and fresh()), or None: outputs allocated each call.
+        # in a pause, the misses in a row, whether P was made in
+        # inference mode] (see the recycling comment above and fresh()),
+        # or None: outputs allocated each call.
         self.recycled: Optional[List[List[Any]]] = None
         if kind == "torch" and recycle and self.n_out and \
                 sum(self.out_bytes) <= RECYCLE_MAX_BYTES and \
                 _recycle_counts() is not None:
-            self.recycled = [[None, None, 0, 0, -1, 0, 0]
+            self.recycled = [[None, None, 0, 0, -1, 0, 0, False]
                              for _ in range(self.n_out)]
 
-    def fresh(self, k: int, stream: int) -> Any:
+    def fresh(self, k: int, stream: int, inference: bool) -> Any:
         """A new tensor for output |k| over new memory allocated on
-        |stream| (torch's current raw stream, 0 on the CPU), its pointer
-        stored; the memory is kept for recycling, except while the
-        caller keeps the outputs (RECYCLE_MISSES misses in a row on the
-        same stream): then RECYCLE_PAUSE calls allocate plainly, which
-        saves the storage lookups and the private tensor's .data."""
+        |stream| (torch's current raw stream, 0 on the CPU) with torch's
+        inference mode |inference|, its pointer stored; the memory is kept
+        for recycling, except while the caller keeps the outputs
+        (RECYCLE_MISSES misses in a row on the same stream and mode): then
+        RECYCLE_PAUSE calls allocate plainly, which saves the storage
+        lookups and the private tensor's .data."""
         assert self.recycled is not None
         r = self.recycled[k]
         torch = sys.modules["torch"]
-        if not r[5] and r[0] is not None and r[4] == stream:
+        if not r[5] and r[0] is not None and r[4] == stream and \
+                r[7] is inference:
             r[6] += 1  # the memory was still held
             if r[6] >= RECYCLE_MISSES:
                 r[4], r[5], r[6] = -1, RECYCLE_PAUSE, 0
@@ -399,7 +407,7 @@ class Plan:
             r[5] -= 1
             return P
         r[:5] = [P, P.untyped_storage(), 0, ptr, stream]
-        r[2] = r[1]._cdata
+        r[2], r[7] = r[1]._cdata, inference
         return P.data
 
 
@@ -483,9 +491,10 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     if recycled is not None:
         counts = _recycle_counts()
         assert counts is not None
-        env.update(suc=sys.modules["torch"]._C._storage_Use_Count,
-                   getrc=_getrc, fresh=plan.fresh, USES=counts[0],
-                   REFS=counts[1])
+        torch_c = sys.modules["torch"]._C
+        env.update(suc=torch_c._storage_Use_Count, getrc=_getrc,
+                   inference=torch_c.is_inference_mode_enabled,
+                   fresh=plan.fresh, USES=counts[0], REFS=counts[1])
         for j, r in enumerate(recycled):
             env[f"r{j}"] = r
 
@@ -576,13 +585,15 @@ def specialize(plan: Plan, fn: Any, handle: Any) -> Any:
     lines.append("else:")
     for j, spec in enumerate(plan.out_specs):
         if recycled is not None:
-            lines += [f"    if r{j}[4] == c and suc(r{j}[2]) == USES and "
-                      f"getrc(r{j}[1]) == REFS and r{j}[0].data_ptr() == "
-                      f"r{j}[3]:",
+            if j == 0:
+                lines.append("    m = inference()")
+            lines += [f"    if r{j}[4] == c and r{j}[7] is m and "
+                      f"suc(r{j}[2]) == USES and getrc(r{j}[1]) == REFS "
+                      f"and r{j}[0].data_ptr() == r{j}[3]:",
                       f"        o{j} = r{j}[0].data",
                       f"        ow[{j * _WORDS}] = r{j}[3]",
                       "    else:",
-                      f"        o{j} = fresh({j}, c)"]
+                      f"        o{j} = fresh({j}, c, m)"]
             continue
         if numpy:
             lines.append(f"    o{j} = empty(os{j}, od{j})")

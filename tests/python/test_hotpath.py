@@ -600,6 +600,22 @@ def _recycling(device):
     assert y.data_ptr() == p
     assert not hasattr(y, "tag") and not y.requires_grad
     assert y._version == 0
+    # A tensor made in inference mode is an inference tensor (autograd
+    # refuses it): memory is recycled within the mode it was made in.
+    del y
+    settle()
+    with torch.inference_mode():
+        y = exe(*inputs(2))
+        assert y.is_inference()
+        del y
+        y = exe(*inputs(3))
+        assert y.is_inference()
+        del y
+    y = exe(*inputs(4))
+    assert not y.is_inference()
+    w = torch.ones(5, device=device, requires_grad=True)
+    (y * w).sum().backward()
+    torch.testing.assert_close(w.grad, want(4).sum(0))
     # A storage resized under the output (its memory moved) is left alone.
     y.untyped_storage().resize_(0)
     del y
