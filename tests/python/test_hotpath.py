@@ -651,6 +651,37 @@ def test_torch_outputs_recycled_only_when_unreachable():
 
 
 @needs_torch
+def test_torch_threads_recycle_only_what_nobody_holds():
+    exe = tj.compile(pointwise(), num_threads=1)
+    errors = []
+
+    def work(seed):
+        gen = torch.Generator().manual_seed(seed)
+        kept = []
+        try:
+            for i in range(300):
+                a = torch.randn(4, 5, generator=gen)
+                b = torch.randn(4, 5, generator=gen)
+                y = exe(a, b)
+                if not torch.allclose(y, a * b + a):
+                    errors.append("wrong values")
+                if i % 7 == 0:  # some outputs kept to the end
+                    kept.append((y, a * b + a))
+            for y, want in kept:
+                if not torch.allclose(y, want):
+                    errors.append("a kept output was overwritten")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+@needs_torch
 def test_torch_reuse_after_out_writes_the_reused_output():
     exe = tj.compile(pointwise(), num_threads=1, reuse_outputs=True)
     a, b = torch.randn(4, 5), torch.randn(4, 5)
