@@ -46,6 +46,8 @@
 #   x86conv  200  issue 15: the same on the Xeon against oneDNN (>= 0.8x)
 #   window   180  issue 15: depthwise conv, pools and the embedding gather
 #                 against copy bandwidth (>= 0.85, >= 0.8)
+#   x86native 240 the x86 conv and window tests at the Xeon's AVX-512 tier
+#                 (conv_native_test, window_native_test, dwpool_test)
 set -u
 stage=${1:?usage: goal_rows.sh STAGE ROW...}
 shift
@@ -155,6 +157,10 @@ for r in "$@"; do
     window)
       row window 180 python3 bench/cuda_window_torch.py --iters 20 \
         --compile ;;
+    x86native)
+      row x86native 240 bash -c "set -o pipefail; for t in conv_native_test \
+        window_native_test dwpool_test; do \"\$0/tests/\$t\" 2>&1 |
+        tail -n 3; echo \"\$t rc=\$?\"; done" "$stage" ;;
     *) echo "goal_rows: no row $r" > "$out/$r.txt" ;;
   esac
 done
