@@ -33,6 +33,16 @@ needs_cuda = pytest.mark.skipif(
     torch is None or not torch.cuda.is_available(), reason="no CUDA torch")
 
 
+
+def run_on_threads(work, n):
+    """work(seed) on n threads at once, seeds 0..n-1; joined."""
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def rand(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
@@ -274,11 +284,7 @@ def test_threads_share_an_executable():
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_on_threads(work, 4)
     assert not errors, errors[:3]
 
 
@@ -673,11 +679,7 @@ def test_torch_threads_recycle_only_what_nobody_holds():
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_on_threads(work, 4)
     assert not errors, errors[:3]
 
 
