@@ -33,7 +33,6 @@ needs_cuda = pytest.mark.skipif(
     torch is None or not torch.cuda.is_available(), reason="no CUDA torch")
 
 
-
 def run_on_threads(work, n):
     """work(seed) on n threads at once, seeds 0..n-1; joined."""
     threads = [threading.Thread(target=work, args=(s,)) for s in range(n)]
