@@ -35,6 +35,11 @@
 // Items (16-byte vectors) a pointwise thread takes per step on the vector
 // path.
 #define kPointwiseItems 2
+// The dynamic shared memory a staged row may take (rows32k, issue 14):
+// sm_90a's 227 KiB a block, less the row partials' static arrays, rounded
+// down; sm_80 modules also run on sm_86 and sm_89 (99 KiB).
+#define kRowStageMaxSm90 (224 * 1024)
+#define kRowStageMaxSm80 (96 * 1024)
 
 //===--- helpers shared with emit_nvptx_gemm.c ---===//
 
@@ -1151,6 +1156,147 @@ static tj_status_t emit_resident_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
   return status;
 }
 
+//===--- the staged row ---===//
+
+// The input buffers a staged row holds in shared memory (rows32k).
+typedef struct row_stage_t {
+  uint32_t count;
+  uint32_t buffers[TJ_KIR_MAX_BUFFERS];
+  int32_t bytes;  // of an element of every staged buffer
+} row_stage_t;
+
+// The times the streaming path reads buffer |b|'s row from memory: once
+// for each MAP or REDUCE phase that loads it, softmax's pair once
+// (online_pair); -1 where a phase loads it at a computed offset
+// (LOAD_AT), which may leave the row.
+static int32_t row_reads(const tj_kir_t* k, uint32_t b) {
+  int32_t reads = 0;
+  bool paired = false;  // phase p is the second of an online pair
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    bool loads = false;
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      const tj_kir_inst_t* in = &ph->insts[i];
+      if (in->kind == TJ_KIR_LOAD_AT && in->ref == b) return -1;
+      loads |= in->kind == TJ_KIR_LOAD && in->ref == b;
+    }
+    if (loads && ph->kind != TJ_KIR_PHASE_ROW && !paired) ++reads;
+    paired = !paired && ph->kind == TJ_KIR_PHASE_REDUCE && online_pair(k, p);
+  }
+  return reads;
+}
+
+// The buffers worth staging on the vector path of |lanes| lanes: inputs
+// read along the row (stride 1, one row each: not stride 0 along every
+// outer dim, as layer_norm's gamma is), at least twice a row by the
+// streaming path, whose |lanes| elements are one 16-byte chunk.
+static void row_stage_plan(const tj_nvptx_emit_t* nv, int32_t lanes,
+                           row_stage_t* out) {
+  memset(out, 0, sizeof(*out));
+  const tj_kir_t* k = nv->em.k;
+  const int32_t inner = k->rank - 1;
+  if (nv->options.row_stage_off || lanes < 2) return;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_INPUT ||
+        !tj_kir_ival_is_const(buf->strides[inner], 1) ||
+        lanes * elem_size(buf->dtype) != 16)
+      continue;
+    bool per_row = false;
+    for (int32_t d = 0; d < inner; ++d)
+      per_row |= !tj_kir_ival_is_const(buf->strides[d], 0);
+    if (!per_row || row_reads(k, b) < 2) continue;
+    out->buffers[out->count++] = b;
+    out->bytes += elem_size(buf->dtype);
+  }
+}
+
+// The byte offset of each staged buffer's row in the dynamic shared
+// memory (each 16-byte aligned) and, at [count], the bytes they take,
+// for rows of |length| (i64) elements.
+static void row_stage_offsets(tj_nvptx_emit_t* nv, const row_stage_t* st,
+                              LLVMValueRef length, LLVMValueRef* out) {
+  LLVMBuilderRef b = nv->em.b;
+  out[0] = i64c(nv, 0);
+  for (uint32_t i = 0; i < st->count; ++i) {
+    int32_t size = elem_size(nv->em.k->buffers[st->buffers[i]].dtype);
+    LLVMValueRef bytes = LLVMBuildAnd(
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, length, i64c(nv, size), ""),
+                     i64c(nv, 15), ""),
+        i64c(nv, -16), "");
+    out[i + 1] = LLVMBuildAdd(b, out[i], bytes, "stage_end");
+  }
+}
+
+// The phases over a row staged in shared memory (rows32k, issue 14): the
+// block (one row, ntid.y 1) copies the row of each staged buffer into
+// its dynamic shared memory by 16-byte cp.async, every chunk in flight
+// at once, and the phases then run as on the streaming path with those
+// buffers' loads reading shared memory (the generic pointers cast from
+// the shared window, which LLVM's address-space inference turns into
+// ld.shared), so the row leaves DRAM once whatever the phases. A barrier
+// after the phases keeps the next row's copy from overwriting a row
+// still being read.
+static tj_status_t emit_staged_phases(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                                      const row_stage_t* st,
+                                      const LLVMValueRef* offsets) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_t* k = em->k;
+  LLVMValueRef smem = tj_nvptx_dynamic_shared(nv);
+  LLVMValueRef tid = tj_nvptx_sreg64(nv, "tid.x");
+  LLVMValueRef ntid = tj_nvptx_sreg64(nv, "ntid.x");
+  row_ctx_t s = *c;
+  for (uint32_t i = 0; i < st->count; ++i) {
+    uint32_t buf = st->buffers[i];
+    int32_t size = elem_size(k->buffers[buf].dtype);
+    LLVMValueRef off = offsets[i];
+    LLVMValueRef dst = LLVMBuildGEP2(b, em->t_i8, smem, &off, 1, "stage");
+    LLVMValueRef src =
+        LLVMBuildAddrSpaceCast(b, c->row.ptr[buf], nv->t_ptr_global, "");
+    // 16-byte chunks: the vector path's rows are whole vectors of 16
+    // bytes of this buffer, 16-byte aligned (vector_ok).
+    LLVMValueRef chunks = LLVMBuildUDiv(
+        b, LLVMBuildMul(b, c->limit, i64c(nv, size), ""), i64c(nv, 16), "");
+    tj_emit_loop_t copy;
+    LLVMValueRef q = loop_begin(nv, &copy, tid, chunks, ntid, "copy");
+    LLVMValueRef at = LLVMBuildMul(b, q, i64c(nv, 16), "");
+    LLVMValueRef args[2] = {
+        LLVMBuildGEP2(b, em->t_i8, dst, &at, 1, ""),
+        LLVMBuildGEP2(b, em->t_i8, src, &at, 1, ""),
+    };
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0,
+                      args, 2);
+    tj_emit_loop_end(em, &copy);
+    s.row.ptr[buf] = LLVMBuildAddrSpaceCast(b, dst, em->t_ptr, "staged");
+  }
+  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+  tj_nvptx_barrier(nv);
+  TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &s));
+  tj_nvptx_barrier(nv);
+  return NULL;
+}
+
+// Whether the block stages its row: the launch gave it a row per block
+// (ntid.y 1) and the shared memory the staged buffers take
+// (%dynamic_smem_size, so the launch alone decides: tj_nvptx_row_staged).
+static LLVMValueRef row_staged(tj_nvptx_emit_t* nv, LLVMValueRef need) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef dyn = tj_emit_inline_asm(
+      em, em->t_i32, "mov.u32 $0, %dynamic_smem_size;", "=r", NULL, 0);
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntULE, need,
+                                  LLVMBuildZExt(b, dyn, em->t_i64, ""), "");
+  ok = LLVMBuildAnd(b, ok,
+                    LLVMBuildICmp(b, LLVMIntEQ, tj_nvptx_sreg(nv, "ntid.y"),
+                                  LLVMConstInt(em->t_i32, 1, 0), ""),
+                    "");
+  return LLVMBuildAnd(
+      b, ok, LLVMBuildICmp(b, LLVMIntSGT, need, i64c(nv, 0), ""), "staged");
+}
+
 static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
                                     LLVMValueRef smem_val,
                                     LLVMValueRef smem_idx) {
@@ -1207,11 +1353,30 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
                       LLVMBuildMul(b, c.j_step, i64c(nv, row_slots(lanes)), ""),
                       ""),
         "resident");
-    tj_emit_if_t resident, streaming;
+    tj_emit_if_t resident, staged, streaming;
     tj_emit_if_begin(em, &resident, fits, "resident");
     TJ_RETURN_IF_ERROR(emit_resident_phases(nv, &c));
     tj_emit_if_end(em, &resident);
-    tj_emit_if_begin(em, &streaming, LLVMBuildNot(b, fits, ""), "streaming");
+    LLVMValueRef rest = LLVMBuildNot(b, fits, "");
+    // A longer row staged in shared memory where the launch allows it
+    // (tj_nvptx_row_staged), else streamed.
+    row_stage_t st;
+    row_stage_plan(nv, lanes, &st);
+    if (st.count > 0) {
+      LLVMValueRef offsets[TJ_KIR_MAX_BUFFERS + 1];
+      row_stage_offsets(nv, &st, length, offsets);
+      LLVMValueRef take =
+          LLVMBuildAnd(b, rest, row_staged(nv, offsets[st.count]), "staged");
+      tj_emit_if_begin(em, &staged, take, "staged");
+      TJ_RETURN_IF_ERROR(emit_staged_phases(nv, &c, &st, offsets));
+      tj_emit_if_end(em, &staged);
+      rest = LLVMBuildAnd(b, rest, LLVMBuildNot(b, take, ""), "");
+      nv->info->row_stage_bytes = st.bytes;
+      nv->info->row_stage_buffers = (int32_t)st.count;
+      nv->info->shared_bytes =
+          nv->arch == TJ_NVPTX_SM_90A ? kRowStageMaxSm90 : kRowStageMaxSm80;
+    }
+    tj_emit_if_begin(em, &streaming, rest, "streaming");
     TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &c));
     tj_emit_if_end(em, &streaming);
     nv->info->row_slots = row_slots(lanes);
@@ -1595,6 +1760,17 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
     out_launch->grid[1] = 1;
     return NULL;
   }
+  // A row staged in shared memory (rows32k): a block of |threads| a row.
+  uint32_t staged_bytes = 0;
+  if (tj_nvptx_row_staged(info, length, &staged_bytes)) {
+    int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 1) * 32;
+    out_launch->block[0] = (uint32_t)info->threads;
+    out_launch->block[1] = 1;
+    out_launch->grid[0] = (uint32_t)(rows < cap ? rows : cap);
+    out_launch->grid[1] = 1;
+    out_launch->shared_bytes = staged_bytes;
+    return NULL;
+  }
   // With a resident path, as few threads per row as hold it in
   // row_slots vectors each: short rows then share a block, and rows of at
   // most 31 x row_slots vectors a warp (a head's 64 or 128 elements: 4 or
@@ -1612,4 +1788,24 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
   out_launch->grid[0] = (uint32_t)(g < cap ? g : cap);
   out_launch->grid[1] = 1;
   return NULL;
+}
+
+bool tj_nvptx_row_staged(const tj_nvptx_kernel_t* info, int64_t length,
+                         uint32_t* out_bytes) {
+  *out_bytes = 0;
+  const int32_t lanes = info->vector_lanes;
+  if (info->kind != TJ_KIR_ROW_REDUCE || info->row_stage_bytes <= 0 ||
+      lanes < 2 || length <= 0 || length % lanes != 0)
+    return false;
+  // Rows the resident path holds in registers stay there.
+  if (ceil_div(length, lanes) <= (int64_t)info->threads * info->row_slots)
+    return false;
+  if (length > (INT32_MAX - 16 * (int64_t)info->row_stage_buffers) /
+                   info->row_stage_bytes)
+    return false;
+  int64_t need =
+      length * info->row_stage_bytes + 16 * (int64_t)info->row_stage_buffers;
+  if (need > info->shared_bytes) return false;
+  *out_bytes = (uint32_t)need;
+  return true;
 }

@@ -10,6 +10,8 @@
 // tests/python/test_row_reduce.py.
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tests/unit/ptx_check.h"
 #include "tests/unit/row_cases.h"
@@ -36,6 +38,122 @@ TEST(every_op_dtype_and_length) {
   }
 }
 
+// The PTX of |op| at |dt| over rows of the symbol N in a context made
+// with TJ_NVPTX_ROWS set to |rows| (NULL: unset); free with tj_free_string.
+static char* row_ptx(row_op_t op, tj_dtype_t dt, const char* rows) {
+  if (rows) setenv("TJ_NVPTX_ROWS", rows, 1);
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&o, &ctx));
+  unsetenv("TJ_NVPTX_ROWS");
+  if (!ctx) return NULL;
+  char* text = NULL;
+  tj_graph_t* g = row_case_build(ctx, op, dt, 0, 0);
+  CHECK(g != NULL);
+  if (g) {
+    CHECK_OK(tj_graph_finalize(g));
+    tj_cuda_offline_ptx_t ptx;
+    memset(&ptx, 0, sizeof(ptx));
+    tj_allocator_t al = tj_allocator_system();
+    CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
+    CHECK_EQ_INT(1, (int)ptx.num_kernels);
+    if (ptx.ptx) {
+      size_t n = strlen(ptx.ptx) + 1;
+      text = malloc(n);
+      if (text) memcpy(text, ptx.ptx, n);
+    }
+    tj_cuda_offline_ptx_deinitialize(al, &ptx);
+    tj_graph_destroy(g);
+  }
+  tj_context_destroy(ctx);
+  return text;
+}
+
+// The staged path (rows32k): each op's one kernel copies its row into
+// dynamic shared memory by 16-byte cp.async, reads it there by 16-byte
+// ld.shared and takes the path where the launch's dynamic shared memory
+// holds the row; TJ_NVPTX_ROWS=streaming leaves it out (the streaming
+// kernel of before), and =staged is the default.
+TEST(staged_path) {
+  static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
+  static const char* const kStaged[] = {"cp.async.cg.shared.global",
+                                        "%dynamic_smem_size", "ld.shared.v4",
+                                        "cp.async.wait_all"};
+  for (int op = 0; op < ROW_OP_COUNT_; ++op) {
+    for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); ++t) {
+      char what[96];
+      snprintf(what, sizeof(what), "%s %s N", kRowOpNames[op],
+               tj_dtype_name(kTypes[t]));
+      char* staged = row_ptx((row_op_t)op, kTypes[t], NULL);
+      char* asked = row_ptx((row_op_t)op, kTypes[t], "staged");
+      char* streaming = row_ptx((row_op_t)op, kTypes[t], "streaming");
+      CHECK(staged && asked && streaming);
+      for (size_t i = 0; i < sizeof(kStaged) / sizeof(kStaged[0]); ++i) {
+        tj_test_check_has(what, staged, kStaged[i], true);
+        tj_test_check_has(what, streaming, kStaged[i], false);
+      }
+      CHECK(staged && asked && strcmp(staged, asked) == 0);
+      tj_test_assemble_ptx(g_ptxas, what, staged);
+      free(staged);
+      free(asked);
+      free(streaming);
+    }
+  }
+}
+
+// The launch's choice (tj_nvptx_row_staged) for a kernel of 256 threads
+// holding 4 vectors a thread in registers, one staged buffer of |size|
+// bytes an element, and sm_90a's 224 KiB for it.
+static uint32_t staged_bytes(int32_t size, int64_t length) {
+  tj_nvptx_kernel_t info;
+  memset(&info, 0, sizeof(info));
+  info.kind = TJ_KIR_ROW_REDUCE;
+  info.threads = 256;
+  info.vector_lanes = 16 / size;
+  info.row_slots = 16 / info.vector_lanes;
+  info.row_stage_bytes = size;
+  info.row_stage_buffers = 1;
+  info.shared_bytes = 224 * 1024;
+  uint32_t bytes = 7;
+  bool staged = tj_nvptx_row_staged(&info, length, &bytes);
+  CHECK(staged == (bytes > 0));
+  return bytes;
+}
+
+TEST(staged_launch_choice) {
+  // f32: resident to 4096, staged from 4100 (a multiple of the 4 lanes)
+  // while 4 L + 16 <= 224 KiB, i.e. to 57340.
+  CHECK_EQ_INT(0, (int)staged_bytes(4, 4096));
+  CHECK_EQ_INT(4100 * 4 + 16, (int)staged_bytes(4, 4100));
+  CHECK_EQ_INT(0, (int)staged_bytes(4, 4101));  // the scalar path
+  CHECK_EQ_INT(32768 * 4 + 16, (int)staged_bytes(4, 32768));
+  CHECK_EQ_INT(57340 * 4 + 16, (int)staged_bytes(4, 57340));
+  CHECK_EQ_INT(0, (int)staged_bytes(4, 57344));
+  CHECK_EQ_INT(0, (int)staged_bytes(4, 0));
+  CHECK_EQ_INT(0, (int)staged_bytes(4, (int64_t)1 << 40));
+  // bf16: 8 lanes, 2 slots; staged from 4104 to 114680.
+  CHECK_EQ_INT(0, (int)staged_bytes(2, 4096));
+  CHECK_EQ_INT(4104 * 2 + 16, (int)staged_bytes(2, 4104));
+  CHECK_EQ_INT(114680 * 2 + 16, (int)staged_bytes(2, 114680));
+  CHECK_EQ_INT(0, (int)staged_bytes(2, 114688));
+  // No staged buffer, or another template: never.
+  tj_nvptx_kernel_t info;
+  memset(&info, 0, sizeof(info));
+  info.kind = TJ_KIR_ROW_REDUCE;
+  info.threads = 256;
+  info.vector_lanes = 4;
+  info.row_slots = 4;
+  info.shared_bytes = 224 * 1024;
+  uint32_t bytes = 7;
+  CHECK(!tj_nvptx_row_staged(&info, 8192, &bytes));
+  CHECK_EQ_INT(0, (int)bytes);
+  info.row_stage_bytes = 4;
+  info.row_stage_buffers = 1;
+  info.kind = TJ_KIR_POINTWISE;
+  CHECK(!tj_nvptx_row_staged(&info, 8192, &bytes));
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ptxas = argv[1];
   if (!g_ptxas[0]) printf("# ptxas not given: PTX not assembled\n");
@@ -43,6 +161,8 @@ int main(int argc, char** argv) {
   tj_context_options_initialize(&o);
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(every_op_dtype_and_length);
+  RUN_TEST(staged_path);
+  RUN_TEST(staged_launch_choice);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
 }
