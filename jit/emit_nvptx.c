@@ -40,6 +40,9 @@
 // down; sm_80 modules also run on sm_86 and sm_89 (99 KiB).
 #define kRowStageMaxSm90 (224 * 1024)
 #define kRowStageMaxSm80 (96 * 1024)
+// Ranges a staged row is copied in, each its own cp.async group, so that
+// the first phase walks a range while the later ones are still in flight.
+#define kStageGroups 4
 
 //===--- helpers shared with emit_nvptx_gemm.c ---===//
 
@@ -549,7 +552,51 @@ typedef struct row_ctx_t {
   LLVMValueRef first_slot;          // i64: the row's first warp slot
   LLVMValueRef warps;               // i64: warps per row (0 below a warp)
   LLVMValueRef threads;             // i64: threads per row (ntid.x)
+  // The staged path's first phase (emit_staged_phases): the row's
+  // |stage_vectors| (i64) vectors in |stage_groups| ranges (stage_range),
+  // each walked once its copies have landed (cp.async.wait_group), by the
+  // threads that copied it (the same vectors), so the phase overlaps the
+  // copy of the ranges after it; 0: the phase walks [j0, limit).
+  int32_t stage_groups;
+  LLVMValueRef stage_vectors;
 } row_ctx_t;
+
+// The first vector of range |g| of a staged row's |groups| ranges of
+// |vectors| (i64) vectors: vectors * g / groups (|groups| a power of two),
+// computed where it is needed, so that no range bound stays live in
+// registers across the phase.
+static LLVMValueRef stage_range(tj_nvptx_emit_t* nv, LLVMValueRef vectors,
+                                int32_t g, int32_t groups) {
+  LLVMBuilderRef b = nv->em.b;
+  if (g == 0) return i64c(nv, 0);
+  if (g == groups) return vectors;
+  int32_t shift = 0;
+  while ((1 << shift) < groups) ++shift;
+  return LLVMBuildLShr(b, LLVMBuildMul(b, vectors, i64c(nv, g), ""),
+                       i64c(nv, shift), "");
+}
+
+// Range |g| of the ranges a phase's loop walks (row_ctx_t.stage_groups):
+// its start stored in |j_var| (with no ranges, the caller's j0 stays),
+// its end returned.
+static LLVMValueRef range_begin(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                                int32_t g, LLVMValueRef j_var) {
+  tj_emit_t* em = &nv->em;
+  if (c->stage_groups == 0) return c->limit;
+  LLVMValueRef pending =
+      LLVMConstInt(em->t_i32, (unsigned)(c->stage_groups - 1 - g), 0);
+  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.group", NULL, 0, &pending, 1);
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef lanes = i64c(nv, c->lanes);
+  LLVMValueRef first = stage_range(nv, c->stage_vectors, g, c->stage_groups);
+  LLVMBuildStore(
+      b,
+      LLVMBuildMul(b, LLVMBuildAdd(b, first, tj_nvptx_sreg64(nv, "tid.x"), ""),
+                   lanes, ""),
+      j_var);
+  return LLVMBuildMul(
+      b, stage_range(nv, c->stage_vectors, g + 1, c->stage_groups), lanes, "");
+}
 
 // Reduces |v| (and argmax index |vi|) over the warp, then over the row's
 // warps through shared memory; every thread of the row gets the result.
@@ -719,67 +766,72 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMBuildStore(b, LLVMConstNull(r.type), comp);
     LLVMBuildStore(b, i64c(nv, 0), iters);
   }
-  for (int32_t pass = 0; pass < 2; ++pass) {
-    int32_t steps = pass == 0 ? unroll : 1;
-    if (pass == 0 && steps == 1) continue;
-    LLVMBasicBlockRef cond =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-    LLVMBasicBlockRef body =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-    LLVMBasicBlockRef done =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-    LLVMBuildBr(b, cond);
-    LLVMPositionBuilderAtEnd(b, cond);
-    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
-    LLVMValueRef last = LLVMBuildAdd(
-        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
-                    done);
-    LLVMPositionBuilderAtEnd(b, body);
-    LLVMValueRef ys[kUnroll], js[kUnroll];
-    for (int32_t u = 0; u < steps; ++u) {
-      js[u] =
-          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
-      tj_emit_point_t point;
-      at_column(nv, &c->row, js[u], &point);
-      point.rows = c->rows;
-      TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &ys[u]));
-      if (!ys[u])
-        return tj_invalid("kernel @%s: phase %u yields nothing", em->k->name,
-                          p);
-      if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
-    }
-    for (int32_t u = 0; u < steps; ++u) {
-      LLVMValueRef cur = LLVMBuildLoad2(b, vt, acc, "");
-      if (arg) {
-        LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-        LLVMValueRef take = argmax_takes(nv, &r, cur, cur_i, ys[u], js[u]);
-        LLVMBuildStore(b, tj_emit_select(em, take, ys[u], cur), acc);
-        LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
-      } else {
-        LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
+  const int32_t ranges = c->stage_groups > 0 ? c->stage_groups : 1;
+  for (int32_t range = 0; range < ranges; ++range) {
+    LLVMValueRef limit = range_begin(nv, c, range, j_var);
+    for (int32_t pass = 0; pass < 2; ++pass) {
+      int32_t steps = pass == 0 ? unroll : 1;
+      if (pass == 0 && steps == 1) continue;
+      LLVMBasicBlockRef cond =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+      LLVMBasicBlockRef body =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+      LLVMBasicBlockRef done =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+      LLVMBuildBr(b, cond);
+      LLVMPositionBuilderAtEnd(b, cond);
+      LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+      LLVMValueRef last = LLVMBuildAdd(
+          b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
+                      done);
+      LLVMPositionBuilderAtEnd(b, body);
+      LLVMValueRef ys[kUnroll], js[kUnroll];
+      for (int32_t u = 0; u < steps; ++u) {
+        js[u] =
+            LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+        tj_emit_point_t point;
+        at_column(nv, &c->row, js[u], &point);
+        point.rows = c->rows;
+        TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &ys[u]));
+        if (!ys[u])
+          return tj_invalid("kernel @%s: phase %u yields nothing", em->k->name,
+                            p);
+        if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
       }
+      for (int32_t u = 0; u < steps; ++u) {
+        LLVMValueRef cur = LLVMBuildLoad2(b, vt, acc, "");
+        if (arg) {
+          LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+          LLVMValueRef take = argmax_takes(nv, &r, cur, cur_i, ys[u], js[u]);
+          LLVMBuildStore(b, tj_emit_select(em, take, ys[u], cur), acc);
+          LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
+        } else {
+          LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
+        }
+      }
+      if (blocked && pass == 0) {
+        LLVMValueRef n = LLVMBuildAdd(
+            b, LLVMBuildLoad2(b, em->t_i64, iters, ""), i64c(nv, 1), "");
+        LLVMBuildStore(b, n, iters);
+        tj_emit_if_t full;
+        tj_emit_if_begin(
+            em, &full,
+            LLVMBuildICmp(b, LLVMIntEQ,
+                          LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
+                          i64c(nv, 0), ""),
+            "block");
+        fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
+        tj_emit_if_end(em, &full);
+      }
+      LLVMBuildStore(
+          b,
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""),
+                       ""),
+          j_var);
+      LLVMBuildBr(b, cond);
+      LLVMPositionBuilderAtEnd(b, done);
     }
-    if (blocked && pass == 0) {
-      LLVMValueRef n = LLVMBuildAdd(b, LLVMBuildLoad2(b, em->t_i64, iters, ""),
-                                    i64c(nv, 1), "");
-      LLVMBuildStore(b, n, iters);
-      tj_emit_if_t full;
-      tj_emit_if_begin(
-          em, &full,
-          LLVMBuildICmp(b, LLVMIntEQ,
-                        LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
-                        i64c(nv, 0), ""),
-          "block");
-      fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
-      tj_emit_if_end(em, &full);
-    }
-    LLVMBuildStore(
-        b,
-        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
-        j_var);
-    LLVMBuildBr(b, cond);
-    LLVMPositionBuilderAtEnd(b, done);
   }
   LLVMValueRef v, vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
   if (blocked) {
@@ -909,68 +961,75 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
   LLVMBuildStore(b, LLVMConstNull(vt), s_var);
   LLVMBuildStore(b, c->j0, j_var);
   tj_emit_load_cache_t cache;
-  for (int32_t pass = 0; pass < 2; ++pass) {
-    const int32_t steps = pass == 0 ? kUnroll : 1;
-    LLVMBasicBlockRef cond =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-    LLVMBasicBlockRef body =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-    LLVMBasicBlockRef done =
-        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-    LLVMBuildBr(b, cond);
-    LLVMPositionBuilderAtEnd(b, cond);
-    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
-    LLVMValueRef last = LLVMBuildAdd(
-        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
-                    done);
-    LLVMPositionBuilderAtEnd(b, body);
-    // Loads of this step only: the cache's values must dominate their uses.
-    memset(&cache, 0, sizeof(cache));
-    cache.insert = true;
-    em->load_cache = &cache;
-    tj_emit_point_t points[kUnroll];
-    LLVMValueRef a[kUnroll], y[kUnroll];
-    tj_status_t status = NULL;
-    for (int32_t u = 0; u < steps && !status; ++u) {
-      LLVMValueRef ju =
-          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
-      at_column(nv, &c->row, ju, &points[u]);
-      points[u].rows = c->rows;
-      cache.slot = u;
-      status = tj_emit_body(em, pm, &points[u], &a[u]);
-      if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &points[u], lanes);
+  const int32_t ranges = c->stage_groups > 0 ? c->stage_groups : 1;
+  for (int32_t range = 0; range < ranges; ++range) {
+    LLVMValueRef limit = range_begin(nv, c, range, j_var);
+    for (int32_t pass = 0; pass < 2; ++pass) {
+      const int32_t steps = pass == 0 ? kUnroll : 1;
+      LLVMBasicBlockRef cond =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+      LLVMBasicBlockRef body =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+      LLVMBasicBlockRef done =
+          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+      LLVMBuildBr(b, cond);
+      LLVMPositionBuilderAtEnd(b, cond);
+      LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+      LLVMValueRef last = LLVMBuildAdd(
+          b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
+                      done);
+      LLVMPositionBuilderAtEnd(b, body);
+      // Loads of this step only: the cache's values must dominate their uses.
+      memset(&cache, 0, sizeof(cache));
+      cache.insert = true;
+      em->load_cache = &cache;
+      tj_emit_point_t points[kUnroll];
+      LLVMValueRef a[kUnroll], y[kUnroll];
+      tj_status_t status = NULL;
+      for (int32_t u = 0; u < steps && !status; ++u) {
+        LLVMValueRef ju =
+            LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+        at_column(nv, &c->row, ju, &points[u]);
+        points[u].rows = c->rows;
+        cache.slot = u;
+        status = tj_emit_body(em, pm, &points[u], &a[u]);
+        if (!status && lanes > 1)
+          tj_nvptx_align_accesses(nv, &points[u], lanes);
+      }
+      LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
+      LLVMValueRef mnew = m;
+      if (!status) {
+        LLVMValueRef v = a[0];
+        for (int32_t u = 1; u < steps; ++u) v = combine(nv, &rmax, v, a[u]);
+        if (lanes > 1) v = combine_lanes(nv, &rmax, v, lanes);
+        mnew = combine(nv, &rmax, m, v);
+      }
+      LLVMValueRef saved = c->rows[p];
+      c->rows[p] =
+          tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, mnew, ninf, ""),
+                         tj_emit_fconst(ft, 0.0), mnew);
+      for (int32_t u = 0; u < steps && !status; ++u) {
+        cache.slot = u;
+        status = tj_emit_body(em, ps, &points[u], &y[u]);
+      }
+      c->rows[p] = saved;
+      em->load_cache = NULL;
+      if (status) return status;
+      LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
+      s = LLVMBuildFMul(b, s, tj_emit_splat(em, rescale(nv, m, mnew), lanes),
+                        "");
+      for (int32_t u = 0; u < steps; ++u) s = LLVMBuildFAdd(b, s, y[u], "");
+      LLVMBuildStore(b, s, s_var);
+      LLVMBuildStore(b, mnew, m_var);
+      LLVMBuildStore(
+          b,
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""),
+                       ""),
+          j_var);
+      LLVMBuildBr(b, cond);
+      LLVMPositionBuilderAtEnd(b, done);
     }
-    LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
-    LLVMValueRef mnew = m;
-    if (!status) {
-      LLVMValueRef v = a[0];
-      for (int32_t u = 1; u < steps; ++u) v = combine(nv, &rmax, v, a[u]);
-      if (lanes > 1) v = combine_lanes(nv, &rmax, v, lanes);
-      mnew = combine(nv, &rmax, m, v);
-    }
-    LLVMValueRef saved = c->rows[p];
-    c->rows[p] =
-        tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, mnew, ninf, ""),
-                       tj_emit_fconst(ft, 0.0), mnew);
-    for (int32_t u = 0; u < steps && !status; ++u) {
-      cache.slot = u;
-      status = tj_emit_body(em, ps, &points[u], &y[u]);
-    }
-    c->rows[p] = saved;
-    em->load_cache = NULL;
-    if (status) return status;
-    LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
-    s = LLVMBuildFMul(b, s, tj_emit_splat(em, rescale(nv, m, mnew), lanes), "");
-    for (int32_t u = 0; u < steps; ++u) s = LLVMBuildFAdd(b, s, y[u], "");
-    LLVMBuildStore(b, s, s_var);
-    LLVMBuildStore(b, mnew, m_var);
-    LLVMBuildStore(
-        b,
-        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
-        j_var);
-    LLVMBuildBr(b, cond);
-    LLVMPositionBuilderAtEnd(b, done);
   }
   LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
   LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
@@ -1048,6 +1107,13 @@ static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
         break;
       case TJ_KIR_PHASE_SCAN:  // emit_scan_rows takes these kernels
         return tj_internal("kernel @%s: a scan on the row path", k->name);
+    }
+    // A staged row's ranges (emit_staged_phases) were the first phase's;
+    // every copy has landed, and after this barrier every thread sees
+    // them all.
+    if (c->stage_groups > 0) {
+      tj_nvptx_barrier(nv);
+      c->stage_groups = 0;
     }
   }
   return NULL;
@@ -1232,12 +1298,16 @@ static void row_stage_offsets(tj_nvptx_emit_t* nv, const row_stage_t* st,
 // The phases over a row staged in shared memory (rows32k, issue 14): the
 // block (one row, ntid.y 1) copies the row of each staged buffer into
 // its dynamic shared memory by 16-byte cp.async, every chunk in flight
-// at once, and the phases then run as on the streaming path with those
-// buffers' loads reading shared memory (the generic pointers cast from
-// the shared window, which LLVM's address-space inference turns into
-// ld.shared), so the row leaves DRAM once whatever the phases. A barrier
-// after the phases keeps the next row's copy from overwriting a row
-// still being read.
+// at once, in kStageGroups ranges of one cp.async group each, and the
+// phases then run as on the streaming path with those buffers' loads
+// reading shared memory (the generic pointers cast from the shared
+// window, which LLVM's address-space inference turns into ld.shared), so
+// the row leaves DRAM once whatever the phases. A first REDUCE phase
+// walks each range as soon as its group has landed, the rest still in
+// flight (row_ctx_t.stage_groups): with one block an SM (an f32 row of
+// 32768, 128 KiB) nothing else would overlap the copy. A barrier after
+// the phases keeps the next row's copy from overwriting a row still
+// being read.
 static tj_status_t emit_staged_phases(tj_nvptx_emit_t* nv, const row_ctx_t* c,
                                       const row_stage_t* st,
                                       const LLVMValueRef* offsets) {
@@ -1248,32 +1318,47 @@ static tj_status_t emit_staged_phases(tj_nvptx_emit_t* nv, const row_ctx_t* c,
   LLVMValueRef tid = tj_nvptx_sreg64(nv, "tid.x");
   LLVMValueRef ntid = tj_nvptx_sreg64(nv, "ntid.x");
   row_ctx_t s = *c;
+  // A first REDUCE phase walks the row range by range as the copies land
+  // (row_ctx_t.stage_groups); any other first phase waits for them all.
+  const int32_t groups =
+      k->phases[0].kind == TJ_KIR_PHASE_REDUCE ? kStageGroups : 1;
+  // Range g: vectors [V g / groups, V (g + 1) / groups) of the row's V; a
+  // staged buffer's vector is one 16-byte chunk (row_stage_plan), and the
+  // vector path's rows are whole vectors, 16-byte aligned (vector_ok).
+  LLVMValueRef vectors = LLVMBuildUDiv(b, c->limit, i64c(nv, c->lanes), "");
+  LLVMValueRef dst[TJ_KIR_MAX_BUFFERS], src[TJ_KIR_MAX_BUFFERS];
   for (uint32_t i = 0; i < st->count; ++i) {
     uint32_t buf = st->buffers[i];
-    int32_t size = elem_size(k->buffers[buf].dtype);
     LLVMValueRef off = offsets[i];
-    LLVMValueRef dst = LLVMBuildGEP2(b, em->t_i8, smem, &off, 1, "stage");
-    LLVMValueRef src =
-        LLVMBuildAddrSpaceCast(b, c->row.ptr[buf], nv->t_ptr_global, "");
-    // 16-byte chunks: the vector path's rows are whole vectors of 16
-    // bytes of this buffer, 16-byte aligned (vector_ok).
-    LLVMValueRef chunks = LLVMBuildUDiv(
-        b, LLVMBuildMul(b, c->limit, i64c(nv, size), ""), i64c(nv, 16), "");
-    tj_emit_loop_t copy;
-    LLVMValueRef q = loop_begin(nv, &copy, tid, chunks, ntid, "copy");
-    LLVMValueRef at = LLVMBuildMul(b, q, i64c(nv, 16), "");
-    LLVMValueRef args[2] = {
-        LLVMBuildGEP2(b, em->t_i8, dst, &at, 1, ""),
-        LLVMBuildGEP2(b, em->t_i8, src, &at, 1, ""),
-    };
-    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0,
-                      args, 2);
-    tj_emit_loop_end(em, &copy);
-    s.row.ptr[buf] = LLVMBuildAddrSpaceCast(b, dst, em->t_ptr, "staged");
+    dst[i] = LLVMBuildGEP2(b, em->t_i8, smem, &off, 1, "stage");
+    src[i] = LLVMBuildAddrSpaceCast(b, c->row.ptr[buf], nv->t_ptr_global, "");
+    s.row.ptr[buf] = LLVMBuildAddrSpaceCast(b, dst[i], em->t_ptr, "staged");
   }
-  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
-  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
-  tj_nvptx_barrier(nv);
+  for (int32_t g = 0; g < groups; ++g) {
+    for (uint32_t i = 0; i < st->count; ++i) {
+      tj_emit_loop_t copy;
+      LLVMValueRef q = loop_begin(
+          nv, &copy,
+          LLVMBuildAdd(b, stage_range(nv, vectors, g, groups), tid, ""),
+          stage_range(nv, vectors, g + 1, groups), ntid, "copy");
+      LLVMValueRef at = LLVMBuildMul(b, q, i64c(nv, 16), "");
+      LLVMValueRef args[2] = {
+          LLVMBuildGEP2(b, em->t_i8, dst[i], &at, 1, ""),
+          LLVMBuildGEP2(b, em->t_i8, src[i], &at, 1, ""),
+      };
+      tj_emit_intrinsic(em, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0,
+                        args, 2);
+      tj_emit_loop_end(em, &copy);
+    }
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+  }
+  if (groups > 1) {
+    s.stage_groups = groups;
+    s.stage_vectors = vectors;
+  } else {
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+    tj_nvptx_barrier(nv);
+  }
   TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &s));
   tj_nvptx_barrier(nv);
   return NULL;

@@ -79,7 +79,7 @@ TEST(staged_path) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
   static const char* const kStaged[] = {"cp.async.cg.shared.global",
                                         "%dynamic_smem_size", "ld.shared.v4",
-                                        "cp.async.wait_all"};
+                                        "cp.async.wait_group"};
   for (int op = 0; op < ROW_OP_COUNT_; ++op) {
     for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); ++t) {
       char what[96];
