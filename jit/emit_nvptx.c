@@ -1458,6 +1458,9 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
       rest = LLVMBuildAnd(b, rest, LLVMBuildNot(b, take, ""), "");
       nv->info->row_stage_bytes = st.bytes;
       nv->info->row_stage_buffers = (int32_t)st.count;
+      nv->info->row_stage_threads = nv->options.row_stage_threads > kThreads
+                                        ? nv->options.row_stage_threads
+                                        : kThreads;
       nv->info->shared_bytes =
           nv->arch == TJ_NVPTX_SM_90A ? kRowStageMaxSm90 : kRowStageMaxSm80;
     }
@@ -1708,12 +1711,18 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
   }
   if (s) return s;
   LLVMBuildRetVoid(em->b);
-  annotate(nv, "maxntidx", info->threads);
+  // A staged row's blocks may be larger (row_stage_threads): the
+  // register budget stays that of min_blocks_per_sm blocks of |threads|.
+  int32_t max_threads = info->threads, min_blocks = info->min_blocks_per_sm;
+  if (info->row_stage_threads > max_threads) {
+    min_blocks = min_blocks * max_threads / info->row_stage_threads;
+    max_threads = info->row_stage_threads;
+  }
+  annotate(nv, "maxntidx", max_threads);
   // GEMM blocks are sized so that two share an SM (one's epilogue then
   // overlaps the other's main loop), row reductions so that enough rows
   // are in flight: ask ptxas for registers that allow it.
-  if (info->min_blocks_per_sm > 0)
-    annotate(nv, "minctasm", info->min_blocks_per_sm);
+  if (min_blocks > 0) annotate(nv, "minctasm", min_blocks);
   return NULL;
 }
 
@@ -1849,7 +1858,9 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
   uint32_t staged_bytes = 0;
   if (tj_nvptx_row_staged(info, length, &staged_bytes)) {
     int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 1) * 32;
-    out_launch->block[0] = (uint32_t)info->threads;
+    out_launch->block[0] =
+        (uint32_t)(info->row_stage_threads > 0 ? info->row_stage_threads
+                                               : info->threads);
     out_launch->block[1] = 1;
     out_launch->grid[0] = (uint32_t)(rows < cap ? rows : cap);
     out_launch->grid[1] = 1;

@@ -94,6 +94,9 @@ typedef struct tj_nvptx_kernel_t {
   // (tj_nvptx_row_staged).
   int32_t row_stage_bytes;
   int32_t row_stage_buffers;
+  // The threads of a staged row's block (tj_nvptx_options_t.
+  // row_stage_threads; the kernel's .maxntid): 256, 512 or 1024.
+  int32_t row_stage_threads;
   // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
   // the vector path's grid is that many times narrower).
   int32_t items_per_thread;
@@ -361,6 +364,11 @@ typedef struct tj_nvptx_options_t {
   // read once a phase (TJ_NVPTX_ROWS=streaming; rows32k, issue 14), for
   // A/B comparisons and as the way back.
   bool row_stage_off;
+  // The staged path's threads a block (a row): 0 or 256 (the row kernels'
+  // own), 512 or 1024 (TJ_NVPTX_ROWS=staged-512 / staged-1024, for A/B
+  // comparisons): the kernel's .maxntid grows to it and its
+  // .minnctapersm shrinks by as much, so every path keeps 64 registers.
+  int32_t row_stage_threads;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {

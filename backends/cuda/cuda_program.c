@@ -166,17 +166,23 @@ static _Atomic(bool) g_warned_rows;
 static const bool kRowsStagedByDefault = true;
 
 // TJ_NVPTX_ROWS: "streaming" leaves the row kernels without the staged
-// path (tj_nvptx_options_t.row_stage_off), "staged" gives it to them;
-// unset or "" the default (kRowsStagedByDefault); anything else warns
-// once and leaves the default.
-static bool row_stage_off(tj_context_t* context) {
+// path (tj_nvptx_options_t.row_stage_off), "staged" gives it to them,
+// "staged-512" and "staged-1024" with blocks of that many threads
+// (row_stage_threads); unset or "" the default (kRowsStagedByDefault);
+// anything else warns once and leaves the default.
+static bool row_stage_off(tj_context_t* context, int32_t* threads) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_ROWS);
+  *threads = 0;
   if (!v || !v[0]) return !kRowsStagedByDefault;
   if (strcmp(v, "streaming") == 0) return true;
   if (strcmp(v, "staged") == 0) return false;
+  if (strcmp(v, "staged-512") == 0 || strcmp(v, "staged-1024") == 0) {
+    *threads = atoi(v + 7);
+    return false;
+  }
   tj_warn_once(context, &g_warned_rows,
-               "TJ_NVPTX_ROWS: \"%.32s\" is neither streaming nor staged and "
-               "is ignored",
+               "TJ_NVPTX_ROWS: \"%.32s\" is none of streaming, staged, "
+               "staged-512 and staged-1024 and is ignored",
                v);
   return !kRowsStagedByDefault;
 }
@@ -228,7 +234,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.conv_kernel =
       conv_kernel(context, &p->nv_options.conv_truncate,
                   &p->nv_options.conv_plain_weight, &p->nv_options.window_rows);
-  p->nv_options.row_stage_off = row_stage_off(context);
+  p->nv_options.row_stage_off =
+      row_stage_off(context, &p->nv_options.row_stage_threads);
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
@@ -457,8 +464,11 @@ static tj_status_t kernels_key(tj_cuda_program_t* p, uint32_t chunk,
            (int)p->nv_options.wqgemm_ring, (int)p->nv_options.window_rows);
   tj_cache_hasher_update_string(&h, buf);
   // rows32k: the row kernels with or without the staged path.
-  tj_cache_hasher_update_string(
-      &h, p->nv_options.row_stage_off ? "rows streaming" : "rows staged");
+  char rows[48];
+  snprintf(rows, sizeof(rows), "rows %s %d",
+           p->nv_options.row_stage_off ? "streaming" : "staged",
+           (int)p->nv_options.row_stage_threads);
+  tj_cache_hasher_update_string(&h, rows);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     if (chunk != TJ_NVPTX_NO_CHUNK && p->mod.chunk_of[i] != chunk) continue;
     const tj_kir_t* k = p->kernels[i].low->kernel;

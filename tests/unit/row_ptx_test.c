@@ -71,10 +71,11 @@ static char* row_ptx(row_op_t op, tj_dtype_t dt, const char* rows) {
 }
 
 // The staged path (rows32k): each op's one kernel copies its row into
-// dynamic shared memory by 16-byte cp.async, reads it there by 16-byte
-// ld.shared and takes the path where the launch's dynamic shared memory
-// holds the row; TJ_NVPTX_ROWS=streaming leaves it out (the streaming
-// kernel of before), and =staged is the default.
+// dynamic shared memory by 16-byte cp.async (in groups, awaited one by
+// one), reads it there by 16-byte ld.shared and takes the path where the
+// launch's dynamic shared memory holds the row; TJ_NVPTX_ROWS=streaming
+// leaves it out (the streaming kernel of before), =staged is the default,
+// =staged-512 and =staged-1024 widen the kernel's blocks.
 TEST(staged_path) {
   static const tj_dtype_t kTypes[] = {TJ_DTYPE_F32, TJ_DTYPE_BF16};
   static const char* const kStaged[] = {"cp.async.cg.shared.global",
@@ -94,10 +95,28 @@ TEST(staged_path) {
         tj_test_check_has(what, streaming, kStaged[i], false);
       }
       CHECK(staged && asked && strcmp(staged, asked) == 0);
+      tj_test_check_has(what, staged, ".maxntid 256, 1, 1", true);
+      tj_test_check_has(what, staged, ".minnctapersm 4", true);
       tj_test_assemble_ptx(g_ptxas, what, staged);
       free(staged);
       free(asked);
       free(streaming);
+      // Blocks of 512 or 1024 threads a staged row: the same 64 registers.
+      static const struct {
+        const char* setting;
+        const char* threads;
+        const char* blocks;
+      } kWide[] = {{"staged-512", ".maxntid 512, 1, 1", ".minnctapersm 2"},
+                   {"staged-1024", ".maxntid 1024, 1, 1", ".minnctapersm 1"}};
+      for (size_t w = 0; w < sizeof(kWide) / sizeof(kWide[0]); ++w) {
+        char* wide = row_ptx((row_op_t)op, kTypes[t], kWide[w].setting);
+        CHECK(wide != NULL);
+        tj_test_check_has(what, wide, kStaged[0], true);
+        tj_test_check_has(what, wide, kWide[w].threads, true);
+        tj_test_check_has(what, wide, kWide[w].blocks, true);
+        tj_test_assemble_ptx(g_ptxas, what, wide);
+        free(wide);
+      }
     }
   }
 }
