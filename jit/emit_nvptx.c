@@ -559,6 +559,10 @@ typedef struct row_ctx_t {
   // copy of the ranges after it; 0: the phase walks [j0, limit).
   int32_t stage_groups;
   LLVMValueRef stage_vectors;
+  // The streaming phases walk sibling REDUCE phases together
+  // (sibling_reduce): a staged row, where a walk is a pass over shared
+  // memory that nothing overlaps at one block an SM.
+  bool siblings;
 } row_ctx_t;
 
 // The first vector of range |g| of a staged row's |groups| ranges of
@@ -734,19 +738,37 @@ static void fold_compensated(tj_nvptx_emit_t* nv, const reducer_t* r,
   LLVMBuildStore(b, LLVMConstNull(vt), acc);
 }
 
+// REDUCE phase |p| walked over the row, or with |count| 2 phases |p| and
+// |p| + 1 together (siblings, sibling_reduce: one walk, their loads
+// shared through the load cache, and one crossing of the threads).
 static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
-                                     row_ctx_t* c) {
+                                     uint32_t count, row_ctx_t* c) {
   tj_emit_t* em = &nv->em;
   LLVMBuilderRef b = em->b;
-  const tj_kir_phase_t* ph = &em->k->phases[p];
-  reducer_t r;
-  TJ_RETURN_IF_ERROR(make_reducer(nv, p, &r));
-  bool arg = r.kind == TJ_KIR_REDUCE_ARGMAX;
+  reducer_t r[2];
+  LLVMTypeRef vt[2];
+  LLVMValueRef acc[2], sum[2] = {NULL, NULL}, comp[2] = {NULL, NULL};
   int32_t lanes = c->lanes;
-  LLVMTypeRef vt = tj_emit_vec(em, r.type, lanes);
-  LLVMValueRef acc = tj_emit_alloca(em, vt, "partial");
+  bool arg = false;
+  // Float sums: blocks of kSumBlock iterations into a compensated total.
+  bool blocked[2] = {false, false};
+  for (uint32_t q = 0; q < count; ++q) {
+    TJ_RETURN_IF_ERROR(make_reducer(nv, p + q, &r[q]));
+    arg |= r[q].kind == TJ_KIR_REDUCE_ARGMAX;
+    blocked[q] = r[q].kind == TJ_KIR_REDUCE_SUM && is_float_type(r[q].type);
+  }
+  if (arg && count > 1)
+    return tj_internal("kernel @%s: an argmax among sibling phases",
+                       em->k->name);
+  // (The slots in the order of the one-phase walk before siblings, so its
+  // code stays as it was.)
+  for (uint32_t q = 0; q < count; ++q) {
+    vt[q] = tj_emit_vec(em, r[q].type, lanes);
+    acc[q] = tj_emit_alloca(em, vt[q], "partial");
+  }
   LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "partial_i");
-  LLVMBuildStore(b, identity(nv, &r, lanes), acc);
+  for (uint32_t q = 0; q < count; ++q)
+    LLVMBuildStore(b, identity(nv, &r[q], lanes), acc[q]);
   LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
   // Argmax walks one element at a time. Other reductions take kUnroll
   // steps per iteration while they fit: the loads of all steps are issued
@@ -755,17 +777,21 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   int32_t unroll = arg ? 1 : kUnroll;
   LLVMValueRef j_var = tj_emit_alloca(em, em->t_i64, "j");
   LLVMBuildStore(b, c->j0, j_var);
-  // Float sums: blocks of kSumBlock iterations into a compensated total.
-  bool blocked = r.kind == TJ_KIR_REDUCE_SUM && is_float_type(r.type);
-  LLVMValueRef sum = NULL, comp = NULL, iters = NULL;
-  if (blocked) {
-    sum = tj_emit_alloca(em, r.type, "sum");
-    comp = tj_emit_alloca(em, r.type, "comp");
-    iters = tj_emit_alloca(em, em->t_i64, "iters");
-    LLVMBuildStore(b, LLVMConstNull(r.type), sum);
-    LLVMBuildStore(b, LLVMConstNull(r.type), comp);
-    LLVMBuildStore(b, i64c(nv, 0), iters);
+  for (uint32_t q = 0; q < count; ++q) {
+    if (!blocked[q]) continue;
+    sum[q] = tj_emit_alloca(em, r[q].type, "sum");
+    comp[q] = tj_emit_alloca(em, r[q].type, "comp");
   }
+  LLVMValueRef iters = NULL;
+  if (blocked[0] || blocked[1]) iters = tj_emit_alloca(em, em->t_i64, "iters");
+  for (uint32_t q = 0; q < count; ++q) {
+    if (!blocked[q]) continue;
+    LLVMBuildStore(b, LLVMConstNull(r[q].type), sum[q]);
+    LLVMBuildStore(b, LLVMConstNull(r[q].type), comp[q]);
+  }
+  if (iters) LLVMBuildStore(b, i64c(nv, 0), iters);
+  // Siblings read the same loads: one per step and buffer.
+  tj_emit_load_cache_t cache;
   const int32_t ranges = c->stage_groups > 0 ? c->stage_groups : 1;
   for (int32_t range = 0; range < ranges; ++range) {
     LLVMValueRef limit = range_begin(nv, c, range, j_var);
@@ -786,31 +812,47 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
       LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
                       done);
       LLVMPositionBuilderAtEnd(b, body);
-      LLVMValueRef ys[kUnroll], js[kUnroll];
-      for (int32_t u = 0; u < steps; ++u) {
+      // Loads of this step only: the cache's values must dominate their
+      // uses.
+      if (count > 1) {
+        memset(&cache, 0, sizeof(cache));
+        cache.insert = true;
+        em->load_cache = &cache;
+      }
+      LLVMValueRef ys[2][kUnroll], js[kUnroll];
+      tj_status_t status = NULL;
+      for (int32_t u = 0; u < steps && !status; ++u) {
         js[u] =
             LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
         tj_emit_point_t point;
         at_column(nv, &c->row, js[u], &point);
         point.rows = c->rows;
-        TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &ys[u]));
-        if (!ys[u])
-          return tj_invalid("kernel @%s: phase %u yields nothing", em->k->name,
-                            p);
-        if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
+        cache.slot = u;
+        for (uint32_t q = 0; q < count && !status; ++q) {
+          status = tj_emit_body(em, &em->k->phases[p + q], &point, &ys[q][u]);
+          if (!status && !ys[q][u])
+            status = tj_invalid("kernel @%s: phase %u yields nothing",
+                                em->k->name, p + q);
+        }
+        if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
       }
-      for (int32_t u = 0; u < steps; ++u) {
-        LLVMValueRef cur = LLVMBuildLoad2(b, vt, acc, "");
-        if (arg) {
-          LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-          LLVMValueRef take = argmax_takes(nv, &r, cur, cur_i, ys[u], js[u]);
-          LLVMBuildStore(b, tj_emit_select(em, take, ys[u], cur), acc);
-          LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
-        } else {
-          LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
+      em->load_cache = NULL;
+      if (status) return status;
+      for (uint32_t q = 0; q < count; ++q) {
+        for (int32_t u = 0; u < steps; ++u) {
+          LLVMValueRef cur = LLVMBuildLoad2(b, vt[q], acc[q], "");
+          if (arg) {
+            LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+            LLVMValueRef take =
+                argmax_takes(nv, &r[q], cur, cur_i, ys[q][u], js[u]);
+            LLVMBuildStore(b, tj_emit_select(em, take, ys[q][u], cur), acc[q]);
+            LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
+          } else {
+            LLVMBuildStore(b, combine(nv, &r[q], cur, ys[q][u]), acc[q]);
+          }
         }
       }
-      if (blocked && pass == 0) {
+      if (iters && pass == 0) {
         LLVMValueRef n = LLVMBuildAdd(
             b, LLVMBuildLoad2(b, em->t_i64, iters, ""), i64c(nv, 1), "");
         LLVMBuildStore(b, n, iters);
@@ -821,7 +863,10 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
                           LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
                           i64c(nv, 0), ""),
             "block");
-        fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
+        for (uint32_t q = 0; q < count; ++q) {
+          if (blocked[q])
+            fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
+        }
         tj_emit_if_end(em, &full);
       }
       LLVMBuildStore(
@@ -833,23 +878,26 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
       LLVMPositionBuilderAtEnd(b, done);
     }
   }
-  LLVMValueRef v, vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-  if (blocked) {
-    fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
-    v = LLVMBuildFSub(b, LLVMBuildLoad2(b, r.type, sum, ""),
-                      LLVMBuildLoad2(b, r.type, comp, ""), "");
-  } else {
-    v = LLVMBuildLoad2(b, vt, acc, "");
-    if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
+  LLVMValueRef v[2], vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  for (uint32_t q = 0; q < count; ++q) {
+    if (blocked[q]) {
+      fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
+      v[q] = LLVMBuildFSub(b, LLVMBuildLoad2(b, r[q].type, sum[q], ""),
+                           LLVMBuildLoad2(b, r[q].type, comp[q], ""), "");
+    } else {
+      v[q] = LLVMBuildLoad2(b, vt[q], acc[q], "");
+      if (lanes > 1) v[q] = combine_lanes(nv, &r[q], v[q], lanes);
+    }
   }
-  reduce_across_threads(nv, &r, c, &v, &vi, NULL, NULL);
+  reduce_across_threads(nv, &r[0], c, &v[0], &vi, count > 1 ? &r[1] : NULL,
+                        count > 1 ? &v[1] : NULL);
   if (arg) {
     // An empty row has no first maximum; report index 0.
-    v = tj_emit_select(em,
-                       LLVMBuildICmp(b, LLVMIntEQ, vi, i64c(nv, INT64_MAX), ""),
-                       i64c(nv, 0), vi);
+    v[0] = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, vi, i64c(nv, INT64_MAX), ""),
+        i64c(nv, 0), vi);
   }
-  c->rows[p] = v;
+  for (uint32_t q = 0; q < count; ++q) c->rows[p + q] = v[q];
   return NULL;
 }
 
@@ -1084,9 +1132,26 @@ static int32_t row_slots(int32_t lanes) {
   return slots < 1 ? 1 : slots > kMaxRowSlots ? kMaxRowSlots : slots;
 }
 
+// Whether REDUCE phase |p| + 1 is a sibling of REDUCE phase |p|: neither
+// is an argmax and |p| + 1 does not read ^p, so the two can cross threads
+// together (layer_norm's mean(x - m) and mean((x - m)^2)).
+static bool sibling_reduce(const tj_kir_t* k, uint32_t p) {
+  if (p + 1 >= k->num_phases) return false;
+  const tj_kir_phase_t* a = &k->phases[p];
+  const tj_kir_phase_t* b = &k->phases[p + 1];
+  if (a->kind != TJ_KIR_PHASE_REDUCE || b->kind != TJ_KIR_PHASE_REDUCE ||
+      a->reduce == TJ_KIR_REDUCE_ARGMAX || b->reduce == TJ_KIR_REDUCE_ARGMAX)
+    return false;
+  for (uint32_t i = 0; i < b->num_insts; ++i) {
+    if (b->insts[i].kind == TJ_KIR_ROW && b->insts[i].ref == p) return false;
+  }
+  return true;
+}
+
 // The phases over a row of any length: each phase walks the row from
 // memory (the later passes mostly hit L1/L2), except softmax's max and sum,
-// which walk it once together (emit_online_pair).
+// which walk it once together (emit_online_pair), and on a staged row
+// sibling phases (row_ctx_t.siblings).
 static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
   const tj_kir_t* k = nv->em.k;
   for (uint32_t p = 0; p < k->num_phases; ++p) {
@@ -1097,7 +1162,14 @@ static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
           ++p;
           break;
         }
-        TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, c));
+        // A staged row's sibling phases (layer_norm's sums of c and c^2)
+        // walk shared memory once.
+        if (c->siblings && sibling_reduce(k, p)) {
+          TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, 2, c));
+          ++p;
+          break;
+        }
+        TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, 1, c));
         break;
       case TJ_KIR_PHASE_MAP:
         TJ_RETURN_IF_ERROR(emit_map_phase(nv, p, c));
@@ -1117,22 +1189,6 @@ static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
     }
   }
   return NULL;
-}
-
-// Whether REDUCE phase |p| + 1 is a sibling of REDUCE phase |p|: neither
-// is an argmax and |p| + 1 does not read ^p, so the two can cross threads
-// together (layer_norm's mean(x - m) and mean((x - m)^2)).
-static bool sibling_reduce(const tj_kir_t* k, uint32_t p) {
-  if (p + 1 >= k->num_phases) return false;
-  const tj_kir_phase_t* a = &k->phases[p];
-  const tj_kir_phase_t* b = &k->phases[p + 1];
-  if (a->kind != TJ_KIR_PHASE_REDUCE || b->kind != TJ_KIR_PHASE_REDUCE ||
-      a->reduce == TJ_KIR_REDUCE_ARGMAX || b->reduce == TJ_KIR_REDUCE_ARGMAX)
-    return false;
-  for (uint32_t i = 0; i < b->num_insts; ++i) {
-    if (b->insts[i].kind == TJ_KIR_ROW && b->insts[i].ref == p) return false;
-  }
-  return true;
 }
 
 // The phases over a row that fits kRowSlots vectors per thread, fully
@@ -1352,6 +1408,7 @@ static tj_status_t emit_staged_phases(tj_nvptx_emit_t* nv, const row_ctx_t* c,
     }
     tj_emit_intrinsic(em, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
   }
+  s.siblings = true;
   if (groups > 1) {
     s.stage_groups = groups;
     s.stage_vectors = vectors;
