@@ -1280,6 +1280,11 @@ static tj_status_t emit_resident_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
 
 //===--- the staged row ---===//
 
+// The dynamic shared memory a staged row may take on |arch|.
+static int32_t row_stage_max_bytes(tj_nvptx_arch_t arch) {
+  return arch == TJ_NVPTX_SM_90A ? kRowStageMaxSm90 : kRowStageMaxSm80;
+}
+
 // The input buffers a staged row holds in shared memory (rows32k).
 typedef struct row_stage_t {
   uint32_t count;
@@ -1311,7 +1316,8 @@ static int32_t row_reads(const tj_kir_t* k, uint32_t b) {
 // The buffers worth staging on the vector path of |lanes| lanes: inputs
 // read along the row (stride 1, one row each: not stride 0 along every
 // outer dim, as layer_norm's gamma is), at least twice a row by the
-// streaming path, whose |lanes| elements are one 16-byte chunk.
+// streaming path, whose |lanes| elements are one 16-byte chunk; none
+// where the row's length is a constant that the launch would not stage.
 static void row_stage_plan(const tj_nvptx_emit_t* nv, int32_t lanes,
                            row_stage_t* out) {
   memset(out, 0, sizeof(*out));
@@ -1330,6 +1336,23 @@ static void row_stage_plan(const tj_nvptx_emit_t* nv, int32_t lanes,
     if (!per_row || row_reads(k, b) < 2) continue;
     out->buffers[out->count++] = b;
     out->bytes += elem_size(buf->dtype);
+  }
+  // A row of constant length that no launch would stage (held in
+  // registers, or past the shared memory) leaves the path out.
+  tj_kir_ival_t n = k->dims[inner];
+  if (out->count > 0 && n.param < 0) {
+    tj_nvptx_kernel_t info;
+    memset(&info, 0, sizeof(info));
+    info.kind = TJ_KIR_ROW_REDUCE;
+    info.threads = kThreads;
+    info.vector_lanes = lanes;
+    info.row_slots = row_slots(lanes);
+    info.row_stage_bytes = out->bytes;
+    info.row_stage_buffers = (int32_t)out->count;
+    info.shared_bytes = row_stage_max_bytes(nv->arch);
+    uint32_t bytes = 0;
+    if (!tj_nvptx_row_staged(&info, n.value, &bytes))
+      memset(out, 0, sizeof(*out));
   }
 }
 
@@ -1518,8 +1541,7 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
       nv->info->row_stage_threads = nv->options.row_stage_threads > kThreads
                                         ? nv->options.row_stage_threads
                                         : kThreads;
-      nv->info->shared_bytes =
-          nv->arch == TJ_NVPTX_SM_90A ? kRowStageMaxSm90 : kRowStageMaxSm80;
+      nv->info->shared_bytes = row_stage_max_bytes(nv->arch);
     }
     tj_emit_if_begin(em, &streaming, rest, "streaming");
     TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &c));

@@ -38,9 +38,10 @@ TEST(every_op_dtype_and_length) {
   }
 }
 
-// The PTX of |op| at |dt| over rows of the symbol N in a context made
-// with TJ_NVPTX_ROWS set to |rows| (NULL: unset); free with tj_free_string.
-static char* row_ptx(row_op_t op, tj_dtype_t dt, const char* rows) {
+// The PTX of |op| at |dt| over rows of |n| elements (0: the symbol N) in
+// a context made with TJ_NVPTX_ROWS set to |rows| (NULL: unset); free
+// with free().
+static char* row_ptx(row_op_t op, tj_dtype_t dt, int64_t n, const char* rows) {
   if (rows) setenv("TJ_NVPTX_ROWS", rows, 1);
   tj_context_options_t o;
   tj_context_options_initialize(&o);
@@ -49,7 +50,7 @@ static char* row_ptx(row_op_t op, tj_dtype_t dt, const char* rows) {
   unsetenv("TJ_NVPTX_ROWS");
   if (!ctx) return NULL;
   char* text = NULL;
-  tj_graph_t* g = row_case_build(ctx, op, dt, 0, 0);
+  tj_graph_t* g = row_case_build(ctx, op, dt, 0, n);
   CHECK(g != NULL);
   if (g) {
     CHECK_OK(tj_graph_finalize(g));
@@ -59,9 +60,9 @@ static char* row_ptx(row_op_t op, tj_dtype_t dt, const char* rows) {
     CHECK_OK(tj_cuda_compile_ptx(g, NULL, TJ_NVPTX_SM_90A, al, &ptx));
     CHECK_EQ_INT(1, (int)ptx.num_kernels);
     if (ptx.ptx) {
-      size_t n = strlen(ptx.ptx) + 1;
-      text = malloc(n);
-      if (text) memcpy(text, ptx.ptx, n);
+      size_t size = strlen(ptx.ptx) + 1;
+      text = malloc(size);
+      if (text) memcpy(text, ptx.ptx, size);
     }
     tj_cuda_offline_ptx_deinitialize(al, &ptx);
     tj_graph_destroy(g);
@@ -86,9 +87,9 @@ TEST(staged_path) {
       char what[96];
       snprintf(what, sizeof(what), "%s %s N", kRowOpNames[op],
                tj_dtype_name(kTypes[t]));
-      char* staged = row_ptx((row_op_t)op, kTypes[t], NULL);
-      char* asked = row_ptx((row_op_t)op, kTypes[t], "staged");
-      char* streaming = row_ptx((row_op_t)op, kTypes[t], "streaming");
+      char* staged = row_ptx((row_op_t)op, kTypes[t], 0, NULL);
+      char* asked = row_ptx((row_op_t)op, kTypes[t], 0, "staged");
+      char* streaming = row_ptx((row_op_t)op, kTypes[t], 0, "streaming");
       CHECK(staged && asked && streaming);
       for (size_t i = 0; i < sizeof(kStaged) / sizeof(kStaged[0]); ++i) {
         tj_test_check_has(what, staged, kStaged[i], true);
@@ -109,7 +110,7 @@ TEST(staged_path) {
       } kWide[] = {{"staged-512", ".maxntid 512, 1, 1", ".minnctapersm 2"},
                    {"staged-1024", ".maxntid 1024, 1, 1", ".minnctapersm 1"}};
       for (size_t w = 0; w < sizeof(kWide) / sizeof(kWide[0]); ++w) {
-        char* wide = row_ptx((row_op_t)op, kTypes[t], kWide[w].setting);
+        char* wide = row_ptx((row_op_t)op, kTypes[t], 0, kWide[w].setting);
         CHECK(wide != NULL);
         tj_test_check_has(what, wide, kStaged[0], true);
         tj_test_check_has(what, wide, kWide[w].threads, true);
@@ -118,6 +119,37 @@ TEST(staged_path) {
         free(wide);
       }
     }
+  }
+}
+
+// Rows of a constant length have the staged path only where a launch
+// would take it (row_stage_plan): 4096 elements are held in registers,
+// f32 32768 staged, except the masked softmax's two staged inputs (256
+// KiB), which bf16 keeps (128 KiB).
+TEST(staged_path_constant_lengths) {
+  static const struct {
+    row_op_t op;
+    tj_dtype_t dt;
+    int64_t n;
+    bool staged;
+  } kCases[] = {
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 4096, false},
+      {ROW_LAYER_NORM, TJ_DTYPE_BF16, 4096, false},
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 32768, true},
+      {ROW_LAYER_NORM, TJ_DTYPE_F32, 32768, true},
+      {ROW_MASKED_SOFTMAX, TJ_DTYPE_F32, 32768, false},
+      {ROW_MASKED_SOFTMAX, TJ_DTYPE_BF16, 32768, true},
+      {ROW_RMS_NORM, TJ_DTYPE_F32, 65536, false},
+      {ROW_RMS_NORM, TJ_DTYPE_BF16, 65536, true},
+  };
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    char what[96];
+    snprintf(what, sizeof(what), "%s %s N=%lld", kRowOpNames[kCases[i].op],
+             tj_dtype_name(kCases[i].dt), (long long)kCases[i].n);
+    char* ptx = row_ptx(kCases[i].op, kCases[i].dt, kCases[i].n, NULL);
+    CHECK(ptx != NULL);
+    tj_test_check_has(what, ptx, "cp.async.cg.shared.global", kCases[i].staged);
+    free(ptx);
   }
 }
 
@@ -181,6 +213,7 @@ int main(int argc, char** argv) {
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(every_op_dtype_and_length);
   RUN_TEST(staged_path);
+  RUN_TEST(staged_path_constant_lengths);
   RUN_TEST(staged_launch_choice);
   tj_context_destroy(g_ctx);
   TEST_MAIN_END();
