@@ -40,6 +40,11 @@
 // down; sm_80 modules also run on sm_86 and sm_89 (99 KiB).
 #define kRowStageMaxSm90 (224 * 1024)
 #define kRowStageMaxSm80 (96 * 1024)
+// The least shared memory a staged row takes: shorter rows stream. 0:
+// every row past the registers that fits is staged (not yet measured
+// against the streaming path on a GPU, which reached copy speed to 16384
+// bf16 and 8192 f32 elements: bench/RESULTS.md).
+#define kRowStageMinBytes 0
 // Ranges a staged row is copied in, each its own cp.async group, so that
 // the first phase walks a range while the later ones are still in flight.
 #define kStageGroups 4
@@ -1980,7 +1985,7 @@ bool tj_nvptx_row_staged(const tj_nvptx_kernel_t* info, int64_t length,
     return false;
   int64_t need =
       length * info->row_stage_bytes + 16 * (int64_t)info->row_stage_buffers;
-  if (need > info->shared_bytes) return false;
+  if (need < kRowStageMinBytes || need > info->shared_bytes) return false;
   *out_bytes = (uint32_t)need;
   return true;
 }
