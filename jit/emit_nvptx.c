@@ -585,26 +585,53 @@ static LLVMValueRef stage_range(tj_nvptx_emit_t* nv, LLVMValueRef vectors,
                        i64c(nv, shift), "");
 }
 
-// Range |g| of the ranges a phase's loop walks (row_ctx_t.stage_groups):
-// its start stored in |j_var| (with no ranges, the caller's j0 stays),
-// its end returned.
-static LLVMValueRef range_begin(tj_nvptx_emit_t* nv, const row_ctx_t* c,
-                                int32_t g, LLVMValueRef j_var) {
+// The loop over the ranges of a staged row's first phase
+// (row_ctx_t.stage_groups), around the phase's walk, so that the walk's
+// code is emitted once: range_loop_begin opens it (nothing without
+// ranges), waits for range g's copies, stores the range's first element
+// of this thread into |j_var| and returns the range's end (|c->limit|
+// without ranges); range_loop_end closes it. The range bounds are
+// vectors * g / groups, as stage_range's.
+static LLVMValueRef range_loop_begin(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                                     LLVMValueRef j_var, tj_emit_loop_t* loop) {
   tj_emit_t* em = &nv->em;
-  if (c->stage_groups == 0) return c->limit;
-  LLVMValueRef pending =
-      LLVMConstInt(em->t_i32, (unsigned)(c->stage_groups - 1 - g), 0);
-  tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.group", NULL, 0, &pending, 1);
   LLVMBuilderRef b = em->b;
+  const int32_t groups = c->stage_groups;
+  if (groups == 0) return c->limit;
+  LLVMValueRef g =
+      loop_begin(nv, loop, i64c(nv, 0), i64c(nv, groups), i64c(nv, 1), "range");
+  // cp.async.wait_group takes an immediate: one for each range.
+  for (int32_t i = 0; i < groups; ++i) {
+    tj_emit_if_t wait;
+    tj_emit_if_begin(em, &wait, LLVMBuildICmp(b, LLVMIntEQ, g, i64c(nv, i), ""),
+                     "wait");
+    LLVMValueRef pending =
+        LLVMConstInt(em->t_i32, (unsigned)(groups - 1 - i), 0);
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.group", NULL, 0, &pending,
+                      1);
+    tj_emit_if_end(em, &wait);
+  }
+  int32_t shift = 0;
+  while ((1 << shift) < groups) ++shift;
   LLVMValueRef lanes = i64c(nv, c->lanes);
-  LLVMValueRef first = stage_range(nv, c->stage_vectors, g, c->stage_groups);
+  LLVMValueRef first = LLVMBuildLShr(
+      b, LLVMBuildMul(b, c->stage_vectors, g, ""), i64c(nv, shift), "");
+  LLVMValueRef end =
+      LLVMBuildLShr(b,
+                    LLVMBuildMul(b, c->stage_vectors,
+                                 LLVMBuildAdd(b, g, i64c(nv, 1), ""), ""),
+                    i64c(nv, shift), "");
   LLVMBuildStore(
       b,
       LLVMBuildMul(b, LLVMBuildAdd(b, first, tj_nvptx_sreg64(nv, "tid.x"), ""),
                    lanes, ""),
       j_var);
-  return LLVMBuildMul(
-      b, stage_range(nv, c->stage_vectors, g + 1, c->stage_groups), lanes, "");
+  return LLVMBuildMul(b, end, lanes, "range_end");
+}
+
+static void range_loop_end(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                           tj_emit_loop_t* loop) {
+  if (c->stage_groups > 0) tj_emit_loop_end(&nv->em, loop);
 }
 
 // Reduces |v| (and argmax index |vi|) over the warp, then over the row's
@@ -797,9 +824,9 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   if (iters) LLVMBuildStore(b, i64c(nv, 0), iters);
   // Siblings read the same loads: one per step and buffer.
   tj_emit_load_cache_t cache;
-  const int32_t ranges = c->stage_groups > 0 ? c->stage_groups : 1;
-  for (int32_t range = 0; range < ranges; ++range) {
-    LLVMValueRef limit = range_begin(nv, c, range, j_var);
+  tj_emit_loop_t range_loop;
+  LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
+  {
     for (int32_t pass = 0; pass < 2; ++pass) {
       int32_t steps = pass == 0 ? unroll : 1;
       if (pass == 0 && steps == 1) continue;
@@ -883,6 +910,7 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
       LLVMPositionBuilderAtEnd(b, done);
     }
   }
+  range_loop_end(nv, c, &range_loop);
   LLVMValueRef v[2], vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
   for (uint32_t q = 0; q < count; ++q) {
     if (blocked[q]) {
@@ -1014,9 +1042,9 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
   LLVMBuildStore(b, LLVMConstNull(vt), s_var);
   LLVMBuildStore(b, c->j0, j_var);
   tj_emit_load_cache_t cache;
-  const int32_t ranges = c->stage_groups > 0 ? c->stage_groups : 1;
-  for (int32_t range = 0; range < ranges; ++range) {
-    LLVMValueRef limit = range_begin(nv, c, range, j_var);
+  tj_emit_loop_t range_loop;
+  LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
+  {
     for (int32_t pass = 0; pass < 2; ++pass) {
       const int32_t steps = pass == 0 ? kUnroll : 1;
       LLVMBasicBlockRef cond =
@@ -1084,6 +1112,7 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
       LLVMPositionBuilderAtEnd(b, done);
     }
   }
+  range_loop_end(nv, c, &range_loop);
   LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
   LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
   if (lanes > 1) s = combine_lanes(nv, &rsum, s, lanes);
