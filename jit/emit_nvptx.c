@@ -558,10 +558,10 @@ typedef struct row_ctx_t {
   LLVMValueRef warps;               // i64: warps per row (0 below a warp)
   LLVMValueRef threads;             // i64: threads per row (ntid.x)
   // The staged path's first phase (emit_staged_phases): the row's
-  // |stage_vectors| (i64) vectors in |stage_groups| ranges (stage_range),
-  // each walked once its copies have landed (cp.async.wait_group), by the
-  // threads that copied it (the same vectors), so the phase overlaps the
-  // copy of the ranges after it; 0: the phase walks [j0, limit).
+  // |stage_vectors| (i64) vectors in |stage_groups| ranges, each walked
+  // once its copies have landed (range_loop_begin), by the threads that
+  // copied it (the same vectors), so the phase overlaps the copy of the
+  // ranges after it; 0: the phase walks [j0, limit).
   int32_t stage_groups;
   LLVMValueRef stage_vectors;
   // The streaming phases walk sibling REDUCE phases together
@@ -572,8 +572,7 @@ typedef struct row_ctx_t {
 
 // The first vector of range |g| of a staged row's |groups| ranges of
 // |vectors| (i64) vectors: vectors * g / groups (|groups| a power of two),
-// computed where it is needed, so that no range bound stays live in
-// registers across the phase.
+// for the copy loops (emit_staged_phases).
 static LLVMValueRef stage_range(tj_nvptx_emit_t* nv, LLVMValueRef vectors,
                                 int32_t g, int32_t groups) {
   LLVMBuilderRef b = nv->em.b;
@@ -826,89 +825,86 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   tj_emit_load_cache_t cache;
   tj_emit_loop_t range_loop;
   LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
-  {
-    for (int32_t pass = 0; pass < 2; ++pass) {
-      int32_t steps = pass == 0 ? unroll : 1;
-      if (pass == 0 && steps == 1) continue;
-      LLVMBasicBlockRef cond =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-      LLVMBasicBlockRef body =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-      LLVMBasicBlockRef done =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
-      LLVMBuildBr(b, cond);
-      LLVMPositionBuilderAtEnd(b, cond);
-      LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
-      LLVMValueRef last = LLVMBuildAdd(
-          b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
-                      done);
-      LLVMPositionBuilderAtEnd(b, body);
-      // Loads of this step only: the cache's values must dominate their
-      // uses.
-      if (count > 1) {
-        memset(&cache, 0, sizeof(cache));
-        cache.insert = true;
-        em->load_cache = &cache;
-      }
-      LLVMValueRef ys[2][kUnroll], js[kUnroll];
-      tj_status_t status = NULL;
-      for (int32_t u = 0; u < steps && !status; ++u) {
-        js[u] =
-            LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
-        tj_emit_point_t point;
-        at_column(nv, &c->row, js[u], &point);
-        point.rows = c->rows;
-        cache.slot = u;
-        for (uint32_t q = 0; q < count && !status; ++q) {
-          status = tj_emit_body(em, &em->k->phases[p + q], &point, &ys[q][u]);
-          if (!status && !ys[q][u])
-            status = tj_invalid("kernel @%s: phase %u yields nothing",
-                                em->k->name, p + q);
-        }
-        if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
-      }
-      em->load_cache = NULL;
-      if (status) return status;
-      for (uint32_t q = 0; q < count; ++q) {
-        for (int32_t u = 0; u < steps; ++u) {
-          LLVMValueRef cur = LLVMBuildLoad2(b, vt[q], acc[q], "");
-          if (arg) {
-            LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-            LLVMValueRef take =
-                argmax_takes(nv, &r[q], cur, cur_i, ys[q][u], js[u]);
-            LLVMBuildStore(b, tj_emit_select(em, take, ys[q][u], cur), acc[q]);
-            LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
-          } else {
-            LLVMBuildStore(b, combine(nv, &r[q], cur, ys[q][u]), acc[q]);
-          }
-        }
-      }
-      if (iters && pass == 0) {
-        LLVMValueRef n = LLVMBuildAdd(
-            b, LLVMBuildLoad2(b, em->t_i64, iters, ""), i64c(nv, 1), "");
-        LLVMBuildStore(b, n, iters);
-        tj_emit_if_t full;
-        tj_emit_if_begin(
-            em, &full,
-            LLVMBuildICmp(b, LLVMIntEQ,
-                          LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
-                          i64c(nv, 0), ""),
-            "block");
-        for (uint32_t q = 0; q < count; ++q) {
-          if (blocked[q])
-            fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
-        }
-        tj_emit_if_end(em, &full);
-      }
-      LLVMBuildStore(
-          b,
-          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""),
-                       ""),
-          j_var);
-      LLVMBuildBr(b, cond);
-      LLVMPositionBuilderAtEnd(b, done);
+  for (int32_t pass = 0; pass < 2; ++pass) {
+    int32_t steps = pass == 0 ? unroll : 1;
+    if (pass == 0 && steps == 1) continue;
+    LLVMBasicBlockRef cond =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBasicBlockRef body =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBasicBlockRef done =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "j");
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, cond);
+    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+    LLVMValueRef last = LLVMBuildAdd(
+        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
+                    done);
+    LLVMPositionBuilderAtEnd(b, body);
+    // Loads of this step only: the cache's values must dominate their
+    // uses.
+    if (count > 1) {
+      memset(&cache, 0, sizeof(cache));
+      cache.insert = true;
+      em->load_cache = &cache;
     }
+    LLVMValueRef ys[2][kUnroll], js[kUnroll];
+    tj_status_t status = NULL;
+    for (int32_t u = 0; u < steps && !status; ++u) {
+      js[u] =
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+      tj_emit_point_t point;
+      at_column(nv, &c->row, js[u], &point);
+      point.rows = c->rows;
+      if (count > 1) cache.slot = u;
+      for (uint32_t q = 0; q < count && !status; ++q) {
+        status = tj_emit_body(em, &em->k->phases[p + q], &point, &ys[q][u]);
+        if (!status && !ys[q][u])
+          status = tj_invalid("kernel @%s: phase %u yields nothing",
+                              em->k->name, p + q);
+      }
+      if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
+    }
+    em->load_cache = NULL;
+    if (status) return status;
+    for (uint32_t q = 0; q < count; ++q) {
+      for (int32_t u = 0; u < steps; ++u) {
+        LLVMValueRef cur = LLVMBuildLoad2(b, vt[q], acc[q], "");
+        if (arg) {
+          LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+          LLVMValueRef take =
+              argmax_takes(nv, &r[q], cur, cur_i, ys[q][u], js[u]);
+          LLVMBuildStore(b, tj_emit_select(em, take, ys[q][u], cur), acc[q]);
+          LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
+        } else {
+          LLVMBuildStore(b, combine(nv, &r[q], cur, ys[q][u]), acc[q]);
+        }
+      }
+    }
+    if (iters && pass == 0) {
+      LLVMValueRef n = LLVMBuildAdd(b, LLVMBuildLoad2(b, em->t_i64, iters, ""),
+                                    i64c(nv, 1), "");
+      LLVMBuildStore(b, n, iters);
+      tj_emit_if_t full;
+      tj_emit_if_begin(
+          em, &full,
+          LLVMBuildICmp(b, LLVMIntEQ,
+                        LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
+                        i64c(nv, 0), ""),
+          "block");
+      for (uint32_t q = 0; q < count; ++q) {
+        if (blocked[q])
+          fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
+      }
+      tj_emit_if_end(em, &full);
+    }
+    LLVMBuildStore(
+        b,
+        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
+        j_var);
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, done);
   }
   range_loop_end(nv, c, &range_loop);
   LLVMValueRef v[2], vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
@@ -1044,73 +1040,68 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
   tj_emit_load_cache_t cache;
   tj_emit_loop_t range_loop;
   LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
-  {
-    for (int32_t pass = 0; pass < 2; ++pass) {
-      const int32_t steps = pass == 0 ? kUnroll : 1;
-      LLVMBasicBlockRef cond =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-      LLVMBasicBlockRef body =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-      LLVMBasicBlockRef done =
-          LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
-      LLVMBuildBr(b, cond);
-      LLVMPositionBuilderAtEnd(b, cond);
-      LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
-      LLVMValueRef last = LLVMBuildAdd(
-          b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
-                      done);
-      LLVMPositionBuilderAtEnd(b, body);
-      // Loads of this step only: the cache's values must dominate their uses.
-      memset(&cache, 0, sizeof(cache));
-      cache.insert = true;
-      em->load_cache = &cache;
-      tj_emit_point_t points[kUnroll];
-      LLVMValueRef a[kUnroll], y[kUnroll];
-      tj_status_t status = NULL;
-      for (int32_t u = 0; u < steps && !status; ++u) {
-        LLVMValueRef ju =
-            LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
-        at_column(nv, &c->row, ju, &points[u]);
-        points[u].rows = c->rows;
-        cache.slot = u;
-        status = tj_emit_body(em, pm, &points[u], &a[u]);
-        if (!status && lanes > 1)
-          tj_nvptx_align_accesses(nv, &points[u], lanes);
-      }
-      LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
-      LLVMValueRef mnew = m;
-      if (!status) {
-        LLVMValueRef v = a[0];
-        for (int32_t u = 1; u < steps; ++u) v = combine(nv, &rmax, v, a[u]);
-        if (lanes > 1) v = combine_lanes(nv, &rmax, v, lanes);
-        mnew = combine(nv, &rmax, m, v);
-      }
-      LLVMValueRef saved = c->rows[p];
-      c->rows[p] =
-          tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, mnew, ninf, ""),
-                         tj_emit_fconst(ft, 0.0), mnew);
-      for (int32_t u = 0; u < steps && !status; ++u) {
-        cache.slot = u;
-        status = tj_emit_body(em, ps, &points[u], &y[u]);
-      }
-      c->rows[p] = saved;
-      em->load_cache = NULL;
-      if (status) return status;
-      LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
-      s = LLVMBuildFMul(b, s, tj_emit_splat(em, rescale(nv, m, mnew), lanes),
-                        "");
-      for (int32_t u = 0; u < steps; ++u) s = LLVMBuildFAdd(b, s, y[u], "");
-      LLVMBuildStore(b, s, s_var);
-      LLVMBuildStore(b, mnew, m_var);
-      LLVMBuildStore(
-          b,
-          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""),
-                       ""),
-          j_var);
-      LLVMBuildBr(b, cond);
-      LLVMPositionBuilderAtEnd(b, done);
+  for (int32_t pass = 0; pass < 2; ++pass) {
+    const int32_t steps = pass == 0 ? kUnroll : 1;
+    LLVMBasicBlockRef cond =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBasicBlockRef body =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBasicBlockRef done =
+        LLVMAppendBasicBlockInContext(em->ctx, em->fn, "online");
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, cond);
+    LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
+    LLVMValueRef last = LLVMBuildAdd(
+        b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
+                    done);
+    LLVMPositionBuilderAtEnd(b, body);
+    // Loads of this step only: the cache's values must dominate their uses.
+    memset(&cache, 0, sizeof(cache));
+    cache.insert = true;
+    em->load_cache = &cache;
+    tj_emit_point_t points[kUnroll];
+    LLVMValueRef a[kUnroll], y[kUnroll];
+    tj_status_t status = NULL;
+    for (int32_t u = 0; u < steps && !status; ++u) {
+      LLVMValueRef ju =
+          LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
+      at_column(nv, &c->row, ju, &points[u]);
+      points[u].rows = c->rows;
+      cache.slot = u;
+      status = tj_emit_body(em, pm, &points[u], &a[u]);
+      if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &points[u], lanes);
     }
+    LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
+    LLVMValueRef mnew = m;
+    if (!status) {
+      LLVMValueRef v = a[0];
+      for (int32_t u = 1; u < steps; ++u) v = combine(nv, &rmax, v, a[u]);
+      if (lanes > 1) v = combine_lanes(nv, &rmax, v, lanes);
+      mnew = combine(nv, &rmax, m, v);
+    }
+    LLVMValueRef saved = c->rows[p];
+    c->rows[p] =
+        tj_emit_select(em, LLVMBuildFCmp(b, LLVMRealOEQ, mnew, ninf, ""),
+                       tj_emit_fconst(ft, 0.0), mnew);
+    for (int32_t u = 0; u < steps && !status; ++u) {
+      cache.slot = u;
+      status = tj_emit_body(em, ps, &points[u], &y[u]);
+    }
+    c->rows[p] = saved;
+    em->load_cache = NULL;
+    if (status) return status;
+    LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
+    s = LLVMBuildFMul(b, s, tj_emit_splat(em, rescale(nv, m, mnew), lanes), "");
+    for (int32_t u = 0; u < steps; ++u) s = LLVMBuildFAdd(b, s, y[u], "");
+    LLVMBuildStore(b, s, s_var);
+    LLVMBuildStore(b, mnew, m_var);
+    LLVMBuildStore(
+        b,
+        LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps), ""), ""),
+        j_var);
+    LLVMBuildBr(b, cond);
+    LLVMPositionBuilderAtEnd(b, done);
   }
   range_loop_end(nv, c, &range_loop);
   LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
