@@ -35,6 +35,19 @@
 // Items (16-byte vectors) a pointwise thread takes per step on the vector
 // path.
 #define kPointwiseItems 2
+// The dynamic shared memory a staged row may take (rows32k, issue 14):
+// sm_90a's 227 KiB a block, less the row partials' static arrays, rounded
+// down; sm_80 modules also run on sm_86 and sm_89 (99 KiB).
+#define kRowStageMaxSm90 (224 * 1024)
+#define kRowStageMaxSm80 (96 * 1024)
+// The least shared memory a staged row takes: shorter rows stream. 0:
+// every row past the registers that fits is staged (not yet measured
+// against the streaming path on a GPU, which reached copy speed to 16384
+// bf16 and 8192 f32 elements: bench/RESULTS.md).
+#define kRowStageMinBytes 0
+// Ranges a staged row is copied in, each its own cp.async group, so that
+// the first phase walks a range while the later ones are still in flight.
+#define kStageGroups 4
 
 //===--- helpers shared with emit_nvptx_gemm.c ---===//
 
@@ -544,7 +557,81 @@ typedef struct row_ctx_t {
   LLVMValueRef first_slot;          // i64: the row's first warp slot
   LLVMValueRef warps;               // i64: warps per row (0 below a warp)
   LLVMValueRef threads;             // i64: threads per row (ntid.x)
+  // The staged path's first phase (emit_staged_phases): the row's
+  // |stage_vectors| (i64) vectors in |stage_groups| ranges, each walked
+  // once its copies have landed (range_loop_begin), by the threads that
+  // copied it (the same vectors), so the phase overlaps the copy of the
+  // ranges after it; 0: the phase walks [j0, limit).
+  int32_t stage_groups;
+  LLVMValueRef stage_vectors;
+  // The streaming phases walk sibling REDUCE phases together
+  // (sibling_reduce): a staged row, where a walk is a pass over shared
+  // memory that nothing overlaps at one block an SM.
+  bool siblings;
 } row_ctx_t;
+
+// The first vector of range |g| of a staged row's |groups| ranges of
+// |vectors| (i64) vectors: vectors * g / groups (|groups| a power of two),
+// for the copy loops (emit_staged_phases).
+static LLVMValueRef stage_range(tj_nvptx_emit_t* nv, LLVMValueRef vectors,
+                                int32_t g, int32_t groups) {
+  LLVMBuilderRef b = nv->em.b;
+  if (g == 0) return i64c(nv, 0);
+  if (g == groups) return vectors;
+  int32_t shift = 0;
+  while ((1 << shift) < groups) ++shift;
+  return LLVMBuildLShr(b, LLVMBuildMul(b, vectors, i64c(nv, g), ""),
+                       i64c(nv, shift), "");
+}
+
+// The loop over the ranges of a staged row's first phase
+// (row_ctx_t.stage_groups), around the phase's walk, so that the walk's
+// code is emitted once: range_loop_begin opens it (nothing without
+// ranges), waits for range g's copies, stores the range's first element
+// of this thread into |j_var| and returns the range's end (|c->limit|
+// without ranges); range_loop_end closes it. The range bounds are
+// vectors * g / groups, as stage_range's.
+static LLVMValueRef range_loop_begin(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                                     LLVMValueRef j_var, tj_emit_loop_t* loop) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const int32_t groups = c->stage_groups;
+  if (groups == 0) return c->limit;
+  LLVMValueRef g =
+      loop_begin(nv, loop, i64c(nv, 0), i64c(nv, groups), i64c(nv, 1), "range");
+  // cp.async.wait_group takes an immediate: one for each range.
+  for (int32_t i = 0; i < groups; ++i) {
+    tj_emit_if_t wait;
+    tj_emit_if_begin(em, &wait, LLVMBuildICmp(b, LLVMIntEQ, g, i64c(nv, i), ""),
+                     "wait");
+    LLVMValueRef pending =
+        LLVMConstInt(em->t_i32, (unsigned)(groups - 1 - i), 0);
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.group", NULL, 0, &pending,
+                      1);
+    tj_emit_if_end(em, &wait);
+  }
+  int32_t shift = 0;
+  while ((1 << shift) < groups) ++shift;
+  LLVMValueRef lanes = i64c(nv, c->lanes);
+  LLVMValueRef first = LLVMBuildLShr(
+      b, LLVMBuildMul(b, c->stage_vectors, g, ""), i64c(nv, shift), "");
+  LLVMValueRef end =
+      LLVMBuildLShr(b,
+                    LLVMBuildMul(b, c->stage_vectors,
+                                 LLVMBuildAdd(b, g, i64c(nv, 1), ""), ""),
+                    i64c(nv, shift), "");
+  LLVMBuildStore(
+      b,
+      LLVMBuildMul(b, LLVMBuildAdd(b, first, tj_nvptx_sreg64(nv, "tid.x"), ""),
+                   lanes, ""),
+      j_var);
+  return LLVMBuildMul(b, end, lanes, "range_end");
+}
+
+static void range_loop_end(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                           tj_emit_loop_t* loop) {
+  if (c->stage_groups > 0) tj_emit_loop_end(&nv->em, loop);
+}
 
 // Reduces |v| (and argmax index |vi|) over the warp, then over the row's
 // warps through shared memory; every thread of the row gets the result.
@@ -682,19 +769,37 @@ static void fold_compensated(tj_nvptx_emit_t* nv, const reducer_t* r,
   LLVMBuildStore(b, LLVMConstNull(vt), acc);
 }
 
+// REDUCE phase |p| walked over the row, or with |count| 2 phases |p| and
+// |p| + 1 together (siblings, sibling_reduce: one walk, their loads
+// shared through the load cache, and one crossing of the threads).
 static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
-                                     row_ctx_t* c) {
+                                     uint32_t count, row_ctx_t* c) {
   tj_emit_t* em = &nv->em;
   LLVMBuilderRef b = em->b;
-  const tj_kir_phase_t* ph = &em->k->phases[p];
-  reducer_t r;
-  TJ_RETURN_IF_ERROR(make_reducer(nv, p, &r));
-  bool arg = r.kind == TJ_KIR_REDUCE_ARGMAX;
+  reducer_t r[2];
+  LLVMTypeRef vt[2];
+  LLVMValueRef acc[2], sum[2] = {NULL, NULL}, comp[2] = {NULL, NULL};
   int32_t lanes = c->lanes;
-  LLVMTypeRef vt = tj_emit_vec(em, r.type, lanes);
-  LLVMValueRef acc = tj_emit_alloca(em, vt, "partial");
+  bool arg = false;
+  // Float sums: blocks of kSumBlock iterations into a compensated total.
+  bool blocked[2] = {false, false};
+  for (uint32_t q = 0; q < count; ++q) {
+    TJ_RETURN_IF_ERROR(make_reducer(nv, p + q, &r[q]));
+    arg |= r[q].kind == TJ_KIR_REDUCE_ARGMAX;
+    blocked[q] = r[q].kind == TJ_KIR_REDUCE_SUM && is_float_type(r[q].type);
+  }
+  if (arg && count > 1)
+    return tj_internal("kernel @%s: an argmax among sibling phases",
+                       em->k->name);
+  // (The slots in the order of the one-phase walk before siblings, so its
+  // code stays as it was.)
+  for (uint32_t q = 0; q < count; ++q) {
+    vt[q] = tj_emit_vec(em, r[q].type, lanes);
+    acc[q] = tj_emit_alloca(em, vt[q], "partial");
+  }
   LLVMValueRef acc_i = tj_emit_alloca(em, em->t_i64, "partial_i");
-  LLVMBuildStore(b, identity(nv, &r, lanes), acc);
+  for (uint32_t q = 0; q < count; ++q)
+    LLVMBuildStore(b, identity(nv, &r[q], lanes), acc[q]);
   LLVMBuildStore(b, i64c(nv, INT64_MAX), acc_i);
   // Argmax walks one element at a time. Other reductions take kUnroll
   // steps per iteration while they fit: the loads of all steps are issued
@@ -703,17 +808,23 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
   int32_t unroll = arg ? 1 : kUnroll;
   LLVMValueRef j_var = tj_emit_alloca(em, em->t_i64, "j");
   LLVMBuildStore(b, c->j0, j_var);
-  // Float sums: blocks of kSumBlock iterations into a compensated total.
-  bool blocked = r.kind == TJ_KIR_REDUCE_SUM && is_float_type(r.type);
-  LLVMValueRef sum = NULL, comp = NULL, iters = NULL;
-  if (blocked) {
-    sum = tj_emit_alloca(em, r.type, "sum");
-    comp = tj_emit_alloca(em, r.type, "comp");
-    iters = tj_emit_alloca(em, em->t_i64, "iters");
-    LLVMBuildStore(b, LLVMConstNull(r.type), sum);
-    LLVMBuildStore(b, LLVMConstNull(r.type), comp);
-    LLVMBuildStore(b, i64c(nv, 0), iters);
+  for (uint32_t q = 0; q < count; ++q) {
+    if (!blocked[q]) continue;
+    sum[q] = tj_emit_alloca(em, r[q].type, "sum");
+    comp[q] = tj_emit_alloca(em, r[q].type, "comp");
   }
+  LLVMValueRef iters = NULL;
+  if (blocked[0] || blocked[1]) iters = tj_emit_alloca(em, em->t_i64, "iters");
+  for (uint32_t q = 0; q < count; ++q) {
+    if (!blocked[q]) continue;
+    LLVMBuildStore(b, LLVMConstNull(r[q].type), sum[q]);
+    LLVMBuildStore(b, LLVMConstNull(r[q].type), comp[q]);
+  }
+  if (iters) LLVMBuildStore(b, i64c(nv, 0), iters);
+  // Siblings read the same loads: one per step and buffer.
+  tj_emit_load_cache_t cache;
+  tj_emit_loop_t range_loop;
+  LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
   for (int32_t pass = 0; pass < 2; ++pass) {
     int32_t steps = pass == 0 ? unroll : 1;
     if (pass == 0 && steps == 1) continue;
@@ -728,34 +839,50 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
     LLVMValueRef last = LLVMBuildAdd(
         b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
                     done);
     LLVMPositionBuilderAtEnd(b, body);
-    LLVMValueRef ys[kUnroll], js[kUnroll];
-    for (int32_t u = 0; u < steps; ++u) {
+    // Loads of this step only: the cache's values must dominate their
+    // uses.
+    if (count > 1) {
+      memset(&cache, 0, sizeof(cache));
+      cache.insert = true;
+      em->load_cache = &cache;
+    }
+    LLVMValueRef ys[2][kUnroll], js[kUnroll];
+    tj_status_t status = NULL;
+    for (int32_t u = 0; u < steps && !status; ++u) {
       js[u] =
           LLVMBuildAdd(b, j, LLVMBuildMul(b, c->j_step, i64c(nv, u), ""), "");
       tj_emit_point_t point;
       at_column(nv, &c->row, js[u], &point);
       point.rows = c->rows;
-      TJ_RETURN_IF_ERROR(tj_emit_body(em, ph, &point, &ys[u]));
-      if (!ys[u])
-        return tj_invalid("kernel @%s: phase %u yields nothing", em->k->name,
-                          p);
-      if (lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
+      if (count > 1) cache.slot = u;
+      for (uint32_t q = 0; q < count && !status; ++q) {
+        status = tj_emit_body(em, &em->k->phases[p + q], &point, &ys[q][u]);
+        if (!status && !ys[q][u])
+          status = tj_invalid("kernel @%s: phase %u yields nothing",
+                              em->k->name, p + q);
+      }
+      if (!status && lanes > 1) tj_nvptx_align_accesses(nv, &point, lanes);
     }
-    for (int32_t u = 0; u < steps; ++u) {
-      LLVMValueRef cur = LLVMBuildLoad2(b, vt, acc, "");
-      if (arg) {
-        LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-        LLVMValueRef take = argmax_takes(nv, &r, cur, cur_i, ys[u], js[u]);
-        LLVMBuildStore(b, tj_emit_select(em, take, ys[u], cur), acc);
-        LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
-      } else {
-        LLVMBuildStore(b, combine(nv, &r, cur, ys[u]), acc);
+    em->load_cache = NULL;
+    if (status) return status;
+    for (uint32_t q = 0; q < count; ++q) {
+      for (int32_t u = 0; u < steps; ++u) {
+        LLVMValueRef cur = LLVMBuildLoad2(b, vt[q], acc[q], "");
+        if (arg) {
+          LLVMValueRef cur_i = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+          LLVMValueRef take =
+              argmax_takes(nv, &r[q], cur, cur_i, ys[q][u], js[u]);
+          LLVMBuildStore(b, tj_emit_select(em, take, ys[q][u], cur), acc[q]);
+          LLVMBuildStore(b, tj_emit_select(em, take, js[u], cur_i), acc_i);
+        } else {
+          LLVMBuildStore(b, combine(nv, &r[q], cur, ys[q][u]), acc[q]);
+        }
       }
     }
-    if (blocked && pass == 0) {
+    if (iters && pass == 0) {
       LLVMValueRef n = LLVMBuildAdd(b, LLVMBuildLoad2(b, em->t_i64, iters, ""),
                                     i64c(nv, 1), "");
       LLVMBuildStore(b, n, iters);
@@ -766,7 +893,10 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
                         LLVMBuildAnd(b, n, i64c(nv, kSumBlock - 1), ""),
                         i64c(nv, 0), ""),
           "block");
-      fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
+      for (uint32_t q = 0; q < count; ++q) {
+        if (blocked[q])
+          fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
+      }
       tj_emit_if_end(em, &full);
     }
     LLVMBuildStore(
@@ -776,23 +906,27 @@ static tj_status_t emit_reduce_phase(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMBuildBr(b, cond);
     LLVMPositionBuilderAtEnd(b, done);
   }
-  LLVMValueRef v, vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
-  if (blocked) {
-    fold_compensated(nv, &r, vt, lanes, acc, sum, comp);
-    v = LLVMBuildFSub(b, LLVMBuildLoad2(b, r.type, sum, ""),
-                      LLVMBuildLoad2(b, r.type, comp, ""), "");
-  } else {
-    v = LLVMBuildLoad2(b, vt, acc, "");
-    if (lanes > 1) v = combine_lanes(nv, &r, v, lanes);
+  range_loop_end(nv, c, &range_loop);
+  LLVMValueRef v[2], vi = LLVMBuildLoad2(b, em->t_i64, acc_i, "");
+  for (uint32_t q = 0; q < count; ++q) {
+    if (blocked[q]) {
+      fold_compensated(nv, &r[q], vt[q], lanes, acc[q], sum[q], comp[q]);
+      v[q] = LLVMBuildFSub(b, LLVMBuildLoad2(b, r[q].type, sum[q], ""),
+                           LLVMBuildLoad2(b, r[q].type, comp[q], ""), "");
+    } else {
+      v[q] = LLVMBuildLoad2(b, vt[q], acc[q], "");
+      if (lanes > 1) v[q] = combine_lanes(nv, &r[q], v[q], lanes);
+    }
   }
-  reduce_across_threads(nv, &r, c, &v, &vi, NULL, NULL);
+  reduce_across_threads(nv, &r[0], c, &v[0], &vi, count > 1 ? &r[1] : NULL,
+                        count > 1 ? &v[1] : NULL);
   if (arg) {
     // An empty row has no first maximum; report index 0.
-    v = tj_emit_select(em,
-                       LLVMBuildICmp(b, LLVMIntEQ, vi, i64c(nv, INT64_MAX), ""),
-                       i64c(nv, 0), vi);
+    v[0] = tj_emit_select(
+        em, LLVMBuildICmp(b, LLVMIntEQ, vi, i64c(nv, INT64_MAX), ""),
+        i64c(nv, 0), vi);
   }
-  c->rows[p] = v;
+  for (uint32_t q = 0; q < count; ++q) c->rows[p + q] = v[q];
   return NULL;
 }
 
@@ -904,6 +1038,8 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
   LLVMBuildStore(b, LLVMConstNull(vt), s_var);
   LLVMBuildStore(b, c->j0, j_var);
   tj_emit_load_cache_t cache;
+  tj_emit_loop_t range_loop;
+  LLVMValueRef limit = range_loop_begin(nv, c, j_var, &range_loop);
   for (int32_t pass = 0; pass < 2; ++pass) {
     const int32_t steps = pass == 0 ? kUnroll : 1;
     LLVMBasicBlockRef cond =
@@ -917,7 +1053,7 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMValueRef j = LLVMBuildLoad2(b, em->t_i64, j_var, "j");
     LLVMValueRef last = LLVMBuildAdd(
         b, j, LLVMBuildMul(b, c->j_step, i64c(nv, steps - 1), ""), "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, c->limit, ""), body,
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, last, limit, ""), body,
                     done);
     LLVMPositionBuilderAtEnd(b, body);
     // Loads of this step only: the cache's values must dominate their uses.
@@ -967,6 +1103,7 @@ static tj_status_t emit_online_pair(tj_nvptx_emit_t* nv, uint32_t p,
     LLVMBuildBr(b, cond);
     LLVMPositionBuilderAtEnd(b, done);
   }
+  range_loop_end(nv, c, &range_loop);
   LLVMValueRef m = LLVMBuildLoad2(b, ft, m_var, "");
   LLVMValueRef s = LLVMBuildLoad2(b, vt, s_var, "");
   if (lanes > 1) s = combine_lanes(nv, &rsum, s, lanes);
@@ -1020,34 +1157,6 @@ static int32_t row_slots(int32_t lanes) {
   return slots < 1 ? 1 : slots > kMaxRowSlots ? kMaxRowSlots : slots;
 }
 
-// The phases over a row of any length: each phase walks the row from
-// memory (the later passes mostly hit L1/L2), except softmax's max and sum,
-// which walk it once together (emit_online_pair).
-static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
-  const tj_kir_t* k = nv->em.k;
-  for (uint32_t p = 0; p < k->num_phases; ++p) {
-    switch (k->phases[p].kind) {
-      case TJ_KIR_PHASE_REDUCE:
-        if (online_pair(k, p)) {  // softmax: max and sum in one pass
-          TJ_RETURN_IF_ERROR(emit_online_pair(nv, p, c));
-          ++p;
-          break;
-        }
-        TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, c));
-        break;
-      case TJ_KIR_PHASE_MAP:
-        TJ_RETURN_IF_ERROR(emit_map_phase(nv, p, c));
-        break;
-      case TJ_KIR_PHASE_ROW:
-        TJ_RETURN_IF_ERROR(emit_row_phase(nv, p, c));
-        break;
-      case TJ_KIR_PHASE_SCAN:  // emit_scan_rows takes these kernels
-        return tj_internal("kernel @%s: a scan on the row path", k->name);
-    }
-  }
-  return NULL;
-}
-
 // Whether REDUCE phase |p| + 1 is a sibling of REDUCE phase |p|: neither
 // is an argmax and |p| + 1 does not read ^p, so the two can cross threads
 // together (layer_norm's mean(x - m) and mean((x - m)^2)).
@@ -1062,6 +1171,49 @@ static bool sibling_reduce(const tj_kir_t* k, uint32_t p) {
     if (b->insts[i].kind == TJ_KIR_ROW && b->insts[i].ref == p) return false;
   }
   return true;
+}
+
+// The phases over a row of any length: each phase walks the row from
+// memory (the later passes mostly hit L1/L2), except softmax's max and sum,
+// which walk it once together (emit_online_pair), and on a staged row
+// sibling phases (row_ctx_t.siblings).
+static tj_status_t emit_streaming_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
+  const tj_kir_t* k = nv->em.k;
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    switch (k->phases[p].kind) {
+      case TJ_KIR_PHASE_REDUCE:
+        if (online_pair(k, p)) {  // softmax: max and sum in one pass
+          TJ_RETURN_IF_ERROR(emit_online_pair(nv, p, c));
+          ++p;
+          break;
+        }
+        // A staged row's sibling phases (layer_norm's sums of c and c^2)
+        // walk shared memory once.
+        if (c->siblings && sibling_reduce(k, p)) {
+          TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, 2, c));
+          ++p;
+          break;
+        }
+        TJ_RETURN_IF_ERROR(emit_reduce_phase(nv, p, 1, c));
+        break;
+      case TJ_KIR_PHASE_MAP:
+        TJ_RETURN_IF_ERROR(emit_map_phase(nv, p, c));
+        break;
+      case TJ_KIR_PHASE_ROW:
+        TJ_RETURN_IF_ERROR(emit_row_phase(nv, p, c));
+        break;
+      case TJ_KIR_PHASE_SCAN:  // emit_scan_rows takes these kernels
+        return tj_internal("kernel @%s: a scan on the row path", k->name);
+    }
+    // A staged row's ranges (emit_staged_phases) were the first phase's;
+    // every copy has landed, and after this barrier every thread sees
+    // them all.
+    if (c->stage_groups > 0) {
+      tj_nvptx_barrier(nv);
+      c->stage_groups = 0;
+    }
+  }
+  return NULL;
 }
 
 // The phases over a row that fits kRowSlots vectors per thread, fully
@@ -1151,6 +1303,190 @@ static tj_status_t emit_resident_phases(tj_nvptx_emit_t* nv, row_ctx_t* c) {
   return status;
 }
 
+//===--- the staged row ---===//
+
+// The dynamic shared memory a staged row may take on |arch|.
+static int32_t row_stage_max_bytes(tj_nvptx_arch_t arch) {
+  return arch == TJ_NVPTX_SM_90A ? kRowStageMaxSm90 : kRowStageMaxSm80;
+}
+
+// The input buffers a staged row holds in shared memory (rows32k).
+typedef struct row_stage_t {
+  uint32_t count;
+  uint32_t buffers[TJ_KIR_MAX_BUFFERS];
+  int32_t bytes;  // of an element of every staged buffer
+} row_stage_t;
+
+// The times the streaming path reads buffer |b|'s row from memory: once
+// for each MAP or REDUCE phase that loads it, softmax's pair once
+// (online_pair); -1 where a phase loads it at a computed offset
+// (LOAD_AT), which may leave the row.
+static int32_t row_reads(const tj_kir_t* k, uint32_t b) {
+  int32_t reads = 0;
+  bool paired = false;  // phase p is the second of an online pair
+  for (uint32_t p = 0; p < k->num_phases; ++p) {
+    const tj_kir_phase_t* ph = &k->phases[p];
+    bool loads = false;
+    for (uint32_t i = 0; i < ph->num_insts; ++i) {
+      const tj_kir_inst_t* in = &ph->insts[i];
+      if (in->kind == TJ_KIR_LOAD_AT && in->ref == b) return -1;
+      loads |= in->kind == TJ_KIR_LOAD && in->ref == b;
+    }
+    if (loads && ph->kind != TJ_KIR_PHASE_ROW && !paired) ++reads;
+    paired = !paired && ph->kind == TJ_KIR_PHASE_REDUCE && online_pair(k, p);
+  }
+  return reads;
+}
+
+// The buffers worth staging on the vector path of |lanes| lanes: inputs
+// read along the row (stride 1, one row each: not stride 0 along every
+// outer dim, as layer_norm's gamma is), at least twice a row by the
+// streaming path, whose |lanes| elements are one 16-byte chunk; none
+// where the row's length is a constant that the launch would not stage.
+static void row_stage_plan(const tj_nvptx_emit_t* nv, int32_t lanes,
+                           row_stage_t* out) {
+  memset(out, 0, sizeof(*out));
+  const tj_kir_t* k = nv->em.k;
+  const int32_t inner = k->rank - 1;
+  if (nv->options.row_stage_off || lanes < 2) return;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    const tj_kir_buffer_t* buf = &k->buffers[b];
+    if (buf->role != TJ_KIR_INPUT ||
+        !tj_kir_ival_is_const(buf->strides[inner], 1) ||
+        lanes * elem_size(buf->dtype) != 16)
+      continue;
+    bool per_row = false;
+    for (int32_t d = 0; d < inner; ++d)
+      per_row |= !tj_kir_ival_is_const(buf->strides[d], 0);
+    if (!per_row || row_reads(k, b) < 2) continue;
+    out->buffers[out->count++] = b;
+    out->bytes += elem_size(buf->dtype);
+  }
+  // A row of constant length that no launch would stage (held in
+  // registers, or past the shared memory) leaves the path out.
+  tj_kir_ival_t n = k->dims[inner];
+  if (out->count > 0 && n.param < 0) {
+    tj_nvptx_kernel_t info;
+    memset(&info, 0, sizeof(info));
+    info.kind = TJ_KIR_ROW_REDUCE;
+    info.threads = kThreads;
+    info.vector_lanes = lanes;
+    info.row_slots = row_slots(lanes);
+    info.row_stage_bytes = out->bytes;
+    info.row_stage_buffers = (int32_t)out->count;
+    info.shared_bytes = row_stage_max_bytes(nv->arch);
+    uint32_t bytes = 0;
+    if (!tj_nvptx_row_staged(&info, n.value, &bytes))
+      memset(out, 0, sizeof(*out));
+  }
+}
+
+// The byte offset of each staged buffer's row in the dynamic shared
+// memory (each 16-byte aligned) and, at [count], the bytes they take,
+// for rows of |length| (i64) elements.
+static void row_stage_offsets(tj_nvptx_emit_t* nv, const row_stage_t* st,
+                              LLVMValueRef length, LLVMValueRef* out) {
+  LLVMBuilderRef b = nv->em.b;
+  out[0] = i64c(nv, 0);
+  for (uint32_t i = 0; i < st->count; ++i) {
+    int32_t size = elem_size(nv->em.k->buffers[st->buffers[i]].dtype);
+    LLVMValueRef bytes = LLVMBuildAnd(
+        b,
+        LLVMBuildAdd(b, LLVMBuildMul(b, length, i64c(nv, size), ""),
+                     i64c(nv, 15), ""),
+        i64c(nv, -16), "");
+    out[i + 1] = LLVMBuildAdd(b, out[i], bytes, "stage_end");
+  }
+}
+
+// The phases over a row staged in shared memory (rows32k, issue 14): the
+// block (one row, ntid.y 1) copies the row of each staged buffer into
+// its dynamic shared memory by 16-byte cp.async, every chunk in flight
+// at once, in kStageGroups ranges of one cp.async group each, and the
+// phases then run as on the streaming path with those buffers' loads
+// reading shared memory (the generic pointers cast from the shared
+// window, which LLVM's address-space inference turns into ld.shared), so
+// the row leaves DRAM once whatever the phases. A first REDUCE phase
+// walks each range as soon as its group has landed, the rest still in
+// flight (row_ctx_t.stage_groups): with one block an SM (an f32 row of
+// 32768, 128 KiB) nothing else would overlap the copy. A barrier after
+// the phases keeps the next row's copy from overwriting a row still
+// being read.
+static tj_status_t emit_staged_phases(tj_nvptx_emit_t* nv, const row_ctx_t* c,
+                                      const row_stage_t* st,
+                                      const LLVMValueRef* offsets) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  const tj_kir_t* k = em->k;
+  LLVMValueRef smem = tj_nvptx_dynamic_shared(nv);
+  LLVMValueRef tid = tj_nvptx_sreg64(nv, "tid.x");
+  LLVMValueRef ntid = tj_nvptx_sreg64(nv, "ntid.x");
+  row_ctx_t s = *c;
+  // A first REDUCE phase walks the row range by range as the copies land
+  // (row_ctx_t.stage_groups); any other first phase waits for them all.
+  const int32_t groups =
+      k->phases[0].kind == TJ_KIR_PHASE_REDUCE ? kStageGroups : 1;
+  // Range g: vectors [V g / groups, V (g + 1) / groups) of the row's V; a
+  // staged buffer's vector is one 16-byte chunk (row_stage_plan), and the
+  // vector path's rows are whole vectors, 16-byte aligned (vector_ok).
+  LLVMValueRef vectors = LLVMBuildUDiv(b, c->limit, i64c(nv, c->lanes), "");
+  LLVMValueRef dst[TJ_KIR_MAX_BUFFERS], src[TJ_KIR_MAX_BUFFERS];
+  for (uint32_t i = 0; i < st->count; ++i) {
+    uint32_t buf = st->buffers[i];
+    LLVMValueRef off = offsets[i];
+    dst[i] = LLVMBuildGEP2(b, em->t_i8, smem, &off, 1, "stage");
+    src[i] = LLVMBuildAddrSpaceCast(b, c->row.ptr[buf], nv->t_ptr_global, "");
+    s.row.ptr[buf] = LLVMBuildAddrSpaceCast(b, dst[i], em->t_ptr, "staged");
+  }
+  for (int32_t g = 0; g < groups; ++g) {
+    for (uint32_t i = 0; i < st->count; ++i) {
+      tj_emit_loop_t copy;
+      LLVMValueRef q = loop_begin(
+          nv, &copy,
+          LLVMBuildAdd(b, stage_range(nv, vectors, g, groups), tid, ""),
+          stage_range(nv, vectors, g + 1, groups), ntid, "copy");
+      LLVMValueRef at = LLVMBuildMul(b, q, i64c(nv, 16), "");
+      LLVMValueRef args[2] = {
+          LLVMBuildGEP2(b, em->t_i8, dst[i], &at, 1, ""),
+          LLVMBuildGEP2(b, em->t_i8, src[i], &at, 1, ""),
+      };
+      tj_emit_intrinsic(em, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0,
+                        args, 2);
+      tj_emit_loop_end(em, &copy);
+    }
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+  }
+  s.siblings = true;
+  if (groups > 1) {
+    s.stage_groups = groups;
+    s.stage_vectors = vectors;
+  } else {
+    tj_emit_intrinsic(em, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+    tj_nvptx_barrier(nv);
+  }
+  TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &s));
+  tj_nvptx_barrier(nv);
+  return NULL;
+}
+
+// Whether the block stages its row: the launch gave it a row per block
+// (ntid.y 1) and the shared memory the staged buffers take
+// (%dynamic_smem_size, so the launch alone decides: tj_nvptx_row_staged).
+static LLVMValueRef row_staged(tj_nvptx_emit_t* nv, LLVMValueRef need) {
+  tj_emit_t* em = &nv->em;
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef dyn = tj_emit_inline_asm(
+      em, em->t_i32, "mov.u32 $0, %dynamic_smem_size;", "=r", NULL, 0);
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntULE, need,
+                                  LLVMBuildZExt(b, dyn, em->t_i64, ""), "");
+  ok = LLVMBuildAnd(b, ok,
+                    LLVMBuildICmp(b, LLVMIntEQ, tj_nvptx_sreg(nv, "ntid.y"),
+                                  LLVMConstInt(em->t_i32, 1, 0), ""),
+                    "");
+  return LLVMBuildAnd(
+      b, ok, LLVMBuildICmp(b, LLVMIntSGT, need, i64c(nv, 0), ""), "staged");
+}
+
 static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
                                     LLVMValueRef smem_val,
                                     LLVMValueRef smem_idx) {
@@ -1207,11 +1543,32 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
                       LLVMBuildMul(b, c.j_step, i64c(nv, row_slots(lanes)), ""),
                       ""),
         "resident");
-    tj_emit_if_t resident, streaming;
+    tj_emit_if_t resident, staged, streaming;
     tj_emit_if_begin(em, &resident, fits, "resident");
     TJ_RETURN_IF_ERROR(emit_resident_phases(nv, &c));
     tj_emit_if_end(em, &resident);
-    tj_emit_if_begin(em, &streaming, LLVMBuildNot(b, fits, ""), "streaming");
+    LLVMValueRef rest = LLVMBuildNot(b, fits, "");
+    // A longer row staged in shared memory where the launch allows it
+    // (tj_nvptx_row_staged), else streamed.
+    row_stage_t st;
+    row_stage_plan(nv, lanes, &st);
+    if (st.count > 0) {
+      LLVMValueRef offsets[TJ_KIR_MAX_BUFFERS + 1];
+      row_stage_offsets(nv, &st, length, offsets);
+      LLVMValueRef take =
+          LLVMBuildAnd(b, rest, row_staged(nv, offsets[st.count]), "staged");
+      tj_emit_if_begin(em, &staged, take, "staged");
+      TJ_RETURN_IF_ERROR(emit_staged_phases(nv, &c, &st, offsets));
+      tj_emit_if_end(em, &staged);
+      rest = LLVMBuildAnd(b, rest, LLVMBuildNot(b, take, ""), "");
+      nv->info->row_stage_bytes = st.bytes;
+      nv->info->row_stage_buffers = (int32_t)st.count;
+      nv->info->row_stage_threads = nv->options.row_stage_threads > kThreads
+                                        ? nv->options.row_stage_threads
+                                        : kThreads;
+      nv->info->shared_bytes = row_stage_max_bytes(nv->arch);
+    }
+    tj_emit_if_begin(em, &streaming, rest, "streaming");
     TJ_RETURN_IF_ERROR(emit_streaming_phases(nv, &c));
     tj_emit_if_end(em, &streaming);
     nv->info->row_slots = row_slots(lanes);
@@ -1458,12 +1815,18 @@ static tj_status_t emit_function(tj_nvptx_emit_t* nv) {
   }
   if (s) return s;
   LLVMBuildRetVoid(em->b);
-  annotate(nv, "maxntidx", info->threads);
+  // A staged row's blocks may be larger (row_stage_threads): the
+  // register budget stays that of min_blocks_per_sm blocks of |threads|.
+  int32_t max_threads = info->threads, min_blocks = info->min_blocks_per_sm;
+  if (info->row_stage_threads > max_threads) {
+    min_blocks = min_blocks * max_threads / info->row_stage_threads;
+    max_threads = info->row_stage_threads;
+  }
+  annotate(nv, "maxntidx", max_threads);
   // GEMM blocks are sized so that two share an SM (one's epilogue then
   // overlaps the other's main loop), row reductions so that enough rows
   // are in flight: ask ptxas for registers that allow it.
-  if (info->min_blocks_per_sm > 0)
-    annotate(nv, "minctasm", info->min_blocks_per_sm);
+  if (min_blocks > 0) annotate(nv, "minctasm", min_blocks);
   return NULL;
 }
 
@@ -1595,6 +1958,19 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
     out_launch->grid[1] = 1;
     return NULL;
   }
+  // A row staged in shared memory (rows32k): a block of |threads| a row.
+  uint32_t staged_bytes = 0;
+  if (tj_nvptx_row_staged(info, length, &staged_bytes)) {
+    int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 1) * 32;
+    out_launch->block[0] =
+        (uint32_t)(info->row_stage_threads > 0 ? info->row_stage_threads
+                                               : info->threads);
+    out_launch->block[1] = 1;
+    out_launch->grid[0] = (uint32_t)(rows < cap ? rows : cap);
+    out_launch->grid[1] = 1;
+    out_launch->shared_bytes = staged_bytes;
+    return NULL;
+  }
   // With a resident path, as few threads per row as hold it in
   // row_slots vectors each: short rows then share a block, and rows of at
   // most 31 x row_slots vectors a warp (a head's 64 or 128 elements: 4 or
@@ -1612,4 +1988,24 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
   out_launch->grid[0] = (uint32_t)(g < cap ? g : cap);
   out_launch->grid[1] = 1;
   return NULL;
+}
+
+bool tj_nvptx_row_staged(const tj_nvptx_kernel_t* info, int64_t length,
+                         uint32_t* out_bytes) {
+  *out_bytes = 0;
+  const int32_t lanes = info->vector_lanes;
+  if (info->kind != TJ_KIR_ROW_REDUCE || info->row_stage_bytes <= 0 ||
+      lanes < 2 || length <= 0 || length % lanes != 0)
+    return false;
+  // Rows the resident path holds in registers stay there.
+  if (ceil_div(length, lanes) <= (int64_t)info->threads * info->row_slots)
+    return false;
+  if (length > (INT32_MAX - 16 * (int64_t)info->row_stage_buffers) /
+                   info->row_stage_bytes)
+    return false;
+  int64_t need =
+      length * info->row_stage_bytes + 16 * (int64_t)info->row_stage_buffers;
+  if (need < kRowStageMinBytes || need > info->shared_bytes) return false;
+  *out_bytes = (uint32_t)need;
+  return true;
 }

@@ -14,7 +14,11 @@
 //               the same vector/scalar choice along the row; each REDUCE
 //               phase combines per-thread partials with warp shuffles, then
 //               across the row's warps through shared memory; MAP and ROW
-//               phases follow while the row is hot in L1/L2.
+//               phases follow while the row is hot in L1/L2. A row too
+//               long for registers but not for shared memory may be
+//               staged there first (a block a row, 16-byte cp.async),
+//               where the launch gives it the memory
+//               (tj_nvptx_row_staged).
 //   GEMM        f16/bf16 operands: tensor cores (mma.sync m16n8k16, f32
 //               accumulators), ldmatrix from an XOR-swizzled shared-memory
 //               tile ring filled by cp.async (multi-stage pipeline), then the

@@ -83,6 +83,20 @@ typedef struct tj_nvptx_kernel_t {
   // ROW_REDUCE with a SCAN phase (ops3, issue 15): a thread per row, the
   // rows spread over a 1-D grid of |threads|-thread blocks.
   bool scan_rows;
+  // ROW_REDUCE, the staged path (rows32k, issue 14): a block per row that
+  // copies the row of each of |row_stage_buffers| input buffers into its
+  // dynamic shared memory once (16-byte cp.async) and runs every phase
+  // from there. |row_stage_bytes| is the bytes an element of the row
+  // takes there (the buffers' element sizes summed; 0: no staged path);
+  // a row of L elements needs L * row_stage_bytes + 16 * row_stage_buffers
+  // bytes, which must be at most |shared_bytes|. The kernel takes the
+  // path only where the launch gives it that memory and one row a block
+  // (tj_nvptx_row_staged).
+  int32_t row_stage_bytes;
+  int32_t row_stage_buffers;
+  // The threads of a staged row's block (tj_nvptx_options_t.
+  // row_stage_threads; the kernel's .maxntid): 256, 512 or 1024.
+  int32_t row_stage_threads;
   // POINTWISE: vectors a thread takes per loop step (1 on the scalar path;
   // the vector path's grid is that many times narrower).
   int32_t items_per_thread;
@@ -345,6 +359,16 @@ typedef struct tj_nvptx_options_t {
   // own choice, window_shape in emit_nvptx_window.c): TJ_NVPTX_CONV=
   // window-rows1 / -rows2 / -rows4, for A/B comparisons.
   int32_t window_rows;
+  // ROW_REDUCE kernels without the staged path (tj_nvptx_kernel_t.
+  // row_stage_bytes 0): rows too long for registers stream from memory,
+  // read once a phase (TJ_NVPTX_ROWS=streaming; rows32k, issue 14), for
+  // A/B comparisons and as the way back.
+  bool row_stage_off;
+  // The staged path's threads a block (a row): 0 or 256 (the row kernels'
+  // own), 512 or 1024 (TJ_NVPTX_ROWS=staged-512 / staged-1024, for A/B
+  // comparisons): the kernel's .maxntid grows to it and its
+  // .minnctapersm shrinks by as much, so every path keeps 64 registers.
+  int32_t row_stage_threads;
 } tj_nvptx_options_t;
 
 typedef struct tj_nvptx_launch_t {
@@ -371,6 +395,15 @@ tj_status_t tj_nvptx_launch_config(const tj_kir_t* kernel,
                                    const tj_nvptx_kernel_t* info,
                                    const int64_t* scalars, int32_t num_sms,
                                    tj_nvptx_launch_t* out_launch);
+
+// Whether the launch of ROW_REDUCE kernel |info| over rows of |length|
+// elements takes the staged path (tj_nvptx_kernel_t.row_stage_bytes): a
+// row the resident path cannot hold in registers whose staged buffers fit
+// the kernel's dynamic shared memory, on the vector path (|length| a
+// multiple of its lanes). On true |*out_bytes| is the dynamic shared
+// memory each block gets; else 0.
+bool tj_nvptx_row_staged(const tj_nvptx_kernel_t* info, int64_t length,
+                         uint32_t* out_bytes);
 
 // The slices into which the CONV template's launch splits k for a conv of
 // |pixels| output pixels (N x P), |channels| output channels and |k| = C x

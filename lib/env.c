@@ -70,6 +70,7 @@ static const struct {
     [TJ_SETTING_CUDA_COMPILE_THREADS] = {"TJ_CUDA_COMPILE_THREADS",
                                          "TJ_CUDA_COMPILE_THREADS"},
     [TJ_SETTING_NVJITLINK] = {"TJ_NVJITLINK", "TJ_NVJITLINK"},
+    [TJ_SETTING_NVPTX_ROWS] = {"TJ_NVPTX_ROWS", "TJ_NVPTX_ROWS"},
 };
 
 static const char* source_of(const tj_settings_t* settings,
@@ -203,6 +204,7 @@ static const char* option_value(const tj_context_options_t* options,
     case TJ_SETTING_LIBDEVICE:
     case TJ_SETTING_CUDA_COMPILE_THREADS:
     case TJ_SETTING_NVJITLINK:
+    case TJ_SETTING_NVPTX_ROWS:
       return NULL;
     case TJ_SETTING_COUNT_:
       break;

@@ -117,6 +117,13 @@ typedef enum tj_setting_e {
   // libnvJitLink.so.13 (then .12), "off" none (the driver's JIT
   // assembles them, as where the library is missing), else its path.
   TJ_SETTING_NVJITLINK = 22,
+  // TJ_NVPTX_ROWS (environment only): "streaming" leaves CUDA row kernels
+  // without the staged path (jit/nvptx.h's tj_nvptx_options_t.
+  // row_stage_off; rows32k, issue 14), so that rows past the registers
+  // stream from memory once a phase, for A/B comparisons and as the way
+  // back; "staged" or unset the default; "staged-512" and "staged-1024"
+  // stage with blocks of that many threads, not 256 (A/B comparisons).
+  TJ_SETTING_NVPTX_ROWS = 23,
   TJ_SETTING_COUNT_,
 } tj_setting_t;
 

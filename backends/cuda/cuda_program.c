@@ -159,6 +159,34 @@ static bool lt_residual_off(tj_context_t* context) {
   return false;
 }
 
+static _Atomic(bool) g_warned_rows;
+
+// Whether the CUDA row kernels have the staged path by default (rows32k):
+// false makes TJ_NVPTX_ROWS=staged the way to ask for it.
+static const bool kRowsStagedByDefault = true;
+
+// TJ_NVPTX_ROWS: "streaming" leaves the row kernels without the staged
+// path (tj_nvptx_options_t.row_stage_off), "staged" gives it to them,
+// "staged-512" and "staged-1024" with blocks of that many threads
+// (row_stage_threads); unset or "" the default (kRowsStagedByDefault);
+// anything else warns once and leaves the default.
+static bool row_stage_off(tj_context_t* context, int32_t* threads) {
+  const char* v = tj_setting(context, TJ_SETTING_NVPTX_ROWS);
+  *threads = 0;
+  if (!v || !v[0]) return !kRowsStagedByDefault;
+  if (strcmp(v, "streaming") == 0) return true;
+  if (strcmp(v, "staged") == 0) return false;
+  if (strcmp(v, "staged-512") == 0 || strcmp(v, "staged-1024") == 0) {
+    *threads = atoi(v + 7);
+    return false;
+  }
+  tj_warn_once(context, &g_warned_rows,
+               "TJ_NVPTX_ROWS: \"%.32s\" is none of streaming, staged, "
+               "staged-512 and staged-1024 and is ignored",
+               v);
+  return !kRowsStagedByDefault;
+}
+
 static _Atomic(bool) g_warned_compile_threads;
 
 // TJ_CUDA_COMPILE_THREADS (lib/env.h): the threads the kernels' chunks
@@ -206,6 +234,8 @@ static tj_status_t program_create(tj_context_t* context,
   p->nv_options.conv_kernel =
       conv_kernel(context, &p->nv_options.conv_truncate,
                   &p->nv_options.conv_plain_weight, &p->nv_options.window_rows);
+  p->nv_options.row_stage_off =
+      row_stage_off(context, &p->nv_options.row_stage_threads);
   const char* wq = tj_setting(context, TJ_SETTING_CUDA_WQGEMM);
   p->nv_options.wqgemm_fma = wq && strcmp(wq, "fma") == 0;
   p->nv_options.wqgemm_no_split = wq && strcmp(wq, "nosplit") == 0;
@@ -433,6 +463,12 @@ static tj_status_t kernels_key(tj_cuda_program_t* p, uint32_t chunk,
            (int)p->nv_options.wqgemm_programmatic,
            (int)p->nv_options.wqgemm_ring, (int)p->nv_options.window_rows);
   tj_cache_hasher_update_string(&h, buf);
+  // rows32k: the row kernels with or without the staged path.
+  char rows[48];
+  snprintf(rows, sizeof(rows), "rows %s %d",
+           p->nv_options.row_stage_off ? "streaming" : "staged",
+           (int)p->nv_options.row_stage_threads);
+  tj_cache_hasher_update_string(&h, rows);
   for (uint32_t i = 0; i < p->num_kernels; ++i) {
     if (chunk != TJ_NVPTX_NO_CHUNK && p->mod.chunk_of[i] != chunk) continue;
     const tj_kir_t* k = p->kernels[i].low->kernel;

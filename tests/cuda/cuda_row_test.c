@@ -1,9 +1,13 @@
 // Row kernels on the GPU (issue 14): softmax, attention's masked and scaled
 // softmax, log_softmax, layer_norm and rms_norm over the last axis, f32 and
 // bf16, compiled for CUDA and run against the reference interpreter at row
-// lengths around the resident path's end (4096, 4097), the streaming path
-// (8191, 8192, 32767, 32768, 65536: softmax's maximum and sum in one pass,
-// emit_online_pair in jit/emit_nvptx.c) and short rows of a warp each
+// lengths around the resident path's end (4096, 4097), the staged path's
+// (rows32k: a row in shared memory, read from DRAM once; 4100 to its
+// shared-memory bound, where the streaming path takes over, long_rows),
+// the streaming path (8191, 32767, past the staged bound: softmax's
+// maximum and sum in one pass, emit_online_pair in jit/emit_nvptx.c), with
+// an infinity, a NaN and a far first element, many rows a block and empty
+// rows, and with TJ_NVPTX_ROWS=streaming; short rows of a warp each
 // (128, 509, 512 over thousands of rows: no barrier between the rows of a
 // block) and rows that share a warp (1 to 200 elements; also sum, max and
 // argmax). Rows with special values: partly masked (-inf every third
@@ -32,11 +36,24 @@ static double normal(void) {
   return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
 }
 
-static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
+// Row values past the plain normal ones (run_case's |special| rows).
+typedef enum row_values_e {
+  ROW_VALUES_PLAIN,
+  // rows 5..7 of 8 (the first five as ROW_VALUES_PLAIN): +inf at a third
+  // of the row, NaN in the last element (the last 16-byte chunk a staged
+  // row copies), and the first element 64 + u over a spread of 4 around 0
+  // (layer_norm's shift far from the rest: layer_norm_large_first_element
+  // in x86_reduce_edge_test).
+  ROW_VALUES_SPECIAL,
+} row_values_t;
+
+static void run_case_in(tj_context_t* ctx, row_op_t op, tj_dtype_t dt,
+                        int64_t rows, int64_t n, row_values_t values) {
   char what[96];
-  snprintf(what, sizeof(what), "%s %s [%lld, %lld]", kRowOpNames[op],
-           tj_dtype_name(dt), (long long)rows, (long long)n);
-  tj_graph_t* g = row_case_build(g_ctx, op, dt, 0, 0);
+  snprintf(what, sizeof(what), "%s %s [%lld, %lld]%s", kRowOpNames[op],
+           tj_dtype_name(dt), (long long)rows, (long long)n,
+           values == ROW_VALUES_SPECIAL ? " special" : "");
+  tj_graph_t* g = row_case_build(ctx, op, dt, 0, 0);
   CHECK(g != NULL);
   if (!g) return;
   CHECK_OK(tj_graph_finalize(g));
@@ -47,7 +64,7 @@ static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
   for (int i = 0; i < nin; ++i) {
     bool vec = op == ROW_LAYER_NORM || op == ROW_RMS_NORM ? i > 0 : false;
     int64_t count = vec ? n : rows * n;
-    in[i] = calloc((size_t)count, tj_dtype_size(dt));
+    in[i] = calloc((size_t)(count > 0 ? count : 1), tj_dtype_size(dt));
     for (int64_t k = 0; k < count; ++k) {
       double v = normal() * (i == 0 ? 4.0 : 1.0);
       if (op == ROW_MASKED_SOFTMAX && i == 1) {  // the mask
@@ -58,13 +75,23 @@ static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
                 : 0.0;
       }
       if (i == 0 && (k / n) % 5 == 4) v = 0.0;  // a constant row
+      if (i == 0 && values == ROW_VALUES_SPECIAL) {
+        int64_t r = k / n, c = k % n;
+        if (r == 5 && c == n / 3) v = INFINITY;
+        if (r == 6 && c == n - 1) v = NAN;
+        if (r == 7) {
+          g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+          double u = (double)(g_rng >> 11) * 0x1p-53;
+          v = c == 0 ? 64.0 + u : 4.0 * u - 2.0;
+        }
+      }
       tj_store_f64(dt, in[i], k, v);
     }
     it[i] = tj_tensor_make(in[i], dt, vec ? 1 : 2, vec ? vd : xd);
   }
   size_t bytes = (size_t)(rows * n) * tj_dtype_size(dt);
-  void* want = calloc(1, bytes);
-  void* got = calloc(1, bytes);
+  void* want = calloc(1, bytes > 0 ? bytes : 1);
+  void* got = calloc(1, bytes > 0 ? bytes : 1);
   tj_tensor_t want_t = tj_tensor_make(want, dt, 2, xd);
   tj_tensor_t got_t = tj_tensor_make(got, dt, 2, xd);
   CHECK_OK(tj_reference_run(g, it, nin, &want_t, 1));
@@ -99,14 +126,68 @@ static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
   printf("# %s: checked\n", what);
 }
 
+static void run_case(row_op_t op, tj_dtype_t dt, int64_t rows, int64_t n) {
+  run_case_in(g_ctx, op, dt, rows, n, ROW_VALUES_PLAIN);
+}
+
+// Lengths around the resident path's end (4096 | 4097), the streaming
+// path of odd lengths (8191, 32767: the scalar path) and the staged path
+// (rows32k: rows past the registers whose staged buffers fit 224 KiB of
+// shared memory on sm_90a, tj_nvptx_row_staged): 4104 its first length
+// of both dtypes (4100 of f32), 8192 and 32768 within it, and its end,
+// one 16-byte staged buffer a row (softmax, log_softmax, the norms): f32
+// staged to 57340, streaming from 57344, bf16 staged to 114680,
+// streaming from 114688; the masked softmax stages x and the mask, so
+// half those lengths (f32 32768 and bf16 65536 streaming).
 TEST(long_rows) {
-  static const int64_t kLengths[] = {4096,  4097,  8191, 8192,
-                                     32767, 32768, 65536};
+  static const int64_t kLengths[] = {4096,  4097,  4100,   4104,  8191,
+                                     8192,  32767, 32768,  57336, 57344,
+                                     65536, 65544, 114680, 114688};
   for (int op = 0; op < ROW_OP_COUNT_; ++op)
     for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
       for (int t = 0; t < 2; ++t)
         run_case((row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 5,
                  kLengths[l]);
+}
+
+// Staged, resident and streaming rows with an infinity, a NaN in the last
+// chunk, and a first element far from the rest (ROW_VALUES_SPECIAL).
+TEST(long_rows_special_values) {
+  static const int64_t kLengths[] = {4096, 4104, 8192, 32768, 65536};
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (size_t l = 0; l < sizeof(kLengths) / sizeof(kLengths[0]); ++l)
+      for (int t = 0; t < 2; ++t)
+        run_case_in(g_ctx, (row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 8,
+                    kLengths[l], ROW_VALUES_SPECIAL);
+}
+
+// Many staged rows (more than the grid's blocks, 32 an SM: 4224 on an
+// H100, so blocks stage a second row in the same shared memory) and rows
+// of 0 elements.
+TEST(staged_rows_many_and_empty) {
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (int t = 0; t < 2; ++t) {
+      tj_dtype_t dt = t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32;
+      run_case((row_op_t)op, dt, 5001, 4104);
+      run_case((row_op_t)op, dt, 7, 0);
+    }
+}
+
+// TJ_NVPTX_ROWS=streaming (a context of its own, which reads it): the row
+// kernels without the staged path, the lengths it would take.
+TEST(streaming_when_asked) {
+  setenv("TJ_NVPTX_ROWS", "streaming", 1);
+  tj_context_options_t o;
+  tj_context_options_initialize(&o);
+  tj_context_t* ctx = NULL;
+  CHECK_OK(tj_context_create(&o, &ctx));
+  unsetenv("TJ_NVPTX_ROWS");
+  if (!ctx) return;
+  for (int op = 0; op < ROW_OP_COUNT_; ++op)
+    for (int t = 0; t < 2; ++t)
+      run_case_in(ctx, (row_op_t)op, t ? TJ_DTYPE_BF16 : TJ_DTYPE_F32, 8, 32768,
+                  ROW_VALUES_SPECIAL);
+  tj_context_destroy(ctx);
 }
 
 TEST(short_rows_a_warp_each) {
@@ -221,8 +302,15 @@ int main(void) {
   tj_cuda_device_destroy(device);
   tj_context_options_t o;
   tj_context_options_initialize(&o);
+  // The staged path whatever its default (kRowsStagedByDefault), unless
+  // the caller's TJ_NVPTX_ROWS says otherwise (=streaming: the suite on
+  // the kernel of before).
+  setenv("TJ_NVPTX_ROWS", "staged", 0);
   CHECK_OK(tj_context_create(&o, &g_ctx));
   RUN_TEST(long_rows);
+  RUN_TEST(long_rows_special_values);
+  RUN_TEST(staged_rows_many_and_empty);
+  RUN_TEST(streaming_when_asked);
   RUN_TEST(short_rows_a_warp_each);
   RUN_TEST(short_rows_share_a_warp);
   RUN_TEST(short_reductions_share_a_warp);
