@@ -53,8 +53,10 @@
 #define MAX_IO 16
 
 static tj_test_target_t g_target = TJ_TEST_TARGET_X86;
-static const char* g_ptxas = "";  // cuda-compile's assembler; "" none
-static int g_host_steps = 0;      // cuda-compile: tests with graph breaks
+static const char* g_ptxas = "";      // cuda-compile's assembler; "" none
+static int g_host_steps = 0;          // cuda-compile: tests with graph breaks
+static const char* g_test = "";       // the test being run, for notes
+static const char* g_counted = NULL;  // the last test in g_host_steps
 
 static char* read_all(const char* path, size_t* out_size) {
   FILE* f = fopen(path, "rb");
@@ -256,7 +258,12 @@ static tj_status_t import_compile(tj_context_t* ctx, const char* bytes,
   if (g_target == TJ_TEST_TARGET_CUDA) return tj_compile(*graph, &options, exe);
   uint32_t host_steps = 0;
   s = tj_test_compile_offline(*graph, &options, g_ptxas, &host_steps);
-  g_host_steps += host_steps > 0;
+  if (host_steps) {
+    printf("# %s: %u graph breaks (groups on the host) on CUDA\n", g_test,
+           host_steps);
+    if (g_counted != g_test) g_host_steps++;  // once a test
+    g_counted = g_test;
+  }
   return s;
 }
 
@@ -597,6 +604,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < count; ++i) {
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/%s", data, names[i]);
+    g_test = names[i];
     char* why = outcome(ctx, dir);
     bool is_pinned = strcmp(why, "pinned") == 0;
     bool pass = why[0] == 0 || is_pinned;
