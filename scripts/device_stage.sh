@@ -75,7 +75,7 @@ cp "$build/tests/onnx/onnx_node_test" "$build/tests/onnx/onnx_models_test" \
 mkdir -p build-pack
 tar cJf "build-pack/$(basename "$stage").tar.xz" "$stage"
 # The node suites' data, packed apart as build-pack/STAGE-onnx.tar.xz
-# (about 4 MB; 83 MB as files, so never carried unpacked): onnx 1.23's
+# (3.4 MB; 83 MB as files, so never carried unpacked): onnx 1.23's
 # (scripts/onnx_node_data.sh, into BUILD_DIR) as STAGE/onnx/node-1.23 and
 # onnx 1.12's (Debian's libonnx-testdata) as STAGE/onnx/node-1.12 where
 # they are found; goal_rows.sh unpacks it into the stage.
