@@ -134,8 +134,10 @@ onnx_suite() {  # data dir, the tree's list, the new list's name, limit (s)
     pids="$pids $!"
   done
   for k in $pids; do wait "$k" || rc=1; done
-  # The first part's header, then every part's lines in name order.
-  { grep '^#' "$new.0"
+  # The tree's header (its data path, not this machine's), then every
+  # part's lines in name order.
+  { grep '^#' "$list" | grep -v '^# Target'
+    echo "# Target cuda."
     for k in $(seq 0 $((shards - 1))); do cat "$new.$k"; done |
       grep -v '^#' | LC_ALL=C sort; } > "$new" 2>/dev/null
   for k in $(seq 0 $((shards - 1))); do
