@@ -148,9 +148,11 @@ onnx_suite() {  # data dir, the tree's list, the new list's name, limit (s)
     fi
   done
   awk '/^onnx node suite/ { for (i = 2; $i != "of"; ++i) {}
-                            p += $(i - 1); n += $(i + 1); q += $(i + 4) }
-       END { printf "%s: %d of %d pass on CUDA (%d of them pinned)\n",
-             "'"$data"'", p, n, q }' "$new".*.log
+                            p += $(i - 1); n += $(i + 1); q += $(i + 4)
+                            g += $(NF - 4) }
+       END { printf "%s: %d of %d pass on CUDA (%d of them pinned; %d " \
+             "with graph breaks)\n", "'"$data"'", p, n, q, g }' "$new".*.log
+  grep -h "graph breaks (groups on the host)" "$new".*.log | LC_ALL=C sort
   diff <(grep -v '^#' "$list") <(grep -v '^#' "$new") > "$new.diff"
   echo "$(grep -c '^[<>]' "$new.diff") lines differ from $list" \
     "($list first, then this run's):"
