@@ -48,6 +48,16 @@
 #                 against copy bandwidth (>= 0.85, >= 0.8)
 #   x86native 240 the x86 conv and window tests at the Xeon's AVX-512 tier
 #                 (conv_native_test, window_native_test, dwpool_test)
+#   onnxcuda 540  issue 15: the ONNX node suites (onnx 1.23's and 1.12's)
+#                 and the real models on CUDA (tests/onnx, --target cuda):
+#                 each suite in shards (a process a CPU), its outcomes
+#                 written anew (--write) as onnxcuda/expectations-cuda*.txt
+#                 in rows.tar.gz, the lines where they differ from the
+#                 tree's list in the row's text; onnx_models_test meanwhile
+#                 (its reference runs on the CPU). Run it alone in a call.
+#                 Needs the stage's data pack, build-pack/STAGE-onnx.tar.xz
+#                 (carry build-pack), else it writes onnx 1.23's suite there
+#                 from the installed onnx
 set -u
 stage=${1:?usage: goal_rows.sh STAGE ROW...}
 shift
@@ -111,6 +121,73 @@ suite() {  # the staged tests, six at a time; cuda_fault_test alone
   echo "cuda_fault_test rc=$?"
 }
 
+onnx_suite() {  # data dir, the tree's list, the new list's name, limit (s)
+  local data=$1 list=$2 new=$out/onnxcuda/$3 limit=$4 shards k rc=0 pids=
+  shards=$(($(nproc) - 2))  # two CPUs for the models' reference runs
+  [ "$shards" -ge 1 ] || shards=1
+  if [ ! -d "$data" ]; then
+    echo "$data: no node data; skipped"
+    return 0
+  fi
+  mkdir -p "$out/onnxcuda"
+  for k in $(seq 0 $((shards - 1))); do
+    timeout "$limit" "$stage/onnx/onnx_node_test" "$new.$k" "$data" \
+      --target cuda --write --shard "$k/$shards" > "$new.$k.log" 2>&1 &
+    pids="$pids $!"
+  done
+  for k in $pids; do wait "$k" || rc=1; done
+  # The tree's header (its data path, not this machine's), then every
+  # part's lines in name order.
+  { grep '^#' "$list" | grep -v '^# Target'
+    echo "# Target cuda."
+    for k in $(seq 0 $((shards - 1))); do cat "$new.$k"; done |
+      grep -v '^#' | LC_ALL=C sort; } > "$new" 2>/dev/null
+  for k in $(seq 0 $((shards - 1))); do
+    if ! grep -q "^onnx node suite" "$new.$k.log"; then
+      echo "shard $k/$shards did not finish (its lines so far are kept):" \
+        "$(tail -n 3 "$new.$k.log")"
+      rc=1
+    fi
+  done
+  awk '/^onnx node suite/ { for (i = 2; $i != "of"; ++i) {}
+                            p += $(i - 1); n += $(i + 1); q += $(i + 4)
+                            g += $(NF - 4) }
+       END { printf "%s: %d of %d pass on CUDA (%d of them pinned; %d " \
+             "with graph breaks)\n", "'"$data"'", p, n, q, g }' "$new".*.log
+  grep -h "graph breaks (groups on the host)" "$new".*.log | LC_ALL=C sort
+  diff <(grep -v '^#' "$list") <(grep -v '^#' "$new") > "$new.diff"
+  echo "$(grep -c '^[<>]' "$new.diff") lines differ from $list" \
+    "($list first, then this run's):"
+  grep '^[<>]' "$new.diff" | head -n 300 | cut -c1-400
+  [ -s "$new.diff" ] && rc=1
+  return $rc
+}
+
+onnxcuda() {  # the node suites, then the models (begun meanwhile)
+  local pack rc=0 models_pid
+  pack=build-pack/$(basename "$stage")-onnx.tar.xz
+  [ -d "$stage/onnx/node-1.23" ] || [ ! -f "$pack" ] || tar xJf "$pack"
+  if [ ! -d "$stage/onnx/node-1.23" ]; then
+    python3 -c "import onnx; print('no data pack: writing onnx',
+      onnx.__version__, 'node suite')"
+    rm -rf /tmp/onnx-node-gen
+    python3 scripts/gen_onnx_node_data.py /tmp/onnx-node-gen > /dev/null 2>&1 &&
+      ln -s /tmp/onnx-node-gen/node "$stage/onnx/node-1.23"
+  fi
+  mkdir -p "$out/onnxcuda"
+  timeout 450 "$stage/onnx/onnx_models_test" tests/onnx/models --target cuda \
+    > "$out/onnxcuda/models.log" 2>&1 &
+  models_pid=$!
+  onnx_suite "$stage/onnx/node-1.23" tests/onnx/expectations-cuda-1.23.txt \
+    expectations-cuda-1.23.txt 330 || rc=1
+  onnx_suite "$stage/onnx/node-1.12" tests/onnx/expectations-cuda.txt \
+    expectations-cuda.txt 150 || rc=1
+  wait "$models_pid" || rc=1
+  echo "onnx_models_test --target cuda:"
+  grep -v '^\s*$' "$out/onnxcuda/models.log" | tail -n 30
+  return $rc
+}
+
 for r in "$@"; do
   case "$r" in
     suite)
@@ -161,6 +238,10 @@ for r in "$@"; do
       row x86native 240 bash -c "set -o pipefail; for t in conv_native_test \
         window_native_test dwpool_test; do \"\$0/tests/\$t\" 2>&1 |
         tail -n 3; echo \"\$t rc=\$?\"; done" "$stage" ;;
+    onnxcuda)
+      export -f onnxcuda onnx_suite
+      export stage out here
+      row onnxcuda 540 bash -c onnxcuda ;;
     *) echo "goal_rows: no row $r" > "$out/$r.txt" ;;
   esac
 done

@@ -12,6 +12,8 @@
 # (the test binaries share most of their bytes: 34 MB packs to 3 MB). When
 # the stage and .devdeps together pass the carry limit, carry ["build-pack",
 # ".devdeps"] instead and unpack it there first: tar xJf build-pack/*.tar.xz
+# The ONNX node suites' data is only packed (build-pack/STAGE_DIR-onnx.tar.xz;
+# see below): carry build-pack for bench/goal_rows.sh's onnxcuda row.
 #
 # BUILD_DIR is set up here if missing (release, stripped, LLVM 19 named in
 # a native file, Debian's python3: the GPU machine's own interpreter runs
@@ -65,8 +67,31 @@ done
 for t in tj-run tj-reduce; do
   [ -x "$build/tools/$t" ] && cp "$build/tools/$t" "$stage/tools/"
 done
+# The ONNX node suites and the real models on CUDA (bench/goal_rows.sh's
+# onnxcuda row): the two tests in onnx/, not tests/ (which the suite row
+# and device_run.sh run bare); the expectations and the models' skeletons
+# are tracked files of the tree.
+mkdir -p "$stage/onnx"
+cp "$build/tests/onnx/onnx_node_test" "$build/tests/onnx/onnx_models_test" \
+  "$stage/onnx/"
 # Extra binaries (a unit test for a long run, say) may be copied into the
 # stage before packing again with: tar cJf build-pack/STAGE.tar.xz STAGE
 mkdir -p build-pack
 tar cJf "build-pack/$(basename "$stage").tar.xz" "$stage"
+# The node suites' data, packed apart as build-pack/STAGE-onnx.tar.xz
+# (3.4 MB; 83 MB as files, so never carried unpacked): onnx 1.23's
+# (scripts/onnx_node_data.sh, into BUILD_DIR) as STAGE/onnx/node-1.23 and
+# onnx 1.12's (Debian's libonnx-testdata) as STAGE/onnx/node-1.12 where
+# they are found; goal_rows.sh unpacks it into the stage.
+. scripts/onnx_node_data.sh
+tj_onnx_node_data "$build"
+links=$(mktemp -d)
+mkdir -p "$links/$stage/onnx"
+[ -d "$build/onnx-node-1.23/node" ] &&
+  ln -s "$(realpath "$build/onnx-node-1.23/node")" \
+    "$links/$stage/onnx/node-1.23"
+[ -d /usr/share/libonnx-testdata/data/node ] &&
+  ln -s /usr/share/libonnx-testdata/data/node "$links/$stage/onnx/node-1.12"
+tar cJhf "build-pack/$(basename "$stage")-onnx.tar.xz" -C "$links" "$stage"
+rm -rf "$links"
 du -sh "$stage" build-pack .devdeps 2>/dev/null

@@ -1,5 +1,7 @@
 # Sourced by scripts/test.sh: makes the node suite of onnx 1.23 for
-# onnx_node_test_1_23 (tests/onnx/meson.build), under build/onnx-node-1.23.
+# onnx_node_test_1_23 (tests/onnx/meson.build), under build/onnx-node-1.23;
+# and by scripts/device_stage.sh, under its build directory
+# (tj_onnx_node_data BUILD_DIR; build when not given).
 #
 # The onnx wheel ships its node tests as Python cases, so a virtual
 # environment under build/venv-onnx gets onnx (the version the
@@ -11,12 +13,14 @@
 TJ_ONNX_VERSION=1.23.2
 
 tj_onnx_node_data() {
-  local out="$PWD/build/onnx-node-1.23"
-  local venv="$PWD/build/venv-onnx"
+  local build=${1:-build}
+  case $build in /*) ;; *) build=$PWD/$build ;; esac
+  local out="$build/onnx-node-1.23"
+  local venv="$build/venv-onnx"
   local stamp="$out/onnx-$TJ_ONNX_VERSION"
   [ -f "$stamp" ] && return 0
   echo "onnx: writing onnx $TJ_ONNX_VERSION's node suite into $out"
-  mkdir -p "$PWD/build"
+  mkdir -p "$build"
   if ! { [ -x "$venv/bin/python" ] ||
          "${PYTHON:-python3}" -m venv "$venv"; } ||
      ! "$venv/bin/python" -m pip install -q "onnx==$TJ_ONNX_VERSION"; then

@@ -26,7 +26,19 @@
 // of magnitude for other hosts' summation orders, while a wrong tap, bias
 // or activation moves outputs by far more than that.
 //
-// onnx_models_test MODELS_DIR [--only NAME]
+// --target cuda (x86, the default, as above) compiles each model once for
+// TJ_TARGET_CUDA (TF32 off, its default: exact f32 matmuls and convs, so
+// the tolerance holds as on x86) and runs batch 1 and 2 from one
+// executable with CPU tensors, as a C user does (tj_executable_run copies
+// them to the device and the output back), against the same reference and
+// tolerance, asserting no graph break; without a driver or a GPU it skips
+// (exit 77), saying why. --target cuda-compile needs no GPU: each model's
+// PTX for sm_90a (tj_cuda_compile_ptx), no graph break, assembled by ptxas
+// -arch=sm_90a where it is found (--ptxas PATH, else on PATH or CUDA's);
+// nothing runs, the reference neither.
+//
+// onnx_models_test MODELS_DIR [--target x86|cuda|cuda-compile]
+//                  [--ptxas PATH] [--only NAME]
 
 #include <math.h>
 #include <stdio.h>
@@ -35,10 +47,20 @@
 
 #include "lib/dtype.h"
 #include "onnx.pb-c.h"
+#include "tests/onnx/onnx_target.h"
 #include "tests/unit/test.h"
 
 enum { kTiers = 3 };
 static const char* const kIsa[kTiers] = {NULL, "avx2", "sse2"};
+
+static tj_test_target_t g_target = TJ_TEST_TARGET_X86;
+static const char* g_ptxas = "";  // cuda-compile's assembler; "" none
+
+// Where compile |t| of a model runs: an x86 tier, or the GPU.
+static const char* where(int t) {
+  if (g_target != TJ_TEST_TARGET_X86) return "cuda";
+  return kIsa[t] ? kIsa[t] : "host";
+}
 
 static char* read_all(const char* path, size_t* out_size) {
   FILE* f = fopen(path, "rb");
@@ -167,10 +189,11 @@ static void check_model(const model_t* md) {
     want[b] = malloc((size_t)n_out[b] * sizeof(double));
     got[b] = malloc((size_t)n_out[b] * sizeof(float));
   }
-  for (int t = 0; t < kTiers; ++t) {
+  int tiers = g_target == TJ_TEST_TARGET_X86 ? kTiers : 1;
+  for (int t = 0; t < tiers; ++t) {
     tj_context_options_t co;
     tj_context_options_initialize(&co);
-    co.x86_isa = kIsa[t];
+    co.x86_isa = g_target == TJ_TEST_TARGET_X86 ? kIsa[t] : NULL;
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
     tj_graph_t* g = NULL;
@@ -181,6 +204,32 @@ static void check_model(const model_t* md) {
     }
     CHECK_EQ_INT(1, tj_graph_num_inputs(g));
     CHECK_EQ_INT(1, tj_graph_num_outputs(g));
+    tj_compile_options_t o;
+    tj_compile_options_initialize(&o);
+    o.cache_dir = "";
+    if (g_target == TJ_TEST_TARGET_X86) {
+      o.target = TJ_TARGET_X86;
+      o.x86.num_threads = 2;
+    } else {
+      o.target = TJ_TARGET_CUDA;
+      o.cuda.allow_tf32 = false;  // exact f32 matmuls and convs
+    }
+    if (g_target == TJ_TEST_TARGET_CUDA_COMPILE) {
+      uint32_t host_steps = 0;
+      double t0 = now_ms_();
+      tj_status_t cs = tj_test_compile_offline(g, &o, g_ptxas, &host_steps);
+      printf("# %s for sm_90a: %u graph breaks, PTX%s in %.0f ms\n", md->name,
+             host_steps,
+             cs           ? " refused"
+             : g_ptxas[0] ? " assembled"
+                          : "",
+             now_ms_() - t0);
+      CHECK_OK(cs);
+      CHECK_EQ_INT(md->breaks, (int)host_steps);
+      tj_graph_destroy(g);
+      tj_context_destroy(ctx);
+      continue;
+    }
     if (t == 0) {
       const int b = kBatches - 1;
       // The interpreter computes in f64 and rounds the f32 output once.
@@ -201,11 +250,6 @@ static void check_model(const model_t* md) {
       for (int64_t k = 0; k < n_out[0]; ++k) want[0][k] = ref[k];
       free(ref);
     }
-    tj_compile_options_t o;
-    tj_compile_options_initialize(&o);
-    o.target = TJ_TARGET_X86;
-    o.cache_dir = "";
-    o.x86.num_threads = 2;
     tj_executable_t* exe = NULL;
     double t0 = now_ms_();
     CHECK_OK(tj_compile(g, &o, &exe));
@@ -214,8 +258,8 @@ static void check_model(const model_t* md) {
       tj_executable_stats_t st = {.struct_size = sizeof st};
       tj_executable_stats(exe, &st);
       printf("# %s at %s: %d kernels, %d graph breaks, compiled in %.0f ms\n",
-             md->name, kIsa[t] ? kIsa[t] : "host", st.num_kernels,
-             st.num_graph_breaks, compile_ms);
+             md->name, where(t), st.num_kernels, st.num_graph_breaks,
+             compile_ms);
       CHECK_EQ_INT(md->breaks, st.num_graph_breaks);
       for (int b = 0; b < kBatches; ++b) {
         int32_t orank = 0;
@@ -240,14 +284,14 @@ static void check_model(const model_t* md) {
           }
         }
         printf("# %s at %s, batch %d: max |err| %.3g of max |out| %.3g\n",
-               md->name, kIsa[t] ? kIsa[t] : "host", b + 1, err, scale);
+               md->name, where(t), b + 1, err, scale);
         bool ok = err <= 2e-4 * scale;
         if (!ok) {
           fprintf(stderr,
                   "  %s at %s, batch %d: element %lld: got %.9g, "
                   "want %.9g\n",
-                  md->name, kIsa[t] ? kIsa[t] : "host", b + 1, (long long)worst,
-                  got[b][worst], want[b][worst]);
+                  md->name, where(t), b + 1, (long long)worst, got[b][worst],
+                  want[b][worst]);
         }
         CHECK(ok);
       }
@@ -270,15 +314,29 @@ TEST(bert_layer) { check_model(&kModels[2]); }
 TEST(encoder_layer) { check_model(&kModels[3]); }
 
 int main(int argc, char** argv) {
+  const char* target = "x86";
+  const char* ptxas = NULL;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       g_only = argv[++i];
+    else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
+      target = argv[++i];
+    else if (strcmp(argv[i], "--ptxas") == 0 && i + 1 < argc)
+      ptxas = argv[++i];
     else
       g_dir = argv[i];
   }
-  if (!g_dir) {
-    fprintf(stderr, "usage: onnx_models_test MODELS_DIR [--only NAME]\n");
+  if (!g_dir || !tj_test_target_parse(target, &g_target)) {
+    fprintf(stderr,
+            "usage: onnx_models_test MODELS_DIR [--target "
+            "x86|cuda|cuda-compile] [--ptxas PATH] [--only NAME]\n");
     return 2;
+  }
+  if (g_target == TJ_TEST_TARGET_CUDA) tj_test_require_gpu_or_skip();
+  if (g_target == TJ_TEST_TARGET_CUDA_COMPILE) {
+    g_ptxas = tj_test_find_ptxas(ptxas);
+    printf("# cuda-compile: PTX for sm_90a, %s\n",
+           g_ptxas[0] ? g_ptxas : "no ptxas found: not assembled");
   }
   if (!g_only || strcmp(g_only, "resnet18") == 0) RUN_TEST(resnet18);
   if (!g_only || strcmp(g_only, "mobilenet_v3_small") == 0)

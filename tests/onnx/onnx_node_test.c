@@ -14,9 +14,29 @@
 // and bool scalars: a Loop's condition) are given at import as input values
 // (tj_onnx_import_options_t.input_values), as a user would pin them.
 //
-// onnx_node_test EXPECTATIONS [DATA_DIR] [--write] [--only NAME]
+// onnx_node_test EXPECTATIONS [DATA_DIR] [--target T] [--ptxas PATH]
+//                [--shard K/N] [--write] [--only NAME]
 // --write rewrites EXPECTATIONS from the outcomes (then review the diff).
+// --shard K/N runs the tests whose index in name order is K modulo N (N
+// processes share a machine's cores; with --write each writes its part).
 // Without the package (DATA_DIR missing) the test skips (exit 77).
+//
+// --target x86 (the default) compiles for TJ_TARGET_X86 on one thread.
+// --target cuda compiles for TJ_TARGET_CUDA (TF32 off, its default, so the
+// tolerances hold as on x86) and runs each data set as a C user would:
+// the CPU tensors go to tj_executable_run_shaped, which copies them to the
+// device and the outputs back; tests/onnx/expectations-cuda-1.23.txt is its
+// list. Without a driver or a GPU it skips (exit 77), saying why.
+// --target cuda-compile needs no GPU: each test is imported and compiled for
+// CUDA as --target cuda does, up to the PTX for sm_90a
+// (tj_cuda_compile_ptx, the GEMM candidates' module too), which ptxas
+// -arch=sm_90a assembles where it is found (--ptxas PATH, else ptxas on
+// PATH or /usr/local/cuda/bin/ptxas); nothing runs. Against a CUDA list: a
+// test listed as passing must compile (pinned as listed); a test listed as
+// failing may compile (it may fail at run time). With --write it seeds
+// EXPECTATIONS from what it holds (the x86 list, copied, at first): a test
+// that does not compile gets its compile failure as the reason, the others
+// keep their lines; the GPU's --write replaces the seed.
 
 #include <dirent.h>
 #include <math.h>
@@ -28,8 +48,15 @@
 #include "lib/dtype.h"
 #include "onnx/onnx_tensor.h"
 #include "onnx_sequence.pb-c.h"
+#include "tests/onnx/onnx_target.h"
 
 #define MAX_IO 16
+
+static tj_test_target_t g_target = TJ_TEST_TARGET_X86;
+static const char* g_ptxas = "";      // cuda-compile's assembler; "" none
+static int g_host_steps = 0;          // CUDA: tests with graph breaks
+static const char* g_test = "";       // the test being run, for notes
+static const char* g_counted = NULL;  // the last test in g_host_steps
 
 static char* read_all(const char* path, size_t* out_size) {
   FILE* f = fopen(path, "rb");
@@ -205,7 +232,8 @@ static void one_line(char* s) {
     if (*s == '\n' || *s == '\t') *s = ' ';
 }
 
-// Imports |bytes| (with |values| as input values) and compiles for x86.
+// Imports |bytes| (with |values| as input values) and compiles for the
+// target (cuda-compile: to PTX, |*exe| stays NULL).
 static tj_status_t import_compile(tj_context_t* ctx, const char* bytes,
                                   size_t size,
                                   const tj_onnx_input_value_t* values,
@@ -219,10 +247,31 @@ static tj_status_t import_compile(tj_context_t* ctx, const char* bytes,
   if (s) return s;
   tj_compile_options_t options;
   tj_compile_options_initialize(&options);
-  options.target = TJ_TARGET_X86;
   options.cache_dir = "";
-  options.x86.num_threads = 1;
-  return tj_compile(*graph, &options, exe);
+  if (g_target == TJ_TEST_TARGET_X86) {
+    options.target = TJ_TARGET_X86;
+    options.x86.num_threads = 1;
+    return tj_compile(*graph, &options, exe);
+  }
+  options.target = TJ_TARGET_CUDA;
+  options.cuda.allow_tf32 = false;  // exact f32 matmuls and convs
+  uint32_t host_steps = 0;
+  if (g_target == TJ_TEST_TARGET_CUDA) {
+    s = tj_compile(*graph, &options, exe);
+    if (s) return s;
+    tj_executable_stats_t st = {.struct_size = sizeof st};
+    tj_executable_stats(*exe, &st);
+    host_steps = (uint32_t)st.num_graph_breaks;
+  } else {
+    s = tj_test_compile_offline(*graph, &options, g_ptxas, &host_steps);
+  }
+  if (host_steps) {
+    printf("# %s: %u graph breaks (groups on the host) on CUDA\n", g_test,
+           host_steps);
+    if (g_counted != g_test) g_host_steps++;  // once a test
+    g_counted = g_test;
+  }
+  return s;
 }
 
 static bool is_integer(tj_dtype_t dtype) {
@@ -314,16 +363,19 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
               TJ_DTYPE_BF16)
         tin[i].dtype = TJ_DTYPE_BF16;
     }
+    // cuda-compile: compiled (and the inputs checked); nothing runs.
+    bool offline = g_target == TJ_TEST_TARGET_CUDA_COMPILE;
     int num_want = 0;
-    if (!s && !why[0] && graph)
+    if (!s && !why[0] && graph && !offline)
       s = load_outputs(ctx, model, sdir, want, MAX_IO, &num_want);
-    if (!s && !why[0] && graph && num_want != num_out) {
+    if (!s && !why[0] && graph && !offline && num_want != num_out) {
       snprintf(why, sizeof why,
                "%d outputs in data set %d (sequences' elements each one), "
                "the graph has %d",
                num_want, set, (int)num_out);
     }
-    for (int32_t k = 0; !s && !why[0] && k < num_out && k < MAX_IO; ++k) {
+    for (int32_t k = 0; !s && !why[0] && !offline && k < num_out && k < MAX_IO;
+         ++k) {
       got[k].dtype =
           tj_graph_value_dtype(graph, tj_graph_output_value(graph, k));
       if (want[k].dtype == TJ_DTYPE_U16 && got[k].dtype == TJ_DTYPE_BF16)
@@ -352,9 +404,9 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
           tj_tensor_make(got[k].data, got[k].dtype, got[k].rank, got[k].dims);
     }
     int64_t shapes[MAX_IO * TJ_MAX_RANK];
-    if (!s && !why[0])
+    if (!s && !why[0] && !offline)
       s = tj_executable_run_shaped(exe, tin, num_in, tout, num_out, shapes);
-    for (int32_t k = 0; !s && !why[0] && k < num_out; ++k) {
+    for (int32_t k = 0; !s && !why[0] && !offline && k < num_out; ++k) {
       memcpy(got[k].dims, shapes + (size_t)k * TJ_MAX_RANK,
              sizeof(int64_t) * (size_t)got[k].rank);
       if (memcmp(got[k].dims, want[k].dims,
@@ -364,7 +416,7 @@ static char* run_test(tj_context_t* ctx, const char* dir, bool pin) {
                  tj_dtype_name(want[k].dtype), (int)want[k].rank);
       }
     }
-    for (int32_t k = 0; !s && !why[0] && k < num_out; ++k) {
+    for (int32_t k = 0; !s && !why[0] && !offline && k < num_out; ++k) {
       char diff[512];
       if (!close_enough(&want[k], &got[k], diff, sizeof diff))
         snprintf(why, sizeof why, "wrong values: data set %d output %d %s", set,
@@ -425,10 +477,27 @@ static int by_name(const void* a, const void* b) {
   return strcmp(*(char* const*)a, *(char* const*)b);
 }
 
+// The line of |name| in |etext| ("NAME " at a line start) after the name,
+// its length in |*len|; NULL when the test is not listed.
+static const char* listed(const char* etext, const char* name, size_t* len) {
+  if (!etext) return NULL;
+  char key[512];
+  snprintf(key, sizeof key, "\n%s ", name);
+  const char* line = strstr(etext, key);
+  if (!line) return NULL;
+  line += strlen(key);
+  *len = strcspn(line, "\n");
+  return line;
+}
+
 int main(int argc, char** argv) {
   const char* expect_path = NULL;
   const char* data = "/usr/share/libonnx-testdata/data/node";
   const char* only = NULL;
+  const char* target = "x86";
+  const char* ptxas = NULL;
+  const char* shard_arg = NULL;
+  int shard = 0, shards = 1;
   bool write = false;
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
@@ -436,14 +505,26 @@ int main(int argc, char** argv) {
       write = true;
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
+      target = argv[++i];
+    else if (strcmp(argv[i], "--ptxas") == 0 && i + 1 < argc)
+      ptxas = argv[++i];
+    else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc)
+      shard_arg = argv[++i];
     else if (positional++ == 0)
       expect_path = argv[i];
     else
       data = argv[i];
   }
+  if (!tj_test_target_parse(target, &g_target)) expect_path = NULL;
+  if (shard_arg && (sscanf(shard_arg, "%d/%d", &shard, &shards) != 2 ||
+                    shards < 1 || shard < 0 || shard >= shards))
+    expect_path = NULL;
   if (!expect_path) {
     fprintf(stderr,
-            "usage: onnx_node_test EXPECTATIONS [DATA_DIR] [--write]\n");
+            "usage: onnx_node_test EXPECTATIONS [DATA_DIR] [--target "
+            "x86|cuda|cuda-compile] [--ptxas PATH] [--shard K/N] [--write] "
+            "[--only NAME]\n");
     return 2;
   }
   DIR* d = opendir(data);
@@ -454,6 +535,12 @@ int main(int argc, char** argv) {
         "(scripts/test.sh)\n",
         data);
     return 77;
+  }
+  if (g_target == TJ_TEST_TARGET_CUDA) tj_test_require_gpu_or_skip();
+  if (g_target == TJ_TEST_TARGET_CUDA_COMPILE) {
+    g_ptxas = tj_test_find_ptxas(ptxas);
+    printf("# cuda-compile: PTX for sm_90a, %s\n",
+           g_ptxas[0] ? g_ptxas : "no ptxas found: not assembled");
   }
   char** names = NULL;
   size_t count = 0, cap = 0;
@@ -466,6 +553,15 @@ int main(int argc, char** argv) {
   }
   closedir(d);
   qsort(names, count, sizeof(char*), by_name);
+  // --shard K/N: the tests whose index in name order is K modulo N.
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if ((int)(i % (size_t)shards) == shard)
+      names[kept++] = names[i];
+    else
+      free(names[i]);
+  }
+  count = kept;
   // The expectations.
   size_t esize = 0;
   char* etext = read_all(expect_path, &esize);
@@ -486,63 +582,97 @@ int main(int argc, char** argv) {
   FILE* out = NULL;
   if (write) {
     out = fopen(expect_path, "w");
+    if (!out) {
+      fprintf(stderr, "cannot write %s\n", expect_path);
+      for (size_t i = 0; i < count; ++i) free(names[i]);
+      free(names);
+      free(etext);
+      tj_context_destroy(ctx);
+      return 1;
+    }
+    // A line at a time: a run killed at its time limit keeps its lines.
+    setvbuf(out, NULL, _IOLBF, 0);
     fprintf(out,
             "# The ONNX node suite's expected outcomes (tests/onnx/"
             "onnx_node_test.c):\n# NAME pass, NAME pass pinned (its integer "
             "inputs given at import), or\n# NAME fail REASON, for the node "
             "tests under\n# %s.\n",
             data);
+    if (g_target != TJ_TEST_TARGET_X86) {
+      fprintf(out, "# Target %s%s.\n", target,
+              g_target == TJ_TEST_TARGET_CUDA_COMPILE
+                  ? " (seeded: the lines of the tests that compile kept from "
+                    "the list before, the others their compile failure; "
+                    "--target cuda --write on a GPU replaces it)"
+                  : "");
+    }
   }
-  int passed = 0, pinned = 0, unexpected = 0;
+  int passed = 0, pinned = 0, unexpected = 0, compiled_listed_fail = 0;
   for (size_t i = 0; i < count; ++i) {
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/%s", data, names[i]);
+    g_test = names[i];
     char* why = outcome(ctx, dir);
     bool is_pinned = strcmp(why, "pinned") == 0;
     bool pass = why[0] == 0 || is_pinned;
     const char* verdict = is_pinned ? "pass pinned" : "pass";
     passed += pass;
     pinned += is_pinned;
+    size_t len = 0;
+    const char* line = listed(etext, names[i], &len);
+    bool want_pass = line && len == 4 && strncmp(line, "pass", 4) == 0;
+    bool want_pinned =
+        line && len == 11 && strncmp(line, "pass pinned", 11) == 0;
+    bool want_fail = line && len > 5 && strncmp(line, "fail ", 5) == 0;
     if (out) {
-      if (pass)
+      if (g_target == TJ_TEST_TARGET_CUDA_COMPILE && pass && want_fail)
+        fprintf(out, "%s %.*s\n", names[i], (int)len, line);
+      else if (pass)
         fprintf(out, "%s %s\n", names[i], verdict);
       else
         fprintf(out, "%s fail %s\n", names[i], why);
-    } else {
-      // Find "NAME " at a line start.
-      char key[512];
-      snprintf(key, sizeof key, "\n%s ", names[i]);
-      char* line = strstr(etext, key);
-      if (!line) {
-        printf("UNLISTED %s: %s\n", names[i], pass ? "pass" : why);
-        unexpected++;
-      } else {
-        line += strlen(key);
-        size_t len = strcspn(line, "\n");
-        bool want_pass = len == 4 && strncmp(line, "pass", 4) == 0;
-        bool want_pinned = len == 11 && strncmp(line, "pass pinned", 11) == 0;
-        bool want_fail = len > 5 && strncmp(line, "fail ", 5) == 0;
-        if (!want_pass && !want_pinned && !want_fail) {
-          printf(
-              "BAD LINE %s: needs \"pass\", \"pass pinned\" or \"fail "
-              "REASON\"\n",
-              names[i]);
-          unexpected++;
-        } else if (pass != !want_fail || (pass && is_pinned != want_pinned)) {
-          printf("UNEXPECTED %s %s: %s\n", names[i], pass ? verdict : "FAILURE",
-                 pass ? "update the expectations" : why);
-          unexpected++;
-        }
-      }
+    } else if (!line) {
+      printf("UNLISTED %s: %s\n", names[i], pass ? "pass" : why);
+      unexpected++;
+    } else if (!want_pass && !want_pinned && !want_fail) {
+      printf(
+          "BAD LINE %s: needs \"pass\", \"pass pinned\" or \"fail "
+          "REASON\"\n",
+          names[i]);
+      unexpected++;
+    } else if (g_target == TJ_TEST_TARGET_CUDA_COMPILE && want_fail) {
+      // It may compile and fail at run time: only a GPU can tell.
+      compiled_listed_fail += pass;
+    } else if (pass != !want_fail || (pass && is_pinned != want_pinned)) {
+      printf("UNEXPECTED %s %s: %s\n", names[i], pass ? verdict : "FAILURE",
+             pass ? "update the expectations" : why);
+      unexpected++;
     }
     free(why);
     free(names[i]);
   }
-  printf(
-      "onnx node suite: %d of %zu pass (%.1f%%; %d of them with their "
-      "integer inputs pinned at import), %d unexpected\n",
-      passed, count, count ? 100.0 * passed / (double)count : 0.0, pinned,
-      unexpected);
+  if (g_target == TJ_TEST_TARGET_CUDA_COMPILE) {
+    printf(
+        "onnx node suite (cuda-compile): %d of %zu compile for sm_90a%s "
+        "(%.1f%%; %d of them with their integer inputs pinned at import; %d "
+        "with graph breaks; %d listed as failing), %d unexpected\n",
+        passed, count, g_ptxas[0] ? " and assemble" : "",
+        count ? 100.0 * passed / (double)count : 0.0, pinned, g_host_steps,
+        compiled_listed_fail, unexpected);
+  } else if (g_target == TJ_TEST_TARGET_CUDA) {
+    printf(
+        "onnx node suite (cuda): %d of %zu pass (%.1f%%; %d of them with "
+        "their integer inputs pinned at import), %d unexpected; %d tests "
+        "with graph breaks\n",
+        passed, count, count ? 100.0 * passed / (double)count : 0.0, pinned,
+        unexpected, g_host_steps);
+  } else {
+    printf(
+        "onnx node suite: %d of %zu pass (%.1f%%; %d of them with their "
+        "integer inputs pinned at import), %d unexpected\n",
+        passed, count, count ? 100.0 * passed / (double)count : 0.0, pinned,
+        unexpected);
+  }
   if (out) fclose(out);
   free(names);
   free(etext);
