@@ -205,15 +205,7 @@ static void check_model(const model_t* md) {
     CHECK_EQ_INT(1, tj_graph_num_inputs(g));
     CHECK_EQ_INT(1, tj_graph_num_outputs(g));
     tj_compile_options_t o;
-    tj_compile_options_initialize(&o);
-    o.cache_dir = "";
-    if (g_target == TJ_TEST_TARGET_X86) {
-      o.target = TJ_TARGET_X86;
-      o.x86.num_threads = 2;
-    } else {
-      o.target = TJ_TARGET_CUDA;
-      o.cuda.allow_tf32 = false;  // exact f32 matmuls and convs
-    }
+    tj_test_target_options(g_target, 2, &o);
     if (g_target == TJ_TEST_TARGET_CUDA_COMPILE) {
       uint32_t host_steps = 0;
       double t0 = now_ms_();

@@ -246,15 +246,8 @@ static tj_status_t import_compile(tj_context_t* ctx, const char* bytes,
   tj_status_t s = tj_onnx_import(ctx, bytes, size, &io, graph);
   if (s) return s;
   tj_compile_options_t options;
-  tj_compile_options_initialize(&options);
-  options.cache_dir = "";
-  if (g_target == TJ_TEST_TARGET_X86) {
-    options.target = TJ_TARGET_X86;
-    options.x86.num_threads = 1;
-    return tj_compile(*graph, &options, exe);
-  }
-  options.target = TJ_TARGET_CUDA;
-  options.cuda.allow_tf32 = false;  // exact f32 matmuls and convs
+  tj_test_target_options(g_target, 1, &options);
+  if (g_target == TJ_TEST_TARGET_X86) return tj_compile(*graph, &options, exe);
   uint32_t host_steps = 0;
   if (g_target == TJ_TEST_TARGET_CUDA) {
     s = tj_compile(*graph, &options, exe);

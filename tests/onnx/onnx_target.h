@@ -37,6 +37,22 @@ static inline bool tj_test_target_parse(const char* name,
   return true;
 }
 
+// The compile options of a test on |target|: no disk cache; x86 on
+// |threads| threads; CUDA (both modes) with exact f32 matmuls and convs.
+static inline void tj_test_target_options(tj_test_target_t target,
+                                          int32_t threads,
+                                          tj_compile_options_t* o) {
+  tj_compile_options_initialize(o);
+  o->cache_dir = "";
+  if (target == TJ_TEST_TARGET_X86) {
+    o->target = TJ_TARGET_X86;
+    o->x86.num_threads = threads;
+  } else {
+    o->target = TJ_TARGET_CUDA;
+    o->cuda.allow_tf32 = false;  // exact f32 matmuls and convs
+  }
+}
+
 // --target cuda: exits 77 (meson's skip), saying why, where the driver is
 // missing or finds no GPU; exits 1 on any other failure to open it.
 static inline void tj_test_require_gpu_or_skip(void) {
