@@ -206,6 +206,7 @@ static tj_status_t run_pipeline(tj_executable_t* exe,
   }
   ctx.evaluate = exe->evaluate;
   ctx.native_op = exe->backend->native_op;
+  ctx.matmul_misaligned = exe->backend->matmul_misaligned;
   ctx.conv_epilogue = exe->backend->conv_epilogue;
   ctx.conv_epilogue_fits = exe->backend->conv_epilogue_fits;
   ctx.conv_epilogue_user = exe->target;

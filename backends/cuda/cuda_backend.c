@@ -170,6 +170,38 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
   return h == hkv || (h >= 0 && hkv > 0 && h % hkv == 0);
 }
 
+// Issue 15: the tensor-core GEMMs read A and B 16 bytes at a time, so
+// check_gemm_alignment (cuda_program.c) refuses a half matmul whose rows
+// are not whole 16-byte vectors: a row-major A of K, or a row-major B of
+// N (a transposed B, x @ w^T, is read along k: K), not a multiple of 8.
+// Such a kernel ran on the host, on the reference interpreter (the ONNX
+// node suites' bf16 and f16 attention, einsum and flexattention of K
+// 3-6); decompose writes it as a reduction instead. Symbolic dims and
+// other forms (a transposed A, a vector, a dequantized weight for the
+// weight-only GEMM) stay the GEMM's, checked as before; f32 too, whose
+// exact kernel takes any stride (TF32 is a run option), and the 8-bit
+// GEMMs (matmul_i32, matmul_f8: left on the host).
+static bool cuda_matmul_misaligned(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  if (n->op != TJ_OP_MATMUL ||
+      (n->dtype != TJ_DTYPE_F16 && n->dtype != TJ_DTYPE_BF16)) {
+    return false;
+  }
+  const tj_node_t* a = &g->nodes[n->operands[0]];
+  const tj_node_t* b = &g->nodes[n->operands[1]];
+  if (a->rank < 2 || b->rank < 2 || a->op == TJ_OP_TRANSPOSE ||
+      a->op == TJ_OP_DEQUANTIZE || b->op == TJ_OP_DEQUANTIZE) {
+    return false;
+  }
+  const int64_t k = a->dims[a->rank - 1], nn = b->dims[b->rank - 1];
+  const bool b_kmajor = b->op == TJ_OP_TRANSPOSE &&
+                        b->attrs.num_ints == (uint32_t)b->rank &&
+                        b->attrs.ints[b->rank - 1] == b->rank - 2 &&
+                        b->attrs.ints[b->rank - 2] == b->rank - 1;
+  if (tj_dim_is_const(k) && k % 8 != 0) return true;
+  return !b_kmajor && tj_dim_is_const(nn) && nn % 8 != 0;
+}
+
 // Issue 15: a conv whose launch would split k in more than two slices at
 // its smallest batch (a symbolic batch taken as 1: one executable serves
 // every batch), in the tiles its kernel takes, keeps its followers out: a
@@ -441,6 +473,7 @@ const tj_backend_t tj_backend_cuda = {
     .lowers = true,
     .device_tensors = true,
     .native_op = cuda_native_op,
+    .matmul_misaligned = cuda_matmul_misaligned,
     // Issue 15: the NVPTX CONV template runs a dense conv's elementwise
     // followers at its store (jit/emit_nvptx_conv.c's epilogue_map).
     .conv_epilogue = true,

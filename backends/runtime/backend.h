@@ -76,6 +76,10 @@ typedef struct tj_backend_t {
   // its own, so that decompose keeps it whole (tj_pass_ctx_t.native_op;
   // issue 14: attention on x86 and CUDA). NULL: none.
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
+  // Whether the GEMM template would refuse matmul |node| of
+  // |graph| for its operands' layout, so that decompose writes it as a
+  // reduction (tj_pass_ctx_t.matmul_misaligned). NULL: none.
+  bool (*matmul_misaligned)(const tj_graph_t* graph, uint32_t node);
   // Whether the kernel of a conv kept whole runs an elementwise epilogue
   // (tj_pass_ctx_t.conv_epilogue): its emitter handles a CONV kernel whose
   // MAP phase has instructions. false: followers stay kernels of their own.

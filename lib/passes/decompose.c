@@ -1656,6 +1656,27 @@ static tj_status_t matmul_reduction(dec_t* d, const tj_node_t* node, uint32_t a,
   return reshape(d, s, node->rank, node->dims, out);
 }
 
+// A matmul the target's GEMM would refuse for its layout
+// (tj_pass_ctx_t.matmul_misaligned: CUDA's tensor cores on half rows that
+// are not whole 16-byte vectors): matmul_reduction over operands widened
+// to f32, the GEMM's own accumulation, the sum rounded to the matmul's
+// dtype once, as the GEMM's epilogue rounds.
+static bool matmul_misaligned(const tj_pass_ctx_t* ctx, const tj_graph_t* g,
+                              uint32_t i) {
+  const tj_node_t* n = &g->nodes[i];
+  return n->op == TJ_OP_MATMUL && n->rank + 2 <= TJ_MAX_RANK &&
+         ctx->matmul_misaligned && ctx->matmul_misaligned(g, i);
+}
+
+static tj_status_t matmul_widened(dec_t* d, const tj_node_t* node, uint32_t a,
+                                  uint32_t b, uint32_t* out) {
+  uint32_t wa, wb, y;
+  TJ_RETURN_IF_ERROR(cast(d, a, TJ_DTYPE_F32, &wa));
+  TJ_RETURN_IF_ERROR(cast(d, b, TJ_DTYPE_F32, &wb));
+  TJ_RETURN_IF_ERROR(matmul_reduction(d, node, wa, wb, &y));
+  return cast(d, y, node->dtype, out);
+}
+
 //===--- argtopk on short rows (topk, issue 15) ---===//
 //
 // argtopk has no kernel template; on a row of constant length n <= this it
@@ -2036,7 +2057,8 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
   for (uint32_t i = 0; i < g->num_nodes && !any; ++i) {
     any = tj_op_info(g->nodes[i].op)->kind == TJ_OP_KIND_COMPOSITE ||
           topk_by_ranks(&g->nodes[i], g) || topk_by_selection(&g->nodes[i]) ||
-          matmul_by_reduction(&g->nodes[i]) || concat_wide(&g->nodes[i]);
+          matmul_by_reduction(&g->nodes[i]) || concat_wide(&g->nodes[i]) ||
+          matmul_misaligned(ctx, g, i);
   }
   if (!any) return NULL;
   dec_t d;
@@ -2053,6 +2075,11 @@ tj_status_t tj_pass_decompose(tj_pass_ctx_t* ctx, tj_plan_t* plan) {
                      !(ctx->native_op && ctx->native_op(g, i));
     bool topk = (topk_by_ranks(node, g) || topk_by_selection(node)) &&
                 !topk_native(ctx, g, i);
+    if (matmul_misaligned(ctx, g, i) && tj_pass_rewrite(ctx, g, i)) {
+      status = matmul_widened(&d, node, d.rw.map[node->operands[0]],
+                              d.rw.map[node->operands[1]], &d.rw.map[i]);
+      continue;
+    }
     if ((composite || topk || matmul_by_reduction(node) || concat_wide(node)) &&
         tj_pass_rewrite(ctx, g, i)) {
       status = decompose_node(&d, i);

@@ -79,6 +79,13 @@ typedef struct tj_pass_ctx_t {
   // whole; the target's answer (tj_backend_t.native_op). NULL: every
   // composite decomposes.
   bool (*native_op)(const tj_graph_t* graph, uint32_t node);
+  // decompose: whether the target's GEMM template would refuse matmul
+  // |node| of |graph| for its operands' layout (CUDA: tensor-core operands
+  // not 16 bytes aligned), which then becomes the sum over k of a broadcast
+  // product in f32, a reduction kernel where the refused GEMM ran on the
+  // host (tj_backend_t.matmul_misaligned).
+  // NULL: none.
+  bool (*matmul_misaligned)(const tj_graph_t* graph, uint32_t node);
   // fuse: whether a conv the target keeps whole takes its elementwise
   // followers as an epilogue in its kernel (tj_backend_t.conv_epilogue;
   // issue 15: x86's and CUDA's CONV templates). Off by default.

@@ -448,6 +448,54 @@ TEST(graphs_run_on_the_gpu) {
   tj_test_ptxas_wait();
 }
 
+// Half matmuls whose rows are not whole 16-byte vectors (K or a row-major
+// B's N not a multiple of 8; the ONNX node suites' einsum and attention
+// of K 3-6) are decompose's reductions in f32 on CUDA, not GEMMs the
+// launch refuses and the host runs; an x @ w^T of odd N (a transposed B,
+// read along k) and aligned shapes stay GEMMs on the tensor cores.
+static void check_half_matmul(tj_dtype_t dt, int64_t m, int64_t k, int64_t n,
+                              bool transposed_b, bool gemm) {
+  tj_graph_t* g = NULL;
+  CHECK_OK(tj_graph_create(g_ctx, "half_matmul", &g));
+  if (!g) return;
+  tj_value_t x = tj_graph_input(g, dt, 3, (int64_t[]){5, m, k}, "x");
+  tj_value_t w = transposed_b
+                     ? tj_graph_transpose(
+                           g, tj_graph_input(g, dt, 2, (int64_t[]){n, k}, "w"),
+                           (int32_t[]){1, 0})
+                     : tj_graph_input(g, dt, 3, (int64_t[]){5, k, n}, "w");
+  tj_graph_output(g, tj_graph_matmul(g, x, w), "y");
+  CHECK_OK(tj_graph_finalize(g));
+  tj_cuda_offline_ptx_t ptx;
+  compile_ptx(g, false, TJ_NVPTX_SM_90A, false, &ptx);
+  char what[96];
+  snprintf(what, sizeof(what), "%s [5,%lld,%lld] @ %s", tj_dtype_name(dt),
+           (long long)m, (long long)k, transposed_b ? "w^T" : "w");
+  if (ptx.num_host_steps != 0)
+    fprintf(stderr, "  %s: %u host steps\n", what, ptx.num_host_steps);
+  CHECK_EQ_INT(0, ptx.num_host_steps);
+  bool mma =
+      ptx.ptx && (strstr(ptx.ptx, "mma.sync") || strstr(ptx.ptx, "wgmma"));
+  if (mma != gemm)
+    fprintf(stderr, "  %s: tensor-core MMA %s\n", what,
+            mma ? "found" : "missing");
+  CHECK_EQ_INT(gemm, mma);
+  if (ptx.ptx) tj_test_assemble_ptx(g_ptxas, what, ptx.ptx);
+  tj_cuda_offline_ptx_deinitialize(tj_allocator_system(), &ptx);
+  tj_graph_destroy(g);
+}
+
+TEST(misaligned_half_matmul_is_a_reduction) {
+  const tj_dtype_t dts[2] = {TJ_DTYPE_BF16, TJ_DTYPE_F16};
+  for (int i = 0; i < 2; ++i) {
+    check_half_matmul(dts[i], 2, 3, 4, false, false);     // K 3
+    check_half_matmul(dts[i], 4, 6, 6, false, false);     // K 6, N 6
+    check_half_matmul(dts[i], 64, 64, 12, false, false);  // N 12
+    check_half_matmul(dts[i], 64, 64, 12, true, true);    // w^T: K-major
+    check_half_matmul(dts[i], 64, 64, 64, false, true);   // aligned
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] && access(argv[1], X_OK) == 0) g_ptxas = argv[1];
   if (tj_test_context_create(&g_ctx) != NULL) return 1;
@@ -456,6 +504,7 @@ int main(int argc, char** argv) {
   RUN_TEST(every_schedule_kmajor);
   RUN_TEST(tf32_kmajor);
   RUN_TEST(graphs_run_on_the_gpu);
+  RUN_TEST(misaligned_half_matmul_is_a_reduction);
   tj_context_destroy(g_ctx);
   printf("# PTX assembled by ptxas: %s\n", g_ptxas[0] ? g_ptxas : "skipped");
   TEST_MAIN_END();
