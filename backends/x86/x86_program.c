@@ -600,10 +600,11 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
 // whatever its channels: the packed variant packs its patches (about 32
 // channels' worth of its multiply: 3x3 256-256 @14 at batch 32 took 70 instead
 // of 51 ms of CPU at 48 channels a unit, not 192), the ocvec variant streams
-// its weight panels from L2 into L1 once a pixel block (counted as 12 pixels).
-// Candidates: the ocvec variant's channels by nr and its pixels in blocks as
-// even as the groups of mr allow; the others' channels by whole blocks of mr
-// and of the vector (a blocked output stays whole blocks a unit,
+// its weight panels from L2 into L1 once a pixel block (counted as 12 pixels)
+// and copies the padded image (2 FMAs a float: 15% of a 64 x 66 unit of 3x3
+// 64-64 @56). Candidates: the ocvec variant's channels by nr and its pixels in
+// blocks as even as the groups of mr allow; the others' channels by whole
+// blocks of mr and of the vector (a blocked output stays whole blocks a unit,
 // nchwc_sums_out) and pixels by panels of nr. Ties keep the larger block. A
 // symbolic batch (the exported models' "batch") is balanced for 1 image, and
 // the kernel takes the default blocks from the batch that gives them two units
@@ -656,6 +657,11 @@ static void balance_conv_units(const target_t* t, tj_lowered_kernel_t* ks,
     if (s.ocvec) ostep = s.nr;
     const bool packs =
         !s.ocvec && !s.shifted && !tj_kir_conv_reads_x_in_place(k);
+    // An ocvec unit copies the image (its thread's key does not outlive a
+    // call, and a call of the pool is one unit where units are few): 2
+    // FMAs' worth a float, in tile cells of K FMAs.
+    const int64_t kk = k->gemm_k.value > 0 ? k->gemm_k.value : 1;
+    const int64_t copy = s.ocvec ? 2 * s.xpad / kk : 0;
     int64_t best_cost = -1, best_oc = s.oc, best_nc = s.nc;
     for (int64_t oc = s.oc; oc >= ostep; oc = (oc - 1) / ostep * ostep) {
       int64_t last_nc = -1;
@@ -685,8 +691,8 @@ static void balance_conv_units(const target_t* t, tj_lowered_kernel_t* ks,
         const int64_t waves = (ci.units + threads - 1) / threads;
         const int64_t rows = O < oc ? O : oc;
         const int64_t cols = pix < nc ? pix : nc;
-        const int64_t unit =
-            s.ocvec ? rows * (cols + 12) : (rows + (packs ? 32 : 8)) * cols;
+        const int64_t unit = s.ocvec ? rows * (cols + 12) + copy
+                                     : (rows + (packs ? 32 : 8)) * cols;
         const int64_t cost = (2 * waves + 1) * unit;
         if (best_cost < 0 || cost < best_cost) {
           best_cost = cost;
