@@ -743,13 +743,22 @@ static void transpose_block(tj_emit_t* em, LLVMValueRef acc, int64_t oc,
   tj_emit_loop_end(em, &cl);
 }
 
-tj_status_t tj_emit_conv(tj_emit_t* em) {
+// A microkernel of the conv's, emitted once: the unit loops of both
+// schedules of a symbolic batch (tj_emit_conv) call the same ones.
+static LLVMValueRef conv_ukernel(tj_emit_t* em, const tj_ukernel_opts_t* o) {
+  LLVMValueRef fn = LLVMGetNamedFunction(em->mod, o->name);
+  return fn ? fn : tj_emit_ukernel(em, o);
+}
+
+// The conv's unit loop under the schedule of a batch below the kernel's
+// schedule.kc (|few|: its smaller blocks, kir/schedule.h) or from it on.
+static tj_status_t emit_conv_units(tj_emit_t* em, bool few) {
   const tj_kir_t* k = em->k;
   const tj_kir_conv_t* cv = &k->conv;
   LLVMBuilderRef b = em->b;
   const int32_t w = em->target.lanes;
   tj_kir_conv_schedule_t s;
-  tj_kir_conv_resolve(k, w, &s);
+  tj_kir_conv_resolve_batch(k, w, few ? 0 : INT64_MAX, &s);
   int32_t xb = -1, wb = -1, ob = -1, bb = -1;
   for (uint32_t i = 0; i < k->num_buffers; ++i) {
     switch (k->buffers[i].role) {
@@ -795,7 +804,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
                           .name = uname,
                           .hot = true,
                           .prefetch_a_next = k->b_prepacked};
-  LLVMValueRef uk = tj_emit_ukernel(em, &uo);
+  LLVMValueRef uk = conv_ukernel(em, &uo);
   // A 1x1 conv with stride 1 and no padding reads x as the GEMM's B in
   // place: rows of P pixels per input channel, nothing to pack.
   const bool direct = tj_kir_conv_reads_x_in_place(k);
@@ -839,7 +848,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     vo.prefetch_a_next = false;
     vo.a_rows = true;
     vo.name = vname;
-    ukv = tj_emit_ukernel(em, &vo);
+    ukv = conv_ukernel(em, &vo);
   }
   LLVMValueRef ukt = NULL;
   if (!direct && !shifted && !ocvec && tail_nv > 0 && tail_nv < nr / w) {
@@ -849,7 +858,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     to.nr = (int32_t)(tail_nv * w);
     to.panel_ld = (int32_t)nr;
     to.name = tname;
-    ukt = tj_emit_ukernel(em, &to);
+    ukt = conv_ukernel(em, &to);
   }
   LLVMValueRef ukd = NULL, uke = NULL;
   if (direct) {
@@ -859,10 +868,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     tj_ukernel_opts_t dopt = uo;
     dopt.direct = true;
     dopt.name = dname;
-    ukd = tj_emit_ukernel(em, &dopt);
+    ukd = conv_ukernel(em, &dopt);
     dopt.masked = true;
     dopt.name = ename;
-    uke = tj_emit_ukernel(em, &dopt);
+    uke = conv_ukernel(em, &dopt);
   }
   if (shifted) {
     char dname[256], ename[256];
@@ -872,10 +881,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     dopt.direct = true;
     dopt.b_rows = true;
     dopt.name = dname;
-    ukd = tj_emit_ukernel(em, &dopt);
+    ukd = conv_ukernel(em, &dopt);
     dopt.masked = true;
     dopt.name = ename;
-    uke = tj_emit_ukernel(em, &dopt);
+    uke = conv_ukernel(em, &dopt);
   }
 
   // The patches packed once for every channel block
@@ -1516,5 +1525,25 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     store_plain(em, ob, bb, acc, nc, n, join, o0, ocn, p0, pn);
   }
   tj_emit_loop_end(em, &ul);
+  return NULL;
+}
+
+tj_status_t tj_emit_conv(tj_emit_t* em) {
+  const tj_kir_t* k = em->k;
+  const int64_t from = k->schedule.kc;
+  if (from <= 0 || (k->schedule.mc == 0 && k->schedule.nc == 0))
+    return emit_conv_units(em, true);
+  // conv16: a symbolic batch below |from| images takes the smaller blocks,
+  // a larger one the default blocks (tj_kir_conv_resolve_batch).
+  LLVMBuilderRef b = em->b;
+  LLVMValueRef few = LLVMBuildICmp(b, LLVMIntSLT, tj_emit_ival(em, k->dims[0]),
+                                   c64(em, from), "few");
+  tj_emit_if_t fi;
+  tj_emit_if_begin(em, &fi, few, "few_images");
+  TJ_RETURN_IF_ERROR(emit_conv_units(em, true));
+  tj_emit_if_end(em, &fi);
+  tj_emit_if_begin(em, &fi, LLVMBuildNot(b, few, ""), "many_images");
+  TJ_RETURN_IF_ERROR(emit_conv_units(em, false));
+  tj_emit_if_end(em, &fi);
   return NULL;
 }

@@ -36,6 +36,19 @@ void tj_kernel_tune_text(const tj_kir_t* k, const char* target, int32_t lanes,
                             ? "packed, units n block fastest"
                             : "read in place, units m block fastest");
   }
+  if (k->kind == TJ_KIR_CONV && k->conv.window == TJ_KIR_WINDOW_GEMM) {
+    tj_kir_conv_schedule_t s;
+    tj_kir_conv_resolve(k, lanes, &s);
+    PUT("conv schedule: %s, tile %dx%d oc %d nc %d kc %d (asked: oc %d nc "
+        "%d below batch %d; 0 = auto, every batch)\n",
+        s.ocvec     ? "ocvec"
+        : s.shifted ? "shifted"
+        : tj_kir_conv_reads_x_in_place(k)
+            ? "direct"
+            : (s.join ? "packed, joined" : "packed"),
+        (int)s.mr, (int)s.nr, (int)s.oc, (int)s.nc, (int)s.kc,
+        (int)k->schedule.mc, (int)k->schedule.nc, (int)k->schedule.kc);
+  }
   if (k->num_params == 0) {
     tj_kir_launch_t launch;
     tj_status_t status = tj_kir_launch_info(k, lanes, NULL, &launch);

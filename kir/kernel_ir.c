@@ -1389,6 +1389,9 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     sbuf_printf(&s, "%s c %lld", windows[c->window], (long long)c->c);
     if (k->b_prepacked) sbuf_printf(&s, " w_prepacked");
     if (c->ocvec) sbuf_printf(&s, " ocvec");
+    if (k->schedule.mc) sbuf_printf(&s, " oc %d", k->schedule.mc);
+    if (k->schedule.nc) sbuf_printf(&s, " nc %d", k->schedule.nc);
+    if (k->schedule.kc) sbuf_printf(&s, " below_batch %d", k->schedule.kc);
     if (c->xblock) sbuf_printf(&s, " xblock %d", c->xblock);
     if (c->yblock) sbuf_printf(&s, " yblock %d", c->yblock);
     if (c->inblock) sbuf_printf(&s, " inblock 0x%x", (unsigned)c->inblock);

@@ -394,7 +394,8 @@ typedef struct tj_kir_t {
   uint32_t num_buffers, buffer_capacity;
   tj_kir_phase_t* phases;
   uint32_t num_phases, phase_capacity;
-  // GEMM only.
+  // GEMM and CONV (the contraction's K; a CONV's schedule caps its unit's
+  // channel and pixel blocks, kir/schedule.h).
   tj_kir_ival_t gemm_k;
   tj_kir_gemm_schedule_t schedule;
   // GEMM only: f16 or bf16 operands are accepted too. Set before

@@ -180,9 +180,11 @@ bool tj_kir_conv_ocvec_rule(const tj_kir_t* k) {
          k->dims[k->rank - 1].value >= 14;
 }
 
-void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
+static void conv_resolve(const tj_kir_t* k, int32_t lanes, bool small,
                          tj_kir_conv_schedule_t* out) {
   if (lanes < 1) lanes = 1;
+  const int32_t want_oc = small ? k->schedule.mc : 0;
+  const int32_t want_nc = small ? k->schedule.nc : 0;
   // The GEMM's register tiles (6 x 4 zmm, 6 x 2 ymm or xmm), as attention.
   out->mr = 6;
   out->nr = lanes >= 16 ? 4 * lanes : 2 * lanes;
@@ -207,6 +209,11 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
     out->nc = (int32_t)(nc * out->mr);
     int64_t oc = (o + out->nr - 1) / out->nr * out->nr;
     out->oc = (int32_t)(oc < 256 ? oc : 256);
+    // The x86 backend's smaller blocks (balance_conv_units), whole tiles.
+    if (want_nc > 0 && want_nc < out->nc)
+      out->nc = round_up_i32(want_nc, out->mr);
+    if (want_oc > 0 && want_oc < out->oc)
+      out->oc = round_up_i32(want_oc, out->nr);
     out->cols = pix;
     out->passes = (int32_t)ceil_div(kk < 1 ? 1 : kk, out->kc);
     out->reuse = out->join = 0;
@@ -220,6 +227,8 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   if (panels > 4) panels = 4;
   if (panels < 1) panels = 1;
   out->nc = (int32_t)panels * out->nr;
+  if (want_nc > 0 && want_nc < out->nc)
+    out->nc = round_up_i32(want_nc, out->nr);
   // Channels: the patches packed once per unit serve oc channels; 192 keeps
   // the accumulators (oc x nc) within an L2 beside the weight rows. (Fewer
   // channels a unit, to give a batch of 1 at 14x14 or 7x7 more units,
@@ -228,6 +237,7 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
   int64_t oc = (o + out->mr - 1) / out->mr * out->mr;
   if (oc > 192) oc = 192;
   if (oc < out->mr) oc = out->mr;
+  if (want_oc > 0 && want_oc < oc) oc = round_up_i32(want_oc, out->mr);
   out->oc = (int32_t)oc;
   out->passes = (int32_t)ceil_div(kk < 1 ? 1 : kk, out->kc);
   // Keep the patches for all channel blocks when there are several and
@@ -238,6 +248,16 @@ void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
                (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
   out->join =
       !out->shifted && !tj_kir_conv_reads_x_in_place(k) && pix % out->nr != 0;
+}
+
+void tj_kir_conv_resolve(const tj_kir_t* k, int32_t lanes,
+                         tj_kir_conv_schedule_t* out) {
+  conv_resolve(k, lanes, true, out);
+}
+
+void tj_kir_conv_resolve_batch(const tj_kir_t* k, int32_t lanes, int64_t batch,
+                               tj_kir_conv_schedule_t* out) {
+  conv_resolve(k, lanes, k->schedule.kc <= 0 || batch < k->schedule.kc, out);
 }
 
 int64_t tj_kir_conv_scratch_bytes(const tj_kir_conv_schedule_t* s) {
@@ -456,7 +476,7 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
         return NULL;
       }
       tj_kir_conv_schedule_t cs;
-      tj_kir_conv_resolve(k, lanes, &cs);
+      tj_kir_conv_resolve_batch(k, lanes, dims[0], &cs);
       if (k->rank < 3) return tj_invalid("kernel @%s: conv rank", k->name);
       int64_t pix = 1;
       for (int32_t d = 2; d < k->rank; ++d) pix *= dims[d];

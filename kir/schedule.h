@@ -108,6 +108,16 @@ void tj_kir_attention_resolve(int32_t f32_lanes,
 // blocks + pixel block) of the block they hold: consecutive units of one
 // thread pack their patches once for all channel blocks, where each unit
 // packed its own (1x1/2 512-1024 @28 packed them 6 times).
+//
+// conv16 (issue 15): the kernel's tj_kir_t.schedule, zero by default,
+// may make a unit smaller, set by the x86 backend where a batch leaves too
+// few units for its threads (balance_conv_units in
+// backends/x86/x86_program.c): mc (> 0) caps oc, nc (> 0) caps nc, each
+// rounded up to its multiple (mr and nr here, nr and mr for ocvec below).
+// With kc > 0 (a symbolic batch) they serve only batches of fewer than kc
+// images, and the default blocks the others: the template emits both
+// unit loops and takes one by the run's batch, as tj_kir_launch_info
+// counts the units (tj_kir_conv_resolve_batch).
 typedef struct tj_kir_conv_schedule_t {
   int32_t mr, nr, kc, nc, oc;
   int32_t reuse;   // bool
@@ -160,6 +170,12 @@ typedef struct tj_kir_conv_schedule_t {
 } tj_kir_conv_schedule_t;
 void tj_kir_conv_resolve(const tj_kir_t* kernel, int32_t f32_lanes,
                          tj_kir_conv_schedule_t* out_schedule);
+// The schedule a run of |batch| images takes (the smaller blocks of
+// tj_kir_t.schedule, or from its kc images on the default ones);
+// tj_kir_conv_resolve is the one of a batch of 1.
+void tj_kir_conv_resolve_batch(const tj_kir_t* kernel, int32_t f32_lanes,
+                               int64_t batch,
+                               tj_kir_conv_schedule_t* out_schedule);
 // Whether CONV kernel |k| reads x in place as the GEMM's B (a 1x1 window,
 // stride 1, no padding: rows of the image's pixels per channel), packing
 // no patches (jit/emit_conv.c's direct microkernels).

@@ -588,6 +588,139 @@ static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
   return NULL;
 }
 
+// conv16 (issue 15): the channel and pixel blocks (tj_kir_t.schedule's mc
+// and nc, kir/schedule.h) of each GEMM-window conv whose sizes but the
+// batch are constants and whose default units are fewer than two a thread,
+// chosen as balance_gemm_units chooses a GEMM's, by waves times a unit's
+// cost. At batch 1, resnet18's 3x3 256-256 @14 was one unit of 256 channels x
+// 196 pixels and its @7 convs three of 192 channels: 1 to 3 of 16 threads busy.
+// The time is taken as (waves + 1/2) units, the half a unit that a thread late
+// to its last one costs, so that of two splits in one wave the finer wins (at
+// most 4 units a thread). A unit costs its tiles plus what it does once
+// whatever its channels: the packed variant packs its patches (about 32
+// channels' worth of its multiply: 3x3 256-256 @14 at batch 32 took 70 instead
+// of 51 ms of CPU at 48 channels a unit, not 192), the ocvec variant streams
+// its weight panels from L2 into L1 once a pixel block (counted as 12 pixels)
+// and copies the padded image (2 FMAs a float: 15% of a 64 x 66 unit of 3x3
+// 64-64 @56). Candidates: the ocvec variant's channels by nr and its pixels in
+// blocks as even as the groups of mr allow; the others' channels by whole
+// blocks of mr and of the vector (a blocked output stays whole blocks a unit,
+// nchwc_sums_out) and pixels by panels of nr. Ties keep the larger block. A
+// symbolic batch (the exported models' "batch") is balanced for 1 image, and
+// the kernel takes the default blocks from the batch that gives them two units
+// a thread (schedule.kc; the template emits both unit loops and picks one by
+// the run's batch, kir/schedule.h), so a large batch keeps the schedule it had.
+// A kernel with units enough at batch 1, a host parallel_for and one thread
+// leave the schedule alone. Runs after prepack_conv_w (its ocvec mark picks the
+// variant) and before nchwc_assign (which asks whether a unit's channels are
+// whole blocks).
+static void balance_conv_units(const target_t* t, tj_lowered_kernel_t* ks,
+                               uint32_t nk) {
+  const tj_compile_options_t* o = t->config.options;
+  if (o->x86.parallel_for) return;
+  int64_t threads = o->x86.num_threads > 0 ? o->x86.num_threads : online_cpus();
+  if (threads < 2) return;
+  const int32_t lanes = tj_x86_jit_lanes(t->jit);
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    if (k->kind != TJ_KIR_CONV || k->conv.window != TJ_KIR_WINDOW_GEMM ||
+        k->schedule.mc != 0 || k->schedule.nc != 0 || k->rank < 3 ||
+        k->gemm_k.param >= 0) {
+      continue;
+    }
+    // Every size a constant but perhaps the batch, and then the batch one
+    // of at most 16 params: its units counted at a batch of 1.
+    bool constant = true;
+    for (int32_t d = 1; d < k->rank; ++d)
+      constant = constant && k->dims[d].param < 0;
+    const int32_t bp = k->dims[0].param;
+    if (!constant || k->num_params > 16) continue;
+    int64_t sc[16];
+    for (uint32_t j = 0; j < k->num_params; ++j) sc[j] = 1;
+    const int64_t* scalars = bp >= 0 ? sc : NULL;
+    tj_kir_launch_t info;
+    tj_status_t st = tj_kir_launch_info(k, lanes, scalars, &info);
+    if (st || info.units >= 2 * threads || info.units == 0) {
+      tj_status_free(st);
+      continue;
+    }
+    tj_kir_conv_schedule_t s;
+    tj_kir_conv_resolve(k, lanes, &s);
+    const int64_t O = k->dims[1].value;
+    int64_t pix = 1;
+    for (int32_t d = 2; d < k->rank; ++d) pix *= k->dims[d].value;
+    if (s.shifted) pix = s.cols;
+    // The channel step; the pixel candidates by count of blocks (ocvec)
+    // or panels (the others).
+    int64_t ostep = s.mr;
+    while (!s.ocvec && (ostep % lanes != 0)) ostep += s.mr;
+    if (s.ocvec) ostep = s.nr;
+    const bool packs =
+        !s.ocvec && !s.shifted && !tj_kir_conv_reads_x_in_place(k);
+    // An ocvec unit copies the image (its thread's key does not outlive a
+    // call, and a call of the pool is one unit where units are few): 2
+    // FMAs' worth a float, in tile cells of K FMAs.
+    const int64_t kk = k->gemm_k.value > 0 ? k->gemm_k.value : 1;
+    const int64_t copy = s.ocvec ? 2 * s.xpad / kk : 0;
+    int64_t best_cost = -1, best_oc = s.oc, best_nc = s.nc;
+    for (int64_t oc = s.oc; oc >= ostep; oc = (oc - 1) / ostep * ostep) {
+      int64_t last_nc = -1;
+      for (int64_t b = 1; b <= pix; ++b) {
+        int64_t nc;
+        if (s.ocvec) {
+          nc = (pix + b - 1) / b;
+          nc = (nc + s.mr - 1) / s.mr * s.mr;
+          if (nc > s.nc) continue;
+          if (nc < 2 * s.mr && b > 1) break;
+        } else {
+          nc = s.nc / s.nr - (b - 1);
+          if (nc < 1) break;
+          nc *= s.nr;
+        }
+        if (nc == last_nc) continue;
+        last_nc = nc;
+        k->schedule.mc = oc == s.oc ? 0 : (int32_t)oc;
+        k->schedule.nc = nc == s.nc ? 0 : (int32_t)nc;
+        tj_kir_launch_t ci;
+        st = tj_kir_launch_info(k, lanes, scalars, &ci);
+        if (st) {
+          tj_status_free(st);
+          continue;
+        }
+        if (ci.units > 4 * threads) continue;
+        const int64_t waves = (ci.units + threads - 1) / threads;
+        const int64_t rows = O < oc ? O : oc;
+        const int64_t cols = pix < nc ? pix : nc;
+        const int64_t unit = s.ocvec ? rows * (cols + 12) + copy
+                                     : (rows + (packs ? 32 : 8)) * cols;
+        const int64_t cost = (2 * waves + 1) * unit;
+        if (best_cost < 0 || cost < best_cost) {
+          best_cost = cost;
+          best_oc = oc;
+          best_nc = nc;
+        }
+      }
+    }
+    k->schedule.mc = 0;
+    k->schedule.nc = 0;
+    if (best_oc == s.oc && best_nc == s.nc) continue;
+    // A symbolic batch: the default blocks from the batch whose units
+    // they give two a thread (resnet18's 3x3 256-256 @14 at 16 threads:
+    // 32 images); the smaller ones below it.
+    int64_t from = 0;
+    for (int64_t n = 2; bp >= 0 && n < (1 << 16) && !from; ++n) {
+      sc[bp] = n;
+      st = tj_kir_launch_info(k, lanes, sc, &info);
+      if (st || info.units >= 2 * threads) from = n;
+      tj_status_free(st);
+    }
+    if (bp >= 0 && !from) from = 1 << 16;
+    k->schedule.mc = best_oc == s.oc ? 0 : (int32_t)best_oc;
+    k->schedule.nc = best_nc == s.nc ? 0 : (int32_t)best_nc;
+    k->schedule.kc = (int32_t)from;
+  }
+}
+
 // nchwc (issue 15): how a conv kernel may meet a blocked value.
 typedef enum nchwc_use_e {
   NCHWC_X,         // as its x: its padded copy made blocked
@@ -911,6 +1044,7 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   balance_gemm_units(t, kernels, nk);
   status = prepack_gemm_b(t, p, lp->plan->graph, kernels, nk);
   if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
+  if (!status) balance_conv_units(t, kernels, nk);
   if (!status) status = nchwc_assign(t, p, lp->plan, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);

@@ -978,11 +978,12 @@ TEST(ocvec_variant_marked) {
 // 3-64 on the shifted variant) storing blocks for a conv's x and residual,
 // a max pool between convs that reads and writes blocks (r18: the stem ->
 // max pool -> basic block of resnet; a NaN in x, which must come through
-// the pool), and TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled at every tier,
-// its blocked values counted in the kernels' dumps ("yblock w" on the producer,
-// "xblock w" on each conv or pool reading it as x, "inblock" on each reading
-// it as a residual), and checked against the reference at batches 2, 1 and 0,
-// and by tj_verify (its observer sees the blocked values row-major).
+// the pool), and TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled
+// at every tier, its blocked values counted in the kernels' dumps ("yblock w"
+// on the producer, "xblock w" on each conv or pool reading it as x, "inblock"
+// on each reading it as a residual), and checked against the reference at
+// batches 2, 1 and 0, and by tj_verify (its observer sees the blocked values
+// row-major).
 typedef struct chain_t {
   const char* name;
   int64_t c, h, w;
@@ -1035,10 +1036,12 @@ static int64_t chain_out(const chain_t* ch, int64_t in) {
 // conv adding relu(conv 0) before its relu with |join|, conv 1 adding x
 // with |skip|; the convs 3x3 with pads 1 and constant weights and biases;
 // with |pool| also max_pool(relu(conv 0)).
-static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch) {
+// |fixed| >= 0: a constant batch of that many images, else a symbolic one.
+static tj_graph_t* build_chain(tj_context_t* ctx, const chain_t* ch,
+                               int64_t fixed) {
   tj_graph_t* g = NULL;
   if (tj_graph_create(ctx, "nchwc_chain", &g)) return NULL;
-  int64_t N = tj_graph_symbol(g, "N");
+  int64_t N = fixed >= 0 ? fixed : tj_graph_symbol(g, "N");
   tj_value_t v = tj_graph_input(g, TJ_DTYPE_F32, 4,
                                 (int64_t[]){N, ch->c, ch->h, ch->w}, "x");
   tj_value_t x = v, first = v;
@@ -1166,7 +1169,7 @@ static void run_chain(const chain_t* ch, bool nchw) {
     tj_context_t* ctx = NULL;
     CHECK_OK(tj_context_create(&co, &ctx));
     unsetenv("TJ_LAYOUT");
-    tj_graph_t* g = ctx ? build_chain(ctx, ch) : NULL;
+    tj_graph_t* g = ctx ? build_chain(ctx, ch, -1) : NULL;
     CHECK(g != NULL);
     tj_compile_options_t opts = tj_test_x86_options(2);
     tj_executable_t* exe = NULL;
@@ -1272,6 +1275,221 @@ TEST(nchwc_chains) {
   run_chain(&kChains[5], true);   // the stem: nothing blocked
   run_chain(&kChains[8], true);   // a stage's first block: nothing blocked
   run_chain(&kChains[10], true);  // stem -> max pool: nothing blocked
+}
+
+// conv16: the conv kernels of a compile's dump (their .tune.txt): each
+// kernel's name, its units at the graph's batch (-1: a symbolic batch),
+// whether the x86 backend made its blocks smaller (balance_conv_units:
+// "asked" oc or nc not 0) and the batch from which it takes the default
+// ones again (a symbolic batch; 0: none).
+typedef struct tuned_t {
+  char name[128];
+  long long units;
+  bool balanced;
+  int from;
+} tuned_t;
+
+static int tuned_convs(const char* dir, tuned_t* out, int max) {
+  int n = 0;
+  DIR* d = opendir(dir);
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL && n < max) {
+    size_t nl = strlen(e->d_name);
+    if (nl < 9 || strcmp(e->d_name + nl - 9, ".tune.txt") != 0) continue;
+    char path[1024], text[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "rb");
+    if (!f) continue;
+    size_t got = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    const char* cs = strstr(text, "conv schedule:");
+    const char* asked = cs ? strstr(cs, "(asked: oc ") : NULL;
+    const char* launch = strstr(text, "launch: ");
+    int aoc = 0, anc = 0;
+    tuned_t* t = &out[n];
+    if (!asked || !launch ||
+        sscanf(asked, "(asked: oc %d nc %d below batch %d", &aoc, &anc,
+               &t->from) != 3 ||
+        sscanf(text, "kernel %127s", t->name) != 1) {
+      continue;
+    }
+    if (sscanf(launch, "launch: %lld units", &t->units) != 1) t->units = -1;
+    t->balanced = aoc != 0 || anc != 0;
+    ++n;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+// The chain's output at |n| images from |exe| against the reference, and
+// with |verify| every boundary by tj_verify.
+static void check_chain_run(const chain_t* ch, tj_graph_t* g,
+                            tj_executable_t* exe, int64_t n, bool verify,
+                            const char* isa) {
+  int64_t last = 0;
+  for (int i = 0; i < 3 && ch->o[i]; ++i) last = ch->o[i];
+  const int64_t h1 = chain_out(ch, ch->h), w1 = chain_out(ch, ch->w);
+  const int64_t nx = n * ch->c * ch->h * ch->w, ny = n * last * h1 * w1;
+  float* x = random_buffer(nx);
+  float* want_y = calloc((size_t)ny, sizeof(float));
+  float* got_y = calloc((size_t)ny, sizeof(float));
+  tj_tensor_t in =
+      tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){n, ch->c, ch->h, ch->w});
+  const int64_t yd[4] = {n, last, h1, w1};
+  tj_tensor_t out = tj_tensor_make(want_y, TJ_DTYPE_F32, 4, yd);
+  tj_tensor_t got = tj_tensor_make(got_y, TJ_DTYPE_F32, 4, yd);
+  CHECK_OK(tj_reference_run(g, &in, 1, &out, 1));
+  CHECK_OK(tj_executable_run(exe, &in, 1, &got, 1));
+  int64_t bad = 0, firstbad = -1;
+  for (int64_t i = 0; i < ny; ++i) {
+    double tol = 1e-4 * fabs((double)want_y[i]) + 4e-6 * 9.0 * 256.0;
+    if (!(fabs((double)got_y[i] - (double)want_y[i]) <= tol)) {
+      if (firstbad < 0) firstbad = i;
+      ++bad;
+    }
+  }
+  if (bad) {
+    fprintf(stderr,
+            "balance %s on %s, N=%lld: %lld of %lld wrong, [%lld] %g vs %g\n",
+            ch->name, isa, (long long)n, (long long)bad, (long long)ny,
+            (long long)firstbad, (double)got_y[firstbad],
+            (double)want_y[firstbad]);
+  }
+  CHECK_EQ_INT(0, bad);
+  if (verify) {
+    tj_verify_options_t vo;
+    tj_verify_options_initialize(&vo);
+    tj_verify_report_t* rep = NULL;
+    CHECK_OK(tj_verify(exe, g, &in, 1, &vo, &rep));
+    if (rep && rep->verdict != TJ_VERIFY_CLEAN)
+      fprintf(stderr, "balance %s on %s: %s\n", ch->name, isa, rep->text);
+    CHECK(rep && rep->verdict == TJ_VERIFY_CLEAN);
+    tj_verify_report_destroy(rep);
+  }
+  free(x);
+  free(want_y);
+  free(got_y);
+}
+
+// conv16: with threads enough, a conv whose default units at batch 1 are
+// fewer than two a thread takes smaller channel or pixel blocks, and the
+// values blocked at one thread (which keeps the default) are still
+// blocked. A constant batch |n| (0, 1 or 2) gives it more units than at
+// one thread, checked at 16 threads; a symbolic one (|n| < 0), checked at
+// 3, keeps the default blocks from the batch that gives them two units a
+// thread, and runs at 1 image (the smaller blocks), at that batch less one
+// and at that batch (the default ones). The numbers against the reference
+// and tj_verify, every tier.
+static void run_balanced(const chain_t* ch, int64_t n) {
+  static const char* isas[] = {"host", "avx2", "sse2"};
+  const int32_t threads = n < 0 ? 3 : 16;
+  for (int ti = 0; ti < tj_test_tiers(3); ++ti) {
+    if (ti == 1 && !__builtin_cpu_supports("avx512f")) continue;
+    enum { kMaxTuned = 32 };
+    tuned_t tuned[2][kMaxTuned];
+    int nt[2] = {0, 0};
+    tj_executable_t* exe = NULL;
+    tj_graph_t* g = NULL;
+    tj_context_t* ctx = NULL;
+    int yblocks[2] = {-1, -1};
+    for (int run = 0; run < 2; ++run) {  // 1 thread, then |threads|
+      char dir[] = "/tmp/tj_conv_units_XXXXXX";
+      CHECK(mkdtemp(dir) != NULL);
+      tj_context_options_t co;
+      tj_context_options_initialize(&co);
+      co.dump_dir = dir;
+      co.x86_isa = isas[ti];
+      co.log = "";
+      tj_context_t* c = NULL;
+      CHECK_OK(tj_context_create(&co, &c));
+      tj_graph_t* gg = c ? build_chain(c, ch, n) : NULL;
+      CHECK(gg != NULL);
+      tj_compile_options_t opts = tj_test_x86_options(run ? threads : 1);
+      tj_executable_t* e = NULL;
+      if (gg) CHECK_OK(tj_compile(gg, &opts, &e));
+      nt[run] = tuned_convs(dir, tuned[run], kMaxTuned);
+      char* kir = dumped_kir(dir);
+      yblocks[run] = count_of(kir, " yblock ");
+      free(kir);
+      if (run == 1) {
+        exe = e;
+        g = gg;
+        ctx = c;
+      } else {
+        tj_executable_release(e);
+        tj_graph_destroy(gg);
+        tj_context_destroy(c);
+      }
+      tj_test_remove_tree(dir);
+    }
+    // The same values blocked as at one thread (a constant batch of 0
+    // leaves no kernel to run).
+    CHECK_EQ_INT(yblocks[0], yblocks[1]);
+    if (n != 0) CHECK(nt[0] > 0);
+    CHECK_EQ_INT(nt[0], nt[1]);
+    int balanced = 0;
+    int64_t batches[8] = {1};
+    int nb = 1;
+    for (int i = 0; i < nt[1]; ++i) {
+      const tuned_t* t = &tuned[1][i];
+      const tuned_t* base = NULL;
+      for (int j = 0; j < nt[0]; ++j) {
+        if (strcmp(tuned[0][j].name, t->name) == 0) base = &tuned[0][j];
+      }
+      CHECK(base != NULL);
+      if (!base) continue;
+      CHECK(!base->balanced);
+      if (getenv("TJ_TEST_VERBOSE") && t->balanced)
+        fprintf(stderr,
+                "balance %s on %s, N=%lld: %s %lld -> %lld units, default "
+                "from batch %d\n",
+                ch->name, isas[ti], (long long)n, t->name, base->units,
+                t->units, t->from);
+      if (!t->balanced) continue;
+      ++balanced;
+      if (n >= 0) {
+        CHECK(base->units < 2 * threads);
+        CHECK(t->units > base->units);
+        CHECK_EQ_INT(0, t->from);
+        continue;
+      }
+      CHECK(t->from >= 2);
+      for (int64_t b = t->from - 1; b <= t->from && nb < 8; ++b) {
+        bool seen = false;
+        for (int j = 0; j < nb; ++j) seen |= batches[j] == b;
+        if (!seen) batches[nb++] = b;
+      }
+    }
+    // At batches 1 and 2 every chain here has a conv of too few units; at
+    // 2 and a symbolic batch the basic block's value between its convs is
+    // blocked.
+    if (n != 0) CHECK(balanced > 0);
+    if ((n < 0 || n == 2) && ch->join) CHECK(yblocks[1] > 0);
+    if (n >= 0) batches[0] = n;
+    for (int j = 0; exe && n != 0 && j < nb; ++j)
+      check_chain_run(ch, g, exe, batches[j], j == 0, isas[ti]);
+    tj_executable_release(exe);
+    tj_graph_destroy(g);
+    tj_context_destroy(ctx);
+  }
+}
+
+// resnet18's layer3 and layer4 shapes at half the channels: a basic block
+// at 14x14 (two ocvec 3x3s of 128 channels and the join, blocked between
+// them but at a constant batch of 1), and a stage's first block into 7x7
+// (a packed, joined 3x3/2 128-256, a packed 3x3 256-256 and the 1x1/2
+// downsample; nothing blocked, the 7x7 conv not ocvec).
+static const chain_t kBalanceChains[] = {
+    {"block14", 128, 14, 14, {128, 128, 0}, true, false, false, 0, false, 0},
+    {"down7", 128, 14, 14, {256, 256, 0}, false, false, false, 3, true, 0},
+};
+
+TEST(balanced_units) {
+  for (size_t i = 0; i < sizeof(kBalanceChains) / sizeof(kBalanceChains[0]);
+       ++i) {
+    for (int64_t n = -1; n < 3; ++n) run_balanced(&kBalanceChains[i], n);
+  }
 }
 
 // A wrong input shape at run time is an error naming the input, not a
@@ -1436,6 +1654,7 @@ int main(void) {
   RUN_TEST(conv_oom_sweep);
   RUN_TEST(conv_oom_sweep_ocvec);
   RUN_TEST(nchwc_chains);
+  RUN_TEST(balanced_units);
   RUN_TEST(conv_oom_sweep_nchwc);
   for (int i = 0; i < g_num_ctx; ++i) tj_context_destroy(g_ctx[i]);
   TEST_MAIN_END();
