@@ -1,7 +1,9 @@
-// The CONV template (issue 15): a groups == 1 convolution on the CPU as an
-// implicit GEMM, out[o, p] = b[o] + sum_k w[o, k] * X(k, p) per image, with
-// k = (c, taps) and p the output pixel, built from the GEMM template's
-// microkernel (jit/emit_gemm.h):
+// The CONV template (issue 15): a convolution on the CPU as an implicit
+// GEMM, out[o, p] = b[o] + sum_k w[o, k] * X(k, p) per image, with k = (c,
+// taps) and p the output pixel, built from the GEMM template's microkernel
+// (jit/emit_gemm.h). Grouped (more groups than 1, more than one input
+// channel a group), one such GEMM a group: c runs over the group's input
+// channels and o over its output channels, a unit's channels in one group:
 //
 //   for u in [begin, end):          // (image, channel block, pixel block)
 //     the unit's pixel coordinates: i * stride - low per spatial axis, and
@@ -778,6 +780,10 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
   for (int32_t i = 0; i < cv->spatial; ++i)
     od[3 - cv->spatial + i] = k->dims[2 + i].value;
   const int64_t O = k->dims[1].value, C = cv->c;
+  // Grouped (issue 15): group g's OG output channels read its C input
+  // channels (x has G C an image), one GEMM a group: a unit's channels lie
+  // in one group, its x the group's channels.
+  const int64_t G = tj_kir_conv_groups(cv), OG = O / G, CX = C * G;
   const int64_t P = od[0] * od[1] * od[2];
   const int64_t KS = cv->kernel[0] * cv->kernel[1] * cv->kernel[2];
   const int64_t K = C * KS;
@@ -825,6 +831,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
        (ocvec ? s.oc % w == 0 : !direct && (O <= s.oc || s.oc % w == 0)));
   const bool inblock_ok = !cv->inblock || ocvec || cv->yblock;
   if (!xblock_ok || !yblock_ok || !inblock_ok ||
+      (G > 1 && (cv->xblock || cv->yblock || cv->inblock)) ||
       (ocvec && (cv->xblock || cv->yblock || cv->inblock) && s.oc % w != 0)) {
     return tj_internal(
         "kernel @%s: a blocked conv layout (xblock %d, yblock %d, inblock "
@@ -925,7 +932,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
            : c64(em, shifted ? s.cols : P);
   LLVMValueRef pblocks = LLVMBuildUDiv(
       b, LLVMBuildAdd(b, npix, c64(em, nc - 1), ""), c64(em, nc), "pblocks");
-  const int64_t oblocks = (O + oc - 1) / oc;
+  const int64_t gblocks = (OG + oc - 1) / oc, oblocks = G * gblocks;
   tj_emit_loop_t ul;
   LLVMValueRef u =
       tj_emit_loop_begin(em, &ul, em->arg_begin, em->arg_end, c64(em, 1), "u");
@@ -941,9 +948,13 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     obk = LLVMBuildURem(b, rest, c64(em, oblocks), "ob");
     n = LLVMBuildUDiv(b, rest, c64(em, oblocks), "n");
   }
-  LLVMValueRef o0 = LLVMBuildMul(b, obk, c64(em, oc), "o0");
+  LLVMValueRef grp = LLVMBuildUDiv(b, obk, c64(em, gblocks), "grp");
+  LLVMValueRef gob = LLVMBuildMul(
+      b, LLVMBuildURem(b, obk, c64(em, gblocks), ""), c64(em, oc), "gob");
+  LLVMValueRef o0 =
+      LLVMBuildAdd(b, LLVMBuildMul(b, grp, c64(em, OG), ""), gob, "o0");
   LLVMValueRef ocn =
-      tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, O), o0, ""));
+      tj_emit_min_i64(em, c64(em, oc), LLVMBuildSub(b, c64(em, OG), gob, ""));
   LLVMValueRef p0 = LLVMBuildMul(b, pb, c64(em, nc), "p0");
   LLVMValueRef pn =
       tj_emit_min_i64(em, c64(em, nc), LLVMBuildSub(b, npix, p0, ""));
@@ -951,17 +962,22 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
       b, LLVMBuildAdd(b, pn, c64(em, nr - 1), ""), c64(em, nr), "panels");
   LLVMValueRef pcols = LLVMBuildMul(b, panels, c64(em, nr), "pcols");
   LLVMValueRef xbase = tj_emit_advance(
-      em, (uint32_t)xb, em->base[xb], LLVMBuildMul(b, n, c64(em, C * INS), ""));
+      em, (uint32_t)xb, em->base[xb],
+      LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, CX * INS), ""),
+                   LLVMBuildMul(b, grp, c64(em, C * INS), ""), ""));
   LLVMValueRef wbase = tj_emit_advance(em, (uint32_t)wb, em->base[wb],
                                        LLVMBuildMul(b, o0, c64(em, K), ""));
   if (shifted || ocvec) {
-    // The image's zero-padded copy, unless the thread's last unit made it.
+    // The image's zero-padded copy (of the unit's group's channels),
+    // unless the thread's last unit made it.
     LLVMValueRef held = LLVMBuildLoad2(b, em->t_i64, keyp, "held");
     set_align(held, 8);
+    LLVMValueRef ikey =
+        LLVMBuildAdd(b, LLVMBuildMul(b, n, c64(em, G), ""), grp, "ikey");
     tj_emit_if_t pi;
-    tj_emit_if_begin(em, &pi, LLVMBuildICmp(b, LLVMIntNE, n, held, ""),
+    tj_emit_if_begin(em, &pi, LLVMBuildICmp(b, LLVMIntNE, ikey, held, ""),
                      "pad_image");
-    set_align(LLVMBuildStore(b, n, keyp), 8);
+    set_align(LLVMBuildStore(b, ikey, keyp), 8);
     if (cv->xblock) {
       emit_pad_image_blocked(em, cv, &s, xbase, xpad);
     } else {
@@ -1011,7 +1027,7 @@ tj_status_t tj_emit_conv(tj_emit_t* em) {
     LLVMValueRef offset = c64(em, 0);
     if (join) {  // the pixel's image
       offset = LLVMBuildMul(b, LLVMBuildUDiv(b, p, c64(em, P), ""),
-                            c64(em, C * INS), "");
+                            c64(em, CX * INS), "");
       p = LLVMBuildURem(b, p, c64(em, P), "");
     }
     LLVMValueRef idx[3];
