@@ -74,7 +74,7 @@ def profile(exe, x, n, top):
         print("    %8.3f  %-24s %s" % (ms, name, kind[name]))
 
 
-def turns(exe, model, x, n):
+def turns(exe, model, x, n, input_name):
     import json
     import re
     import onnxruntime as ort
@@ -83,12 +83,12 @@ def turns(exe, model, x, n):
     so.inter_op_num_threads = 1
     so.enable_profiling = True
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    sess.run(None, {"input": x})
+    sess.run(None, {input_name: x})
     ours = {}
     for _ in range(n):
         for e in exe.profile(x, runs=1).entries:
             ours.setdefault(e.name, []).append(e.ms)
-        sess.run(None, {"input": x})
+        sess.run(None, {input_name: x})
     path = sess.end_profiling()
     with open(path) as f:
         events = json.load(f)
@@ -142,14 +142,26 @@ def main():
     ap.add_argument("--model", default="mobilenet_v3_small",
                     help="a skeleton of tests/onnx/models (resnet18: "
                     "bench/RESULTS.md, convfuse)")
+    ap.add_argument("--onnx", default=None,
+                    help="an .onnx file (bench/onnx_zoo.py's --out, image "
+                    "models of input [B, 3, 224, 224]) instead of --model; "
+                    "the batch as exported, or any with a symbolic batch")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "onnx", "models"))
     sys.path.append(os.path.join(HERE, "..", "python"))
     import skeleton
     import tensorjit as tj
-    model = skeleton.filled(args.model).SerializeToString()
+    if args.onnx:
+        with open(args.onnx, "rb") as f:
+            model = f.read()
+    else:
+        model = skeleton.filled(args.model).SerializeToString()
     exe = tj.compile(tj.onnx.load(model), "x86", num_threads=1)
     sess = None
+    name = "input"
+    if args.ort or args.turns:
+        import onnx
+        name = onnx.load_from_string(model).graph.input[0].name
     if args.ort:
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -166,11 +178,11 @@ def main():
             b, cpu_times(lambda: exe(x, out=out), runs)))
         if sess:
             print("  onnxruntime %s" % cpu_times(
-                lambda: sess.run(None, {"input": x}), runs))
+                lambda: sess.run(None, {name: x}), runs))
         if args.profile:
             profile(exe, x, args.profiles, args.top)
         if args.turns:
-            turns(exe, model, x, args.turns)
+            turns(exe, model, x, args.turns, name)
         sys.stdout.flush()
     return 0
 

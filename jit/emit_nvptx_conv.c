@@ -1481,6 +1481,10 @@ tj_status_t tj_nvptx_emit_conv(tj_nvptx_emit_t* nv) {
   }
   if (xb < 0 || wb < 0 || (ob < 0 && !g.epi) || k->rank != cv->spatial + 2)
     return tj_internal("kernel @%s: conv buffers missing", k->name);
+  // Grouped convs decompose on CUDA (cuda_native_op keeps groups 1).
+  if (tj_kir_conv_groups(cv) != 1)
+    return tj_unsupported("kernel @%s: a grouped conv (%d groups)", k->name,
+                          cv->groups);
   g.xb = (uint32_t)xb;
   g.wb = (uint32_t)wb;
   g.ob = (uint32_t)(ob < 0 ? 0 : ob);

@@ -380,7 +380,9 @@ void tj_kir_set_conv(tj_kir_t* k, const tj_kir_conv_t* conv) {
   bool ok = conv->spatial >= 1 && conv->spatial <= 3 && conv->c >= 1 &&
             conv->window >= TJ_KIR_WINDOW_GEMM &&
             conv->window <= TJ_KIR_WINDOW_AVG_PAD &&
-            (conv->window == TJ_KIR_WINDOW_GEMM || conv->c == 1);
+            (conv->window == TJ_KIR_WINDOW_GEMM || conv->c == 1) &&
+            conv->groups >= 0 &&
+            (conv->groups <= 1 || conv->window == TJ_KIR_WINDOW_GEMM);
   int64_t kk = conv->c;
   for (int32_t i = 0; ok && i < 3; ++i) {
     ok = conv->in[i] >= 1 && conv->kernel[i] >= 1 && conv->stride[i] >= 1 &&
@@ -1146,8 +1148,8 @@ static tj_status_t verify(const tj_kir_t* k) {
   if (k->kind == TJ_KIR_CONV) {
     // The space is [N, O, out spatial..] and the window the conv's. With
     // no epilogue (an empty MAP phase) the one output is the conv's f32
-    // value; an epilogue (dense convs only) stores what it computes, of any
-    // dtype. A pool (dwbw) reads no weight.
+    // value; an epilogue (dense and grouped convs) stores what it computes, of
+    // any dtype. A pool (dwbw) reads no weight.
     const bool pool = k->conv.window >= TJ_KIR_WINDOW_MAX;
     bool epilogue = k->num_phases == 1 && k->phases[0].num_insts > 0;
     bool ok = num_conv[0] == 1 && num_conv[1] == !pool &&
@@ -1155,6 +1157,8 @@ static tj_status_t verify(const tj_kir_t* k) {
               !(epilogue && k->conv.window) && k->conv.spatial == k->rank - 2 &&
               k->conv.c >= 1 && k->buffers[0].dtype == TJ_DTYPE_F32;
     for (int32_t d = 1; ok && d < k->rank; ++d) ok = k->dims[d].param < 0;
+    // Grouped: the groups divide O.
+    ok = ok && k->dims[1].value % tj_kir_conv_groups(&k->conv) == 0;
     for (uint32_t b = 0; ok && !epilogue && b < k->num_buffers; ++b)
       ok = k->buffers[b].dtype == TJ_DTYPE_F32;
     if (!ok) {
@@ -1387,6 +1391,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
     static const char* const windows[5] = {"", " depthwise", " max", " avg",
                                            " avg_pad"};
     sbuf_printf(&s, "%s c %lld", windows[c->window], (long long)c->c);
+    if (c->groups > 1) sbuf_printf(&s, " groups %d", c->groups);
     if (k->b_prepacked) sbuf_printf(&s, " w_prepacked");
     if (c->ocvec) sbuf_printf(&s, " ocvec");
     if (k->schedule.mc) sbuf_printf(&s, " oc %d", k->schedule.mc);
@@ -1455,7 +1460,7 @@ tj_status_t tj_kir_print(const tj_kir_t* k, char** out_text) {
 //===--- same code ---===//
 
 // Every field compared below; a new one changes these sizes (x86-64).
-_Static_assert(sizeof(tj_kir_t) == 568 && sizeof(tj_kir_phase_t) == 32 &&
+_Static_assert(sizeof(tj_kir_t) == 576 && sizeof(tj_kir_phase_t) == 32 &&
                    sizeof(tj_kir_inst_t) == 48 &&
                    sizeof(tj_kir_buffer_t) == 144,
                "a field was added: compare it in tj_kir_same_code");
@@ -1487,10 +1492,10 @@ static bool inst_equal(const tj_kir_inst_t* a, const tj_kir_inst_t* b) {
 // A field added to tj_kir_t or tj_kir_conv_t changes these sizes on
 // x86-64: add it to both functions, then update the numbers.
 #if defined(__x86_64__)
-_Static_assert(sizeof(tj_kir_t) == 568,
+_Static_assert(sizeof(tj_kir_t) == 576,
                "a new tj_kir_t field: add it to tj_kir_same_code and "
                "tj_kir_code_bytes");
-_Static_assert(sizeof(tj_kir_conv_t) == 176,
+_Static_assert(sizeof(tj_kir_conv_t) == 184,
                "a new tj_kir_conv_t field: add it to conv_equal and "
                "tj_kir_code_bytes");
 #endif
@@ -1499,7 +1504,8 @@ _Static_assert(sizeof(tj_kir_conv_t) == 176,
 // need not preserve.
 static bool conv_equal(const tj_kir_conv_t* a, const tj_kir_conv_t* b) {
   if (a->spatial != b->spatial || a->window != b->window || a->c != b->c ||
-      a->ocvec != b->ocvec || a->xblock != b->xblock || a->yblock != b->yblock)
+      a->ocvec != b->ocvec || a->xblock != b->xblock ||
+      a->yblock != b->yblock || tj_kir_conv_groups(a) != tj_kir_conv_groups(b))
     return false;
   for (int32_t i = 0; i < 3; ++i) {
     if (a->in[i] != b->in[i] || a->kernel[i] != b->kernel[i] ||
@@ -1638,6 +1644,7 @@ void tj_kir_code_bytes(const tj_kir_t* k, tj_kir_put_fn put, void* user) {
   code_i64(&w, conv->xblock);
   code_i64(&w, conv->yblock);
   code_i64(&w, conv->inblock);
+  code_i64(&w, tj_kir_conv_groups(conv));
   for (int32_t i = 0; i < 3; ++i) {
     int64_t window[] = {conv->in[i],       conv->kernel[i], conv->stride[i],
                         conv->dilation[i], conv->low[i],    conv->high[i]};

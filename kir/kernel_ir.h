@@ -290,6 +290,8 @@ typedef enum tj_kir_window_t {
 typedef struct tj_kir_conv_t {
   int32_t spatial;  // 1 to 3
   int32_t window;   // tj_kir_window_t
+  // Input channels a group (all of them with one group): the GEMM's K is
+  // c x taps.
   int64_t c;
   int64_t in[3], kernel[3], stride[3], dilation[3], low[3], high[3];
   // GEMM convs (x86conv3): the weight is prepacked in the ocvec layout and
@@ -308,7 +310,17 @@ typedef struct tj_kir_conv_t {
   // held blocked as a blocked output is (the target's lanes a block), its
   // strides in the kernel IR likewise those within a block.
   uint32_t inblock;
+  // GEMM convs (grouped, issue 15): the groups, 0 or 1 for one. Group g
+  // reads x's channels [g c, (g + 1) c) and writes the output's [g O / G,
+  // (g + 1) O / G) from the weight's rows of those channels ([O, c,
+  // taps..] as for one group); x holds G c channels an image.
+  int32_t groups;
 } tj_kir_conv_t;
+
+// The groups of |cv| (1 where it has one).
+static inline int64_t tj_kir_conv_groups(const tj_kir_conv_t* cv) {
+  return cv->groups > 1 ? cv->groups : 1;
+}
 
 typedef struct tj_kir_buffer_t {
   const char* name;  // owned by the kernel

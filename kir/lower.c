@@ -640,12 +640,12 @@ static tj_status_t lower(tj_lowering_t* lw, const char* name,
   if (lw->grp->kind == TJ_GROUP_OPAQUE && lw->grp->num_nodes == 1 &&
       (anchor_op == TJ_OP_CONV || anchor_op == TJ_OP_MAX_POOL ||
        anchor_op == TJ_OP_AVG_POOL)) {
-    // A conv node left whole (issue 15): the CONV template; a depthwise
-    // conv or a pool (dwbw): its direct window variant. A dense conv with
-    // an epilogue takes the generic path below (tj_lower_body_conv).
+    // A conv node left whole (issue 15): the CONV template, dense or
+    // grouped; a depthwise conv (one input channel a group) or a pool
+    // (dwbw): its direct window variant. A dense or grouped conv with an
+    // epilogue takes the generic path below (tj_lower_body_conv).
     tj_status_t status =
-        anchor_op == TJ_OP_CONV &&
-                tj_window_of(&NODE(lw, lw->grp->anchor)->attrs).groups == 1
+        anchor_op == TJ_OP_CONV && !tj_window_depthwise(lw->g, lw->grp->anchor)
             ? tj_lower_conv_kernel(lw, name, &outs[0])
             : tj_lower_window_kernel(lw, name, &outs[0]);
     if (!status) status = own_dims(lw, &outs[0]);

@@ -1,5 +1,6 @@
 // kir/lower_conv.c: a conv node left whole by decompose (a target with a
-// native conv kernel, tj_pass_ctx_t.native_op: x86, groups == 1) on the
+// native conv kernel, tj_pass_ctx_t.native_op: x86, groups == 1 or grouped
+// with more than one input channel a group; CUDA, groups == 1) on the
 // CONV template. The group is the node alone: x, w and the bias are
 // memory, the output is written row-major over the space [N, O, out
 // spatial..]. Only N may be symbolic: the window, C, O and the spatial
@@ -27,12 +28,12 @@ static tj_status_t conv_window(tj_lowering_t* lw, uint32_t yn,
   const tj_window_t win = tj_window_of(&y->attrs);
   const int32_t r = y->rank, ns = r - 2;
   if (y->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 ||
-      w->dtype != TJ_DTYPE_F32 || win.groups != 1 || ns < 1 ||
-      ns > TJ_WINDOW_MAX_SPATIAL || win.n != ns || x->rank != r ||
+      w->dtype != TJ_DTYPE_F32 || win.groups < 1 || win.groups > INT32_MAX ||
+      ns < 1 || ns > TJ_WINDOW_MAX_SPATIAL || win.n != ns || x->rank != r ||
       w->rank != r) {
     return tj_unsupported(
         "conv %%%u (%s, groups %lld, rank %d): the conv template takes f32 "
-        "with groups 1 and 1 to 3 spatial axes",
+        "with 1 to 3 spatial axes",
         yn, tj_dtype_name(y->dtype), (long long)win.groups, r);
   }
   tj_kir_conv_t cv;
@@ -68,7 +69,16 @@ static tj_status_t conv_window(tj_lowering_t* lw, uint32_t yn,
         "sizes (only the batch may be symbolic)",
         yn);
   }
-  cv.c = c;
+  // Grouped (issue 15): group g's output channels read its c / G input
+  // channels, the weight [O, c / G, taps..] rows as one group's.
+  if (c % win.groups != 0 || o % win.groups != 0) {
+    return tj_unsupported(
+        "conv %%%u: %lld groups do not divide %lld input and %lld output "
+        "channels",
+        yn, (long long)win.groups, (long long)c, (long long)o);
+  }
+  cv.c = c / win.groups;
+  cv.groups = (int32_t)win.groups;
   *out_cv = cv;
   return NULL;
 }

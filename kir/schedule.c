@@ -158,14 +158,15 @@ static bool phase_geometry(const tj_kir_t* k, tj_kir_conv_schedule_t* out) {
 // faster; 3x3 128 @28, 256 @14 and 3x3/2 128 @56 ran 5-20% slower
 // shifted), and at most 1/16 of a row's columns dropped.
 static bool shifted_fits(const tj_kir_t* k, const tj_kir_conv_schedule_t* g) {
-  const int64_t o = k->dims[1].value;
+  // (Grouped: a group's channels, which one pass of the copy serves.)
+  const int64_t o = k->dims[1].value / tj_kir_conv_groups(&k->conv);
   const int64_t o2 = k->dims[k->rank - 1].value;
   return o <= 64 && o2 >= 14 && (g->e2 - o2) * 16 <= g->e2;
 }
 
 bool tj_kir_conv_ocvec_fits(const tj_kir_t* k) {
   tj_kir_conv_schedule_t g;
-  return phase_geometry(k, &g);
+  return tj_kir_conv_groups(&k->conv) == 1 && phase_geometry(k, &g);
 }
 
 bool tj_kir_conv_ocvec_rule(const tj_kir_t* k) {
@@ -192,7 +193,9 @@ static void conv_resolve(const tj_kir_t* k, int32_t lanes, bool small,
   out->kc = kk < 256 ? (int32_t)(kk < 1 ? 1 : kk) : 256;
   // Pixels: up to 4 panels a unit (the A sliver of mr x kc is reused by
   // each), fewer when the image has fewer.
-  int64_t pix = 1, o = k->rank >= 2 ? k->dims[1].value : 1;
+  // Grouped: a unit's channels lie in one group, so o is a group's.
+  const int64_t groups = tj_kir_conv_groups(&k->conv);
+  int64_t pix = 1, o = k->rank >= 2 ? k->dims[1].value / groups : 1;
   for (int32_t d = 2; d < k->rank; ++d) pix *= k->dims[d].value;
   const bool geometry = phase_geometry(k, out);
   out->ocvec = geometry && k->conv.ocvec && k->b_prepacked;
@@ -244,7 +247,9 @@ static void conv_resolve(const tj_kir_t* k, int32_t lanes, bool small,
   // all passes' panels fit in 2 MiB (an L2 of the Xeons; beyond it the
   // blocks would stream them from L3, no cheaper than packing again). A
   // 1x1 at stride 1 with no padding packs nothing (jit/emit_conv.c).
+  // (Grouped, each group packs patches of its own channels.)
   out->reuse = !out->shifted && !tj_kir_conv_reads_x_in_place(k) && o > oc &&
+               groups == 1 &&
                (int64_t)out->passes * out->kc * out->nc * 4 <= kReuseBytes;
   out->join =
       !out->shifted && !tj_kir_conv_reads_x_in_place(k) && pix % out->nr != 0;
@@ -481,9 +486,11 @@ tj_status_t tj_kir_launch_info(const tj_kir_t* k, int32_t lanes,
       int64_t pix = 1;
       for (int32_t d = 2; d < k->rank; ++d) pix *= dims[d];
       if (cs.shifted) pix = cs.cols;
-      out->units =
-          cs.join ? ceil_div(dims[0] * pix, cs.nc) * ceil_div(dims[1], cs.oc)
-                  : dims[0] * ceil_div(dims[1], cs.oc) * ceil_div(pix, cs.nc);
+      // Channel blocks: a group's channels in blocks of oc, every group.
+      const int64_t groups = tj_kir_conv_groups(&k->conv);
+      const int64_t oblocks = groups * ceil_div(dims[1] / groups, cs.oc);
+      out->units = cs.join ? ceil_div(dims[0] * pix, cs.nc) * oblocks
+                           : dims[0] * oblocks * ceil_div(pix, cs.nc);
       out->scratch_bytes = tj_kir_conv_scratch_bytes(&cs);
       return NULL;
     }

@@ -95,7 +95,10 @@ void tj_kir_attention_resolve(int32_t f32_lanes,
 // pass), nc (output pixels per work unit, a multiple of nr) and oc (output
 // channels per work unit, a multiple of mr). A unit is an (oc x nc) block
 // of one image's output, the unit order image, channel block, pixel block
-// (fastest). Its scratch holds the packed patches (kc x nc f32, as nc / nr
+// (fastest). Grouped (tj_kir_conv_t.groups), C is a group's input
+// channels and the channel blocks a group's O / G channels in blocks of
+// oc, group after group; such a conv never reuses patches nor takes the
+// ocvec variant. Its scratch holds the packed patches (kc x nc f32, as nc / nr
 // panels of kc x nr), the f32 accumulators (oc x nc) and the unit's pixel
 // coordinates (nc x 3 i32 and nc i64), 64 bytes for the key below, and a
 // pass's tap table (kc i64 offsets in x and kc x 3 i32 tap offsets), each

@@ -4,16 +4,28 @@
 
 #include "lib/shape.h"
 
-bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node) {
+bool tj_window_depthwise(const tj_graph_t* g, uint32_t node) {
+  const tj_node_t* n = &g->nodes[node];
+  if (n->op != TJ_OP_CONV) return false;
+  const tj_window_t win = tj_window_of(&n->attrs);
+  return win.groups > 1 && g->nodes[n->operands[0]].dims[1] == win.groups;
+}
+
+bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node, bool grouped) {
   const tj_node_t* n = &g->nodes[node];
   if (n->op != TJ_OP_CONV) return false;
   const tj_node_t* x = &g->nodes[n->operands[0]];
   const tj_node_t* w = &g->nodes[n->operands[1]];
   const tj_window_t win = tj_window_of(&n->attrs);
+  const bool groups_ok =
+      win.groups == 1 ||
+      (grouped && win.groups > 1 && win.groups <= INT32_MAX &&
+       tj_dim_is_const(x->dims[1]) && x->dims[1] % win.groups == 0 &&
+       x->dims[1] / win.groups > 1 && tj_dim_is_const(w->dims[0]) &&
+       w->dims[0] % win.groups == 0);
   if (n->dtype != TJ_DTYPE_F32 || x->dtype != TJ_DTYPE_F32 ||
-      w->dtype != TJ_DTYPE_F32 || win.groups != 1 || n->rank < 3 ||
-      n->rank > 5 || win.n != n->rank - 2 || x->rank != n->rank ||
-      w->rank != n->rank) {
+      w->dtype != TJ_DTYPE_F32 || !groups_ok || n->rank < 3 || n->rank > 5 ||
+      win.n != n->rank - 2 || x->rank != n->rank || w->rank != n->rank) {
     return false;
   }
   if (n->num_operands > 2 && n->operands[2] != TJ_NODE_NONE &&

@@ -48,11 +48,18 @@ static inline tj_window_t tj_window_of(const tj_attrs_t* a) {
 // Whether conv node |node| of |g| is one the CONV kernel template takes
 // whole (issue 15; kir/lower_conv.c, emitted by jit/emit_conv.c on x86 and
 // jit/emit_nvptx_conv.c on CUDA): f32, groups 1, 1 to 3 spatial axes,
-// every size but the batch a constant. Others (depthwise and grouped,
+// every size but the batch a constant; with |grouped| (x86's template,
+// grouped: a GEMM a group) also more groups than 1 where a group has more
+// than one input channel. Others (depthwise, grouped without |grouped|,
 // f16/bf16, symbolic spatial sizes, and a 1x1 kernel with one output
 // position, which is one GEMM of M = N) decompose. False for any other op.
-// Both backends' native_op hooks ask it, so they keep the same convs.
-bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node);
+// Both backends' native_op hooks ask it, so they keep the same dense
+// convs; CUDA decomposes the grouped ones.
+bool tj_window_conv_whole(const tj_graph_t* g, uint32_t node, bool grouped);
+
+// Whether conv node |node| of |g| is depthwise: more groups than 1, one
+// input channel a group (the window template's, not the CONV template's).
+bool tj_window_depthwise(const tj_graph_t* g, uint32_t node);
 
 // Whether node |node| of |g| is one the CONV template's direct window
 // variant takes whole (dwbw, issue 15; kir/lower_window.c, emitted by

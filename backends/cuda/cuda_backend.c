@@ -131,13 +131,14 @@ static bool cuda_native_op(const tj_graph_t* g, uint32_t node) {
     return g->nodes[n->operands[0]].rank >= 2 &&
            g->nodes[n->operands[1]].rank >= 2;
   }
-  // Issue 15: the convs x86's CONV template keeps run on the NVPTX one
-  // (jit/emit_nvptx_conv.c), the same kernel IR; depthwise convs and
+  // Issue 15: the dense convs x86's CONV template keeps run on the NVPTX
+  // one (jit/emit_nvptx_conv.c), the same kernel IR (grouped convs, which
+  // x86 keeps too, decompose here); depthwise convs and
   // max/avg pools of at most TJ_NVPTX_WINDOW_MAX_TAPS taps on its direct
   // window variant (cudabw, jit/emit_nvptx_window.c) instead of
   // decompose's pointwise kernel per pad box.
   if (n->op == TJ_OP_CONV) {
-    return tj_window_conv_whole(g, node) ||
+    return tj_window_conv_whole(g, node, false) ||
            tj_window_direct(g, node, TJ_NVPTX_WINDOW_MAX_TAPS);
   }
   if (n->op == TJ_OP_MAX_POOL || n->op == TJ_OP_AVG_POOL)

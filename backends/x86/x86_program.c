@@ -773,7 +773,8 @@ static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, nchwc_use_t use,
 // 1x1 at stride 1 that reads x in place.
 static bool nchwc_sums_out(const tj_kir_t* k, int32_t lanes) {
   if (k->kind != TJ_KIR_CONV || k->conv.window != TJ_KIR_WINDOW_GEMM ||
-      k->conv.ocvec || k->dims[1].param >= 0 || k->dims[1].value % lanes != 0 ||
+      k->conv.ocvec || tj_kir_conv_groups(&k->conv) != 1 ||
+      k->dims[1].param >= 0 || k->dims[1].value % lanes != 0 ||
       tj_kir_conv_reads_x_in_place(k))
     return false;
   tj_kir_conv_schedule_t s;
@@ -1460,10 +1461,11 @@ static bool x86_native_op(const tj_graph_t* g, uint32_t node) {
            tj_host_topk_takes(x->dtype);
   }
   // issue 15: lib/window.h says which convs the CONV template keeps
-  // (tj_window_conv_whole, shared with CUDA); dwbw's window variant keeps
-  // depthwise convs and max/avg pools.
+  // (tj_window_conv_whole, shared with CUDA; here grouped ones too, a GEMM
+  // a group); dwbw's window variant keeps depthwise convs and max/avg
+  // pools.
   if (n->op == TJ_OP_CONV)
-    return tj_window_conv_whole(g, node) || native_window(g, n);
+    return tj_window_conv_whole(g, node, true) || native_window(g, n);
   if (n->op == TJ_OP_MAX_POOL || n->op == TJ_OP_AVG_POOL)
     return native_window(g, n);
   if (n->op != TJ_OP_ATTENTION || n->rank < 3 || n->rank > 7) return false;

@@ -567,9 +567,10 @@ typedef struct tj_conv_attrs_t {
 // (im2col), one (batched over groups) matmul and an add: a 1x1 kernel with
 // stride 1 and no padding is a plain matmul. x86 and CUDA run an f32 conv
 // with groups 1 and constant sizes but the batch as one implicit-GEMM
-// kernel. A tap that reads padding adds nothing on the reference and on a
-// kernel that skips it, and 0 * w on one that multiplies the zero: where
-// such a w is infinite or NaN the result is unspecified (0-padded or NaN).
+// kernel, x86 a grouped one too (more than one input channel a group: a
+// GEMM a group). A tap that reads padding adds nothing on the reference and on
+// a kernel that skips it, and 0 * w on one that multiplies the zero: where such
+// a w is infinite or NaN the result is unspecified (0-padded or NaN).
 TJ_API tj_value_t tj_graph_conv(tj_graph_t* graph, tj_value_t x, tj_value_t w,
                                 tj_value_t bias, const tj_conv_attrs_t* attrs);
 // The transpose (gradient with respect to x) of conv, as

@@ -780,11 +780,11 @@ static bool conv_epilogue(fuse_t* f, const uint32_t* nodes, uint32_t count,
     return false;
   }
   const tj_node_t* cv = N(f, conv);
-  // Dense convs only: a depthwise conv kept whole runs on the CONV
-  // template's direct window variant (kir/lower_window.c), which has no
-  // epilogue.
-  if (tj_window_of(&cv->attrs).groups != 1) {
-    v->why = "a depthwise or grouped conv takes no epilogue";
+  // Dense and grouped convs only: a depthwise conv kept whole runs on the
+  // CONV template's direct window variant (kir/lower_window.c), which has
+  // no epilogue.
+  if (tj_window_depthwise(f->g, conv)) {
+    v->why = "a depthwise conv takes no epilogue";
     return false;
   }
   if (f->ctx->conv_epilogue_fits &&

@@ -1,5 +1,6 @@
 // The x86 CONV template (issue 15, task convdirect: kir/lower_conv.c,
-// jit/emit_conv.c). x86 keeps an f32 groups == 1 conv whole; each case
+// jit/emit_conv.c). x86 keeps an f32 conv whole (groups 1, or grouped with
+// more than one input channel a group: one GEMM a group); each case
 // here is compiled at every ISA tier the host has (host, avx2, sse2) and
 // checked against the reference interpreter (f64, rounded once) within
 // 1e-4 relative + 2e-6 * K absolute (K = C x taps, the f32 sums' length),
@@ -11,7 +12,11 @@
 // executable run at N = 3, 1 and 0; followers (relu, a residual add, a
 // sigmoid gate, clip, a row-broadcast residual, the conv also an output)
 // after it, fused into its kernel as the epilogue (convfuse: one kernel
-// in all). A grouped conv keeps the decomposition.
+// in all). Grouped convs (groups 2, 3, 4, 32; odd channels a group; a
+// group's channels past one block of 192; the shifted, packed, joined
+// and in-place variants; 1D and 3D) take the same checks; grouped_nan
+// puts NaN into one group's input and checks it reaches only that group's
+// outputs, and tj_verify's observed run.
 // conv_oom_sweep fails each allocation of a compile and run in turn.
 // nchwc_chains (issue 15): values held blocked (NCHWc) between ocvec convs,
 // checked the same way, by tj_verify and in the kernels' dumps, and under
@@ -351,7 +356,8 @@ static const case_t kCases[] = {
      0,
      {.strides = {5}},
      false},
-    {"grouped_decomposes",
+    // Grouped (issue 15, grouped): one GEMM a group on the template.
+    {"grouped_2",
      2,
      4,
      6,
@@ -362,6 +368,96 @@ static const case_t kCases[] = {
      2,
      {.pads_begin = {1, 1}, .pads_end = {1, 1}},
      false},
+    {"grouped_4_odd_s2_relu",
+     2,
+     12,
+     20,
+     {9, 11},
+     {3, 3},
+     true,
+     P_RELU,
+     4,
+     {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
+    // Output rows of 18: the shifted variant (a group's 2 channels).
+    {"grouped_32_shifted_residual",
+     2,
+     64,
+     64,
+     {16, 18},
+     {3, 3},
+     true,
+     P_RESIDUAL,
+     32,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
+    {"grouped_3_dilated_clip",
+     2,
+     15,
+     9,
+     {11, 13},
+     {3, 3},
+     false,
+     P_CLIP,
+     3,
+     {.dilations = {2, 2}, .pads_begin = {2, 1}, .pads_end = {1, 3}},
+     false},
+    {"grouped_1x1_in_place_gate",
+     2,
+     8,
+     12,
+     {5, 7},
+     {1, 1},
+     true,
+     P_GATE,
+     4,
+     {.groups = 0},
+     true},
+    {"grouped_1x1_s2",
+     2,
+     6,
+     9,
+     {7, 9},
+     {1, 1},
+     false,
+     P_NONE,
+     3,
+     {.strides = {2, 2}},
+     false},
+    // A group's 200 channels: two channel blocks a group (192 + 8).
+    {"grouped_2_blocks_rows",
+     2,
+     6,
+     400,
+     {5, 6},
+     {3, 3},
+     true,
+     P_ROWS,
+     2,
+     {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+     true},
+    {"grouped_3d_relu",
+     3,
+     6,
+     4,
+     {3, 4, 5},
+     {3, 3, 3},
+     true,
+     P_RELU,
+     2,
+     {.pads_begin = {1, 1, 1}, .pads_end = {1, 1, 1}},
+     false},
+    {"grouped_1d_s3_two",
+     1,
+     8,
+     8,
+     {50},
+     {5},
+     true,
+     P_TWO,
+     4,
+     {.strides = {3}, .pads_begin = {2}, .pads_end = {4}},
+     true},
     // Three convs equal but for where the padding goes (the same output
     // sizes), compiled one after another in one context: their kernels
     // differ only in the window's low pads, which the kernel set's cache
@@ -710,7 +806,8 @@ static void run_case(const case_t* c) {
   int64_t plane = 1;
   for (int32_t i = 0; i < c->n; ++i) plane *= out_size(c, i);
   const bool fc = taps == 1 && plane == 1;
-  const bool native = def1(c->groups) == 1 && !fc;
+  // Dense or grouped with more than one input channel a group.
+  const bool native = (def1(c->groups) == 1 || c->c / c->groups > 1) && !fc;
   for (int ci = 0; ci < g_num_ctx; ++ci) {
     tj_graph_t* g = build(g_ctx[ci], c, xd, wd, yd);
     CHECK(g != NULL);
@@ -784,8 +881,8 @@ static void run_case(const case_t* c) {
       }
       CHECK_EQ_INT(0, bad);
       if (bi == 0) {
-        // The conv template ran, unless the conv is grouped or an FC; an
-        // FC ran as a GEMM.
+        // The conv template ran, unless the conv is an FC, which ran as a
+        // GEMM.
         bool conv = ran_kernel(exe, ins, nin, gots, nout, "conv");
         if (conv != native)
           fprintf(stderr, "%s on %s: conv kernel %s\n", c->name, g_isa[ci],
@@ -837,6 +934,108 @@ TEST(cases_forced) {
   memcpy(g_ctx, saved, sizeof(saved));
   memcpy(g_isa, saved_isa, sizeof(saved_isa));
   g_num_ctx = saved_n;
+}
+
+// A grouped conv (4 groups of 2 input and 3 output channels, a bias, a
+// constant weight) with NaN at one pixel of one input channel of group 1:
+// on the shifted variant (output rows of 16) and the packed one (stride
+// 2), at every tier, batches 2, 1 and 0 of one executable, NaN exactly in
+// group 1's outputs whose window covers the pixel (the reference's), the
+// rest within tolerance; and tj_verify's observed run clean at batch 2.
+TEST(grouped_nan) {
+  static const tj_conv_attrs_t kAttrs[2] = {
+      {.pads_begin = {1, 1}, .pads_end = {1, 1}},
+      {.strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}},
+  };
+  for (int ai = 0; ai < 2; ++ai) {
+    for (int ci = 0; ci < g_num_ctx; ++ci) {
+      tj_graph_t* g = NULL;
+      CHECK_OK(tj_graph_create(g_ctx[ci], "grouped_nan", &g));
+      if (!g) continue;
+      const int64_t N = tj_graph_symbol(g, "N");
+      const int64_t wd[4] = {12, 2, 3, 3}, bd = 12;
+      tj_value_t x =
+          tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){N, 8, 10, 16}, "x");
+      float wv[12 * 2 * 9];
+      for (int i = 0; i < 12 * 18; ++i) wv[i] = uniform();
+      tj_value_t w = tj_graph_constant(g, TJ_DTYPE_F32, 4, wd, wv, sizeof(wv));
+      tj_value_t b = tj_graph_input(g, TJ_DTYPE_F32, 1, &bd, "b");
+      tj_conv_attrs_t a = kAttrs[ai];
+      a.groups = 4;
+      tj_graph_output(g, tj_graph_conv(g, x, w, b, &a), "y");
+      CHECK_OK(tj_graph_finalize(g));
+      tj_compile_options_t opts = tj_test_x86_options(2);
+      tj_executable_t* exe = NULL;
+      CHECK_OK(tj_compile(g, &opts, &exe));
+      if (!exe) {
+        tj_graph_destroy(g);
+        continue;
+      }
+      const int64_t oh = ai ? 5 : 10, ow = ai ? 8 : 16;
+      static const int64_t batches[3] = {2, 1, 0};
+      for (int bi = 0; bi < 3; ++bi) {
+        const int64_t n = batches[bi];
+        const int64_t xs[4] = {n, 8, 10, 16}, ys[4] = {n, 12, oh, ow};
+        const int64_t nx = numel(4, xs), ny = numel(4, ys);
+        float* xv = random_buffer(nx);
+        float* bv = random_buffer(12);
+        // Channel 3 (group 1), pixel (4, 6) of the last image.
+        if (n) xv[(n - 1) * 8 * 160 + 3 * 160 + 4 * 16 + 6] = NAN;
+        float* want = calloc((size_t)(ny ? ny : 1), sizeof(float));
+        float* got = calloc((size_t)(ny ? ny : 1), sizeof(float));
+        tj_tensor_t ins[2] = {tj_tensor_make(xv, TJ_DTYPE_F32, 4, xs),
+                              tj_tensor_make(bv, TJ_DTYPE_F32, 1, &bd)};
+        tj_tensor_t wo = tj_tensor_make(want, TJ_DTYPE_F32, 4, ys);
+        tj_tensor_t go = tj_tensor_make(got, TJ_DTYPE_F32, 4, ys);
+        CHECK_OK(tj_reference_run(g, ins, 2, &wo, 1));
+        CHECK_OK(tj_executable_run(exe, ins, 2, &go, 1));
+        int64_t bad = 0, nans = 0, first = -1;
+        for (int64_t i = 0; i < ny; ++i) {
+          const int64_t o = i / (oh * ow) % 12;
+          if (isnan(want[i])) {
+            ++nans;
+            // Only group 1's channels (3 to 5) see the NaN.
+            if (o < 3 || o > 5) ++bad;
+          }
+          const bool ok = isnan(want[i])
+                              ? isnan(got[i])
+                              : fabs((double)got[i] - (double)want[i]) <=
+                                    1e-4 * fabs((double)want[i]) + 2e-6 * 18.0;
+          if (!ok) {
+            if (first < 0) first = i;
+            ++bad;
+          }
+        }
+        if (bad) {
+          fprintf(stderr,
+                  "grouped_nan %d on %s, N=%lld: %lld wrong, [%lld] %g vs "
+                  "%g\n",
+                  ai, g_isa[ci], (long long)n, (long long)bad, (long long)first,
+                  (double)got[first], (double)want[first]);
+        }
+        CHECK_EQ_INT(0, bad);
+        CHECK(n == 0 || nans > 0);
+        if (n == 2) {
+          CHECK(ran_kernel(exe, ins, 2, &go, 1, "conv"));
+          tj_verify_options_t vo;
+          tj_verify_options_initialize(&vo);
+          tj_verify_report_t* rep = NULL;
+          CHECK_OK(tj_verify(exe, g, ins, 2, &vo, &rep));
+          if (rep && (rep->verdict != TJ_VERIFY_CLEAN || !rep->boundaries))
+            fprintf(stderr, "grouped_nan %d on %s: %s\n", ai, g_isa[ci],
+                    rep->text);
+          CHECK(rep && rep->verdict == TJ_VERIFY_CLEAN && rep->boundaries);
+          tj_verify_report_destroy(rep);
+        }
+        free(xv);
+        free(bv);
+        free(want);
+        free(got);
+      }
+      tj_executable_release(exe);
+      tj_graph_destroy(g);
+    }
+  }
 }
 
 static char* dumped_kir(const char* dir) {
@@ -1648,6 +1847,7 @@ int main(void) {
   g_num_ctx = tj_test_tier_contexts(g_ctx, g_isa);
   RUN_TEST(cases);
   RUN_TEST(cases_forced);
+  RUN_TEST(grouped_nan);
   RUN_TEST(prepacked_weight_marked);
   RUN_TEST(ocvec_variant_marked);
   RUN_TEST(bad_input_shape);
