@@ -29,9 +29,6 @@ static const tj_cts_expect_t kExpectsAll[] = {
     {"acos_f64", 0, 1, "no libdevice: f64 acos on the host"},
     {"atan_f64", 0, 1, "no libdevice: f64 atan on the host"},
     {"pow_f64", -1, -1, "no libdevice: f64 pow's group on the host"},
-    {"matmul_bf16_misaligned", -1, 1,
-     "K = 33: bf16 rows of 66 bytes break the tensor cores' 16-byte "
-     "cp.async copies: the matmul runs on the host"},
     {NULL, 0, 0, NULL},
 };
 
