@@ -1381,6 +1381,25 @@ static void row_stage_plan(const tj_nvptx_emit_t* nv, int32_t lanes,
   }
 }
 
+// The threads of a staged row's block: the option's where it names them
+// (TJ_NVPTX_ROWS=staged-256/-512/-1024), else by the staged bytes of a
+// row of constant length. On an H100 (session 28, bench/softmax_rows.py
+// under each setting, bench/RESULTS.md "Staged rows") 256 threads keep up
+// with rows of up to 32 KiB, 512 with 64 KiB (an f32 row of 16384: 0.95-
+// 0.99 of copy bandwidth against 0.75-0.99 on 256) and 1024 past that (f32
+// 32768: 0.84-0.96 against 0.46-0.97): fewer threads leave too few loads
+// in flight for one row a block, more idle at the barriers of short rows.
+// A row of symbolic length keeps 256.
+static int32_t row_stage_block(const tj_nvptx_emit_t* nv,
+                               const row_stage_t* st) {
+  if (nv->options.row_stage_threads > 0) return nv->options.row_stage_threads;
+  const tj_kir_t* k = nv->em.k;
+  tj_kir_ival_t n = k->dims[k->rank - 1];
+  if (n.param >= 0) return kThreads;
+  int64_t bytes = n.value * st->bytes;
+  return bytes <= 32768 ? kThreads : bytes <= 65536 ? 512 : 1024;
+}
+
 // The byte offset of each staged buffer's row in the dynamic shared
 // memory (each 16-byte aligned) and, at [count], the bytes they take,
 // for rows of |length| (i64) elements.
@@ -1563,9 +1582,7 @@ static tj_status_t emit_reduce_path(tj_nvptx_emit_t* nv, int32_t lanes,
       rest = LLVMBuildAnd(b, rest, LLVMBuildNot(b, take, ""), "");
       nv->info->row_stage_bytes = st.bytes;
       nv->info->row_stage_buffers = (int32_t)st.count;
-      nv->info->row_stage_threads = nv->options.row_stage_threads > kThreads
-                                        ? nv->options.row_stage_threads
-                                        : kThreads;
+      nv->info->row_stage_threads = row_stage_block(nv, &st);
       nv->info->shared_bytes = row_stage_max_bytes(nv->arch);
     }
     tj_emit_if_begin(em, &streaming, rest, "streaming");

@@ -364,9 +364,10 @@ typedef struct tj_nvptx_options_t {
   // read once a phase (TJ_NVPTX_ROWS=streaming; rows32k, issue 14), for
   // A/B comparisons and as the way back.
   bool row_stage_off;
-  // The staged path's threads a block (a row): 0 or 256 (the row kernels'
-  // own), 512 or 1024 (TJ_NVPTX_ROWS=staged-512 / staged-1024, for A/B
-  // comparisons): the kernel's .maxntid grows to it and its
+  // The staged path's threads a block (a row): 0 chooses by the length of
+  // a constant row (row_stage_block in emit_nvptx.c; a symbolic one 256),
+  // 256, 512 or 1024 (TJ_NVPTX_ROWS=staged-256 / -512 / -1024, for A/B
+  // comparisons) whatever it is: the kernel's .maxntid grows to it and its
   // .minnctapersm shrinks by as much, so every path keeps 64 registers.
   int32_t row_stage_threads;
 } tj_nvptx_options_t;

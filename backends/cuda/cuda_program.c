@@ -169,22 +169,24 @@ static const bool kRowsStagedByDefault = false;
 
 // TJ_NVPTX_ROWS: "streaming" leaves the row kernels without the staged
 // path (tj_nvptx_options_t.row_stage_off), "staged" gives it to them,
-// "staged-512" and "staged-1024" with blocks of that many threads
-// (row_stage_threads); unset or "" the default (kRowsStagedByDefault);
-// anything else warns once and leaves the default.
+// "staged-256", "staged-512" and "staged-1024" with blocks of that many
+// threads whatever the row's length (row_stage_threads); unset or "" the
+// default (kRowsStagedByDefault); anything else warns once and leaves the
+// default.
 static bool row_stage_off(tj_context_t* context, int32_t* threads) {
   const char* v = tj_setting(context, TJ_SETTING_NVPTX_ROWS);
   *threads = 0;
   if (!v || !v[0]) return !kRowsStagedByDefault;
   if (strcmp(v, "streaming") == 0) return true;
   if (strcmp(v, "staged") == 0) return false;
-  if (strcmp(v, "staged-512") == 0 || strcmp(v, "staged-1024") == 0) {
+  if (strcmp(v, "staged-256") == 0 || strcmp(v, "staged-512") == 0 ||
+      strcmp(v, "staged-1024") == 0) {
     *threads = atoi(v + 7);
     return false;
   }
   tj_warn_once(context, &g_warned_rows,
                "TJ_NVPTX_ROWS: \"%.32s\" is none of streaming, staged, "
-               "staged-512 and staged-1024 and is ignored",
+               "staged-256, staged-512 and staged-1024 and is ignored",
                v);
   return !kRowsStagedByDefault;
 }

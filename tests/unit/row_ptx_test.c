@@ -153,6 +153,39 @@ TEST(staged_path_constant_lengths) {
     tj_test_check_has(what, ptx, "cp.async.cg.shared.global", kCases[i].staged);
     free(ptx);
   }
+  // Unless the setting names them, a staged row's block has threads by
+  // its staged bytes (row_stage_block): 256 to 32 KiB, 512 to 64 KiB,
+  // 1024 past it; a symbolic length 256 (staged_path above).
+  static const struct {
+    row_op_t op;
+    tj_dtype_t dt;
+    int64_t n;
+    const char* rows;
+    const char* threads;
+  } kWidths[] = {
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 8192, "staged", ".maxntid 256, 1, 1"},
+      {ROW_SOFTMAX, TJ_DTYPE_BF16, 16384, "staged", ".maxntid 256, 1, 1"},
+      {ROW_LAYER_NORM, TJ_DTYPE_F32, 16384, "staged", ".maxntid 512, 1, 1"},
+      {ROW_RMS_NORM, TJ_DTYPE_BF16, 32768, "staged", ".maxntid 512, 1, 1"},
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 32768, "staged", ".maxntid 1024, 1, 1"},
+      {ROW_MASKED_SOFTMAX, TJ_DTYPE_BF16, 32768, "staged",
+       ".maxntid 1024, 1, 1"},
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 32768, "staged-256", ".maxntid 256, 1, 1"},
+      {ROW_SOFTMAX, TJ_DTYPE_F32, 8192, "staged-1024", ".maxntid 1024, 1, 1"},
+  };
+  for (size_t i = 0; i < sizeof(kWidths) / sizeof(kWidths[0]); ++i) {
+    char what[96];
+    snprintf(what, sizeof(what), "%s %s N=%lld %s", kRowOpNames[kWidths[i].op],
+             tj_dtype_name(kWidths[i].dt), (long long)kWidths[i].n,
+             kWidths[i].rows);
+    char* ptx =
+        row_ptx(kWidths[i].op, kWidths[i].dt, kWidths[i].n, kWidths[i].rows);
+    CHECK(ptx != NULL);
+    tj_test_check_has(what, ptx, "cp.async.cg.shared.global", true);
+    tj_test_check_has(what, ptx, kWidths[i].threads, true);
+    tj_test_assemble_ptx(g_ptxas, what, ptx);
+    free(ptx);
+  }
 }
 
 // The launch's choice (tj_nvptx_row_staged) for a kernel of 256 threads
