@@ -1505,7 +1505,8 @@ _Static_assert(sizeof(tj_kir_conv_t) == 184,
 static bool conv_equal(const tj_kir_conv_t* a, const tj_kir_conv_t* b) {
   if (a->spatial != b->spatial || a->window != b->window || a->c != b->c ||
       a->ocvec != b->ocvec || a->xblock != b->xblock ||
-      a->yblock != b->yblock || tj_kir_conv_groups(a) != tj_kir_conv_groups(b))
+      a->yblock != b->yblock || a->inblock != b->inblock ||
+      tj_kir_conv_groups(a) != tj_kir_conv_groups(b))
     return false;
   for (int32_t i = 0; i < 3; ++i) {
     if (a->in[i] != b->in[i] || a->kernel[i] != b->kernel[i] ||

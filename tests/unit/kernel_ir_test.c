@@ -502,6 +502,78 @@ TEST(code_bytes_follow_same_code) {
   tj_kir_destroy(k0);
 }
 
+// Every tj_kir_conv_t field the code depends on makes a kernel differ,
+// for tj_kir_same_code and tj_kir_code_bytes alike: inblock (an epilogue
+// input held in NCHWc blocks) was once left out of the former, which would
+// let two kernels differing only there share one object.
+TEST(same_code_sees_every_conv_field) {
+  const variant_t base = {"l0_g1", "B", "in3_0",   "in4_1", "out5_0",
+                          32,      1,   TJ_OP_ADD, 0.5};
+  tj_kir_t* k0 = build_variant(&base);
+  enum { kFields = 14 };
+  for (int f = 0; f < kFields; ++f) {
+    tj_kir_t* k = build_variant(&base);
+    CHECK(k0 && k);
+    if (!k0 || !k) {
+      tj_kir_destroy(k);
+      break;
+    }
+    tj_kir_conv_t* cv = &k->conv;
+    switch (f) {
+      case 0:
+        cv->spatial += 1;
+        break;
+      case 1:
+        cv->window += 1;
+        break;
+      case 2:
+        cv->c += 1;
+        break;
+      case 3:
+        cv->ocvec ^= 1;
+        break;
+      case 4:
+        cv->xblock += 8;
+        break;
+      case 5:
+        cv->yblock += 8;
+        break;
+      case 6:
+        cv->inblock ^= 2u;
+        break;
+      case 7:
+        cv->groups = 2;
+        break;
+      case 8:
+        cv->in[1] += 1;
+        break;
+      case 9:
+        cv->kernel[2] += 1;
+        break;
+      case 10:
+        cv->stride[0] += 1;
+        break;
+      case 11:
+        cv->dilation[1] += 1;
+        break;
+      case 12:
+        cv->low[2] += 1;
+        break;
+      case 13:
+        cv->high[0] += 1;
+        break;
+    }
+    bool same = tj_kir_same_code(k0, k), bytes = same_code_bytes(k0, k);
+    if (same || bytes)
+      fprintf(stderr, "conv field %d: same_code %d, code bytes equal %d\n", f,
+              same, bytes);
+    CHECK(!same);
+    CHECK(!bytes);
+    tj_kir_destroy(k);
+  }
+  tj_kir_destroy(k0);
+}
+
 // tj_kir_copy (region compile's copies of a repeated block's kernels): the
 // copy prints as the source with its own kernel and buffer names, has the
 // same code, outlives its source (its arrays and names are its own, held in
@@ -652,6 +724,7 @@ int main(void) {
   RUN_TEST(launch_pointwise_reduce);
   RUN_TEST(same_code_ignores_only_names);
   RUN_TEST(code_bytes_follow_same_code);
+  RUN_TEST(same_code_sees_every_conv_field);
   RUN_TEST(copy_has_its_own_names);
   RUN_TEST(borrow_has_its_own_names);
   RUN_TEST(oom_sweep);
