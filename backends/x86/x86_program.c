@@ -1028,14 +1028,14 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
 }
 
 // r18c (issue 15): a strided conv takes the ocvec variant
-// (tj_kir_conv_ocvec_rule: resnet's stem, 7x7/2 3-64) for the store of
-// its output in NCHWc blocks (yblock: each pixel's channel vector
-// straight from the tiles, no transpose); where nchwc_assign left that
-// output row-major, the transposed channel-row store makes ocvec the
-// slower variant (the stem 168.6 ms against 120.0 shifted at batch 32,
-// bench/RESULTS.md, r18), so the kernel goes back to the variant it
-// would take without the mark: its weight laid out again and its units
-// balanced again. TJ_X86_CONV=ocvec keeps the mark.
+// (tj_kir_conv_ocvec_rule: resnet's stem, 7x7/2 3-64, and its 3x3/2s)
+// for the store of its output in NCHWc blocks (yblock: each pixel's
+// channel vector straight from the tiles, no transpose); where
+// nchwc_assign left that output row-major, the transposed channel-row
+// store makes ocvec the slower variant (the stem 168.6 ms against 120.0
+// shifted at batch 32, bench/RESULTS.md, r18), so the kernel goes back to
+// the variant it would take without the mark: its weight laid out again
+// and its units balanced again. TJ_X86_CONV=ocvec keeps the mark.
 static tj_status_t settle_strided_ocvec(const target_t* t, program_t* p,
                                         const tj_graph_t* g,
                                         tj_lowered_kernel_t* ks, uint32_t nk) {

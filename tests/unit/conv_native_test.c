@@ -1216,9 +1216,10 @@ static const chain_t kChains[] = {
     {"stem", 3, 19, 90, {64, 64, 0}, false, false, false, 7, false, 0},
     {"stem_pool", 3, 19, 90, {64, 64, 0}, false, false, true, 7, false, 0},
     {"stem_three", 3, 17, 92, {64, 80, 64}, true, false, false, 7, false, 0},
-    // nchwc2: resnet's first block of a stage: a 3x3/2 (packed, its pixel
-    // blocks joined across images) and a 1x1/2 downsample storing blocks
-    // for the second conv's x and residual.
+    // nchwc2: resnet's first block of a stage: a 3x3/2 (r18c: on the ocvec
+    // variant, packed before) and a 1x1/2 downsample (packed, its pixel
+    // blocks joined across images) storing blocks for the second conv's x
+    // and residual.
     {"down", 16, 30, 29, {80, 80, 0}, false, false, false, 3, true, 0},
     {"down_three", 32, 28, 28, {96, 64, 64}, false, false, false, 3, true, 0},
     // r18: a max pool between convs reading and writing blocks: resnet's
@@ -1397,20 +1398,26 @@ static void run_chain(const chain_t* ch, bool nchw) {
     CHECK_EQ_INT(xs, count_of(kir, xb));
     CHECK_EQ_INT(res, count_of(kir, " inblock "));
     CHECK_EQ_INT(want + xs + res, count_of(kir, "block "));
-    // r18c: the stem (7x7/2 from 3 channels) takes the ocvec variant
-    // exactly where its output is stored blocked (its channel vectors
-    // straight from the tiles), else the shifted one.
-    if (ch->k0 == 7) {
-      const char* line = strstr(kir, "kernel 7x7 stride 2x2");
+    // r18c: conv 0 at stride 2 (the stem, 7x7/2 from 3 channels, or a
+    // 3x3/2) takes the ocvec variant exactly where its output is stored
+    // blocked (its channel vectors straight from the tiles) and the rule's
+    // O >= 64 and rows of 14 or more hold, else the shifted or packed one.
+    if (ch->k0) {
+      char what[32];
+      snprintf(what, sizeof(what), "kernel %" PRId64 "x%" PRId64 " stride 2x2",
+               ch->k0, ch->k0);
+      const char* line = strstr(kir, what);
       const char* end = line ? strchr(line, '\n') : NULL;
       const char* head = line;
       while (head && head > kir && head[-1] != '\n') --head;
       const char* oc = head ? strstr(head, " ocvec") : NULL;
-      const bool blocked = !nchw && !ch->pool && ch->o[0] % lanes == 0;
+      const int64_t w0 = (ch->w + 2 * (ch->k0 / 2) - ch->k0) / 2 + 1;
+      const bool blocked = !nchw && !ch->pool && ch->o[0] % lanes == 0 &&
+                           ch->o[0] >= 64 && w0 >= 14;
       const bool ocvec = oc && end && oc < end;
       if (ocvec != blocked)
-        fprintf(stderr, "nchwc %s on %s: the stem %s ocvec\n", ch->name,
-                isas[ti], ocvec ? "took" : "did not take");
+        fprintf(stderr, "nchwc %s on %s: conv 0 %s ocvec\n", ch->name, isas[ti],
+                ocvec ? "took" : "did not take");
       CHECK(line != NULL);
       CHECK_EQ_INT(blocked, ocvec);
     }
