@@ -527,64 +527,73 @@ static bool conv_ocvec(const target_t* t, const tj_kir_t* k) {
 // contiguous run of A rows kn apart instead of rows K apart. A conv that
 // takes the ocvec variant (conv_ocvec; x86conv3) gets panels of nr
 // channels instead, [O / nr][K][nr], and is marked (tj_kir_conv_t.ocvec).
+// Kernel |i| of |ks|; |allow_ocvec| false keeps it off the ocvec variant.
+static tj_status_t prepack_conv_one(const target_t* t, program_t* p,
+                                    const tj_graph_t* g,
+                                    tj_lowered_kernel_t* ks, uint32_t nk,
+                                    uint32_t i, bool allow_ocvec) {
+  tj_allocator_t al = t->config.allocator;
+  tj_kir_t* k = ks[i].kernel;
+  // A 1x1 reading x in place keeps w in place too: its prepacked rows
+  // ran 1.2-1.4x slower (1x1 2048-512 @7, bench/RESULTS.md, convfuse).
+  if (k->kind != TJ_KIR_CONV || tj_kir_conv_reads_x_in_place(k)) return NULL;
+  uint32_t wb = TJ_KIR_NONE;
+  for (uint32_t b = 0; b < k->num_buffers; ++b) {
+    if (k->buffers[b].role == TJ_KIR_CONV_W) wb = b;
+  }
+  if (wb == TJ_KIR_NONE || ks[i].buffer_offset_dims[wb] != 0) return NULL;
+  const tj_node_t* n = &g->nodes[ks[i].buffer_nodes[wb]];
+  if (n->op != TJ_OP_CONSTANT || !n->attrs.data || n->dtype != TJ_DTYPE_F32) {
+    return NULL;
+  }
+  if (!p->prepacked) {
+    p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
+    if (!p->prepacked) return tj_status_oom();
+    p->num_kernels = nk;
+  }
+  tj_kir_conv_schedule_t sched;
+  tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
+  const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
+  // The ocvec variant's weight (tj_kir_conv_schedule_t.ocvec): panels
+  // of nr channels, [O / nr][K][nr], zero past O.
+  const bool ocvec = allow_ocvec && conv_ocvec(t, k);
+  const int64_t kc = sched.kc,
+                opad = ocvec ? (O + sched.nr - 1) / sched.nr * sched.nr
+                             : (O + mr - 1) / mr * mr;
+  const size_t bytes = (size_t)(opad * K) * sizeof(float);
+  prepacked_t* pp = &p->prepacked[i];
+  pp->bytes = bytes + 64;  // alignment
+  pp->raw = tj_alloc(al, pp->bytes);
+  if (!pp->raw) return tj_status_oom();
+  pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
+  pp->buffer = wb;
+  memset(pp->data, 0, bytes);
+  const float* src = n->attrs.data;
+  float* dst = (float*)pp->data;
+  if (ocvec) {
+    const int64_t nr = sched.nr;
+    for (int64_t o = 0; o < O; ++o) {
+      float* panel = dst + o / nr * K * nr + o % nr;
+      for (int64_t kx = 0; kx < K; ++kx) panel[kx * nr] = src[o * K + kx];
+    }
+  }
+  for (int64_t k0 = 0; k0 < K && !ocvec; k0 += kc) {
+    const int64_t kn = K - k0 < kc ? K - k0 : kc;
+    float* pass = dst + k0 * opad;
+    for (int64_t o = 0; o < O; ++o)
+      memcpy(pass + o * kn, src + o * K + k0, (size_t)kn * sizeof(float));
+  }
+  k->b_prepacked = true;
+  k->conv.ocvec = ocvec;
+  return NULL;
+}
+
+// Every conv kernel of |ks| (prepack_conv_one).
 static tj_status_t prepack_conv_w(const target_t* t, program_t* p,
                                   const tj_graph_t* g, tj_lowered_kernel_t* ks,
                                   uint32_t nk) {
-  tj_allocator_t al = t->config.allocator;
-  for (uint32_t i = 0; i < nk; ++i) {
-    tj_kir_t* k = ks[i].kernel;
-    // A 1x1 reading x in place keeps w in place too: its prepacked rows
-    // ran 1.2-1.4x slower (1x1 2048-512 @7, bench/RESULTS.md, convfuse).
-    if (k->kind != TJ_KIR_CONV || tj_kir_conv_reads_x_in_place(k)) continue;
-    uint32_t wb = TJ_KIR_NONE;
-    for (uint32_t b = 0; b < k->num_buffers; ++b) {
-      if (k->buffers[b].role == TJ_KIR_CONV_W) wb = b;
-    }
-    if (wb == TJ_KIR_NONE || ks[i].buffer_offset_dims[wb] != 0) continue;
-    const tj_node_t* n = &g->nodes[ks[i].buffer_nodes[wb]];
-    if (n->op != TJ_OP_CONSTANT || !n->attrs.data || n->dtype != TJ_DTYPE_F32) {
-      continue;
-    }
-    if (!p->prepacked) {
-      p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
-      if (!p->prepacked) return tj_status_oom();
-      p->num_kernels = nk;
-    }
-    tj_kir_conv_schedule_t sched;
-    tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
-    const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
-    // The ocvec variant's weight (tj_kir_conv_schedule_t.ocvec): panels
-    // of nr channels, [O / nr][K][nr], zero past O.
-    const bool ocvec = conv_ocvec(t, k);
-    const int64_t kc = sched.kc,
-                  opad = ocvec ? (O + sched.nr - 1) / sched.nr * sched.nr
-                               : (O + mr - 1) / mr * mr;
-    const size_t bytes = (size_t)(opad * K) * sizeof(float);
-    prepacked_t* pp = &p->prepacked[i];
-    pp->bytes = bytes + 64;  // alignment
-    pp->raw = tj_alloc(al, pp->bytes);
-    if (!pp->raw) return tj_status_oom();
-    pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
-    pp->buffer = wb;
-    memset(pp->data, 0, bytes);
-    const float* src = n->attrs.data;
-    float* dst = (float*)pp->data;
-    if (ocvec) {
-      const int64_t nr = sched.nr;
-      for (int64_t o = 0; o < O; ++o) {
-        float* panel = dst + o / nr * K * nr + o % nr;
-        for (int64_t kx = 0; kx < K; ++kx) panel[kx * nr] = src[o * K + kx];
-      }
-    }
-    for (int64_t k0 = 0; k0 < K && !ocvec; k0 += kc) {
-      const int64_t kn = K - k0 < kc ? K - k0 : kc;
-      float* pass = dst + k0 * opad;
-      for (int64_t o = 0; o < O; ++o)
-        memcpy(pass + o * kn, src + o * K + k0, (size_t)kn * sizeof(float));
-    }
-    k->b_prepacked = true;
-    k->conv.ocvec = ocvec;
-  }
+  for (uint32_t i = 0; i < nk; ++i)
+    TJ_RETURN_IF_ERROR(prepack_conv_one(t, p, g, ks, nk, i, true));
   return NULL;
 }
 
@@ -740,13 +749,15 @@ static bool nchwc_conv(const tj_kir_t* k, int32_t lanes, nchwc_use_t use,
   if (k->kind != TJ_KIR_CONV || cv->window != TJ_KIR_WINDOW_GEMM ||
       !cv->ocvec || !k->b_prepacked)
     return false;
-  for (int32_t d = 0; d < 3; ++d) {
-    if (cv->stride[d] != 1) return false;
-  }
   tj_kir_conv_schedule_t s;
   tj_kir_conv_resolve(k, lanes, &s);
   if (!s.ocvec) return false;
-  if (use == NCHWC_X) return cv->c % lanes == 0;
+  if (use == NCHWC_X) {
+    for (int32_t d = 0; d < 3; ++d) {
+      if (cv->stride[d] != 1) return false;
+    }
+    return cv->c % lanes == 0;
+  }
   if (k->dims[1].param >= 0 || k->dims[1].value % lanes != 0) return false;
   if (use == NCHWC_RESIDUAL) {
     const tj_kir_buffer_t* buf = &k->buffers[b];
@@ -1016,6 +1027,47 @@ static tj_status_t nchwc_assign(const target_t* t, program_t* prog,
   return NULL;
 }
 
+// r18c (issue 15): a strided conv takes the ocvec variant
+// (tj_kir_conv_ocvec_rule: resnet's stem, 7x7/2 3-64, and its 3x3/2s)
+// for the store of its output in NCHWc blocks (yblock: each pixel's
+// channel vector straight from the tiles, no transpose); where
+// nchwc_assign left that output row-major, the transposed channel-row
+// store makes ocvec the slower variant (the stem 168.6 ms against 120.0
+// shifted at batch 32, bench/RESULTS.md, r18), so the kernel goes back to
+// the variant it would take without the mark: its weight laid out again
+// and its units balanced again. TJ_X86_CONV=ocvec keeps the mark.
+static tj_status_t settle_strided_ocvec(const target_t* t, program_t* p,
+                                        const tj_graph_t* g,
+                                        tj_lowered_kernel_t* ks, uint32_t nk) {
+  const char* v = tj_setting(t->config.context, TJ_SETTING_X86_CONV);
+  if (v && strcmp(v, "ocvec") == 0) return NULL;
+  bool any = false;
+  for (uint32_t i = 0; i < nk; ++i) {
+    tj_kir_t* k = ks[i].kernel;
+    const tj_kir_conv_t* cv = &k->conv;
+    if (k->kind != TJ_KIR_CONV || !cv->ocvec || cv->yblock ||
+        (cv->stride[1] == 1 && cv->stride[2] == 1) || !p->prepacked ||
+        !p->prepacked[i].raw)
+      continue;
+    prepacked_t* pp = &p->prepacked[i];
+    tj_free(t->config.allocator, pp->raw, pp->bytes);
+    memset(pp, 0, sizeof(*pp));
+    k->b_prepacked = false;
+    k->conv.ocvec = false;
+    k->schedule.mc = k->schedule.nc = k->schedule.kc = 0;
+    TJ_RETURN_IF_ERROR(prepack_conv_one(t, p, g, ks, nk, i, false));
+    balance_conv_units(t, ks + i, 1);
+    any = true;
+  }
+  // As at nchwc_assign's end: a kernel that now differs from the one it
+  // shares code with compiles on its own.
+  for (uint32_t i = 0; any && i < nk; ++i) {
+    const tj_kir_t* src = ks[i].code_of;
+    if (src && !tj_kir_same_code(src, ks[i].kernel)) ks[i].code_of = NULL;
+  }
+  return NULL;
+}
+
 static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
                                void** out_program) {
   target_t* t = target;
@@ -1047,6 +1099,8 @@ static tj_status_t x86_compile(void* target, tj_lowered_program_t* lp,
   if (!status) status = prepack_conv_w(t, p, lp->plan->graph, kernels, nk);
   if (!status) balance_conv_units(t, kernels, nk);
   if (!status) status = nchwc_assign(t, p, lp->plan, kernels, nk);
+  if (!status)
+    status = settle_strided_ocvec(t, p, lp->plan->graph, kernels, nk);
   if (status) {
     tj_run_plan_free_kernels(t->config.allocator, kernels, nk);
     x86_release(t, p);

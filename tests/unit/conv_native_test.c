@@ -1104,8 +1104,10 @@ TEST(prepacked_weight_marked) {
 // The rule (tj_kir_conv_ocvec_rule) gives the ocvec variant to a constant
 // weight at stride 1 with O >= 64 and output rows of 14 or more (the
 // kernel is marked ocvec); not to an input weight, nor under
-// TJ_X86_CONV=packed, nor at 7x7 outputs, nor at stride 2 (a stem's small
-// K included), where TJ_X86_CONV=ocvec still puts it.
+// TJ_X86_CONV=packed, nor at 7x7 outputs, nor at stride 2 (r18c: a stem of
+// 3 input channels takes it for a blocked output alone; this one's output
+// is the graph's, row-major, so it goes back to the shifted variant), where
+// TJ_X86_CONV=ocvec still puts it.
 TEST(ocvec_variant_marked) {
   static const struct {
     int64_t o, side;
@@ -1174,7 +1176,8 @@ TEST(ocvec_variant_marked) {
 // stores blocked), a max pool that reads relu(conv 0) too (it stays
 // row-major: the pool's output is a graph output, which stays row-major,
 // and a pool reads blocks only where it writes them), resnet's stem (7x7/2
-// 3-64 on the shifted variant) storing blocks for a conv's x and residual,
+// 3-64, r18c: on the ocvec variant where it stores blocks, else the shifted
+// one) storing blocks for a conv's x and residual,
 // a max pool between convs that reads and writes blocks (r18: the stem ->
 // max pool -> basic block of resnet; a NaN in x, which must come through
 // the pool), and TJ_LAYOUT=nchw, which blocks nothing. Each chain is compiled
@@ -1206,15 +1209,17 @@ static const chain_t kChains[] = {
     {"join", 16, 14, 16, {64, 64, 0}, true, false, false, 0, false, 0},
     {"skip", 64, 14, 15, {80, 64, 96}, false, true, false, 0, false, 0},
     {"pool", 16, 16, 14, {64, 64, 0}, false, false, true, 0, false, 0},
-    // nchwc2: resnet's stem (7x7/2 from 3 channels, rows of 45 so that it
-    // takes the shifted variant) writing blocks to a 3x3 conv, and to a max
-    // pool whose output is a graph output (row-major: so is its x).
+    // nchwc2: resnet's stem (7x7/2 from 3 channels, rows of 45) writing
+    // blocks to a 3x3 conv (r18c: from the ocvec variant), and to a max
+    // pool whose output is a graph output (row-major: so is its x, and the
+    // stem takes the shifted variant).
     {"stem", 3, 19, 90, {64, 64, 0}, false, false, false, 7, false, 0},
     {"stem_pool", 3, 19, 90, {64, 64, 0}, false, false, true, 7, false, 0},
     {"stem_three", 3, 17, 92, {64, 80, 64}, true, false, false, 7, false, 0},
-    // nchwc2: resnet's first block of a stage: a 3x3/2 (packed, its pixel
-    // blocks joined across images) and a 1x1/2 downsample storing blocks
-    // for the second conv's x and residual.
+    // nchwc2: resnet's first block of a stage: a 3x3/2 (r18c: on the ocvec
+    // variant, packed before) and a 1x1/2 downsample (packed, its pixel
+    // blocks joined across images) storing blocks for the second conv's x
+    // and residual.
     {"down", 16, 30, 29, {80, 80, 0}, false, false, false, 3, true, 0},
     {"down_three", 32, 28, 28, {96, 64, 64}, false, false, false, 3, true, 0},
     // r18: a max pool between convs reading and writing blocks: resnet's
@@ -1393,6 +1398,29 @@ static void run_chain(const chain_t* ch, bool nchw) {
     CHECK_EQ_INT(xs, count_of(kir, xb));
     CHECK_EQ_INT(res, count_of(kir, " inblock "));
     CHECK_EQ_INT(want + xs + res, count_of(kir, "block "));
+    // r18c: conv 0 at stride 2 (the stem, 7x7/2 from 3 channels, or a
+    // 3x3/2) takes the ocvec variant exactly where its output is stored
+    // blocked (its channel vectors straight from the tiles) and the rule's
+    // O >= 64 and rows of 14 or more hold, else the shifted or packed one.
+    if (ch->k0) {
+      char what[32];
+      snprintf(what, sizeof(what), "kernel %" PRId64 "x%" PRId64 " stride 2x2",
+               ch->k0, ch->k0);
+      const char* line = strstr(kir, what);
+      const char* end = line ? strchr(line, '\n') : NULL;
+      const char* head = line;
+      while (head && head > kir && head[-1] != '\n') --head;
+      const char* oc = head ? strstr(head, " ocvec") : NULL;
+      const int64_t w0 = (ch->w + 2 * (ch->k0 / 2) - ch->k0) / 2 + 1;
+      const bool blocked = !nchw && !ch->pool && ch->o[0] % lanes == 0 &&
+                           ch->o[0] >= 64 && w0 >= 14;
+      const bool ocvec = oc && end && oc < end;
+      if (ocvec != blocked)
+        fprintf(stderr, "nchwc %s on %s: conv 0 %s ocvec\n", ch->name, isas[ti],
+                ocvec ? "took" : "did not take");
+      CHECK(line != NULL);
+      CHECK_EQ_INT(blocked, ocvec);
+    }
     free(kir);
     static const int64_t batches[3] = {2, 1, 0};
     for (int bi = 0; bi < 3 && exe; ++bi) {
@@ -1791,6 +1819,59 @@ TEST(conv_oom_sweep_ocvec) {
 // held blocked (nchwc_assign's allocations included: its candidate pools'
 // flags too, allocated where any conv is; a max pool between the convs
 // ended the sweep at 32 points, a failure absorbed before the layout).
+// r18c: a stem-like conv (3x3/2 from 3 channels to 64, rows of 16) whose
+// output is the graph's: the rule gives it the ocvec variant, and with its
+// output row-major the x86 backend lays its weight out again for the
+// shifted one (settle_strided_ocvec); every allocation of that swept.
+static tj_status_t settled_compile_run(tj_allocator_t allocator) {
+  tj_context_t* ctx = NULL;
+  tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
+  if (s) return s;
+  tj_graph_t* g = NULL;
+  tj_executable_t* exe = NULL;
+  s = tj_graph_create(ctx, "settled_oom", &g);
+  if (!s) {
+    int64_t N = tj_graph_symbol(g, "N");
+    tj_value_t x =
+        tj_graph_input(g, TJ_DTYPE_F32, 4, (int64_t[]){N, 3, 8, 32}, "x");
+    static float wv[64 * 3 * 3 * 3];
+    for (int i = 0; i < 64 * 27; ++i) wv[i] = (float)(i % 5) * 0.2f;
+    tj_value_t w = tj_graph_constant(g, TJ_DTYPE_F32, 4,
+                                     (int64_t[]){64, 3, 3, 3}, wv, sizeof(wv));
+    tj_conv_attrs_t a = {
+        .strides = {2, 2}, .pads_begin = {1, 1}, .pads_end = {1, 1}};
+    tj_graph_output(
+        g, tj_graph_relu(g, tj_graph_conv(g, x, w, (tj_value_t){0}, &a)), "y");
+    s = tj_graph_finalize(g);
+  }
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.cache_dir = g_oom_dir;
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    static float x[2 * 3 * 8 * 32], y[2 * 64 * 4 * 16];
+    for (int i = 0; i < 2 * 3 * 8 * 32; ++i) x[i] = (float)(i % 7) * 0.1f;
+    tj_tensor_t in =
+        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 32});
+    tj_tensor_t out =
+        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){2, 64, 4, 16});
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
+TEST(conv_oom_sweep_settled) {
+  snprintf(g_oom_dir, sizeof(g_oom_dir), "/tmp/tj_conv_oom_XXXXXX");
+  CHECK(mkdtemp(g_oom_dir) != NULL);
+  CHECK_OK(settled_compile_run(tj_allocator_system()));  // warms the cache
+  CHECK(tj_test_oom_sweep("conv settled", settled_compile_run) > 0);
+  tj_test_remove_tree(g_oom_dir);
+}
+
 static tj_status_t nchwc_compile_run(tj_allocator_t allocator) {
   tj_context_t* ctx = NULL;
   tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
@@ -1853,6 +1934,7 @@ int main(void) {
   RUN_TEST(bad_input_shape);
   RUN_TEST(conv_oom_sweep);
   RUN_TEST(conv_oom_sweep_ocvec);
+  RUN_TEST(conv_oom_sweep_settled);
   RUN_TEST(nchwc_chains);
   RUN_TEST(balanced_units);
   RUN_TEST(conv_oom_sweep_nchwc);
